@@ -1,0 +1,169 @@
+/* main.c — the mcc command line: the whole pipeline in order.
+ *   mcc compile SPEC.json [--field value ...] -o train_rank   spec -> IR -> passes -> executable
+ *   mcc ir SPEC.json [--after PASS] [--rank R]                 print the IR after a pass
+ *   mcc ir --list-passes
+ *   mcc data preprocess --input FILE --output-prefix P        text -> Megatron indexed dataset */
+#include "codegen/codegen.h"
+#include "frontend/data_preprocess.h"
+#include "frontend/model.h"
+#include "frontend/spec.h"
+#include "passes/passes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage:\n"
+                 "  mcc compile SPEC.json [--<field> VALUE ...] -o OUT [--target cpu]\n"
+                 "  mcc ir SPEC.json [--<field> VALUE ...] [--after PASS] [--rank R]\n"
+                 "  mcc ir --list-passes\n"
+                 "  mcc data preprocess --input FILE --output-prefix PREFIX [--append-eod] [--json-keys text]\n"
+                 "Every spec field (model.*, parallel.*, training.*) can be set by its flag: --hidden-size 1024.\n");
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int fail(const char *msg)
+{
+    fprintf(stderr, "mcc: error: %s\n", msg);
+    return 2;
+}
+
+/* The options of compile/ir that are not spec fields. */
+typedef struct {
+    const char *out, *after, *target;
+    int rank;
+} cli_opts;
+
+static bool parse_opts(int argc, char **argv, const int *rest, int nrest, cli_opts *o, char *err, size_t errlen)
+{
+    for (int k = 0; k < nrest; k++) {
+        const char *flag = argv[rest[k]];
+        bool has_value = k + 1 < nrest && rest[k + 1] == rest[k] + 1;
+        const char *v = has_value ? argv[rest[k + 1]] : NULL;
+        const char **slot = !strcmp(flag, "-o") ? &o->out : !strcmp(flag, "--after") ? &o->after
+                          : !strcmp(flag, "--target") ? &o->target : NULL;
+        if (slot && v) {
+            *slot = v;
+            k++;
+        } else if (!strcmp(flag, "--rank") && v) {
+            o->rank = atoi(v);
+            k++;
+        } else if (slot || !strcmp(flag, "--rank")) {
+            snprintf(err, errlen, "%s needs a value", flag);
+            return false;
+        } else {
+            snprintf(err, errlen, "unknown flag '%s' (spec fields use their names with '-': --hidden-size; "
+                                  "see `mcc --help`)", flag);
+            return false;
+        }
+    }
+    if (o->after && mcc_pass_index(o->after) < 0) {
+        snprintf(err, errlen, "--after %s: no such pass (mcc ir --list-passes names them)", o->after);
+        return false;
+    }
+    if (o->target && strcmp(o->target, "cpu") != 0) {
+        snprintf(err, errlen, "--target %s: only `cpu` is available in this build", o->target);
+        return false;
+    }
+    if (o->rank != 0) {
+        snprintf(err, errlen, "--rank %d: this layout has one rank (rank 0)", o->rank);
+        return false;
+    }
+    return true;
+}
+
+/* Spec -> planned module; shared by compile and ir. */
+static ir_module *build(int argc, char **argv, cli_opts *o, bool all_passes)
+{
+    char err[2048];
+    if (argc < 1 || argv[0][0] == '-') {
+        fail("expected the spec file (SPEC.json) as the first argument");
+        return NULL;
+    }
+    int *rest = malloc(sizeof(int) * (size_t)argc), nrest = 0;
+    mcc_spec spec;
+    bool ok = mcc_spec_load(argv[0], argc - 1, argv + 1, &spec, rest, &nrest, err, sizeof err);
+    for (int k = 0; ok && k < nrest; k++)
+        rest[k] += 1; /* indices into argv+1 -> argv */
+    ok = ok && parse_opts(argc, argv, rest, nrest, o, err, sizeof err);
+    free(rest);
+    if (!ok) {
+        fail(err);
+        return NULL;
+    }
+    double t0 = now_s();
+    ir_module *m = mcc_build_model(&spec);
+    if (!mcc_run_passes(m, all_passes ? NULL : o->after, true, err, sizeof err)) {
+        fail(err);
+        ir_module_free(m);
+        return NULL;
+    }
+    fprintf(stderr, "mcc: built and verified %s through pass %s in %.2f s\n", argv[0],
+            all_passes || !o->after ? mcc_passes[mcc_npasses - 1].name : o->after, now_s() - t0);
+    return m;
+}
+
+static int cmd_compile(int argc, char **argv)
+{
+    cli_opts o = {0};
+    ir_module *m = build(argc, argv, &o, true);
+    if (!m)
+        return 2;
+    if (!o.out) {
+        ir_module_free(m);
+        return fail("-o OUT is required: the path of the train_rank executable to write");
+    }
+    mcc_memory_breakdown mem = mcc_memory_of(m);
+    mcc_memory_print(&mem, stderr);
+    char err[8192];
+    bool ok = cg_write_executable(m, o.out, err, sizeof err);
+    ir_module_free(m);
+    if (!ok)
+        return fail(err), 1;
+    fprintf(stderr, "mcc: wrote %s\n", o.out);
+    return 0;
+}
+
+static int cmd_ir(int argc, char **argv)
+{
+    if (argc >= 1 && !strcmp(argv[0], "--list-passes")) {
+        for (int i = 0; i < mcc_npasses; i++)
+            printf("%-12s %s\n", mcc_passes[i].name, mcc_passes[i].what);
+        return 0;
+    }
+    cli_opts o = {0};
+    ir_module *m = build(argc, argv, &o, false);
+    if (!m)
+        return 2;
+    char *text = ir_print_module(m);
+    fputs(text, stdout);
+    free(text);
+    ir_module_free(m);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "compile"))
+        return cmd_compile(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "ir"))
+        return cmd_ir(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "data") && argc >= 3 && !strcmp(argv[2], "preprocess"))
+        return mcc_data_preprocess_main(argc - 2, argv + 2);
+    fprintf(stderr, "mcc: error: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,187 @@
+/* model.c — builds the logical forward graph of one micro-batch (GPT-2 or LLaMA style) from a
+ * validated spec: the parameters as module globals, the `micro_step` function computing the
+ * loss, and the training settings the runtime needs as module config. */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    ir_module *m;
+    ir_func *f;
+    const mcc_spec *s;
+} builder;
+
+/* Declares a parameter and returns a reference to it in the function. */
+static int param(builder *b, const char *name, int ndim, const int64_t *dims, ir_init init, double std)
+{
+    ir_global_add(b->m, name, ir_tensor(IR_F32, ndim, dims), IR_GLOBAL_PARAM, init, std, ndim < 2);
+    return ir_global_ref(b->m, b->f, name);
+}
+
+static int param1(builder *b, const char *name, int64_t n, ir_init init)
+{
+    return param(b, name, 1, &n, init, 0);
+}
+
+/* y = x W^T (+ bias): W is [out, in] as in torch.nn.Linear and Megatron. */
+static int linear(builder *b, const char *prefix, int x, int64_t in, int64_t out, double std)
+{
+    char name[160];
+    int64_t wdims[2] = {out, in};
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    int y = ir_matmul(b->m, b->f, x, param(b, name, 2, wdims, IR_INIT_NORMAL, std), false, true);
+    if (!b->s->add_bias_linear)
+        return y;
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    return ir_op2(b->m, b->f, IR_OP_BIAS_ADD, y, param1(b, name, out, IR_INIT_ZEROS));
+}
+
+static int norm(builder *b, const char *prefix, int x)
+{
+    char w[160], bias[160];
+    int64_t d = b->s->hidden_size;
+    double eps = b->s->norm_epsilon;
+    snprintf(w, sizeof w, "%s.weight", prefix);
+    snprintf(bias, sizeof bias, "%s.bias", prefix);
+    if (b->s->normalization == MCC_NORM_RMSNORM) {
+        int args[2] = {x, param1(b, w, d, IR_INIT_ONES)};
+        return ir_emit(b->m, b->f, IR_OP_RMSNORM, args, 2, &eps, NULL, NULL);
+    }
+    int args[3] = {x, param1(b, w, d, IR_INIT_ONES), param1(b, bias, d, IR_INIT_ZEROS)};
+    return ir_emit(b->m, b->f, IR_OP_LAYERNORM, args, 3, &eps, NULL, NULL);
+}
+
+/* Projects x[B,T,d] to heads [B,T,heads,D], rotated when the model uses RoPE. */
+static int project_heads(builder *b, const char *prefix, int x, int64_t heads, bool rotate)
+{
+    const mcc_spec *s = b->s;
+    int64_t D = mcc_spec_head_dim(s);
+    int y = linear(b, prefix, x, s->hidden_size, heads * D, s->init_method_std);
+    int64_t dims[4] = {s->micro_batch_size, s->seq_length, heads, D};
+    y = ir_reshape(b->m, b->f, y, 4, dims);
+    if (!rotate)
+        return y;
+    double attrs[2] = {s->rotary_base, 0};
+    return ir_emit(b->m, b->f, IR_OP_ROPE, &y, 1, attrs, NULL, NULL);
+}
+
+static int attention_block(builder *b, int layer, int x)
+{
+    const mcc_spec *s = b->s;
+    char p[128];
+    bool rope = s->position_embedding_type == MCC_POS_ROPE;
+    /* Megatron scales the init of output projections by 1/sqrt(2 L). */
+    double out_std = s->init_method_std / sqrt(2.0 * s->num_layers);
+    snprintf(p, sizeof p, "layers.%d.attention.q", layer);
+    int q = project_heads(b, p, x, s->num_attention_heads, rope);
+    snprintf(p, sizeof p, "layers.%d.attention.k", layer);
+    int k = project_heads(b, p, x, s->num_query_groups, rope);
+    snprintf(p, sizeof p, "layers.%d.attention.v", layer);
+    int v = project_heads(b, p, x, s->num_query_groups, false);
+    int qkv[3] = {q, k, v};
+    int y = ir_emit(b->m, b->f, IR_OP_ATTENTION, qkv, 3, NULL, NULL, NULL); /* [B,T,H,D] */
+    int64_t dims[3] = {s->micro_batch_size, s->seq_length, (int64_t)s->num_attention_heads * mcc_spec_head_dim(s)};
+    y = ir_reshape(b->m, b->f, y, 3, dims);
+    snprintf(p, sizeof p, "layers.%d.attention.out", layer);
+    return linear(b, p, y, dims[2], s->hidden_size, out_std);
+}
+
+static int mlp_block(builder *b, int layer, int x)
+{
+    const mcc_spec *s = b->s;
+    char p[128];
+    double std = s->init_method_std, out_std = std / sqrt(2.0 * s->num_layers);
+    snprintf(p, sizeof p, "layers.%d.mlp.up", layer);
+    int h = linear(b, p, x, s->hidden_size, s->ffn_hidden_size, std); /* [B,T,F] */
+    if (s->activation == MCC_ACT_SWIGLU) {
+        snprintf(p, sizeof p, "layers.%d.mlp.gate", layer);
+        int gate = linear(b, p, x, s->hidden_size, s->ffn_hidden_size, std);
+        h = ir_op2(b->m, b->f, IR_OP_MUL, ir_op1(b->m, b->f, IR_OP_SILU, gate), h);
+    } else {
+        h = ir_op1(b->m, b->f, IR_OP_GELU, h);
+    }
+    snprintf(p, sizeof p, "layers.%d.mlp.down", layer);
+    return linear(b, p, h, s->ffn_hidden_size, s->hidden_size, out_std);
+}
+
+static int embed(builder *b, int tokens)
+{
+    const mcc_spec *s = b->s;
+    int64_t wdims[2] = {s->vocab_size, s->hidden_size};
+    int table = param(b, "embedding.word", 2, wdims, IR_INIT_NORMAL, s->init_method_std);
+    int x = ir_op2(b->m, b->f, IR_OP_EMBEDDING, table, tokens); /* [B,T,d] */
+    if (s->position_embedding_type == MCC_POS_LEARNED) {
+        int64_t pdims[2] = {s->max_position_embeddings, s->hidden_size};
+        int pos = param(b, "embedding.position", 2, pdims, IR_INIT_NORMAL, s->init_method_std);
+        x = ir_op2(b->m, b->f, IR_OP_POS_ADD, x, pos);
+    }
+    return x;
+}
+
+static int logits_of(builder *b, int x)
+{
+    const mcc_spec *s = b->s;
+    int w;
+    if (s->untie_embeddings_and_output_weights) {
+        int64_t dims[2] = {s->vocab_size, s->hidden_size};
+        w = param(b, "output.weight", 2, dims, IR_INIT_NORMAL, s->init_method_std);
+    } else {
+        w = ir_global_ref(b->m, b->f, "embedding.word");
+    }
+    return ir_matmul(b->m, b->f, x, w, false, true); /* [B,T,V] */
+}
+
+static void set_config(ir_module *m, const mcc_spec *s)
+{
+    static const char *const styles[] = {"constant", "linear", "cosine"};
+    char v[64];
+#define SETI(key, val) (snprintf(v, sizeof v, "%lld", (long long)(val)), ir_config_set(m, key, v))
+#define SETF(key, val) (snprintf(v, sizeof v, "%.17g", (double)(val)), ir_config_set(m, key, v))
+    SETI("micro_batch_size", s->micro_batch_size);
+    SETI("seq_length", s->seq_length);
+    SETI("vocab_size", s->vocab_size);
+    SETI("global_batch_size", s->global_batch_size);
+    SETI("accum_steps", mcc_spec_accum_steps(s));
+    SETI("train_iters", s->train_iters);
+    SETI("lr_warmup_iters", s->lr_warmup_iters);
+    SETI("seed", s->seed);
+    SETI("num_params", mcc_spec_num_params(s));
+    SETI("num_layers", s->num_layers);
+    SETI("hidden_size", s->hidden_size);
+    SETF("lr", s->lr);
+    SETF("min_lr", s->min_lr);
+    SETF("weight_decay", s->weight_decay);
+    SETF("clip_grad", s->clip_grad);
+    SETF("adam_beta1", s->adam_beta1);
+    SETF("adam_beta2", s->adam_beta2);
+    SETF("adam_eps", s->adam_eps);
+    ir_config_set(m, "lr_decay_style", styles[s->lr_decay_style]);
+#undef SETI
+#undef SETF
+}
+
+ir_module *mcc_build_model(const mcc_spec *s)
+{
+    ir_module *m = ir_module_new();
+    set_config(m, s);
+    builder b = {m, ir_func_new(m, "micro_step"), s};
+    int64_t bt[2] = {s->micro_batch_size, s->seq_length};
+    int tokens = ir_input(m, b.f, "tokens", ir_tensor(IR_I32, 2, bt));
+    int targets = ir_input(m, b.f, "targets", ir_tensor(IR_I32, 2, bt));
+
+    int x = embed(&b, tokens);
+    for (int l = 0; l < s->num_layers; l++) {
+        char p[64];
+        snprintf(p, sizeof p, "layers.%d.input_norm", l);
+        x = ir_op2(m, b.f, IR_OP_ADD, x, attention_block(&b, l, norm(&b, p, x)));
+        snprintf(p, sizeof p, "layers.%d.post_attention_norm", l);
+        x = ir_op2(m, b.f, IR_OP_ADD, x, mlp_block(&b, l, norm(&b, p, x)));
+    }
+    int logits = logits_of(&b, norm(&b, "final_norm", x));
+    int loss = ir_op2(m, b.f, IR_OP_CROSS_ENTROPY, logits, targets);
+    ir_output(m, b.f, "loss", loss);
+    ir_output(m, b.f, "logits", logits);
+    return m;
+}

@@ -1,0 +1,47 @@
+/* spec.h — the validated training spec: model, parallel and training sections of SPEC.json,
+ * after CLI overrides. Field names are Megatron-LM's argument names with '_' for '-'. */
+#ifndef MCC_SPEC_H
+#define MCC_SPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { MCC_NORM_LAYERNORM, MCC_NORM_RMSNORM } mcc_norm;
+typedef enum { MCC_POS_LEARNED, MCC_POS_ROPE } mcc_pos;
+typedef enum { MCC_ACT_GELU, MCC_ACT_SWIGLU } mcc_act;
+typedef enum { MCC_LR_CONSTANT, MCC_LR_LINEAR, MCC_LR_COSINE } mcc_lr_style;
+
+typedef struct {
+    /* model */
+    int num_layers, hidden_size, num_attention_heads, num_query_groups, ffn_hidden_size;
+    int seq_length, max_position_embeddings, vocab_size;
+    mcc_norm normalization;             /* "LayerNorm" | "RMSNorm" */
+    mcc_pos position_embedding_type;    /* "learned_absolute" | "rope" */
+    mcc_act activation;                 /* from "swiglu": true/false (default false, as Megatron) */
+    bool untie_embeddings_and_output_weights, add_bias_linear;
+    double init_method_std, norm_epsilon, rotary_base;
+    /* parallel */
+    int tensor_model_parallel_size, pipeline_model_parallel_size, data_parallel_size;
+    /* training */
+    int micro_batch_size, global_batch_size, train_iters, lr_warmup_iters, seed;
+    double lr, min_lr, weight_decay, clip_grad, adam_beta1, adam_beta2, adam_eps;
+    mcc_lr_style lr_decay_style;        /* "constant" | "linear" | "cosine" */
+} mcc_spec;
+
+/* Reads SPEC.json, applies `--flag value` overrides (argv: the flags after the spec path),
+ * validates everything. On any error writes one message naming the JSON path or flag and the
+ * fix into err and returns false. Unrecognised flags are left for the caller: their indices
+ * are returned in rest/nrest (rest must hold argc entries). */
+bool mcc_spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest,
+                   char *err, size_t errlen);
+
+/* Derived quantities. */
+static inline int mcc_spec_head_dim(const mcc_spec *s) { return s->hidden_size / s->num_attention_heads; }
+static inline int mcc_spec_accum_steps(const mcc_spec *s)
+{
+    return s->global_batch_size / (s->micro_batch_size * s->data_parallel_size);
+}
+int64_t mcc_spec_num_params(const mcc_spec *s);
+
+#endif

@@ -1,0 +1,141 @@
+/* grad.c — reverse-mode rules, one per differentiable op of the op table (ops.def). Each rule
+ * reads the gradient of the instruction's result and contributes gradients to its operands. */
+#include "grad.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int ir_grad_of(const ir_grad_ctx *g, int v) { return v < g->nfwd ? g->grad[v] : -1; }
+
+void ir_grad_contribute(ir_grad_ctx *g, int v, int dv)
+{
+    if (v >= g->nfwd)
+        return;
+    g->grad[v] = g->grad[v] < 0 ? dv : ir_op2(g->m, g->f, IR_OP_ADD, g->grad[v], dv);
+}
+
+void ir_grad_none(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    fprintf(stderr, "mcc: internal error: op %s has no gradient rule but reaches the loss\n", ir_ops[in->op].name);
+    abort();
+}
+
+/* Emits an instruction in the backward and returns its first result. */
+static int emit(ir_grad_ctx *g, ir_op op, const int *args, int nargs, const double *attrs)
+{
+    return ir_emit(g->m, g->f, op, args, nargs, attrs, NULL, NULL);
+}
+
+/* Reshapes dv back to the shape of forward value v when an op flattened it. */
+static int like(ir_grad_ctx *g, int dv, int v)
+{
+    const ir_type *t = ir_vtype(g->f, v), *dt = ir_vtype(g->f, dv);
+    if (ir_type_eq(t, dt))
+        return dv;
+    return ir_reshape(g->m, g->f, dv, t->ndim, t->dims);
+}
+
+#define DY (ir_grad_of(g, in->res[0]))
+
+void ir_grad_add(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    ir_grad_contribute(g, in->args[0], DY);
+    ir_grad_contribute(g, in->args[1], DY);
+}
+
+void ir_grad_mul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int dy = DY;
+    ir_grad_contribute(g, in->args[0], ir_op2(g->m, g->f, IR_OP_MUL, dy, in->args[1]));
+    ir_grad_contribute(g, in->args[1], ir_op2(g->m, g->f, IR_OP_MUL, dy, in->args[0]));
+}
+
+void ir_grad_scale(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    ir_grad_contribute(g, in->args[0], ir_scale(g->m, g->f, DY, in->attr[0]));
+}
+
+void ir_grad_bias_add(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int dy = DY;
+    ir_grad_contribute(g, in->args[0], dy);
+    ir_grad_contribute(g, in->args[1], ir_op1(g->m, g->f, IR_OP_SUM_ROWS, dy));
+}
+
+void ir_grad_gelu(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    ir_grad_contribute(g, in->args[0], ir_op2(g->m, g->f, IR_OP_GELU_GRAD, DY, in->args[0]));
+}
+
+void ir_grad_silu(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    ir_grad_contribute(g, in->args[0], ir_op2(g->m, g->f, IR_OP_SILU_GRAD, DY, in->args[0]));
+}
+
+void ir_grad_reshape(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    ir_grad_contribute(g, in->args[0], like(g, DY, in->args[0]));
+}
+
+/* r = a op(b) with a[*,K]: da = dy op(b)^T; for b = W[N,K] (tb): dW = dy^T a, else db = a^T dy. */
+void ir_grad_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    if (in->attr[0] != 0) {
+        fprintf(stderr, "mcc: internal error: no gradient rule for matmul with a transposed first operand\n");
+        abort();
+    }
+    bool tb = in->attr[1] != 0;
+    int a = in->args[0], b = in->args[1], dy = DY;
+    ir_grad_contribute(g, a, like(g, ir_matmul(g->m, g->f, dy, b, false, !tb), a));
+    int db = tb ? ir_matmul(g->m, g->f, dy, a, true, false) : ir_matmul(g->m, g->f, a, dy, true, false);
+    ir_grad_contribute(g, b, like(g, db, b));
+}
+
+void ir_grad_embedding(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int args[2] = {DY, in->args[1]};
+    double vocab = (double)ir_vtype(g->f, in->args[0])->dims[0];
+    ir_grad_contribute(g, in->args[0], emit(g, IR_OP_EMBEDDING_GRAD, args, 2, &vocab));
+}
+
+void ir_grad_pos_add(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int dy = DY;
+    double positions = (double)ir_vtype(g->f, in->args[1])->dims[0];
+    ir_grad_contribute(g, in->args[0], dy);
+    ir_grad_contribute(g, in->args[1], emit(g, IR_OP_POS_ADD_GRAD, &dy, 1, &positions));
+}
+
+/* Norms: one backward op returns dx, dw (and db for layernorm) as consecutive values. */
+static void grad_norm(ir_grad_ctx *g, const ir_instr *in, ir_op grad_op)
+{
+    int args[3] = {DY, in->args[0], in->args[1]};
+    int dx = emit(g, grad_op, args, 3, in->attr);
+    for (int i = 0; i < in->nargs; i++)
+        ir_grad_contribute(g, in->args[i], dx + i);
+}
+
+void ir_grad_layernorm(ir_grad_ctx *g, const ir_func *f, const ir_instr *in) { grad_norm(g, in, IR_OP_LAYERNORM_GRAD); }
+void ir_grad_rmsnorm(ir_grad_ctx *g, const ir_func *f, const ir_instr *in) { grad_norm(g, in, IR_OP_RMSNORM_GRAD); }
+
+/* A rotation's gradient is the inverse rotation. */
+void ir_grad_rope(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int dy = DY;
+    double attrs[2] = {in->attr[0], in->attr[1] != 0 ? 0 : 1};
+    ir_grad_contribute(g, in->args[0], emit(g, IR_OP_ROPE, &dy, 1, attrs));
+}
+
+void ir_grad_attention(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int args[4] = {DY, in->args[0], in->args[1], in->args[2]};
+    int dq = emit(g, IR_OP_ATTENTION_GRAD, args, 4, NULL);
+    for (int i = 0; i < 3; i++)
+        ir_grad_contribute(g, in->args[i], dq + i);
+}
+
+void ir_grad_cross_entropy(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int args[3] = {DY, in->args[0], in->args[1]};
+    ir_grad_contribute(g, in->args[0], emit(g, IR_OP_CROSS_ENTROPY_GRAD, args, 3, NULL));
+}

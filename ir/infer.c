@@ -1,0 +1,301 @@
+/* infer.c — shape and type inference, one function per row kind of the op table (ops.def).
+ * Each checks its operands and writes the result types; the builder and the verifier share it. */
+#include "ir.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static bool fail(char *err, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+static const char *tstr(const ir_type *t)
+{
+    static char bufs[4][128];
+    static int next;
+    char *b = bufs[next++ & 3];
+    ir_type_str(t, b, 128);
+    return b;
+}
+
+static bool same_shape(const ir_type *a, const ir_type *b)
+{
+    if (a->ndim != b->ndim)
+        return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dims[i] != b->dims[i])
+            return false;
+    return true;
+}
+
+static bool need_float(const ir_type *t, const char *what, char *err, size_t len)
+{
+    if (t->dtype == IR_I32 || t->dtype == IR_I64)
+        return fail(err, len, "%s must be a floating-point tensor, got %s", what, tstr(t));
+    return true;
+}
+
+static bool need_ndim(const ir_type *t, int ndim, const char *what, char *err, size_t len)
+{
+    if (t->ndim != ndim)
+        return fail(err, len, "%s must have %d dimensions, got %s", what, ndim, tstr(t));
+    return true;
+}
+
+static int64_t last_dim(const ir_type *t) { return t->ndim ? t->dims[t->ndim - 1] : 1; }
+static int64_t lead_numel(const ir_type *t) { return t->ndim ? ir_numel(t) / last_dim(t) : 1; }
+
+/* The result type is given by the instruction (input, fill). */
+bool ir_infer_explicit(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    return true;
+}
+
+bool ir_infer_global(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    int g = in->sym ? ir_global_find(m, in->sym) : -1;
+    if (g < 0)
+        return fail(err, len, "unknown global @%s", in->sym ? in->sym : "?");
+    r[0] = m->globals[g].type;
+    return true;
+}
+
+bool ir_infer_none(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    return true;
+}
+
+bool ir_infer_same1(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_float(&a[0], "operand", err, len))
+        return false;
+    r[0] = a[0];
+    return true;
+}
+
+bool ir_infer_same2(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!same_shape(&a[0], &a[1]) || a[0].dtype != a[1].dtype)
+        return fail(err, len, "operands differ: %s vs %s", tstr(&a[0]), tstr(&a[1]));
+    return ir_infer_same1(m, in, a, r, err, len);
+}
+
+bool ir_infer_bias_add(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_ndim(&a[1], 1, "bias", err, len))
+        return false;
+    if (last_dim(&a[0]) != a[1].dims[0])
+        return fail(err, len, "bias %s does not match the last dimension of %s", tstr(&a[1]), tstr(&a[0]));
+    r[0] = a[0];
+    return true;
+}
+
+bool ir_infer_reshape(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (ir_numel(&a[0]) != ir_numel(&r[0]) || a[0].dtype != r[0].dtype)
+        return fail(err, len, "cannot reshape %s to %s", tstr(&a[0]), tstr(&r[0]));
+    return true;
+}
+
+bool ir_infer_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    bool ta = in->attr[0] != 0, tb = in->attr[1] != 0;
+    if (a[0].ndim < 1 || a[1].ndim < 1 || a[0].dtype != a[1].dtype)
+        return fail(err, len, "bad matmul operands %s, %s", tstr(&a[0]), tstr(&a[1]));
+    int64_t am = lead_numel(&a[0]), ak = last_dim(&a[0]);
+    int64_t bk = lead_numel(&a[1]), bn = last_dim(&a[1]);
+    int64_t m_ = ta ? ak : am, k = ta ? am : ak;
+    int64_t k2 = tb ? bn : bk, n = tb ? bk : bn;
+    if (k != k2)
+        return fail(err, len, "contracted sizes differ (%lld vs %lld) in matmul %s%s x %s%s", (long long)k,
+                    (long long)k2, tstr(&a[0]), ta ? "^T" : "", tstr(&a[1]), tb ? "^T" : "");
+    if (ta) {
+        int64_t dims[2] = {m_, n};
+        r[0] = ir_tensor(a[0].dtype, 2, dims);
+    } else {
+        r[0] = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
+        r[0].dims[r[0].ndim - 1] = n;
+    }
+    return true;
+}
+
+bool ir_infer_sum_rows(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    int64_t n = last_dim(&a[0]);
+    r[0] = ir_tensor(a[0].dtype, 1, &n);
+    return need_float(&a[0], "operand", err, len);
+}
+
+bool ir_infer_scalar(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    for (int i = 0; i < in->nargs; i++)
+        if (!need_float(&a[i], "operand", err, len))
+            return false;
+    r[0] = ir_scalar(IR_F32);
+    return true;
+}
+
+bool ir_infer_embedding(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_ndim(&a[0], 2, "embedding table", err, len))
+        return false;
+    if (a[1].dtype != IR_I32 || a[1].ndim >= IR_MAX_DIMS)
+        return fail(err, len, "token ids must be i32 with fewer than %d dims, got %s", IR_MAX_DIMS, tstr(&a[1]));
+    r[0] = ir_tensor(a[0].dtype, a[1].ndim + 1, a[1].dims);
+    r[0].dims[a[1].ndim] = a[0].dims[1];
+    return true;
+}
+
+bool ir_infer_embedding_grad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (a[1].dtype != IR_I32 || a[0].ndim != a[1].ndim + 1)
+        return fail(err, len, "embedding_grad wants dy[*,d] and ids[*], got %s, %s", tstr(&a[0]), tstr(&a[1]));
+    int64_t dims[2] = {(int64_t)in->attr[0], last_dim(&a[0])};
+    if (dims[0] <= 0)
+        return fail(err, len, "embedding_grad needs vocab > 0");
+    r[0] = ir_tensor(a[0].dtype, 2, dims);
+    return true;
+}
+
+bool ir_infer_pos_add(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_ndim(&a[0], 3, "pos_add input", err, len) || !need_ndim(&a[1], 2, "position table", err, len))
+        return false;
+    if (a[1].dims[0] < a[0].dims[1] || a[1].dims[1] != a[0].dims[2])
+        return fail(err, len, "position table %s cannot cover %s", tstr(&a[1]), tstr(&a[0]));
+    r[0] = a[0];
+    return true;
+}
+
+bool ir_infer_pos_add_grad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_ndim(&a[0], 3, "pos_add_grad input", err, len))
+        return false;
+    int64_t dims[2] = {(int64_t)in->attr[0], a[0].dims[2]};
+    if (dims[0] < a[0].dims[1])
+        return fail(err, len, "positions %lld < sequence %lld", (long long)dims[0], (long long)a[0].dims[1]);
+    r[0] = ir_tensor(a[0].dtype, 2, dims);
+    return true;
+}
+
+/* x[*,d] with per-feature parameters w[d] (and b[d]). */
+static bool check_norm_params(const ir_type *x, const ir_type *params, int nparams, char *err, size_t len)
+{
+    for (int i = 0; i < nparams; i++)
+        if (params[i].ndim != 1 || params[i].dims[0] != last_dim(x))
+            return fail(err, len, "norm parameter %s does not match %s", tstr(&params[i]), tstr(x));
+    return need_float(x, "norm input", err, len);
+}
+
+bool ir_infer_norm(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!check_norm_params(&a[0], &a[1], in->nargs - 1, err, len))
+        return false;
+    r[0] = a[0];
+    return true;
+}
+
+/* (dy, x, w) -> dx, dw[, db] */
+bool ir_infer_norm_grad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!same_shape(&a[0], &a[1]))
+        return fail(err, len, "dy %s and x %s differ", tstr(&a[0]), tstr(&a[1]));
+    if (!check_norm_params(&a[1], &a[2], 1, err, len))
+        return false;
+    r[0] = a[1];
+    for (int i = 1; i < in->nres; i++)
+        r[i] = a[2];
+    return true;
+}
+
+bool ir_infer_rope(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_ndim(&a[0], 4, "rope input [B,T,H,D]", err, len))
+        return false;
+    if (a[0].dims[3] % 2)
+        return fail(err, len, "rope needs an even head dimension, got %s", tstr(&a[0]));
+    r[0] = a[0];
+    return need_float(&a[0], "rope input", err, len);
+}
+
+static bool check_qkv(const ir_type *q, const ir_type *k, const ir_type *v, char *err, size_t len)
+{
+    if (!need_ndim(q, 4, "q [B,T,H,D]", err, len) || !need_ndim(k, 4, "k [B,T,Hk,D]", err, len))
+        return false;
+    if (!same_shape(k, v))
+        return fail(err, len, "k %s and v %s differ", tstr(k), tstr(v));
+    if (q->dims[0] != k->dims[0] || q->dims[1] != k->dims[1] || q->dims[3] != k->dims[3] || q->dims[2] % k->dims[2])
+        return fail(err, len, "q %s and k %s are not a (grouped-query) attention pair", tstr(q), tstr(k));
+    return true;
+}
+
+bool ir_infer_attention(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!check_qkv(&a[0], &a[1], &a[2], err, len))
+        return false;
+    r[0] = a[0];
+    return true;
+}
+
+/* (dy, q, k, v) -> dq, dk, dv */
+bool ir_infer_attention_grad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!check_qkv(&a[1], &a[2], &a[3], err, len))
+        return false;
+    if (!same_shape(&a[0], &a[1]))
+        return fail(err, len, "dy %s and q %s differ", tstr(&a[0]), tstr(&a[1]));
+    r[0] = a[1];
+    r[1] = a[2];
+    r[2] = a[3];
+    return true;
+}
+
+static bool check_logits_targets(const ir_type *logits, const ir_type *targets, char *err, size_t len)
+{
+    if (targets->dtype != IR_I32 || logits->ndim != targets->ndim + 1)
+        return fail(err, len, "cross entropy wants logits[*,V] and i32 targets[*], got %s, %s", tstr(logits), tstr(targets));
+    for (int i = 0; i < targets->ndim; i++)
+        if (logits->dims[i] != targets->dims[i])
+            return fail(err, len, "logits %s and targets %s differ", tstr(logits), tstr(targets));
+    return true;
+}
+
+bool ir_infer_cross_entropy(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    r[0] = ir_scalar(IR_F32);
+    return check_logits_targets(&a[0], &a[1], err, len);
+}
+
+/* (dloss[], logits, targets) -> dlogits */
+bool ir_infer_cross_entropy_grad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (a[0].ndim != 0)
+        return fail(err, len, "dloss must be a scalar, got %s", tstr(&a[0]));
+    r[0] = a[1];
+    return check_logits_targets(&a[1], &a[2], err, len);
+}
+
+bool ir_infer_accumulate(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!same_shape(&a[0], &a[1]))
+        return fail(err, len, "accumulate into %s from %s", tstr(&a[0]), tstr(&a[1]));
+    return true;
+}
+
+/* (p, g, m, v, lr[], step[], coef[]) */
+bool ir_infer_adamw(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    for (int i = 1; i < 4; i++)
+        if (!same_shape(&a[0], &a[i]))
+            return fail(err, len, "adamw state %s does not match parameter %s", tstr(&a[i]), tstr(&a[0]));
+    for (int i = 4; i < 7; i++)
+        if (a[i].ndim != 0)
+            return fail(err, len, "adamw operand %d must be a scalar, got %s", i, tstr(&a[i]));
+    return true;
+}

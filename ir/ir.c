@@ -1,0 +1,344 @@
+/* ir.c — the op table, types, module construction and the instruction builder. */
+#include "ir.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --- op table ------------------------------------------------------------------------- */
+
+#define X(id, text, nargs, nres, attrs, infer, grad) \
+    bool infer(const ir_module *, const ir_instr *, const ir_type *, ir_type *, char *, size_t);
+#include "ops.def"
+#undef X
+#define X(id, text, nargs, nres, attrs, infer, grad) void grad(struct ir_grad_ctx *, const ir_func *, const ir_instr *);
+#include "ops.def"
+#undef X
+
+static const char *const op_attr_specs[IR_NUM_OPS] = {
+#define X(id, text, nargs, nres, attrs, infer, grad) [IR_OP_##id] = attrs,
+#include "ops.def"
+#undef X
+};
+
+ir_op_info ir_ops[IR_NUM_OPS] = {
+#define X(id, text, nargs, nres, attrs, infer, grad) [IR_OP_##id] = {text, nargs, nres, {0}, 0, infer, grad},
+#include "ops.def"
+#undef X
+};
+
+static bool ops_ready;
+
+/* Splits each "a,b" attribute list once; the names point into a static copy. */
+void ir_ops_init(void)
+{
+    if (ops_ready)
+        return;
+    for (int op = 0; op < IR_NUM_OPS; op++) {
+        char *copy = strdup(op_attr_specs[op]);
+        int n = 0;
+        for (char *tok = strtok(copy, ","); tok && n < IR_MAX_ATTRS; tok = strtok(NULL, ","))
+            ir_ops[op].attr_names[n++] = tok;
+        ir_ops[op].nattrs = n;
+    }
+    ops_ready = true;
+}
+
+int ir_op_by_name(const char *name)
+{
+    ir_ops_init();
+    for (int op = 0; op < IR_NUM_OPS; op++)
+        if (strcmp(ir_ops[op].name, name) == 0)
+            return op;
+    return -1;
+}
+
+int ir_attr_index(ir_op op, const char *name)
+{
+    ir_ops_init();
+    for (int i = 0; i < ir_ops[op].nattrs; i++)
+        if (strcmp(ir_ops[op].attr_names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+/* --- types ------------------------------------------------------------------------------ */
+
+static const char *const dtype_names[IR_NUM_DTYPES] = {"f32", "bf16", "f16", "fp8e4m3", "fp8e5m2", "i32", "i64"};
+static const size_t dtype_sizes[IR_NUM_DTYPES] = {4, 2, 2, 1, 1, 4, 8};
+static const char *const axis_names[IR_NUM_AXES] = {"-", "dp", "pp", "tp", "cp", "ep"};
+
+const char *ir_dtype_name(ir_dtype t) { return dtype_names[t]; }
+size_t ir_dtype_size(ir_dtype t) { return dtype_sizes[t]; }
+const char *ir_axis_name(ir_axis a) { return axis_names[a]; }
+
+static int name_index(const char *const *names, int n, const char *s)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], s) == 0)
+            return i;
+    return -1;
+}
+int ir_dtype_by_name(const char *s) { return name_index(dtype_names, IR_NUM_DTYPES, s); }
+int ir_axis_by_name(const char *s) { return name_index(axis_names, IR_NUM_AXES, s); }
+
+ir_type ir_tensor(ir_dtype dt, int ndim, const int64_t *dims)
+{
+    ir_type t = {.dtype = dt, .ndim = ndim};
+    for (int i = 0; i < ndim; i++)
+        t.dims[i] = dims[i];
+    return t;
+}
+
+ir_type ir_scalar(ir_dtype dt) { return ir_tensor(dt, 0, NULL); }
+
+int64_t ir_numel(const ir_type *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->dims[i];
+    return n;
+}
+
+size_t ir_bytes(const ir_type *t) { return (size_t)ir_numel(t) * ir_dtype_size(t->dtype); }
+
+bool ir_type_eq(const ir_type *a, const ir_type *b)
+{
+    if (a->dtype != b->dtype || a->ndim != b->ndim || a->partial != b->partial)
+        return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dims[i] != b->dims[i] || a->shard[i] != b->shard[i])
+            return false;
+    return true;
+}
+
+int ir_type_str(const ir_type *t, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s[", ir_dtype_name(t->dtype));
+    bool sharded = false;
+    for (int i = 0; i < t->ndim; i++) {
+        n += snprintf(buf + n, n < (int)len ? len - n : 0, "%s%lld", i ? "," : "", (long long)t->dims[i]);
+        sharded |= t->shard[i] != IR_AXIS_NONE;
+    }
+    n += snprintf(buf + n, n < (int)len ? len - n : 0, "]");
+    if (sharded) {
+        n += snprintf(buf + n, n < (int)len ? len - n : 0, " {shard=[");
+        for (int i = 0; i < t->ndim; i++)
+            n += snprintf(buf + n, n < (int)len ? len - n : 0, "%s%s", i ? "," : "", ir_axis_name(t->shard[i]));
+        n += snprintf(buf + n, n < (int)len ? len - n : 0, "]}");
+    }
+    for (int a = 1; a < IR_NUM_AXES; a++)
+        if (t->partial & (1u << a))
+            n += snprintf(buf + n, n < (int)len ? len - n : 0, " {partial=%s}", ir_axis_name(a));
+    return n;
+}
+
+/* --- growable arrays -------------------------------------------------------------------- */
+
+static void *xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n);
+    if (!p) {
+        fprintf(stderr, "mcc: out of host memory (%zu bytes)\n", n);
+        abort();
+    }
+    return p;
+}
+
+#define GROW(arr, count, cap)                                                    \
+    do {                                                                         \
+        if ((count) == (cap)) {                                                  \
+            (cap) = (cap) ? 2 * (cap) : 16;                                      \
+            (arr) = xrealloc((arr), (size_t)(cap) * sizeof(*(arr)));             \
+        }                                                                        \
+    } while (0)
+
+/* --- modules ---------------------------------------------------------------------------- */
+
+ir_module *ir_module_new(void)
+{
+    ir_ops_init();
+    ir_module *m = calloc(1, sizeof(*m));
+    return m;
+}
+
+static void func_free(ir_func *f)
+{
+    for (int i = 0; i < f->ninstrs; i++) {
+        free(f->instrs[i].args);
+        free(f->instrs[i].sym);
+    }
+    free(f->instrs);
+    free(f->vals);
+    free(f->name);
+    free(f);
+}
+
+void ir_module_free(ir_module *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->nglobals; i++)
+        free(m->globals[i].name);
+    for (int i = 0; i < m->nfuncs; i++)
+        func_free(m->funcs[i]);
+    for (int i = 0; i < m->nconfig; i++) {
+        free(m->config[i].key);
+        free(m->config[i].value);
+    }
+    free(m->globals);
+    free(m->funcs);
+    free(m->sched);
+    free(m->config);
+    free(m);
+}
+
+ir_func *ir_func_new(ir_module *m, const char *name)
+{
+    ir_func *f = calloc(1, sizeof(*f));
+    f->name = strdup(name);
+    GROW(m->funcs, m->nfuncs, m->cap_funcs);
+    m->funcs[m->nfuncs++] = f;
+    return f;
+}
+
+int ir_func_index(const ir_module *m, const char *name)
+{
+    for (int i = 0; i < m->nfuncs; i++)
+        if (strcmp(m->funcs[i]->name, name) == 0)
+            return i;
+    return -1;
+}
+
+int ir_global_add(ir_module *m, const char *name, ir_type t, ir_global_kind kind, ir_init init, double std, bool no_decay)
+{
+    GROW(m->globals, m->nglobals, m->cap_globals);
+    m->globals[m->nglobals] = (ir_global){strdup(name), t, kind, init, std, no_decay};
+    return m->nglobals++;
+}
+
+int ir_global_find(const ir_module *m, const char *name)
+{
+    for (int i = 0; i < m->nglobals; i++)
+        if (strcmp(m->globals[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+void ir_sched_add(ir_module *m, int func, int repeat)
+{
+    GROW(m->sched, m->nsched, m->cap_sched);
+    m->sched[m->nsched++] = (ir_sched_entry){func, repeat};
+}
+
+void ir_config_set(ir_module *m, const char *key, const char *value)
+{
+    for (int i = 0; i < m->nconfig; i++)
+        if (strcmp(m->config[i].key, key) == 0) {
+            free(m->config[i].value);
+            m->config[i].value = strdup(value);
+            return;
+        }
+    GROW(m->config, m->nconfig, m->cap_config);
+    m->config[m->nconfig++] = (ir_config){strdup(key), strdup(value)};
+}
+
+const char *ir_config_get(const ir_module *m, const char *key)
+{
+    for (int i = 0; i < m->nconfig; i++)
+        if (strcmp(m->config[i].key, key) == 0)
+            return m->config[i].value;
+    return NULL;
+}
+
+long long ir_config_int(const ir_module *m, const char *key, long long dflt)
+{
+    const char *v = ir_config_get(m, key);
+    return v ? strtoll(v, NULL, 10) : dflt;
+}
+
+double ir_config_real(const ir_module *m, const char *key, double dflt)
+{
+    const char *v = ir_config_get(m, key);
+    return v ? strtod(v, NULL) : dflt;
+}
+
+/* --- the builder ------------------------------------------------------------------------ */
+
+int ir_emit(ir_module *m, ir_func *f, ir_op op, const int *args, int nargs, const double *attrs,
+            const char *sym, const ir_type *explicit_type)
+{
+    const ir_op_info *info = &ir_ops[op];
+    ir_instr in = {.op = op, .nargs = nargs, .nres = info->nres};
+    in.args = xrealloc(NULL, (size_t)(nargs ? nargs : 1) * sizeof(int));
+    memcpy(in.args, args, (size_t)nargs * sizeof(int));
+    if (attrs)
+        memcpy(in.attr, attrs, sizeof(double) * (size_t)info->nattrs);
+    in.sym = sym ? strdup(sym) : NULL;
+
+    ir_type argt[nargs ? nargs : 1];
+    for (int i = 0; i < nargs; i++)
+        argt[i] = f->vals[args[i]].type;
+    ir_type res[IR_MAX_RES] = {0};
+    if (explicit_type)
+        res[0] = *explicit_type;
+    char err[256];
+    if (!info->infer(m, &in, argt, res, err, sizeof err)) {
+        fprintf(stderr, "mcc: internal error building %s in %s: %s\n", info->name, f->name, err);
+        abort();
+    }
+    GROW(f->instrs, f->ninstrs, f->cap_instrs);
+    for (int r = 0; r < in.nres; r++) {
+        GROW(f->vals, f->nvals, f->cap_vals);
+        f->vals[f->nvals] = (ir_value){.type = res[r], .def = f->ninstrs, .offset = -1};
+        in.res[r] = f->nvals++;
+    }
+    f->instrs[f->ninstrs++] = in;
+    return in.nres ? in.res[0] : -1;
+}
+
+int ir_input(ir_module *m, ir_func *f, const char *name, ir_type t)
+{
+    return ir_emit(m, f, IR_OP_INPUT, NULL, 0, NULL, name, &t);
+}
+
+int ir_global_ref(ir_module *m, ir_func *f, const char *name)
+{
+    return ir_emit(m, f, IR_OP_GLOBAL, NULL, 0, NULL, name, NULL);
+}
+
+void ir_output(ir_module *m, ir_func *f, const char *name, int x)
+{
+    ir_emit(m, f, IR_OP_OUTPUT, &x, 1, NULL, name, NULL);
+}
+
+int ir_fill(ir_module *m, ir_func *f, double value, ir_type t)
+{
+    return ir_emit(m, f, IR_OP_FILL, NULL, 0, &value, NULL, &t);
+}
+
+int ir_op1(ir_module *m, ir_func *f, ir_op op, int a) { return ir_emit(m, f, op, &a, 1, NULL, NULL, NULL); }
+
+int ir_op2(ir_module *m, ir_func *f, ir_op op, int a, int b)
+{
+    int args[2] = {a, b};
+    return ir_emit(m, f, op, args, 2, NULL, NULL, NULL);
+}
+
+int ir_scale(ir_module *m, ir_func *f, int a, double factor)
+{
+    return ir_emit(m, f, IR_OP_SCALE, &a, 1, &factor, NULL, NULL);
+}
+
+int ir_matmul(ir_module *m, ir_func *f, int a, int b, bool ta, bool tb)
+{
+    int args[2] = {a, b};
+    double attrs[2] = {ta, tb};
+    return ir_emit(m, f, IR_OP_MATMUL, args, 2, attrs, NULL, NULL);
+}
+
+int ir_reshape(ir_module *m, ir_func *f, int a, int ndim, const int64_t *dims)
+{
+    ir_type t = ir_tensor(f->vals[a].type.dtype, ndim, dims);
+    return ir_emit(m, f, IR_OP_RESHAPE, &a, 1, NULL, NULL, &t);
+}

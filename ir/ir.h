@@ -1,0 +1,176 @@
+/* ir.h — the mcc intermediate representation: types, values, instructions, functions, modules.
+ *
+ * A module holds persistent globals (parameters, gradients, optimizer state), functions and a
+ * schedule (which function runs how many times per training step). A function is a list of
+ * instructions in SSA form; each instruction defines zero or more values, numbered %0, %1, ...
+ * per function. Every op is described once, in ops.def. */
+#ifndef MCC_IR_H
+#define MCC_IR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define IR_MAX_DIMS 4
+#define IR_MAX_ATTRS 4
+#define IR_MAX_RES 3
+
+typedef enum { IR_F32, IR_BF16, IR_F16, IR_FP8E4M3, IR_FP8E5M2, IR_I32, IR_I64, IR_NUM_DTYPES } ir_dtype;
+
+/* Named mesh axes. A dimension's sharding is the axis it is split over (IR_AXIS_NONE:
+ * replicated); `partial` is a bitmask of axes over which the value is a pending sum. */
+typedef enum { IR_AXIS_NONE, IR_AXIS_DP, IR_AXIS_PP, IR_AXIS_TP, IR_AXIS_CP, IR_AXIS_EP, IR_NUM_AXES } ir_axis;
+
+typedef struct {
+    ir_dtype dtype;
+    int ndim;                       /* 0 = scalar */
+    int64_t dims[IR_MAX_DIMS];
+    uint8_t shard[IR_MAX_DIMS];     /* ir_axis per dimension */
+    uint8_t partial;                /* bitmask of (1 << ir_axis) */
+} ir_type;
+
+typedef enum {
+#define X(id, text, nargs, nres, attrs, infer, grad) IR_OP_##id,
+#include "ops.def"
+#undef X
+    IR_NUM_OPS
+} ir_op;
+
+/* Where a value lives once the memory plan has run. */
+typedef enum { IR_MEM_NONE, IR_MEM_ARENA, IR_MEM_GLOBAL, IR_MEM_VIEW } ir_mem_kind;
+
+typedef struct {
+    ir_type type;
+    int def;                        /* defining instruction index */
+    ir_mem_kind mem;
+    int64_t offset;                 /* byte offset in the function's arena (IR_MEM_ARENA) */
+} ir_value;
+
+typedef struct {
+    ir_op op;
+    int nargs, nres;
+    int *args;                      /* value ids */
+    int res[IR_MAX_RES];            /* value ids */
+    double attr[IR_MAX_ATTRS];      /* named by the op table */
+    char *sym;                      /* @name: input, global, output */
+} ir_instr;
+
+typedef struct {
+    char *name;
+    ir_instr *instrs;
+    int ninstrs, cap_instrs;
+    ir_value *vals;
+    int nvals, cap_vals;
+    int64_t arena_bytes;            /* set by the memory plan */
+} ir_func;
+
+typedef enum { IR_GLOBAL_PARAM, IR_GLOBAL_GRAD, IR_GLOBAL_ADAM_M, IR_GLOBAL_ADAM_V, IR_NUM_GLOBAL_KINDS } ir_global_kind;
+typedef enum { IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_NORMAL, IR_NUM_INITS } ir_init;
+
+typedef struct {
+    char *name;
+    ir_type type;
+    ir_global_kind kind;
+    ir_init init;
+    double std;                     /* IR_INIT_NORMAL */
+    bool no_decay;                  /* parameters excluded from weight decay (biases, norms) */
+} ir_global;
+
+typedef struct {
+    int func;                       /* index into module funcs */
+    int repeat;                     /* calls per training step (micro-batches) */
+} ir_sched_entry;
+
+/* Key/value settings the runtime needs (training hyperparameters), printed as `config`. */
+typedef struct {
+    char *key;
+    char *value;
+} ir_config;
+
+typedef struct {
+    ir_global *globals;
+    int nglobals, cap_globals;
+    ir_func **funcs;
+    int nfuncs, cap_funcs;
+    ir_sched_entry *sched;
+    int nsched, cap_sched;
+    ir_config *config;
+    int nconfig, cap_config;
+} ir_module;
+
+/* --- op table --- */
+typedef bool (*ir_infer_fn)(const ir_module *m, const ir_instr *in, const ir_type *args, ir_type *res,
+                            char *err, size_t errlen);
+struct ir_grad_ctx;
+typedef void (*ir_grad_fn)(struct ir_grad_ctx *g, const ir_func *f, const ir_instr *in);
+
+typedef struct {
+    const char *name;
+    int nargs, nres;
+    const char *attr_names[IR_MAX_ATTRS];
+    int nattrs;
+    ir_infer_fn infer;
+    ir_grad_fn grad;
+} ir_op_info;
+
+extern ir_op_info ir_ops[IR_NUM_OPS]; /* attr_names filled by ir_ops_init() */
+void ir_ops_init(void);             /* splits the attribute strings; idempotent, called by ir_module_new */
+void ir_grad_none(struct ir_grad_ctx *g, const ir_func *f, const ir_instr *in); /* no gradient rule */
+int ir_op_by_name(const char *name);/* -1 if unknown */
+int ir_attr_index(ir_op op, const char *name);
+
+/* --- types --- */
+const char *ir_dtype_name(ir_dtype t);
+int ir_dtype_by_name(const char *s);
+size_t ir_dtype_size(ir_dtype t);
+const char *ir_axis_name(ir_axis a);
+int ir_axis_by_name(const char *s);
+ir_type ir_tensor(ir_dtype dt, int ndim, const int64_t *dims);
+ir_type ir_scalar(ir_dtype dt);
+int64_t ir_numel(const ir_type *t);
+size_t ir_bytes(const ir_type *t);
+bool ir_type_eq(const ir_type *a, const ir_type *b);
+int ir_type_str(const ir_type *t, char *buf, size_t len); /* f32[4,64] {shard=[dp,-]} */
+
+/* --- modules and functions --- */
+ir_module *ir_module_new(void);
+void ir_module_free(ir_module *m);
+ir_func *ir_func_new(ir_module *m, const char *name);
+int ir_func_index(const ir_module *m, const char *name); /* -1 if absent */
+int ir_global_add(ir_module *m, const char *name, ir_type t, ir_global_kind kind, ir_init init, double std, bool no_decay);
+int ir_global_find(const ir_module *m, const char *name);
+void ir_sched_add(ir_module *m, int func, int repeat);
+void ir_config_set(ir_module *m, const char *key, const char *value);
+const char *ir_config_get(const ir_module *m, const char *key); /* NULL if absent */
+long long ir_config_int(const ir_module *m, const char *key, long long dflt);
+double ir_config_real(const ir_module *m, const char *key, double dflt);
+
+/* Appends an instruction. Result types come from the op's infer function, except for ops
+ * whose type is explicit (input, fill, reshape): pass it in `explicit_type`. Returns the first
+ * result's value id (or -1 for ops without results). On an inference error, aborts with the
+ * message: builders only build well-typed graphs, the verifier catches the rest. */
+int ir_emit(ir_module *m, ir_func *f, ir_op op, const int *args, int nargs, const double *attrs,
+            const char *sym, const ir_type *explicit_type);
+
+/* Convenience builders over ir_emit. */
+int ir_input(ir_module *m, ir_func *f, const char *name, ir_type t);
+int ir_global_ref(ir_module *m, ir_func *f, const char *name);
+void ir_output(ir_module *m, ir_func *f, const char *name, int x);
+int ir_fill(ir_module *m, ir_func *f, double value, ir_type t);
+int ir_op1(ir_module *m, ir_func *f, ir_op op, int a);
+int ir_op2(ir_module *m, ir_func *f, ir_op op, int a, int b);
+int ir_scale(ir_module *m, ir_func *f, int a, double factor);
+int ir_matmul(ir_module *m, ir_func *f, int a, int b, bool ta, bool tb);
+int ir_reshape(ir_module *m, ir_func *f, int a, int ndim, const int64_t *dims);
+
+static inline const ir_type *ir_vtype(const ir_func *f, int v) { return &f->vals[v].type; }
+
+/* --- text form (print.c, parse.c) --- */
+char *ir_print_module(const ir_module *m);                /* malloc'd */
+char *ir_print_func(const ir_module *m, const ir_func *f); /* malloc'd */
+ir_module *ir_parse_module(const char *text, char *err, size_t errlen); /* NULL on error */
+
+/* --- verifier (verify.c): types, shapes, SSA order, memory plan bounds --- */
+bool ir_verify(const ir_module *m, char *err, size_t errlen);
+
+#endif

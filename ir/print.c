@@ -1,0 +1,175 @@
+/* print.c — writes a module as text (config, globals, functions, schedule); parse.c reads it back. */
+#include "ir_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const ir_global_kind_names[IR_NUM_GLOBAL_KINDS] = {"param", "grad", "adam_m", "adam_v"};
+const char *const ir_init_names[IR_NUM_INITS] = {"zeros", "ones", "normal"};
+
+void ir_buf_printf(ir_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    size_t n = (size_t)vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        b->s = realloc(b->s, cap);
+        if (!b->s) {
+            fprintf(stderr, "mcc: out of host memory printing the IR (%zu bytes)\n", cap);
+            abort();
+        }
+        b->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += n;
+}
+
+static char *buf_take(ir_buf *b) { return b->s ? b->s : strdup(""); }
+
+/* The shortest %g form that reads back as the same double, so attributes round-trip exactly
+ * and still read as written (eps=1e-05, not 1.0000000000000001e-05). */
+static void print_double(ir_buf *b, double v)
+{
+    char s[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(s, sizeof s, "%.*g", prec, v);
+        if (strtod(s, NULL) == v)
+            break;
+    }
+    ir_buf_printf(b, "%s", s);
+}
+
+static void print_type(ir_buf *b, const ir_type *t)
+{
+    char s[256];
+    ir_type_str(t, s, sizeof s);
+    ir_buf_printf(b, "%s", s);
+}
+
+static void print_mem(ir_buf *b, const ir_value *v)
+{
+    switch (v->mem) {
+    case IR_MEM_ARENA: ir_buf_printf(b, " @%+lld", (long long)v->offset); break;
+    case IR_MEM_VIEW: ir_buf_printf(b, " @view"); break;
+    case IR_MEM_GLOBAL: ir_buf_printf(b, " @global"); break;
+    case IR_MEM_NONE: break;
+    }
+}
+
+/* Config values are quoted; \" \\ and \n are the only escapes. */
+static void print_string(ir_buf *b, const char *s)
+{
+    ir_buf_printf(b, "\"");
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            ir_buf_printf(b, "\\%c", *s);
+        else if (*s == '\n')
+            ir_buf_printf(b, "\\n");
+        else
+            ir_buf_printf(b, "%c", *s);
+    }
+    ir_buf_printf(b, "\"");
+}
+
+/* %r[, ...] = op [@sym] [%a, ...] [{attr=v, ...}] [: type [mem], ...] */
+void ir_print_instr_to(ir_buf *b, const ir_func *f, const ir_instr *in)
+{
+    const ir_op_info *info = &ir_ops[in->op];
+    for (int r = 0; r < in->nres; r++)
+        ir_buf_printf(b, "%s%%%d", r ? ", " : "", in->res[r]);
+    ir_buf_printf(b, "%s%s", in->nres ? " = " : "", info->name);
+    if (in->sym)
+        ir_buf_printf(b, " @%s", in->sym);
+    for (int a = 0; a < in->nargs; a++)
+        ir_buf_printf(b, "%s%%%d", a ? ", " : " ", in->args[a]);
+    for (int k = 0; k < info->nattrs; k++) {
+        ir_buf_printf(b, "%s%s=", k ? ", " : " {", info->attr_names[k]);
+        print_double(b, in->attr[k]);
+    }
+    if (info->nattrs)
+        ir_buf_printf(b, "}");
+    for (int r = 0; r < in->nres; r++) {
+        ir_buf_printf(b, "%s", r ? ", " : " : ");
+        print_type(b, &f->vals[in->res[r]].type);
+        print_mem(b, &f->vals[in->res[r]]);
+    }
+}
+
+static void print_func(ir_buf *b, const ir_func *f)
+{
+    ir_buf_printf(b, "func %s {arena=%lld} {\n", f->name, (long long)f->arena_bytes);
+    for (int i = 0; i < f->ninstrs; i++) {
+        ir_buf_printf(b, "  ");
+        ir_print_instr_to(b, f, &f->instrs[i]);
+        ir_buf_printf(b, "\n");
+    }
+    ir_buf_printf(b, "}\n");
+}
+
+char *ir_print_func(const ir_module *m, const ir_func *f)
+{
+    ir_ops_init();
+    ir_buf b = {0};
+    print_func(&b, f);
+    return buf_take(&b);
+}
+
+static void print_global(ir_buf *b, const ir_global *g)
+{
+    ir_buf_printf(b, "global @%s : ", g->name);
+    print_type(b, &g->type);
+    ir_buf_printf(b, " {kind=%s, init=%s", ir_global_kind_names[g->kind], ir_init_names[g->init]);
+    if (g->init == IR_INIT_NORMAL) {
+        ir_buf_printf(b, ", std=");
+        print_double(b, g->std);
+    }
+    ir_buf_printf(b, "%s}\n", g->no_decay ? ", no_decay" : "");
+}
+
+/* Sections are separated by one blank line. */
+static void section_break(ir_buf *b)
+{
+    if (b->len)
+        ir_buf_printf(b, "\n");
+}
+
+char *ir_print_module(const ir_module *m)
+{
+    ir_ops_init();
+    ir_buf b = {0};
+    if (m->nconfig) {
+        ir_buf_printf(&b, "config {\n");
+        for (int i = 0; i < m->nconfig; i++) {
+            ir_buf_printf(&b, "  %s = ", m->config[i].key);
+            print_string(&b, m->config[i].value);
+            ir_buf_printf(&b, "\n");
+        }
+        ir_buf_printf(&b, "}\n");
+    }
+    if (m->nglobals)
+        section_break(&b);
+    for (int i = 0; i < m->nglobals; i++)
+        print_global(&b, &m->globals[i]);
+    for (int i = 0; i < m->nfuncs; i++) {
+        section_break(&b);
+        print_func(&b, m->funcs[i]);
+    }
+    if (m->nsched) {
+        section_break(&b);
+        ir_buf_printf(&b, "schedule {\n");
+        for (int i = 0; i < m->nsched; i++) {
+            int fi = m->sched[i].func;
+            ir_buf_printf(&b, "  %s x%d\n", fi >= 0 && fi < m->nfuncs ? m->funcs[fi]->name : "?", m->sched[i].repeat);
+        }
+        ir_buf_printf(&b, "}\n");
+    }
+    return buf_take(&b);
+}

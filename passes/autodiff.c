@@ -1,0 +1,72 @@
+/* autodiff.c — reverse-mode differentiation of `micro_step`: walks the forward instructions
+ * backwards applying each op's gradient rule (ir/grad.c) and accumulates every parameter's
+ * gradient into the persistent global @<param>.grad (summed over the step's micro-batches). */
+#include "passes.h"
+
+#include "ir/grad.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int find_output(const ir_func *f, const char *name)
+{
+    for (int i = 0; i < f->ninstrs; i++)
+        if (f->instrs[i].op == IR_OP_OUTPUT && strcmp(f->instrs[i].sym, name) == 0)
+            return f->instrs[i].args[0];
+    return -1;
+}
+
+static void add_grad_globals(ir_module *m)
+{
+    int nglobals = m->nglobals;
+    for (int i = 0; i < nglobals; i++) {
+        if (m->globals[i].kind != IR_GLOBAL_PARAM)
+            continue;
+        char name[256];
+        snprintf(name, sizeof name, "%s.grad", m->globals[i].name);
+        ir_global_add(m, name, m->globals[i].type, IR_GLOBAL_GRAD, IR_INIT_ZEROS, 0, false);
+    }
+}
+
+/* A parameter reference whose gradient is known: dst @<param>.grad += grad. */
+static void accumulate_param_grad(ir_grad_ctx *g, const ir_instr *ref, int dv)
+{
+    char name[256];
+    snprintf(name, sizeof name, "%s.grad", ref->sym);
+    int args[2] = {ir_global_ref(g->m, g->f, name), dv};
+    ir_emit(g->m, g->f, IR_OP_ACCUMULATE, args, 2, NULL, NULL, NULL);
+}
+
+bool pass_autodiff(ir_module *m, char *err, size_t errlen)
+{
+    int fi = ir_func_index(m, "micro_step");
+    if (fi < 0)
+        return snprintf(err, errlen, "no micro_step function"), false;
+    ir_func *f = m->funcs[fi];
+    int loss = find_output(f, "loss");
+    if (loss < 0)
+        return snprintf(err, errlen, "micro_step has no `output @loss`"), false;
+    add_grad_globals(m);
+
+    ir_grad_ctx g = {m, f, malloc(sizeof(int) * (size_t)f->nvals), f->nvals};
+    for (int v = 0; v < g.nfwd; v++)
+        g.grad[v] = -1;
+    /* The step minimises the mean of its micro-batch losses: d(objective)/d(loss) = 1/N. */
+    g.grad[loss] = ir_fill(m, f, 1.0 / (double)ir_config_int(m, "accum_steps", 1), ir_scalar(IR_F32));
+
+    for (int i = f->ninstrs - 1; i >= 0; i--) {
+        ir_instr in = f->instrs[i]; /* a copy: rules append to f->instrs */
+        if (in.op >= IR_NUM_OPS || in.nres == 0 || in.res[0] >= g.nfwd || g.grad[in.res[0]] < 0)
+            continue;
+        if (in.op == IR_OP_GLOBAL) {
+            int k = ir_global_find(m, in.sym);
+            if (m->globals[k].kind == IR_GLOBAL_PARAM)
+                accumulate_param_grad(&g, &in, g.grad[in.res[0]]);
+            continue;
+        }
+        ir_ops[in.op].grad(&g, f, &in);
+    }
+    free(g.grad);
+    return true;
+}

@@ -1,0 +1,150 @@
+/* memory_plan.c — places every activation of every function in one arena per function, by
+ * liveness: a value occupies its bytes from its defining instruction to its last use (through
+ * reshape views, which share their operand's bytes); freed ranges are reused first-fit.
+ * Globals (parameters, gradients, optimizer state) live outside the arenas. */
+#include "passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ARENA_ALIGN 64
+
+typedef struct {
+    int64_t offset, size;
+    int value;
+} block;
+
+/* Live blocks sorted by offset; allocation takes the first gap that fits. */
+typedef struct {
+    block *b;
+    int n, cap;
+    int64_t high_water;
+} arena;
+
+static int64_t arena_alloc(arena *a, int64_t size, int value)
+{
+    int64_t at = 0;
+    int pos = 0;
+    for (; pos < a->n; pos++) {
+        if (a->b[pos].offset - at >= size)
+            break;
+        at = a->b[pos].offset + a->b[pos].size;
+    }
+    if (a->n == a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 64;
+        a->b = realloc(a->b, sizeof(block) * (size_t)a->cap);
+    }
+    memmove(&a->b[pos + 1], &a->b[pos], sizeof(block) * (size_t)(a->n - pos));
+    a->b[pos] = (block){at, size, value};
+    a->n++;
+    if (at + size > a->high_water)
+        a->high_water = at + size;
+    return at;
+}
+
+static void arena_free(arena *a, int value)
+{
+    for (int i = 0; i < a->n; i++)
+        if (a->b[i].value == value) {
+            memmove(&a->b[i], &a->b[i + 1], sizeof(block) * (size_t)(a->n - i - 1));
+            a->n--;
+            return;
+        }
+}
+
+/* The value whose bytes v uses: itself, or for a view the root of its operand. */
+static int storage_root(const int *root, int v)
+{
+    return root[v] < 0 ? v : root[v];
+}
+
+static void plan_func(ir_func *f)
+{
+    int n = f->nvals;
+    int *root = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    int *last = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    for (int v = 0; v < n; v++) {
+        root[v] = -1;
+        last[v] = f->vals[v].def;
+    }
+    for (int i = 0; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        if (in->op == IR_OP_RESHAPE)
+            root[in->res[0]] = storage_root(root, in->args[0]);
+        for (int a = 0; a < in->nargs; a++) {
+            int r = storage_root(root, in->args[a]), end = in->op == IR_OP_OUTPUT ? f->ninstrs : i;
+            if (end > last[r])
+                last[r] = end;
+        }
+    }
+    /* Ends grouped by instruction, so freeing is linear overall. */
+    int *end_head = malloc(sizeof(int) * (size_t)(f->ninstrs + 1)), *end_next = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    for (int i = 0; i <= f->ninstrs; i++)
+        end_head[i] = -1;
+    arena a = {0};
+    for (int i = 0; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        for (int r = 0; r < in->nres; r++) {
+            ir_value *v = &f->vals[in->res[r]];
+            if (in->op == IR_OP_GLOBAL) {
+                v->mem = IR_MEM_GLOBAL;
+                continue;
+            }
+            if (in->op == IR_OP_RESHAPE) {
+                v->mem = IR_MEM_VIEW;
+                continue;
+            }
+            int64_t size = ((int64_t)ir_bytes(&v->type) + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+            v->mem = IR_MEM_ARENA;
+            v->offset = arena_alloc(&a, size ? size : ARENA_ALIGN, in->res[r]);
+            int e = last[in->res[r]];
+            end_next[in->res[r]] = end_head[e];
+            end_head[e] = in->res[r];
+        }
+        /* Operands dying here are freed after the results are placed: kernels never run in place. */
+        for (int v = end_head[i]; v >= 0; v = end_next[v])
+            arena_free(&a, v);
+    }
+    f->arena_bytes = a.high_water ? a.high_water : ARENA_ALIGN;
+    free(a.b);
+    free(root);
+    free(last);
+    free(end_head);
+    free(end_next);
+}
+
+bool pass_memory_plan(ir_module *m, char *err, size_t errlen)
+{
+    for (int i = 0; i < m->nfuncs; i++)
+        plan_func(m->funcs[i]);
+    return true;
+}
+
+mcc_memory_breakdown mcc_memory_of(const ir_module *m)
+{
+    mcc_memory_breakdown b = {0};
+    for (int i = 0; i < m->nglobals; i++) {
+        int64_t bytes = (int64_t)ir_bytes(&m->globals[i].type);
+        switch (m->globals[i].kind) {
+        case IR_GLOBAL_PARAM: b.params += bytes; break;
+        case IR_GLOBAL_GRAD: b.grads += bytes; break;
+        default: b.optimizer_state += bytes; break;
+        }
+    }
+    for (int i = 0; i < m->nfuncs; i++)
+        if (m->funcs[i]->arena_bytes > b.activations)
+            b.activations = m->funcs[i]->arena_bytes;
+    return b;
+}
+
+void mcc_memory_print(const mcc_memory_breakdown *b, FILE *out)
+{
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    int64_t total = b->params + b->grads + b->optimizer_state + b->activations;
+    fprintf(out, "memory per rank (rank 0):\n");
+    fprintf(out, "  parameters        %10.3f GiB\n", b->params / gib);
+    fprintf(out, "  gradients         %10.3f GiB\n", b->grads / gib);
+    fprintf(out, "  optimizer state   %10.3f GiB\n", b->optimizer_state / gib);
+    fprintf(out, "  peak activations  %10.3f GiB\n", b->activations / gib);
+    fprintf(out, "  total             %10.3f GiB\n", total / gib);
+}

@@ -1,0 +1,40 @@
+/* passes.h — the pass pipeline. Each pass lives in its own file with one entry point that
+ * rewrites the module; mcc_passes lists them in the order the driver runs them. */
+#ifndef MCC_PASSES_H
+#define MCC_PASSES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "ir/ir.h"
+
+typedef bool (*pass_fn)(ir_module *m, char *err, size_t errlen);
+
+typedef struct {
+    const char *name;
+    pass_fn run;
+    const char *what;
+} pass_info;
+
+bool pass_autodiff(ir_module *m, char *err, size_t errlen);
+bool pass_optimizer(ir_module *m, char *err, size_t errlen);
+bool pass_schedule(ir_module *m, char *err, size_t errlen);
+bool pass_memory_plan(ir_module *m, char *err, size_t errlen);
+
+extern const pass_info mcc_passes[];
+extern const int mcc_npasses;
+
+/* Runs the passes up to and including `last` (NULL: all), verifying after each when `verify`.
+ * Returns false with a message naming the pass on failure. */
+bool mcc_run_passes(ir_module *m, const char *last, bool verify, char *err, size_t errlen);
+int mcc_pass_index(const char *name); /* -1 if unknown */
+
+/* Bytes per rank by role, from the planned module. */
+typedef struct {
+    int64_t params, grads, optimizer_state, activations;
+} mcc_memory_breakdown;
+mcc_memory_breakdown mcc_memory_of(const ir_module *m);
+void mcc_memory_print(const mcc_memory_breakdown *b, FILE *out);
+
+#endif

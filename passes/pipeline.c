@@ -1,0 +1,42 @@
+/* pipeline.c — the pass driver: the list of passes in order, and running a prefix of it. */
+#include "passes.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const pass_info mcc_passes[] = {
+    {"autodiff", pass_autodiff, "reverse-mode gradients of the loss, accumulated into @<param>.grad"},
+    {"optimizer", pass_optimizer, "the `optimizer` function: global grad norm, clipping, AdamW, zeroing"},
+    {"schedule", pass_schedule, "the step schedule: micro_step x accumulation steps, then optimizer"},
+    {"memory_plan", pass_memory_plan, "arena offsets for every activation by liveness"},
+};
+const int mcc_npasses = sizeof mcc_passes / sizeof mcc_passes[0];
+
+int mcc_pass_index(const char *name)
+{
+    for (int i = 0; i < mcc_npasses; i++)
+        if (strcmp(mcc_passes[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+bool mcc_run_passes(ir_module *m, const char *last, bool verify, char *err, size_t errlen)
+{
+    int stop = last ? mcc_pass_index(last) : mcc_npasses - 1;
+    char why[1024];
+    if (verify && !ir_verify(m, why, sizeof why)) {
+        snprintf(err, errlen, "internal error: the frontend's graph fails verification: %s", why);
+        return false;
+    }
+    for (int i = 0; i <= stop; i++) {
+        if (!mcc_passes[i].run(m, why, sizeof why)) {
+            snprintf(err, errlen, "pass %s: %s", mcc_passes[i].name, why);
+            return false;
+        }
+        if (verify && !ir_verify(m, why, sizeof why)) {
+            snprintf(err, errlen, "internal error: IR fails verification after pass %s: %s", mcc_passes[i].name, why);
+            return false;
+        }
+    }
+    return true;
+}

@@ -1,0 +1,19 @@
+/* schedule.c — the step schedule: gradient accumulation runs `micro_step` once per micro-batch
+ * of the global batch, then `optimizer` once. */
+#include "passes.h"
+
+#include <stdio.h>
+
+bool pass_schedule(ir_module *m, char *err, size_t errlen)
+{
+    int micro = ir_func_index(m, "micro_step"), opt = ir_func_index(m, "optimizer");
+    if (micro < 0 || opt < 0)
+        return snprintf(err, errlen, "needs the micro_step and optimizer functions"), false;
+    long long accum = ir_config_int(m, "accum_steps", 1);
+    if (accum < 1)
+        return snprintf(err, errlen, "accum_steps must be >= 1, got %lld", accum), false;
+    m->nsched = 0;
+    ir_sched_add(m, micro, (int)accum);
+    ir_sched_add(m, opt, 1);
+    return true;
+}

@@ -1,0 +1,562 @@
+/* cpu_kernels.c — the CPU backend's fp32 kernels, one per op of ir/ops.def: the numerical oracle. */
+#include "runtime/cpu_kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --- helpers --------------------------------------------------------------------------------- */
+
+/* Stops the run on data the kernels cannot compute with (a token id outside the vocabulary):
+ * reading past a table would be a silent wrong run. */
+static _Noreturn void cpu_fatal(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "mcc runtime error (%s:%d): ", file, line);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    abort();
+}
+#define CPU_FAIL(...) cpu_fatal(__FILE__, __LINE__, __VA_ARGS__)
+
+static const float *argf(const rt_kernel_call *c, int i) { return c->args[i]; }
+static float *resf(const rt_kernel_call *c, int i) { return c->res[i]; }
+static float attrf(const rt_kernel_call *c, int i) { return (float)c->in->attr[i]; }
+
+/* A tensor [*, N] seen as a 2-D row-major matrix [rows, N]. */
+static int64_t last_dim(const ir_type *t) { return t->ndim ? t->dims[t->ndim - 1] : 1; }
+static int64_t nrows(const ir_type *t)
+{
+    int64_t n = last_dim(t);
+    return n ? ir_numel(t) / n : 0;
+}
+
+/* Zeroed scratch memory; freed by the caller. */
+static void *scratch(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p)
+        CPU_FAIL("out of memory allocating %zu bytes of kernel scratch", n * size);
+    return p;
+}
+
+/* Aborts when an index read from data (token id, target) is outside [0, limit). */
+static void check_index(const char *op, const char *what, int32_t id, int64_t pos, int64_t limit, const char *fix)
+{
+    if (id < 0 || id >= limit)
+        CPU_FAIL("%s: %s %d at position %lld is outside the vocabulary [0, %lld); %s", op, what, (int)id,
+                 (long long)pos, (long long)limit, fix);
+}
+
+/* --- sources and sinks: the executor binds their buffers, so there is nothing to compute ---- */
+
+void cpu_INPUT(const rt_kernel_call *c) {}
+void cpu_GLOBAL(const rt_kernel_call *c) {}
+void cpu_OUTPUT(const rt_kernel_call *c) {}
+
+void cpu_FILL(const rt_kernel_call *c)
+{
+    float *r = resf(c, 0), v = attrf(c, 0);
+    for (int64_t i = 0, n = ir_numel(c->res_types[0]); i < n; i++)
+        r[i] = v;
+}
+
+/* --- elementwise ------------------------------------------------------------------------------ */
+
+void cpu_ADD(const rt_kernel_call *c)
+{
+    const float *a = argf(c, 0), *b = argf(c, 1);
+    float *r = resf(c, 0);
+    for (int64_t i = 0, n = ir_numel(c->res_types[0]); i < n; i++)
+        r[i] = a[i] + b[i];
+}
+
+void cpu_MUL(const rt_kernel_call *c)
+{
+    const float *a = argf(c, 0), *b = argf(c, 1);
+    float *r = resf(c, 0);
+    for (int64_t i = 0, n = ir_numel(c->res_types[0]); i < n; i++)
+        r[i] = a[i] * b[i];
+}
+
+void cpu_SCALE(const rt_kernel_call *c)
+{
+    const float *a = argf(c, 0);
+    float *r = resf(c, 0), f = attrf(c, 0);
+    for (int64_t i = 0, n = ir_numel(c->res_types[0]); i < n; i++)
+        r[i] = a[i] * f;
+}
+
+/* x[R,N] + b[N] */
+void cpu_BIAS_ADD(const rt_kernel_call *c)
+{
+    const float *x = argf(c, 0), *b = argf(c, 1);
+    float *r = resf(c, 0);
+    int64_t R = nrows(c->arg_types[0]), N = last_dim(c->arg_types[0]);
+    for (int64_t i = 0; i < R; i++)
+        for (int64_t j = 0; j < N; j++)
+            r[i * N + j] = x[i * N + j] + b[j];
+}
+
+/* GPT-2's tanh approximation: gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3). */
+#define GELU_K 0.7978845608028654f
+#define GELU_C 0.044715f
+
+void cpu_GELU(const rt_kernel_call *c)
+{
+    const float *x = argf(c, 0);
+    float *r = resf(c, 0);
+    for (int64_t i = 0, n = ir_numel(c->res_types[0]); i < n; i++) {
+        float v = x[i], t = tanhf(GELU_K * (v + GELU_C * v * v * v));
+        r[i] = 0.5f * v * (1.0f + t);
+    }
+}
+
+/* (dy, x) -> dy * (0.5 (1 + t) + 0.5 x (1 - t^2) du/dx), t = tanh(u) */
+void cpu_GELU_GRAD(const rt_kernel_call *c)
+{
+    const float *dy = argf(c, 0), *x = argf(c, 1);
+    float *r = resf(c, 0);
+    for (int64_t i = 0, n = ir_numel(c->res_types[0]); i < n; i++) {
+        float v = x[i], t = tanhf(GELU_K * (v + GELU_C * v * v * v));
+        float dudx = GELU_K * (1.0f + 3.0f * GELU_C * v * v);
+        r[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dudx);
+    }
+}
+
+static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+void cpu_SILU(const rt_kernel_call *c)
+{
+    const float *x = argf(c, 0);
+    float *r = resf(c, 0);
+    for (int64_t i = 0, n = ir_numel(c->res_types[0]); i < n; i++)
+        r[i] = x[i] * sigmoidf(x[i]);
+}
+
+/* (dy, x) -> dy * s (1 + x (1 - s)), s = sigmoid(x) */
+void cpu_SILU_GRAD(const rt_kernel_call *c)
+{
+    const float *dy = argf(c, 0), *x = argf(c, 1);
+    float *r = resf(c, 0);
+    for (int64_t i = 0, n = ir_numel(c->res_types[0]); i < n; i++) {
+        float s = sigmoidf(x[i]);
+        r[i] = dy[i] * s * (1.0f + x[i] * (1.0f - s));
+    }
+}
+
+/* A view: the memory plan usually gives the result the operand's buffer, leaving nothing to do. */
+void cpu_RESHAPE(const rt_kernel_call *c)
+{
+    if (c->args[0] != c->res[0])
+        memmove(c->res[0], c->args[0], ir_bytes(c->res_types[0]));
+}
+
+/* --- contractions and reductions -------------------------------------------------------------- */
+
+/* a, b flattened to row-major [rows, last]; r[M,N] := op(a)[M,K] op(b)[K,N], op = transpose if ta/tb. */
+void cpu_MATMUL(const rt_kernel_call *c)
+{
+    const ir_type *at = c->arg_types[0], *bt = c->arg_types[1];
+    int ta = c->in->attr[0] != 0, tb = c->in->attr[1] != 0;
+    int64_t arows = nrows(at), acols = last_dim(at), brows = nrows(bt), bcols = last_dim(bt);
+    int64_t M = ta ? acols : arows, K = ta ? arows : acols;
+    int64_t N = tb ? brows : bcols, Kb = tb ? bcols : brows;
+    if (K != Kb)
+        CPU_FAIL("matmul: inner dimensions differ (%lld vs %lld); the verifier should have caught this",
+                 (long long)K, (long long)Kb);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
+                argf(c, 0), acols, argf(c, 1), bcols, 0.0f, resf(c, 0), N);
+}
+
+/* x[R,N] -> [N], accumulated in double so long reductions keep fp32 accuracy */
+void cpu_SUM_ROWS(const rt_kernel_call *c)
+{
+    const float *x = argf(c, 0);
+    float *r = resf(c, 0);
+    int64_t R = nrows(c->arg_types[0]), N = last_dim(c->arg_types[0]);
+    double *acc = scratch(N, sizeof *acc);
+    for (int64_t i = 0; i < R; i++)
+        for (int64_t j = 0; j < N; j++)
+            acc[j] += x[i * N + j];
+    for (int64_t j = 0; j < N; j++)
+        r[j] = (float)acc[j];
+    free(acc);
+}
+
+/* (x1..xn) -> f32[] sum of every squared element of every operand */
+void cpu_SUM_SQUARES(const rt_kernel_call *c)
+{
+    double acc = 0;
+    for (int a = 0; a < c->nargs; a++) {
+        const float *x = argf(c, a);
+        for (int64_t i = 0, n = ir_numel(c->arg_types[a]); i < n; i++)
+            acc += (double)x[i] * x[i];
+    }
+    resf(c, 0)[0] = (float)acc;
+}
+
+/* --- embeddings ------------------------------------------------------------------------------- */
+
+static const char *const TOKEN_FIX =
+    "tokenize the data with the model's tokenizer or raise vocab_size in the model spec";
+
+/* (table[V,d], ids[n]) -> [n,d] */
+void cpu_EMBEDDING(const rt_kernel_call *c)
+{
+    const float *table = argf(c, 0);
+    const int32_t *ids = c->args[1];
+    float *r = resf(c, 0);
+    int64_t V = c->arg_types[0]->dims[0], d = c->arg_types[0]->dims[1], n = ir_numel(c->arg_types[1]);
+    for (int64_t i = 0; i < n; i++) {
+        check_index("embedding", "token id", ids[i], i, V, TOKEN_FIX);
+        memcpy(r + i * d, table + (int64_t)ids[i] * d, d * sizeof *r);
+    }
+}
+
+/* (dy[n,d], ids[n]) -> [vocab,d], scatter-add of the rows of dy */
+void cpu_EMBEDDING_GRAD(const rt_kernel_call *c)
+{
+    const float *dy = argf(c, 0);
+    const int32_t *ids = c->args[1];
+    float *r = resf(c, 0);
+    int64_t V = c->res_types[0]->dims[0], d = c->res_types[0]->dims[1], n = ir_numel(c->arg_types[1]);
+    memset(r, 0, V * d * sizeof *r);
+    for (int64_t i = 0; i < n; i++) {
+        check_index("embedding_grad", "token id", ids[i], i, V, TOKEN_FIX);
+        float *row = r + (int64_t)ids[i] * d;
+        for (int64_t j = 0; j < d; j++)
+            row[j] += dy[i * d + j];
+    }
+}
+
+/* (x[B,T,d], table[P,d]) -> x + table[0:T], broadcast over B */
+void cpu_POS_ADD(const rt_kernel_call *c)
+{
+    const ir_type *xt = c->arg_types[0];
+    const float *x = argf(c, 0), *table = argf(c, 1);
+    float *r = resf(c, 0);
+    int64_t d = last_dim(xt), T = xt->dims[xt->ndim - 2], B = ir_numel(xt) / (T * d);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < T * d; i++)
+            r[b * T * d + i] = x[b * T * d + i] + table[i];
+}
+
+/* dy[B,T,d] -> [P,d]: summed over B, zero for positions >= T */
+void cpu_POS_ADD_GRAD(const rt_kernel_call *c)
+{
+    const ir_type *yt = c->arg_types[0];
+    const float *dy = argf(c, 0);
+    float *r = resf(c, 0);
+    int64_t d = last_dim(yt), T = yt->dims[yt->ndim - 2], B = ir_numel(yt) / (T * d);
+    memset(r, 0, ir_bytes(c->res_types[0]));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < T * d; i++)
+            r[i] += dy[b * T * d + i];
+}
+
+/* --- normalisation: LayerNorm centres and has a bias; RMSNorm is the same without either ------- */
+
+/* Mean (0 when !center) and 1/sqrt(var + eps) of one row, in double; var is the biased variance
+ * about that mean (as torch's layer_norm), which for RMSNorm is mean(x^2). */
+static void row_stats(const float *x, int64_t d, int center, double eps, double *mean, double *rstd)
+{
+    double m = 0, v = 0;
+    if (center) {
+        for (int64_t j = 0; j < d; j++)
+            m += x[j];
+        m /= d;
+    }
+    for (int64_t j = 0; j < d; j++)
+        v += (x[j] - m) * (x[j] - m);
+    *mean = m;
+    *rstd = 1.0 / sqrt(v / d + eps);
+}
+
+/* (x[R,d], w[d], b[d] when center) -> (x - mean) * rstd * w (+ b) */
+static void norm_forward(const rt_kernel_call *c, int center)
+{
+    const float *x = argf(c, 0), *w = argf(c, 1), *b = center ? argf(c, 2) : NULL;
+    float *y = resf(c, 0);
+    int64_t R = nrows(c->arg_types[0]), d = last_dim(c->arg_types[0]);
+    for (int64_t i = 0; i < R; i++) {
+        const float *xr = x + i * d;
+        double mean, rstd;
+        row_stats(xr, d, center, c->in->attr[0], &mean, &rstd);
+        for (int64_t j = 0; j < d; j++)
+            y[i * d + j] = (float)((xr[j] - mean) * rstd) * w[j] + (b ? b[j] : 0.0f);
+    }
+}
+
+/* (dy, x, w) -> dx, dw (, db when center). With xhat = (x - mean) rstd and g = dy w:
+ * dx = rstd (g - mean(g) - xhat mean(g xhat)), the mean(g) term only when centred;
+ * dw = sum over rows of dy xhat, db = sum over rows of dy. */
+static void norm_backward(const rt_kernel_call *c, int center)
+{
+    const float *dy = argf(c, 0), *x = argf(c, 1), *w = argf(c, 2);
+    float *dx = resf(c, 0), *dw = resf(c, 1), *db = center ? resf(c, 2) : NULL;
+    int64_t R = nrows(c->arg_types[1]), d = last_dim(c->arg_types[1]);
+    double *acc = scratch(2 * d, sizeof *acc); /* dw [d], then db [d] */
+    for (int64_t i = 0; i < R; i++) {
+        const float *xr = x + i * d, *dyr = dy + i * d;
+        double mean, rstd, sum_g = 0, sum_gx = 0;
+        row_stats(xr, d, center, c->in->attr[0], &mean, &rstd);
+        for (int64_t j = 0; j < d; j++) {
+            double xhat = (xr[j] - mean) * rstd, g = (double)dyr[j] * w[j];
+            sum_g += g;
+            sum_gx += g * xhat;
+            acc[j] += dyr[j] * xhat;
+            acc[d + j] += dyr[j];
+        }
+        double mean_g = center ? sum_g / d : 0.0, mean_gx = sum_gx / d;
+        for (int64_t j = 0; j < d; j++) {
+            double xhat = (xr[j] - mean) * rstd, g = (double)dyr[j] * w[j];
+            dx[i * d + j] = (float)(rstd * (g - mean_g - xhat * mean_gx));
+        }
+    }
+    for (int64_t j = 0; j < d; j++) {
+        dw[j] = (float)acc[j];
+        if (db)
+            db[j] = (float)acc[d + j];
+    }
+    free(acc);
+}
+
+void cpu_LAYERNORM(const rt_kernel_call *c) { norm_forward(c, 1); }
+void cpu_LAYERNORM_GRAD(const rt_kernel_call *c) { norm_backward(c, 1); }
+void cpu_RMSNORM(const rt_kernel_call *c) { norm_forward(c, 0); }
+void cpu_RMSNORM_GRAD(const rt_kernel_call *c) { norm_backward(c, 0); }
+
+/* --- attention ------------------------------------------------------------------------------- */
+
+/* x[B,T,H,D] -> rotate-half: for i < D/2, (x[i], x[i+D/2]) turns by t * theta^(-2i/D) at
+ * position t (by the negative angle when inverse, which is the gradient: rotations are orthogonal). */
+void cpu_ROPE(const rt_kernel_call *c)
+{
+    const ir_type *xt = c->arg_types[0];
+    const float *x = argf(c, 0);
+    float *r = resf(c, 0);
+    int64_t T = xt->dims[1], H = xt->dims[2], D = xt->dims[3], half = D / 2, BTH = ir_numel(xt) / D;
+    double sign = c->in->attr[1] != 0 ? -1.0 : 1.0;
+    if (D % 2)
+        CPU_FAIL("rope: head dimension %lld is odd; rotate-half needs an even head_dim", (long long)D);
+    float *cs = scratch(2 * T * half, sizeof *cs); /* cos [T, half], then sin [T, half] */
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < half; i++) {
+            double angle = sign * (double)t * pow(c->in->attr[0], -2.0 * (double)i / (double)D);
+            cs[t * half + i] = (float)cos(angle);
+            cs[T * half + t * half + i] = (float)sin(angle);
+        }
+    for (int64_t row = 0; row < BTH; row++) {
+        int64_t t = (row / H) % T;
+        const float *xr = x + row * D, *cosr = cs + t * half, *sinr = cs + T * half + t * half;
+        float *rr = r + row * D;
+        for (int64_t i = 0; i < half; i++) {
+            float x1 = xr[i], x2 = xr[i + half];
+            rr[i] = x1 * cosr[i] - x2 * sinr[i];
+            rr[i + half] = x2 * cosr[i] + x1 * sinr[i];
+        }
+    }
+    free(cs);
+}
+
+/* q[B,T,H,D], k and v [B,T,Hk,D]; query head h reads kv head h / (H/Hk). Head h of batch b is
+ * the strided matrix [T, D] at q + (b T H + h) D with row stride H D (Hk D for k and v). */
+typedef struct {
+    int64_t B, T, H, Hk, D;
+    float scale;
+} attn_shape;
+
+static attn_shape attn_shape_of(const ir_type *q, const ir_type *k)
+{
+    attn_shape s = {q->dims[0], q->dims[1], q->dims[2], k->dims[2], q->dims[3], 0};
+    s.scale = (float)(1.0 / sqrt((double)s.D));
+    return s;
+}
+
+static int64_t q_head(const attn_shape *s, int64_t b, int64_t h) { return (b * s->T * s->H + h) * s->D; }
+static int64_t kv_head(const attn_shape *s, int64_t b, int64_t h)
+{
+    return (b * s->T * s->Hk + h / (s->H / s->Hk)) * s->D;
+}
+
+/* P[T,T] := causal softmax(scale q_h k_g^T), rows stable by subtracting their max; P = 0 above
+ * the diagonal. */
+static void attn_probs(const attn_shape *s, const float *q, const float *k, int64_t b, int64_t h, float *P)
+{
+    int64_t T = s->T;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, s->D, s->scale, q + q_head(s, b, h), s->H * s->D,
+                k + kv_head(s, b, h), s->Hk * s->D, 0.0f, P, T);
+    for (int64_t t = 0; t < T; t++) {
+        float *row = P + t * T, mx = row[0];
+        for (int64_t j = 1; j <= t; j++)
+            mx = fmaxf(mx, row[j]);
+        double sum = 0;
+        for (int64_t j = 0; j <= t; j++)
+            sum += row[j] = expf(row[j] - mx);
+        for (int64_t j = 0; j < T; j++)
+            row[j] = j <= t ? (float)(row[j] / sum) : 0.0f;
+    }
+}
+
+/* (q, k, v) -> y[B,T,H,D], y_h = P v_g */
+void cpu_ATTENTION(const rt_kernel_call *c)
+{
+    attn_shape s = attn_shape_of(c->arg_types[0], c->arg_types[1]);
+    const float *q = argf(c, 0), *k = argf(c, 1), *v = argf(c, 2);
+    float *y = resf(c, 0), *P = scratch(s.T * s.T, sizeof *P);
+    for (int64_t b = 0; b < s.B; b++)
+        for (int64_t h = 0; h < s.H; h++) {
+            attn_probs(&s, q, k, b, h, P);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.T, s.D, s.T, 1.0f, P, s.T, v + kv_head(&s, b, h),
+                        s.Hk * s.D, 0.0f, y + q_head(&s, b, h), s.H * s.D);
+        }
+    free(P);
+}
+
+/* (dy, q, k, v) -> dq [B,T,H,D], dk, dv [B,T,Hk,D]. Per head, with P recomputed:
+ * dv_g += P^T dy_h; dP = dy_h v_g^T; dS = P (dP - rowsum(P dP)); dq_h = scale dS k_g;
+ * dk_g += scale dS^T q_h. kv heads accumulate over the query heads of their group. */
+void cpu_ATTENTION_GRAD(const rt_kernel_call *c)
+{
+    attn_shape s = attn_shape_of(c->arg_types[1], c->arg_types[2]);
+    const float *dy = argf(c, 0), *q = argf(c, 1), *k = argf(c, 2), *v = argf(c, 3);
+    float *dq = resf(c, 0), *dk = resf(c, 1), *dv = resf(c, 2);
+    int64_t T = s.T, ldq = s.H * s.D, ldk = s.Hk * s.D;
+    float *P = scratch(2 * T * T, sizeof *P), *dS = P + T * T;
+    memset(dk, 0, ir_bytes(c->res_types[1]));
+    memset(dv, 0, ir_bytes(c->res_types[2]));
+    for (int64_t b = 0; b < s.B; b++)
+        for (int64_t h = 0; h < s.H; h++) {
+            int64_t qo = q_head(&s, b, h), ko = kv_head(&s, b, h);
+            attn_probs(&s, q, k, b, h, P);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, s.D, T, 1.0f, P, T, dy + qo, ldq, 1.0f,
+                        dv + ko, ldk);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, s.D, 1.0f, dy + qo, ldq, v + ko, ldk, 0.0f,
+                        dS, T);
+            for (int64_t t = 0; t < T; t++) {
+                float *p = P + t * T, *g = dS + t * T;
+                double dot = 0;
+                for (int64_t j = 0; j < T; j++)
+                    dot += (double)p[j] * g[j];
+                for (int64_t j = 0; j < T; j++)
+                    g[j] = p[j] * (float)(g[j] - dot);
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, s.D, T, s.scale, dS, T, k + ko, ldk, 0.0f,
+                        dq + qo, ldq);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, s.D, T, s.scale, dS, T, q + qo, ldq, 1.0f,
+                        dk + ko, ldk);
+        }
+    free(P);
+}
+
+/* --- loss ------------------------------------------------------------------------------------- */
+
+/* log(sum(exp(x))) of one row of V logits, in double, stable by subtracting the max */
+static double row_logsumexp(const float *x, int64_t V)
+{
+    float mx = x[0];
+    for (int64_t j = 1; j < V; j++)
+        mx = fmaxf(mx, x[j]);
+    double sum = 0;
+    for (int64_t j = 0; j < V; j++)
+        sum += exp((double)x[j] - mx);
+    return mx + log(sum);
+}
+
+static const char *const TARGET_FIX = "the targets must be token ids below the model's vocab_size";
+
+/* (logits[N,V], targets[N] i32) -> f32[] mean over tokens of logsumexp(row) - row[target] */
+void cpu_CROSS_ENTROPY(const rt_kernel_call *c)
+{
+    const float *logits = argf(c, 0);
+    const int32_t *targets = c->args[1];
+    int64_t N = nrows(c->arg_types[0]), V = last_dim(c->arg_types[0]);
+    double total = 0;
+    for (int64_t i = 0; i < N; i++) {
+        check_index("cross_entropy", "target", targets[i], i, V, TARGET_FIX);
+        total += row_logsumexp(logits + i * V, V) - logits[i * V + targets[i]];
+    }
+    resf(c, 0)[0] = (float)(total / N);
+}
+
+/* (dloss[], logits[N,V], targets[N]) -> dlogits = dloss (softmax - onehot) / N */
+void cpu_CROSS_ENTROPY_GRAD(const rt_kernel_call *c)
+{
+    const float *logits = argf(c, 1);
+    const int32_t *targets = c->args[2];
+    float *r = resf(c, 0);
+    int64_t N = nrows(c->arg_types[1]), V = last_dim(c->arg_types[1]);
+    double f = argf(c, 0)[0] / (double)N;
+    for (int64_t i = 0; i < N; i++) {
+        check_index("cross_entropy_grad", "target", targets[i], i, V, TARGET_FIX);
+        const float *x = logits + i * V;
+        double lse = row_logsumexp(x, V);
+        for (int64_t j = 0; j < V; j++)
+            r[i * V + j] = (float)(f * (exp(x[j] - lse) - (j == targets[i])));
+    }
+}
+
+/* --- optimizer and persistent state ----------------------------------------------------------- */
+
+/* (dst, x): dst += x */
+void cpu_ACCUMULATE(const rt_kernel_call *c)
+{
+    float *dst = c->args[0];
+    const float *x = argf(c, 1);
+    for (int64_t i = 0, n = ir_numel(c->arg_types[1]); i < n; i++)
+        dst[i] += x[i];
+}
+
+void cpu_ZERO(const rt_kernel_call *c) { memset(c->args[0], 0, ir_bytes(c->arg_types[0])); }
+
+/* sumsq[] -> min(1, max_norm / (sqrt(sumsq) + 1e-6)); max_norm = 0 turns clipping off */
+void cpu_CLIP_COEF(const rt_kernel_call *c)
+{
+    double max_norm = c->in->attr[0], coef = 1.0;
+    if (max_norm != 0)
+        coef = fmin(1.0, max_norm / (sqrt((double)argf(c, 0)[0]) + 1e-6));
+    resf(c, 0)[0] = (float)coef;
+}
+
+void cpu_SQRT(const rt_kernel_call *c)
+{
+    const float *a = argf(c, 0);
+    float *r = resf(c, 0);
+    for (int64_t i = 0, n = ir_numel(c->res_types[0]); i < n; i++)
+        r[i] = sqrtf(a[i]);
+}
+
+/* (p, g, m, v, lr[], step[], coef[]), attrs beta1, beta2, eps, weight_decay; in place on p, m, v:
+ * g' = g coef; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
+ * p -= lr (m/(1-b1^step) / (sqrt(v/(1-b2^step)) + eps) + wd p). Elementwise math in double. */
+void cpu_ADAMW(const rt_kernel_call *c)
+{
+    float *p = c->args[0], *m = c->args[2], *v = c->args[3];
+    const float *g = argf(c, 1);
+    double lr = argf(c, 4)[0], step = argf(c, 5)[0], coef = argf(c, 6)[0];
+    double b1 = c->in->attr[0], b2 = c->in->attr[1], eps = c->in->attr[2], wd = c->in->attr[3];
+    if (step < 1)
+        CPU_FAIL("adamw: step is %g but must count from 1 (bias correction divides by 1 - beta^step)", step);
+    double bc1 = 1.0 - pow(b1, step), bc2 = 1.0 - pow(b2, step);
+    for (int64_t i = 0, n = ir_numel(c->arg_types[0]); i < n; i++) {
+        double gi = g[i] * coef;
+        double mi = b1 * m[i] + (1.0 - b1) * gi, vi = b2 * v[i] + (1.0 - b2) * gi * gi;
+        p[i] = (float)(p[i] - lr * (mi / bc1 / (sqrt(vi / bc2) + eps) + wd * p[i]));
+        m[i] = (float)mi;
+        v[i] = (float)vi;
+    }
+}
+
+/* --- the dispatch table, in ops.def order (ORDER OP) ------------------------------------------ */
+
+const rt_cpu_kernel rt_cpu_kernels[IR_NUM_OPS] = {
+#define X(id, text, nargs, nres, attrs, infer, grad) [IR_OP_##id] = cpu_##id,
+#include "ir/ops.def"
+#undef X
+};

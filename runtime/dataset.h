@@ -1,0 +1,29 @@
+/* dataset.h — reads Megatron indexed datasets (PREFIX.idx + PREFIX.bin, "MMIDIDX") for training. */
+#ifndef MCC_RT_DATASET_H
+#define MCC_RT_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct rt_dataset rt_dataset;
+
+/* mmaps PREFIX.idx and PREFIX.bin and validates magic, version, dtype code (integer dtypes only),
+ * the array sizes against the file sizes and every sequence's bytes against the .bin size.
+ * Returns NULL and one message naming the file and the fix in err on any error. */
+rt_dataset *rt_dataset_open(const char *prefix, char *err, size_t errlen);
+void rt_dataset_close(rt_dataset *d);
+
+/* Total tokens over all sequences (> 0 for an opened dataset). */
+int64_t rt_dataset_num_tokens(const rt_dataset *d);
+
+/* Largest token id present, to check against vocab_size. A negative id (signed dtypes) or one
+ * above INT32_MAX counts as INT32_MAX so that the vocab check rejects it. Scans every token:
+ * O(num_tokens), call once at start-up. */
+int rt_dataset_max_token(const rt_dataset *d);
+
+/* Sample `index` (>= 0): seq_len+1 tokens of the concatenation of all sequences in order,
+ * starting at token index*seq_len (mod num_tokens), wrapping around at the end.
+ * out: int32[seq_len+1]. */
+void rt_dataset_sample(const rt_dataset *d, int64_t index, int seq_len, int32_t *out);
+
+#endif

@@ -1,0 +1,168 @@
+/* program.c — loading a plan and executing its functions on the CPU, one kernel per instruction. */
+#include "program.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *xcalloc(size_t n, size_t size, const char *what)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "train_rank: out of host memory allocating %s (%zu bytes)\n", what, n * size);
+        exit(1);
+    }
+    return p;
+}
+
+/* Binds every value to its buffer and every instruction to its operand/result buffers. */
+static void bind_func(rt_program *p, rt_func_exec *x, ir_func *f)
+{
+    x->f = f;
+    x->arena = xcalloc(1, (size_t)f->arena_bytes, "the activation arena");
+    x->vptr = xcalloc((size_t)f->nvals, sizeof(void *), "value table");
+    x->calls = xcalloc((size_t)f->ninstrs, sizeof(rt_kernel_call), "kernel table");
+    size_t slots = 0;
+    for (int i = 0; i < f->ninstrs; i++)
+        slots += (size_t)(f->instrs[i].nargs + f->instrs[i].nres);
+    x->ptr_pool = xcalloc(slots, sizeof(void *), "kernel operands");
+    x->type_pool = xcalloc(slots, sizeof(ir_type *), "kernel operand types");
+    size_t at = 0;
+    for (int i = 0; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        for (int r = 0; r < in->nres; r++) {
+            int v = in->res[r];
+            switch (f->vals[v].mem) {
+            case IR_MEM_GLOBAL: x->vptr[v] = p->globals[ir_global_find(p->m, in->sym)]; break;
+            case IR_MEM_VIEW: x->vptr[v] = x->vptr[in->args[0]]; break;
+            default: x->vptr[v] = x->arena + f->vals[v].offset; break;
+            }
+        }
+        rt_kernel_call *c = &x->calls[i];
+        *c = (rt_kernel_call){.in = in, .nargs = in->nargs, .nres = in->nres};
+        void **ptrs = &x->ptr_pool[at];
+        const ir_type **types = &x->type_pool[at];
+        for (int a = 0; a < in->nargs; a++) {
+            ptrs[a] = x->vptr[in->args[a]];
+            types[a] = &f->vals[in->args[a]].type;
+        }
+        for (int r = 0; r < in->nres; r++) {
+            ptrs[in->nargs + r] = x->vptr[in->res[r]];
+            types[in->nargs + r] = &f->vals[in->res[r]].type;
+        }
+        c->args = ptrs;
+        c->arg_types = types;
+        c->res = ptrs + in->nargs;
+        c->res_types = types + in->nargs;
+        at += (size_t)(in->nargs + in->nres);
+    }
+}
+
+rt_program *rt_program_load(const char *plan_text, char *err, size_t errlen)
+{
+    ir_module *m = ir_parse_module(plan_text, err, errlen);
+    if (!m)
+        return NULL;
+    if (!ir_verify(m, err, errlen)) {
+        ir_module_free(m);
+        return NULL;
+    }
+    rt_program *p = xcalloc(1, sizeof(*p), "program");
+    p->m = m;
+    p->globals = xcalloc((size_t)m->nglobals, sizeof(void *), "globals");
+    for (int i = 0; i < m->nglobals; i++)
+        p->globals[i] = xcalloc(1, ir_bytes(&m->globals[i].type), m->globals[i].name);
+    p->funcs = xcalloc((size_t)m->nfuncs, sizeof(rt_func_exec), "functions");
+    for (int i = 0; i < m->nfuncs; i++)
+        bind_func(p, &p->funcs[i], m->funcs[i]);
+    return p;
+}
+
+void rt_program_free(rt_program *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < p->m->nfuncs; i++) {
+        rt_func_exec *x = &p->funcs[i];
+        free(x->arena);
+        free(x->vptr);
+        free(x->calls);
+        free(x->ptr_pool);
+        free(x->type_pool);
+    }
+    for (int i = 0; i < p->m->nglobals; i++)
+        free(p->globals[i]);
+    free(p->funcs);
+    free(p->globals);
+    ir_module_free(p->m);
+    free(p);
+}
+
+/* --- parameter initialisation: counter-based, so independent of layout and order --- */
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Uniform in (0, 1] from the top 53 bits. */
+static double unit(uint64_t bits) { return ((bits >> 11) + 1) * (1.0 / 9007199254740992.0); }
+
+static float normal_at(uint64_t key, int64_t i)
+{
+    uint64_t a = splitmix64(key ^ splitmix64((uint64_t)i * 2)), b = splitmix64(key ^ splitmix64((uint64_t)i * 2 + 1));
+    return (float)(sqrt(-2.0 * log(unit(a))) * cos(2.0 * M_PI * unit(b)));
+}
+
+void rt_program_init_params(rt_program *p, uint64_t seed)
+{
+    for (int g = 0; g < p->m->nglobals; g++) {
+        const ir_global *gl = &p->m->globals[g];
+        float *w = p->globals[g];
+        int64_t n = ir_numel(&gl->type);
+        uint64_t key = splitmix64(seed) ^ name_hash(gl->name);
+        for (int64_t i = 0; i < n; i++)
+            w[i] = gl->init == IR_INIT_ONES ? 1.0f : gl->init == IR_INIT_NORMAL ? (float)gl->std * normal_at(key, i) : 0.0f;
+    }
+}
+
+void rt_program_run(rt_program *p, int func)
+{
+    rt_func_exec *x = &p->funcs[func];
+    for (int i = 0; i < x->f->ninstrs; i++)
+        rt_cpu_kernels[x->f->instrs[i].op](&x->calls[i]);
+}
+
+static int find_sym(const ir_func *f, ir_op op, const char *name)
+{
+    for (int i = 0; i < f->ninstrs; i++)
+        if (f->instrs[i].op == op && strcmp(f->instrs[i].sym, name) == 0)
+            return i;
+    return -1;
+}
+
+void *rt_program_input(rt_program *p, int func, const char *name)
+{
+    const ir_func *f = p->funcs[func].f;
+    int i = find_sym(f, IR_OP_INPUT, name);
+    return i < 0 ? NULL : p->funcs[func].vptr[f->instrs[i].res[0]];
+}
+
+const void *rt_program_output(const rt_program *p, int func, const char *name)
+{
+    const ir_func *f = p->funcs[func].f;
+    int i = find_sym(f, IR_OP_OUTPUT, name);
+    return i < 0 ? NULL : p->funcs[func].vptr[f->instrs[i].args[0]];
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# deps.sh — installs what building and testing mcc needs on Debian 12 (as root; skips what is there).
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libjansson-dev libopenblas-dev llvm-dev libpcre2-dev
+      python3-torch python3-numpy)
+[ "${1:-}" = "--with-npm" ] && pkgs+=(npm)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "deps.sh: missing packages: ${missing[*]} (run as root, or: sudo apt-get install ${missing[*]})" >&2
+    exit 1
+  fi
+  echo "deps.sh: installing ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

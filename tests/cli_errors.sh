@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# cli_errors.sh MCC — bad command lines and specs given to `mcc` and to a compiled train_rank
+# must each exit with status 1 or 2 (never a signal or sanitizer abort) and print their own
+# message naming what to fix.
+set -uo pipefail
+mcc=$1
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+fails=0
+# expect SUBSTRING -- COMMAND...
+expect() {
+  local want=$1; shift 2
+  "$@" >"$work/out" 2>&1; local rc=$?
+  if [ $rc -eq 0 ] || [ $rc -gt 2 ] || ! grep -qF -- "$want" "$work/out"; then
+    echo "FAIL (exit $rc): $*"; echo "  wanted: $want"; sed 's/^/  got: /' "$work/out" | head -5; fails=$((fails + 1))
+  else
+    echo "ok: $want"
+  fi
+}
+tiny=$root/models/tiny-gpt2.json
+printf '{"model": {"num_layers": 2}}' > "$work/partial.json"
+printf '{"model": ' > "$work/broken.json"
+expect "usage" -- "$mcc"
+expect "unknown command 'frobnicate'" -- "$mcc" frobnicate
+expect "expected the spec file" -- "$mcc" compile -o x
+expect "-o OUT is required" -- "$mcc" compile "$tiny"
+expect "no such pass" -- "$mcc" ir "$tiny" --after nonsense
+expect "unknown flag '--bogus'" -- "$mcc" ir "$tiny" --bogus 3
+expect "--target gpu" -- "$mcc" compile "$tiny" --target gpu -o "$work/x"
+expect "--hidden-size" -- "$mcc" compile "$tiny" --hidden-size abc -o "$work/x"
+expect "hidden_size" -- "$mcc" compile "$tiny" --hidden-size 66 -o "$work/x"
+expect "model.hidden_size" -- "$mcc" compile "$work/partial.json" -o "$work/x"
+expect "broken.json" -- "$mcc" compile "$work/broken.json" -o "$work/x"
+expect "--input" -- "$mcc" data preprocess --output-prefix "$work/d"
+# train_rank: compile one and feed it bad flags and data
+"$mcc" compile "$tiny" -o "$work/train_rank" 2>/dev/null || { echo "FAIL: could not compile $tiny"; exit 1; }
+"$mcc" compile "$tiny" --vocab-size 100 -o "$work/train_small_vocab" 2>/dev/null
+printf 'hello world, this is a small document for the test\n' > "$work/doc.txt"
+"$mcc" data preprocess --input "$work/doc.txt" --output-prefix "$work/doc" --append-eod >/dev/null 2>&1
+expect "--data-path is required" -- "$work/train_rank"
+expect "unknown or incomplete flag '--frob'" -- "$work/train_rank" --frob
+expect "--train-iters needs a positive integer" -- "$work/train_rank" --data-path "$work/doc" --train-iters -3
+expect "--data-path $work/missing" -- "$work/train_rank" --data-path "$work/missing"
+expect "recompile with --vocab-size" -- "$work/train_small_vocab" --data-path "$work/doc"
+[ $fails = 0 ] && echo "all CLI error cases pass"
+exit $((fails > 0))

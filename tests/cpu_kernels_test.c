@@ -1,0 +1,520 @@
+/* cpu_kernels_test.c — the CPU kernels against finite differences (every backward kernel) and
+ * against direct formulas (attention, cross-entropy, AdamW, matmul, rope, norms, grad norm). */
+#include "runtime/cpu_kernels.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                                     \
+    do {                                                                                                     \
+        if (!(cond)) {                                                                                       \
+            failures++;                                                                                      \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                      \
+            printf(__VA_ARGS__);                                                                             \
+            printf("\n");                                                                                    \
+        }                                                                                                    \
+    } while (0)
+
+/* --- tensors and running kernels ------------------------------------------------------------- */
+
+/* A test tensor: its type and its buffer (float, or int32_t for token ids and targets). */
+typedef struct {
+    ir_type type;
+    void *data;
+} tensor;
+
+static tensor tensor_new(ir_dtype dt, int ndim, const int64_t *dims)
+{
+    tensor t = {ir_tensor(dt, ndim, dims), NULL};
+    t.data = calloc((size_t)ir_numel(&t.type), 4);
+    return t;
+}
+#define NDIMS(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+#define F32(...) tensor_new(IR_F32, NDIMS(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
+#define I32(...) tensor_new(IR_I32, NDIMS(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
+#define SCALAR() tensor_new(IR_F32, 0, NULL)
+#define ATTRS(...) ((double[IR_MAX_ATTRS]){__VA_ARGS__})
+
+static float *F(tensor t) { return t.data; }
+static int32_t *I(tensor t) { return t.data; }
+static int64_t numel(tensor t) { return ir_numel(&t.type); }
+static tensor like(tensor t) { return tensor_new(t.type.dtype, t.type.ndim, t.type.dims); }
+
+/* Deterministic xorshift64*, uniform in [-1, 1). */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static double urand(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (double)((rng_state * 2685821657736338717ull) >> 11) / (double)(1ull << 52) - 1.0;
+}
+
+static tensor uniform(tensor t, double scale)
+{
+    for (int64_t i = 0; i < numel(t); i++)
+        F(t)[i] = (float)(scale * urand());
+    return t;
+}
+
+/* Token ids in [0, vocab), with repeats so scatter-adds are exercised. */
+static tensor ids(tensor t, int vocab)
+{
+    for (int64_t i = 0; i < numel(t); i++)
+        I(t)[i] = (int32_t)((i * 5 + 3) % vocab);
+    return t;
+}
+
+/* Runs one kernel as the executor does. Results are poisoned with NaN first, so a kernel that
+ * leaves an element unwritten fails every check that reads it. */
+static void run(ir_op op, const double attr[IR_MAX_ATTRS], const tensor *args, int nargs, const tensor *res, int nres)
+{
+    ir_instr in = {.op = op, .nargs = nargs, .nres = nres};
+    void *a[8], *r[IR_MAX_RES];
+    const ir_type *at[8], *rt[IR_MAX_RES];
+    if (attr)
+        memcpy(in.attr, attr, sizeof in.attr);
+    for (int i = 0; i < nargs; i++)
+        a[i] = args[i].data, at[i] = &args[i].type;
+    for (int i = 0; i < nres; i++) {
+        r[i] = res[i].data, rt[i] = &res[i].type;
+        memset(r[i], 0xff, ir_bytes(rt[i]));
+    }
+    rt_kernel_call c = {&in, nargs, nres, a, at, r, rt};
+    rt_cpu_kernels[op](&c);
+}
+
+static double max_abs_diff(const float *x, const double *ref, int64_t n)
+{
+    double m = 0;
+    for (int64_t i = 0; i < n; i++)
+        m = fmax(m, isnan(x[i]) ? INFINITY : fabs(x[i] - ref[i]));
+    return m;
+}
+
+/* --- gradient checks ------------------------------------------------------------------------- */
+
+/* One gradient check: a forward op on inputs in[] (diff[] marks the differentiable ones), its
+ * result `out`, and a backward that turns dy into the gradients of the differentiable inputs
+ * using the backward kernels: by default the op `grad_op` on (dy, in[0], ...), whose results are
+ * those gradients in input order. */
+typedef struct grad_case {
+    const char *name;
+    ir_op op;
+    double attr[IR_MAX_ATTRS];
+    int nin;
+    tensor in[4];
+    const char *in_names[4];
+    bool diff[4];
+    tensor out;
+    ir_op grad_op;
+    double grad_attr[IR_MAX_ATTRS];
+    void (*backward)(const struct grad_case *gc, tensor dy, tensor *grads);
+} grad_case;
+
+static void backward_by_grad_op(const grad_case *gc, tensor dy, tensor *grads)
+{
+    tensor args[4] = {dy}, res[IR_MAX_RES];
+    int nres = 0;
+    for (int i = 0; i + 1 < ir_ops[gc->grad_op].nargs; i++)
+        args[i + 1] = gc->in[i];
+    for (int i = 0; i < gc->nin; i++)
+        if (gc->diff[i])
+            res[nres++] = grads[i];
+    run(gc->grad_op, gc->grad_attr, args, ir_ops[gc->grad_op].nargs, res, nres);
+}
+
+/* The objective sum(r * fwd(in)), summed in double so only the kernel's own fp32 rounding
+ * enters the finite differences. */
+static double objective(const grad_case *gc, tensor r)
+{
+    run(gc->op, gc->attr, gc->in, gc->nin, &gc->out, 1);
+    double s = 0;
+    for (int64_t i = 0; i < numel(r); i++)
+        s += (double)F(r)[i] * F(gc->out)[i];
+    return s;
+}
+
+/* ||fd - g|| / ||fd|| for input i, fd the central difference (L(x+h) - L(x-h)) / (x+h - (x-h))
+ * with the step as actually stored in fp32. */
+static double fd_rel_error(grad_case *gc, int i, tensor r, tensor grad, double eps)
+{
+    double err2 = 0, ref2 = 0;
+    for (int64_t e = 0; e < numel(gc->in[i]); e++) {
+        float *x = &F(gc->in[i])[e], x0 = *x, xp = x0 + (float)eps, xm = x0 - (float)eps;
+        *x = xp;
+        double lp = objective(gc, r);
+        *x = xm;
+        double lm = objective(gc, r);
+        *x = x0;
+        double fd = (lp - lm) / ((double)xp - xm), d = fd - F(grad)[e];
+        err2 += isnan(d) ? INFINITY : d * d;
+        ref2 += fd * fd;
+    }
+    return sqrt(err2 / ref2);
+}
+
+/* Why these tolerances: the forward runs in fp32, so each objective carries a rounding error of
+ * about 6e-8 sqrt(n) |r||y|, which the central difference divides by 2 eps: with eps = 1e-2 that
+ * is ~1e-5 relative. The truncation error of these smooth ops is O(eps^2 |f'''|) ~ 1e-5 too (a
+ * smaller eps would trade it for more rounding). Correct kernels measure 1e-7..7e-5; a wrong term
+ * (a missing mean, a transposed operand, a wrong kv head) gives 1e-2..1, so 1e-3 on the norm of
+ * the error over the norm of the gradient leaves an order of magnitude on either side. */
+#define FD_EPS 1e-2
+#define FD_TOL 1e-3
+
+static void check_grad(grad_case *gc)
+{
+    tensor r = uniform(like(gc->out), 1.0), grads[4] = {0};
+    for (int i = 0; i < gc->nin; i++)
+        if (gc->diff[i])
+            grads[i] = like(gc->in[i]);
+    (gc->backward ? gc->backward : backward_by_grad_op)(gc, r, grads);
+    for (int i = 0; i < gc->nin; i++) {
+        if (!gc->diff[i])
+            continue;
+        double rel = fd_rel_error(gc, i, r, grads[i], FD_EPS);
+        printf("grad %-22s d%-6s rel err %.1e\n", gc->name, gc->in_names[i], rel);
+        CHECK(rel < FD_TOL, "%s: gradient of %s differs from finite differences (rel err %.3g)", gc->name,
+              gc->in_names[i], rel);
+        free(grads[i].data);
+    }
+    for (int i = 0; i < gc->nin; i++)
+        free(gc->in[i].data);
+    free(gc->out.data);
+    free(r.data);
+}
+
+static void copy_into(tensor dst, tensor src) { memcpy(dst.data, src.data, ir_bytes(&src.type)); }
+
+/* y = x W^T (the linear layer): dx = dy W, dW = dy^T x. */
+static void matmul_backward(const grad_case *gc, tensor dy, tensor *g)
+{
+    run(IR_OP_MATMUL, ATTRS(0, 0), (tensor[]){dy, gc->in[1]}, 2, &g[0], 1);
+    run(IR_OP_MATMUL, ATTRS(1, 0), (tensor[]){dy, gc->in[0]}, 2, &g[1], 1);
+}
+
+static void embedding_backward(const grad_case *gc, tensor dy, tensor *g)
+{
+    run(IR_OP_EMBEDDING_GRAD, ATTRS((double)gc->in[0].type.dims[0]), (tensor[]){dy, gc->in[1]}, 2, &g[0], 1);
+}
+
+static void pos_add_backward(const grad_case *gc, tensor dy, tensor *g)
+{
+    copy_into(g[0], dy);
+    run(IR_OP_POS_ADD_GRAD, ATTRS((double)gc->in[1].type.dims[0]), &dy, 1, &g[1], 1);
+}
+
+static void bias_add_backward(const grad_case *gc, tensor dy, tensor *g)
+{
+    copy_into(g[0], dy);
+    run(IR_OP_SUM_ROWS, NULL, &dy, 1, &g[1], 1);
+}
+
+static void test_gradients(void)
+{
+    grad_case cases[] = {
+        {"gelu", IR_OP_GELU, {0}, 1, {uniform(F32(3, 7), 3)}, {"x"}, {1}, F32(3, 7), .grad_op = IR_OP_GELU_GRAD},
+        {"silu", IR_OP_SILU, {0}, 1, {uniform(F32(3, 7), 3)}, {"x"}, {1}, F32(3, 7), .grad_op = IR_OP_SILU_GRAD},
+        {"layernorm", IR_OP_LAYERNORM, {1e-5}, 3, {uniform(F32(2, 3, 8), 2), uniform(F32(8), 1), uniform(F32(8), 1)},
+         {"x", "w", "b"}, {1, 1, 1}, F32(2, 3, 8), .grad_op = IR_OP_LAYERNORM_GRAD, .grad_attr = {1e-5}},
+        {"rmsnorm", IR_OP_RMSNORM, {1e-5}, 2, {uniform(F32(2, 3, 8), 2), uniform(F32(8), 1)}, {"x", "w"}, {1, 1},
+         F32(2, 3, 8), .grad_op = IR_OP_RMSNORM_GRAD, .grad_attr = {1e-5}},
+        {"rope", IR_OP_ROPE, {10000, 0}, 1, {uniform(F32(2, 5, 3, 8), 1)}, {"x"}, {1}, F32(2, 5, 3, 8),
+         .grad_op = IR_OP_ROPE, .grad_attr = {10000, 1}},
+        {"attention", IR_OP_ATTENTION, {0}, 3,
+         {uniform(F32(2, 5, 2, 4), 1), uniform(F32(2, 5, 2, 4), 1), uniform(F32(2, 5, 2, 4), 1)}, {"q", "k", "v"},
+         {1, 1, 1}, F32(2, 5, 2, 4), .grad_op = IR_OP_ATTENTION_GRAD},
+        {"attention gqa H=4 Hk=2", IR_OP_ATTENTION, {0}, 3,
+         {uniform(F32(2, 5, 4, 8), 1), uniform(F32(2, 5, 2, 8), 1), uniform(F32(2, 5, 2, 8), 1)}, {"q", "k", "v"},
+         {1, 1, 1}, F32(2, 5, 4, 8), .grad_op = IR_OP_ATTENTION_GRAD},
+        {"cross_entropy", IR_OP_CROSS_ENTROPY, {0}, 2, {uniform(F32(2, 3, 7), 2), ids(I32(2, 3), 7)},
+         {"logits", "targets"}, {1, 0}, SCALAR(), .grad_op = IR_OP_CROSS_ENTROPY_GRAD},
+        {"matmul x W^T", IR_OP_MATMUL, {0, 1}, 2, {uniform(F32(2, 3, 4), 1), uniform(F32(5, 4), 1)}, {"x", "W"}, {1, 1},
+         F32(2, 3, 5), .backward = matmul_backward},
+        {"embedding", IR_OP_EMBEDDING, {0}, 2, {uniform(F32(7, 3), 1), ids(I32(2, 5), 7)}, {"table", "ids"}, {1, 0},
+         F32(2, 5, 3), .backward = embedding_backward},
+        {"pos_add", IR_OP_POS_ADD, {0}, 2, {uniform(F32(2, 3, 4), 1), uniform(F32(5, 4), 1)}, {"x", "table"}, {1, 1},
+         F32(2, 3, 4), .backward = pos_add_backward},
+        {"bias_add", IR_OP_BIAS_ADD, {0}, 2, {uniform(F32(2, 3, 4), 1), uniform(F32(4), 1)}, {"x", "b"}, {1, 1},
+         F32(2, 3, 4), .backward = bias_add_backward},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_grad(&cases[i]);
+}
+
+/* --- forward references ---------------------------------------------------------------------- */
+
+/* Naive causal attention in double, one query at a time. */
+static void attention_reference(tensor q, tensor k, tensor v, double *y)
+{
+    int64_t B = q.type.dims[0], T = q.type.dims[1], H = q.type.dims[2], Hk = k.type.dims[2], D = q.type.dims[3];
+    double s[64];
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t t = 0; t < T; t++) {
+                int64_t g = h / (H / Hk);
+                const float *qt = F(q) + ((b * T + t) * H + h) * D;
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j <= t; j++) {
+                    const float *kj = F(k) + ((b * T + j) * Hk + g) * D;
+                    s[j] = 0;
+                    for (int64_t d = 0; d < D; d++)
+                        s[j] += (double)qt[d] * kj[d] / sqrt((double)D);
+                    mx = fmax(mx, s[j]);
+                }
+                for (int64_t j = 0; j <= t; j++)
+                    sum += s[j] = exp(s[j] - mx);
+                for (int64_t d = 0; d < D; d++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j <= t; j++)
+                        acc += s[j] / sum * F(v)[((b * T + j) * Hk + g) * D + d];
+                    y[((b * T + t) * H + h) * D + d] = acc;
+                }
+            }
+}
+
+/* Scale 30 makes scores of ~1e3, where a softmax without the max subtracted overflows. */
+static void test_attention_reference(void)
+{
+    const int64_t heads[][2] = {{2, 2}, {4, 2}, {4, 1}};
+    const double scales[] = {1, 30};
+    for (int hi = 0; hi < 3; hi++)
+        for (int si = 0; si < 2; si++) {
+            int64_t H = heads[hi][0], Hk = heads[hi][1];
+            tensor q = uniform(F32(2, 6, H, 8), scales[si]), k = uniform(F32(2, 6, Hk, 8), scales[si]);
+            tensor v = uniform(F32(2, 6, Hk, 8), 1), y = F32(2, 6, H, 8);
+            double *ref = malloc(numel(y) * sizeof *ref);
+            run(IR_OP_ATTENTION, NULL, (tensor[]){q, k, v}, 3, &y, 1);
+            attention_reference(q, k, v, ref);
+            double err = max_abs_diff(F(y), ref, numel(y));
+            printf("attention H=%lld Hk=%lld scale %-4g max abs err vs naive %.1e\n", (long long)H, (long long)Hk,
+                   scales[si], err);
+            CHECK(err < 1e-5, "attention H=%lld Hk=%lld differs from the naive reference by %.3g", (long long)H,
+                  (long long)Hk, err);
+            free(ref), free(q.data), free(k.data), free(v.data), free(y.data);
+        }
+}
+
+/* Mean of -log(softmax(x)[target]) straight from the definition; shifting every logit by 1000
+ * must not change it (a log-sum-exp without the max overflows there). */
+static void test_cross_entropy_reference(void)
+{
+    tensor x = uniform(F32(4, 9), 3), t = ids(I32(4), 9), loss = SCALAR(), shifted = like(x), loss2 = SCALAR();
+    double ref = 0;
+    for (int64_t i = 0; i < 4; i++) {
+        double z = 0;
+        for (int64_t j = 0; j < 9; j++)
+            z += exp(F(x)[i * 9 + j]);
+        ref -= log(exp(F(x)[i * 9 + I(t)[i]]) / z) / 4;
+    }
+    for (int64_t i = 0; i < numel(x); i++)
+        F(shifted)[i] = F(x)[i] + 1000.0f;
+    run(IR_OP_CROSS_ENTROPY, NULL, (tensor[]){x, t}, 2, &loss, 1);
+    run(IR_OP_CROSS_ENTROPY, NULL, (tensor[]){shifted, t}, 2, &loss2, 1);
+    printf("cross_entropy %.7f vs direct %.7f, shifted by 1000: %.7f\n", F(loss)[0], ref, F(loss2)[0]);
+    CHECK(fabs(F(loss)[0] - ref) < 1e-6, "cross_entropy %.8g, direct formula %.8g", F(loss)[0], ref);
+    /* fp32 rounds x + 1000 to ~6e-5 */
+    CHECK(fabs(F(loss2)[0] - ref) < 2e-4, "cross_entropy of logits + 1000 is %.8g, not %.8g", F(loss2)[0], ref);
+    free(x.data), free(t.data), free(loss.data), free(shifted.data), free(loss2.data);
+}
+
+/* AdamW for 3 steps (the second with a clip coefficient) against the formula in double. */
+static void test_adamw(void)
+{
+    enum { N = 16 };
+    const double b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1, lr = 1e-2, coefs[3] = {1, 0.5, 1};
+    tensor p = uniform(F32(N), 1), g = F32(N), m = F32(N), v = F32(N);
+    tensor lr_t = SCALAR(), step = SCALAR(), coef = SCALAR();
+    double rp[N], rm[N] = {0}, rv[N] = {0};
+    for (int i = 0; i < N; i++)
+        rp[i] = F(p)[i];
+    F(lr_t)[0] = (float)lr;
+    for (int s = 1; s <= 3; s++) {
+        uniform(g, 1);
+        F(step)[0] = (float)s, F(coef)[0] = (float)coefs[s - 1];
+        run(IR_OP_ADAMW, ATTRS(b1, b2, eps, wd), (tensor[]){p, g, m, v, lr_t, step, coef}, 7, NULL, 0);
+        for (int i = 0; i < N; i++) {
+            double gi = F(g)[i] * coefs[s - 1];
+            rm[i] = b1 * rm[i] + (1 - b1) * gi;
+            rv[i] = b2 * rv[i] + (1 - b2) * gi * gi;
+            rp[i] -= lr * (rm[i] / (1 - pow(b1, s)) / (sqrt(rv[i] / (1 - pow(b2, s))) + eps) + wd * rp[i]);
+        }
+    }
+    double ep = max_abs_diff(F(p), rp, N), em = max_abs_diff(F(m), rm, N), ev = max_abs_diff(F(v), rv, N);
+    printf("adamw 3 steps: max abs err p %.1e m %.1e v %.1e\n", ep, em, ev);
+    CHECK(ep < 1e-6 && em < 1e-6 && ev < 1e-7, "adamw differs from the formula: p %.3g m %.3g v %.3g", ep, em, ev);
+    free(p.data), free(g.data), free(m.data), free(v.data), free(lr_t.data), free(step.data), free(coef.data);
+}
+
+/* Every ta/tb combination of r[M,N] = op(a) op(b) against a naive triple loop. */
+static void test_matmul_reference(void)
+{
+    enum { M = 3, K = 4, N = 5 };
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            tensor a = uniform(ta ? F32(K, M) : F32(M, K), 1), b = uniform(tb ? F32(N, K) : F32(K, N), 1);
+            tensor r = F32(M, N);
+            double ref[M * N];
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    ref[i * N + j] = 0;
+                    for (int kk = 0; kk < K; kk++)
+                        ref[i * N + j] +=
+                            (double)F(a)[ta ? kk * M + i : i * K + kk] * F(b)[tb ? j * K + kk : kk * N + j];
+                }
+            run(IR_OP_MATMUL, ATTRS(ta, tb), (tensor[]){a, b}, 2, &r, 1);
+            double err = max_abs_diff(F(r), ref, M * N);
+            CHECK(err < 1e-5, "matmul ta=%d tb=%d differs from the naive product by %.3g", ta, tb, err);
+            free(a.data), free(b.data), free(r.data);
+        }
+}
+
+/* rope at position t: (x[i], x[i+D/2]) rotated by t * theta^(-2i/D), from the definition, for
+ * every batch row and head of x[B,T,H,D]. */
+static void test_rope_reference(void)
+{
+    enum { B = 2, T = 6, H = 3, D = 8 };
+    tensor x = uniform(F32(B, T, H, D), 1), y = like(x);
+    double ref[B * T * H * D];
+    for (int row = 0; row < B * T * H; row++)
+        for (int i = 0; i < D / 2; i++) {
+            int t = row / H % T;
+            double a = t * pow(500.0, -2.0 * i / D), x1 = F(x)[row * D + i], x2 = F(x)[row * D + i + D / 2];
+            ref[row * D + i] = x1 * cos(a) - x2 * sin(a);
+            ref[row * D + i + D / 2] = x2 * cos(a) + x1 * sin(a);
+        }
+    run(IR_OP_ROPE, ATTRS(500, 0), &x, 1, &y, 1);
+    double err = max_abs_diff(F(y), ref, numel(y));
+    CHECK(err < 1e-6, "rope differs from the rotate-half definition by %.3g", err);
+    free(x.data), free(y.data);
+}
+
+/* layernorm (biased variance, as torch) and rmsnorm from their definitions. */
+static void test_norm_reference(void)
+{
+    enum { R = 3, D = 6 };
+    tensor x = uniform(F32(R, D), 2), w = uniform(F32(D), 1), b = uniform(F32(D), 1), y = like(x), z = like(x);
+    double ln[R * D], rms[R * D];
+    for (int i = 0; i < R; i++) {
+        double mean = 0, var = 0, ms = 0;
+        for (int j = 0; j < D; j++)
+            mean += F(x)[i * D + j] / (double)D, ms += (double)F(x)[i * D + j] * F(x)[i * D + j] / D;
+        for (int j = 0; j < D; j++)
+            var += (F(x)[i * D + j] - mean) * (F(x)[i * D + j] - mean) / D;
+        for (int j = 0; j < D; j++) {
+            ln[i * D + j] = (F(x)[i * D + j] - mean) / sqrt(var + 1e-5) * F(w)[j] + F(b)[j];
+            rms[i * D + j] = F(x)[i * D + j] / sqrt(ms + 1e-5) * F(w)[j];
+        }
+    }
+    run(IR_OP_LAYERNORM, ATTRS(1e-5), (tensor[]){x, w, b}, 3, &y, 1);
+    run(IR_OP_RMSNORM, ATTRS(1e-5), (tensor[]){x, w}, 2, &z, 1);
+    double e1 = max_abs_diff(F(y), ln, R * D), e2 = max_abs_diff(F(z), rms, R * D);
+    CHECK(e1 < 1e-5, "layernorm differs from its definition by %.3g", e1);
+    CHECK(e2 < 1e-5, "rmsnorm differs from its definition by %.3g", e2);
+    free(x.data), free(w.data), free(b.data), free(y.data), free(z.data);
+}
+
+/* gelu at a few points against torch.nn.functional.gelu(x, approximate="tanh"). */
+static void test_gelu_reference(void)
+{
+    tensor x = F32(4), y = F32(4);
+    const double want[4] = {-0.0454023059, 0.0, 0.8411919906, 2.9963626079};
+    memcpy(x.data, (float[]){-2, 0, 1, 3}, sizeof(float[4]));
+    run(IR_OP_GELU, NULL, &x, 1, &y, 1);
+    double err = max_abs_diff(F(y), want, 4);
+    CHECK(err < 1e-6, "gelu differs from torch's tanh approximation by %.3g", err);
+    free(x.data), free(y.data);
+}
+
+/* The grad-norm path: sum_squares over several tensors, sqrt, clip_coef; and accumulate/zero. */
+static void test_grad_norm_and_state(void)
+{
+    tensor xs[3] = {uniform(F32(3, 4), 1), uniform(F32(5), 1), uniform(F32(2, 2, 2), 1)};
+    tensor ss = SCALAR(), norm = SCALAR(), coef = SCALAR(), dst = uniform(F32(5), 1);
+    double ref = 0;
+    for (int t = 0; t < 3; t++)
+        for (int64_t i = 0; i < numel(xs[t]); i++)
+            ref += (double)F(xs[t])[i] * F(xs[t])[i];
+    run(IR_OP_SUM_SQUARES, NULL, xs, 3, &ss, 1);
+    CHECK(fabs(F(ss)[0] - ref) < 1e-5 * ref, "sum_squares over 3 tensors %.8g, want %.8g", F(ss)[0], ref);
+    run(IR_OP_SQRT, NULL, &ss, 1, &norm, 1);
+    CHECK(fabs(F(norm)[0] - sqrt(ref)) < 1e-5, "sqrt %.8g, want %.8g", F(norm)[0], sqrt(ref));
+    const double max_norms[3] = {0.5, 0, 1e3}, want[3] = {0.5 / (sqrt(ref) + 1e-6), 1, 1};
+    for (int i = 0; i < 3; i++) {
+        run(IR_OP_CLIP_COEF, ATTRS(max_norms[i]), &ss, 1, &coef, 1);
+        CHECK(fabs(F(coef)[0] - want[i]) < 1e-6, "clip_coef max_norm=%g: %.8g, want %.8g", max_norms[i], F(coef)[0],
+              want[i]);
+    }
+    run(IR_OP_ZERO, NULL, &dst, 1, NULL, 0);
+    run(IR_OP_ACCUMULATE, NULL, (tensor[]){dst, xs[1]}, 2, NULL, 0);
+    run(IR_OP_ACCUMULATE, NULL, (tensor[]){dst, xs[1]}, 2, NULL, 0);
+    for (int i = 0; i < 5; i++)
+        CHECK(F(dst)[i] == 2 * F(xs[1])[i], "zero then accumulate twice gave %g, want %g", F(dst)[i], 2 * F(xs[1])[i]);
+    for (int t = 0; t < 3; t++)
+        free(xs[t].data);
+    free(ss.data), free(norm.data), free(coef.data), free(dst.data);
+}
+
+/* --- bad data aborts with a message instead of reading out of bounds ------------------------- */
+
+/* Runs op in a child and expects it to abort with `want` in its message. */
+static void expect_abort(const char *what, ir_op op, const tensor *args, int nargs, const tensor *res, const char *want)
+{
+    int fds[2];
+    char msg[1024] = {0};
+    fflush(stdout);
+    if (pipe(fds) != 0)
+        abort();
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], STDERR_FILENO);
+        run(op, NULL, args, nargs, res, 1);
+        _exit(0);
+    }
+    close(fds[1]);
+    for (size_t n = 0, k; n + 1 < sizeof msg && (k = read(fds[0], msg + n, sizeof msg - 1 - n)) > 0 && k != (size_t)-1;)
+        n += k;
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    printf("%s: %s", what, msg);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "%s: the kernel did not abort", what);
+    CHECK(strstr(msg, want) != NULL, "%s: message lacks \"%s\"", what, want);
+}
+
+static void test_bad_ids(void)
+{
+    tensor table = uniform(F32(7, 3), 1), tok = ids(I32(4), 7), y = F32(4, 3), loss = SCALAR();
+    I(tok)[2] = 9;
+    expect_abort("embedding id 9, vocab 7", IR_OP_EMBEDDING, (tensor[]){table, tok}, 2, &y,
+                 "token id 9 at position 2 is outside the vocabulary [0, 7)");
+    tensor logits = uniform(F32(4, 7), 1);
+    I(tok)[2] = -1;
+    expect_abort("cross_entropy target -1", IR_OP_CROSS_ENTROPY, (tensor[]){logits, tok}, 2, &loss,
+                 "target -1 at position 2");
+    free(table.data), free(tok.data), free(y.data), free(loss.data), free(logits.data);
+}
+
+int main(void)
+{
+    test_gradients();
+    test_attention_reference();
+    test_cross_entropy_reference();
+    test_adamw();
+    test_matmul_reference();
+    test_rope_reference();
+    test_norm_reference();
+    test_gelu_reference();
+    test_grad_norm_and_state();
+    test_bad_ids();
+    printf(failures ? "%d check(s) FAILED\n" : "all cpu kernel checks passed\n", failures);
+    return failures != 0;
+}

@@ -1,0 +1,68 @@
+/* roundtrip_test.c — for every model spec given: builds the graph, and after the frontend and
+ * after each pass checks that the verifier accepts it and that the text form round-trips:
+ * print(parse(print(m))) == print(m). Prints how long each model took. */
+#include "frontend/model.h"
+#include "frontend/spec.h"
+#include "passes/passes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static bool roundtrips(const ir_module *m, const char *spec, const char *stage)
+{
+    char err[1024];
+    if (!ir_verify(m, err, sizeof err)) {
+        printf("%s after %s: verifier: %s\n", spec, stage, err);
+        return false;
+    }
+    char *text = ir_print_module(m);
+    ir_module *back = ir_parse_module(text, err, sizeof err);
+    if (!back) {
+        printf("%s after %s: the printed IR does not parse: %s\n", spec, stage, err);
+        free(text);
+        return false;
+    }
+    char *again = ir_print_module(back);
+    bool same = strcmp(text, again) == 0;
+    if (!same)
+        printf("%s after %s: print(parse(print(m))) differs from print(m)\n", spec, stage);
+    free(text);
+    free(again);
+    ir_module_free(back);
+    return same;
+}
+
+int main(int argc, char **argv)
+{
+    bool ok = true;
+    for (int a = 1; a < argc; a++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        mcc_spec spec;
+        char err[1024];
+        int rest[1], nrest;
+        if (!mcc_spec_load(argv[a], 0, NULL, &spec, rest, &nrest, err, sizeof err)) {
+            printf("%s: %s\n", argv[a], err);
+            ok = false;
+            continue;
+        }
+        ir_module *m = mcc_build_model(&spec);
+        bool model_ok = roundtrips(m, argv[a], "frontend");
+        for (int p = 0; p < mcc_npasses && model_ok; p++) {
+            if (!mcc_passes[p].run(m, err, sizeof err)) {
+                printf("%s: pass %s: %s\n", argv[a], mcc_passes[p].name, err);
+                model_ok = false;
+            } else {
+                model_ok = roundtrips(m, argv[a], mcc_passes[p].name);
+            }
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        printf("%-32s %s (%d instructions in micro_step, %.2f s)\n", argv[a], model_ok ? "ok" : "FAIL",
+               m->funcs[0]->ninstrs, (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
+        ir_module_free(m);
+        ok &= model_ok;
+    }
+    return ok ? 0 : 1;
+}

@@ -1,0 +1,171 @@
+/* spec_test.c — the spec frontend: every spec in models/ loads, parameter counts are right, flags
+ * override fields, and every case of bad_specs.txt fails with its expected message.
+ * usage: spec_test tests/bad_specs.txt models/ */
+#include "frontend/spec.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                          \
+    do {                                                                          \
+        if (!(cond)) {                                                            \
+            fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond);       \
+            fprintf(stderr, __VA_ARGS__);                                         \
+            fputc('\n', stderr);                                                  \
+            failures++;                                                           \
+        }                                                                         \
+    } while (0)
+
+static bool load(const char *path, int argc, char **argv, mcc_spec *s, int *rest, int *nrest, char *err)
+{
+    return mcc_spec_load(path, argc, argv, s, rest, nrest, err, 512);
+}
+
+/* Every shipped spec loads; the parameter counts match the published models. */
+static void test_models(const char *dir)
+{
+    static const struct { const char *file; int64_t params; } known[] = {
+        {"gpt2-124m.json", 124439808},   /* tied embeddings, 1024 learned positions */
+        {"llama3-8b.json", 8030261248},
+        {"tiny-llama.json", 106944},     /* 2*257*64 + 2*(2*64 + 3*64*64 + 64*64 + 3*128*64) + 64 */
+    };
+    DIR *d = opendir(dir);
+    CHECK(d, "cannot open %s", dir);
+    if (!d) return;
+    int n = 0, nknown = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 5, ".json") != 0) continue;
+        char path[1024], err[512] = "";
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        mcc_spec s;
+        int rest[1], nrest = -1;
+        bool ok = load(path, 0, NULL, &s, rest, &nrest, err);
+        CHECK(ok && nrest == 0, "%s: %s", path, err);
+        n++;
+        for (size_t i = 0; ok && i < sizeof known / sizeof known[0]; i++)
+            if (strcmp(known[i].file, e->d_name) == 0) {
+                nknown++;
+                CHECK(mcc_spec_num_params(&s) == known[i].params, "%s: %lld parameters, expected %lld",
+                      path, (long long)mcc_spec_num_params(&s), (long long)known[i].params);
+            }
+    }
+    closedir(d);
+    CHECK(n >= 8 && nknown == 3, "found %d specs, %d of the 3 with known sizes", n, nknown);
+}
+
+/* Flags override the JSON, derived defaults follow them, and unknown flags are left in order. */
+static void test_flags(const char *dir)
+{
+    char path[1024], err[512] = "";
+    snprintf(path, sizeof path, "%s/gpt2-124m.json", dir);
+    char *argv[] = {"-o", "out", "--hidden-size", "1024", "--num-attention-heads", "16", "--swiglu",
+                    "--untie-embeddings-and-output-weights", "false", "--tp", "1", "--target", "cpu",
+                    "--lr", "1e-3"};
+    int argc = sizeof argv / sizeof argv[0], rest[sizeof argv / sizeof argv[0]], nrest = 0;
+    mcc_spec s;
+    bool ok = load(path, argc, argv, &s, rest, &nrest, err);
+    CHECK(ok, "%s", err);
+    if (!ok) return;
+    CHECK(s.hidden_size == 1024 && s.num_attention_heads == 16 && s.num_query_groups == 16, "sizes");
+    CHECK(s.activation == MCC_ACT_SWIGLU && !s.untie_embeddings_and_output_weights, "booleans");
+    CHECK(s.ffn_hidden_size == 2688, "swiglu ffn default %d, expected 8*1024/3 rounded down to 64s", s.ffn_hidden_size);
+    CHECK(s.lr == 1e-3 && s.num_layers == 12 && s.global_batch_size == 512, "other fields kept");
+    CHECK(nrest == 4 && rest[0] == 0 && rest[1] == 1 && rest[2] == 11 && rest[3] == 12, "rest: %d items", nrest);
+}
+
+/* One case of bad_specs.txt: JSON text (blank: no file), flags, expected message substring. */
+typedef struct {
+    char name[128], flags[512], expect[512];
+    char json[8192];
+    int line;
+} bad_case;
+
+static char *trim(char *s)
+{
+    while (*s == ' ') s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == ' ')) s[--n] = 0;
+    return s;
+}
+
+static void run_bad_case(const bad_case *c)
+{
+    char path[] = "/tmp/mcc_spec_test_XXXXXX.json", err[512] = "";
+    int fd = mkstemps(path, 5);
+    CHECK(fd >= 0, "mkstemps");
+    if (fd < 0) return;
+    size_t len = strlen(c->json);
+    bool blank = strspn(c->json, " \n") == len;
+    CHECK(write(fd, c->json, len) == (ssize_t)len, "write %s", path);
+    close(fd);
+    if (blank) unlink(path);   /* the case of a missing spec file */
+
+    char flags[512], *argv[64];
+    int argc = 0, rest[64], nrest;
+    snprintf(flags, sizeof flags, "%s", c->flags);
+    for (char *t = strtok(flags, " "); t && argc < 64; t = strtok(NULL, " ")) argv[argc++] = t;
+    mcc_spec s;
+    bool ok = load(path, argc, argv, &s, rest, &nrest, err);
+    CHECK(!ok, "case '%s' (line %d) was accepted", c->name, c->line);
+    CHECK(!ok && *c->expect && strstr(err, c->expect), "case '%s' (line %d): message \"%s\" lacks \"%s\"",
+          c->name, c->line, err, c->expect);
+    CHECK(!strchr(err, '\n'), "case '%s': message spans lines: %s", c->name, err);
+    printf("%-50s %s\n", c->name, err);
+    if (!blank) unlink(path);
+}
+
+/* Reads the table (format in its header) and runs each case; returns the number of cases. */
+static int test_bad_specs(const char *table)
+{
+    FILE *f = fopen(table, "r");
+    CHECK(f, "cannot open %s", table);
+    if (!f) return 0;
+    static bad_case c;
+    int n = 0, lineno = 0;
+    char line[1024];
+    for (bool more = true; more;) {
+        more = fgets(line, sizeof line, f) != NULL;
+        lineno++;
+        bool start = more && strncmp(line, "==", 2) == 0;
+        if (c.line && (start || !more)) {
+            run_bad_case(&c);
+            n++;
+        }
+        if (start) {
+            snprintf(c.name, sizeof c.name, "%s", trim(line + 2));
+            c.flags[0] = c.expect[0] = c.json[0] = 0;
+            c.line = lineno;
+        } else if (!more || !c.line) {
+            continue;   /* the header, before the first case */
+        } else if (strncmp(line, "flags:", 6) == 0) {
+            snprintf(c.flags, sizeof c.flags, "%s", trim(line + 6));
+        } else if (strncmp(line, "expect:", 7) == 0) {
+            snprintf(c.expect, sizeof c.expect, "%s", trim(line + 7));
+        } else {
+            size_t used = strlen(c.json);
+            snprintf(c.json + used, sizeof c.json - used, "%s", line);
+        }
+    }
+    fclose(f);
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s BAD_SPECS.txt MODELS_DIR\n", argv[0]);
+        return 2;
+    }
+    test_models(argv[2]);
+    test_flags(argv[2]);
+    int n = test_bad_specs(argv[1]);
+    CHECK(n >= 25, "only %d bad-spec cases in %s", n, argv[1]);
+    printf("spec_test: %d bad-spec cases, %d failures\n", n, failures);
+    return failures ? 1 : 0;
+}

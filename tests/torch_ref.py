@@ -1,0 +1,314 @@
+#!/usr/bin/python3
+"""torch_ref.py — checks a train_rank dump (--dump-dir) against a float64 PyTorch reference.
+
+Loads the dumped initial parameters, rebuilds the model of SPEC.json in float64, replays every
+dumped step (same batches, grad accumulation, clipping, AdamW, lr schedule) and compares logits
+and gradients of step 1 and each step's loss, lr and grad_norm with what train_rank wrote.
+Exit status 0 when everything is within --rtol, 1 otherwise (each failure named).
+Run with /usr/bin/python3 (Debian's torch 1.13 CPU).
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+MCCT_DTYPES = {0: np.float32, 5: np.int32}  # the ir dtype codes a dump may use
+
+
+def read_mcct(path):
+    """Reads a .mcct file: b"MCCT", u32 version 1, u32 count, then per tensor u32 name_len,
+    name, u32 dtype, u32 ndim, i64 dims[ndim], row-major data. Returns {name: np.ndarray}."""
+    if not os.path.exists(path):
+        sys.exit(f"torch_ref: {path} is missing: did train_rank run with --dump-dir?")
+    buf = open(path, "rb").read()
+    if buf[:4] != b"MCCT":
+        sys.exit(f"torch_ref: {path} does not start with the magic b'MCCT'")
+    version, count = struct.unpack_from("<II", buf, 4)
+    if version != 1:
+        sys.exit(f"torch_ref: {path} has .mcct version {version}; this reader knows version 1")
+    pos, out = 12, {}
+    for _ in range(count):
+        (name_len,) = struct.unpack_from("<I", buf, pos)
+        name = buf[pos + 4:pos + 4 + name_len].decode("utf-8")
+        dtype, ndim = struct.unpack_from("<II", buf, pos + 4 + name_len)
+        pos += 12 + name_len
+        dims = struct.unpack_from(f"<{ndim}q", buf, pos)
+        pos += 8 * ndim
+        if dtype not in MCCT_DTYPES:
+            sys.exit(f"torch_ref: {path}: tensor '{name}' has dtype code {dtype}; expected 0 (f32) or 5 (i32)")
+        if name in out:
+            sys.exit(f"torch_ref: {path}: tensor '{name}' appears twice")
+        n = int(np.prod(dims, dtype=np.int64))
+        out[name] = np.frombuffer(buf, MCCT_DTYPES[dtype], n, pos).reshape(dims)
+        pos += n * 4
+    if pos != len(buf):
+        sys.exit(f"torch_ref: {path}: {len(buf) - pos} bytes after the last of {count} tensors")
+    return out
+
+
+def load_config(path):
+    """SPEC.json (model/parallel/training sections, Megatron names) with mcc's defaults."""
+    spec = json.load(open(path))
+    c = {}
+    for section in ("model", "parallel", "training"):
+        c.update(spec.get(section, {}))
+    c.setdefault("num_query_groups", c["num_attention_heads"])
+    c.setdefault("max_position_embeddings", c["seq_length"])
+    c.setdefault("ffn_hidden_size", 4 * c["hidden_size"])
+    c.setdefault("normalization", "LayerNorm")
+    c.setdefault("swiglu", c["normalization"] == "RMSNorm")  # frontend/spec.h: rmsnorm => swiglu
+    defaults = dict(position_embedding_type="learned_absolute", untie_embeddings_and_output_weights=False,
+                    add_bias_linear=True, norm_epsilon=1e-5, rotary_base=10000.0, micro_batch_size=1,
+                    data_parallel_size=1, lr_decay_style="cosine", lr_warmup_iters=0, min_lr=0.0,
+                    weight_decay=0.01, clip_grad=1.0, adam_beta1=0.9, adam_beta2=0.999, adam_eps=1e-8,
+                    train_iters=10)
+    for k, v in defaults.items():
+        c.setdefault(k, v)
+    c.setdefault("global_batch_size", c["micro_batch_size"] * c["data_parallel_size"])
+    return c
+
+
+def param_shapes(c):
+    """{name: shape} of every parameter the contract says train_rank has."""
+    d, V, F_, L = c["hidden_size"], c["vocab_size"], c["ffn_hidden_size"], c["num_layers"]
+    Dh = d // c["num_attention_heads"]
+    qd, kvd = c["num_attention_heads"] * Dh, c["num_query_groups"] * Dh
+    bias, layernorm = c["add_bias_linear"], c["normalization"] == "LayerNorm"
+    shapes = {"embedding.word": (V, d)}
+    if c["position_embedding_type"] == "learned_absolute":
+        shapes["embedding.position"] = (c["max_position_embeddings"], d)
+
+    def add(name, w_shape, has_bias):
+        shapes[name + ".weight"] = w_shape
+        if has_bias:
+            shapes[name + ".bias"] = w_shape[:1]
+
+    for i in range(L):
+        p = f"layers.{i}."
+        add(p + "input_norm", (d,), layernorm)
+        for proj, rows in (("q", qd), ("k", kvd), ("v", kvd)):
+            add(p + "attention." + proj, (rows, d), bias)
+        add(p + "attention.out", (d, qd), bias)
+        add(p + "post_attention_norm", (d,), layernorm)
+        add(p + "mlp.up", (F_, d), bias)
+        if c["swiglu"]:
+            add(p + "mlp.gate", (F_, d), bias)
+        add(p + "mlp.down", (d, F_), bias)
+    add("final_norm", (d,), layernorm)
+    if c["untie_embeddings_and_output_weights"]:
+        shapes["output.weight"] = (V, d)
+    return shapes
+
+
+# ---- the model, float64 -----------------------------------------------------------------------
+
+def linear(x, p, name):
+    y = x @ p[name + ".weight"].T
+    return y + p[name + ".bias"] if name + ".bias" in p else y
+
+
+def norm(x, p, name, c):
+    w, eps = p[name + ".weight"], c["norm_epsilon"]
+    if c["normalization"] == "RMSNorm":  # torch 1.13 has no nn.RMSNorm
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+    return F.layer_norm(x, w.shape, w, p[name + ".bias"], eps)
+
+
+def rope(x, base):
+    """Rotate-half rope of x [B,T,heads,Dh]: pairs (i, i + Dh/2) turn by t * base^(-2i/Dh)."""
+    T, Dh = x.shape[1], x.shape[3]
+    inv_freq = base ** (-2.0 * torch.arange(Dh // 2, dtype=x.dtype) / Dh)
+    angle = torch.arange(T, dtype=x.dtype)[:, None] * inv_freq  # [T, Dh/2]
+    cos, sin = angle.cos()[:, None, :], angle.sin()[:, None, :]
+    x1, x2 = x[..., :Dh // 2], x[..., Dh // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+def attention(x, p, name, c):
+    B, T, _ = x.shape
+    H, G = c["num_attention_heads"], c["num_query_groups"]
+    Dh = c["hidden_size"] // H
+    q = linear(x, p, name + ".q").view(B, T, H, Dh)
+    k = linear(x, p, name + ".k").view(B, T, G, Dh)
+    v = linear(x, p, name + ".v").view(B, T, G, Dh)
+    if c["position_embedding_type"] == "rope":
+        q, k = rope(q, c["rotary_base"]), rope(k, c["rotary_base"])
+    k, v = k.repeat_interleave(H // G, dim=2), v.repeat_interleave(H // G, dim=2)  # head h -> kv h//(H/G)
+    scores = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(Dh)  # [B,H,T,T]
+    causal = torch.ones(T, T, dtype=torch.bool).triu(1)
+    probs = scores.masked_fill(causal, float("-inf")).softmax(-1)
+    return linear(torch.einsum("bhts,bshd->bthd", probs, v).reshape(B, T, H * Dh), p, name + ".out")
+
+
+def mlp(x, p, name, c):
+    if c["swiglu"]:
+        return linear(F.silu(linear(x, p, name + ".gate")) * linear(x, p, name + ".up"), p, name + ".down")
+    return linear(F.gelu(linear(x, p, name + ".up"), approximate="tanh"), p, name + ".down")
+
+
+def forward(p, tokens, c):
+    """Logits [B,T,V] of tokens [B,T]."""
+    x = p["embedding.word"][tokens]
+    if "embedding.position" in p:
+        x = x + p["embedding.position"][:tokens.shape[1]]
+    for i in range(c["num_layers"]):
+        h = x + attention(norm(x, p, f"layers.{i}.input_norm", c), p, f"layers.{i}.attention", c)
+        x = h + mlp(norm(h, p, f"layers.{i}.post_attention_norm", c), p, f"layers.{i}.mlp", c)
+    w_out = p.get("output.weight", p["embedding.word"])
+    return norm(x, p, "final_norm", c) @ w_out.T
+
+
+def lr_at(it, n_iters, c):
+    lr, warmup = c["lr"], c["lr_warmup_iters"]
+    if warmup > 0 and it <= warmup:
+        return lr * it / warmup
+    progress = (it - warmup) / (n_iters - warmup)
+    style = c["lr_decay_style"]
+    if style == "constant":
+        return lr
+    if style == "linear":
+        return lr - (lr - c["min_lr"]) * progress
+    return c["min_lr"] + (lr - c["min_lr"]) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def train(init, batches, n_steps, n_iters, c):
+    """Replays n_steps steps. Returns (logits of step 1 micro 0, grads of step 1, [(loss, lr, norm)])."""
+    p = {n: torch.tensor(a, dtype=torch.float64, requires_grad=True) for n, a in init.items()}
+    decay = [t for t in p.values() if t.ndim >= 2]
+    no_decay = [t for t in p.values() if t.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": c["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=c["lr"], betas=(c["adam_beta1"], c["adam_beta2"]), eps=c["adam_eps"])
+    accum = c["global_batch_size"] // c["micro_batch_size"]
+    logits1, grads1, steps = None, None, []
+    for it in range(1, n_steps + 1):
+        opt.zero_grad()
+        loss_sum = 0.0
+        for m in range(accum):
+            tokens, targets = (batch_tensor(batches, kind, it, m) for kind in ("tokens", "targets"))
+            logits = forward(p, tokens, c)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+            (loss / accum).backward()
+            loss_sum += loss.item()
+            if it == 1 and m == 0:
+                logits1 = logits.detach()
+        grads = {n: t.grad for n, t in p.items()}
+        if it == 1:
+            grads1 = {n: g.clone() for n, g in grads.items()}
+        grad_norm = math.sqrt(sum(float(g.pow(2).sum()) for g in grads.values()))
+        if c["clip_grad"] > 0:
+            coef = min(1.0, c["clip_grad"] / (grad_norm + 1e-6))
+            for g in grads.values():
+                g.mul_(coef)
+        lr = lr_at(it, n_iters, c)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.step()
+        steps.append((loss_sum / accum, lr, grad_norm))
+    return logits1, grads1, steps
+
+
+def batch_tensor(batches, kind, step, micro):
+    name = f"{kind}.{step}.{micro}"
+    if name not in batches:
+        sys.exit(f"torch_ref: batches.mcct has no '{name}': a step has global_batch_size/micro_batch_size micro-batches")
+    return torch.from_numpy(batches[name].astype(np.int64))
+
+
+# ---- comparison --------------------------------------------------------------------------------
+
+def rel_err(got, want, floor=0.0):
+    """max |got - want| / max(max |want|, floor): one number per tensor or scalar."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    scale = max(float(np.abs(want).max(initial=0.0)), floor)
+    diff = float(np.abs(got - want).max(initial=0.0))
+    return diff / scale if scale > 0 else diff
+
+
+def read_steps(path):
+    """steps.txt: one `iter loss lr grad_norm` line per step (lines that are not numbers skipped)."""
+    if not os.path.exists(path):
+        sys.exit(f"torch_ref: {path} is missing: did train_rank run with --dump-dir?")
+    rows = []
+    for line in open(path):
+        f = line.split()
+        if len(f) == 4 and f[0].isdigit():
+            rows.append((int(f[0]), float(f[1]), float(f[2]), float(f[3])))
+    if [r[0] for r in rows] != list(range(1, len(rows) + 1)) or not rows:
+        sys.exit(f"torch_ref: {path} must list steps 1, 2, ... as `iter loss lr grad_norm` lines")
+    return rows
+
+
+def compare(dump, c, n_iters):
+    """Returns [(check name, rel error, note)] for everything train_rank dumped."""
+    init = read_mcct(os.path.join(dump, "params_init.mcct"))
+    grads = read_mcct(os.path.join(dump, "grads_step1.mcct"))
+    logits = read_mcct(os.path.join(dump, "logits_step1.mcct"))
+    batches = read_mcct(os.path.join(dump, "batches.mcct"))
+    dumped_steps = read_steps(os.path.join(dump, "steps.txt"))
+    rows = []
+    expected = param_shapes(c)
+    for label, tensors in (("params_init", init), ("grads_step1", grads)):
+        for n in sorted(set(expected) - set(tensors)):
+            rows.append((f"{label}: {n}", math.inf, "missing"))
+        for n in sorted(set(tensors) - set(expected)):
+            rows.append((f"{label}: {n}", math.inf, "unexpected name"))
+        for n in sorted(set(expected) & set(tensors)):
+            if tuple(tensors[n].shape) != expected[n]:
+                rows.append((f"{label}: {n}", math.inf, f"shape {list(tensors[n].shape)} != {list(expected[n])}"))
+    if rows:  # the model cannot be built from mismatched names/shapes
+        return rows
+    ref_logits, ref_grads, ref_steps = train(init, batches, len(dumped_steps), n_iters or len(dumped_steps), c)
+    if "logits" not in logits or logits["logits"].shape != tuple(ref_logits.shape):
+        rows.append(("logits (step 1, micro 0)", math.inf, f"want one tensor 'logits' {list(ref_logits.shape)}"))
+    else:
+        rows.append(("logits (step 1, micro 0)", rel_err(logits["logits"], ref_logits), ""))
+    # A gradient that is zero in exact arithmetic (e.g. the k bias: softmax ignores a constant
+    # per query) is rounding noise in float32; measure such tensors against the rms of all grads.
+    numel = sum(g.numel() for g in ref_grads.values())
+    rms = math.sqrt(sum(float(g.pow(2).sum()) for g in ref_grads.values()) / numel)
+    for n in expected:
+        small = float(ref_grads[n].abs().max()) < rms
+        rows.append((f"grad {n}", rel_err(grads[n], ref_grads[n], floor=rms), "vs rms of all grads" if small else ""))
+    for (it, loss, lr, norm_), (ref_loss, ref_lr, ref_norm) in zip(dumped_steps, ref_steps):
+        rows.append((f"step {it} loss", rel_err(loss, ref_loss), f"{loss:.7g} vs {ref_loss:.7g}"))
+        rows.append((f"step {it} lr", rel_err(lr, ref_lr, floor=c["lr"]), f"{lr:.7g} vs {ref_lr:.7g}"))
+        rows.append((f"step {it} grad_norm", rel_err(norm_, ref_norm), f"{norm_:.7g} vs {ref_norm:.7g}"))
+    return rows
+
+
+def report(rows, rtol, shown=15):
+    """Prints the worst rows (and every failure); returns the failed check names."""
+    rows = sorted(rows, key=lambda r: -r[1] if r[1] == r[1] else -math.inf)  # NaN first
+    failed = [r for r in rows if not r[1] <= rtol]
+    print(f"{'check':<48} {'rel err':>10}  status")
+    for name, err, note in rows[:max(shown, len(failed))]:
+        print(f"{name:<48} {err:>10.3e}  {'ok' if err <= rtol else 'FAIL'}  {note}")
+    print(f"{len(rows)} checks, {len(failed)} failed (rtol {rtol:g})")
+    return [r[0] for r in failed]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--spec", required=True, help="the SPEC.json train_rank was compiled from")
+    ap.add_argument("--dump-dir", required=True, help="the --dump-dir train_rank wrote")
+    ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--train-iters", type=int, default=0,
+                    help="iterations of the lr schedule (default: the number of steps in steps.txt)")
+    a = ap.parse_args()
+    failed = report(compare(a.dump_dir, load_config(a.spec), a.train_iters), a.rtol)
+    if failed:
+        print("FAIL: " + ", ".join(failed))
+        return 1
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
