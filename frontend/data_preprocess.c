@@ -203,7 +203,7 @@ static bool dp_write_index(const dp_writer *w, char *err, size_t errlen) {
     int64_t seq = 0;
     dp_put_le(f, 0, 8);
     for (int64_t d = 0; d < w->ndocs; d++) {
-        seq += 1;
+        seq += w->doc_len[d] > 0;
         dp_put_le(f, (uint64_t)seq, 8);
     }
     bool ok = !ferror(f);

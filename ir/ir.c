@@ -40,6 +40,8 @@ void ir_ops_init(void)
         for (char *tok = strtok(copy, ","); tok && n < IR_MAX_ATTRS; tok = strtok(NULL, ","))
             ir_ops[op].attr_names[n++] = tok;
         ir_ops[op].nattrs = n;
+        if (!n)
+            free(copy);
     }
     ops_ready = true;
 }
@@ -271,7 +273,8 @@ int ir_emit(ir_module *m, ir_func *f, ir_op op, const int *args, int nargs, cons
     const ir_op_info *info = &ir_ops[op];
     ir_instr in = {.op = op, .nargs = nargs, .nres = info->nres};
     in.args = xrealloc(NULL, (size_t)(nargs ? nargs : 1) * sizeof(int));
-    memcpy(in.args, args, (size_t)nargs * sizeof(int));
+    if (nargs)
+        memcpy(in.args, args, (size_t)nargs * sizeof(int));
     if (attrs)
         memcpy(in.attr, attrs, sizeof(double) * (size_t)info->nattrs);
     in.sym = sym ? strdup(sym) : NULL;

@@ -1,7 +1,8 @@
 /* memory_plan.c — places every activation of every function in one arena per function, by
  * liveness: a value occupies its bytes from its defining instruction to its last use (through
  * reshape views, which share their operand's bytes); freed ranges are reused first-fit.
- * Globals (parameters, gradients, optimizer state) live outside the arenas. */
+ * Inputs and outputs stay live for the whole call. Globals (parameters, gradients, optimizer
+ * state) live outside the arenas. */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -65,7 +66,8 @@ static void plan_func(ir_func *f)
     int *last = malloc(sizeof(int) * (size_t)(n ? n : 1));
     for (int v = 0; v < n; v++) {
         root[v] = -1;
-        last[v] = f->vals[v].def;
+        /* Inputs stay whole for the entire call: the host writes them before and may read them after. */
+        last[v] = f->instrs[f->vals[v].def].op == IR_OP_INPUT ? f->ninstrs : f->vals[v].def;
     }
     for (int i = 0; i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];

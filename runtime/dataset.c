@@ -214,12 +214,11 @@ void rt_dataset_sample(const rt_dataset *d, int64_t index, int seq_len, int32_t 
     /* index*seq_len can pass 2^63 for long runs over big corpora: reduce in 128 bits. */
     int64_t pos = (int64_t)(((unsigned __int128)index * (unsigned)seq_len) % (uint64_t)total);
     int64_t s = rt_ds_find(d, pos);
-    for (int64_t k = 0, n = (int64_t)seq_len + 1; k < n;) {
-        int64_t take = d->start[s + 1] - pos < n - k ? d->start[s + 1] - pos : n - k;
-        const uint8_t *p = d->bin + rt_ds_ptr(d, s) + (pos - d->start[s]) * d->esize;
-        for (int64_t j = 0; j < take; j++) out[k + j] = (int32_t)rt_ds_token(d, p + j * d->esize);
-        k += take;
-        pos += take;
-        if (pos == d->start[s + 1] && ++s == d->nseq) s = 0; /* wrap to the first token */
+    for (int k = 0; k <= seq_len; k++, pos++) {
+        if (pos == total) /* wrap to the first token */
+            s = pos = 0;
+        while (d->start[s + 1] <= pos) /* into the next non-empty sequence */
+            s++;
+        out[k] = (int32_t)rt_ds_token(d, d->bin + rt_ds_ptr(d, s) + (pos - d->start[s]) * d->esize);
     }
 }

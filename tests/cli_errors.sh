@@ -28,7 +28,7 @@ expect "no such pass" -- "$mcc" ir "$tiny" --after nonsense
 expect "unknown flag '--bogus'" -- "$mcc" ir "$tiny" --bogus 3
 expect "--target gpu" -- "$mcc" compile "$tiny" --target gpu -o "$work/x"
 expect "--hidden-size" -- "$mcc" compile "$tiny" --hidden-size abc -o "$work/x"
-expect "hidden_size" -- "$mcc" compile "$tiny" --hidden-size 66 -o "$work/x"
+expect "--hidden-size (66) must be divisible by model.num_attention_heads" -- "$mcc" compile "$tiny" --hidden-size 66 -o "$work/x"
 expect "model.hidden_size" -- "$mcc" compile "$work/partial.json" -o "$work/x"
 expect "broken.json" -- "$mcc" compile "$work/broken.json" -o "$work/x"
 expect "--input" -- "$mcc" data preprocess --output-prefix "$work/d"

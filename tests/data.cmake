@@ -42,3 +42,7 @@ set_tests_properties(data_dataset PROPERTIES FIXTURES_REQUIRED "data_out;data_ex
 # (d) corrupt datasets (bad magic, version, dtype, truncated .idx/.bin) are refused with a message.
 add_test(NAME data_dataset_corrupt COMMAND data_test corrupt ${MCC_DATA_OUT}/fixture_jsonl_eod ${MCC_DATA_OUT})
 set_tests_properties(data_dataset_corrupt PROPERTIES FIXTURES_REQUIRED data_out)
+
+# A sampler bug can loop forever: fail fast instead.
+set_tests_properties(data_preprocess data_megatron_jsonl data_megatron_jsonl_eod data_megatron_txt_eod
+                     data_synthetic data_dataset data_dataset_corrupt PROPERTIES TIMEOUT 60)

@@ -112,6 +112,8 @@ static double loss_of(rt_program *p)
 static bool check(ir_op op, ir_module *m)
 {
     char *text = ir_print_module(m), err[512];
+    if (getenv("GRADCHECK_DUMP"))
+        fputs(text, stdout);
     rt_program *p = rt_program_load(text, err, sizeof err);
     free(text);
     if (!p) {
@@ -156,9 +158,9 @@ static bool check(ir_op op, ir_module *m)
             ref2 += fd * fd;
         }
         /* fp32 forward with h = 1e-2: truncation ~h^2 and rounding ~1e-7/h keep the relative
-         * error near 1e-3; a wrong rule is off by O(1). */
+         * error below 1e-3; a wrong rule is off by O(1). */
         double rel = sqrt(err2 / (ref2 > 1e-20 ? ref2 : 1e-20));
-        bool pass = rel < 2e-2 && ref2 > 0;
+        bool pass = rel < 5e-3 && ref2 > 0;
         printf("%-16s d/d%-8s rel err %.2e %s\n", ir_ops[op].name, gl->name, rel, pass ? "ok" : "FAIL");
         ok &= pass;
     }

@@ -1,0 +1,831 @@
+/* parse.c — reads the text form that print.c writes back into a module. It checks syntax, names
+ * and counts; types are recorded as written and left to the verifier, so a module that does not
+ * type-check still loads (and can be printed, diffed and verified). Errors name the line. */
+#include "ir_internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --- lexer ------------------------------------------------------------------------------ */
+
+typedef enum {
+    TK_EOF,
+    TK_NL,
+    TK_IDENT,   /* f32, matmul, micro_step, x2 */
+    TK_NUM,     /* 64, -1.5, 1e-05 */
+    TK_STR,     /* "quoted" */
+    TK_VAL,     /* %12 */
+    TK_SYM,     /* @embedding.word, @view */
+    TK_OFFSET,  /* @+4096 */
+    TK_PUNCT,   /* one character: = , : { } [ ] - */
+    TK_BAD,     /* an unterminated string */
+} tk_kind;
+
+typedef struct {
+    tk_kind kind;
+    const char *s;  /* the token's text in the source, sigil included */
+    int len;
+    int line;
+} token;
+
+static bool is_digit(int c) { return c >= '0' && c <= '9'; }
+
+/* Reads one token at *pos. Blanks and comments (`;` to the end of the line) are skipped;
+ * newlines are tokens, because the format is one item per line. */
+static token lex(const char **pos, int *line)
+{
+    const char *p = *pos;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\r')
+            p++;
+        if (*p != ';')
+            break;
+        while (*p && *p != '\n')
+            p++;
+    }
+    token t = {.kind = TK_PUNCT, .s = p, .line = *line};
+    const char *q = p + 1;
+    if (!*p) {
+        t.kind = TK_EOF;
+        q = p;
+    } else if (*p == '\n') {
+        t.kind = TK_NL;
+        (*line)++;
+    } else if (ir_name_start(*p)) {
+        t.kind = TK_IDENT;
+        while (ir_name_char(*q))
+            q++;
+    } else if (*p == '"') {
+        while (*q && *q != '"' && *q != '\n')
+            q += *q == '\\' && q[1] && q[1] != '\n' ? 2 : 1;
+        t.kind = *q == '"' ? TK_STR : TK_BAD;
+        q += *q == '"';
+    } else if (*p == '%' && is_digit(*q)) {
+        t.kind = TK_VAL;
+        while (is_digit(*q))
+            q++;
+    } else if (*p == '@' && ir_name_start(*q)) {
+        t.kind = TK_SYM;
+        while (ir_name_char(*q))
+            q++;
+    } else if (*p == '@' && (*q == '+' || *q == '-' || is_digit(*q))) {
+        t.kind = TK_OFFSET;
+        q++;
+        while (is_digit(*q))
+            q++;
+    } else if (is_digit(*p) || *p == '-' || *p == '+' || *p == '.') {
+        char *end;
+        strtod(p, &end);
+        if (end > p) {
+            t.kind = TK_NUM;
+            q = end;
+        }
+    }
+    t.len = (int)(q - p);
+    *pos = q;
+    return t;
+}
+
+static bool tok_is(token t, const char *s) { return (size_t)t.len == strlen(s) && memcmp(t.s, s, (size_t)t.len) == 0; }
+
+/* The token's text from `skip` characters in, as a new string. */
+static char *tok_text(token t, int skip) { return strndup(t.s + skip, (size_t)(t.len - skip)); }
+
+/* The token's text into buf (false when it does not fit). */
+static bool tok_cstr(token t, int skip, char *buf, size_t size)
+{
+    if ((size_t)(t.len - skip) >= size)
+        return false;
+    memcpy(buf, t.s + skip, (size_t)(t.len - skip));
+    buf[t.len - skip] = '\0';
+    return true;
+}
+
+/* A whole-token decimal integer, from `skip` characters in. */
+static bool tok_int(token t, int skip, int64_t *out)
+{
+    char buf[32], *end;
+    if (!tok_cstr(t, skip, buf, sizeof buf) || !buf[0])
+        return false;
+    errno = 0;
+    long long v = strtoll(buf, &end, 10);
+    *out = v;
+    return *end == '\0' && errno == 0;
+}
+
+/* A whole-token number; inf and nan are words to the lexer. */
+static bool tok_double(token t, double *out)
+{
+    char buf[64], *end;
+    if ((t.kind != TK_NUM && t.kind != TK_IDENT) || !tok_cstr(t, 0, buf, sizeof buf))
+        return false;
+    *out = strtod(buf, &end);
+    return *end == '\0';
+}
+
+/* --- parser state and errors ------------------------------------------------------------ */
+
+/* One slot of the map from value ids as written to dense ids (key -1: empty). */
+typedef struct {
+    int64_t key;
+    int val;
+} id_slot;
+
+typedef struct {
+    const char *pos;    /* the source after `tok` */
+    int line;           /* the line `pos` is on */
+    token tok;          /* the current token */
+    char *err;
+    size_t errlen;
+    ir_module *m;
+    id_slot *ids;       /* the current function's value ids: the text may number values any way
+                           that defines before use; the module numbers them densely */
+    int nids, cap_ids;
+    int *args;          /* operands of the instruction being read */
+    int cap_args;
+} parser;
+
+static void advance(parser *p) { p->tok = lex(&p->pos, &p->line); }
+
+static token peek2(const parser *p)
+{
+    const char *pos = p->pos;
+    int line = p->line;
+    return lex(&pos, &line);
+}
+
+static bool fail_line(parser *p, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool fail_line(parser *p, int line, const char *fmt, ...)
+{
+    if (!p->err || !p->errlen)
+        return false;
+    int n = snprintf(p->err, p->errlen, "line %d: ", line);
+    va_list ap;
+    va_start(ap, fmt);
+    if ((size_t)n < p->errlen)
+        vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+static const char *describe(token t, char *buf, size_t size)
+{
+    if (t.kind == TK_EOF)
+        return "end of input";
+    if (t.kind == TK_NL)
+        return "end of line";
+    snprintf(buf, size, "`%.*s`%s", t.len > 40 ? 40 : t.len, t.s, t.len > 40 ? "..." : "");
+    return buf;
+}
+
+/* "line L: expected WHAT, got TOKEN" about the current token; `prefix` says what was being read. */
+static bool expected_in(parser *p, const char *prefix, const char *what)
+{
+    char buf[64];
+    return fail_line(p, p->tok.line, "%sexpected %s, got %s", prefix, what, describe(p->tok, buf, sizeof buf));
+}
+
+static bool expected(parser *p, const char *what) { return expected_in(p, "", what); }
+static bool bad_type(parser *p, const char *what) { return expected_in(p, "bad type: ", what); }
+
+static bool is_punct(const parser *p, char c) { return p->tok.kind == TK_PUNCT && p->tok.s[0] == c; }
+static bool is_word(const parser *p, const char *w) { return p->tok.kind == TK_IDENT && tok_is(p->tok, w); }
+
+static bool accept(parser *p, char c)
+{
+    if (!is_punct(p, c))
+        return false;
+    advance(p);
+    return true;
+}
+
+static bool expect_punct(parser *p, char c)
+{
+    char what[4] = {'`', c, '`', '\0'};
+    return accept(p, c) || expected(p, what);
+}
+
+/* Ends an item: a newline, or the end of the input. */
+static bool expect_eol(parser *p)
+{
+    if (p->tok.kind == TK_EOF)
+        return true;
+    if (p->tok.kind != TK_NL)
+        return expected(p, "end of line");
+    advance(p);
+    return true;
+}
+
+static void skip_blank_lines(parser *p)
+{
+    while (p->tok.kind == TK_NL)
+        advance(p);
+}
+
+/* Index of the token among names, or -1. */
+static int name_index(token t, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (tok_is(t, names[i]))
+            return i;
+    return -1;
+}
+
+/* Which of names token t is; otherwise "unknown WHAT `x` (one of: a, b, c)". */
+static bool parse_choice(parser *p, token t, const char *what, const char *const *names, int n, int *out)
+{
+    *out = name_index(t, names, n);
+    if (*out >= 0)
+        return true;
+    char list[256] = "";
+    for (int i = 0, len = 0; i < n && len < (int)sizeof list; i++)
+        len += snprintf(list + len, sizeof list - (size_t)len, "%s%s", i ? ", " : "", names[i]);
+    char buf[64];
+    return fail_line(p, t.line, "unknown %s %s (one of: %s)", what, describe(t, buf, sizeof buf), list);
+}
+
+static void *grow(void *arr, int *cap, int need, size_t elem)
+{
+    if (need <= *cap)
+        return arr;
+    int cap2 = *cap ? *cap : 16;
+    while (cap2 < need)
+        cap2 *= 2;
+    arr = realloc(arr, (size_t)cap2 * elem);
+    if (!arr) {
+        fprintf(stderr, "mcc: out of host memory reading the IR\n");
+        abort();
+    }
+    *cap = cap2;
+    return arr;
+}
+
+/* --- value ids ---------------------------------------------------------------------------- */
+
+static size_t id_hash(int64_t key, int cap) { return (size_t)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> 32) & (size_t)(cap - 1); }
+
+static void ids_clear(parser *p)
+{
+    for (int i = 0; i < p->cap_ids; i++)
+        p->ids[i].key = -1;
+    p->nids = 0;
+}
+
+/* The slot of key: where it is, or the empty slot where it would go. */
+static id_slot *ids_slot(const parser *p, int64_t key)
+{
+    size_t i = id_hash(key, p->cap_ids);
+    while (p->ids[i].key != -1 && p->ids[i].key != key)
+        i = (i + 1) & (size_t)(p->cap_ids - 1);
+    return &p->ids[i];
+}
+
+static int ids_find(const parser *p, int64_t key)
+{
+    if (!p->cap_ids)
+        return -1;
+    id_slot *s = ids_slot(p, key);
+    return s->key == key ? s->val : -1;
+}
+
+static void ids_put(parser *p, int64_t key, int val)
+{
+    if (2 * (p->nids + 1) > p->cap_ids) {
+        id_slot *old = p->ids;
+        int old_cap = p->cap_ids;
+        p->cap_ids = old_cap ? 2 * old_cap : 64;
+        p->ids = malloc(sizeof(id_slot) * (size_t)p->cap_ids);
+        ids_clear(p);
+        for (int i = 0; i < old_cap; i++)
+            if (old[i].key != -1)
+                ids_put(p, old[i].key, old[i].val);
+        free(old);
+    }
+    *ids_slot(p, key) = (id_slot){key, val};
+    p->nids++;
+}
+
+/* A value reference %N as a written id. */
+static bool parse_value_id(parser *p, int64_t *id)
+{
+    if (p->tok.kind != TK_VAL)
+        return expected(p, "a value such as %3");
+    if (!tok_int(p->tok, 1, id))
+        return fail_line(p, p->tok.line, "value id %.*s is too large", p->tok.len, p->tok.s);
+    advance(p);
+    return true;
+}
+
+/* --- attribute blocks: {key=value, flag, ...} ------------------------------------------- */
+
+typedef bool (*attr_fn)(parser *p, void *ctx, token key, const token *val);
+
+static bool parse_attr_block(parser *p, attr_fn fn, void *ctx)
+{
+    if (!expect_punct(p, '{'))
+        return false;
+    if (accept(p, '}'))
+        return true;
+    do {
+        if (p->tok.kind != TK_IDENT)
+            return expected(p, "an attribute name");
+        token key = p->tok, val;
+        advance(p);
+        bool has_val = accept(p, '=');
+        if (has_val) {
+            if (p->tok.kind != TK_NUM && p->tok.kind != TK_IDENT)
+                return expected(p, "an attribute value");
+            val = p->tok;
+            advance(p);
+        }
+        if (!fn(p, ctx, key, has_val ? &val : NULL))
+            return false;
+    } while (accept(p, ','));
+    return expect_punct(p, '}');
+}
+
+static bool need_number(parser *p, token key, const token *val, double *out)
+{
+    char buf[64];
+    if (!val || !tok_double(*val, out))
+        return fail_line(p, key.line, "attribute %s needs a number, e.g. %.*s=1", describe(key, buf, sizeof buf), key.len, key.s);
+    return true;
+}
+
+/* --- types ---------------------------------------------------------------------------------- */
+
+static bool parse_axis(parser *p, int *axis)
+{
+    char name[8];
+    if ((p->tok.kind != TK_IDENT && !is_punct(p, '-')) || !tok_cstr(p->tok, 0, name, sizeof name) ||
+        (*axis = ir_axis_by_name(name)) < 0)
+        return bad_type(p, "a mesh axis (-, dp, pp, tp, cp, ep)");
+    advance(p);
+    return true;
+}
+
+/* ` {shard=[dp,-,tp]}`: one axis per dimension. */
+static bool parse_shard(parser *p, ir_type *t)
+{
+    advance(p); /* { */
+    advance(p); /* shard */
+    if (!expect_punct(p, '=') || !expect_punct(p, '['))
+        return false;
+    int n = 0;
+    do {
+        int axis;
+        if (n == t->ndim)
+            return fail_line(p, p->tok.line, "bad type: shard lists more axes than the %d dimensions", t->ndim);
+        if (!parse_axis(p, &axis))
+            return false;
+        t->shard[n++] = (uint8_t)axis;
+    } while (accept(p, ','));
+    if (n != t->ndim)
+        return fail_line(p, p->tok.line, "bad type: shard lists %d axes for %d dimensions", n, t->ndim);
+    return expect_punct(p, ']') && expect_punct(p, '}');
+}
+
+/* ` {partial=tp}`: one per axis the value is a pending sum over. */
+static bool parse_partial(parser *p, ir_type *t)
+{
+    advance(p); /* { */
+    advance(p); /* partial */
+    int axis;
+    if (!expect_punct(p, '=') || !parse_axis(p, &axis))
+        return false;
+    if (axis == IR_AXIS_NONE)
+        return fail_line(p, p->tok.line, "bad type: partial needs a mesh axis, not -");
+    t->partial |= (uint8_t)(1u << axis);
+    return expect_punct(p, '}');
+}
+
+/* dtype[d0,d1,...] with the suffixes ir_type_str prints. */
+static bool parse_type(parser *p, ir_type *t)
+{
+    *t = (ir_type){0};
+    char name[16];
+    int dt;
+    if (p->tok.kind != TK_IDENT || !tok_cstr(p->tok, 0, name, sizeof name) || (dt = ir_dtype_by_name(name)) < 0)
+        return bad_type(p, "a dtype (f32, bf16, f16, fp8e4m3, fp8e5m2, i32, i64)");
+    t->dtype = (ir_dtype)dt;
+    advance(p);
+    if (!is_punct(p, '['))
+        return bad_type(p, "`[` and the dimensions");
+    advance(p);
+    if (!accept(p, ']')) {
+        do {
+            int64_t d;
+            if (t->ndim == IR_MAX_DIMS)
+                return fail_line(p, p->tok.line, "bad type: more than %d dimensions", IR_MAX_DIMS);
+            if (p->tok.kind != TK_NUM || !tok_int(p->tok, 0, &d) || d < 1)
+                return bad_type(p, "a positive dimension");
+            t->dims[t->ndim++] = d;
+            advance(p);
+        } while (accept(p, ','));
+        if (!accept(p, ']'))
+            return bad_type(p, "`,` or `]`");
+    }
+    for (;;) {
+        token next = peek2(p);
+        if (is_punct(p, '{') && tok_is(next, "shard")) {
+            if (!parse_shard(p, t))
+                return false;
+        } else if (is_punct(p, '{') && tok_is(next, "partial")) {
+            if (!parse_partial(p, t))
+                return false;
+        } else {
+            return true;
+        }
+    }
+}
+
+/* --- config ------------------------------------------------------------------------------- */
+
+/* The contents of a quoted string token, escapes undone. */
+static char *unquote(token t)
+{
+    char *s = malloc((size_t)t.len), *o = s;
+    for (const char *c = t.s + 1; c < t.s + t.len - 1; c++) {
+        char ch = *c;
+        if (ch == '\\') {
+            ch = *++c; /* the lexer keeps an escape's pair inside the quotes */
+            ch = ch == 'n' ? '\n' : ch;
+        }
+        *o++ = ch;
+    }
+    *o = '\0';
+    return s;
+}
+
+static bool parse_config(parser *p)
+{
+    advance(p);
+    if (!expect_punct(p, '{') || !expect_eol(p))
+        return false;
+    for (;;) {
+        skip_blank_lines(p);
+        if (accept(p, '}'))
+            return expect_eol(p);
+        if (p->tok.kind != TK_IDENT)
+            return expected(p, "a config key or `}`");
+        token key = p->tok;
+        advance(p);
+        if (!expect_punct(p, '='))
+            return false;
+        if (p->tok.kind != TK_STR)
+            return expected(p, "a quoted string");
+        char *k = tok_text(key, 0);
+        bool twice = ir_config_get(p->m, k) != NULL;
+        if (!twice) {
+            char *v = unquote(p->tok);
+            ir_config_set(p->m, k, v);
+            free(v);
+        }
+        free(k);
+        if (twice)
+            return fail_line(p, key.line, "config key `%.*s` is set twice", key.len, key.s);
+        advance(p);
+        if (!expect_eol(p))
+            return false;
+    }
+}
+
+/* --- globals ------------------------------------------------------------------------------ */
+
+typedef struct {
+    int kind, init;
+    double std;
+    bool has_std, no_decay;
+} global_attrs;
+
+static bool global_attr(parser *p, void *ctx, token key, const token *val)
+{
+    global_attrs *ga = ctx;
+    if (tok_is(key, "no_decay") && !val) {
+        ga->no_decay = true;
+        return true;
+    }
+    if (tok_is(key, "kind") && val)
+        return parse_choice(p, *val, "global kind", ir_global_kind_names, IR_NUM_GLOBAL_KINDS, &ga->kind);
+    if (tok_is(key, "init") && val)
+        return parse_choice(p, *val, "init", ir_init_names, IR_NUM_INITS, &ga->init);
+    if (tok_is(key, "std")) {
+        ga->has_std = true;
+        return need_number(p, key, val, &ga->std);
+    }
+    char buf[64];
+    return fail_line(p, key.line, "unknown global attribute %s (attributes: kind=, init=, std=, no_decay)",
+                     describe(key, buf, sizeof buf));
+}
+
+/* global @name : type {kind=K, init=I[, std=S][, no_decay]} */
+static bool parse_global(parser *p)
+{
+    advance(p);
+    if (p->tok.kind != TK_SYM)
+        return expected(p, "the global's @name");
+    token name = p->tok;
+    advance(p);
+    ir_type t;
+    if (!expect_punct(p, ':') || !parse_type(p, &t))
+        return false;
+    global_attrs ga = {.kind = -1, .init = -1};
+    if (!parse_attr_block(p, global_attr, &ga))
+        return false;
+    if (ga.kind < 0 || ga.init < 0)
+        return fail_line(p, name.line, "global %.*s needs kind= and init=", name.len, name.s);
+    if (ga.has_std != (ga.init == IR_INIT_NORMAL))
+        return fail_line(p, name.line, "global %.*s: std= goes with init=normal, and only with it", name.len, name.s);
+    char *n = tok_text(name, 1);
+    ir_global_add(p->m, n, t, (ir_global_kind)ga.kind, (ir_init)ga.init, ga.std, ga.no_decay);
+    free(n);
+    return expect_eol(p);
+}
+
+/* --- instructions --------------------------------------------------------------------------- */
+
+/* One instruction as read, before it joins its function. */
+typedef struct {
+    ir_op op;
+    int nres;
+    int64_t res_ids[IR_MAX_RES];    /* as written */
+    int nargs;                      /* operands in parser.args, already dense */
+    double attr[IR_MAX_ATTRS];
+    token sym;                      /* kind TK_EOF when absent */
+    int ntypes;
+    ir_type types[IR_MAX_RES];
+    ir_mem_kind mem[IR_MAX_RES];
+    int64_t offset[IR_MAX_RES];
+    int line;
+} instr_text;
+
+static bool instr_attr(parser *p, void *ctx, token key, const token *val)
+{
+    instr_text *it = ctx;
+    const ir_op_info *info = &ir_ops[it->op];
+    for (int k = 0; k < info->nattrs; k++)
+        if (tok_is(key, info->attr_names[k]))
+            return need_number(p, key, val, &it->attr[k]);
+    char list[128] = "none", buf[64];
+    for (int k = 0, len = 0; k < info->nattrs && len < (int)sizeof list; k++)
+        len += snprintf(list + len, sizeof list - (size_t)len, "%s%s", k ? ", " : "", info->attr_names[k]);
+    return fail_line(p, key.line, "%s has no attribute %s (its attributes: %s)", info->name, describe(key, buf, sizeof buf), list);
+}
+
+/* `%a, %b =` before the op; none for ops without results. */
+static bool parse_results(parser *p, instr_text *it)
+{
+    if (p->tok.kind != TK_VAL)
+        return true;
+    do {
+        if (it->nres == IR_MAX_RES)
+            return fail_line(p, p->tok.line, "an instruction defines at most %d results", IR_MAX_RES);
+        if (!parse_value_id(p, &it->res_ids[it->nres++]))
+            return false;
+    } while (accept(p, ','));
+    return expect_punct(p, '=');
+}
+
+static bool parse_op(parser *p, instr_text *it)
+{
+    char name[32], buf[64];
+    int op = -1;
+    if (p->tok.kind != TK_IDENT)
+        return expected(p, "an op name");
+    if (tok_cstr(p->tok, 0, name, sizeof name))
+        op = ir_op_by_name(name);
+    if (op < 0)
+        return fail_line(p, p->tok.line, "unknown op %s", describe(p->tok, buf, sizeof buf));
+    it->op = (ir_op)op;
+    if (it->nres != ir_ops[op].nres)
+        return fail_line(p, p->tok.line, "wrong result count for %s: expected %d, got %d", name, ir_ops[op].nres, it->nres);
+    advance(p);
+    return true;
+}
+
+static bool parse_sym(parser *p, instr_text *it)
+{
+    const char *name = ir_ops[it->op].name;
+    if (p->tok.kind == TK_SYM && !ir_op_takes_sym(it->op))
+        return fail_line(p, p->tok.line, "%s takes no @name (only input, global and output do)", name);
+    if (p->tok.kind != TK_SYM && ir_op_takes_sym(it->op)) {
+        char what[64];
+        snprintf(what, sizeof what, "@name after %s", name);
+        return expected(p, what);
+    }
+    if (p->tok.kind == TK_SYM) {
+        it->sym = p->tok;
+        advance(p);
+    }
+    return true;
+}
+
+/* `%x, %y` operands, each defined earlier in the function. */
+static bool parse_operands(parser *p, instr_text *it)
+{
+    if (p->tok.kind == TK_VAL) {
+        do {
+            token at = p->tok;
+            int64_t id;
+            if (!parse_value_id(p, &id))
+                return false;
+            int v = ids_find(p, id);
+            if (v < 0)
+                return fail_line(p, at.line, "unknown value %.*s (operands must be defined earlier in the function)", at.len, at.s);
+            p->args = grow(p->args, &p->cap_args, it->nargs + 1, sizeof(int));
+            p->args[it->nargs++] = v;
+        } while (accept(p, ','));
+    }
+    const ir_op_info *info = &ir_ops[it->op];
+    if (info->nargs < 0 && it->nargs < 1)
+        return fail_line(p, it->line, "wrong operand count for %s: expected at least 1, got 0", info->name);
+    if (info->nargs >= 0 && it->nargs != info->nargs)
+        return fail_line(p, it->line, "wrong operand count for %s: expected %d, got %d", info->name, info->nargs, it->nargs);
+    return true;
+}
+
+/* Where a result lives: @+offset, @view, @global, or nowhere yet. */
+static bool parse_mem(parser *p, ir_mem_kind *mem, int64_t *offset)
+{
+    *mem = IR_MEM_NONE;
+    *offset = -1;
+    if (p->tok.kind == TK_OFFSET) {
+        if (!tok_int(p->tok, 1, offset))
+            return expected(p, "an arena offset such as @+4096");
+        *mem = IR_MEM_ARENA;
+    } else if (p->tok.kind == TK_SYM && (tok_is(p->tok, "@view") || tok_is(p->tok, "@global"))) {
+        *mem = tok_is(p->tok, "@view") ? IR_MEM_VIEW : IR_MEM_GLOBAL;
+    } else if (p->tok.kind == TK_SYM) {
+        return expected(p, "@+offset, @view or @global");
+    } else {
+        return true;
+    }
+    advance(p);
+    return true;
+}
+
+/* `: type [mem], ...`, one per result. */
+static bool parse_result_types(parser *p, instr_text *it)
+{
+    const ir_op_info *info = &ir_ops[it->op];
+    if (!info->nres)
+        return true;
+    if (!expect_punct(p, ':'))
+        return false;
+    do {
+        if (it->ntypes == IR_MAX_RES)
+            return fail_line(p, p->tok.line, "wrong type count for %s: expected %d, got more", info->name, info->nres);
+        int r = it->ntypes++;
+        if (!parse_type(p, &it->types[r]) || !parse_mem(p, &it->mem[r], &it->offset[r]))
+            return false;
+    } while (accept(p, ','));
+    if (it->ntypes != info->nres)
+        return fail_line(p, it->line, "wrong type count for %s: expected %d, got %d", info->name, info->nres, it->ntypes);
+    return true;
+}
+
+/* Adds the instruction with the same layout ir_emit makes, keeping the types as written. */
+static void func_append(parser *p, ir_func *f, const instr_text *it)
+{
+    ir_instr in = {.op = it->op, .nargs = it->nargs, .nres = it->nres};
+    in.args = malloc(sizeof(int) * (size_t)(it->nargs ? it->nargs : 1));
+    if (it->nargs)
+        memcpy(in.args, p->args, sizeof(int) * (size_t)it->nargs);
+    memcpy(in.attr, it->attr, sizeof in.attr);
+    in.sym = it->sym.kind == TK_SYM ? tok_text(it->sym, 1) : NULL;
+    f->instrs = grow(f->instrs, &f->cap_instrs, f->ninstrs + 1, sizeof(ir_instr));
+    f->vals = grow(f->vals, &f->cap_vals, f->nvals + it->nres, sizeof(ir_value));
+    for (int r = 0; r < it->nres; r++) {
+        f->vals[f->nvals] = (ir_value){.type = it->types[r], .def = f->ninstrs, .mem = it->mem[r], .offset = it->offset[r]};
+        in.res[r] = f->nvals++;
+    }
+    f->instrs[f->ninstrs++] = in;
+}
+
+static bool parse_instr(parser *p, ir_func *f)
+{
+    instr_text it = {.line = p->tok.line, .sym = {.kind = TK_EOF}};
+    if (!parse_results(p, &it) || !parse_op(p, &it) || !parse_sym(p, &it) || !parse_operands(p, &it))
+        return false;
+    if (is_punct(p, '{') && !parse_attr_block(p, instr_attr, &it))
+        return false;
+    if (!parse_result_types(p, &it) || !expect_eol(p))
+        return false;
+    for (int r = 0; r < it.nres; r++) {
+        if (ids_find(p, it.res_ids[r]) >= 0)
+            return fail_line(p, it.line, "value %%%lld is defined twice", (long long)it.res_ids[r]);
+        ids_put(p, it.res_ids[r], f->nvals + r);
+    }
+    func_append(p, f, &it);
+    return true;
+}
+
+/* --- functions and the schedule --------------------------------------------------------- */
+
+static bool func_attr(parser *p, void *ctx, token key, const token *val)
+{
+    ir_func *f = ctx;
+    char buf[64];
+    if (!tok_is(key, "arena"))
+        return fail_line(p, key.line, "unknown function attribute %s (attributes: arena=)", describe(key, buf, sizeof buf));
+    if (!val || !tok_int(*val, 0, &f->arena_bytes) || f->arena_bytes < 0)
+        return fail_line(p, key.line, "arena= needs a byte count >= 0");
+    return true;
+}
+
+/* func NAME {arena=N} {  instructions  } */
+static bool parse_func(parser *p)
+{
+    advance(p);
+    if (p->tok.kind != TK_IDENT)
+        return expected(p, "a function name");
+    char *name = tok_text(p->tok, 0);
+    ir_func *f = ir_func_new(p->m, name);
+    free(name);
+    advance(p);
+    if (is_punct(p, '{') && peek2(p).kind == TK_IDENT && !parse_attr_block(p, func_attr, f))
+        return false;
+    if (!expect_punct(p, '{') || !expect_eol(p))
+        return false;
+    ids_clear(p);
+    for (;;) {
+        skip_blank_lines(p);
+        if (accept(p, '}'))
+            return expect_eol(p);
+        if (p->tok.kind == TK_EOF)
+            return expected(p, "`}` closing the function");
+        if (!parse_instr(p, f))
+            return false;
+    }
+}
+
+/* schedule {  NAME xREPEAT  } */
+static bool parse_schedule(parser *p)
+{
+    advance(p);
+    if (!expect_punct(p, '{') || !expect_eol(p))
+        return false;
+    for (;;) {
+        skip_blank_lines(p);
+        if (accept(p, '}'))
+            return expect_eol(p);
+        if (p->tok.kind != TK_IDENT)
+            return expected(p, "a function name or `}`");
+        char *name = tok_text(p->tok, 0);
+        int f = ir_func_index(p->m, name);
+        free(name);
+        if (f < 0)
+            return fail_line(p, p->tok.line, "schedule names unknown function `%.*s` (functions come before the schedule)",
+                             p->tok.len, p->tok.s);
+        advance(p);
+        int64_t repeat;
+        if (p->tok.kind != TK_IDENT || p->tok.s[0] != 'x' || !tok_int(p->tok, 1, &repeat) || repeat < 1 || repeat > INT_MAX)
+            return expected(p, "a repeat count such as x2");
+        ir_sched_add(p->m, f, (int)repeat);
+        advance(p);
+        if (!expect_eol(p))
+            return false;
+    }
+}
+
+static bool parse_sections(parser *p)
+{
+    for (;;) {
+        skip_blank_lines(p);
+        bool ok;
+        if (p->tok.kind == TK_EOF)
+            return true;
+        else if (is_word(p, "config"))
+            ok = parse_config(p);
+        else if (is_word(p, "global"))
+            ok = parse_global(p);
+        else if (is_word(p, "func"))
+            ok = parse_func(p);
+        else if (is_word(p, "schedule"))
+            ok = parse_schedule(p);
+        else
+            return expected(p, "`config`, `global`, `func` or `schedule`");
+        if (!ok)
+            return false;
+    }
+}
+
+ir_module *ir_parse_module(const char *text, char *err, size_t errlen)
+{
+    parser p = {.pos = text, .line = 1, .err = err, .errlen = errlen, .m = ir_module_new()};
+    advance(&p);
+    bool ok = parse_sections(&p);
+    free(p.ids);
+    free(p.args);
+    if (!ok) {
+        ir_module_free(p.m);
+        return NULL;
+    }
+    if (err && errlen)
+        err[0] = '\0';
+    return p.m;
+}

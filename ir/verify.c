@@ -1,0 +1,450 @@
+/* verify.c — checks a module's invariants: names, SSA order, operand and result counts, types
+ * (re-inferred through the op table and compared with the recorded ones), the schedule, and
+ * the memory plan, independently of the planner. Runs after every pass in tests and debug. */
+#include "ir_internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Values stay far below this, so sizes and offsets never overflow int64. */
+#define MAX_NUMEL ((int64_t)1 << 56)
+
+typedef struct {
+    const ir_module *m;
+    const ir_func *f;   /* the function being checked, NULL for module-level checks */
+    char *err;
+    size_t errlen;
+} verifier;
+
+/* Writes "func F, instr I (DESC): WHAT", "func F: WHAT" (i < 0), or WHAT outside functions. */
+static bool report(verifier *v, int i, const char *desc, const char *fmt, va_list ap)
+{
+    char what[768];
+    vsnprintf(what, sizeof what, fmt, ap);
+    if (!v->err || !v->errlen)
+        return false;
+    if (!v->f)
+        snprintf(v->err, v->errlen, "%s", what);
+    else if (i < 0)
+        snprintf(v->err, v->errlen, "func %s: %s", v->f->name, what);
+    else
+        snprintf(v->err, v->errlen, "func %s, instr %d (%s): %s", v->f->name, i, desc, what);
+    return false;
+}
+
+#define PRINTF(fmt_arg) __attribute__((format(printf, fmt_arg, fmt_arg + 1)))
+
+/* About the module or the current function as a whole. */
+static bool PRINTF(2) vfail(verifier *v, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    report(v, -1, NULL, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* About instruction i before it is known to be well formed: named by its op only. */
+static bool PRINTF(3) sfail(verifier *v, int i, const char *fmt, ...)
+{
+    const ir_op op = v->f->instrs[i].op;
+    va_list ap;
+    va_start(ap, fmt);
+    report(v, i, (unsigned)op < IR_NUM_OPS ? ir_ops[op].name : "unknown op", fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* About well-formed instruction i: shown as printed, `%3 = gelu %2 : f32[4,64]`. */
+static bool PRINTF(3) ifail(verifier *v, int i, const char *fmt, ...)
+{
+    ir_buf line = {0};
+    ir_buf_printf(&line, "`");
+    ir_print_instr_to(&line, v->f, &v->f->instrs[i]);
+    ir_buf_printf(&line, "`");
+    va_list ap;
+    va_start(ap, fmt);
+    report(v, i, line.s, fmt, ap);
+    va_end(ap);
+    free(line.s);
+    return false;
+}
+
+/* Why a type cannot be printed or sized, or NULL when it is fine. */
+static const char *type_problem(const ir_type *t)
+{
+    if ((unsigned)t->dtype >= IR_NUM_DTYPES)
+        return "an unknown dtype";
+    if (t->ndim < 0 || t->ndim > IR_MAX_DIMS)
+        return "a rank outside 0..4";
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->dims[i] < 1)
+            return "a dimension below 1";
+        if (t->dims[i] > MAX_NUMEL / n)
+            return "more than 2^56 elements";
+        n *= t->dims[i];
+        if (t->shard[i] >= IR_NUM_AXES)
+            return "an unknown shard axis";
+    }
+    unsigned axes = ((1u << IR_NUM_AXES) - 1) & ~(1u << IR_AXIS_NONE);
+    if (t->partial & ~axes)
+        return "an unknown partial axis";
+    return NULL;
+}
+
+/* --- module level ----------------------------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* A name that occurs twice among names[0..n), or NULL. */
+static const char *duplicate_name(const char **names, int n)
+{
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    for (int i = 1; i < n; i++)
+        if (strcmp(names[i - 1], names[i]) == 0)
+            return names[i];
+    return NULL;
+}
+
+static bool verify_globals(verifier *v)
+{
+    const ir_module *m = v->m;
+    const char **names = malloc(sizeof(char *) * (size_t)(m->nglobals + 1));
+    bool ok = true;
+    for (int i = 0; i < m->nglobals && ok; i++) {
+        const ir_global *g = &m->globals[i];
+        const char *bad = type_problem(&g->type);
+        names[i] = g->name;
+        if (!ir_name_ok(g->name))
+            ok = vfail(v, "global `%s`: names are a letter or '_' then letters, digits, '_', '.', '-'", g->name ? g->name : "");
+        else if (bad)
+            ok = vfail(v, "global @%s has a malformed type: %s", g->name, bad);
+        else if ((unsigned)g->kind >= IR_NUM_GLOBAL_KINDS || (unsigned)g->init >= IR_NUM_INITS)
+            ok = vfail(v, "global @%s has an unknown kind or init", g->name);
+        else if (g->init == IR_INIT_NORMAL && !(g->std >= 0 && isfinite(g->std)))
+            ok = vfail(v, "global @%s: init=normal needs a finite std >= 0, got %g", g->name, g->std);
+    }
+    const char *dup = ok ? duplicate_name(names, m->nglobals) : NULL;
+    if (dup)
+        ok = vfail(v, "global @%s is declared twice", dup);
+    free(names);
+    return ok;
+}
+
+static bool verify_func_names(verifier *v)
+{
+    const ir_module *m = v->m;
+    const char **names = malloc(sizeof(char *) * (size_t)(m->nfuncs + 1));
+    bool ok = true;
+    for (int i = 0; i < m->nfuncs && ok; i++) {
+        names[i] = m->funcs[i]->name;
+        if (!ir_name_ok(names[i]))
+            ok = vfail(v, "function `%s`: names are a letter or '_' then letters, digits, '_', '.', '-'",
+                       names[i] ? names[i] : "");
+    }
+    const char *dup = ok ? duplicate_name(names, m->nfuncs) : NULL;
+    if (dup)
+        ok = vfail(v, "function %s is defined twice", dup);
+    free(names);
+    return ok;
+}
+
+static bool verify_module_tables(verifier *v)
+{
+    const ir_module *m = v->m;
+    for (int i = 0; i < m->nconfig; i++)
+        if (!ir_name_ok(m->config[i].key) || !m->config[i].value)
+            return vfail(v, "config key `%s` is not a name, or has no value", m->config[i].key ? m->config[i].key : "");
+    for (int i = 0; i < m->nsched; i++) {
+        const ir_sched_entry *s = &m->sched[i];
+        if (s->func < 0 || s->func >= m->nfuncs)
+            return vfail(v, "schedule entry %d names function #%d, but the module has %d", i, s->func, m->nfuncs);
+        if (s->repeat < 1)
+            return vfail(v, "schedule entry %d (%s) repeats %d times: the count must be at least 1", i,
+                         m->funcs[s->func]->name, s->repeat);
+    }
+    return true;
+}
+
+/* --- instructions ------------------------------------------------------------------------- */
+
+static bool verify_values(verifier *v)
+{
+    const ir_func *f = v->f;
+    for (int x = 0; x < f->nvals; x++) {
+        const ir_value *val = &f->vals[x];
+        const char *bad = type_problem(&val->type);
+        if (val->def < 0 || val->def >= f->ninstrs)
+            return vfail(v, "value %%%d names instruction %d as its definition, but there are %d", x, val->def, f->ninstrs);
+        if (bad)
+            return vfail(v, "value %%%d (defined by instr %d) has a malformed type: %s", x, val->def, bad);
+        if ((unsigned)val->mem > IR_MEM_VIEW)
+            return vfail(v, "value %%%d has an unknown memory kind %d", x, (int)val->mem);
+    }
+    return true;
+}
+
+/* Op, counts, and SSA: results are this instruction's values, operands were defined earlier
+ * (defined[] marks the values of instructions 0..i-1). Failures here cannot print the line. */
+static bool verify_structure(verifier *v, int i, bool *defined)
+{
+    const ir_func *f = v->f;
+    const ir_instr *in = &f->instrs[i];
+    if ((unsigned)in->op >= IR_NUM_OPS)
+        return sfail(v, i, "op number %d is not in the op table", (int)in->op);
+    const ir_op_info *info = &ir_ops[in->op];
+    if (info->nargs < 0 ? in->nargs < 1 : in->nargs != info->nargs)
+        return sfail(v, i, "wrong operand count for %s: expected %s%d, got %d", info->name,
+                     info->nargs < 0 ? "at least " : "", info->nargs < 0 ? 1 : info->nargs, in->nargs);
+    if (in->nres != info->nres)
+        return sfail(v, i, "wrong result count for %s: expected %d, got %d", info->name, info->nres, in->nres);
+    for (int a = 0; a < in->nargs; a++) {
+        int x = in->args[a];
+        if (x < 0 || x >= f->nvals || !defined[x])
+            return sfail(v, i, "operand %d (%%%d) is used before it is defined", a, x);
+    }
+    for (int r = 0; r < in->nres; r++) {
+        int x = in->res[r];
+        if (x < 0 || x >= f->nvals || f->vals[x].def != i || defined[x])
+            return sfail(v, i, "result %d (%%%d) is not a value defined by this instruction", r, x);
+        defined[x] = true;
+    }
+    return true;
+}
+
+/* How many leading operands an op writes into persistent state: they must come from `global`. */
+static int global_operands(ir_op op)
+{
+    switch (op) {
+    case IR_OP_ACCUMULATE:
+    case IR_OP_ZERO: return 1;
+    case IR_OP_ADAMW: return 4;
+    default: return 0;
+    }
+}
+
+/* Ops whose result type is written in the instruction rather than inferred (ir_emit's explicit_type). */
+static bool explicit_type(ir_op op) { return op == IR_OP_INPUT || op == IR_OP_FILL || op == IR_OP_RESHAPE; }
+
+static bool verify_operands(verifier *v, int i)
+{
+    const ir_func *f = v->f;
+    const ir_instr *in = &f->instrs[i];
+    const char *name = ir_ops[in->op].name;
+    if (ir_op_takes_sym(in->op) && !ir_name_ok(in->sym))
+        return ifail(v, i, "%s needs an @name made of letters, digits, '_', '.', '-'", name);
+    if (!ir_op_takes_sym(in->op) && in->sym)
+        return ifail(v, i, "%s takes no @name", name);
+    for (int a = 0; a < global_operands(in->op); a++) {
+        const ir_instr *def = &f->instrs[f->vals[in->args[a]].def];
+        if (def->op != IR_OP_GLOBAL)
+            return ifail(v, i, "operand %d (%%%d) of %s must be a `global @name` value, got the result of %s", a,
+                         in->args[a], name, ir_ops[def->op].name);
+    }
+    return true;
+}
+
+/* Re-infers the result types from the operands and compares them with the recorded ones. */
+static bool verify_types(verifier *v, int i)
+{
+    const ir_func *f = v->f;
+    const ir_instr *in = &f->instrs[i];
+    const ir_op_info *info = &ir_ops[in->op];
+    ir_type *argt = malloc(sizeof(ir_type) * (size_t)in->nargs), res[IR_MAX_RES] = {0};
+    for (int a = 0; a < in->nargs; a++)
+        argt[a] = f->vals[in->args[a]].type;
+    if (explicit_type(in->op))
+        res[0] = f->vals[in->res[0]].type;
+    char why[256];
+    bool ok = info->infer(v->m, in, argt, res, why, sizeof why);
+    free(argt);
+    if (!ok)
+        return ifail(v, i, "%s", why);
+    for (int r = 0; r < in->nres; r++) {
+        const ir_type *rec = &f->vals[in->res[r]].type;
+        if (!ir_type_eq(rec, &res[r])) {
+            char want[256], got[256];
+            ir_type_str(&res[r], want, sizeof want);
+            ir_type_str(rec, got, sizeof got);
+            return ifail(v, i, "result %%%d is recorded as %s but its operands give %s", in->res[r], got, want);
+        }
+    }
+    return true;
+}
+
+/* --- memory plan -------------------------------------------------------------------------- */
+
+/* An arena value: bytes [lo, hi) from instruction start to end, both included. */
+typedef struct {
+    int64_t lo, hi;
+    int start, end;
+    int value;
+} span;
+
+/* Where each result may live once planned: arena, a view of its operand (reshape), or a global's own storage. */
+static bool verify_placement(verifier *v, int i, int x)
+{
+    const ir_func *f = v->f;
+    const ir_value *val = &f->vals[x];
+    ir_op op = f->instrs[i].op;
+    int64_t bytes = (int64_t)ir_bytes(&val->type);
+    if (val->mem == IR_MEM_NONE)
+        return ifail(v, i, "%%%d has no memory placement (@+offset, @view or @global)", x);
+    if ((op == IR_OP_GLOBAL) != (val->mem == IR_MEM_GLOBAL))
+        return ifail(v, i, "%%%d: @global is the placement of global results, and only of them", x);
+    if (val->mem == IR_MEM_VIEW && op != IR_OP_RESHAPE)
+        return ifail(v, i, "%%%d: only reshape results can be @view", x);
+    if (val->mem == IR_MEM_ARENA && (val->offset < 0 || val->offset % 64))
+        return ifail(v, i, "%%%d: arena offset %lld is not a non-negative multiple of 64", x, (long long)val->offset);
+    if (val->mem == IR_MEM_ARENA && val->offset > f->arena_bytes - bytes)
+        return ifail(v, i, "%%%d: bytes [%lld, %lld) run past the end of the %lld-byte arena", x, (long long)val->offset,
+                     (long long)(val->offset + bytes), (long long)f->arena_bytes);
+    return true;
+}
+
+/* Live ranges of the arena values: from the definition to the last use, where a use of a view
+ * is a use of the value it views, and `output` keeps its operand to the end of the function.
+ * Returns the spans in order of definition. */
+static span *live_spans(const ir_func *f, int *nspans)
+{
+    int *root = malloc(sizeof(int) * (size_t)(f->nvals + 1)), *last = malloc(sizeof(int) * (size_t)(f->nvals + 1));
+    for (int i = 0; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        for (int a = 0; a < in->nargs; a++) {
+            int r = root[in->args[a]], end = in->op == IR_OP_OUTPUT ? f->ninstrs - 1 : i;
+            last[r] = end > last[r] ? end : last[r];
+        }
+        for (int r = 0; r < in->nres; r++) {
+            int x = in->res[r];
+            root[x] = f->vals[x].mem == IR_MEM_VIEW ? root[in->args[0]] : x;
+            last[x] = i;
+        }
+    }
+    span *s = malloc(sizeof(span) * (size_t)(f->nvals + 1));
+    int n = 0;
+    for (int i = 0; i < f->ninstrs; i++)
+        for (int r = 0; r < f->instrs[i].nres; r++) {
+            const ir_value *val = &f->vals[f->instrs[i].res[r]];
+            if (val->mem == IR_MEM_ARENA)
+                s[n++] = (span){val->offset, val->offset + (int64_t)ir_bytes(&val->type), i, last[f->instrs[i].res[r]],
+                                f->instrs[i].res[r]};
+        }
+    free(root);
+    free(last);
+    *nspans = n;
+    return s;
+}
+
+/* Position in active[0..n) (sorted by lo, pairwise disjoint) where lo belongs. */
+static int active_pos(const span *const *active, int n, int64_t lo)
+{
+    int a = 0, b = n;
+    while (a < b) {
+        int mid = (a + b) / 2;
+        if (active[mid]->lo < lo)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return a;
+}
+
+static bool report_overlap(verifier *v, const span *s, const span *o)
+{
+    return ifail(v, s->start, "%%%d at bytes [%lld, %lld) shares bytes with %%%d at [%lld, %lld), which is live from instr %d to %d",
+                 s->value, (long long)s->lo, (long long)s->hi, o->value, (long long)o->lo, (long long)o->hi, o->start, o->end);
+}
+
+/* Sweeps the instructions in order, keeping the live arena values sorted by offset. They never
+ * overlap (the sweep stops at the first overlap), so a new value overlaps a live one exactly
+ * when it overlaps its neighbour on either side. An instruction's results are placed while its
+ * operands are still live: kernels never run in place. */
+static bool verify_no_overlap(verifier *v, span *s, int n)
+{
+    const ir_func *f = v->f;
+    /* spans by last use, so each instruction frees its dead values once */
+    int *end_head = malloc(sizeof(int) * (size_t)(f->ninstrs + 1)), *end_next = malloc(sizeof(int) * (size_t)(n + 1));
+    const span **active = malloc(sizeof(span *) * (size_t)(n + 1));
+    for (int i = 0; i < f->ninstrs; i++)
+        end_head[i] = -1;
+    for (int k = 0; k < n; k++) {
+        end_next[k] = end_head[s[k].end];
+        end_head[s[k].end] = k;
+    }
+    bool ok = true;
+    int nactive = 0, k = 0;
+    for (int i = 0; i < f->ninstrs && ok; i++) {
+        for (; k < n && s[k].start == i && ok; k++) {
+            int pos = active_pos(active, nactive, s[k].lo);
+            if (pos > 0 && active[pos - 1]->hi > s[k].lo)
+                ok = report_overlap(v, &s[k], active[pos - 1]);
+            else if (pos < nactive && active[pos]->lo < s[k].hi)
+                ok = report_overlap(v, &s[k], active[pos]);
+            memmove(&active[pos + 1], &active[pos], sizeof(span *) * (size_t)(nactive - pos));
+            active[pos] = &s[k];
+            nactive++;
+        }
+        for (int e = end_head[i]; e >= 0 && ok; e = end_next[e]) {
+            int pos = active_pos(active, nactive, s[e].lo);
+            memmove(&active[pos], &active[pos + 1], sizeof(span *) * (size_t)(nactive - pos - 1));
+            nactive--;
+        }
+    }
+    free(end_head);
+    free(end_next);
+    free(active);
+    return ok;
+}
+
+static bool verify_memory(verifier *v)
+{
+    const ir_func *f = v->f;
+    for (int i = 0; i < f->ninstrs; i++)
+        for (int r = 0; r < f->instrs[i].nres; r++)
+            if (!verify_placement(v, i, f->instrs[i].res[r]))
+                return false;
+    int n;
+    span *s = live_spans(f, &n);
+    bool ok = verify_no_overlap(v, s, n);
+    free(s);
+    return ok;
+}
+
+/* --- functions ----------------------------------------------------------------------------- */
+
+static bool verify_func(verifier *v)
+{
+    const ir_func *f = v->f;
+    if (!verify_values(v))
+        return false;
+    bool *defined = calloc((size_t)f->nvals + 1, sizeof(bool)), ok = true;
+    for (int i = 0; i < f->ninstrs && ok; i++)
+        ok = verify_structure(v, i, defined) && verify_operands(v, i) && verify_types(v, i);
+    for (int x = 0; x < f->nvals && ok; x++)
+        if (!defined[x])
+            ok = vfail(v, "value %%%d is not a result of instr %d, which it names as its definition", x, f->vals[x].def);
+    free(defined);
+    if (ok && f->arena_bytes < 0)
+        return vfail(v, "arena size %lld is negative", (long long)f->arena_bytes);
+    return ok && (f->arena_bytes == 0 || verify_memory(v));
+}
+
+bool ir_verify(const ir_module *m, char *err, size_t errlen)
+{
+    ir_ops_init();
+    verifier v = {.m = m, .err = err, .errlen = errlen};
+    if (!verify_globals(&v) || !verify_func_names(&v) || !verify_module_tables(&v))
+        return false;
+    for (int i = 0; i < m->nfuncs; i++) {
+        v.f = m->funcs[i];
+        if (!verify_func(&v))
+            return false;
+    }
+    if (err && errlen)
+        err[0] = '\0';
+    return true;
+}

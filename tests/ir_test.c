@@ -1,0 +1,503 @@
+/* ir_test.c — the IR text form and verifier: print/parse round-trips, parse and verifier errors
+ * with their messages, the memory-plan check against a brute-force oracle, and a parser fuzz.
+ * Usage: ir_test [roundtrip|parse_errors|verify_errors|memory_check|fuzz] (none: all). */
+#include "ir/ir.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                  \
+    do {                                                  \
+        if (!(cond)) {                                    \
+            failures++;                                   \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);   \
+            printf(__VA_ARGS__);                          \
+            printf("\n");                                 \
+        }                                                 \
+    } while (0)
+
+#define DIMS(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+#define ATTRS(...) ((double[IR_MAX_ATTRS]){__VA_ARGS__})
+
+static int emit(ir_module *m, ir_func *f, ir_op op, const int *args, int nargs, const double *attrs)
+{
+    return ir_emit(m, f, op, args, nargs, attrs, NULL, NULL);
+}
+#define EMIT(op, attrs, ...) emit(m, f, IR_OP_##op, (int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), attrs)
+
+/* Places every value the simplest valid way: globals @global, reshapes @view, everything else
+ * in its own 64-aligned arena slot. */
+static void plan_bump(ir_func *f)
+{
+    int64_t at = 0;
+    for (int i = 0; i < f->ninstrs; i++)
+        for (int r = 0; r < f->instrs[i].nres; r++) {
+            ir_value *v = &f->vals[f->instrs[i].res[r]];
+            ir_op op = f->instrs[i].op;
+            v->mem = op == IR_OP_GLOBAL ? IR_MEM_GLOBAL : op == IR_OP_RESHAPE ? IR_MEM_VIEW : IR_MEM_ARENA;
+            if (v->mem == IR_MEM_ARENA) {
+                v->offset = at;
+                at += ((int64_t)ir_bytes(&v->type) + 63) / 64 * 64;
+            }
+        }
+    f->arena_bytes = at;
+}
+
+/* A training step in miniature (V=16, d=8, B=2, T=4, H=2, D=4): a micro-step covering most ops,
+ * one multi-result op, hand-set shardings and an arena plan; an unplanned optimizer step. */
+static ir_module *build_module(void)
+{
+    ir_module *m = ir_module_new();
+    ir_config_set(m, "accum_steps", "2");
+    ir_config_set(m, "lr", "0.001");
+    ir_config_set(m, "data_path", "runs/\"quoted\" dir\\x\nsecond line");
+    ir_global_add(m, "wte", ir_tensor(IR_F32, DIMS(16, 8)), IR_GLOBAL_PARAM, IR_INIT_NORMAL, 0.02, false);
+    ir_global_add(m, "wpe", ir_tensor(IR_F32, DIMS(8, 8)), IR_GLOBAL_PARAM, IR_INIT_NORMAL, 0.1, false);
+    ir_global_add(m, "ln.w", ir_tensor(IR_F32, DIMS(8)), IR_GLOBAL_PARAM, IR_INIT_ONES, 0, true);
+    ir_global_add(m, "ln.b", ir_tensor(IR_F32, DIMS(8)), IR_GLOBAL_PARAM, IR_INIT_ZEROS, 0, true);
+    ir_global_add(m, "wte.grad", ir_tensor(IR_F32, DIMS(16, 8)), IR_GLOBAL_GRAD, IR_INIT_ZEROS, 0, false);
+    ir_global_add(m, "wte.adam_m", ir_tensor(IR_F32, DIMS(16, 8)), IR_GLOBAL_ADAM_M, IR_INIT_ZEROS, 0, false);
+    ir_global_add(m, "wte.adam_v", ir_tensor(IR_F32, DIMS(16, 8)), IR_GLOBAL_ADAM_V, IR_INIT_ZEROS, 0, false);
+
+    ir_func *f = ir_func_new(m, "micro_step");
+    ir_type tok_t = ir_tensor(IR_I32, DIMS(2, 4));
+    tok_t.shard[0] = IR_AXIS_DP;
+    int tok = ir_input(m, f, "tokens", tok_t);
+    int tgt = ir_input(m, f, "targets", ir_tensor(IR_I32, DIMS(2, 4)));
+    int wte = ir_global_ref(m, f, "wte"), wpe = ir_global_ref(m, f, "wpe");
+    int lnw = ir_global_ref(m, f, "ln.w"), lnb = ir_global_ref(m, f, "ln.b");
+    int x = EMIT(EMBEDDING, NULL, wte, tok);                      /* [2,4,8] */
+    x = EMIT(POS_ADD, NULL, x, wpe);
+    int h = EMIT(LAYERNORM, ATTRS(1e-5), x, lnw, lnb);
+    int q4 = ir_reshape(m, f, h, DIMS(2, 4, 2, 4));               /* [B,T,H,D] */
+    int q = EMIT(ROPE, ATTRS(10000, 0), q4);
+    int a = EMIT(ATTENTION, NULL, q, q4, q4);
+    int dq = EMIT(ATTENTION_GRAD, NULL, a, q, q4, q4);            /* dq, dk, dv */
+    int s = ir_reshape(m, f, dq, DIMS(2, 4, 8));
+    int g = ir_op1(m, f, IR_OP_GELU, s);
+    int logits = ir_matmul(m, f, g, wte, false, true);             /* [2,4,16] */
+    int loss = ir_op2(m, f, IR_OP_CROSS_ENTROPY, logits, tgt);
+    ir_output(m, f, "loss", loss);
+    int one = ir_fill(m, f, 1.0, ir_scalar(IR_F32));
+    int dl = EMIT(CROSS_ENTROPY_GRAD, NULL, one, logits, tgt);
+    int dw = ir_matmul(m, f, dl, g, true, false);                  /* [16,8] */
+    int wg = ir_global_ref(m, f, "wte.grad");
+    EMIT(ACCUMULATE, NULL, wg, dw);
+    ir_type xs_t = ir_tensor(IR_F32, DIMS(2, 4, 8));
+    xs_t.shard[0] = IR_AXIS_DP;
+    xs_t.shard[2] = IR_AXIS_TP;
+    ir_output(m, f, "xs_gelu", ir_op1(m, f, IR_OP_GELU, ir_input(m, f, "xs", xs_t)));
+    ir_type ps_t = ir_tensor(IR_F32, DIMS(8));
+    ps_t.partial = 1u << IR_AXIS_TP;
+    ir_output(m, f, "psum", ir_scale(m, f, ir_input(m, f, "psum", ps_t), 0.1));
+    plan_bump(f);
+
+    f = ir_func_new(m, "optimizer");
+    int p = ir_global_ref(m, f, "wte");
+    wg = ir_global_ref(m, f, "wte.grad");
+    int mm = ir_global_ref(m, f, "wte.adam_m"), vv = ir_global_ref(m, f, "wte.adam_v");
+    int lr = ir_input(m, f, "lr", ir_scalar(IR_F32)), step = ir_input(m, f, "step", ir_scalar(IR_F32));
+    int ss = EMIT(SUM_SQUARES, NULL, wg, wg);
+    int coef = EMIT(CLIP_COEF, ATTRS(1.0), ss);
+    ir_output(m, f, "grad_norm", ir_op1(m, f, IR_OP_SQRT, ss));
+    EMIT(ADAMW, ATTRS(0.9, 0.95, 1e-8, 0.1), p, wg, mm, vv, lr, step, coef);
+    EMIT(ZERO, NULL, wg);
+
+    ir_sched_add(m, 0, 2);
+    ir_sched_add(m, 1, 1);
+    return m;
+}
+
+/* print(parse(text)) must equal text; returns the parsed module (or NULL). */
+static ir_module *check_reprints(const char *text, const char *what)
+{
+    char err[512];
+    ir_module *m = ir_parse_module(text, err, sizeof err);
+    CHECK(m, "%s does not parse: %s\n%s", what, err, text);
+    if (!m)
+        return NULL;
+    char *again = ir_print_module(m);
+    CHECK(strcmp(text, again) == 0, "%s does not reprint identically:\n--- printed\n%s--- reprinted\n%s", what, text, again);
+    free(again);
+    return m;
+}
+
+/* The format as documented, written by hand: the parser reads it and the printer writes it back. */
+static const char *const golden_text =
+    "config {\n"
+    "  lr = \"0.001\"\n"
+    "}\n"
+    "\n"
+    "global @embedding.word : f32[257,64] {kind=param, init=normal, std=0.02}\n"
+    "global @layers.0.input_norm.weight : f32[64] {kind=param, init=ones, no_decay}\n"
+    "global @embedding.word.grad : f32[257,64] {shard=[-,tp]} {kind=grad, init=zeros}\n"
+    "\n"
+    "func micro_step {arena=8192} {\n"
+    "  %0 = input @tokens : i32[4,32] @+0\n"
+    "  %1 = global @embedding.word : f32[257,64] @global\n"
+    "  %2 = embedding %1, %0 : f32[4,32,64] @+512\n"
+    "  %3 = reshape %2 : f32[128,64] @view\n"
+    "  %4 = matmul %3, %1 {ta=0, tb=1} : f32[128,257] @+0\n"
+    "  %5 = fill {value=-inf} : f32[] {partial=tp}\n"
+    "  output @logits %4\n"
+    "}\n"
+    "\n"
+    "schedule {\n"
+    "  micro_step x2\n"
+    "}\n";
+
+static void test_roundtrip(void)
+{
+    char err[512];
+    ir_module *m = build_module();
+    CHECK(ir_verify(m, err, sizeof err), "the built module fails the verifier: %s", err);
+    char *text = ir_print_module(m);
+    ir_module *back = check_reprints(text, "the built module");
+    if (back)
+        CHECK(ir_verify(back, err, sizeof err), "the parsed module fails the verifier: %s", err);
+    /* what the dump must show a reader */
+    static const char *const shown[] = {
+        "  data_path = \"runs/\\\"quoted\\\" dir\\\\x\\nsecond line\"\n",
+        "global @wte : f32[16,8] {kind=param, init=normal, std=0.02}\n",
+        "global @ln.w : f32[8] {kind=param, init=ones, no_decay}\n",
+        "global @wte.adam_v : f32[16,8] {kind=adam_v, init=zeros}\n",
+        "func micro_step {arena=",
+        "  %0 = input @tokens : i32[2,4] {shard=[dp,-]} @+0\n",
+        "  %2 = global @wte : f32[16,8] @global\n",
+        "  %8 = layernorm %7, %4, %5 {eps=1e-05} : f32[2,4,8] @+",
+        "  %9 = reshape %8 : f32[2,4,2,4] @view\n",
+        "  %12, %13, %14 = attention_grad %11, %10, %9, %9 : f32[2,4,2,4] @+1408, f32[2,4,2,4] @+1664, f32[2,4,2,4] @+1920\n",
+        "  %17 = matmul %16, %2 {ta=0, tb=1} : f32[2,4,16] @+",
+        "  output @loss %18\n",
+        "  %19 = fill {value=1} : f32[] @+",
+        "  accumulate %22, %21\n",
+        "  %24 = gelu %23 : f32[2,4,8] {shard=[dp,-,tp]} @+",
+        "  %26 = scale %25 {factor=0.1} : f32[8] {partial=tp} @+",
+        "func optimizer {arena=0} {\n",
+        "  %6 = sum_squares %1, %1 : f32[]\n",
+        "  adamw %0, %1, %2, %3, %4, %5, %7 {beta1=0.9, beta2=0.95, eps=1e-08, weight_decay=0.1}\n",
+        "  zero %1\n",
+        "schedule {\n  micro_step x2\n  optimizer x1\n}\n",
+    };
+    for (size_t i = 0; i < sizeof shown / sizeof *shown; i++)
+        CHECK(strstr(text, shown[i]), "the printed module lacks `%s`:\n%s", shown[i], text);
+    free(text);
+    ir_module_free(back);
+    ir_module_free(m);
+
+    ir_module_free(check_reprints(golden_text, "the documented example"));
+
+    /* any numbering that defines before use is read, and printed densely */
+    const char *sparse = "func f {arena=0} {\n  %40 = input @x : f32[4]\n  %7 = gelu %40 : f32[4]\n  output @y %7\n}\n";
+    m = ir_parse_module(sparse, err, sizeof err);
+    text = m ? ir_print_module(m) : NULL;
+    CHECK(text && strcmp(text, "func f {arena=0} {\n  %0 = input @x : f32[4]\n  %1 = gelu %0 : f32[4]\n  output @y %1\n}\n") == 0,
+          "sparse ids are not renumbered densely: %s", text ? text : err);
+    free(text);
+    ir_module_free(m);
+
+    /* comments and blank lines are ignored */
+    m = ir_parse_module("; a comment\n\nfunc f {arena=0} {  ; trailing\n\n  %0 = input @x : f32[4] ; x\n}\n", err, sizeof err);
+    CHECK(m && m->nfuncs == 1 && m->funcs[0]->ninstrs == 1, "comments break the parser: %s", err);
+    ir_module_free(m);
+}
+
+/* --- errors ---------------------------------------------------------------------------------- */
+
+#define FUNC(body) "func f {arena=0} {\n  %0 = input @x : f32[4,8]\n  %1 = input @w : f32[8,8]\n" body "}\n"
+
+static void test_parse_errors(void)
+{
+    static const struct {
+        const char *text, *message;
+    } cases[] = {
+        {FUNC("  %2 = foo %0\n"), "line 4: unknown op `foo`"},
+        {FUNC("  %2 = gelu %7 : f32[4,8]\n"), "line 4: unknown value %7"},
+        {FUNC("  %2 = matmul %0, %1, %1 {ta=0, tb=0} : f32[4,8]\n"), "line 4: wrong operand count for matmul: expected 2, got 3"},
+        {FUNC("  %2 = gelu %0 : f32[4,x]\n"), "line 4: bad type: expected a positive dimension, got `x`"},
+        {FUNC("  %2 = gelu %0 : f33[4]\n"), "line 4: bad type: expected a dtype"},
+        {FUNC("  %2 = gelu %0 : f32[4,8] {shard=[dp]}\n"), "line 4: bad type: shard lists 1 axes for 2 dimensions"},
+        {FUNC("  %2 = gelu %0 : f32[1,1,1,1,1]\n"), "line 4: bad type: more than 4 dimensions"},
+        {FUNC("  %2 = gelu %0\n"), "line 4: expected `:`, got end of line"},
+        {FUNC("  %2 = matmul %0, %1 {ta=0, tc=1} : f32[4,8]\n"), "line 4: matmul has no attribute `tc` (its attributes: ta, tb)"},
+        {FUNC("  %2 = matmul %0, %1 {ta=yes} : f32[4,8]\n"), "line 4: attribute `ta` needs a number"},
+        {FUNC("  %2, %3 = gelu %0 : f32[4,8]\n"), "line 4: wrong result count for gelu: expected 1, got 2"},
+        {FUNC("  %2, %3, %4 = attention_grad %0, %0, %0, %0 : f32[4,8], f32[4,8]\n"), "line 4: wrong type count for attention_grad: expected 3, got 2"},
+        {FUNC("  %0 = gelu %0 : f32[4,8]\n"), "line 4: value %0 is defined twice"},
+        {FUNC("  %2 = gelu @x %0 : f32[4,8]\n"), "line 4: gelu takes no @name"},
+        {FUNC("  output %0\n"), "line 4: expected @name after output, got `%0`"},
+        {FUNC("  %2 = gelu %0 : f32[4,8] @somewhere\n"), "line 4: expected @+offset, @view or @global, got `@somewhere`"},
+        {FUNC("  %2 = gelu %0 : f32[4,8] extra\n"), "line 4: expected end of line, got `extra`"},
+        {"func f {arena=0} {\n  %0 = input @x : f32[4]\n", "line 3: expected `}` closing the function, got end of input"},
+        {"func f {arena=-1} {\n}\n", "line 1: arena= needs a byte count >= 0"},
+        {"global @w : f32[4] {kind=weight, init=zeros}\n", "line 1: unknown global kind `weight` (one of: param, grad, adam_m, adam_v)"},
+        {"global @w : f32[4] {kind=param, init=normal}\n", "line 1: global @w: std= goes with init=normal, and only with it"},
+        {"global @w : f32[4] {init=ones}\n", "line 1: global @w needs kind= and init="},
+        {"config {\n  lr = \"0.1\"\n  lr = \"0.2\"\n}\n", "line 3: config key `lr` is set twice"},
+        {"config {\n  path = \"unterminated\n}\n", "line 2: expected a quoted string, got `\"unterminated`"},
+        {"schedule {\n  train x1\n}\n", "line 2: schedule names unknown function `train`"},
+        {"func f {arena=0} {\n}\nschedule {\n  f 3\n}\n", "line 4: expected a repeat count such as x2, got `3`"},
+        {"module m\n", "line 1: expected `config`, `global`, `func` or `schedule`, got `module`"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char err[512] = "";
+        ir_module *m = ir_parse_module(cases[i].text, err, sizeof err);
+        CHECK(!m, "parse should fail with `%s`:\n%s", cases[i].message, cases[i].text);
+        CHECK(strstr(err, cases[i].message), "parse error `%s` lacks `%s`", err, cases[i].message);
+        ir_module_free(m);
+    }
+}
+
+/* The module must parse and then fail the verifier with `message`. */
+static void check_verify_fails(ir_module *m, const char *message, const char *what)
+{
+    char err[1024] = "";
+    CHECK(m, "%s does not build or parse", what);
+    if (!m)
+        return;
+    CHECK(!ir_verify(m, err, sizeof err), "the verifier accepts %s, expected `%s`", what, message);
+    CHECK(strstr(err, message), "verifier error for %s is `%s`, expected it to contain `%s`", what, err, message);
+    ir_module_free(m);
+}
+
+static void check_text_fails_verify(const char *text, const char *message)
+{
+    char err[512];
+    ir_module *m = ir_parse_module(text, err, sizeof err);
+    CHECK(m, "does not parse (%s):\n%s", err, text);
+    if (m)
+        check_verify_fails(m, message, text);
+}
+
+static void test_verify_errors(void)
+{
+    check_text_fails_verify(FUNC("  %2 = gelu %0 : f32[4,9]\n"),
+                            "func f, instr 2 (`%2 = gelu %0 : f32[4,9]`): result %2 is recorded as f32[4,9] but its operands give f32[4,8]");
+    check_text_fails_verify(FUNC("  %2 = matmul %0, %0 {ta=0, tb=0} : f32[4,8]\n"),
+                            "instr 2 (`%2 = matmul %0, %0 {ta=0, tb=0} : f32[4,8]`): contracted sizes differ");
+    check_text_fails_verify(FUNC("  accumulate %0, %0\n"),
+                            "func f, instr 2 (`accumulate %0, %0`): operand 0 (%0) of accumulate must be a `global @name` value, got the result of input");
+    check_text_fails_verify(FUNC("  %2 = global @nowhere : f32[4]\n"), "instr 2 (`%2 = global @nowhere : f32[4]`): unknown global @nowhere");
+    check_text_fails_verify("global @w : f32[4] {kind=param, init=zeros}\nglobal @w : f32[4] {kind=grad, init=zeros}\n",
+                            "global @w is declared twice");
+    check_text_fails_verify("func f {arena=0} {\n}\nfunc f {arena=0} {\n}\n", "function f is defined twice");
+
+    /* what the text form cannot express: built, then broken by hand */
+    ir_module *m = build_module();
+    ir_instr *gelu = &m->funcs[0]->instrs[14];
+    gelu->args[0] = gelu->res[0] + 1;
+    check_verify_fails(m, "func micro_step, instr 14 (gelu): operand 0 (%17) is used before it is defined", "a use before def");
+    m = build_module();
+    m->funcs[0]->instrs[15].nargs = 1;
+    check_verify_fails(m, "func micro_step, instr 15 (matmul): wrong operand count for matmul: expected 2, got 1", "a short matmul");
+    m = build_module();
+    m->sched[1].repeat = 0;
+    check_verify_fails(m, "schedule entry 1 (optimizer) repeats 0 times", "a zero repeat");
+    m = build_module();
+    m->funcs[1]->vals[0].type.dims[1] = 0;
+    check_verify_fails(m, "func optimizer: value %0 (defined by instr 0) has a malformed type: a dimension below 1", "a zero dimension");
+}
+
+/* --- the memory plan ------------------------------------------------------------------------ */
+
+static void test_memory_errors(void)
+{
+    char err[512];
+    const char *reuse = "func f {arena=128} {\n"
+                        "  %0 = input @x : f32[16] @+0\n"
+                        "  %1 = gelu %0 : f32[16] @+64\n"
+                        "  %2 = gelu %1 : f32[16] @+0\n" /* %0 is dead: its bytes are free */
+                        "  output @y %2\n"
+                        "}\n";
+    ir_module *m = ir_parse_module(reuse, err, sizeof err);
+    CHECK(m && ir_verify(m, err, sizeof err), "reusing a dead value's bytes is rejected: %s", err);
+    ir_module_free(m);
+
+    check_text_fails_verify("func f {arena=128} {\n  %0 = input @x : f32[16] @+0\n  %1 = gelu %0 : f32[16] @+0\n}\n",
+                            "func f, instr 1 (`%1 = gelu %0 : f32[16] @+0`): %1 at bytes [0, 64) shares bytes with %0 at [0, 64), which is live from instr 0 to 1");
+    check_text_fails_verify("func f {arena=192} {\n"
+                            "  %0 = input @x : f32[4,4] @+0\n"
+                            "  %1 = reshape %0 : f32[16] @view\n"
+                            "  %2 = gelu %0 : f32[4,4] @+64\n"
+                            "  %3 = gelu %2 : f32[4,4] @+0\n" /* %0 is still read through its view %1 */
+                            "  %4 = gelu %1 : f32[16] @+128\n"
+                            "  output @y %4\n"
+                            "  output @z %3\n"
+                            "}\n",
+                            "instr 3 (`%3 = gelu %2 : f32[4,4] @+0`): %3 at bytes [0, 64) shares bytes with %0 at [0, 64), which is live from instr 0 to 4");
+    check_text_fails_verify("func f {arena=128} {\n"
+                            "  %0 = input @x : f32[16] @+0\n"
+                            "  output @y %0\n"
+                            "  %1 = input @z : f32[16] @+32\n" /* the output keeps %0 to the end */
+                            "  output @w %1\n"
+                            "}\n",
+                            "%1: arena offset 32 is not a non-negative multiple of 64");
+    check_text_fails_verify("func f {arena=128} {\n"
+                            "  %0 = input @x : f32[16] @+0\n"
+                            "  output @y %0\n"
+                            "  %1 = input @z : f32[16] @+0\n"
+                            "  output @w %1\n"
+                            "}\n",
+                            "%1 at bytes [0, 64) shares bytes with %0 at [0, 64), which is live from instr 0 to 3");
+    check_text_fails_verify("func f {arena=64} {\n  %0 = input @x : f32[32] @+0\n}\n",
+                            "func f, instr 0 (`%0 = input @x : f32[32] @+0`): %0: bytes [0, 128) run past the end of the 64-byte arena");
+    check_text_fails_verify("func f {arena=64} {\n  %0 = input @x : f32[16]\n}\n", "%0 has no memory placement");
+    check_text_fails_verify("func f {arena=64} {\n  %0 = input @x : f32[16] @view\n}\n", "%0: only reshape results can be @view");
+    check_text_fails_verify("global @w : f32[4] {kind=param, init=zeros}\nfunc f {arena=64} {\n  %0 = global @w : f32[4] @+0\n}\n",
+                            "%0: @global is the placement of global results, and only of them");
+}
+
+/* Deterministic xorshift64*. */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static int rnd(int n)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (int)(((rng_state * 2685821657736338717ull) >> 33) % (uint64_t)n);
+}
+
+/* The overlap rule stated as plainly as possible, pair by pair: an oracle for the sweep. */
+static bool brute_force_plan_ok(const ir_func *f)
+{
+    int n = f->nvals, root[64], last[64];
+    for (int i = 0; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        for (int a = 0; a < in->nargs; a++) {
+            int r = root[in->args[a]], end = in->op == IR_OP_OUTPUT ? f->ninstrs : i;
+            last[r] = end > last[r] ? end : last[r];
+        }
+        for (int r = 0; r < in->nres; r++) {
+            root[in->res[r]] = in->op == IR_OP_RESHAPE ? root[in->args[0]] : in->res[r];
+            last[in->res[r]] = i;
+        }
+    }
+    for (int x = 0; x < n; x++)
+        for (int y = x + 1; y < n; y++) {
+            const ir_value *a = &f->vals[x], *b = &f->vals[y];
+            if (a->mem != IR_MEM_ARENA || b->mem != IR_MEM_ARENA)
+                continue;
+            bool time = a->def <= last[y] && b->def <= last[x];
+            bool bytes = a->offset < b->offset + (int64_t)ir_bytes(&b->type) && b->offset < a->offset + (int64_t)ir_bytes(&a->type);
+            if (time && bytes)
+                return false;
+        }
+    return true;
+}
+
+/* Random small planned functions (inputs, adds, views, outputs; 64- and 128-byte values in 8
+ * slots): the verifier must agree with the pairwise oracle on every one, accepting some and
+ * rejecting some. */
+static void test_memory_check(void)
+{
+    int accepted = 0, rejected = 0;
+    for (int trial = 0; trial < 3000; trial++) {
+        ir_module *m = ir_module_new();
+        ir_func *f = ir_func_new(m, "f");
+        int vec[40], nvec = 0;
+        for (int i = 0; i < 14; i++) {
+            int kind = nvec < 2 ? 0 : rnd(5);
+            int a = nvec ? vec[rnd(nvec)] : -1, b = nvec ? vec[rnd(nvec)] : -1;
+            if (kind == 0)
+                vec[nvec++] = ir_input(m, f, "x", ir_tensor(IR_F32, DIMS(16 + 16 * rnd(2))));
+            else if (kind == 4)
+                ir_output(m, f, "y", a);
+            else if (kind == 3)
+                vec[nvec++] = ir_reshape(m, f, a, DIMS(1, ir_vtype(f, a)->dims[ir_vtype(f, a)->ndim - 1]));
+            else if (ir_type_eq(ir_vtype(f, a), ir_vtype(f, b)))
+                vec[nvec++] = ir_op2(m, f, IR_OP_ADD, a, b);
+        }
+        for (int x = 0; x < f->nvals; x++) {
+            bool view = f->instrs[f->vals[x].def].op == IR_OP_RESHAPE;
+            f->vals[x].mem = view ? IR_MEM_VIEW : IR_MEM_ARENA;
+            f->vals[x].offset = 64 * rnd(8);
+        }
+        f->arena_bytes = 640;
+        char err[512];
+        bool want = brute_force_plan_ok(f), got = ir_verify(m, err, sizeof err);
+        CHECK(want == got, "trial %d: the verifier says %s (%s), the oracle %s", trial, got ? "ok" : "overlap", err,
+              want ? "ok" : "overlap");
+        accepted += got;
+        rejected += !got;
+        ir_module_free(m);
+    }
+    CHECK(accepted > 100 && rejected > 100, "random plans do not exercise both outcomes: %d accepted, %d rejected", accepted, rejected);
+}
+
+/* --- fuzz ------------------------------------------------------------------------------------ */
+
+/* Whatever the parser accepts, the printer writes in a form the parser reads back the same. */
+static void check_mutant(const char *text, size_t len, bool *parsed)
+{
+    char *copy = malloc(len + 1), err[512];
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    ir_module *m = ir_parse_module(copy, err, sizeof err);
+    if (m) {
+        *parsed = true;
+        ir_verify(m, err, sizeof err); /* must not crash, whatever it says */
+        char *printed = ir_print_module(m);
+        ir_module *again = ir_parse_module(printed, err, sizeof err);
+        CHECK(again, "the printed form of an accepted mutant does not parse: %s\n%s", err, printed);
+        char *reprinted = again ? ir_print_module(again) : NULL;
+        CHECK(!again || strcmp(printed, reprinted) == 0, "an accepted mutant does not round-trip:\n%s", printed);
+        free(reprinted);
+        free(printed);
+        ir_module_free(again);
+        ir_module_free(m);
+    } else {
+        CHECK(strncmp(err, "line ", 5) == 0, "a parse error does not name the line: `%s`", err);
+    }
+    free(copy);
+}
+
+static void test_fuzz(void)
+{
+    ir_module *m = build_module();
+    char *text = ir_print_module(m);
+    size_t len = strlen(text);
+    bool parsed = false;
+    for (size_t cut = 0; cut < len; cut++)
+        check_mutant(text, cut, &parsed);
+    static const char subst[] = {'%', '9', '-', ' ', '\n', '{', '}', ',', '@', '"', ';', 'x', '0', '['};
+    char *mutant = malloc(len + 1);
+    for (size_t at = 0; at < len; at++)
+        for (size_t s = 0; s < sizeof subst; s++) {
+            memcpy(mutant, text, len + 1);
+            mutant[at] = subst[s];
+            check_mutant(mutant, len, &parsed);
+        }
+    CHECK(parsed, "no mutant parsed: the fuzz exercises only error paths");
+    free(mutant);
+    free(text);
+    ir_module_free(m);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        void (*run)(void);
+    } tests[] = {
+        {"roundtrip", test_roundtrip},         {"parse_errors", test_parse_errors}, {"verify_errors", test_verify_errors},
+        {"memory_errors", test_memory_errors}, {"memory_check", test_memory_check}, {"fuzz", test_fuzz},
+    };
+    bool ran = false;
+    for (size_t i = 0; i < sizeof tests / sizeof *tests; i++)
+        if (argc < 2 || strcmp(argv[1], tests[i].name) == 0) {
+            tests[i].run();
+            ran = true;
+        }
+    if (!ran) {
+        printf("unknown test `%s`\n", argv[1]);
+        return 2;
+    }
+    if (failures)
+        printf("%d check(s) failed\n", failures);
+    else
+        printf("ok\n");
+    return failures ? 1 : 0;
+}
