@@ -126,10 +126,11 @@ void ir_grad_rope(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
     ir_grad_contribute(g, in->args[0], emit(g, IR_OP_ROPE, &dy, 1, attrs));
 }
 
+/* The backward reads the forward's output and saved log-sum-exp instead of recomputing them. */
 void ir_grad_attention(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
-    int args[4] = {DY, in->args[0], in->args[1], in->args[2]};
-    int dq = emit(g, IR_OP_ATTENTION_GRAD, args, 4, NULL);
+    int args[6] = {DY, in->args[0], in->args[1], in->args[2], in->res[0], in->res[1]};
+    int dq = emit(g, IR_OP_ATTENTION_GRAD, args, 6, NULL);
     for (int i = 0; i < 3; i++)
         ir_grad_contribute(g, in->args[i], dq + i);
 }

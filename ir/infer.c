@@ -240,16 +240,21 @@ bool ir_infer_attention(const ir_module *m, const ir_instr *in, const ir_type *a
     if (!check_qkv(&a[0], &a[1], &a[2], err, len))
         return false;
     r[0] = a[0];
+    int64_t lse[3] = {a[0].dims[0], a[0].dims[2], a[0].dims[1]}; /* [B,H,T] */
+    r[1] = ir_tensor(IR_F32, 3, lse);
     return true;
 }
 
-/* (dy, q, k, v) -> dq, dk, dv */
+/* (dy, q, k, v, y, lse) -> dq, dk, dv */
 bool ir_infer_attention_grad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     if (!check_qkv(&a[1], &a[2], &a[3], err, len))
         return false;
-    if (!same_shape(&a[0], &a[1]))
-        return fail(err, len, "dy %s and q %s differ", tstr(&a[0]), tstr(&a[1]));
+    if (!same_shape(&a[0], &a[1]) || !same_shape(&a[4], &a[1]))
+        return fail(err, len, "dy %s, y %s and q %s differ", tstr(&a[0]), tstr(&a[4]), tstr(&a[1]));
+    if (a[5].dtype != IR_F32 || a[5].ndim != 3 || a[5].dims[0] != a[1].dims[0] || a[5].dims[1] != a[1].dims[2] ||
+        a[5].dims[2] != a[1].dims[1])
+        return fail(err, len, "lse %s is not f32[B,H,T] for q %s", tstr(&a[5]), tstr(&a[1]));
     r[0] = a[1];
     r[1] = a[2];
     r[2] = a[3];
@@ -281,10 +286,11 @@ bool ir_infer_cross_entropy_grad(const ir_module *m, const ir_instr *in, const i
     return check_logits_targets(&a[1], &a[2], err, len);
 }
 
+/* (dst, x) of accumulate and copy: same shape, any float dtypes */
 bool ir_infer_accumulate(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     if (!same_shape(&a[0], &a[1]))
-        return fail(err, len, "accumulate into %s from %s", tstr(&a[0]), tstr(&a[1]));
+        return fail(err, len, "%s into %s from %s", ir_ops[in->op].name, tstr(&a[0]), tstr(&a[1]));
     return true;
 }
 

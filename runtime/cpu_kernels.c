@@ -387,7 +387,8 @@ static int64_t kv_head(const attn_shape *s, int64_t b, int64_t h)
 
 /* P[T,T] := causal softmax(scale q_h k_g^T), rows stable by subtracting their max; P = 0 above
  * the diagonal. */
-static void attn_probs(const attn_shape *s, const float *q, const float *k, int64_t b, int64_t h, float *P)
+/* P = causal softmax of one head's scores; lse (if not NULL) gets each row's log-sum-exp. */
+static void attn_probs(const attn_shape *s, const float *q, const float *k, int64_t b, int64_t h, float *P, float *lse)
 {
     int64_t T = s->T;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, s->D, s->scale, q + q_head(s, b, h), s->H * s->D,
@@ -399,27 +400,30 @@ static void attn_probs(const attn_shape *s, const float *q, const float *k, int6
         double sum = 0;
         for (int64_t j = 0; j <= t; j++)
             sum += row[j] = expf(row[j] - mx);
+        if (lse)
+            lse[t] = mx + (float)log(sum);
         for (int64_t j = 0; j < T; j++)
             row[j] = j <= t ? (float)(row[j] / sum) : 0.0f;
     }
 }
 
-/* (q, k, v) -> y[B,T,H,D], y_h = P v_g */
+/* (q, k, v) -> y[B,T,H,D], y_h = P v_g; lse[B,H,T] */
 void cpu_ATTENTION(const rt_kernel_call *c)
 {
     attn_shape s = attn_shape_of(c->arg_types[0], c->arg_types[1]);
     const float *q = argf(c, 0), *k = argf(c, 1), *v = argf(c, 2);
-    float *y = resf(c, 0), *P = scratch(s.T * s.T, sizeof *P);
+    float *y = resf(c, 0), *lse = resf(c, 1), *P = scratch(s.T * s.T, sizeof *P);
     for (int64_t b = 0; b < s.B; b++)
         for (int64_t h = 0; h < s.H; h++) {
-            attn_probs(&s, q, k, b, h, P);
+            attn_probs(&s, q, k, b, h, P, lse + (b * s.H + h) * s.T);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.T, s.D, s.T, 1.0f, P, s.T, v + kv_head(&s, b, h),
                         s.Hk * s.D, 0.0f, y + q_head(&s, b, h), s.H * s.D);
         }
     free(P);
 }
 
-/* (dy, q, k, v) -> dq [B,T,H,D], dk, dv [B,T,Hk,D]. Per head, with P recomputed:
+/* (dy, q, k, v, y, lse) -> dq [B,T,H,D], dk, dv [B,T,Hk,D]. Per head, with P recomputed (the
+ * CPU oracle does not use the saved y and lse):
  * dv_g += P^T dy_h; dP = dy_h v_g^T; dS = P (dP - rowsum(P dP)); dq_h = scale dS k_g;
  * dk_g += scale dS^T q_h. kv heads accumulate over the query heads of their group. */
 void cpu_ATTENTION_GRAD(const rt_kernel_call *c)
@@ -434,7 +438,7 @@ void cpu_ATTENTION_GRAD(const rt_kernel_call *c)
     for (int64_t b = 0; b < s.B; b++)
         for (int64_t h = 0; h < s.H; h++) {
             int64_t qo = q_head(&s, b, h), ko = kv_head(&s, b, h);
-            attn_probs(&s, q, k, b, h, P);
+            attn_probs(&s, q, k, b, h, P, NULL);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, s.D, T, 1.0f, P, T, dy + qo, ldq, 1.0f,
                         dv + ko, ldk);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, s.D, 1.0f, dy + qo, ldq, v + ko, ldk, 0.0f,
@@ -512,6 +516,9 @@ void cpu_ACCUMULATE(const rt_kernel_call *c)
     for (int64_t i = 0, n = ir_numel(c->arg_types[1]); i < n; i++)
         dst[i] += x[i];
 }
+
+/* The CPU backend runs fp32 only, so copies never convert. */
+void cpu_COPY(const rt_kernel_call *c) { memcpy(c->args[0], c->args[1], ir_bytes(c->arg_types[1])); }
 
 void cpu_ZERO(const rt_kernel_call *c) { memset(c->args[0], 0, ir_bytes(c->arg_types[0])); }
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # deps.sh — installs what building and testing mcc needs on Debian 12 (as root; skips what is there).
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libjansson-dev libopenblas-dev llvm-dev libpcre2-dev
+pkgs=(build-essential cmake pkg-config libjansson-dev libopenblas-dev llvm-14-dev libpcre2-dev
       python3-torch python3-numpy)
-[ "${1:-}" = "--with-npm" ] && pkgs+=(npm)
+# npm only where no Node.js is installed (nodesource builds bundle it and conflict with Debian npm)
+[ "${1:-}" = "--with-npm" ] && ! command -v npm >/dev/null && pkgs+=(npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

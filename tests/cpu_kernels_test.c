@@ -133,9 +133,26 @@ static void backward_by_grad_op(const grad_case *gc, tensor dy, tensor *grads)
 
 /* The objective sum(r * fwd(in)), summed in double so only the kernel's own fp32 rounding
  * enters the finite differences. */
+/* Attention's second result, the saved log-sum-exp f32[B,H,T] of its score rows. */
+static tensor attention_lse(tensor q) { return F32(q.type.dims[0], q.type.dims[2], q.type.dims[1]); }
+
+/* Runs the forward op of a case; ops with a second (saved) result get it in *extra. */
+static void forward(const grad_case *gc, tensor *extra)
+{
+    tensor res[2] = {gc->out};
+    int nres = ir_ops[gc->op].nres;
+    if (nres == 2)
+        res[1] = attention_lse(gc->in[0]);
+    run(gc->op, gc->attr, gc->in, gc->nin, res, nres);
+    if (nres == 2 && extra)
+        *extra = res[1];
+    else if (nres == 2)
+        free(res[1].data);
+}
+
 static double objective(const grad_case *gc, tensor r)
 {
-    run(gc->op, gc->attr, gc->in, gc->nin, &gc->out, 1);
+    forward(gc, NULL);
     double s = 0;
     for (int64_t i = 0; i < numel(r); i++)
         s += (double)F(r)[i] * F(gc->out)[i];
@@ -218,6 +235,15 @@ static void bias_add_backward(const grad_case *gc, tensor dy, tensor *g)
     run(IR_OP_SUM_ROWS, NULL, &dy, 1, &g[1], 1);
 }
 
+/* (dy, q, k, v, y, lse) -> dq, dk, dv, with y and lse from the forward. */
+static void attention_backward(const grad_case *gc, tensor dy, tensor *g)
+{
+    tensor lse;
+    forward(gc, &lse);
+    run(IR_OP_ATTENTION_GRAD, NULL, (tensor[]){dy, gc->in[0], gc->in[1], gc->in[2], gc->out, lse}, 6, g, 3);
+    free(lse.data);
+}
+
 static void test_gradients(void)
 {
     grad_case cases[] = {
@@ -231,10 +257,10 @@ static void test_gradients(void)
          .grad_op = IR_OP_ROPE, .grad_attr = {10000, 1}},
         {"attention", IR_OP_ATTENTION, {0}, 3,
          {uniform(F32(2, 5, 2, 4), 1), uniform(F32(2, 5, 2, 4), 1), uniform(F32(2, 5, 2, 4), 1)}, {"q", "k", "v"},
-         {1, 1, 1}, F32(2, 5, 2, 4), .grad_op = IR_OP_ATTENTION_GRAD},
+         {1, 1, 1}, F32(2, 5, 2, 4), .backward = attention_backward},
         {"attention gqa H=4 Hk=2", IR_OP_ATTENTION, {0}, 3,
          {uniform(F32(2, 5, 4, 8), 1), uniform(F32(2, 5, 2, 8), 1), uniform(F32(2, 5, 2, 8), 1)}, {"q", "k", "v"},
-         {1, 1, 1}, F32(2, 5, 4, 8), .grad_op = IR_OP_ATTENTION_GRAD},
+         {1, 1, 1}, F32(2, 5, 4, 8), .backward = attention_backward},
         {"cross_entropy", IR_OP_CROSS_ENTROPY, {0}, 2, {uniform(F32(2, 3, 7), 2), ids(I32(2, 3), 7)},
          {"logits", "targets"}, {1, 0}, SCALAR(), .grad_op = IR_OP_CROSS_ENTROPY_GRAD},
         {"matmul x W^T", IR_OP_MATMUL, {0, 1}, 2, {uniform(F32(2, 3, 4), 1), uniform(F32(5, 4), 1)}, {"x", "W"}, {1, 1},
@@ -290,9 +316,10 @@ static void test_attention_reference(void)
         for (int si = 0; si < 2; si++) {
             int64_t H = heads[hi][0], Hk = heads[hi][1];
             tensor q = uniform(F32(2, 6, H, 8), scales[si]), k = uniform(F32(2, 6, Hk, 8), scales[si]);
-            tensor v = uniform(F32(2, 6, Hk, 8), 1), y = F32(2, 6, H, 8);
+            tensor v = uniform(F32(2, 6, Hk, 8), 1), y = F32(2, 6, H, 8), lse = attention_lse(q);
             double *ref = malloc(numel(y) * sizeof *ref);
-            run(IR_OP_ATTENTION, NULL, (tensor[]){q, k, v}, 3, &y, 1);
+            run(IR_OP_ATTENTION, NULL, (tensor[]){q, k, v}, 3, (tensor[]){y, lse}, 2);
+            free(lse.data);
             attention_reference(q, k, v, ref);
             double err = max_abs_diff(F(y), ref, numel(y));
             printf("attention H=%lld Hk=%lld scale %-4g max abs err vs naive %.1e\n", (long long)H, (long long)Hk,
