@@ -8,9 +8,18 @@
 
 #include "ir/ir.h"
 
-/* Writes the object file holding the module's plan (symbols mcc_plan_text, mcc_plan_size). */
-bool cg_emit_plan_object(const ir_module *m, const char *obj_path, char *err, size_t errlen);
-/* Emits the plan object next to out_path and links it with libmccrt into the executable. */
+/* What the plan object carries besides the IR: the device table's symbol and its kernels. */
+typedef struct {
+    const char *device_symbol;      /* "rt_cpu_device" | "rt_cuda_device" */
+    const void *data;               /* kernel image (cubin); may be empty */
+    size_t size;
+} cg_plan_image;
+
+/* Writes the object file holding the module's plan (symbols mcc_plan_text/_size,
+ * mcc_plan_device, mcc_plan_image/_size). */
+bool cg_emit_plan_object(const ir_module *m, const cg_plan_image *image, const char *obj_path, char *err, size_t errlen);
+/* Compiles the target's kernels (NVRTC for config target = cuda), emits the plan object next to
+ * out_path and links it with libmccrt (and libmccrt_cuda) into the executable. */
 bool cg_write_executable(const ir_module *m, const char *out_path, char *err, size_t errlen);
 
 #endif

@@ -1,5 +1,7 @@
-/* emit_object.c — builds the plan object with the LLVM C API: the verified, planned module's
- * text as a constant the runtime parses at start-up, emitted for the host target. */
+/* emit_object.c — builds the plan object with the LLVM C API, for the host target: the planned
+ * module's text (parsed by the runtime at start-up), a pointer to the device table it runs on
+ * (rt_cpu_device or rt_cuda_device, which pulls that device's code out of the runtime
+ * libraries at link time) and the device's kernel image (the cubin). */
 #include "codegen.h"
 
 #include <llvm-c/Core.h>
@@ -34,7 +36,15 @@ static void add_constant(LLVMModuleRef mod, const char *name, LLVMValueRef init)
     LLVMSetLinkage(g, LLVMExternalLinkage);
 }
 
-bool cg_emit_plan_object(const ir_module *m, const char *obj_path, char *err, size_t errlen)
+static void add_bytes(LLVMContextRef ctx, LLVMModuleRef mod, const char *name, const void *data, size_t size)
+{
+    add_constant(mod, name, LLVMConstStringInContext(ctx, data, (unsigned)size, 1));
+    char size_name[128];
+    snprintf(size_name, sizeof size_name, "%s_size", name);
+    add_constant(mod, size_name, LLVMConstInt(LLVMInt64TypeInContext(ctx), size, 0));
+}
+
+bool cg_emit_plan_object(const ir_module *m, const cg_plan_image *image, const char *obj_path, char *err, size_t errlen)
 {
     LLVMTargetMachineRef tm = host_machine(err, errlen);
     if (!tm)
@@ -49,6 +59,9 @@ bool cg_emit_plan_object(const ir_module *m, const char *obj_path, char *err, si
     add_constant(mod, "mcc_plan_text", LLVMConstStringInContext(ctx, text, (unsigned)len, 0));
     add_constant(mod, "mcc_plan_size", LLVMConstInt(LLVMInt64TypeInContext(ctx), len, 0));
     free(text);
+    add_bytes(ctx, mod, "mcc_plan_image", image->data, image->size);
+    LLVMValueRef device = LLVMAddGlobal(mod, LLVMInt8TypeInContext(ctx), image->device_symbol); /* extern */
+    add_constant(mod, "mcc_plan_device", device);
 
     char *msg = NULL;
     bool ok = !LLVMTargetMachineEmitToFile(tm, mod, (char *)obj_path, LLVMObjectFile, &msg);

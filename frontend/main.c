@@ -17,12 +17,19 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage:\n"
-                 "  mcc compile SPEC.json [--<field> VALUE ...] -o OUT [--target cpu]\n"
+                 "  mcc compile SPEC.json [--<field> VALUE ...] -o OUT [--target cpu|cuda]\n"
                  "  mcc ir SPEC.json [--<field> VALUE ...] [--after PASS] [--rank R]\n"
                  "  mcc ir --list-passes\n"
                  "  mcc data preprocess --input FILE --output-prefix PREFIX [--append-eod] [--json-keys text]\n"
                  "Every spec field (model.*, parallel.*, training.*) can be set by its flag: --hidden-size 1024.\n");
 }
+
+/* The CUDA target is the default where mcc was built with the CUDA toolkit. */
+#ifdef MCC_HAVE_CUDA
+#define DEFAULT_TARGET "cuda"
+#else
+#define DEFAULT_TARGET "cpu"
+#endif
 
 static double now_s(void)
 {
@@ -70,8 +77,10 @@ static bool parse_opts(int argc, char **argv, const int *rest, int nrest, cli_op
         snprintf(err, errlen, "--after %s: no such pass (mcc ir --list-passes names them)", o->after);
         return false;
     }
-    if (o->target && strcmp(o->target, "cpu") != 0) {
-        snprintf(err, errlen, "--target %s: only `cpu` is available in this build", o->target);
+    if (!o->target)
+        o->target = DEFAULT_TARGET;
+    if (strcmp(o->target, "cpu") != 0 && strcmp(o->target, "cuda") != 0) {
+        snprintf(err, errlen, "--target %s: choose cpu or cuda", o->target);
         return false;
     }
     if (o->rank != 0) {
@@ -102,6 +111,10 @@ static ir_module *build(int argc, char **argv, cli_opts *o, bool all_passes)
     }
     double t0 = now_s();
     ir_module *m = mcc_build_model(&spec);
+    /* The CPU backend computes in fp32 (it is the numerical oracle); CUDA trains in bf16 with
+     * fp32 master weights. */
+    ir_config_set(m, "target", o->target);
+    ir_config_set(m, "param_dtype", strcmp(o->target, "cuda") == 0 ? "bf16" : "f32");
     if (!mcc_run_passes(m, all_passes ? NULL : o->after, true, err, sizeof err)) {
         fail(err);
         ir_module_free(m);

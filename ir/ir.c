@@ -215,7 +215,7 @@ int ir_func_index(const ir_module *m, const char *name)
 int ir_global_add(ir_module *m, const char *name, ir_type t, ir_global_kind kind, ir_init init, double std, bool no_decay)
 {
     GROW(m->globals, m->nglobals, m->cap_globals);
-    m->globals[m->nglobals] = (ir_global){strdup(name), t, kind, init, std, no_decay};
+    m->globals[m->nglobals] = (ir_global){strdup(name), t, kind, init, std, no_decay, -1};
     return m->nglobals++;
 }
 

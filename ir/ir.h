@@ -64,7 +64,9 @@ typedef struct {
     int64_t arena_bytes;            /* set by the memory plan */
 } ir_func;
 
-typedef enum { IR_GLOBAL_PARAM, IR_GLOBAL_GRAD, IR_GLOBAL_ADAM_M, IR_GLOBAL_ADAM_V, IR_NUM_GLOBAL_KINDS } ir_global_kind;
+/* PARAM: the fp32 master value (what is initialised, updated and checkpointed); COPY: a
+ * lower-precision working copy of a PARAM that the forward and backward read (copy_of). */
+typedef enum { IR_GLOBAL_PARAM, IR_GLOBAL_GRAD, IR_GLOBAL_ADAM_M, IR_GLOBAL_ADAM_V, IR_GLOBAL_COPY, IR_NUM_GLOBAL_KINDS } ir_global_kind;
 typedef enum { IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_NORMAL, IR_NUM_INITS } ir_init;
 
 typedef struct {
@@ -74,6 +76,7 @@ typedef struct {
     ir_init init;
     double std;                     /* IR_INIT_NORMAL */
     bool no_decay;                  /* parameters excluded from weight decay (biases, norms) */
+    int copy_of;                    /* IR_GLOBAL_COPY: index of its PARAM; else -1 */
 } ir_global;
 
 typedef struct {

@@ -500,6 +500,7 @@ typedef struct {
     int kind, init;
     double std;
     bool has_std, no_decay;
+    int copy_of;
 } global_attrs;
 
 static bool global_attr(parser *p, void *ctx, token key, const token *val)
@@ -513,12 +514,19 @@ static bool global_attr(parser *p, void *ctx, token key, const token *val)
         return parse_choice(p, *val, "global kind", ir_global_kind_names, IR_NUM_GLOBAL_KINDS, &ga->kind);
     if (tok_is(key, "init") && val)
         return parse_choice(p, *val, "init", ir_init_names, IR_NUM_INITS, &ga->init);
+    if (tok_is(key, "copy_of") && val && val->kind == TK_SYM) {
+        char name[256];
+        ga->copy_of = tok_cstr(*val, 1, name, sizeof name) ? ir_global_find(p->m, name) : -1;
+        if (ga->copy_of < 0)
+            return fail_line(p, key.line, "copy_of names no global declared before it");
+        return true;
+    }
     if (tok_is(key, "std")) {
         ga->has_std = true;
         return need_number(p, key, val, &ga->std);
     }
     char buf[64];
-    return fail_line(p, key.line, "unknown global attribute %s (attributes: kind=, init=, std=, no_decay)",
+    return fail_line(p, key.line, "unknown global attribute %s (attributes: kind=, init=, std=, copy_of=, no_decay)",
                      describe(key, buf, sizeof buf));
 }
 
@@ -533,7 +541,7 @@ static bool parse_global(parser *p)
     ir_type t;
     if (!expect_punct(p, ':') || !parse_type(p, &t))
         return false;
-    global_attrs ga = {.kind = -1, .init = -1};
+    global_attrs ga = {.kind = -1, .init = -1, .copy_of = -1};
     if (!parse_attr_block(p, global_attr, &ga))
         return false;
     if (ga.kind < 0 || ga.init < 0)
@@ -541,7 +549,8 @@ static bool parse_global(parser *p)
     if (ga.has_std != (ga.init == IR_INIT_NORMAL))
         return fail_line(p, name.line, "global %.*s: std= goes with init=normal, and only with it", name.len, name.s);
     char *n = tok_text(name, 1);
-    ir_global_add(p->m, n, t, (ir_global_kind)ga.kind, (ir_init)ga.init, ga.std, ga.no_decay);
+    int g = ir_global_add(p->m, n, t, (ir_global_kind)ga.kind, (ir_init)ga.init, ga.std, ga.no_decay);
+    p->m->globals[g].copy_of = ga.copy_of;
     free(n);
     return expect_eol(p);
 }

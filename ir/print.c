@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const ir_global_kind_names[IR_NUM_GLOBAL_KINDS] = {"param", "grad", "adam_m", "adam_v"};
+const char *const ir_global_kind_names[IR_NUM_GLOBAL_KINDS] = {"param", "grad", "adam_m", "adam_v", "copy"};
 const char *const ir_init_names[IR_NUM_INITS] = {"zeros", "ones", "normal"};
 
 void ir_buf_printf(ir_buf *b, const char *fmt, ...)
@@ -122,7 +122,7 @@ char *ir_print_func(const ir_module *m, const ir_func *f)
     return buf_take(&b);
 }
 
-static void print_global(ir_buf *b, const ir_global *g)
+static void print_global(ir_buf *b, const ir_module *m, const ir_global *g)
 {
     ir_buf_printf(b, "global @%s : ", g->name);
     print_type(b, &g->type);
@@ -131,6 +131,8 @@ static void print_global(ir_buf *b, const ir_global *g)
         ir_buf_printf(b, ", std=");
         print_double(b, g->std);
     }
+    if (g->copy_of >= 0)
+        ir_buf_printf(b, ", copy_of=@%s", m->globals[g->copy_of].name);
     ir_buf_printf(b, "%s}\n", g->no_decay ? ", no_decay" : "");
 }
 
@@ -157,7 +159,7 @@ char *ir_print_module(const ir_module *m)
     if (m->nglobals)
         section_break(&b);
     for (int i = 0; i < m->nglobals; i++)
-        print_global(&b, &m->globals[i]);
+        print_global(&b, m, &m->globals[i]);
     for (int i = 0; i < m->nfuncs; i++) {
         section_break(&b);
         print_func(&b, m->funcs[i]);

@@ -29,11 +29,12 @@ static void add_grad_globals(ir_module *m)
     }
 }
 
-/* A parameter reference whose gradient is known: dst @<param>.grad += grad. */
-static void accumulate_param_grad(ir_grad_ctx *g, const ir_instr *ref, int dv)
+/* A parameter reference whose gradient is known: dst @<param>.grad += grad (for a working copy,
+ * the gradient of its fp32 master). */
+static void accumulate_param_grad(ir_grad_ctx *g, const ir_global *param, int dv)
 {
     char name[256];
-    snprintf(name, sizeof name, "%s.grad", ref->sym);
+    snprintf(name, sizeof name, "%s.grad", param->name);
     int args[2] = {ir_global_ref(g->m, g->f, name), dv};
     ir_emit(g->m, g->f, IR_OP_ACCUMULATE, args, 2, NULL, NULL, NULL);
 }
@@ -61,8 +62,10 @@ bool pass_autodiff(ir_module *m, char *err, size_t errlen)
             continue;
         if (in.op == IR_OP_GLOBAL) {
             int k = ir_global_find(m, in.sym);
+            if (m->globals[k].kind == IR_GLOBAL_COPY)
+                k = m->globals[k].copy_of;
             if (m->globals[k].kind == IR_GLOBAL_PARAM)
-                accumulate_param_grad(&g, &in, g.grad[in.res[0]]);
+                accumulate_param_grad(&g, &m->globals[k], g.grad[in.res[0]]);
             continue;
         }
         ir_ops[in.op].grad(&g, f, &in);

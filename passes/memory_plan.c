@@ -128,7 +128,8 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
     for (int i = 0; i < m->nglobals; i++) {
         int64_t bytes = (int64_t)ir_bytes(&m->globals[i].type);
         switch (m->globals[i].kind) {
-        case IR_GLOBAL_PARAM: b.params += bytes; break;
+        case IR_GLOBAL_PARAM:
+        case IR_GLOBAL_COPY: b.params += bytes; break;
         case IR_GLOBAL_GRAD: b.grads += bytes; break;
         default: b.optimizer_state += bytes; break;
         }

@@ -53,5 +53,10 @@ bool pass_optimizer(ir_module *m, char *err, size_t errlen)
     }
     for (int j = 0; j < nparams; j++)
         ir_emit(m, f, IR_OP_ZERO, &grads[j], 1, NULL, NULL, NULL);
+    for (int c = 0; c < m->nglobals; c++) /* refresh the working copies from the updated masters */
+        if (m->globals[c].kind == IR_GLOBAL_COPY) {
+            int args[2] = {ir_global_ref(m, f, m->globals[c].name), ir_global_ref(m, f, m->globals[m->globals[c].copy_of].name)};
+            ir_emit(m, f, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+        }
     return true;
 }

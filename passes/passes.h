@@ -17,6 +17,7 @@ typedef struct {
     const char *what;
 } pass_info;
 
+bool pass_precision(ir_module *m, char *err, size_t errlen);
 bool pass_autodiff(ir_module *m, char *err, size_t errlen);
 bool pass_optimizer(ir_module *m, char *err, size_t errlen);
 bool pass_schedule(ir_module *m, char *err, size_t errlen);

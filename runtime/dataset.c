@@ -183,6 +183,19 @@ void rt_dataset_close(rt_dataset *d) {
 
 int64_t rt_dataset_num_tokens(const rt_dataset *d) { return d->start[d->nseq]; }
 
+int64_t rt_dataset_num_sequences(const rt_dataset *d) { return d->nseq; }
+
+int32_t rt_dataset_sequence_length(const rt_dataset *d, int64_t s) {
+    assert(s >= 0 && s < d->nseq);
+    return (int32_t)(d->start[s + 1] - d->start[s]); /* from the prefix sum: no .idx page touched */
+}
+
+void rt_dataset_read(const rt_dataset *d, int64_t s, int64_t offset, int64_t n, int32_t *out) {
+    assert(offset >= 0 && n >= 0 && offset + n <= rt_dataset_sequence_length(d, s));
+    const uint8_t *p = d->bin + rt_ds_ptr(d, s) + offset * d->esize;
+    for (int64_t j = 0; j < n; j++) out[j] = (int32_t)rt_ds_token(d, p + j * d->esize);
+}
+
 int rt_dataset_max_token(const rt_dataset *d) {
     int64_t max = 0;
     for (int64_t s = 0; s < d->nseq; s++) {

@@ -16,6 +16,14 @@ void rt_dataset_close(rt_dataset *d);
 /* Total tokens over all sequences (> 0 for an opened dataset). */
 int64_t rt_dataset_num_tokens(const rt_dataset *d);
 
+/* Number of sequences (Megatron's sequence_lengths.shape[0]: the unit GPT datasets split and
+ * shuffle) and the token count of sequence s (0 <= s < num_sequences). */
+int64_t rt_dataset_num_sequences(const rt_dataset *d);
+int32_t rt_dataset_sequence_length(const rt_dataset *d, int64_t s);
+
+/* Tokens [offset, offset+n) of sequence s (inside it) into out: int32[n]. */
+void rt_dataset_read(const rt_dataset *d, int64_t s, int64_t offset, int64_t n, int32_t *out);
+
 /* Largest token id present, to check against vocab_size. A negative id (signed dtypes) or one
  * above INT32_MAX counts as INT32_MAX so that the vocab check rejects it. Scans every token:
  * O(num_tokens), call once at start-up. */

@@ -1,4 +1,6 @@
-/* program.c — loading a plan and executing its functions on the CPU, one kernel per instruction. */
+/* program.c — loading a plan onto a device: globals and arenas allocated by the memory plan,
+ * every instruction's operands bound, parameters initialised; running a function is the
+ * device's (one kernel per instruction on the CPU, a replayed CUDA graph on the GPU). */
 #include "program.h"
 
 #include <math.h>
@@ -20,7 +22,7 @@ static void *xcalloc(size_t n, size_t size, const char *what)
 static void bind_func(rt_program *p, rt_func_exec *x, ir_func *f)
 {
     x->f = f;
-    x->arena = xcalloc(1, (size_t)f->arena_bytes, "the activation arena");
+    x->arena = p->dev->alloc(p, (size_t)f->arena_bytes);
     x->vptr = xcalloc((size_t)f->nvals, sizeof(void *), "value table");
     x->calls = xcalloc((size_t)f->ninstrs, sizeof(rt_kernel_call), "kernel table");
     size_t slots = 0;
@@ -59,7 +61,7 @@ static void bind_func(rt_program *p, rt_func_exec *x, ir_func *f)
     }
 }
 
-rt_program *rt_program_load(const char *plan_text, char *err, size_t errlen)
+rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const void *image, char *err, size_t errlen)
 {
     ir_module *m = ir_parse_module(plan_text, err, errlen);
     if (!m)
@@ -70,9 +72,11 @@ rt_program *rt_program_load(const char *plan_text, char *err, size_t errlen)
     }
     rt_program *p = xcalloc(1, sizeof(*p), "program");
     p->m = m;
+    p->dev = dev;
+    dev->open(p, image);
     p->globals = xcalloc((size_t)m->nglobals, sizeof(void *), "globals");
     for (int i = 0; i < m->nglobals; i++)
-        p->globals[i] = xcalloc(1, ir_bytes(&m->globals[i].type), m->globals[i].name);
+        p->globals[i] = dev->alloc(p, ir_bytes(&m->globals[i].type));
     p->funcs = xcalloc((size_t)m->nfuncs, sizeof(rt_func_exec), "functions");
     for (int i = 0; i < m->nfuncs; i++)
         bind_func(p, &p->funcs[i], m->funcs[i]);
@@ -85,14 +89,15 @@ void rt_program_free(rt_program *p)
         return;
     for (int i = 0; i < p->m->nfuncs; i++) {
         rt_func_exec *x = &p->funcs[i];
-        free(x->arena);
+        p->dev->free(p, x->arena);
         free(x->vptr);
         free(x->calls);
         free(x->ptr_pool);
         free(x->type_pool);
     }
     for (int i = 0; i < p->m->nglobals; i++)
-        free(p->globals[i]);
+        p->dev->free(p, p->globals[i]);
+    p->dev->close(p);
     free(p->funcs);
     free(p->globals);
     ir_module_free(p->m);
@@ -101,7 +106,7 @@ void rt_program_free(rt_program *p)
 
 /* --- parameter initialisation: counter-based, so independent of layout and order --- */
 
-static uint64_t splitmix64(uint64_t x)
+uint64_t rt_splitmix64(uint64_t x)
 {
     x += 0x9e3779b97f4a7c15ull;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -117,52 +122,57 @@ static uint64_t name_hash(const char *s)
     return h;
 }
 
-/* Uniform in (0, 1] from the top 53 bits. */
-static double unit(uint64_t bits) { return ((bits >> 11) + 1) * (1.0 / 9007199254740992.0); }
-
-static float normal_at(uint64_t key, int64_t i)
-{
-    uint64_t a = splitmix64(key ^ splitmix64((uint64_t)i * 2)), b = splitmix64(key ^ splitmix64((uint64_t)i * 2 + 1));
-    return (float)(sqrt(-2.0 * log(unit(a))) * cos(2.0 * M_PI * unit(b)));
-}
-
 void rt_program_init_params(rt_program *p, uint64_t seed)
 {
     for (int g = 0; g < p->m->nglobals; g++) {
         const ir_global *gl = &p->m->globals[g];
-        float *w = p->globals[g];
-        int64_t n = ir_numel(&gl->type);
-        uint64_t key = splitmix64(seed) ^ name_hash(gl->name);
-        for (int64_t i = 0; i < n; i++)
-            w[i] = gl->init == IR_INIT_ONES ? 1.0f : gl->init == IR_INIT_NORMAL ? (float)gl->std * normal_at(key, i) : 0.0f;
+        if (gl->kind != IR_GLOBAL_PARAM || gl->init == IR_INIT_ZEROS)
+            continue;
+        uint64_t key = rt_splitmix64(seed) ^ name_hash(gl->name);
+        bool normal = gl->init == IR_INIT_NORMAL;
+        p->dev->init(p, p->globals[g], ir_numel(&gl->type), key, normal ? (float)gl->std : 0.0f, normal, 1.0f);
     }
+    int setup = ir_func_index(p->m, "setup");
+    if (setup >= 0)
+        rt_program_run(p, setup);
 }
 
-void rt_program_run(rt_program *p, int func)
-{
-    rt_func_exec *x = &p->funcs[func];
-    for (int i = 0; i < x->f->ninstrs; i++)
-        rt_cpu_kernels[x->f->instrs[i].op](&x->calls[i]);
-}
+void rt_program_run(rt_program *p, int func) { p->dev->run(p, func); }
 
-static int find_sym(const ir_func *f, ir_op op, const char *name)
+int rt_program_find(const rt_program *p, int func, ir_op op, const char *name)
 {
+    const ir_func *f = p->funcs[func].f;
     for (int i = 0; i < f->ninstrs; i++)
         if (f->instrs[i].op == op && strcmp(f->instrs[i].sym, name) == 0)
             return i;
     return -1;
 }
 
-void *rt_program_input(rt_program *p, int func, const char *name)
+/* The buffer of `input @name` / `output @name`, checked against the host's idea of its size. */
+static void *sym_buffer(rt_program *p, int func, ir_op op, const char *name, size_t bytes)
 {
     const ir_func *f = p->funcs[func].f;
-    int i = find_sym(f, IR_OP_INPUT, name);
-    return i < 0 ? NULL : p->funcs[func].vptr[f->instrs[i].res[0]];
+    int i = rt_program_find(p, func, op, name);
+    int v = i < 0 ? -1 : op == IR_OP_INPUT ? f->instrs[i].res[0] : f->instrs[i].args[0];
+    if (v < 0 || ir_bytes(ir_vtype(f, v)) != bytes) {
+        fprintf(stderr, "train_rank: internal error: %s @%s of %s is %s (the runtime expected %zu bytes)\n",
+                ir_ops[op].name, name, f->name, v < 0 ? "missing" : "a different size", bytes);
+        exit(1);
+    }
+    return p->funcs[func].vptr[v];
 }
 
-const void *rt_program_output(const rt_program *p, int func, const char *name)
+void rt_program_set_input(rt_program *p, int func, const char *name, const void *host, size_t bytes)
 {
-    const ir_func *f = p->funcs[func].f;
-    int i = find_sym(f, IR_OP_OUTPUT, name);
-    return i < 0 ? NULL : p->funcs[func].vptr[f->instrs[i].args[0]];
+    p->dev->upload(p, sym_buffer(p, func, IR_OP_INPUT, name, bytes), host, bytes);
+}
+
+void rt_program_get_output(rt_program *p, int func, const char *name, void *host, size_t bytes)
+{
+    p->dev->download(p, host, sym_buffer(p, func, IR_OP_OUTPUT, name, bytes), bytes);
+}
+
+void rt_program_read_global(rt_program *p, int g, void *host)
+{
+    p->dev->download(p, host, p->globals[g], ir_bytes(&p->m->globals[g].type));
 }

@@ -1,5 +1,5 @@
-/* program.h — a loaded plan: the parsed module, its globals and arenas allocated, and every
- * instruction bound to its kernel and buffers, ready to run function by function. */
+/* program.h — a loaded plan: the parsed module on a device, its globals and arenas allocated,
+ * and every instruction bound to its operand and result buffers, ready to run. */
 #ifndef MCC_RT_PROGRAM_H
 #define MCC_RT_PROGRAM_H
 
@@ -9,31 +9,42 @@
 
 #include "ir/ir.h"
 #include "runtime/cpu_kernels.h"
+#include "runtime/device.h"
 
 typedef struct {
     ir_func *f;
-    char *arena;
+    char *arena;                    /* device memory */
     void **vptr;                    /* per value: its buffer */
     rt_kernel_call *calls;          /* per instruction */
     void **ptr_pool;                /* backing store of calls[].args/res */
     const ir_type **type_pool;
 } rt_func_exec;
 
-typedef struct {
+typedef struct rt_program {
     ir_module *m;
-    void **globals;                 /* per module global */
+    const rt_device *dev;
+    void *dev_state;                /* owned by the device */
+    void **globals;                 /* per module global: device memory */
     rt_func_exec *funcs;            /* per module function */
 } rt_program;
 
-/* Parses and verifies the plan, allocates globals (zeroed) and arenas. NULL + message on error. */
-rt_program *rt_program_load(const char *plan_text, char *err, size_t errlen);
+/* Parses and verifies the plan, opens the device (image: its kernel binary, or NULL), allocates
+ * globals (zeroed) and arenas. NULL + message on error. */
+rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const void *image, char *err, size_t errlen);
 void rt_program_free(rt_program *p);
-/* Initialises every parameter from its init rule. Element i of parameter `name` depends only on
- * (seed, name, i), so any sharding of the parameter sees the same values. */
+/* Initialises every parameter from its init rule, then runs `setup` (if the plan has one).
+ * Element i of parameter `name` depends only on (seed, name, i), so any sharding of the
+ * parameter sees the same values, on any device. */
 void rt_program_init_params(rt_program *p, uint64_t seed);
 void rt_program_run(rt_program *p, int func);
-/* The buffer of `input @name` / `output @name` in a function, or NULL. */
-void *rt_program_input(rt_program *p, int func, const char *name);
-const void *rt_program_output(const rt_program *p, int func, const char *name);
+
+/* Host access to `input @name` / `output @name` of a function and to globals. */
+int rt_program_find(const rt_program *p, int func, ir_op op, const char *name); /* instr index or -1 */
+void rt_program_set_input(rt_program *p, int func, const char *name, const void *host, size_t bytes);
+void rt_program_get_output(rt_program *p, int func, const char *name, void *host, size_t bytes);
+void rt_program_read_global(rt_program *p, int g, void *host);
+
+/* The counter-based generator parameter initialisation uses (also in kernels_templates/init.cuh). */
+uint64_t rt_splitmix64(uint64_t x);
 
 #endif

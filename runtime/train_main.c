@@ -13,8 +13,13 @@
 #include <sys/stat.h>
 #include <time.h>
 
-extern const char mcc_plan_text[]; /* the object file mcc compile wrote */
+/* The plan object `mcc compile` wrote: the planned IR, the device it targets and that device's
+ * kernel image (a cubin for CUDA; empty for the CPU). */
+extern const char mcc_plan_text[];
 extern const uint64_t mcc_plan_size;
+extern const rt_device *const mcc_plan_device;
+extern const char mcc_plan_image[];
+extern const uint64_t mcc_plan_image_size;
 
 typedef struct {
     const char *data_path, *dump_dir;
@@ -100,7 +105,7 @@ fail:
 }
 
 /* All globals of one kind, named by the parameter they belong to. */
-static void dump_globals(const train_args *a, const rt_program *p, ir_global_kind kind, const char *file)
+static void dump_globals(const train_args *a, rt_program *p, ir_global_kind kind, const char *file)
 {
     rt_mcct w;
     dump_open(a, file, &w);
@@ -113,7 +118,10 @@ static void dump_globals(const train_args *a, const rt_program *p, ir_global_kin
         char *suffix = kind == IR_GLOBAL_GRAD ? strrchr(name, '.') : NULL;
         if (suffix)
             *suffix = 0; /* "<param>.grad" -> "<param>" */
-        rt_mcct_add(&w, name, &gl->type, p->globals[g]);
+        void *host = malloc(ir_bytes(&gl->type));
+        rt_program_read_global(p, g, host);
+        rt_mcct_add(&w, name, &gl->type, host);
+        free(host);
     }
     rt_mcct_close(&w);
 }
@@ -135,7 +143,8 @@ int main(int argc, char **argv)
     train_args a = parse_args(argc, argv);
     double t_start = now_s();
     char err[1024];
-    rt_program *p = rt_program_load(mcc_plan_text, err, sizeof err);
+    rt_program *p = rt_program_load(mcc_plan_text, mcc_plan_device, mcc_plan_image_size ? mcc_plan_image : NULL, err,
+                                    sizeof err);
     if (!p) {
         fprintf(stderr, "train_rank: error: the compiled plan is invalid (%s); recompile with this mcc\n", err);
         return 1;
@@ -168,11 +177,10 @@ int main(int argc, char **argv)
     printf("| train iters           | %14d |\n", iters);
     printf("+-----------------------+----------------+\n");
 
-    int32_t *tokens = rt_program_input(p, micro, "tokens"), *targets = rt_program_input(p, micro, "targets");
-    float *lr_in = rt_program_input(p, opt, "lr"), *step_in = rt_program_input(p, opt, "step");
-    const float *loss_out = rt_program_output(p, micro, "loss"), *norm_out = rt_program_output(p, opt, "grad_norm");
     const int64_t bt[2] = {B, T};
     const ir_type bt_type = ir_tensor(IR_I32, 2, bt);
+    size_t bt_bytes = ir_bytes(&bt_type);
+    int32_t *tokens = malloc(bt_bytes), *targets = malloc(bt_bytes);
     int32_t *sample = malloc(sizeof(int32_t) * (size_t)(T + 1));
     rt_mcct batches;
     FILE *steps = NULL;
@@ -191,8 +199,12 @@ int main(int argc, char **argv)
                 memcpy(tokens + (size_t)b * T, sample, sizeof(int32_t) * (size_t)T);
                 memcpy(targets + (size_t)b * T, sample + 1, sizeof(int32_t) * (size_t)T);
             }
+            rt_program_set_input(p, micro, "tokens", tokens, bt_bytes);
+            rt_program_set_input(p, micro, "targets", targets, bt_bytes);
             rt_program_run(p, micro);
-            loss += *loss_out / accum;
+            float micro_loss;
+            rt_program_get_output(p, micro, "loss", &micro_loss, sizeof micro_loss);
+            loss += micro_loss / accum;
             if (a.dump_dir) {
                 char name[64];
                 snprintf(name, sizeof name, "tokens.%d.%d", it, mb);
@@ -203,32 +215,41 @@ int main(int argc, char **argv)
                     rt_mcct w;
                     dump_open(&a, "logits_step1.mcct", &w);
                     const ir_func *f = m->funcs[micro];
-                    for (int i = 0; i < f->ninstrs; i++)
-                        if (f->instrs[i].op == IR_OP_OUTPUT && !strcmp(f->instrs[i].sym, "logits"))
-                            rt_mcct_add(&w, "logits", ir_vtype(f, f->instrs[i].args[0]),
-                                        rt_program_output(p, micro, "logits"));
+                    int i = rt_program_find(p, micro, IR_OP_OUTPUT, "logits");
+                    const ir_type *t = ir_vtype(f, f->instrs[i].args[0]);
+                    void *host = malloc(ir_bytes(t));
+                    rt_program_get_output(p, micro, "logits", host, ir_bytes(t));
+                    rt_mcct_add(&w, "logits", t, host);
+                    free(host);
                     rt_mcct_close(&w);
                 }
             }
         }
         if (a.dump_dir && it == 1)
             dump_globals(&a, p, IR_GLOBAL_GRAD, "grads_step1.mcct");
-        *lr_in = (float)rt_lr_at(&lr, it);
-        *step_in = (float)it;
+        float lr_now = (float)rt_lr_at(&lr, it), step_now = (float)it, norm;
+        rt_program_set_input(p, opt, "lr", &lr_now, sizeof lr_now);
+        rt_program_set_input(p, opt, "step", &step_now, sizeof step_now);
         rt_program_run(p, opt);
+        rt_program_get_output(p, opt, "grad_norm", &norm, sizeof norm);
         double ms = (now_s() - t0) * 1e3;
-        if (!isfinite(loss) || !isfinite(*norm_out)) {
+        if (!isfinite(loss) || !isfinite(norm)) {
             fprintf(stderr, "train_rank: error: iteration %d: %s is %g; stopping (lower --lr or check the data)\n", it,
-                    isfinite(loss) ? "grad norm" : "loss", isfinite(loss) ? *norm_out : loss);
+                    isfinite(loss) ? "grad norm" : "loss", isfinite(loss) ? norm : loss);
             return 1;
         }
         if (steps)
-            fprintf(steps, "%d %.9g %.9g %.9g\n", it, loss, *lr_in, *norm_out);
-        if (it == 1)
-            printf("time to first step: %.2f s\n", now_s() - t_start);
+            fprintf(steps, "%d %.9g %.9g %.9g\n", it, loss, lr_now, norm);
+        if (it == 1) {
+            size_t used = p->dev->memory_in_use(p);
+            printf("time to first step: %.2f s", now_s() - t_start);
+            if (used)
+                printf(" | %s memory in use: %.3f GiB", p->dev->name, used / 1073741824.0);
+            printf("\n");
+        }
         if (it % a.log_interval == 0 || it == iters)
             printf("iter %6d/%d | loss %8.4f | lr %.3e | grad norm %8.4f | %8.1f ms | %9.0f tok/s\n", it, iters,
-                   loss, *lr_in, *norm_out, ms, (double)B * T * accum / (ms / 1e3));
+                   loss, lr_now, norm, ms, (double)B * T * accum / (ms / 1e3));
         fflush(stdout);
     }
     if (a.dump_dir) {
@@ -236,6 +257,8 @@ int main(int argc, char **argv)
         fclose(steps);
     }
     free(sample);
+    free(tokens);
+    free(targets);
     rt_dataset_close(ds);
     rt_program_free(p);
     return 0;

@@ -6,7 +6,7 @@ mcc=${1:-$root/build/mcc}
 mkdir -p "$root/tests/golden"
 for model in tiny-gpt2 tiny-llama; do
   for pass in $("$mcc" ir --list-passes | awk '{print $1}'); do
-    "$mcc" ir "$root/models/$model.json" --after "$pass" > "$root/tests/golden/$model.$pass.ir"
+    "$mcc" ir "$root/models/$model.json" --target cpu --after "$pass" > "$root/tests/golden/$model.$pass.ir"
   done
 done
 echo "rewrote $(ls "$root/tests/golden" | wc -l) files in tests/golden"

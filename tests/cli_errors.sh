@@ -33,8 +33,8 @@ expect "model.hidden_size" -- "$mcc" compile "$work/partial.json" -o "$work/x"
 expect "broken.json" -- "$mcc" compile "$work/broken.json" -o "$work/x"
 expect "--input" -- "$mcc" data preprocess --output-prefix "$work/d"
 # train_rank: compile one and feed it bad flags and data
-"$mcc" compile "$tiny" -o "$work/train_rank" 2>/dev/null || { echo "FAIL: could not compile $tiny"; exit 1; }
-"$mcc" compile "$tiny" --vocab-size 100 -o "$work/train_small_vocab" 2>/dev/null
+"$mcc" compile "$tiny" --target cpu -o "$work/train_rank" 2>/dev/null || { echo "FAIL: could not compile $tiny"; exit 1; }
+"$mcc" compile "$tiny" --target cpu --vocab-size 100 -o "$work/train_small_vocab" 2>/dev/null
 printf 'hello world, this is a small document for the test\n' > "$work/doc.txt"
 "$mcc" data preprocess --input "$work/doc.txt" --output-prefix "$work/doc" --append-eod >/dev/null 2>&1
 expect "--data-path is required" -- "$work/train_rank"

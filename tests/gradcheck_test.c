@@ -92,20 +92,23 @@ static ir_module *finish(graph *g, int y)
 
 static void fill_ids(rt_program *p, const char *name, int bound)
 {
-    int32_t *buf = rt_program_input(p, 0, name);
-    if (!buf)
+    int i = rt_program_find(p, 0, IR_OP_INPUT, name);
+    if (i < 0)
         return;
-    const ir_func *f = p->m->funcs[0];
-    for (int i = 0; i < f->ninstrs; i++)
-        if (f->instrs[i].op == IR_OP_INPUT && !strcmp(f->instrs[i].sym, name))
-            for (int64_t k = 0; k < ir_numel(ir_vtype(f, f->instrs[i].res[0])); k++)
-                buf[k] = (int32_t)((k * 7 + 3) % bound);
+    const ir_type *t = ir_vtype(p->m->funcs[0], p->m->funcs[0]->instrs[i].res[0]);
+    int32_t *buf = malloc(ir_bytes(t));
+    for (int64_t k = 0; k < ir_numel(t); k++)
+        buf[k] = (int32_t)((k * 7 + 3) % bound);
+    rt_program_set_input(p, 0, name, buf, ir_bytes(t));
+    free(buf);
 }
 
 static double loss_of(rt_program *p)
 {
     rt_program_run(p, 0);
-    return *(const float *)rt_program_output(p, 0, "loss");
+    float loss;
+    rt_program_get_output(p, 0, "loss", &loss, sizeof loss);
+    return loss;
 }
 
 /* Compares every parameter's autodiff gradient with central differences. */
@@ -114,7 +117,7 @@ static bool check(ir_op op, ir_module *m)
     char *text = ir_print_module(m), err[512];
     if (getenv("GRADCHECK_DUMP"))
         fputs(text, stdout);
-    rt_program *p = rt_program_load(text, err, sizeof err);
+    rt_program *p = rt_program_load(text, &rt_cpu_device, NULL, err, sizeof err);
     free(text);
     if (!p) {
         fprintf(stderr, "%s: plan does not load: %s\n", ir_ops[op].name, err);

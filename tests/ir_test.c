@@ -75,7 +75,7 @@ static ir_module *build_module(void)
     int q4 = ir_reshape(m, f, h, DIMS(2, 4, 2, 4));               /* [B,T,H,D] */
     int q = EMIT(ROPE, ATTRS(10000, 0), q4);
     int a = EMIT(ATTENTION, NULL, q, q4, q4);
-    int dq = EMIT(ATTENTION_GRAD, NULL, a, q, q4, q4);            /* dq, dk, dv */
+    int dq = EMIT(ATTENTION_GRAD, NULL, a, q, q4, q4, a, a + 1);  /* dq, dk, dv from (dy, q, k, v, y, lse) */
     int s = ir_reshape(m, f, dq, DIMS(2, 4, 8));
     int g = ir_op1(m, f, IR_OP_GELU, s);
     int logits = ir_matmul(m, f, g, wte, false, true);             /* [2,4,16] */
@@ -169,13 +169,14 @@ static void test_roundtrip(void)
         "  %2 = global @wte : f32[16,8] @global\n",
         "  %8 = layernorm %7, %4, %5 {eps=1e-05} : f32[2,4,8] @+",
         "  %9 = reshape %8 : f32[2,4,2,4] @view\n",
-        "  %12, %13, %14 = attention_grad %11, %10, %9, %9 : f32[2,4,2,4] @+1408, f32[2,4,2,4] @+1664, f32[2,4,2,4] @+1920\n",
-        "  %17 = matmul %16, %2 {ta=0, tb=1} : f32[2,4,16] @+",
-        "  output @loss %18\n",
-        "  %19 = fill {value=1} : f32[] @+",
-        "  accumulate %22, %21\n",
-        "  %24 = gelu %23 : f32[2,4,8] {shard=[dp,-,tp]} @+",
-        "  %26 = scale %25 {factor=0.1} : f32[8] {partial=tp} @+",
+        "  %11, %12 = attention %10, %9, %9 : f32[2,4,2,4] @+1152, f32[2,2,4] @+1408\n",
+        "  %13, %14, %15 = attention_grad %11, %10, %9, %9, %11, %12 : f32[2,4,2,4] @+1472, f32[2,4,2,4] @+1728, f32[2,4,2,4] @+1984\n",
+        "  %18 = matmul %17, %2 {ta=0, tb=1} : f32[2,4,16] @+",
+        "  output @loss %19\n",
+        "  %20 = fill {value=1} : f32[] @+",
+        "  accumulate %23, %22\n",
+        "  %25 = gelu %24 : f32[2,4,8] {shard=[dp,-,tp]} @+",
+        "  %27 = scale %26 {factor=0.1} : f32[8] {partial=tp} @+",
         "func optimizer {arena=0} {\n",
         "  %6 = sum_squares %1, %1 : f32[]\n",
         "  adamw %0, %1, %2, %3, %4, %5, %7 {beta1=0.9, beta2=0.95, eps=1e-08, weight_decay=0.1}\n",
@@ -225,7 +226,7 @@ static void test_parse_errors(void)
         {FUNC("  %2 = matmul %0, %1 {ta=0, tc=1} : f32[4,8]\n"), "line 4: matmul has no attribute `tc` (its attributes: ta, tb)"},
         {FUNC("  %2 = matmul %0, %1 {ta=yes} : f32[4,8]\n"), "line 4: attribute `ta` needs a number"},
         {FUNC("  %2, %3 = gelu %0 : f32[4,8]\n"), "line 4: wrong result count for gelu: expected 1, got 2"},
-        {FUNC("  %2, %3, %4 = attention_grad %0, %0, %0, %0 : f32[4,8], f32[4,8]\n"), "line 4: wrong type count for attention_grad: expected 3, got 2"},
+        {FUNC("  %2, %3, %4 = attention_grad %0, %0, %0, %0, %0, %0 : f32[4,8], f32[4,8]\n"), "line 4: wrong type count for attention_grad: expected 3, got 2"},
         {FUNC("  %0 = gelu %0 : f32[4,8]\n"), "line 4: value %0 is defined twice"},
         {FUNC("  %2 = gelu @x %0 : f32[4,8]\n"), "line 4: gelu takes no @name"},
         {FUNC("  output %0\n"), "line 4: expected @name after output, got `%0`"},
@@ -233,7 +234,7 @@ static void test_parse_errors(void)
         {FUNC("  %2 = gelu %0 : f32[4,8] extra\n"), "line 4: expected end of line, got `extra`"},
         {"func f {arena=0} {\n  %0 = input @x : f32[4]\n", "line 3: expected `}` closing the function, got end of input"},
         {"func f {arena=-1} {\n}\n", "line 1: arena= needs a byte count >= 0"},
-        {"global @w : f32[4] {kind=weight, init=zeros}\n", "line 1: unknown global kind `weight` (one of: param, grad, adam_m, adam_v)"},
+        {"global @w : f32[4] {kind=weight, init=zeros}\n", "line 1: unknown global kind `weight` (one of: param, grad, adam_m, adam_v, copy)"},
         {"global @w : f32[4] {kind=param, init=normal}\n", "line 1: global @w: std= goes with init=normal, and only with it"},
         {"global @w : f32[4] {init=ones}\n", "line 1: global @w needs kind= and init="},
         {"config {\n  lr = \"0.1\"\n  lr = \"0.2\"\n}\n", "line 3: config key `lr` is set twice"},
@@ -289,7 +290,7 @@ static void test_verify_errors(void)
     ir_module *m = build_module();
     ir_instr *gelu = &m->funcs[0]->instrs[14];
     gelu->args[0] = gelu->res[0] + 1;
-    check_verify_fails(m, "func micro_step, instr 14 (gelu): operand 0 (%17) is used before it is defined", "a use before def");
+    check_verify_fails(m, "func micro_step, instr 14 (gelu): operand 0 (%18) is used before it is defined", "a use before def");
     m = build_module();
     m->funcs[0]->instrs[15].nargs = 1;
     check_verify_fails(m, "func micro_step, instr 15 (matmul): wrong operand count for matmul: expected 2, got 1", "a short matmul");

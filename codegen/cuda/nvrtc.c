@@ -1,0 +1,142 @@
+/* nvrtc.c — NVRTC compilation of the kernel templates to a sm_90 cubin, cached on disk by a
+ * hash of source and options, so a second `mcc compile` costs nothing. */
+#include "nvrtc.h"
+
+#include "kernel_sources.h"
+
+#include <errno.h>
+#include <nvrtc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *const nvrtc_options[] = {"--gpu-architecture=sm_90", "--std=c++17", "-default-device",
+                                            "--use_fast_math", "-lineinfo"};
+#define NUM_OPTIONS (int)(sizeof nvrtc_options / sizeof nvrtc_options[0])
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+static uint64_t sources_hash(void)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < cg_num_kernel_sources; i++) {
+        h = fnv1a(h, cg_kernel_sources[i].name, strlen(cg_kernel_sources[i].name) + 1);
+        h = fnv1a(h, cg_kernel_sources[i].text, strlen(cg_kernel_sources[i].text) + 1);
+    }
+    for (int i = 0; i < NUM_OPTIONS; i++)
+        h = fnv1a(h, nvrtc_options[i], strlen(nvrtc_options[i]) + 1);
+    int major = 0, minor = 0;
+    nvrtcVersion(&major, &minor);
+    int version[2] = {major, minor};
+    return fnv1a(h, version, sizeof version);
+}
+
+static void cache_path(char *out, size_t len, uint64_t hash)
+{
+    const char *dir = getenv("MCC_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char base[3072];
+    if (dir)
+        snprintf(base, sizeof base, "%s", dir);
+    else if (xdg)
+        snprintf(base, sizeof base, "%s/mcc", xdg);
+    else
+        snprintf(base, sizeof base, "%s/.cache/mcc", home ? home : "/tmp");
+    char parent[3072];
+    snprintf(parent, sizeof parent, "%s", base);
+    for (char *p = parent + 1; *p; p++) /* mkdir -p */
+        if (*p == '/') {
+            *p = 0;
+            mkdir(parent, 0755);
+            *p = '/';
+        }
+    mkdir(parent, 0755);
+    snprintf(out, len, "%s/kernels-%016llx.cubin", base, (unsigned long long)hash);
+}
+
+static bool read_file(const char *path, void **data, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *data = malloc(n > 0 ? (size_t)n : 1);
+    bool ok = n > 0 && fread(*data, 1, (size_t)n, f) == (size_t)n;
+    fclose(f);
+    if (!ok)
+        free(*data);
+    *size = (size_t)n;
+    return ok;
+}
+
+/* Written to a temporary name and renamed, so concurrent compiles never see half a file. */
+static void write_cache(const char *path, const void *data, size_t size)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return;
+    bool ok = fwrite(data, 1, size, f) == size;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0)
+        remove(tmp);
+}
+
+static bool nvrtc_compile(void **image, size_t *size, char *err, size_t errlen)
+{
+    const char *main_src = NULL;
+    const char *hdr_names[64], *hdr_texts[64];
+    int nh = 0;
+    for (int i = 0; i < cg_num_kernel_sources && nh < 64; i++) {
+        if (!strcmp(cg_kernel_sources[i].name, "kernels.cu"))
+            main_src = cg_kernel_sources[i].text;
+        else
+            hdr_names[nh] = cg_kernel_sources[i].name, hdr_texts[nh++] = cg_kernel_sources[i].text;
+    }
+    if (!main_src)
+        return snprintf(err, errlen, "kernels_templates/kernels.cu is missing from this mcc build"), false;
+    nvrtcProgram prog;
+    nvrtcResult r = nvrtcCreateProgram(&prog, main_src, "kernels.cu", nh, hdr_texts, hdr_names);
+    if (r != NVRTC_SUCCESS)
+        return snprintf(err, errlen, "NVRTC: %s", nvrtcGetErrorString(r)), false;
+    r = nvrtcCompileProgram(prog, NUM_OPTIONS, nvrtc_options);
+    if (r != NVRTC_SUCCESS) {
+        size_t loglen = 0;
+        nvrtcGetProgramLogSize(prog, &loglen);
+        char *log = malloc(loglen + 1);
+        nvrtcGetProgramLog(prog, log);
+        log[loglen] = 0;
+        snprintf(err, errlen, "NVRTC could not compile the kernel templates (%s):\n%.6000s", nvrtcGetErrorString(r), log);
+        free(log);
+        nvrtcDestroyProgram(&prog);
+        return false;
+    }
+    nvrtcGetCUBINSize(prog, size);
+    *image = malloc(*size);
+    nvrtcGetCUBIN(prog, *image);
+    nvrtcDestroyProgram(&prog);
+    return true;
+}
+
+bool cg_cuda_compile_kernels(void **image, size_t *size, char *err, size_t errlen)
+{
+    char path[4096];
+    cache_path(path, sizeof path, sources_hash());
+    if (read_file(path, image, size))
+        return true;
+    if (!nvrtc_compile(image, size, err, errlen))
+        return false;
+    write_cache(path, *image, *size);
+    return true;
+}

@@ -1,0 +1,13 @@
+/* nvrtc.h — compiling the CUDA kernels with NVRTC at `mcc compile` time. */
+#ifndef MCC_NVRTC_H
+#define MCC_NVRTC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Compiles kernels_templates/kernels.cu (embedded in mcc) for sm_90 into a cubin, or takes it
+ * from the cache ($MCC_CACHE_DIR, else $XDG_CACHE_HOME/mcc, else ~/.cache/mcc) keyed by a hash
+ * of the sources, options and NVRTC version. *image is malloc'd. */
+bool cg_cuda_compile_kernels(void **image, size_t *size, char *err, size_t errlen);
+
+#endif

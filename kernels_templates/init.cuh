@@ -1,0 +1,34 @@
+// init.cuh — parameter initialisation on the device, bit-compatible in intent with the CPU's
+// rt_program_init_params: element i of a tensor is std * N(0,1) drawn from splitmix64 of
+// (key, i) by Box-Muller in double, key = splitmix64(seed) ^ fnv1a(parameter name).
+#pragma once
+
+__device__ __forceinline__ unsigned long long mcc_splitmix64(unsigned long long x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+// Uniform in (0, 1] from the top 53 bits.
+__device__ __forceinline__ double mcc_unit(unsigned long long bits)
+{
+    return ((bits >> 11) + 1) * (1.0 / 9007199254740992.0);
+}
+
+extern "C" __global__ void mcc_init_normal_f32(float *w, long long n, unsigned long long key, float std)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        unsigned long long a = mcc_splitmix64(key ^ mcc_splitmix64((unsigned long long)i * 2));
+        unsigned long long b = mcc_splitmix64(key ^ mcc_splitmix64((unsigned long long)i * 2 + 1));
+        double r = sqrt(-2.0 * log(mcc_unit(a))) * cos(2.0 * 3.14159265358979323846 * mcc_unit(b));
+        w[i] = (float)std * (float)r;
+    }
+}
+
+extern "C" __global__ void mcc_init_const_f32(float *w, long long n, float value)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        w[i] = value;
+}

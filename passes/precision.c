@@ -1,0 +1,73 @@
+/* precision.c — mixed precision (config param_dtype = bf16, the CUDA target's default): every
+ * parameter keeps its fp32 master (what is initialised, updated and checkpointed) and gains a
+ * working copy @<param>.bf16 that micro_step reads, so activations and their gradients are bf16
+ * while gradient accumulators, optimizer state and the loss stay fp32. A `setup` function fills
+ * the copies from the masters once at start-up; the optimizer pass refreshes them each step. */
+#include "passes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Re-derives every result type after operands changed dtype; explicit types keep their shape. */
+static bool retype(ir_module *m, ir_func *f, char *err, size_t errlen)
+{
+    for (int i = 0; i < f->ninstrs; i++) {
+        ir_instr *in = &f->instrs[i];
+        if (in->nres == 0 || in->op == IR_OP_INPUT || in->op == IR_OP_FILL)
+            continue;
+        ir_type args[in->nargs ? in->nargs : 1], res[IR_MAX_RES];
+        for (int a = 0; a < in->nargs; a++)
+            args[a] = f->vals[in->args[a]].type;
+        for (int r = 0; r < in->nres; r++)
+            res[r] = f->vals[in->res[r]].type;
+        if (in->op == IR_OP_RESHAPE)
+            res[0].dtype = args[0].dtype;
+        char why[256];
+        if (!ir_ops[in->op].infer(m, in, args, res, why, sizeof why))
+            return snprintf(err, errlen, "%s in %s: %s", ir_ops[in->op].name, f->name, why), false;
+        for (int r = 0; r < in->nres; r++)
+            f->vals[in->res[r]].type = res[r];
+    }
+    return true;
+}
+
+bool pass_precision(ir_module *m, char *err, size_t errlen)
+{
+    const char *name = ir_config_get(m, "param_dtype");
+    if (!name || !strcmp(name, "f32"))
+        return true;
+    int low = ir_dtype_by_name(name);
+    if (low != IR_BF16 && low != IR_F16)
+        return snprintf(err, errlen, "param_dtype %s: use f32, bf16 or f16", name), false;
+    int micro = ir_func_index(m, "micro_step");
+    if (micro < 0)
+        return snprintf(err, errlen, "no micro_step function"), false;
+
+    ir_func *setup = ir_func_new(m, "setup");
+    int nglobals = m->nglobals;
+    for (int g = 0; g < nglobals; g++) {
+        if (m->globals[g].kind != IR_GLOBAL_PARAM)
+            continue;
+        char copy[256];
+        snprintf(copy, sizeof copy, "%s.%s", m->globals[g].name, name);
+        ir_type t = m->globals[g].type;
+        t.dtype = (ir_dtype)low;
+        int c = ir_global_add(m, copy, t, IR_GLOBAL_COPY, IR_INIT_ZEROS, 0, m->globals[g].no_decay);
+        m->globals[c].copy_of = g;
+        int args[2] = {ir_global_ref(m, setup, copy), ir_global_ref(m, setup, m->globals[g].name)};
+        ir_emit(m, setup, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+    }
+    ir_func *f = m->funcs[micro];
+    for (int i = 0; i < f->ninstrs; i++) {
+        ir_instr *in = &f->instrs[i];
+        int g = in->op == IR_OP_GLOBAL ? ir_global_find(m, in->sym) : -1;
+        if (g < 0 || m->globals[g].kind != IR_GLOBAL_PARAM)
+            continue;
+        char copy[256];
+        snprintf(copy, sizeof copy, "%s.%s", in->sym, name);
+        free(in->sym);
+        in->sym = strdup(copy);
+    }
+    return retype(m, f, err, errlen);
+}

@@ -1,0 +1,368 @@
+/* comm.c — the backend-independent half of comm.h: launcher environment, mesh layout, argument
+ * checks and collective numbering in front of the MPI/NCCL backends. */
+#include "comm_backend.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- launcher environment ------------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    const char *rank, *size, *local_rank, *local_size; /* local_size NULL: SLURM's own rule */
+} rt_launcher_vars;
+
+/* ORDER: precedence of rt_rank_env_detect. */
+static const rt_launcher_vars rt_launchers[] = {
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", NULL},
+};
+
+/* Parses the integer at the start of `s` into *out; `whole` demands nothing after it. */
+static bool env_parse_int(const char *s, bool whole, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || errno || (whole && *end) || v < lo || v > hi)
+        return false;
+    *out = (int)v;
+    return true;
+}
+
+/* Reads integer variable `var` (>= lo) into *out; false with err naming it when unset or bad. */
+static bool env_int(const char *var, const char *who, long lo, int *out, char *err, size_t errlen)
+{
+    const char *s = getenv(var);
+    if (!s) {
+        snprintf(err, errlen, "%s is not set but the other %s variables are: set it, or unset them all", var, who);
+        return false;
+    }
+    if (!env_parse_int(s, true, lo, 1L << 30, out)) {
+        snprintf(err, errlen, "%s='%s' is not an integer >= %ld", var, s, lo);
+        return false;
+    }
+    return true;
+}
+
+/* SLURM has no per-task local-size variable: the first count of SLURM_STEP_TASKS_PER_NODE (srun
+ * sets it for the step) or SLURM_TASKS_PER_NODE ("4(x2),3" -> 4), this node's when nodes are
+ * uniform. */
+static bool env_slurm_local_size(int *out, char *err, size_t errlen)
+{
+    const char *var = getenv("SLURM_STEP_TASKS_PER_NODE") ? "SLURM_STEP_TASKS_PER_NODE" : "SLURM_TASKS_PER_NODE";
+    const char *s = getenv(var);
+    if (s && env_parse_int(s, false, 1, 1L << 30, out))
+        return true;
+    snprintf(err, errlen, "%s='%s' gives no tasks per node: launch with srun", var, s ? s : "(unset)");
+    return false;
+}
+
+static bool env_read_launcher(const rt_launcher_vars *l, rt_rank_env *e, char *err, size_t errlen)
+{
+    e->launcher = l->name;
+    if (!env_int(l->rank, l->name, 0, &e->rank, err, errlen) || !env_int(l->size, l->name, 1, &e->world_size, err, errlen) ||
+        !env_int(l->local_rank, l->name, 0, &e->local_rank, err, errlen))
+        return false;
+    if (!(l->local_size ? env_int(l->local_size, l->name, 1, &e->local_world, err, errlen)
+                        : env_slurm_local_size(&e->local_world, err, errlen)))
+        return false;
+    const char *local_size = l->local_size ? l->local_size : "the tasks per node";
+    if (e->rank >= e->world_size)
+        snprintf(err, errlen, "%s=%d is out of range: it must be below %s=%d", l->rank, e->rank, l->size, e->world_size);
+    else if (e->local_rank >= e->local_world)
+        snprintf(err, errlen, "%s=%d is out of range: it must be below %s=%d", l->local_rank, e->local_rank, local_size,
+                 e->local_world);
+    else if (e->local_world > e->world_size)
+        snprintf(err, errlen, "%s=%d exceeds %s=%d", local_size, e->local_world, l->size, e->world_size);
+    else
+        return true;
+    return false;
+}
+
+/* torchrun-style variables and mpirun's both present must describe the same rank (scripts that
+ * export RANK=$OMPI_COMM_WORLD_RANK do); otherwise two launchers were nested by mistake. */
+static bool env_check_agree(const rt_rank_env *e, const rt_launcher_vars *other, char *err, size_t errlen)
+{
+    if (!getenv(other->rank))
+        return true;
+    rt_rank_env o = {0};
+    if (!env_read_launcher(other, &o, err, errlen))
+        return false;
+    if (o.rank == e->rank && o.world_size == e->world_size)
+        return true;
+    snprintf(err, errlen, "RANK=%d WORLD_SIZE=%d but %s=%d %s=%d: two launchers (torchrun-style variables and %s) "
+             "describe different ranks; launch with one of them, or unset RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE",
+             e->rank, e->world_size, other->rank, o.rank, other->size, o.world_size, other->name);
+    return false;
+}
+
+static bool env_master(rt_rank_env *e, char *err, size_t errlen)
+{
+    const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
+    e->master_addr = addr && *addr ? addr : NULL;
+    e->master_port = 0;
+    if (port && !env_parse_int(port, true, 1, 65535, &e->master_port)) {
+        snprintf(err, errlen, "MASTER_PORT='%s' is not a port number (1-65535)", port);
+        return false;
+    }
+    return true;
+}
+
+bool rt_rank_env_detect(rt_rank_env *e, char *err, size_t errlen)
+{
+    *e = (rt_rank_env){.world_size = 1, .local_world = 1, .launcher = "single"};
+    if (!env_master(e, err, errlen))
+        return false;
+    size_t n = sizeof rt_launchers / sizeof rt_launchers[0];
+    for (size_t i = 0; i < n; i++) {
+        const rt_launcher_vars *l = &rt_launchers[i];
+        bool any = getenv(l->rank) || getenv(l->size) || (l->local_size && getenv(l->local_size));
+        if (!any)
+            continue;
+        if (!env_read_launcher(l, e, err, errlen))
+            return false;
+        return i != 0 || env_check_agree(e, &rt_launchers[1], err, errlen);
+    }
+    return true;
+}
+
+/* ---- mesh layout ---------------------------------------------------------------------------- */
+
+/* One axis seen as a mixed-radix number (digit 0 fastest) and the digit the axis varies. */
+typedef struct {
+    int radix[4];
+    int digit;
+} rt_mesh_view;
+
+static rt_mesh_view mesh_view(const rt_mesh *m, rt_mesh_axis a)
+{
+    int cd = m->cp * m->dp;
+    switch (a) {
+    case RT_AXIS_TP: return (rt_mesh_view){{m->tp, m->cp, m->dp, m->pp}, 0};
+    case RT_AXIS_CP: return (rt_mesh_view){{m->tp, m->cp, m->dp, m->pp}, 1};
+    case RT_AXIS_DP: return (rt_mesh_view){{m->tp, m->cp, m->dp, m->pp}, 2};
+    case RT_AXIS_PP: return (rt_mesh_view){{m->tp, m->cp, m->dp, m->pp}, 3};
+    case RT_AXIS_DP_CP: return (rt_mesh_view){{m->tp, cd, 1, m->pp}, 1};
+    case RT_AXIS_EP: return (rt_mesh_view){{m->tp, m->ep, cd / m->ep, m->pp}, 1};
+    case RT_AXIS_EDP: return (rt_mesh_view){{m->tp, m->ep, cd / m->ep, m->pp}, 2};
+    case RT_NUM_AXES: break;
+    }
+    abort();
+}
+
+/* The `digit`th digit of r in view v, and the stride of that digit. */
+static int mesh_digit(const rt_mesh_view *v, int r, int digit, int *stride)
+{
+    int s = 1;
+    for (int i = 0; i < digit; i++)
+        s *= v->radix[i];
+    if (stride)
+        *stride = s;
+    return r / s % v->radix[digit];
+}
+
+static int mesh_coord(const rt_mesh *m, rt_mesh_axis a, int r)
+{
+    rt_mesh_view v = mesh_view(m, a);
+    return mesh_digit(&v, r, v.digit, NULL);
+}
+
+bool rt_mesh_check(const rt_mesh *m, int world_size, char *err, size_t errlen)
+{
+    const struct { const char *flag; int v; } deg[] = {
+        {"--tensor-model-parallel-size", m->tp}, {"--context-parallel-size", m->cp},
+        {"--data-parallel-size", m->dp}, {"--pipeline-model-parallel-size", m->pp}, {"--expert-model-parallel-size", m->ep}};
+    for (size_t i = 0; i < sizeof deg / sizeof deg[0]; i++)
+        if (deg[i].v < 1) {
+            snprintf(err, errlen, "%s is %d: it must be at least 1", deg[i].flag, deg[i].v);
+            return false;
+        }
+    long prod = (long)m->tp * m->cp * m->dp * m->pp;
+    if (prod != world_size) {
+        snprintf(err, errlen, "the job has %d ranks but the program was compiled for tp %d x cp %d x dp %d x pp %d = %ld: "
+                 "launch %ld ranks, or recompile with degrees whose product is %d",
+                 world_size, m->tp, m->cp, m->dp, m->pp, prod, prod, world_size);
+        return false;
+    }
+    if ((m->cp * m->dp) % m->ep) {
+        snprintf(err, errlen, "--expert-model-parallel-size %d must divide cp x dp = %d", m->ep, m->cp * m->dp);
+        return false;
+    }
+    return true;
+}
+
+rt_mesh_coord rt_mesh_coords(const rt_mesh *m, int r)
+{
+    return (rt_mesh_coord){.tp = mesh_coord(m, RT_AXIS_TP, r), .cp = mesh_coord(m, RT_AXIS_CP, r),
+                           .dp = mesh_coord(m, RT_AXIS_DP, r), .pp = mesh_coord(m, RT_AXIS_PP, r),
+                           .ep = mesh_coord(m, RT_AXIS_EP, r), .edp = mesh_coord(m, RT_AXIS_EDP, r)};
+}
+
+const char *rt_mesh_axis_name(rt_mesh_axis a)
+{
+    static const char *names[RT_NUM_AXES] = {"tp", "cp", "dp", "pp", "ep", "edp", "dp_cp"}; /* ORDER rt_mesh_axis */
+    return a < RT_NUM_AXES ? names[a] : "?";
+}
+
+int rt_mesh_group(const rt_mesh *m, rt_mesh_axis axis, int world_rank, int *ranks, int max_ranks)
+{
+    rt_mesh_view v = mesh_view(m, axis);
+    int stride, d = mesh_digit(&v, world_rank, v.digit, &stride);
+    int base = world_rank - d * stride, n = v.radix[v.digit];
+    for (int i = 0; i < n && i < max_ranks; i++)
+        ranks[i] = base + i * stride;
+    return n;
+}
+
+/* ---- communicators -------------------------------------------------------------------------- */
+
+static int rt_comm_self_world_rank = -1; /* for the "rank R" prefix of fatal errors */
+
+_Noreturn void rt_comm_fatal(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "mcc: rank %d: error: ", rt_comm_self_world_rank);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fflush(stderr);
+    exit(1);
+}
+
+double rt_collective_timeout_s(void)
+{
+    const char *s = getenv("MCC_COLLECTIVE_TIMEOUT_S");
+    if (!s)
+        return 300;
+    char *end;
+    double t = strtod(s, &end);
+    if (end == s || *end || !(t > 0))
+        rt_comm_fatal("MCC_COLLECTIVE_TIMEOUT_S='%s' is not a positive number of seconds", s);
+    return t;
+}
+
+static rt_comm *comm_alloc(const rt_comm_ops *ops, int max_members, const char *name)
+{
+    rt_comm *c = calloc(1, sizeof *c);
+    c->world_ranks = calloc((size_t)max_members, sizeof(int));
+    if (!c || !c->world_ranks)
+        rt_comm_fatal("out of memory creating communicator '%s'", name);
+    c->ops = ops;
+    snprintf(c->name, sizeof c->name, "%s", name);
+    return c;
+}
+
+rt_comm *rt_comm_new_world(const rt_comm_ops *ops, void *impl, int rank, int size)
+{
+    rt_comm *c = comm_alloc(ops, size, "world");
+    c->impl = impl, c->rank = rank, c->size = size, c->is_world = true;
+    for (int i = 0; i < size; i++)
+        c->world_ranks[i] = i;
+    rt_comm_self_world_rank = rank;
+    return c;
+}
+
+rt_comm *rt_comm_split(rt_comm *c, int color, int key, const char *name)
+{
+    rt_comm *g = comm_alloc(c->ops, c->size, name);
+    c->ops->split(c, color, key, g);
+    return g;
+}
+
+rt_comm *rt_comm_mesh_group(rt_comm *world, const rt_mesh *m, rt_mesh_axis axis)
+{
+    char err[512];
+    if (!world->is_world)
+        rt_comm_fatal("rt_comm_mesh_group needs the world communicator, got group '%s'", world->name);
+    if (!rt_mesh_check(m, world->size, err, sizeof err))
+        rt_comm_fatal("%s", err);
+    int *ranks = malloc(sizeof(int) * (size_t)world->size);
+    int n = rt_mesh_group(m, axis, world->rank, ranks, world->size), key = 0;
+    while (ranks[key] != world->rank && key < n - 1)
+        key++;
+    rt_comm *g = rt_comm_split(world, ranks[0], key, rt_mesh_axis_name(axis)); /* smallest member names the group */
+    free(ranks);
+    return g;
+}
+
+void rt_comm_free(rt_comm *c)
+{
+    if (!c)
+        return;
+    c->ops->free(c);
+    free(c->world_ranks);
+    free(c);
+}
+
+int rt_comm_rank(const rt_comm *c) { return c->rank; }
+int rt_comm_size(const rt_comm *c) { return c->size; }
+int rt_comm_world_rank(const rt_comm *c, int group_rank) { return c->world_ranks[group_rank]; }
+const char *rt_comm_name(const rt_comm *c) { return c->name; }
+
+void rt_comm_format_members(const rt_comm *c, char *out, size_t outlen)
+{
+    size_t n = (size_t)snprintf(out, outlen, "world rank%s ", c->size > 1 ? "s" : "");
+    for (int i = 0; i < c->size && n < outlen; i++)
+        n += (size_t)snprintf(out + n, outlen - n, "%s%d", i ? "," : "", c->world_ranks[i]);
+}
+
+/* Sums and maxima are defined for the float types every backend reduces. */
+static void comm_check_reduce(const rt_comm *c, const char *coll, ir_dtype dt, rt_reduce_op op)
+{
+    if (dt != IR_F32 && dt != IR_BF16)
+        rt_comm_fatal("%s on group '%s': dtype %s cannot be reduced (f32 and bf16 can)", coll, c->name, ir_dtype_name(dt));
+    if (op != RT_SUM && op != RT_MAX)
+        rt_comm_fatal("%s on group '%s': unknown reduce op %d", coll, c->name, (int)op);
+}
+
+void rt_all_reduce(rt_comm *c, void *buf, size_t count, ir_dtype dt, rt_reduce_op op, void *stream)
+{
+    comm_check_reduce(c, "all_reduce", dt, op);
+    c->seq++;
+    c->ops->all_reduce(c, buf, count, dt, op, stream);
+}
+
+void rt_all_gather(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream)
+{
+    c->seq++;
+    c->ops->all_gather(c, send, recv, count, dt, stream);
+}
+
+void rt_reduce_scatter(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, rt_reduce_op op,
+                       void *stream)
+{
+    comm_check_reduce(c, "reduce_scatter", dt, op);
+    c->seq++;
+    c->ops->reduce_scatter(c, send, recv, count, dt, op, stream);
+}
+
+void rt_broadcast(rt_comm *c, void *buf, size_t count, ir_dtype dt, int root, void *stream)
+{
+    if (root < 0 || root >= c->size)
+        rt_comm_fatal("broadcast on group '%s': root %d is not a member (group size %d)", c->name, root, c->size);
+    c->seq++;
+    c->ops->broadcast(c, buf, count, dt, root, stream);
+}
+
+void rt_barrier(rt_comm *c)
+{
+    c->seq++;
+    c->ops->barrier(c);
+}
+
+#ifndef MCC_HAVE_MPI
+rt_comm *rt_comm_world_mpi(const rt_rank_env *e, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "this train_rank was built without MPI (%s launch, %d ranks): install Open MPI "
+                          "(libopenmpi-dev) and rebuild mcc, or run on GPUs with NCCL",
+             e->launcher, e->world_size);
+    return NULL;
+}
+#endif

@@ -1,0 +1,101 @@
+/* comm.h — how ranks find each other and talk: the launcher's environment, the rank layout of
+ * the parallel mesh, and one collective interface over MPI (CPU ranks) and NCCL (GPU ranks). */
+#ifndef MCC_RT_COMM_H
+#define MCC_RT_COMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ir/ir.h" /* ir_dtype */
+
+/* ---- the launcher's environment ------------------------------------------------------------
+ * Read in this order; the first launcher whose variables are present wins:
+ *   torchrun (and train_rank --nproc-per-node): RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE
+ *   Open MPI (mpirun): OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
+ *   SLURM (srun): SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, and the first count of
+ *                 SLURM_STEP_TASKS_PER_NODE (or SLURM_TASKS_PER_NODE) as the local size
+ *   none of them: one rank.
+ * SLURM's variables are never compared with the others: mpirun and torchrun started under srun
+ * or sbatch inherit SLURM values that describe the job step, not the ranks. torchrun's and Open
+ * MPI's must agree when both are present. MASTER_ADDR/MASTER_PORT are read for every launcher
+ * (NCCL's bootstrap needs them unless NCCL_COMM_ID is set or MPI bootstraps). */
+typedef struct {
+    int rank, world_size;       /* over all nodes */
+    int local_rank, local_world; /* on this node: local_rank picks the GPU */
+    const char *launcher;       /* "torchrun", "openmpi", "slurm" or "single" */
+    const char *master_addr;    /* NULL when unset */
+    int master_port;            /* 0 when unset */
+} rt_rank_env;
+
+/* False with err naming the variable and the fix when a value is missing, not an integer, out
+ * of range, or contradicts another launcher's. */
+bool rt_rank_env_detect(rt_rank_env *e, char *err, size_t errlen);
+
+/* ---- rank layout (Megatron's order "tp-cp-ep-dp-pp": tp fastest, pp slowest) ---------------
+ *   world_rank = tp_i + tp * (cp_i + cp * (dp_i + dp * pp_i))
+ * so a tensor-parallel group is tp adjacent ranks (one node's NVLink), and pipeline stages are
+ * the slowest-moving index. Expert layers view the same ranks as tp x ep x edp x pp: the cp x dp
+ * ranks of one (tp_i, pp_i) are renumbered j = cp_i + cp * dp_i and split into ep adjacent
+ * ranks (ep_i = j % ep, edp_i = j / ep), which is Megatron's MoE folding with expert tp = tp.
+ * Example, 16 ranks, tp 2, pp 4, dp 2: tp groups {0,1} {2,3} ...; dp groups {0,2} {1,3} {4,6}
+ * ...; pp groups {0,4,8,12} {1,5,9,13} .... */
+typedef enum { RT_AXIS_TP, RT_AXIS_CP, RT_AXIS_DP, RT_AXIS_PP, RT_AXIS_EP, RT_AXIS_EDP,
+               RT_AXIS_DP_CP, /* dense-gradient reduction group: dp x cp */
+               RT_NUM_AXES } rt_mesh_axis;
+
+typedef struct { int tp, cp, dp, pp, ep; } rt_mesh;
+typedef struct { int tp, cp, dp, pp, ep, edp; } rt_mesh_coord;
+
+/* False with err naming the flag when a degree is < 1, world != tp*cp*dp*pp, or ep does not
+ * divide cp*dp. */
+bool rt_mesh_check(const rt_mesh *m, int world_size, char *err, size_t errlen);
+rt_mesh_coord rt_mesh_coords(const rt_mesh *m, int world_rank);
+const char *rt_mesh_axis_name(rt_mesh_axis a);
+/* World ranks of world_rank's group along `axis`, ascending, into ranks[]; returns how many. */
+int rt_mesh_group(const rt_mesh *m, rt_mesh_axis axis, int world_rank, int *ranks, int max_ranks);
+
+/* ---- communicators --------------------------------------------------------------------------
+ * A communicator is the world or a sub-group. Every collective is called by all its members in
+ * the same order. Buffers are host memory for MPI and device memory for NCCL; `stream` is the
+ * cudaStream_t the NCCL call is enqueued on (MPI ignores it and returns when done; NCCL returns
+ * once enqueued). A collective that does not complete within MCC_COLLECTIVE_TIMEOUT_S seconds
+ * (default 300) ends the whole job with an error naming the collective, its group and, under
+ * MPI, the ranks that did not arrive. Misuse (unsupported dtype) ends the process naming it. */
+typedef enum { RT_SUM, RT_MAX } rt_reduce_op;
+typedef struct rt_comm rt_comm;
+
+/* MPI world (MPI_Init on first use). Needs an Open MPI launch (or one rank); NULL with err when
+ * this build has no MPI or MPI's world disagrees with e. */
+rt_comm *rt_comm_world_mpi(const rt_rank_env *e, char *err, size_t errlen);
+/* NCCL world on GPU `device` (libmccrt_cuda only). The unique id comes from `bootstrap` (rank 0
+ * creates it and broadcasts it over that host communicator, e.g. the MPI world under mpirun)
+ * when given, else from NCCL_COMM_ID, which is set to MASTER_ADDR:MASTER_PORT when unset
+ * (MASTER_PORT+1 under torchrun, whose own store holds MASTER_PORT). */
+rt_comm *rt_comm_world_nccl(const rt_rank_env *e, int device, rt_comm *bootstrap, char *err, size_t errlen);
+
+/* Members of c with the same color form a group, ordered by key; `name` labels it in errors.
+ * Collective over c. */
+rt_comm *rt_comm_split(rt_comm *c, int color, int key, const char *name);
+/* This rank's group along `axis` of mesh m (c is the world). Collective over c. */
+rt_comm *rt_comm_mesh_group(rt_comm *world, const rt_mesh *m, rt_mesh_axis axis);
+/* Frees a group; freeing the world also shuts the backend down (free sub-groups first). */
+void rt_comm_free(rt_comm *c);
+
+int rt_comm_rank(const rt_comm *c);
+int rt_comm_size(const rt_comm *c);
+int rt_comm_world_rank(const rt_comm *c, int group_rank); /* world rank of a member */
+const char *rt_comm_name(const rt_comm *c);
+
+/* buf[count] is replaced by the element-wise reduction over all members. */
+void rt_all_reduce(rt_comm *c, void *buf, size_t count, ir_dtype dt, rt_reduce_op op, void *stream);
+/* recv[size * count] = concatenation of every member's send[count], in rank order. */
+void rt_all_gather(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream);
+/* recv[count] = block `rank` of the reduction of every member's send[size * count]. */
+void rt_reduce_scatter(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, rt_reduce_op op,
+                       void *stream);
+/* buf[count] of member `root` is copied to every member. */
+void rt_broadcast(rt_comm *c, void *buf, size_t count, ir_dtype dt, int root, void *stream);
+/* Returns when every member has entered (NCCL: and all enqueued work of this rank is done). */
+void rt_barrier(rt_comm *c);
+
+#endif

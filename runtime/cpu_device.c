@@ -1,0 +1,53 @@
+/* cpu_device.c — the CPU device: host memory, and one kernel call per instruction
+ * (runtime/cpu_kernels.c, matmuls through the BLAS). */
+#include "device.h"
+#include "program.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void cpu_open(rt_program *p, const void *image) {}
+static void cpu_close(rt_program *p) {}
+
+static void *cpu_alloc(rt_program *p, size_t bytes)
+{
+    void *ptr = calloc(1, bytes ? bytes : 1);
+    if (!ptr) {
+        fprintf(stderr, "train_rank: out of host memory allocating %zu bytes\n", bytes);
+        exit(1);
+    }
+    return ptr;
+}
+
+static void cpu_free(rt_program *p, void *ptr) { free(ptr); }
+static void cpu_copy(rt_program *p, void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+
+/* Uniform in (0, 1] from the top 53 bits. */
+static double unit(uint64_t bits) { return ((bits >> 11) + 1) * (1.0 / 9007199254740992.0); }
+
+static float normal_at(uint64_t key, int64_t i)
+{
+    uint64_t a = rt_splitmix64(key ^ rt_splitmix64((uint64_t)i * 2));
+    uint64_t b = rt_splitmix64(key ^ rt_splitmix64((uint64_t)i * 2 + 1));
+    return (float)(sqrt(-2.0 * log(unit(a))) * cos(2.0 * M_PI * unit(b)));
+}
+
+static void cpu_init(rt_program *p, float *w, int64_t n, uint64_t key, float std, bool normal, float value)
+{
+    for (int64_t i = 0; i < n; i++)
+        w[i] = normal ? std * normal_at(key, i) : value;
+}
+
+static void cpu_run(rt_program *p, int func)
+{
+    rt_func_exec *x = &p->funcs[func];
+    for (int i = 0; i < x->f->ninstrs; i++)
+        rt_cpu_kernels[x->f->instrs[i].op](&x->calls[i]);
+}
+
+static size_t cpu_memory_in_use(rt_program *p) { return 0; }
+
+const rt_device rt_cpu_device = {"cpu", cpu_open, cpu_alloc, cpu_free, cpu_copy, cpu_copy, cpu_init, cpu_run,
+                                 cpu_memory_in_use, cpu_close};

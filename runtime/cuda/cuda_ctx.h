@@ -1,0 +1,46 @@
+/* cuda_ctx.h — what the CUDA launchers (one per op, cuda_<ID>) get from the CUDA device: the
+ * loaded plan cubin, a stream, a scratch buffer, and checked launches. */
+#ifndef MCC_CUDA_CTX_H
+#define MCC_CUDA_CTX_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "runtime/cpu_kernels.h" /* rt_kernel_call: operand/result device pointers and types */
+
+typedef struct rt_cuda_ctx rt_cuda_ctx;
+
+/* Checks a driver/runtime/cuBLASLt/NVRTC result; on failure prints file:line, the call, the
+ * error name and a hint, and exits. */
+#define RT_CU_CHECK(call) rt_cu_check((int)(call), #call, __FILE__, __LINE__, rt_cu_error_name)
+#define RT_CUDART_CHECK(call) rt_cu_check((int)(call), #call, __FILE__, __LINE__, rt_cudart_error_name)
+void rt_cu_check(int status, const char *call, const char *file, int line, const char *(*name)(int));
+const char *rt_cu_error_name(int status);
+const char *rt_cudart_error_name(int status);
+
+/* Creates a context on the current device (cudaSetDevice first) and loads the cubin (or PTX). */
+rt_cuda_ctx *rt_cuda_ctx_create(const void *image, char *err, size_t errlen);
+void rt_cuda_ctx_free(rt_cuda_ctx *cx);
+CUstream rt_cuda_stream(const rt_cuda_ctx *cx);
+CUfunction rt_cuda_function(rt_cuda_ctx *cx, const char *kernel); /* cached; exits naming it if absent */
+
+/* Launches `kernel` (an extern "C" __global__ of kernels_templates/) on the context's stream.
+ * params: pointers to each kernel argument, as cuLaunchKernel takes them. Dynamic shared
+ * memory above 48 KiB is opted into automatically. */
+void rt_cuda_launch(rt_cuda_ctx *cx, const char *kernel, unsigned gx, unsigned gy, unsigned gz, unsigned block,
+                    size_t smem, void **params);
+
+/* Device scratch of at least `bytes`, valid until the next rt_cuda_scratch call. It grows only
+ * outside CUDA graph capture: the first step runs eagerly and sizes it, later steps replay. */
+void *rt_cuda_scratch(rt_cuda_ctx *cx, size_t bytes);
+void rt_cuda_reserve_scratch(rt_cuda_ctx *cx, size_t bytes);
+
+/* One launcher per op: reads c->in (attributes), c->args/c->res (device pointers) and their types. */
+typedef void (*rt_cuda_launcher)(rt_cuda_ctx *cx, const rt_kernel_call *c);
+#define X(id, text, nargs, nres, attrs, infer, grad) void cuda_##id(rt_cuda_ctx *cx, const rt_kernel_call *c);
+#include "ir/ops.def"
+#undef X
+extern const rt_cuda_launcher rt_cuda_launchers[IR_NUM_OPS];
+
+#endif

@@ -1,0 +1,139 @@
+/* device.c — the CUDA context the launchers run in: the plan's cubin loaded as a module, one
+ * stream, kernel lookup by name, checked launches and a fixed scratch buffer. */
+#include "cuda_ctx.h"
+
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    char *name;
+    CUfunction fn;
+    size_t smem_opt_in; /* dynamic shared memory opted into so far */
+} kernel_entry;
+
+struct rt_cuda_ctx {
+    CUmodule module;
+    cudaStream_t stream;
+    kernel_entry *kernels;
+    int nkernels, cap;
+    void *scratch;
+    size_t scratch_bytes;
+};
+
+const char *rt_cu_error_name(int status)
+{
+    const char *name = NULL;
+    cuGetErrorName((CUresult)status, &name);
+    return name ? name : "unknown CUDA driver error";
+}
+
+const char *rt_cudart_error_name(int status) { return cudaGetErrorName((cudaError_t)status); }
+
+void rt_cu_check(int status, const char *call, const char *file, int line, const char *(*name)(int))
+{
+    if (status == 0)
+        return;
+    fprintf(stderr, "train_rank: CUDA error at %s:%d: %s returned %s (%d)\n", file, line, call, name(status), status);
+    fprintf(stderr, "HINT: out-of-memory means the plan does not fit this GPU (mcc compile --gpu-memory ...); "
+                    "'no kernel image' means the GPU is not sm_90; launch failures usually mean a kernel bug "
+                    "(rerun with CUDA_LAUNCH_BLOCKING=1 and compute-sanitizer)\n");
+    exit(1);
+}
+
+rt_cuda_ctx *rt_cuda_ctx_create(const void *image, char *err, size_t errlen)
+{
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev == 0) {
+        snprintf(err, errlen, "no CUDA device is usable (%s); this train_rank was compiled for --target cuda",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return NULL;
+    }
+    RT_CUDART_CHECK(cudaFree(0)); /* creates the primary context, which the driver API then uses */
+    rt_cuda_ctx *cx = calloc(1, sizeof *cx);
+    CUresult r = cuModuleLoadData(&cx->module, image);
+    if (r != CUDA_SUCCESS) {
+        snprintf(err, errlen, "cannot load the compiled kernels (%s): the GPU must be sm_90 (H100/H200)",
+                 rt_cu_error_name(r));
+        free(cx);
+        return NULL;
+    }
+    RT_CUDART_CHECK(cudaStreamCreateWithFlags(&cx->stream, cudaStreamNonBlocking));
+    return cx;
+}
+
+void rt_cuda_ctx_free(rt_cuda_ctx *cx)
+{
+    if (!cx)
+        return;
+    for (int i = 0; i < cx->nkernels; i++)
+        free(cx->kernels[i].name);
+    free(cx->kernels);
+    if (cx->scratch)
+        cudaFree(cx->scratch);
+    cudaStreamDestroy(cx->stream);
+    cuModuleUnload(cx->module);
+    free(cx);
+}
+
+CUstream rt_cuda_stream(const rt_cuda_ctx *cx) { return (CUstream)cx->stream; }
+
+static kernel_entry *kernel_lookup(rt_cuda_ctx *cx, const char *name)
+{
+    for (int i = 0; i < cx->nkernels; i++)
+        if (!strcmp(cx->kernels[i].name, name))
+            return &cx->kernels[i];
+    CUfunction fn;
+    if (cuModuleGetFunction(&fn, cx->module, name) != CUDA_SUCCESS) {
+        fprintf(stderr, "train_rank: internal error: kernel %s is not in the compiled cubin "
+                        "(kernels_templates/ and the launchers in runtime/cuda/ disagree)\n", name);
+        exit(1);
+    }
+    if (cx->nkernels == cx->cap) {
+        cx->cap = cx->cap ? 2 * cx->cap : 32;
+        cx->kernels = realloc(cx->kernels, sizeof(kernel_entry) * (size_t)cx->cap);
+    }
+    cx->kernels[cx->nkernels] = (kernel_entry){strdup(name), fn, 0};
+    return &cx->kernels[cx->nkernels++];
+}
+
+CUfunction rt_cuda_function(rt_cuda_ctx *cx, const char *kernel) { return kernel_lookup(cx, kernel)->fn; }
+
+void rt_cuda_launch(rt_cuda_ctx *cx, const char *kernel, unsigned gx, unsigned gy, unsigned gz, unsigned block,
+                    size_t smem, void **params)
+{
+    kernel_entry *k = kernel_lookup(cx, kernel);
+    if (smem > 48 * 1024 && smem > k->smem_opt_in) {
+        RT_CU_CHECK(cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem));
+        k->smem_opt_in = smem;
+    }
+    if (gx == 0 || gy == 0 || gz == 0)
+        return; /* empty tensors */
+    RT_CU_CHECK(cuLaunchKernel(k->fn, gx, gy, gz, block, 1, 1, (unsigned)smem, (CUstream)cx->stream, params, NULL));
+}
+
+void rt_cuda_reserve_scratch(rt_cuda_ctx *cx, size_t bytes)
+{
+    if (bytes <= cx->scratch_bytes)
+        return;
+    enum cudaStreamCaptureStatus capturing;
+    RT_CUDART_CHECK(cudaStreamIsCapturing(cx->stream, &capturing));
+    if (capturing != cudaStreamCaptureStatusNone) {
+        fprintf(stderr, "train_rank: internal error: scratch must grow to %zu bytes while a CUDA graph records; "
+                        "run one step eagerly before capturing\n", bytes);
+        exit(1);
+    }
+    RT_CUDART_CHECK(cudaStreamSynchronize(cx->stream)); /* earlier kernels may still read the old buffer */
+    if (cx->scratch)
+        RT_CUDART_CHECK(cudaFree(cx->scratch));
+    RT_CUDART_CHECK(cudaMalloc(&cx->scratch, bytes));
+    cx->scratch_bytes = bytes;
+}
+
+void *rt_cuda_scratch(rt_cuda_ctx *cx, size_t bytes)
+{
+    rt_cuda_reserve_scratch(cx, bytes);
+    return cx->scratch;
+}

@@ -1,0 +1,31 @@
+/* device.h — where a plan runs: memory, data movement, parameter initialisation and function
+ * execution behind one small table, implemented for the CPU (cpu_device.c) and CUDA
+ * (cuda/cuda_device.c). The plan object names its device (mcc_plan_device). */
+#ifndef MCC_RT_DEVICE_H
+#define MCC_RT_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct rt_program;
+
+typedef struct rt_device {
+    const char *name;
+    /* Called once before anything else; image is the plan's kernel binary (NULL on the CPU). */
+    void (*open)(struct rt_program *p, const void *image);
+    void *(*alloc)(struct rt_program *p, size_t bytes); /* zeroed; exits on failure */
+    void (*free)(struct rt_program *p, void *ptr);
+    void (*upload)(struct rt_program *p, void *dst, const void *src, size_t bytes);
+    void (*download)(struct rt_program *p, void *dst, const void *src, size_t bytes);
+    /* w[i] = std * normal(key, i) (or `value` when std == 0 and normal is false): see program.c */
+    void (*init)(struct rt_program *p, float *w, int64_t n, uint64_t key, float std, bool normal, float value);
+    void (*run)(struct rt_program *p, int func);
+    size_t (*memory_in_use)(struct rt_program *p); /* bytes of device memory in use (0 if unknown) */
+    void (*close)(struct rt_program *p);           /* releases what open made */
+} rt_device;
+
+extern const rt_device rt_cpu_device;
+extern const rt_device rt_cuda_device;
+
+#endif
