@@ -4,7 +4,7 @@
 
 #include "mcc_build_config.h"
 #ifdef MCC_HAVE_CUDA
-#include "codegen/cuda/nvrtc.h"
+#include "codegen/cuda/cuda_codegen.h"
 #endif
 
 #include <stdio.h>

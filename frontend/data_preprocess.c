@@ -1,62 +1,93 @@
-/* data_preprocess.c — `mcc data preprocess`: streams jsonl or plain text through the byte-level
- * tokenizer into PREFIX.bin + PREFIX.idx, a Megatron indexed dataset (MMIDIDX, uint16 tokens). */
+/* data_preprocess.c — `mcc data preprocess`: streams jsonl or plain text through a tokenizer
+ * (GPT-2 BPE or byte-level) in --workers threads into PREFIX_KEY_document.bin/.idx, in input order. */
 #include "frontend/data_preprocess.h"
+#include "frontend/indexed_builder.h"
+#include "frontend/tokenizer_gpt2.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include <time.h>
-#include <unistd.h>
 
-#define DP_USAGE                                                                                \
-    "usage: mcc data preprocess --input FILE --output-prefix PREFIX [--append-eod] "            \
-    "[--json-keys KEY]\n"                                                                       \
-    "  FILE is jsonl (one {\"KEY\": \"...\"} object a line; KEY defaults to text) or plain text\n" \
-    "  (documents separated by blank lines), detected by its first non-space character being\n"  \
-    "  '{'. Writes PREFIX.bin and PREFIX.idx: byte-level tokens 0..255, end-of-document 256.\n"
+#define DP_USAGE                                                                                   \
+    "usage: mcc data preprocess --input FILE --output-prefix PREFIX [--json-keys KEY]\n"           \
+    "         [--tokenizer-type GPT2BPETokenizer --vocab-file VOCAB.json --merge-file MERGES.txt]\n" \
+    "         [--append-eod] [--workers N]\n"                                                      \
+    "  FILE is jsonl (one {\"KEY\": \"...\"} object a line; KEY defaults to text) or plain text\n"    \
+    "  (documents separated by blank lines), detected by its first non-space character being\n"     \
+    "  '{'. Writes PREFIX_KEY_document.bin/.idx like Megatron's tools/preprocess_data.py.\n"        \
+    "  --tokenizer-type ByteLevel (the default): ids 0..255 = bytes, end-of-document 256.\n"        \
+    "  --tokenizer-type GPT2BPETokenizer: GPT-2's BPE from Megatron's --vocab-file/--merge-file.\n" \
+    "  --workers N: tokenizing threads (default 1); the output is the same for every N.\n"
 
-/* .idx layout (little-endian, no padding):
- *   magic[9] "MMIDIDX\0\0" | u64 version=1 | u8 dtype code | u64 S | u64 D |
- *   i32 lengths[S] | i64 byte_pointers[S] | i64 doc_idx[D]                                   */
-static const char DP_MAGIC[9] = "MMIDIDX\0\0";
-enum { DP_DTYPE_UINT16 = 8, DP_TOKEN_BYTES = 2 }; /* Megatron's code for numpy.uint16: vocab < 65500 */
+/* Input per chunk handed to a worker: large enough to amortize the hand-off, small enough that
+ * 2 chunks per worker in flight bound the memory. */
+enum { DP_CHUNK_BYTES = 1 << 16, DP_MAX_WORKERS = 1024 };
 
 typedef struct {
-    const char *input, *prefix, *json_key;
+    const char *input, *prefix, *json_key, *tokenizer_type, *vocab_file, *merge_file, *workers_arg;
     bool append_eod;
+    int workers;
 } dp_options;
 
-/* The dataset being written. Tokens stream to .bin; the per-document lengths stay in memory
- * (4 bytes a document) because the .idx begins with the counts. */
 typedef struct {
-    FILE *bin;
-    char *bin_path, *idx_path;
-    int32_t *doc_len;   /* [ndocs] tokens per document; 0 for an empty one (no sequence) */
-    int64_t ndocs, cap;
-    int64_t cur_len;    /* tokens of the document being written */
-    int64_t ntokens;
-    int write_errno;    /* first fwrite failure, reported at the next document boundary */
-    bool created;       /* .bin was opened (truncated): on failure remove .bin and any stale .idx */
-    size_t nbuf;
-    uint8_t buf[1 << 16]; /* little-endian uint16 tokens awaiting fwrite */
-} dp_writer;
+    const char *name;  /* as --tokenizer-type spells it */
+    tok_gpt2 *gpt2;    /* NULL: ByteLevel */
+    int32_t vocab_size, eod;
+} dp_tokenizer;
 
 typedef enum { DP_MODE_UNKNOWN, DP_MODE_JSONL, DP_MODE_TEXT } dp_mode;
 
-/* State of one pass over the input. */
+/* One document's input: a jsonl line or a plain-text paragraph, and its token count once
+ * tokenized. */
+typedef struct {
+    size_t off, len;   /* in the chunk's text */
+    int64_t lineno;    /* its (first) input line, for messages */
+    size_t ntok;
+} dp_item;
+
+/* A run of documents: filled by the reader, tokenized by one worker, written in order. */
+typedef struct {
+    char *text;
+    size_t ntext, captext;
+    dp_item *items;
+    size_t nitems, capitems;
+    int64_t nbytes_in;   /* input bytes it covers, for the MB/s */
+    tok_ids ids;         /* the documents' tokens back to back (end-of-document included) */
+    bool done, failed;   /* done: written by the worker under the pipeline's lock */
+    char err[768];       /* failed: the first document's error */
+} dp_chunk;
+
+/* Chunks go round a ring: the reader fills slot submitted % nslots, workers take them in
+ * order, the writer waits for slot written % nslots, so the output keeps the input order. */
 typedef struct {
     const dp_options *opt;
-    dp_writer *w;
-    dp_mode mode;       /* decided by the first non-blank line */
-    bool in_doc;        /* plain text: inside a paragraph */
-    int64_t bytes_in;
+    const dp_tokenizer *tok;
+    dp_mode mode;        /* set by the reader before the first chunk is submitted */
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    dp_chunk *slots;
+    size_t nslots;
+    uint64_t submitted, taken;
+    bool stop;
+} dp_pipeline;
+
+/* The main thread's reading and writing state. */
+typedef struct {
+    FILE *in;
+    char *line;
+    size_t cap;
+    int64_t lineno, bytes_in, bytes_done;
+    bool in_doc, eof;    /* in_doc: plain text, inside a paragraph */
     double t_start, t_last;
 } dp_reader;
 
@@ -72,286 +103,373 @@ static bool dp_is_blank(const char *s, size_t n) {
     return true;
 }
 
+static void *dp_grow(void *p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return p;
+    while (*cap < need) *cap = *cap ? 2 * *cap : 1024;
+    p = realloc(p, *cap * elem);
+    if (!p) abort();
+    return p;
+}
+
 /* ---- arguments ---------------------------------------------------------------------------- */
 
-static bool dp_parse_args(int argc, char **argv, dp_options *o, char *err, size_t errlen) {
-    *o = (dp_options){.json_key = "text"};
+static const struct {
+    const char *flag;
+    size_t field; /* offset of its const char * in dp_options */
+    const char *example;
+} DP_FLAGS[] = {
+    {"--input", offsetof(dp_options, input), "corpus.jsonl"},
+    {"--output-prefix", offsetof(dp_options, prefix), "data/corpus"},
+    {"--json-keys", offsetof(dp_options, json_key), "text"},
+    {"--tokenizer-type", offsetof(dp_options, tokenizer_type), "GPT2BPETokenizer"},
+    {"--vocab-file", offsetof(dp_options, vocab_file), "gpt2-vocab.json"},
+    {"--merge-file", offsetof(dp_options, merge_file), "gpt2-merges.txt"},
+    {"--workers", offsetof(dp_options, workers_arg), "8"},
+};
+
+static bool dp_parse_flags(int argc, char **argv, dp_options *o, char *err, size_t errlen) {
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *eq = strchr(arg, '=');
         size_t nlen = (strncmp(arg, "--", 2) == 0 && eq) ? (size_t)(eq - arg) : strlen(arg);
-        const char **slot = NULL;
-        if (nlen == 7 && strncmp(arg, "--input", nlen) == 0) slot = &o->input;
-        else if (nlen == 15 && strncmp(arg, "--output-prefix", nlen) == 0) slot = &o->prefix;
-        else if (nlen == 11 && strncmp(arg, "--json-keys", nlen) == 0) slot = &o->json_key;
-        else if (strcmp(arg, "--append-eod") == 0) { o->append_eod = true; continue; }
-        else {
+        if (strcmp(arg, "--append-eod") == 0) {
+            o->append_eod = true;
+            continue;
+        }
+        size_t f = 0, nflags = sizeof DP_FLAGS / sizeof *DP_FLAGS;
+        while (f < nflags && !(strlen(DP_FLAGS[f].flag) == nlen && strncmp(arg, DP_FLAGS[f].flag, nlen) == 0)) f++;
+        if (f == nflags) {
             snprintf(err, errlen, "unknown argument '%s'; %s", arg,
                      strncmp(arg, "--", 2) == 0 ? "run `mcc data preprocess --help` for the flags"
-                     : "--json-keys takes one key per run");
+                                                : "--json-keys takes one key per run");
             return false;
         }
         const char *val = eq && nlen < strlen(arg) ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         if (!val || !*val || strncmp(val, "--", 2) == 0) {
-            snprintf(err, errlen, "%.*s needs a value, e.g. %.*s %s", (int)nlen, arg, (int)nlen, arg,
-                     slot == &o->input ? "corpus.jsonl" : slot == &o->prefix ? "data/corpus" : "text");
+            snprintf(err, errlen, "%s needs a value, e.g. %s %s", DP_FLAGS[f].flag, DP_FLAGS[f].flag,
+                     DP_FLAGS[f].example);
             return false;
         }
-        *slot = val;
+        *(const char **)((char *)o + DP_FLAGS[f].field) = val;
     }
+    return true;
+}
+
+static bool dp_check_options(dp_options *o, char *err, size_t errlen) {
+    bool gpt2 = strcmp(o->tokenizer_type, "GPT2BPETokenizer") == 0;
+    char *end = NULL;
+    long workers = o->workers_arg ? strtol(o->workers_arg, &end, 10) : 1;
     if (!o->input) snprintf(err, errlen, "missing --input FILE (a jsonl or plain-text corpus)");
-    else if (!o->prefix) snprintf(err, errlen, "missing --output-prefix PREFIX (writes PREFIX.bin and PREFIX.idx)");
-    return o->input && o->prefix;
+    else if (!o->prefix) snprintf(err, errlen, "missing --output-prefix PREFIX (writes PREFIX_%s_document.bin/.idx)",
+                                  o->json_key);
+    else if (!gpt2 && strcmp(o->tokenizer_type, "ByteLevel") != 0)
+        snprintf(err, errlen, "unknown --tokenizer-type %s; mcc supports GPT2BPETokenizer and ByteLevel",
+                 o->tokenizer_type);
+    else if (gpt2 && (!o->vocab_file || !o->merge_file))
+        snprintf(err, errlen, "--tokenizer-type GPT2BPETokenizer needs --vocab-file (vocab.json / encoder.json) and "
+                 "--merge-file (merges.txt / vocab.bpe)");
+    else if (!gpt2 && (o->vocab_file || o->merge_file))
+        snprintf(err, errlen, "%s is only read by --tokenizer-type GPT2BPETokenizer (this run uses ByteLevel)",
+                 o->vocab_file ? "--vocab-file" : "--merge-file");
+    else if (end && (*end || workers < 1 || workers > DP_MAX_WORKERS))
+        snprintf(err, errlen, "--workers %s: needs a whole number of threads from 1 to %d, e.g. --workers 8",
+                 o->workers_arg, DP_MAX_WORKERS);
+    else {
+        o->workers = (int)workers;
+        return true;
+    }
+    return false;
+}
+
+static bool dp_parse_args(int argc, char **argv, dp_options *o, char *err, size_t errlen) {
+    *o = (dp_options){.json_key = "text", .tokenizer_type = "ByteLevel"};
+    return dp_parse_flags(argc, argv, o, err, errlen) && dp_check_options(o, err, errlen);
+}
+
+static bool dp_tokenizer_open(const dp_options *o, dp_tokenizer *t, char *err, size_t errlen) {
+    *t = (dp_tokenizer){.name = o->tokenizer_type, .vocab_size = MCC_DATA_VOCAB_SIZE, .eod = MCC_DATA_EOD_TOKEN};
+    if (strcmp(o->tokenizer_type, "GPT2BPETokenizer") != 0) return true;
+    t->gpt2 = tok_gpt2_load(o->vocab_file, o->merge_file, err, errlen);
+    if (!t->gpt2) return false;
+    t->vocab_size = tok_gpt2_vocab_size(t->gpt2);
+    t->eod = tok_gpt2_eod(t->gpt2);
+    if (o->append_eod && t->eod < 0) {
+        snprintf(err, errlen, "--append-eod: --vocab-file %s has no \"<|endoftext|>\" token to end documents with",
+                 o->vocab_file);
+        tok_gpt2_free(t->gpt2);
+        return false;
+    }
+    return true;
+}
+
+/* ---- workers: documents -> tokens --------------------------------------------------------- */
+
+/* One jsonl line -> the UTF-8 bytes of the string at --json-keys. */
+static bool dp_json_text(const dp_pipeline *p, const char *line, const dp_item *it, json_t **obj,
+                         const char **text, size_t *len, char *err, size_t errlen) {
+    const char *key = p->opt->json_key, *input = p->opt->input;
+    json_error_t je;
+    *obj = json_loadb(line, it->len, JSON_ALLOW_NUL, &je);
+    json_t *val = json_is_object(*obj) ? json_object_get(*obj, key) : NULL;
+    if (!*obj)
+        snprintf(err, errlen, "--input %s line %" PRId64 ": bad JSON (%s, column %d); each line must be one "
+                 "object like {\"%s\": \"...\"} (the file was read as jsonl because it starts with '{')",
+                 input, it->lineno, je.text, je.column, key);
+    else if (!json_is_object(*obj))
+        snprintf(err, errlen, "--input %s line %" PRId64 ": expected a JSON object like {\"%s\": \"...\"}", input,
+                 it->lineno, key);
+    else if (!val)
+        snprintf(err, errlen, "--input %s line %" PRId64 ": missing key \"%s\"; set --json-keys to the key that "
+                 "holds the document text", input, it->lineno, key);
+    else if (!json_is_string(val))
+        snprintf(err, errlen, "--input %s line %" PRId64 ": \"%s\" is not a string; each document's text must "
+                 "be one JSON string", input, it->lineno, key);
+    *text = json_string_value(val);
+    *len = json_string_length(val);
+    return *text != NULL;
+}
+
+/* Appends the tokens of one document (and its end-of-document token) to out. Like Megatron's
+ * Encoder.encode, an empty document gets no end-of-document token. */
+static bool dp_tokenize_item(const dp_pipeline *p, tok_gpt2_ctx *ctx, const dp_chunk *ch, const dp_item *it,
+                             tok_ids *out, char *err, size_t errlen) {
+    const char *text = ch->text + it->off;
+    size_t len = it->len, start = out->n;
+    json_t *obj = NULL;
+    bool ok = p->mode == DP_MODE_TEXT || dp_json_text(p, text, it, &obj, &text, &len, err, errlen);
+    if (ok && ctx) {
+        ok = tok_gpt2_encode(ctx, text, len, out);
+        if (!ok) /* jansson only yields valid UTF-8, so this is plain text */
+            snprintf(err, errlen, "--input %s line %" PRId64 ": the paragraph starting here is not valid UTF-8; "
+                     "GPT2BPETokenizer reads UTF-8 text (ByteLevel takes any bytes)", p->opt->input, it->lineno);
+    } else if (ok) {
+        for (size_t i = 0; i < len; i++) tok_ids_push(out, (uint8_t)text[i]);
+    }
+    if (ok && out->n > start && p->opt->append_eod) tok_ids_push(out, p->tok->eod);
+    json_decref(obj);
+    return ok;
+}
+
+static void dp_tokenize_chunk(const dp_pipeline *p, tok_gpt2_ctx *ctx, dp_chunk *ch) {
+    ch->ids.n = 0;
+    for (size_t i = 0; i < ch->nitems && !ch->failed; i++) {
+        size_t before = ch->ids.n;
+        ch->failed = !dp_tokenize_item(p, ctx, ch, &ch->items[i], &ch->ids, ch->err, sizeof ch->err);
+        ch->items[i].ntok = ch->ids.n - before;
+    }
+}
+
+static void *dp_worker(void *arg) {
+    dp_pipeline *p = arg;
+    tok_gpt2_ctx *ctx = p->tok->gpt2 ? tok_gpt2_ctx_new(p->tok->gpt2) : NULL;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->taken == p->submitted) pthread_cond_wait(&p->work, &p->mu);
+        if (p->stop) break;
+        dp_chunk *ch = &p->slots[p->taken++ % p->nslots];
+        pthread_mutex_unlock(&p->mu);
+        dp_tokenize_chunk(p, ctx, ch);
+        pthread_mutex_lock(&p->mu);
+        ch->done = true;
+        pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    tok_gpt2_ctx_free(ctx);
+    return NULL;
+}
+
+/* ---- reader: input lines -> documents of a chunk ------------------------------------------ */
+
+static dp_item *dp_new_item(dp_chunk *ch, int64_t lineno) {
+    ch->items = dp_grow(ch->items, &ch->capitems, ch->nitems + 1, sizeof *ch->items);
+    dp_item *it = &ch->items[ch->nitems++];
+    *it = (dp_item){.off = ch->ntext, .lineno = lineno};
+    return it;
+}
+
+static void dp_append_text(dp_chunk *ch, dp_item *it, const char *s, size_t n) {
+    ch->text = dp_grow(ch->text, &ch->captext, ch->ntext + n, 1);
+    memcpy(ch->text + ch->ntext, s, n);
+    ch->ntext += n;
+    it->len += n;
+}
+
+/* jsonl: each non-blank line is a document. Plain text: paragraphs (runs of non-blank lines,
+ * joined by '\n') are documents. */
+static void dp_add_line(dp_pipeline *p, dp_reader *r, dp_chunk *ch, const char *line, size_t len) {
+    bool blank = dp_is_blank(line, len);
+    if (p->mode == DP_MODE_UNKNOWN && !blank) {
+        size_t i = 0;
+        while (isspace((unsigned char)line[i])) i++;
+        p->mode = line[i] == '{' ? DP_MODE_JSONL : DP_MODE_TEXT;
+    }
+    if (blank) {
+        r->in_doc = false;
+        return;
+    }
+    if (p->mode == DP_MODE_JSONL) {
+        dp_append_text(ch, dp_new_item(ch, r->lineno), line, len);
+        return;
+    }
+    dp_item *it = r->in_doc ? &ch->items[ch->nitems - 1] : dp_new_item(ch, r->lineno);
+    if (r->in_doc) dp_append_text(ch, it, "\n", 1);
+    dp_append_text(ch, it, line, len);
+    r->in_doc = true;
+}
+
+/* Reads whole documents into ch until it holds DP_CHUNK_BYTES or the input ends. Memory is
+ * bounded by the chunk size plus the longest document. */
+static bool dp_fill_chunk(dp_pipeline *p, dp_reader *r, dp_chunk *ch, char *err, size_t errlen) {
+    ch->ntext = ch->nitems = 0;
+    ch->nbytes_in = 0;
+    ch->done = ch->failed = false;
+    while (r->in_doc || ch->ntext < DP_CHUNK_BYTES) {
+        ssize_t n = getline(&r->line, &r->cap, r->in);
+        if (n < 0) {
+            r->eof = true;
+            r->in_doc = false;
+            break;
+        }
+        r->lineno++;
+        ch->nbytes_in += n;
+        size_t len = (size_t)n;
+        if (len && r->line[len - 1] == '\n') len--;
+        dp_add_line(p, r, ch, r->line, len);
+    }
+    if (ferror(r->in)) {
+        snprintf(err, errlen, "--input %s: read error after line %" PRId64 ": %s", p->opt->input, r->lineno,
+                 strerror(errno));
+        return false;
+    }
+    return true;
 }
 
 /* ---- writer ------------------------------------------------------------------------------- */
 
-static char *dp_concat(const char *a, const char *b) {
-    size_t na = strlen(a), nb = strlen(b);
-    char *s = malloc(na + nb + 1);
-    if (!s) abort();
-    memcpy(s, a, na);
-    memcpy(s + na, b, nb + 1);
-    return s;
+static void dp_progress(const dp_reader *r, const ib_builder *b, const dp_options *o, const dp_tokenizer *t,
+                        bool final) {
+    double now = dp_now(), mb = r->bytes_done / 1e6, secs = now - r->t_start;
+    if (final)
+        fprintf(stderr, "mcc data preprocess: wrote %s, %s: %" PRId64 " documents, %" PRId64 " tokens (%s, vocab %d, "
+                "%s), %.1f MB read in %.1f s (%.1f MB/s, %d workers)\n", ib_bin_path(b), ib_idx_path(b),
+                ib_num_documents(b), ib_num_tokens(b), t->name, t->vocab_size, ib_dtype_name(b), mb, secs,
+                secs > 0 ? mb / secs : 0.0, o->workers);
+    else
+        fprintf(stderr, "mcc data preprocess: %" PRId64 " documents, %.1f MB, %.1f MB/s\n", ib_num_documents(b), mb,
+                secs > 0 ? mb / secs : 0.0);
 }
 
-static bool dp_writer_open(dp_writer *w, const char *prefix, char *err, size_t errlen) {
-    memset(w, 0, sizeof *w);
-    w->bin_path = dp_concat(prefix, ".bin");
-    w->idx_path = dp_concat(prefix, ".idx");
-    w->bin = fopen(w->bin_path, "wb");
-    if (!w->bin) {
-        snprintf(err, errlen, "--output-prefix %s: cannot create %s: %s; check that the directory exists and is writable",
-                 prefix, w->bin_path, strerror(errno));
+/* Waits for the chunk's worker, then appends its documents to the dataset. */
+static bool dp_write_chunk(dp_pipeline *p, dp_chunk *ch, dp_reader *r, ib_builder *b, char *err, size_t errlen) {
+    pthread_mutex_lock(&p->mu);
+    while (!ch->done) pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    if (ch->failed) {
+        snprintf(err, errlen, "%s", ch->err);
         return false;
     }
-    w->created = true;
+    const int32_t *ids = ch->ids.v;
+    for (size_t i = 0; i < ch->nitems; ids += ch->items[i++].ntok)
+        if (!ib_add_document(b, ids, ch->items[i].ntok, err, errlen)) return false;
+    r->bytes_done += ch->nbytes_in;
+    double now = dp_now();
+    if (now - r->t_last >= 1.0) {
+        r->t_last = now;
+        dp_progress(r, b, p->opt, p->tok, false);
+    }
     return true;
 }
 
-static void dp_writer_flush(dp_writer *w) {
-    if (w->nbuf && fwrite(w->buf, 1, w->nbuf, w->bin) != w->nbuf && !w->write_errno)
-        w->write_errno = errno ? errno : EIO;
-    w->nbuf = 0;
-}
-
-static void dp_put_token(dp_writer *w, unsigned tok) {
-    if (w->nbuf + DP_TOKEN_BYTES > sizeof w->buf) dp_writer_flush(w);
-    w->buf[w->nbuf++] = (uint8_t)(tok & 0xff);
-    w->buf[w->nbuf++] = (uint8_t)(tok >> 8);
-    w->cur_len++;
-}
-
-/* The byte-level tokenizer: one token per byte. */
-static void dp_put_bytes(dp_writer *w, const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++) dp_put_token(w, (unsigned char)s[i]);
-}
-
-/* Closes the current document. Like Megatron's preprocess_data.py, an empty document adds no
- * sequence and gets no end-of-document token, but still gets a document-index entry. */
-static bool dp_end_document(dp_writer *w, bool append_eod, char *err, size_t errlen) {
-    if (w->cur_len > 0 && append_eod) dp_put_token(w, MCC_DATA_EOD_TOKEN);
-    if (w->cur_len > INT32_MAX) {
-        snprintf(err, errlen, "document %" PRId64 " has %" PRId64 " tokens, more than the int32 sequence "
-                 "length of the .idx format allows; split it into several documents", w->ndocs + 1, w->cur_len);
-        return false;
+/* The main thread reads chunks ahead while workers tokenize, and writes each when done. */
+static bool dp_stream(dp_pipeline *p, dp_reader *r, ib_builder *b, char *err, size_t errlen) {
+    uint64_t written = 0;
+    bool ok = true;
+    while (ok) {
+        if (r->eof || p->submitted - written == p->nslots) {
+            if (written == p->submitted) break;
+            ok = dp_write_chunk(p, &p->slots[written++ % p->nslots], r, b, err, errlen);
+            continue;
+        }
+        dp_chunk *ch = &p->slots[p->submitted % p->nslots];
+        ok = dp_fill_chunk(p, r, ch, err, errlen);
+        if (ok && ch->nitems) {
+            pthread_mutex_lock(&p->mu);
+            p->submitted++;
+            pthread_cond_signal(&p->work);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
-    if (w->write_errno) {
-        snprintf(err, errlen, "writing %s: %s; free disk space or choose another --output-prefix",
-                 w->bin_path, strerror(w->write_errno));
-        return false;
-    }
-    if (w->ndocs == w->cap) {
-        w->cap = w->cap ? 2 * w->cap : 1024;
-        w->doc_len = realloc(w->doc_len, (size_t)w->cap * sizeof *w->doc_len);
-        if (!w->doc_len) abort();
-    }
-    w->doc_len[w->ndocs++] = (int32_t)w->cur_len;
-    w->ntokens += w->cur_len;
-    w->cur_len = 0;
-    return true;
-}
-
-static void dp_put_le(FILE *f, uint64_t v, int nbytes) {
-    uint8_t b[8];
-    for (int i = 0; i < nbytes; i++) b[i] = (uint8_t)(v >> (8 * i));
-    fwrite(b, 1, (size_t)nbytes, f);
-}
-
-/* Writes PREFIX.idx: one sequence per non-empty document; doc_idx[d] = sequences before doc d. */
-static bool dp_write_index(const dp_writer *w, char *err, size_t errlen) {
-    FILE *f = fopen(w->idx_path, "wb");
-    if (!f) {
-        snprintf(err, errlen, "cannot create %s: %s; check that the --output-prefix directory is writable",
-                 w->idx_path, strerror(errno));
-        return false;
-    }
-    int64_t nseq = 0;
-    for (int64_t d = 0; d < w->ndocs; d++) nseq += w->doc_len[d] > 0;
-    fwrite(DP_MAGIC, 1, sizeof DP_MAGIC, f);
-    dp_put_le(f, 1, 8);
-    dp_put_le(f, DP_DTYPE_UINT16, 1);
-    dp_put_le(f, (uint64_t)nseq, 8);
-    dp_put_le(f, (uint64_t)w->ndocs + 1, 8);
-    for (int64_t d = 0; d < w->ndocs; d++)
-        if (w->doc_len[d] > 0) dp_put_le(f, (uint64_t)w->doc_len[d], 4);
-    int64_t ptr = 0;
-    for (int64_t d = 0; d < w->ndocs; d++) {
-        if (w->doc_len[d] == 0) continue;
-        dp_put_le(f, (uint64_t)ptr, 8);
-        ptr += (int64_t)w->doc_len[d] * DP_TOKEN_BYTES;
-    }
-    int64_t seq = 0;
-    dp_put_le(f, 0, 8);
-    for (int64_t d = 0; d < w->ndocs; d++) {
-        seq += w->doc_len[d] > 0;
-        dp_put_le(f, (uint64_t)seq, 8);
-    }
-    bool ok = !ferror(f);
-    if (fclose(f) != 0) ok = false;
-    if (!ok) snprintf(err, errlen, "writing %s failed; free disk space or choose another --output-prefix", w->idx_path);
     return ok;
 }
 
-static bool dp_writer_finish(dp_writer *w, char *err, size_t errlen) {
-    dp_writer_flush(w);
-    int rc = fclose(w->bin);
-    w->bin = NULL;
-    if (rc != 0 || w->write_errno) {
-        snprintf(err, errlen, "writing %s: %s; free disk space or choose another --output-prefix",
-                 w->bin_path, strerror(w->write_errno ? w->write_errno : errno));
-        return false;
+/* Starts the workers, streams the input through them, stops them. */
+static bool dp_run_workers(const dp_options *o, const dp_tokenizer *t, dp_reader *r, ib_builder *b, char *err,
+                           size_t errlen) {
+    dp_pipeline p = {.opt = o, .tok = t, .nslots = 2 * (size_t)o->workers};
+    p.slots = calloc(p.nslots, sizeof *p.slots);
+    pthread_t *threads = calloc((size_t)o->workers, sizeof *threads);
+    if (!p.slots || !threads) abort();
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.work, NULL);
+    pthread_cond_init(&p.done, NULL);
+    json_object_seed(0); /* jansson seeds its hash once; do it before threads parse JSON */
+    int started = 0;
+    while (started < o->workers && pthread_create(&threads[started], NULL, dp_worker, &p) == 0) started++;
+    bool ok = started == o->workers;
+    if (!ok) snprintf(err, errlen, "--workers %d: could only start %d threads; use fewer workers", o->workers, started);
+    ok = ok && dp_stream(&p, r, b, err, errlen);
+    pthread_mutex_lock(&p.mu);
+    p.stop = true;
+    pthread_cond_broadcast(&p.work);
+    pthread_mutex_unlock(&p.mu);
+    for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
+    for (size_t i = 0; i < p.nslots; i++) {
+        free(p.slots[i].text);
+        free(p.slots[i].items);
+        tok_ids_free(&p.slots[i].ids);
     }
-    return dp_write_index(w, err, errlen);
-}
-
-/* Frees the writer; after a failure also removes the partial output so no half dataset remains. */
-static void dp_writer_free(dp_writer *w, bool failed) {
-    if (w->bin) fclose(w->bin);
-    if (failed && w->created) {
-        unlink(w->bin_path);
-        unlink(w->idx_path);
-    }
-    free(w->bin_path);
-    free(w->idx_path);
-    free(w->doc_len);
-}
-
-/* ---- readers ------------------------------------------------------------------------------ */
-
-static void dp_progress(dp_reader *r, bool final) {
-    double now = dp_now();
-    if (!final && now - r->t_last < 1.0) return;
-    r->t_last = now;
-    double mb = r->bytes_in / 1e6, secs = now - r->t_start;
-    if (final)
-        fprintf(stderr, "mcc data preprocess: wrote %s, %s: %" PRId64 " documents, %" PRId64
-                " tokens (byte-level, vocab %d, uint16), %.1f MB read in %.1f s (%.1f MB/s)\n",
-                r->w->bin_path, r->w->idx_path, r->w->ndocs, r->w->ntokens, MCC_DATA_VOCAB_SIZE, mb, secs,
-                secs > 0 ? mb / secs : 0.0);
-    else
-        fprintf(stderr, "mcc data preprocess: %" PRId64 " documents, %.1f MB, %.1f MB/s\n", r->w->ndocs, mb,
-                secs > 0 ? mb / secs : 0.0);
-}
-
-/* One jsonl line: one document, the UTF-8 bytes of the string at --json-keys. */
-static bool dp_jsonl_line(dp_reader *r, const char *line, size_t len, int64_t lineno, char *err, size_t errlen) {
-    const char *key = r->opt->json_key, *input = r->opt->input;
-    json_error_t je;
-    json_t *obj = json_loadb(line, len, JSON_ALLOW_NUL, &je);
-    json_t *text = json_is_object(obj) ? json_object_get(obj, key) : NULL;
-    if (!obj)
-        snprintf(err, errlen, "--input %s line %" PRId64 ": bad JSON (%s, column %d); each line must be one "
-                 "object like {\"%s\": \"...\"} (the file was read as jsonl because it starts with '{')",
-                 input, lineno, je.text, je.column, key);
-    else if (!json_is_object(obj))
-        snprintf(err, errlen, "--input %s line %" PRId64 ": expected a JSON object like {\"%s\": \"...\"}",
-                 input, lineno, key);
-    else if (!text)
-        snprintf(err, errlen, "--input %s line %" PRId64 ": missing key \"%s\"; set --json-keys to the key that "
-                 "holds the document text", input, lineno, key);
-    else if (!json_is_string(text))
-        snprintf(err, errlen, "--input %s line %" PRId64 ": \"%s\" is not a string; each document's text must "
-                 "be one JSON string", input, lineno, key);
-    else
-        dp_put_bytes(r->w, json_string_value(text), json_string_length(text));
-    bool ok = json_is_string(text);
-    json_decref(obj);
-    return ok && dp_end_document(r->w, r->opt->append_eod, err, errlen);
-}
-
-/* One plain-text line: paragraphs (runs of non-blank lines, joined by '\n') are documents. */
-static bool dp_text_line(dp_reader *r, const char *line, size_t len, char *err, size_t errlen) {
-    if (dp_is_blank(line, len)) {
-        if (!r->in_doc) return true;
-        r->in_doc = false;
-        return dp_end_document(r->w, r->opt->append_eod, err, errlen);
-    }
-    if (r->in_doc) dp_put_token(r->w, '\n');
-    dp_put_bytes(r->w, line, len);
-    r->in_doc = true;
-    return true;
-}
-
-static bool dp_line(dp_reader *r, const char *line, size_t len, int64_t lineno, char *err, size_t errlen) {
-    if (r->mode == DP_MODE_UNKNOWN) {
-        if (dp_is_blank(line, len)) return true;
-        size_t i = 0;
-        while (isspace((unsigned char)line[i])) i++;
-        r->mode = line[i] == '{' ? DP_MODE_JSONL : DP_MODE_TEXT;
-    }
-    if (r->mode == DP_MODE_TEXT) return dp_text_line(r, line, len, err, errlen);
-    /* A blank line in jsonl (e.g. at the end of the file) is not a document. */
-    return dp_is_blank(line, len) || dp_jsonl_line(r, line, len, lineno, err, errlen);
-}
-
-/* Streams the input line by line: memory is bounded by the longest line. */
-static bool dp_read_input(FILE *in, dp_reader *r, char *err, size_t errlen) {
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    int64_t lineno = 0;
-    bool ok = true;
-    while (ok && (n = getline(&line, &cap, in)) >= 0) {
-        r->bytes_in += n;
-        size_t len = (size_t)n;
-        if (len && line[len - 1] == '\n') len--;
-        ok = dp_line(r, line, len, ++lineno, err, errlen);
-        dp_progress(r, false);
-    }
-    if (ok && ferror(in)) {
-        snprintf(err, errlen, "--input %s: read error after line %" PRId64 ": %s", r->opt->input, lineno,
-                 strerror(errno));
-        ok = false;
-    }
-    if (ok && r->in_doc) ok = dp_end_document(r->w, r->opt->append_eod, err, errlen);
-    free(line);
+    free(p.slots);
+    free(threads);
+    pthread_mutex_destroy(&p.mu);
+    pthread_cond_destroy(&p.work);
+    pthread_cond_destroy(&p.done);
     return ok;
 }
 
 /* ---- command ------------------------------------------------------------------------------ */
 
+/* Megatron's output name: {output_prefix}_{json_key}_document. */
+static char *dp_output_name(const dp_options *o) {
+    size_t n = strlen(o->prefix) + strlen(o->json_key) + sizeof "__document";
+    char *s = malloc(n);
+    if (!s) abort();
+    snprintf(s, n, "%s_%s_document", o->prefix, o->json_key);
+    return s;
+}
+
 static bool dp_run(const dp_options *o, char *err, size_t errlen) {
-    FILE *in = fopen(o->input, "rb");
-    if (!in) {
+    dp_reader r = {.in = fopen(o->input, "rb"), .t_start = dp_now()};
+    if (!r.in) {
         snprintf(err, errlen, "--input %s: cannot open: %s", o->input, strerror(errno));
         return false;
     }
-    dp_writer *w = malloc(sizeof *w);
-    if (!w) abort();
-    bool ok = dp_writer_open(w, o->prefix, err, errlen);
-    dp_reader r = {.opt = o, .w = w, .t_start = dp_now()};
     r.t_last = r.t_start;
-    ok = ok && dp_read_input(in, &r, err, errlen);
-    if (ok && w->ntokens == 0) {
-        snprintf(err, errlen, "--input %s: no text in its %" PRId64 " documents; empty output, nothing "
-                 "written", o->input, w->ndocs);
+    dp_tokenizer t;
+    char *name = dp_output_name(o);
+    bool ok = dp_tokenizer_open(o, &t, err, errlen);
+    ib_builder *b = ok ? ib_open(name, t.vocab_size, err, errlen) : NULL;
+    ok = b && dp_run_workers(o, &t, &r, b, err, errlen);
+    if (ok && ib_num_tokens(b) == 0) {
+        snprintf(err, errlen, "--input %s: no text in its %" PRId64 " documents; empty output, nothing written",
+                 o->input, ib_num_documents(b));
         ok = false;
     }
-    ok = ok && dp_writer_finish(w, err, errlen);
-    if (ok) dp_progress(&r, true);
-    fclose(in);
-    dp_writer_free(w, !ok);
-    free(w);
+    ok = ok && ib_finish(b, err, errlen);
+    if (ok) dp_progress(&r, b, o, &t, true);
+    ib_close(b, !ok);
+    tok_gpt2_free(t.gpt2);
+    free(name);
+    free(r.line);
+    fclose(r.in);
     return ok;
 }
 

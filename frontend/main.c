@@ -17,7 +17,7 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage:\n"
-                 "  mcc compile SPEC.json [--<field> VALUE ...] -o OUT [--target cpu|cuda]\n"
+                 "  mcc compile SPEC.json [--<field> VALUE ...] -o OUT [--target cpu|cuda] [--gpu-memory GIB] [--keep-logits]\n"
                  "  mcc ir SPEC.json [--<field> VALUE ...] [--after PASS] [--rank R]\n"
                  "  mcc ir --list-passes\n"
                  "  mcc data preprocess --input FILE --output-prefix PREFIX [--append-eod] [--json-keys text]\n"
@@ -48,6 +48,8 @@ static int fail(const char *msg)
 typedef struct {
     const char *out, *after, *target;
     int rank;
+    bool keep_logits;
+    double gpu_memory_gib;
 } cli_opts;
 
 static bool parse_opts(int argc, char **argv, const int *rest, int nrest, cli_opts *o, char *err, size_t errlen)
@@ -61,10 +63,20 @@ static bool parse_opts(int argc, char **argv, const int *rest, int nrest, cli_op
         if (slot && v) {
             *slot = v;
             k++;
+        } else if (!strcmp(flag, "--keep-logits")) {
+            o->keep_logits = true;
+        } else if (!strcmp(flag, "--gpu-memory") && v) {
+            char *end;
+            o->gpu_memory_gib = strtod(v, &end);
+            if (*end || !(o->gpu_memory_gib > 0)) {
+                snprintf(err, errlen, "--gpu-memory %s: give the GPU's memory in GiB, e.g. --gpu-memory 80", v);
+                return false;
+            }
+            k++;
         } else if (!strcmp(flag, "--rank") && v) {
             o->rank = atoi(v);
             k++;
-        } else if (slot || !strcmp(flag, "--rank")) {
+        } else if (slot || !strcmp(flag, "--rank") || !strcmp(flag, "--gpu-memory")) {
             snprintf(err, errlen, "%s needs a value", flag);
             return false;
         } else {
@@ -110,7 +122,7 @@ static ir_module *build(int argc, char **argv, cli_opts *o, bool all_passes)
         return NULL;
     }
     double t0 = now_s();
-    ir_module *m = mcc_build_model(&spec);
+    ir_module *m = mcc_build_model(&spec, o->keep_logits);
     /* The CPU backend computes in fp32 (it is the numerical oracle); CUDA trains in bf16 with
      * fp32 master weights. */
     ir_config_set(m, "target", o->target);
@@ -125,6 +137,24 @@ static ir_module *build(int argc, char **argv, cli_opts *o, bool all_passes)
     return m;
 }
 
+/* An H200 as CUDA reports it (143771 MiB), and what the CUDA context, cuBLASLt's workspace and
+ * kernel scratch take besides the plan. */
+#define H200_GIB 140.4
+#define RUNTIME_OVERHEAD_GIB 1.0
+
+static bool fits_gpu(const mcc_memory_breakdown *mem, double gpu_gib)
+{
+    double gib = (mem->params + mem->grads + mem->optimizer_state + mem->activations) / 1073741824.0;
+    if (gib + RUNTIME_OVERHEAD_GIB <= gpu_gib)
+        return true;
+    fprintf(stderr, "mcc: error: the plan needs %.2f GiB per GPU (+%.1f GiB runtime) but --gpu-memory is %.1f GiB.\n"
+                    "  To fit: lower --micro-batch-size (activations scale with it; raise global_batch_size's\n"
+                    "  accumulation instead), shorten --seq-length, or shrink the model (--num-layers, --hidden-size).\n"
+                    "  (Tensor/pipeline parallelism and recompute, which also cut memory, are not in this build yet.)\n",
+            gib, RUNTIME_OVERHEAD_GIB, gpu_gib);
+    return false;
+}
+
 static int cmd_compile(int argc, char **argv)
 {
     cli_opts o = {0};
@@ -137,6 +167,10 @@ static int cmd_compile(int argc, char **argv)
     }
     mcc_memory_breakdown mem = mcc_memory_of(m);
     mcc_memory_print(&mem, stderr);
+    if (!strcmp(o.target, "cuda") && !fits_gpu(&mem, o.gpu_memory_gib ? o.gpu_memory_gib : H200_GIB)) {
+        ir_module_free(m);
+        return 2;
+    }
     char err[8192];
     bool ok = cg_write_executable(m, o.out, err, sizeof err);
     ir_module_free(m);

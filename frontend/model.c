@@ -162,7 +162,7 @@ static void set_config(ir_module *m, const mcc_spec *s)
 #undef SETF
 }
 
-ir_module *mcc_build_model(const mcc_spec *s)
+ir_module *mcc_build_model(const mcc_spec *s, bool keep_logits)
 {
     ir_module *m = ir_module_new();
     set_config(m, s);
@@ -182,6 +182,7 @@ ir_module *mcc_build_model(const mcc_spec *s)
     int logits = logits_of(&b, norm(&b, "final_norm", x));
     int loss = ir_op2(m, b.f, IR_OP_CROSS_ENTROPY, logits, targets);
     ir_output(m, b.f, "loss", loss);
-    ir_output(m, b.f, "logits", logits);
+    if (keep_logits)
+        ir_output(m, b.f, "logits", logits);
     return m;
 }

@@ -5,6 +5,8 @@
 #include "frontend/spec.h"
 #include "ir/ir.h"
 
-ir_module *mcc_build_model(const mcc_spec *s);
+/* keep_logits adds `output @logits` (train_rank --dump-dir writes it; it keeps the logits alive
+ * through the whole backward, so it costs memory). */
+ir_module *mcc_build_model(const mcc_spec *s, bool keep_logits);
 
 #endif

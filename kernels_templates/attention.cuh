@@ -97,6 +97,7 @@ __device__ __forceinline__ float mcc_attn_quad_sum(float v)
 
 #define MCC_LOG2E 1.4426950408889634f
 #define MCC_LN2 0.6931471805599453f
+#define MCC_ATTN_INF __int_as_float(0x7f800000) // NVRTC has no math.h INFINITY
 
 // --- forward (bf16) ---------------------------------------------------------------------------
 // Block: BM query rows of one (b, h), W warps, each warp R = BM/(16W) slabs of 16 rows; loops
@@ -131,7 +132,7 @@ __device__ void mcc_attn_fwd(const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf1
 #pragma unroll
         for (int j = 0; j < D / 8; j++)
             o[r][j][0] = o[r][j][1] = o[r][j][2] = o[r][j][3] = 0.f;
-        mrow[r][0] = mrow[r][1] = -INFINITY;
+        mrow[r][0] = mrow[r][1] = -MCC_ATTN_INF;
         lrow[r][0] = lrow[r][1] = 0.f;
     }
 
@@ -186,12 +187,12 @@ __device__ void mcc_attn_fwd(const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf1
                         for (int e = 0; e < 2; e++) {
                             float x = s[r][j][2 * hf + e] * sl2;
                             if (diag && n0 + 8 * j + 2 * t + e > qi)
-                                x = -INFINITY;
+                                x = -MCC_ATTN_INF;
                             s[r][j][2 * hf + e] = x;
                             mx = fmaxf(mx, x);
                         }
                     mx = mcc_attn_quad_max(mx);
-                    const float base = mx == -INFINITY ? 0.f : mx, alpha = exp2f(mrow[r][hf] - base);
+                    const float base = mx == -MCC_ATTN_INF ? 0.f : mx, alpha = exp2f(mrow[r][hf] - base);
                     mrow[r][hf] = mx;
                     float sum = 0.f;
 #pragma unroll
@@ -471,7 +472,7 @@ __device__ void mcc_attn_fwd_f32(const float *q, const float *k, const float *v,
         return;
     const int i = idx % T, h = idx / T % H, b = idx / ((long long)T * H), hk = h / (H / Hk);
     const float *qi = q + ((long long)(b * T + i) * H + h) * D;
-    float acc[D], m = -INFINITY, l = 0.f;
+    float acc[D], m = -MCC_ATTN_INF, l = 0.f;
     for (int d = 0; d < D; d++)
         acc[d] = 0.f;
     for (int j = 0; j <= i; j++) {
@@ -558,8 +559,8 @@ __device__ void mcc_attn_bwd_f32(const float *dy, const float *q, const float *k
 
 //            D  fwd: BM  BN  warps  bwd: BM  BN  warps
 MCC_ATTN_BF16(16, 64, 64, 4, 64, 64, 4)
-MCC_ATTN_BF16(64, 128, 64, 8, 64, 128, 8)
-MCC_ATTN_BF16(128, 128, 64, 8, 64, 128, 8)
+MCC_ATTN_BF16(64, 128, 64, 4, 64, 128, 8)
+MCC_ATTN_BF16(128, 128, 64, 4, 64, 128, 8)
 MCC_ATTN_F32(16)
 MCC_ATTN_F32(64)
 MCC_ATTN_F32(128)

@@ -271,6 +271,8 @@ rt_comm *rt_comm_new_world(const rt_comm_ops *ops, void *impl, int rank, int siz
 
 rt_comm *rt_comm_split(rt_comm *c, int color, int key, const char *name)
 {
+    if (color < 0)
+        rt_comm_fatal("splitting group '%s' into '%s': color %d must be >= 0", c->name, name, color);
     rt_comm *g = comm_alloc(c->ops, c->size, name);
     c->ops->split(c, color, key, g);
     return g;

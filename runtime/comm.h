@@ -73,7 +73,7 @@ rt_comm *rt_comm_world_mpi(const rt_rank_env *e, char *err, size_t errlen);
  * (MASTER_PORT+1 under torchrun, whose own store holds MASTER_PORT). */
 rt_comm *rt_comm_world_nccl(const rt_rank_env *e, int device, rt_comm *bootstrap, char *err, size_t errlen);
 
-/* Members of c with the same color form a group, ordered by key; `name` labels it in errors.
+/* Members of c with the same color (>= 0) form a group, ordered by key; `name` labels it in errors.
  * Collective over c. */
 rt_comm *rt_comm_split(rt_comm *c, int color, int key, const char *name);
 /* This rank's group along `axis` of mesh m (c is the world). Collective over c. */

@@ -211,7 +211,7 @@ int main(int argc, char **argv)
                 rt_mcct_add(&batches, name, &bt_type, tokens);
                 snprintf(name, sizeof name, "targets.%d.%d", it, mb);
                 rt_mcct_add(&batches, name, &bt_type, targets);
-                if (it == 1 && mb == 0) {
+                if (it == 1 && mb == 0 && rt_program_find(p, micro, IR_OP_OUTPUT, "logits") >= 0) {
                     rt_mcct w;
                     dump_open(&a, "logits_step1.mcct", &w);
                     const ir_func *f = m->funcs[micro];

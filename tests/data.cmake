@@ -1,4 +1,5 @@
-# Data path: `mcc data preprocess` (byte-level tokenizer -> Megatron MMIDIDX) and the runtime reader.
+# Data path: `mcc data preprocess` (ByteLevel tokenizer -> Megatron MMIDIDX) and the runtime reader.
+# (GPT-2 BPE preprocessing: tests/tokenizer.cmake.)
 # data_preprocess writes the datasets; the other tests read them (ctest fixtures order the runs).
 add_executable(data_test ${CMAKE_SOURCE_DIR}/tests/data_test.c)
 target_link_libraries(data_test PRIVATE mcc_compiler mccrt)
@@ -20,7 +21,7 @@ foreach(case jsonl jsonl_eod txt_eod)
   endif()
   add_test(NAME data_megatron_${case}
            COMMAND ${MCC_DATA_PY} expect --input ${CMAKE_SOURCE_DIR}/tests/data/fixture.${ext} ${eod}
-                   --expected ${MCC_DATA_OUT}/expected_${case} --actual ${MCC_DATA_OUT}/fixture_${case})
+                   --expected ${MCC_DATA_OUT}/expected_${case} --actual ${MCC_DATA_OUT}/fixture_${case}_text_document)
   set_tests_properties(data_megatron_${case} PROPERTIES FIXTURES_REQUIRED data_out FIXTURES_SETUP data_expected)
 endforeach()
 
@@ -31,7 +32,7 @@ set_tests_properties(data_synthetic PROPERTIES FIXTURES_SETUP data_synthetic)
 #     token count, max id, samples incl. wrap-around equal the expected token stream.
 set(_pairs "")
 foreach(case jsonl jsonl_eod txt_eod)
-  list(APPEND _pairs ${MCC_DATA_OUT}/fixture_${case} ${MCC_DATA_OUT}/expected_${case}.tokens)
+  list(APPEND _pairs ${MCC_DATA_OUT}/fixture_${case}_text_document ${MCC_DATA_OUT}/expected_${case}.tokens)
 endforeach()
 foreach(dtype uint8 int8 int16 uint16 int32 int64)
   list(APPEND _pairs ${MCC_DATA_OUT}/synthetic_${dtype} ${MCC_DATA_OUT}/synthetic_${dtype}.tokens)
@@ -40,7 +41,7 @@ add_test(NAME data_dataset COMMAND data_test dataset ${_pairs})
 set_tests_properties(data_dataset PROPERTIES FIXTURES_REQUIRED "data_out;data_expected;data_synthetic")
 
 # (d) corrupt datasets (bad magic, version, dtype, truncated .idx/.bin) are refused with a message.
-add_test(NAME data_dataset_corrupt COMMAND data_test corrupt ${MCC_DATA_OUT}/fixture_jsonl_eod ${MCC_DATA_OUT})
+add_test(NAME data_dataset_corrupt COMMAND data_test corrupt ${MCC_DATA_OUT}/fixture_jsonl_eod_text_document ${MCC_DATA_OUT})
 set_tests_properties(data_dataset_corrupt PROPERTIES FIXTURES_REQUIRED data_out)
 
 # A sampler bug can loop forever: fail fast instead.

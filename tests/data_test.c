@@ -1,6 +1,7 @@
 /* data_test.c — tests `mcc data preprocess` (outputs and error messages) and the runtime reader
  * of Megatron indexed datasets (samples, wrap-around, every dtype, corrupt files).
- *   data_test preprocess FIXTURE_DIR OUT_DIR      writes OUT_DIR/fixture_{jsonl,jsonl_eod,txt_eod}
+ *   data_test preprocess FIXTURE_DIR OUT_DIR      writes OUT_DIR/fixture_{jsonl,jsonl_eod,txt_eod}_text_document
+ *   data_test gpt2_errors VOCAB MERGES OUT_DIR    GPT2BPETokenizer runs that must fail, with 1 and 4 workers
  *   data_test dataset PREFIX TOKENS [...]         checks rt_dataset against the expected tokens
  *   data_test corrupt PREFIX OUT_DIR              damaged copies of PREFIX must be refused      */
 #include "frontend/data_preprocess.h"
@@ -87,15 +88,15 @@ static void dt_expect_ok(const char *input, const char *prefix, bool eod) {
     DT_CHECK(rc == 0 && strstr(out, "wrote"), "preprocess %s failed (rc %d): %s", input, rc, out);
 }
 
-/* The run must fail, say `needle`, and leave no partial PREFIX.bin/.idx behind. */
+/* The run must fail, say `needle`, and leave no partial PREFIX_text_document.bin/.idx behind. */
 static void dt_expect_error(const char *const *args, const char *prefix, const char *needle) {
     char out[4096];
     int rc = dt_preprocess(args, out, sizeof out);
     DT_CHECK(rc != 0, "expected failure mentioning '%s', got rc 0", needle);
     DT_CHECK(strstr(out, needle), "expected the error to mention '%s', got: %s", needle, out);
     char bin[4096], idx[4096];
-    snprintf(bin, sizeof bin, "%s.bin", prefix);
-    snprintf(idx, sizeof idx, "%s.idx", prefix);
+    snprintf(bin, sizeof bin, "%s_text_document.bin", prefix);
+    snprintf(idx, sizeof idx, "%s_text_document.idx", prefix);
     DT_CHECK(!dt_exists(bin) && !dt_exists(idx), "a failed run left %s or %s behind", bin, idx);
 }
 
@@ -105,8 +106,16 @@ static void dt_error_cases(const char *out_dir) {
     dt_expect_error((const char *[]){"--input", in, NULL}, p, "missing --output-prefix");
     dt_expect_error((const char *[]){"--input", dt_path(out_dir, "no-such-file.jsonl"), "--output-prefix", p, NULL},
                     p, "cannot open");
+    dt_expect_error((const char *[]){"--input", in, "--output-prefix", p, "--tokenizer-type", "SentencePiece", NULL},
+                    p, "unknown --tokenizer-type SentencePiece");
     dt_expect_error((const char *[]){"--input", in, "--output-prefix", p, "--tokenizer-type", "GPT2BPETokenizer", NULL},
-                    p, "unknown argument '--tokenizer-type'");
+                    p, "GPT2BPETokenizer needs --vocab-file");
+    dt_expect_error((const char *[]){"--input", in, "--output-prefix", p, "--merge-file", in, NULL}, p,
+                    "--merge-file is only read by --tokenizer-type GPT2BPETokenizer");
+    dt_expect_error((const char *[]){"--input", in, "--output-prefix", p, "--workers", "0", NULL}, p,
+                    "--workers 0: needs a whole number");
+    dt_expect_error((const char *[]){"--input", in, "--output-prefix", p, "--workers=4x", NULL}, p,
+                    "--workers 4x: needs a whole number");
     dt_expect_error((const char *[]){"--input", in, "--output-prefix", p, "--json-keys", NULL}, p,
                     "--json-keys needs a value");
 
@@ -123,7 +132,8 @@ static void dt_error_cases(const char *out_dir) {
     }
 }
 
-/* --json-keys=KEY picks that key; the bytes come back through the runtime reader. */
+/* --json-keys=KEY picks that key and names the output PREFIX_KEY_document; the bytes come
+ * back through the runtime reader. */
 static void dt_json_key_case(const char *out_dir) {
     const char *in = dt_path(out_dir, "body.jsonl"), *p = dt_path(out_dir, "body");
     const char *text = "{\"text\": \"not me\", \"body\": \"ab\"}\n{\"body\": \"c\"}\n";
@@ -132,7 +142,7 @@ static void dt_json_key_case(const char *out_dir) {
     int rc = dt_preprocess((const char *[]){"--input", in, "--output-prefix", p, "--json-keys=body", NULL}, out,
                            sizeof out);
     DT_CHECK(rc == 0, "--json-keys=body failed: %s", out);
-    rt_dataset *d = rt_dataset_open(p, err, sizeof err);
+    rt_dataset *d = rt_dataset_open(dt_path(out_dir, "body_body_document"), err, sizeof err);
     DT_CHECK(d, "%s", err);
     if (!d) return;
     int32_t tok[4];
@@ -149,6 +159,33 @@ static void dt_mode_preprocess(const char *fixture_dir, const char *out_dir) {
     dt_expect_ok(dt_path(fixture_dir, "fixture.txt"), dt_path(out_dir, "fixture_txt_eod"), true);
     dt_error_cases(out_dir);
     dt_json_key_case(out_dir);
+}
+
+/* GPT-2 runs that must fail: the first bad document is reported by its line even when a later
+ * chunk (another worker) holds it, and no partial dataset remains. */
+static void dt_mode_gpt2_errors(const char *vocab, const char *merges, const char *out_dir) {
+    const char *p = dt_path(out_dir, "gpt2_err"), *in = dt_path(out_dir, "gpt2_err.txt");
+    size_t n = 0, cap = 1 << 20;
+    char *text = malloc(cap);
+    for (int i = 0; n < cap - 1000; i++) n += (size_t)snprintf(text + n, cap - n, "paragraph %d, fine.\n\n", i);
+    int bad_line = 2 * 20000 + 1; /* paragraph 20000, well past the first chunk */
+    char *at = text;
+    for (int line = 1; line < bad_line; line++) at = strchr(at, '\n') + 1;
+    at[0] = (char)0xff;
+    dt_write_file(in, text, n);
+    char needle[64];
+    snprintf(needle, sizeof needle, "line %d: the paragraph starting here is not valid UTF-8", bad_line);
+    for (int w = 1; w <= 4; w += 3) {
+        char workers[8];
+        snprintf(workers, sizeof workers, "%d", w);
+        dt_expect_error((const char *[]){"--input", in, "--output-prefix", p, "--tokenizer-type", "GPT2BPETokenizer",
+                                         "--vocab-file", vocab, "--merge-file", merges, "--workers", workers, NULL},
+                        p, needle);
+    }
+    free(text);
+    dt_expect_error((const char *[]){"--input", in, "--output-prefix", p, "--tokenizer-type", "GPT2BPETokenizer",
+                                     "--vocab-file", merges, "--merge-file", vocab, NULL},
+                    p, "--vocab-file");
 }
 
 /* ---- runtime reader ----------------------------------------------------------------------- */
@@ -237,12 +274,13 @@ static void dt_mode_corrupt(const char *prefix, const char *out_dir) {
 
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "preprocess") == 0) dt_mode_preprocess(argv[2], argv[3]);
+    else if (argc == 5 && strcmp(argv[1], "gpt2_errors") == 0) dt_mode_gpt2_errors(argv[2], argv[3], argv[4]);
     else if (argc >= 4 && argc % 2 == 0 && strcmp(argv[1], "dataset") == 0)
         for (int i = 2; i < argc; i += 2) dt_check_dataset(argv[i], argv[i + 1]);
     else if (argc == 4 && strcmp(argv[1], "corrupt") == 0) dt_mode_corrupt(argv[2], argv[3]);
     else {
-        fprintf(stderr, "usage: data_test preprocess FIXTURE_DIR OUT_DIR | dataset PREFIX TOKENS... | "
-                        "corrupt PREFIX OUT_DIR\n");
+        fprintf(stderr, "usage: data_test preprocess FIXTURE_DIR OUT_DIR | gpt2_errors VOCAB MERGES OUT_DIR | "
+                        "dataset PREFIX TOKENS... | corrupt PREFIX OUT_DIR\n");
         return 2;
     }
     if (dt_failures) fprintf(stderr, "%d check(s) failed\n", dt_failures);

@@ -1,22 +1,33 @@
 """megatron_indexed.py — an independent reader/writer of Megatron indexed datasets (MMIDIDX),
 stdlib only, following megatron/core/datasets/indexed_dataset.py and tools/preprocess_data.py.
 
-  expect --input F [--append-eod] [--json-key K] --expected PE --actual PA
-      tokenizes F byte by byte by Megatron's rules, writes PE.bin/.idx (+ PE.tokens: the
-      concatenated tokens as int32) and checks PA.bin/.idx, written by mcc, are byte-identical.
+  expect --input F [--append-eod] [--json-key K] [--tokenizer-type GPT2BPETokenizer --ids IDS]
+         --expected PE --actual PA
+      tokenizes F by Megatron's rules (ByteLevel: byte by byte; GPT2BPETokenizer: the ids in
+      IDS, one JSON list a document), writes PE.bin/.idx (+ PE.tokens: the concatenated tokens
+      as int32) and checks PA.bin/.idx, written by mcc, are byte-identical.
+  reference --input F [--json-key K] --command CMD --out IDS
+      writes IDS: the ids CMD prints for the documents of F, given as {"text": ...} lines.
   synthetic --prefix P
       writes P_<dtype>.bin/.idx/.tokens for every integer dtype, to test the runtime reader.
+  corpus --cases C --out P
+      writes P.jsonl and P.txt: documents stitched from the texts of C (and empty ones in
+      P.jsonl), 600k characters, so that mcc's workers get many chunks.
 """
 import argparse
 import json
+import random
+import shlex
 import struct
+import subprocess
 import sys
 
 MAGIC = b"MMIDIDX\x00\x00"
 # Megatron's DType codes and their struct formats (integer dtypes only).
 DTYPES = {"uint8": (1, "B"), "int8": (2, "b"), "int16": (3, "h"), "int32": (4, "i"),
           "int64": (5, "q"), "uint16": (8, "H")}
-EOD = 256  # byte-level tokenizer: bytes 0..255, end-of-document 256
+# Per tokenizer: vocab size (Megatron's tokenizer.vocab_size) and end-of-document id.
+TOKENIZERS = {"ByteLevel": (257, 256), "GPT2BPETokenizer": (50257, 50256)}
 
 
 class Builder:
@@ -95,14 +106,38 @@ def documents(data, json_key):
     return docs
 
 
-def encode(doc, append_eod):
+def tokenize(docs, args):
+    """The ids of each document: its bytes (ByteLevel), or those of the --ids file."""
+    if args.tokenizer_type == "ByteLevel":
+        return [list(doc) for doc in docs]
+    with open(args.ids) as f:
+        ids = [json.loads(line) for line in f]
+    assert len(ids) == len(docs), "%s has %d id lists for %d documents" % (args.ids, len(ids), len(docs))
+    return ids
+
+
+def cmd_reference(args):
+    with open(args.input, "rb") as f:
+        docs = documents(f.read(), args.json_key)
+    lines = "".join(json.dumps({"text": doc.decode("utf-8")}) + "\n" for doc in docs)
+    out = subprocess.run(shlex.split(args.command), input=lines.encode(), stdout=subprocess.PIPE, check=True)
+    with open(args.out, "wb") as f:
+        f.write(out.stdout)
+    return 0
+
+
+def encode(ids, append_eod, eod):
     """Megatron's Encoder.encode for one string without sentence splitting."""
-    ids = list(doc)
     lens = [len(ids)] if ids else []
     if ids and append_eod:
-        ids.append(EOD)
+        ids = ids + [eod]
         lens[-1] += 1
     return ids, lens
+
+
+def optimal_dtype(vocab_size):
+    """Megatron's DType.optimal_dtype."""
+    return "uint16" if vocab_size < 65500 else "int32"
 
 
 def first_difference(expected_prefix, actual_prefix):
@@ -116,9 +151,10 @@ def first_difference(expected_prefix, actual_prefix):
 def cmd_expect(args):
     with open(args.input, "rb") as f:
         docs = documents(f.read(), args.json_key)
-    builder = Builder("uint16")  # Megatron's optimal_dtype for vocab 257 < 65500
-    for doc in docs:
-        builder.add_document(*encode(doc, args.append_eod))
+    vocab_size, eod = TOKENIZERS[args.tokenizer_type]
+    builder = Builder(optimal_dtype(vocab_size))
+    for ids in tokenize(docs, args):
+        builder.add_document(*encode(ids, args.append_eod, eod))
     builder.write(args.expected)
     for ext in (".idx", ".bin"):
         with open(args.expected + ext, "rb") as fe, open(args.actual + ext, "rb") as fa:
@@ -148,6 +184,31 @@ def cmd_synthetic(args):
     return 0
 
 
+def cmd_corpus(args):
+    """Documents of 1..8 pieces: the hard cases, cut at random code points, and plain words."""
+    with open(args.cases, encoding="utf-8") as f:
+        cases = [json.loads(line)["text"] for line in f]
+    words = ["the", " quick", " brown", " fox", "'s", " 42", ",", " \u00e9t\u00e9", " \u4e2d\u6587", "\U0001F600", "  ", "\n"]
+    rng = random.Random(5)
+    docs = ["A plain-text corpus: its first character must not be '{'."]
+    size = 0
+    while size < 600_000:
+        pieces = []
+        for _ in range(rng.randint(1, 8)):
+            c = rng.choice(cases)
+            a = rng.randint(0, len(c))
+            pieces.append(c[a:a + rng.randint(0, 400)] if rng.random() < 0.5 else rng.choice(words))
+        docs.append("".join(pieces))
+        size += len(docs[-1])
+    for i in range(0, len(docs), 97):
+        docs[i] = ""
+    with open(args.out + ".jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"text": d}) + "\n" for d in docs)
+    with open(args.out + ".txt", "w", encoding="utf-8") as f:
+        f.writelines(d + "\n\n" for d in docs if d.strip())
+    return 0
+
+
 def main():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -155,12 +216,22 @@ def main():
     p.add_argument("--input", required=True)
     p.add_argument("--append-eod", action="store_true")
     p.add_argument("--json-key", default="text")
+    p.add_argument("--tokenizer-type", choices=sorted(TOKENIZERS), default="ByteLevel")
+    p.add_argument("--ids", help="GPT2BPETokenizer: the ids of each document, one JSON list a line")
     p.add_argument("--expected", required=True)
     p.add_argument("--actual", required=True)
     p = sub.add_parser("synthetic")
     p.add_argument("--prefix", required=True)
+    p = sub.add_parser("reference")
+    p.add_argument("--input", required=True)
+    p.add_argument("--json-key", default="text")
+    p.add_argument("--command", required=True)
+    p.add_argument("--out", required=True)
+    p = sub.add_parser("corpus")
+    p.add_argument("--cases", required=True)
+    p.add_argument("--out", required=True)
     args = parser.parse_args()
-    return {"expect": cmd_expect, "synthetic": cmd_synthetic}[args.cmd](args)
+    return {"expect": cmd_expect, "synthetic": cmd_synthetic, "corpus": cmd_corpus, "reference": cmd_reference}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,6 @@ mcc=$1; model=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 "$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix "$work/text" --append-eod >/dev/null 2>&1
-"$mcc" compile "$root/models/$model.json" --target cpu -o "$work/train_rank" 2>"$work/compile.log" || { cat "$work/compile.log"; exit 1; }
-"$work/train_rank" --data-path "$work/text" --train-iters 10 --dump-dir "$work/dump" >"$work/train.log" || { cat "$work/train.log"; exit 1; }
+"$mcc" compile "$root/models/$model.json" --target cpu --keep-logits -o "$work/train_rank" 2>"$work/compile.log" || { cat "$work/compile.log"; exit 1; }
+"$work/train_rank" --data-path "$work/text_text_document" --train-iters 10 --dump-dir "$work/dump" >"$work/train.log" || { cat "$work/train.log"; exit 1; }
 /usr/bin/python3 "$root/tests/torch_ref.py" --spec "$root/models/$model.json" --dump-dir "$work/dump" --rtol 1e-4

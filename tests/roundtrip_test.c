@@ -48,7 +48,7 @@ int main(int argc, char **argv)
             ok = false;
             continue;
         }
-        ir_module *m = mcc_build_model(&spec);
+        ir_module *m = mcc_build_model(&spec, true);
         bool model_ok = roundtrips(m, argv[a], "frontend");
         for (int p = 0; p < mcc_npasses && model_ok; p++) {
             if (!mcc_passes[p].run(m, err, sizeof err)) {

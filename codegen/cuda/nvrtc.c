@@ -1,6 +1,6 @@
 /* nvrtc.c — NVRTC compilation of the kernel templates to a sm_90 cubin, cached on disk by a
  * hash of source and options, so a second `mcc compile` costs nothing. */
-#include "nvrtc.h"
+#include "cuda_codegen.h"
 
 #include "kernel_sources.h"
 
@@ -13,8 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* cuda_bf16.h and friends come from the toolkit mcc was built with. */
 static const char *const nvrtc_options[] = {"--gpu-architecture=sm_90", "--std=c++17", "-default-device",
-                                            "--use_fast_math", "-lineinfo"};
+                                            "--use_fast_math", "-lineinfo", "--include-path=" MCC_CUDA_INCLUDE_DIR};
 #define NUM_OPTIONS (int)(sizeof nvrtc_options / sizeof nvrtc_options[0])
 
 static uint64_t fnv1a(uint64_t h, const void *data, size_t n)

@@ -21,8 +21,8 @@ typedef struct {
 
 static const cu_attn_tiles cu_attn_table[] = {
     {16, 64, 64, 4, 64, 64, 4},
-    {64, 128, 64, 8, 64, 128, 8},
-    {128, 128, 64, 8, 64, 128, 8},
+    {64, 128, 64, 4, 64, 128, 8},
+    {128, 128, 64, 4, 64, 128, 8},
 };
 #define CU_ATTN_NTILES (int)(sizeof cu_attn_table / sizeof cu_attn_table[0])
 

@@ -1,6 +1,6 @@
-/* nvrtc.h — compiling the CUDA kernels with NVRTC at `mcc compile` time. */
-#ifndef MCC_NVRTC_H
-#define MCC_NVRTC_H
+/* cuda_codegen.h — compiling the CUDA kernels with NVRTC at `mcc compile` time. */
+#ifndef MCC_CUDA_CODEGEN_H
+#define MCC_CUDA_CODEGEN_H
 
 #include <stdbool.h>
 #include <stddef.h>

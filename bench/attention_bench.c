@@ -1,0 +1,123 @@
+/* attention_bench.c — times the bf16 CUDA attention forward and backward (median of 20 after
+ * warm-up, CUDA events on the launchers' stream) and prints TFLOP/s with causal FLOP counts:
+ * forward 4*B*H*T*T*D/2, backward 2.5x that. */
+#include "codegen/cuda/cuda_codegen.h"
+#include "runtime/cuda/cuda_ctx.h"
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int B, T, H, Hk, D;
+} bench_shape;
+
+static const bench_shape bench_shapes[] = {
+    {4, 4096, 16, 16, 128}, /* llama-1B-like */
+    {32, 1024, 12, 12, 64}, /* GPT-2 124M */
+    {4, 4096, 32, 8, 64},   /* GQA 4:1 */
+};
+
+enum { WARMUP = 3, REPS = 20 };
+
+/* n bf16 values uniform in [-1, 1) on the device */
+static void *bench_random_bf16(size_t n)
+{
+    uint16_t *h = malloc(n * 2);
+    uint32_t x = 12345;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        float f = (float)(x >> 8) / 8388608.0f - 1.0f;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        h[i] = (uint16_t)(u >> 16);
+    }
+    void *d;
+    RT_CUDART_CHECK(cudaMalloc(&d, n * 2));
+    RT_CUDART_CHECK(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
+    free(h);
+    return d;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median milliseconds of one launcher call on its stream. */
+static float bench_median_ms(rt_cuda_ctx *cx, rt_cuda_launcher fn, const rt_kernel_call *c)
+{
+    cudaStream_t st = (cudaStream_t)rt_cuda_stream(cx);
+    cudaEvent_t e0, e1;
+    RT_CUDART_CHECK(cudaEventCreate(&e0));
+    RT_CUDART_CHECK(cudaEventCreate(&e1));
+    for (int i = 0; i < WARMUP; i++)
+        fn(cx, c);
+    float ms[REPS];
+    for (int i = 0; i < REPS; i++) {
+        RT_CUDART_CHECK(cudaEventRecord(e0, st));
+        fn(cx, c);
+        RT_CUDART_CHECK(cudaEventRecord(e1, st));
+        RT_CUDART_CHECK(cudaEventSynchronize(e1));
+        RT_CUDART_CHECK(cudaEventElapsedTime(&ms[i], e0, e1));
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    qsort(ms, REPS, sizeof ms[0], cmp_float);
+    return ms[REPS / 2];
+}
+
+static void bench_one(rt_cuda_ctx *cx, const bench_shape *s)
+{
+    size_t nq = (size_t)s->B * s->T * s->H * s->D, nk = (size_t)s->B * s->T * s->Hk * s->D;
+    int64_t qd[4] = {s->B, s->T, s->H, s->D}, kd[4] = {s->B, s->T, s->Hk, s->D}, ld[3] = {s->B, s->H, s->T};
+    ir_type qt = ir_tensor(IR_BF16, 4, qd), kt = ir_tensor(IR_BF16, 4, kd), lt = ir_tensor(IR_F32, 3, ld);
+    void *q = bench_random_bf16(nq), *k = bench_random_bf16(nk), *v = bench_random_bf16(nk), *dy = bench_random_bf16(nq);
+    void *y, *lse, *dq, *dk, *dv;
+    RT_CUDART_CHECK(cudaMalloc(&y, nq * 2));
+    RT_CUDART_CHECK(cudaMalloc(&lse, (size_t)s->B * s->H * s->T * 4));
+    RT_CUDART_CHECK(cudaMalloc(&dq, nq * 2));
+    RT_CUDART_CHECK(cudaMalloc(&dk, nk * 2));
+    RT_CUDART_CHECK(cudaMalloc(&dv, nk * 2));
+    RT_CUDART_CHECK(cudaDeviceSynchronize());
+
+    ir_instr fin = {.op = IR_OP_ATTENTION, .nargs = 3, .nres = 2};
+    ir_instr gin = {.op = IR_OP_ATTENTION_GRAD, .nargs = 6, .nres = 3};
+    void *fa[] = {q, k, v}, *fr[] = {y, lse}, *ga[] = {dy, q, k, v, y, lse}, *gr[] = {dq, dk, dv};
+    const ir_type *fat[] = {&qt, &kt, &kt}, *frt[] = {&qt, &lt};
+    const ir_type *gat[] = {&qt, &qt, &kt, &kt, &qt, &lt}, *grt[] = {&qt, &kt, &kt};
+    rt_kernel_call fc = {&fin, 3, 2, fa, fat, fr, frt}, gc = {&gin, 6, 3, ga, gat, gr, grt};
+
+    float fwd = bench_median_ms(cx, cuda_ATTENTION, &fc), bwd = bench_median_ms(cx, cuda_ATTENTION_GRAD, &gc);
+    double flops = 4.0 * s->B * s->H * (double)s->T * s->T * s->D / 2;
+    printf("B=%-3d T=%-5d H=%-3d Hk=%-3d D=%-4d fwd %8.3f ms %7.1f TFLOP/s   bwd %8.3f ms %7.1f TFLOP/s\n", s->B,
+           s->T, s->H, s->Hk, s->D, fwd, flops / fwd * 1e-9, bwd, 2.5 * flops / bwd * 1e-9);
+    void *bufs[] = {q, k, v, dy, y, lse, dq, dk, dv};
+    for (int i = 0; i < 9; i++)
+        RT_CUDART_CHECK(cudaFree(bufs[i]));
+}
+
+int main(void)
+{
+    char err[8192];
+    void *image;
+    size_t size;
+    if (!cg_cuda_compile_kernels(&image, &size, err, sizeof err)) {
+        fprintf(stderr, "attention_bench: %s\n", err);
+        return 1;
+    }
+    RT_CUDART_CHECK(cudaSetDevice(0));
+    rt_cuda_ctx *cx = rt_cuda_ctx_create(image, err, sizeof err);
+    if (!cx) {
+        fprintf(stderr, "attention_bench: %s\n", err);
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof bench_shapes / sizeof bench_shapes[0]; i++)
+        bench_one(cx, &bench_shapes[i]);
+    rt_cuda_ctx_free(cx);
+    free(image);
+    return 0;
+}

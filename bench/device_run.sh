@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# device_run.sh — everything one GPU-machine call checks and measures, from devrun/ (made by
+# bench/bundle.sh; carry ["devrun"]): kernel tests, GPU-vs-CPU numerics of the tiny models,
+# a 200-step loss curve against the CPU's, then the benchmark beside the PyTorch baseline.
+set -uo pipefail
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/devrun/lib:${LD_LIBRARY_PATH:-}
+export NCCL_NVLS_ENABLE=0
+O=${OUT:-/tmp/out}; mkdir -p "$O"
+anchors=../shared/anchors; [ -d "$anchors" ] || anchors=shared/anchors
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+section() { echo; echo "=== $*"; }
+section "kernel tests"
+for t in cuda_ops_test attention_test; do
+  [ -x devrun/bin/$t ] || { echo "$t: not built"; continue; }
+  timeout 300 devrun/bin/$t > "$O/$t.log" 2>&1; echo "$t exit $?"; tail -3 "$O/$t.log"
+done
+section "GPU (bf16) vs CPU (fp32) numerics, 10 steps"
+for m in tiny-gpt2 tiny-llama; do
+  timeout 120 devrun/bin/$m-cuda --data-path devrun/data/numerics_text_document --train-iters 10 --dump-dir /tmp/gpu-$m > "$O/$m-gpu10.log" 2>&1
+  echo "$m train exit $?"; tail -2 "$O/$m-gpu10.log"
+  python3 tests/compare_dumps.py --cpu devrun/cpu/$m --gpu /tmp/gpu-$m 2>&1 | tail -8
+done
+section "200 steps on the Brown corpus: GPU vs CPU loss curves"
+for m in tiny-gpt2 tiny-llama; do
+  timeout 120 devrun/bin/$m-cuda --data-path devrun/data/brown_text_document --train-iters 200 --log-interval 1 > "$O/$m-gpu200.log" 2>&1
+  python3 - "$O/$m-gpu200.log" "devrun/cpu/$m-200.log" <<'PY'
+import re, sys
+g, c = ([float(x) for x in re.findall(r'loss +([0-9.]+)', open(p).read())] for p in sys.argv[1:])
+if len(g) != 200 or len(c) != 200:
+    print(f'curve: {len(g)} GPU / {len(c)} CPU steps: FAIL'); sys.exit()
+diff = max(abs(a - b) for a, b in zip(g, c))
+mean_g, mean_c = sum(g[-20:]) / 20, sum(c[-20:]) / 20
+ok = abs(mean_g - mean_c) / mean_c < 0.02
+print(f'{sys.argv[1].split("/")[-1]}: first {g[0]:.4f}/{c[0]:.4f}, last-20 mean {mean_g:.4f} (gpu) vs {mean_c:.4f} (cpu), max step diff {diff:.4f}: {"ok" if ok else "FAIL"}')
+PY
+done
+section "benchmark: train_rank"
+for c in gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa; do
+  [ -x devrun/bin/bench-$c ] || { echo "$c: not compiled"; continue; }
+  timeout 150 devrun/bin/bench-$c --data-path devrun/data/brown_text_document --train-iters 25 --log-interval 1 > "$O/bench-$c.log" 2>&1
+  echo "$c exit $?"; grep -E "first step|iter +25/" "$O/bench-$c.log"
+done
+section "benchmark: PyTorch baseline"
+for c in ${BASELINES:-gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa}; do
+  timeout 240 python3 $anchors/torch_baseline.py --config $c --steps 20 >> "$O/baseline.jsonl" 2>>"$O/baseline.err"
+done
+section "table"
+python3 bench/summarize.py "$O" | tee "$O/table.txt"

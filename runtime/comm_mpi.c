@@ -1,0 +1,334 @@
+/* comm_mpi.c — the MPI backend of comm.h (CPU ranks under mpirun): non-blocking collectives
+ * polled against MCC_COLLECTIVE_TIMEOUT_S, and on timeout a probe of the other members over a
+ * side communicator to name those that did not arrive, then MPI_Abort. Built only with MPI. */
+#ifdef MCC_HAVE_MPI
+#include "comm_backend.h"
+
+#include <limits.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Timeout probes: a timed-out rank sends PROBE on a group's side communicator to every other
+ * member; a member that is polling (in any collective, or timed out itself) answers STATE with
+ * how many collectives it has issued on that group and where it waits now. A member busy
+ * outside collectives, or dead, does not answer within MPI_GRACE_S. */
+enum { MPI_TAG_PROBE = 7001, MPI_TAG_STATE = 7002 };
+#define MPI_GRACE_S 2.0
+#define MPI_MAX_GROUPS 64
+
+typedef struct {
+    MPI_Comm comm; /* the collectives */
+    MPI_Comm side; /* probes and answers only, so they never match a collective's messages */
+} mpi_group;
+
+typedef struct {
+    uint64_t issued;    /* collectives issued on the probed group */
+    int32_t waiting;    /* 1 while inside a collective */
+    uint64_t wait_seq;  /* where it waits: collective number, name, group */
+    char wait_coll[16], wait_group[32];
+} mpi_state_msg;
+
+static struct {
+    rt_comm *groups[MPI_MAX_GROUPS]; /* live communicators, polled for probes */
+    int ngroups;
+    const rt_comm *wait_comm; /* the collective this rank waits in, for answers */
+    const char *wait_coll;
+    double timeout_s;
+    MPI_Op bf16_sum, bf16_max;
+} mpi;
+
+/* ---- bf16 reductions (MPI has no bf16): widen to f32, reduce, round to nearest even ---------- */
+
+static float mpi_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint16_t mpi_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40); /* NaN stays a (quiet) NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static void mpi_bf16_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++)
+        b[i] = mpi_f32_to_bf16(mpi_bf16_to_f32(a[i]) + mpi_bf16_to_f32(b[i]));
+}
+
+static void mpi_bf16_max(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++) {
+        float x = mpi_bf16_to_f32(a[i]), y = mpi_bf16_to_f32(b[i]);
+        b[i] = x > y || x != x ? a[i] : b[i]; /* NaN wins, as in a float max that propagates it */
+    }
+}
+
+/* ---- types ----------------------------------------------------------------------------------- */
+
+static MPI_Datatype mpi_type(ir_dtype dt)
+{
+    switch (dt) {
+    case IR_F32: return MPI_FLOAT;
+    case IR_BF16: case IR_F16: return MPI_UINT16_T; /* moved as bits; bf16 reduced by mpi_bf16_* */
+    case IR_FP8E4M3: case IR_FP8E5M2: return MPI_UINT8_T;
+    case IR_I32: return MPI_INT32_T;
+    case IR_I64: return MPI_INT64_T;
+    case IR_NUM_DTYPES: break;
+    }
+    rt_comm_fatal("MPI collective: unknown dtype %d", (int)dt);
+}
+
+static MPI_Op mpi_op(ir_dtype dt, rt_reduce_op op)
+{
+    if (dt == IR_BF16)
+        return op == RT_SUM ? mpi.bf16_sum : mpi.bf16_max;
+    return op == RT_SUM ? MPI_SUM : MPI_MAX;
+}
+
+/* MPI counts are int: larger buffers would need chunking, which no plan needs yet. */
+static int mpi_count(const rt_comm *c, const char *coll, size_t count)
+{
+    if (count > INT_MAX)
+        rt_comm_fatal("%s on group '%s': %zu elements exceed MPI's int count", coll, c->name, count);
+    return (int)count;
+}
+
+static mpi_group *mpi_of(const rt_comm *c) { return c->impl; }
+
+/* ---- waiting with a deadline ----------------------------------------------------------------- */
+
+static void mpi_nap(void)
+{
+    struct timespec ts = {0, 50 * 1000}; /* 50 us: leaves the core to oversubscribed ranks */
+    nanosleep(&ts, NULL);
+}
+
+/* Answers every pending probe on every live group. */
+static void mpi_answer_probes(void)
+{
+    for (int i = 0; i < mpi.ngroups; i++) {
+        rt_comm *g = mpi.groups[i];
+        int flag, dummy;
+        MPI_Status st;
+        MPI_Iprobe(MPI_ANY_SOURCE, MPI_TAG_PROBE, mpi_of(g)->side, &flag, &st);
+        if (!flag)
+            continue;
+        MPI_Recv(&dummy, 1, MPI_INT, st.MPI_SOURCE, MPI_TAG_PROBE, mpi_of(g)->side, MPI_STATUS_IGNORE);
+        mpi_state_msg m = {.issued = g->seq, .waiting = mpi.wait_comm != NULL};
+        if (mpi.wait_comm) {
+            m.wait_seq = mpi.wait_comm->seq;
+            snprintf(m.wait_coll, sizeof m.wait_coll, "%s", mpi.wait_coll);
+            snprintf(m.wait_group, sizeof m.wait_group, "%s", mpi.wait_comm->name);
+        }
+        MPI_Send(&m, sizeof m, MPI_BYTE, st.MPI_SOURCE, MPI_TAG_STATE, mpi_of(g)->side);
+    }
+}
+
+/* Appends what member `w` (world rank) reported, if it has not reached collective `seq`;
+ * `sep` goes before the entry. */
+static size_t mpi_describe_member(char *out, size_t len, const char *sep, int w, bool answered, const mpi_state_msg *m,
+                                  uint64_t seq)
+{
+    if (!answered)
+        return (size_t)snprintf(out, len, "%s rank %d (no answer: busy outside collectives, or dead)", sep, w);
+    if (m->issued >= seq)
+        return 0;
+    if (m->waiting)
+        return (size_t)snprintf(out, len, "%s rank %d (waits in %s #%llu on group '%s')", sep, w, m->wait_coll,
+                                (unsigned long long)m->wait_seq, m->wait_group);
+    return (size_t)snprintf(out, len, "%s rank %d (has issued %llu collectives on this group)", sep, w,
+                            (unsigned long long)m->issued);
+}
+
+/* Collective `coll` on c ran past the deadline: find who did not arrive, say so, end the job. */
+_Noreturn static void mpi_timeout(rt_comm *c, const char *coll)
+{
+    int n = c->size, probe = 0;
+    MPI_Request *req = malloc(sizeof(MPI_Request) * (size_t)n * 2);
+    mpi_state_msg *ans = calloc((size_t)n, sizeof *ans);
+    int *answered = calloc((size_t)n, sizeof *answered);
+    for (int i = 0; i < n; i++) {
+        req[2 * i] = req[2 * i + 1] = MPI_REQUEST_NULL;
+        if (i == c->rank)
+            continue;
+        MPI_Isend(&probe, 1, MPI_INT, i, MPI_TAG_PROBE, mpi_of(c)->side, &req[2 * i]);
+        MPI_Irecv(&ans[i], sizeof ans[i], MPI_BYTE, i, MPI_TAG_STATE, mpi_of(c)->side, &req[2 * i + 1]);
+    }
+    int pending = n - 1;
+    for (double until = MPI_Wtime() + MPI_GRACE_S; pending > 0 && MPI_Wtime() < until; mpi_nap()) {
+        mpi_answer_probes(); /* the others probe too */
+        for (int i = 0; i < n; i++) {
+            int done = 0;
+            if (i != c->rank && !answered[i] && MPI_Test(&req[2 * i + 1], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done)
+                answered[i] = 1, pending--;
+        }
+    }
+    char members[256], missing[2048] = "";
+    size_t len = 0;
+    rt_comm_format_members(c, members, sizeof members);
+    for (int i = 0; i < n && len < sizeof missing; i++)
+        if (i != c->rank)
+            len += mpi_describe_member(missing + len, sizeof missing - len, len ? ";" : "", c->world_ranks[i],
+                                       answered[i], &ans[i], c->seq);
+    fprintf(stderr,
+            "mcc: rank %d: error: %s #%llu on group '%s' (%s) did not complete within %g s (MCC_COLLECTIVE_TIMEOUT_S): %s%s\n"
+            "mcc: rank %d: ending every rank (MPI_Abort); raise MCC_COLLECTIVE_TIMEOUT_S if a step legitimately takes longer\n",
+            c->world_ranks[c->rank], coll, (unsigned long long)c->seq, c->name, members, mpi.timeout_s,
+            len ? "did not arrive:" : "every member arrived, the collective itself hangs (network?)", missing,
+            c->world_ranks[c->rank]);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort();
+}
+
+/* Completes req, answering probes meanwhile; past the deadline, ends the job naming the laggards. */
+static void mpi_wait(rt_comm *c, MPI_Request *req, const char *coll)
+{
+    mpi.wait_comm = c, mpi.wait_coll = coll;
+    double deadline = MPI_Wtime() + mpi.timeout_s;
+    for (unsigned spin = 0;; spin++) {
+        int done = 0;
+        MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (done)
+            break;
+        mpi_answer_probes();
+        if (MPI_Wtime() > deadline)
+            mpi_timeout(c, coll);
+        if (spin > 1000)
+            mpi_nap();
+    }
+    mpi.wait_comm = NULL;
+}
+
+/* ---- collectives ----------------------------------------------------------------------------- */
+
+static void mpi_all_reduce(rt_comm *c, void *buf, size_t count, ir_dtype dt, rt_reduce_op op, void *stream)
+{
+    MPI_Request r;
+    MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(c, "all_reduce", count), mpi_type(dt), mpi_op(dt, op), mpi_of(c)->comm, &r);
+    mpi_wait(c, &r, "all_reduce");
+}
+
+static void mpi_all_gather(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream)
+{
+    MPI_Request r;
+    int n = mpi_count(c, "all_gather", count);
+    MPI_Iallgather(send, n, mpi_type(dt), recv, n, mpi_type(dt), mpi_of(c)->comm, &r);
+    mpi_wait(c, &r, "all_gather");
+}
+
+static void mpi_reduce_scatter(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, rt_reduce_op op,
+                               void *stream)
+{
+    MPI_Request r;
+    MPI_Ireduce_scatter_block(send, recv, mpi_count(c, "reduce_scatter", count), mpi_type(dt), mpi_op(dt, op),
+                              mpi_of(c)->comm, &r);
+    mpi_wait(c, &r, "reduce_scatter");
+}
+
+static void mpi_broadcast(rt_comm *c, void *buf, size_t count, ir_dtype dt, int root, void *stream)
+{
+    MPI_Request r;
+    MPI_Ibcast(buf, mpi_count(c, "broadcast", count), mpi_type(dt), root, mpi_of(c)->comm, &r);
+    mpi_wait(c, &r, "broadcast");
+}
+
+static void mpi_barrier(rt_comm *c)
+{
+    MPI_Request r;
+    MPI_Ibarrier(mpi_of(c)->comm, &r);
+    mpi_wait(c, &r, "barrier");
+}
+
+/* ---- groups ---------------------------------------------------------------------------------- */
+
+static void mpi_register(rt_comm *c, MPI_Comm comm)
+{
+    if (mpi.ngroups == MPI_MAX_GROUPS)
+        rt_comm_fatal("more than %d MPI communicators: free unused groups", MPI_MAX_GROUPS);
+    mpi_group *g = malloc(sizeof *g);
+    g->comm = comm;
+    MPI_Comm_dup(comm, &g->side);
+    c->impl = g;
+    mpi.groups[mpi.ngroups++] = c;
+}
+
+static void mpi_split(rt_comm *c, int color, int key, rt_comm *out)
+{
+    MPI_Comm comm;
+    MPI_Group group, world;
+    MPI_Comm_split(mpi_of(c)->comm, color, key, &comm);
+    MPI_Comm_rank(comm, &out->rank);
+    MPI_Comm_size(comm, &out->size);
+    int *ranks = malloc(sizeof(int) * (size_t)out->size);
+    for (int i = 0; i < out->size; i++)
+        ranks[i] = i;
+    MPI_Comm_group(comm, &group);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_translate_ranks(group, out->size, ranks, world, out->world_ranks);
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+    free(ranks);
+    mpi_register(out, comm);
+}
+
+static void mpi_free(rt_comm *c)
+{
+    for (int i = 0; i < mpi.ngroups; i++)
+        if (mpi.groups[i] == c)
+            mpi.groups[i] = mpi.groups[--mpi.ngroups];
+    MPI_Comm_free(&mpi_of(c)->side);
+    MPI_Comm_free(&mpi_of(c)->comm);
+    free(c->impl);
+    if (c->is_world) {
+        MPI_Op_free(&mpi.bf16_sum);
+        MPI_Op_free(&mpi.bf16_max);
+        MPI_Finalize();
+    }
+}
+
+static const rt_comm_ops mpi_ops = {mpi_all_reduce, mpi_all_gather, mpi_reduce_scatter, mpi_broadcast,
+                                    mpi_barrier, mpi_split, mpi_free};
+
+rt_comm *rt_comm_world_mpi(const rt_rank_env *e, char *err, size_t errlen)
+{
+    int inited, provided, rank, size;
+    MPI_Initialized(&inited);
+    if (!inited && MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        snprintf(err, errlen, "MPI_Init failed: launch CPU ranks with mpirun -np N");
+        return NULL;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (rank != e->rank || size != e->world_size) {
+        snprintf(err, errlen, "MPI sees rank %d of %d but the %s environment says rank %d of %d: CPU ranks talk over "
+                 "MPI, so launch them with mpirun -np %d (not torchrun/--nproc-per-node)",
+                 rank, size, e->launcher, e->rank, e->world_size, e->world_size);
+        return NULL;
+    }
+    mpi.timeout_s = rt_collective_timeout_s();
+    MPI_Op_create(mpi_bf16_sum, 1, &mpi.bf16_sum);
+    MPI_Op_create(mpi_bf16_max, 1, &mpi.bf16_max);
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    rt_comm *c = rt_comm_new_world(&mpi_ops, NULL, rank, size);
+    mpi_register(c, comm);
+    return c;
+}
+#endif

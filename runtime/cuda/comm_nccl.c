@@ -1,0 +1,382 @@
+/* comm_nccl.c — the NCCL backend of comm.h (GPU ranks): non-blocking communicators, collectives
+ * enqueued on the caller's stream, and a watchdog thread that ends the process (after
+ * ncclCommAbort) when one does not complete within MCC_COLLECTIVE_TIMEOUT_S. */
+#include "runtime/comm_backend.h"
+#include "cuda_ctx.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NCCL_RING 1024     /* collectives in flight the watchdog tracks */
+#define NCCL_MAX_GROUPS 64 /* live communicators, aborted together on a timeout */
+
+/* One enqueued collective: done when its event is. */
+typedef struct {
+    cudaEvent_t done;
+    rt_comm *c;
+    uint64_t seq;
+    const char *coll;
+    double deadline;
+} nccl_pending;
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_t watchdog;
+    volatile int stop, timed_out;
+    nccl_pending ring[NCCL_RING]; /* [head, tail) pending, oldest first; indices mod NCCL_RING */
+    unsigned head, tail;
+    rt_comm *groups[NCCL_MAX_GROUPS];
+    int ngroups, device;
+    double timeout_s;
+} nccl = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static ncclComm_t nccl_of(const rt_comm *c) { return (ncclComm_t)c->impl; }
+
+static double nccl_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void nccl_nap(long us)
+{
+    struct timespec t = {0, us * 1000};
+    nanosleep(&t, NULL);
+}
+
+static void nccl_check(rt_comm *c, ncclResult_t r, const char *call, const char *coll)
+{
+    if (r != ncclSuccess && r != ncclInProgress)
+        rt_comm_fatal("%s on group '%s': %s failed: %s (%s)", coll, c->name, call, ncclGetErrorString(r),
+                      ncclGetLastError(nccl_of(c)));
+}
+
+/* A non-blocking communicator finishes init/split/enqueue asynchronously: wait until it does,
+ * or until `deadline`; returns its final state (ncclInProgress on timeout). */
+static ncclResult_t nccl_settle(ncclComm_t comm, double deadline)
+{
+    ncclResult_t st = ncclInProgress;
+    while (ncclCommGetAsyncError(comm, &st) == ncclSuccess && st == ncclInProgress && nccl_now() < deadline)
+        nccl_nap(100);
+    return st;
+}
+
+/* ---- watchdog ------------------------------------------------------------------------------- */
+
+_Noreturn static void nccl_timeout(const nccl_pending *p, ncclResult_t async)
+{
+    char members[256];
+    rt_comm_format_members(p->c, members, sizeof members);
+    if (async != ncclSuccess && async != ncclInProgress)
+        fprintf(stderr, "mcc: rank %d: error: %s #%llu on group '%s' (%s) failed: %s (%s)\n",
+                p->c->world_ranks[p->c->rank], p->coll, (unsigned long long)p->seq, p->c->name, members,
+                ncclGetErrorString(async), ncclGetLastError(nccl_of(p->c)));
+    else
+        fprintf(stderr, "mcc: rank %d: error: %s #%llu on group '%s' (%s) did not complete within %g s "
+                "(MCC_COLLECTIVE_TIMEOUT_S): a member did not arrive (the members that report no timeout for it are "
+                "elsewhere) or the interconnect hangs; aborting NCCL and ending this rank\n",
+                p->c->world_ranks[p->c->rank], p->coll, (unsigned long long)p->seq, p->c->name, members, nccl.timeout_s);
+    fflush(stderr);
+    nccl.timed_out = 1;
+    for (int i = 0; i < nccl.ngroups; i++)
+        ncclCommAbort(nccl_of(nccl.groups[i]));
+    _exit(1); /* exit() could block in CUDA's teardown behind the hung kernel */
+}
+
+/* The abort lets the main thread's wait return: should it reach exit() before the watchdog's
+ * _exit(1), the process must still fail. */
+static void nccl_atexit(void)
+{
+    if (nccl.timed_out)
+        _exit(1);
+}
+
+/* Retires finished collectives oldest first; ends the process on an async error or a deadline. */
+static void *nccl_watchdog(void *arg)
+{
+    cudaSetDevice(nccl.device);
+    while (!nccl.stop) {
+        pthread_mutex_lock(&nccl.mu);
+        bool any = nccl.head != nccl.tail;
+        nccl_pending p = any ? nccl.ring[nccl.head % NCCL_RING] : (nccl_pending){0};
+        pthread_mutex_unlock(&nccl.mu);
+        if (!any) {
+            nccl_nap(10000);
+            continue;
+        }
+        cudaError_t q = cudaEventQuery(p.done);
+        if (q == cudaSuccess) {
+            pthread_mutex_lock(&nccl.mu);
+            nccl.head++;
+            pthread_mutex_unlock(&nccl.mu);
+            continue;
+        }
+        if (q != cudaErrorNotReady)
+            rt_comm_fatal("%s #%llu on group '%s': CUDA error %s while it ran", p.coll, (unsigned long long)p.seq,
+                          p.c->name, cudaGetErrorString(q));
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(nccl_of(p.c), &async);
+        if ((async != ncclSuccess && async != ncclInProgress) || nccl_now() > p.deadline)
+            nccl_timeout(&p, async);
+        nccl_nap(1000);
+    }
+    return arg;
+}
+
+/* Records that collective `coll` was enqueued on `stream`; the watchdog follows it. */
+static void nccl_track(rt_comm *c, const char *coll, void *stream)
+{
+    for (;;) { /* a full ring drains as the GPU catches up (or the watchdog ends the process) */
+        pthread_mutex_lock(&nccl.mu);
+        if (nccl.tail - nccl.head < NCCL_RING)
+            break;
+        pthread_mutex_unlock(&nccl.mu);
+        nccl_nap(100);
+    }
+    nccl_pending *p = &nccl.ring[nccl.tail % NCCL_RING];
+    p->c = c, p->seq = c->seq, p->coll = coll, p->deadline = nccl_now() + nccl.timeout_s;
+    RT_CUDART_CHECK(cudaEventRecord(p->done, (cudaStream_t)stream));
+    nccl.tail++;
+    pthread_mutex_unlock(&nccl.mu);
+}
+
+/* Checks an enqueue call, lets a non-blocking communicator finish it, and tracks it. */
+static void nccl_enqueued(rt_comm *c, ncclResult_t r, const char *call, const char *coll, void *stream)
+{
+    nccl_check(c, r, call, coll);
+    nccl_check(c, nccl_settle(nccl_of(c), nccl_now() + nccl.timeout_s), call, coll);
+    nccl_track(c, coll, stream);
+}
+
+/* ---- collectives ----------------------------------------------------------------------------- */
+
+static ncclDataType_t nccl_type(ir_dtype dt)
+{
+    switch (dt) {
+    case IR_F32: return ncclFloat32;
+    case IR_BF16: return ncclBfloat16;
+    case IR_F16: return ncclFloat16;
+    case IR_FP8E4M3: case IR_FP8E5M2: return ncclUint8; /* moved as bytes */
+    case IR_I32: return ncclInt32;
+    case IR_I64: return ncclInt64;
+    case IR_NUM_DTYPES: break;
+    }
+    rt_comm_fatal("NCCL collective: unknown dtype %d", (int)dt);
+}
+
+static ncclRedOp_t nccl_op(rt_reduce_op op) { return op == RT_SUM ? ncclSum : ncclMax; }
+
+static void nccl_all_reduce(rt_comm *c, void *buf, size_t count, ir_dtype dt, rt_reduce_op op, void *stream)
+{
+    ncclResult_t r = ncclAllReduce(buf, buf, count, nccl_type(dt), nccl_op(op), nccl_of(c), (cudaStream_t)stream);
+    nccl_enqueued(c, r, "ncclAllReduce", "all_reduce", stream);
+}
+
+static void nccl_all_gather(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream)
+{
+    ncclResult_t r = ncclAllGather(send, recv, count, nccl_type(dt), nccl_of(c), (cudaStream_t)stream);
+    nccl_enqueued(c, r, "ncclAllGather", "all_gather", stream);
+}
+
+static void nccl_reduce_scatter(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, rt_reduce_op op,
+                                void *stream)
+{
+    ncclResult_t r = ncclReduceScatter(send, recv, count, nccl_type(dt), nccl_op(op), nccl_of(c), (cudaStream_t)stream);
+    nccl_enqueued(c, r, "ncclReduceScatter", "reduce_scatter", stream);
+}
+
+static void nccl_broadcast(rt_comm *c, void *buf, size_t count, ir_dtype dt, int root, void *stream)
+{
+    ncclResult_t r = ncclBroadcast(buf, buf, count, nccl_type(dt), root, nccl_of(c), (cudaStream_t)stream);
+    nccl_enqueued(c, r, "ncclBroadcast", "broadcast", stream);
+}
+
+/* Waits on the host until everything enqueued before the last tracked collective is done. */
+static void nccl_drain(void)
+{
+    pthread_mutex_lock(&nccl.mu);
+    unsigned last = nccl.tail;
+    pthread_mutex_unlock(&nccl.mu);
+    for (;;) {
+        pthread_mutex_lock(&nccl.mu);
+        bool done = (int)(nccl.head - last) >= 0;
+        pthread_mutex_unlock(&nccl.mu);
+        if (done)
+            return;
+        nccl_nap(100);
+    }
+}
+
+/* A one-element all-reduce on the legacy default stream (which waits for this rank's other
+ * blocking streams), then a host wait that the watchdog bounds. */
+static void nccl_barrier(rt_comm *c)
+{
+    float *one;
+    RT_CUDART_CHECK(cudaMalloc((void **)&one, sizeof *one));
+    ncclResult_t r = ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, nccl_of(c), NULL);
+    nccl_enqueued(c, r, "ncclAllReduce", "barrier", NULL);
+    nccl_drain();
+    RT_CUDART_CHECK(cudaFree(one));
+}
+
+/* ---- communicators --------------------------------------------------------------------------- */
+
+static void nccl_register(rt_comm *c)
+{
+    if (nccl.ngroups == NCCL_MAX_GROUPS)
+        rt_comm_fatal("more than %d NCCL communicators: free unused groups", NCCL_MAX_GROUPS);
+    nccl.groups[nccl.ngroups++] = c;
+}
+
+static ncclConfig_t nccl_config(void)
+{
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0; /* so a hung init/collective can be timed out and aborted */
+    return cfg;
+}
+
+/* Member order of ncclCommSplit: same color, by key, ties by parent rank. Gathers every parent
+ * member's (color, key, world rank) to learn the new group's world ranks. */
+static void nccl_split(rt_comm *c, int color, int key, rt_comm *out)
+{
+    int n = c->size, mine[3] = {color, key, c->world_ranks[c->rank]}, *all = malloc(sizeof(int) * 3 * (size_t)n), *dev;
+    RT_CUDART_CHECK(cudaMalloc((void **)&dev, sizeof(int) * 3 * (size_t)(n + 1)));
+    RT_CUDART_CHECK(cudaMemcpy(dev + 3 * n, mine, sizeof mine, cudaMemcpyHostToDevice));
+    rt_all_gather(c, dev + 3 * n, dev, 3, IR_I32, NULL);
+    nccl_drain();
+    RT_CUDART_CHECK(cudaMemcpy(all, dev, sizeof(int) * 3 * (size_t)n, cudaMemcpyDeviceToHost));
+    RT_CUDART_CHECK(cudaFree(dev));
+    int *order = malloc(sizeof(int) * (size_t)n), m = 0; /* parent ranks of the members, sorted */
+    for (int k = 0; k < n; k++) {
+        if (all[3 * k] != color)
+            continue;
+        int j = m++;
+        for (; j > 0 && all[3 * order[j - 1] + 1] > all[3 * k + 1]; j--) /* stable: ties keep parent order */
+            order[j] = order[j - 1];
+        order[j] = k;
+    }
+    out->size = m;
+    for (int j = 0; j < m; j++) {
+        out->world_ranks[j] = all[3 * order[j] + 2];
+        if (order[j] == c->rank)
+            out->rank = j;
+    }
+    free(order);
+    free(all);
+    ncclConfig_t cfg = nccl_config();
+    ncclComm_t comm;
+    double deadline = nccl_now() + nccl.timeout_s;
+    nccl_check(c, ncclCommSplit(nccl_of(c), color, key, &comm, &cfg), "ncclCommSplit", "split");
+    nccl_check(c, nccl_settle(comm, deadline), "ncclCommSplit", "split");
+    nccl_check(c, nccl_settle(nccl_of(c), deadline), "ncclCommSplit (parent)", "split"); /* both are busy until done */
+    out->impl = comm;
+    nccl_register(out);
+}
+
+static void nccl_free(rt_comm *c)
+{
+    nccl_drain();
+    for (int i = 0; i < nccl.ngroups; i++)
+        if (nccl.groups[i] == c)
+            nccl.groups[i] = nccl.groups[--nccl.ngroups];
+    nccl_check(c, ncclCommFinalize(nccl_of(c)), "ncclCommFinalize", "free");
+    nccl_check(c, nccl_settle(nccl_of(c), nccl_now() + nccl.timeout_s), "ncclCommFinalize", "free");
+    ncclCommDestroy(nccl_of(c));
+    if (c->is_world) {
+        nccl.stop = 1;
+        pthread_join(nccl.watchdog, NULL);
+        for (int i = 0; i < NCCL_RING; i++)
+            cudaEventDestroy(nccl.ring[i].done);
+    }
+}
+
+static const rt_comm_ops nccl_ops = {nccl_all_reduce, nccl_all_gather, nccl_reduce_scatter, nccl_broadcast,
+                                     nccl_barrier, nccl_split, nccl_free};
+
+/* The unique id every rank must share: over `bootstrap` when given, else derived from
+ * NCCL_COMM_ID (set here from MASTER_ADDR/MASTER_PORT when the user has not). */
+static bool nccl_unique_id(const rt_rank_env *e, rt_comm *bootstrap, ncclUniqueId *id, char *err, size_t errlen)
+{
+    _Static_assert(sizeof(ncclUniqueId) % sizeof(int32_t) == 0, "the id is broadcast as i32");
+    if (bootstrap) {
+        if (e->rank == 0 && ncclGetUniqueId(id) != ncclSuccess) {
+            snprintf(err, errlen, "ncclGetUniqueId failed: %s", ncclGetLastError(NULL));
+            return false;
+        }
+        rt_broadcast(bootstrap, id, sizeof *id / sizeof(int32_t), IR_I32, 0, NULL);
+        return true;
+    }
+    if (!getenv("NCCL_COMM_ID")) {
+        if (!e->master_addr || !e->master_port) {
+            snprintf(err, errlen, "%d ranks (%s) but no way to find rank 0: set MASTER_ADDR and MASTER_PORT (torchrun "
+                     "does), or NCCL_COMM_ID=host:port, or launch with mpirun", e->world_size, e->launcher);
+            return false;
+        }
+        char v[300];
+        /* torchrun's agent serves its own store on MASTER_PORT: NCCL takes the next port */
+        snprintf(v, sizeof v, "%s:%d", e->master_addr, e->master_port + (getenv("TORCHELASTIC_RUN_ID") ? 1 : 0));
+        setenv("NCCL_COMM_ID", v, 1);
+    }
+    if (ncclGetUniqueId(id) != ncclSuccess) {
+        snprintf(err, errlen, "ncclGetUniqueId with NCCL_COMM_ID=%s failed: %s", getenv("NCCL_COMM_ID"),
+                 ncclGetLastError(NULL));
+        return false;
+    }
+    return true;
+}
+
+/* Starts the watchdog and its events once per process, on `device`. */
+static bool nccl_start_watchdog(int device, char *err, size_t errlen)
+{
+    nccl.device = device;
+    nccl.timeout_s = rt_collective_timeout_s();
+    for (int i = 0; i < NCCL_RING; i++)
+        if (cudaEventCreateWithFlags(&nccl.ring[i].done, cudaEventDisableTiming) != cudaSuccess) {
+            snprintf(err, errlen, "cudaEventCreate failed on GPU %d", device);
+            return false;
+        }
+    nccl.stop = 0;
+    atexit(nccl_atexit);
+    if (pthread_create(&nccl.watchdog, NULL, nccl_watchdog, NULL)) {
+        snprintf(err, errlen, "cannot start the NCCL watchdog thread");
+        return false;
+    }
+    return true;
+}
+
+rt_comm *rt_comm_world_nccl(const rt_rank_env *e, int device, rt_comm *bootstrap, char *err, size_t errlen)
+{
+    ncclUniqueId id;
+    if (cudaSetDevice(device) != cudaSuccess) {
+        snprintf(err, errlen, "rank %d: no GPU %d (LOCAL_RANK %d of %d on this node): check CUDA_VISIBLE_DEVICES and "
+                 "the number of ranks per node", e->rank, device, e->local_rank, e->local_world);
+        return NULL;
+    }
+    if (!nccl_unique_id(e, bootstrap, &id, err, errlen) || !nccl_start_watchdog(device, err, errlen))
+        return NULL;
+    ncclConfig_t cfg = nccl_config();
+    ncclComm_t comm;
+    ncclResult_t r = ncclCommInitRankConfig(&comm, e->world_size, id, e->rank, &cfg);
+    if (r == ncclSuccess || r == ncclInProgress)
+        r = nccl_settle(comm, nccl_now() + nccl.timeout_s);
+    if (r != ncclSuccess) {
+        snprintf(err, errlen, "NCCL init of rank %d of %d %s: %s; check that every rank started and that rank 0's "
+                 "address (NCCL_COMM_ID=%s) is reachable",
+                 e->rank, e->world_size, r == ncclInProgress ? "timed out (MCC_COLLECTIVE_TIMEOUT_S)" : "failed",
+                 r == ncclInProgress ? "not every rank joined" : ncclGetErrorString(r),
+                 getenv("NCCL_COMM_ID") ? getenv("NCCL_COMM_ID") : "(bootstrap communicator)");
+        if (r == ncclInProgress)
+            ncclCommAbort(comm);
+        return NULL;
+    }
+    rt_comm *c = rt_comm_new_world(&nccl_ops, comm, e->rank, e->world_size);
+    nccl_register(c);
+    return c;
+}

@@ -1,0 +1,51 @@
+/* launchers.h — every kernel the CUDA launchers (launchers.c) call, by family: the name stem in
+ * kernels_templates/ and how many float dtypes suffix it (stem_<dt>[_<dt>], each f32 or bf16;
+ * 0 = the stem is the whole name). The launchers build names only from this table, and
+ * tests/cuda_compile_test.c checks that every expansion is in the compiled cubin. */
+#ifndef MCC_CUDA_LAUNCHERS_H
+#define MCC_CUDA_LAUNCHERS_H
+
+#define RT_CUDA_FLOAT_SUFFIXES {"f32", "bf16"} /* IR_F32, IR_BF16 */
+
+/* K(id, stem, number of dtype suffixes) */
+#define RT_CUDA_KERNELS(K)                                                                                 \
+    K(FILL, "mcc_fill", 1)                                                                                 \
+    K(ADD, "mcc_add", 1)                                                                                   \
+    K(MUL, "mcc_mul", 1)                                                                                   \
+    K(SCALE, "mcc_scale", 1)                                                                               \
+    K(BIAS_ADD, "mcc_bias_add", 2)                    /* x, b */                                           \
+    K(GELU, "mcc_gelu", 1)                                                                                 \
+    K(GELU_GRAD, "mcc_gelu_grad", 1)                                                                       \
+    K(SILU, "mcc_silu", 1)                                                                                 \
+    K(SILU_GRAD, "mcc_silu_grad", 1)                                                                       \
+    K(SQRT, "mcc_sqrt", 1)                                                                                 \
+    K(COLSUM_PARTIAL, "mcc_colsum_partial", 1)                                                             \
+    K(COLSUM_FINAL, "mcc_colsum_final", 1)                                                                 \
+    K(SUM_SQUARES_PARTIAL, "mcc_sum_squares_partial", 0)                                                   \
+    K(SUM_SQUARES_FINAL, "mcc_sum_squares_final", 0)                                                       \
+    K(MEAN, "mcc_mean_f32", 0)                                                                             \
+    K(EMBEDDING, "mcc_embedding", 1)                                                                       \
+    K(FILL_I32, "mcc_fill_i32", 0)                                                                         \
+    K(EMBEDDING_FIRST, "mcc_embedding_first_i32", 0)                                                       \
+    K(EMBEDDING_GRAD, "mcc_embedding_grad", 1)                                                             \
+    K(POS_ADD, "mcc_pos_add", 2)                      /* x, table */                                       \
+    K(LAYERNORM, "mcc_layernorm", 2)                  /* x, w */                                           \
+    K(RMSNORM, "mcc_rmsnorm", 2)                                                                           \
+    K(LAYERNORM_GRAD, "mcc_layernorm_grad", 2)                                                             \
+    K(RMSNORM_GRAD, "mcc_rmsnorm_grad", 2)                                                                 \
+    K(ROPE, "mcc_rope", 1)                                                                                 \
+    K(CROSS_ENTROPY_ROWS, "mcc_cross_entropy_rows", 1)                                                     \
+    K(CROSS_ENTROPY_GRAD, "mcc_cross_entropy_grad", 1)                                                     \
+    K(ACCUMULATE, "mcc_accumulate", 2)                /* dst, src */                                       \
+    K(COPY, "mcc_copy", 2)                            /* dst, src */                                       \
+    K(CLIP_COEF, "mcc_clip_coef_f32", 0)                                                                   \
+    K(ADAMW, "mcc_adamw_f32", 0)
+
+typedef enum {
+#define K(id, stem, ndtypes) RT_CUK_##id,
+    RT_CUDA_KERNELS(K)
+#undef K
+    RT_CUDA_NUM_KERNELS
+} rt_cuda_kernel;
+
+#endif

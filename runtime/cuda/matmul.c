@@ -1,0 +1,87 @@
+/* matmul.c — every matmul through cuBLASLt: bf16 (or f32) in and out, fp32 accumulation, the
+ * algorithm chosen by cuBLASLt's heuristic once per shape and cached. cuBLASLt is column-major;
+ * a row-major C[M,N] = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T. */
+#include "cuda_ctx.h"
+
+#include <cublasLt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WORKSPACE_BYTES (64u << 20)
+
+typedef struct {
+    int64_t m, n, k;
+    bool ta, tb;
+    ir_dtype dt;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+} matmul_plan;
+
+static cublasLtHandle_t lt;
+static void *workspace;
+static matmul_plan *plans;
+static int nplans, cap_plans;
+
+static const char *lt_status_name(int s) { return cublasLtGetStatusName((cublasStatus_t)s); }
+#define LT_CHECK(call) rt_cu_check((int)(call), #call, __FILE__, __LINE__, lt_status_name)
+
+static cudaDataType_t cuda_type(ir_dtype dt) { return dt == IR_BF16 ? CUDA_R_16BF : dt == IR_F16 ? CUDA_R_16F : CUDA_R_32F; }
+
+static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, ir_dtype dt)
+{
+    for (int i = 0; i < nplans; i++) {
+        matmul_plan *p = &plans[i];
+        if (p->m == m && p->n == n && p->k == k && p->ta == ta && p->tb == tb && p->dt == dt)
+            return p;
+    }
+    if (!lt) {
+        LT_CHECK(cublasLtCreate(&lt));
+        RT_CUDART_CHECK(cudaMalloc(&workspace, WORKSPACE_BYTES));
+    }
+    if (nplans == cap_plans) {
+        cap_plans = cap_plans ? 2 * cap_plans : 16;
+        plans = realloc(plans, sizeof(matmul_plan) * (size_t)cap_plans);
+    }
+    matmul_plan *p = &plans[nplans];
+    *p = (matmul_plan){.m = m, .n = n, .k = k, .ta = ta, .tb = tb, .dt = dt};
+    cudaDataType_t t = cuda_type(dt);
+    LT_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    /* cuBLASLt's A is our B: stored (n x k) or, transposed, (k x n) column-major; its B is our A. */
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->a, t, tb ? k : n, tb ? n : k, tb ? k : n));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->b, t, ta ? m : k, ta ? k : m, ta ? m : k));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->c, t, n, m, n));
+    cublasLtMatmulPreference_t pref;
+    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = WORKSPACE_BYTES;
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    LT_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (!found) {
+        fprintf(stderr, "train_rank: cuBLASLt has no algorithm for a %lldx%lldx%lld %s matmul (ta=%d tb=%d)\n",
+                (long long)m, (long long)n, (long long)k, ir_dtype_name(dt), ta, tb);
+        exit(1);
+    }
+    p->algo = result.algo;
+    return &plans[nplans++];
+}
+
+/* (a, b) -> r with a, b flattened to 2-D [prod(leading), last]; see ops.def. */
+void cuda_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *at = c->arg_types[0], *bt = c->arg_types[1];
+    bool ta = c->in->attr[0] != 0, tb = c->in->attr[1] != 0;
+    int64_t ak = at->dims[at->ndim - 1], am = ir_numel(at) / ak;
+    int64_t bn = bt->dims[bt->ndim - 1], bk = ir_numel(bt) / bn;
+    int64_t m = ta ? ak : am, k = ta ? am : ak, n = tb ? bk : bn;
+    matmul_plan *p = plan_for(m, n, k, ta, tb, at->dtype);
+    const float one = 1.0f, zero = 0.0f;
+    LT_CHECK(cublasLtMatmul(lt, p->desc, &one, c->args[1], p->a, c->args[0], p->b, &zero, c->res[0], p->c, c->res[0],
+                            p->c, &p->algo, workspace, WORKSPACE_BYTES, (cudaStream_t)rt_cuda_stream(cx)));
+}

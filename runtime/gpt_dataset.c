@@ -1,0 +1,552 @@
+/* gpt_dataset.c — Megatron-LM's GPT data semantics (megatron/core/datasets: gpt_dataset.py,
+ * blended_dataset.py, blended_megatron_dataset_builder.py, helpers.cpp) in C: the --split of each
+ * dataset's sequences; per split a document index over as many epochs as the samples need, shuffled
+ * by numpy.random.RandomState(seed) (reproduced bit for bit below); the sample index (seq_length+1
+ * tokens, the last shared with the next sample); the shuffle index; the greedy blending index.
+ * Same inputs, same tokens for every global sample index as Megatron-LM. */
+#include "runtime/gpt_dataset.h"
+
+#include "runtime/dataset.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const RT_SPLIT_NAMES[RT_SPLITS] = {"train", "valid", "test"};
+
+/* Megatron's mid_level_dataset_surplus: each blended dataset builds 0.5% more samples than its share. */
+static const double RT_GPT_SURPLUS = 0.005;
+/* Megatron's separate_final_epoch threshold: a final epoch used below 80% is shuffled on its own. */
+static const double RT_GPT_FINAL_EPOCH = 0.80;
+enum { RT_GPT_MAX_DATASETS = 32767 }; /* Megatron's int16 dataset index */
+
+/* ---- numpy.random.RandomState: MT19937, legacy random_interval, shuffle ------------------- */
+
+enum { RT_MT_N = 624, RT_MT_M = 397 };
+typedef struct {
+    uint32_t key[RT_MT_N];
+    int pos;
+} rt_mt;
+
+/* RandomState(seed) for an integer seed: numpy's mt19937_seed (Knuth's initialiser). */
+static void rt_mt_seed(rt_mt *mt, uint32_t seed) {
+    for (int i = 0; i < RT_MT_N; i++) {
+        mt->key[i] = seed;
+        seed = 1812433253u * (seed ^ seed >> 30) + (uint32_t)i + 1;
+    }
+    mt->pos = RT_MT_N;
+}
+
+static uint32_t rt_mt_next32(rt_mt *mt) {
+    if (mt->pos == RT_MT_N) { /* regenerate the state in place, as the reference genrand_int32 */
+        for (int i = 0; i < RT_MT_N; i++) {
+            uint32_t y = (mt->key[i] & 0x80000000u) | (mt->key[(i + 1) % RT_MT_N] & 0x7fffffffu);
+            mt->key[i] = mt->key[(i + RT_MT_M) % RT_MT_N] ^ y >> 1 ^ (y & 1 ? 0x9908b0dfu : 0);
+        }
+        mt->pos = 0;
+    }
+    uint32_t y = mt->key[mt->pos++];
+    y ^= y >> 11;
+    y ^= y << 7 & 0x9d2c5680u;
+    y ^= y << 15 & 0xefc60000u;
+    return y ^ y >> 18;
+}
+
+/* numpy's legacy random_interval: uniform in [0, max] by rejecting draws masked to max's bit
+ * width; 64-bit draws (high word first) only when max needs them. */
+static uint64_t rt_np_interval(rt_mt *mt, uint64_t max) {
+    uint64_t mask = max, v;
+    for (int s = 1; s < 64; s *= 2) mask |= mask >> s;
+    if (max <= UINT32_MAX) {
+        while ((v = rt_mt_next32(mt) & mask) > max) {}
+    } else {
+        while ((v = ((uint64_t)rt_mt_next32(mt) << 32 | rt_mt_next32(mt)) & mask) > max) {}
+    }
+    return v;
+}
+
+/* RandomState.shuffle of a 1-D array of n elements of `size` (<= 8) bytes: numpy's _shuffle_raw,
+ * Fisher-Yates from the end; the draws do not depend on the element type. */
+static void rt_np_shuffle(rt_mt *mt, void *data, int64_t n, size_t size) {
+    unsigned char *a = data, tmp[8];
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)rt_np_interval(mt, (uint64_t)i);
+        memcpy(tmp, a + j * size, size);
+        memcpy(a + j * size, a + i * size, size);
+        memcpy(a + i * size, tmp, size);
+    }
+}
+
+/* numpy.sum of float64: pairwise summation, 8 accumulators per block of at most 128, so that
+ * normalised weights match Megatron's to the last bit. */
+static double rt_np_sum(const double *a, int64_t n) {
+    if (n < 8) {
+        double s = 0.0;
+        for (int64_t i = 0; i < n; i++) s += a[i];
+        return s;
+    }
+    if (n <= 128) {
+        double r[8];
+        memcpy(r, a, sizeof r);
+        int64_t i = 8;
+        for (; i < n - n % 8; i += 8)
+            for (int j = 0; j < 8; j++) r[j] += a[i + j];
+        double s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) s += a[i];
+        return s;
+    }
+    int64_t half = n / 2;
+    half -= half % 8;
+    return rt_np_sum(a, half) + rt_np_sum(a + half, n - half);
+}
+
+/* Megatron's normalize(): w / numpy.sum(w). out may be w. */
+static void rt_np_normalize(const double *w, int n, double *out) {
+    double sum = rt_np_sum(w, n);
+    for (int i = 0; i < n; i++) out[i] = w[i] / sum;
+}
+
+/* ---- --split --------------------------------------------------------------------------------- */
+
+/* Megatron's parse_and_normalize_split (the numbers in the string, zero-padded to three,
+ * normalised) and convert_split_vector_to_split_matrix (cumulative book-ends [lo, hi) as fractions
+ * of the sequences; has[s] false for a zero share). */
+static bool rt_gpt_parse_split(const char *text, double lo[RT_SPLITS], double hi[RT_SPLITS], bool has[RT_SPLITS],
+                               char *err, size_t errlen) {
+    double v[RT_SPLITS] = {0};
+    int n = 0;
+    for (const char *p = text; *p;) {
+        size_t run = strspn(p, ".0123456789"); /* Megatron's re.findall(r"[.0-9]+") */
+        if (!run) {
+            p++;
+            continue;
+        }
+        char num[64], *end;
+        snprintf(num, sizeof num, "%.*s", (int)run, p);
+        double x = run < sizeof num ? strtod(num, &end) : 0;
+        if (run >= sizeof num || *end || end == num || n == RT_SPLITS) {
+            snprintf(err, errlen, "--split %s: %s; give up to three shares train,valid,test, e.g. --split 969,30,1",
+                     text, n == RT_SPLITS ? "more than three numbers" : "a share is not a number");
+            return false;
+        }
+        v[n++] = x;
+        p += run;
+    }
+    rt_np_normalize(v, RT_SPLITS, v);
+    if (!(v[0] + v[1] + v[2] > 0)) { /* all zero: NaN */
+        snprintf(err, errlen, "--split %s: the shares sum to 0; give e.g. --split 969,30,1", text);
+        return false;
+    }
+    double edge = 0.0;
+    for (int s = 0; s < RT_SPLITS; s++) {
+        lo[s] = edge;
+        hi[s] = edge += v[s];
+        has[s] = hi[s] > lo[s];
+    }
+    return true;
+}
+
+/* ---- one GPTDataset: one split of one indexed dataset --------------------------------------- */
+
+typedef struct {
+    int64_t first_seq, num_seqs; /* the split's sequences [first_seq, first_seq+num_seqs) */
+    int64_t tokens_per_epoch, num_epochs;
+    bool separate_final_epoch;
+    int64_t num_samples;  /* len(): samples the sample index holds (0: not built) */
+    int32_t *doc_index;   /* [num_epochs*num_seqs] sequence ids in shuffled order */
+    int64_t *sample_doc;  /* [num_samples+1] doc_index position where sample i starts... */
+    int32_t *sample_off;  /* [num_samples+1] ...and the token offset in that sequence */
+    int64_t *shuffle;     /* [num_samples] sample order */
+} rt_gpt_split;
+
+typedef struct { /* what builds one rt_gpt_split */
+    const rt_dataset *ds;
+    const char *prefix, *split_text;
+    int split, seq_length;
+    uint32_t seed;
+    double lo, hi;       /* --split book-ends */
+    int64_t num_samples; /* requested */
+} rt_gpt_split_job;
+
+static bool rt_gpt_oom(const char *what, int64_t count, const rt_gpt_split_job *job, char *err, size_t errlen) {
+    snprintf(err, errlen, "--data-path %s: out of memory for the %s split's %s (%" PRId64 " entries); "
+             "request fewer samples or train on more data per epoch", job->prefix, RT_SPLIT_NAMES[job->split], what,
+             count);
+    return false;
+}
+
+/* The split's sequences (Megatron rounds each book-end half to even), its tokens, and the epochs
+ * the requested samples need (_get_num_epochs), with the final-epoch rule of
+ * _build_document_sample_shuffle_indices. Returns the samples before the final epoch. */
+static bool rt_gpt_plan_epochs(rt_gpt_split *g, const rt_gpt_split_job *job, int64_t *sans_final, char *err,
+                               size_t errlen) {
+    int64_t n = rt_dataset_num_sequences(job->ds), S = job->seq_length;
+    g->first_seq = (int64_t)nearbyint(job->lo * (double)n);
+    g->num_seqs = (int64_t)nearbyint(job->hi * (double)n) - g->first_seq;
+    g->tokens_per_epoch = 0;
+    for (int64_t s = g->first_seq; s < g->first_seq + g->num_seqs; s++)
+        g->tokens_per_epoch += rt_dataset_sequence_length(job->ds, s);
+    int64_t T = g->tokens_per_epoch;
+    if (T < 2) {
+        snprintf(err, errlen, "--split %s gives the %s split %" PRId64 " of the %" PRId64 " sequences of --data-path "
+                 "%s, holding %" PRId64 " tokens, too few to cut samples from; use more data or a --split with 0 for %s",
+                 job->split_text, RT_SPLIT_NAMES[job->split], g->num_seqs, n, job->prefix, T,
+                 RT_SPLIT_NAMES[job->split]);
+        return false;
+    }
+    if (job->num_samples > (INT64_MAX / 2 - T) / S) {
+        snprintf(err, errlen, "%" PRId64 " %s samples of %" PRId64 " tokens overflow the sample index; "
+                 "request fewer (--train-iters, --eval-iters)", job->num_samples, RT_SPLIT_NAMES[job->split], S);
+        return false;
+    }
+    int64_t wanted = job->num_samples * S + 1; /* +1: the last sample's extra token */
+    g->num_epochs = wanted <= T ? 1 : (wanted + T - 1) / T;
+    *sans_final = 0;
+    g->separate_final_epoch = false;
+    if (g->num_epochs > 1) {
+        *sans_final = ((g->num_epochs - 1) * T - 1) / S;
+        int64_t per_epoch = (T - 1) / S;
+        g->separate_final_epoch = job->num_samples - *sans_final < (int64_t)(RT_GPT_FINAL_EPOCH * (double)per_epoch);
+    }
+    return true;
+}
+
+/* _build_document_index: the split's sequences once per epoch, shuffled together, or the final
+ * epoch shuffled apart. */
+static bool rt_gpt_build_doc_index(rt_gpt_split *g, rt_mt *mt, const rt_gpt_split_job *job, char *err,
+                                   size_t errlen) {
+    int64_t D = g->num_seqs, len = g->num_epochs * D;
+    if (!(g->doc_index = malloc((size_t)len * sizeof *g->doc_index)))
+        return rt_gpt_oom("document index", len, job, err, errlen);
+    for (int64_t i = 0; i < len; i++) g->doc_index[i] = (int32_t)(g->first_seq + i % D);
+    int64_t head = g->separate_final_epoch ? len - D : len;
+    rt_np_shuffle(mt, g->doc_index, head, sizeof *g->doc_index);
+    rt_np_shuffle(mt, g->doc_index + head, len - head, sizeof *g->doc_index);
+    return true;
+}
+
+/* helpers.cpp build_sample_idx (drop_last_partial_sequence, add_extra_token_to_sequence): sample i
+ * spans the seq_length+1 tokens from (sample_doc[i], sample_off[i]) to (sample_doc[i+1],
+ * sample_off[i+1]) inclusive, so consecutive samples share one token. */
+static bool rt_gpt_build_sample_index(rt_gpt_split *g, const rt_gpt_split_job *job, char *err, size_t errlen) {
+    int64_t S = job->seq_length, ns = (g->num_epochs * g->tokens_per_epoch - 1) / S;
+    g->sample_doc = malloc((size_t)(ns + 1) * sizeof *g->sample_doc);
+    g->sample_off = malloc((size_t)(ns + 1) * sizeof *g->sample_off);
+    if (!g->sample_doc || !g->sample_off) return rt_gpt_oom("sample index", ns + 1, job, err, errlen);
+    int64_t pos = 0, off = 0;
+    g->sample_doc[0] = g->sample_off[0] = 0;
+    for (int64_t i = 1; i <= ns; i++) {
+        int64_t remaining = S + 1;
+        while (remaining) {
+            assert(pos < g->num_epochs * g->num_seqs); /* ns leaves the last sample inside the epochs */
+            int64_t left = rt_dataset_sequence_length(job->ds, g->doc_index[pos]) - off;
+            remaining -= left;
+            if (remaining <= 0) {
+                off += remaining + left - 1; /* end on the extra token, where the next sample starts */
+                remaining = 0;
+            } else {
+                pos++;
+                off = 0;
+            }
+        }
+        g->sample_doc[i] = pos;
+        g->sample_off[i] = (int32_t)off;
+    }
+    g->num_samples = ns;
+    return true;
+}
+
+/* _build_shuffle_index: the samples before the final epoch and those of it shuffled apart when
+ * the final epoch is separate, else all together. */
+static bool rt_gpt_build_shuffle(rt_gpt_split *g, rt_mt *mt, int64_t sans_final, const rt_gpt_split_job *job,
+                                 char *err, size_t errlen) {
+    int64_t ns = g->num_samples, head = g->separate_final_epoch ? sans_final : ns;
+    if (!(g->shuffle = malloc((size_t)ns * sizeof *g->shuffle))) return rt_gpt_oom("shuffle index", ns, job, err, errlen);
+    for (int64_t i = 0; i < ns; i++) g->shuffle[i] = i;
+    rt_np_shuffle(mt, g->shuffle, head, sizeof *g->shuffle);
+    rt_np_shuffle(mt, g->shuffle + head, ns - head, sizeof *g->shuffle);
+    return true;
+}
+
+/* GPTDataset._build_document_sample_shuffle_indices: one RandomState(seed) per dataset and split. */
+static bool rt_gpt_build_split(rt_gpt_split *g, const rt_gpt_split_job *job, char *err, size_t errlen) {
+    int64_t sans_final;
+    rt_mt mt;
+    rt_mt_seed(&mt, job->seed);
+    return rt_gpt_plan_epochs(g, job, &sans_final, err, errlen) && rt_gpt_build_doc_index(g, &mt, job, err, errlen) &&
+           rt_gpt_build_sample_index(g, job, err, errlen) && rt_gpt_build_shuffle(g, &mt, sans_final, job, err, errlen);
+}
+
+/* GPTDataset._query_document_sample_shuffle_indices: sample i after the shuffle. out: int32[S+1]. */
+static void rt_gpt_split_sample(const rt_gpt_split *g, const rt_dataset *ds, int64_t i, int32_t *out) {
+    int64_t j = g->shuffle[i], last = g->sample_doc[j + 1], off = g->sample_off[j];
+    for (int64_t p = g->sample_doc[j]; p <= last; p++, off = 0) {
+        int32_t s = g->doc_index[p];
+        int64_t stop = p < last ? rt_dataset_sequence_length(ds, s) : g->sample_off[j + 1] + 1;
+        rt_dataset_read(ds, s, off, stop - off, out);
+        out += stop - off;
+    }
+}
+
+static void rt_gpt_split_free(rt_gpt_split *g) {
+    free(g->doc_index);
+    free(g->sample_doc);
+    free(g->sample_off);
+    free(g->shuffle);
+}
+
+/* ---- the blend and the whole data set -------------------------------------------------------- */
+
+struct rt_gpt_data {
+    int n, seq_length;
+    char **prefixes;                      /* [n] copies, for rt_gpt_data_print */
+    rt_dataset **ds;                      /* [n] */
+    rt_gpt_split (*split)[RT_SPLITS];     /* [n][RT_SPLITS] */
+    bool blended;                         /* weights given: samples go through the blend */
+    int64_t blend_size[RT_SPLITS];
+    int16_t *blend_dataset[RT_SPLITS];    /* [blend_size] the dataset serving global sample i... */
+    int64_t *blend_sample[RT_SPLITS];     /* [blend_size] ...and the sample it takes there */
+};
+
+/* helpers.cpp build_blending_indices: each sample goes to the dataset whose count lags its weight
+ * the most (first on ties). Fails if a dataset would run past the samples built for it. */
+static bool rt_gpt_build_blend(rt_gpt_data *d, int split, const double *w, char *err, size_t errlen) {
+    int64_t size = d->blend_size[split], *count = calloc((size_t)d->n, sizeof *count);
+    d->blend_dataset[split] = malloc((size_t)size * sizeof *d->blend_dataset[split]);
+    d->blend_sample[split] = malloc((size_t)size * sizeof *d->blend_sample[split]);
+    if (!count || !d->blend_dataset[split] || !d->blend_sample[split]) {
+        free(count);
+        snprintf(err, errlen, "--data-path: out of memory for the %s blend of %" PRId64 " samples", RT_SPLIT_NAMES[split],
+                 size);
+        return false;
+    }
+    for (int64_t i = 0; i < size; i++) {
+        double x = i > 1 ? (double)i : 1.0;
+        int best = 0;
+        double best_lag = w[0] * x - (double)count[0];
+        for (int k = 1; k < d->n; k++) {
+            double lag = w[k] * x - (double)count[k];
+            if (lag > best_lag) best = k, best_lag = lag;
+        }
+        d->blend_dataset[split][i] = (int16_t)best;
+        d->blend_sample[split][i] = count[best]++;
+    }
+    bool ok = true;
+    for (int k = 0; k < d->n && ok; k++) {
+        ok = count[k] <= d->split[k][split].num_samples;
+        if (!ok)
+            snprintf(err, errlen, "--data-path: the %s blend takes %" PRId64 " samples from %s but only %" PRId64
+                     " were built for it; give it a larger weight or more data", RT_SPLIT_NAMES[split], count[k],
+                     d->prefixes[k], d->split[k][split].num_samples);
+    }
+    free(count);
+    return ok;
+}
+
+static bool rt_gpt_check_config(const rt_gpt_data_config *cfg, char *err, size_t errlen) {
+    const char *bad = NULL;
+    if (cfg->n < 1 || cfg->n > RT_GPT_MAX_DATASETS)
+        bad = "--data-path: give 1 to 32767 datasets (PREFIX, or WEIGHT PREFIX pairs)";
+    else if (cfg->seq_length < 2)
+        bad = "--seq-length must be at least 2 to cut samples (Megatron's build_sample_idx)";
+    else if (cfg->seed < 0 || cfg->seed > UINT32_MAX)
+        bad = "--seed must be in 0..4294967295 (numpy RandomState's range, as Megatron's data shuffle)";
+    else if (!cfg->split)
+        bad = "--split is required, e.g. --split 969,30,1";
+    for (int s = 0; s < RT_SPLITS && !bad; s++)
+        if (cfg->num_samples[s] < 0) bad = "the number of samples of a split must be >= 0 (check --train-iters)";
+    double sum = 0;
+    for (int k = 0; k < cfg->n && cfg->weights && !bad; k++) {
+        if (!(cfg->weights[k] >= 0 && isfinite(cfg->weights[k])))
+            bad = "--data-path: weights must be finite and >= 0, e.g. --data-path 0.3 A 0.7 B";
+        sum += cfg->weights[k];
+    }
+    if (cfg->weights && !bad && !(sum > 0))
+        bad = "--data-path: the weights sum to 0; give at least one dataset a positive weight";
+    if (bad) snprintf(err, errlen, "%s", bad);
+    return !bad;
+}
+
+static bool rt_gpt_open_datasets(rt_gpt_data *d, const rt_gpt_data_config *cfg, char *err, size_t errlen) {
+    char why[1024];
+    for (int k = 0; k < d->n; k++) {
+        if (!(d->prefixes[k] = strdup(cfg->prefixes[k]))) {
+            snprintf(err, errlen, "--data-path: out of memory");
+            return false;
+        }
+        if (!(d->ds[k] = rt_dataset_open(cfg->prefixes[k], why, sizeof why))) {
+            snprintf(err, errlen, "--data-path %s: %s", cfg->prefixes[k], why);
+            return false;
+        }
+        if (rt_dataset_num_sequences(d->ds[k]) > INT32_MAX) {
+            snprintf(err, errlen, "--data-path %s: more than 2^31-1 sequences, Megatron's int32 document index limit; "
+                     "split the corpus into several datasets and blend them", cfg->prefixes[k]);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* BlendedMegatronDatasetBuilder: every split with samples wanted and a --split share; with weights,
+ * each dataset builds ceil(ceil(N*w)*1.005) samples and the blend holds sum(ceil(N*w)). */
+static bool rt_gpt_build_all(rt_gpt_data *d, const rt_gpt_data_config *cfg, char *err, size_t errlen) {
+    double lo[RT_SPLITS], hi[RT_SPLITS], *w = malloc(2 * (size_t)d->n * sizeof *w);
+    if (!w) {
+        snprintf(err, errlen, "--data-path: out of memory");
+        return false;
+    }
+    double *w2 = w + d->n;
+    bool has[RT_SPLITS], ok = rt_gpt_parse_split(cfg->split, lo, hi, has, err, errlen);
+    if (ok && d->blended) rt_np_normalize(cfg->weights, d->n, w); /* the builder's normalize() */
+    for (int s = 0; s < RT_SPLITS && ok; s++) {
+        if (!has[s] || cfg->num_samples[s] == 0) continue;
+        for (int k = 0; k < d->n && ok; k++) {
+            rt_gpt_split_job job = {d->ds[k], d->prefixes[k], cfg->split, s, cfg->seq_length, (uint32_t)cfg->seed,
+                                    lo[s], hi[s], cfg->num_samples[s]};
+            if (d->blended) {
+                int64_t target = (int64_t)ceil((double)cfg->num_samples[s] * w[k]);
+                d->blend_size[s] += target;
+                job.num_samples = (int64_t)ceil((double)target * (1 + RT_GPT_SURPLUS));
+            }
+            ok = rt_gpt_build_split(&d->split[k][s], &job, err, errlen);
+        }
+        if (ok && d->blended) {
+            rt_np_normalize(w, d->n, w2); /* BlendedDataset normalises again, changing last bits */
+            ok = rt_gpt_build_blend(d, s, w2, err, errlen);
+        }
+    }
+    free(w);
+    return ok;
+}
+
+rt_gpt_data *rt_gpt_data_open(const rt_gpt_data_config *cfg, char *err, size_t errlen) {
+    if (!rt_gpt_check_config(cfg, err, errlen)) return NULL;
+    rt_gpt_data *d = calloc(1, sizeof *d);
+    if (d) {
+        d->n = cfg->n;
+        d->seq_length = cfg->seq_length;
+        d->blended = cfg->weights != NULL;
+        d->prefixes = calloc((size_t)d->n, sizeof *d->prefixes);
+        d->ds = calloc((size_t)d->n, sizeof *d->ds);
+        d->split = calloc((size_t)d->n, sizeof *d->split);
+    }
+    if (!d || !d->prefixes || !d->ds || !d->split) {
+        snprintf(err, errlen, "--data-path: out of memory");
+    } else if (rt_gpt_open_datasets(d, cfg, err, errlen) && rt_gpt_build_all(d, cfg, err, errlen)) {
+        return d;
+    }
+    rt_gpt_data_close(d);
+    return NULL;
+}
+
+void rt_gpt_data_close(rt_gpt_data *d) {
+    if (!d) return;
+    for (int k = 0; k < d->n; k++) {
+        if (d->split)
+            for (int s = 0; s < RT_SPLITS; s++) rt_gpt_split_free(&d->split[k][s]);
+        if (d->ds) rt_dataset_close(d->ds[k]);
+        if (d->prefixes) free(d->prefixes[k]);
+    }
+    for (int s = 0; s < RT_SPLITS; s++) {
+        free(d->blend_dataset[s]);
+        free(d->blend_sample[s]);
+    }
+    free(d->split);
+    free(d->ds);
+    free(d->prefixes);
+    free(d);
+}
+
+int64_t rt_gpt_data_num_samples(const rt_gpt_data *d, int split) {
+    assert(split >= 0 && split < RT_SPLITS);
+    return d->blended ? d->blend_size[split] : d->split[0][split].num_samples;
+}
+
+void rt_gpt_data_sample(const rt_gpt_data *d, int split, int64_t index, int32_t *out) {
+    assert(index >= 0 && index < rt_gpt_data_num_samples(d, split));
+    int k = 0;
+    if (d->blended) {
+        k = d->blend_dataset[split][index];
+        index = d->blend_sample[split][index];
+    }
+    rt_gpt_split_sample(&d->split[k][split], d->ds[k], index, out);
+}
+
+int rt_gpt_data_max_token(const rt_gpt_data *d) {
+    int max = 0;
+    for (int k = 0; k < d->n; k++) {
+        int m = rt_dataset_max_token(d->ds[k]);
+        if (m > max) max = m;
+    }
+    return max;
+}
+
+void rt_gpt_data_print(const rt_gpt_data *d, FILE *out) {
+    for (int s = 0; s < RT_SPLITS; s++) {
+        for (int k = 0; k < d->n; k++) {
+            const rt_gpt_split *g = &d->split[k][s];
+            if (!g->num_samples) continue;
+            fprintf(out, "data %-5s %s: sequences [%" PRId64 ", %" PRId64 "), %" PRId64 " tokens per epoch, %" PRId64
+                    " epochs%s, %" PRId64 " samples\n", RT_SPLIT_NAMES[s], d->prefixes[k], g->first_seq,
+                    g->first_seq + g->num_seqs, g->tokens_per_epoch, g->num_epochs,
+                    g->separate_final_epoch ? " (last shuffled apart)" : "", g->num_samples);
+        }
+        if (d->blended && d->blend_size[s])
+            fprintf(out, "data %-5s blend of %d datasets: %" PRId64 " samples\n", RT_SPLIT_NAMES[s], d->n,
+                    d->blend_size[s]);
+    }
+}
+
+/* ---- --data-path ----------------------------------------------------------------------------- */
+
+/* A weight as Python's float() reads it in Megatron's get_blend_from_list: the whole string. */
+static bool rt_gpt_parse_weight(const char *text, double *w) {
+    char *end;
+    *w = strtod(text, &end);
+    return end != text && !*end;
+}
+
+bool rt_gpt_data_parse_paths(int argc, char **argv, int *consumed, rt_gpt_data_config *cfg, char *err,
+                             size_t errlen) {
+    int n = 0;
+    while (n < argc && strncmp(argv[n], "--", 2) != 0) n++;
+    *consumed = n;
+    rt_gpt_data_config_free(cfg);
+    bool weighted = n % 2 == 0;
+    int count = weighted ? n / 2 : n;
+    if (n == 0 || (!weighted && n > 1) || count > RT_GPT_MAX_DATASETS) {
+        snprintf(err, errlen, "--data-path takes PREFIX or up to %d WEIGHT PREFIX pairs (e.g. --data-path 0.3 A 0.7 B), "
+                 "got %d values", RT_GPT_MAX_DATASETS, n);
+        return false;
+    }
+    cfg->prefixes = calloc((size_t)count, sizeof *cfg->prefixes);
+    cfg->weights = weighted ? calloc((size_t)count, sizeof *cfg->weights) : NULL;
+    if (!cfg->prefixes || (weighted && !cfg->weights)) {
+        rt_gpt_data_config_free(cfg);
+        snprintf(err, errlen, "--data-path: out of memory");
+        return false;
+    }
+    for (int k = 0; k < count; k++) {
+        cfg->prefixes[k] = argv[weighted ? 2 * k + 1 : k];
+        if (!weighted) continue;
+        double *w = &cfg->weights[k];
+        if (!rt_gpt_parse_weight(argv[2 * k], w) || !(*w >= 0) || !isfinite(*w)) {
+            snprintf(err, errlen, "--data-path: '%s' is not a weight >= 0; several datasets take WEIGHT PREFIX pairs, "
+                     "e.g. --data-path 0.3 A 0.7 B", argv[2 * k]);
+            rt_gpt_data_config_free(cfg);
+            return false;
+        }
+    }
+    cfg->n = count;
+    return true;
+}
+
+void rt_gpt_data_config_free(rt_gpt_data_config *cfg) {
+    free(cfg->prefixes);
+    free(cfg->weights);
+    cfg->prefixes = NULL;
+    cfg->weights = NULL;
+    cfg->n = 0;
+}

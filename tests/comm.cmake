@@ -1,0 +1,45 @@
+# comm.cmake — ranks and comms: launcher env detection, the Megatron rank layout, train_rank's
+# --nproc-per-node launcher, and (with MPI) collectives and the collective timeout on 4 CPU ranks;
+# the NCCL backend on 2 GPUs (label gpu).
+add_executable(comm_test ${CMAKE_SOURCE_DIR}/tests/comm_test.c)
+target_include_directories(comm_test PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+target_link_libraries(comm_test PRIVATE mccrt)
+
+add_test(NAME comm_env COMMAND comm_test env)
+add_test(NAME comm_mesh COMMAND comm_test mesh)
+file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/tests/comm_launch)
+add_test(NAME comm_launch COMMAND comm_test launch ${CMAKE_BINARY_DIR}/tests/comm_launch)
+add_test(NAME comm_launch_fail COMMAND comm_test launch-fail)
+add_test(NAME comm_launch_signal COMMAND comm_test launch-signal)
+set_tests_properties(comm_env comm_mesh comm_launch comm_launch_fail comm_launch_signal PROPERTIES TIMEOUT 30)
+
+set(MCC_EXPECT_FAIL sh ${CMAKE_SOURCE_DIR}/tests/comm_expect_fail.sh)
+get_target_property(_mccrt_defs mccrt INTERFACE_COMPILE_DEFINITIONS)
+if(MPI_C_FOUND AND NOT "MCC_HAVE_MPI" IN_LIST _mccrt_defs)
+  message(WARNING "MPI found but libmccrt is built without it (MCC_HAVE_MPI): the MPI comm tests are skipped")
+elseif(MPI_C_FOUND)
+  # CI runs as root; more ranks than cores.
+  set(_mpirun ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root ${MPIEXEC_NUMPROC_FLAG} 4)
+  add_test(NAME comm_mpi_collectives COMMAND ${_mpirun} $<TARGET_FILE:comm_test> collectives)
+  add_test(NAME comm_mpi_timeout COMMAND ${MCC_EXPECT_FAIL}
+           "all_reduce #2 on group 'world' (world ranks 0,1,2,3) did not complete within 2 s"
+           "did not arrive: rank 3 (no answer" "!rank 1 (" -- ${_mpirun} $<TARGET_FILE:comm_test> timeout)
+  set_tests_properties(comm_mpi_collectives comm_mpi_timeout PROPERTIES TIMEOUT 60
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;MCC_COLLECTIVE_TIMEOUT_S=2")
+endif()
+
+if(TARGET mccrt_cuda)
+  find_package(Threads REQUIRED)
+  find_library(MCC_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
+  add_executable(comm_nccl_test ${CMAKE_SOURCE_DIR}/tests/gpu/comm_nccl_test.c)
+  target_include_directories(comm_nccl_test PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  # --as-needed: the GPU machine needs only CUDA and NCCL for it, not BLAS or MPI
+  target_link_options(comm_nccl_test PRIVATE -Wl,--as-needed)
+  target_link_libraries(comm_nccl_test PRIVATE mccrt_cuda ${MCC_NCCL_LIBRARY} Threads::Threads)
+  add_test(NAME comm_nccl_collectives COMMAND comm_nccl_test collectives)
+  add_test(NAME comm_nccl_timeout COMMAND ${MCC_EXPECT_FAIL}
+           "all_reduce #2 on group 'world' (world ranks 0,1) did not complete within 3 s" "!got past"
+           -- $<TARGET_FILE:comm_nccl_test> timeout)
+  set_tests_properties(comm_nccl_collectives comm_nccl_timeout PROPERTIES LABELS gpu TIMEOUT 120
+    ENVIRONMENT "MCC_COLLECTIVE_TIMEOUT_S=3;NCCL_NVLS_ENABLE=0")
+endif()

@@ -1,0 +1,136 @@
+/* comm_check.h — the collective checks shared by comm_test (MPI, host memory) and
+ * gpu/comm_nccl_test (NCCL, device memory): every collective of comm.h on one group, f32 or
+ * bf16, against exact expected values. Test-only; static functions. */
+#ifndef MCC_TESTS_COMM_CHECK_H
+#define MCC_TESTS_COMM_CHECK_H
+
+#include "runtime/comm.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+            failures++;                                                                                                \
+        }                                                                                                              \
+    } while (0)
+
+/* Where the collectives' buffers live: host memory for MPI, device memory for NCCL. */
+typedef struct {
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *p);
+    void (*to_dev)(void *dst, const void *src, size_t bytes);
+    void (*to_host)(void *dst, const void *src, size_t bytes);
+    void (*sync)(void *stream); /* waits for what was enqueued on stream */
+    void *stream;
+} comm_check_mem;
+
+static uint16_t check_to_bf16(float f) /* exact for the small integers used here */
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16);
+}
+
+static float check_from_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* What world rank w contributes at element i: small integers, exact in bf16 when summed. */
+static float check_contrib(int w, size_t i) { return (float)((w + 1) * (int)(i % 8 + 1)); }
+
+static void check_set(void *buf, ir_dtype dt, size_t i, float v)
+{
+    if (dt == IR_F32)
+        ((float *)buf)[i] = v;
+    else
+        ((uint16_t *)buf)[i] = check_to_bf16(v);
+}
+
+static float check_get(const void *buf, ir_dtype dt, size_t i)
+{
+    return dt == IR_F32 ? ((const float *)buf)[i] : check_from_bf16(((const uint16_t *)buf)[i]);
+}
+
+static float check_reduce(const int *members, int n, size_t i, rt_reduce_op op)
+{
+    float acc = check_contrib(members[0], i);
+    for (int k = 1; k < n; k++)
+        acc = op == RT_SUM ? acc + check_contrib(members[k], i)
+                           : (check_contrib(members[k], i) > acc ? check_contrib(members[k], i) : acc);
+    return acc;
+}
+
+/* host[count] = check_contrib(w, i), or `fill` for every element when w < 0; then to dev. */
+static void check_upload(const comm_check_mem *mem, void *dev, void *host, ir_dtype dt, size_t count, int w, float fill)
+{
+    for (size_t i = 0; i < count; i++)
+        check_set(host, dt, i, w < 0 ? fill : check_contrib(w, i));
+    mem->to_dev(dev, host, count * ir_dtype_size(dt));
+}
+
+static void check_download(const comm_check_mem *mem, void *host, const void *dev, ir_dtype dt, size_t count)
+{
+    mem->sync(mem->stream);
+    mem->to_host(host, dev, count * ir_dtype_size(dt));
+}
+
+/* Every collective on group g, whose members (world ranks, by group rank) are given. */
+static void check_group(const comm_check_mem *mem, rt_comm *g, const int *members, int n, ir_dtype dt, size_t count)
+{
+    const char *what = rt_comm_name(g), *tn = ir_dtype_name(dt);
+    int me = rt_comm_rank(g), w = members[me], root = n - 1;
+    size_t bytes = ir_dtype_size(dt) * count * (size_t)n;
+    CHECK(rt_comm_size(g) == n, "%s: size %d, want %d", what, rt_comm_size(g), n);
+    for (int k = 0; k < n; k++)
+        CHECK(rt_comm_world_rank(g, k) == members[k], "%s: member %d is world rank %d, want %d", what, k,
+              rt_comm_world_rank(g, k), members[k]);
+    char *h = malloc(bytes), *a = mem->alloc(bytes), *b = mem->alloc(bytes);
+    for (int op = RT_SUM; op <= RT_MAX; op++) {
+        check_upload(mem, a, h, dt, count, w, 0);
+        rt_all_reduce(g, a, count, dt, (rt_reduce_op)op, mem->stream);
+        check_download(mem, h, a, dt, count);
+        for (size_t i = 0; i < count; i++)
+            CHECK(check_get(h, dt, i) == check_reduce(members, n, i, (rt_reduce_op)op),
+                  "%s %s all_reduce op %d [%zu]: %g, want %g", what, tn, op, i, check_get(h, dt, i),
+                  check_reduce(members, n, i, (rt_reduce_op)op));
+    }
+    check_upload(mem, a, h, dt, count, w, 0);
+    rt_all_gather(g, a, b, count, dt, mem->stream); /* b[n * count] */
+    check_download(mem, h, b, dt, count * (size_t)n);
+    for (int k = 0; k < n; k++)
+        for (size_t i = 0; i < count; i++)
+            CHECK(check_get(h, dt, k * count + i) == check_contrib(members[k], i), "%s %s all_gather block %d [%zu]: %g",
+                  what, tn, k, i, check_get(h, dt, k * count + i));
+    check_upload(mem, a, h, dt, count * (size_t)n, w, 0); /* a[n * count]: element j is contrib(w, j) */
+    rt_reduce_scatter(g, a, b, count, dt, RT_SUM, mem->stream); /* b[count] = block `me` of the sum */
+    check_download(mem, h, b, dt, count);
+    for (size_t i = 0; i < count; i++)
+        CHECK(check_get(h, dt, i) == check_reduce(members, n, me * count + i, RT_SUM),
+              "%s %s reduce_scatter [%zu]: %g, want %g", what, tn, i, check_get(h, dt, i),
+              check_reduce(members, n, me * count + i, RT_SUM));
+    check_upload(mem, a, h, dt, count, me == root ? w : -1, -1);
+    rt_broadcast(g, a, count, dt, root, mem->stream);
+    check_download(mem, h, a, dt, count);
+    for (size_t i = 0; i < count; i++)
+        CHECK(check_get(h, dt, i) == check_contrib(members[root], i), "%s %s broadcast [%zu]: %g", what, tn, i,
+              check_get(h, dt, i));
+    rt_barrier(g);
+    mem->free(a);
+    mem->free(b);
+    free(h);
+}
+
+#endif

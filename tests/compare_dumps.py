@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""compare_dumps.py — checks a GPU (bf16) train_rank dump against the CPU (fp32) oracle's dump of
+the same spec: initial parameters, step-1 logits and gradients, and every step's loss.
+
+  compare_dumps.py --cpu DIR --gpu DIR [--tol 3e-2] [--loss-tol 2e-2]
+
+Tensors are compared by relative error of norms, ||gpu - cpu|| / ||cpu||, which bf16 rounding of
+activations keeps near 1e-2 while a wrong kernel gives O(1). Exits 1 naming what differs."""
+import argparse, struct, sys
+
+import numpy as np
+
+DTYPES = {0: np.float32, 1: 'bf16', 5: np.int32}
+
+
+def read_mcct(path):
+    data = open(path, 'rb').read()
+    if data[:4] != b'MCCT':
+        sys.exit(f'{path}: not an .mcct file')
+    version, count = struct.unpack_from('<II', data, 4)
+    off, out = 12, {}
+    for _ in range(count):
+        (n,) = struct.unpack_from('<I', data, off); off += 4
+        name = data[off:off + n].decode(); off += n
+        dtype, ndim = struct.unpack_from('<II', data, off); off += 8
+        dims = struct.unpack_from(f'<{ndim}q', data, off); off += 8 * ndim
+        count_el = int(np.prod(dims)) if ndim else 1
+        if DTYPES.get(dtype) == 'bf16':
+            raw = np.frombuffer(data, np.uint16, count_el, off); off += 2 * count_el
+            arr = (raw.astype(np.uint32) << 16).view(np.float32)
+        else:
+            dt = DTYPES[dtype]
+            arr = np.frombuffer(data, dt, count_el, off); off += arr.nbytes
+        out[name] = arr.reshape(dims).astype(np.float64)
+    return out
+
+
+def rel(a, b):
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--cpu', required=True)
+    ap.add_argument('--gpu', required=True)
+    ap.add_argument('--tol', type=float, default=3e-2)
+    ap.add_argument('--loss-tol', type=float, default=2e-2)
+    a = ap.parse_args()
+    rows, failed = [], []
+
+    def check(what, err, tol):
+        rows.append((what, err, tol))
+        if not np.isfinite(err) or err > tol:
+            failed.append(what)
+
+    for file, tol in (('params_init.mcct', 1e-6), ('logits_step1.mcct', a.tol), ('grads_step1.mcct', a.tol)):
+        cpu, gpu = read_mcct(f'{a.cpu}/{file}'), read_mcct(f'{a.gpu}/{file}')
+        if set(cpu) != set(gpu):
+            failed.append(f'{file}: tensor names differ: {sorted(set(cpu) ^ set(gpu))}')
+        for name in sorted(set(cpu) & set(gpu)):
+            check(f'{file[:-5]} {name}', rel(gpu[name], cpu[name]), tol)
+    cpu_steps = [list(map(float, l.split())) for l in open(f'{a.cpu}/steps.txt')]
+    gpu_steps = [list(map(float, l.split())) for l in open(f'{a.gpu}/steps.txt')]
+    if len(cpu_steps) != len(gpu_steps):
+        failed.append('steps.txt: different step counts')
+    for c, g in zip(cpu_steps, gpu_steps):
+        check(f'step {int(c[0])} loss', abs(g[1] - c[1]) / abs(c[1]), a.loss_tol)
+    rows.sort(key=lambda r: -r[1] / r[2])
+    print(f'{"check":52s} {"rel err":>10s} {"tol":>8s}')
+    for what, err, tol in rows[:20]:
+        print(f'{what:52s} {err:10.3e} {tol:8.1e} {"ok" if err <= tol else "FAIL"}')
+    print(f'{len(rows)} checks, {len(failed)} failed')
+    if failed:
+        print('FAIL: ' + ', '.join(failed))
+        sys.exit(1)
+    print('PASS')
+
+
+if __name__ == '__main__':
+    main()

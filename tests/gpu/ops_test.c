@@ -1,0 +1,355 @@
+/* ops_test.c — every op with a launcher in runtime/cuda/launchers.c against the CPU oracle
+ * (rt_cpu_kernels), in f32 and bf16: the same values (rounded to bf16 where the GPU tensor is
+ * bf16) go to both; GPU results are poisoned with 0xff bytes (NaN in f32 and bf16) first, so an
+ * element a kernel never writes fails; each op then runs a second time and must give the same
+ * bits (the reductions are meant to be deterministic). Shapes are off the block sizes, with
+ * d = 768 and a 50257 vocabulary. A failure names the op, dtype, shape, output and error. */
+#include "codegen/cuda/cuda_codegen.h"
+#include "runtime/cuda/cuda_ctx.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Relative error of norms: max |gpu - cpu| / max |cpu|. f32 differs from the (double-accumulating)
+ * oracle by summation order; bf16 by one rounding of the output (2^-9) and of nothing else. */
+#define F32_TOL 1e-5
+#define BF16_TOL 1e-2
+#define MAX_OPERANDS 64
+
+/* kind: 'x' float in the dtype under test, 'P' the same but positive, 'f' always f32,
+ * 'p' f32 positive, 'i' i32 ids below `value`, 's' f32 scalar equal to `value`. */
+typedef struct {
+    char kind;
+    int ndim;
+    int64_t dims[IR_MAX_DIMS];
+    double value;
+    bool out; /* an operand the op writes in place (accumulate, copy, zero, adamw): compared after */
+} tensor_spec;
+
+typedef struct {
+    const char *op; /* the ops.def name */
+    const char *shape;
+    double attr[IR_MAX_ATTRS];
+    int nargs, nres;
+    tensor_spec args[MAX_OPERANDS], res[IR_MAX_RES];
+} op_case;
+
+#define TEN(k, nd, ...) {.kind = k, .ndim = nd, .dims = {__VA_ARGS__}}
+#define OUT(k, nd, ...) {.kind = k, .ndim = nd, .dims = {__VA_ARGS__}, .out = true}
+#define IDS(limit, nd, ...) {.kind = 'i', .ndim = nd, .dims = {__VA_ARGS__}, .value = limit}
+#define SCALAR(v) {.kind = 's', .value = v}
+#define F32_SCALAR {.kind = 'f'}
+
+static const op_case cases[] = {
+    {"fill", "[3,1001]", {0.37}, 0, 1, .res = {TEN('x', 2, 3, 1001)}},
+    {"add", "[7,1001]", {0}, 2, 1, {TEN('x', 2, 7, 1001), TEN('x', 2, 7, 1001)}, {TEN('x', 2, 7, 1001)}},
+    {"mul", "[7,1001]", {0}, 2, 1, {TEN('x', 2, 7, 1001), TEN('x', 2, 7, 1001)}, {TEN('x', 2, 7, 1001)}},
+    {"scale", "[5000]", {0.3}, 1, 1, {TEN('x', 1, 5000)}, {TEN('x', 1, 5000)}},
+    {"bias_add", "[33,777]+[777]", {0}, 2, 1, {TEN('x', 2, 33, 777), TEN('x', 1, 777)}, {TEN('x', 2, 33, 777)}},
+    {"bias_add", "[33,777]+f32[777]", {0}, 2, 1, {TEN('x', 2, 33, 777), TEN('f', 1, 777)}, {TEN('x', 2, 33, 777)}},
+    {"gelu", "[4,1027]", {0}, 1, 1, {TEN('x', 2, 4, 1027)}, {TEN('x', 2, 4, 1027)}},
+    {"gelu_grad", "[4,1027]", {0}, 2, 1, {TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027)}, {TEN('x', 2, 4, 1027)}},
+    {"silu", "[4,1027]", {0}, 1, 1, {TEN('x', 2, 4, 1027)}, {TEN('x', 2, 4, 1027)}},
+    {"silu_grad", "[4,1027]", {0}, 2, 1, {TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027)}, {TEN('x', 2, 4, 1027)}},
+    {"sqrt", "[999]", {0}, 1, 1, {TEN('P', 1, 999)}, {TEN('x', 1, 999)}},
+    {"reshape", "[6,10]->[60]", {0}, 1, 1, {TEN('x', 2, 6, 10)}, {TEN('x', 1, 60)}},
+    {"sum_rows", "[1030,300]", {0}, 1, 1, {TEN('x', 2, 1030, 300)}, {TEN('x', 1, 300)}},
+    {"sum_rows", "[20000,33]", {0}, 1, 1, {TEN('x', 2, 20000, 33)}, {TEN('x', 1, 33)}},
+    {"embedding", "V=1000 d=768 ids[4,67]", {0}, 2, 1, {TEN('x', 2, 1000, 768), IDS(1000, 2, 4, 67)},
+     {TEN('x', 3, 4, 67, 768)}},
+    {"embedding_grad", "dy[4,67,768] ids<50 V=1000", {1000}, 2, 1, {TEN('x', 3, 4, 67, 768), IDS(50, 2, 4, 67)},
+     {TEN('x', 2, 1000, 768)}},
+    {"embedding_grad", "dy[2,300,33] ids<50257 V=50257", {50257}, 2, 1, {TEN('x', 3, 2, 300, 33), IDS(50257, 2, 2, 300)},
+     {TEN('x', 2, 50257, 33)}},
+    {"pos_add", "x[3,67,768] table[128,768]", {0}, 2, 1, {TEN('x', 3, 3, 67, 768), TEN('x', 2, 128, 768)},
+     {TEN('x', 3, 3, 67, 768)}},
+    {"pos_add_grad", "dy[3,67,768] P=128", {128}, 1, 1, {TEN('x', 3, 3, 67, 768)}, {TEN('x', 2, 128, 768)}},
+    {"layernorm", "[67,768]", {1e-5}, 3, 1, {TEN('x', 2, 67, 768), TEN('x', 1, 768), TEN('x', 1, 768)},
+     {TEN('x', 2, 67, 768)}},
+    {"layernorm", "[5,4100] f32 w,b", {1e-5}, 3, 1, {TEN('x', 2, 5, 4100), TEN('f', 1, 4100), TEN('f', 1, 4100)},
+     {TEN('x', 2, 5, 4100)}},
+    {"layernorm_grad", "[600,768]", {1e-5}, 3, 3, {TEN('x', 2, 600, 768), TEN('x', 2, 600, 768), TEN('x', 1, 768)},
+     {TEN('x', 2, 600, 768), TEN('x', 1, 768), TEN('x', 1, 768)}},
+    {"layernorm_grad", "[37,4100] f32 w", {1e-5}, 3, 3, {TEN('x', 2, 37, 4100), TEN('x', 2, 37, 4100), TEN('f', 1, 4100)},
+     {TEN('x', 2, 37, 4100), TEN('f', 1, 4100), TEN('f', 1, 4100)}},
+    {"rmsnorm", "[67,768]", {1e-6}, 2, 1, {TEN('x', 2, 67, 768), TEN('x', 1, 768)}, {TEN('x', 2, 67, 768)}},
+    {"rmsnorm_grad", "[600,768]", {1e-6}, 3, 2, {TEN('x', 2, 600, 768), TEN('x', 2, 600, 768), TEN('x', 1, 768)},
+     {TEN('x', 2, 600, 768), TEN('x', 1, 768)}},
+    {"rope", "[2,67,3,64]", {10000, 0}, 1, 1, {TEN('x', 4, 2, 67, 3, 64)}, {TEN('x', 4, 2, 67, 3, 64)}},
+    {"rope", "[1,2048,2,128] inverse", {500000, 1}, 1, 1, {TEN('x', 4, 1, 2048, 2, 128)}, {TEN('x', 4, 1, 2048, 2, 128)}},
+    {"cross_entropy", "[3,37,50257]", {0}, 2, 1, {TEN('x', 3, 3, 37, 50257), IDS(50257, 2, 3, 37)}, {F32_SCALAR}},
+    {"cross_entropy_grad", "[3,37,50257]", {0}, 3, 1, {SCALAR(1.7), TEN('x', 3, 3, 37, 50257), IDS(50257, 2, 3, 37)},
+     {TEN('x', 3, 3, 37, 50257)}},
+    {"accumulate", "f32[1001,7] += [1001,7]", {0}, 2, 0, .args = {OUT('f', 2, 1001, 7), TEN('x', 2, 1001, 7)}},
+    {"copy", "[1001,7] := f32[1001,7]", {0}, 2, 0, .args = {OUT('x', 2, 1001, 7), TEN('f', 2, 1001, 7)}},
+    {"copy", "f32[1001,7] := [1001,7]", {0}, 2, 0, .args = {OUT('f', 2, 1001, 7), TEN('x', 2, 1001, 7)}},
+    {"zero", "[3001]", {0}, 1, 0, .args = {OUT('x', 1, 3001)}},
+    {"clip_coef", "sumsq=900 max_norm=1", {1.0}, 1, 1, {SCALAR(900)}, {F32_SCALAR}},
+    {"clip_coef", "sumsq=0.25 max_norm=1", {1.0}, 1, 1, {SCALAR(0.25)}, {F32_SCALAR}},
+    {"clip_coef", "max_norm=0", {0.0}, 1, 1, {SCALAR(900)}, {F32_SCALAR}},
+    {"adamw", "[3001] step 3", {0.9, 0.95, 1e-8, 0.1}, 7, 0,
+     .args = {OUT('f', 1, 3001), TEN('f', 1, 3001), OUT('f', 1, 3001), OUT('p', 1, 3001), SCALAR(1e-3), SCALAR(3), SCALAR(0.7)}},
+};
+
+/* sum_squares over 60 tensors of mixed f32/test dtype and sizes: two launches of the fused kernel. */
+static op_case sum_squares_case(void)
+{
+    op_case c = {"sum_squares", "60 tensors, 1..~60k elements", {0}, 60, 1, .res = {F32_SCALAR}};
+    for (int i = 0; i < c.nargs; i++)
+        c.args[i] = (tensor_spec)TEN(i % 2 ? 'x' : 'f', 1, 1 + (int64_t)i * i * 17);
+    return c;
+}
+
+/* --- values ----------------------------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static double uniform(void) /* [0, 1) */
+{
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+static uint16_t bf16_of(float f) /* round to nearest even; inputs here are finite */
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static float f32_of_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* One operand or result: the CPU's f32 (or i32) copy and the GPU buffer in its real dtype. */
+typedef struct {
+    const tensor_spec *spec;
+    ir_type cpu_t, gpu_t;
+    void *cpu;        /* f32 or i32 values */
+    CUdeviceptr dev;
+} tensor;
+
+static ir_dtype gpu_dtype(char kind, ir_dtype under_test)
+{
+    return kind == 'i' ? IR_I32 : kind == 'x' || kind == 'P' ? under_test : IR_F32;
+}
+
+/* Values of the spec's kind, already rounded to the GPU dtype, so both sides see the same. */
+static void tensor_init(tensor *t, const tensor_spec *s, ir_dtype dt)
+{
+    t->spec = s;
+    t->gpu_t = ir_tensor(gpu_dtype(s->kind, dt), s->ndim, s->dims);
+    t->cpu_t = ir_tensor(s->kind == 'i' ? IR_I32 : IR_F32, s->ndim, s->dims);
+    int64_t n = ir_numel(&t->cpu_t);
+    t->cpu = malloc((size_t)(n ? n : 1) * 4);
+    for (int64_t i = 0; i < n; i++) {
+        if (s->kind == 'i') {
+            ((int32_t *)t->cpu)[i] = (int32_t)(uniform() * s->value);
+            continue;
+        }
+        double v = s->kind == 's' ? s->value : s->kind == 'p' || s->kind == 'P' ? 0.1 + 2 * uniform() : 4 * uniform() - 2;
+        float f = (float)v;
+        ((float *)t->cpu)[i] = t->gpu_t.dtype == IR_BF16 ? f32_of_bf16(bf16_of(f)) : f;
+    }
+    RT_CU_CHECK(cuMemAlloc(&t->dev, ir_bytes(&t->gpu_t) ? ir_bytes(&t->gpu_t) : 1));
+}
+
+static void upload(rt_cuda_ctx *cx, const tensor *t)
+{
+    int64_t n = ir_numel(&t->gpu_t);
+    void *host = t->cpu;
+    uint16_t *b = NULL;
+    if (t->gpu_t.dtype == IR_BF16) {
+        host = b = malloc((size_t)(n ? n : 1) * 2);
+        for (int64_t i = 0; i < n; i++)
+            b[i] = bf16_of(((float *)t->cpu)[i]);
+    }
+    RT_CU_CHECK(cuMemcpyHtoDAsync(t->dev, host, ir_bytes(&t->gpu_t), rt_cuda_stream(cx)));
+    RT_CU_CHECK(cuStreamSynchronize(rt_cuda_stream(cx))); /* before the pageable buffer goes */
+    free(b);
+}
+
+static void poison(rt_cuda_ctx *cx, const tensor *t)
+{
+    RT_CU_CHECK(cuMemsetD8Async(t->dev, 0xff, ir_bytes(&t->gpu_t), rt_cuda_stream(cx)));
+}
+
+/* The GPU buffer as raw bytes (malloc'd) after the stream drains. */
+static void *download(rt_cuda_ctx *cx, const tensor *t)
+{
+    void *raw = malloc(ir_bytes(&t->gpu_t) ? ir_bytes(&t->gpu_t) : 1);
+    RT_CU_CHECK(cuMemcpyDtoHAsync(raw, t->dev, ir_bytes(&t->gpu_t), rt_cuda_stream(cx)));
+    RT_CU_CHECK(cuStreamSynchronize(rt_cuda_stream(cx)));
+    return raw;
+}
+
+static float raw_at(const tensor *t, const void *raw, int64_t i)
+{
+    return t->gpu_t.dtype == IR_BF16 ? f32_of_bf16(((const uint16_t *)raw)[i]) : ((const float *)raw)[i];
+}
+
+/* --- one case in one dtype --------------------------------------------------------------------- */
+
+typedef struct {
+    const op_case *c;
+    const char *dtype;
+    int failures;
+} report;
+
+static void fail(report *r, const char *what, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "FAIL %s %s %s: %s: ", r->c->op, r->dtype, r->c->shape, what);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    r->failures++;
+}
+
+/* GPU output t (raw bytes) against the CPU's values: no NaN, error of norms within tolerance. */
+static void compare(report *r, const char *what, const tensor *t, const void *raw)
+{
+    int64_t n = ir_numel(&t->cpu_t), worst = 0;
+    double max_ref = 0, max_err = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double g = raw_at(t, raw, i), c = ((const float *)t->cpu)[i];
+        if (isnan(g)) {
+            fail(r, what, "NaN at element %lld of %lld (unwritten, or a non-finite result; cpu %g)", (long long)i,
+                 (long long)n, c);
+            return;
+        }
+        max_ref = fmax(max_ref, fabs(c));
+        if (fabs(g - c) > max_err)
+            max_err = fabs(g - c), worst = i;
+    }
+    double tol = t->gpu_t.dtype == IR_BF16 ? BF16_TOL : F32_TOL, rel = max_err / (max_ref > 0 ? max_ref : 1);
+    if (rel > tol)
+        fail(r, what, "error of norms %g > %g; worst element %lld: gpu %g cpu %g", rel, tol, (long long)worst,
+             raw_at(t, raw, worst), ((const float *)t->cpu)[worst]);
+}
+
+static void launch(rt_cuda_ctx *cx, ir_op op, const ir_instr *in, tensor *args, tensor *res)
+{
+    void *ptrs[MAX_OPERANDS + IR_MAX_RES];
+    const ir_type *types[MAX_OPERANDS + IR_MAX_RES];
+    for (int i = 0; i < in->nargs + in->nres; i++) {
+        tensor *t = i < in->nargs ? &args[i] : &res[i - in->nargs];
+        ptrs[i] = (void *)(uintptr_t)t->dev;
+        types[i] = &t->gpu_t;
+    }
+    rt_kernel_call call = {in, in->nargs, in->nres, ptrs, types, ptrs + in->nargs, types + in->nargs};
+    rt_cuda_launchers[op](cx, &call);
+    RT_CU_CHECK(cuStreamSynchronize(rt_cuda_stream(cx))); /* a kernel fault shows here, at its op */
+}
+
+static void run_cpu(const ir_instr *in, tensor *args, tensor *res)
+{
+    void *ptrs[MAX_OPERANDS + IR_MAX_RES];
+    const ir_type *types[MAX_OPERANDS + IR_MAX_RES];
+    for (int i = 0; i < in->nargs + in->nres; i++) {
+        tensor *t = i < in->nargs ? &args[i] : &res[i - in->nargs];
+        ptrs[i] = t->cpu;
+        types[i] = &t->cpu_t;
+    }
+    rt_kernel_call call = {in, in->nargs, in->nres, ptrs, types, ptrs + in->nargs, types + in->nargs};
+    rt_cpu_kernels[in->op](&call);
+}
+
+/* Runs the GPU twice (results poisoned each time), then the CPU; compares outputs and the two
+ * GPU runs' bits. Ops that write operands in place run once (a second run would start from
+ * their output). */
+static int run_case(rt_cuda_ctx *cx, const op_case *c, ir_dtype dt)
+{
+    report r = {c, ir_dtype_name(dt), 0};
+    int op = ir_op_by_name(c->op);
+    if (op < 0) {
+        printf("skip %s: not in ir/ops.def\n", c->op);
+        return 0;
+    }
+    ir_instr in = {.op = (ir_op)op, .nargs = c->nargs, .nres = c->nres};
+    memcpy(in.attr, c->attr, sizeof in.attr);
+    tensor args[MAX_OPERANDS], res[IR_MAX_RES];
+    bool in_place = false;
+    for (int i = 0; i < c->nargs; i++) {
+        tensor_init(&args[i], &c->args[i], dt);
+        upload(cx, &args[i]);
+        in_place |= c->args[i].out;
+    }
+    for (int i = 0; i < c->nres; i++)
+        tensor_init(&res[i], &c->res[i], dt);
+    void *first[IR_MAX_RES] = {0};
+    for (int run = 0; run < (in_place ? 1 : 2); run++) {
+        for (int i = 0; i < c->nres; i++)
+            poison(cx, &res[i]);
+        launch(cx, in.op, &in, args, res);
+        for (int i = 0; i < c->nres; i++) {
+            void *raw = download(cx, &res[i]);
+            if (run == 0)
+                first[i] = raw;
+            else {
+                if (memcmp(first[i], raw, ir_bytes(&res[i].gpu_t)))
+                    fail(&r, "determinism", "result %d differs between two runs on the same inputs", i);
+                free(raw);
+            }
+        }
+    }
+    run_cpu(&in, args, res);
+    for (int i = 0; i < c->nres; i++) {
+        char what[32];
+        snprintf(what, sizeof what, "result %d", i);
+        compare(&r, what, &res[i], first[i]);
+        free(first[i]);
+    }
+    for (int i = 0; i < c->nargs; i++)
+        if (c->args[i].out) {
+            char what[32];
+            snprintf(what, sizeof what, "operand %d (in place)", i);
+            void *raw = download(cx, &args[i]);
+            compare(&r, what, &args[i], raw);
+            free(raw);
+        }
+    for (int i = 0; i < c->nargs + c->nres; i++) {
+        tensor *t = i < c->nargs ? &args[i] : &res[i - c->nargs];
+        free(t->cpu);
+        RT_CU_CHECK(cuMemFree(t->dev));
+    }
+    printf("%s %-18s %-5s %s\n", r.failures ? "FAIL" : "ok  ", c->op, r.dtype, c->shape);
+    return r.failures;
+}
+
+int main(void)
+{
+    char err[8192];
+    void *image;
+    size_t size;
+    if (!cg_cuda_compile_kernels(&image, &size, err, sizeof err)) {
+        fprintf(stderr, "FAIL: %s\n", err);
+        return 1;
+    }
+    rt_cuda_ctx *cx = rt_cuda_ctx_create(image, err, sizeof err);
+    if (!cx) {
+        fprintf(stderr, "FAIL: %s\n", err);
+        return 1;
+    }
+    static op_case sumsq;
+    sumsq = sum_squares_case();
+    int failures = 0, ncases = (int)(sizeof cases / sizeof cases[0]);
+    ir_dtype dtypes[] = {IR_F32, IR_BF16};
+    for (int d = 0; d < 2; d++) {
+        for (int i = 0; i < ncases; i++)
+            failures += run_case(cx, &cases[i], dtypes[d]);
+        failures += run_case(cx, &sumsq, dtypes[d]);
+    }
+    rt_cuda_ctx_free(cx);
+    free(image);
+    if (failures)
+        fprintf(stderr, "%d check(s) failed\n", failures);
+    return failures != 0;
+}
