@@ -35,14 +35,14 @@ print(f'{sys.argv[1].split("/")[-1]}: first {g[0]:.4f}/{c[0]:.4f}, last-20 mean 
 PY
 done
 section "benchmark: train_rank"
-for c in gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa; do
+for c in ${BENCH_CONFIGS:-gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa}; do
   [ -x devrun/bin/bench-$c ] || { echo "$c: not compiled"; continue; }
   timeout 150 devrun/bin/bench-$c --data-path devrun/data/brown_text_document --train-iters 25 --log-interval 1 > "$O/bench-$c.log" 2>&1
   echo "$c exit $?"; grep -E "first step|iter +25/" "$O/bench-$c.log"
 done
 section "benchmark: PyTorch baseline"
-for c in ${BASELINES:-gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa}; do
+for c in ${BASELINES-gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa}; do
   timeout 240 python3 $anchors/torch_baseline.py --config $c --steps 20 >> "$O/baseline.jsonl" 2>>"$O/baseline.err"
 done
 section "table"
-python3 bench/summarize.py "$O" | tee "$O/table.txt"
+touch "$O/baseline.jsonl"; python3 bench/summarize.py "$O" | tee "$O/table.txt"

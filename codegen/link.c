@@ -38,7 +38,7 @@ bool cg_write_executable(const ir_module *m, const char *out_path, char *err, si
         return false;
     /* Paths are quoted; the library lists come from CMake and are space-separated. */
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' %s '%s' %s %s %s -o '%s'", MCC_CC, MCC_SANITIZE_FLAGS, obj,
+    snprintf(cmd, sizeof cmd, "'%s' %s -Wl,--as-needed '%s' %s %s %s -o '%s'", MCC_CC, MCC_SANITIZE_FLAGS, obj,
              cuda ? MCC_CUDA_RUNTIME_LIBS : "", MCC_RUNTIME_LIBS, MCC_SYSTEM_LIBS, out_path);
     int status = system(cmd);
     unlink(obj);

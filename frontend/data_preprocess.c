@@ -86,8 +86,8 @@ typedef struct {
     FILE *in;
     char *line;
     size_t cap;
-    int64_t lineno, bytes_in, bytes_done;
-    bool in_doc, eof;    /* in_doc: plain text, inside a paragraph */
+    int64_t lineno, bytes_done; /* bytes_done: input bytes of the chunks written */
+    bool in_doc, eof;    /* in_doc: plain text, inside a paragraph; eof: the input is all read */
     double t_start, t_last;
 } dp_reader;
 

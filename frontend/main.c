@@ -20,7 +20,8 @@ static void usage(FILE *out)
                  "  mcc compile SPEC.json [--<field> VALUE ...] -o OUT [--target cpu|cuda] [--gpu-memory GIB] [--keep-logits]\n"
                  "  mcc ir SPEC.json [--<field> VALUE ...] [--after PASS] [--rank R]\n"
                  "  mcc ir --list-passes\n"
-                 "  mcc data preprocess --input FILE --output-prefix PREFIX [--append-eod] [--json-keys text]\n"
+                 "  mcc data preprocess --input FILE --output-prefix PREFIX [--json-keys text] [--append-eod] [--workers N]\n"
+                 "                      [--tokenizer-type ByteLevel|GPT2BPETokenizer --vocab-file F --merge-file F]\n"
                  "Every spec field (model.*, parallel.*, training.*) can be set by its flag: --hidden-size 1024.\n");
 }
 

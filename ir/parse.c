@@ -337,7 +337,7 @@ static bool parse_attr_block(parser *p, attr_fn fn, void *ctx)
         advance(p);
         bool has_val = accept(p, '=');
         if (has_val) {
-            if (p->tok.kind != TK_NUM && p->tok.kind != TK_IDENT)
+            if (p->tok.kind != TK_NUM && p->tok.kind != TK_IDENT && p->tok.kind != TK_SYM)
                 return expected(p, "an attribute value");
             val = p->tok;
             advance(p);

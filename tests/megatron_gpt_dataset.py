@@ -174,6 +174,8 @@ def build(datasets, weights, split, sizes, seq_length, seed):
         return numpy.arange(int(round(matrix[i][0] * float(n))), int(round(matrix[i][1] * float(n))),
                             dtype=numpy.int32)
 
+    # Megatron also builds splits nobody asked samples of (and hangs on an empty one): mcc skips them.
+    matrix = [m if size else None for m, size in zip(matrix, sizes)]
     if weights is None:
         assert len(datasets) == 1
         return [GPTDataset(datasets[0], indices(datasets[0], i), sizes[i], seq_length, seed) if matrix[i] else None
@@ -228,7 +230,7 @@ def cmd_make(args):
         lens = []
         for i, name in enumerate(SPLITS):
             path = os.path.join(args.out, "%s.%s.tokens" % (case, name))
-            if built[i] is None or sizes[i] == 0:  # mcc builds a split only when samples are wanted
+            if built[i] is None:
                 lens.append(0)
                 if os.path.exists(path):
                     os.remove(path)

