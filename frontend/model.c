@@ -1,6 +1,8 @@
 /* model.c — builds the logical forward graph of one micro-batch (GPT-2 or LLaMA style) from a
  * validated spec: the parameters as module globals, the `micro_step` function computing the
- * loss, and the training settings the runtime needs as module config. */
+ * loss (autodiff adds its backward), the same forward again as `eval_step` (loss only, never
+ * differentiated: validation without touching the gradients), and the training settings the
+ * runtime needs as module config. */
 #include "model.h"
 
 #include <math.h>
@@ -13,10 +15,12 @@ typedef struct {
     const mcc_spec *s;
 } builder;
 
-/* Declares a parameter and returns a reference to it in the function. */
+/* Declares a parameter (once: every step function shares it) and returns a reference to it in
+ * the function. */
 static int param(builder *b, const char *name, int ndim, const int64_t *dims, ir_init init, double std)
 {
-    ir_global_add(b->m, name, ir_tensor(IR_F32, ndim, dims), IR_GLOBAL_PARAM, init, std, ndim < 2);
+    if (ir_global_find(b->m, name) < 0)
+        ir_global_add(b->m, name, ir_tensor(IR_F32, ndim, dims), IR_GLOBAL_PARAM, init, std, ndim < 2);
     return ir_global_ref(b->m, b->f, name);
 }
 
@@ -135,7 +139,6 @@ static int logits_of(builder *b, int x)
 
 static void set_config(ir_module *m, const mcc_spec *s)
 {
-    static const char *const styles[] = {"constant", "linear", "cosine"};
     char v[64];
 #define SETI(key, val) (snprintf(v, sizeof v, "%lld", (long long)(val)), ir_config_set(m, key, v))
 #define SETF(key, val) (snprintf(v, sizeof v, "%.17g", (double)(val)), ir_config_set(m, key, v))
@@ -144,6 +147,7 @@ static void set_config(ir_module *m, const mcc_spec *s)
     SETI("vocab_size", s->vocab_size);
     SETI("global_batch_size", s->global_batch_size);
     SETI("accum_steps", mcc_spec_accum_steps(s));
+    SETI("data_parallel_size", s->data_parallel_size);
     SETI("train_iters", s->train_iters);
     SETI("lr_warmup_iters", s->lr_warmup_iters);
     SETI("seed", s->seed);
@@ -157,16 +161,26 @@ static void set_config(ir_module *m, const mcc_spec *s)
     SETF("adam_beta1", s->adam_beta1);
     SETF("adam_beta2", s->adam_beta2);
     SETF("adam_eps", s->adam_eps);
-    ir_config_set(m, "lr_decay_style", styles[s->lr_decay_style]);
+    ir_config_set(m, "lr_decay_style", mcc_spec_choice("lr_decay_style", s->lr_decay_style));
+    SETF("lr_warmup_fraction", s->lr_warmup_fraction);
+    SETI("lr_decay_iters", s->lr_decay_iters);
+    ir_config_set(m, "lr_wsd_decay_style", mcc_spec_choice("lr_wsd_decay_style", s->lr_wsd_decay_style));
+    SETI("lr_wsd_decay_iters", s->lr_wsd_decay_iters);
+    SETI("eval_interval", s->eval_interval);
+    SETI("eval_iters", s->eval_iters);
+    SETI("log_interval", s->log_interval);
+    /* For MFU: learned position embeddings are a lookup, not matmul work. */
+    SETI("num_position_params",
+         s->position_embedding_type == MCC_POS_LEARNED ? (int64_t)s->max_position_embeddings * s->hidden_size : 0);
 #undef SETI
 #undef SETF
 }
 
-ir_module *mcc_build_model(const mcc_spec *s, bool keep_logits)
+/* One step function over a micro-batch: inputs @tokens, @targets [B,T] -> output @loss (and
+ * @logits when keep_logits). */
+static void build_step(ir_module *m, const mcc_spec *s, const char *name, bool keep_logits)
 {
-    ir_module *m = ir_module_new();
-    set_config(m, s);
-    builder b = {m, ir_func_new(m, "micro_step"), s};
+    builder b = {m, ir_func_new(m, name), s};
     int64_t bt[2] = {s->micro_batch_size, s->seq_length};
     int tokens = ir_input(m, b.f, "tokens", ir_tensor(IR_I32, 2, bt));
     int targets = ir_input(m, b.f, "targets", ir_tensor(IR_I32, 2, bt));
@@ -184,5 +198,13 @@ ir_module *mcc_build_model(const mcc_spec *s, bool keep_logits)
     ir_output(m, b.f, "loss", loss);
     if (keep_logits)
         ir_output(m, b.f, "logits", logits);
+}
+
+ir_module *mcc_build_model(const mcc_spec *s, bool keep_logits)
+{
+    ir_module *m = ir_module_new();
+    set_config(m, s);
+    build_step(m, s, "micro_step", keep_logits);
+    build_step(m, s, "eval_step", false);
     return m;
 }

@@ -33,13 +33,17 @@ typedef struct {
 } spec_field;
 
 _Static_assert(sizeof(mcc_norm) == sizeof(int) && sizeof(mcc_pos) == sizeof(int) &&
-               sizeof(mcc_act) == sizeof(int) && sizeof(mcc_lr_style) == sizeof(int),
+               sizeof(mcc_act) == sizeof(int) && sizeof(mcc_lr_style) == sizeof(int) &&
+               sizeof(mcc_wsd_style) == sizeof(int),
                "enum members are stored as int");
 static const char *const spec_norms[] = {"LayerNorm", "RMSNorm", NULL};              /* ORDER mcc_norm */
 static const char *const spec_positions[] = {"learned_absolute", "rope", NULL};       /* ORDER mcc_pos */
-static const char *const spec_lr_styles[] = {"constant", "linear", "cosine", NULL};   /* ORDER mcc_lr_style */
-_Static_assert(MCC_NORM_RMSNORM == 1 && MCC_POS_ROPE == 1 && MCC_ACT_SWIGLU == 1 && MCC_LR_COSINE == 2,
-               "choice tables follow the enum order");
+static const char *const spec_lr_styles[] = {"constant", "linear", "cosine", "inverse-square-root", "WSD",
+                                             NULL}; /* ORDER mcc_lr_style */
+static const char *const spec_wsd_styles[] = {"exponential", "linear", "cosine", "minus_sqrt",
+                                              NULL}; /* ORDER mcc_wsd_style */
+_Static_assert(MCC_NORM_RMSNORM == 1 && MCC_POS_ROPE == 1 && MCC_ACT_SWIGLU == 1 && MCC_LR_WSD == 4 &&
+               MCC_WSD_MINUS_SQRT == 3, "choice tables follow the enum order");
 
 #define FIELD(sec, key, member, alias, kind, range, need, def, choices)                           \
     {sec, key, alias, kind, offsetof(mcc_spec, member), sizeof(((mcc_spec *)0)->member), range, \
@@ -76,12 +80,20 @@ static const spec_field spec_fields[] = {
     FIELD(SEC_TRAINING, "lr_decay_style", lr_decay_style, NULL, K_ENUM, R_ANY, D_VALUE, MCC_LR_COSINE,
           spec_lr_styles),
     TRAIN(lr_warmup_iters, K_INT, R_NONNEG, D_VALUE, 0),
+    TRAIN(lr_warmup_fraction, K_NUM, R_UNIT, D_VALUE, 0),
+    TRAIN(lr_decay_iters, K_INT, R_NONNEG, D_VALUE, 0),    /* 0: train_iters */
+    FIELD(SEC_TRAINING, "lr_wsd_decay_style", lr_wsd_decay_style, NULL, K_ENUM, R_ANY, D_VALUE, MCC_WSD_EXPONENTIAL,
+          spec_wsd_styles),
+    TRAIN(lr_wsd_decay_iters, K_INT, R_NONNEG, D_VALUE, 0),
     TRAIN(weight_decay, K_NUM, R_NONNEG, D_VALUE, 0.01),
     TRAIN(clip_grad, K_NUM, R_NONNEG, D_VALUE, 1.0),    /* 0 disables clipping, as in Megatron */
     TRAIN(adam_beta1, K_NUM, R_UNIT, D_VALUE, 0.9),
     TRAIN(adam_beta2, K_NUM, R_UNIT, D_VALUE, 0.999),
     TRAIN(adam_eps, K_NUM, R_POS, D_VALUE, 1e-8),
     TRAIN(seed, K_INT, R_NONNEG, D_VALUE, 1234),
+    TRAIN(eval_interval, K_INT, R_POS, D_VALUE, 1000),  /* Megatron's defaults */
+    TRAIN(eval_iters, K_INT, R_NONNEG, D_VALUE, 100),   /* 0 disables evaluation */
+    TRAIN(log_interval, K_INT, R_POS, D_VALUE, 1),
 };
 enum { SPEC_NFIELDS = sizeof spec_fields / sizeof spec_fields[0] };
 
@@ -424,9 +436,9 @@ static bool spec_check_field(spec_ctx *c, const spec_field *f)
         return spec_fail(c, "%s must be %s (got %.10g)", w, f->range == R_POS ? "> 0" : ">= 0", v);
     if (f->range == R_UNIT && !(v >= 0 && v < 1))
         return spec_fail(c, "%s must be in [0, 1) (got %.10g)", w, v);
-    if (f->sec == SEC_PARALLEL && v != 1)
-        return spec_fail(c, "%s = %.10g: parallel layouts are not implemented yet in this build; set it "
-                            "to 1", w, v);
+    if (f->sec == SEC_PARALLEL && v != 1 && strcmp(f->key, "data_parallel_size") != 0)
+        return spec_fail(c, "%s = %.10g: tensor and pipeline parallelism are not implemented yet in this "
+                            "build (data parallelism is); set it to 1", w, v);
     return true;
 }
 
@@ -440,6 +452,29 @@ static bool spec_check_pair(spec_ctx *c, bool ok, const char *a, const char *wha
     snprintf(wb, sizeof wb, "%s", spec_where(c, fb));
     return spec_fail(c, "%s (%.10g) %s %s (%.10g)%s%s", spec_where(c, fa), spec_value(c, fa), what, wb,
                      spec_value(c, fb), hint ? ": " : "", hint ? hint : "");
+}
+
+/* Megatron's scheduler asserts: warmup within the decay span, one way of giving warmup, and a WSD
+ * decay phase that fits. lr_decay_iters = 0 stands for train_iters. */
+static bool spec_check_lr(spec_ctx *c)
+{
+    mcc_spec *s = &c->s;
+    const char *decay_key = s->lr_decay_iters ? "lr_decay_iters" : "train_iters";
+    int decay = s->lr_decay_iters ? s->lr_decay_iters : s->train_iters;
+    if (c->set[spec_index(spec_find("lr_warmup_iters"))] && c->set[spec_index(spec_find("lr_warmup_fraction"))])
+        return spec_fail(c, "%s and %s are both given: set warmup either in iterations or as a fraction of "
+                            "the decay iterations, not both", spec_where(c, spec_find("lr_warmup_iters")),
+                         spec_where(c, spec_find("lr_warmup_fraction")));
+    if (!spec_check_pair(c, s->lr_warmup_iters <= decay, "lr_warmup_iters", "must not exceed", decay_key, NULL))
+        return false;
+    if (s->lr_decay_style != MCC_LR_WSD)
+        return true;
+    if (s->lr_wsd_decay_iters == 0)
+        return spec_fail(c, "%s is WSD but lr_wsd_decay_iters is not set: give the iterations of the final "
+                            "decay, e.g. --lr-wsd-decay-iters %d", spec_where(c, spec_find("lr_decay_style")),
+                         decay / 10 ? decay / 10 : 1);
+    return spec_check_pair(c, s->lr_wsd_decay_iters <= decay, "lr_wsd_decay_iters", "must not exceed", decay_key,
+                           NULL);
 }
 
 static bool spec_validate(spec_ctx *c)
@@ -456,8 +491,7 @@ static bool spec_validate(spec_ctx *c)
                          "seq_length", "exceeds", "max_position_embeddings",
                          "raise max_position_embeddings or lower seq_length (learned_absolute positions)") ||
         !spec_check_pair(c, s->min_lr <= s->lr, "min_lr", "must not exceed", "lr", NULL) ||
-        !spec_check_pair(c, s->lr_warmup_iters <= s->train_iters, "lr_warmup_iters", "must not exceed",
-                         "train_iters", NULL))
+        !spec_check_lr(c))
         return false;
     if (s->global_batch_size % batch_unit)
         return spec_fail(c, "%s (%d) must be a multiple of micro_batch_size * data_parallel_size = %lld: change "
@@ -486,6 +520,12 @@ bool mcc_spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *
     if (ok) *out = c->s;
     free(c);
     return ok;
+}
+
+const char *mcc_spec_choice(const char *key, int value)
+{
+    const spec_field *f = spec_find(key);
+    return f && f->kind == K_ENUM ? f->choices[value] : NULL;
 }
 
 /* Counted in double: every term is exact below 2^53, and larger models are reported as -1

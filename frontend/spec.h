@@ -10,7 +10,8 @@
 typedef enum { MCC_NORM_LAYERNORM, MCC_NORM_RMSNORM } mcc_norm;
 typedef enum { MCC_POS_LEARNED, MCC_POS_ROPE } mcc_pos;
 typedef enum { MCC_ACT_GELU, MCC_ACT_SWIGLU } mcc_act;
-typedef enum { MCC_LR_CONSTANT, MCC_LR_LINEAR, MCC_LR_COSINE } mcc_lr_style;
+typedef enum { MCC_LR_CONSTANT, MCC_LR_LINEAR, MCC_LR_COSINE, MCC_LR_INVERSE_SQRT, MCC_LR_WSD } mcc_lr_style;
+typedef enum { MCC_WSD_EXPONENTIAL, MCC_WSD_LINEAR, MCC_WSD_COSINE, MCC_WSD_MINUS_SQRT } mcc_wsd_style;
 
 typedef struct {
     /* model */
@@ -25,8 +26,13 @@ typedef struct {
     int tensor_model_parallel_size, pipeline_model_parallel_size, data_parallel_size;
     /* training */
     int micro_batch_size, global_batch_size, train_iters, lr_warmup_iters, seed;
+    int lr_decay_iters;                 /* 0: train_iters (Megatron's default) */
+    int lr_wsd_decay_iters;             /* WSD: the final iterations that decay */
+    double lr_warmup_fraction;          /* of lr_decay_iters; exclusive with lr_warmup_iters */
     double lr, min_lr, weight_decay, clip_grad, adam_beta1, adam_beta2, adam_eps;
-    mcc_lr_style lr_decay_style;        /* "constant" | "linear" | "cosine" */
+    mcc_lr_style lr_decay_style;        /* "constant" | "linear" | "cosine" | "inverse-square-root" | "WSD" */
+    mcc_wsd_style lr_wsd_decay_style;   /* "exponential" | "linear" | "cosine" | "minus_sqrt" */
+    int eval_interval, eval_iters, log_interval; /* train_rank's defaults for its flags */
 } mcc_spec;
 
 /* Reads SPEC.json, applies `--flag value` overrides (argv: the flags after the spec path),
@@ -43,5 +49,7 @@ static inline int mcc_spec_accum_steps(const mcc_spec *s)
     return s->global_batch_size / (s->micro_batch_size * s->data_parallel_size);
 }
 int64_t mcc_spec_num_params(const mcc_spec *s);
+/* The spec text of an enum field's value ("cosine" for lr_decay_style = MCC_LR_COSINE). */
+const char *mcc_spec_choice(const char *key, int value);
 
 #endif

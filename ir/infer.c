@@ -286,6 +286,16 @@ bool ir_infer_cross_entropy_grad(const ir_module *m, const ir_instr *in, const i
     return check_logits_targets(&a[1], &a[2], err, len);
 }
 
+/* An in-place collective on one tensor over a named mesh axis. */
+bool ir_infer_collective(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    int axis = (int)in->attr[0];
+    if (axis <= IR_AXIS_NONE || axis >= IR_NUM_AXES)
+        return fail(err, len, "%s needs a mesh axis (1 dp .. %d ep), got %g", ir_ops[in->op].name, IR_NUM_AXES - 1,
+                    in->attr[0]);
+    return need_float(&a[0], "collective operand", err, len);
+}
+
 /* (dst, x) of accumulate and copy: same shape, any float dtypes */
 bool ir_infer_accumulate(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {

@@ -53,8 +53,10 @@ bool pass_autodiff(ir_module *m, char *err, size_t errlen)
     ir_grad_ctx g = {m, f, malloc(sizeof(int) * (size_t)f->nvals), f->nvals};
     for (int v = 0; v < g.nfwd; v++)
         g.grad[v] = -1;
-    /* The step minimises the mean of its micro-batch losses: d(objective)/d(loss) = 1/N. */
-    g.grad[loss] = ir_fill(m, f, 1.0 / (double)ir_config_int(m, "accum_steps", 1), ir_scalar(IR_F32));
+    /* The step minimises the mean of the losses of its N micro-batches on each of dp ranks (whose
+     * gradients data_parallel sums): d(objective)/d(loss) = 1/(N dp). */
+    double micro_batches = (double)ir_config_int(m, "accum_steps", 1) * (double)ir_config_int(m, "data_parallel_size", 1);
+    g.grad[loss] = ir_fill(m, f, 1.0 / micro_batches, ir_scalar(IR_F32));
 
     for (int i = f->ninstrs - 1; i >= 0; i--) {
         ir_instr in = f->instrs[i]; /* a copy: rules append to f->instrs */

@@ -1,7 +1,7 @@
 /* precision.c — mixed precision (config param_dtype = bf16, the CUDA target's default): every
  * parameter keeps its fp32 master (what is initialised, updated and checkpointed) and gains a
- * working copy @<param>.bf16 that micro_step reads, so activations and their gradients are bf16
- * while gradient accumulators, optimizer state and the loss stay fp32. A `setup` function fills
+ * working copy @<param>.bf16 that micro_step and eval_step read, so activations and their
+ * gradients are bf16 while gradient accumulators, optimizer state and the loss stay fp32. A `setup` function fills
  * the copies from the masters once at start-up; the optimizer pass refreshes them each step. */
 #include "passes.h"
 
@@ -32,6 +32,22 @@ static bool retype(ir_module *m, ir_func *f, char *err, size_t errlen)
     return true;
 }
 
+/* Points f's parameter references at their working copies @<param>.<dtype> and retypes f. */
+static bool use_copies(ir_module *m, ir_func *f, const char *dtype, char *err, size_t errlen)
+{
+    for (int i = 0; i < f->ninstrs; i++) {
+        ir_instr *in = &f->instrs[i];
+        int g = in->op == IR_OP_GLOBAL ? ir_global_find(m, in->sym) : -1;
+        if (g < 0 || m->globals[g].kind != IR_GLOBAL_PARAM)
+            continue;
+        char copy[256];
+        snprintf(copy, sizeof copy, "%s.%s", in->sym, dtype);
+        free(in->sym);
+        in->sym = strdup(copy);
+    }
+    return retype(m, f, err, errlen);
+}
+
 bool pass_precision(ir_module *m, char *err, size_t errlen)
 {
     const char *name = ir_config_get(m, "param_dtype");
@@ -58,16 +74,8 @@ bool pass_precision(ir_module *m, char *err, size_t errlen)
         int args[2] = {ir_global_ref(m, setup, copy), ir_global_ref(m, setup, m->globals[g].name)};
         ir_emit(m, setup, IR_OP_COPY, args, 2, NULL, NULL, NULL);
     }
-    ir_func *f = m->funcs[micro];
-    for (int i = 0; i < f->ninstrs; i++) {
-        ir_instr *in = &f->instrs[i];
-        int g = in->op == IR_OP_GLOBAL ? ir_global_find(m, in->sym) : -1;
-        if (g < 0 || m->globals[g].kind != IR_GLOBAL_PARAM)
-            continue;
-        char copy[256];
-        snprintf(copy, sizeof copy, "%s.%s", in->sym, name);
-        free(in->sym);
-        in->sym = strdup(copy);
-    }
-    return retype(m, f, err, errlen);
+    /* Both step functions read the copies; eval_step is absent only in hand-written modules. */
+    int eval = ir_func_index(m, "eval_step");
+    return use_copies(m, m->funcs[micro], name, err, errlen) &&
+           (eval < 0 || use_copies(m, m->funcs[eval], name, err, errlen));
 }

@@ -1,5 +1,6 @@
 /* schedule.c — the step schedule: gradient accumulation runs `micro_step` once per micro-batch
- * of the global batch, then `optimizer` once. */
+ * of this rank's share of the global batch, then `reduce_grads` (data parallel), then
+ * `optimizer` once. */
 #include "passes.h"
 
 #include <stdio.h>
@@ -14,6 +15,9 @@ bool pass_schedule(ir_module *m, char *err, size_t errlen)
         return snprintf(err, errlen, "accum_steps must be >= 1, got %lld", accum), false;
     m->nsched = 0;
     ir_sched_add(m, micro, (int)accum);
+    int reduce = ir_func_index(m, "reduce_grads");
+    if (reduce >= 0)
+        ir_sched_add(m, reduce, 1);
     ir_sched_add(m, opt, 1);
     return true;
 }

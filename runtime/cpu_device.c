@@ -1,5 +1,6 @@
 /* cpu_device.c — the CPU device: host memory, and one kernel call per instruction
  * (runtime/cpu_kernels.c, matmuls through the BLAS). */
+#include "comm.h"
 #include "device.h"
 #include "program.h"
 
@@ -48,6 +49,12 @@ static void cpu_run(rt_program *p, int func)
 }
 
 static size_t cpu_memory_in_use(rt_program *p) { return 0; }
+static void *cpu_queue(rt_program *p) { return NULL; }
 
-const rt_device rt_cpu_device = {"cpu", cpu_open, cpu_alloc, cpu_free, cpu_copy, cpu_copy, cpu_init, cpu_run,
-                                 cpu_memory_in_use, cpu_close};
+static struct rt_comm *cpu_world_comm(rt_program *p, const rt_rank_env *e, char *err, size_t errlen)
+{
+    return rt_comm_world_mpi(e, err, errlen);
+}
+
+const rt_device rt_cpu_device = {"cpu",   cpu_open,         cpu_alloc, cpu_free,  cpu_copy,      cpu_copy,
+                                 cpu_init, cpu_run,          cpu_memory_in_use, cpu_close, cpu_queue, cpu_world_comm};

@@ -1,5 +1,6 @@
 /* cpu_kernels.c — the CPU backend's fp32 kernels, one per op of ir/ops.def: the numerical oracle. */
 #include "runtime/cpu_kernels.h"
+#include "runtime/parallel.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -567,3 +568,13 @@ const rt_cpu_kernel rt_cpu_kernels[IR_NUM_OPS] = {
 #include "ir/ops.def"
 #undef X
 };
+
+/* --- collectives ----------------------------------------------------------------------------- */
+
+/* (dst global) summed in place over the ranks of the mesh axis attr[0] (MPI between CPU ranks). */
+void cpu_ALL_REDUCE(const rt_kernel_call *c)
+{
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    if (comm)
+        rt_all_reduce(comm, c->args[0], (size_t)ir_numel(c->arg_types[0]), c->arg_types[0]->dtype, RT_SUM, NULL);
+}

@@ -9,6 +9,8 @@
 #include <stdint.h>
 
 struct rt_program;
+struct rt_comm;
+struct rt_rank_env;
 
 typedef struct rt_device {
     const char *name;
@@ -23,6 +25,10 @@ typedef struct rt_device {
     void (*run)(struct rt_program *p, int func);
     size_t (*memory_in_use)(struct rt_program *p); /* bytes of device memory in use (0 if unknown) */
     void (*close)(struct rt_program *p);           /* releases what open made */
+    void *(*queue)(struct rt_program *p);          /* the stream collectives join (NULL on the CPU) */
+    /* The world communicator for this device's ranks (MPI on the CPU, NCCL on CUDA), or NULL
+     * with err naming why. */
+    struct rt_comm *(*world_comm)(struct rt_program *p, const struct rt_rank_env *e, char *err, size_t errlen);
 } rt_device;
 
 extern const rt_device rt_cpu_device;

@@ -68,11 +68,19 @@ static uint64_t rt_np_interval(rt_mt *mt, uint64_t max) {
 }
 
 /* RandomState.shuffle of a 1-D array of n elements of `size` (<= 8) bytes: numpy's _shuffle_raw,
- * Fisher-Yates from the end; the draws do not depend on the element type. */
+ * Fisher-Yates from the end; the draws do not depend on the element type. They do not depend on
+ * the data either, so they are drawn RT_NP_AHEAD swaps early and their targets prefetched: with
+ * 10^8 elements nearly every swap misses the caches, and waiting for each in turn triples the time. */
+enum { RT_NP_AHEAD = 64 };
 static void rt_np_shuffle(rt_mt *mt, void *data, int64_t n, size_t size) {
     unsigned char *a = data, tmp[8];
+    int64_t ahead[RT_NP_AHEAD], next = n - 1; /* ahead[i % RT_NP_AHEAD]: the draw for i */
     for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)rt_np_interval(mt, (uint64_t)i);
+        for (; next > 0 && next > i - RT_NP_AHEAD; next--) {
+            ahead[next % RT_NP_AHEAD] = (int64_t)rt_np_interval(mt, (uint64_t)next);
+            __builtin_prefetch(a + ahead[next % RT_NP_AHEAD] * size, 1);
+        }
+        int64_t j = ahead[i % RT_NP_AHEAD];
         memcpy(tmp, a + j * size, size);
         memcpy(a + j * size, a + i * size, size);
         memcpy(a + i * size, tmp, size);
@@ -488,13 +496,13 @@ void rt_gpt_data_print(const rt_gpt_data *d, FILE *out) {
         for (int k = 0; k < d->n; k++) {
             const rt_gpt_split *g = &d->split[k][s];
             if (!g->num_samples) continue;
-            fprintf(out, "data %-5s %s: sequences [%" PRId64 ", %" PRId64 "), %" PRId64 " tokens per epoch, %" PRId64
-                    " epochs%s, %" PRId64 " samples\n", RT_SPLIT_NAMES[s], d->prefixes[k], g->first_seq,
+            fprintf(out, "data %-5s %s: sequences [%" PRId64 ", %" PRId64 "), tokens/epoch %" PRId64 ", epochs %" PRId64
+                    "%s, samples %" PRId64 "\n", RT_SPLIT_NAMES[s], d->prefixes[k], g->first_seq,
                     g->first_seq + g->num_seqs, g->tokens_per_epoch, g->num_epochs,
                     g->separate_final_epoch ? " (last shuffled apart)" : "", g->num_samples);
         }
         if (d->blended && d->blend_size[s])
-            fprintf(out, "data %-5s blend of %d datasets: %" PRId64 " samples\n", RT_SPLIT_NAMES[s], d->n,
+            fprintf(out, "data %-5s blend of %d datasets: samples %" PRId64 "\n", RT_SPLIT_NAMES[s], d->n,
                     d->blend_size[s]);
     }
 }

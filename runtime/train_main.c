@@ -1,7 +1,9 @@
-/* train_main.c — the train_rank main: loads the plan compiled into the executable, reads the
- * dataset, initialises parameters and runs the step schedule for --train-iters iterations,
- * logging one line per step. `--dump-dir` writes what the numerics tests compare. */
-#include "dataset.h"
+/* train_main.c — the train_rank main: loads the plan compiled into the executable, opens the
+ * Megatron GPT datasets (train and valid splits), initialises parameters and runs the step
+ * schedule for --train-iters iterations: a log line (and a JSONL metrics record) every
+ * --log-interval, validation every --eval-interval, a stop (or a skipped step) on a non-finite
+ * loss or gradient norm. `--dump-dir` writes what the numerics tests compare. */
+#include "gpt_dataset.h"
 #include "lr_schedule.h"
 #include "mcct.h"
 #include "program.h"
@@ -12,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The plan object `mcc compile` wrote: the planned IR, the device it targets and that device's
  * kernel image (a cubin for CUDA; empty for the CPU). */
@@ -21,28 +24,41 @@ extern const rt_device *const mcc_plan_device;
 extern const char mcc_plan_image[];
 extern const uint64_t mcc_plan_image_size;
 
+/* Dense bf16 peak of an H100/H200 SXM, the GPUs MFU is quoted against. */
+#define TRAIN_PEAK_FLOPS 989e12
+
 typedef struct {
-    const char *data_path, *dump_dir;
-    int train_iters, log_interval;
+    rt_gpt_data_config data;
+    const char *dump_dir, *metrics_file;
+    int train_iters, log_interval, eval_interval, eval_iters; /* -1: the spec's value */
+    bool skip_nan_steps;
 } train_args;
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: train_rank --data-path PREFIX [--train-iters N] [--log-interval N] [--dump-dir DIR]\n"
-                 "  --data-path PREFIX   Megatron indexed dataset PREFIX.bin/.idx (mcc data preprocess writes one)\n"
-                 "  --train-iters N      steps to run (default: the spec's train_iters)\n"
-                 "  --log-interval N     log every N steps (default 1)\n"
-                 "  --dump-dir DIR       write initial parameters, step-1 gradients and logits, batches and\n"
-                 "                       per-step loss/lr/grad norm for the numerics tests\n"
-                 "  --print-plan         print the compiled plan (IR) and exit\n");
+    fprintf(out,
+            "usage: train_rank --data-path [W1] PREFIX1 [W2 PREFIX2 ...] [flags]\n"
+            "  --data-path ...      Megatron indexed datasets PREFIX.bin/.idx (mcc data preprocess writes them),\n"
+            "                       blended by weight when several are given: --data-path 0.3 A 0.7 B\n"
+            "  --split A,B,C        train,valid,test shares of every dataset's documents (default 969,30,1)\n"
+            "  --train-iters N      iterations to run (default: the spec's train_iters)\n"
+            "  --log-interval N     a log line (and metrics record) every N iterations (default: the spec's, 1)\n"
+            "  --eval-interval N    validate every N iterations and at the end (default: the spec's, 1000)\n"
+            "  --eval-iters N       global batches of the valid split per validation; 0: none (default: the spec's, 100)\n"
+            "  --metrics-file PATH  append one JSON object per log line and per validation (`mcc plot` draws them)\n"
+            "  --skip-nan-steps     skip the optimizer step of an iteration whose loss or grad norm is NaN/Inf\n"
+            "                       instead of stopping the run\n"
+            "  --dump-dir DIR       write initial parameters, step-1 gradients and logits, batches and\n"
+            "                       per-step loss/lr/grad norm for the numerics tests\n"
+            "  --print-plan         print the compiled plan (IR) and exit\n");
 }
 
-static int parse_int_flag(const char *flag, const char *v)
+static int parse_int_flag(const char *flag, const char *v, int min)
 {
     char *end;
     long n = v ? strtol(v, &end, 10) : 0;
-    if (!v || *end || n < 1 || n > 1000000000) {
-        fprintf(stderr, "train_rank: error: %s needs a positive integer, got '%s'\n", flag, v ? v : "(nothing)");
+    if (!v || *end || n < min || n > 1000000000) {
+        fprintf(stderr, "train_rank: error: %s needs an integer >= %d, got '%s'\n", flag, min, v ? v : "(nothing)");
         exit(2);
     }
     return (int)n;
@@ -50,17 +66,34 @@ static int parse_int_flag(const char *flag, const char *v)
 
 static train_args parse_args(int argc, char **argv)
 {
-    train_args a = {.log_interval = 1};
+    train_args a = {.data = {.split = "969,30,1"}, .train_iters = -1, .log_interval = -1, .eval_interval = -1,
+                    .eval_iters = -1};
+    char err[1024];
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(argv[i], "--data-path") && v)
-            a.data_path = argv[++i];
+        int consumed;
+        if (!strcmp(argv[i], "--data-path")) {
+            if (!rt_gpt_data_parse_paths(argc - i - 1, argv + i + 1, &consumed, &a.data, err, sizeof err)) {
+                fprintf(stderr, "train_rank: error: %s\n", err);
+                exit(2);
+            }
+            i += consumed;
+        } else if (!strcmp(argv[i], "--split") && v)
+            a.data.split = argv[++i];
         else if (!strcmp(argv[i], "--dump-dir") && v)
             a.dump_dir = argv[++i];
+        else if (!strcmp(argv[i], "--metrics-file") && v)
+            a.metrics_file = argv[++i];
         else if (!strcmp(argv[i], "--train-iters"))
-            a.train_iters = parse_int_flag(argv[i], v), i++;
+            a.train_iters = parse_int_flag(argv[i], v, 1), i++;
         else if (!strcmp(argv[i], "--log-interval"))
-            a.log_interval = parse_int_flag(argv[i], v), i++;
+            a.log_interval = parse_int_flag(argv[i], v, 1), i++;
+        else if (!strcmp(argv[i], "--eval-interval"))
+            a.eval_interval = parse_int_flag(argv[i], v, 1), i++;
+        else if (!strcmp(argv[i], "--eval-iters"))
+            a.eval_iters = parse_int_flag(argv[i], v, 0), i++;
+        else if (!strcmp(argv[i], "--skip-nan-steps"))
+            a.skip_nan_steps = true;
         else if (!strcmp(argv[i], "--print-plan")) {
             fwrite(mcc_plan_text, 1, mcc_plan_size, stdout);
             exit(0);
@@ -73,11 +106,17 @@ static train_args parse_args(int argc, char **argv)
             exit(2);
         }
     }
-    if (!a.data_path) {
+    if (!a.data.n) {
         fprintf(stderr, "train_rank: error: --data-path is required (make a dataset with `mcc data preprocess`)\n");
         exit(2);
     }
     return a;
+}
+
+/* A flag given on the command line, else the plan's config value of the spec field. */
+static int flag_or_config(int flag, const ir_module *m, const char *key, int dflt)
+{
+    return flag >= 0 ? flag : (int)ir_config_int(m, key, dflt);
 }
 
 static double now_s(void)
@@ -86,6 +125,50 @@ static double now_s(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+
+/* ---- the run ------------------------------------------------------------------------------ */
+
+typedef struct {
+    rt_program *p;
+    const ir_module *m;
+    train_args a;
+    int B, T, accum, iters, eval_interval, eval_iters, evals_done;
+    int micro, eval, opt, zero;     /* function indices */
+    rt_lr_schedule lr;
+    rt_gpt_data *data;
+    int32_t *tokens, *targets, *sample; /* [B,T], [B,T], [T+1] */
+    ir_type bt_type;
+    double flops_per_token;         /* 6N + 12 L d T: matmul work forward and backward */
+    FILE *metrics;
+    rt_mcct batches;                /* --dump-dir */
+    FILE *steps;
+} train_run;
+
+/* Loads rows first .. first+B-1 of split as @tokens/@targets of func. */
+static void load_batch(train_run *r, int func, int split, int64_t first)
+{
+    int T = r->T;
+    for (int b = 0; b < r->B; b++) {
+        rt_gpt_data_sample(r->data, split, first + b, r->sample);
+        memcpy(r->tokens + (size_t)b * T, r->sample, sizeof(int32_t) * (size_t)T);
+        memcpy(r->targets + (size_t)b * T, r->sample + 1, sizeof(int32_t) * (size_t)T);
+    }
+    size_t bytes = ir_bytes(&r->bt_type);
+    rt_program_set_input(r->p, func, "tokens", r->tokens, bytes);
+    rt_program_set_input(r->p, func, "targets", r->targets, bytes);
+}
+
+/* Runs func (micro_step or eval_step) on the micro-batch of split starting at sample first. */
+static float run_micro_batch(train_run *r, int func, int split, int64_t first)
+{
+    load_batch(r, func, split, first);
+    rt_program_run(r->p, func);
+    float loss;
+    rt_program_get_output(r->p, func, "loss", &loss, sizeof loss);
+    return loss;
+}
+
+/* ---- --dump-dir ---------------------------------------------------------------------------- */
 
 static FILE *dump_open(const train_args *a, const char *name, rt_mcct *w)
 {
@@ -126,140 +209,91 @@ static void dump_globals(const train_args *a, rt_program *p, ir_global_kind kind
     rt_mcct_close(&w);
 }
 
-static rt_lr_schedule lr_schedule_of(const ir_module *m, int train_iters)
+static void dump_logits(train_run *r)
 {
-    const char *style = ir_config_get(m, "lr_decay_style");
-    rt_lr_schedule s = {RT_LR_COSINE, ir_config_real(m, "lr", 3e-4), ir_config_real(m, "min_lr", 0),
-                        (int)ir_config_int(m, "lr_warmup_iters", 0), train_iters};
-    if (style && !strcmp(style, "constant"))
-        s.style = RT_LR_CONSTANT;
-    else if (style && !strcmp(style, "linear"))
-        s.style = RT_LR_LINEAR;
-    return s;
+    const ir_func *f = r->m->funcs[r->micro];
+    int i = rt_program_find(r->p, r->micro, IR_OP_OUTPUT, "logits");
+    if (i < 0)
+        return;
+    rt_mcct w;
+    dump_open(&r->a, "logits_step1.mcct", &w);
+    const ir_type *t = ir_vtype(f, f->instrs[i].args[0]);
+    void *host = malloc(ir_bytes(t));
+    rt_program_get_output(r->p, r->micro, "logits", host, ir_bytes(t));
+    rt_mcct_add(&w, "logits", t, host);
+    free(host);
+    rt_mcct_close(&w);
 }
 
-int main(int argc, char **argv)
+static void dump_batch(train_run *r, int it, int mb)
 {
-    train_args a = parse_args(argc, argv);
-    double t_start = now_s();
-    char err[1024];
-    rt_program *p = rt_program_load(mcc_plan_text, mcc_plan_device, mcc_plan_image_size ? mcc_plan_image : NULL, err,
-                                    sizeof err);
-    if (!p) {
-        fprintf(stderr, "train_rank: error: the compiled plan is invalid (%s); recompile with this mcc\n", err);
-        return 1;
-    }
-    const ir_module *m = p->m;
-    int B = (int)ir_config_int(m, "micro_batch_size", 1), T = (int)ir_config_int(m, "seq_length", 1);
-    int V = (int)ir_config_int(m, "vocab_size", 1), accum = (int)ir_config_int(m, "accum_steps", 1);
-    int iters = a.train_iters ? a.train_iters : (int)ir_config_int(m, "train_iters", 1);
-    int micro = ir_func_index(m, "micro_step"), opt = ir_func_index(m, "optimizer");
-    rt_lr_schedule lr = lr_schedule_of(m, iters);
+    char name[64];
+    snprintf(name, sizeof name, "tokens.%d.%d", it, mb);
+    rt_mcct_add(&r->batches, name, &r->bt_type, r->tokens);
+    snprintf(name, sizeof name, "targets.%d.%d", it, mb);
+    rt_mcct_add(&r->batches, name, &r->bt_type, r->targets);
+    if (it == 1 && mb == 0)
+        dump_logits(r);
+}
 
-    rt_dataset *ds = rt_dataset_open(a.data_path, err, sizeof err);
-    if (!ds) {
-        fprintf(stderr, "train_rank: error: --data-path %s: %s\n", a.data_path, err);
-        return 1;
-    }
-    int max_token = rt_dataset_max_token(ds);
-    if (max_token >= V) {
-        fprintf(stderr, "train_rank: error: --data-path %s holds token id %d but the model's vocab_size is %d; "
-                        "recompile with --vocab-size %d or more\n", a.data_path, max_token, V, max_token + 1);
-        return 1;
-    }
-    rt_program_init_params(p, (uint64_t)ir_config_int(m, "seed", 1234));
-    printf("+-----------------------+----------------+\n");
-    printf("| parameters            | %14lld |\n", ir_config_int(m, "num_params", 0));
-    printf("| layers x hidden       | %6lld x %5lld |\n", ir_config_int(m, "num_layers", 0), ir_config_int(m, "hidden_size", 0));
-    printf("| micro batch x seq     | %6d x %5d |\n", B, T);
-    printf("| micro-batches / step  | %14d |\n", accum);
-    printf("| dataset tokens        | %14lld |\n", (long long)rt_dataset_num_tokens(ds));
-    printf("| train iters           | %14d |\n", iters);
-    printf("+-----------------------+----------------+\n");
+/* ---- one iteration ------------------------------------------------------------------------- */
 
-    const int64_t bt[2] = {B, T};
-    const ir_type bt_type = ir_tensor(IR_I32, 2, bt);
-    size_t bt_bytes = ir_bytes(&bt_type);
-    int32_t *tokens = malloc(bt_bytes), *targets = malloc(bt_bytes);
-    int32_t *sample = malloc(sizeof(int32_t) * (size_t)(T + 1));
-    rt_mcct batches;
-    FILE *steps = NULL;
-    if (a.dump_dir) {
-        mkdir(a.dump_dir, 0755);
-        dump_globals(&a, p, IR_GLOBAL_PARAM, "params_init.mcct");
-        dump_open(&a, "batches.mcct", &batches);
-        steps = dump_open(&a, "steps.txt", NULL);
-    }
+typedef struct {
+    double loss, lr, grad_norm;
+    bool skipped;
+} step_result;
 
-    for (int it = 1; it <= iters; it++) {
-        double t0 = now_s(), loss = 0;
-        for (int mb = 0; mb < accum; mb++) {
-            for (int b = 0; b < B; b++) {
-                rt_dataset_sample(ds, ((int64_t)(it - 1) * accum + mb) * B + b, T, sample);
-                memcpy(tokens + (size_t)b * T, sample, sizeof(int32_t) * (size_t)T);
-                memcpy(targets + (size_t)b * T, sample + 1, sizeof(int32_t) * (size_t)T);
-            }
-            rt_program_set_input(p, micro, "tokens", tokens, bt_bytes);
-            rt_program_set_input(p, micro, "targets", targets, bt_bytes);
-            rt_program_run(p, micro);
-            float micro_loss;
-            rt_program_get_output(p, micro, "loss", &micro_loss, sizeof micro_loss);
-            loss += micro_loss / accum;
-            if (a.dump_dir) {
-                char name[64];
-                snprintf(name, sizeof name, "tokens.%d.%d", it, mb);
-                rt_mcct_add(&batches, name, &bt_type, tokens);
-                snprintf(name, sizeof name, "targets.%d.%d", it, mb);
-                rt_mcct_add(&batches, name, &bt_type, targets);
-                if (it == 1 && mb == 0 && rt_program_find(p, micro, IR_OP_OUTPUT, "logits") >= 0) {
-                    rt_mcct w;
-                    dump_open(&a, "logits_step1.mcct", &w);
-                    const ir_func *f = m->funcs[micro];
-                    int i = rt_program_find(p, micro, IR_OP_OUTPUT, "logits");
-                    const ir_type *t = ir_vtype(f, f->instrs[i].args[0]);
-                    void *host = malloc(ir_bytes(t));
-                    rt_program_get_output(p, micro, "logits", host, ir_bytes(t));
-                    rt_mcct_add(&w, "logits", t, host);
-                    free(host);
-                    rt_mcct_close(&w);
-                }
-            }
-        }
-        if (a.dump_dir && it == 1)
-            dump_globals(&a, p, IR_GLOBAL_GRAD, "grads_step1.mcct");
-        float lr_now = (float)rt_lr_at(&lr, it), step_now = (float)it, norm;
-        rt_program_set_input(p, opt, "lr", &lr_now, sizeof lr_now);
-        rt_program_set_input(p, opt, "step", &step_now, sizeof step_now);
-        rt_program_run(p, opt);
-        rt_program_get_output(p, opt, "grad_norm", &norm, sizeof norm);
-        double ms = (now_s() - t0) * 1e3;
-        if (!isfinite(loss) || !isfinite(norm)) {
-            fprintf(stderr, "train_rank: error: iteration %d: %s is %g; stopping (lower --lr or check the data)\n", it,
-                    isfinite(loss) ? "grad norm" : "loss", isfinite(loss) ? norm : loss);
-            return 1;
-        }
-        if (steps)
-            fprintf(steps, "%d %.9g %.9g %.9g\n", it, loss, lr_now, norm);
-        if (it == 1) {
-            size_t used = p->dev->memory_in_use(p);
-            printf("time to first step: %.2f s", now_s() - t_start);
-            if (used)
-                printf(" | %s memory in use: %.3f GiB", p->dev->name, used / 1073741824.0);
-            printf("\n");
-        }
-        if (it % a.log_interval == 0 || it == iters)
-            printf("iter %6d/%d | loss %8.4f | lr %.3e | grad norm %8.4f | %8.1f ms | %9.0f tok/s\n", it, iters,
-                   loss, lr_now, norm, ms, (double)B * T * accum / (ms / 1e3));
-        fflush(stdout);
+/* Stops the run, or (--skip-nan-steps) drops the step's gradients; what names the bad value. */
+static bool non_finite(train_run *r, int it, const char *what, double v)
+{
+    if (!r->a.skip_nan_steps) {
+        fprintf(stderr, "train_rank: error: iteration %d: %s is %g, the first non-finite value of the step; "
+                        "stopping (lower --lr, raise --clip-grad's effect with a smaller value, check the data, or "
+                        "pass --skip-nan-steps to skip such steps)\n", it, what, v);
+        exit(1);
     }
-    if (a.dump_dir) {
-        rt_mcct_close(&batches);
-        fclose(steps);
+    fprintf(stderr, "train_rank: warning: iteration %d: %s is %g; skipping the optimizer step\n", it, what, v);
+    rt_program_run(r->p, r->zero);
+    return false;
+}
+
+/* Sample of row b of micro-batch mb of iteration it: fixed by the global batch order, so the
+ * data a step sees does not depend on how the batch is laid out. */
+static int64_t train_sample(const train_run *r, int it, int mb, int b)
+{
+    return ((int64_t)(it - 1) * r->accum + mb) * r->B + b;
+}
+
+static step_result train_step(train_run *r, int it)
+{
+    step_result s = {.lr = rt_lr_at(&r->lr, it)};
+    bool finite = true;
+    for (int mb = 0; mb < r->accum; mb++) {
+        float loss = run_micro_batch(r, r->micro, RT_SPLIT_TRAIN, train_sample(r, it, mb, 0));
+        if (r->a.dump_dir)
+            dump_batch(r, it, mb);
+        if (finite && !isfinite(loss)) {
+            char what[64];
+            snprintf(what, sizeof what, "the loss of micro-batch %d", mb);
+            finite = non_finite(r, it, what, loss);
+        }
+        s.loss += loss / r->accum;
     }
-    free(sample);
-    free(tokens);
-    free(targets);
-    rt_dataset_close(ds);
-    rt_program_free(p);
-    return 0;
+    if (r->a.dump_dir && it == 1)
+        dump_globals(&r->a, r->p, IR_GLOBAL_GRAD, "grads_step1.mcct");
+    if (!finite)
+        return s.skipped = true, s;
+    float lr_now = (float)s.lr, step_now = (float)it, norm;
+    rt_program_set_input(r->p, r->opt, "lr", &lr_now, sizeof lr_now);
+    rt_program_set_input(r->p, r->opt, "step", &step_now, sizeof step_now);
+    rt_program_run(r->p, r->opt);
+    rt_program_get_output(r->p, r->opt, "grad_norm", &norm, sizeof norm);
+    s.grad_norm = norm;
+    /* A non-finite norm makes the clip coefficient 0 (or NaN): with --skip-nan-steps the step
+     * must not have applied, so the norm is checked by the optimizer's clipping; see README. */
+    if (!isfinite(norm))
+        non_finite(r, it, "the gradient norm", norm), s.skipped = true;
+    if (r->steps)
+        fprintf(r->steps, "%d %.9g %.9g %.9g\n", it, s.loss, s.lr, s.grad_norm);
+    return s;
 }

@@ -15,3 +15,10 @@ foreach(model tiny-gpt2 tiny-llama)
   add_test(NAME numerics_vs_torch_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model})
   set_tests_properties(numerics_vs_torch_${model} PROPERTIES LABELS numerics)
 endforeach()
+
+# Data parallelism on CPU ranks (Open MPI): dp=2 equals the single-rank program.
+if(MPI_C_FOUND)
+  add_test(NAME dp2_equals_single_rank_tiny-gpt2 COMMAND ${CMAKE_SOURCE_DIR}/tests/dp_e2e.sh $<TARGET_FILE:mcc> tiny-gpt2 8)
+  add_test(NAME dp2_equals_single_rank_tiny-llama COMMAND ${CMAKE_SOURCE_DIR}/tests/dp_e2e.sh $<TARGET_FILE:mcc> tiny-llama 16)
+  set_tests_properties(dp2_equals_single_rank_tiny-gpt2 dp2_equals_single_rank_tiny-llama PROPERTIES LABELS numerics)
+endif()

@@ -1,8 +1,11 @@
 /* cuda_device.c — the CUDA device: device memory, the plan's cubin, and functions run as CUDA
  * graphs. A function's first call runs eagerly (it sizes scratch space and lets cuBLASLt pick
  * its algorithms); the second call records it into a graph, and every later call replays it,
- * so a step costs a handful of host calls. MCC_CUDA_GRAPHS=0 keeps every call eager. */
+ * so a step costs a handful of host calls. MCC_CUDA_GRAPHS=0 keeps every call eager.
+ * MCC_PROFILE=1 runs eagerly with an event pair around every instruction and prints, at exit,
+ * the GPU time per op and the most expensive instructions. */
 #include "cuda_ctx.h"
+#include "runtime/comm.h"
 #include "runtime/device.h"
 #include "runtime/program.h"
 
@@ -11,8 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Per-instruction GPU time, collected when MCC_PROFILE=1. */
+typedef struct {
+    cudaEvent_t *start, *stop;      /* per instruction of each function (flattened) */
+    double *ms;                     /* per instruction, summed over calls */
+    int *offset;                    /* per function: its first slot */
+} profile;
+
 typedef struct {
     rt_cuda_ctx *cx;
+    profile *prof;
     cudaGraphExec_t *graphs;        /* per function, once recorded */
     int *calls;                     /* per function: calls so far */
     bool use_graphs;
@@ -20,6 +31,68 @@ typedef struct {
 
 static cuda_state *state(rt_program *p) { return p->dev_state; }
 static cudaStream_t stream(rt_program *p) { return (cudaStream_t)rt_cuda_stream(state(p)->cx); }
+
+static profile *profile_new(const ir_module *m)
+{
+    profile *pr = calloc(1, sizeof *pr);
+    pr->offset = calloc((size_t)m->nfuncs + 1, sizeof(int));
+    for (int f = 0; f < m->nfuncs; f++)
+        pr->offset[f + 1] = pr->offset[f] + m->funcs[f]->ninstrs;
+    int n = pr->offset[m->nfuncs];
+    pr->start = calloc((size_t)n, sizeof(cudaEvent_t));
+    pr->stop = calloc((size_t)n, sizeof(cudaEvent_t));
+    pr->ms = calloc((size_t)n, sizeof(double));
+    for (int i = 0; i < n; i++) {
+        RT_CUDART_CHECK(cudaEventCreate(&pr->start[i]));
+        RT_CUDART_CHECK(cudaEventCreate(&pr->stop[i]));
+    }
+    return pr;
+}
+
+/* GPU ms per op kind, then the 15 most expensive instructions, over every call so far. */
+static void profile_print(const ir_module *m, const profile *pr)
+{
+    double by_op[IR_NUM_OPS] = {0}, total = 0;
+    int n = pr->offset[m->nfuncs];
+    for (int f = 0; f < m->nfuncs; f++)
+        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
+            by_op[m->funcs[f]->instrs[i].op] += pr->ms[pr->offset[f] + i];
+            total += pr->ms[pr->offset[f] + i];
+        }
+    fprintf(stderr, "profile: GPU time by op (all calls, %.1f ms in total)\n", total);
+    for (int done = 0; done < IR_NUM_OPS; done++) {
+        int best = -1;
+        for (int op = 0; op < IR_NUM_OPS; op++)
+            if (by_op[op] > 0 && (best < 0 || by_op[op] > by_op[best]))
+                best = op;
+        if (best < 0)
+            break;
+        fprintf(stderr, "  %-20s %10.2f ms %5.1f%%\n", ir_ops[best].name, by_op[best], 100 * by_op[best] / total);
+        by_op[best] = 0;
+    }
+    fprintf(stderr, "profile: most expensive instructions\n");
+    double *ms = malloc(sizeof(double) * (size_t)n);
+    memcpy(ms, pr->ms, sizeof(double) * (size_t)n);
+    for (int k = 0; k < 15; k++) {
+        int best = 0;
+        for (int i = 1; i < n; i++)
+            if (ms[i] > ms[best])
+                best = i;
+        if (ms[best] <= 0)
+            break;
+        int f = 0;
+        while (pr->offset[f + 1] <= best)
+            f++;
+        const ir_instr *in = &m->funcs[f]->instrs[best - pr->offset[f]];
+        char type[96] = "";
+        if (in->nres)
+            ir_type_str(ir_vtype(m->funcs[f], in->res[0]), type, sizeof type);
+        fprintf(stderr, "  %10.2f ms  %s #%d %s -> %s\n", ms[best], m->funcs[f]->name, best - pr->offset[f],
+                ir_ops[in->op].name, type);
+        ms[best] = 0;
+    }
+    free(ms);
+}
 
 static void cuda_open(rt_program *p, const void *image)
 {
@@ -36,14 +109,20 @@ static void cuda_open(rt_program *p, const void *image)
     }
     s->graphs = calloc((size_t)p->m->nfuncs, sizeof *s->graphs);
     s->calls = calloc((size_t)p->m->nfuncs, sizeof *s->calls);
-    const char *g = getenv("MCC_CUDA_GRAPHS");
+    const char *g = getenv("MCC_CUDA_GRAPHS"), *prof = getenv("MCC_PROFILE");
     s->use_graphs = !g || strcmp(g, "0") != 0;
+    if (prof && strcmp(prof, "0") != 0) {
+        s->use_graphs = false;
+        s->prof = profile_new(p->m);
+    }
     p->dev_state = s;
 }
 
 static void cuda_close(rt_program *p)
 {
     cuda_state *s = state(p);
+    if (s->prof)
+        profile_print(p->m, s->prof);
     for (int i = 0; i < p->m->nfuncs; i++)
         if (s->graphs[i])
             cudaGraphExecDestroy(s->graphs[i]);
@@ -102,8 +181,22 @@ static void cuda_init(rt_program *p, float *w, int64_t n, uint64_t key, float st
 static void launch_all(rt_program *p, int func)
 {
     rt_func_exec *x = &p->funcs[func];
-    for (int i = 0; i < x->f->ninstrs; i++)
+    profile *pr = state(p)->prof;
+    for (int i = 0; i < x->f->ninstrs; i++) {
+        if (pr)
+            RT_CUDART_CHECK(cudaEventRecord(pr->start[pr->offset[func] + i], stream(p)));
         rt_cuda_launchers[x->f->instrs[i].op](state(p)->cx, &x->calls[i]);
+        if (pr)
+            RT_CUDART_CHECK(cudaEventRecord(pr->stop[pr->offset[func] + i], stream(p)));
+    }
+    if (!pr)
+        return;
+    RT_CUDART_CHECK(cudaStreamSynchronize(stream(p)));
+    for (int i = 0; i < x->f->ninstrs; i++) {
+        float ms = 0;
+        RT_CUDART_CHECK(cudaEventElapsedTime(&ms, pr->start[pr->offset[func] + i], pr->stop[pr->offset[func] + i]));
+        pr->ms[pr->offset[func] + i] += ms;
+    }
 }
 
 static void cuda_run(rt_program *p, int func)
@@ -133,5 +226,21 @@ static size_t cuda_memory_in_use(rt_program *p)
     return total - free_b;
 }
 
+static void *cuda_queue(rt_program *p) { return stream(p); }
+
+/* NCCL bootstraps from MASTER_ADDR/MASTER_PORT (torchrun, train_rank --nproc-per-node), or over
+ * MPI when mpirun started the ranks and this build has MPI. */
+static struct rt_comm *cuda_world_comm(rt_program *p, const rt_rank_env *e, char *err, size_t errlen)
+{
+    int device = 0;
+    RT_CUDART_CHECK(cudaGetDevice(&device));
+    rt_comm *bootstrap = NULL;
+#ifdef MCC_HAVE_MPI
+    if (!e->master_addr && !getenv("NCCL_COMM_ID"))
+        bootstrap = rt_comm_world_mpi(e, err, errlen);
+#endif
+    return rt_comm_world_nccl(e, device, bootstrap, err, errlen);
+}
+
 const rt_device rt_cuda_device = {"cuda",     cuda_open, cuda_alloc, cuda_free,          cuda_upload, cuda_download,
-                                  cuda_init, cuda_run,  cuda_memory_in_use, cuda_close};
+                                  cuda_init, cuda_run,  cuda_memory_in_use, cuda_close, cuda_queue, cuda_world_comm};

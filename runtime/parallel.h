@@ -1,0 +1,32 @@
+/* parallel.h — this rank's place in the compiled parallel layout (data parallel for now), its
+ * communicators, and what train_rank needs of them: which samples are its own, and means of
+ * host values over the dp group. The collective kernels find their group with rt_parallel_comm. */
+#ifndef MCC_RT_PARALLEL_H
+#define MCC_RT_PARALLEL_H
+
+#include "runtime/comm.h"
+#include "runtime/program.h"
+
+typedef struct {
+    rt_rank_env env;
+    int dp, dp_rank;
+    rt_comm *world;                 /* NULL for one rank */
+    void *scratch;                  /* one f32 of device memory for host-value reductions */
+} rt_parallel;
+
+/* Reads the launcher's environment and checks it against the layout compiled into the plan
+ * (world size must be tp*pp*dp), then creates the communicators (MPI on the CPU, NCCL on CUDA).
+ * Exits with a message naming the fix on any mismatch. */
+void rt_parallel_init(rt_parallel *par, rt_program *p);
+void rt_parallel_finish(rt_parallel *par);
+/* The communicator of a mesh axis for the collective kernels (NULL: not parallel over it). */
+rt_comm *rt_parallel_comm(ir_axis axis);
+/* The global sample index of row b of micro-batch mb of iteration it (1-based), in Megatron's
+ * sampler order: each micro-batch step takes B*dp consecutive samples, rank r the r-th B of them.
+ * So the step's samples are the same for every dp (dp=1 runs them as dp*accum micro-batches). */
+int64_t rt_parallel_sample(const rt_parallel *par, int it, int accum, int mb, int B, int b);
+/* Mean of v over the dp ranks (v itself on one rank). */
+float rt_parallel_mean(rt_parallel *par, rt_program *p, float v);
+static inline bool rt_parallel_is_root(const rt_parallel *par) { return par->env.rank == 0; }
+
+#endif
