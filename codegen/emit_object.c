@@ -44,13 +44,30 @@ static void add_bytes(LLVMContextRef ctx, LLVMModuleRef mod, const char *name, c
     add_constant(mod, size_name, LLVMConstInt(LLVMInt64TypeInContext(ctx), size, 0));
 }
 
-bool cg_emit_plan_object(const ir_module *m, const cg_plan_image *image, const char *obj_path, char *err, size_t errlen)
+/* The plans' texts back to back, each with its NUL. */
+static char *plans_text(const ir_module *const *plans, int nplans, size_t *len)
+{
+    char *all = NULL;
+    *len = 0;
+    for (int r = 0; r < nplans; r++) {
+        char *text = ir_print_module(plans[r]);
+        size_t n = strlen(text) + 1;
+        all = realloc(all, *len + n);
+        memcpy(all + *len, text, n);
+        *len += n;
+        free(text);
+    }
+    return all;
+}
+
+bool cg_emit_plan_object(const ir_module *const *plans, int nplans, const cg_plan_image *image, const char *obj_path,
+                         char *err, size_t errlen)
 {
     LLVMTargetMachineRef tm = host_machine(err, errlen);
     if (!tm)
         return false;
-    char *text = ir_print_module(m);
-    size_t len = strlen(text);
+    size_t len;
+    char *text = plans_text(plans, nplans, &len);
     LLVMContextRef ctx = LLVMContextCreate();
     LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("mcc_plan", ctx);
     char *triple = LLVMGetTargetMachineTriple(tm);
@@ -58,6 +75,7 @@ bool cg_emit_plan_object(const ir_module *m, const cg_plan_image *image, const c
     LLVMDisposeMessage(triple);
     add_constant(mod, "mcc_plan_text", LLVMConstStringInContext(ctx, text, (unsigned)len, 0));
     add_constant(mod, "mcc_plan_size", LLVMConstInt(LLVMInt64TypeInContext(ctx), len, 0));
+    add_constant(mod, "mcc_plan_count", LLVMConstInt(LLVMInt64TypeInContext(ctx), (unsigned long long)nplans, 0));
     free(text);
     add_bytes(ctx, mod, "mcc_plan_image", image->data, image->size);
     LLVMValueRef device = LLVMAddGlobal(mod, LLVMInt8TypeInContext(ctx), image->device_symbol); /* extern */

@@ -13,8 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-bool cg_write_executable(const ir_module *m, const char *out_path, char *err, size_t errlen)
+bool cg_write_executable(const ir_module *const *plans, int nplans, const char *out_path, char *err, size_t errlen)
 {
+    const ir_module *m = plans[0];
     const char *target = ir_config_get(m, "target");
     bool cuda = target && !strcmp(target, "cuda");
     cg_plan_image image = {cuda ? "rt_cuda_device" : "rt_cpu_device", "", 0};
@@ -32,7 +33,7 @@ bool cg_write_executable(const ir_module *m, const char *out_path, char *err, si
     }
     char obj[4096];
     snprintf(obj, sizeof obj, "%s.plan.o", out_path);
-    bool ok = cg_emit_plan_object(m, &image, obj, err, errlen);
+    bool ok = cg_emit_plan_object(plans, nplans, &image, obj, err, errlen);
     free(cubin);
     if (!ok)
         return false;

@@ -2,10 +2,12 @@
  *   mcc compile SPEC.json [--field value ...] -o train_rank   spec -> IR -> passes -> executable
  *   mcc ir SPEC.json [--after PASS] [--rank R]                 print the IR after a pass
  *   mcc ir --list-passes
- *   mcc data preprocess --input FILE --output-prefix P        text -> Megatron indexed dataset */
+ *   mcc data preprocess --input FILE --output-prefix P        text -> Megatron indexed dataset
+ *   mcc plot METRICS.jsonl -o OUT.svg                         train_rank's metrics -> curves */
 #include "codegen/codegen.h"
 #include "frontend/data_preprocess.h"
 #include "frontend/model.h"
+#include "frontend/plot.h"
 #include "frontend/spec.h"
 #include "passes/passes.h"
 
@@ -22,6 +24,7 @@ static void usage(FILE *out)
                  "  mcc ir --list-passes\n"
                  "  mcc data preprocess --input FILE --output-prefix PREFIX [--json-keys text] [--append-eod] [--workers N]\n"
                  "                      [--tokenizer-type ByteLevel|GPT2BPETokenizer --vocab-file F --merge-file F]\n"
+                 "  mcc plot METRICS.jsonl -o OUT.svg   loss, lr and throughput curves of train_rank --metrics-file\n"
                  "Every spec field (model.*, parallel.*, training.*) can be set by its flag: --hidden-size 1024.\n");
 }
 
@@ -96,45 +99,66 @@ static bool parse_opts(int argc, char **argv, const int *rest, int nrest, cli_op
         snprintf(err, errlen, "--target %s: choose cpu or cuda", o->target);
         return false;
     }
-    if (o->rank != 0) {
-        snprintf(err, errlen, "--rank %d: this layout has one rank (rank 0)", o->rank);
+    return true;
+}
+
+static bool check_layout(const mcc_spec *spec, const cli_opts *o, char *err, size_t errlen)
+{
+    int tp = spec->tensor_model_parallel_size, world = tp * spec->data_parallel_size;
+    if (o->rank < 0 || o->rank >= world) {
+        snprintf(err, errlen, "--rank %d: the layout has %d ranks (tp %d x dp %d): give 0..%d", o->rank, world, tp,
+                 spec->data_parallel_size, world - 1);
+        return false;
+    }
+    if (tp > 1 && !strcmp(o->target, "cuda")) {
+        snprintf(err, errlen, "--tensor-model-parallel-size %d: tensor parallelism runs on CPU ranks (--target cpu) "
+                              "in this build; on GPUs use --data-parallel-size", tp);
         return false;
     }
     return true;
 }
 
-/* Spec -> planned module; shared by compile and ir. */
-static ir_module *build(int argc, char **argv, cli_opts *o, bool all_passes)
+/* Reads the spec and the non-spec options; false after printing the error. */
+static bool load(int argc, char **argv, cli_opts *o, mcc_spec *spec)
 {
     char err[2048];
     if (argc < 1 || argv[0][0] == '-') {
         fail("expected the spec file (SPEC.json) as the first argument");
-        return NULL;
+        return false;
     }
     int *rest = malloc(sizeof(int) * (size_t)argc), nrest = 0;
-    mcc_spec spec;
-    bool ok = mcc_spec_load(argv[0], argc - 1, argv + 1, &spec, rest, &nrest, err, sizeof err);
+    bool ok = mcc_spec_load(argv[0], argc - 1, argv + 1, spec, rest, &nrest, err, sizeof err);
     for (int k = 0; ok && k < nrest; k++)
         rest[k] += 1; /* indices into argv+1 -> argv */
     ok = ok && parse_opts(argc, argv, rest, nrest, o, err, sizeof err);
     free(rest);
-    if (!ok) {
+    if (ok)
+        ok = check_layout(spec, o, err, sizeof err);
+    if (!ok)
         fail(err);
-        return NULL;
-    }
+    return ok;
+}
+
+/* The planned module of tensor-parallel rank tp_rank (ranks of one dp group differ only there),
+ * through pass `last` (NULL: all). */
+static ir_module *build(const char *path, const mcc_spec *spec, const cli_opts *o, int tp_rank, const char *last)
+{
+    char err[2048], v[32];
     double t0 = now_s();
-    ir_module *m = mcc_build_model(&spec, o->keep_logits);
+    ir_module *m = mcc_build_model(spec, o->keep_logits);
     /* The CPU backend computes in fp32 (it is the numerical oracle); CUDA trains in bf16 with
      * fp32 master weights. */
     ir_config_set(m, "target", o->target);
     ir_config_set(m, "param_dtype", strcmp(o->target, "cuda") == 0 ? "bf16" : "f32");
-    if (!mcc_run_passes(m, all_passes ? NULL : o->after, true, err, sizeof err)) {
+    snprintf(v, sizeof v, "%d", tp_rank);
+    ir_config_set(m, "tp_rank", v);
+    if (!mcc_run_passes(m, last, true, err, sizeof err)) {
         fail(err);
         ir_module_free(m);
         return NULL;
     }
-    fprintf(stderr, "mcc: built and verified %s through pass %s in %.2f s\n", argv[0],
-            all_passes || !o->after ? mcc_passes[mcc_npasses - 1].name : o->after, now_s() - t0);
+    fprintf(stderr, "mcc: built and verified %s (tp rank %d) through pass %s in %.2f s\n", path, tp_rank,
+            last ? last : mcc_passes[mcc_npasses - 1].name, now_s() - t0);
     return m;
 }
 
@@ -156,25 +180,33 @@ static bool fits_gpu(const mcc_memory_breakdown *mem, double gpu_gib)
     return false;
 }
 
+static void free_all(ir_module **mods, int n)
+{
+    for (int r = 0; r < n; r++)
+        ir_module_free(mods[r]);
+}
+
+/* One plan per tensor-parallel rank, all in the executable; each rank runs its own. */
 static int cmd_compile(int argc, char **argv)
 {
     cli_opts o = {0};
-    ir_module *m = build(argc, argv, &o, true);
-    if (!m)
+    mcc_spec spec;
+    if (!load(argc, argv, &o, &spec))
         return 2;
-    if (!o.out) {
-        ir_module_free(m);
+    if (!o.out)
         return fail("-o OUT is required: the path of the train_rank executable to write");
-    }
-    mcc_memory_breakdown mem = mcc_memory_of(m);
+    int tp = spec.tensor_model_parallel_size;
+    ir_module *mods[tp];
+    for (int r = 0; r < tp; r++)
+        if (!(mods[r] = build(argv[0], &spec, &o, r, NULL)))
+            return free_all(mods, r), 2;
+    mcc_memory_breakdown mem = mcc_memory_of(mods[0]);
     mcc_memory_print(&mem, stderr);
-    if (!strcmp(o.target, "cuda") && !fits_gpu(&mem, o.gpu_memory_gib ? o.gpu_memory_gib : H200_GIB)) {
-        ir_module_free(m);
-        return 2;
-    }
+    if (!strcmp(o.target, "cuda") && !fits_gpu(&mem, o.gpu_memory_gib ? o.gpu_memory_gib : H200_GIB))
+        return free_all(mods, tp), 2;
     char err[8192];
-    bool ok = cg_write_executable(m, o.out, err, sizeof err);
-    ir_module_free(m);
+    bool ok = cg_write_executable((const ir_module *const *)mods, tp, o.out, err, sizeof err);
+    free_all(mods, tp);
     if (!ok)
         return fail(err), 1;
     fprintf(stderr, "mcc: wrote %s\n", o.out);
@@ -189,7 +221,11 @@ static int cmd_ir(int argc, char **argv)
         return 0;
     }
     cli_opts o = {0};
-    ir_module *m = build(argc, argv, &o, false);
+    mcc_spec spec;
+    if (!load(argc, argv, &o, &spec))
+        return 2;
+    /* Megatron's order puts tp fastest: rank r is tp rank r % tp. */
+    ir_module *m = build(argv[0], &spec, &o, o.rank % spec.tensor_model_parallel_size, o.after);
     if (!m)
         return 2;
     char *text = ir_print_module(m);
@@ -211,6 +247,8 @@ int main(int argc, char **argv)
         return cmd_ir(argc - 2, argv + 2);
     if (!strcmp(argv[1], "data") && argc >= 3 && !strcmp(argv[2], "preprocess"))
         return mcc_data_preprocess_main(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "plot"))
+        return mcc_plot_main(argc - 2, argv + 2);
     fprintf(stderr, "mcc: error: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

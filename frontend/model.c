@@ -148,6 +148,9 @@ static void set_config(ir_module *m, const mcc_spec *s)
     SETI("global_batch_size", s->global_batch_size);
     SETI("accum_steps", mcc_spec_accum_steps(s));
     SETI("data_parallel_size", s->data_parallel_size);
+    SETI("tensor_model_parallel_size", s->tensor_model_parallel_size);
+    if (s->use_distributed_optimizer) /* absent means off: plans without it read as before */
+        ir_config_set(m, "use_distributed_optimizer", "1");
     SETI("train_iters", s->train_iters);
     SETI("lr_warmup_iters", s->lr_warmup_iters);
     SETI("seed", s->seed);

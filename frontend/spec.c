@@ -72,6 +72,8 @@ static const spec_field spec_fields[] = {
     PAR(tensor_model_parallel_size, "tp"),
     PAR(pipeline_model_parallel_size, "pp"),
     PAR(data_parallel_size, "dp"),
+    FIELD(SEC_PARALLEL, "use_distributed_optimizer", use_distributed_optimizer, NULL, K_BOOL, R_ANY, D_VALUE, false,
+          NULL),
     TRAIN(micro_batch_size, K_INT, R_POS, D_VALUE, 1),
     TRAIN(global_batch_size, K_INT, R_POS, D_DERIVED, 0),
     TRAIN(train_iters, K_INT, R_POS, D_VALUE, 10),
@@ -436,9 +438,9 @@ static bool spec_check_field(spec_ctx *c, const spec_field *f)
         return spec_fail(c, "%s must be %s (got %.10g)", w, f->range == R_POS ? "> 0" : ">= 0", v);
     if (f->range == R_UNIT && !(v >= 0 && v < 1))
         return spec_fail(c, "%s must be in [0, 1) (got %.10g)", w, v);
-    if (f->sec == SEC_PARALLEL && v != 1 && strcmp(f->key, "data_parallel_size") != 0)
-        return spec_fail(c, "%s = %.10g: tensor and pipeline parallelism are not implemented yet in this "
-                            "build (data parallelism is); set it to 1", w, v);
+    if (f->sec == SEC_PARALLEL && v != 1 && !strcmp(f->key, "pipeline_model_parallel_size"))
+        return spec_fail(c, "%s = %.10g: pipeline parallelism is not implemented yet in this build (tensor and "
+                            "data parallelism are); set it to 1", w, v);
     return true;
 }
 
@@ -477,6 +479,22 @@ static bool spec_check_lr(spec_ctx *c)
                            NULL);
 }
 
+/* Megatron's tensor-parallel split: heads, kv groups, ffn features and the vocabulary divide by tp. */
+static bool spec_check_tp(spec_ctx *c)
+{
+    const mcc_spec *s = &c->s;
+    int tp = s->tensor_model_parallel_size;
+    const char *keys[] = {"num_attention_heads", "num_query_groups", "ffn_hidden_size", "vocab_size"};
+    int values[] = {s->num_attention_heads, s->num_query_groups, s->ffn_hidden_size, s->vocab_size};
+    for (int i = 0; i < 4; i++)
+        if (values[i] % tp)
+            return spec_fail(c, "%s (%d) must be divisible by %s (%d): each tensor-parallel rank takes an equal "
+                                "share%s", spec_where(c, spec_find(keys[i])), values[i],
+                             spec_where(c, spec_find("tensor_model_parallel_size")), tp,
+                             i == 3 ? "; pad vocab_size up to a multiple of it" : "");
+    return true;
+}
+
 static bool spec_validate(spec_ctx *c)
 {
     for (int i = 0; i < SPEC_NFIELDS; i++)
@@ -501,6 +519,8 @@ static bool spec_validate(spec_ctx *c)
         return spec_fail(c, "the head dimension %s / %s = %d must be even for rope: change hidden_size or "
                             "num_attention_heads", spec_where(c, spec_find("hidden_size")),
                          spec_where(c, spec_find("num_attention_heads")), mcc_spec_head_dim(s));
+    if (!spec_check_tp(c))
+        return false;
     if (mcc_spec_num_params(s) < 0)
         return spec_fail(c, "the model has more than 2^53 parameters: reduce num_layers, hidden_size, "
                             "ffn_hidden_size or vocab_size");

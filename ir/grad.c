@@ -94,8 +94,8 @@ void ir_grad_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 void ir_grad_embedding(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
     int args[2] = {DY, in->args[1]};
-    double vocab = (double)ir_vtype(g->f, in->args[0])->dims[0];
-    ir_grad_contribute(g, in->args[0], emit(g, IR_OP_EMBEDDING_GRAD, args, 2, &vocab));
+    double attrs[2] = {(double)ir_vtype(g->f, in->args[0])->dims[0], in->attr[0]};
+    ir_grad_contribute(g, in->args[0], emit(g, IR_OP_EMBEDDING_GRAD, args, 2, attrs));
 }
 
 void ir_grad_pos_add(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)

@@ -286,14 +286,123 @@ bool ir_infer_cross_entropy_grad(const ir_module *m, const ir_instr *in, const i
     return check_logits_targets(&a[1], &a[2], err, len);
 }
 
+/* The collective's mesh axis (attribute 0), or IR_AXIS_NONE with err set. */
+static ir_axis need_axis(const ir_instr *in, char *err, size_t len)
+{
+    int axis = (int)in->attr[0];
+    if (axis > IR_AXIS_NONE && axis < IR_NUM_AXES)
+        return (ir_axis)axis;
+    fail(err, len, "%s needs a mesh axis (1 dp .. %d ep), got %g", ir_ops[in->op].name, IR_NUM_AXES - 1, in->attr[0]);
+    return IR_AXIS_NONE;
+}
+
+/* Ranks along a mesh axis: the layout is compiled into the module's config. */
+static int64_t axis_ranks(const ir_module *m, ir_axis axis)
+{
+    static const char *const keys[IR_NUM_AXES] = {
+        [IR_AXIS_DP] = "data_parallel_size", [IR_AXIS_PP] = "pipeline_model_parallel_size",
+        [IR_AXIS_TP] = "tensor_model_parallel_size", [IR_AXIS_CP] = "context_parallel_size",
+        [IR_AXIS_EP] = "expert_model_parallel_size"};
+    return keys[axis] ? ir_config_int(m, keys[axis], 1) : 1;
+}
+
 /* An in-place collective on one tensor over a named mesh axis. */
 bool ir_infer_collective(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
-    int axis = (int)in->attr[0];
-    if (axis <= IR_AXIS_NONE || axis >= IR_NUM_AXES)
-        return fail(err, len, "%s needs a mesh axis (1 dp .. %d ep), got %g", ir_ops[in->op].name, IR_NUM_AXES - 1,
-                    in->attr[0]);
+    if (need_axis(in, err, len) == IR_AXIS_NONE)
+        return false;
+    if (in->nres)
+        r[0] = a[0];
     return need_float(&a[0], "collective operand", err, len);
+}
+
+/* x (any shape, N elements) -> r[N/n] {shard=[axis]}: one rank's block of the flattened x
+ * (reduce_scatter, local_shard). Blocks are equal, so n must divide N. */
+bool ir_infer_shard(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    ir_axis axis = need_axis(in, err, len);
+    if (axis == IR_AXIS_NONE || !need_float(&a[0], "sharded operand", err, len))
+        return false;
+    int64_t n = axis_ranks(m, axis), numel = ir_numel(&a[0]);
+    if (n < 1 || numel % n)
+        return fail(err, len, "%s over %s: %s has %lld elements, not a multiple of the %lld ranks",
+                    ir_ops[in->op].name, ir_axis_name(axis), tstr(&a[0]), (long long)numel, (long long)n);
+    int64_t block = numel / n;
+    r[0] = ir_tensor(a[0].dtype, 1, &block);
+    r[0].shard[0] = (uint8_t)axis;
+    return true;
+}
+
+/* x[S] {shard=[axis]} -> r[n*S]: the inverse of ir_infer_shard's layout. */
+bool ir_infer_gather(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    ir_axis axis = need_axis(in, err, len);
+    if (axis == IR_AXIS_NONE || !need_float(&a[0], "gathered operand", err, len))
+        return false;
+    if (a[0].ndim != 1 || a[0].shard[0] != axis)
+        return fail(err, len, "all_gather over %s wants a 1-D block {shard=[%s]}, got %s", ir_axis_name(axis),
+                    ir_axis_name(axis), tstr(&a[0]));
+    int64_t full = a[0].dims[0] * axis_ranks(m, axis);
+    r[0] = ir_tensor(a[0].dtype, 1, &full);
+    return true;
+}
+
+/* --- vocab-parallel cross entropy --- */
+
+static bool rows_type(const ir_type *logits, int extra, ir_type *r)
+{
+    *r = ir_tensor(IR_F32, logits->ndim - 1 + (extra > 0), logits->dims);
+    if (extra > 0)
+        r->dims[logits->ndim - 1] = extra;
+    return true;
+}
+
+bool ir_infer_ce_row_max(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (a[0].ndim < 1)
+        return fail(err, len, "ce_row_max wants logits[*,V], got %s", tstr(&a[0]));
+    return rows_type(&a[0], 0, r);
+}
+
+static bool check_rows(const ir_type *rows, const ir_type *logits, int extra, const char *what, char *err, size_t len)
+{
+    ir_type want;
+    rows_type(logits, extra, &want);
+    if (rows->dtype != IR_F32 || rows->ndim != want.ndim)
+        return fail(err, len, "%s %s does not fit logits %s", what, tstr(rows), tstr(logits));
+    for (int i = 0; i < want.ndim; i++)
+        if (rows->dims[i] != want.dims[i])
+            return fail(err, len, "%s %s does not fit logits %s", what, tstr(rows), tstr(logits));
+    return true;
+}
+
+/* (logits, targets, gmax) */
+bool ir_infer_ce_row_stats(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!check_logits_targets(&a[0], &a[1], err, len) || !check_rows(&a[2], &a[0], 0, "gmax", err, len))
+        return false;
+    return rows_type(&a[0], 2, r);
+}
+
+/* (stats, gmax) */
+bool ir_infer_ce_loss(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (a[0].ndim < 2 || a[0].dims[a[0].ndim - 1] != 2 || a[1].ndim != a[0].ndim - 1)
+        return fail(err, len, "ce_loss wants stats[*,2] and gmax[*], got %s, %s", tstr(&a[0]), tstr(&a[1]));
+    r[0] = ir_scalar(IR_F32);
+    return true;
+}
+
+/* (dloss, logits, targets, gmax, stats) */
+bool ir_infer_ce_grad_sharded(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (a[0].ndim != 0)
+        return fail(err, len, "dloss must be a scalar, got %s", tstr(&a[0]));
+    if (!check_logits_targets(&a[1], &a[2], err, len) || !check_rows(&a[3], &a[1], 0, "gmax", err, len) ||
+        !check_rows(&a[4], &a[1], 2, "stats", err, len))
+        return false;
+    r[0] = a[1];
+    return true;
 }
 
 /* (dst, x) of accumulate and copy: same shape, any float dtypes */

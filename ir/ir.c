@@ -204,6 +204,14 @@ ir_func *ir_func_new(ir_module *m, const char *name)
     return f;
 }
 
+void ir_func_replace(ir_module *m, int index, ir_func *f)
+{
+    ir_func *old = m->funcs[index];
+    m->funcs[index] = f;
+    m->nfuncs--; /* f was the last */
+    func_free(old);
+}
+
 int ir_func_index(const ir_module *m, const char *name)
 {
     for (int i = 0; i < m->nfuncs; i++)

@@ -140,6 +140,9 @@ ir_module *ir_module_new(void);
 void ir_module_free(ir_module *m);
 ir_func *ir_func_new(ir_module *m, const char *name);
 int ir_func_index(const ir_module *m, const char *name); /* -1 if absent */
+/* Puts `f` (made by ir_func_new, so last) in the place of function `index`, freeing the old one:
+ * how a pass rewrites a function into a new one. */
+void ir_func_replace(ir_module *m, int index, ir_func *f);
 int ir_global_add(ir_module *m, const char *name, ir_type t, ir_global_kind kind, ir_init init, double std, bool no_decay);
 int ir_global_find(const ir_module *m, const char *name);
 void ir_sched_add(ir_module *m, int func, int repeat);

@@ -12,6 +12,64 @@ __device__ __forceinline__ float mcc_ld(const mcc_bf16 *p, long long i) { return
 __device__ __forceinline__ void mcc_st(float *p, long long i, float v) { p[i] = v; }
 __device__ __forceinline__ void mcc_st(mcc_bf16 *p, long long i, float v) { p[i] = __float2bfloat16_rn(v); }
 
+// Vector access: MCC_VEC elements per thread, one 16-byte load of bf16 or two of f32, so operands of
+// different dtypes stay in step. mcc_ldn/mcc_stn move W = MCC_VEC (p + i 16-byte aligned) or
+// W = 1 elements; bodies written once for a width W serve both the vector path and its tail.
+#define MCC_VEC 8
+template <int W> struct mcc_width {
+    static const int value = W;
+};
+
+__device__ __forceinline__ void mcc_ldn(float (&v)[1], const float *p, long long i) { v[0] = p[i]; }
+__device__ __forceinline__ void mcc_ldn(float (&v)[1], const mcc_bf16 *p, long long i) { v[0] = mcc_ld(p, i); }
+__device__ __forceinline__ void mcc_stn(float *p, long long i, const float (&v)[1]) { p[i] = v[0]; }
+__device__ __forceinline__ void mcc_stn(mcc_bf16 *p, long long i, const float (&v)[1]) { mcc_st(p, i, v[0]); }
+
+__device__ __forceinline__ void mcc_ldn(float (&v)[8], const float *p, long long i)
+{
+    float4 a = ((const float4 *)(p + i))[0], b = ((const float4 *)(p + i))[1];
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+__device__ __forceinline__ void mcc_ldn(float (&v)[8], const mcc_bf16 *p, long long i)
+{
+    uint4 u = *(const uint4 *)(p + i);
+    unsigned w[4] = {u.x, u.y, u.z, u.w};
+    for (int k = 0; k < 4; k++) { // bf16 -> f32 is a 16-bit shift
+        v[2 * k] = __uint_as_float(w[k] << 16);
+        v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+    }
+}
+__device__ __forceinline__ void mcc_stn(float *p, long long i, const float (&v)[8])
+{
+    ((float4 *)(p + i))[0] = make_float4(v[0], v[1], v[2], v[3]);
+    ((float4 *)(p + i))[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+__device__ __forceinline__ void mcc_stn(mcc_bf16 *p, long long i, const float (&v)[8])
+{
+    __nv_bfloat162 h[4];
+    for (int k = 0; k < 4; k++)
+        h[k] = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
+    *(uint4 *)(p + i) = *(const uint4 *)h;
+}
+
+// Whether every pointer is 16-byte aligned (arena offsets are 64-byte aligned; views may not be).
+template <class... P> __device__ __forceinline__ bool mcc_aligned(const P *...p)
+{
+    return ((((unsigned long long)p) & 15u) | ...) == 0;
+}
+
+// Calls body(mcc_width<W>(), i) on [i, i + W) for the whole of [0, n): vector chunks when
+// `vector`, then single elements for the tail. Launchers size the grid for n / MCC_VEC threads.
+template <class Body> __device__ __forceinline__ void mcc_for_each_vec(long long n, bool vector, Body body)
+{
+    long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x, stride = (long long)gridDim.x * blockDim.x;
+    long long nvec = vector ? n / MCC_VEC : 0;
+    for (long long k = tid; k < nvec; k += stride)
+        body(mcc_width<MCC_VEC>(), k * MCC_VEC);
+    for (long long i = nvec * MCC_VEC + tid; i < n; i += stride)
+        body(mcc_width<1>(), i);
+}
+
 // Grid-stride loop over [0, n): launchers cap the grid, so any n works.
 #define MCC_FOR_EACH(i, n)                                                                                  \
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)

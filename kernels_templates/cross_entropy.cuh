@@ -16,61 +16,77 @@ struct mcc_lse_op {
     }
 };
 
-// log(sum(exp(x[V]))) of one row, the same in every thread of the block.
-template <class T> __device__ float mcc_row_logsumexp(const T *x, long long V)
+// log(sum(exp(x[V]))) of one row, the same in every thread of the block, in one pass: each
+// thread folds W elements at a time into its (max, sum) pair (one rescale per chunk).
+template <int W, class T> __device__ float mcc_row_logsumexp(const T *x, long long V)
 {
     float2 ms = make_float2(MCC_NEG_INF, 0.0f);
-    for (long long j = threadIdx.x; j < V; j += blockDim.x) {
-        float v = mcc_ld(x, j);
-        if (v > ms.x) {
-            ms.y = ms.y * expf(ms.x - v) + 1.0f;
-            ms.x = v;
-        } else {
-            ms.y += expf(v - ms.x);
-        }
+    for (long long j = threadIdx.x * (long long)W; j < V; j += blockDim.x * (long long)W) {
+        float v[W], m = ms.x, s = 0.0f;
+        mcc_ldn(v, x, j);
+        for (int k = 0; k < W; k++)
+            m = fmaxf(m, v[k]);
+        if (m == MCC_NEG_INF)
+            continue;
+        for (int k = 0; k < W; k++)
+            s += expf(v[k] - m);
+        ms = make_float2(m, ms.y * expf(ms.x - m) + s);
     }
     ms = mcc_block_reduce(ms, mcc_lse_op(), make_float2(MCC_NEG_INF, 0.0f));
     return ms.x + logf(ms.y);
 }
 
 // loss[N] := logsumexp(row) - row[target]
-template <class T>
+template <int W, class T>
 __device__ void mcc_cross_entropy_rows(float *loss, const T *logits, const int *targets, long long N, long long V)
 {
     for (long long row = blockIdx.x; row < N; row += gridDim.x) {
         const T *x = logits + row * V;
-        float lse = mcc_row_logsumexp(x, V);
+        float lse = mcc_row_logsumexp<W>(x, V);
         int t = targets[row];
         if (threadIdx.x == 0)
             loss[row] = t >= 0 && t < V ? lse - mcc_ld(x, t) : 0.0f;
     }
 }
 
-// dlogits[N,V] := dloss (softmax - onehot(target)) / N
-template <class T>
+// dlogits[N,V] := dloss (softmax - onehot(target)) / N; reads each row twice (the second time
+// mostly from L2).
+template <int W, class T>
 __device__ void mcc_cross_entropy_grad(T *dlogits, const float *dloss, const T *logits, const int *targets, long long N,
                                        long long V)
 {
     float f = dloss[0] / (float)N;
     for (long long row = blockIdx.x; row < N; row += gridDim.x) {
         const T *x = logits + row * V;
-        float lse = mcc_row_logsumexp(x, V);
+        float lse = mcc_row_logsumexp<W>(x, V);
         int t = targets[row];
         bool ok = t >= 0 && t < V;
-        for (long long j = threadIdx.x; j < V; j += blockDim.x)
-            mcc_st(dlogits + row * V, j, ok ? f * (expf(mcc_ld(x, j) - lse) - (j == t ? 1.0f : 0.0f)) : 0.0f);
+        for (long long j = threadIdx.x * (long long)W; j < V; j += blockDim.x * (long long)W) {
+            float v[W];
+            mcc_ldn(v, x, j);
+            for (int k = 0; k < W; k++)
+                v[k] = ok ? f * (expf(v[k] - lse) - (j + k == t ? 1.0f : 0.0f)) : 0.0f;
+            mcc_stn(dlogits + row * V, j, v);
+        }
     }
 }
 
+// Rows start 16-byte aligned when V is a multiple of MCC_VEC and the buffers are.
 #define MCC_CROSS_ENTROPY(sfx, T)                                                                          \
     extern "C" __global__ void mcc_cross_entropy_rows_##sfx(float *loss, const T *logits, const int *targets, \
                                                             long long N, long long V)                     \
     {                                                                                                      \
-        mcc_cross_entropy_rows(loss, logits, targets, N, V);                                               \
+        if (V % MCC_VEC == 0 && mcc_aligned(logits))                                                       \
+            mcc_cross_entropy_rows<MCC_VEC>(loss, logits, targets, N, V);                                  \
+        else                                                                                               \
+            mcc_cross_entropy_rows<1>(loss, logits, targets, N, V);                                        \
     }                                                                                                      \
     extern "C" __global__ void mcc_cross_entropy_grad_##sfx(T *dlogits, const float *dloss, const T *logits, \
                                                             const int *targets, long long N, long long V) \
     {                                                                                                      \
-        mcc_cross_entropy_grad(dlogits, dloss, logits, targets, N, V);                                     \
+        if (V % MCC_VEC == 0 && mcc_aligned(dlogits, logits))                                              \
+            mcc_cross_entropy_grad<MCC_VEC>(dlogits, dloss, logits, targets, N, V);                        \
+        else                                                                                               \
+            mcc_cross_entropy_grad<1>(dlogits, dloss, logits, targets, N, V);                              \
     }
 MCC_FOR_FLOATS(MCC_CROSS_ENTROPY)

@@ -1,7 +1,7 @@
-// embedding.cuh — token embedding lookup and its deterministic scatter-add gradient, and the
-// learned position embedding add. Out-of-range token ids (which the CPU path rejects when it
-// validates the data) are skipped, not trapped: their output rows are zero and they add no
-// gradient.
+// embedding.cuh — token embedding lookup and its deterministic scatter-add gradient (the learned
+// position embedding add is mcc_bias_add over [B, T d]). Out-of-range token ids (which the CPU
+// path rejects when it validates the data) are skipped, not trapped: their output rows are zero
+// and they add no gradient.
 #pragma once
 
 #define MCC_NO_TOKEN 0x7fffffff
@@ -66,12 +66,3 @@ __device__ void mcc_embedding_grad(T *r, const T *dy, const int *ids, const int 
         mcc_embedding_grad(r, dy, ids, first, n, d);                                                       \
     }
 MCC_FOR_FLOATS(MCC_EMBEDDING_GRAD)
-
-// r[B,T,d] := x + table[0:T] broadcast over B; n = B T d, Td = T d. mcc_pos_add_<x>_<table>.
-#define MCC_POS_ADD(sfx, T, P)                                                                             \
-    extern "C" __global__ void mcc_pos_add_##sfx(T *r, const T *x, const P *table, long long n, long long Td) \
-    {                                                                                                      \
-        MCC_FOR_EACH(i, n)                                                                                 \
-        mcc_st(r, i, mcc_ld(x, i) + mcc_ld(table, i % Td));                                                \
-    }
-MCC_FOR_FLOAT_PAIRS(MCC_POS_ADD)

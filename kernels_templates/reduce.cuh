@@ -3,27 +3,35 @@
 // and the mean of a vector (the cross-entropy loss). Every partial is combined in a fixed order.
 #pragma once
 
+// Column `col` of x (row stride `stride`) summed over rows [r0, r1) by a block of NWARPS warps:
+// warp w takes rows r0 + w, r0 + w + NWARPS, ..., then the warps add up in warp order. Valid in
+// warp 0. NWARPS is a constant so that the compiler unrolls the loop and keeps loads in flight.
+template <int NWARPS, class T>
+__device__ float mcc_colsum_block(const T *x, long long r0, long long r1, long long stride, long long col, bool ok)
+{
+    __shared__ float acc[NWARPS][32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float s = 0.0f;
+    if (ok)
+        for (long long r = r0 + warp; r < r1; r += NWARPS)
+            s += mcc_ld(x, r * stride + col);
+    acc[warp][lane] = s;
+    __syncthreads();
+    if (warp == 0)
+        for (int w = 1; w < NWARPS; w++)
+            s += acc[w][lane];
+    return s;
+}
+
 // Stage 1 of a column sum of x[R,N]: block (blockIdx.x, blockIdx.y) sums rows
-// [y chunk_rows, (y+1) chunk_rows) of 32 columns; its 8 warps take every 8th row, then add up
-// in warp order. partial[gridDim.y, N] (f32). Blocks have 256 threads.
+// [y chunk_rows, (y+1) chunk_rows) of 32 columns. partial[gridDim.y, N] (f32). Blocks have 256 threads.
 template <class T>
 __device__ void mcc_colsum_partial(const T *x, long long R, long long N, long long chunk_rows, float *partial)
 {
-    __shared__ float acc[8][32];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    long long col = blockIdx.x * 32LL + lane, r0 = blockIdx.y * chunk_rows;
-    long long r1 = min(R, r0 + chunk_rows);
-    float s = 0.0f;
-    if (col < N)
-        for (long long r = r0 + warp; r < r1; r += 8)
-            s += mcc_ld(x, r * N + col);
-    acc[warp][lane] = s;
-    __syncthreads();
-    if (warp == 0 && col < N) {
-        for (int w = 1; w < 8; w++)
-            s += acc[w][lane];
+    long long col = blockIdx.x * 32LL + (threadIdx.x & 31), r0 = blockIdx.y * chunk_rows;
+    float s = mcc_colsum_block<8>(x, r0, min(R, r0 + chunk_rows), N, col, col < N);
+    if (threadIdx.x < 32 && col < N)
         partial[blockIdx.y * N + col] = s;
-    }
 }
 
 #define MCC_COLSUM_PARTIAL(sfx, T)                                                                         \
@@ -34,20 +42,17 @@ __device__ void mcc_colsum_partial(const T *x, long long R, long long N, long lo
     }
 MCC_FOR_FLOATS(MCC_COLSUM_PARTIAL)
 
-// Stage 2: r[c] := sum over s < S of partial[s stride + c] for c < N, in order of s; then
-// r[c] := 0 for N <= c < n_out (pos_add_grad's positions past T).
+// Stage 2: r[c] := sum over s < S of partial[s stride + c] for c < N; then r[c] := 0 for
+// N <= c < n_out (pos_add_grad's positions past T). Block of 32 columns, 1024 threads: 32 warps
+// share the S rows, so a long partial (the norms' per-group rows) is not one thread's loop.
 #define MCC_COLSUM_FINAL(sfx, T)                                                                           \
     extern "C" __global__ void mcc_colsum_final_##sfx(T *r, const float *partial, int S, long long stride, \
                                                       long long N, long long n_out)                      \
     {                                                                                                      \
-        MCC_FOR_EACH(c, n_out)                                                                             \
-        {                                                                                                  \
-            float s = 0.0f;                                                                                \
-            if (c < N)                                                                                     \
-                for (int k = 0; k < S; k++)                                                                \
-                    s += partial[k * stride + c];                                                          \
+        long long c = blockIdx.x * 32LL + (threadIdx.x & 31);                                              \
+        float s = mcc_colsum_block<32>(partial, 0, S, stride, c, c < N);                                       \
+        if (threadIdx.x < 32 && c < n_out)                                                                 \
             mcc_st(r, c, s);                                                                               \
-        }                                                                                                  \
     }
 MCC_FOR_FLOATS(MCC_COLSUM_FINAL)
 

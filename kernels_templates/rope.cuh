@@ -1,31 +1,51 @@
 // rope.cuh — rotary position embedding, rotate-half form, as the CPU oracle (cpu_ROPE): for
 // i < D/2 the pair (x[i], x[i+D/2]) at position t turns by t theta^(-2i/D), by the negative angle
-// when inverse (the gradient). The angle and its cos/sin are computed in double: at t ~ 8k an fp32
-// angle would be off by ~1e-3 rad.
+// when inverse (the gradient). The angle is formed and reduced to [-pi, pi] in double (at t ~ 8k
+// an fp32 angle would be off by ~1e-3 rad); its sine and cosine are then taken in float, whose
+// error on [-pi, pi] is below 1e-6.
 #pragma once
 
-// x, r [B,T,H,D]; one thread per pair; npairs = B T H D/2; sign = -1 for the inverse rotation.
-template <class T>
-__device__ void mcc_rope(T *r, const T *x, long long npairs, long long T_, long long H, long long D, double theta,
-                         double sign)
+#define MCC_TWO_PI 6.283185307179586
+
+// x, r [B,T,H,D] as rows [B T H, D]. Thread (lane, group) of the block owns pairs
+// [i0, i0 + W), i0 = lane W, lane < half / W, and walks rows; its frequencies are computed once.
+// Launch: blockDim.x a multiple of half / W; sign = -1 for the inverse rotation.
+template <int W, class T>
+__device__ void mcc_rope_rows(T *r, const T *x, unsigned rows, unsigned T_, unsigned H, unsigned half,
+                              double theta, double sign)
 {
-    long long half = D / 2;
-    MCC_FOR_EACH(p, npairs)
-    {
-        long long row = p / half, i = p % half, t = (row / H) % T_;
-        double s, c;
-        sincos(sign * (double)t * pow(theta, -2.0 * (double)i / (double)D), &s, &c);
-        float cf = (float)c, sf = (float)s;
-        float x1 = mcc_ld(x, row * D + i), x2 = mcc_ld(x, row * D + i + half);
-        mcc_st(r, row * D + i, x1 * cf - x2 * sf);
-        mcc_st(r, row * D + i + half, x2 * cf + x1 * sf);
+    unsigned lanes = half / W, lane = threadIdx.x % lanes, i0 = lane * W;
+    unsigned groups = blockDim.x / lanes, group = threadIdx.x / lanes;
+    double freq[W];
+    for (int k = 0; k < W; k++)
+        freq[k] = sign * pow(theta, -2.0 * (double)(i0 + k) / (double)(2 * half));
+    for (unsigned row = blockIdx.x * groups + group; row < rows; row += gridDim.x * groups) {
+        unsigned t = row / H % T_;
+        long long at = (long long)row * 2 * half + i0;
+        float x1[W], x2[W], c[W], s[W];
+        mcc_ldn(x1, x, at);
+        mcc_ldn(x2, x, at + half);
+        for (int k = 0; k < W; k++) {
+            double a = (double)t * freq[k];
+            sincosf((float)(a - MCC_TWO_PI * rint(a / MCC_TWO_PI)), &s[k], &c[k]);
+            float y1 = x1[k] * c[k] - x2[k] * s[k];
+            x2[k] = x2[k] * c[k] + x1[k] * s[k];
+            x1[k] = y1;
+        }
+        mcc_stn(r, at, x1);
+        mcc_stn(r, at + half, x2);
     }
 }
 
+// W = MCC_VEC when half is a multiple of it and the buffers are aligned (the launcher sized the
+// block for the same choice).
 #define MCC_ROPE(sfx, T)                                                                                   \
-    extern "C" __global__ void mcc_rope_##sfx(T *r, const T *x, long long npairs, long long T_, long long H, \
-                                              long long D, double theta, double sign)                    \
+    extern "C" __global__ void mcc_rope_##sfx(T *r, const T *x, unsigned rows, unsigned T_, unsigned H,    \
+                                              unsigned half, double theta, double sign, int width)        \
     {                                                                                                      \
-        mcc_rope(r, x, npairs, T_, H, D, theta, sign);                                                     \
+        if (width == MCC_VEC)                                                                              \
+            mcc_rope_rows<MCC_VEC>(r, x, rows, T_, H, half, theta, sign);                                  \
+        else                                                                                               \
+            mcc_rope_rows<1>(r, x, rows, T_, H, half, theta, sign);                                        \
     }
 MCC_FOR_FLOATS(MCC_ROPE)

@@ -1,10 +1,32 @@
 /* data_parallel.c — data parallelism over the mesh axis dp (config data_parallel_size > 1):
  * every rank runs the same micro_step on its own micro-batches, and a `reduce_grads` function,
  * scheduled between the micro-batches and the optimizer, sums each gradient accumulator over the
- * dp ranks. (autodiff scales the loss by 1/(accum_steps * dp), so the sum is the global mean.) */
+ * dp ranks. (autodiff scales the loss by 1/(accum_steps * dp), so the sum is the global mean.)
+ * With the distributed optimizer (ZeRO-1, see optimizer.c) each rank only updates its 1/dp block
+ * of every parameter, so it needs only that block of the sum: reduce_scatter into @<p>.grad_shard. */
 #include "passes.h"
 
 #include <stdio.h>
+
+/* @<p>.grad_shard := this rank's block of the sum of @<p>.grad over dp; grad is a GRAD global. */
+static bool reduce_scatter_grad(ir_module *m, ir_func *f, int grad, char *err, size_t errlen)
+{
+    ir_global g = m->globals[grad]; /* ir_global_add below may move m->globals */
+    long long dp = ir_config_int(m, "data_parallel_size", 1), numel = (long long)ir_numel(&g.type);
+    if (numel % dp)
+        return snprintf(err, errlen, "--use-distributed-optimizer splits every parameter into data_parallel_size = %lld "
+                        "equal blocks, but @%s has %lld elements: choose a data_parallel_size that divides it or "
+                        "drop --use-distributed-optimizer", dp, g.name, numel), false;
+    double axis = IR_AXIS_DP;
+    int whole = ir_global_ref(m, f, g.name);
+    int block = ir_emit(m, f, IR_OP_REDUCE_SCATTER, &whole, 1, &axis, NULL, NULL); /* f32[numel/dp] {shard=[dp]} */
+    char name[256];
+    snprintf(name, sizeof name, "%s_shard", g.name);
+    ir_global_add(m, name, *ir_vtype(f, block), IR_GLOBAL_GRAD, IR_INIT_ZEROS, 0, false);
+    int args[2] = {ir_global_ref(m, f, name), block};
+    ir_emit(m, f, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+    return true;
+}
 
 bool pass_data_parallel(ir_module *m, char *err, size_t errlen)
 {
@@ -14,10 +36,17 @@ bool pass_data_parallel(ir_module *m, char *err, size_t errlen)
         return snprintf(err, errlen, "the module already has a reduce_grads function"), false;
     ir_func *f = ir_func_new(m, "reduce_grads");
     double axis = IR_AXIS_DP;
-    for (int g = 0; g < m->nglobals; g++)
-        if (m->globals[g].kind == IR_GLOBAL_GRAD) {
+    bool zero = pass_zero_on(m);
+    int nglobals = m->nglobals; /* the shards appended below are not reduced again */
+    for (int g = 0; g < nglobals; g++) {
+        if (m->globals[g].kind != IR_GLOBAL_GRAD)
+            continue;
+        if (zero && !reduce_scatter_grad(m, f, g, err, errlen))
+            return false;
+        if (!zero) {
             int ref = ir_global_ref(m, f, m->globals[g].name);
-            ir_emit(m, f, IR_OP_ALL_REDUCE, &ref, 1, &axis, NULL, NULL);
+            ir_emit(m, f, IR_OP_ALL_REDUCE_INPLACE, &ref, 1, &axis, NULL, NULL);
         }
+    }
     return true;
 }

@@ -2,34 +2,87 @@
  * global gradient norm, clipping coefficient, AdamW on every parameter (decoupled weight decay,
  * none on 1-D parameters), then the gradient accumulators are zeroed for the next step. Also
  * `grad_norm` (the norm alone, output @grad_norm) and `zero_grads` (the zeroing alone): with
- * --skip-nan-steps train_rank checks the norm before the update and drops a bad step's gradients. */
+ * --skip-nan-steps train_rank checks the norm before the update and drops a bad step's gradients.
+ *
+ * The distributed optimizer (ZeRO-1, pass_zero_on) is the same optimizer over 1/dp blocks, so it
+ * is built here rather than by a pass of its own. Each rank keeps, as flat f32[N/dp] {shard=[dp]}
+ * globals, its block of the fp32 master (@<p>.master_shard, filled from @<p> by `setup`), of Adam's
+ * m and v (@<p>.adam_m/.adam_v) and of the reduced gradient (@<p>.grad_shard, which data_parallel.c's
+ * reduce_grads reduce-scatters into). The norm is the square root of the all-reduced sum of the
+ * blocks' squares; after AdamW updates its block, each parameter is all-gathered back into @<p>,
+ * from which the working copies are refreshed as without ZeRO. The full fp32 @<p> thus stays
+ * current on every rank (initialisation, dumps, checkpoints); optimizer state is 1/dp per rank. */
 #include "passes.h"
 
 #include <stdio.h>
-#include <string.h>
 
-/* Declares @<param>.<suffix> as optimizer state and returns a reference to it. */
-static int state_ref(ir_module *m, ir_func *f, const ir_global *p, const char *suffix, ir_global_kind kind)
+/* @<param>.<suffix> of parameter global g: its name into buf, and whether it exists. */
+static bool param_global(const ir_module *m, int g, const char *suffix, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s.%s", m->globals[g].name, suffix);
+    return ir_global_find(m, buf) >= 0;
+}
+
+/* Declares @<param>.<suffix> as optimizer state of type t and returns a reference to it. */
+static int state_ref(ir_module *m, ir_func *f, int param, const char *suffix, ir_global_kind kind, ir_type t)
 {
     char name[256];
-    snprintf(name, sizeof name, "%s.%s", p->name, suffix);
-    if (ir_global_find(m, name) < 0)
-        ir_global_add(m, name, p->type, kind, IR_INIT_ZEROS, 0, false);
+    if (!param_global(m, param, suffix, name, sizeof name))
+        ir_global_add(m, name, t, kind, IR_INIT_ZEROS, 0, false);
     return ir_global_ref(m, f, name);
 }
 
-/* A reference in f to @<param>.grad of parameter global g, or -1 when autodiff made none. */
-static int grad_ref(ir_module *m, ir_func *f, int g)
+/* A reference in f to the gradient the update reads: @<param>.grad, or its reduced block
+ * @<param>.grad_shard under ZeRO; -1 when the earlier passes made none. */
+static int grad_ref(ir_module *m, ir_func *f, int g, bool shard)
 {
     char name[256];
-    snprintf(name, sizeof name, "%s.grad", m->globals[g].name);
-    return ir_global_find(m, name) < 0 ? -1 : ir_global_ref(m, f, name);
+    return param_global(m, g, shard ? "grad_shard" : "grad", name, sizeof name) ? ir_global_ref(m, f, name) : -1;
 }
 
-/* output @grad_norm: the global norm of the n gradients; returns their sum of squares. */
-static int emit_grad_norm(ir_module *m, ir_func *f, int *grads, int n)
+/* The `setup` function run once after initialisation (precision.c may have made it). */
+static ir_func *setup_func(ir_module *m)
+{
+    int i = ir_func_index(m, "setup");
+    return i >= 0 ? m->funcs[i] : ir_func_new(m, "setup");
+}
+
+/* ZeRO: @<param>.master_shard, this rank's block of parameter g, declared (a copy_of g covering
+ * 1/dp of it) and filled by `setup`; returns a reference to it in f. */
+static int master_shard_ref(ir_module *m, ir_func *f, int g)
+{
+    char name[256];
+    if (!param_global(m, g, "master_shard", name, sizeof name)) {
+        ir_func *setup = setup_func(m);
+        double axis = IR_AXIS_DP;
+        int whole = ir_global_ref(m, setup, m->globals[g].name);
+        int block = ir_emit(m, setup, IR_OP_LOCAL_SHARD, &whole, 1, &axis, NULL, NULL); /* f32[N/dp] {shard=[dp]} */
+        int c = ir_global_add(m, name, *ir_vtype(setup, block), IR_GLOBAL_COPY, IR_INIT_ZEROS, 0, m->globals[g].no_decay);
+        m->globals[c].copy_of = g;
+        int args[2] = {ir_global_ref(m, setup, name), block};
+        ir_emit(m, setup, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+    }
+    return ir_global_ref(m, f, name);
+}
+
+/* ZeRO: @<param> := the concatenation of every rank's updated block (master, a reference in f). */
+static void gather_param(ir_module *m, ir_func *f, int g, int master)
+{
+    double axis = IR_AXIS_DP;
+    const ir_type *t = &m->globals[g].type;
+    int whole = ir_emit(m, f, IR_OP_ALL_GATHER, &master, 1, &axis, NULL, NULL); /* f32[N] */
+    int args[2] = {ir_global_ref(m, f, m->globals[g].name), ir_reshape(m, f, whole, t->ndim, t->dims)};
+    ir_emit(m, f, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+}
+
+/* output @grad_norm: the global norm of the n gradients (under ZeRO, of every rank's blocks);
+ * returns their sum of squares. */
+static int emit_grad_norm(ir_module *m, ir_func *f, int *grads, int n, bool zero)
 {
     int sumsq = ir_emit(m, f, IR_OP_SUM_SQUARES, grads, n, NULL, NULL, NULL);
+    double sum_over_dp[2] = {IR_AXIS_DP, 0};
+    if (zero)
+        sumsq = ir_emit(m, f, IR_OP_ALL_REDUCE, &sumsq, 1, sum_over_dp, NULL, NULL);
     ir_output(m, f, "grad_norm", ir_op1(m, f, IR_OP_SQRT, sumsq));
     return sumsq;
 }
@@ -40,21 +93,24 @@ static void zero_all(ir_module *m, ir_func *f, int *grads, int n)
         ir_emit(m, f, IR_OP_ZERO, &grads[j], 1, NULL, NULL, NULL);
 }
 
-/* A function of its own over every gradient: name is "grad_norm" or "zero_grads". */
-static void grads_func(ir_module *m, const char *name, const int *params, int n)
+/* A new function named name with references to the n parameters' gradients (or blocks) in grads. */
+static ir_func *grads_func(ir_module *m, const char *name, const int *params, int n, bool shard, int *grads)
 {
     ir_func *f = ir_func_new(m, name);
-    int grads[n];
     for (int j = 0; j < n; j++)
-        grads[j] = grad_ref(m, f, params[j]);
-    if (!strcmp(name, "grad_norm"))
-        emit_grad_norm(m, f, grads, n);
-    else
-        zero_all(m, f, grads, n);
+        grads[j] = grad_ref(m, f, params[j], shard);
+    return f;
+}
+
+/* A working copy covers all of its master; ZeRO's master shard covers 1/dp of it. */
+static bool is_working_copy(const ir_module *m, const ir_global *c)
+{
+    return c->kind == IR_GLOBAL_COPY && ir_numel(&c->type) == ir_numel(&m->globals[c->copy_of].type);
 }
 
 bool pass_optimizer(ir_module *m, char *err, size_t errlen)
 {
+    bool zero = pass_zero_on(m);
     ir_func *f = ir_func_new(m, "optimizer");
     int lr = ir_input(m, f, "lr", ir_scalar(IR_F32));
     int step = ir_input(m, f, "step", ir_scalar(IR_F32));
@@ -69,29 +125,35 @@ bool pass_optimizer(ir_module *m, char *err, size_t errlen)
         if (m->globals[i].kind != IR_GLOBAL_PARAM)
             continue;
         params[k] = i;
-        if ((grads[k++] = grad_ref(m, f, i)) < 0)
-            return snprintf(err, errlen, "parameter @%s has no gradient (run autodiff first)", m->globals[i].name), false;
+        if ((grads[k++] = grad_ref(m, f, i, zero)) < 0)
+            return snprintf(err, errlen, "parameter @%s has no %s (run autodiff%s first)", m->globals[i].name,
+                            zero ? "reduced gradient block" : "gradient", zero ? " and data_parallel" : ""), false;
     }
-    int sumsq = emit_grad_norm(m, f, grads, nparams);
+    int sumsq = emit_grad_norm(m, f, grads, nparams, zero);
     double clip = ir_config_real(m, "clip_grad", 1.0);
     int coef = ir_emit(m, f, IR_OP_CLIP_COEF, &sumsq, 1, &clip, NULL, NULL);
 
     for (int j = 0; j < nparams; j++) {
-        /* state_ref may grow m->globals: copy the parameter's description first */
-        ir_global p = m->globals[params[j]];
-        int args[7] = {ir_global_ref(m, f, p.name), grads[j], state_ref(m, f, &p, "adam_m", IR_GLOBAL_ADAM_M),
-                       state_ref(m, f, &p, "adam_v", IR_GLOBAL_ADAM_V), lr, step, coef};
+        int master = zero ? master_shard_ref(m, f, params[j]) : ir_global_ref(m, f, m->globals[params[j]].name);
+        ir_type t = *ir_vtype(f, master);
+        int args[7] = {master, grads[j], state_ref(m, f, params[j], "adam_m", IR_GLOBAL_ADAM_M, t),
+                       state_ref(m, f, params[j], "adam_v", IR_GLOBAL_ADAM_V, t), lr, step, coef};
         double attrs[4] = {ir_config_real(m, "adam_beta1", 0.9), ir_config_real(m, "adam_beta2", 0.999),
-                           ir_config_real(m, "adam_eps", 1e-8), p.no_decay ? 0 : ir_config_real(m, "weight_decay", 0.01)};
+                           ir_config_real(m, "adam_eps", 1e-8),
+                           m->globals[params[j]].no_decay ? 0 : ir_config_real(m, "weight_decay", 0.01)};
         ir_emit(m, f, IR_OP_ADAMW, args, 7, attrs, NULL, NULL);
+        if (zero)
+            gather_param(m, f, params[j], master);
     }
+    for (int j = 0; zero && j < nparams; j++) /* ZeRO: the accumulators, not the blocks, restart from 0 */
+        grads[j] = grad_ref(m, f, params[j], false);
     zero_all(m, f, grads, nparams);
     for (int c = 0; c < m->nglobals; c++) /* refresh the working copies from the updated masters */
-        if (m->globals[c].kind == IR_GLOBAL_COPY) {
+        if (is_working_copy(m, &m->globals[c])) {
             int args[2] = {ir_global_ref(m, f, m->globals[c].name), ir_global_ref(m, f, m->globals[m->globals[c].copy_of].name)};
             ir_emit(m, f, IR_OP_COPY, args, 2, NULL, NULL, NULL);
         }
-    grads_func(m, "grad_norm", params, nparams);
-    grads_func(m, "zero_grads", params, nparams);
+    emit_grad_norm(m, grads_func(m, "grad_norm", params, nparams, zero, grads), grads, nparams, zero);
+    zero_all(m, grads_func(m, "zero_grads", params, nparams, false, grads), grads, nparams);
     return true;
 }

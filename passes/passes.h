@@ -19,10 +19,18 @@ typedef struct {
 
 bool pass_precision(ir_module *m, char *err, size_t errlen);
 bool pass_autodiff(ir_module *m, char *err, size_t errlen);
+bool pass_shard(ir_module *m, char *err, size_t errlen);
 bool pass_data_parallel(ir_module *m, char *err, size_t errlen);
 bool pass_optimizer(ir_module *m, char *err, size_t errlen);
 bool pass_schedule(ir_module *m, char *err, size_t errlen);
 bool pass_memory_plan(ir_module *m, char *err, size_t errlen);
+
+/* The distributed optimizer (ZeRO-1: config use_distributed_optimizer) shards the optimizer over
+ * dp; at dp 1 it is a no-op, as in Megatron. data_parallel.c and optimizer.c build it. */
+static inline bool pass_zero_on(const ir_module *m)
+{
+    return ir_config_int(m, "use_distributed_optimizer", 0) && ir_config_int(m, "data_parallel_size", 1) > 1;
+}
 
 extern const pass_info mcc_passes[];
 extern const int mcc_npasses;

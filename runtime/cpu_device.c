@@ -51,7 +51,7 @@ static void cpu_run(rt_program *p, int func)
 static size_t cpu_memory_in_use(rt_program *p) { return 0; }
 static void *cpu_queue(rt_program *p) { return NULL; }
 
-static struct rt_comm *cpu_world_comm(rt_program *p, const rt_rank_env *e, char *err, size_t errlen)
+static rt_comm *cpu_world_comm(rt_program *p, const rt_rank_env *e, char *err, size_t errlen)
 {
     return rt_comm_world_mpi(e, err, errlen);
 }

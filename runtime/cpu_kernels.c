@@ -1,6 +1,5 @@
 /* cpu_kernels.c — the CPU backend's fp32 kernels, one per op of ir/ops.def: the numerical oracle. */
 #include "runtime/cpu_kernels.h"
-#include "runtime/parallel.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -208,15 +207,22 @@ static const char *const TOKEN_FIX =
     "tokenize the data with the model's tokenizer or raise vocab_size in the model spec";
 
 /* (table[V,d], ids[n]) -> [n,d] */
+/* The table holds vocabulary rows [start, start+V) of a vocab_size vocabulary (a vocab-parallel
+ * shard; vocab_size 0 means V): ids of other shards give zero rows. */
 void cpu_EMBEDDING(const rt_kernel_call *c)
 {
     const float *table = argf(c, 0);
     const int32_t *ids = c->args[1];
     float *r = resf(c, 0);
     int64_t V = c->arg_types[0]->dims[0], d = c->arg_types[0]->dims[1], n = ir_numel(c->arg_types[1]);
+    int64_t start = (int64_t)c->in->attr[0], vocab = c->in->attr[1] ? (int64_t)c->in->attr[1] : V;
     for (int64_t i = 0; i < n; i++) {
-        check_index("embedding", "token id", ids[i], i, V, TOKEN_FIX);
-        memcpy(r + i * d, table + (int64_t)ids[i] * d, d * sizeof *r);
+        check_index("embedding", "token id", ids[i], i, vocab, TOKEN_FIX);
+        int64_t row = ids[i] - start;
+        if (row >= 0 && row < V)
+            memcpy(r + i * d, table + row * d, d * sizeof *r);
+        else
+            memset(r + i * d, 0, d * sizeof *r);
     }
 }
 
@@ -227,10 +233,12 @@ void cpu_EMBEDDING_GRAD(const rt_kernel_call *c)
     const int32_t *ids = c->args[1];
     float *r = resf(c, 0);
     int64_t V = c->res_types[0]->dims[0], d = c->res_types[0]->dims[1], n = ir_numel(c->arg_types[1]);
+    int64_t start = (int64_t)c->in->attr[1];
     memset(r, 0, V * d * sizeof *r);
     for (int64_t i = 0; i < n; i++) {
-        check_index("embedding_grad", "token id", ids[i], i, V, TOKEN_FIX);
-        float *row = r + (int64_t)ids[i] * d;
+        if (ids[i] - start < 0 || ids[i] - start >= V)
+            continue; /* another shard's row */
+        float *row = r + (int64_t)(ids[i] - start) * d;
         for (int64_t j = 0; j < d; j++)
             row[j] += dy[i * d + j];
     }
@@ -569,12 +577,59 @@ const rt_cpu_kernel rt_cpu_kernels[IR_NUM_OPS] = {
 #undef X
 };
 
-/* --- collectives ----------------------------------------------------------------------------- */
+/* --- vocab-parallel cross entropy (logits split over tp; see ops.def) ------------------------- */
 
-/* (dst global) summed in place over the ranks of the mesh axis attr[0] (MPI between CPU ranks). */
-void cpu_ALL_REDUCE(const rt_kernel_call *c)
+/* logits[N,V] -> f32[N] */
+void cpu_CE_ROW_MAX(const rt_kernel_call *c)
 {
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
-    if (comm)
-        rt_all_reduce(comm, c->args[0], (size_t)ir_numel(c->arg_types[0]), c->arg_types[0]->dtype, RT_SUM, NULL);
+    const float *x = argf(c, 0);
+    int64_t N = nrows(c->arg_types[0]), V = last_dim(c->arg_types[0]);
+    for (int64_t i = 0; i < N; i++) {
+        float mx = x[i * V];
+        for (int64_t j = 1; j < V; j++)
+            mx = fmaxf(mx, x[i * V + j]);
+        resf(c, 0)[i] = mx;
+    }
+}
+
+/* (logits, targets, gmax) -> [N,2]: sum exp(x - gmax), target logit if in this shard */
+void cpu_CE_ROW_STATS(const rt_kernel_call *c)
+{
+    const float *x = argf(c, 0), *gmax = argf(c, 2);
+    const int32_t *targets = c->args[1];
+    int64_t N = nrows(c->arg_types[0]), V = last_dim(c->arg_types[0]), start = (int64_t)c->in->attr[0];
+    float *st = resf(c, 0);
+    for (int64_t i = 0; i < N; i++) {
+        double sum = 0;
+        for (int64_t j = 0; j < V; j++)
+            sum += exp((double)x[i * V + j] - gmax[i]);
+        int64_t t = targets[i] - start;
+        st[2 * i] = (float)sum;
+        st[2 * i + 1] = t >= 0 && t < V ? x[i * V + t] : 0.0f;
+    }
+}
+
+/* (stats[N,2], gmax[N]) -> mean of gmax + log(s0) - s1 */
+void cpu_CE_LOSS(const rt_kernel_call *c)
+{
+    const float *st = argf(c, 0), *gmax = argf(c, 1);
+    int64_t N = ir_numel(c->arg_types[1]);
+    double total = 0;
+    for (int64_t i = 0; i < N; i++)
+        total += gmax[i] + log((double)st[2 * i]) - st[2 * i + 1];
+    resf(c, 0)[0] = (float)(total / N);
+}
+
+/* (dloss, logits, targets, gmax, stats) -> dloss/N (exp(x - gmax)/s0 - onehot) */
+void cpu_CE_GRAD_SHARDED(const rt_kernel_call *c)
+{
+    const float *x = argf(c, 1), *gmax = argf(c, 3), *st = argf(c, 4);
+    const int32_t *targets = c->args[2];
+    int64_t N = nrows(c->arg_types[1]), V = last_dim(c->arg_types[1]), start = (int64_t)c->in->attr[0];
+    double scale = (double)argf(c, 0)[0] / N;
+    float *dx = resf(c, 0);
+    for (int64_t i = 0; i < N; i++)
+        for (int64_t j = 0; j < V; j++)
+            dx[i * V + j] = (float)(scale * (exp((double)x[i * V + j] - gmax[i]) / st[2 * i] -
+                                             (targets[i] - start == j ? 1.0 : 0.0)));
 }

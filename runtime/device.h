@@ -8,9 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/comm.h"
+
 struct rt_program;
-struct rt_comm;
-struct rt_rank_env;
 
 typedef struct rt_device {
     const char *name;
@@ -28,7 +28,7 @@ typedef struct rt_device {
     void *(*queue)(struct rt_program *p);          /* the stream collectives join (NULL on the CPU) */
     /* The world communicator for this device's ranks (MPI on the CPU, NCCL on CUDA), or NULL
      * with err naming why. */
-    struct rt_comm *(*world_comm)(struct rt_program *p, const struct rt_rank_env *e, char *err, size_t errlen);
+    rt_comm *(*world_comm)(struct rt_program *p, const rt_rank_env *e, char *err, size_t errlen);
 } rt_device;
 
 extern const rt_device rt_cpu_device;

@@ -3,37 +3,65 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static rt_comm *axis_comms[IR_NUM_AXES]; /* what rt_parallel_comm hands the kernels */
 
 rt_comm *rt_parallel_comm(ir_axis axis) { return axis < IR_NUM_AXES ? axis_comms[axis] : NULL; }
 
-void rt_parallel_init(rt_parallel *par, rt_program *p)
+rt_comm *rt_parallel_comm_for(const ir_instr *in, int64_t ranks)
+{
+    ir_axis axis = (ir_axis)in->attr[0];
+    rt_comm *comm = rt_parallel_comm(axis);
+    int have = comm ? rt_comm_size(comm) : 1;
+    if (have != ranks) {
+        fprintf(stderr, "train_rank: internal error: %s over %s spans %lld ranks but this rank's %s group has %d "
+                        "(rt_parallel_init must run before the plan's first function)\n",
+                ir_ops[in->op].name, ir_axis_name(axis), (long long)ranks, ir_axis_name(axis), have);
+        exit(1);
+    }
+    return comm;
+}
+
+static rt_rank_env detect(void)
 {
     char err[1024];
-    *par = (rt_parallel){.dp = (int)ir_config_int(p->m, "data_parallel_size", 1)};
-    if (!rt_rank_env_detect(&par->env, err, sizeof err)) {
+    rt_rank_env env;
+    if (!rt_rank_env_detect(&env, err, sizeof err)) {
         fprintf(stderr, "train_rank: error: %s\n", err);
         exit(2);
     }
-    rt_mesh mesh = {.tp = 1, .cp = 1, .dp = par->dp, .pp = 1, .ep = 1};
-    if (par->env.world_size != par->dp) {
-        fprintf(stderr, "train_rank: error: launched with %d rank(s) (%s) but compiled for %d "
-                        "(data_parallel_size %d); launch %d ranks (mpirun -np %d, torchrun --nproc-per-node %d, "
-                        "train_rank --nproc-per-node %d) or recompile with --data-parallel-size %d\n",
-                par->env.world_size, par->env.launcher, par->dp, par->dp, par->dp, par->dp, par->dp, par->dp,
-                par->env.world_size);
+    return env;
+}
+
+int rt_parallel_plan_index(int nplans) { return detect().rank % nplans; }
+
+void rt_parallel_init(rt_parallel *par, rt_program *p)
+{
+    char err[1024];
+    *par = (rt_parallel){.env = detect(), .tp = (int)ir_config_int(p->m, "tensor_model_parallel_size", 1),
+                         .dp = (int)ir_config_int(p->m, "data_parallel_size", 1)};
+    int world = par->tp * par->dp;
+    rt_mesh mesh = {.tp = par->tp, .cp = 1, .dp = par->dp, .pp = 1, .ep = 1};
+    if (par->env.world_size != world) {
+        fprintf(stderr, "train_rank: error: launched with %d rank(s) (%s) but compiled for %d (tp %d x dp %d); "
+                        "launch %d ranks (mpirun -np %d, torchrun or train_rank --nproc-per-node %d) or recompile "
+                        "for %d\n", par->env.world_size, par->env.launcher, world, par->tp, par->dp, world, world,
+                world, par->env.world_size);
         exit(2);
     }
-    par->dp_rank = rt_mesh_coords(&mesh, par->env.rank).dp;
-    if (par->dp == 1)
+    rt_mesh_coord at = rt_mesh_coords(&mesh, par->env.rank);
+    par->tp_rank = at.tp;
+    par->dp_rank = at.dp;
+    if (world == 1)
         return;
     par->world = p->dev->world_comm(p, &par->env, err, sizeof err);
     if (!par->world) {
-        fprintf(stderr, "train_rank: error: cannot connect the %d ranks: %s\n", par->dp, err);
+        fprintf(stderr, "train_rank: error: cannot connect the %d ranks: %s\n", world, err);
         exit(2);
     }
     axis_comms[IR_AXIS_DP] = rt_comm_mesh_group(par->world, &mesh, RT_AXIS_DP);
+    axis_comms[IR_AXIS_TP] = rt_comm_mesh_group(par->world, &mesh, RT_AXIS_TP);
     par->scratch = p->dev->alloc(p, sizeof(float));
 }
 
@@ -41,10 +69,45 @@ void rt_parallel_finish(rt_parallel *par)
 {
     if (!par->world)
         return;
-    rt_comm_free(axis_comms[IR_AXIS_DP]);
-    axis_comms[IR_AXIS_DP] = NULL;
+    for (int a = 0; a < IR_NUM_AXES; a++) {
+        rt_comm_free(axis_comms[a]);
+        axis_comms[a] = NULL;
+    }
     rt_comm_free(par->world);
     par->world = NULL;
+}
+
+void rt_parallel_gather_tp(rt_parallel *par, rt_program *p, const ir_type *local_type, const void *local, void *full)
+{
+    size_t bytes = ir_bytes(local_type);
+    int dim = -1;
+    for (int i = 0; i < local_type->ndim; i++)
+        if (local_type->shard[i] == IR_AXIS_TP)
+            dim = i;
+    if (dim < 0 || par->tp == 1) {
+        memcpy(full, local, bytes);
+        return;
+    }
+    /* Gather the shards back to back on the device, then interleave them along `dim`: the
+     * tensor is [outer, dims[dim], inner] and shard r holds rows [r*n, (r+1)*n) of the middle. */
+    void *dev_local = p->dev->alloc(p, bytes), *dev_all = p->dev->alloc(p, bytes * (size_t)par->tp);
+    char *shards = malloc(bytes * (size_t)par->tp);
+    p->dev->upload(p, dev_local, local, bytes);
+    rt_all_gather(axis_comms[IR_AXIS_TP], dev_local, dev_all, bytes, IR_FP8E4M3 /* a 1-byte type: bytes */,
+                  p->dev->queue(p));
+    p->dev->download(p, shards, dev_all, bytes * (size_t)par->tp);
+    size_t outer = 1, inner = ir_dtype_size(local_type->dtype);
+    for (int i = 0; i < dim; i++)
+        outer *= (size_t)local_type->dims[i];
+    for (int i = dim + 1; i < local_type->ndim; i++)
+        inner *= (size_t)local_type->dims[i];
+    size_t slab = (size_t)local_type->dims[dim] * inner; /* one shard's middle rows, in bytes */
+    for (size_t o = 0; o < outer; o++)
+        for (int r = 0; r < par->tp; r++)
+            memcpy((char *)full + (o * (size_t)par->tp + (size_t)r) * slab, shards + (size_t)r * bytes + o * slab, slab);
+    free(shards);
+    p->dev->free(p, dev_local);
+    p->dev->free(p, dev_all);
 }
 
 int64_t rt_parallel_sample(const rt_parallel *par, int it, int accum, int mb, int B, int b)

@@ -9,10 +9,14 @@
 
 typedef struct {
     rt_rank_env env;
-    int dp, dp_rank;
+    int tp, tp_rank, dp, dp_rank;
     rt_comm *world;                 /* NULL for one rank */
     void *scratch;                  /* one f32 of device memory for host-value reductions */
 } rt_parallel;
+
+/* Which of the executable's nplans plans (one per tensor-parallel rank) this rank runs: its tp
+ * rank, rank % tp in Megatron's order. Reads the launcher's environment; exits on a bad one. */
+int rt_parallel_plan_index(int nplans);
 
 /* Reads the launcher's environment and checks it against the layout compiled into the plan
  * (world size must be tp*pp*dp), then creates the communicators (MPI on the CPU, NCCL on CUDA).
@@ -21,10 +25,19 @@ void rt_parallel_init(rt_parallel *par, rt_program *p);
 void rt_parallel_finish(rt_parallel *par);
 /* The communicator of a mesh axis for the collective kernels (NULL: not parallel over it). */
 rt_comm *rt_parallel_comm(ir_axis axis);
+/* The communicator of collective `in` whose types span `ranks` ranks of its axis (attribute 0):
+ * NULL for one rank. Exits naming the op when this rank's group has another size, e.g. a plan
+ * function run before rt_parallel_init (which must precede rt_program_init_params: setup). */
+rt_comm *rt_parallel_comm_for(const ir_instr *in, int64_t ranks);
 /* The global sample index of row b of micro-batch mb of iteration it (1-based), in Megatron's
  * sampler order: each micro-batch step takes B*dp consecutive samples, rank r the r-th B of them.
  * So the step's samples are the same for every dp (dp=1 runs them as dp*accum micro-batches). */
 int64_t rt_parallel_sample(const rt_parallel *par, int it, int accum, int mb, int B, int b);
+/* The full value of a tensor split over tp (a global's type, or a value's, carries the split
+ * dimension {shard=[.., tp]}): every tp rank passes its local shard (host memory, `local`
+ * bytes of local_type) and gets the whole tensor in `full` (tp times the bytes). Collective over
+ * the tp group; a tensor that is not split is copied. */
+void rt_parallel_gather_tp(rt_parallel *par, rt_program *p, const ir_type *local_type, const void *local, void *full);
 /* Mean of v over the dp ranks (v itself on one rank). */
 float rt_parallel_mean(rt_parallel *par, rt_program *p, float v);
 static inline bool rt_parallel_is_root(const rt_parallel *par) { return par->env.rank == 0; }

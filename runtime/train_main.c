@@ -53,12 +53,14 @@ static void usage(FILE *out)
             "  --print-plan         print the compiled plan (IR) and exit\n");
 }
 
+/* min: 0 or 1 */
 static int parse_int_flag(const char *flag, const char *v, int min)
 {
     char *end;
     long n = v ? strtol(v, &end, 10) : 0;
     if (!v || *end || n < min || n > 1000000000) {
-        fprintf(stderr, "train_rank: error: %s needs an integer >= %d, got '%s'\n", flag, min, v ? v : "(nothing)");
+        fprintf(stderr, "train_rank: error: %s needs a %s integer, got '%s'\n", flag, min ? "positive" : "non-negative",
+                v ? v : "(nothing)");
         exit(2);
     }
     return (int)n;
@@ -132,8 +134,8 @@ typedef struct {
     rt_program *p;
     const ir_module *m;
     train_args a;
-    int B, T, accum, iters, eval_interval, eval_iters, evals_done;
-    int micro, eval, opt, zero;     /* function indices */
+    int B, T, accum, iters, eval_interval, eval_iters, evals_done, steps_applied;
+    int micro, eval, opt, norm, zero; /* function indices */
     rt_lr_schedule lr;
     rt_gpt_data *data;
     int32_t *tokens, *targets, *sample; /* [B,T], [B,T], [T+1] */
@@ -243,33 +245,36 @@ typedef struct {
     bool skipped;
 } step_result;
 
-/* Stops the run, or (--skip-nan-steps) drops the step's gradients; what names the bad value. */
+/* Stops the run, or with --skip-nan-steps warns; what names the bad value. Returns false: the
+ * step must not be applied. */
 static bool non_finite(train_run *r, int it, const char *what, double v)
 {
+    const char *bad = isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";
     if (!r->a.skip_nan_steps) {
-        fprintf(stderr, "train_rank: error: iteration %d: %s is %g, the first non-finite value of the step; "
-                        "stopping (lower --lr, raise --clip-grad's effect with a smaller value, check the data, or "
-                        "pass --skip-nan-steps to skip such steps)\n", it, what, v);
+        fprintf(stderr, "train_rank: error: iteration %d: %s is %s, the step's first non-finite value; stopping "
+                        "(lower --lr or check the data; --skip-nan-steps skips such steps instead)\n", it, what, bad);
         exit(1);
     }
-    fprintf(stderr, "train_rank: warning: iteration %d: %s is %g; skipping the optimizer step\n", it, what, v);
-    rt_program_run(r->p, r->zero);
+    fprintf(stderr, "train_rank: warning: iteration %d: %s is %s; skipping the optimizer step\n", it, what, bad);
     return false;
 }
 
-/* Sample of row b of micro-batch mb of iteration it: fixed by the global batch order, so the
- * data a step sees does not depend on how the batch is laid out. */
-static int64_t train_sample(const train_run *r, int it, int mb, int b)
+/* The first sample of micro-batch mb of iteration it; row b takes the next ones:
+ * ((it-1)*accum + mb)*B + b, the global batch order, so the data a step sees does not depend on
+ * how the batch is laid out. */
+static int64_t train_sample(const train_run *r, int it, int mb)
 {
-    return ((int64_t)(it - 1) * r->accum + mb) * r->B + b;
+    return ((int64_t)(it - 1) * r->accum + mb) * r->B;
 }
 
 static step_result train_step(train_run *r, int it)
 {
-    step_result s = {.lr = rt_lr_at(&r->lr, it)};
+    /* Megatron's scheduler and Adam count only the steps that updated the weights. */
+    int step = r->steps_applied + 1;
+    step_result s = {.lr = rt_lr_at(&r->lr, step)};
     bool finite = true;
     for (int mb = 0; mb < r->accum; mb++) {
-        float loss = run_micro_batch(r, r->micro, RT_SPLIT_TRAIN, train_sample(r, it, mb, 0));
+        float loss = run_micro_batch(r, r->micro, RT_SPLIT_TRAIN, train_sample(r, it, mb));
         if (r->a.dump_dir)
             dump_batch(r, it, mb);
         if (finite && !isfinite(loss)) {
@@ -281,19 +286,270 @@ static step_result train_step(train_run *r, int it)
     }
     if (r->a.dump_dir && it == 1)
         dump_globals(&r->a, r->p, IR_GLOBAL_GRAD, "grads_step1.mcct");
-    if (!finite)
+    float norm = 0;
+    if (finite && r->a.skip_nan_steps) { /* the update must not see a bad gradient: check first */
+        rt_program_run(r->p, r->norm);
+        rt_program_get_output(r->p, r->norm, "grad_norm", &norm, sizeof norm);
+        finite = isfinite(norm) || non_finite(r, it, "the gradient norm", norm);
+    }
+    if (!finite) { /* drop the step: its gradients must not leak into the next one */
+        rt_program_run(r->p, r->zero);
         return s.skipped = true, s;
-    float lr_now = (float)s.lr, step_now = (float)it, norm;
+    }
+    float lr_now = (float)s.lr, step_now = (float)step;
     rt_program_set_input(r->p, r->opt, "lr", &lr_now, sizeof lr_now);
     rt_program_set_input(r->p, r->opt, "step", &step_now, sizeof step_now);
     rt_program_run(r->p, r->opt);
     rt_program_get_output(r->p, r->opt, "grad_norm", &norm, sizeof norm);
-    s.grad_norm = norm;
-    /* A non-finite norm makes the clip coefficient 0 (or NaN): with --skip-nan-steps the step
-     * must not have applied, so the norm is checked by the optimizer's clipping; see README. */
     if (!isfinite(norm))
-        non_finite(r, it, "the gradient norm", norm), s.skipped = true;
+        non_finite(r, it, "the gradient norm", norm);
+    s.grad_norm = norm;
+    r->steps_applied++;
     if (r->steps)
         fprintf(r->steps, "%d %.9g %.9g %.9g\n", it, s.loss, s.lr, s.grad_norm);
     return s;
+}
+
+/* ---- validation ---------------------------------------------------------------------------- */
+
+/* eval_iters global batches of the valid split through eval_step (forward only: the weights and
+ * gradients are untouched). Like Megatron's, the valid samples continue from one validation to
+ * the next. */
+static void evaluate(train_run *r, int it)
+{
+    double t0 = now_s(), loss = 0;
+    int n = r->eval_iters * r->accum;
+    for (int k = 0; k < n; k++)
+        loss += run_micro_batch(r, r->eval, RT_SPLIT_VALID, ((int64_t)r->evals_done * n + k) * r->B) / n;
+    r->evals_done++;
+    double ppl = exp(loss < 700 ? loss : 700);
+    printf("validation loss at iteration %d | lm loss value: %.6E | lm loss PPL: %.6E | %.1f s\n", it, loss, ppl,
+           now_s() - t0);
+    if (r->metrics)
+        fprintf(r->metrics, "{\"iteration\": %d, \"valid_loss\": %.9g, \"valid_ppl\": %.9g}\n", it, loss, ppl);
+}
+
+/* ---- logging ------------------------------------------------------------------------------- */
+
+/* What a log line averages over: the iterations since the last one. */
+typedef struct {
+    double loss, seconds;
+    int iters, skipped;
+} log_window;
+
+/* Bytes of device memory in use; on the CPU the process's resident set. */
+static double memory_gib(const train_run *r)
+{
+    size_t used = r->p->dev->memory_in_use(r->p);
+    long pages = 0, rss = 0;
+    FILE *f = used ? NULL : fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &rss) == 2)
+            used = (size_t)rss * (size_t)sysconf(_SC_PAGESIZE);
+        fclose(f);
+    }
+    return used / 1073741824.0;
+}
+
+static bool on_gpu(const train_run *r) { return strcmp(r->p->dev->name, "cpu") != 0; }
+
+/* v as a JSON number; null for NaN/Inf (JSON has neither) or when absent. */
+static const char *json_num(char buf[32], double v, bool present)
+{
+    if (!present || !isfinite(v))
+        return "null";
+    snprintf(buf, 32, "%.9g", v);
+    return buf;
+}
+
+static void log_line(train_run *r, int it, const step_result *last, const log_window *w)
+{
+    int done = w->iters - w->skipped;
+    double loss = done ? w->loss / done : NAN, ms = w->seconds * 1e3 / w->iters;
+    double tok_s = (double)r->B * r->T * r->accum / (ms / 1e3), flops = tok_s * r->flops_per_token;
+    double mfu = flops / TRAIN_PEAK_FLOPS, mem = memory_gib(r);
+    long long samples = (long long)it * r->B * r->accum;
+    char mfu_text[32] = "-";
+    if (on_gpu(r))
+        snprintf(mfu_text, sizeof mfu_text, "%.1f%%", 100 * mfu);
+    printf("iter %6d/%d | samples %9lld | loss %8.4f | lr %.3e | grad norm %8.4f | %8.1f ms | %9.0f tok/s/GPU | "
+           "%7.2f TFLOP/s/GPU | MFU %s | mem %.2f GiB", it, r->iters, samples, loss, last->lr, last->grad_norm, ms,
+           tok_s, flops / 1e12, mfu_text, mem);
+    if (w->skipped)
+        printf(" | skipped %d", w->skipped);
+    printf("\n");
+    if (!r->metrics)
+        return;
+    char b[3][32];
+    fprintf(r->metrics, "{\"iteration\": %d, \"consumed_samples\": %lld, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, "
+                        "\"ms_per_iter\": %.6g, \"tokens_per_s_per_gpu\": %.6g, \"tflops_per_gpu\": %.6g, \"mfu\": %s, "
+                        "\"memory_gib\": %.6g, \"skipped\": %d}\n",
+            it, samples, json_num(b[0], loss, true), last->lr, json_num(b[1], last->grad_norm, !last->skipped), ms,
+            tok_s, flops / 1e12, json_num(b[2], mfu, on_gpu(r)), mem, w->skipped);
+}
+
+/* ---- start-up ------------------------------------------------------------------------------ */
+
+/* The train and valid splits the run consumes. Validation needs a valid split with documents:
+ * when --split leaves it none, the run trains without validation and says why. */
+static rt_gpt_data *open_data(train_run *r)
+{
+    rt_gpt_data_config *c = &r->a.data;
+    int64_t batch = (int64_t)r->B * r->accum;
+    int evals = r->iters / r->eval_interval + (r->iters % r->eval_interval != 0);
+    c->seq_length = r->T;
+    c->seed = ir_config_int(r->m, "seed", 1234);
+    c->num_samples[RT_SPLIT_TRAIN] = (int64_t)r->iters * batch;
+    c->num_samples[RT_SPLIT_VALID] = (int64_t)evals * r->eval_iters * batch;
+    char err[1024], why[1024];
+    rt_gpt_data *d = rt_gpt_data_open(c, err, sizeof err);
+    if (!d && r->eval_iters) {
+        snprintf(why, sizeof why, "%s", err);
+        c->num_samples[RT_SPLIT_VALID] = 0;
+        if ((d = rt_gpt_data_open(c, err, sizeof err))) {
+            fprintf(stderr, "train_rank: warning: no validation (%s); --eval-iters 0 silences this\n", why);
+            r->eval_iters = 0;
+        }
+    }
+    if (!d) {
+        fprintf(stderr, "train_rank: error: %s\n", err);
+        exit(1);
+    }
+    int max_token = rt_gpt_data_max_token(d), V = (int)ir_config_int(r->m, "vocab_size", 1);
+    if (max_token >= V) {
+        fprintf(stderr, "train_rank: error: --data-path holds token id %d but the model's vocab_size is %d; "
+                        "recompile with --vocab-size %d or more\n", max_token, V, max_token + 1);
+        exit(1);
+    }
+    return d;
+}
+
+static int func_index(const ir_module *m, const char *name)
+{
+    int i = ir_func_index(m, name);
+    if (i < 0) {
+        fprintf(stderr, "train_rank: error: the compiled plan has no `%s` function; recompile with this mcc\n", name);
+        exit(1);
+    }
+    return i;
+}
+
+static void setup_run(train_run *r, int argc, char **argv)
+{
+    r->a = parse_args(argc, argv);
+    char err[1024];
+    r->p = rt_program_load(mcc_plan_text, mcc_plan_device, mcc_plan_image_size ? mcc_plan_image : NULL, err, sizeof err);
+    if (!r->p) {
+        fprintf(stderr, "train_rank: error: the compiled plan is invalid (%s); recompile with this mcc\n", err);
+        exit(1);
+    }
+    const ir_module *m = r->m = r->p->m;
+    r->B = (int)ir_config_int(m, "micro_batch_size", 1);
+    r->T = (int)ir_config_int(m, "seq_length", 1);
+    r->accum = (int)ir_config_int(m, "accum_steps", 1);
+    r->iters = flag_or_config(r->a.train_iters, m, "train_iters", 1);
+    r->eval_interval = flag_or_config(r->a.eval_interval, m, "eval_interval", 1000);
+    r->eval_iters = flag_or_config(r->a.eval_iters, m, "eval_iters", 100);
+    r->a.log_interval = flag_or_config(r->a.log_interval, m, "log_interval", 1);
+    r->micro = func_index(m, "micro_step");
+    r->eval = func_index(m, "eval_step");
+    r->opt = func_index(m, "optimizer");
+    r->norm = func_index(m, "grad_norm");
+    r->zero = func_index(m, "zero_grads");
+    if (!rt_lr_from_config(m, r->iters, &r->lr, err, sizeof err)) {
+        fprintf(stderr, "train_rank: error: %s\n", err);
+        exit(1);
+    }
+    double L = (double)ir_config_int(m, "num_layers", 0), d = (double)ir_config_int(m, "hidden_size", 0);
+    double N = (double)(ir_config_int(m, "num_params", 0) - ir_config_int(m, "num_position_params", 0));
+    r->flops_per_token = 6 * N + 12 * L * d * r->T;
+    r->data = open_data(r);
+    const int64_t bt[2] = {r->B, r->T};
+    r->bt_type = ir_tensor(IR_I32, 2, bt);
+    r->tokens = malloc(ir_bytes(&r->bt_type));
+    r->targets = malloc(ir_bytes(&r->bt_type));
+    r->sample = malloc(sizeof(int32_t) * (size_t)(r->T + 1));
+    if (r->a.metrics_file && !(r->metrics = fopen(r->a.metrics_file, "w"))) {
+        fprintf(stderr, "train_rank: error: --metrics-file %s: cannot write it\n", r->a.metrics_file);
+        exit(1);
+    }
+}
+
+static void print_config(const train_run *r)
+{
+    const ir_module *m = r->m;
+    printf("+-----------------------+-----------------------+\n");
+    printf("| parameters            | %21lld |\n", ir_config_int(m, "num_params", 0));
+    printf("| layers x hidden       | %13lld x %5lld |\n", ir_config_int(m, "num_layers", 0),
+           ir_config_int(m, "hidden_size", 0));
+    printf("| micro batch x seq     | %13d x %5d |\n", r->B, r->T);
+    printf("| micro-batches / step  | %21d |\n", r->accum);
+    printf("| train iters           | %21d |\n", r->iters);
+    printf("| lr decay              | %21s |\n", ir_config_get(m, "lr_decay_style"));
+    printf("| warmup iters          | %21g |\n", r->lr.warmup_iters);
+    printf("| eval every / batches  | %13d / %5d |\n", r->eval_interval, r->eval_iters);
+    printf("| FLOP per token        | %21.4g |\n", r->flops_per_token);
+    printf("+-----------------------+-----------------------+\n");
+    rt_gpt_data_print(r->data, stdout);
+}
+
+static void start_dumps(train_run *r)
+{
+    mkdir(r->a.dump_dir, 0755);
+    dump_globals(&r->a, r->p, IR_GLOBAL_PARAM, "params_init.mcct");
+    dump_open(&r->a, "batches.mcct", &r->batches);
+    r->steps = dump_open(&r->a, "steps.txt", NULL);
+}
+
+static void finish_run(train_run *r)
+{
+    if (r->a.dump_dir) {
+        rt_mcct_close(&r->batches);
+        fclose(r->steps);
+    }
+    if (r->metrics)
+        fclose(r->metrics);
+    free(r->sample);
+    free(r->tokens);
+    free(r->targets);
+    rt_gpt_data_close(r->data);
+    rt_gpt_data_config_free(&r->a.data);
+    rt_program_free(r->p);
+}
+
+int main(int argc, char **argv)
+{
+    double t_start = now_s();
+    train_run r = {0};
+    setup_run(&r, argc, argv);
+    rt_program_init_params(r.p, (uint64_t)ir_config_int(r.m, "seed", 1234));
+    print_config(&r);
+    if (r.a.dump_dir)
+        start_dumps(&r);
+
+    log_window w = {0};
+    for (int it = 1; it <= r.iters; it++) {
+        double t0 = now_s();
+        step_result s = train_step(&r, it);
+        w.seconds += now_s() - t0;
+        w.iters++;
+        w.skipped += s.skipped;
+        w.loss += s.skipped ? 0 : s.loss;
+        if (it == 1) {
+            size_t used = r.p->dev->memory_in_use(r.p);
+            printf("time to first step: %.2f s", now_s() - t_start);
+            if (used)
+                printf(" | %s memory in use: %.3f GiB", r.p->dev->name, used / 1073741824.0);
+            printf("\n");
+        }
+        if (it % r.a.log_interval == 0 || it == r.iters) {
+            log_line(&r, it, &s, &w);
+            w = (log_window){0};
+        }
+        if (r.eval_iters && (it % r.eval_interval == 0 || it == r.iters))
+            evaluate(&r, it);
+        fflush(stdout);
+    }
+    finish_run(&r);
+    return 0;
 }

@@ -16,9 +16,22 @@ foreach(model tiny-gpt2 tiny-llama)
   set_tests_properties(numerics_vs_torch_${model} PROPERTIES LABELS numerics)
 endforeach()
 
-# Data parallelism on CPU ranks (Open MPI): dp=2 equals the single-rank program.
+# Every parallel layout on CPU ranks (Open MPI) equals the single-rank program.
 if(MPI_C_FOUND)
-  add_test(NAME dp2_equals_single_rank_tiny-gpt2 COMMAND ${CMAKE_SOURCE_DIR}/tests/dp_e2e.sh $<TARGET_FILE:mcc> tiny-gpt2 8)
-  add_test(NAME dp2_equals_single_rank_tiny-llama COMMAND ${CMAKE_SOURCE_DIR}/tests/dp_e2e.sh $<TARGET_FILE:mcc> tiny-llama 16)
-  set_tests_properties(dp2_equals_single_rank_tiny-gpt2 dp2_equals_single_rank_tiny-llama PROPERTIES LABELS numerics)
+  set(MCC_LAYOUTS "dp2:2:--dp 2" "tp2:2:--tp 2" "tp4:4:--tp 4" "tp2_dp2:4:--tp 2 --dp 2")
+  foreach(model tiny-gpt2 tiny-llama)
+    foreach(layout ${MCC_LAYOUTS})
+      string(REPLACE ":" ";" parts "${layout}")
+      list(GET parts 0 name)
+      list(GET parts 1 np)
+      list(GET parts 2 flags)
+      separate_arguments(flags)
+      if(model STREQUAL "tiny-llama" AND name STREQUAL "tp4")
+        continue() # its 2 kv groups cannot split 4 ways
+      endif()
+      add_test(NAME ${name}_equals_single_rank_${model}
+               COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh $<TARGET_FILE:mcc> ${model} ${np} ${flags})
+      set_tests_properties(${name}_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS ${np})
+    endforeach()
+  endforeach()
 endif()

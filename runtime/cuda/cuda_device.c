@@ -230,7 +230,7 @@ static void *cuda_queue(rt_program *p) { return stream(p); }
 
 /* NCCL bootstraps from MASTER_ADDR/MASTER_PORT (torchrun, train_rank --nproc-per-node), or over
  * MPI when mpirun started the ranks and this build has MPI. */
-static struct rt_comm *cuda_world_comm(rt_program *p, const rt_rank_env *e, char *err, size_t errlen)
+static rt_comm *cuda_world_comm(rt_program *p, const rt_rank_env *e, char *err, size_t errlen)
 {
     int device = 0;
     RT_CUDART_CHECK(cudaGetDevice(&device));

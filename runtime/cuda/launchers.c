@@ -5,6 +5,7 @@
 #include "launchers.h"
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,8 @@ static kernel_name name_of(const rt_kernel_call *c, rt_cuda_kernel k, const ir_t
 /* --- launch shapes ---------------------------------------------------------------------------- */
 
 enum { FLAT_BLOCK = 256, MAX_GRID = 1 << 16 }; /* kernels loop grid-stride past MAX_GRID blocks */
+enum { VEC = 8 };                              /* MCC_VEC: elements per thread of vectorized kernels */
+enum { FILL_BLOCKS = 132 * 16 };               /* enough blocks to fill an H200's SMs many times over */
 
 static unsigned capped_grid(int64_t blocks) { return blocks < MAX_GRID ? (unsigned)blocks : MAX_GRID; }
 
@@ -67,6 +70,22 @@ static unsigned capped_grid(int64_t blocks) { return blocks < MAX_GRID ? (unsign
 static void launch_flat(rt_cuda_ctx *cx, kernel_name k, int64_t n, void **params)
 {
     rt_cuda_launch(cx, k.s, capped_grid((n + FLAT_BLOCK - 1) / FLAT_BLOCK), 1, 1, FLAT_BLOCK, 0, params);
+}
+
+/* One thread per VEC elements of n (mcc_for_each_vec kernels). */
+static void launch_vec(rt_cuda_ctx *cx, kernel_name k, int64_t n, void **params)
+{
+    launch_flat(cx, k, (n + VEC - 1) / VEC, params);
+}
+
+/* Whether rows of `width` elements can be moved VEC at a time: width a multiple of VEC and every
+ * buffer 16-byte aligned (NULLs, absent operands, pass). */
+static bool vec_rows(int64_t width, const void *const *ptrs, int n)
+{
+    uintptr_t bits = 0;
+    for (int i = 0; i < n; i++)
+        bits |= (uintptr_t)ptrs[i];
+    return width % VEC == 0 && bits % 16 == 0;
 }
 
 /* Threads for a block that owns rows of `width` elements: ~4 elements each, a multiple of 32. */
@@ -94,6 +113,12 @@ static void device_copy(rt_cuda_ctx *cx, void *dst, const void *src, size_t byte
 
 /* --- shared shapes of several ops ------------------------------------------------------------- */
 
+/* mcc_colsum_final over n_out columns: a block of 32 warps per 32 columns. */
+static void colsum_final(rt_cuda_ctx *cx, kernel_name k, int64_t n_out, void **params)
+{
+    rt_cuda_launch(cx, k.s, (unsigned)((n_out + 31) / 32), 1, 1, 1024, 0, params);
+}
+
 /* r[n_out] := column sums of x[R,N] (then zero past N), in two deterministic stages: row chunks
  * of at least 64 rows, at most 128 chunks, each summed per column into f32 partials[S,N]. */
 static void column_sums(rt_cuda_ctx *cx, const rt_kernel_call *c, void *r, const void *x, const ir_type *xt,
@@ -107,7 +132,7 @@ static void column_sums(rt_cuda_ctx *cx, const rt_kernel_call *c, void *r, const
     rt_cuda_launch(cx, name_of(c, RT_CUK_COLSUM_PARTIAL, xt, NULL).s, (unsigned)((N + 31) / 32), (unsigned)S, 1, 256,
                    0, p1);
     void *p2[] = {&r, &partial, &S, &stride, &cols, &out};
-    launch_flat(cx, name_of(c, RT_CUK_COLSUM_FINAL, c->res_types[0], NULL), n_out, p2);
+    colsum_final(cx, name_of(c, RT_CUK_COLSUM_FINAL, c->res_types[0], NULL), n_out, p2);
 }
 
 /* r := f(a) */
@@ -116,7 +141,7 @@ static void unary(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kernel k)
     void *r = c->res[0], *a = c->args[0];
     long long n = ir_numel(c->res_types[0]);
     void *p[] = {&r, &a, &n};
-    launch_flat(cx, name_of(c, k, c->res_types[0], NULL), n, p);
+    launch_vec(cx, name_of(c, k, c->res_types[0], NULL), n, p);
 }
 
 /* r := f(a, b) */
@@ -125,7 +150,7 @@ static void binary(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kernel k)
     void *r = c->res[0], *a = c->args[0], *b = c->args[1];
     long long n = ir_numel(c->res_types[0]);
     void *p[] = {&r, &a, &b, &n};
-    launch_flat(cx, name_of(c, k, c->res_types[0], NULL), n, p);
+    launch_vec(cx, name_of(c, k, c->res_types[0], NULL), n, p);
 }
 
 /* (dst, src) of accumulate and copy */
@@ -134,7 +159,7 @@ static void dst_src(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kernel k)
     void *dst = c->args[0], *src = c->args[1];
     long long n = ir_numel(c->arg_types[1]);
     void *p[] = {&dst, &src, &n};
-    launch_flat(cx, name_of(c, k, c->arg_types[0], c->arg_types[1]), n, p);
+    launch_vec(cx, name_of(c, k, c->arg_types[0], c->arg_types[1]), n, p);
 }
 
 /* --- sources and sinks: bound by the executor, nothing to launch ------------------------------ */
@@ -149,7 +174,7 @@ void cuda_FILL(rt_cuda_ctx *cx, const rt_kernel_call *c)
     long long n = ir_numel(c->res_types[0]);
     float value = (float)c->in->attr[0];
     void *p[] = {&r, &n, &value};
-    launch_flat(cx, name_of(c, RT_CUK_FILL, c->res_types[0], NULL), n, p);
+    launch_vec(cx, name_of(c, RT_CUK_FILL, c->res_types[0], NULL), n, p);
 }
 
 /* --- elementwise ------------------------------------------------------------------------------ */
@@ -168,16 +193,29 @@ void cuda_SCALE(rt_cuda_ctx *cx, const rt_kernel_call *c)
     long long n = ir_numel(c->res_types[0]);
     float factor = (float)c->in->attr[0];
     void *p[] = {&r, &a, &n, &factor};
-    launch_flat(cx, name_of(c, RT_CUK_SCALE, c->res_types[0], NULL), n, p);
+    launch_vec(cx, name_of(c, RT_CUK_SCALE, c->res_types[0], NULL), n, p);
+}
+
+/* r[R,N] := x + b[N] by mcc_bias_add: blocks of column chunks (VEC columns a thread) times row
+ * groups, about FILL_BLOCKS blocks in all; bias_add and pos_add. */
+static void rows_plus_vector(rt_cuda_ctx *cx, const rt_kernel_call *c, int64_t R, int64_t N)
+{
+    void *r = c->res[0], *x = c->args[0], *b = c->args[1];
+    long long rows = R, cols = N;
+    int64_t threads = (N + VEC - 1) / VEC, block = (threads + 31) / 32 * 32;
+    block = block < FLAT_BLOCK ? block : FLAT_BLOCK;
+    int64_t gx = (threads + block - 1) / block, gy = FILL_BLOCKS / gx;
+    gx = gx < MAX_GRID ? gx : MAX_GRID;
+    gy = gy > R ? R : gy < 1 ? 1 : gy > MAX_GRID - 1 ? MAX_GRID - 1 : gy; /* grid.y is below 65536 */
+    void *p[] = {&r, &x, &b, &rows, &cols};
+    rt_cuda_launch(cx, name_of(c, RT_CUK_BIAS_ADD, c->arg_types[0], c->arg_types[1]).s, (unsigned)gx, (unsigned)gy,
+                   1, (unsigned)block, 0, p);
 }
 
 /* x[R,N] + b[N] */
 void cuda_BIAS_ADD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    void *r = c->res[0], *x = c->args[0], *b = c->args[1];
-    long long n = ir_numel(c->arg_types[0]), N = last_dim(c->arg_types[0]);
-    void *p[] = {&r, &x, &b, &n, &N};
-    launch_flat(cx, name_of(c, RT_CUK_BIAS_ADD, c->arg_types[0], c->arg_types[1]), n, p);
+    rows_plus_vector(cx, c, nrows(c->arg_types[0]), last_dim(c->arg_types[0]));
 }
 
 /* A view: the memory plan usually gives the result the operand's buffer. */
@@ -259,14 +297,12 @@ void cuda_EMBEDDING_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
                    (unsigned)((d + block - 1) / block), 1, block, 0, p3);
 }
 
-/* (x[B,T,d], table[P,d]) -> x + table[0:T] */
+/* (x[B,T,d], table[P,d]) -> x + table[0:T]: a bias add over [B, T d] */
 void cuda_POS_ADD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     const ir_type *xt = c->arg_types[0];
-    void *r = c->res[0], *x = c->args[0], *table = c->args[1];
-    long long n = ir_numel(xt), Td = xt->dims[xt->ndim - 2] * last_dim(xt);
-    void *p[] = {&r, &x, &table, &n, &Td};
-    launch_flat(cx, name_of(c, RT_CUK_POS_ADD, xt, c->arg_types[1]), n, p);
+    int64_t Td = xt->dims[xt->ndim - 2] * last_dim(xt);
+    rows_plus_vector(cx, c, Td ? ir_numel(xt) / Td : 0, Td);
 }
 
 /* dy[B,T,d] -> [P,d]: the column sums of dy as [B, T d], zero past T */
@@ -279,20 +315,48 @@ void cuda_POS_ADD_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 
 /* --- normalisation ---------------------------------------------------------------------------- */
 
-/* (x[R,d], w[d] (, b[d])) -> y; block per row */
+/* The row layout of kernels_templates/norms.cuh: `width` elements a load (VEC when rows and
+ * buffers allow), `tpr` threads a row (whole warps, NORM_REGS elements each at most), and
+ * 256 / tpr rows a block (at least one). */
+enum { NORM_REGS = 16, NORM_MAX_D = 1024 * NORM_REGS };
+typedef struct {
+    int width, tpr, groups;
+} norm_layout;
+
+static norm_layout norm_layout_of(const rt_kernel_call *c, int64_t d)
+{
+    if (d > NORM_MAX_D) {
+        fprintf(stderr, "train_rank: %s over rows of %lld elements: the CUDA kernel keeps a row in one block's "
+                        "registers, at most %d elements; use a model dimension of at most %d\n",
+                ir_ops[c->in->op].name, (long long)d, NORM_MAX_D, NORM_MAX_D);
+        exit(1);
+    }
+    bool vec = vec_rows(d, (const void *const *)c->args, c->nargs) && vec_rows(d, (const void *const *)c->res, c->nres);
+    norm_layout l = {.width = vec ? VEC : 1};
+    int64_t per_thread = NORM_REGS / l.width * l.width;
+    l.tpr = (int)(((d + per_thread - 1) / per_thread + 31) / 32 * 32);
+    l.groups = l.tpr < FLAT_BLOCK ? FLAT_BLOCK / l.tpr : 1;
+    return l;
+}
+
+/* (x[R,d], w[d] (, b[d])) -> y */
 static void norm_forward(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kernel k)
 {
     const ir_type *xt = c->arg_types[0];
     void *y = c->res[0], *x = c->args[0], *w = c->args[1], *b = k == RT_CUK_LAYERNORM ? c->args[2] : NULL;
     long long R = nrows(xt), d = last_dim(xt);
     float eps = (float)c->in->attr[0];
-    void *ln[] = {&y, &x, &w, &b, &R, &d, &eps}, *rms[] = {&y, &x, &w, &R, &d, &eps};
-    launch_rows(cx, name_of(c, k, xt, c->arg_types[1]), R, d, 0, k == RT_CUK_LAYERNORM ? ln : rms);
+    norm_layout l = norm_layout_of(c, d);
+    void *ln[] = {&y, &x, &w, &b, &R, &d, &eps, &l.width, &l.tpr}, *rms[] = {&y, &x, &w, &R, &d, &eps, &l.width, &l.tpr};
+    rt_cuda_launch(cx, name_of(c, k, xt, c->arg_types[1]).s, capped_grid((R + l.groups - 1) / l.groups), 1, 1,
+                   (unsigned)(l.tpr * l.groups), 0, k == RT_CUK_LAYERNORM ? ln : rms);
 }
 
-enum { NORM_GRAD_BLOCKS = 512 }; /* at most; fixed, so dw/db add up in the same order on every GPU */
+/* dw/db partial rows (row groups): enough groups to fill the GPU, fixed so that they add up alike
+ * on every GPU */
+enum { NORM_GRAD_ROWS = 1024 };
 
-/* (dy, x, w) -> dx, dw (, db): dx and per-block dw/db partials [G, nacc d] in one kernel, then
+/* (dy, x, w) -> dx, dw (, db): dx and per-group dw/db partials [S, nacc d] in one kernel, then
  * the partials' column sums. */
 static void norm_backward(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kernel k)
 {
@@ -300,14 +364,16 @@ static void norm_backward(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kern
     void *dx = c->res[0], *dy = c->args[0], *x = c->args[1], *w = c->args[2];
     long long R = nrows(xt), d = last_dim(xt), nacc = c->nres - 1, stride = nacc * d;
     float eps = (float)c->in->attr[0];
-    int G = (int)(R < NORM_GRAD_BLOCKS ? R : NORM_GRAD_BLOCKS);
-    char *partial = rt_cuda_scratch(cx, (size_t)G * (size_t)stride * sizeof(float));
-    void *p[] = {&dx, &partial, &dy, &x, &w, &R, &d, &eps};
-    rt_cuda_launch(cx, name_of(c, k, xt, wt).s, (unsigned)G, 1, 1, row_block(d), (size_t)stride * sizeof(float), p);
+    norm_layout l = norm_layout_of(c, d);
+    int64_t groups = R < NORM_GRAD_ROWS ? R : NORM_GRAD_ROWS, G = (groups + l.groups - 1) / l.groups;
+    int S = (int)(G * l.groups);
+    char *partial = rt_cuda_scratch(cx, (size_t)S * (size_t)stride * sizeof(float));
+    void *p[] = {&dx, &partial, &dy, &x, &w, &R, &d, &eps, &l.width, &l.tpr};
+    rt_cuda_launch(cx, name_of(c, k, xt, wt).s, (unsigned)G, 1, 1, (unsigned)(l.tpr * l.groups), 0, p);
     for (int i = 1; i < c->nres; i++) { /* dw, then db */
         void *r = c->res[i], *part = partial + (size_t)(i - 1) * d * sizeof(float);
-        void *pf[] = {&r, &part, &G, &stride, &d, &d};
-        launch_flat(cx, name_of(c, RT_CUK_COLSUM_FINAL, wt, NULL), d, pf);
+        void *pf[] = {&r, &part, &S, &stride, &d, &d};
+        colsum_final(cx, name_of(c, RT_CUK_COLSUM_FINAL, wt, NULL), d, pf);
     }
 }
 
@@ -318,15 +384,29 @@ void cuda_RMSNORM_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { norm_backward
 
 /* --- attention-side ----------------------------------------------------------------------------- */
 
-/* x[B,T,H,D] rotate-half; one thread per (row, i < D/2) pair */
+/* x[B,T,H,D] rotate-half: a thread per VEC (or 1) pairs of a row, walking rows; rows and pairs
+ * are counted in 32 bits. */
 void cuda_ROPE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     const ir_type *xt = c->arg_types[0];
     void *r = c->res[0], *x = c->args[0];
-    long long T = xt->dims[1], H = xt->dims[2], D = xt->dims[3], npairs = ir_numel(xt) / 2;
+    int64_t D = xt->dims[3], rows64 = D ? ir_numel(xt) / D : 0;
+    if (D % 2 || D > 2048 || rows64 > UINT_MAX) {
+        fprintf(stderr, "train_rank: rope on CUDA needs an even head_dim of at most 2048 and fewer than 2^32 rows; "
+                        "got head_dim %lld and %lld rows: change the model's head_dim or batch\n",
+                (long long)D, (long long)rows64);
+        exit(1);
+    }
+    unsigned rows = (unsigned)rows64, T = (unsigned)xt->dims[1], H = (unsigned)xt->dims[2], half = (unsigned)(D / 2);
+    void *bufs[] = {r, x};
+    int width = vec_rows(half, (const void *const *)bufs, 2) ? VEC : 1;
+    unsigned lanes = half / (unsigned)width, groups = lanes < FLAT_BLOCK ? FLAT_BLOCK / lanes : 1;
     double theta = c->in->attr[0], sign = c->in->attr[1] != 0 ? -1.0 : 1.0;
-    void *p[] = {&r, &x, &npairs, &T, &H, &D, &theta, &sign};
-    launch_flat(cx, name_of(c, RT_CUK_ROPE, xt, NULL), npairs, p);
+    void *p[] = {&r, &x, &rows, &T, &H, &half, &theta, &sign, &width};
+    /* a few rows per thread: the frequencies (pow in double) are computed once per thread */
+    int64_t blocks = (rows + groups - 1) / groups, cap = FILL_BLOCKS / 4;
+    rt_cuda_launch(cx, name_of(c, RT_CUK_ROPE, xt, NULL).s, (unsigned)(blocks < cap ? blocks : cap), 1, 1,
+                   lanes * groups, 0, p);
 }
 
 /* --- loss ------------------------------------------------------------------------------------- */
@@ -397,7 +477,7 @@ void cuda_ADAMW(rt_cuda_ctx *cx, const rt_kernel_call *c)
     long long n = ir_numel(c->arg_types[0]);
     double b1 = c->in->attr[0], b2 = c->in->attr[1], eps = c->in->attr[2], wd = c->in->attr[3];
     void *params[] = {&p, &g, &m, &v, &lr, &step, &coef, &n, &b1, &b2, &eps, &wd};
-    launch_flat(cx, name_of(c, RT_CUK_ADAMW, NULL, NULL), n, params);
+    launch_flat(cx, name_of(c, RT_CUK_ADAMW, NULL, NULL), (n + 3) / 4, params); /* 4 floats a thread */
 }
 
 /* --- the dispatch table, in ops.def order (ORDER OP) ------------------------------------------ */

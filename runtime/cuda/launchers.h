@@ -28,7 +28,6 @@
     K(FILL_I32, "mcc_fill_i32", 0)                                                                         \
     K(EMBEDDING_FIRST, "mcc_embedding_first_i32", 0)                                                       \
     K(EMBEDDING_GRAD, "mcc_embedding_grad", 1)                                                             \
-    K(POS_ADD, "mcc_pos_add", 2)                      /* x, table */                                       \
     K(LAYERNORM, "mcc_layernorm", 2)                  /* x, w */                                           \
     K(RMSNORM, "mcc_rmsnorm", 2)                                                                           \
     K(LAYERNORM_GRAD, "mcc_layernorm_grad", 2)                                                             \

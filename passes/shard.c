@@ -1,0 +1,396 @@
+/* shard.c — tensor parallelism (config tensor_model_parallel_size = tp > 1) in Megatron's layout,
+ * by sharding propagation. Parameters get placements from their role: column-parallel
+ * (q, k, v, mlp up/gate: output features split), row-parallel (attention out, mlp down: input
+ * features split) and vocab-parallel (word embedding, output head: vocabulary rows split). The
+ * pass then rewrites every function into this rank's local graph (config tp_rank), carrying for
+ * each value which dimension is split over tp and whether it is a partial sum, and inserts
+ * `all_reduce {axis=tp}` where an op needs a complete value: after row-parallel matmuls, the
+ * vocab-parallel lookup, and the column-parallel input gradients. Cross entropy over split
+ * logits is lowered to the vocab-parallel form (row max and sums combined over tp).
+ * Types in the result are local shapes with the split dimension annotated {shard=[.., tp]}. */
+#include "passes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int dim;                        /* the dimension split over tp, or -1 (replicated) */
+    bool partial;                   /* a pending sum over tp */
+} placement;
+
+typedef struct {
+    int logits, targets;            /* source values of a lowered cross entropy */
+    int gmax, stats;                /* its combined row statistics in the new function */
+} lowered_ce;
+
+typedef struct {
+    ir_module *m;
+    const ir_func *src;
+    ir_func *dst;
+    int tp, rank;
+    int *map;                       /* source value -> new value */
+    placement *at;                  /* per new value */
+    int *reduced;                   /* new partial value -> its all_reduce, or -1 */
+    int cap;
+    lowered_ce *ces;
+    int nces;
+    char *err;
+    size_t errlen;
+} shard_ctx;
+
+static const char *const column_parallel[] = {".attention.q.", ".attention.k.", ".attention.v.", ".mlp.up.",
+                                              ".mlp.gate."};
+static const char *const row_parallel[] = {".attention.out.weight", ".mlp.down.weight"};
+
+/* The dimension of parameter `name` (or of its .grad/.bf16/.adam_* companions) split over tp. */
+static int param_split_dim(const char *name)
+{
+    if (!strncmp(name, "embedding.word", 14) || !strncmp(name, "output.weight", 13))
+        return 0;
+    for (size_t i = 0; i < sizeof column_parallel / sizeof *column_parallel; i++)
+        if (strstr(name, column_parallel[i]))
+            return 0; /* weights [out, in] and biases [out] */
+    for (size_t i = 0; i < sizeof row_parallel / sizeof *row_parallel; i++)
+        if (strstr(name, row_parallel[i]))
+            return 1;
+    return -1;
+}
+
+static bool fail(shard_ctx *c, const char *what, const ir_instr *in)
+{
+    snprintf(c->err, c->errlen, "%s: %s (tensor parallelism of %s is not supported in this layout)", c->src->name,
+             what, ir_ops[in->op].name);
+    return false;
+}
+
+/* --- the new function ---------------------------------------------------------------------- */
+
+static void grow(shard_ctx *c)
+{
+    if (c->dst->nvals + IR_MAX_RES + 8 < c->cap)
+        return;
+    int cap = 2 * c->cap + 64;
+    c->at = realloc(c->at, sizeof(placement) * (size_t)cap);
+    c->reduced = realloc(c->reduced, sizeof(int) * (size_t)cap);
+    for (int i = c->cap; i < cap; i++)
+        c->reduced[i] = -1;
+    c->cap = cap;
+}
+
+/* Marks value v's type with its placement (the shapes are already local). */
+static void place(shard_ctx *c, int v, placement p)
+{
+    ir_type *t = &c->dst->vals[v].type;
+    for (int i = 0; i < t->ndim; i++)
+        t->shard[i] = i == p.dim ? IR_AXIS_TP : IR_AXIS_NONE;
+    t->partial = p.partial ? 1u << IR_AXIS_TP : 0;
+    c->at[v] = p;
+}
+
+static int emit(shard_ctx *c, ir_op op, const int *args, int nargs, const double *attrs, const char *sym,
+                const ir_type *explicit_type, placement p)
+{
+    grow(c);
+    int r = ir_emit(c->m, c->dst, op, args, nargs, attrs, sym, explicit_type);
+    for (int i = 0; r >= 0 && i < ir_ops[op].nres; i++)
+        place(c, r + i, p);
+    return r;
+}
+
+/* v as a complete value: a partial sum is all-reduced over tp (once, however often it is used). */
+static int complete(shard_ctx *c, int v)
+{
+    if (!c->at[v].partial)
+        return v;
+    if (c->reduced[v] < 0) {
+        double attrs[2] = {IR_AXIS_TP, 0};
+        c->reduced[v] = emit(c, IR_OP_ALL_REDUCE, &v, 1, attrs, NULL, NULL, (placement){c->at[v].dim, false});
+    }
+    return c->reduced[v];
+}
+
+static int last_dim_of(shard_ctx *c, int v) { return c->dst->vals[v].type.ndim - 1; }
+
+/* --- rules ---------------------------------------------------------------------------------- */
+
+/* Where reshape moves a split dimension: to the new dimension with the same number of elements
+ * before it (Megatron's layouts only ever split an outer factor: [B,T,H*D] <-> [B,T,H,D]). */
+static bool reshape_dim(const ir_type *from, const ir_type *to, int dim, int tp, int *out)
+{
+    if (dim < 0)
+        return *out = -1, true;
+    int64_t before = 1, acc = 1;
+    for (int i = 0; i < dim; i++)
+        before *= from->dims[i];
+    for (int j = 0; j < to->ndim; j++) {
+        if (acc == before && to->dims[j] % tp == 0)
+            return *out = j, true;
+        acc *= to->dims[j];
+    }
+    return false;
+}
+
+/* Global (unsharded) type of a source value with the new value's split dimension divided. */
+static ir_type local_type(const ir_type *global, int dim, int tp)
+{
+    ir_type t = *global;
+    if (dim >= 0)
+        t.dims[dim] /= tp;
+    return t;
+}
+
+/* matmul on 2-D views: A (m x k), B (k x n). Which of m, k, n a split operand splits. */
+enum { SPLIT_NONE, SPLIT_M, SPLIT_K, SPLIT_N };
+
+static int split_of_a(shard_ctx *c, int a, bool ta)
+{
+    int d = c->at[a].dim;
+    if (d < 0)
+        return SPLIT_NONE;
+    bool last = d == last_dim_of(c, a);
+    return ta ? (last ? SPLIT_M : SPLIT_K) : (last ? SPLIT_K : SPLIT_M);
+}
+
+static int split_of_b(shard_ctx *c, int b, bool tb)
+{
+    int d = c->at[b].dim;
+    if (d < 0)
+        return SPLIT_NONE;
+    bool last = d == last_dim_of(c, b);
+    return tb ? (last ? SPLIT_K : SPLIT_N) : (last ? SPLIT_N : SPLIT_K);
+}
+
+static bool rule_matmul(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    bool ta = in->attr[0] != 0, tb = in->attr[1] != 0;
+    args[0] = complete(c, args[0]);
+    args[1] = complete(c, args[1]);
+    int sa = split_of_a(c, args[0], ta), sb = split_of_b(c, args[1], tb);
+    placement p = {-1, false};
+    if (sa == SPLIT_K && sb == SPLIT_K)
+        p.partial = true; /* row-parallel: each rank holds a slice of the contraction */
+    else if (sa == SPLIT_K || sb == SPLIT_K || (sa == SPLIT_M && sb == SPLIT_N))
+        return fail(c, "operands split along different dimensions", in);
+    int rank = ta ? 2 : c->dst->vals[args[0]].type.ndim;
+    if (sb == SPLIT_N)
+        p.dim = rank - 1;
+    else if (sa == SPLIT_M)
+        p.dim = ta ? 0 : c->at[args[0]].dim;
+    *res = emit(c, IR_OP_MATMUL, args, 2, in->attr, NULL, NULL, p);
+    return true;
+}
+
+/* Cross entropy over logits split along the vocabulary: the row max and (sum of exp, target
+ * logit) are combined over tp, so no rank ever holds the whole row. */
+static int lower_cross_entropy(shard_ctx *c, const ir_instr *in, int logits, int targets)
+{
+    placement rows = {-1, false};
+    double vocab_start = (double)c->rank * (double)c->dst->vals[logits].type.dims[last_dim_of(c, logits)];
+    double max_attrs[2] = {IR_AXIS_TP, 1}, sum_attrs[2] = {IR_AXIS_TP, 0};
+    int mx = emit(c, IR_OP_CE_ROW_MAX, &logits, 1, NULL, NULL, NULL, rows);
+    int gmax = emit(c, IR_OP_ALL_REDUCE, &mx, 1, max_attrs, NULL, NULL, rows);
+    int st_args[3] = {logits, targets, gmax};
+    int st = emit(c, IR_OP_CE_ROW_STATS, st_args, 3, &vocab_start, NULL, NULL, rows);
+    int stats = emit(c, IR_OP_ALL_REDUCE, &st, 1, sum_attrs, NULL, NULL, rows);
+    c->ces = realloc(c->ces, sizeof(lowered_ce) * (size_t)(c->nces + 1));
+    c->ces[c->nces++] = (lowered_ce){in->args[0], in->args[1], gmax, stats};
+    int loss_args[2] = {stats, gmax};
+    return emit(c, IR_OP_CE_LOSS, loss_args, 2, NULL, NULL, NULL, rows);
+}
+
+static int lower_cross_entropy_grad(shard_ctx *c, const ir_instr *in, const int *args)
+{
+    for (int i = 0; i < c->nces; i++)
+        if (c->ces[i].logits == in->args[1] && c->ces[i].targets == in->args[2]) {
+            int g[5] = {args[0], args[1], args[2], c->ces[i].gmax, c->ces[i].stats};
+            double vocab_start = (double)c->rank * (double)c->dst->vals[args[1]].type.dims[last_dim_of(c, args[1])];
+            return emit(c, IR_OP_CE_GRAD_SHARDED, g, 5, &vocab_start, NULL, NULL,
+                        (placement){last_dim_of(c, args[1]), false});
+        }
+    return -1;
+}
+
+/* Ops whose result keeps the placement of their complete operands, which must agree. */
+static bool rule_same(shard_ctx *c, const ir_instr *in, int *args, int *res, bool linear)
+{
+    placement p = c->at[args[0]];
+    bool all_partial = linear;
+    for (int a = 0; a < in->nargs; a++)
+        all_partial &= c->at[args[a]].partial;
+    for (int a = 0; a < in->nargs && !all_partial; a++)
+        args[a] = complete(c, args[a]);
+    for (int a = 1; a < in->nargs; a++)
+        if (c->at[args[a]].dim != c->at[args[0]].dim)
+            return fail(c, "operands split differently", in);
+    p.partial = all_partial;
+    *res = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, p);
+    return true;
+}
+
+static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    const ir_type *src_t = in->nres ? &c->src->vals[in->res[0]].type : NULL;
+    placement rep = {-1, false};
+    switch (in->op) {
+    case IR_OP_INPUT:
+    case IR_OP_FILL:
+        *res = emit(c, in->op, NULL, 0, in->attr, in->sym, src_t, rep);
+        return true;
+    case IR_OP_GLOBAL: {
+        int g = ir_global_find(c->m, in->sym);
+        int dim = param_split_dim(in->sym);
+        *res = emit(c, in->op, NULL, 0, NULL, in->sym, NULL, (placement){dim, false});
+        return g >= 0;
+    }
+    case IR_OP_OUTPUT:
+        args[0] = complete(c, args[0]);
+        emit(c, in->op, args, 1, NULL, in->sym, NULL, rep);
+        return true;
+    case IR_OP_ACCUMULATE:
+    case IR_OP_COPY:
+        args[1] = complete(c, args[1]);
+        if (c->at[args[1]].dim != c->at[args[0]].dim)
+            return fail(c, "the value and its destination are split differently", in);
+        emit(c, in->op, args, 2, NULL, NULL, NULL, rep);
+        return true;
+    case IR_OP_ADD:
+    case IR_OP_SCALE:
+        return rule_same(c, in, args, res, true);
+    case IR_OP_MUL: case IR_OP_GELU: case IR_OP_SILU: case IR_OP_GELU_GRAD: case IR_OP_SILU_GRAD:
+    case IR_OP_ROPE:
+        return rule_same(c, in, args, res, false);
+    case IR_OP_BIAS_ADD:
+        args[0] = complete(c, args[0]);
+        if ((c->at[args[1]].dim == 0) != (c->at[args[0]].dim == last_dim_of(c, args[0])))
+            return fail(c, "bias and input split differently", in);
+        *res = emit(c, in->op, args, 2, NULL, NULL, NULL, c->at[args[0]]);
+        return true;
+    case IR_OP_RESHAPE: {
+        placement p = c->at[args[0]];
+        if (!reshape_dim(&c->src->vals[in->args[0]].type, src_t, p.dim, c->tp, &p.dim))
+            return fail(c, "a reshape that moves the split dimension", in);
+        ir_type t = local_type(src_t, p.dim, c->tp);
+        *res = emit(c, in->op, args, 1, NULL, NULL, &t, p);
+        return true;
+    }
+    case IR_OP_MATMUL:
+        return rule_matmul(c, in, args, res);
+    case IR_OP_SUM_ROWS: {
+        placement p = c->at[args[0]];
+        p = (placement){p.dim == last_dim_of(c, args[0]) ? 0 : -1, p.partial || (p.dim >= 0 && p.dim != last_dim_of(c, args[0]))};
+        *res = emit(c, in->op, args, 1, NULL, NULL, NULL, p);
+        return true;
+    }
+    case IR_OP_EMBEDDING: {
+        placement p = rep;
+        double attrs[2] = {0, 0};
+        if (c->at[args[0]].dim == 0) { /* vocab-parallel: other shards' rows are zero here */
+            int64_t local = c->dst->vals[args[0]].type.dims[0];
+            attrs[0] = (double)(c->rank * local);
+            attrs[1] = (double)(local * c->tp);
+            p.partial = true;
+        }
+        *res = emit(c, in->op, args, 2, attrs, NULL, NULL, p);
+        return true;
+    }
+    case IR_OP_EMBEDDING_GRAD: {
+        args[0] = complete(c, args[0]);
+        double attrs[2] = {in->attr[0] / c->tp, (double)c->rank * (in->attr[0] / c->tp)};
+        *res = emit(c, in->op, args, 2, attrs, NULL, NULL, (placement){0, false});
+        return true;
+    }
+    case IR_OP_POS_ADD:
+    case IR_OP_POS_ADD_GRAD:
+    case IR_OP_LAYERNORM: case IR_OP_RMSNORM: case IR_OP_LAYERNORM_GRAD: case IR_OP_RMSNORM_GRAD:
+        for (int a = 0; a < in->nargs; a++) {
+            args[a] = complete(c, args[a]);
+            if (c->at[args[a]].dim >= 0)
+                return fail(c, "a normalisation or position table over a split dimension", in);
+        }
+        *res = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, rep);
+        return true;
+    case IR_OP_ATTENTION:
+    case IR_OP_ATTENTION_GRAD: {
+        for (int a = 0; a < in->nargs; a++)
+            args[a] = complete(c, args[a]);
+        int heads = c->at[args[in->op == IR_OP_ATTENTION ? 0 : 1]].dim;
+        *res = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){heads, false});
+        if (in->op == IR_OP_ATTENTION) /* lse [B,H,T]: heads are dimension 1 */
+            place(c, *res + 1, (placement){heads >= 0 ? 1 : -1, false});
+        return true;
+    }
+    case IR_OP_CROSS_ENTROPY:
+        args[0] = complete(c, args[0]);
+        *res = c->at[args[0]].dim == last_dim_of(c, args[0]) ? lower_cross_entropy(c, in, args[0], args[1])
+                                                              : emit(c, in->op, args, 2, NULL, NULL, NULL, rep);
+        return true;
+    case IR_OP_CROSS_ENTROPY_GRAD:
+        args[1] = complete(c, args[1]);
+        *res = c->at[args[1]].dim == last_dim_of(c, args[1]) ? lower_cross_entropy_grad(c, in, args)
+                                                              : emit(c, in->op, args, 3, NULL, NULL, NULL, rep);
+        return *res >= 0 || fail(c, "the gradient of a cross entropy that was not lowered", in);
+    default:
+        return fail(c, "no sharding rule", in);
+    }
+}
+
+/* Rewrites source function index fi into this rank's local graph. */
+static bool shard_func(ir_module *m, int fi, int tp, int rank, char *err, size_t errlen)
+{
+    const ir_func *src = m->funcs[fi];
+    shard_ctx c = {m, src, ir_func_new(m, src->name), tp, rank, .err = err, .errlen = errlen};
+    c.map = malloc(sizeof(int) * (size_t)(src->nvals + 1));
+    bool ok = true;
+    for (int i = 0; i < src->ninstrs && ok; i++) {
+        const ir_instr *in = &src->instrs[i];
+        int args[8], res = -1;
+        for (int a = 0; a < in->nargs && a < 8; a++)
+            args[a] = c.map[in->args[a]];
+        if (in->nargs > 8)
+            ok = fail(&c, "too many operands", in);
+        ok = ok && rule(&c, in, args, &res);
+        for (int r = 0; ok && r < in->nres; r++)
+            c.map[in->res[r]] = res + r;
+    }
+    free(c.map);
+    free(c.at);
+    free(c.reduced);
+    free(c.ces);
+    if (ok)
+        ir_func_replace(m, fi, c.dst);
+    return ok;
+}
+
+/* Parameters and their gradients, working copies and optimizer state become local shards. */
+static bool shard_globals(ir_module *m, int tp, char *err, size_t errlen)
+{
+    for (int g = 0; g < m->nglobals; g++) {
+        ir_global *gl = &m->globals[g];
+        int dim = param_split_dim(gl->name);
+        if (dim < 0 || dim >= gl->type.ndim)
+            continue;
+        if (gl->type.dims[dim] % tp)
+            return snprintf(err, errlen, "@%s: dimension %d (%lld) is not divisible by tensor_model_parallel_size %d",
+                            gl->name, dim, (long long)gl->type.dims[dim], tp), false;
+        gl->type.dims[dim] /= tp;
+        gl->type.shard[dim] = IR_AXIS_TP;
+    }
+    return true;
+}
+
+bool pass_shard(ir_module *m, char *err, size_t errlen)
+{
+    int tp = (int)ir_config_int(m, "tensor_model_parallel_size", 1);
+    int rank = (int)ir_config_int(m, "tp_rank", 0);
+    if (tp <= 1)
+        return true;
+    if (rank < 0 || rank >= tp)
+        return snprintf(err, errlen, "tp_rank %d is outside [0, %d)", rank, tp), false;
+    if (!shard_globals(m, tp, err, errlen))
+        return false;
+    for (int f = 0; f < m->nfuncs; f++)
+        if (!shard_func(m, f, tp, rank, err, errlen))
+            return false;
+    return true;
+}
