@@ -20,49 +20,112 @@
     }
 MCC_FOR_FLOATS(MCC_EMBEDDING)
 
-// The gradient in two launches. First: first[v] := the smallest i with ids[i] == v, or
-// MCC_NO_TOKEN (first must hold MCC_NO_TOKEN everywhere before; mcc_fill_i32 does that).
-// atomicMin on integers is order-independent, so this is deterministic.
-extern "C" __global__ void mcc_fill_i32(int *r, long long n, int value)
+// The gradient, r[V,d] := sum over tokens i with ids[i] = vocab_start + v of dy[i,:], by a
+// counting sort of the token positions by id, so every row is summed in token order by one
+// thread per column: deterministic, and O(tokens + V) however the ids repeat. Tokens are taken
+// in chunks of MCC_EMB_CHUNK (one block each); ids outside [vocab_start, vocab_start+V) (other
+// vocabulary shards, or bad data) are skipped.
+#define MCC_EMB_CHUNK 1024
+
+__device__ __forceinline__ int mcc_emb_row(const int *ids, long long i, long long start, long long V)
 {
-    MCC_FOR_EACH(i, n)
-    r[i] = value;
+    long long row = (long long)ids[i] - start;
+    return row >= 0 && row < V ? (int)row : -1;
 }
 
-extern "C" __global__ void mcc_embedding_first_i32(int *first, const int *ids, long long n, long long V)
+// count[c*V + row] := tokens of chunk c with that row (count zeroed first); rank[i] := tokens
+// before i in its chunk with the same row.
+extern "C" __global__ void mcc_embedding_count_i32(int *count, int *rank, const int *ids, long long n,
+                                                   long long start, long long V)
 {
-    MCC_FOR_EACH(i, n)
-    {
-        int id = ids[i];
-        if (id >= 0 && id < V)
-            atomicMin(&first[id], (int)i);
+    __shared__ int rows[MCC_EMB_CHUNK];
+    long long base = (long long)blockIdx.x * MCC_EMB_CHUNK;
+    int len = (int)(n - base < MCC_EMB_CHUNK ? n - base : MCC_EMB_CHUNK);
+    for (int k = threadIdx.x; k < len; k += blockDim.x)
+        rows[k] = mcc_emb_row(ids, base + k, start, V);
+    __syncthreads();
+    for (int k = threadIdx.x; k < len; k += blockDim.x) {
+        int row = rows[k], before = 0;
+        if (row < 0)
+            continue;
+        for (int j = 0; j < k; j++)
+            before += rows[j] == row;
+        rank[base + k] = before;
+        atomicAdd(&count[(long long)blockIdx.x * V + row], 1); // integer: the total is order-free
     }
 }
 
-// Then r[V,d]: block (v, column chunk) owns vocabulary row v and one column per thread; it adds
-// the dy rows of the tokens equal to v in ascending token order (the CPU's order), each warp
-// finding them 32 ids at a time by ballot from first[v] on. Rows no token hit become zero.
-template <class T>
-__device__ void mcc_embedding_grad(T *r, const T *dy, const int *ids, const int *first, long long n, long long d)
+// Per row: count[c*V + row] becomes the tokens of that row in chunks before c; total[row] all.
+extern "C" __global__ void mcc_embedding_prefix_i32(int *count, int *total, long long chunks, long long V)
 {
-    long long v = blockIdx.x, col = blockIdx.y * (long long)blockDim.x + threadIdx.x;
-    int lane = threadIdx.x & 31;
-    float acc = 0.0f;
-    if (first[v] != MCC_NO_TOKEN)
-        for (long long j0 = first[v]; j0 < n; j0 += 32) { // uniform per warp: every lane reaches the ballot
-            bool hit = j0 + lane < n && ids[j0 + lane] == v;
-            for (unsigned m = __ballot_sync(0xffffffffu, hit); m; m &= m - 1)
-                if (col < d)
-                    acc += mcc_ld(dy, (j0 + __ffs(m) - 1) * d + col);
+    MCC_FOR_EACH(row, V)
+    {
+        int run = 0;
+        for (long long c = 0; c < chunks; c++) {
+            int k = count[c * V + row];
+            count[c * V + row] = run;
+            run += k;
         }
-    if (col < d)
-        mcc_st(r, v * d + col, acc);
+        total[row] = run;
+    }
+}
+
+// offset[row] := exclusive prefix sum of total over rows; one block of 1024 threads, each
+// scanning a contiguous slice.
+extern "C" __global__ void mcc_embedding_offsets_i32(int *offset, const int *total, long long V)
+{
+    __shared__ int partial[1024];
+    long long per = (V + blockDim.x - 1) / blockDim.x, lo = threadIdx.x * per, hi = lo + per < V ? lo + per : V;
+    int sum = 0;
+    for (long long r = lo; r < hi; r++)
+        sum += total[r];
+    partial[threadIdx.x] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int t = 0, run = 0; t < (int)blockDim.x; t++) {
+            int k = partial[t];
+            partial[t] = run;
+            run += k;
+        }
+    __syncthreads();
+    int run = partial[threadIdx.x];
+    for (long long r = lo; r < hi; r++) {
+        offset[r] = run;
+        run += total[r];
+    }
+}
+
+// order[offset[row] + before-chunks + rank] := i: the positions of each row, in token order.
+extern "C" __global__ void mcc_embedding_scatter_i32(int *order, const int *offset, const int *count,
+                                                     const int *rank, const int *ids, long long n, long long start,
+                                                     long long V)
+{
+    MCC_FOR_EACH(i, n)
+    {
+        int row = mcc_emb_row(ids, i, start, V);
+        if (row >= 0)
+            order[offset[row] + count[(i / MCC_EMB_CHUNK) * V + row] + rank[i]] = (int)i;
+    }
+}
+
+// r[row, col] := sum of dy[order[s], col] over the row's slots; block (row, column chunk).
+template <class T>
+__device__ void mcc_embedding_grad(T *r, const T *dy, const int *order, const int *offset, const int *total,
+                                   long long d)
+{
+    long long row = blockIdx.x, col = blockIdx.y * (long long)blockDim.x + threadIdx.x;
+    if (col >= d)
+        return;
+    float acc = 0.0f;
+    for (int s = offset[row], e = s + total[row]; s < e; s++)
+        acc += mcc_ld(dy, (long long)order[s] * d + col);
+    mcc_st(r, row * d + col, acc);
 }
 
 #define MCC_EMBEDDING_GRAD(sfx, T)                                                                         \
-    extern "C" __global__ void mcc_embedding_grad_##sfx(T *r, const T *dy, const int *ids, const int *first, \
-                                                        long long n, long long d)                         \
+    extern "C" __global__ void mcc_embedding_grad_##sfx(T *r, const T *dy, const int *order, const int *offset, \
+                                                        const int *total, long long d)                    \
     {                                                                                                      \
-        mcc_embedding_grad(r, dy, ids, first, n, d);                                                       \
+        mcc_embedding_grad(r, dy, order, offset, total, d);                                                \
     }
 MCC_FOR_FLOATS(MCC_EMBEDDING_GRAD)

@@ -17,11 +17,16 @@ __device__ __forceinline__ double mcc_unit(unsigned long long bits)
     return ((bits >> 11) + 1) * (1.0 / 9007199254740992.0);
 }
 
-extern "C" __global__ void mcc_init_normal_f32(float *w, long long n, unsigned long long key, float std)
+// A tensor-parallel shard is [outer, mid, inner] of a whole [outer, full_mid, inner] holding
+// middle rows from `offset`: element i draws the number of its index in the whole parameter.
+extern "C" __global__ void mcc_init_normal_f32(float *w, long long n, unsigned long long key, float std,
+                                               long long inner, long long mid, long long full_mid, long long offset)
 {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        unsigned long long a = mcc_splitmix64(key ^ mcc_splitmix64((unsigned long long)i * 2));
-        unsigned long long b = mcc_splitmix64(key ^ mcc_splitmix64((unsigned long long)i * 2 + 1));
+        long long j = i % inner, m = (i / inner) % mid, o = i / (inner * mid);
+        unsigned long long g = (unsigned long long)((o * full_mid + offset + m) * inner + j);
+        unsigned long long a = mcc_splitmix64(key ^ mcc_splitmix64(g * 2));
+        unsigned long long b = mcc_splitmix64(key ^ mcc_splitmix64(g * 2 + 1));
         double r = sqrt(-2.0 * log(mcc_unit(a))) * cos(2.0 * 3.14159265358979323846 * mcc_unit(b));
         w[i] = (float)std * (float)r;
     }

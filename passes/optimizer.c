@@ -15,6 +15,7 @@
 #include "passes.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* @<param>.<suffix> of parameter global g: its name into buf, and whether it exists. */
 static bool param_global(const ir_module *m, int g, const char *suffix, char *buf, size_t len)
@@ -75,11 +76,42 @@ static void gather_param(ir_module *m, ir_func *f, int g, int master)
     ir_emit(m, f, IR_OP_COPY, args, 2, NULL, NULL, NULL);
 }
 
-/* output @grad_norm: the global norm of the n gradients (under ZeRO, of every rank's blocks);
- * returns their sum of squares. */
+/* Whether gradient value v (a global reference) is split over tp by the shard pass; a ZeRO
+ * block @<p>.grad_shard is when its @<p>.grad is. */
+static bool split_over_tp(const ir_module *m, const ir_func *f, int v)
+{
+    const ir_instr *ref = &f->instrs[f->vals[v].def];
+    char name[256];
+    snprintf(name, sizeof name, "%s", ref->sym);
+    size_t len = strlen(name);
+    if (len > 6 && !strcmp(name + len - 6, "_shard"))
+        name[len - 6] = '\0';
+    int g = ir_global_find(m, name);
+    for (int d = 0; g >= 0 && d < m->globals[g].type.ndim; d++)
+        if (m->globals[g].type.shard[d] == IR_AXIS_TP)
+            return true;
+    return false;
+}
+
+/* output @grad_norm: the global norm of the n gradients; returns their sum of squares. Squares of
+ * gradients split over tp (the shard pass's) are summed over the tp ranks, those of replicated
+ * ones, the same on every tp rank, counted once; under ZeRO every dp rank's blocks are summed. */
 static int emit_grad_norm(ir_module *m, ir_func *f, int *grads, int n, bool zero)
 {
-    int sumsq = ir_emit(m, f, IR_OP_SUM_SQUARES, grads, n, NULL, NULL, NULL);
+    int split[n], whole[n], ns = 0, nw = 0;
+    for (int j = 0; j < n; j++) {
+        if (split_over_tp(m, f, grads[j]))
+            split[ns++] = grads[j];
+        else
+            whole[nw++] = grads[j];
+    }
+    int sumsq = nw ? ir_emit(m, f, IR_OP_SUM_SQUARES, whole, nw, NULL, NULL, NULL) : -1;
+    if (ns) {
+        double sum_over_tp[2] = {IR_AXIS_TP, 0};
+        int local = ir_emit(m, f, IR_OP_SUM_SQUARES, split, ns, NULL, NULL, NULL);
+        int total = ir_emit(m, f, IR_OP_ALL_REDUCE, &local, 1, sum_over_tp, NULL, NULL);
+        sumsq = sumsq < 0 ? total : ir_op2(m, f, IR_OP_ADD, sumsq, total);
+    }
     double sum_over_dp[2] = {IR_AXIS_DP, 0};
     if (zero)
         sumsq = ir_emit(m, f, IR_OP_ALL_REDUCE, &sumsq, 1, sum_over_dp, NULL, NULL);

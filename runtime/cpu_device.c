@@ -35,10 +35,11 @@ static float normal_at(uint64_t key, int64_t i)
     return (float)(sqrt(-2.0 * log(unit(a))) * cos(2.0 * M_PI * unit(b)));
 }
 
-static void cpu_init(rt_program *p, float *w, int64_t n, uint64_t key, float std, bool normal, float value)
+static void cpu_init(rt_program *p, float *w, int64_t n, uint64_t key, float std, bool normal, float value,
+                     const rt_shard_layout *at)
 {
     for (int64_t i = 0; i < n; i++)
-        w[i] = normal ? std * normal_at(key, i) : value;
+        w[i] = normal ? std * normal_at(key, rt_shard_global_index(at, i)) : value;
 }
 
 static void cpu_run(rt_program *p, int func)

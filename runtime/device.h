@@ -12,6 +12,19 @@
 
 struct rt_program;
 
+/* Where a local shard's elements sit in the whole tensor: it is [outer, mid, inner] of a whole
+ * [outer, full_mid, inner], holding middle rows [offset, offset + mid). Unsplit: offset 0 and
+ * mid == full_mid. */
+typedef struct rt_shard_layout {
+    int64_t inner, mid, full_mid, offset;
+} rt_shard_layout;
+
+static inline int64_t rt_shard_global_index(const rt_shard_layout *at, int64_t i)
+{
+    int64_t j = i % at->inner, m = (i / at->inner) % at->mid, o = i / (at->inner * at->mid);
+    return (o * at->full_mid + at->offset + m) * at->inner + j;
+}
+
 typedef struct rt_device {
     const char *name;
     /* Called once before anything else; image is the plan's kernel binary (NULL on the CPU). */
@@ -20,8 +33,10 @@ typedef struct rt_device {
     void (*free)(struct rt_program *p, void *ptr);
     void (*upload)(struct rt_program *p, void *dst, const void *src, size_t bytes);
     void (*download)(struct rt_program *p, void *dst, const void *src, size_t bytes);
-    /* w[i] = std * normal(key, i) (or `value` when std == 0 and normal is false): see program.c */
-    void (*init)(struct rt_program *p, float *w, int64_t n, uint64_t key, float std, bool normal, float value);
+    /* w[i] = std * normal(key, global(i)) (or `value` when normal is false), where global(i) is
+     * local element i's index in the whole parameter (see rt_shard_layout): program.c */
+    void (*init)(struct rt_program *p, float *w, int64_t n, uint64_t key, float std, bool normal, float value,
+                 const struct rt_shard_layout *at);
     void (*run)(struct rt_program *p, int func);
     size_t (*memory_in_use)(struct rt_program *p); /* bytes of device memory in use (0 if unknown) */
     void (*close)(struct rt_program *p);           /* releases what open made */

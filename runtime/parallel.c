@@ -77,6 +77,17 @@ void rt_parallel_finish(rt_parallel *par)
     par->world = NULL;
 }
 
+/* Host bytes through device buffers (NCCL works on device memory; on the CPU these are host). */
+static void gather_bytes(rt_comm *comm, int n, rt_program *p, const void *local, size_t bytes, void *all)
+{
+    void *dev_local = p->dev->alloc(p, bytes), *dev_all = p->dev->alloc(p, bytes * (size_t)n);
+    p->dev->upload(p, dev_local, local, bytes);
+    rt_all_gather(comm, dev_local, dev_all, bytes, IR_FP8E4M3 /* a 1-byte type: bytes */, p->dev->queue(p));
+    p->dev->download(p, all, dev_all, bytes * (size_t)n);
+    p->dev->free(p, dev_local);
+    p->dev->free(p, dev_all);
+}
+
 void rt_parallel_gather_tp(rt_parallel *par, rt_program *p, const ir_type *local_type, const void *local, void *full)
 {
     size_t bytes = ir_bytes(local_type);
@@ -88,14 +99,10 @@ void rt_parallel_gather_tp(rt_parallel *par, rt_program *p, const ir_type *local
         memcpy(full, local, bytes);
         return;
     }
-    /* Gather the shards back to back on the device, then interleave them along `dim`: the
-     * tensor is [outer, dims[dim], inner] and shard r holds rows [r*n, (r+1)*n) of the middle. */
-    void *dev_local = p->dev->alloc(p, bytes), *dev_all = p->dev->alloc(p, bytes * (size_t)par->tp);
+    /* Gather the shards back to back, then interleave them along `dim`: the tensor is
+     * [outer, dims[dim], inner] and shard r holds rows [r*n, (r+1)*n) of the middle. */
     char *shards = malloc(bytes * (size_t)par->tp);
-    p->dev->upload(p, dev_local, local, bytes);
-    rt_all_gather(axis_comms[IR_AXIS_TP], dev_local, dev_all, bytes, IR_FP8E4M3 /* a 1-byte type: bytes */,
-                  p->dev->queue(p));
-    p->dev->download(p, shards, dev_all, bytes * (size_t)par->tp);
+    gather_bytes(axis_comms[IR_AXIS_TP], par->tp, p, local, bytes, shards);
     size_t outer = 1, inner = ir_dtype_size(local_type->dtype);
     for (int i = 0; i < dim; i++)
         outer *= (size_t)local_type->dims[i];
@@ -106,14 +113,20 @@ void rt_parallel_gather_tp(rt_parallel *par, rt_program *p, const ir_type *local
         for (int r = 0; r < par->tp; r++)
             memcpy((char *)full + (o * (size_t)par->tp + (size_t)r) * slab, shards + (size_t)r * bytes + o * slab, slab);
     free(shards);
-    p->dev->free(p, dev_local);
-    p->dev->free(p, dev_all);
 }
 
 int64_t rt_parallel_sample(const rt_parallel *par, int it, int accum, int mb, int B, int b)
 {
     int64_t global_batch = (int64_t)B * par->dp * accum;
     return (it - 1) * global_batch + ((int64_t)mb * par->dp + par->dp_rank) * B + b;
+}
+
+void rt_parallel_gather_dp(rt_parallel *par, rt_program *p, const void *block, size_t block_bytes, void *full)
+{
+    if (par->dp == 1)
+        memcpy(full, block, block_bytes);
+    else
+        gather_bytes(axis_comms[IR_AXIS_DP], par->dp, p, block, block_bytes, full);
 }
 
 float rt_parallel_mean(rt_parallel *par, rt_program *p, float v)

@@ -38,6 +38,10 @@ int64_t rt_parallel_sample(const rt_parallel *par, int it, int accum, int mb, in
  * bytes of local_type) and gets the whole tensor in `full` (tp times the bytes). Collective over
  * the tp group; a tensor that is not split is copied. */
 void rt_parallel_gather_tp(rt_parallel *par, rt_program *p, const ir_type *local_type, const void *local, void *full);
+/* The whole of a tensor whose elements the dp ranks hold in equal consecutive blocks (ZeRO's
+ * gradient and master shards): each passes its block (host memory) and gets all blocks in rank
+ * order. Collective over the dp group. */
+void rt_parallel_gather_dp(rt_parallel *par, rt_program *p, const void *block, size_t block_bytes, void *full);
 /* Mean of v over the dp ranks (v itself on one rank). */
 float rt_parallel_mean(rt_parallel *par, rt_program *p, float v);
 static inline bool rt_parallel_is_root(const rt_parallel *par) { return par->env.rank == 0; }

@@ -122,6 +122,22 @@ static uint64_t name_hash(const char *s)
     return h;
 }
 
+/* A parameter split over tp holds middle rows [tp_rank*mid, (tp_rank+1)*mid) of its split
+ * dimension (the shard pass's per-rank plan records tp_rank). */
+static rt_shard_layout shard_layout(const ir_module *m, const ir_type *t)
+{
+    rt_shard_layout at = {1, ir_numel(t), ir_numel(t), 0};
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shard[d] == IR_AXIS_TP) {
+            int64_t tp = ir_config_int(m, "tensor_model_parallel_size", 1), rank = ir_config_int(m, "tp_rank", 0);
+            at.inner = 1;
+            for (int k = d + 1; k < t->ndim; k++)
+                at.inner *= t->dims[k];
+            at = (rt_shard_layout){at.inner, t->dims[d], t->dims[d] * tp, rank * t->dims[d]};
+        }
+    return at;
+}
+
 void rt_program_init_params(rt_program *p, uint64_t seed)
 {
     for (int g = 0; g < p->m->nglobals; g++) {
@@ -130,7 +146,8 @@ void rt_program_init_params(rt_program *p, uint64_t seed)
             continue;
         uint64_t key = rt_splitmix64(seed) ^ name_hash(gl->name);
         bool normal = gl->init == IR_INIT_NORMAL;
-        p->dev->init(p, p->globals[g], ir_numel(&gl->type), key, normal ? (float)gl->std : 0.0f, normal, 1.0f);
+        rt_shard_layout at = shard_layout(p->m, &gl->type);
+        p->dev->init(p, p->globals[g], ir_numel(&gl->type), key, normal ? (float)gl->std : 0.0f, normal, 1.0f, &at);
     }
     int setup = ir_func_index(p->m, "setup");
     if (setup >= 0)

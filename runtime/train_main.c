@@ -2,8 +2,12 @@
  * Megatron GPT datasets (train and valid splits), initialises parameters and runs the step
  * schedule for --train-iters iterations: a log line (and a JSONL metrics record) every
  * --log-interval, validation every --eval-interval, a stop (or a skipped step) on a non-finite
- * loss or gradient norm. `--dump-dir` writes what the numerics tests compare. */
+ * loss or gradient norm. `--dump-dir` writes what the numerics tests compare. Under a parallel
+ * layout each rank runs the plan of its tensor-parallel rank on its share of every batch; rank 0
+ * logs and writes the dumps, with split tensors gathered whole. */
 #include "gpt_dataset.h"
+#include "launch.h"
+#include "parallel.h"
 #include "lr_schedule.h"
 #include "mcct.h"
 #include "program.h"
@@ -18,8 +22,9 @@
 
 /* The plan object `mcc compile` wrote: the planned IR, the device it targets and that device's
  * kernel image (a cubin for CUDA; empty for the CPU). */
-extern const char mcc_plan_text[];
+extern const char mcc_plan_text[]; /* one plan per tensor-parallel rank, each NUL-terminated */
 extern const uint64_t mcc_plan_size;
+extern const uint64_t mcc_plan_count;
 extern const rt_device *const mcc_plan_device;
 extern const char mcc_plan_image[];
 extern const uint64_t mcc_plan_image_size;
@@ -50,7 +55,9 @@ static void usage(FILE *out)
             "                       instead of stopping the run\n"
             "  --dump-dir DIR       write initial parameters, step-1 gradients and logits, batches and\n"
             "                       per-step loss/lr/grad norm for the numerics tests\n"
-            "  --print-plan         print the compiled plan (IR) and exit\n");
+            "  --print-plan         print the compiled plan (IR) and exit\n"
+            "  --nproc-per-node N   start N local ranks of this executable, like torchrun (or launch with\n"
+            "                       torchrun, srun or mpirun: ranks come from their environment)\n");
 }
 
 /* min: 0 or 1 */
@@ -133,6 +140,9 @@ static double now_s(void)
 typedef struct {
     rt_program *p;
     const ir_module *m;
+    rt_parallel par;
+    bool writer;                    /* rank 0: logs, metrics and dump files */
+    int reduce;                     /* the `reduce_grads` function (data parallel), or -1 */
     train_args a;
     int B, T, accum, iters, eval_interval, eval_iters, evals_done, steps_applied;
     int micro, eval, opt, norm, zero; /* function indices */
@@ -189,26 +199,56 @@ fail:
     exit(1);
 }
 
-/* All globals of one kind, named by the parameter they belong to. */
-static void dump_globals(const train_args *a, rt_program *p, ir_global_kind kind, const char *file)
+/* Global g as the single-rank program holds it: gathered over tp when split there. Under ZeRO the
+ * reduced gradient is @<p>.grad_shard's blocks, gathered over dp. Collective: every rank calls. */
+static void *whole_global(train_run *r, int g, ir_type *whole)
+{
+    const ir_global *gl = &r->m->globals[g];
+    char shard_name[300];
+    snprintf(shard_name, sizeof shard_name, "%s_shard", gl->name); /* "<p>.grad" -> "<p>.grad_shard" */
+    int shard = gl->kind == IR_GLOBAL_GRAD ? ir_global_find(r->m, shard_name) : -1;
+    size_t bytes = ir_bytes(&gl->type);
+    void *local = malloc(bytes);
+    if (shard >= 0) {
+        void *block = malloc(ir_bytes(&r->m->globals[shard].type));
+        rt_program_read_global(r->p, shard, block);
+        rt_parallel_gather_dp(&r->par, r->p, block, ir_bytes(&r->m->globals[shard].type), local);
+        free(block);
+    } else {
+        rt_program_read_global(r->p, g, local);
+    }
+    *whole = gl->type;
+    for (int i = 0; i < whole->ndim; i++)
+        if (whole->shard[i] == IR_AXIS_TP)
+            whole->dims[i] *= r->par.tp;
+    memset(whole->shard, 0, sizeof whole->shard);
+    void *full = malloc(ir_bytes(whole));
+    rt_parallel_gather_tp(&r->par, r->p, &gl->type, local, full);
+    free(local);
+    return full;
+}
+
+/* All parameters (fp32 masters), or all gradient accumulators, named by their parameter. */
+static void dump_globals(train_run *r, ir_global_kind kind, const char *file)
 {
     rt_mcct w;
-    dump_open(a, file, &w);
-    for (int g = 0; g < p->m->nglobals; g++) {
-        const ir_global *gl = &p->m->globals[g];
-        if (gl->kind != kind)
+    if (r->writer)
+        dump_open(&r->a, file, &w);
+    for (int g = 0; g < r->m->nglobals; g++) {
+        const ir_global *gl = &r->m->globals[g];
+        size_t len = strlen(gl->name);
+        if (gl->kind != kind || (kind == IR_GLOBAL_GRAD && (len < 5 || strcmp(gl->name + len - 5, ".grad"))))
             continue;
         char name[256];
-        snprintf(name, sizeof name, "%s", gl->name);
-        char *suffix = kind == IR_GLOBAL_GRAD ? strrchr(name, '.') : NULL;
-        if (suffix)
-            *suffix = 0; /* "<param>.grad" -> "<param>" */
-        void *host = malloc(ir_bytes(&gl->type));
-        rt_program_read_global(p, g, host);
-        rt_mcct_add(&w, name, &gl->type, host);
+        snprintf(name, sizeof name, "%.*s", (int)(kind == IR_GLOBAL_GRAD ? len - 5 : len), gl->name);
+        ir_type whole;
+        void *host = whole_global(r, g, &whole);
+        if (r->writer)
+            rt_mcct_add(&w, name, &whole, host);
         free(host);
     }
-    rt_mcct_close(&w);
+    if (r->writer)
+        rt_mcct_close(&w);
 }
 
 static void dump_logits(train_run *r)
@@ -217,25 +257,36 @@ static void dump_logits(train_run *r)
     int i = rt_program_find(r->p, r->micro, IR_OP_OUTPUT, "logits");
     if (i < 0)
         return;
-    rt_mcct w;
-    dump_open(&r->a, "logits_step1.mcct", &w);
     const ir_type *t = ir_vtype(f, f->instrs[i].args[0]);
-    void *host = malloc(ir_bytes(t));
+    ir_type whole = *t;
+    for (int d = 0; d < whole.ndim; d++)
+        if (whole.shard[d] == IR_AXIS_TP)
+            whole.dims[d] *= r->par.tp;
+    memset(whole.shard, 0, sizeof whole.shard);
+    void *host = malloc(ir_bytes(t)), *full = malloc(ir_bytes(&whole));
     rt_program_get_output(r->p, r->micro, "logits", host, ir_bytes(t));
-    rt_mcct_add(&w, "logits", t, host);
+    rt_parallel_gather_tp(&r->par, r->p, t, host, full);
+    if (r->writer) {
+        rt_mcct w;
+        dump_open(&r->a, "logits_step1.mcct", &w);
+        rt_mcct_add(&w, "logits", &whole, full);
+        rt_mcct_close(&w);
+    }
     free(host);
-    rt_mcct_close(&w);
+    free(full);
 }
 
 static void dump_batch(train_run *r, int it, int mb)
 {
+    if (it == 1 && mb == 0)
+        dump_logits(r); /* collective: every rank */
+    if (!r->writer)
+        return;
     char name[64];
     snprintf(name, sizeof name, "tokens.%d.%d", it, mb);
     rt_mcct_add(&r->batches, name, &r->bt_type, r->tokens);
     snprintf(name, sizeof name, "targets.%d.%d", it, mb);
     rt_mcct_add(&r->batches, name, &r->bt_type, r->targets);
-    if (it == 1 && mb == 0)
-        dump_logits(r);
 }
 
 /* ---- one iteration ------------------------------------------------------------------------- */
@@ -259,12 +310,12 @@ static bool non_finite(train_run *r, int it, const char *what, double v)
     return false;
 }
 
-/* The first sample of micro-batch mb of iteration it; row b takes the next ones:
- * ((it-1)*accum + mb)*B + b, the global batch order, so the data a step sees does not depend on
- * how the batch is laid out. */
+/* The first sample of this rank's micro-batch mb of iteration it; row b takes the next ones, in
+ * Megatron's sampler order (rt_parallel_sample), so the data a step sees does not depend on the
+ * layout. */
 static int64_t train_sample(const train_run *r, int it, int mb)
 {
-    return ((int64_t)(it - 1) * r->accum + mb) * r->B;
+    return rt_parallel_sample(&r->par, it, r->accum, mb, r->B, 0);
 }
 
 static step_result train_step(train_run *r, int it)
@@ -284,8 +335,11 @@ static step_result train_step(train_run *r, int it)
         }
         s.loss += loss / r->accum;
     }
+    if (r->reduce >= 0)
+        rt_program_run(r->p, r->reduce);
+    s.loss = rt_parallel_mean(&r->par, r->p, (float)s.loss);
     if (r->a.dump_dir && it == 1)
-        dump_globals(&r->a, r->p, IR_GLOBAL_GRAD, "grads_step1.mcct");
+        dump_globals(r, IR_GLOBAL_GRAD, "grads_step1.mcct");
     float norm = 0;
     if (finite && r->a.skip_nan_steps) { /* the update must not see a bad gradient: check first */
         rt_program_run(r->p, r->norm);
@@ -318,9 +372,12 @@ static step_result train_step(train_run *r, int it)
 static void evaluate(train_run *r, int it)
 {
     double t0 = now_s(), loss = 0;
-    int n = r->eval_iters * r->accum;
-    for (int k = 0; k < n; k++)
-        loss += run_micro_batch(r, r->eval, RT_SPLIT_VALID, ((int64_t)r->evals_done * n + k) * r->B) / n;
+    int n = r->eval_iters * r->accum, dp = r->par.dp;
+    for (int k = 0; k < n; k++) {
+        int64_t micro = ((int64_t)r->evals_done * n + k) * dp + r->par.dp_rank;
+        loss += run_micro_batch(r, r->eval, RT_SPLIT_VALID, micro * r->B) / n;
+    }
+    loss = rt_parallel_mean(&r->par, r->p, (float)loss);
     r->evals_done++;
     double ppl = exp(loss < 700 ? loss : 700);
     printf("validation loss at iteration %d | lm loss value: %.6E | lm loss PPL: %.6E | %.1f s\n", it, loss, ppl,
@@ -395,7 +452,7 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
 static rt_gpt_data *open_data(train_run *r)
 {
     rt_gpt_data_config *c = &r->a.data;
-    int64_t batch = (int64_t)r->B * r->accum;
+    int64_t batch = (int64_t)r->B * r->accum * r->par.dp;
     int evals = r->iters / r->eval_interval + (r->iters % r->eval_interval != 0);
     c->seq_length = r->T;
     c->seed = ir_config_int(r->m, "seed", 1234);
@@ -438,12 +495,20 @@ static void setup_run(train_run *r, int argc, char **argv)
 {
     r->a = parse_args(argc, argv);
     char err[1024];
-    r->p = rt_program_load(mcc_plan_text, mcc_plan_device, mcc_plan_image_size ? mcc_plan_image : NULL, err, sizeof err);
+    const char *plan = mcc_plan_text; /* the plan of this rank's tp rank */
+    for (int k = rt_parallel_plan_index((int)mcc_plan_count); k > 0; k--)
+        plan += strlen(plan) + 1;
+    r->p = rt_program_load(plan, mcc_plan_device, mcc_plan_image_size ? mcc_plan_image : NULL, err, sizeof err);
     if (!r->p) {
         fprintf(stderr, "train_rank: error: the compiled plan is invalid (%s); recompile with this mcc\n", err);
         exit(1);
     }
     const ir_module *m = r->m = r->p->m;
+    rt_parallel_init(&r->par, r->p);
+    r->writer = rt_parallel_is_root(&r->par);
+    if (!r->writer && !freopen("/dev/null", "w", stdout)) /* rank 0 logs for all */
+        exit(1);
+    r->reduce = ir_func_index(m, "reduce_grads");
     r->B = (int)ir_config_int(m, "micro_batch_size", 1);
     r->T = (int)ir_config_int(m, "seq_length", 1);
     r->accum = (int)ir_config_int(m, "accum_steps", 1);
@@ -469,7 +534,7 @@ static void setup_run(train_run *r, int argc, char **argv)
     r->tokens = malloc(ir_bytes(&r->bt_type));
     r->targets = malloc(ir_bytes(&r->bt_type));
     r->sample = malloc(sizeof(int32_t) * (size_t)(r->T + 1));
-    if (r->a.metrics_file && !(r->metrics = fopen(r->a.metrics_file, "w"))) {
+    if (r->writer && r->a.metrics_file && !(r->metrics = fopen(r->a.metrics_file, "w"))) {
         fprintf(stderr, "train_rank: error: --metrics-file %s: cannot write it\n", r->a.metrics_file);
         exit(1);
     }
@@ -495,15 +560,19 @@ static void print_config(const train_run *r)
 
 static void start_dumps(train_run *r)
 {
-    mkdir(r->a.dump_dir, 0755);
-    dump_globals(&r->a, r->p, IR_GLOBAL_PARAM, "params_init.mcct");
-    dump_open(&r->a, "batches.mcct", &r->batches);
-    r->steps = dump_open(&r->a, "steps.txt", NULL);
+    if (r->writer) {
+        mkdir(r->a.dump_dir, 0755);
+        dump_open(&r->a, "batches.mcct", &r->batches);
+        r->steps = dump_open(&r->a, "steps.txt", NULL);
+    }
+    dump_globals(r, IR_GLOBAL_PARAM, "params_init.mcct");
 }
 
 static void finish_run(train_run *r)
 {
-    if (r->a.dump_dir) {
+    if (r->a.dump_dir)
+        dump_globals(r, IR_GLOBAL_PARAM, "params_final.mcct");
+    if (r->a.dump_dir && r->writer) {
         rt_mcct_close(&r->batches);
         fclose(r->steps);
     }
@@ -514,11 +583,24 @@ static void finish_run(train_run *r)
     free(r->targets);
     rt_gpt_data_close(r->data);
     rt_gpt_data_config_free(&r->a.data);
+    rt_parallel_finish(&r->par);
     rt_program_free(r->p);
+}
+
+/* `--nproc-per-node N`: this process starts N ranks of itself instead of training. */
+static int nproc_per_node(int argc, char **argv)
+{
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--nproc-per-node"))
+            return parse_int_flag(argv[i], argv[i + 1], 1);
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
+    int nproc = nproc_per_node(argc, argv);
+    if (nproc)
+        return rt_launch_local(nproc, argc, argv);
     double t_start = now_s();
     train_run r = {0};
     setup_run(&r, argc, argv);

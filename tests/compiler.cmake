@@ -18,7 +18,8 @@ endforeach()
 
 # Every parallel layout on CPU ranks (Open MPI) equals the single-rank program.
 if(MPI_C_FOUND)
-  set(MCC_LAYOUTS "dp2:2:--dp 2" "tp2:2:--tp 2" "tp4:4:--tp 4" "tp2_dp2:4:--tp 2 --dp 2")
+  set(MCC_LAYOUTS "dp2:2:--dp 2" "tp2:2:--tp 2" "tp4:4:--tp 4" "tp2_dp2:4:--tp 2 --dp 2"
+      "tp2_dp2_zero:4:--tp 2 --dp 2 --use-distributed-optimizer")
   foreach(model tiny-gpt2 tiny-llama)
     foreach(layout ${MCC_LAYOUTS})
       string(REPLACE ":" ";" parts "${layout}")

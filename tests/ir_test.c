@@ -138,7 +138,7 @@ static const char *const golden_text =
     "func micro_step {arena=8192} {\n"
     "  %0 = input @tokens : i32[4,32] @+0\n"
     "  %1 = global @embedding.word : f32[257,64] @global\n"
-    "  %2 = embedding %1, %0 : f32[4,32,64] @+512\n"
+    "  %2 = embedding %1, %0 {vocab_start=0, vocab_size=0} : f32[4,32,64] @+512\n"
     "  %3 = reshape %2 : f32[128,64] @view\n"
     "  %4 = matmul %3, %1 {ta=0, tb=1} : f32[128,257] @+0\n"
     "  %5 = fill {value=-inf} : f32[] {partial=tp}\n"

@@ -164,13 +164,15 @@ static void cuda_download(rt_program *p, void *dst, const void *src, size_t byte
     RT_CUDART_CHECK(cudaStreamSynchronize(stream(p)));
 }
 
-static void cuda_init(rt_program *p, float *w, int64_t n, uint64_t key, float std, bool normal, float value)
+static void cuda_init(rt_program *p, float *w, int64_t n, uint64_t key, float std, bool normal, float value,
+                      const rt_shard_layout *at)
 {
     long long count = n;
     unsigned long long k = key;
     unsigned blocks = (unsigned)((n + 255) / 256 < 65536 ? (n + 255) / 256 : 65536);
     if (normal) {
-        void *params[] = {&w, &count, &k, &std};
+        long long inner = at->inner, mid = at->mid, full_mid = at->full_mid, offset = at->offset;
+        void *params[] = {&w, &count, &k, &std, &inner, &mid, &full_mid, &offset};
         rt_cuda_launch(state(p)->cx, "mcc_init_normal_f32", blocks, 1, 1, 256, 0, params);
     } else {
         void *params[] = {&w, &count, &value};

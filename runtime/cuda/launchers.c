@@ -281,20 +281,31 @@ void cuda_EMBEDDING(rt_cuda_ctx *cx, const rt_kernel_call *c)
 
 /* (dy[n,d], ids[n]) -> [V,d]: first[V] := first token of each id (scratch), then a block per
  * vocabulary row and column chunk sums its tokens' dy rows in token order. */
+/* (dy[n,d], ids[n]) -> r[V,d], attrs (vocab, vocab_start): a counting sort of the token
+ * positions by row (embedding.cuh), then each row summed in token order. Scratch, in ints:
+ * count[chunks*V], rank[n], total[V], offset[V], order[n]. */
+enum { EMB_CHUNK = 1024 }; /* MCC_EMB_CHUNK */
+
 void cuda_EMBEDDING_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     void *r = c->res[0], *dy = c->args[0], *ids = c->args[1];
     long long V = c->res_types[0]->dims[0], d = c->res_types[0]->dims[1], n = ir_numel(c->arg_types[1]);
-    void *first = rt_cuda_scratch(cx, (size_t)V * sizeof(int));
-    int none = INT_MAX; /* MCC_NO_TOKEN */
-    void *p1[] = {&first, &V, &none};
-    launch_flat(cx, name_of(c, RT_CUK_FILL_I32, NULL, NULL), V, p1);
-    void *p2[] = {&first, &ids, &n, &V};
-    launch_flat(cx, name_of(c, RT_CUK_EMBEDDING_FIRST, NULL, NULL), n, p2);
+    long long start = (long long)c->in->attr[1], chunks = (n + EMB_CHUNK - 1) / EMB_CHUNK;
+    int *count = rt_cuda_scratch(cx, sizeof(int) * (size_t)(chunks * V + 2 * n + 2 * V));
+    int *rank = count + chunks * V, *total = rank + n, *offset = total + V, *order = offset + V;
+    RT_CU_CHECK(cuMemsetD32Async((CUdeviceptr)(uintptr_t)count, 0, (size_t)(chunks * V), rt_cuda_stream(cx)));
+    void *p1[] = {&count, &rank, &ids, &n, &start, &V};
+    rt_cuda_launch(cx, name_of(c, RT_CUK_EMBEDDING_COUNT, NULL, NULL).s, (unsigned)chunks, 1, 1, 256, 0, p1);
+    void *p2[] = {&count, &total, &chunks, &V};
+    launch_flat(cx, name_of(c, RT_CUK_EMBEDDING_PREFIX, NULL, NULL), V, p2);
+    void *p3[] = {&offset, &total, &V};
+    rt_cuda_launch(cx, name_of(c, RT_CUK_EMBEDDING_OFFSETS, NULL, NULL).s, 1, 1, 1, 1024, 0, p3);
+    void *p4[] = {&order, &offset, &count, &rank, &ids, &n, &start, &V};
+    launch_flat(cx, name_of(c, RT_CUK_EMBEDDING_SCATTER, NULL, NULL), n, p4);
     unsigned block = row_block(4 * d); /* one column per thread */
-    void *p3[] = {&r, &dy, &ids, &first, &n, &d};
+    void *p5[] = {&r, &dy, &order, &offset, &total, &d};
     rt_cuda_launch(cx, name_of(c, RT_CUK_EMBEDDING_GRAD, c->res_types[0], NULL).s, (unsigned)V,
-                   (unsigned)((d + block - 1) / block), 1, block, 0, p3);
+                   (unsigned)((d + block - 1) / block), 1, block, 0, p5);
 }
 
 /* (x[B,T,d], table[P,d]) -> x + table[0:T]: a bias add over [B, T d] */

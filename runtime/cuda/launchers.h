@@ -25,8 +25,10 @@
     K(SUM_SQUARES_FINAL, "mcc_sum_squares_final", 0)                                                       \
     K(MEAN, "mcc_mean_f32", 0)                                                                             \
     K(EMBEDDING, "mcc_embedding", 1)                                                                       \
-    K(FILL_I32, "mcc_fill_i32", 0)                                                                         \
-    K(EMBEDDING_FIRST, "mcc_embedding_first_i32", 0)                                                       \
+    K(EMBEDDING_COUNT, "mcc_embedding_count_i32", 0)                                                       \
+    K(EMBEDDING_PREFIX, "mcc_embedding_prefix_i32", 0)                                                     \
+    K(EMBEDDING_OFFSETS, "mcc_embedding_offsets_i32", 0)                                                   \
+    K(EMBEDDING_SCATTER, "mcc_embedding_scatter_i32", 0)                                                   \
     K(EMBEDDING_GRAD, "mcc_embedding_grad", 1)                                                             \
     K(LAYERNORM, "mcc_layernorm", 2)                  /* x, w */                                           \
     K(RMSNORM, "mcc_rmsnorm", 2)                                                                           \
