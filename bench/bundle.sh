@@ -8,23 +8,34 @@ cd "$(dirname "$0")/.."
 B=build-dev
 cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DBLA_VENDOR=Generic >/dev/null
 cmake --build $B -j"$(nproc)" >/dev/null
-rm -rf devrun && mkdir -p devrun/bin devrun/lib devrun/cpu devrun/data
+rm -rf devrun && mkdir -p devrun/bin devrun/lib devrun/cpu devrun/data devrun/anchors
+cp ../shared/anchors/torch_baseline.py devrun/anchors/
 for t in attention_test attention_bench cuda_ops_test; do [ -x $B/$t ] && cp $B/$t devrun/bin/; done
-# data: the byte-level Brown corpus (scripts/train_tiny.sh fetches it) and the numerics text
-[ -f data/brown_text_document.idx ] || { echo "run scripts/train_tiny.sh once first (fetches the corpus)"; exit 1; }
-cp data/brown_text_document.bin data/brown_text_document.idx devrun/data/
+# data: 2 MB of the Brown corpus (scripts/train_tiny.sh fetches it) with the byte-level tokenizer,
+# whose ids fit every model's vocabulary, and the numerics text
+[ -f data/brown.txt ] || { echo "run scripts/train_tiny.sh once first (fetches the corpus)"; exit 1; }
+head -c 2000000 data/brown.txt > devrun/data/brown2m.txt
+$B/mcc data preprocess --input devrun/data/brown2m.txt --output-prefix devrun/data/brown --append-eod >/dev/null 2>&1
+rm devrun/data/brown2m.txt
 $B/mcc data preprocess --input tests/data/numerics.txt --output-prefix devrun/data/numerics --append-eod >/dev/null 2>&1
 # correctness: tiny models on both targets; the CPU dumps are made here
 for m in tiny-gpt2 tiny-llama; do
   $B/mcc compile models/$m.json --target cpu --keep-logits -o devrun/bin/$m-cpu 2>/dev/null
   $B/mcc compile models/$m.json --target cuda --keep-logits -o devrun/bin/$m-cuda 2>/dev/null
-  devrun/bin/$m-cpu --data-path devrun/data/numerics_text_document --train-iters 10 --dump-dir devrun/cpu/$m >/dev/null
-  devrun/bin/$m-cpu --data-path devrun/data/brown_text_document --train-iters 200 --log-interval 1 > devrun/cpu/$m-200.log
+  $B/mcc compile models/$m.json --target cuda --keep-logits --dp 2 -o devrun/bin/$m-cuda-dp2 2>/dev/null
+  devrun/bin/$m-cpu --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir devrun/cpu/$m >/dev/null
+  devrun/bin/$m-cpu --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 200 --log-interval 1 --eval-iters 0 > devrun/cpu/$m-200.log
   rm devrun/bin/$m-cpu
 done
 # benchmarks
 for c in gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa; do
   $B/mcc compile bench/configs/$c.json --target cuda -o devrun/bin/bench-$c 2>devrun/bin/bench-$c.compile.log || cat devrun/bin/bench-$c.compile.log
+done
+# data parallel on two GPUs: the same micro-batch per GPU, so twice the global batch
+for c in gpt2-124M llama-1B; do
+  gbs=$(python3 -c "import json; print(2 * json.load(open('bench/configs/$c.json'))['training']['micro_batch_size'])")
+  $B/mcc compile bench/configs/$c.json --target cuda --dp 2 --global-batch-size $gbs -o devrun/bin/bench-$c-dp2 \
+    2>devrun/bin/bench-$c-dp2.compile.log || cat devrun/bin/bench-$c-dp2.compile.log
 done
 for l in libblas.so.3 libgfortran.so.5 libquadmath.so.0; do cp -L /lib/x86_64-linux-gnu/$l devrun/lib/ 2>/dev/null || cp -L /usr/lib/x86_64-linux-gnu/blas/$l devrun/lib/; done
 du -sh devrun

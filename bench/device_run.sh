@@ -6,9 +6,11 @@ set -uo pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/devrun/lib:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0
 O=${OUT:-/tmp/out}; mkdir -p "$O"
-anchors=../shared/anchors; [ -d "$anchors" ] || anchors=shared/anchors
+anchors=devrun/anchors # bundle.sh copies ../shared/anchors/torch_baseline.py there
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 section() { echo; echo "=== $*"; }
+# CHECKS=0 skips the kernel tests, the GPU-vs-CPU numerics and the loss curves (a benchmark-only call)
+if [ "${CHECKS:-1}" != 0 ]; then
 section "kernel tests"
 for t in cuda_ops_test attention_test; do
   [ -x devrun/bin/$t ] || { echo "$t: not built"; continue; }
@@ -16,13 +18,29 @@ for t in cuda_ops_test attention_test; do
 done
 section "GPU (bf16) vs CPU (fp32) numerics, 10 steps"
 for m in tiny-gpt2 tiny-llama; do
-  timeout 120 devrun/bin/$m-cuda --data-path devrun/data/numerics_text_document --train-iters 10 --dump-dir /tmp/gpu-$m > "$O/$m-gpu10.log" 2>&1
+  timeout 120 devrun/bin/$m-cuda --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir /tmp/gpu-$m > "$O/$m-gpu10.log" 2>&1
   echo "$m train exit $?"; tail -2 "$O/$m-gpu10.log"
   python3 tests/compare_dumps.py --cpu devrun/cpu/$m --gpu /tmp/gpu-$m 2>&1 | tail -8
 done
+fi
+
+section "data parallel on 2 GPUs (NCCL) vs 1 GPU, 10 steps"
+if [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && [ "${DP2_CHECK:-1}" != 0 ]; then
+  for m in tiny-gpt2 tiny-llama; do
+    [ -d /tmp/gpu-$m ] || timeout 120 devrun/bin/$m-cuda --data-path devrun/data/numerics_text_document --train-iters 10 \
+      --eval-iters 0 --dump-dir /tmp/gpu-$m > /dev/null 2>&1
+    timeout 120 devrun/bin/$m-cuda-dp2 --nproc-per-node 2 --data-path devrun/data/numerics_text_document --train-iters 10 \
+      --eval-iters 0 --dump-dir /tmp/gpu-dp2-$m > "$O/$m-dp2.log" 2>&1; echo "$m dp2 exit $?"; tail -1 "$O/$m-dp2.log"
+    python3 tests/compare_dumps.py --cpu /tmp/gpu-$m --gpu /tmp/gpu-dp2-$m 2>&1 | tail -3
+  done
+else
+  echo "one GPU: skipped"
+fi
+
+if [ "${CHECKS:-1}" != 0 ]; then
 section "200 steps on the Brown corpus: GPU vs CPU loss curves"
 for m in tiny-gpt2 tiny-llama; do
-  timeout 120 devrun/bin/$m-cuda --data-path devrun/data/brown_text_document --train-iters 200 --log-interval 1 > "$O/$m-gpu200.log" 2>&1
+  timeout 120 devrun/bin/$m-cuda --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 200 --log-interval 1 --eval-iters 0 > "$O/$m-gpu200.log" 2>&1
   python3 - "$O/$m-gpu200.log" "devrun/cpu/$m-200.log" <<'PY'
 import re, sys
 g, c = ([float(x) for x in re.findall(r'loss +([0-9.]+)', open(p).read())] for p in sys.argv[1:])
@@ -34,15 +52,27 @@ ok = abs(mean_g - mean_c) / mean_c < 0.02
 print(f'{sys.argv[1].split("/")[-1]}: first {g[0]:.4f}/{c[0]:.4f}, last-20 mean {mean_g:.4f} (gpu) vs {mean_c:.4f} (cpu), max step diff {diff:.4f}: {"ok" if ok else "FAIL"}')
 PY
 done
+fi
+
 section "benchmark: train_rank"
-for c in ${BENCH_CONFIGS:-gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa}; do
+for c in ${BENCH_CONFIGS-gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa}; do
   [ -x devrun/bin/bench-$c ] || { echo "$c: not compiled"; continue; }
-  timeout 150 devrun/bin/bench-$c --data-path devrun/data/brown_text_document --train-iters 25 --log-interval 1 > "$O/bench-$c.log" 2>&1
+  timeout 150 devrun/bin/bench-$c --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 --log-interval 1 --eval-iters 0 > "$O/bench-$c.log" 2>&1
   echo "$c exit $?"; grep -E "first step|iter +25/" "$O/bench-$c.log"
 done
 section "benchmark: PyTorch baseline"
 for c in ${BASELINES-gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa}; do
-  timeout 240 python3 $anchors/torch_baseline.py --config $c --steps 20 >> "$O/baseline.jsonl" 2>>"$O/baseline.err"
+  timeout 170 python3 $anchors/torch_baseline.py --config $c --steps 20 >> "$O/baseline.jsonl" 2>>"$O/baseline.err"
 done
+section "benchmark: data parallel on 2 GPUs"
+if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+  for c in ${DP2_CONFIGS-gpt2-124M llama-1B}; do
+    timeout 150 devrun/bin/bench-$c-dp2 --nproc-per-node 2 --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 \
+      --log-interval 1 --eval-iters 0 > "$O/bench-$c-dp2.log" 2>&1
+    echo "$c dp2 exit $?"; grep -E "first step|iter +25/" "$O/bench-$c-dp2.log"
+  done
+fi
+
+
 section "table"
 touch "$O/baseline.jsonl"; python3 bench/summarize.py "$O" | tee "$O/table.txt"

@@ -423,9 +423,10 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
 {
     int done = w->iters - w->skipped;
     double loss = done ? w->loss / done : NAN, ms = w->seconds * 1e3 / w->iters;
-    double tok_s = (double)r->B * r->T * r->accum / (ms / 1e3), flops = tok_s * r->flops_per_token;
+    /* each dp rank's tokens, shared by its tp ranks */
+    double tok_s = (double)r->B * r->T * r->accum / r->par.tp / (ms / 1e3), flops = tok_s * r->flops_per_token;
     double mfu = flops / TRAIN_PEAK_FLOPS, mem = memory_gib(r);
-    long long samples = (long long)it * r->B * r->accum;
+    long long samples = (long long)it * r->B * r->accum * r->par.dp;
     char mfu_text[32] = "-";
     if (on_gpu(r))
         snprintf(mfu_text, sizeof mfu_text, "%.1f%%", 100 * mfu);

@@ -22,4 +22,4 @@ common=(--target cpu --keep-logits --vocab-size 260 --global-batch-size 16)
   { cat "$work/ref.log"; exit 1; }
 mpirun -np "$np" --oversubscribe "$work/parallel" --data-path "$work/text_text_document" --train-iters 10 \
   --dump-dir "$work/par" >"$work/par.log" 2>&1 || { cat "$work/par.log"; exit 1; }
-/usr/bin/python3 "$root/tests/compare_dumps.py" --cpu "$work/ref" --gpu "$work/par" --tol 1e-5 --loss-tol 1e-5
+/usr/bin/python3 "$root/tests/compare_dumps.py" --cpu "$work/ref" --gpu "$work/par" --tol 1e-5 --loss-tol 1e-5 --final

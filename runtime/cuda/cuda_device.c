@@ -201,11 +201,25 @@ static void launch_all(rt_program *p, int func)
     }
 }
 
+/* Functions with collectives run eagerly: NCCL's watchdog queries events of every collective,
+ * which a stream being captured into a graph does not allow. */
+static bool has_collective(const ir_func *f)
+{
+    for (int i = 0; i < f->ninstrs; i++)
+        switch (f->instrs[i].op) {
+        case IR_OP_ALL_REDUCE: case IR_OP_ALL_REDUCE_INPLACE: case IR_OP_REDUCE_SCATTER: case IR_OP_ALL_GATHER:
+            return true;
+        default:
+            break;
+        }
+    return false;
+}
+
 static void cuda_run(rt_program *p, int func)
 {
     cuda_state *s = state(p);
     int call = s->calls[func]++;
-    if (!s->use_graphs || call == 0) {
+    if (!s->use_graphs || call == 0 || has_collective(p->funcs[func].f)) {
         launch_all(p, func);
         return;
     }
