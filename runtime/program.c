@@ -19,10 +19,10 @@ static void *xcalloc(size_t n, size_t size, const char *what)
 }
 
 /* Binds every value to its buffer and every instruction to its operand/result buffers. */
-static void bind_func(rt_program *p, rt_func_exec *x, ir_func *f)
+static void bind_func(rt_program *p, rt_func_exec *x, ir_func *f, char *arena)
 {
     x->f = f;
-    x->arena = p->dev->alloc(p, (size_t)f->arena_bytes);
+    x->arena = arena;
     x->vptr = xcalloc((size_t)f->nvals, sizeof(void *), "value table");
     x->calls = xcalloc((size_t)f->ninstrs, sizeof(rt_kernel_call), "kernel table");
     size_t slots = 0;
@@ -77,9 +77,15 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     p->globals = xcalloc((size_t)m->nglobals, sizeof(void *), "globals");
     for (int i = 0; i < m->nglobals; i++)
         p->globals[i] = dev->alloc(p, ir_bytes(&m->globals[i].type));
+    /* Functions run one at a time and hand nothing over through their arenas (inputs are set
+     * before a call, outputs read after it), so they share one arena: the largest. */
+    int64_t arena_bytes = 0;
+    for (int i = 0; i < m->nfuncs; i++)
+        arena_bytes = m->funcs[i]->arena_bytes > arena_bytes ? m->funcs[i]->arena_bytes : arena_bytes;
+    p->arena = dev->alloc(p, (size_t)arena_bytes);
     p->funcs = xcalloc((size_t)m->nfuncs, sizeof(rt_func_exec), "functions");
     for (int i = 0; i < m->nfuncs; i++)
-        bind_func(p, &p->funcs[i], m->funcs[i]);
+        bind_func(p, &p->funcs[i], m->funcs[i], p->arena);
     return p;
 }
 
@@ -89,7 +95,6 @@ void rt_program_free(rt_program *p)
         return;
     for (int i = 0; i < p->m->nfuncs; i++) {
         rt_func_exec *x = &p->funcs[i];
-        p->dev->free(p, x->arena);
         free(x->vptr);
         free(x->calls);
         free(x->ptr_pool);
@@ -97,6 +102,7 @@ void rt_program_free(rt_program *p)
     }
     for (int i = 0; i < p->m->nglobals; i++)
         p->dev->free(p, p->globals[i]);
+    p->dev->free(p, p->arena);
     p->dev->close(p);
     free(p->funcs);
     free(p->globals);

@@ -13,7 +13,7 @@
 
 typedef struct {
     ir_func *f;
-    char *arena;                    /* device memory */
+    char *arena;                    /* the program's one arena (device memory) */
     void **vptr;                    /* per value: its buffer */
     rt_kernel_call *calls;          /* per instruction */
     void **ptr_pool;                /* backing store of calls[].args/res */
@@ -25,6 +25,7 @@ typedef struct rt_program {
     const rt_device *dev;
     void *dev_state;                /* owned by the device */
     void **globals;                 /* per module global: device memory */
+    char *arena;                    /* activations of every function: they run one at a time */
     rt_func_exec *funcs;            /* per module function */
 } rt_program;
 
