@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# update_golden.sh [MCC] — rewrites tests/golden/ from the current compiler (review the diff!).
+# update_golden.sh [MCC] — rewrites tests/golden/*.ir from the current compiler (review the diff!).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-mcc=${1:-$root/build/mcc}
-mkdir -p "$root/tests/golden"
-for model in tiny-gpt2 tiny-llama; do
-  for pass in $("$mcc" ir --list-passes | awk '{print $1}'); do
-    "$mcc" ir "$root/models/$model.json" --target cpu --after "$pass" > "$root/tests/golden/$model.$pass.ir"
-  done
-done
-echo "rewrote $(ls "$root/tests/golden" | wc -l) files in tests/golden"
+MCC=${1:-$root/build/mcc}
+source "$root/tests/golden_cases.sh"
+write() {
+  local name=$1 pass=$2 spec=$3; shift 3
+  "$MCC" ir "$spec" --target cpu --after "$pass" "$@" > "$root/tests/golden/$name.$pass.ir" 2>/dev/null
+}
+rm -f "$root"/tests/golden/*.ir
+for_each_golden write
+echo "rewrote $(ls "$root"/tests/golden/*.ir | wc -l) files in tests/golden"
