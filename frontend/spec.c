@@ -74,6 +74,7 @@ static const spec_field spec_fields[] = {
     PAR(data_parallel_size, "dp"),
     FIELD(SEC_PARALLEL, "use_distributed_optimizer", use_distributed_optimizer, NULL, K_BOOL, R_ANY, D_VALUE, false,
           NULL),
+    FIELD(SEC_PARALLEL, "sequence_parallel", sequence_parallel, NULL, K_BOOL, R_ANY, D_VALUE, false, NULL),
     TRAIN(micro_batch_size, K_INT, R_POS, D_VALUE, 1),
     TRAIN(global_batch_size, K_INT, R_POS, D_DERIVED, 0),
     TRAIN(train_iters, K_INT, R_POS, D_VALUE, 10),
@@ -484,9 +485,9 @@ static bool spec_check_tp(spec_ctx *c)
 {
     const mcc_spec *s = &c->s;
     int tp = s->tensor_model_parallel_size;
-    const char *keys[] = {"num_attention_heads", "num_query_groups", "ffn_hidden_size", "vocab_size"};
-    int values[] = {s->num_attention_heads, s->num_query_groups, s->ffn_hidden_size, s->vocab_size};
-    for (int i = 0; i < 4; i++)
+    const char *keys[] = {"num_attention_heads", "num_query_groups", "ffn_hidden_size", "vocab_size", "seq_length"};
+    int values[] = {s->num_attention_heads, s->num_query_groups, s->ffn_hidden_size, s->vocab_size, s->seq_length};
+    for (int i = 0; i < 4 + s->sequence_parallel; i++) /* the sequence splits only with sequence_parallel */
         if (values[i] % tp)
             return spec_fail(c, "%s (%d) must be divisible by %s (%d): each tensor-parallel rank takes an equal "
                                 "share%s", spec_where(c, spec_find(keys[i])), values[i],

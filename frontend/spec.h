@@ -25,6 +25,8 @@ typedef struct {
     /* parallel */
     int tensor_model_parallel_size, pipeline_model_parallel_size, data_parallel_size;
     bool use_distributed_optimizer;     /* ZeRO-1: optimizer state sharded over dp (no-op at dp 1) */
+    bool sequence_parallel;             /* Megatron's SP: activations outside attention/MLP split along
+                                           the sequence over tp (no-op at tp 1) */
     /* training */
     int micro_batch_size, global_batch_size, train_iters, lr_warmup_iters, seed;
     int lr_decay_iters;                 /* 0: train_iters (Megatron's default) */

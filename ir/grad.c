@@ -101,9 +101,9 @@ void ir_grad_embedding(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 void ir_grad_pos_add(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
     int dy = DY;
-    double positions = (double)ir_vtype(g->f, in->args[1])->dims[0];
+    double attrs[2] = {(double)ir_vtype(g->f, in->args[1])->dims[0], in->attr[0]};
     ir_grad_contribute(g, in->args[0], dy);
-    ir_grad_contribute(g, in->args[1], emit(g, IR_OP_POS_ADD_GRAD, &dy, 1, &positions));
+    ir_grad_contribute(g, in->args[1], emit(g, IR_OP_POS_ADD_GRAD, &dy, 1, attrs));
 }
 
 /* Norms: one backward op returns dx, dw (and db for layernorm) as consecutive values. */

@@ -167,8 +167,9 @@ bool ir_infer_pos_add(const ir_module *m, const ir_instr *in, const ir_type *a, 
 {
     if (!need_ndim(&a[0], 3, "pos_add input", err, len) || !need_ndim(&a[1], 2, "position table", err, len))
         return false;
-    if (a[1].dims[0] < a[0].dims[1] || a[1].dims[1] != a[0].dims[2])
-        return fail(err, len, "position table %s cannot cover %s", tstr(&a[1]), tstr(&a[0]));
+    if (a[1].dims[0] < (int64_t)in->attr[0] + a[0].dims[1] || a[1].dims[1] != a[0].dims[2] || in->attr[0] < 0)
+        return fail(err, len, "position table %s cannot cover %s from position %g", tstr(&a[1]), tstr(&a[0]),
+                    in->attr[0]);
     r[0] = a[0];
     return true;
 }
@@ -178,8 +179,9 @@ bool ir_infer_pos_add_grad(const ir_module *m, const ir_instr *in, const ir_type
     if (!need_ndim(&a[0], 3, "pos_add_grad input", err, len))
         return false;
     int64_t dims[2] = {(int64_t)in->attr[0], a[0].dims[2]};
-    if (dims[0] < a[0].dims[1])
-        return fail(err, len, "positions %lld < sequence %lld", (long long)dims[0], (long long)a[0].dims[1]);
+    if (dims[0] < (int64_t)in->attr[1] + a[0].dims[1] || in->attr[1] < 0)
+        return fail(err, len, "positions %lld cannot hold a sequence of %lld from position %g", (long long)dims[0],
+                    (long long)a[0].dims[1], in->attr[1]);
     r[0] = ir_tensor(a[0].dtype, 2, dims);
     return true;
 }
@@ -330,6 +332,42 @@ bool ir_infer_shard(const ir_module *m, const ir_instr *in, const ir_type *a, ir
     int64_t block = numel / n;
     r[0] = ir_tensor(a[0].dtype, 1, &block);
     r[0].shard[0] = (uint8_t)axis;
+    return true;
+}
+
+/* Sequence parallelism: x[B,T,*] (complete: T is the whole sequence) <-> [B,T/n,*] slices. */
+static bool seq_operand(const ir_module *m, const ir_instr *in, const ir_type *a, int64_t *n, char *err, size_t len)
+{
+    ir_axis axis = need_axis(in, err, len);
+    if (axis == IR_AXIS_NONE || !need_float(&a[0], "sequence-parallel operand", err, len))
+        return false;
+    if (a[0].ndim < 2)
+        return fail(err, len, "%s wants [B,T,...], got %s", ir_ops[in->op].name, tstr(&a[0]));
+    *n = axis_ranks(m, axis);
+    return true;
+}
+
+bool ir_infer_seq_gather(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    int64_t n = 1;
+    if (!seq_operand(m, in, a, &n, err, len))
+        return false;
+    r[0] = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
+    r[0].dims[1] *= n;
+    return true;
+}
+
+bool ir_infer_seq_scatter(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    int64_t n = 1;
+    if (!seq_operand(m, in, a, &n, err, len))
+        return false;
+    if (a[0].dims[1] % n)
+        return fail(err, len, "%s: the sequence of %s does not split into %lld slices", ir_ops[in->op].name,
+                    tstr(&a[0]), (long long)n);
+    r[0] = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
+    r[0].dims[1] /= n;
+    r[0].shard[1] = (uint8_t)in->attr[0];
     return true;
 }
 

@@ -7,6 +7,10 @@
  * `all_reduce {axis=tp}` where an op needs a complete value: after row-parallel matmuls, the
  * vocab-parallel lookup, and the column-parallel input gradients. Cross entropy over split
  * logits is lowered to the vocab-parallel form (row max and sums combined over tp).
+ * With sequence_parallel, the activations between the blocks (residual stream, norms, position
+ * add) are split along the sequence instead of replicated: a partial sum headed there is
+ * reduce-scattered rather than all-reduced, and a sequence slice entering a matmul (or anything
+ * that needs every token) is all-gathered, as in Megatron's sequence parallelism.
  * Types in the result are local shapes with the split dimension annotated {shard=[.., tp]}. */
 #include "passes.h"
 
@@ -17,6 +21,7 @@
 typedef struct {
     int dim;                        /* the dimension split over tp, or -1 (replicated) */
     bool partial;                   /* a pending sum over tp */
+    bool seq;                       /* dim is the sequence ([B,T,...] split along T: dim 1) */
 } placement;
 
 typedef struct {
@@ -29,9 +34,12 @@ typedef struct {
     const ir_func *src;
     ir_func *dst;
     int tp, rank;
+    bool sp;                        /* sequence parallelism */
     int *map;                       /* source value -> new value */
     placement *at;                  /* per new value */
     int *reduced;                   /* new partial value -> its all_reduce, or -1 */
+    int *scattered;                 /* new partial value -> its reduce_scatter_seq, or -1 */
+    int *gathered;                  /* new sequence slice -> its all_gather_seq, or -1 */
     int cap;
     lowered_ce *ces;
     int nces;
@@ -73,8 +81,10 @@ static void grow(shard_ctx *c)
     int cap = 2 * c->cap + 64;
     c->at = realloc(c->at, sizeof(placement) * (size_t)cap);
     c->reduced = realloc(c->reduced, sizeof(int) * (size_t)cap);
+    c->scattered = realloc(c->scattered, sizeof(int) * (size_t)cap);
+    c->gathered = realloc(c->gathered, sizeof(int) * (size_t)cap);
     for (int i = c->cap; i < cap; i++)
-        c->reduced[i] = -1;
+        c->reduced[i] = c->scattered[i] = c->gathered[i] = -1;
     c->cap = cap;
 }
 
@@ -105,12 +115,46 @@ static int complete(shard_ctx *c, int v)
         return v;
     if (c->reduced[v] < 0) {
         double attrs[2] = {IR_AXIS_TP, 0};
-        c->reduced[v] = emit(c, IR_OP_ALL_REDUCE, &v, 1, attrs, NULL, NULL, (placement){c->at[v].dim, false});
+        int r = emit(c, IR_OP_ALL_REDUCE, &v, 1, attrs, NULL, NULL, (placement){c->at[v].dim, false, c->at[v].seq});
+        c->reduced[v] = r; /* after emit: it may move c->reduced */
     }
     return c->reduced[v];
 }
 
 static int last_dim_of(shard_ctx *c, int v) { return c->dst->vals[v].type.ndim - 1; }
+
+static const placement SEQ_SLICE = {1, false, true};
+
+/* v split along the sequence: a partial sum is reduce-scattered (once). */
+static int seq_slice(shard_ctx *c, int v)
+{
+    if (!c->at[v].partial)
+        return v;
+    if (c->scattered[v] < 0) {
+        double axis = IR_AXIS_TP;
+        int r = emit(c, IR_OP_REDUCE_SCATTER_SEQ, &v, 1, &axis, NULL, NULL, SEQ_SLICE);
+        c->scattered[v] = r;
+    }
+    return c->scattered[v];
+}
+
+/* v with every token: a sequence slice is all-gathered (once), a partial sum all-reduced. */
+static int every_token(shard_ctx *c, int v)
+{
+    v = complete(c, v);
+    if (!c->at[v].seq)
+        return v;
+    if (c->gathered[v] < 0) {
+        double axis = IR_AXIS_TP;
+        int r = emit(c, IR_OP_ALL_GATHER_SEQ, &v, 1, &axis, NULL, NULL, (placement){-1, false, false});
+        c->gathered[v] = r;
+    }
+    return c->gathered[v];
+}
+
+/* An activation of the residual stream: a sequence slice under sequence parallelism (a partial
+ * sum is reduce-scattered), else a complete value. */
+static int stream_value(shard_ctx *c, int v) { return c->sp ? seq_slice(c, v) : complete(c, v); }
 
 /* --- rules ---------------------------------------------------------------------------------- */
 
@@ -164,10 +208,10 @@ static int split_of_b(shard_ctx *c, int b, bool tb)
 static bool rule_matmul(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     bool ta = in->attr[0] != 0, tb = in->attr[1] != 0;
-    args[0] = complete(c, args[0]);
-    args[1] = complete(c, args[1]);
+    args[0] = every_token(c, args[0]);
+    args[1] = every_token(c, args[1]);
     int sa = split_of_a(c, args[0], ta), sb = split_of_b(c, args[1], tb);
-    placement p = {-1, false};
+    placement p = {-1, false, false};
     if (sa == SPLIT_K && sb == SPLIT_K)
         p.partial = true; /* row-parallel: each rank holds a slice of the contraction */
     else if (sa == SPLIT_K || sb == SPLIT_K || (sa == SPLIT_M && sb == SPLIT_N))
@@ -185,7 +229,7 @@ static bool rule_matmul(shard_ctx *c, const ir_instr *in, int *args, int *res)
  * logit) are combined over tp, so no rank ever holds the whole row. */
 static int lower_cross_entropy(shard_ctx *c, const ir_instr *in, int logits, int targets)
 {
-    placement rows = {-1, false};
+    placement rows = {-1, false, false};
     double vocab_start = (double)c->rank * (double)c->dst->vals[logits].type.dims[last_dim_of(c, logits)];
     double max_attrs[2] = {IR_AXIS_TP, 1}, sum_attrs[2] = {IR_AXIS_TP, 0};
     int mx = emit(c, IR_OP_CE_ROW_MAX, &logits, 1, NULL, NULL, NULL, rows);
@@ -206,7 +250,7 @@ static int lower_cross_entropy_grad(shard_ctx *c, const ir_instr *in, const int 
             int g[5] = {args[0], args[1], args[2], c->ces[i].gmax, c->ces[i].stats};
             double vocab_start = (double)c->rank * (double)c->dst->vals[args[1]].type.dims[last_dim_of(c, args[1])];
             return emit(c, IR_OP_CE_GRAD_SHARDED, g, 5, &vocab_start, NULL, NULL,
-                        (placement){last_dim_of(c, args[1]), false});
+                        (placement){last_dim_of(c, args[1]), false, false});
         }
     return -1;
 }
@@ -214,12 +258,14 @@ static int lower_cross_entropy_grad(shard_ctx *c, const ir_instr *in, const int 
 /* Ops whose result keeps the placement of their complete operands, which must agree. */
 static bool rule_same(shard_ctx *c, const ir_instr *in, int *args, int *res, bool linear)
 {
-    placement p = c->at[args[0]];
-    bool all_partial = linear;
-    for (int a = 0; a < in->nargs; a++)
+    bool all_partial = linear, any_seq = false;
+    for (int a = 0; a < in->nargs; a++) {
         all_partial &= c->at[args[a]].partial;
-    for (int a = 0; a < in->nargs && !all_partial; a++)
-        args[a] = complete(c, args[a]);
+        any_seq |= c->at[args[a]].seq;
+    }
+    for (int a = 0; a < in->nargs && !all_partial; a++) /* a partial joining a slice is scattered */
+        args[a] = any_seq ? seq_slice(c, args[a]) : complete(c, args[a]);
+    placement p = c->at[args[0]];
     for (int a = 1; a < in->nargs; a++)
         if (c->at[args[a]].dim != c->at[args[0]].dim)
             return fail(c, "operands split differently", in);
@@ -228,10 +274,43 @@ static bool rule_same(shard_ctx *c, const ir_instr *in, int *args, int *res, boo
     return true;
 }
 
+/* Norms, the position add and their gradients work token by token on the residual stream:
+ * replicated, or a sequence slice under sequence parallelism, where the weight gradients (sums
+ * over this rank's tokens) become partial and the position table is offset to the slice. */
+static bool rule_stream(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    int x = in->op == IR_OP_LAYERNORM_GRAD || in->op == IR_OP_RMSNORM_GRAD ? 1 : 0; /* (dy, x, w) */
+    args[x] = stream_value(c, args[x]);
+    bool seq = c->at[args[x]].seq;
+    if (x == 1)
+        args[0] = seq ? seq_slice(c, args[0]) : complete(c, args[0]);
+    for (int a = 0; a < in->nargs; a++) {
+        bool stream = a <= x || (in->op == IR_OP_POS_ADD_GRAD);
+        if (!stream)
+            args[a] = complete(c, args[a]); /* weights, bias, table: replicated */
+        if (c->at[args[a]].dim >= 0 && !(stream && c->at[args[a]].seq))
+            return fail(c, "a normalisation or position table over a split dimension", in);
+    }
+    double attrs[IR_MAX_ATTRS];
+    memcpy(attrs, in->attr, sizeof attrs);
+    placement p = seq ? SEQ_SLICE : (placement){-1, false, false};
+    int64_t first = seq ? (int64_t)c->rank * c->dst->vals[args[0]].type.dims[1] : 0;
+    if (in->op == IR_OP_POS_ADD)
+        attrs[0] = (double)first;
+    if (in->op == IR_OP_POS_ADD_GRAD) {
+        attrs[1] = (double)first;
+        p = (placement){-1, seq, false}; /* rows of this slice's positions only */
+    }
+    *res = emit(c, in->op, args, in->nargs, attrs, NULL, NULL, p);
+    for (int r = 1; r < ir_ops[in->op].nres; r++) /* dw, db: summed over this slice's tokens */
+        place(c, *res + r, (placement){-1, seq, false});
+    return true;
+}
+
 static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     const ir_type *src_t = in->nres ? &c->src->vals[in->res[0]].type : NULL;
-    placement rep = {-1, false};
+    placement rep = {-1, false, false};
     switch (in->op) {
     case IR_OP_INPUT:
     case IR_OP_FILL:
@@ -240,16 +319,16 @@ static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
     case IR_OP_GLOBAL: {
         int g = ir_global_find(c->m, in->sym);
         int dim = param_split_dim(in->sym);
-        *res = emit(c, in->op, NULL, 0, NULL, in->sym, NULL, (placement){dim, false});
+        *res = emit(c, in->op, NULL, 0, NULL, in->sym, NULL, (placement){dim, false, false});
         return g >= 0;
     }
     case IR_OP_OUTPUT:
-        args[0] = complete(c, args[0]);
+        args[0] = every_token(c, args[0]);
         emit(c, in->op, args, 1, NULL, in->sym, NULL, rep);
         return true;
     case IR_OP_ACCUMULATE:
     case IR_OP_COPY:
-        args[1] = complete(c, args[1]);
+        args[1] = c->at[args[1]].seq ? every_token(c, args[1]) : complete(c, args[1]);
         if (c->at[args[1]].dim != c->at[args[0]].dim)
             return fail(c, "the value and its destination are split differently", in);
         emit(c, in->op, args, 2, NULL, NULL, NULL, rep);
@@ -261,12 +340,14 @@ static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
     case IR_OP_ROPE:
         return rule_same(c, in, args, res, false);
     case IR_OP_BIAS_ADD:
-        args[0] = complete(c, args[0]);
+        args[0] = c->at[args[1]].dim == 0 ? complete(c, args[0]) : stream_value(c, args[0]);
         if ((c->at[args[1]].dim == 0) != (c->at[args[0]].dim == last_dim_of(c, args[0])))
             return fail(c, "bias and input split differently", in);
         *res = emit(c, in->op, args, 2, NULL, NULL, NULL, c->at[args[0]]);
         return true;
     case IR_OP_RESHAPE: {
+        if (c->at[args[0]].seq)
+            args[0] = every_token(c, args[0]);
         placement p = c->at[args[0]];
         if (!reshape_dim(&c->src->vals[in->args[0]].type, src_t, p.dim, c->tp, &p.dim))
             return fail(c, "a reshape that moves the split dimension", in);
@@ -277,8 +358,10 @@ static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
     case IR_OP_MATMUL:
         return rule_matmul(c, in, args, res);
     case IR_OP_SUM_ROWS: {
+        /* a split over features stays split; a sum over split rows (tokens) is partial */
         placement p = c->at[args[0]];
-        p = (placement){p.dim == last_dim_of(c, args[0]) ? 0 : -1, p.partial || (p.dim >= 0 && p.dim != last_dim_of(c, args[0]))};
+        bool features = p.dim == last_dim_of(c, args[0]);
+        p = (placement){features ? 0 : -1, p.partial || (p.dim >= 0 && !features), false};
         *res = emit(c, in->op, args, 1, NULL, NULL, NULL, p);
         return true;
     }
@@ -295,38 +378,32 @@ static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
         return true;
     }
     case IR_OP_EMBEDDING_GRAD: {
-        args[0] = complete(c, args[0]);
+        args[0] = every_token(c, args[0]);
         double attrs[2] = {in->attr[0] / c->tp, (double)c->rank * (in->attr[0] / c->tp)};
-        *res = emit(c, in->op, args, 2, attrs, NULL, NULL, (placement){0, false});
+        *res = emit(c, in->op, args, 2, attrs, NULL, NULL, (placement){0, false, false});
         return true;
     }
     case IR_OP_POS_ADD:
     case IR_OP_POS_ADD_GRAD:
     case IR_OP_LAYERNORM: case IR_OP_RMSNORM: case IR_OP_LAYERNORM_GRAD: case IR_OP_RMSNORM_GRAD:
-        for (int a = 0; a < in->nargs; a++) {
-            args[a] = complete(c, args[a]);
-            if (c->at[args[a]].dim >= 0)
-                return fail(c, "a normalisation or position table over a split dimension", in);
-        }
-        *res = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, rep);
-        return true;
+        return rule_stream(c, in, args, res);
     case IR_OP_ATTENTION:
     case IR_OP_ATTENTION_GRAD: {
         for (int a = 0; a < in->nargs; a++)
-            args[a] = complete(c, args[a]);
+            args[a] = every_token(c, args[a]);
         int heads = c->at[args[in->op == IR_OP_ATTENTION ? 0 : 1]].dim;
-        *res = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){heads, false});
+        *res = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){heads, false, false});
         if (in->op == IR_OP_ATTENTION) /* lse [B,H,T]: heads are dimension 1 */
-            place(c, *res + 1, (placement){heads >= 0 ? 1 : -1, false});
+            place(c, *res + 1, (placement){heads >= 0 ? 1 : -1, false, false});
         return true;
     }
     case IR_OP_CROSS_ENTROPY:
-        args[0] = complete(c, args[0]);
+        args[0] = every_token(c, args[0]);
         *res = c->at[args[0]].dim == last_dim_of(c, args[0]) ? lower_cross_entropy(c, in, args[0], args[1])
                                                               : emit(c, in->op, args, 2, NULL, NULL, NULL, rep);
         return true;
     case IR_OP_CROSS_ENTROPY_GRAD:
-        args[1] = complete(c, args[1]);
+        args[1] = every_token(c, args[1]);
         *res = c->at[args[1]].dim == last_dim_of(c, args[1]) ? lower_cross_entropy_grad(c, in, args)
                                                               : emit(c, in->op, args, 3, NULL, NULL, NULL, rep);
         return *res >= 0 || fail(c, "the gradient of a cross entropy that was not lowered", in);
@@ -339,7 +416,8 @@ static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
 static bool shard_func(ir_module *m, int fi, int tp, int rank, char *err, size_t errlen)
 {
     const ir_func *src = m->funcs[fi];
-    shard_ctx c = {m, src, ir_func_new(m, src->name), tp, rank, .err = err, .errlen = errlen};
+    shard_ctx c = {m, src, ir_func_new(m, src->name), tp, rank, ir_config_int(m, "sequence_parallel", 0) != 0,
+                   .err = err, .errlen = errlen};
     c.map = malloc(sizeof(int) * (size_t)(src->nvals + 1));
     bool ok = true;
     for (int i = 0; i < src->ninstrs && ok; i++) {
@@ -356,6 +434,8 @@ static bool shard_func(ir_module *m, int fi, int tp, int rank, char *err, size_t
     free(c.map);
     free(c.at);
     free(c.reduced);
+    free(c.scattered);
+    free(c.gathered);
     free(c.ces);
     if (ok)
         ir_func_replace(m, fi, c.dst);

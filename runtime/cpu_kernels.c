@@ -251,6 +251,7 @@ void cpu_POS_ADD(const rt_kernel_call *c)
     const float *x = argf(c, 0), *table = argf(c, 1);
     float *r = resf(c, 0);
     int64_t d = last_dim(xt), T = xt->dims[xt->ndim - 2], B = ir_numel(xt) / (T * d);
+    table += (int64_t)c->in->attr[0] * d; /* a sequence-parallel slice starts at its position */
     for (int64_t b = 0; b < B; b++)
         for (int64_t i = 0; i < T * d; i++)
             r[b * T * d + i] = x[b * T * d + i] + table[i];
@@ -264,6 +265,7 @@ void cpu_POS_ADD_GRAD(const rt_kernel_call *c)
     float *r = resf(c, 0);
     int64_t d = last_dim(yt), T = yt->dims[yt->ndim - 2], B = ir_numel(yt) / (T * d);
     memset(r, 0, ir_bytes(c->res_types[0]));
+    r += (int64_t)c->in->attr[1] * d;
     for (int64_t b = 0; b < B; b++)
         for (int64_t i = 0; i < T * d; i++)
             r[i] += dy[b * T * d + i];

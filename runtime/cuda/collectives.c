@@ -19,19 +19,22 @@ void cuda_ALL_REDUCE(rt_cuda_ctx *cx, const rt_kernel_call *c)
                       c->in->attr[1] != 0 ? RT_MAX : RT_SUM, rt_cuda_stream(cx));
 }
 
-/* The vocab-parallel cross entropy runs on CPU ranks only in this build: `mcc compile` refuses
- * --target cuda with tensor parallelism, so these are never reached from a compiled plan. */
-static void cuda_vocab_parallel_missing(const rt_kernel_call *c)
+/* Tensor parallelism's vocab-parallel cross entropy and sequence-parallel collectives run on CPU
+ * ranks only in this build: `mcc compile` refuses --target cuda with tensor parallelism, so these
+ * are never reached from a compiled plan. */
+static void cuda_tensor_parallel_missing(const rt_kernel_call *c)
 {
     fprintf(stderr, "train_rank: error: %s has no CUDA kernel yet (tensor parallelism runs on CPU ranks in "
                     "this build; recompile with --target cpu)\n", ir_ops[c->in->op].name);
     exit(1);
 }
 
-void cuda_CE_ROW_MAX(rt_cuda_ctx *cx, const rt_kernel_call *c) { cuda_vocab_parallel_missing(c); }
-void cuda_CE_ROW_STATS(rt_cuda_ctx *cx, const rt_kernel_call *c) { cuda_vocab_parallel_missing(c); }
-void cuda_CE_LOSS(rt_cuda_ctx *cx, const rt_kernel_call *c) { cuda_vocab_parallel_missing(c); }
-void cuda_CE_GRAD_SHARDED(rt_cuda_ctx *cx, const rt_kernel_call *c) { cuda_vocab_parallel_missing(c); }
+void cuda_CE_ROW_MAX(rt_cuda_ctx *cx, const rt_kernel_call *c) { cuda_tensor_parallel_missing(c); }
+void cuda_CE_ROW_STATS(rt_cuda_ctx *cx, const rt_kernel_call *c) { cuda_tensor_parallel_missing(c); }
+void cuda_CE_LOSS(rt_cuda_ctx *cx, const rt_kernel_call *c) { cuda_tensor_parallel_missing(c); }
+void cuda_CE_GRAD_SHARDED(rt_cuda_ctx *cx, const rt_kernel_call *c) { cuda_tensor_parallel_missing(c); }
+void cuda_ALL_GATHER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c) { cuda_tensor_parallel_missing(c); }
+void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c) { cuda_tensor_parallel_missing(c); }
 
 /* (dst global): dst := sum of dst over the axis's ranks */
 void cuda_ALL_REDUCE_INPLACE(rt_cuda_ctx *cx, const rt_kernel_call *c)

@@ -309,8 +309,19 @@ void cuda_EMBEDDING_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 }
 
 /* (x[B,T,d], table[P,d]) -> x + table[0:T]: a bias add over [B, T d] */
+/* Sequence-parallel slices (offset > 0) come from tensor parallelism, which runs on CPU ranks. */
+static void need_no_offset(const rt_kernel_call *c, double offset)
+{
+    if (offset != 0) {
+        fprintf(stderr, "train_rank: error: %s of a sequence-parallel slice has no CUDA kernel yet (sequence "
+                        "parallelism runs on CPU ranks in this build)\n", ir_ops[c->in->op].name);
+        exit(1);
+    }
+}
+
 void cuda_POS_ADD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
+    need_no_offset(c, c->in->attr[0]);
     const ir_type *xt = c->arg_types[0];
     int64_t Td = xt->dims[xt->ndim - 2] * last_dim(xt);
     rows_plus_vector(cx, c, Td ? ir_numel(xt) / Td : 0, Td);
@@ -319,6 +330,7 @@ void cuda_POS_ADD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 /* dy[B,T,d] -> [P,d]: the column sums of dy as [B, T d], zero past T */
 void cuda_POS_ADD_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
+    need_no_offset(c, c->in->attr[1]);
     const ir_type *yt = c->arg_types[0];
     int64_t Td = yt->dims[yt->ndim - 2] * last_dim(yt);
     column_sums(cx, c, c->res[0], c->args[0], yt, Td ? ir_numel(yt) / Td : 0, Td, ir_numel(c->res_types[0]));
