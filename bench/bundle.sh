@@ -23,6 +23,11 @@ for m in tiny-gpt2 tiny-llama; do
   $B/mcc compile models/$m.json --target cpu --keep-logits -o devrun/bin/$m-cpu 2>/dev/null
   $B/mcc compile models/$m.json --target cuda --keep-logits -o devrun/bin/$m-cuda 2>/dev/null
   $B/mcc compile models/$m.json --target cuda --keep-logits --dp 2 -o devrun/bin/$m-cuda-dp2 2>/dev/null
+  # tensor parallel on 2 GPUs, against one GPU with the same (tp-divisible) vocabulary
+  $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 -o devrun/bin/$m-cuda-v258 2>/dev/null
+  $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 --tp 2 -o devrun/bin/$m-cuda-tp2 2>/dev/null
+  $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 --tp 2 --sequence-parallel \
+    -o devrun/bin/$m-cuda-tp2sp 2>/dev/null
   devrun/bin/$m-cpu --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir devrun/cpu/$m >/dev/null
   devrun/bin/$m-cpu --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 200 --log-interval 1 --eval-iters 0 > devrun/cpu/$m-200.log
   rm devrun/bin/$m-cpu
@@ -30,6 +35,11 @@ done
 # benchmarks
 for c in gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa; do
   $B/mcc compile bench/configs/$c.json --target cuda -o devrun/bin/bench-$c 2>devrun/bin/bench-$c.compile.log || cat devrun/bin/bench-$c.compile.log
+done
+# tensor parallel (with sequence parallel) on two GPUs: the same global batch as one GPU
+for c in llama-1B llama-1B-gqa; do
+  $B/mcc compile bench/configs/$c.json --target cuda --tp 2 --sequence-parallel -o devrun/bin/bench-$c-tp2sp \
+    2>devrun/bin/bench-$c-tp2sp.compile.log || cat devrun/bin/bench-$c-tp2sp.compile.log
 done
 # data parallel on two GPUs: the same micro-batch per GPU, so twice the global batch
 for c in gpt2-124M llama-1B; do

@@ -54,6 +54,20 @@ PY
 done
 fi
 
+section "tensor parallel on 2 GPUs (NCCL) vs 1 GPU, 10 steps"
+if [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && [ "${TP2_CHECK:-1}" != 0 ]; then
+  for m in tiny-gpt2 tiny-llama; do
+    timeout 120 devrun/bin/$m-cuda-v258 --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+      --dump-dir /tmp/gpu-v258-$m > /dev/null 2>&1
+    for v in tp2 tp2sp; do
+      timeout 120 devrun/bin/$m-cuda-$v --nproc-per-node 2 --data-path devrun/data/numerics_text_document \
+        --train-iters 10 --eval-iters 0 --dump-dir /tmp/gpu-$v-$m > "$O/$m-$v.log" 2>&1
+      echo "$m $v exit $?"; tail -1 "$O/$m-$v.log"
+      python3 tests/compare_dumps.py --cpu /tmp/gpu-v258-$m --gpu /tmp/gpu-$v-$m 2>&1 | tail -2
+    done
+  done
+fi
+
 section "benchmark: train_rank"
 for c in ${BENCH_CONFIGS-gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa}; do
   [ -x devrun/bin/bench-$c ] || { echo "$c: not compiled"; continue; }
@@ -73,6 +87,14 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   done
 fi
 
+
+if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+  for c in ${TP2_CONFIGS-llama-1B llama-1B-gqa}; do
+    timeout 150 devrun/bin/bench-$c-tp2sp --nproc-per-node 2 --data-path devrun/data/brown_text_document --split 100,0,0 \
+      --train-iters 15 --log-interval 1 --eval-iters 0 > "$O/bench-$c-tp2sp.log" 2>&1
+    echo "$c tp2 sp exit $?"; grep -E "first step|iter +15/" "$O/bench-$c-tp2sp.log"
+  done
+fi
 
 section "table"
 touch "$O/baseline.jsonl"; python3 bench/summarize.py "$O" | tee "$O/table.txt"

@@ -110,11 +110,6 @@ static bool check_layout(const mcc_spec *spec, const cli_opts *o, char *err, siz
                  spec->data_parallel_size, world - 1);
         return false;
     }
-    if (tp > 1 && !strcmp(o->target, "cuda")) {
-        snprintf(err, errlen, "--tensor-model-parallel-size %d: tensor parallelism runs on CPU ranks (--target cpu) "
-                              "in this build; on GPUs use --data-parallel-size", tp);
-        return false;
-    }
     return true;
 }
 

@@ -9,13 +9,13 @@
 // r[n,d] := table[ids[i], :]; block per row (grid-strided).
 #define MCC_EMBEDDING(sfx, T)                                                                              \
     extern "C" __global__ void mcc_embedding_##sfx(T *r, const T *table, const int *ids, long long n,    \
-                                                   long long V, long long d)                              \
+                                                   long long V, long long d, long long start)             \
     {                                                                                                      \
         for (long long i = blockIdx.x; i < n; i += gridDim.x) {                                            \
-            int id = ids[i];                                                                               \
-            bool ok = id >= 0 && id < V;                                                                   \
+            long long row = (long long)ids[i] - start; /* the table holds rows start.. (vocab-parallel) */ \
+            bool ok = row >= 0 && row < V;                                                                 \
             for (long long j = threadIdx.x; j < d; j += blockDim.x)                                        \
-                mcc_st(r, i * d + j, ok ? mcc_ld(table, id * d + j) : 0.0f);                               \
+                mcc_st(r, i * d + j, ok ? mcc_ld(table, row * d + j) : 0.0f);                              \
         }                                                                                                  \
     }
 MCC_FOR_FLOATS(MCC_EMBEDDING)

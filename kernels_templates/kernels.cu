@@ -8,6 +8,7 @@
 #include "norms.cuh"
 #include "rope.cuh"
 #include "cross_entropy.cuh"
+#include "vocab_parallel.cuh"
 #include "optimizer.cuh"
 #include "init.cuh"
 #include "attention.cuh"

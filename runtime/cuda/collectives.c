@@ -3,6 +3,8 @@
 #include "cuda_ctx.h"
 #include "runtime/parallel.h"
 
+#include <cuda_runtime.h>
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,23 +21,97 @@ void cuda_ALL_REDUCE(rt_cuda_ctx *cx, const rt_kernel_call *c)
                       c->in->attr[1] != 0 ? RT_MAX : RT_SUM, rt_cuda_stream(cx));
 }
 
-/* Tensor parallelism's vocab-parallel cross entropy and sequence-parallel collectives run on CPU
- * ranks only in this build: `mcc compile` refuses --target cuda with tensor parallelism, so these
- * are never reached from a compiled plan. */
-static void cuda_tensor_parallel_missing(const rt_kernel_call *c)
+/* --- vocab-parallel cross entropy (kernels_templates/vocab_parallel.cuh) --- */
+
+static const char *float_name(const ir_type *t) { return t->dtype == IR_BF16 ? "bf16" : "f32"; }
+
+static void rows_launch(rt_cuda_ctx *cx, const char *stem, const ir_type *logits, long long N, void **params)
 {
-    fprintf(stderr, "train_rank: error: %s has no CUDA kernel yet (tensor parallelism runs on CPU ranks in "
-                    "this build; recompile with --target cpu)\n", ir_ops[c->in->op].name);
-    exit(1);
+    char name[64];
+    snprintf(name, sizeof name, "%s_%s", stem, float_name(logits));
+    rt_cuda_launch(cx, name, (unsigned)(N < 65535 ? N : 65535), 1, 1, 256, 0, params);
 }
 
-void cuda_CE_ROW_MAX(rt_cuda_ctx *cx, const rt_kernel_call *c) { cuda_tensor_parallel_missing(c); }
-void cuda_CE_ROW_STATS(rt_cuda_ctx *cx, const rt_kernel_call *c) { cuda_tensor_parallel_missing(c); }
-void cuda_CE_LOSS(rt_cuda_ctx *cx, const rt_kernel_call *c) { cuda_tensor_parallel_missing(c); }
-void cuda_CE_GRAD_SHARDED(rt_cuda_ctx *cx, const rt_kernel_call *c) { cuda_tensor_parallel_missing(c); }
-void cuda_ALL_GATHER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c) { cuda_tensor_parallel_missing(c); }
-void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c) { cuda_tensor_parallel_missing(c); }
+static long long rows_of(const ir_type *t) { return ir_numel(t) / t->dims[t->ndim - 1]; }
 
+void cuda_CE_ROW_MAX(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    void *m = c->res[0], *x = c->args[0];
+    long long N = rows_of(c->arg_types[0]), V = c->arg_types[0]->dims[c->arg_types[0]->ndim - 1];
+    void *p[] = {&m, &x, &N, &V};
+    rows_launch(cx, "mcc_ce_row_max", c->arg_types[0], N, p);
+}
+
+void cuda_CE_ROW_STATS(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    void *st = c->res[0], *x = c->args[0], *targets = c->args[1], *gmax = c->args[2];
+    long long N = rows_of(c->arg_types[0]), V = c->arg_types[0]->dims[c->arg_types[0]->ndim - 1];
+    long long start = (long long)c->in->attr[0];
+    void *p[] = {&st, &x, &targets, &gmax, &N, &V, &start};
+    rows_launch(cx, "mcc_ce_row_stats", c->arg_types[0], N, p);
+}
+
+void cuda_CE_LOSS(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    void *loss = c->res[0], *st = c->args[0], *gmax = c->args[1];
+    long long N = ir_numel(c->arg_types[1]);
+    void *p[] = {&loss, &st, &gmax, &N};
+    rt_cuda_launch(cx, "mcc_ce_loss_f32", 1, 1, 1, 1024, 0, p);
+}
+
+void cuda_CE_GRAD_SHARDED(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    void *dx = c->res[0], *dloss = c->args[0], *x = c->args[1], *targets = c->args[2], *gmax = c->args[3],
+         *st = c->args[4];
+    long long N = rows_of(c->arg_types[1]), V = c->arg_types[1]->dims[c->arg_types[1]->ndim - 1];
+    long long start = (long long)c->in->attr[0];
+    void *p[] = {&dx, &dloss, &x, &targets, &gmax, &st, &N, &V, &start};
+    rows_launch(cx, "mcc_ce_grad_sharded", c->arg_types[1], N, p);
+}
+
+/* --- sequence parallelism: [B,T,R] as n rank slices [B,T/n,R] --- */
+
+/* Copies `height` rows of `width` bytes between pitched buffers on the stream. */
+static void copy_rows(rt_cuda_ctx *cx, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                      size_t height)
+{
+    RT_CUDART_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice,
+                                      (cudaStream_t)rt_cuda_stream(cx)));
+}
+
+/* x[B,T/n,R] -> r[B,T,R]: gathered rank-major into scratch, then slice r of every batch row put
+ * in place. */
+void cuda_ALL_GATHER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    const ir_type *t = c->arg_types[0];
+    size_t bytes = ir_bytes(t), B = (size_t)t->dims[0], slab = bytes / B;
+    int n = comm ? rt_comm_size(comm) : 1;
+    char *all = rt_cuda_scratch(cx, bytes * (size_t)n); /* [n][B][T/n][R] */
+    if (comm)
+        rt_all_gather(comm, c->args[0], all, bytes, IR_FP8E4M3 /* a 1-byte type: bytes */, rt_cuda_stream(cx));
+    else
+        copy_rows(cx, all, bytes, c->args[0], bytes, bytes, 1);
+    for (int r = 0; r < n; r++)
+        copy_rows(cx, (char *)c->res[0] + (size_t)r * slab, slab * (size_t)n, all + (size_t)r * bytes, slab, slab, B);
+}
+
+/* x[B,T,R] partial -> r[B,T/n,R]: slices regrouped rank-major into scratch, then reduce-scattered. */
+void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    const ir_type *t = c->res_types[0];
+    size_t block = ir_bytes(t), B = (size_t)t->dims[0], slab = block / B;
+    int n = comm ? rt_comm_size(comm) : 1;
+    char *ranked = rt_cuda_scratch(cx, block * (size_t)n);
+    for (int r = 0; r < n; r++)
+        copy_rows(cx, ranked + (size_t)r * block, slab, (const char *)c->args[0] + (size_t)r * slab, slab * (size_t)n,
+                  slab, B);
+    if (comm)
+        rt_reduce_scatter(comm, ranked, c->res[0], (size_t)ir_numel(t), t->dtype, RT_SUM, rt_cuda_stream(cx));
+    else
+        copy_rows(cx, c->res[0], block, ranked, block, block, 1);
+}
 /* (dst global): dst := sum of dst over the axis's ranks */
 void cuda_ALL_REDUCE_INPLACE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {

@@ -198,9 +198,11 @@ void cuda_SCALE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 
 /* r[R,N] := x + b[N] by mcc_bias_add: blocks of column chunks (VEC columns a thread) times row
  * groups, about FILL_BLOCKS blocks in all; bias_add and pos_add. */
-static void rows_plus_vector(rt_cuda_ctx *cx, const rt_kernel_call *c, int64_t R, int64_t N)
+/* r[R,N] := x + b[N], b starting `skip` elements into the operand (a position table's slice) */
+static void rows_plus_vector(rt_cuda_ctx *cx, const rt_kernel_call *c, int64_t R, int64_t N, int64_t skip)
 {
-    void *r = c->res[0], *x = c->args[0], *b = c->args[1];
+    void *r = c->res[0], *x = c->args[0];
+    const char *b = (const char *)c->args[1] + skip * (int64_t)ir_dtype_size(c->arg_types[1]->dtype);
     long long rows = R, cols = N;
     int64_t threads = (N + VEC - 1) / VEC, block = (threads + 31) / 32 * 32;
     block = block < FLAT_BLOCK ? block : FLAT_BLOCK;
@@ -215,7 +217,7 @@ static void rows_plus_vector(rt_cuda_ctx *cx, const rt_kernel_call *c, int64_t R
 /* x[R,N] + b[N] */
 void cuda_BIAS_ADD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    rows_plus_vector(cx, c, nrows(c->arg_types[0]), last_dim(c->arg_types[0]));
+    rows_plus_vector(cx, c, nrows(c->arg_types[0]), last_dim(c->arg_types[0]), 0);
 }
 
 /* A view: the memory plan usually gives the result the operand's buffer. */
@@ -275,7 +277,8 @@ void cuda_EMBEDDING(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     void *r = c->res[0], *table = c->args[0], *ids = c->args[1];
     long long V = c->arg_types[0]->dims[0], d = c->arg_types[0]->dims[1], n = ir_numel(c->arg_types[1]);
-    void *p[] = {&r, &table, &ids, &n, &V, &d};
+    long long start = (long long)c->in->attr[0];
+    void *p[] = {&r, &table, &ids, &n, &V, &d, &start};
     launch_rows(cx, name_of(c, RT_CUK_EMBEDDING, c->arg_types[0], NULL), n, d, 0, p);
 }
 
@@ -309,31 +312,23 @@ void cuda_EMBEDDING_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 }
 
 /* (x[B,T,d], table[P,d]) -> x + table[0:T]: a bias add over [B, T d] */
-/* Sequence-parallel slices (offset > 0) come from tensor parallelism, which runs on CPU ranks. */
-static void need_no_offset(const rt_kernel_call *c, double offset)
-{
-    if (offset != 0) {
-        fprintf(stderr, "train_rank: error: %s of a sequence-parallel slice has no CUDA kernel yet (sequence "
-                        "parallelism runs on CPU ranks in this build)\n", ir_ops[c->in->op].name);
-        exit(1);
-    }
-}
-
 void cuda_POS_ADD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    need_no_offset(c, c->in->attr[0]);
     const ir_type *xt = c->arg_types[0];
     int64_t Td = xt->dims[xt->ndim - 2] * last_dim(xt);
-    rows_plus_vector(cx, c, Td ? ir_numel(xt) / Td : 0, Td);
+    rows_plus_vector(cx, c, Td ? ir_numel(xt) / Td : 0, Td, (int64_t)c->in->attr[0] * last_dim(xt));
 }
 
 /* dy[B,T,d] -> [P,d]: the column sums of dy as [B, T d], zero past T */
 void cuda_POS_ADD_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    need_no_offset(c, c->in->attr[1]);
     const ir_type *yt = c->arg_types[0];
-    int64_t Td = yt->dims[yt->ndim - 2] * last_dim(yt);
-    column_sums(cx, c, c->res[0], c->args[0], yt, Td ? ir_numel(yt) / Td : 0, Td, ir_numel(c->res_types[0]));
+    int64_t Td = yt->dims[yt->ndim - 2] * last_dim(yt), skip = (int64_t)c->in->attr[1] * last_dim(yt);
+    size_t es = ir_dtype_size(c->res_types[0]->dtype);
+    if (skip) /* a sequence-parallel slice: rows before its first position are zero */
+        RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)c->res[0], 0, (size_t)skip * es, rt_cuda_stream(cx)));
+    column_sums(cx, c, (char *)c->res[0] + (size_t)skip * es, c->args[0], yt, Td ? ir_numel(yt) / Td : 0, Td,
+                ir_numel(c->res_types[0]) - skip);
 }
 
 /* --- normalisation ---------------------------------------------------------------------------- */
