@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,8 +64,16 @@ static void nccl_check(rt_comm *c, ncclResult_t r, const char *call, const char 
 static ncclResult_t nccl_settle(ncclComm_t comm, double deadline)
 {
     ncclResult_t st = ncclInProgress;
-    while (ncclCommGetAsyncError(comm, &st) == ncclSuccess && st == ncclInProgress && nccl_now() < deadline)
-        nccl_nap(100);
+    /* An enqueue settles within microseconds: spin first, since a nap per collective (hundreds
+     * of them a step under tensor parallelism) would cost more than the collectives. */
+    for (int polls = 0; ncclCommGetAsyncError(comm, &st) == ncclSuccess && st == ncclInProgress; polls++) {
+        if (nccl_now() >= deadline)
+            break;
+        if (polls < 20000)
+            sched_yield();
+        else
+            nccl_nap(100);
+    }
     return st;
 }
 
@@ -121,10 +130,14 @@ static void *nccl_watchdog(void *arg)
         if (q != cudaErrorNotReady)
             rt_comm_fatal("%s #%llu on group '%s': CUDA error %s while it ran", p.coll, (unsigned long long)p.seq,
                           p.c->name, cudaGetErrorString(q));
-        ncclResult_t async = ncclSuccess;
-        ncclCommGetAsyncError(nccl_of(p.c), &async);
-        if ((async != ncclSuccess && async != ncclInProgress) || nccl_now() > p.deadline)
+        /* Only past the deadline does this thread call into NCCL: the main thread enqueues on the
+         * same communicators, and concurrent calls on one communicator are not safe (a run of
+         * data-parallel steps crashed in the host heap while this polled every millisecond). */
+        if (nccl_now() > p.deadline) {
+            ncclResult_t async = ncclSuccess;
+            ncclCommGetAsyncError(nccl_of(p.c), &async);
             nccl_timeout(&p, async);
+        }
         nccl_nap(1000);
     }
     return arg;
