@@ -1,5 +1,5 @@
-/* dataset.c — mmaps a Megatron indexed dataset (PREFIX.idx "MMIDIDX" + PREFIX.bin) and cuts
- * training samples from the concatenation of its sequences. Plain C + POSIX: no jansson here. */
+/* dataset.c — mmaps a Megatron indexed dataset (PREFIX.idx "MMIDIDX" + PREFIX.bin), validates it
+ * and reads its sequences' tokens (gpt_dataset.c cuts the training samples). Plain C + POSIX. */
 #include "runtime/dataset.h"
 
 #include <assert.h>
@@ -209,29 +209,3 @@ int rt_dataset_max_token(const rt_dataset *d) {
     return (int)max;
 }
 
-/* The sequence holding token pos (0 <= pos < num_tokens): the last s with start[s] <= pos, so
- * zero-length sequences sharing that start are skipped. */
-static int64_t rt_ds_find(const rt_dataset *d, int64_t pos) {
-    int64_t lo = 0, hi = d->nseq; /* answer in [lo, hi) */
-    while (hi - lo > 1) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (d->start[mid] <= pos) lo = mid;
-        else hi = mid;
-    }
-    return lo;
-}
-
-void rt_dataset_sample(const rt_dataset *d, int64_t index, int seq_len, int32_t *out) {
-    assert(index >= 0 && seq_len >= 0);
-    int64_t total = rt_dataset_num_tokens(d);
-    /* index*seq_len can pass 2^63 for long runs over big corpora: reduce in 128 bits. */
-    int64_t pos = (int64_t)(((unsigned __int128)index * (unsigned)seq_len) % (uint64_t)total);
-    int64_t s = rt_ds_find(d, pos);
-    for (int k = 0; k <= seq_len; k++, pos++) {
-        if (pos == total) /* wrap to the first token */
-            s = pos = 0;
-        while (d->start[s + 1] <= pos) /* into the next non-empty sequence */
-            s++;
-        out[k] = (int32_t)rt_ds_token(d, d->bin + rt_ds_ptr(d, s) + (pos - d->start[s]) * d->esize);
-    }
-}

@@ -29,9 +29,4 @@ void rt_dataset_read(const rt_dataset *d, int64_t s, int64_t offset, int64_t n, 
  * O(num_tokens), call once at start-up. */
 int rt_dataset_max_token(const rt_dataset *d);
 
-/* Sample `index` (>= 0): seq_len+1 tokens of the concatenation of all sequences in order,
- * starting at token index*seq_len (mod num_tokens), wrapping around at the end.
- * out: int32[seq_len+1]. */
-void rt_dataset_sample(const rt_dataset *d, int64_t index, int seq_len, int32_t *out);
-
 #endif
