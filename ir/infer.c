@@ -125,6 +125,16 @@ bool ir_infer_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, i
     return true;
 }
 
+/* (a, b, bias[N]): a matmul's result with a bias over its last dimension */
+bool ir_infer_matmul_bias(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!ir_infer_matmul(m, in, a, r, err, len))
+        return false;
+    if (a[2].ndim != 1 || a[2].dims[0] != last_dim(&r[0]))
+        return fail(err, len, "bias %s does not match the matmul's %s", tstr(&a[2]), tstr(&r[0]));
+    return true;
+}
+
 bool ir_infer_sum_rows(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     int64_t n = last_dim(&a[0]);

@@ -174,6 +174,19 @@ void cpu_MATMUL(const rt_kernel_call *c)
                 argf(c, 0), acols, argf(c, 1), bcols, 0.0f, resf(c, 0), N);
 }
 
+/* matmul, then bias[N] added to every row of the result */
+void cpu_MATMUL_BIAS(const rt_kernel_call *c)
+{
+    cpu_MATMUL(c);
+    const ir_type *rt = c->res_types[0];
+    int64_t N = last_dim(rt), R = ir_numel(rt) / N;
+    float *r = resf(c, 0);
+    const float *b = argf(c, 2);
+    for (int64_t i = 0; i < R; i++)
+        for (int64_t j = 0; j < N; j++)
+            r[i * N + j] += b[j];
+}
+
 /* x[R,N] -> [N], accumulated in double so long reductions keep fp32 accuracy */
 void cpu_SUM_ROWS(const rt_kernel_call *c)
 {

@@ -1,6 +1,8 @@
 /* matmul.c — every matmul through cuBLASLt: bf16 (or f32) in and out, fp32 accumulation, the
  * algorithm chosen by cuBLASLt's heuristic once per shape and cached. cuBLASLt is column-major;
- * a row-major C[M,N] = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T. */
+ * a row-major C[M,N] = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T.
+ * matmul_bias adds its bias in the GEMM's epilogue: a bias per row of the column-major C^T is
+ * one per column N of our C. */
 #include "cuda_ctx.h"
 
 #include <cublasLt.h>
@@ -12,7 +14,7 @@
 
 typedef struct {
     int64_t m, n, k;
-    bool ta, tb;
+    bool ta, tb, bias;
     ir_dtype dt;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
@@ -29,11 +31,11 @@ static const char *lt_status_name(int s) { return cublasLtGetStatusName((cublasS
 
 static cudaDataType_t cuda_type(ir_dtype dt) { return dt == IR_BF16 ? CUDA_R_16BF : dt == IR_F16 ? CUDA_R_16F : CUDA_R_32F; }
 
-static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, ir_dtype dt)
+static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, bool bias, ir_dtype dt)
 {
     for (int i = 0; i < nplans; i++) {
         matmul_plan *p = &plans[i];
-        if (p->m == m && p->n == n && p->k == k && p->ta == ta && p->tb == tb && p->dt == dt)
+        if (p->m == m && p->n == n && p->k == k && p->ta == ta && p->tb == tb && p->bias == bias && p->dt == dt)
             return p;
     }
     if (!lt) {
@@ -45,12 +47,17 @@ static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, 
         plans = realloc(plans, sizeof(matmul_plan) * (size_t)cap_plans);
     }
     matmul_plan *p = &plans[nplans];
-    *p = (matmul_plan){.m = m, .n = n, .k = k, .ta = ta, .tb = tb, .dt = dt};
+    *p = (matmul_plan){.m = m, .n = n, .k = k, .ta = ta, .tb = tb, .bias = bias, .dt = dt};
     cudaDataType_t t = cuda_type(dt);
     LT_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    if (bias) {
+        cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof t));
+    }
     /* cuBLASLt's A is our B: stored (n x k) or, transposed, (k x n) column-major; its B is our A. */
     LT_CHECK(cublasLtMatrixLayoutCreate(&p->a, t, tb ? k : n, tb ? n : k, tb ? k : n));
     LT_CHECK(cublasLtMatrixLayoutCreate(&p->b, t, ta ? m : k, ta ? k : m, ta ? m : k));
@@ -72,16 +79,22 @@ static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, 
     return &plans[nplans++];
 }
 
-/* (a, b) -> r with a, b flattened to 2-D [prod(leading), last]; see ops.def. */
-void cuda_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
+/* (a, b[, bias]) -> r with a, b flattened to 2-D [prod(leading), last]; see ops.def. */
+static void matmul(rt_cuda_ctx *cx, const rt_kernel_call *c, const void *bias)
 {
     const ir_type *at = c->arg_types[0], *bt = c->arg_types[1];
     bool ta = c->in->attr[0] != 0, tb = c->in->attr[1] != 0;
     int64_t ak = at->dims[at->ndim - 1], am = ir_numel(at) / ak;
     int64_t bn = bt->dims[bt->ndim - 1], bk = ir_numel(bt) / bn;
     int64_t m = ta ? ak : am, k = ta ? am : ak, n = tb ? bk : bn;
-    matmul_plan *p = plan_for(m, n, k, ta, tb, at->dtype);
+    matmul_plan *p = plan_for(m, n, k, ta, tb, bias != NULL, at->dtype);
+    if (bias) /* the plan is shared by every matmul of this shape: its bias is set per call */
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     const float one = 1.0f, zero = 0.0f;
     LT_CHECK(cublasLtMatmul(lt, p->desc, &one, c->args[1], p->a, c->args[0], p->b, &zero, c->res[0], p->c, c->res[0],
                             p->c, &p->algo, workspace, WORKSPACE_BYTES, (cudaStream_t)rt_cuda_stream(cx)));
 }
+
+void cuda_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c) { matmul(cx, c, NULL); }
+
+void cuda_MATMUL_BIAS(rt_cuda_ctx *cx, const rt_kernel_call *c) { matmul(cx, c, c->args[2]); }
