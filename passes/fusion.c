@@ -53,24 +53,17 @@ static void fuse_func(ir_module *m, int fi)
         const ir_instr *in = &src->instrs[i];
         if (skip[i])
             continue;
-        int args[8], r;
+        int r;
         if (in->op == IR_OP_BIAS_ADD && fp.fused_matmul[in->res[0]] >= 0) {
             const ir_instr *mm = &src->instrs[fp.fused_matmul[in->res[0]]];
             int fused[3] = {map[mm->args[0]], map[mm->args[1]], map[in->args[1]]};
             r = ir_emit(m, dst, IR_OP_MATMUL_BIAS, fused, 3, mm->attr, NULL, NULL);
         } else {
-            for (int a = 0; a < in->nargs && a < 8; a++)
+            int args[in->nargs ? in->nargs : 1]; /* sum_squares takes every gradient */
+            for (int a = 0; a < in->nargs; a++)
                 args[a] = map[in->args[a]];
-            int *argv = in->nargs <= 8 ? args : malloc(sizeof(int) * (size_t)in->nargs);
-            for (int a = 8; a < in->nargs; a++)
-                argv[a] = map[in->args[a]];
-            if (argv != args)
-                for (int a = 0; a < 8; a++)
-                    argv[a] = args[a];
             const ir_type *explicit_type = in->nres ? &src->vals[in->res[0]].type : NULL;
-            r = ir_emit(m, dst, in->op, argv, in->nargs, in->attr, in->sym, explicit_type);
-            if (argv != args)
-                free(argv);
+            r = ir_emit(m, dst, in->op, args, in->nargs, in->attr, in->sym, explicit_type);
         }
         for (int k = 0; k < in->nres; k++) { /* keep the source's sharding annotations */
             map[in->res[k]] = r + k;
