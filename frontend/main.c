@@ -168,9 +168,11 @@ static bool fits_gpu(const mcc_memory_breakdown *mem, double gpu_gib)
     if (gib + RUNTIME_OVERHEAD_GIB <= gpu_gib)
         return true;
     fprintf(stderr, "mcc: error: the plan needs %.2f GiB per GPU (+%.1f GiB runtime) but --gpu-memory is %.1f GiB.\n"
-                    "  To fit: lower --micro-batch-size (activations scale with it; raise global_batch_size's\n"
-                    "  accumulation instead), shorten --seq-length, or shrink the model (--num-layers, --hidden-size).\n"
-                    "  (Tensor/pipeline parallelism and recompute, which also cut memory, are not in this build yet.)\n",
+                    "  To fit: split it over GPUs with --tensor-model-parallel-size N (parameters, gradients,\n"
+                    "  optimizer state and most activations / N; add --sequence-parallel for the rest) or\n"
+                    "  --data-parallel-size N --use-distributed-optimizer (optimizer state and fp32 masters / N);\n"
+                    "  lower --micro-batch-size (activations scale with it; raise the accumulation instead);\n"
+                    "  shorten --seq-length. (Pipeline parallelism and recompute are not in this build yet.)\n",
             gib, RUNTIME_OVERHEAD_GIB, gpu_gib);
     return false;
 }
