@@ -134,6 +134,22 @@ static void dt_error_cases(const char *out_dir) {
 
 /* --json-keys=KEY picks that key and names the output PREFIX_KEY_document; the bytes come
  * back through the runtime reader. */
+/* The concatenation of every sequence, each read in two pieces (from 0 and from its middle), into
+ * out[max]; returns the tokens read (stops before a sequence that would overflow out). */
+static int64_t dt_read_all(const rt_dataset *d, int32_t *out, int64_t max)
+{
+    int64_t at = 0;
+    for (int64_t s = 0; s < rt_dataset_num_sequences(d); s++) {
+        int32_t len = rt_dataset_sequence_length(d, s);
+        if (at + len > max)
+            break;
+        rt_dataset_read(d, s, 0, len / 2, out + at);
+        rt_dataset_read(d, s, len / 2, len - len / 2, out + at + len / 2);
+        at += len;
+    }
+    return at;
+}
+
 static void dt_json_key_case(const char *out_dir) {
     const char *in = dt_path(out_dir, "body.jsonl"), *p = dt_path(out_dir, "body");
     const char *text = "{\"text\": \"not me\", \"body\": \"ab\"}\n{\"body\": \"c\"}\n";
@@ -146,10 +162,9 @@ static void dt_json_key_case(const char *out_dir) {
     DT_CHECK(d, "%s", err);
     if (!d) return;
     int32_t tok[3] = {0};
-    if (rt_dataset_num_tokens(d) == 3)
-        rt_dataset_read(d, 0, 0, 3, tok);
-    DT_CHECK(rt_dataset_num_tokens(d) == 3 && tok[0] == 'a' && tok[1] == 'b' && tok[2] == 'c',
-             "--json-keys=body: got %d tokens %d %d %d", (int)rt_dataset_num_tokens(d), tok[0], tok[1], tok[2]);
+    int64_t got = dt_read_all(d, tok, 3);
+    DT_CHECK(got == 3 && tok[0] == 'a' && tok[1] == 'b' && tok[2] == 'c', "--json-keys=body: got %d tokens %d %d %d",
+             (int)got, tok[0], tok[1], tok[2]);
     rt_dataset_close(d);
 }
 
@@ -214,17 +229,9 @@ static void dt_check_dataset(const char *prefix, const char *tokens_path) {
                  (long long)rt_dataset_num_tokens(d), (long long)n);
         DT_CHECK(rt_dataset_max_token(d) == want_max, "%s: max token %d, want %lld", prefix, rt_dataset_max_token(d),
                  (long long)want_max);
-        /* every sequence read whole and from an offset, concatenated, is the stream Python wrote */
+        /* every sequence read in two pieces, concatenated, is the stream Python wrote */
         int32_t *got = malloc(((size_t)n + 1) * sizeof *got);
-        int64_t at = 0, first = -1;
-        for (int64_t s = 0; s < rt_dataset_num_sequences(d) && at <= n; s++) {
-            int32_t len = rt_dataset_sequence_length(d, s);
-            if (at + len > n)
-                break;
-            rt_dataset_read(d, s, 0, len / 2, got + at);
-            rt_dataset_read(d, s, len / 2, len - len / 2, got + at + len / 2);
-            at += len;
-        }
+        int64_t at = dt_read_all(d, got, n), first = -1;
         for (int64_t k = 0; k < at && first < 0; k++)
             if (got[k] != want[k]) first = k;
         DT_CHECK(at == n && first < 0, "%s: read %lld of %lld tokens; token %lld is %d, want %d", prefix, (long long)at,
