@@ -1,8 +1,10 @@
 /* emit_object.c — builds the plan object with the LLVM C API, for the host target: the planned
  * module's text (parsed by the runtime at start-up), a pointer to the device table it runs on
  * (rt_cpu_device or rt_cuda_device, which pulls that device's code out of the runtime
- * libraries at link time) and the device's kernel image (the cubin). */
+ * libraries at link time) and the device's kernel image: the cubin for CUDA; for the CPU, the
+ * table of elementwise kernels generated here as LLVM IR (cpu_kernels_llvm.c). */
 #include "codegen.h"
+#include "cpu_kernels_llvm.h"
 
 #include <llvm-c/Core.h>
 #include <llvm-c/Target.h>
@@ -77,14 +79,20 @@ bool cg_emit_plan_object(const ir_module *const *plans, int nplans, const cg_pla
     add_constant(mod, "mcc_plan_size", LLVMConstInt(LLVMInt64TypeInContext(ctx), len, 0));
     add_constant(mod, "mcc_plan_count", LLVMConstInt(LLVMInt64TypeInContext(ctx), (unsigned long long)nplans, 0));
     free(text);
-    add_bytes(ctx, mod, "mcc_plan_image", image->data, image->size);
     LLVMValueRef device = LLVMAddGlobal(mod, LLVMInt8TypeInContext(ctx), image->device_symbol); /* extern */
     add_constant(mod, "mcc_plan_device", device);
+    bool ok = true;
+    if (image->size) {
+        add_bytes(ctx, mod, "mcc_plan_image", image->data, image->size);
+    } else { /* the CPU: generated kernels */
+        ok = cg_emit_cpu_kernels(ctx, mod, tm, "mcc_plan_image", err, errlen);
+        add_constant(mod, "mcc_plan_image_size", LLVMConstInt(LLVMInt64TypeInContext(ctx), sizeof(void *) * IR_NUM_OPS, 0));
+    }
 
     char *msg = NULL;
-    bool ok = !LLVMTargetMachineEmitToFile(tm, mod, (char *)obj_path, LLVMObjectFile, &msg);
-    if (!ok)
-        snprintf(err, errlen, "cannot write %s: %s", obj_path, msg ? msg : "LLVM emission failed");
+    ok = ok && !LLVMTargetMachineEmitToFile(tm, mod, (char *)obj_path, LLVMObjectFile, &msg);
+    if (!ok && msg)
+        snprintf(err, errlen, "cannot write %s: %s", obj_path, msg);
     LLVMDisposeMessage(msg);
     LLVMDisposeModule(mod);
     LLVMContextDispose(ctx);

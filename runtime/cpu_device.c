@@ -9,7 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void cpu_open(rt_program *p, const void *image) {}
+/* image: the plan object's table of generated elementwise kernels (rt_elementwise_fn per op, NULL
+ * where none), or NULL: then every op runs its C kernel. MCC_CPU_KERNELS=c also forces the C
+ * kernels (to compare the two). */
+static void cpu_open(rt_program *p, const void *image)
+{
+    const char *only_c = getenv("MCC_CPU_KERNELS");
+    p->dev_state = only_c && !strcmp(only_c, "c") ? NULL : (void *)image;
+}
+
 static void cpu_close(rt_program *p) {}
 
 static void *cpu_alloc(rt_program *p, size_t bytes)
@@ -42,11 +50,33 @@ static void cpu_init(rt_program *p, float *w, int64_t n, uint64_t key, float std
         w[i] = normal ? std * normal_at(key, rt_shard_global_index(at, i)) : value;
 }
 
+/* Runs a generated kernel on the call's buffers when the op has one and its operands are fp32. */
+static bool run_generated(const rt_elementwise_fn *table, const rt_kernel_call *c)
+{
+    ir_op op = c->in->op;
+    rt_elementwise_fn fn = table[op];
+    if (!fn)
+        return false;
+    for (int a = 0; a < c->nargs; a++)
+        if (c->arg_types[a]->dtype != IR_F32)
+            return false;
+    float attr = (float)c->in->attr[0];
+    switch (rt_elementwise_kind_of(op)) {
+    case RT_EW_UNARY: fn(c->res[0], c->args[0], NULL, ir_numel(c->res_types[0]), attr); return true;
+    case RT_EW_BINARY: fn(c->res[0], c->args[0], c->args[1], ir_numel(c->res_types[0]), attr); return true;
+    case RT_EW_INTO: fn(c->args[0], c->args[0], c->args[1], ir_numel(c->arg_types[0]), attr); return true;
+    case RT_EW_FILL: fn(c->res[0], NULL, NULL, ir_numel(c->res_types[0]), attr); return true;
+    default: return false;
+    }
+}
+
 static void cpu_run(rt_program *p, int func)
 {
     rt_func_exec *x = &p->funcs[func];
+    const rt_elementwise_fn *generated = p->dev_state;
     for (int i = 0; i < x->f->ninstrs; i++)
-        rt_cpu_kernels[x->f->instrs[i].op](&x->calls[i]);
+        if (!generated || !run_generated(generated, &x->calls[i]))
+            rt_cpu_kernels[x->f->instrs[i].op](&x->calls[i]);
 }
 
 static size_t cpu_memory_in_use(rt_program *p) { return 0; }

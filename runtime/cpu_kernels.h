@@ -22,4 +22,29 @@ typedef void (*rt_cpu_kernel)(const rt_kernel_call *c);
 
 extern const rt_cpu_kernel rt_cpu_kernels[IR_NUM_OPS];
 
+/* The elementwise ops whose CPU kernels `mcc compile` generates as LLVM IR into the plan object
+ * (codegen/cpu_kernels_llvm.c), each `void f(float *r, const float *a, const float *b, int64_t n,
+ * float attr)` over n fp32 elements; the CPU device prefers them to the C kernels above. How an
+ * op's operands map to r, a and b: */
+typedef enum {
+    RT_EW_NONE,                     /* not generated */
+    RT_EW_UNARY,                    /* r := f(a = args[0]) */
+    RT_EW_BINARY,                   /* r := f(a = args[0], b = args[1]) */
+    RT_EW_INTO,                     /* dst args[0] := f(dst, b = args[1]): accumulate, copy */
+    RT_EW_FILL,                     /* r := attr */
+} rt_elementwise_kind;
+
+static inline rt_elementwise_kind rt_elementwise_kind_of(ir_op op)
+{
+    switch (op) {
+    case IR_OP_SCALE: case IR_OP_GELU: case IR_OP_SILU: case IR_OP_SQRT: return RT_EW_UNARY;
+    case IR_OP_ADD: case IR_OP_MUL: case IR_OP_GELU_GRAD: case IR_OP_SILU_GRAD: return RT_EW_BINARY;
+    case IR_OP_ACCUMULATE: case IR_OP_COPY: return RT_EW_INTO;
+    case IR_OP_FILL: return RT_EW_FILL;
+    default: return RT_EW_NONE;
+    }
+}
+
+typedef void (*rt_elementwise_fn)(float *r, const float *a, const float *b, int64_t n, float attr);
+
 #endif

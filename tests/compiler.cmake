@@ -37,3 +37,8 @@ if(MPI_C_FOUND)
     endforeach()
   endforeach()
 endif()
+
+# The CPU's elementwise kernels generated as LLVM IR against the C kernels.
+foreach(model tiny-gpt2 tiny-llama)
+  add_test(NAME llvm_kernels_equal_c_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/llvm_kernels.sh $<TARGET_FILE:mcc> ${model})
+endforeach()
