@@ -33,7 +33,8 @@ bool rt_lr_from_config(const ir_module *m, int train_iters, rt_lr_schedule *s, c
     s->warmup_iters = fraction > 0 ? fraction * s->decay_iters : (double)ir_config_int(m, "lr_warmup_iters", 0);
     if (s->warmup_iters > s->decay_iters)
         return snprintf(err, errlen, "the lr warmup (%g iterations) is longer than the decay (%d iterations, "
-                        "lr_decay_iters or --train-iters): shorten the warmup or raise --train-iters",
+                        "lr_decay_iters or --train-iters): raise --train-iters, or recompile with a shorter "
+                        "--lr-warmup-iters (or --lr-warmup-fraction)",
                         s->warmup_iters, s->decay_iters), false;
     if (s->style == RT_LR_WSD && !(s->wsd_decay_iters > 0 && s->wsd_decay_iters <= s->decay_iters))
         return snprintf(err, errlen, "WSD needs 0 < lr_wsd_decay_iters (%d) <= the decay iterations (%d); recompile "
