@@ -11,6 +11,8 @@ typedef enum { MCC_NORM_LAYERNORM, MCC_NORM_RMSNORM } mcc_norm;
 typedef enum { MCC_POS_LEARNED, MCC_POS_ROPE } mcc_pos;
 typedef enum { MCC_ACT_GELU, MCC_ACT_SWIGLU } mcc_act;
 typedef enum { MCC_LR_CONSTANT, MCC_LR_LINEAR, MCC_LR_COSINE, MCC_LR_INVERSE_SQRT, MCC_LR_WSD } mcc_lr_style;
+/* selective: the backward recomputes norm and activation outputs instead of keeping them */
+typedef enum { MCC_RECOMPUTE_NONE, MCC_RECOMPUTE_SELECTIVE } mcc_recompute;
 typedef enum { MCC_WSD_EXPONENTIAL, MCC_WSD_LINEAR, MCC_WSD_COSINE, MCC_WSD_MINUS_SQRT } mcc_wsd_style;
 
 typedef struct {
@@ -34,6 +36,7 @@ typedef struct {
     double lr_warmup_fraction;          /* of lr_decay_iters; exclusive with lr_warmup_iters */
     double lr, min_lr, weight_decay, clip_grad, adam_beta1, adam_beta2, adam_eps;
     mcc_lr_style lr_decay_style;        /* "constant" | "linear" | "cosine" | "inverse-square-root" | "WSD" */
+    mcc_recompute recompute_granularity; /* "none" | "selective" */
     mcc_wsd_style lr_wsd_decay_style;   /* "exponential" | "linear" | "cosine" | "minus_sqrt" */
     int eval_interval, eval_iters, log_interval; /* train_rank's defaults for its flags */
 } mcc_spec;

@@ -19,6 +19,7 @@ typedef struct {
 
 bool pass_precision(ir_module *m, char *err, size_t errlen);
 bool pass_autodiff(ir_module *m, char *err, size_t errlen);
+bool pass_recompute(ir_module *m, char *err, size_t errlen);
 bool pass_shard(ir_module *m, char *err, size_t errlen);
 bool pass_data_parallel(ir_module *m, char *err, size_t errlen);
 bool pass_optimizer(ir_module *m, char *err, size_t errlen);

@@ -7,6 +7,7 @@
 const pass_info mcc_passes[] = {
     {"precision", pass_precision, "bf16 working copies of the fp32 parameters (param_dtype = bf16)"},
     {"autodiff", pass_autodiff, "reverse-mode gradients of the loss, accumulated into @<param>.grad"},
+    {"recompute", pass_recompute, "selective recompute: the backward recomputes norm and activation outputs"},
     {"shard", pass_shard, "tensor parallelism: this rank's local graph with its tp collectives"},
     {"data_parallel", pass_data_parallel, "data parallelism: `reduce_grads` sums gradients over dp ranks"},
     {"optimizer", pass_optimizer, "the `optimizer` function: global grad norm, clipping, AdamW, zeroing"},

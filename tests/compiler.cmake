@@ -13,14 +13,17 @@ add_test(NAME golden_graphs COMMAND ${CMAKE_SOURCE_DIR}/tests/golden.sh $<TARGET
 add_test(NAME cli_errors COMMAND ${CMAKE_SOURCE_DIR}/tests/cli_errors.sh $<TARGET_FILE:mcc>)
 foreach(model tiny-gpt2 tiny-llama)
   add_test(NAME numerics_vs_torch_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model})
-  set_tests_properties(numerics_vs_torch_${model} PROPERTIES LABELS numerics)
+  add_test(NAME numerics_vs_torch_recompute_${model}
+           COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model} --recompute-granularity selective)
+  set_tests_properties(numerics_vs_torch_${model} numerics_vs_torch_recompute_${model} PROPERTIES LABELS numerics)
 endforeach()
 
 # Every parallel layout on CPU ranks (Open MPI) equals the single-rank program.
 if(MPI_C_FOUND)
   set(MCC_LAYOUTS "dp2:2:--dp 2" "tp2:2:--tp 2" "tp4:4:--tp 4" "tp2_dp2:4:--tp 2 --dp 2"
       "tp2_dp2_zero:4:--tp 2 --dp 2 --use-distributed-optimizer" "tp2_sp:2:--tp 2 --sequence-parallel"
-      "tp4_sp:4:--tp 4 --sequence-parallel" "tp2_sp_dp2:4:--tp 2 --sequence-parallel --dp 2")
+      "tp4_sp:4:--tp 4 --sequence-parallel" "tp2_sp_dp2:4:--tp 2 --sequence-parallel --dp 2"
+      "tp2_sp_recompute:2:--tp 2 --sequence-parallel --recompute-granularity selective")
   foreach(model tiny-gpt2 tiny-llama)
     foreach(layout ${MCC_LAYOUTS})
       string(REPLACE ":" ";" parts "${layout}")

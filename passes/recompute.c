@@ -1,0 +1,74 @@
+/* recompute.c — selective recomputation (config recompute_granularity = selective): outputs of
+ * cheap ops that the backward reads — norms, GELU/SiLU and the SwiGLU product — are not kept
+ * from the forward; the backward recomputes each right before its first use, from inputs it
+ * keeps anyway (a norm's input feeds the norm's gradient, an activation's input its gradient).
+ * The forward copy then dies at its last forward use, and the memory plan reuses its bytes. */
+#include "passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    ir_module *m;
+    const ir_func *src;
+    ir_func *dst;
+    int *map;                       /* source value -> new value (the forward's) */
+    int *again;                     /* source value -> its recomputation in the backward, or -1 */
+} recompute_ctx;
+
+static bool recomputable(ir_op op)
+{
+    return op == IR_OP_LAYERNORM || op == IR_OP_RMSNORM || op == IR_OP_GELU || op == IR_OP_SILU || op == IR_OP_MUL;
+}
+
+/* Source value v as the backward should read it: recomputed (once) when its op is cheap. */
+static int backward_value(recompute_ctx *c, int v)
+{
+    const ir_instr *def = &c->src->instrs[c->src->vals[v].def];
+    if (!recomputable(def->op) || def->nres != 1)
+        return c->map[v];
+    if (c->again[v] < 0) {
+        int args[IR_MAX_RES + 3];
+        for (int a = 0; a < def->nargs; a++)
+            args[a] = backward_value(c, def->args[a]);
+        int r = ir_emit(c->m, c->dst, def->op, args, def->nargs, def->attr, NULL, NULL);
+        c->again[v] = r;
+    }
+    return c->again[v];
+}
+
+static int loss_output(const ir_func *f)
+{
+    for (int i = 0; i < f->ninstrs; i++)
+        if (f->instrs[i].op == IR_OP_OUTPUT && !strcmp(f->instrs[i].sym, "loss"))
+            return i;
+    return -1;
+}
+
+bool pass_recompute(ir_module *m, char *err, size_t errlen)
+{
+    const char *g = ir_config_get(m, "recompute_granularity");
+    int fi = ir_func_index(m, "micro_step");
+    if (!g || strcmp(g, "selective") != 0 || fi < 0)
+        return true;
+    const ir_func *src = m->funcs[fi];
+    int backward = loss_output(src); /* autodiff appends the backward after `output @loss` */
+    recompute_ctx c = {m, src, ir_func_new(m, src->name), malloc(sizeof(int) * ((size_t)src->nvals + 1)),
+                       malloc(sizeof(int) * ((size_t)src->nvals + 1))};
+    for (int v = 0; v < src->nvals; v++)
+        c.again[v] = -1;
+    for (int i = 0; i < src->ninstrs; i++) {
+        const ir_instr *in = &src->instrs[i];
+        int args[in->nargs ? in->nargs : 1];
+        for (int a = 0; a < in->nargs; a++)
+            args[a] = i > backward && in->op != IR_OP_OUTPUT ? backward_value(&c, in->args[a]) : c.map[in->args[a]];
+        const ir_type *explicit_type = in->nres ? &src->vals[in->res[0]].type : NULL;
+        int r = ir_emit(m, c.dst, in->op, args, in->nargs, in->attr, in->sym, explicit_type);
+        for (int k = 0; k < in->nres; k++)
+            c.map[in->res[k]] = r + k;
+    }
+    free(c.map);
+    free(c.again);
+    ir_func_replace(m, fi, c.dst);
+    return backward >= 0 || (snprintf(err, errlen, "micro_step has no `output @loss`"), false);
+}
