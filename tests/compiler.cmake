@@ -45,3 +45,27 @@ endif()
 foreach(model tiny-gpt2 tiny-llama)
   add_test(NAME llvm_kernels_equal_c_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/llvm_kernels.sh $<TARGET_FILE:mcc> ${model})
 endforeach()
+
+# On GPU machines (label gpu): CUDA training against the CPU oracle, on one GPU and, with two,
+# every parallel layout (skipped, exit 77, where the GPUs are missing).
+if(TARGET mccrt_cuda)
+  set(MCC_GPU_LAYOUTS "1gpu:1:" "dp2:2:--dp 2" "tp2:2:--tp 2" "tp2_sp:2:--tp 2 --sequence-parallel"
+      "dp2_zero:2:--dp 2 --use-distributed-optimizer")
+  foreach(model tiny-gpt2 tiny-llama)
+    foreach(layout ${MCC_GPU_LAYOUTS})
+      string(REPLACE ":" ";" parts "${layout}")
+      list(GET parts 0 name)
+      list(GET parts 1 ngpu)
+      list(LENGTH parts n)
+      set(flags "")
+      if(n GREATER 2)
+        list(GET parts 2 flags)
+        separate_arguments(flags)
+      endif()
+      add_test(NAME gpu_${name}_equals_cpu_${model}
+               COMMAND ${CMAKE_SOURCE_DIR}/tests/gpu_numerics.sh $<TARGET_FILE:mcc> ${model} ${ngpu} ${flags})
+      set_tests_properties(gpu_${name}_equals_cpu_${model} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
+                           ENVIRONMENT "NCCL_NVLS_ENABLE=0")
+    endforeach()
+  endforeach()
+endif()
