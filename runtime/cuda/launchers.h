@@ -40,7 +40,13 @@
     K(ACCUMULATE, "mcc_accumulate", 2)                /* dst, src */                                       \
     K(COPY, "mcc_copy", 2)                            /* dst, src */                                       \
     K(CLIP_COEF, "mcc_clip_coef_f32", 0)                                                                   \
-    K(ADAMW, "mcc_adamw_f32", 0)
+    K(ADAMW, "mcc_adamw_f32", 0)                                                                           \
+    K(CE_ROW_MAX, "mcc_ce_row_max", 1)                /* vocab-parallel: runtime/cuda/collectives.c */     \
+    K(CE_ROW_STATS, "mcc_ce_row_stats", 1)                                                                 \
+    K(CE_LOSS, "mcc_ce_loss_f32", 0)                                                                       \
+    K(CE_GRAD_SHARDED, "mcc_ce_grad_sharded", 1)                                                           \
+    K(INIT_NORMAL, "mcc_init_normal_f32", 0)          /* parameter init: runtime/cuda/cuda_device.c */     \
+    K(INIT_CONST, "mcc_init_const_f32", 0)
 
 typedef enum {
 #define K(id, stem, ndtypes) RT_CUK_##id,
