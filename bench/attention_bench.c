@@ -3,6 +3,7 @@
  * forward 4*B*H*T*T*D/2, backward 2.5x that. */
 #include "codegen/cuda/cuda_codegen.h"
 #include "runtime/cuda/cuda_ctx.h"
+#include "tests/gpu/gpu_util.h"
 
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -41,34 +42,7 @@ static void *bench_random_bf16(size_t n)
     return d;
 }
 
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
 
-/* Median milliseconds of one launcher call on its stream. */
-static float bench_median_ms(rt_cuda_ctx *cx, rt_cuda_launcher fn, const rt_kernel_call *c)
-{
-    cudaStream_t st = (cudaStream_t)rt_cuda_stream(cx);
-    cudaEvent_t e0, e1;
-    RT_CUDART_CHECK(cudaEventCreate(&e0));
-    RT_CUDART_CHECK(cudaEventCreate(&e1));
-    for (int i = 0; i < WARMUP; i++)
-        fn(cx, c);
-    float ms[REPS];
-    for (int i = 0; i < REPS; i++) {
-        RT_CUDART_CHECK(cudaEventRecord(e0, st));
-        fn(cx, c);
-        RT_CUDART_CHECK(cudaEventRecord(e1, st));
-        RT_CUDART_CHECK(cudaEventSynchronize(e1));
-        RT_CUDART_CHECK(cudaEventElapsedTime(&ms[i], e0, e1));
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    qsort(ms, REPS, sizeof ms[0], cmp_float);
-    return ms[REPS / 2];
-}
 
 static void bench_one(rt_cuda_ctx *cx, const bench_shape *s)
 {
@@ -91,7 +65,8 @@ static void bench_one(rt_cuda_ctx *cx, const bench_shape *s)
     const ir_type *gat[] = {&qt, &qt, &kt, &kt, &qt, &lt}, *grt[] = {&qt, &kt, &kt};
     rt_kernel_call fc = {&fin, 3, 2, fa, fat, fr, frt}, gc = {&gin, 6, 3, ga, gat, gr, grt};
 
-    float fwd = bench_median_ms(cx, cuda_ATTENTION, &fc), bwd = bench_median_ms(cx, cuda_ATTENTION_GRAD, &gc);
+    float fwd = bench_median_ms(cx, cuda_ATTENTION, &fc, WARMUP, REPS);
+    float bwd = bench_median_ms(cx, cuda_ATTENTION_GRAD, &gc, WARMUP, REPS);
     double flops = 4.0 * s->B * s->H * (double)s->T * s->T * s->D / 2;
     printf("B=%-3d T=%-5d H=%-3d Hk=%-3d D=%-4d fwd %8.3f ms %7.1f TFLOP/s   bwd %8.3f ms %7.1f TFLOP/s\n", s->B,
            s->T, s->H, s->Hk, s->D, fwd, flops / fwd * 1e-9, bwd, 2.5 * flops / bwd * 1e-9);

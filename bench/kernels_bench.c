@@ -5,6 +5,7 @@
  * written once). */
 #include "codegen/cuda/cuda_codegen.h"
 #include "runtime/cuda/cuda_ctx.h"
+#include "tests/gpu/gpu_util.h"
 
 #include <cuda_runtime.h>
 #include <stdbool.h>
@@ -105,34 +106,7 @@ static void *bench_alloc(const bench_tensor *s, ir_type *t)
     return d;
 }
 
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
 
-/* Median milliseconds of one launcher call on its stream. */
-static float bench_median_ms(rt_cuda_ctx *cx, rt_cuda_launcher fn, const rt_kernel_call *c)
-{
-    cudaStream_t st = (cudaStream_t)rt_cuda_stream(cx);
-    cudaEvent_t e0, e1;
-    RT_CUDART_CHECK(cudaEventCreate(&e0));
-    RT_CUDART_CHECK(cudaEventCreate(&e1));
-    for (int i = 0; i < WARMUP; i++)
-        fn(cx, c);
-    float ms[REPS];
-    for (int i = 0; i < REPS; i++) {
-        RT_CUDART_CHECK(cudaEventRecord(e0, st));
-        fn(cx, c);
-        RT_CUDART_CHECK(cudaEventRecord(e1, st));
-        RT_CUDART_CHECK(cudaEventSynchronize(e1));
-        RT_CUDART_CHECK(cudaEventElapsedTime(&ms[i], e0, e1));
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    qsort(ms, REPS, sizeof ms[0], cmp_float);
-    return ms[REPS / 2];
-}
 
 static void bench_one(rt_cuda_ctx *cx, const bench_case *bc)
 {
@@ -155,7 +129,7 @@ static void bench_one(rt_cuda_ctx *cx, const bench_case *bc)
     }
     RT_CUDART_CHECK(cudaDeviceSynchronize());
     rt_kernel_call c = {&in, bc->nargs, bc->nres, ptr, tp, ptr + bc->nargs, tp + bc->nargs};
-    float ms = bench_median_ms(cx, rt_cuda_launchers[op], &c);
+    float ms = bench_median_ms(cx, rt_cuda_launchers[op], &c, WARMUP, REPS);
     printf("%-6s %-20s %-24s %9.3f ms %8.1f GB/s\n", bc->model, bc->op, bc->shape, ms, bytes / ms * 1e-6);
     fflush(stdout);
     for (int i = 0; i < bc->nargs + bc->nres; i++)

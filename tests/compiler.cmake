@@ -18,6 +18,22 @@ foreach(model tiny-gpt2 tiny-llama)
   set_tests_properties(numerics_vs_torch_${model} numerics_vs_torch_recompute_${model} PROPERTIES LABELS numerics)
 endforeach()
 
+# A layout entry "NAME:RANKS:FLAGS..." into the variables layout_name, layout_ranks, layout_flags.
+function(mcc_parse_layout entry)
+  string(REPLACE ":" ";" parts "${entry}")
+  list(GET parts 0 name)
+  list(GET parts 1 ranks)
+  list(LENGTH parts n)
+  set(flags "")
+  if(n GREATER 2)
+    list(GET parts 2 flags)
+    separate_arguments(flags)
+  endif()
+  set(layout_name ${name} PARENT_SCOPE)
+  set(layout_ranks ${ranks} PARENT_SCOPE)
+  set(layout_flags ${flags} PARENT_SCOPE)
+endfunction()
+
 # Every parallel layout on CPU ranks (Open MPI) equals the single-rank program.
 if(MPI_C_FOUND)
   set(MCC_LAYOUTS "dp2:2:--dp 2" "tp2:2:--tp 2" "tp4:4:--tp 4" "tp2_dp2:4:--tp 2 --dp 2"
@@ -26,17 +42,14 @@ if(MPI_C_FOUND)
       "tp2_sp_recompute:2:--tp 2 --sequence-parallel --recompute-granularity selective")
   foreach(model tiny-gpt2 tiny-llama)
     foreach(layout ${MCC_LAYOUTS})
-      string(REPLACE ":" ";" parts "${layout}")
-      list(GET parts 0 name)
-      list(GET parts 1 np)
-      list(GET parts 2 flags)
-      separate_arguments(flags)
-      if(model STREQUAL "tiny-llama" AND name MATCHES "^tp4")
+      mcc_parse_layout(${layout})
+      if(model STREQUAL "tiny-llama" AND layout_name MATCHES "^tp4")
         continue() # its 2 kv groups cannot split 4 ways
       endif()
-      add_test(NAME ${name}_equals_single_rank_${model}
-               COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh $<TARGET_FILE:mcc> ${model} ${np} ${flags})
-      set_tests_properties(${name}_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS ${np})
+      set(test ${layout_name}_equals_single_rank_${model})
+      add_test(NAME ${test} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh $<TARGET_FILE:mcc> ${model}
+               ${layout_ranks} ${layout_flags})
+      set_tests_properties(${test} PROPERTIES LABELS numerics PROCESSORS ${layout_ranks})
     endforeach()
   endforeach()
 endif()
@@ -49,23 +62,15 @@ endforeach()
 # On GPU machines (label gpu): CUDA training against the CPU oracle, on one GPU and, with two,
 # every parallel layout (skipped, exit 77, where the GPUs are missing).
 if(TARGET mccrt_cuda)
-  set(MCC_GPU_LAYOUTS "1gpu:1:" "dp2:2:--dp 2" "tp2:2:--tp 2" "tp2_sp:2:--tp 2 --sequence-parallel"
+  set(MCC_GPU_LAYOUTS "1gpu:1" "dp2:2:--dp 2" "tp2:2:--tp 2" "tp2_sp:2:--tp 2 --sequence-parallel"
       "dp2_zero:2:--dp 2 --use-distributed-optimizer")
   foreach(model tiny-gpt2 tiny-llama)
     foreach(layout ${MCC_GPU_LAYOUTS})
-      string(REPLACE ":" ";" parts "${layout}")
-      list(GET parts 0 name)
-      list(GET parts 1 ngpu)
-      list(LENGTH parts n)
-      set(flags "")
-      if(n GREATER 2)
-        list(GET parts 2 flags)
-        separate_arguments(flags)
-      endif()
-      add_test(NAME gpu_${name}_equals_cpu_${model}
-               COMMAND ${CMAKE_SOURCE_DIR}/tests/gpu_numerics.sh $<TARGET_FILE:mcc> ${model} ${ngpu} ${flags})
-      set_tests_properties(gpu_${name}_equals_cpu_${model} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
-                           ENVIRONMENT "NCCL_NVLS_ENABLE=0")
+      mcc_parse_layout(${layout})
+      set(test gpu_${layout_name}_equals_cpu_${model})
+      add_test(NAME ${test} COMMAND ${CMAKE_SOURCE_DIR}/tests/gpu_numerics.sh $<TARGET_FILE:mcc> ${model}
+               ${layout_ranks} ${layout_flags})
+      set_tests_properties(${test} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 ENVIRONMENT "NCCL_NVLS_ENABLE=0")
     endforeach()
   endforeach()
 endif()

@@ -4,6 +4,7 @@
  * dims 16/64/128 and GQA ratios 1, 2, 4. */
 #include "codegen/cuda/cuda_codegen.h"
 #include "runtime/cuda/cuda_ctx.h"
+#include "tests/gpu/gpu_util.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -26,19 +27,6 @@ static const attn_case attn_cases[] = {
 #define F32_TOL 1e-4
 #define LSE_TOL 1e-3
 
-static uint16_t bf16_of(float f) /* round to nearest even */
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-static float f32_of_bf16(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static float rand_normal(void) /* Box-Muller on a xorshift generator */

@@ -6,6 +6,7 @@
  * d = 768 and a 50257 vocabulary. A failure names the op, dtype, shape, output and error. */
 #include "codegen/cuda/cuda_codegen.h"
 #include "runtime/cuda/cuda_ctx.h"
+#include "tests/gpu/gpu_util.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -113,19 +114,6 @@ static double uniform(void) /* [0, 1) */
     return (double)(rng_state >> 11) / 9007199254740992.0;
 }
 
-static uint16_t bf16_of(float f) /* round to nearest even; inputs here are finite */
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-static float f32_of_bf16(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 /* One operand or result: the CPU's f32 (or i32) copy and the GPU buffer in its real dtype. */
 typedef struct {
