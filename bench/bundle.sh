@@ -23,6 +23,7 @@ for m in tiny-gpt2 tiny-llama; do
   $B/mcc compile models/$m.json --target cpu --keep-logits -o devrun/bin/$m-cpu 2>/dev/null
   $B/mcc compile models/$m.json --target cuda --keep-logits -o devrun/bin/$m-cuda 2>/dev/null
   $B/mcc compile models/$m.json --target cuda --keep-logits --dp 2 -o devrun/bin/$m-cuda-dp2 2>/dev/null
+  $B/mcc compile models/$m.json --target cuda --keep-logits --dp 2 --use-distributed-optimizer -o devrun/bin/$m-cuda-zero2 2>/dev/null
   # tensor parallel on 2 GPUs, against one GPU with the same (tp-divisible) vocabulary
   $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 -o devrun/bin/$m-cuda-v258 2>/dev/null
   $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 --tp 2 -o devrun/bin/$m-cuda-tp2 2>/dev/null
@@ -35,6 +36,8 @@ done
 # benchmarks
 for c in gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa; do
   $B/mcc compile bench/configs/$c.json --target cuda -o devrun/bin/bench-$c 2>devrun/bin/bench-$c.compile.log || cat devrun/bin/bench-$c.compile.log
+  $B/mcc compile bench/configs/$c.json --target cuda --recompute-granularity selective -o devrun/bin/bench-$c-rc \
+    2>devrun/bin/bench-$c-rc.compile.log || cat devrun/bin/bench-$c-rc.compile.log
 done
 # tensor parallel (with sequence parallel) on two GPUs: the same global batch as one GPU
 for c in llama-1B llama-1B-gqa; do

@@ -32,6 +32,10 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && [ "${DP2_CHECK:-1}" != 0 ]; then
     timeout 120 devrun/bin/$m-cuda-dp2 --nproc-per-node 2 --data-path devrun/data/numerics_text_document --train-iters 10 \
       --eval-iters 0 --dump-dir /tmp/gpu-dp2-$m > "$O/$m-dp2.log" 2>&1; echo "$m dp2 exit $?"; tail -1 "$O/$m-dp2.log"
     python3 tests/compare_dumps.py --cpu /tmp/gpu-$m --gpu /tmp/gpu-dp2-$m 2>&1 | tail -3
+    # ZeRO-1: the same data-parallel run with the optimizer state sharded over the two GPUs
+    timeout 120 devrun/bin/$m-cuda-zero2 --nproc-per-node 2 --data-path devrun/data/numerics_text_document --train-iters 10 \
+      --eval-iters 0 --dump-dir /tmp/gpu-zero2-$m > "$O/$m-zero2.log" 2>&1; echo "$m zero2 exit $?"; tail -1 "$O/$m-zero2.log"
+    python3 tests/compare_dumps.py --cpu /tmp/gpu-$m --gpu /tmp/gpu-zero2-$m 2>&1 | tail -3
   done
 else
   echo "one GPU: skipped"
@@ -73,6 +77,17 @@ for c in ${BENCH_CONFIGS-gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa}; do
   [ -x devrun/bin/bench-$c ] || { echo "$c: not compiled"; continue; }
   timeout 150 devrun/bin/bench-$c --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 --log-interval 1 --eval-iters 0 > "$O/bench-$c.log" 2>&1
   echo "$c exit $?"; grep -E "first step|iter +25/" "$O/bench-$c.log"
+done
+# selective recompute: the same configs with recompute_granularity = selective
+for c in ${RECOMPUTE_CONFIGS-}; do
+  [ -x devrun/bin/bench-$c-rc ] || { echo "$c-rc: not compiled"; continue; }
+  timeout 150 devrun/bin/bench-$c-rc --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 --log-interval 1 --eval-iters 0 > "$O/bench-$c-rc.log" 2>&1
+  echo "$c-rc exit $?"; grep -E "first step|iter +25/" "$O/bench-$c-rc.log"
+done
+# per-op GPU time (eager, an event pair around every instruction): where a step's time goes
+for c in ${PROFILE_CONFIGS-}; do
+  MCC_PROFILE=1 timeout 150 devrun/bin/bench-$c --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 4 --log-interval 1 --eval-iters 0 > "$O/profile-$c.log" 2>&1
+  echo "$c profile exit $?"; grep -A40 "GPU time by op" "$O/profile-$c.log" | head -60
 done
 section "benchmark: PyTorch baseline"
 for c in ${BASELINES-gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa}; do

@@ -30,7 +30,7 @@ typedef struct {
 } ir_type;
 
 typedef enum {
-#define X(id, text, nargs, nres, attrs, infer, grad) IR_OP_##id,
+#define X(id, text, nargs, nres, inplace, attrs, infer, grad) IR_OP_##id,
 #include "ops.def"
 #undef X
     IR_NUM_OPS
@@ -110,6 +110,7 @@ typedef void (*ir_grad_fn)(struct ir_grad_ctx *g, const ir_func *f, const ir_ins
 typedef struct {
     const char *name;
     int nargs, nres;
+    unsigned inplace;               /* bit k: result 0 may overwrite operand k where it dies (ops.def) */
     const char *attr_names[IR_MAX_ATTRS];
     int nattrs;
     ir_infer_fn infer;

@@ -367,13 +367,14 @@ static bool report_overlap(verifier *v, const span *s, const span *o)
 /* Sweeps the instructions in order, keeping the live arena values sorted by offset. They never
  * overlap (the sweep stops at the first overlap), so a new value overlaps a live one exactly
  * when it overlaps its neighbour on either side. An instruction's results are placed while its
- * operands are still live: kernels never run in place. */
+ * operands are still live, except one operand the op table lets result 0 overwrite. */
 static bool verify_no_overlap(verifier *v, span *s, int n)
 {
     const ir_func *f = v->f;
     /* spans by last use, so each instruction frees its dead values once */
     int *end_head = malloc(sizeof(int) * (size_t)(f->ninstrs + 1)), *end_next = malloc(sizeof(int) * (size_t)(n + 1));
     const span **active = malloc(sizeof(span *) * (size_t)(n + 1));
+    bool *left = calloc((size_t)n + 1, sizeof(bool)); /* spans handed over to an in-place result */
     for (int i = 0; i < f->ninstrs; i++)
         end_head[i] = -1;
     for (int k = 0; k < n; k++) {
@@ -383,6 +384,23 @@ static bool verify_no_overlap(verifier *v, span *s, int n)
     bool ok = true;
     int nactive = 0, k = 0;
     for (int i = 0; i < f->ninstrs && ok; i++) {
+        /* An operand the op may overwrite (ops.def's inplace bits) that dies here leaves first,
+         * when result 0 sits exactly on its bytes; never an input, which the host may read after
+         * the call. */
+        const ir_instr *in = &f->instrs[i];
+        for (int a = 0; a < in->nargs && in->nres && ir_ops[in->op].inplace; a++) {
+            int d = in->args[a];
+            while (f->vals[d].mem == IR_MEM_VIEW)
+                d = f->instrs[f->vals[d].def].args[0];
+            int pos = active_pos(active, nactive, f->vals[in->res[0]].offset);
+            if ((ir_ops[in->op].inplace & (1u << a)) && f->instrs[f->vals[d].def].op != IR_OP_INPUT &&
+                f->vals[in->res[0]].mem == IR_MEM_ARENA && pos < nactive &&
+                active[pos]->value == d && active[pos]->end == i && active[pos]->lo == f->vals[in->res[0]].offset) {
+                left[active[pos] - s] = true;
+                memmove(&active[pos], &active[pos + 1], sizeof(span *) * (size_t)(nactive - pos - 1));
+                nactive--;
+            }
+        }
         for (; k < n && s[k].start == i && ok; k++) {
             int pos = active_pos(active, nactive, s[k].lo);
             if (pos > 0 && active[pos - 1]->hi > s[k].lo)
@@ -394,6 +412,8 @@ static bool verify_no_overlap(verifier *v, span *s, int n)
             nactive++;
         }
         for (int e = end_head[i]; e >= 0 && ok; e = end_next[e]) {
+            if (left[e])
+                continue;
             int pos = active_pos(active, nactive, s[e].lo);
             memmove(&active[pos], &active[pos + 1], sizeof(span *) * (size_t)(nactive - pos - 1));
             nactive--;
@@ -402,6 +422,7 @@ static bool verify_no_overlap(verifier *v, span *s, int n)
     free(end_head);
     free(end_next);
     free(active);
+    free(left);
     return ok;
 }
 

@@ -1,6 +1,9 @@
 /* memory_plan.c — places every activation of every function in one arena per function, by
  * liveness: a value occupies its bytes from its defining instruction to its last use (through
- * reshape views, which share their operand's bytes); freed ranges are reused first-fit.
+ * reshape views, which share their operand's bytes); freed ranges are reused first-fit. Where
+ * the op table allows it (ops.def's inplace column), a result takes over the bytes of an
+ * operand of the same size whose last use is that instruction: the logits' gradient takes the
+ * logits' place, an activation's gradient that of the incoming gradient.
  * Inputs and outputs stay live for the whole call. Globals (parameters, gradients, optimizer
  * state) live outside the arenas. */
 #include "passes.h"
@@ -43,20 +46,51 @@ static int64_t arena_alloc(arena *a, int64_t size, int value)
     return at;
 }
 
-static void arena_free(arena *a, int value)
+static block *arena_find(arena *a, int value)
 {
     for (int i = 0; i < a->n; i++)
-        if (a->b[i].value == value) {
-            memmove(&a->b[i], &a->b[i + 1], sizeof(block) * (size_t)(a->n - i - 1));
-            a->n--;
-            return;
-        }
+        if (a->b[i].value == value)
+            return &a->b[i];
+    return NULL;
+}
+
+static void arena_free(arena *a, int value)
+{
+    block *b = arena_find(a, value);
+    if (b) {
+        memmove(b, b + 1, sizeof(block) * (size_t)(a->n - (b - a->b) - 1));
+        a->n--;
+    }
 }
 
 /* The value whose bytes v uses: itself, or for a view the root of its operand. */
 static int storage_root(const int *root, int v)
 {
     return root[v] < 0 ? v : root[v];
+}
+
+static int64_t arena_size(const ir_value *v)
+{
+    int64_t size = ((int64_t)ir_bytes(&v->type) + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    return size ? size : ARENA_ALIGN;
+}
+
+/* The operand whose bytes result 0 of `in` takes over, or -1: one the op table allows
+ * (ops.def's inplace bits), living in the arena, of the result's size, whose last use (through
+ * any view) is this instruction. */
+static int inplace_donor(const ir_func *f, const ir_instr *in, int i, const int *root, const int *last, arena *a)
+{
+    if (!in->nres || in->op == IR_OP_RESHAPE || in->op == IR_OP_GLOBAL)
+        return -1;
+    for (int k = 0; k < in->nargs && k < 32; k++) {
+        if (!(ir_ops[in->op].inplace & (1u << k)))
+            continue;
+        int d = storage_root(root, in->args[k]);
+        if (last[d] == i && f->vals[d].mem == IR_MEM_ARENA && arena_find(a, d) &&
+            arena_size(&f->vals[d]) == arena_size(&f->vals[in->res[0]]))
+            return d;
+    }
+    return -1;
 }
 
 static void plan_func(ir_func *f)
@@ -86,6 +120,7 @@ static void plan_func(ir_func *f)
     arena a = {0};
     for (int i = 0; i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
+        int donor = inplace_donor(f, in, i, root, last, &a);
         for (int r = 0; r < in->nres; r++) {
             ir_value *v = &f->vals[in->res[r]];
             if (in->op == IR_OP_GLOBAL) {
@@ -96,16 +131,23 @@ static void plan_func(ir_func *f)
                 v->mem = IR_MEM_VIEW;
                 continue;
             }
-            int64_t size = ((int64_t)ir_bytes(&v->type) + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
             v->mem = IR_MEM_ARENA;
-            v->offset = arena_alloc(&a, size ? size : ARENA_ALIGN, in->res[r]);
+            if (r == 0 && donor >= 0) {
+                block *b = arena_find(&a, donor);
+                b->value = in->res[0]; /* the donor's bytes, and its block, pass to the result */
+                v->offset = b->offset;
+            } else {
+                v->offset = arena_alloc(&a, arena_size(v), in->res[r]);
+            }
             int e = last[in->res[r]];
             end_next[in->res[r]] = end_head[e];
             end_head[e] = in->res[r];
         }
-        /* Operands dying here are freed after the results are placed: kernels never run in place. */
+        /* Operands dying here are freed after the results are placed (the donor's block is the
+         * result's now): apart from the donor, kernels never run in place. */
         for (int v = end_head[i]; v >= 0; v = end_next[v])
-            arena_free(&a, v);
+            if (v != donor)
+                arena_free(&a, v);
     }
     f->arena_bytes = a.high_water ? a.high_water : ARENA_ALIGN;
     free(a.b);
