@@ -2,7 +2,8 @@
 # bundle.sh — prepares devrun/ for one call on the GPU machine (which has no compiler toolchain
 # for mcc): builds mcc here (Release, reference BLAS), compiles every train_rank the run needs,
 # computes the CPU oracle's dumps, and copies the few shared libraries the device may lack.
-# Then: the device tool runs bench/device_run.sh with carry ["devrun"].
+# Then the device tool runs `tar xJf devrun.tar.xz && bash bench/device_run.sh` with carry
+# ["devrun.tar.xz"] (the executables compress from ~120 MB to ~8 MB; carry takes 64 MiB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=build-dev
@@ -52,3 +53,5 @@ for c in gpt2-124M llama-1B; do
 done
 for l in libblas.so.3 libgfortran.so.5 libquadmath.so.0; do cp -L /lib/x86_64-linux-gnu/$l devrun/lib/ 2>/dev/null || cp -L /usr/lib/x86_64-linux-gnu/blas/$l devrun/lib/; done
 du -sh devrun
+tar cf - devrun | xz -T0 -6 > devrun.tar.xz
+ls -la devrun.tar.xz

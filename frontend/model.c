@@ -1,8 +1,8 @@
 /* model.c — builds the logical forward graph of one micro-batch (GPT-2 or LLaMA style) from a
  * validated spec: the parameters as module globals, the `micro_step` function computing the
  * loss (autodiff adds its backward), the same forward again as `eval_step` (loss only, never
- * differentiated: validation without touching the gradients), and the training settings the
- * runtime needs as module config. */
+ * differentiated: validation without touching the gradients, and without dropout), and the
+ * training settings the runtime needs as module config. */
 #include "model.h"
 
 #include <math.h>
@@ -13,6 +13,7 @@ typedef struct {
     ir_module *m;
     ir_func *f;
     const mcc_spec *s;
+    int first_sample;               /* `input @first_sample` of a training step with dropout, else -1 */
 } builder;
 
 /* Declares a parameter (once: every step function shares it) and returns a reference to it in
@@ -40,6 +41,23 @@ static int linear(builder *b, const char *prefix, int x, int64_t in, int64_t out
         return y;
     snprintf(name, sizeof name, "%s.bias", prefix);
     return ir_op2(b->m, b->f, IR_OP_BIAS_ADD, y, param1(b, name, out, IR_INIT_ZEROS));
+}
+
+/* Dropout sites, the second word of the mask's key: 0 the embedding output, then per layer its
+ * attention probabilities, its attention block's output and its MLP block's output (numbered
+ * alike in tests/torch_ref.py). */
+enum { SITE_ATTENTION, SITE_ATTENTION_OUT, SITE_MLP_OUT, SITES_PER_LAYER };
+static int dropout_site(int layer, int kind) { return 1 + SITES_PER_LAYER * layer + kind; }
+
+/* Dropout of x[B,T,d] with probability p in a training step (eval_step and p = 0: none). */
+static int dropout(builder *b, int x, double p, int site)
+{
+    if (b->first_sample < 0 || p == 0)
+        return x;
+    /* x is whole here: dimension 1 holds [0, T) of T (the shard pass rewrites this for its slices) */
+    double attrs[6] = {p, b->s->seed, site, 1, 0, (double)b->s->seq_length};
+    int args[2] = {x, b->first_sample};
+    return ir_emit(b->m, b->f, IR_OP_DROPOUT, args, 2, attrs, NULL, NULL);
 }
 
 static int norm(builder *b, const char *prefix, int x)
@@ -71,6 +89,20 @@ static int project_heads(builder *b, const char *prefix, int x, int64_t heads, b
     return ir_emit(b->m, b->f, IR_OP_ROPE, &y, 1, attrs, NULL, NULL);
 }
 
+/* Causal attention of heads q [B,T,H,D] over k, v, with dropout on its probabilities in a
+ * training step when attention_dropout > 0. */
+static int attend(builder *b, int layer, int q, int k, int v)
+{
+    const mcc_spec *s = b->s;
+    if (b->first_sample < 0 || s->attention_dropout == 0) {
+        int qkv[3] = {q, k, v};
+        return ir_emit(b->m, b->f, IR_OP_ATTENTION, qkv, 3, NULL, NULL, NULL);
+    }
+    int args[4] = {q, k, v, b->first_sample};
+    double attrs[5] = {s->attention_dropout, s->seed, dropout_site(layer, SITE_ATTENTION), 0, s->num_attention_heads};
+    return ir_emit(b->m, b->f, IR_OP_ATTENTION_DROPOUT, args, 4, attrs, NULL, NULL);
+}
+
 static int attention_block(builder *b, int layer, int x)
 {
     const mcc_spec *s = b->s;
@@ -84,12 +116,12 @@ static int attention_block(builder *b, int layer, int x)
     int k = project_heads(b, p, x, s->num_query_groups, rope);
     snprintf(p, sizeof p, "layers.%d.attention.v", layer);
     int v = project_heads(b, p, x, s->num_query_groups, false);
-    int qkv[3] = {q, k, v};
-    int y = ir_emit(b->m, b->f, IR_OP_ATTENTION, qkv, 3, NULL, NULL, NULL); /* [B,T,H,D] */
+    int y = attend(b, layer, q, k, v); /* [B,T,H,D] */
     int64_t dims[3] = {s->micro_batch_size, s->seq_length, (int64_t)s->num_attention_heads * mcc_spec_head_dim(s)};
     y = ir_reshape(b->m, b->f, y, 3, dims);
     snprintf(p, sizeof p, "layers.%d.attention.out", layer);
-    return linear(b, p, y, dims[2], s->hidden_size, out_std);
+    return dropout(b, linear(b, p, y, dims[2], s->hidden_size, out_std), s->hidden_dropout,
+                   dropout_site(layer, SITE_ATTENTION_OUT));
 }
 
 static int mlp_block(builder *b, int layer, int x)
@@ -107,7 +139,8 @@ static int mlp_block(builder *b, int layer, int x)
         h = ir_op1(b->m, b->f, IR_OP_GELU, h);
     }
     snprintf(p, sizeof p, "layers.%d.mlp.down", layer);
-    return linear(b, p, h, s->ffn_hidden_size, s->hidden_size, out_std);
+    return dropout(b, linear(b, p, h, s->ffn_hidden_size, s->hidden_size, out_std), s->hidden_dropout,
+                   dropout_site(layer, SITE_MLP_OUT));
 }
 
 static int embed(builder *b, int tokens)
@@ -121,7 +154,7 @@ static int embed(builder *b, int tokens)
         int pos = param(b, "embedding.position", 2, pdims, IR_INIT_NORMAL, s->init_method_std);
         x = ir_op2(b->m, b->f, IR_OP_POS_ADD, x, pos);
     }
-    return x;
+    return dropout(b, x, s->hidden_dropout, 0); /* Megatron's embedding dropout */
 }
 
 static int logits_of(builder *b, int x)
@@ -155,6 +188,8 @@ static void set_config(ir_module *m, const mcc_spec *s)
         ir_config_set(m, "sequence_parallel", "1");
     if (s->use_distributed_optimizer) /* absent means off: plans without it read as before */
         ir_config_set(m, "use_distributed_optimizer", "1");
+    if (s->data_parallel_size > 1) /* only data parallel plans bucket their gradients */
+        SETI("ddp_bucket_size", s->ddp_bucket_size);
     SETI("train_iters", s->train_iters);
     SETI("lr_warmup_iters", s->lr_warmup_iters);
     SETI("seed", s->seed);
@@ -184,13 +219,16 @@ static void set_config(ir_module *m, const mcc_spec *s)
 }
 
 /* One step function over a micro-batch: inputs @tokens, @targets [B,T] -> output @loss (and
- * @logits when keep_logits). */
-static void build_step(ir_module *m, const mcc_spec *s, const char *name, bool keep_logits)
+ * @logits when keep_logits). A training step with dropout also takes @first_sample, the global
+ * index of the micro-batch's first sample (train_rank sets it), which its masks are drawn from. */
+static void build_step(ir_module *m, const mcc_spec *s, const char *name, bool keep_logits, bool train)
 {
-    builder b = {m, ir_func_new(m, name), s};
+    builder b = {m, ir_func_new(m, name), s, -1};
     int64_t bt[2] = {s->micro_batch_size, s->seq_length};
     int tokens = ir_input(m, b.f, "tokens", ir_tensor(IR_I32, 2, bt));
     int targets = ir_input(m, b.f, "targets", ir_tensor(IR_I32, 2, bt));
+    if (train && (s->attention_dropout > 0 || s->hidden_dropout > 0))
+        b.first_sample = ir_input(m, b.f, "first_sample", ir_scalar(IR_I64));
 
     int x = embed(&b, tokens);
     for (int l = 0; l < s->num_layers; l++) {
@@ -211,7 +249,7 @@ ir_module *mcc_build_model(const mcc_spec *s, bool keep_logits)
 {
     ir_module *m = ir_module_new();
     set_config(m, s);
-    build_step(m, s, "micro_step", keep_logits);
-    build_step(m, s, "eval_step", false);
+    build_step(m, s, "micro_step", keep_logits, true);
+    build_step(m, s, "eval_step", false, false);
     return m;
 }

@@ -17,7 +17,7 @@ static const char *const spec_section_names[SEC_COUNT] = {"model", "parallel", "
 
 /* K_INT, K_BOOL and K_ENUM are stored as integers of the member's size; K_NUM as double. */
 typedef enum { K_INT, K_NUM, K_BOOL, K_ENUM } spec_kind;
-typedef enum { R_ANY, R_POS, R_NONNEG, R_UNIT } spec_range;      /* R_UNIT: [0, 1) */
+typedef enum { R_ANY, R_POS, R_NONNEG, R_UNIT, R_DROPOUT } spec_range; /* R_UNIT, R_DROPOUT: [0, 1) */
 typedef enum { D_VALUE, D_REQUIRED, D_DERIVED } spec_default;    /* D_DERIVED: spec_derive */
 
 typedef struct {
@@ -70,12 +70,15 @@ static const spec_field spec_fields[] = {
     MODEL(init_method_std, K_NUM, R_POS, D_VALUE, 0.02, NULL),
     MODEL(norm_epsilon, K_NUM, R_POS, D_VALUE, 1e-5, NULL),
     MODEL(rotary_base, K_NUM, R_POS, D_VALUE, 10000, NULL),
+    MODEL(attention_dropout, K_NUM, R_DROPOUT, D_VALUE, 0, NULL), /* Megatron's default is 0.1 */
+    MODEL(hidden_dropout, K_NUM, R_DROPOUT, D_VALUE, 0, NULL),
     PAR(tensor_model_parallel_size, "tp"),
     PAR(pipeline_model_parallel_size, "pp"),
     PAR(data_parallel_size, "dp"),
     FIELD(SEC_PARALLEL, "use_distributed_optimizer", use_distributed_optimizer, NULL, K_BOOL, R_ANY, D_VALUE, false,
           NULL),
     FIELD(SEC_PARALLEL, "sequence_parallel", sequence_parallel, NULL, K_BOOL, R_ANY, D_VALUE, false, NULL),
+    FIELD(SEC_PARALLEL, "ddp_bucket_size", ddp_bucket_size, NULL, K_INT, R_POS, D_VALUE, 40000000, NULL),
     TRAIN(micro_batch_size, K_INT, R_POS, D_VALUE, 1),
     TRAIN(global_batch_size, K_INT, R_POS, D_DERIVED, 0),
     TRAIN(train_iters, K_INT, R_POS, D_VALUE, 10),
@@ -442,6 +445,9 @@ static bool spec_check_field(spec_ctx *c, const spec_field *f)
         return spec_fail(c, "%s must be %s (got %.10g)", w, f->range == R_POS ? "> 0" : ">= 0", v);
     if (f->range == R_UNIT && !(v >= 0 && v < 1))
         return spec_fail(c, "%s must be in [0, 1) (got %.10g)", w, v);
+    if (f->range == R_DROPOUT && !(v >= 0 && v < 1))
+        return spec_fail(c, "%s must be a dropout probability in [0, 1) (got %.10g): 0 turns that dropout off, "
+                            "Megatron's default is 0.1", w, v);
     if (f->sec == SEC_PARALLEL && v != 1 && !strcmp(f->key, "pipeline_model_parallel_size"))
         return spec_fail(c, "%s = %.10g: pipeline parallelism is not implemented yet in this build (tensor and "
                             "data parallelism are); set it to 1", w, v);

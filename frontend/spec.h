@@ -24,11 +24,15 @@ typedef struct {
     mcc_act activation;                 /* from "swiglu": true/false (default false, as Megatron) */
     bool untie_embeddings_and_output_weights, add_bias_linear;
     double init_method_std, norm_epsilon, rotary_base;
+    double attention_dropout;           /* dropout probability of the attention probabilities */
+    double hidden_dropout;              /* of the embedding output and of each block's output before
+                                           its residual add (Megatron's places); both default 0 */
     /* parallel */
     int tensor_model_parallel_size, pipeline_model_parallel_size, data_parallel_size;
     bool use_distributed_optimizer;     /* ZeRO-1: optimizer state sharded over dp (no-op at dp 1) */
     bool sequence_parallel;             /* Megatron's SP: activations outside attention/MLP split along
                                            the sequence over tp (no-op at tp 1) */
+    int ddp_bucket_size;                /* elements of gradient per data-parallel all-reduce */
     /* training */
     int micro_batch_size, global_batch_size, train_iters, lr_warmup_iters, seed;
     int lr_decay_iters;                 /* 0: train_iters (Megatron's default) */

@@ -126,13 +126,27 @@ void ir_grad_rope(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
     ir_grad_contribute(g, in->args[0], emit(g, IR_OP_ROPE, &dy, 1, attrs));
 }
 
-/* The backward reads the forward's output and saved log-sum-exp instead of recomputing them. */
-void ir_grad_attention(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+/* Dropout is diagonal: its gradient is the same dropout (mask and scale) of dy. */
+void ir_grad_dropout(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
-    int args[6] = {DY, in->args[0], in->args[1], in->args[2], in->res[0], in->res[1]};
-    int dq = emit(g, IR_OP_ATTENTION_GRAD, args, 6, NULL);
+    int args[2] = {DY, in->args[1]};
+    ir_grad_contribute(g, in->args[0], emit(g, IR_OP_DROPOUT, args, 2, in->attr));
+}
+
+/* The backward reads the forward's output and saved log-sum-exp instead of recomputing them;
+ * with dropout it also takes first_sample (operand 3), to redraw the mask. */
+static void grad_attention(ir_grad_ctx *g, const ir_instr *in, ir_op grad_op)
+{
+    int args[7] = {DY, in->args[0], in->args[1], in->args[2], in->res[0], in->res[1], in->nargs > 3 ? in->args[3] : -1};
+    int dq = emit(g, grad_op, args, ir_ops[grad_op].nargs, in->attr);
     for (int i = 0; i < 3; i++)
         ir_grad_contribute(g, in->args[i], dq + i);
+}
+
+void ir_grad_attention(ir_grad_ctx *g, const ir_func *f, const ir_instr *in) { grad_attention(g, in, IR_OP_ATTENTION_GRAD); }
+void ir_grad_attention_dropout(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    grad_attention(g, in, IR_OP_ATTENTION_DROPOUT_GRAD);
 }
 
 void ir_grad_cross_entropy(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)

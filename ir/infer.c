@@ -96,6 +96,49 @@ bool ir_infer_bias_add(const ir_module *m, const ir_instr *in, const ir_type *a,
     return true;
 }
 
+/* --- dropout (dropout and the attention_dropout ops) --- */
+
+/* A whole number in [0, max]: attributes that index or key. */
+static bool whole_in(double v, double max) { return v >= 0 && v <= max && v == (double)(int64_t)v; }
+
+/* The first_sample operand: the global index of the micro-batch's first sample, which the
+ * runtime sets every micro-step. */
+static bool check_first_sample(const ir_type *t, char *err, size_t len)
+{
+    if (t->dtype != IR_I64 || t->ndim != 0)
+        return fail(err, len, "first_sample must be an i64 scalar, got %s", tstr(t));
+    return true;
+}
+
+/* p in [0, 1); seed and site are the 32-bit words of the Philox key. */
+static bool check_dropout_key(const ir_instr *in, char *err, size_t len)
+{
+    double p = in->attr[0], seed = in->attr[1], site = in->attr[2];
+    if (!(p >= 0 && p < 1))
+        return fail(err, len, "%s: p = %g is outside [0, 1)", ir_ops[in->op].name, p);
+    if (!whole_in(seed, 4294967295.0) || !whole_in(site, 4294967295.0))
+        return fail(err, len, "%s: seed %g and site %g must be whole numbers below 2^32", ir_ops[in->op].name, seed,
+                    site);
+    return true;
+}
+
+/* (x[B,...], first_sample) with dimension dim of x holding [offset, offset + dims[dim]) of extent */
+bool ir_infer_dropout(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_float(&a[0], "dropout input", err, len) || !check_first_sample(&a[1], err, len) ||
+        !check_dropout_key(in, err, len))
+        return false;
+    double dim = in->attr[3], offset = in->attr[4], extent = in->attr[5];
+    if (a[0].ndim < 2 || !whole_in(dim - 1, a[0].ndim - 2))
+        return fail(err, len, "dropout wants x[B,...] and a dimension dim in 1..ndim-1, got dim %g of %s", dim,
+                    tstr(&a[0]));
+    if (!whole_in(offset, 1e15) || !whole_in(extent, 1e15) || offset + (double)a[0].dims[(int)dim] > extent)
+        return fail(err, len, "dropout: dimension %g of %s does not fit in a whole dimension of %g from offset %g",
+                    dim, tstr(&a[0]), extent, offset);
+    r[0] = a[0];
+    return true;
+}
+
 bool ir_infer_reshape(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     if (ir_numel(&a[0]) != ir_numel(&r[0]) || a[0].dtype != r[0].dtype)
@@ -122,6 +165,18 @@ bool ir_infer_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, i
         r[0] = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
         r[0].dims[r[0].ndim - 1] = n;
     }
+    return true;
+}
+
+/* (dst, a, b): dst has the shape of matmul(a, b), in any float dtype (a gradient accumulator) */
+bool ir_infer_matmul_accumulate(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                                size_t len)
+{
+    ir_type product;
+    if (!ir_infer_matmul(m, in, &a[1], &product, err, len))
+        return false;
+    if (!same_shape(&a[0], &product) || !need_float(&a[0], "accumulator", err, len))
+        return fail(err, len, "matmul_accumulate into %s of a %s product", tstr(&a[0]), tstr(&product));
     return true;
 }
 
@@ -273,6 +328,32 @@ bool ir_infer_attention_grad(const ir_module *m, const ir_instr *in, const ir_ty
     return true;
 }
 
+/* q's heads [head_offset, head_offset + H) of the whole heads, and the first_sample operand */
+static bool check_attention_dropout(const ir_instr *in, const ir_type *q, const ir_type *first, char *err, size_t len)
+{
+    if (!check_dropout_key(in, err, len) || !check_first_sample(first, err, len))
+        return false;
+    double head_offset = in->attr[3], heads = in->attr[4];
+    if (!whole_in(head_offset, 1e9) || !whole_in(heads, 1e9) || head_offset + (double)q->dims[2] > heads)
+        return fail(err, len, "%s: the heads of q %s from head_offset %g exceed heads %g", ir_ops[in->op].name, tstr(q),
+                    head_offset, heads);
+    return true;
+}
+
+/* (q, k, v, first_sample) -> y, lse */
+bool ir_infer_attention_dropout(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                                size_t len)
+{
+    return ir_infer_attention(m, in, a, r, err, len) && check_attention_dropout(in, &a[0], &a[3], err, len);
+}
+
+/* (dy, q, k, v, y, lse, first_sample) -> dq, dk, dv */
+bool ir_infer_attention_dropout_grad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                                     size_t len)
+{
+    return ir_infer_attention_grad(m, in, a, r, err, len) && check_attention_dropout(in, &a[1], &a[6], err, len);
+}
+
 static bool check_logits_targets(const ir_type *logits, const ir_type *targets, char *err, size_t len)
 {
     if (targets->dtype != IR_I32 || logits->ndim != targets->ndim + 1)
@@ -325,7 +406,10 @@ bool ir_infer_collective(const ir_module *m, const ir_instr *in, const ir_type *
         return false;
     if (in->nres)
         r[0] = a[0];
-    return need_float(&a[0], "collective operand", err, len);
+    for (int i = 0; i < in->nargs; i++) /* all_reduce_inplace takes a bucket of them */
+        if (!need_float(&a[i], "collective operand", err, len))
+            return false;
+    return true;
 }
 
 /* x (any shape, N elements) -> r[N/n] {shard=[axis]}: one rank's block of the flattened x

@@ -221,6 +221,7 @@ static int global_operands(ir_op op)
 {
     switch (op) {
     case IR_OP_ACCUMULATE:
+    case IR_OP_MATMUL_ACCUMULATE:
     case IR_OP_ZERO: return 1;
     case IR_OP_ADAMW: return 4;
     default: return 0;

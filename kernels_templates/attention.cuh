@@ -2,8 +2,21 @@
 // kernels (mma.sync m16n8k16, ldmatrix, cp.async double buffering, FA2-style); f32: simple
 // one-thread-per-query-row kernels for testing. Tensors: q, y, dy, dq [B,T,H,D]; k, v, dk, dv
 // [B,T,Hk,D]; lse and the backward's Di [B,H,T] f32; query head h reads kv head h / (H/Hk).
+// Every kernel has a dropout twin (template DROP; ops.def attention_dropout): the probabilities
+// that multiply v are P Z, Z = mask / (1-p), score (t, s) of head h of batch row b being element
+// ((head_offset + h) T + t) T + s of sample first_sample + b under philox.cuh's rule, as in the
+// CPU oracle. lse, the row sums and Di = rowsum(dy y) are those of attention without dropout
+// (rowsum(P dP) = rowsum(dy y) holds with Z too); the backward redraws Z per score.
 #pragma once
 #include "common.cuh"
+#include "philox.cuh"
+
+// The dropout factor of element e of sample s, with its own Philox block (for scattered elements).
+__device__ __forceinline__ float mcc_attn_drop_at(const mcc_dropout &d, unsigned long long s, unsigned long long e)
+{
+    mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
+    return mcc_dropout_factor(&d, s, e, &cur);
+}
 
 // --- tensor-core building blocks --------------------------------------------------------------
 // mma m16n8k16 fragments (g = lane/4, t = lane%4): A 16x16 holds a0a1 (row g, cols 2t..2t+1),
@@ -103,9 +116,9 @@ __device__ __forceinline__ float mcc_attn_quad_sum(float v)
 // Block: BM query rows of one (b, h), W warps, each warp R = BM/(16W) slabs of 16 rows; loops
 // over key blocks of BN with an online softmax in registers (log2 domain). Blocks are launched
 // heaviest (last query block) first. Shared: Q [BM][D], K and V [2][BN][D] (double buffered).
-template <int D, int BM, int BN, int W>
+template <int D, int BM, int BN, int W, bool DROP>
 __device__ void mcc_attn_fwd(const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf16 *v, mcc_bf16 *y, float *lse, int T,
-                             int H, int Hk, float scale)
+                             int H, int Hk, float scale, mcc_dropout drop, int head_offset)
 {
     constexpr int R = BM / (16 * W), NT = 32 * W;
     typedef mcc_attn_tile<BM, D> QTile;
@@ -115,6 +128,8 @@ __device__ void mcc_attn_fwd(const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf1
 
     const int m0 = (gridDim.x - 1 - blockIdx.x) * BM, b = blockIdx.y / H, h = blockIdx.y % H, hk = h / (H / Hk);
     const long long ldq = (long long)H * D, ldk = (long long)Hk * D;
+    // DROP: this block's sample, and its head's first score row in the sample
+    const unsigned long long sample = DROP ? *drop.first_sample + b : 0, hrow = (unsigned long long)(head_offset + h) * T;
     const mcc_bf16 *kg = k + ((long long)b * T * Hk + hk) * D, *vg = v + ((long long)b * T * Hk + hk) * D;
     const int kend = min(T, m0 + BM), nblocks = (kend + BN - 1) / BN;
 
@@ -195,13 +210,16 @@ __device__ void mcc_attn_fwd(const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf1
                     const float base = mx == -MCC_ATTN_INF ? 0.f : mx, alpha = exp2f(mrow[r][hf] - base);
                     mrow[r][hf] = mx;
                     float sum = 0.f;
+                    mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR; // DROP: along this score row
 #pragma unroll
                     for (int j = 0; j < BN / 8; j++)
 #pragma unroll
                         for (int e = 0; e < 2; e++) {
                             float p = exp2f(s[r][j][2 * hf + e] - base);
+                            sum += p; // the softmax normalises by the undropped sum
+                            if (DROP)
+                                p *= mcc_dropout_factor(&drop, sample, (hrow + qi) * T + n0 + 8 * j + 2 * t + e, &cur);
                             s[r][j][2 * hf + e] = p;
-                            sum += p;
                         }
                     lrow[r][hf] = lrow[r][hf] * alpha + sum;
 #pragma unroll
@@ -286,10 +304,10 @@ extern "C" __global__ void mcc_attention_bwd_post_bf16(const float *dq_acc, mcc_
 // P^T (dP^T - Di), dV += P^T dy, dK += dS^T Q (warp-local), then dS^T goes to shared memory and
 // the warps split dQ += dS K by (16-row slab, column group) and add it to dq_acc with f32
 // atomics. Shared: K, V [BN][D], Q, dy [2][BM][D], dS^T [BN][BM], lse, Di [2][BM].
-template <int D, int BM, int BN, int W>
+template <int D, int BM, int BN, int W, bool DROP>
 __device__ void mcc_attn_bwd(const mcc_bf16 *dy, const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf16 *v,
                              const float *lse, const float *Di, float *dq_acc, mcc_bf16 *dk, mcc_bf16 *dv, int T, int H,
-                             int Hk, float scale)
+                             int Hk, float scale, mcc_dropout drop, int head_offset)
 {
     static_assert(BN == 16 * W, "one 16-key slab per warp");
     constexpr int NT = 32 * W, MSLABS = BM / 16, CGROUPS = W / MSLABS, DC = D / CGROUPS;
@@ -304,6 +322,7 @@ __device__ void mcc_attn_bwd(const mcc_bf16 *dy, const mcc_bf16 *q, const mcc_bf
     const float *Ls = (const float *)(mcc_attn_smem + (sL - sK)), *Ds = (const float *)(mcc_attn_smem + (sD - sK));
 
     const int n0 = blockIdx.x * BN, b = blockIdx.y / Hk, hk = blockIdx.y % Hk, G = H / Hk;
+    const unsigned long long sample = DROP ? *drop.first_sample + b : 0;
     const long long ldq = (long long)H * D, ldk = (long long)Hk * D;
     const int mfirst = n0 / BM, mblocks = (T + BM - 1) / BM - mfirst, iters = G * mblocks;
 
@@ -369,8 +388,10 @@ __device__ void mcc_attn_bwd(const mcc_bf16 *dy, const mcc_bf16 *q, const mcc_bf
                     mcc_attn_mma(dpt[2 * np + 1], av, bo[2], bo[3]);
                 }
             }
-            // P^T = exp(scale S^T - lse) (0 where the key is after the query); dS^T = P^T (dP^T - Di)
+            // P^T = exp(scale S^T - lse) (0 where the key is after the query); dS^T = P^T (dP^T - Di).
+            // DROP: dV takes (P Z)^T and dS^T = P^T (dP^T Z^T - Di).
             const bool diag = wkey + 15 > m0;
+            const unsigned long long hrow = (unsigned long long)(head_offset + h) * T + m0; // DROP: query m0's row
 #pragma unroll
             for (int j = 0; j < BM / 8; j++)
 #pragma unroll
@@ -379,8 +400,14 @@ __device__ void mcc_attn_bwd(const mcc_bf16 *dy, const mcc_bf16 *q, const mcc_bf
                     float p = exp2f(st[j][e] * sl2 - cL[col] * MCC_LOG2E);
                     if (diag && key > m0 + col)
                         p = 0.f;
-                    st[j][e] = p;
-                    dpt[j][e] = p * (dpt[j][e] - cD[col]);
+                    if (DROP) {
+                        const float z = mcc_attn_drop_at(drop, sample, (hrow + col) * T + key);
+                        st[j][e] = p * z;
+                        dpt[j][e] = p * (dpt[j][e] * z - cD[col]);
+                    } else {
+                        st[j][e] = p;
+                        dpt[j][e] = p * (dpt[j][e] - cD[col]);
+                    }
                 }
 #pragma unroll
             for (int kk = 0; kk < BM / 16; kk++) {
@@ -463,15 +490,17 @@ __device__ void mcc_attn_bwd(const mcc_bf16 *dy, const mcc_bf16 *q, const mcc_bf
 }
 
 // --- f32 (testing): one thread per query row ---------------------------------------------------
-template <int D>
+template <int D, bool DROP>
 __device__ void mcc_attn_fwd_f32(const float *q, const float *k, const float *v, float *y, float *lse, int B, int T,
-                                 int H, int Hk, float scale)
+                                 int H, int Hk, float scale, mcc_dropout drop, int head_offset)
 {
     long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (idx >= (long long)B * H * T)
         return;
     const int i = idx % T, h = idx / T % H, b = idx / ((long long)T * H), hk = h / (H / Hk);
     const float *qi = q + ((long long)(b * T + i) * H + h) * D;
+    const unsigned long long sample = DROP ? *drop.first_sample + b : 0, erow = ((unsigned long long)(head_offset + h) * T + i) * T;
+    mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
     float acc[D], m = -MCC_ATTN_INF, l = 0.f;
     for (int d = 0; d < D; d++)
         acc[d] = 0.f;
@@ -482,9 +511,10 @@ __device__ void mcc_attn_fwd_f32(const float *q, const float *k, const float *v,
             s += qi[d] * kj[d];
         s *= scale;
         const float mn = fmaxf(m, s), alpha = expf(m - mn), p = expf(s - mn);
+        const float pv = DROP ? p * mcc_dropout_factor(&drop, sample, erow + j, &cur) : p;
         l = l * alpha + p;
         for (int d = 0; d < D; d++)
-            acc[d] = acc[d] * alpha + p * vj[d];
+            acc[d] = acc[d] * alpha + pv * vj[d];
         m = mn;
     }
     for (int d = 0; d < D; d++)
@@ -493,15 +523,17 @@ __device__ void mcc_attn_fwd_f32(const float *q, const float *k, const float *v,
 }
 
 // dk, dv must be zeroed first (they are accumulated with atomics).
-template <int D>
+template <int D, bool DROP>
 __device__ void mcc_attn_bwd_f32(const float *dy, const float *q, const float *k, const float *v, const float *y,
                                  const float *lse, float *dq, float *dk, float *dv, int B, int T, int H, int Hk,
-                                 float scale)
+                                 float scale, mcc_dropout drop, int head_offset)
 {
     long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (idx >= (long long)B * H * T)
         return;
     const int i = idx % T, h = idx / T % H, b = idx / ((long long)T * H), hk = h / (H / Hk);
+    const unsigned long long sample = DROP ? *drop.first_sample + b : 0, erow = ((unsigned long long)(head_offset + h) * T + i) * T;
+    mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
     const long long qo = ((long long)(b * T + i) * H + h) * D;
     const float L = lse[((long long)b * H + h) * T + i];
     float Dsum = 0.f, acc[D];
@@ -516,45 +548,69 @@ __device__ void mcc_attn_bwd_f32(const float *dy, const float *q, const float *k
             s += q[qo + d] * k[ko + d];
             dp += dy[qo + d] * v[ko + d];
         }
-        const float p = expf(s * scale - L), ds = p * (dp - Dsum);
+        const float p = expf(s * scale - L), z = DROP ? mcc_dropout_factor(&drop, sample, erow + j, &cur) : 1.f;
+        const float ds = DROP ? p * (dp * z - Dsum) : p * (dp - Dsum), pz = DROP ? p * z : p;
         for (int d = 0; d < D; d++) {
             acc[d] += ds * k[ko + d];
             atomicAdd(dk + ko + d, scale * ds * q[qo + d]);
-            atomicAdd(dv + ko + d, p * dy[qo + d]);
+            atomicAdd(dv + ko + d, pz * dy[qo + d]);
         }
     }
     for (int d = 0; d < D; d++)
         dq[qo + d] = scale * acc[d];
 }
 
-// --- entry points: mcc_attention_{fwd,bwd}_<dtype>_d<D>. ORDER: the tile table in
-// runtime/cuda/attention.c (its smem sizes and launch shapes) mirrors these parameters.
+// --- entry points: mcc_attention_{fwd,bwd}_<dtype>_d<D>, and their dropout twins
+// mcc_attention_dropout_{fwd,bwd}_<dtype>_d<D> with (mcc_dropout drop, int head_offset) after the
+// same parameters. ORDER: the tile table in runtime/cuda/attention.c (its smem sizes and launch
+// shapes) mirrors these parameters.
+#define MCC_ATTN_FWD_BF16_PARAMS                                                                              \
+    const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf16 *v, mcc_bf16 *y, float *lse, int T, int H, int Hk, float scale
+#define MCC_ATTN_BWD_BF16_PARAMS                                                                              \
+    const mcc_bf16 *dy, const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf16 *v, const float *lse, const float *Di, \
+        float *dq_acc, mcc_bf16 *dk, mcc_bf16 *dv, int T, int H, int Hk, float scale
 #define MCC_ATTN_BF16(D, FBM, FBN, FW, BBM, BBN, BW)                                                         \
-    extern "C" __global__ void __launch_bounds__(32 * FW) mcc_attention_fwd_bf16_d##D(                      \
-        const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf16 *v, mcc_bf16 *y, float *lse, int T, int H, int Hk, \
-        float scale)                                                                                          \
+    extern "C" __global__ void __launch_bounds__(32 * FW) mcc_attention_fwd_bf16_d##D(MCC_ATTN_FWD_BF16_PARAMS) \
     {                                                                                                         \
-        mcc_attn_fwd<D, FBM, FBN, FW>(q, k, v, y, lse, T, H, Hk, scale);                                      \
+        mcc_attn_fwd<D, FBM, FBN, FW, false>(q, k, v, y, lse, T, H, Hk, scale, mcc_dropout{}, 0);             \
     }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(32 * BW) mcc_attention_bwd_bf16_d##D(                      \
-        const mcc_bf16 *dy, const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf16 *v, const float *lse,       \
-        const float *Di, float *dq_acc, mcc_bf16 *dk, mcc_bf16 *dv, int T, int H, int Hk, float scale)        \
+    extern "C" __global__ void __launch_bounds__(32 * FW)                                                    \
+        mcc_attention_dropout_fwd_bf16_d##D(MCC_ATTN_FWD_BF16_PARAMS, mcc_dropout drop, int head_offset)     \
     {                                                                                                         \
-        mcc_attn_bwd<D, BBM, BBN, BW>(dy, q, k, v, lse, Di, dq_acc, dk, dv, T, H, Hk, scale);                 \
+        mcc_attn_fwd<D, FBM, FBN, FW, true>(q, k, v, y, lse, T, H, Hk, scale, drop, head_offset);             \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(32 * BW) mcc_attention_bwd_bf16_d##D(MCC_ATTN_BWD_BF16_PARAMS) \
+    {                                                                                                         \
+        mcc_attn_bwd<D, BBM, BBN, BW, false>(dy, q, k, v, lse, Di, dq_acc, dk, dv, T, H, Hk, scale, mcc_dropout{}, 0); \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(32 * BW)                                                    \
+        mcc_attention_dropout_bwd_bf16_d##D(MCC_ATTN_BWD_BF16_PARAMS, mcc_dropout drop, int head_offset)     \
+    {                                                                                                         \
+        mcc_attn_bwd<D, BBM, BBN, BW, true>(dy, q, k, v, lse, Di, dq_acc, dk, dv, T, H, Hk, scale, drop, head_offset); \
     }
+#define MCC_ATTN_FWD_F32_PARAMS                                                                               \
+    const float *q, const float *k, const float *v, float *y, float *lse, int B, int T, int H, int Hk, float scale
+#define MCC_ATTN_BWD_F32_PARAMS                                                                               \
+    const float *dy, const float *q, const float *k, const float *v, const float *y, const float *lse, float *dq, \
+        float *dk, float *dv, int B, int T, int H, int Hk, float scale
 #define MCC_ATTN_F32(D)                                                                                       \
-    extern "C" __global__ void mcc_attention_fwd_f32_d##D(const float *q, const float *k, const float *v,    \
-                                                          float *y, float *lse, int B, int T, int H, int Hk,  \
-                                                          float scale)                                        \
+    extern "C" __global__ void mcc_attention_fwd_f32_d##D(MCC_ATTN_FWD_F32_PARAMS)                           \
     {                                                                                                         \
-        mcc_attn_fwd_f32<D>(q, k, v, y, lse, B, T, H, Hk, scale);                                             \
+        mcc_attn_fwd_f32<D, false>(q, k, v, y, lse, B, T, H, Hk, scale, mcc_dropout{}, 0);                    \
     }                                                                                                         \
-    extern "C" __global__ void mcc_attention_bwd_f32_d##D(const float *dy, const float *q, const float *k,   \
-                                                          const float *v, const float *y, const float *lse,   \
-                                                          float *dq, float *dk, float *dv, int B, int T,      \
-                                                          int H, int Hk, float scale)                         \
+    extern "C" __global__ void mcc_attention_dropout_fwd_f32_d##D(MCC_ATTN_FWD_F32_PARAMS, mcc_dropout drop,  \
+                                                                  int head_offset)                            \
     {                                                                                                         \
-        mcc_attn_bwd_f32<D>(dy, q, k, v, y, lse, dq, dk, dv, B, T, H, Hk, scale);                             \
+        mcc_attn_fwd_f32<D, true>(q, k, v, y, lse, B, T, H, Hk, scale, drop, head_offset);                    \
+    }                                                                                                         \
+    extern "C" __global__ void mcc_attention_bwd_f32_d##D(MCC_ATTN_BWD_F32_PARAMS)                           \
+    {                                                                                                         \
+        mcc_attn_bwd_f32<D, false>(dy, q, k, v, y, lse, dq, dk, dv, B, T, H, Hk, scale, mcc_dropout{}, 0);    \
+    }                                                                                                         \
+    extern "C" __global__ void mcc_attention_dropout_bwd_f32_d##D(MCC_ATTN_BWD_F32_PARAMS, mcc_dropout drop,  \
+                                                                  int head_offset)                            \
+    {                                                                                                         \
+        mcc_attn_bwd_f32<D, true>(dy, q, k, v, y, lse, dq, dk, dv, B, T, H, Hk, scale, drop, head_offset);    \
     }
 
 //            D  fwd: BM  BN  warps  bwd: BM  BN  warps

@@ -3,6 +3,7 @@
 // launchers in runtime/cuda/ call them by name from the cubin embedded in train_rank.
 #include "common.cuh"
 #include "elementwise.cuh"
+#include "dropout.cuh"
 #include "reduce.cuh"
 #include "embedding.cuh"
 #include "norms.cuh"

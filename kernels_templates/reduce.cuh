@@ -24,21 +24,46 @@ __device__ float mcc_colsum_block(const T *x, long long r0, long long r1, long l
 }
 
 // Stage 1 of a column sum of x[R,N]: block (blockIdx.x, blockIdx.y) sums rows
-// [y chunk_rows, (y+1) chunk_rows) of 32 columns. partial[gridDim.y, N] (f32). Blocks have 256 threads.
-template <class T>
+// [y chunk_rows, (y+1) chunk_rows) of 32 W columns, each thread W adjacent ones (one 16-byte load
+// a row when W = MCC_VEC), in mcc_colsum_block's order: the sums do not depend on W.
+// partial[gridDim.y, N] (f32). Blocks have 8 warps.
+template <int W, class T>
 __device__ void mcc_colsum_partial(const T *x, long long R, long long N, long long chunk_rows, float *partial)
 {
-    long long col = blockIdx.x * 32LL + (threadIdx.x & 31), r0 = blockIdx.y * chunk_rows;
-    float s = mcc_colsum_block<8>(x, r0, min(R, r0 + chunk_rows), N, col, col < N);
-    if (threadIdx.x < 32 && col < N)
-        partial[blockIdx.y * N + col] = s;
+    __shared__ float acc[8][32 * W];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const long long col = (blockIdx.x * 32LL + lane) * W, r0 = blockIdx.y * chunk_rows, r1 = min(R, r0 + chunk_rows);
+    float s[W];
+    for (int k = 0; k < W; k++)
+        s[k] = 0.0f;
+    if (col < N)
+        for (long long r = r0 + warp; r < r1; r += 8) {
+            float v[W];
+            mcc_ldn(v, x, r * N + col);
+            for (int k = 0; k < W; k++)
+                s[k] += v[k];
+        }
+    for (int k = 0; k < W; k++)
+        acc[warp][lane * W + k] = s[k];
+    __syncthreads();
+    if (warp == 0 && col < N) {
+        for (int w = 1; w < 8; w++)
+            for (int k = 0; k < W; k++)
+                s[k] += acc[w][lane * W + k];
+        mcc_stn(partial + blockIdx.y * N, col, s);
+    }
 }
 
+// width: MCC_VEC when N is a multiple of it and x is 16-byte aligned (the launcher's grid
+// assumes the same choice), else 1.
 #define MCC_COLSUM_PARTIAL(sfx, T)                                                                         \
     extern "C" __global__ void mcc_colsum_partial_##sfx(const T *x, long long R, long long N,            \
-                                                        long long chunk_rows, float *partial)             \
+                                                        long long chunk_rows, float *partial, int width)  \
     {                                                                                                      \
-        mcc_colsum_partial(x, R, N, chunk_rows, partial);                                                  \
+        if (width == MCC_VEC)                                                                              \
+            mcc_colsum_partial<MCC_VEC>(x, R, N, chunk_rows, partial);                                     \
+        else                                                                                               \
+            mcc_colsum_partial<1>(x, R, N, chunk_rows, partial);                                           \
     }
 MCC_FOR_FLOATS(MCC_COLSUM_PARTIAL)
 

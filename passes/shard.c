@@ -11,6 +11,8 @@
  * add) are split along the sequence instead of replicated: a partial sum headed there is
  * reduce-scattered rather than all-reduced, and a sequence slice entering a matmul (or anything
  * that needs every token) is all-gathered, as in Megatron's sequence parallelism.
+ * Dropout ops draw their masks by each element's index in the whole tensor, so where their
+ * operand is split the pass records this rank's block in their attributes.
  * Types in the result are local shapes with the split dimension annotated {shard=[.., tp]}. */
 #include "passes.h"
 
@@ -307,6 +309,54 @@ static bool rule_stream(shard_ctx *c, const ir_instr *in, int *args, int *res)
     return true;
 }
 
+/* Dropout is elementwise, with a mask drawn from each element's place in the whole tensor. A
+ * partial sum is completed first (under sequence parallelism reduce-scattered to this rank's
+ * slice, where Megatron drops out); where the operand is split, the attributes dim, offset and
+ * extent (ops.def) say which block of which dimension this rank holds. */
+static bool rule_dropout(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    if (c->at[args[0]].partial)
+        args[0] = stream_value(c, args[0]);
+    placement p = c->at[args[0]];
+    if (p.dim == 0)
+        return fail(c, "dropout over a split batch dimension", in);
+    double attrs[IR_MAX_ATTRS];
+    memcpy(attrs, in->attr, sizeof attrs);
+    if (p.dim > 0) {
+        int64_t local = c->dst->vals[args[0]].type.dims[p.dim];
+        attrs[3] = p.dim;                       /* dim */
+        attrs[4] = (double)(c->rank * local);   /* offset */
+        attrs[5] = (double)(local * c->tp);     /* extent */
+    }
+    *res = emit(c, in->op, args, 2, attrs, NULL, NULL, p);
+    return true;
+}
+
+/* Attention reads whole sequences; its heads may be split (column-parallel q, k, v). With
+ * dropout, the attributes head_offset and heads (ops.def) then name this rank's first head and
+ * the whole head count. */
+static bool rule_attention(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    bool forward = in->op == IR_OP_ATTENTION || in->op == IR_OP_ATTENTION_DROPOUT;
+    bool dropout = in->op == IR_OP_ATTENTION_DROPOUT || in->op == IR_OP_ATTENTION_DROPOUT_GRAD;
+    for (int a = 0; a < in->nargs; a++)
+        args[a] = every_token(c, args[a]);
+    int q = args[forward ? 0 : 1], heads = c->at[q].dim;
+    double attrs[IR_MAX_ATTRS];
+    memcpy(attrs, in->attr, sizeof attrs);
+    if (dropout && heads >= 0) {
+        if (heads != 2)
+            return fail(c, "attention dropout with q split other than by heads", in);
+        int64_t local = c->dst->vals[q].type.dims[2];
+        attrs[3] = (double)(c->rank * local);   /* head_offset */
+        attrs[4] = (double)(local * c->tp);     /* heads */
+    }
+    *res = emit(c, in->op, args, in->nargs, attrs, NULL, NULL, (placement){heads, false, false});
+    if (forward) /* lse [B,H,T]: heads are dimension 1 */
+        place(c, *res + 1, (placement){heads >= 0 ? 1 : -1, false, false});
+    return true;
+}
+
 static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     const ir_type *src_t = in->nres ? &c->src->vals[in->res[0]].type : NULL;
@@ -387,16 +437,13 @@ static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
     case IR_OP_POS_ADD_GRAD:
     case IR_OP_LAYERNORM: case IR_OP_RMSNORM: case IR_OP_LAYERNORM_GRAD: case IR_OP_RMSNORM_GRAD:
         return rule_stream(c, in, args, res);
+    case IR_OP_DROPOUT:
+        return rule_dropout(c, in, args, res);
     case IR_OP_ATTENTION:
-    case IR_OP_ATTENTION_GRAD: {
-        for (int a = 0; a < in->nargs; a++)
-            args[a] = every_token(c, args[a]);
-        int heads = c->at[args[in->op == IR_OP_ATTENTION ? 0 : 1]].dim;
-        *res = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){heads, false, false});
-        if (in->op == IR_OP_ATTENTION) /* lse [B,H,T]: heads are dimension 1 */
-            place(c, *res + 1, (placement){heads >= 0 ? 1 : -1, false, false});
-        return true;
-    }
+    case IR_OP_ATTENTION_GRAD:
+    case IR_OP_ATTENTION_DROPOUT:
+    case IR_OP_ATTENTION_DROPOUT_GRAD:
+        return rule_attention(c, in, args, res);
     case IR_OP_CROSS_ENTROPY:
         args[0] = every_token(c, args[0]);
         *res = c->at[args[0]].dim == last_dim_of(c, args[0]) ? lower_cross_entropy(c, in, args[0], args[1])

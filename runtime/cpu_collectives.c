@@ -17,12 +17,10 @@ void cpu_ALL_REDUCE(const rt_kernel_call *c)
                       c->in->attr[1] != 0 ? RT_MAX : RT_SUM, NULL);
 }
 
-/* (dst global): dst := sum of dst over the axis's ranks */
+/* (dst globals...): each := its sum over the axis's ranks, a bucket at a time */
 void cpu_ALL_REDUCE_INPLACE(const rt_kernel_call *c)
 {
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
-    if (comm)
-        rt_all_reduce(comm, c->args[0], (size_t)ir_numel(c->arg_types[0]), c->arg_types[0]->dtype, RT_SUM, NULL);
+    rt_parallel_all_reduce_bucket(c, NULL);
 }
 
 /* x (N elements) -> r[N/n]: block `rank` of the sum of x over the axis's n ranks */

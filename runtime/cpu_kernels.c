@@ -1,5 +1,6 @@
 /* cpu_kernels.c — the CPU backend's fp32 kernels, one per op of ir/ops.def: the numerical oracle. */
 #include "runtime/cpu_kernels.h"
+#include "runtime/dropout.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -157,6 +158,22 @@ void cpu_RESHAPE(const rt_kernel_call *c)
         memmove(c->res[0], c->args[0], ir_bytes(c->res_types[0]));
 }
 
+/* (x[B,...], first_sample) -> x * mask / (1-p): row (b, o) of x's rows (mcc_dropout_rows) holds
+ * consecutive elements of sample first_sample + b, drawn by kernels_templates/philox.cuh. */
+void cpu_DROPOUT(const rt_kernel_call *c)
+{
+    const float *x = argf(c, 0);
+    float *r = resf(c, 0);
+    mcc_dropout d = rt_dropout_of(c->in, c->args[1]);
+    mcc_dropout_rows l = rt_dropout_rows_of(c->in, c->arg_types[0]);
+    for (int64_t row = 0, rows = ir_numel(c->arg_types[0]) / l.C; row < rows; row++) {
+        unsigned long long s = (unsigned long long)(*d.first_sample + row / l.O), e = (row % l.O) * l.G + l.base;
+        mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
+        for (int64_t i = row * l.C; i < (row + 1) * l.C; i++, e++)
+            r[i] = x[i] * mcc_dropout_factor(&d, s, e, &cur);
+    }
+}
+
 /* --- contractions and reductions -------------------------------------------------------------- */
 
 /* a, b flattened to row-major [rows, last]; r[M,N] := op(a)[M,K] op(b)[K,N], op = transpose if ta/tb. */
@@ -172,6 +189,17 @@ void cpu_MATMUL(const rt_kernel_call *c)
                  (long long)K, (long long)Kb);
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
                 argf(c, 0), acols, argf(c, 1), bcols, 0.0f, resf(c, 0), N);
+}
+
+/* (dst, a, b): dst += matmul(a, b), the GEMM accumulating (beta = 1) */
+void cpu_MATMUL_ACCUMULATE(const rt_kernel_call *c)
+{
+    const ir_type *at = c->arg_types[1], *bt = c->arg_types[2];
+    int ta = c->in->attr[0] != 0, tb = c->in->attr[1] != 0;
+    int64_t acols = last_dim(at), bcols = last_dim(bt);
+    int64_t M = ta ? acols : nrows(at), K = ta ? nrows(at) : acols, N = tb ? nrows(bt) : bcols;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
+                argf(c, 1), acols, argf(c, 2), bcols, 1.0f, (float *)c->args[0], N);
 }
 
 /* matmul, then bias[N] added to every row of the result */
@@ -431,8 +459,36 @@ static void attn_probs(const attn_shape *s, const float *q, const float *k, int6
     }
 }
 
-/* (q, k, v) -> y[B,T,H,D], y_h = P v_g; lse[B,H,T] */
-void cpu_ATTENTION(const rt_kernel_call *c)
+/* Attention dropout (attention_dropout ops): the mask parameters, this rank's first query head
+ * and the whole head count. */
+typedef struct {
+    mcc_dropout d;
+    int64_t head_offset, heads;
+} attn_dropout;
+
+static attn_dropout attn_dropout_of(const rt_kernel_call *c, int first_sample_arg)
+{
+    return (attn_dropout){rt_dropout_of(c->in, c->args[first_sample_arg]),
+                          (int64_t)c->in->attr[RT_ATTN_DROPOUT_HEAD_OFFSET], (int64_t)c->in->attr[RT_ATTN_DROPOUT_HEADS]};
+}
+
+/* M[T,T] of head h of batch row b times the dropout factors: entry (t, j) is element
+ * ((head_offset + h) T + t) T + j of sample first_sample + b. Only the causal part j <= t: the
+ * probabilities above the diagonal are 0, and so is all that is made from them. */
+static void attn_drop(const attn_dropout *a, const attn_shape *s, int64_t b, int64_t h, float *M)
+{
+    unsigned long long sample = (unsigned long long)(*a->d.first_sample + b);
+    for (int64_t t = 0; t < s->T; t++) {
+        unsigned long long e = ((unsigned long long)(a->head_offset + h) * s->T + t) * s->T;
+        mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
+        for (int64_t j = 0; j <= t; j++)
+            M[t * s->T + j] *= mcc_dropout_factor(&a->d, sample, e + j, &cur);
+    }
+}
+
+/* (q, k, v) -> y[B,T,H,D], y_h = P v_g (with dropout P Z, Z = mask / (1-p)); lse[B,H,T] of the
+ * undropped scores */
+static void attention_forward(const rt_kernel_call *c, const attn_dropout *drop)
 {
     attn_shape s = attn_shape_of(c->arg_types[0], c->arg_types[1]);
     const float *q = argf(c, 0), *k = argf(c, 1), *v = argf(c, 2);
@@ -440,33 +496,54 @@ void cpu_ATTENTION(const rt_kernel_call *c)
     for (int64_t b = 0; b < s.B; b++)
         for (int64_t h = 0; h < s.H; h++) {
             attn_probs(&s, q, k, b, h, P, lse + (b * s.H + h) * s.T);
+            if (drop)
+                attn_drop(drop, &s, b, h, P);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.T, s.D, s.T, 1.0f, P, s.T, v + kv_head(&s, b, h),
                         s.Hk * s.D, 0.0f, y + q_head(&s, b, h), s.H * s.D);
         }
     free(P);
 }
 
+void cpu_ATTENTION(const rt_kernel_call *c) { attention_forward(c, NULL); }
+
+/* (q, k, v, first_sample) */
+void cpu_ATTENTION_DROPOUT(const rt_kernel_call *c)
+{
+    attn_dropout drop = attn_dropout_of(c, 3);
+    attention_forward(c, &drop);
+}
+
 /* (dy, q, k, v, y, lse) -> dq [B,T,H,D], dk, dv [B,T,Hk,D]. Per head, with P recomputed (the
  * CPU oracle does not use the saved y and lse):
  * dv_g += P^T dy_h; dP = dy_h v_g^T; dS = P (dP - rowsum(P dP)); dq_h = scale dS k_g;
- * dk_g += scale dS^T q_h. kv heads accumulate over the query heads of their group. */
-void cpu_ATTENTION_GRAD(const rt_kernel_call *c)
+ * dk_g += scale dS^T q_h. kv heads accumulate over the query heads of their group.
+ * With dropout (y_h = (P Z) v_g): dv_g += (P Z)^T dy_h and dP = (dy_h v_g^T) Z, the rest alike;
+ * rowsum(P dP) = rowsum(P Z dy_h v_g^T) = rowsum(dy_h y_h), as without. */
+static void attention_backward(const rt_kernel_call *c, const attn_dropout *drop)
 {
     attn_shape s = attn_shape_of(c->arg_types[1], c->arg_types[2]);
     const float *dy = argf(c, 0), *q = argf(c, 1), *k = argf(c, 2), *v = argf(c, 3);
     float *dq = resf(c, 0), *dk = resf(c, 1), *dv = resf(c, 2);
     int64_t T = s.T, ldq = s.H * s.D, ldk = s.Hk * s.D;
-    float *P = scratch(2 * T * T, sizeof *P), *dS = P + T * T;
+    float *P = scratch((drop ? 3 : 2) * T * T, sizeof *P), *dS = P + T * T, *PZ = dS + T * T;
     memset(dk, 0, ir_bytes(c->res_types[1]));
     memset(dv, 0, ir_bytes(c->res_types[2]));
     for (int64_t b = 0; b < s.B; b++)
         for (int64_t h = 0; h < s.H; h++) {
             int64_t qo = q_head(&s, b, h), ko = kv_head(&s, b, h);
             attn_probs(&s, q, k, b, h, P, NULL);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, s.D, T, 1.0f, P, T, dy + qo, ldq, 1.0f,
+            const float *used = P; /* the probabilities y was made of */
+            if (drop) {
+                memcpy(PZ, P, sizeof *P * T * T);
+                attn_drop(drop, &s, b, h, PZ);
+                used = PZ;
+            }
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, s.D, T, 1.0f, used, T, dy + qo, ldq, 1.0f,
                         dv + ko, ldk);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, s.D, 1.0f, dy + qo, ldq, v + ko, ldk, 0.0f,
                         dS, T);
+            if (drop)
+                attn_drop(drop, &s, b, h, dS);
             for (int64_t t = 0; t < T; t++) {
                 float *p = P + t * T, *g = dS + t * T;
                 double dot = 0;
@@ -481,6 +558,15 @@ void cpu_ATTENTION_GRAD(const rt_kernel_call *c)
                         dk + ko, ldk);
         }
     free(P);
+}
+
+void cpu_ATTENTION_GRAD(const rt_kernel_call *c) { attention_backward(c, NULL); }
+
+/* (dy, q, k, v, y, lse, first_sample) */
+void cpu_ATTENTION_DROPOUT_GRAD(const rt_kernel_call *c)
+{
+    attn_dropout drop = attn_dropout_of(c, 6);
+    attention_backward(c, &drop);
 }
 
 /* --- loss ------------------------------------------------------------------------------------- */

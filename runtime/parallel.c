@@ -9,6 +9,22 @@ static rt_comm *axis_comms[IR_NUM_AXES]; /* what rt_parallel_comm hands the kern
 
 rt_comm *rt_parallel_comm(ir_axis axis) { return axis < IR_NUM_AXES ? axis_comms[axis] : NULL; }
 
+void rt_parallel_all_reduce_bucket(const rt_kernel_call *c, void *stream)
+{
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    if (!comm)
+        return;
+    for (int first = 0, next; first < c->nargs; first = next) {
+        ir_dtype dt = c->arg_types[first]->dtype;
+        size_t span = ir_bytes(c->arg_types[first]);
+        for (next = first + 1; next < c->nargs && c->arg_types[next]->dtype == dt &&
+                               (char *)c->args[next - 1] + rt_global_span(ir_bytes(c->arg_types[next - 1])) == c->args[next];
+             next++)
+            span = (size_t)((char *)c->args[next] - (char *)c->args[first]) + ir_bytes(c->arg_types[next]);
+        rt_all_reduce(comm, c->args[first], span / ir_dtype_size(dt), dt, RT_SUM, stream);
+    }
+}
+
 rt_comm *rt_parallel_comm_for(const ir_instr *in, int64_t ranks)
 {
     ir_axis axis = (ir_axis)in->attr[0];

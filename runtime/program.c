@@ -74,9 +74,19 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     p->m = m;
     p->dev = dev;
     dev->open(p, image);
+    /* One allocation holds every global, in declaration order, each at a 256-byte boundary: the
+     * gradients of a bucket (data_parallel.c) are then one contiguous span that one collective
+     * reduces, padding included (zeroed by alloc, and never written). */
     p->globals = xcalloc((size_t)m->nglobals, sizeof(void *), "globals");
+    size_t slab = 0;
     for (int i = 0; i < m->nglobals; i++)
-        p->globals[i] = dev->alloc(p, ir_bytes(&m->globals[i].type));
+        slab += rt_global_span(ir_bytes(&m->globals[i].type));
+    p->global_slab = dev->alloc(p, slab);
+    size_t slab_offset = 0;
+    for (int i = 0; i < m->nglobals; i++) {
+        p->globals[i] = (char *)p->global_slab + slab_offset;
+        slab_offset += rt_global_span(ir_bytes(&m->globals[i].type));
+    }
     /* Functions run one at a time and hand nothing over through their arenas (inputs are set
      * before a call, outputs read after it), so they share one arena: the largest. */
     int64_t arena_bytes = 0;
@@ -100,8 +110,7 @@ void rt_program_free(rt_program *p)
         free(x->ptr_pool);
         free(x->type_pool);
     }
-    for (int i = 0; i < p->m->nglobals; i++)
-        p->dev->free(p, p->globals[i]);
+    p->dev->free(p, p->global_slab);
     p->dev->free(p, p->arena);
     p->dev->close(p);
     free(p->funcs);

@@ -24,7 +24,8 @@ typedef struct rt_program {
     ir_module *m;
     const rt_device *dev;
     void *dev_state;                /* owned by the device */
-    void **globals;                 /* per module global: device memory */
+    void **globals;                 /* per module global: device memory, inside global_slab */
+    void *global_slab;              /* every global, in declaration order (rt_global_span each) */
     char *arena;                    /* activations of every function: they run one at a time */
     rt_func_exec *funcs;            /* per module function */
 } rt_program;
@@ -47,5 +48,9 @@ void rt_program_read_global(rt_program *p, int g, void *host);
 
 /* The counter-based generator parameter initialisation uses (also in kernels_templates/init.cuh). */
 uint64_t rt_splitmix64(uint64_t x);
+
+/* Bytes a global of `bytes` occupies in the slab: whole 256-byte units, so every global starts
+ * aligned for vector loads, cuBLASLt and NCCL. */
+static inline size_t rt_global_span(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 #endif

@@ -73,7 +73,14 @@ def main():
         # per-tensor floor: 1e-3 of the RMS tensor norm of the file (only bites on ~zero tensors)
         floor = 1e-3 * float(np.sqrt(np.mean([np.linalg.norm(cpu[n]) ** 2 for n in names]))) if names else 1e-30
         for name in names:
-            check(f'{file[:-5]} {name}', rel(gpu[name], cpu[name], floor), tol)
+            ref = cpu[name]
+            if file == 'logits_step1.mcct' and gpu[name].ndim == ref.ndim and gpu[name].shape[1:] == ref.shape[1:] \
+                    and gpu[name].shape[0] < ref.shape[0]:
+                ref = ref[:gpu[name].shape[0]]  # a smaller micro-batch: step 1's first samples
+            if gpu[name].shape != ref.shape:
+                failed.append(f'{file}: {name} is {list(gpu[name].shape)}, the reference {list(ref.shape)}')
+                continue
+            check(f'{file[:-5]} {name}', rel(gpu[name], ref, floor), tol)
     cpu_steps = [list(map(float, l.split())) for l in open(f'{a.cpu}/steps.txt')]
     gpu_steps = [list(map(float, l.split())) for l in open(f'{a.gpu}/steps.txt')]
     if len(cpu_steps) != len(gpu_steps):

@@ -11,6 +11,8 @@ add_test(NAME ir_roundtrip_models COMMAND roundtrip_test ${MCC_MODEL_SPECS})
 
 add_test(NAME golden_graphs COMMAND ${CMAKE_SOURCE_DIR}/tests/golden.sh $<TARGET_FILE:mcc>)
 add_test(NAME cli_errors COMMAND ${CMAKE_SOURCE_DIR}/tests/cli_errors.sh $<TARGET_FILE:mcc>)
+# Dropout: p = 0 is today's graph, runs reproduce, eval_step has none (tests/dropout_e2e.sh).
+add_test(NAME dropout_reproducible COMMAND ${CMAKE_SOURCE_DIR}/tests/dropout_e2e.sh $<TARGET_FILE:mcc>)
 foreach(model tiny-gpt2 tiny-llama)
   add_test(NAME numerics_vs_torch_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model})
   add_test(NAME numerics_vs_torch_recompute_${model}
@@ -40,6 +42,16 @@ if(MPI_C_FOUND)
       "tp2_dp2_zero:4:--tp 2 --dp 2 --use-distributed-optimizer" "tp2_sp:2:--tp 2 --sequence-parallel"
       "tp4_sp:4:--tp 4 --sequence-parallel" "tp2_sp_dp2:4:--tp 2 --sequence-parallel --dp 2"
       "tp2_sp_recompute:2:--tp 2 --sequence-parallel --recompute-granularity selective")
+  # With dropout on (flags before `--` go to the single-rank program too): the masks are drawn by
+  # global sample and element index, so every layout, and a split into more micro-batches, draws
+  # the single rank's masks.
+  set(_dropout "--attention-dropout 0.1 --hidden-dropout 0.1 --")
+  list(APPEND MCC_LAYOUTS "dp2_dropout:2:${_dropout} --dp 2" "tp2_dropout:2:${_dropout} --tp 2"
+       "tp2_sp_dropout:2:${_dropout} --tp 2 --sequence-parallel" "tp4_sp_dropout:4:${_dropout} --tp 4 --sequence-parallel"
+       "tp2_sp_dp2_dropout:4:${_dropout} --tp 2 --sequence-parallel --dp 2"
+       "tp2_dp2_zero_dropout:4:${_dropout} --tp 2 --dp 2 --use-distributed-optimizer"
+       "tp2_sp_recompute_dropout:2:${_dropout} --tp 2 --sequence-parallel --recompute-granularity selective"
+       "accum16_dropout:1:${_dropout} --micro-batch-size 1")
   foreach(model tiny-gpt2 tiny-llama)
     foreach(layout ${MCC_LAYOUTS})
       mcc_parse_layout(${layout})

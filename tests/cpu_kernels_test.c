@@ -1,6 +1,9 @@
 /* cpu_kernels_test.c — the CPU kernels against finite differences (every backward kernel) and
- * against direct formulas (attention, cross-entropy, AdamW, matmul, rope, norms, grad norm). */
+ * against direct formulas (attention, cross-entropy, AdamW, matmul, rope, norms, grad norm);
+ * Philox against its published known answers, and the dropout masks' statistics and layout
+ * independence. */
 #include "runtime/cpu_kernels.h"
+#include "runtime/dropout.h"
 
 #include <math.h>
 #include <signal.h>
@@ -24,7 +27,8 @@ static int failures;
 
 /* --- tensors and running kernels ------------------------------------------------------------- */
 
-/* A test tensor: its type and its buffer (float, or int32_t for token ids and targets). */
+/* A test tensor: its type and its buffer (float, int32_t for token ids and targets, int64_t for
+ * a dropout op's first_sample). */
 typedef struct {
     ir_type type;
     void *data;
@@ -33,7 +37,7 @@ typedef struct {
 static tensor tensor_new(ir_dtype dt, int ndim, const int64_t *dims)
 {
     tensor t = {ir_tensor(dt, ndim, dims), NULL};
-    t.data = calloc((size_t)ir_numel(&t.type), 4);
+    t.data = calloc((size_t)ir_numel(&t.type), ir_dtype_size(dt));
     return t;
 }
 #define NDIMS(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
@@ -41,6 +45,14 @@ static tensor tensor_new(ir_dtype dt, int ndim, const int64_t *dims)
 #define I32(...) tensor_new(IR_I32, NDIMS(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
 #define SCALAR() tensor_new(IR_F32, 0, NULL)
 #define ATTRS(...) ((double[IR_MAX_ATTRS]){__VA_ARGS__})
+
+/* The first_sample operand of the dropout ops. */
+static tensor first_sample(int64_t s)
+{
+    tensor t = tensor_new(IR_I64, 0, NULL);
+    *(int64_t *)t.data = s;
+    return t;
+}
 
 static float *F(tensor t) { return t.data; }
 static int32_t *I(tensor t) { return t.data; }
@@ -235,13 +247,21 @@ static void bias_add_backward(const grad_case *gc, tensor dy, tensor *g)
     run(IR_OP_SUM_ROWS, NULL, &dy, 1, &g[1], 1);
 }
 
-/* (dy, q, k, v, y, lse) -> dq, dk, dv, with y and lse from the forward. */
+/* (dy, q, k, v, y, lse[, first_sample]) -> dq, dk, dv, with y and lse from the forward. */
 static void attention_backward(const grad_case *gc, tensor dy, tensor *g)
 {
     tensor lse;
     forward(gc, &lse);
-    run(IR_OP_ATTENTION_GRAD, NULL, (tensor[]){dy, gc->in[0], gc->in[1], gc->in[2], gc->out, lse}, 6, g, 3);
+    ir_op op = gc->op == IR_OP_ATTENTION ? IR_OP_ATTENTION_GRAD : IR_OP_ATTENTION_DROPOUT_GRAD;
+    tensor args[7] = {dy, gc->in[0], gc->in[1], gc->in[2], gc->out, lse, gc->in[3]};
+    run(op, gc->attr, args, ir_ops[op].nargs, g, 3);
     free(lse.data);
+}
+
+/* Dropout is its own gradient: the same op (mask) on dy. */
+static void dropout_backward(const grad_case *gc, tensor dy, tensor *g)
+{
+    run(IR_OP_DROPOUT, gc->attr, (tensor[]){dy, gc->in[1]}, 2, &g[0], 1);
 }
 
 static void test_gradients(void)
@@ -261,6 +281,12 @@ static void test_gradients(void)
         {"attention gqa H=4 Hk=2", IR_OP_ATTENTION, {0}, 3,
          {uniform(F32(2, 5, 4, 8), 1), uniform(F32(2, 5, 2, 8), 1), uniform(F32(2, 5, 2, 8), 1)}, {"q", "k", "v"},
          {1, 1, 1}, F32(2, 5, 4, 8), .backward = attention_backward},
+        /* p 0.3, seed 1234, site 5; x as the slice [2, 7) of 9 positions; q heads [2, 6) of 8 */
+        {"dropout", IR_OP_DROPOUT, {0.3, 1234, 5, 1, 2, 9}, 2, {uniform(F32(2, 5, 6), 1), first_sample(6000000007)},
+         {"x", "first_sample"}, {1, 0}, F32(2, 5, 6), .backward = dropout_backward},
+        {"attention_dropout gqa", IR_OP_ATTENTION_DROPOUT, {0.3, 1234, 5, 2, 8}, 4,
+         {uniform(F32(2, 5, 4, 8), 1), uniform(F32(2, 5, 2, 8), 1), uniform(F32(2, 5, 2, 8), 1), first_sample(77)},
+         {"q", "k", "v", "first_sample"}, {1, 1, 1, 0}, F32(2, 5, 4, 8), .backward = attention_backward},
         {"cross_entropy", IR_OP_CROSS_ENTROPY, {0}, 2, {uniform(F32(2, 3, 7), 2), ids(I32(2, 3), 7)},
          {"logits", "targets"}, {1, 0}, SCALAR(), .grad_op = IR_OP_CROSS_ENTROPY_GRAD},
         {"matmul x W^T", IR_OP_MATMUL, {0, 1}, 2, {uniform(F32(2, 3, 4), 1), uniform(F32(5, 4), 1)}, {"x", "W"}, {1, 1},
@@ -490,6 +516,243 @@ static void test_grad_norm_and_state(void)
     free(ss.data), free(norm.data), free(coef.data), free(dst.data);
 }
 
+/* --- Philox and dropout ------------------------------------------------------------------------ */
+
+/* Philox4x32-10 against Random123's known answers (tests/kat_vectors of
+ * github.com/DEShawResearch/random123, the three "philox4x32 10" lines: counter, key, result). */
+static void test_philox_known_answers(void)
+{
+    static const struct {
+        unsigned int ctr[4], key[2], want[4];
+    } kat[] = {
+        {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+        {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff},
+         {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+        {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0},
+         {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+    };
+    for (int i = 0; i < 3; i++) {
+        mcc_philox4x32 c = {{kat[i].ctr[0], kat[i].ctr[1], kat[i].ctr[2], kat[i].ctr[3]}};
+        mcc_philox4x32 r = mcc_philox4x32_10(c, kat[i].key[0], kat[i].key[1]);
+        CHECK(!memcmp(r.v, kat[i].want, sizeof r.v), "philox4x32-10 known answer %d: got %08x %08x %08x %08x", i, r.v[0],
+              r.v[1], r.v[2], r.v[3]);
+        printf("philox4x32-10 known answer %d: %08x %08x %08x %08x\n", i, r.v[0], r.v[1], r.v[2], r.v[3]);
+    }
+}
+
+/* keep iff w >= threshold must mean keep iff w / 2^32 >= p: threshold is the least such w. */
+static void test_dropout_threshold(void)
+{
+    const double ps[] = {0, 1e-12, 0.1, 0.25, 0.5, 1.0 / 3, 0.9, 0.999999999};
+    for (int i = 0; i < 8; i++) {
+        double t = mcc_dropout_threshold(ps[i]);
+        CHECK(t / 4294967296.0 >= ps[i] && (t == 0 || (t - 1) / 4294967296.0 < ps[i]),
+              "dropout threshold of p %.12g is %.0f, not ceil(p 2^32)", ps[i], t);
+    }
+}
+
+/* y = dropout(x) for x[...] given as a tensor, attributes (p, seed, site, dim, offset, extent). */
+static tensor dropout_of(tensor x, const double attr[IR_MAX_ATTRS], int64_t sample)
+{
+    tensor first = first_sample(sample), y = like(x);
+    run(IR_OP_DROPOUT, attr, (tensor[]){x, first}, 2, &y, 1);
+    free(first.data);
+    return y;
+}
+
+/* Over 1e6 elements the kept fraction is within 5 sigma of 1-p, and the output's mean within 5
+ * sigma of the input's (y = x z, E z = 1, Var z = p/(1-p)); kept elements are exactly x/(1-p). */
+static void test_dropout_statistics(void)
+{
+    const double ps[] = {0.1, 0.5, 0.9};
+    tensor x = F32(10, 100, 1000);
+    int64_t n = numel(x);
+    double mean_x = 0, mean_x2 = 0;
+    for (int64_t i = 0; i < n; i++) {
+        F(x)[i] = (float)(1 + 0.5 * urand());
+        mean_x += F(x)[i] / (double)n, mean_x2 += (double)F(x)[i] * F(x)[i] / (double)n;
+    }
+    for (int k = 0; k < 3; k++) {
+        double p = ps[k];
+        tensor y = dropout_of(x, ATTRS(p, 1234, 3, 1, 0, 100), 5000);
+        float scale = (float)(1 / (1 - p));
+        int64_t kept = 0, exact = 0;
+        double mean_y = 0;
+        for (int64_t i = 0; i < n; i++) {
+            kept += F(y)[i] != 0;
+            exact += F(y)[i] == 0 || F(y)[i] == F(x)[i] * scale;
+            mean_y += F(y)[i] / (double)n;
+        }
+        double frac = (double)kept / n, sd_frac = sqrt(p * (1 - p) / n), sd_mean = sqrt(mean_x2 * p / (1 - p) / n);
+        printf("dropout p %.1f over %lld: kept %.5f (want %.1f +- %.1e), mean %.5f vs %.5f (+- %.1e)\n", p,
+               (long long)n, frac, 1 - p, 5 * sd_frac, mean_y, mean_x, 5 * sd_mean);
+        CHECK(fabs(frac - (1 - p)) < 5 * sd_frac, "dropout p %g keeps %.6f of the elements", p, frac);
+        CHECK(fabs(mean_y - mean_x) < 5 * sd_mean, "dropout p %g: mean %.6f, input mean %.6f", p, mean_y, mean_x);
+        CHECK(exact == n, "dropout p %g: %lld elements neither 0 nor x / (1-p)", p, (long long)(n - exact));
+        free(y.data);
+    }
+    free(x.data);
+}
+
+/* The fraction of elements on which two dropouts of x (all ones) agree about keeping. */
+static double mask_agreement(tensor a, tensor b)
+{
+    int64_t same = 0;
+    for (int64_t i = 0; i < numel(a); i++)
+        same += (F(a)[i] != 0) == (F(b)[i] != 0);
+    return (double)same / numel(a);
+}
+
+/* Another seed, site or sample draws another mask: two independent masks of p agree on
+ * p^2 + (1-p)^2 of the elements (within 5 sigma); the same key and sample agree on all. */
+static void test_dropout_keys(void)
+{
+    const double p = 0.5, want = p * p + (1 - p) * (1 - p);
+    tensor x = F32(4, 250, 1000);
+    for (int64_t i = 0; i < numel(x); i++)
+        F(x)[i] = 1;
+    double sd = sqrt(want * (1 - want) / numel(x));
+    tensor base = dropout_of(x, ATTRS(p, 1234, 3, 1, 0, 250), 5000), again = dropout_of(x, ATTRS(p, 1234, 3, 1, 0, 250), 5000);
+    tensor other[3] = {dropout_of(x, ATTRS(p, 1235, 3, 1, 0, 250), 5000), dropout_of(x, ATTRS(p, 1234, 4, 1, 0, 250), 5000),
+                       dropout_of(x, ATTRS(p, 1234, 3, 1, 0, 250), 5001)};
+    const char *what[3] = {"seed", "site", "first sample"};
+    CHECK(mask_agreement(base, again) == 1, "the same key and sample drew another mask");
+    for (int i = 0; i < 3; i++) {
+        double agree = mask_agreement(base, other[i]);
+        printf("dropout: another %s agrees on %.5f of the mask (independent: %.2f +- %.1e)\n", what[i], agree, want, 5 * sd);
+        CHECK(fabs(agree - want) < 5 * sd, "another %s gives a mask agreeing on %.6f, not ~%.2f", what[i], agree, want);
+        free(other[i].data);
+    }
+    /* consecutive samples: row b of a batch is sample first + b */
+    tensor shifted = dropout_of(x, ATTRS(p, 1234, 3, 1, 0, 250), 5001);
+    int64_t row = numel(x) / 4;
+    CHECK(!memcmp(F(shifted), F(base) + row, sizeof(float) * (size_t)(3 * row)), "row b + 1 of sample s is not row b of s + 1");
+    free(shifted.data), free(base.data), free(again.data), free(x.data);
+}
+
+/* t[dim] restricted to [start, start + len), as a new tensor. */
+static tensor slice(tensor t, int dim, int64_t start, int64_t len)
+{
+    ir_type st = t.type;
+    st.dims[dim] = len;
+    tensor r = tensor_new(st.dtype, st.ndim, st.dims);
+    int64_t inner = ir_dtype_size(st.dtype), outer = 1;
+    for (int i = dim + 1; i < st.ndim; i++)
+        inner *= st.dims[i];
+    for (int i = 0; i < dim; i++)
+        outer *= st.dims[i];
+    for (int64_t o = 0; o < outer; o++)
+        memcpy((char *)r.data + o * len * inner, (char *)t.data + (o * t.type.dims[dim] + start) * inner,
+               (size_t)(len * inner));
+    return r;
+}
+
+/* Whether a equals b's block [start, start + len) of dimension dim bit for bit. */
+static bool equals_slice(tensor a, tensor b, int dim, int64_t start)
+{
+    tensor s = slice(b, dim, start, a.type.dims[dim]);
+    bool same = !memcmp(a.data, s.data, ir_bytes(&a.type));
+    free(s.data);
+    return same;
+}
+
+/* The mask follows an element's place in the whole tensor and its sample, not how the tensor is
+ * split: dropout of x[4,6,8] equals, bit for bit, that of its sequence halves (dim 1, offsets 0
+ * and 3 of 6: sequence parallelism), of its column halves (dim 2, offsets 0 and 4 of 8: a
+ * tensor-parallel split), and of its last two rows as a batch of their own (first_sample + 2:
+ * data parallelism, micro-batches). */
+static void test_dropout_layouts(void)
+{
+    tensor x = uniform(F32(4, 6, 8), 1);
+    const int64_t s = 1ll << 33;
+    tensor whole = dropout_of(x, ATTRS(0.4, 7, 9, 1, 0, 6), s);
+    for (int dim = 1; dim <= 2; dim++)
+        for (int half = 0; half < 2; half++) {
+            int64_t len = x.type.dims[dim] / 2;
+            tensor part = slice(x, dim, half * len, len);
+            tensor y = dropout_of(part, ATTRS(0.4, 7, 9, dim, half * len, 2 * len), s);
+            CHECK(equals_slice(y, whole, dim, half * len), "dropout of the %s half of dimension %d differs from the whole's",
+                  half ? "second" : "first", dim);
+            free(part.data), free(y.data);
+        }
+    tensor rows = slice(x, 0, 2, 2), y = dropout_of(rows, ATTRS(0.4, 7, 9, 1, 0, 6), s + 2);
+    CHECK(equals_slice(y, whole, 0, 2), "dropout of rows 2, 3 as samples s + 2, s + 3 differs from the whole's");
+    free(rows.data), free(y.data), free(whole.data), free(x.data);
+}
+
+/* Attention with dropout against a naive double reference whose mask comes straight from Philox
+ * (score (t, j) of head h is element ((head_offset + h) T + t) T + j of sample first + b). */
+static void attention_dropout_reference(tensor q, tensor k, tensor v, double p, int head_offset, int64_t first, double *y)
+{
+    int64_t B = q.type.dims[0], T = q.type.dims[1], H = q.type.dims[2], Hk = k.type.dims[2], D = q.type.dims[3];
+    unsigned int threshold = mcc_dropout_threshold(p);
+    double s[64];
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t t = 0; t < T; t++) {
+                int64_t g = h / (H / Hk);
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j <= t; j++) {
+                    s[j] = 0;
+                    for (int64_t d = 0; d < D; d++)
+                        s[j] += (double)F(q)[((b * T + t) * H + h) * D + d] * F(k)[((b * T + j) * Hk + g) * D + d] / sqrt((double)D);
+                    mx = fmax(mx, s[j]);
+                }
+                for (int64_t j = 0; j <= t; j++)
+                    sum += s[j] = exp(s[j] - mx);
+                for (int64_t j = 0; j <= t; j++) {
+                    uint64_t e = ((uint64_t)(head_offset + h) * T + t) * T + j, sample = first + b;
+                    mcc_philox4x32 c = {{(unsigned)(e / 4), (unsigned)(e / 4 >> 32), (unsigned)sample, (unsigned)(sample >> 32)}};
+                    s[j] *= mcc_philox4x32_10(c, 1234, 5).v[e % 4] >= threshold ? 1 / (1 - p) : 0;
+                }
+                for (int64_t d = 0; d < D; d++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j <= t; j++)
+                        acc += s[j] / sum * F(v)[((b * T + j) * Hk + g) * D + d];
+                    y[((b * T + t) * H + h) * D + d] = acc;
+                }
+            }
+}
+
+/* Forward against the reference; lse is attention's (undropped); and heads 2, 3 of 4 computed on
+ * their own (head_offset 2, kv head 1 of 2: tensor parallelism) give the whole's y, dq, dk, dv. */
+static void test_attention_dropout(void)
+{
+    const double p = 0.3;
+    const int64_t first = 3000000000ll;
+    tensor q = uniform(F32(2, 7, 4, 8), 1), k = uniform(F32(2, 7, 2, 8), 1), v = uniform(F32(2, 7, 2, 8), 1);
+    tensor fs = first_sample(first), dy = uniform(F32(2, 7, 4, 8), 1), y = like(q), lse = attention_lse(q);
+    tensor y0 = like(q), lse0 = attention_lse(q), g[3] = {like(q), like(k), like(v)};
+    double *ref = malloc(sizeof *ref * numel(y));
+    run(IR_OP_ATTENTION_DROPOUT, ATTRS(p, 1234, 5, 0, 4), (tensor[]){q, k, v, fs}, 4, (tensor[]){y, lse}, 2);
+    run(IR_OP_ATTENTION, NULL, (tensor[]){q, k, v}, 3, (tensor[]){y0, lse0}, 2);
+    attention_dropout_reference(q, k, v, p, 0, first, ref);
+    double err = max_abs_diff(F(y), ref, numel(y));
+    printf("attention_dropout max abs err vs naive %.1e\n", err);
+    CHECK(err < 1e-5, "attention_dropout differs from the naive reference by %.3g", err);
+    CHECK(!memcmp(lse.data, lse0.data, ir_bytes(&lse.type)), "attention_dropout's lse is not attention's");
+    run(IR_OP_ATTENTION_DROPOUT_GRAD, ATTRS(p, 1234, 5, 0, 4), (tensor[]){dy, q, k, v, y, lse, fs}, 7, g, 3);
+
+    tensor ql = slice(q, 2, 2, 2), kl = slice(k, 2, 1, 1), vl = slice(v, 2, 1, 1), dyl = slice(dy, 2, 2, 2);
+    tensor yl = like(ql), lsel = attention_lse(ql), gl[3] = {like(ql), like(kl), like(vl)};
+    run(IR_OP_ATTENTION_DROPOUT, ATTRS(p, 1234, 5, 2, 4), (tensor[]){ql, kl, vl, fs}, 4, (tensor[]){yl, lsel}, 2);
+    run(IR_OP_ATTENTION_DROPOUT_GRAD, ATTRS(p, 1234, 5, 2, 4), (tensor[]){dyl, ql, kl, vl, yl, lsel, fs}, 7, gl, 3);
+    const tensor got[4] = {yl, gl[0], gl[1], gl[2]}, whole[4] = {y, g[0], g[1], g[2]};
+    const char *names[4] = {"y", "dq", "dk", "dv"};
+    for (int i = 0; i < 4; i++) {
+        tensor w = slice(whole[i], 2, i < 2 ? 2 : 1, got[i].type.dims[2]);
+        double e = 0;
+        for (int64_t j = 0; j < numel(w); j++)
+            e = fmax(e, fabs(F(got[i])[j] - F(w)[j]));
+        CHECK(e < 1e-6, "attention_dropout of heads 2, 3 alone: %s differs from the whole's by %.3g", names[i], e);
+        free(w.data);
+    }
+    tensor all[] = {q, k, v, fs, dy, y, lse, y0, lse0, g[0], g[1], g[2], ql, kl, vl, dyl, yl, lsel, gl[0], gl[1], gl[2]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i].data);
+    free(ref);
+}
+
 /* --- bad data aborts with a message instead of reading out of bounds ------------------------- */
 
 /* Runs op in a child and expects it to abort with `want` in its message. */
@@ -542,6 +805,12 @@ int main(void)
     test_gelu_reference();
     test_grad_norm_and_state();
     test_bad_ids();
+    test_philox_known_answers();
+    test_dropout_threshold();
+    test_dropout_statistics();
+    test_dropout_keys();
+    test_dropout_layouts();
+    test_attention_dropout();
     printf(failures ? "%d check(s) FAILED\n" : "all cpu kernel checks passed\n", failures);
     return failures != 0;
 }

@@ -36,6 +36,24 @@ static int emit(graph *g, ir_op op, const int *args, int nargs, double a0, doubl
     return ir_emit(g->m, g->f, op, args, nargs, attrs, NULL, NULL);
 }
 
+/* The micro-batch's first sample (an input the test sets: FIRST_SAMPLE, above 2^32 so that the
+ * counter's high word is exercised). */
+#define FIRST_SAMPLE 6000000007ll
+static int first_sample(graph *g) { return ir_input(g->m, g->f, "first_sample", ir_scalar(IR_I64)); }
+
+/* dropout (p 0.3) of x[2,5,6] as the sequence slice [3, 8) of 10 positions, or attention dropout
+ * of heads [2, 6) of 8: the mask is fixed by the attributes and first_sample, so the op is linear
+ * in x and central differences see exactly its gradient; a rule that forgets the mask fails. */
+static int dropout_case(graph *g, ir_op op, const int *args, int nargs)
+{
+    double attrs[IR_MAX_ATTRS] = {0.3, 1234, 5, op == IR_OP_DROPOUT ? 1 : 2, op == IR_OP_DROPOUT ? 3 : 8, 10};
+    int a[4];
+    for (int i = 0; i < nargs; i++)
+        a[i] = args[i];
+    a[nargs] = first_sample(g);
+    return ir_emit(g->m, g->f, op, a, nargs + 1, attrs, NULL, NULL);
+}
+
 /* Builds the case for `op`; returns the value to differentiate, or -1 if there is no case. */
 static int build_case(graph *g, ir_op op)
 {
@@ -68,6 +86,10 @@ static int build_case(graph *g, ir_op op)
     case IR_OP_ATTENTION: /* grouped-query: 4 query heads over 2 kv heads */
         args[0] = param(g, "q", 4, bthd), args[1] = param(g, "k", 4, bthd2), args[2] = param(g, "v", 4, bthd2);
         return emit(g, op, args, 3, 0, 0);
+    case IR_OP_DROPOUT: x = param(g, "x", 3, btd); return dropout_case(g, op, &x, 1);
+    case IR_OP_ATTENTION_DROPOUT:
+        args[0] = param(g, "q", 4, bthd), args[1] = param(g, "k", 4, bthd2), args[2] = param(g, "v", 4, bthd2);
+        return dropout_case(g, op, args, 3);
     case IR_OP_CROSS_ENTROPY: return param(g, "logits", 2, m65); /* the loss itself is the op */
     default: return -1;
     }
@@ -131,6 +153,10 @@ static bool check(ir_op op, ir_module *m)
         if (f->instrs[i].op == IR_OP_CROSS_ENTROPY)
             targets_bound = ir_vtype(f, f->instrs[i].args[0])->dims[1];
     fill_ids(p, "targets", (int)targets_bound);
+    if (rt_program_find(p, 0, IR_OP_INPUT, "first_sample") >= 0) {
+        int64_t first = FIRST_SAMPLE;
+        rt_program_set_input(p, 0, "first_sample", &first, sizeof first);
+    }
     loss_of(p); /* accumulates the gradients once; later runs keep adding, so keep a copy */
     float **grads = calloc((size_t)p->m->nglobals, sizeof(float *));
     for (int g = 0; g < p->m->nglobals; g++)

@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# parallel_e2e.sh MCC MODEL NP FLAGS... — a parallel layout on CPU ranks under mpirun must compute
-# what the single-rank program computes: the model compiled with FLAGS (e.g. --tp 2 --dp 2) and
-# run on NP ranks against the same spec compiled with no parallel flags, both for the same global
-# batch: the same loss, lr and grad norm at each of 10 steps, the same step-1 logits and
-# gradients and the same final weights (fp32, relative error <= 1e-5; split tensors are
-# gathered by rank 0 before they are written).
+# parallel_e2e.sh MCC MODEL NP [SPEC_FLAGS... --] FLAGS... — a parallel layout on CPU ranks under
+# mpirun must compute what the single-rank program computes: the model compiled with FLAGS (e.g.
+# --tp 2 --dp 2) and run on NP ranks against the same spec compiled with no parallel flags, both
+# for the same global batch: the same loss, lr and grad norm at each of 10 steps, the same step-1
+# logits and gradients and the same final weights (fp32, relative error <= 1e-5; split tensors
+# are gathered by rank 0 before they are written). SPEC_FLAGS, before a `--`, change what is
+# computed (e.g. --hidden-dropout 0.1) and go to both programs.
 set -euo pipefail
 mcc=$1; model=$2; np=$3; shift 3
+spec=()
+if printf '%s\n' "$@" | grep -qx -- --; then
+  while [ "$1" != -- ]; do spec+=("$1"); shift; done
+  shift
+fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # Open MPI keeps allocations of components it unloaded, which LeakSanitizer cannot attribute
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 # the spec's own sizes, made divisible by every layout tested here (vocab 257 -> 260 for tp 2, 4)
-common=(--target cpu --keep-logits --vocab-size 260 --global-batch-size 16)
+common=(--target cpu --keep-logits --vocab-size 260 --global-batch-size 16 "${spec[@]}")
 "$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix "$work/text" --append-eod >/dev/null 2>&1
 "$mcc" compile "$root/models/$model.json" "${common[@]}" -o "$work/single" 2>"$work/c1.log" || { cat "$work/c1.log"; exit 1; }
 "$mcc" compile "$root/models/$model.json" "${common[@]}" "$@" -o "$work/parallel" 2>"$work/c2.log" ||

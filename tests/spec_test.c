@@ -66,7 +66,7 @@ static void test_flags(const char *dir)
     snprintf(path, sizeof path, "%s/gpt2-124m.json", dir);
     char *argv[] = {"-o", "out", "--hidden-size", "1024", "--num-attention-heads", "16", "--swiglu",
                     "--untie-embeddings-and-output-weights", "false", "--tp", "1", "--target", "cpu",
-                    "--lr", "1e-3"};
+                    "--lr", "1e-3", "--attention-dropout", "0.1"};
     int argc = sizeof argv / sizeof argv[0], rest[sizeof argv / sizeof argv[0]], nrest = 0;
     mcc_spec s;
     bool ok = load(path, argc, argv, &s, rest, &nrest, err);
@@ -76,6 +76,8 @@ static void test_flags(const char *dir)
     CHECK(s.activation == MCC_ACT_SWIGLU && !s.untie_embeddings_and_output_weights, "booleans");
     CHECK(s.ffn_hidden_size == 2688, "swiglu ffn default %d, expected 8*1024/3 rounded down to 64s", s.ffn_hidden_size);
     CHECK(s.lr == 1e-3 && s.num_layers == 12 && s.global_batch_size == 512, "other fields kept");
+    CHECK(s.attention_dropout == 0.1 && s.hidden_dropout == 0, "dropout: the flag's 0.1, else the default 0 (got %g, %g)",
+          s.attention_dropout, s.hidden_dropout);
     CHECK(nrest == 4 && rest[0] == 0 && rest[1] == 1 && rest[2] == 11 && rest[3] == 12, "rest: %d items", nrest);
 }
 

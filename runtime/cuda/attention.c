@@ -1,6 +1,8 @@
-/* attention.c — CUDA launchers of ATTENTION and ATTENTION_GRAD: pick the kernel of
- * kernels_templates/attention.cuh by dtype and head dim, and size its grid and shared memory. */
+/* attention.c — CUDA launchers of ATTENTION and ATTENTION_GRAD and of their dropout twins
+ * (ATTENTION_DROPOUT, ATTENTION_DROPOUT_GRAD): pick the kernel of kernels_templates/attention.cuh
+ * by dtype and head dim, and size its grid and shared memory. */
 #include "cuda_ctx.h"
+#include "runtime/dropout.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -62,57 +64,98 @@ static unsigned cu_attn_cdiv(long long a, long long b) { return (unsigned)((a + 
 /* The f32 kernels run one thread per (b, h, query row). */
 enum { CU_ATTN_F32_BLOCK = 64 };
 
+/* The dropout twins' extra kernel parameters (mcc_dropout, head_offset); NULL: plain attention. */
+typedef struct {
+    mcc_dropout d;
+    int head_offset;
+} cu_attn_dropout;
+
+static cu_attn_dropout cu_attn_dropout_of(const rt_kernel_call *c, int first_sample_arg)
+{
+    return (cu_attn_dropout){rt_dropout_of(c->in, c->args[first_sample_arg]),
+                             (int)c->in->attr[RT_ATTN_DROPOUT_HEAD_OFFSET]};
+}
+
+/* "mcc_attention[_dropout]_<fwd|bwd>_<dtype>_d<D>" */
+typedef struct {
+    char s[64];
+} cu_attn_name;
+
+static cu_attn_name cu_attn_kernel(const char *pass, ir_dtype dt, int D, const cu_attn_dropout *drop)
+{
+    cu_attn_name n;
+    snprintf(n.s, sizeof n.s, "mcc_attention%s_%s_%s_d%d", drop ? "_dropout" : "", pass, ir_dtype_name(dt), D);
+    return n;
+}
+
+/* Puts the dropout parameters after a kernel's n others. */
+static void cu_attn_params(void **params, int n, cu_attn_dropout *drop)
+{
+    if (drop) {
+        params[n] = &drop->d;
+        params[n + 1] = &drop->head_offset;
+    }
+}
+
 /* (q, k, v) -> y [B,T,H,D], lse f32 [B,H,T] */
-void cuda_ATTENTION(rt_cuda_ctx *cx, const rt_kernel_call *c)
+static void cu_attn_forward(rt_cuda_ctx *cx, const rt_kernel_call *c, cu_attn_dropout *drop)
 {
     cu_attn_shape s = cu_attn_shape_of(c->arg_types[0], c->arg_types[1]);
     ir_dtype dt = c->arg_types[0]->dtype;
-    cu_attn_check_dtype("attention", dt);
+    cu_attn_check_dtype(ir_ops[c->in->op].name, dt);
     const cu_attn_tiles *tl = cu_attn_tiles_for(s.D);
     void *q = c->args[0], *k = c->args[1], *v = c->args[2], *y = c->res[0], *lse = c->res[1];
-    char name[64];
+    cu_attn_name name = cu_attn_kernel("fwd", dt, s.D, drop);
     if (dt == IR_F32) {
-        snprintf(name, sizeof name, "mcc_attention_fwd_f32_d%d", s.D);
-        void *params[] = {&q, &k, &v, &y, &lse, &s.B, &s.T, &s.H, &s.Hk, &s.scale};
-        rt_cuda_launch(cx, name, cu_attn_cdiv((long long)s.B * s.H * s.T, CU_ATTN_F32_BLOCK), 1, 1, CU_ATTN_F32_BLOCK,
-                       0, params);
+        void *params[12] = {&q, &k, &v, &y, &lse, &s.B, &s.T, &s.H, &s.Hk, &s.scale};
+        cu_attn_params(params, 10, drop);
+        rt_cuda_launch(cx, name.s, cu_attn_cdiv((long long)s.B * s.H * s.T, CU_ATTN_F32_BLOCK), 1, 1,
+                       CU_ATTN_F32_BLOCK, 0, params);
         return;
     }
-    snprintf(name, sizeof name, "mcc_attention_fwd_bf16_d%d", s.D);
     size_t smem = (size_t)(tl->fwd_bm + 4 * tl->fwd_bn) * s.D * 2; /* Q [BM][D], K and V [2][BN][D] bf16 */
-    void *params[] = {&q, &k, &v, &y, &lse, &s.T, &s.H, &s.Hk, &s.scale};
-    rt_cuda_launch(cx, name, cu_attn_cdiv(s.T, tl->fwd_bm), (unsigned)(s.B * s.H), 1, 32 * tl->fwd_warps, smem,
+    void *params[11] = {&q, &k, &v, &y, &lse, &s.T, &s.H, &s.Hk, &s.scale};
+    cu_attn_params(params, 9, drop);
+    rt_cuda_launch(cx, name.s, cu_attn_cdiv(s.T, tl->fwd_bm), (unsigned)(s.B * s.H), 1, 32 * tl->fwd_warps, smem,
                    params);
 }
 
+void cuda_ATTENTION(rt_cuda_ctx *cx, const rt_kernel_call *c) { cu_attn_forward(cx, c, NULL); }
+
+/* (q, k, v, first_sample) */
+void cuda_ATTENTION_DROPOUT(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    cu_attn_dropout drop = cu_attn_dropout_of(c, 3);
+    cu_attn_forward(cx, c, &drop);
+}
+
 /* f32: the simple kernel accumulates dk, dv with atomics, so they start at zero. */
-static void cu_attn_grad_f32(rt_cuda_ctx *cx, const rt_kernel_call *c, const cu_attn_shape *s)
+static void cu_attn_grad_f32(rt_cuda_ctx *cx, const rt_kernel_call *c, const cu_attn_shape *s, cu_attn_dropout *drop)
 {
     void *dy = c->args[0], *q = c->args[1], *k = c->args[2], *v = c->args[3], *y = c->args[4], *lse = c->args[5];
     void *dq = c->res[0], *dk = c->res[1], *dv = c->res[2];
     size_t nkv = (size_t)s->B * s->T * s->Hk * s->D;
     RT_CU_CHECK(cuMemsetD32Async((CUdeviceptr)(uintptr_t)dk, 0, nkv, rt_cuda_stream(cx)));
     RT_CU_CHECK(cuMemsetD32Async((CUdeviceptr)(uintptr_t)dv, 0, nkv, rt_cuda_stream(cx)));
-    char name[64];
-    snprintf(name, sizeof name, "mcc_attention_bwd_f32_d%d", s->D);
     int B = s->B, T = s->T, H = s->H, Hk = s->Hk;
     float scale = s->scale;
-    void *params[] = {&dy, &q, &k, &v, &y, &lse, &dq, &dk, &dv, &B, &T, &H, &Hk, &scale};
-    rt_cuda_launch(cx, name, cu_attn_cdiv((long long)B * H * T, CU_ATTN_F32_BLOCK), 1, 1, CU_ATTN_F32_BLOCK, 0,
-                   params);
+    void *params[16] = {&dy, &q, &k, &v, &y, &lse, &dq, &dk, &dv, &B, &T, &H, &Hk, &scale};
+    cu_attn_params(params, 14, drop);
+    rt_cuda_launch(cx, cu_attn_kernel("bwd", IR_F32, s->D, drop).s, cu_attn_cdiv((long long)B * H * T, CU_ATTN_F32_BLOCK),
+                   1, 1, CU_ATTN_F32_BLOCK, 0, params);
 }
 
 /* (dy, q, k, v, y, lse) -> dq [B,T,H,D], dk, dv [B,T,Hk,D]. bf16: three kernels over a scratch of
  * dq_acc f32 [B,T,H,D] and Di f32 [B,H,T]: Di = rowsum(dy * y) (and dq_acc = 0); the main kernel
  * (dk, dv per kv block, dq_acc by atomics); dq = scale * dq_acc in bf16. */
-void cuda_ATTENTION_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+static void cu_attn_backward(rt_cuda_ctx *cx, const rt_kernel_call *c, cu_attn_dropout *drop)
 {
     cu_attn_shape s = cu_attn_shape_of(c->arg_types[1], c->arg_types[2]);
     ir_dtype dt = c->arg_types[1]->dtype;
-    cu_attn_check_dtype("attention_grad", dt);
+    cu_attn_check_dtype(ir_ops[c->in->op].name, dt);
     const cu_attn_tiles *tl = cu_attn_tiles_for(s.D);
     if (dt == IR_F32) {
-        cu_attn_grad_f32(cx, c, &s);
+        cu_attn_grad_f32(cx, c, &s, drop);
         return;
     }
     void *dy = c->args[0], *q = c->args[1], *k = c->args[2], *v = c->args[3], *y = c->args[4], *lse = c->args[5];
@@ -124,16 +167,24 @@ void cuda_ATTENTION_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
     void *pre[] = {&dy, &y, &Di, &dq_acc, &s.B, &s.T, &s.H, &s.D};
     rt_cuda_launch(cx, "mcc_attention_bwd_pre_bf16", cu_attn_cdiv(rows * 32, 256), 1, 1, 256, 0, pre);
 
-    char name[64];
-    snprintf(name, sizeof name, "mcc_attention_bwd_bf16_d%d", s.D);
     /* K, V [BN][D], Q, dy [2][BM][D], dS^T [BN][BM] bf16; lse, Di [2][BM] f32 */
     size_t smem = (size_t)(2 * tl->bwd_bn * s.D + 4 * tl->bwd_bm * s.D + tl->bwd_bn * tl->bwd_bm) * 2 +
                   (size_t)4 * tl->bwd_bm * 4;
-    void *params[] = {&dy, &q, &k, &v, &lse, &Di, &dq_acc, &dk, &dv, &s.T, &s.H, &s.Hk, &s.scale};
-    rt_cuda_launch(cx, name, cu_attn_cdiv(s.T, tl->bwd_bn), (unsigned)(s.B * s.Hk), 1, 32 * tl->bwd_warps, smem,
-                   params);
+    void *params[15] = {&dy, &q, &k, &v, &lse, &Di, &dq_acc, &dk, &dv, &s.T, &s.H, &s.Hk, &s.scale};
+    cu_attn_params(params, 13, drop);
+    rt_cuda_launch(cx, cu_attn_kernel("bwd", dt, s.D, drop).s, cu_attn_cdiv(s.T, tl->bwd_bn), (unsigned)(s.B * s.Hk), 1,
+                   32 * tl->bwd_warps, smem, params);
 
     void *post[] = {&dq_acc, &dq, &nq, &s.scale};
     unsigned grid = cu_attn_cdiv(nq, 256);
     rt_cuda_launch(cx, "mcc_attention_bwd_post_bf16", grid < 65536 ? grid : 65536, 1, 1, 256, 0, post);
+}
+
+void cuda_ATTENTION_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { cu_attn_backward(cx, c, NULL); }
+
+/* (dy, q, k, v, y, lse, first_sample) */
+void cuda_ATTENTION_DROPOUT_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    cu_attn_dropout drop = cu_attn_dropout_of(c, 6);
+    cu_attn_backward(cx, c, &drop);
 }

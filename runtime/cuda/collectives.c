@@ -112,13 +112,11 @@ void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
     else
         copy_rows(cx, c->res[0], block, ranked, block, block, 1);
 }
-/* (dst global): dst := sum of dst over the axis's ranks */
+
+/* (dst globals...): each := its sum over the axis's ranks, a bucket at a time */
 void cuda_ALL_REDUCE_INPLACE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
-    if (comm)
-        rt_all_reduce(comm, c->args[0], (size_t)ir_numel(c->arg_types[0]), c->arg_types[0]->dtype, RT_SUM,
-                      rt_cuda_stream(cx));
+    rt_parallel_all_reduce_bucket(c, rt_cuda_stream(cx));
 }
 
 static CUdeviceptr dptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }

@@ -3,6 +3,7 @@
  * dispatch table rt_cuda_launchers in ops.def order. */
 #include "cuda_ctx.h"
 #include "launchers.h"
+#include "runtime/dropout.h"
 
 #include <limits.h>
 #include <stdbool.h>
@@ -128,9 +129,10 @@ static void column_sums(rt_cuda_ctx *cx, const rt_kernel_call *c, void *r, const
     long long chunk = (R + 127) / 128 < 64 ? 64 : (R + 127) / 128;
     int S = (int)((R + chunk - 1) / chunk);
     void *partial = rt_cuda_scratch(cx, (size_t)S * (size_t)N * sizeof(float));
-    void *p1[] = {&x, &rows, &cols, &chunk, &partial};
-    rt_cuda_launch(cx, name_of(c, RT_CUK_COLSUM_PARTIAL, xt, NULL).s, (unsigned)((N + 31) / 32), (unsigned)S, 1, 256,
-                   0, p1);
+    int width = N % 8 == 0 && (uintptr_t)x % 16 == 0 ? 8 : 1; /* MCC_VEC: 16-byte loads */
+    void *p1[] = {&x, &rows, &cols, &chunk, &partial, &width};
+    rt_cuda_launch(cx, name_of(c, RT_CUK_COLSUM_PARTIAL, xt, NULL).s, (unsigned)((N + 32 * width - 1) / (32 * width)),
+                   (unsigned)S, 1, 256, 0, p1);
     void *p2[] = {&r, &partial, &S, &stride, &cols, &out};
     colsum_final(cx, name_of(c, RT_CUK_COLSUM_FINAL, c->res_types[0], NULL), n_out, p2);
 }
@@ -196,28 +198,52 @@ void cuda_SCALE(rt_cuda_ctx *cx, const rt_kernel_call *c)
     launch_vec(cx, name_of(c, RT_CUK_SCALE, c->res_types[0], NULL), n, p);
 }
 
-/* r[R,N] := x + b[N] by mcc_bias_add: blocks of column chunks (VEC columns a thread) times row
- * groups, about FILL_BLOCKS blocks in all; bias_add and pos_add. */
-/* r[R,N] := x + b[N], b starting `skip` elements into the operand (a position table's slice) */
-static void rows_plus_vector(rt_cuda_ctx *cx, const rt_kernel_call *c, int64_t R, int64_t N, int64_t skip)
+/* The launch of a kernel over rows [R,N] whose threads each take VEC columns down a group of rows
+ * (mcc_bias_add_cols, mcc_dropout_cols): blocks of column chunks times row groups, about
+ * FILL_BLOCKS blocks in all. */
+typedef struct {
+    unsigned gx, gy, block;
+} column_grid;
+
+static column_grid column_grid_of(int64_t R, int64_t N)
 {
-    void *r = c->res[0], *x = c->args[0];
-    const char *b = (const char *)c->args[1] + skip * (int64_t)ir_dtype_size(c->arg_types[1]->dtype);
-    long long rows = R, cols = N;
     int64_t threads = (N + VEC - 1) / VEC, block = (threads + 31) / 32 * 32;
     block = block < FLAT_BLOCK ? block : FLAT_BLOCK;
     int64_t gx = (threads + block - 1) / block, gy = FILL_BLOCKS / gx;
     gx = gx < MAX_GRID ? gx : MAX_GRID;
     gy = gy > R ? R : gy < 1 ? 1 : gy > MAX_GRID - 1 ? MAX_GRID - 1 : gy; /* grid.y is below 65536 */
+    return (column_grid){(unsigned)gx, (unsigned)gy, (unsigned)block};
+}
+
+/* r[R,N] := x + b[N] by mcc_bias_add, b starting `skip` elements into the operand (a position
+ * table's slice); bias_add and pos_add. */
+static void rows_plus_vector(rt_cuda_ctx *cx, const rt_kernel_call *c, int64_t R, int64_t N, int64_t skip)
+{
+    void *r = c->res[0], *x = c->args[0];
+    const char *b = (const char *)c->args[1] + skip * (int64_t)ir_dtype_size(c->arg_types[1]->dtype);
+    long long rows = R, cols = N;
+    column_grid g = column_grid_of(R, N);
     void *p[] = {&r, &x, &b, &rows, &cols};
-    rt_cuda_launch(cx, name_of(c, RT_CUK_BIAS_ADD, c->arg_types[0], c->arg_types[1]).s, (unsigned)gx, (unsigned)gy,
-                   1, (unsigned)block, 0, p);
+    rt_cuda_launch(cx, name_of(c, RT_CUK_BIAS_ADD, c->arg_types[0], c->arg_types[1]).s, g.gx, g.gy, 1, g.block, 0, p);
 }
 
 /* x[R,N] + b[N] */
 void cuda_BIAS_ADD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     rows_plus_vector(cx, c, nrows(c->arg_types[0]), last_dim(c->arg_types[0]), 0);
+}
+
+/* (x, first_sample) -> x * mask / (1-p): mcc_dropout over x's rows (mcc_dropout_rows) */
+void cuda_DROPOUT(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *xt = c->arg_types[0];
+    void *r = c->res[0], *x = c->args[0];
+    mcc_dropout d = rt_dropout_of(c->in, c->args[1]);
+    mcc_dropout_rows l = rt_dropout_rows_of(c->in, xt);
+    long long R = l.C ? ir_numel(xt) / l.C : 0;
+    column_grid g = column_grid_of(R, l.C);
+    void *p[] = {&r, &x, &R, &l, &d};
+    rt_cuda_launch(cx, name_of(c, RT_CUK_DROPOUT, xt, NULL).s, g.gx, g.gy, 1, g.block, 0, p);
 }
 
 /* A view: the memory plan usually gives the result the operand's buffer. */

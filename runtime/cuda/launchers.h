@@ -19,6 +19,7 @@
     K(SILU, "mcc_silu", 1)                                                                                 \
     K(SILU_GRAD, "mcc_silu_grad", 1)                                                                       \
     K(SQRT, "mcc_sqrt", 1)                                                                                 \
+    K(DROPOUT, "mcc_dropout", 1)                                                                           \
     K(COLSUM_PARTIAL, "mcc_colsum_partial", 1)                                                             \
     K(COLSUM_FINAL, "mcc_colsum_final", 1)                                                                 \
     K(SUM_SQUARES_PARTIAL, "mcc_sum_squares_partial", 0)                                                   \

@@ -2,7 +2,8 @@
  * algorithm chosen by cuBLASLt's heuristic once per shape and cached. cuBLASLt is column-major;
  * a row-major C[M,N] = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T.
  * matmul_bias adds its bias in the GEMM's epilogue: a bias per row of the column-major C^T is
- * one per column N of our C. */
+ * one per column N of our C. matmul_accumulate adds the product into its destination (beta = 1),
+ * which may be f32 while A and B are bf16 (a weight gradient's accumulator). */
 #include "cuda_ctx.h"
 
 #include <cublasLt.h>
@@ -15,7 +16,7 @@
 typedef struct {
     int64_t m, n, k;
     bool ta, tb, bias;
-    ir_dtype dt;
+    ir_dtype dt, cdt;               /* of A and B; of C and D */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
@@ -31,11 +32,12 @@ static const char *lt_status_name(int s) { return cublasLtGetStatusName((cublasS
 
 static cudaDataType_t cuda_type(ir_dtype dt) { return dt == IR_BF16 ? CUDA_R_16BF : dt == IR_F16 ? CUDA_R_16F : CUDA_R_32F; }
 
-static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, bool bias, ir_dtype dt)
+static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, bool bias, ir_dtype dt, ir_dtype cdt)
 {
     for (int i = 0; i < nplans; i++) {
         matmul_plan *p = &plans[i];
-        if (p->m == m && p->n == n && p->k == k && p->ta == ta && p->tb == tb && p->bias == bias && p->dt == dt)
+        if (p->m == m && p->n == n && p->k == k && p->ta == ta && p->tb == tb && p->bias == bias && p->dt == dt &&
+            p->cdt == cdt)
             return p;
     }
     if (!lt) {
@@ -47,7 +49,7 @@ static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, 
         plans = realloc(plans, sizeof(matmul_plan) * (size_t)cap_plans);
     }
     matmul_plan *p = &plans[nplans];
-    *p = (matmul_plan){.m = m, .n = n, .k = k, .ta = ta, .tb = tb, .bias = bias, .dt = dt};
+    *p = (matmul_plan){.m = m, .n = n, .k = k, .ta = ta, .tb = tb, .bias = bias, .dt = dt, .cdt = cdt};
     cudaDataType_t t = cuda_type(dt);
     LT_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -61,7 +63,7 @@ static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, 
     /* cuBLASLt's A is our B: stored (n x k) or, transposed, (k x n) column-major; its B is our A. */
     LT_CHECK(cublasLtMatrixLayoutCreate(&p->a, t, tb ? k : n, tb ? n : k, tb ? k : n));
     LT_CHECK(cublasLtMatrixLayoutCreate(&p->b, t, ta ? m : k, ta ? k : m, ta ? m : k));
-    LT_CHECK(cublasLtMatrixLayoutCreate(&p->c, t, n, m, n));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->c, cuda_type(cdt), n, m, n));
     cublasLtMatmulPreference_t pref;
     LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     size_t ws = WORKSPACE_BYTES;
@@ -79,22 +81,32 @@ static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, 
     return &plans[nplans++];
 }
 
-/* (a, b[, bias]) -> r with a, b flattened to 2-D [prod(leading), last]; see ops.def. */
-static void matmul(rt_cuda_ctx *cx, const rt_kernel_call *c, const void *bias)
+/* out (of out_type) := op(a) op(b) [+ bias] + beta out, with a, b the call's operands `first` and
+ * `first` + 1, flattened to 2-D [prod(leading), last]; see ops.def. */
+static void gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, const void *bias, void *out,
+                 const ir_type *out_type, float beta)
 {
-    const ir_type *at = c->arg_types[0], *bt = c->arg_types[1];
+    const ir_type *at = c->arg_types[first], *bt = c->arg_types[first + 1];
     bool ta = c->in->attr[0] != 0, tb = c->in->attr[1] != 0;
     int64_t ak = at->dims[at->ndim - 1], am = ir_numel(at) / ak;
     int64_t bn = bt->dims[bt->ndim - 1], bk = ir_numel(bt) / bn;
     int64_t m = ta ? ak : am, k = ta ? am : ak, n = tb ? bk : bn;
-    matmul_plan *p = plan_for(m, n, k, ta, tb, bias != NULL, at->dtype);
+    matmul_plan *p = plan_for(m, n, k, ta, tb, bias != NULL, at->dtype, out_type->dtype);
     if (bias) /* the plan is shared by every matmul of this shape: its bias is set per call */
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    const float one = 1.0f, zero = 0.0f;
-    LT_CHECK(cublasLtMatmul(lt, p->desc, &one, c->args[1], p->a, c->args[0], p->b, &zero, c->res[0], p->c, c->res[0],
+    const float one = 1.0f;
+    LT_CHECK(cublasLtMatmul(lt, p->desc, &one, c->args[first + 1], p->a, c->args[first], p->b, &beta, out, p->c, out,
                             p->c, &p->algo, workspace, WORKSPACE_BYTES, (cudaStream_t)rt_cuda_stream(cx)));
 }
 
-void cuda_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c) { matmul(cx, c, NULL); }
+void cuda_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c) { gemm(cx, c, 0, NULL, c->res[0], c->res_types[0], 0.0f); }
 
-void cuda_MATMUL_BIAS(rt_cuda_ctx *cx, const rt_kernel_call *c) { matmul(cx, c, c->args[2]); }
+void cuda_MATMUL_BIAS(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    gemm(cx, c, 0, c->args[2], c->res[0], c->res_types[0], 0.0f);
+}
+
+void cuda_MATMUL_ACCUMULATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    gemm(cx, c, 1, NULL, c->args[0], c->arg_types[0], 1.0f);
+}

@@ -1,0 +1,23 @@
+/* dropout.h — what the CPU kernels and the CUDA launchers share about the dropout ops of
+ * ir/ops.def (dropout, attention_dropout, attention_dropout_grad): their mask parameters and
+ * where their elements sit in the whole tensor, from the op's attributes. The mask itself is
+ * kernels_templates/philox.cuh's, one definition for the CPU and the GPU. */
+#ifndef MCC_RT_DROPOUT_H
+#define MCC_RT_DROPOUT_H
+
+#include "ir/ir.h"
+#include "kernels_templates/philox.cuh"
+
+/* Attribute indices, ORDER ops.def: every dropout op starts with p, seed, site; dropout goes on
+ * with dim, offset, extent (dimension dim of x holds [offset, offset + dims[dim]) of a whole
+ * dimension of extent), the attention ops with head_offset, heads (this rank's first query head
+ * and the whole head count). */
+enum { RT_DROPOUT_P, RT_DROPOUT_SEED, RT_DROPOUT_SITE, RT_DROPOUT_DIM, RT_DROPOUT_OFFSET, RT_DROPOUT_EXTENT };
+enum { RT_ATTN_DROPOUT_HEAD_OFFSET = 3, RT_ATTN_DROPOUT_HEADS = 4 };
+
+/* The mask parameters of dropout op `in`, whose first_sample operand lives at first_sample. */
+mcc_dropout rt_dropout_of(const ir_instr *in, const void *first_sample);
+/* The row layout (mcc_dropout_rows) of operand x of dropout op `in`. */
+mcc_dropout_rows rt_dropout_rows_of(const ir_instr *in, const ir_type *x);
+
+#endif
