@@ -545,9 +545,13 @@ bool ir_infer_accumulate(const ir_module *m, const ir_instr *in, const ir_type *
     return true;
 }
 
-/* (p, g, m, v, lr[], step[], coef[]) */
+/* (p, g, m, v, lr[], step[], coef[][, copy]) */
 bool ir_infer_adamw(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
+    if (in->nargs != 7 && in->nargs != 8)
+        return fail(err, len, "adamw takes 7 operands, or 8 with the working copy it refreshes; got %d", in->nargs);
+    if (in->nargs == 8 && (!same_shape(&a[0], &a[7]) || !need_float(&a[7], "working copy", err, len)))
+        return fail(err, len, "adamw's working copy %s does not match parameter %s", tstr(&a[7]), tstr(&a[0]));
     for (int i = 1; i < 4; i++)
         if (!same_shape(&a[0], &a[i]))
             return fail(err, len, "adamw state %s does not match parameter %s", tstr(&a[i]), tstr(&a[0]));

@@ -216,15 +216,15 @@ static bool verify_structure(verifier *v, int i, bool *defined)
     return true;
 }
 
-/* How many leading operands an op writes into persistent state: they must come from `global`. */
-static int global_operands(ir_op op)
+/* Whether operand a of `in` is persistent state the op writes: it must come from `global`. */
+static bool writes_global(const ir_instr *in, int a)
 {
-    switch (op) {
+    switch (in->op) {
     case IR_OP_ACCUMULATE:
     case IR_OP_MATMUL_ACCUMULATE:
-    case IR_OP_ZERO: return 1;
-    case IR_OP_ADAMW: return 4;
-    default: return 0;
+    case IR_OP_ZERO: return a == 0;
+    case IR_OP_ADAMW: return a < 4 || a == 7; /* p, g, m, v, and the working copy it refreshes */
+    default: return false;
     }
 }
 
@@ -240,9 +240,9 @@ static bool verify_operands(verifier *v, int i)
         return ifail(v, i, "%s needs an @name made of letters, digits, '_', '.', '-'", name);
     if (!ir_op_takes_sym(in->op) && in->sym)
         return ifail(v, i, "%s takes no @name", name);
-    for (int a = 0; a < global_operands(in->op); a++) {
+    for (int a = 0; a < in->nargs; a++) {
         const ir_instr *def = &f->instrs[f->vals[in->args[a]].def];
-        if (def->op != IR_OP_GLOBAL)
+        if (writes_global(in, a) && def->op != IR_OP_GLOBAL)
             return ifail(v, i, "operand %d (%%%d) of %s must be a `global @name` value, got the result of %s", a,
                          in->args[a], name, ir_ops[def->op].name);
     }

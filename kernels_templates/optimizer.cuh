@@ -24,14 +24,15 @@ struct mcc_adamw_step {
     }
 };
 
+// copy (or NULL): the parameter's bf16 working copy, written from the updated p in the same pass.
 extern "C" __global__ void mcc_adamw_f32(float *p, const float *g, float *m, float *v, const float *lr_p,
                                          const float *step_p, const float *coef_p, long long n, double b1,
-                                         double b2, double eps, double wd)
+                                         double b2, double eps, double wd, mcc_bf16 *copy)
 {
     double step = step_p[0];
     mcc_adamw_step f = {(float)b1, (float)b2, (float)eps, (float)wd, lr_p[0], coef_p[0],
                         (float)(1.0 - pow(b1, step)), (float)(1.0 - pow(b2, step))};
-    bool vector = mcc_aligned(p, g, m, v);
+    bool vector = mcc_aligned(p, g, m, v) && (!copy || (unsigned long long)copy % 8 == 0);
     long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x, stride = (long long)gridDim.x * blockDim.x;
     for (long long k = tid; vector && k < n / 4; k += stride) {
         float4 pk = ((float4 *)p)[k], gk = ((const float4 *)g)[k], mk = ((float4 *)m)[k], vk = ((float4 *)v)[k];
@@ -40,7 +41,14 @@ extern "C" __global__ void mcc_adamw_f32(float *p, const float *g, float *m, flo
         f(pk.z, gk.z, mk.z, vk.z);
         f(pk.w, gk.w, mk.w, vk.w);
         ((float4 *)p)[k] = pk, ((float4 *)m)[k] = mk, ((float4 *)v)[k] = vk;
+        if (copy) {
+            __nv_bfloat162 lo = __floats2bfloat162_rn(pk.x, pk.y), hi = __floats2bfloat162_rn(pk.z, pk.w);
+            ((uint2 *)copy)[k] = make_uint2(*(unsigned *)&lo, *(unsigned *)&hi);
+        }
     }
-    for (long long i = (vector ? n / 4 * 4 : 0) + tid; i < n; i += stride)
+    for (long long i = (vector ? n / 4 * 4 : 0) + tid; i < n; i += stride) {
         f(p[i], g[i], m[i], v[i]);
+        if (copy)
+            mcc_st(copy, i, p[i]);
+    }
 }

@@ -97,9 +97,17 @@ template <class T> __device__ double mcc_sumsq_share(const void *p, long long n)
 {
     const T *x = (const T *)p;
     double s = 0.0;
-    MCC_FOR_EACH(i, n)
+    const long long nv = mcc_aligned(x) ? n / MCC_VEC : 0; // 16-byte loads, then the tail one by one
+    MCC_FOR_EACH(i, nv)
     {
-        double v = mcc_ld(x, i);
+        float v[MCC_VEC];
+        mcc_ldn(v, x, i * MCC_VEC);
+        for (int k = 0; k < MCC_VEC; k++)
+            s += (double)v[k] * v[k];
+    }
+    MCC_FOR_EACH(i, n - nv * MCC_VEC)
+    {
+        double v = mcc_ld(x, nv * MCC_VEC + i);
         s += v * v;
     }
     return s;

@@ -3,18 +3,58 @@
  *     the bias in the GEMM's epilogue instead of a separate read and write of the output);
  *   - a matmul whose only use is an accumulate into a global (a weight gradient) becomes one
  *     matmul_accumulate: the GEMM adds into the accumulator (beta = 1) and the product is never
- *     stored, nor read again.
+ *     stored, nor read again;
+ *   - an adamw followed by the copy that refreshes its parameter's working copy becomes one
+ *     adamw that writes the copy too (the updated parameter is not read back).
  * Rewrites every function into a new one; the fused op sits where its consumer was, where all
  * its operands exist. */
 #include "passes.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     int *uses;                      /* per source value: how many instructions read it */
     int *fused_matmul;              /* per source instruction (a bias_add or an accumulate): the matmul
                                        instruction folded into it, or -1 */
+    int *folded_copy;               /* per source adamw: the copy instruction folded into it, or -1 */
 } fusion_plan;
+
+/* The global a value refers to (`%v = global @name`), or NULL. */
+static const char *global_of(const ir_func *f, int v)
+{
+    const ir_instr *def = &f->instrs[f->vals[v].def];
+    return def->op == IR_OP_GLOBAL ? def->sym : NULL;
+}
+
+static bool names_global(const ir_func *f, const ir_instr *in, const char *name)
+{
+    for (int a = 0; a < in->nargs; a++) {
+        const char *g = global_of(f, in->args[a]);
+        if (g && strcmp(g, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The adamw before copy instruction j (dst := src, both globals) that updates src, when no
+ * instruction between them names src or dst: that adamw may write the copy itself. */
+static int adamw_feeding_copy(const ir_func *f, int j)
+{
+    const ir_instr *cp = &f->instrs[j];
+    const char *dst = global_of(f, cp->args[0]), *src = global_of(f, cp->args[1]);
+    if (!dst || !src)
+        return -1;
+    for (int k = j - 1; k >= 0; k--) {
+        const ir_instr *in = &f->instrs[k];
+        if (in->op == IR_OP_ADAMW && in->nargs == 7 && global_of(f, in->args[0]) &&
+            strcmp(global_of(f, in->args[0]), src) == 0)
+            return k;
+        if (names_global(f, in, src) || names_global(f, in, dst))
+            return -1;
+    }
+    return -1;
+}
 
 /* The matmul defining value v when v's only use is the consumer being fused, else -1. */
 static int sole_use_matmul(const ir_func *f, const fusion_plan *fp, int v)
@@ -39,6 +79,14 @@ static void plan_fusions(const ir_func *f, fusion_plan *fp)
         else if (in->op == IR_OP_ACCUMULATE)
             fp->fused_matmul[i] = sole_use_matmul(f, fp, in->args[1]);
     }
+    fp->folded_copy = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
+    for (int i = 0; i < f->ninstrs; i++)
+        fp->folded_copy[i] = -1;
+    for (int j = 0; j < f->ninstrs; j++) {
+        int k = f->instrs[j].op == IR_OP_COPY ? adamw_feeding_copy(f, j) : -1;
+        if (k >= 0)
+            fp->folded_copy[k] = j;
+    }
 }
 
 static void fuse_func(ir_module *m, int fi)
@@ -49,9 +97,12 @@ static void fuse_func(ir_module *m, int fi)
     ir_func *dst = ir_func_new(m, src->name);
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     bool *skip = calloc((size_t)src->ninstrs + 1, sizeof(bool));
-    for (int i = 0; i < src->ninstrs; i++)
+    for (int i = 0; i < src->ninstrs; i++) {
         if (fp.fused_matmul[i] >= 0)
             skip[fp.fused_matmul[i]] = true;
+        if (fp.folded_copy[i] >= 0)
+            skip[fp.folded_copy[i]] = true;
+    }
     for (int i = 0; i < src->ninstrs; i++) {
         const ir_instr *in = &src->instrs[i];
         if (skip[i])
@@ -64,6 +115,13 @@ static void fuse_func(ir_module *m, int fi)
         } else if (mm && in->op == IR_OP_ACCUMULATE) {
             int fused[3] = {map[in->args[0]], map[mm->args[0]], map[mm->args[1]]};
             r = ir_emit(m, dst, IR_OP_MATMUL_ACCUMULATE, fused, 3, mm->attr, NULL, NULL);
+        } else if (fp.folded_copy[i] >= 0) {
+            const ir_instr *cp = &src->instrs[fp.folded_copy[i]];
+            int args[8];
+            for (int a = 0; a < 7; a++)
+                args[a] = map[in->args[a]];
+            args[7] = ir_global_ref(m, dst, global_of(src, cp->args[0]));
+            r = ir_emit(m, dst, IR_OP_ADAMW, args, 8, in->attr, NULL, NULL);
         } else {
             int args[in->nargs ? in->nargs : 1]; /* sum_squares takes every gradient */
             for (int a = 0; a < in->nargs; a++)
@@ -84,6 +142,7 @@ static void fuse_func(ir_module *m, int fi)
     free(skip);
     free(fp.uses);
     free(fp.fused_matmul);
+    free(fp.folded_copy);
     ir_func_replace(m, fi, dst);
 }
 

@@ -668,6 +668,8 @@ void cpu_ADAMW(const rt_kernel_call *c)
         m[i] = (float)mi;
         v[i] = (float)vi;
     }
+    if (c->nargs == 8) /* the working copy (f32 on the CPU) */
+        memcpy(c->args[7], p, ir_bytes(c->arg_types[0]));
 }
 
 /* --- the dispatch table, in ops.def order (ORDER OP) ------------------------------------------ */

@@ -11,13 +11,14 @@ add_test(NAME ir_roundtrip_models COMMAND roundtrip_test ${MCC_MODEL_SPECS})
 
 add_test(NAME golden_graphs COMMAND ${CMAKE_SOURCE_DIR}/tests/golden.sh $<TARGET_FILE:mcc>)
 add_test(NAME cli_errors COMMAND ${CMAKE_SOURCE_DIR}/tests/cli_errors.sh $<TARGET_FILE:mcc>)
-# Dropout: p = 0 is today's graph, runs reproduce, eval_step has none (tests/dropout_e2e.sh).
-add_test(NAME dropout_reproducible COMMAND ${CMAKE_SOURCE_DIR}/tests/dropout_e2e.sh $<TARGET_FILE:mcc>)
 foreach(model tiny-gpt2 tiny-llama)
   add_test(NAME numerics_vs_torch_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model})
   add_test(NAME numerics_vs_torch_recompute_${model}
            COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model} --recompute-granularity selective)
-  set_tests_properties(numerics_vs_torch_${model} numerics_vs_torch_recompute_${model} PROPERTIES LABELS numerics)
+  add_test(NAME numerics_vs_torch_dropout_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc>
+           ${model} --attention-dropout 0.1 --hidden-dropout 0.1)
+  set_tests_properties(numerics_vs_torch_${model} numerics_vs_torch_recompute_${model} numerics_vs_torch_dropout_${model}
+                       PROPERTIES LABELS numerics)
 endforeach()
 
 # A layout entry "NAME:RANKS:FLAGS..." into the variables layout_name, layout_ranks, layout_flags.

@@ -2,10 +2,11 @@
 """torch_ref.py — checks a train_rank dump (--dump-dir) against a float64 PyTorch reference.
 
 Loads the dumped initial parameters, rebuilds the model of SPEC.json in float64, replays every
-dumped step (same batches, grad accumulation, clipping, AdamW, lr schedule) and compares logits
-and gradients of step 1 and each step's loss, lr and grad_norm with what train_rank wrote.
-Exit status 0 when everything is within --rtol, 1 otherwise (each failure named).
-Run with /usr/bin/python3 (Debian's torch 1.13 CPU).
+dumped step (same batches, grad accumulation, clipping, AdamW, lr schedule, dropout masks) and
+compares logits and gradients of step 1 and each step's loss, lr and grad_norm with what
+train_rank wrote. Spec fields the model was compiled with by flag are given after `--`, as mcc
+takes them (e.g. -- --hidden-dropout 0.1). Exit status 0 when everything is within --rtol, 1
+otherwise (each failure named). Run with /usr/bin/python3 (Debian's torch 1.13 CPU).
 """
 import argparse
 import json
@@ -52,12 +53,23 @@ def read_mcct(path):
     return out
 
 
-def load_config(path):
-    """SPEC.json (model/parallel/training sections, Megatron names) with mcc's defaults."""
+def load_config(path, flags=()):
+    """SPEC.json (model/parallel/training sections, Megatron names) with mcc's defaults; flags
+    (`--hidden-dropout 0.1`, `--swiglu`) override fields as in mcc."""
     spec = json.load(open(path))
     c = {}
     for section in ("model", "parallel", "training"):
         c.update(spec.get(section, {}))
+    flags = list(flags)
+    while flags:
+        key = flags.pop(0)
+        if not key.startswith("--"):
+            sys.exit(f"torch_ref: expected a --flag after --, got '{key}'")
+        value = flags.pop(0) if flags and not flags[0].startswith("--") else "true"
+        try:
+            c[key[2:].replace("-", "_")] = json.loads(value)  # numbers, true, false
+        except ValueError:
+            c[key[2:].replace("-", "_")] = value  # a choice, e.g. selective
     c.setdefault("num_query_groups", c["num_attention_heads"])
     c.setdefault("max_position_embeddings", c["seq_length"])
     c.setdefault("ffn_hidden_size", 4 * c["hidden_size"])
@@ -67,7 +79,7 @@ def load_config(path):
                     add_bias_linear=True, norm_epsilon=1e-5, rotary_base=10000.0, micro_batch_size=1,
                     data_parallel_size=1, lr_decay_style="cosine", lr_warmup_iters=0, min_lr=0.0,
                     weight_decay=0.01, clip_grad=1.0, adam_beta1=0.9, adam_beta2=0.999, adam_eps=1e-8,
-                    train_iters=10)
+                    train_iters=10, seed=1234, attention_dropout=0.0, hidden_dropout=0.0)
     for k, v in defaults.items():
         c.setdefault(k, v)
     c.setdefault("global_batch_size", c["micro_batch_size"] * c["data_parallel_size"])
@@ -106,6 +118,62 @@ def param_shapes(c):
     return shapes
 
 
+# ---- dropout masks, as mcc draws them (kernels_templates/philox.cuh), written anew in numpy ----
+
+PHILOX_M = (0xD2511F53, 0xCD9E8D57)  # Random123's philox4x32 round multipliers
+PHILOX_W = (0x9E3779B9, 0xBB67AE85)  # and key increments
+U32 = np.uint64(0xFFFFFFFF)
+
+
+def philox4x32_10(ctr, key):
+    """Philox4x32-10 of counters ctr (4 arrays of 32-bit words, as uint64) under key (k0, k1)."""
+    c0, c1, c2, c3 = (np.asarray(w, np.uint64) for w in ctr)
+    k0, k1 = key
+    for r in range(10):
+        if r:
+            k0, k1 = (k0 + PHILOX_W[0]) & 0xFFFFFFFF, (k1 + PHILOX_W[1]) & 0xFFFFFFFF
+        p0, p1 = c0 * np.uint64(PHILOX_M[0]), c2 * np.uint64(PHILOX_M[1])  # < 2^64: exact
+        c0, c1, c2, c3 = (p1 >> np.uint64(32)) ^ c1 ^ np.uint64(k0), p1 & U32, (p0 >> np.uint64(32)) ^ c3 ^ np.uint64(k1), p0 & U32
+    return c0, c1, c2, c3
+
+
+def dropout_factors(shape, first, p, seed, site):
+    """The factors (0 or 1/(1-p)) of shape [B, *sample]: element e (row-major in its sample) of
+    sample first + b takes word e % 4 of Philox4x32-10 at counter (e // 4, its high word, the
+    sample, its high word) under key (seed, site), and is kept iff that word >= ceil(p 2^32)."""
+    n = int(np.prod(shape[1:]))
+    e = np.arange(n, dtype=np.uint64)[None, :]
+    s = (first + np.arange(shape[0], dtype=np.uint64))[:, None]
+    j = e >> np.uint64(2)
+    words = philox4x32_10((j & U32, j >> np.uint64(32), s & U32, s >> np.uint64(32)), (seed, site))
+    word = np.choose((e % np.uint64(4)).astype(np.int64) + np.zeros_like(s, dtype=np.int64), words)
+    keep = word >= np.uint64(min(math.ceil(p * 2.0 ** 32), 2 ** 32 - 1))
+    return torch.from_numpy(keep.reshape(shape) / (1.0 - p))
+
+
+def dropout_site(layer, kind):
+    """frontend/model.c's numbering of the sites: 0 the embedding output, then per layer its
+    attention probabilities (kind 0), attention output (1) and MLP output (2)."""
+    return 1 + 3 * layer + kind
+
+
+class Dropout:
+    """The training forward's dropout of one micro-batch whose first sample is `first` (its
+    global index)."""
+
+    def __init__(self, c, first):
+        self.c, self.first = c, first
+
+    def apply(self, x, p, site):
+        return x if p == 0 else x * dropout_factors(tuple(x.shape), self.first, p, self.c["seed"], site)
+
+    def hidden(self, x, site):
+        return self.apply(x, self.c["hidden_dropout"], site)
+
+    def probs(self, x, layer):
+        return self.apply(x, self.c["attention_dropout"], dropout_site(layer, 0))
+
+
 # ---- the model, float64 -----------------------------------------------------------------------
 
 def linear(x, p, name):
@@ -130,7 +198,7 @@ def rope(x, base):
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
-def attention(x, p, name, c):
+def attention(x, p, name, c, drop, layer):
     B, T, _ = x.shape
     H, G = c["num_attention_heads"], c["num_query_groups"]
     Dh = c["hidden_size"] // H
@@ -142,7 +210,7 @@ def attention(x, p, name, c):
     k, v = k.repeat_interleave(H // G, dim=2), v.repeat_interleave(H // G, dim=2)  # head h -> kv h//(H/G)
     scores = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(Dh)  # [B,H,T,T]
     causal = torch.ones(T, T, dtype=torch.bool).triu(1)
-    probs = scores.masked_fill(causal, float("-inf")).softmax(-1)
+    probs = drop.probs(scores.masked_fill(causal, float("-inf")).softmax(-1), layer)  # [B,H,T,T]
     return linear(torch.einsum("bhts,bshd->bthd", probs, v).reshape(B, T, H * Dh), p, name + ".out")
 
 
@@ -152,14 +220,17 @@ def mlp(x, p, name, c):
     return linear(F.gelu(linear(x, p, name + ".up"), approximate="tanh"), p, name + ".down")
 
 
-def forward(p, tokens, c):
-    """Logits [B,T,V] of tokens [B,T]."""
+def forward(p, tokens, c, drop):
+    """Logits [B,T,V] of tokens [B,T], with the micro-batch's dropout."""
     x = p["embedding.word"][tokens]
     if "embedding.position" in p:
         x = x + p["embedding.position"][:tokens.shape[1]]
+    x = drop.hidden(x, 0)
     for i in range(c["num_layers"]):
-        h = x + attention(norm(x, p, f"layers.{i}.input_norm", c), p, f"layers.{i}.attention", c)
-        x = h + mlp(norm(h, p, f"layers.{i}.post_attention_norm", c), p, f"layers.{i}.mlp", c)
+        y = attention(norm(x, p, f"layers.{i}.input_norm", c), p, f"layers.{i}.attention", c, drop, i)
+        h = x + drop.hidden(y, dropout_site(i, 1))
+        y = mlp(norm(h, p, f"layers.{i}.post_attention_norm", c), p, f"layers.{i}.mlp", c)
+        x = h + drop.hidden(y, dropout_site(i, 2))
     w_out = p.get("output.weight", p["embedding.word"])
     return norm(x, p, "final_norm", c) @ w_out.T
 
@@ -192,7 +263,8 @@ def train(init, batches, n_steps, n_iters, c):
         loss_sum = 0.0
         for m in range(accum):
             tokens, targets = (batch_tensor(batches, kind, it, m) for kind in ("tokens", "targets"))
-            logits = forward(p, tokens, c)
+            first = (it - 1) * c["global_batch_size"] + m * c["micro_batch_size"]  # one rank's sample order
+            logits = forward(p, tokens, c, Dropout(c, first))
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
             (loss / accum).backward()
             loss_sum += loss.item()
@@ -301,8 +373,9 @@ def main():
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--train-iters", type=int, default=0,
                     help="iterations of the lr schedule (default: the number of steps in steps.txt)")
+    ap.add_argument("flags", nargs="*", help="after --: the spec flags mcc compiled with, e.g. --hidden-dropout 0.1")
     a = ap.parse_args()
-    failed = report(compare(a.dump_dir, load_config(a.spec), a.train_iters), a.rtol)
+    failed = report(compare(a.dump_dir, load_config(a.spec, a.flags), a.train_iters), a.rtol)
     if failed:
         print("FAIL: " + ", ".join(failed))
         return 1

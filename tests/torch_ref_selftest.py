@@ -5,6 +5,7 @@ For two tiny specs (GPT-2 style and Llama style) it writes a dump directory the 
 would, computed by an independent float32 implementation (its own .mcct writer, norms, rope,
 attention, cross entropy, AdamW), runs torch_ref.py on it (must pass), then corrupts one
 gradient element and one step's loss and checks that torch_ref.py fails naming exactly those.
+It also checks torch_ref's Philox4x32-10 (its dropout masks) against Random123's known answers.
 """
 import json
 import math
@@ -231,8 +232,24 @@ def check_spec(name, spec, seed, root):
     expect(spec_path, bad, 1, "FAIL: step 2 loss", f"{name}: a corrupted step-2 loss is named")
 
 
+def check_philox():
+    """Random123's tests/kat_vectors, the three philox4x32 10 lines: counter, key, result."""
+    sys.path.insert(0, os.path.dirname(TORCH_REF))
+    from torch_ref import philox4x32_10
+    kat = [((0, 0, 0, 0), (0, 0), (0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8)),
+           ((0xffffffff,) * 4, (0xffffffff,) * 2, (0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd)),
+           ((0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344), (0xa4093822, 0x299f31d0),
+            (0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1))]
+    for ctr, key, want in kat:
+        got = tuple(int(w) for w in philox4x32_10(ctr, key))
+        if got != want:
+            sys.exit(f"selftest FAILED: torch_ref's philox4x32_10{ctr, key} = {[hex(w) for w in got]}")
+    print("ok: torch_ref's Philox4x32-10 gives Random123's known answers")
+
+
 def main():
     torch.set_num_threads(1)
+    check_philox()
     with tempfile.TemporaryDirectory(prefix="torch_ref_selftest.") as root:
         check_spec("tiny-gpt", GPT, 1, root)
         check_spec("tiny-llama", LLAMA, 2, root)

@@ -79,38 +79,40 @@ static void copy_rows(rt_cuda_ctx *cx, void *dst, size_t dpitch, const void *src
                                       (cudaStream_t)rt_cuda_stream(cx)));
 }
 
-/* x[B,T/n,R] -> r[B,T,R]: gathered rank-major into scratch, then slice r of every batch row put
- * in place. */
+/* Batch row b of the whole x[B,T,R] is one contiguous [T,R], and its rank slices [T/n,R] lie in
+ * rank order inside it, while row b of a slice r[B,T/n,R] is contiguous too: so one collective
+ * per batch row moves the data in place, with no regrouping copies and no scratch. */
+
+/* x[B,T/n,R] -> r[B,T,R] */
 void cuda_ALL_GATHER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
     const ir_type *t = c->arg_types[0];
-    size_t bytes = ir_bytes(t), B = (size_t)t->dims[0], slab = bytes / B;
-    int n = comm ? rt_comm_size(comm) : 1;
-    char *all = rt_cuda_scratch(cx, bytes * (size_t)n); /* [n][B][T/n][R] */
-    if (comm)
-        rt_all_gather(comm, c->args[0], all, bytes, IR_FP8E4M3 /* a 1-byte type: bytes */, rt_cuda_stream(cx));
-    else
-        copy_rows(cx, all, bytes, c->args[0], bytes, bytes, 1);
-    for (int r = 0; r < n; r++)
-        copy_rows(cx, (char *)c->res[0] + (size_t)r * slab, slab * (size_t)n, all + (size_t)r * bytes, slab, slab, B);
+    size_t B = (size_t)t->dims[0], slab = ir_bytes(t) / B;
+    if (!comm) {
+        copy_rows(cx, c->res[0], slab, c->args[0], slab, slab * B, 1);
+        return;
+    }
+    size_t n = (size_t)rt_comm_size(comm);
+    for (size_t b = 0; b < B; b++)
+        rt_all_gather(comm, (const char *)c->args[0] + b * slab, (char *)c->res[0] + b * slab * n, slab,
+                      IR_FP8E4M3 /* a 1-byte type: bytes */, rt_cuda_stream(cx));
 }
 
-/* x[B,T,R] partial -> r[B,T/n,R]: slices regrouped rank-major into scratch, then reduce-scattered. */
+/* x[B,T,R] partial -> r[B,T/n,R]: this rank's slice of the sum */
 void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
     const ir_type *t = c->res_types[0];
-    size_t block = ir_bytes(t), B = (size_t)t->dims[0], slab = block / B;
-    int n = comm ? rt_comm_size(comm) : 1;
-    char *ranked = rt_cuda_scratch(cx, block * (size_t)n);
-    for (int r = 0; r < n; r++)
-        copy_rows(cx, ranked + (size_t)r * block, slab, (const char *)c->args[0] + (size_t)r * slab, slab * (size_t)n,
-                  slab, B);
-    if (comm)
-        rt_reduce_scatter(comm, ranked, c->res[0], (size_t)ir_numel(t), t->dtype, RT_SUM, rt_cuda_stream(cx));
-    else
-        copy_rows(cx, c->res[0], block, ranked, block, block, 1);
+    size_t B = (size_t)t->dims[0], slab = ir_bytes(t) / B, count = (size_t)ir_numel(t) / B;
+    if (!comm) {
+        copy_rows(cx, c->res[0], slab, c->args[0], slab, slab * B, 1);
+        return;
+    }
+    size_t n = (size_t)rt_comm_size(comm);
+    for (size_t b = 0; b < B; b++)
+        rt_reduce_scatter(comm, (const char *)c->args[0] + b * slab * n, (char *)c->res[0] + b * slab, count, t->dtype,
+                          RT_SUM, rt_cuda_stream(cx));
 }
 
 /* (dst globals...): each := its sum over the axis's ranks, a bucket at a time */

@@ -520,7 +520,13 @@ void cuda_ADAMW(rt_cuda_ctx *cx, const rt_kernel_call *c)
     void *lr = c->args[4], *step = c->args[5], *coef = c->args[6];
     long long n = ir_numel(c->arg_types[0]);
     double b1 = c->in->attr[0], b2 = c->in->attr[1], eps = c->in->attr[2], wd = c->in->attr[3];
-    void *params[] = {&p, &g, &m, &v, &lr, &step, &coef, &n, &b1, &b2, &eps, &wd};
+    void *copy = c->nargs == 8 ? c->args[7] : NULL; /* the bf16 working copy, refreshed in the same pass */
+    if (copy && c->arg_types[7]->dtype != IR_BF16) {
+        fprintf(stderr, "train_rank: adamw on CUDA writes bf16 working copies, got %s: the precision pass makes bf16 "
+                        "copies only, so this is an mcc codegen bug\n", ir_dtype_name(c->arg_types[7]->dtype));
+        exit(1);
+    }
+    void *params[] = {&p, &g, &m, &v, &lr, &step, &coef, &n, &b1, &b2, &eps, &wd, &copy};
     launch_flat(cx, name_of(c, RT_CUK_ADAMW, NULL, NULL), (n + 3) / 4, params); /* 4 floats a thread */
 }
 

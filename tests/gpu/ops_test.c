@@ -21,7 +21,7 @@
 #define BF16_TOL 1e-2
 #define MAX_OPERANDS 64
 
-/* kind: 'x' float in the dtype under test, 'P' the same but positive, 'f' always f32,
+/* kind: 'x' float in the dtype under test, 'P' the same but positive, 'f' always f32, 'b' always bf16,
  * 'p' f32 positive, 'i' i32 ids below `value`, 's' f32 scalar equal to `value`. */
 typedef struct {
     char kind;
@@ -60,6 +60,11 @@ static const op_case cases[] = {
     {"reshape", "[6,10]->[60]", {0}, 1, 1, {TEN('x', 2, 6, 10)}, {TEN('x', 1, 60)}},
     {"sum_rows", "[1030,300]", {0}, 1, 1, {TEN('x', 2, 1030, 300)}, {TEN('x', 1, 300)}},
     {"sum_rows", "[20000,33]", {0}, 1, 1, {TEN('x', 2, 20000, 33)}, {TEN('x', 1, 33)}},
+    {"sum_rows", "[3000,768] (16-byte loads)", {0}, 1, 1, {TEN('x', 2, 3000, 768)}, {TEN('x', 1, 768)}},
+    {"matmul", "[4,67,768] x [768,200]", {0, 0}, 2, 1, {TEN('x', 3, 4, 67, 768), TEN('x', 2, 768, 200)},
+     {TEN('x', 3, 4, 67, 200)}},
+    {"matmul_accumulate", "f32[768,200] += [268,768]^T [268,200]", {1, 0}, 3, 0,
+     .args = {OUT('f', 2, 768, 200), TEN('x', 2, 268, 768), TEN('x', 2, 268, 200)}},
     {"embedding", "V=1000 d=768 ids[4,67]", {0}, 2, 1, {TEN('x', 2, 1000, 768), IDS(1000, 2, 4, 67)},
      {TEN('x', 3, 4, 67, 768)}},
     {"embedding_grad", "dy[4,67,768] ids<50 V=1000", {1000}, 2, 1, {TEN('x', 3, 4, 67, 768), IDS(50, 2, 4, 67)},
@@ -94,6 +99,9 @@ static const op_case cases[] = {
     {"clip_coef", "max_norm=0", {0.0}, 1, 1, {SCALAR(900)}, {F32_SCALAR}},
     {"adamw", "[3001] step 3", {0.9, 0.95, 1e-8, 0.1}, 7, 0,
      .args = {OUT('f', 1, 3001), TEN('f', 1, 3001), OUT('f', 1, 3001), OUT('p', 1, 3001), SCALAR(1e-3), SCALAR(3), SCALAR(0.7)}},
+    {"adamw", "[3001] step 3, refreshing a bf16 copy", {0.9, 0.95, 1e-8, 0.1}, 8, 0,
+     .args = {OUT('f', 1, 3001), TEN('f', 1, 3001), OUT('f', 1, 3001), OUT('p', 1, 3001), SCALAR(1e-3), SCALAR(3), SCALAR(0.7),
+              OUT('b', 1, 3001)}},
 };
 
 /* sum_squares over 60 tensors of mixed f32/test dtype and sizes: two launches of the fused kernel. */
@@ -125,7 +133,7 @@ typedef struct {
 
 static ir_dtype gpu_dtype(char kind, ir_dtype under_test)
 {
-    return kind == 'i' ? IR_I32 : kind == 'x' || kind == 'P' ? under_test : IR_F32;
+    return kind == 'i' ? IR_I32 : kind == 'x' || kind == 'P' ? under_test : kind == 'b' ? IR_BF16 : IR_F32;
 }
 
 /* Values of the spec's kind, already rounded to the GPU dtype, so both sides see the same. */
