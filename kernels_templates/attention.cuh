@@ -12,10 +12,10 @@
 #include "philox.cuh"
 
 // The dropout factor of element e of sample s, with its own Philox block (for scattered elements).
-__device__ __forceinline__ float mcc_attn_drop_at(const mcc_dropout &d, unsigned long long s, unsigned long long e)
+__device__ __forceinline__ float mcc_attn_drop_at(mcc_dropout d, unsigned long long s, unsigned long long e)
 {
     mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
-    return mcc_dropout_factor(&d, s, e, &cur);
+    return mcc_dropout_factor(d, s, e, &cur);
 }
 
 // --- tensor-core building blocks --------------------------------------------------------------
@@ -218,7 +218,7 @@ __device__ void mcc_attn_fwd(const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf1
                             float p = exp2f(s[r][j][2 * hf + e] - base);
                             sum += p; // the softmax normalises by the undropped sum
                             if (DROP)
-                                p *= mcc_dropout_factor(&drop, sample, (hrow + qi) * T + n0 + 8 * j + 2 * t + e, &cur);
+                                p *= mcc_dropout_factor(drop, sample, (hrow + qi) * T + n0 + 8 * j + 2 * t + e, &cur);
                             s[r][j][2 * hf + e] = p;
                         }
                     lrow[r][hf] = lrow[r][hf] * alpha + sum;
@@ -511,7 +511,7 @@ __device__ void mcc_attn_fwd_f32(const float *q, const float *k, const float *v,
             s += qi[d] * kj[d];
         s *= scale;
         const float mn = fmaxf(m, s), alpha = expf(m - mn), p = expf(s - mn);
-        const float pv = DROP ? p * mcc_dropout_factor(&drop, sample, erow + j, &cur) : p;
+        const float pv = DROP ? p * mcc_dropout_factor(drop, sample, erow + j, &cur) : p;
         l = l * alpha + p;
         for (int d = 0; d < D; d++)
             acc[d] = acc[d] * alpha + pv * vj[d];
@@ -548,7 +548,7 @@ __device__ void mcc_attn_bwd_f32(const float *dy, const float *q, const float *k
             s += q[qo + d] * k[ko + d];
             dp += dy[qo + d] * v[ko + d];
         }
-        const float p = expf(s * scale - L), z = DROP ? mcc_dropout_factor(&drop, sample, erow + j, &cur) : 1.f;
+        const float p = expf(s * scale - L), z = DROP ? mcc_dropout_factor(drop, sample, erow + j, &cur) : 1.f;
         const float ds = DROP ? p * (dp * z - Dsum) : p * (dp - Dsum), pz = DROP ? p * z : p;
         for (int d = 0; d < D; d++) {
             acc[d] += ds * k[ko + d];

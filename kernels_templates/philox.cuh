@@ -74,10 +74,10 @@ MCC_RNG_FN unsigned int mcc_dropout_threshold(double p)
 MCC_RNG_FN float mcc_dropout_scale(double p) { return (float)(1.0 / (1.0 - p)); }
 
 /* The words of elements 4j .. 4j+3 of sample s. */
-MCC_RNG_FN mcc_philox4x32 mcc_dropout_words(const mcc_dropout *d, unsigned long long s, unsigned long long j)
+MCC_RNG_FN mcc_philox4x32 mcc_dropout_words(mcc_dropout d, unsigned long long s, unsigned long long j)
 {
     mcc_philox4x32 c = {{(unsigned int)j, (unsigned int)(j >> 32), (unsigned int)s, (unsigned int)(s >> 32)}};
-    return mcc_philox4x32_10(c, d->seed, d->site);
+    return mcc_philox4x32_10(c, d.seed, d.site);
 }
 
 /* Walks elements of one sample, drawing each block of four words once. */
@@ -87,15 +87,17 @@ typedef struct {
 } mcc_dropout_cursor;
 #define MCC_DROPOUT_CURSOR {~0ull, {{0, 0, 0, 0}}}
 
-/* The factor of element e of sample s: scale if kept, else 0. A cursor serves one sample. */
-MCC_RNG_FN float mcc_dropout_factor(const mcc_dropout *d, unsigned long long s, unsigned long long e,
-                                    mcc_dropout_cursor *cur)
+/* The factor of element e of sample s: scale if kept, else 0. A cursor serves one sample. (d by
+ * value: a kernel parameter whose address is never taken stays in registers.) */
+MCC_RNG_FN float mcc_dropout_factor(mcc_dropout d, unsigned long long s, unsigned long long e, mcc_dropout_cursor *cur)
 {
     if (cur->j != e >> 2) {
         cur->j = e >> 2;
         cur->words = mcc_dropout_words(d, s, e >> 2);
     }
-    return cur->words.v[e & 3] >= d->threshold ? d->scale : 0.0f;
+    unsigned int k = (unsigned int)e & 3, *w = cur->words.v; /* selects, not an index: registers on the GPU */
+    unsigned int word = k == 0 ? w[0] : k == 1 ? w[1] : k == 2 ? w[2] : w[3];
+    return word >= d.threshold ? d.scale : 0.0f;
 }
 
 /* Where the elements of a dropout operand x[B, ...] sit in their samples, as rows: x is

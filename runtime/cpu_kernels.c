@@ -170,7 +170,7 @@ void cpu_DROPOUT(const rt_kernel_call *c)
         unsigned long long s = (unsigned long long)(*d.first_sample + row / l.O), e = (row % l.O) * l.G + l.base;
         mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
         for (int64_t i = row * l.C; i < (row + 1) * l.C; i++, e++)
-            r[i] = x[i] * mcc_dropout_factor(&d, s, e, &cur);
+            r[i] = x[i] * mcc_dropout_factor(d, s, e, &cur);
     }
 }
 
@@ -482,7 +482,7 @@ static void attn_drop(const attn_dropout *a, const attn_shape *s, int64_t b, int
         unsigned long long e = ((unsigned long long)(a->head_offset + h) * s->T + t) * s->T;
         mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
         for (int64_t j = 0; j <= t; j++)
-            M[t * s->T + j] *= mcc_dropout_factor(&a->d, sample, e + j, &cur);
+            M[t * s->T + j] *= mcc_dropout_factor(a->d, sample, e + j, &cur);
     }
 }
 
