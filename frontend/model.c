@@ -134,7 +134,7 @@ static int mlp_block(builder *b, int layer, int x)
     if (s->activation == MCC_ACT_SWIGLU) {
         snprintf(p, sizeof p, "layers.%d.mlp.gate", layer);
         int gate = linear(b, p, x, s->hidden_size, s->ffn_hidden_size, std);
-        h = ir_op2(b->m, b->f, IR_OP_MUL, ir_op1(b->m, b->f, IR_OP_SILU, gate), h);
+        h = ir_op2(b->m, b->f, IR_OP_SWIGLU, gate, h); /* silu(gate) * up, one kernel each way */
     } else {
         h = ir_op1(b->m, b->f, IR_OP_GELU, h);
     }

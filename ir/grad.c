@@ -72,6 +72,15 @@ void ir_grad_silu(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
     ir_grad_contribute(g, in->args[0], ir_op2(g->m, g->f, IR_OP_SILU_GRAD, DY, in->args[0]));
 }
 
+/* h = silu(gate) up: one fused kernel gives both gradients, recomputing silu(gate) */
+void ir_grad_swiglu(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int args[3] = {DY, in->args[0], in->args[1]};
+    int r = emit(g, IR_OP_SWIGLU_GRAD, args, 3, NULL);
+    ir_grad_contribute(g, in->args[0], r);
+    ir_grad_contribute(g, in->args[1], r + 1);
+}
+
 void ir_grad_reshape(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
     ir_grad_contribute(g, in->args[0], like(g, DY, in->args[0]));

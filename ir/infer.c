@@ -168,6 +168,18 @@ bool ir_infer_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, i
     return true;
 }
 
+/* (dy, gate, up) -> dgate, dup: three operands of one shape and dtype, two results like them */
+bool ir_infer_swiglu_grad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    for (int i = 1; i < 3; i++)
+        if (!ir_type_eq(&a[0], &a[i]))
+            return fail(err, len, "swiglu_grad operands %s and %s differ", tstr(&a[0]), tstr(&a[i]));
+    if (!need_float(&a[0], "operand", err, len))
+        return false;
+    r[0] = r[1] = a[0];
+    return true;
+}
+
 /* (dst, a, b): dst has the shape of matmul(a, b), in any float dtype (a gradient accumulator) */
 bool ir_infer_matmul_accumulate(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
                                 size_t len)

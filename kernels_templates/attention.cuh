@@ -121,6 +121,7 @@ __device__ void mcc_attn_fwd(const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf1
                              int H, int Hk, float scale, mcc_dropout drop, int head_offset)
 {
     constexpr int R = BM / (16 * W), NT = 32 * W;
+    static_assert(!DROP || BN <= 128, "a row's keep bits fit one word");
     typedef mcc_attn_tile<BM, D> QTile;
     typedef mcc_attn_tile<BN, D> KTile;
     extern __shared__ __align__(128) unsigned char mcc_attn_smem[];
@@ -129,7 +130,8 @@ __device__ void mcc_attn_fwd(const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf1
     const int m0 = (gridDim.x - 1 - blockIdx.x) * BM, b = blockIdx.y / H, h = blockIdx.y % H, hk = h / (H / Hk);
     const long long ldq = (long long)H * D, ldk = (long long)Hk * D;
     // DROP: this block's sample, and its head's first score row in the sample
-    const unsigned long long sample = DROP ? *drop.first_sample + b : 0, hrow = (unsigned long long)(head_offset + h) * T;
+    const unsigned long long sample = DROP ? *drop.first_sample + b : 0;
+    const unsigned long long hrow = (unsigned long long)(head_offset + h) * T;
     const mcc_bf16 *kg = k + ((long long)b * T * Hk + hk) * D, *vg = v + ((long long)b * T * Hk + hk) * D;
     const int kend = min(T, m0 + BM), nblocks = (kend + BN - 1) / BN;
 
@@ -190,6 +192,19 @@ __device__ void mcc_attn_fwd(const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf1
                 }
             }
             const bool diag = n0 + BN - 1 > wrow; // some key after some row: apply the causal mask
+            // DROP: bit 2j+e of keep[r][hf] keeps key n0+8j+2t+e of row qi, drawn up front as
+            // independent Philox blocks (which interleave) before the softmax reads them
+            unsigned keep[R][2];
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int hf = 0; hf < 2; hf++) {
+                    keep[r][hf] = 0;
+                    const unsigned long long e0 = (hrow + wrow + 16 * r + g + 8 * hf) * T + n0 + 2 * t;
+#pragma unroll
+                    for (int j = 0; DROP && j < BN / 8; j++)
+                        keep[r][hf] |= mcc_dropout_keep2(drop, sample, e0 + 8 * j) << (2 * j);
+                }
 #pragma unroll
             for (int r = 0; r < R; r++)
 #pragma unroll
@@ -210,7 +225,6 @@ __device__ void mcc_attn_fwd(const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf1
                     const float base = mx == -MCC_ATTN_INF ? 0.f : mx, alpha = exp2f(mrow[r][hf] - base);
                     mrow[r][hf] = mx;
                     float sum = 0.f;
-                    mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR; // DROP: along this score row
 #pragma unroll
                     for (int j = 0; j < BN / 8; j++)
 #pragma unroll
@@ -218,7 +232,7 @@ __device__ void mcc_attn_fwd(const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf1
                             float p = exp2f(s[r][j][2 * hf + e] - base);
                             sum += p; // the softmax normalises by the undropped sum
                             if (DROP)
-                                p *= mcc_dropout_factor(drop, sample, (hrow + qi) * T + n0 + 8 * j + 2 * t + e, &cur);
+                                p = keep[r][hf] >> (2 * j + e) & 1 ? p * drop.scale : 0.f;
                             s[r][j][2 * hf + e] = p;
                         }
                     lrow[r][hf] = lrow[r][hf] * alpha + sum;
@@ -499,7 +513,8 @@ __device__ void mcc_attn_fwd_f32(const float *q, const float *k, const float *v,
         return;
     const int i = idx % T, h = idx / T % H, b = idx / ((long long)T * H), hk = h / (H / Hk);
     const float *qi = q + ((long long)(b * T + i) * H + h) * D;
-    const unsigned long long sample = DROP ? *drop.first_sample + b : 0, erow = ((unsigned long long)(head_offset + h) * T + i) * T;
+    const unsigned long long sample = DROP ? *drop.first_sample + b : 0; // DROP: row i's scores from erow
+    const unsigned long long erow = ((unsigned long long)(head_offset + h) * T + i) * T;
     mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
     float acc[D], m = -MCC_ATTN_INF, l = 0.f;
     for (int d = 0; d < D; d++)
@@ -532,7 +547,8 @@ __device__ void mcc_attn_bwd_f32(const float *dy, const float *q, const float *k
     if (idx >= (long long)B * H * T)
         return;
     const int i = idx % T, h = idx / T % H, b = idx / ((long long)T * H), hk = h / (H / Hk);
-    const unsigned long long sample = DROP ? *drop.first_sample + b : 0, erow = ((unsigned long long)(head_offset + h) * T + i) * T;
+    const unsigned long long sample = DROP ? *drop.first_sample + b : 0; // DROP: row i's scores from erow
+    const unsigned long long erow = ((unsigned long long)(head_offset + h) * T + i) * T;
     mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
     const long long qo = ((long long)(b * T + i) * H + h) * D;
     const float L = lse[((long long)b * H + h) * T + i];

@@ -1,4 +1,4 @@
-// elementwise.cuh — fill, add, mul, scale, bias_add, gelu, silu and their gradients, sqrt, and the
+// elementwise.cuh — fill, add, mul, scale, bias_add, gelu, silu, swiglu and their gradients, sqrt, and the
 // dtype-converting accumulate and copy: MCC_VEC elements per thread by 16-byte loads and stores
 // (these kernels only move memory). Math in fp32, one rounding on store.
 #pragma once
@@ -98,6 +98,41 @@ MCC_BINARY(add, mcc_add_fn)
 MCC_BINARY(mul, mcc_mul_fn)
 MCC_BINARY(gelu_grad, mcc_gelu_grad_fn) // (r, dy, x)
 MCC_BINARY(silu_grad, mcc_silu_grad_fn) // (r, dy, x)
+
+// (r, gate, up): silu(gate) up
+struct mcc_swiglu_fn {
+    __device__ float operator()(float gate, float up) const { return gate * mcc_sigmoid(gate) * up; }
+};
+MCC_BINARY(swiglu, mcc_swiglu_fn)
+
+// (dgate, dup, dy, gate, up): dgate = dy up silu'(gate), dup = dy silu(gate), in one pass that
+// recomputes silu(gate); every operand element is read before its results are written (the
+// memory plan may give dgate dy's bytes).
+template <class T>
+__device__ void mcc_swiglu_grad(T *dg, T *du, const T *dy, const T *g, const T *u, long long n)
+{
+    mcc_for_each_vec(n, mcc_aligned(dg, du, dy, g, u), [&](auto w, long long i) {
+        constexpr int W = decltype(w)::value;
+        float vy[W], vg[W], vu[W];
+        mcc_ldn(vy, dy, i);
+        mcc_ldn(vg, g, i);
+        mcc_ldn(vu, u, i);
+        for (int k = 0; k < W; k++) {
+            float s = mcc_sigmoid(vg[k]), silu = vg[k] * s;
+            vg[k] = vy[k] * vu[k] * s * (1.0f + vg[k] * (1.0f - s));
+            vu[k] = vy[k] * silu;
+        }
+        mcc_stn(dg, i, vg);
+        mcc_stn(du, i, vu);
+    });
+}
+#define MCC_SWIGLU_GRAD(sfx, T)                                                                            \
+    extern "C" __global__ void mcc_swiglu_grad_##sfx(T *dg, T *du, const T *dy, const T *g, const T *u,  \
+                                                     long long n)                                          \
+    {                                                                                                      \
+        mcc_swiglu_grad(dg, du, dy, g, u, n);                                                              \
+    }
+MCC_FOR_FLOATS(MCC_SWIGLU_GRAD)
 
 #define MCC_SCALE(sfx, T)                                                                                  \
     extern "C" __global__ void mcc_scale_##sfx(T *r, const T *a, long long n, float factor)              \

@@ -87,6 +87,14 @@ typedef struct {
 } mcc_dropout_cursor;
 #define MCC_DROPOUT_CURSOR {~0ull, {{0, 0, 0, 0}}}
 
+/* Whether the element drawing word k (0..3) of `words` is kept: the rule itself. (Selects, not an
+ * index: the words stay in registers on the GPU.) */
+MCC_RNG_FN unsigned int mcc_dropout_kept(mcc_philox4x32 words, unsigned int k, unsigned int threshold)
+{
+    unsigned int word = k == 0 ? words.v[0] : k == 1 ? words.v[1] : k == 2 ? words.v[2] : words.v[3];
+    return word >= threshold;
+}
+
 /* The factor of element e of sample s: scale if kept, else 0. A cursor serves one sample. (d by
  * value: a kernel parameter whose address is never taken stays in registers.) */
 MCC_RNG_FN float mcc_dropout_factor(mcc_dropout d, unsigned long long s, unsigned long long e, mcc_dropout_cursor *cur)
@@ -95,9 +103,19 @@ MCC_RNG_FN float mcc_dropout_factor(mcc_dropout d, unsigned long long s, unsigne
         cur->j = e >> 2;
         cur->words = mcc_dropout_words(d, s, e >> 2);
     }
-    unsigned int k = (unsigned int)e & 3, *w = cur->words.v; /* selects, not an index: registers on the GPU */
-    unsigned int word = k == 0 ? w[0] : k == 1 ? w[1] : k == 2 ? w[2] : w[3];
-    return word >= d.threshold ? d.scale : 0.0f;
+    return mcc_dropout_kept(cur->words, (unsigned int)e & 3, d.threshold) ? d.scale : 0.0f;
+}
+
+/* The keep bits of elements e and e + 1 of sample s (bit k: element e + k), from one Philox block
+ * or, where the two straddle blocks, two. No state between calls, so a kernel can draw many pairs
+ * side by side. */
+MCC_RNG_FN unsigned int mcc_dropout_keep2(mcc_dropout d, unsigned long long s, unsigned long long e)
+{
+    mcc_philox4x32 w = mcc_dropout_words(d, s, e >> 2);
+    unsigned int k = (unsigned int)e & 3, lo = mcc_dropout_kept(w, k, d.threshold);
+    if (k == 3)
+        return lo | mcc_dropout_kept(mcc_dropout_words(d, s, (e >> 2) + 1), 0, d.threshold) << 1;
+    return lo | mcc_dropout_kept(w, k + 1, d.threshold) << 1;
 }
 
 /* Where the elements of a dropout operand x[B, ...] sit in their samples, as rows: x is

@@ -18,7 +18,8 @@ typedef struct {
 
 static bool recomputable(ir_op op)
 {
-    return op == IR_OP_LAYERNORM || op == IR_OP_RMSNORM || op == IR_OP_GELU || op == IR_OP_SILU || op == IR_OP_MUL;
+    return op == IR_OP_LAYERNORM || op == IR_OP_RMSNORM || op == IR_OP_GELU || op == IR_OP_SILU || op == IR_OP_MUL ||
+           op == IR_OP_SWIGLU;
 }
 
 /* Source value v as the backward should read it: recomputed (once) when its op is cheap. */

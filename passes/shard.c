@@ -387,7 +387,7 @@ static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
     case IR_OP_SCALE:
         return rule_same(c, in, args, res, true);
     case IR_OP_MUL: case IR_OP_GELU: case IR_OP_SILU: case IR_OP_GELU_GRAD: case IR_OP_SILU_GRAD:
-    case IR_OP_ROPE:
+    case IR_OP_SWIGLU: case IR_OP_SWIGLU_GRAD: case IR_OP_ROPE:
         return rule_same(c, in, args, res, false);
     case IR_OP_BIAS_ADD:
         args[0] = c->at[args[1]].dim == 0 ? complete(c, args[0]) : stream_value(c, args[0]);

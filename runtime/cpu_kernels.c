@@ -151,6 +151,28 @@ void cpu_SILU_GRAD(const rt_kernel_call *c)
     }
 }
 
+/* (gate, up) -> silu(gate) up */
+void cpu_SWIGLU(const rt_kernel_call *c)
+{
+    const float *g = argf(c, 0), *u = argf(c, 1);
+    float *r = resf(c, 0);
+    for (int64_t i = 0, n = ir_numel(c->res_types[0]); i < n; i++)
+        r[i] = g[i] * sigmoidf(g[i]) * u[i];
+}
+
+/* (dy, gate, up) -> dgate = dy up s (1 + gate (1 - s)), dup = dy gate s; s = sigmoid(gate).
+ * Each element's operands are read before its results are written (dgate may be dy's bytes). */
+void cpu_SWIGLU_GRAD(const rt_kernel_call *c)
+{
+    const float *dy = argf(c, 0), *g = argf(c, 1), *u = argf(c, 2);
+    float *dg = resf(c, 0), *du = resf(c, 1);
+    for (int64_t i = 0, n = ir_numel(c->res_types[0]); i < n; i++) {
+        float d = dy[i], x = g[i], up = u[i], s = sigmoidf(x);
+        dg[i] = d * up * s * (1.0f + x * (1.0f - s));
+        du[i] = d * x * s;
+    }
+}
+
 /* A view: the memory plan usually gives the result the operand's buffer, leaving nothing to do. */
 void cpu_RESHAPE(const rt_kernel_call *c)
 {
@@ -459,17 +481,17 @@ static void attn_probs(const attn_shape *s, const float *q, const float *k, int6
     }
 }
 
-/* Attention dropout (attention_dropout ops): the mask parameters, this rank's first query head
- * and the whole head count. */
+/* Attention dropout (attention_dropout ops): the mask parameters and this rank's first query head
+ * (the whole head count only bounds it: the verifier's). */
 typedef struct {
     mcc_dropout d;
-    int64_t head_offset, heads;
+    int64_t head_offset;
 } attn_dropout;
 
 static attn_dropout attn_dropout_of(const rt_kernel_call *c, int first_sample_arg)
 {
     return (attn_dropout){rt_dropout_of(c->in, c->args[first_sample_arg]),
-                          (int64_t)c->in->attr[RT_ATTN_DROPOUT_HEAD_OFFSET], (int64_t)c->in->attr[RT_ATTN_DROPOUT_HEADS]};
+                          (int64_t)c->in->attr[RT_ATTN_DROPOUT_HEAD_OFFSET]};
 }
 
 /* M[T,T] of head h of batch row b times the dropout factors: entry (t, j) is element

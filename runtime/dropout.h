@@ -10,10 +10,11 @@
 
 /* Attribute indices, ORDER ops.def: every dropout op starts with p, seed, site; dropout goes on
  * with dim, offset, extent (dimension dim of x holds [offset, offset + dims[dim]) of a whole
- * dimension of extent), the attention ops with head_offset, heads (this rank's first query head
- * and the whole head count). */
+ * dimension of extent), the attention ops with head_offset (this rank's first query head) and
+ * heads (the whole head count, which the kernels do not need: heads are a sample's outermost
+ * dimension). */
 enum { RT_DROPOUT_P, RT_DROPOUT_SEED, RT_DROPOUT_SITE, RT_DROPOUT_DIM, RT_DROPOUT_OFFSET, RT_DROPOUT_EXTENT };
-enum { RT_ATTN_DROPOUT_HEAD_OFFSET = 3, RT_ATTN_DROPOUT_HEADS = 4 };
+enum { RT_ATTN_DROPOUT_HEAD_OFFSET = 3 };
 
 /* The mask parameters of dropout op `in`, whose first_sample operand lives at first_sample. */
 mcc_dropout rt_dropout_of(const ir_instr *in, const void *first_sample);

@@ -37,16 +37,18 @@ function(mcc_parse_layout entry)
   set(layout_flags ${flags} PARENT_SCOPE)
 endfunction()
 
+# Dropout on, in the layouts below: flags before a `--` change what is computed, so they go to the
+# reference program too (tests/parallel_e2e.sh, tests/gpu_numerics.sh).
+set(_dropout "--attention-dropout 0.1 --hidden-dropout 0.1 --")
+
 # Every parallel layout on CPU ranks (Open MPI) equals the single-rank program.
 if(MPI_C_FOUND)
   set(MCC_LAYOUTS "dp2:2:--dp 2" "tp2:2:--tp 2" "tp4:4:--tp 4" "tp2_dp2:4:--tp 2 --dp 2"
       "tp2_dp2_zero:4:--tp 2 --dp 2 --use-distributed-optimizer" "tp2_sp:2:--tp 2 --sequence-parallel"
       "tp4_sp:4:--tp 4 --sequence-parallel" "tp2_sp_dp2:4:--tp 2 --sequence-parallel --dp 2"
       "tp2_sp_recompute:2:--tp 2 --sequence-parallel --recompute-granularity selective")
-  # With dropout on (flags before `--` go to the single-rank program too): the masks are drawn by
-  # global sample and element index, so every layout, and a split into more micro-batches, draws
-  # the single rank's masks.
-  set(_dropout "--attention-dropout 0.1 --hidden-dropout 0.1 --")
+  # With dropout on: the masks are drawn by global sample and element index, so every layout,
+  # and a split into more micro-batches, draws the single rank's masks.
   list(APPEND MCC_LAYOUTS "dp2_dropout:2:${_dropout} --dp 2" "tp2_dropout:2:${_dropout} --tp 2"
        "tp2_sp_dropout:2:${_dropout} --tp 2 --sequence-parallel" "tp4_sp_dropout:4:${_dropout} --tp 4 --sequence-parallel"
        "tp2_sp_dp2_dropout:4:${_dropout} --tp 2 --sequence-parallel --dp 2"
@@ -76,7 +78,8 @@ endforeach()
 # every parallel layout (skipped, exit 77, where the GPUs are missing).
 if(TARGET mccrt_cuda)
   set(MCC_GPU_LAYOUTS "1gpu:1" "dp2:2:--dp 2" "tp2:2:--tp 2" "tp2_sp:2:--tp 2 --sequence-parallel"
-      "dp2_zero:2:--dp 2 --use-distributed-optimizer")
+      "dp2_zero:2:--dp 2 --use-distributed-optimizer" "1gpu_dropout:1:${_dropout}"
+      "dp2_dropout:2:${_dropout} --dp 2" "tp2_sp_dropout:2:${_dropout} --tp 2 --sequence-parallel")
   foreach(model tiny-gpt2 tiny-llama)
     foreach(layout ${MCC_GPU_LAYOUTS})
       mcc_parse_layout(${layout})

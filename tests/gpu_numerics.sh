@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# gpu_numerics.sh MCC MODEL [NGPU FLAGS...] — on a GPU machine: the model compiled for CUDA (bf16,
-# with FLAGS, on NGPU GPUs through --nproc-per-node) against the CPU oracle (fp32, one rank) for
-# the same global batch: step-1 logits and gradients and 10 losses within bf16 tolerance
-# (tests/compare_dumps.py: 3e-2 on tensors, 2e-2 on losses). Exits 77 (ctest: skipped) when the
-# machine has fewer GPUs than NGPU.
+# gpu_numerics.sh MCC MODEL [NGPU [SPEC_FLAGS... --] FLAGS...] — on a GPU machine: the model
+# compiled for CUDA (bf16, with FLAGS, on NGPU GPUs through --nproc-per-node) against the CPU
+# oracle (fp32, one rank) for the same global batch: step-1 logits and gradients and 10 losses
+# within bf16 tolerance (tests/compare_dumps.py: 3e-2 on tensors, 2e-2 on losses). SPEC_FLAGS,
+# before a `--`, change what is computed (e.g. --hidden-dropout 0.1) and go to both programs.
+# Exits 77 (ctest: skipped) when the machine has fewer GPUs than NGPU.
 set -euo pipefail
 mcc=$1; model=$2; ngpu=${3:-1}; shift $(( $# >= 3 ? 3 : 2 ))
+spec=()
+if printf '%s\n' "$@" | grep -qx -- --; then
+  while [ "$1" != -- ]; do spec+=("$1"); shift; done
+  shift
+fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 have=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 [ "$have" -ge "$ngpu" ] || { echo "needs $ngpu GPU(s), this machine has $have: skipped"; exit 77; }
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-common=(--keep-logits --vocab-size 260 --global-batch-size 16)
+common=(--keep-logits --vocab-size 260 --global-batch-size 16 "${spec[@]}")
 "$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix "$work/text" --append-eod >/dev/null 2>&1
 "$mcc" compile "$root/models/$model.json" "${common[@]}" --target cpu -o "$work/cpu" 2>/dev/null
 "$mcc" compile "$root/models/$model.json" "${common[@]}" --target cuda "$@" -o "$work/gpu" 2>"$work/c.log" ||

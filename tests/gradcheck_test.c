@@ -61,7 +61,7 @@ static int build_case(graph *g, ir_op op)
     int64_t btd[3] = {2, 5, 6}, pd[2] = {7, 6}, vd[2] = {9, 6}, bt[2] = {2, 5};
     int x, y, args[3];
     switch (op) {
-    case IR_OP_ADD: case IR_OP_MUL:
+    case IR_OP_ADD: case IR_OP_MUL: case IR_OP_SWIGLU:
         return ir_op2(g->m, g->f, op, param(g, "a", 2, m46), param(g, "b", 2, m46));
     case IR_OP_SCALE: x = param(g, "a", 2, m46); return emit(g, op, &x, 1, -1.5, 0);
     case IR_OP_BIAS_ADD: return ir_op2(g->m, g->f, op, param(g, "a", 2, m46), param(g, "b", 1, v6));

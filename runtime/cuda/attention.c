@@ -141,8 +141,8 @@ static void cu_attn_grad_f32(rt_cuda_ctx *cx, const rt_kernel_call *c, const cu_
     float scale = s->scale;
     void *params[16] = {&dy, &q, &k, &v, &y, &lse, &dq, &dk, &dv, &B, &T, &H, &Hk, &scale};
     cu_attn_params(params, 14, drop);
-    rt_cuda_launch(cx, cu_attn_kernel("bwd", IR_F32, s->D, drop).s, cu_attn_cdiv((long long)B * H * T, CU_ATTN_F32_BLOCK),
-                   1, 1, CU_ATTN_F32_BLOCK, 0, params);
+    unsigned grid = cu_attn_cdiv((long long)B * H * T, CU_ATTN_F32_BLOCK);
+    rt_cuda_launch(cx, cu_attn_kernel("bwd", IR_F32, s->D, drop).s, grid, 1, 1, CU_ATTN_F32_BLOCK, 0, params);
 }
 
 /* (dy, q, k, v, y, lse) -> dq [B,T,H,D], dk, dv [B,T,Hk,D]. bf16: three kernels over a scratch of

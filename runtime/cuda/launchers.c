@@ -187,6 +187,15 @@ void cuda_GELU(rt_cuda_ctx *cx, const rt_kernel_call *c) { unary(cx, c, RT_CUK_G
 void cuda_GELU_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { binary(cx, c, RT_CUK_GELU_GRAD); }
 void cuda_SILU(rt_cuda_ctx *cx, const rt_kernel_call *c) { unary(cx, c, RT_CUK_SILU); }
 void cuda_SILU_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { binary(cx, c, RT_CUK_SILU_GRAD); }
+void cuda_SWIGLU(rt_cuda_ctx *cx, const rt_kernel_call *c) { binary(cx, c, RT_CUK_SWIGLU); }
+
+void cuda_SWIGLU_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    void *dg = c->res[0], *du = c->res[1], *dy = c->args[0], *g = c->args[1], *u = c->args[2];
+    long long n = ir_numel(c->res_types[0]);
+    void *p[] = {&dg, &du, &dy, &g, &u, &n};
+    launch_vec(cx, name_of(c, RT_CUK_SWIGLU_GRAD, c->res_types[0], NULL), n, p);
+}
 void cuda_SQRT(rt_cuda_ctx *cx, const rt_kernel_call *c) { unary(cx, c, RT_CUK_SQRT); }
 
 void cuda_SCALE(rt_cuda_ctx *cx, const rt_kernel_call *c)
