@@ -1,6 +1,12 @@
 /* attention_bench.c — times the bf16 CUDA attention forward and backward (median of 20 after
  * warm-up, CUDA events on the launchers' stream) and prints TFLOP/s with causal FLOP counts:
- * forward 4*B*H*T*T*D/2, backward 2.5x that. */
+ * forward 4*B*H*T*T*D/2, backward 2.5x that.
+ *
+ *   attention_bench                                   the kernels as mcc compiles them
+ *   attention_bench D=fbm,fbn,fw,bbm,bbn,bw ...       each argument a cubin with those tiles for
+ *                                                     head dim D (attention.cuh), timed on D's shapes
+ *   attention_bench --compile-only D=... ...          only compiles them (no GPU needed)
+ * A cubin's compile is cached ($MCC_CACHE_DIR), so a sweep can be compiled ahead and carried. */
 #include "codegen/cuda/cuda_codegen.h"
 #include "runtime/cuda/cuda_ctx.h"
 #include "tests/gpu/gpu_util.h"
@@ -75,14 +81,23 @@ static void bench_one(rt_cuda_ctx *cx, const bench_shape *s)
         RT_CUDART_CHECK(cudaFree(bufs[i]));
 }
 
-int main(void)
+/* Times one cubin, compiled with `define` (NULL: the default tiles), on the shapes of head dim
+ * D (0: every shape). */
+static bool compile_only;
+
+static int bench_cubin(const char *define, int D)
 {
     char err[8192];
     void *image;
     size_t size;
-    if (!cg_cuda_compile_kernels(&image, &size, err, sizeof err)) {
-        fprintf(stderr, "attention_bench: %s\n", err);
+    const char *defs[1] = {define};
+    if (!cg_cuda_compile_kernels_with(defs, define ? 1 : 0, &image, &size, err, sizeof err)) {
+        fprintf(stderr, "attention_bench: %s: %s\n", define ? define : "default tiles", err);
         return 1;
+    }
+    if (compile_only) {
+        free(image);
+        return 0;
     }
     RT_CUDART_CHECK(cudaSetDevice(0));
     rt_cuda_ctx *cx = rt_cuda_ctx_create(image, err, sizeof err);
@@ -90,9 +105,33 @@ int main(void)
         fprintf(stderr, "attention_bench: %s\n", err);
         return 1;
     }
+    if (define)
+        printf("%s\n", define);
     for (size_t i = 0; i < sizeof bench_shapes / sizeof bench_shapes[0]; i++)
-        bench_one(cx, &bench_shapes[i]);
+        if (!D || bench_shapes[i].D == D)
+            bench_one(cx, &bench_shapes[i]);
+    fflush(stdout);
     rt_cuda_ctx_free(cx);
     free(image);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 1)
+        return bench_cubin(NULL, 0);
+    int failed = 0, first = 1;
+    if (!strcmp(argv[1], "--compile-only"))
+        compile_only = true, first = 2;
+    for (int a = first; a < argc; a++) {
+        int D, t[6];
+        if (sscanf(argv[a], "%d=%d,%d,%d,%d,%d,%d", &D, &t[0], &t[1], &t[2], &t[3], &t[4], &t[5]) != 7) {
+            fprintf(stderr, "attention_bench: expected D=fbm,fbn,fw,bbm,bbn,bw, got `%s`\n", argv[a]);
+            return 2;
+        }
+        char define[128];
+        snprintf(define, sizeof define, "-DMCC_ATTN_TILES_D%d=%d,%d,%d,%d,%d,%d", D, t[0], t[1], t[2], t[3], t[4], t[5]);
+        failed |= bench_cubin(define, D);
+    }
+    return failed;
 }

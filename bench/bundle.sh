@@ -51,6 +51,13 @@ for c in gpt2-124M llama-1B; do
   $B/mcc compile bench/configs/$c.json --target cuda --dp 2 --global-batch-size $gbs -o devrun/bin/bench-$c-dp2 \
     2>devrun/bin/bench-$c-dp2.compile.log || cat devrun/bin/bench-$c-dp2.compile.log
 done
+# the attention tile sweep (device_run.sh's ATTN_SWEEP=1): its cubins compiled here, where no GPU
+# is needed (the driver stub satisfies the loader), and carried in devrun/cache
+if [ "${ATTN_SWEEP:-0}" != 0 ]; then
+  mkdir -p /tmp/mcc-cuda-stub && ln -sf /usr/local/cuda/lib64/stubs/libcuda.so /tmp/mcc-cuda-stub/libcuda.so.1
+  LD_LIBRARY_PATH=/tmp/mcc-cuda-stub MCC_CACHE_DIR=devrun/cache $B/attention_bench --compile-only \
+    $(grep -v '^#' bench/attention_tiles.txt)
+fi
 for l in libblas.so.3 libgfortran.so.5 libquadmath.so.0; do cp -L /lib/x86_64-linux-gnu/$l devrun/lib/ 2>/dev/null || cp -L /usr/lib/x86_64-linux-gnu/blas/$l devrun/lib/; done
 du -sh devrun
 tar cf - devrun | xz -T0 -6 > devrun.tar.xz

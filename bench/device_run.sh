@@ -78,6 +78,11 @@ for c in ${BENCH_CONFIGS-gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa}; do
   timeout 150 devrun/bin/bench-$c --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 --log-interval 1 --eval-iters 0 > "$O/bench-$c.log" 2>&1
   echo "$c exit $?"; grep -E "first step|iter +25/" "$O/bench-$c.log"
 done
+# attention tiles: every candidate of bench/attention_tiles.txt (cubins compiled by bundle.sh)
+if [ "${ATTN_SWEEP:-0}" != 0 ]; then
+  section "attention tile sweep"
+  MCC_CACHE_DIR=devrun/cache timeout 300 devrun/bin/attention_bench $(grep -v '^#' bench/attention_tiles.txt) 2>&1
+fi
 # selective recompute: the same configs with recompute_granularity = selective
 for c in ${RECOMPUTE_CONFIGS-}; do
   [ -x devrun/bin/bench-$c-rc ] || { echo "$c-rc: not compiled"; continue; }

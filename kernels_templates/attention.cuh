@@ -629,10 +629,25 @@ __device__ void mcc_attn_bwd_f32(const float *dy, const float *q, const float *k
         mcc_attn_bwd_f32<D, true>(dy, q, k, v, y, lse, dq, dk, dv, B, T, H, Hk, scale, drop, head_offset);    \
     }
 
-//            D  fwd: BM  BN  warps  bwd: BM  BN  warps
-MCC_ATTN_BF16(16, 64, 64, 4, 64, 64, 4)
-MCC_ATTN_BF16(64, 128, 64, 4, 64, 128, 8)
-MCC_ATTN_BF16(128, 128, 64, 4, 64, 128, 8)
+// Tiles per head dim: fwd BM, BN, warps, bwd BM, BN, warps. -DMCC_ATTN_TILES_D<D>=... overrides
+// one (bench/attention_bench.c sweeps them); the launchers read the cubin's mcc_attn_tiles_d<D>,
+// so the two never disagree.
+#ifndef MCC_ATTN_TILES_D16
+#define MCC_ATTN_TILES_D16 64, 64, 4, 64, 64, 4
+#endif
+#ifndef MCC_ATTN_TILES_D64
+#define MCC_ATTN_TILES_D64 128, 64, 4, 64, 128, 8
+#endif
+#ifndef MCC_ATTN_TILES_D128
+#define MCC_ATTN_TILES_D128 128, 64, 4, 64, 128, 8
+#endif
+#define MCC_ATTN_BF16_TILED(D, ...)                                                                           \
+    MCC_ATTN_BF16(D, __VA_ARGS__)                                                                             \
+    extern "C" __device__ const int mcc_attn_tiles_d##D[6] = {__VA_ARGS__};
+#define MCC_ATTN_BF16_WITH(D, tiles) MCC_ATTN_BF16_TILED(D, tiles)
+MCC_ATTN_BF16_WITH(16, MCC_ATTN_TILES_D16)
+MCC_ATTN_BF16_WITH(64, MCC_ATTN_TILES_D64)
+MCC_ATTN_BF16_WITH(128, MCC_ATTN_TILES_D128)
 MCC_ATTN_F32(16)
 MCC_ATTN_F32(64)
 MCC_ATTN_F32(128)

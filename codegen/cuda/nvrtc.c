@@ -26,15 +26,31 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
     return h;
 }
 
-static uint64_t sources_hash(void)
+/* The options of one compile: nvrtc_options, then the caller's -D definitions. */
+typedef struct {
+    const char *opt[NUM_OPTIONS + 16];
+    int n;
+} compile_options;
+
+static compile_options options_with(const char *const *defines, int ndefines)
+{
+    compile_options o = {.n = 0};
+    for (int i = 0; i < NUM_OPTIONS; i++)
+        o.opt[o.n++] = nvrtc_options[i];
+    for (int i = 0; i < ndefines && i < 16; i++)
+        o.opt[o.n++] = defines[i];
+    return o;
+}
+
+static uint64_t sources_hash(const compile_options *o)
 {
     uint64_t h = 1469598103934665603ull;
     for (int i = 0; i < cg_num_kernel_sources; i++) {
         h = fnv1a(h, cg_kernel_sources[i].name, strlen(cg_kernel_sources[i].name) + 1);
         h = fnv1a(h, cg_kernel_sources[i].text, strlen(cg_kernel_sources[i].text) + 1);
     }
-    for (int i = 0; i < NUM_OPTIONS; i++)
-        h = fnv1a(h, nvrtc_options[i], strlen(nvrtc_options[i]) + 1);
+    for (int i = 0; i < o->n; i++)
+        h = fnv1a(h, o->opt[i], strlen(o->opt[i]) + 1);
     int major = 0, minor = 0;
     nvrtcVersion(&major, &minor);
     int version[2] = {major, minor};
@@ -94,7 +110,7 @@ static void write_cache(const char *path, const void *data, size_t size)
         remove(tmp);
 }
 
-static bool nvrtc_compile(void **image, size_t *size, char *err, size_t errlen)
+static bool nvrtc_compile(const compile_options *o, void **image, size_t *size, char *err, size_t errlen)
 {
     const char *main_src = NULL;
     const char *hdr_names[64], *hdr_texts[64];
@@ -111,7 +127,7 @@ static bool nvrtc_compile(void **image, size_t *size, char *err, size_t errlen)
     nvrtcResult r = nvrtcCreateProgram(&prog, main_src, "kernels.cu", nh, hdr_texts, hdr_names);
     if (r != NVRTC_SUCCESS)
         return snprintf(err, errlen, "NVRTC: %s", nvrtcGetErrorString(r)), false;
-    r = nvrtcCompileProgram(prog, NUM_OPTIONS, nvrtc_options);
+    r = nvrtcCompileProgram(prog, o->n, o->opt);
     if (r != NVRTC_SUCCESS) {
         size_t loglen = 0;
         nvrtcGetProgramLogSize(prog, &loglen);
@@ -130,14 +146,21 @@ static bool nvrtc_compile(void **image, size_t *size, char *err, size_t errlen)
     return true;
 }
 
-bool cg_cuda_compile_kernels(void **image, size_t *size, char *err, size_t errlen)
+bool cg_cuda_compile_kernels_with(const char *const *defines, int ndefines, void **image, size_t *size, char *err,
+                                  size_t errlen)
 {
+    compile_options o = options_with(defines, ndefines);
     char path[4096];
-    cache_path(path, sizeof path, sources_hash());
+    cache_path(path, sizeof path, sources_hash(&o));
     if (read_file(path, image, size))
         return true;
-    if (!nvrtc_compile(image, size, err, errlen))
+    if (!nvrtc_compile(&o, image, size, err, errlen))
         return false;
     write_cache(path, *image, *size);
     return true;
+}
+
+bool cg_cuda_compile_kernels(void **image, size_t *size, char *err, size_t errlen)
+{
+    return cg_cuda_compile_kernels_with(NULL, 0, image, size, err, errlen);
 }

@@ -14,19 +14,12 @@ typedef struct {
     float scale;
 } cu_attn_shape;
 
-/* bf16 tiles per head dim. ORDER: the MCC_ATTN_BF16 instantiations at the end of attention.cuh. */
+/* bf16 tiles of a head dim: the cubin's mcc_attn_tiles_d<D> (attention.cuh), so launchers and
+ * kernels always agree, even for a cubin compiled with other tiles (bench/attention_bench.c). */
 typedef struct {
-    int D;
     int fwd_bm, fwd_bn, fwd_warps; /* query rows, keys per step, warps of a forward block */
     int bwd_bm, bwd_bn, bwd_warps; /* query rows per step, keys, warps of a backward block */
 } cu_attn_tiles;
-
-static const cu_attn_tiles cu_attn_table[] = {
-    {16, 64, 64, 4, 64, 64, 4},
-    {64, 128, 64, 4, 64, 128, 8},
-    {128, 128, 64, 4, 64, 128, 8},
-};
-#define CU_ATTN_NTILES (int)(sizeof cu_attn_table / sizeof cu_attn_table[0])
 
 /* (q [B,T,H,D], k [B,T,Hk,D]) -> the shape, with the CPU oracle's scale 1/sqrt(D). */
 static cu_attn_shape cu_attn_shape_of(const ir_type *q, const ir_type *k)
@@ -41,14 +34,17 @@ static cu_attn_shape cu_attn_shape_of(const ir_type *q, const ir_type *k)
     return s;
 }
 
-static const cu_attn_tiles *cu_attn_tiles_for(int D)
+static cu_attn_tiles cu_attn_tiles_for(rt_cuda_ctx *cx, int D)
 {
-    for (int i = 0; i < CU_ATTN_NTILES; i++)
-        if (cu_attn_table[i].D == D)
-            return &cu_attn_table[i];
-    fprintf(stderr, "train_rank: attention: head dim %d has no CUDA kernel (supported: 16, 64, 128); "
-                    "choose hidden_size / num_attention_heads to be one of them\n", D);
-    exit(1);
+    char name[32];
+    snprintf(name, sizeof name, "mcc_attn_tiles_d%d", D);
+    int t[6];
+    if (!rt_cuda_read_constant(cx, name, t, sizeof t)) {
+        fprintf(stderr, "train_rank: attention: head dim %d has no CUDA kernel (supported: 16, 64, 128); "
+                        "choose hidden_size / num_attention_heads to be one of them\n", D);
+        exit(1);
+    }
+    return (cu_attn_tiles){t[0], t[1], t[2], t[3], t[4], t[5]};
 }
 
 static void cu_attn_check_dtype(const char *op, ir_dtype dt)
@@ -103,7 +99,7 @@ static void cu_attn_forward(rt_cuda_ctx *cx, const rt_kernel_call *c, cu_attn_dr
     cu_attn_shape s = cu_attn_shape_of(c->arg_types[0], c->arg_types[1]);
     ir_dtype dt = c->arg_types[0]->dtype;
     cu_attn_check_dtype(ir_ops[c->in->op].name, dt);
-    const cu_attn_tiles *tl = cu_attn_tiles_for(s.D);
+    const cu_attn_tiles tiles = cu_attn_tiles_for(cx, s.D), *tl = &tiles;
     void *q = c->args[0], *k = c->args[1], *v = c->args[2], *y = c->res[0], *lse = c->res[1];
     cu_attn_name name = cu_attn_kernel("fwd", dt, s.D, drop);
     if (dt == IR_F32) {
@@ -153,7 +149,7 @@ static void cu_attn_backward(rt_cuda_ctx *cx, const rt_kernel_call *c, cu_attn_d
     cu_attn_shape s = cu_attn_shape_of(c->arg_types[1], c->arg_types[2]);
     ir_dtype dt = c->arg_types[1]->dtype;
     cu_attn_check_dtype(ir_ops[c->in->op].name, dt);
-    const cu_attn_tiles *tl = cu_attn_tiles_for(s.D);
+    const cu_attn_tiles tiles = cu_attn_tiles_for(cx, s.D), *tl = &tiles;
     if (dt == IR_F32) {
         cu_attn_grad_f32(cx, c, &s, drop);
         return;

@@ -23,6 +23,10 @@ const char *rt_cudart_error_name(int status);
 rt_cuda_ctx *rt_cuda_ctx_create(const void *image, char *err, size_t errlen);
 void rt_cuda_ctx_free(rt_cuda_ctx *cx);
 CUstream rt_cuda_stream(const rt_cuda_ctx *cx);
+/* Copies the cubin's __device__ constant `name` (exactly `bytes`) to host; false if it has none.
+ * The first read of a name is a synchronous copy (so it must come before any graph capture, as
+ * a function's first, eager call does); later reads come from the context's cache. */
+bool rt_cuda_read_constant(rt_cuda_ctx *cx, const char *name, void *host, size_t bytes);
 CUfunction rt_cuda_function(rt_cuda_ctx *cx, const char *kernel); /* cached; exits naming it if absent */
 
 /* Launches `kernel` (an extern "C" __global__ of kernels_templates/) on the context's stream.

@@ -20,6 +20,12 @@ struct rt_cuda_ctx {
     int nkernels, cap;
     void *scratch;
     size_t scratch_bytes;
+    struct cached_constant {
+        char *name;
+        void *data;
+        size_t bytes;
+    } *constants;                   /* read once by rt_cuda_read_constant */
+    int nconstants;
 };
 
 const char *rt_cu_error_name(int status)
@@ -71,6 +77,9 @@ void rt_cuda_ctx_free(rt_cuda_ctx *cx)
     for (int i = 0; i < cx->nkernels; i++)
         free(cx->kernels[i].name);
     free(cx->kernels);
+    for (int i = 0; i < cx->nconstants; i++)
+        free(cx->constants[i].name), free(cx->constants[i].data);
+    free(cx->constants);
     if (cx->scratch)
         cudaFree(cx->scratch);
     cudaStreamDestroy(cx->stream);
@@ -100,6 +109,23 @@ static kernel_entry *kernel_lookup(rt_cuda_ctx *cx, const char *name)
 }
 
 CUfunction rt_cuda_function(rt_cuda_ctx *cx, const char *kernel) { return kernel_lookup(cx, kernel)->fn; }
+
+bool rt_cuda_read_constant(rt_cuda_ctx *cx, const char *name, void *host, size_t bytes)
+{
+    for (int i = 0; i < cx->nconstants; i++)
+        if (!strcmp(cx->constants[i].name, name) && cx->constants[i].bytes == bytes) {
+            memcpy(host, cx->constants[i].data, bytes);
+            return true;
+        }
+    CUdeviceptr p;
+    size_t size = 0;
+    if (cuModuleGetGlobal(&p, &size, cx->module, name) != CUDA_SUCCESS || size != bytes)
+        return false;
+    RT_CU_CHECK(cuMemcpyDtoH(host, p, bytes));
+    cx->constants = realloc(cx->constants, sizeof *cx->constants * (size_t)(cx->nconstants + 1));
+    cx->constants[cx->nconstants++] = (struct cached_constant){strdup(name), memcpy(malloc(bytes), host, bytes), bytes};
+    return true;
+}
 
 void rt_cuda_launch(rt_cuda_ctx *cx, const char *kernel, unsigned gx, unsigned gy, unsigned gz, unsigned block,
                     size_t smem, void **params)
