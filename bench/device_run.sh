@@ -9,10 +9,11 @@ O=${OUT:-/tmp/out}; mkdir -p "$O"
 anchors=devrun/anchors # bundle.sh copies ../shared/anchors/torch_baseline.py there
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 section() { echo; echo "=== $*"; }
-# CHECKS=0 skips the kernel tests, the GPU-vs-CPU numerics and the loss curves (a benchmark-only call)
+# CHECKS=0 skips the kernel tests, the GPU-vs-CPU numerics and the loss curves (a benchmark-only call);
+# KERNEL_TESTS=0 and CURVES=0 skip only those parts
 if [ "${CHECKS:-1}" != 0 ]; then
 section "kernel tests"
-for t in cuda_ops_test attention_test; do
+for t in $([ "${KERNEL_TESTS:-1}" != 0 ] && echo cuda_ops_test attention_test dropout_test); do
   [ -x devrun/bin/$t ] || { echo "$t: not built"; continue; }
   timeout 300 devrun/bin/$t > "$O/$t.log" 2>&1; echo "$t exit $?"; tail -3 "$O/$t.log"
 done
@@ -41,7 +42,7 @@ else
   echo "one GPU: skipped"
 fi
 
-if [ "${CHECKS:-1}" != 0 ]; then
+if [ "${CHECKS:-1}" != 0 ] && [ "${CURVES:-1}" != 0 ]; then
 section "200 steps on the Brown corpus: GPU vs CPU loss curves"
 for m in tiny-gpt2 tiny-llama; do
   timeout 120 devrun/bin/$m-cuda --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 200 --log-interval 1 --eval-iters 0 > "$O/$m-gpu200.log" 2>&1

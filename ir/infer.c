@@ -391,6 +391,17 @@ bool ir_infer_cross_entropy_grad(const ir_module *m, const ir_instr *in, const i
     return check_logits_targets(&a[1], &a[2], err, len);
 }
 
+/* (logits, targets, dloss[]) -> dlogits, loss f32[] (dlogits first: it may take the logits' bytes) */
+bool ir_infer_cross_entropy_with_grad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                                      size_t len)
+{
+    if (a[2].ndim != 0)
+        return fail(err, len, "dloss must be a scalar, got %s", tstr(&a[2]));
+    r[0] = a[0];
+    r[1] = ir_scalar(IR_F32);
+    return check_logits_targets(&a[0], &a[1], err, len);
+}
+
 /* The collective's mesh axis (attribute 0), or IR_AXIS_NONE with err set. */
 static ir_axis need_axis(const ir_instr *in, char *err, size_t len)
 {

@@ -5,7 +5,9 @@
  *     matmul_accumulate: the GEMM adds into the accumulator (beta = 1) and the product is never
  *     stored, nor read again;
  *   - an adamw followed by the copy that refreshes its parameter's working copy becomes one
- *     adamw that writes the copy too (the updated parameter is not read back).
+ *     adamw that writes the copy too (the updated parameter is not read back);
+ *   - a cross_entropy and the cross_entropy_grad of the same logits (with a constant dloss, the
+ *     loss seed) become one cross_entropy_with_grad: the logits are read once for both.
  * Rewrites every function into a new one; the fused op sits where its consumer was, where all
  * its operands exist. */
 #include "passes.h"
@@ -18,7 +20,21 @@ typedef struct {
     int *fused_matmul;              /* per source instruction (a bias_add or an accumulate): the matmul
                                        instruction folded into it, or -1 */
     int *folded_copy;               /* per source adamw: the copy instruction folded into it, or -1 */
+    int *folded_ce_grad;            /* per source cross_entropy: the cross_entropy_grad folded into it, or -1 */
 } fusion_plan;
+
+/* The cross_entropy_grad of cross_entropy instruction i's logits and targets whose dloss is a
+ * fill (a constant the fused op can take where the loss is computed), or -1. */
+static int ce_grad_of(const ir_func *f, int i)
+{
+    const ir_instr *ce = &f->instrs[i];
+    for (int j = i + 1; j < f->ninstrs; j++) {
+        const ir_instr *g = &f->instrs[j];
+        if (g->op == IR_OP_CROSS_ENTROPY_GRAD && g->args[1] == ce->args[0] && g->args[2] == ce->args[1])
+            return f->instrs[f->vals[g->args[0]].def].op == IR_OP_FILL ? j : -1;
+    }
+    return -1;
+}
 
 /* The global a value refers to (`%v = global @name`), or NULL. */
 static const char *global_of(const ir_func *f, int v)
@@ -80,8 +96,11 @@ static void plan_fusions(const ir_func *f, fusion_plan *fp)
             fp->fused_matmul[i] = sole_use_matmul(f, fp, in->args[1]);
     }
     fp->folded_copy = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
-    for (int i = 0; i < f->ninstrs; i++)
+    fp->folded_ce_grad = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
+    for (int i = 0; i < f->ninstrs; i++) {
         fp->folded_copy[i] = -1;
+        fp->folded_ce_grad[i] = f->instrs[i].op == IR_OP_CROSS_ENTROPY ? ce_grad_of(f, i) : -1;
+    }
     for (int j = 0; j < f->ninstrs; j++) {
         int k = f->instrs[j].op == IR_OP_COPY ? adamw_feeding_copy(f, j) : -1;
         if (k >= 0)
@@ -102,6 +121,11 @@ static void fuse_func(ir_module *m, int fi)
             skip[fp.fused_matmul[i]] = true;
         if (fp.folded_copy[i] >= 0)
             skip[fp.folded_copy[i]] = true;
+        if (fp.folded_ce_grad[i] >= 0) {
+            int seed = src->instrs[fp.folded_ce_grad[i]].args[0];
+            skip[fp.folded_ce_grad[i]] = true;
+            skip[src->vals[seed].def] |= fp.uses[seed] == 1; /* the fused op takes its own copy */
+        }
     }
     for (int i = 0; i < src->ninstrs; i++) {
         const ir_instr *in = &src->instrs[i];
@@ -115,6 +139,14 @@ static void fuse_func(ir_module *m, int fi)
         } else if (mm && in->op == IR_OP_ACCUMULATE) {
             int fused[3] = {map[in->args[0]], map[mm->args[0]], map[mm->args[1]]};
             r = ir_emit(m, dst, IR_OP_MATMUL_ACCUMULATE, fused, 3, mm->attr, NULL, NULL);
+        } else if (fp.folded_ce_grad[i] >= 0) {
+            const ir_instr *grad = &src->instrs[fp.folded_ce_grad[i]];
+            const ir_instr *seed = &src->instrs[src->vals[grad->args[0]].def];
+            int dloss = ir_emit(m, dst, IR_OP_FILL, NULL, 0, seed->attr, NULL, &src->vals[seed->res[0]].type);
+            int args[3] = {map[in->args[0]], map[in->args[1]], dloss};
+            int fused = ir_emit(m, dst, IR_OP_CROSS_ENTROPY_WITH_GRAD, args, 3, NULL, NULL, NULL);
+            map[grad->res[0]] = fused; /* the gradient's later uses read the fused op's */
+            r = fused + 1;             /* the loss */
         } else if (fp.folded_copy[i] >= 0) {
             const ir_instr *cp = &src->instrs[fp.folded_copy[i]];
             int args[8];
@@ -143,6 +175,7 @@ static void fuse_func(ir_module *m, int fi)
     free(fp.uses);
     free(fp.fused_matmul);
     free(fp.folded_copy);
+    free(fp.folded_ce_grad);
     ir_func_replace(m, fi, dst);
 }
 

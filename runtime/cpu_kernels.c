@@ -621,6 +621,26 @@ void cpu_CROSS_ENTROPY(const rt_kernel_call *c)
     resf(c, 0)[0] = (float)(total / N);
 }
 
+/* (logits[N,V], targets[N], dloss[]) -> (dlogits, mean loss): each row's logits are read (its
+ * log-sum-exp and target logit) before its gradient is written, so dlogits may be the logits. */
+void cpu_CROSS_ENTROPY_WITH_GRAD(const rt_kernel_call *c)
+{
+    const float *logits = argf(c, 0);
+    const int32_t *targets = c->args[1];
+    float *r = resf(c, 0);
+    int64_t N = nrows(c->arg_types[0]), V = last_dim(c->arg_types[0]);
+    double f = argf(c, 2)[0] / (double)N, total = 0;
+    for (int64_t i = 0; i < N; i++) {
+        check_index("cross_entropy_with_grad", "target", targets[i], i, V, TARGET_FIX);
+        const float *x = logits + i * V;
+        double lse = row_logsumexp(x, V);
+        total += lse - x[targets[i]];
+        for (int64_t j = 0; j < V; j++)
+            r[i * V + j] = (float)(f * (exp(x[j] - lse) - (j == targets[i])));
+    }
+    resf(c, 1)[0] = (float)(total / N);
+}
+
 /* (dloss[], logits[N,V], targets[N]) -> dlogits = dloss (softmax - onehot) / N */
 void cpu_CROSS_ENTROPY_GRAD(const rt_kernel_call *c)
 {

@@ -488,6 +488,21 @@ void cuda_CROSS_ENTROPY_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
     launch_rows(cx, name_of(c, RT_CUK_CROSS_ENTROPY_GRAD, lt, NULL), N, V, 0, p);
 }
 
+/* (logits[N,V], targets[N], dloss[]) -> (dlogits, mean loss): per-row losses and the gradient in
+ * one kernel, then their mean in a fixed order */
+void cuda_CROSS_ENTROPY_WITH_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *lt = c->arg_types[0];
+    need_f32(c, c->arg_types[2], "dloss");
+    void *dl = c->res[0], *r = c->res[1], *logits = c->args[0], *targets = c->args[1], *dloss = c->args[2];
+    long long N = nrows(lt), V = last_dim(lt);
+    void *loss = rt_cuda_scratch(cx, (size_t)N * sizeof(float));
+    void *p1[] = {&loss, &dl, &logits, &targets, &dloss, &N, &V};
+    launch_rows(cx, name_of(c, RT_CUK_CROSS_ENTROPY_WITH_GRAD, lt, NULL), N, V, 0, p1);
+    void *p2[] = {&r, &loss, &N};
+    rt_cuda_launch(cx, name_of(c, RT_CUK_MEAN, NULL, NULL).s, 1, 1, 1, 1024, 0, p2);
+}
+
 /* --- optimizer and persistent state ----------------------------------------------------------- */
 
 /* (dst, x): dst += x, any f32/bf16 pair */

@@ -40,6 +40,7 @@
     K(ROPE, "mcc_rope", 1)                                                                                 \
     K(CROSS_ENTROPY_ROWS, "mcc_cross_entropy_rows", 1)                                                     \
     K(CROSS_ENTROPY_GRAD, "mcc_cross_entropy_grad", 1)                                                     \
+    K(CROSS_ENTROPY_WITH_GRAD, "mcc_cross_entropy_with_grad", 1)                                           \
     K(ACCUMULATE, "mcc_accumulate", 2)                /* dst, src */                                       \
     K(COPY, "mcc_copy", 2)                            /* dst, src */                                       \
     K(CLIP_COEF, "mcc_clip_coef_f32", 0)                                                                   \
