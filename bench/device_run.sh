@@ -120,5 +120,5 @@ fi
 section "table"
 touch "$O/baseline.jsonl"; python3 bench/summarize.py "$O" | tee "$O/table.txt"
 # the device tool brings back only a few files: every log goes home in one archive
-(cd "$O" && tar czf logs.tar.gz --exclude logs.tar.gz --exclude table.txt --exclude baseline.jsonl . && \
-  find . -name '*.log' -delete)
+(cd "$O" && tar czf /tmp/mcc-logs.tar.gz --exclude table.txt --exclude baseline.jsonl . && \
+  find . -name '*.log' -delete && mv /tmp/mcc-logs.tar.gz logs.tar.gz)
