@@ -190,6 +190,8 @@ static void set_config(ir_module *m, const mcc_spec *s)
         ir_config_set(m, "use_distributed_optimizer", "1");
     if (s->data_parallel_size > 1) /* only data parallel plans bucket their gradients */
         SETI("ddp_bucket_size", s->ddp_bucket_size);
+    if (s->data_parallel_size > 1 && s->overlap_grad_reduce)
+        ir_config_set(m, "overlap_grad_reduce", "1");
     SETI("train_iters", s->train_iters);
     SETI("lr_warmup_iters", s->lr_warmup_iters);
     SETI("seed", s->seed);

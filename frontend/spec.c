@@ -79,6 +79,7 @@ static const spec_field spec_fields[] = {
           NULL),
     FIELD(SEC_PARALLEL, "sequence_parallel", sequence_parallel, NULL, K_BOOL, R_ANY, D_VALUE, false, NULL),
     FIELD(SEC_PARALLEL, "ddp_bucket_size", ddp_bucket_size, NULL, K_INT, R_POS, D_VALUE, 40000000, NULL),
+    FIELD(SEC_PARALLEL, "overlap_grad_reduce", overlap_grad_reduce, NULL, K_BOOL, R_ANY, D_VALUE, false, NULL),
     TRAIN(micro_batch_size, K_INT, R_POS, D_VALUE, 1),
     TRAIN(global_batch_size, K_INT, R_POS, D_DERIVED, 0),
     TRAIN(train_iters, K_INT, R_POS, D_VALUE, 10),

@@ -33,6 +33,8 @@ typedef struct {
     bool sequence_parallel;             /* Megatron's SP: activations outside attention/MLP split along
                                            the sequence over tp (no-op at tp 1) */
     int ddp_bucket_size;                /* elements of gradient per data-parallel all-reduce */
+    bool overlap_grad_reduce;           /* all-reduce each bucket inside the backward, as soon as its
+                                           gradients are final (one micro-batch per step, no ZeRO) */
     /* training */
     int micro_batch_size, global_batch_size, train_iters, lr_warmup_iters, seed;
     int lr_decay_iters;                 /* 0: train_iters (Megatron's default) */

@@ -1,13 +1,16 @@
 /* data_parallel.c — data parallelism over the mesh axis dp (config data_parallel_size > 1):
  * every rank runs the same micro_step on its own micro-batches, and a `reduce_grads` function,
  * scheduled between the micro-batches and the optimizer, sums the gradient accumulators over the
- * dp ranks, a bucket of them per collective. (autodiff scales the loss by 1/(accum_steps * dp), so the sum is the global mean.)
+ * dp ranks, a bucket of them per collective (or, with overlap_grad_reduce, micro_step does so
+ * inside the backward). (autodiff scales the loss by 1/(accum_steps * dp), so the sum is the global mean.)
  * With the distributed optimizer (ZeRO-1, see optimizer.c) each rank only updates its 1/dp block
  * of every parameter, so it needs only that block of the sum: reduce_scatter into @<p>.grad_shard. */
 #include "passes.h"
 
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* @<p>.grad_shard := this rank's block of the sum of @<p>.grad over dp; grad is a GRAD global. */
 static bool reduce_scatter_grad(ir_module *m, ir_func *f, int grad, char *err, size_t errlen)
@@ -35,7 +38,7 @@ static bool reduce_scatter_grad(ir_module *m, ir_func *f, int grad, char *err, s
 static void all_reduce_buckets(ir_module *m, ir_func *f)
 {
     long long bucket = ir_config_int(m, "ddp_bucket_size", 40000000), filled = 0;
-    double axis = IR_AXIS_DP;
+    double attrs[2] = {IR_AXIS_DP, 0}; /* after the backward: nothing to overlap */
     int *refs = malloc(sizeof(int) * (size_t)(m->nglobals + 1)), n = 0;
     for (int g = 0; g < m->nglobals; g++) {
         if (m->globals[g].kind != IR_GLOBAL_GRAD)
@@ -43,13 +46,100 @@ static void all_reduce_buckets(ir_module *m, ir_func *f)
         refs[n++] = ir_global_ref(m, f, m->globals[g].name);
         filled += (long long)ir_numel(&m->globals[g].type);
         if (filled >= bucket) {
-            ir_emit(m, f, IR_OP_ALL_REDUCE_INPLACE, refs, n, &axis, NULL, NULL);
+            ir_emit(m, f, IR_OP_ALL_REDUCE_INPLACE, refs, n, attrs, NULL, NULL);
             n = 0, filled = 0;
         }
     }
     if (n)
-        ir_emit(m, f, IR_OP_ALL_REDUCE_INPLACE, refs, n, &axis, NULL, NULL);
+        ir_emit(m, f, IR_OP_ALL_REDUCE_INPLACE, refs, n, attrs, NULL, NULL);
     free(refs);
+}
+
+/* Gradient global g's position in the order micro_step finishes them: the index of its last
+ * accumulate there (INT_MAX when micro_step never writes it). */
+static int *final_writes(ir_module *m, const ir_func *f)
+{
+    int *last = malloc(sizeof(int) * (size_t)(m->nglobals + 1));
+    for (int g = 0; g < m->nglobals; g++)
+        last[g] = INT_MAX;
+    for (int i = 0; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i], *def = in->nargs ? &f->instrs[f->vals[in->args[0]].def] : NULL;
+        int g = in->op == IR_OP_ACCUMULATE && def->op == IR_OP_GLOBAL ? ir_global_find(m, def->sym) : -1;
+        if (g >= 0)
+            last[g] = i;
+    }
+    return last;
+}
+
+static const int *sort_key;
+static int by_key(const void *a, const void *b)
+{
+    int x = sort_key[*(const int *)a], y = sort_key[*(const int *)b];
+    return x < y ? -1 : x > y;
+}
+static int by_index(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+/* Copies instruction `in` of src into dst through `map`, keeping its sharding annotations. */
+static void copy_instr(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr *in, int *map)
+{
+    int args[in->nargs ? in->nargs : 1];
+    for (int a = 0; a < in->nargs; a++)
+        args[a] = map[in->args[a]];
+    int r = ir_emit(m, dst, in->op, args, in->nargs, in->attr, in->sym, in->nres ? &src->vals[in->res[0]].type : NULL);
+    for (int k = 0; k < in->nres; k++) {
+        map[in->res[k]] = r + k;
+        ir_type *t = &dst->vals[r + k].type;
+        const ir_type *s = &src->vals[in->res[k]].type;
+        for (int d = 0; d < t->ndim && d < s->ndim; d++)
+            t->shard[d] = s->shard[d];
+        t->partial = s->partial;
+    }
+}
+
+/* --overlap-grad-reduce (one micro-batch per step): no reduce_grads; micro_step all-reduces each
+ * bucket right after the backward finishes its last gradient, so on the GPU (where collectives
+ * run on their own stream) the reduction overlaps the rest of the backward. Buckets fill in the
+ * order the gradients become final (the last layer's first); a bucket lists its gradients in
+ * declaration order, in which they lie back to back in memory. */
+static void overlap_buckets(ir_module *m)
+{
+    int fi = ir_func_index(m, "micro_step");
+    const ir_func *src = m->funcs[fi];
+    int *last = final_writes(m, src), *grads = malloc(sizeof(int) * (size_t)(m->nglobals + 1)), n = 0;
+    for (int g = 0; g < m->nglobals; g++)
+        if (m->globals[g].kind == IR_GLOBAL_GRAD)
+            grads[n++] = g;
+    sort_key = last;
+    qsort(grads, (size_t)n, sizeof(int), by_key);
+    ir_func *dst = ir_func_new(m, "micro_step");
+    int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1)), next = 0;
+    long long bucket = ir_config_int(m, "ddp_bucket_size", 40000000);
+    double attrs[2] = {IR_AXIS_DP, 1}; /* overlap: the rest of the backward goes on */
+    for (int i = 0; i <= src->ninstrs; i++) {
+        if (i < src->ninstrs)
+            copy_instr(m, dst, src, &src->instrs[i], map);
+        /* every bucket that is full, or holds the last gradients, and is final after instruction i */
+        while (next < n && (last[grads[next]] <= i || i == src->ninstrs)) {
+            int first = next;
+            long long filled = 0;
+            while (next < n && (last[grads[next]] <= i || i == src->ninstrs) && filled < bucket)
+                filled += (long long)ir_numel(&m->globals[grads[next++]].type);
+            if (filled < bucket && next < n && i < src->ninstrs) { /* not full: wait for more gradients */
+                next = first;
+                break;
+            }
+            int members[next - first], refs[next - first];
+            memcpy(members, &grads[first], sizeof members);
+            qsort(members, (size_t)(next - first), sizeof(int), by_index);
+            for (int k = 0; k < next - first; k++)
+                refs[k] = ir_global_ref(m, dst, m->globals[members[k]].name);
+            ir_emit(m, dst, IR_OP_ALL_REDUCE_INPLACE, refs, next - first, attrs, NULL, NULL);
+        }
+    }
+    ir_func_replace(m, fi, dst);
+    free(last);
+    free(grads);
+    free(map);
 }
 
 bool pass_data_parallel(ir_module *m, char *err, size_t errlen)
@@ -58,6 +148,14 @@ bool pass_data_parallel(ir_module *m, char *err, size_t errlen)
         return true;
     if (ir_func_index(m, "reduce_grads") >= 0)
         return snprintf(err, errlen, "the module already has a reduce_grads function"), false;
+    if (ir_config_int(m, "overlap_grad_reduce", 0)) {
+        if (ir_config_int(m, "accum_steps", 1) == 1 && !pass_zero_on(m) && ir_func_index(m, "micro_step") >= 0) {
+            overlap_buckets(m);
+            return true;
+        }
+        fprintf(stderr, "mcc: note: --overlap-grad-reduce needs one micro-batch per step (global batch = micro-batch "
+                        "x dp) and no --use-distributed-optimizer; this plan all-reduces after the backward\n");
+    }
     ir_func *f = ir_func_new(m, "reduce_grads");
     bool zero = pass_zero_on(m);
     int nglobals = m->nglobals; /* the shards appended below are not reduced again */

@@ -43,7 +43,9 @@ set(_dropout "--attention-dropout 0.1 --hidden-dropout 0.1 --")
 
 # Every parallel layout on CPU ranks (Open MPI) equals the single-rank program.
 if(MPI_C_FOUND)
-  set(MCC_LAYOUTS "dp2:2:--dp 2" "tp2:2:--tp 2" "tp4:4:--tp 4" "tp2_dp2:4:--tp 2 --dp 2"
+  set(MCC_LAYOUTS "dp2:2:--dp 2" "dp2_overlap:2:--dp 2 --overlap-grad-reduce --ddp-bucket-size 20000"
+      "tp2_dp2_overlap:4:--tp 2 --dp 2 --overlap-grad-reduce --ddp-bucket-size 20000"
+      "tp2:2:--tp 2" "tp4:4:--tp 4" "tp2_dp2:4:--tp 2 --dp 2"
       "tp2_dp2_zero:4:--tp 2 --dp 2 --use-distributed-optimizer" "tp2_sp:2:--tp 2 --sequence-parallel"
       "tp4_sp:4:--tp 4 --sequence-parallel" "tp2_sp_dp2:4:--tp 2 --sequence-parallel --dp 2"
       "tp2_sp_recompute:2:--tp 2 --sequence-parallel --recompute-granularity selective")
@@ -77,7 +79,8 @@ endforeach()
 # On GPU machines (label gpu): CUDA training against the CPU oracle, on one GPU and, with two,
 # every parallel layout (skipped, exit 77, where the GPUs are missing).
 if(TARGET mccrt_cuda)
-  set(MCC_GPU_LAYOUTS "1gpu:1" "dp2:2:--dp 2" "tp2:2:--tp 2" "tp2_sp:2:--tp 2 --sequence-parallel"
+  set(MCC_GPU_LAYOUTS "1gpu:1" "dp2:2:--dp 2" "dp2_overlap:2:--dp 2 --overlap-grad-reduce --ddp-bucket-size 20000"
+      "tp2:2:--tp 2" "tp2_sp:2:--tp 2 --sequence-parallel"
       "dp2_zero:2:--dp 2 --use-distributed-optimizer" "1gpu_dropout:1:${_dropout}"
       "dp2_dropout:2:${_dropout} --dp 2" "tp2_sp_dropout:2:${_dropout} --tp 2 --sequence-parallel")
   foreach(model tiny-gpt2 tiny-llama)

@@ -115,10 +115,15 @@ void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
                           RT_SUM, rt_cuda_stream(cx));
 }
 
-/* (dst globals...): each := its sum over the axis's ranks, a bucket at a time */
+/* (dst globals...): each := its sum over the axis's ranks, a bucket at a time. overlap=1 (inside
+ * the backward, --overlap-grad-reduce): on the comm stream, so the computation after it does not
+ * wait for it; the function's end does. Only globals are touched, which nothing else in the
+ * function reads or writes after the bucket. */
 void cuda_ALL_REDUCE_INPLACE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    rt_parallel_all_reduce_bucket(c, rt_cuda_stream(cx));
+    bool overlap = c->in->attr[1] != 0;
+    if (rt_parallel_comm((ir_axis)c->in->attr[0]))
+        rt_parallel_all_reduce_bucket(c, overlap ? rt_cuda_comm_fork(cx) : rt_cuda_stream(cx));
 }
 
 static CUdeviceptr dptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }

@@ -23,6 +23,11 @@ const char *rt_cudart_error_name(int status);
 rt_cuda_ctx *rt_cuda_ctx_create(const void *image, char *err, size_t errlen);
 void rt_cuda_ctx_free(rt_cuda_ctx *cx);
 CUstream rt_cuda_stream(const rt_cuda_ctx *cx);
+/* The stream of collectives that overlap computation: it first waits for everything enqueued on
+ * the compute stream so far. rt_cuda_comm_join makes the compute stream wait for all of it (the
+ * device does at the end of every function, so no function sees a collective in flight). */
+CUstream rt_cuda_comm_fork(rt_cuda_ctx *cx);
+void rt_cuda_comm_join(rt_cuda_ctx *cx);
 /* Copies the cubin's __device__ constant `name` (exactly `bytes`) to host; false if it has none.
  * The first read of a name is a synchronous copy (so it must come before any graph capture, as
  * a function's first, eager call does); later reads come from the context's cache. */

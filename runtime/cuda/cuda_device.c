@@ -222,6 +222,7 @@ static void cuda_run(rt_program *p, int func)
     int call = s->calls[func]++;
     if (!s->use_graphs || call == 0 || has_collective(p->funcs[func].f)) {
         launch_all(p, func);
+        rt_cuda_comm_join(s->cx); /* collectives overlapping the function end with it */
         return;
     }
     if (!s->graphs[func]) {

@@ -26,6 +26,9 @@ struct rt_cuda_ctx {
         size_t bytes;
     } *constants;                   /* read once by rt_cuda_read_constant */
     int nconstants;
+    cudaStream_t comm;              /* collectives that overlap computation (rt_cuda_comm_fork) */
+    cudaEvent_t forked, joined;
+    bool comm_pending;              /* work on comm the compute stream has not waited for */
 };
 
 const char *rt_cu_error_name(int status)
@@ -67,6 +70,11 @@ rt_cuda_ctx *rt_cuda_ctx_create(const void *image, char *err, size_t errlen)
         return NULL;
     }
     RT_CUDART_CHECK(cudaStreamCreateWithFlags(&cx->stream, cudaStreamNonBlocking));
+    int least = 0, greatest = 0; /* the comm stream's kernels go first when both have work queued */
+    RT_CUDART_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    RT_CUDART_CHECK(cudaStreamCreateWithPriority(&cx->comm, cudaStreamNonBlocking, greatest));
+    RT_CUDART_CHECK(cudaEventCreateWithFlags(&cx->forked, cudaEventDisableTiming));
+    RT_CUDART_CHECK(cudaEventCreateWithFlags(&cx->joined, cudaEventDisableTiming));
     return cx;
 }
 
@@ -83,11 +91,31 @@ void rt_cuda_ctx_free(rt_cuda_ctx *cx)
     if (cx->scratch)
         cudaFree(cx->scratch);
     cudaStreamDestroy(cx->stream);
+    cudaStreamDestroy(cx->comm);
+    cudaEventDestroy(cx->forked);
+    cudaEventDestroy(cx->joined);
     cuModuleUnload(cx->module);
     free(cx);
 }
 
 CUstream rt_cuda_stream(const rt_cuda_ctx *cx) { return (CUstream)cx->stream; }
+
+CUstream rt_cuda_comm_fork(rt_cuda_ctx *cx)
+{
+    RT_CUDART_CHECK(cudaEventRecord(cx->forked, cx->stream));
+    RT_CUDART_CHECK(cudaStreamWaitEvent(cx->comm, cx->forked, 0));
+    cx->comm_pending = true;
+    return (CUstream)cx->comm;
+}
+
+void rt_cuda_comm_join(rt_cuda_ctx *cx)
+{
+    if (!cx->comm_pending)
+        return;
+    RT_CUDART_CHECK(cudaEventRecord(cx->joined, cx->comm));
+    RT_CUDART_CHECK(cudaStreamWaitEvent(cx->stream, cx->joined, 0));
+    cx->comm_pending = false;
+}
 
 static kernel_entry *kernel_lookup(rt_cuda_ctx *cx, const char *name)
 {
