@@ -204,6 +204,28 @@ ir_func *ir_func_new(ir_module *m, const char *name)
     return f;
 }
 
+void ir_map_results(ir_func *dst, const ir_func *src, const ir_instr *in, int r, int *map)
+{
+    for (int k = 0; k < in->nres; k++) {
+        map[in->res[k]] = r + k;
+        ir_type *t = &dst->vals[r + k].type;
+        const ir_type *s = &src->vals[in->res[k]].type;
+        for (int d = 0; d < t->ndim && d < s->ndim; d++)
+            t->shard[d] = s->shard[d];
+        t->partial = s->partial;
+    }
+}
+
+int ir_copy_instr(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr *in, int *map)
+{
+    int args[in->nargs ? in->nargs : 1]; /* variadic ops (sum_squares) take every gradient */
+    for (int a = 0; a < in->nargs; a++)
+        args[a] = map[in->args[a]];
+    int r = ir_emit(m, dst, in->op, args, in->nargs, in->attr, in->sym, in->nres ? &src->vals[in->res[0]].type : NULL);
+    ir_map_results(dst, src, in, r, map);
+    return r;
+}
+
 void ir_func_replace(ir_module *m, int index, ir_func *f)
 {
     ir_func *old = m->funcs[index];

@@ -144,6 +144,12 @@ int ir_func_index(const ir_module *m, const char *name); /* -1 if absent */
 /* Puts `f` (made by ir_func_new, so last) in the place of function `index`, freeing the old one:
  * how a pass rewrites a function into a new one. */
 void ir_func_replace(ir_module *m, int index, ir_func *f);
+/* For passes that rewrite a function into a new one: src's instruction `in` produced the values
+ * that are now dst's r, r+1, ...; records that in map and carries the source types' sharding
+ * annotations over (ir_emit infers types afresh, without them). */
+void ir_map_results(ir_func *dst, const ir_func *src, const ir_instr *in, int r, int *map);
+/* Copies src's instruction `in` into dst, operands through map, and maps its results. */
+int ir_copy_instr(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr *in, int *map);
 int ir_global_add(ir_module *m, const char *name, ir_type t, ir_global_kind kind, ir_init init, double std, bool no_decay);
 int ir_global_find(const ir_module *m, const char *name);
 void ir_sched_add(ir_module *m, int func, int repeat);

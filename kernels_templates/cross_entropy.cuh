@@ -50,10 +50,11 @@ __device__ void mcc_cross_entropy_rows(float *loss, const T *logits, const int *
 }
 
 // dlogits[N,V] := dloss (softmax - onehot(target)) / N; reads each row twice (the second time
-// mostly from L2).
+// mostly from L2). With loss (cross_entropy_with_grad) also loss[row] as mcc_cross_entropy_rows,
+// the row's target logit read before any thread writes the row: dlogits may be the logits.
 template <int W, class T>
-__device__ void mcc_cross_entropy_grad(T *dlogits, const float *dloss, const T *logits, const int *targets, long long N,
-                                       long long V)
+__device__ void mcc_cross_entropy_grad(T *dlogits, float *loss, const float *dloss, const T *logits, const int *targets,
+                                       long long N, long long V)
 {
     float f = dloss[0] / (float)N;
     for (long long row = blockIdx.x; row < N; row += gridDim.x) {
@@ -61,32 +62,12 @@ __device__ void mcc_cross_entropy_grad(T *dlogits, const float *dloss, const T *
         float lse = mcc_row_logsumexp<W>(x, V);
         int t = targets[row];
         bool ok = t >= 0 && t < V;
-        for (long long j = threadIdx.x * (long long)W; j < V; j += blockDim.x * (long long)W) {
-            float v[W];
-            mcc_ldn(v, x, j);
-            for (int k = 0; k < W; k++)
-                v[k] = ok ? f * (expf(v[k] - lse) - (j + k == t ? 1.0f : 0.0f)) : 0.0f;
-            mcc_stn(dlogits + row * V, j, v);
+        if (loss) { // the same for the whole block
+            float xt = threadIdx.x == 0 && ok ? mcc_ld(x, t) : 0.0f;
+            __syncthreads();
+            if (threadIdx.x == 0)
+                loss[row] = ok ? lse - xt : 0.0f;
         }
-    }
-}
-
-// Both in one pass: loss[row] as mcc_cross_entropy_rows, dlogits as mcc_cross_entropy_grad. The
-// row's target logit is read before any thread writes the row, so dlogits may be the logits.
-template <int W, class T>
-__device__ void mcc_cross_entropy_with_grad(float *loss, T *dlogits, const T *logits, const int *targets,
-                                            const float *dloss, long long N, long long V)
-{
-    float f = dloss[0] / (float)N;
-    for (long long row = blockIdx.x; row < N; row += gridDim.x) {
-        const T *x = logits + row * V;
-        float lse = mcc_row_logsumexp<W>(x, V);
-        int t = targets[row];
-        bool ok = t >= 0 && t < V;
-        float xt = threadIdx.x == 0 && ok ? mcc_ld(x, t) : 0.0f;
-        __syncthreads();
-        if (threadIdx.x == 0)
-            loss[row] = ok ? lse - xt : 0.0f;
         for (long long j = threadIdx.x * (long long)W; j < V; j += blockDim.x * (long long)W) {
             float v[W];
             mcc_ldn(v, x, j);
@@ -111,17 +92,17 @@ __device__ void mcc_cross_entropy_with_grad(float *loss, T *dlogits, const T *lo
                                                             const int *targets, long long N, long long V) \
     {                                                                                                      \
         if (V % MCC_VEC == 0 && mcc_aligned(dlogits, logits))                                              \
-            mcc_cross_entropy_grad<MCC_VEC>(dlogits, dloss, logits, targets, N, V);                        \
+            mcc_cross_entropy_grad<MCC_VEC>(dlogits, (float *)nullptr, dloss, logits, targets, N, V);      \
         else                                                                                               \
-            mcc_cross_entropy_grad<1>(dlogits, dloss, logits, targets, N, V);                              \
+            mcc_cross_entropy_grad<1>(dlogits, (float *)nullptr, dloss, logits, targets, N, V);            \
     }                                                                                                      \
     extern "C" __global__ void mcc_cross_entropy_with_grad_##sfx(float *loss, T *dlogits, const T *logits, \
                                                                  const int *targets, const float *dloss,   \
                                                                  long long N, long long V)                 \
     {                                                                                                      \
         if (V % MCC_VEC == 0 && mcc_aligned(dlogits, logits))                                              \
-            mcc_cross_entropy_with_grad<MCC_VEC>(loss, dlogits, logits, targets, dloss, N, V);             \
+            mcc_cross_entropy_grad<MCC_VEC>(dlogits, loss, dloss, logits, targets, N, V);                  \
         else                                                                                               \
-            mcc_cross_entropy_with_grad<1>(loss, dlogits, logits, targets, dloss, N, V);                   \
+            mcc_cross_entropy_grad<1>(dlogits, loss, dloss, logits, targets, N, V);                        \
     }
 MCC_FOR_FLOATS(MCC_CROSS_ENTROPY)

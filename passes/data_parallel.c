@@ -79,23 +79,6 @@ static int by_key(const void *a, const void *b)
 }
 static int by_index(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
-/* Copies instruction `in` of src into dst through `map`, keeping its sharding annotations. */
-static void copy_instr(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr *in, int *map)
-{
-    int args[in->nargs ? in->nargs : 1];
-    for (int a = 0; a < in->nargs; a++)
-        args[a] = map[in->args[a]];
-    int r = ir_emit(m, dst, in->op, args, in->nargs, in->attr, in->sym, in->nres ? &src->vals[in->res[0]].type : NULL);
-    for (int k = 0; k < in->nres; k++) {
-        map[in->res[k]] = r + k;
-        ir_type *t = &dst->vals[r + k].type;
-        const ir_type *s = &src->vals[in->res[k]].type;
-        for (int d = 0; d < t->ndim && d < s->ndim; d++)
-            t->shard[d] = s->shard[d];
-        t->partial = s->partial;
-    }
-}
-
 /* --overlap-grad-reduce (one micro-batch per step): no reduce_grads; micro_step all-reduces each
  * bucket right after the backward finishes its last gradient, so on the GPU (where collectives
  * run on their own stream) the reduction overlaps the rest of the backward. Buckets fill in the
@@ -117,7 +100,7 @@ static void overlap_buckets(ir_module *m)
     double attrs[2] = {IR_AXIS_DP, 1}; /* overlap: the rest of the backward goes on */
     for (int i = 0; i <= src->ninstrs; i++) {
         if (i < src->ninstrs)
-            copy_instr(m, dst, src, &src->instrs[i], map);
+            ir_copy_instr(m, dst, src, &src->instrs[i], map);
         /* every bucket that is full, or holds the last gradients, and is final after instruction i */
         while (next < n && (last[grads[next]] <= i || i == src->ninstrs)) {
             int first = next;

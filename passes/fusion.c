@@ -155,20 +155,10 @@ static void fuse_func(ir_module *m, int fi)
             args[7] = ir_global_ref(m, dst, global_of(src, cp->args[0]));
             r = ir_emit(m, dst, IR_OP_ADAMW, args, 8, in->attr, NULL, NULL);
         } else {
-            int args[in->nargs ? in->nargs : 1]; /* sum_squares takes every gradient */
-            for (int a = 0; a < in->nargs; a++)
-                args[a] = map[in->args[a]];
-            const ir_type *explicit_type = in->nres ? &src->vals[in->res[0]].type : NULL;
-            r = ir_emit(m, dst, in->op, args, in->nargs, in->attr, in->sym, explicit_type);
+            ir_copy_instr(m, dst, src, in, map);
+            continue;
         }
-        for (int k = 0; k < in->nres; k++) { /* keep the source's sharding annotations */
-            map[in->res[k]] = r + k;
-            ir_type *t = &dst->vals[r + k].type;
-            const ir_type *s = &src->vals[in->res[k]].type;
-            for (int d = 0; d < t->ndim && d < s->ndim; d++)
-                t->shard[d] = s->shard[d];
-            t->partial = s->partial;
-        }
+        ir_map_results(dst, src, in, r, map);
     }
     free(map);
     free(skip);
