@@ -24,6 +24,8 @@ for m in tiny-gpt2 tiny-llama; do
   $B/mcc compile models/$m.json --target cpu --keep-logits -o devrun/bin/$m-cpu 2>/dev/null
   $B/mcc compile models/$m.json --target cuda --keep-logits -o devrun/bin/$m-cuda 2>/dev/null
   $B/mcc compile models/$m.json --target cuda --keep-logits --dp 2 -o devrun/bin/$m-cuda-dp2 2>/dev/null
+  $B/mcc compile models/$m.json --target cuda --keep-logits --dp 2 --overlap-grad-reduce --ddp-bucket-size 20000 \
+    -o devrun/bin/$m-cuda-dp2ov 2>/dev/null
   $B/mcc compile models/$m.json --target cuda --keep-logits --dp 2 --use-distributed-optimizer -o devrun/bin/$m-cuda-zero2 2>/dev/null
   # tensor parallel on 2 GPUs, against one GPU with the same (tp-divisible) vocabulary
   $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 -o devrun/bin/$m-cuda-v258 2>/dev/null
@@ -50,6 +52,8 @@ for c in gpt2-124M llama-1B; do
   gbs=$(python3 -c "import json; print(2 * json.load(open('bench/configs/$c.json'))['training']['micro_batch_size'])")
   $B/mcc compile bench/configs/$c.json --target cuda --dp 2 --global-batch-size $gbs -o devrun/bin/bench-$c-dp2 \
     2>devrun/bin/bench-$c-dp2.compile.log || cat devrun/bin/bench-$c-dp2.compile.log
+  $B/mcc compile bench/configs/$c.json --target cuda --dp 2 --global-batch-size $gbs --overlap-grad-reduce \
+    -o devrun/bin/bench-$c-dp2ov 2>devrun/bin/bench-$c-dp2ov.compile.log || cat devrun/bin/bench-$c-dp2ov.compile.log
 done
 # the attention tile sweep (device_run.sh's ATTN_SWEEP=1): its cubins compiled here, where no GPU
 # is needed (the driver stub satisfies the loader), and carried in devrun/cache

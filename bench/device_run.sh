@@ -37,6 +37,10 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && [ "${DP2_CHECK:-1}" != 0 ]; then
     timeout 120 devrun/bin/$m-cuda-zero2 --nproc-per-node 2 --data-path devrun/data/numerics_text_document --train-iters 10 \
       --eval-iters 0 --dump-dir /tmp/gpu-zero2-$m > "$O/$m-zero2.log" 2>&1; echo "$m zero2 exit $?"; tail -1 "$O/$m-zero2.log"
     python3 tests/compare_dumps.py --cpu /tmp/gpu-$m --gpu /tmp/gpu-zero2-$m 2>&1 | tail -3
+    # --overlap-grad-reduce: the buckets all-reduced inside the backward, on the comm stream
+    timeout 120 devrun/bin/$m-cuda-dp2ov --nproc-per-node 2 --data-path devrun/data/numerics_text_document --train-iters 10 \
+      --eval-iters 0 --dump-dir /tmp/gpu-dp2ov-$m > "$O/$m-dp2ov.log" 2>&1; echo "$m dp2 overlap exit $?"; tail -1 "$O/$m-dp2ov.log"
+    python3 tests/compare_dumps.py --cpu /tmp/gpu-$m --gpu /tmp/gpu-dp2ov-$m 2>&1 | tail -3
   done
 else
   echo "one GPU: skipped"
@@ -105,6 +109,9 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
     timeout 150 devrun/bin/bench-$c-dp2 --nproc-per-node 2 --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 \
       --log-interval 1 --eval-iters 0 > "$O/bench-$c-dp2.log" 2>&1
     echo "$c dp2 exit $?"; grep -E "first step|iter +25/" "$O/bench-$c-dp2.log"
+    timeout 150 devrun/bin/bench-$c-dp2ov --nproc-per-node 2 --data-path devrun/data/brown_text_document --split 100,0,0 \
+      --train-iters 25 --log-interval 1 --eval-iters 0 > "$O/bench-$c-dp2ov.log" 2>&1
+    echo "$c dp2 overlap exit $?"; grep -E "first step|iter +25/" "$O/bench-$c-dp2ov.log"
   done
 fi
 

@@ -57,6 +57,12 @@ if(MPI_C_FOUND)
        "tp2_dp2_zero_dropout:4:${_dropout} --tp 2 --dp 2 --use-distributed-optimizer"
        "tp2_sp_recompute_dropout:2:${_dropout} --tp 2 --sequence-parallel --recompute-granularity selective"
        "accum16_dropout:1:${_dropout} --micro-batch-size 1")
+  # Node-scale layouts (8 ranks, issue 6's), on a tiny model with 8 heads, 8 kv groups and a
+  # vocabulary that splits 8 ways, so tensor parallelism can reach 8.
+  set(_node "--num-attention-heads 8 --num-query-groups 8 --vocab-size 264 --micro-batch-size 2 --")
+  list(APPEND MCC_LAYOUTS "n8_tp8_sp:8:${_node} --tp 8 --sequence-parallel"
+       "n8_tp4_sp_dp2:8:${_node} --tp 4 --sequence-parallel --dp 2" "n8_tp2_dp4:8:${_node} --tp 2 --dp 4"
+       "n8_dp8_zero:8:${_node} --dp 8 --use-distributed-optimizer")
   foreach(model tiny-gpt2 tiny-llama)
     foreach(layout ${MCC_LAYOUTS})
       mcc_parse_layout(${layout})
