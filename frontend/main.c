@@ -19,7 +19,7 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage:\n"
-                 "  mcc compile SPEC.json [--<field> VALUE ...] -o OUT [--target cpu|cuda] [--gpu-memory GIB] [--keep-logits]\n"
+                 "  mcc compile SPEC.json [--<field> VALUE ...] -o OUT [--target cpu|cuda] [--gpu-memory GIB] [--keep-logits] [--memory-report]\n"
                  "  mcc ir SPEC.json [--<field> VALUE ...] [--after PASS] [--rank R]\n"
                  "  mcc ir --list-passes\n"
                  "  mcc data preprocess --input FILE --output-prefix PREFIX [--json-keys text] [--append-eod] [--workers N]\n"
@@ -52,7 +52,7 @@ static int fail(const char *msg)
 typedef struct {
     const char *out, *after, *target;
     int rank;
-    bool keep_logits;
+    bool keep_logits, memory_report;
     double gpu_memory_gib;
 } cli_opts;
 
@@ -69,6 +69,8 @@ static bool parse_opts(int argc, char **argv, const int *rest, int nrest, cli_op
             k++;
         } else if (!strcmp(flag, "--keep-logits")) {
             o->keep_logits = true;
+        } else if (!strcmp(flag, "--memory-report")) {
+            o->memory_report = true;
         } else if (!strcmp(flag, "--gpu-memory") && v) {
             char *end;
             o->gpu_memory_gib = strtod(v, &end);
@@ -199,6 +201,8 @@ static int cmd_compile(int argc, char **argv)
             return free_all(mods, r), 2;
     mcc_memory_breakdown mem = mcc_memory_of(mods[0]);
     mcc_memory_print(&mem, stderr);
+    if (o.memory_report)
+        mcc_memory_report(mods[0], stderr);
     if (!strcmp(o.target, "cuda") && !fits_gpu(&mem, o.gpu_memory_gib ? o.gpu_memory_gib : H200_GIB))
         return free_all(mods, tp), 2;
     char err[8192];

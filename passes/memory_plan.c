@@ -93,12 +93,11 @@ static int inplace_donor(const ir_func *f, const ir_instr *in, int i, const int 
     return -1;
 }
 
-static void plan_func(ir_func *f)
+/* Lifetimes: root[v], the value whose bytes v uses (-1: its own); last[v], the last instruction
+ * that reads v's bytes (through any view); inputs and outputs live to the end of the call. */
+static void lifetimes(const ir_func *f, int *root, int *last)
 {
-    int n = f->nvals;
-    int *root = malloc(sizeof(int) * (size_t)(n ? n : 1));
-    int *last = malloc(sizeof(int) * (size_t)(n ? n : 1));
-    for (int v = 0; v < n; v++) {
+    for (int v = 0; v < f->nvals; v++) {
         root[v] = -1;
         /* Inputs stay whole for the entire call: the host writes them before and may read them after. */
         last[v] = f->instrs[f->vals[v].def].op == IR_OP_INPUT ? f->ninstrs : f->vals[v].def;
@@ -113,6 +112,14 @@ static void plan_func(ir_func *f)
                 last[r] = end;
         }
     }
+}
+
+static void plan_func(ir_func *f)
+{
+    int n = f->nvals;
+    int *root = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    int *last = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    lifetimes(f, root, last);
     /* Ends grouped by instruction, so freeing is linear overall. */
     int *end_head = malloc(sizeof(int) * (size_t)(f->ninstrs + 1)), *end_next = malloc(sizeof(int) * (size_t)(n ? n : 1));
     for (int i = 0; i <= f->ninstrs; i++)
@@ -192,4 +199,65 @@ void mcc_memory_print(const mcc_memory_breakdown *b, FILE *out)
     fprintf(out, "  optimizer state   %10.3f GiB\n", b->optimizer_state / gib);
     fprintf(out, "  peak activations  %10.3f GiB\n", b->activations / gib);
     fprintf(out, "  total             %10.3f GiB\n", total / gib);
+}
+
+/* The arena values live across instruction i (made at or before it, read after it). */
+static bool live_at(const ir_func *f, const int *last, int v, int i)
+{
+    return f->vals[v].mem == IR_MEM_ARENA && f->vals[v].def <= i && (last[v] > i || f->vals[v].def == i);
+}
+
+/* bytes as GiB, MiB or KiB, whichever reads best */
+static const char *human_bytes(double bytes, char *buf, size_t len)
+{
+    const char *unit[] = {"KiB", "MiB", "GiB"};
+    int u = bytes >= 1 << 30 ? 2 : bytes >= 1 << 20 ? 1 : 0;
+    snprintf(buf, len, "%.3f %s", bytes / (double)(1ull << (10 * (u + 1))), unit[u]);
+    return buf;
+}
+
+void mcc_memory_report(const ir_module *m, FILE *out)
+{
+    const ir_func *f = NULL;
+    for (int k = 0; k < m->nfuncs; k++)
+        if (!f || m->funcs[k]->arena_bytes > f->arena_bytes)
+            f = m->funcs[k];
+    if (!f || !f->ninstrs)
+        return;
+    int n = f->nvals ? f->nvals : 1, peak = 0;
+    int *root = malloc(sizeof(int) * (size_t)n), *last = malloc(sizeof(int) * (size_t)n);
+    lifetimes(f, root, last);
+    int64_t best = -1;
+    for (int i = 0; i < f->ninstrs; i++) { /* quadratic, but only on request */
+        int64_t live = 0;
+        for (int v = 0; v < f->nvals; v++)
+            live += live_at(f, last, v, i) ? (int64_t)ir_bytes(&f->vals[v].type) : 0;
+        if (live > best)
+            best = live, peak = i;
+    }
+    double by_op[IR_NUM_OPS] = {0};
+    int count[IR_NUM_OPS] = {0};
+    for (int v = 0; v < f->nvals; v++)
+        if (live_at(f, last, v, peak)) {
+            ir_op op = f->instrs[f->vals[v].def].op;
+            by_op[op] += (double)ir_bytes(&f->vals[v].type);
+            count[op]++;
+        }
+    char live[32], arena[32], bytes[32];
+    fprintf(out, "peak activations: %s live in %s at instruction %d (%s), of its %s arena; by the op that made them:\n",
+            human_bytes((double)best, live, sizeof live), f->name, peak, ir_ops[f->instrs[peak].op].name,
+            human_bytes((double)f->arena_bytes, arena, sizeof arena));
+    for (int shown = 0; shown < 10; shown++) {
+        int top = -1;
+        for (int op = 0; op < IR_NUM_OPS; op++)
+            if (by_op[op] > 0 && (top < 0 || by_op[op] > by_op[top]))
+                top = op;
+        if (top < 0)
+            break;
+        fprintf(out, "  %-24s %12s  (%d values)\n", ir_ops[top].name, human_bytes(by_op[top], bytes, sizeof bytes),
+                count[top]);
+        by_op[top] = 0;
+    }
+    free(root);
+    free(last);
 }

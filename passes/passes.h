@@ -48,5 +48,8 @@ typedef struct {
 } mcc_memory_breakdown;
 mcc_memory_breakdown mcc_memory_of(const ir_module *m);
 void mcc_memory_print(const mcc_memory_breakdown *b, FILE *out);
+/* Where the activations peak (the function, the instruction) and what is live there, by the op
+ * that made each value: which ops recomputation or fusion would pay for (mcc compile --memory-report). */
+void mcc_memory_report(const ir_module *m, FILE *out);
 
 #endif
