@@ -32,27 +32,58 @@ static bool reduce_scatter_grad(ir_module *m, ir_func *f, int grad, char *err, s
     return true;
 }
 
-/* Gradients, in declaration order, in buckets of at least ddp_bucket_size elements (Megatron's
- * --ddp-bucket-size; default 40M): one all_reduce_inplace per bucket, which the runtime issues as
- * one collective (the globals of a bucket lie back to back: runtime/program.c). */
-static void all_reduce_buckets(ir_module *m, ir_func *f)
+/* Splits grads[n] (gradient globals, in the order they are to be reduced) into buckets of at least
+ * ddp_bucket_size elements (Megatron's --ddp-bucket-size; default 40M), the last one whatever is
+ * left: bucket b is grads[end[b-1], end[b]). Returns the number of buckets. */
+static int fill_buckets(ir_module *m, const int *grads, int n, int *end)
 {
     long long bucket = ir_config_int(m, "ddp_bucket_size", 40000000), filled = 0;
-    double attrs[2] = {IR_AXIS_DP, 0}; /* after the backward: nothing to overlap */
-    int *refs = malloc(sizeof(int) * (size_t)(m->nglobals + 1)), n = 0;
-    for (int g = 0; g < m->nglobals; g++) {
-        if (m->globals[g].kind != IR_GLOBAL_GRAD)
-            continue;
-        refs[n++] = ir_global_ref(m, f, m->globals[g].name);
-        filled += (long long)ir_numel(&m->globals[g].type);
-        if (filled >= bucket) {
-            ir_emit(m, f, IR_OP_ALL_REDUCE_INPLACE, refs, n, attrs, NULL, NULL);
-            n = 0, filled = 0;
-        }
+    int nb = 0;
+    for (int k = 0; k < n; k++) {
+        filled += (long long)ir_numel(&m->globals[grads[k]].type);
+        if (filled >= bucket || k == n - 1)
+            end[nb++] = k + 1, filled = 0;
     }
-    if (n)
-        ir_emit(m, f, IR_OP_ALL_REDUCE_INPLACE, refs, n, attrs, NULL, NULL);
-    free(refs);
+    return nb;
+}
+
+static int bucket_first(const int *end, int b) { return b ? end[b - 1] : 0; }
+
+static int by_index(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+/* One all_reduce_inplace of gradient globals grads[n] in f, listed in declaration order, in which
+ * they lie back to back in memory (runtime/program.c), so the runtime reduces them with one
+ * collective. overlap: the computation after it need not wait for it. */
+static void emit_bucket(ir_module *m, ir_func *f, const int *grads, int n, bool overlap)
+{
+    int members[n], refs[n];
+    memcpy(members, grads, sizeof members);
+    qsort(members, (size_t)n, sizeof(int), by_index);
+    for (int k = 0; k < n; k++)
+        refs[k] = ir_global_ref(m, f, m->globals[members[k]].name);
+    double attrs[2] = {IR_AXIS_DP, overlap};
+    ir_emit(m, f, IR_OP_ALL_REDUCE_INPLACE, refs, n, attrs, NULL, NULL);
+}
+
+/* The gradient globals of m, in declaration order; *n their count. */
+static int *gradient_globals(const ir_module *m, int *n)
+{
+    int *grads = malloc(sizeof(int) * (size_t)(m->nglobals + 1));
+    *n = 0;
+    for (int g = 0; g < m->nglobals; g++)
+        if (m->globals[g].kind == IR_GLOBAL_GRAD)
+            grads[(*n)++] = g;
+    return grads;
+}
+
+/* reduce_grads: every bucket, after the backward */
+static void all_reduce_buckets(ir_module *m, ir_func *f)
+{
+    int n, *grads = gradient_globals(m, &n), *end = malloc(sizeof(int) * (size_t)(n + 1));
+    for (int b = 0, nb = fill_buckets(m, grads, n, end); b < nb; b++)
+        emit_bucket(m, f, grads + bucket_first(end, b), end[b] - bucket_first(end, b), false);
+    free(grads);
+    free(end);
 }
 
 /* Gradient global g's position in the order micro_step finishes them: the index of its last
@@ -77,51 +108,32 @@ static int by_key(const void *a, const void *b)
     int x = sort_key[*(const int *)a], y = sort_key[*(const int *)b];
     return x < y ? -1 : x > y;
 }
-static int by_index(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
 /* --overlap-grad-reduce (one micro-batch per step): no reduce_grads; micro_step all-reduces each
- * bucket right after the backward finishes its last gradient, so on the GPU (where collectives
- * run on their own stream) the reduction overlaps the rest of the backward. Buckets fill in the
- * order the gradients become final (the last layer's first); a bucket lists its gradients in
- * declaration order, in which they lie back to back in memory. */
+ * bucket right after the backward finishes its last gradient, so on the GPU (where these
+ * collectives run on their own stream) the reduction overlaps the rest of the backward. Buckets
+ * fill in the order the gradients become final (the last layer's first). */
 static void overlap_buckets(ir_module *m)
 {
     int fi = ir_func_index(m, "micro_step");
     const ir_func *src = m->funcs[fi];
-    int *last = final_writes(m, src), *grads = malloc(sizeof(int) * (size_t)(m->nglobals + 1)), n = 0;
-    for (int g = 0; g < m->nglobals; g++)
-        if (m->globals[g].kind == IR_GLOBAL_GRAD)
-            grads[n++] = g;
+    int n, *grads = gradient_globals(m, &n), *last = final_writes(m, src), *end = malloc(sizeof(int) * (size_t)(n + 1));
     sort_key = last;
     qsort(grads, (size_t)n, sizeof(int), by_key);
+    int nb = fill_buckets(m, grads, n, end), b = 0;
     ir_func *dst = ir_func_new(m, "micro_step");
-    int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1)), next = 0;
-    long long bucket = ir_config_int(m, "ddp_bucket_size", 40000000);
-    double attrs[2] = {IR_AXIS_DP, 1}; /* overlap: the rest of the backward goes on */
-    for (int i = 0; i <= src->ninstrs; i++) {
-        if (i < src->ninstrs)
-            ir_copy_instr(m, dst, src, &src->instrs[i], map);
-        /* every bucket that is full, or holds the last gradients, and is final after instruction i */
-        while (next < n && (last[grads[next]] <= i || i == src->ninstrs)) {
-            int first = next;
-            long long filled = 0;
-            while (next < n && (last[grads[next]] <= i || i == src->ninstrs) && filled < bucket)
-                filled += (long long)ir_numel(&m->globals[grads[next++]].type);
-            if (filled < bucket && next < n && i < src->ninstrs) { /* not full: wait for more gradients */
-                next = first;
-                break;
-            }
-            int members[next - first], refs[next - first];
-            memcpy(members, &grads[first], sizeof members);
-            qsort(members, (size_t)(next - first), sizeof(int), by_index);
-            for (int k = 0; k < next - first; k++)
-                refs[k] = ir_global_ref(m, dst, m->globals[members[k]].name);
-            ir_emit(m, dst, IR_OP_ALL_REDUCE_INPLACE, refs, next - first, attrs, NULL, NULL);
-        }
+    int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
+    for (int i = 0; i < src->ninstrs; i++) {
+        ir_copy_instr(m, dst, src, &src->instrs[i], map);
+        for (; b < nb && last[grads[end[b] - 1]] <= i; b++) /* its last gradient is final */
+            emit_bucket(m, dst, grads + bucket_first(end, b), end[b] - bucket_first(end, b), true);
     }
+    for (; b < nb; b++) /* gradients micro_step never writes */
+        emit_bucket(m, dst, grads + bucket_first(end, b), end[b] - bucket_first(end, b), true);
     ir_func_replace(m, fi, dst);
     free(last);
     free(grads);
+    free(end);
     free(map);
 }
 

@@ -227,14 +227,20 @@ void mcc_memory_report(const ir_module *m, FILE *out)
     int n = f->nvals ? f->nvals : 1, peak = 0;
     int *root = malloc(sizeof(int) * (size_t)n), *last = malloc(sizeof(int) * (size_t)n);
     lifetimes(f, root, last);
-    int64_t best = -1;
-    for (int i = 0; i < f->ninstrs; i++) { /* quadratic, but only on request */
-        int64_t live = 0;
-        for (int v = 0; v < f->nvals; v++)
-            live += live_at(f, last, v, i) ? (int64_t)ir_bytes(&f->vals[v].type) : 0;
+    /* live_at as intervals [def, max(def, last - 1)]: their bytes start and stop in one sweep */
+    int64_t *delta = calloc((size_t)f->ninstrs + 1, sizeof(int64_t)), best = -1, live = 0;
+    for (int v = 0; v < f->nvals; v++)
+        if (f->vals[v].mem == IR_MEM_ARENA) {
+            int def = f->vals[v].def, stop = last[v] > def ? last[v] : def + 1;
+            delta[def] += (int64_t)ir_bytes(&f->vals[v].type);
+            delta[stop < f->ninstrs ? stop : f->ninstrs] -= (int64_t)ir_bytes(&f->vals[v].type);
+        }
+    for (int i = 0; i < f->ninstrs; i++) {
+        live += delta[i];
         if (live > best)
             best = live, peak = i;
     }
+    free(delta);
     double by_op[IR_NUM_OPS] = {0};
     int count[IR_NUM_OPS] = {0};
     for (int v = 0; v < f->nvals; v++)
@@ -243,9 +249,9 @@ void mcc_memory_report(const ir_module *m, FILE *out)
             by_op[op] += (double)ir_bytes(&f->vals[v].type);
             count[op]++;
         }
-    char live[32], arena[32], bytes[32];
+    char live_text[32], arena[32], bytes[32];
     fprintf(out, "peak activations: %s live in %s at instruction %d (%s), of its %s arena; by the op that made them:\n",
-            human_bytes((double)best, live, sizeof live), f->name, peak, ir_ops[f->instrs[peak].op].name,
+            human_bytes((double)best, live_text, sizeof live_text), f->name, peak, ir_ops[f->instrs[peak].op].name,
             human_bytes((double)f->arena_bytes, arena, sizeof arena));
     for (int shown = 0; shown < 10; shown++) {
         int top = -1;
