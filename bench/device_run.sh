@@ -96,7 +96,7 @@ for c in ${RECOMPUTE_CONFIGS-}; do
 done
 # per-op GPU time (eager, an event pair around every instruction): where a step's time goes
 for c in ${PROFILE_CONFIGS-}; do
-  MCC_PROFILE=1 timeout 150 devrun/bin/bench-$c --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 4 --log-interval 1 --eval-iters 0 > "$O/profile-$c.log" 2>&1
+  MCC_PROFILE=1 timeout 150 devrun/bin/bench-$c --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 --log-interval 1 --eval-iters 0 > "$O/profile-$c.log" 2>&1
   echo "$c profile exit $?"; grep -A40 "GPU time by op" "$O/profile-$c.log" | head -60
 done
 section "benchmark: PyTorch baseline"

@@ -202,6 +202,27 @@ bool ir_infer_matmul_bias(const ir_module *m, const ir_instr *in, const ir_type 
     return true;
 }
 
+bool ir_infer_matmul_bias_gelu(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                               size_t len)
+{
+    if (!ir_infer_matmul_bias(m, in, a, r, err, len))
+        return false;
+    r[1] = r[0];
+    return true;
+}
+
+bool ir_infer_matmul_dgelu_bgrad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                                 size_t len)
+{
+    if (!ir_infer_matmul(m, in, a, r, err, len))
+        return false;
+    if (!same_shape(&a[2], &r[0]) || a[2].dtype != r[0].dtype)
+        return fail(err, len, "gelu input %s does not match the matmul's %s", tstr(&a[2]), tstr(&r[0]));
+    int64_t n = last_dim(&r[0]);
+    r[1] = ir_tensor(r[0].dtype, 1, &n);
+    return true;
+}
+
 bool ir_infer_sum_rows(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     int64_t n = last_dim(&a[0]);

@@ -7,7 +7,12 @@
  *   - an adamw followed by the copy that refreshes its parameter's working copy becomes one
  *     adamw that writes the copy too (the updated parameter is not read back);
  *   - a cross_entropy and the cross_entropy_grad of the same logits (with a constant dloss, the
- *     loss seed) become one cross_entropy_with_grad: the logits are read once for both.
+ *     loss seed) become one cross_entropy_with_grad: the logits are read once for both;
+ *   - a matmul_bias (as above) and the gelu of its result become one matmul_bias_gelu, which
+ *     also keeps the pre-activation for the backward (cuBLASLt's GELU_AUX_BIAS epilogue);
+ *   - a matmul whose only use is a gelu_grad, and the sum_rows of that gradient (the bias
+ *     gradient) become one matmul_dgelu_bgrad (the DGELU_BGRAD epilogue): the product is never
+ *     stored and the gradient is read once, by the next GEMMs.
  * Rewrites every function into a new one; the fused op sits where its consumer was, where all
  * its operands exist. */
 #include "passes.h"
@@ -21,7 +26,33 @@ typedef struct {
                                        instruction folded into it, or -1 */
     int *folded_copy;               /* per source adamw: the copy instruction folded into it, or -1 */
     int *folded_ce_grad;            /* per source cross_entropy: the cross_entropy_grad folded into it, or -1 */
+    int *folded_gelu;               /* per source bias_add fused with its matmul: the gelu of its result folded
+                                       into it, or -1 */
+    int *folded_dgelu;              /* per source matmul: the gelu_grad of its product folded into it, or -1 */
+    int *folded_bgrad;              /* per source matmul with folded_dgelu: the sum_rows of that gradient */
 } fusion_plan;
+
+/* The first instruction after i of op `op` whose operand `arg` is value v, or -1. */
+static int first_use_after(const ir_func *f, int i, ir_op op, int arg, int v)
+{
+    for (int j = i + 1; j < f->ninstrs; j++)
+        if (f->instrs[j].op == op && f->instrs[j].nargs > arg && f->instrs[j].args[arg] == v)
+            return j;
+    return -1;
+}
+
+/* Matmul instruction i's product: read only by a gelu_grad whose gradient is summed by a sum_rows?
+ * Then sets that pair as folded into i. */
+static void plan_dgelu(const ir_func *f, fusion_plan *fp, int i)
+{
+    int product = f->instrs[i].res[0];
+    if (fp->uses[product] != 1)
+        return;
+    int grad = first_use_after(f, i, IR_OP_GELU_GRAD, 0, product);
+    int bgrad = grad >= 0 ? first_use_after(f, grad, IR_OP_SUM_ROWS, 0, f->instrs[grad].res[0]) : -1;
+    if (bgrad >= 0)
+        fp->folded_dgelu[i] = grad, fp->folded_bgrad[i] = bgrad;
+}
 
 /* The cross_entropy_grad of cross_entropy instruction i's logits and targets whose dloss is a
  * fill (a constant the fused op can take where the loss is computed), or -1. */
@@ -106,6 +137,17 @@ static void plan_fusions(const ir_func *f, fusion_plan *fp)
         if (k >= 0)
             fp->folded_copy[k] = j;
     }
+    fp->folded_gelu = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
+    fp->folded_dgelu = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
+    fp->folded_bgrad = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
+    for (int i = 0; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        fp->folded_gelu[i] = fp->folded_dgelu[i] = fp->folded_bgrad[i] = -1;
+        if (in->op == IR_OP_BIAS_ADD && fp->fused_matmul[i] >= 0)
+            fp->folded_gelu[i] = first_use_after(f, i, IR_OP_GELU, 0, in->res[0]);
+        else if (in->op == IR_OP_MATMUL)
+            plan_dgelu(f, fp, i);
+    }
 }
 
 static void fuse_func(ir_module *m, int fi)
@@ -121,6 +163,10 @@ static void fuse_func(ir_module *m, int fi)
             skip[fp.fused_matmul[i]] = true;
         if (fp.folded_copy[i] >= 0)
             skip[fp.folded_copy[i]] = true;
+        if (fp.folded_gelu[i] >= 0)
+            skip[fp.folded_gelu[i]] = true;
+        if (fp.folded_dgelu[i] >= 0)
+            skip[fp.folded_dgelu[i]] = skip[fp.folded_bgrad[i]] = true;
         if (fp.folded_ce_grad[i] >= 0) {
             int seed = src->instrs[fp.folded_ce_grad[i]].args[0];
             skip[fp.folded_ce_grad[i]] = true;
@@ -133,9 +179,21 @@ static void fuse_func(ir_module *m, int fi)
             continue;
         int r;
         const ir_instr *mm = fp.fused_matmul[i] >= 0 ? &src->instrs[fp.fused_matmul[i]] : NULL;
-        if (mm && in->op == IR_OP_BIAS_ADD) {
+        if (mm && in->op == IR_OP_BIAS_ADD && fp.folded_gelu[i] >= 0) {
+            int fused[3] = {map[mm->args[0]], map[mm->args[1]], map[in->args[1]]};
+            int y = ir_emit(m, dst, IR_OP_MATMUL_BIAS_GELU, fused, 3, mm->attr, NULL, NULL);
+            map[src->instrs[fp.folded_gelu[i]].res[0]] = y;
+            r = y + 1; /* the pre-activation, the bias_add's result */
+        } else if (mm && in->op == IR_OP_BIAS_ADD) {
             int fused[3] = {map[mm->args[0]], map[mm->args[1]], map[in->args[1]]};
             r = ir_emit(m, dst, IR_OP_MATMUL_BIAS, fused, 3, mm->attr, NULL, NULL);
+        } else if (fp.folded_dgelu[i] >= 0) {
+            const ir_instr *grad = &src->instrs[fp.folded_dgelu[i]];
+            int fused[3] = {map[in->args[0]], map[in->args[1]], map[grad->args[1]]};
+            int d = ir_emit(m, dst, IR_OP_MATMUL_DGELU_BGRAD, fused, 3, in->attr, NULL, NULL);
+            map[grad->res[0]] = d;
+            map[src->instrs[fp.folded_bgrad[i]].res[0]] = d + 1;
+            continue; /* the matmul's own product is never read */
         } else if (mm && in->op == IR_OP_ACCUMULATE) {
             int fused[3] = {map[in->args[0]], map[mm->args[0]], map[mm->args[1]]};
             r = ir_emit(m, dst, IR_OP_MATMUL_ACCUMULATE, fused, 3, mm->attr, NULL, NULL);
@@ -166,6 +224,9 @@ static void fuse_func(ir_module *m, int fi)
     free(fp.fused_matmul);
     free(fp.folded_copy);
     free(fp.folded_ce_grad);
+    free(fp.folded_gelu);
+    free(fp.folded_dgelu);
+    free(fp.folded_bgrad);
     ir_func_replace(m, fi, dst);
 }
 

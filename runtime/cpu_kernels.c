@@ -237,6 +237,38 @@ void cpu_MATMUL_BIAS(const rt_kernel_call *c)
             r[i * N + j] += b[j];
 }
 
+/* (a, b, bias) -> (gelu(p), p), p = matmul_bias(a, b, bias) */
+void cpu_MATMUL_BIAS_GELU(const rt_kernel_call *c)
+{
+    void *pre[1] = {c->res[1]};
+    rt_kernel_call mm = *c;
+    mm.nres = 1, mm.res = pre, mm.res_types = &c->res_types[1];
+    cpu_MATMUL_BIAS(&mm);
+    void *gelu_args[1] = {c->res[1]};
+    rt_kernel_call g = *c;
+    g.nargs = 1, g.args = gelu_args, g.arg_types = &c->res_types[1], g.nres = 1;
+    cpu_GELU(&g);
+}
+
+/* (a, b, x) -> (d, sum_rows(d)), d = gelu_grad(matmul(a, b), x): the product is d's own bytes */
+void cpu_MATMUL_DGELU_BGRAD(const rt_kernel_call *c)
+{
+    rt_kernel_call mm = *c;
+    mm.nargs = 2, mm.nres = 1;
+    cpu_MATMUL(&mm);
+    void *grad_args[2] = {c->res[0], c->args[2]};
+    const ir_type *grad_types[2] = {c->res_types[0], c->arg_types[2]};
+    rt_kernel_call g = *c;
+    g.nargs = 2, g.args = grad_args, g.arg_types = grad_types, g.nres = 1;
+    cpu_GELU_GRAD(&g); /* in place: dy and r are the same elements */
+    void *sum_args[1] = {c->res[0]};
+    void *sum_res[1] = {c->res[1]};
+    rt_kernel_call s = *c;
+    s.nargs = 1, s.args = sum_args, s.arg_types = c->res_types, s.nres = 1, s.res = sum_res,
+    s.res_types = &c->res_types[1];
+    cpu_SUM_ROWS(&s);
+}
+
 /* x[R,N] -> [N], accumulated in double so long reductions keep fp32 accuracy */
 void cpu_SUM_ROWS(const rt_kernel_call *c)
 {

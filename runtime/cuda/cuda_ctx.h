@@ -28,6 +28,8 @@ CUstream rt_cuda_stream(const rt_cuda_ctx *cx);
  * device does at the end of every function, so no function sees a collective in flight). */
 CUstream rt_cuda_comm_fork(rt_cuda_ctx *cx);
 void rt_cuda_comm_join(rt_cuda_ctx *cx);
+/* Whether work forked to the comm stream may still be running (not yet joined). */
+bool rt_cuda_comm_in_flight(const rt_cuda_ctx *cx);
 /* Copies the cubin's __device__ constant `name` (exactly `bytes`) to host; false if it has none.
  * The first read of a name is a synchronous copy (so it must come before any graph capture, as
  * a function's first, eager call does); later reads come from the context's cache. */

@@ -3,7 +3,10 @@
  * a row-major C[M,N] = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T.
  * matmul_bias adds its bias in the GEMM's epilogue: a bias per row of the column-major C^T is
  * one per column N of our C. matmul_accumulate adds the product into its destination (beta = 1),
- * which may be f32 while A and B are bf16 (a weight gradient's accumulator). */
+ * which may be f32 while A and B are bf16 (a weight gradient's accumulator). matmul_bias_gelu
+ * and matmul_dgelu_bgrad are the GELU_AUX_BIAS and DGELU_BGRAD epilogues, whose aux matrix is
+ * the pre-activation (written, or read) with the output's layout; where cuBLASLt has no algorithm
+ * for one, the GEMM runs plain and the op's kernels (gelu, gelu_grad, sum_rows) follow it. */
 #include "cuda_ctx.h"
 
 #include <cublasLt.h>
@@ -15,11 +18,14 @@
 
 typedef struct {
     int64_t m, n, k;
-    bool ta, tb, bias;
+    bool ta, tb;
+    cublasLtEpilogue_t epilogue;
     ir_dtype dt, cdt;               /* of A and B; of C and D */
+    int sms;                        /* SMs the algorithm may use (0: all) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
+    bool found;                     /* false: cuBLASLt has no algorithm for this epilogue */
 } matmul_plan;
 
 static cublasLtHandle_t lt;
@@ -32,12 +38,24 @@ static const char *lt_status_name(int s) { return cublasLtGetStatusName((cublasS
 
 static cudaDataType_t cuda_type(ir_dtype dt) { return dt == IR_BF16 ? CUDA_R_16BF : dt == IR_F16 ? CUDA_R_16F : CUDA_R_32F; }
 
-static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, bool bias, ir_dtype dt, ir_dtype cdt)
+static bool epilogue_has_bias(cublasLtEpilogue_t e)
+{
+    return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+}
+static bool epilogue_has_aux(cublasLtEpilogue_t e)
+{
+    return e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+}
+
+/* The plan of a GEMM shape and epilogue: its algorithm, or found = false when cuBLASLt has none
+ * (only for epilogues beyond BIAS, whose ops have a fallback; a plain GEMM without one exits). */
+static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, cublasLtEpilogue_t epilogue, ir_dtype dt,
+                             ir_dtype cdt, int sms)
 {
     for (int i = 0; i < nplans; i++) {
         matmul_plan *p = &plans[i];
-        if (p->m == m && p->n == n && p->k == k && p->ta == ta && p->tb == tb && p->bias == bias && p->dt == dt &&
-            p->cdt == cdt)
+        if (p->m == m && p->n == n && p->k == k && p->ta == ta && p->tb == tb && p->epilogue == epilogue &&
+            p->dt == dt && p->cdt == cdt && p->sms == sms)
             return p;
     }
     if (!lt) {
@@ -49,16 +67,23 @@ static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, 
         plans = realloc(plans, sizeof(matmul_plan) * (size_t)cap_plans);
     }
     matmul_plan *p = &plans[nplans];
-    *p = (matmul_plan){.m = m, .n = n, .k = k, .ta = ta, .tb = tb, .bias = bias, .dt = dt, .cdt = cdt};
+    *p = (matmul_plan){.m = m, .n = n, .k = k, .ta = ta, .tb = tb, .epilogue = epilogue, .dt = dt, .cdt = cdt, .sms = sms};
     cudaDataType_t t = cuda_type(dt);
     LT_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    if (bias) {
-        cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    if (sms)
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms));
+    if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-        LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof t));
+    if (epilogue_has_bias(epilogue)) {
+        cudaDataType_t bt = cuda_type(cdt); /* the bias, or its gradient, in the output's dtype */
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    }
+    if (epilogue_has_aux(epilogue)) { /* the pre-activation, laid out as C^T: leading dimension n */
+        int64_t ld = n;
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
     }
     /* cuBLASLt's A is our B: stored (n x k) or, transposed, (k x n) column-major; its B is our A. */
     LT_CHECK(cublasLtMatrixLayoutCreate(&p->a, t, tb ? k : n, tb ? n : k, tb ? k : n));
@@ -70,20 +95,50 @@ static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, 
     LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     cublasLtMatmulHeuristicResult_t result;
     int found = 0;
-    LT_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found));
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
     cublasLtMatmulPreferenceDestroy(pref);
+    if (epilogue_has_aux(epilogue) && (st != CUBLAS_STATUS_SUCCESS || !found)) {
+        p->found = false; /* the op's fallback runs */
+        return &plans[nplans++];
+    }
+    LT_CHECK(st);
     if (!found) {
         fprintf(stderr, "train_rank: cuBLASLt has no algorithm for a %lldx%lldx%lld %s matmul (ta=%d tb=%d)\n",
                 (long long)m, (long long)n, (long long)k, ir_dtype_name(dt), ta, tb);
         exit(1);
     }
     p->algo = result.algo;
+    p->found = true;
     return &plans[nplans++];
 }
 
-/* out (of out_type) := op(a) op(b) [+ bias] + beta out, with a, b the call's operands `first` and
- * `first` + 1, flattened to 2-D [prod(leading), last]; see ops.def. */
-static void gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, const void *bias, void *out,
+/* SMs left to a GEMM while a collective may run beside it on the comm stream (0: all). Hopper's
+ * GEMMs are persistent, one CTA per SM: one that starts while NCCL holds some SMs runs its last
+ * CTAs as a second wave and takes up to twice as long, which cancels the overlap. With
+ * MCC_OVERLAP_GEMM_SMS = N those GEMMs are planned for N SMs, and NCCL_MAX_CTAS caps NCCL's. */
+static int overlap_gemm_sms(void)
+{
+    static int sms = -1;
+    if (sms < 0) {
+        const char *e = getenv("MCC_OVERLAP_GEMM_SMS");
+        sms = e ? atoi(e) : 0;
+    }
+    return sms;
+}
+
+/* What a GEMM's epilogue does beyond writing op(a) op(b): see plan_for. */
+typedef struct {
+    cublasLtEpilogue_t kind;
+    const void *bias;               /* BIAS, GELU_AUX_BIAS: the bias; DGELU_BGRAD: the bias gradient (written) */
+    const void *aux;                /* GELU_AUX_BIAS: the pre-activation (written); DGELU_BGRAD: (read) */
+} gemm_epilogue;
+
+static const gemm_epilogue NO_EPILOGUE = {CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL};
+
+/* out (of out_type) := epilogue(op(a) op(b) + beta out), with a, b the call's operands `first` and
+ * `first` + 1, flattened to 2-D [prod(leading), last]; see ops.def. false: cuBLASLt has no
+ * algorithm for this epilogue, and nothing ran. */
+static bool gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, gemm_epilogue ep, void *out,
                  const ir_type *out_type, float beta)
 {
     const ir_type *at = c->arg_types[first], *bt = c->arg_types[first + 1];
@@ -91,22 +146,63 @@ static void gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, const void
     int64_t ak = at->dims[at->ndim - 1], am = ir_numel(at) / ak;
     int64_t bn = bt->dims[bt->ndim - 1], bk = ir_numel(bt) / bn;
     int64_t m = ta ? ak : am, k = ta ? am : ak, n = tb ? bk : bn;
-    matmul_plan *p = plan_for(m, n, k, ta, tb, bias != NULL, at->dtype, out_type->dtype);
-    if (bias) /* the plan is shared by every matmul of this shape: its bias is set per call */
-        LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
+    matmul_plan *p = plan_for(m, n, k, ta, tb, ep.kind, at->dtype, out_type->dtype, sms);
+    if (!p->found)
+        return false;
+    /* the plan is shared by every matmul of this shape: its pointers are set per call */
+    if (epilogue_has_bias(ep.kind))
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ep.bias, sizeof ep.bias));
+    if (epilogue_has_aux(ep.kind))
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ep.aux,
+                                                sizeof ep.aux));
     const float one = 1.0f;
     LT_CHECK(cublasLtMatmul(lt, p->desc, &one, c->args[first + 1], p->a, c->args[first], p->b, &beta, out, p->c, out,
                             p->c, &p->algo, workspace, WORKSPACE_BYTES, (cudaStream_t)rt_cuda_stream(cx)));
+    return true;
 }
 
-void cuda_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c) { gemm(cx, c, 0, NULL, c->res[0], c->res_types[0], 0.0f); }
+void cuda_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c) { gemm(cx, c, 0, NO_EPILOGUE, c->res[0], c->res_types[0], 0.0f); }
 
 void cuda_MATMUL_BIAS(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    gemm(cx, c, 0, c->args[2], c->res[0], c->res_types[0], 0.0f);
+    gemm(cx, c, 0, (gemm_epilogue){CUBLASLT_EPILOGUE_BIAS, c->args[2], NULL}, c->res[0], c->res_types[0], 0.0f);
 }
 
 void cuda_MATMUL_ACCUMULATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    gemm(cx, c, 1, NULL, c->args[0], c->arg_types[0], 1.0f);
+    gemm(cx, c, 1, NO_EPILOGUE, c->args[0], c->arg_types[0], 1.0f);
+}
+
+/* (a, b, bias) -> (y = gelu(p), p) */
+void cuda_MATMUL_BIAS_GELU(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    gemm_epilogue ep = {CUBLASLT_EPILOGUE_GELU_AUX_BIAS, c->args[2], c->res[1]};
+    if (gemm(cx, c, 0, ep, c->res[0], c->res_types[0], 0.0f))
+        return;
+    /* fallback: p = matmul_bias(a, b, bias), then y = gelu(p) */
+    gemm(cx, c, 0, (gemm_epilogue){CUBLASLT_EPILOGUE_BIAS, c->args[2], NULL}, c->res[1], c->res_types[1], 0.0f);
+    void *gelu_args[1] = {c->res[1]};
+    rt_kernel_call g = *c;
+    g.nargs = 1, g.args = gelu_args, g.arg_types = &c->res_types[1], g.nres = 1;
+    cuda_GELU(cx, &g);
+}
+
+/* (a, b, x) -> (d = gelu_grad(matmul(a, b), x), sum_rows(d)) */
+void cuda_MATMUL_DGELU_BGRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    gemm_epilogue ep = {CUBLASLT_EPILOGUE_DGELU_BGRAD, c->res[1], c->args[2]};
+    if (gemm(cx, c, 0, ep, c->res[0], c->res_types[0], 0.0f))
+        return;
+    /* fallback: d = matmul(a, b), then gelu_grad in place, then sum_rows */
+    gemm(cx, c, 0, NO_EPILOGUE, c->res[0], c->res_types[0], 0.0f);
+    void *grad_args[2] = {c->res[0], c->args[2]};
+    const ir_type *grad_types[2] = {c->res_types[0], c->arg_types[2]};
+    rt_kernel_call g = *c;
+    g.nargs = 2, g.args = grad_args, g.arg_types = grad_types, g.nres = 1;
+    cuda_GELU_GRAD(cx, &g);
+    void *sum_args[1] = {c->res[0]}, *sum_res[1] = {c->res[1]};
+    rt_kernel_call s = *c;
+    s.nargs = 1, s.args = sum_args, s.arg_types = c->res_types, s.nres = 1, s.res = sum_res, s.res_types = &c->res_types[1];
+    cuda_SUM_ROWS(cx, &s);
 }
