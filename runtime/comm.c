@@ -345,6 +345,18 @@ void rt_reduce_scatter(rt_comm *c, const void *send, void *recv, size_t count, i
     c->ops->reduce_scatter(c, send, recv, count, dt, op, stream);
 }
 
+void rt_comm_group_begin(rt_comm *c)
+{
+    if (c->ops->group_begin)
+        c->ops->group_begin(c);
+}
+
+void rt_comm_group_end(rt_comm *c, void *stream)
+{
+    if (c->ops->group_end)
+        c->ops->group_end(c, stream);
+}
+
 void rt_broadcast(rt_comm *c, void *buf, size_t count, ir_dtype dt, int root, void *stream)
 {
     if (root < 0 || root >= c->size)

@@ -95,6 +95,10 @@ void rt_reduce_scatter(rt_comm *c, const void *send, void *recv, size_t count, i
                        void *stream);
 /* buf[count] of member `root` is copied to every member. */
 void rt_broadcast(rt_comm *c, void *buf, size_t count, ir_dtype dt, int root, void *stream);
+/* The collectives on c between these two calls are launched together, as one (NCCL), on
+ * `stream`; each of them still names its own buffers. */
+void rt_comm_group_begin(rt_comm *c);
+void rt_comm_group_end(rt_comm *c, void *stream);
 /* Returns when every member has entered (NCCL: and all enqueued work of this rank is done). */
 void rt_barrier(rt_comm *c);
 

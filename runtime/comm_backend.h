@@ -17,6 +17,10 @@ typedef struct {
     /* Fills out->impl, rank, size and world_ranks (room for c->size) for this rank's new group. */
     void (*split)(rt_comm *c, int color, int key, rt_comm *out);
     void (*free)(rt_comm *c);
+    /* Collectives between group_begin and group_end go out as one launch (NCCL's group calls);
+     * NULL where each collective runs at once (MPI). */
+    void (*group_begin)(rt_comm *c);
+    void (*group_end)(rt_comm *c, void *stream);
 } rt_comm_ops;
 
 struct rt_comm {

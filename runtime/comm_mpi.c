@@ -304,7 +304,7 @@ static void mpi_free(rt_comm *c)
 }
 
 static const rt_comm_ops mpi_ops = {mpi_all_reduce, mpi_all_gather, mpi_reduce_scatter, mpi_broadcast,
-                                    mpi_barrier, mpi_split, mpi_free};
+                                    mpi_barrier, mpi_split, mpi_free, NULL, NULL};
 
 rt_comm *rt_comm_world_mpi(const rt_rank_env *e, char *err, size_t errlen)
 {

@@ -81,7 +81,8 @@ static void copy_rows(rt_cuda_ctx *cx, void *dst, size_t dpitch, const void *src
 
 /* Batch row b of the whole x[B,T,R] is one contiguous [T,R], and its rank slices [T/n,R] lie in
  * rank order inside it, while row b of a slice r[B,T/n,R] is contiguous too: so one collective
- * per batch row moves the data in place, with no regrouping copies and no scratch. */
+ * per batch row moves the data in place, with no regrouping copies and no scratch; the rows'
+ * collectives form one NCCL group, launched as one. */
 
 /* x[B,T/n,R] -> r[B,T,R] */
 void cuda_ALL_GATHER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
@@ -94,9 +95,11 @@ void cuda_ALL_GATHER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
         return;
     }
     size_t n = (size_t)rt_comm_size(comm);
+    rt_comm_group_begin(comm);
     for (size_t b = 0; b < B; b++)
         rt_all_gather(comm, (const char *)c->args[0] + b * slab, (char *)c->res[0] + b * slab * n, slab,
                       IR_FP8E4M3 /* a 1-byte type: bytes */, rt_cuda_stream(cx));
+    rt_comm_group_end(comm, rt_cuda_stream(cx));
 }
 
 /* x[B,T,R] partial -> r[B,T/n,R]: this rank's slice of the sum */
@@ -110,9 +113,11 @@ void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
         return;
     }
     size_t n = (size_t)rt_comm_size(comm);
+    rt_comm_group_begin(comm);
     for (size_t b = 0; b < B; b++)
         rt_reduce_scatter(comm, (const char *)c->args[0] + b * slab * n, (char *)c->res[0] + b * slab, count, t->dtype,
                           RT_SUM, rt_cuda_stream(cx));
+    rt_comm_group_end(comm, rt_cuda_stream(cx));
 }
 
 /* (dst globals...): each := its sum over the axis's ranks, a bucket at a time. overlap=1 (inside

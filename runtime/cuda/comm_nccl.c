@@ -310,8 +310,20 @@ static void nccl_free(rt_comm *c)
     }
 }
 
+static void nccl_group_begin(rt_comm *c)
+{
+    nccl_check(c, ncclGroupStart(), "ncclGroupStart", "group");
+}
+
+/* The group's collectives launch here; the watchdog tracks them as one (the events the members
+ * recorded before the launch are done early, which only loosens their deadlines). */
+static void nccl_group_end(rt_comm *c, void *stream)
+{
+    nccl_enqueued(c, ncclGroupEnd(), "ncclGroupEnd", "group", stream);
+}
+
 static const rt_comm_ops nccl_ops = {nccl_all_reduce, nccl_all_gather, nccl_reduce_scatter, nccl_broadcast,
-                                     nccl_barrier, nccl_split, nccl_free};
+                                     nccl_barrier, nccl_split, nccl_free, nccl_group_begin, nccl_group_end};
 
 /* The unique id every rank must share: over `bootstrap` when given, else derived from
  * NCCL_COMM_ID (set here from MASTER_ADDR/MASTER_PORT when the user has not). */
