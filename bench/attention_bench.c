@@ -1,21 +1,26 @@
 /* attention_bench.c — times the bf16 CUDA attention forward and backward (median of 20 after
  * warm-up, CUDA events on the launchers' stream) and prints TFLOP/s with causal FLOP counts:
- * forward 4*B*H*T*T*D/2, backward 2.5x that.
+ * forward 4*B*H*T*T*D/2, backward 2.5x that. With cuDNN, cuDNN's flash attention is timed beside
+ * mcc's kernels on the same shapes (MCC_ATTENTION=mcc, then =cudnn), with the time it took to build
+ * its two plans.
  *
- *   attention_bench                                   the kernels as mcc compiles them
+ *   attention_bench                                   the kernels as mcc compiles them (and cuDNN's)
  *   attention_bench D=fbm,fbn,fw,bbm,bbn,bw ...       each argument a cubin with those tiles for
  *                                                     head dim D (attention.cuh), timed on D's shapes
  *   attention_bench --compile-only D=... ...          only compiles them (no GPU needed)
  * A cubin's compile is cached ($MCC_CACHE_DIR), so a sweep can be compiled ahead and carried. */
 #include "codegen/cuda/cuda_codegen.h"
 #include "runtime/cuda/cuda_ctx.h"
+#include "runtime/cuda/cudnn_attention.h"
 #include "tests/gpu/gpu_util.h"
 
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct {
     int B, T, H, Hk, D;
@@ -48,9 +53,53 @@ static void *bench_random_bf16(size_t n)
     return d;
 }
 
+/* The forward's and the backward's median ms through one implementation (MCC_ATTENTION). */
+typedef struct {
+    float fwd, bwd;
+} bench_times;
 
+static bench_times bench_impl(rt_cuda_ctx *cx, const char *impl, const rt_kernel_call *fc, const rt_kernel_call *gc)
+{
+    setenv("MCC_ATTENTION", impl, 1);
+    return (bench_times){bench_median_ms(cx, cuda_ATTENTION, fc, WARMUP, REPS),
+                         bench_median_ms(cx, cuda_ATTENTION_GRAD, gc, WARMUP, REPS)};
+}
 
-static void bench_one(rt_cuda_ctx *cx, const bench_shape *s)
+static void bench_print(const char *impl, const bench_shape *s, bench_times t, const char *note)
+{
+    double flops = 4.0 * s->B * s->H * (double)s->T * s->T * s->D / 2;
+    printf("B=%-3d T=%-5d H=%-3d Hk=%-3d D=%-4d %-5s fwd %8.3f ms %7.1f TFLOP/s   bwd %8.3f ms %7.1f TFLOP/s%s\n",
+           s->B, s->T, s->H, s->Hk, s->D, impl, t.fwd, flops / t.fwd * 1e-9, t.bwd, 2.5 * flops / t.bwd * 1e-9, note);
+}
+
+#ifdef MCC_HAVE_CUDNN
+static double bench_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* cuDNN's times on the shape, after building its plans (timed); when it has no engine, says why. */
+static void bench_cudnn(rt_cuda_ctx *cx, const bench_shape *s, const rt_kernel_call *fc, const rt_kernel_call *gc)
+{
+    const char *why = NULL;
+    cudnn_attn_shape shape = {s->B, s->T, s->H, s->Hk, s->D, (float)(1.0 / sqrt((double)s->D))};
+    double t0 = bench_now_ms();
+    bool ok = cudnn_attn_get(&shape, &why, NULL) != NULL;
+    double build_ms = bench_now_ms() - t0;
+    if (!ok) {
+        printf("B=%-3d T=%-5d H=%-3d Hk=%-3d D=%-4d cudnn no plan (after %.0f ms): %s\n", s->B, s->T, s->H, s->Hk,
+               s->D, build_ms, why);
+        return;
+    }
+    char note[64];
+    snprintf(note, sizeof note, "   (plans built in %.0f ms)", build_ms);
+    bench_print("cudnn", s, bench_impl(cx, "cudnn", fc, gc), note);
+}
+#endif
+
+static void bench_one(rt_cuda_ctx *cx, const bench_shape *s, bool with_cudnn)
 {
     size_t nq = (size_t)s->B * s->T * s->H * s->D, nk = (size_t)s->B * s->T * s->Hk * s->D;
     int64_t qd[4] = {s->B, s->T, s->H, s->D}, kd[4] = {s->B, s->T, s->Hk, s->D}, ld[3] = {s->B, s->H, s->T};
@@ -71,11 +120,11 @@ static void bench_one(rt_cuda_ctx *cx, const bench_shape *s)
     const ir_type *gat[] = {&qt, &qt, &kt, &kt, &qt, &lt}, *grt[] = {&qt, &kt, &kt};
     rt_kernel_call fc = {&fin, 3, 2, fa, fat, fr, frt}, gc = {&gin, 6, 3, ga, gat, gr, grt};
 
-    float fwd = bench_median_ms(cx, cuda_ATTENTION, &fc, WARMUP, REPS);
-    float bwd = bench_median_ms(cx, cuda_ATTENTION_GRAD, &gc, WARMUP, REPS);
-    double flops = 4.0 * s->B * s->H * (double)s->T * s->T * s->D / 2;
-    printf("B=%-3d T=%-5d H=%-3d Hk=%-3d D=%-4d fwd %8.3f ms %7.1f TFLOP/s   bwd %8.3f ms %7.1f TFLOP/s\n", s->B,
-           s->T, s->H, s->Hk, s->D, fwd, flops / fwd * 1e-9, bwd, 2.5 * flops / bwd * 1e-9);
+    bench_print("mcc", s, bench_impl(cx, "mcc", &fc, &gc), "");
+#ifdef MCC_HAVE_CUDNN
+    if (with_cudnn)
+        bench_cudnn(cx, s, &fc, &gc);
+#endif
     void *bufs[] = {q, k, v, dy, y, lse, dq, dk, dv};
     for (int i = 0; i < 9; i++)
         RT_CUDART_CHECK(cudaFree(bufs[i]));
@@ -109,7 +158,7 @@ static int bench_cubin(const char *define, int D)
         printf("%s\n", define);
     for (size_t i = 0; i < sizeof bench_shapes / sizeof bench_shapes[0]; i++)
         if (!D || bench_shapes[i].D == D)
-            bench_one(cx, &bench_shapes[i]);
+            bench_one(cx, &bench_shapes[i], !define); /* cuDNN's times do not depend on the cubin */
     fflush(stdout);
     rt_cuda_ctx_free(cx);
     free(image);

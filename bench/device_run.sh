@@ -4,6 +4,9 @@
 # a 200-step loss curve against the CPU's, then the benchmark beside the PyTorch baseline.
 set -uo pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/devrun/lib:${LD_LIBRARY_PATH:-}
+# cuDNN 9.19 (the system's is 9.14 there): PyTorch's own copy, first on the path
+torch_cudnn=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib 2>/dev/null | head -1)
+[ -n "$torch_cudnn" ] && export LD_LIBRARY_PATH=$torch_cudnn:$LD_LIBRARY_PATH
 export NCCL_NVLS_ENABLE=0
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 anchors=devrun/anchors # bundle.sh copies ../shared/anchors/torch_baseline.py there
@@ -17,6 +20,11 @@ for t in $([ "${KERNEL_TESTS:-1}" != 0 ] && echo cuda_ops_test attention_test dr
   [ -x devrun/bin/$t ] || { echo "$t: not built"; continue; }
   timeout 300 devrun/bin/$t > "$O/$t.log" 2>&1; echo "$t exit $?"; tail -3 "$O/$t.log"
 done
+if [ "${ATTN_BENCH:-0}" != 0 ]; then
+  section "attention: mcc's kernels and cuDNN's, TFLOP/s"
+  timeout 300 devrun/bin/attention_bench 2>&1 | tee "$O/attention_bench.log"
+  timeout 200 python3 bench/sdpa_bench.py 2>&1 | tail -8
+fi
 section "GPU (bf16) vs CPU (fp32) numerics, 10 steps"
 for m in tiny-gpt2 tiny-llama; do
   timeout 120 devrun/bin/$m-cuda --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir /tmp/gpu-$m > "$O/$m-gpu10.log" 2>&1

@@ -1,13 +1,17 @@
 /* attention.c — CUDA launchers of ATTENTION and ATTENTION_GRAD and of their dropout twins
  * (ATTENTION_DROPOUT, ATTENTION_DROPOUT_GRAD): pick the kernel of kernels_templates/attention.cuh
- * by dtype and head dim, and size its grid and shared memory. */
+ * by dtype and head dim, and size its grid and shared memory. In builds with cuDNN, bf16
+ * ATTENTION and ATTENTION_GRAD may run cuDNN's fused flash attention instead (cudnn_attention.c):
+ * MCC_ATTENTION=mcc|cudnn chooses, unset means CU_ATTN_DEFAULT. */
 #include "cuda_ctx.h"
+#include "cudnn_attention.h"
 #include "runtime/dropout.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     int B, T, H, Hk, D;
@@ -57,6 +61,84 @@ static void cu_attn_check_dtype(const char *op, ir_dtype dt)
 
 static unsigned cu_attn_cdiv(long long a, long long b) { return (unsigned)((a + b - 1) / b); }
 
+/* Which implementation runs bf16 ATTENTION and ATTENTION_GRAD (their dropout twins and f32 are
+ * always mcc's). */
+typedef enum {
+    CU_ATTN_MCC,          /* mcc's kernels */
+    CU_ATTN_CUDNN_OR_MCC, /* cuDNN's where it has an engine for the shape, else mcc's (one notice per shape) */
+    CU_ATTN_CUDNN,        /* cuDNN's, or exit saying why not */
+} cu_attn_impl;
+
+/* The choice when MCC_ATTENTION is unset; flip it after measuring (bench/attention_bench.c times both). */
+static const cu_attn_impl CU_ATTN_DEFAULT = CU_ATTN_CUDNN_OR_MCC;
+
+static cu_attn_impl cu_attn_impl_chosen(void)
+{
+    const char *e = getenv("MCC_ATTENTION");
+    if (!e || !*e)
+        return CU_ATTN_DEFAULT;
+    if (!strcmp(e, "mcc"))
+        return CU_ATTN_MCC;
+    if (!strcmp(e, "cudnn"))
+        return CU_ATTN_CUDNN;
+    fprintf(stderr, "train_rank: MCC_ATTENTION=%s names no attention implementation: use mcc or cudnn "
+                    "(unset: cuDNN's where it has an engine, else mcc's)\n", e);
+    exit(1);
+}
+
+#ifdef MCC_HAVE_CUDNN
+/* cuDNN's plans for the shape, or NULL when mcc's kernels are to run. */
+static cudnn_attn *cu_attn_cudnn_plans(const cu_attn_shape *s)
+{
+    cu_attn_impl impl = cu_attn_impl_chosen();
+    if (impl == CU_ATTN_MCC)
+        return NULL;
+    const char *why = NULL;
+    bool built = false;
+    cudnn_attn *a = cudnn_attn_get(&(cudnn_attn_shape){s->B, s->T, s->H, s->Hk, s->D, s->scale}, &why, &built);
+    if (a)
+        return a;
+    if (impl == CU_ATTN_CUDNN) {
+        fprintf(stderr, "train_rank: attention: MCC_ATTENTION=cudnn, but cuDNN has no engine for B=%d T=%d H=%d "
+                        "Hk=%d D=%d (%s); unset MCC_ATTENTION to run mcc's kernels where cuDNN cannot\n",
+                s->B, s->T, s->H, s->Hk, s->D, why);
+        exit(1);
+    }
+    if (built)
+        fprintf(stderr, "train_rank: attention: cuDNN has no engine for B=%d T=%d H=%d Hk=%d D=%d (%s); "
+                        "using mcc's kernels\n", s->B, s->T, s->H, s->Hk, s->D, why);
+    return NULL;
+}
+#endif
+
+/* Runs a bf16 ATTENTION (backward: ATTENTION_GRAD) through cuDNN when that is the chosen
+ * implementation and cuDNN has an engine for the shape; false: the caller runs mcc's kernels. */
+static bool cu_attn_by_cudnn(rt_cuda_ctx *cx, const cu_attn_shape *s, const rt_kernel_call *c, bool backward)
+{
+#ifdef MCC_HAVE_CUDNN
+    cudnn_attn *a = cu_attn_cudnn_plans(s);
+    if (!a)
+        return false;
+    if (!backward) { /* (q, k, v) -> y, lse */
+        void *ws = rt_cuda_scratch(cx, cudnn_attn_forward_workspace(a));
+        cudnn_attn_forward(a, rt_cuda_stream(cx), c->args[0], c->args[1], c->args[2], c->res[0], c->res[1], ws);
+        return true;
+    }
+    /* (dy, q, k, v, y, lse) -> dq, dk, dv */
+    void *ws = rt_cuda_scratch(cx, cudnn_attn_backward_workspace(a));
+    cudnn_attn_backward(a, rt_cuda_stream(cx), c->args[1], c->args[2], c->args[3], c->args[4], c->args[0],
+                        c->args[5], c->res[0], c->res[1], c->res[2], ws);
+    return true;
+#else
+    if (cu_attn_impl_chosen() == CU_ATTN_CUDNN) {
+        fprintf(stderr, "train_rank: attention: MCC_ATTENTION=cudnn, but this mcc was built without cuDNN (CMake "
+                        "found no cuDNN 9: libcudnn and cudnn_graph.h); unset MCC_ATTENTION\n");
+        exit(1);
+    }
+    return false;
+#endif
+}
+
 /* The f32 kernels run one thread per (b, h, query row). */
 enum { CU_ATTN_F32_BLOCK = 64 };
 
@@ -99,6 +181,8 @@ static void cu_attn_forward(rt_cuda_ctx *cx, const rt_kernel_call *c, cu_attn_dr
     cu_attn_shape s = cu_attn_shape_of(c->arg_types[0], c->arg_types[1]);
     ir_dtype dt = c->arg_types[0]->dtype;
     cu_attn_check_dtype(ir_ops[c->in->op].name, dt);
+    if (dt == IR_BF16 && !drop && cu_attn_by_cudnn(cx, &s, c, false))
+        return;
     const cu_attn_tiles tiles = cu_attn_tiles_for(cx, s.D), *tl = &tiles;
     void *q = c->args[0], *k = c->args[1], *v = c->args[2], *y = c->res[0], *lse = c->res[1];
     cu_attn_name name = cu_attn_kernel("fwd", dt, s.D, drop);
@@ -149,6 +233,8 @@ static void cu_attn_backward(rt_cuda_ctx *cx, const rt_kernel_call *c, cu_attn_d
     cu_attn_shape s = cu_attn_shape_of(c->arg_types[1], c->arg_types[2]);
     ir_dtype dt = c->arg_types[1]->dtype;
     cu_attn_check_dtype(ir_ops[c->in->op].name, dt);
+    if (dt == IR_BF16 && !drop && cu_attn_by_cudnn(cx, &s, c, true))
+        return;
     const cu_attn_tiles tiles = cu_attn_tiles_for(cx, s.D), *tl = &tiles;
     if (dt == IR_F32) {
         cu_attn_grad_f32(cx, c, &s, drop);

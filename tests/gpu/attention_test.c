@@ -1,9 +1,12 @@
-/* attention_test.c — the CUDA attention kernels (forward and backward, bf16 and f32) against the
+/* attention_test.c — the CUDA attention launchers (forward and backward, bf16 and f32) against the
  * CPU oracle on the same bf16-rounded inputs: y, lse, dq, dk, dv, with the outputs poisoned with
  * NaN first so that a row the kernel never writes fails. Shapes cover T off the tile size, head
- * dims 16/64/128 and GQA ratios 1, 2, 4. */
+ * dims 16/64/128 and GQA ratios 1, 2, 4. bf16 runs once per implementation (MCC_ATTENTION=mcc,
+ * and with cuDNN =cudnn, eagerly and once more recorded into a CUDA graph and replayed, as
+ * train_rank runs it); a shape cuDNN has no engine for fails, naming the descriptor it refused. */
 #include "codegen/cuda/cuda_codegen.h"
 #include "runtime/cuda/cuda_ctx.h"
+#include "runtime/cuda/cudnn_attention.h"
 #include "tests/gpu/gpu_util.h"
 
 #include <cuda_runtime.h>
@@ -158,20 +161,56 @@ static double max_abs_error(const float *got, const float *want, size_t n)
     return m;
 }
 
-/* Compares one downloaded result; prints it and returns whether it is within tol. */
-static bool check(const char *what, const void *dev, const float *want, size_t n, ir_dtype dt, double tol, bool abs_err)
+/* Compares one downloaded result of implementation `impl`; prints it and returns whether it is
+ * within tol. */
+static bool check(const char *impl, const char *what, const void *dev, const float *want, size_t n, ir_dtype dt,
+                  double tol, bool abs_err)
 {
     float *got = dev_download(dev, n, dt);
     double e = abs_err ? max_abs_error(got, want, n) : rel_error(got, want, n);
     free(got);
     bool ok = e <= tol;
-    printf("    %-4s %s error %.3g (tol %.0e)%s\n", what, abs_err ? "max abs" : "rel", e, tol, ok ? "" : "  FAIL");
+    printf("    %-5s %-4s %s error %.3g (tol %.0e)%s\n", impl, what, abs_err ? "max abs" : "rel", e, tol,
+           ok ? "" : "  FAIL");
     return ok;
+}
+
+/* How a check runs the launchers: which implementation (MCC_ATTENTION) and whether recorded into
+ * a CUDA graph and replayed (the same shape must have run eagerly before: that builds cuDNN's
+ * plans and sizes the scratch, as a training step's first, eager call does). */
+typedef struct {
+    const char *impl;
+    bool graph;
+} attn_run;
+
+/* The forward and then the backward, on the context's stream, as `run` says. */
+static void attn_launch(rt_cuda_ctx *cx, const attn_case *s, ir_dtype dt, void *const *fa, void *const *fr,
+                        void *const *ga, void *const *gr, attn_run run)
+{
+    cudaStream_t st = (cudaStream_t)rt_cuda_stream(cx);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    setenv("MCC_ATTENTION", run.impl, 1);
+    if (run.graph)
+        RT_CUDART_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    attn_call a;
+    attn_call_init(&a, IR_OP_ATTENTION, s, dt, fa, fr);
+    cuda_ATTENTION(cx, &a.call);
+    attn_call_init(&a, IR_OP_ATTENTION_GRAD, s, dt, ga, gr);
+    cuda_ATTENTION_GRAD(cx, &a.call);
+    if (run.graph) {
+        RT_CUDART_CHECK(cudaStreamEndCapture(st, &graph));
+        RT_CUDART_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        RT_CUDART_CHECK(cudaGraphLaunch(exec, st));
+        RT_CUDART_CHECK(cudaStreamSynchronize(st));
+        RT_CUDART_CHECK(cudaGraphExecDestroy(exec));
+        RT_CUDART_CHECK(cudaGraphDestroy(graph));
+    }
 }
 
 /* Runs forward and backward on the GPU in dtype dt and checks every result against the oracle.
  * The backward takes the GPU's own y and lse, as in training. */
-static bool attn_check_gpu(rt_cuda_ctx *cx, const attn_case *s, const attn_ref *r, ir_dtype dt)
+static bool attn_check_gpu(rt_cuda_ctx *cx, const attn_case *s, const attn_ref *r, ir_dtype dt, attn_run run)
 {
     size_t nq = (size_t)s->B * s->T * s->H * s->D, nk = (size_t)s->B * s->T * s->Hk * s->D;
     size_t nl = (size_t)s->B * s->H * s->T;
@@ -181,26 +220,38 @@ static bool attn_check_gpu(rt_cuda_ctx *cx, const attn_case *s, const attn_ref *
     void *dq = dev_poisoned(nq, dt), *dk = dev_poisoned(nk, dt), *dv = dev_poisoned(nk, dt);
     RT_CUDART_CHECK(cudaDeviceSynchronize()); /* the context's stream does not wait for the default one */
 
-    attn_call a;
-    void *fa[] = {q, k, v}, *fr[] = {y, lse};
-    attn_call_init(&a, IR_OP_ATTENTION, s, dt, fa, fr);
-    cuda_ATTENTION(cx, &a.call);
-    void *ga[] = {dy, q, k, v, y, lse}, *gr[] = {dq, dk, dv};
-    attn_call_init(&a, IR_OP_ATTENTION_GRAD, s, dt, ga, gr);
-    cuda_ATTENTION_GRAD(cx, &a.call);
+    void *fa[] = {q, k, v}, *fr[] = {y, lse}, *ga[] = {dy, q, k, v, y, lse}, *gr[] = {dq, dk, dv};
+    attn_launch(cx, s, dt, fa, fr, ga, gr, run);
     RT_CUDART_CHECK(cudaDeviceSynchronize());
 
-    printf("  B=%d T=%d H=%d Hk=%d D=%d %s\n", s->B, s->T, s->H, s->Hk, s->D, ir_dtype_name(dt));
-    bool ok = check("y", y, r->y, nq, dt, tol, false);
-    ok &= check("lse", lse, r->lse, nl, IR_F32, dt == IR_BF16 ? LSE_TOL : F32_TOL, true);
-    ok &= check("dq", dq, r->dq, nq, dt, tol, false);
-    ok &= check("dk", dk, r->dk, nk, dt, tol, false);
-    ok &= check("dv", dv, r->dv, nk, dt, tol, false);
+    printf("  B=%d T=%d H=%d Hk=%d D=%d %s %s%s\n", s->B, s->T, s->H, s->Hk, s->D, ir_dtype_name(dt), run.impl,
+           run.graph ? " (CUDA graph replay)" : "");
+    bool ok = check(run.impl, "y", y, r->y, nq, dt, tol, false);
+    ok &= check(run.impl, "lse", lse, r->lse, nl, IR_F32, dt == IR_BF16 ? LSE_TOL : F32_TOL, true);
+    ok &= check(run.impl, "dq", dq, r->dq, nq, dt, tol, false);
+    ok &= check(run.impl, "dk", dk, r->dk, nk, dt, tol, false);
+    ok &= check(run.impl, "dv", dv, r->dv, nk, dt, tol, false);
     void *bufs[] = {q, k, v, dy, y, lse, dq, dk, dv};
     for (int i = 0; i < 9; i++)
         RT_CUDART_CHECK(cudaFree(bufs[i]));
     return ok;
 }
+
+#ifdef MCC_HAVE_CUDNN
+/* The bf16 case through cuDNN, eagerly and then replayed from a CUDA graph; when cuDNN has no
+ * engine for the shape, fails saying why (the descriptor it refused and its message). */
+static int attn_check_cudnn(rt_cuda_ctx *cx, const attn_case *s, const attn_ref *r)
+{
+    const char *why = NULL;
+    cudnn_attn_shape shape = {s->B, s->T, s->H, s->Hk, s->D, (float)(1.0 / sqrt((double)s->D))};
+    if (!cudnn_attn_get(&shape, &why, NULL)) {
+        printf("  B=%d T=%d H=%d Hk=%d D=%d bf16 cudnn: no plan: %s  FAIL\n", s->B, s->T, s->H, s->Hk, s->D, why);
+        return 1;
+    }
+    int failed = !attn_check_gpu(cx, s, r, IR_BF16, (attn_run){"cudnn", false});
+    return failed + !attn_check_gpu(cx, s, r, IR_BF16, (attn_run){"cudnn", true});
+}
+#endif
 
 int main(void)
 {
@@ -220,8 +271,11 @@ int main(void)
     int failed = 0;
     for (size_t i = 0; i < sizeof attn_cases / sizeof attn_cases[0]; i++) {
         attn_ref r = attn_reference(&attn_cases[i]);
-        failed += !attn_check_gpu(cx, &attn_cases[i], &r, IR_BF16);
-        failed += !attn_check_gpu(cx, &attn_cases[i], &r, IR_F32);
+        failed += !attn_check_gpu(cx, &attn_cases[i], &r, IR_BF16, (attn_run){"mcc", false});
+#ifdef MCC_HAVE_CUDNN
+        failed += attn_check_cudnn(cx, &attn_cases[i], &r);
+#endif
+        failed += !attn_check_gpu(cx, &attn_cases[i], &r, IR_F32, (attn_run){"mcc", false});
         float *bufs[] = {r.q, r.k, r.v, r.dy, r.y, r.lse, r.dq, r.dk, r.dv};
         for (int j = 0; j < 9; j++)
             free(bufs[j]);
