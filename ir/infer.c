@@ -202,6 +202,25 @@ bool ir_infer_matmul_bias(const ir_module *m, const ir_instr *in, const ir_type 
     return true;
 }
 
+/* The addend c (operand `at`) of a matmul_add / matmul_bias_add: the product's shape and dtype. */
+static bool check_addend(const ir_type *c, const ir_type *r, char *err, size_t len)
+{
+    if (!same_shape(c, r) || c->dtype != r->dtype)
+        return fail(err, len, "addend %s does not match the matmul's %s", tstr(c), tstr(r));
+    return true;
+}
+
+bool ir_infer_matmul_add(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    return ir_infer_matmul(m, in, a, r, err, len) && check_addend(&a[2], &r[0], err, len);
+}
+
+bool ir_infer_matmul_bias_add(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                              size_t len)
+{
+    return ir_infer_matmul_bias(m, in, a, r, err, len) && check_addend(&a[3], &r[0], err, len);
+}
+
 bool ir_infer_matmul_bias_gelu(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
                                size_t len)
 {

@@ -12,7 +12,10 @@
  *     also keeps the pre-activation for the backward (cuBLASLt's GELU_AUX_BIAS epilogue);
  *   - a matmul whose only use is a gelu_grad, and the sum_rows of that gradient (the bias
  *     gradient) become one matmul_dgelu_bgrad (the DGELU_BGRAD epilogue): the product is never
- *     stored and the gradient is read once, by the next GEMMs.
+ *     stored and the gradient is read once, by the next GEMMs;
+ *   - an add of a matmul's (or matmul_bias's) product that nothing else reads becomes one
+ *     matmul_add (matmul_bias_add): the GEMM adds the other operand (beta = 1), so a residual
+ *     or a sum of input gradients (q, k, v's) costs no pass of its own.
  * Rewrites every function into a new one; the fused op sits where its consumer was, where all
  * its operands exist. */
 #include "passes.h"
@@ -30,6 +33,7 @@ typedef struct {
                                        into it, or -1 */
     int *folded_dgelu;              /* per source matmul: the gelu_grad of its product folded into it, or -1 */
     int *folded_bgrad;              /* per source matmul with folded_dgelu: the sum_rows of that gradient */
+    int *add_product;               /* per source add: which operand (0, 1) is a product folded into it, or -1 */
 } fusion_plan;
 
 /* The first instruction after i of op `op` whose operand `arg` is value v, or -1. */
@@ -110,6 +114,36 @@ static int sole_use_matmul(const ir_func *f, const fusion_plan *fp, int v)
     return f->instrs[def].op == IR_OP_MATMUL && fp->uses[v] == 1 ? def : -1;
 }
 
+/* The instruction making value v when it is a product an add may fold (a matmul, or a bias_add of
+ * one, fused below into a matmul_bias) and v's only use is that add; else -1. */
+static int foldable_product(const ir_func *f, const fusion_plan *fp, int v)
+{
+    int def = f->vals[v].def;
+    if (fp->uses[v] != 1)
+        return -1;
+    if (f->instrs[def].op == IR_OP_MATMUL)
+        return def;
+    if (f->instrs[def].op == IR_OP_BIAS_ADD && fp->fused_matmul[def] >= 0)
+        return def;
+    return -1;
+}
+
+/* Claims, for each add, an operand that is a foldable product (the later one when both are):
+ * its matmul (and bias_add) are then emitted as one matmul_add (matmul_bias_add) at the add. */
+static void plan_add_products(const ir_func *f, fusion_plan *fp)
+{
+    fp->add_product = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
+    for (int i = 0; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        fp->add_product[i] = -1;
+        if (in->op != IR_OP_ADD)
+            continue;
+        int p0 = foldable_product(f, fp, in->args[0]), p1 = foldable_product(f, fp, in->args[1]);
+        if (p0 >= 0 || p1 >= 0)
+            fp->add_product[i] = p1 > p0 ? 1 : 0;
+    }
+}
+
 static void plan_fusions(const ir_func *f, fusion_plan *fp)
 {
     fp->uses = calloc((size_t)f->nvals + 1, sizeof(int));
@@ -137,6 +171,7 @@ static void plan_fusions(const ir_func *f, fusion_plan *fp)
         if (k >= 0)
             fp->folded_copy[k] = j;
     }
+    plan_add_products(f, fp);
     fp->folded_gelu = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
     fp->folded_dgelu = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
     fp->folded_bgrad = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
@@ -148,6 +183,22 @@ static void plan_fusions(const ir_func *f, fusion_plan *fp)
         else if (in->op == IR_OP_MATMUL)
             plan_dgelu(f, fp, i);
     }
+}
+
+/* add instruction `in` with its folded product: matmul_add(a, b, other) or, for a bias_add of a
+ * matmul, matmul_bias_add(a, b, bias, other). */
+static int emit_add_product(ir_module *m, ir_func *dst, const ir_func *src, const fusion_plan *fp,
+                            const ir_instr *in, const int *map)
+{
+    int k = fp->add_product[in - src->instrs], other = map[in->args[1 - k]];
+    const ir_instr *def = &src->instrs[src->vals[in->args[k]].def];
+    if (def->op == IR_OP_MATMUL) {
+        int args[3] = {map[def->args[0]], map[def->args[1]], other};
+        return ir_emit(m, dst, IR_OP_MATMUL_ADD, args, 3, def->attr, NULL, NULL);
+    }
+    const ir_instr *mm = &src->instrs[fp->fused_matmul[def - src->instrs]];
+    int args[4] = {map[mm->args[0]], map[mm->args[1]], map[def->args[1]], other};
+    return ir_emit(m, dst, IR_OP_MATMUL_BIAS_ADD, args, 4, mm->attr, NULL, NULL);
 }
 
 static void fuse_func(ir_module *m, int fi)
@@ -167,6 +218,8 @@ static void fuse_func(ir_module *m, int fi)
             skip[fp.folded_gelu[i]] = true;
         if (fp.folded_dgelu[i] >= 0)
             skip[fp.folded_dgelu[i]] = skip[fp.folded_bgrad[i]] = true;
+        if (fp.add_product[i] >= 0)
+            skip[src->vals[src->instrs[i].args[fp.add_product[i]]].def] = true; /* a matmul, or a bias_add */
         if (fp.folded_ce_grad[i] >= 0) {
             int seed = src->instrs[fp.folded_ce_grad[i]].args[0];
             skip[fp.folded_ce_grad[i]] = true;
@@ -187,6 +240,8 @@ static void fuse_func(ir_module *m, int fi)
         } else if (mm && in->op == IR_OP_BIAS_ADD) {
             int fused[3] = {map[mm->args[0]], map[mm->args[1]], map[in->args[1]]};
             r = ir_emit(m, dst, IR_OP_MATMUL_BIAS, fused, 3, mm->attr, NULL, NULL);
+        } else if (fp.add_product[i] >= 0) {
+            r = emit_add_product(m, dst, src, &fp, in, map);
         } else if (fp.folded_dgelu[i] >= 0) {
             const ir_instr *grad = &src->instrs[fp.folded_dgelu[i]];
             int fused[3] = {map[in->args[0]], map[in->args[1]], map[grad->args[1]]};
@@ -227,6 +282,7 @@ static void fuse_func(ir_module *m, int fi)
     free(fp.folded_gelu);
     free(fp.folded_dgelu);
     free(fp.folded_bgrad);
+    free(fp.add_product);
     ir_func_replace(m, fi, dst);
 }
 

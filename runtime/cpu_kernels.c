@@ -237,6 +237,35 @@ void cpu_MATMUL_BIAS(const rt_kernel_call *c)
             r[i * N + j] += b[j];
 }
 
+/* r := c, then r += op(a) op(b) by the GEMM (beta = 1); r may be c itself (in place) */
+static void matmul_onto(const rt_kernel_call *c, int addend)
+{
+    float *r = resf(c, 0);
+    if (r != argf(c, addend))
+        memcpy(r, argf(c, addend), sizeof(float) * (size_t)ir_numel(c->res_types[0]));
+    const ir_type *at = c->arg_types[0], *bt = c->arg_types[1];
+    int ta = c->in->attr[0] != 0, tb = c->in->attr[1] != 0;
+    int64_t acols = last_dim(at), bcols = last_dim(bt);
+    int64_t M = ta ? acols : nrows(at), K = ta ? nrows(at) : acols, N = tb ? nrows(bt) : bcols;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
+                argf(c, 0), acols, argf(c, 1), bcols, 1.0f, r, N);
+}
+
+/* (a, b, c) -> matmul(a, b) + c */
+void cpu_MATMUL_ADD(const rt_kernel_call *c) { matmul_onto(c, 2); }
+
+/* (a, b, bias, c) -> matmul(a, b) + bias + c */
+void cpu_MATMUL_BIAS_ADD(const rt_kernel_call *c)
+{
+    matmul_onto(c, 3);
+    int64_t N = last_dim(c->res_types[0]), R = ir_numel(c->res_types[0]) / N;
+    float *r = resf(c, 0);
+    const float *b = argf(c, 2);
+    for (int64_t i = 0; i < R; i++)
+        for (int64_t j = 0; j < N; j++)
+            r[i * N + j] += b[j];
+}
+
 /* (a, b, bias) -> (gelu(p), p), p = matmul_bias(a, b, bias) */
 void cpu_MATMUL_BIAS_GELU(const rt_kernel_call *c)
 {

@@ -49,8 +49,8 @@ static bool epilogue_has_aux(cublasLtEpilogue_t e)
 
 /* The plan of a GEMM shape and epilogue: its algorithm, or found = false when cuBLASLt has none
  * (only for epilogues beyond BIAS, whose ops have a fallback; a plain GEMM without one exits). */
-static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, cublasLtEpilogue_t epilogue, ir_dtype dt,
-                             ir_dtype cdt, int sms)
+static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, cublasLtEpilogue_t epilogue,
+                             ir_dtype dt, ir_dtype cdt, int sms)
 {
     for (int i = 0; i < nplans; i++) {
         matmul_plan *p = &plans[i];
@@ -67,7 +67,8 @@ static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, 
         plans = realloc(plans, sizeof(matmul_plan) * (size_t)cap_plans);
     }
     matmul_plan *p = &plans[nplans];
-    *p = (matmul_plan){.m = m, .n = n, .k = k, .ta = ta, .tb = tb, .epilogue = epilogue, .dt = dt, .cdt = cdt, .sms = sms};
+    *p = (matmul_plan){
+        .m = m, .n = n, .k = k, .ta = ta, .tb = tb, .epilogue = epilogue, .dt = dt, .cdt = cdt, .sms = sms};
     cudaDataType_t t = cuda_type(dt);
     LT_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -135,11 +136,12 @@ typedef struct {
 
 static const gemm_epilogue NO_EPILOGUE = {CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL};
 
-/* out (of out_type) := epilogue(op(a) op(b) + beta out), with a, b the call's operands `first` and
- * `first` + 1, flattened to 2-D [prod(leading), last]; see ops.def. false: cuBLASLt has no
- * algorithm for this epilogue, and nothing ran. */
+/* out (of out_type) := epilogue(op(a) op(b) + beta C), with a, b the call's operands `first` and
+ * `first` + 1, flattened to 2-D [prod(leading), last], and C = addend, or out itself when NULL
+ * (in place is fine: the epilogue reads each element of C before writing it); see ops.def.
+ * false: cuBLASLt has no algorithm for this epilogue, and nothing ran. */
 static bool gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, gemm_epilogue ep, void *out,
-                 const ir_type *out_type, float beta)
+                 const ir_type *out_type, float beta, const void *addend)
 {
     const ir_type *at = c->arg_types[first], *bt = c->arg_types[first + 1];
     bool ta = c->in->attr[0] != 0, tb = c->in->attr[1] != 0;
@@ -157,31 +159,48 @@ static bool gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, gemm_epilo
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ep.aux,
                                                 sizeof ep.aux));
     const float one = 1.0f;
-    LT_CHECK(cublasLtMatmul(lt, p->desc, &one, c->args[first + 1], p->a, c->args[first], p->b, &beta, out, p->c, out,
-                            p->c, &p->algo, workspace, WORKSPACE_BYTES, (cudaStream_t)rt_cuda_stream(cx)));
+    LT_CHECK(cublasLtMatmul(lt, p->desc, &one, c->args[first + 1], p->a, c->args[first], p->b, &beta,
+                            addend ? addend : out, p->c, out, p->c, &p->algo, workspace, WORKSPACE_BYTES,
+                            (cudaStream_t)rt_cuda_stream(cx)));
     return true;
 }
 
-void cuda_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c) { gemm(cx, c, 0, NO_EPILOGUE, c->res[0], c->res_types[0], 0.0f); }
+void cuda_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    gemm(cx, c, 0, NO_EPILOGUE, c->res[0], c->res_types[0], 0.0f, NULL);
+}
 
 void cuda_MATMUL_BIAS(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    gemm(cx, c, 0, (gemm_epilogue){CUBLASLT_EPILOGUE_BIAS, c->args[2], NULL}, c->res[0], c->res_types[0], 0.0f);
+    gemm(cx, c, 0, (gemm_epilogue){CUBLASLT_EPILOGUE_BIAS, c->args[2], NULL}, c->res[0], c->res_types[0], 0.0f, NULL);
 }
 
 void cuda_MATMUL_ACCUMULATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    gemm(cx, c, 1, NO_EPILOGUE, c->args[0], c->arg_types[0], 1.0f);
+    gemm(cx, c, 1, NO_EPILOGUE, c->args[0], c->arg_types[0], 1.0f, NULL);
+}
+
+/* (a, b, c) -> matmul(a, b) + c */
+void cuda_MATMUL_ADD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    gemm(cx, c, 0, NO_EPILOGUE, c->res[0], c->res_types[0], 1.0f, c->args[2]);
+}
+
+/* (a, b, bias, c) -> matmul(a, b) + bias + c */
+void cuda_MATMUL_BIAS_ADD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    gemm(cx, c, 0, (gemm_epilogue){CUBLASLT_EPILOGUE_BIAS, c->args[2], NULL}, c->res[0], c->res_types[0], 1.0f,
+         c->args[3]);
 }
 
 /* (a, b, bias) -> (y = gelu(p), p) */
 void cuda_MATMUL_BIAS_GELU(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     gemm_epilogue ep = {CUBLASLT_EPILOGUE_GELU_AUX_BIAS, c->args[2], c->res[1]};
-    if (gemm(cx, c, 0, ep, c->res[0], c->res_types[0], 0.0f))
+    if (gemm(cx, c, 0, ep, c->res[0], c->res_types[0], 0.0f, NULL))
         return;
     /* fallback: p = matmul_bias(a, b, bias), then y = gelu(p) */
-    gemm(cx, c, 0, (gemm_epilogue){CUBLASLT_EPILOGUE_BIAS, c->args[2], NULL}, c->res[1], c->res_types[1], 0.0f);
+    gemm(cx, c, 0, (gemm_epilogue){CUBLASLT_EPILOGUE_BIAS, c->args[2], NULL}, c->res[1], c->res_types[1], 0.0f, NULL);
     void *gelu_args[1] = {c->res[1]};
     rt_kernel_call g = *c;
     g.nargs = 1, g.args = gelu_args, g.arg_types = &c->res_types[1], g.nres = 1;
@@ -192,10 +211,10 @@ void cuda_MATMUL_BIAS_GELU(rt_cuda_ctx *cx, const rt_kernel_call *c)
 void cuda_MATMUL_DGELU_BGRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     gemm_epilogue ep = {CUBLASLT_EPILOGUE_DGELU_BGRAD, c->res[1], c->args[2]};
-    if (gemm(cx, c, 0, ep, c->res[0], c->res_types[0], 0.0f))
+    if (gemm(cx, c, 0, ep, c->res[0], c->res_types[0], 0.0f, NULL))
         return;
     /* fallback: d = matmul(a, b), then gelu_grad in place, then sum_rows */
-    gemm(cx, c, 0, NO_EPILOGUE, c->res[0], c->res_types[0], 0.0f);
+    gemm(cx, c, 0, NO_EPILOGUE, c->res[0], c->res_types[0], 0.0f, NULL);
     void *grad_args[2] = {c->res[0], c->args[2]};
     const ir_type *grad_types[2] = {c->res_types[0], c->arg_types[2]};
     rt_kernel_call g = *c;
@@ -203,6 +222,7 @@ void cuda_MATMUL_DGELU_BGRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
     cuda_GELU_GRAD(cx, &g);
     void *sum_args[1] = {c->res[0]}, *sum_res[1] = {c->res[1]};
     rt_kernel_call s = *c;
-    s.nargs = 1, s.args = sum_args, s.arg_types = c->res_types, s.nres = 1, s.res = sum_res, s.res_types = &c->res_types[1];
+    s.nargs = 1, s.args = sum_args, s.arg_types = c->res_types, s.nres = 1, s.res = sum_res;
+    s.res_types = &c->res_types[1];
     cuda_SUM_ROWS(cx, &s);
 }
