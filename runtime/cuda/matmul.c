@@ -44,7 +44,7 @@ static bool epilogue_has_bias(cublasLtEpilogue_t e)
 }
 static bool epilogue_has_aux(cublasLtEpilogue_t e)
 {
-    return e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    return e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU_BGRAD || e == CUBLASLT_EPILOGUE_DGELU;
 }
 
 /* The plan of a GEMM shape and epilogue: its algorithm, or found = false when cuBLASLt has none
@@ -207,22 +207,51 @@ void cuda_MATMUL_BIAS_GELU(rt_cuda_ctx *cx, const rt_kernel_call *c)
     cuda_GELU(cx, &g);
 }
 
-/* (a, b, x) -> (d = gelu_grad(matmul(a, b), x), sum_rows(d)) */
-void cuda_MATMUL_DGELU_BGRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+/* How matmul_dgelu_bgrad runs; MCC_DGELU_EPILOGUE=bgrad|dgelu|none picks one, to measure them:
+ * the DGELU_BGRAD epilogue (gradient and bias gradient in the GEMM), the DGELU epilogue then the
+ * sum_rows kernel, or the plain GEMM then the gelu_grad and sum_rows kernels (also the fallback). */
+typedef enum { DGELU_BGRAD_EPILOGUE, DGELU_EPILOGUE_THEN_SUM, GEMM_THEN_KERNELS } dgelu_way;
+
+static dgelu_way dgelu_way_chosen(void)
 {
-    gemm_epilogue ep = {CUBLASLT_EPILOGUE_DGELU_BGRAD, c->res[1], c->args[2]};
-    if (gemm(cx, c, 0, ep, c->res[0], c->res_types[0], 0.0f, NULL))
-        return;
-    /* fallback: d = matmul(a, b), then gelu_grad in place, then sum_rows */
-    gemm(cx, c, 0, NO_EPILOGUE, c->res[0], c->res_types[0], 0.0f, NULL);
-    void *grad_args[2] = {c->res[0], c->args[2]};
-    const ir_type *grad_types[2] = {c->res_types[0], c->arg_types[2]};
-    rt_kernel_call g = *c;
-    g.nargs = 2, g.args = grad_args, g.arg_types = grad_types, g.nres = 1;
-    cuda_GELU_GRAD(cx, &g);
+    static int way = -1;
+    if (way < 0) {
+        const char *e = getenv("MCC_DGELU_EPILOGUE");
+        way = !e || !strcmp(e, "dgelu") ? DGELU_EPILOGUE_THEN_SUM : !strcmp(e, "bgrad") ? DGELU_BGRAD_EPILOGUE
+                                                                                         : GEMM_THEN_KERNELS;
+    }
+    return (dgelu_way)way;
+}
+
+/* bias gradient res[1] := sum_rows(res[0]) */
+static void sum_result_rows(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
     void *sum_args[1] = {c->res[0]}, *sum_res[1] = {c->res[1]};
     rt_kernel_call s = *c;
     s.nargs = 1, s.args = sum_args, s.arg_types = c->res_types, s.nres = 1, s.res = sum_res;
     s.res_types = &c->res_types[1];
     cuda_SUM_ROWS(cx, &s);
+}
+
+/* (a, b, x) -> (d = gelu_grad(matmul(a, b), x), sum_rows(d)) */
+void cuda_MATMUL_DGELU_BGRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    dgelu_way way = dgelu_way_chosen();
+    if (way == DGELU_BGRAD_EPILOGUE &&
+        gemm(cx, c, 0, (gemm_epilogue){CUBLASLT_EPILOGUE_DGELU_BGRAD, c->res[1], c->args[2]}, c->res[0],
+             c->res_types[0], 0.0f, NULL))
+        return;
+    if (way == DGELU_EPILOGUE_THEN_SUM &&
+        gemm(cx, c, 0, (gemm_epilogue){CUBLASLT_EPILOGUE_DGELU, NULL, c->args[2]}, c->res[0], c->res_types[0], 0.0f,
+             NULL)) {
+        sum_result_rows(cx, c);
+        return;
+    }
+    gemm(cx, c, 0, NO_EPILOGUE, c->res[0], c->res_types[0], 0.0f, NULL);
+    void *grad_args[2] = {c->res[0], c->args[2]};
+    const ir_type *grad_types[2] = {c->res_types[0], c->arg_types[2]};
+    rt_kernel_call g = *c;
+    g.nargs = 2, g.args = grad_args, g.arg_types = grad_types, g.nres = 1;
+    cuda_GELU_GRAD(cx, &g); /* in place */
+    sum_result_rows(cx, c);
 }
