@@ -182,8 +182,9 @@ static void set_config(ir_module *m, const mcc_spec *s)
     SETI("accum_steps", mcc_spec_accum_steps(s));
     SETI("data_parallel_size", s->data_parallel_size);
     SETI("tensor_model_parallel_size", s->tensor_model_parallel_size);
-    if (s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE) /* absent means none: older plans read the same */
-        ir_config_set(m, "recompute_granularity", "selective");
+    if (s->recompute_granularity != MCC_RECOMPUTE_NONE) /* absent means none: older plans read the same */
+        ir_config_set(m, "recompute_granularity",
+                      s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE ? "selective" : "activations");
     if (s->sequence_parallel && s->tensor_model_parallel_size > 1)
         ir_config_set(m, "sequence_parallel", "1");
     if (s->use_distributed_optimizer) /* absent means off: plans without it read as before */

@@ -12,7 +12,7 @@ typedef enum { MCC_POS_LEARNED, MCC_POS_ROPE } mcc_pos;
 typedef enum { MCC_ACT_GELU, MCC_ACT_SWIGLU } mcc_act;
 typedef enum { MCC_LR_CONSTANT, MCC_LR_LINEAR, MCC_LR_COSINE, MCC_LR_INVERSE_SQRT, MCC_LR_WSD } mcc_lr_style;
 /* selective: the backward recomputes norm and activation outputs instead of keeping them */
-typedef enum { MCC_RECOMPUTE_NONE, MCC_RECOMPUTE_SELECTIVE } mcc_recompute;
+typedef enum { MCC_RECOMPUTE_NONE, MCC_RECOMPUTE_SELECTIVE, MCC_RECOMPUTE_ACTIVATIONS } mcc_recompute;
 typedef enum { MCC_WSD_EXPONENTIAL, MCC_WSD_LINEAR, MCC_WSD_COSINE, MCC_WSD_MINUS_SQRT } mcc_wsd_style;
 
 typedef struct {

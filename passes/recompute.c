@@ -1,8 +1,9 @@
-/* recompute.c — selective recomputation (config recompute_granularity = selective): outputs of
- * cheap ops that the backward reads — norms, GELU/SiLU and the SwiGLU product — are not kept
- * from the forward; the backward recomputes each right before its first use, from inputs it
- * keeps anyway (a norm's input feeds the norm's gradient, an activation's input its gradient).
- * The forward copy then dies at its last forward use, and the memory plan reuses its bytes. */
+/* recompute.c — selective recomputation (config recompute_granularity): outputs of cheap ops
+ * that the backward reads are not kept from the forward; the backward recomputes each right
+ * before its first use, from inputs it keeps anyway (a norm's input feeds the norm's gradient,
+ * an activation's input its gradient). The forward copy then dies at its last forward use, and
+ * the memory plan reuses its bytes. `activations` (the default) recomputes GELU/SiLU and the
+ * SwiGLU product; `selective` the norms (and products) too. */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -14,19 +15,21 @@ typedef struct {
     ir_func *dst;
     int *map;                       /* source value -> new value (the forward's) */
     int *again;                     /* source value -> its recomputation in the backward, or -1 */
+    bool norms_too;                 /* selective: norms and products too, not only activations */
 } recompute_ctx;
 
-static bool recomputable(ir_op op)
+static bool is_activation(ir_op op) { return op == IR_OP_GELU || op == IR_OP_SILU || op == IR_OP_SWIGLU; }
+
+static bool recomputable(ir_op op, bool norms_too)
 {
-    return op == IR_OP_LAYERNORM || op == IR_OP_RMSNORM || op == IR_OP_GELU || op == IR_OP_SILU || op == IR_OP_MUL ||
-           op == IR_OP_SWIGLU;
+    return is_activation(op) || (norms_too && (op == IR_OP_LAYERNORM || op == IR_OP_RMSNORM || op == IR_OP_MUL));
 }
 
 /* Source value v as the backward should read it: recomputed (once) when its op is cheap. */
 static int backward_value(recompute_ctx *c, int v)
 {
     const ir_instr *def = &c->src->instrs[c->src->vals[v].def];
-    if (!recomputable(def->op) || def->nres != 1)
+    if (!recomputable(def->op, c->norms_too) || def->nres != 1)
         return c->map[v];
     if (c->again[v] < 0) {
         int args[IR_MAX_RES + 3];
@@ -50,12 +53,12 @@ bool pass_recompute(ir_module *m, char *err, size_t errlen)
 {
     const char *g = ir_config_get(m, "recompute_granularity");
     int fi = ir_func_index(m, "micro_step");
-    if (!g || strcmp(g, "selective") != 0 || fi < 0)
+    if (!g || (strcmp(g, "selective") != 0 && strcmp(g, "activations") != 0) || fi < 0)
         return true;
     const ir_func *src = m->funcs[fi];
     int backward = loss_output(src); /* autodiff appends the backward after `output @loss` */
     recompute_ctx c = {m, src, ir_func_new(m, src->name), malloc(sizeof(int) * ((size_t)src->nvals + 1)),
-                       malloc(sizeof(int) * ((size_t)src->nvals + 1))};
+                       malloc(sizeof(int) * ((size_t)src->nvals + 1)), strcmp(g, "selective") == 0};
     for (int v = 0; v < src->nvals; v++)
         c.again[v] = -1;
     for (int i = 0; i < src->ninstrs; i++) {

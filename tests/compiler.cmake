@@ -11,24 +11,28 @@ add_test(NAME ir_roundtrip_models COMMAND roundtrip_test ${MCC_MODEL_SPECS})
 
 add_test(NAME golden_graphs COMMAND ${CMAKE_SOURCE_DIR}/tests/golden.sh $<TARGET_FILE:mcc>)
 add_test(NAME cli_errors COMMAND ${CMAKE_SOURCE_DIR}/tests/cli_errors.sh $<TARGET_FILE:mcc>)
-# --memory-report names the peak and what is live there: tiny-llama keeps its SwiGLU outputs, and
-# drops them under selective recompute
+# --memory-report names the peak and what is live there: tiny-llama keeps its SwiGLU outputs
+# without recompute, and drops them under the default (activations) and selective recompute
 add_test(NAME memory_report COMMAND $<TARGET_FILE:mcc> compile ${CMAKE_SOURCE_DIR}/models/tiny-llama.json --target cpu
-         --memory-report -o ${CMAKE_BINARY_DIR}/memory_report_rank)
+         --memory-report --recompute-granularity none -o ${CMAKE_BINARY_DIR}/memory_report_rank)
 set_tests_properties(memory_report PROPERTIES
   PASS_REGULAR_EXPRESSION "peak activations: [0-9.]+ [KMG]iB live in micro_step at instruction [0-9]+ \\([a-z_]+\\), of its [0-9.]+ [KMG]iB arena; by the op that made them:\n  [a-z_]+ +[0-9.]+ [KMG]iB +\\([0-9]+ values\\)(.|\n)*swiglu")
 add_test(NAME memory_report_recompute COMMAND $<TARGET_FILE:mcc> compile ${CMAKE_SOURCE_DIR}/models/tiny-llama.json
          --target cpu --memory-report --recompute-granularity selective -o ${CMAKE_BINARY_DIR}/memory_report_rc)
-set_tests_properties(memory_report_recompute PROPERTIES PASS_REGULAR_EXPRESSION "by the op that made them:"
-                     FAIL_REGULAR_EXPRESSION "  swiglu ")
+add_test(NAME memory_report_activations COMMAND $<TARGET_FILE:mcc> compile ${CMAKE_SOURCE_DIR}/models/tiny-llama.json
+         --target cpu --memory-report -o ${CMAKE_BINARY_DIR}/memory_report_act)
+set_tests_properties(memory_report_recompute memory_report_activations PROPERTIES
+                     PASS_REGULAR_EXPRESSION "by the op that made them:" FAIL_REGULAR_EXPRESSION "  swiglu ")
 foreach(model tiny-gpt2 tiny-llama)
   add_test(NAME numerics_vs_torch_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model})
   add_test(NAME numerics_vs_torch_recompute_${model}
            COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model} --recompute-granularity selective)
+  add_test(NAME numerics_vs_torch_no_recompute_${model}
+           COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model} --recompute-granularity none)
   add_test(NAME numerics_vs_torch_dropout_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc>
            ${model} --attention-dropout 0.1 --hidden-dropout 0.1)
-  set_tests_properties(numerics_vs_torch_${model} numerics_vs_torch_recompute_${model} numerics_vs_torch_dropout_${model}
-                       PROPERTIES LABELS numerics)
+  set_tests_properties(numerics_vs_torch_${model} numerics_vs_torch_recompute_${model}
+                       numerics_vs_torch_no_recompute_${model} numerics_vs_torch_dropout_${model} PROPERTIES LABELS numerics)
 endforeach()
 
 # A layout entry "NAME:RANKS:FLAGS..." into the variables layout_name, layout_ranks, layout_flags.
