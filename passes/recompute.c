@@ -2,8 +2,8 @@
  * that the backward reads are not kept from the forward; the backward recomputes each right
  * before its first use, from inputs it keeps anyway (a norm's input feeds the norm's gradient,
  * an activation's input its gradient). The forward copy then dies at its last forward use, and
- * the memory plan reuses its bytes. `activations` (the default) recomputes GELU/SiLU and the
- * SwiGLU product; `selective` the norms (and products) too. */
+ * the memory plan reuses its bytes. `activations` recomputes GELU/SiLU and the SwiGLU product;
+ * `selective` the norms (and products) too. */
 #include "passes.h"
 
 #include <stdlib.h>

@@ -12,7 +12,7 @@ add_test(NAME ir_roundtrip_models COMMAND roundtrip_test ${MCC_MODEL_SPECS})
 add_test(NAME golden_graphs COMMAND ${CMAKE_SOURCE_DIR}/tests/golden.sh $<TARGET_FILE:mcc>)
 add_test(NAME cli_errors COMMAND ${CMAKE_SOURCE_DIR}/tests/cli_errors.sh $<TARGET_FILE:mcc>)
 # --memory-report names the peak and what is live there: tiny-llama keeps its SwiGLU outputs
-# without recompute, and drops them under the default (activations) and selective recompute
+# without recompute (the default), and drops them under activations and selective recompute
 add_test(NAME memory_report COMMAND $<TARGET_FILE:mcc> compile ${CMAKE_SOURCE_DIR}/models/tiny-llama.json --target cpu
          --memory-report --recompute-granularity none -o ${CMAKE_BINARY_DIR}/memory_report_rank)
 set_tests_properties(memory_report PROPERTIES
@@ -20,19 +20,19 @@ set_tests_properties(memory_report PROPERTIES
 add_test(NAME memory_report_recompute COMMAND $<TARGET_FILE:mcc> compile ${CMAKE_SOURCE_DIR}/models/tiny-llama.json
          --target cpu --memory-report --recompute-granularity selective -o ${CMAKE_BINARY_DIR}/memory_report_rc)
 add_test(NAME memory_report_activations COMMAND $<TARGET_FILE:mcc> compile ${CMAKE_SOURCE_DIR}/models/tiny-llama.json
-         --target cpu --memory-report -o ${CMAKE_BINARY_DIR}/memory_report_act)
+         --target cpu --memory-report --recompute-granularity activations -o ${CMAKE_BINARY_DIR}/memory_report_act)
 set_tests_properties(memory_report_recompute memory_report_activations PROPERTIES
                      PASS_REGULAR_EXPRESSION "by the op that made them:" FAIL_REGULAR_EXPRESSION "  swiglu ")
 foreach(model tiny-gpt2 tiny-llama)
   add_test(NAME numerics_vs_torch_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model})
   add_test(NAME numerics_vs_torch_recompute_${model}
            COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model} --recompute-granularity selective)
-  add_test(NAME numerics_vs_torch_no_recompute_${model}
-           COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model} --recompute-granularity none)
+  add_test(NAME numerics_vs_torch_recompute_activations_${model}
+           COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model} --recompute-granularity activations)
   add_test(NAME numerics_vs_torch_dropout_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc>
            ${model} --attention-dropout 0.1 --hidden-dropout 0.1)
   set_tests_properties(numerics_vs_torch_${model} numerics_vs_torch_recompute_${model}
-                       numerics_vs_torch_no_recompute_${model} numerics_vs_torch_dropout_${model} PROPERTIES LABELS numerics)
+                       numerics_vs_torch_recompute_activations_${model} numerics_vs_torch_dropout_${model} PROPERTIES LABELS numerics)
 endforeach()
 
 # A layout entry "NAME:RANKS:FLAGS..." into the variables layout_name, layout_ranks, layout_flags.
@@ -62,7 +62,8 @@ if(MPI_C_FOUND)
       "tp2:2:--tp 2" "tp4:4:--tp 4" "tp2_dp2:4:--tp 2 --dp 2"
       "tp2_dp2_zero:4:--tp 2 --dp 2 --use-distributed-optimizer" "tp2_sp:2:--tp 2 --sequence-parallel"
       "tp4_sp:4:--tp 4 --sequence-parallel" "tp2_sp_dp2:4:--tp 2 --sequence-parallel --dp 2"
-      "tp2_sp_recompute:2:--tp 2 --sequence-parallel --recompute-granularity selective")
+      "tp2_sp_recompute:2:--tp 2 --sequence-parallel --recompute-granularity selective"
+      "tp2_sp_recompute_activations:2:--tp 2 --sequence-parallel --recompute-granularity activations")
   # With dropout on: the masks are drawn by global sample and element index, so every layout,
   # and a split into more micro-batches, draws the single rank's masks.
   list(APPEND MCC_LAYOUTS "dp2_dropout:2:${_dropout} --dp 2" "tp2_dropout:2:${_dropout} --tp 2"
