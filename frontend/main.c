@@ -174,7 +174,8 @@ static bool fits_gpu(const mcc_memory_breakdown *mem, double gpu_gib)
                     "  optimizer state and most activations / N; add --sequence-parallel for the rest) or\n"
                     "  --data-parallel-size N --use-distributed-optimizer (optimizer state and fp32 masters / N);\n"
                     "  lower --micro-batch-size (activations scale with it; raise the accumulation instead);\n"
-                    "  shorten --seq-length. (Pipeline parallelism and recompute are not in this build yet.)\n",
+                    "  --recompute-granularity activations (or selective) to recompute activation (and norm)\n"
+                    "  outputs in the backward; shorten --seq-length. (Pipeline parallelism is not in this build.)\n",
             gib, RUNTIME_OVERHEAD_GIB, gpu_gib);
     return false;
 }

@@ -185,6 +185,8 @@ static void set_config(ir_module *m, const mcc_spec *s)
     if (s->recompute_granularity != MCC_RECOMPUTE_NONE) /* absent means none: older plans read the same */
         ir_config_set(m, "recompute_granularity",
                       s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE ? "selective" : "activations");
+    if (s->recompute_granularity != MCC_RECOMPUTE_NONE && s->recompute_num_layers > 0)
+        SETI("recompute_num_layers", s->recompute_num_layers);
     if (s->sequence_parallel && s->tensor_model_parallel_size > 1)
         ir_config_set(m, "sequence_parallel", "1");
     if (s->use_distributed_optimizer) /* absent means off: plans without it read as before */

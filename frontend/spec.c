@@ -106,6 +106,7 @@ static const spec_field spec_fields[] = {
      * elementwise pass each) instead of keeping them: gpt2-1.5B 65.4 -> 56.1 GiB for ~3% of its step */
     FIELD(SEC_TRAINING, "recompute_granularity", recompute_granularity, NULL, K_ENUM, R_ANY, D_VALUE,
           MCC_RECOMPUTE_NONE, recompute_names),
+    TRAIN(recompute_num_layers, K_INT, R_NONNEG, D_VALUE, 0),
 };
 enum { SPEC_NFIELDS = sizeof spec_fields / sizeof spec_fields[0] };
 

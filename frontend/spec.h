@@ -42,7 +42,8 @@ typedef struct {
     double lr_warmup_fraction;          /* of lr_decay_iters; exclusive with lr_warmup_iters */
     double lr, min_lr, weight_decay, clip_grad, adam_beta1, adam_beta2, adam_eps;
     mcc_lr_style lr_decay_style;        /* "constant" | "linear" | "cosine" | "inverse-square-root" | "WSD" */
-    mcc_recompute recompute_granularity; /* "none" | "selective" */
+    mcc_recompute recompute_granularity; /* "none" | "selective" | "activations" */
+    int recompute_num_layers;           /* recompute only in the first N layers (0: all), Megatron's block method */
     mcc_wsd_style lr_wsd_decay_style;   /* "exponential" | "linear" | "cosine" | "minus_sqrt" */
     int eval_interval, eval_iters, log_interval; /* train_rank's defaults for its flags */
 } mcc_spec;

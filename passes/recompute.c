@@ -6,6 +6,7 @@
  * `selective` the norms (and products) too. */
 #include "passes.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +17,22 @@ typedef struct {
     int *map;                       /* source value -> new value (the forward's) */
     int *again;                     /* source value -> its recomputation in the backward, or -1 */
     bool norms_too;                 /* selective: norms and products too, not only activations */
+    int num_layers;                 /* recompute only in layers [0, num_layers); 0: every layer */
 } recompute_ctx;
+
+/* The layer `layers.<i>.` whose parameter instruction `in` reads, directly or through the
+ * instruction making one of its operands (a norm reads its weight, an activation a matmul's
+ * product); -1 if none (the final norm). */
+static int layer_of(const ir_func *f, const ir_instr *in, int depth)
+{
+    int layer;
+    if (in->op == IR_OP_GLOBAL)
+        return sscanf(in->sym, "layers.%d.", &layer) == 1 ? layer : -1;
+    for (int a = 0; depth > 0 && a < in->nargs; a++)
+        if ((layer = layer_of(f, &f->instrs[f->vals[in->args[a]].def], depth - 1)) >= 0)
+            return layer;
+    return -1;
+}
 
 static bool is_activation(ir_op op) { return op == IR_OP_GELU || op == IR_OP_SILU || op == IR_OP_SWIGLU; }
 
@@ -25,11 +41,20 @@ static bool recomputable(ir_op op, bool norms_too)
     return is_activation(op) || (norms_too && (op == IR_OP_LAYERNORM || op == IR_OP_RMSNORM || op == IR_OP_MUL));
 }
 
+/* Whether instruction `in` lies in a layer recompute_num_layers covers (every layer when 0). */
+static bool in_recomputed_layers(const recompute_ctx *c, const ir_instr *in)
+{
+    if (c->num_layers <= 0)
+        return true;
+    int layer = layer_of(c->src, in, 2);
+    return layer >= 0 && layer < c->num_layers;
+}
+
 /* Source value v as the backward should read it: recomputed (once) when its op is cheap. */
 static int backward_value(recompute_ctx *c, int v)
 {
     const ir_instr *def = &c->src->instrs[c->src->vals[v].def];
-    if (!recomputable(def->op, c->norms_too) || def->nres != 1)
+    if (!recomputable(def->op, c->norms_too) || def->nres != 1 || !in_recomputed_layers(c, def))
         return c->map[v];
     if (c->again[v] < 0) {
         int args[IR_MAX_RES + 3];
@@ -58,7 +83,8 @@ bool pass_recompute(ir_module *m, char *err, size_t errlen)
     const ir_func *src = m->funcs[fi];
     int backward = loss_output(src); /* autodiff appends the backward after `output @loss` */
     recompute_ctx c = {m, src, ir_func_new(m, src->name), malloc(sizeof(int) * ((size_t)src->nvals + 1)),
-                       malloc(sizeof(int) * ((size_t)src->nvals + 1)), strcmp(g, "selective") == 0};
+                       malloc(sizeof(int) * ((size_t)src->nvals + 1)), strcmp(g, "selective") == 0,
+                       (int)ir_config_int(m, "recompute_num_layers", 0)};
     for (int v = 0; v < src->nvals; v++)
         c.again[v] = -1;
     for (int i = 0; i < src->ninstrs; i++) {

@@ -63,7 +63,7 @@ if(MPI_C_FOUND)
       "tp2_dp2_zero:4:--tp 2 --dp 2 --use-distributed-optimizer" "tp2_sp:2:--tp 2 --sequence-parallel"
       "tp4_sp:4:--tp 4 --sequence-parallel" "tp2_sp_dp2:4:--tp 2 --sequence-parallel --dp 2"
       "tp2_sp_recompute:2:--tp 2 --sequence-parallel --recompute-granularity selective"
-      "tp2_sp_recompute_activations:2:--tp 2 --sequence-parallel --recompute-granularity activations")
+      "tp2_sp_recompute_activations:2:--tp 2 --sequence-parallel --recompute-granularity activations --recompute-num-layers 1")
   # With dropout on: the masks are drawn by global sample and element index, so every layout,
   # and a split into more micro-batches, draws the single rank's masks.
   list(APPEND MCC_LAYOUTS "dp2_dropout:2:${_dropout} --dp 2" "tp2_dropout:2:${_dropout} --tp 2"
