@@ -333,6 +333,16 @@ bool ir_infer_norm_grad(const ir_module *m, const ir_instr *in, const ir_type *a
     return true;
 }
 
+bool ir_infer_norm_grad_add(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                            size_t len)
+{
+    if (!ir_infer_norm_grad(m, in, a, r, err, len))
+        return false;
+    if (!same_shape(&a[3], &r[0]) || a[3].dtype != r[0].dtype)
+        return fail(err, len, "residual gradient %s does not match dx %s", tstr(&a[3]), tstr(&r[0]));
+    return true;
+}
+
 bool ir_infer_rope(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     if (!need_ndim(&a[0], 4, "rope input [B,T,H,D]", err, len))

@@ -98,9 +98,10 @@ __device__ void mcc_norm_forward(T *y, const T *x, const Wt *w, const Wt *b, lon
 
 // (dy, x, w) -> dx[R,d], and partial[groups in grid, NACC d]: each group's dw (sum dy xhat), then
 // db (sum dy) when CENTER. With xhat = (x - mean) rstd and g = dy w:
-// dx = rstd (g - mean(g) - xhat mean(g xhat)), the mean(g) term only when centred.
+// dx = rstd (g - mean(g) - xhat mean(g xhat)), the mean(g) term only when centred. dr (null, or
+// a residual's gradient, ops.def's *_grad_add) is added as dx is stored; it may be dx itself.
 template <bool CENTER, int W, class T, class Wt>
-__device__ void mcc_norm_backward(T *dx, float *partial, const T *dy, const T *x, const Wt *w, long long R,
+__device__ void mcc_norm_backward(T *dx, float *partial, const T *dy, const T *x, const Wt *w, const T *dr, long long R,
                                   long long d, float eps, int tpr)
 {
     const int NACC = CENTER ? 2 : 1;
@@ -133,10 +134,12 @@ __device__ void mcc_norm_backward(T *dx, float *partial, const T *dy, const T *x
             long long j = xr.col(c, lane, tpr);
             if (j >= d)
                 continue;
-            float wv[W], out[W];
+            float wv[W], out[W], rv[W] = {};
             mcc_ldn(wv, w, j);
+            if (dr)
+                mcc_ldn(rv, dr, row * d + j);
             for (int k = 0; k < W; k++) {
-                out[k] = st.rstd * (gr.v[c][k] * wv[k] - mean_g - xr.v[c][k] * mean_gx);
+                out[k] = st.rstd * (gr.v[c][k] * wv[k] - mean_g - xr.v[c][k] * mean_gx) + rv[k];
                 dw.v[c][k] += gr.v[c][k] * xr.v[c][k];
                 db.v[c][k] += gr.v[c][k];
             }
@@ -173,21 +176,21 @@ __device__ void mcc_norm_backward(T *dx, float *partial, const T *dy, const T *x
             mcc_norm_forward<false, 1>(y, x, w, (const W *)0, R, d, eps, tpr);                             \
     }                                                                                                      \
     extern "C" __global__ void mcc_layernorm_grad_##sfx(T *dx, float *partial, const T *dy, const T *x,    \
-                                                        const W *w, long long R, long long d, float eps,  \
-                                                        int width, int tpr)                               \
+                                                        const W *w, const T *dr, long long R, long long d, \
+                                                        float eps, int width, int tpr)                    \
     {                                                                                                      \
         if (width == MCC_VEC)                                                                              \
-            mcc_norm_backward<true, MCC_VEC>(dx, partial, dy, x, w, R, d, eps, tpr);                       \
+            mcc_norm_backward<true, MCC_VEC>(dx, partial, dy, x, w, dr, R, d, eps, tpr);                   \
         else                                                                                               \
-            mcc_norm_backward<true, 1>(dx, partial, dy, x, w, R, d, eps, tpr);                             \
+            mcc_norm_backward<true, 1>(dx, partial, dy, x, w, dr, R, d, eps, tpr);                         \
     }                                                                                                      \
     extern "C" __global__ void mcc_rmsnorm_grad_##sfx(T *dx, float *partial, const T *dy, const T *x,      \
-                                                      const W *w, long long R, long long d, float eps,    \
-                                                      int width, int tpr)                                 \
+                                                      const W *w, const T *dr, long long R, long long d,  \
+                                                      float eps, int width, int tpr)                      \
     {                                                                                                      \
         if (width == MCC_VEC)                                                                              \
-            mcc_norm_backward<false, MCC_VEC>(dx, partial, dy, x, w, R, d, eps, tpr);                      \
+            mcc_norm_backward<false, MCC_VEC>(dx, partial, dy, x, w, dr, R, d, eps, tpr);                  \
         else                                                                                               \
-            mcc_norm_backward<false, 1>(dx, partial, dy, x, w, R, d, eps, tpr);                            \
+            mcc_norm_backward<false, 1>(dx, partial, dy, x, w, dr, R, d, eps, tpr);                        \
     }
 MCC_FOR_FLOAT_PAIRS(MCC_NORMS)

@@ -15,7 +15,10 @@
  *     stored and the gradient is read once, by the next GEMMs;
  *   - an add of a matmul's (or matmul_bias's) product that nothing else reads becomes one
  *     matmul_add (matmul_bias_add): the GEMM adds the other operand (beta = 1), so a residual
- *     or a sum of input gradients (q, k, v's) costs no pass of its own.
+ *     or a sum of input gradients (q, k, v's) costs no pass of its own;
+ *   - otherwise, an add of a layernorm_grad's (rmsnorm_grad's) dx that nothing else reads, to
+ *     a value that exists before that instruction (the residual's gradient), becomes one
+ *     layernorm_grad_add (rmsnorm_grad_add), which adds it as dx is stored.
  * Rewrites every function into a new one; the fused op sits where its consumer was, where all
  * its operands exist. */
 #include "passes.h"
@@ -34,6 +37,7 @@ typedef struct {
     int *folded_dgelu;              /* per source matmul: the gelu_grad of its product folded into it, or -1 */
     int *folded_bgrad;              /* per source matmul with folded_dgelu: the sum_rows of that gradient */
     int *add_product;               /* per source add: which operand (0, 1) is a product folded into it, or -1 */
+    int *norm_add;                  /* per source layernorm_grad / rmsnorm_grad: the add of its dx folded into it, or -1 */
 } fusion_plan;
 
 /* The first instruction after i of op `op` whose operand `arg` is value v, or -1. */
@@ -144,6 +148,29 @@ static void plan_add_products(const ir_func *f, fusion_plan *fp)
     }
 }
 
+/* For each add no product claimed, of a norm gradient's dx that nothing else reads and of a value
+ * made before that norm gradient: folds the add into the norm gradient. */
+static void plan_norm_adds(const ir_func *f, fusion_plan *fp)
+{
+    fp->norm_add = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
+    for (int i = 0; i < f->ninstrs; i++)
+        fp->norm_add[i] = -1;
+    for (int i = 0; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        if (in->op != IR_OP_ADD || fp->add_product[i] >= 0)
+            continue;
+        for (int k = 0; k < 2; k++) {
+            int dx = in->args[k], g = f->vals[dx].def, other = f->vals[in->args[1 - k]].def;
+            ir_op op = f->instrs[g].op;
+            if ((op == IR_OP_LAYERNORM_GRAD || op == IR_OP_RMSNORM_GRAD) && f->instrs[g].res[0] == dx &&
+                fp->uses[dx] == 1 && other < g && fp->norm_add[g] < 0) {
+                fp->norm_add[g] = i;
+                break;
+            }
+        }
+    }
+}
+
 static void plan_fusions(const ir_func *f, fusion_plan *fp)
 {
     fp->uses = calloc((size_t)f->nvals + 1, sizeof(int));
@@ -172,6 +199,7 @@ static void plan_fusions(const ir_func *f, fusion_plan *fp)
             fp->folded_copy[k] = j;
     }
     plan_add_products(f, fp);
+    plan_norm_adds(f, fp);
     fp->folded_gelu = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
     fp->folded_dgelu = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
     fp->folded_bgrad = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
@@ -220,6 +248,8 @@ static void fuse_func(ir_module *m, int fi)
             skip[fp.folded_dgelu[i]] = skip[fp.folded_bgrad[i]] = true;
         if (fp.add_product[i] >= 0)
             skip[src->vals[src->instrs[i].args[fp.add_product[i]]].def] = true; /* a matmul, or a bias_add */
+        if (fp.norm_add[i] >= 0)
+            skip[fp.norm_add[i]] = true;
         if (fp.folded_ce_grad[i] >= 0) {
             int seed = src->instrs[fp.folded_ce_grad[i]].args[0];
             skip[fp.folded_ce_grad[i]] = true;
@@ -240,6 +270,16 @@ static void fuse_func(ir_module *m, int fi)
         } else if (mm && in->op == IR_OP_BIAS_ADD) {
             int fused[3] = {map[mm->args[0]], map[mm->args[1]], map[in->args[1]]};
             r = ir_emit(m, dst, IR_OP_MATMUL_BIAS, fused, 3, mm->attr, NULL, NULL);
+        } else if (fp.norm_add[i] >= 0) {
+            const ir_instr *add = &src->instrs[fp.norm_add[i]];
+            int other = add->args[0] == in->res[0] ? add->args[1] : add->args[0];
+            int args[4] = {map[in->args[0]], map[in->args[1]], map[in->args[2]], map[other]};
+            ir_op fused = in->op == IR_OP_LAYERNORM_GRAD ? IR_OP_LAYERNORM_GRAD_ADD : IR_OP_RMSNORM_GRAD_ADD;
+            r = ir_emit(m, dst, fused, args, 4, in->attr, NULL, NULL);
+            map[add->res[0]] = r; /* dx + dr is the add's result; dx alone is never read */
+            for (int k = 1; k < in->nres; k++)
+                map[in->res[k]] = r + k;
+            continue;
         } else if (fp.add_product[i] >= 0) {
             r = emit_add_product(m, dst, src, &fp, in, map);
         } else if (fp.folded_dgelu[i] >= 0) {
@@ -283,6 +323,7 @@ static void fuse_func(ir_module *m, int fi)
     free(fp.folded_dgelu);
     free(fp.folded_bgrad);
     free(fp.add_product);
+    free(fp.norm_add);
     ir_func_replace(m, fi, dst);
 }
 

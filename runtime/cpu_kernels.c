@@ -428,12 +428,13 @@ static void norm_forward(const rt_kernel_call *c, int center)
     }
 }
 
-/* (dy, x, w) -> dx, dw (, db when center). With xhat = (x - mean) rstd and g = dy w:
+/* (dy, x, w (, dr)) -> dx (+ dr), dw (, db when center). With xhat = (x - mean) rstd and g = dy w:
  * dx = rstd (g - mean(g) - xhat mean(g xhat)), the mean(g) term only when centred;
- * dw = sum over rows of dy xhat, db = sum over rows of dy. */
+ * dw = sum over rows of dy xhat, db = sum over rows of dy. dr (the _add ops) may be dx's own
+ * bytes: each of its elements is read right before dx's is written. */
 static void norm_backward(const rt_kernel_call *c, int center)
 {
-    const float *dy = argf(c, 0), *x = argf(c, 1), *w = argf(c, 2);
+    const float *dy = argf(c, 0), *x = argf(c, 1), *w = argf(c, 2), *dr = c->nargs > 3 ? argf(c, 3) : NULL;
     float *dx = resf(c, 0), *dw = resf(c, 1), *db = center ? resf(c, 2) : NULL;
     int64_t R = nrows(c->arg_types[1]), d = last_dim(c->arg_types[1]);
     double *acc = scratch(2 * d, sizeof *acc); /* dw [d], then db [d] */
@@ -451,7 +452,8 @@ static void norm_backward(const rt_kernel_call *c, int center)
         double mean_g = center ? sum_g / d : 0.0, mean_gx = sum_gx / d;
         for (int64_t j = 0; j < d; j++) {
             double xhat = (xr[j] - mean) * rstd, g = (double)dyr[j] * w[j];
-            dx[i * d + j] = (float)(rstd * (g - mean_g - xhat * mean_gx));
+            float v = (float)(rstd * (g - mean_g - xhat * mean_gx));
+            dx[i * d + j] = dr ? v + dr[i * d + j] : v;
         }
     }
     for (int64_t j = 0; j < d; j++) {
@@ -466,6 +468,8 @@ void cpu_LAYERNORM(const rt_kernel_call *c) { norm_forward(c, 1); }
 void cpu_LAYERNORM_GRAD(const rt_kernel_call *c) { norm_backward(c, 1); }
 void cpu_RMSNORM(const rt_kernel_call *c) { norm_forward(c, 0); }
 void cpu_RMSNORM_GRAD(const rt_kernel_call *c) { norm_backward(c, 0); }
+void cpu_LAYERNORM_GRAD_ADD(const rt_kernel_call *c) { norm_backward(c, 1); }
+void cpu_RMSNORM_GRAD_ADD(const rt_kernel_call *c) { norm_backward(c, 0); }
 
 /* --- attention ------------------------------------------------------------------------------- */
 

@@ -409,19 +409,19 @@ static void norm_forward(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kerne
  * on every GPU */
 enum { NORM_GRAD_ROWS = 1024 };
 
-/* (dy, x, w) -> dx, dw (, db): dx and per-group dw/db partials [S, nacc d] in one kernel, then
- * the partials' column sums. */
+/* (dy, x, w (, dr)) -> dx (+ dr), dw (, db): dx and per-group dw/db partials [S, nacc d] in one
+ * kernel, then the partials' column sums. */
 static void norm_backward(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kernel k)
 {
     const ir_type *xt = c->arg_types[1], *wt = c->arg_types[2];
-    void *dx = c->res[0], *dy = c->args[0], *x = c->args[1], *w = c->args[2];
+    void *dx = c->res[0], *dy = c->args[0], *x = c->args[1], *w = c->args[2], *dr = c->nargs > 3 ? c->args[3] : NULL;
     long long R = nrows(xt), d = last_dim(xt), nacc = c->nres - 1, stride = nacc * d;
     float eps = (float)c->in->attr[0];
     norm_layout l = norm_layout_of(c, d);
     int64_t groups = R < NORM_GRAD_ROWS ? R : NORM_GRAD_ROWS, G = (groups + l.groups - 1) / l.groups;
     int S = (int)(G * l.groups);
     char *partial = rt_cuda_scratch(cx, (size_t)S * (size_t)stride * sizeof(float));
-    void *p[] = {&dx, &partial, &dy, &x, &w, &R, &d, &eps, &l.width, &l.tpr};
+    void *p[] = {&dx, &partial, &dy, &x, &w, &dr, &R, &d, &eps, &l.width, &l.tpr};
     rt_cuda_launch(cx, name_of(c, k, xt, wt).s, (unsigned)G, 1, 1, (unsigned)(l.tpr * l.groups), 0, p);
     for (int i = 1; i < c->nres; i++) { /* dw, then db */
         void *r = c->res[i], *part = partial + (size_t)(i - 1) * d * sizeof(float);
@@ -434,6 +434,8 @@ void cuda_LAYERNORM(rt_cuda_ctx *cx, const rt_kernel_call *c) { norm_forward(cx,
 void cuda_RMSNORM(rt_cuda_ctx *cx, const rt_kernel_call *c) { norm_forward(cx, c, RT_CUK_RMSNORM); }
 void cuda_LAYERNORM_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { norm_backward(cx, c, RT_CUK_LAYERNORM_GRAD); }
 void cuda_RMSNORM_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { norm_backward(cx, c, RT_CUK_RMSNORM_GRAD); }
+void cuda_LAYERNORM_GRAD_ADD(rt_cuda_ctx *cx, const rt_kernel_call *c) { norm_backward(cx, c, RT_CUK_LAYERNORM_GRAD); }
+void cuda_RMSNORM_GRAD_ADD(rt_cuda_ctx *cx, const rt_kernel_call *c) { norm_backward(cx, c, RT_CUK_RMSNORM_GRAD); }
 
 /* --- attention-side ----------------------------------------------------------------------------- */
 
