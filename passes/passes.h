@@ -25,6 +25,7 @@ bool pass_data_parallel(ir_module *m, char *err, size_t errlen);
 bool pass_optimizer(ir_module *m, char *err, size_t errlen);
 bool pass_schedule(ir_module *m, char *err, size_t errlen);
 bool pass_fusion(ir_module *m, char *err, size_t errlen);
+bool pass_comm_overlap(ir_module *m, char *err, size_t errlen);
 bool pass_memory_plan(ir_module *m, char *err, size_t errlen);
 
 /* The distributed optimizer (ZeRO-1: config use_distributed_optimizer) shards the optimizer over

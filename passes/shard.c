@@ -133,8 +133,8 @@ static int seq_slice(shard_ctx *c, int v)
     if (!c->at[v].partial)
         return v;
     if (c->scattered[v] < 0) {
-        double axis = IR_AXIS_TP;
-        int r = emit(c, IR_OP_REDUCE_SCATTER_SEQ, &v, 1, &axis, NULL, NULL, SEQ_SLICE);
+        double attrs[2] = {IR_AXIS_TP, 0}; /* axis, overlap (the comm_overlap pass's) */
+        int r = emit(c, IR_OP_REDUCE_SCATTER_SEQ, &v, 1, attrs, NULL, NULL, SEQ_SLICE);
         c->scattered[v] = r;
     }
     return c->scattered[v];

@@ -102,7 +102,8 @@ void cuda_ALL_GATHER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
     rt_comm_group_end(comm, rt_cuda_stream(cx));
 }
 
-/* x[B,T,R] partial -> r[B,T/n,R]: this rank's slice of the sum */
+/* x[B,T,R] partial -> r[B,T/n,R]: this rank's slice of the sum. overlap=1 (comm_overlap.c): on
+ * the comm stream, joined by the device before its result's first reader. */
 void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
@@ -113,11 +114,12 @@ void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
         return;
     }
     size_t n = (size_t)rt_comm_size(comm);
+    CUstream stream = c->in->attr[1] != 0 ? rt_cuda_comm_fork(cx) : rt_cuda_stream(cx);
     rt_comm_group_begin(comm);
     for (size_t b = 0; b < B; b++)
         rt_reduce_scatter(comm, (const char *)c->args[0] + b * slab * n, (char *)c->res[0] + b * slab, count, t->dtype,
-                          RT_SUM, rt_cuda_stream(cx));
-    rt_comm_group_end(comm, rt_cuda_stream(cx));
+                          RT_SUM, stream);
+    rt_comm_group_end(comm, stream);
 }
 
 /* (dst globals...): each := its sum over the axis's ranks, a bucket at a time. overlap=1 (inside

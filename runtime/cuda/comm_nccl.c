@@ -284,11 +284,13 @@ static void nccl_split(rt_comm *c, int color, int key, rt_comm *out)
     free(order);
     free(all);
     ncclConfig_t cfg = nccl_config();
-    /* The tensor-parallel group's collectives sit on the compute stream, between the GEMMs that
-     * need them: nothing runs beside them, so they may take as many CTAs as NCCL can use (llama-1B
-     * with TP=2 and SP: 68.3k -> 69.9k tokens/s per GPU, bench/env_sweep.sh). */
-    if (!strcmp(out->name, "tp"))
-        cfg.minCTAs = cfg.maxCTAs = 64;
+    /* The tensor-parallel group's collectives mostly sit on the compute stream, between the GEMMs
+     * that need them, so they may take as many CTAs as NCCL can use (llama-1B with TP=2 and SP:
+     * 68.3k -> 69.9k tokens/s per GPU, bench/env_sweep.sh); MCC_TP_NCCL_CTAS sets another count. */
+    if (!strcmp(out->name, "tp")) {
+        const char *e = getenv("MCC_TP_NCCL_CTAS");
+        cfg.minCTAs = cfg.maxCTAs = e && atoi(e) > 0 ? atoi(e) : 64;
+    }
     ncclComm_t comm;
     double deadline = nccl_now() + nccl.timeout_s;
     nccl_check(c, ncclCommSplit(nccl_of(c), color, key, &comm, &cfg), "ncclCommSplit", "split");

@@ -180,11 +180,27 @@ static void cuda_init(rt_program *p, float *w, int64_t n, uint64_t key, float st
     }
 }
 
+/* Whether instruction i reads the result of a collective that ran beside the work after it
+ * (reduce_scatter_seq with overlap = 1, passes/comm_overlap.c): the compute stream joins the comm
+ * stream first. */
+static bool reads_overlapped(const ir_func *f, int i)
+{
+    const ir_instr *in = &f->instrs[i];
+    for (int a = 0; a < in->nargs; a++) {
+        const ir_instr *def = &f->instrs[f->vals[in->args[a]].def];
+        if (def->op == IR_OP_REDUCE_SCATTER_SEQ && def->attr[1] != 0)
+            return true;
+    }
+    return false;
+}
+
 static void launch_all(rt_program *p, int func)
 {
     rt_func_exec *x = &p->funcs[func];
     profile *pr = state(p)->prof;
     for (int i = 0; i < x->f->ninstrs; i++) {
+        if (reads_overlapped(x->f, i))
+            rt_cuda_comm_join(state(p)->cx);
         if (pr)
             RT_CUDART_CHECK(cudaEventRecord(pr->start[pr->offset[func] + i], stream(p)));
         rt_cuda_launchers[x->f->instrs[i].op](state(p)->cx, &x->calls[i]);

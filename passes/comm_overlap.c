@@ -1,0 +1,108 @@
+/* comm_overlap.c — sequence parallelism's reduce-scatters overlap the work that does not need
+ * them: in the backward, an input gradient's reduce_scatter_seq runs beside the weight
+ * gradients' GEMMs of the same layer. Each reduce_scatter_seq moves up to right after the
+ * instruction making its operand, and the matmul_accumulates (weight gradients) autodiff emitted
+ * since the previous collective move down to right after it; when real work (not a `global` or a
+ * `reshape`) then separates it from its result's first use, it is marked overlap = 1. The GPU
+ * runs such a collective on the comm stream, which the compute stream joins before that first
+ * use, and the memory plan keeps its operand's bytes until then. */
+#include "passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool is_work(ir_op op) { return op != IR_OP_GLOBAL && op != IR_OP_RESHAPE; }
+
+static bool is_collective(ir_op op)
+{
+    return op == IR_OP_ALL_REDUCE || op == IR_OP_ALL_REDUCE_INPLACE || op == IR_OP_REDUCE_SCATTER ||
+           op == IR_OP_ALL_GATHER || op == IR_OP_ALL_GATHER_SEQ || op == IR_OP_REDUCE_SCATTER_SEQ;
+}
+
+/* Whether real work lies between instruction i and the first instruction reading value v. */
+static bool work_before_use(const ir_func *f, int i, int v)
+{
+    for (int j = i + 1; j < f->ninstrs; j++) {
+        const ir_instr *in = &f->instrs[j];
+        for (int a = 0; a < in->nargs; a++)
+            if (in->args[a] == v)
+                return false;
+        if (is_work(in->op))
+            return true;
+    }
+    return false;
+}
+
+/* Whether the matmul_accumulate at k may move past instruction p: no instruction in (k, p] names
+ * the global it accumulates into. */
+static bool may_defer(const ir_func *f, int k, int p)
+{
+    const char *dst = f->instrs[f->vals[f->instrs[k].args[0]].def].sym;
+    for (int j = k + 1; j <= p; j++)
+        if (f->instrs[j].op == IR_OP_GLOBAL && strcmp(f->instrs[j].sym, dst) == 0)
+            return false;
+    return true;
+}
+
+typedef struct {
+    int *after;                     /* per source instruction: the first instruction emitted after it, or -1 */
+    int *next;                      /* ... and the next one after that same instruction, or -1 */
+    bool *moved;                    /* source instructions emitted elsewhere */
+} reorder;
+
+/* Appends source instruction k to the list emitted after instruction at. */
+static void emit_after(reorder *o, int at, int k)
+{
+    int *tail = &o->after[at];
+    while (*tail >= 0)
+        tail = &o->next[*tail];
+    *tail = k, o->next[k] = -1, o->moved[k] = true;
+}
+
+static void overlap_func(ir_module *m, int fi)
+{
+    const ir_func *src = m->funcs[fi];
+    int n = src->ninstrs, last_collective = -1;
+    reorder o = {malloc(sizeof(int) * (size_t)(n + 1)), malloc(sizeof(int) * (size_t)(n + 1)),
+                 calloc((size_t)n + 1, sizeof(bool))};
+    for (int k = 0; k < n; k++)
+        o.after[k] = o.next[k] = -1;
+    for (int i = 0; i < n; i++) {
+        const ir_instr *in = &src->instrs[i];
+        if (in->op == IR_OP_REDUCE_SCATTER_SEQ) {
+            int p = src->vals[in->args[0]].def;
+            emit_after(&o, p, i);
+            for (int k = last_collective + 1; k < p; k++)
+                if (src->instrs[k].op == IR_OP_MATMUL_ACCUMULATE && !o.moved[k] && may_defer(src, k, p))
+                    emit_after(&o, p, k);
+        }
+        if (is_collective(in->op))
+            last_collective = i;
+    }
+    ir_func *dst = ir_func_new(m, src->name);
+    int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
+    for (int i = 0; i < n; i++) {
+        if (o.moved[i])
+            continue;
+        ir_copy_instr(m, dst, src, &src->instrs[i], map);
+        for (int k = o.after[i]; k >= 0; k = o.next[k])
+            ir_copy_instr(m, dst, src, &src->instrs[k], map);
+    }
+    for (int i = 0; i < dst->ninstrs; i++) {
+        ir_instr *in = &dst->instrs[i];
+        if (in->op == IR_OP_REDUCE_SCATTER_SEQ)
+            in->attr[1] = work_before_use(dst, i, in->res[0]);
+    }
+    ir_func_replace(m, fi, dst);
+    free(o.after);
+    free(o.next);
+    free(o.moved);
+    free(map);
+}
+
+bool pass_comm_overlap(ir_module *m, char *err, size_t errlen)
+{
+    for (int f = 0; f < m->nfuncs; f++)
+        overlap_func(m, f);
+    return true;
+}
