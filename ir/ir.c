@@ -310,6 +310,7 @@ int ir_emit(ir_module *m, ir_func *f, ir_op op, const int *args, int nargs, cons
     in.sym = sym ? strdup(sym) : NULL;
 
     ir_type argt[nargs ? nargs : 1];
+    memset(argt, 0, sizeof argt); /* an op without operands reads none, but its infer gets a pointer */
     for (int i = 0; i < nargs; i++)
         argt[i] = f->vals[args[i]].type;
     ir_type res[IR_MAX_RES] = {0};

@@ -377,7 +377,7 @@ static bool parse_shard(parser *p, ir_type *t)
         return false;
     int n = 0;
     do {
-        int axis;
+        int axis = IR_AXIS_NONE;
         if (n == t->ndim)
             return fail_line(p, p->tok.line, "bad type: shard lists more axes than the %d dimensions", t->ndim);
         if (!parse_axis(p, &axis))
@@ -394,7 +394,7 @@ static bool parse_partial(parser *p, ir_type *t)
 {
     advance(p); /* { */
     advance(p); /* partial */
-    int axis;
+    int axis = IR_AXIS_NONE;
     if (!expect_punct(p, '=') || !parse_axis(p, &axis))
         return false;
     if (axis == IR_AXIS_NONE)
@@ -639,7 +639,7 @@ static bool parse_operands(parser *p, instr_text *it)
     if (p->tok.kind == TK_VAL) {
         do {
             token at = p->tok;
-            int64_t id;
+            int64_t id = -1;
             if (!parse_value_id(p, &id))
                 return false;
             int v = ids_find(p, id);
