@@ -33,6 +33,12 @@ for m in tiny-gpt2 tiny-llama; do
   $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 --tp 2 --sequence-parallel \
     -o devrun/bin/$m-cuda-tp2sp 2>/dev/null
   devrun/bin/$m-cpu --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir devrun/cpu/$m >/dev/null
+  # one micro-batch per step: the gradients' first writes assign (no zeroing)
+  $B/mcc compile models/$m.json --target cpu --keep-logits --global-batch-size 4 -o devrun/bin/$m-cpu-gb4 2>/dev/null
+  $B/mcc compile models/$m.json --target cuda --keep-logits --global-batch-size 4 -o devrun/bin/$m-cuda-gb4 2>/dev/null
+  devrun/bin/$m-cpu-gb4 --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+    --dump-dir devrun/cpu/$m-gb4 >/dev/null
+  rm devrun/bin/$m-cpu-gb4
   devrun/bin/$m-cpu --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 200 --log-interval 1 --eval-iters 0 > devrun/cpu/$m-200.log
   rm devrun/bin/$m-cpu
 done

@@ -30,6 +30,10 @@ for m in tiny-gpt2 tiny-llama; do
   timeout 120 devrun/bin/$m-cuda --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir /tmp/gpu-$m > "$O/$m-gpu10.log" 2>&1
   echo "$m train exit $?"; tail -2 "$O/$m-gpu10.log"
   python3 tests/compare_dumps.py --cpu devrun/cpu/$m --gpu /tmp/gpu-$m 2>&1 | tail -8
+  timeout 120 devrun/bin/$m-cuda-gb4 --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+    --dump-dir /tmp/gpu-gb4-$m > "$O/$m-gpu10-gb4.log" 2>&1
+  echo "$m one micro-batch per step: train exit $?"
+  python3 tests/compare_dumps.py --cpu devrun/cpu/$m-gb4 --gpu /tmp/gpu-gb4-$m 2>&1 | tail -2
 done
 fi
 

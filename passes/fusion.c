@@ -3,7 +3,8 @@
  *     the bias in the GEMM's epilogue instead of a separate read and write of the output);
  *   - a matmul whose only use is an accumulate into a global (a weight gradient) becomes one
  *     matmul_accumulate: the GEMM adds into the accumulator (beta = 1) and the product is never
- *     stored, nor read again;
+ *     stored, nor read again; a copy into a global (the step's first write of a gradient, see
+ *     optimizer.c) likewise, with assign = 1 (beta = 0);
  *   - an adamw followed by the copy that refreshes its parameter's working copy becomes one
  *     adamw that writes the copy too (the updated parameter is not read back);
  *   - a cross_entropy and the cross_entropy_grad of the same logits (with a constant dloss, the
@@ -184,7 +185,7 @@ static void plan_fusions(const ir_func *f, fusion_plan *fp)
         const ir_instr *in = &f->instrs[i];
         if (in->op == IR_OP_BIAS_ADD)
             fp->fused_matmul[i] = sole_use_matmul(f, fp, in->args[0]);
-        else if (in->op == IR_OP_ACCUMULATE)
+        else if (in->op == IR_OP_ACCUMULATE || (in->op == IR_OP_COPY && global_of(f, in->args[0])))
             fp->fused_matmul[i] = sole_use_matmul(f, fp, in->args[1]);
     }
     fp->folded_copy = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
@@ -289,9 +290,10 @@ static void fuse_func(ir_module *m, int fi)
             map[grad->res[0]] = d;
             map[src->instrs[fp.folded_bgrad[i]].res[0]] = d + 1;
             continue; /* the matmul's own product is never read */
-        } else if (mm && in->op == IR_OP_ACCUMULATE) {
+        } else if (mm && (in->op == IR_OP_ACCUMULATE || in->op == IR_OP_COPY)) {
             int fused[3] = {map[in->args[0]], map[mm->args[0]], map[mm->args[1]]};
-            r = ir_emit(m, dst, IR_OP_MATMUL_ACCUMULATE, fused, 3, mm->attr, NULL, NULL);
+            double attrs[3] = {mm->attr[0], mm->attr[1], in->op == IR_OP_COPY}; /* ta, tb, assign */
+            r = ir_emit(m, dst, IR_OP_MATMUL_ACCUMULATE, fused, 3, attrs, NULL, NULL);
         } else if (fp.folded_ce_grad[i] >= 0) {
             const ir_instr *grad = &src->instrs[fp.folded_ce_grad[i]];
             const ir_instr *seed = &src->instrs[src->vals[grad->args[0]].def];

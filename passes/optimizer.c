@@ -1,6 +1,8 @@
 /* optimizer.c — builds the `optimizer` function run once per step after the micro-batches:
  * global gradient norm, clipping coefficient, AdamW on every parameter (decoupled weight decay,
- * none on 1-D parameters), then the gradient accumulators are zeroed for the next step. Also
+ * none on 1-D parameters), then the gradient accumulators are zeroed for the next step (with one
+ * micro-batch per step, only those micro_step does not overwrite: its first write of a gradient
+ * becomes a copy, see assign_first_writes). Also
  * `grad_norm` (the norm alone, output @grad_norm) and `zero_grads` (the zeroing alone): with
  * --skip-nan-steps train_rank checks the norm before the update and drops a bad step's gradients.
  *
@@ -15,6 +17,7 @@
 #include "passes.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* @<param>.<suffix> of parameter global g: its name into buf, and whether it exists. */
@@ -125,6 +128,39 @@ static void zero_all(ir_module *m, ir_func *f, int *grads, int n)
         ir_emit(m, f, IR_OP_ZERO, &grads[j], 1, NULL, NULL, NULL);
 }
 
+/* The global value v refers to (`%v = global @name`), or -1. */
+static int global_index(const ir_module *m, const ir_func *f, int v)
+{
+    const ir_instr *def = &f->instrs[f->vals[v].def];
+    return def->op == IR_OP_GLOBAL ? ir_global_find(m, def->sym) : -1;
+}
+
+/* One micro-batch per step (accum_steps = 1): a gradient's first write in micro_step needs no
+ * zeroed accumulator, so that accumulate becomes a copy (the fusion pass then has the GEMM write
+ * it, beta = 0) and the optimizer need not zero the gradient. assigned[g]: global g is one. */
+static void assign_first_writes(ir_module *m, bool *assigned)
+{
+    int fi = ir_func_index(m, "micro_step");
+    if (fi < 0 || ir_config_int(m, "accum_steps", 1) != 1)
+        return;
+    ir_func *f = m->funcs[fi];
+    bool *touched = calloc((size_t)m->nglobals + 1, sizeof(bool));
+    for (int i = 0; i < f->ninstrs; i++) {
+        ir_instr *in = &f->instrs[i];
+        int g = in->op == IR_OP_ACCUMULATE ? global_index(m, f, in->args[0]) : -1;
+        if (g >= 0 && m->globals[g].kind == IR_GLOBAL_GRAD && !touched[g]) {
+            in->op = IR_OP_COPY; /* (dst global, x) either way: dst := x instead of dst += x */
+            assigned[g] = true;
+        }
+        for (int a = 0; in->op != IR_OP_GLOBAL && a < in->nargs; a++) {
+            int t = global_index(m, f, in->args[a]);
+            if (t >= 0)
+                touched[t] = true;
+        }
+    }
+    free(touched);
+}
+
 /* A new function named name with references to the n parameters' gradients (or blocks) in grads. */
 static ir_func *grads_func(ir_module *m, const char *name, const int *params, int n, bool shard, int *grads)
 {
@@ -179,7 +215,14 @@ bool pass_optimizer(ir_module *m, char *err, size_t errlen)
     }
     for (int j = 0; zero && j < nparams; j++) /* ZeRO: the accumulators, not the blocks, restart from 0 */
         grads[j] = grad_ref(m, f, params[j], false);
-    zero_all(m, f, grads, nparams);
+    bool *assigned = calloc((size_t)m->nglobals + 1, sizeof(bool));
+    assign_first_writes(m, assigned);
+    int nzero = 0;
+    for (int j = 0; j < nparams; j++) /* the gradients micro_step overwrites need no zeroing */
+        if (!assigned[global_index(m, f, grads[j])])
+            grads[nzero++] = grads[j];
+    free(assigned);
+    zero_all(m, f, grads, nzero);
     for (int c = 0; c < m->nglobals; c++) /* refresh the working copies from the updated masters */
         if (is_working_copy(m, &m->globals[c])) {
             int args[2] = {ir_global_ref(m, f, m->globals[c].name), ir_global_ref(m, f, m->globals[m->globals[c].copy_of].name)};

@@ -213,7 +213,7 @@ void cpu_MATMUL(const rt_kernel_call *c)
                 argf(c, 0), acols, argf(c, 1), bcols, 0.0f, resf(c, 0), N);
 }
 
-/* (dst, a, b): dst += matmul(a, b), the GEMM accumulating (beta = 1) */
+/* (dst, a, b): dst += matmul(a, b), the GEMM accumulating (beta = 1); assign: dst := (beta = 0) */
 void cpu_MATMUL_ACCUMULATE(const rt_kernel_call *c)
 {
     const ir_type *at = c->arg_types[1], *bt = c->arg_types[2];
@@ -221,7 +221,7 @@ void cpu_MATMUL_ACCUMULATE(const rt_kernel_call *c)
     int64_t acols = last_dim(at), bcols = last_dim(bt);
     int64_t M = ta ? acols : nrows(at), K = ta ? nrows(at) : acols, N = tb ? nrows(bt) : bcols;
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
-                argf(c, 1), acols, argf(c, 2), bcols, 1.0f, (float *)c->args[0], N);
+                argf(c, 1), acols, argf(c, 2), bcols, c->in->attr[2] != 0 ? 0.0f : 1.0f, (float *)c->args[0], N);
 }
 
 /* matmul, then bias[N] added to every row of the result */

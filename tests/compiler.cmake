@@ -29,10 +29,13 @@ foreach(model tiny-gpt2 tiny-llama)
            COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model} --recompute-granularity selective)
   add_test(NAME numerics_vs_torch_recompute_activations_${model}
            COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model} --recompute-granularity activations)
+  add_test(NAME numerics_vs_torch_one_micro_batch_${model}
+           COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model} --global-batch-size 4)
   add_test(NAME numerics_vs_torch_dropout_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc>
            ${model} --attention-dropout 0.1 --hidden-dropout 0.1)
   set_tests_properties(numerics_vs_torch_${model} numerics_vs_torch_recompute_${model}
-                       numerics_vs_torch_recompute_activations_${model} numerics_vs_torch_dropout_${model} PROPERTIES LABELS numerics)
+                       numerics_vs_torch_recompute_activations_${model} numerics_vs_torch_one_micro_batch_${model}
+                       numerics_vs_torch_dropout_${model} PROPERTIES LABELS numerics)
 endforeach()
 
 # A layout entry "NAME:RANKS:FLAGS..." into the variables layout_name, layout_ranks, layout_flags.
@@ -63,7 +66,9 @@ if(MPI_C_FOUND)
       "tp2_dp2_zero:4:--tp 2 --dp 2 --use-distributed-optimizer" "tp2_sp:2:--tp 2 --sequence-parallel"
       "tp4_sp:4:--tp 4 --sequence-parallel" "tp2_sp_dp2:4:--tp 2 --sequence-parallel --dp 2"
       "tp2_sp_recompute:2:--tp 2 --sequence-parallel --recompute-granularity selective"
-      "tp2_sp_recompute_activations:2:--tp 2 --sequence-parallel --recompute-granularity activations --recompute-num-layers 1")
+      "tp2_sp_recompute_activations:2:--tp 2 --sequence-parallel --recompute-granularity activations --recompute-num-layers 1"
+      # one micro-batch per step: each gradient's first write assigns it (no zeroing, optimizer.c)
+      "dp4_one_micro_batch:4:--dp 4" "tp2_sp_dp4_one_micro_batch:8:--tp 2 --sequence-parallel --dp 4")
   # With dropout on: the masks are drawn by global sample and element index, so every layout,
   # and a split into more micro-batches, draws the single rank's masks.
   list(APPEND MCC_LAYOUTS "dp2_dropout:2:${_dropout} --dp 2" "tp2_dropout:2:${_dropout} --tp 2"

@@ -177,7 +177,7 @@ void cuda_MATMUL_BIAS(rt_cuda_ctx *cx, const rt_kernel_call *c)
 
 void cuda_MATMUL_ACCUMULATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    gemm(cx, c, 1, NO_EPILOGUE, c->args[0], c->arg_types[0], 1.0f, NULL);
+    gemm(cx, c, 1, NO_EPILOGUE, c->args[0], c->arg_types[0], c->in->attr[2] != 0 ? 0.0f : 1.0f, NULL);
 }
 
 /* (a, b, c) -> matmul(a, b) + c */
