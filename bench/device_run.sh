@@ -124,6 +124,9 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
     timeout 150 devrun/bin/bench-$c-dp2ov --nproc-per-node 2 --data-path devrun/data/brown_text_document --split 100,0,0 \
       --train-iters 25 --log-interval 1 --eval-iters 0 > "$O/bench-$c-dp2ov.log" 2>&1
     echo "$c dp2 overlap exit $?"; grep -E "first step|iter +25/" "$O/bench-$c-dp2ov.log"
+    # DDP_BASELINE=1: PyTorch's DDP on the same two GPUs (bench/torch_ddp_baseline.py)
+    [ "${DDP_BASELINE:-0}" != 0 ] && timeout 300 python3 -m torch.distributed.run --nproc_per_node=2 \
+      bench/torch_ddp_baseline.py --config $c 2>>"$O/baseline.err" | tee -a "$O/baseline_ddp.jsonl"
   done
 fi
 
