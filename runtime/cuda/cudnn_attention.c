@@ -17,7 +17,6 @@
 
 #include <cuda_runtime.h>
 #include <cudnn_graph.h>
-#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -631,15 +630,26 @@ static cudnnHandle_t cudnn_handle_of(int device, char *err, size_t errlen)
     return NULL;
 }
 
+/* The oldest cuDNN these graphs were checked with on a GPU (tests/gpu/attention_test.c): older ones
+ * need workarounds the frontend applies (e.g. a padding mask for lengths off a multiple of 128
+ * before 9.16) and mcc does not, so they run mcc's kernels instead. */
+enum { CUDNN_ATTN_MIN_VERSION = 91900 };
+
 static cudnn_attn *cudnn_attn_create(const cudnn_attn_shape *s, int device, char *err, size_t errlen)
 {
+    size_t version = cudnnGetVersion();
+    if (version < CUDNN_ATTN_MIN_VERSION) {
+        snprintf(err, errlen, "the cuDNN loaded is %zu.%zu, older than %d.%d, the oldest mcc's attention graphs were "
+                 "checked with; put a newer libcudnn first on LD_LIBRARY_PATH", version / 10000, version / 100 % 100,
+                 CUDNN_ATTN_MIN_VERSION / 10000, CUDNN_ATTN_MIN_VERSION / 100 % 100);
+        return NULL;
+    }
     cudnnHandle_t handle = cudnn_handle_of(device, err, errlen);
     if (!handle)
         return NULL;
     cudnn_attn *a = malloc(sizeof *a);
-    /* masked scores: -inf from cuDNN 9.10 on, the lowest float before (as the frontend does) */
-    *a = (cudnn_attn){.s = *s, .handle = handle, .scale = s->scale,
-                      .neg_inf = cudnnGetVersion() >= 91000 ? -INFINITY : -FLT_MAX, .one = 1.0f};
+    /* masked scores: -inf (cuDNN 9.10 on; the frontend used the lowest float before) */
+    *a = (cudnn_attn){.s = *s, .handle = handle, .scale = s->scale, .neg_inf = -INFINITY, .one = 1.0f};
     if (cudnn_attn_plan(a, "forward", cg_forward_graph, &a->fwd, err, errlen) &&
         cudnn_attn_plan(a, "backward", cg_backward_graph, &a->bwd, err, errlen))
         return a;
