@@ -216,6 +216,18 @@ void ir_map_results(ir_func *dst, const ir_func *src, const ir_instr *in, int r,
     }
 }
 
+int ir_reads_until(const ir_func *f, int i)
+{
+    const ir_instr *in = &f->instrs[i];
+    if (in->op != IR_OP_REDUCE_SCATTER_SEQ || in->attr[1] == 0)
+        return i;
+    for (int j = i + 1; j < f->ninstrs; j++)
+        for (int a = 0; a < f->instrs[j].nargs; a++)
+            if (f->instrs[j].args[a] == in->res[0])
+                return j;
+    return f->ninstrs;
+}
+
 int ir_copy_instr(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr *in, int *map)
 {
     int args[in->nargs ? in->nargs : 1]; /* variadic ops (sum_squares) take every gradient */

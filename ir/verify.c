@@ -313,7 +313,8 @@ static bool verify_placement(verifier *v, int i, int x)
 }
 
 /* Live ranges of the arena values: from the definition to the last use, where a use of a view
- * is a use of the value it views, and `output` keeps its operand to the end of the function.
+ * is a use of the value it views, `output` keeps its operand to the end of the function, and an
+ * overlapped collective its operands until it is joined (ir_reads_until).
  * Returns the spans in order of definition. */
 static span *live_spans(const ir_func *f, int *nspans)
 {
@@ -321,7 +322,8 @@ static span *live_spans(const ir_func *f, int *nspans)
     for (int i = 0; i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
         for (int a = 0; a < in->nargs; a++) {
-            int r = root[in->args[a]], end = in->op == IR_OP_OUTPUT ? f->ninstrs - 1 : i;
+            int until = ir_reads_until(f, i); /* an overlapped collective reads until it is joined */
+            int r = root[in->args[a]], end = in->op == IR_OP_OUTPUT || until >= f->ninstrs ? f->ninstrs - 1 : until;
             last[r] = end > last[r] ? end : last[r];
         }
         for (int r = 0; r < in->nres; r++) {

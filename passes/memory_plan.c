@@ -93,21 +93,6 @@ static int inplace_donor(const ir_func *f, const ir_instr *in, int i, const int 
     return -1;
 }
 
-/* Where instruction i stops reading its operands: i itself, except for a collective that runs
- * beside the instructions after it (reduce_scatter_seq with overlap = 1, comm_overlap.c): then
- * the first instruction that reads its result, before which the compute stream joins it. */
-static int reads_until(const ir_func *f, int i)
-{
-    const ir_instr *in = &f->instrs[i];
-    if (in->op != IR_OP_REDUCE_SCATTER_SEQ || in->attr[1] == 0)
-        return i;
-    for (int j = i + 1; j < f->ninstrs; j++)
-        for (int a = 0; a < f->instrs[j].nargs; a++)
-            if (f->instrs[j].args[a] == in->res[0])
-                return j;
-    return f->ninstrs;
-}
-
 /* Lifetimes: root[v], the value whose bytes v uses (-1: its own); last[v], the last instruction
  * that reads v's bytes (through any view); inputs and outputs live to the end of the call. */
 static void lifetimes(const ir_func *f, int *root, int *last)
@@ -122,7 +107,7 @@ static void lifetimes(const ir_func *f, int *root, int *last)
         if (in->op == IR_OP_RESHAPE)
             root[in->res[0]] = storage_root(root, in->args[0]);
         for (int a = 0; a < in->nargs; a++) {
-            int r = storage_root(root, in->args[a]), end = in->op == IR_OP_OUTPUT ? f->ninstrs : reads_until(f, i);
+            int r = storage_root(root, in->args[a]), end = in->op == IR_OP_OUTPUT ? f->ninstrs : ir_reads_until(f, i);
             if (end > last[r])
                 last[r] = end;
         }

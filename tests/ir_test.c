@@ -360,6 +360,27 @@ static void test_memory_errors(void)
                             "  output @w %1\n"
                             "}\n",
                             "%1 at bytes [0, 64) shares bytes with %0 at [0, 64), which is live from instr 0 to 3");
+    /* an overlapped reduce-scatter reads its operand until its result's first use (where the GPU
+     * joins it): nothing may take those bytes before; without overlap they are free after it */
+    const char *overlapped = "config {\n  tensor_model_parallel_size = \"2\"\n}\n"
+                             "func f {arena=768} {\n"
+                             "  %0 = input @x : f32[2,8,4] {partial=tp} @+0\n"
+                             "  %1 = scale %0 {factor=2} : f32[2,8,4] {partial=tp} @+256\n"
+                             "  %2 = reduce_scatter_seq %1 {axis=3, overlap=OVERLAP} : f32[2,4,4] {shard=[-,tp,-]} @+512\n"
+                             "  %3 = scale %0 {factor=3} : f32[2,8,4] {partial=tp} @+256\n"
+                             "  %4 = scale %2 {factor=2} : f32[2,4,4] {shard=[-,tp,-]} @+640\n"
+                             "  output @y %4\n"
+                             "  output @z %3\n"
+                             "}\n";
+    char text[1024];
+    snprintf(text, sizeof text, "%.*s0%s", (int)(strstr(overlapped, "OVERLAP") - overlapped), overlapped,
+             strstr(overlapped, "OVERLAP") + 7);
+    m = ir_parse_module(text, err, sizeof err);
+    CHECK(m && ir_verify(m, err, sizeof err), "a reduce-scatter's operand freed after it is rejected: %s", err);
+    ir_module_free(m);
+    snprintf(text, sizeof text, "%.*s1%s", (int)(strstr(overlapped, "OVERLAP") - overlapped), overlapped,
+             strstr(overlapped, "OVERLAP") + 7);
+    check_text_fails_verify(text, "%3 at bytes [256, 512) shares bytes with %1 at [256, 512), which is live from instr 1 to 4");
     check_text_fails_verify("func f {arena=64} {\n  %0 = input @x : f32[32] @+0\n}\n",
                             "func f, instr 0 (`%0 = input @x : f32[32] @+0`): %0: bytes [0, 128) run past the end of the 64-byte arena");
     check_text_fails_verify("func f {arena=64} {\n  %0 = input @x : f32[16]\n}\n", "%0 has no memory placement");
