@@ -61,6 +61,18 @@ for c in gpt2-124M llama-1B; do
   $B/mcc compile bench/configs/$c.json --target cuda --dp 2 --global-batch-size $gbs --overlap-grad-reduce \
     -o devrun/bin/bench-$c-dp2ov 2>devrun/bin/bench-$c-dp2ov.compile.log || cat devrun/bin/bench-$c-dp2ov.compile.log
 done
+# node scale (issue 6; NODE_GPUS=8 or 4): each model's layouts of bench/node_layouts.sh, for
+# bench/node_run.sh on the 4- or 8-GPU machine
+if [ -n "${NODE_GPUS:-}" ]; then
+  source bench/node_layouts.sh
+  for model in llama-1B llama3-8b; do
+    while IFS=: read -r name ranks flags; do
+      $B/mcc compile "$(node_spec $model)" --target cuda $(node_flags $model $NODE_GPUS) $flags \
+        -o devrun/bin/node-$model-$name 2> devrun/bin/node-$model-$name.compile.log < /dev/null ||
+        cat devrun/bin/node-$model-$name.compile.log
+    done < <(node_layouts $model $NODE_GPUS)
+  done
+fi
 # the attention tile sweep (device_run.sh's ATTN_SWEEP=1): its cubins compiled here, where no GPU
 # is needed (the driver stub satisfies the loader), and carried in devrun/cache
 if [ "${ATTN_SWEEP:-0}" != 0 ]; then
