@@ -523,8 +523,14 @@ static bool spec_validate(spec_ctx *c)
                          "seq_length", "exceeds", "max_position_embeddings",
                          "raise max_position_embeddings or lower seq_length (learned_absolute positions)") ||
         !spec_check_pair(c, s->min_lr <= s->lr, "min_lr", "must not exceed", "lr", NULL) ||
+        !spec_check_pair(c, s->recompute_num_layers <= s->num_layers, "recompute_num_layers", "must not exceed",
+                         "num_layers", "0 recomputes in every layer") ||
         !spec_check_lr(c))
         return false;
+    if (s->recompute_num_layers && s->recompute_granularity == MCC_RECOMPUTE_NONE)
+        return spec_fail(c, "%s is set but %s is none: choose what to recompute (activations or selective) or drop "
+                            "recompute_num_layers", spec_where(c, spec_find("recompute_num_layers")),
+                         spec_where(c, spec_find("recompute_granularity")));
     if (s->global_batch_size % batch_unit)
         return spec_fail(c, "%s (%d) must be a multiple of micro_batch_size * data_parallel_size = %lld: change "
                             "global_batch_size or micro_batch_size", spec_where(c, spec_find("global_batch_size")),
