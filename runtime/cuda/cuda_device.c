@@ -17,7 +17,10 @@
 /* Per-instruction GPU time, collected when MCC_PROFILE=1. */
 typedef struct {
     cudaEvent_t *start, *stop;      /* per instruction of each function (flattened) */
+    cudaEvent_t *join;              /* per instruction: before the compute stream joins the comm stream */
+    bool *joined;                   /* per instruction: whether this call joined there */
     double *ms;                     /* per instruction, summed over calls */
+    double join_ms;                 /* the compute stream's time waiting for overlapped collectives */
     int *offset;                    /* per function: its first slot */
 } profile;
 
@@ -41,10 +44,13 @@ static profile *profile_new(const ir_module *m)
     int n = pr->offset[m->nfuncs];
     pr->start = calloc((size_t)n, sizeof(cudaEvent_t));
     pr->stop = calloc((size_t)n, sizeof(cudaEvent_t));
+    pr->join = calloc((size_t)n, sizeof(cudaEvent_t));
+    pr->joined = calloc((size_t)n, sizeof(bool));
     pr->ms = calloc((size_t)n, sizeof(double));
     for (int i = 0; i < n; i++) {
         RT_CUDART_CHECK(cudaEventCreate(&pr->start[i]));
         RT_CUDART_CHECK(cudaEventCreate(&pr->stop[i]));
+        RT_CUDART_CHECK(cudaEventCreate(&pr->join[i]));
     }
     return pr;
 }
@@ -60,6 +66,8 @@ static void profile_print(const ir_module *m, const profile *pr)
             total += pr->ms[pr->offset[f] + i];
         }
     fprintf(stderr, "profile: GPU time by op (all calls, %.1f ms in total)\n", total);
+    if (pr->join_ms > 0) /* an overlapped collective's own time is on the comm stream, not above */
+        fprintf(stderr, "  (waiting for overlapped collectives, not in the total: %.2f ms)\n", pr->join_ms);
     for (int done = 0; done < IR_NUM_OPS; done++) {
         int best = -1;
         for (int op = 0; op < IR_NUM_OPS; op++)
@@ -199,10 +207,15 @@ static void launch_all(rt_program *p, int func)
     rt_func_exec *x = &p->funcs[func];
     profile *pr = state(p)->prof;
     for (int i = 0; i < x->f->ninstrs; i++) {
-        if (reads_overlapped(x->f, i))
+        bool join = reads_overlapped(x->f, i);
+        if (join && pr) /* the wait lasts from here to the instruction's start event */
+            RT_CUDART_CHECK(cudaEventRecord(pr->join[pr->offset[func] + i], stream(p)));
+        if (join)
             rt_cuda_comm_join(state(p)->cx);
-        if (pr)
+        if (pr) {
+            pr->joined[pr->offset[func] + i] = join;
             RT_CUDART_CHECK(cudaEventRecord(pr->start[pr->offset[func] + i], stream(p)));
+        }
         rt_cuda_launchers[x->f->instrs[i].op](state(p)->cx, &x->calls[i]);
         if (pr)
             RT_CUDART_CHECK(cudaEventRecord(pr->stop[pr->offset[func] + i], stream(p)));
@@ -214,6 +227,10 @@ static void launch_all(rt_program *p, int func)
         float ms = 0;
         RT_CUDART_CHECK(cudaEventElapsedTime(&ms, pr->start[pr->offset[func] + i], pr->stop[pr->offset[func] + i]));
         pr->ms[pr->offset[func] + i] += ms;
+        if (pr->joined[pr->offset[func] + i]) {
+            RT_CUDART_CHECK(cudaEventElapsedTime(&ms, pr->join[pr->offset[func] + i], pr->start[pr->offset[func] + i]));
+            pr->join_ms += ms;
+        }
     }
 }
 
