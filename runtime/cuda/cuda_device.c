@@ -20,6 +20,7 @@ typedef struct {
     cudaEvent_t *join;              /* per instruction: before the compute stream joins the comm stream */
     bool *joined;                   /* per instruction: whether this call joined there */
     double *ms;                     /* per instruction, summed over calls */
+    cudaEvent_t end_join[2];        /* around the join at a function's end (--overlap-grad-reduce's buckets) */
     double join_ms;                 /* the compute stream's time waiting for overlapped collectives */
     int *offset;                    /* per function: its first slot */
 } profile;
@@ -52,6 +53,8 @@ static profile *profile_new(const ir_module *m)
         RT_CUDART_CHECK(cudaEventCreate(&pr->stop[i]));
         RT_CUDART_CHECK(cudaEventCreate(&pr->join[i]));
     }
+    RT_CUDART_CHECK(cudaEventCreate(&pr->end_join[0]));
+    RT_CUDART_CHECK(cudaEventCreate(&pr->end_join[1]));
     return pr;
 }
 
@@ -222,7 +225,13 @@ static void launch_all(rt_program *p, int func)
     }
     if (!pr)
         return;
+    RT_CUDART_CHECK(cudaEventRecord(pr->end_join[0], stream(p)));
+    rt_cuda_comm_join(state(p)->cx); /* what cuda_run would join next, timed */
+    RT_CUDART_CHECK(cudaEventRecord(pr->end_join[1], stream(p)));
     RT_CUDART_CHECK(cudaStreamSynchronize(stream(p)));
+    float tail = 0;
+    RT_CUDART_CHECK(cudaEventElapsedTime(&tail, pr->end_join[0], pr->end_join[1]));
+    pr->join_ms += tail;
     for (int i = 0; i < x->f->ninstrs; i++) {
         float ms = 0;
         RT_CUDART_CHECK(cudaEventElapsedTime(&ms, pr->start[pr->offset[func] + i], pr->stop[pr->offset[func] + i]));
