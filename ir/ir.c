@@ -216,10 +216,18 @@ void ir_map_results(ir_func *dst, const ir_func *src, const ir_instr *in, int r,
     }
 }
 
+bool ir_overlapped(const ir_instr *in) { return in->op == IR_OP_REDUCE_SCATTER_SEQ && in->attr[1] != 0; }
+
+const char *ir_global_of(const ir_func *f, int v)
+{
+    const ir_instr *def = &f->instrs[f->vals[v].def];
+    return def->op == IR_OP_GLOBAL ? def->sym : NULL;
+}
+
 int ir_reads_until(const ir_func *f, int i)
 {
     const ir_instr *in = &f->instrs[i];
-    if (in->op != IR_OP_REDUCE_SCATTER_SEQ || in->attr[1] == 0)
+    if (!ir_overlapped(in))
         return i;
     for (int j = i + 1; j < f->ninstrs; j++)
         for (int a = 0; a < f->instrs[j].nargs; a++)

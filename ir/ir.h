@@ -150,10 +150,14 @@ void ir_func_replace(ir_module *m, int index, ir_func *f);
 void ir_map_results(ir_func *dst, const ir_func *src, const ir_instr *in, int r, int *map);
 /* Copies src's instruction `in` into dst, operands through map, and maps its results. */
 int ir_copy_instr(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr *in, int *map);
-/* The last instruction at which instruction i may still read its operands: i itself, except for a
- * collective that runs beside the instructions after it (reduce_scatter_seq with overlap = 1):
- * the first instruction reading its result (f->ninstrs if none), before which it is joined. */
+/* Whether `in` is a collective that runs beside the instructions after it (reduce_scatter_seq with
+ * overlap = 1, passes/comm_overlap.c), joined before the first instruction reading its result. */
+bool ir_overlapped(const ir_instr *in);
+/* The last instruction at which instruction i may still read its operands: i itself, except for an
+ * overlapped collective: the first instruction reading its result (f->ninstrs if none). */
 int ir_reads_until(const ir_func *f, int i);
+/* The name of the global value v refers to (`%v = global @name`), or NULL. */
+const char *ir_global_of(const ir_func *f, int v);
 int ir_global_add(ir_module *m, const char *name, ir_type t, ir_global_kind kind, ir_init init, double std, bool no_decay);
 int ir_global_find(const ir_module *m, const char *name);
 void ir_sched_add(ir_module *m, int func, int repeat);

@@ -37,7 +37,7 @@ static bool work_before_use(const ir_func *f, int i, int v)
  * the global it accumulates into. */
 static bool may_defer(const ir_func *f, int k, int p)
 {
-    const char *dst = f->instrs[f->vals[f->instrs[k].args[0]].def].sym;
+    const char *dst = ir_global_of(f, f->instrs[k].args[0]);
     for (int j = k + 1; j <= p; j++)
         if (f->instrs[j].op == IR_OP_GLOBAL && strcmp(f->instrs[j].sym, dst) == 0)
             return false;
@@ -91,7 +91,7 @@ static void overlap_func(ir_module *m, int fi)
     for (int i = 0; i < dst->ninstrs; i++) {
         ir_instr *in = &dst->instrs[i];
         if (in->op == IR_OP_REDUCE_SCATTER_SEQ)
-            in->attr[1] = work_before_use(dst, i, in->res[0]);
+            in->attr[1] = work_before_use(dst, i, in->res[0]); /* what ir_overlapped reads */
     }
     ir_func_replace(m, fi, dst);
     free(o.after);

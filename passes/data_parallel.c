@@ -94,8 +94,9 @@ static int *final_writes(ir_module *m, const ir_func *f)
     for (int g = 0; g < m->nglobals; g++)
         last[g] = INT_MAX;
     for (int i = 0; i < f->ninstrs; i++) {
-        const ir_instr *in = &f->instrs[i], *def = in->nargs ? &f->instrs[f->vals[in->args[0]].def] : NULL;
-        int g = in->op == IR_OP_ACCUMULATE && def->op == IR_OP_GLOBAL ? ir_global_find(m, def->sym) : -1;
+        const ir_instr *in = &f->instrs[i];
+        const char *name = in->op == IR_OP_ACCUMULATE ? ir_global_of(f, in->args[0]) : NULL;
+        int g = name ? ir_global_find(m, name) : -1;
         if (g >= 0)
             last[g] = i;
     }

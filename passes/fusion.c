@@ -76,17 +76,10 @@ static int ce_grad_of(const ir_func *f, int i)
     return -1;
 }
 
-/* The global a value refers to (`%v = global @name`), or NULL. */
-static const char *global_of(const ir_func *f, int v)
-{
-    const ir_instr *def = &f->instrs[f->vals[v].def];
-    return def->op == IR_OP_GLOBAL ? def->sym : NULL;
-}
-
 static bool names_global(const ir_func *f, const ir_instr *in, const char *name)
 {
     for (int a = 0; a < in->nargs; a++) {
-        const char *g = global_of(f, in->args[a]);
+        const char *g = ir_global_of(f, in->args[a]);
         if (g && strcmp(g, name) == 0)
             return true;
     }
@@ -98,13 +91,13 @@ static bool names_global(const ir_func *f, const ir_instr *in, const char *name)
 static int adamw_feeding_copy(const ir_func *f, int j)
 {
     const ir_instr *cp = &f->instrs[j];
-    const char *dst = global_of(f, cp->args[0]), *src = global_of(f, cp->args[1]);
+    const char *dst = ir_global_of(f, cp->args[0]), *src = ir_global_of(f, cp->args[1]);
     if (!dst || !src)
         return -1;
     for (int k = j - 1; k >= 0; k--) {
         const ir_instr *in = &f->instrs[k];
-        if (in->op == IR_OP_ADAMW && in->nargs == 7 && global_of(f, in->args[0]) &&
-            strcmp(global_of(f, in->args[0]), src) == 0)
+        if (in->op == IR_OP_ADAMW && in->nargs == 7 && ir_global_of(f, in->args[0]) &&
+            strcmp(ir_global_of(f, in->args[0]), src) == 0)
             return k;
         if (names_global(f, in, src) || names_global(f, in, dst))
             return -1;
@@ -133,14 +126,22 @@ static int foldable_product(const ir_func *f, const fusion_plan *fp, int v)
     return -1;
 }
 
+/* A per-instruction plan entry of f, every one -1 (nothing folded). */
+static int *none_per_instr(const ir_func *f)
+{
+    int *a = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
+    for (int i = 0; i < f->ninstrs; i++)
+        a[i] = -1;
+    return a;
+}
+
 /* Claims, for each add, an operand that is a foldable product (the later one when both are):
  * its matmul (and bias_add) are then emitted as one matmul_add (matmul_bias_add) at the add. */
 static void plan_add_products(const ir_func *f, fusion_plan *fp)
 {
-    fp->add_product = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
+    fp->add_product = none_per_instr(f);
     for (int i = 0; i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
-        fp->add_product[i] = -1;
         if (in->op != IR_OP_ADD)
             continue;
         int p0 = foldable_product(f, fp, in->args[0]), p1 = foldable_product(f, fp, in->args[1]);
@@ -153,9 +154,7 @@ static void plan_add_products(const ir_func *f, fusion_plan *fp)
  * made before that norm gradient: folds the add into the norm gradient. */
 static void plan_norm_adds(const ir_func *f, fusion_plan *fp)
 {
-    fp->norm_add = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
-    for (int i = 0; i < f->ninstrs; i++)
-        fp->norm_add[i] = -1;
+    fp->norm_add = none_per_instr(f);
     for (int i = 0; i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
         if (in->op != IR_OP_ADD || fp->add_product[i] >= 0)
@@ -175,9 +174,7 @@ static void plan_norm_adds(const ir_func *f, fusion_plan *fp)
 static void plan_fusions(const ir_func *f, fusion_plan *fp)
 {
     fp->uses = calloc((size_t)f->nvals + 1, sizeof(int));
-    fp->fused_matmul = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
-    for (int i = 0; i < f->ninstrs; i++)
-        fp->fused_matmul[i] = -1;
+    fp->fused_matmul = none_per_instr(f);
     for (int i = 0; i < f->ninstrs; i++)
         for (int a = 0; a < f->instrs[i].nargs; a++)
             fp->uses[f->instrs[i].args[a]]++;
@@ -185,15 +182,14 @@ static void plan_fusions(const ir_func *f, fusion_plan *fp)
         const ir_instr *in = &f->instrs[i];
         if (in->op == IR_OP_BIAS_ADD)
             fp->fused_matmul[i] = sole_use_matmul(f, fp, in->args[0]);
-        else if (in->op == IR_OP_ACCUMULATE || (in->op == IR_OP_COPY && global_of(f, in->args[0])))
+        else if (in->op == IR_OP_ACCUMULATE || (in->op == IR_OP_COPY && ir_global_of(f, in->args[0])))
             fp->fused_matmul[i] = sole_use_matmul(f, fp, in->args[1]);
     }
-    fp->folded_copy = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
-    fp->folded_ce_grad = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
-    for (int i = 0; i < f->ninstrs; i++) {
-        fp->folded_copy[i] = -1;
-        fp->folded_ce_grad[i] = f->instrs[i].op == IR_OP_CROSS_ENTROPY ? ce_grad_of(f, i) : -1;
-    }
+    fp->folded_copy = none_per_instr(f);
+    fp->folded_ce_grad = none_per_instr(f);
+    for (int i = 0; i < f->ninstrs; i++)
+        if (f->instrs[i].op == IR_OP_CROSS_ENTROPY)
+            fp->folded_ce_grad[i] = ce_grad_of(f, i);
     for (int j = 0; j < f->ninstrs; j++) {
         int k = f->instrs[j].op == IR_OP_COPY ? adamw_feeding_copy(f, j) : -1;
         if (k >= 0)
@@ -201,12 +197,11 @@ static void plan_fusions(const ir_func *f, fusion_plan *fp)
     }
     plan_add_products(f, fp);
     plan_norm_adds(f, fp);
-    fp->folded_gelu = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
-    fp->folded_dgelu = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
-    fp->folded_bgrad = malloc(sizeof(int) * ((size_t)f->ninstrs + 1));
+    fp->folded_gelu = none_per_instr(f);
+    fp->folded_dgelu = none_per_instr(f);
+    fp->folded_bgrad = none_per_instr(f);
     for (int i = 0; i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
-        fp->folded_gelu[i] = fp->folded_dgelu[i] = fp->folded_bgrad[i] = -1;
         if (in->op == IR_OP_BIAS_ADD && fp->fused_matmul[i] >= 0)
             fp->folded_gelu[i] = first_use_after(f, i, IR_OP_GELU, 0, in->res[0]);
         else if (in->op == IR_OP_MATMUL)
@@ -307,7 +302,7 @@ static void fuse_func(ir_module *m, int fi)
             int args[8];
             for (int a = 0; a < 7; a++)
                 args[a] = map[in->args[a]];
-            args[7] = ir_global_ref(m, dst, global_of(src, cp->args[0]));
+            args[7] = ir_global_ref(m, dst, ir_global_of(src, cp->args[0]));
             r = ir_emit(m, dst, IR_OP_ADAMW, args, 8, in->attr, NULL, NULL);
         } else {
             ir_copy_instr(m, dst, src, in, map);

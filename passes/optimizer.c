@@ -128,11 +128,11 @@ static void zero_all(ir_module *m, ir_func *f, int *grads, int n)
         ir_emit(m, f, IR_OP_ZERO, &grads[j], 1, NULL, NULL, NULL);
 }
 
-/* The global value v refers to (`%v = global @name`), or -1. */
+/* The index of the global value v refers to, or -1. */
 static int global_index(const ir_module *m, const ir_func *f, int v)
 {
-    const ir_instr *def = &f->instrs[f->vals[v].def];
-    return def->op == IR_OP_GLOBAL ? ir_global_find(m, def->sym) : -1;
+    const char *name = ir_global_of(f, v);
+    return name ? ir_global_find(m, name) : -1;
 }
 
 /* One micro-batch per step (accum_steps = 1): a gradient's first write in micro_step needs no

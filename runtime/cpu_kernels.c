@@ -198,43 +198,46 @@ void cpu_DROPOUT(const rt_kernel_call *c)
 
 /* --- contractions and reductions -------------------------------------------------------------- */
 
-/* a, b flattened to row-major [rows, last]; r[M,N] := op(a)[M,K] op(b)[K,N], op = transpose if ta/tb. */
-void cpu_MATMUL(const rt_kernel_call *c)
+/* out[M,N] := op(a)[M,K] op(b)[K,N] + beta out, a and b the call's operands `first` and `first` + 1
+ * flattened to row-major [rows, last], op = transpose if ta/tb (attrs 0, 1). */
+static void gemm_into(const rt_kernel_call *c, int first, float beta, float *out)
 {
-    const ir_type *at = c->arg_types[0], *bt = c->arg_types[1];
+    const ir_type *at = c->arg_types[first], *bt = c->arg_types[first + 1];
     int ta = c->in->attr[0] != 0, tb = c->in->attr[1] != 0;
     int64_t arows = nrows(at), acols = last_dim(at), brows = nrows(bt), bcols = last_dim(bt);
     int64_t M = ta ? acols : arows, K = ta ? arows : acols;
     int64_t N = tb ? brows : bcols, Kb = tb ? bcols : brows;
     if (K != Kb)
-        CPU_FAIL("matmul: inner dimensions differ (%lld vs %lld); the verifier should have caught this",
-                 (long long)K, (long long)Kb);
+        CPU_FAIL("%s: inner dimensions differ (%lld vs %lld); the verifier should have caught this",
+                 ir_ops[c->in->op].name, (long long)K, (long long)Kb);
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
-                argf(c, 0), acols, argf(c, 1), bcols, 0.0f, resf(c, 0), N);
+                argf(c, first), acols, argf(c, first + 1), bcols, beta, out, N);
 }
+
+/* r[R,N] += bias[N] on every row */
+static void add_bias_rows(const rt_kernel_call *c, const float *bias)
+{
+    int64_t N = last_dim(c->res_types[0]), R = ir_numel(c->res_types[0]) / N;
+    float *r = resf(c, 0);
+    for (int64_t i = 0; i < R; i++)
+        for (int64_t j = 0; j < N; j++)
+            r[i * N + j] += bias[j];
+}
+
+/* r := op(a) op(b) */
+void cpu_MATMUL(const rt_kernel_call *c) { gemm_into(c, 0, 0.0f, resf(c, 0)); }
 
 /* (dst, a, b): dst += matmul(a, b), the GEMM accumulating (beta = 1); assign: dst := (beta = 0) */
 void cpu_MATMUL_ACCUMULATE(const rt_kernel_call *c)
 {
-    const ir_type *at = c->arg_types[1], *bt = c->arg_types[2];
-    int ta = c->in->attr[0] != 0, tb = c->in->attr[1] != 0;
-    int64_t acols = last_dim(at), bcols = last_dim(bt);
-    int64_t M = ta ? acols : nrows(at), K = ta ? nrows(at) : acols, N = tb ? nrows(bt) : bcols;
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
-                argf(c, 1), acols, argf(c, 2), bcols, c->in->attr[2] != 0 ? 0.0f : 1.0f, (float *)c->args[0], N);
+    gemm_into(c, 1, c->in->attr[2] != 0 ? 0.0f : 1.0f, (float *)c->args[0]);
 }
 
 /* matmul, then bias[N] added to every row of the result */
 void cpu_MATMUL_BIAS(const rt_kernel_call *c)
 {
     cpu_MATMUL(c);
-    const ir_type *rt = c->res_types[0];
-    int64_t N = last_dim(rt), R = ir_numel(rt) / N;
-    float *r = resf(c, 0);
-    const float *b = argf(c, 2);
-    for (int64_t i = 0; i < R; i++)
-        for (int64_t j = 0; j < N; j++)
-            r[i * N + j] += b[j];
+    add_bias_rows(c, argf(c, 2));
 }
 
 /* r := c, then r += op(a) op(b) by the GEMM (beta = 1); r may be c itself (in place) */
@@ -243,12 +246,7 @@ static void matmul_onto(const rt_kernel_call *c, int addend)
     float *r = resf(c, 0);
     if (r != argf(c, addend))
         memcpy(r, argf(c, addend), sizeof(float) * (size_t)ir_numel(c->res_types[0]));
-    const ir_type *at = c->arg_types[0], *bt = c->arg_types[1];
-    int ta = c->in->attr[0] != 0, tb = c->in->attr[1] != 0;
-    int64_t acols = last_dim(at), bcols = last_dim(bt);
-    int64_t M = ta ? acols : nrows(at), K = ta ? nrows(at) : acols, N = tb ? nrows(bt) : bcols;
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
-                argf(c, 0), acols, argf(c, 1), bcols, 1.0f, r, N);
+    gemm_into(c, 0, 1.0f, r);
 }
 
 /* (a, b, c) -> matmul(a, b) + c */
@@ -258,12 +256,7 @@ void cpu_MATMUL_ADD(const rt_kernel_call *c) { matmul_onto(c, 2); }
 void cpu_MATMUL_BIAS_ADD(const rt_kernel_call *c)
 {
     matmul_onto(c, 3);
-    int64_t N = last_dim(c->res_types[0]), R = ir_numel(c->res_types[0]) / N;
-    float *r = resf(c, 0);
-    const float *b = argf(c, 2);
-    for (int64_t i = 0; i < R; i++)
-        for (int64_t j = 0; j < N; j++)
-            r[i * N + j] += b[j];
+    add_bias_rows(c, argf(c, 2));
 }
 
 /* (a, b, bias) -> (gelu(p), p), p = matmul_bias(a, b, bias) */

@@ -114,7 +114,7 @@ void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
         return;
     }
     size_t n = (size_t)rt_comm_size(comm);
-    CUstream stream = c->in->attr[1] != 0 ? rt_cuda_comm_fork(cx) : rt_cuda_stream(cx);
+    CUstream stream = ir_overlapped(c->in) ? rt_cuda_comm_fork(cx) : rt_cuda_stream(cx);
     rt_comm_group_begin(comm);
     for (size_t b = 0; b < B; b++)
         rt_reduce_scatter(comm, (const char *)c->args[0] + b * slab * n, (char *)c->res[0] + b * slab, count, t->dtype,

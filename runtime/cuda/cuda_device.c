@@ -17,8 +17,7 @@
 /* Per-instruction GPU time, collected when MCC_PROFILE=1. */
 typedef struct {
     cudaEvent_t *start, *stop;      /* per instruction of each function (flattened) */
-    cudaEvent_t *join;              /* per instruction: before the compute stream joins the comm stream */
-    bool *joined;                   /* per instruction: whether this call joined there */
+    cudaEvent_t *join;              /* per instruction reading an overlapped result: before the join */
     double *ms;                     /* per instruction, summed over calls */
     cudaEvent_t end_join[2];        /* around the join at a function's end (--overlap-grad-reduce's buckets) */
     double join_ms;                 /* the compute stream's time waiting for overlapped collectives */
@@ -46,7 +45,6 @@ static profile *profile_new(const ir_module *m)
     pr->start = calloc((size_t)n, sizeof(cudaEvent_t));
     pr->stop = calloc((size_t)n, sizeof(cudaEvent_t));
     pr->join = calloc((size_t)n, sizeof(cudaEvent_t));
-    pr->joined = calloc((size_t)n, sizeof(bool));
     pr->ms = calloc((size_t)n, sizeof(double));
     for (int i = 0; i < n; i++) {
         RT_CUDART_CHECK(cudaEventCreate(&pr->start[i]));
@@ -198,8 +196,7 @@ static bool reads_overlapped(const ir_func *f, int i)
 {
     const ir_instr *in = &f->instrs[i];
     for (int a = 0; a < in->nargs; a++) {
-        const ir_instr *def = &f->instrs[f->vals[in->args[a]].def];
-        if (def->op == IR_OP_REDUCE_SCATTER_SEQ && def->attr[1] != 0)
+        if (ir_overlapped(&f->instrs[f->vals[in->args[a]].def]))
             return true;
     }
     return false;
@@ -215,10 +212,8 @@ static void launch_all(rt_program *p, int func)
             RT_CUDART_CHECK(cudaEventRecord(pr->join[pr->offset[func] + i], stream(p)));
         if (join)
             rt_cuda_comm_join(state(p)->cx);
-        if (pr) {
-            pr->joined[pr->offset[func] + i] = join;
+        if (pr)
             RT_CUDART_CHECK(cudaEventRecord(pr->start[pr->offset[func] + i], stream(p)));
-        }
         rt_cuda_launchers[x->f->instrs[i].op](state(p)->cx, &x->calls[i]);
         if (pr)
             RT_CUDART_CHECK(cudaEventRecord(pr->stop[pr->offset[func] + i], stream(p)));
@@ -236,7 +231,7 @@ static void launch_all(rt_program *p, int func)
         float ms = 0;
         RT_CUDART_CHECK(cudaEventElapsedTime(&ms, pr->start[pr->offset[func] + i], pr->stop[pr->offset[func] + i]));
         pr->ms[pr->offset[func] + i] += ms;
-        if (pr->joined[pr->offset[func] + i]) {
+        if (reads_overlapped(x->f, i)) {
             RT_CUDART_CHECK(cudaEventElapsedTime(&ms, pr->join[pr->offset[func] + i], pr->start[pr->offset[func] + i]));
             pr->join_ms += ms;
         }
