@@ -11,7 +11,7 @@ cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DBLA_VENDOR=Generic >/dev/null
 cmake --build $B -j"$(nproc)" >/dev/null
 rm -rf devrun && mkdir -p devrun/bin devrun/lib devrun/cpu devrun/data devrun/anchors
 cp ../shared/anchors/torch_baseline.py devrun/anchors/
-for t in attention_test attention_bench cuda_ops_test dropout_test; do [ -x $B/$t ] && cp $B/$t devrun/bin/; done
+for t in attention_test attention_bench cuda_ops_test dropout_test overlap_bench; do [ -x $B/$t ] && cp $B/$t devrun/bin/; done
 # data: 2 MB of the Brown corpus (scripts/train_tiny.sh fetches it) with the byte-level tokenizer,
 # whose ids fit every model's vocabulary, and the numerics text
 [ -f data/brown.txt ] || { echo "run scripts/train_tiny.sh once first (fetches the corpus)"; exit 1; }
@@ -53,8 +53,9 @@ for c in llama-1B llama-1B-gqa; do
   $B/mcc compile bench/configs/$c.json --target cuda --tp 2 --sequence-parallel -o devrun/bin/bench-$c-tp2sp \
     2>devrun/bin/bench-$c-tp2sp.compile.log || cat devrun/bin/bench-$c-tp2sp.compile.log
 done
-# data parallel on two GPUs: the same micro-batch per GPU, so twice the global batch
-for c in gpt2-124M llama-1B; do
+# data parallel on two GPUs: the same micro-batch per GPU, so twice the global batch (gpt2-1.5B
+# has no tensor-parallel layout on 2 GPUs: its 25 heads do not divide by 2)
+for c in gpt2-124M llama-1B gpt2-1.5B; do
   gbs=$(python3 -c "import json; print(2 * json.load(open('bench/configs/$c.json'))['training']['micro_batch_size'])")
   $B/mcc compile bench/configs/$c.json --target cuda --dp 2 --global-batch-size $gbs -o devrun/bin/bench-$c-dp2 \
     2>devrun/bin/bench-$c-dp2.compile.log || cat devrun/bin/bench-$c-dp2.compile.log

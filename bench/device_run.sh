@@ -107,17 +107,24 @@ for c in ${RECOMPUTE_CONFIGS-}; do
   echo "$c-rc exit $?"; grep -E "first step|iter +25/" "$O/bench-$c-rc.log"
 done
 # per-op GPU time (eager, an event pair around every instruction): where a step's time goes
+# (a name ending -tp2sp, -dp2 or -dp2ov runs its two ranks)
 for c in ${PROFILE_CONFIGS-}; do
-  MCC_PROFILE=1 timeout 150 devrun/bin/bench-$c --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 --log-interval 1 --eval-iters 0 > "$O/profile-$c.log" 2>&1
+  launch=(); case $c in *-tp2sp|*-dp2|*-dp2ov) launch=(--nproc-per-node 2) ;; esac
+  MCC_PROFILE=1 timeout 150 devrun/bin/bench-$c "${launch[@]}" --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 --log-interval 1 --eval-iters 0 > "$O/profile-$c.log" 2>&1
   echo "$c profile exit $?"; grep -A40 "GPU time by op" "$O/profile-$c.log" | head -60
 done
 section "benchmark: PyTorch baseline"
 for c in ${BASELINES-gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa}; do
   timeout 170 python3 $anchors/torch_baseline.py --config $c --steps 20 >> "$O/baseline.jsonl" 2>>"$O/baseline.err"
 done
+# OVERLAP_BENCH=1: a collective beside GEMMs under NCCL's CTA policies (bench/overlap_bench.c)
+if [ "${OVERLAP_BENCH:-0}" != 0 ] && [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+  section "collectives beside GEMMs (overlap_bench)"
+  bash bench/overlap_bench.sh
+fi
 section "benchmark: data parallel on 2 GPUs"
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
-  for c in ${DP2_CONFIGS-gpt2-124M llama-1B}; do
+  for c in ${DP2_CONFIGS-gpt2-124M llama-1B gpt2-1.5B}; do
     timeout 150 devrun/bin/bench-$c-dp2 --nproc-per-node 2 --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 \
       --log-interval 1 --eval-iters 0 > "$O/bench-$c-dp2.log" 2>&1
     echo "$c dp2 exit $?"; grep -E "first step|iter +25/" "$O/bench-$c-dp2.log"

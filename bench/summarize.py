@@ -28,7 +28,7 @@ def ours(logdir, name):
         text = open(f'{logdir}/bench-{name}.log').read()
     except OSError:
         return None
-    toks = [float(x) for x in re.findall(r'\|\s+([0-9.]+) tok/s', text)]
+    toks = [float(x) for x in re.findall(r'\|\s+([0-9.]+) tok/s', text)]  # per GPU
     first = re.search(r'time to first step: ([0-9.]+) s(?: \| cuda memory in use: ([0-9.]+) GiB)?', text)
     if len(toks) < 8 or not first:
         return dict(error=text.strip().splitlines()[-1] if text.strip() else 'no output')
@@ -57,6 +57,28 @@ def main():
                   if b else f'{"(no baseline)":>37s}')
         ratio = f'{o["tok_s"] / b["tok_s"]:5.2f}' if b and o and 'error' not in o else '    -'
         print(f'{name:14s} {mine} | {theirs} | {ratio}')
+    scaling(logdir)
+
+
+LAYOUTS = [('dp2', 'DP=2'), ('dp2ov', 'DP=2, --overlap-grad-reduce'), ('tp2sp', 'TP=2 + SP')]
+
+
+def scaling(logdir):
+    """Two GPUs against one from the same call: efficiency = tok/s per GPU / 1-GPU tok/s."""
+    rows = []
+    for name in CONFIGS:
+        one = ours(logdir, name)
+        for suffix, label in LAYOUTS:
+            two = ours(logdir, f'{name}-{suffix}')
+            if two is None:
+                continue
+            if 'error' in two or not one or 'error' in one:
+                rows.append(f'{name:14s} {label:28s} failed: {(two.get("error") or one and one.get("error") or "")[:50]}')
+                continue
+            rows.append(f'{name:14s} {label:28s} {two["tok_s"]:10.0f} {one["tok_s"]:10.0f} {two["tok_s"] / one["tok_s"]:6.3f}')
+    if rows:
+        print(f'\n{"config":14s} {"layout":28s} {"tok/s/GPU":>10s} {"1 GPU":>10s} {"eff.":>6s}')
+        print('\n'.join(rows))
 
 
 if __name__ == '__main__':

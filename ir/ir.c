@@ -216,7 +216,10 @@ void ir_map_results(ir_func *dst, const ir_func *src, const ir_instr *in, int r,
     }
 }
 
-bool ir_overlapped(const ir_instr *in) { return in->op == IR_OP_REDUCE_SCATTER_SEQ && in->attr[1] != 0; }
+bool ir_overlapped(const ir_instr *in)
+{
+    return (in->op == IR_OP_REDUCE_SCATTER_SEQ || in->op == IR_OP_ALL_GATHER_SEQ) && in->attr[1] != 0;
+}
 
 const char *ir_global_of(const ir_func *f, int v)
 {

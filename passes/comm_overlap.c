@@ -1,11 +1,13 @@
-/* comm_overlap.c — sequence parallelism's reduce-scatters overlap the work that does not need
- * them: in the backward, an input gradient's reduce_scatter_seq runs beside the weight
- * gradients' GEMMs of the same layer. Each reduce_scatter_seq moves up to right after the
- * instruction making its operand, and the matmul_accumulates (weight gradients) autodiff emitted
- * since the previous collective move down to right after it; when real work (not a `global` or a
- * `reshape`) then separates it from its result's first use, it is marked overlap = 1. The GPU
- * runs such a collective on the comm stream, which the compute stream joins before that first
- * use, and the memory plan keeps its operand's bytes until then. */
+/* comm_overlap.c — sequence parallelism's collectives overlap the work that does not need them:
+ * in the backward, each reduce_scatter_seq and all_gather_seq runs beside weight gradients'
+ * GEMMs of the same layer. Each reduce_scatter_seq moves up to right after the instruction making
+ * its operand, and the matmul_accumulates (weight gradients) autodiff emitted since the previous
+ * collective move down to right after it. When the next sequence collective is an all-gather
+ * (the next sublayer's output gradient), the last of those GEMMs, about half their work, move on
+ * past it instead, and it moves up to right after its operand. A collective that real work (not a
+ * `global` or a `reshape`) then separates from its result's first use is marked overlap = 1: the
+ * GPU runs it on the comm stream, which the compute stream joins before that first use, and the
+ * memory plan keeps its operand's bytes until then. */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -59,12 +61,34 @@ static void emit_after(reorder *o, int at, int k)
     *tail = k, o->next[k] = -1, o->moved[k] = true;
 }
 
+/* A matmul_accumulate's multiply-adds (dst += op(a) op(b), attrs ta, tb), up to a constant:
+ * what it takes to hide a collective beside it. */
+static double accumulate_flops(const ir_func *f, int k)
+{
+    const ir_instr *in = &f->instrs[k];
+    const ir_type *a = &f->vals[in->args[1]].type, *b = &f->vals[in->args[2]].type;
+    double na = (double)ir_numel(a), last = (double)a->dims[a->ndim - 1];
+    double contracted = in->attr[0] != 0 ? na / last : last;
+    return na * (double)ir_numel(b) / contracted;
+}
+
+/* The next sequence-parallel collective after instruction i, or -1. */
+static int next_seq_collective(const ir_func *f, int i)
+{
+    for (int j = i + 1; j < f->ninstrs; j++)
+        if (f->instrs[j].op == IR_OP_REDUCE_SCATTER_SEQ || f->instrs[j].op == IR_OP_ALL_GATHER_SEQ)
+            return j;
+    return -1;
+}
+
 static void overlap_func(ir_module *m, int fi)
 {
     const ir_func *src = m->funcs[fi];
     int n = src->ninstrs, last_collective = -1;
     reorder o = {malloc(sizeof(int) * (size_t)(n + 1)), malloc(sizeof(int) * (size_t)(n + 1)),
                  calloc((size_t)n + 1, sizeof(bool))};
+    int *pool = malloc(sizeof(int) * (size_t)(n + 1)), npool = 0;
+    int *carry = malloc(sizeof(int) * (size_t)(n + 1)), ncarry = 0, carry_to = -1; /* ... for the all-gather carry_to */
     for (int k = 0; k < n; k++)
         o.after[k] = o.next[k] = -1;
     for (int i = 0; i < n; i++) {
@@ -72,9 +96,38 @@ static void overlap_func(ir_module *m, int fi)
         if (in->op == IR_OP_REDUCE_SCATTER_SEQ) {
             int p = src->vals[in->args[0]].def;
             emit_after(&o, p, i);
+            npool = 0;
+            double total = 0;
             for (int k = last_collective + 1; k < p; k++)
-                if (src->instrs[k].op == IR_OP_MATMUL_ACCUMULATE && !o.moved[k] && may_defer(src, k, p))
-                    emit_after(&o, p, k);
+                if (src->instrs[k].op == IR_OP_MATMUL_ACCUMULATE && !o.moved[k] && may_defer(src, k, p)) {
+                    pool[npool++] = k;
+                    total += accumulate_flops(src, k);
+                }
+            /* When an all-gather comes next, the last of these GEMMs (about half their work) wait
+             * for it instead: in the backward, each sublayer's input gradient is reduce-scattered,
+             * then the next one's output gradient all-gathered, and each wants GEMMs beside it. */
+            int g = next_seq_collective(src, i), q = g >= 0 ? src->vals[src->instrs[g].args[0]].def : -1;
+            int keep = npool;
+            if (g >= 0 && src->instrs[g].op == IR_OP_ALL_GATHER_SEQ && q > p) {
+                double moved = 0;
+                while (keep > 1 && may_defer(src, pool[keep - 1], q) &&
+                       moved + accumulate_flops(src, pool[keep - 1]) <= 0.5 * total) {
+                    moved += accumulate_flops(src, pool[keep - 1]);
+                    keep--;
+                }
+            }
+            for (int k = 0; k < keep; k++)
+                emit_after(&o, p, pool[k]);
+            ncarry = 0, carry_to = keep < npool ? g : -1;
+            for (int k = keep; k < npool; k++)
+                carry[ncarry++] = pool[k], o.moved[pool[k]] = true;
+        }
+        if (in->op == IR_OP_ALL_GATHER_SEQ && i == carry_to) {
+            int q = src->vals[in->args[0]].def;
+            emit_after(&o, q, i);
+            for (int k = 0; k < ncarry; k++)
+                o.moved[carry[k]] = false, emit_after(&o, q, carry[k]);
+            ncarry = 0, carry_to = -1;
         }
         if (is_collective(in->op))
             last_collective = i;
@@ -90,13 +143,15 @@ static void overlap_func(ir_module *m, int fi)
     }
     for (int i = 0; i < dst->ninstrs; i++) {
         ir_instr *in = &dst->instrs[i];
-        if (in->op == IR_OP_REDUCE_SCATTER_SEQ)
+        if (in->op == IR_OP_REDUCE_SCATTER_SEQ || in->op == IR_OP_ALL_GATHER_SEQ)
             in->attr[1] = work_before_use(dst, i, in->res[0]); /* what ir_overlapped reads */
     }
     ir_func_replace(m, fi, dst);
     free(o.after);
     free(o.next);
     free(o.moved);
+    free(pool);
+    free(carry);
     free(map);
 }
 

@@ -147,8 +147,8 @@ static int every_token(shard_ctx *c, int v)
     if (!c->at[v].seq)
         return v;
     if (c->gathered[v] < 0) {
-        double axis = IR_AXIS_TP;
-        int r = emit(c, IR_OP_ALL_GATHER_SEQ, &v, 1, &axis, NULL, NULL, (placement){-1, false, false});
+        double attrs[2] = {IR_AXIS_TP, 0}; /* axis, overlap (the comm_overlap pass's) */
+        int r = emit(c, IR_OP_ALL_GATHER_SEQ, &v, 1, attrs, NULL, NULL, (placement){-1, false, false});
         c->gathered[v] = r;
     }
     return c->gathered[v];

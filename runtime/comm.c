@@ -294,10 +294,56 @@ rt_comm *rt_comm_mesh_group(rt_comm *world, const rt_mesh *m, rt_mesh_axis axis)
     return g;
 }
 
+static const char *lane_names[RT_NUM_LANES] = {"main", "side", "copy"};
+
+void rt_comm_add_lane(rt_comm *c, rt_lane lane)
+{
+    if (lane == RT_LANE_MAIN || lane >= RT_NUM_LANES || c->lanes[lane] || !c->ops->lane)
+        return;
+    char name[sizeof c->name];
+    snprintf(name, sizeof name, "%.30s/%s", c->name, lane_names[lane]);
+    rt_comm *l = comm_alloc(c->ops, c->size, name);
+    l->rank = c->rank, l->size = c->size;
+    memcpy(l->world_ranks, c->world_ranks, sizeof(int) * (size_t)c->size);
+    c->ops->lane(c, lane, l);
+    c->lanes[lane] = l;
+}
+
+rt_comm *rt_comm_lane(rt_comm *c, rt_lane lane)
+{
+    return lane > RT_LANE_MAIN && lane < RT_NUM_LANES && c->lanes[lane] ? c->lanes[lane] : c;
+}
+
+bool rt_comm_window(rt_comm *c, void *base, size_t bytes)
+{
+    rt_comm *copy = c->lanes[RT_LANE_COPY];
+    if (copy && !base) {
+        copy->window = NULL;
+        return false;
+    }
+    if (!copy || !c->ops->window || !c->ops->window(copy, base, bytes))
+        return false;
+    copy->window = base, copy->window_bytes = bytes;
+    return true;
+}
+
+static bool in_window(const rt_comm *c, const void *p, size_t bytes)
+{
+    return c->window && (const char *)p >= c->window && (const char *)p + bytes <= c->window + c->window_bytes;
+}
+
+rt_comm *rt_comm_copy_lane_for(rt_comm *c, const void *send, size_t send_bytes, const void *recv, size_t recv_bytes)
+{
+    rt_comm *copy = c->lanes[RT_LANE_COPY];
+    return copy && in_window(copy, send, send_bytes) && in_window(copy, recv, recv_bytes) ? copy : c;
+}
+
 void rt_comm_free(rt_comm *c)
 {
     if (!c)
         return;
+    for (int l = 0; l < RT_NUM_LANES; l++)
+        rt_comm_free(c->lanes[l]);
     c->ops->free(c);
     free(c->world_ranks);
     free(c);

@@ -102,4 +102,27 @@ void rt_comm_group_end(rt_comm *c, void *stream);
 /* Returns when every member has entered (NCCL: and all enqueued work of this rank is done). */
 void rt_barrier(rt_comm *c);
 
+/* ---- lanes ----------------------------------------------------------------------------------
+ * A group's collectives may go out on separate communicators of the same members, each tuned for
+ * where its collectives run (bench/overlap_bench.c measured the choices on two H200s):
+ *   RT_LANE_MAIN  the group itself: collectives on the compute stream, between the GEMMs that
+ *                 wait for them (tensor parallel's take as many CTAs as NCCL can use);
+ *   RT_LANE_SIDE  collectives on the comm stream, beside computation: few CTAs (NCCL: 16;
+ *                 MCC_SIDE_NCCL_CTAS), since an SM a collective holds is one the persistent GEMM
+ *                 beside it cannot use;
+ *   RT_LANE_COPY  all-gathers moved by the GPU's copy engines, using no SMs at all, for buffers
+ *                 inside the lane's window (rt_comm_window).
+ * A lane is made once, collectively over the group; a group without it (MPI, or not made) uses
+ * its main lane. Every member must issue a lane's collectives in the same order, as for a group. */
+typedef enum { RT_LANE_MAIN, RT_LANE_SIDE, RT_LANE_COPY, RT_NUM_LANES } rt_lane;
+void rt_comm_add_lane(rt_comm *c, rt_lane lane); /* collective over c */
+rt_comm *rt_comm_lane(rt_comm *c, rt_lane lane);  /* c itself when the lane was not made */
+/* Registers [base, base + bytes) on c's copy lane: an all-gather with both buffers inside it at
+ * the same offset on every member may then use the copy engines. The memory must come from
+ * rt_device.alloc_window. False (with a note) where the backend cannot; collective over c.
+ * base NULL: the lane's all-gathers stop using the window (when a member could not register). */
+bool rt_comm_window(rt_comm *c, void *base, size_t bytes);
+/* c's copy lane when send[send_bytes] and recv[recv_bytes] lie inside its window, else c. */
+rt_comm *rt_comm_copy_lane_for(rt_comm *c, const void *send, size_t send_bytes, const void *recv, size_t recv_bytes);
+
 #endif

@@ -21,6 +21,12 @@ typedef struct {
      * NULL where each collective runs at once (MPI). */
     void (*group_begin)(rt_comm *c);
     void (*group_end)(rt_comm *c, void *stream);
+    /* Fills out->impl with a communicator of c's members tuned for `lane` (comm.h); NULL where a
+     * group has one lane (MPI). */
+    void (*lane)(rt_comm *c, rt_lane lane, rt_comm *out);
+    /* Registers [base, base + bytes) for zero-copy collectives on c; false (with a note on
+     * stderr) when the backend cannot. Collective over c. NULL where nothing is gained (MPI). */
+    bool (*window)(rt_comm *c, void *base, size_t bytes);
 } rt_comm_ops;
 
 struct rt_comm {
@@ -28,9 +34,13 @@ struct rt_comm {
     void *impl;        /* MPI_Comm* / the NCCL group state */
     int rank, size;    /* in this group */
     int *world_ranks;  /* [size]: member i's world rank, for error messages */
-    char name[32];     /* "world", "tp", ... */
+    char name[40];     /* "world", "tp", "tp/side", ... */
     uint64_t seq;      /* collectives issued on this group; the current one's number */
     bool is_world;
+    rt_comm *lanes[RT_NUM_LANES]; /* rt_comm_add_lane; RT_LANE_MAIN is never set (the group itself) */
+    char *window;                 /* the registered window (RT_LANE_COPY), or NULL */
+    size_t window_bytes;
+    void *window_handle;          /* the backend's */
 };
 
 /* A world communicator around a backend handle: member i is world rank i. */

@@ -29,7 +29,7 @@ typedef struct {
     uint64_t issued;    /* collectives issued on the probed group */
     int32_t waiting;    /* 1 while inside a collective */
     uint64_t wait_seq;  /* where it waits: collective number, name, group */
-    char wait_coll[16], wait_group[32];
+    char wait_coll[16], wait_group[40];
 } mpi_state_msg;
 
 static struct {
@@ -304,7 +304,8 @@ static void mpi_free(rt_comm *c)
 }
 
 static const rt_comm_ops mpi_ops = {mpi_all_reduce, mpi_all_gather, mpi_reduce_scatter, mpi_broadcast,
-                                    mpi_barrier, mpi_split, mpi_free, NULL, NULL};
+                                    mpi_barrier, mpi_split, mpi_free, NULL, NULL,
+                                    NULL /* one lane */, NULL /* no windows */};
 
 rt_comm *rt_comm_world_mpi(const rt_rank_env *e, char *err, size_t errlen)
 {

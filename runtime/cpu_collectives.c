@@ -20,7 +20,7 @@ void cpu_ALL_REDUCE(const rt_kernel_call *c)
 /* (dst globals...): each := its sum over the axis's ranks, a bucket at a time */
 void cpu_ALL_REDUCE_INPLACE(const rt_kernel_call *c)
 {
-    rt_parallel_all_reduce_bucket(c, NULL);
+    rt_parallel_all_reduce_bucket(c, RT_LANE_MAIN, NULL);
 }
 
 /* x (N elements) -> r[N/n]: block `rank` of the sum of x over the axis's n ranks */

@@ -44,6 +44,9 @@ typedef struct rt_device {
     /* The world communicator for this device's ranks (MPI on the CPU, NCCL on CUDA), or NULL
      * with err naming why. */
     rt_comm *(*world_comm)(struct rt_program *p, const rt_rank_env *e, char *err, size_t errlen);
+    /* Like alloc, in memory a communicator can register as a window (rt_comm_window: NCCL's
+     * ncclMemAlloc); free releases it. NULL where alloc's memory serves (the CPU). */
+    void *(*alloc_window)(struct rt_program *p, size_t bytes);
 } rt_device;
 
 extern const rt_device rt_cpu_device;

@@ -9,11 +9,12 @@ static rt_comm *axis_comms[IR_NUM_AXES]; /* what rt_parallel_comm hands the kern
 
 rt_comm *rt_parallel_comm(ir_axis axis) { return axis < IR_NUM_AXES ? axis_comms[axis] : NULL; }
 
-void rt_parallel_all_reduce_bucket(const rt_kernel_call *c, void *stream)
+void rt_parallel_all_reduce_bucket(const rt_kernel_call *c, rt_lane lane, void *stream)
 {
     rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
     if (!comm)
         return;
+    comm = rt_comm_lane(comm, lane);
     for (int first = 0, next; first < c->nargs; first = next) {
         ir_dtype dt = c->arg_types[first]->dtype;
         size_t span = ir_bytes(c->arg_types[first]);
@@ -52,6 +53,85 @@ static rt_rank_env detect(void)
 
 int rt_parallel_plan_index(int nplans) { return detect().rank % nplans; }
 
+static void gather_bytes(rt_comm *comm, int n, rt_program *p, const void *local, size_t bytes, void *all);
+
+/* What the plan's collectives on `axis` need: a side lane for those overlapping computation, a
+ * copy lane for sequence-parallel all-gathers. */
+static void lanes_needed(const ir_module *m, ir_axis axis, bool *side, bool *copy)
+{
+    *side = *copy = false;
+    for (int f = 0; f < m->nfuncs; f++)
+        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
+            const ir_instr *in = &m->funcs[f]->instrs[i];
+            bool collective = in->op == IR_OP_ALL_GATHER_SEQ || in->op == IR_OP_REDUCE_SCATTER_SEQ ||
+                              in->op == IR_OP_ALL_REDUCE_INPLACE;
+            if (!collective || (ir_axis)in->attr[0] != axis)
+                continue;
+            *side |= ir_overlapped(in) || (in->op == IR_OP_ALL_REDUCE_INPLACE && in->attr[1] != 0);
+            *copy |= in->op == IR_OP_ALL_GATHER_SEQ;
+        }
+}
+
+/* A fingerprint of where the plan puts the sequence-parallel all-gathers' buffers in the arena:
+ * the copy lane's window needs them at the same offsets on every member. */
+static uint64_t gather_layout(const ir_module *m, size_t arena_bytes)
+{
+    uint64_t h = 1469598103934665603ull ^ arena_bytes;
+    for (int f = 0; f < m->nfuncs; f++)
+        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
+            const ir_instr *in = &m->funcs[f]->instrs[i];
+            if (in->op != IR_OP_ALL_GATHER_SEQ)
+                continue;
+            int64_t at[4] = {f, i, m->funcs[f]->vals[in->args[0]].offset, m->funcs[f]->vals[in->res[0]].offset};
+            for (int k = 0; k < 4; k++)
+                h = (h ^ (uint64_t)at[k]) * 1099511628211ull;
+        }
+    return h;
+}
+
+/* Lanes for the groups whose collectives gain from them, and the arena as the tp copy lane's
+ * window when every tp rank's plan puts the all-gathers' buffers at the same offsets.
+ * MCC_COMM_LANES=0 keeps every collective on its group's main lane (to measure the lanes). */
+static void add_lanes(rt_parallel *par, rt_program *p)
+{
+    const char *e = getenv("MCC_COMM_LANES");
+    if (e && !strcmp(e, "0"))
+        return;
+    for (ir_axis axis = 0; axis < IR_NUM_AXES; axis++) {
+        rt_comm *comm = axis_comms[axis];
+        bool side, copy;
+        lanes_needed(p->m, axis, &side, &copy);
+        if (!comm || rt_comm_size(comm) == 1)
+            continue;
+        if (side)
+            rt_comm_add_lane(comm, RT_LANE_SIDE);
+        if (!copy || !p->dev->alloc_window)
+            continue;
+        uint64_t mine = gather_layout(p->m, p->arena_bytes), *all = malloc(sizeof(uint64_t) * (size_t)rt_comm_size(comm));
+        gather_bytes(comm, rt_comm_size(comm), p, &mine, sizeof mine, all);
+        bool same = true;
+        for (int r = 0; r < rt_comm_size(comm); r++)
+            same &= all[r] == mine;
+        free(all);
+        if (!same) {
+            if (rt_comm_rank(comm) == 0)
+                fprintf(stderr, "train_rank: note: the %s ranks' plans place the all-gathers' buffers differently; they "
+                                "keep NCCL's kernels\n", rt_comm_name(comm));
+            continue;
+        }
+        rt_comm_add_lane(comm, RT_LANE_COPY);
+        /* every member uses the window, or none: else their all-gathers would go out on different lanes */
+        char ok = rt_comm_window(comm, p->arena, p->arena_bytes), *oks = malloc((size_t)rt_comm_size(comm));
+        gather_bytes(comm, rt_comm_size(comm), p, &ok, 1, oks);
+        if (memchr(oks, 0, (size_t)rt_comm_size(comm)))
+            rt_comm_window(comm, NULL, 0);
+        else if (par->env.rank == 0)
+            printf("train_rank: %s all-gathers run on the copy engines (the %.2f GiB arena is an NCCL window)\n",
+                   rt_comm_name(comm), p->arena_bytes / 1073741824.0);
+        free(oks);
+    }
+}
+
 void rt_parallel_init(rt_parallel *par, rt_program *p)
 {
     char err[1024];
@@ -79,6 +159,7 @@ void rt_parallel_init(rt_parallel *par, rt_program *p)
     axis_comms[IR_AXIS_DP] = rt_comm_mesh_group(par->world, &mesh, RT_AXIS_DP);
     axis_comms[IR_AXIS_TP] = rt_comm_mesh_group(par->world, &mesh, RT_AXIS_TP);
     par->scratch = p->dev->alloc(p, sizeof(float));
+    add_lanes(par, p);
 }
 
 void rt_parallel_finish(rt_parallel *par)

@@ -92,7 +92,11 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     int64_t arena_bytes = 0;
     for (int i = 0; i < m->nfuncs; i++)
         arena_bytes = m->funcs[i]->arena_bytes > arena_bytes ? m->funcs[i]->arena_bytes : arena_bytes;
-    p->arena = dev->alloc(p, (size_t)arena_bytes);
+    /* Under tensor parallelism the arena holds the sequence-parallel all-gathers' buffers: in
+     * window memory, the copy engines can move them (rt_parallel_init registers it). */
+    bool window = dev->alloc_window && ir_config_int(m, "tensor_model_parallel_size", 1) > 1;
+    p->arena = (window ? dev->alloc_window : dev->alloc)(p, (size_t)arena_bytes);
+    p->arena_bytes = (size_t)arena_bytes;
     p->funcs = xcalloc((size_t)m->nfuncs, sizeof(rt_func_exec), "functions");
     for (int i = 0; i < m->nfuncs; i++)
         bind_func(p, &p->funcs[i], m->funcs[i], p->arena);

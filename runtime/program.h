@@ -27,6 +27,7 @@ typedef struct rt_program {
     void **globals;                 /* per module global: device memory, inside global_slab */
     void *global_slab;              /* every global, in declaration order (rt_global_span each) */
     char *arena;                    /* activations of every function: they run one at a time */
+    size_t arena_bytes;
     rt_func_exec *funcs;            /* per module function */
 } rt_program;
 

@@ -84,7 +84,9 @@ static void copy_rows(rt_cuda_ctx *cx, void *dst, size_t dpitch, const void *src
  * per batch row moves the data in place, with no regrouping copies and no scratch; the rows'
  * collectives form one NCCL group, launched as one. */
 
-/* x[B,T/n,R] -> r[B,T,R] */
+/* x[B,T/n,R] -> r[B,T,R]. On the group's copy lane when the arena is its window (the copy
+ * engines move the rows, no SMs taken): there each row goes out alone, as NCCL takes the copy
+ * engines for one collective at a time. overlap=1 (comm_overlap.c): on the comm stream. */
 void cuda_ALL_GATHER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
@@ -95,15 +97,21 @@ void cuda_ALL_GATHER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
         return;
     }
     size_t n = (size_t)rt_comm_size(comm);
-    rt_comm_group_begin(comm);
+    rt_comm *lane = rt_comm_copy_lane_for(comm, c->args[0], slab * B, c->res[0], slab * B * n);
+    CUstream stream = ir_overlapped(c->in) ? rt_cuda_comm_fork(cx) : rt_cuda_stream(cx);
+    bool grouped = lane == comm;
+    if (grouped)
+        rt_comm_group_begin(lane);
     for (size_t b = 0; b < B; b++)
-        rt_all_gather(comm, (const char *)c->args[0] + b * slab, (char *)c->res[0] + b * slab * n, slab,
-                      IR_FP8E4M3 /* a 1-byte type: bytes */, rt_cuda_stream(cx));
-    rt_comm_group_end(comm, rt_cuda_stream(cx));
+        rt_all_gather(lane, (const char *)c->args[0] + b * slab, (char *)c->res[0] + b * slab * n, slab,
+                      IR_FP8E4M3 /* a 1-byte type: bytes */, stream);
+    if (grouped)
+        rt_comm_group_end(lane, stream);
 }
 
 /* x[B,T,R] partial -> r[B,T/n,R]: this rank's slice of the sum. overlap=1 (comm_overlap.c): on
- * the comm stream, joined by the device before its result's first reader. */
+ * the comm stream and the group's side lane, joined by the device before its result's first
+ * reader. */
 void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
@@ -114,12 +122,14 @@ void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
         return;
     }
     size_t n = (size_t)rt_comm_size(comm);
-    CUstream stream = ir_overlapped(c->in) ? rt_cuda_comm_fork(cx) : rt_cuda_stream(cx);
-    rt_comm_group_begin(comm);
+    bool overlap = ir_overlapped(c->in);
+    CUstream stream = overlap ? rt_cuda_comm_fork(cx) : rt_cuda_stream(cx);
+    rt_comm *lane = rt_comm_lane(comm, overlap ? RT_LANE_SIDE : RT_LANE_MAIN);
+    rt_comm_group_begin(lane);
     for (size_t b = 0; b < B; b++)
-        rt_reduce_scatter(comm, (const char *)c->args[0] + b * slab * n, (char *)c->res[0] + b * slab, count, t->dtype,
+        rt_reduce_scatter(lane, (const char *)c->args[0] + b * slab * n, (char *)c->res[0] + b * slab, count, t->dtype,
                           RT_SUM, stream);
-    rt_comm_group_end(comm, stream);
+    rt_comm_group_end(lane, stream);
 }
 
 /* (dst globals...): each := its sum over the axis's ranks, a bucket at a time. overlap=1 (inside
@@ -130,7 +140,8 @@ void cuda_ALL_REDUCE_INPLACE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     bool overlap = c->in->attr[1] != 0;
     if (rt_parallel_comm((ir_axis)c->in->attr[0]))
-        rt_parallel_all_reduce_bucket(c, overlap ? rt_cuda_comm_fork(cx) : rt_cuda_stream(cx));
+        rt_parallel_all_reduce_bucket(c, overlap ? RT_LANE_SIDE : RT_LANE_MAIN,
+                                      overlap ? rt_cuda_comm_fork(cx) : rt_cuda_stream(cx));
 }
 
 static CUdeviceptr dptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }

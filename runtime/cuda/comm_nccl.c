@@ -255,6 +255,18 @@ static ncclConfig_t nccl_config(void)
     return cfg;
 }
 
+/* out->impl := ncclCommSplit of c's color/key with cfg, registered with the watchdog. */
+static void nccl_split_comm(rt_comm *c, int color, int key, ncclConfig_t *cfg, rt_comm *out)
+{
+    ncclComm_t comm;
+    double deadline = nccl_now() + nccl.timeout_s;
+    nccl_check(c, ncclCommSplit(nccl_of(c), color, key, &comm, cfg), "ncclCommSplit", "split");
+    nccl_check(c, nccl_settle(comm, deadline), "ncclCommSplit", "split");
+    nccl_check(c, nccl_settle(nccl_of(c), deadline), "ncclCommSplit (parent)", "split"); /* both are busy until done */
+    out->impl = comm;
+    nccl_register(out);
+}
+
 /* Member order of ncclCommSplit: same color, by key, ties by parent rank. Gathers every parent
  * member's (color, key, world rank) to learn the new group's world ranks. */
 static void nccl_split(rt_comm *c, int color, int key, rt_comm *out)
@@ -291,13 +303,41 @@ static void nccl_split(rt_comm *c, int color, int key, rt_comm *out)
         const char *e = getenv("MCC_TP_NCCL_CTAS");
         cfg.minCTAs = cfg.maxCTAs = e && atoi(e) > 0 ? atoi(e) : 64;
     }
-    ncclComm_t comm;
-    double deadline = nccl_now() + nccl.timeout_s;
-    nccl_check(c, ncclCommSplit(nccl_of(c), color, key, &comm, &cfg), "ncclCommSplit", "split");
-    nccl_check(c, nccl_settle(comm, deadline), "ncclCommSplit", "split");
-    nccl_check(c, nccl_settle(nccl_of(c), deadline), "ncclCommSplit (parent)", "split"); /* both are busy until done */
-    out->impl = comm;
-    nccl_register(out);
+    nccl_split_comm(c, color, key, &cfg, out);
+}
+
+/* A lane (comm.h) of c: the same members, split off with the lane's configuration. Side: 16
+ * CTAs, which beside cuBLAS's GEMMs hid 0.73-0.75 of a reduce-scatter's or all-gather's time
+ * against 0.42-0.45 with 64 (bench/overlap_bench.c, two H200s). Copy: NCCL's zero-CTA policy,
+ * under which all-gathers on a symmetric window run on the copy engines (0.88 hidden, and as fast
+ * alone as 64 CTAs). */
+static void nccl_lane(rt_comm *c, rt_lane lane, rt_comm *out)
+{
+    ncclConfig_t cfg = nccl_config();
+    if (lane == RT_LANE_SIDE) {
+        const char *e = getenv("MCC_SIDE_NCCL_CTAS");
+        cfg.minCTAs = cfg.maxCTAs = e && atoi(e) > 0 ? atoi(e) : 16;
+    } else if (lane == RT_LANE_COPY) {
+        cfg.CTAPolicy = NCCL_CTA_POLICY_ZERO;
+    }
+    nccl_split_comm(c, 0, c->rank, &cfg, out);
+}
+
+/* Registers the window collectively on c (NCCL_WIN_COLL_SYMMETRIC: every member passes buffers
+ * at the same offsets, which rt_parallel checks before calling this). */
+static bool nccl_window(rt_comm *c, void *base, size_t bytes)
+{
+    ncclWindow_t win = NULL;
+    ncclResult_t r = ncclCommWindowRegister(nccl_of(c), base, bytes, &win, NCCL_WIN_COLL_SYMMETRIC);
+    if (r == ncclSuccess || r == ncclInProgress)
+        r = nccl_settle(nccl_of(c), nccl_now() + nccl.timeout_s);
+    if (r != ncclSuccess || !win) {
+        fprintf(stderr, "train_rank: note: group '%s': ncclCommWindowRegister failed (%s: %s); all-gathers keep "
+                        "NCCL's kernels\n", c->name, ncclGetErrorString(r), ncclGetLastError(nccl_of(c)));
+        return false;
+    }
+    c->window_handle = win;
+    return true;
 }
 
 static void nccl_free(rt_comm *c)
@@ -306,6 +346,8 @@ static void nccl_free(rt_comm *c)
     for (int i = 0; i < nccl.ngroups; i++)
         if (nccl.groups[i] == c)
             nccl.groups[i] = nccl.groups[--nccl.ngroups];
+    if (c->window_handle)
+        ncclCommWindowDeregister(nccl_of(c), (ncclWindow_t)c->window_handle);
     nccl_check(c, ncclCommFinalize(nccl_of(c)), "ncclCommFinalize", "free");
     nccl_check(c, nccl_settle(nccl_of(c), nccl_now() + nccl.timeout_s), "ncclCommFinalize", "free");
     ncclCommDestroy(nccl_of(c));
@@ -330,7 +372,8 @@ static void nccl_group_end(rt_comm *c, void *stream)
 }
 
 static const rt_comm_ops nccl_ops = {nccl_all_reduce, nccl_all_gather, nccl_reduce_scatter, nccl_broadcast,
-                                     nccl_barrier, nccl_split, nccl_free, nccl_group_begin, nccl_group_end};
+                                     nccl_barrier,    nccl_split,      nccl_free,           nccl_group_begin,
+                                     nccl_group_end,  nccl_lane,       nccl_window};
 
 /* The unique id every rank must share: over `bootstrap` when given, else derived from
  * NCCL_COMM_ID (set here from MASTER_ADDR/MASTER_PORT when the user has not). */

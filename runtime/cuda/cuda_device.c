@@ -10,6 +10,7 @@
 #include "runtime/program.h"
 
 #include <cuda_runtime.h>
+#include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@ typedef struct {
     rt_cuda_ctx *cx;
     profile *prof;
     cudaGraphExec_t *graphs;        /* per function, once recorded */
+    void *window_mem[4];            /* alloc_window's allocations (ncclMemFree'd) */
     int *calls;                     /* per function: calls so far */
     bool use_graphs;
 } cuda_state;
@@ -159,7 +161,36 @@ static void *cuda_alloc(rt_program *p, size_t bytes)
     return ptr;
 }
 
-static void cuda_free(rt_program *p, void *ptr) { cudaFree(ptr); }
+/* ncclMemAlloc: cuMem memory NCCL can map into its peers (windows, copy-engine all-gathers);
+ * plain cudaMalloc when it cannot (the copy lane then stays unused). */
+static void *cuda_alloc_window(rt_program *p, size_t bytes)
+{
+    cuda_state *s = state(p);
+    int slot = 0;
+    while (slot < 4 && s->window_mem[slot])
+        slot++;
+    void *ptr = NULL;
+    if (slot == 4 || ncclMemAlloc(&ptr, bytes ? bytes : 1) != ncclSuccess) {
+        fprintf(stderr, "train_rank: note: ncclMemAlloc of %.3f GiB failed (%s); collectives use NCCL's kernels\n",
+                bytes / 1073741824.0, slot == 4 ? "too many windows" : ncclGetLastError(NULL));
+        return cuda_alloc(p, bytes);
+    }
+    RT_CUDART_CHECK(cudaMemset(ptr, 0, bytes));
+    s->window_mem[slot] = ptr;
+    return ptr;
+}
+
+static void cuda_free(rt_program *p, void *ptr)
+{
+    cuda_state *s = state(p);
+    for (int i = 0; i < 4; i++)
+        if (ptr && s->window_mem[i] == ptr) {
+            ncclMemFree(ptr);
+            s->window_mem[i] = NULL;
+            return;
+        }
+    cudaFree(ptr);
+}
 
 static void cuda_upload(rt_program *p, void *dst, const void *src, size_t bytes)
 {
@@ -297,5 +328,6 @@ static rt_comm *cuda_world_comm(rt_program *p, const rt_rank_env *e, char *err, 
     return rt_comm_world_nccl(e, device, bootstrap, err, errlen);
 }
 
-const rt_device rt_cuda_device = {"cuda",     cuda_open, cuda_alloc, cuda_free,          cuda_upload, cuda_download,
-                                  cuda_init, cuda_run,  cuda_memory_in_use, cuda_close, cuda_queue, cuda_world_comm};
+const rt_device rt_cuda_device = {"cuda",     cuda_open, cuda_alloc,         cuda_free,  cuda_upload, cuda_download,
+                                  cuda_init, cuda_run,  cuda_memory_in_use, cuda_close, cuda_queue, cuda_world_comm,
+                                  cuda_alloc_window};
