@@ -42,15 +42,15 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && [ "${DP2_CHECK:-1}" != 0 ]; then
   for m in tiny-gpt2 tiny-llama; do
     [ -d /tmp/gpu-$m ] || timeout 120 devrun/bin/$m-cuda --data-path devrun/data/numerics_text_document --train-iters 10 \
       --eval-iters 0 --dump-dir /tmp/gpu-$m > /dev/null 2>&1
-    timeout 120 devrun/bin/$m-cuda-dp2 --nproc-per-node 2 --data-path devrun/data/numerics_text_document --train-iters 10 \
+    timeout ${CHECK_TIMEOUT:-120} devrun/bin/$m-cuda-dp2 --nproc-per-node 2 --data-path devrun/data/numerics_text_document --train-iters 10 \
       --eval-iters 0 --dump-dir /tmp/gpu-dp2-$m > "$O/$m-dp2.log" 2>&1; echo "$m dp2 exit $?"; tail -1 "$O/$m-dp2.log"
     python3 tests/compare_dumps.py --cpu /tmp/gpu-$m --gpu /tmp/gpu-dp2-$m 2>&1 | tail -3
     # ZeRO-1: the same data-parallel run with the optimizer state sharded over the two GPUs
-    timeout 120 devrun/bin/$m-cuda-zero2 --nproc-per-node 2 --data-path devrun/data/numerics_text_document --train-iters 10 \
+    timeout ${CHECK_TIMEOUT:-120} devrun/bin/$m-cuda-zero2 --nproc-per-node 2 --data-path devrun/data/numerics_text_document --train-iters 10 \
       --eval-iters 0 --dump-dir /tmp/gpu-zero2-$m > "$O/$m-zero2.log" 2>&1; echo "$m zero2 exit $?"; tail -1 "$O/$m-zero2.log"
     python3 tests/compare_dumps.py --cpu /tmp/gpu-$m --gpu /tmp/gpu-zero2-$m 2>&1 | tail -3
     # --overlap-grad-reduce: the buckets all-reduced inside the backward, on the comm stream
-    timeout 120 devrun/bin/$m-cuda-dp2ov --nproc-per-node 2 --data-path devrun/data/numerics_text_document --train-iters 10 \
+    timeout ${CHECK_TIMEOUT:-120} devrun/bin/$m-cuda-dp2ov --nproc-per-node 2 --data-path devrun/data/numerics_text_document --train-iters 10 \
       --eval-iters 0 --dump-dir /tmp/gpu-dp2ov-$m > "$O/$m-dp2ov.log" 2>&1; echo "$m dp2 overlap exit $?"; tail -1 "$O/$m-dp2ov.log"
     python3 tests/compare_dumps.py --cpu /tmp/gpu-$m --gpu /tmp/gpu-dp2ov-$m 2>&1 | tail -3
   done
@@ -81,7 +81,7 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && [ "${TP2_CHECK:-1}" != 0 ]; then
     timeout 120 devrun/bin/$m-cuda-v258 --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
       --dump-dir /tmp/gpu-v258-$m > /dev/null 2>&1
     for v in tp2 tp2sp; do
-      timeout 120 devrun/bin/$m-cuda-$v --nproc-per-node 2 --data-path devrun/data/numerics_text_document \
+      timeout ${CHECK_TIMEOUT:-120} devrun/bin/$m-cuda-$v --nproc-per-node 2 --data-path devrun/data/numerics_text_document \
         --train-iters 10 --eval-iters 0 --dump-dir /tmp/gpu-$v-$m > "$O/$m-$v.log" 2>&1
       echo "$m $v exit $?"; tail -1 "$O/$m-$v.log"
       python3 tests/compare_dumps.py --cpu /tmp/gpu-v258-$m --gpu /tmp/gpu-$v-$m 2>&1 | tail -2

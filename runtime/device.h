@@ -47,6 +47,10 @@ typedef struct rt_device {
     /* Like alloc, in memory a communicator can register as a window (rt_comm_window: NCCL's
      * ncclMemAlloc); free releases it. NULL where alloc's memory serves (the CPU). */
     void *(*alloc_window)(struct rt_program *p, size_t bytes);
+    /* Waits for the device's work and releases what refers to communicators (CUDA graphs that
+     * captured NCCL collectives: NCCL cannot finalize a communicator while they live), before
+     * rt_parallel_finish frees them. NULL where nothing does (the CPU). */
+    void (*quiesce)(struct rt_program *p);
 } rt_device;
 
 extern const rt_device rt_cpu_device;

@@ -89,23 +89,23 @@ static uint64_t gather_layout(const ir_module *m, size_t arena_bytes)
     return h;
 }
 
-/* Lanes for the groups whose collectives gain from them, and the arena as the tp copy lane's
- * window when every tp rank's plan puts the all-gathers' buffers at the same offsets.
- * MCC_COMM_LANES=0 keeps every collective on its group's main lane (to measure the lanes). */
+/* Lanes (comm.h) for the groups whose collectives would use them, as MCC_COMM_LANES lists them
+ * ("side", "copy", "side,copy"; default none: on two H200s, eagerly launched, each measured
+ * slower than the main lane, see bench/RESULTS.md). The copy lane's window is the arena, when
+ * every tp rank's plan puts the all-gathers' buffers at the same offsets. */
 static void add_lanes(rt_parallel *par, rt_program *p)
 {
     const char *e = getenv("MCC_COMM_LANES");
-    if (e && !strcmp(e, "0"))
-        return;
+    bool want_side = e && strstr(e, "side"), want_copy = e && strstr(e, "copy");
     for (ir_axis axis = 0; axis < IR_NUM_AXES; axis++) {
         rt_comm *comm = axis_comms[axis];
         bool side, copy;
         lanes_needed(p->m, axis, &side, &copy);
         if (!comm || rt_comm_size(comm) == 1)
             continue;
-        if (side)
+        if (side && want_side)
             rt_comm_add_lane(comm, RT_LANE_SIDE);
-        if (!copy || !p->dev->alloc_window)
+        if (!copy || !want_copy || !p->dev->alloc_window)
             continue;
         uint64_t mine = gather_layout(p->m, p->arena_bytes), *all = malloc(sizeof(uint64_t) * (size_t)rt_comm_size(comm));
         gather_bytes(comm, rt_comm_size(comm), p, &mine, sizeof mine, all);
@@ -162,10 +162,12 @@ void rt_parallel_init(rt_parallel *par, rt_program *p)
     add_lanes(par, p);
 }
 
-void rt_parallel_finish(rt_parallel *par)
+void rt_parallel_finish(rt_parallel *par, rt_program *p)
 {
     if (!par->world)
         return;
+    if (p->dev->quiesce)
+        p->dev->quiesce(p);
     for (int a = 0; a < IR_NUM_AXES; a++) {
         rt_comm_free(axis_comms[a]);
         axis_comms[a] = NULL;

@@ -23,7 +23,8 @@ int rt_parallel_plan_index(int nplans);
  * (world size must be tp*pp*dp), then creates the communicators (MPI on the CPU, NCCL on CUDA).
  * Exits with a message naming the fix on any mismatch. */
 void rt_parallel_init(rt_parallel *par, rt_program *p);
-void rt_parallel_finish(rt_parallel *par);
+/* Frees the communicators, after the device released what refers to them (rt_device.quiesce). */
+void rt_parallel_finish(rt_parallel *par, rt_program *p);
 /* The communicator of a mesh axis for the collective kernels (NULL: not parallel over it). */
 rt_comm *rt_parallel_comm(ir_axis axis);
 /* The communicator of collective `in` whose types span `ranks` ranks of its axis (attribute 0):

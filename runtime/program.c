@@ -94,7 +94,8 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
         arena_bytes = m->funcs[i]->arena_bytes > arena_bytes ? m->funcs[i]->arena_bytes : arena_bytes;
     /* Under tensor parallelism the arena holds the sequence-parallel all-gathers' buffers: in
      * window memory, the copy engines can move them (rt_parallel_init registers it). */
-    bool window = dev->alloc_window && ir_config_int(m, "tensor_model_parallel_size", 1) > 1;
+    const char *lanes = getenv("MCC_COMM_LANES");
+    bool window = dev->alloc_window && lanes && strstr(lanes, "copy") && ir_config_int(m, "tensor_model_parallel_size", 1) > 1;
     p->arena = (window ? dev->alloc_window : dev->alloc)(p, (size_t)arena_bytes);
     p->arena_bytes = (size_t)arena_bytes;
     p->funcs = xcalloc((size_t)m->nfuncs, sizeof(rt_func_exec), "functions");

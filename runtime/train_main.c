@@ -587,7 +587,7 @@ static void finish_run(train_run *r)
     free(r->targets);
     rt_gpt_data_close(r->data);
     rt_gpt_data_config_free(&r->a.data);
-    rt_parallel_finish(&r->par);
+    rt_parallel_finish(&r->par, r->p);
     rt_program_free(r->p);
 }
 

@@ -160,12 +160,26 @@ static void nccl_track(rt_comm *c, const char *coll, void *stream)
     pthread_mutex_unlock(&nccl.mu);
 }
 
-/* Checks an enqueue call, lets a non-blocking communicator finish it, and tracks it. */
+/* Checks an enqueue call, lets a non-blocking communicator finish it, and tracks it (unless the
+ * stream is being captured into a graph: rt_nccl_watch_graph then follows the graph's launches). */
 static void nccl_enqueued(rt_comm *c, ncclResult_t r, const char *call, const char *coll, void *stream)
 {
     nccl_check(c, r, call, coll);
     nccl_check(c, nccl_settle(nccl_of(c), nccl_now() + nccl.timeout_s), call, coll);
-    nccl_track(c, coll, stream);
+    enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (stream)
+        RT_CUDART_CHECK(cudaStreamIsCapturing((cudaStream_t)stream, &capture));
+    if (capture == cudaStreamCaptureStatusNone)
+        nccl_track(c, coll, stream);
+}
+
+void rt_nccl_watch_graph(void *stream, const char *what)
+{
+    if (!nccl.ngroups)
+        return;
+    rt_comm *world = nccl.groups[0]; /* rt_comm_world_nccl registers it first */
+    world->seq++;
+    nccl_track(world, what, stream);
 }
 
 /* ---- collectives ----------------------------------------------------------------------------- */

@@ -30,6 +30,11 @@ CUstream rt_cuda_comm_fork(rt_cuda_ctx *cx);
 void rt_cuda_comm_join(rt_cuda_ctx *cx);
 /* Whether work forked to the comm stream may still be running (not yet joined). */
 bool rt_cuda_comm_in_flight(const rt_cuda_ctx *cx);
+/* NCCL's watchdog (comm_nccl.c) follows each collective by an event recorded after it, which a
+ * stream being captured into a CUDA graph cannot give: collectives enqueued during a capture are
+ * not followed one by one. After launching such a graph on `stream`, this has the watchdog
+ * follow the launch as one collective named `what`, on the world group. */
+void rt_nccl_watch_graph(void *stream, const char *what);
 /* Copies the cubin's __device__ constant `name` (exactly `bytes`) to host; false if it has none.
  * The first read of a name is a synchronous copy (so it must come before any graph capture, as
  * a function's first, eager call does); later reads come from the context's cache. */

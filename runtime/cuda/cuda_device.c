@@ -1,7 +1,8 @@
 /* cuda_device.c — the CUDA device: device memory, the plan's cubin, and functions run as CUDA
  * graphs. A function's first call runs eagerly (it sizes scratch space and lets cuBLASLt pick
  * its algorithms); the second call records it into a graph, and every later call replays it,
- * so a step costs a handful of host calls. MCC_CUDA_GRAPHS=0 keeps every call eager.
+ * so a step costs a handful of host calls. MCC_CUDA_GRAPHS=0 keeps every call eager,
+ * MCC_CUDA_GRAPHS=eager-collectives those of functions with collectives.
  * MCC_PROFILE=1 runs eagerly with an event pair around every instruction and prints, at exit,
  * the GPU time per op and the most expensive instructions. */
 #include "cuda_ctx.h"
@@ -269,8 +270,6 @@ static void launch_all(rt_program *p, int func)
     }
 }
 
-/* Functions with collectives run eagerly: NCCL's watchdog queries events of every collective,
- * which a stream being captured into a graph does not allow. */
 static bool has_collective(const ir_func *f)
 {
     for (int i = 0; i < f->ninstrs; i++)
@@ -284,11 +283,18 @@ static bool has_collective(const ir_func *f)
     return false;
 }
 
+/* A function's first call runs eagerly; the second is captured, collectives included (NCCL's
+ * kernels replay in the graph; the comm stream forks from and joins the captured stream), and
+ * later calls replay it. A graph with collectives is watched as one collective per launch.
+ * MCC_CUDA_GRAPHS=eager-collectives keeps functions with collectives eager. */
 static void cuda_run(rt_program *p, int func)
 {
     cuda_state *s = state(p);
     int call = s->calls[func]++;
-    if (!s->use_graphs || call == 0 || has_collective(p->funcs[func].f)) {
+    const ir_func *f = p->funcs[func].f;
+    const char *g = getenv("MCC_CUDA_GRAPHS");
+    bool collectives = has_collective(f), eager_collectives = g && !strcmp(g, "eager-collectives");
+    if (!s->use_graphs || call == 0 || (collectives && eager_collectives)) {
         launch_all(p, func);
         rt_cuda_comm_join(s->cx); /* collectives overlapping the function end with it */
         return;
@@ -297,11 +303,26 @@ static void cuda_run(rt_program *p, int func)
         cudaGraph_t graph;
         RT_CUDART_CHECK(cudaStreamBeginCapture(stream(p), cudaStreamCaptureModeThreadLocal));
         launch_all(p, func);
+        rt_cuda_comm_join(s->cx);
         RT_CUDART_CHECK(cudaStreamEndCapture(stream(p), &graph));
         RT_CUDART_CHECK(cudaGraphInstantiate(&s->graphs[func], graph, 0));
         cudaGraphDestroy(graph);
     }
     RT_CUDART_CHECK(cudaGraphLaunch(s->graphs[func], stream(p)));
+    if (collectives)
+        rt_nccl_watch_graph(stream(p), f->name);
+}
+
+/* Graphs are recaptured should a function run again. */
+static void cuda_quiesce(rt_program *p)
+{
+    cuda_state *s = state(p);
+    RT_CUDART_CHECK(cudaStreamSynchronize(stream(p)));
+    for (int i = 0; i < p->m->nfuncs; i++)
+        if (s->graphs[i]) {
+            RT_CUDART_CHECK(cudaGraphExecDestroy(s->graphs[i]));
+            s->graphs[i] = NULL;
+        }
 }
 
 static size_t cuda_memory_in_use(rt_program *p)
@@ -330,4 +351,4 @@ static rt_comm *cuda_world_comm(rt_program *p, const rt_rank_env *e, char *err, 
 
 const rt_device rt_cuda_device = {"cuda",     cuda_open, cuda_alloc,         cuda_free,  cuda_upload, cuda_download,
                                   cuda_init, cuda_run,  cuda_memory_in_use, cuda_close, cuda_queue, cuda_world_comm,
-                                  cuda_alloc_window};
+                                  cuda_alloc_window, cuda_quiesce};
