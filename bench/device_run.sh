@@ -16,7 +16,7 @@ section() { echo; echo "=== $*"; }
 # KERNEL_TESTS=0 and CURVES=0 skip only those parts
 if [ "${CHECKS:-1}" != 0 ]; then
 section "kernel tests"
-for t in $([ "${KERNEL_TESTS:-1}" != 0 ] && echo cuda_ops_test attention_test dropout_test); do
+for t in $([ "${KERNEL_TESTS:-1}" != 0 ] && echo ${KERNEL_TEST_NAMES:-cuda_ops_test attention_test dropout_test}); do
   [ -x devrun/bin/$t ] || { echo "$t: not built"; continue; }
   timeout 300 devrun/bin/$t > "$O/$t.log" 2>&1; echo "$t exit $?"; tail -3 "$O/$t.log"
 done

@@ -1,6 +1,10 @@
 /* matmul.c — every matmul through cuBLASLt: bf16 (or f32) in and out, fp32 accumulation, the
- * algorithm chosen by cuBLASLt's heuristic once per shape and cached. cuBLASLt is column-major;
+ * algorithm chosen once per shape and cached. cuBLASLt is column-major;
  * a row-major C[M,N] = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T.
+ * MCC_GEMM_AUTOTUNE=1 times the heuristic's best CANDIDATES algorithms at a shape's first call
+ * and keeps the fastest; by default the heuristic's first is kept (on two H200s the timing
+ * changed neither llama-1B's step, 85.6k vs 85.7k tokens/s, nor TP=2's, 70.7k vs 70.5k, and
+ * cost 0.5 s of the first step: bench/RESULTS.md).
  * matmul_bias adds its bias in the GEMM's epilogue: a bias per row of the column-major C^T is
  * one per column N of our C. matmul_accumulate adds the product into its destination (beta = 1),
  * which may be f32 while A and B are bf16 (a weight gradient's accumulator). matmul_bias_gelu
@@ -15,6 +19,8 @@
 #include <string.h>
 
 #define WORKSPACE_BYTES (64u << 20)
+#define CANDIDATES 8                 /* algorithms the heuristic offers for timing */
+#define TUNE_MAX_BYTES (512u << 20)  /* larger outputs keep the heuristic's first choice */
 
 typedef struct {
     int64_t m, n, k;
@@ -26,6 +32,9 @@ typedef struct {
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
     bool found;                     /* false: cuBLASLt has no algorithm for this epilogue */
+    cublasLtMatmulAlgo_t candidates[CANDIDATES]; /* the heuristic's, best first */
+    int ncandidates;
+    bool tuned;                     /* algo is final (timed, or nothing to time) */
 } matmul_plan;
 
 static cublasLtHandle_t lt;
@@ -94,9 +103,10 @@ static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, 
     LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     size_t ws = WORKSPACE_BYTES;
     LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    cublasLtMatmulHeuristicResult_t result;
+    cublasLtMatmulHeuristicResult_t results[CANDIDATES];
     int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
+    cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->c, p->c, pref, CANDIDATES, results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (epilogue_has_aux(epilogue) && (st != CUBLAS_STATUS_SUCCESS || !found)) {
         p->found = false; /* the op's fallback runs */
@@ -108,9 +118,56 @@ static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, 
                 (long long)m, (long long)n, (long long)k, ir_dtype_name(dt), ta, tb);
         exit(1);
     }
-    p->algo = result.algo;
+    for (int i = 0; i < found; i++)
+        if (results[i].state == CUBLAS_STATUS_SUCCESS)
+            p->candidates[p->ncandidates++] = results[i].algo;
+    p->algo = results[0].algo;
     p->found = true;
+    /* an epilogue writing an aux matrix or a bias gradient would write them while timed */
+    const char *e = getenv("MCC_GEMM_AUTOTUNE");
+    p->tuned = p->ncandidates < 2 || epilogue_has_aux(epilogue) || !e || strcmp(e, "1") != 0;
     return &plans[nplans++];
+}
+
+/* Times the plan's candidate algorithms on the first call's operands (D into scratch, C read
+ * only) and keeps the fastest: the heuristic's first choice can leave SMs idle on a shape whose
+ * tiles fill a wave badly (tensor parallelism halves N). Not while a stream is captured. */
+static void tune(matmul_plan *p, const void *a, const void *b, float beta, const void *c, size_t d_bytes,
+                 cudaStream_t stream)
+{
+    p->tuned = true;
+    enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    RT_CUDART_CHECK(cudaStreamIsCapturing(stream, &capture));
+    void *d = NULL;
+    if (capture != cudaStreamCaptureStatusNone || d_bytes > TUNE_MAX_BYTES || cudaMalloc(&d, d_bytes) != cudaSuccess) {
+        cudaGetLastError(); /* a failed scratch allocation only skips the timing */
+        return;
+    }
+    cudaEvent_t start, stop;
+    RT_CUDART_CHECK(cudaEventCreate(&start));
+    RT_CUDART_CHECK(cudaEventCreate(&stop));
+    const float one = 1.0f;
+    float best = 0;
+    for (int i = 0; i < p->ncandidates; i++) {
+        float ms = 0;
+        bool ok = true;
+        for (int rep = 0; rep < 4 && ok; rep++) { /* the first run warms up, the next three are timed */
+            if (rep == 1)
+                RT_CUDART_CHECK(cudaEventRecord(start, stream));
+            ok = cublasLtMatmul(lt, p->desc, &one, a, p->a, b, p->b, &beta, c ? c : d, p->c, d, p->c, &p->candidates[i],
+                                workspace, WORKSPACE_BYTES, stream) == CUBLAS_STATUS_SUCCESS;
+        }
+        if (!ok)
+            continue;
+        RT_CUDART_CHECK(cudaEventRecord(stop, stream));
+        RT_CUDART_CHECK(cudaEventSynchronize(stop));
+        RT_CUDART_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        if (best == 0 || ms < best)
+            best = ms, p->algo = p->candidates[i];
+    }
+    RT_CUDART_CHECK(cudaEventDestroy(start));
+    RT_CUDART_CHECK(cudaEventDestroy(stop));
+    RT_CUDART_CHECK(cudaFree(d));
 }
 
 /* SMs left to a GEMM while a collective may run beside it on the comm stream (0: all). Hopper's
@@ -158,6 +215,9 @@ static bool gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, gemm_epilo
     if (epilogue_has_aux(ep.kind))
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ep.aux,
                                                 sizeof ep.aux));
+    if (!p->tuned)
+        tune(p, c->args[first + 1], c->args[first], beta, beta != 0 ? (addend ? addend : out) : NULL,
+             (size_t)m * (size_t)n * ir_dtype_size(out_type->dtype), (cudaStream_t)rt_cuda_stream(cx));
     const float one = 1.0f;
     LT_CHECK(cublasLtMatmul(lt, p->desc, &one, c->args[first + 1], p->a, c->args[first], p->b, &beta,
                             addend ? addend : out, p->c, out, p->c, &p->algo, workspace, WORKSPACE_BYTES,
