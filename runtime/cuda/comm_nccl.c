@@ -22,7 +22,8 @@ typedef struct {
     cudaEvent_t done;
     rt_comm *c;
     uint64_t seq;
-    const char *coll;
+    const char *coll;               /* the collective, or the function whose CUDA graph holds them */
+    bool graph;                     /* a graph launch (rt_nccl_watch_graph), not one collective */
     double deadline;
 } nccl_pending;
 
@@ -84,14 +85,16 @@ _Noreturn static void nccl_timeout(const nccl_pending *p, ncclResult_t async)
     char members[256];
     rt_comm_format_members(p->c, members, sizeof members);
     if (async != ncclSuccess && async != ncclInProgress)
-        fprintf(stderr, "mcc: rank %d: error: %s #%llu on group '%s' (%s) failed: %s (%s)\n",
-                p->c->world_ranks[p->c->rank], p->coll, (unsigned long long)p->seq, p->c->name, members,
-                ncclGetErrorString(async), ncclGetLastError(nccl_of(p->c)));
+        fprintf(stderr, "mcc: rank %d: error: %s%s #%llu on group '%s' (%s) failed: %s (%s)\n",
+                p->c->world_ranks[p->c->rank], p->graph ? "a collective in the CUDA graph of " : "", p->coll,
+                (unsigned long long)p->seq, p->c->name, members, ncclGetErrorString(async), ncclGetLastError(nccl_of(p->c)));
     else
-        fprintf(stderr, "mcc: rank %d: error: %s #%llu on group '%s' (%s) did not complete within %g s "
+        fprintf(stderr, "mcc: rank %d: error: %s%s #%llu on group '%s' (%s) did not complete within %g s "
                 "(MCC_COLLECTIVE_TIMEOUT_S): a member did not arrive (the members that report no timeout for it are "
-                "elsewhere) or the interconnect hangs; aborting NCCL and ending this rank\n",
-                p->c->world_ranks[p->c->rank], p->coll, (unsigned long long)p->seq, p->c->name, members, nccl.timeout_s);
+                "elsewhere) or the interconnect hangs; aborting NCCL and ending this rank%s\n",
+                p->c->world_ranks[p->c->rank], p->graph ? "the collectives in the CUDA graph of " : "", p->coll,
+                (unsigned long long)p->seq, p->c->name, members, nccl.timeout_s,
+                p->graph ? " (MCC_CUDA_GRAPHS=eager-collectives runs them one by one, and names the one that hangs)" : "");
     fflush(stderr);
     nccl.timed_out = 1;
     for (int i = 0; i < nccl.ngroups; i++)
@@ -144,7 +147,7 @@ static void *nccl_watchdog(void *arg)
 }
 
 /* Records that collective `coll` was enqueued on `stream`; the watchdog follows it. */
-static void nccl_track(rt_comm *c, const char *coll, void *stream)
+static void nccl_track(rt_comm *c, const char *coll, bool graph, void *stream)
 {
     for (;;) { /* a full ring drains as the GPU catches up (or the watchdog ends the process) */
         pthread_mutex_lock(&nccl.mu);
@@ -154,7 +157,7 @@ static void nccl_track(rt_comm *c, const char *coll, void *stream)
         nccl_nap(100);
     }
     nccl_pending *p = &nccl.ring[nccl.tail % NCCL_RING];
-    p->c = c, p->seq = c->seq, p->coll = coll, p->deadline = nccl_now() + nccl.timeout_s;
+    p->c = c, p->seq = c->seq, p->coll = coll, p->graph = graph, p->deadline = nccl_now() + nccl.timeout_s;
     RT_CUDART_CHECK(cudaEventRecord(p->done, (cudaStream_t)stream));
     nccl.tail++;
     pthread_mutex_unlock(&nccl.mu);
@@ -170,7 +173,7 @@ static void nccl_enqueued(rt_comm *c, ncclResult_t r, const char *call, const ch
     if (stream)
         RT_CUDART_CHECK(cudaStreamIsCapturing((cudaStream_t)stream, &capture));
     if (capture == cudaStreamCaptureStatusNone)
-        nccl_track(c, coll, stream);
+        nccl_track(c, coll, false, stream);
 }
 
 void rt_nccl_watch_graph(void *stream, const char *what)
@@ -179,7 +182,7 @@ void rt_nccl_watch_graph(void *stream, const char *what)
         return;
     rt_comm *world = nccl.groups[0]; /* rt_comm_world_nccl registers it first */
     world->seq++;
-    nccl_track(world, what, stream);
+    nccl_track(world, what, true, stream);
 }
 
 /* ---- collectives ----------------------------------------------------------------------------- */
