@@ -1,4 +1,7 @@
-/* data_parallel.c — data parallelism over the mesh axis dp (config data_parallel_size > 1):
+/* data_parallel.c — gradients summed over the ranks holding parts of them. Under sequence
+ * parallelism a replicated parameter's gradient is a partial sum over tp (shard.c marks the
+ * global): `reduce_grads` first all-reduces those over tp, in one bucket. Then data parallelism
+ * over the mesh axis dp (config data_parallel_size > 1):
  * every rank runs the same micro_step on its own micro-batches, and a `reduce_grads` function,
  * scheduled between the micro-batches and the optimizer, sums the gradient accumulators over the
  * dp ranks, a bucket of them per collective (or, with overlap_grad_reduce, micro_step does so
@@ -54,14 +57,14 @@ static int by_index(const void *a, const void *b) { return *(const int *)a - *(c
 /* One all_reduce_inplace of gradient globals grads[n] in f, listed in declaration order, in which
  * they lie back to back in memory (runtime/program.c), so the runtime reduces them with one
  * collective. overlap: the computation after it need not wait for it. */
-static void emit_bucket(ir_module *m, ir_func *f, const int *grads, int n, bool overlap)
+static void emit_bucket(ir_module *m, ir_func *f, const int *grads, int n, ir_axis axis, bool overlap)
 {
     int members[n], refs[n];
     memcpy(members, grads, sizeof members);
     qsort(members, (size_t)n, sizeof(int), by_index);
     for (int k = 0; k < n; k++)
         refs[k] = ir_global_ref(m, f, m->globals[members[k]].name);
-    double attrs[2] = {IR_AXIS_DP, overlap};
+    double attrs[2] = {axis, overlap};
     ir_emit(m, f, IR_OP_ALL_REDUCE_INPLACE, refs, n, attrs, NULL, NULL);
 }
 
@@ -81,7 +84,7 @@ static void all_reduce_buckets(ir_module *m, ir_func *f)
 {
     int n, *grads = gradient_globals(m, &n), *end = malloc(sizeof(int) * (size_t)(n + 1));
     for (int b = 0, nb = fill_buckets(m, grads, n, end); b < nb; b++)
-        emit_bucket(m, f, grads + bucket_first(end, b), end[b] - bucket_first(end, b), false);
+        emit_bucket(m, f, grads + bucket_first(end, b), end[b] - bucket_first(end, b), IR_AXIS_DP, false);
     free(grads);
     free(end);
 }
@@ -127,10 +130,10 @@ static void overlap_buckets(ir_module *m)
     for (int i = 0; i < src->ninstrs; i++) {
         ir_copy_instr(m, dst, src, &src->instrs[i], map);
         for (; b < nb && last[grads[end[b] - 1]] <= i; b++) /* its last gradient is final */
-            emit_bucket(m, dst, grads + bucket_first(end, b), end[b] - bucket_first(end, b), true);
+            emit_bucket(m, dst, grads + bucket_first(end, b), end[b] - bucket_first(end, b), IR_AXIS_DP, true);
     }
     for (; b < nb; b++) /* gradients micro_step never writes */
-        emit_bucket(m, dst, grads + bucket_first(end, b), end[b] - bucket_first(end, b), true);
+        emit_bucket(m, dst, grads + bucket_first(end, b), end[b] - bucket_first(end, b), IR_AXIS_DP, true);
     ir_func_replace(m, fi, dst);
     free(last);
     free(grads);
@@ -138,21 +141,53 @@ static void overlap_buckets(ir_module *m)
     free(map);
 }
 
+/* The gradient globals the shard pass left partial over tp (replicated parameters under sequence
+ * parallelism), in declaration order; *n their count. */
+static int *tp_partial_grads(const ir_module *m, int *n)
+{
+    int *grads = malloc(sizeof(int) * (size_t)(m->nglobals + 1));
+    *n = 0;
+    for (int g = 0; g < m->nglobals; g++)
+        if (m->globals[g].kind == IR_GLOBAL_GRAD && (m->globals[g].type.partial & (1u << IR_AXIS_TP)))
+            grads[(*n)++] = g;
+    return grads;
+}
+
 bool pass_data_parallel(ir_module *m, char *err, size_t errlen)
 {
-    if (ir_config_int(m, "data_parallel_size", 1) <= 1)
+    int ntp, *tp_grads = tp_partial_grads(m, &ntp);
+    bool dp = ir_config_int(m, "data_parallel_size", 1) > 1, dp_done = !dp;
+    if (dp_done && !ntp) {
+        free(tp_grads);
         return true;
-    if (ir_func_index(m, "reduce_grads") >= 0)
+    }
+    if (ir_func_index(m, "reduce_grads") >= 0) {
+        free(tp_grads);
         return snprintf(err, errlen, "the module already has a reduce_grads function"), false;
-    if (ir_config_int(m, "overlap_grad_reduce", 0)) {
+    }
+    if (dp && ir_config_int(m, "overlap_grad_reduce", 0)) {
         if (ir_config_int(m, "accum_steps", 1) == 1 && !pass_zero_on(m) && ir_func_index(m, "micro_step") >= 0) {
             overlap_buckets(m);
-            return true;
+            dp_done = true;
+        } else {
+            fprintf(stderr, "mcc: note: --overlap-grad-reduce needs one micro-batch per step (global batch = "
+                            "micro-batch x dp) and no --use-distributed-optimizer; this plan all-reduces after the "
+                            "backward\n");
         }
-        fprintf(stderr, "mcc: note: --overlap-grad-reduce needs one micro-batch per step (global batch = micro-batch "
-                        "x dp) and no --use-distributed-optimizer; this plan all-reduces after the backward\n");
+    }
+    if (dp_done && !ntp) {
+        free(tp_grads);
+        return true;
     }
     ir_func *f = ir_func_new(m, "reduce_grads");
+    if (ntp) { /* first: the dp reduce-scatter below (ZeRO) takes the complete sums' blocks */
+        emit_bucket(m, f, tp_grads, ntp, IR_AXIS_TP, false);
+        for (int k = 0; k < ntp; k++)
+            m->globals[tp_grads[k]].type.partial &= (uint8_t)~(1u << IR_AXIS_TP);
+    }
+    free(tp_grads);
+    if (dp_done)
+        return true;
     bool zero = pass_zero_on(m);
     int nglobals = m->nglobals; /* the shards appended below are not reduced again */
     for (int g = 0; g < nglobals; g++)

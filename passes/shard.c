@@ -43,6 +43,7 @@ typedef struct {
     int *scattered;                 /* new partial value -> its reduce_scatter_seq, or -1 */
     int *gathered;                  /* new sequence slice -> its all_gather_seq, or -1 */
     int cap;
+    bool *complete_grad;            /* per global: a gradient some write completed before storing */
     lowered_ce *ces;
     int nces;
     char *err;
@@ -152,6 +153,30 @@ static int every_token(shard_ctx *c, int v)
         c->gathered[v] = r;
     }
     return c->gathered[v];
+}
+
+/* A replicated parameter's gradient under sequence parallelism is a partial sum over tp (each
+ * rank saw its slice of the tokens): it is stored as it is, the global marked {partial=tp}, and
+ * data_parallel.c sums it over tp once per step, in f32 and with one collective for them all,
+ * instead of an all-reduce per layer on the critical path (Megatron reduces its layer-norm
+ * gradients the same way). A gradient also written complete is completed at every write. */
+static int store_partial_grad(shard_ctx *c, const ir_instr *in, const int *args)
+{
+    const char *name = ir_global_of(c->dst, args[0]);
+    int g = name ? ir_global_find(c->m, name) : -1;
+    if (g < 0 || c->m->globals[g].kind != IR_GLOBAL_GRAD || c->at[args[0]].dim >= 0)
+        return 0;
+    ir_type *t = &c->m->globals[g].type;
+    bool partial = c->at[args[1]].partial && !c->at[args[1]].seq;
+    if (!partial || c->complete_grad[g]) {
+        if (t->partial)
+            return fail(c, "a gradient receives both partial and complete sums", in) ? 1 : -1;
+        c->complete_grad[g] = true;
+        return 0;
+    }
+    t->partial |= 1u << IR_AXIS_TP;
+    emit(c, in->op, args, 2, NULL, NULL, NULL, (placement){-1, false, false});
+    return 1;
 }
 
 /* An activation of the residual stream: a sequence slice under sequence parallelism (a partial
@@ -378,6 +403,11 @@ static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
         return true;
     case IR_OP_ACCUMULATE:
     case IR_OP_COPY:
+        switch (store_partial_grad(c, in, args)) {
+        case 1: return true;
+        case -1: return false;
+        default: break;
+        }
         args[1] = c->at[args[1]].seq ? every_token(c, args[1]) : complete(c, args[1]);
         if (c->at[args[1]].dim != c->at[args[0]].dim)
             return fail(c, "the value and its destination are split differently", in);
@@ -466,6 +496,7 @@ static bool shard_func(ir_module *m, int fi, int tp, int rank, char *err, size_t
     shard_ctx c = {m, src, ir_func_new(m, src->name), tp, rank, ir_config_int(m, "sequence_parallel", 0) != 0,
                    .err = err, .errlen = errlen};
     c.map = malloc(sizeof(int) * (size_t)(src->nvals + 1));
+    c.complete_grad = calloc((size_t)m->nglobals + 1, sizeof(bool));
     bool ok = true;
     for (int i = 0; i < src->ninstrs && ok; i++) {
         const ir_instr *in = &src->instrs[i];
@@ -479,6 +510,7 @@ static bool shard_func(ir_module *m, int fi, int tp, int rank, char *err, size_t
             c.map[in->res[r]] = res + r;
     }
     free(c.map);
+    free(c.complete_grad);
     free(c.at);
     free(c.reduced);
     free(c.scattered);

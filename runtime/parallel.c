@@ -15,6 +15,7 @@ void rt_parallel_all_reduce_bucket(const rt_kernel_call *c, rt_lane lane, void *
     if (!comm)
         return;
     comm = rt_comm_lane(comm, lane);
+    rt_comm_group_begin(comm); /* the runs go out as one launch (NCCL) */
     for (int first = 0, next; first < c->nargs; first = next) {
         ir_dtype dt = c->arg_types[first]->dtype;
         size_t span = ir_bytes(c->arg_types[first]);
@@ -24,6 +25,7 @@ void rt_parallel_all_reduce_bucket(const rt_kernel_call *c, rt_lane lane, void *
             span = (size_t)((char *)c->args[next] - (char *)c->args[first]) + ir_bytes(c->arg_types[next]);
         rt_all_reduce(comm, c->args[first], span / ir_dtype_size(dt), dt, RT_SUM, stream);
     }
+    rt_comm_group_end(comm, stream);
 }
 
 rt_comm *rt_parallel_comm_for(const ir_instr *in, int64_t ranks)

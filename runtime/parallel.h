@@ -33,8 +33,8 @@ rt_comm *rt_parallel_comm(ir_axis axis);
 rt_comm *rt_parallel_comm_for(const ir_instr *in, int64_t ranks);
 /* all_reduce_inplace (a bucket of gradients: data_parallel.c): sums the call's operands over its
  * axis with one collective per run of operands that lie back to back (rt_global_span apart, as
- * program.c places globals, padding included), on the axis group's `lane` (comm.h) and `stream`
- * (NULL on the CPU). */
+ * program.c places globals, padding included), launched together, on the axis group's `lane`
+ * (comm.h) and `stream` (NULL on the CPU). */
 void rt_parallel_all_reduce_bucket(const rt_kernel_call *c, rt_lane lane, void *stream);
 /* The global sample index of row b of micro-batch mb of iteration it (1-based), in Megatron's
  * sampler order: each micro-batch step takes B*dp consecutive samples, rank r the r-th B of them.
