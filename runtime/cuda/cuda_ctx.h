@@ -30,6 +30,8 @@ CUstream rt_cuda_comm_fork(rt_cuda_ctx *cx);
 void rt_cuda_comm_join(rt_cuda_ctx *cx);
 /* Whether work forked to the comm stream may still be running (not yet joined). */
 bool rt_cuda_comm_in_flight(const rt_cuda_ctx *cx);
+/* The comm stream itself, for timing events (MCC_PROFILE); enqueue nothing else on it. */
+CUstream rt_cuda_comm_stream(const rt_cuda_ctx *cx);
 /* NCCL's watchdog (comm_nccl.c) follows each collective by an event recorded after it, which a
  * stream being captured into a CUDA graph cannot give: collectives enqueued during a capture are
  * not followed one by one. After launching such a graph on `stream`, this has the watchdog

@@ -23,6 +23,9 @@ typedef struct {
     double *ms;                     /* per instruction, summed over calls */
     cudaEvent_t end_join[2];        /* around the join at a function's end (--overlap-grad-reduce's buckets) */
     double join_ms;                 /* the compute stream's time waiting for overlapped collectives */
+    cudaEvent_t *comm_before, *comm_after; /* per instruction forking to the comm stream: on that stream */
+    double comm_ms;                 /* the overlapped collectives' own time on the comm stream */
+    int comm_count;
     int *offset;                    /* per function: its first slot */
 } profile;
 
@@ -48,11 +51,15 @@ static profile *profile_new(const ir_module *m)
     pr->start = calloc((size_t)n, sizeof(cudaEvent_t));
     pr->stop = calloc((size_t)n, sizeof(cudaEvent_t));
     pr->join = calloc((size_t)n, sizeof(cudaEvent_t));
+    pr->comm_before = calloc((size_t)n, sizeof(cudaEvent_t));
+    pr->comm_after = calloc((size_t)n, sizeof(cudaEvent_t));
     pr->ms = calloc((size_t)n, sizeof(double));
     for (int i = 0; i < n; i++) {
         RT_CUDART_CHECK(cudaEventCreate(&pr->start[i]));
         RT_CUDART_CHECK(cudaEventCreate(&pr->stop[i]));
         RT_CUDART_CHECK(cudaEventCreate(&pr->join[i]));
+        RT_CUDART_CHECK(cudaEventCreate(&pr->comm_before[i]));
+        RT_CUDART_CHECK(cudaEventCreate(&pr->comm_after[i]));
     }
     RT_CUDART_CHECK(cudaEventCreate(&pr->end_join[0]));
     RT_CUDART_CHECK(cudaEventCreate(&pr->end_join[1]));
@@ -70,8 +77,11 @@ static void profile_print(const ir_module *m, const profile *pr)
             total += pr->ms[pr->offset[f] + i];
         }
     fprintf(stderr, "profile: GPU time by op (all calls, %.1f ms in total)\n", total);
-    if (pr->join_ms > 0) /* an overlapped collective's own time is on the comm stream, not above */
-        fprintf(stderr, "  (waiting for overlapped collectives, not in the total: %.2f ms)\n", pr->join_ms);
+    if (pr->join_ms > 0 || pr->comm_count) /* an overlapped collective's own time is on the comm stream, not above */
+        fprintf(stderr, "  (overlapped collectives, not in the total: %d of them ran %.2f ms on the comm stream; the "
+                        "compute stream waited %.2f ms for them, so %.0f%% of their time was hidden)\n",
+                pr->comm_count, pr->comm_ms, pr->join_ms,
+                pr->comm_ms > 0 ? 100 * (pr->comm_ms - pr->join_ms) / pr->comm_ms : 0.0);
     for (int done = 0; done < IR_NUM_OPS; done++) {
         int best = -1;
         for (int op = 0; op < IR_NUM_OPS; op++)
@@ -234,21 +244,32 @@ static bool reads_overlapped(const ir_func *f, int i)
     return false;
 }
 
+/* Whether instruction `in` runs its collective on the comm stream. */
+static bool forks_comm(const ir_instr *in)
+{
+    return ir_overlapped(in) || (in->op == IR_OP_ALL_REDUCE_INPLACE && in->attr[1] != 0);
+}
+
 static void launch_all(rt_program *p, int func)
 {
     rt_func_exec *x = &p->funcs[func];
     profile *pr = state(p)->prof;
+    cudaStream_t comm = (cudaStream_t)rt_cuda_comm_stream(state(p)->cx);
     for (int i = 0; i < x->f->ninstrs; i++) {
-        bool join = reads_overlapped(x->f, i);
+        bool join = reads_overlapped(x->f, i), side = pr && forks_comm(&x->f->instrs[i]);
         if (join && pr) /* the wait lasts from here to the instruction's start event */
             RT_CUDART_CHECK(cudaEventRecord(pr->join[pr->offset[func] + i], stream(p)));
         if (join)
             rt_cuda_comm_join(state(p)->cx);
         if (pr)
             RT_CUDART_CHECK(cudaEventRecord(pr->start[pr->offset[func] + i], stream(p)));
+        if (side) /* the comm stream is free from here (its earlier work done) */
+            RT_CUDART_CHECK(cudaEventRecord(pr->comm_before[pr->offset[func] + i], comm));
         rt_cuda_launchers[x->f->instrs[i].op](state(p)->cx, &x->calls[i]);
         if (pr)
             RT_CUDART_CHECK(cudaEventRecord(pr->stop[pr->offset[func] + i], stream(p)));
+        if (side)
+            RT_CUDART_CHECK(cudaEventRecord(pr->comm_after[pr->offset[func] + i], comm));
     }
     if (!pr)
         return;
@@ -266,6 +287,14 @@ static void launch_all(rt_program *p, int func)
         if (reads_overlapped(x->f, i)) {
             RT_CUDART_CHECK(cudaEventElapsedTime(&ms, pr->join[pr->offset[func] + i], pr->start[pr->offset[func] + i]));
             pr->join_ms += ms;
+        }
+        if (forks_comm(&x->f->instrs[i])) { /* it starts when both the comm stream and the fork point are reached */
+            float lag = 0, span = 0;
+            cudaEvent_t before = pr->comm_before[pr->offset[func] + i], fork = pr->start[pr->offset[func] + i];
+            RT_CUDART_CHECK(cudaEventElapsedTime(&lag, before, fork));
+            RT_CUDART_CHECK(cudaEventElapsedTime(&span, lag > 0 ? fork : before, pr->comm_after[pr->offset[func] + i]));
+            pr->comm_ms += span;
+            pr->comm_count++;
         }
     }
 }

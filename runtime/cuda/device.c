@@ -110,6 +110,8 @@ CUstream rt_cuda_comm_fork(rt_cuda_ctx *cx)
 
 bool rt_cuda_comm_in_flight(const rt_cuda_ctx *cx) { return cx->comm_pending; }
 
+CUstream rt_cuda_comm_stream(const rt_cuda_ctx *cx) { return (CUstream)cx->comm; }
+
 void rt_cuda_comm_join(rt_cuda_ctx *cx)
 {
     if (!cx->comm_pending)
