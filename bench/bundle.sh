@@ -48,10 +48,13 @@ for c in gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa; do
   $B/mcc compile bench/configs/$c.json --target cuda --recompute-granularity selective -o devrun/bin/bench-$c-rc \
     2>devrun/bin/bench-$c-rc.compile.log || cat devrun/bin/bench-$c-rc.compile.log
 done
-# tensor parallel (with sequence parallel) on two GPUs: the same global batch as one GPU
+# tensor parallel (with sequence parallel) on two GPUs: the same global batch as one GPU; tp2spb
+# splits sequence parallelism's activations by batch rows (one contiguous block per collective)
 for c in llama-1B llama-1B-gqa; do
   $B/mcc compile bench/configs/$c.json --target cuda --tp 2 --sequence-parallel -o devrun/bin/bench-$c-tp2sp \
     2>devrun/bin/bench-$c-tp2sp.compile.log || cat devrun/bin/bench-$c-tp2sp.compile.log
+  $B/mcc compile bench/configs/$c.json --target cuda --tp 2 --sequence-parallel --sequence-parallel-split batch \
+    -o devrun/bin/bench-$c-tp2spb 2>devrun/bin/bench-$c-tp2spb.compile.log || cat devrun/bin/bench-$c-tp2spb.compile.log
 done
 # data parallel on two GPUs: the same micro-batch per GPU, so twice the global batch (gpt2-1.5B
 # has no tensor-parallel layout on 2 GPUs: its 25 heads do not divide by 2)

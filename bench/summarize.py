@@ -60,7 +60,8 @@ def main():
     scaling(logdir)
 
 
-LAYOUTS = [('dp2', 'DP=2'), ('dp2ov', 'DP=2, --overlap-grad-reduce'), ('tp2sp', 'TP=2 + SP')]
+LAYOUTS = [('dp2', 'DP=2'), ('dp2ov', 'DP=2, --overlap-grad-reduce'), ('tp2sp', 'TP=2 + SP'),
+           ('tp2spb', 'TP=2 + SP split by batch')]
 
 
 def scaling(logdir):

@@ -187,8 +187,11 @@ static void set_config(ir_module *m, const mcc_spec *s)
                       s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE ? "selective" : "activations");
     if (s->recompute_granularity != MCC_RECOMPUTE_NONE && s->recompute_num_layers > 0)
         SETI("recompute_num_layers", s->recompute_num_layers);
-    if (s->sequence_parallel && s->tensor_model_parallel_size > 1)
+    if (s->sequence_parallel && s->tensor_model_parallel_size > 1) {
         ir_config_set(m, "sequence_parallel", "1");
+        if (s->sequence_parallel_split == MCC_SP_SPLIT_BATCH)
+            ir_config_set(m, "sequence_parallel_dim", "0"); /* default 1: the sequence of [B,T,...] */
+    }
     if (s->use_distributed_optimizer) /* absent means off: plans without it read as before */
         ir_config_set(m, "use_distributed_optimizer", "1");
     if (s->data_parallel_size > 1) /* only data parallel plans bucket their gradients */

@@ -39,6 +39,7 @@ _Static_assert(sizeof(mcc_norm) == sizeof(int) && sizeof(mcc_pos) == sizeof(int)
 static const char *const spec_norms[] = {"LayerNorm", "RMSNorm", NULL};              /* ORDER mcc_norm */
 static const char *const spec_positions[] = {"learned_absolute", "rope", NULL};       /* ORDER mcc_pos */
 static const char *const recompute_names[] = {"none", "selective", "activations", NULL};             /* ORDER mcc_recompute */
+static const char *const sp_split_names[] = {"sequence", "batch", NULL};                          /* ORDER mcc_sp_split */
 static const char *const spec_lr_styles[] = {"constant", "linear", "cosine", "inverse-square-root", "WSD",
                                              NULL}; /* ORDER mcc_lr_style */
 static const char *const spec_wsd_styles[] = {"exponential", "linear", "cosine", "minus_sqrt",
@@ -78,6 +79,11 @@ static const spec_field spec_fields[] = {
     FIELD(SEC_PARALLEL, "use_distributed_optimizer", use_distributed_optimizer, NULL, K_BOOL, R_ANY, D_VALUE, false,
           NULL),
     FIELD(SEC_PARALLEL, "sequence_parallel", sequence_parallel, NULL, K_BOOL, R_ANY, D_VALUE, false, NULL),
+    /* batch: sequence parallelism's activations split by whole batch rows ([B/tp,T,...]), which in
+     * mcc's [B,T,...] layout makes each all-gather and reduce-scatter one contiguous block (the
+     * sequence split is one block per batch row); needs micro_batch_size % tp == 0 */
+    FIELD(SEC_PARALLEL, "sequence_parallel_split", sequence_parallel_split, NULL, K_ENUM, R_ANY, D_VALUE,
+          MCC_SP_SPLIT_SEQUENCE, sp_split_names),
     FIELD(SEC_PARALLEL, "ddp_bucket_size", ddp_bucket_size, NULL, K_INT, R_POS, D_VALUE, 40000000, NULL),
     FIELD(SEC_PARALLEL, "overlap_grad_reduce", overlap_grad_reduce, NULL, K_BOOL, R_ANY, D_VALUE, false, NULL),
     TRAIN(micro_batch_size, K_INT, R_POS, D_VALUE, 1),
@@ -500,12 +506,24 @@ static bool spec_check_tp(spec_ctx *c)
     int tp = s->tensor_model_parallel_size;
     const char *keys[] = {"num_attention_heads", "num_query_groups", "ffn_hidden_size", "vocab_size", "seq_length"};
     int values[] = {s->num_attention_heads, s->num_query_groups, s->ffn_hidden_size, s->vocab_size, s->seq_length};
-    for (int i = 0; i < 4 + s->sequence_parallel; i++) /* the sequence splits only with sequence_parallel */
+    bool split_sequence = s->sequence_parallel && s->sequence_parallel_split == MCC_SP_SPLIT_SEQUENCE;
+    for (int i = 0; i < 4 + split_sequence; i++) /* the sequence splits only with sequence_parallel */
         if (values[i] % tp)
             return spec_fail(c, "%s (%d) must be divisible by %s (%d): each tensor-parallel rank takes an equal "
                                 "share%s", spec_where(c, spec_find(keys[i])), values[i],
                              spec_where(c, spec_find("tensor_model_parallel_size")), tp,
                              i == 3 ? "; pad vocab_size up to a multiple of it" : "");
+    if (!s->sequence_parallel || s->sequence_parallel_split != MCC_SP_SPLIT_BATCH || tp == 1)
+        return true;
+    if (s->micro_batch_size % tp)
+        return spec_fail(c, "%s batch splits whole batch rows over tensor-parallel ranks: %s (%d) must be divisible "
+                            "by %s (%d); raise micro_batch_size or use sequence_parallel_split sequence",
+                         spec_where(c, spec_find("sequence_parallel_split")), spec_where(c, spec_find("micro_batch_size")),
+                         s->micro_batch_size, spec_where(c, spec_find("tensor_model_parallel_size")), tp);
+    if (s->hidden_dropout > 0)
+        return spec_fail(c, "%s batch does not support %s > 0 yet (its masks are drawn per sequence slice): set "
+                            "hidden_dropout 0 or use sequence_parallel_split sequence",
+                         spec_where(c, spec_find("sequence_parallel_split")), spec_where(c, spec_find("hidden_dropout")));
     return true;
 }
 

@@ -13,6 +13,7 @@ typedef enum { MCC_ACT_GELU, MCC_ACT_SWIGLU } mcc_act;
 typedef enum { MCC_LR_CONSTANT, MCC_LR_LINEAR, MCC_LR_COSINE, MCC_LR_INVERSE_SQRT, MCC_LR_WSD } mcc_lr_style;
 /* selective: the backward recomputes norm and activation outputs instead of keeping them */
 typedef enum { MCC_RECOMPUTE_NONE, MCC_RECOMPUTE_SELECTIVE, MCC_RECOMPUTE_ACTIVATIONS } mcc_recompute;
+typedef enum { MCC_SP_SPLIT_SEQUENCE, MCC_SP_SPLIT_BATCH } mcc_sp_split;
 typedef enum { MCC_WSD_EXPONENTIAL, MCC_WSD_LINEAR, MCC_WSD_COSINE, MCC_WSD_MINUS_SQRT } mcc_wsd_style;
 
 typedef struct {
@@ -32,6 +33,8 @@ typedef struct {
     bool use_distributed_optimizer;     /* ZeRO-1: optimizer state sharded over dp (no-op at dp 1) */
     bool sequence_parallel;             /* Megatron's SP: activations outside attention/MLP split along
                                            the sequence over tp (no-op at tp 1) */
+    mcc_sp_split sequence_parallel_split; /* "sequence" (Megatron's) | "batch": the same activations split
+                                           by whole batch rows, so each collective is one contiguous block */
     int ddp_bucket_size;                /* elements of gradient per data-parallel all-reduce */
     bool overlap_grad_reduce;           /* all-reduce each bucket inside the backward, as soon as its
                                            gradients are final (one micro-batch per step, no ZeRO) */

@@ -514,27 +514,39 @@ static bool seq_operand(const ir_module *m, const ir_instr *in, const ir_type *a
     return true;
 }
 
+/* The dimension a sequence collective splits: 1, the sequence, or with attribute batch = 1, 0. */
+static bool seq_dim(const ir_instr *in, int *dim, char *err, size_t len)
+{
+    if (in->attr[2] != 0 && in->attr[2] != 1)
+        return fail(err, len, "%s: batch must be 0 (split the sequence) or 1 (split the batch rows), got %g",
+                    ir_ops[in->op].name, in->attr[2]);
+    *dim = in->attr[2] != 0 ? 0 : 1;
+    return true;
+}
+
 bool ir_infer_seq_gather(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     int64_t n = 1;
-    if (!seq_operand(m, in, a, &n, err, len))
+    int dim = 1;
+    if (!seq_operand(m, in, a, &n, err, len) || !seq_dim(in, &dim, err, len))
         return false;
     r[0] = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
-    r[0].dims[1] *= n;
+    r[0].dims[dim] *= n;
     return true;
 }
 
 bool ir_infer_seq_scatter(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     int64_t n = 1;
-    if (!seq_operand(m, in, a, &n, err, len))
+    int dim = 1;
+    if (!seq_operand(m, in, a, &n, err, len) || !seq_dim(in, &dim, err, len))
         return false;
-    if (a[0].dims[1] % n)
-        return fail(err, len, "%s: the sequence of %s does not split into %lld slices", ir_ops[in->op].name,
+    if (a[0].dims[dim] % n)
+        return fail(err, len, "%s: dimension %d of %s does not split into %lld slices", ir_ops[in->op].name, dim,
                     tstr(&a[0]), (long long)n);
     r[0] = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
-    r[0].dims[1] /= n;
-    r[0].shard[1] = (uint8_t)in->attr[0];
+    r[0].dims[dim] /= n;
+    r[0].shard[dim] = (uint8_t)in->attr[0];
     return true;
 }
 

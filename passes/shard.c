@@ -23,7 +23,8 @@
 typedef struct {
     int dim;                        /* the dimension split over tp, or -1 (replicated) */
     bool partial;                   /* a pending sum over tp */
-    bool seq;                       /* dim is the sequence ([B,T,...] split along T: dim 1) */
+    bool seq;                       /* dim splits the residual stream's tokens (sequence parallelism:
+                                       [B,T,...] along T, dim 1, or along B, dim 0) */
 } placement;
 
 typedef struct {
@@ -37,6 +38,7 @@ typedef struct {
     ir_func *dst;
     int tp, rank;
     bool sp;                        /* sequence parallelism */
+    int sp_dim;                     /* the dimension it splits: 1 (the sequence) or 0 (batch rows) */
     int *map;                       /* source value -> new value */
     placement *at;                  /* per new value */
     int *reduced;                   /* new partial value -> its all_reduce, or -1 */
@@ -126,7 +128,9 @@ static int complete(shard_ctx *c, int v)
 
 static int last_dim_of(shard_ctx *c, int v) { return c->dst->vals[v].type.ndim - 1; }
 
-static const placement SEQ_SLICE = {1, false, true};
+/* This rank's share of the residual stream's tokens: its slice of the sequence (dim 1), or with
+ * sequence_parallel_split batch its batch rows (dim 0). */
+static placement seq_slice_at(const shard_ctx *c) { return (placement){c->sp_dim, false, true}; }
 
 /* v split along the sequence: a partial sum is reduce-scattered (once). */
 static int seq_slice(shard_ctx *c, int v)
@@ -134,8 +138,8 @@ static int seq_slice(shard_ctx *c, int v)
     if (!c->at[v].partial)
         return v;
     if (c->scattered[v] < 0) {
-        double attrs[2] = {IR_AXIS_TP, 0}; /* axis, overlap (the comm_overlap pass's) */
-        int r = emit(c, IR_OP_REDUCE_SCATTER_SEQ, &v, 1, attrs, NULL, NULL, SEQ_SLICE);
+        double attrs[3] = {IR_AXIS_TP, 0, c->sp_dim == 0}; /* axis, overlap (the comm_overlap pass's), batch */
+        int r = emit(c, IR_OP_REDUCE_SCATTER_SEQ, &v, 1, attrs, NULL, NULL, seq_slice_at(c));
         c->scattered[v] = r;
     }
     return c->scattered[v];
@@ -148,7 +152,7 @@ static int every_token(shard_ctx *c, int v)
     if (!c->at[v].seq)
         return v;
     if (c->gathered[v] < 0) {
-        double attrs[2] = {IR_AXIS_TP, 0}; /* axis, overlap (the comm_overlap pass's) */
+        double attrs[3] = {IR_AXIS_TP, 0, c->sp_dim == 0}; /* axis, overlap (the comm_overlap pass's), batch */
         int r = emit(c, IR_OP_ALL_GATHER_SEQ, &v, 1, attrs, NULL, NULL, (placement){-1, false, false});
         c->gathered[v] = r;
     }
@@ -320,8 +324,9 @@ static bool rule_stream(shard_ctx *c, const ir_instr *in, int *args, int *res)
     }
     double attrs[IR_MAX_ATTRS];
     memcpy(attrs, in->attr, sizeof attrs);
-    placement p = seq ? SEQ_SLICE : (placement){-1, false, false};
-    int64_t first = seq ? (int64_t)c->rank * c->dst->vals[args[0]].type.dims[1] : 0;
+    placement p = seq ? seq_slice_at(c) : (placement){-1, false, false};
+    /* a sequence slice's positions start at its offset; batch rows hold every position */
+    int64_t first = seq && c->sp_dim == 1 ? (int64_t)c->rank * c->dst->vals[args[0]].type.dims[1] : 0;
     if (in->op == IR_OP_POS_ADD)
         attrs[0] = (double)first;
     if (in->op == IR_OP_POS_ADD_GRAD) {
@@ -494,7 +499,7 @@ static bool shard_func(ir_module *m, int fi, int tp, int rank, char *err, size_t
 {
     const ir_func *src = m->funcs[fi];
     shard_ctx c = {m, src, ir_func_new(m, src->name), tp, rank, ir_config_int(m, "sequence_parallel", 0) != 0,
-                   .err = err, .errlen = errlen};
+                   (int)ir_config_int(m, "sequence_parallel_dim", 1), .err = err, .errlen = errlen};
     c.map = malloc(sizeof(int) * (size_t)(src->nvals + 1));
     c.complete_grad = calloc((size_t)m->nglobals + 1, sizeof(bool));
     bool ok = true;

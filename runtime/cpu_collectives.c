@@ -53,44 +53,48 @@ void cpu_LOCAL_SHARD(const rt_kernel_call *c)
     memcpy(c->res[0], (const char *)c->args[0] + (comm ? rt_comm_rank(comm) : 0) * bytes, bytes);
 }
 
-/* Sequence slices: a [B,T,R] tensor (R: the rest) as n rank slices [B,T/n,R] of the sequence. */
-static void seq_dims(const ir_type *t, int64_t *B, int64_t *T, int64_t *R)
+/* Sequence slices: a [B,T,R] tensor (R: the rest) as n rank slices [B,T/n,R] of the sequence,
+ * or with attribute batch = 1 [B/n,T,R] of the batch rows: as [O,S,I] with S the split
+ * dimension, O the dimensions before it (B, or none) and I those after, rank r's block of each
+ * o-row is [S/n,I]. */
+static void seq_dims(const rt_kernel_call *c, const ir_type *t, int64_t *O, int64_t *S, int64_t *I)
 {
-    *B = t->dims[0];
-    *T = t->dims[1];
-    *R = ir_numel(t) / (*B * *T);
+    int dim = c->in->attr[2] != 0 ? 0 : 1;
+    *O = dim == 1 ? t->dims[0] : 1;
+    *S = t->dims[dim];
+    *I = ir_numel(t) / (*O * *S);
 }
 
-/* x[B,T/n,R] -> r[B,T,R]: slice i of the sequence is rank i's x */
+/* x[.., S/n, ..] -> r: block i of every o-row is rank i's x */
 void cpu_ALL_GATHER_SEQ(const rt_kernel_call *c)
 {
     rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
-    int64_t B, Tl, R, n = comm ? rt_comm_size(comm) : 1;
-    seq_dims(c->arg_types[0], &B, &Tl, &R);
-    size_t es = ir_dtype_size(c->arg_types[0]->dtype), slab = (size_t)(Tl * R) * es, bytes = ir_bytes(c->arg_types[0]);
-    char *all = malloc(bytes * (size_t)n); /* [n][B][Tl][R] */
+    int64_t O, Sl, I, n = comm ? rt_comm_size(comm) : 1;
+    seq_dims(c, c->arg_types[0], &O, &Sl, &I);
+    size_t es = ir_dtype_size(c->arg_types[0]->dtype), slab = (size_t)(Sl * I) * es, bytes = ir_bytes(c->arg_types[0]);
+    char *all = malloc(bytes * (size_t)n); /* [n][O][Sl][I] */
     if (comm)
         rt_all_gather(comm, c->args[0], all, bytes, IR_FP8E4M3 /* a 1-byte type: bytes */, NULL);
     else
         memcpy(all, c->args[0], bytes);
-    for (int64_t b = 0; b < B; b++)
+    for (int64_t o = 0; o < O; o++)
         for (int64_t r = 0; r < n; r++)
-            memcpy((char *)c->res[0] + ((size_t)(b * n + r)) * slab, all + (size_t)r * bytes + (size_t)b * slab, slab);
+            memcpy((char *)c->res[0] + ((size_t)(o * n + r)) * slab, all + (size_t)r * bytes + (size_t)o * slab, slab);
     free(all);
 }
 
-/* x[B,T,R] partial -> r[B,T/n,R]: this rank's sequence slice of the sum over the ranks */
+/* x partial -> r: this rank's block of the sum over the ranks */
 void cpu_REDUCE_SCATTER_SEQ(const rt_kernel_call *c)
 {
     rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
-    int64_t B, T, R, n = comm ? rt_comm_size(comm) : 1;
-    seq_dims(c->arg_types[0], &B, &T, &R);
-    size_t es = ir_dtype_size(c->arg_types[0]->dtype), slab = (size_t)(T / n * R) * es;
+    int64_t O, S, I, n = comm ? rt_comm_size(comm) : 1;
+    seq_dims(c, c->arg_types[0], &O, &S, &I);
+    size_t es = ir_dtype_size(c->arg_types[0]->dtype), slab = (size_t)(S / n * I) * es;
     size_t block = ir_bytes(c->res_types[0]);
-    char *ranked = malloc(block * (size_t)n); /* [n][B][T/n][R]: slice r of every batch row together */
+    char *ranked = malloc(block * (size_t)n); /* [n][O][S/n][I]: block r of every o-row together */
     for (int64_t r = 0; r < n; r++)
-        for (int64_t b = 0; b < B; b++)
-            memcpy(ranked + (size_t)r * block + (size_t)b * slab, (const char *)c->args[0] + ((size_t)(b * n + r)) * slab,
+        for (int64_t o = 0; o < O; o++)
+            memcpy(ranked + (size_t)r * block + (size_t)o * slab, (const char *)c->args[0] + ((size_t)(o * n + r)) * slab,
                    slab);
     if (comm)
         rt_reduce_scatter(comm, ranked, c->res[0], (size_t)ir_numel(c->res_types[0]), c->arg_types[0]->dtype, RT_SUM,

@@ -82,7 +82,17 @@ static void copy_rows(rt_cuda_ctx *cx, void *dst, size_t dpitch, const void *src
 /* Batch row b of the whole x[B,T,R] is one contiguous [T,R], and its rank slices [T/n,R] lie in
  * rank order inside it, while row b of a slice r[B,T/n,R] is contiguous too: so one collective
  * per batch row moves the data in place, with no regrouping copies and no scratch; the rows'
- * collectives form one NCCL group, launched as one. */
+ * collectives form one NCCL group, launched as one. Split by batch rows (attribute batch = 1),
+ * rank r's [B/n,T,R] is one contiguous block of the whole: one collective. */
+
+/* The o-rows of a sequence collective (B, or 1 split by batch rows) and its local block's bytes
+ * per o-row. */
+static size_t seq_rows(const rt_kernel_call *c, const ir_type *local, size_t *slab)
+{
+    size_t rows = c->in->attr[2] != 0 ? 1 : (size_t)local->dims[0];
+    *slab = ir_bytes(local) / rows;
+    return rows;
+}
 
 /* x[B,T/n,R] -> r[B,T,R]. On the group's copy lane when the arena is its window (the copy
  * engines move the rows, no SMs taken): there each row goes out alone, as NCCL takes the copy
@@ -90,8 +100,7 @@ static void copy_rows(rt_cuda_ctx *cx, void *dst, size_t dpitch, const void *src
 void cuda_ALL_GATHER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
-    const ir_type *t = c->arg_types[0];
-    size_t B = (size_t)t->dims[0], slab = ir_bytes(t) / B;
+    size_t slab, B = seq_rows(c, c->arg_types[0], &slab);
     if (!comm) {
         copy_rows(cx, c->res[0], slab, c->args[0], slab, slab * B, 1);
         return;
@@ -116,7 +125,7 @@ void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
     const ir_type *t = c->res_types[0];
-    size_t B = (size_t)t->dims[0], slab = ir_bytes(t) / B, count = (size_t)ir_numel(t) / B;
+    size_t slab, B = seq_rows(c, t, &slab), count = (size_t)ir_numel(t) / B;
     if (!comm) {
         copy_rows(cx, c->res[0], slab, c->args[0], slab, slab * B, 1);
         return;
