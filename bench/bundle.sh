@@ -32,6 +32,8 @@ for m in tiny-gpt2 tiny-llama; do
   $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 --tp 2 -o devrun/bin/$m-cuda-tp2 2>/dev/null
   $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 --tp 2 --sequence-parallel \
     -o devrun/bin/$m-cuda-tp2sp 2>/dev/null
+  $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 --tp 2 --sequence-parallel \
+    --sequence-parallel-split batch -o devrun/bin/$m-cuda-tp2spb 2>/dev/null
   devrun/bin/$m-cpu --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir devrun/cpu/$m >/dev/null
   # one micro-batch per step: the gradients' first writes assign (no zeroing)
   $B/mcc compile models/$m.json --target cpu --keep-logits --global-batch-size 4 -o devrun/bin/$m-cpu-gb4 2>/dev/null

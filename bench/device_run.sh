@@ -80,7 +80,7 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && [ "${TP2_CHECK:-1}" != 0 ]; then
   for m in tiny-gpt2 tiny-llama; do
     timeout 120 devrun/bin/$m-cuda-v258 --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
       --dump-dir /tmp/gpu-v258-$m > /dev/null 2>&1
-    for v in tp2 tp2sp; do
+    for v in tp2 tp2sp tp2spb; do
       timeout ${CHECK_TIMEOUT:-120} devrun/bin/$m-cuda-$v --nproc-per-node 2 --data-path devrun/data/numerics_text_document \
         --train-iters 10 --eval-iters 0 --dump-dir /tmp/gpu-$v-$m > "$O/$m-$v.log" 2>&1
       echo "$m $v exit $?"; tail -1 "$O/$m-$v.log"

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# tp_study.sh — one call on the 2-GPU machine (after bench/bundle.sh; carry ["devrun.tar.xz"], then
+# `tar xJf devrun.tar.xz && bash bench/tp_study.sh`): which way of running tensor parallelism's
+# collectives is fastest. Sequence parallelism split by sequence (tp2sp, one NCCL call per batch
+# row) or by batch rows (tp2spb, one contiguous block), each with the collectives on the tp
+# group's 64-CTA communicator or with the all-gathers on the copy engines (MCC_COMM_LANES=copy)
+# and the overlapped reduce-scatters on 16 CTAs (side); first the copy lane's numerics, then the
+# 1-GPU reference, then one MCC_PROFILE run whose last line says how much of the overlapped
+# collectives' time the overlap hid.
+set -uo pipefail
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/devrun/lib:${LD_LIBRARY_PATH:-}
+torch_cudnn=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib 2>/dev/null | head -1)
+[ -n "$torch_cudnn" ] && export LD_LIBRARY_PATH=$torch_cudnn:$LD_LIBRARY_PATH
+export NCCL_NVLS_ENABLE=0
+O=${OUT:-/tmp/out}; mkdir -p "$O"
+data="--data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0"
+for m in tiny-gpt2 tiny-llama; do # the GPU numerics of the copy lane (CUDA graphs included)
+  timeout 60 devrun/bin/$m-cuda-v258 $data --dump-dir /tmp/tps-ref-$m > /dev/null 2>&1
+  for v in tp2sp tp2spb; do
+    MCC_COMM_LANES=side,copy timeout 60 devrun/bin/$m-cuda-$v --nproc-per-node 2 $data --dump-dir /tmp/tps-$v-$m \
+      > "$O/tps-$m-$v.log" 2>&1
+    echo "$m $v side,copy exit $?: $(python3 tests/compare_dumps.py --cpu /tmp/tps-ref-$m --gpu /tmp/tps-$v-$m 2>&1 | tail -1)"
+  done
+done
+for c in ${TP_CONFIGS:-llama-1B}; do
+  bash bench/env_sweep.sh bench-$c 1 ""
+  bash bench/env_sweep.sh bench-$c-tp2sp 2 "" "MCC_COMM_LANES=copy"
+  bash bench/env_sweep.sh bench-$c-tp2spb 2 "" "MCC_COMM_LANES=copy" "MCC_COMM_LANES=side,copy"
+done
+MCC_COMM_LANES=copy MCC_PROFILE=1 timeout 150 devrun/bin/bench-llama-1B-tp2spb --nproc-per-node 2 \
+  --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 --log-interval 1 --eval-iters 0 \
+  > "$O/tps-profile.log" 2>&1
+grep -m2 "overlapped collectives" "$O/tps-profile.log"
