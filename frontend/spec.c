@@ -520,10 +520,6 @@ static bool spec_check_tp(spec_ctx *c)
                             "by %s (%d); raise micro_batch_size or use sequence_parallel_split sequence",
                          spec_where(c, spec_find("sequence_parallel_split")), spec_where(c, spec_find("micro_batch_size")),
                          s->micro_batch_size, spec_where(c, spec_find("tensor_model_parallel_size")), tp);
-    if (s->hidden_dropout > 0)
-        return spec_fail(c, "%s batch does not support %s > 0 yet (its masks are drawn per sequence slice): set "
-                            "hidden_dropout 0 or use sequence_parallel_split sequence",
-                         spec_where(c, spec_find("sequence_parallel_split")), spec_where(c, spec_find("hidden_dropout")));
     return true;
 }
 

@@ -129,9 +129,9 @@ bool ir_infer_dropout(const ir_module *m, const ir_instr *in, const ir_type *a, 
         !check_dropout_key(in, err, len))
         return false;
     double dim = in->attr[3], offset = in->attr[4], extent = in->attr[5];
-    if (a[0].ndim < 2 || !whole_in(dim - 1, a[0].ndim - 2))
-        return fail(err, len, "dropout wants x[B,...] and a dimension dim in 1..ndim-1, got dim %g of %s", dim,
-                    tstr(&a[0]));
+    if (a[0].ndim < 2 || !whole_in(dim, a[0].ndim - 1))
+        return fail(err, len, "dropout wants x[B,...] and a dimension dim in 0..ndim-1 (0: a block of the batch's "
+                    "samples), got dim %g of %s", dim, tstr(&a[0]));
     if (!whole_in(offset, 1e15) || !whole_in(extent, 1e15) || offset + (double)a[0].dims[(int)dim] > extent)
         return fail(err, len, "dropout: dimension %g of %s does not fit in a whole dimension of %g from offset %g",
                     dim, tstr(&a[0]), extent, offset);

@@ -1,6 +1,6 @@
 // dropout.cuh — dropout (ops.def dropout): r = x * mask / (1-p), the mask of philox.cuh, so the
 // CPU oracle draws the same bits. x is the rows [R, C] of mcc_dropout_rows: row (b, o) holds
-// elements o*G + base + [0, C) of sample first_sample + b. Grid (column chunks, row groups): a
+// elements o*G + base + [0, C) of sample first_sample + first_row + b. Grid (column chunks, row groups): a
 // thread takes MCC_VEC columns (16-byte loads, as elementwise.cuh) down the rows, so each element's
 // index is its row's base plus its column, and four neighbours share one Philox block.
 #pragma once
@@ -13,7 +13,7 @@ __device__ void mcc_dropout_cols(T *r, const T *x, long long R, mcc_dropout_rows
     for (long long c = (blockIdx.x * (long long)blockDim.x + threadIdx.x) * W; c < l.C;
          c += (long long)gridDim.x * blockDim.x * W) {
         for (long long row = blockIdx.y; row < R; row += gridDim.y) {
-            const unsigned long long s = first + row / l.O, e = (row % l.O) * l.G + l.base + c;
+            const unsigned long long s = first + l.first_row + row / l.O, e = (row % l.O) * l.G + l.base + c;
             mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
             float v[W];
             mcc_ldn(v, x, row * l.C + c);

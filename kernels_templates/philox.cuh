@@ -120,9 +120,10 @@ MCC_RNG_FN unsigned int mcc_dropout_keep2(mcc_dropout d, unsigned long long s, u
 
 /* Where the elements of a dropout operand x[B, ...] sit in their samples, as rows: x is
  * [B, O, C], and row (b, o) holds elements o*G + base .. o*G + base + C - 1 of sample
- * first_sample + b. (runtime/dropout.c derives it from the op's split attributes.) */
+ * first_sample + first_row + b (first_row: where this block of batch rows starts, when the batch
+ * is split). (runtime/dropout.c derives it from the op's split attributes.) */
 typedef struct {
-    long long O, C, G, base;
+    long long O, C, G, base, first_row;
 } mcc_dropout_rows;
 
 #endif

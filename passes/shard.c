@@ -348,11 +348,11 @@ static bool rule_dropout(shard_ctx *c, const ir_instr *in, int *args, int *res)
     if (c->at[args[0]].partial)
         args[0] = stream_value(c, args[0]);
     placement p = c->at[args[0]];
-    if (p.dim == 0)
+    if (p.dim == 0 && !p.seq)
         return fail(c, "dropout over a split batch dimension", in);
     double attrs[IR_MAX_ATTRS];
     memcpy(attrs, in->attr, sizeof attrs);
-    if (p.dim > 0) {
+    if (p.dim >= 0) { /* dim 0: sequence parallelism split by batch rows */
         int64_t local = c->dst->vals[args[0]].type.dims[p.dim];
         attrs[3] = p.dim;                       /* dim */
         attrs[4] = (double)(c->rank * local);   /* offset */

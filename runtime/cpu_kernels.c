@@ -181,7 +181,7 @@ void cpu_RESHAPE(const rt_kernel_call *c)
 }
 
 /* (x[B,...], first_sample) -> x * mask / (1-p): row (b, o) of x's rows (mcc_dropout_rows) holds
- * consecutive elements of sample first_sample + b, drawn by kernels_templates/philox.cuh. */
+ * consecutive elements of sample first_sample + first_row + b, drawn by kernels_templates/philox.cuh. */
 void cpu_DROPOUT(const rt_kernel_call *c)
 {
     const float *x = argf(c, 0);
@@ -189,7 +189,8 @@ void cpu_DROPOUT(const rt_kernel_call *c)
     mcc_dropout d = rt_dropout_of(c->in, c->args[1]);
     mcc_dropout_rows l = rt_dropout_rows_of(c->in, c->arg_types[0]);
     for (int64_t row = 0, rows = ir_numel(c->arg_types[0]) / l.C; row < rows; row++) {
-        unsigned long long s = (unsigned long long)(*d.first_sample + row / l.O), e = (row % l.O) * l.G + l.base;
+        unsigned long long s = (unsigned long long)(*d.first_sample + l.first_row + row / l.O),
+                           e = (row % l.O) * l.G + l.base;
         mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
         for (int64_t i = row * l.C; i < (row + 1) * l.C; i++, e++)
             r[i] = x[i] * mcc_dropout_factor(d, s, e, &cur);

@@ -79,6 +79,7 @@ if(MPI_C_FOUND)
   list(APPEND MCC_LAYOUTS "dp2_dropout:2:${_dropout} --dp 2" "tp2_dropout:2:${_dropout} --tp 2"
        "tp2_sp_dropout:2:${_dropout} --tp 2 --sequence-parallel" "tp4_sp_dropout:4:${_dropout} --tp 4 --sequence-parallel"
        "tp2_sp_dp2_dropout:4:${_dropout} --tp 2 --sequence-parallel --dp 2"
+       "tp2_sp_batch_dropout:2:${_dropout} --tp 2 --sequence-parallel --sequence-parallel-split batch"
        "tp2_dp2_zero_dropout:4:${_dropout} --tp 2 --dp 2 --use-distributed-optimizer"
        "tp2_sp_recompute_dropout:2:${_dropout} --tp 2 --sequence-parallel --recompute-granularity selective"
        "accum16_dropout:1:${_dropout} --micro-batch-size 1")
