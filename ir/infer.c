@@ -550,6 +550,24 @@ bool ir_infer_seq_scatter(const ir_module *m, const ir_instr *in, const ir_type 
     return true;
 }
 
+/* (x[B/n,T,...] split by batch rows, w) -> (x gathered [B,T,...,K], that times op(w) [B,T,...,N]) */
+bool ir_infer_gather_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    int64_t n = 1;
+    if (!seq_operand(m, in, a, &n, err, len))
+        return false;
+    const ir_type *w = &a[1];
+    bool tb = in->attr[1] != 0;
+    int64_t k = a[0].dims[a[0].ndim - 1];
+    if (w->ndim != 2 || w->dtype != a[0].dtype || (tb ? w->dims[1] : w->dims[0]) != k)
+        return fail(err, len, "all_gather_matmul: %s does not multiply %s (tb=%d)", tstr(w), tstr(&a[0]), tb);
+    r[0] = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
+    r[0].dims[0] *= n;
+    r[1] = r[0];
+    r[1].dims[r[1].ndim - 1] = tb ? w->dims[0] : w->dims[1];
+    return true;
+}
+
 /* x[S] {shard=[axis]} -> r[n*S]: the inverse of ir_infer_shard's layout. */
 bool ir_infer_gather(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {

@@ -18,7 +18,8 @@ static bool is_work(ir_op op) { return op != IR_OP_GLOBAL && op != IR_OP_RESHAPE
 static bool is_collective(ir_op op)
 {
     return op == IR_OP_ALL_REDUCE || op == IR_OP_ALL_REDUCE_INPLACE || op == IR_OP_REDUCE_SCATTER ||
-           op == IR_OP_ALL_GATHER || op == IR_OP_ALL_GATHER_SEQ || op == IR_OP_REDUCE_SCATTER_SEQ;
+           op == IR_OP_ALL_GATHER || op == IR_OP_ALL_GATHER_SEQ || op == IR_OP_REDUCE_SCATTER_SEQ ||
+           op == IR_OP_ALL_GATHER_MATMUL;
 }
 
 /* Whether real work lies between instruction i and the first instruction reading value v. */

@@ -19,7 +19,11 @@
  *     or a sum of input gradients (q, k, v's) costs no pass of its own;
  *   - otherwise, an add of a layernorm_grad's (rmsnorm_grad's) dx that nothing else reads, to
  *     a value that exists before that instruction (the residual's gradient), becomes one
- *     layernorm_grad_add (rmsnorm_grad_add), which adds it as dx is stored.
+ *     layernorm_grad_add (rmsnorm_grad_add), which adds it as dx is stored;
+ *   - a norm's output all-gathered by batch rows (sequence parallelism split by batch) and its
+ *     first reader, a plain matmul of it (q, k, v or the MLP's up/gate), become one
+ *     all_gather_matmul: on the GPU the other ranks' rows arrive while this rank's own rows are
+ *     multiplied.
  * Rewrites every function into a new one; the fused op sits where its consumer was, where all
  * its operands exist. */
 #include "passes.h"
@@ -39,6 +43,7 @@ typedef struct {
     int *folded_bgrad;              /* per source matmul with folded_dgelu: the sum_rows of that gradient */
     int *add_product;               /* per source add: which operand (0, 1) is a product folded into it, or -1 */
     int *norm_add;                  /* per source layernorm_grad / rmsnorm_grad: the add of its dx folded into it, or -1 */
+    int *gathered;                  /* per source matmul: the all_gather_seq folded into it, or -1 */
 } fusion_plan;
 
 /* The first instruction after i of op `op` whose operand `arg` is value v, or -1. */
@@ -171,6 +176,46 @@ static void plan_norm_adds(const ir_func *f, fusion_plan *fp)
     }
 }
 
+/* Whether matmul instruction j is folded into another fused op (its product's reader). */
+static bool matmul_taken(const ir_func *f, const fusion_plan *fp, int j)
+{
+    if (fp->folded_dgelu[j] >= 0)
+        return true;
+    for (int i = 0; i < f->ninstrs; i++)
+        if (fp->fused_matmul[i] == j ||
+            (fp->add_product[i] >= 0 && f->vals[f->instrs[i].args[fp->add_product[i]]].def == j))
+            return true;
+    return false;
+}
+
+/* all_gather_matmul: an all_gather_seq by batch rows (batch = 1) of a norm's output, whose first
+ * reader is a plain matmul of it (ta = 0) that no other fusion takes. */
+static void plan_gathered_matmuls(const ir_func *f, fusion_plan *fp)
+{
+    fp->gathered = none_per_instr(f);
+    for (int i = 0; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        if (in->op != IR_OP_ALL_GATHER_SEQ || in->attr[2] == 0)
+            continue;
+        ir_op norm = f->instrs[f->vals[in->args[0]].def].op;
+        if (norm != IR_OP_LAYERNORM && norm != IR_OP_RMSNORM)
+            continue;
+        int j = i + 1;
+        while (j < f->ninstrs) {
+            bool reads = false;
+            for (int a = 0; a < f->instrs[j].nargs; a++)
+                reads |= f->instrs[j].args[a] == in->res[0];
+            if (reads)
+                break;
+            j++;
+        }
+        const ir_instr *mm = j < f->ninstrs ? &f->instrs[j] : NULL;
+        if (mm && mm->op == IR_OP_MATMUL && mm->args[0] == in->res[0] && mm->args[1] != in->res[0] &&
+            mm->attr[0] == 0 && !matmul_taken(f, fp, j))
+            fp->gathered[j] = i;
+    }
+}
+
 static void plan_fusions(const ir_func *f, fusion_plan *fp)
 {
     fp->uses = calloc((size_t)f->nvals + 1, sizeof(int));
@@ -207,6 +252,7 @@ static void plan_fusions(const ir_func *f, fusion_plan *fp)
         else if (in->op == IR_OP_MATMUL)
             plan_dgelu(f, fp, i);
     }
+    plan_gathered_matmuls(f, fp);
 }
 
 /* add instruction `in` with its folded product: matmul_add(a, b, other) or, for a bias_add of a
@@ -246,6 +292,8 @@ static void fuse_func(ir_module *m, int fi)
             skip[src->vals[src->instrs[i].args[fp.add_product[i]]].def] = true; /* a matmul, or a bias_add */
         if (fp.norm_add[i] >= 0)
             skip[fp.norm_add[i]] = true;
+        if (fp.gathered[i] >= 0)
+            skip[fp.gathered[i]] = true;
         if (fp.folded_ce_grad[i] >= 0) {
             int seed = src->instrs[fp.folded_ce_grad[i]].args[0];
             skip[fp.folded_ce_grad[i]] = true;
@@ -278,6 +326,13 @@ static void fuse_func(ir_module *m, int fi)
             continue;
         } else if (fp.add_product[i] >= 0) {
             r = emit_add_product(m, dst, src, &fp, in, map);
+        } else if (fp.gathered[i] >= 0) {
+            const ir_instr *ag = &src->instrs[fp.gathered[i]];
+            int args[2] = {map[ag->args[0]], map[in->args[1]]};
+            double attrs[2] = {ag->attr[0], in->attr[1]}; /* axis, tb */
+            int g = ir_emit(m, dst, IR_OP_ALL_GATHER_MATMUL, args, 2, attrs, NULL, NULL);
+            ir_map_results(dst, src, ag, g, map); /* the gathered rows, read by the other matmuls */
+            r = g + 1;
         } else if (fp.folded_dgelu[i] >= 0) {
             const ir_instr *grad = &src->instrs[fp.folded_dgelu[i]];
             int fused[3] = {map[in->args[0]], map[in->args[1]], map[grad->args[1]]};
@@ -321,6 +376,7 @@ static void fuse_func(ir_module *m, int fi)
     free(fp.folded_bgrad);
     free(fp.add_product);
     free(fp.norm_add);
+    free(fp.gathered);
     ir_func_replace(m, fi, dst);
 }
 

@@ -3,6 +3,7 @@
 #include "runtime/cpu_kernels.h"
 #include "runtime/parallel.h"
 
+#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,25 +55,25 @@ void cpu_LOCAL_SHARD(const rt_kernel_call *c)
 }
 
 /* Sequence slices: a [B,T,R] tensor (R: the rest) as n rank slices [B,T/n,R] of the sequence,
- * or with attribute batch = 1 [B/n,T,R] of the batch rows: as [O,S,I] with S the split
- * dimension, O the dimensions before it (B, or none) and I those after, rank r's block of each
- * o-row is [S/n,I]. */
-static void seq_dims(const rt_kernel_call *c, const ir_type *t, int64_t *O, int64_t *S, int64_t *I)
+ * or with attribute batch = 1 [B/n,T,R] of the batch rows: as [O,S,In] with S the split
+ * dimension, O the dimensions before it (B, or none) and In those after, rank r's block of each
+ * o-row is [S/n,In]. */
+static void seq_dims(const rt_kernel_call *c, const ir_type *t, int64_t *O, int64_t *S, int64_t *In)
 {
     int dim = c->in->attr[2] != 0 ? 0 : 1;
     *O = dim == 1 ? t->dims[0] : 1;
     *S = t->dims[dim];
-    *I = ir_numel(t) / (*O * *S);
+    *In = ir_numel(t) / (*O * *S);
 }
 
 /* x[.., S/n, ..] -> r: block i of every o-row is rank i's x */
 void cpu_ALL_GATHER_SEQ(const rt_kernel_call *c)
 {
     rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
-    int64_t O, Sl, I, n = comm ? rt_comm_size(comm) : 1;
-    seq_dims(c, c->arg_types[0], &O, &Sl, &I);
-    size_t es = ir_dtype_size(c->arg_types[0]->dtype), slab = (size_t)(Sl * I) * es, bytes = ir_bytes(c->arg_types[0]);
-    char *all = malloc(bytes * (size_t)n); /* [n][O][Sl][I] */
+    int64_t O, Sl, In, n = comm ? rt_comm_size(comm) : 1;
+    seq_dims(c, c->arg_types[0], &O, &Sl, &In);
+    size_t es = ir_dtype_size(c->arg_types[0]->dtype), slab = (size_t)(Sl * In) * es, bytes = ir_bytes(c->arg_types[0]);
+    char *all = malloc(bytes * (size_t)n); /* [n][O][Sl][In] */
     if (comm)
         rt_all_gather(comm, c->args[0], all, bytes, IR_FP8E4M3 /* a 1-byte type: bytes */, NULL);
     else
@@ -87,11 +88,11 @@ void cpu_ALL_GATHER_SEQ(const rt_kernel_call *c)
 void cpu_REDUCE_SCATTER_SEQ(const rt_kernel_call *c)
 {
     rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
-    int64_t O, S, I, n = comm ? rt_comm_size(comm) : 1;
-    seq_dims(c, c->arg_types[0], &O, &S, &I);
-    size_t es = ir_dtype_size(c->arg_types[0]->dtype), slab = (size_t)(S / n * I) * es;
+    int64_t O, S, In, n = comm ? rt_comm_size(comm) : 1;
+    seq_dims(c, c->arg_types[0], &O, &S, &In);
+    size_t es = ir_dtype_size(c->arg_types[0]->dtype), slab = (size_t)(S / n * In) * es;
     size_t block = ir_bytes(c->res_types[0]);
-    char *ranked = malloc(block * (size_t)n); /* [n][O][S/n][I]: block r of every o-row together */
+    char *ranked = malloc(block * (size_t)n); /* [n][O][S/n][In]: block r of every o-row together */
     for (int64_t r = 0; r < n; r++)
         for (int64_t o = 0; o < O; o++)
             memcpy(ranked + (size_t)r * block + (size_t)o * slab, (const char *)c->args[0] + ((size_t)(o * n + r)) * slab,
@@ -102,4 +103,21 @@ void cpu_REDUCE_SCATTER_SEQ(const rt_kernel_call *c)
     else
         memcpy(c->res[0], ranked, block);
     free(ranked);
+}
+
+/* (x[B/n,T,..,K] split by batch rows, w) -> (r = every rank's rows [B,T,..,K], r op(w)): the
+ * all-gather (one contiguous block per rank, in rank order) then the matmul. */
+void cpu_ALL_GATHER_MATMUL(const rt_kernel_call *c)
+{
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    size_t bytes = ir_bytes(c->arg_types[0]);
+    if (comm)
+        rt_all_gather(comm, c->args[0], c->res[0], bytes, IR_FP8E4M3 /* a 1-byte type: bytes */, NULL);
+    else
+        memcpy(c->res[0], c->args[0], bytes);
+    const ir_type *full = c->res_types[0], *w = c->arg_types[1];
+    bool tb = c->in->attr[1] != 0;
+    int64_t K = full->dims[full->ndim - 1], M = ir_numel(full) / K, N = tb ? w->dims[0] : w->dims[1];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, c->res[0], K, c->args[1],
+                w->dims[1], 0.0f, c->res[1], N);
 }

@@ -65,12 +65,12 @@ static void lanes_needed(const ir_module *m, ir_axis axis, bool *side, bool *cop
     for (int f = 0; f < m->nfuncs; f++)
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
             const ir_instr *in = &m->funcs[f]->instrs[i];
-            bool collective = in->op == IR_OP_ALL_GATHER_SEQ || in->op == IR_OP_REDUCE_SCATTER_SEQ ||
-                              in->op == IR_OP_ALL_REDUCE_INPLACE;
+            bool gather = in->op == IR_OP_ALL_GATHER_SEQ || in->op == IR_OP_ALL_GATHER_MATMUL;
+            bool collective = gather || in->op == IR_OP_REDUCE_SCATTER_SEQ || in->op == IR_OP_ALL_REDUCE_INPLACE;
             if (!collective || (ir_axis)in->attr[0] != axis)
                 continue;
             *side |= ir_overlapped(in) || (in->op == IR_OP_ALL_REDUCE_INPLACE && in->attr[1] != 0);
-            *copy |= in->op == IR_OP_ALL_GATHER_SEQ;
+            *copy |= gather;
         }
 }
 
@@ -82,7 +82,7 @@ static uint64_t gather_layout(const ir_module *m, size_t arena_bytes)
     for (int f = 0; f < m->nfuncs; f++)
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
             const ir_instr *in = &m->funcs[f]->instrs[i];
-            if (in->op != IR_OP_ALL_GATHER_SEQ)
+            if (in->op != IR_OP_ALL_GATHER_SEQ && in->op != IR_OP_ALL_GATHER_MATMUL)
                 continue;
             int64_t at[4] = {f, i, m->funcs[f]->vals[in->args[0]].offset, m->funcs[f]->vals[in->res[0]].offset};
             for (int k = 0; k < 4; k++)

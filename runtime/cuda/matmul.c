@@ -12,6 +12,7 @@
  * the pre-activation (written, or read) with the output's layout; where cuBLASLt has no algorithm
  * for one, the GEMM runs plain and the op's kernels (gelu, gelu_grad, sum_rows) follow it. */
 #include "cuda_ctx.h"
+#include "runtime/parallel.h"
 
 #include <cublasLt.h>
 #include <stdio.h>
@@ -223,6 +224,46 @@ static bool gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, gemm_epilo
                             addend ? addend : out, p->c, out, p->c, &p->algo, workspace, WORKSPACE_BYTES,
                             (cudaStream_t)rt_cuda_stream(cx)));
     return true;
+}
+
+/* out[m,n] := a[m,k] op(b), no epilogue, on the compute stream: a block of rows of a matmul. */
+static void gemm_rows(rt_cuda_ctx *cx, const void *a, int64_t m, int64_t k, const void *b, int64_t n, bool tb,
+                      ir_dtype dt, void *out)
+{
+    cudaStream_t stream = (cudaStream_t)rt_cuda_stream(cx);
+    matmul_plan *p = plan_for(m, n, k, false, tb, CUBLASLT_EPILOGUE_DEFAULT, dt, dt, 0);
+    if (!p->tuned)
+        tune(p, b, a, 0.0f, NULL, (size_t)m * (size_t)n * ir_dtype_size(dt), stream);
+    const float one = 1.0f, zero = 0.0f;
+    LT_CHECK(cublasLtMatmul(lt, p->desc, &one, b, p->a, a, p->b, &zero, out, p->c, out, p->c, &p->algo, workspace,
+                            WORKSPACE_BYTES, stream));
+}
+
+/* (x[B/n,T,..,K] split by batch rows, w) -> (r[B,T,..,K] every rank's rows, y = r op(w)): the
+ * all-gather runs on the comm stream (the group's copy lane when the arena is its window, so on
+ * the copy engines) while the compute stream multiplies this rank's own rows, which x holds; then
+ * the other ranks' rows, once gathered. */
+void cuda_ALL_GATHER_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *xt = c->arg_types[0], *yt = c->res_types[1];
+    bool tb = c->in->attr[1] != 0;
+    int64_t k = xt->dims[xt->ndim - 1], rows = ir_numel(xt) / k, n = yt->dims[yt->ndim - 1];
+    size_t bytes = ir_bytes(xt), out_block = (size_t)rows * (size_t)n * ir_dtype_size(yt->dtype);
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    int ranks = comm ? rt_comm_size(comm) : 1, me = comm ? rt_comm_rank(comm) : 0;
+    char *full = c->res[0], *y = c->res[1];
+    if (comm) {
+        rt_comm *lane = rt_comm_copy_lane_for(comm, c->args[0], bytes, full, bytes * (size_t)ranks);
+        rt_all_gather(lane, c->args[0], full, bytes, IR_FP8E4M3 /* a 1-byte type: bytes */, rt_cuda_comm_fork(cx));
+    } else {
+        RT_CUDART_CHECK(cudaMemcpyAsync(full, c->args[0], bytes, cudaMemcpyDeviceToDevice,
+                                        (cudaStream_t)rt_cuda_stream(cx)));
+    }
+    gemm_rows(cx, c->args[0], rows, k, c->args[1], n, tb, xt->dtype, y + (size_t)me * out_block);
+    rt_cuda_comm_join(cx);
+    for (int q = 0; q < ranks; q++)
+        if (q != me)
+            gemm_rows(cx, full + (size_t)q * bytes, rows, k, c->args[1], n, tb, xt->dtype, y + (size_t)q * out_block);
 }
 
 void cuda_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
