@@ -550,21 +550,69 @@ bool ir_infer_seq_scatter(const ir_module *m, const ir_instr *in, const ir_type 
     return true;
 }
 
-/* (x[B/n,T,...] split by batch rows, w) -> (x gathered [B,T,...,K], that times op(w) [B,T,...,N]) */
-bool ir_infer_gather_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+/* The sequence-parallel matmul ops' operands (x[..,K], w[K,N] or with tb w[N,K]): *n the ranks,
+ * *cols N. */
+static bool seq_matmul_operands(const ir_module *m, const ir_instr *in, const ir_type *a, int64_t *n, int64_t *cols,
+                                char *err, size_t len)
 {
-    int64_t n = 1;
-    if (!seq_operand(m, in, a, &n, err, len))
+    if (!seq_operand(m, in, a, n, err, len))
         return false;
     const ir_type *w = &a[1];
     bool tb = in->attr[1] != 0;
-    int64_t k = a[0].dims[a[0].ndim - 1];
-    if (w->ndim != 2 || w->dtype != a[0].dtype || (tb ? w->dims[1] : w->dims[0]) != k)
-        return fail(err, len, "all_gather_matmul: %s does not multiply %s (tb=%d)", tstr(w), tstr(&a[0]), tb);
+    if (w->ndim != 2 || w->dtype != a[0].dtype || (tb ? w->dims[1] : w->dims[0]) != a[0].dims[a[0].ndim - 1])
+        return fail(err, len, "%s: %s does not multiply %s (tb=%d)", ir_ops[in->op].name, tstr(w), tstr(&a[0]), tb);
+    *cols = tb ? w->dims[0] : w->dims[1];
+    return true;
+}
+
+/* (x[B/n,T,...] split by batch rows, w) -> (x gathered [B,T,...,K], that times op(w) [B,T,...,N]) */
+bool ir_infer_gather_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    int64_t n = 1, cols = 0;
+    if (!seq_matmul_operands(m, in, a, &n, &cols, err, len))
+        return false;
     r[0] = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
     r[0].dims[0] *= n;
     r[1] = r[0];
-    r[1].dims[r[1].ndim - 1] = tb ? w->dims[0] : w->dims[1];
+    r[1].dims[r[1].ndim - 1] = cols;
+    return true;
+}
+
+/* (x[B,T,...,K], w) -> (scratch [2,B,T,...,N], this rank's batch rows of the sum [B/n,T,...,N]) */
+bool ir_infer_matmul_scatter(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    int64_t n = 1, cols = 0;
+    if (!seq_matmul_operands(m, in, a, &n, &cols, err, len))
+        return false;
+    if (a[0].dims[0] % n || a[0].ndim + 1 > IR_MAX_DIMS)
+        return fail(err, len, "%s: the batch of %s does not split into %lld blocks", ir_ops[in->op].name, tstr(&a[0]),
+                    (long long)n);
+    ir_type y = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
+    y.dims[y.ndim - 1] = cols;
+    int64_t dims[IR_MAX_DIMS] = {2};
+    for (int d = 0; d < y.ndim; d++)
+        dims[d + 1] = y.dims[d];
+    r[0] = ir_tensor(y.dtype, y.ndim + 1, dims);
+    r[1] = y;
+    r[1].dims[0] /= n;
+    r[1].shard[0] = (uint8_t)in->attr[0];
+    return true;
+}
+
+/* (x, w, c) -> (s = x op(w) + c, scratch like s, this rank's batch rows of s summed over the ranks) */
+bool ir_infer_matmul_add_scatter(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                                 size_t len)
+{
+    ir_type two[2];
+    if (!ir_infer_matmul_scatter(m, in, a, two, err, len))
+        return false;
+    ir_type s = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
+    s.dims[s.ndim - 1] = two[1].dims[two[1].ndim - 1];
+    if (a[2].dtype != s.dtype || a[2].ndim != s.ndim || ir_numel(&a[2]) != ir_numel(&s))
+        return fail(err, len, "matmul_add_reduce_scatter: the addend %s is not the product's shape %s", tstr(&a[2]),
+                    tstr(&s));
+    r[0] = r[1] = s;
+    r[2] = two[1];
     return true;
 }
 

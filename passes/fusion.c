@@ -23,11 +23,17 @@
  *   - a norm's output all-gathered by batch rows (sequence parallelism split by batch) and its
  *     first reader, a plain matmul of it (q, k, v or the MLP's up/gate), become one
  *     all_gather_matmul: on the GPU the other ranks' rows arrive while this rank's own rows are
- *     multiplied.
+ *     multiplied;
+ *   - a plain matmul whose only reader is a reduce_scatter_seq by batch rows becomes one
+ *     matmul_reduce_scatter, and one whose product is added to the residual stream (attention's
+ *     and the MLP's output projections, whose sum is then reduce-scattered by batch rows, with
+ *     nothing else reading it in between) one matmul_add_reduce_scatter: on the GPU the other
+ *     ranks' rows are multiplied first and sent while this rank's own are.
  * Rewrites every function into a new one; the fused op sits where its consumer was, where all
  * its operands exist. */
 #include "passes.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +50,8 @@ typedef struct {
     int *add_product;               /* per source add: which operand (0, 1) is a product folded into it, or -1 */
     int *norm_add;                  /* per source layernorm_grad / rmsnorm_grad: the add of its dx folded into it, or -1 */
     int *gathered;                  /* per source matmul: the all_gather_seq folded into it, or -1 */
+    int *scattered;                 /* per source reduce_scatter_seq: the matmul, or the add of a matmul's
+                                       product, folded into it, or -1 */
 } fusion_plan;
 
 /* The first instruction after i of op `op` whose operand `arg` is value v, or -1. */
@@ -216,6 +224,50 @@ static void plan_gathered_matmuls(const ir_func *f, fusion_plan *fp)
     }
 }
 
+/* Whether an instruction in (i, j) reads value v. */
+static bool read_between(const ir_func *f, int i, int j, int v)
+{
+    for (int k = i + 1; k < j; k++)
+        for (int a = 0; a < f->instrs[k].nargs; a++)
+            if (f->instrs[k].args[a] == v)
+                return true;
+    return false;
+}
+
+/* Whether instruction j is a plain matmul (ta = 0) of a 3-D operand that no fusion takes. */
+static bool plain_matmul(const ir_func *f, const fusion_plan *fp, int j)
+{
+    const ir_instr *mm = &f->instrs[j];
+    return mm->op == IR_OP_MATMUL && mm->attr[0] == 0 && f->vals[mm->args[0]].type.ndim < IR_MAX_DIMS &&
+           !matmul_taken(f, fp, j);
+}
+
+/* matmul_reduce_scatter and matmul_add_reduce_scatter: a reduce_scatter_seq by batch rows
+ * (batch = 1) of a plain matmul's product that nothing else reads, or of its sum with another
+ * value (planned as matmul_add, which this replaces) that nothing reads before it. */
+static void plan_scattered_matmuls(const ir_func *f, fusion_plan *fp)
+{
+    fp->scattered = none_per_instr(f);
+    for (int i = 0; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        if (in->op != IR_OP_REDUCE_SCATTER_SEQ || in->attr[2] == 0)
+            continue;
+        int j = f->vals[in->args[0]].def;
+        if (fp->uses[in->args[0]] == 1 && plain_matmul(f, fp, j)) {
+            fp->scattered[i] = j;
+            continue;
+        }
+        const ir_instr *add = &f->instrs[j];
+        int k = add->op == IR_OP_ADD ? fp->add_product[j] : -1;
+        if (k < 0 || read_between(f, j, i, in->args[0]))
+            continue;
+        fp->add_product[j] = -1; /* so that plain_matmul does not count this add as taking the matmul */
+        if (plain_matmul(f, fp, f->vals[add->args[k]].def))
+            fp->scattered[i] = j; /* the add stays planned with its product k: skipped, emitted here */
+        fp->add_product[j] = k;
+    }
+}
+
 static void plan_fusions(const ir_func *f, fusion_plan *fp)
 {
     fp->uses = calloc((size_t)f->nvals + 1, sizeof(int));
@@ -253,6 +305,7 @@ static void plan_fusions(const ir_func *f, fusion_plan *fp)
             plan_dgelu(f, fp, i);
     }
     plan_gathered_matmuls(f, fp);
+    plan_scattered_matmuls(f, fp);
 }
 
 /* add instruction `in` with its folded product: matmul_add(a, b, other) or, for a bias_add of a
@@ -294,6 +347,8 @@ static void fuse_func(ir_module *m, int fi)
             skip[fp.norm_add[i]] = true;
         if (fp.gathered[i] >= 0)
             skip[fp.gathered[i]] = true;
+        if (fp.scattered[i] >= 0) /* the matmul, or the add (its matmul is skipped as its product, above) */
+            skip[fp.scattered[i]] = true;
         if (fp.folded_ce_grad[i] >= 0) {
             int seed = src->instrs[fp.folded_ce_grad[i]].args[0];
             skip[fp.folded_ce_grad[i]] = true;
@@ -326,6 +381,20 @@ static void fuse_func(ir_module *m, int fi)
             continue;
         } else if (fp.add_product[i] >= 0) {
             r = emit_add_product(m, dst, src, &fp, in, map);
+        } else if (fp.scattered[i] >= 0 && src->instrs[fp.scattered[i]].op == IR_OP_MATMUL) {
+            const ir_instr *mm = &src->instrs[fp.scattered[i]];
+            int args[2] = {map[mm->args[0]], map[mm->args[1]]};
+            double attrs[2] = {in->attr[0], mm->attr[1]}; /* axis, tb */
+            r = ir_emit(m, dst, IR_OP_MATMUL_REDUCE_SCATTER, args, 2, attrs, NULL, NULL) + 1; /* after the scratch */
+        } else if (fp.scattered[i] >= 0) {
+            const ir_instr *add = &src->instrs[fp.scattered[i]];
+            int k = fp.add_product[fp.scattered[i]]; /* the product's operand */
+            const ir_instr *mm = &src->instrs[src->vals[add->args[k]].def];
+            int args[3] = {map[mm->args[0]], map[mm->args[1]], map[add->args[1 - k]]};
+            double attrs[2] = {in->attr[0], mm->attr[1]}; /* axis, tb */
+            int g = ir_emit(m, dst, IR_OP_MATMUL_ADD_REDUCE_SCATTER, args, 3, attrs, NULL, NULL);
+            ir_map_results(dst, src, add, g, map); /* the sum: the residual stream, read on */
+            r = g + 2;
         } else if (fp.gathered[i] >= 0) {
             const ir_instr *ag = &src->instrs[fp.gathered[i]];
             int args[2] = {map[ag->args[0]], map[in->args[1]]};
@@ -377,6 +446,7 @@ static void fuse_func(ir_module *m, int fi)
     free(fp.add_product);
     free(fp.norm_add);
     free(fp.gathered);
+    free(fp.scattered);
     ir_func_replace(m, fi, dst);
 }
 

@@ -391,6 +391,14 @@ void rt_reduce_scatter(rt_comm *c, const void *send, void *recv, size_t count, i
     c->ops->reduce_scatter(c, send, recv, count, dt, op, stream);
 }
 
+void rt_all_to_all(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream)
+{
+    if (!c->ops->all_to_all)
+        rt_comm_fatal("all_to_all on group '%s': this backend has none", c->name);
+    c->seq++;
+    c->ops->all_to_all(c, send, recv, count, dt, stream);
+}
+
 void rt_comm_group_begin(rt_comm *c)
 {
     if (c->ops->group_begin)

@@ -93,6 +93,8 @@ void rt_all_gather(rt_comm *c, const void *send, void *recv, size_t count, ir_dt
 /* recv[count] = block `rank` of the reduction of every member's send[size * count]. */
 void rt_reduce_scatter(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, rt_reduce_op op,
                        void *stream);
+/* Block q (count elements) of send goes to member q, block q of recv comes from member q. */
+void rt_all_to_all(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream);
 /* buf[count] of member `root` is copied to every member. */
 void rt_broadcast(rt_comm *c, void *buf, size_t count, ir_dtype dt, int root, void *stream);
 /* The collectives on c between these two calls are launched together, as one (NCCL), on

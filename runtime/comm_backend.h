@@ -27,6 +27,7 @@ typedef struct {
     /* Registers [base, base + bytes) for zero-copy collectives on c; false (with a note on
      * stderr) when the backend cannot. Collective over c. NULL where nothing is gained (MPI). */
     bool (*window)(rt_comm *c, void *base, size_t bytes);
+    void (*all_to_all)(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream);
 } rt_comm_ops;
 
 struct rt_comm {

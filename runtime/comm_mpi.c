@@ -233,6 +233,14 @@ static void mpi_all_gather(rt_comm *c, const void *send, void *recv, size_t coun
     mpi_wait(c, &r, "all_gather");
 }
 
+static void mpi_all_to_all(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream)
+{
+    MPI_Request r;
+    int n = mpi_count(c, "all_to_all", count);
+    MPI_Ialltoall(send, n, mpi_type(dt), recv, n, mpi_type(dt), mpi_of(c)->comm, &r);
+    mpi_wait(c, &r, "all_to_all");
+}
+
 static void mpi_reduce_scatter(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, rt_reduce_op op,
                                void *stream)
 {
@@ -305,7 +313,7 @@ static void mpi_free(rt_comm *c)
 
 static const rt_comm_ops mpi_ops = {mpi_all_reduce, mpi_all_gather, mpi_reduce_scatter, mpi_broadcast,
                                     mpi_barrier, mpi_split, mpi_free, NULL, NULL,
-                                    NULL /* one lane */, NULL /* no windows */};
+                                    NULL /* one lane */, NULL /* no windows */, mpi_all_to_all};
 
 rt_comm *rt_comm_world_mpi(const rt_rank_env *e, char *err, size_t errlen)
 {

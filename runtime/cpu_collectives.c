@@ -121,3 +121,39 @@ void cpu_ALL_GATHER_MATMUL(const rt_kernel_call *c)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, c->res[0], K, c->args[1],
                 w->dims[1], 0.0f, c->res[1], N);
 }
+
+/* (x[B,T,..,K], w) -> (scratch, r = this rank's batch rows of the sum of x op(w) over the ranks):
+ * the matmul into the scratch's first half, then the reduce-scatter (one contiguous block per
+ * rank). */
+void cpu_MATMUL_REDUCE_SCATTER(const rt_kernel_call *c)
+{
+    const ir_type *x = c->arg_types[0], *w = c->arg_types[1];
+    bool tb = c->in->attr[1] != 0;
+    int64_t K = x->dims[x->ndim - 1], M = ir_numel(x) / K, N = tb ? w->dims[0] : w->dims[1];
+    float *partial = c->res[0];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, c->args[0], K, c->args[1],
+                w->dims[1], 0.0f, partial, N);
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    if (comm)
+        rt_reduce_scatter(comm, partial, c->res[1], (size_t)ir_numel(c->res_types[1]), c->res_types[1]->dtype, RT_SUM,
+                          NULL);
+    else
+        memcpy(c->res[1], partial, ir_bytes(c->res_types[1]));
+}
+
+/* (x, w, c) -> (s = x op(w) + c, scratch, r = this rank's batch rows of s summed over the ranks) */
+void cpu_MATMUL_ADD_REDUCE_SCATTER(const rt_kernel_call *c)
+{
+    const ir_type *x = c->arg_types[0], *w = c->arg_types[1];
+    bool tb = c->in->attr[1] != 0;
+    int64_t K = x->dims[x->ndim - 1], M = ir_numel(x) / K, N = tb ? w->dims[0] : w->dims[1];
+    float *s = c->res[0];
+    memcpy(s, c->args[2], ir_bytes(c->res_types[0]));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, c->args[0], K, c->args[1],
+                w->dims[1], 1.0f, s, N);
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    if (comm)
+        rt_reduce_scatter(comm, s, c->res[2], (size_t)ir_numel(c->res_types[2]), c->res_types[2]->dtype, RT_SUM, NULL);
+    else
+        memcpy(c->res[2], s, ir_bytes(c->res_types[2]));
+}

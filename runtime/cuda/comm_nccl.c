@@ -222,6 +222,23 @@ static void nccl_reduce_scatter(rt_comm *c, const void *send, void *recv, size_t
     nccl_enqueued(c, r, "ncclReduceScatter", "reduce_scatter", stream);
 }
 
+/* One NCCL group of a send and a receive per other member; this member's own block is copied. */
+static void nccl_all_to_all(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream)
+{
+    size_t bytes = count * ir_dtype_size(dt);
+    RT_CUDART_CHECK(cudaMemcpyAsync((char *)recv + (size_t)c->rank * bytes, (const char *)send + (size_t)c->rank * bytes,
+                                    bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
+    nccl_check(c, ncclGroupStart(), "ncclGroupStart", "all_to_all");
+    for (int q = 0; q < c->size; q++)
+        if (q != c->rank) {
+            nccl_check(c, ncclSend((const char *)send + (size_t)q * bytes, count, nccl_type(dt), q, nccl_of(c),
+                                   (cudaStream_t)stream), "ncclSend", "all_to_all");
+            nccl_check(c, ncclRecv((char *)recv + (size_t)q * bytes, count, nccl_type(dt), q, nccl_of(c),
+                                   (cudaStream_t)stream), "ncclRecv", "all_to_all");
+        }
+    nccl_enqueued(c, ncclGroupEnd(), "ncclGroupEnd", "all_to_all", stream);
+}
+
 static void nccl_broadcast(rt_comm *c, void *buf, size_t count, ir_dtype dt, int root, void *stream)
 {
     ncclResult_t r = ncclBroadcast(buf, buf, count, nccl_type(dt), root, nccl_of(c), (cudaStream_t)stream);
@@ -390,7 +407,7 @@ static void nccl_group_end(rt_comm *c, void *stream)
 
 static const rt_comm_ops nccl_ops = {nccl_all_reduce, nccl_all_gather, nccl_reduce_scatter, nccl_broadcast,
                                      nccl_barrier,    nccl_split,      nccl_free,           nccl_group_begin,
-                                     nccl_group_end,  nccl_lane,       nccl_window};
+                                     nccl_group_end,  nccl_lane,       nccl_window,         nccl_all_to_all};
 
 /* The unique id every rank must share: over `bootstrap` when given, else derived from
  * NCCL_COMM_ID (set here from MASTER_ADDR/MASTER_PORT when the user has not). */

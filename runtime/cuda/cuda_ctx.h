@@ -60,5 +60,9 @@ typedef void (*rt_cuda_launcher)(rt_cuda_ctx *cx, const rt_kernel_call *c);
 #include "ir/ops.def"
 #undef X
 extern const rt_cuda_launcher rt_cuda_launchers[IR_NUM_OPS];
+/* r := a + b and dst += src, t elements (the add and accumulate kernels), for a fused op `c`
+ * (named in errors). */
+void rt_cuda_add(rt_cuda_ctx *cx, const rt_kernel_call *c, void *r, const void *a, const void *b, const ir_type *t);
+void rt_cuda_accumulate(rt_cuda_ctx *cx, const rt_kernel_call *c, void *dst, const void *src, const ir_type *t);
 
 #endif

@@ -155,6 +155,20 @@ static void binary(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kernel k)
     launch_vec(cx, name_of(c, k, c->res_types[0], NULL), n, p);
 }
 
+void rt_cuda_add(rt_cuda_ctx *cx, const rt_kernel_call *c, void *r, const void *a, const void *b, const ir_type *t)
+{
+    long long n = ir_numel(t);
+    void *p[] = {&r, &a, &b, &n};
+    launch_vec(cx, name_of(c, RT_CUK_ADD, t, NULL), n, p);
+}
+
+void rt_cuda_accumulate(rt_cuda_ctx *cx, const rt_kernel_call *c, void *dst, const void *src, const ir_type *t)
+{
+    long long n = ir_numel(t);
+    void *p[] = {&dst, &src, &n};
+    launch_vec(cx, name_of(c, RT_CUK_ACCUMULATE, t, t), n, p);
+}
+
 /* (dst, src) of accumulate and copy */
 static void dst_src(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kernel k)
 {

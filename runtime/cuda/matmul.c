@@ -226,17 +226,19 @@ static bool gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, gemm_epilo
     return true;
 }
 
-/* out[m,n] := a[m,k] op(b), no epilogue, on the compute stream: a block of rows of a matmul. */
+/* out[m,n] := a[m,k] op(b) (+ addend[m,n] when given), no epilogue, on the compute stream: a
+ * block of rows of a matmul. */
 static void gemm_rows(rt_cuda_ctx *cx, const void *a, int64_t m, int64_t k, const void *b, int64_t n, bool tb,
-                      ir_dtype dt, void *out)
+                      ir_dtype dt, const void *addend, void *out)
 {
     cudaStream_t stream = (cudaStream_t)rt_cuda_stream(cx);
     matmul_plan *p = plan_for(m, n, k, false, tb, CUBLASLT_EPILOGUE_DEFAULT, dt, dt, 0);
+    float beta = addend ? 1.0f : 0.0f;
     if (!p->tuned)
-        tune(p, b, a, 0.0f, NULL, (size_t)m * (size_t)n * ir_dtype_size(dt), stream);
-    const float one = 1.0f, zero = 0.0f;
-    LT_CHECK(cublasLtMatmul(lt, p->desc, &one, b, p->a, a, p->b, &zero, out, p->c, out, p->c, &p->algo, workspace,
-                            WORKSPACE_BYTES, stream));
+        tune(p, b, a, beta, addend, (size_t)m * (size_t)n * ir_dtype_size(dt), stream);
+    const float one = 1.0f;
+    LT_CHECK(cublasLtMatmul(lt, p->desc, &one, b, p->a, a, p->b, &beta, addend ? addend : out, p->c, out, p->c, &p->algo,
+                            workspace, WORKSPACE_BYTES, stream));
 }
 
 /* (x[B/n,T,..,K] split by batch rows, w) -> (r[B,T,..,K] every rank's rows, y = r op(w)): the
@@ -259,11 +261,62 @@ void cuda_ALL_GATHER_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
         RT_CUDART_CHECK(cudaMemcpyAsync(full, c->args[0], bytes, cudaMemcpyDeviceToDevice,
                                         (cudaStream_t)rt_cuda_stream(cx)));
     }
-    gemm_rows(cx, c->args[0], rows, k, c->args[1], n, tb, xt->dtype, y + (size_t)me * out_block);
+    gemm_rows(cx, c->args[0], rows, k, c->args[1], n, tb, xt->dtype, NULL, y + (size_t)me * out_block);
     rt_cuda_comm_join(cx);
     for (int q = 0; q < ranks; q++)
         if (q != me)
-            gemm_rows(cx, full + (size_t)q * bytes, rows, k, c->args[1], n, tb, xt->dtype, y + (size_t)q * out_block);
+            gemm_rows(cx, full + (size_t)q * bytes, rows, k, c->args[1], n, tb, xt->dtype, NULL,
+                      y + (size_t)q * out_block);
+}
+
+/* s := x op(w) (+ addend), and r := this rank's batch rows of s summed over the ranks: the other
+ * ranks' rows of s are computed first and go out to them on the comm stream (the copy lane when
+ * the arena is its window) while this rank's own rows are; then what the others sent is added.
+ * s, what comes (`came`) and r are [ranks] blocks of r's bytes. */
+static void matmul_scatter(rt_cuda_ctx *cx, const rt_kernel_call *c, const char *addend, char *s, char *came, void *r)
+{
+    const ir_type *xt = c->arg_types[0], *rt = c->res_types[c->nres - 1];
+    bool tb = c->in->attr[1] != 0;
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    int ranks = comm ? rt_comm_size(comm) : 1, me = comm ? rt_comm_rank(comm) : 0;
+    int64_t k = xt->dims[xt->ndim - 1], rows = ir_numel(xt) / k / ranks, n = rt->dims[rt->ndim - 1];
+    size_t xrows = (size_t)rows * (size_t)k * ir_dtype_size(xt->dtype), block = ir_bytes(rt);
+    const char *x = c->args[0];
+    for (int q = 0; q < ranks; q++)
+        if (q != me)
+            gemm_rows(cx, x + (size_t)q * xrows, rows, k, c->args[1], n, tb, xt->dtype,
+                      addend ? addend + (size_t)q * block : NULL, s + (size_t)q * block);
+    if (comm) {
+        rt_comm *lane = rt_comm_copy_lane_for(comm, s, block * (size_t)ranks, came, block * (size_t)ranks);
+        rt_all_to_all(lane, s, came, (size_t)ir_numel(rt), rt->dtype, rt_cuda_comm_fork(cx));
+    }
+    gemm_rows(cx, x + (size_t)me * xrows, rows, k, c->args[1], n, tb, xt->dtype,
+              addend ? addend + (size_t)me * block : NULL, s + (size_t)me * block);
+    rt_cuda_comm_join(cx);
+    bool first = true;
+    for (int q = 0; q < ranks; q++)
+        if (q != me) {
+            if (first)
+                rt_cuda_add(cx, c, r, s + (size_t)me * block, came + (size_t)q * block, rt);
+            else
+                rt_cuda_accumulate(cx, c, r, came + (size_t)q * block, rt);
+            first = false;
+        }
+    if (first) /* one rank */
+        RT_CUDART_CHECK(cudaMemcpyAsync(r, s, block, cudaMemcpyDeviceToDevice, (cudaStream_t)rt_cuda_stream(cx)));
+}
+
+/* (x, w) -> (scratch [2][B,T,..,N]: the product, what comes; r) */
+void cuda_MATMUL_REDUCE_SCATTER(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    char *scratch = c->res[0];
+    matmul_scatter(cx, c, NULL, scratch, scratch + ir_bytes(c->res_types[0]) / 2, c->res[1]);
+}
+
+/* (x, w, addend) -> (s = x op(w) + addend, what comes, r) */
+void cuda_MATMUL_ADD_REDUCE_SCATTER(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    matmul_scatter(cx, c, c->args[2], c->res[0], c->res[1], c->res[2]);
 }
 
 void cuda_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
