@@ -57,6 +57,14 @@ int rt_parallel_plan_index(int nplans) { return detect().rank % nplans; }
 
 static void gather_bytes(rt_comm *comm, int n, rt_program *p, const void *local, size_t bytes, void *all);
 
+/* The collectives that go out on a copy lane when their buffers lie in its window: the
+ * sequence-parallel all-gathers, and the exchanges of the fused reduce-scatters. */
+static bool copy_lane_op(ir_op op)
+{
+    return op == IR_OP_ALL_GATHER_SEQ || op == IR_OP_ALL_GATHER_MATMUL || op == IR_OP_MATMUL_REDUCE_SCATTER ||
+           op == IR_OP_MATMUL_ADD_REDUCE_SCATTER;
+}
+
 /* What the plan's collectives on `axis` need: a side lane for those overlapping computation, a
  * copy lane for sequence-parallel all-gathers. */
 static void lanes_needed(const ir_module *m, ir_axis axis, bool *side, bool *copy)
@@ -65,7 +73,7 @@ static void lanes_needed(const ir_module *m, ir_axis axis, bool *side, bool *cop
     for (int f = 0; f < m->nfuncs; f++)
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
             const ir_instr *in = &m->funcs[f]->instrs[i];
-            bool gather = in->op == IR_OP_ALL_GATHER_SEQ || in->op == IR_OP_ALL_GATHER_MATMUL;
+            bool gather = copy_lane_op(in->op);
             bool collective = gather || in->op == IR_OP_REDUCE_SCATTER_SEQ || in->op == IR_OP_ALL_REDUCE_INPLACE;
             if (!collective || (ir_axis)in->attr[0] != axis)
                 continue;
@@ -74,19 +82,21 @@ static void lanes_needed(const ir_module *m, ir_axis axis, bool *side, bool *cop
         }
 }
 
-/* A fingerprint of where the plan puts the sequence-parallel all-gathers' buffers in the arena:
- * the copy lane's window needs them at the same offsets on every member. */
+/* A fingerprint of where the plan puts the copy lane's collectives' buffers in the arena: its
+ * window needs them at the same offsets on every member. */
 static uint64_t gather_layout(const ir_module *m, size_t arena_bytes)
 {
     uint64_t h = 1469598103934665603ull ^ arena_bytes;
     for (int f = 0; f < m->nfuncs; f++)
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
             const ir_instr *in = &m->funcs[f]->instrs[i];
-            if (in->op != IR_OP_ALL_GATHER_SEQ && in->op != IR_OP_ALL_GATHER_MATMUL)
+            if (!copy_lane_op(in->op))
                 continue;
-            int64_t at[4] = {f, i, m->funcs[f]->vals[in->args[0]].offset, m->funcs[f]->vals[in->res[0]].offset};
-            for (int k = 0; k < 4; k++)
-                h = (h ^ (uint64_t)at[k]) * 1099511628211ull;
+            h = (h ^ (uint64_t)f) * 1099511628211ull;
+            h = (h ^ (uint64_t)i) * 1099511628211ull;
+            h = (h ^ (uint64_t)m->funcs[f]->vals[in->args[0]].offset) * 1099511628211ull;
+            for (int r = 0; r < in->nres; r++)
+                h = (h ^ (uint64_t)m->funcs[f]->vals[in->res[r]].offset) * 1099511628211ull;
         }
     return h;
 }
