@@ -2,7 +2,9 @@
 # tp_study.sh — one call on the 2-GPU machine (after bench/bundle.sh; carry ["devrun.tar.xz"], then
 # `tar xJf devrun.tar.xz && bash bench/tp_study.sh`): which way of running tensor parallelism's
 # collectives is fastest. Sequence parallelism split by sequence (tp2sp, one NCCL call per batch
-# row) or by batch rows (tp2spb, one contiguous block), each with the collectives on the tp
+# row) or by batch rows (tp2spb, one contiguous block, and the forward's all-gathers and
+# reduce-scatters fused with their matmuls: all_gather_matmul, matmul_add_reduce_scatter, which
+# overlap them with this rank's own rows' GEMMs), each with the collectives on the tp
 # group's 64-CTA communicator or with the all-gathers on the copy engines (MCC_COMM_LANES=copy)
 # and the overlapped reduce-scatters on 16 CTAs (side); first the copy lane's numerics, then the
 # 1-GPU reference, then one MCC_PROFILE run whose last line says how much of the overlapped
