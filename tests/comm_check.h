@@ -121,6 +121,14 @@ static void check_group(const comm_check_mem *mem, rt_comm *g, const int *member
         CHECK(check_get(h, dt, i) == check_reduce(members, n, me * count + i, RT_SUM),
               "%s %s reduce_scatter [%zu]: %g, want %g", what, tn, i, check_get(h, dt, i),
               check_reduce(members, n, me * count + i, RT_SUM));
+    check_upload(mem, a, h, dt, count * (size_t)n, w, 0); /* block q goes to member q */
+    rt_all_to_all(g, a, b, count, dt, mem->stream);        /* block k of b: member k's block `me` */
+    check_download(mem, h, b, dt, count * (size_t)n);
+    for (int k = 0; k < n; k++)
+        for (size_t i = 0; i < count; i++)
+            CHECK(check_get(h, dt, k * count + i) == check_contrib(members[k], me * count + i),
+                  "%s %s all_to_all block %d [%zu]: %g, want %g", what, tn, k, i, check_get(h, dt, k * count + i),
+                  check_contrib(members[k], me * count + i));
     check_upload(mem, a, h, dt, count, me == root ? w : -1, -1);
     rt_broadcast(g, a, count, dt, root, mem->stream);
     check_download(mem, h, a, dt, count);
