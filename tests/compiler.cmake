@@ -65,6 +65,8 @@ if(MPI_C_FOUND)
       "tp2:2:--tp 2" "tp4:4:--tp 4" "tp2_dp2:4:--tp 2 --dp 2"
       "tp2_dp2_zero:4:--tp 2 --dp 2 --use-distributed-optimizer" "tp2_sp:2:--tp 2 --sequence-parallel"
       "tp4_sp:4:--tp 4 --sequence-parallel" "tp2_sp_dp2:4:--tp 2 --sequence-parallel --dp 2"
+      # the norms' gradients (partial over tp) reduced before ZeRO's reduce-scatter over dp
+      "tp2_sp_dp2_zero:4:--tp 2 --sequence-parallel --dp 2 --use-distributed-optimizer"
       "tp2_sp_recompute:2:--tp 2 --sequence-parallel --recompute-granularity selective"
       "tp2_sp_recompute_activations:2:--tp 2 --sequence-parallel --recompute-granularity activations --recompute-num-layers 1"
       # one micro-batch per step: each gradient's first write assigns it (no zeroing, optimizer.c)
