@@ -34,6 +34,11 @@ for m in tiny-gpt2 tiny-llama; do
     -o devrun/bin/$m-cuda-tp2sp 2>/dev/null
   $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 --tp 2 --sequence-parallel \
     --sequence-parallel-split batch -o devrun/bin/$m-cuda-tp2spb 2>/dev/null
+  # --tp-comm-overlap: the collectives fused with their matmuls, split by sequence (o) and batch (bo)
+  $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 --tp 2 --sequence-parallel \
+    --tp-comm-overlap -o devrun/bin/$m-cuda-tp2spo 2>/dev/null
+  $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 --tp 2 --sequence-parallel \
+    --sequence-parallel-split batch --tp-comm-overlap -o devrun/bin/$m-cuda-tp2spbo 2>/dev/null
   devrun/bin/$m-cpu --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir devrun/cpu/$m >/dev/null
   # one micro-batch per step: the gradients' first writes assign (no zeroing)
   $B/mcc compile models/$m.json --target cpu --keep-logits --global-batch-size 4 -o devrun/bin/$m-cpu-gb4 2>/dev/null
@@ -50,13 +55,22 @@ for c in gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa; do
   $B/mcc compile bench/configs/$c.json --target cuda --recompute-granularity selective -o devrun/bin/bench-$c-rc \
     2>devrun/bin/bench-$c-rc.compile.log || cat devrun/bin/bench-$c-rc.compile.log
 done
-# tensor parallel (with sequence parallel) on two GPUs: the same global batch as one GPU; tp2spb
-# splits sequence parallelism's activations by batch rows (one contiguous block per collective)
+# tensor parallel (with sequence parallel) on two GPUs: the same global batch as one GPU. Variants:
+# spb splits sequence parallelism's activations by batch rows (one contiguous block per
+# collective), spo and spbo fuse the collectives with their matmuls (--tp-comm-overlap)
+tp2_variant_flags() {
+  case $1 in
+    tp2sp) echo "--tp 2 --sequence-parallel" ;;
+    tp2spo) echo "--tp 2 --sequence-parallel --tp-comm-overlap" ;;
+    tp2spb) echo "--tp 2 --sequence-parallel --sequence-parallel-split batch" ;;
+    tp2spbo) echo "--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-overlap" ;;
+  esac
+}
 for c in llama-1B llama-1B-gqa; do
-  $B/mcc compile bench/configs/$c.json --target cuda --tp 2 --sequence-parallel -o devrun/bin/bench-$c-tp2sp \
-    2>devrun/bin/bench-$c-tp2sp.compile.log || cat devrun/bin/bench-$c-tp2sp.compile.log
-  $B/mcc compile bench/configs/$c.json --target cuda --tp 2 --sequence-parallel --sequence-parallel-split batch \
-    -o devrun/bin/bench-$c-tp2spb 2>devrun/bin/bench-$c-tp2spb.compile.log || cat devrun/bin/bench-$c-tp2spb.compile.log
+  for v in tp2sp tp2spo tp2spb tp2spbo; do
+    $B/mcc compile bench/configs/$c.json --target cuda $(tp2_variant_flags $v) -o devrun/bin/bench-$c-$v \
+      2>devrun/bin/bench-$c-$v.compile.log || cat devrun/bin/bench-$c-$v.compile.log
+  done
 done
 # data parallel on two GPUs: the same micro-batch per GPU, so twice the global batch (gpt2-1.5B
 # has no tensor-parallel layout on 2 GPUs: its 25 heads do not divide by 2)

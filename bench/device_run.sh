@@ -80,7 +80,7 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && [ "${TP2_CHECK:-1}" != 0 ]; then
   for m in tiny-gpt2 tiny-llama; do
     timeout 120 devrun/bin/$m-cuda-v258 --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
       --dump-dir /tmp/gpu-v258-$m > /dev/null 2>&1
-    for v in tp2 tp2sp tp2spb; do
+    for v in tp2 tp2sp tp2spo tp2spb tp2spbo; do
       timeout ${CHECK_TIMEOUT:-120} devrun/bin/$m-cuda-$v --nproc-per-node 2 --data-path devrun/data/numerics_text_document \
         --train-iters 10 --eval-iters 0 --dump-dir /tmp/gpu-$v-$m > "$O/$m-$v.log" 2>&1
       echo "$m $v exit $?"; tail -1 "$O/$m-$v.log"
@@ -107,9 +107,9 @@ for c in ${RECOMPUTE_CONFIGS-}; do
   echo "$c-rc exit $?"; grep -E "first step|iter +25/" "$O/bench-$c-rc.log"
 done
 # per-op GPU time (eager, an event pair around every instruction): where a step's time goes
-# (a name ending -tp2sp, -tp2spb, -dp2 or -dp2ov runs its two ranks)
+# (a name ending -tp2sp*, -dp2 or -dp2ov runs its two ranks)
 for c in ${PROFILE_CONFIGS-}; do
-  launch=(); case $c in *-tp2sp|*-tp2spb|*-dp2|*-dp2ov) launch=(--nproc-per-node 2) ;; esac
+  launch=(); case $c in *-tp2sp*|*-dp2|*-dp2ov) launch=(--nproc-per-node 2) ;; esac
   MCC_PROFILE=1 timeout 150 devrun/bin/bench-$c "${launch[@]}" --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 --log-interval 1 --eval-iters 0 > "$O/profile-$c.log" 2>&1
   echo "$c profile exit $?"; grep -A40 "GPU time by op" "$O/profile-$c.log" | head -60
 done
@@ -140,7 +140,7 @@ fi
 
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   for c in ${TP2_CONFIGS-llama-1B llama-1B-gqa}; do
-    for v in ${TP2_VARIANTS-tp2sp tp2spb}; do # tp2spb: sequence parallelism split by batch rows
+    for v in ${TP2_VARIANTS-tp2sp tp2spo tp2spb tp2spbo}; do # bench/bundle.sh says what each is
       [ -x devrun/bin/bench-$c-$v ] || continue
       timeout 150 devrun/bin/bench-$c-$v --nproc-per-node 2 --data-path devrun/data/brown_text_document --split 100,0,0 \
         --train-iters 15 --log-interval 1 --eval-iters 0 > "$O/bench-$c-$v.log" 2>&1

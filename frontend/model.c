@@ -191,6 +191,8 @@ static void set_config(ir_module *m, const mcc_spec *s)
         ir_config_set(m, "sequence_parallel", "1");
         if (s->sequence_parallel_split == MCC_SP_SPLIT_BATCH)
             ir_config_set(m, "sequence_parallel_dim", "0"); /* default 1: the sequence of [B,T,...] */
+        if (s->tp_comm_overlap)
+            ir_config_set(m, "tp_comm_overlap", "1");
     }
     if (s->use_distributed_optimizer) /* absent means off: plans without it read as before */
         ir_config_set(m, "use_distributed_optimizer", "1");

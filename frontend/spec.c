@@ -84,6 +84,9 @@ static const spec_field spec_fields[] = {
      * sequence split is one block per batch row); needs micro_batch_size % tp == 0 */
     FIELD(SEC_PARALLEL, "sequence_parallel_split", sequence_parallel_split, NULL, K_ENUM, R_ANY, D_VALUE,
           MCC_SP_SPLIT_SEQUENCE, sp_split_names),
+    /* Megatron's name: the all-gathers and reduce-scatters of sequence parallelism fused with their
+     * matmuls (fusion.c); a no-op without sequence_parallel */
+    FIELD(SEC_PARALLEL, "tp_comm_overlap", tp_comm_overlap, NULL, K_BOOL, R_ANY, D_VALUE, false, NULL),
     FIELD(SEC_PARALLEL, "ddp_bucket_size", ddp_bucket_size, NULL, K_INT, R_POS, D_VALUE, 40000000, NULL),
     FIELD(SEC_PARALLEL, "overlap_grad_reduce", overlap_grad_reduce, NULL, K_BOOL, R_ANY, D_VALUE, false, NULL),
     TRAIN(micro_batch_size, K_INT, R_POS, D_VALUE, 1),

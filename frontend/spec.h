@@ -35,6 +35,8 @@ typedef struct {
                                            the sequence over tp (no-op at tp 1) */
     mcc_sp_split sequence_parallel_split; /* "sequence" (Megatron's) | "batch": the same activations split
                                            by whole batch rows, so each collective is one contiguous block */
+    bool tp_comm_overlap;               /* sequence parallelism's collectives fused with their matmuls, which
+                                           overlap them with this rank's own rows' GEMMs */
     int ddp_bucket_size;                /* elements of gradient per data-parallel all-reduce */
     bool overlap_grad_reduce;           /* all-reduce each bucket inside the backward, as soon as its
                                            gradients are final (one micro-batch per step, no ZeRO) */

@@ -565,28 +565,31 @@ static bool seq_matmul_operands(const ir_module *m, const ir_instr *in, const ir
     return true;
 }
 
-/* (x[B/n,T,...] split by batch rows, w) -> (x gathered [B,T,...,K], that times op(w) [B,T,...,N]) */
+/* (x split by sequence slices or, batch = 1, batch rows, w) -> (x gathered, that times op(w)) */
 bool ir_infer_gather_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     int64_t n = 1, cols = 0;
-    if (!seq_matmul_operands(m, in, a, &n, &cols, err, len))
+    int dim = 1;
+    if (!seq_matmul_operands(m, in, a, &n, &cols, err, len) || !seq_dim(in, &dim, err, len))
         return false;
     r[0] = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
-    r[0].dims[0] *= n;
+    r[0].dims[dim] *= n;
     r[1] = r[0];
     r[1].dims[r[1].ndim - 1] = cols;
     return true;
 }
 
-/* (x[B,T,...,K], w) -> (scratch [2,B,T,...,N], this rank's batch rows of the sum [B/n,T,...,N]) */
+/* (x[B,T,...,K], w) -> (scratch [2,B,T,...,N], this rank's block of the sum: [B,T/n,...,N], or
+ * with batch = 1 [B/n,T,...,N]) */
 bool ir_infer_matmul_scatter(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     int64_t n = 1, cols = 0;
-    if (!seq_matmul_operands(m, in, a, &n, &cols, err, len))
+    int dim = 1;
+    if (!seq_matmul_operands(m, in, a, &n, &cols, err, len) || !seq_dim(in, &dim, err, len))
         return false;
-    if (a[0].dims[0] % n || a[0].ndim + 1 > IR_MAX_DIMS)
-        return fail(err, len, "%s: the batch of %s does not split into %lld blocks", ir_ops[in->op].name, tstr(&a[0]),
-                    (long long)n);
+    if (a[0].dims[dim] % n || a[0].ndim + 1 > IR_MAX_DIMS)
+        return fail(err, len, "%s: dimension %d of %s does not split into %lld blocks", ir_ops[in->op].name, dim,
+                    tstr(&a[0]), (long long)n);
     ir_type y = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
     y.dims[y.ndim - 1] = cols;
     int64_t dims[IR_MAX_DIMS] = {2};
@@ -594,8 +597,8 @@ bool ir_infer_matmul_scatter(const ir_module *m, const ir_instr *in, const ir_ty
         dims[d + 1] = y.dims[d];
     r[0] = ir_tensor(y.dtype, y.ndim + 1, dims);
     r[1] = y;
-    r[1].dims[0] /= n;
-    r[1].shard[0] = (uint8_t)in->attr[0];
+    r[1].dims[dim] /= n;
+    r[1].shard[dim] = (uint8_t)in->attr[0];
     return true;
 }
 

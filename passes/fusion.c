@@ -20,15 +20,15 @@
  *   - otherwise, an add of a layernorm_grad's (rmsnorm_grad's) dx that nothing else reads, to
  *     a value that exists before that instruction (the residual's gradient), becomes one
  *     layernorm_grad_add (rmsnorm_grad_add), which adds it as dx is stored;
- *   - a norm's output all-gathered by batch rows (sequence parallelism split by batch) and its
- *     first reader, a plain matmul of it (q, k, v or the MLP's up/gate), become one
- *     all_gather_matmul: on the GPU the other ranks' rows arrive while this rank's own rows are
- *     multiplied;
- *   - a plain matmul whose only reader is a reduce_scatter_seq by batch rows becomes one
- *     matmul_reduce_scatter, and one whose product is added to the residual stream (attention's
- *     and the MLP's output projections, whose sum is then reduce-scattered by batch rows, with
- *     nothing else reading it in between) one matmul_add_reduce_scatter: on the GPU the other
- *     ranks' rows are multiplied first and sent while this rank's own are.
+ *   - with tp_comm_overlap (--tp-comm-overlap), sequence parallelism's collectives join their
+ *     matmuls: a norm's all-gathered output and its first reader, a plain matmul of it (q, k, v
+ *     or the MLP's up/gate), become one all_gather_matmul, where on the GPU the other ranks' rows
+ *     arrive while this rank's own rows are multiplied; a plain matmul whose only reader is a
+ *     reduce_scatter_seq becomes one matmul_reduce_scatter, and one whose product is added to
+ *     the residual stream (attention's and the MLP's output projections, whose sum is then
+ *     reduce-scattered, with nothing else reading it in between) one matmul_add_reduce_scatter,
+ *     where on the GPU the other ranks' rows are multiplied first and sent while this rank's
+ *     own are.
  * Rewrites every function into a new one; the fused op sits where its consumer was, where all
  * its operands exist. */
 #include "passes.h"
@@ -52,6 +52,7 @@ typedef struct {
     int *gathered;                  /* per source matmul: the all_gather_seq folded into it, or -1 */
     int *scattered;                 /* per source reduce_scatter_seq: the matmul, or the add of a matmul's
                                        product, folded into it, or -1 */
+    bool tp_comm_overlap;           /* plan gathered and scattered matmuls */
 } fusion_plan;
 
 /* The first instruction after i of op `op` whose operand `arg` is value v, or -1. */
@@ -203,7 +204,7 @@ static void plan_gathered_matmuls(const ir_func *f, fusion_plan *fp)
     fp->gathered = none_per_instr(f);
     for (int i = 0; i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
-        if (in->op != IR_OP_ALL_GATHER_SEQ || in->attr[2] == 0)
+        if (in->op != IR_OP_ALL_GATHER_SEQ || !fp->tp_comm_overlap)
             continue;
         ir_op norm = f->instrs[f->vals[in->args[0]].def].op;
         if (norm != IR_OP_LAYERNORM && norm != IR_OP_RMSNORM)
@@ -250,7 +251,7 @@ static void plan_scattered_matmuls(const ir_func *f, fusion_plan *fp)
     fp->scattered = none_per_instr(f);
     for (int i = 0; i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
-        if (in->op != IR_OP_REDUCE_SCATTER_SEQ || in->attr[2] == 0)
+        if (in->op != IR_OP_REDUCE_SCATTER_SEQ || !fp->tp_comm_overlap)
             continue;
         int j = f->vals[in->args[0]].def;
         if (fp->uses[in->args[0]] == 1 && plain_matmul(f, fp, j)) {
@@ -327,7 +328,7 @@ static int emit_add_product(ir_module *m, ir_func *dst, const ir_func *src, cons
 static void fuse_func(ir_module *m, int fi)
 {
     const ir_func *src = m->funcs[fi];
-    fusion_plan fp;
+    fusion_plan fp = {.tp_comm_overlap = ir_config_int(m, "tp_comm_overlap", 0) != 0};
     plan_fusions(src, &fp);
     ir_func *dst = ir_func_new(m, src->name);
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
@@ -384,21 +385,21 @@ static void fuse_func(ir_module *m, int fi)
         } else if (fp.scattered[i] >= 0 && src->instrs[fp.scattered[i]].op == IR_OP_MATMUL) {
             const ir_instr *mm = &src->instrs[fp.scattered[i]];
             int args[2] = {map[mm->args[0]], map[mm->args[1]]};
-            double attrs[2] = {in->attr[0], mm->attr[1]}; /* axis, tb */
+            double attrs[3] = {in->attr[0], mm->attr[1], in->attr[2]}; /* axis, tb, batch */
             r = ir_emit(m, dst, IR_OP_MATMUL_REDUCE_SCATTER, args, 2, attrs, NULL, NULL) + 1; /* after the scratch */
         } else if (fp.scattered[i] >= 0) {
             const ir_instr *add = &src->instrs[fp.scattered[i]];
             int k = fp.add_product[fp.scattered[i]]; /* the product's operand */
             const ir_instr *mm = &src->instrs[src->vals[add->args[k]].def];
             int args[3] = {map[mm->args[0]], map[mm->args[1]], map[add->args[1 - k]]};
-            double attrs[2] = {in->attr[0], mm->attr[1]}; /* axis, tb */
+            double attrs[3] = {in->attr[0], mm->attr[1], in->attr[2]}; /* axis, tb, batch */
             int g = ir_emit(m, dst, IR_OP_MATMUL_ADD_REDUCE_SCATTER, args, 3, attrs, NULL, NULL);
             ir_map_results(dst, src, add, g, map); /* the sum: the residual stream, read on */
             r = g + 2;
         } else if (fp.gathered[i] >= 0) {
             const ir_instr *ag = &src->instrs[fp.gathered[i]];
             int args[2] = {map[ag->args[0]], map[in->args[1]]};
-            double attrs[2] = {ag->attr[0], in->attr[1]}; /* axis, tb */
+            double attrs[3] = {ag->attr[0], in->attr[1], ag->attr[2]}; /* axis, tb, batch */
             int g = ir_emit(m, dst, IR_OP_ALL_GATHER_MATMUL, args, 2, attrs, NULL, NULL);
             ir_map_results(dst, src, ag, g, map); /* the gathered rows, read by the other matmuls */
             r = g + 1;

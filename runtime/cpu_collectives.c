@@ -66,94 +66,89 @@ static void seq_dims(const rt_kernel_call *c, const ir_type *t, int64_t *O, int6
     *In = ir_numel(t) / (*O * *S);
 }
 
-/* x[.., S/n, ..] -> r: block i of every o-row is rank i's x */
-void cpu_ALL_GATHER_SEQ(const rt_kernel_call *c)
+/* full := every rank's local x (of type xt) in place: block i of every o-row is rank i's. */
+static void seq_gather(const rt_kernel_call *c, const ir_type *xt, const void *x, void *full)
 {
     rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
     int64_t O, Sl, In, n = comm ? rt_comm_size(comm) : 1;
-    seq_dims(c, c->arg_types[0], &O, &Sl, &In);
-    size_t es = ir_dtype_size(c->arg_types[0]->dtype), slab = (size_t)(Sl * In) * es, bytes = ir_bytes(c->arg_types[0]);
+    seq_dims(c, xt, &O, &Sl, &In);
+    size_t es = ir_dtype_size(xt->dtype), slab = (size_t)(Sl * In) * es, bytes = ir_bytes(xt);
     char *all = malloc(bytes * (size_t)n); /* [n][O][Sl][In] */
     if (comm)
-        rt_all_gather(comm, c->args[0], all, bytes, IR_FP8E4M3 /* a 1-byte type: bytes */, NULL);
+        rt_all_gather(comm, x, all, bytes, IR_FP8E4M3 /* a 1-byte type: bytes */, NULL);
     else
-        memcpy(all, c->args[0], bytes);
+        memcpy(all, x, bytes);
     for (int64_t o = 0; o < O; o++)
         for (int64_t r = 0; r < n; r++)
-            memcpy((char *)c->res[0] + ((size_t)(o * n + r)) * slab, all + (size_t)r * bytes + (size_t)o * slab, slab);
+            memcpy((char *)full + ((size_t)(o * n + r)) * slab, all + (size_t)r * bytes + (size_t)o * slab, slab);
     free(all);
 }
+
+/* r (of type rt) := this rank's block of the sum over the ranks of partial (of type pt). */
+static void seq_scatter(const rt_kernel_call *c, const ir_type *pt, const void *partial, const ir_type *rt, void *r)
+{
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    int64_t O, S, In, n = comm ? rt_comm_size(comm) : 1;
+    seq_dims(c, pt, &O, &S, &In);
+    size_t es = ir_dtype_size(pt->dtype), slab = (size_t)(S / n * In) * es, block = ir_bytes(rt);
+    char *ranked = malloc(block * (size_t)n); /* [n][O][S/n][In]: block r of every o-row together */
+    for (int64_t q = 0; q < n; q++)
+        for (int64_t o = 0; o < O; o++)
+            memcpy(ranked + (size_t)q * block + (size_t)o * slab, (const char *)partial + ((size_t)(o * n + q)) * slab,
+                   slab);
+    if (comm)
+        rt_reduce_scatter(comm, ranked, r, (size_t)ir_numel(rt), pt->dtype, RT_SUM, NULL);
+    else
+        memcpy(r, ranked, block);
+    free(ranked);
+}
+
+/* x[.., S/n, ..] -> r: block i of every o-row is rank i's x */
+void cpu_ALL_GATHER_SEQ(const rt_kernel_call *c) { seq_gather(c, c->arg_types[0], c->args[0], c->res[0]); }
 
 /* x partial -> r: this rank's block of the sum over the ranks */
 void cpu_REDUCE_SCATTER_SEQ(const rt_kernel_call *c)
 {
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
-    int64_t O, S, In, n = comm ? rt_comm_size(comm) : 1;
-    seq_dims(c, c->arg_types[0], &O, &S, &In);
-    size_t es = ir_dtype_size(c->arg_types[0]->dtype), slab = (size_t)(S / n * In) * es;
-    size_t block = ir_bytes(c->res_types[0]);
-    char *ranked = malloc(block * (size_t)n); /* [n][O][S/n][In]: block r of every o-row together */
-    for (int64_t r = 0; r < n; r++)
-        for (int64_t o = 0; o < O; o++)
-            memcpy(ranked + (size_t)r * block + (size_t)o * slab, (const char *)c->args[0] + ((size_t)(o * n + r)) * slab,
-                   slab);
-    if (comm)
-        rt_reduce_scatter(comm, ranked, c->res[0], (size_t)ir_numel(c->res_types[0]), c->arg_types[0]->dtype, RT_SUM,
-                          NULL);
-    else
-        memcpy(c->res[0], ranked, block);
-    free(ranked);
+    seq_scatter(c, c->arg_types[0], c->args[0], c->res_types[0], c->res[0]);
 }
 
-/* (x[B/n,T,..,K] split by batch rows, w) -> (r = every rank's rows [B,T,..,K], r op(w)): the
- * all-gather (one contiguous block per rank, in rank order) then the matmul. */
+/* out[M,N] := x[M,K] op(w) + beta out */
+static void gemm_w(const rt_kernel_call *c, const void *x, int64_t M, int64_t K, float beta, float *out)
+{
+    const ir_type *w = c->arg_types[1];
+    bool tb = c->in->attr[1] != 0;
+    int64_t N = tb ? w->dims[0] : w->dims[1];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, x, K, c->args[1], w->dims[1],
+                beta, out, N);
+}
+
+/* (x split over the ranks by sequence slices or batch rows, w) -> (r = x gathered, r op(w)) */
 void cpu_ALL_GATHER_MATMUL(const rt_kernel_call *c)
 {
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
-    size_t bytes = ir_bytes(c->arg_types[0]);
-    if (comm)
-        rt_all_gather(comm, c->args[0], c->res[0], bytes, IR_FP8E4M3 /* a 1-byte type: bytes */, NULL);
-    else
-        memcpy(c->res[0], c->args[0], bytes);
-    const ir_type *full = c->res_types[0], *w = c->arg_types[1];
-    bool tb = c->in->attr[1] != 0;
-    int64_t K = full->dims[full->ndim - 1], M = ir_numel(full) / K, N = tb ? w->dims[0] : w->dims[1];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, c->res[0], K, c->args[1],
-                w->dims[1], 0.0f, c->res[1], N);
+    const ir_type *full = c->res_types[0];
+    seq_gather(c, c->arg_types[0], c->args[0], c->res[0]);
+    int64_t K = full->dims[full->ndim - 1];
+    gemm_w(c, c->res[0], ir_numel(full) / K, K, 0.0f, c->res[1]);
 }
 
-/* (x[B,T,..,K], w) -> (scratch, r = this rank's batch rows of the sum of x op(w) over the ranks):
- * the matmul into the scratch's first half, then the reduce-scatter (one contiguous block per
- * rank). */
+/* (x, w) -> (scratch, r = this rank's block of the sum over the ranks of x op(w)) */
 void cpu_MATMUL_REDUCE_SCATTER(const rt_kernel_call *c)
 {
-    const ir_type *x = c->arg_types[0], *w = c->arg_types[1];
-    bool tb = c->in->attr[1] != 0;
-    int64_t K = x->dims[x->ndim - 1], M = ir_numel(x) / K, N = tb ? w->dims[0] : w->dims[1];
-    float *partial = c->res[0];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, c->args[0], K, c->args[1],
-                w->dims[1], 0.0f, partial, N);
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
-    if (comm)
-        rt_reduce_scatter(comm, partial, c->res[1], (size_t)ir_numel(c->res_types[1]), c->res_types[1]->dtype, RT_SUM,
-                          NULL);
-    else
-        memcpy(c->res[1], partial, ir_bytes(c->res_types[1]));
+    const ir_type *x = c->arg_types[0];
+    int64_t K = x->dims[x->ndim - 1];
+    gemm_w(c, c->args[0], ir_numel(x) / K, K, 0.0f, c->res[0]);
+    ir_type product = *c->res_types[1];
+    memcpy(product.dims, x->dims, sizeof product.dims);
+    product.dims[product.ndim - 1] = c->res_types[1]->dims[c->res_types[1]->ndim - 1];
+    seq_scatter(c, &product, c->res[0], c->res_types[1], c->res[1]);
 }
 
-/* (x, w, c) -> (s = x op(w) + c, scratch, r = this rank's batch rows of s summed over the ranks) */
+/* (x, w, a) -> (s = x op(w) + a, scratch, r = this rank's block of the sum of s over the ranks) */
 void cpu_MATMUL_ADD_REDUCE_SCATTER(const rt_kernel_call *c)
 {
-    const ir_type *x = c->arg_types[0], *w = c->arg_types[1];
-    bool tb = c->in->attr[1] != 0;
-    int64_t K = x->dims[x->ndim - 1], M = ir_numel(x) / K, N = tb ? w->dims[0] : w->dims[1];
-    float *s = c->res[0];
-    memcpy(s, c->args[2], ir_bytes(c->res_types[0]));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, c->args[0], K, c->args[1],
-                w->dims[1], 1.0f, s, N);
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
-    if (comm)
-        rt_reduce_scatter(comm, s, c->res[2], (size_t)ir_numel(c->res_types[2]), c->res_types[2]->dtype, RT_SUM, NULL);
-    else
-        memcpy(c->res[2], s, ir_bytes(c->res_types[2]));
+    const ir_type *x = c->arg_types[0];
+    int64_t K = x->dims[x->ndim - 1];
+    memcpy(c->res[0], c->args[2], ir_bytes(c->res_types[0]));
+    gemm_w(c, c->args[0], ir_numel(x) / K, K, 1.0f, c->res[0]);
+    seq_scatter(c, c->res_types[0], c->res[0], c->res_types[2], c->res[2]);
 }

@@ -71,17 +71,21 @@ if(MPI_C_FOUND)
       "tp2_sp_recompute_activations:2:--tp 2 --sequence-parallel --recompute-granularity activations --recompute-num-layers 1"
       # one micro-batch per step: each gradient's first write assigns it (no zeroing, optimizer.c)
       "dp4_one_micro_batch:4:--dp 4" "tp2_sp_dp4_one_micro_batch:8:--tp 2 --sequence-parallel --dp 4"
-      # sequence parallelism split by batch rows (each collective one contiguous block)
+      # sequence parallelism split by batch rows (each collective one contiguous block), and its
+      # collectives fused with their matmuls (--tp-comm-overlap: all_gather_matmul, matmul_add_reduce_scatter)
       "tp2_sp_batch:2:--tp 2 --sequence-parallel --sequence-parallel-split batch"
-      "tp4_sp_batch:4:--tp 4 --sequence-parallel --sequence-parallel-split batch"
-      "tp2_sp_batch_dp2_overlap:4:--tp 2 --sequence-parallel --sequence-parallel-split batch --dp 2 --overlap-grad-reduce --ddp-bucket-size 20000"
-      "tp2_sp_batch_recompute:2:--tp 2 --sequence-parallel --sequence-parallel-split batch --recompute-granularity selective")
+      "tp2_sp_batch_tpo:2:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-overlap"
+      "tp4_sp_batch_tpo:4:--tp 4 --sequence-parallel --sequence-parallel-split batch --tp-comm-overlap"
+      "tp2_sp_tpo:2:--tp 2 --sequence-parallel --tp-comm-overlap" "tp4_sp_tpo:4:--tp 4 --sequence-parallel --tp-comm-overlap"
+      "tp2_sp_batch_tpo_dp2_overlap:4:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-overlap --dp 2 --overlap-grad-reduce --ddp-bucket-size 20000"
+      "tp2_sp_tpo_recompute:2:--tp 2 --sequence-parallel --tp-comm-overlap --recompute-granularity selective")
   # With dropout on: the masks are drawn by global sample and element index, so every layout,
   # and a split into more micro-batches, draws the single rank's masks.
   list(APPEND MCC_LAYOUTS "dp2_dropout:2:${_dropout} --dp 2" "tp2_dropout:2:${_dropout} --tp 2"
        "tp2_sp_dropout:2:${_dropout} --tp 2 --sequence-parallel" "tp4_sp_dropout:4:${_dropout} --tp 4 --sequence-parallel"
        "tp2_sp_dp2_dropout:4:${_dropout} --tp 2 --sequence-parallel --dp 2"
-       "tp2_sp_batch_dropout:2:${_dropout} --tp 2 --sequence-parallel --sequence-parallel-split batch"
+       "tp2_sp_batch_dropout:2:${_dropout} --tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-overlap"
+       "tp2_sp_tpo_dropout:2:${_dropout} --tp 2 --sequence-parallel --tp-comm-overlap"
        "tp2_dp2_zero_dropout:4:${_dropout} --tp 2 --dp 2 --use-distributed-optimizer"
        "tp2_sp_recompute_dropout:2:${_dropout} --tp 2 --sequence-parallel --recompute-granularity selective"
        "accum16_dropout:1:${_dropout} --micro-batch-size 1")
@@ -116,6 +120,8 @@ if(TARGET mccrt_cuda)
   set(MCC_GPU_LAYOUTS "1gpu:1" "dp2:2:--dp 2" "dp2_overlap:2:--dp 2 --overlap-grad-reduce --ddp-bucket-size 20000"
       "tp2:2:--tp 2" "tp2_sp:2:--tp 2 --sequence-parallel"
       "tp2_sp_batch:2:--tp 2 --sequence-parallel --sequence-parallel-split batch"
+      "tp2_sp_batch_tpo:2:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-overlap"
+      "tp2_sp_tpo:2:--tp 2 --sequence-parallel --tp-comm-overlap"
       "dp2_zero:2:--dp 2 --use-distributed-optimizer" "1gpu_dropout:1:${_dropout}"
       "dp2_dropout:2:${_dropout} --dp 2" "tp2_sp_dropout:2:${_dropout} --tp 2 --sequence-parallel")
   foreach(model tiny-gpt2 tiny-llama)

@@ -99,6 +99,11 @@ static size_t seq_rows(const rt_kernel_call *c, const ir_type *local, size_t *sl
  * engines for one collective at a time. overlap=1 (comm_overlap.c): on the comm stream. */
 void cuda_ALL_GATHER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
+    rt_cuda_gather_seq(cx, c, ir_overlapped(c->in) ? rt_cuda_comm_fork(cx) : rt_cuda_stream(cx));
+}
+
+void rt_cuda_gather_seq(rt_cuda_ctx *cx, const rt_kernel_call *c, CUstream stream)
+{
     rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
     size_t slab, B = seq_rows(c, c->arg_types[0], &slab);
     if (!comm) {
@@ -107,7 +112,6 @@ void cuda_ALL_GATHER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
     }
     size_t n = (size_t)rt_comm_size(comm);
     rt_comm *lane = rt_comm_copy_lane_for(comm, c->args[0], slab * B, c->res[0], slab * B * n);
-    CUstream stream = ir_overlapped(c->in) ? rt_cuda_comm_fork(cx) : rt_cuda_stream(cx);
     bool grouped = lane == comm;
     if (grouped)
         rt_comm_group_begin(lane);

@@ -60,6 +60,9 @@ typedef void (*rt_cuda_launcher)(rt_cuda_ctx *cx, const rt_kernel_call *c);
 #include "ir/ops.def"
 #undef X
 extern const rt_cuda_launcher rt_cuda_launchers[IR_NUM_OPS];
+/* Sequence parallelism's all-gather of c's operand 0 into its result 0 (c: all_gather_seq, or an
+ * op with its attributes axis and batch at 0 and 2) on `stream`. */
+void rt_cuda_gather_seq(rt_cuda_ctx *cx, const rt_kernel_call *c, CUstream stream);
 /* r := a + b and dst += src, t elements (the add and accumulate kernels), for a fused op `c`
  * (named in errors). */
 void rt_cuda_add(rt_cuda_ctx *cx, const rt_kernel_call *c, void *r, const void *a, const void *b, const ir_type *t);

@@ -241,69 +241,100 @@ static void gemm_rows(rt_cuda_ctx *cx, const void *a, int64_t m, int64_t k, cons
                             workspace, WORKSPACE_BYTES, stream));
 }
 
-/* (x[B/n,T,..,K] split by batch rows, w) -> (r[B,T,..,K] every rank's rows, y = r op(w)): the
- * all-gather runs on the comm stream (the group's copy lane when the arena is its window, so on
- * the copy engines) while the compute stream multiplies this rank's own rows, which x holds; then
- * the other ranks' rows, once gathered. */
+/* The row blocks of sequence parallelism for a local tensor of `cols` columns: split along the
+ * sequence (attribute batch 0) there is one block per batch row (o-row) and rank, split by batch
+ * rows (1) one per rank; in the whole tensor, rank q's block of o-row o starts at row
+ * (o * ranks + q) * rows_per, and in the local one o's at o * rows_per. */
+typedef struct {
+    int64_t o_rows, rows_per; /* o-rows, and rows per block */
+} seq_blocks;
+
+static seq_blocks blocks_of(const rt_kernel_call *c, const ir_type *local, int64_t cols)
+{
+    int64_t o = c->in->attr[2] != 0 ? 1 : local->dims[0];
+    return (seq_blocks){o, ir_numel(local) / cols / o};
+}
+
+/* (x split by sequence slices or batch rows, w) -> (r = x gathered, y = r op(w)): the all-gather
+ * runs on the comm stream (the group's copy lane when the arena is its window, so on the copy
+ * engines) while the compute stream multiplies this rank's own rows, which x holds; then the
+ * other ranks' rows, once gathered. */
 void cuda_ALL_GATHER_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     const ir_type *xt = c->arg_types[0], *yt = c->res_types[1];
     bool tb = c->in->attr[1] != 0;
-    int64_t k = xt->dims[xt->ndim - 1], rows = ir_numel(xt) / k, n = yt->dims[yt->ndim - 1];
-    size_t bytes = ir_bytes(xt), out_block = (size_t)rows * (size_t)n * ir_dtype_size(yt->dtype);
+    int64_t k = xt->dims[xt->ndim - 1], n = yt->dims[yt->ndim - 1];
+    seq_blocks b = blocks_of(c, xt, k);
     rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
     int ranks = comm ? rt_comm_size(comm) : 1, me = comm ? rt_comm_rank(comm) : 0;
-    char *full = c->res[0], *y = c->res[1];
-    if (comm) {
-        rt_comm *lane = rt_comm_copy_lane_for(comm, c->args[0], bytes, full, bytes * (size_t)ranks);
-        rt_all_gather(lane, c->args[0], full, bytes, IR_FP8E4M3 /* a 1-byte type: bytes */, rt_cuda_comm_fork(cx));
-    } else {
-        RT_CUDART_CHECK(cudaMemcpyAsync(full, c->args[0], bytes, cudaMemcpyDeviceToDevice,
-                                        (cudaStream_t)rt_cuda_stream(cx)));
-    }
-    gemm_rows(cx, c->args[0], rows, k, c->args[1], n, tb, xt->dtype, NULL, y + (size_t)me * out_block);
+    size_t xs = ir_dtype_size(xt->dtype), ys = ir_dtype_size(yt->dtype);
+    size_t xblock = (size_t)b.rows_per * (size_t)k * xs, yblock = (size_t)b.rows_per * (size_t)n * ys;
+    const char *x = c->args[0], *full = c->res[0];
+    char *y = c->res[1];
+    rt_cuda_gather_seq(cx, c, comm ? rt_cuda_comm_fork(cx) : rt_cuda_stream(cx));
+    for (int64_t o = 0; o < b.o_rows; o++)
+        gemm_rows(cx, x + (size_t)o * xblock, b.rows_per, k, c->args[1], n, tb, xt->dtype, NULL,
+                  y + (size_t)(o * ranks + me) * yblock);
     rt_cuda_comm_join(cx);
-    for (int q = 0; q < ranks; q++)
-        if (q != me)
-            gemm_rows(cx, full + (size_t)q * bytes, rows, k, c->args[1], n, tb, xt->dtype, NULL,
-                      y + (size_t)q * out_block);
+    for (int64_t o = 0; o < b.o_rows; o++)
+        for (int q = 0; q < ranks; q++)
+            if (q != me)
+                gemm_rows(cx, full + (size_t)(o * ranks + q) * xblock, b.rows_per, k, c->args[1], n, tb, xt->dtype, NULL,
+                          y + (size_t)(o * ranks + q) * yblock);
 }
 
-/* s := x op(w) (+ addend), and r := this rank's batch rows of s summed over the ranks: the other
+/* s := x op(w) (+ addend), and r := this rank's block of s summed over the ranks: the other
  * ranks' rows of s are computed first and go out to them on the comm stream (the copy lane when
- * the arena is its window) while this rank's own rows are; then what the others sent is added.
- * s, what comes (`came`) and r are [ranks] blocks of r's bytes. */
-static void matmul_scatter(rt_cuda_ctx *cx, const rt_kernel_call *c, const char *addend, char *s, char *came, void *r)
+ * the arena is its window; one exchange per o-row, whose ranks' blocks are contiguous) while this
+ * rank's own rows are; then what the others sent is added. s and what comes (`came`) are laid
+ * out like the whole product. */
+static void matmul_scatter(rt_cuda_ctx *cx, const rt_kernel_call *c, const char *addend, char *s, char *came, char *r)
 {
     const ir_type *xt = c->arg_types[0], *rt = c->res_types[c->nres - 1];
     bool tb = c->in->attr[1] != 0;
     rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
     int ranks = comm ? rt_comm_size(comm) : 1, me = comm ? rt_comm_rank(comm) : 0;
-    int64_t k = xt->dims[xt->ndim - 1], rows = ir_numel(xt) / k / ranks, n = rt->dims[rt->ndim - 1];
-    size_t xrows = (size_t)rows * (size_t)k * ir_dtype_size(xt->dtype), block = ir_bytes(rt);
+    int64_t k = xt->dims[xt->ndim - 1], n = rt->dims[rt->ndim - 1];
+    seq_blocks b = blocks_of(c, rt, n);
+    size_t xblock = (size_t)b.rows_per * (size_t)k * ir_dtype_size(xt->dtype);
+    size_t block = (size_t)b.rows_per * (size_t)n * ir_dtype_size(rt->dtype), orow = block * (size_t)ranks;
+    ir_type block_t = ir_tensor(rt->dtype, 1, (int64_t[]){b.rows_per * n});
     const char *x = c->args[0];
-    for (int q = 0; q < ranks; q++)
-        if (q != me)
-            gemm_rows(cx, x + (size_t)q * xrows, rows, k, c->args[1], n, tb, xt->dtype,
-                      addend ? addend + (size_t)q * block : NULL, s + (size_t)q * block);
+    for (int64_t o = 0; o < b.o_rows; o++)
+        for (int q = 0; q < ranks; q++)
+            if (q != me) {
+                size_t at = (size_t)(o * ranks + q);
+                gemm_rows(cx, x + at * xblock, b.rows_per, k, c->args[1], n, tb, xt->dtype,
+                          addend ? addend + at * block : NULL, s + at * block);
+            }
     if (comm) {
-        rt_comm *lane = rt_comm_copy_lane_for(comm, s, block * (size_t)ranks, came, block * (size_t)ranks);
-        rt_all_to_all(lane, s, came, (size_t)ir_numel(rt), rt->dtype, rt_cuda_comm_fork(cx));
+        rt_comm *lane = rt_comm_copy_lane_for(comm, s, orow * (size_t)b.o_rows, came, orow * (size_t)b.o_rows);
+        CUstream side = rt_cuda_comm_fork(cx);
+        for (int64_t o = 0; o < b.o_rows; o++)
+            rt_all_to_all(lane, s + (size_t)o * orow, came + (size_t)o * orow, (size_t)(b.rows_per * n), rt->dtype, side);
     }
-    gemm_rows(cx, x + (size_t)me * xrows, rows, k, c->args[1], n, tb, xt->dtype,
-              addend ? addend + (size_t)me * block : NULL, s + (size_t)me * block);
+    for (int64_t o = 0; o < b.o_rows; o++) {
+        size_t at = (size_t)(o * ranks + me);
+        gemm_rows(cx, x + at * xblock, b.rows_per, k, c->args[1], n, tb, xt->dtype, addend ? addend + at * block : NULL,
+                  s + at * block);
+    }
     rt_cuda_comm_join(cx);
-    bool first = true;
-    for (int q = 0; q < ranks; q++)
-        if (q != me) {
-            if (first)
-                rt_cuda_add(cx, c, r, s + (size_t)me * block, came + (size_t)q * block, rt);
-            else
-                rt_cuda_accumulate(cx, c, r, came + (size_t)q * block, rt);
-            first = false;
-        }
-    if (first) /* one rank */
-        RT_CUDART_CHECK(cudaMemcpyAsync(r, s, block, cudaMemcpyDeviceToDevice, (cudaStream_t)rt_cuda_stream(cx)));
+    for (int64_t o = 0; o < b.o_rows; o++) {
+        char *ro = r + (size_t)o * block;
+        const char *own = s + (size_t)(o * ranks + me) * block;
+        bool first = true;
+        for (int q = 0; q < ranks; q++)
+            if (q != me) {
+                const char *in = came + (size_t)(o * ranks + q) * block;
+                if (first)
+                    rt_cuda_add(cx, c, ro, own, in, &block_t);
+                else
+                    rt_cuda_accumulate(cx, c, ro, in, &block_t);
+                first = false;
+            }
+        if (first) /* one rank */
+            RT_CUDART_CHECK(cudaMemcpyAsync(ro, own, block, cudaMemcpyDeviceToDevice, (cudaStream_t)rt_cuda_stream(cx)));
+    }
 }
 
 /* (x, w) -> (scratch [2][B,T,..,N]: the product, what comes; r) */
