@@ -216,6 +216,18 @@ void ir_map_results(ir_func *dst, const ir_func *src, const ir_instr *in, int r,
     }
 }
 
+bool ir_op_communicates(ir_op op)
+{
+    switch (op) {
+    case IR_OP_ALL_REDUCE: case IR_OP_ALL_REDUCE_INPLACE: case IR_OP_REDUCE_SCATTER: case IR_OP_ALL_GATHER:
+    case IR_OP_ALL_GATHER_SEQ: case IR_OP_REDUCE_SCATTER_SEQ: case IR_OP_ALL_GATHER_MATMUL:
+    case IR_OP_MATMUL_REDUCE_SCATTER: case IR_OP_MATMUL_ADD_REDUCE_SCATTER:
+        return true;
+    default:
+        return false;
+    }
+}
+
 bool ir_overlapped(const ir_instr *in)
 {
     return (in->op == IR_OP_REDUCE_SCATTER_SEQ || in->op == IR_OP_ALL_GATHER_SEQ) && in->attr[1] != 0;

@@ -150,6 +150,8 @@ void ir_func_replace(ir_module *m, int index, ir_func *f);
 void ir_map_results(ir_func *dst, const ir_func *src, const ir_instr *in, int r, int *map);
 /* Copies src's instruction `in` into dst, operands through map, and maps its results. */
 int ir_copy_instr(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr *in, int *map);
+/* Whether op talks to other ranks: a collective, or an op with one inside (the fused ones). */
+bool ir_op_communicates(ir_op op);
 /* Whether `in` is a collective that runs beside the instructions after it (reduce_scatter_seq or
  * all_gather_seq with overlap = 1, passes/comm_overlap.c), joined before the first instruction reading its result. */
 bool ir_overlapped(const ir_instr *in);

@@ -15,13 +15,6 @@
 
 static bool is_work(ir_op op) { return op != IR_OP_GLOBAL && op != IR_OP_RESHAPE; }
 
-static bool is_collective(ir_op op)
-{
-    return op == IR_OP_ALL_REDUCE || op == IR_OP_ALL_REDUCE_INPLACE || op == IR_OP_REDUCE_SCATTER ||
-           op == IR_OP_ALL_GATHER || op == IR_OP_ALL_GATHER_SEQ || op == IR_OP_REDUCE_SCATTER_SEQ ||
-           op == IR_OP_ALL_GATHER_MATMUL;
-}
-
 /* Whether real work lies between instruction i and the first instruction reading value v. */
 static bool work_before_use(const ir_func *f, int i, int v)
 {
@@ -130,7 +123,7 @@ static void overlap_func(ir_module *m, int fi)
                 o.moved[carry[k]] = false, emit_after(&o, q, carry[k]);
             ncarry = 0, carry_to = -1;
         }
-        if (is_collective(in->op))
+        if (ir_op_communicates(in->op))
             last_collective = i;
     }
     ir_func *dst = ir_func_new(m, src->name);

@@ -302,13 +302,8 @@ static void launch_all(rt_program *p, int func)
 static bool has_collective(const ir_func *f)
 {
     for (int i = 0; i < f->ninstrs; i++)
-        switch (f->instrs[i].op) {
-        case IR_OP_ALL_REDUCE: case IR_OP_ALL_REDUCE_INPLACE: case IR_OP_REDUCE_SCATTER: case IR_OP_ALL_GATHER:
-        case IR_OP_ALL_GATHER_SEQ: case IR_OP_REDUCE_SCATTER_SEQ: case IR_OP_ALL_GATHER_MATMUL:
+        if (ir_op_communicates(f->instrs[i].op))
             return true;
-        default:
-            break;
-        }
     return false;
 }
 
