@@ -3,12 +3,7 @@
 # bench/bundle.sh; carry ["devrun"]): kernel tests, GPU-vs-CPU numerics of the tiny models,
 # a 200-step loss curve against the CPU's, then the benchmark beside the PyTorch baseline.
 set -uo pipefail
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/devrun/lib:${LD_LIBRARY_PATH:-}
-# cuDNN 9.19 (the system's is 9.14 there): PyTorch's own copy, first on the path
-torch_cudnn=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib 2>/dev/null | head -1)
-[ -n "$torch_cudnn" ] && export LD_LIBRARY_PATH=$torch_cudnn:$LD_LIBRARY_PATH
-export NCCL_NVLS_ENABLE=0
-O=${OUT:-/tmp/out}; mkdir -p "$O"
+source "$(dirname "$0")/device_env.sh"
 anchors=devrun/anchors # bundle.sh copies ../shared/anchors/torch_baseline.py there
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 section() { echo; echo "=== $*"; }

@@ -7,11 +7,7 @@
 # and MCC_OVERLAP_GEMM_SMS, and tensor parallel's collectives under NCCL's CTA and protocol knobs.
 set -uo pipefail
 bin=$1 nproc=$2; shift 2
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/devrun/lib:${LD_LIBRARY_PATH:-}
-torch_cudnn=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib 2>/dev/null | head -1)
-[ -n "$torch_cudnn" ] && export LD_LIBRARY_PATH=$torch_cudnn:$LD_LIBRARY_PATH
-export NCCL_NVLS_ENABLE=0
-O=${OUT:-/tmp/out}; mkdir -p "$O"
+source "$(dirname "$0")/device_env.sh"
 for envs in "$@"; do
   launch=(); [ "$nproc" -gt 1 ] && launch=(--nproc-per-node "$nproc")
   log="$O/sweep-$bin-$(echo "${envs:-default}" | tr -c 'A-Za-z0-9_-' '_').log"

@@ -7,11 +7,7 @@
 # (ZeroRedundancyOptimizer for the 8B model) for the data-parallel rows. MODEL: llama-1B or llama3-8b.
 set -uo pipefail
 model=$1 gpus=${2:-$(nvidia-smi -L | wc -l)}
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/devrun/lib:${LD_LIBRARY_PATH:-}
-torch_cudnn=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib 2>/dev/null | head -1)
-[ -n "$torch_cudnn" ] && export LD_LIBRARY_PATH=$torch_cudnn:$LD_LIBRARY_PATH
-export NCCL_NVLS_ENABLE=0
-O=${OUT:-/tmp/out}; mkdir -p "$O"
+source "$(dirname "$0")/device_env.sh"
 source bench/node_layouts.sh
 node_spec "$model" > /dev/null || exit 2
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | sort | uniq -c

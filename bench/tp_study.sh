@@ -11,11 +11,7 @@
 # whose numerics fail is not timed), then the 1-GPU reference, the timings, and one MCC_PROFILE
 # run whose line on overlapped collectives says how much of their time the overlap hid.
 set -uo pipefail
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/devrun/lib:${LD_LIBRARY_PATH:-}
-torch_cudnn=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib 2>/dev/null | head -1)
-[ -n "$torch_cudnn" ] && export LD_LIBRARY_PATH=$torch_cudnn:$LD_LIBRARY_PATH
-export NCCL_NVLS_ENABLE=0
-O=${OUT:-/tmp/out}; mkdir -p "$O"
+source "$(dirname "$0")/device_env.sh"
 export MCC_COLLECTIVE_TIMEOUT_S=60 # a hang ends in a minute, not the default five
 data="--data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0"
 ok=""

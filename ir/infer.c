@@ -520,7 +520,7 @@ static bool seq_dim(const ir_instr *in, int *dim, char *err, size_t len)
     if (in->attr[2] != 0 && in->attr[2] != 1)
         return fail(err, len, "%s: batch must be 0 (split the sequence) or 1 (split the batch rows), got %g",
                     ir_ops[in->op].name, in->attr[2]);
-    *dim = in->attr[2] != 0 ? 0 : 1;
+    *dim = ir_seq_dim(in);
     return true;
 }
 

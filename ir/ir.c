@@ -216,6 +216,13 @@ void ir_map_results(ir_func *dst, const ir_func *src, const ir_instr *in, int r,
     }
 }
 
+bool ir_on_comm_stream(const ir_instr *in)
+{
+    return ir_overlapped(in) || (in->op == IR_OP_ALL_REDUCE_INPLACE && in->attr[1] != 0);
+}
+
+int ir_seq_dim(const ir_instr *in) { return in->attr[2] != 0 ? 0 : 1; }
+
 bool ir_op_communicates(ir_op op)
 {
     switch (op) {

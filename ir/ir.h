@@ -150,6 +150,13 @@ void ir_func_replace(ir_module *m, int index, ir_func *f);
 void ir_map_results(ir_func *dst, const ir_func *src, const ir_instr *in, int r, int *map);
 /* Copies src's instruction `in` into dst, operands through map, and maps its results. */
 int ir_copy_instr(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr *in, int *map);
+/* Whether instruction `in` runs its collective on the GPU's comm stream, beside the computation
+ * after it: an overlapped collective (ir_overlapped), or an all_reduce_inplace bucket inside the
+ * backward (overlap = 1, joined at the function's end). */
+bool ir_on_comm_stream(const ir_instr *in);
+/* The dimension a sequence-parallel op (all_gather_seq, reduce_scatter_seq and the fused ones,
+ * attribute 2 `batch`) splits: 1, the sequence of [B,T,...], or with batch = 1, 0. */
+int ir_seq_dim(const ir_instr *in);
 /* Whether op talks to other ranks: a collective, or an op with one inside (the fused ones). */
 bool ir_op_communicates(ir_op op);
 /* Whether `in` is a collective that runs beside the instructions after it (reduce_scatter_seq or

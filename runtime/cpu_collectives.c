@@ -60,7 +60,7 @@ void cpu_LOCAL_SHARD(const rt_kernel_call *c)
  * o-row is [S/n,In]. */
 static void seq_dims(const rt_kernel_call *c, const ir_type *t, int64_t *O, int64_t *S, int64_t *In)
 {
-    int dim = c->in->attr[2] != 0 ? 0 : 1;
+    int dim = ir_seq_dim(c->in);
     *O = dim == 1 ? t->dims[0] : 1;
     *S = t->dims[dim];
     *In = ir_numel(t) / (*O * *S);

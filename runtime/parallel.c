@@ -77,7 +77,7 @@ static void lanes_needed(const ir_module *m, ir_axis axis, bool *side, bool *cop
             bool collective = gather || in->op == IR_OP_REDUCE_SCATTER_SEQ || in->op == IR_OP_ALL_REDUCE_INPLACE;
             if (!collective || (ir_axis)in->attr[0] != axis)
                 continue;
-            *side |= ir_overlapped(in) || (in->op == IR_OP_ALL_REDUCE_INPLACE && in->attr[1] != 0);
+            *side |= ir_on_comm_stream(in);
             *copy |= gather;
         }
 }

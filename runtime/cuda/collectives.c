@@ -89,7 +89,7 @@ static void copy_rows(rt_cuda_ctx *cx, void *dst, size_t dpitch, const void *src
  * per o-row. */
 static size_t seq_rows(const rt_kernel_call *c, const ir_type *local, size_t *slab)
 {
-    size_t rows = c->in->attr[2] != 0 ? 1 : (size_t)local->dims[0];
+    size_t rows = ir_seq_dim(c->in) == 0 ? 1 : (size_t)local->dims[0];
     *slab = ir_bytes(local) / rows;
     return rows;
 }
@@ -151,7 +151,7 @@ void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
  * function reads or writes after the bucket. */
 void cuda_ALL_REDUCE_INPLACE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    bool overlap = c->in->attr[1] != 0;
+    bool overlap = ir_on_comm_stream(c->in);
     if (rt_parallel_comm((ir_axis)c->in->attr[0]))
         rt_parallel_all_reduce_bucket(c, overlap ? RT_LANE_SIDE : RT_LANE_MAIN,
                                       overlap ? rt_cuda_comm_fork(cx) : rt_cuda_stream(cx));

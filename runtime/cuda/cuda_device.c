@@ -35,7 +35,9 @@ typedef struct {
     cudaGraphExec_t *graphs;        /* per function, once recorded */
     void *window_mem[4];            /* alloc_window's allocations (ncclMemFree'd) */
     int *calls;                     /* per function: calls so far */
+    bool *collectives;              /* per function: whether it has collectives (has_collective) */
     bool use_graphs;
+    bool eager_collectives;         /* MCC_CUDA_GRAPHS=eager-collectives */
 } cuda_state;
 
 static cuda_state *state(rt_program *p) { return p->dev_state; }
@@ -116,6 +118,14 @@ static void profile_print(const ir_module *m, const profile *pr)
     free(ms);
 }
 
+static bool has_collective(const ir_func *f)
+{
+    for (int i = 0; i < f->ninstrs; i++)
+        if (ir_op_communicates(f->instrs[i].op))
+            return true;
+    return false;
+}
+
 static void cuda_open(rt_program *p, const void *image)
 {
     const char *local = getenv("LOCAL_RANK");
@@ -131,8 +141,12 @@ static void cuda_open(rt_program *p, const void *image)
     }
     s->graphs = calloc((size_t)p->m->nfuncs, sizeof *s->graphs);
     s->calls = calloc((size_t)p->m->nfuncs, sizeof *s->calls);
+    s->collectives = calloc((size_t)p->m->nfuncs, sizeof *s->collectives);
+    for (int f = 0; f < p->m->nfuncs; f++)
+        s->collectives[f] = has_collective(p->m->funcs[f]);
     const char *g = getenv("MCC_CUDA_GRAPHS"), *prof = getenv("MCC_PROFILE");
     s->use_graphs = !g || strcmp(g, "0") != 0;
+    s->eager_collectives = g && !strcmp(g, "eager-collectives");
     if (prof && strcmp(prof, "0") != 0) {
         s->use_graphs = false;
         s->prof = profile_new(p->m);
@@ -151,6 +165,7 @@ static void cuda_close(rt_program *p)
     rt_cuda_ctx_free(s->cx);
     free(s->graphs);
     free(s->calls);
+    free(s->collectives);
     free(s);
 }
 
@@ -244,19 +259,13 @@ static bool reads_overlapped(const ir_func *f, int i)
     return false;
 }
 
-/* Whether instruction `in` runs its collective on the comm stream. */
-static bool forks_comm(const ir_instr *in)
-{
-    return ir_overlapped(in) || (in->op == IR_OP_ALL_REDUCE_INPLACE && in->attr[1] != 0);
-}
-
 static void launch_all(rt_program *p, int func)
 {
     rt_func_exec *x = &p->funcs[func];
     profile *pr = state(p)->prof;
     cudaStream_t comm = (cudaStream_t)rt_cuda_comm_stream(state(p)->cx);
     for (int i = 0; i < x->f->ninstrs; i++) {
-        bool join = reads_overlapped(x->f, i), side = pr && forks_comm(&x->f->instrs[i]);
+        bool join = reads_overlapped(x->f, i), side = pr && ir_on_comm_stream(&x->f->instrs[i]);
         if (join && pr) /* the wait lasts from here to the instruction's start event */
             RT_CUDART_CHECK(cudaEventRecord(pr->join[pr->offset[func] + i], stream(p)));
         if (join)
@@ -288,7 +297,7 @@ static void launch_all(rt_program *p, int func)
             RT_CUDART_CHECK(cudaEventElapsedTime(&ms, pr->join[pr->offset[func] + i], pr->start[pr->offset[func] + i]));
             pr->join_ms += ms;
         }
-        if (forks_comm(&x->f->instrs[i])) { /* it starts when both the comm stream and the fork point are reached */
+        if (ir_on_comm_stream(&x->f->instrs[i])) { /* it starts when both the comm stream and the fork point are reached */
             float lag = 0, span = 0;
             cudaEvent_t before = pr->comm_before[pr->offset[func] + i], fork = pr->start[pr->offset[func] + i];
             RT_CUDART_CHECK(cudaEventElapsedTime(&lag, before, fork));
@@ -297,14 +306,6 @@ static void launch_all(rt_program *p, int func)
             pr->comm_count++;
         }
     }
-}
-
-static bool has_collective(const ir_func *f)
-{
-    for (int i = 0; i < f->ninstrs; i++)
-        if (ir_op_communicates(f->instrs[i].op))
-            return true;
-    return false;
 }
 
 /* A function's first call runs eagerly; the second is captured, collectives included (NCCL's
@@ -316,9 +317,8 @@ static void cuda_run(rt_program *p, int func)
     cuda_state *s = state(p);
     int call = s->calls[func]++;
     const ir_func *f = p->funcs[func].f;
-    const char *g = getenv("MCC_CUDA_GRAPHS");
-    bool collectives = has_collective(f), eager_collectives = g && !strcmp(g, "eager-collectives");
-    if (!s->use_graphs || call == 0 || (collectives && eager_collectives)) {
+    bool collectives = s->collectives[func];
+    if (!s->use_graphs || call == 0 || (collectives && s->eager_collectives)) {
         launch_all(p, func);
         rt_cuda_comm_join(s->cx); /* collectives overlapping the function end with it */
         return;

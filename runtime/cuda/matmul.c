@@ -185,6 +185,18 @@ static int overlap_gemm_sms(void)
     return sms;
 }
 
+/* out := op(a) op(b) + beta c by plan p (c may be out), on the compute stream; timed first when
+ * the plan is not final (MCC_GEMM_AUTOTUNE). cuBLASLt's A is our b, its B our a (column-major). */
+static void run_plan(rt_cuda_ctx *cx, matmul_plan *p, const void *a, const void *b, float beta, const void *c, void *out)
+{
+    cudaStream_t stream = (cudaStream_t)rt_cuda_stream(cx);
+    if (!p->tuned)
+        tune(p, b, a, beta, beta != 0 ? c : NULL, (size_t)p->m * (size_t)p->n * ir_dtype_size(p->cdt), stream);
+    const float one = 1.0f;
+    LT_CHECK(cublasLtMatmul(lt, p->desc, &one, b, p->a, a, p->b, &beta, c, p->c, out, p->c, &p->algo, workspace,
+                            WORKSPACE_BYTES, stream));
+}
+
 /* What a GEMM's epilogue does beyond writing op(a) op(b): see plan_for. */
 typedef struct {
     cublasLtEpilogue_t kind;
@@ -216,13 +228,7 @@ static bool gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, gemm_epilo
     if (epilogue_has_aux(ep.kind))
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ep.aux,
                                                 sizeof ep.aux));
-    if (!p->tuned)
-        tune(p, c->args[first + 1], c->args[first], beta, beta != 0 ? (addend ? addend : out) : NULL,
-             (size_t)m * (size_t)n * ir_dtype_size(out_type->dtype), (cudaStream_t)rt_cuda_stream(cx));
-    const float one = 1.0f;
-    LT_CHECK(cublasLtMatmul(lt, p->desc, &one, c->args[first + 1], p->a, c->args[first], p->b, &beta,
-                            addend ? addend : out, p->c, out, p->c, &p->algo, workspace, WORKSPACE_BYTES,
-                            (cudaStream_t)rt_cuda_stream(cx)));
+    run_plan(cx, p, c->args[first], c->args[first + 1], beta, addend ? addend : out, out);
     return true;
 }
 
@@ -231,14 +237,8 @@ static bool gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, gemm_epilo
 static void gemm_rows(rt_cuda_ctx *cx, const void *a, int64_t m, int64_t k, const void *b, int64_t n, bool tb,
                       ir_dtype dt, const void *addend, void *out)
 {
-    cudaStream_t stream = (cudaStream_t)rt_cuda_stream(cx);
     matmul_plan *p = plan_for(m, n, k, false, tb, CUBLASLT_EPILOGUE_DEFAULT, dt, dt, 0);
-    float beta = addend ? 1.0f : 0.0f;
-    if (!p->tuned)
-        tune(p, b, a, beta, addend, (size_t)m * (size_t)n * ir_dtype_size(dt), stream);
-    const float one = 1.0f;
-    LT_CHECK(cublasLtMatmul(lt, p->desc, &one, b, p->a, a, p->b, &beta, addend ? addend : out, p->c, out, p->c, &p->algo,
-                            workspace, WORKSPACE_BYTES, stream));
+    run_plan(cx, p, a, b, addend ? 1.0f : 0.0f, addend ? addend : out, out);
 }
 
 /* The row blocks of sequence parallelism for a local tensor of `cols` columns: split along the
@@ -251,7 +251,7 @@ typedef struct {
 
 static seq_blocks blocks_of(const rt_kernel_call *c, const ir_type *local, int64_t cols)
 {
-    int64_t o = c->in->attr[2] != 0 ? 1 : local->dims[0];
+    int64_t o = ir_seq_dim(c->in) == 0 ? 1 : local->dims[0];
     return (seq_blocks){o, ir_numel(local) / cols / o};
 }
 
