@@ -1,6 +1,7 @@
 /* overlap_bench.c — does a collective running beside a GEMM hide its time, or take it from the
  * GEMM? Two ranks on one node (RANK/WORLD_SIZE, NCCL bootstrapped from NCCL_COMM_ID), each
- * timing, for an all-gather and a reduce-scatter of tensor-parallel size (bf16, B*T x hidden):
+ * timing, for an all-gather, a reduce-scatter and an all-to-all (a reduce-scatter's exchange, whose
+ * sum is then a local add) of tensor-parallel size (bf16, B*T x hidden):
  *   the GEMMs alone, the collectives alone, and both started together on two streams,
  * under NCCL's CTA counts and policies: fixed CTA counts, the default, EFFICIENCY (fewer CTAs),
  * symmetric windows (ncclMemAlloc + ncclCommWindowRegister: NCCL's symmetric kernels) and ZERO
@@ -22,7 +23,7 @@ enum { REPS = 10, TRIALS = 5 };
 typedef struct {
     const char *name;
     ncclComm_t comm;
-    void *send, *recv;  /* all-gather: send is the local shard; reduce-scatter: send is the full tensor */
+    void *send, *recv;  /* all-gather: send is the local shard; reduce-scatter, all-to-all: send is the full tensor */
 } setup;
 
 static size_t shard_elems; /* per rank: B*T/2 x hidden */
@@ -39,13 +40,18 @@ static void gemms(cudaStream_t s)
                         &zero, gc, CUDA_R_16BF, gn, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-static void colls(const setup *u, int gather, cudaStream_t s)
+enum { REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL, NKINDS };
+static const char *const kind_names[NKINDS] = {"reduce_scatter", "all_gather", "all_to_all"};
+
+static void colls(const setup *u, int kind, cudaStream_t s)
 {
     for (int i = 0; i < REPS; i++) {
-        if (gather)
+        if (kind == ALL_GATHER)
             CK(ncclAllGather(u->send, u->recv, shard_elems, ncclBfloat16, u->comm, s));
-        else
+        else if (kind == REDUCE_SCATTER)
             CK(ncclReduceScatter(u->send, u->recv, shard_elems, ncclBfloat16, ncclSum, u->comm, s));
+        else
+            CK(ncclAlltoAll(u->send, u->recv, shard_elems, ncclBfloat16, u->comm, s));
     }
 }
 
@@ -53,7 +59,7 @@ static cudaStream_t s1, s2;
 static cudaEvent_t e0, e1, e2, fork_ev;
 
 /* ms of: what = 1 gemms, 2 collectives, 3 both; median of TRIALS */
-static float timed(const setup *u, int gather, int what)
+static float timed(const setup *u, int kind, int what)
 {
     float t[TRIALS];
     for (int k = 0; k < TRIALS; k++) {
@@ -63,7 +69,7 @@ static float timed(const setup *u, int gather, int what)
         if (what & 1)
             gemms(s1);
         if (what & 2)
-            colls(u, gather, s2);
+            colls(u, kind, s2);
         CK(cudaEventRecord(e2, s2));
         CK(cudaStreamWaitEvent(s1, e2, 0));
         CK(cudaEventRecord(e1, s1));
@@ -133,20 +139,20 @@ int main(int argc, char **argv)
     CK(cudaDeviceSynchronize());
     /* warm-up: every path once (NCCL connects lazily; cuBLAS picks its kernel) */
     for (int p = 0; p < NV; p++)
-        for (int g = 0; g < 2; g++)
+        for (int g = 0; g < NKINDS; g++)
             timed(&u[p], g, 3);
     double gflop = 2.0 * gm * gn * gk * REPS / 1e9;
     float tg = timed(&u[0], 1, 1);
     if (rank == 0)
         printf("GEMM %dx%dx%d bf16, %d of them: %.3f ms (%.0f TFLOP/s); collectives of %zu MiB per rank, %d of them\n",
                gm, gn, gk, REPS, tg, gflop / tg, shard_elems * 2 >> 20, REPS);
-    for (int g = 1; g >= 0; g--)
+    for (int g = ALL_GATHER; g < NKINDS + ALL_GATHER; g++) /* all_gather, all_to_all, reduce_scatter */
         for (int p = 0; p < NV; p++) {
-            float tc = timed(&u[p], g, 2), tb = timed(&u[p], g, 3), tg2 = timed(&u[p], g, 1);
+            float tc = timed(&u[p], g % NKINDS, 2), tb = timed(&u[p], g % NKINDS, 3), tg2 = timed(&u[p], g % NKINDS, 1);
             double gb_s = (double)shard_elems * 2 * (world - 1) * REPS / (tc / 1e3) / 1e9;
             if (rank == 0)
                 printf("%-14s %-14s alone %7.3f ms (%5.0f GB/s)  gemms alone %7.3f  both %7.3f  hidden %5.2f\n",
-                       g ? "all_gather" : "reduce_scatter", u[p].name, tc, gb_s, tg2, tb, (tg2 + tc - tb) / tc);
+                       kind_names[g % NKINDS], u[p].name, tc, gb_s, tg2, tb, (tg2 + tc - tb) / tc);
         }
     for (int p = 0; p < NV; p++)
         ncclCommDestroy(u[p].comm);

@@ -17,7 +17,7 @@ data="--data-path devrun/data/numerics_text_document --train-iters 10 --eval-ite
 ok=""
 for m in tiny-gpt2 tiny-llama; do # GPU numerics: the fused ops, the batch split, the lanes (CUDA graphs included)
   timeout 60 devrun/bin/$m-cuda-v258 $data --dump-dir /tmp/tps-ref-$m > /dev/null 2>&1
-  for run in "tp2spo:" "tp2spb:" "tp2spbo:" "tp2sp:side,copy" "tp2spo:side,copy" "tp2spbo:side,copy"; do
+  for run in "tp2sp:" "tp2spo:" "tp2spb:" "tp2spbo:" "tp2sp:side,copy" "tp2spo:side,copy" "tp2spb:side,copy" "tp2spbo:side,copy"; do
     v=${run%%:*} lanes=${run#*:}
     MCC_COMM_LANES=$lanes timeout 90 devrun/bin/$m-cuda-$v --nproc-per-node 2 $data --dump-dir /tmp/tps-$v-$m \
       > "$O/tps-$m-$v-${lanes:-main}.log" 2>&1
@@ -28,13 +28,23 @@ for m in tiny-gpt2 tiny-llama; do # GPU numerics: the fused ops, the batch split
     rm -rf /tmp/tps-$v-$m
   done
 done
+[ "${OVERLAP_BENCH:-1}" != 0 ] && bash bench/overlap_bench.sh
+for m in tiny-gpt2 tiny-llama; do # data parallel's default path: grouped buckets (one NCCL group per bucket)
+  timeout 60 devrun/bin/$m-cuda $data --dump-dir /tmp/tps-dpref-$m > /dev/null 2>&1
+  for v in dp2 dp2ov; do
+    timeout 90 devrun/bin/$m-cuda-$v --nproc-per-node 2 $data --dump-dir /tmp/tps-$v-$m > "$O/tps-$m-$v.log" 2>&1
+    rc=$?
+    echo "$m $v exit $rc: $(python3 tests/compare_dumps.py --cpu /tmp/tps-dpref-$m --gpu /tmp/tps-$v-$m 2>&1 | tail -1)"
+    rm -rf /tmp/tps-$v-$m
+  done
+done
 timed() { case "$ok" in *"!$1:$2;"*) echo "$1 ${2:-main}: skipped (numerics failed)"; return 1 ;; esac; }
 for c in ${TP_CONFIGS:-llama-1B}; do
   bash bench/env_sweep.sh bench-$c 1 ""
   for v in tp2sp tp2spo tp2spb tp2spbo; do
     envs=()
     timed $v "" && envs+=("")
-    [ $v != tp2spb ] && timed $v side,copy && envs+=("MCC_COMM_LANES=copy")
+    timed $v side,copy && envs+=("MCC_COMM_LANES=copy")
     [ ${#envs[@]} -gt 0 ] && bash bench/env_sweep.sh bench-$c-$v 2 "${envs[@]}"
   done
 done
@@ -42,4 +52,4 @@ timed tp2spbo "" || exit 0
 MCC_PROFILE=1 timeout 150 devrun/bin/bench-llama-1B-tp2spbo --nproc-per-node 2 \
   --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 --log-interval 1 --eval-iters 0 \
   > "$O/tps-profile.log" 2>&1
-grep -m2 "overlapped collectives\|GPU time by op" "$O/tps-profile.log"
+grep -m1 -A30 "GPU time by op" "$O/tps-profile.log"

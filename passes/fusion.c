@@ -28,7 +28,8 @@
  *     the residual stream (attention's and the MLP's output projections, whose sum is then
  *     reduce-scattered, with nothing else reading it in between) one matmul_add_reduce_scatter,
  *     where on the GPU the other ranks' rows are multiplied first and sent while this rank's
- *     own are.
+ *     own are; only where no weight gradient is written since the collective before (the
+ *     forward): in the backward, comm_overlap runs the reduce-scatter beside those GEMMs.
  * Rewrites every function into a new one; the fused op sits where its consumer was, where all
  * its operands exist. */
 #include "passes.h"
@@ -243,15 +244,27 @@ static bool plain_matmul(const ir_func *f, const fusion_plan *fp, int j)
            !matmul_taken(f, fp, j);
 }
 
+/* Whether a weight gradient is written (accumulated, or copied as the step's first write, into
+ * a global) since the collective before instruction i: in the backward, where comm_overlap
+ * hides the collective beside those GEMMs instead. */
+static bool weight_grads_before(const ir_func *f, int i)
+{
+    for (int k = i - 1; k >= 0 && !ir_op_communicates(f->instrs[k].op); k--)
+        if (f->instrs[k].op == IR_OP_ACCUMULATE || (f->instrs[k].op == IR_OP_COPY && ir_global_of(f, f->instrs[k].args[0])))
+            return true;
+    return false;
+}
+
 /* matmul_reduce_scatter and matmul_add_reduce_scatter: a reduce_scatter_seq by batch rows
  * (batch = 1) of a plain matmul's product that nothing else reads, or of its sum with another
- * value (planned as matmul_add, which this replaces) that nothing reads before it. */
+ * value (planned as matmul_add, which this replaces) that nothing reads before it; not where
+ * weight gradients could hide it (weight_grads_before). */
 static void plan_scattered_matmuls(const ir_func *f, fusion_plan *fp)
 {
     fp->scattered = none_per_instr(f);
     for (int i = 0; i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
-        if (in->op != IR_OP_REDUCE_SCATTER_SEQ || !fp->tp_comm_overlap)
+        if (in->op != IR_OP_REDUCE_SCATTER_SEQ || !fp->tp_comm_overlap || weight_grads_before(f, i))
             continue;
         int j = f->vals[in->args[0]].def;
         if (fp->uses[in->args[0]] == 1 && plain_matmul(f, fp, j)) {

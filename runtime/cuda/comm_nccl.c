@@ -223,8 +223,14 @@ static void nccl_reduce_scatter(rt_comm *c, const void *send, void *recv, size_t
 }
 
 /* One NCCL group of a send and a receive per other member; this member's own block is copied. */
+/* NCCL's own all-to-all (2.28 on) runs on the copy engines when the communicator's policy is
+ * zero-CTA and both buffers lie in a symmetric window (the copy lane); before it, send/recv pairs. */
 static void nccl_all_to_all(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream)
 {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+    nccl_enqueued(c, ncclAlltoAll(send, recv, count, nccl_type(dt), nccl_of(c), (cudaStream_t)stream), "ncclAlltoAll",
+                  "all_to_all", stream);
+#else
     size_t bytes = count * ir_dtype_size(dt);
     RT_CUDART_CHECK(cudaMemcpyAsync((char *)recv + (size_t)c->rank * bytes, (const char *)send + (size_t)c->rank * bytes,
                                     bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
@@ -237,6 +243,7 @@ static void nccl_all_to_all(rt_comm *c, const void *send, void *recv, size_t cou
                                    (cudaStream_t)stream), "ncclRecv", "all_to_all");
         }
     nccl_enqueued(c, ncclGroupEnd(), "ncclGroupEnd", "all_to_all", stream);
+#endif
 }
 
 static void nccl_broadcast(rt_comm *c, void *buf, size_t count, ir_dtype dt, int root, void *stream)

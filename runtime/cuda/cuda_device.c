@@ -4,7 +4,8 @@
  * so a step costs a handful of host calls. MCC_CUDA_GRAPHS=0 keeps every call eager,
  * MCC_CUDA_GRAPHS=eager-collectives those of functions with collectives.
  * MCC_PROFILE=1 runs eagerly with an event pair around every instruction and prints, at exit,
- * the GPU time per op and the most expensive instructions. */
+ * the GPU time per op and the most expensive instructions, per call of micro_step, leaving out
+ * each function's first call (cuBLASLt's and cuDNN's plans, scratch sizing, ranks out of step). */
 #include "cuda_ctx.h"
 #include "runtime/comm.h"
 #include "runtime/device.h"
@@ -27,6 +28,7 @@ typedef struct {
     double comm_ms;                 /* the overlapped collectives' own time on the comm stream */
     int comm_count;
     int *offset;                    /* per function: its first slot */
+    int *counted;                   /* per function: calls timed (all but the first) */
 } profile;
 
 typedef struct {
@@ -47,6 +49,7 @@ static profile *profile_new(const ir_module *m)
 {
     profile *pr = calloc(1, sizeof *pr);
     pr->offset = calloc((size_t)m->nfuncs + 1, sizeof(int));
+    pr->counted = calloc((size_t)m->nfuncs, sizeof(int));
     for (int f = 0; f < m->nfuncs; f++)
         pr->offset[f + 1] = pr->offset[f] + m->funcs[f]->ninstrs;
     int n = pr->offset[m->nfuncs];
@@ -68,21 +71,27 @@ static profile *profile_new(const ir_module *m)
     return pr;
 }
 
-/* GPU ms per op kind, then the 15 most expensive instructions, over every call so far. */
+/* GPU ms per op kind, then the 15 most expensive instructions: the timed calls' sums divided by
+ * micro_step's timed calls (a step's share when a step is one micro-batch). */
 static void profile_print(const ir_module *m, const profile *pr)
 {
     double by_op[IR_NUM_OPS] = {0}, total = 0;
-    int n = pr->offset[m->nfuncs];
+    int n = pr->offset[m->nfuncs], steps = 0;
+    for (int f = 0; f < m->nfuncs; f++)
+        if (!strcmp(m->funcs[f]->name, "micro_step"))
+            steps = pr->counted[f];
+    double per = steps > 0 ? 1.0 / steps : 1.0;
     for (int f = 0; f < m->nfuncs; f++)
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
-            by_op[m->funcs[f]->instrs[i].op] += pr->ms[pr->offset[f] + i];
-            total += pr->ms[pr->offset[f] + i];
+            by_op[m->funcs[f]->instrs[i].op] += per * pr->ms[pr->offset[f] + i];
+            total += per * pr->ms[pr->offset[f] + i];
         }
-    fprintf(stderr, "profile: GPU time by op (all calls, %.1f ms in total)\n", total);
+    fprintf(stderr, "profile: GPU time by op per micro_step (%d timed calls, each function's first left out; %.2f ms "
+                    "in all)\n", steps, total);
     if (pr->join_ms > 0 || pr->comm_count) /* an overlapped collective's own time is on the comm stream, not above */
         fprintf(stderr, "  (overlapped collectives, not in the total: %d of them ran %.2f ms on the comm stream; the "
                         "compute stream waited %.2f ms for them, so %.0f%% of their time was hidden)\n",
-                pr->comm_count, pr->comm_ms, pr->join_ms,
+                (int)(pr->comm_count * per + 0.5), per * pr->comm_ms, per * pr->join_ms,
                 pr->comm_ms > 0 ? 100 * (pr->comm_ms - pr->join_ms) / pr->comm_ms : 0.0);
     for (int done = 0; done < IR_NUM_OPS; done++) {
         int best = -1;
@@ -91,12 +100,13 @@ static void profile_print(const ir_module *m, const profile *pr)
                 best = op;
         if (best < 0)
             break;
-        fprintf(stderr, "  %-20s %10.2f ms %5.1f%%\n", ir_ops[best].name, by_op[best], 100 * by_op[best] / total);
+        fprintf(stderr, "  %-20s %10.3f ms %5.1f%%\n", ir_ops[best].name, by_op[best], 100 * by_op[best] / total);
         by_op[best] = 0;
     }
     fprintf(stderr, "profile: most expensive instructions\n");
     double *ms = malloc(sizeof(double) * (size_t)n);
-    memcpy(ms, pr->ms, sizeof(double) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        ms[i] = per * pr->ms[i];
     for (int k = 0; k < 15; k++) {
         int best = 0;
         for (int i = 1; i < n; i++)
@@ -111,7 +121,7 @@ static void profile_print(const ir_module *m, const profile *pr)
         char type[96] = "";
         if (in->nres)
             ir_type_str(ir_vtype(m->funcs[f], in->res[0]), type, sizeof type);
-        fprintf(stderr, "  %10.2f ms  %s #%d %s -> %s\n", ms[best], m->funcs[f]->name, best - pr->offset[f],
+        fprintf(stderr, "  %10.3f ms  %s #%d %s -> %s\n", ms[best], m->funcs[f]->name, best - pr->offset[f],
                 ir_ops[in->op].name, type);
         ms[best] = 0;
     }
@@ -280,8 +290,9 @@ static void launch_all(rt_program *p, int func)
         if (side)
             RT_CUDART_CHECK(cudaEventRecord(pr->comm_after[pr->offset[func] + i], comm));
     }
-    if (!pr)
+    if (!pr || state(p)->calls[func] < 2) /* the first call is not timed */
         return;
+    pr->counted[func]++;
     RT_CUDART_CHECK(cudaEventRecord(pr->end_join[0], stream(p)));
     rt_cuda_comm_join(state(p)->cx); /* what cuda_run would join next, timed */
     RT_CUDART_CHECK(cudaEventRecord(pr->end_join[1], stream(p)));
