@@ -10,6 +10,8 @@
 # reduce-scatters on 16 CTAs (side). First the GPU numerics of every new variant (a variant
 # whose numerics fail is not timed), then the 1-GPU reference, the timings, and one MCC_PROFILE
 # run whose line on overlapped collectives says how much of their time the overlap hid.
+# Narrower calls: RUNS (variant:lanes for the numerics), VARIANTS (timed), PROFILE (variant:lanes),
+# OVERLAP_BENCH=0, DP_CHECK=0.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 export MCC_COLLECTIVE_TIMEOUT_S=60 # a hang ends in a minute, not the default five
@@ -17,7 +19,7 @@ data="--data-path devrun/data/numerics_text_document --train-iters 10 --eval-ite
 ok=""
 for m in tiny-gpt2 tiny-llama; do # GPU numerics: the fused ops, the batch split, the lanes (CUDA graphs included)
   timeout 60 devrun/bin/$m-cuda-v258 $data --dump-dir /tmp/tps-ref-$m > /dev/null 2>&1
-  for run in "tp2sp:" "tp2spo:" "tp2spb:" "tp2spbo:" "tp2sp:side,copy" "tp2spo:side,copy" "tp2spb:side,copy" "tp2spbo:side,copy"; do
+  for run in ${RUNS:-tp2sp: tp2spo: tp2spb: tp2spbo: tp2sp:side,copy tp2spo:side,copy tp2spb:side,copy tp2spbo:side,copy}; do
     v=${run%%:*} lanes=${run#*:}
     MCC_COMM_LANES=$lanes timeout 90 devrun/bin/$m-cuda-$v --nproc-per-node 2 $data --dump-dir /tmp/tps-$v-$m \
       > "$O/tps-$m-$v-${lanes:-main}.log" 2>&1
@@ -29,7 +31,7 @@ for m in tiny-gpt2 tiny-llama; do # GPU numerics: the fused ops, the batch split
   done
 done
 [ "${OVERLAP_BENCH:-1}" != 0 ] && bash bench/overlap_bench.sh
-for m in tiny-gpt2 tiny-llama; do # data parallel's default path: grouped buckets (one NCCL group per bucket)
+for m in $([ "${DP_CHECK:-1}" != 0 ] && echo tiny-gpt2 tiny-llama); do # data parallel's default path: grouped buckets
   timeout 60 devrun/bin/$m-cuda $data --dump-dir /tmp/tps-dpref-$m > /dev/null 2>&1
   for v in dp2 dp2ov; do
     timeout 90 devrun/bin/$m-cuda-$v --nproc-per-node 2 $data --dump-dir /tmp/tps-$v-$m > "$O/tps-$m-$v.log" 2>&1
@@ -41,15 +43,16 @@ done
 timed() { case "$ok" in *"!$1:$2;"*) echo "$1 ${2:-main}: skipped (numerics failed)"; return 1 ;; esac; }
 for c in ${TP_CONFIGS:-llama-1B}; do
   bash bench/env_sweep.sh bench-$c 1 ""
-  for v in tp2sp tp2spo tp2spb tp2spbo; do
+  for v in ${VARIANTS:-tp2sp tp2spo tp2spb tp2spbo}; do
     envs=()
     timed $v "" && envs+=("")
     timed $v side,copy && envs+=("MCC_COMM_LANES=copy")
     [ ${#envs[@]} -gt 0 ] && bash bench/env_sweep.sh bench-$c-$v 2 "${envs[@]}"
   done
 done
-timed tp2spbo "" || exit 0
-MCC_PROFILE=1 timeout 150 devrun/bin/bench-llama-1B-tp2spbo --nproc-per-node 2 \
+profiled=${PROFILE:-tp2spbo:} # variant:lanes
+timed ${profiled%%:*} "${profiled#*:}" || exit 0
+MCC_COMM_LANES=${profiled#*:} MCC_PROFILE=1 timeout 150 devrun/bin/bench-llama-1B-${profiled%%:*} --nproc-per-node 2 \
   --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 --log-interval 1 --eval-iters 0 \
   > "$O/tps-profile.log" 2>&1
 grep -m1 -A30 "GPU time by op" "$O/tps-profile.log"

@@ -58,27 +58,48 @@ int rt_parallel_plan_index(int nplans) { return detect().rank % nplans; }
 static void gather_bytes(rt_comm *comm, int n, rt_program *p, const void *local, size_t bytes, void *all);
 
 /* The collectives that go out on a copy lane when their buffers lie in its window: the
- * sequence-parallel all-gathers, and the exchanges of the fused reduce-scatters. */
+ * sequence-parallel all-gathers, and the exchanges of the reduce-scatters (fused or not). */
 static bool copy_lane_op(ir_op op)
 {
     return op == IR_OP_ALL_GATHER_SEQ || op == IR_OP_ALL_GATHER_MATMUL || op == IR_OP_MATMUL_REDUCE_SCATTER ||
-           op == IR_OP_MATMUL_ADD_REDUCE_SCATTER;
+           op == IR_OP_MATMUL_ADD_REDUCE_SCATTER || op == IR_OP_REDUCE_SCATTER_SEQ;
+}
+
+static struct {
+    char *base;
+    size_t bytes;
+} exchanges[IR_NUM_AXES]; /* per axis: its copy lane's exchange buffer (add_lanes) */
+
+size_t rt_parallel_exchange_bytes(const ir_module *m)
+{
+    size_t most = 0;
+    for (int f = 0; f < m->nfuncs; f++)
+        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
+            const ir_instr *in = &m->funcs[f]->instrs[i];
+            size_t bytes = in->op == IR_OP_REDUCE_SCATTER_SEQ ? ir_bytes(&m->funcs[f]->vals[in->args[0]].type) : 0;
+            most = bytes > most ? bytes : most;
+        }
+    return (most + 255) / 256 * 256;
+}
+
+void *rt_parallel_exchange(ir_axis axis, size_t bytes)
+{
+    return axis < IR_NUM_AXES && exchanges[axis].base && bytes <= exchanges[axis].bytes ? exchanges[axis].base : NULL;
 }
 
 /* What the plan's collectives on `axis` need: a side lane for those overlapping computation, a
- * copy lane for sequence-parallel all-gathers. */
+ * copy lane for sequence parallelism's all-gathers and reduce-scatters' exchanges. */
 static void lanes_needed(const ir_module *m, ir_axis axis, bool *side, bool *copy)
 {
     *side = *copy = false;
     for (int f = 0; f < m->nfuncs; f++)
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
             const ir_instr *in = &m->funcs[f]->instrs[i];
-            bool gather = copy_lane_op(in->op);
-            bool collective = gather || in->op == IR_OP_REDUCE_SCATTER_SEQ || in->op == IR_OP_ALL_REDUCE_INPLACE;
-            if (!collective || (ir_axis)in->attr[0] != axis)
+            bool copyable = copy_lane_op(in->op);
+            if (!(copyable || in->op == IR_OP_ALL_REDUCE_INPLACE) || (ir_axis)in->attr[0] != axis)
                 continue;
             *side |= ir_on_comm_stream(in);
-            *copy |= gather;
+            *copy |= copyable;
         }
 }
 
@@ -132,14 +153,19 @@ static void add_lanes(rt_parallel *par, rt_program *p)
             continue;
         }
         rt_comm_add_lane(comm, RT_LANE_COPY);
-        /* every member uses the window, or none: else their all-gathers would go out on different lanes */
-        char ok = rt_comm_window(comm, p->arena, p->arena_bytes), *oks = malloc((size_t)rt_comm_size(comm));
+        /* every member uses the window, or none: else their collectives would go out on different lanes */
+        size_t window = p->arena_bytes + p->exchange_bytes;
+        char ok = rt_comm_window(comm, p->arena, window), *oks = malloc((size_t)rt_comm_size(comm));
         gather_bytes(comm, rt_comm_size(comm), p, &ok, 1, oks);
-        if (memchr(oks, 0, (size_t)rt_comm_size(comm)))
+        if (memchr(oks, 0, (size_t)rt_comm_size(comm))) {
             rt_comm_window(comm, NULL, 0);
-        else if (par->env.rank == 0)
-            printf("train_rank: %s all-gathers run on the copy engines (the %.2f GiB arena is an NCCL window)\n",
-                   rt_comm_name(comm), p->arena_bytes / 1073741824.0);
+        } else {
+            if (p->exchange_bytes)
+                exchanges[axis].base = p->arena + p->arena_bytes, exchanges[axis].bytes = p->exchange_bytes;
+            if (par->env.rank == 0)
+                printf("train_rank: %s all-gathers and reduce-scatters' exchanges run on the copy engines (the %.2f GiB "
+                       "arena is an NCCL window)\n", rt_comm_name(comm), window / 1073741824.0);
+        }
         free(oks);
     }
 }
@@ -183,6 +209,7 @@ void rt_parallel_finish(rt_parallel *par, rt_program *p)
     for (int a = 0; a < IR_NUM_AXES; a++) {
         rt_comm_free(axis_comms[a]);
         axis_comms[a] = NULL;
+        exchanges[a].base = NULL;
     }
     rt_comm_free(par->world);
     par->world = NULL;

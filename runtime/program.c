@@ -2,6 +2,7 @@
  * every instruction's operands bound, parameters initialised; running a function is the
  * device's (one kernel per instruction on the CPU, a replayed CUDA graph on the GPU). */
 #include "program.h"
+#include "runtime/parallel.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -92,11 +93,13 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     int64_t arena_bytes = 0;
     for (int i = 0; i < m->nfuncs; i++)
         arena_bytes = m->funcs[i]->arena_bytes > arena_bytes ? m->funcs[i]->arena_bytes : arena_bytes;
-    /* Under tensor parallelism the arena holds the sequence-parallel all-gathers' buffers: in
-     * window memory, the copy engines can move them (rt_parallel_init registers it). */
+    /* Under tensor parallelism the arena holds the sequence-parallel collectives' buffers: in
+     * window memory, the copy engines can move them (rt_parallel_init registers it), and the
+     * reduce-scatters' exchanges need a buffer there too, after the arena. */
     const char *lanes = getenv("MCC_COMM_LANES");
     bool window = dev->alloc_window && lanes && strstr(lanes, "copy") && ir_config_int(m, "tensor_model_parallel_size", 1) > 1;
-    p->arena = (window ? dev->alloc_window : dev->alloc)(p, (size_t)arena_bytes);
+    p->exchange_bytes = window ? rt_parallel_exchange_bytes(m) : 0;
+    p->arena = (window ? dev->alloc_window : dev->alloc)(p, (size_t)arena_bytes + p->exchange_bytes);
     p->arena_bytes = (size_t)arena_bytes;
     p->funcs = xcalloc((size_t)m->nfuncs, sizeof(rt_func_exec), "functions");
     for (int i = 0; i < m->nfuncs; i++)

@@ -28,6 +28,8 @@ typedef struct rt_program {
     void *global_slab;              /* every global, in declaration order (rt_global_span each) */
     char *arena;                    /* activations of every function: they run one at a time */
     size_t arena_bytes;
+    size_t exchange_bytes;          /* after the arena, in its window: the copy lane's reduce-scatters'
+                                       exchange buffer (rt_parallel_exchange), or 0 */
     rt_func_exec *funcs;            /* per module function */
 } rt_program;
 

@@ -94,9 +94,9 @@ static size_t seq_rows(const rt_kernel_call *c, const ir_type *local, size_t *sl
     return rows;
 }
 
-/* x[B,T/n,R] -> r[B,T,R]. On the group's copy lane when the arena is its window (the copy
- * engines move the rows, no SMs taken): there each row goes out alone, as NCCL takes the copy
- * engines for one collective at a time. overlap=1 (comm_overlap.c): on the comm stream. */
+/* x[B,T/n,R] -> r[B,T,R]. overlap=1 (comm_overlap.c): on the comm stream, and there on the
+ * group's copy lane when the arena is its window (the copy engines move the rows, no SMs taken;
+ * each row goes out alone, as NCCL takes the copy engines for one collective at a time). */
 void cuda_ALL_GATHER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     rt_cuda_gather_seq(cx, c, ir_overlapped(c->in) ? rt_cuda_comm_fork(cx) : rt_cuda_stream(cx));
@@ -111,7 +111,9 @@ void rt_cuda_gather_seq(rt_cuda_ctx *cx, const rt_kernel_call *c, CUstream strea
         return;
     }
     size_t n = (size_t)rt_comm_size(comm);
-    rt_comm *lane = rt_comm_copy_lane_for(comm, c->args[0], slab * B, c->res[0], slab * B * n);
+    /* the copy engines only beside computation (on the comm stream): alone, NCCL's kernels are faster */
+    bool beside = stream == rt_cuda_comm_stream(cx);
+    rt_comm *lane = beside ? rt_comm_copy_lane_for(comm, c->args[0], slab * B, c->res[0], slab * B * n) : comm;
     bool grouped = lane == comm;
     if (grouped)
         rt_comm_group_begin(lane);
@@ -122,9 +124,35 @@ void rt_cuda_gather_seq(rt_cuda_ctx *cx, const rt_kernel_call *c, CUstream strea
         rt_comm_group_end(lane, stream);
 }
 
+/* A reduce-scatter of one block per rank (x[n blocks] -> r, this rank's block of the sum) as an
+ * exchange: an all-to-all of the blocks into the group's exchange buffer, on the copy engines,
+ * then this rank's block plus what came, summed. Both on the comm stream, which serializes the
+ * buffer's uses; for a collective beside computation (overlap=1): alone, a copy-engine
+ * collective's fixed synchronization makes it slower than NCCL's kernels. False, and nothing
+ * enqueued, when the group's copy lane has no exchange buffer or x outside its window. */
+static bool exchange_scatter(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_comm *comm)
+{
+    const ir_type *t = c->res_types[0];
+    size_t n = (size_t)rt_comm_size(comm), me = (size_t)rt_comm_rank(comm), block = ir_bytes(t);
+    char *came = rt_parallel_exchange((ir_axis)c->in->attr[0], block * n);
+    rt_comm *lane = came ? rt_comm_copy_lane_for(comm, c->args[0], block * n, came, block * n) : comm;
+    if (lane == comm)
+        return false;
+    const char *x = c->args[0];
+    char *r = c->res[0];
+    rt_all_to_all(lane, x, came, (size_t)ir_numel(t), t->dtype, rt_cuda_comm_fork(cx));
+    rt_cuda_launch_on_comm(cx, true);
+    rt_cuda_add(cx, c, r, x + me * block, came + (me == 0 ? 1 : 0) * block, t);
+    for (size_t q = me == 0 ? 2 : 1; q < n; q++)
+        if (q != me)
+            rt_cuda_accumulate(cx, c, r, came + q * block, t);
+    rt_cuda_launch_on_comm(cx, false);
+    return true;
+}
+
 /* x[B,T,R] partial -> r[B,T/n,R]: this rank's slice of the sum. overlap=1 (comm_overlap.c): on
  * the comm stream and the group's side lane, joined by the device before its result's first
- * reader. */
+ * reader. Split by batch rows (one block per rank), on the copy lane: exchange_scatter. */
 void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
@@ -134,6 +162,8 @@ void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
         copy_rows(cx, c->res[0], slab, c->args[0], slab, slab * B, 1);
         return;
     }
+    if (B == 1 && ir_overlapped(c->in) && exchange_scatter(cx, c, comm))
+        return;
     size_t n = (size_t)rt_comm_size(comm);
     bool overlap = ir_overlapped(c->in);
     CUstream stream = overlap ? rt_cuda_comm_fork(cx) : rt_cuda_stream(cx);

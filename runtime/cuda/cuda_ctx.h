@@ -28,6 +28,9 @@ CUstream rt_cuda_stream(const rt_cuda_ctx *cx);
  * device does at the end of every function, so no function sees a collective in flight). */
 CUstream rt_cuda_comm_fork(rt_cuda_ctx *cx);
 void rt_cuda_comm_join(rt_cuda_ctx *cx);
+/* Kernels launched from here on (rt_cuda_launch) go to the comm stream (forked first), or again
+ * to the compute stream: a collective's own arithmetic, such as an exchange's sum, beside it. */
+void rt_cuda_launch_on_comm(rt_cuda_ctx *cx, bool comm);
 /* Whether work forked to the comm stream may still be running (not yet joined). */
 bool rt_cuda_comm_in_flight(const rt_cuda_ctx *cx);
 /* The comm stream itself, for timing events (MCC_PROFILE); enqueue nothing else on it. */

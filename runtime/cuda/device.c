@@ -27,6 +27,7 @@ struct rt_cuda_ctx {
     } *constants;                   /* read once by rt_cuda_read_constant */
     int nconstants;
     cudaStream_t comm;              /* collectives that overlap computation (rt_cuda_comm_fork) */
+    cudaStream_t launch;            /* where rt_cuda_launch enqueues: stream, or comm (rt_cuda_launch_on) */
     cudaEvent_t forked, joined;
     bool comm_pending;              /* work on comm the compute stream has not waited for */
 };
@@ -110,6 +111,8 @@ CUstream rt_cuda_comm_fork(rt_cuda_ctx *cx)
 
 bool rt_cuda_comm_in_flight(const rt_cuda_ctx *cx) { return cx->comm_pending; }
 
+void rt_cuda_launch_on_comm(rt_cuda_ctx *cx, bool comm) { cx->launch = comm ? cx->comm : NULL; }
+
 CUstream rt_cuda_comm_stream(const rt_cuda_ctx *cx) { return (CUstream)cx->comm; }
 
 void rt_cuda_comm_join(rt_cuda_ctx *cx)
@@ -169,7 +172,8 @@ void rt_cuda_launch(rt_cuda_ctx *cx, const char *kernel, unsigned gx, unsigned g
     }
     if (gx == 0 || gy == 0 || gz == 0)
         return; /* empty tensors */
-    RT_CU_CHECK(cuLaunchKernel(k->fn, gx, gy, gz, block, 1, 1, (unsigned)smem, (CUstream)cx->stream, params, NULL));
+    RT_CU_CHECK(cuLaunchKernel(k->fn, gx, gy, gz, block, 1, 1, (unsigned)smem, (CUstream)(cx->launch ? cx->launch : cx->stream),
+                               params, NULL));
 }
 
 void rt_cuda_reserve_scratch(rt_cuda_ctx *cx, size_t bytes)
