@@ -1,13 +1,15 @@
 /* comm_overlap.c — sequence parallelism's collectives overlap the work that does not need them:
  * in the backward, each reduce_scatter_seq and all_gather_seq runs beside weight gradients'
- * GEMMs of the same layer. Each reduce_scatter_seq moves up to right after the instruction making
- * its operand, and the matmul_accumulates (weight gradients) autodiff emitted since the previous
- * collective move down to right after it. When the next sequence collective is an all-gather
- * (the next sublayer's output gradient), the last of those GEMMs, about half their work, move on
- * past it instead, and it moves up to right after its operand. A collective that real work (not a
- * `global` or a `reshape`) then separates from its result's first use is marked overlap = 1: the
- * GPU runs it on the comm stream, which the compute stream joins before that first use, and the
- * memory plan keeps its operand's bytes until then. */
+ * GEMMs. Each collective moves up to right after the instruction making its operand, and beside
+ * it go the matmul_accumulates (weight gradients) autodiff emitted since the previous collective,
+ * oldest first, until their work covers the time its bytes take on the wire (hiding_target).
+ * Of the rest, the newest move on past the next collective as far as its own new ones fall short
+ * of its target (each sublayer's input gradient is reduce-scattered, then the next one's output
+ * gradient all-gathered, with unequal work between: attention's weight gradients are a third of
+ * the MLP's); the others stay beside this one. A collective that real work (not a `global` or a
+ * `reshape`) then separates from its result's first use is marked overlap = 1: the GPU runs it on
+ * the comm stream, which the compute stream joins before that first use, and the memory plan
+ * keeps its operand's bytes until then. */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -75,57 +77,95 @@ static int next_seq_collective(const ir_func *f, int i)
     return -1;
 }
 
+/* GEMM multiply-adds that take as long as one byte takes over the link: an H200's bf16 GEMMs
+ * (about 840 TFLOP/s on these shapes) over NVLink's all-gather bandwidth (about 250 GB/s each
+ * way), both measured by bench/overlap_bench.c; halved, as flops() counts multiply-adds. */
+enum { MACS_PER_WIRE_BYTE = 1700 };
+
+/* The weight-gradient work that hides sequence collective i: as long as its bytes take on the
+ * wire (each rank sends (n-1)/n of the whole tensor). */
+static double hiding_target(const ir_func *f, int i, int ranks)
+{
+    const ir_instr *in = &f->instrs[i];
+    const ir_type *whole = &f->vals[in->op == IR_OP_REDUCE_SCATTER_SEQ ? in->args[0] : in->res[0]].type;
+    return MACS_PER_WIRE_BYTE * (double)ir_bytes(whole) * (ranks - 1) / ranks;
+}
+
+/* The unmoved weight gradients in (from, to) that may wait until after instruction `to`, in
+ * order, appended to list (n items; NULL: only counted): what a collective there can have
+ * beside it. Adds their work to *macs. */
+static int collect_new(const ir_func *f, const reorder *o, int from, int to, int *list, int n, double *macs)
+{
+    for (int k = from + 1; k < to; k++)
+        if (f->instrs[k].op == IR_OP_MATMUL_ACCUMULATE && !o->moved[k] && may_defer(f, k, to)) {
+            if (list)
+                list[n] = k;
+            n++;
+            *macs += accumulate_flops(f, k);
+        }
+    return n;
+}
+
 static void overlap_func(ir_module *m, int fi)
 {
     const ir_func *src = m->funcs[fi];
-    int n = src->ninstrs, last_collective = -1;
+    int n = src->ninstrs, ranks = (int)ir_config_int(m, "tensor_model_parallel_size", 2), last_collective = -1;
     reorder o = {malloc(sizeof(int) * (size_t)(n + 1)), malloc(sizeof(int) * (size_t)(n + 1)),
                  calloc((size_t)n + 1, sizeof(bool))};
-    int *pool = malloc(sizeof(int) * (size_t)(n + 1)), npool = 0;
-    int *carry = malloc(sizeof(int) * (size_t)(n + 1)), ncarry = 0, carry_to = -1; /* ... for the all-gather carry_to */
+    int *cand = malloc(sizeof(int) * (size_t)(n + 1)), *carry = malloc(sizeof(int) * (size_t)(n + 1));
+    int ncarry = 0, carried_at = -1; /* weight gradients carried from the collective after instruction carried_at */
     for (int k = 0; k < n; k++)
         o.after[k] = o.next[k] = -1;
+    if (ranks < 2)
+        ranks = 2;
     for (int i = 0; i < n; i++) {
         const ir_instr *in = &src->instrs[i];
-        if (in->op == IR_OP_REDUCE_SCATTER_SEQ) {
-            int p = src->vals[in->args[0]].def;
+        bool seq = in->op == IR_OP_REDUCE_SCATTER_SEQ || in->op == IR_OP_ALL_GATHER_SEQ;
+        if (seq) {
+            /* the collective moves up to right after its operand; beside it, the weight gradients
+             * carried here (those that may wait so long; the others stay where they were) and the
+             * new ones since the previous collective, oldest first, until their work covers its
+             * bytes' time */
+            int p = src->vals[in->args[0]].def, nc = 0;
+            double macs = 0;
             emit_after(&o, p, i);
-            npool = 0;
-            double total = 0;
-            for (int k = last_collective + 1; k < p; k++)
-                if (src->instrs[k].op == IR_OP_MATMUL_ACCUMULATE && !o.moved[k] && may_defer(src, k, p)) {
-                    pool[npool++] = k;
-                    total += accumulate_flops(src, k);
-                }
-            /* When an all-gather comes next, the last of these GEMMs (about half their work) wait
-             * for it instead: in the backward, each sublayer's input gradient is reduce-scattered,
-             * then the next one's output gradient all-gathered, and each wants GEMMs beside it. */
-            int g = next_seq_collective(src, i), q = g >= 0 ? src->vals[src->instrs[g].args[0]].def : -1;
-            int keep = npool;
-            if (g >= 0 && src->instrs[g].op == IR_OP_ALL_GATHER_SEQ && q > p) {
-                double moved = 0;
-                while (keep > 1 && may_defer(src, pool[keep - 1], q) &&
-                       moved + accumulate_flops(src, pool[keep - 1]) <= 0.5 * total) {
-                    moved += accumulate_flops(src, pool[keep - 1]);
-                    keep--;
-                }
+            for (int k = 0; k < ncarry; k++) {
+                if (may_defer(src, carry[k], p))
+                    cand[nc++] = carry[k], macs += accumulate_flops(src, carry[k]);
+                else
+                    emit_after(&o, carried_at, carry[k]);
             }
-            for (int k = 0; k < keep; k++)
-                emit_after(&o, p, pool[k]);
-            ncarry = 0, carry_to = keep < npool ? g : -1;
-            for (int k = keep; k < npool; k++)
-                carry[ncarry++] = pool[k], o.moved[pool[k]] = true;
-        }
-        if (in->op == IR_OP_ALL_GATHER_SEQ && i == carry_to) {
-            int q = src->vals[in->args[0]].def;
-            emit_after(&o, q, i);
-            for (int k = 0; k < ncarry; k++)
-                o.moved[carry[k]] = false, emit_after(&o, q, carry[k]);
-            ncarry = 0, carry_to = -1;
+            nc = collect_new(src, &o, last_collective, p, cand, nc, &macs);
+            for (int k = ncarry; k < nc; k++)
+                o.moved[cand[k]] = true;
+            double target = hiding_target(src, i, ranks), beside = 0;
+            int used = 0;
+            while (used < nc && beside < target)
+                emit_after(&o, p, cand[used]), beside += accumulate_flops(src, cand[used]), used++;
+            /* of the rest, the newest go on to the next collective as far as its own new ones fall
+             * short of its target; the others run here too */
+            int g = next_seq_collective(src, i), q = g >= 0 ? src->vals[src->instrs[g].args[0]].def : -1;
+            double need = 0, spare = 0;
+            if (g >= 0 && q > p) {
+                collect_new(src, &o, i, q, NULL, 0, &spare);
+                need = hiding_target(src, g, ranks) - spare;
+            }
+            int keep = nc;
+            double moved = 0;
+            while (keep > used && moved < need && may_defer(src, cand[keep - 1], q))
+                moved += accumulate_flops(src, cand[--keep]);
+            for (int k = used; k < keep; k++)
+                emit_after(&o, p, cand[k]);
+            ncarry = 0;
+            for (int k = keep; k < nc; k++)
+                carry[ncarry++] = cand[k];
+            carried_at = p;
         }
         if (ir_op_communicates(in->op))
             last_collective = i;
     }
+    for (int k = 0; k < ncarry; k++) /* nothing after to hide: where they were last placed */
+        emit_after(&o, carried_at, carry[k]);
     ir_func *dst = ir_func_new(m, src->name);
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     for (int i = 0; i < n; i++) {
@@ -144,7 +184,7 @@ static void overlap_func(ir_module *m, int fi)
     free(o.after);
     free(o.next);
     free(o.moved);
-    free(pool);
+    free(cand);
     free(carry);
     free(map);
 }
