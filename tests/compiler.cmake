@@ -124,13 +124,21 @@ if(TARGET mccrt_cuda)
       "tp2_sp_tpo:2:--tp 2 --sequence-parallel --tp-comm-overlap"
       "dp2_zero:2:--dp 2 --use-distributed-optimizer" "1gpu_dropout:1:${_dropout}"
       "dp2_dropout:2:${_dropout} --dp 2" "tp2_sp_dropout:2:${_dropout} --tp 2 --sequence-parallel")
+  # the same with the collective lanes (MCC_COMM_LANES): copy-engine all-gathers and exchanges
+  set(MCC_GPU_LANE_LAYOUTS "tp2_sp_lanes:2:--tp 2 --sequence-parallel"
+      "tp2_sp_batch_lanes:2:--tp 2 --sequence-parallel --sequence-parallel-split batch"
+      "tp2_sp_batch_tpo_lanes:2:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-overlap")
   foreach(model tiny-gpt2 tiny-llama)
-    foreach(layout ${MCC_GPU_LAYOUTS})
+    foreach(layout ${MCC_GPU_LAYOUTS} ${MCC_GPU_LANE_LAYOUTS})
       mcc_parse_layout(${layout})
       set(test gpu_${layout_name}_equals_cpu_${model})
+      set(env "NCCL_NVLS_ENABLE=0")
+      if(layout_name MATCHES "_lanes$")
+        list(APPEND env "MCC_COMM_LANES=side,copy")
+      endif()
       add_test(NAME ${test} COMMAND ${CMAKE_SOURCE_DIR}/tests/gpu_numerics.sh $<TARGET_FILE:mcc> ${model}
                ${layout_ranks} ${layout_flags})
-      set_tests_properties(${test} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 ENVIRONMENT "NCCL_NVLS_ENABLE=0")
+      set_tests_properties(${test} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 ENVIRONMENT "${env}")
     endforeach()
   endforeach()
 endif()
