@@ -93,7 +93,7 @@ static double hiding_target(const ir_func *f, int i, int ranks)
 
 /* The unmoved weight gradients in (from, to) that may wait until after instruction `to`, in
  * order, appended to list (n items; NULL: only counted): what a collective there can have
- * beside it. Adds their work to *macs. */
+ * beside it. Adds their work to *macs (when given). */
 static int collect_new(const ir_func *f, const reorder *o, int from, int to, int *list, int n, double *macs)
 {
     for (int k = from + 1; k < to; k++)
@@ -101,7 +101,8 @@ static int collect_new(const ir_func *f, const reorder *o, int from, int to, int
             if (list)
                 list[n] = k;
             n++;
-            *macs += accumulate_flops(f, k);
+            if (macs)
+                *macs += accumulate_flops(f, k);
         }
     return n;
 }
@@ -127,15 +128,14 @@ static void overlap_func(ir_module *m, int fi)
              * new ones since the previous collective, oldest first, until their work covers its
              * bytes' time */
             int p = src->vals[in->args[0]].def, nc = 0;
-            double macs = 0;
             emit_after(&o, p, i);
             for (int k = 0; k < ncarry; k++) {
                 if (may_defer(src, carry[k], p))
-                    cand[nc++] = carry[k], macs += accumulate_flops(src, carry[k]);
+                    cand[nc++] = carry[k];
                 else
                     emit_after(&o, carried_at, carry[k]);
             }
-            nc = collect_new(src, &o, last_collective, p, cand, nc, &macs);
+            nc = collect_new(src, &o, last_collective, p, cand, nc, NULL);
             for (int k = ncarry; k < nc; k++)
                 o.moved[cand[k]] = true;
             double target = hiding_target(src, i, ranks), beside = 0;
