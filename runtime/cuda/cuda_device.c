@@ -17,6 +17,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The op of the first overlapped collective (ir_overlapped) whose result instruction i reads, or -1. */
+static int overlapped_read(const ir_func *f, int i)
+{
+    const ir_instr *in = &f->instrs[i];
+    for (int a = 0; a < in->nargs; a++) {
+        const ir_instr *def = &f->instrs[f->vals[in->args[a]].def];
+        if (ir_overlapped(def))
+            return (int)def->op;
+    }
+    return -1;
+}
+
 /* Per-instruction GPU time, collected when MCC_PROFILE=1. */
 typedef struct {
     cudaEvent_t *start, *stop;      /* per instruction of each function (flattened) */
@@ -24,6 +36,7 @@ typedef struct {
     double *ms;                     /* per instruction, summed over calls */
     cudaEvent_t end_join[2];        /* around the join at a function's end (--overlap-grad-reduce's buckets) */
     double join_ms;                 /* the compute stream's time waiting for overlapped collectives */
+    double join_by_op[IR_NUM_OPS];  /* ... of it, before readers of each op's overlapped result */
     cudaEvent_t *comm_before, *comm_after; /* per instruction forking to the comm stream: on that stream */
     double comm_ms;                 /* the overlapped collectives' own time on the comm stream */
     int comm_count;
@@ -93,6 +106,14 @@ static void profile_print(const ir_module *m, const profile *pr)
                         "compute stream waited %.2f ms for them, so %.0f%% of their time was hidden)\n",
                 (int)(pr->comm_count * per + 0.5), per * pr->comm_ms, per * pr->join_ms,
                 pr->comm_ms > 0 ? 100 * (pr->comm_ms - pr->join_ms) / pr->comm_ms : 0.0);
+    double readers = 0;
+    for (int op = 0; op < IR_NUM_OPS; op++)
+        if (pr->join_by_op[op] > 0) {
+            fprintf(stderr, "  (waited before readers of %s: %.2f ms)\n", ir_ops[op].name, per * pr->join_by_op[op]);
+            readers += pr->join_by_op[op];
+        }
+    if (pr->join_ms > readers) /* the rest: at functions' ends (data parallel's buckets) */
+        fprintf(stderr, "  (waited at functions' ends: %.2f ms)\n", per * (pr->join_ms - readers));
     for (int done = 0; done < IR_NUM_OPS; done++) {
         int best = -1;
         for (int op = 0; op < IR_NUM_OPS; op++)
@@ -257,17 +278,9 @@ static void cuda_init(rt_program *p, float *w, int64_t n, uint64_t key, float st
 }
 
 /* Whether instruction i reads the result of a collective that ran beside the work after it
- * (reduce_scatter_seq with overlap = 1, passes/comm_overlap.c): the compute stream joins the comm
- * stream first. */
-static bool reads_overlapped(const ir_func *f, int i)
-{
-    const ir_instr *in = &f->instrs[i];
-    for (int a = 0; a < in->nargs; a++) {
-        if (ir_overlapped(&f->instrs[f->vals[in->args[a]].def]))
-            return true;
-    }
-    return false;
-}
+ * (a sequence collective with overlap = 1, passes/comm_overlap.c): the compute stream joins the
+ * comm stream first. */
+static bool reads_overlapped(const ir_func *f, int i) { return overlapped_read(f, i) >= 0; }
 
 static void launch_all(rt_program *p, int func)
 {
@@ -307,6 +320,7 @@ static void launch_all(rt_program *p, int func)
         if (reads_overlapped(x->f, i)) {
             RT_CUDART_CHECK(cudaEventElapsedTime(&ms, pr->join[pr->offset[func] + i], pr->start[pr->offset[func] + i]));
             pr->join_ms += ms;
+            pr->join_by_op[overlapped_read(x->f, i)] += ms;
         }
         if (ir_on_comm_stream(&x->f->instrs[i])) { /* it starts when both the comm stream and the fork point are reached */
             float lag = 0, span = 0;
