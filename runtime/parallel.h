@@ -27,8 +27,9 @@ void rt_parallel_init(rt_parallel *par, rt_program *p);
 void rt_parallel_finish(rt_parallel *par, rt_program *p);
 /* The communicator of a mesh axis for the collective kernels (NULL: not parallel over it). */
 rt_comm *rt_parallel_comm(ir_axis axis);
-/* The bytes of the largest reduce_scatter_seq operand of the plan: what an exchange buffer for
- * its reduce-scatters on the copy lane needs (rt_program_load puts one after the arena). */
+/* The bytes of the largest reduce_scatter_seq operand of the plan with one block per rank (split
+ * by batch rows, or one row): what an exchange buffer for its reduce-scatters on the copy lane
+ * needs (rt_program_load puts one after the arena). */
 size_t rt_parallel_exchange_bytes(const ir_module *m);
 /* The axis's exchange buffer, when its copy lane holds it in its window and it has `bytes`:
  * there a reduce-scatter can go out as an all-to-all on the copy engines, then a local sum.
