@@ -14,6 +14,7 @@ typedef struct {
     ir_func *f;
     const mcc_spec *s;
     int first_sample;               /* `input @first_sample` of a training step with dropout, else -1 */
+    int64_t rows;                   /* batch rows the chain being built runs over */
 } builder;
 
 /* Declares a parameter (once: every step function shares it) and returns a reference to it in
@@ -81,7 +82,7 @@ static int project_heads(builder *b, const char *prefix, int x, int64_t heads, b
     const mcc_spec *s = b->s;
     int64_t D = mcc_spec_head_dim(s);
     int y = linear(b, prefix, x, s->hidden_size, heads * D, s->init_method_std);
-    int64_t dims[4] = {s->micro_batch_size, s->seq_length, heads, D};
+    int64_t dims[4] = {b->rows, s->seq_length, heads, D};
     y = ir_reshape(b->m, b->f, y, 4, dims);
     if (!rotate)
         return y;
@@ -117,7 +118,7 @@ static int attention_block(builder *b, int layer, int x)
     snprintf(p, sizeof p, "layers.%d.attention.v", layer);
     int v = project_heads(b, p, x, s->num_query_groups, false);
     int y = attend(b, layer, q, k, v); /* [B,T,H,D] */
-    int64_t dims[3] = {s->micro_batch_size, s->seq_length, (int64_t)s->num_attention_heads * mcc_spec_head_dim(s)};
+    int64_t dims[3] = {b->rows, s->seq_length, (int64_t)s->num_attention_heads * mcc_spec_head_dim(s)};
     y = ir_reshape(b->m, b->f, y, 3, dims);
     snprintf(p, sizeof p, "layers.%d.attention.out", layer);
     return dropout(b, linear(b, p, y, dims[2], s->hidden_size, out_std), s->hidden_dropout,
@@ -193,6 +194,8 @@ static void set_config(ir_module *m, const mcc_spec *s)
             ir_config_set(m, "sequence_parallel_dim", "0"); /* default 1: the sequence of [B,T,...] */
         if (s->tp_comm_overlap)
             ir_config_set(m, "tp_comm_overlap", "1");
+        if (s->tp_comm_interleave)
+            ir_config_set(m, "tp_comm_interleave", "2");
     }
     if (s->use_distributed_optimizer) /* absent means off: plans without it read as before */
         ir_config_set(m, "use_distributed_optimizer", "1");
@@ -228,27 +231,59 @@ static void set_config(ir_module *m, const mcc_spec *s)
 #undef SETF
 }
 
+/* The model over tokens [b,T] -> logits [b,T,V]. */
+static int logits_for(builder *b, int tokens)
+{
+    int x = embed(b, tokens);
+    for (int l = 0; l < b->s->num_layers; l++) {
+        char p[64];
+        snprintf(p, sizeof p, "layers.%d.input_norm", l);
+        x = ir_op2(b->m, b->f, IR_OP_ADD, x, attention_block(b, l, norm(b, p, x)));
+        snprintf(p, sizeof p, "layers.%d.post_attention_norm", l);
+        x = ir_op2(b->m, b->f, IR_OP_ADD, x, mlp_block(b, l, norm(b, p, x)));
+    }
+    return logits_of(b, norm(b, "final_norm", x));
+}
+
+/* The mean loss over rows [first, first + count) of the micro-batch: a chain of its own; its
+ * logits in *logits. */
+static int half_loss(builder *b, int tokens, int targets, int64_t first, int64_t count, int *logits)
+{
+    double rows[2] = {(double)first, (double)count};
+    int t = ir_emit(b->m, b->f, IR_OP_ROWS, &tokens, 1, rows, NULL, NULL);
+    int y = ir_emit(b->m, b->f, IR_OP_ROWS, &targets, 1, rows, NULL, NULL);
+    b->rows = count;
+    *logits = logits_for(b, t);
+    b->rows = b->s->micro_batch_size;
+    return ir_op2(b->m, b->f, IR_OP_CROSS_ENTROPY, *logits, y);
+}
+
 /* One step function over a micro-batch: inputs @tokens, @targets [B,T] -> output @loss (and
  * @logits when keep_logits). A training step with dropout also takes @first_sample, the global
- * index of the micro-batch's first sample (train_rank sets it), which its masks are drawn from. */
-static void build_step(ir_module *m, const mcc_spec *s, const char *name, bool keep_logits, bool train)
+ * index of the micro-batch's first sample (train_rank sets it), which its masks are drawn from.
+ * `halves` (tp_comm_interleave): the model runs over the micro-batch's two halves as two
+ * independent chains, the loss their mean, so that comm_overlap can run each chain's collectives
+ * beside the other's work. */
+static void build_step(ir_module *m, const mcc_spec *s, const char *name, bool keep_logits, bool train, bool halves)
 {
-    builder b = {m, ir_func_new(m, name), s, -1};
+    builder b = {m, ir_func_new(m, name), s, -1, s->micro_batch_size};
     int64_t bt[2] = {s->micro_batch_size, s->seq_length};
     int tokens = ir_input(m, b.f, "tokens", ir_tensor(IR_I32, 2, bt));
     int targets = ir_input(m, b.f, "targets", ir_tensor(IR_I32, 2, bt));
     if (train && (s->attention_dropout > 0 || s->hidden_dropout > 0))
         b.first_sample = ir_input(m, b.f, "first_sample", ir_scalar(IR_I64));
-
-    int x = embed(&b, tokens);
-    for (int l = 0; l < s->num_layers; l++) {
-        char p[64];
-        snprintf(p, sizeof p, "layers.%d.input_norm", l);
-        x = ir_op2(m, b.f, IR_OP_ADD, x, attention_block(&b, l, norm(&b, p, x)));
-        snprintf(p, sizeof p, "layers.%d.post_attention_norm", l);
-        x = ir_op2(m, b.f, IR_OP_ADD, x, mlp_block(&b, l, norm(&b, p, x)));
+    if (halves) {
+        int64_t half = s->micro_batch_size / 2;
+        int la, lb, first = half_loss(&b, tokens, targets, 0, half, &la);
+        int second = half_loss(&b, tokens, targets, half, half, &lb);
+        int sum = ir_op2(m, b.f, IR_OP_ADD, first, second);
+        double mean = 0.5;
+        ir_output(m, b.f, "loss", ir_emit(m, b.f, IR_OP_SCALE, &sum, 1, &mean, NULL, NULL));
+        if (keep_logits)
+            ir_output(m, b.f, "logits", ir_op2(m, b.f, IR_OP_CONCAT_ROWS, la, lb));
+        return;
     }
-    int logits = logits_of(&b, norm(&b, "final_norm", x));
+    int logits = logits_for(&b, tokens);
     int loss = ir_op2(m, b.f, IR_OP_CROSS_ENTROPY, logits, targets);
     ir_output(m, b.f, "loss", loss);
     if (keep_logits)
@@ -259,7 +294,8 @@ ir_module *mcc_build_model(const mcc_spec *s, bool keep_logits)
 {
     ir_module *m = ir_module_new();
     set_config(m, s);
-    build_step(m, s, "micro_step", keep_logits, true);
-    build_step(m, s, "eval_step", false, false);
+    bool halves = s->tp_comm_interleave && s->sequence_parallel && s->tensor_model_parallel_size > 1;
+    build_step(m, s, "micro_step", keep_logits, true, halves);
+    build_step(m, s, "eval_step", false, false, false);
     return m;
 }

@@ -87,6 +87,9 @@ static const spec_field spec_fields[] = {
     /* Megatron's name: the all-gathers and reduce-scatters of sequence parallelism fused with their
      * matmuls (fusion.c); a no-op without sequence_parallel */
     FIELD(SEC_PARALLEL, "tp_comm_overlap", tp_comm_overlap, NULL, K_BOOL, R_ANY, D_VALUE, false, NULL),
+    /* the micro-batch's two halves as two chains whose sequence-parallel collectives run beside the
+     * other's computation (comm_overlap.c); a no-op without sequence_parallel */
+    FIELD(SEC_PARALLEL, "tp_comm_interleave", tp_comm_interleave, NULL, K_BOOL, R_ANY, D_VALUE, false, NULL),
     FIELD(SEC_PARALLEL, "ddp_bucket_size", ddp_bucket_size, NULL, K_INT, R_POS, D_VALUE, 40000000, NULL),
     FIELD(SEC_PARALLEL, "overlap_grad_reduce", overlap_grad_reduce, NULL, K_BOOL, R_ANY, D_VALUE, false, NULL),
     TRAIN(micro_batch_size, K_INT, R_POS, D_VALUE, 1),
@@ -516,6 +519,20 @@ static bool spec_check_tp(spec_ctx *c)
                                 "share%s", spec_where(c, spec_find(keys[i])), values[i],
                              spec_where(c, spec_find("tensor_model_parallel_size")), tp,
                              i == 3 ? "; pad vocab_size up to a multiple of it" : "");
+    if (s->tp_comm_interleave && s->sequence_parallel && tp > 1) {
+        int rows = s->sequence_parallel_split == MCC_SP_SPLIT_BATCH ? 2 * tp : 2;
+        if (s->micro_batch_size % rows)
+            return spec_fail(c, "%s splits the micro-batch into two halves%s: %s (%d) must be divisible by %d",
+                             spec_where(c, spec_find("tp_comm_interleave")),
+                             rows > 2 ? ", each split by batch rows over the tensor-parallel ranks" : "",
+                             spec_where(c, spec_find("micro_batch_size")), s->micro_batch_size, rows);
+        if (s->hidden_dropout > 0 || s->attention_dropout > 0)
+            return spec_fail(c, "%s does not support dropout yet: set hidden_dropout and attention_dropout to 0, or "
+                                "turn it off", spec_where(c, spec_find("tp_comm_interleave")));
+        if (s->tp_comm_overlap)
+            return spec_fail(c, "%s and %s are two ways of overlapping the same collectives: choose one",
+                             spec_where(c, spec_find("tp_comm_interleave")), spec_where(c, spec_find("tp_comm_overlap")));
+    }
     if (!s->sequence_parallel || s->sequence_parallel_split != MCC_SP_SPLIT_BATCH || tp == 1)
         return true;
     if (s->micro_batch_size % tp)

@@ -37,6 +37,8 @@ typedef struct {
                                            by whole batch rows, so each collective is one contiguous block */
     bool tp_comm_overlap;               /* sequence parallelism's collectives fused with their matmuls, which
                                            overlap them with this rank's own rows' GEMMs */
+    bool tp_comm_interleave;            /* micro_step's forward built twice, over the micro-batch's two
+                                           halves, each half's collectives beside the other's work */
     int ddp_bucket_size;                /* elements of gradient per data-parallel all-reduce */
     bool overlap_grad_reduce;           /* all-reduce each bucket inside the backward, as soon as its
                                            gradients are final (one micro-batch per step, no ZeRO) */

@@ -146,6 +146,28 @@ bool ir_infer_reshape(const ir_module *m, const ir_instr *in, const ir_type *a, 
     return true;
 }
 
+bool ir_infer_rows(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    int64_t first = (int64_t)in->attr[0], count = (int64_t)in->attr[1];
+    if (a[0].ndim < 1 || first < 0 || count < 1 || first + count > a[0].dims[0])
+        return fail(err, len, "rows [%lld, %lld) of %s", (long long)first, (long long)(first + count), tstr(&a[0]));
+    r[0] = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
+    r[0].dims[0] = count;
+    return true;
+}
+
+bool ir_infer_concat_rows(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    bool same = a[0].ndim == a[1].ndim && a[0].ndim >= 1 && a[0].dtype == a[1].dtype;
+    for (int d = 1; same && d < a[0].ndim; d++)
+        same = a[0].dims[d] == a[1].dims[d];
+    if (!same)
+        return fail(err, len, "cannot stack the rows of %s and %s", tstr(&a[0]), tstr(&a[1]));
+    r[0] = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
+    r[0].dims[0] += a[1].dims[0];
+    return true;
+}
+
 bool ir_infer_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     bool ta = in->attr[0] != 0, tb = in->attr[1] != 0;

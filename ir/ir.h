@@ -159,6 +159,10 @@ bool ir_on_comm_stream(const ir_instr *in);
 int ir_seq_dim(const ir_instr *in);
 /* Whether op talks to other ranks: a collective, or an op with one inside (the fused ones). */
 bool ir_op_communicates(ir_op op);
+/* Ops whose result is a view of their operand's bytes (@view after memory_plan): reshape, rows. */
+bool ir_is_view_op(ir_op op);
+/* Where a view op's result starts in its operand, in bytes (rows: first * the bytes of a row). */
+int64_t ir_view_offset(const ir_func *f, const ir_instr *in);
 /* Whether `in` is a collective that runs beside the instructions after it (reduce_scatter_seq or
  * all_gather_seq with overlap = 1, passes/comm_overlap.c), joined before the first instruction reading its result. */
 bool ir_overlapped(const ir_instr *in);

@@ -302,8 +302,8 @@ static bool verify_placement(verifier *v, int i, int x)
         return ifail(v, i, "%%%d has no memory placement (@+offset, @view or @global)", x);
     if ((op == IR_OP_GLOBAL) != (val->mem == IR_MEM_GLOBAL))
         return ifail(v, i, "%%%d: @global is the placement of global results, and only of them", x);
-    if (val->mem == IR_MEM_VIEW && op != IR_OP_RESHAPE)
-        return ifail(v, i, "%%%d: only reshape results can be @view", x);
+    if (val->mem == IR_MEM_VIEW && !ir_is_view_op(op))
+        return ifail(v, i, "%%%d: only reshape and rows results can be @view", x);
     if (val->mem == IR_MEM_ARENA && (val->offset < 0 || val->offset % 64))
         return ifail(v, i, "%%%d: arena offset %lld is not a non-negative multiple of 64", x, (long long)val->offset);
     if (val->mem == IR_MEM_ARENA && val->offset > f->arena_bytes - bytes)

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool is_work(ir_op op) { return op != IR_OP_GLOBAL && op != IR_OP_RESHAPE; }
+static bool is_work(ir_op op) { return op != IR_OP_GLOBAL && !ir_is_view_op(op); }
 
 /* Whether real work lies between instruction i and the first instruction reading value v. */
 static bool work_before_use(const ir_func *f, int i, int v)

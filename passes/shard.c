@@ -440,6 +440,22 @@ static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
         *res = emit(c, in->op, args, 1, NULL, NULL, &t, p);
         return true;
     }
+    case IR_OP_ROWS: /* of a value whole along its rows (the step's inputs) */
+        if (c->at[args[0]].seq)
+            args[0] = every_token(c, args[0]);
+        if (c->at[args[0]].dim == 0 || c->at[args[0]].partial)
+            return fail(c, "rows of a value split along them", in);
+        *res = emit(c, in->op, args, 1, in->attr, NULL, NULL, c->at[args[0]]);
+        return true;
+    case IR_OP_CONCAT_ROWS: /* of values split alike, not along their rows */
+        for (int a = 0; a < 2; a++)
+            if (c->at[args[a]].seq)
+                args[a] = every_token(c, args[a]);
+        if (c->at[args[0]].dim != c->at[args[1]].dim || c->at[args[0]].dim == 0 || c->at[args[0]].partial ||
+            c->at[args[1]].partial)
+            return fail(c, "stacking rows of values split differently, or along their rows", in);
+        *res = emit(c, in->op, args, 2, NULL, NULL, NULL, c->at[args[0]]);
+        return true;
     case IR_OP_MATMUL:
         return rule_matmul(c, in, args, res);
     case IR_OP_SUM_ROWS: {

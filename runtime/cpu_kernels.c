@@ -180,6 +180,22 @@ void cpu_RESHAPE(const rt_kernel_call *c)
         memmove(c->res[0], c->args[0], ir_bytes(c->res_types[0]));
 }
 
+void cpu_CONCAT_ROWS(const rt_kernel_call *c)
+{
+    size_t first = ir_bytes(c->arg_types[0]);
+    memcpy(c->res[0], c->args[0], first);
+    memcpy((char *)c->res[0] + first, c->args[1], ir_bytes(c->arg_types[1]));
+}
+
+/* A view too: the result's bytes are the rows' own (ir_view_offset) once memory_plan has run. */
+void cpu_ROWS(const rt_kernel_call *c)
+{
+    const char *from = (const char *)c->args[0] + (size_t)c->in->attr[0] * ir_bytes(c->res_types[0]) /
+                                                      (size_t)c->res_types[0]->dims[0];
+    if (from != c->res[0])
+        memmove(c->res[0], from, ir_bytes(c->res_types[0]));
+}
+
 /* (x[B,...], first_sample) -> x * mask / (1-p): row (b, o) of x's rows (mcc_dropout_rows) holds
  * consecutive elements of sample first_sample + first_row + b, drawn by kernels_templates/philox.cuh. */
 void cpu_DROPOUT(const rt_kernel_call *c)

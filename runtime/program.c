@@ -38,7 +38,7 @@ static void bind_func(rt_program *p, rt_func_exec *x, ir_func *f, char *arena)
             int v = in->res[r];
             switch (f->vals[v].mem) {
             case IR_MEM_GLOBAL: x->vptr[v] = p->globals[ir_global_find(p->m, in->sym)]; break;
-            case IR_MEM_VIEW: x->vptr[v] = x->vptr[in->args[0]]; break;
+            case IR_MEM_VIEW: x->vptr[v] = (char *)x->vptr[in->args[0]] + ir_view_offset(f, in); break;
             default: x->vptr[v] = x->arena + f->vals[v].offset; break;
             }
         }

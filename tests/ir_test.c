@@ -384,7 +384,7 @@ static void test_memory_errors(void)
     check_text_fails_verify("func f {arena=64} {\n  %0 = input @x : f32[32] @+0\n}\n",
                             "func f, instr 0 (`%0 = input @x : f32[32] @+0`): %0: bytes [0, 128) run past the end of the 64-byte arena");
     check_text_fails_verify("func f {arena=64} {\n  %0 = input @x : f32[16]\n}\n", "%0 has no memory placement");
-    check_text_fails_verify("func f {arena=64} {\n  %0 = input @x : f32[16] @view\n}\n", "%0: only reshape results can be @view");
+    check_text_fails_verify("func f {arena=64} {\n  %0 = input @x : f32[16] @view\n}\n", "%0: only reshape and rows results can be @view");
     check_text_fails_verify("global @w : f32[4] {kind=param, init=zeros}\nfunc f {arena=64} {\n  %0 = global @w : f32[4] @+0\n}\n",
                             "%0: @global is the placement of global results, and only of them");
 }

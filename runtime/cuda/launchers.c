@@ -275,6 +275,21 @@ void cuda_RESHAPE(rt_cuda_ctx *cx, const rt_kernel_call *c)
     device_copy(cx, c->res[0], c->args[0], ir_bytes(c->res_types[0]));
 }
 
+void cuda_CONCAT_ROWS(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    size_t first = ir_bytes(c->arg_types[0]);
+    device_copy(cx, c->res[0], c->args[0], first);
+    device_copy(cx, (char *)c->res[0] + first, c->args[1], ir_bytes(c->arg_types[1]));
+}
+
+/* A view too (ir_view_offset): nothing to move once memory_plan has run. */
+void cuda_ROWS(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const char *from = (const char *)c->args[0] + (size_t)c->in->attr[0] * ir_bytes(c->res_types[0]) /
+                                                      (size_t)c->res_types[0]->dims[0];
+    device_copy(cx, c->res[0], from, ir_bytes(c->res_types[0]));
+}
+
 /* --- reductions ------------------------------------------------------------------------------- */
 
 /* x[R,N] -> [N] */
