@@ -39,6 +39,9 @@ for m in tiny-gpt2 tiny-llama; do
     --tp-comm-overlap -o devrun/bin/$m-cuda-tp2spo 2>/dev/null
   $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 --tp 2 --sequence-parallel \
     --sequence-parallel-split batch --tp-comm-overlap -o devrun/bin/$m-cuda-tp2spbo 2>/dev/null
+  # --tp-comm-interleave: the micro-batch's halves as two chains, split by batch rows (bi)
+  $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 --tp 2 --sequence-parallel \
+    --sequence-parallel-split batch --tp-comm-interleave -o devrun/bin/$m-cuda-tp2spbi 2>/dev/null
   devrun/bin/$m-cpu --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir devrun/cpu/$m >/dev/null
   # one micro-batch per step: the gradients' first writes assign (no zeroing)
   $B/mcc compile models/$m.json --target cpu --keep-logits --global-batch-size 4 -o devrun/bin/$m-cpu-gb4 2>/dev/null
@@ -64,10 +67,11 @@ tp2_variant_flags() {
     tp2spo) echo "--tp 2 --sequence-parallel --tp-comm-overlap" ;;
     tp2spb) echo "--tp 2 --sequence-parallel --sequence-parallel-split batch" ;;
     tp2spbo) echo "--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-overlap" ;;
+    tp2spbi) echo "--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-interleave" ;;
   esac
 }
 for c in llama-1B llama-1B-gqa; do
-  for v in tp2sp tp2spo tp2spb tp2spbo; do
+  for v in tp2sp tp2spo tp2spb tp2spbo tp2spbi; do
     $B/mcc compile bench/configs/$c.json --target cuda $(tp2_variant_flags $v) -o devrun/bin/bench-$c-$v \
       2>devrun/bin/bench-$c-$v.compile.log || cat devrun/bin/bench-$c-$v.compile.log
   done

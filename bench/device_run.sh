@@ -75,7 +75,7 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && [ "${TP2_CHECK:-1}" != 0 ]; then
   for m in tiny-gpt2 tiny-llama; do
     timeout 120 devrun/bin/$m-cuda-v258 --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
       --dump-dir /tmp/gpu-v258-$m > /dev/null 2>&1
-    for v in tp2 tp2sp tp2spo tp2spb tp2spbo; do
+    for v in tp2 tp2sp tp2spo tp2spb tp2spbo tp2spbi; do
       timeout ${CHECK_TIMEOUT:-120} devrun/bin/$m-cuda-$v --nproc-per-node 2 --data-path devrun/data/numerics_text_document \
         --train-iters 10 --eval-iters 0 --dump-dir /tmp/gpu-$v-$m > "$O/$m-$v.log" 2>&1
       echo "$m $v exit $?"; tail -1 "$O/$m-$v.log"
@@ -135,7 +135,7 @@ fi
 
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   for c in ${TP2_CONFIGS-llama-1B llama-1B-gqa}; do
-    for v in ${TP2_VARIANTS-tp2sp tp2spo tp2spb tp2spbo}; do # bench/bundle.sh says what each is
+    for v in ${TP2_VARIANTS-tp2sp tp2spb tp2spbi}; do # bench/bundle.sh says what each is
       [ -x devrun/bin/bench-$c-$v ] || continue
       timeout 150 devrun/bin/bench-$c-$v --nproc-per-node 2 --data-path devrun/data/brown_text_document --split 100,0,0 \
         --train-iters 15 --log-interval 1 --eval-iters 0 > "$O/bench-$c-$v.log" 2>&1

@@ -62,7 +62,7 @@ def main():
 
 LAYOUTS = [('dp2', 'DP=2'), ('dp2ov', 'DP=2, --overlap-grad-reduce'), ('tp2sp', 'TP=2 + SP'),
            ('tp2spo', 'TP=2 + SP, --tp-comm-overlap'), ('tp2spb', 'TP=2 + SP split by batch'),
-           ('tp2spbo', 'TP=2 + SP by batch, overlap')]
+           ('tp2spbo', 'TP=2 + SP by batch, overlap'), ('tp2spbi', 'TP=2 + SP by batch, interleaved halves')]
 
 
 def scaling(logdir):

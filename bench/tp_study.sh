@@ -19,7 +19,7 @@ data="--data-path devrun/data/numerics_text_document --train-iters 10 --eval-ite
 ok=""
 for m in tiny-gpt2 tiny-llama; do # GPU numerics: the fused ops, the batch split, the lanes (CUDA graphs included)
   timeout 60 devrun/bin/$m-cuda-v258 $data --dump-dir /tmp/tps-ref-$m > /dev/null 2>&1
-  for run in ${RUNS:-tp2sp: tp2spo: tp2spb: tp2spbo: tp2sp:side,copy tp2spo:side,copy tp2spb:side,copy tp2spbo:side,copy}; do
+  for run in ${RUNS:-tp2sp: tp2spb: tp2spbi: tp2spb:side,copy tp2spbi:side,copy tp2spbo:side,copy}; do
     v=${run%%:*} lanes=${run#*:}
     MCC_COMM_LANES=$lanes timeout 90 devrun/bin/$m-cuda-$v --nproc-per-node 2 $data --dump-dir /tmp/tps-$v-$m \
       > "$O/tps-$m-$v-${lanes:-main}.log" 2>&1
@@ -43,14 +43,14 @@ done
 timed() { case "$ok" in *"!$1:$2;"*) echo "$1 ${2:-main}: skipped (numerics failed)"; return 1 ;; esac; }
 for c in ${TP_CONFIGS:-llama-1B}; do
   bash bench/env_sweep.sh bench-$c 1 ""
-  for v in ${VARIANTS:-tp2sp tp2spo tp2spb tp2spbo}; do
+  for v in ${VARIANTS:-tp2sp tp2spb tp2spbi tp2spbo}; do
     envs=()
     timed $v "" && envs+=("")
     timed $v side,copy && envs+=("MCC_COMM_LANES=copy")
     [ ${#envs[@]} -gt 0 ] && bash bench/env_sweep.sh bench-$c-$v 2 "${envs[@]}"
   done
 done
-profiled=${PROFILE:-tp2spbo:} # variant:lanes
+profiled=${PROFILE:-tp2spbi:copy} # variant:lanes
 timed ${profiled%%:*} "${profiled#*:}" || exit 0
 MCC_COMM_LANES=${profiled#*:} MCC_PROFILE=1 timeout 150 devrun/bin/bench-llama-1B-${profiled%%:*} --nproc-per-node 2 \
   --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 --log-interval 1 --eval-iters 0 \

@@ -189,9 +189,272 @@ static void overlap_func(ir_module *m, int fi)
     free(map);
 }
 
+/* --- two chains (tp_comm_interleave): each one's collectives beside the other's work ---------- */
+
+/* Multiply-adds of a GEMM whose operands are arguments first and first + 1 (attributes ta, tb). */
+static double matmul_macs(const ir_func *f, const ir_instr *in, int first)
+{
+    const ir_type *a = &f->vals[in->args[first]].type, *b = &f->vals[in->args[first + 1]].type;
+    double na = (double)ir_numel(a), last = (double)a->dims[a->ndim - 1];
+    double contracted = in->attr[0] != 0 ? na / last : last;
+    return na * (double)ir_numel(b) / contracted;
+}
+
+/* An instruction's work in multiply-adds: its GEMMs' and attention's; the rest (memory-bound,
+ * short) counts nothing. */
+static double work_of(const ir_func *f, const ir_instr *in)
+{
+    switch (in->op) {
+    case IR_OP_MATMUL: case IR_OP_MATMUL_ADD: case IR_OP_MATMUL_BIAS: case IR_OP_MATMUL_BIAS_ADD:
+    case IR_OP_MATMUL_BIAS_GELU: case IR_OP_MATMUL_DGELU_BGRAD:
+        return matmul_macs(f, in, 0);
+    case IR_OP_MATMUL_ACCUMULATE:
+        return matmul_macs(f, in, 1);
+    case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: { /* q [B,T,H,D]: QK^T and PV, causal; the backward 2.5x */
+        const ir_type *q = &f->vals[in->args[0]].type;
+        double w = (double)ir_numel(q) * (double)q->dims[1];
+        return in->op == IR_OP_ATTENTION ? w : 2.5 * w;
+    }
+    default:
+        return 0;
+    }
+}
+
+static bool is_seq_collective(const ir_instr *in)
+{
+    return in->op == IR_OP_REDUCE_SCATTER_SEQ || in->op == IR_OP_ALL_GATHER_SEQ;
+}
+
+static bool reads(const ir_instr *in, int v)
+{
+    for (int a = 0; a < in->nargs; a++)
+        if (in->args[a] == v)
+            return true;
+    return false;
+}
+
+/* The global an instruction touches through argument a (a `global` instruction's own symbol
+ * when a < 0), as an index into the module's globals, or -1. Side-effect ops (no results) touch
+ * every global they are given. */
+static int touched_global(const ir_module *m, const ir_func *f, const ir_instr *in, int a)
+{
+    if (a < 0)
+        return in->op == IR_OP_GLOBAL ? ir_global_find(m, in->sym) : -1;
+    if (in->nres != 0)
+        return -1;
+    const char *g = ir_global_of(f, in->args[a]);
+    return g ? ir_global_find(m, g) : -1;
+}
+
+typedef struct {
+    int *npred;                     /* per instruction: predecessors not yet emitted */
+    int *succ_head, *succ_next, *succ_to; /* successor lists (edges) */
+    int nedges;
+} dag;
+
+static void add_edge(dag *d, int from, int to)
+{
+    d->succ_to[d->nedges] = to;
+    d->succ_next[d->nedges] = d->succ_head[from];
+    d->succ_head[from] = d->nedges++;
+    d->npred[to]++;
+}
+
+/* The dependences of f's instructions: on the instructions making their operands, and, for
+ * every global, between the instructions touching it, in their order (a gradient's first write
+ * assigns it, later ones add). */
+static dag build_dag(const ir_module *m, const ir_func *f)
+{
+    int n = f->ninstrs, cap = 0;
+    for (int i = 0; i < n; i++)
+        cap += 2 * f->instrs[i].nargs + 1;
+    dag d = {calloc((size_t)n + 1, sizeof(int)), malloc(sizeof(int) * ((size_t)n + 1)), malloc(sizeof(int) * ((size_t)cap + 1)),
+             malloc(sizeof(int) * ((size_t)cap + 1)), 0};
+    int *last = malloc(sizeof(int) * ((size_t)m->nglobals + 1));
+    for (int i = 0; i < n; i++)
+        d.succ_head[i] = -1;
+    for (int g = 0; g < m->nglobals; g++)
+        last[g] = -1;
+    for (int i = 0; i < n; i++) {
+        const ir_instr *in = &f->instrs[i];
+        for (int a = 0; a < in->nargs; a++)
+            add_edge(&d, f->vals[in->args[a]].def, i);
+        for (int a = -1; a < in->nargs; a++) {
+            int g = touched_global(m, f, in, a);
+            if (g >= 0 && last[g] != i) {
+                if (last[g] >= 0)
+                    add_edge(&d, last[g], i);
+                last[g] = i;
+            }
+        }
+    }
+    free(last);
+    return d;
+}
+
+typedef bool (*wanted)(const ir_func *f, int i, const void *ctx);
+
+typedef struct {
+    int inflight;                   /* the sequence collective whose readers wait, or -1 */
+    const int *hot;                 /* per value: the join generation that made it */
+    int gen;                        /* the latest join's */
+} sched_state;
+
+static bool want_collective(const ir_func *f, int i, const void *ctx) { return is_seq_collective(&f->instrs[i]); }
+
+static bool reads_hot(const ir_func *f, const ir_instr *in, const sched_state *st)
+{
+    for (int a = 0; a < in->nargs; a++)
+        if (st->hot[in->args[a]] == st->gen)
+            return true;
+    return false;
+}
+
+/* The joined chain's collective first: the other chain's, ready too, then runs beside that
+ * chain's work instead of finding none (both waiting on a collective). */
+static bool want_hot_collective(const ir_func *f, int i, const void *ctx)
+{
+    return is_seq_collective(&f->instrs[i]) && reads_hot(f, &f->instrs[i], ctx);
+}
+
+static bool want_independent(const ir_func *f, int i, const void *ctx)
+{
+    const sched_state *st = ctx;
+    const ir_instr *in = &f->instrs[i];
+    return !is_seq_collective(in) && (st->inflight < 0 || !reads(in, f->instrs[st->inflight].res[0]));
+}
+
+static bool want_reader(const ir_func *f, int i, const void *ctx)
+{
+    const sched_state *st = ctx;
+    return st->inflight >= 0 && reads(&f->instrs[i], f->instrs[st->inflight].res[0]);
+}
+
+static bool want_hot(const ir_func *f, int i, const void *ctx)
+{
+    const sched_state *st = ctx;
+    const ir_instr *in = &f->instrs[i];
+    return !(is_seq_collective(in) && st->inflight >= 0) && reads_hot(f, in, st);
+}
+
+static bool want_any(const ir_func *f, int i, const void *ctx) { return true; }
+
+/* The ready instructions (all predecessors emitted, not yet emitted), in their original order. */
+typedef struct {
+    int *at, n;
+} ready_list;
+
+static void ready_add(ready_list *r, int i)
+{
+    int k = r->n++;
+    while (k > 0 && r->at[k - 1] > i)
+        r->at[k] = r->at[k - 1], k--;
+    r->at[k] = i;
+}
+
+static void ready_remove(ready_list *r, int i)
+{
+    int k = 0;
+    while (r->at[k] != i)
+        k++;
+    memmove(&r->at[k], &r->at[k + 1], sizeof(int) * (size_t)(r->n - k - 1));
+    r->n--;
+}
+
+/* The first ready instruction that `want` accepts, or -1. */
+static int first_ready(const ir_func *f, const ready_list *r, wanted want, const void *ctx)
+{
+    for (int k = 0; k < r->n; k++)
+        if (want(f, r->at[k], ctx))
+            return r->at[k];
+    return -1;
+}
+
+/* micro_step of an interleaved plan holds two chains (the micro-batch's halves) that meet only
+ * in the loss, the weights and the gradients. A list schedule over their dependences: a ready
+ * sequence collective goes out at once when none is in flight (the comm stream runs one after
+ * the other, and a join waits for all of them); beside it, the earliest ready work that does not
+ * need it (the other chain's, and weight gradients) until that work covers its bytes' time
+ * (hiding_target); then its reader joins it, and the chain it fed goes first until its next
+ * collective is ready. So each chain's reduce-scatter and the all-gather after it (with only an
+ * add and a norm between) both run beside the other chain's attention or MLP. */
+static void interleave_func(ir_module *m, int fi)
+{
+    const ir_func *src = m->funcs[fi];
+    int n = src->ninstrs, ranks = (int)ir_config_int(m, "tensor_model_parallel_size", 2), count = 0;
+    dag d = build_dag(m, src);
+    ready_list ready = {malloc(sizeof(int) * ((size_t)n + 1)), 0};
+    for (int i = 0; i < n; i++)
+        if (d.npred[i] == 0)
+            ready_add(&ready, i);
+    int *order = malloc(sizeof(int) * ((size_t)n + 1)), *hot = malloc(sizeof(int) * ((size_t)src->nvals + 1));
+    for (int v = 0; v < src->nvals; v++)
+        hot[v] = -1;
+    sched_state st = {-1, hot, 0};
+    double covered = 0, target = 0;
+    while (count < n) {
+        int pick = -1;
+        if (st.inflight < 0 && (pick = first_ready(src, &ready, want_hot_collective, &st)) < 0)
+            pick = first_ready(src, &ready, want_collective, &st);
+        if (pick < 0 && st.inflight >= 0 && covered < target)
+            pick = first_ready(src, &ready, want_independent, &st);
+        if (pick < 0 && st.inflight >= 0 && (pick = first_ready(src, &ready, want_reader, &st)) >= 0) {
+            hot[src->instrs[st.inflight].res[0]] = ++st.gen; /* joined: its chain goes first */
+            st.inflight = -1;
+        }
+        if (pick < 0)
+            pick = first_ready(src, &ready, want_hot, &st);
+        if (pick < 0)
+            pick = first_ready(src, &ready, want_independent, &st);
+        if (pick < 0)
+            pick = first_ready(src, &ready, want_any, &st);
+        const ir_instr *in = &src->instrs[pick];
+        ready_remove(&ready, pick);
+        order[count++] = pick;
+        for (int e = d.succ_head[pick]; e >= 0; e = d.succ_next[e])
+            if (--d.npred[d.succ_to[e]] == 0)
+                ready_add(&ready, d.succ_to[e]);
+        bool heated = false;
+        for (int a = 0; a < in->nargs; a++)
+            heated |= hot[in->args[a]] == st.gen && st.gen > 0;
+        for (int r = 0; heated && r < in->nres; r++)
+            hot[in->res[r]] = st.gen;
+        if (is_seq_collective(in)) {
+            st.inflight = pick;
+            covered = 0;
+            target = hiding_target(src, pick, ranks);
+        } else if (st.inflight >= 0) {
+            covered += work_of(src, in);
+        }
+    }
+    ir_func *dst = ir_func_new(m, src->name);
+    int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
+    for (int k = 0; k < n; k++)
+        ir_copy_instr(m, dst, src, &src->instrs[order[k]], map);
+    for (int i = 0; i < dst->ninstrs; i++) {
+        ir_instr *in = &dst->instrs[i];
+        if (is_seq_collective(in))
+            in->attr[1] = work_before_use(dst, i, in->res[0]); /* what ir_overlapped reads */
+    }
+    ir_func_replace(m, fi, dst);
+    free(d.npred);
+    free(d.succ_head);
+    free(d.succ_next);
+    free(d.succ_to);
+    free(ready.at);
+    free(order);
+    free(hot);
+    free(map);
+}
+
 bool pass_comm_overlap(ir_module *m, char *err, size_t errlen)
 {
-    for (int f = 0; f < m->nfuncs; f++)
-        overlap_func(m, f);
+    bool interleaved = ir_config_int(m, "tp_comm_interleave", 1) == 2;
+    for (int f = 0; f < m->nfuncs; f++) {
+        if (interleaved && !strcmp(m->funcs[f]->name, "micro_step"))
+            interleave_func(m, f);
+        else
+            overlap_func(m, f);
+    }
     return true;
 }

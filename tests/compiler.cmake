@@ -127,12 +127,14 @@ if(TARGET mccrt_cuda)
       "tp2_sp_batch:2:--tp 2 --sequence-parallel --sequence-parallel-split batch"
       "tp2_sp_batch_tpo:2:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-overlap"
       "tp2_sp_tpo:2:--tp 2 --sequence-parallel --tp-comm-overlap"
+      "tp2_sp_batch_interleave:2:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-interleave"
       "dp2_zero:2:--dp 2 --use-distributed-optimizer" "1gpu_dropout:1:${_dropout}"
       "dp2_dropout:2:${_dropout} --dp 2" "tp2_sp_dropout:2:${_dropout} --tp 2 --sequence-parallel")
   # the same with the collective lanes (MCC_COMM_LANES): copy-engine all-gathers and exchanges
   set(MCC_GPU_LANE_LAYOUTS "tp2_sp_lanes:2:--tp 2 --sequence-parallel"
       "tp2_sp_batch_lanes:2:--tp 2 --sequence-parallel --sequence-parallel-split batch"
-      "tp2_sp_batch_tpo_lanes:2:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-overlap")
+      "tp2_sp_batch_tpo_lanes:2:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-overlap"
+      "tp2_sp_batch_interleave_lanes:2:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-interleave")
   foreach(model tiny-gpt2 tiny-llama)
     foreach(layout ${MCC_GPU_LAYOUTS} ${MCC_GPU_LANE_LAYOUTS})
       mcc_parse_layout(${layout})
