@@ -9,7 +9,10 @@
  * the MLP's); the others stay beside this one. A collective that real work (not a `global` or a
  * `reshape`) then separates from its result's first use is marked overlap = 1: the GPU runs it on
  * the comm stream, which the compute stream joins before that first use, and the memory plan
- * keeps its operand's bytes until then. */
+ * keeps its operand's bytes until then.
+ * With tp_comm_interleave, micro_step holds two chains (the micro-batch's halves) and is list-
+ * scheduled instead (interleave_func), so that the forward's collectives too have work beside
+ * them: the other chain's. */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -57,16 +60,18 @@ static void emit_after(reorder *o, int at, int k)
     *tail = k, o->next[k] = -1, o->moved[k] = true;
 }
 
-/* A matmul_accumulate's multiply-adds (dst += op(a) op(b), attrs ta, tb), up to a constant:
- * what it takes to hide a collective beside it. */
-static double accumulate_flops(const ir_func *f, int k)
+/* Multiply-adds of a GEMM whose operands are arguments first and first + 1 (attributes ta, tb). */
+static double matmul_macs(const ir_func *f, const ir_instr *in, int first)
 {
-    const ir_instr *in = &f->instrs[k];
-    const ir_type *a = &f->vals[in->args[1]].type, *b = &f->vals[in->args[2]].type;
+    const ir_type *a = &f->vals[in->args[first]].type, *b = &f->vals[in->args[first + 1]].type;
     double na = (double)ir_numel(a), last = (double)a->dims[a->ndim - 1];
     double contracted = in->attr[0] != 0 ? na / last : last;
     return na * (double)ir_numel(b) / contracted;
 }
+
+/* A matmul_accumulate's multiply-adds (dst += op(a) op(b)): what it takes to hide a collective
+ * beside it. */
+static double accumulate_flops(const ir_func *f, int k) { return matmul_macs(f, &f->instrs[k], 1); }
 
 /* The next sequence-parallel collective after instruction i, or -1. */
 static int next_seq_collective(const ir_func *f, int i)
@@ -191,14 +196,6 @@ static void overlap_func(ir_module *m, int fi)
 
 /* --- two chains (tp_comm_interleave): each one's collectives beside the other's work ---------- */
 
-/* Multiply-adds of a GEMM whose operands are arguments first and first + 1 (attributes ta, tb). */
-static double matmul_macs(const ir_func *f, const ir_instr *in, int first)
-{
-    const ir_type *a = &f->vals[in->args[first]].type, *b = &f->vals[in->args[first + 1]].type;
-    double na = (double)ir_numel(a), last = (double)a->dims[a->ndim - 1];
-    double contracted = in->attr[0] != 0 ? na / last : last;
-    return na * (double)ir_numel(b) / contracted;
-}
 
 /* An instruction's work in multiply-adds: its GEMMs' and attention's; the rest (memory-bound,
  * short) counts nothing. */
