@@ -15,6 +15,7 @@
  * them: the other chain's. */
 #include "passes.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -289,53 +290,6 @@ static dag build_dag(const ir_module *m, const ir_func *f)
     return d;
 }
 
-typedef bool (*wanted)(const ir_func *f, int i, const void *ctx);
-
-typedef struct {
-    int inflight;                   /* the sequence collective whose readers wait, or -1 */
-    const int *hot;                 /* per value: the join generation that made it */
-    int gen;                        /* the latest join's */
-} sched_state;
-
-static bool want_collective(const ir_func *f, int i, const void *ctx) { return is_seq_collective(&f->instrs[i]); }
-
-static bool reads_hot(const ir_func *f, const ir_instr *in, const sched_state *st)
-{
-    for (int a = 0; a < in->nargs; a++)
-        if (st->hot[in->args[a]] == st->gen)
-            return true;
-    return false;
-}
-
-/* The joined chain's collective first: the other chain's, ready too, then runs beside that
- * chain's work instead of finding none (both waiting on a collective). */
-static bool want_hot_collective(const ir_func *f, int i, const void *ctx)
-{
-    return is_seq_collective(&f->instrs[i]) && reads_hot(f, &f->instrs[i], ctx);
-}
-
-static bool want_independent(const ir_func *f, int i, const void *ctx)
-{
-    const sched_state *st = ctx;
-    const ir_instr *in = &f->instrs[i];
-    return !is_seq_collective(in) && (st->inflight < 0 || !reads(in, f->instrs[st->inflight].res[0]));
-}
-
-static bool want_reader(const ir_func *f, int i, const void *ctx)
-{
-    const sched_state *st = ctx;
-    return st->inflight >= 0 && reads(&f->instrs[i], f->instrs[st->inflight].res[0]);
-}
-
-static bool want_hot(const ir_func *f, int i, const void *ctx)
-{
-    const sched_state *st = ctx;
-    const ir_instr *in = &f->instrs[i];
-    return !(is_seq_collective(in) && st->inflight >= 0) && reads_hot(f, in, st);
-}
-
-static bool want_any(const ir_func *f, int i, const void *ctx) { return true; }
-
 /* The ready instructions (all predecessors emitted, not yet emitted), in their original order. */
 typedef struct {
     int *at, n;
@@ -358,49 +312,104 @@ static void ready_remove(ready_list *r, int i)
     r->n--;
 }
 
-/* The first ready instruction that `want` accepts, or -1. */
+typedef bool (*wanted)(const ir_func *f, int i, const void *ctx);
+
+typedef struct {
+    int inflight;                   /* the sequence collective whose readers wait, or -1 */
+    const double *to_collective;    /* per instruction: work_to_collective */
+    const int *ready_at;            /* per instruction: collectives issued when it became ready */
+    int issued;                     /* collectives issued so far */
+} sched_state;
+
+static bool want_collective(const ir_func *f, int i, const void *ctx) { return is_seq_collective(&f->instrs[i]); }
+
+static bool want_independent(const ir_func *f, int i, const void *ctx)
+{
+    const sched_state *st = ctx;
+    const ir_instr *in = &f->instrs[i];
+    return !is_seq_collective(in) && (st->inflight < 0 || !reads(in, f->instrs[st->inflight].res[0]));
+}
+
+/* Work no collective waits for (weight gradients) that two collectives have gone by since it
+ * was ready: it runs now, so that what it reads does not stay alive to the end. */
+static bool want_overdue(const ir_func *f, int i, const void *ctx)
+{
+    const sched_state *st = ctx;
+    return st->to_collective[i] == HUGE_VAL && st->issued - st->ready_at[i] >= 2 && want_independent(f, i, ctx);
+}
+
+static bool want_reader(const ir_func *f, int i, const void *ctx)
+{
+    const sched_state *st = ctx;
+    return st->inflight >= 0 && reads(&f->instrs[i], f->instrs[st->inflight].res[0]);
+}
+
+static bool want_any(const ir_func *f, int i, const void *ctx) { return true; }
+
+/* The ready instruction that `want` accepts nearest to a sequence collective (the original order
+ * breaks ties), or -1. */
 static int first_ready(const ir_func *f, const ready_list *r, wanted want, const void *ctx)
 {
+    const sched_state *st = ctx;
+    int best = -1;
     for (int k = 0; k < r->n; k++)
-        if (want(f, r->at[k], ctx))
-            return r->at[k];
-    return -1;
+        if (want(f, r->at[k], ctx) && (best < 0 || st->to_collective[r->at[k]] < st->to_collective[best]))
+            best = r->at[k];
+    return best;
+}
+
+/* Per instruction: the work (work_of) on the shortest path from it to a sequence collective
+ * that needs it, itself included; HUGE_VAL for work no collective needs (weight gradients, the
+ * loss). The chain nearest its collective goes first, so that collective goes out early, with
+ * the other chain's work still ahead to run beside it. */
+static double *work_to_collective(const ir_func *f)
+{
+    int n = f->ninstrs;
+    double *d = malloc(sizeof(double) * ((size_t)n + 1)), *after = malloc(sizeof(double) * ((size_t)n + 1));
+    for (int i = 0; i < n; i++)
+        after[i] = HUGE_VAL;
+    for (int j = n - 1; j >= 0; j--) {
+        const ir_instr *in = &f->instrs[j];
+        d[j] = is_seq_collective(in) ? 0 : work_of(f, in) + after[j];
+        for (int a = 0; a < in->nargs; a++) {
+            int i = f->vals[in->args[a]].def;
+            after[i] = d[j] < after[i] ? d[j] : after[i];
+        }
+    }
+    free(after);
+    return d;
 }
 
 /* micro_step of an interleaved plan holds two chains (the micro-batch's halves) that meet only
  * in the loss, the weights and the gradients. A list schedule over their dependences: a ready
  * sequence collective goes out at once when none is in flight (the comm stream runs one after
- * the other, and a join waits for all of them); beside it, the earliest ready work that does not
- * need it (the other chain's, and weight gradients) until that work covers its bytes' time
- * (hiding_target); then its reader joins it, and the chain it fed goes first until its next
- * collective is ready. So each chain's reduce-scatter and the all-gather after it (with only an
- * add and a norm between) both run beside the other chain's attention or MLP. */
+ * the other, and a join waits for all of them); beside it, ready work that does not need it
+ * (the other chain's first, nearest its own next collective) until that work covers its bytes'
+ * time (hiding_target); then its reader joins it. With nothing in flight, the chain nearest its
+ * next collective goes first. So the chains fall into opposite phases: each one's reduce-scatter
+ * and the all-gather after it (only an add and a norm between) run beside the other's attention
+ * or MLP, forward and backward. Weight gradients fill in, each at most two collectives late. */
 static void interleave_func(ir_module *m, int fi)
 {
     const ir_func *src = m->funcs[fi];
     int n = src->ninstrs, ranks = (int)ir_config_int(m, "tensor_model_parallel_size", 2), count = 0;
     dag d = build_dag(m, src);
     ready_list ready = {malloc(sizeof(int) * ((size_t)n + 1)), 0};
+    int *order = malloc(sizeof(int) * ((size_t)n + 1)), *ready_at = calloc((size_t)n + 1, sizeof(int));
     for (int i = 0; i < n; i++)
         if (d.npred[i] == 0)
             ready_add(&ready, i);
-    int *order = malloc(sizeof(int) * ((size_t)n + 1)), *hot = malloc(sizeof(int) * ((size_t)src->nvals + 1));
-    for (int v = 0; v < src->nvals; v++)
-        hot[v] = -1;
-    sched_state st = {-1, hot, 0};
+    double *to_collective = work_to_collective(src);
+    sched_state st = {-1, to_collective, ready_at, 0};
     double covered = 0, target = 0;
     while (count < n) {
-        int pick = -1;
-        if (st.inflight < 0 && (pick = first_ready(src, &ready, want_hot_collective, &st)) < 0)
-            pick = first_ready(src, &ready, want_collective, &st);
+        int pick = st.inflight < 0 ? first_ready(src, &ready, want_collective, &st) : -1;
+        if (pick < 0)
+            pick = first_ready(src, &ready, want_overdue, &st);
         if (pick < 0 && st.inflight >= 0 && covered < target)
             pick = first_ready(src, &ready, want_independent, &st);
-        if (pick < 0 && st.inflight >= 0 && (pick = first_ready(src, &ready, want_reader, &st)) >= 0) {
-            hot[src->instrs[st.inflight].res[0]] = ++st.gen; /* joined: its chain goes first */
-            st.inflight = -1;
-        }
-        if (pick < 0)
-            pick = first_ready(src, &ready, want_hot, &st);
+        if (pick < 0 && st.inflight >= 0 && (pick = first_ready(src, &ready, want_reader, &st)) >= 0)
+            st.inflight = -1; /* joined */
         if (pick < 0)
             pick = first_ready(src, &ready, want_independent, &st);
         if (pick < 0)
@@ -408,21 +417,19 @@ static void interleave_func(ir_module *m, int fi)
         const ir_instr *in = &src->instrs[pick];
         ready_remove(&ready, pick);
         order[count++] = pick;
-        for (int e = d.succ_head[pick]; e >= 0; e = d.succ_next[e])
-            if (--d.npred[d.succ_to[e]] == 0)
-                ready_add(&ready, d.succ_to[e]);
-        bool heated = false;
-        for (int a = 0; a < in->nargs; a++)
-            heated |= hot[in->args[a]] == st.gen && st.gen > 0;
-        for (int r = 0; heated && r < in->nres; r++)
-            hot[in->res[r]] = st.gen;
         if (is_seq_collective(in)) {
             st.inflight = pick;
+            st.issued++;
             covered = 0;
             target = hiding_target(src, pick, ranks);
         } else if (st.inflight >= 0) {
             covered += work_of(src, in);
         }
+        for (int e = d.succ_head[pick]; e >= 0; e = d.succ_next[e])
+            if (--d.npred[d.succ_to[e]] == 0) {
+                ready_add(&ready, d.succ_to[e]);
+                ready_at[d.succ_to[e]] = st.issued;
+            }
     }
     ir_func *dst = ir_func_new(m, src->name);
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
@@ -440,7 +447,8 @@ static void interleave_func(ir_module *m, int fi)
     free(d.succ_to);
     free(ready.at);
     free(order);
-    free(hot);
+    free(ready_at);
+    free(to_collective);
     free(map);
 }
 
