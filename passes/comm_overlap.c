@@ -231,27 +231,31 @@ static bool reads(const ir_instr *in, int v)
     return false;
 }
 
-/* The global an instruction touches through argument a (a `global` instruction's own symbol
- * when a < 0), as an index into the module's globals, or -1. Side-effect ops (no results) touch
- * every global they are given. */
-static int touched_global(const ir_module *m, const ir_func *f, const ir_instr *in, int a)
+/* Whether instruction `in` writes a gradient: dst (argument 0) := or += a value. Such writes of
+ * one global commute once the first one emitted assigns (fix_first_writes). */
+static bool writes_gradient(const ir_instr *in)
 {
-    if (a < 0)
-        return in->op == IR_OP_GLOBAL ? ir_global_find(m, in->sym) : -1;
-    if (in->nres != 0)
-        return -1;
-    const char *g = ir_global_of(f, in->args[a]);
-    return g ? ir_global_find(m, g) : -1;
+    return in->op == IR_OP_ACCUMULATE || in->op == IR_OP_COPY || in->op == IR_OP_MATMUL_ACCUMULATE;
+}
+
+static bool assigns(const ir_instr *in)
+{
+    return in->op == IR_OP_COPY || (in->op == IR_OP_MATMUL_ACCUMULATE && in->attr[2] != 0);
 }
 
 typedef struct {
     int *npred;                     /* per instruction: predecessors not yet emitted */
     int *succ_head, *succ_next, *succ_to; /* successor lists (edges) */
-    int nedges;
+    int nedges, cap;
 } dag;
 
 static void add_edge(dag *d, int from, int to)
 {
+    if (d->nedges == d->cap) {
+        d->cap = 2 * d->cap + 64;
+        d->succ_next = realloc(d->succ_next, sizeof(int) * (size_t)d->cap);
+        d->succ_to = realloc(d->succ_to, sizeof(int) * (size_t)d->cap);
+    }
     d->succ_to[d->nedges] = to;
     d->succ_next[d->nedges] = d->succ_head[from];
     d->succ_head[from] = d->nedges++;
@@ -259,35 +263,72 @@ static void add_edge(dag *d, int from, int to)
 }
 
 /* The dependences of f's instructions: on the instructions making their operands, and, for
- * every global, between the instructions touching it, in their order (a gradient's first write
- * assigns it, later ones add). */
+ * every global, of its other side effects (a bucket's all-reduce) on the writes before them and
+ * of the writes after them on those; writes of one gradient between two such may go in any
+ * order. (`global` instructions only name a buffer.) */
 static dag build_dag(const ir_module *m, const ir_func *f)
 {
-    int n = f->ninstrs, cap = 0;
-    for (int i = 0; i < n; i++)
-        cap += 2 * f->instrs[i].nargs + 1;
-    dag d = {calloc((size_t)n + 1, sizeof(int)), malloc(sizeof(int) * ((size_t)n + 1)), malloc(sizeof(int) * ((size_t)cap + 1)),
-             malloc(sizeof(int) * ((size_t)cap + 1)), 0};
-    int *last = malloc(sizeof(int) * ((size_t)m->nglobals + 1));
+    int n = f->ninstrs;
+    dag d = {calloc((size_t)n + 1, sizeof(int)), malloc(sizeof(int) * ((size_t)n + 1)), NULL, NULL, 0, 0};
+    int *barrier = malloc(sizeof(int) * ((size_t)m->nglobals + 1)), *wlast = malloc(sizeof(int) * ((size_t)m->nglobals + 1));
+    int *wprev = malloc(sizeof(int) * ((size_t)n + 1));
     for (int i = 0; i < n; i++)
         d.succ_head[i] = -1;
     for (int g = 0; g < m->nglobals; g++)
-        last[g] = -1;
+        barrier[g] = wlast[g] = -1;
     for (int i = 0; i < n; i++) {
         const ir_instr *in = &f->instrs[i];
         for (int a = 0; a < in->nargs; a++)
             add_edge(&d, f->vals[in->args[a]].def, i);
-        for (int a = -1; a < in->nargs; a++) {
-            int g = touched_global(m, f, in, a);
-            if (g >= 0 && last[g] != i) {
-                if (last[g] >= 0)
-                    add_edge(&d, last[g], i);
-                last[g] = i;
+        if (in->nres != 0)
+            continue;
+        for (int a = 0; a < (writes_gradient(in) ? 1 : in->nargs); a++) {
+            const char *name = ir_global_of(f, in->args[a]);
+            int g = name ? ir_global_find(m, name) : -1;
+            if (g < 0)
+                continue;
+            if (barrier[g] >= 0 && barrier[g] != i)
+                add_edge(&d, barrier[g], i);
+            if (writes_gradient(in)) {
+                wprev[i] = wlast[g], wlast[g] = i;
+                continue;
             }
+            for (int w = wlast[g]; w >= 0; w = wprev[w])
+                add_edge(&d, w, i);
+            barrier[g] = i, wlast[g] = -1;
         }
     }
-    free(last);
+    free(barrier);
+    free(wlast);
+    free(wprev);
     return d;
+}
+
+/* After reordering: the first emitted write of each gradient that some write assigned (the
+ * step's first, with one micro-batch per step) assigns, and the others add. */
+static void fix_first_writes(const ir_module *m, ir_func *f)
+{
+    bool *assigned = calloc((size_t)m->nglobals + 1, sizeof(bool)), *seen = calloc((size_t)m->nglobals + 1, sizeof(bool));
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < f->ninstrs; i++) {
+            ir_instr *in = &f->instrs[i];
+            const char *name = writes_gradient(in) ? ir_global_of(f, in->args[0]) : NULL;
+            int g = name ? ir_global_find(m, name) : -1;
+            if (g < 0)
+                continue;
+            if (pass == 0) {
+                assigned[g] |= assigns(in);
+                continue;
+            }
+            bool first = assigned[g] && !seen[g];
+            seen[g] = true;
+            if (in->op == IR_OP_MATMUL_ACCUMULATE)
+                in->attr[2] = first;
+            else
+                in->op = first ? IR_OP_COPY : IR_OP_ACCUMULATE;
+        }
+    free(assigned);
+    free(seen);
 }
 
 /* The ready instructions (all predecessors emitted, not yet emitted), in their original order. */
@@ -440,6 +481,7 @@ static void interleave_func(ir_module *m, int fi)
         if (is_seq_collective(in))
             in->attr[1] = work_before_use(dst, i, in->res[0]); /* what ir_overlapped reads */
     }
+    fix_first_writes(m, dst);
     ir_func_replace(m, fi, dst);
     free(d.npred);
     free(d.succ_head);
