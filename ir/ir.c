@@ -237,13 +237,14 @@ bool ir_op_communicates(ir_op op)
 
 bool ir_is_view_op(ir_op op) { return op == IR_OP_RESHAPE || op == IR_OP_ROWS; }
 
-int64_t ir_view_offset(const ir_func *f, const ir_instr *in)
+int64_t ir_view_offset_in(const ir_instr *in, const ir_type *operand)
 {
     if (in->op != IR_OP_ROWS)
         return 0;
-    const ir_type *t = &f->vals[in->args[0]].type;
-    return (int64_t)in->attr[0] * (int64_t)(ir_bytes(t) / (size_t)t->dims[0]);
+    return (int64_t)in->attr[0] * (int64_t)(ir_bytes(operand) / (size_t)operand->dims[0]);
 }
+
+int64_t ir_view_offset(const ir_func *f, const ir_instr *in) { return ir_view_offset_in(in, &f->vals[in->args[0]].type); }
 
 bool ir_overlapped(const ir_instr *in)
 {

@@ -161,7 +161,9 @@ int ir_seq_dim(const ir_instr *in);
 bool ir_op_communicates(ir_op op);
 /* Ops whose result is a view of their operand's bytes (@view after memory_plan): reshape, rows. */
 bool ir_is_view_op(ir_op op);
-/* Where a view op's result starts in its operand, in bytes (rows: first * the bytes of a row). */
+/* Where a view op's result starts in its operand (of type `operand`), in bytes (rows: first *
+ * the bytes of a row); ir_view_offset finds the operand's type in f. */
+int64_t ir_view_offset_in(const ir_instr *in, const ir_type *operand);
 int64_t ir_view_offset(const ir_func *f, const ir_instr *in);
 /* Whether `in` is a collective that runs beside the instructions after it (reduce_scatter_seq or
  * all_gather_seq with overlap = 1, passes/comm_overlap.c), joined before the first instruction reading its result. */

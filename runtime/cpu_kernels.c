@@ -190,8 +190,7 @@ void cpu_CONCAT_ROWS(const rt_kernel_call *c)
 /* A view too: the result's bytes are the rows' own (ir_view_offset) once memory_plan has run. */
 void cpu_ROWS(const rt_kernel_call *c)
 {
-    const char *from = (const char *)c->args[0] + (size_t)c->in->attr[0] * ir_bytes(c->res_types[0]) /
-                                                      (size_t)c->res_types[0]->dims[0];
+    const char *from = (const char *)c->args[0] + ir_view_offset_in(c->in, c->arg_types[0]);
     if (from != c->res[0])
         memmove(c->res[0], from, ir_bytes(c->res_types[0]));
 }

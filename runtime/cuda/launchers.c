@@ -285,8 +285,7 @@ void cuda_CONCAT_ROWS(rt_cuda_ctx *cx, const rt_kernel_call *c)
 /* A view too (ir_view_offset): nothing to move once memory_plan has run. */
 void cuda_ROWS(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    const char *from = (const char *)c->args[0] + (size_t)c->in->attr[0] * ir_bytes(c->res_types[0]) /
-                                                      (size_t)c->res_types[0]->dims[0];
+    const char *from = (const char *)c->args[0] + ir_view_offset_in(c->in, c->arg_types[0]);
     device_copy(cx, c->res[0], from, ir_bytes(c->res_types[0]));
 }
 
