@@ -246,9 +246,12 @@ static int logits_for(builder *b, int tokens)
 }
 
 /* The mean loss over rows [first, first + count) of the micro-batch: a chain of its own; its
- * logits in *logits. */
+ * logits in *logits. Its dropout masks are drawn from its own first sample: the second half's
+ * is @first_sample.half1, which train_rank sets to first_sample + count. */
 static int half_loss(builder *b, int tokens, int targets, int64_t first, int64_t count, int *logits)
 {
+    if (b->first_sample >= 0 && first > 0)
+        b->first_sample = ir_input(b->m, b->f, "first_sample.half1", ir_scalar(IR_I64));
     double rows[2] = {(double)first, (double)count};
     int t = ir_emit(b->m, b->f, IR_OP_ROWS, &tokens, 1, rows, NULL, NULL);
     int y = ir_emit(b->m, b->f, IR_OP_ROWS, &targets, 1, rows, NULL, NULL);

@@ -526,9 +526,6 @@ static bool spec_check_tp(spec_ctx *c)
                              spec_where(c, spec_find("tp_comm_interleave")),
                              rows > 2 ? ", each split by batch rows over the tensor-parallel ranks" : "",
                              spec_where(c, spec_find("micro_batch_size")), s->micro_batch_size, rows);
-        if (s->hidden_dropout > 0 || s->attention_dropout > 0)
-            return spec_fail(c, "%s does not support dropout yet: set hidden_dropout and attention_dropout to 0, or "
-                                "turn it off", spec_where(c, spec_find("tp_comm_interleave")));
         if (s->tp_comm_overlap)
             return spec_fail(c, "%s and %s are two ways of overlapping the same collectives: choose one",
                              spec_where(c, spec_find("tp_comm_interleave")), spec_where(c, spec_find("tp_comm_overlap")));

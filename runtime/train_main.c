@@ -157,11 +157,15 @@ typedef struct {
 } train_run;
 
 /* Loads rows first .. first+B-1 of split as @tokens/@targets of func, and tells a function with
- * dropout the first sample's global index (@first_sample: its masks are drawn from it). */
+ * dropout the first sample's global index (@first_sample: its masks are drawn from it; with
+ * --tp-comm-interleave also @first_sample.half1, the second half's). */
 static void load_batch(train_run *r, int func, int split, int64_t first)
 {
     if (rt_program_find(r->p, func, IR_OP_INPUT, "first_sample") >= 0)
         rt_program_set_input(r->p, func, "first_sample", &first, sizeof first);
+    int64_t half = first + r->B / 2;
+    if (rt_program_find(r->p, func, IR_OP_INPUT, "first_sample.half1") >= 0)
+        rt_program_set_input(r->p, func, "first_sample.half1", &half, sizeof half);
     int T = r->T;
     for (int b = 0; b < r->B; b++) {
         rt_gpt_data_sample(r->data, split, first + b, r->sample);

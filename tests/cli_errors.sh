@@ -44,7 +44,7 @@ expect "--data-path $work/missing" -- "$work/train_rank" --data-path "$work/miss
 expect "recompile with --vocab-size" -- "$work/train_small_vocab" --data-path "$work/doc_text_document"
 expect "--tp-comm-interleave splits the micro-batch into two halves" -- "$mcc" ir "$tiny" --tp 2 \
   --sequence-parallel --tp-comm-interleave --micro-batch-size 3 --global-batch-size 9 --vocab-size 258
-expect "does not support dropout yet" -- "$mcc" ir "$tiny" --tp 2 --sequence-parallel --tp-comm-interleave --vocab-size 258 \
-  --hidden-dropout 0.1
+expect "two ways of overlapping the same collectives" -- "$mcc" ir "$tiny" --tp 2 --sequence-parallel --tp-comm-interleave \
+  --tp-comm-overlap --vocab-size 258
 [ $fails = 0 ] && echo "all CLI error cases pass"
 exit $((fails > 0))

@@ -95,7 +95,9 @@ if(MPI_C_FOUND)
        "tp2_sp_tpo_dropout:2:${_dropout} --tp 2 --sequence-parallel --tp-comm-overlap"
        "tp2_dp2_zero_dropout:4:${_dropout} --tp 2 --dp 2 --use-distributed-optimizer"
        "tp2_sp_recompute_dropout:2:${_dropout} --tp 2 --sequence-parallel --recompute-granularity selective"
-       "accum16_dropout:1:${_dropout} --micro-batch-size 1")
+       "accum16_dropout:1:${_dropout} --micro-batch-size 1"
+       "tp2_sp_batch_interleave_dropout:2:${_dropout} --tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-interleave"
+       "tp2_sp_interleave_dropout:2:${_dropout} --tp 2 --sequence-parallel --tp-comm-interleave")
   # Node-scale layouts (8 ranks, issue 6's), on a tiny model with 8 heads, 8 kv groups and a
   # vocabulary that splits 8 ways, so tensor parallelism can reach 8.
   set(_node "--num-attention-heads 8 --num-query-groups 8 --vocab-size 264 --micro-batch-size 2 --")
