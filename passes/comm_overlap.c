@@ -360,6 +360,7 @@ typedef struct {
     const double *to_collective;    /* per instruction: work_to_collective */
     const int *ready_at;            /* per instruction: collectives issued when it became ready */
     int issued;                     /* collectives issued so far */
+    const unsigned *chain;          /* per instruction: chains_of */
 } sched_state;
 
 static bool want_collective(const ir_func *f, int i, const void *ctx) { return is_seq_collective(&f->instrs[i]); }
@@ -377,6 +378,14 @@ static bool want_overdue(const ir_func *f, int i, const void *ctx)
 {
     const sched_state *st = ctx;
     return st->to_collective[i] == HUGE_VAL && st->issued - st->ready_at[i] >= 2 && want_independent(f, i, ctx);
+}
+
+/* Work of the chain other than the one in flight. */
+static bool want_other_chain(const ir_func *f, int i, const void *ctx)
+{
+    const sched_state *st = ctx;
+    return st->inflight >= 0 && st->chain[i] != 0 && (st->chain[i] & st->chain[st->inflight]) == 0 &&
+           want_independent(f, i, ctx);
 }
 
 static bool want_reader(const ir_func *f, int i, const void *ctx)
@@ -421,6 +430,21 @@ static double *work_to_collective(const ir_func *f)
     return d;
 }
 
+/* Per instruction: which of the micro-batch's halves it computes on, bit 0 the first (rows from
+ * row 0), bit 1 the second; 0 for what neither feeds (weights), both for what both do (the loss). */
+static unsigned *chains_of(const ir_func *f)
+{
+    unsigned *c = calloc((size_t)f->ninstrs + 1, sizeof(unsigned));
+    for (int j = 0; j < f->ninstrs; j++) {
+        const ir_instr *in = &f->instrs[j];
+        for (int a = 0; a < in->nargs; a++)
+            c[j] |= c[f->vals[in->args[a]].def];
+        if (in->op == IR_OP_ROWS)
+            c[j] = in->attr[0] == 0 ? 1u : 2u;
+    }
+    return c;
+}
+
 /* micro_step of an interleaved plan holds two chains (the micro-batch's halves) that meet only
  * in the loss, the weights and the gradients. A list schedule over their dependences: a ready
  * sequence collective goes out at once when none is in flight (the comm stream runs one after
@@ -441,7 +465,8 @@ static void interleave_func(ir_module *m, int fi)
         if (d.npred[i] == 0)
             ready_add(&ready, i);
     double *to_collective = work_to_collective(src);
-    sched_state st = {-1, to_collective, ready_at, 0};
+    unsigned *chain = chains_of(src);
+    sched_state st = {-1, to_collective, ready_at, 0, chain};
     double covered = 0, target = 0;
     while (count < n) {
         int pick = st.inflight < 0 ? first_ready(src, &ready, want_collective, &st) : -1;
@@ -463,6 +488,15 @@ static void interleave_func(ir_module *m, int fi)
             st.issued++;
             covered = 0;
             target = hiding_target(src, pick, ranks);
+            /* where this chain's next collective follows with little work between (a
+             * reduce-scatter's all-gather, after a norm), that one needs the other chain's work
+             * too: this one takes at most half of what the other has before its own collective */
+            double gap = HUGE_VAL;
+            for (int e = d.succ_head[pick]; e >= 0; e = d.succ_next[e])
+                gap = to_collective[d.succ_to[e]] < gap ? to_collective[d.succ_to[e]] : gap;
+            int other = first_ready(src, &ready, want_other_chain, &st);
+            if (other >= 0 && gap < target && to_collective[other] > 0 && 0.5 * to_collective[other] < target)
+                target = 0.5 * to_collective[other];
         } else if (st.inflight >= 0) {
             covered += work_of(src, in);
         }
@@ -491,6 +525,7 @@ static void interleave_func(ir_module *m, int fi)
     free(order);
     free(ready_at);
     free(to_collective);
+    free(chain);
     free(map);
 }
 
