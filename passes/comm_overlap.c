@@ -450,8 +450,9 @@ static unsigned *chains_of(const ir_func *f)
  * sequence collective goes out at once when none is in flight (the comm stream runs one after
  * the other, and a join waits for all of them); beside it, ready work that does not need it
  * (the other chain's first, nearest its own next collective) until that work covers its bytes'
- * time (hiding_target); then its reader joins it. With nothing in flight, the chain nearest its
- * next collective goes first. So the chains fall into opposite phases: each one's reduce-scatter
+ * time (hiding_target), or only half the other chain's work before its own collective where
+ * this chain's next collective follows after little work; then its reader joins it. With
+ * nothing in flight, the chain nearest its next collective goes first. So the chains fall into opposite phases: each one's reduce-scatter
  * and the all-gather after it (only an add and a norm between) run beside the other's attention
  * or MLP, forward and backward. Weight gradients fill in, each at most two collectives late. */
 static void interleave_func(ir_module *m, int fi)
