@@ -16,13 +16,17 @@ node_layouts() { # MODEL GPUS
     echo "tp4_sp_dp2:8:--tp 4 --sequence-parallel --dp 2"
     echo "tp2_sp_dp4:8:--tp 2 --sequence-parallel --dp 4"
     echo "dp8_zero:8:--dp 8 --use-distributed-optimizer"
+    # the micro-batch's halves interleaved (--tp-comm-interleave: micro_batch_size even)
+    [ "$1" = llama-1B ] && echo "tp8_sp_interleave:8:--tp 8 --sequence-parallel --tp-comm-interleave"
   else
     echo "tp4_sp:4:--tp 4 --sequence-parallel"
     echo "tp2_sp_dp2:4:--tp 2 --sequence-parallel --dp 2"
     # the 8B model's DP=4 needs 140.9 GiB a GPU with every activation kept: recompute the norms'
     # and activations' outputs (mcc compile refuses it otherwise)
     echo "dp4_zero:4:--dp 4 --use-distributed-optimizer$([ "$1" = llama3-8b ] && echo " --recompute-granularity selective")"
+    [ "$1" = llama-1B ] && echo "tp4_sp_interleave:4:--tp 4 --sequence-parallel --tp-comm-interleave"
   fi
+  return 0
 }
 # 50 steps, warm-up 5, the same global batch in every layout
 node_flags() { # MODEL GPUS
