@@ -197,7 +197,6 @@ static void overlap_func(ir_module *m, int fi)
 
 /* --- two chains (tp_comm_interleave): each one's collectives beside the other's work ---------- */
 
-
 /* An instruction's work in multiply-adds: its GEMMs' and attention's; the rest (memory-bound,
  * short) counts nothing. */
 static double work_of(const ir_func *f, const ir_instr *in)
