@@ -573,11 +573,11 @@ bool ir_infer_seq_scatter(const ir_module *m, const ir_instr *in, const ir_type 
 }
 
 /* The sequence-parallel matmul ops' operands (x[..,K], w[K,N] or with tb w[N,K]): *n the ranks,
- * *cols N. */
+ * *cols N, *dim the dimension split (seq_dim). */
 static bool seq_matmul_operands(const ir_module *m, const ir_instr *in, const ir_type *a, int64_t *n, int64_t *cols,
-                                char *err, size_t len)
+                                int *dim, char *err, size_t len)
 {
-    if (!seq_operand(m, in, a, n, err, len))
+    if (!seq_operand(m, in, a, n, err, len) || !seq_dim(in, dim, err, len))
         return false;
     const ir_type *w = &a[1];
     bool tb = in->attr[1] != 0;
@@ -592,7 +592,7 @@ bool ir_infer_gather_matmul(const ir_module *m, const ir_instr *in, const ir_typ
 {
     int64_t n = 1, cols = 0;
     int dim = 1;
-    if (!seq_matmul_operands(m, in, a, &n, &cols, err, len) || !seq_dim(in, &dim, err, len))
+    if (!seq_matmul_operands(m, in, a, &n, &cols, &dim, err, len))
         return false;
     r[0] = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
     r[0].dims[dim] *= n;
@@ -607,7 +607,7 @@ bool ir_infer_matmul_scatter(const ir_module *m, const ir_instr *in, const ir_ty
 {
     int64_t n = 1, cols = 0;
     int dim = 1;
-    if (!seq_matmul_operands(m, in, a, &n, &cols, err, len) || !seq_dim(in, &dim, err, len))
+    if (!seq_matmul_operands(m, in, a, &n, &cols, &dim, err, len))
         return false;
     if (a[0].dims[dim] % n || a[0].ndim + 1 > IR_MAX_DIMS)
         return fail(err, len, "%s: dimension %d of %s does not split into %lld blocks", ir_ops[in->op].name, dim,

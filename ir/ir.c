@@ -223,6 +223,8 @@ bool ir_on_comm_stream(const ir_instr *in)
 
 int ir_seq_dim(const ir_instr *in) { return in->attr[2] != 0 ? 0 : 1; }
 
+int64_t ir_seq_orows(const ir_instr *in, const ir_type *t) { return ir_seq_dim(in) == 0 ? 1 : t->dims[0]; }
+
 bool ir_op_communicates(ir_op op)
 {
     switch (op) {
@@ -257,15 +259,34 @@ const char *ir_global_of(const ir_func *f, int v)
     return def->op == IR_OP_GLOBAL ? def->sym : NULL;
 }
 
+int ir_global_index_of(const ir_module *m, const ir_func *f, int v)
+{
+    const char *name = ir_global_of(f, v);
+    return name ? ir_global_find(m, name) : -1;
+}
+
+bool ir_writes_global(const ir_func *f, const ir_instr *in)
+{
+    return (in->op == IR_OP_ACCUMULATE || in->op == IR_OP_COPY || in->op == IR_OP_MATMUL_ACCUMULATE) &&
+           ir_global_of(f, in->args[0]) != NULL;
+}
+
+bool ir_reads(const ir_instr *in, int v)
+{
+    for (int a = 0; a < in->nargs; a++)
+        if (in->args[a] == v)
+            return true;
+    return false;
+}
+
 int ir_reads_until(const ir_func *f, int i)
 {
     const ir_instr *in = &f->instrs[i];
     if (!ir_overlapped(in))
         return i;
     for (int j = i + 1; j < f->ninstrs; j++)
-        for (int a = 0; a < f->instrs[j].nargs; a++)
-            if (f->instrs[j].args[a] == in->res[0])
-                return j;
+        if (ir_reads(&f->instrs[j], in->res[0]))
+            return j;
     return f->ninstrs;
 }
 

@@ -157,6 +157,9 @@ bool ir_on_comm_stream(const ir_instr *in);
 /* The dimension a sequence-parallel op (all_gather_seq, reduce_scatter_seq and the fused ones,
  * attribute 2 `batch`) splits: 1, the sequence of [B,T,...], or with batch = 1, 0. */
 int ir_seq_dim(const ir_instr *in);
+/* The rows ("o-rows") over which a sequence collective of local tensor t has one block per rank:
+ * t's batch rows when it splits the sequence, one when it splits the batch rows. */
+int64_t ir_seq_orows(const ir_instr *in, const ir_type *t);
 /* Whether op talks to other ranks: a collective, or an op with one inside (the fused ones). */
 bool ir_op_communicates(ir_op op);
 /* Ops whose result is a view of their operand's bytes (@view after memory_plan): reshape, rows. */
@@ -173,6 +176,13 @@ bool ir_overlapped(const ir_instr *in);
 int ir_reads_until(const ir_func *f, int i);
 /* The name of the global value v refers to (`%v = global @name`), or NULL. */
 const char *ir_global_of(const ir_func *f, int v);
+/* The index in m's globals of the global value v refers to, or -1. */
+int ir_global_index_of(const ir_module *m, const ir_func *f, int v);
+/* Whether `in` writes the global that argument 0 refers to from a value, as gradients are
+ * written: := (copy) or += (accumulate, matmul_accumulate). */
+bool ir_writes_global(const ir_func *f, const ir_instr *in);
+/* Whether `in` reads value v. */
+bool ir_reads(const ir_instr *in, int v);
 int ir_global_add(ir_module *m, const char *name, ir_type t, ir_global_kind kind, ir_init init, double std, bool no_decay);
 int ir_global_find(const ir_module *m, const char *name);
 void ir_sched_add(ir_module *m, int func, int repeat);

@@ -26,9 +26,8 @@ static bool work_before_use(const ir_func *f, int i, int v)
 {
     for (int j = i + 1; j < f->ninstrs; j++) {
         const ir_instr *in = &f->instrs[j];
-        for (int a = 0; a < in->nargs; a++)
-            if (in->args[a] == v)
-                return false;
+        if (ir_reads(in, v))
+            return false;
         if (is_work(in->op))
             return true;
     }
@@ -222,21 +221,6 @@ static bool is_seq_collective(const ir_instr *in)
     return in->op == IR_OP_REDUCE_SCATTER_SEQ || in->op == IR_OP_ALL_GATHER_SEQ;
 }
 
-static bool reads(const ir_instr *in, int v)
-{
-    for (int a = 0; a < in->nargs; a++)
-        if (in->args[a] == v)
-            return true;
-    return false;
-}
-
-/* Whether instruction `in` writes a gradient: dst (argument 0) := or += a value. Such writes of
- * one global commute once the first one emitted assigns (fix_first_writes). */
-static bool writes_gradient(const ir_instr *in)
-{
-    return in->op == IR_OP_ACCUMULATE || in->op == IR_OP_COPY || in->op == IR_OP_MATMUL_ACCUMULATE;
-}
-
 static bool assigns(const ir_instr *in)
 {
     return in->op == IR_OP_COPY || (in->op == IR_OP_MATMUL_ACCUMULATE && in->attr[2] != 0);
@@ -281,14 +265,15 @@ static dag build_dag(const ir_module *m, const ir_func *f)
             add_edge(&d, f->vals[in->args[a]].def, i);
         if (in->nres != 0)
             continue;
-        for (int a = 0; a < (writes_gradient(in) ? 1 : in->nargs); a++) {
-            const char *name = ir_global_of(f, in->args[a]);
-            int g = name ? ir_global_find(m, name) : -1;
+        /* a gradient's writes (ir_writes_global) commute once the first one emitted assigns */
+        bool write = ir_writes_global(f, in);
+        for (int a = 0; a < (write ? 1 : in->nargs); a++) {
+            int g = ir_global_index_of(m, f, in->args[a]);
             if (g < 0)
                 continue;
             if (barrier[g] >= 0 && barrier[g] != i)
                 add_edge(&d, barrier[g], i);
-            if (writes_gradient(in)) {
+            if (write) {
                 wprev[i] = wlast[g], wlast[g] = i;
                 continue;
             }
@@ -311,8 +296,7 @@ static void fix_first_writes(const ir_module *m, ir_func *f)
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < f->ninstrs; i++) {
             ir_instr *in = &f->instrs[i];
-            const char *name = writes_gradient(in) ? ir_global_of(f, in->args[0]) : NULL;
-            int g = name ? ir_global_find(m, name) : -1;
+            int g = ir_writes_global(f, in) ? ir_global_index_of(m, f, in->args[0]) : -1;
             if (g < 0)
                 continue;
             if (pass == 0) {
@@ -368,7 +352,7 @@ static bool want_independent(const ir_func *f, int i, const void *ctx)
 {
     const sched_state *st = ctx;
     const ir_instr *in = &f->instrs[i];
-    return !is_seq_collective(in) && (st->inflight < 0 || !reads(in, f->instrs[st->inflight].res[0]));
+    return !is_seq_collective(in) && (st->inflight < 0 || !ir_reads(in, f->instrs[st->inflight].res[0]));
 }
 
 /* Work no collective waits for (weight gradients) that two collectives have gone by since it
@@ -390,7 +374,7 @@ static bool want_other_chain(const ir_func *f, int i, const void *ctx)
 static bool want_reader(const ir_func *f, int i, const void *ctx)
 {
     const sched_state *st = ctx;
-    return st->inflight >= 0 && reads(&f->instrs[i], f->instrs[st->inflight].res[0]);
+    return st->inflight >= 0 && ir_reads(&f->instrs[i], f->instrs[st->inflight].res[0]);
 }
 
 static bool want_any(const ir_func *f, int i, const void *ctx) { return true; }

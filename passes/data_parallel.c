@@ -98,8 +98,7 @@ static int *final_writes(ir_module *m, const ir_func *f)
         last[g] = INT_MAX;
     for (int i = 0; i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
-        const char *name = in->op == IR_OP_ACCUMULATE ? ir_global_of(f, in->args[0]) : NULL;
-        int g = name ? ir_global_find(m, name) : -1;
+        int g = in->op == IR_OP_ACCUMULATE ? ir_global_index_of(m, f, in->args[0]) : -1;
         if (g >= 0)
             last[g] = i;
     }

@@ -198,8 +198,8 @@ static bool matmul_taken(const ir_func *f, const fusion_plan *fp, int j)
     return false;
 }
 
-/* all_gather_matmul: an all_gather_seq by batch rows (batch = 1) of a norm's output, whose first
- * reader is a plain matmul of it (ta = 0) that no other fusion takes. */
+/* all_gather_matmul: an all_gather_seq (either split) of a norm's output, whose first reader is
+ * a plain matmul of it (ta = 0) that no other fusion takes. */
 static void plan_gathered_matmuls(const ir_func *f, fusion_plan *fp)
 {
     fp->gathered = none_per_instr(f);
@@ -211,14 +211,8 @@ static void plan_gathered_matmuls(const ir_func *f, fusion_plan *fp)
         if (norm != IR_OP_LAYERNORM && norm != IR_OP_RMSNORM)
             continue;
         int j = i + 1;
-        while (j < f->ninstrs) {
-            bool reads = false;
-            for (int a = 0; a < f->instrs[j].nargs; a++)
-                reads |= f->instrs[j].args[a] == in->res[0];
-            if (reads)
-                break;
+        while (j < f->ninstrs && !ir_reads(&f->instrs[j], in->res[0]))
             j++;
-        }
         const ir_instr *mm = j < f->ninstrs ? &f->instrs[j] : NULL;
         if (mm && mm->op == IR_OP_MATMUL && mm->args[0] == in->res[0] && mm->args[1] != in->res[0] &&
             mm->attr[0] == 0 && !matmul_taken(f, fp, j))
@@ -230,9 +224,8 @@ static void plan_gathered_matmuls(const ir_func *f, fusion_plan *fp)
 static bool read_between(const ir_func *f, int i, int j, int v)
 {
     for (int k = i + 1; k < j; k++)
-        for (int a = 0; a < f->instrs[k].nargs; a++)
-            if (f->instrs[k].args[a] == v)
-                return true;
+        if (ir_reads(&f->instrs[k], v))
+            return true;
     return false;
 }
 
@@ -250,13 +243,13 @@ static bool plain_matmul(const ir_func *f, const fusion_plan *fp, int j)
 static bool weight_grads_before(const ir_func *f, int i)
 {
     for (int k = i - 1; k >= 0 && !ir_op_communicates(f->instrs[k].op); k--)
-        if (f->instrs[k].op == IR_OP_ACCUMULATE || (f->instrs[k].op == IR_OP_COPY && ir_global_of(f, f->instrs[k].args[0])))
+        if (ir_writes_global(f, &f->instrs[k]))
             return true;
     return false;
 }
 
-/* matmul_reduce_scatter and matmul_add_reduce_scatter: a reduce_scatter_seq by batch rows
- * (batch = 1) of a plain matmul's product that nothing else reads, or of its sum with another
+/* matmul_reduce_scatter and matmul_add_reduce_scatter: a reduce_scatter_seq (either split) of a
+ * plain matmul's product that nothing else reads, or of its sum with another
  * value (planned as matmul_add, which this replaces) that nothing reads before it; not where
  * weight gradients could hide it (weight_grads_before). */
 static void plan_scattered_matmuls(const ir_func *f, fusion_plan *fp)

@@ -128,13 +128,6 @@ static void zero_all(ir_module *m, ir_func *f, int *grads, int n)
         ir_emit(m, f, IR_OP_ZERO, &grads[j], 1, NULL, NULL, NULL);
 }
 
-/* The index of the global value v refers to, or -1. */
-static int global_index(const ir_module *m, const ir_func *f, int v)
-{
-    const char *name = ir_global_of(f, v);
-    return name ? ir_global_find(m, name) : -1;
-}
-
 /* One micro-batch per step (accum_steps = 1): a gradient's first write in micro_step needs no
  * zeroed accumulator, so that accumulate becomes a copy (the fusion pass then has the GEMM write
  * it, beta = 0) and the optimizer need not zero the gradient. assigned[g]: global g is one. */
@@ -147,13 +140,13 @@ static void assign_first_writes(ir_module *m, bool *assigned)
     bool *touched = calloc((size_t)m->nglobals + 1, sizeof(bool));
     for (int i = 0; i < f->ninstrs; i++) {
         ir_instr *in = &f->instrs[i];
-        int g = in->op == IR_OP_ACCUMULATE ? global_index(m, f, in->args[0]) : -1;
+        int g = in->op == IR_OP_ACCUMULATE ? ir_global_index_of(m, f, in->args[0]) : -1;
         if (g >= 0 && m->globals[g].kind == IR_GLOBAL_GRAD && !touched[g]) {
             in->op = IR_OP_COPY; /* (dst global, x) either way: dst := x instead of dst += x */
             assigned[g] = true;
         }
         for (int a = 0; in->op != IR_OP_GLOBAL && a < in->nargs; a++) {
-            int t = global_index(m, f, in->args[a]);
+            int t = ir_global_index_of(m, f, in->args[a]);
             if (t >= 0)
                 touched[t] = true;
         }
@@ -219,7 +212,7 @@ bool pass_optimizer(ir_module *m, char *err, size_t errlen)
     assign_first_writes(m, assigned);
     int nzero = 0;
     for (int j = 0; j < nparams; j++) /* the gradients micro_step overwrites need no zeroing */
-        if (!assigned[global_index(m, f, grads[j])])
+        if (!assigned[ir_global_index_of(m, f, grads[j])])
             grads[nzero++] = grads[j];
     free(assigned);
     zero_all(m, f, grads, nzero);

@@ -13,7 +13,7 @@ const pass_info mcc_passes[] = {
     {"optimizer", pass_optimizer, "the `optimizer` function: global grad norm, clipping, AdamW, zeroing"},
     {"schedule", pass_schedule, "the step schedule: micro_step x accumulation steps, then optimizer"},
     {"fusion", pass_fusion, "fused kernels: a matmul and its bias add become matmul_bias"},
-    {"comm_overlap", pass_comm_overlap, "sequence-parallel reduce-scatters move up to overlap the work after them"},
+    {"comm_overlap", pass_comm_overlap, "sequence-parallel collectives beside work that does not need them (two chains with --tp-comm-interleave)"},
     {"memory_plan", pass_memory_plan, "arena offsets for every activation by liveness"},
 };
 const int mcc_npasses = sizeof mcc_passes / sizeof mcc_passes[0];

@@ -166,8 +166,7 @@ static int every_token(shard_ctx *c, int v)
  * gradients the same way). A gradient also written complete is completed at every write. */
 static int store_partial_grad(shard_ctx *c, const ir_instr *in, const int *args)
 {
-    const char *name = ir_global_of(c->dst, args[0]);
-    int g = name ? ir_global_find(c->m, name) : -1;
+    int g = ir_global_index_of(c->m, c->dst, args[0]);
     if (g < 0 || c->m->globals[g].kind != IR_GLOBAL_GRAD || c->at[args[0]].dim >= 0)
         return 0;
     ir_type *t = &c->m->globals[g].type;

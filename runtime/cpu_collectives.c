@@ -61,7 +61,7 @@ void cpu_LOCAL_SHARD(const rt_kernel_call *c)
 static void seq_dims(const rt_kernel_call *c, const ir_type *t, int64_t *O, int64_t *S, int64_t *In)
 {
     int dim = ir_seq_dim(c->in);
-    *O = dim == 1 ? t->dims[0] : 1;
+    *O = ir_seq_orows(c->in, t);
     *S = t->dims[dim];
     *In = ir_numel(t) / (*O * *S);
 }

@@ -76,10 +76,11 @@ size_t rt_parallel_exchange_bytes(const ir_module *m)
     for (int f = 0; f < m->nfuncs; f++)
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
             const ir_instr *in = &m->funcs[f]->instrs[i];
+            if (in->op != IR_OP_REDUCE_SCATTER_SEQ)
+                continue;
             const ir_type *x = &m->funcs[f]->vals[in->args[0]].type;
-            bool one_block = in->op == IR_OP_REDUCE_SCATTER_SEQ && (ir_seq_dim(in) == 0 || x->dims[0] == 1);
-            size_t bytes = one_block ? ir_bytes(x) : 0; /* split by sequence, one exchange per batch row: none */
-            most = bytes > most ? bytes : most;
+            bool one_block = ir_seq_orows(in, x) == 1; /* else one exchange per o-row: NCCL's kernel */
+            most = one_block && ir_bytes(x) > most ? ir_bytes(x) : most;
         }
     return (most + 255) / 256 * 256;
 }

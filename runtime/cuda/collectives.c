@@ -89,7 +89,7 @@ static void copy_rows(rt_cuda_ctx *cx, void *dst, size_t dpitch, const void *src
  * per o-row. */
 static size_t seq_rows(const rt_kernel_call *c, const ir_type *local, size_t *slab)
 {
-    size_t rows = ir_seq_dim(c->in) == 0 ? 1 : (size_t)local->dims[0];
+    size_t rows = (size_t)ir_seq_orows(c->in, local);
     *slab = ir_bytes(local) / rows;
     return rows;
 }

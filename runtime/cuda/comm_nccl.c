@@ -222,7 +222,6 @@ static void nccl_reduce_scatter(rt_comm *c, const void *send, void *recv, size_t
     nccl_enqueued(c, r, "ncclReduceScatter", "reduce_scatter", stream);
 }
 
-/* One NCCL group of a send and a receive per other member; this member's own block is copied. */
 /* NCCL's own all-to-all (2.28 on) runs on the copy engines when the communicator's policy is
  * zero-CTA and both buffers lie in a symmetric window (the copy lane); before it, send/recv pairs. */
 static void nccl_all_to_all(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream)
@@ -373,7 +372,7 @@ static bool nccl_window(rt_comm *c, void *base, size_t bytes)
     if (r == ncclSuccess || r == ncclInProgress)
         r = nccl_settle(nccl_of(c), nccl_now() + nccl.timeout_s);
     if (r != ncclSuccess || !win) {
-        fprintf(stderr, "train_rank: note: group '%s': ncclCommWindowRegister failed (%s: %s); all-gathers keep "
+        fprintf(stderr, "train_rank: note: group '%s': ncclCommWindowRegister failed (%s: %s); its collectives keep "
                         "NCCL's kernels\n", c->name, ncclGetErrorString(r), ncclGetLastError(nccl_of(c)));
         return false;
     }

@@ -44,11 +44,13 @@ typedef struct {
     int *counted;                   /* per function: calls timed (all but the first) */
 } profile;
 
+enum { MAX_WINDOWS = 4 }; /* window allocations a program makes (its arena) */
+
 typedef struct {
     rt_cuda_ctx *cx;
     profile *prof;
     cudaGraphExec_t *graphs;        /* per function, once recorded */
-    void *window_mem[4];            /* alloc_window's allocations (ncclMemFree'd) */
+    void *window_mem[MAX_WINDOWS];  /* alloc_window's allocations (ncclMemFree'd) */
     int *calls;                     /* per function: calls so far */
     bool *collectives;              /* per function: whether it has collectives (has_collective) */
     bool use_graphs;
@@ -224,12 +226,12 @@ static void *cuda_alloc_window(rt_program *p, size_t bytes)
 {
     cuda_state *s = state(p);
     int slot = 0;
-    while (slot < 4 && s->window_mem[slot])
+    while (slot < MAX_WINDOWS && s->window_mem[slot])
         slot++;
     void *ptr = NULL;
-    if (slot == 4 || ncclMemAlloc(&ptr, bytes ? bytes : 1) != ncclSuccess) {
+    if (slot == MAX_WINDOWS || ncclMemAlloc(&ptr, bytes ? bytes : 1) != ncclSuccess) {
         fprintf(stderr, "train_rank: note: ncclMemAlloc of %.3f GiB failed (%s); collectives use NCCL's kernels\n",
-                bytes / 1073741824.0, slot == 4 ? "too many windows" : ncclGetLastError(NULL));
+                bytes / 1073741824.0, slot == MAX_WINDOWS ? "too many windows" : ncclGetLastError(NULL));
         return cuda_alloc(p, bytes);
     }
     RT_CUDART_CHECK(cudaMemset(ptr, 0, bytes));
@@ -240,7 +242,7 @@ static void *cuda_alloc_window(rt_program *p, size_t bytes)
 static void cuda_free(rt_program *p, void *ptr)
 {
     cuda_state *s = state(p);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < MAX_WINDOWS; i++)
         if (ptr && s->window_mem[i] == ptr) {
             ncclMemFree(ptr);
             s->window_mem[i] = NULL;

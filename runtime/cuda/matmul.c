@@ -251,7 +251,7 @@ typedef struct {
 
 static seq_blocks blocks_of(const rt_kernel_call *c, const ir_type *local, int64_t cols)
 {
-    int64_t o = ir_seq_dim(c->in) == 0 ? 1 : local->dims[0];
+    int64_t o = ir_seq_orows(c->in, local);
     return (seq_blocks){o, ir_numel(local) / cols / o};
 }
 
