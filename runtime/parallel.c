@@ -9,6 +9,18 @@ static rt_comm *axis_comms[IR_NUM_AXES]; /* what rt_parallel_comm hands the kern
 
 rt_comm *rt_parallel_comm(ir_axis axis) { return axis < IR_NUM_AXES ? axis_comms[axis] : NULL; }
 
+int rt_parallel_bucket_run(const rt_kernel_call *c, int first, bool padded, size_t *span)
+{
+    ir_dtype dt = c->arg_types[first]->dtype;
+    int next = first + 1;
+    while (next < c->nargs && c->arg_types[next]->dtype == dt &&
+           (char *)c->args[next - 1] + rt_global_span(ir_bytes(c->arg_types[next - 1])) == c->args[next])
+        next++;
+    size_t last = ir_bytes(c->arg_types[next - 1]);
+    *span = (size_t)((char *)c->args[next - 1] - (char *)c->args[first]) + (padded ? rt_global_span(last) : last);
+    return next;
+}
+
 void rt_parallel_all_reduce_bucket(const rt_kernel_call *c, rt_lane lane, void *stream)
 {
     rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
@@ -17,12 +29,9 @@ void rt_parallel_all_reduce_bucket(const rt_kernel_call *c, rt_lane lane, void *
     comm = rt_comm_lane(comm, lane);
     rt_comm_group_begin(comm); /* the runs go out as one launch (NCCL) */
     for (int first = 0, next; first < c->nargs; first = next) {
+        size_t span;
+        next = rt_parallel_bucket_run(c, first, false, &span);
         ir_dtype dt = c->arg_types[first]->dtype;
-        size_t span = ir_bytes(c->arg_types[first]);
-        for (next = first + 1; next < c->nargs && c->arg_types[next]->dtype == dt &&
-                               (char *)c->args[next - 1] + rt_global_span(ir_bytes(c->arg_types[next - 1])) == c->args[next];
-             next++)
-            span = (size_t)((char *)c->args[next] - (char *)c->args[first]) + ir_bytes(c->arg_types[next]);
         rt_all_reduce(comm, c->args[first], span / ir_dtype_size(dt), dt, RT_SUM, stream);
     }
     rt_comm_group_end(comm, stream);
@@ -90,8 +99,41 @@ void *rt_parallel_exchange(ir_axis axis, size_t bytes)
     return axis < IR_NUM_AXES && exchanges[axis].base && bytes <= exchanges[axis].bytes ? exchanges[axis].base : NULL;
 }
 
+/* Whether the plan's collectives on `axis` include sequence parallelism's (copy_lane_op): the
+ * axis's copy lane then moves activations, in the arena; else gradient buckets, in the slab. */
+static bool moves_activations(const ir_module *m, ir_axis axis)
+{
+    for (int f = 0; f < m->nfuncs; f++)
+        for (int i = 0; i < m->funcs[f]->ninstrs; i++)
+            if (copy_lane_op(m->funcs[f]->instrs[i].op) && (ir_axis)m->funcs[f]->instrs[i].attr[0] == axis)
+                return true;
+    return false;
+}
+
+static bool bucket_beside_backward(const ir_instr *in)
+{
+    return in->op == IR_OP_ALL_REDUCE_INPLACE && ir_on_comm_stream(in);
+}
+
+size_t rt_parallel_bucket_exchange_bytes(const ir_module *m)
+{
+    size_t most = 0;
+    for (int f = 0; f < m->nfuncs; f++)
+        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
+            const ir_instr *in = &m->funcs[f]->instrs[i];
+            if (!bucket_beside_backward(in) || moves_activations(m, (ir_axis)in->attr[0]))
+                continue;
+            size_t bytes = 0;
+            for (int a = 0; a < in->nargs; a++)
+                bytes += rt_global_span(ir_bytes(&m->funcs[f]->vals[in->args[a]].type));
+            most = bytes > most ? bytes : most;
+        }
+    return most;
+}
+
 /* What the plan's collectives on `axis` need: a side lane for those overlapping computation, a
- * copy lane for sequence parallelism's all-gathers and reduce-scatters' exchanges. */
+ * copy lane for sequence parallelism's all-gathers and reduce-scatters' exchanges, and for
+ * gradient buckets reduced beside the backward. */
 static void lanes_needed(const ir_module *m, ir_axis axis, bool *side, bool *copy)
 {
     *side = *copy = false;
@@ -102,16 +144,19 @@ static void lanes_needed(const ir_module *m, ir_axis axis, bool *side, bool *cop
             if (!(copyable || in->op == IR_OP_ALL_REDUCE_INPLACE) || (ir_axis)in->attr[0] != axis)
                 continue;
             *side |= ir_on_comm_stream(in);
-            *copy |= copyable;
+            *copy |= copyable || bucket_beside_backward(in);
         }
 }
 
-/* A fingerprint of where the plan puts the copy lane's collectives' buffers in the arena: its
- * window needs them at the same offsets on every member. */
-static uint64_t gather_layout(const ir_module *m, size_t arena_bytes)
+/* A fingerprint of where the plan puts the copy lane's collectives' buffers in its window (the
+ * arena's offsets, or the globals' spans in the slab): the window needs them at the same offsets
+ * on every member. */
+static uint64_t window_layout(const ir_module *m, bool activations, size_t window_bytes)
 {
-    uint64_t h = 1469598103934665603ull ^ arena_bytes;
-    for (int f = 0; f < m->nfuncs; f++)
+    uint64_t h = 1469598103934665603ull ^ window_bytes;
+    for (int g = 0; !activations && g < m->nglobals; g++)
+        h = (h ^ (uint64_t)rt_global_span(ir_bytes(&m->globals[g].type))) * 1099511628211ull;
+    for (int f = 0; activations && f < m->nfuncs; f++)
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
             const ir_instr *in = &m->funcs[f]->instrs[i];
             if (!copy_lane_op(in->op))
@@ -127,8 +172,11 @@ static uint64_t gather_layout(const ir_module *m, size_t arena_bytes)
 
 /* Lanes (comm.h) for the groups whose collectives would use them, as MCC_COMM_LANES lists them
  * ("side", "copy", "side,copy"; default none: on two H200s, eagerly launched, each measured
- * slower than the main lane, see bench/RESULTS.md). The copy lane's window is the arena, when
- * every tp rank's plan puts the all-gathers' buffers at the same offsets. */
+ * slower than the main lane for tensor parallelism, see bench/RESULTS.md). The copy lane's window
+ * is the arena for a group of sequence-parallel collectives (the all-gathers' buffers and the
+ * reduce-scatters' exchange), else the global slab for a group reducing gradient buckets beside
+ * the backward (rt_program_load allocated it as window memory, with their exchange after it),
+ * when every member's plan places those buffers at the same offsets. */
 static void add_lanes(rt_parallel *par, rt_program *p)
 {
     const char *e = getenv("MCC_COMM_LANES");
@@ -141,9 +189,14 @@ static void add_lanes(rt_parallel *par, rt_program *p)
             continue;
         if (side && want_side)
             rt_comm_add_lane(comm, RT_LANE_SIDE);
-        if (!copy || !want_copy || !p->dev->alloc_window)
+        bool activations = moves_activations(p->m, axis);
+        char *base = activations ? p->arena : p->global_slab;
+        size_t used = activations ? p->arena_bytes : p->global_slab_bytes,
+               exchange = activations ? p->exchange_bytes : p->bucket_exchange_bytes;
+        if (!copy || !want_copy || !p->dev->alloc_window || (!activations && !exchange))
             continue;
-        uint64_t mine = gather_layout(p->m, p->arena_bytes), *all = malloc(sizeof(uint64_t) * (size_t)rt_comm_size(comm));
+        uint64_t mine = window_layout(p->m, activations, used + exchange),
+                 *all = malloc(sizeof(uint64_t) * (size_t)rt_comm_size(comm));
         gather_bytes(comm, rt_comm_size(comm), p, &mine, sizeof mine, all);
         bool same = true;
         for (int r = 0; r < rt_comm_size(comm); r++)
@@ -151,23 +204,24 @@ static void add_lanes(rt_parallel *par, rt_program *p)
         free(all);
         if (!same) {
             if (rt_comm_rank(comm) == 0)
-                fprintf(stderr, "train_rank: note: the %s ranks' plans place the all-gathers' buffers differently; they "
+                fprintf(stderr, "train_rank: note: the %s ranks' plans place the copy lane's buffers differently; they "
                                 "keep NCCL's kernels\n", rt_comm_name(comm));
             continue;
         }
         rt_comm_add_lane(comm, RT_LANE_COPY);
         /* every member uses the window, or none: else their collectives would go out on different lanes */
-        size_t window = p->arena_bytes + p->exchange_bytes;
-        char ok = rt_comm_window(comm, p->arena, window), *oks = malloc((size_t)rt_comm_size(comm));
+        char ok = rt_comm_window(comm, base, used + exchange), *oks = malloc((size_t)rt_comm_size(comm));
         gather_bytes(comm, rt_comm_size(comm), p, &ok, 1, oks);
         if (memchr(oks, 0, (size_t)rt_comm_size(comm))) {
             rt_comm_window(comm, NULL, 0);
         } else {
-            if (p->exchange_bytes)
-                exchanges[axis].base = p->arena + p->arena_bytes, exchanges[axis].bytes = p->exchange_bytes;
+            if (exchange)
+                exchanges[axis].base = base + used, exchanges[axis].bytes = exchange;
             if (par->env.rank == 0)
-                printf("train_rank: %s all-gathers and reduce-scatters' exchanges run on the copy engines (the %.2f GiB "
-                       "arena is an NCCL window)\n", rt_comm_name(comm), window / 1073741824.0);
+                printf("train_rank: %s %s on the copy engines (the %.2f GiB %s is an NCCL window)\n", rt_comm_name(comm),
+                       activations ? "all-gathers and reduce-scatters' exchanges run"
+                                   : "gradient buckets beside the backward are reduced",
+                       (used + exchange) / 1073741824.0, activations ? "arena" : "global slab");
         }
         free(oks);
     }

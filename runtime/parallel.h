@@ -35,6 +35,10 @@ size_t rt_parallel_exchange_bytes(const ir_module *m);
  * there a reduce-scatter can go out as an all-to-all on the copy engines, then a local sum.
  * NULL otherwise. */
 void *rt_parallel_exchange(ir_axis axis, size_t bytes);
+/* The bytes of the largest gradient bucket reduced beside the backward (all_reduce_inplace on the
+ * comm stream) over an axis without sequence-parallel collectives: the exchange buffer its copy
+ * lane needs, after the global slab, whose window it then is (0: none in the plan). */
+size_t rt_parallel_bucket_exchange_bytes(const ir_module *m);
 /* The communicator of collective `in` whose types span `ranks` ranks of its axis (attribute 0):
  * NULL for one rank. Exits naming the op when this rank's group has another size, e.g. a plan
  * function run before rt_parallel_init (which must precede rt_program_init_params: setup). */
@@ -44,6 +48,10 @@ rt_comm *rt_parallel_comm_for(const ir_instr *in, int64_t ranks);
  * program.c places globals, padding included), launched together, on the axis group's `lane`
  * (comm.h) and `stream` (NULL on the CPU). */
 void rt_parallel_all_reduce_bucket(const rt_kernel_call *c, rt_lane lane, void *stream);
+/* The run of a bucket's operands from operand `first`: the index after its last, and in *span
+ * its bytes from the first operand's start to the last's end (padded: to the end of the last's
+ * rt_global_span, padding that is zero on every rank and stays so under sums). */
+int rt_parallel_bucket_run(const rt_kernel_call *c, int first, bool padded, size_t *span);
 /* The global sample index of row b of micro-batch mb of iteration it (1-based), in Megatron's
  * sampler order: each micro-batch step takes B*dp consecutive samples, rank r the r-th B of them.
  * So the step's samples are the same for every dp (dp=1 runs them as dp*accum micro-batches). */

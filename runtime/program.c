@@ -82,7 +82,14 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     size_t slab = 0;
     for (int i = 0; i < m->nglobals; i++)
         slab += rt_global_span(ir_bytes(&m->globals[i].type));
-    p->global_slab = dev->alloc(p, slab);
+    /* With the copy lane (MCC_COMM_LANES=copy), gradient buckets reduced beside the backward go
+     * out on the copy engines when the slab is window memory (rt_parallel_init registers it),
+     * with their exchange buffer after it; so do tensor parallelism's collectives, in the arena. */
+    const char *lanes = getenv("MCC_COMM_LANES");
+    bool copy_lane = dev->alloc_window && lanes && strstr(lanes, "copy");
+    p->bucket_exchange_bytes = copy_lane ? rt_parallel_bucket_exchange_bytes(m) : 0;
+    p->global_slab = (p->bucket_exchange_bytes ? dev->alloc_window : dev->alloc)(p, slab + p->bucket_exchange_bytes);
+    p->global_slab_bytes = slab;
     size_t slab_offset = 0;
     for (int i = 0; i < m->nglobals; i++) {
         p->globals[i] = (char *)p->global_slab + slab_offset;
@@ -94,10 +101,9 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     for (int i = 0; i < m->nfuncs; i++)
         arena_bytes = m->funcs[i]->arena_bytes > arena_bytes ? m->funcs[i]->arena_bytes : arena_bytes;
     /* Under tensor parallelism the arena holds the sequence-parallel collectives' buffers: in
-     * window memory, the copy engines can move them (rt_parallel_init registers it), and the
-     * reduce-scatters' exchanges need a buffer there too, after the arena. */
-    const char *lanes = getenv("MCC_COMM_LANES");
-    bool window = dev->alloc_window && lanes && strstr(lanes, "copy") && ir_config_int(m, "tensor_model_parallel_size", 1) > 1;
+     * window memory, the copy engines can move them, and the reduce-scatters' exchanges need a
+     * buffer there too, after the arena. */
+    bool window = copy_lane && ir_config_int(m, "tensor_model_parallel_size", 1) > 1;
     p->exchange_bytes = window ? rt_parallel_exchange_bytes(m) : 0;
     p->arena = (window ? dev->alloc_window : dev->alloc)(p, (size_t)arena_bytes + p->exchange_bytes);
     p->arena_bytes = (size_t)arena_bytes;

@@ -26,6 +26,9 @@ typedef struct rt_program {
     void *dev_state;                /* owned by the device */
     void **globals;                 /* per module global: device memory, inside global_slab */
     void *global_slab;              /* every global, in declaration order (rt_global_span each) */
+    size_t global_slab_bytes;
+    size_t bucket_exchange_bytes;   /* after the slab, in its window: the copy lane's gradient
+                                       buckets' exchange buffer (rt_parallel_exchange), or 0 */
     char *arena;                    /* activations of every function: they run one at a time */
     size_t arena_bytes;
     size_t exchange_bytes;          /* after the arena, in its window: the copy lane's reduce-scatters'

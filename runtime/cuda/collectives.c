@@ -175,16 +175,55 @@ void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
     rt_comm_group_end(lane, stream);
 }
 
+/* A bucket reduced beside the backward, on the copy engines, run by run (rt_parallel_bucket_run,
+ * padded): the run's n blocks exchanged into the group's exchange buffer by an all-to-all, this
+ * rank's block summed with the n-1 that came (the only SM work), and the summed blocks
+ * all-gathered back in place. All on the comm stream, which serializes the exchange buffer's
+ * uses. False, and nothing enqueued, unless every run lies in the copy lane's window (the global
+ * slab: program.c), fits the exchange buffer and splits into n blocks of whole 16-byte units. */
+static bool exchange_all_reduce(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_comm *comm)
+{
+    ir_axis axis = (ir_axis)c->in->attr[0];
+    size_t n = (size_t)rt_comm_size(comm), me = (size_t)rt_comm_rank(comm), span;
+    rt_comm *lane = comm;
+    for (int first = 0, next; first < c->nargs; first = next) {
+        next = rt_parallel_bucket_run(c, first, true, &span);
+        char *came = rt_parallel_exchange(axis, span);
+        lane = came ? rt_comm_copy_lane_for(comm, c->args[first], span, came, span) : comm;
+        if (lane == comm || span % (n * 16))
+            return false;
+    }
+    CUstream stream = rt_cuda_comm_fork(cx);
+    for (int first = 0, next; first < c->nargs; first = next) {
+        next = rt_parallel_bucket_run(c, first, true, &span);
+        ir_dtype dt = c->arg_types[first]->dtype;
+        size_t block = span / n;
+        ir_type t = {.dtype = dt, .ndim = 1, .dims = {(int64_t)(block / ir_dtype_size(dt))}};
+        char *x = c->args[first], *came = rt_parallel_exchange(axis, span);
+        rt_all_to_all(lane, x, came, (size_t)t.dims[0], dt, stream);
+        rt_cuda_launch_on_comm(cx, true);
+        for (size_t q = 0; q < n; q++)
+            if (q != me)
+                rt_cuda_accumulate(cx, c, x + me * block, came + q * block, &t);
+        rt_cuda_launch_on_comm(cx, false);
+        rt_all_gather(lane, x + me * block, x, (size_t)t.dims[0], dt, stream);
+    }
+    return true;
+}
+
 /* (dst globals...): each := its sum over the axis's ranks, a bucket at a time. overlap=1 (inside
  * the backward, --overlap-grad-reduce): on the comm stream, so the computation after it does not
- * wait for it; the function's end does. Only globals are touched, which nothing else in the
+ * wait for it; the function's end does; on the copy lane where the global slab is its window
+ * (exchange_all_reduce), else the side lane. Only globals are touched, which nothing else in the
  * function reads or writes after the bucket. */
 void cuda_ALL_REDUCE_INPLACE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     bool overlap = ir_on_comm_stream(c->in);
-    if (rt_parallel_comm((ir_axis)c->in->attr[0]))
-        rt_parallel_all_reduce_bucket(c, overlap ? RT_LANE_SIDE : RT_LANE_MAIN,
-                                      overlap ? rt_cuda_comm_fork(cx) : rt_cuda_stream(cx));
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    if (!comm || (overlap && exchange_all_reduce(cx, c, comm)))
+        return;
+    rt_parallel_all_reduce_bucket(c, overlap ? RT_LANE_SIDE : RT_LANE_MAIN,
+                                  overlap ? rt_cuda_comm_fork(cx) : rt_cuda_stream(cx));
 }
 
 static CUdeviceptr dptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }

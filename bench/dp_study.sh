@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# dp_study.sh — one call on the 2-GPU machine (after bench/bundle.sh; carry ["devrun.tar.xz"], then
+# `tar xJf devrun.tar.xz && bash bench/dp_study.sh`): where data parallelism's time goes, and
+# whether the copy lane pays for it (MCC_COMM_LANES=copy: gradient buckets reduced beside the
+# backward by the copy engines, SMs only for the sums). In order:
+#   - the GPU numerics of dp2 and dp2ov (--overlap-grad-reduce), plain and on the copy lane,
+#     against one GPU (a variant whose numerics fail is not timed);
+#   - ROUNDS times, each of CONFIGS on one GPU, then DP=2 with overlap plain and on the copy lane:
+#     alternating, so drift over the call falls on all alike;
+#   - two 1-GPU runs at once, one per GPU: what the other GPU's load costs a GPU that does not
+#     communicate (power, the host);
+#   - MCC_PROFILE of the first config on one GPU and of both DP variants (PROFILE=0: none).
+# nvidia-smi samples clocks and power all along (dps-smi.csv); the logs come back as one tarball.
+set -uo pipefail
+source "$(dirname "$0")/device_env.sh"
+export MCC_COLLECTIVE_TIMEOUT_S=60 # a hang ends in a minute, not the default five
+L=/tmp/dps-logs; rm -rf $L; mkdir -p $L
+nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv -lms 1000 \
+  > "$O/dps-smi.csv" 2>&1 &
+smi=$!
+data="--data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0"
+ok=""
+for m in tiny-gpt2 tiny-llama; do
+  timeout 60 devrun/bin/$m-cuda $data --dump-dir /tmp/dps-ref-$m > /dev/null 2>&1
+  for run in dp2: dp2ov: dp2ov:copy; do
+    v=${run%%:*} lanes=${run#*:}
+    MCC_COMM_LANES=$lanes timeout 90 devrun/bin/$m-cuda-$v --nproc-per-node 2 $data --dump-dir /tmp/dps-$v-$m \
+      > "$L/$m-$v-${lanes:-main}.log" 2>&1
+    rc=$?
+    verdict=$(python3 tests/compare_dumps.py --cpu /tmp/dps-ref-$m --gpu /tmp/dps-$v-$m 2>&1 | tail -1)
+    echo "$m $v lanes=${lanes:-main} exit $rc: $verdict"
+    [ $rc = 0 ] && [ "$verdict" = PASS ] || ok="$ok !$v:$lanes;"
+    rm -rf /tmp/dps-$v-$m
+  done
+done
+envs=(""); case "$ok" in *"!dp2ov:copy;"*) echo "copy lane: not timed (numerics failed)" ;; *) envs+=("MCC_COMM_LANES=copy") ;; esac
+configs=${CONFIGS:-llama-1B gpt2-1.5B}
+for r in $(seq "${ROUNDS:-2}"); do
+  for c in $configs; do
+    echo "round $r:"
+    OUT=$L bash bench/env_sweep.sh bench-$c 1 ""
+    OUT=$L bash bench/env_sweep.sh bench-$c-dp2ov 2 "${envs[@]}"
+  done
+done
+c=${configs%% *}
+run25="--data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 --log-interval 1 --eval-iters 0"
+for g in 0 1; do CUDA_VISIBLE_DEVICES=$g timeout 150 devrun/bin/bench-$c $run25 > "$L/pair-gpu$g.log" 2>&1 & done
+wait $(jobs -p | grep -v "^$smi\$")
+for g in 0 1; do python3 bench/median_tok_s.py "bench-$c alone on GPU $g, the other GPU running the same" < "$L/pair-gpu$g.log"; done
+profile() { # binary, ranks, environment
+  local launch=(); [ "$2" -gt 1 ] && launch=(--nproc-per-node "$2")
+  env ${3//,/ } MCC_PROFILE=1 timeout 150 devrun/bin/$1 "${launch[@]}" ${run25/--train-iters 25/--train-iters 12} \
+    > "$L/profile-$1-${3:-plain}.log" 2>&1
+  echo "== profile $1 ${3:-plain}"; grep -m1 -A14 "GPU time by op" "$L/profile-$1-${3:-plain}.log"
+}
+if [ "${PROFILE:-1}" != 0 ]; then
+  profile bench-$c 1 ""
+  for e in "${envs[@]}"; do profile bench-$c-dp2ov 2 "$e"; done
+fi
+kill $smi 2>/dev/null
+tar czf "$O/dps-logs.tar.gz" -C $L .
