@@ -126,6 +126,12 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
     timeout 150 devrun/bin/bench-$c-dp2ov --nproc-per-node 2 --data-path devrun/data/brown_text_document --split 100,0,0 \
       --train-iters 25 --log-interval 1 --eval-iters 0 > "$O/bench-$c-dp2ov.log" 2>&1
     echo "$c dp2 overlap exit $?"; grep -E "first step|iter +25/" "$O/bench-$c-dp2ov.log"
+    # DP2_COPY=0 leaves out the buckets on the copy lane (MCC_COMM_LANES=copy: copy-engine exchanges)
+    if [ "${DP2_COPY:-1}" != 0 ]; then
+      MCC_COMM_LANES=copy timeout 150 devrun/bin/bench-$c-dp2ov --nproc-per-node 2 --data-path devrun/data/brown_text_document \
+        --split 100,0,0 --train-iters 25 --log-interval 1 --eval-iters 0 > "$O/bench-$c-dp2ov-copy.log" 2>&1
+      echo "$c dp2 overlap, copy lane exit $?"; grep -E "first step|iter +25/" "$O/bench-$c-dp2ov-copy.log"
+    fi
     # DDP_BASELINE=1: PyTorch's DDP on the same two GPUs (bench/torch_ddp_baseline.py)
     [ "${DDP_BASELINE:-0}" != 0 ] && timeout 300 python3 -m torch.distributed.run --nproc_per_node=2 \
       bench/torch_ddp_baseline.py --config $c 2>>"$O/baseline.err" | tee -a "$O/baseline_ddp.jsonl"
@@ -135,11 +141,17 @@ fi
 
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   for c in ${TP2_CONFIGS-llama-1B llama-1B-gqa}; do
-    for v in ${TP2_VARIANTS-tp2sp tp2spb tp2spbi}; do # bench/bundle.sh says what each is
+    for v in ${TP2_VARIANTS-tp2sp tp2spb}; do # bench/bundle.sh says what each is
       [ -x devrun/bin/bench-$c-$v ] || continue
       timeout 150 devrun/bin/bench-$c-$v --nproc-per-node 2 --data-path devrun/data/brown_text_document --split 100,0,0 \
         --train-iters 15 --log-interval 1 --eval-iters 0 > "$O/bench-$c-$v.log" 2>&1
       echo "$c $v exit $?"; grep -E "first step|iter +15/" "$O/bench-$c-$v.log"
+      # TP2_COPY=1: also on the copy lane with GEMMs beside collectives leaving 8 SMs (fifth session's best)
+      [ "${TP2_COPY:-0}" != 0 ] || continue
+      MCC_COMM_LANES=copy MCC_OVERLAP_GEMM_SMS=124 timeout 150 devrun/bin/bench-$c-$v --nproc-per-node 2 \
+        --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 15 --log-interval 1 --eval-iters 0 \
+        > "$O/bench-$c-$v-copy.log" 2>&1
+      echo "$c $v copy lane exit $?"; grep -E "first step|iter +15/" "$O/bench-$c-$v-copy.log"
     done
   done
 fi

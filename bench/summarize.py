@@ -63,6 +63,8 @@ def main():
 LAYOUTS = [('dp2', 'DP=2'), ('dp2ov', 'DP=2, --overlap-grad-reduce'), ('tp2sp', 'TP=2 + SP'),
            ('tp2spo', 'TP=2 + SP, --tp-comm-overlap'), ('tp2spb', 'TP=2 + SP split by batch'),
            ('tp2spbo', 'TP=2 + SP by batch, overlap'), ('tp2spbi', 'TP=2 + SP by batch, interleaved halves')]
+# each also on the copy lane (device_run.sh's DP2_COPY, TP2_COPY)
+LAYOUTS = [l for s, label in LAYOUTS for l in ((s, label), (f'{s}-copy', f'{label}, copy lane'))]
 
 
 def scaling(logdir):
@@ -75,11 +77,11 @@ def scaling(logdir):
             if two is None:
                 continue
             if 'error' in two or not one or 'error' in one:
-                rows.append(f'{name:14s} {label:28s} failed: {(two.get("error") or one and one.get("error") or "")[:50]}')
+                rows.append(f'{name:14s} {label:44s} failed: {(two.get("error") or one and one.get("error") or "")[:50]}')
                 continue
-            rows.append(f'{name:14s} {label:28s} {two["tok_s"]:10.0f} {one["tok_s"]:10.0f} {two["tok_s"] / one["tok_s"]:6.3f}')
+            rows.append(f'{name:14s} {label:44s} {two["tok_s"]:10.0f} {one["tok_s"]:10.0f} {two["tok_s"] / one["tok_s"]:6.3f}')
     if rows:
-        print(f'\n{"config":14s} {"layout":28s} {"tok/s/GPU":>10s} {"1 GPU":>10s} {"eff.":>6s}')
+        print(f'\n{"config":14s} {"layout":44s} {"tok/s/GPU":>10s} {"1 GPU":>10s} {"eff.":>6s}')
         print('\n'.join(rows))
 
 
