@@ -126,14 +126,16 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
     timeout 150 devrun/bin/bench-$c-dp2ov --nproc-per-node 2 --data-path devrun/data/brown_text_document --split 100,0,0 \
       --train-iters 25 --log-interval 1 --eval-iters 0 > "$O/bench-$c-dp2ov.log" 2>&1
     echo "$c dp2 overlap exit $?"; grep -E "first step|iter +25/" "$O/bench-$c-dp2ov.log"
-    # DP2_COPY=0 leaves out the buckets on the copy lane (MCC_COMM_LANES=copy: copy-engine exchanges)
-    if [ "${DP2_COPY:-1}" != 0 ]; then
-      MCC_COMM_LANES=copy timeout 150 devrun/bin/bench-$c-dp2ov --nproc-per-node 2 --data-path devrun/data/brown_text_document \
-        --split 100,0,0 --train-iters 25 --log-interval 1 --eval-iters 0 > "$O/bench-$c-dp2ov-copy.log" 2>&1
-      echo "$c dp2 overlap, copy lane exit $?"; grep -E "first step|iter +25/" "$O/bench-$c-dp2ov-copy.log"
+    # LANES_ALT: dp2ov also under MCC_COMM_LANES=$LANES_ALT (default none: NCCL's kernels; 0: not run)
+    if [ "${LANES_ALT:-none}" != 0 ]; then
+      MCC_COMM_LANES=${LANES_ALT:-none} timeout 150 devrun/bin/bench-$c-dp2ov --nproc-per-node 2 \
+        --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 --log-interval 1 --eval-iters 0 \
+        > "$O/bench-$c-dp2ov-${LANES_ALT:-none}.log" 2>&1
+      echo "$c dp2 overlap, lanes ${LANES_ALT:-none} exit $?"; grep -E "first step|iter +25/" "$O/bench-$c-dp2ov-${LANES_ALT:-none}.log"
     fi
-    # DDP_BASELINE=1: PyTorch's DDP on the same two GPUs (bench/torch_ddp_baseline.py)
-    [ "${DDP_BASELINE:-0}" != 0 ] && timeout 300 python3 -m torch.distributed.run --nproc_per_node=2 \
+    # DDP_CONFIGS: those of DP2_CONFIGS also run by PyTorch's DDP on the same two GPUs (bench/torch_ddp_baseline.py)
+    case " ${DDP_CONFIGS-} " in *" $c "*) ;; *) continue ;; esac
+    timeout 300 python3 -m torch.distributed.run --nproc_per_node=2 \
       bench/torch_ddp_baseline.py --config $c 2>>"$O/baseline.err" | tee -a "$O/baseline_ddp.jsonl"
   done
 fi
@@ -146,12 +148,11 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
       timeout 150 devrun/bin/bench-$c-$v --nproc-per-node 2 --data-path devrun/data/brown_text_document --split 100,0,0 \
         --train-iters 15 --log-interval 1 --eval-iters 0 > "$O/bench-$c-$v.log" 2>&1
       echo "$c $v exit $?"; grep -E "first step|iter +15/" "$O/bench-$c-$v.log"
-      # TP2_COPY=1: also on the copy lane with GEMMs beside collectives leaving 8 SMs (fifth session's best)
-      [ "${TP2_COPY:-0}" != 0 ] || continue
-      MCC_COMM_LANES=copy MCC_OVERLAP_GEMM_SMS=124 timeout 150 devrun/bin/bench-$c-$v --nproc-per-node 2 \
+      [ "${LANES_ALT:-none}" != 0 ] || continue # as dp2ov: also under MCC_COMM_LANES=$LANES_ALT
+      MCC_COMM_LANES=${LANES_ALT:-none} timeout 150 devrun/bin/bench-$c-$v --nproc-per-node 2 \
         --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 15 --log-interval 1 --eval-iters 0 \
-        > "$O/bench-$c-$v-copy.log" 2>&1
-      echo "$c $v copy lane exit $?"; grep -E "first step|iter +15/" "$O/bench-$c-$v-copy.log"
+        > "$O/bench-$c-$v-${LANES_ALT:-none}.log" 2>&1
+      echo "$c $v lanes ${LANES_ALT:-none} exit $?"; grep -E "first step|iter +15/" "$O/bench-$c-$v-${LANES_ALT:-none}.log"
     done
   done
 fi

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # dp_study.sh — one call on the 2-GPU machine (after bench/bundle.sh; carry ["devrun.tar.xz"], then
 # `tar xJf devrun.tar.xz && bash bench/dp_study.sh`): where data parallelism's time goes, and
-# whether the copy lane pays for it (MCC_COMM_LANES=copy: gradient buckets reduced beside the
-# backward by the copy engines, SMs only for the sums). In order:
+# whether the copy lane pays for it (MCC_COMM_LANES=copy, the default: gradient buckets reduced
+# beside the backward by the copy engines, SMs only for the sums; none: NCCL's kernels). In order:
 #   - the GPU numerics of dp2 and dp2ov (--overlap-grad-reduce), plain and on the copy lane,
 #     against one GPU (a variant whose numerics fail is not timed);
 #   - ROUNDS times, each of CONFIGS on one GPU, then DP=2 with overlap plain and on the copy lane:
@@ -33,7 +33,7 @@ for m in tiny-gpt2 tiny-llama; do
     rm -rf /tmp/dps-$v-$m
   done
 done
-envs=(""); case "$ok" in *"!dp2ov:copy;"*) echo "copy lane: not timed (numerics failed)" ;; *) envs+=("MCC_COMM_LANES=copy") ;; esac
+envs=("MCC_COMM_LANES=none"); case "$ok" in *"!dp2ov:copy;"*) echo "copy lane: not timed (numerics failed)" ;; *) envs+=("MCC_COMM_LANES=copy") ;; esac
 configs=${CONFIGS:-llama-1B gpt2-1.5B}
 for r in $(seq "${ROUNDS:-2}"); do
   for c in $configs; do

@@ -63,8 +63,10 @@ def main():
 LAYOUTS = [('dp2', 'DP=2'), ('dp2ov', 'DP=2, --overlap-grad-reduce'), ('tp2sp', 'TP=2 + SP'),
            ('tp2spo', 'TP=2 + SP, --tp-comm-overlap'), ('tp2spb', 'TP=2 + SP split by batch'),
            ('tp2spbo', 'TP=2 + SP by batch, overlap'), ('tp2spbi', 'TP=2 + SP by batch, interleaved halves')]
-# each also on the copy lane (device_run.sh's DP2_COPY, TP2_COPY)
-LAYOUTS = [l for s, label in LAYOUTS for l in ((s, label), (f'{s}-copy', f'{label}, copy lane'))]
+# each also under another MCC_COMM_LANES (device_run.sh's LANES_ALT; copy was the default's name
+# for it in the sixth session's third call)
+LAYOUTS = [l for s, label in LAYOUTS
+           for l in ((s, label), *((f'{s}-{lanes}', f'{label}, MCC_COMM_LANES={lanes}') for lanes in ('none', 'copy')))]
 
 
 def scaling(logdir):

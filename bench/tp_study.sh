@@ -46,7 +46,7 @@ for c in ${TP_CONFIGS:-llama-1B}; do
   bash bench/env_sweep.sh bench-$c 1 ""
   for v in ${VARIANTS:-tp2sp tp2spb tp2spbi}; do
     envs=()
-    timed $v "" && envs+=("")
+    timed $v "" && envs+=("MCC_COMM_LANES=none")
     # the copy lane, and with it GEMMs beside collectives leaving 8 SMs free (best of the fifth session)
     timed $v side,copy && envs+=("MCC_COMM_LANES=copy" "MCC_COMM_LANES=copy,MCC_OVERLAP_GEMM_SMS=124")
     [ ${#envs[@]} -gt 0 ] && bash bench/env_sweep.sh bench-$c-$v 2 "${envs[@]}"

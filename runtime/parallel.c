@@ -170,17 +170,25 @@ static uint64_t window_layout(const ir_module *m, bool activations, size_t windo
     return h;
 }
 
-/* Lanes (comm.h) for the groups whose collectives would use them, as MCC_COMM_LANES lists them
- * ("side", "copy", "side,copy"; default none: on two H200s, eagerly launched, each measured
- * slower than the main lane for tensor parallelism, see bench/RESULTS.md). The copy lane's window
+/* Lanes (comm.h) for the groups whose collectives would use them, as rt_parallel_lanes_wanted
+ * says. The copy lane's window
  * is the arena for a group of sequence-parallel collectives (the all-gathers' buffers and the
  * reduce-scatters' exchange), else the global slab for a group reducing gradient buckets beside
  * the backward (rt_program_load allocated it as window memory, with their exchange after it),
  * when every member's plan places those buffers at the same offsets. */
-static void add_lanes(rt_parallel *par, rt_program *p)
+void rt_parallel_lanes_wanted(bool *side, bool *copy)
 {
     const char *e = getenv("MCC_COMM_LANES");
-    bool want_side = e && strstr(e, "side"), want_copy = e && strstr(e, "copy");
+    if (!e)
+        e = "copy";
+    *side = strstr(e, "side") != NULL;
+    *copy = strstr(e, "copy") != NULL;
+}
+
+static void add_lanes(rt_parallel *par, rt_program *p)
+{
+    bool want_side, want_copy;
+    rt_parallel_lanes_wanted(&want_side, &want_copy);
     for (ir_axis axis = 0; axis < IR_NUM_AXES; axis++) {
         rt_comm *comm = axis_comms[axis];
         bool side, copy;

@@ -82,11 +82,12 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     size_t slab = 0;
     for (int i = 0; i < m->nglobals; i++)
         slab += rt_global_span(ir_bytes(&m->globals[i].type));
-    /* With the copy lane (MCC_COMM_LANES=copy), gradient buckets reduced beside the backward go
+    /* With the copy lane (MCC_COMM_LANES: by default), gradient buckets reduced beside the backward go
      * out on the copy engines when the slab is window memory (rt_parallel_init registers it),
      * with their exchange buffer after it; so do tensor parallelism's collectives, in the arena. */
-    const char *lanes = getenv("MCC_COMM_LANES");
-    bool copy_lane = dev->alloc_window && lanes && strstr(lanes, "copy");
+    bool side_lane, copy_lane;
+    rt_parallel_lanes_wanted(&side_lane, &copy_lane);
+    copy_lane &= dev->alloc_window != NULL;
     p->bucket_exchange_bytes = copy_lane ? rt_parallel_bucket_exchange_bytes(m) : 0;
     p->global_slab = (p->bucket_exchange_bytes ? dev->alloc_window : dev->alloc)(p, slab + p->bucket_exchange_bytes);
     p->global_slab_bytes = slab;
