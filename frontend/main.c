@@ -166,7 +166,7 @@ static ir_module *build(const char *path, const mcc_spec *spec, const cli_opts *
 
 static bool fits_gpu(const mcc_memory_breakdown *mem, double gpu_gib)
 {
-    double gib = (mem->params + mem->grads + mem->optimizer_state + mem->activations) / 1073741824.0;
+    double gib = mcc_memory_total(mem) / 1073741824.0;
     if (gib + RUNTIME_OVERHEAD_GIB <= gpu_gib)
         return true;
     fprintf(stderr, "mcc: error: the plan needs %.2f GiB per GPU (+%.1f GiB runtime) but --gpu-memory is %.1f GiB.\n"

@@ -450,3 +450,50 @@ int ir_reshape(ir_module *m, ir_func *f, int a, int ndim, const int64_t *dims)
     ir_type t = ir_tensor(f->vals[a].type.dtype, ndim, dims);
     return ir_emit(m, f, IR_OP_RESHAPE, &a, 1, NULL, NULL, &t);
 }
+
+bool ir_copy_lane_op(ir_op op)
+{
+    return op == IR_OP_ALL_GATHER_SEQ || op == IR_OP_ALL_GATHER_MATMUL || op == IR_OP_MATMUL_REDUCE_SCATTER ||
+           op == IR_OP_MATMUL_ADD_REDUCE_SCATTER || op == IR_OP_REDUCE_SCATTER_SEQ;
+}
+
+bool ir_axis_moves_activations(const ir_module *m, ir_axis axis)
+{
+    for (int f = 0; f < m->nfuncs; f++)
+        for (int i = 0; i < m->funcs[f]->ninstrs; i++)
+            if (ir_copy_lane_op(m->funcs[f]->instrs[i].op) && (ir_axis)m->funcs[f]->instrs[i].attr[0] == axis)
+                return true;
+    return false;
+}
+
+size_t ir_seq_exchange_bytes(const ir_module *m)
+{
+    size_t most = 0;
+    for (int f = 0; f < m->nfuncs; f++)
+        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
+            const ir_instr *in = &m->funcs[f]->instrs[i];
+            if (in->op != IR_OP_REDUCE_SCATTER_SEQ)
+                continue;
+            const ir_type *x = &m->funcs[f]->vals[in->args[0]].type;
+            bool one_block = ir_seq_orows(in, x) == 1; /* else one exchange per o-row: NCCL's kernel */
+            most = one_block && ir_bytes(x) > most ? ir_bytes(x) : most;
+        }
+    return ir_global_span(most);
+}
+
+size_t ir_bucket_exchange_bytes(const ir_module *m)
+{
+    size_t most = 0;
+    for (int f = 0; f < m->nfuncs; f++)
+        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
+            const ir_instr *in = &m->funcs[f]->instrs[i];
+            if (in->op != IR_OP_ALL_REDUCE_INPLACE || !ir_on_comm_stream(in) ||
+                ir_axis_moves_activations(m, (ir_axis)in->attr[0]))
+                continue;
+            size_t bytes = 0;
+            for (int a = 0; a < in->nargs; a++)
+                bytes += ir_global_span(ir_bytes(&m->funcs[f]->vals[in->args[a]].type));
+            most = bytes > most ? bytes : most;
+        }
+    return most;
+}

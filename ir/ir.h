@@ -160,6 +160,22 @@ int ir_seq_dim(const ir_instr *in);
 /* The rows ("o-rows") over which a sequence collective of local tensor t has one block per rank:
  * t's batch rows when it splits the sequence, one when it splits the batch rows. */
 int64_t ir_seq_orows(const ir_instr *in, const ir_type *t);
+/* Bytes a global of `bytes` occupies in the runtime's slab of globals: whole 256-byte units, so
+ * every global starts aligned for vector loads, cuBLASLt and NCCL. */
+static inline size_t ir_global_span(size_t bytes) { return (bytes + 255) / 256 * 256; }
+/* The sequence-parallel collectives whose buffers the copy engines may move (all_gather_seq,
+ * reduce_scatter_seq and the fused ones). */
+bool ir_copy_lane_op(ir_op op);
+/* Whether m has such collectives over `axis`: its copy lane then moves activations (the arena),
+ * else gradient buckets (the globals). */
+bool ir_axis_moves_activations(const ir_module *m, ir_axis axis);
+/* The bytes of the largest reduce_scatter_seq operand with one block per rank (split by batch
+ * rows, or one row): the exchange buffer its reduce-scatters need on the copy lane. */
+size_t ir_seq_exchange_bytes(const ir_module *m);
+/* The bytes (ir_global_span each) of the largest gradient bucket reduced beside the backward
+ * (all_reduce_inplace on the comm stream) over an axis without sequence collectives: the
+ * exchange buffer its copy lane needs. 0: no such bucket. */
+size_t ir_bucket_exchange_bytes(const ir_module *m);
 /* Whether op talks to other ranks: a collective, or an op with one inside (the fused ones). */
 bool ir_op_communicates(ir_op op);
 /* Ops whose result is a view of their operand's bytes (@view after memory_plan): reshape, rows. */

@@ -186,18 +186,29 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
     for (int i = 0; i < m->nfuncs; i++)
         if (m->funcs[i]->arena_bytes > b.activations)
             b.activations = m->funcs[i]->arena_bytes;
+    const char *target = ir_config_get(m, "target");
+    if (target && !strcmp(target, "cuda"))
+        b.comm_buffers = (int64_t)(ir_seq_exchange_bytes(m) + ir_bucket_exchange_bytes(m));
     return b;
+}
+
+int64_t mcc_memory_total(const mcc_memory_breakdown *b)
+{
+    return b->params + b->grads + b->optimizer_state + b->activations + b->comm_buffers;
 }
 
 void mcc_memory_print(const mcc_memory_breakdown *b, FILE *out)
 {
     const double gib = 1024.0 * 1024.0 * 1024.0;
-    int64_t total = b->params + b->grads + b->optimizer_state + b->activations;
+    int64_t total = mcc_memory_total(b);
     fprintf(out, "memory per rank (rank 0):\n");
     fprintf(out, "  parameters        %10.3f GiB\n", b->params / gib);
     fprintf(out, "  gradients         %10.3f GiB\n", b->grads / gib);
     fprintf(out, "  optimizer state   %10.3f GiB\n", b->optimizer_state / gib);
     fprintf(out, "  peak activations  %10.3f GiB\n", b->activations / gib);
+    if (b->comm_buffers)
+        fprintf(out, "  exchange buffers  %10.3f GiB  (collectives on the copy engines; MCC_COMM_LANES)\n",
+                b->comm_buffers / gib);
     fprintf(out, "  total             %10.3f GiB\n", total / gib);
 }
 

@@ -43,10 +43,12 @@ extern const int mcc_npasses;
 bool mcc_run_passes(ir_module *m, const char *last, bool verify, char *err, size_t errlen);
 int mcc_pass_index(const char *name); /* -1 if unknown */
 
-/* Bytes per rank by role, from the planned module. */
+/* Bytes per rank by role, from the planned module. comm_buffers: on CUDA, the copy lane's
+ * exchange buffers (the runtime's default lanes; ir_seq_exchange_bytes, ir_bucket_exchange_bytes). */
 typedef struct {
-    int64_t params, grads, optimizer_state, activations;
+    int64_t params, grads, optimizer_state, activations, comm_buffers;
 } mcc_memory_breakdown;
+int64_t mcc_memory_total(const mcc_memory_breakdown *b);
 mcc_memory_breakdown mcc_memory_of(const ir_module *m);
 void mcc_memory_print(const mcc_memory_breakdown *b, FILE *out);
 /* Where the activations peak (the function, the instruction) and what is live there, by the op

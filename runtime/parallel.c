@@ -14,10 +14,10 @@ int rt_parallel_bucket_run(const rt_kernel_call *c, int first, bool padded, size
     ir_dtype dt = c->arg_types[first]->dtype;
     int next = first + 1;
     while (next < c->nargs && c->arg_types[next]->dtype == dt &&
-           (char *)c->args[next - 1] + rt_global_span(ir_bytes(c->arg_types[next - 1])) == c->args[next])
+           (char *)c->args[next - 1] + ir_global_span(ir_bytes(c->arg_types[next - 1])) == c->args[next])
         next++;
     size_t last = ir_bytes(c->arg_types[next - 1]);
-    *span = (size_t)((char *)c->args[next - 1] - (char *)c->args[first]) + (padded ? rt_global_span(last) : last);
+    *span = (size_t)((char *)c->args[next - 1] - (char *)c->args[first]) + (padded ? ir_global_span(last) : last);
     return next;
 }
 
@@ -66,69 +66,14 @@ int rt_parallel_plan_index(int nplans) { return detect().rank % nplans; }
 
 static void gather_bytes(rt_comm *comm, int n, rt_program *p, const void *local, size_t bytes, void *all);
 
-/* The collectives that go out on a copy lane when their buffers lie in its window: the
- * sequence-parallel all-gathers, and the exchanges of the reduce-scatters (fused or not). */
-static bool copy_lane_op(ir_op op)
-{
-    return op == IR_OP_ALL_GATHER_SEQ || op == IR_OP_ALL_GATHER_MATMUL || op == IR_OP_MATMUL_REDUCE_SCATTER ||
-           op == IR_OP_MATMUL_ADD_REDUCE_SCATTER || op == IR_OP_REDUCE_SCATTER_SEQ;
-}
-
 static struct {
     char *base;
     size_t bytes;
 } exchanges[IR_NUM_AXES]; /* per axis: its copy lane's exchange buffer (add_lanes) */
 
-size_t rt_parallel_exchange_bytes(const ir_module *m)
-{
-    size_t most = 0;
-    for (int f = 0; f < m->nfuncs; f++)
-        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
-            const ir_instr *in = &m->funcs[f]->instrs[i];
-            if (in->op != IR_OP_REDUCE_SCATTER_SEQ)
-                continue;
-            const ir_type *x = &m->funcs[f]->vals[in->args[0]].type;
-            bool one_block = ir_seq_orows(in, x) == 1; /* else one exchange per o-row: NCCL's kernel */
-            most = one_block && ir_bytes(x) > most ? ir_bytes(x) : most;
-        }
-    return (most + 255) / 256 * 256;
-}
-
 void *rt_parallel_exchange(ir_axis axis, size_t bytes)
 {
     return axis < IR_NUM_AXES && exchanges[axis].base && bytes <= exchanges[axis].bytes ? exchanges[axis].base : NULL;
-}
-
-/* Whether the plan's collectives on `axis` include sequence parallelism's (copy_lane_op): the
- * axis's copy lane then moves activations, in the arena; else gradient buckets, in the slab. */
-static bool moves_activations(const ir_module *m, ir_axis axis)
-{
-    for (int f = 0; f < m->nfuncs; f++)
-        for (int i = 0; i < m->funcs[f]->ninstrs; i++)
-            if (copy_lane_op(m->funcs[f]->instrs[i].op) && (ir_axis)m->funcs[f]->instrs[i].attr[0] == axis)
-                return true;
-    return false;
-}
-
-static bool bucket_beside_backward(const ir_instr *in)
-{
-    return in->op == IR_OP_ALL_REDUCE_INPLACE && ir_on_comm_stream(in);
-}
-
-size_t rt_parallel_bucket_exchange_bytes(const ir_module *m)
-{
-    size_t most = 0;
-    for (int f = 0; f < m->nfuncs; f++)
-        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
-            const ir_instr *in = &m->funcs[f]->instrs[i];
-            if (!bucket_beside_backward(in) || moves_activations(m, (ir_axis)in->attr[0]))
-                continue;
-            size_t bytes = 0;
-            for (int a = 0; a < in->nargs; a++)
-                bytes += rt_global_span(ir_bytes(&m->funcs[f]->vals[in->args[a]].type));
-            most = bytes > most ? bytes : most;
-        }
-    return most;
 }
 
 /* What the plan's collectives on `axis` need: a side lane for those overlapping computation, a
@@ -140,11 +85,11 @@ static void lanes_needed(const ir_module *m, ir_axis axis, bool *side, bool *cop
     for (int f = 0; f < m->nfuncs; f++)
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
             const ir_instr *in = &m->funcs[f]->instrs[i];
-            bool copyable = copy_lane_op(in->op);
+            bool copyable = ir_copy_lane_op(in->op);
             if (!(copyable || in->op == IR_OP_ALL_REDUCE_INPLACE) || (ir_axis)in->attr[0] != axis)
                 continue;
             *side |= ir_on_comm_stream(in);
-            *copy |= copyable || bucket_beside_backward(in);
+            *copy |= copyable || (in->op == IR_OP_ALL_REDUCE_INPLACE && ir_on_comm_stream(in));
         }
 }
 
@@ -155,11 +100,11 @@ static uint64_t window_layout(const ir_module *m, bool activations, size_t windo
 {
     uint64_t h = 1469598103934665603ull ^ window_bytes;
     for (int g = 0; !activations && g < m->nglobals; g++)
-        h = (h ^ (uint64_t)rt_global_span(ir_bytes(&m->globals[g].type))) * 1099511628211ull;
+        h = (h ^ (uint64_t)ir_global_span(ir_bytes(&m->globals[g].type))) * 1099511628211ull;
     for (int f = 0; activations && f < m->nfuncs; f++)
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
             const ir_instr *in = &m->funcs[f]->instrs[i];
-            if (!copy_lane_op(in->op))
+            if (!ir_copy_lane_op(in->op))
                 continue;
             h = (h ^ (uint64_t)f) * 1099511628211ull;
             h = (h ^ (uint64_t)i) * 1099511628211ull;
@@ -197,7 +142,7 @@ static void add_lanes(rt_parallel *par, rt_program *p)
             continue;
         if (side && want_side)
             rt_comm_add_lane(comm, RT_LANE_SIDE);
-        bool activations = moves_activations(p->m, axis);
+        bool activations = ir_axis_moves_activations(p->m, axis);
         char *base = activations ? p->arena : p->global_slab;
         size_t used = activations ? p->arena_bytes : p->global_slab_bytes,
                exchange = activations ? p->exchange_bytes : p->bucket_exchange_bytes;

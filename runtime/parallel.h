@@ -32,30 +32,22 @@ void rt_parallel_finish(rt_parallel *par, rt_program *p);
 void rt_parallel_lanes_wanted(bool *side, bool *copy);
 /* The communicator of a mesh axis for the collective kernels (NULL: not parallel over it). */
 rt_comm *rt_parallel_comm(ir_axis axis);
-/* The bytes of the largest reduce_scatter_seq operand of the plan with one block per rank (split
- * by batch rows, or one row): what an exchange buffer for its reduce-scatters on the copy lane
- * needs (rt_program_load puts one after the arena). */
-size_t rt_parallel_exchange_bytes(const ir_module *m);
 /* The axis's exchange buffer, when its copy lane holds it in its window and it has `bytes`:
  * there a reduce-scatter can go out as an all-to-all on the copy engines, then a local sum.
  * NULL otherwise. */
 void *rt_parallel_exchange(ir_axis axis, size_t bytes);
-/* The bytes of the largest gradient bucket reduced beside the backward (all_reduce_inplace on the
- * comm stream) over an axis without sequence-parallel collectives: the exchange buffer its copy
- * lane needs, after the global slab, whose window it then is (0: none in the plan). */
-size_t rt_parallel_bucket_exchange_bytes(const ir_module *m);
 /* The communicator of collective `in` whose types span `ranks` ranks of its axis (attribute 0):
  * NULL for one rank. Exits naming the op when this rank's group has another size, e.g. a plan
  * function run before rt_parallel_init (which must precede rt_program_init_params: setup). */
 rt_comm *rt_parallel_comm_for(const ir_instr *in, int64_t ranks);
 /* all_reduce_inplace (a bucket of gradients: data_parallel.c): sums the call's operands over its
- * axis with one collective per run of operands that lie back to back (rt_global_span apart, as
+ * axis with one collective per run of operands that lie back to back (ir_global_span apart, as
  * program.c places globals, padding included), launched together, on the axis group's `lane`
  * (comm.h) and `stream` (NULL on the CPU). */
 void rt_parallel_all_reduce_bucket(const rt_kernel_call *c, rt_lane lane, void *stream);
 /* The run of a bucket's operands from operand `first`: the index after its last, and in *span
  * its bytes from the first operand's start to the last's end (padded: to the end of the last's
- * rt_global_span, padding that is zero on every rank and stays so under sums). */
+ * ir_global_span, padding that is zero on every rank and stays so under sums). */
 int rt_parallel_bucket_run(const rt_kernel_call *c, int first, bool padded, size_t *span);
 /* The global sample index of row b of micro-batch mb of iteration it (1-based), in Megatron's
  * sampler order: each micro-batch step takes B*dp consecutive samples, rank r the r-th B of them.

@@ -81,20 +81,20 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     p->globals = xcalloc((size_t)m->nglobals, sizeof(void *), "globals");
     size_t slab = 0;
     for (int i = 0; i < m->nglobals; i++)
-        slab += rt_global_span(ir_bytes(&m->globals[i].type));
+        slab += ir_global_span(ir_bytes(&m->globals[i].type));
     /* With the copy lane (MCC_COMM_LANES: by default), gradient buckets reduced beside the backward go
      * out on the copy engines when the slab is window memory (rt_parallel_init registers it),
      * with their exchange buffer after it; so do tensor parallelism's collectives, in the arena. */
     bool side_lane, copy_lane;
     rt_parallel_lanes_wanted(&side_lane, &copy_lane);
     copy_lane &= dev->alloc_window != NULL;
-    p->bucket_exchange_bytes = copy_lane ? rt_parallel_bucket_exchange_bytes(m) : 0;
+    p->bucket_exchange_bytes = copy_lane ? ir_bucket_exchange_bytes(m) : 0;
     p->global_slab = (p->bucket_exchange_bytes ? dev->alloc_window : dev->alloc)(p, slab + p->bucket_exchange_bytes);
     p->global_slab_bytes = slab;
     size_t slab_offset = 0;
     for (int i = 0; i < m->nglobals; i++) {
         p->globals[i] = (char *)p->global_slab + slab_offset;
-        slab_offset += rt_global_span(ir_bytes(&m->globals[i].type));
+        slab_offset += ir_global_span(ir_bytes(&m->globals[i].type));
     }
     /* Functions run one at a time and hand nothing over through their arenas (inputs are set
      * before a call, outputs read after it), so they share one arena: the largest. */
@@ -105,7 +105,7 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
      * window memory, the copy engines can move them, and the reduce-scatters' exchanges need a
      * buffer there too, after the arena. */
     bool window = copy_lane && ir_config_int(m, "tensor_model_parallel_size", 1) > 1;
-    p->exchange_bytes = window ? rt_parallel_exchange_bytes(m) : 0;
+    p->exchange_bytes = window ? ir_seq_exchange_bytes(m) : 0;
     p->arena = (window ? dev->alloc_window : dev->alloc)(p, (size_t)arena_bytes + p->exchange_bytes);
     p->arena_bytes = (size_t)arena_bytes;
     p->funcs = xcalloc((size_t)m->nfuncs, sizeof(rt_func_exec), "functions");

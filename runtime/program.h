@@ -25,7 +25,7 @@ typedef struct rt_program {
     const rt_device *dev;
     void *dev_state;                /* owned by the device */
     void **globals;                 /* per module global: device memory, inside global_slab */
-    void *global_slab;              /* every global, in declaration order (rt_global_span each) */
+    void *global_slab;              /* every global, in declaration order (ir_global_span each) */
     size_t global_slab_bytes;
     size_t bucket_exchange_bytes;   /* after the slab, in its window: the copy lane's gradient
                                        buckets' exchange buffer (rt_parallel_exchange), or 0 */
@@ -54,9 +54,5 @@ void rt_program_read_global(rt_program *p, int g, void *host);
 
 /* The counter-based generator parameter initialisation uses (also in kernels_templates/init.cuh). */
 uint64_t rt_splitmix64(uint64_t x);
-
-/* Bytes a global of `bytes` occupies in the slab: whole 256-byte units, so every global starts
- * aligned for vector loads, cuBLASLt and NCCL. */
-static inline size_t rt_global_span(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 #endif
