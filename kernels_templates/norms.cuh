@@ -4,8 +4,8 @@
 // blockDim.x / tpr such groups. Statistics in fp32 by two passes over the registers (mean, then
 // the variance about it). The backward's dw/db are summed per group in registers, one partial
 // row per group, and reduced by mcc_colsum_final: deterministic, no atomics.
-// Launchers pick width = MCC_VEC (d % MCC_VEC == 0 and aligned operands) or 1, and
-// tpr >= d / MCC_NORM_REGS. Kernels are named mcc_<op>_<x dtype>_<w dtype>.
+// Launchers pick width = MCC_VEC (d % MCC_VEC == 0 and aligned operands) or 1 (the _w1
+// kernels), and tpr >= d / MCC_NORM_REGS. Kernels are named mcc_<op>_<x dtype>_<w dtype>[_w1].
 #pragma once
 
 #define MCC_NORM_REGS 16
@@ -157,40 +157,32 @@ __device__ void mcc_norm_backward(T *dx, float *partial, const T *dy, const T *x
     }
 }
 
-// width is MCC_VEC or 1 (the launcher checked d and the pointers' alignment).
-#define MCC_NORMS(sfx, T, W)                                                                               \
+// One kernel per width: mcc_<op>_<x dtype>_<w dtype> moves MCC_VEC elements a load (the launcher
+// checked d and the pointers' alignment), mcc_<op>_<x dtype>_<w dtype>_w1 one. Apart, the vector
+// kernels keep their registers (83 for rmsnorm_grad against 188 with both widths in one kernel,
+// which held one 256-thread block per SM).
+#define MCC_NORMS_OF_WIDTH(sfx, T, W, WIDTH)                                                               \
     extern "C" __global__ void mcc_layernorm_##sfx(T *y, const T *x, const W *w, const W *b, long long R,  \
-                                                   long long d, float eps, int width, int tpr)            \
+                                                   long long d, float eps, int tpr)                       \
     {                                                                                                      \
-        if (width == MCC_VEC)                                                                              \
-            mcc_norm_forward<true, MCC_VEC>(y, x, w, b, R, d, eps, tpr);                                   \
-        else                                                                                               \
-            mcc_norm_forward<true, 1>(y, x, w, b, R, d, eps, tpr);                                         \
+        mcc_norm_forward<true, WIDTH>(y, x, w, b, R, d, eps, tpr);                                         \
     }                                                                                                      \
     extern "C" __global__ void mcc_rmsnorm_##sfx(T *y, const T *x, const W *w, long long R, long long d,   \
-                                                 float eps, int width, int tpr)                           \
+                                                 float eps, int tpr)                                      \
     {                                                                                                      \
-        if (width == MCC_VEC)                                                                              \
-            mcc_norm_forward<false, MCC_VEC>(y, x, w, (const W *)0, R, d, eps, tpr);                       \
-        else                                                                                               \
-            mcc_norm_forward<false, 1>(y, x, w, (const W *)0, R, d, eps, tpr);                             \
+        mcc_norm_forward<false, WIDTH>(y, x, w, (const W *)0, R, d, eps, tpr);                             \
     }                                                                                                      \
     extern "C" __global__ void mcc_layernorm_grad_##sfx(T *dx, float *partial, const T *dy, const T *x,    \
                                                         const W *w, const T *dr, long long R, long long d, \
-                                                        float eps, int width, int tpr)                    \
+                                                        float eps, int tpr)                               \
     {                                                                                                      \
-        if (width == MCC_VEC)                                                                              \
-            mcc_norm_backward<true, MCC_VEC>(dx, partial, dy, x, w, dr, R, d, eps, tpr);                   \
-        else                                                                                               \
-            mcc_norm_backward<true, 1>(dx, partial, dy, x, w, dr, R, d, eps, tpr);                         \
+        mcc_norm_backward<true, WIDTH>(dx, partial, dy, x, w, dr, R, d, eps, tpr);                         \
     }                                                                                                      \
     extern "C" __global__ void mcc_rmsnorm_grad_##sfx(T *dx, float *partial, const T *dy, const T *x,      \
                                                       const W *w, const T *dr, long long R, long long d,  \
-                                                      float eps, int width, int tpr)                      \
+                                                      float eps, int tpr)                                 \
     {                                                                                                      \
-        if (width == MCC_VEC)                                                                              \
-            mcc_norm_backward<false, MCC_VEC>(dx, partial, dy, x, w, dr, R, d, eps, tpr);                  \
-        else                                                                                               \
-            mcc_norm_backward<false, 1>(dx, partial, dy, x, w, dr, R, d, eps, tpr);                        \
+        mcc_norm_backward<false, WIDTH>(dx, partial, dy, x, w, dr, R, d, eps, tpr);                        \
     }
+#define MCC_NORMS(sfx, T, W) MCC_NORMS_OF_WIDTH(sfx, T, W, MCC_VEC) MCC_NORMS_OF_WIDTH(sfx##_w1, T, W, 1)
 MCC_FOR_FLOAT_PAIRS(MCC_NORMS)

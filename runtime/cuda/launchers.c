@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* --- kernel names ---------------------------------------------------------------------------- */
 
@@ -420,6 +421,16 @@ static norm_layout norm_layout_of(const rt_kernel_call *c, int64_t d)
     return l;
 }
 
+/* The kernel of the layout's width: norms.cuh's _w1 kernels load one element at a time. */
+static kernel_name norm_kernel(const rt_kernel_call *c, rt_cuda_kernel k, const ir_type *xt, const ir_type *wt,
+                               norm_layout l)
+{
+    kernel_name n = name_of(c, k, xt, wt);
+    if (l.width == 1)
+        strncat(n.s, "_w1", sizeof n.s - strlen(n.s) - 1);
+    return n;
+}
+
 /* (x[R,d], w[d] (, b[d])) -> y */
 static void norm_forward(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kernel k)
 {
@@ -428,8 +439,8 @@ static void norm_forward(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kerne
     long long R = nrows(xt), d = last_dim(xt);
     float eps = (float)c->in->attr[0];
     norm_layout l = norm_layout_of(c, d);
-    void *ln[] = {&y, &x, &w, &b, &R, &d, &eps, &l.width, &l.tpr}, *rms[] = {&y, &x, &w, &R, &d, &eps, &l.width, &l.tpr};
-    rt_cuda_launch(cx, name_of(c, k, xt, c->arg_types[1]).s, capped_grid((R + l.groups - 1) / l.groups), 1, 1,
+    void *ln[] = {&y, &x, &w, &b, &R, &d, &eps, &l.tpr}, *rms[] = {&y, &x, &w, &R, &d, &eps, &l.tpr};
+    rt_cuda_launch(cx, norm_kernel(c, k, xt, c->arg_types[1], l).s, capped_grid((R + l.groups - 1) / l.groups), 1, 1,
                    (unsigned)(l.tpr * l.groups), 0, k == RT_CUK_LAYERNORM ? ln : rms);
 }
 
@@ -449,8 +460,8 @@ static void norm_backward(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kern
     int64_t groups = R < NORM_GRAD_ROWS ? R : NORM_GRAD_ROWS, G = (groups + l.groups - 1) / l.groups;
     int S = (int)(G * l.groups);
     char *partial = rt_cuda_scratch(cx, (size_t)S * (size_t)stride * sizeof(float));
-    void *p[] = {&dx, &partial, &dy, &x, &w, &dr, &R, &d, &eps, &l.width, &l.tpr};
-    rt_cuda_launch(cx, name_of(c, k, xt, wt).s, (unsigned)G, 1, 1, (unsigned)(l.tpr * l.groups), 0, p);
+    void *p[] = {&dx, &partial, &dy, &x, &w, &dr, &R, &d, &eps, &l.tpr};
+    rt_cuda_launch(cx, norm_kernel(c, k, xt, wt, l).s, (unsigned)G, 1, 1, (unsigned)(l.tpr * l.groups), 0, p);
     for (int i = 1; i < c->nres; i++) { /* dw, then db */
         void *r = c->res[i], *part = partial + (size_t)(i - 1) * d * sizeof(float);
         void *pf[] = {&r, &part, &S, &stride, &d, &d};

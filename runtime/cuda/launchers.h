@@ -33,7 +33,7 @@
     K(EMBEDDING_OFFSETS, "mcc_embedding_offsets_i32", 0)                                                   \
     K(EMBEDDING_SCATTER, "mcc_embedding_scatter_i32", 0)                                                   \
     K(EMBEDDING_GRAD, "mcc_embedding_grad", 1)                                                             \
-    K(LAYERNORM, "mcc_layernorm", 2)                  /* x, w */                                           \
+    K(LAYERNORM, "mcc_layernorm", 2)                  /* x, w; norms: _w1 one element a load */           \
     K(RMSNORM, "mcc_rmsnorm", 2)                                                                           \
     K(LAYERNORM_GRAD, "mcc_layernorm_grad", 2)                                                             \
     K(RMSNORM_GRAD, "mcc_rmsnorm_grad", 2)                                                                 \
