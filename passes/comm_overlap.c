@@ -2,7 +2,9 @@
  * in the backward, each reduce_scatter_seq and all_gather_seq runs beside weight gradients'
  * GEMMs. Each collective moves up to right after the instruction making its operand, and beside
  * it go the matmul_accumulates (weight gradients) autodiff emitted since the previous collective,
- * oldest first, until their work covers the time its bytes take on the wire (hiding_target).
+ * oldest first, until their work covers the time its bytes take on the wire (hiding_target); those
+ * already between its operand and it (attention's q projection, before the reduce-scatter of the
+ * input gradient its dgrad completes) count too, where they are.
  * Of the rest, the newest move on past the next collective as far as its own new ones fall short
  * of its target (each sublayer's input gradient is reduce-scattered, then the next one's output
  * gradient all-gathered, with unequal work between: attention's weight gradients are a third of
@@ -112,6 +114,20 @@ static int collect_new(const ir_func *f, const reorder *o, int from, int to, int
     return n;
 }
 
+/* Weight gradient k stays beside the collective after instruction p: right after it, or, when it
+ * already lay after p (in_place), where it is. */
+static void keep_beside(reorder *o, const bool *in_place, int p, int k)
+{
+    if (in_place[k])
+        o->moved[k] = false;
+    else
+        emit_after(o, p, k);
+}
+
+/* A carried weight gradient that may not wait for the next collective stays beside the one it
+ * was carried from (after instruction at). */
+static void settle(reorder *o, const bool *in_place, int at, int k) { keep_beside(o, in_place, at, k); }
+
 static void overlap_func(ir_module *m, int fi)
 {
     const ir_func *src = m->funcs[fi];
@@ -120,6 +136,7 @@ static void overlap_func(ir_module *m, int fi)
                  calloc((size_t)n + 1, sizeof(bool))};
     int *cand = malloc(sizeof(int) * (size_t)(n + 1)), *carry = malloc(sizeof(int) * (size_t)(n + 1));
     int ncarry = 0, carried_at = -1; /* weight gradients carried from the collective after instruction carried_at */
+    bool *in_place = calloc((size_t)n + 1, sizeof(bool)); /* candidates that were after their collective's operand */
     for (int k = 0; k < n; k++)
         o.after[k] = o.next[k] = -1;
     if (ranks < 2)
@@ -132,21 +149,26 @@ static void overlap_func(ir_module *m, int fi)
              * carried here (those that may wait so long; the others stay where they were) and the
              * new ones since the previous collective, oldest first, until their work covers its
              * bytes' time */
-            int p = src->vals[in->args[0]].def, nc = 0;
+            int p = src->vals[in->args[0]].def, nc = 0, ncarried;
             emit_after(&o, p, i);
             for (int k = 0; k < ncarry; k++) {
                 if (may_defer(src, carry[k], p))
-                    cand[nc++] = carry[k];
+                    cand[nc++] = carry[k], in_place[carry[k]] = false; /* beside this one: after p */
                 else
-                    emit_after(&o, carried_at, carry[k]);
+                    settle(&o, in_place, carried_at, carry[k]);
             }
+            ncarried = nc;
             nc = collect_new(src, &o, last_collective, p, cand, nc, NULL);
-            for (int k = ncarry; k < nc; k++)
-                o.moved[cand[k]] = true;
+            /* and those between the operand and the collective: beside it where they are, unless
+             * they go on to the next one (the newest, so the first to) */
+            int late = nc;
+            nc = collect_new(src, &o, p, i, cand, nc, NULL);
+            for (int k = ncarried; k < nc; k++)
+                o.moved[cand[k]] = true, in_place[cand[k]] = k >= late;
             double target = hiding_target(src, i, ranks), beside = 0;
             int used = 0;
             while (used < nc && beside < target)
-                emit_after(&o, p, cand[used]), beside += accumulate_flops(src, cand[used]), used++;
+                keep_beside(&o, in_place, p, cand[used]), beside += accumulate_flops(src, cand[used]), used++;
             /* of the rest, the newest go on to the next collective as far as its own new ones fall
              * short of its target; the others run here too */
             int g = next_seq_collective(src, i), q = g >= 0 ? src->vals[src->instrs[g].args[0]].def : -1;
@@ -160,7 +182,7 @@ static void overlap_func(ir_module *m, int fi)
             while (keep > used && moved < need && may_defer(src, cand[keep - 1], q))
                 moved += accumulate_flops(src, cand[--keep]);
             for (int k = used; k < keep; k++)
-                emit_after(&o, p, cand[k]);
+                keep_beside(&o, in_place, p, cand[k]);
             ncarry = 0;
             for (int k = keep; k < nc; k++)
                 carry[ncarry++] = cand[k];
@@ -170,7 +192,7 @@ static void overlap_func(ir_module *m, int fi)
             last_collective = i;
     }
     for (int k = 0; k < ncarry; k++) /* nothing after to hide: where they were last placed */
-        emit_after(&o, carried_at, carry[k]);
+        settle(&o, in_place, carried_at, carry[k]);
     ir_func *dst = ir_func_new(m, src->name);
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     for (int i = 0; i < n; i++) {
@@ -191,6 +213,7 @@ static void overlap_func(ir_module *m, int fi)
     free(o.moved);
     free(cand);
     free(carry);
+    free(in_place);
     free(map);
 }
 

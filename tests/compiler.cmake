@@ -11,6 +11,7 @@ add_test(NAME ir_roundtrip_models COMMAND roundtrip_test ${MCC_MODEL_SPECS})
 
 add_test(NAME golden_graphs COMMAND ${CMAKE_SOURCE_DIR}/tests/golden.sh $<TARGET_FILE:mcc>)
 add_test(NAME interleave_schedule COMMAND ${CMAKE_SOURCE_DIR}/tests/interleave_schedule.sh $<TARGET_FILE:mcc>)
+add_test(NAME comm_overlap_cover COMMAND ${CMAKE_SOURCE_DIR}/tests/comm_overlap_cover.sh $<TARGET_FILE:mcc>)
 add_test(NAME cli_errors COMMAND ${CMAKE_SOURCE_DIR}/tests/cli_errors.sh $<TARGET_FILE:mcc>)
 # --memory-report names the peak and what is live there: tiny-llama keeps its SwiGLU outputs
 # without recompute (the default), and drops them under activations and selective recompute
