@@ -76,6 +76,21 @@ for c in llama-1B llama-1B-gqa; do
       2>devrun/bin/bench-$c-$v.compile.log || cat devrun/bin/bench-$c-$v.compile.log
   done
 done
+# PREV=COMMIT: llama-1B's tp2sp, tp2spb and dp2ov also as an earlier commit's mcc compiles them
+# (bench-llama-1B-<variant>-prev; its runtime and kernels with them), for a same-call A/B of a
+# change (bench/env_sweep.sh runs both)
+if [ -n "${PREV:-}" ]; then
+  rm -rf /tmp/mcc-prev && git worktree add -f --detach /tmp/mcc-prev "$PREV" >/dev/null
+  cmake -S /tmp/mcc-prev -B /tmp/mcc-prev/build -DCMAKE_BUILD_TYPE=Release -DBLA_VENDOR=Generic >/dev/null
+  cmake --build /tmp/mcc-prev/build -j"$(nproc)" --target mcc >/dev/null
+  for v in tp2sp tp2spb; do
+    /tmp/mcc-prev/build/mcc compile bench/configs/llama-1B.json --target cuda $(tp2_variant_flags $v) \
+      -o devrun/bin/bench-llama-1B-$v-prev 2>/dev/null
+  done
+  /tmp/mcc-prev/build/mcc compile bench/configs/llama-1B.json --target cuda --dp 2 --global-batch-size 8 \
+    --overlap-grad-reduce -o devrun/bin/bench-llama-1B-dp2ov-prev 2>/dev/null
+  git worktree remove --force /tmp/mcc-prev
+fi
 # data parallel on two GPUs: the same micro-batch per GPU, so twice the global batch (gpt2-1.5B
 # has no tensor-parallel layout on 2 GPUs: its 25 heads do not divide by 2)
 for c in gpt2-124M llama-1B gpt2-1.5B; do
