@@ -115,7 +115,8 @@ static int collect_new(const ir_func *f, const reorder *o, int from, int to, int
 }
 
 /* Weight gradient k stays beside the collective after instruction p: right after it, or, when it
- * already lay after p (in_place), where it is. */
+ * already lay after p (in_place), where it is. Also where a carried one goes that may not wait
+ * for the next collective: beside the one it was carried from. */
 static void keep_beside(reorder *o, const bool *in_place, int p, int k)
 {
     if (in_place[k])
@@ -123,10 +124,6 @@ static void keep_beside(reorder *o, const bool *in_place, int p, int k)
     else
         emit_after(o, p, k);
 }
-
-/* A carried weight gradient that may not wait for the next collective stays beside the one it
- * was carried from (after instruction at). */
-static void settle(reorder *o, const bool *in_place, int at, int k) { keep_beside(o, in_place, at, k); }
 
 static void overlap_func(ir_module *m, int fi)
 {
@@ -155,7 +152,7 @@ static void overlap_func(ir_module *m, int fi)
                 if (may_defer(src, carry[k], p))
                     cand[nc++] = carry[k], in_place[carry[k]] = false; /* beside this one: after p */
                 else
-                    settle(&o, in_place, carried_at, carry[k]);
+                    keep_beside(&o, in_place, carried_at, carry[k]);
             }
             ncarried = nc;
             nc = collect_new(src, &o, last_collective, p, cand, nc, NULL);
@@ -192,7 +189,7 @@ static void overlap_func(ir_module *m, int fi)
             last_collective = i;
     }
     for (int k = 0; k < ncarry; k++) /* nothing after to hide: where they were last placed */
-        settle(&o, in_place, carried_at, carry[k]);
+        keep_beside(&o, in_place, carried_at, carry[k]);
     ir_func *dst = ir_func_new(m, src->name);
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     for (int i = 0; i < n; i++) {
