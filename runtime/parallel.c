@@ -116,11 +116,10 @@ static uint64_t window_layout(const ir_module *m, bool activations, size_t windo
 }
 
 /* Lanes (comm.h) for the groups whose collectives would use them, as rt_parallel_lanes_wanted
- * says. The copy lane's window
- * is the arena for a group of sequence-parallel collectives (the all-gathers' buffers and the
- * reduce-scatters' exchange), else the global slab for a group reducing gradient buckets beside
- * the backward (rt_program_load allocated it as window memory, with their exchange after it),
- * when every member's plan places those buffers at the same offsets. */
+ * says. The copy lane's window is the arena for a group of sequence-parallel collectives (the
+ * all-gathers' buffers and the reduce-scatters' exchange), else the global slab for a group
+ * reducing gradient buckets beside the backward (rt_program_load allocated it as window memory,
+ * with their exchange after it), when every member's plan places those buffers alike. */
 void rt_parallel_lanes_wanted(bool *side, bool *copy)
 {
     const char *e = getenv("MCC_COMM_LANES");
