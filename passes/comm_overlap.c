@@ -5,13 +5,14 @@
  * oldest first, until their work covers the time its bytes take on the wire (hiding_target); those
  * already between its operand and it (attention's q projection, before the reduce-scatter of the
  * input gradient its dgrad completes) count too, where they are.
- * Of the rest, the newest move on past the next collective as far as its own new ones fall short
- * of its target (each sublayer's input gradient is reduce-scattered, then the next one's output
- * gradient all-gathered, with unequal work between: attention's weight gradients are a third of
- * the MLP's); the others stay beside this one. A collective that real work (not a `global` or a
- * `reshape`) then separates from its result's first use is marked overlap = 1: the GPU runs it on
- * the comm stream, which the compute stream joins before that first use, and the memory plan
- * keeps its operand's bytes until then.
+ * Of the rest, the newest move on past the next collective, as few as leave the next three
+ * least short of their targets (lack_ahead: each sublayer's input gradient is reduce-scattered,
+ * then the next one's output gradient all-gathered, with unequal work between: attention's weight
+ * gradients are a third of the MLP's, or less with grouped-query attention, so the MLP's surplus
+ * may serve a collective two on); the others stay beside this one. A collective that real work
+ * (not a `global` or a `reshape`) then separates from its result's first use is marked overlap =
+ * 1: the GPU runs it on the comm stream, which the compute stream joins before that first use,
+ * and the memory plan keeps its operand's bytes until then.
  * With tp_comm_interleave, micro_step holds two chains (the micro-batch's halves) and is list-
  * scheduled instead (interleave_func), so that the forward's collectives too have work beside
  * them: the other chain's. */
@@ -114,6 +115,29 @@ static int collect_new(const ir_func *f, const reorder *o, int from, int to, int
     return n;
 }
 
+enum { LOOKAHEAD = 3 }; /* collectives a collective's spare weight gradients may provide for */
+
+/* The multiply-adds the LOOKAHEAD collectives after collective i would lack of their targets if
+ * the weight gradients carry[n] (oldest first) went on from i: each takes the oldest it has (the
+ * carried ones, then its own new ones) until its target is met and passes the rest on, as
+ * overlap_func does. Weight gradients are whole GEMMs, so a surplus here may be what a collective
+ * two on needs: on a grouped-query model attention's are too few for its two collectives, the
+ * MLP's before them many. pool: room for every instruction. */
+static double lack_ahead(const ir_func *f, const reorder *o, int i, int ranks, const int *carry, int n, int *pool)
+{
+    double lack = 0;
+    int first = 0;
+    memcpy(pool, carry, sizeof(int) * (size_t)n);
+    for (int j = 0, from = i, g; j < LOOKAHEAD && (g = next_seq_collective(f, from)) >= 0; j++, from = g) {
+        n = collect_new(f, o, from, g, pool, n, NULL);
+        double target = hiding_target(f, g, ranks), beside = 0;
+        while (first < n && beside < target)
+            beside += accumulate_flops(f, pool[first++]);
+        lack += beside < target ? target - beside : 0;
+    }
+    return lack;
+}
+
 /* Weight gradient k stays beside the collective after instruction p: right after it, or, when it
  * already lay after p (in_place), where it is. Also where a carried one goes that may not wait
  * for the next collective: beside the one it was carried from. */
@@ -131,7 +155,8 @@ static void overlap_func(ir_module *m, int fi)
     int n = src->ninstrs, ranks = (int)ir_config_int(m, "tensor_model_parallel_size", 2), last_collective = -1;
     reorder o = {malloc(sizeof(int) * (size_t)(n + 1)), malloc(sizeof(int) * (size_t)(n + 1)),
                  calloc((size_t)n + 1, sizeof(bool))};
-    int *cand = malloc(sizeof(int) * (size_t)(n + 1)), *carry = malloc(sizeof(int) * (size_t)(n + 1));
+    int *cand = malloc(sizeof(int) * (size_t)(n + 1)), *carry = malloc(sizeof(int) * (size_t)(n + 1)),
+        *pool = malloc(sizeof(int) * (size_t)(n + 1));
     int ncarry = 0, carried_at = -1; /* weight gradients carried from the collective after instruction carried_at */
     bool *in_place = calloc((size_t)n + 1, sizeof(bool)); /* candidates that were after their collective's operand */
     for (int k = 0; k < n; k++)
@@ -166,18 +191,18 @@ static void overlap_func(ir_module *m, int fi)
             int used = 0;
             while (used < nc && beside < target)
                 keep_beside(&o, in_place, p, cand[used]), beside += accumulate_flops(src, cand[used]), used++;
-            /* of the rest, the newest go on to the next collective as far as its own new ones fall
-             * short of its target; the others run here too */
+            /* of the rest, the newest go on to the next collective, as few as leave the ones
+             * after it least short of their targets; the others run here too */
             int g = next_seq_collective(src, i), q = g >= 0 ? src->vals[src->instrs[g].args[0]].def : -1;
-            double need = 0, spare = 0;
-            if (g >= 0 && q > p) {
-                collect_new(src, &o, i, q, NULL, 0, &spare);
-                need = hiding_target(src, g, ranks) - spare;
-            }
             int keep = nc;
-            double moved = 0;
-            while (keep > used && moved < need && may_defer(src, cand[keep - 1], q))
-                moved += accumulate_flops(src, cand[--keep]);
+            if (g >= 0 && q > p) {
+                double least = lack_ahead(src, &o, i, ranks, cand + nc, 0, pool);
+                for (int k = nc - 1; k >= used && may_defer(src, cand[k], q); k--) {
+                    double lack = lack_ahead(src, &o, i, ranks, cand + k, nc - k, pool);
+                    if (lack < least)
+                        least = lack, keep = k;
+                }
+            }
             for (int k = used; k < keep; k++)
                 keep_beside(&o, in_place, p, cand[k]);
             ncarry = 0;
@@ -210,6 +235,7 @@ static void overlap_func(ir_module *m, int fi)
     free(o.moved);
     free(cand);
     free(carry);
+    free(pool);
     free(in_place);
     free(map);
 }

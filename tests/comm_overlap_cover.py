@@ -61,6 +61,7 @@ def macs(ins):
 
 
 overlapped = short = 0
+lack = 0.0
 for i, (results, op, operands, attrs, rtypes) in enumerate(instrs):
     if op not in ('all_gather_seq', 'reduce_scatter_seq') or attrs.get('overlap') != '1':
         continue
@@ -75,8 +76,10 @@ for i, (results, op, operands, attrs, rtypes) in enumerate(instrs):
             cover += macs(later)
     if cover < target:
         short += 1
+        lack += target - cover
         print(f'short: {op} %{results[0]}: {cover / 1e9:.1f}G multiply-adds beside it, {target / 1e9:.1f}G to hide it')
-print(f'{short} of {overlapped} overlapped collectives short of their target (at most {max_short})')
+print(f'{short} of {overlapped} overlapped collectives short of their target (at most {max_short}), '
+      f'{lack / 1e9:.1f}G multiply-adds short in all')
 if overlapped == 0 or short > max_short:
     print('FAIL')
     sys.exit(1)
