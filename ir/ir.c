@@ -279,15 +279,18 @@ bool ir_reads(const ir_instr *in, int v)
     return false;
 }
 
+int ir_first_reader(const ir_func *f, int i, int v)
+{
+    int j = i + 1;
+    while (j < f->ninstrs && !ir_reads(&f->instrs[j], v))
+        j++;
+    return j;
+}
+
 int ir_reads_until(const ir_func *f, int i)
 {
     const ir_instr *in = &f->instrs[i];
-    if (!ir_overlapped(in))
-        return i;
-    for (int j = i + 1; j < f->ninstrs; j++)
-        if (ir_reads(&f->instrs[j], in->res[0]))
-            return j;
-    return f->ninstrs;
+    return ir_overlapped(in) ? ir_first_reader(f, i, in->res[0]) : i;
 }
 
 int ir_copy_instr(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr *in, int *map)

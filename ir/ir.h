@@ -199,6 +199,8 @@ int ir_global_index_of(const ir_module *m, const ir_func *f, int v);
 bool ir_writes_global(const ir_func *f, const ir_instr *in);
 /* Whether `in` reads value v. */
 bool ir_reads(const ir_instr *in, int v);
+/* The first instruction after i that reads value v, or f->ninstrs. */
+int ir_first_reader(const ir_func *f, int i, int v);
 int ir_global_add(ir_module *m, const char *name, ir_type t, ir_global_kind kind, ir_init init, double std, bool no_decay);
 int ir_global_find(const ir_module *m, const char *name);
 void ir_sched_add(ir_module *m, int func, int repeat);

@@ -27,13 +27,9 @@ static bool is_work(ir_op op) { return op != IR_OP_GLOBAL && !ir_is_view_op(op);
 /* Whether real work lies between instruction i and the first instruction reading value v. */
 static bool work_before_use(const ir_func *f, int i, int v)
 {
-    for (int j = i + 1; j < f->ninstrs; j++) {
-        const ir_instr *in = &f->instrs[j];
-        if (ir_reads(in, v))
-            return false;
-        if (is_work(in->op))
+    for (int j = i + 1, use = ir_first_reader(f, i, v); j < use; j++)
+        if (is_work(f->instrs[j].op))
             return true;
-    }
     return false;
 }
 

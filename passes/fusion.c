@@ -210,23 +210,12 @@ static void plan_gathered_matmuls(const ir_func *f, fusion_plan *fp)
         ir_op norm = f->instrs[f->vals[in->args[0]].def].op;
         if (norm != IR_OP_LAYERNORM && norm != IR_OP_RMSNORM)
             continue;
-        int j = i + 1;
-        while (j < f->ninstrs && !ir_reads(&f->instrs[j], in->res[0]))
-            j++;
+        int j = ir_first_reader(f, i, in->res[0]);
         const ir_instr *mm = j < f->ninstrs ? &f->instrs[j] : NULL;
         if (mm && mm->op == IR_OP_MATMUL && mm->args[0] == in->res[0] && mm->args[1] != in->res[0] &&
             mm->attr[0] == 0 && !matmul_taken(f, fp, j))
             fp->gathered[j] = i;
     }
-}
-
-/* Whether an instruction in (i, j) reads value v. */
-static bool read_between(const ir_func *f, int i, int j, int v)
-{
-    for (int k = i + 1; k < j; k++)
-        if (ir_reads(&f->instrs[k], v))
-            return true;
-    return false;
 }
 
 /* Whether instruction j is a plain matmul (ta = 0) of a 3-D operand that no fusion takes. */
@@ -266,7 +255,7 @@ static void plan_scattered_matmuls(const ir_func *f, fusion_plan *fp)
         }
         const ir_instr *add = &f->instrs[j];
         int k = add->op == IR_OP_ADD ? fp->add_product[j] : -1;
-        if (k < 0 || read_between(f, j, i, in->args[0]))
+        if (k < 0 || ir_first_reader(f, j, in->args[0]) < i)
             continue;
         fp->add_product[j] = -1; /* so that plain_matmul does not count this add as taking the matmul */
         if (plain_matmul(f, fp, f->vals[add->args[k]].def))
