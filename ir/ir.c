@@ -500,3 +500,30 @@ size_t ir_bucket_exchange_bytes(const ir_module *m)
         }
     return most;
 }
+
+/* Multiply-adds of a GEMM whose operands are arguments first and first + 1 (attributes ta, tb). */
+static double matmul_macs(const ir_func *f, const ir_instr *in, int first)
+{
+    const ir_type *a = &f->vals[in->args[first]].type, *b = &f->vals[in->args[first + 1]].type;
+    double na = (double)ir_numel(a), last = (double)a->dims[a->ndim - 1];
+    double contracted = in->attr[0] != 0 ? na / last : last;
+    return na * (double)ir_numel(b) / contracted;
+}
+
+double ir_work_macs(const ir_func *f, const ir_instr *in)
+{
+    switch (in->op) {
+    case IR_OP_MATMUL: case IR_OP_MATMUL_ADD: case IR_OP_MATMUL_BIAS: case IR_OP_MATMUL_BIAS_ADD:
+    case IR_OP_MATMUL_BIAS_GELU: case IR_OP_MATMUL_DGELU_BGRAD:
+        return matmul_macs(f, in, 0);
+    case IR_OP_MATMUL_ACCUMULATE:
+        return matmul_macs(f, in, 1);
+    case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: { /* q [B,T,H,D]: QK^T and PV, causal; the backward 2.5x */
+        const ir_type *q = &f->vals[in->args[0]].type;
+        double w = (double)ir_numel(q) * (double)q->dims[1];
+        return in->op == IR_OP_ATTENTION ? w : 2.5 * w;
+    }
+    default:
+        return 0;
+    }
+}

@@ -201,6 +201,10 @@ bool ir_writes_global(const ir_func *f, const ir_instr *in);
 bool ir_reads(const ir_instr *in, int v);
 /* The first instruction after i that reads value v, or f->ninstrs. */
 int ir_first_reader(const ir_func *f, int i, int v);
+/* An instruction's work in multiply-adds: its GEMMs' and attention's (causal; the backward 2.5
+ * times the forward); the rest, memory-bound and short, counts nothing. What hides a collective
+ * beside it (passes/comm_overlap.c, MCC_PROFILE). */
+double ir_work_macs(const ir_func *f, const ir_instr *in);
 int ir_global_add(ir_module *m, const char *name, ir_type t, ir_global_kind kind, ir_init init, double std, bool no_decay);
 int ir_global_find(const ir_module *m, const char *name);
 void ir_sched_add(ir_module *m, int func, int repeat);

@@ -59,18 +59,9 @@ static void emit_after(reorder *o, int at, int k)
     *tail = k, o->next[k] = -1, o->moved[k] = true;
 }
 
-/* Multiply-adds of a GEMM whose operands are arguments first and first + 1 (attributes ta, tb). */
-static double matmul_macs(const ir_func *f, const ir_instr *in, int first)
-{
-    const ir_type *a = &f->vals[in->args[first]].type, *b = &f->vals[in->args[first + 1]].type;
-    double na = (double)ir_numel(a), last = (double)a->dims[a->ndim - 1];
-    double contracted = in->attr[0] != 0 ? na / last : last;
-    return na * (double)ir_numel(b) / contracted;
-}
-
 /* A matmul_accumulate's multiply-adds (dst += op(a) op(b)): what it takes to hide a collective
  * beside it. */
-static double accumulate_flops(const ir_func *f, int k) { return matmul_macs(f, &f->instrs[k], 1); }
+static double accumulate_flops(const ir_func *f, int k) { return ir_work_macs(f, &f->instrs[k]); }
 
 /* The next sequence-parallel collective after instruction i, or -1. */
 static int next_seq_collective(const ir_func *f, int i)
@@ -237,26 +228,6 @@ static void overlap_func(ir_module *m, int fi)
 }
 
 /* --- two chains (tp_comm_interleave): each one's collectives beside the other's work ---------- */
-
-/* An instruction's work in multiply-adds: its GEMMs' and attention's; the rest (memory-bound,
- * short) counts nothing. */
-static double work_of(const ir_func *f, const ir_instr *in)
-{
-    switch (in->op) {
-    case IR_OP_MATMUL: case IR_OP_MATMUL_ADD: case IR_OP_MATMUL_BIAS: case IR_OP_MATMUL_BIAS_ADD:
-    case IR_OP_MATMUL_BIAS_GELU: case IR_OP_MATMUL_DGELU_BGRAD:
-        return matmul_macs(f, in, 0);
-    case IR_OP_MATMUL_ACCUMULATE:
-        return matmul_macs(f, in, 1);
-    case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: { /* q [B,T,H,D]: QK^T and PV, causal; the backward 2.5x */
-        const ir_type *q = &f->vals[in->args[0]].type;
-        double w = (double)ir_numel(q) * (double)q->dims[1];
-        return in->op == IR_OP_ATTENTION ? w : 2.5 * w;
-    }
-    default:
-        return 0;
-    }
-}
 
 static bool is_seq_collective(const ir_instr *in)
 {
@@ -445,7 +416,7 @@ static double *work_to_collective(const ir_func *f)
         after[i] = HUGE_VAL;
     for (int j = n - 1; j >= 0; j--) {
         const ir_instr *in = &f->instrs[j];
-        d[j] = is_seq_collective(in) ? 0 : work_of(f, in) + after[j];
+        d[j] = is_seq_collective(in) ? 0 : ir_work_macs(f, in) + after[j];
         for (int a = 0; a < in->nargs; a++) {
             int i = f->vals[in->args[a]].def;
             after[i] = d[j] < after[i] ? d[j] : after[i];
@@ -524,7 +495,7 @@ static void interleave_func(ir_module *m, int fi)
             if (other >= 0 && gap < target && to_collective[other] > 0 && 0.5 * to_collective[other] < target)
                 target = 0.5 * to_collective[other];
         } else if (st.inflight >= 0) {
-            covered += work_of(src, in);
+            covered += ir_work_macs(src, in);
         }
         for (int e = d.succ_head[pick]; e >= 0; e = d.succ_next[e])
             if (--d.npred[d.succ_to[e]] == 0) {

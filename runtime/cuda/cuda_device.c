@@ -34,6 +34,8 @@ typedef struct {
     cudaEvent_t *start, *stop;      /* per instruction of each function (flattened) */
     cudaEvent_t *join;              /* per instruction reading an overlapped result: before the join */
     double *ms;                     /* per instruction, summed over calls */
+    double *wait;                   /* per instruction: the compute stream's wait for overlapped results before it */
+    double *span;                   /* per instruction on the comm stream: its time there */
     cudaEvent_t end_join[2];        /* around the join at a function's end (--overlap-grad-reduce's buckets) */
     double join_ms;                 /* the compute stream's time waiting for overlapped collectives */
     double join_by_op[IR_NUM_OPS];  /* ... of it, before readers of each op's overlapped result */
@@ -74,6 +76,8 @@ static profile *profile_new(const ir_module *m)
     pr->comm_before = calloc((size_t)n, sizeof(cudaEvent_t));
     pr->comm_after = calloc((size_t)n, sizeof(cudaEvent_t));
     pr->ms = calloc((size_t)n, sizeof(double));
+    pr->wait = calloc((size_t)n, sizeof(double));
+    pr->span = calloc((size_t)n, sizeof(double));
     for (int i = 0; i < n; i++) {
         RT_CUDART_CHECK(cudaEventCreate(&pr->start[i]));
         RT_CUDART_CHECK(cudaEventCreate(&pr->stop[i]));
@@ -84,6 +88,46 @@ static profile *profile_new(const ir_module *m)
     RT_CUDART_CHECK(cudaEventCreate(&pr->end_join[0]));
     RT_CUDART_CHECK(cudaEventCreate(&pr->end_join[1]));
     return pr;
+}
+
+/* The 12 overlapped collectives whose first reader waited longest for them (per micro_step, as
+ * profile_print's): their time on the comm stream against the wait, and the work the plan put
+ * beside them (GEMMs and attention) — whether a wait comes from too little work beside a
+ * collective or from elsewhere (the other ranks arriving late). */
+static void print_most_waited(const ir_module *m, const profile *pr, double per)
+{
+    int n = pr->offset[m->nfuncs];
+    double *waited = calloc((size_t)n, sizeof(double));
+    for (int f = 0; f < m->nfuncs; f++)
+        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
+            const ir_instr *in = &m->funcs[f]->instrs[i];
+            int use = in->nres && ir_overlapped(in) ? ir_first_reader(m->funcs[f], i, in->res[0]) : m->funcs[f]->ninstrs;
+            if (use < m->funcs[f]->ninstrs)
+                waited[pr->offset[f] + i] = per * pr->wait[pr->offset[f] + use];
+        }
+    for (int k = 0; k < 12; k++) {
+        int best = 0;
+        for (int i = 1; i < n; i++)
+            if (waited[i] > waited[best])
+                best = i;
+        if (waited[best] <= 0)
+            break;
+        if (k == 0)
+            fprintf(stderr, "profile: overlapped collectives most waited for (on the comm stream / waited / "
+                            "multiply-adds beside: ir_work_macs)\n");
+        int f = 0;
+        while (pr->offset[f + 1] <= best)
+            f++;
+        const ir_func *fn = m->funcs[f];
+        int i = best - pr->offset[f], use = ir_first_reader(fn, i, fn->instrs[i].res[0]);
+        double macs = 0;
+        for (int j = i + 1; j < use; j++)
+            macs += ir_work_macs(fn, &fn->instrs[j]);
+        fprintf(stderr, "  %s #%d %-18s %6.3f / %6.3f ms  %6.1fG\n", fn->name, i, ir_ops[fn->instrs[i].op].name,
+                per * pr->span[best], waited[best], macs / 1e9);
+        waited[best] = 0;
+    }
+    free(waited);
 }
 
 /* GPU ms per op kind, then the 15 most expensive instructions: the timed calls' sums divided by
@@ -126,6 +170,7 @@ static void profile_print(const ir_module *m, const profile *pr)
         fprintf(stderr, "  %-20s %10.3f ms %5.1f%%\n", ir_ops[best].name, by_op[best], 100 * by_op[best] / total);
         by_op[best] = 0;
     }
+    print_most_waited(m, pr, per);
     fprintf(stderr, "profile: most expensive instructions\n");
     double *ms = malloc(sizeof(double) * (size_t)n);
     for (int i = 0; i < n; i++)
@@ -323,6 +368,7 @@ static void launch_all(rt_program *p, int func)
             RT_CUDART_CHECK(cudaEventElapsedTime(&ms, pr->join[pr->offset[func] + i], pr->start[pr->offset[func] + i]));
             pr->join_ms += ms;
             pr->join_by_op[overlapped_read(x->f, i)] += ms;
+            pr->wait[pr->offset[func] + i] += ms;
         }
         if (ir_on_comm_stream(&x->f->instrs[i])) { /* it starts when both the comm stream and the fork point are reached */
             float lag = 0, span = 0;
@@ -331,6 +377,7 @@ static void launch_all(rt_program *p, int func)
             RT_CUDART_CHECK(cudaEventElapsedTime(&span, lag > 0 ? fork : before, pr->comm_after[pr->offset[func] + i]));
             pr->comm_ms += span;
             pr->comm_count++;
+            pr->span[pr->offset[func] + i] += span;
         }
     }
 }
