@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
 # tp_study.sh — one call on the 2-GPU machine (after bench/bundle.sh; carry ["devrun.tar.xz"], then
-# `tar xJf devrun.tar.xz && bash bench/tp_study.sh`): which way of running tensor parallelism's
-# collectives is fastest. The variants of bench/bundle.sh: tp2sp (sequence parallelism as
-# Megatron: one NCCL call per batch row), tp2spb (split by batch rows: one contiguous block per
-# collective), tp2spbi (that, with the micro-batch's halves interleaved: --tp-comm-interleave),
-# tp2spo/tp2spbo (--tp-comm-overlap's fused ops, measured slower in the fifth session; by VARIANTS
-# only); each on the tp group's 64-CTA communicator, with the copy lane (MCC_COMM_LANES=copy:
-# collectives beside computation on the copy engines), and with it GEMMs leaving 8 SMs free.
-# First the GPU numerics (a variant whose numerics fail is not timed; OVERLAP_BENCH=1 adds
-# overlap_bench), data parallel's numerics, then the 1-GPU reference, the timings, and one MCC_PROFILE run (default
-# tp2spbi on the copy lane) whose lines on overlapped collectives say what the overlap hid and
-# which collectives the compute stream waited for.
-# Narrower calls: RUNS (variant:lanes for the numerics), VARIANTS (timed), PROFILE (variant:lanes),
-# TP_CONFIGS (default llama-1B), DP_CHECK=0.
+# `tar xJf devrun.tar.xz && bash bench/tp_study.sh`): how fast tensor parallelism runs, variant
+# against variant and, with `PREV=COMMIT bash bench/bundle.sh`, this commit against an earlier one.
+# The variants of bench/bundle.sh: tp2sp (sequence parallelism as Megatron: one NCCL call per
+# batch row), tp2spb (split by batch rows: one contiguous block per collective), tp2spbi (that,
+# with the micro-batch's halves interleaved: --tp-comm-interleave, 7% slower in the sixth
+# session), tp2spo/tp2spbo (--tp-comm-overlap's fused ops, slower in the fifth); -prev: the same
+# from PREV's mcc. First the GPU numerics (RUNS, variant:lanes; a variant whose numerics fail on
+# the copy lane is not timed), data parallel's numerics, then ROUNDS rounds of the 1-GPU reference
+# and each variant (TP_ENVS: environments for each, default the default: the copy lane), and one
+# MCC_PROFILE run (PROFILE, variant:lanes) whose lines on overlapped collectives say what the
+# overlap hid and which collectives the compute stream waited for, with the work beside them.
+# Narrower calls: VARIANTS, TP_CONFIGS (default llama-1B), DP_CHECK=0, OVERLAP_BENCH=1.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 export MCC_COLLECTIVE_TIMEOUT_S=60 # a hang ends in a minute, not the default five
@@ -20,7 +19,7 @@ data="--data-path devrun/data/numerics_text_document --train-iters 10 --eval-ite
 ok=""
 for m in tiny-gpt2 tiny-llama; do # GPU numerics: the fused ops, the batch split, the lanes (CUDA graphs included)
   timeout 60 devrun/bin/$m-cuda-v258 $data --dump-dir /tmp/tps-ref-$m > /dev/null 2>&1
-  for run in ${RUNS:-tp2sp: tp2spb: tp2spbi: tp2sp:side,copy tp2spb:side,copy tp2spbi:side,copy}; do
+  for run in ${RUNS:-tp2sp:copy tp2spb:copy tp2sp:none tp2spb:none tp2spb:side,copy}; do
     v=${run%%:*} lanes=${run#*:}
     MCC_COMM_LANES=$lanes timeout 90 devrun/bin/$m-cuda-$v --nproc-per-node 2 $data --dump-dir /tmp/tps-$v-$m \
       > "$O/tps-$m-$v-${lanes:-main}.log" 2>&1
@@ -42,19 +41,26 @@ for m in $([ "${DP_CHECK:-1}" != 0 ] && echo tiny-gpt2 tiny-llama); do # data pa
   done
 done
 timed() { case "$ok" in *"!$1:$2;"*) echo "$1 ${2:-main}: skipped (numerics failed)"; return 1 ;; esac; }
+variants=${VARIANTS:-tp2sp tp2spb}
+[ -z "${VARIANTS:-}" ] && [ -x devrun/bin/bench-llama-1B-tp2spb-prev ] && variants="tp2spb tp2spb-prev tp2sp tp2sp-prev"
+read -ra envs <<< "${TP_ENVS:-}"
+[ ${#envs[@]} -eq 0 ] && envs=("")
 for c in ${TP_CONFIGS:-llama-1B}; do
-  bash bench/env_sweep.sh bench-$c 1 ""
-  for v in ${VARIANTS:-tp2sp tp2spb tp2spbi}; do
-    envs=()
-    timed $v "" && envs+=("MCC_COMM_LANES=none")
-    # the copy lane, and with it GEMMs beside collectives leaving 8 SMs free (best of the fifth session)
-    timed $v side,copy && envs+=("MCC_COMM_LANES=copy" "MCC_COMM_LANES=copy,MCC_OVERLAP_GEMM_SMS=124")
-    [ ${#envs[@]} -gt 0 ] && bash bench/env_sweep.sh bench-$c-$v 2 "${envs[@]}"
+  for r in $(seq "${ROUNDS:-2}"); do
+    echo "round $r:"
+    bash bench/env_sweep.sh bench-$c 1 ""
+    for v in $variants; do
+      [ -x devrun/bin/bench-$c-$v ] && timed "${v%-prev}" copy && bash bench/env_sweep.sh bench-$c-$v 2 "${envs[@]}"
+    done
   done
 done
-profiled=${PROFILE:-tp2spbi:copy} # variant:lanes
-timed ${profiled%%:*} "${profiled#*:}" || exit 0
-MCC_COMM_LANES=${profiled#*:} MCC_PROFILE=1 timeout 150 devrun/bin/bench-llama-1B-${profiled%%:*} --nproc-per-node 2 \
-  --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 --log-interval 1 --eval-iters 0 \
-  > "$O/tps-profile.log" 2>&1
-grep -m1 -A30 "GPU time by op" "$O/tps-profile.log"
+profiled=${PROFILE:-tp2spb:copy} # variant:lanes
+if timed ${profiled%%:*} "${profiled#*:}"; then
+  MCC_COMM_LANES=${profiled#*:} MCC_PROFILE=1 timeout 150 devrun/bin/bench-llama-1B-${profiled%%:*} --nproc-per-node 2 \
+    --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 --log-interval 1 --eval-iters 0 \
+    > "$O/tps-profile.log" 2>&1
+  grep -m1 -A30 "GPU time by op" "$O/tps-profile.log"
+  grep -m1 -A12 "most waited for" "$O/tps-profile.log"
+fi
+# the device tool brings back only a few files: the logs go home in one archive
+(cd "$O" && tar czf /tmp/tps-logs.tar.gz ./*.log && rm -f ./*.log && mv /tmp/tps-logs.tar.gz .)
