@@ -115,11 +115,23 @@ static uint64_t window_layout(const ir_module *m, bool activations, size_t windo
     return h;
 }
 
+/* Whether every member of c runs on this node (launchers place local_world consecutive ranks on
+ * each node): the copy engines reach the other GPUs of a node only, over NVLink. */
+static bool on_one_node(const rt_comm *c, const rt_rank_env *env)
+{
+    int node = env->rank / env->local_world;
+    for (int r = 0; r < rt_comm_size(c); r++)
+        if (rt_comm_world_rank(c, r) / env->local_world != node)
+            return false;
+    return true;
+}
+
 /* Lanes (comm.h) for the groups whose collectives would use them, as rt_parallel_lanes_wanted
  * says. The copy lane's window is the arena for a group of sequence-parallel collectives (the
  * all-gathers' buffers and the reduce-scatters' exchange), else the global slab for a group
  * reducing gradient buckets beside the backward (rt_program_load allocated it as window memory,
- * with their exchange after it), when every member's plan places those buffers alike. */
+ * with their exchange after it), when every member's plan places those buffers alike, for a
+ * group within one node. */
 void rt_parallel_lanes_wanted(bool *side, bool *copy)
 {
     const char *e = getenv("MCC_COMM_LANES");
@@ -145,7 +157,7 @@ static void add_lanes(rt_parallel *par, rt_program *p)
         char *base = activations ? p->arena : p->global_slab;
         size_t used = activations ? p->arena_bytes : p->global_slab_bytes,
                exchange = activations ? p->exchange_bytes : p->bucket_exchange_bytes;
-        if (!copy || !want_copy || !p->dev->alloc_window || (!activations && !exchange))
+        if (!copy || !want_copy || !p->dev->alloc_window || (!activations && !exchange) || !on_one_node(comm, &par->env))
             continue;
         uint64_t mine = window_layout(p->m, activations, used + exchange),
                  *all = malloc(sizeof(uint64_t) * (size_t)rt_comm_size(comm));
