@@ -7,3 +7,28 @@ torch_cudnn=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib
 [ -n "$torch_cudnn" ] && export LD_LIBRARY_PATH=$torch_cudnn:$LD_LIBRARY_PATH
 export NCCL_NVLS_ENABLE=0
 O=${OUT:-/tmp/out}; mkdir -p "$O"
+
+# numerics REF LOGDIR RUN...: each tiny model's devrun/bin/<model>-cuda-<variant> on two GPUs under
+# MCC_COMM_LANES=<lanes> (RUN = variant:lanes; "variant:" sets it empty: NCCL's kernels) against
+# <model>-cuda<REF> on one, 10 steps, compared by tests/compare_dumps.py: a line each, and
+# " !variant:lanes;" appended to $numerics_failed for each that did not pass.
+numerics_failed=""
+numerics() {
+  local ref=$1 logs=$2 m run v lanes rc verdict
+  local data="--data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0"
+  shift 2
+  for m in tiny-gpt2 tiny-llama; do
+    timeout 60 devrun/bin/$m-cuda$ref $data --dump-dir /tmp/numerics-ref-$m > /dev/null 2>&1
+    for run in "$@"; do
+      v=${run%%:*} lanes=${run#*:}
+      MCC_COMM_LANES=$lanes timeout 90 devrun/bin/$m-cuda-$v --nproc-per-node 2 $data --dump-dir /tmp/numerics-$v-$m \
+        > "$logs/$m-$v-${lanes:-main}.log" 2>&1
+      rc=$?
+      verdict=$(python3 tests/compare_dumps.py --cpu /tmp/numerics-ref-$m --gpu /tmp/numerics-$v-$m 2>&1 | tail -1)
+      echo "$m $v lanes=${lanes:-main} exit $rc: $verdict"
+      [ $rc = 0 ] && [ "$verdict" = PASS ] || numerics_failed="$numerics_failed !$v:$lanes;"
+      rm -rf /tmp/numerics-$v-$m
+    done
+    rm -rf /tmp/numerics-ref-$m
+  done
+}

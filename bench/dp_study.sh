@@ -18,22 +18,8 @@ L=/tmp/dps-logs; rm -rf $L; mkdir -p $L
 nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv -lms 1000 \
   > "$O/dps-smi.csv" 2>&1 &
 smi=$!
-data="--data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0"
-ok=""
-for m in tiny-gpt2 tiny-llama; do
-  timeout 60 devrun/bin/$m-cuda $data --dump-dir /tmp/dps-ref-$m > /dev/null 2>&1
-  for run in dp2: dp2ov: dp2ov:copy; do
-    v=${run%%:*} lanes=${run#*:}
-    MCC_COMM_LANES=$lanes timeout 90 devrun/bin/$m-cuda-$v --nproc-per-node 2 $data --dump-dir /tmp/dps-$v-$m \
-      > "$L/$m-$v-${lanes:-main}.log" 2>&1
-    rc=$?
-    verdict=$(python3 tests/compare_dumps.py --cpu /tmp/dps-ref-$m --gpu /tmp/dps-$v-$m 2>&1 | tail -1)
-    echo "$m $v lanes=${lanes:-main} exit $rc: $verdict"
-    [ $rc = 0 ] && [ "$verdict" = PASS ] || ok="$ok !$v:$lanes;"
-    rm -rf /tmp/dps-$v-$m
-  done
-done
-envs=("MCC_COMM_LANES=none"); case "$ok" in *"!dp2ov:copy;"*) echo "copy lane: not timed (numerics failed)" ;; *) envs+=("MCC_COMM_LANES=copy") ;; esac
+numerics "" "$L" dp2: dp2ov: dp2ov:copy
+envs=("MCC_COMM_LANES=none"); case "$numerics_failed" in *"!dp2ov:copy;"*) echo "copy lane: not timed (numerics failed)" ;; *) envs+=("MCC_COMM_LANES=copy") ;; esac
 configs=${CONFIGS:-llama-1B gpt2-1.5B}
 for r in $(seq "${ROUNDS:-2}"); do
   for c in $configs; do

@@ -15,32 +15,11 @@
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 export MCC_COLLECTIVE_TIMEOUT_S=60 # a hang ends in a minute, not the default five
-data="--data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0"
-ok=""
-for m in tiny-gpt2 tiny-llama; do # GPU numerics: the fused ops, the batch split, the lanes (CUDA graphs included)
-  timeout 60 devrun/bin/$m-cuda-v258 $data --dump-dir /tmp/tps-ref-$m > /dev/null 2>&1
-  for run in ${RUNS:-tp2sp:copy tp2spb:copy tp2sp:none tp2spb:none tp2spb:side,copy}; do
-    v=${run%%:*} lanes=${run#*:}
-    MCC_COMM_LANES=$lanes timeout 90 devrun/bin/$m-cuda-$v --nproc-per-node 2 $data --dump-dir /tmp/tps-$v-$m \
-      > "$O/tps-$m-$v-${lanes:-main}.log" 2>&1
-    rc=$?
-    verdict=$(python3 tests/compare_dumps.py --cpu /tmp/tps-ref-$m --gpu /tmp/tps-$v-$m 2>&1 | tail -1)
-    echo "$m $v lanes=${lanes:-main} exit $rc: $verdict"
-    [ $rc = 0 ] && [ "$verdict" = PASS ] || ok="$ok !$v:${lanes};"
-    rm -rf /tmp/tps-$v-$m
-  done
-done
+# GPU numerics: the fused ops, the batch split, the lanes (CUDA graphs included)
+numerics -v258 "$O" ${RUNS:-tp2sp:copy tp2spb:copy tp2sp:none tp2spb:none tp2spb:side,copy}
 [ "${OVERLAP_BENCH:-0}" != 0 ] && bash bench/overlap_bench.sh
-for m in $([ "${DP_CHECK:-1}" != 0 ] && echo tiny-gpt2 tiny-llama); do # data parallel's default path: grouped buckets
-  timeout 60 devrun/bin/$m-cuda $data --dump-dir /tmp/tps-dpref-$m > /dev/null 2>&1
-  for v in dp2 dp2ov; do
-    timeout 90 devrun/bin/$m-cuda-$v --nproc-per-node 2 $data --dump-dir /tmp/tps-$v-$m > "$O/tps-$m-$v.log" 2>&1
-    rc=$?
-    echo "$m $v exit $rc: $(python3 tests/compare_dumps.py --cpu /tmp/tps-dpref-$m --gpu /tmp/tps-$v-$m 2>&1 | tail -1)"
-    rm -rf /tmp/tps-$v-$m
-  done
-done
-timed() { case "$ok" in *"!$1:$2;"*) echo "$1 ${2:-main}: skipped (numerics failed)"; return 1 ;; esac; }
+[ "${DP_CHECK:-1}" != 0 ] && numerics "" "$O" dp2:copy dp2ov:copy # data parallel's default path
+timed() { case "$numerics_failed" in *"!$1:$2;"*) echo "$1 ${2:-main}: skipped (numerics failed)"; return 1 ;; esac; }
 variants=${VARIANTS:-tp2sp tp2spb}
 [ -z "${VARIANTS:-}" ] && [ -x devrun/bin/bench-llama-1B-tp2spb-prev ] && variants="tp2spb tp2spb-prev tp2sp tp2sp-prev"
 read -ra envs <<< "${TP_ENVS:-}"

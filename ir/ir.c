@@ -486,12 +486,14 @@ size_t ir_seq_exchange_bytes(const ir_module *m)
 
 size_t ir_bucket_exchange_bytes(const ir_module *m)
 {
+    bool activations[IR_NUM_AXES];
+    for (int a = 0; a < IR_NUM_AXES; a++)
+        activations[a] = ir_axis_moves_activations(m, (ir_axis)a);
     size_t most = 0;
     for (int f = 0; f < m->nfuncs; f++)
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
             const ir_instr *in = &m->funcs[f]->instrs[i];
-            if (in->op != IR_OP_ALL_REDUCE_INPLACE || !ir_on_comm_stream(in) ||
-                ir_axis_moves_activations(m, (ir_axis)in->attr[0]))
+            if (in->op != IR_OP_ALL_REDUCE_INPLACE || !ir_on_comm_stream(in) || activations[(int)in->attr[0]])
                 continue;
             size_t bytes = 0;
             for (int a = 0; a < in->nargs; a++)

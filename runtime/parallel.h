@@ -26,8 +26,8 @@ void rt_parallel_init(rt_parallel *par, rt_program *p);
 /* Frees the communicators, after the device released what refers to them (rt_device.quiesce). */
 void rt_parallel_finish(rt_parallel *par, rt_program *p);
 /* The lanes (comm.h) MCC_COMM_LANES asks for: a list of "side" and "copy", or "none"; unset:
- * the copy lane, for collectives beside computation (on two H200s 0–2% faster than NCCL's
- * kernels for data parallel's buckets and tensor parallel's collectives, bench/RESULTS.md;
+ * the copy lane, for collectives beside computation (on two H200s as fast as NCCL's kernels to
+ * 2% faster, for data parallel's buckets and tensor parallel's collectives, bench/RESULTS.md;
  * the side lane measured slower). */
 void rt_parallel_lanes_wanted(bool *side, bool *copy);
 /* The communicator of a mesh axis for the collective kernels (NULL: not parallel over it). */

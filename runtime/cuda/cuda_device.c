@@ -90,6 +90,25 @@ static profile *profile_new(const ir_module *m)
     return pr;
 }
 
+/* The index of v's largest element above 0, or -1. */
+static int largest(const double *v, int n)
+{
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (v[i] > 0 && (best < 0 || v[i] > v[best]))
+            best = i;
+    return best;
+}
+
+/* The function an instruction's slot in the profile's flattened arrays belongs to. */
+static int func_of_slot(const profile *pr, int slot)
+{
+    int f = 0;
+    while (pr->offset[f + 1] <= slot)
+        f++;
+    return f;
+}
+
 /* The 12 overlapped collectives whose first reader waited longest for them (per micro_step, as
  * profile_print's): their time on the comm stream against the wait, and the work the plan put
  * beside them (GEMMs and attention) — whether a wait comes from too little work beside a
@@ -105,19 +124,11 @@ static void print_most_waited(const ir_module *m, const profile *pr, double per)
             if (use < m->funcs[f]->ninstrs)
                 waited[pr->offset[f] + i] = per * pr->wait[pr->offset[f] + use];
         }
-    for (int k = 0; k < 12; k++) {
-        int best = 0;
-        for (int i = 1; i < n; i++)
-            if (waited[i] > waited[best])
-                best = i;
-        if (waited[best] <= 0)
-            break;
+    for (int k = 0, best; k < 12 && (best = largest(waited, n)) >= 0; k++) {
         if (k == 0)
             fprintf(stderr, "profile: overlapped collectives most waited for (on the comm stream / waited / "
                             "multiply-adds beside: ir_work_macs)\n");
-        int f = 0;
-        while (pr->offset[f + 1] <= best)
-            f++;
+        int f = func_of_slot(pr, best);
         const ir_func *fn = m->funcs[f];
         int i = best - pr->offset[f], use = ir_first_reader(fn, i, fn->instrs[i].res[0]);
         double macs = 0;
@@ -160,13 +171,7 @@ static void profile_print(const ir_module *m, const profile *pr)
         }
     if (pr->join_ms > readers) /* the rest: at functions' ends (data parallel's buckets) */
         fprintf(stderr, "  (waited at functions' ends: %.2f ms)\n", per * (pr->join_ms - readers));
-    for (int done = 0; done < IR_NUM_OPS; done++) {
-        int best = -1;
-        for (int op = 0; op < IR_NUM_OPS; op++)
-            if (by_op[op] > 0 && (best < 0 || by_op[op] > by_op[best]))
-                best = op;
-        if (best < 0)
-            break;
+    for (int best; (best = largest(by_op, IR_NUM_OPS)) >= 0;) {
         fprintf(stderr, "  %-20s %10.3f ms %5.1f%%\n", ir_ops[best].name, by_op[best], 100 * by_op[best] / total);
         by_op[best] = 0;
     }
@@ -175,16 +180,8 @@ static void profile_print(const ir_module *m, const profile *pr)
     double *ms = malloc(sizeof(double) * (size_t)n);
     for (int i = 0; i < n; i++)
         ms[i] = per * pr->ms[i];
-    for (int k = 0; k < 15; k++) {
-        int best = 0;
-        for (int i = 1; i < n; i++)
-            if (ms[i] > ms[best])
-                best = i;
-        if (ms[best] <= 0)
-            break;
-        int f = 0;
-        while (pr->offset[f + 1] <= best)
-            f++;
+    for (int k = 0, best; k < 15 && (best = largest(ms, n)) >= 0; k++) {
+        int f = func_of_slot(pr, best);
         const ir_instr *in = &m->funcs[f]->instrs[best - pr->offset[f]];
         char type[96] = "";
         if (in->nres)
