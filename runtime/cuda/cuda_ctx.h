@@ -28,6 +28,16 @@ CUstream rt_cuda_stream(const rt_cuda_ctx *cx);
  * device does at the end of every function, so no function sees a collective in flight). */
 CUstream rt_cuda_comm_fork(rt_cuda_ctx *cx);
 void rt_cuda_comm_join(rt_cuda_ctx *cx);
+/* The end of the comm stream's work so far, marked after a collective (rt_cuda_comm_mark):
+ * rt_cuda_comm_wait makes the compute stream wait for that much and no more, so collectives
+ * forked after it go on beside the compute stream's work. The stream is FIFO: waiting for one
+ * mark covers every collective forked before it. */
+typedef struct {
+    CUevent done;                   /* created by the caller (cudaEventDisableTiming) */
+    long forks;                     /* forks to the comm stream up to the mark */
+} rt_cuda_comm_end;
+void rt_cuda_comm_mark(rt_cuda_ctx *cx, rt_cuda_comm_end *end);
+void rt_cuda_comm_wait(rt_cuda_ctx *cx, const rt_cuda_comm_end *end);
 /* Kernels launched from here on (rt_cuda_launch) go to the comm stream (forked first), or again
  * to the compute stream: a collective's own arithmetic, such as an exchange's sum, beside it. */
 void rt_cuda_launch_on_comm(rt_cuda_ctx *cx, bool comm);

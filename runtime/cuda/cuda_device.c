@@ -17,16 +17,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The op of the first overlapped collective (ir_overlapped) whose result instruction i reads, or -1. */
-static int overlapped_read(const ir_func *f, int i)
+/* The last of the overlapped collectives (ir_overlapped) whose results instruction i reads, or -1:
+ * the one the compute stream waits for before i (and with it, the comm stream being FIFO, those
+ * forked before it). */
+static int overlapped_def(const ir_func *f, int i)
 {
     const ir_instr *in = &f->instrs[i];
+    int last = -1;
     for (int a = 0; a < in->nargs; a++) {
-        const ir_instr *def = &f->instrs[f->vals[in->args[a]].def];
-        if (ir_overlapped(def))
-            return (int)def->op;
+        int def = f->vals[in->args[a]].def;
+        if (ir_overlapped(&f->instrs[def]) && def > last)
+            last = def;
     }
-    return -1;
+    return last;
 }
 
 /* Per-instruction GPU time, collected when MCC_PROFILE=1. */
@@ -38,7 +41,7 @@ typedef struct {
     double *span;                   /* per instruction on the comm stream: its time there */
     cudaEvent_t end_join[2];        /* around the join at a function's end (--overlap-grad-reduce's buckets) */
     double join_ms;                 /* the compute stream's time waiting for overlapped collectives */
-    double join_by_op[IR_NUM_OPS];  /* ... of it, before readers of each op's overlapped result */
+    double join_by_op[IR_NUM_OPS];  /* ... of it, per op of the collective waited for */
     cudaEvent_t *comm_before, *comm_after; /* per instruction forking to the comm stream: on that stream */
     double comm_ms;                 /* the overlapped collectives' own time on the comm stream */
     int comm_count;
@@ -55,6 +58,8 @@ typedef struct {
     void *window_mem[MAX_WINDOWS];  /* alloc_window's allocations (ncclMemFree'd) */
     int *calls;                     /* per function: calls so far */
     bool *collectives;              /* per function: whether it has collectives (has_collective) */
+    int *first_slot;                /* per function: its first instruction's index in comm_ends */
+    rt_cuda_comm_end *comm_ends;    /* per instruction on the comm stream (ir_on_comm_stream): its end there */
     bool use_graphs;
     bool eager_collectives;         /* MCC_CUDA_GRAPHS=eager-collectives */
 } cuda_state;
@@ -109,9 +114,10 @@ static int func_of_slot(const profile *pr, int slot)
     return f;
 }
 
-/* The 12 overlapped collectives whose first reader waited longest for them (per micro_step, as
- * profile_print's): their time on the comm stream against the wait, and the work the plan put
- * beside them (GEMMs and attention) — whether a wait comes from too little work beside a
+/* The 12 overlapped collectives the compute stream waited longest for (per micro_step, as
+ * profile_print's; each reader's wait counts for the collective it waited for, overlapped_def):
+ * their time on the comm stream against the wait, and the work the plan put beside them before
+ * their first reader (GEMMs and attention) — whether a wait comes from too little work beside a
  * collective or from elsewhere (the other ranks arriving late). */
 static void print_most_waited(const ir_module *m, const profile *pr, double per)
 {
@@ -119,10 +125,9 @@ static void print_most_waited(const ir_module *m, const profile *pr, double per)
     double *waited = calloc((size_t)n, sizeof(double));
     for (int f = 0; f < m->nfuncs; f++)
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
-            const ir_instr *in = &m->funcs[f]->instrs[i];
-            int use = in->nres && ir_overlapped(in) ? ir_first_reader(m->funcs[f], i, in->res[0]) : m->funcs[f]->ninstrs;
-            if (use < m->funcs[f]->ninstrs)
-                waited[pr->offset[f] + i] = per * pr->wait[pr->offset[f] + use];
+            int def = overlapped_def(m->funcs[f], i);
+            if (def >= 0)
+                waited[pr->offset[f] + def] += per * pr->wait[pr->offset[f] + i];
         }
     for (int k = 0, best; k < 12 && (best = largest(waited, n)) >= 0; k++) {
         if (k == 0)
@@ -217,8 +222,17 @@ static void cuda_open(rt_program *p, const void *image)
     s->graphs = calloc((size_t)p->m->nfuncs, sizeof *s->graphs);
     s->calls = calloc((size_t)p->m->nfuncs, sizeof *s->calls);
     s->collectives = calloc((size_t)p->m->nfuncs, sizeof *s->collectives);
-    for (int f = 0; f < p->m->nfuncs; f++)
+    s->first_slot = calloc((size_t)p->m->nfuncs + 1, sizeof *s->first_slot);
+    for (int f = 0; f < p->m->nfuncs; f++) {
         s->collectives[f] = has_collective(p->m->funcs[f]);
+        s->first_slot[f + 1] = s->first_slot[f] + p->m->funcs[f]->ninstrs;
+    }
+    s->comm_ends = calloc((size_t)s->first_slot[p->m->nfuncs], sizeof *s->comm_ends);
+    for (int f = 0; f < p->m->nfuncs; f++)
+        for (int i = 0; i < p->m->funcs[f]->ninstrs; i++)
+            if (ir_on_comm_stream(&p->m->funcs[f]->instrs[i]))
+                RT_CUDART_CHECK(cudaEventCreateWithFlags(&s->comm_ends[s->first_slot[f] + i].done,
+                                                         cudaEventDisableTiming));
     const char *g = getenv("MCC_CUDA_GRAPHS"), *prof = getenv("MCC_PROFILE");
     s->use_graphs = !g || strcmp(g, "0") != 0;
     s->eager_collectives = g && !strcmp(g, "eager-collectives");
@@ -237,6 +251,11 @@ static void cuda_close(rt_program *p)
     for (int i = 0; i < p->m->nfuncs; i++)
         if (s->graphs[i])
             cudaGraphExecDestroy(s->graphs[i]);
+    for (int i = 0; i < s->first_slot[p->m->nfuncs]; i++)
+        if (s->comm_ends[i].done)
+            cudaEventDestroy(s->comm_ends[i].done);
+    free(s->comm_ends);
+    free(s->first_slot);
     rt_cuda_ctx_free(s->cx);
     free(s->graphs);
     free(s->calls);
@@ -321,31 +340,37 @@ static void cuda_init(rt_program *p, float *w, int64_t n, uint64_t key, float st
     }
 }
 
-/* Whether instruction i reads the result of a collective that ran beside the work after it
- * (a sequence collective with overlap = 1, passes/comm_overlap.c): the compute stream joins the
- * comm stream first. */
-static bool reads_overlapped(const ir_func *f, int i) { return overlapped_read(f, i) >= 0; }
-
+/* Launches a function's instructions in order. A collective that runs beside the work after it
+ * (ir_on_comm_stream: overlap = 1, passes/comm_overlap.c) marks its end on the comm stream, and
+ * the compute stream waits for that mark before an instruction reading its result: for that
+ * collective and the ones before it, not for any forked since, which the plan put beside the
+ * work from there on (weight gradients reading an all-gathered output gradient run beside the
+ * reduce-scatter forked before them). */
 static void launch_all(rt_program *p, int func)
 {
     rt_func_exec *x = &p->funcs[func];
-    profile *pr = state(p)->prof;
-    cudaStream_t comm = (cudaStream_t)rt_cuda_comm_stream(state(p)->cx);
+    cuda_state *s = state(p);
+    profile *pr = s->prof;
+    rt_cuda_comm_end *ends = s->comm_ends + s->first_slot[func];
+    cudaStream_t comm = (cudaStream_t)rt_cuda_comm_stream(s->cx);
     for (int i = 0; i < x->f->ninstrs; i++) {
-        bool join = reads_overlapped(x->f, i), side = pr && ir_on_comm_stream(&x->f->instrs[i]);
-        if (join && pr) /* the wait lasts from here to the instruction's start event */
+        int waits_for = overlapped_def(x->f, i);
+        bool side = ir_on_comm_stream(&x->f->instrs[i]);
+        if (waits_for >= 0 && pr) /* the wait lasts from here to the instruction's start event */
             RT_CUDART_CHECK(cudaEventRecord(pr->join[pr->offset[func] + i], stream(p)));
-        if (join)
-            rt_cuda_comm_join(state(p)->cx);
+        if (waits_for >= 0)
+            rt_cuda_comm_wait(s->cx, &ends[waits_for]);
         if (pr)
             RT_CUDART_CHECK(cudaEventRecord(pr->start[pr->offset[func] + i], stream(p)));
-        if (side) /* the comm stream is free from here (its earlier work done) */
+        if (side && pr) /* the comm stream is free from here (its earlier work done) */
             RT_CUDART_CHECK(cudaEventRecord(pr->comm_before[pr->offset[func] + i], comm));
-        rt_cuda_launchers[x->f->instrs[i].op](state(p)->cx, &x->calls[i]);
+        rt_cuda_launchers[x->f->instrs[i].op](s->cx, &x->calls[i]);
         if (pr)
             RT_CUDART_CHECK(cudaEventRecord(pr->stop[pr->offset[func] + i], stream(p)));
-        if (side)
+        if (side && pr)
             RT_CUDART_CHECK(cudaEventRecord(pr->comm_after[pr->offset[func] + i], comm));
+        if (side)
+            rt_cuda_comm_mark(s->cx, &ends[i]);
     }
     if (!pr || state(p)->calls[func] < 2) /* the first call is not timed */
         return;
@@ -361,10 +386,11 @@ static void launch_all(rt_program *p, int func)
         float ms = 0;
         RT_CUDART_CHECK(cudaEventElapsedTime(&ms, pr->start[pr->offset[func] + i], pr->stop[pr->offset[func] + i]));
         pr->ms[pr->offset[func] + i] += ms;
-        if (reads_overlapped(x->f, i)) {
+        int waited_for = overlapped_def(x->f, i);
+        if (waited_for >= 0) {
             RT_CUDART_CHECK(cudaEventElapsedTime(&ms, pr->join[pr->offset[func] + i], pr->start[pr->offset[func] + i]));
             pr->join_ms += ms;
-            pr->join_by_op[overlapped_read(x->f, i)] += ms;
+            pr->join_by_op[x->f->instrs[waited_for].op] += ms;
             pr->wait[pr->offset[func] + i] += ms;
         }
         if (ir_on_comm_stream(&x->f->instrs[i])) { /* it starts when both the comm stream and the fork point are reached */

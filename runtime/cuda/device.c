@@ -29,7 +29,8 @@ struct rt_cuda_ctx {
     cudaStream_t comm;              /* collectives that overlap computation (rt_cuda_comm_fork) */
     cudaStream_t launch;            /* where rt_cuda_launch enqueues: stream, or comm (rt_cuda_launch_on) */
     cudaEvent_t forked, joined;
-    bool comm_pending;              /* work on comm the compute stream has not waited for */
+    long forks;                     /* forks to comm so far */
+    long joined_forks;              /* ... of them, those the compute stream has waited for */
 };
 
 const char *rt_cu_error_name(int status)
@@ -105,11 +106,11 @@ CUstream rt_cuda_comm_fork(rt_cuda_ctx *cx)
 {
     RT_CUDART_CHECK(cudaEventRecord(cx->forked, cx->stream));
     RT_CUDART_CHECK(cudaStreamWaitEvent(cx->comm, cx->forked, 0));
-    cx->comm_pending = true;
+    cx->forks++;
     return (CUstream)cx->comm;
 }
 
-bool rt_cuda_comm_in_flight(const rt_cuda_ctx *cx) { return cx->comm_pending; }
+bool rt_cuda_comm_in_flight(const rt_cuda_ctx *cx) { return cx->joined_forks < cx->forks; }
 
 void rt_cuda_launch_on_comm(rt_cuda_ctx *cx, bool comm) { cx->launch = comm ? cx->comm : NULL; }
 
@@ -117,11 +118,26 @@ CUstream rt_cuda_comm_stream(const rt_cuda_ctx *cx) { return (CUstream)cx->comm;
 
 void rt_cuda_comm_join(rt_cuda_ctx *cx)
 {
-    if (!cx->comm_pending)
+    if (!rt_cuda_comm_in_flight(cx))
         return;
     RT_CUDART_CHECK(cudaEventRecord(cx->joined, cx->comm));
     RT_CUDART_CHECK(cudaStreamWaitEvent(cx->stream, cx->joined, 0));
-    cx->comm_pending = false;
+    cx->joined_forks = cx->forks;
+}
+
+void rt_cuda_comm_mark(rt_cuda_ctx *cx, rt_cuda_comm_end *end)
+{
+    end->forks = cx->forks;
+    if (rt_cuda_comm_in_flight(cx)) /* else nothing to wait for (and nothing on comm to capture) */
+        RT_CUDART_CHECK(cudaEventRecord(end->done, cx->comm));
+}
+
+void rt_cuda_comm_wait(rt_cuda_ctx *cx, const rt_cuda_comm_end *end)
+{
+    if (end->forks <= cx->joined_forks) /* waited for already, or by a join since */
+        return;
+    RT_CUDART_CHECK(cudaStreamWaitEvent(cx->stream, end->done, 0));
+    cx->joined_forks = end->forks;
 }
 
 static kernel_entry *kernel_lookup(rt_cuda_ctx *cx, const char *name)
