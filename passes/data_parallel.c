@@ -37,14 +37,18 @@ static bool reduce_scatter_grad(ir_module *m, ir_func *f, int grad, char *err, s
 
 /* Splits grads[n] (gradient globals, in the order they are to be reduced) into buckets of at least
  * ddp_bucket_size elements (Megatron's --ddp-bucket-size; default 40M), the last one whatever is
- * left: bucket b is grads[end[b-1], end[b]). Returns the number of buckets. */
-static int fill_buckets(ir_module *m, const int *grads, int n, int *end)
+ * left: bucket b is grads[end[b-1], end[b]). Returns the number of buckets. last_alone (grads in
+ * the order the backward finishes them): the last gradient is a bucket of its own. Nothing after
+ * it in the backward hides its reduction, so the gradients before it are reduced at once, beside
+ * the work that finishes it (the embedding's gradient, made after the last GEMM), instead of
+ * waiting to go with it. */
+static int fill_buckets(ir_module *m, const int *grads, int n, bool last_alone, int *end)
 {
     long long bucket = ir_config_int(m, "ddp_bucket_size", 40000000), filled = 0;
     int nb = 0;
     for (int k = 0; k < n; k++) {
         filled += (long long)ir_numel(&m->globals[grads[k]].type);
-        if (filled >= bucket || k == n - 1)
+        if (filled >= bucket || k == n - 1 || (last_alone && k == n - 2))
             end[nb++] = k + 1, filled = 0;
     }
     return nb;
@@ -83,7 +87,7 @@ static int *gradient_globals(const ir_module *m, int *n)
 static void all_reduce_buckets(ir_module *m, ir_func *f)
 {
     int n, *grads = gradient_globals(m, &n), *end = malloc(sizeof(int) * (size_t)(n + 1));
-    for (int b = 0, nb = fill_buckets(m, grads, n, end); b < nb; b++)
+    for (int b = 0, nb = fill_buckets(m, grads, n, false, end); b < nb; b++)
         emit_bucket(m, f, grads + bucket_first(end, b), end[b] - bucket_first(end, b), IR_AXIS_DP, false);
     free(grads);
     free(end);
@@ -123,7 +127,7 @@ static void overlap_buckets(ir_module *m)
     int n, *grads = gradient_globals(m, &n), *last = final_writes(m, src), *end = malloc(sizeof(int) * (size_t)(n + 1));
     sort_key = last;
     qsort(grads, (size_t)n, sizeof(int), by_key);
-    int nb = fill_buckets(m, grads, n, end), b = 0;
+    int nb = fill_buckets(m, grads, n, true, end), b = 0;
     ir_func *dst = ir_func_new(m, "micro_step");
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     for (int i = 0; i < src->ninstrs; i++) {
