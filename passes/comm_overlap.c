@@ -11,8 +11,9 @@
  * gradients are a third of the MLP's, or less with grouped-query attention, so the MLP's surplus
  * may serve a collective two on); the others stay beside this one. A collective that real work
  * (not a `global` or a `reshape`) then separates from its result's first use is marked overlap =
- * 1: the GPU runs it on the comm stream, which the compute stream joins before that first use,
- * and the memory plan keeps its operand's bytes until then.
+ * 1: the GPU runs it on the comm stream, and the compute stream waits for it (for it and the
+ * collectives forked before it, not for later ones) before that first use; the memory plan keeps
+ * its operand's bytes until then.
  * With tp_comm_interleave, micro_step holds two chains (the micro-batch's halves) and is list-
  * scheduled instead (interleave_func), so that the forward's collectives too have work beside
  * them: the other chain's. */
