@@ -45,7 +45,7 @@ typedef struct {
     cudaEvent_t *comm_before, *comm_after; /* per instruction forking to the comm stream: on that stream */
     double comm_ms;                 /* the overlapped collectives' own time on the comm stream */
     int comm_count;
-    int *offset;                    /* per function: its first slot */
+    const int *offset;              /* per function: its first slot (cuda_state's first_slot) */
     int *counted;                   /* per function: calls timed (all but the first) */
 } profile;
 
@@ -58,7 +58,7 @@ typedef struct {
     void *window_mem[MAX_WINDOWS];  /* alloc_window's allocations (ncclMemFree'd) */
     int *calls;                     /* per function: calls so far */
     bool *collectives;              /* per function: whether it has collectives (has_collective) */
-    int *first_slot;                /* per function: its first instruction's index in comm_ends */
+    int *first_slot;                /* per function: its first instruction's index in comm_ends (and the profile's arrays) */
     rt_cuda_comm_end *comm_ends;    /* per instruction on the comm stream (ir_on_comm_stream): its end there */
     bool use_graphs;
     bool eager_collectives;         /* MCC_CUDA_GRAPHS=eager-collectives */
@@ -67,13 +67,11 @@ typedef struct {
 static cuda_state *state(rt_program *p) { return p->dev_state; }
 static cudaStream_t stream(rt_program *p) { return (cudaStream_t)rt_cuda_stream(state(p)->cx); }
 
-static profile *profile_new(const ir_module *m)
+static profile *profile_new(const ir_module *m, const int *first_slot)
 {
     profile *pr = calloc(1, sizeof *pr);
-    pr->offset = calloc((size_t)m->nfuncs + 1, sizeof(int));
+    pr->offset = first_slot;
     pr->counted = calloc((size_t)m->nfuncs, sizeof(int));
-    for (int f = 0; f < m->nfuncs; f++)
-        pr->offset[f + 1] = pr->offset[f] + m->funcs[f]->ninstrs;
     int n = pr->offset[m->nfuncs];
     pr->start = calloc((size_t)n, sizeof(cudaEvent_t));
     pr->stop = calloc((size_t)n, sizeof(cudaEvent_t));
@@ -238,7 +236,7 @@ static void cuda_open(rt_program *p, const void *image)
     s->eager_collectives = g && !strcmp(g, "eager-collectives");
     if (prof && strcmp(prof, "0") != 0) {
         s->use_graphs = false;
-        s->prof = profile_new(p->m);
+        s->prof = profile_new(p->m, s->first_slot);
     }
     p->dev_state = s;
 }
@@ -372,11 +370,11 @@ static void launch_all(rt_program *p, int func)
         if (side)
             rt_cuda_comm_mark(s->cx, &ends[i]);
     }
-    if (!pr || state(p)->calls[func] < 2) /* the first call is not timed */
+    if (!pr || s->calls[func] < 2) /* the first call is not timed */
         return;
     pr->counted[func]++;
     RT_CUDART_CHECK(cudaEventRecord(pr->end_join[0], stream(p)));
-    rt_cuda_comm_join(state(p)->cx); /* what cuda_run would join next, timed */
+    rt_cuda_comm_join(s->cx); /* what cuda_run would join next, timed */
     RT_CUDART_CHECK(cudaEventRecord(pr->end_join[1], stream(p)));
     RT_CUDART_CHECK(cudaStreamSynchronize(stream(p)));
     float tail = 0;
