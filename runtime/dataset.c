@@ -83,6 +83,32 @@ static const uint8_t *rt_ds_map(const char *path, const char *prefix, size_t *si
     return p == MAP_FAILED ? NULL : p;
 }
 
+/* Megatron's document index: 0, non-decreasing, ending at the sequence count (document i holds
+ * sequences doc_idx[i] .. doc_idx[i+1]-1). Names the first bad entry. */
+static bool rt_ds_check_documents(const uint8_t *docs, uint64_t ndoc, uint64_t nseq, const char *path, char *err,
+                                  size_t errlen) {
+    if (ndoc == 0) {
+        snprintf(err, errlen, "%s: the document index is empty (Megatron's starts with 0); " RT_DS_RERUN, path);
+        return false;
+    }
+    uint64_t prev = 0;
+    for (uint64_t i = 0; i < ndoc; i++) {
+        uint64_t v = rt_ds_le(docs + 8 * i, 8);
+        const char *why = i == 0 && v != 0           ? "the first must be 0"
+                          : v < prev                 ? "less than the entry before it (it must not decrease)"
+                          : v > nseq                 ? "beyond the sequence count"
+                          : i + 1 == ndoc && v != nseq ? "the last must be the sequence count"
+                                                     : NULL;
+        if (why) {
+            snprintf(err, errlen, "%s: document index entry %" PRIu64 " of %" PRIu64 " is %" PRId64 ", %s (%" PRIu64
+                     " sequences); " RT_DS_RERUN, path, i, ndoc, (int64_t)v, why, nseq);
+            return false;
+        }
+        prev = v;
+    }
+    return true;
+}
+
 static bool rt_ds_check_header(rt_dataset *d, const char *path, char *err, size_t errlen) {
     if (d->idx_size < RT_DS_HEADER || memcmp(d->idx, RT_DS_MAGIC, sizeof RT_DS_MAGIC) != 0) {
         snprintf(err, errlen, "%s: %s; " RT_DS_RERUN, path,
@@ -109,40 +135,49 @@ static bool rt_ds_check_header(rt_dataset *d, const char *path, char *err, size_
                  "more than its %zu bytes hold; " RT_DS_RERUN, path, nseq, ndoc, d->idx_size);
         return false;
     }
+    uint64_t end = RT_DS_HEADER + 12 * nseq + 8 * ndoc;
+    if (d->idx_size != end) { /* the header describes another index than the one written after it */
+        snprintf(err, errlen, "%s: %" PRIu64 " trailing bytes after the document index (the header's %" PRIu64
+                 " sequences and %" PRIu64 " documents end at byte %" PRIu64 " of %zu); " RT_DS_RERUN, path,
+                 d->idx_size - end, nseq, ndoc, end, d->idx_size);
+        return false;
+    }
     d->nseq = (int64_t)nseq;
     d->lengths = d->idx + RT_DS_HEADER;
     d->ptrs = d->lengths + 4 * nseq;
-    const uint8_t *docs = d->ptrs + 8 * nseq;
-    uint64_t prev = 0;
-    for (uint64_t i = 0; i < ndoc; i++) {
-        uint64_t v = rt_ds_le(docs + 8 * i, 8);
-        if (v > nseq || v < prev) {
-            snprintf(err, errlen, "%s: document index %" PRIu64 " is %" PRId64 ", not in %" PRIu64 "..%" PRIu64
-                     "; " RT_DS_RERUN, path, i, (int64_t)v, prev, nseq);
-            return false;
-        }
-        prev = v;
-    }
-    return true;
+    return rt_ds_check_documents(d->ptrs + 8 * nseq, ndoc, nseq, path, err, errlen);
 }
 
-/* Checks every sequence lies inside .bin and builds the token prefix sum d->start. */
-static bool rt_ds_index_sequences(rt_dataset *d, const char *bin_path, char *err, size_t errlen) {
+/* Checks every sequence's byte pointer is the running sum of the lengths before it (no gap, no
+ * overlap), that the .bin ends exactly where the last sequence does, and builds d->start. A .bin
+ * of another dataset beside a valid .idx fails here on its size. */
+static bool rt_ds_index_sequences(rt_dataset *d, const char *idx_path, const char *bin_path, char *err,
+                                  size_t errlen) {
     d->start = malloc(((size_t)d->nseq + 1) * sizeof *d->start);
     if (!d->start) {
-        snprintf(err, errlen, "%s: out of memory for %" PRId64 " sequence offsets", bin_path, d->nseq);
+        snprintf(err, errlen, "%s: out of memory for %" PRId64 " sequence offsets", idx_path, d->nseq);
         return false;
     }
     d->start[0] = 0;
     for (int64_t s = 0; s < d->nseq; s++) {
-        int64_t len = rt_ds_length(d, s), ptr = rt_ds_ptr(d, s);
-        if (len < 0 || ptr < 0 || (uint64_t)ptr > d->bin_size || (uint64_t)len * d->esize > d->bin_size - (uint64_t)ptr) {
-            snprintf(err, errlen, "%s: sequence %" PRId64 " (%" PRId64 " tokens at byte %" PRId64 ") lies outside "
-                     "the file's %zu bytes: the .bin is truncated or belongs to another .idx; " RT_DS_RERUN,
-                     bin_path, s, len, ptr, d->bin_size);
+        int64_t len = rt_ds_length(d, s), ptr = rt_ds_ptr(d, s), want = d->start[s] * d->esize;
+        if (len < 0 || ptr != want) {
+            snprintf(err, errlen, "%s: sequence %" PRId64 " %s %" PRId64 ", but %s; " RT_DS_RERUN, idx_path, s,
+                     len < 0 ? "has length" : "starts at byte", len < 0 ? len : ptr,
+                     len < 0 ? "a length cannot be negative"
+                             : ptr < want ? "the sequences before it end later (they overlap)"
+                                          : "the sequences before it end earlier (a gap)");
             return false;
         }
         d->start[s + 1] = d->start[s] + len;
+    }
+    uint64_t end = (uint64_t)d->start[d->nseq] * (uint64_t)d->esize;
+    if (d->bin_size != end) {
+        snprintf(err, errlen, "%s is %zu bytes, but %s's %" PRId64 " sequences (%" PRId64 " tokens of %d bytes) end at "
+                 "byte %" PRIu64 ": the .bin is %s; " RT_DS_RERUN, bin_path, d->bin_size, idx_path, d->nseq,
+                 d->start[d->nseq], d->esize, end,
+                 d->bin_size < end ? "truncated or of another dataset" : "of another dataset or has trailing bytes");
+        return false;
     }
     if (d->start[d->nseq] == 0) {
         snprintf(err, errlen, "%s: the dataset has no tokens; preprocess a non-empty corpus", bin_path);
@@ -165,7 +200,8 @@ rt_dataset *rt_dataset_open(const char *prefix, char *err, size_t errlen) {
     }
     bool ok = (d->idx = rt_ds_map(idx_path, prefix, &d->idx_size, err, errlen)) &&
               (d->bin = rt_ds_map(bin_path, prefix, &d->bin_size, err, errlen)) &&
-              rt_ds_check_header(d, idx_path, err, errlen) && rt_ds_index_sequences(d, bin_path, err, errlen);
+              rt_ds_check_header(d, idx_path, err, errlen) &&
+              rt_ds_index_sequences(d, idx_path, bin_path, err, errlen);
     if (!ok) {
         rt_dataset_close(d);
         return NULL;

@@ -8,8 +8,10 @@
 typedef struct rt_dataset rt_dataset;
 
 /* mmaps PREFIX.idx and PREFIX.bin and validates magic, version, dtype code (integer dtypes only),
- * the array sizes against the file sizes and every sequence's bytes against the .bin size.
- * Returns NULL and one message naming the file and the fix in err on any error. */
+ * the .idx size (exactly the header's arrays, no trailing bytes), the document index (0,
+ * non-decreasing, ending at the sequence count), every byte pointer (exactly the running sum of
+ * the lengths times the dtype size) and the .bin size (exactly where the last sequence ends).
+ * Returns NULL and one message naming the file, the first bad entry and the fix on any error. */
 rt_dataset *rt_dataset_open(const char *prefix, char *err, size_t errlen);
 void rt_dataset_close(rt_dataset *d);
 

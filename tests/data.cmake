@@ -40,8 +40,11 @@ endforeach()
 add_test(NAME data_dataset COMMAND data_test dataset ${_pairs})
 set_tests_properties(data_dataset PROPERTIES FIXTURES_REQUIRED "data_out;data_expected;data_synthetic")
 
-# (d) corrupt datasets (bad magic, version, dtype, truncated .idx/.bin) are refused with a message.
-add_test(NAME data_dataset_corrupt COMMAND data_test corrupt ${MCC_DATA_OUT}/fixture_jsonl_eod_text_document ${MCC_DATA_OUT})
+# (d) corrupt datasets (bad magic, version, dtype, truncated .idx/.bin, pointers that disagree with
+#     the lengths, a bad document index, trailing bytes, another dataset's .bin) are refused,
+#     naming the file and the first bad entry.
+add_test(NAME data_dataset_corrupt COMMAND data_test corrupt ${MCC_DATA_OUT}/fixture_jsonl_eod_text_document
+                                           ${MCC_DATA_OUT}/fixture_jsonl_text_document ${MCC_DATA_OUT})
 set_tests_properties(data_dataset_corrupt PROPERTIES FIXTURES_REQUIRED data_out)
 
 # A sampler bug can loop forever: fail fast instead.

@@ -3,7 +3,8 @@
  *   data_test preprocess FIXTURE_DIR OUT_DIR      writes OUT_DIR/fixture_{jsonl,jsonl_eod,txt_eod}_text_document
  *   data_test gpt2_errors VOCAB MERGES OUT_DIR    GPT2BPETokenizer runs that must fail, with 1 and 4 workers
  *   data_test dataset PREFIX TOKENS [...]         checks rt_dataset against the expected tokens
- *   data_test corrupt PREFIX OUT_DIR              damaged copies of PREFIX must be refused      */
+ *   data_test corrupt PREFIX OTHER OUT_DIR        damaged copies of PREFIX (and PREFIX.idx beside
+ *                                                 OTHER.bin) must be refused, naming the entry  */
 #include "frontend/data_preprocess.h"
 #include "runtime/dataset.h"
 
@@ -243,34 +244,91 @@ static void dt_check_dataset(const char *prefix, const char *tokens_path) {
     free(raw);
 }
 
-/* Writes PREFIX's files as OUT_DIR/corrupt.{idx,bin}, idx cut to idx_len (and patched at byte
- * `at` when at >= 0), bin cut by bin_cut bytes; opening must fail with `needle`. */
-static void dt_expect_corrupt(const char *prefix, const char *out_dir, size_t idx_len, int at, uint8_t value,
-                              size_t bin_cut, const char *needle) {
-    char idx_path[4096], bin_path[4096], err[512] = "";
+/* One damaged copy of a dataset: the .idx cut to idx_len, one little-endian field of it set (the
+ * header byte `at`, or entry `entry` of the lengths, pointers or document index) and
+ * idx_extra zero bytes appended; the .bin taken from bin_from (another dataset) when given, and
+ * cut (bin_delta < 0) or grown by zero bytes. Opening it must fail naming `file` (corrupt.idx or
+ * corrupt.bin) and `needle` (the entry and what is wrong). */
+typedef enum { DT_HEADER, DT_LENGTHS, DT_POINTERS, DT_DOCS } dt_region;
+typedef struct {
+    size_t idx_len;
+    dt_region region;
+    int at; /* byte in the header, or the entry of the array; -1: no change */
+    int64_t value;
+    size_t idx_extra;
+    const char *bin_from;
+    int bin_delta;
+    const char *file, *needle;
+} dt_corrupt;
+
+static void dt_put_le(uint8_t *p, uint64_t v, int nbytes) {
+    for (int i = 0; i < nbytes; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void dt_expect_corrupt(const char *prefix, const char *out_dir, const dt_corrupt *c) {
+    char idx_path[4096], bin_path[4096], err[1024] = "";
     size_t ni, nb;
     snprintf(idx_path, sizeof idx_path, "%s.idx", prefix);
-    snprintf(bin_path, sizeof bin_path, "%s.bin", prefix);
+    snprintf(bin_path, sizeof bin_path, "%s.bin", c->bin_from ? c->bin_from : prefix);
     uint8_t *idx = dt_read_file(idx_path, &ni), *bin = dt_read_file(bin_path, &nb);
-    if (at >= 0) idx[at] = value;
+    uint64_t nseq = 0;
+    for (int i = 7; i >= 0; i--) nseq = nseq << 8 | idx[18 + i];
+    static const int width[] = {1, 4, 8, 8};
+    size_t base[] = {0, 34, 34 + 4 * nseq, 34 + 12 * nseq}, off = base[c->region] + (size_t)c->at * width[c->region];
+    if (c->region == DT_HEADER) off = (size_t)c->at;
+    if (c->at >= 0 && off + width[c->region] <= ni) dt_put_le(idx + off, (uint64_t)c->value, width[c->region]);
+    idx = realloc(idx, ni + c->idx_extra);
+    bin = realloc(bin, nb + (c->bin_delta > 0 ? (size_t)c->bin_delta : 0) + 1);
+    memset(idx + ni, 0, c->idx_extra);
+    if (c->bin_delta > 0) memset(bin + nb, 0, (size_t)c->bin_delta);
     const char *cp = dt_path(out_dir, "corrupt");
-    dt_write_file(dt_path(out_dir, "corrupt.idx"), idx, idx_len < ni ? idx_len : ni);
-    dt_write_file(dt_path(out_dir, "corrupt.bin"), bin, nb - bin_cut);
+    dt_write_file(dt_path(out_dir, "corrupt.idx"), idx, c->idx_len < ni ? c->idx_len : ni + c->idx_extra);
+    dt_write_file(dt_path(out_dir, "corrupt.bin"), bin, nb + (size_t)c->bin_delta);
     rt_dataset *d = rt_dataset_open(cp, err, sizeof err);
-    DT_CHECK(!d && strstr(err, needle), "corrupt dataset (%s): expected failure mentioning '%s', got %s", needle,
-             needle, d ? "success" : err);
+    DT_CHECK(!d && strstr(err, c->needle) && strstr(err, dt_path(out_dir, c->file)) &&
+                 strstr(err, "mcc data preprocess"),
+             "corrupt dataset: expected a failure naming %s, '%s' and the fix, got %s", c->file, c->needle,
+             d ? "success" : err);
     rt_dataset_close(d);
     free(idx);
     free(bin);
 }
 
-static void dt_mode_corrupt(const char *prefix, const char *out_dir) {
-    dt_expect_corrupt(prefix, out_dir, SIZE_MAX, 0, 'X', 0, "bad magic");
-    dt_expect_corrupt(prefix, out_dir, SIZE_MAX, 9, 2, 0, "index version 2");
-    dt_expect_corrupt(prefix, out_dir, SIZE_MAX, 17, 7, 0, "dtype code 7");
-    dt_expect_corrupt(prefix, out_dir, 20, -1, 0, 0, "truncated");
-    dt_expect_corrupt(prefix, out_dir, 40, -1, 0, 0, "truncated");
-    dt_expect_corrupt(prefix, out_dir, SIZE_MAX, -1, 0, 1, "lies outside");
+/* PREFIX: the fixture_jsonl_eod dataset (4 sequences of 52, 71, 69, 2 uint16 tokens; document
+ * index 0 1 1 2 3 4 4); OTHER: fixture_jsonl, the same documents without end-of-document tokens. */
+static void dt_mode_corrupt(const char *prefix, const char *other, const char *out_dir) {
+    const dt_corrupt cases[] = {
+        {SIZE_MAX, DT_HEADER, 0, 'X', 0, NULL, 0, "corrupt.idx", "bad magic"},
+        {SIZE_MAX, DT_HEADER, 9, 2, 0, NULL, 0, "corrupt.idx", "index version 2"},
+        {SIZE_MAX, DT_HEADER, 17, 7, 0, NULL, 0, "corrupt.idx", "dtype code 7"},
+        {20, DT_HEADER, -1, 0, 0, NULL, 0, "corrupt.idx", "truncated"},
+        {40, DT_HEADER, -1, 0, 0, NULL, 0, "corrupt.idx", "truncated"},
+        /* lengths and pointers disagree */
+        {SIZE_MAX, DT_POINTERS, 1, 106, 0, NULL, 0, "corrupt.idx", "sequence 1 starts at byte 106, but the sequences "
+                                                                   "before it end earlier (a gap)"},
+        {SIZE_MAX, DT_POINTERS, 2, 240, 0, NULL, 0, "corrupt.idx", "sequence 2 starts at byte 240, but the sequences "
+                                                                   "before it end later (they overlap)"},
+        {SIZE_MAX, DT_POINTERS, 0, 2, 0, NULL, 0, "corrupt.idx", "sequence 0 starts at byte 2"},
+        {SIZE_MAX, DT_LENGTHS, 1, 72, 0, NULL, 0, "corrupt.idx", "sequence 2 starts at byte 246, but the sequences "
+                                                                 "before it end later"},
+        {SIZE_MAX, DT_LENGTHS, 3, -1, 0, NULL, 0, "corrupt.idx", "sequence 3 has length -1"},
+        /* the document index */
+        {SIZE_MAX, DT_DOCS, 0, 1, 0, NULL, 0, "corrupt.idx", "document index entry 0 of 7 is 1, the first must be 0"},
+        {SIZE_MAX, DT_DOCS, 3, 0, 0, NULL, 0, "corrupt.idx", "document index entry 3 of 7 is 0, less than the entry "
+                                                             "before it"},
+        {SIZE_MAX, DT_DOCS, 2, 9, 0, NULL, 0, "corrupt.idx", "document index entry 2 of 7 is 9, beyond the sequence "
+                                                             "count (4 sequences)"},
+        /* the header's document count 5 and the last two entries cut: 0 1 1 2 3 ends short of 4 */
+        {138 - 16, DT_HEADER, 26, 5, 0, NULL, 0, "corrupt.idx", "document index entry 4 of 5 is 3, the last must be "
+                                                                "the sequence count"},
+        /* bytes after the document index */
+        {SIZE_MAX, DT_HEADER, -1, 0, 8, NULL, 0, "corrupt.idx", "8 trailing bytes after the document index"},
+        /* the .bin: truncated, grown, of another dataset */
+        {SIZE_MAX, DT_HEADER, -1, 0, 0, NULL, -1, "corrupt.bin", "corrupt.bin is 387 bytes, but"},
+        {SIZE_MAX, DT_HEADER, -1, 0, 0, NULL, 2, "corrupt.bin", "has trailing bytes"},
+        {SIZE_MAX, DT_HEADER, -1, 0, 0, other, 0, "corrupt.bin", "sequences (194 tokens of 2 bytes) end at byte 388"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) dt_expect_corrupt(prefix, out_dir, &cases[i]);
     char err[512] = "";
     rt_dataset *d = rt_dataset_open(dt_path(out_dir, "no-such-dataset"), err, sizeof err);
     DT_CHECK(!d && strstr(err, "cannot open"), "missing dataset: got %s", d ? "success" : err);
@@ -285,10 +343,10 @@ int main(int argc, char **argv) {
     else if (argc == 5 && strcmp(argv[1], "gpt2_errors") == 0) dt_mode_gpt2_errors(argv[2], argv[3], argv[4]);
     else if (argc >= 4 && argc % 2 == 0 && strcmp(argv[1], "dataset") == 0)
         for (int i = 2; i < argc; i += 2) dt_check_dataset(argv[i], argv[i + 1]);
-    else if (argc == 4 && strcmp(argv[1], "corrupt") == 0) dt_mode_corrupt(argv[2], argv[3]);
+    else if (argc == 5 && strcmp(argv[1], "corrupt") == 0) dt_mode_corrupt(argv[2], argv[3], argv[4]);
     else {
         fprintf(stderr, "usage: data_test preprocess FIXTURE_DIR OUT_DIR | gpt2_errors VOCAB MERGES OUT_DIR | "
-                        "dataset PREFIX TOKENS... | corrupt PREFIX OUT_DIR\n");
+                        "dataset PREFIX TOKENS... | corrupt PREFIX OTHER OUT_DIR\n");
         return 2;
     }
     if (dt_failures) fprintf(stderr, "%d check(s) failed\n", dt_failures);
