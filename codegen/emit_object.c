@@ -9,9 +9,11 @@
 #include <llvm-c/Core.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static LLVMTargetMachineRef host_machine(char *err, size_t errlen)
 {
@@ -62,12 +64,44 @@ static char *plans_text(const ir_module *const *plans, int nplans, size_t *len)
     return all;
 }
 
-bool cg_emit_plan_object(const ir_module *const *plans, int nplans, const cg_plan_image *image, const char *obj_path,
-                         char *err, size_t errlen)
+/* Every byte reaches the file or err says why (a full disk, the file size limit). */
+static bool write_all(int fd, const char *data, size_t size, char *err, size_t errlen)
+{
+    while (size) {
+        ssize_t n = write(fd, data, size);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return snprintf(err, errlen, "%s", n < 0 ? strerror(errno) : "nothing written"), false;
+        data += n, size -= (size_t)n;
+    }
+    if (fsync(fd) != 0)
+        return snprintf(err, errlen, "fsync: %s", strerror(errno)), false;
+    return true;
+}
+
+/* The object is emitted into memory and written here, not by LLVMTargetMachineEmitToFile, whose
+ * stream aborts the process (SIGABRT) when a write fails. */
+static bool emit_to_fd(LLVMTargetMachineRef tm, LLVMModuleRef mod, int fd, char *err, size_t errlen)
+{
+    char *msg = NULL;
+    LLVMMemoryBufferRef buf = NULL;
+    if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMObjectFile, &msg, &buf)) {
+        snprintf(err, errlen, "LLVM could not emit it: %s", msg ? msg : "no reason given");
+        LLVMDisposeMessage(msg);
+        return false;
+    }
+    bool ok = write_all(fd, LLVMGetBufferStart(buf), LLVMGetBufferSize(buf), err, errlen);
+    LLVMDisposeMemoryBuffer(buf);
+    return ok;
+}
+
+bool cg_emit_plan_object(const ir_module *const *plans, int nplans, const cg_plan_image *image, int fd, char *err,
+                         size_t errlen)
 {
     LLVMTargetMachineRef tm = host_machine(err, errlen);
     if (!tm)
-        return false;
+        return close(fd), false;
     size_t len;
     char *text = plans_text(plans, nplans, &len);
     LLVMContextRef ctx = LLVMContextCreate();
@@ -88,12 +122,11 @@ bool cg_emit_plan_object(const ir_module *const *plans, int nplans, const cg_pla
         ok = cg_emit_cpu_kernels(ctx, mod, tm, "mcc_plan_image", err, errlen);
         add_constant(mod, "mcc_plan_image_size", LLVMConstInt(LLVMInt64TypeInContext(ctx), sizeof(void *) * IR_NUM_OPS, 0));
     }
-
-    char *msg = NULL;
-    ok = ok && !LLVMTargetMachineEmitToFile(tm, mod, (char *)obj_path, LLVMObjectFile, &msg);
-    if (!ok && msg)
-        snprintf(err, errlen, "cannot write %s: %s", obj_path, msg);
-    LLVMDisposeMessage(msg);
+    ok = ok && emit_to_fd(tm, mod, fd, err, errlen);
+    if (close(fd) != 0 && ok) {
+        snprintf(err, errlen, "%s", strerror(errno));
+        ok = false;
+    }
     LLVMDisposeModule(mod);
     LLVMContextDispose(ctx);
     LLVMDisposeTargetMachine(tm);

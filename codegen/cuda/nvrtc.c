@@ -1,5 +1,6 @@
 /* nvrtc.c — NVRTC compilation of the kernel templates to a sm_90 cubin, cached on disk by a
- * hash of source and options, so a second `mcc compile` costs nothing. */
+ * hash of source and options, so a second `mcc compile` costs nothing. A compile with a cold
+ * cache takes about a minute: it says so before it starts and how long it took. */
 #include "cuda_codegen.h"
 
 #include "kernel_sources.h"
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* cuda_bf16.h and friends come from the toolkit mcc was built with. */
@@ -96,18 +98,37 @@ static bool read_file(const char *path, void **data, size_t *size)
     return ok;
 }
 
-/* Written to a temporary name and renamed, so concurrent compiles never see half a file. */
+/* Written to a temporary name and renamed, so concurrent compiles never see half a file. A cache
+ * that cannot be written costs the next compile its minute: say so. */
 static void write_cache(const char *path, const void *data, size_t size)
 {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
     FILE *f = fopen(tmp, "wb");
-    if (!f)
+    bool ok = f && fwrite(data, 1, size, f) == size;
+    ok = f && fclose(f) == 0 && ok;
+    if (ok && rename(tmp, path) == 0)
         return;
-    bool ok = fwrite(data, 1, size, f) == size;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0)
-        remove(tmp);
+    fprintf(stderr, "mcc: note: cannot cache the CUDA kernels as %s (%s): the next compile compiles them again; "
+                    "set MCC_CACHE_DIR to a writable directory\n", path, strerror(errno));
+    remove(tmp);
+}
+
+/* Kernel templates in the sources (each `__global__`; the cubin holds their instantiations). */
+static int count_kernel_templates(void)
+{
+    int n = 0;
+    for (int i = 0; i < cg_num_kernel_sources; i++)
+        for (const char *p = cg_kernel_sources[i].text; (p = strstr(p, "__global__")); p++)
+            n++;
+    return n;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static bool nvrtc_compile(const compile_options *o, void **image, size_t *size, char *err, size_t errlen)
@@ -154,8 +175,12 @@ bool cg_cuda_compile_kernels_with(const char *const *defines, int ndefines, void
     cache_path(path, sizeof path, sources_hash(&o));
     if (read_file(path, image, size))
         return true;
+    fprintf(stderr, "mcc: compiling %d CUDA kernel templates with NVRTC for sm_90 (about a minute, once: cached as "
+                    "%s for next time)\n", count_kernel_templates(), path);
+    double t0 = now_s();
     if (!nvrtc_compile(&o, image, size, err, errlen))
         return false;
+    fprintf(stderr, "mcc: compiled the CUDA kernels in %.1f s\n", now_s() - t0);
     write_cache(path, *image, *size);
     return true;
 }
