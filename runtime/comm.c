@@ -132,6 +132,8 @@ bool rt_rank_env_detect(rt_rank_env *e, char *err, size_t errlen)
     return true;
 }
 
+int rt_rank_device(const rt_rank_env *e, int ndev) { return e->local_rank % ndev; }
+
 /* ---- mesh layout ---------------------------------------------------------------------------- */
 
 /* One axis seen as a mixed-radix number (digit 0 fastest) and the digit the axis varies. */

@@ -30,6 +30,10 @@ typedef struct {
 /* False with err naming the variable and the fix when a value is missing, not an integer, out
  * of range, or contradicts another launcher's. */
 bool rt_rank_env_detect(rt_rank_env *e, char *err, size_t errlen);
+/* The GPU a rank takes among the ndev (>= 1) its process sees: local_rank % ndev, so the ranks of
+ * a node spread over its GPUs under every launcher above (CUDA_VISIBLE_DEVICES narrows what a
+ * process sees). */
+int rt_rank_device(const rt_rank_env *e, int ndev);
 
 /* ---- rank layout (Megatron's order "tp-cp-ep-dp-pp": tp fastest, pp slowest) ---------------
  *   world_rank = tp_i + tp * (cp_i + cp * (dp_i + dp * pp_i))

@@ -51,6 +51,11 @@ typedef struct rt_device {
      * captured NCCL collectives: NCCL cannot finalize a communicator while they live), before
      * rt_parallel_finish frees them. NULL where nothing does (the CPU). */
     void (*quiesce)(struct rt_program *p);
+    /* A named range on the device's timeline (NVTX on CUDA, for Nsight Systems); ranges nest.
+     * Host-side calls, legal while a CUDA graph is captured. NULL where nothing records them
+     * (the CPU). Called through runtime/trace.h. */
+    void (*trace_push)(const char *name);
+    void (*trace_pop)(void);
 } rt_device;
 
 extern const rt_device rt_cpu_device;

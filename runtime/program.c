@@ -3,6 +3,7 @@
  * device's (one kernel per instruction on the CPU, a replayed CUDA graph on the GPU). */
 #include "program.h"
 #include "runtime/parallel.h"
+#include "runtime/trace.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -184,7 +185,12 @@ void rt_program_init_params(rt_program *p, uint64_t seed)
         rt_program_run(p, setup);
 }
 
-void rt_program_run(rt_program *p, int func) { p->dev->run(p, func); }
+void rt_program_run(rt_program *p, int func)
+{
+    rt_trace_push(p, p->m->funcs[func]->name);
+    p->dev->run(p, func);
+    rt_trace_pop(p);
+}
 
 int rt_program_find(const rt_program *p, int func, ir_op op, const char *name)
 {

@@ -13,6 +13,7 @@
 
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <nvtx3/nvToolsExt.h> /* header-only NVTX3: nothing to link; a no-op unless a tool attaches */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,12 +205,24 @@ static bool has_collective(const ir_func *f)
     return false;
 }
 
-static void cuda_open(rt_program *p, const void *image)
+/* The rank's GPU, from the launcher's layout (torchrun, Open MPI or SLURM), before any CUDA
+ * context exists: the cubin is loaded into that GPU's context. */
+static void select_gpu(void)
 {
-    const char *local = getenv("LOCAL_RANK");
+    char err[1024];
+    rt_rank_env env;
+    if (!rt_rank_env_detect(&env, err, sizeof err)) {
+        fprintf(stderr, "train_rank: error: %s\n", err);
+        exit(2);
+    }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0)
-        RT_CUDART_CHECK(cudaSetDevice(local ? atoi(local) % ndev : 0));
+        RT_CUDART_CHECK(cudaSetDevice(rt_rank_device(&env, ndev)));
+}
+
+static void cuda_open(rt_program *p, const void *image)
+{
+    select_gpu();
     char err[512];
     cuda_state *s = calloc(1, sizeof *s);
     s->cx = image ? rt_cuda_ctx_create(image, err, sizeof err) : NULL;
@@ -454,6 +467,9 @@ static size_t cuda_memory_in_use(rt_program *p)
 
 static void *cuda_queue(rt_program *p) { return stream(p); }
 
+static void cuda_trace_push(const char *name) { nvtxRangePushA(name); }
+static void cuda_trace_pop(void) { nvtxRangePop(); }
+
 /* NCCL bootstraps from MASTER_ADDR/MASTER_PORT (torchrun, train_rank --nproc-per-node), or over
  * MPI when mpirun started the ranks and this build has MPI. */
 static rt_comm *cuda_world_comm(rt_program *p, const rt_rank_env *e, char *err, size_t errlen)
@@ -470,4 +486,4 @@ static rt_comm *cuda_world_comm(rt_program *p, const rt_rank_env *e, char *err, 
 
 const rt_device rt_cuda_device = {"cuda",     cuda_open, cuda_alloc,         cuda_free,  cuda_upload, cuda_download,
                                   cuda_init, cuda_run,  cuda_memory_in_use, cuda_close, cuda_queue, cuda_world_comm,
-                                  cuda_alloc_window, cuda_quiesce};
+                                  cuda_alloc_window, cuda_quiesce, cuda_trace_push, cuda_trace_pop};
