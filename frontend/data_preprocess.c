@@ -1,6 +1,7 @@
 /* data_preprocess.c — `mcc data preprocess`: streams jsonl or plain text through a tokenizer
  * (GPT-2 BPE or byte-level) in --workers threads into PREFIX_KEY_document.bin/.idx, in input order. */
 #include "frontend/data_preprocess.h"
+#include "common/cli.h"
 #include "frontend/indexed_builder.h"
 #include "frontend/tokenizer_gpt2.h"
 
@@ -156,8 +157,6 @@ static bool dp_parse_flags(int argc, char **argv, dp_options *o, char *err, size
 
 static bool dp_check_options(dp_options *o, char *err, size_t errlen) {
     bool gpt2 = strcmp(o->tokenizer_type, "GPT2BPETokenizer") == 0;
-    char *end = NULL;
-    long workers = o->workers_arg ? strtol(o->workers_arg, &end, 10) : 1;
     if (!o->input) snprintf(err, errlen, "missing --input FILE (a jsonl or plain-text corpus)");
     else if (!o->prefix) snprintf(err, errlen, "missing --output-prefix PREFIX (writes PREFIX_%s_document.bin/.idx)",
                                   o->json_key);
@@ -170,19 +169,24 @@ static bool dp_check_options(dp_options *o, char *err, size_t errlen) {
     else if (!gpt2 && (o->vocab_file || o->merge_file))
         snprintf(err, errlen, "%s is only read by --tokenizer-type GPT2BPETokenizer (this run uses ByteLevel)",
                  o->vocab_file ? "--vocab-file" : "--merge-file");
-    else if (end && (*end || workers < 1 || workers > DP_MAX_WORKERS))
-        snprintf(err, errlen, "--workers %s: needs a whole number of threads from 1 to %d, e.g. --workers 8",
-                 o->workers_arg, DP_MAX_WORKERS);
-    else {
-        o->workers = (int)workers;
+    else
         return true;
-    }
     return false;
+}
+
+/* --workers N: tokenizing threads, 1 when not given. */
+static bool dp_check_workers(dp_options *o, char *err, size_t errlen) {
+    long long workers = 1;
+    if (o->workers_arg && !cli_parse_int("--workers", o->workers_arg, 1, DP_MAX_WORKERS, &workers, err, errlen))
+        return false;
+    o->workers = (int)workers;
+    return true;
 }
 
 static bool dp_parse_args(int argc, char **argv, dp_options *o, char *err, size_t errlen) {
     *o = (dp_options){.json_key = "text", .tokenizer_type = "ByteLevel"};
-    return dp_parse_flags(argc, argv, o, err, errlen) && dp_check_options(o, err, errlen);
+    return dp_parse_flags(argc, argv, o, err, errlen) && dp_check_options(o, err, errlen) &&
+           dp_check_workers(o, err, errlen);
 }
 
 static bool dp_tokenizer_open(const dp_options *o, dp_tokenizer *t, char *err, size_t errlen) {
