@@ -3,7 +3,7 @@
 #include "frontend/data_preprocess.h"
 #include "common/cli.h"
 #include "frontend/indexed_builder.h"
-#include "frontend/tokenizer_gpt2.h"
+#include "frontend/tokenizer_bpe.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -42,7 +42,7 @@ typedef struct {
 
 typedef struct {
     const char *name;  /* as --tokenizer-type spells it */
-    tok_gpt2 *gpt2;    /* NULL: ByteLevel */
+    tok_bpe *bpe;      /* NULL: ByteLevel */
     int32_t vocab_size, eod;
 } dp_tokenizer;
 
@@ -192,14 +192,14 @@ static bool dp_parse_args(int argc, char **argv, dp_options *o, char *err, size_
 static bool dp_tokenizer_open(const dp_options *o, dp_tokenizer *t, char *err, size_t errlen) {
     *t = (dp_tokenizer){.name = o->tokenizer_type, .vocab_size = MCC_DATA_VOCAB_SIZE, .eod = MCC_DATA_EOD_TOKEN};
     if (strcmp(o->tokenizer_type, "GPT2BPETokenizer") != 0) return true;
-    t->gpt2 = tok_gpt2_load(o->vocab_file, o->merge_file, err, errlen);
-    if (!t->gpt2) return false;
-    t->vocab_size = tok_gpt2_vocab_size(t->gpt2);
-    t->eod = tok_gpt2_eod(t->gpt2);
+    t->bpe = tok_gpt2_load(o->vocab_file, o->merge_file, err, errlen);
+    if (!t->bpe) return false;
+    t->vocab_size = tok_bpe_vocab_size(t->bpe);
+    t->eod = tok_bpe_eod(t->bpe);
     if (o->append_eod && t->eod < 0) {
         snprintf(err, errlen, "--append-eod: --vocab-file %s has no \"<|endoftext|>\" token to end documents with",
                  o->vocab_file);
-        tok_gpt2_free(t->gpt2);
+        tok_bpe_free(t->bpe);
         return false;
     }
     return true;
@@ -234,14 +234,14 @@ static bool dp_json_text(const dp_pipeline *p, const char *line, const dp_item *
 
 /* Appends the tokens of one document (and its end-of-document token) to out. Like Megatron's
  * Encoder.encode, an empty document gets no end-of-document token. */
-static bool dp_tokenize_item(const dp_pipeline *p, tok_gpt2_ctx *ctx, const dp_chunk *ch, const dp_item *it,
+static bool dp_tokenize_item(const dp_pipeline *p, tok_bpe_ctx *ctx, const dp_chunk *ch, const dp_item *it,
                              tok_ids *out, char *err, size_t errlen) {
     const char *text = ch->text + it->off;
     size_t len = it->len, start = out->n;
     json_t *obj = NULL;
     bool ok = p->mode == DP_MODE_TEXT || dp_json_text(p, text, it, &obj, &text, &len, err, errlen);
     if (ok && ctx) {
-        ok = tok_gpt2_encode(ctx, text, len, out);
+        ok = tok_bpe_encode(ctx, text, len, out);
         if (!ok) /* jansson only yields valid UTF-8, so this is plain text */
             snprintf(err, errlen, "--input %s line %" PRId64 ": the paragraph starting here is not valid UTF-8; "
                      "GPT2BPETokenizer reads UTF-8 text (ByteLevel takes any bytes)", p->opt->input, it->lineno);
@@ -253,7 +253,7 @@ static bool dp_tokenize_item(const dp_pipeline *p, tok_gpt2_ctx *ctx, const dp_c
     return ok;
 }
 
-static void dp_tokenize_chunk(const dp_pipeline *p, tok_gpt2_ctx *ctx, dp_chunk *ch) {
+static void dp_tokenize_chunk(const dp_pipeline *p, tok_bpe_ctx *ctx, dp_chunk *ch) {
     ch->ids.n = 0;
     for (size_t i = 0; i < ch->nitems && !ch->failed; i++) {
         size_t before = ch->ids.n;
@@ -264,7 +264,7 @@ static void dp_tokenize_chunk(const dp_pipeline *p, tok_gpt2_ctx *ctx, dp_chunk 
 
 static void *dp_worker(void *arg) {
     dp_pipeline *p = arg;
-    tok_gpt2_ctx *ctx = p->tok->gpt2 ? tok_gpt2_ctx_new(p->tok->gpt2) : NULL;
+    tok_bpe_ctx *ctx = p->tok->bpe ? tok_bpe_ctx_new(p->tok->bpe) : NULL;
     pthread_mutex_lock(&p->mu);
     for (;;) {
         while (!p->stop && p->taken == p->submitted) pthread_cond_wait(&p->work, &p->mu);
@@ -277,7 +277,7 @@ static void *dp_worker(void *arg) {
         pthread_cond_signal(&p->done);
     }
     pthread_mutex_unlock(&p->mu);
-    tok_gpt2_ctx_free(ctx);
+    tok_bpe_ctx_free(ctx);
     return NULL;
 }
 
@@ -470,7 +470,7 @@ static bool dp_run(const dp_options *o, char *err, size_t errlen) {
     ok = ok && ib_finish(b, err, errlen);
     if (ok) dp_progress(&r, b, o, &t, true);
     ib_close(b, !ok);
-    tok_gpt2_free(t.gpt2);
+    tok_bpe_free(t.bpe);
     free(name);
     free(r.line);
     fclose(r.in);

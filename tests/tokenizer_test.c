@@ -4,7 +4,7 @@
  *       round-trips, plus cases where JavaScript's \s differs from GPT-2's Python regex
  *   tokenizer_test errors VOCAB MERGES OUT_DIR
  *       bad vocab / merge files are refused with a message naming the file and the fix       */
-#include "frontend/tokenizer_gpt2.h"
+#include "frontend/tokenizer_bpe.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -23,9 +23,9 @@ static int tt_failures;
         }                                                         \
     } while (0)
 
-static tok_gpt2 *tt_load(const char *vocab, const char *merges) {
+static tok_bpe *tt_load(const char *vocab, const char *merges) {
     char err[1024];
-    tok_gpt2 *t = tok_gpt2_load(vocab, merges, err, sizeof err);
+    tok_bpe *t = tok_gpt2_load(vocab, merges, err, sizeof err);
     if (!t) {
         fprintf(stderr, "cannot load the GPT-2 tokenizer: %s\n", err);
         exit(2);
@@ -34,16 +34,16 @@ static tok_gpt2 *tt_load(const char *vocab, const char *merges) {
 }
 
 /* Encodes text, compares with want[0..nwant) and checks decode gives the text back. */
-static void tt_check_case(const tok_gpt2 *t, tok_gpt2_ctx *c, const char *label, const char *text, size_t n,
+static void tt_check_case(const tok_bpe *t, tok_bpe_ctx *c, const char *label, const char *text, size_t n,
                           const int32_t *want, size_t nwant) {
     tok_ids got = {0};
-    TT_CHECK(tok_gpt2_encode(c, text, n, &got), "%s: encode refused valid UTF-8", label);
+    TT_CHECK(tok_bpe_encode(c, text, n, &got), "%s: encode refused valid UTF-8", label);
     size_t i = 0;
     while (i < got.n && i < nwant && got.v[i] == want[i]) i++;
     TT_CHECK(i == got.n && i == nwant, "%s (%.60s): %zu ids, want %zu; first difference at %zu: %d, want %d", label,
              text, got.n, nwant, i, i < got.n ? got.v[i] : -1, i < nwant ? want[i] : -1);
     size_t len = 0;
-    char *back = tok_gpt2_decode(t, got.v, got.n, &len);
+    char *back = tok_bpe_decode(t, got.v, got.n, &len);
     TT_CHECK(back && len == n && memcmp(back, text, n) == 0, "%s (%.60s): decode(encode(text)) is not the text",
              label, text);
     free(back);
@@ -62,7 +62,7 @@ static json_t *tt_load_json(const char *line, const char *path, int lineno) {
 
 /* Compares against the reference ids, one case a line; each case runs twice to also check the
  * cached path of the same ctx gives the same ids. */
-static int tt_reference_cases(const tok_gpt2 *t, tok_gpt2_ctx *c, const char *cases, const char *expected) {
+static int tt_reference_cases(const tok_bpe *t, tok_bpe_ctx *c, const char *cases, const char *expected) {
     FILE *fc = fopen(cases, "r"), *fe = fopen(expected, "r");
     if (!fc || !fe) {
         fprintf(stderr, "cannot read %s or %s\n", cases, expected);
@@ -97,21 +97,21 @@ static int tt_reference_cases(const tok_gpt2 *t, tok_gpt2_ctx *c, const char *ca
 
 /* Where JavaScript's \s (with U+FEFF, without U+0085) differs from GPT-2's Python `regex`
  * (Unicode White_Space), the ids below are from OpenAI's encoder.py run with `regex`. */
-static void tt_python_whitespace_cases(const tok_gpt2 *t, tok_gpt2_ctx *c) {
+static void tt_python_whitespace_cases(const tok_bpe *t, tok_bpe_ctx *c) {
     tt_check_case(t, c, "U+0085 is whitespace", "a \xc2\x85!", 5, (const int32_t[]){64, 220, 126, 227, 0}, 5);
     tt_check_case(t, c, "U+FEFF is not whitespace", "a \xef\xbb\xbf!", 6, (const int32_t[]){64, 27332, 119, 123, 0}, 5);
 }
 
 /* Megatron-sized inputs: a 1 MB word, a 1 MB whitespace run; invalid UTF-8 is refused. */
-static void tt_stress_cases(const tok_gpt2 *t, tok_gpt2_ctx *c) {
+static void tt_stress_cases(const tok_bpe *t, tok_bpe_ctx *c) {
     size_t n = 1 << 20;
     char *text = malloc(n + 1);
     for (int k = 0; k < 2; k++) {
         memset(text, k ? ' ' : 'x', n);
         tok_ids ids = {0};
         size_t len = 0;
-        TT_CHECK(tok_gpt2_encode(c, text, n, &ids), "%s run refused", k ? "space" : "letter");
-        char *back = tok_gpt2_decode(t, ids.v, ids.n, &len);
+        TT_CHECK(tok_bpe_encode(c, text, n, &ids), "%s run refused", k ? "space" : "letter");
+        char *back = tok_bpe_decode(t, ids.v, ids.n, &len);
         TT_CHECK(back && len == n && memcmp(back, text, n) == 0, "1 MB %s run does not round-trip",
                  k ? "space" : "letter");
         free(back);
@@ -120,23 +120,23 @@ static void tt_stress_cases(const tok_gpt2 *t, tok_gpt2_ctx *c) {
     free(text);
     tok_ids ids = {0};
     tok_ids_push(&ids, 7);
-    TT_CHECK(!tok_gpt2_encode(c, "ok \xff\xfe bad", 9, &ids) && ids.n == 1,
+    TT_CHECK(!tok_bpe_encode(c, "ok \xff\xfe bad", 9, &ids) && ids.n == 1,
              "invalid UTF-8 must be refused without appending ids");
     size_t len;
-    TT_CHECK(!tok_gpt2_decode(t, (const int32_t[]){50257}, 1, &len), "decode must refuse id 50257");
+    TT_CHECK(!tok_bpe_decode(t, (const int32_t[]){50257}, 1, &len), "decode must refuse id 50257");
     tok_ids_free(&ids);
 }
 
 static int tt_mode_ids(char **argv) {
-    tok_gpt2 *t = tt_load(argv[2], argv[3]);
-    tok_gpt2_ctx *c = tok_gpt2_ctx_new(t);
-    TT_CHECK(tok_gpt2_vocab_size(t) == 50257, "vocab size %d, want 50257", tok_gpt2_vocab_size(t));
-    TT_CHECK(tok_gpt2_eod(t) == 50256, "<|endoftext|> is %d, want 50256", tok_gpt2_eod(t));
+    tok_bpe *t = tt_load(argv[2], argv[3]);
+    tok_bpe_ctx *c = tok_bpe_ctx_new(t);
+    TT_CHECK(tok_bpe_vocab_size(t) == 50257, "vocab size %d, want 50257", tok_bpe_vocab_size(t));
+    TT_CHECK(tok_bpe_eod(t) == 50256, "<|endoftext|> is %d, want 50256", tok_bpe_eod(t));
     int n = tt_reference_cases(t, c, argv[4], argv[5]);
     tt_python_whitespace_cases(t, c);
     tt_stress_cases(t, c);
-    tok_gpt2_ctx_free(c);
-    tok_gpt2_free(t);
+    tok_bpe_ctx_free(c);
+    tok_bpe_free(t);
     if (!tt_failures) printf("OK: %d reference cases match GPT-2's ids and round-trip\n", n);
     return tt_failures ? 1 : 0;
 }
@@ -158,10 +158,10 @@ static const char *tt_write(const char *dir, const char *name, const char *text)
 
 static void tt_expect_error(const char *vocab, const char *merges, const char *needle) {
     char err[1024] = "";
-    tok_gpt2 *t = tok_gpt2_load(vocab, merges, err, sizeof err);
+    tok_bpe *t = tok_gpt2_load(vocab, merges, err, sizeof err);
     TT_CHECK(!t && strstr(err, needle), "loading %s + %s: expected an error mentioning '%s', got %s", vocab, merges,
              needle, t ? "success" : err);
-    tok_gpt2_free(t);
+    tok_bpe_free(t);
 }
 
 /* A vocab of the 256 byte tokens (ids 0..255), plus `extra` (JSON members, ids from 256). */
@@ -197,14 +197,14 @@ static int tt_mode_errors(char **argv) {
     /* The smallest working tokenizer: one merge, applied; a last line without '\n' is ignored as
      * in encoder.py; an unknown merge side is skipped. */
     char err[1024];
-    tok_gpt2 *t = tok_gpt2_load(small, tt_write(dir, "m3.txt", "#version: 0.2\nq \\u4e2d\na b\nb a"), err, sizeof err);
+    tok_bpe *t = tok_gpt2_load(small, tt_write(dir, "m3.txt", "#version: 0.2\nq \\u4e2d\na b\nb a"), err, sizeof err);
     TT_CHECK(t, "small tokenizer: %s", err);
     if (t) {
-        tok_gpt2_ctx *c = tok_gpt2_ctx_new(t);
+        tok_bpe_ctx *c = tok_bpe_ctx_new(t);
         tt_check_case(t, c, "small tokenizer", "abab", 4, (const int32_t[]){256, 256}, 2);
-        TT_CHECK(tok_gpt2_eod(t) == -1, "no <|endoftext|> in the vocab: eod %d, want -1", tok_gpt2_eod(t));
-        tok_gpt2_ctx_free(c);
-        tok_gpt2_free(t);
+        TT_CHECK(tok_bpe_eod(t) == -1, "no <|endoftext|> in the vocab: eod %d, want -1", tok_bpe_eod(t));
+        tok_bpe_ctx_free(c);
+        tok_bpe_free(t);
     }
     if (!tt_failures) printf("OK: bad vocab and merge files are refused with their messages\n");
     return tt_failures ? 1 : 0;
