@@ -6,6 +6,7 @@
  * Same inputs, same tokens for every global sample index as Megatron-LM. */
 #include "runtime/gpt_dataset.h"
 
+#include "common/cli.h"
 #include "runtime/dataset.h"
 
 #include <assert.h>
@@ -13,14 +14,45 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 static const char *const RT_SPLIT_NAMES[RT_SPLITS] = {"train", "valid", "test"};
+/* The train_rank flag that sets how many samples each split needs. */
+static const char *const RT_SPLIT_FLAGS[RT_SPLITS] = {"--train-iters", "--eval-iters", "--eval-iters"};
 
 /* Megatron's mid_level_dataset_surplus: each blended dataset builds 0.5% more samples than its share. */
 static const double RT_GPT_SURPLUS = 0.005;
 /* Megatron's separate_final_epoch threshold: a final epoch used below 80% is shuffled on its own. */
 static const double RT_GPT_FINAL_EPOCH = 0.80;
 enum { RT_GPT_MAX_DATASETS = 32767 }; /* Megatron's int16 dataset index */
+
+/* ---- progress of a long index build ----------------------------------------------------------- */
+
+/* Billions of samples take minutes to index: a line every RT_GPT_PROGRESS_S seconds says how far
+ * it is. The loops report every RT_GPT_TICK elements, so the clock costs nothing. */
+static const double RT_GPT_PROGRESS_S = 5.0;
+enum { RT_GPT_TICK = 1 << 20 };
+typedef struct {
+    FILE *log;          /* NULL: silent */
+    double total, done; /* bytes of the indices to build, and built */
+    double t_start, t_last;
+} rt_gpt_progress;
+
+static double rt_gpt_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void rt_gpt_tick(rt_gpt_progress *p, double bytes) {
+    p->done += bytes;
+    double now = p->log ? rt_gpt_now() : 0;
+    if (!p->log || now - p->t_last < RT_GPT_PROGRESS_S) return;
+    p->t_last = now;
+    fprintf(p->log, "data: sample indices %.0f%% built (%.0f s)\n", 100 * p->done / p->total, now - p->t_start);
+    fflush(p->log);
+}
 
 /* ---- numpy.random.RandomState: MT19937, legacy random_interval, shuffle ------------------- */
 
@@ -72,7 +104,7 @@ static uint64_t rt_np_interval(rt_mt *mt, uint64_t max) {
  * the data either, so they are drawn RT_NP_AHEAD swaps early and their targets prefetched: with
  * 10^8 elements nearly every swap misses the caches, and waiting for each in turn triples the time. */
 enum { RT_NP_AHEAD = 64 };
-static void rt_np_shuffle(rt_mt *mt, void *data, int64_t n, size_t size) {
+static void rt_np_shuffle(rt_mt *mt, void *data, int64_t n, size_t size, rt_gpt_progress *progress) {
     unsigned char *a = data, tmp[8];
     int64_t ahead[RT_NP_AHEAD], next = n - 1; /* ahead[i % RT_NP_AHEAD]: the draw for i */
     for (int64_t i = n - 1; i > 0; i--) {
@@ -81,6 +113,7 @@ static void rt_np_shuffle(rt_mt *mt, void *data, int64_t n, size_t size) {
             __builtin_prefetch(a + ahead[next % RT_NP_AHEAD] * size, 1);
         }
         int64_t j = ahead[i % RT_NP_AHEAD];
+        if (i % RT_GPT_TICK == 0) rt_gpt_tick(progress, (double)RT_GPT_TICK * (double)size);
         memcpy(tmp, a + j * size, size);
         memcpy(a + j * size, a + i * size, size);
         memcpy(a + i * size, tmp, size);
@@ -118,33 +151,35 @@ static void rt_np_normalize(const double *w, int n, double *out) {
 
 /* ---- --split --------------------------------------------------------------------------------- */
 
-/* Megatron's parse_and_normalize_split (the numbers in the string, zero-padded to three,
- * normalised) and convert_split_vector_to_split_matrix (cumulative book-ends [lo, hi) as fractions
- * of the sequences; has[s] false for a zero share). */
+/* Megatron's parse_and_normalize_split (up to three shares, zero-padded to three, normalised) and
+ * convert_split_vector_to_split_matrix (cumulative book-ends [lo, hi) as fractions of the
+ * sequences; has[s] false for a zero share). The shares are numbers >= 0 separated by ',' or '/';
+ * Megatron picks the digits out of any text, so "-1,2,3" would train on 1,2,3: here it is an error. */
 static bool rt_gpt_parse_split(const char *text, double lo[RT_SPLITS], double hi[RT_SPLITS], bool has[RT_SPLITS],
                                char *err, size_t errlen) {
+    static const char hint[] = "the shares are train,valid,test, e.g. --split 969,30,1";
     double v[RT_SPLITS] = {0};
     int n = 0;
-    for (const char *p = text; *p;) {
-        size_t run = strspn(p, ".0123456789"); /* Megatron's re.findall(r"[.0-9]+") */
-        if (!run) {
-            p++;
-            continue;
-        }
-        char num[64], *end;
+    char why[256], share[32];
+    for (const char *p = text;; p++) { /* p++: past the separator; a share must follow it */
+        size_t run = strcspn(p, ",/");
+        char num[64];
         snprintf(num, sizeof num, "%.*s", (int)run, p);
-        double x = run < sizeof num ? strtod(num, &end) : 0;
-        if (run >= sizeof num || *end || end == num || n == RT_SPLITS) {
-            snprintf(err, errlen, "--split %s: %s; give up to three shares train,valid,test, e.g. --split 969,30,1",
-                     text, n == RT_SPLITS ? "more than three numbers" : "a share is not a number");
+        if (n == RT_SPLITS) {
+            snprintf(err, errlen, "--split %s: more than three shares; %s", text, hint);
             return false;
         }
-        v[n++] = x;
+        snprintf(share, sizeof share, "the %s share", RT_SPLIT_NAMES[n]);
+        if (run >= sizeof num || !cli_parse_num(share, num, 0, false, INFINITY, &v[n++], why, sizeof why)) {
+            snprintf(err, errlen, "--split '%s': %s; %s", text, run >= sizeof num ? "a share is too long" : why, hint);
+            return false;
+        }
         p += run;
+        if (!*p) break;
     }
     rt_np_normalize(v, RT_SPLITS, v);
     if (!(v[0] + v[1] + v[2] > 0)) { /* all zero: NaN */
-        snprintf(err, errlen, "--split %s: the shares sum to 0; give e.g. --split 969,30,1", text);
+        snprintf(err, errlen, "--split %s: the shares sum to 0; %s", text, hint);
         return false;
     }
     double edge = 0.0;
@@ -162,6 +197,7 @@ typedef struct {
     int64_t first_seq, num_seqs; /* the split's sequences [first_seq, first_seq+num_seqs) */
     int64_t tokens_per_epoch, num_epochs;
     bool separate_final_epoch;
+    int64_t sans_final;   /* samples before the final epoch (_get_num_epochs's rule) */
     int64_t num_samples;  /* len(): samples the sample index holds (0: not built) */
     int32_t *doc_index;   /* [num_epochs*num_seqs] sequence ids in shuffled order */
     int64_t *sample_doc;  /* [num_samples+1] doc_index position where sample i starts... */
@@ -176,6 +212,7 @@ typedef struct { /* what builds one rt_gpt_split */
     uint32_t seed;
     double lo, hi;       /* --split book-ends */
     int64_t num_samples; /* requested */
+    rt_gpt_progress *progress;
 } rt_gpt_split_job;
 
 static bool rt_gpt_oom(const char *what, int64_t count, const rt_gpt_split_job *job, char *err, size_t errlen) {
@@ -187,9 +224,8 @@ static bool rt_gpt_oom(const char *what, int64_t count, const rt_gpt_split_job *
 
 /* The split's sequences (Megatron rounds each book-end half to even), its tokens, and the epochs
  * the requested samples need (_get_num_epochs), with the final-epoch rule of
- * _build_document_sample_shuffle_indices. Returns the samples before the final epoch. */
-static bool rt_gpt_plan_epochs(rt_gpt_split *g, const rt_gpt_split_job *job, int64_t *sans_final, char *err,
-                               size_t errlen) {
+ * _build_document_sample_shuffle_indices (g->sans_final: the samples before the final epoch). */
+static bool rt_gpt_plan_epochs(rt_gpt_split *g, const rt_gpt_split_job *job, char *err, size_t errlen) {
     int64_t n = rt_dataset_num_sequences(job->ds), S = job->seq_length;
     g->first_seq = (int64_t)nearbyint(job->lo * (double)n);
     g->num_seqs = (int64_t)nearbyint(job->hi * (double)n) - g->first_seq;
@@ -211,14 +247,26 @@ static bool rt_gpt_plan_epochs(rt_gpt_split *g, const rt_gpt_split_job *job, int
     }
     int64_t wanted = job->num_samples * S + 1; /* +1: the last sample's extra token */
     g->num_epochs = wanted <= T ? 1 : (wanted + T - 1) / T;
-    *sans_final = 0;
+    g->sans_final = 0;
     g->separate_final_epoch = false;
     if (g->num_epochs > 1) {
-        *sans_final = ((g->num_epochs - 1) * T - 1) / S;
+        g->sans_final = ((g->num_epochs - 1) * T - 1) / S;
         int64_t per_epoch = (T - 1) / S;
-        g->separate_final_epoch = job->num_samples - *sans_final < (int64_t)(RT_GPT_FINAL_EPOCH * (double)per_epoch);
+        g->separate_final_epoch = job->num_samples - g->sans_final < (int64_t)(RT_GPT_FINAL_EPOCH * (double)per_epoch);
     }
     return true;
+}
+
+/* The samples the sample index will hold: every whole sample of the epochs' tokens. */
+static int64_t rt_gpt_samples_built(const rt_gpt_split *g, int seq_length) {
+    return (g->num_epochs * g->tokens_per_epoch - 1) / seq_length;
+}
+
+/* Bytes of the split's document, sample and shuffle indices (as rt_gpt_build_split allocates). */
+static double rt_gpt_split_bytes(const rt_gpt_split *g, int seq_length) {
+    double ns = (double)rt_gpt_samples_built(g, seq_length);
+    return (double)g->num_epochs * (double)g->num_seqs * sizeof *g->doc_index +
+           (ns + 1) * (sizeof *g->sample_doc + sizeof *g->sample_off) + ns * sizeof *g->shuffle;
 }
 
 /* _build_document_index: the split's sequences once per epoch, shuffled together, or the final
@@ -230,8 +278,8 @@ static bool rt_gpt_build_doc_index(rt_gpt_split *g, rt_mt *mt, const rt_gpt_spli
         return rt_gpt_oom("document index", len, job, err, errlen);
     for (int64_t i = 0; i < len; i++) g->doc_index[i] = (int32_t)(g->first_seq + i % D);
     int64_t head = g->separate_final_epoch ? len - D : len;
-    rt_np_shuffle(mt, g->doc_index, head, sizeof *g->doc_index);
-    rt_np_shuffle(mt, g->doc_index + head, len - head, sizeof *g->doc_index);
+    rt_np_shuffle(mt, g->doc_index, head, sizeof *g->doc_index, job->progress);
+    rt_np_shuffle(mt, g->doc_index + head, len - head, sizeof *g->doc_index, job->progress);
     return true;
 }
 
@@ -239,13 +287,15 @@ static bool rt_gpt_build_doc_index(rt_gpt_split *g, rt_mt *mt, const rt_gpt_spli
  * spans the seq_length+1 tokens from (sample_doc[i], sample_off[i]) to (sample_doc[i+1],
  * sample_off[i+1]) inclusive, so consecutive samples share one token. */
 static bool rt_gpt_build_sample_index(rt_gpt_split *g, const rt_gpt_split_job *job, char *err, size_t errlen) {
-    int64_t S = job->seq_length, ns = (g->num_epochs * g->tokens_per_epoch - 1) / S;
+    int64_t S = job->seq_length, ns = rt_gpt_samples_built(g, job->seq_length);
     g->sample_doc = malloc((size_t)(ns + 1) * sizeof *g->sample_doc);
     g->sample_off = malloc((size_t)(ns + 1) * sizeof *g->sample_off);
     if (!g->sample_doc || !g->sample_off) return rt_gpt_oom("sample index", ns + 1, job, err, errlen);
     int64_t pos = 0, off = 0;
     g->sample_doc[0] = g->sample_off[0] = 0;
     for (int64_t i = 1; i <= ns; i++) {
+        if (i % RT_GPT_TICK == 0)
+            rt_gpt_tick(job->progress, (double)RT_GPT_TICK * (sizeof *g->sample_doc + sizeof *g->sample_off));
         int64_t remaining = S + 1;
         while (remaining) {
             assert(pos < g->num_epochs * g->num_seqs); /* ns leaves the last sample inside the epochs */
@@ -268,23 +318,23 @@ static bool rt_gpt_build_sample_index(rt_gpt_split *g, const rt_gpt_split_job *j
 
 /* _build_shuffle_index: the samples before the final epoch and those of it shuffled apart when
  * the final epoch is separate, else all together. */
-static bool rt_gpt_build_shuffle(rt_gpt_split *g, rt_mt *mt, int64_t sans_final, const rt_gpt_split_job *job,
-                                 char *err, size_t errlen) {
-    int64_t ns = g->num_samples, head = g->separate_final_epoch ? sans_final : ns;
+static bool rt_gpt_build_shuffle(rt_gpt_split *g, rt_mt *mt, const rt_gpt_split_job *job, char *err,
+                                 size_t errlen) {
+    int64_t ns = g->num_samples, head = g->separate_final_epoch ? g->sans_final : ns;
     if (!(g->shuffle = malloc((size_t)ns * sizeof *g->shuffle))) return rt_gpt_oom("shuffle index", ns, job, err, errlen);
     for (int64_t i = 0; i < ns; i++) g->shuffle[i] = i;
-    rt_np_shuffle(mt, g->shuffle, head, sizeof *g->shuffle);
-    rt_np_shuffle(mt, g->shuffle + head, ns - head, sizeof *g->shuffle);
+    rt_np_shuffle(mt, g->shuffle, head, sizeof *g->shuffle, job->progress);
+    rt_np_shuffle(mt, g->shuffle + head, ns - head, sizeof *g->shuffle, job->progress);
     return true;
 }
 
-/* GPTDataset._build_document_sample_shuffle_indices: one RandomState(seed) per dataset and split. */
+/* GPTDataset._build_document_sample_shuffle_indices (after rt_gpt_plan_epochs): one
+ * RandomState(seed) per dataset and split. */
 static bool rt_gpt_build_split(rt_gpt_split *g, const rt_gpt_split_job *job, char *err, size_t errlen) {
-    int64_t sans_final;
     rt_mt mt;
     rt_mt_seed(&mt, job->seed);
-    return rt_gpt_plan_epochs(g, job, &sans_final, err, errlen) && rt_gpt_build_doc_index(g, &mt, job, err, errlen) &&
-           rt_gpt_build_sample_index(g, job, err, errlen) && rt_gpt_build_shuffle(g, &mt, sans_final, job, err, errlen);
+    return rt_gpt_build_doc_index(g, &mt, job, err, errlen) && rt_gpt_build_sample_index(g, job, err, errlen) &&
+           rt_gpt_build_shuffle(g, &mt, job, err, errlen);
 }
 
 /* GPTDataset._query_document_sample_shuffle_indices: sample i after the shuffle. out: int32[S+1]. */
@@ -397,27 +447,102 @@ static bool rt_gpt_open_datasets(rt_gpt_data *d, const rt_gpt_data_config *cfg, 
     return true;
 }
 
-/* BlendedMegatronDatasetBuilder: every split with samples wanted and a --split share; with weights,
- * each dataset builds ceil(ceil(N*w)*1.005) samples and the blend holds sum(ceil(N*w)). */
+/* What builds dataset k's split s. With weights, each dataset builds ceil(ceil(N*w)*1.005)
+ * samples (Megatron's surplus) and serves ceil(N*w) of the blend (*target). */
+static rt_gpt_split_job rt_gpt_job(const rt_gpt_data *d, const rt_gpt_data_config *cfg, int s, int k,
+                                   const double *lo, const double *hi, const double *w, rt_gpt_progress *progress,
+                                   int64_t *target) {
+    rt_gpt_split_job job = {d->ds[k], d->prefixes[k], cfg->split, s, cfg->seq_length, (uint32_t)cfg->seed,
+                            lo[s], hi[s], cfg->num_samples[s], progress};
+    *target = 0;
+    if (d->blended) {
+        *target = (int64_t)ceil((double)cfg->num_samples[s] * w[k]);
+        job.num_samples = (int64_t)ceil((double)*target * (1 + RT_GPT_SURPLUS));
+    }
+    return job;
+}
+
+/* A split the run needs samples from, given no share by --split: the train split is required;
+ * train_rank turns validation off when the valid split is the one refused. */
+static bool rt_gpt_no_share(const rt_gpt_data_config *cfg, int s, char *err, size_t errlen) {
+    if (s == RT_SPLIT_TRAIN)
+        snprintf(err, errlen, "--split %s gives the train split no share of the data, and training needs it; give "
+                 "it one, e.g. --split 969,30,1", cfg->split);
+    else
+        snprintf(err, errlen, "--split %s gives the %s split no share of the data, but %" PRId64 " %s samples are "
+                 "wanted; give it one (e.g. --split 969,30,1) or pass %s 0", cfg->split, RT_SPLIT_NAMES[s],
+                 cfg->num_samples[s], RT_SPLIT_NAMES[s], RT_SPLIT_FLAGS[s]);
+    return false;
+}
+
+/* "12.3 GiB", "45.6 MiB". */
+static const char *rt_gpt_size_text(double bytes, char *buf, size_t n) {
+    bool gib = bytes >= (double)(1 << 30);
+    snprintf(buf, n, "%.1f %s", bytes / (gib ? (double)(1 << 30) : (double)(1 << 20)), gib ? "GiB" : "MiB");
+    return buf;
+}
+
+/* Says what the build will hold (one line on cfg->log) and refuses a build larger than the
+ * machine's physical memory, naming the flag of the split that needs the most. */
+static bool rt_gpt_check_memory(const rt_gpt_data_config *cfg, const double bytes[RT_SPLITS], double total,
+                                char *err, size_t errlen) {
+    char what[256] = "", size[32], phys_text[32];
+    size_t at = 0;
+    int big = RT_SPLIT_TRAIN;
+    for (int s = 0; s < RT_SPLITS; s++) {
+        if (!bytes[s]) continue;
+        at += (size_t)snprintf(what + at, sizeof what - at, "%s%" PRId64 " %s", at ? ", " : "", cfg->num_samples[s],
+                               RT_SPLIT_NAMES[s]);
+        if (bytes[s] > bytes[big]) big = s;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double phys = pages > 0 && page > 0 ? (double)pages * (double)page : INFINITY;
+    if (total > phys) {
+        snprintf(err, errlen, "%s: the sample indices for %s samples need %s, more than this machine's %s of "
+                 "memory; lower %s (or the global batch size)", RT_SPLIT_FLAGS[big], what,
+                 rt_gpt_size_text(total, size, sizeof size), rt_gpt_size_text(phys, phys_text, sizeof phys_text),
+                 RT_SPLIT_FLAGS[big]);
+        return false;
+    }
+    if (cfg->log) {
+        fprintf(cfg->log, "data: building the sample indices for %s samples (%s of memory)\n", what,
+                rt_gpt_size_text(total, size, sizeof size));
+        fflush(cfg->log);
+    }
+    return true;
+}
+
+/* BlendedMegatronDatasetBuilder: every split with samples wanted, first planned (epochs and the
+ * indices' size, checked against the memory before any is allocated), then built. */
 static bool rt_gpt_build_all(rt_gpt_data *d, const rt_gpt_data_config *cfg, char *err, size_t errlen) {
     double lo[RT_SPLITS], hi[RT_SPLITS], *w = malloc(2 * (size_t)d->n * sizeof *w);
     if (!w) {
         snprintf(err, errlen, "--data-path: out of memory");
         return false;
     }
-    double *w2 = w + d->n;
+    double *w2 = w + d->n, bytes[RT_SPLITS] = {0};
     bool has[RT_SPLITS], ok = rt_gpt_parse_split(cfg->split, lo, hi, has, err, errlen);
     if (ok && d->blended) rt_np_normalize(cfg->weights, d->n, w); /* the builder's normalize() */
+    rt_gpt_progress progress = {.log = cfg->log, .t_start = rt_gpt_now()};
+    progress.t_last = progress.t_start;
+    int64_t target;
     for (int s = 0; s < RT_SPLITS && ok; s++) {
-        if (!has[s] || cfg->num_samples[s] == 0) continue;
+        if (cfg->num_samples[s] == 0) continue;
+        ok = has[s] || rt_gpt_no_share(cfg, s, err, errlen);
         for (int k = 0; k < d->n && ok; k++) {
-            rt_gpt_split_job job = {d->ds[k], d->prefixes[k], cfg->split, s, cfg->seq_length, (uint32_t)cfg->seed,
-                                    lo[s], hi[s], cfg->num_samples[s]};
-            if (d->blended) {
-                int64_t target = (int64_t)ceil((double)cfg->num_samples[s] * w[k]);
-                d->blend_size[s] += target;
-                job.num_samples = (int64_t)ceil((double)target * (1 + RT_GPT_SURPLUS));
-            }
+            rt_gpt_split_job job = rt_gpt_job(d, cfg, s, k, lo, hi, w, &progress, &target);
+            ok = rt_gpt_plan_epochs(&d->split[k][s], &job, err, errlen);
+            d->blend_size[s] += target;
+            bytes[s] += ok ? rt_gpt_split_bytes(&d->split[k][s], cfg->seq_length) : 0;
+        }
+        progress.total += bytes[s];
+        bytes[s] += (double)d->blend_size[s] * (sizeof *d->blend_dataset[s] + sizeof *d->blend_sample[s]);
+    }
+    ok = ok && rt_gpt_check_memory(cfg, bytes, bytes[0] + bytes[1] + bytes[2], err, errlen);
+    for (int s = 0; s < RT_SPLITS && ok; s++) {
+        if (cfg->num_samples[s] == 0) continue;
+        for (int k = 0; k < d->n && ok; k++) {
+            rt_gpt_split_job job = rt_gpt_job(d, cfg, s, k, lo, hi, w, &progress, &target);
             ok = rt_gpt_build_split(&d->split[k][s], &job, err, errlen);
         }
         if (ok && d->blended) {

@@ -18,6 +18,7 @@ typedef struct {
     int seq_length;       /* >= 2; every sample holds seq_length+1 tokens */
     int64_t seed;         /* --seed, 0 .. 2^32-1 (numpy.random.RandomState's range) */
     int64_t num_samples[RT_SPLITS]; /* samples each split must serve; 0: that split is not built */
+    FILE *log;            /* NULL, or where building says what it holds and how far it is */
 } rt_gpt_data_config;
 
 typedef struct rt_gpt_data rt_gpt_data;
@@ -32,8 +33,11 @@ bool rt_gpt_data_parse_paths(int argc, char **argv, int *consumed, rt_gpt_data_c
 void rt_gpt_data_config_free(rt_gpt_data_config *cfg);
 
 /* Opens the datasets and builds every index Megatron builds (document, sample, shuffle and blending
- * indices) for each split with num_samples > 0 and a non-zero --split share. Deterministic in
- * (seed, data, split, seq_length, num_samples) only. NULL with a message naming the flag on error. */
+ * indices) for each split with num_samples > 0. Deterministic in (seed, data, split, seq_length,
+ * num_samples) only. Before building, one line on cfg->log says how much memory the indices take,
+ * and a build larger than the machine's physical memory is refused; a long build reports its
+ * progress there. NULL with a message naming the flag on error: a split with samples wanted but
+ * a zero --split share too. */
 rt_gpt_data *rt_gpt_data_open(const rt_gpt_data_config *cfg, char *err, size_t errlen);
 void rt_gpt_data_close(rt_gpt_data *d);
 

@@ -8,6 +8,7 @@
 #include "frontend/data_preprocess.h"
 #include "runtime/dataset.h"
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -61,6 +62,21 @@ static uint8_t *dt_read_file(const char *path, size_t *n) {
 
 static bool dt_exists(const char *path) { return access(path, F_OK) == 0; }
 
+/* A file of DIR named STEM... other than STEM.bin and STEM.idx (a temporary left behind), or NULL. */
+static const char *dt_leftover(const char *dir, const char *stem) {
+    static char name[256];
+    DIR *d = opendir(dir);
+    const struct dirent *e;
+    size_t n = strlen(stem);
+    bool found = false;
+    while (d && !found && (e = readdir(d))) {
+        found = strncmp(e->d_name, stem, n) == 0 && strcmp(e->d_name + n, ".bin") && strcmp(e->d_name + n, ".idx");
+        if (found) snprintf(name, sizeof name, "%s", e->d_name);
+    }
+    if (d) closedir(d);
+    return found ? name : NULL;
+}
+
 /* ---- preprocess --------------------------------------------------------------------------- */
 
 /* Runs `mcc data preprocess ARGS` in-process, capturing what it prints to stderr. */
@@ -89,7 +105,8 @@ static void dt_expect_ok(const char *input, const char *prefix, bool eod) {
     DT_CHECK(rc == 0 && strstr(out, "wrote"), "preprocess %s failed (rc %d): %s", input, rc, out);
 }
 
-/* The run must fail, say `needle`, and leave no partial PREFIX_text_document.bin/.idx behind. */
+/* The run must fail, say `needle`, and leave no partial PREFIX_text_document.bin/.idx (nor a
+ * temporary) behind. prefix is DIR/NAME. */
 static void dt_expect_error(const char *const *args, const char *prefix, const char *needle) {
     char out[4096];
     int rc = dt_preprocess(args, out, sizeof out);
@@ -99,6 +116,11 @@ static void dt_expect_error(const char *const *args, const char *prefix, const c
     snprintf(bin, sizeof bin, "%s_text_document.bin", prefix);
     snprintf(idx, sizeof idx, "%s_text_document.idx", prefix);
     DT_CHECK(!dt_exists(bin) && !dt_exists(idx), "a failed run left %s or %s behind", bin, idx);
+    char dir[4096], stem[256];
+    snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(prefix, '/') - prefix), prefix);
+    snprintf(stem, sizeof stem, "%s_text_document", strrchr(prefix, '/') + 1);
+    const char *left = dt_leftover(dir, stem);
+    DT_CHECK(!left, "a failed run left %s in %s", left, dir);
 }
 
 static void dt_error_cases(const char *out_dir) {
@@ -114,9 +136,9 @@ static void dt_error_cases(const char *out_dir) {
     dt_expect_error((const char *[]){"--input", in, "--output-prefix", p, "--merge-file", in, NULL}, p,
                     "--merge-file is only read by --tokenizer-type GPT2BPETokenizer");
     dt_expect_error((const char *[]){"--input", in, "--output-prefix", p, "--workers", "0", NULL}, p,
-                    "--workers 0: needs a whole number");
+                    "--workers 0 is out of range: give an integer in 1..1024");
     dt_expect_error((const char *[]){"--input", in, "--output-prefix", p, "--workers=4x", NULL}, p,
-                    "--workers 4x: needs a whole number");
+                    "--workers expects an integer in 1..1024, got '4x'");
     dt_expect_error((const char *[]){"--input", in, "--output-prefix", p, "--json-keys", NULL}, p,
                     "--json-keys needs a value");
 
@@ -133,8 +155,6 @@ static void dt_error_cases(const char *out_dir) {
     }
 }
 
-/* --json-keys=KEY picks that key and names the output PREFIX_KEY_document; the bytes come
- * back through the runtime reader. */
 /* The concatenation of every sequence, each read in two pieces (from 0 and from its middle), into
  * out[max]; returns the tokens read (stops before a sequence that would overflow out). */
 static int64_t dt_read_all(const rt_dataset *d, int32_t *out, int64_t max)
@@ -151,6 +171,8 @@ static int64_t dt_read_all(const rt_dataset *d, int32_t *out, int64_t max)
     return at;
 }
 
+/* --json-keys=KEY picks that key and names the output PREFIX_KEY_document; the bytes come
+ * back through the runtime reader. */
 static void dt_json_key_case(const char *out_dir) {
     const char *in = dt_path(out_dir, "body.jsonl"), *p = dt_path(out_dir, "body");
     const char *text = "{\"text\": \"not me\", \"body\": \"ab\"}\n{\"body\": \"c\"}\n";
@@ -169,12 +191,50 @@ static void dt_json_key_case(const char *out_dir) {
     rt_dataset_close(d);
 }
 
+/* Documents of n bytes 'a'+i%26 (i from 0) as one jsonl line, preprocessed to PREFIX. */
+static void dt_write_dataset(const char *out_dir, const char *prefix, size_t n) {
+    char *text = malloc(n + 16), out[4096];
+    size_t at = (size_t)sprintf(text, "{\"text\": \"");
+    for (size_t i = 0; i < n; i++) text[at++] = (char)('a' + i % 26);
+    at += (size_t)sprintf(text + at, "\"}\n");
+    const char *in = dt_path(out_dir, "replace.jsonl");
+    dt_write_file(in, text, at);
+    free(text);
+    int rc = dt_preprocess((const char *[]){"--input", in, "--output-prefix", prefix, NULL}, out, sizeof out);
+    DT_CHECK(rc == 0, "preprocess %s failed: %s", in, out);
+}
+
+/* A run reading a dataset while it is preprocessed again keeps reading the old tokens (the new
+ * files replace the names, not the bytes it has mapped), and new readers see the new ones. */
+static void dt_replace_case(const char *out_dir) {
+    const char *p = dt_path(out_dir, "replace"), *stem = dt_path(out_dir, "replace_text_document");
+    enum { OLD_TOKENS = 20000, NEW_TOKENS = 10 }; /* the old dataset spans pages the new one lacks */
+    dt_write_dataset(out_dir, p, OLD_TOKENS);
+    char err[1024];
+    rt_dataset *old = rt_dataset_open(stem, err, sizeof err);
+    DT_CHECK(old, "%s", err);
+    if (!old) return;
+    dt_write_dataset(out_dir, p, NEW_TOKENS);
+    int32_t *tok = malloc(OLD_TOKENS * sizeof *tok);
+    int64_t got = dt_read_all(old, tok, OLD_TOKENS), bad = 0;
+    for (int64_t i = 0; i < got; i++) bad += tok[i] != 'a' + i % 26;
+    DT_CHECK(got == OLD_TOKENS && bad == 0, "the open dataset changed under its reader: %lld tokens, %lld differ",
+             (long long)got, (long long)bad);
+    rt_dataset_close(old);
+    rt_dataset *now = rt_dataset_open(stem, err, sizeof err);
+    DT_CHECK(now && rt_dataset_num_tokens(now) == NEW_TOKENS, "the replaced dataset: %s",
+             now ? "wrong token count" : err);
+    rt_dataset_close(now);
+    free(tok);
+}
+
 static void dt_mode_preprocess(const char *fixture_dir, const char *out_dir) {
     dt_expect_ok(dt_path(fixture_dir, "fixture.jsonl"), dt_path(out_dir, "fixture_jsonl"), false);
     dt_expect_ok(dt_path(fixture_dir, "fixture.jsonl"), dt_path(out_dir, "fixture_jsonl_eod"), true);
     dt_expect_ok(dt_path(fixture_dir, "fixture.txt"), dt_path(out_dir, "fixture_txt_eod"), true);
     dt_error_cases(out_dir);
     dt_json_key_case(out_dir);
+    dt_replace_case(out_dir);
 }
 
 /* GPT-2 runs that must fail: the first bad document is reported by its line even when a later

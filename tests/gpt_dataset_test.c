@@ -73,7 +73,9 @@ static rt_gpt_data *gt_open(gt_case *c, char *err, size_t errlen) {
     cfg.split = c->split;
     cfg.seq_length = c->seq_length;
     cfg.seed = c->seed;
-    memcpy(cfg.num_samples, c->num_samples, sizeof cfg.num_samples);
+    /* Megatron builds no dataset for a split of zero share (len 0) whatever it is asked;
+     * rt_gpt_data refuses such a request, so none is made. */
+    for (int s = 0; s < RT_SPLITS; s++) cfg.num_samples[s] = c->len[s] ? c->num_samples[s] : 0;
     rt_gpt_data *d = rt_gpt_data_open(&cfg, err, errlen);
     rt_gpt_data_config_free(&cfg);
     return d;
@@ -158,10 +160,20 @@ static void gt_errors(const char *dir) {
         {"-1 @/a 2 @/b", "1", 16, 1, 0, "'-1' is not a weight"},
         {"0 @/a 0 @/b", "1", 16, 1, 0, "--data-path: the weights sum to 0"},
         {"@/missing", "1", 16, 1, 0, "--data-path @/missing"},
-        {"@/a", "abc", 16, 1, 0, "--split abc: the shares sum to 0"},
+        {"@/a", "abc", 16, 1, 0, "--split 'abc': the train share expects a number >= 0, got 'abc'"},
+        {"@/a", "a,b", 16, 1, 0, "--split 'a,b': the train share expects a number >= 0, got 'a'"},
         {"@/a", "1,2,3,4", 16, 1, 0, "--split 1,2,3,4: more than three"},
-        {"@/a", "1..2", 16, 1, 0, "--split 1..2: a share is not a number"},
+        {"@/a", "1..2", 16, 1, 0, "--split '1..2': the train share expects a number >= 0, got '1..2'"},
+        {"@/a", "-1,2,3", 16, 1, 0, "--split '-1,2,3': the train share -1 is out of range"},
+        {"@/a", "1,-2", 16, 1, 0, "the valid share -2 is out of range"},
+        {"@/a", "", 16, 1, 0, "--split '': the train share expects a number >= 0, got ''"},
+        {"@/a", "1,", 16, 1, 0, "--split '1,': the valid share expects a number >= 0, got ''"},
+        {"@/a", "0,0", 16, 1, 0, "--split 0,0: the shares sum to 0"},
         {"@/a", "9999,1", 16, 1, 10, "--split 9999,1 gives the valid split 0 of the 1000 sequences"},
+        /* a zero share for a split samples are wanted from (train_rank turns validation off for valid) */
+        {"@/a", "0,1,0", 16, 1, 10, "--split 0,1,0 gives the train split no share of the data"},
+        {"@/a", "100,0,0", 16, 1, 10, "--split 100,0,0 gives the valid split no share of the data, but 10 valid "
+                                      "samples are wanted"},
         {"@/a", "1", 1, 1, 0, "--seq-length"},
         {"@/a", "1", 16, 4294967296, 0, "--seed"},
     };
