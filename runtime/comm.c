@@ -132,6 +132,17 @@ bool rt_rank_env_detect(rt_rank_env *e, char *err, size_t errlen)
     return true;
 }
 
+rt_rank_env rt_rank_env_or_exit(void)
+{
+    char err[1024];
+    rt_rank_env env;
+    if (!rt_rank_env_detect(&env, err, sizeof err)) {
+        fprintf(stderr, "train_rank: error: %s\n", err);
+        exit(2);
+    }
+    return env;
+}
+
 int rt_rank_device(const rt_rank_env *e, int ndev) { return e->local_rank % ndev; }
 
 /* ---- mesh layout ---------------------------------------------------------------------------- */

@@ -30,6 +30,8 @@ typedef struct {
 /* False with err naming the variable and the fix when a value is missing, not an integer, out
  * of range, or contradicts another launcher's. */
 bool rt_rank_env_detect(rt_rank_env *e, char *err, size_t errlen);
+/* rt_rank_env_detect, or exit(2) with its message (train_rank cannot run without the layout). */
+rt_rank_env rt_rank_env_or_exit(void);
 /* The GPU a rank takes among the ndev (>= 1) its process sees: local_rank % ndev, so the ranks of
  * a node spread over its GPUs under every launcher above (CUDA_VISIBLE_DEVICES narrows what a
  * process sees). */

@@ -51,18 +51,7 @@ rt_comm *rt_parallel_comm_for(const ir_instr *in, int64_t ranks)
     return comm;
 }
 
-static rt_rank_env detect(void)
-{
-    char err[1024];
-    rt_rank_env env;
-    if (!rt_rank_env_detect(&env, err, sizeof err)) {
-        fprintf(stderr, "train_rank: error: %s\n", err);
-        exit(2);
-    }
-    return env;
-}
-
-int rt_parallel_plan_index(int nplans) { return detect().rank % nplans; }
+int rt_parallel_plan_index(int nplans) { return rt_rank_env_or_exit().rank % nplans; }
 
 static void gather_bytes(rt_comm *comm, int n, rt_program *p, const void *local, size_t bytes, void *all);
 
@@ -194,7 +183,7 @@ static void add_lanes(rt_parallel *par, rt_program *p)
 void rt_parallel_init(rt_parallel *par, rt_program *p)
 {
     char err[1024];
-    *par = (rt_parallel){.env = detect(), .tp = (int)ir_config_int(p->m, "tensor_model_parallel_size", 1),
+    *par = (rt_parallel){.env = rt_rank_env_or_exit(), .tp = (int)ir_config_int(p->m, "tensor_model_parallel_size", 1),
                          .dp = (int)ir_config_int(p->m, "data_parallel_size", 1)};
     int world = par->tp * par->dp;
     rt_mesh mesh = {.tp = par->tp, .cp = 1, .dp = par->dp, .pp = 1, .ep = 1};

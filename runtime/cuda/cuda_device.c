@@ -209,12 +209,7 @@ static bool has_collective(const ir_func *f)
  * context exists: the cubin is loaded into that GPU's context. */
 static void select_gpu(void)
 {
-    char err[1024];
-    rt_rank_env env;
-    if (!rt_rank_env_detect(&env, err, sizeof err)) {
-        fprintf(stderr, "train_rank: error: %s\n", err);
-        exit(2);
-    }
+    rt_rank_env env = rt_rank_env_or_exit();
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0)
         RT_CUDART_CHECK(cudaSetDevice(rt_rank_device(&env, ndev)));
