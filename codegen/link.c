@@ -11,6 +11,7 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -128,6 +129,8 @@ static int run_captured(char *const *argv, char *log, size_t loglen)
         memcpy(log + used, chunk, keep);
         used += keep;
     }
+    while (used && (log[used - 1] == '\n' || log[used - 1] == ' '))
+        used--;
     log[used] = 0;
     close(fds[0]);
     if (rc != 0)
@@ -139,7 +142,19 @@ static int run_captured(char *const *argv, char *log, size_t loglen)
     return status;
 }
 
-/* Links obj into exe; false with err saying how the linker ended and what it printed. */
+/* The executable reaches the disk before it replaces the output. */
+static bool sync_file(const char *path, const char *out_path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY);
+    bool ok = fd >= 0 && fsync(fd) == 0;
+    if (!ok)
+        snprintf(err, errlen, "cannot write %s: fsync of %s: %s", out_path, path, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* Links obj into exe and syncs it; false with err saying how the linker ended and what it printed. */
 static bool link_executable(bool cuda, const char *obj, const char *exe, const char *out_path, char *err,
                             size_t errlen)
 {
@@ -151,8 +166,10 @@ static bool link_executable(bool cuda, const char *obj, const char *exe, const c
     char log[4096];
     int status = run_captured(a.v, log, sizeof log);
     arg_free(&a);
+    if (status == 0 && *log)
+        fprintf(stderr, "%s\n", log); /* the linker's warnings */
     if (status == 0)
-        return true;
+        return sync_file(exe, out_path, err, errlen);
     if (status == -1)
         snprintf(err, errlen, "cannot write %s: cannot start the linker %s: %s", out_path, MCC_CC, strerror(errno));
     else if (WIFSIGNALED(status))
