@@ -3,30 +3,23 @@
  *   mcc ir SPEC.json [--after PASS] [--rank R]                 print the IR after a pass
  *   mcc ir --list-passes
  *   mcc data preprocess --input FILE --output-prefix P        text -> Megatron indexed dataset
- *   mcc plot METRICS.jsonl -o OUT.svg                         train_rank's metrics -> curves */
+ *   mcc plot METRICS.jsonl -o OUT.svg                         train_rank's metrics -> curves
+ *   mcc --version; `mcc COMMAND --help` (or -h anywhere after it) prints that command's usage */
 #include "codegen/codegen.h"
+#include "common/cli.h"
 #include "frontend/data_preprocess.h"
 #include "frontend/model.h"
 #include "frontend/plot.h"
 #include "frontend/spec.h"
 #include "passes/passes.h"
 
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static void usage(FILE *out)
-{
-    fprintf(out, "usage:\n"
-                 "  mcc compile SPEC.json [--<field> VALUE ...] -o OUT [--target cpu|cuda] [--gpu-memory GIB] [--keep-logits] [--memory-report]\n"
-                 "  mcc ir SPEC.json [--<field> VALUE ...] [--after PASS] [--rank R]\n"
-                 "  mcc ir --list-passes\n"
-                 "  mcc data preprocess --input FILE --output-prefix PREFIX [--json-keys text] [--append-eod] [--workers N]\n"
-                 "                      [--tokenizer-type ByteLevel|GPT2BPETokenizer --vocab-file F --merge-file F]\n"
-                 "  mcc plot METRICS.jsonl -o OUT.svg   loss, lr and throughput curves of train_rank --metrics-file\n"
-                 "Every spec field (model.*, parallel.*, training.*) can be set by its flag: --hidden-size 1024.\n");
-}
 
 /* The CUDA target is the default where mcc was built with the CUDA toolkit. */
 #ifdef MCC_HAVE_CUDA
@@ -51,45 +44,78 @@ static int fail(const char *msg)
 /* The options of compile/ir that are not spec fields. */
 typedef struct {
     const char *out, *after, *target;
-    int rank;
+    long long rank;
     bool keep_logits, memory_report;
     double gpu_memory_gib;
 } cli_opts;
 
-static bool parse_opts(int argc, char **argv, const int *rest, int nrest, cli_opts *o, char *err, size_t errlen)
+typedef enum { OPT_TEXT, OPT_SWITCH, OPT_RANK, OPT_GIB } opt_kind;
+
+/* Every option of compile and ir that is not a spec field: parsing, --help and "did you mean"
+ * all read this table. */
+static const struct {
+    const char *flag, *value; /* value: what it takes, NULL for a switch */
+    opt_kind kind;
+    size_t off;               /* its member of cli_opts */
+    const char *help;
+} cli_options[] = {
+    {"-o", "OUT", OPT_TEXT, offsetof(cli_opts, out), "compile: the train_rank executable to write"},
+    {"--target", "cpu|cuda", OPT_TEXT, offsetof(cli_opts, target), "the backend (default " DEFAULT_TARGET ")"},
+    {"--gpu-memory", "GIB", OPT_GIB, offsetof(cli_opts, gpu_memory_gib),
+     "compile for cuda: the GPU memory the plan must fit in (default an H200's)"},
+    {"--keep-logits", NULL, OPT_SWITCH, offsetof(cli_opts, keep_logits),
+     "keep the logits for train_rank --dump-dir (they stay alive through the backward)"},
+    {"--memory-report", NULL, OPT_SWITCH, offsetof(cli_opts, memory_report),
+     "compile: what is live at the memory peak, by the op that made it"},
+    {"--after", "PASS", OPT_TEXT, offsetof(cli_opts, after), "ir: print the IR after this pass (default the last)"},
+    {"--rank", "R", OPT_RANK, offsetof(cli_opts, rank), "ir: the rank whose plan to print (default 0)"},
+};
+enum { NOPTIONS = sizeof cli_options / sizeof cli_options[0] };
+
+/* "unknown flag", with the nearest flag of compile/ir (spec fields, options, Megatron's). */
+static bool unknown_flag(const char *flag, char *err, size_t errlen)
+{
+    const char *names[NOPTIONS + 1];
+    for (int i = 0; i < NOPTIONS; i++)
+        names[i] = cli_options[i].flag;
+    names[NOPTIONS] = NULL;
+    const char *near = mcc_spec_flag_near(flag, names);
+    if (near)
+        snprintf(err, errlen, "unknown flag '%s': did you mean %s? (`mcc compile --help` lists every flag)", flag,
+                 near);
+    else
+        snprintf(err, errlen, "unknown flag '%s' (spec fields use their names with '-': --hidden-size; "
+                              "`mcc compile --help` lists every flag)", flag);
+    return false;
+}
+
+static bool parse_opts(char **argv, const int *rest, int nrest, cli_opts *o, char *err, size_t errlen)
 {
     for (int k = 0; k < nrest; k++) {
         const char *flag = argv[rest[k]];
         bool has_value = k + 1 < nrest && rest[k + 1] == rest[k] + 1;
         const char *v = has_value ? argv[rest[k + 1]] : NULL;
-        const char **slot = !strcmp(flag, "-o") ? &o->out : !strcmp(flag, "--after") ? &o->after
-                          : !strcmp(flag, "--target") ? &o->target : NULL;
-        if (slot && v) {
-            *slot = v;
-            k++;
-        } else if (!strcmp(flag, "--keep-logits")) {
-            o->keep_logits = true;
-        } else if (!strcmp(flag, "--memory-report")) {
-            o->memory_report = true;
-        } else if (!strcmp(flag, "--gpu-memory") && v) {
-            char *end;
-            o->gpu_memory_gib = strtod(v, &end);
-            if (*end || !(o->gpu_memory_gib > 0)) {
-                snprintf(err, errlen, "--gpu-memory %s: give the GPU's memory in GiB, e.g. --gpu-memory 80", v);
-                return false;
-            }
-            k++;
-        } else if (!strcmp(flag, "--rank") && v) {
-            o->rank = atoi(v);
-            k++;
-        } else if (slot || !strcmp(flag, "--rank") || !strcmp(flag, "--gpu-memory")) {
-            snprintf(err, errlen, "%s needs a value", flag);
-            return false;
-        } else {
-            snprintf(err, errlen, "unknown flag '%s' (spec fields use their names with '-': --hidden-size; "
-                                  "see `mcc --help`)", flag);
+        int i = 0;
+        while (i < NOPTIONS && strcmp(cli_options[i].flag, flag) != 0)
+            i++;
+        if (i == NOPTIONS)
+            return unknown_flag(flag, err, errlen);
+        void *slot = (char *)o + cli_options[i].off;
+        if (cli_options[i].kind == OPT_SWITCH) {
+            *(bool *)slot = true;
+            continue;
+        }
+        if (!v && cli_options[i].kind == OPT_TEXT) {
+            snprintf(err, errlen, "%s needs a value: %s", flag, cli_options[i].value);
             return false;
         }
+        k++; /* the value (cli_parse_* say when it is missing) */
+        if (cli_options[i].kind == OPT_TEXT)
+            *(const char **)slot = v;
+        else if (cli_options[i].kind == OPT_RANK && !cli_parse_int(flag, v, 0, LLONG_MAX, slot, err, errlen))
+            return false;
+        else if (cli_options[i].kind == OPT_GIB && !cli_parse_num(flag, v, 0, true, INFINITY, slot, err, errlen))
+            return false;
     }
     if (o->after && mcc_pass_index(o->after) < 0) {
         snprintf(err, errlen, "--after %s: no such pass (mcc ir --list-passes names them)", o->after);
@@ -108,7 +134,7 @@ static bool check_layout(const mcc_spec *spec, const cli_opts *o, char *err, siz
 {
     int tp = spec->tensor_model_parallel_size, world = tp * spec->data_parallel_size;
     if (o->rank < 0 || o->rank >= world) {
-        snprintf(err, errlen, "--rank %d: the layout has %d ranks (tp %d x dp %d): give 0..%d", o->rank, world, tp,
+        snprintf(err, errlen, "--rank %lld: the layout has %d ranks (tp %d x dp %d): give 0..%d", o->rank, world, tp,
                  spec->data_parallel_size, world - 1);
         return false;
     }
@@ -127,13 +153,16 @@ static bool load(int argc, char **argv, cli_opts *o, mcc_spec *spec)
     bool ok = mcc_spec_load(argv[0], argc - 1, argv + 1, spec, rest, &nrest, err, sizeof err);
     for (int k = 0; ok && k < nrest; k++)
         rest[k] += 1; /* indices into argv+1 -> argv */
-    ok = ok && parse_opts(argc, argv, rest, nrest, o, err, sizeof err);
+    ok = ok && parse_opts(argv, rest, nrest, o, err, sizeof err);
     free(rest);
     if (ok)
         ok = check_layout(spec, o, err, sizeof err);
     if (!ok)
-        fail(err);
-    return ok;
+        return fail(err), false;
+    /* Megatron's line, word for word, so logs compare */
+    fprintf(stderr, "mcc: padded vocab (size: %d) with %d dummy tokens (new size: %d)\n", spec->vocab_size,
+            spec->padded_vocab_size - spec->vocab_size, spec->padded_vocab_size);
+    return true;
 }
 
 /* The planned module of tensor-parallel rank tp_rank (ranks of one dp group differ only there),
@@ -237,21 +266,99 @@ static int cmd_ir(int argc, char **argv)
     return 0;
 }
 
-int main(int argc, char **argv)
+static bool asks_help(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return true;
+    return false;
+}
+
+/* `mcc data` has one command, preprocess; `mcc data --help` is its help. */
+static int cmd_data(int argc, char **argv)
+{
+    if (argc >= 1 && !strcmp(argv[0], "preprocess"))
+        return mcc_data_preprocess_main(argc, argv);
+    char *help[] = {"preprocess", "--help", NULL};
+    if (asks_help(argc, argv))
+        return mcc_data_preprocess_main(2, help);
+    fprintf(stderr, "mcc: error: `mcc data` has one command: mcc data preprocess --input FILE --output-prefix PREFIX "
+                    "(`mcc data --help` for its flags)\n");
+    return 2;
+}
+
+typedef struct {
+    const char *name, *usage;
+    int (*run)(int argc, char **argv);
+    bool spec_flags; /* takes SPEC.json and its flags (--help lists them) */
+    bool own_help;   /* prints its own --help */
+} mcc_command;
+
+static const mcc_command mcc_commands[] = {
+    {"compile", "mcc compile SPEC.json [--<field> VALUE ...] -o OUT [--target cpu|cuda] [--gpu-memory GIB] "
+                "[--keep-logits] [--memory-report]", cmd_compile, true, false},
+    {"ir", "mcc ir SPEC.json [--<field> VALUE ...] [--after PASS] [--rank R]\n  mcc ir --list-passes", cmd_ir, true,
+     false},
+    {"data", "mcc data preprocess --input FILE --output-prefix PREFIX [--json-keys text] [--append-eod] [--workers N]\n"
+             "                      [--tokenizer-type ByteLevel|GPT2BPETokenizer --vocab-file F --merge-file F]",
+     cmd_data, false, true},
+    {"plot", "mcc plot METRICS.jsonl -o OUT.svg   loss, lr and throughput curves of train_rank --metrics-file",
+     mcc_plot_main, false, false},
+};
+enum { NCOMMANDS = sizeof mcc_commands / sizeof mcc_commands[0] };
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage:\n");
+    for (int i = 0; i < NCOMMANDS; i++)
+        fprintf(out, "  %s\n", mcc_commands[i].usage);
+    fprintf(out, "  mcc --version\n"
+                 "Every spec field (model.*, parallel.*, training.*) can be set by its flag: --hidden-size 1024;\n"
+                 "`mcc COMMAND --help` lists a command's flags. --flag=value is read as --flag value.\n");
+}
+
+static void command_help(const mcc_command *c)
+{
+    printf("usage:\n  %s\n", c->usage);
+    if (!c->spec_flags)
+        return;
+    printf("Options:\n");
+    for (int i = 0; i < NOPTIONS; i++) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "%s%s%s", cli_options[i].flag, cli_options[i].value ? " " : "",
+                 cli_options[i].value ? cli_options[i].value : "");
+        printf("  %-38s %s\n", flag, cli_options[i].help);
+    }
+    mcc_spec_print_help(stdout);
+}
+
+static int run_command(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    if (!strcmp(argv[1], "compile"))
-        return cmd_compile(argc - 2, argv + 2);
-    if (!strcmp(argv[1], "ir"))
-        return cmd_ir(argc - 2, argv + 2);
-    if (!strcmp(argv[1], "data") && argc >= 3 && !strcmp(argv[2], "preprocess"))
-        return mcc_data_preprocess_main(argc - 2, argv + 2);
-    if (!strcmp(argv[1], "plot"))
-        return mcc_plot_main(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "--version"))
+        return printf("mcc %s\n", MCC_VERSION), 0;
+    for (int i = 0; i < NCOMMANDS; i++) {
+        const mcc_command *c = &mcc_commands[i];
+        if (strcmp(argv[1], c->name) != 0)
+            continue;
+        if (!c->own_help && asks_help(argc - 2, argv + 2))
+            return command_help(c), 0;
+        return c->run(argc - 2, argv + 2);
+    }
     fprintf(stderr, "mcc: error: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;
+}
+
+/* Every command reads --flag=value as --flag value. */
+int main(int argc, char **argv)
+{
+    int n;
+    char **args = cli_split_equals(argc, argv, &n);
+    int rc = run_command(n, args);
+    cli_argv_free(args);
+    return rc;
 }

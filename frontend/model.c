@@ -147,7 +147,7 @@ static int mlp_block(builder *b, int layer, int x)
 static int embed(builder *b, int tokens)
 {
     const mcc_spec *s = b->s;
-    int64_t wdims[2] = {s->vocab_size, s->hidden_size};
+    int64_t wdims[2] = {s->padded_vocab_size, s->hidden_size}; /* padded rows: dummy tokens */
     int table = param(b, "embedding.word", 2, wdims, IR_INIT_NORMAL, s->init_method_std);
     int x = ir_op2(b->m, b->f, IR_OP_EMBEDDING, table, tokens); /* [B,T,d] */
     if (s->position_embedding_type == MCC_POS_LEARNED) {
@@ -163,7 +163,7 @@ static int logits_of(builder *b, int x)
     const mcc_spec *s = b->s;
     int w;
     if (s->untie_embeddings_and_output_weights) {
-        int64_t dims[2] = {s->vocab_size, s->hidden_size};
+        int64_t dims[2] = {s->padded_vocab_size, s->hidden_size};
         w = param(b, "output.weight", 2, dims, IR_INIT_NORMAL, s->init_method_std);
     } else {
         w = ir_global_ref(b->m, b->f, "embedding.word");
@@ -178,7 +178,7 @@ static void set_config(ir_module *m, const mcc_spec *s)
 #define SETF(key, val) (snprintf(v, sizeof v, "%.17g", (double)(val)), ir_config_set(m, key, v))
     SETI("micro_batch_size", s->micro_batch_size);
     SETI("seq_length", s->seq_length);
-    SETI("vocab_size", s->vocab_size);
+    SETI("vocab_size", s->padded_vocab_size); /* what the plan has: the logits are this wide */
     SETI("global_batch_size", s->global_batch_size);
     SETI("accum_steps", mcc_spec_accum_steps(s));
     SETI("data_parallel_size", s->data_parallel_size);

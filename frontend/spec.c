@@ -1,7 +1,10 @@
 /* spec.c — reads SPEC.json (jansson), applies --flag overrides and validates the result into an
  * mcc_spec. Every field is described once, in spec_fields; JSON keys, flags, defaults, type and
- * range checks all come from that table. */
+ * range checks all come from that table. The Megatron-LM flags that are not fields (no-ops here,
+ * other spellings of a field, refused ones) are described once too, in spec_megatron_flags. */
 #include "frontend/spec.h"
+
+#include "common/cli.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -30,6 +33,7 @@ typedef struct {
     spec_default need;
     double def;                 /* for D_VALUE */
     const char *const *choices; /* K_ENUM: names in enum order, NULL-terminated */
+    const char *help;           /* one line of meaning, for `mcc compile --help` */
 } spec_field;
 
 _Static_assert(sizeof(mcc_norm) == sizeof(int) && sizeof(mcc_pos) == sizeof(int) &&
@@ -47,80 +51,149 @@ static const char *const spec_wsd_styles[] = {"exponential", "linear", "cosine",
 _Static_assert(MCC_NORM_RMSNORM == 1 && MCC_POS_ROPE == 1 && MCC_ACT_SWIGLU == 1 && MCC_LR_WSD == 4 &&
                MCC_WSD_MINUS_SQRT == 3, "choice tables follow the enum order");
 
-#define FIELD(sec, key, member, alias, kind, range, need, def, choices)                           \
+#define FIELD(sec, key, member, alias, kind, range, need, def, choices, help)                     \
     {sec, key, alias, kind, offsetof(mcc_spec, member), sizeof(((mcc_spec *)0)->member), range, \
-     need, def, choices}
-#define MODEL(m, kind, range, need, def, ch) FIELD(SEC_MODEL, #m, m, NULL, kind, range, need, def, ch)
-#define TRAIN(m, kind, range, need, def) FIELD(SEC_TRAINING, #m, m, NULL, kind, range, need, def, NULL)
-#define PAR(m, alias) FIELD(SEC_PARALLEL, #m, m, alias, K_INT, R_POS, D_VALUE, 1, NULL)
+     need, def, choices, help}
+#define MODEL(m, kind, range, need, def, ch, help) FIELD(SEC_MODEL, #m, m, NULL, kind, range, need, def, ch, help)
+#define TRAIN(m, kind, range, need, def, help) FIELD(SEC_TRAINING, #m, m, NULL, kind, range, need, def, NULL, help)
+#define PAR(m, alias, help) FIELD(SEC_PARALLEL, #m, m, alias, K_INT, R_POS, D_VALUE, 1, NULL, help)
+#define PAR_BOOL(m, help) FIELD(SEC_PARALLEL, #m, m, NULL, K_BOOL, R_ANY, D_VALUE, false, NULL, help)
 
 static const spec_field spec_fields[] = {
-    MODEL(num_layers, K_INT, R_POS, D_REQUIRED, 0, NULL),
-    MODEL(hidden_size, K_INT, R_POS, D_REQUIRED, 0, NULL),
-    MODEL(num_attention_heads, K_INT, R_POS, D_REQUIRED, 0, NULL),
-    MODEL(num_query_groups, K_INT, R_POS, D_DERIVED, 0, NULL),
-    MODEL(ffn_hidden_size, K_INT, R_POS, D_DERIVED, 0, NULL),
-    MODEL(seq_length, K_INT, R_POS, D_REQUIRED, 0, NULL),
-    MODEL(max_position_embeddings, K_INT, R_POS, D_DERIVED, 0, NULL),
-    MODEL(vocab_size, K_INT, R_POS, D_REQUIRED, 0, NULL),
-    MODEL(normalization, K_ENUM, R_ANY, D_VALUE, MCC_NORM_LAYERNORM, spec_norms),
-    MODEL(position_embedding_type, K_ENUM, R_ANY, D_VALUE, MCC_POS_LEARNED, spec_positions),
-    FIELD(SEC_MODEL, "swiglu", activation, NULL, K_BOOL, R_ANY, D_VALUE, MCC_ACT_GELU, NULL),
-    MODEL(untie_embeddings_and_output_weights, K_BOOL, R_ANY, D_VALUE, false, NULL),
-    MODEL(add_bias_linear, K_BOOL, R_ANY, D_VALUE, true, NULL),
-    MODEL(init_method_std, K_NUM, R_POS, D_VALUE, 0.02, NULL),
-    MODEL(norm_epsilon, K_NUM, R_POS, D_VALUE, 1e-5, NULL),
-    MODEL(rotary_base, K_NUM, R_POS, D_VALUE, 10000, NULL),
-    MODEL(attention_dropout, K_NUM, R_DROPOUT, D_VALUE, 0, NULL), /* Megatron's default is 0.1 */
-    MODEL(hidden_dropout, K_NUM, R_DROPOUT, D_VALUE, 0, NULL),
-    PAR(tensor_model_parallel_size, "tp"),
-    PAR(pipeline_model_parallel_size, "pp"),
-    PAR(data_parallel_size, "dp"),
-    FIELD(SEC_PARALLEL, "use_distributed_optimizer", use_distributed_optimizer, NULL, K_BOOL, R_ANY, D_VALUE, false,
-          NULL),
-    FIELD(SEC_PARALLEL, "sequence_parallel", sequence_parallel, NULL, K_BOOL, R_ANY, D_VALUE, false, NULL),
+    MODEL(num_layers, K_INT, R_POS, D_REQUIRED, 0, NULL, "transformer layers"),
+    MODEL(hidden_size, K_INT, R_POS, D_REQUIRED, 0, NULL, "width of the residual stream"),
+    MODEL(num_attention_heads, K_INT, R_POS, D_REQUIRED, 0, NULL, "attention (query) heads"),
+    MODEL(num_query_groups, K_INT, R_POS, D_DERIVED, 0, NULL,
+          "key/value heads, fewer than the heads for grouped-query attention (default: num_attention_heads)"),
+    MODEL(ffn_hidden_size, K_INT, R_POS, D_DERIVED, 0, NULL,
+          "MLP width (default: 4 * hidden_size; with swiglu 8 * hidden_size / 3 down to a multiple of 64)"),
+    MODEL(seq_length, K_INT, R_POS, D_REQUIRED, 0, NULL, "tokens per sample"),
+    MODEL(max_position_embeddings, K_INT, R_POS, D_DERIVED, 0, NULL,
+          "rows of the learned position table (default: seq_length)"),
+    MODEL(vocab_size, K_INT, R_POS, D_REQUIRED, 0, NULL,
+          "the tokenizer's vocabulary (ByteLevel 257, GPT-2's BPE 50257), before padding"),
+    MODEL(make_vocab_size_divisible_by, K_INT, R_POS, D_VALUE, 128, NULL,
+          "pad the vocabulary to a multiple of this * tensor_model_parallel_size, as Megatron does"),
+    MODEL(normalization, K_ENUM, R_ANY, D_VALUE, MCC_NORM_LAYERNORM, spec_norms,
+          "the norm before attention, the MLP and the output"),
+    MODEL(position_embedding_type, K_ENUM, R_ANY, D_VALUE, MCC_POS_LEARNED, spec_positions,
+          "a learned position table, or rotary embeddings of queries and keys"),
+    FIELD(SEC_MODEL, "swiglu", activation, NULL, K_BOOL, R_ANY, D_VALUE, MCC_ACT_GELU, NULL,
+          "a SwiGLU MLP (silu(gate) * up) instead of GELU"),
+    MODEL(untie_embeddings_and_output_weights, K_BOOL, R_ANY, D_VALUE, false, NULL,
+          "an output matrix of its own instead of the word embedding's"),
+    MODEL(add_bias_linear, K_BOOL, R_ANY, D_VALUE, true, NULL, "biases in every linear layer (LLaMA: false)"),
+    MODEL(init_method_std, K_NUM, R_POS, D_VALUE, 0.02, NULL,
+          "std of the normal initialization (output projections: / sqrt(2 * num_layers))"),
+    MODEL(norm_epsilon, K_NUM, R_POS, D_VALUE, 1e-5, NULL, "epsilon of the norms"),
+    MODEL(rotary_base, K_NUM, R_POS, D_VALUE, 10000, NULL, "rope's base period (LLaMA 3: 500000)"),
+    MODEL(attention_dropout, K_NUM, R_DROPOUT, D_VALUE, 0, NULL,
+          "dropout probability of the attention probabilities (Megatron's default 0.1)"),
+    MODEL(hidden_dropout, K_NUM, R_DROPOUT, D_VALUE, 0, NULL,
+          "dropout of the embedding output and of each block's output (Megatron's default 0.1)"),
+    PAR(tensor_model_parallel_size, "tp", "tensor-parallel ranks: heads, MLP and vocabulary split over them"),
+    PAR(pipeline_model_parallel_size, "pp", "pipeline stages (only 1 in this build)"),
+    PAR(data_parallel_size, "dp", "data-parallel replicas; the world size is tp * dp"),
+    PAR_BOOL(use_distributed_optimizer, "ZeRO-1: optimizer state and fp32 masters sharded over dp"),
+    PAR_BOOL(sequence_parallel, "activations outside attention and MLP split over tp along the sequence"),
     /* batch: sequence parallelism's activations split by whole batch rows ([B/tp,T,...]), which in
      * mcc's [B,T,...] layout makes each all-gather and reduce-scatter one contiguous block (the
      * sequence split is one block per batch row); needs micro_batch_size % tp == 0 */
     FIELD(SEC_PARALLEL, "sequence_parallel_split", sequence_parallel_split, NULL, K_ENUM, R_ANY, D_VALUE,
-          MCC_SP_SPLIT_SEQUENCE, sp_split_names),
+          MCC_SP_SPLIT_SEQUENCE, sp_split_names,
+          "split sequence parallelism's activations along the sequence (Megatron's) or by batch rows"),
     /* Megatron's name: the all-gathers and reduce-scatters of sequence parallelism fused with their
      * matmuls (fusion.c); a no-op without sequence_parallel */
-    FIELD(SEC_PARALLEL, "tp_comm_overlap", tp_comm_overlap, NULL, K_BOOL, R_ANY, D_VALUE, false, NULL),
+    PAR_BOOL(tp_comm_overlap, "sequence parallelism's collectives fused with their matmuls"),
     /* the micro-batch's two halves as two chains whose sequence-parallel collectives run beside the
      * other's computation (comm_overlap.c); a no-op without sequence_parallel */
-    FIELD(SEC_PARALLEL, "tp_comm_interleave", tp_comm_interleave, NULL, K_BOOL, R_ANY, D_VALUE, false, NULL),
-    FIELD(SEC_PARALLEL, "ddp_bucket_size", ddp_bucket_size, NULL, K_INT, R_POS, D_VALUE, 40000000, NULL),
-    FIELD(SEC_PARALLEL, "overlap_grad_reduce", overlap_grad_reduce, NULL, K_BOOL, R_ANY, D_VALUE, false, NULL),
-    TRAIN(micro_batch_size, K_INT, R_POS, D_VALUE, 1),
-    TRAIN(global_batch_size, K_INT, R_POS, D_DERIVED, 0),
-    TRAIN(train_iters, K_INT, R_POS, D_VALUE, 10),
-    TRAIN(lr, K_NUM, R_NONNEG, D_VALUE, 3e-4),
-    TRAIN(min_lr, K_NUM, R_NONNEG, D_VALUE, 0),
+    PAR_BOOL(tp_comm_interleave, "two half micro-batches, each one's collectives beside the other's work"),
+    FIELD(SEC_PARALLEL, "ddp_bucket_size", ddp_bucket_size, NULL, K_INT, R_POS, D_VALUE, 40000000, NULL,
+          "gradient elements per data-parallel all-reduce"),
+    PAR_BOOL(overlap_grad_reduce, "all-reduce each gradient bucket inside the backward, once it is final"),
+    TRAIN(micro_batch_size, K_INT, R_POS, D_VALUE, 1, "samples per rank in one forward and backward"),
+    TRAIN(global_batch_size, K_INT, R_POS, D_DERIVED, 0,
+          "samples per optimizer step, the rest accumulated (default: micro_batch_size * data_parallel_size)"),
+    TRAIN(train_iters, K_INT, R_POS, D_VALUE, 10, "optimizer steps (train_rank's --train-iters default)"),
+    TRAIN(lr, K_NUM, R_NONNEG, D_VALUE, 3e-4, "peak learning rate"),
+    TRAIN(min_lr, K_NUM, R_NONNEG, D_VALUE, 0, "the learning rate the decay ends at"),
     FIELD(SEC_TRAINING, "lr_decay_style", lr_decay_style, NULL, K_ENUM, R_ANY, D_VALUE, MCC_LR_COSINE,
-          spec_lr_styles),
-    TRAIN(lr_warmup_iters, K_INT, R_NONNEG, D_VALUE, 0),
-    TRAIN(lr_warmup_fraction, K_NUM, R_UNIT, D_VALUE, 0),
-    TRAIN(lr_decay_iters, K_INT, R_NONNEG, D_VALUE, 0),    /* 0: train_iters */
+          spec_lr_styles, "the learning rate's decay after warmup"),
+    TRAIN(lr_warmup_iters, K_INT, R_NONNEG, D_VALUE, 0, "iterations of linear warmup"),
+    TRAIN(lr_warmup_fraction, K_NUM, R_UNIT, D_VALUE, 0, "warmup as a fraction of the decay iterations instead"),
+    TRAIN(lr_decay_iters, K_INT, R_NONNEG, D_VALUE, 0, "iterations the decay spans (0: train_iters)"),
     FIELD(SEC_TRAINING, "lr_wsd_decay_style", lr_wsd_decay_style, NULL, K_ENUM, R_ANY, D_VALUE, MCC_WSD_EXPONENTIAL,
-          spec_wsd_styles),
-    TRAIN(lr_wsd_decay_iters, K_INT, R_NONNEG, D_VALUE, 0),
-    TRAIN(weight_decay, K_NUM, R_NONNEG, D_VALUE, 0.01),
-    TRAIN(clip_grad, K_NUM, R_NONNEG, D_VALUE, 1.0),    /* 0 disables clipping, as in Megatron */
-    TRAIN(adam_beta1, K_NUM, R_UNIT, D_VALUE, 0.9),
-    TRAIN(adam_beta2, K_NUM, R_UNIT, D_VALUE, 0.999),
-    TRAIN(adam_eps, K_NUM, R_POS, D_VALUE, 1e-8),
-    TRAIN(seed, K_INT, R_NONNEG, D_VALUE, 1234),
-    TRAIN(eval_interval, K_INT, R_POS, D_VALUE, 1000),  /* Megatron's defaults */
-    TRAIN(eval_iters, K_INT, R_NONNEG, D_VALUE, 100),   /* 0 disables evaluation */
-    TRAIN(log_interval, K_INT, R_POS, D_VALUE, 1),
+          spec_wsd_styles, "WSD: the shape of its final decay"),
+    TRAIN(lr_wsd_decay_iters, K_INT, R_NONNEG, D_VALUE, 0, "WSD: the final iterations that decay"),
+    TRAIN(weight_decay, K_NUM, R_NONNEG, D_VALUE, 0.01, "AdamW's decoupled weight decay (none on biases and norms)"),
+    TRAIN(clip_grad, K_NUM, R_NONNEG, D_VALUE, 1.0, "global gradient-norm clip (0: none, as in Megatron)"),
+    TRAIN(adam_beta1, K_NUM, R_UNIT, D_VALUE, 0.9, "Adam's decay of the gradient's mean"),
+    TRAIN(adam_beta2, K_NUM, R_UNIT, D_VALUE, 0.999, "Adam's decay of the gradient's square"),
+    TRAIN(adam_eps, K_NUM, R_POS, D_VALUE, 1e-8, "Adam's epsilon"),
+    TRAIN(seed, K_INT, R_NONNEG, D_VALUE, 1234, "of the initialization, the data order and the dropout masks"),
+    TRAIN(eval_interval, K_INT, R_POS, D_VALUE, 1000, /* Megatron's defaults */
+          "validate every N iterations (train_rank's --eval-interval default)"),
+    TRAIN(eval_iters, K_INT, R_NONNEG, D_VALUE, 100,
+          "global batches per validation, 0: none (train_rank's --eval-iters default)"),
+    TRAIN(log_interval, K_INT, R_POS, D_VALUE, 1, "a log line every N iterations (train_rank's --log-interval default)"),
     /* activations: the backward recomputes GELU/SiLU/SwiGLU outputs from inputs it keeps anyway (an
      * elementwise pass each) instead of keeping them: gpt2-1.5B 65.4 -> 56.1 GiB for ~3% of its step */
     FIELD(SEC_TRAINING, "recompute_granularity", recompute_granularity, NULL, K_ENUM, R_ANY, D_VALUE,
-          MCC_RECOMPUTE_NONE, recompute_names),
-    TRAIN(recompute_num_layers, K_INT, R_NONNEG, D_VALUE, 0),
+          MCC_RECOMPUTE_NONE, recompute_names,
+          "none; activations: the backward recomputes GELU/SiLU/SwiGLU outputs; selective: norm outputs too"),
+    TRAIN(recompute_num_layers, K_INT, R_NONNEG, D_VALUE, 0, "recompute only in the first N layers (0: all)"),
 };
 enum { SPEC_NFIELDS = sizeof spec_fields / sizeof spec_fields[0] };
+
+/* Flags of Megatron-LM's pretrain_gpt.py that recipes pass and that are not spec fields: what each
+ * means to mcc. A recipe's flag list pasted after `mcc compile SPEC.json` then compiles, with one
+ * line on stderr for each flag that changes nothing here. */
+typedef enum {
+    MF_SAME,      /* accepted: mcc already does what it asks (a line on stderr says so) */
+    MF_SETS,      /* another spelling of a field's value: `sets` is "key=value" */
+    MF_IMPLIED,   /* accepted: what it turns on follows from a field */
+    MF_ELSEWHERE, /* a flag of another program (train_rank, mcc data preprocess): an error saying which */
+    MF_REFUSED,   /* asks for what this build cannot do: an error with the reason */
+} spec_megatron_kind;
+
+typedef struct {
+    const char *flag;
+    bool takes_value;
+    const char *values;       /* the values it accepts, '|'-separated; NULL: any */
+    spec_megatron_kind kind;
+    const char *sets;         /* MF_SETS */
+    const char *why;          /* the one line said on stderr, or the error's reason */
+} spec_megatron_flag;
+
+static const spec_megatron_flag spec_megatron_flags[] = {
+    {"--bf16", false, NULL, MF_SAME, NULL,
+     "the CUDA target trains in bf16 with fp32 master weights anyway (the CPU target computes in fp32)"},
+    {"--use-mcore-models", false, NULL, MF_SAME, NULL, "mcc builds Megatron Core's GPT model, its only one"},
+    {"--use-flash-attn", false, NULL, MF_SAME, NULL,
+     "attention is always one fused flash-attention kernel (mcc's, or cuDNN's where found)"},
+    {"--transformer-impl", true, "transformer_engine|local", MF_SAME, NULL,
+     "mcc compiles its own kernels: there is no implementation to choose"},
+    {"--no-masked-softmax-fusion", false, NULL, MF_SAME, NULL,
+     "the causal mask and softmax run inside the attention kernel either way"},
+    {"--no-bias-gelu-fusion", false, NULL, MF_SAME, NULL,
+     "the fusion pass decides which epilogues it fuses; what is computed is the same"},
+    {"--distributed-backend", true, "nccl", MF_SAME, NULL, "GPU ranks communicate through NCCL (CPU ranks through MPI)"},
+    {"--group-query-attention", false, NULL, MF_IMPLIED, NULL,
+     "implied by --num-query-groups: fewer groups than heads is grouped-query attention"},
+    {"--disable-bias-linear", false, NULL, MF_SETS, "add_bias_linear=false", "read as --add-bias-linear false"},
+    {"--fp16", false, NULL, MF_REFUSED, NULL,
+     "mcc trains in bf16 only (fp16 needs loss scaling, which it does not have): pass --bf16 or nothing"},
+    {"--data-path", true, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --data-path PREFIX"},
+    {"--split", true, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --split 969,30,1"},
+    {"--tokenizer-type", true, NULL, MF_ELSEWHERE, NULL,
+     "`mcc data preprocess --tokenizer-type` tokenizes the data before training; pass its vocabulary "
+     "as --vocab-size"},
+    {"--vocab-file", true, NULL, MF_ELSEWHERE, NULL, "it is `mcc data preprocess`'s (the tokenizer runs there)"},
+    {"--merge-file", true, NULL, MF_ELSEWHERE, NULL, "it is `mcc data preprocess`'s (the tokenizer runs there)"},
+    {"--save", true, NULL, MF_ELSEWHERE, NULL, "checkpoints are train_rank's, which writes none in this build"},
+    {"--load", true, NULL, MF_ELSEWHERE, NULL, "checkpoints are train_rank's, which reads none in this build"},
+};
+enum { SPEC_NMEGATRON = sizeof spec_megatron_flags / sizeof spec_megatron_flags[0] };
 
 /* Loader state: where each field's value came from, for messages that point at the input. */
 typedef struct {
@@ -230,22 +303,28 @@ static bool spec_set_json(spec_ctx *c, const spec_field *f, const char *where, j
     return false;
 }
 
-/* A flag's value; booleans are handled by spec_read_flags. */
+/* A flag's value, read by common/cli.h's checked parser (the whole text, the flag named). An
+ * integer's sign is checked here, its other limits (and every number's range, which JSON values
+ * share) by spec_check_field. */
 static bool spec_set_text(spec_ctx *c, const spec_field *f, const char *where, const char *v)
 {
-    char *end;
-    errno = 0;
     if (f->kind == K_INT) {
-        long long n = strtoll(v, &end, 10);
-        if (end == v || *end) return spec_fail(c, "%s expects an integer, got \"%.64s\"", where, v);
-        if (errno == ERANGE) n = n < 0 ? LLONG_MIN : LLONG_MAX;
-        return spec_set_int(c, f, where, n, v);
+        long long n;
+        long long min = f->range == R_POS ? 1 : f->range == R_NONNEG ? 0 : INT_MIN;
+        if (!cli_parse_int(where, v, min, INT_MAX, &n, c->err, c->errlen)) return false;
+        spec_store_int(c, f, n);
+        return true;
     }
     if (f->kind == K_NUM) {
-        double d = strtod(v, &end);
-        if (end == v || *end || !isfinite(d))
-            return spec_fail(c, "%s expects a finite number, got \"%.64s\"", where, v);
+        double d;
+        if (!cli_parse_num(where, v, -INFINITY, false, INFINITY, &d, c->err, c->errlen)) return false;
         spec_store_num(c, f, d);
+        return true;
+    }
+    if (f->kind == K_BOOL) {
+        if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
+            return spec_fail(c, "%s expects true or false, got \"%.64s\"", where, v);
+        spec_store_int(c, f, strcmp(v, "true") == 0);
         return true;
     }
     return spec_set_choice(c, f, where, v);
@@ -272,20 +351,18 @@ static int spec_edit_distance(const char *a, const char *b)
     return prev[nb];
 }
 
-/* The closest of n names (name_at(0..n-1)) within edit distance 3, or NULL. */
-static const char *spec_closest(const char *key, int n, const char *(*name_at)(int))
+/* The closest of n names to key, or NULL when none is close: within 3 edits, and at most half the
+ * name's length, so a short name is not offered for an unrelated word. */
+static const char *spec_closest(const char *key, const char *const *names, int n)
 {
     const char *best = NULL;
     int best_d = 4;
     for (int i = 0; i < n; i++) {
-        int d = spec_edit_distance(key, name_at(i));
-        if (d < best_d) best_d = d, best = name_at(i);
+        int d = spec_edit_distance(key, names[i]);
+        if (d < best_d && 2 * (size_t)d <= strlen(names[i])) best_d = d, best = names[i];
     }
     return best;
 }
-
-static const char *spec_field_name(int i) { return spec_fields[i].key; }
-static const char *spec_section_name(int i) { return spec_section_names[i]; }
 
 static bool spec_unknown_key(spec_ctx *c, spec_section sec, const char *key)
 {
@@ -294,7 +371,9 @@ static bool spec_unknown_key(spec_ctx *c, spec_section sec, const char *key)
     if (elsewhere)
         return spec_fail(c, "unknown key %s.%s: %s belongs in the \"%s\" section", sname, key, key,
                          spec_section_names[elsewhere->sec]);
-    const char *near = spec_closest(key, SPEC_NFIELDS, spec_field_name);
+    const char *keys[SPEC_NFIELDS];
+    for (int i = 0; i < SPEC_NFIELDS; i++) keys[i] = spec_fields[i].key;
+    const char *near = spec_closest(key, keys, SPEC_NFIELDS);
     if (near)
         return spec_fail(c, "unknown key %s.%.64s: did you mean \"%s\"?", sname, key, near);
     char known[1024] = "";
@@ -334,7 +413,7 @@ static bool spec_read_root(spec_ctx *c, const char *path, json_t *root)
         int sec = 0;
         while (sec < SEC_COUNT && strcmp(key, spec_section_names[sec]) != 0) sec++;
         if (sec == SEC_COUNT) {
-            const char *near = spec_closest(key, SEC_COUNT, spec_section_name);
+            const char *near = spec_closest(key, spec_section_names, SEC_COUNT);
             if (near) return spec_fail(c, "unknown top-level key \"%.64s\": did you mean \"%s\"?", key, near);
             return spec_fail(c, "unknown top-level key \"%.64s\": the sections are \"model\", \"parallel\" "
                                 "and \"training\"", key);
@@ -380,22 +459,72 @@ static const spec_field *spec_flag_field(const char *arg)
     return spec_find(key);
 }
 
+/* What a Megatron flag of each kind is called, in its stderr line and in --help. ORDER spec_megatron_kind */
+static const char *const spec_megatron_kind_text[] = {"accepted, nothing to change", "mapped", "accepted",
+                                                      "not mcc compile's", "refused"};
+
+static const spec_megatron_flag *spec_megatron_find(const char *arg)
+{
+    for (int i = 0; i < SPEC_NMEGATRON; i++)
+        if (strcmp(spec_megatron_flags[i].flag, arg) == 0) return &spec_megatron_flags[i];
+    return NULL;
+}
+
+/* Whether v is one of the '|'-separated values. */
+static bool spec_value_listed(const char *values, const char *v)
+{
+    size_t n = strlen(v);
+    for (const char *p = values; p; p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL)
+        if (strncmp(p, v, n) == 0 && (p[n] == '|' || p[n] == '\0')) return true;
+    return false;
+}
+
+/* Megatron flag m, with val the argument after it (consumed through *i when m takes a value). */
+static bool spec_read_megatron(spec_ctx *c, const spec_megatron_flag *m, const char *val, int *i)
+{
+    if (m->kind == MF_REFUSED) return spec_fail(c, "%s is refused: %s", m->flag, m->why);
+    if (m->kind == MF_ELSEWHERE) return spec_fail(c, "%s is not a flag of mcc compile: %s", m->flag, m->why);
+    if (m->takes_value) {
+        if (!val || strncmp(val, "--", 2) == 0 || (m->values && !spec_value_listed(m->values, val)))
+            return spec_fail(c, "%s %s: it takes %s (%s)", m->flag, val && strncmp(val, "--", 2) ? val : "without a value",
+                             m->values ? m->values : "a value", m->why);
+        (*i)++;
+    }
+    if (m->kind == MF_SETS) {
+        const char *eq = strchr(m->sets, '=');
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - m->sets), m->sets);
+        const spec_field *f = spec_find(key);
+        c->set[spec_index(f)] = true;
+        c->flag[spec_index(f)] = m->flag;
+        if (!spec_set_text(c, f, m->flag, eq + 1)) return false;
+    }
+    fprintf(stderr, "mcc: %s%s%s: %s: %s\n", m->flag, m->takes_value ? " " : "", m->takes_value ? val : "",
+            spec_megatron_kind_text[m->kind], m->why);
+    return true;
+}
+
 static bool spec_read_flags(spec_ctx *c, int argc, char **argv, int *rest, int *nrest)
 {
     *nrest = 0;
     for (int i = 0; i < argc; i++) {
         const spec_field *f = spec_flag_field(argv[i]);
+        const char *flag = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        const spec_megatron_flag *m = f ? NULL : spec_megatron_find(flag);
+        if (m) {
+            if (!spec_read_megatron(c, m, val, &i)) return false;
+            continue;
+        }
         if (!f) {
             rest[(*nrest)++] = i;
             continue;
         }
-        const char *flag = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         c->set[spec_index(f)] = true;
         c->flag[spec_index(f)] = flag;
         if (f->kind == K_BOOL) {    /* "--swiglu" alone means true */
             bool explicit = val && (strcmp(val, "true") == 0 || strcmp(val, "false") == 0);
-            spec_store_int(c, f, !explicit || strcmp(val, "true") == 0);
             i += explicit;
+            if (!spec_set_text(c, f, flag, explicit ? val : "true")) return false;
             continue;
         }
         if (!val || strncmp(val, "--", 2) == 0)
@@ -505,20 +634,20 @@ static bool spec_check_lr(spec_ctx *c)
                            NULL);
 }
 
-/* Megatron's tensor-parallel split: heads, kv groups, ffn features and the vocabulary divide by tp. */
+/* Megatron's tensor-parallel split: heads, kv groups and ffn features divide by tp (the vocabulary
+ * is padded to a multiple of it, spec_pad_vocab). */
 static bool spec_check_tp(spec_ctx *c)
 {
     const mcc_spec *s = &c->s;
     int tp = s->tensor_model_parallel_size;
-    const char *keys[] = {"num_attention_heads", "num_query_groups", "ffn_hidden_size", "vocab_size", "seq_length"};
-    int values[] = {s->num_attention_heads, s->num_query_groups, s->ffn_hidden_size, s->vocab_size, s->seq_length};
+    const char *keys[] = {"num_attention_heads", "num_query_groups", "ffn_hidden_size", "seq_length"};
+    int values[] = {s->num_attention_heads, s->num_query_groups, s->ffn_hidden_size, s->seq_length};
     bool split_sequence = s->sequence_parallel && s->sequence_parallel_split == MCC_SP_SPLIT_SEQUENCE;
-    for (int i = 0; i < 4 + split_sequence; i++) /* the sequence splits only with sequence_parallel */
+    for (int i = 0; i < 3 + split_sequence; i++) /* the sequence splits only with sequence_parallel */
         if (values[i] % tp)
             return spec_fail(c, "%s (%d) must be divisible by %s (%d): each tensor-parallel rank takes an equal "
-                                "share%s", spec_where(c, spec_find(keys[i])), values[i],
-                             spec_where(c, spec_find("tensor_model_parallel_size")), tp,
-                             i == 3 ? "; pad vocab_size up to a multiple of it" : "");
+                                "share", spec_where(c, spec_find(keys[i])), values[i],
+                             spec_where(c, spec_find("tensor_model_parallel_size")), tp);
     if (s->tp_comm_interleave && s->sequence_parallel && tp > 1) {
         int rows = s->sequence_parallel_split == MCC_SP_SPLIT_BATCH ? 2 * tp : 2;
         if (s->micro_batch_size % rows)
@@ -540,10 +669,28 @@ static bool spec_check_tp(spec_ctx *c)
     return true;
 }
 
+/* Megatron's _vocab_size_with_padding: vocab_size rounded up to a multiple of
+ * make_vocab_size_divisible_by * tp, so each tensor-parallel rank's share of the embedding and the
+ * logits is equal and GEMM-friendly (GPT-2's 50257 -> 50304 at tp 1). */
+static bool spec_pad_vocab(spec_ctx *c)
+{
+    mcc_spec *s = &c->s;
+    long long multiple = (long long)s->make_vocab_size_divisible_by * s->tensor_model_parallel_size;
+    long long padded = (s->vocab_size + multiple - 1) / multiple * multiple;
+    if (padded > INT_MAX)
+        return spec_fail(c, "%s (%d) padded to a multiple of %s * %s = %lld is %lld, which does not fit in a 32-bit "
+                            "int: lower make_vocab_size_divisible_by", spec_where(c, spec_find("vocab_size")),
+                         s->vocab_size, spec_where(c, spec_find("make_vocab_size_divisible_by")),
+                         spec_where(c, spec_find("tensor_model_parallel_size")), multiple, padded);
+    s->padded_vocab_size = (int)padded;
+    return true;
+}
+
 static bool spec_validate(spec_ctx *c)
 {
     for (int i = 0; i < SPEC_NFIELDS; i++)
         if (!spec_check_field(c, &spec_fields[i])) return false;
+    if (!spec_pad_vocab(c)) return false;
     mcc_spec *s = &c->s;
     long long batch_unit = (long long)s->micro_batch_size * s->data_parallel_size;
     if (!spec_check_pair(c, s->hidden_size % s->num_attention_heads == 0, "hidden_size",
@@ -610,8 +757,75 @@ int64_t mcc_spec_num_params(const mcc_spec *s)
     double attn = q * d + 2 * kv * d + d * q;                       /* q, k, v, out */
     double mlp = ff * d * (s->activation == MCC_ACT_SWIGLU ? 3 : 2);  /* up (+gate), down */
     double layer = 2 * norm + attn + mlp + bias;
-    double embed = (double)s->vocab_size * d * (s->untie_embeddings_and_output_weights ? 2 : 1);
+    double embed = (double)s->padded_vocab_size * d * (s->untie_embeddings_and_output_weights ? 2 : 1);
     double pos = s->position_embedding_type == MCC_POS_LEARNED ? (double)s->max_position_embeddings * d : 0;
     double total = embed + pos + s->num_layers * layer + norm;
     return total < 9007199254740992.0 ? (int64_t)total : -1;
+}
+
+/* ---- help and "did you mean" -------------------------------------------------------------- */
+
+/* "--tensor-model-parallel-size, --tp". */
+static void spec_flags_text(const spec_field *f, char *buf, size_t n)
+{
+    spec_flag_name(f, buf, n);
+    if (f->alias) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, n - used, ", --%s", f->alias);
+    }
+}
+
+static void spec_default_text(const spec_field *f, char *buf, size_t n)
+{
+    if (f->need != D_VALUE) snprintf(buf, n, "%s", f->need == D_REQUIRED ? "required" : "derived");
+    else if (f->kind == K_BOOL) snprintf(buf, n, "%s", f->def ? "true" : "false");
+    else if (f->kind == K_ENUM) snprintf(buf, n, "%s", f->choices[(int)f->def]);
+    else snprintf(buf, n, "%.10g", f->def);
+}
+
+void mcc_spec_print_help(FILE *out)
+{
+    static const char *const type_text[] = {"int", "number", "bool", "choice"}; /* ORDER spec_kind */
+    fprintf(out, "Spec fields: SPEC.json's keys (section.key), each also set by its flag (a bool's flag alone "
+                 "means true):\n  %-38s %-7s %-16s %s\n", "FLAG", "TYPE", "DEFAULT", "MEANING");
+    for (int i = 0; i < SPEC_NFIELDS; i++) {
+        const spec_field *f = &spec_fields[i];
+        char flags[80], def[32], choices[128] = "";
+        if (i == 0 || f->sec != spec_fields[i - 1].sec) fprintf(out, " %s:\n", spec_section_names[f->sec]);
+        spec_flags_text(f, flags, sizeof flags);
+        spec_default_text(f, def, sizeof def);
+        for (int k = 0; f->kind == K_ENUM && f->choices[k]; k++) {
+            size_t used = strlen(choices);
+            snprintf(choices + used, sizeof choices - used, "%s%s", k ? "|" : " (", f->choices[k]);
+        }
+        fprintf(out, "  %-38s %-7s %-16s %s%s%s\n", flags, type_text[f->kind], def, f->help, choices,
+                *choices ? ")" : "");
+    }
+    fprintf(out, "Megatron-LM flags that are not fields (pretrain_gpt.py's spelling):\n");
+    for (int i = 0; i < SPEC_NMEGATRON; i++) {
+        const spec_megatron_flag *m = &spec_megatron_flags[i];
+        char flag[96];
+        snprintf(flag, sizeof flag, "%s%s%s", m->flag, m->takes_value ? " " : "",
+                 m->takes_value ? (m->values ? m->values : "VALUE") : "");
+        fprintf(out, "  %-38s %s: %s\n", flag, spec_megatron_kind_text[m->kind], m->why);
+    }
+}
+
+const char *mcc_spec_flag_near(const char *flag, const char *const *extra)
+{
+    enum { MAX_EXTRA = 32 };
+    static char field_flags[2 * SPEC_NFIELDS][64]; /* the returned name may point here */
+    const char *names[2 * SPEC_NFIELDS + SPEC_NMEGATRON + MAX_EXTRA];
+    int n = 0, nf = 0;
+    for (int i = 0; i < SPEC_NFIELDS; i++) {
+        spec_flag_name(&spec_fields[i], field_flags[nf], sizeof field_flags[nf]);
+        names[n++] = field_flags[nf++];
+        if (spec_fields[i].alias) {
+            snprintf(field_flags[nf], sizeof field_flags[nf], "--%s", spec_fields[i].alias);
+            names[n++] = field_flags[nf++];
+        }
+    }
+    for (int i = 0; i < SPEC_NMEGATRON; i++) names[n++] = spec_megatron_flags[i].flag;
+    for (int i = 0; extra && extra[i] && i < MAX_EXTRA; i++) names[n++] = extra[i];
+    return spec_closest(flag, names, n);
 }

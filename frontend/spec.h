@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef enum { MCC_NORM_LAYERNORM, MCC_NORM_RMSNORM } mcc_norm;
 typedef enum { MCC_POS_LEARNED, MCC_POS_ROPE } mcc_pos;
@@ -19,7 +20,8 @@ typedef enum { MCC_WSD_EXPONENTIAL, MCC_WSD_LINEAR, MCC_WSD_COSINE, MCC_WSD_MINU
 typedef struct {
     /* model */
     int num_layers, hidden_size, num_attention_heads, num_query_groups, ffn_hidden_size;
-    int seq_length, max_position_embeddings, vocab_size;
+    int seq_length, max_position_embeddings, vocab_size; /* vocab_size: the tokenizer's, as given */
+    int make_vocab_size_divisible_by;   /* Megatron's: the vocabulary is padded to a multiple of this x tp */
     mcc_norm normalization;             /* "LayerNorm" | "RMSNorm" */
     mcc_pos position_embedding_type;    /* "learned_absolute" | "rope" */
     mcc_act activation;                 /* from "swiglu": true/false (default false, as Megatron) */
@@ -53,6 +55,10 @@ typedef struct {
     int recompute_num_layers;           /* recompute only in the first N layers (0: all), Megatron's block method */
     mcc_wsd_style lr_wsd_decay_style;   /* "exponential" | "linear" | "cosine" | "minus_sqrt" */
     int eval_interval, eval_iters, log_interval; /* train_rank's defaults for its flags */
+    /* derived, not a field: the vocabulary the model has (embedding rows, logits), vocab_size padded
+       up to a multiple of make_vocab_size_divisible_by * tensor_model_parallel_size as Megatron's
+       _vocab_size_with_padding does; the rows past vocab_size are dummy tokens no data holds */
+    int padded_vocab_size;
 } mcc_spec;
 
 /* Reads SPEC.json, applies `--flag value` overrides (argv: the flags after the spec path),
@@ -61,6 +67,15 @@ typedef struct {
  * are returned in rest/nrest (rest must hold argc entries). */
 bool mcc_spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest,
                    char *err, size_t errlen);
+
+/* Prints every spec field (flag, type, default, one line of meaning) and the Megatron flags mcc
+ * accepts, maps or refuses: the body of `mcc compile --help`. */
+void mcc_spec_print_help(FILE *out);
+
+/* The flag nearest to a mistyped one among the spec fields' flags, the Megatron flags and
+ * extra (a NULL-terminated list of the caller's own flags), or NULL when none is close. The
+ * name may be in static storage, valid until the next call. */
+const char *mcc_spec_flag_near(const char *flag, const char *const *extra);
 
 /* Derived quantities. */
 static inline int mcc_spec_head_dim(const mcc_spec *s) { return s->hidden_size / s->num_attention_heads; }

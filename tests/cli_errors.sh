@@ -39,7 +39,7 @@ printf 'hello world, this is a small document for the test\n' > "$work/doc.txt"
 "$mcc" data preprocess --input "$work/doc.txt" --output-prefix "$work/doc" --append-eod >/dev/null 2>&1
 expect "--data-path is required" -- "$work/train_rank"
 expect "unknown or incomplete flag '--frob'" -- "$work/train_rank" --frob
-expect "--train-iters needs a positive integer" -- "$work/train_rank" --data-path "$work/doc_text_document" --train-iters -3
+expect "train_rank: error: --train-iters" -- "$work/train_rank" --data-path "$work/doc_text_document" --train-iters -3
 expect "--data-path $work/missing" -- "$work/train_rank" --data-path "$work/missing"
 expect "recompile with --vocab-size" -- "$work/train_small_vocab" --data-path "$work/doc_text_document"
 expect "--tp-comm-interleave splits the micro-batch into two halves" -- "$mcc" ir "$tiny" --tp 2 \

@@ -87,7 +87,10 @@ if(MPI_C_FOUND)
       "tp2_sp_batch_interleave_dp2_overlap:4:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-interleave --dp 2 --overlap-grad-reduce --ddp-bucket-size 20000"
       "tp2_sp_interleave_recompute:2:--tp 2 --sequence-parallel --tp-comm-interleave --recompute-granularity selective"
       # one micro-batch per step: the halves' first write of each gradient assigns, whichever goes first
-      "tp2_sp_batch_interleave_dp4_one_micro_batch:8:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-interleave --dp 4")
+      "tp2_sp_batch_interleave_dp4_one_micro_batch:8:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-interleave --dp 4"
+      # Megatron's padding at tp 2 (257 -> 512, a multiple of 128 * 2; rank 1's rows all dummy tokens but
+      # one) against one rank padded to the same 512 (a multiple of 256)
+      "tp2_padded_vocab:2:--vocab-size 257 --make-vocab-size-divisible-by 256 -- --tp 2 --make-vocab-size-divisible-by 128")
   # With dropout on: the masks are drawn by global sample and element index, so every layout,
   # and a split into more micro-batches, draws the single rank's masks.
   list(APPEND MCC_LAYOUTS "dp2_dropout:2:${_dropout} --dp 2" "tp2_dropout:2:${_dropout} --tp 2"

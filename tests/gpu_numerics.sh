@@ -16,7 +16,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 have=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 [ "$have" -ge "$ngpu" ] || { echo "needs $ngpu GPU(s), this machine has $have: skipped"; exit 77; }
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-common=(--keep-logits --vocab-size 260 --global-batch-size 16 "${spec[@]}")
+# unpadded (as tests/parallel_e2e.sh): the same vocabulary at every tp
+common=(--keep-logits --vocab-size 260 --make-vocab-size-divisible-by 1 --global-batch-size 16 "${spec[@]}")
 "$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix "$work/text" --append-eod >/dev/null 2>&1
 "$mcc" compile "$root/models/$model.json" "${common[@]}" --target cpu -o "$work/cpu" 2>/dev/null
 "$mcc" compile "$root/models/$model.json" "${common[@]}" --target cuda "$@" -o "$work/gpu" 2>"$work/c.log" ||

@@ -18,8 +18,9 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # Open MPI keeps allocations of components it unloaded, which LeakSanitizer cannot attribute
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
-# the spec's own sizes, made divisible by every layout tested here (vocab 257 -> 260 for tp 2, 4)
-common=(--target cpu --keep-logits --vocab-size 260 --global-batch-size 16 "${spec[@]}")
+# the spec's own sizes, made divisible by every layout tested here (vocab 257 -> 260 for tp 2, 4),
+# unpadded: Megatron's padding (to a multiple of 128 * tp) would give each tp another vocabulary
+common=(--target cpu --keep-logits --vocab-size 260 --make-vocab-size-divisible-by 1 --global-batch-size 16 "${spec[@]}")
 "$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix "$work/text" --append-eod >/dev/null 2>&1
 "$mcc" compile "$root/models/$model.json" "${common[@]}" -o "$work/single" 2>"$work/c1.log" || { cat "$work/c1.log"; exit 1; }
 "$mcc" compile "$root/models/$model.json" "${common[@]}" "$@" -o "$work/parallel" 2>"$work/c2.log" ||

@@ -30,9 +30,9 @@ static bool load(const char *path, int argc, char **argv, mcc_spec *s, int *rest
 static void test_models(const char *dir)
 {
     static const struct { const char *file; int64_t params; } known[] = {
-        {"gpt2-124m.json", 124439808},   /* tied embeddings, 1024 learned positions */
-        {"llama3-8b.json", 8030261248},
-        {"tiny-llama.json", 106944},     /* 2*257*64 + 2*(2*64 + 3*64*64 + 64*64 + 3*128*64) + 64 */
+        {"gpt2-124m.json", 124475904},   /* tied embeddings (50257 padded to 50304), 1024 learned positions */
+        {"llama3-8b.json", 8030261248},  /* 128256 = 1002 * 128: no padding */
+        {"tiny-llama.json", 123200},     /* 2*384*64 + 2*(2*64 + 3*64*64 + 64*64 + 3*128*64) + 64 */
     };
     DIR *d = opendir(dir);
     CHECK(d, "cannot open %s", dir);
@@ -79,6 +79,54 @@ static void test_flags(const char *dir)
     CHECK(s.attention_dropout == 0.1 && s.hidden_dropout == 0, "dropout: the flag's 0.1, else the default 0 (got %g, %g)",
           s.attention_dropout, s.hidden_dropout);
     CHECK(nrest == 4 && rest[0] == 0 && rest[1] == 1 && rest[2] == 11 && rest[3] == 12, "rest: %d items", nrest);
+}
+
+/* The vocabulary is padded as Megatron's _vocab_size_with_padding does, to a multiple of
+ * make_vocab_size_divisible_by * tp; vocab_size stays the tokenizer's. */
+static void test_vocab_padding(const char *dir)
+{
+    static const struct { const char *file, *flags[4]; int vocab, padded; } cases[] = {
+        {"gpt2-124m.json", {NULL}, 50257, 50304},
+        {"gpt2-124m.json", {"--tp", "2", NULL}, 50257, 50432}, /* a multiple of 256 */
+        {"tiny-gpt2.json", {NULL}, 257, 384},
+        {"tiny-gpt2.json", {"--make-vocab-size-divisible-by", "1", NULL}, 257, 257},
+        {"tiny-gpt2.json", {"--make-vocab-size-divisible-by", "1", "--tp", "2"}, 257, 258},
+        {"llama3-8b.json", {"--tp", "8", NULL}, 128256, 128 * 1008},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[1024], err[512] = "";
+        snprintf(path, sizeof path, "%s/%s", dir, cases[i].file);
+        int argc = 0, rest[4], nrest;
+        while (argc < 4 && cases[i].flags[argc]) argc++;
+        mcc_spec s;
+        bool ok = load(path, argc, (char **)cases[i].flags, &s, rest, &nrest, err);
+        CHECK(ok, "%s case %zu: %s", cases[i].file, i, err);
+        CHECK(!ok || (s.vocab_size == cases[i].vocab && s.padded_vocab_size == cases[i].padded),
+              "%s case %zu: vocab %d padded to %d, expected %d -> %d", cases[i].file, i, s.vocab_size,
+              s.padded_vocab_size, cases[i].vocab, cases[i].padded);
+    }
+}
+
+/* Megatron's spellings: no-op flags are consumed (not left for the caller), --disable-bias-linear
+ * sets add_bias_linear, and --flag values are read by the table's rules. */
+static void test_megatron_flags(const char *dir)
+{
+    char path[1024], err[512] = "";
+    snprintf(path, sizeof path, "%s/llama3-8b.json", dir);
+    char *argv[] = {"--use-mcore-models", "--bf16", "--use-flash-attn", "--transformer-impl", "local",
+                    "--disable-bias-linear", "--group-query-attention", "--no-masked-softmax-fusion",
+                    "--no-bias-gelu-fusion", "--distributed-backend", "nccl", "--add-bias-linear", "true",
+                    "--make-vocab-size-divisible-by", "64", "-o", "x"};
+    int argc = sizeof argv / sizeof argv[0], rest[sizeof argv / sizeof argv[0]], nrest = 0;
+    mcc_spec s;
+    bool ok = load(path, argc, argv, &s, rest, &nrest, err);
+    CHECK(ok, "%s", err);
+    CHECK(!ok || (nrest == 2 && rest[0] == argc - 2), "only -o x left for the caller, got %d flags", nrest);
+    CHECK(!ok || (s.add_bias_linear && s.make_vocab_size_divisible_by == 64), "a later --add-bias-linear true wins");
+    char *disable[] = {"--disable-bias-linear"};
+    snprintf(path, sizeof path, "%s/gpt2-124m.json", dir); /* biases on in the JSON */
+    ok = load(path, 1, disable, &s, rest, &nrest, err);
+    CHECK(ok && !s.add_bias_linear && nrest == 0, "--disable-bias-linear sets add_bias_linear false: %s", err);
 }
 
 /* One case of bad_specs.txt: JSON text (blank: no file), flags, expected message substring. */
@@ -166,6 +214,8 @@ int main(int argc, char **argv)
     }
     test_models(argv[2]);
     test_flags(argv[2]);
+    test_vocab_padding(argv[2]);
+    test_megatron_flags(argv[2]);
     int n = test_bad_specs(argv[1]);
     CHECK(n >= 25, "only %d bad-spec cases in %s", n, argv[1]);
     printf("spec_test: %d bad-spec cases, %d failures\n", n, failures);

@@ -83,6 +83,10 @@ def load_config(path, flags=()):
     for k, v in defaults.items():
         c.setdefault(k, v)
     c.setdefault("global_batch_size", c["micro_batch_size"] * c["data_parallel_size"])
+    # the vocabulary padded as Megatron's _vocab_size_with_padding does (mcc too): the embedding
+    # and the logits have the padded rows, which no token reaches but the softmax includes
+    multiple = c.get("make_vocab_size_divisible_by", 128) * c.get("tensor_model_parallel_size", 1)
+    c["vocab_size"] = -(-c["vocab_size"] // multiple) * multiple
     return c
 
 

@@ -22,7 +22,7 @@ import torch
 TORCH_REF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_ref.py")
 
 GPT = {"model": {"num_layers": 2, "hidden_size": 32, "num_attention_heads": 4, "ffn_hidden_size": 64,
-                 "seq_length": 8, "max_position_embeddings": 12, "vocab_size": 50},
+                 "seq_length": 8, "max_position_embeddings": 12, "vocab_size": 50, "make_vocab_size_divisible_by": 1},
        "parallel": {"data_parallel_size": 1},
        "training": {"micro_batch_size": 2, "global_batch_size": 4, "train_iters": 5, "lr": 3e-3,
                     "min_lr": 1e-4, "lr_warmup_iters": 1, "lr_decay_style": "cosine"}}
@@ -57,7 +57,10 @@ class Model32:
         self.dh, self.groups = d // heads, m.get("num_query_groups", heads)
         self.rms = m.get("normalization") == "RMSNorm"
         self.bias = m.get("add_bias_linear", True)
-        self.new("embedding.word", m["vocab_size"], d, gen=gen)
+        # the vocabulary padded to a multiple of make_vocab_size_divisible_by (Megatron's rule, at tp 1)
+        step = m.get("make_vocab_size_divisible_by", 128)
+        self.vocab = -(-m["vocab_size"] // step) * step
+        self.new("embedding.word", self.vocab, d, gen=gen)
         if m.get("position_embedding_type") != "rope":
             self.new("embedding.position", m.get("max_position_embeddings", m["seq_length"]), d, gen=gen)
         for i in range(m["num_layers"]):
@@ -71,7 +74,7 @@ class Model32:
             self.new_linear(f"layers.{i}.mlp.down", d, m["ffn_hidden_size"], gen)
         self.new_norm("final_norm", d, gen)
         if m.get("untie_embeddings_and_output_weights"):
-            self.new("output.weight", m["vocab_size"], d, gen=gen)
+            self.new("output.weight", self.vocab, d, gen=gen)
 
     def new(self, name, *shape, gen, mean=0.0, std=0.1):
         self.p[name] = (mean + std * torch.randn(*shape, generator=gen)).requires_grad_()
