@@ -475,10 +475,10 @@ static bool rt_gpt_no_share(const rt_gpt_data_config *cfg, int s, char *err, siz
     return false;
 }
 
-/* "12.3 GiB", "45.6 MiB". */
+/* "12.3 GiB", "45.6 MiB", "7.0 KiB". */
 static const char *rt_gpt_size_text(double bytes, char *buf, size_t n) {
-    bool gib = bytes >= (double)(1 << 30);
-    snprintf(buf, n, "%.1f %s", bytes / (gib ? (double)(1 << 30) : (double)(1 << 20)), gib ? "GiB" : "MiB");
+    int unit = bytes >= 0x1p30 ? 30 : bytes >= 0x1p20 ? 20 : 10;
+    snprintf(buf, n, "%.1f %ciB", ldexp(bytes, -unit), unit == 30 ? 'G' : unit == 20 ? 'M' : 'K');
     return buf;
 }
 

@@ -464,6 +464,7 @@ static rt_gpt_data *open_data(train_run *r)
     int evals = r->iters / r->eval_interval + (r->iters % r->eval_interval != 0);
     c->seq_length = r->T;
     c->seed = ir_config_int(r->m, "seed", 1234);
+    c->log = r->writer ? stderr : NULL; /* the indices' memory and a long build's progress, once */
     c->num_samples[RT_SPLIT_TRAIN] = (int64_t)r->iters * batch;
     c->num_samples[RT_SPLIT_VALID] = (int64_t)evals * r->eval_iters * batch;
     char err[1024], why[1024];
