@@ -27,20 +27,21 @@ for m in tiny-gpt2 tiny-llama; do
   $B/mcc compile models/$m.json --target cuda --keep-logits --dp 2 --overlap-grad-reduce --ddp-bucket-size 20000 \
     -o devrun/bin/$m-cuda-dp2ov 2>/dev/null
   $B/mcc compile models/$m.json --target cuda --keep-logits --dp 2 --use-distributed-optimizer -o devrun/bin/$m-cuda-zero2 2>/dev/null
-  # tensor parallel on 2 GPUs, against one GPU with the same (tp-divisible) vocabulary
-  $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 -o devrun/bin/$m-cuda-v258 2>/dev/null
-  $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 --tp 2 -o devrun/bin/$m-cuda-tp2 2>/dev/null
-  $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 --tp 2 --sequence-parallel \
+  # tensor parallel on 2 GPUs, against one GPU with the same (tp-divisible, unpadded) vocabulary
+  v258=(--vocab-size 258 --make-vocab-size-divisible-by 1)
+  $B/mcc compile models/$m.json --target cuda --keep-logits "${v258[@]}" -o devrun/bin/$m-cuda-v258 2>/dev/null
+  $B/mcc compile models/$m.json --target cuda --keep-logits "${v258[@]}" --tp 2 -o devrun/bin/$m-cuda-tp2 2>/dev/null
+  $B/mcc compile models/$m.json --target cuda --keep-logits "${v258[@]}" --tp 2 --sequence-parallel \
     -o devrun/bin/$m-cuda-tp2sp 2>/dev/null
-  $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 --tp 2 --sequence-parallel \
+  $B/mcc compile models/$m.json --target cuda --keep-logits "${v258[@]}" --tp 2 --sequence-parallel \
     --sequence-parallel-split batch -o devrun/bin/$m-cuda-tp2spb 2>/dev/null
   # --tp-comm-overlap: the collectives fused with their matmuls, split by sequence (o) and batch (bo)
-  $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 --tp 2 --sequence-parallel \
+  $B/mcc compile models/$m.json --target cuda --keep-logits "${v258[@]}" --tp 2 --sequence-parallel \
     --tp-comm-overlap -o devrun/bin/$m-cuda-tp2spo 2>/dev/null
-  $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 --tp 2 --sequence-parallel \
+  $B/mcc compile models/$m.json --target cuda --keep-logits "${v258[@]}" --tp 2 --sequence-parallel \
     --sequence-parallel-split batch --tp-comm-overlap -o devrun/bin/$m-cuda-tp2spbo 2>/dev/null
   # --tp-comm-interleave: the micro-batch's halves as two chains, split by batch rows (bi)
-  $B/mcc compile models/$m.json --target cuda --keep-logits --vocab-size 258 --tp 2 --sequence-parallel \
+  $B/mcc compile models/$m.json --target cuda --keep-logits "${v258[@]}" --tp 2 --sequence-parallel \
     --sequence-parallel-split batch --tp-comm-interleave -o devrun/bin/$m-cuda-tp2spbi 2>/dev/null
   devrun/bin/$m-cpu --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir devrun/cpu/$m >/dev/null
   # one micro-batch per step: the gradients' first writes assign (no zeroing)
