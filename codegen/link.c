@@ -53,11 +53,7 @@ typedef struct {
     int n;
 } arg_list;
 
-static void arg_add(arg_list *a, const char *s, bool owned)
-{
-    if (a->n < 127) /* 127: far more than the lists of mcc_build_config.h hold; v[n] stays NULL */
-        a->owned[a->n] = owned, a->v[a->n++] = (char *)s;
-}
+static void arg_add(arg_list *a, const char *s, bool owned) { a->owned[a->n] = owned, a->v[a->n++] = (char *)s; }
 
 static void arg_add_all(arg_list *a, const char *const *list)
 {
@@ -87,6 +83,11 @@ static void link_args(arg_list *a, bool cuda, const char *lib_dir, const char *o
     static const char *const sanitize[] = {MCC_SANITIZE_ARGS NULL}, *const rt_names[] = {MCC_RUNTIME_LIB_NAMES NULL},
                              *const cuda_names[] = {MCC_CUDA_RUNTIME_LIB_NAMES NULL},
                              *const cuda_libs[] = {MCC_CUDA_SYSTEM_LIBS NULL}, *const system_libs[] = {MCC_SYSTEM_LIBS NULL};
+#define COUNT(list) (sizeof list / sizeof list[0])
+    _Static_assert(COUNT(sanitize) + COUNT(rt_names) + COUNT(cuda_names) + COUNT(cuda_libs) + COUNT(system_libs) + 5 <
+                       COUNT(a->v),
+                   "arg_list holds mcc_build_config.h's lists, five more arguments and the terminating NULL");
+#undef COUNT
     arg_add(a, MCC_CC, false);
     arg_add_all(a, sanitize);
     arg_add(a, "-Wl,--as-needed", false);
