@@ -299,9 +299,9 @@ static const mcc_command mcc_commands[] = {
                 "[--keep-logits] [--memory-report]", cmd_compile, true, false},
     {"ir", "mcc ir SPEC.json [--<field> VALUE ...] [--after PASS] [--rank R]\n  mcc ir --list-passes", cmd_ir, true,
      false},
-    {"data", "mcc data preprocess --input FILE --output-prefix PREFIX [--json-keys text] [--append-eod] [--workers N]\n"
-             "                      [--tokenizer-type ByteLevel|GPT2BPETokenizer --vocab-file F --merge-file F]",
-     cmd_data, false, true},
+    /* its flags are data_preprocess.c's (`mcc data --help`), not repeated here */
+    {"data", "mcc data preprocess --input FILE --output-prefix PREFIX [--tokenizer-type T ...]   text -> Megatron "
+             "indexed dataset", cmd_data, false, true},
     {"plot", "mcc plot METRICS.jsonl -o OUT.svg   loss, lr and throughput curves of train_rank --metrics-file",
      mcc_plot_main, false, false},
 };

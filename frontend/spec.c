@@ -135,7 +135,8 @@ static const spec_field spec_fields[] = {
           "validate every N iterations (train_rank's --eval-interval default)"),
     TRAIN(eval_iters, K_INT, R_NONNEG, D_VALUE, 100,
           "global batches per validation, 0: none (train_rank's --eval-iters default)"),
-    TRAIN(log_interval, K_INT, R_POS, D_VALUE, 1, "a log line every N iterations (train_rank's --log-interval default)"),
+    TRAIN(log_interval, K_INT, R_POS, D_VALUE, 1,
+          "a log line every N iterations (train_rank's --log-interval default)"),
     /* activations: the backward recomputes GELU/SiLU/SwiGLU outputs from inputs it keeps anyway (an
      * elementwise pass each) instead of keeping them: gpt2-1.5B 65.4 -> 56.1 GiB for ~3% of its step */
     FIELD(SEC_TRAINING, "recompute_granularity", recompute_granularity, NULL, K_ENUM, R_ANY, D_VALUE,
@@ -177,7 +178,8 @@ static const spec_megatron_flag spec_megatron_flags[] = {
      "the causal mask and softmax run inside the attention kernel either way"},
     {"--no-bias-gelu-fusion", false, NULL, MF_SAME, NULL,
      "the fusion pass decides which epilogues it fuses; what is computed is the same"},
-    {"--distributed-backend", true, "nccl", MF_SAME, NULL, "GPU ranks communicate through NCCL (CPU ranks through MPI)"},
+    {"--distributed-backend", true, "nccl", MF_SAME, NULL,
+     "GPU ranks communicate through NCCL (CPU ranks through MPI)"},
     {"--group-query-attention", false, NULL, MF_IMPLIED, NULL,
      "implied by --num-query-groups: fewer groups than heads is grouped-query attention"},
     {"--disable-bias-linear", false, NULL, MF_SETS, "add_bias_linear=false", "read as --add-bias-linear false"},
@@ -486,8 +488,9 @@ static bool spec_read_megatron(spec_ctx *c, const spec_megatron_flag *m, const c
     if (m->kind == MF_ELSEWHERE) return spec_fail(c, "%s is not a flag of mcc compile: %s", m->flag, m->why);
     if (m->takes_value) {
         if (!val || strncmp(val, "--", 2) == 0 || (m->values && !spec_value_listed(m->values, val)))
-            return spec_fail(c, "%s %s: it takes %s (%s)", m->flag, val && strncmp(val, "--", 2) ? val : "without a value",
-                             m->values ? m->values : "a value", m->why);
+            return spec_fail(c, "%s %s: it takes %s (%s)", m->flag,
+                             val && strncmp(val, "--", 2) ? val : "without a value", m->values ? m->values : "a value",
+                             m->why);
         (*i)++;
     }
     if (m->kind == MF_SETS) {

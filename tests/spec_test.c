@@ -30,7 +30,7 @@ static bool load(const char *path, int argc, char **argv, mcc_spec *s, int *rest
 static void test_models(const char *dir)
 {
     static const struct { const char *file; int64_t params; } known[] = {
-        {"gpt2-124m.json", 124475904},   /* tied embeddings (50257 padded to 50304), 1024 learned positions */
+        {"gpt2-124m.json", 124475904},   /* tied embeddings, 50257 padded to 50304; 1024 positions */
         {"llama3-8b.json", 8030261248},  /* 128256 = 1002 * 128: no padding */
         {"tiny-llama.json", 123200},     /* 2*384*64 + 2*(2*64 + 3*64*64 + 64*64 + 3*128*64) + 64 */
     };
