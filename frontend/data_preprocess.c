@@ -22,12 +22,23 @@
 #define DP_USAGE                                                                                   \
     "usage: mcc data preprocess --input FILE --output-prefix PREFIX [--json-keys KEY]\n"           \
     "         [--tokenizer-type GPT2BPETokenizer --vocab-file VOCAB.json --merge-file MERGES.txt]\n" \
+    "         [--tokenizer-type TikTokenizer --tokenizer-model RANKS [--tiktoken-pattern llama3|v1|v2]\n" \
+    "          [--tiktoken-num-special-tokens N] [--vocab-size N]]\n"                            \
+    "         [--tokenizer-type HuggingFaceTokenizer --tokenizer-model tokenizer.json]\n"        \
     "         [--append-eod] [--workers N]\n"                                                      \
     "  FILE is jsonl (one {\"KEY\": \"...\"} object a line; KEY defaults to text) or plain text\n"    \
     "  (documents separated by blank lines), detected by its first non-space character being\n"     \
     "  '{'. Writes PREFIX_KEY_document.bin/.idx like Megatron's tools/preprocess_data.py.\n"        \
     "  --tokenizer-type ByteLevel (the default): ids 0..255 = bytes, end-of-document 256.\n"        \
-    "  --tokenizer-type GPT2BPETokenizer: GPT-2's BPE from Megatron's --vocab-file/--merge-file.\n" \
+    "  --tokenizer-type GPT2BPETokenizer: GPT-2's BPE from Megatron's --vocab-file/--merge-file;\n" \
+    "    end of document <|endoftext|>.\n"                                                      \
+    "  --tokenizer-type TikTokenizer: Megatron's, from tiktoken's ranks (LLaMA 3's tokenizer.model)\n" \
+    "    or Megatron's JSON; pattern llama3 (default, LLaMA 3's) or Megatron's v1/v2. As Megatron,\n" \
+    "    ids 0..N-1 are special (N = --tiktoken-num-special-tokens, default 1000: <unk> <s> </s>\n" \
+    "    ...), rank r is id N+r, --vocab-size (default 131072) must not exceed N + the ranks, and\n" \
+    "    --append-eod appends </s> = 2 (not LLaMA 3's <|end_of_text|>: HuggingFaceTokenizer has it).\n" \
+    "  --tokenizer-type HuggingFaceTokenizer: a BPE tokenizer.json (or its directory) with its added\n" \
+    "    tokens and template; end of document: tokenizer_config.json's eos_token beside it.\n"     \
     "  --workers N: tokenizing threads (default 1); the output is the same for every N.\n"
 
 /* Input per chunk handed to a worker: large enough to amortize the hand-off, small enough that
@@ -36,9 +47,18 @@ enum { DP_CHUNK_BYTES = 1 << 16, DP_MAX_WORKERS = 1024 };
 
 typedef struct {
     const char *input, *prefix, *json_key, *tokenizer_type, *vocab_file, *merge_file, *workers_arg;
+    const char *tokenizer_model, *tiktoken_pattern, *num_special_arg, *vocab_size_arg;
     bool append_eod;
     int workers;
+    int32_t num_special, vocab_size; /* TikTokenizer's */
 } dp_options;
+
+/* The tokenizers --tokenizer-type names; ORDER DP_TOK. */
+typedef enum { DP_TOK_BYTE_LEVEL, DP_TOK_GPT2, DP_TOK_TIKTOKEN, DP_TOK_HF, DP_TOK_COUNT } dp_tok_kind;
+static const char *const DP_TOKENIZERS[DP_TOK_COUNT] = {"ByteLevel", "GPT2BPETokenizer", "TikTokenizer",
+                                                        "HuggingFaceTokenizer"};
+/* Megatron's defaults: --tiktoken-num-special-tokens, and CustomTikTokenizer's vocab_size (2^17). */
+enum { DP_TIKTOKEN_SPECIALS = 1000, DP_TIKTOKEN_VOCAB = 1 << 17, DP_MAX_VOCAB = 1 << 24 };
 
 typedef struct {
     const char *name;  /* as --tokenizer-type spells it */
@@ -125,6 +145,10 @@ static const struct {
     {"--tokenizer-type", offsetof(dp_options, tokenizer_type), "GPT2BPETokenizer"},
     {"--vocab-file", offsetof(dp_options, vocab_file), "gpt2-vocab.json"},
     {"--merge-file", offsetof(dp_options, merge_file), "gpt2-merges.txt"},
+    {"--tokenizer-model", offsetof(dp_options, tokenizer_model), "tokenizer.json"},
+    {"--tiktoken-pattern", offsetof(dp_options, tiktoken_pattern), "llama3"},
+    {"--tiktoken-num-special-tokens", offsetof(dp_options, num_special_arg), "1000"},
+    {"--vocab-size", offsetof(dp_options, vocab_size_arg), "129000"},
     {"--workers", offsetof(dp_options, workers_arg), "8"},
 };
 
@@ -155,23 +179,63 @@ static bool dp_parse_flags(int argc, char **argv, dp_options *o, char *err, size
     return true;
 }
 
+static dp_tok_kind dp_tok_kind_of(const char *name) {
+    int k = 0;
+    while (k < DP_TOK_COUNT && strcmp(DP_TOKENIZERS[k], name) != 0) k++;
+    return (dp_tok_kind)k;
+}
+
+/* The flag given that the tokenizer does not read, or NULL. */
+static const char *dp_unread_flag(const dp_options *o, dp_tok_kind kind) {
+    if (kind != DP_TOK_GPT2 && (o->vocab_file || o->merge_file)) return o->vocab_file ? "--vocab-file" : "--merge-file";
+    if (kind != DP_TOK_TIKTOKEN && kind != DP_TOK_HF && o->tokenizer_model) return "--tokenizer-model";
+    if (kind != DP_TOK_TIKTOKEN && o->tiktoken_pattern) return "--tiktoken-pattern";
+    if (kind != DP_TOK_TIKTOKEN && o->num_special_arg) return "--tiktoken-num-special-tokens";
+    if (kind != DP_TOK_TIKTOKEN && o->vocab_size_arg) return "--vocab-size";
+    return NULL;
+}
+
 static bool dp_check_options(dp_options *o, char *err, size_t errlen) {
-    bool gpt2 = strcmp(o->tokenizer_type, "GPT2BPETokenizer") == 0;
+    dp_tok_kind kind = dp_tok_kind_of(o->tokenizer_type);
+    const char *unread = kind == DP_TOK_COUNT ? NULL : dp_unread_flag(o, kind);
     if (!o->input) snprintf(err, errlen, "missing --input FILE (a jsonl or plain-text corpus)");
     else if (!o->prefix) snprintf(err, errlen, "missing --output-prefix PREFIX (writes PREFIX_%s_document.bin/.idx)",
                                   o->json_key);
-    else if (!gpt2 && strcmp(o->tokenizer_type, "ByteLevel") != 0)
-        snprintf(err, errlen, "unknown --tokenizer-type %s; mcc supports GPT2BPETokenizer and ByteLevel",
-                 o->tokenizer_type);
-    else if (gpt2 && (!o->vocab_file || !o->merge_file))
+    else if (kind == DP_TOK_COUNT)
+        snprintf(err, errlen, "unknown --tokenizer-type %s; mcc supports ByteLevel, GPT2BPETokenizer, TikTokenizer and "
+                 "HuggingFaceTokenizer", o->tokenizer_type);
+    else if (kind == DP_TOK_GPT2 && (!o->vocab_file || !o->merge_file))
         snprintf(err, errlen, "--tokenizer-type GPT2BPETokenizer needs --vocab-file (vocab.json / encoder.json) and "
                  "--merge-file (merges.txt / vocab.bpe)");
-    else if (!gpt2 && (o->vocab_file || o->merge_file))
-        snprintf(err, errlen, "%s is only read by --tokenizer-type GPT2BPETokenizer (this run uses ByteLevel)",
-                 o->vocab_file ? "--vocab-file" : "--merge-file");
+    else if ((kind == DP_TOK_TIKTOKEN || kind == DP_TOK_HF) && !o->tokenizer_model)
+        snprintf(err, errlen, "--tokenizer-type %s needs --tokenizer-model %s", o->tokenizer_type,
+                 kind == DP_TOK_HF ? "(a tokenizer.json, or the directory holding it)"
+                                   : "(tiktoken's ranks, as LLaMA 3's tokenizer.model, or Megatron's JSON of them)");
+    else if (unread)
+        snprintf(err, errlen, "%s is not read by --tokenizer-type %s (this run's tokenizer); drop it or change the type",
+                 unread, o->tokenizer_type);
     else
         return true;
     return false;
+}
+
+/* TikTokenizer's numbers: Megatron's at least 3 special tokens (<unk> <s> </s>), then ranks. */
+static bool dp_check_tiktoken(dp_options *o, char *err, size_t errlen) {
+    long long specials = DP_TIKTOKEN_SPECIALS, vocab = DP_TIKTOKEN_VOCAB;
+    if (o->num_special_arg &&
+        !cli_parse_int("--tiktoken-num-special-tokens", o->num_special_arg, 3, DP_MAX_VOCAB - 1, &specials, err, errlen))
+        return false;
+    if (o->vocab_size_arg && !cli_parse_int("--vocab-size", o->vocab_size_arg, specials + 1, DP_MAX_VOCAB, &vocab, err,
+                                            errlen))
+        return false;
+    if (vocab <= specials) {
+        snprintf(err, errlen, "--tiktoken-num-special-tokens %lld leaves no ids for ranks below --vocab-size %lld",
+                 specials, vocab);
+        return false;
+    }
+    o->num_special = (int32_t)specials;
+    o->vocab_size = (int32_t)vocab;
+    return true;
 }
 
 /* --workers N: tokenizing threads, 1 when not given. */
@@ -186,19 +250,31 @@ static bool dp_check_workers(dp_options *o, char *err, size_t errlen) {
 static bool dp_parse_args(int argc, char **argv, dp_options *o, char *err, size_t errlen) {
     *o = (dp_options){.json_key = "text", .tokenizer_type = "ByteLevel"};
     return dp_parse_flags(argc, argv, o, err, errlen) && dp_check_options(o, err, errlen) &&
-           dp_check_workers(o, err, errlen);
+           dp_check_tiktoken(o, err, errlen) && dp_check_workers(o, err, errlen);
 }
 
 static bool dp_tokenizer_open(const dp_options *o, dp_tokenizer *t, char *err, size_t errlen) {
     *t = (dp_tokenizer){.name = o->tokenizer_type, .vocab_size = MCC_DATA_VOCAB_SIZE, .eod = MCC_DATA_EOD_TOKEN};
-    if (strcmp(o->tokenizer_type, "GPT2BPETokenizer") != 0) return true;
-    t->bpe = tok_gpt2_load(o->vocab_file, o->merge_file, err, errlen);
+    switch (dp_tok_kind_of(o->tokenizer_type)) {
+    case DP_TOK_GPT2: t->bpe = tok_gpt2_load(o->vocab_file, o->merge_file, err, errlen); break;
+    case DP_TOK_TIKTOKEN:
+        t->bpe = tok_tiktoken_load(o->tokenizer_model, o->tiktoken_pattern ? o->tiktoken_pattern : "llama3",
+                                   o->num_special, o->vocab_size, err, errlen);
+        break;
+    case DP_TOK_HF: t->bpe = tok_hf_load(o->tokenizer_model, err, errlen); break;
+    default: return true; /* ByteLevel */
+    }
     if (!t->bpe) return false;
     t->vocab_size = tok_bpe_vocab_size(t->bpe);
     t->eod = tok_bpe_eod(t->bpe);
     if (o->append_eod && t->eod < 0) {
-        snprintf(err, errlen, "--append-eod: --vocab-file %s has no \"<|endoftext|>\" token to end documents with",
-                 o->vocab_file);
+        if (o->vocab_file)
+            snprintf(err, errlen, "--append-eod: --vocab-file %s has no \"<|endoftext|>\" token to end documents with",
+                     o->vocab_file);
+        else
+            snprintf(err, errlen, "--append-eod: --tokenizer-model %s names no end of document: no eos_token in the "
+                     "tokenizer_config.json beside it, and no <|end_of_text|>, <|endoftext|> or </s> token",
+                     o->tokenizer_model);
         tok_bpe_free(t->bpe);
         return false;
     }
@@ -244,7 +320,7 @@ static bool dp_tokenize_item(const dp_pipeline *p, tok_bpe_ctx *ctx, const dp_ch
         ok = tok_bpe_encode(ctx, text, len, out);
         if (!ok) /* jansson only yields valid UTF-8, so this is plain text */
             snprintf(err, errlen, "--input %s line %" PRId64 ": the paragraph starting here is not valid UTF-8; "
-                     "GPT2BPETokenizer reads UTF-8 text (ByteLevel takes any bytes)", p->opt->input, it->lineno);
+                     "%s reads UTF-8 text (ByteLevel takes any bytes)", p->opt->input, it->lineno, p->tok->name);
     } else if (ok) {
         for (size_t i = 0; i < len; i++) tok_ids_push(out, (uint8_t)text[i]);
     }

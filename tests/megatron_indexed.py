@@ -27,7 +27,10 @@ MAGIC = b"MMIDIDX\x00\x00"
 DTYPES = {"uint8": (1, "B"), "int8": (2, "b"), "int16": (3, "h"), "int32": (4, "i"),
           "int64": (5, "q"), "uint16": (8, "H")}
 # Per tokenizer: vocab size (Megatron's tokenizer.vocab_size) and end-of-document id.
-TOKENIZERS = {"ByteLevel": (257, 256), "GPT2BPETokenizer": (50257, 50256)}
+# TikTokenizer and HuggingFaceTokenizer: the test vocabularies tests/tokenizer.cmake runs them with
+# (cl100k's ranks after Megatron's 1000 special ids, </s> = 2; bpe_files.js's llama3_style).
+TOKENIZERS = {"ByteLevel": (257, 256), "GPT2BPETokenizer": (50257, 50256), "TikTokenizer": (101256, 2),
+              "HuggingFaceTokenizer": (100259, 100257)}
 
 
 class Builder:

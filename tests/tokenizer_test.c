@@ -1,17 +1,30 @@
-/* tokenizer_test.c — the GPT-2 BPE tokenizer gives GPT-2's exact ids and decodes back to the text.
+/* tokenizer_test.c — the BPE tokenizers give their references' exact ids and decode back to the text.
  *   tokenizer_test ids VOCAB MERGES CASES.jsonl EXPECTED.jsonl
- *       each case's ids equal the reference's (node: gpt-3-encoder and js-tiktoken), decode
+ *       GPT-2: each case's ids equal the reference's (node: gpt-3-encoder and js-tiktoken), decode
  *       round-trips, plus cases where JavaScript's \s differs from GPT-2's Python regex
  *   tokenizer_test errors VOCAB MERGES OUT_DIR
- *       bad vocab / merge files are refused with a message naming the file and the fix       */
+ *       bad vocab / merge files are refused with a message naming the file and the fix
+ *   tokenizer_test tiktoken RANKS PATTERN CASES.jsonl EXPECTED.jsonl
+ *       TikTokenizer (1000 special tokens first, as Megatron's) from tiktoken's file: the ids of
+ *       js-tiktoken with the same ranks and pattern (Megatron's JSON format is checked on a small
+ *       vocabulary in bpe_errors: it requires ranks 0..255 to be the bytes in order, which
+ *       cl100k's are not)
+ *   tokenizer_test hf DIR CASES.jsonl EXPECTED.jsonl
+ *       HuggingFaceTokenizer on DIR/tokenizer.json: the ids of tokenizers.js
+ *   tokenizer_test bpe_errors OUT_DIR
+ *       bad tiktoken files and tokenizer.json fields are refused, naming the file and field */
 #include "frontend/tokenizer_bpe.h"
 
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static int tt_failures;
+/* -1: decode(encode(text)) is text exactly; else it may start with a template's special tokens. */
+static long tt_template_bytes = -1;
 
 #define TT_CHECK(cond, ...)                                       \
     do {                                                          \
@@ -33,7 +46,8 @@ static tok_bpe *tt_load(const char *vocab, const char *merges) {
     return t;
 }
 
-/* Encodes text, compares with want[0..nwant) and checks decode gives the text back. */
+/* Encodes text, compares with want[0..nwant) and checks decode gives the text back (after the
+ * special tokens a tokenizer.json's template puts first). */
 static void tt_check_case(const tok_bpe *t, tok_bpe_ctx *c, const char *label, const char *text, size_t n,
                           const int32_t *want, size_t nwant) {
     tok_ids got = {0};
@@ -44,8 +58,8 @@ static void tt_check_case(const tok_bpe *t, tok_bpe_ctx *c, const char *label, c
              text, got.n, nwant, i, i < got.n ? got.v[i] : -1, i < nwant ? want[i] : -1);
     size_t len = 0;
     char *back = tok_bpe_decode(t, got.v, got.n, &len);
-    TT_CHECK(back && len == n && memcmp(back, text, n) == 0, "%s (%.60s): decode(encode(text)) is not the text",
-             label, text);
+    TT_CHECK(back && len >= n && memcmp(back + len - n, text, n) == 0 && (tt_template_bytes >= 0 || len == n),
+             "%s (%.60s): decode(encode(text)) is not the text", label, text);
     free(back);
     tok_ids_free(&got);
 }
@@ -112,8 +126,8 @@ static void tt_stress_cases(const tok_bpe *t, tok_bpe_ctx *c) {
         size_t len = 0;
         TT_CHECK(tok_bpe_encode(c, text, n, &ids), "%s run refused", k ? "space" : "letter");
         char *back = tok_bpe_decode(t, ids.v, ids.n, &len);
-        TT_CHECK(back && len == n && memcmp(back, text, n) == 0, "1 MB %s run does not round-trip",
-                 k ? "space" : "letter");
+        TT_CHECK(back && len >= n && memcmp(back + len - n, text, n) == 0 && (tt_template_bytes >= 0 || len == n),
+                 "1 MB %s run does not round-trip", k ? "space" : "letter");
         free(back);
         tok_ids_free(&ids);
     }
@@ -123,7 +137,8 @@ static void tt_stress_cases(const tok_bpe *t, tok_bpe_ctx *c) {
     TT_CHECK(!tok_bpe_encode(c, "ok \xff\xfe bad", 9, &ids) && ids.n == 1,
              "invalid UTF-8 must be refused without appending ids");
     size_t len;
-    TT_CHECK(!tok_bpe_decode(t, (const int32_t[]){50257}, 1, &len), "decode must refuse id 50257");
+    TT_CHECK(!tok_bpe_decode(t, (const int32_t[]){tok_bpe_vocab_size(t)}, 1, &len), "decode must refuse id %d",
+             tok_bpe_vocab_size(t));
     tok_ids_free(&ids);
 }
 
@@ -165,7 +180,7 @@ static void tt_expect_error(const char *vocab, const char *merges, const char *n
 }
 
 /* A vocab of the 256 byte tokens (ids 0..255), plus `extra` (JSON members, ids from 256). */
-static const char *tt_byte_vocab(const char *dir, const char *extra) {
+static const char *tt_byte_vocab_json(const char *extra) {
     static char json[8192];
     size_t n = (size_t)snprintf(json, sizeof json, "{");
     for (int b = 0, k = 0; b < 256; b++) {
@@ -174,7 +189,11 @@ static const char *tt_byte_vocab(const char *dir, const char *extra) {
         n += (size_t)snprintf(json + n, sizeof json - n, "\"\\u%04x\": %d, ", cp, b);
     }
     snprintf(json + n, sizeof json - n, "%s}", extra);
-    return tt_write(dir, "small_vocab.json", json);
+    return json;
+}
+
+static const char *tt_byte_vocab(const char *dir, const char *extra) {
+    return tt_write(dir, "small_vocab.json", tt_byte_vocab_json(extra));
 }
 
 static int tt_mode_errors(char **argv) {
@@ -210,9 +229,219 @@ static int tt_mode_errors(char **argv) {
     return tt_failures ? 1 : 0;
 }
 
+/* ---- TikTokenizer and HuggingFaceTokenizer ---------------------------------------------- */
+
+static tok_ids tt_encode(tok_bpe_ctx *c, const char *text) {
+    tok_ids ids = {0};
+    TT_CHECK(tok_bpe_encode(c, text, strlen(text), &ids), "encode refused \"%s\"", text);
+    return ids;
+}
+
+/* cl100k's ranks give js-tiktoken's ids (+ 1000 special ids). */
+static int tt_mode_tiktoken(char **argv) {
+    const char *ranks = argv[2], *pattern = argv[3];
+    char err[1024];
+    tok_bpe *t = tok_tiktoken_load(ranks, pattern, 1000, 101256, err, sizeof err);
+    if (!t) {
+        fprintf(stderr, "cannot load %s: %s\n", ranks, err);
+        return 2;
+    }
+    TT_CHECK(tok_bpe_eod(t) == 2 && strcmp(tok_bpe_eod_name(t), "</s>") == 0, "eod %d %s, want Megatron's </s> = 2",
+             tok_bpe_eod(t), tok_bpe_eod_name(t));
+    tok_bpe_ctx *c = tok_bpe_ctx_new(t);
+    int n = tt_reference_cases(t, c, argv[4], argv[5]);
+    tok_ids ids = tt_encode(c, "</s><s><unk>");
+    bool text = ids.n > 3;
+    for (size_t i = 0; i < ids.n; i++) text = text && ids.v[i] >= 1000;
+    TT_CHECK(text, "special tokens in the text are text (encode_ordinary)");
+    tok_ids_free(&ids);
+    tt_stress_cases(t, c);
+    tok_bpe_ctx_free(c);
+    tok_bpe_free(t);
+    /* --vocab-size below the ranks keeps the first ones, as Megatron's max_vocab cut does. */
+    t = tok_tiktoken_load(ranks, pattern, 1000, 1000 + 300, err, sizeof err);
+    TT_CHECK(t, "cut to 300 ranks: %s", err);
+    if (t) {
+        c = tok_bpe_ctx_new(t);
+        ids = tt_encode(c, "the thing");
+        bool below = ids.n > 2;
+        for (size_t i = 0; i < ids.n; i++) below = below && ids.v[i] < 1300;
+        TT_CHECK(below, "cut to 300 ranks: ids must stay below 1300 (%zu ids)", ids.n);
+        tok_ids_free(&ids);
+        tok_bpe_ctx_free(c);
+        tok_bpe_free(t);
+    }
+    if (!tt_failures) printf("OK: %d reference cases match js-tiktoken's ids (pattern %s)\n", n, pattern);
+    return tt_failures ? 1 : 0;
+}
+
+static int tt_mode_hf(char **argv) {
+    char err[1024];
+    tok_bpe *t = tok_hf_load(argv[2], err, sizeof err);
+    if (!t) {
+        fprintf(stderr, "cannot load %s: %s\n", argv[2], err);
+        return 2;
+    }
+    TT_CHECK(strcmp(tok_bpe_eod_name(t), argv[3]) == 0, "eod %s, want %s", tok_bpe_eod_name(t), argv[3]);
+    tt_template_bytes = 0;
+    tok_bpe_ctx *c = tok_bpe_ctx_new(t);
+    int n = tt_reference_cases(t, c, argv[4], argv[5]);
+    tt_stress_cases(t, c);
+    tok_bpe_ctx_free(c);
+    tok_bpe_free(t);
+    if (!tt_failures) printf("OK: %d reference cases match tokenizers.js's ids for %s\n", n, argv[2]);
+    return tt_failures ? 1 : 0;
+}
+
+static const char *tt_writef(const char *dir, const char *name, const char *fmt, ...) {
+    static char text[16384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    return tt_write(dir, name, text);
+}
+
+static void tt_expect_tiktoken_error(const char *file, const char *pattern, int32_t vocab, const char *needle) {
+    char err[1024] = "";
+    tok_bpe *t = tok_tiktoken_load(file, pattern, 3, vocab, err, sizeof err);
+    TT_CHECK(!t && strstr(err, needle), "loading %s: expected an error mentioning '%s', got %s", file, needle,
+             t ? "success" : err);
+    tok_bpe_free(t);
+}
+
+/* The 256 single bytes (ranks 0..255), then "ab" and "abab": tiktoken's file or Megatron's JSON. */
+static const char *tt_small_ranks(const char *dir, bool megatron) {
+    static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static char text[32768];
+    size_t n = (size_t)snprintf(text, sizeof text, "%s", megatron ? "[" : "");
+    for (int b = 0; b < 258; b++) {
+        char tok[16];
+        if (b < 256) snprintf(tok, sizeof tok, "%c%c==", B64[b >> 2], B64[(b & 3) << 4]);
+        else snprintf(tok, sizeof tok, "%s", b == 256 ? "YWI=" : "YWJhYg=="); /* "ab", "abab" */
+        if (megatron)
+            n += (size_t)snprintf(text + n, sizeof text - n, "%s{\"rank\": %d, \"token_bytes\": \"%s\", \"token_str\": \"\"}",
+                                  b ? ", " : "", b, tok);
+        else
+            n += (size_t)snprintf(text + n, sizeof text - n, "%s %d\n", tok, b);
+    }
+    snprintf(text + n, sizeof text - n, "%s", megatron ? "]" : "");
+    return tt_write(dir, megatron ? "small.json" : "small.tiktoken", text);
+}
+
+static void tt_tiktoken_errors(const char *dir) {
+    char missing[4096];
+    snprintf(missing, sizeof missing, "%s/no-such-file.tiktoken", dir);
+    tt_expect_tiktoken_error(missing, "llama3", 300, "--tokenizer-model");
+    tt_expect_tiktoken_error(tt_write(dir, "bad.tiktoken", "QQ== zero\n"), "llama3", 4, "line 1: expected \"base64(token) rank\"");
+    tt_expect_tiktoken_error(tt_write(dir, "dup.tiktoken", "QQ== 0\nQg== 0\n"), "llama3", 5, "rank 0 appears twice");
+    tt_expect_tiktoken_error(tt_write(dir, "gap.tiktoken", "QQ== 0\nQg== 2\n"), "llama3", 6, "has no rank 1");
+    tt_expect_tiktoken_error(tt_write(dir, "same.tiktoken", "QQ== 0\nQQ== 1\n"), "llama3", 5, "ranks 0 and 1 are the same");
+    tt_expect_tiktoken_error(tt_write(dir, "one.tiktoken", "QQ== 0\n"), "llama3", 4, "no token for the byte 0x00");
+    tt_expect_tiktoken_error(tt_write(dir, "short.tiktoken", "QQ== 0\n"), "llama3", 9, "pass --vocab-size 4");
+    tt_expect_tiktoken_error(tt_write(dir, "m.json", "[{\"rank\": 1, \"token_bytes\": \"AA==\", \"token_str\": \"\"}]"),
+                             "llama3", 4, "entry 0 must be {\"rank\": 0");
+    tt_expect_tiktoken_error(tt_small_ranks(dir, false), "v3", 261, "--tiktoken-pattern v3: unknown; one of llama3");
+    for (int megatron = 0; megatron < 2; megatron++) {
+        char err[1024];
+        tok_bpe *t = tok_tiktoken_load(tt_small_ranks(dir, megatron), "llama3", 3, 261, err, sizeof err);
+        TT_CHECK(t, "small ranks: %s", err);
+        if (!t) continue;
+        tok_bpe_ctx *c = tok_bpe_ctx_new(t);
+        /* "abab" is a token: one id; "ababab": ab + abab by rank; TikTokenizer refuses bad UTF-8. */
+        tt_check_case(t, c, "small ranks", "abab ababab", 11, (const int32_t[]){260, 32 + 3, 260, 259}, 4);
+        tok_ids ids = {0};
+        TT_CHECK(!tok_bpe_encode(c, "ab\xc3(", 4, &ids) && ids.n == 0, "invalid UTF-8 must be refused");
+        tok_bpe_ctx_free(c);
+        tok_bpe_free(t);
+    }
+}
+
+/* A tokenizer.json over the 256 byte tokens, "aa" (256), "<eot>" (257), "<bos>" (258); the
+ * fields given replace the defaults (NULL keeps them). */
+static const char *tt_hf_json(const char *dir, const char *model_extra, const char *pre, const char *post,
+                              const char *added, const char *top_extra) {
+    static const char DEFAULT_ADDED[] =
+        "[{\"id\": 257, \"content\": \"<eot>\", \"special\": true}, {\"id\": 258, \"content\": \"<bos>\"}]";
+    static const char DEFAULT_POST[] =
+        "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<bos>\", \"type_id\": 0}}, "
+        "{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"special_tokens\": {\"<bos>\": {\"ids\": [258]}}}";
+    static const char DEFAULT_PRE[] =
+        "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": \"a+\"}, "
+        "\"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", \"use_regex\": false}]}";
+    static int k;
+    char name[64];
+    snprintf(name, sizeof name, "hf%d.json", k++);
+    return tt_writef(dir, name, "{%s\"added_tokens\": %s, \"pre_tokenizer\": %s, "
+                     "\"post_processor\": %s, \"model\": {\"type\": \"BPE\", %s\"vocab\": %s, \"merges\": [[\"a\", \"a\"]]}}",
+                     top_extra ? top_extra : "", added ? added : DEFAULT_ADDED, pre ? pre : DEFAULT_PRE,
+                     post ? post : DEFAULT_POST, model_extra ? model_extra : "", tt_byte_vocab_json("\"aa\": 256"));
+}
+
+static void tt_expect_hf_error(const char *file, const char *needle) {
+    char err[1024] = "";
+    tok_bpe *t = tok_hf_load(file, err, sizeof err);
+    TT_CHECK(!t && strstr(err, needle) && strstr(err, file), "loading %s: expected an error naming it and '%s', got %s",
+             file, needle, t ? "success" : err);
+    tok_bpe_free(t);
+}
+
+static void tt_hf_errors(const char *dir) {
+    tt_expect_hf_error(tt_write(dir, "not.json", "vocab"), "expected a Hugging Face tokenizer.json");
+    tt_expect_hf_error(tt_hf_json(dir, NULL, NULL, NULL, NULL, "\"normalizer\": {\"type\": \"NFC\"}, "), "normalizer is set");
+    tt_expect_hf_error(tt_writef(dir, "wp.json", "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}"),
+                       "model.type is WordPiece");
+    tt_expect_hf_error(tt_hf_json(dir, "\"byte_fallback\": true, ", NULL, NULL, NULL, NULL), "model.byte_fallback is true");
+    tt_expect_hf_error(tt_hf_json(dir, NULL, "{\"type\": \"Whitespace\"}", NULL, NULL, NULL), "pre_tokenizer must be");
+    tt_expect_hf_error(tt_hf_json(dir, NULL, "{\"type\": \"ByteLevel\", \"add_prefix_space\": true}", NULL, NULL, NULL),
+                       "pre_tokenizer.add_prefix_space is true");
+    tt_expect_hf_error(tt_hf_json(dir, NULL, NULL, "{\"type\": \"BertProcessing\"}", NULL, NULL), "post_processor must be");
+    tt_expect_hf_error(tt_hf_json(dir, NULL, NULL, NULL, "[{\"id\": 257, \"content\": \"<eot>\", \"lstrip\": true}, "
+                                  "{\"id\": 258, \"content\": \"<bos>\"}]", NULL), "added_tokens[0].lstrip is true");
+    tt_expect_hf_error(tt_hf_json(dir, NULL, NULL, NULL, "[{\"id\": 300, \"content\": \"<eot>\"}]", NULL),
+                       "added_tokens lack id 257");
+    tt_expect_hf_error(tt_hf_json(dir, NULL, "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
+                                  "\"pattern\": {\"Regex\": \"[\\\\S]\"}, \"behavior\": \"Isolated\"}, "
+                                  "{\"type\": \"ByteLevel\", \"use_regex\": false}]}", NULL, NULL, NULL), "\\S inside");
+
+    /* The small one works: gaps between the Split's matches are pieces, "aa" merges, <eot> is
+     * matched in the text, <bos> comes first, tokenizer_config.json's eos_token ends documents. */
+    char sub[4096], err[1024];
+    snprintf(sub, sizeof sub, "%s/hf_small", dir);
+    mkdir(sub, 0755);
+    const char *json = tt_hf_json(dir, NULL, NULL, NULL, NULL, NULL);
+    char copy[4200];
+    snprintf(copy, sizeof copy, "%s/tokenizer.json", sub);
+    TT_CHECK(rename(json, copy) == 0, "cannot move %s", json);
+    tt_write(sub, "tokenizer_config.json", "{\"eos_token\": {\"content\": \"<eot>\"}}");
+    tok_bpe *t = tok_hf_load(sub, err, sizeof err);
+    TT_CHECK(t, "small tokenizer.json: %s", err);
+    if (t) {
+        tok_bpe_ctx *c = tok_bpe_ctx_new(t);
+        tt_template_bytes = 0;
+        tt_check_case(t, c, "small tokenizer.json", "xaaay<eot>b", 11,
+                      (const int32_t[]){258, 'x', 256, 'a', 'y', 257, 'b'}, 7);
+        tt_template_bytes = -1;
+        TT_CHECK(tok_bpe_eod(t) == 257, "eod %d, want tokenizer_config.json's <eot> = 257", tok_bpe_eod(t));
+        tok_bpe_ctx_free(c);
+        tok_bpe_free(t);
+    }
+}
+
+static int tt_mode_bpe_errors(char **argv) {
+    tt_tiktoken_errors(argv[2]);
+    tt_hf_errors(argv[2]);
+    if (!tt_failures) printf("OK: bad tiktoken files and tokenizer.json fields are refused with their messages\n");
+    return tt_failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 6 && strcmp(argv[1], "ids") == 0) return tt_mode_ids(argv);
     if (argc == 5 && strcmp(argv[1], "errors") == 0) return tt_mode_errors(argv);
-    fprintf(stderr, "usage: tokenizer_test ids VOCAB MERGES CASES EXPECTED | errors VOCAB MERGES OUT_DIR\n");
+    if (argc == 6 && strcmp(argv[1], "tiktoken") == 0) return tt_mode_tiktoken(argv);
+    if (argc == 6 && strcmp(argv[1], "hf") == 0) return tt_mode_hf(argv);
+    if (argc == 3 && strcmp(argv[1], "bpe_errors") == 0) return tt_mode_bpe_errors(argv);
+    fprintf(stderr, "usage: tokenizer_test ids VOCAB MERGES CASES EXPECTED | errors VOCAB MERGES OUT_DIR |\n"
+                    "  tiktoken RANKS PATTERN CASES EXPECTED | hf DIR EOD CASES EXPECTED | bpe_errors OUT_DIR\n");
     return 2;
 }
