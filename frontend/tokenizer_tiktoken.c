@@ -29,41 +29,6 @@ const char TOK_TIKTOKEN_PATTERN_NAMES[] = "llama3, v1, v2";
 static const char *const TOK_MEGATRON_SPECIALS[] = {"<unk>", "<s>", "</s>"};
 enum { TOK_MEGATRON_EOD = 2 }; /* </s>: CustomTikTokenizer.eod */
 
-/* The ranks read from the file: rank r's bytes are bytes[off[r] .. off[r] + len[r]). */
-typedef struct {
-    char *bytes;
-    size_t nbytes, cap;
-    uint32_t *off, *len;
-    int32_t n, cap_ranks;
-} tok_ranks;
-
-static void tok_ranks_put(tok_ranks *r, int32_t rank, const char *s, size_t n) {
-    if (rank >= r->cap_ranks) {
-        int32_t old = r->cap_ranks;
-        while (rank >= r->cap_ranks) r->cap_ranks = r->cap_ranks ? 2 * r->cap_ranks : 1 << 16;
-        r->off = realloc(r->off, (size_t)r->cap_ranks * sizeof *r->off);
-        r->len = realloc(r->len, (size_t)r->cap_ranks * sizeof *r->len);
-        if (!r->off || !r->len) abort();
-        for (int32_t i = old; i < r->cap_ranks; i++) r->len[i] = UINT32_MAX;
-    }
-    if (r->nbytes + n > r->cap) {
-        while (r->nbytes + n > r->cap) r->cap = r->cap ? 2 * r->cap : 1 << 20;
-        r->bytes = realloc(r->bytes, r->cap);
-        if (!r->bytes) abort();
-    }
-    memcpy(r->bytes + r->nbytes, s, n);
-    r->off[rank] = (uint32_t)r->nbytes;
-    r->len[rank] = (uint32_t)n;
-    r->nbytes += n;
-    if (rank >= r->n) r->n = rank + 1;
-}
-
-static void tok_ranks_free(tok_ranks *r) {
-    free(r->bytes);
-    free(r->off);
-    free(r->len);
-}
-
 /* Standard base64 (with '=' padding) of s[0..n) into out; the length, or -1 when malformed. */
 static long tok_base64(const char *s, size_t n, char *out) {
     static const char ALPHABET[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -83,8 +48,16 @@ static long tok_base64(const char *s, size_t n, char *out) {
     return k;
 }
 
-/* tiktoken's file: "base64(token) rank" a line (load_tiktoken_bpe), in any order. */
-static bool tok_read_tiktoken(char *text, const char *path, tok_ranks *r, char *err, size_t errlen) {
+/* tiktoken's file: "base64(token) rank" a line (load_tiktoken_bpe), in any order. The ranks go
+ * into *ranks, a tokenizer of one id per line (the ranks must be 0..n-1, so none is above). */
+static bool tok_read_tiktoken(char *text, const char *path, tok_bpe **ranks, char *err, size_t errlen) {
+    int32_t nlines = 0; /* the lines that are not blank: one rank each */
+    for (const char *c = text; *c;) {
+        size_t len = strcspn(c, "\n");
+        nlines += strspn(c, " \t\r\v\f") < len;
+        c += len + (c[len] == '\n');
+    }
+    *ranks = tok_bpe_new(nlines);
     int lineno = 0;
     for (char *line = text, *end; *line; line = end) {
         end = line + strcspn(line, "\n");
@@ -96,27 +69,31 @@ static bool tok_read_tiktoken(char *text, const char *path, tok_ranks *r, char *
         if (fields <= 0) continue; /* an empty line */
         char bytes[384];
         long n = fields == 2 ? tok_base64(b64, strlen(b64), bytes) : -1;
-        if (n < 0 || rank < 0 || rank >= INT32_MAX / 2) {
+        if (n < 0 || rank < 0) {
             snprintf(err, errlen, "--tokenizer-model %s line %d: expected \"base64(token) rank\" with a rank from 0, "
                      "as in tiktoken's files (LLaMA 3's tokenizer.model), or Megatron's JSON list of ranks", path, lineno);
             return false;
         }
-        if (rank < r->n && r->len[rank] != UINT32_MAX) {
-            snprintf(err, errlen, "--tokenizer-model %s line %d: rank %ld appears twice; each rank is one token", path,
-                     lineno, rank);
+        if (!tok_bpe_set_token(*ranks, rank < nlines ? (int32_t)rank : nlines, bytes, (size_t)n)) {
+            if (rank < nlines)
+                snprintf(err, errlen, "--tokenizer-model %s line %d: rank %ld appears twice; each rank is one token",
+                         path, lineno, rank);
+            else
+                snprintf(err, errlen, "--tokenizer-model %s line %d: rank %ld, but the file has %d lines; its ranks "
+                         "must be 0..n-1, each once", path, lineno, rank, nlines);
             return false;
         }
-        tok_ranks_put(r, (int32_t)rank, bytes, (size_t)n);
     }
     return true;
 }
 
 /* Megatron's JSON (reload_mergeable_ranks): [{"rank": i, "token_bytes": base64, "token_str": s}, ...]
  * in rank order, the first 256 the single bytes 0..255. */
-static bool tok_read_megatron_json(const char *text, const char *path, tok_ranks *r, char *err, size_t errlen) {
+static bool tok_read_megatron_json(const char *text, const char *path, tok_bpe **ranks, char *err, size_t errlen) {
     json_error_t je;
     json_t *list = json_loads(text, JSON_ALLOW_NUL, &je); /* token_str may hold "\u0000" */
     bool ok = json_is_array(list);
+    *ranks = tok_bpe_new((int32_t)json_array_size(list));
     if (!ok)
         snprintf(err, errlen, "--tokenizer-model %s: %s; expected Megatron's TikTokenizer JSON, a list of {\"rank\", "
                  "\"token_bytes\", \"token_str\"}", path, list ? "not a JSON list" : je.text);
@@ -131,14 +108,14 @@ static bool tok_read_megatron_json(const char *text, const char *path, tok_ranks
             snprintf(err, errlen, "--tokenizer-model %s: entry %zu must be {\"rank\": %zu, \"token_bytes\": base64 of the "
                      "token%s, \"token_str\": ...}, as Megatron's reload_mergeable_ranks requires", path, i, i,
                      i < 256 ? " (the single byte of that value)" : "");
-        else tok_ranks_put(r, (int32_t)i, bytes, (size_t)n);
+        else tok_bpe_set_token(*ranks, (int32_t)i, bytes, (size_t)n);
     }
     json_decref(list);
     return ok;
 }
 
 /* Ids num_special + rank for ranks below keep, each once; the specials below num_special. */
-static bool tok_tiktoken_tokens(tok_bpe *t, const tok_ranks *r, int32_t num_special, int32_t keep, const char *path,
+static bool tok_tiktoken_tokens(tok_bpe *t, const tok_bpe *r, int32_t num_special, int32_t keep, const char *path,
                                 char *err, size_t errlen) {
     for (int32_t i = 0; i < num_special; i++) {
         char name[32];
@@ -148,14 +125,15 @@ static bool tok_tiktoken_tokens(tok_bpe *t, const tok_ranks *r, int32_t num_spec
     }
     tok_bpe_words_init(t, (size_t)keep);
     for (int32_t rank = 0; rank < keep; rank++) {
-        if (r->len[rank] == UINT32_MAX) {
+        if (r->tok_len[rank] == UINT32_MAX) {
             snprintf(err, errlen, "--tokenizer-model %s has no rank %d; its ranks must be 0..%d, each once", path, rank,
-                     r->n - 1);
+                     r->nvocab - 1);
             return false;
         }
-        tok_bpe_set_token(t, num_special + rank, r->bytes + r->off[rank], r->len[rank]);
+        const char *bytes = r->tok_bytes + r->tok_start[rank];
+        tok_bpe_set_token(t, num_special + rank, bytes, r->tok_len[rank]);
         if (!tok_bpe_add_word(t, num_special + rank)) {
-            int32_t first = tok_bpe_word(t, r->bytes + r->off[rank], r->len[rank]) - num_special;
+            int32_t first = tok_bpe_word(t, bytes, r->tok_len[rank]) - num_special;
             snprintf(err, errlen, "--tokenizer-model %s: ranks %d and %d are the same bytes; each token is one rank",
                      path, first, rank);
             return false;
@@ -181,7 +159,8 @@ static void tok_tiktoken_merges(tok_bpe *t, int32_t first, int32_t end) {
     }
 }
 
-static bool tok_read_ranks(const char *path, tok_ranks *r, char *err, size_t errlen) {
+/* The file's ranks as a tokenizer of one id per rank, in *ranks (also on failure: free it). */
+static bool tok_read_ranks(const char *path, tok_bpe **ranks, char *err, size_t errlen) {
     size_t n;
     char *text = tok_read_file(path, &n);
     if (!text) {
@@ -192,8 +171,8 @@ static bool tok_read_ranks(const char *path, tok_ranks *r, char *err, size_t err
     while (isspace((unsigned char)text[i])) i++;
     bool ok = strlen(text) == n || text[i] == '['; /* a NUL byte can be no rank line */
     if (!ok) snprintf(err, errlen, "--tokenizer-model %s holds a NUL byte; expected tiktoken's ranks", path);
-    ok = ok && (text[i] == '[' ? tok_read_megatron_json(text, path, r, err, errlen)
-                               : tok_read_tiktoken(text, path, r, err, errlen));
+    ok = ok && (text[i] == '[' ? tok_read_megatron_json(text, path, ranks, err, errlen)
+                               : tok_read_tiktoken(text, path, ranks, err, errlen));
     free(text);
     return ok;
 }
@@ -206,23 +185,23 @@ tok_bpe *tok_tiktoken_load(const char *path, const char *pattern, int32_t num_sp
         snprintf(err, errlen, "--tiktoken-pattern %s: unknown; one of %s", pattern, TOK_TIKTOKEN_PATTERN_NAMES);
         return NULL;
     }
-    tok_ranks r = {0};
+    tok_bpe *r = NULL;
     if (!tok_read_ranks(path, &r, err, errlen)) {
-        tok_ranks_free(&r);
+        tok_bpe_free(r);
         return NULL;
     }
     /* Megatron keeps the first vocab_size - num_special ranks and requires every id below
      * vocab_size to be a token. */
-    if (vocab_size - num_special > r.n) {
+    if (vocab_size - num_special > r->nvocab) {
         snprintf(err, errlen, "--tokenizer-model %s has %d ranks; with %d special tokens the vocabulary can be at most "
                  "%d: pass --vocab-size %d (Megatron's TikTokenizer, which defaults to 131072, requires every id "
-                 "below it to be a token)", path, r.n, num_special, num_special + r.n, num_special + r.n);
-        tok_ranks_free(&r);
+                 "below it to be a token)", path, r->nvocab, num_special, num_special + r->nvocab, num_special + r->nvocab);
+        tok_bpe_free(r);
         return NULL;
     }
     tok_bpe *t = tok_bpe_new(vocab_size);
-    bool ok = tok_tiktoken_tokens(t, &r, num_special, vocab_size - num_special, path, err, errlen);
-    tok_ranks_free(&r);
+    bool ok = tok_tiktoken_tokens(t, r, num_special, vocab_size - num_special, path, err, errlen);
+    tok_bpe_free(r);
     if (ok) tok_tiktoken_merges(t, num_special, vocab_size);
     char what[64];
     snprintf(what, sizeof what, "--tiktoken-pattern %s", pattern);

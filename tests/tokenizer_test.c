@@ -335,7 +335,7 @@ static void tt_tiktoken_errors(const char *dir) {
     tt_expect_tiktoken_error(missing, "llama3", 300, "--tokenizer-model");
     tt_expect_tiktoken_error(tt_write(dir, "bad.tiktoken", "QQ== zero\n"), "llama3", 4, "line 1: expected \"base64(token) rank\"");
     tt_expect_tiktoken_error(tt_write(dir, "dup.tiktoken", "QQ== 0\nQg== 0\n"), "llama3", 5, "rank 0 appears twice");
-    tt_expect_tiktoken_error(tt_write(dir, "gap.tiktoken", "QQ== 0\nQg== 2\n"), "llama3", 6, "has no rank 1");
+    tt_expect_tiktoken_error(tt_write(dir, "gap.tiktoken", "QQ== 0\nQg== 2\n"), "llama3", 6, "line 2: rank 2, but the file has 2 lines");
     tt_expect_tiktoken_error(tt_write(dir, "same.tiktoken", "QQ== 0\nQQ== 1\n"), "llama3", 5, "ranks 0 and 1 are the same");
     tt_expect_tiktoken_error(tt_write(dir, "one.tiktoken", "QQ== 0\n"), "llama3", 4, "no token for the byte 0x00");
     tt_expect_tiktoken_error(tt_write(dir, "short.tiktoken", "QQ== 0\n"), "llama3", 9, "pass --vocab-size 4");
