@@ -192,6 +192,7 @@ static const spec_megatron_flag spec_megatron_flags[] = {
      "as --vocab-size"},
     {"--vocab-file", true, NULL, MF_ELSEWHERE, NULL, "it is `mcc data preprocess`'s (the tokenizer runs there)"},
     {"--merge-file", true, NULL, MF_ELSEWHERE, NULL, "it is `mcc data preprocess`'s (the tokenizer runs there)"},
+    {"--tokenizer-model", true, NULL, MF_ELSEWHERE, NULL, "it is `mcc data preprocess`'s (the tokenizer runs there)"},
     {"--save", true, NULL, MF_ELSEWHERE, NULL, "checkpoints are train_rank's, which writes none in this build"},
     {"--load", true, NULL, MF_ELSEWHERE, NULL, "checkpoints are train_rank's, which reads none in this build"},
 };

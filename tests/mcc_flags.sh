@@ -104,6 +104,7 @@ expect "--data-path is not a flag of mcc compile: give it to the executable: ./t
 expect "--split is not a flag of mcc compile" -- "$mcc" compile "$tiny" --split 969,30,1 -o "$work/x"
 expect "--tokenizer-type is not a flag of mcc compile: \`mcc data preprocess --tokenizer-type\`" -- \
   "$mcc" compile "$tiny" --tokenizer-type GPT2BPETokenizer -o "$work/x"
+expect "--tokenizer-model is not a flag of mcc compile" -- "$mcc" compile "$tiny" --tokenizer-model t.model -o "$work/x"
 expect "--save is not a flag of mcc compile" -- "$mcc" compile "$tiny" --save ckpt -o "$work/x"
 expect "--load is not a flag of mcc compile" -- "$mcc" compile "$tiny" --load ckpt -o "$work/x"
 expect "unknown flag '--hiden-size': did you mean --hidden-size?" -- "$mcc" compile "$tiny" --hiden-size 64 -o "$work/x"
