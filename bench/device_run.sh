@@ -59,7 +59,7 @@ for m in tiny-gpt2 tiny-llama; do
   timeout 120 devrun/bin/$m-cuda --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 200 --log-interval 1 --eval-iters 0 > "$O/$m-gpu200.log" 2>&1
   python3 - "$O/$m-gpu200.log" "devrun/cpu/$m-200.log" <<'PY'
 import re, sys
-g, c = ([float(x) for x in re.findall(r'loss +([0-9.]+)', open(p).read())] for p in sys.argv[1:])
+g, c = ([float(x) for x in re.findall(r'\| lm loss: ([0-9.E+-]+) \|', open(p).read())] for p in sys.argv[1:])
 if len(g) != 200 or len(c) != 200:
     print(f'curve: {len(g)} GPU / {len(c)} CPU steps: FAIL'); sys.exit()
 diff = max(abs(a - b) for a, b in zip(g, c))
@@ -88,7 +88,7 @@ section "benchmark: train_rank"
 for c in ${BENCH_CONFIGS-gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa}; do
   [ -x devrun/bin/bench-$c ] || { echo "$c: not compiled"; continue; }
   timeout 150 devrun/bin/bench-$c --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 --log-interval 1 --eval-iters 0 > "$O/bench-$c.log" 2>&1
-  echo "$c exit $?"; grep -E "first step|iter +25/" "$O/bench-$c.log"
+  echo "$c exit $?"; grep -E "first step|iteration +25/" "$O/bench-$c.log"
 done
 # attention tiles: every candidate of bench/attention_tiles.txt (cubins compiled by bundle.sh)
 if [ "${ATTN_SWEEP:-0}" != 0 ]; then
@@ -99,7 +99,7 @@ fi
 for c in ${RECOMPUTE_CONFIGS-}; do
   [ -x devrun/bin/bench-$c-rc ] || { echo "$c-rc: not compiled"; continue; }
   timeout 150 devrun/bin/bench-$c-rc --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 --log-interval 1 --eval-iters 0 > "$O/bench-$c-rc.log" 2>&1
-  echo "$c-rc exit $?"; grep -E "first step|iter +25/" "$O/bench-$c-rc.log"
+  echo "$c-rc exit $?"; grep -E "first step|iteration +25/" "$O/bench-$c-rc.log"
 done
 # per-op GPU time (eager, an event pair around every instruction): where a step's time goes
 # (a name ending -tp2sp*, -dp2 or -dp2ov runs its two ranks)
@@ -122,16 +122,16 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   for c in ${DP2_CONFIGS-gpt2-124M llama-1B gpt2-1.5B}; do
     timeout 150 devrun/bin/bench-$c-dp2 --nproc-per-node 2 --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 \
       --log-interval 1 --eval-iters 0 > "$O/bench-$c-dp2.log" 2>&1
-    echo "$c dp2 exit $?"; grep -E "first step|iter +25/" "$O/bench-$c-dp2.log"
+    echo "$c dp2 exit $?"; grep -E "first step|iteration +25/" "$O/bench-$c-dp2.log"
     timeout 150 devrun/bin/bench-$c-dp2ov --nproc-per-node 2 --data-path devrun/data/brown_text_document --split 100,0,0 \
       --train-iters 25 --log-interval 1 --eval-iters 0 > "$O/bench-$c-dp2ov.log" 2>&1
-    echo "$c dp2 overlap exit $?"; grep -E "first step|iter +25/" "$O/bench-$c-dp2ov.log"
+    echo "$c dp2 overlap exit $?"; grep -E "first step|iteration +25/" "$O/bench-$c-dp2ov.log"
     # LANES_ALT: dp2ov also under MCC_COMM_LANES=$LANES_ALT (default none: NCCL's kernels; 0: not run)
     if [ "${LANES_ALT:-none}" != 0 ]; then
       MCC_COMM_LANES=${LANES_ALT:-none} timeout 150 devrun/bin/bench-$c-dp2ov --nproc-per-node 2 \
         --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 --log-interval 1 --eval-iters 0 \
         > "$O/bench-$c-dp2ov-${LANES_ALT:-none}.log" 2>&1
-      echo "$c dp2 overlap, lanes ${LANES_ALT:-none} exit $?"; grep -E "first step|iter +25/" "$O/bench-$c-dp2ov-${LANES_ALT:-none}.log"
+      echo "$c dp2 overlap, lanes ${LANES_ALT:-none} exit $?"; grep -E "first step|iteration +25/" "$O/bench-$c-dp2ov-${LANES_ALT:-none}.log"
     fi
     # DDP_CONFIGS: those of DP2_CONFIGS also run by PyTorch's DDP on the same two GPUs (bench/torch_ddp_baseline.py)
     case " ${DDP_CONFIGS-} " in *" $c "*) ;; *) continue ;; esac
@@ -147,12 +147,12 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
       [ -x devrun/bin/bench-$c-$v ] || continue
       timeout 150 devrun/bin/bench-$c-$v --nproc-per-node 2 --data-path devrun/data/brown_text_document --split 100,0,0 \
         --train-iters 15 --log-interval 1 --eval-iters 0 > "$O/bench-$c-$v.log" 2>&1
-      echo "$c $v exit $?"; grep -E "first step|iter +15/" "$O/bench-$c-$v.log"
+      echo "$c $v exit $?"; grep -E "first step|iteration +15/" "$O/bench-$c-$v.log"
       [ "${LANES_ALT:-none}" != 0 ] || continue # as dp2ov: also under MCC_COMM_LANES=$LANES_ALT
       MCC_COMM_LANES=${LANES_ALT:-none} timeout 150 devrun/bin/bench-$c-$v --nproc-per-node 2 \
         --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 15 --log-interval 1 --eval-iters 0 \
         > "$O/bench-$c-$v-${LANES_ALT:-none}.log" 2>&1
-      echo "$c $v lanes ${LANES_ALT:-none} exit $?"; grep -E "first step|iter +15/" "$O/bench-$c-$v-${LANES_ALT:-none}.log"
+      echo "$c $v lanes ${LANES_ALT:-none} exit $?"; grep -E "first step|iteration +15/" "$O/bench-$c-$v-${LANES_ALT:-none}.log"
     done
   done
 fi

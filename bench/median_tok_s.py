@@ -3,6 +3,6 @@
 import re, statistics, sys
 
 t = sys.stdin.read()
-v = [float(x) for x in re.findall(r'\|\s+(\d+) tok/s/GPU', t)]
+v = [float(x) for x in re.findall(r'\| tokens/s/GPU: ([0-9.]+) \|', t)]
 errors = [l for l in t.splitlines() if 'error' in l.lower()][:3]
 print(sys.argv[1], 'steps', len(v), 'median tok/s/GPU', statistics.median(v[5:]) if len(v) > 5 else None, *errors)

@@ -12,7 +12,7 @@ out, model, layouts = sys.argv[1], sys.argv[2], [a.split(':') for a in sys.argv[
 def parse(name):
     p = os.path.join(out, f'node-{model}-{name}.log')
     t = open(p).read() if os.path.exists(p) else ''
-    steps = re.findall(r'iter +\d+/\d+ .*?loss +([0-9.]+) .*?\| +([0-9.]+) tok/s/GPU .*?MFU ([0-9.]+%|-)', t)
+    steps = re.findall(r'iteration +\d+/ *\d+ .*?\| lm loss: ([0-9.E+-]+) .*?\| tokens/s/GPU: ([0-9.]+) \| MFU: ([0-9.]+%|-)', t)
     mem = re.search(r'memory in use: ([0-9.]+) GiB', t)
     c = os.path.join(out, f'node-{model}-{name}.compile.log')
     pred = re.search(r'total +([0-9.]+) GiB', open(c).read()) if os.path.exists(c) else None

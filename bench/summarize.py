@@ -28,7 +28,7 @@ def ours(logdir, name):
         text = open(f'{logdir}/bench-{name}.log').read()
     except OSError:
         return None
-    toks = [float(x) for x in re.findall(r'\|\s+([0-9.]+) tok/s', text)]  # per GPU
+    toks = [float(x) for x in re.findall(r'\| tokens/s/GPU: ([0-9.]+) \|', text)]  # per GPU
     first = re.search(r'time to first step: ([0-9.]+) s(?: \| cuda memory in use: ([0-9.]+) GiB)?', text)
     if len(toks) < 8 or not first:
         return dict(error=text.strip().splitlines()[-1] if text.strip() else 'no output')

@@ -45,18 +45,27 @@ static void plot_add(plot_series *s, double x, double y)
     s->y[s->n++] = y;
 }
 
-/* Every record's numbers into the series; false with a message naming the line. */
+/* Every record's numbers into the series; false with a message naming the line. A last line
+ * without its newline that does not parse is a record cut by a killed run: skipped, with a
+ * warning; a bad line anywhere else is an error. */
 static bool plot_read(const char *path, plot_series *series, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
     if (!f)
         return snprintf(err, errlen, "cannot open %s (write one with train_rank --metrics-file)", path), false;
-    char line[4096];
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
     bool ok = true;
-    for (int lineno = 1; ok && fgets(line, sizeof line, f); lineno++) {
+    for (int lineno = 1; ok && (len = getline(&line, &cap, f)) > 0; lineno++) {
         json_error_t e;
         json_t *o = json_loads(line, 0, &e);
         json_t *it = o ? json_object_get(o, "iteration") : NULL;
+        if (!json_is_number(it) && line[len - 1] != '\n') {
+            fprintf(stderr, "mcc plot: warning: %s:%d: the last line is cut (a killed run?); skipped it\n", path, lineno);
+            json_decref(o);
+            break;
+        }
         if (!json_is_number(it)) {
             snprintf(err, errlen, "%s:%d: not a metrics record (a JSON object with \"iteration\")", path, lineno);
             ok = false;
@@ -68,6 +77,7 @@ static bool plot_read(const char *path, plot_series *series, char *err, size_t e
         }
         json_decref(o);
     }
+    free(line);
     fclose(f);
     if (ok && series[PLOT_LOSS].n == 0)
         return snprintf(err, errlen, "%s holds no training records (\"loss\")", path), false;

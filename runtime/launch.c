@@ -2,6 +2,8 @@
  * torchrun's variables, forwards signals to them, and stops them all when one fails. */
 #include "launch.h"
 
+#include "common/cli.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -18,18 +20,62 @@
 #define LAUNCH_FLAG "--nproc-per-node"
 #define LAUNCH_GRACE_S 5 /* SIGTERM to SIGKILL */
 
+/* The flag as we and torchrun spell it, each also as "--flag=N". */
+static const char *const launch_flags[] = {LAUNCH_FLAG, "--nproc_per_node"};
+
 static const int launch_signals[] = {SIGINT, SIGTERM, SIGHUP};
 #define LAUNCH_NSIG (int)(sizeof launch_signals / sizeof launch_signals[0])
 
 /* The running children (0 once reaped); read by the signal handler. */
 static volatile pid_t *launch_pids;
 static int launch_n;
+static volatile sig_atomic_t launch_signalled; /* the last signal forwarded to the ranks, or 0 */
 
 static void launch_forward(int sig)
 {
     for (int i = 0; i < launch_n; i++)
         if (launch_pids[i] > 0)
             kill(launch_pids[i], sig);
+}
+
+static void launch_on_signal(int sig)
+{
+    launch_signalled = sig;
+    launch_forward(sig);
+}
+
+/* How many of argv[i..] the launch flag takes (0: it is not the flag); its spelling in *flag, its
+ * value in *value (NULL when missing). */
+static int launch_flag_at(int argc, char **argv, int i, const char **flag, const char **value)
+{
+    for (size_t k = 0; k < sizeof launch_flags / sizeof launch_flags[0]; k++) {
+        size_t len = strlen(launch_flags[k]);
+        *flag = launch_flags[k];
+        if (strncmp(argv[i], launch_flags[k], len))
+            continue;
+        if (argv[i][len] == '=')
+            return *value = argv[i] + len + 1, 1;
+        if (argv[i][len] == '\0')
+            return *value = i + 1 < argc ? argv[i + 1] : NULL, i + 1 < argc ? 2 : 1;
+    }
+    return 0;
+}
+
+int rt_launch_nproc(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *flag, *value;
+        if (!launch_flag_at(argc, argv, i, &flag, &value))
+            continue;
+        long long n;
+        char err[256];
+        if (!cli_parse_int(flag, value, 1, 1024, &n, err, sizeof err)) {
+            fprintf(stderr, "train_rank: error: %s\n", err);
+            exit(2);
+        }
+        return (int)n;
+    }
+    return 0;
 }
 
 /* A port nobody listens on now (the kernel's pick for port 0); rank 0's bootstrap binds it next. */
@@ -45,15 +91,17 @@ static int launch_free_port(void)
     return port;
 }
 
-/* argv without "--nproc-per-node N" / "--nproc-per-node=N", NULL-terminated. */
+/* argv without the launch flag and its value, NULL-terminated. */
 static char **launch_child_argv(int argc, char **argv)
 {
     char **args = calloc((size_t)argc + 1, sizeof *args);
     int n = 0;
     for (int i = 0; i < argc; i++) {
-        if (i > 0 && !strcmp(argv[i], LAUNCH_FLAG))
-            i++;
-        else if (!(i > 0 && !strncmp(argv[i], LAUNCH_FLAG "=", strlen(LAUNCH_FLAG) + 1)))
+        const char *flag, *value;
+        int taken = i > 0 ? launch_flag_at(argc, argv, i, &flag, &value) : 0;
+        if (taken)
+            i += taken - 1;
+        else
             args[n++] = argv[i];
     }
     return args;
@@ -147,10 +195,15 @@ static int launch_wait_all(void)
         }
         running--;
         int code = launch_status_code(st);
-        if (code) {
+        /* A rank that stopped for the signal forwarded to it (128 + signal, as train_rank exits
+         * after the iteration in flight, or killed by it) is no failure to report: the others
+         * stop at the same iteration; any still running after the grace period is killed. */
+        bool asked = launch_signalled && code == 128 + launch_signalled;
+        if (code && !asked)
             fprintf(stderr, "train_rank: rank %d %s %d; stopping the other %d rank(s)\n", r,
                     WIFEXITED(st) ? "exited with status" : "was killed by signal", WIFEXITED(st) ? code : code - 128,
                     running);
+        if (code) {
             launch_stop_rest(running);
             return code;
         }
@@ -170,7 +223,8 @@ int rt_launch_local(int nproc, int argc, char **argv)
     char **args = launch_child_argv(argc, argv);
     launch_pids = calloc((size_t)nproc, sizeof(pid_t));
     launch_n = nproc;
-    struct sigaction fwd = {.sa_handler = launch_forward}, old[LAUNCH_NSIG];
+    launch_signalled = 0;
+    struct sigaction fwd = {.sa_handler = launch_on_signal}, old[LAUNCH_NSIG];
     for (int i = 0; i < LAUNCH_NSIG; i++)
         sigaction(launch_signals[i], &fwd, &old[i]);
 

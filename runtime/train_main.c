@@ -1,18 +1,24 @@
 /* train_main.c — the train_rank main: loads the plan compiled into the executable, opens the
  * Megatron GPT datasets (train and valid splits), initialises parameters and runs the step
- * schedule for --train-iters iterations: a log line (and a JSONL metrics record) every
- * --log-interval, validation every --eval-interval, a stop (or a skipped step) on a non-finite
- * loss or gradient norm. `--dump-dir` writes what the numerics tests compare. Under a parallel
- * layout each rank runs the plan of its tensor-parallel rank on its share of every batch; rank 0
- * logs and writes the dumps, with split tensors gathered whole. */
+ * schedule for --train-iters iterations: a log line in Megatron's fields (and a JSONL metrics
+ * record) every --log-interval, validation every --eval-interval, a stop (or a skipped step) on a
+ * non-finite loss or gradient norm, a clean stop after the iteration in flight on SIGTERM/SIGINT.
+ * `--dump-dir` writes what the numerics tests compare. Under a parallel layout each rank runs the
+ * plan of its tensor-parallel rank on its share of every batch; rank 0 logs and writes the dumps,
+ * with split tensors gathered whole. */
+#include "common/cli.h"
 #include "gpt_dataset.h"
 #include "launch.h"
 #include "parallel.h"
 #include "lr_schedule.h"
 #include "mcct.h"
+#include "metrics.h"
 #include "program.h"
+#include "train_config.h"
 
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,24 +56,28 @@ static void usage(FILE *out)
             "  --log-interval N     a log line (and metrics record) every N iterations (default: the spec's, 1)\n"
             "  --eval-interval N    validate every N iterations and at the end (default: the spec's, 1000)\n"
             "  --eval-iters N       global batches of the valid split per validation; 0: none (default: the spec's, 100)\n"
-            "  --metrics-file PATH  append one JSON object per log line and per validation (`mcc plot` draws them)\n"
+            "  --metrics-file PATH  append one JSON object per log line and per validation (`mcc plot` draws them);\n"
+            "                       each written whole when made, so a killed run's file ends with its last record\n"
             "  --skip-nan-steps     skip the optimizer step of an iteration whose loss or grad norm is NaN/Inf\n"
             "                       instead of stopping the run\n"
             "  --dump-dir DIR       write initial parameters, step-1 gradients and logits, batches and\n"
             "                       per-step loss/lr/grad norm for the numerics tests\n"
             "  --print-plan         print the compiled plan (IR) and exit\n"
-            "  --nproc-per-node N   start N local ranks of this executable, like torchrun (or launch with\n"
-            "                       torchrun, srun or mpirun: ranks come from their environment)\n");
+            "  --nproc-per-node N   start N local ranks of this executable, like torchrun (also spelt\n"
+            "                       --nproc_per_node; or launch with torchrun, srun or mpirun: ranks come from\n"
+            "                       their environment)\n"
+            "Every flag also takes its value as --flag=value. SIGTERM or SIGINT stops the run after the\n"
+            "iteration in flight, its log line and metrics record written (exit status 128 + the signal).\n");
 }
 
-/* min: 0 or 1 */
-static int parse_int_flag(const char *flag, const char *v, int min)
+/* The integer value (in [min, 1e9]) of flag argv[*i], which it consumes; exits naming the flag. */
+static int int_flag(int argc, char **argv, int *i, int min)
 {
-    char *end;
-    long n = v ? strtol(v, &end, 10) : 0;
-    if (!v || *end || n < min || n > 1000000000) {
-        fprintf(stderr, "train_rank: error: %s needs a %s integer, got '%s'\n", flag, min ? "positive" : "non-negative",
-                v ? v : "(nothing)");
+    const char *flag = argv[*i], *v = *i + 1 < argc ? argv[++*i] : NULL;
+    long long n;
+    char err[256];
+    if (!cli_parse_int(flag, v, min, 1000000000, &n, err, sizeof err)) {
+        fprintf(stderr, "train_rank: error: %s\n", err);
         exit(2);
     }
     return (int)n;
@@ -94,13 +104,13 @@ static train_args parse_args(int argc, char **argv)
         else if (!strcmp(argv[i], "--metrics-file") && v)
             a.metrics_file = argv[++i];
         else if (!strcmp(argv[i], "--train-iters"))
-            a.train_iters = parse_int_flag(argv[i], v, 1), i++;
+            a.train_iters = int_flag(argc, argv, &i, 1);
         else if (!strcmp(argv[i], "--log-interval"))
-            a.log_interval = parse_int_flag(argv[i], v, 1), i++;
+            a.log_interval = int_flag(argc, argv, &i, 1);
         else if (!strcmp(argv[i], "--eval-interval"))
-            a.eval_interval = parse_int_flag(argv[i], v, 1), i++;
+            a.eval_interval = int_flag(argc, argv, &i, 1);
         else if (!strcmp(argv[i], "--eval-iters"))
-            a.eval_iters = parse_int_flag(argv[i], v, 0), i++;
+            a.eval_iters = int_flag(argc, argv, &i, 0);
         else if (!strcmp(argv[i], "--skip-nan-steps"))
             a.skip_nan_steps = true;
         else if (!strcmp(argv[i], "--print-plan")) {
@@ -122,11 +132,8 @@ static train_args parse_args(int argc, char **argv)
     return a;
 }
 
-/* A flag given on the command line, else the plan's config value of the spec field. */
-static int flag_or_config(int flag, const ir_module *m, const char *key, int dflt)
-{
-    return flag >= 0 ? flag : (int)ir_config_int(m, key, dflt);
-}
+/* A flag given on the command line, else the plan's value of the spec field. */
+static int flag_or_plan(int flag, int plan) { return flag >= 0 ? flag : plan; }
 
 static double now_s(void)
 {
@@ -140,6 +147,7 @@ static double now_s(void)
 typedef struct {
     rt_program *p;
     const ir_module *m;
+    rt_train_config cfg;            /* the plan's values, range-checked */
     rt_parallel par;
     bool writer;                    /* rank 0: logs, metrics and dump files */
     int reduce;                     /* the `reduce_grads` function (data parallel), or -1 */
@@ -151,9 +159,10 @@ typedef struct {
     int32_t *tokens, *targets, *sample; /* [B,T], [B,T], [T+1] */
     ir_type bt_type;
     double flops_per_token;         /* 6N + 12 L d T: matmul work forward and backward */
-    FILE *metrics;
+    rt_metrics metrics;             /* open when metrics.path is set */
     rt_mcct batches;                /* --dump-dir */
     FILE *steps;
+    char steps_path[4096];
 } train_run;
 
 /* Loads rows first .. first+B-1 of split as @tokens/@targets of func, and tells a function with
@@ -189,21 +198,32 @@ static float run_micro_batch(train_run *r, int func, int split, int64_t first)
 
 /* ---- --dump-dir ---------------------------------------------------------------------------- */
 
-static FILE *dump_open(const train_args *a, const char *name, rt_mcct *w)
+/* A dump file could not be written whole: the run stops, naming it, so a partial dump never
+ * passes for a whole one. */
+static void dump_failed(const char *path, int error)
+{
+    fprintf(stderr, "train_rank: error: --dump-dir: cannot write %s: %s\n", path, strerror(error));
+    exit(1);
+}
+
+static void dump_open(const train_args *a, const char *name, rt_mcct *w)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", a->dump_dir, name);
-    if (w) {
-        if (!rt_mcct_open(w, path))
-            goto fail;
-        return w->f;
-    }
-    FILE *f = fopen(path, "w");
-    if (f)
-        return f;
-fail:
-    fprintf(stderr, "train_rank: error: cannot write %s (does --dump-dir exist and is it writable?)\n", path);
-    exit(1);
+    if (!rt_mcct_open(w, path))
+        dump_failed(w->path, w->error);
+}
+
+static void dump_add(rt_mcct *w, const char *name, const ir_type *t, const void *data)
+{
+    if (!rt_mcct_add(w, name, t, data))
+        dump_failed(w->path, w->error);
+}
+
+static void dump_close(rt_mcct *w)
+{
+    if (!rt_mcct_close(w))
+        dump_failed(w->path, w->error);
 }
 
 /* Global g as the single-rank program holds it: gathered over tp when split there. Under ZeRO the
@@ -251,11 +271,11 @@ static void dump_globals(train_run *r, ir_global_kind kind, const char *file)
         ir_type whole;
         void *host = whole_global(r, g, &whole);
         if (r->writer)
-            rt_mcct_add(&w, name, &whole, host);
+            dump_add(&w, name, &whole, host);
         free(host);
     }
     if (r->writer)
-        rt_mcct_close(&w);
+        dump_close(&w);
 }
 
 static void dump_logits(train_run *r)
@@ -276,8 +296,8 @@ static void dump_logits(train_run *r)
     if (r->writer) {
         rt_mcct w;
         dump_open(&r->a, "logits_step1.mcct", &w);
-        rt_mcct_add(&w, "logits", &whole, full);
-        rt_mcct_close(&w);
+        dump_add(&w, "logits", &whole, full);
+        dump_close(&w);
     }
     free(host);
     free(full);
@@ -291,9 +311,9 @@ static void dump_batch(train_run *r, int it, int mb)
         return;
     char name[64];
     snprintf(name, sizeof name, "tokens.%d.%d", it, mb);
-    rt_mcct_add(&r->batches, name, &r->bt_type, r->tokens);
+    dump_add(&r->batches, name, &r->bt_type, r->tokens);
     snprintf(name, sizeof name, "targets.%d.%d", it, mb);
-    rt_mcct_add(&r->batches, name, &r->bt_type, r->targets);
+    dump_add(&r->batches, name, &r->bt_type, r->targets);
 }
 
 /* ---- one iteration ------------------------------------------------------------------------- */
@@ -366,9 +386,23 @@ static step_result train_step(train_run *r, int it)
         non_finite(r, it, "the gradient norm", norm);
     s.grad_norm = norm;
     r->steps_applied++;
-    if (r->steps)
-        fprintf(r->steps, "%d %.9g %.9g %.9g\n", it, s.loss, s.lr, s.grad_norm);
+    if (r->steps && fprintf(r->steps, "%d %.9g %.9g %.9g\n", it, s.loss, s.lr, s.grad_norm) < 0)
+        dump_failed(r->steps_path, errno);
     return s;
+}
+
+/* ---- records ------------------------------------------------------------------------------- */
+
+/* One record's scalars to every sink (the metrics file; a second sink takes the same list). A
+ * write error stops the run, naming the file: records missing from a run that exits 0 would
+ * pass for a whole run. */
+static void emit_record(train_run *r, int it, const rt_scalar *s, int n)
+{
+    char err[1024];
+    if (r->metrics.path && !rt_metrics_record(&r->metrics, it, s, n, err, sizeof err)) {
+        fprintf(stderr, "train_rank: error: %s; stopping\n", err);
+        exit(1);
+    }
 }
 
 /* ---- validation ---------------------------------------------------------------------------- */
@@ -387,10 +421,11 @@ static void evaluate(train_run *r, int it)
     loss = rt_parallel_mean(&r->par, r->p, (float)loss);
     r->evals_done++;
     double ppl = exp(loss < 700 ? loss : 700);
-    printf("validation loss at iteration %d | lm loss value: %.6E | lm loss PPL: %.6E | %.1f s\n", it, loss, ppl,
-           now_s() - t0);
-    if (r->metrics)
-        fprintf(r->metrics, "{\"iteration\": %d, \"valid_loss\": %.9g, \"valid_ppl\": %.9g}\n", it, loss, ppl);
+    /* Megatron's line, then our field */
+    printf(" validation loss at iteration %d | lm loss value: %.6E | lm loss PPL: %.6E | elapsed time (s): %.1f |\n",
+           it, loss, ppl, now_s() - t0);
+    const rt_scalar rec[] = {{"valid_loss", loss}, {"valid_ppl", ppl}};
+    emit_record(r, it, rec, 2);
 }
 
 /* ---- logging ------------------------------------------------------------------------------- */
@@ -417,40 +452,34 @@ static double memory_gib(const train_run *r)
 
 static bool on_gpu(const train_run *r) { return strcmp(r->p->dev->name, "cpu") != 0; }
 
-/* v as a JSON number; null for NaN/Inf (JSON has neither) or when absent. */
-static const char *json_num(char buf[32], double v, bool present)
-{
-    if (!present || !isfinite(v))
-        return "null";
-    snprintf(buf, 32, "%.9g", v);
-    return buf;
-}
-
+/* Megatron's training log line, field for field (names, order and formats of its training_log,
+ * so scripts that scrape Megatron logs read ours; bf16 has no loss scaling: 1.0; every skipped
+ * step is one with a NaN or Inf), then our fields. And the step's metrics record. */
 static void log_line(train_run *r, int it, const step_result *last, const log_window *w)
 {
-    int done = w->iters - w->skipped;
+    int done = w->iters - w->skipped, global_batch = r->B * r->accum * r->par.dp;
     double loss = done ? w->loss / done : NAN, ms = w->seconds * 1e3 / w->iters;
     /* each dp rank's tokens, shared by its tp ranks */
     double tok_s = (double)r->B * r->T * r->accum / r->par.tp / (ms / 1e3), flops = tok_s * r->flops_per_token;
-    double mfu = flops / TRAIN_PEAK_FLOPS, mem = memory_gib(r);
-    long long samples = (long long)it * r->B * r->accum * r->par.dp;
-    char mfu_text[32] = "-";
+    double mfu = on_gpu(r) ? flops / TRAIN_PEAK_FLOPS : NAN, mem = memory_gib(r);
+    long long samples = (long long)it * global_batch;
+    char mfu_text[32] = "-", when[32];
     if (on_gpu(r))
         snprintf(mfu_text, sizeof mfu_text, "%.1f%%", 100 * mfu);
-    printf("iter %6d/%d | samples %9lld | loss %8.4f | lr %.3e | grad norm %8.4f | %8.1f ms | %9.0f tok/s/GPU | "
-           "%7.2f TFLOP/s/GPU | MFU %s | mem %.2f GiB", it, r->iters, samples, loss, last->lr, last->grad_norm, ms,
-           tok_s, flops / 1e12, mfu_text, mem);
-    if (w->skipped)
-        printf(" | skipped %d", w->skipped);
-    printf("\n");
-    if (!r->metrics)
-        return;
-    char b[3][32];
-    fprintf(r->metrics, "{\"iteration\": %d, \"consumed_samples\": %lld, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, "
-                        "\"ms_per_iter\": %.6g, \"tokens_per_s_per_gpu\": %.6g, \"tflops_per_gpu\": %.6g, \"mfu\": %s, "
-                        "\"memory_gib\": %.6g, \"skipped\": %d}\n",
-            it, samples, json_num(b[0], loss, true), last->lr, json_num(b[1], last->grad_norm, !last->skipped), ms,
-            tok_s, flops / 1e12, json_num(b[2], mfu, on_gpu(r)), mem, w->skipped);
+    time_t now = time(NULL);
+    struct tm local;
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime_r(&now, &local));
+    printf(" [%s] iteration %8d/%8d | consumed samples: %12lld | elapsed time per iteration (ms): %.1f | "
+           "throughput per GPU (TFLOP/s/GPU): %.1f | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | "
+           "loss scale: 1.0 | grad norm: %.3f | number of skipped iterations: %3d | number of nan iterations: %3d | "
+           "tokens/s/GPU: %.0f | MFU: %s | memory (GiB): %.2f |\n", when, it, r->iters, samples, ms, flops / 1e12,
+           last->lr, global_batch, loss, last->grad_norm, w->skipped, w->skipped, tok_s, mfu_text, mem);
+    const rt_scalar rec[] = {
+        {"consumed_samples", (double)samples}, {"loss", loss}, {"lr", last->lr},
+        {"grad_norm", last->skipped ? NAN : last->grad_norm}, {"ms_per_iter", ms}, {"tokens_per_s_per_gpu", tok_s},
+        {"tflops_per_gpu", flops / 1e12}, {"mfu", mfu}, {"memory_gib", mem}, {"skipped", w->skipped},
+    };
+    emit_record(r, it, rec, (int)(sizeof rec / sizeof rec[0]));
 }
 
 /* ---- start-up ------------------------------------------------------------------------------ */
@@ -508,7 +537,7 @@ static void setup_run(train_run *r, int argc, char **argv)
     for (int k = rt_parallel_plan_index((int)mcc_plan_count); k > 0; k--)
         plan += strlen(plan) + 1;
     r->p = rt_program_load(plan, mcc_plan_device, mcc_plan_image_size ? mcc_plan_image : NULL, err, sizeof err);
-    if (!r->p) {
+    if (!r->p || !rt_train_config_read(r->p->m, &r->cfg, err, sizeof err)) {
         fprintf(stderr, "train_rank: error: the compiled plan is invalid (%s); recompile with this mcc\n", err);
         exit(1);
     }
@@ -518,13 +547,13 @@ static void setup_run(train_run *r, int argc, char **argv)
     if (!r->writer && !freopen("/dev/null", "w", stdout)) /* rank 0 logs for all */
         exit(1);
     r->reduce = ir_func_index(m, "reduce_grads");
-    r->B = (int)ir_config_int(m, "micro_batch_size", 1);
-    r->T = (int)ir_config_int(m, "seq_length", 1);
-    r->accum = (int)ir_config_int(m, "accum_steps", 1);
-    r->iters = flag_or_config(r->a.train_iters, m, "train_iters", 1);
-    r->eval_interval = flag_or_config(r->a.eval_interval, m, "eval_interval", 1000);
-    r->eval_iters = flag_or_config(r->a.eval_iters, m, "eval_iters", 100);
-    r->a.log_interval = flag_or_config(r->a.log_interval, m, "log_interval", 1);
+    r->B = r->cfg.micro_batch_size;
+    r->T = r->cfg.seq_length;
+    r->accum = r->cfg.accum_steps;
+    r->iters = flag_or_plan(r->a.train_iters, r->cfg.train_iters);
+    r->eval_interval = flag_or_plan(r->a.eval_interval, r->cfg.eval_interval);
+    r->eval_iters = flag_or_plan(r->a.eval_iters, r->cfg.eval_iters);
+    r->a.log_interval = flag_or_plan(r->a.log_interval, r->cfg.log_interval);
     r->micro = func_index(m, "micro_step");
     r->eval = func_index(m, "eval_step");
     r->opt = func_index(m, "optimizer");
@@ -534,8 +563,8 @@ static void setup_run(train_run *r, int argc, char **argv)
         fprintf(stderr, "train_rank: error: %s\n", err);
         exit(1);
     }
-    double L = (double)ir_config_int(m, "num_layers", 0), d = (double)ir_config_int(m, "hidden_size", 0);
-    double N = (double)(ir_config_int(m, "num_params", 0) - ir_config_int(m, "num_position_params", 0));
+    double L = (double)r->cfg.num_layers, d = (double)r->cfg.hidden_size;
+    double N = (double)(r->cfg.num_params - r->cfg.num_position_params);
     r->flops_per_token = 6 * N + 12 * L * d * r->T;
     r->data = open_data(r);
     const int64_t bt[2] = {r->B, r->T};
@@ -543,23 +572,21 @@ static void setup_run(train_run *r, int argc, char **argv)
     r->tokens = malloc(ir_bytes(&r->bt_type));
     r->targets = malloc(ir_bytes(&r->bt_type));
     r->sample = malloc(sizeof(int32_t) * (size_t)(r->T + 1));
-    if (r->writer && r->a.metrics_file && !(r->metrics = fopen(r->a.metrics_file, "w"))) {
-        fprintf(stderr, "train_rank: error: --metrics-file %s: cannot write it\n", r->a.metrics_file);
+    if (r->writer && r->a.metrics_file && !rt_metrics_open(&r->metrics, r->a.metrics_file, err, sizeof err)) {
+        fprintf(stderr, "train_rank: error: %s\n", err);
         exit(1);
     }
 }
 
 static void print_config(const train_run *r)
 {
-    const ir_module *m = r->m;
     printf("+-----------------------+-----------------------+\n");
-    printf("| parameters            | %21lld |\n", ir_config_int(m, "num_params", 0));
-    printf("| layers x hidden       | %13lld x %5lld |\n", ir_config_int(m, "num_layers", 0),
-           ir_config_int(m, "hidden_size", 0));
+    printf("| parameters            | %21lld |\n", r->cfg.num_params);
+    printf("| layers x hidden       | %13lld x %5lld |\n", r->cfg.num_layers, r->cfg.hidden_size);
     printf("| micro batch x seq     | %13d x %5d |\n", r->B, r->T);
     printf("| micro-batches / step  | %21d |\n", r->accum);
     printf("| train iters           | %21d |\n", r->iters);
-    printf("| lr decay              | %21s |\n", ir_config_get(m, "lr_decay_style"));
+    printf("| lr decay              | %21s |\n", ir_config_get(r->m, "lr_decay_style"));
     printf("| warmup iters          | %21g |\n", r->lr.warmup_iters);
     printf("| eval every / batches  | %13d / %5d |\n", r->eval_interval, r->eval_iters);
     printf("| FLOP per token        | %21.4g |\n", r->flops_per_token);
@@ -572,7 +599,9 @@ static void start_dumps(train_run *r)
     if (r->writer) {
         mkdir(r->a.dump_dir, 0755);
         dump_open(&r->a, "batches.mcct", &r->batches);
-        r->steps = dump_open(&r->a, "steps.txt", NULL);
+        snprintf(r->steps_path, sizeof r->steps_path, "%s/steps.txt", r->a.dump_dir);
+        if (!(r->steps = fopen(r->steps_path, "w")))
+            dump_failed(r->steps_path, errno);
     }
     dump_globals(r, IR_GLOBAL_PARAM, "params_init.mcct");
 }
@@ -582,11 +611,15 @@ static void finish_run(train_run *r)
     if (r->a.dump_dir)
         dump_globals(r, IR_GLOBAL_PARAM, "params_final.mcct");
     if (r->a.dump_dir && r->writer) {
-        rt_mcct_close(&r->batches);
-        fclose(r->steps);
+        dump_close(&r->batches);
+        if (!rt_file_close_synced(r->steps))
+            dump_failed(r->steps_path, errno);
     }
-    if (r->metrics)
-        fclose(r->metrics);
+    char err[1024];
+    if (r->metrics.path && !rt_metrics_close(&r->metrics, err, sizeof err)) {
+        fprintf(stderr, "train_rank: error: %s\n", err);
+        exit(1);
+    }
     free(r->sample);
     free(r->tokens);
     free(r->targets);
@@ -596,51 +629,105 @@ static void finish_run(train_run *r)
     rt_program_free(r->p);
 }
 
-/* `--nproc-per-node N`: this process starts N ranks of itself instead of training. */
-static int nproc_per_node(int argc, char **argv)
+/* ---- stopping on SIGTERM/SIGINT ----------------------------------------------------------- */
+
+static volatile sig_atomic_t train_signal; /* the stop signal caught, or 0 */
+
+static void train_on_signal(int sig) { train_signal = sig; }
+
+/* From here on SIGTERM (a scheduler's preemption, a launcher's forwarded signal) and SIGINT
+ * (Ctrl-C) stop the run after the iteration in flight, its records written, instead of killing
+ * it mid-step. SA_RESTART: the step's I/O and collectives go on undisturbed. A signal ignored
+ * when we started (SIGINT of a background job) stays ignored. */
+static void catch_stop_signals(void)
 {
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--nproc-per-node"))
-            return parse_int_flag(argv[i], argv[i + 1], 1);
-    return 0;
+    struct sigaction sa = {.sa_handler = train_on_signal, .sa_flags = SA_RESTART}, old;
+    sigemptyset(&sa.sa_mask);
+    const int sigs[] = {SIGTERM, SIGINT};
+    for (int i = 0; i < 2; i++)
+        if (sigaction(sigs[i], &sa, &old) == 0 && old.sa_handler == SIG_IGN)
+            sigaction(sigs[i], &old, NULL);
 }
 
-int main(int argc, char **argv)
+/* The stop signal any rank caught, or 0. A forwarded signal reaches the ranks at different
+ * points of a step, and every rank must stop after the same iteration (one that went on would
+ * wait for the others in its next collective): so the ranks take the maximum over the world at
+ * each step's end. Collective: every rank calls. */
+static int stop_signal(train_run *r)
 {
-    int nproc = nproc_per_node(argc, argv);
-    if (nproc)
-        return rt_launch_local(nproc, argc, argv);
-    double t_start = now_s();
-    train_run r = {0};
-    setup_run(&r, argc, argv);
-    rt_program_init_params(r.p, (uint64_t)ir_config_int(r.m, "seed", 1234));
-    print_config(&r);
-    if (r.a.dump_dir)
-        start_dumps(&r);
+    float sig = (float)train_signal;
+    if (r->par.world) {
+        rt_program *p = r->p;
+        p->dev->upload(p, r->par.scratch, &sig, sizeof sig);
+        rt_all_reduce(r->par.world, r->par.scratch, 1, IR_F32, RT_MAX, p->dev->queue(p));
+        p->dev->download(p, &sig, r->par.scratch, sizeof sig);
+    }
+    return (int)sig;
+}
 
+/* ---- the loop ------------------------------------------------------------------------------ */
+
+/* Iterations 1..iters, or up to the one in flight when a stop signal came (*last: the last one
+ * run). Returns that signal, or 0. */
+static int train_loop(train_run *r, double t_start, int *last)
+{
+    catch_stop_signals();
     log_window w = {0};
-    for (int it = 1; it <= r.iters; it++) {
+    for (int it = 1; it <= r->iters; it++) {
         double t0 = now_s();
-        step_result s = train_step(&r, it);
+        step_result s = train_step(r, it);
         w.seconds += now_s() - t0;
         w.iters++;
         w.skipped += s.skipped;
         w.loss += s.skipped ? 0 : s.loss;
         if (it == 1) {
-            size_t used = r.p->dev->memory_in_use(r.p);
+            size_t used = r->p->dev->memory_in_use(r->p);
             printf("time to first step: %.2f s", now_s() - t_start);
             if (used)
-                printf(" | %s memory in use: %.3f GiB", r.p->dev->name, used / 1073741824.0);
+                printf(" | %s memory in use: %.3f GiB", r->p->dev->name, used / 1073741824.0);
             printf("\n");
         }
-        if (it % r.a.log_interval == 0 || it == r.iters) {
-            log_line(&r, it, &s, &w);
+        int stop = stop_signal(r);
+        if (it % r->a.log_interval == 0 || it == r->iters || stop) {
+            log_line(r, it, &s, &w);
             w = (log_window){0};
         }
-        if (r.eval_iters && (it % r.eval_interval == 0 || it == r.iters))
-            evaluate(&r, it);
+        if (r->eval_iters && !stop && (it % r->eval_interval == 0 || it == r->iters))
+            evaluate(r, it);
         fflush(stdout);
+        *last = it;
+        if (stop)
+            return stop;
     }
-    finish_run(&r);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int nargs;
+    char **args = cli_split_equals(argc, argv, &nargs); /* --flag=value as --flag value */
+    int nproc = rt_launch_nproc(nargs, args), code = 0;
+    if (nproc) { /* this process starts N ranks of itself instead of training */
+        code = rt_launch_local(nproc, nargs, args);
+        cli_argv_free(args);
+        return code;
+    }
+    double t_start = now_s();
+    train_run r = {0};
+    setup_run(&r, nargs, args);
+    rt_program_init_params(r.p, (uint64_t)r.cfg.seed);
+    print_config(&r);
+    if (r.a.dump_dir)
+        start_dumps(&r);
+    int last = 0, sig = train_loop(&r, t_start, &last);
+    finish_run(&r);
+    if (sig && r.writer) {
+        fprintf(stderr, "train_rank: stopped by %s after iteration %d of %d", sig == SIGINT ? "SIGINT" : "SIGTERM", last,
+                r.iters);
+        if (r.a.metrics_file)
+            fprintf(stderr, "; the metrics file %s has every record up to it", r.a.metrics_file);
+        fprintf(stderr, "\n");
+    }
+    cli_argv_free(args);
+    return sig ? 128 + sig : 0;
 }

@@ -23,12 +23,13 @@ train() { "$work/tr" --data-path "$work/c_text_document" "$@"; }
 # (1) the same training losses, lr and grad norms whether or not validation runs in between
 train --eval-interval 7 --eval-iters 2 --log-interval 1 --metrics-file "$work/m.jsonl" > "$work/eval.log"
 train --eval-iters 0 --log-interval 1 > "$work/noeval.log"
-cmp <(grep '^iter' "$work/eval.log" | cut -d'|' -f1-5) <(grep '^iter' "$work/noeval.log" | cut -d'|' -f1-5) ||
-  fail "validation changed the training run"
+# iteration, consumed samples, learning rate, lm loss, grad norm: Megatron's fields 1, 2, 5, 7, 9
+steps() { grep '^ \[.*\] iteration ' "$1" | sed 's/^ \[[^]]*\]//' | cut -d'|' -f1,2,5,7,9; }
+cmp <(steps "$work/eval.log") <(steps "$work/noeval.log") || fail "validation changed the training run"
 
 # (2) validation at 7, 14, ..., 35 and at the end (40); a log line per iteration; metrics agree
-[ "$(grep -c '^validation loss at iteration' "$work/eval.log")" = 6 ] || fail "want 6 validations: $(grep validation "$work/eval.log")"
-[ "$(grep -c '^iter' "$work/eval.log")" = 40 ] || fail "want 40 log lines"
+[ "$(grep -c '^ validation loss at iteration' "$work/eval.log")" = 6 ] || fail "want 6 validations: $(grep validation "$work/eval.log")"
+[ "$(grep -c '^ \[.*\] iteration ' "$work/eval.log")" = 40 ] || fail "want 40 log lines"
 /usr/bin/python3 - "$work/m.jsonl" "$work/eval.log" <<'PY' || fail "metrics file"
 import json, math, re, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
@@ -36,8 +37,8 @@ train = [r for r in recs if "loss" in r]
 valid = [r for r in recs if "valid_loss" in r]
 assert [r["iteration"] for r in train] == list(range(1, 41)), "one train record per iteration"
 assert [r["iteration"] for r in valid] == [7, 14, 21, 28, 35, 40], "validation records"
-logged = [float(x) for x in re.findall(r"^iter .*?\| loss +([0-9.]+)", open(sys.argv[2]).read(), re.M)]
-assert all(abs(r["loss"] - l) < 1e-4 for r, l in zip(train, logged)), "metrics loss == logged loss"
+logged = [float(x) for x in re.findall(r"^ \[.*?\] iteration .*?\| lm loss: ([0-9.E+-]+) \|", open(sys.argv[2]).read(), re.M)]
+assert len(logged) == 40 and all(abs(r["loss"] - l) < 1e-4 for r, l in zip(train, logged)), "metrics loss == logged loss"
 assert train[-1]["consumed_samples"] == 40 * 8 and train[-1]["mfu"] is None  # global batch 8; MFU "-" on the CPU
 for k in ("lr", "grad_norm", "ms_per_iter", "tokens_per_s_per_gpu", "tflops_per_gpu", "memory_gib"):
     assert train[-1][k] > 0, k
