@@ -63,6 +63,7 @@ static void usage(FILE *out)
             "  --dump-dir DIR       write initial parameters, step-1 gradients and logits, batches and\n"
             "                       per-step loss/lr/grad norm for the numerics tests\n"
             "  --print-plan         print the compiled plan (IR) and exit\n"
+            "  --version            print the version of the mcc that compiled this train_rank and exit\n"
             "  --nproc-per-node N   start N local ranks of this executable, like torchrun (also spelt\n"
             "                       --nproc_per_node; or launch with torchrun, srun or mpirun: ranks come from\n"
             "                       their environment)\n"
@@ -115,6 +116,9 @@ static train_args parse_args(int argc, char **argv)
             a.skip_nan_steps = true;
         else if (!strcmp(argv[i], "--print-plan")) {
             fwrite(mcc_plan_text, 1, mcc_plan_size, stdout);
+            exit(0);
+        } else if (!strcmp(argv[i], "--version")) {
+            printf("train_rank (mcc %s)\n", MCC_VERSION); /* the mcc that compiled it: its libmccrt's */
             exit(0);
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -492,7 +496,7 @@ static rt_gpt_data *open_data(train_run *r)
     int64_t batch = (int64_t)r->B * r->accum * r->par.dp;
     int evals = r->iters / r->eval_interval + (r->iters % r->eval_interval != 0);
     c->seq_length = r->T;
-    c->seed = ir_config_int(r->m, "seed", 1234);
+    c->seed = r->cfg.seed;
     c->log = r->writer ? stderr : NULL; /* the indices' memory and a long build's progress, once */
     c->num_samples[RT_SPLIT_TRAIN] = (int64_t)r->iters * batch;
     c->num_samples[RT_SPLIT_VALID] = (int64_t)evals * r->eval_iters * batch;
@@ -510,7 +514,7 @@ static rt_gpt_data *open_data(train_run *r)
         fprintf(stderr, "train_rank: error: %s\n", err);
         exit(1);
     }
-    int max_token = rt_gpt_data_max_token(d), V = (int)ir_config_int(r->m, "vocab_size", 1);
+    int max_token = rt_gpt_data_max_token(d), V = r->cfg.vocab_size;
     if (max_token >= V) {
         fprintf(stderr, "train_rank: error: --data-path holds token id %d but the model's vocab_size is %d; "
                         "recompile with --vocab-size %d or more\n", max_token, V, max_token + 1);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # train_rank_io.sh MCC [MPIRUN] — what train_rank writes and how it stops, on the tiny GPT (CPU):
 # (1) numeric flags are checked whole and named (--eval-iters '', --train-iters abc, --log-interval
-#     0), --flag=value and torchrun's --nproc_per_node spellings work;
+#     0), --flag=value and torchrun's --nproc_per_node spellings work, --version is mcc's;
 # (2) the log line carries Megatron's field names in Megatron's order, validation too;
 # (3) the metrics file is appended to, a record at a time: SIGKILL leaves only whole records and
 #     `mcc plot` draws them (a cut last line is skipped with a warning, a bad middle line is an
@@ -33,6 +33,7 @@ refused "--log-interval 0 is out of range" --log-interval=0
 refused "--nproc_per_node expects an integer in 1..1024, got 'x'" --nproc_per_node=x
 run --train-iters=3 --eval-iters=0 > "$work/eq.log" || fail "--train-iters=3"
 [ "$(grep -c ' iteration .*/ *3 |' "$work/eq.log")" = 3 ] || fail "--train-iters=3 ran: $(cat "$work/eq.log")"
+[ "$("$work/tr" --version)" = "train_rank ($("$mcc" --version))" ] || fail "--version: $("$work/tr" --version 2>&1)"
 for launch in "--nproc-per-node=1" "--nproc_per_node 1" "--nproc_per_node=1"; do
   # shellcheck disable=SC2086
   run $launch --train-iters 2 --eval-iters 0 > "$work/launch.log" 2>&1 || fail "$launch: $(cat "$work/launch.log")"
