@@ -277,9 +277,12 @@ bool tok_byte_level_bytes(const char *s, char *out, size_t *n, uint32_t *bad) {
     return true;
 }
 
-char *tok_read_file(const char *path, size_t *n) {
+char *tok_read_file(const char *flag, const char *path, size_t *n, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+    if (!f) {
+        snprintf(err, errlen, "%s %s: cannot read: %s", flag, path, strerror(errno));
+        return NULL;
+    }
     size_t cap = 1 << 20;
     char *buf = malloc(cap + 1);
     *n = 0;
@@ -291,8 +294,8 @@ char *tok_read_file(const char *path, size_t *n) {
     bool bad = ferror(f);
     fclose(f);
     if (bad) {
+        snprintf(err, errlen, "%s %s: read error", flag, path);
         free(buf);
-        errno = EIO;
         return NULL;
     }
     buf[*n] = '\0';

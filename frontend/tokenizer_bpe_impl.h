@@ -73,7 +73,8 @@ void tok_byte_chars(uint32_t cp[256]);
  * False when a character is outside the 256 byte characters; it is then in *bad. */
 bool tok_byte_level_bytes(const char *s, char *out, size_t *n, uint32_t *bad);
 
-/* The whole file, NUL-terminated (malloc'd), length in *n; NULL with errno set on failure. */
-char *tok_read_file(const char *path, size_t *n);
+/* The whole file, NUL-terminated (malloc'd), length in *n; NULL on failure, with a message in
+ * err naming the flag that gave the path. */
+char *tok_read_file(const char *flag, const char *path, size_t *n, char *err, size_t errlen);
 
 #endif

@@ -2,7 +2,6 @@
  * --vocab-file (token -> id, tokens spelled in the byte alphabet) and --merge-file (by rank). */
 #include "frontend/tokenizer_bpe_impl.h"
 
-#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,11 +90,8 @@ static bool tok_add_merge_line(tok_bpe *t, json_t *vocab, char *line, int32_t ra
 static bool tok_load_merges(tok_bpe *t, json_t *vocab, const char *path, const char *vocab_path, char *err,
                             size_t errlen) {
     size_t n;
-    char *text = tok_read_file(path, &n);
-    if (!text) {
-        snprintf(err, errlen, "--merge-file %s: cannot read: %s", path, strerror(errno));
-        return false;
-    }
+    char *text = tok_read_file("--merge-file", path, &n, err, errlen);
+    if (!text) return false;
     size_t nlines = 0;
     for (size_t i = 0; i < n; i++) nlines += text[i] == '\n';
     tok_bpe_merges_init(t, nlines);

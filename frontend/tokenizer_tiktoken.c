@@ -5,7 +5,6 @@
 #include "frontend/tokenizer_bpe_impl.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,11 +161,8 @@ static void tok_tiktoken_merges(tok_bpe *t, int32_t first, int32_t end) {
 /* The file's ranks as a tokenizer of one id per rank, in *ranks (also on failure: free it). */
 static bool tok_read_ranks(const char *path, tok_bpe **ranks, char *err, size_t errlen) {
     size_t n;
-    char *text = tok_read_file(path, &n);
-    if (!text) {
-        snprintf(err, errlen, "--tokenizer-model %s: cannot read: %s", path, strerror(errno));
-        return false;
-    }
+    char *text = tok_read_file("--tokenizer-model", path, &n, err, errlen);
+    if (!text) return false;
     size_t i = 0;
     while (isspace((unsigned char)text[i])) i++;
     bool ok = strlen(text) == n || text[i] == '['; /* a NUL byte can be no rank line */
