@@ -8,6 +8,24 @@
 #include <string.h>
 #include <unistd.h>
 
+int rt_append_whole(int fd, const void *data, size_t n, bool *cut)
+{
+    off_t start = lseek(fd, 0, SEEK_END); /* where to cut back to */
+    for (size_t done = 0; done < n;) {
+        ssize_t w = write(fd, (const char *)data + done, n - done); /* writes it all unless it fails */
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w > 0) {
+            done += (size_t)w;
+            continue;
+        }
+        int e = w < 0 ? errno : ENOSPC;
+        *cut = done == 0 || (start >= 0 && ftruncate(fd, start) == 0);
+        return e;
+    }
+    return 0;
+}
+
 bool rt_metrics_open(rt_metrics *m, const char *path, char *err, size_t errlen)
 {
     *m = (rt_metrics){.fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644), .path = path};
@@ -39,20 +57,11 @@ bool rt_metrics_record(rt_metrics *m, int iteration, const rt_scalar *s, int n, 
         return snprintf(err, errlen, "--metrics-file %s: a record of %d values is longer than %zu bytes", m->path, n,
                         sizeof line), false;
     line[len++] = '}', line[len++] = '\n';
-    off_t start = lseek(m->fd, 0, SEEK_END); /* where to cut back to */
-    for (size_t done = 0; done < len;) {
-        ssize_t k = write(m->fd, line + done, len - done); /* the first call writes it all unless it fails */
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k > 0) {
-            done += (size_t)k;
-            continue;
-        }
-        int e = k < 0 ? errno : ENOSPC;
-        bool cut = done == 0 || (start >= 0 && ftruncate(m->fd, start) == 0);
+    bool cut;
+    int e = rt_append_whole(m->fd, line, len, &cut);
+    if (e)
         return snprintf(err, errlen, "--metrics-file %s: cannot append the record of iteration %d: %s%s", m->path,
                         iteration, strerror(e), cut ? "" : " (and its partial line stays at the end)"), false;
-    }
     return true;
 }
 

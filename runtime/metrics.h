@@ -20,6 +20,12 @@ typedef struct {
     const char *path;
 } rt_metrics;
 
+/* Appends data[n] to fd (opened O_APPEND) whole or not at all: one write(2) unless it fails;
+ * after a short write (a full disk, a file size limit) the next write says why, and the part
+ * written is cut off again. 0, or the errno of the failure, with *cut false if the part stays.
+ * Every record writer's append (the metrics file, TensorBoard's event file). */
+int rt_append_whole(int fd, const void *data, size_t n, bool *cut);
+
 /* Opens (creating) path for appending. False with the file and the reason in err. */
 bool rt_metrics_open(rt_metrics *m, const char *path, char *err, size_t errlen);
 /* Appends {"iteration": iteration, "<key>": value, ...} and a newline. On a write error the file

@@ -10,6 +10,7 @@
  *   Summary   1 value Value (repeated; one per record here)
  *   Value     1 tag string | 2 simple_value float                                                  */
 #include "tensorboard.h"
+#include "metrics.h" /* rt_append_whole */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -78,27 +79,6 @@ static uint8_t *put_bytes(uint8_t *p, int field, const void *data, size_t n)
     return p + n;
 }
 
-/* Appends data[n] to fd (opened O_APPEND) whole or not at all: after a short write (a full disk,
- * a file size limit) the next write says why, and the part written is cut off again. 0, or the
- * errno of the failure, with *cut false if the part stays. */
-static int append_whole(int fd, const void *data, size_t n, bool *cut)
-{
-    off_t start = lseek(fd, 0, SEEK_END); /* where to cut back to */
-    for (size_t done = 0; done < n;) {
-        ssize_t w = write(fd, (const char *)data + done, n - done); /* writes it all unless it fails */
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w > 0) {
-            done += (size_t)w;
-            continue;
-        }
-        int e = w < 0 ? errno : ENOSPC;
-        *cut = done == 0 || (start >= 0 && ftruncate(fd, start) == 0);
-        return e;
-    }
-    return 0;
-}
-
 /* Appends the Event {wall_time: now, step, field: payload} as one TFRecord. */
 static bool write_event(rt_tb *tb, int64_t step, int field, const uint8_t *payload, size_t n, char *err,
                         size_t errlen)
@@ -117,7 +97,7 @@ static bool write_event(rt_tb *tb, int64_t step, int field, const uint8_t *paylo
     put_le(rec + 8, masked_crc(rec, 8), 4);
     p = put_le(p, masked_crc(data, len), 4);
     bool cut;
-    int e = append_whole(tb->fd, rec, (size_t)(p - rec), &cut);
+    int e = rt_append_whole(tb->fd, rec, (size_t)(p - rec), &cut);
     if (e)
         snprintf(err, errlen, "TensorBoard event file %s: cannot write: %s%s", tb->path, strerror(e),
                  cut ? "" : " (and the part of the record written stays at its end)");
