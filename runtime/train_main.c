@@ -461,12 +461,13 @@ static bool on_gpu(const train_run *r) { return strcmp(r->p->dev->name, "cpu") !
  * step is one with a NaN or Inf), then our fields. And the step's metrics record. */
 static void log_line(train_run *r, int it, const step_result *last, const log_window *w)
 {
-    int done = w->iters - w->skipped, global_batch = r->B * r->accum * r->par.dp;
+    int done = w->iters - w->skipped;
+    long long global_batch = (long long)r->B * r->accum * r->par.dp;
     double loss = done ? w->loss / done : NAN, ms = w->seconds * 1e3 / w->iters;
     /* each dp rank's tokens, shared by its tp ranks */
     double tok_s = (double)r->B * r->T * r->accum / r->par.tp / (ms / 1e3), flops = tok_s * r->flops_per_token;
     double mfu = on_gpu(r) ? flops / TRAIN_PEAK_FLOPS : NAN, mem = memory_gib(r);
-    long long samples = (long long)it * global_batch;
+    long long samples = it * global_batch;
     char mfu_text[32] = "-", when[32];
     if (on_gpu(r))
         snprintf(mfu_text, sizeof mfu_text, "%.1f%%", 100 * mfu);
@@ -474,7 +475,7 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
     struct tm local;
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime_r(&now, &local));
     printf(" [%s] iteration %8d/%8d | consumed samples: %12lld | elapsed time per iteration (ms): %.1f | "
-           "throughput per GPU (TFLOP/s/GPU): %.1f | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | "
+           "throughput per GPU (TFLOP/s/GPU): %.1f | learning rate: %.6E | global batch size: %5lld | lm loss: %.6E | "
            "loss scale: 1.0 | grad norm: %.3f | number of skipped iterations: %3d | number of nan iterations: %3d | "
            "tokens/s/GPU: %.0f | MFU: %s | memory (GiB): %.2f |\n", when, it, r->iters, samples, ms, flops / 1e12,
            last->lr, global_batch, loss, last->grad_norm, w->skipped, w->skipped, tok_s, mfu_text, mem);
