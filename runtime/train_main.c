@@ -14,6 +14,8 @@
 #include "mcct.h"
 #include "metrics.h"
 #include "program.h"
+#include "tensorboard.h"
+#include "trace.h"
 #include "train_config.h"
 
 #include <errno.h>
@@ -40,7 +42,7 @@ extern const uint64_t mcc_plan_image_size;
 
 typedef struct {
     rt_gpt_data_config data;
-    const char *dump_dir, *metrics_file;
+    const char *dump_dir, *metrics_file, *tensorboard_dir;
     int train_iters, log_interval, eval_interval, eval_iters; /* -1: the spec's value */
     bool skip_nan_steps;
 } train_args;
@@ -58,6 +60,8 @@ static void usage(FILE *out)
             "  --eval-iters N       global batches of the valid split per validation; 0: none (default: the spec's, 100)\n"
             "  --metrics-file PATH  append one JSON object per log line and per validation (`mcc plot` draws them);\n"
             "                       each written whole when made, so a killed run's file ends with its last record\n"
+            "  --tensorboard-dir DIR  TensorBoard event files with the metrics file's scalars, under Megatron's\n"
+            "                       tags (lm loss, learning-rate, grad-norm, lm loss validation, ...)\n"
             "  --skip-nan-steps     skip the optimizer step of an iteration whose loss or grad norm is NaN/Inf\n"
             "                       instead of stopping the run\n"
             "  --dump-dir DIR       write initial parameters, step-1 gradients and logits, batches and\n"
@@ -104,6 +108,8 @@ static train_args parse_args(int argc, char **argv)
             a.dump_dir = argv[++i];
         else if (!strcmp(argv[i], "--metrics-file") && v)
             a.metrics_file = argv[++i];
+        else if (!strcmp(argv[i], "--tensorboard-dir") && v)
+            a.tensorboard_dir = argv[++i];
         else if (!strcmp(argv[i], "--train-iters"))
             a.train_iters = int_flag(argc, argv, &i, 1);
         else if (!strcmp(argv[i], "--log-interval"))
@@ -164,6 +170,7 @@ typedef struct {
     ir_type bt_type;
     double flops_per_token;         /* 6N + 12 L d T: matmul work forward and backward */
     rt_metrics metrics;             /* open when metrics.path is set */
+    rt_tb *tb;                      /* --tensorboard-dir, or NULL */
     rt_mcct batches;                /* --dump-dir */
     FILE *steps;
     char steps_path[4096];
@@ -356,7 +363,11 @@ static step_result train_step(train_run *r, int it)
     step_result s = {.lr = rt_lr_at(&r->lr, step)};
     bool finite = true;
     for (int mb = 0; mb < r->accum; mb++) {
+        char range[32];
+        snprintf(range, sizeof range, "micro-batch %d", mb);
+        rt_trace_push(r->p, range);
         float loss = run_micro_batch(r, r->micro, RT_SPLIT_TRAIN, train_sample(r, it, mb));
+        rt_trace_pop(r->p);
         if (r->a.dump_dir)
             dump_batch(r, it, mb);
         if (finite && !isfinite(loss)) {
@@ -397,13 +408,42 @@ static step_result train_step(train_run *r, int it)
 
 /* ---- records ------------------------------------------------------------------------------- */
 
-/* One record's scalars to every sink (the metrics file; a second sink takes the same list). A
- * write error stops the run, naming the file: records missing from a run that exits 0 would
- * pass for a whole run. */
+/* The metrics file's keys as Megatron's TensorBoard tags (its training_log and
+ * evaluate_and_print_results), in Megatron's units; our own tags where it has none. Keys not
+ * here (consumed_samples, skipped) are not plotted. */
+static const struct {
+    const char *key, *tag;
+    double scale;
+} tb_tags[] = {
+    {"loss", "lm loss", 1},
+    {"lr", "learning-rate", 1},
+    {"grad_norm", "grad-norm", 1},
+    {"ms_per_iter", "iteration-time", 1e-3}, /* seconds */
+    {"tflops_per_gpu", "throughput", 1},     /* TFLOP/s/GPU */
+    {"memory_gib", "mem-allocated-bytes", 1073741824.0},
+    {"tokens_per_s_per_gpu", "tokens-per-sec-per-gpu", 1},
+    {"mfu", "mfu", 1},
+    {"valid_loss", "lm loss validation", 1},
+    {"valid_ppl", "lm loss validation ppl", 1},
+};
+
+static bool tb_record(rt_tb *tb, int it, const rt_scalar *s, int n, char *err, size_t errlen)
+{
+    for (int i = 0; i < n; i++)
+        for (size_t k = 0; k < sizeof tb_tags / sizeof tb_tags[0]; k++)
+            if (!strcmp(s[i].key, tb_tags[k].key) && isfinite(s[i].value) && /* absent: as Megatron, no point */
+                !rt_tb_scalar(tb, tb_tags[k].tag, it, s[i].value * tb_tags[k].scale, err, errlen))
+                return false;
+    return true;
+}
+
+/* One record's scalars to every sink: the metrics file and TensorBoard. A write error stops the
+ * run, naming the file: records missing from a run that exits 0 would pass for a whole run. */
 static void emit_record(train_run *r, int it, const rt_scalar *s, int n)
 {
     char err[1024];
-    if (r->metrics.path && !rt_metrics_record(&r->metrics, it, s, n, err, sizeof err)) {
+    if ((r->metrics.path && !rt_metrics_record(&r->metrics, it, s, n, err, sizeof err)) ||
+        (r->tb && !tb_record(r->tb, it, s, n, err, sizeof err))) {
         fprintf(stderr, "train_rank: error: %s; stopping\n", err);
         exit(1);
     }
@@ -581,6 +621,10 @@ static void setup_run(train_run *r, int argc, char **argv)
         fprintf(stderr, "train_rank: error: %s\n", err);
         exit(1);
     }
+    if (r->writer && r->a.tensorboard_dir && !(r->tb = rt_tb_open(r->a.tensorboard_dir, err, sizeof err))) {
+        fprintf(stderr, "train_rank: error: --tensorboard-dir: %s\n", err);
+        exit(1);
+    }
 }
 
 static void print_config(const train_run *r)
@@ -625,6 +669,8 @@ static void finish_run(train_run *r)
         fprintf(stderr, "train_rank: error: %s\n", err);
         exit(1);
     }
+    if (r->tb)
+        rt_tb_close(r->tb);
     free(r->sample);
     free(r->tokens);
     free(r->targets);
@@ -680,7 +726,11 @@ static int train_loop(train_run *r, double t_start, int *last)
     log_window w = {0};
     for (int it = 1; it <= r->iters; it++) {
         double t0 = now_s();
+        char range[32];
+        snprintf(range, sizeof range, "iteration %d", it);
+        rt_trace_push(r->p, range);
         step_result s = train_step(r, it);
+        rt_trace_pop(r->p);
         w.seconds += now_s() - t0;
         w.iters++;
         w.skipped += s.skipped;
@@ -717,6 +767,9 @@ int main(int argc, char **argv)
         cli_argv_free(args);
         return code;
     }
+    /* A file size limit (ulimit -f) then fails the write, which names the file, instead of
+     * killing the run without a word. */
+    signal(SIGXFSZ, SIG_IGN);
     double t_start = now_s();
     train_run r = {0};
     setup_run(&r, nargs, args);

@@ -23,3 +23,7 @@ add_test(NAME tensorboard_read_cut COMMAND ${MCC_TB_READ} ${_tb_out}/errors/limi
 set_tests_properties(tensorboard_read tensorboard_read_cut PROPERTIES FIXTURES_REQUIRED tensorboard_events)
 set_tests_properties(tensorboard_clean tensorboard_write tensorboard_errors tensorboard_read tensorboard_read_cut
                      PROPERTIES TIMEOUT 30)
+
+# train_rank --tensorboard-dir: the same scalars as its metrics file, under Megatron's tags
+add_test(NAME tensorboard_train_rank COMMAND ${CMAKE_SOURCE_DIR}/tests/tensorboard_e2e.sh $<TARGET_FILE:mcc>)
+set_tests_properties(tensorboard_train_rank PROPERTIES TIMEOUT 120)
