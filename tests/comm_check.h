@@ -11,17 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fputc('\n', stderr);                                                                                       \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
+#include "tests/check.h"
 
 /* Where the collectives' buffers live: host memory for MPI, device memory for NCCL. */
 typedef struct {

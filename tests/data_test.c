@@ -16,17 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int dt_failures;
-
-#define DT_CHECK(cond, ...)                                              \
-    do {                                                                 \
-        if (!(cond)) {                                                   \
-            fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);        \
-            fprintf(stderr, __VA_ARGS__);                                \
-            fputc('\n', stderr);                                         \
-            dt_failures++;                                               \
-        }                                                                \
-    } while (0)
+#include "tests/check.h"
 
 /* DIR/NAME in one of 8 rotating buffers: valid until 8 more calls. */
 static char *dt_path(const char *dir, const char *name) {
@@ -102,7 +92,7 @@ static void dt_expect_ok(const char *input, const char *prefix, bool eod) {
     char out[4096];
     const char *args[] = {"--input", input, "--output-prefix", prefix, eod ? "--append-eod" : NULL, NULL};
     int rc = dt_preprocess(args, out, sizeof out);
-    DT_CHECK(rc == 0 && strstr(out, "wrote"), "preprocess %s failed (rc %d): %s", input, rc, out);
+    CHECK(rc == 0 && strstr(out, "wrote"), "preprocess %s failed (rc %d): %s", input, rc, out);
 }
 
 /* The run must fail, say `needle`, and leave no partial PREFIX_text_document.bin/.idx (nor a
@@ -110,17 +100,17 @@ static void dt_expect_ok(const char *input, const char *prefix, bool eod) {
 static void dt_expect_error(const char *const *args, const char *prefix, const char *needle) {
     char out[4096];
     int rc = dt_preprocess(args, out, sizeof out);
-    DT_CHECK(rc != 0, "expected failure mentioning '%s', got rc 0", needle);
-    DT_CHECK(strstr(out, needle), "expected the error to mention '%s', got: %s", needle, out);
+    CHECK(rc != 0, "expected failure mentioning '%s', got rc 0", needle);
+    CHECK(strstr(out, needle), "expected the error to mention '%s', got: %s", needle, out);
     char bin[4096], idx[4096];
     snprintf(bin, sizeof bin, "%s_text_document.bin", prefix);
     snprintf(idx, sizeof idx, "%s_text_document.idx", prefix);
-    DT_CHECK(!dt_exists(bin) && !dt_exists(idx), "a failed run left %s or %s behind", bin, idx);
+    CHECK(!dt_exists(bin) && !dt_exists(idx), "a failed run left %s or %s behind", bin, idx);
     char dir[4096], stem[256];
     snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(prefix, '/') - prefix), prefix);
     snprintf(stem, sizeof stem, "%s_text_document", strrchr(prefix, '/') + 1);
     const char *left = dt_leftover(dir, stem);
-    DT_CHECK(!left, "a failed run left %s in %s", left, dir);
+    CHECK(!left, "a failed run left %s in %s", left, dir);
 }
 
 static void dt_error_cases(const char *out_dir) {
@@ -180,13 +170,13 @@ static void dt_json_key_case(const char *out_dir) {
     char out[4096], err[512];
     int rc = dt_preprocess((const char *[]){"--input", in, "--output-prefix", p, "--json-keys=body", NULL}, out,
                            sizeof out);
-    DT_CHECK(rc == 0, "--json-keys=body failed: %s", out);
+    CHECK(rc == 0, "--json-keys=body failed: %s", out);
     rt_dataset *d = rt_dataset_open(dt_path(out_dir, "body_body_document"), err, sizeof err);
-    DT_CHECK(d, "%s", err);
+    CHECK(d, "%s", err);
     if (!d) return;
     int32_t tok[3] = {0};
     int64_t got = dt_read_all(d, tok, 3);
-    DT_CHECK(got == 3 && tok[0] == 'a' && tok[1] == 'b' && tok[2] == 'c', "--json-keys=body: got %d tokens %d %d %d",
+    CHECK(got == 3 && tok[0] == 'a' && tok[1] == 'b' && tok[2] == 'c', "--json-keys=body: got %d tokens %d %d %d",
              (int)got, tok[0], tok[1], tok[2]);
     rt_dataset_close(d);
 }
@@ -201,7 +191,7 @@ static void dt_write_dataset(const char *out_dir, const char *prefix, size_t n) 
     dt_write_file(in, text, at);
     free(text);
     int rc = dt_preprocess((const char *[]){"--input", in, "--output-prefix", prefix, NULL}, out, sizeof out);
-    DT_CHECK(rc == 0, "preprocess %s failed: %s", in, out);
+    CHECK(rc == 0, "preprocess %s failed: %s", in, out);
 }
 
 /* A run reading a dataset while it is preprocessed again keeps reading the old tokens (the new
@@ -212,17 +202,17 @@ static void dt_replace_case(const char *out_dir) {
     dt_write_dataset(out_dir, p, OLD_TOKENS);
     char err[1024];
     rt_dataset *old = rt_dataset_open(stem, err, sizeof err);
-    DT_CHECK(old, "%s", err);
+    CHECK(old, "%s", err);
     if (!old) return;
     dt_write_dataset(out_dir, p, NEW_TOKENS);
     int32_t *tok = malloc(OLD_TOKENS * sizeof *tok);
     int64_t got = dt_read_all(old, tok, OLD_TOKENS), bad = 0;
     for (int64_t i = 0; i < got; i++) bad += tok[i] != 'a' + i % 26;
-    DT_CHECK(got == OLD_TOKENS && bad == 0, "the open dataset changed under its reader: %lld tokens, %lld differ",
+    CHECK(got == OLD_TOKENS && bad == 0, "the open dataset changed under its reader: %lld tokens, %lld differ",
              (long long)got, (long long)bad);
     rt_dataset_close(old);
     rt_dataset *now = rt_dataset_open(stem, err, sizeof err);
-    DT_CHECK(now && rt_dataset_num_tokens(now) == NEW_TOKENS, "the replaced dataset: %s",
+    CHECK(now && rt_dataset_num_tokens(now) == NEW_TOKENS, "the replaced dataset: %s",
              now ? "wrong token count" : err);
     rt_dataset_close(now);
     free(tok);
@@ -284,18 +274,18 @@ static void dt_check_dataset(const char *prefix, const char *tokens_path) {
     int64_t want_max = negative ? INT32_MAX : max; /* rt_dataset_max_token's rule for negative ids */
     char err[512];
     rt_dataset *d = rt_dataset_open(prefix, err, sizeof err);
-    DT_CHECK(d, "%s", err);
+    CHECK(d, "%s", err);
     if (d) {
-        DT_CHECK(rt_dataset_num_tokens(d) == n, "%s: %lld tokens, want %lld", prefix,
+        CHECK(rt_dataset_num_tokens(d) == n, "%s: %lld tokens, want %lld", prefix,
                  (long long)rt_dataset_num_tokens(d), (long long)n);
-        DT_CHECK(rt_dataset_max_token(d) == want_max, "%s: max token %d, want %lld", prefix, rt_dataset_max_token(d),
+        CHECK(rt_dataset_max_token(d) == want_max, "%s: max token %d, want %lld", prefix, rt_dataset_max_token(d),
                  (long long)want_max);
         /* every sequence read in two pieces, concatenated, is the stream Python wrote */
         int32_t *got = malloc(((size_t)n + 1) * sizeof *got);
         int64_t at = dt_read_all(d, got, n), first = -1;
         for (int64_t k = 0; k < at && first < 0; k++)
             if (got[k] != want[k]) first = k;
-        DT_CHECK(at == n && first < 0, "%s: read %lld of %lld tokens; token %lld is %d, want %d", prefix, (long long)at,
+        CHECK(at == n && first < 0, "%s: read %lld of %lld tokens; token %lld is %d, want %d", prefix, (long long)at,
                  (long long)n, (long long)first, first < 0 ? 0 : got[first], first < 0 ? 0 : want[first]);
         free(got);
         rt_dataset_close(d);
@@ -345,7 +335,7 @@ static void dt_expect_corrupt(const char *prefix, const char *out_dir, const dt_
     dt_write_file(dt_path(out_dir, "corrupt.idx"), idx, c->idx_len < ni ? c->idx_len : ni + c->idx_extra);
     dt_write_file(dt_path(out_dir, "corrupt.bin"), bin, nb + (size_t)c->bin_delta);
     rt_dataset *d = rt_dataset_open(cp, err, sizeof err);
-    DT_CHECK(!d && strstr(err, c->needle) && strstr(err, dt_path(out_dir, c->file)) &&
+    CHECK(!d && strstr(err, c->needle) && strstr(err, dt_path(out_dir, c->file)) &&
                  strstr(err, "mcc data preprocess"),
              "corrupt dataset: expected a failure naming %s, '%s' and the fix, got %s", c->file, c->needle,
              d ? "success" : err);
@@ -391,11 +381,11 @@ static void dt_mode_corrupt(const char *prefix, const char *other, const char *o
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) dt_expect_corrupt(prefix, out_dir, &cases[i]);
     char err[512] = "";
     rt_dataset *d = rt_dataset_open(dt_path(out_dir, "no-such-dataset"), err, sizeof err);
-    DT_CHECK(!d && strstr(err, "cannot open"), "missing dataset: got %s", d ? "success" : err);
+    CHECK(!d && strstr(err, "cannot open"), "missing dataset: got %s", d ? "success" : err);
     char suffixed[4096];
     snprintf(suffixed, sizeof suffixed, "%s.bin", prefix);
     d = rt_dataset_open(suffixed, err, sizeof err);
-    DT_CHECK(!d && strstr(err, "without .bin/.idx"), "prefix with .bin: got %s", d ? "success" : err);
+    CHECK(!d && strstr(err, "without .bin/.idx"), "prefix with .bin: got %s", d ? "success" : err);
 }
 
 int main(int argc, char **argv) {
@@ -409,6 +399,6 @@ int main(int argc, char **argv) {
                         "dataset PREFIX TOKENS... | corrupt PREFIX OTHER OUT_DIR\n");
         return 2;
     }
-    if (dt_failures) fprintf(stderr, "%d check(s) failed\n", dt_failures);
-    return dt_failures ? 1 : 0;
+    if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
+    return failures ? 1 : 0;
 }

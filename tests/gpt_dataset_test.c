@@ -9,17 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int gt_failures;
-
-#define GT_CHECK(cond, ...)                                              \
-    do {                                                                 \
-        if (!(cond)) {                                                   \
-            fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);        \
-            fprintf(stderr, __VA_ARGS__);                                \
-            fputc('\n', stderr);                                         \
-            gt_failures++;                                               \
-        }                                                                \
-    } while (0)
+#include "tests/check.h"
 
 static const char *const GT_SPLITS[RT_SPLITS] = {"train", "valid", "test"};
 
@@ -69,7 +59,7 @@ static rt_gpt_data *gt_open(gt_case *c, char *err, size_t errlen) {
     rt_gpt_data_config cfg = {0};
     int used = -1;
     if (!rt_gpt_data_parse_paths(c->npaths + 1, argv, &used, &cfg, err, errlen)) return NULL;
-    GT_CHECK(used == c->npaths, "--data-path consumed %d values, expected %d (must stop at --split)", used, c->npaths);
+    CHECK(used == c->npaths, "--data-path consumed %d values, expected %d (must stop at --split)", used, c->npaths);
     cfg.split = c->split;
     cfg.seq_length = c->seq_length;
     cfg.seed = c->seed;
@@ -88,7 +78,7 @@ static void gt_expect(const char *dir, const char *name) {
     snprintf(path, sizeof path, "%s/%s.case", dir, name);
     gt_read_case(path, &c);
     rt_gpt_data *d = gt_open(&c, err, sizeof err);
-    GT_CHECK(d, "%s: open failed: %s", name, err);
+    CHECK(d, "%s: open failed: %s", name, err);
     if (!d) return;
     int width = c.seq_length + 1;
     int32_t *got = malloc((size_t)width * sizeof *got);
@@ -96,9 +86,9 @@ static void gt_expect(const char *dir, const char *name) {
         int64_t n;
         snprintf(path, sizeof path, "%s/%s.%s.tokens", dir, name, GT_SPLITS[s]);
         int32_t *want = gt_read_tokens(path, width, &n);
-        GT_CHECK(rt_gpt_data_num_samples(d, s) == c.len[s], "%s %s: %" PRId64 " samples, Megatron's len() is %" PRId64,
+        CHECK(rt_gpt_data_num_samples(d, s) == c.len[s], "%s %s: %" PRId64 " samples, Megatron's len() is %" PRId64,
                  name, GT_SPLITS[s], rt_gpt_data_num_samples(d, s), c.len[s]);
-        GT_CHECK(n == (c.len[s] ? c.num_samples[s] : 0), "%s %s: expected file holds %" PRId64 " samples", name,
+        CHECK(n == (c.len[s] ? c.num_samples[s] : 0), "%s %s: expected file holds %" PRId64 " samples", name,
                  GT_SPLITS[s], n);
         int64_t bad = 0;
         for (int64_t i = 0; i < n && i < rt_gpt_data_num_samples(d, s); i++) {
@@ -106,10 +96,10 @@ static void gt_expect(const char *dir, const char *name) {
             int k = 0;
             while (k < width && got[k] == want[i * width + k]) k++;
             if (k < width && !bad++)
-                GT_CHECK(0, "%s %s sample %" PRId64 " token %d: got %d, Megatron gives %d", name, GT_SPLITS[s], i, k,
+                CHECK(0, "%s %s sample %" PRId64 " token %d: got %d, Megatron gives %d", name, GT_SPLITS[s], i, k,
                          got[k], want[i * width + k]);
         }
-        GT_CHECK(!bad, "%s %s: %" PRId64 " of %" PRId64 " samples differ", name, GT_SPLITS[s], bad, n);
+        CHECK(!bad, "%s %s: %" PRId64 " of %" PRId64 " samples differ", name, GT_SPLITS[s], bad, n);
         if (!bad && n) printf("ok %s %s: %" PRId64 " samples match\n", name, GT_SPLITS[s], n);
         free(want);
     }
@@ -144,8 +134,8 @@ static void gt_refused(const char *dir, const gt_bad *b) {
     rt_gpt_data *d = NULL;
     if (rt_gpt_data_parse_paths(argc, argv, &used, &cfg, err, sizeof err)) d = rt_gpt_data_open(&cfg, err, sizeof err);
     snprintf(buf, sizeof buf, "--data-path %s --split %s", b->paths, b->split);
-    GT_CHECK(!d, "%s was accepted", buf);
-    GT_CHECK(strstr(err, b->needle), "%s: message \"%s\" does not name %s", buf, err, b->needle);
+    CHECK(!d, "%s was accepted", buf);
+    CHECK(strstr(err, b->needle), "%s: message \"%s\" does not name %s", buf, err, b->needle);
     if (!d && strstr(err, b->needle)) printf("ok refused %s: %s\n", buf, err);
     rt_gpt_data_close(d);
     rt_gpt_data_config_free(&cfg);
@@ -198,6 +188,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: gpt_dataset_test expect DIR CASE... | errors DIR\n");
         return 2;
     }
-    printf("%d failed\n", gt_failures);
-    return gt_failures ? 1 : 0;
+    printf("%d failed\n", failures);
+    return failures ? 1 : 0;
 }

@@ -7,17 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                  \
-    do {                                                  \
-        if (!(cond)) {                                    \
-            failures++;                                   \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);   \
-            printf(__VA_ARGS__);                          \
-            printf("\n");                                 \
-        }                                                 \
-    } while (0)
+#include "tests/check.h"
 
 #define DIMS(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
 #define ATTRS(...) ((double[IR_MAX_ATTRS]){__VA_ARGS__})

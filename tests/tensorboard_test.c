@@ -14,17 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int tb_failures;
-
-#define TB_CHECK(cond, ...)                                              \
-    do {                                                                 \
-        if (!(cond)) {                                                   \
-            fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);        \
-            fprintf(stderr, __VA_ARGS__);                                \
-            fputc('\n', stderr);                                         \
-            tb_failures++;                                               \
-        }                                                                \
-    } while (0)
+#include "tests/check.h"
 
 typedef struct {
     const char *tag;
@@ -37,7 +27,7 @@ static void write_scalars(rt_tb *tb, FILE *expect, const tb_scalar *s, int n)
 {
     char err[1024];
     for (int i = 0; i < n; i++) {
-        TB_CHECK(rt_tb_scalar(tb, s[i].tag, s[i].step, s[i].value, err, sizeof err), "%s", err);
+        CHECK(rt_tb_scalar(tb, s[i].tag, s[i].step, s[i].value, err, sizeof err), "%s", err);
         fprintf(expect, "%s\t%lld\t%.17g\n", s[i].tag, (long long)s[i].step, s[i].value);
     }
 }
@@ -69,14 +59,14 @@ static void test_write(const char *dir)
     int pid = -1, n = -1, end = 0;
     snprintf(prefix, sizeof prefix, "%s/events.out.tfevents.", dir);
     const char *name = rt_tb_path(tb);
-    TB_CHECK(!strncmp(name, prefix, strlen(prefix)) && sscanf(name + strlen(prefix), "%10lld.", &t) == 1 &&
+    CHECK(!strncmp(name, prefix, strlen(prefix)) && sscanf(name + strlen(prefix), "%10lld.", &t) == 1 &&
                  !strncmp(name + strlen(prefix) + 11, host, strlen(host)) &&
                  sscanf(name + strlen(prefix) + 11 + strlen(host), ".%d.%d%n", &pid, &n, &end) == 2 &&
                  !name[strlen(prefix) + 11 + strlen(host) + end],
              "file name %s is not %s<time>.%s.<pid>.<n>", name, prefix, host);
-    TB_CHECK(llabs(t - (long long)time(NULL)) < 60 && pid == getpid(), "%s: time %lld or pid %d is not now's, %d", name,
+    CHECK(llabs(t - (long long)time(NULL)) < 60 && pid == getpid(), "%s: time %lld or pid %d is not now's, %d", name,
              t, pid, (int)getpid());
-    TB_CHECK(strcmp(name, rt_tb_path(other)) != 0, "two writers share the file %s", name);
+    CHECK(strcmp(name, rt_tb_path(other)) != 0, "two writers share the file %s", name);
     unlink(rt_tb_path(other));
     rt_tb_close(other);
 
@@ -101,7 +91,7 @@ static void expect_open_fails(const char *dir, const char *want1, const char *wa
 {
     char err[1024] = "";
     rt_tb *tb = rt_tb_open(dir, err, sizeof err);
-    TB_CHECK(!tb && strstr(err, want1) && strstr(err, want2), "rt_tb_open(%s): want an error with '%s' and '%s', got '%s'",
+    CHECK(!tb && strstr(err, want1) && strstr(err, want2), "rt_tb_open(%s): want an error with '%s' and '%s', got '%s'",
              dir, want1, want2, tb ? "(opened)" : err);
     fprintf(stderr, "expected error: %s\n", err);
     rt_tb_close(tb);
@@ -127,7 +117,7 @@ static void test_write_error(const char *dir, rlim_t limit)
     while (written < 100 && rt_tb_scalar(tb, "lm loss", written + 1, 1.0 / (written + 1), err, sizeof err))
         written++;
     setrlimit(RLIMIT_FSIZE, &old);
-    TB_CHECK(written > 0 && written < 100 && strstr(err, rt_tb_path(tb)) && strstr(err, "File too large"),
+    CHECK(written > 0 && written < 100 && strstr(err, rt_tb_path(tb)) && strstr(err, "File too large"),
              "want the file and 'File too large' after some records, got %d records and '%s'", written, err);
     fprintf(stderr, "expected error after %d records: %s\n", written, err);
     FILE *expect = open_expect(dir);
@@ -160,7 +150,7 @@ static void test_errors(const char *dir)
     memset(long_tag, 'y', 299);
     long_tag[299] = 0;
     rt_tb *tb = rt_tb_open(dir, err, sizeof err);
-    TB_CHECK(tb && !rt_tb_scalar(tb, long_tag, 1, 1, err, sizeof err) && strstr(err, "longer than 256 bytes"),
+    CHECK(tb && !rt_tb_scalar(tb, long_tag, 1, 1, err, sizeof err) && strstr(err, "longer than 256 bytes"),
              "an overlong tag must be refused, got '%s'", err);
     rt_tb_close(tb);
 
@@ -178,7 +168,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: tensorboard_test write|errors DIR\n");
         return 2;
     }
-    if (tb_failures)
-        fprintf(stderr, "%d failure(s)\n", tb_failures);
-    return tb_failures != 0;
+    if (failures)
+        fprintf(stderr, "%d failure(s)\n", failures);
+    return failures != 0;
 }

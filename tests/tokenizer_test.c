@@ -22,19 +22,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static int tt_failures;
+#include "tests/check.h"
 /* -1: decode(encode(text)) is text exactly; else it may start with a template's special tokens. */
 static long tt_template_bytes = -1;
 
-#define TT_CHECK(cond, ...)                                       \
-    do {                                                          \
-        if (!(cond)) {                                            \
-            fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                         \
-            fputc('\n', stderr);                                  \
-            tt_failures++;                                        \
-        }                                                         \
-    } while (0)
 
 static tok_bpe *tt_load(const char *vocab, const char *merges) {
     char err[1024];
@@ -51,14 +42,14 @@ static tok_bpe *tt_load(const char *vocab, const char *merges) {
 static void tt_check_case(const tok_bpe *t, tok_bpe_ctx *c, const char *label, const char *text, size_t n,
                           const int32_t *want, size_t nwant) {
     tok_ids got = {0};
-    TT_CHECK(tok_bpe_encode(c, text, n, &got), "%s: encode refused valid UTF-8", label);
+    CHECK(tok_bpe_encode(c, text, n, &got), "%s: encode refused valid UTF-8", label);
     size_t i = 0;
     while (i < got.n && i < nwant && got.v[i] == want[i]) i++;
-    TT_CHECK(i == got.n && i == nwant, "%s (%.60s): %zu ids, want %zu; first difference at %zu: %d, want %d", label,
+    CHECK(i == got.n && i == nwant, "%s (%.60s): %zu ids, want %zu; first difference at %zu: %d, want %d", label,
              text, got.n, nwant, i, i < got.n ? got.v[i] : -1, i < nwant ? want[i] : -1);
     size_t len = 0;
     char *back = tok_bpe_decode(t, got.v, got.n, &len);
-    TT_CHECK(back && len >= n && memcmp(back + len - n, text, n) == 0 && (tt_template_bytes >= 0 || len == n),
+    CHECK(back && len >= n && memcmp(back + len - n, text, n) == 0 && (tt_template_bytes >= 0 || len == n),
              "%s (%.60s): decode(encode(text)) is not the text", label, text);
     free(back);
     tok_ids_free(&got);
@@ -87,8 +78,8 @@ static int tt_reference_cases(const tok_bpe *t, tok_bpe_ctx *c, const char *case
     int n = 0;
     while (getline(&lc, &capc, fc) > 0) {
         n++;
-        TT_CHECK(getline(&le, &cape, fe) > 0, "%s has fewer lines than %s", expected, cases);
-        if (tt_failures) break;
+        CHECK(getline(&le, &cape, fe) > 0, "%s has fewer lines than %s", expected, cases);
+        if (failures) break;
         json_t *doc = tt_load_json(lc, cases, n), *ids = tt_load_json(le, expected, n);
         json_t *text = json_object_get(doc, "text");
         size_t nwant = json_array_size(ids);
@@ -124,9 +115,9 @@ static void tt_stress_cases(const tok_bpe *t, tok_bpe_ctx *c) {
         memset(text, k ? ' ' : 'x', n);
         tok_ids ids = {0};
         size_t len = 0;
-        TT_CHECK(tok_bpe_encode(c, text, n, &ids), "%s run refused", k ? "space" : "letter");
+        CHECK(tok_bpe_encode(c, text, n, &ids), "%s run refused", k ? "space" : "letter");
         char *back = tok_bpe_decode(t, ids.v, ids.n, &len);
-        TT_CHECK(back && len >= n && memcmp(back + len - n, text, n) == 0 && (tt_template_bytes >= 0 || len == n),
+        CHECK(back && len >= n && memcmp(back + len - n, text, n) == 0 && (tt_template_bytes >= 0 || len == n),
                  "1 MB %s run does not round-trip", k ? "space" : "letter");
         free(back);
         tok_ids_free(&ids);
@@ -134,10 +125,10 @@ static void tt_stress_cases(const tok_bpe *t, tok_bpe_ctx *c) {
     free(text);
     tok_ids ids = {0};
     tok_ids_push(&ids, 7);
-    TT_CHECK(!tok_bpe_encode(c, "ok \xff\xfe bad", 9, &ids) && ids.n == 1,
+    CHECK(!tok_bpe_encode(c, "ok \xff\xfe bad", 9, &ids) && ids.n == 1,
              "invalid UTF-8 must be refused without appending ids");
     size_t len;
-    TT_CHECK(!tok_bpe_decode(t, (const int32_t[]){tok_bpe_vocab_size(t)}, 1, &len), "decode must refuse id %d",
+    CHECK(!tok_bpe_decode(t, (const int32_t[]){tok_bpe_vocab_size(t)}, 1, &len), "decode must refuse id %d",
              tok_bpe_vocab_size(t));
     tok_ids_free(&ids);
 }
@@ -145,15 +136,15 @@ static void tt_stress_cases(const tok_bpe *t, tok_bpe_ctx *c) {
 static int tt_mode_ids(char **argv) {
     tok_bpe *t = tt_load(argv[2], argv[3]);
     tok_bpe_ctx *c = tok_bpe_ctx_new(t);
-    TT_CHECK(tok_bpe_vocab_size(t) == 50257, "vocab size %d, want 50257", tok_bpe_vocab_size(t));
-    TT_CHECK(tok_bpe_eod(t) == 50256, "<|endoftext|> is %d, want 50256", tok_bpe_eod(t));
+    CHECK(tok_bpe_vocab_size(t) == 50257, "vocab size %d, want 50257", tok_bpe_vocab_size(t));
+    CHECK(tok_bpe_eod(t) == 50256, "<|endoftext|> is %d, want 50256", tok_bpe_eod(t));
     int n = tt_reference_cases(t, c, argv[4], argv[5]);
     tt_python_whitespace_cases(t, c);
     tt_stress_cases(t, c);
     tok_bpe_ctx_free(c);
     tok_bpe_free(t);
-    if (!tt_failures) printf("OK: %d reference cases match GPT-2's ids and round-trip\n", n);
-    return tt_failures ? 1 : 0;
+    if (!failures) printf("OK: %d reference cases match GPT-2's ids and round-trip\n", n);
+    return failures ? 1 : 0;
 }
 
 /* ---- errors ------------------------------------------------------------------------------- */
@@ -174,7 +165,7 @@ static const char *tt_write(const char *dir, const char *name, const char *text)
 static void tt_expect_error(const char *vocab, const char *merges, const char *needle) {
     char err[1024] = "";
     tok_bpe *t = tok_gpt2_load(vocab, merges, err, sizeof err);
-    TT_CHECK(!t && strstr(err, needle), "loading %s + %s: expected an error mentioning '%s', got %s", vocab, merges,
+    CHECK(!t && strstr(err, needle), "loading %s + %s: expected an error mentioning '%s', got %s", vocab, merges,
              needle, t ? "success" : err);
     tok_bpe_free(t);
 }
@@ -217,23 +208,23 @@ static int tt_mode_errors(char **argv) {
      * in encoder.py; an unknown merge side is skipped. */
     char err[1024];
     tok_bpe *t = tok_gpt2_load(small, tt_write(dir, "m3.txt", "#version: 0.2\nq \\u4e2d\na b\nb a"), err, sizeof err);
-    TT_CHECK(t, "small tokenizer: %s", err);
+    CHECK(t, "small tokenizer: %s", err);
     if (t) {
         tok_bpe_ctx *c = tok_bpe_ctx_new(t);
         tt_check_case(t, c, "small tokenizer", "abab", 4, (const int32_t[]){256, 256}, 2);
-        TT_CHECK(tok_bpe_eod(t) == -1, "no <|endoftext|> in the vocab: eod %d, want -1", tok_bpe_eod(t));
+        CHECK(tok_bpe_eod(t) == -1, "no <|endoftext|> in the vocab: eod %d, want -1", tok_bpe_eod(t));
         tok_bpe_ctx_free(c);
         tok_bpe_free(t);
     }
-    if (!tt_failures) printf("OK: bad vocab and merge files are refused with their messages\n");
-    return tt_failures ? 1 : 0;
+    if (!failures) printf("OK: bad vocab and merge files are refused with their messages\n");
+    return failures ? 1 : 0;
 }
 
 /* ---- TikTokenizer and HuggingFaceTokenizer ---------------------------------------------- */
 
 static tok_ids tt_encode(tok_bpe_ctx *c, const char *text) {
     tok_ids ids = {0};
-    TT_CHECK(tok_bpe_encode(c, text, strlen(text), &ids), "encode refused \"%s\"", text);
+    CHECK(tok_bpe_encode(c, text, strlen(text), &ids), "encode refused \"%s\"", text);
     return ids;
 }
 
@@ -246,33 +237,33 @@ static int tt_mode_tiktoken(char **argv) {
         fprintf(stderr, "cannot load %s: %s\n", ranks, err);
         return 2;
     }
-    TT_CHECK(tok_bpe_eod(t) == 2 && strcmp(tok_bpe_eod_name(t), "</s>") == 0, "eod %d %s, want Megatron's </s> = 2",
+    CHECK(tok_bpe_eod(t) == 2 && strcmp(tok_bpe_eod_name(t), "</s>") == 0, "eod %d %s, want Megatron's </s> = 2",
              tok_bpe_eod(t), tok_bpe_eod_name(t));
     tok_bpe_ctx *c = tok_bpe_ctx_new(t);
     int n = tt_reference_cases(t, c, argv[4], argv[5]);
     tok_ids ids = tt_encode(c, "</s><s><unk>");
     bool text = ids.n > 3;
     for (size_t i = 0; i < ids.n; i++) text = text && ids.v[i] >= 1000;
-    TT_CHECK(text, "special tokens in the text are text (encode_ordinary)");
+    CHECK(text, "special tokens in the text are text (encode_ordinary)");
     tok_ids_free(&ids);
     tt_stress_cases(t, c);
     tok_bpe_ctx_free(c);
     tok_bpe_free(t);
     /* --vocab-size below the ranks keeps the first ones, as Megatron's max_vocab cut does. */
     t = tok_tiktoken_load(ranks, pattern, 1000, 1000 + 300, err, sizeof err);
-    TT_CHECK(t, "cut to 300 ranks: %s", err);
+    CHECK(t, "cut to 300 ranks: %s", err);
     if (t) {
         c = tok_bpe_ctx_new(t);
         ids = tt_encode(c, "the thing");
         bool below = ids.n > 2;
         for (size_t i = 0; i < ids.n; i++) below = below && ids.v[i] < 1300;
-        TT_CHECK(below, "cut to 300 ranks: ids must stay below 1300 (%zu ids)", ids.n);
+        CHECK(below, "cut to 300 ranks: ids must stay below 1300 (%zu ids)", ids.n);
         tok_ids_free(&ids);
         tok_bpe_ctx_free(c);
         tok_bpe_free(t);
     }
-    if (!tt_failures) printf("OK: %d reference cases match js-tiktoken's ids (pattern %s)\n", n, pattern);
-    return tt_failures ? 1 : 0;
+    if (!failures) printf("OK: %d reference cases match js-tiktoken's ids (pattern %s)\n", n, pattern);
+    return failures ? 1 : 0;
 }
 
 static int tt_mode_hf(char **argv) {
@@ -282,15 +273,15 @@ static int tt_mode_hf(char **argv) {
         fprintf(stderr, "cannot load %s: %s\n", argv[2], err);
         return 2;
     }
-    TT_CHECK(strcmp(tok_bpe_eod_name(t), argv[3]) == 0, "eod %s, want %s", tok_bpe_eod_name(t), argv[3]);
+    CHECK(strcmp(tok_bpe_eod_name(t), argv[3]) == 0, "eod %s, want %s", tok_bpe_eod_name(t), argv[3]);
     tt_template_bytes = 0;
     tok_bpe_ctx *c = tok_bpe_ctx_new(t);
     int n = tt_reference_cases(t, c, argv[4], argv[5]);
     tt_stress_cases(t, c);
     tok_bpe_ctx_free(c);
     tok_bpe_free(t);
-    if (!tt_failures) printf("OK: %d reference cases match tokenizers.js's ids for %s\n", n, argv[2]);
-    return tt_failures ? 1 : 0;
+    if (!failures) printf("OK: %d reference cases match tokenizers.js's ids for %s\n", n, argv[2]);
+    return failures ? 1 : 0;
 }
 
 static const char *tt_writef(const char *dir, const char *name, const char *fmt, ...) {
@@ -305,7 +296,7 @@ static const char *tt_writef(const char *dir, const char *name, const char *fmt,
 static void tt_expect_tiktoken_error(const char *file, const char *pattern, int32_t vocab, const char *needle) {
     char err[1024] = "";
     tok_bpe *t = tok_tiktoken_load(file, pattern, 3, vocab, err, sizeof err);
-    TT_CHECK(!t && strstr(err, needle), "loading %s: expected an error mentioning '%s', got %s", file, needle,
+    CHECK(!t && strstr(err, needle), "loading %s: expected an error mentioning '%s', got %s", file, needle,
              t ? "success" : err);
     tok_bpe_free(t);
 }
@@ -345,13 +336,13 @@ static void tt_tiktoken_errors(const char *dir) {
     for (int megatron = 0; megatron < 2; megatron++) {
         char err[1024];
         tok_bpe *t = tok_tiktoken_load(tt_small_ranks(dir, megatron), "llama3", 3, 261, err, sizeof err);
-        TT_CHECK(t, "small ranks: %s", err);
+        CHECK(t, "small ranks: %s", err);
         if (!t) continue;
         tok_bpe_ctx *c = tok_bpe_ctx_new(t);
         /* "abab" is a token: one id; "ababab": ab + abab by rank; TikTokenizer refuses bad UTF-8. */
         tt_check_case(t, c, "small ranks", "abab ababab", 11, (const int32_t[]){260, 32 + 3, 260, 259}, 4);
         tok_ids ids = {0};
-        TT_CHECK(!tok_bpe_encode(c, "ab\xc3(", 4, &ids) && ids.n == 0, "invalid UTF-8 must be refused");
+        CHECK(!tok_bpe_encode(c, "ab\xc3(", 4, &ids) && ids.n == 0, "invalid UTF-8 must be refused");
         tok_bpe_ctx_free(c);
         tok_bpe_free(t);
     }
@@ -381,7 +372,7 @@ static const char *tt_hf_json(const char *dir, const char *model_extra, const ch
 static void tt_expect_hf_error(const char *file, const char *needle) {
     char err[1024] = "";
     tok_bpe *t = tok_hf_load(file, err, sizeof err);
-    TT_CHECK(!t && strstr(err, needle) && strstr(err, file), "loading %s: expected an error naming it and '%s', got %s",
+    CHECK(!t && strstr(err, needle) && strstr(err, file), "loading %s: expected an error naming it and '%s', got %s",
              file, needle, t ? "success" : err);
     tok_bpe_free(t);
 }
@@ -412,17 +403,17 @@ static void tt_hf_errors(const char *dir) {
     const char *json = tt_hf_json(dir, NULL, NULL, NULL, NULL, NULL);
     char copy[4200];
     snprintf(copy, sizeof copy, "%s/tokenizer.json", sub);
-    TT_CHECK(rename(json, copy) == 0, "cannot move %s", json);
+    CHECK(rename(json, copy) == 0, "cannot move %s", json);
     tt_write(sub, "tokenizer_config.json", "{\"eos_token\": {\"content\": \"<eot>\"}}");
     tok_bpe *t = tok_hf_load(sub, err, sizeof err);
-    TT_CHECK(t, "small tokenizer.json: %s", err);
+    CHECK(t, "small tokenizer.json: %s", err);
     if (t) {
         tok_bpe_ctx *c = tok_bpe_ctx_new(t);
         tt_template_bytes = 0;
         tt_check_case(t, c, "small tokenizer.json", "xaaay<eot>b", 11,
                       (const int32_t[]){258, 'x', 256, 'a', 'y', 257, 'b'}, 7);
         tt_template_bytes = -1;
-        TT_CHECK(tok_bpe_eod(t) == 257, "eod %d, want tokenizer_config.json's <eot> = 257", tok_bpe_eod(t));
+        CHECK(tok_bpe_eod(t) == 257, "eod %d, want tokenizer_config.json's <eot> = 257", tok_bpe_eod(t));
         tok_bpe_ctx_free(c);
         tok_bpe_free(t);
     }
@@ -431,8 +422,8 @@ static void tt_hf_errors(const char *dir) {
 static int tt_mode_bpe_errors(char **argv) {
     tt_tiktoken_errors(argv[2]);
     tt_hf_errors(argv[2]);
-    if (!tt_failures) printf("OK: bad tiktoken files and tokenizer.json fields are refused with their messages\n");
-    return tt_failures ? 1 : 0;
+    if (!failures) printf("OK: bad tiktoken files and tokenizer.json fields are refused with their messages\n");
+    return failures ? 1 : 0;
 }
 
 int main(int argc, char **argv) {

@@ -6,17 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fprintf(stderr, "\n");                                                                                     \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
+#include "tests/check.h"
 
 /* The config of a real plan (as `train_rank --print-plan` shows it), key = value settings on top. */
 static bool read_with(const char *key, const char *value, rt_train_config *c, char *err, size_t errlen)
