@@ -2,6 +2,7 @@
  * (GPT-2 BPE or byte-level) in --workers threads into PREFIX_KEY_document.bin/.idx, in input order. */
 #include "frontend/data_preprocess.h"
 #include "common/cli.h"
+#include "common/os.h"
 #include "frontend/indexed_builder.h"
 #include "frontend/tokenizer_bpe.h"
 
@@ -111,12 +112,6 @@ typedef struct {
     bool in_doc, eof;    /* in_doc: plain text, inside a paragraph; eof: the input is all read */
     double t_start, t_last;
 } dp_reader;
-
-static double dp_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static bool dp_is_blank(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -427,7 +422,7 @@ static bool dp_fill_chunk(dp_pipeline *p, dp_reader *r, dp_chunk *ch, char *err,
 
 static void dp_progress(const dp_reader *r, const ib_builder *b, const dp_options *o, const dp_tokenizer *t,
                         bool final) {
-    double now = dp_now(), mb = r->bytes_done / 1e6, secs = now - r->t_start;
+    double now = os_now_s(), mb = r->bytes_done / 1e6, secs = now - r->t_start;
     if (final)
         fprintf(stderr, "mcc data preprocess: wrote %s, %s: %" PRId64 " documents, %" PRId64 " tokens (%s, vocab %d, "
                 "%s), %.1f MB read in %.1f s (%.1f MB/s, %d workers)\n", ib_bin_path(b), ib_idx_path(b),
@@ -451,7 +446,7 @@ static bool dp_write_chunk(dp_pipeline *p, dp_chunk *ch, dp_reader *r, ib_builde
     for (size_t i = 0; i < ch->nitems; ids += ch->items[i++].ntok)
         if (!ib_add_document(b, ids, ch->items[i].ntok, err, errlen)) return false;
     r->bytes_done += ch->nbytes_in;
-    double now = dp_now();
+    double now = os_now_s();
     if (now - r->t_last >= 1.0) {
         r->t_last = now;
         dp_progress(r, b, p->opt, p->tok, false);
@@ -527,7 +522,7 @@ static char *dp_output_name(const dp_options *o) {
 }
 
 static bool dp_run(const dp_options *o, char *err, size_t errlen) {
-    dp_reader r = {.in = fopen(o->input, "rb"), .t_start = dp_now()};
+    dp_reader r = {.in = fopen(o->input, "rb"), .t_start = os_now_s()};
     if (!r.in) {
         snprintf(err, errlen, "--input %s: cannot open: %s", o->input, strerror(errno));
         return false;

@@ -7,6 +7,7 @@
  *   mcc --version; `mcc COMMAND --help` (or -h anywhere after it) prints that command's usage */
 #include "codegen/codegen.h"
 #include "common/cli.h"
+#include "common/os.h"
 #include "frontend/data_preprocess.h"
 #include "frontend/model.h"
 #include "frontend/plot.h"
@@ -27,13 +28,6 @@
 #else
 #define DEFAULT_TARGET "cpu"
 #endif
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int fail(const char *msg)
 {
@@ -170,7 +164,7 @@ static bool load(int argc, char **argv, cli_opts *o, mcc_spec *spec)
 static ir_module *build(const char *path, const mcc_spec *spec, const cli_opts *o, int tp_rank, const char *last)
 {
     char err[2048], v[32];
-    double t0 = now_s();
+    double t0 = os_now_s();
     ir_module *m = mcc_build_model(spec, o->keep_logits);
     /* The CPU backend computes in fp32 (it is the numerical oracle); CUDA trains in bf16 with
      * fp32 master weights. */
@@ -184,7 +178,7 @@ static ir_module *build(const char *path, const mcc_spec *spec, const cli_opts *
         return NULL;
     }
     fprintf(stderr, "mcc: built and verified %s (tp rank %d) through pass %s in %.2f s\n", path, tp_rank,
-            last ? last : mcc_passes[mcc_npasses - 1].name, now_s() - t0);
+            last ? last : mcc_passes[mcc_npasses - 1].name, os_now_s() - t0);
     return m;
 }
 

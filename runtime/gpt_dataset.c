@@ -5,6 +5,7 @@
  * tokens, the last shared with the next sample); the shuffle index; the greedy blending index.
  * Same inputs, same tokens for every global sample index as Megatron-LM. */
 #include "runtime/gpt_dataset.h"
+#include "common/os.h"
 
 #include "common/cli.h"
 #include "runtime/dataset.h"
@@ -39,15 +40,9 @@ typedef struct {
     double t_start, t_last;
 } rt_gpt_progress;
 
-static double rt_gpt_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void rt_gpt_tick(rt_gpt_progress *p, double bytes) {
     p->done += bytes;
-    double now = p->log ? rt_gpt_now() : 0;
+    double now = p->log ? os_now_s() : 0;
     if (!p->log || now - p->t_last < RT_GPT_PROGRESS_S) return;
     p->t_last = now;
     fprintf(p->log, "data: sample indices %.0f%% built (%.0f s)\n", 100 * p->done / p->total, now - p->t_start);
@@ -523,7 +518,7 @@ static bool rt_gpt_build_all(rt_gpt_data *d, const rt_gpt_data_config *cfg, char
     double *w2 = w + d->n, bytes[RT_SPLITS] = {0};
     bool has[RT_SPLITS], ok = rt_gpt_parse_split(cfg->split, lo, hi, has, err, errlen);
     if (ok && d->blended) rt_np_normalize(cfg->weights, d->n, w); /* the builder's normalize() */
-    rt_gpt_progress progress = {.log = cfg->log, .t_start = rt_gpt_now()};
+    rt_gpt_progress progress = {.log = cfg->log, .t_start = os_now_s()};
     progress.t_last = progress.t_start;
     int64_t target;
     for (int s = 0; s < RT_SPLITS && ok; s++) {

@@ -10,6 +10,7 @@
  *   Summary   1 value Value (repeated; one per record here)
  *   Value     1 tag string | 2 simple_value float                                                  */
 #include "tensorboard.h"
+#include "common/os.h"
 #include "metrics.h" /* rt_append_whole */
 
 #include <errno.h>
@@ -17,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -104,41 +104,15 @@ static bool write_event(rt_tb *tb, int64_t step, int field, const uint8_t *paylo
     return !e;
 }
 
-/* mkdir -p dir. */
-static bool make_dirs(const char *dir, char *err, size_t errlen)
-{
-    char path[TB_MAX_PATH];
-    if (!*dir || snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
-        snprintf(err, errlen, "TensorBoard directory '%.64s': %s", dir, *dir ? "path too long" : "empty path");
-        return false;
-    }
-    for (char *p = path + 1;; p++) {
-        if (*p && *p != '/')
-            continue;
-        char c = *p;
-        *p = 0;
-        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-            snprintf(err, errlen, "cannot create TensorBoard directory %s: %s", path, strerror(errno));
-            return false;
-        }
-        if (!c)
-            break;
-        *p = c;
-    }
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "TensorBoard directory %s: exists and is not a directory", path);
-        return false;
-    }
-    return true;
-}
-
 rt_tb *rt_tb_open(const char *dir, char *err, size_t errlen)
 {
     static int opened; /* <n> of the name: this process's writers so far, as TensorFlow counts them */
     static const char version[] = "brain.Event:2";
-    if (!make_dirs(dir, err, errlen))
+    char why[4200];
+    if (!os_mkdirs(dir, why, sizeof why)) {
+        snprintf(err, errlen, "TensorBoard: %s", why);
         return NULL;
+    }
     char host[256] = {0};
     if (gethostname(host, sizeof host - 1) != 0)
         strcpy(host, "localhost");

@@ -7,6 +7,7 @@
  * plan of its tensor-parallel rank on its share of every batch; rank 0 logs and writes the dumps,
  * with split tensors gathered whole. */
 #include "common/cli.h"
+#include "common/os.h"
 #include "gpt_dataset.h"
 #include "launch.h"
 #include "parallel.h"
@@ -144,13 +145,6 @@ static train_args parse_args(int argc, char **argv)
 
 /* A flag given on the command line, else the plan's value of the spec field. */
 static int flag_or_plan(int flag, int plan) { return flag >= 0 ? flag : plan; }
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- the run ------------------------------------------------------------------------------ */
 
@@ -456,7 +450,7 @@ static void emit_record(train_run *r, int it, const rt_scalar *s, int n)
  * the next. */
 static void evaluate(train_run *r, int it)
 {
-    double t0 = now_s(), loss = 0;
+    double t0 = os_now_s(), loss = 0;
     int n = r->eval_iters * r->accum, dp = r->par.dp;
     for (int k = 0; k < n; k++) {
         int64_t micro = ((int64_t)r->evals_done * n + k) * dp + r->par.dp_rank;
@@ -467,7 +461,7 @@ static void evaluate(train_run *r, int it)
     double ppl = exp(loss < 700 ? loss : 700);
     /* Megatron's line, then our field */
     printf(" validation loss at iteration %d | lm loss value: %.6E | lm loss PPL: %.6E | elapsed time (s): %.1f |\n",
-           it, loss, ppl, now_s() - t0);
+           it, loss, ppl, os_now_s() - t0);
     const rt_scalar rec[] = {{"valid_loss", loss}, {"valid_ppl", ppl}};
     emit_record(r, it, rec, 2);
 }
@@ -646,7 +640,11 @@ static void print_config(const train_run *r)
 static void start_dumps(train_run *r)
 {
     if (r->writer) {
-        mkdir(r->a.dump_dir, 0755);
+        char err[4200];
+        if (!os_mkdirs(r->a.dump_dir, err, sizeof err)) {
+            fprintf(stderr, "train_rank: error: --dump-dir: %s\n", err);
+            exit(1);
+        }
         dump_open(&r->a, "batches.mcct", &r->batches);
         snprintf(r->steps_path, sizeof r->steps_path, "%s/steps.txt", r->a.dump_dir);
         if (!(r->steps = fopen(r->steps_path, "w")))
@@ -725,19 +723,19 @@ static int train_loop(train_run *r, double t_start, int *last)
     catch_stop_signals();
     log_window w = {0};
     for (int it = 1; it <= r->iters; it++) {
-        double t0 = now_s();
+        double t0 = os_now_s();
         char range[32];
         snprintf(range, sizeof range, "iteration %d", it);
         rt_trace_push(r->p, range);
         step_result s = train_step(r, it);
         rt_trace_pop(r->p);
-        w.seconds += now_s() - t0;
+        w.seconds += os_now_s() - t0;
         w.iters++;
         w.skipped += s.skipped;
         w.loss += s.skipped ? 0 : s.loss;
         if (it == 1) {
             size_t used = r->p->dev->memory_in_use(r->p);
-            printf("time to first step: %.2f s", now_s() - t_start);
+            printf("time to first step: %.2f s", os_now_s() - t_start);
             if (used)
                 printf(" | %s memory in use: %.3f GiB", r->p->dev->name, used / 1073741824.0);
             printf("\n");
@@ -770,7 +768,7 @@ int main(int argc, char **argv)
     /* A file size limit (ulimit -f) then fails the write, which names the file, instead of
      * killing the run without a word. */
     signal(SIGXFSZ, SIG_IGN);
-    double t_start = now_s();
+    double t_start = os_now_s();
     train_run r = {0};
     setup_run(&r, nargs, args);
     rt_program_init_params(r.p, (uint64_t)r.cfg.seed);

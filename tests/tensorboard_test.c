@@ -141,10 +141,10 @@ static void test_errors(const char *dir)
     expect_open_fails(path, path, "is not a directory");
     snprintf(path, sizeof path, "%s/file/sub/dir", dir);
     char want[4096];
-    snprintf(want, sizeof want, "cannot create TensorBoard directory %s/file/sub: Not a directory", dir);
+    snprintf(want, sizeof want, "TensorBoard: cannot create directory %s/file/sub: Not a directory", dir);
     expect_open_fails(path, want, "");
-    expect_open_fails("/dev/full/tb", "cannot create TensorBoard directory /dev/full/tb: Not a directory", "");
-    expect_open_fails("", "TensorBoard directory", "empty path");
+    expect_open_fails("/dev/full/tb", "TensorBoard: cannot create directory /dev/full/tb: Not a directory", "");
+    expect_open_fails("", "TensorBoard: directory", "empty path");
 
     char long_tag[300];
     memset(long_tag, 'y', 299);

@@ -2,6 +2,7 @@
  * hash of source and options, so a second `mcc compile` costs nothing. A compile with a cold
  * cache takes about a minute: it says so before it starts and how long it took. */
 #include "cuda_codegen.h"
+#include "common/os.h"
 
 #include "kernel_sources.h"
 
@@ -69,15 +70,8 @@ static void cache_path(char *out, size_t len, uint64_t hash)
         snprintf(base, sizeof base, "%s/mcc", xdg);
     else
         snprintf(base, sizeof base, "%s/.cache/mcc", home ? home : "/tmp");
-    char parent[3072];
-    snprintf(parent, sizeof parent, "%s", base);
-    for (char *p = parent + 1; *p; p++) /* mkdir -p */
-        if (*p == '/') {
-            *p = 0;
-            mkdir(parent, 0755);
-            *p = '/';
-        }
-    mkdir(parent, 0755);
+    char why[4200];
+    os_mkdirs(base, why, sizeof why); /* a cache that cannot be written is noted when writing it */
     snprintf(out, len, "%s/kernels-%016llx.cubin", base, (unsigned long long)hash);
 }
 
@@ -122,13 +116,6 @@ static int count_kernel_templates(void)
         for (const char *p = cg_kernel_sources[i].text; (p = strstr(p, "__global__")); p++)
             n++;
     return n;
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static bool nvrtc_compile(const compile_options *o, void **image, size_t *size, char *err, size_t errlen)
@@ -177,10 +164,10 @@ bool cg_cuda_compile_kernels_with(const char *const *defines, int ndefines, void
         return true;
     fprintf(stderr, "mcc: compiling %d CUDA kernel templates with NVRTC for sm_90 (about a minute, once: cached as "
                     "%s for next time)\n", count_kernel_templates(), path);
-    double t0 = now_s();
+    double t0 = os_now_s();
     if (!nvrtc_compile(&o, image, size, err, errlen))
         return false;
-    fprintf(stderr, "mcc: compiled the CUDA kernels in %.1f s\n", now_s() - t0);
+    fprintf(stderr, "mcc: compiled the CUDA kernels in %.1f s\n", os_now_s() - t0);
     write_cache(path, *image, *size);
     return true;
 }

@@ -2,6 +2,7 @@
  * enqueued on the caller's stream, and a watchdog thread that ends the process (after
  * ncclCommAbort) when one does not complete within MCC_COLLECTIVE_TIMEOUT_S. */
 #include "runtime/comm_backend.h"
+#include "common/os.h"
 #include "cuda_ctx.h"
 
 #include <cuda_runtime.h>
@@ -40,13 +41,6 @@ static struct {
 
 static ncclComm_t nccl_of(const rt_comm *c) { return (ncclComm_t)c->impl; }
 
-static double nccl_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static void nccl_nap(long us)
 {
     struct timespec t = {0, us * 1000};
@@ -68,7 +62,7 @@ static ncclResult_t nccl_settle(ncclComm_t comm, double deadline)
     /* An enqueue settles within microseconds: spin first, since a nap per collective (hundreds
      * of them a step under tensor parallelism) would cost more than the collectives. */
     for (int polls = 0; ncclCommGetAsyncError(comm, &st) == ncclSuccess && st == ncclInProgress; polls++) {
-        if (nccl_now() >= deadline)
+        if (os_now_s() >= deadline)
             break;
         if (polls < 20000)
             sched_yield();
@@ -136,7 +130,7 @@ static void *nccl_watchdog(void *arg)
         /* Only past the deadline does this thread call into NCCL: the main thread enqueues on the
          * same communicators, and concurrent calls on one communicator are not safe (a run of
          * data-parallel steps crashed in the host heap while this polled every millisecond). */
-        if (nccl_now() > p.deadline) {
+        if (os_now_s() > p.deadline) {
             ncclResult_t async = ncclSuccess;
             ncclCommGetAsyncError(nccl_of(p.c), &async);
             nccl_timeout(&p, async);
@@ -157,7 +151,7 @@ static void nccl_track(rt_comm *c, const char *coll, bool graph, void *stream)
         nccl_nap(100);
     }
     nccl_pending *p = &nccl.ring[nccl.tail % NCCL_RING];
-    p->c = c, p->seq = c->seq, p->coll = coll, p->graph = graph, p->deadline = nccl_now() + nccl.timeout_s;
+    p->c = c, p->seq = c->seq, p->coll = coll, p->graph = graph, p->deadline = os_now_s() + nccl.timeout_s;
     RT_CUDART_CHECK(cudaEventRecord(p->done, (cudaStream_t)stream));
     nccl.tail++;
     pthread_mutex_unlock(&nccl.mu);
@@ -168,7 +162,7 @@ static void nccl_track(rt_comm *c, const char *coll, bool graph, void *stream)
 static void nccl_enqueued(rt_comm *c, ncclResult_t r, const char *call, const char *coll, void *stream)
 {
     nccl_check(c, r, call, coll);
-    nccl_check(c, nccl_settle(nccl_of(c), nccl_now() + nccl.timeout_s), call, coll);
+    nccl_check(c, nccl_settle(nccl_of(c), os_now_s() + nccl.timeout_s), call, coll);
     enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     if (stream)
         RT_CUDART_CHECK(cudaStreamIsCapturing((cudaStream_t)stream, &capture));
@@ -299,7 +293,7 @@ static ncclConfig_t nccl_config(void)
 static void nccl_split_comm(rt_comm *c, int color, int key, ncclConfig_t *cfg, rt_comm *out)
 {
     ncclComm_t comm;
-    double deadline = nccl_now() + nccl.timeout_s;
+    double deadline = os_now_s() + nccl.timeout_s;
     nccl_check(c, ncclCommSplit(nccl_of(c), color, key, &comm, cfg), "ncclCommSplit", "split");
     nccl_check(c, nccl_settle(comm, deadline), "ncclCommSplit", "split");
     nccl_check(c, nccl_settle(nccl_of(c), deadline), "ncclCommSplit (parent)", "split"); /* both are busy until done */
@@ -370,7 +364,7 @@ static bool nccl_window(rt_comm *c, void *base, size_t bytes)
     ncclWindow_t win = NULL;
     ncclResult_t r = ncclCommWindowRegister(nccl_of(c), base, bytes, &win, NCCL_WIN_COLL_SYMMETRIC);
     if (r == ncclSuccess || r == ncclInProgress)
-        r = nccl_settle(nccl_of(c), nccl_now() + nccl.timeout_s);
+        r = nccl_settle(nccl_of(c), os_now_s() + nccl.timeout_s);
     if (r != ncclSuccess || !win) {
         fprintf(stderr, "train_rank: note: group '%s': ncclCommWindowRegister failed (%s: %s); its collectives keep "
                         "NCCL's kernels\n", c->name, ncclGetErrorString(r), ncclGetLastError(nccl_of(c)));
@@ -389,7 +383,7 @@ static void nccl_free(rt_comm *c)
     if (c->window_handle)
         ncclCommWindowDeregister(nccl_of(c), (ncclWindow_t)c->window_handle);
     nccl_check(c, ncclCommFinalize(nccl_of(c)), "ncclCommFinalize", "free");
-    nccl_check(c, nccl_settle(nccl_of(c), nccl_now() + nccl.timeout_s), "ncclCommFinalize", "free");
+    nccl_check(c, nccl_settle(nccl_of(c), os_now_s() + nccl.timeout_s), "ncclCommFinalize", "free");
     ncclCommDestroy(nccl_of(c));
     if (c->is_world) {
         nccl.stop = 1;
@@ -480,7 +474,7 @@ rt_comm *rt_comm_world_nccl(const rt_rank_env *e, int device, rt_comm *bootstrap
     ncclComm_t comm;
     ncclResult_t r = ncclCommInitRankConfig(&comm, e->world_size, id, e->rank, &cfg);
     if (r == ncclSuccess || r == ncclInProgress)
-        r = nccl_settle(comm, nccl_now() + nccl.timeout_s);
+        r = nccl_settle(comm, os_now_s() + nccl.timeout_s);
     if (r != ncclSuccess) {
         snprintf(err, errlen, "NCCL init of rank %d of %d %s: %s; check that every rank started and that rank 0's "
                  "address (NCCL_COMM_ID=%s) is reachable",
