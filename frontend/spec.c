@@ -208,14 +208,35 @@ typedef struct {
     size_t errlen;
 } spec_ctx;
 
-static bool spec_fail(spec_ctx *c, const char *fmt, ...)
+/* Every check registers itself where it stands: SPEC_CHECK_HERE() is a static mcc_spec_check of
+ * its own, its address put in the section mcc_spec_check_list, whose bounds the linker provides
+ * (__start_/__stop_). So a new check is listed without a table to keep in step. */
+#define SPEC_CHECK_HERE()                                                                          \
+    ({                                                                                             \
+        static mcc_spec_check check_ = {__func__, __LINE__, 0};                                    \
+        static mcc_spec_check *const check_entry_ __attribute__((used, section("mcc_spec_check_list"))) = \
+            &check_;                                                                               \
+        &check_;                                                                                   \
+    })
+extern mcc_spec_check *const __start_mcc_spec_check_list[], *const __stop_mcc_spec_check_list[];
+
+mcc_spec_check *const *mcc_spec_checks(int *n)
 {
+    *n = (int)(__stop_mcc_spec_check_list - __start_mcc_spec_check_list);
+    return __start_mcc_spec_check_list;
+}
+
+/* Refuses the spec with the message fmt: a check (spec_fail is one at each place it is written). */
+static bool spec_refuse(spec_ctx *c, mcc_spec_check *check, const char *fmt, ...)
+{
+    check->refusals++;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(c->err, c->errlen, fmt, ap);
     va_end(ap);
     return false;
 }
+#define spec_fail(c, ...) spec_refuse(c, SPEC_CHECK_HERE(), __VA_ARGS__)
 
 static int spec_index(const spec_field *f) { return (int)(f - spec_fields); }
 
@@ -324,9 +345,7 @@ static bool spec_set_text(spec_ctx *c, const spec_field *f, const char *where, c
         spec_store_num(c, f, d);
         return true;
     }
-    if (f->kind == K_BOOL) {
-        if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
-            return spec_fail(c, "%s expects true or false, got \"%.64s\"", where, v);
+    if (f->kind == K_BOOL) { /* "true" or "false": spec_read_flags and spec_megatron_flags pass no other */
         spec_store_int(c, f, strcmp(v, "true") == 0);
         return true;
     }
@@ -603,17 +622,19 @@ static bool spec_check_field(spec_ctx *c, const spec_field *f)
     return true;
 }
 
-/* A check across two fields: fails with "A (a) <what> B (b)[: hint]" unless ok. */
-static bool spec_check_pair(spec_ctx *c, bool ok, const char *a, const char *what, const char *b,
-                            const char *hint)
+/* A check across two fields: fails with "A (a) <what> B (b)[: hint]" unless ok (spec_check_pair
+ * is a check of its own at each place it is written). */
+static bool spec_check_pair_at(spec_ctx *c, mcc_spec_check *check, bool ok, const char *a, const char *what,
+                               const char *b, const char *hint)
 {
     if (ok) return true;
     const spec_field *fa = spec_find(a), *fb = spec_find(b);
     char wb[80];
     snprintf(wb, sizeof wb, "%s", spec_where(c, fb));
-    return spec_fail(c, "%s (%.10g) %s %s (%.10g)%s%s", spec_where(c, fa), spec_value(c, fa), what, wb,
-                     spec_value(c, fb), hint ? ": " : "", hint ? hint : "");
+    return spec_refuse(c, check, "%s (%.10g) %s %s (%.10g)%s%s", spec_where(c, fa), spec_value(c, fa), what, wb,
+                       spec_value(c, fb), hint ? ": " : "", hint ? hint : "");
 }
+#define spec_check_pair(c, ...) spec_check_pair_at(c, SPEC_CHECK_HERE(), __VA_ARGS__)
 
 /* Megatron's scheduler asserts: warmup within the decay span, one way of giving warmup, and a WSD
  * decay phase that fits. lr_decay_iters = 0 stands for train_iters. */
@@ -639,19 +660,23 @@ static bool spec_check_lr(spec_ctx *c)
 }
 
 /* Megatron's tensor-parallel split: heads, kv groups and ffn features divide by tp (the vocabulary
- * is padded to a multiple of it, spec_pad_vocab). */
+ * is padded to a multiple of it, spec_pad_vocab), and so does what sequence parallelism splits. */
 static bool spec_check_tp(spec_ctx *c)
 {
     const mcc_spec *s = &c->s;
     int tp = s->tensor_model_parallel_size;
-    const char *keys[] = {"num_attention_heads", "num_query_groups", "ffn_hidden_size", "seq_length"};
-    int values[] = {s->num_attention_heads, s->num_query_groups, s->ffn_hidden_size, s->seq_length};
-    bool split_sequence = s->sequence_parallel && s->sequence_parallel_split == MCC_SP_SPLIT_SEQUENCE;
-    for (int i = 0; i < 3 + split_sequence; i++) /* the sequence splits only with sequence_parallel */
+    const char *keys[] = {"num_attention_heads", "num_query_groups", "ffn_hidden_size"};
+    int values[] = {s->num_attention_heads, s->num_query_groups, s->ffn_hidden_size};
+    for (int i = 0; i < 3; i++)
         if (values[i] % tp)
             return spec_fail(c, "%s (%d) must be divisible by %s (%d): each tensor-parallel rank takes an equal "
                                 "share", spec_where(c, spec_find(keys[i])), values[i],
                              spec_where(c, spec_find("tensor_model_parallel_size")), tp);
+    if (s->sequence_parallel && s->sequence_parallel_split == MCC_SP_SPLIT_SEQUENCE && s->seq_length % tp)
+        return spec_fail(c, "%s splits the sequence over tensor-parallel ranks: %s (%d) must be divisible by %s (%d); "
+                            "change seq_length or split by batch rows (sequence_parallel_split batch)",
+                         spec_where(c, spec_find("sequence_parallel")), spec_where(c, spec_find("seq_length")),
+                         s->seq_length, spec_where(c, spec_find("tensor_model_parallel_size")), tp);
     if (s->tp_comm_interleave && s->sequence_parallel && tp > 1) {
         int rows = s->sequence_parallel_split == MCC_SP_SPLIT_BATCH ? 2 * tp : 2;
         if (s->micro_batch_size % rows)

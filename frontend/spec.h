@@ -68,6 +68,16 @@ typedef struct {
 bool mcc_spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest,
                    char *err, size_t errlen);
 
+/* One check of the spec validator: a place in frontend/spec.c that refuses a spec, and how many
+ * times it has refused one in this process. mcc_spec_checks lists them all, so that
+ * tests/spec_test.c can fail when a check has no case in tests/bad_specs.txt. */
+typedef struct {
+    const char *func;
+    int line;
+    int refusals;
+} mcc_spec_check;
+mcc_spec_check *const *mcc_spec_checks(int *n);
+
 /* Prints every spec field (flag, type, default, one line of meaning) and the Megatron flags mcc
  * accepts, maps or refuses: the body of `mcc compile --help`. */
 void mcc_spec_print_help(FILE *out);

@@ -1,5 +1,6 @@
 /* spec_test.c — the spec frontend: every spec in models/ loads, parameter counts are right, flags
- * override fields, and every case of bad_specs.txt fails with its expected message.
+ * override fields, every case of bad_specs.txt fails with its expected message, and every check
+ * of the validator refuses at least one of those cases.
  * usage: spec_test tests/bad_specs.txt models/ */
 #include "frontend/spec.h"
 
@@ -206,6 +207,23 @@ static int test_bad_specs(const char *table)
     return n;
 }
 
+/* Runs the table with every check's count at zero; then each check of the validator must have
+ * refused a case: a check (a spec_fail or spec_check_pair in frontend/spec.c) with no case fails. */
+static int test_every_check_has_a_case(const char *table)
+{
+    int nchecks;
+    mcc_spec_check *const *checks = mcc_spec_checks(&nchecks);
+    for (int i = 0; i < nchecks; i++)
+        checks[i]->refusals = 0;
+    int ncases = test_bad_specs(table);
+    CHECK(nchecks >= 40, "only %d checks listed by mcc_spec_checks: the section mcc_spec_check_list lost some", nchecks);
+    for (int i = 0; i < nchecks; i++)
+        CHECK(checks[i]->refusals > 0, "the check at frontend/spec.c:%d (%s) refuses no case of %s: add a case it refuses",
+              checks[i]->line, checks[i]->func, table);
+    printf("spec_test: %d checks of the validator\n", nchecks);
+    return ncases;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -216,7 +234,7 @@ int main(int argc, char **argv)
     test_flags(argv[2]);
     test_vocab_padding(argv[2]);
     test_megatron_flags(argv[2]);
-    int n = test_bad_specs(argv[1]);
+    int n = test_every_check_has_a_case(argv[1]);
     CHECK(n >= 25, "only %d bad-spec cases in %s", n, argv[1]);
     printf("spec_test: %d bad-spec cases, %d failures\n", n, failures);
     return failures ? 1 : 0;
