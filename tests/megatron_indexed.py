@@ -93,6 +93,17 @@ def read_index(path):
             "size": len(raw), "expected_size": off + 12 * s + 8 * d}
 
 
+def read_sequences(prefix):
+    """The token sequences of PREFIX.bin/.idx as lists, read through the index's dtype, lengths and
+    pointers (byte offsets into the .bin)."""
+    idx = read_index(prefix + ".idx")
+    fmt = {code: f for code, f in DTYPES.values()}[idx["dtype_code"]]
+    with open(prefix + ".bin", "rb") as f:
+        data = f.read()
+    return [list(struct.unpack_from("<%d%s" % (n, fmt), data, ptr))
+            for n, ptr in zip(idx["sequence_lengths"], idx["sequence_pointers"])]
+
+
 def documents(data, json_key):
     """The documents of a corpus as UTF-8 bytes: jsonl when the first non-space byte is '{',
     else plain text with paragraphs (runs of non-blank lines joined by newlines) as documents."""

@@ -2,8 +2,8 @@
 # numerics_e2e.sh MCC MODEL [FLAGS...] — compiles MODEL for the CPU with FLAGS (spec fields, e.g.
 # --hidden-dropout 0.1, which the reference applies too, or --recompute-granularity selective,
 # which must not change what is computed), trains 10 steps with --dump-dir and has the PyTorch
-# reference (tests/torch_ref.py, float64) check logits, loss, every gradient of step 1 and the
-# loss, lr and grad norm of all 10 AdamW steps (relative error <= 1e-4).
+# reference (tests/torch_ref.py, float64) check logits, loss, every gradient of step 1, the loss,
+# lr and grad norm of all 10 AdamW steps and every final weight (relative error <= 1e-4).
 set -euo pipefail
 mcc=$1; model=$2; shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)

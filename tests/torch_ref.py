@@ -3,8 +3,8 @@
 
 Loads the dumped initial parameters, rebuilds the model of SPEC.json in float64, replays every
 dumped step (same batches, grad accumulation, clipping, AdamW, lr schedule, dropout masks) and
-compares logits and gradients of step 1 and each step's loss, lr and grad_norm with what
-train_rank wrote. Spec fields the model was compiled with by flag are given after `--`, as mcc
+compares logits and gradients of step 1, each step's loss, lr and grad_norm and the final
+parameters with what train_rank wrote. Spec fields the model was compiled with by flag are given after `--`, as mcc
 takes them (e.g. -- --hidden-dropout 0.1). Exit status 0 when everything is within --rtol, 1
 otherwise (each failure named). Run with /usr/bin/python3 (Debian's torch 1.13 CPU).
 """
@@ -18,6 +18,9 @@ import sys
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_dumps import noise_driven, rel  # noqa: E402
 
 MCCT_DTYPES = {0: np.float32, 5: np.int32}  # the ir dtype codes a dump may use
 
@@ -253,7 +256,8 @@ def lr_at(it, n_iters, c):
 
 
 def train(init, batches, n_steps, n_iters, c):
-    """Replays n_steps steps. Returns (logits of step 1 micro 0, grads of step 1, [(loss, lr, norm)])."""
+    """Replays n_steps steps. Returns (logits of step 1 micro 0, grads of step 1, [(loss, lr, norm)],
+    the parameters after the last step)."""
     p = {n: torch.tensor(a, dtype=torch.float64, requires_grad=True) for n, a in init.items()}
     decay = [t for t in p.values() if t.ndim >= 2]
     no_decay = [t for t in p.values() if t.ndim < 2]
@@ -287,7 +291,7 @@ def train(init, batches, n_steps, n_iters, c):
             group["lr"] = lr
         opt.step()
         steps.append((loss_sum / accum, lr, grad_norm))
-    return logits1, grads1, steps
+    return logits1, grads1, steps, {n: t.detach() for n, t in p.items()}
 
 
 def batch_tensor(batches, kind, step, micro):
@@ -340,7 +344,7 @@ def compare(dump, c, n_iters):
                 rows.append((f"{label}: {n}", math.inf, f"shape {list(tensors[n].shape)} != {list(expected[n])}"))
     if rows:  # the model cannot be built from mismatched names/shapes
         return rows
-    ref_logits, ref_grads, ref_steps = train(init, batches, len(dumped_steps), n_iters or len(dumped_steps), c)
+    ref_logits, ref_grads, ref_steps, ref_final = train(init, batches, len(dumped_steps), n_iters or len(dumped_steps), c)
     if "logits" not in logits or logits["logits"].shape != tuple(ref_logits.shape):
         rows.append(("logits (step 1, micro 0)", math.inf, f"want one tensor 'logits' {list(ref_logits.shape)}"))
     else:
@@ -356,6 +360,16 @@ def compare(dump, c, n_iters):
         rows.append((f"step {it} loss", rel_err(loss, ref_loss), f"{loss:.7g} vs {ref_loss:.7g}"))
         rows.append((f"step {it} lr", rel_err(lr, ref_lr, floor=c["lr"]), f"{lr:.7g} vs {ref_lr:.7g}"))
         rows.append((f"step {it} grad_norm", rel_err(norm_, ref_norm), f"{norm_:.7g} vs {ref_norm:.7g}"))
+    # the weights after the last step, per tensor: what the optimizer did to each (weight decay
+    # only on the matrices, say), which the losses show only faintly. Relative error of norms:
+    # Adam moves an element whose gradient is near 0 by +-lr in a direction rounding may flip.
+    final = read_mcct(os.path.join(dump, "params_final.mcct"))
+    noise = noise_driven({n: g.numpy() for n, g in ref_grads.items()})
+    for n in expected:
+        if n not in final or final[n].shape != expected[n]:
+            rows.append((f"final {n}", math.inf, "missing" if n not in final else f"shape {list(final[n].shape)}"))
+        elif n not in noise:
+            rows.append((f"final {n}", rel(final[n], ref_final[n].numpy()), "norms"))
     return rows
 
 

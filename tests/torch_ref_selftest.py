@@ -153,8 +153,8 @@ def schedule(it, t):
 
 
 def make_dump(spec, dump, seed):
-    """Writes params_init, grads_step1, logits_step1, batches and steps.txt as train_rank would;
-    returns the step-1 gradients {name: f32 array}."""
+    """Writes params_init, grads_step1, logits_step1, batches, steps.txt and params_final as train_rank would;
+    returns the step-1 gradients and the final parameters, {name: f32 array} each."""
     gen = torch.Generator().manual_seed(seed)
     model, t = Model32(spec["model"], gen), spec["training"]
     vocab, B, T = spec["model"]["vocab_size"], t["micro_batch_size"], spec["model"]["seq_length"]
@@ -194,7 +194,9 @@ def make_dump(spec, dump, seed):
         lines.append(f"{it} {sum(losses) / accum:.9g} {lr:.9g} {norm:.9g}\n")
     write_mcct(f"{dump}/batches.mcct", batches)
     open(f"{dump}/steps.txt", "w").writelines(lines)
-    return grads1
+    final = {n: p.detach().numpy() for n, p in model.p.items()}
+    write_mcct(f"{dump}/params_final.mcct", final)
+    return grads1, final
 
 
 def run_ref(spec_path, dump):
@@ -218,7 +220,7 @@ def check_spec(name, spec, seed, root):
     os.makedirs(dump)
     spec_path = os.path.join(root, name + ".json")
     json.dump(spec, open(spec_path, "w"), indent=1)
-    grads = make_dump(spec, dump, seed)
+    grads, final = make_dump(spec, dump, seed)
     expect(spec_path, dump, 0, "PASS", f"{name}: the float32 dump matches the float64 reference")
 
     bad = shutil.copytree(dump, dump + "-bad-grad")
@@ -233,6 +235,11 @@ def check_spec(name, spec, seed, root):
     lines[1] = f"{it} {float(loss) * (1 + 1e-3):.9g} {rest}"
     open(f"{bad}/steps.txt", "w").write("\n".join(lines) + "\n")
     expect(spec_path, bad, 1, "FAIL: step 2 loss", f"{name}: a corrupted step-2 loss is named")
+
+    bad = shutil.copytree(dump, dump + "-bad-final")
+    final["final_norm.weight"] *= 1 - 1e-3  # one step of a weight decay norms must not have
+    write_mcct(f"{bad}/params_final.mcct", final)
+    expect(spec_path, bad, 1, "FAIL: final final_norm.weight", f"{name}: a decayed final norm weight is named")
 
 
 def check_philox():
