@@ -3,12 +3,13 @@
 # mpirun must compute what the single-rank program computes: the model compiled with FLAGS (e.g.
 # --tp 2 --dp 2) and run on NP ranks against the same spec compiled with no parallel flags, both
 # for the same global batch: the same loss, lr and grad norm at each of 10 steps, the same step-1
-# logits and gradients and the same final weights (fp32, relative error <= 1e-5; split tensors
-# are gathered by rank 0 before they are written). SPEC_FLAGS, before a `--`, change what is
-# computed (e.g. --hidden-dropout 0.1) and go to both programs. For a spec whose gradients are
-# ill-conditioned (large logits: saturated softmaxes), PARALLEL_E2E_ITERS (default 10) and
-# PARALLEL_E2E_TOL (of the tensors and grad norms, default 1e-5) shorten the run and loosen all
-# but the losses, which keep 1e-5.
+# logits and gradients (fp32, relative error <= 1e-5) and the same final weights, per tensor
+# (2e-5: the 84 layouts' largest is 4.5e-6, tp 2 with sequence parallel and dropout, the median
+# 1e-6); split tensors are gathered by rank 0 before they are written. SPEC_FLAGS, before a
+# `--`, change what is computed (e.g. --hidden-dropout 0.1) and go to both programs. For a spec
+# whose gradients are ill-conditioned (large logits: saturated softmaxes), PARALLEL_E2E_ITERS
+# (default 10) and PARALLEL_E2E_TOL (of the tensors and grad norms) shorten the run and loosen
+# all but the losses, which keep 1e-5.
 set -euo pipefail
 mcc=$1; model=$2; np=$3; shift 3
 spec=()
@@ -16,7 +17,7 @@ if printf '%s\n' "$@" | grep -qx -- --; then
   while [ "$1" != -- ]; do spec+=("$1"); shift; done
   shift
 fi
-iters=${PARALLEL_E2E_ITERS:-10} tol=${PARALLEL_E2E_TOL:-1e-5}
+iters=${PARALLEL_E2E_ITERS:-10} tol=${PARALLEL_E2E_TOL:-1e-5} final_tol=${PARALLEL_E2E_TOL:-2e-5}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -33,4 +34,5 @@ common=(--target cpu --keep-logits --vocab-size 260 --make-vocab-size-divisible-
   { cat "$work/ref.log"; exit 1; }
 mpirun -np "$np" --oversubscribe "$work/parallel" --data-path "$work/text_text_document" --train-iters "$iters" \
   --dump-dir "$work/par" >"$work/par.log" 2>&1 || { cat "$work/par.log"; exit 1; }
-/usr/bin/python3 "$root/tests/compare_dumps.py" --cpu "$work/ref" --gpu "$work/par" --tol "$tol" --loss-tol 1e-5 --final
+/usr/bin/python3 "$root/tests/compare_dumps.py" --cpu "$work/ref" --gpu "$work/par" --tol "$tol" --loss-tol 1e-5 --final \
+  --final-tol "$final_tol"
