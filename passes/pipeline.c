@@ -39,7 +39,7 @@ bool mcc_run_passes(ir_module *m, const char *last, bool verify, char *err, size
             snprintf(err, errlen, "pass %s: %s", mcc_passes[i].name, why);
             return false;
         }
-        if (verify && !ir_verify(m, why, sizeof why)) {
+        if (verify && (!ir_verify(m, why, sizeof why) || !pass_check_gradients(m, why, sizeof why))) {
             snprintf(err, errlen, "internal error: IR fails verification after pass %s: %s", mcc_passes[i].name, why);
             return false;
         }
