@@ -3,6 +3,7 @@
  * Philox against its published known answers, and the dropout masks' statistics and layout
  * independence. */
 #include "runtime/cpu_kernels.h"
+#include "tests/check.h"
 #include "runtime/dropout.h"
 
 #include <math.h>
@@ -12,18 +13,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                                     \
-    do {                                                                                                     \
-        if (!(cond)) {                                                                                       \
-            failures++;                                                                                      \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                      \
-            printf(__VA_ARGS__);                                                                             \
-            printf("\n");                                                                                    \
-        }                                                                                                    \
-    } while (0)
 
 /* --- tensors and running kernels ------------------------------------------------------------- */
 

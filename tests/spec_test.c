@@ -3,24 +3,13 @@
  * of the validator refuses at least one of those cases.
  * usage: spec_test tests/bad_specs.txt models/ */
 #include "frontend/spec.h"
+#include "tests/check.h"
 
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                          \
-    do {                                                                          \
-        if (!(cond)) {                                                            \
-            fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond);       \
-            fprintf(stderr, __VA_ARGS__);                                         \
-            fputc('\n', stderr);                                                  \
-            failures++;                                                           \
-        }                                                                         \
-    } while (0)
 
 static bool load(const char *path, int argc, char **argv, mcc_spec *s, int *rest, int *nrest, char *err)
 {
