@@ -7,22 +7,22 @@
 
 /* --- op table ------------------------------------------------------------------------- */
 
-#define X(id, text, nargs, nres, inplace, attrs, infer, grad) \
+#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad) \
     bool infer(const ir_module *, const ir_instr *, const ir_type *, ir_type *, char *, size_t);
 #include "ops.def"
 #undef X
-#define X(id, text, nargs, nres, inplace, attrs, infer, grad) void grad(struct ir_grad_ctx *, const ir_func *, const ir_instr *);
+#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad) void grad(struct ir_grad_ctx *, const ir_func *, const ir_instr *);
 #include "ops.def"
 #undef X
 
 static const char *const op_attr_specs[IR_NUM_OPS] = {
-#define X(id, text, nargs, nres, inplace, attrs, infer, grad) [IR_OP_##id] = attrs,
+#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad) [IR_OP_##id] = attrs,
 #include "ops.def"
 #undef X
 };
 
 ir_op_info ir_ops[IR_NUM_OPS] = {
-#define X(id, text, nargs, nres, inplace, attrs, infer, grad) [IR_OP_##id] = {text, nargs, nres, inplace, {0}, 0, infer, grad},
+#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad) [IR_OP_##id] = {text, nargs, nres, inplace, flags, {0}, 0, infer, grad},
 #include "ops.def"
 #undef X
 };

@@ -30,7 +30,7 @@ typedef struct {
 } ir_type;
 
 typedef enum {
-#define X(id, text, nargs, nres, inplace, attrs, infer, grad) IR_OP_##id,
+#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad) IR_OP_##id,
 #include "ops.def"
 #undef X
     IR_NUM_OPS
@@ -107,10 +107,29 @@ typedef bool (*ir_infer_fn)(const ir_module *m, const ir_instr *in, const ir_typ
 struct ir_grad_ctx;
 typedef void (*ir_grad_fn)(struct ir_grad_ctx *g, const ir_func *f, const ir_instr *in);
 
+/* Op properties, ops.def's flags column: what a pass asks of an op without naming it. */
+enum {
+    IR_OPF_SYM = 1 << 0,            /* names its tensor with @sym: input, global, output */
+    IR_OPF_EXPLICIT_TYPE = 1 << 1,  /* its result type is written in the instruction, not inferred */
+    IR_OPF_VIEW = 1 << 2,           /* its result is a view of operand 0's bytes (@view after memory_plan) */
+    IR_OPF_ELEMENTWISE = 1 << 3,    /* one loop over the elements runs it (rt_elementwise_kind_of) */
+    IR_OPF_STORES_GLOBAL = 1 << 4,  /* writes operand 0, a global, from a value as gradients are
+                                       written: := (copy) or += (accumulate, matmul_accumulate) */
+    IR_OPF_COLLECTIVE = 1 << 5,     /* talks to other ranks: a collective, or one fused into the op */
+    IR_OPF_COPY_LANE = 1 << 6,      /* a sequence-parallel collective whose buffers the copy engines
+                                       may move (all_gather_seq, reduce_scatter_seq, the fused ones) */
+    IR_OPF_SEQ_COLLECTIVE = 1 << 7, /* all_gather_seq, reduce_scatter_seq: attribute 1 `overlap`
+                                       (passes/comm_overlap.c) runs it beside later instructions */
+    IR_OPF_RECOMPUTE_ACTIVATION = 1 << 8, /* recompute_granularity activations (and selective)
+                                             recomputes its result in the backward */
+    IR_OPF_RECOMPUTE_SELECTIVE = 1 << 9,  /* recompute_granularity selective recomputes it too */
+};
+
 typedef struct {
     const char *name;
     int nargs, nres;
     unsigned inplace;               /* bit k: result 0 may overwrite operand k where it dies (ops.def) */
+    unsigned flags;                 /* IR_OPF_* */
     const char *attr_names[IR_MAX_ATTRS];
     int nattrs;
     ir_infer_fn infer;
@@ -122,6 +141,8 @@ void ir_ops_init(void);             /* splits the attribute strings; idempotent,
 void ir_grad_none(struct ir_grad_ctx *g, const ir_func *f, const ir_instr *in); /* no gradient rule */
 int ir_op_by_name(const char *name);/* -1 if unknown */
 int ir_attr_index(ir_op op, const char *name);
+/* Whether op has property `flag` (IR_OPF_*). */
+static inline bool ir_op_has(ir_op op, unsigned flag) { return (ir_ops[op].flags & flag) != 0; }
 
 /* --- types --- */
 const char *ir_dtype_name(ir_dtype t);
