@@ -2,11 +2,13 @@
  *   mcc compile SPEC.json [--field value ...] -o train_rank   spec -> IR -> passes -> executable
  *   mcc ir SPEC.json [--after PASS] [--rank R]                 print the IR after a pass
  *   mcc ir --list-passes
+ *   mcc opt IN.ir --pass NAME [--rank R]                       one pass on IR text, verified, printed
  *   mcc data preprocess --input FILE --output-prefix P        text -> Megatron indexed dataset
  *   mcc plot METRICS.jsonl -o OUT.svg                         train_rank's metrics -> curves
  *   mcc --version; `mcc COMMAND --help` (or -h anywhere after it) prints that command's usage */
 #include "codegen/codegen.h"
 #include "common/cli.h"
+#include "common/knobs.h"
 #include "common/os.h"
 #include "frontend/data_preprocess.h"
 #include "frontend/model.h"
@@ -14,6 +16,7 @@
 #include "frontend/spec.h"
 #include "passes/passes.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
@@ -260,6 +263,83 @@ static int cmd_ir(int argc, char **argv)
     return 0;
 }
 
+/* The whole text file at path, NUL-terminated (malloc'd); NULL with a message naming it. */
+static char *read_text(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    long n = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    char *text = n >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)n + 1) : NULL;
+    bool ok = text && fread(text, 1, (size_t)n, f) == (size_t)n;
+    if (f)
+        fclose(f);
+    if (!ok) {
+        snprintf(err, errlen, "%s: cannot read it (%s)", path, f ? "read error" : strerror(errno));
+        free(text);
+        return NULL;
+    }
+    text[n] = '\0';
+    return text;
+}
+
+/* mcc opt IN.ir --pass NAME [--rank R]: one pass on a module read back from its text (its config
+ * block carries the options the passes read), verified before and after, printed: what the pass
+ * tests (tests/passes/) run. --rank R sets the config's tp_rank as `mcc ir --rank R` does. */
+static int cmd_opt(int argc, char **argv)
+{
+    char err[2048];
+    const char *path = argc >= 1 ? argv[0] : "", *pass = NULL;
+    long long rank = -1;
+    if (argc < 1 || path[0] == '-')
+        return fail("expected the IR file as the first argument: mcc opt IN.ir --pass NAME (IN.ir from "
+                    "`mcc ir SPEC.json --after PREVIOUS_PASS`)");
+    for (int k = 1; k < argc; k++) {
+        const char *v = k + 1 < argc ? argv[k + 1] : NULL;
+        if (!strcmp(argv[k], "--pass") && v)
+            pass = argv[++k];
+        else if (!strcmp(argv[k], "--rank")) {
+            if (!cli_parse_int("--rank", v, 0, LLONG_MAX, &rank, err, sizeof err))
+                return fail(err);
+            k++;
+        } else if (!strcmp(argv[k], "--pass"))
+            return fail("--pass needs a value: the pass to run (mcc ir --list-passes names them)");
+        else {
+            snprintf(err, sizeof err, "unknown flag '%s' for mcc opt (its flags: --pass NAME, --rank R)", argv[k]);
+            return fail(err);
+        }
+    }
+    if (!pass)
+        return fail("--pass NAME is required: the one pass to run (mcc ir --list-passes names them)");
+    char *text = read_text(path, err, sizeof err);
+    if (!text)
+        return fail(err);
+    char why[1024];
+    ir_module *m = ir_parse_module(text, why, sizeof why);
+    free(text);
+    if (!m) {
+        snprintf(err, sizeof err, "%s: %s", path, why);
+        return fail(err);
+    }
+    long long tp = ir_config_int(m, "tensor_model_parallel_size", 1), world = tp * ir_config_int(m, "data_parallel_size", 1);
+    bool ok = rank < world;
+    if (!ok)
+        snprintf(err, sizeof err, "--rank %lld: %s's config has %lld ranks (tp x dp): give 0..%lld", rank, path, world,
+                 world - 1);
+    if (ok && rank >= 0) {
+        char v[32];
+        snprintf(v, sizeof v, "%lld", rank % tp); /* Megatron's order: tp fastest */
+        ir_config_set(m, "tp_rank", v);
+    }
+    if (ok && !(ok = mcc_run_pass(m, pass, why, sizeof why)))
+        snprintf(err, sizeof err, "%s: %s", path, why);
+    if (ok) {
+        char *out = ir_print_module(m);
+        fputs(out, stdout);
+        free(out);
+    }
+    ir_module_free(m);
+    return ok ? 0 : fail(err);
+}
+
 static bool asks_help(int argc, char **argv)
 {
     for (int i = 0; i < argc; i++)
@@ -293,6 +373,8 @@ static const mcc_command mcc_commands[] = {
                 "[--keep-logits] [--memory-report]", cmd_compile, true, false},
     {"ir", "mcc ir SPEC.json [--<field> VALUE ...] [--after PASS] [--rank R]\n  mcc ir --list-passes", cmd_ir, true,
      false},
+    {"opt", "mcc opt IN.ir --pass NAME [--rank R]   run one pass on IR text (`mcc ir ... --after` the pass before), "
+            "verify, print;\n    --rank R sets the config's tp_rank (default the file's)", cmd_opt, false, false},
     /* its flags are data_preprocess.c's (`mcc data --help`), not repeated here */
     {"data", "mcc data preprocess --input FILE --output-prefix PREFIX [--tokenizer-type T ...]   text -> Megatron "
              "indexed dataset", cmd_data, false, true},
@@ -350,6 +432,9 @@ static int run_command(int argc, char **argv)
 /* Every command reads --flag=value as --flag value. */
 int main(int argc, char **argv)
 {
+    char err[1024];
+    if (!knob_init(KNOB_MCC, err, sizeof err))
+        return fail(err);
     int n;
     char **args = cli_split_equals(argc, argv, &n);
     int rc = run_command(n, args);

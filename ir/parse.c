@@ -136,6 +136,7 @@ typedef struct {
 } id_slot;
 
 typedef struct {
+    const char *text;   /* the whole source, for an error's column */
     const char *pos;    /* the source after `tok` */
     int line;           /* the line `pos` is on */
     token tok;          /* the current token */
@@ -158,16 +159,45 @@ static token peek2(const parser *p)
     return lex(&pos, &line);
 }
 
-static bool fail_line(parser *p, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool fail_line(parser *p, int line, const char *fmt, ...)
+/* "line L: MESSAGE", and where `at` points into the source, that line with a caret under `at`
+ * and its column, so the error points at the input (`at` NULL: the line alone). */
+static bool fail_v(parser *p, int line, const char *at, const char *fmt, va_list ap)
 {
     if (!p->err || !p->errlen)
         return false;
-    int n = snprintf(p->err, p->errlen, "line %d: ", line);
+    size_t n = (size_t)snprintf(p->err, p->errlen, "line %d: ", line);
+    if (n < p->errlen)
+        n += (size_t)vsnprintf(p->err + n, p->errlen - n, fmt, ap);
+    if (!at || n >= p->errlen)
+        return false;
+    const char *start = at, *end = at;
+    while (start > p->text && start[-1] != '\n')
+        start--;
+    while (*end && *end != '\n' && *end != '\r')
+        end++;
+    int col = (int)(at - start), shown = end - start > 160 ? 160 : (int)(end - start);
+    if (col <= shown)
+        snprintf(p->err + n, p->errlen - n, "\n  %.*s\n  %*s^ column %d", shown, start, col, "", col + 1);
+    return false;
+}
+
+static bool fail_line(parser *p, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool fail_line(parser *p, int line, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    if ((size_t)n < p->errlen)
-        vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
+    fail_v(p, line, NULL, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* An error at token t: its line, and a caret under it. */
+static bool fail_at(parser *p, token t, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool fail_at(parser *p, token t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fail_v(p, t.line, t.s, fmt, ap);
     va_end(ap);
     return false;
 }
@@ -186,7 +216,7 @@ static const char *describe(token t, char *buf, size_t size)
 static bool expected_in(parser *p, const char *prefix, const char *what)
 {
     char buf[64];
-    return fail_line(p, p->tok.line, "%sexpected %s, got %s", prefix, what, describe(p->tok, buf, sizeof buf));
+    return fail_at(p, p->tok, "%sexpected %s, got %s", prefix, what, describe(p->tok, buf, sizeof buf));
 }
 
 static bool expected(parser *p, const char *what) { return expected_in(p, "", what); }
@@ -245,7 +275,7 @@ static bool parse_choice(parser *p, token t, const char *what, const char *const
     for (int i = 0, len = 0; i < n && len < (int)sizeof list; i++)
         len += snprintf(list + len, sizeof list - (size_t)len, "%s%s", i ? ", " : "", names[i]);
     char buf[64];
-    return fail_line(p, t.line, "unknown %s %s (one of: %s)", what, describe(t, buf, sizeof buf), list);
+    return fail_at(p, t, "unknown %s %s (one of: %s)", what, describe(t, buf, sizeof buf), list);
 }
 
 static void *grow(void *arr, int *cap, int need, size_t elem)
@@ -315,7 +345,7 @@ static bool parse_value_id(parser *p, int64_t *id)
     if (p->tok.kind != TK_VAL)
         return expected(p, "a value such as %3");
     if (!tok_int(p->tok, 1, id))
-        return fail_line(p, p->tok.line, "value id %.*s is too large", p->tok.len, p->tok.s);
+        return fail_at(p, p->tok, "value id %.*s is too large", p->tok.len, p->tok.s);
     advance(p);
     return true;
 }
@@ -352,7 +382,7 @@ static bool need_number(parser *p, token key, const token *val, double *out)
 {
     char buf[64];
     if (!val || !tok_double(*val, out))
-        return fail_line(p, key.line, "attribute %s needs a number, e.g. %.*s=1", describe(key, buf, sizeof buf), key.len, key.s);
+        return fail_at(p, key, "attribute %s needs a number, e.g. %.*s=1", describe(key, buf, sizeof buf), key.len, key.s);
     return true;
 }
 
@@ -379,13 +409,13 @@ static bool parse_shard(parser *p, ir_type *t)
     do {
         int axis = IR_AXIS_NONE;
         if (n == t->ndim)
-            return fail_line(p, p->tok.line, "bad type: shard lists more axes than the %d dimensions", t->ndim);
+            return fail_at(p, p->tok, "bad type: shard lists more axes than the %d dimensions", t->ndim);
         if (!parse_axis(p, &axis))
             return false;
         t->shard[n++] = (uint8_t)axis;
     } while (accept(p, ','));
     if (n != t->ndim)
-        return fail_line(p, p->tok.line, "bad type: shard lists %d axes for %d dimensions", n, t->ndim);
+        return fail_at(p, p->tok, "bad type: shard lists %d axes for %d dimensions", n, t->ndim);
     return expect_punct(p, ']') && expect_punct(p, '}');
 }
 
@@ -398,7 +428,7 @@ static bool parse_partial(parser *p, ir_type *t)
     if (!expect_punct(p, '=') || !parse_axis(p, &axis))
         return false;
     if (axis == IR_AXIS_NONE)
-        return fail_line(p, p->tok.line, "bad type: partial needs a mesh axis, not -");
+        return fail_at(p, p->tok, "bad type: partial needs a mesh axis, not -");
     t->partial |= (uint8_t)(1u << axis);
     return expect_punct(p, '}');
 }
@@ -420,7 +450,7 @@ static bool parse_type(parser *p, ir_type *t)
         do {
             int64_t d;
             if (t->ndim == IR_MAX_DIMS)
-                return fail_line(p, p->tok.line, "bad type: more than %d dimensions", IR_MAX_DIMS);
+                return fail_at(p, p->tok, "bad type: more than %d dimensions", IR_MAX_DIMS);
             if (p->tok.kind != TK_NUM || !tok_int(p->tok, 0, &d) || d < 1)
                 return bad_type(p, "a positive dimension");
             t->dims[t->ndim++] = d;
@@ -487,7 +517,7 @@ static bool parse_config(parser *p)
         }
         free(k);
         if (twice)
-            return fail_line(p, key.line, "config key `%.*s` is set twice", key.len, key.s);
+            return fail_at(p, key, "config key `%.*s` is set twice", key.len, key.s);
         advance(p);
         if (!expect_eol(p))
             return false;
@@ -518,7 +548,7 @@ static bool global_attr(parser *p, void *ctx, token key, const token *val)
         char name[256];
         ga->copy_of = tok_cstr(*val, 1, name, sizeof name) ? ir_global_find(p->m, name) : -1;
         if (ga->copy_of < 0)
-            return fail_line(p, key.line, "copy_of names no global declared before it");
+            return fail_at(p, key, "copy_of names no global declared before it");
         return true;
     }
     if (tok_is(key, "std")) {
@@ -526,7 +556,7 @@ static bool global_attr(parser *p, void *ctx, token key, const token *val)
         return need_number(p, key, val, &ga->std);
     }
     char buf[64];
-    return fail_line(p, key.line, "unknown global attribute %s (attributes: kind=, init=, std=, copy_of=, no_decay)",
+    return fail_at(p, key, "unknown global attribute %s (attributes: kind=, init=, std=, copy_of=, no_decay)",
                      describe(key, buf, sizeof buf));
 }
 
@@ -545,9 +575,9 @@ static bool parse_global(parser *p)
     if (!parse_attr_block(p, global_attr, &ga))
         return false;
     if (ga.kind < 0 || ga.init < 0)
-        return fail_line(p, name.line, "global %.*s needs kind= and init=", name.len, name.s);
+        return fail_at(p, name, "global %.*s needs kind= and init=", name.len, name.s);
     if (ga.has_std != (ga.init == IR_INIT_NORMAL))
-        return fail_line(p, name.line, "global %.*s: std= goes with init=normal, and only with it", name.len, name.s);
+        return fail_at(p, name, "global %.*s: std= goes with init=normal, and only with it", name.len, name.s);
     char *n = tok_text(name, 1);
     int g = ir_global_add(p->m, n, t, (ir_global_kind)ga.kind, (ir_init)ga.init, ga.std, ga.no_decay);
     p->m->globals[g].copy_of = ga.copy_of;
@@ -582,7 +612,7 @@ static bool instr_attr(parser *p, void *ctx, token key, const token *val)
     char list[128] = "none", buf[64];
     for (int k = 0, len = 0; k < info->nattrs && len < (int)sizeof list; k++)
         len += snprintf(list + len, sizeof list - (size_t)len, "%s%s", k ? ", " : "", info->attr_names[k]);
-    return fail_line(p, key.line, "%s has no attribute %s (its attributes: %s)", info->name, describe(key, buf, sizeof buf), list);
+    return fail_at(p, key, "%s has no attribute %s (its attributes: %s)", info->name, describe(key, buf, sizeof buf), list);
 }
 
 /* `%a, %b =` before the op; none for ops without results. */
@@ -592,7 +622,7 @@ static bool parse_results(parser *p, instr_text *it)
         return true;
     do {
         if (it->nres == IR_MAX_RES)
-            return fail_line(p, p->tok.line, "an instruction defines at most %d results", IR_MAX_RES);
+            return fail_at(p, p->tok, "an instruction defines at most %d results", IR_MAX_RES);
         if (!parse_value_id(p, &it->res_ids[it->nres++]))
             return false;
     } while (accept(p, ','));
@@ -608,10 +638,10 @@ static bool parse_op(parser *p, instr_text *it)
     if (tok_cstr(p->tok, 0, name, sizeof name))
         op = ir_op_by_name(name);
     if (op < 0)
-        return fail_line(p, p->tok.line, "unknown op %s", describe(p->tok, buf, sizeof buf));
+        return fail_at(p, p->tok, "unknown op %s", describe(p->tok, buf, sizeof buf));
     it->op = (ir_op)op;
     if (it->nres != ir_ops[op].nres)
-        return fail_line(p, p->tok.line, "wrong result count for %s: expected %d, got %d", name, ir_ops[op].nres, it->nres);
+        return fail_at(p, p->tok, "wrong result count for %s: expected %d, got %d", name, ir_ops[op].nres, it->nres);
     advance(p);
     return true;
 }
@@ -620,7 +650,7 @@ static bool parse_sym(parser *p, instr_text *it)
 {
     const char *name = ir_ops[it->op].name;
     if (p->tok.kind == TK_SYM && !ir_op_takes_sym(it->op))
-        return fail_line(p, p->tok.line, "%s takes no @name (only input, global and output do)", name);
+        return fail_at(p, p->tok, "%s takes no @name (only input, global and output do)", name);
     if (p->tok.kind != TK_SYM && ir_op_takes_sym(it->op)) {
         char what[64];
         snprintf(what, sizeof what, "@name after %s", name);
@@ -644,7 +674,7 @@ static bool parse_operands(parser *p, instr_text *it)
                 return false;
             int v = ids_find(p, id);
             if (v < 0)
-                return fail_line(p, at.line, "unknown value %.*s (operands must be defined earlier in the function)", at.len, at.s);
+                return fail_at(p, at, "unknown value %.*s (operands must be defined earlier in the function)", at.len, at.s);
             p->args = grow(p->args, &p->cap_args, it->nargs + 1, sizeof(int));
             p->args[it->nargs++] = v;
         } while (accept(p, ','));
@@ -687,7 +717,7 @@ static bool parse_result_types(parser *p, instr_text *it)
         return false;
     do {
         if (it->ntypes == IR_MAX_RES)
-            return fail_line(p, p->tok.line, "wrong type count for %s: expected %d, got more", info->name, info->nres);
+            return fail_at(p, p->tok, "wrong type count for %s: expected %d, got more", info->name, info->nres);
         int r = it->ntypes++;
         if (!parse_type(p, &it->types[r]) || !parse_mem(p, &it->mem[r], &it->offset[r]))
             return false;
@@ -740,9 +770,9 @@ static bool func_attr(parser *p, void *ctx, token key, const token *val)
     ir_func *f = ctx;
     char buf[64];
     if (!tok_is(key, "arena"))
-        return fail_line(p, key.line, "unknown function attribute %s (attributes: arena=)", describe(key, buf, sizeof buf));
+        return fail_at(p, key, "unknown function attribute %s (attributes: arena=)", describe(key, buf, sizeof buf));
     if (!val || !tok_int(*val, 0, &f->arena_bytes) || f->arena_bytes < 0)
-        return fail_line(p, key.line, "arena= needs a byte count >= 0");
+        return fail_at(p, key, "arena= needs a byte count >= 0");
     return true;
 }
 
@@ -788,7 +818,7 @@ static bool parse_schedule(parser *p)
         int f = ir_func_index(p->m, name);
         free(name);
         if (f < 0)
-            return fail_line(p, p->tok.line, "schedule names unknown function `%.*s` (functions come before the schedule)",
+            return fail_at(p, p->tok, "schedule names unknown function `%.*s` (functions come before the schedule)",
                              p->tok.len, p->tok.s);
         advance(p);
         int64_t repeat;
@@ -825,7 +855,7 @@ static bool parse_sections(parser *p)
 
 ir_module *ir_parse_module(const char *text, char *err, size_t errlen)
 {
-    parser p = {.pos = text, .line = 1, .err = err, .errlen = errlen, .m = ir_module_new()};
+    parser p = {.text = text, .pos = text, .line = 1, .err = err, .errlen = errlen, .m = ir_module_new()};
     advance(&p);
     bool ok = parse_sections(&p);
     free(p.ids);

@@ -42,6 +42,9 @@ extern const int mcc_npasses;
  * Returns false with a message naming the pass on failure. */
 bool mcc_run_passes(ir_module *m, const char *last, bool verify, char *err, size_t errlen);
 int mcc_pass_index(const char *name); /* -1 if unknown */
+/* Runs the one pass `name` on a module read back from its text (mcc opt), with the verifier before
+ * and after it. Returns false with a message naming the pass (or an unknown name) on failure. */
+bool mcc_run_pass(ir_module *m, const char *name, char *err, size_t errlen);
 /* A training plan's invariant past the IR's own (passes/plan_check.c): from autodiff on, micro_step
  * writes every parameter's gradient. mcc_run_passes checks it after each pass when `verify`. */
 bool pass_check_gradients(const ir_module *m, char *err, size_t errlen);

@@ -26,6 +26,21 @@ int mcc_pass_index(const char *name)
     return -1;
 }
 
+/* Runs pass i, then (when `verify`) the verifier and the plan's own check on its output. */
+static bool run_pass(ir_module *m, int i, bool verify, char *err, size_t errlen)
+{
+    char why[1024];
+    if (!mcc_passes[i].run(m, why, sizeof why)) {
+        snprintf(err, errlen, "pass %s: %s", mcc_passes[i].name, why);
+        return false;
+    }
+    if (verify && (!ir_verify(m, why, sizeof why) || !pass_check_gradients(m, why, sizeof why))) {
+        snprintf(err, errlen, "internal error: IR fails verification after pass %s: %s", mcc_passes[i].name, why);
+        return false;
+    }
+    return true;
+}
+
 bool mcc_run_passes(ir_module *m, const char *last, bool verify, char *err, size_t errlen)
 {
     int stop = last ? mcc_pass_index(last) : mcc_npasses - 1;
@@ -34,15 +49,24 @@ bool mcc_run_passes(ir_module *m, const char *last, bool verify, char *err, size
         snprintf(err, errlen, "internal error: the frontend's graph fails verification: %s", why);
         return false;
     }
-    for (int i = 0; i <= stop; i++) {
-        if (!mcc_passes[i].run(m, why, sizeof why)) {
-            snprintf(err, errlen, "pass %s: %s", mcc_passes[i].name, why);
+    for (int i = 0; i <= stop; i++)
+        if (!run_pass(m, i, verify, err, errlen))
             return false;
-        }
-        if (verify && (!ir_verify(m, why, sizeof why) || !pass_check_gradients(m, why, sizeof why))) {
-            snprintf(err, errlen, "internal error: IR fails verification after pass %s: %s", mcc_passes[i].name, why);
-            return false;
-        }
-    }
     return true;
+}
+
+bool mcc_run_pass(ir_module *m, const char *name, char *err, size_t errlen)
+{
+    int i = mcc_pass_index(name);
+    char why[1024];
+    if (i < 0) {
+        snprintf(err, errlen, "--pass %s: no such pass (mcc ir --list-passes names them)", name);
+        return false;
+    }
+    /* a hand-trimmed input that does not verify would otherwise be blamed on the pass */
+    if (!ir_verify(m, why, sizeof why)) {
+        snprintf(err, errlen, "the input fails verification (before pass %s): %s", name, why);
+        return false;
+    }
+    return run_pass(m, i, true, err, errlen);
 }
