@@ -10,6 +10,7 @@
  *   attention_bench --compile-only D=... ...          only compiles them (no GPU needed)
  * A cubin's compile is cached ($MCC_CACHE_DIR), so a sweep can be compiled ahead and carried. */
 #include "codegen/cuda/cuda_codegen.h"
+#include "common/knobs.h"
 #include "runtime/cuda/cuda_ctx.h"
 #include "runtime/cuda/cudnn_attention.h"
 #include "tests/gpu/gpu_util.h"
@@ -60,7 +61,7 @@ typedef struct {
 
 static bench_times bench_impl(rt_cuda_ctx *cx, const char *impl, const rt_kernel_call *fc, const rt_kernel_call *gc)
 {
-    setenv("MCC_ATTENTION", impl, 1);
+    knob_setenv(KNOB_ATTENTION, impl);
     return (bench_times){bench_median_ms(cx, cuda_ATTENTION, fc, WARMUP, REPS),
                          bench_median_ms(cx, cuda_ATTENTION_GRAD, gc, WARMUP, REPS)};
 }

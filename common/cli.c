@@ -106,3 +106,35 @@ char **cli_split_equals(int argc, char **argv, int *argc_out)
 }
 
 void cli_argv_free(char **args) { free(args); }
+
+static int cli_edit_distance(const char *a, const char *b)
+{
+    enum { MAXLEN = 64 };
+    size_t na = strlen(a), nb = strlen(b);
+    if (na >= MAXLEN || nb >= MAXLEN) return INT_MAX;
+    int prev[MAXLEN + 1], cur[MAXLEN + 1];
+    for (size_t j = 0; j <= nb; j++) prev[j] = (int)j;
+    for (size_t i = 1; i <= na; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= nb; j++) {
+            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            int del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, sizeof prev);
+    }
+    return prev[nb];
+}
+
+/* Within 3 edits, and at most half the name's length, so a short name is not offered for an
+ * unrelated word. */
+const char *cli_closest(const char *word, const char *const *names, int n)
+{
+    const char *best = NULL;
+    int best_d = 4;
+    for (int i = 0; i < n; i++) {
+        int d = cli_edit_distance(word, names[i]);
+        if (d < best_d && 2 * (size_t)d <= strlen(names[i])) best_d = d, best = names[i];
+    }
+    return best;
+}

@@ -21,4 +21,8 @@ bool cli_parse_num(const char *flag, const char *text, double min, bool min_open
 char **cli_split_equals(int argc, char **argv, int *argc_out);
 void cli_argv_free(char **args);
 
+/* The closest of n names to word, or NULL when none is close: "did you mean" for a spec key, a
+ * flag, an MCC_ variable or its value. */
+const char *cli_closest(const char *word, const char *const *names, int n);
+
 #endif

@@ -354,38 +354,6 @@ static bool spec_set_text(spec_ctx *c, const spec_field *f, const char *where, c
 
 /* ---- unknown keys ------------------------------------------------------------------------- */
 
-static int spec_edit_distance(const char *a, const char *b)
-{
-    enum { MAXLEN = 64 };
-    size_t na = strlen(a), nb = strlen(b);
-    if (na >= MAXLEN || nb >= MAXLEN) return INT_MAX;
-    int prev[MAXLEN + 1], cur[MAXLEN + 1];
-    for (size_t j = 0; j <= nb; j++) prev[j] = (int)j;
-    for (size_t i = 1; i <= na; i++) {
-        cur[0] = (int)i;
-        for (size_t j = 1; j <= nb; j++) {
-            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-            int del = prev[j] + 1, ins = cur[j - 1] + 1;
-            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-        memcpy(prev, cur, sizeof prev);
-    }
-    return prev[nb];
-}
-
-/* The closest of n names to key, or NULL when none is close: within 3 edits, and at most half the
- * name's length, so a short name is not offered for an unrelated word. */
-static const char *spec_closest(const char *key, const char *const *names, int n)
-{
-    const char *best = NULL;
-    int best_d = 4;
-    for (int i = 0; i < n; i++) {
-        int d = spec_edit_distance(key, names[i]);
-        if (d < best_d && 2 * (size_t)d <= strlen(names[i])) best_d = d, best = names[i];
-    }
-    return best;
-}
-
 static bool spec_unknown_key(spec_ctx *c, spec_section sec, const char *key)
 {
     const char *sname = spec_section_names[sec];
@@ -395,7 +363,7 @@ static bool spec_unknown_key(spec_ctx *c, spec_section sec, const char *key)
                          spec_section_names[elsewhere->sec]);
     const char *keys[SPEC_NFIELDS];
     for (int i = 0; i < SPEC_NFIELDS; i++) keys[i] = spec_fields[i].key;
-    const char *near = spec_closest(key, keys, SPEC_NFIELDS);
+    const char *near = cli_closest(key, keys, SPEC_NFIELDS);
     if (near)
         return spec_fail(c, "unknown key %s.%.64s: did you mean \"%s\"?", sname, key, near);
     char known[1024] = "";
@@ -435,7 +403,7 @@ static bool spec_read_root(spec_ctx *c, const char *path, json_t *root)
         int sec = 0;
         while (sec < SEC_COUNT && strcmp(key, spec_section_names[sec]) != 0) sec++;
         if (sec == SEC_COUNT) {
-            const char *near = spec_closest(key, spec_section_names, SEC_COUNT);
+            const char *near = cli_closest(key, spec_section_names, SEC_COUNT);
             if (near) return spec_fail(c, "unknown top-level key \"%.64s\": did you mean \"%s\"?", key, near);
             return spec_fail(c, "unknown top-level key \"%.64s\": the sections are \"model\", \"parallel\" "
                                 "and \"training\"", key);
@@ -856,5 +824,5 @@ const char *mcc_spec_flag_near(const char *flag, const char *const *extra)
     }
     for (int i = 0; i < SPEC_NMEGATRON; i++) names[n++] = spec_megatron_flags[i].flag;
     for (int i = 0; extra && extra[i] && i < MAX_EXTRA; i++) names[n++] = extra[i];
-    return spec_closest(flag, names, n);
+    return cli_closest(flag, names, n);
 }

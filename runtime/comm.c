@@ -1,6 +1,7 @@
 /* comm.c — the backend-independent half of comm.h: launcher environment, mesh layout, argument
  * checks and collective numbering in front of the MPI/NCCL backends. */
 #include "comm_backend.h"
+#include "common/knobs.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -249,17 +250,7 @@ _Noreturn void rt_comm_fatal(const char *fmt, ...)
     exit(1);
 }
 
-double rt_collective_timeout_s(void)
-{
-    const char *s = getenv("MCC_COLLECTIVE_TIMEOUT_S");
-    if (!s)
-        return 300;
-    char *end;
-    double t = strtod(s, &end);
-    if (end == s || *end || !(t > 0))
-        rt_comm_fatal("MCC_COLLECTIVE_TIMEOUT_S='%s' is not a positive number of seconds", s);
-    return t;
-}
+double rt_collective_timeout_s(void) { return knob_num(KNOB_COLLECTIVE_TIMEOUT_S); }
 
 static rt_comm *comm_alloc(const rt_comm_ops *ops, int max_members, const char *name)
 {

@@ -3,6 +3,7 @@
 #include "comm.h"
 #include "device.h"
 #include "program.h"
+#include "common/knobs.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -14,8 +15,7 @@
  * kernels (to compare the two). */
 static void cpu_open(rt_program *p, const void *image)
 {
-    const char *only_c = getenv("MCC_CPU_KERNELS");
-    p->dev_state = only_c && !strcmp(only_c, "c") ? NULL : (void *)image;
+    p->dev_state = !strcmp(knob_text(KNOB_CPU_KERNELS), "c") ? NULL : (void *)image;
 }
 
 static void cpu_close(rt_program *p) {}

@@ -1,6 +1,8 @@
 /* metrics.c — the --metrics-file writer (metrics.h). */
 #include "metrics.h"
 
+#include "common/knobs.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -26,11 +28,35 @@ int rt_append_whole(int fd, const void *data, size_t n, bool *cut)
     return 0;
 }
 
+/* {"iteration": 0, "knobs": {"MCC_COMM_LANES": "none", ...}}: the MCC_ variables set, every value
+ * as its text (checked by knob_init: a choice or a number, nothing to escape). False when none is
+ * set, or when absurdly long numbers ("000...064") would not fit: then no record. */
+static bool metrics_knobs_line(char *line, size_t n, size_t *len)
+{
+    size_t at = (size_t)snprintf(line, n, "{\"iteration\": 0, \"knobs\": {");
+    int shown = 0;
+    for (int k = 0; k < KNOB_COUNT && at < n; k++)
+        if (knob_shown((knob_id)k))
+            at += (size_t)snprintf(line + at, n - at, "%s\"%s\": \"%s\"", shown++ ? ", " : "", knob_table[k].name,
+                                   knob_text((knob_id)k));
+    if (at < n)
+        at += (size_t)snprintf(line + at, n - at, "}}\n");
+    *len = at;
+    return shown && at < n;
+}
+
 bool rt_metrics_open(rt_metrics *m, const char *path, char *err, size_t errlen)
 {
     *m = (rt_metrics){.fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644), .path = path};
     if (m->fd < 0)
         return snprintf(err, errlen, "--metrics-file %s: cannot open it for appending: %s", path, strerror(errno)), false;
+    char line[4096];
+    size_t len;
+    bool cut;
+    int e = metrics_knobs_line(line, sizeof line, &len) ? rt_append_whole(m->fd, line, len, &cut) : 0;
+    if (e)
+        return snprintf(err, errlen, "--metrics-file %s: cannot append the record of the knobs: %s", path, strerror(e)),
+               false;
     return true;
 }
 

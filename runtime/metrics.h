@@ -26,7 +26,9 @@ typedef struct {
  * Every record writer's append (the metrics file, TensorBoard's event file). */
 int rt_append_whole(int fd, const void *data, size_t n, bool *cut);
 
-/* Opens (creating) path for appending. False with the file and the reason in err. */
+/* Opens (creating) path for appending and, when MCC_ variables are set, appends the run's first
+ * record {"iteration": 0, "knobs": {"MCC_...": "value", ...}} (so each run appended to a file
+ * says how it ran). False with the file and the reason in err. */
 bool rt_metrics_open(rt_metrics *m, const char *path, char *err, size_t errlen);
 /* Appends {"iteration": iteration, "<key>": value, ...} and a newline. On a write error the file
  * is cut back to its last whole record and it returns false with the file and the reason in err:

@@ -1,5 +1,6 @@
 /* parallel.c — the rank's layout and communicators (see parallel.h). */
 #include "parallel.h"
+#include "common/knobs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,9 +124,7 @@ static bool on_one_node(const rt_comm *c, const rt_rank_env *env)
  * group within one node. */
 void rt_parallel_lanes_wanted(bool *side, bool *copy)
 {
-    const char *e = getenv("MCC_COMM_LANES");
-    if (!e)
-        e = "copy";
+    const char *e = knob_text(KNOB_COMM_LANES); /* copy|side|side,copy|none */
     *side = strstr(e, "side") != NULL;
     *copy = strstr(e, "copy") != NULL;
 }

@@ -7,6 +7,7 @@
  * plan of its tensor-parallel rank on its share of every batch; rank 0 logs and writes the dumps,
  * with split tensors gathered whole. */
 #include "common/cli.h"
+#include "common/knobs.h"
 #include "common/os.h"
 #include "gpt_dataset.h"
 #include "launch.h"
@@ -633,6 +634,9 @@ static void print_config(const train_run *r)
     printf("| warmup iters          | %21g |\n", r->lr.warmup_iters);
     printf("| eval every / batches  | %13d / %5d |\n", r->eval_interval, r->eval_iters);
     printf("| FLOP per token        | %21.4g |\n", r->flops_per_token);
+    for (int k = 0; k < KNOB_COUNT; k++) /* the MCC_ variables set (the rest are at their defaults) */
+        if (knob_shown((knob_id)k))
+            printf("| %s=%-*s |\n", knob_table[k].name, 44 - (int)strlen(knob_table[k].name), knob_text((knob_id)k));
     printf("+-----------------------+-----------------------+\n");
     rt_gpt_data_print(r->data, stdout);
 }
@@ -757,6 +761,9 @@ static int train_loop(train_run *r, double t_start, int *last)
 
 int main(int argc, char **argv)
 {
+    char err[1024];
+    if (!knob_init(KNOB_TRAIN_RANK, err, sizeof err)) /* before the launcher: one message, not one a rank */
+        return fprintf(stderr, "train_rank: error: %s\n", err), 2;
     int nargs;
     char **args = cli_split_equals(argc, argv, &nargs); /* --flag=value as --flag value */
     int nproc = rt_launch_nproc(nargs, args), code = 0;

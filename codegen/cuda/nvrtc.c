@@ -5,6 +5,7 @@
 #include "common/os.h"
 
 #include "kernel_sources.h"
+#include "common/knobs.h"
 
 #include <errno.h>
 #include <nvrtc.h>
@@ -62,7 +63,7 @@ static uint64_t sources_hash(const compile_options *o)
 
 static void cache_path(char *out, size_t len, uint64_t hash)
 {
-    const char *dir = getenv("MCC_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    const char *dir = knob_text(KNOB_CACHE_DIR), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     char base[3072];
     if (dir)
         snprintf(base, sizeof base, "%s", dir);

@@ -6,6 +6,7 @@
 #include "cuda_ctx.h"
 #include "cudnn_attention.h"
 #include "runtime/dropout.h"
+#include "common/knobs.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -69,21 +70,12 @@ typedef enum {
     CU_ATTN_CUDNN,        /* cuDNN's, or exit saying why not */
 } cu_attn_impl;
 
-/* The choice when MCC_ATTENTION is unset; flip it after measuring (bench/attention_bench.c times both). */
-static const cu_attn_impl CU_ATTN_DEFAULT = CU_ATTN_CUDNN_OR_MCC;
-
+/* MCC_ATTENTION (common/knobs.h: "auto" by default; flip that after measuring, bench/attention_bench.c
+ * times both). */
 static cu_attn_impl cu_attn_impl_chosen(void)
 {
-    const char *e = getenv("MCC_ATTENTION");
-    if (!e || !*e)
-        return CU_ATTN_DEFAULT;
-    if (!strcmp(e, "mcc"))
-        return CU_ATTN_MCC;
-    if (!strcmp(e, "cudnn"))
-        return CU_ATTN_CUDNN;
-    fprintf(stderr, "train_rank: MCC_ATTENTION=%s names no attention implementation: use mcc or cudnn "
-                    "(unset: cuDNN's where it has an engine, else mcc's)\n", e);
-    exit(1);
+    const char *e = knob_text(KNOB_ATTENTION);
+    return !strcmp(e, "mcc") ? CU_ATTN_MCC : !strcmp(e, "cudnn") ? CU_ATTN_CUDNN : CU_ATTN_CUDNN_OR_MCC;
 }
 
 #ifdef MCC_HAVE_CUDNN

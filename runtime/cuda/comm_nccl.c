@@ -4,6 +4,7 @@
 #include "runtime/comm_backend.h"
 #include "common/os.h"
 #include "cuda_ctx.h"
+#include "common/knobs.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -334,8 +335,7 @@ static void nccl_split(rt_comm *c, int color, int key, rt_comm *out)
      * that need them, so they may take as many CTAs as NCCL can use (llama-1B with TP=2 and SP:
      * 68.3k -> 69.9k tokens/s per GPU, bench/env_sweep.sh); MCC_TP_NCCL_CTAS sets another count. */
     if (!strcmp(out->name, "tp")) {
-        const char *e = getenv("MCC_TP_NCCL_CTAS");
-        cfg.minCTAs = cfg.maxCTAs = e && atoi(e) > 0 ? atoi(e) : 64;
+        cfg.minCTAs = cfg.maxCTAs = (int)knob_int(KNOB_TP_NCCL_CTAS);
     }
     nccl_split_comm(c, color, key, &cfg, out);
 }
@@ -349,8 +349,7 @@ static void nccl_lane(rt_comm *c, rt_lane lane, rt_comm *out)
 {
     ncclConfig_t cfg = nccl_config();
     if (lane == RT_LANE_SIDE) {
-        const char *e = getenv("MCC_SIDE_NCCL_CTAS");
-        cfg.minCTAs = cfg.maxCTAs = e && atoi(e) > 0 ? atoi(e) : 16;
+        cfg.minCTAs = cfg.maxCTAs = (int)knob_int(KNOB_SIDE_NCCL_CTAS);
     } else if (lane == RT_LANE_COPY) {
         cfg.CTAPolicy = NCCL_CTA_POLICY_ZERO;
     }

@@ -10,6 +10,7 @@
 #include "runtime/comm.h"
 #include "runtime/device.h"
 #include "runtime/program.h"
+#include "common/knobs.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -239,10 +240,10 @@ static void cuda_open(rt_program *p, const void *image)
             if (ir_on_comm_stream(&p->m->funcs[f]->instrs[i]))
                 RT_CUDART_CHECK(cudaEventCreateWithFlags(&s->comm_ends[s->first_slot[f] + i].done,
                                                          cudaEventDisableTiming));
-    const char *g = getenv("MCC_CUDA_GRAPHS"), *prof = getenv("MCC_PROFILE");
-    s->use_graphs = !g || strcmp(g, "0") != 0;
-    s->eager_collectives = g && !strcmp(g, "eager-collectives");
-    if (prof && strcmp(prof, "0") != 0) {
+    const char *g = knob_text(KNOB_CUDA_GRAPHS);
+    s->use_graphs = strcmp(g, "0") != 0;
+    s->eager_collectives = !strcmp(g, "eager-collectives");
+    if (knob_on(KNOB_PROFILE)) {
         s->use_graphs = false;
         s->prof = profile_new(p->m, s->first_slot);
     }

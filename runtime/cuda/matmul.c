@@ -13,6 +13,7 @@
  * for one, the GEMM runs plain and the op's kernels (gelu, gelu_grad, sum_rows) follow it. */
 #include "cuda_ctx.h"
 #include "runtime/parallel.h"
+#include "common/knobs.h"
 
 #include <cublasLt.h>
 #include <stdio.h>
@@ -125,8 +126,7 @@ static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, 
     p->algo = results[0].algo;
     p->found = true;
     /* an epilogue writing an aux matrix or a bias gradient would write them while timed */
-    const char *e = getenv("MCC_GEMM_AUTOTUNE");
-    p->tuned = p->ncandidates < 2 || epilogue_has_aux(epilogue) || !e || strcmp(e, "1") != 0;
+    p->tuned = p->ncandidates < 2 || epilogue_has_aux(epilogue) || !knob_on(KNOB_GEMM_AUTOTUNE);
     return &plans[nplans++];
 }
 
@@ -175,15 +175,7 @@ static void tune(matmul_plan *p, const void *a, const void *b, float beta, const
  * GEMMs are persistent, one CTA per SM: one that starts while NCCL holds some SMs runs its last
  * CTAs as a second wave and takes up to twice as long, which cancels the overlap. With
  * MCC_OVERLAP_GEMM_SMS = N those GEMMs are planned for N SMs, and NCCL_MAX_CTAS caps NCCL's. */
-static int overlap_gemm_sms(void)
-{
-    static int sms = -1;
-    if (sms < 0) {
-        const char *e = getenv("MCC_OVERLAP_GEMM_SMS");
-        sms = e ? atoi(e) : 0;
-    }
-    return sms;
-}
+static int overlap_gemm_sms(void) { return (int)knob_int(KNOB_OVERLAP_GEMM_SMS); }
 
 /* out := op(a) op(b) + beta c by plan p (c may be out), on the compute stream; timed first when
  * the plan is not final (MCC_GEMM_AUTOTUNE). cuBLASLt's A is our b, its B our a (column-major). */
@@ -399,13 +391,8 @@ typedef enum { DGELU_BGRAD_EPILOGUE, DGELU_EPILOGUE_THEN_SUM, GEMM_THEN_KERNELS 
 
 static dgelu_way dgelu_way_chosen(void)
 {
-    static int way = -1;
-    if (way < 0) {
-        const char *e = getenv("MCC_DGELU_EPILOGUE");
-        way = !e || !strcmp(e, "dgelu") ? DGELU_EPILOGUE_THEN_SUM : !strcmp(e, "bgrad") ? DGELU_BGRAD_EPILOGUE
-                                                                                         : GEMM_THEN_KERNELS;
-    }
-    return (dgelu_way)way;
+    const char *e = knob_text(KNOB_DGELU_EPILOGUE);
+    return !strcmp(e, "dgelu") ? DGELU_EPILOGUE_THEN_SUM : !strcmp(e, "bgrad") ? DGELU_BGRAD_EPILOGUE : GEMM_THEN_KERNELS;
 }
 
 /* bias gradient res[1] := sum_rows(res[0]) */

@@ -5,6 +5,7 @@
  * and with cuDNN =cudnn, eagerly and once more recorded into a CUDA graph and replayed, as
  * train_rank runs it); a shape cuDNN has no engine for fails, naming the descriptor it refused. */
 #include "codegen/cuda/cuda_codegen.h"
+#include "common/knobs.h"
 #include "runtime/cuda/cuda_ctx.h"
 #include "runtime/cuda/cudnn_attention.h"
 #include "tests/gpu/gpu_util.h"
@@ -190,7 +191,7 @@ static void attn_launch(rt_cuda_ctx *cx, const attn_case *s, ir_dtype dt, void *
     cudaStream_t st = (cudaStream_t)rt_cuda_stream(cx);
     cudaGraph_t graph;
     cudaGraphExec_t exec;
-    setenv("MCC_ATTENTION", run.impl, 1);
+    knob_setenv(KNOB_ATTENTION, run.impl);
     if (run.graph)
         RT_CUDART_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
     attn_call a;

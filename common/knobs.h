@@ -1,0 +1,87 @@
+/* knobs.h — every MCC_* environment variable in one table: its kind, default, choices or range,
+ * which program reads it and what it does. mcc and train_rank validate the whole environment
+ * once at start-up (knob_init): an MCC_ variable not in the table, or a value outside its
+ * choices, stops the program naming the variable and the fix; each read site then asks the table
+ * (knob_int(KNOB_TP_NCCL_CTAS)) and never parses text itself. README.md's Knobs table is this
+ * one (tests/knobs.sh checks it). */
+#ifndef MCC_KNOBS_H
+#define MCC_KNOBS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum { KNOB_BOOL, KNOB_INT, KNOB_NUM, KNOB_ENUM, KNOB_PATH } knob_kind;
+typedef enum { KNOB_MCC = 1, KNOB_TRAIN_RANK = 2 } knob_reader;
+
+/* X(ID, kind, default, choices ("a|b": the enum's values, first line of a bool "0|1"), min, max
+ * (int and num), reader, meaning). The variable is MCC_<ID>; an unset or empty one takes the
+ * default. ORDER: README.md's table. */
+#define KNOB_TABLE(X)                                                                                                 \
+    X(ATTENTION, KNOB_ENUM, "auto", "auto|mcc|cudnn", 0, 0, KNOB_TRAIN_RANK,                                          \
+      "attention kernels: auto = cuDNN's where it has an engine for the shape, else mcc's; cudnn makes a missing "    \
+      "engine an error")                                                                                              \
+    X(CACHE_DIR, KNOB_PATH, "", NULL, 0, 0, KNOB_MCC,                                                                 \
+      "where NVRTC's compiled kernels are cached (unset: $XDG_CACHE_HOME/mcc, else ~/.cache/mcc)")                    \
+    X(COLLECTIVE_TIMEOUT_S, KNOB_NUM, "300", NULL, 0, 1e9, KNOB_TRAIN_RANK,                                           \
+      "seconds a collective may wait before every rank is ended, naming it")                                          \
+    X(COMM_LANES, KNOB_ENUM, "copy", "copy|side|side,copy|none", 0, 0, KNOB_TRAIN_RANK,                               \
+      "which NCCL communicators carry a group's collectives beside computation: copy = the copy engines on an "       \
+      "NCCL window, side = a communicator of MCC_SIDE_NCCL_CTAS CTAs (measured slower), none = NCCL's kernels on "    \
+      "the group's own")                                                                                              \
+    X(CPU_KERNELS, KNOB_ENUM, "llvm", "llvm|c", 0, 0, KNOB_TRAIN_RANK,                                                \
+      "CPU elementwise ops: the plan's LLVM-generated kernels, or the C kernels (to compare the two)")                \
+    X(CUDA_GRAPHS, KNOB_ENUM, "1", "1|0|eager-collectives", 0, 0, KNOB_TRAIN_RANK,                                    \
+      "replay each step as CUDA graphs; 0: none; eager-collectives: none for functions with collectives (a hang "     \
+      "names the collective)")                                                                                        \
+    X(DGELU_EPILOGUE, KNOB_ENUM, "dgelu", "dgelu|bgrad|none", 0, 0, KNOB_TRAIN_RANK,                                  \
+      "how matmul_dgelu_bgrad runs: the DGELU epilogue then sum_rows, the DGELU_BGRAD epilogue, or the plain GEMM "   \
+      "then kernels")                                                                                                 \
+    X(GEMM_AUTOTUNE, KNOB_BOOL, "0", "0|1", 0, 0, KNOB_TRAIN_RANK,                                                    \
+      "1: time cuBLASLt's 8 best algorithms for each GEMM shape at the first step and keep the fastest (0: the "      \
+      "heuristic's first)")                                                                                           \
+    X(OVERLAP_GEMM_SMS, KNOB_INT, "0", NULL, 0, 4096, KNOB_TRAIN_RANK,                                                \
+      "SMs for GEMMs planned while a collective runs beside them (0: all)")                                           \
+    X(PROFILE, KNOB_BOOL, "0", "0|1", 0, 0, KNOB_TRAIN_RANK,                                                          \
+      "1: print the GPU time per op and the costliest instructions (runs without CUDA graphs)")                       \
+    X(SIDE_NCCL_CTAS, KNOB_INT, "16", NULL, 1, 64, KNOB_TRAIN_RANK, "NCCL CTAs of the side lane (MCC_COMM_LANES)")    \
+    X(TP_NCCL_CTAS, KNOB_INT, "64", NULL, 1, 64, KNOB_TRAIN_RANK, "NCCL CTAs of the tensor-parallel group")
+
+typedef enum {
+#define KNOB_ID(id, ...) KNOB_##id,
+    KNOB_TABLE(KNOB_ID)
+#undef KNOB_ID
+    KNOB_COUNT
+} knob_id;
+
+typedef struct {
+    const char *name; /* "MCC_TP_NCCL_CTAS" */
+    knob_kind kind;
+    const char *dflt, *choices;
+    double min, max;
+    knob_reader reader;
+    const char *help;
+} knob_info;
+
+extern const knob_info knob_table[KNOB_COUNT];
+
+/* Reads and checks every MCC_ variable of the environment for program (whose knobs the start-up
+ * box and the metrics file show); false with the first problem and its fix in err. Called again
+ * it reads the environment again. */
+bool knob_init(knob_reader program, char *err, size_t errlen);
+
+/* The knob's value (its default when unset). A program that skipped knob_init (a test, a bench)
+ * reads the environment at the first call, and a bad value there exits with status 2. */
+bool knob_on(knob_id k);              /* bool */
+long long knob_int(knob_id k);        /* int */
+double knob_num(knob_id k);           /* num */
+const char *knob_text(knob_id k);     /* enum: the choice; path: the path, or NULL when unset */
+bool knob_is_set(knob_id k);          /* given (non-empty) in the environment */
+/* Set and read by the program knob_init was given: what the start-up box and the metrics file
+ * list. */
+bool knob_shown(knob_id k);
+
+/* setenv(name, value) and the knob re-read: for a bench or test that switches an implementation
+ * within one process (MCC_ATTENTION). A bad value exits with status 2. */
+void knob_setenv(knob_id k, const char *value);
+
+#endif
