@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # dropout_e2e.sh MCC — dropout end to end on the tiny GPT (CPU):
-# (1) p = 0 compiles to exactly today's graph, after every pass (so it trains exactly as before);
+# (1) p = 0 compiles to exactly today's graph, after every pass (so it trains exactly as before;
+#     what autodiff makes of p = 0.1 is tests/passes/autodiff_dropout.ir);
 # (2) two runs with the same seed give identical losses (the masks are counter-based);
 # (3) dropout changes the training losses, and another seed gives other ones;
 # (4) validation (eval_step) runs without dropout: at lr 0 the weights never move, so the
@@ -19,8 +20,6 @@ for pass in $("$mcc" ir --list-passes | awk '{print $1}'); do
          <("$mcc" ir "$spec" --target cpu --after "$pass" --attention-dropout 0 --hidden-dropout 0 2>/dev/null) ||
     fail "dropout 0 changes the graph after pass $pass"
 done
-"$mcc" ir "$spec" --target cpu "${drop[@]}" > "$work/drop.ir" 2>/dev/null
-grep -q "attention_dropout_grad" "$work/drop.ir" || fail "dropout 0.1 left no attention_dropout_grad in the planned graph"
 
 "$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix "$work/text" --append-eod >/dev/null 2>&1
 build() { local out=$1; shift; "$mcc" compile "$spec" --target cpu --lr 0 --min-lr 0 "$@" -o "$work/$out" 2>/dev/null; }

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# opt_errors.sh MCC — `mcc opt` refuses what it cannot run with exit 2 and a message naming the
+# file, flag or pass and the fix: a missing file, no --pass, an unknown pass, a --rank past the
+# config's layout, a parse error (its line, with a caret under the column), an input the verifier
+# rejects (blamed on the input, not the pass); and one pass on a well-formed module prints it.
+set -uo pipefail
+mcc=$1
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+status=0
+expect() { # MESSAGE_REGEX ARGS...: exit 2, and stderr matches
+  local want=$1 rc; shift
+  "$mcc" opt "$@" >"$work/out" 2>"$work/err"; rc=$?
+  if [ $rc -ne 2 ] || ! grep -Eq -- "$want" "$work/err"; then
+    echo "FAIL: mcc opt $* (exit $rc): want /$want/, got: $(cat "$work/err")"; status=1
+  fi
+}
+in=$root/tests/passes/shard_tp2.ir
+expect "$work/none.ir: cannot read it" "$work/none.ir" --pass shard
+expect "--pass NAME is required" "$in"
+expect "shard_tp2.ir: --pass shardd: no such pass \(mcc ir --list-passes" "$in" --pass shardd
+expect "--rank 2: .*shard_tp2.ir's config has 2 ranks.*give 0..1" "$in" --pass shard --rank 2
+expect "--rank expects an integer >= 0, got .x." "$in" --pass shard --rank x
+expect "unknown flag '--after' for mcc opt" "$in" --pass shard --after recompute
+printf 'func f {arena=0} {\n  %%0 = input @x : f32[4]\n  %%1 = gelux %%0 : f32[4]\n}\n' >"$work/parse.ir"
+expect "parse.ir: line 3: unknown op \`gelux\`" "$work/parse.ir" --pass fusion
+grep -q "^         \^ column 8$" "$work/err" || { echo "FAIL: no caret under column 8: $(cat "$work/err")"; status=1; }
+printf 'func f {arena=0} {\n  %%0 = input @x : f32[4]\n  %%1 = gelu %%0 : f32[8]\n}\n' >"$work/verify.ir"
+expect "verify.ir: the input fails verification \(before pass fusion\)" "$work/verify.ir" --pass fusion
+printf 'func f {arena=0} {\n  %%0 = input @x : f32[4]\n  %%1 = gelu %%0 : f32[4]\n}\n' >"$work/ok.ir"
+"$mcc" opt "$work/ok.ir" --pass fusion >"$work/out" 2>"$work/err" && grep -q "gelu %0 : f32\[4\]" "$work/out" ||
+  { echo "FAIL: mcc opt on a well-formed module: $(cat "$work/err")"; status=1; }
+[ $status = 0 ] && echo "mcc opt errors ok"
+exit $status
