@@ -9,7 +9,7 @@ export NCCL_NVLS_ENABLE=0
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 
 # numerics REF LOGDIR RUN...: each tiny model's devrun/bin/<model>-cuda-<variant> on two GPUs under
-# MCC_COMM_LANES=<lanes> (RUN = variant:lanes; "variant:" sets it empty: NCCL's kernels) against
+# MCC_COMM_LANES=<lanes> (RUN = variant:lanes; "variant:" runs it as none: NCCL's kernels) against
 # <model>-cuda<REF> on one, 10 steps, compared by tests/compare_dumps.py: a line each, and
 # " !variant:lanes;" appended to $numerics_failed for each that did not pass.
 numerics_failed=""
@@ -21,7 +21,7 @@ numerics() {
     timeout 60 devrun/bin/$m-cuda$ref $data --dump-dir /tmp/numerics-ref-$m > /dev/null 2>&1
     for run in "$@"; do
       v=${run%%:*} lanes=${run#*:}
-      MCC_COMM_LANES=$lanes timeout 90 devrun/bin/$m-cuda-$v --nproc-per-node 2 $data --dump-dir /tmp/numerics-$v-$m \
+      MCC_COMM_LANES=${lanes:-none} timeout 90 devrun/bin/$m-cuda-$v --nproc-per-node 2 $data --dump-dir /tmp/numerics-$v-$m \
         > "$logs/$m-$v-${lanes:-main}.log" 2>&1
       rc=$?
       verdict=$(python3 tests/compare_dumps.py --cpu /tmp/numerics-ref-$m --gpu /tmp/numerics-$v-$m 2>&1 | tail -1)

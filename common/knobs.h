@@ -11,12 +11,14 @@
 #include <stddef.h>
 
 typedef enum { KNOB_BOOL, KNOB_INT, KNOB_NUM, KNOB_ENUM, KNOB_PATH } knob_kind;
-typedef enum { KNOB_MCC = 1, KNOB_TRAIN_RANK = 2 } knob_reader;
+typedef enum { KNOB_MCC = 1, KNOB_TRAIN_RANK = 2, KNOB_BENCH = 4 /* a bench script */ } knob_reader;
 
-/* X(ID, kind, default, choices ("a|b": the enum's values, first line of a bool "0|1"), min, max
- * (int and num), reader, meaning). The variable is MCC_<ID>; an unset or empty one takes the
- * default. ORDER: README.md's table. */
+/* X(ID, kind, default, choices ("a|b": an enum's values; a bool's are "0|1"), min, max (an int in
+ * [min, max], a num in (min, max]), reader, meaning). The variable is MCC_<ID>; an unset or empty
+ * one takes the default. ORDER: README.md's Knobs table. */
 #define KNOB_TABLE(X)                                                                                                 \
+    X(ANCHORS, KNOB_PATH, "", NULL, 0, 0, KNOB_BENCH,                                                                 \
+      "bench/torch_ddp_baseline.py: the folder of the PyTorch baseline torch_baseline.py (unset: devrun/anchors)")    \
     X(ATTENTION, KNOB_ENUM, "auto", "auto|mcc|cudnn", 0, 0, KNOB_TRAIN_RANK,                                          \
       "attention kernels: auto = cuDNN's where it has an engine for the shape, else mcc's; cudnn makes a missing "    \
       "engine an error")                                                                                              \

@@ -45,7 +45,9 @@ static void plot_add(plot_series *s, double x, double y)
     s->y[s->n++] = y;
 }
 
-/* Every record's numbers into the series; false with a message naming the line. A last line
+/* Every record's numbers into the series; false with a message naming the line. A record with
+ * none of the series' keys adds nothing: the one opening a run with MCC_ variables set,
+ * {"iteration": 0, "knobs": {...}} (runtime/metrics.h), is read past. A last line
  * without its newline that does not parse is a record cut by a killed run: skipped, with a
  * warning; a bad line anywhere else is an error. */
 static bool plot_read(const char *path, plot_series *series, char *err, size_t errlen)

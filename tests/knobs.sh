@@ -27,7 +27,7 @@ refused() {
   done
 }
 refused MCC_COMM_LANE=copy "MCC_COMM_LANE is not an mcc environment variable: did you mean MCC_COMM_LANES?"
-refused MCC_NO_SUCH_THING=1 "MCC_NO_SUCH_THING is not an mcc environment variable; unset it. The knobs are: MCC_ATTENTION"
+refused MCC_NO_SUCH_THING=1 "MCC_NO_SUCH_THING is not an mcc environment variable; unset it. The knobs are: MCC_ANCHORS MCC_ATTENTION"
 refused MCC_COMM_LANES=cpoy \
   "MCC_COMM_LANES=cpoy: expects one of copy|side|side,copy|none (did you mean copy?); unset it for the default (copy)"
 refused MCC_TP_NCCL_CTAS=abc "MCC_TP_NCCL_CTAS expects an integer in 1..64, got 'abc'; unset it for the default (64)"
