@@ -28,7 +28,7 @@ grep -q "^         \^ column 8$" "$work/err" || { echo "FAIL: no caret under col
 printf 'func f {arena=0} {\n  %%0 = input @x : f32[4]\n  %%1 = gelu %%0 : f32[8]\n}\n' >"$work/verify.ir"
 expect "verify.ir: the input fails verification \(before pass fusion\)" "$work/verify.ir" --pass fusion
 printf 'func f {arena=0} {\n  %%0 = input @x : f32[4]\n  %%1 = gelu %%0 : f32[4]\n}\n' >"$work/ok.ir"
-"$mcc" opt "$work/ok.ir" --pass fusion >"$work/out" 2>"$work/err" && grep -q "gelu %0 : f32\[4\]" "$work/out" ||
+{ "$mcc" opt "$work/ok.ir" --pass fusion >"$work/out" 2>"$work/err" && grep -q "gelu %0 : f32\[4\]" "$work/out"; } ||
   { echo "FAIL: mcc opt on a well-formed module: $(cat "$work/err")"; status=1; }
 [ $status = 0 ] && echo "mcc opt errors ok"
 exit $status
