@@ -225,20 +225,6 @@ int ir_seq_dim(const ir_instr *in) { return in->attr[2] != 0 ? 0 : 1; }
 
 int64_t ir_seq_orows(const ir_instr *in, const ir_type *t) { return ir_seq_dim(in) == 0 ? 1 : t->dims[0]; }
 
-bool ir_op_communicates(ir_op op)
-{
-    switch (op) {
-    case IR_OP_ALL_REDUCE: case IR_OP_ALL_REDUCE_INPLACE: case IR_OP_REDUCE_SCATTER: case IR_OP_ALL_GATHER:
-    case IR_OP_ALL_GATHER_SEQ: case IR_OP_REDUCE_SCATTER_SEQ: case IR_OP_ALL_GATHER_MATMUL:
-    case IR_OP_MATMUL_REDUCE_SCATTER: case IR_OP_MATMUL_ADD_REDUCE_SCATTER:
-        return true;
-    default:
-        return false;
-    }
-}
-
-bool ir_is_view_op(ir_op op) { return op == IR_OP_RESHAPE || op == IR_OP_ROWS; }
-
 int64_t ir_view_offset_in(const ir_instr *in, const ir_type *operand)
 {
     if (in->op != IR_OP_ROWS)
@@ -250,7 +236,7 @@ int64_t ir_view_offset(const ir_func *f, const ir_instr *in) { return ir_view_of
 
 bool ir_overlapped(const ir_instr *in)
 {
-    return (in->op == IR_OP_REDUCE_SCATTER_SEQ || in->op == IR_OP_ALL_GATHER_SEQ) && in->attr[1] != 0;
+    return ir_op_has(in->op, IR_OPF_SEQ_COLLECTIVE) && in->attr[1] != 0;
 }
 
 const char *ir_global_of(const ir_func *f, int v)
@@ -267,8 +253,7 @@ int ir_global_index_of(const ir_module *m, const ir_func *f, int v)
 
 bool ir_writes_global(const ir_func *f, const ir_instr *in)
 {
-    return (in->op == IR_OP_ACCUMULATE || in->op == IR_OP_COPY || in->op == IR_OP_MATMUL_ACCUMULATE) &&
-           ir_global_of(f, in->args[0]) != NULL;
+    return ir_op_has(in->op, IR_OPF_STORES_GLOBAL) && ir_global_of(f, in->args[0]) != NULL;
 }
 
 bool ir_reads(const ir_instr *in, int v)
@@ -454,17 +439,11 @@ int ir_reshape(ir_module *m, ir_func *f, int a, int ndim, const int64_t *dims)
     return ir_emit(m, f, IR_OP_RESHAPE, &a, 1, NULL, NULL, &t);
 }
 
-bool ir_copy_lane_op(ir_op op)
-{
-    return op == IR_OP_ALL_GATHER_SEQ || op == IR_OP_ALL_GATHER_MATMUL || op == IR_OP_MATMUL_REDUCE_SCATTER ||
-           op == IR_OP_MATMUL_ADD_REDUCE_SCATTER || op == IR_OP_REDUCE_SCATTER_SEQ;
-}
-
 bool ir_axis_moves_activations(const ir_module *m, ir_axis axis)
 {
     for (int f = 0; f < m->nfuncs; f++)
         for (int i = 0; i < m->funcs[f]->ninstrs; i++)
-            if (ir_copy_lane_op(m->funcs[f]->instrs[i].op) && (ir_axis)m->funcs[f]->instrs[i].attr[0] == axis)
+            if (ir_op_has(m->funcs[f]->instrs[i].op, IR_OPF_COPY_LANE) && (ir_axis)m->funcs[f]->instrs[i].attr[0] == axis)
                 return true;
     return false;
 }

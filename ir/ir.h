@@ -184,10 +184,7 @@ int64_t ir_seq_orows(const ir_instr *in, const ir_type *t);
 /* Bytes a global of `bytes` occupies in the runtime's slab of globals: whole 256-byte units, so
  * every global starts aligned for vector loads, cuBLASLt and NCCL. */
 static inline size_t ir_global_span(size_t bytes) { return (bytes + 255) / 256 * 256; }
-/* The sequence-parallel collectives whose buffers the copy engines may move (all_gather_seq,
- * reduce_scatter_seq and the fused ones). */
-bool ir_copy_lane_op(ir_op op);
-/* Whether m has such collectives over `axis`: its copy lane then moves activations (the arena),
+/* Whether m has copy-lane collectives (IR_OPF_COPY_LANE) over `axis`: its copy lane then moves activations (the arena),
  * else gradient buckets (the globals). */
 bool ir_axis_moves_activations(const ir_module *m, ir_axis axis);
 /* The bytes of the largest reduce_scatter_seq operand with one block per rank (split by batch
@@ -197,10 +194,6 @@ size_t ir_seq_exchange_bytes(const ir_module *m);
  * (all_reduce_inplace on the comm stream) over an axis without sequence collectives: the
  * exchange buffer its copy lane needs. 0: no such bucket. */
 size_t ir_bucket_exchange_bytes(const ir_module *m);
-/* Whether op talks to other ranks: a collective, or an op with one inside (the fused ones). */
-bool ir_op_communicates(ir_op op);
-/* Ops whose result is a view of their operand's bytes (@view after memory_plan): reshape, rows. */
-bool ir_is_view_op(ir_op op);
 /* Where a view op's result starts in its operand (of type `operand`), in bytes (rows: first *
  * the bytes of a row); ir_view_offset finds the operand's type in f. */
 int64_t ir_view_offset_in(const ir_instr *in, const ir_type *operand);

@@ -11,10 +11,7 @@ extern const char *const ir_global_kind_names[IR_NUM_GLOBAL_KINDS];
 extern const char *const ir_init_names[IR_NUM_INITS];
 
 /* input, global and output name their tensor with @sym; no other op does. */
-static inline bool ir_op_takes_sym(ir_op op)
-{
-    return op == IR_OP_INPUT || op == IR_OP_GLOBAL || op == IR_OP_OUTPUT;
-}
+static inline bool ir_op_takes_sym(ir_op op) { return ir_op_has(op, IR_OPF_SYM); }
 
 /* Names (globals, functions, @syms, config keys) are printed bare, so only names the parser reads
  * back as one word are allowed: a letter or '_', then letters, digits, '_', '.', '-'. */

@@ -228,9 +228,6 @@ static bool writes_global(const ir_instr *in, int a)
     }
 }
 
-/* Ops whose result type is written in the instruction rather than inferred (ir_emit's explicit_type). */
-static bool explicit_type(ir_op op) { return op == IR_OP_INPUT || op == IR_OP_FILL || op == IR_OP_RESHAPE; }
-
 static bool verify_operands(verifier *v, int i)
 {
     const ir_func *f = v->f;
@@ -258,7 +255,7 @@ static bool verify_types(verifier *v, int i)
     ir_type *argt = malloc(sizeof(ir_type) * (size_t)in->nargs), res[IR_MAX_RES] = {0};
     for (int a = 0; a < in->nargs; a++)
         argt[a] = f->vals[in->args[a]].type;
-    if (explicit_type(in->op))
+    if (ir_op_has(in->op, IR_OPF_EXPLICIT_TYPE))
         res[0] = f->vals[in->res[0]].type;
     char why[256];
     bool ok = info->infer(v->m, in, argt, res, why, sizeof why);
@@ -302,7 +299,7 @@ static bool verify_placement(verifier *v, int i, int x)
         return ifail(v, i, "%%%d has no memory placement (@+offset, @view or @global)", x);
     if ((op == IR_OP_GLOBAL) != (val->mem == IR_MEM_GLOBAL))
         return ifail(v, i, "%%%d: @global is the placement of global results, and only of them", x);
-    if (val->mem == IR_MEM_VIEW && !ir_is_view_op(op))
+    if (val->mem == IR_MEM_VIEW && !ir_op_has(op, IR_OPF_VIEW))
         return ifail(v, i, "%%%d: only reshape and rows results can be @view", x);
     if (val->mem == IR_MEM_ARENA && (val->offset < 0 || val->offset % 64))
         return ifail(v, i, "%%%d: arena offset %lld is not a non-negative multiple of 64", x, (long long)val->offset);

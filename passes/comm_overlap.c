@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool is_work(ir_op op) { return op != IR_OP_GLOBAL && !ir_is_view_op(op); }
+static bool is_work(ir_op op) { return op != IR_OP_GLOBAL && !ir_op_has(op, IR_OPF_VIEW); }
 
 /* Whether real work lies between instruction i and the first instruction reading value v. */
 static bool work_before_use(const ir_func *f, int i, int v)
@@ -68,7 +68,7 @@ static double accumulate_flops(const ir_func *f, int k) { return ir_work_macs(f,
 static int next_seq_collective(const ir_func *f, int i)
 {
     for (int j = i + 1; j < f->ninstrs; j++)
-        if (f->instrs[j].op == IR_OP_REDUCE_SCATTER_SEQ || f->instrs[j].op == IR_OP_ALL_GATHER_SEQ)
+        if (ir_op_has(f->instrs[j].op, IR_OPF_SEQ_COLLECTIVE))
             return j;
     return -1;
 }
@@ -153,8 +153,7 @@ static void overlap_func(ir_module *m, int fi)
         ranks = 2;
     for (int i = 0; i < n; i++) {
         const ir_instr *in = &src->instrs[i];
-        bool seq = in->op == IR_OP_REDUCE_SCATTER_SEQ || in->op == IR_OP_ALL_GATHER_SEQ;
-        if (seq) {
+        if (ir_op_has(in->op, IR_OPF_SEQ_COLLECTIVE)) {
             /* the collective moves up to right after its operand; beside it, the weight gradients
              * carried here (those that may wait so long; the others stay where they were) and the
              * new ones since the previous collective, oldest first, until their work covers its
@@ -198,7 +197,7 @@ static void overlap_func(ir_module *m, int fi)
                 carry[ncarry++] = cand[k];
             carried_at = p;
         }
-        if (ir_op_communicates(in->op))
+        if (ir_op_has(in->op, IR_OPF_COLLECTIVE))
             last_collective = i;
     }
     for (int k = 0; k < ncarry; k++) /* nothing after to hide: where they were last placed */
@@ -214,7 +213,7 @@ static void overlap_func(ir_module *m, int fi)
     }
     for (int i = 0; i < dst->ninstrs; i++) {
         ir_instr *in = &dst->instrs[i];
-        if (in->op == IR_OP_REDUCE_SCATTER_SEQ || in->op == IR_OP_ALL_GATHER_SEQ)
+        if (ir_op_has(in->op, IR_OPF_SEQ_COLLECTIVE))
             in->attr[1] = work_before_use(dst, i, in->res[0]); /* what ir_overlapped reads */
     }
     ir_func_replace(m, fi, dst);
@@ -229,11 +228,6 @@ static void overlap_func(ir_module *m, int fi)
 }
 
 /* --- two chains (tp_comm_interleave): each one's collectives beside the other's work ---------- */
-
-static bool is_seq_collective(const ir_instr *in)
-{
-    return in->op == IR_OP_REDUCE_SCATTER_SEQ || in->op == IR_OP_ALL_GATHER_SEQ;
-}
 
 static bool assigns(const ir_instr *in)
 {
@@ -360,13 +354,16 @@ typedef struct {
     const unsigned *chain;          /* per instruction: chains_of */
 } sched_state;
 
-static bool want_collective(const ir_func *f, int i, const void *ctx) { return is_seq_collective(&f->instrs[i]); }
+static bool want_collective(const ir_func *f, int i, const void *ctx)
+{
+    return ir_op_has(f->instrs[i].op, IR_OPF_SEQ_COLLECTIVE);
+}
 
 static bool want_independent(const ir_func *f, int i, const void *ctx)
 {
     const sched_state *st = ctx;
     const ir_instr *in = &f->instrs[i];
-    return !is_seq_collective(in) && (st->inflight < 0 || !ir_reads(in, f->instrs[st->inflight].res[0]));
+    return !ir_op_has(in->op, IR_OPF_SEQ_COLLECTIVE) && (st->inflight < 0 || !ir_reads(in, f->instrs[st->inflight].res[0]));
 }
 
 /* Work no collective waits for (weight gradients) that two collectives have gone by since it
@@ -417,7 +414,7 @@ static double *work_to_collective(const ir_func *f)
         after[i] = HUGE_VAL;
     for (int j = n - 1; j >= 0; j--) {
         const ir_instr *in = &f->instrs[j];
-        d[j] = is_seq_collective(in) ? 0 : ir_work_macs(f, in) + after[j];
+        d[j] = ir_op_has(in->op, IR_OPF_SEQ_COLLECTIVE) ? 0 : ir_work_macs(f, in) + after[j];
         for (int a = 0; a < in->nargs; a++) {
             int i = f->vals[in->args[a]].def;
             after[i] = d[j] < after[i] ? d[j] : after[i];
@@ -481,7 +478,7 @@ static void interleave_func(ir_module *m, int fi)
         const ir_instr *in = &src->instrs[pick];
         ready_remove(&ready, pick);
         order[count++] = pick;
-        if (is_seq_collective(in)) {
+        if (ir_op_has(in->op, IR_OPF_SEQ_COLLECTIVE)) {
             st.inflight = pick;
             st.issued++;
             covered = 0;
@@ -510,7 +507,7 @@ static void interleave_func(ir_module *m, int fi)
         ir_copy_instr(m, dst, src, &src->instrs[order[k]], map);
     for (int i = 0; i < dst->ninstrs; i++) {
         ir_instr *in = &dst->instrs[i];
-        if (is_seq_collective(in))
+        if (ir_op_has(in->op, IR_OPF_SEQ_COLLECTIVE))
             in->attr[1] = work_before_use(dst, i, in->res[0]); /* what ir_overlapped reads */
     }
     fix_first_writes(m, dst);

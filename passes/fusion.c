@@ -231,7 +231,7 @@ static bool plain_matmul(const ir_func *f, const fusion_plan *fp, int j)
  * hides the collective beside those GEMMs instead. */
 static bool weight_grads_before(const ir_func *f, int i)
 {
-    for (int k = i - 1; k >= 0 && !ir_op_communicates(f->instrs[k].op); k--)
+    for (int k = i - 1; k >= 0 && !ir_op_has(f->instrs[k].op, IR_OPF_COLLECTIVE); k--)
         if (ir_writes_global(f, &f->instrs[k]))
             return true;
     return false;

@@ -80,7 +80,7 @@ static int64_t arena_size(const ir_value *v)
  * any view) is this instruction. */
 static int inplace_donor(const ir_func *f, const ir_instr *in, int i, const int *root, const int *last, arena *a)
 {
-    if (!in->nres || ir_is_view_op(in->op) || in->op == IR_OP_GLOBAL)
+    if (!in->nres || ir_op_has(in->op, IR_OPF_VIEW) || in->op == IR_OP_GLOBAL)
         return -1;
     for (int k = 0; k < in->nargs && k < 32; k++) {
         if (!(ir_ops[in->op].inplace & (1u << k)))
@@ -104,7 +104,7 @@ static void lifetimes(const ir_func *f, int *root, int *last)
     }
     for (int i = 0; i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
-        if (ir_is_view_op(in->op))
+        if (ir_op_has(in->op, IR_OPF_VIEW))
             root[in->res[0]] = storage_root(root, in->args[0]);
         for (int a = 0; a < in->nargs; a++) {
             int r = storage_root(root, in->args[a]), end = in->op == IR_OP_OUTPUT ? f->ninstrs : ir_reads_until(f, i);
@@ -134,7 +134,7 @@ static void plan_func(ir_func *f)
                 v->mem = IR_MEM_GLOBAL;
                 continue;
             }
-            if (ir_is_view_op(in->op)) {
+            if (ir_op_has(in->op, IR_OPF_VIEW)) {
                 v->mem = IR_MEM_VIEW;
                 continue;
             }

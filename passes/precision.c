@@ -14,14 +14,15 @@ static bool retype(ir_module *m, ir_func *f, char *err, size_t errlen)
 {
     for (int i = 0; i < f->ninstrs; i++) {
         ir_instr *in = &f->instrs[i];
-        if (in->nres == 0 || in->op == IR_OP_INPUT || in->op == IR_OP_FILL)
+        bool explicit_type = ir_op_has(in->op, IR_OPF_EXPLICIT_TYPE);
+        if (in->nres == 0 || (explicit_type && in->nargs == 0)) /* input, fill: nothing to follow */
             continue;
         ir_type args[in->nargs ? in->nargs : 1], res[IR_MAX_RES];
         for (int a = 0; a < in->nargs; a++)
             args[a] = f->vals[in->args[a]].type;
         for (int r = 0; r < in->nres; r++)
             res[r] = f->vals[in->res[r]].type;
-        if (in->op == IR_OP_RESHAPE)
+        if (explicit_type) /* reshape: its own shape, its operand's dtype */
             res[0].dtype = args[0].dtype;
         char why[256];
         if (!ir_ops[in->op].infer(m, in, args, res, why, sizeof why))

@@ -34,11 +34,9 @@ static int layer_of(const ir_func *f, const ir_instr *in, int depth)
     return -1;
 }
 
-static bool is_activation(ir_op op) { return op == IR_OP_GELU || op == IR_OP_SILU || op == IR_OP_SWIGLU; }
-
 static bool recomputable(ir_op op, bool norms_too)
 {
-    return is_activation(op) || (norms_too && (op == IR_OP_LAYERNORM || op == IR_OP_RMSNORM || op == IR_OP_MUL));
+    return ir_op_has(op, IR_OPF_RECOMPUTE_ACTIVATION) || (norms_too && ir_op_has(op, IR_OPF_RECOMPUTE_SELECTIVE));
 }
 
 /* Whether instruction `in` lies in a layer recompute_num_layers covers (every layer when 0). */

@@ -34,15 +34,16 @@ typedef enum {
     RT_EW_FILL,                     /* r := attr */
 } rt_elementwise_kind;
 
+/* The ops flagged IR_OPF_ELEMENTWISE (ops.def); their operand and result counts say the kind. */
 static inline rt_elementwise_kind rt_elementwise_kind_of(ir_op op)
 {
-    switch (op) {
-    case IR_OP_SCALE: case IR_OP_GELU: case IR_OP_SILU: case IR_OP_SQRT: return RT_EW_UNARY;
-    case IR_OP_ADD: case IR_OP_MUL: case IR_OP_GELU_GRAD: case IR_OP_SILU_GRAD: return RT_EW_BINARY;
-    case IR_OP_ACCUMULATE: case IR_OP_COPY: return RT_EW_INTO;
-    case IR_OP_FILL: return RT_EW_FILL;
-    default: return RT_EW_NONE;
-    }
+    if (!ir_op_has(op, IR_OPF_ELEMENTWISE))
+        return RT_EW_NONE;
+    if (ir_ops[op].nres == 0)
+        return RT_EW_INTO;
+    if (ir_ops[op].nargs == 0)
+        return RT_EW_FILL;
+    return ir_ops[op].nargs == 1 ? RT_EW_UNARY : RT_EW_BINARY;
 }
 
 typedef void (*rt_elementwise_fn)(float *r, const float *a, const float *b, int64_t n, float attr);

@@ -75,7 +75,7 @@ static void lanes_needed(const ir_module *m, ir_axis axis, bool *side, bool *cop
     for (int f = 0; f < m->nfuncs; f++)
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
             const ir_instr *in = &m->funcs[f]->instrs[i];
-            bool copyable = ir_copy_lane_op(in->op);
+            bool copyable = ir_op_has(in->op, IR_OPF_COPY_LANE);
             if (!(copyable || in->op == IR_OP_ALL_REDUCE_INPLACE) || (ir_axis)in->attr[0] != axis)
                 continue;
             *side |= ir_on_comm_stream(in);
@@ -94,7 +94,7 @@ static uint64_t window_layout(const ir_module *m, bool activations, size_t windo
     for (int f = 0; activations && f < m->nfuncs; f++)
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
             const ir_instr *in = &m->funcs[f]->instrs[i];
-            if (!ir_copy_lane_op(in->op))
+            if (!ir_op_has(in->op, IR_OPF_COPY_LANE))
                 continue;
             h = (h ^ (uint64_t)f) * 1099511628211ull;
             h = (h ^ (uint64_t)i) * 1099511628211ull;

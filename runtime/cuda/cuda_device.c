@@ -201,7 +201,7 @@ static void profile_print(const ir_module *m, const profile *pr)
 static bool has_collective(const ir_func *f)
 {
     for (int i = 0; i < f->ninstrs; i++)
-        if (ir_op_communicates(f->instrs[i].op))
+        if (ir_op_has(f->instrs[i].op, IR_OPF_COLLECTIVE))
             return true;
     return false;
 }
