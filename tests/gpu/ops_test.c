@@ -4,7 +4,8 @@
  * element a kernel never writes fails; each op then runs a second time and must give the same
  * bits (the reductions are meant to be deterministic). Shapes are off the block sizes, with
  * d = 768 and a 50257 vocabulary. A failure names the op, dtype, shape, output and error; a case
- * whose op is not in ir/ops.def, or has no launcher, fails. */
+ * whose op is not in ir/ops.def, or has no launcher, fails, and so does an op without a case that
+ * exempt[] does not name (check_coverage). */
 #include "codegen/cuda/cuda_codegen.h"
 #include "runtime/cuda/cuda_ctx.h"
 #include "tests/gpu/gpu_util.h"
@@ -62,6 +63,8 @@ static const op_case cases[] = {
      {TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027)}},
     {"sqrt", "[999]", {0}, 1, 1, {TEN('P', 1, 999)}, {TEN('x', 1, 999)}},
     {"reshape", "[6,10]->[60]", {0}, 1, 1, {TEN('x', 2, 6, 10)}, {TEN('x', 1, 60)}},
+    {"rows", "[7,1001] rows 2..4", {2, 3}, 1, 1, {TEN('x', 2, 7, 1001)}, {TEN('x', 2, 3, 1001)}},
+    {"concat_rows", "[3,1001] ++ [4,1001]", {0}, 2, 1, {TEN('x', 2, 3, 1001), TEN('x', 2, 4, 1001)}, {TEN('x', 2, 7, 1001)}},
     {"sum_rows", "[1030,300]", {0}, 1, 1, {TEN('x', 2, 1030, 300)}, {TEN('x', 1, 300)}},
     {"sum_rows", "[20000,33]", {0}, 1, 1, {TEN('x', 2, 20000, 33)}, {TEN('x', 1, 33)}},
     {"sum_rows", "[3000,768] (16-byte loads)", {0}, 1, 1, {TEN('x', 2, 3000, 768)}, {TEN('x', 1, 768)}},
@@ -121,6 +124,7 @@ static const op_case cases[] = {
      {TEN('x', 2, 111, 1600), IDS(3200, 1, 111), TEN('f', 1, 111)}, {TEN('f', 2, 111, 2)}},
     {"ce_row_stats", "[37,129] vocab_start 129", {129}, 3, 1, {TEN('x', 2, 37, 129), IDS(258, 1, 37), TEN('f', 1, 37)},
      {TEN('f', 2, 37, 2)}},
+    {"ce_loss", "[111,2] stats", {0}, 2, 1, {TEN('p', 2, 111, 2), TEN('f', 1, 111)}, {F32_SCALAR}},
     {"ce_grad_sharded", "[111,1600] vocab_start 800 (16-byte loads)", {800}, 5, 1,
      {SCALAR(1.7), TEN('x', 2, 111, 1600), IDS(3200, 1, 111), TEN('f', 1, 111), TEN('p', 2, 111, 2)},
      {TEN('x', 2, 111, 1600)}},
@@ -130,6 +134,7 @@ static const op_case cases[] = {
     {"copy", "[1001,7] := f32[1001,7]", {0}, 2, 0, .args = {OUT('x', 2, 1001, 7), TEN('f', 2, 1001, 7)}},
     {"copy", "f32[1001,7] := [1001,7]", {0}, 2, 0, .args = {OUT('f', 2, 1001, 7), TEN('x', 2, 1001, 7)}},
     {"zero", "[3001]", {0}, 1, 0, .args = {OUT('x', 1, 3001)}},
+    {"local_shard", "[3001] over tp of 1 rank", {IR_AXIS_TP}, 1, 1, {TEN('x', 1, 3001)}, {TEN('x', 1, 3001)}},
     {"clip_coef", "sumsq=900 max_norm=1", {1.0}, 1, 1, {SCALAR(900)}, {F32_SCALAR}},
     {"clip_coef", "sumsq=0.25 max_norm=1", {1.0}, 1, 1, {SCALAR(0.25)}, {F32_SCALAR}},
     {"clip_coef", "max_norm=0", {0.0}, 1, 1, {SCALAR(900)}, {F32_SCALAR}},
@@ -147,6 +152,54 @@ static op_case sum_squares_case(void)
     for (int i = 0; i < c.nargs; i++)
         c.args[i] = (tensor_spec)TEN(i % 2 ? 'x' : 'f', 1, 1 + (int64_t)i * i * 17);
     return c;
+}
+
+/* Ops the CUDA device runs without a case here, and where each is tested instead. The collectives
+ * (IR_OPF_COLLECTIVE) need a group of ranks, which one process has not: the multi-GPU runs
+ * (bench/) cover them. */
+static const struct {
+    const char *op, *why;
+} exempt[] = {
+    {"input", "no kernel: the device binds the host's tensor (an empty launcher)"},
+    {"global", "no kernel: the device binds the global's bytes in the slab (an empty launcher)"},
+    {"output", "no kernel: the runtime reads the value back (an empty launcher)"},
+    {"dropout", "tests/gpu/dropout_test.c: the GPU's mask element by element against the CPU's"},
+    {"attention", "tests/gpu/attention_test.c: cuDNN's and mcc's kernels against the CPU"},
+    {"attention_grad", "tests/gpu/attention_test.c: cuDNN's and mcc's kernels against the CPU"},
+    {"attention_dropout", "tests/gpu/dropout_test.c: y and lse against the CPU's, the same mask"},
+    {"attention_dropout_grad", "tests/gpu/dropout_test.c: dq, dk, dv against the CPU's, the same mask"},
+};
+#define NEXEMPT (int)(sizeof exempt / sizeof exempt[0])
+
+/* As tests/gradcheck_test.c does for gradients: every op of ir/ops.def (each has a launcher) has
+ * a case, or an exemption saying where it is tested; an exemption of an op with a case, or of no
+ * op, fails too. Needs no GPU: it runs first. */
+static int check_coverage(const op_case *extra)
+{
+    int missing = 0;
+    for (int op = 0; op < IR_NUM_OPS; op++) {
+        bool has_case = ir_op_by_name(extra->op) == op;
+        for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]) && !has_case; i++)
+            has_case = ir_op_by_name(cases[i].op) == op;
+        int e = 0;
+        while (e < NEXEMPT && ir_op_by_name(exempt[e].op) != op)
+            e++;
+        bool exempted = e < NEXEMPT || ir_op_has(op, IR_OPF_COLLECTIVE);
+        if (has_case == exempted) {
+            fprintf(stderr, has_case ? "FAIL coverage: %s has a case and an exemption: remove it from exempt[]\n"
+                                     : "FAIL coverage: %s has a launcher but no case: add one to cases[] (or, tested "
+                                       "elsewhere, to exempt[] with where)\n",
+                    ir_ops[op].name);
+            missing++;
+        }
+    }
+    for (int e = 0; e < NEXEMPT; e++)
+        if (ir_op_by_name(exempt[e].op) < 0) {
+            fprintf(stderr, "FAIL coverage: exempt[] names %s, which is not in ir/ops.def: rename or remove it\n",
+                    exempt[e].op);
+            missing++;
+        }
+    return missing;
 }
 
 /* --- values ----------------------------------------------------------------------------------- */
@@ -360,6 +413,9 @@ static int run_case(rt_cuda_ctx *cx, const op_case *c, ir_dtype dt)
 
 int main(void)
 {
+    static op_case sumsq;
+    sumsq = sum_squares_case();
+    int failures = check_coverage(&sumsq);
     char err[8192];
     void *image;
     size_t size;
@@ -372,9 +428,7 @@ int main(void)
         fprintf(stderr, "FAIL: %s\n", err);
         return 1;
     }
-    static op_case sumsq;
-    sumsq = sum_squares_case();
-    int failures = 0, ncases = (int)(sizeof cases / sizeof cases[0]);
+    int ncases = (int)(sizeof cases / sizeof cases[0]);
     ir_dtype dtypes[] = {IR_F32, IR_BF16};
     for (int d = 0; d < 2; d++) {
         for (int i = 0; i < ncases; i++)
