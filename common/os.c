@@ -1,8 +1,9 @@
-/* os.c — a monotonic clock and mkdir -p (os.h). */
+/* os.c — a monotonic clock, reading a whole file, mkdir -p (os.h). */
 #include "common/os.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -12,6 +13,34 @@ double os_now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+char *os_read_file(const char *path, size_t *n, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap + 1);
+    for (size_t got; buf && (got = fread(buf + len, 1, cap - len, f)) > 0;) {
+        len += got;
+        char *bigger = len == cap ? realloc(buf, (cap *= 2) + 1) : buf;
+        if (!bigger)
+            free(buf);
+        buf = bigger;
+    }
+    int bad = !buf ? ENOMEM : ferror(f) ? EIO : 0;
+    fclose(f);
+    if (bad) {
+        snprintf(err, errlen, "%s: cannot read: %s", path, strerror(bad));
+        free(buf);
+        return NULL;
+    }
+    buf[len] = '\0';
+    *n = len;
+    return buf;
 }
 
 bool os_mkdirs(const char *dir, char *err, size_t errlen)

@@ -1,5 +1,5 @@
 /* os.h — the few operating-system helpers mcc and train_rank both need, written once: a
- * monotonic clock and mkdir -p that says what failed. */
+ * monotonic clock, reading a whole file, and mkdir -p that says what failed. */
 #ifndef MCC_OS_H
 #define MCC_OS_H
 
@@ -8,6 +8,10 @@
 
 /* Seconds on the monotonic clock (for durations only). */
 double os_now_s(void);
+
+/* The whole file at path (a pipe too), NUL-terminated after its *n bytes (malloc'd: free it).
+ * NULL with "PATH: cannot read: <reason>" in err. */
+char *os_read_file(const char *path, size_t *n, char *err, size_t errlen);
 
 /* Creates dir and its missing parents (mkdir -p). False with "cannot create directory D:
  * <reason>" or "D exists and is not a directory" in err. */

@@ -263,24 +263,6 @@ static int cmd_ir(int argc, char **argv)
     return 0;
 }
 
-/* The whole text file at path, NUL-terminated (malloc'd); NULL with a message naming it. */
-static char *read_text(const char *path, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    long n = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    char *text = n >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)n + 1) : NULL;
-    bool ok = text && fread(text, 1, (size_t)n, f) == (size_t)n;
-    if (f)
-        fclose(f);
-    if (!ok) {
-        snprintf(err, errlen, "%s: cannot read it (%s)", path, f ? "read error" : strerror(errno));
-        free(text);
-        return NULL;
-    }
-    text[n] = '\0';
-    return text;
-}
-
 /* mcc opt IN.ir --pass NAME [--rank R]: one pass on a module read back from its text (its config
  * block carries the options the passes read), verified before and after, printed: what the pass
  * tests (tests/passes/) run. --rank R sets the config's tp_rank as `mcc ir --rank R` does. */
@@ -309,7 +291,8 @@ static int cmd_opt(int argc, char **argv)
     }
     if (!pass)
         return fail("--pass NAME is required: the one pass to run (mcc ir --list-passes names them)");
-    char *text = read_text(path, err, sizeof err);
+    size_t n;
+    char *text = os_read_file(path, &n, err, sizeof err);
     if (!text)
         return fail(err);
     char why[1024];

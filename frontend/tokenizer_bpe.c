@@ -2,6 +2,7 @@
  * share: added tokens split out of the text, regex pre-tokenization (PCRE2), bytes -> byte
  * tokens, merges by rank (lowest first, leftmost among equals), decode back to bytes. */
 #include "frontend/tokenizer_bpe_impl.h"
+#include "common/os.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -278,28 +279,10 @@ bool tok_byte_level_bytes(const char *s, char *out, size_t *n, uint32_t *bad) {
 }
 
 char *tok_read_file(const char *flag, const char *path, size_t *n, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s %s: cannot read: %s", flag, path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 20;
-    char *buf = malloc(cap + 1);
-    *n = 0;
-    for (size_t got; buf && (got = fread(buf + *n, 1, cap - *n, f)) > 0;) {
-        *n += got;
-        if (*n == cap) buf = realloc(buf, (cap *= 2) + 1);
-    }
-    if (!buf) abort();
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        snprintf(err, errlen, "%s %s: read error", flag, path);
-        free(buf);
-        return NULL;
-    }
-    buf[*n] = '\0';
-    return buf;
+    char why[4200];
+    char *text = os_read_file(path, n, why, sizeof why);
+    if (!text) snprintf(err, errlen, "%s %s", flag, why);
+    return text;
 }
 
 void tok_bpe_free(tok_bpe *t) {

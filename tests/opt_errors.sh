@@ -16,7 +16,7 @@ expect() { # MESSAGE_REGEX ARGS...: exit 2, and stderr matches
   fi
 }
 in=$root/tests/passes/shard_tp2.ir
-expect "$work/none.ir: cannot read it" "$work/none.ir" --pass shard
+expect "$work/none.ir: cannot read: No such file" "$work/none.ir" --pass shard
 expect "--pass NAME is required" "$in"
 expect "shard_tp2.ir: --pass shardd: no such pass \(mcc ir --list-passes" "$in" --pass shardd
 expect "--rank 2: .*shard_tp2.ir's config has 2 ranks.*give 0..1" "$in" --pass shard --rank 2

@@ -76,23 +76,6 @@ static void cache_path(char *out, size_t len, uint64_t hash)
     snprintf(out, len, "%s/kernels-%016llx.cubin", base, (unsigned long long)hash);
 }
 
-static bool read_file(const char *path, void **data, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return false;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    *data = malloc(n > 0 ? (size_t)n : 1);
-    bool ok = n > 0 && fread(*data, 1, (size_t)n, f) == (size_t)n;
-    fclose(f);
-    if (!ok)
-        free(*data);
-    *size = (size_t)n;
-    return ok;
-}
-
 /* Written to a temporary name and renamed, so concurrent compiles never see half a file. A cache
  * that cannot be written costs the next compile its minute: say so. */
 static void write_cache(const char *path, const void *data, size_t size)
@@ -161,8 +144,10 @@ bool cg_cuda_compile_kernels_with(const char *const *defines, int ndefines, void
     compile_options o = options_with(defines, ndefines);
     char path[4096];
     cache_path(path, sizeof path, sources_hash(&o));
-    if (read_file(path, image, size))
-        return true;
+    char why[4200];
+    if ((*image = os_read_file(path, size, why, sizeof why)) && *size > 0)
+        return true; /* a cache miss (no file, or an empty one) compiles */
+    free(*image);
     fprintf(stderr, "mcc: compiling %d CUDA kernel templates with NVRTC for sm_90 (about a minute, once: cached as "
                     "%s for next time)\n", count_kernel_templates(), path);
     double t0 = os_now_s();
