@@ -29,6 +29,7 @@ struct rt_dataset {
     const uint8_t *lengths;     /* i32[nseq] tokens per sequence, inside idx */
     const uint8_t *ptrs;        /* i64[nseq] byte offset of each sequence in .bin, inside idx */
     int64_t *start;             /* [nseq+1] first token of each sequence in the concatenation */
+    char bin_path[4096];        /* for messages */
 };
 
 static uint64_t rt_ds_le(const uint8_t *p, int nbytes) {
@@ -198,6 +199,7 @@ rt_dataset *rt_dataset_open(const char *prefix, char *err, size_t errlen) {
         snprintf(err, errlen, "out of memory opening dataset %s", prefix);
         return NULL;
     }
+    snprintf(d->bin_path, sizeof d->bin_path, "%s", bin_path);
     bool ok = (d->idx = rt_ds_map(idx_path, prefix, &d->idx_size, err, errlen)) &&
               (d->bin = rt_ds_map(bin_path, prefix, &d->bin_size, err, errlen)) &&
               rt_ds_check_header(d, idx_path, err, errlen) &&
@@ -232,16 +234,25 @@ void rt_dataset_read(const rt_dataset *d, int64_t s, int64_t offset, int64_t n, 
     for (int64_t j = 0; j < n; j++) out[j] = (int32_t)rt_ds_token(d, p + j * d->esize);
 }
 
-int rt_dataset_max_token(const rt_dataset *d) {
-    int64_t max = 0;
+bool rt_dataset_check_tokens(const rt_dataset *d, int64_t vocab, char *err, size_t errlen) {
     for (int64_t s = 0; s < d->nseq; s++) {
         const uint8_t *p = d->bin + rt_ds_ptr(d, s);
         for (int64_t j = 0, n = rt_ds_length(d, s); j < n; j++) {
             int64_t t = rt_ds_token(d, p + j * d->esize);
-            if (t < 0 || t > INT32_MAX) return INT32_MAX;
-            if (t > max) max = t;
+            if (t < 0) {
+                snprintf(err, errlen, "%s: sequence %lld holds the negative token id %lld: the file is damaged or "
+                         "not token ids; " RT_DS_RERUN, d->bin_path, (long long)s, (long long)t);
+                return false;
+            }
+            if (t >= vocab) {
+                snprintf(err, errlen, "%s: sequence %lld holds token id %lld but the model's vocabulary is %lld "
+                         "(ids 0..%lld): tokenize with the model's tokenizer, or recompile with --vocab-size %lld "
+                         "or more", d->bin_path, (long long)s, (long long)t, (long long)vocab, (long long)vocab - 1,
+                         (long long)t + 1);
+                return false;
+            }
         }
     }
-    return (int)max;
+    return true;
 }
 

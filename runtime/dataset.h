@@ -2,6 +2,7 @@
 #ifndef MCC_RT_DATASET_H
 #define MCC_RT_DATASET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,9 +27,10 @@ int32_t rt_dataset_sequence_length(const rt_dataset *d, int64_t s);
 /* Tokens [offset, offset+n) of sequence s (inside it) into out: int32[n]. */
 void rt_dataset_read(const rt_dataset *d, int64_t s, int64_t offset, int64_t n, int32_t *out);
 
-/* Largest token id present, to check against vocab_size. A negative id (signed dtypes) or one
- * above INT32_MAX counts as INT32_MAX so that the vocab check rejects it. Scans every token:
+/* Whether every token id is in [0, vocab): false with a message naming PREFIX.bin, the first
+ * sequence with a bad id, the id and the fix (a negative id: a damaged or foreign file; one of
+ * vocab or more: the model's tokenizer or a larger --vocab-size). Scans every token:
  * O(num_tokens), call once at start-up. */
-int rt_dataset_max_token(const rt_dataset *d);
+bool rt_dataset_check_tokens(const rt_dataset *d, int64_t vocab, char *err, size_t errlen);
 
 #endif

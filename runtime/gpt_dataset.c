@@ -602,13 +602,10 @@ void rt_gpt_data_sample(const rt_gpt_data *d, int split, int64_t index, int32_t 
     rt_gpt_split_sample(&d->split[k][split], d->ds[k], index, out);
 }
 
-int rt_gpt_data_max_token(const rt_gpt_data *d) {
-    int max = 0;
-    for (int k = 0; k < d->n; k++) {
-        int m = rt_dataset_max_token(d->ds[k]);
-        if (m > max) max = m;
-    }
-    return max;
+bool rt_gpt_data_check_tokens(const rt_gpt_data *d, int64_t vocab, char *err, size_t errlen) {
+    for (int k = 0; k < d->n; k++)
+        if (!rt_dataset_check_tokens(d->ds[k], vocab, err, errlen)) return false;
+    return true;
 }
 
 void rt_gpt_data_print(const rt_gpt_data *d, FILE *out) {

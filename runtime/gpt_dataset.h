@@ -48,8 +48,9 @@ int64_t rt_gpt_data_num_samples(const rt_gpt_data *d, int split);
  * as Megatron-LM's dataset[index]["text"]. out: int32[seq_length+1]. */
 void rt_gpt_data_sample(const rt_gpt_data *d, int split, int64_t index, int32_t *out);
 
-/* Largest token id over all datasets (see rt_dataset_max_token): O(all tokens), call once. */
-int rt_gpt_data_max_token(const rt_gpt_data *d);
+/* Whether every dataset's token ids are in [0, vocab) (rt_dataset_check_tokens): O(all tokens),
+ * call once. */
+bool rt_gpt_data_check_tokens(const rt_gpt_data *d, int64_t vocab, char *err, size_t errlen);
 
 /* One line per dataset and built split: sequences, tokens per epoch, epochs, samples. */
 void rt_gpt_data_print(const rt_gpt_data *d, FILE *out);

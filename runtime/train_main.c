@@ -550,10 +550,8 @@ static rt_gpt_data *open_data(train_run *r)
         fprintf(stderr, "train_rank: error: %s\n", err);
         exit(1);
     }
-    int max_token = rt_gpt_data_max_token(d), V = r->cfg.vocab_size;
-    if (max_token >= V) {
-        fprintf(stderr, "train_rank: error: --data-path holds token id %d but the model's vocab_size is %d; "
-                        "recompile with --vocab-size %d or more\n", max_token, V, max_token + 1);
+    if (!rt_gpt_data_check_tokens(d, r->cfg.vocab_size, err, sizeof err)) {
+        fprintf(stderr, "train_rank: error: --data-path %s\n", err);
         exit(1);
     }
     return d;

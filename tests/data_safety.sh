@@ -2,8 +2,9 @@
 # data_safety.sh MCC — bad input and interruptions lose no data and crash nothing:
 # (1) a failed `mcc data preprocess` (bad jsonl line, empty input, missing key, SIGTERM) leaves
 #     the dataset already at its prefix byte-identical and no temporary file behind;
-# (2) train_rank refuses a damaged .idx/.bin pair (trailing bytes, another dataset's .bin),
-#     naming the file, with exit status 1;
+# (2) train_rank refuses a damaged .idx/.bin pair (trailing bytes, another dataset's .bin) and
+#     token ids outside the vocabulary (a negative one, one too large), naming the file, with
+#     exit status 1;
 # (3) --split: a zero valid share turns validation off with a warning, a zero train share and
 #     malformed text are errors naming --split;
 # (4) the sample indices' memory is said before building; what cannot fit is refused at once;
@@ -56,6 +57,20 @@ expect 1 "t.idx: 8 trailing bytes after the document index" ./tr --data-path t
 cp good.idx o.idx; cp n_text_document.bin o.bin
 expect 1 "o.bin is 6 bytes, but" ./tr --data-path o
 grep -qF "mcc data preprocess" err.log || fail "the .bin message does not say to rerun mcc data preprocess"
+# token ids outside the vocabulary: a negative one (int32 data) and one of the vocab size or more
+/usr/bin/python3 - <<'PY'
+import struct
+def write(prefix, tokens):  # Megatron's MMIDIDX v1, int32 tokens, one document of one sequence
+    open(prefix + ".bin", "wb").write(struct.pack(f"<{len(tokens)}i", *tokens))
+    open(prefix + ".idx", "wb").write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 4, 1, 2) +
+                                      struct.pack("<i", len(tokens)) + struct.pack("<q", 0) + struct.pack("<2q", 0, 1))
+write("neg", [5, -3] * 200)
+write("big", [5, 100000] * 200)
+PY
+expect 1 "neg.bin: sequence 0 holds the negative token id -3" ./tr --data-path neg
+grep -q -- "-2147483648\|2147483647" err.log && fail "the negative id's message overflowed: $(cat err.log)"
+expect 1 "big.bin: sequence 0 holds token id 100000 but the model's vocabulary is 384" ./tr --data-path big
+grep -qF -- "--vocab-size 100001 or more" err.log || fail "no fix for a large id: $(cat err.log)"
 
 # (3) --split
 expect 0 "warning: no validation (--split 100,0,0 gives the valid split no share" ./tr --data-path c_text_document --split 100,0,0

@@ -271,15 +271,23 @@ static void dt_check_dataset(const char *prefix, const char *tokens_path) {
         negative |= want[i] < 0;
         max = want[i] > max ? want[i] : max;
     }
-    int64_t want_max = negative ? INT32_MAX : max; /* rt_dataset_max_token's rule for negative ids */
     char err[512];
     rt_dataset *d = rt_dataset_open(prefix, err, sizeof err);
     CHECK(d, "%s", err);
     if (d) {
         CHECK(rt_dataset_num_tokens(d) == n, "%s: %lld tokens, want %lld", prefix,
                  (long long)rt_dataset_num_tokens(d), (long long)n);
-        CHECK(rt_dataset_max_token(d) == want_max, "%s: max token %d, want %lld", prefix, rt_dataset_max_token(d),
-                 (long long)want_max);
+        /* every id within [0, max], none negative: the vocabulary max + 1 holds them, max does not */
+        char why[4400] = "";
+        bool fits = rt_dataset_check_tokens(d, max + 1, why, sizeof why);
+        CHECK(fits == !negative && (fits || strstr(why, "negative token id")), "%s: vocab %lld: %s", prefix,
+              (long long)max + 1, why);
+        CHECK(negative || !rt_dataset_check_tokens(d, max, why, sizeof why), "%s: id %lld passed vocab %lld", prefix,
+              (long long)max, (long long)max);
+        char want_fix[64];
+        snprintf(want_fix, sizeof want_fix, "--vocab-size %lld or more", (long long)max + 1);
+        CHECK(negative || strstr(why, want_fix), "%s: vocab %lld: want '%s' in '%s'", prefix, (long long)max, want_fix,
+              why);
         /* every sequence read in two pieces, concatenated, is the stream Python wrote */
         int32_t *got = malloc(((size_t)n + 1) * sizeof *got);
         int64_t at = dt_read_all(d, got, n), first = -1;
