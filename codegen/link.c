@@ -186,8 +186,7 @@ static bool link_executable(bool cuda, const char *obj, const char *exe, const c
 bool cg_write_executable(const ir_module *const *plans, int nplans, const char *out_path, char *err, size_t errlen)
 {
     const ir_module *m = plans[0];
-    const char *target = ir_config_get(m, "target");
-    bool cuda = target && !strcmp(target, "cuda");
+    bool cuda = !strcmp(ir_cfg_text(m, IR_CFG_TARGET), "cuda");
     cg_plan_image image = {cuda ? "rt_cuda_device" : "rt_cpu_device", "", 0};
     void *cubin = NULL;
     if (cuda) {

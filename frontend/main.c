@@ -166,15 +166,14 @@ static bool load(int argc, char **argv, cli_opts *o, mcc_spec *spec)
  * through pass `last` (NULL: all). */
 static ir_module *build(const char *path, const mcc_spec *spec, const cli_opts *o, int tp_rank, const char *last)
 {
-    char err[2048], v[32];
+    char err[2048];
     double t0 = os_now_s();
     ir_module *m = mcc_build_model(spec, o->keep_logits);
     /* The CPU backend computes in fp32 (it is the numerical oracle); CUDA trains in bf16 with
      * fp32 master weights. */
-    ir_config_set(m, "target", o->target);
-    ir_config_set(m, "param_dtype", strcmp(o->target, "cuda") == 0 ? "bf16" : "f32");
-    snprintf(v, sizeof v, "%d", tp_rank);
-    ir_config_set(m, "tp_rank", v);
+    ir_cfg_set(m, IR_CFG_TARGET, o->target);
+    ir_cfg_set(m, IR_CFG_PARAM_DTYPE, strcmp(o->target, "cuda") == 0 ? "bf16" : "f32");
+    ir_cfg_set_int(m, IR_CFG_TP_RANK, tp_rank);
     if (!mcc_run_passes(m, last, true, err, sizeof err)) {
         fail(err);
         ir_module_free(m);
@@ -302,16 +301,14 @@ static int cmd_opt(int argc, char **argv)
         snprintf(err, sizeof err, "%s: %s", path, why);
         return fail(err);
     }
-    long long tp = ir_config_int(m, "tensor_model_parallel_size", 1), world = tp * ir_config_int(m, "data_parallel_size", 1);
+    long long tp = ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE);
+    long long world = tp * ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE);
     bool ok = rank < world;
     if (!ok)
         snprintf(err, sizeof err, "--rank %lld: %s's config has %lld ranks (tp x dp): give 0..%lld", rank, path, world,
                  world - 1);
-    if (ok && rank >= 0) {
-        char v[32];
-        snprintf(v, sizeof v, "%lld", rank % tp); /* Megatron's order: tp fastest */
-        ir_config_set(m, "tp_rank", v);
-    }
+    if (ok && rank >= 0)
+        ir_cfg_set_int(m, IR_CFG_TP_RANK, rank % tp); /* Megatron's order: tp fastest */
     if (ok && !(ok = mcc_run_pass(m, pass, why, sizeof why)))
         snprintf(err, sizeof err, "%s: %s", path, why);
     if (ok) {

@@ -173,62 +173,58 @@ static int logits_of(builder *b, int x)
 
 static void set_config(ir_module *m, const mcc_spec *s)
 {
-    char v[64];
-#define SETI(key, val) (snprintf(v, sizeof v, "%lld", (long long)(val)), ir_config_set(m, key, v))
-#define SETF(key, val) (snprintf(v, sizeof v, "%.17g", (double)(val)), ir_config_set(m, key, v))
-    SETI("micro_batch_size", s->micro_batch_size);
-    SETI("seq_length", s->seq_length);
-    SETI("vocab_size", s->padded_vocab_size); /* what the plan has: the logits are this wide */
-    SETI("global_batch_size", s->global_batch_size);
-    SETI("accum_steps", mcc_spec_accum_steps(s));
-    SETI("data_parallel_size", s->data_parallel_size);
-    SETI("tensor_model_parallel_size", s->tensor_model_parallel_size);
+    ir_cfg_set_int(m, IR_CFG_MICRO_BATCH_SIZE, s->micro_batch_size);
+    ir_cfg_set_int(m, IR_CFG_SEQ_LENGTH, s->seq_length);
+    ir_cfg_set_int(m, IR_CFG_VOCAB_SIZE, s->padded_vocab_size); /* what the plan has: the logits are this wide */
+    ir_cfg_set_int(m, IR_CFG_GLOBAL_BATCH_SIZE, s->global_batch_size);
+    ir_cfg_set_int(m, IR_CFG_ACCUM_STEPS, mcc_spec_accum_steps(s));
+    ir_cfg_set_int(m, IR_CFG_DATA_PARALLEL_SIZE, s->data_parallel_size);
+    ir_cfg_set_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE, s->tensor_model_parallel_size);
     if (s->recompute_granularity != MCC_RECOMPUTE_NONE) /* absent means none: older plans read the same */
-        ir_config_set(m, "recompute_granularity",
-                      s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE ? "selective" : "activations");
+        ir_cfg_set(m, IR_CFG_RECOMPUTE_GRANULARITY,
+                   s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE ? "selective" : "activations");
     if (s->recompute_granularity != MCC_RECOMPUTE_NONE && s->recompute_num_layers > 0)
-        SETI("recompute_num_layers", s->recompute_num_layers);
+        ir_cfg_set_int(m, IR_CFG_RECOMPUTE_NUM_LAYERS, s->recompute_num_layers);
     if (s->sequence_parallel && s->tensor_model_parallel_size > 1) {
-        ir_config_set(m, "sequence_parallel", "1");
+        ir_cfg_set(m, IR_CFG_SEQUENCE_PARALLEL, "1");
         if (s->sequence_parallel_split == MCC_SP_SPLIT_BATCH)
-            ir_config_set(m, "sequence_parallel_dim", "0"); /* default 1: the sequence of [B,T,...] */
+            ir_cfg_set(m, IR_CFG_SEQUENCE_PARALLEL_DIM, "0"); /* default 1: the sequence of [B,T,...] */
         if (s->tp_comm_overlap)
-            ir_config_set(m, "tp_comm_overlap", "1");
+            ir_cfg_set(m, IR_CFG_TP_COMM_OVERLAP, "1");
         if (s->tp_comm_interleave)
-            ir_config_set(m, "tp_comm_interleave", "2");
+            ir_cfg_set(m, IR_CFG_TP_COMM_INTERLEAVE, "2");
     }
     if (s->use_distributed_optimizer) /* absent means off: plans without it read as before */
-        ir_config_set(m, "use_distributed_optimizer", "1");
+        ir_cfg_set(m, IR_CFG_USE_DISTRIBUTED_OPTIMIZER, "1");
     if (s->data_parallel_size > 1) /* only data parallel plans bucket their gradients */
-        SETI("ddp_bucket_size", s->ddp_bucket_size);
+        ir_cfg_set_int(m, IR_CFG_DDP_BUCKET_SIZE, s->ddp_bucket_size);
     if (s->data_parallel_size > 1 && s->overlap_grad_reduce)
-        ir_config_set(m, "overlap_grad_reduce", "1");
-    SETI("train_iters", s->train_iters);
-    SETI("lr_warmup_iters", s->lr_warmup_iters);
-    SETI("seed", s->seed);
-    SETI("num_params", mcc_spec_num_params(s));
-    SETI("num_layers", s->num_layers);
-    SETI("hidden_size", s->hidden_size);
-    SETF("lr", s->lr);
-    SETF("min_lr", s->min_lr);
-    SETF("weight_decay", s->weight_decay);
-    SETF("clip_grad", s->clip_grad);
-    SETF("adam_beta1", s->adam_beta1);
-    SETF("adam_beta2", s->adam_beta2);
-    SETF("adam_eps", s->adam_eps);
-    ir_config_set(m, "lr_decay_style", mcc_spec_choice("lr_decay_style", s->lr_decay_style));
-    SETF("lr_warmup_fraction", s->lr_warmup_fraction);
-    SETI("lr_decay_iters", s->lr_decay_iters);
-    ir_config_set(m, "lr_wsd_decay_style", mcc_spec_choice("lr_wsd_decay_style", s->lr_wsd_decay_style));
-    SETI("lr_wsd_decay_iters", s->lr_wsd_decay_iters);
-    SETI("eval_interval", s->eval_interval);
-    SETI("eval_iters", s->eval_iters);
-    SETI("log_interval", s->log_interval);
+        ir_cfg_set(m, IR_CFG_OVERLAP_GRAD_REDUCE, "1");
+    ir_cfg_set_int(m, IR_CFG_TRAIN_ITERS, s->train_iters);
+    ir_cfg_set_int(m, IR_CFG_LR_WARMUP_ITERS, s->lr_warmup_iters);
+    ir_cfg_set_int(m, IR_CFG_SEED, s->seed);
+    ir_cfg_set_int(m, IR_CFG_NUM_PARAMS, mcc_spec_num_params(s));
+    ir_cfg_set_int(m, IR_CFG_NUM_LAYERS, s->num_layers);
+    ir_cfg_set_int(m, IR_CFG_HIDDEN_SIZE, s->hidden_size);
+    ir_cfg_set_num(m, IR_CFG_LR, s->lr);
+    ir_cfg_set_num(m, IR_CFG_MIN_LR, s->min_lr);
+    ir_cfg_set_num(m, IR_CFG_WEIGHT_DECAY, s->weight_decay);
+    ir_cfg_set_num(m, IR_CFG_CLIP_GRAD, s->clip_grad);
+    ir_cfg_set_num(m, IR_CFG_ADAM_BETA1, s->adam_beta1);
+    ir_cfg_set_num(m, IR_CFG_ADAM_BETA2, s->adam_beta2);
+    ir_cfg_set_num(m, IR_CFG_ADAM_EPS, s->adam_eps);
+    ir_cfg_set(m, IR_CFG_LR_DECAY_STYLE, mcc_spec_choice("lr_decay_style", s->lr_decay_style));
+    ir_cfg_set_num(m, IR_CFG_LR_WARMUP_FRACTION, s->lr_warmup_fraction);
+    ir_cfg_set_int(m, IR_CFG_LR_DECAY_ITERS, s->lr_decay_iters);
+    ir_cfg_set(m, IR_CFG_LR_WSD_DECAY_STYLE, mcc_spec_choice("lr_wsd_decay_style", s->lr_wsd_decay_style));
+    ir_cfg_set_int(m, IR_CFG_LR_WSD_DECAY_ITERS, s->lr_wsd_decay_iters);
+    ir_cfg_set_int(m, IR_CFG_EVAL_INTERVAL, s->eval_interval);
+    ir_cfg_set_int(m, IR_CFG_EVAL_ITERS, s->eval_iters);
+    ir_cfg_set_int(m, IR_CFG_LOG_INTERVAL, s->log_interval);
     /* For MFU: learned position embeddings are a lookup, not matmul work. */
-    SETI("num_position_params",
-         s->position_embedding_type == MCC_POS_LEARNED ? (int64_t)s->max_position_embeddings * s->hidden_size : 0);
-#undef SETI
-#undef SETF
+    ir_cfg_set_int(m, IR_CFG_NUM_POSITION_PARAMS, s->position_embedding_type == MCC_POS_LEARNED
+                                                      ? (int64_t)s->max_position_embeddings * s->hidden_size
+                                                      : 0);
 }
 
 /* The model over tokens [b,T] -> logits [b,T,V]. */

@@ -487,11 +487,11 @@ static ir_axis need_axis(const ir_instr *in, char *err, size_t len)
 /* Ranks along a mesh axis: the layout is compiled into the module's config. */
 static int64_t axis_ranks(const ir_module *m, ir_axis axis)
 {
-    static const char *const keys[IR_NUM_AXES] = {
-        [IR_AXIS_DP] = "data_parallel_size", [IR_AXIS_PP] = "pipeline_model_parallel_size",
-        [IR_AXIS_TP] = "tensor_model_parallel_size", [IR_AXIS_CP] = "context_parallel_size",
-        [IR_AXIS_EP] = "expert_model_parallel_size"};
-    return keys[axis] ? ir_config_int(m, keys[axis], 1) : 1;
+    static const ir_cfg keys[IR_NUM_AXES] = {
+        [IR_AXIS_NONE] = IR_CFG_COUNT, [IR_AXIS_DP] = IR_CFG_DATA_PARALLEL_SIZE,
+        [IR_AXIS_PP] = IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE, [IR_AXIS_TP] = IR_CFG_TENSOR_MODEL_PARALLEL_SIZE,
+        [IR_AXIS_CP] = IR_CFG_CONTEXT_PARALLEL_SIZE, [IR_AXIS_EP] = IR_CFG_EXPERT_MODEL_PARALLEL_SIZE};
+    return keys[axis] != IR_CFG_COUNT ? ir_cfg_int(m, keys[axis]) : 1;
 }
 
 /* An in-place collective on one tensor over a named mesh axis. */

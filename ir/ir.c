@@ -1,6 +1,7 @@
 /* ir.c — the op table, types, module construction and the instruction builder. */
 #include "ir.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,16 +346,59 @@ const char *ir_config_get(const ir_module *m, const char *key)
     return NULL;
 }
 
-long long ir_config_int(const ir_module *m, const char *key, long long dflt)
+const ir_cfg_info ir_cfgs[IR_CFG_COUNT] = {
+#define IR_CFG(name, key, type, dflt, meaning) [IR_CFG_##name] = {#key, IR_CFGT_##type, dflt, meaning},
+#include "config.def"
+#undef IR_CFG
+};
+
+const char *ir_cfg_value(const ir_module *m, ir_cfg k)
 {
-    const char *v = ir_config_get(m, key);
-    return v ? strtoll(v, NULL, 10) : dflt;
+    const char *v = ir_config_get(m, ir_cfgs[k].key);
+    return v ? v : ir_cfgs[k].dflt;
 }
 
-double ir_config_real(const ir_module *m, const char *key, double dflt)
+long long ir_cfg_int(const ir_module *m, ir_cfg k)
 {
-    const char *v = ir_config_get(m, key);
-    return v ? strtod(v, NULL) : dflt;
+    assert(ir_cfgs[k].type == IR_CFGT_INT || ir_cfgs[k].type == IR_CFGT_BOOL);
+    return strtoll(ir_cfg_value(m, k), NULL, 10);
+}
+
+double ir_cfg_num(const ir_module *m, ir_cfg k)
+{
+    assert(ir_cfgs[k].type == IR_CFGT_NUM);
+    return strtod(ir_cfg_value(m, k), NULL);
+}
+
+bool ir_cfg_bool(const ir_module *m, ir_cfg k)
+{
+    assert(ir_cfgs[k].type == IR_CFGT_BOOL);
+    return ir_cfg_int(m, k) != 0;
+}
+
+const char *ir_cfg_text(const ir_module *m, ir_cfg k)
+{
+    assert(ir_cfgs[k].type == IR_CFGT_TEXT);
+    return ir_cfg_value(m, k);
+}
+
+void ir_cfg_set(ir_module *m, ir_cfg k, const char *text)
+{
+    ir_config_set(m, ir_cfgs[k].key, text);
+}
+
+void ir_cfg_set_int(ir_module *m, ir_cfg k, long long v)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%lld", v);
+    ir_cfg_set(m, k, text);
+}
+
+void ir_cfg_set_num(ir_module *m, ir_cfg k, double v)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%.17g", v);
+    ir_cfg_set(m, k, text);
 }
 
 /* --- the builder ------------------------------------------------------------------------ */

@@ -222,10 +222,37 @@ double ir_work_macs(const ir_func *f, const ir_instr *in);
 int ir_global_add(ir_module *m, const char *name, ir_type t, ir_global_kind kind, ir_init init, double std, bool no_decay);
 int ir_global_find(const ir_module *m, const char *name);
 void ir_sched_add(ir_module *m, int func, int repeat);
+/* The config block as text, any key: what the parser and printer carry (an older plan's or a
+ * hand-written module's keys included). Passes and the runtime read through ir_cfg_* below. */
 void ir_config_set(ir_module *m, const char *key, const char *value);
 const char *ir_config_get(const ir_module *m, const char *key); /* NULL if absent */
-long long ir_config_int(const ir_module *m, const char *key, long long dflt);
-double ir_config_real(const ir_module *m, const char *key, double dflt);
+
+/* The config keys, one table (config.def): IR_CFG_TENSOR_MODEL_PARALLEL_SIZE, ... */
+typedef enum {
+#define IR_CFG(name, key, type, dflt, meaning) IR_CFG_##name,
+#include "config.def"
+#undef IR_CFG
+    IR_CFG_COUNT
+} ir_cfg;
+typedef enum { IR_CFGT_INT, IR_CFGT_NUM, IR_CFGT_TEXT, IR_CFGT_BOOL } ir_cfg_type;
+typedef struct {
+    const char *key;
+    ir_cfg_type type;
+    const char *dflt; /* as the config block would spell it */
+    const char *meaning;
+} ir_cfg_info;
+extern const ir_cfg_info ir_cfgs[IR_CFG_COUNT];
+/* The key's text in m, its default's when absent (train_config.c range-checks it as text). */
+const char *ir_cfg_value(const ir_module *m, ir_cfg k);
+/* Typed reads; each asserts the key is of its type (a BOOL is an INT that is 0 or not). */
+long long ir_cfg_int(const ir_module *m, ir_cfg k);
+double ir_cfg_num(const ir_module *m, ir_cfg k);
+bool ir_cfg_bool(const ir_module *m, ir_cfg k);
+const char *ir_cfg_text(const ir_module *m, ir_cfg k);
+/* Writes: integers as %lld, numbers as %.17g (they read back exactly). */
+void ir_cfg_set(ir_module *m, ir_cfg k, const char *text);
+void ir_cfg_set_int(ir_module *m, ir_cfg k, long long v);
+void ir_cfg_set_num(ir_module *m, ir_cfg k, double v);
 
 /* Appends an instruction. Result types come from the op's infer function, except for ops
  * whose type is explicit (input, fill, reshape): pass it in `explicit_type`. Returns the first

@@ -55,7 +55,7 @@ bool pass_autodiff(ir_module *m, char *err, size_t errlen)
         g.grad[v] = -1;
     /* The step minimises the mean of the losses of its N micro-batches on each of dp ranks (whose
      * gradients data_parallel sums): d(objective)/d(loss) = 1/(N dp). */
-    double micro_batches = (double)ir_config_int(m, "accum_steps", 1) * (double)ir_config_int(m, "data_parallel_size", 1);
+    double micro_batches = (double)ir_cfg_int(m, IR_CFG_ACCUM_STEPS) * (double)ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE);
     g.grad[loss] = ir_fill(m, f, 1.0 / micro_batches, ir_scalar(IR_F32));
 
     for (int i = f->ninstrs - 1; i >= 0; i--) {

@@ -140,7 +140,7 @@ static void keep_beside(reorder *o, const bool *in_place, int p, int k)
 static void overlap_func(ir_module *m, int fi)
 {
     const ir_func *src = m->funcs[fi];
-    int n = src->ninstrs, ranks = (int)ir_config_int(m, "tensor_model_parallel_size", 2), last_collective = -1;
+    int n = src->ninstrs, ranks = (int)ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE), last_collective = -1;
     reorder o = {malloc(sizeof(int) * (size_t)(n + 1)), malloc(sizeof(int) * (size_t)(n + 1)),
                  calloc((size_t)n + 1, sizeof(bool))};
     int *cand = malloc(sizeof(int) * (size_t)(n + 1)), *carry = malloc(sizeof(int) * (size_t)(n + 1)),
@@ -452,7 +452,7 @@ static unsigned *chains_of(const ir_func *f)
 static void interleave_func(ir_module *m, int fi)
 {
     const ir_func *src = m->funcs[fi];
-    int n = src->ninstrs, ranks = (int)ir_config_int(m, "tensor_model_parallel_size", 2), count = 0;
+    int n = src->ninstrs, ranks = (int)ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE), count = 0;
     dag d = build_dag(m, src);
     ready_list ready = {malloc(sizeof(int) * ((size_t)n + 1)), 0};
     int *order = malloc(sizeof(int) * ((size_t)n + 1)), *ready_at = calloc((size_t)n + 1, sizeof(int));
@@ -526,7 +526,7 @@ static void interleave_func(ir_module *m, int fi)
 
 bool pass_comm_overlap(ir_module *m, char *err, size_t errlen)
 {
-    bool interleaved = ir_config_int(m, "tp_comm_interleave", 1) == 2;
+    bool interleaved = ir_cfg_int(m, IR_CFG_TP_COMM_INTERLEAVE) == 2;
     for (int f = 0; f < m->nfuncs; f++) {
         if (interleaved && !strcmp(m->funcs[f]->name, "micro_step"))
             interleave_func(m, f);

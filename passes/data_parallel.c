@@ -19,7 +19,7 @@
 static bool reduce_scatter_grad(ir_module *m, ir_func *f, int grad, char *err, size_t errlen)
 {
     ir_global g = m->globals[grad]; /* ir_global_add below may move m->globals */
-    long long dp = ir_config_int(m, "data_parallel_size", 1), numel = (long long)ir_numel(&g.type);
+    long long dp = ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE), numel = (long long)ir_numel(&g.type);
     if (numel % dp)
         return snprintf(err, errlen, "--use-distributed-optimizer splits every parameter into data_parallel_size = %lld "
                         "equal blocks, but @%s has %lld elements: choose a data_parallel_size that divides it or "
@@ -44,7 +44,7 @@ static bool reduce_scatter_grad(ir_module *m, ir_func *f, int grad, char *err, s
  * waiting to go with it. */
 static int fill_buckets(ir_module *m, const int *grads, int n, bool last_alone, int *end)
 {
-    long long bucket = ir_config_int(m, "ddp_bucket_size", 40000000), filled = 0;
+    long long bucket = ir_cfg_int(m, IR_CFG_DDP_BUCKET_SIZE), filled = 0;
     int nb = 0;
     for (int k = 0; k < n; k++) {
         filled += (long long)ir_numel(&m->globals[grads[k]].type);
@@ -159,7 +159,7 @@ static int *tp_partial_grads(const ir_module *m, int *n)
 bool pass_data_parallel(ir_module *m, char *err, size_t errlen)
 {
     int ntp, *tp_grads = tp_partial_grads(m, &ntp);
-    bool dp = ir_config_int(m, "data_parallel_size", 1) > 1, dp_done = !dp;
+    bool dp = ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE) > 1, dp_done = !dp;
     if (dp_done && !ntp) {
         free(tp_grads);
         return true;
@@ -168,8 +168,8 @@ bool pass_data_parallel(ir_module *m, char *err, size_t errlen)
         free(tp_grads);
         return snprintf(err, errlen, "the module already has a reduce_grads function"), false;
     }
-    if (dp && ir_config_int(m, "overlap_grad_reduce", 0)) {
-        if (ir_config_int(m, "accum_steps", 1) == 1 && !pass_zero_on(m) && ir_func_index(m, "micro_step") >= 0) {
+    if (dp && ir_cfg_bool(m, IR_CFG_OVERLAP_GRAD_REDUCE)) {
+        if (ir_cfg_int(m, IR_CFG_ACCUM_STEPS) == 1 && !pass_zero_on(m) && ir_func_index(m, "micro_step") >= 0) {
             overlap_buckets(m);
             dp_done = true;
         } else {

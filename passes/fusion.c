@@ -323,7 +323,7 @@ static int emit_add_product(ir_module *m, ir_func *dst, const ir_func *src, cons
 static void fuse_func(ir_module *m, int fi)
 {
     const ir_func *src = m->funcs[fi];
-    fusion_plan fp = {.tp_comm_overlap = ir_config_int(m, "tp_comm_overlap", 0) != 0};
+    fusion_plan fp = {.tp_comm_overlap = ir_cfg_bool(m, IR_CFG_TP_COMM_OVERLAP)};
     plan_fusions(src, &fp);
     ir_func *dst = ir_func_new(m, src->name);
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));

@@ -186,8 +186,7 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
     for (int i = 0; i < m->nfuncs; i++)
         if (m->funcs[i]->arena_bytes > b.activations)
             b.activations = m->funcs[i]->arena_bytes;
-    const char *target = ir_config_get(m, "target");
-    if (target && !strcmp(target, "cuda"))
+    if (!strcmp(ir_cfg_text(m, IR_CFG_TARGET), "cuda"))
         b.comm_buffers = (int64_t)(ir_seq_exchange_bytes(m) + ir_bucket_exchange_bytes(m));
     return b;
 }

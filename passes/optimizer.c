@@ -134,7 +134,7 @@ static void zero_all(ir_module *m, ir_func *f, int *grads, int n)
 static void assign_first_writes(ir_module *m, bool *assigned)
 {
     int fi = ir_func_index(m, "micro_step");
-    if (fi < 0 || ir_config_int(m, "accum_steps", 1) != 1)
+    if (fi < 0 || ir_cfg_int(m, IR_CFG_ACCUM_STEPS) != 1)
         return;
     ir_func *f = m->funcs[fi];
     bool *touched = calloc((size_t)m->nglobals + 1, sizeof(bool));
@@ -191,7 +191,7 @@ bool pass_optimizer(ir_module *m, char *err, size_t errlen)
                             zero ? "reduced gradient block" : "gradient", zero ? " and data_parallel" : ""), false;
     }
     int sumsq = emit_grad_norm(m, f, grads, nparams, zero);
-    double clip = ir_config_real(m, "clip_grad", 1.0);
+    double clip = ir_cfg_num(m, IR_CFG_CLIP_GRAD);
     int coef = ir_emit(m, f, IR_OP_CLIP_COEF, &sumsq, 1, &clip, NULL, NULL);
 
     for (int j = 0; j < nparams; j++) {
@@ -199,9 +199,9 @@ bool pass_optimizer(ir_module *m, char *err, size_t errlen)
         ir_type t = *ir_vtype(f, master);
         int args[7] = {master, grads[j], state_ref(m, f, params[j], "adam_m", IR_GLOBAL_ADAM_M, t),
                        state_ref(m, f, params[j], "adam_v", IR_GLOBAL_ADAM_V, t), lr, step, coef};
-        double attrs[4] = {ir_config_real(m, "adam_beta1", 0.9), ir_config_real(m, "adam_beta2", 0.999),
-                           ir_config_real(m, "adam_eps", 1e-8),
-                           m->globals[params[j]].no_decay ? 0 : ir_config_real(m, "weight_decay", 0.01)};
+        double attrs[4] = {ir_cfg_num(m, IR_CFG_ADAM_BETA1), ir_cfg_num(m, IR_CFG_ADAM_BETA2),
+                           ir_cfg_num(m, IR_CFG_ADAM_EPS),
+                           m->globals[params[j]].no_decay ? 0 : ir_cfg_num(m, IR_CFG_WEIGHT_DECAY)};
         ir_emit(m, f, IR_OP_ADAMW, args, 7, attrs, NULL, NULL);
         if (zero)
             gather_param(m, f, params[j], master);

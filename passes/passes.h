@@ -32,7 +32,7 @@ bool pass_memory_plan(ir_module *m, char *err, size_t errlen);
  * dp; at dp 1 it is a no-op, as in Megatron. data_parallel.c and optimizer.c build it. */
 static inline bool pass_zero_on(const ir_module *m)
 {
-    return ir_config_int(m, "use_distributed_optimizer", 0) && ir_config_int(m, "data_parallel_size", 1) > 1;
+    return ir_cfg_bool(m, IR_CFG_USE_DISTRIBUTED_OPTIMIZER) && ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE) > 1;
 }
 
 extern const pass_info mcc_passes[];

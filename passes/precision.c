@@ -51,8 +51,8 @@ static bool use_copies(ir_module *m, ir_func *f, const char *dtype, char *err, s
 
 bool pass_precision(ir_module *m, char *err, size_t errlen)
 {
-    const char *name = ir_config_get(m, "param_dtype");
-    if (!name || !strcmp(name, "f32"))
+    const char *name = ir_cfg_text(m, IR_CFG_PARAM_DTYPE);
+    if (!strcmp(name, "f32"))
         return true;
     int low = ir_dtype_by_name(name);
     if (low != IR_BF16 && low != IR_F16)

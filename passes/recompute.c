@@ -74,15 +74,15 @@ static int loss_output(const ir_func *f)
 
 bool pass_recompute(ir_module *m, char *err, size_t errlen)
 {
-    const char *g = ir_config_get(m, "recompute_granularity");
+    const char *g = ir_cfg_text(m, IR_CFG_RECOMPUTE_GRANULARITY);
     int fi = ir_func_index(m, "micro_step");
-    if (!g || (strcmp(g, "selective") != 0 && strcmp(g, "activations") != 0) || fi < 0)
+    if ((strcmp(g, "selective") != 0 && strcmp(g, "activations") != 0) || fi < 0)
         return true;
     const ir_func *src = m->funcs[fi];
     int backward = loss_output(src); /* autodiff appends the backward after `output @loss` */
     recompute_ctx c = {m, src, ir_func_new(m, src->name), malloc(sizeof(int) * ((size_t)src->nvals + 1)),
                        malloc(sizeof(int) * ((size_t)src->nvals + 1)), strcmp(g, "selective") == 0,
-                       (int)ir_config_int(m, "recompute_num_layers", 0)};
+                       (int)ir_cfg_int(m, IR_CFG_RECOMPUTE_NUM_LAYERS)};
     for (int v = 0; v < src->nvals; v++)
         c.again[v] = -1;
     for (int i = 0; i < src->ninstrs; i++) {

@@ -10,7 +10,7 @@ bool pass_schedule(ir_module *m, char *err, size_t errlen)
     int micro = ir_func_index(m, "micro_step"), opt = ir_func_index(m, "optimizer");
     if (micro < 0 || opt < 0)
         return snprintf(err, errlen, "needs the micro_step and optimizer functions"), false;
-    long long accum = ir_config_int(m, "accum_steps", 1);
+    long long accum = ir_cfg_int(m, IR_CFG_ACCUM_STEPS);
     if (accum < 1)
         return snprintf(err, errlen, "accum_steps must be >= 1, got %lld", accum), false;
     m->nsched = 0;

@@ -513,8 +513,8 @@ static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
 static bool shard_func(ir_module *m, int fi, int tp, int rank, char *err, size_t errlen)
 {
     const ir_func *src = m->funcs[fi];
-    shard_ctx c = {m, src, ir_func_new(m, src->name), tp, rank, ir_config_int(m, "sequence_parallel", 0) != 0,
-                   (int)ir_config_int(m, "sequence_parallel_dim", 1), .err = err, .errlen = errlen};
+    shard_ctx c = {m, src, ir_func_new(m, src->name), tp, rank, ir_cfg_bool(m, IR_CFG_SEQUENCE_PARALLEL),
+                   (int)ir_cfg_int(m, IR_CFG_SEQUENCE_PARALLEL_DIM), .err = err, .errlen = errlen};
     c.map = malloc(sizeof(int) * (size_t)(src->nvals + 1));
     c.complete_grad = calloc((size_t)m->nglobals + 1, sizeof(bool));
     bool ok = true;
@@ -560,8 +560,8 @@ static bool shard_globals(ir_module *m, int tp, char *err, size_t errlen)
 
 bool pass_shard(ir_module *m, char *err, size_t errlen)
 {
-    int tp = (int)ir_config_int(m, "tensor_model_parallel_size", 1);
-    int rank = (int)ir_config_int(m, "tp_rank", 0);
+    int tp = (int)ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE);
+    int rank = (int)ir_cfg_int(m, IR_CFG_TP_RANK);
     if (tp <= 1)
         return true;
     if (rank < 0 || rank >= tp)

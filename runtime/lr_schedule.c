@@ -20,17 +20,17 @@ bool rt_lr_from_config(const ir_module *m, int train_iters, rt_lr_schedule *s, c
     /* The spec's names (frontend/spec.c), ORDER rt_lr_style and rt_wsd_style. */
     static const char *const styles[] = {"constant", "linear", "cosine", "inverse-square-root", "WSD", NULL};
     static const char *const wsd[] = {"exponential", "linear", "cosine", "minus_sqrt", NULL};
-    const char *style = ir_config_get(m, "lr_decay_style"), *wsd_style = ir_config_get(m, "lr_wsd_decay_style");
-    int st = style ? lr_lookup(styles, style) : RT_LR_COSINE, ws = wsd_style ? lr_lookup(wsd, wsd_style) : 0;
+    const char *style = ir_cfg_text(m, IR_CFG_LR_DECAY_STYLE), *wsd_style = ir_cfg_text(m, IR_CFG_LR_WSD_DECAY_STYLE);
+    int st = lr_lookup(styles, style), ws = lr_lookup(wsd, wsd_style);
     if (st < 0 || ws < 0)
         return snprintf(err, errlen, "lr_decay_style \"%s\" / lr_wsd_decay_style \"%s\" unknown; recompile with this mcc",
-                        style, wsd_style ? wsd_style : "-"), false;
-    int decay = (int)ir_config_int(m, "lr_decay_iters", 0);
-    *s = (rt_lr_schedule){.style = (rt_lr_style)st, .wsd_style = (rt_wsd_style)ws, .lr = ir_config_real(m, "lr", 3e-4),
-                          .min_lr = ir_config_real(m, "min_lr", 0), .decay_iters = decay ? decay : train_iters,
-                          .wsd_decay_iters = (int)ir_config_int(m, "lr_wsd_decay_iters", 0)};
-    double fraction = ir_config_real(m, "lr_warmup_fraction", 0);
-    s->warmup_iters = fraction > 0 ? fraction * s->decay_iters : (double)ir_config_int(m, "lr_warmup_iters", 0);
+                        style, wsd_style), false;
+    int decay = (int)ir_cfg_int(m, IR_CFG_LR_DECAY_ITERS);
+    *s = (rt_lr_schedule){.style = (rt_lr_style)st, .wsd_style = (rt_wsd_style)ws, .lr = ir_cfg_num(m, IR_CFG_LR),
+                          .min_lr = ir_cfg_num(m, IR_CFG_MIN_LR), .decay_iters = decay ? decay : train_iters,
+                          .wsd_decay_iters = (int)ir_cfg_int(m, IR_CFG_LR_WSD_DECAY_ITERS)};
+    double fraction = ir_cfg_num(m, IR_CFG_LR_WARMUP_FRACTION);
+    s->warmup_iters = fraction > 0 ? fraction * s->decay_iters : (double)ir_cfg_int(m, IR_CFG_LR_WARMUP_ITERS);
     if (s->warmup_iters > s->decay_iters)
         return snprintf(err, errlen, "the lr warmup (%g iterations) is longer than the decay (%d iterations, "
                         "lr_decay_iters or --train-iters): raise --train-iters, or recompile with a shorter "

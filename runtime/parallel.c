@@ -182,8 +182,8 @@ static void add_lanes(rt_parallel *par, rt_program *p)
 void rt_parallel_init(rt_parallel *par, rt_program *p)
 {
     char err[1024];
-    *par = (rt_parallel){.env = rt_rank_env_or_exit(), .tp = (int)ir_config_int(p->m, "tensor_model_parallel_size", 1),
-                         .dp = (int)ir_config_int(p->m, "data_parallel_size", 1)};
+    *par = (rt_parallel){.env = rt_rank_env_or_exit(), .tp = (int)ir_cfg_int(p->m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE),
+                         .dp = (int)ir_cfg_int(p->m, IR_CFG_DATA_PARALLEL_SIZE)};
     int world = par->tp * par->dp;
     rt_mesh mesh = {.tp = par->tp, .cp = 1, .dp = par->dp, .pp = 1, .ep = 1};
     if (par->env.world_size != world) {

@@ -105,7 +105,7 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     /* Under tensor parallelism the arena holds the sequence-parallel collectives' buffers: in
      * window memory, the copy engines can move them, and the reduce-scatters' exchanges need a
      * buffer there too, after the arena. */
-    bool window = copy_lane && ir_config_int(m, "tensor_model_parallel_size", 1) > 1;
+    bool window = copy_lane && ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE) > 1;
     p->exchange_bytes = window ? ir_seq_exchange_bytes(m) : 0;
     p->arena = (window ? dev->alloc_window : dev->alloc)(p, (size_t)arena_bytes + p->exchange_bytes);
     p->arena_bytes = (size_t)arena_bytes;
@@ -160,7 +160,7 @@ static rt_shard_layout shard_layout(const ir_module *m, const ir_type *t)
     rt_shard_layout at = {1, ir_numel(t), ir_numel(t), 0};
     for (int d = 0; d < t->ndim; d++)
         if (t->shard[d] == IR_AXIS_TP) {
-            int64_t tp = ir_config_int(m, "tensor_model_parallel_size", 1), rank = ir_config_int(m, "tp_rank", 0);
+            int64_t tp = ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE), rank = ir_cfg_int(m, IR_CFG_TP_RANK);
             at.inner = 1;
             for (int k = d + 1; k < t->ndim; k++)
                 at.inner *= t->dims[k];

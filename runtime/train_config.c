@@ -8,38 +8,38 @@
 
 #define NOWHERE ((size_t)-1)
 
-/* Every integer config value libmccrt reads with ir_config_int, its default when absent, its
- * range, and where rt_train_config keeps it (the lr schedule's are read by lr_schedule.c: checked
- * here with the rest, kept nowhere). */
+/* Every integer config value train_rank and libmccrt read (ir_cfg_int), its range, and where
+ * rt_train_config keeps it (the lr schedule's are read by lr_schedule.c: checked here with the
+ * rest, kept nowhere). Names and defaults are ir/config.def's. */
 static const struct {
-    const char *key;
-    long long dflt, min, max;
+    ir_cfg key;
+    long long min, max;
     size_t at;
     bool wide; /* a long long field, else an int */
 } train_config_fields[] = {
-#define INT_FIELD(key, dflt, min) {#key, dflt, min, INT_MAX, offsetof(rt_train_config, key), false}
-#define WIDE_FIELD(key, dflt) {#key, dflt, 0, LLONG_MAX, offsetof(rt_train_config, key), true}
-    INT_FIELD(micro_batch_size, 1, 1),
-    INT_FIELD(seq_length, 1, 1),
-    INT_FIELD(accum_steps, 1, 1),
-    INT_FIELD(vocab_size, 1, 1),
-    INT_FIELD(train_iters, 1, 1),
-    INT_FIELD(log_interval, 1, 1),
-    INT_FIELD(eval_interval, 1000, 1),
-    INT_FIELD(eval_iters, 100, 0),
-    {"tensor_model_parallel_size", 1, 1, INT_MAX, offsetof(rt_train_config, tp), false},
-    {"data_parallel_size", 1, 1, INT_MAX, offsetof(rt_train_config, dp), false},
-    INT_FIELD(tp_rank, 0, 0),
-    WIDE_FIELD(seed, 1234),
-    WIDE_FIELD(num_params, 0),
-    WIDE_FIELD(num_position_params, 0),
-    WIDE_FIELD(num_layers, 0),
-    WIDE_FIELD(hidden_size, 0),
-    {"lr_decay_iters", 0, 0, INT_MAX, NOWHERE, false},
-    {"lr_wsd_decay_iters", 0, 0, INT_MAX, NOWHERE, false},
-    {"lr_warmup_iters", 0, 0, INT_MAX, NOWHERE, false},
-#undef INT_FIELD
-#undef WIDE_FIELD
+#define INT_AT(key, min, field) {key, min, INT_MAX, offsetof(rt_train_config, field), false}
+#define WIDE_AT(key, field) {key, 0, LLONG_MAX, offsetof(rt_train_config, field), true}
+    INT_AT(IR_CFG_MICRO_BATCH_SIZE, 1, micro_batch_size),
+    INT_AT(IR_CFG_SEQ_LENGTH, 1, seq_length),
+    INT_AT(IR_CFG_ACCUM_STEPS, 1, accum_steps),
+    INT_AT(IR_CFG_VOCAB_SIZE, 1, vocab_size),
+    INT_AT(IR_CFG_TRAIN_ITERS, 1, train_iters),
+    INT_AT(IR_CFG_LOG_INTERVAL, 1, log_interval),
+    INT_AT(IR_CFG_EVAL_INTERVAL, 1, eval_interval),
+    INT_AT(IR_CFG_EVAL_ITERS, 0, eval_iters),
+    INT_AT(IR_CFG_TENSOR_MODEL_PARALLEL_SIZE, 1, tp),
+    INT_AT(IR_CFG_DATA_PARALLEL_SIZE, 1, dp),
+    INT_AT(IR_CFG_TP_RANK, 0, tp_rank),
+    WIDE_AT(IR_CFG_SEED, seed),
+    WIDE_AT(IR_CFG_NUM_PARAMS, num_params),
+    WIDE_AT(IR_CFG_NUM_POSITION_PARAMS, num_position_params),
+    WIDE_AT(IR_CFG_NUM_LAYERS, num_layers),
+    WIDE_AT(IR_CFG_HIDDEN_SIZE, hidden_size),
+    {IR_CFG_LR_DECAY_ITERS, 0, INT_MAX, NOWHERE, false},
+    {IR_CFG_LR_WSD_DECAY_ITERS, 0, INT_MAX, NOWHERE, false},
+    {IR_CFG_LR_WARMUP_ITERS, 0, INT_MAX, NOWHERE, false},
+#undef INT_AT
+#undef WIDE_AT
 };
 
 bool rt_train_config_read(const ir_module *m, rt_train_config *c, char *err, size_t errlen)
@@ -47,10 +47,10 @@ bool rt_train_config_read(const ir_module *m, rt_train_config *c, char *err, siz
     *c = (rt_train_config){0};
     char why[512];
     for (size_t i = 0; i < sizeof train_config_fields / sizeof train_config_fields[0]; i++) {
-        const char *key = train_config_fields[i].key, *text = ir_config_get(m, key);
-        long long v = train_config_fields[i].dflt;
-        if (text && !cli_parse_int(key, text, train_config_fields[i].min, train_config_fields[i].max, &v, why,
-                                   sizeof why))
+        ir_cfg key = train_config_fields[i].key;
+        long long v;
+        if (!cli_parse_int(ir_cfgs[key].key, ir_cfg_value(m, key), train_config_fields[i].min,
+                           train_config_fields[i].max, &v, why, sizeof why))
             return snprintf(err, errlen, "config value %s", why), false;
         if (train_config_fields[i].at == NOWHERE)
             continue;

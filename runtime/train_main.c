@@ -628,7 +628,7 @@ static void print_config(const train_run *r)
     printf("| micro batch x seq     | %13d x %5d |\n", r->B, r->T);
     printf("| micro-batches / step  | %21d |\n", r->accum);
     printf("| train iters           | %21d |\n", r->iters);
-    printf("| lr decay              | %21s |\n", ir_config_get(r->m, "lr_decay_style"));
+    printf("| lr decay              | %21s |\n", ir_cfg_text(r->m, IR_CFG_LR_DECAY_STYLE));
     printf("| warmup iters          | %21g |\n", r->lr.warmup_iters);
     printf("| eval every / batches  | %13d / %5d |\n", r->eval_interval, r->eval_iters);
     printf("| FLOP per token        | %21.4g |\n", r->flops_per_token);

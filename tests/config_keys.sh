@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# config_keys.sh MCC — ir/config.def is the one table of the module's config keys: every key the
+# printer writes (a plan with every optional key set) is in it, and every key in it is read by
+# ir_cfg_* somewhere in the compiler or the runtime (a write alone does not count).
+set -euo pipefail
+mcc=$1
+root=$(cd "$(dirname "$0")/.." && pwd)
+def=$root/ir/config.def
+keys=$(sed -n 's/^IR_CFG(\([A-Z0-9_]*\), \([a-z0-9_]*\),.*/\1 \2/p' "$def")
+[ -n "$keys" ] || { echo "no IR_CFG lines read from $def" >&2; exit 1; }
+status=0
+
+# Every optional key: sequence parallelism by batch rows with interleave (or with overlap),
+# recompute, ZeRO and overlapped gradient buckets at TP=2 x DP=2.
+common=(--tp 2 --dp 2 --sequence-parallel --sequence-parallel-split batch --use-distributed-optimizer
+  --overlap-grad-reduce --recompute-granularity selective --recompute-num-layers 1 --micro-batch-size 4
+  --rank 0 --after shard --target cuda)
+printed=$(for extra in --tp-comm-interleave --tp-comm-overlap; do
+  "$mcc" ir "$root/models/tiny-gpt2.json" "${common[@]}" "$extra" 2>/dev/null |
+    sed -n '/^config {/,/^}/s/^  \([a-z0-9_]*\) = .*/\1/p'
+done | sort -u)
+[ "$(echo "$printed" | wc -l)" -ge 40 ] || { echo "only $(echo "$printed" | wc -l) config keys printed" >&2; exit 1; }
+for key in $printed; do
+  echo "$keys" | grep -qw "$key" || { echo "printed config key $key is not in ir/config.def" >&2; status=1; }
+done
+
+# Keys the table holds for the plan's reader, not a pass: the reason beside each.
+unread="GLOBAL_BATCH_SIZE" # printed for whoever reads the plan; the passes use accum_steps, derived from it
+while read -r name key; do
+  case " $unread " in *" $name "*) continue ;; esac
+  if ! grep -rwn "IR_CFG_$name" "$root"/ir "$root"/passes "$root"/codegen "$root"/runtime "$root"/frontend \
+      --include='*.c' --include='*.h' | grep -qv 'ir_cfg_set'; then
+    echo "config key $key (IR_CFG_$name) is in ir/config.def but nothing reads it" >&2
+    status=1
+  fi
+done <<<"$keys"
+exit $status
