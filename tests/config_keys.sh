@@ -24,6 +24,33 @@ for key in $printed; do
   echo "$keys" | grep -qw "$key" || { echo "printed config key $key is not in ir/config.def" >&2; status=1; }
 done
 
+# A spec that gives only the required fields: each key the builder writes from a spec default
+# (frontend/spec.c's table) reads the same as the table's default, numbers compared as numbers.
+# Skipped: the required fields and what is derived from them or from the layout.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+echo '{"model": {"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "seq_length": 32,
+  "vocab_size": 257}}' >"$tmp/min.json"
+"$mcc" ir "$tmp/min.json" --after shard 2>/dev/null | sed -n '/^config {/,/^}/p' >"$tmp/config"
+python3 - "$def" "$tmp/config" <<'PY' || status=1
+import re, sys
+table = dict(re.findall(r'^IR_CFG\(\w+, (\w+), \w+, "([^"]*)"', open(sys.argv[1]).read(), re.M))
+written = dict(re.findall(r'^  (\w+) = "([^"]*)"', open(sys.argv[2]).read(), re.M))
+derived = {"seq_length", "vocab_size", "global_batch_size", "num_params", "num_layers", "hidden_size",
+           "num_position_params"}
+def same(a, b):
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return a == b
+bad = [k for k, v in written.items() if k not in derived and k in table and not same(v, table[k])]
+for k in bad:
+    print(f"config key {k}: the spec's default writes {written[k]!r}, ir/config.def says {table[k]!r}", file=sys.stderr)
+if len(written) < 30:
+    print(f"only {len(written)} config keys written for {sys.argv[2]}", file=sys.stderr)
+sys.exit(1 if bad or len(written) < 30 else 0)
+PY
+
 # Keys the table holds for the plan's reader, not a pass: the reason beside each.
 unread="GLOBAL_BATCH_SIZE" # printed for whoever reads the plan; the passes use accum_steps, derived from it
 while read -r name key; do
