@@ -26,12 +26,13 @@ done
 
 # A spec that gives only the required fields: each key the builder writes from a spec default
 # (frontend/spec.c's table) reads the same as the table's default, numbers compared as numbers.
-# Skipped: the required fields and what is derived from them or from the layout.
+# Skipped: the required fields and what is derived from them or from the layout. --target cpu:
+# the default target is the build's (cuda where CUDA was found), not a spec default.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo '{"model": {"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "seq_length": 32,
   "vocab_size": 257}}' >"$tmp/min.json"
-"$mcc" ir "$tmp/min.json" --after shard 2>/dev/null | sed -n '/^config {/,/^}/p' >"$tmp/config"
+"$mcc" ir "$tmp/min.json" --after shard --target cpu 2>/dev/null | sed -n '/^config {/,/^}/p' >"$tmp/config"
 python3 - "$def" "$tmp/config" <<'PY' || status=1
 import re, sys
 table = dict(re.findall(r'^IR_CFG\(\w+, (\w+), \w+, "([^"]*)"', open(sys.argv[1]).read(), re.M))
