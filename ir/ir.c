@@ -290,6 +290,16 @@ int ir_copy_instr(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr
     return r;
 }
 
+bool ir_plan_version_ok(const ir_module *m, char *err, size_t errlen)
+{
+    long long v = ir_cfg_int(m, IR_CFG_PLAN_VERSION);
+    if (v == IR_PLAN_VERSION)
+        return true;
+    snprintf(err, errlen, "the plan's format is version %lld but this mcc reads version %d: recompile (or remake "
+             "the text with `mcc ir`) with this mcc", v, IR_PLAN_VERSION);
+    return false;
+}
+
 void ir_set_per_rank(ir_func *f, int v, int k, double base, double step, ir_axis axis)
 {
     ir_instr *in = &f->instrs[f->vals[v].def];

@@ -261,6 +261,12 @@ typedef struct {
     const char *meaning;
 } ir_cfg_info;
 extern const ir_cfg_info ir_cfgs[IR_CFG_COUNT];
+/* The plan text's format, written as config plan_version: bumped when a change to the IR makes an
+ * older text mean something else. */
+#define IR_PLAN_VERSION 1
+/* False with err saying so when m's config names a plan_version other than IR_PLAN_VERSION (a
+ * text another mcc wrote); an absent key is this one's (hand-written modules). */
+bool ir_plan_version_ok(const ir_module *m, char *err, size_t errlen);
 /* The key's text in m, its default's when absent (train_config.c range-checks it as text). */
 const char *ir_cfg_value(const ir_module *m, ir_cfg k);
 /* Typed reads; each asserts the key is of its type (a BOOL is an INT that is 0 or not). */

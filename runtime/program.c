@@ -69,7 +69,7 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     ir_module *m = ir_parse_module(plan_text, err, errlen);
     if (!m)
         return NULL;
-    if (!ir_verify(m, err, errlen)) {
+    if (!ir_plan_version_ok(m, err, errlen) || !ir_verify(m, err, errlen)) {
         ir_module_free(m);
         return NULL;
     }
