@@ -184,7 +184,7 @@ void rt_program_init_params(rt_program *p, uint64_t seed)
         rt_shard_layout at = shard_layout(p, &gl->type);
         p->dev->init(p, p->globals[g], ir_numel(&gl->type), key, normal ? (float)gl->std : 0.0f, normal, 1.0f, &at);
     }
-    int setup = ir_func_index(p->m, "setup");
+    int setup = ir_func_of_kind(p->m, IR_FUNC_SETUP);
     if (setup >= 0)
         rt_program_run(p, setup);
 }
