@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-bool pass_schedule(ir_module *m, char *err, size_t errlen)
+bool pass_schedule(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     int micro = ir_func_index(m, "micro_step"), opt = ir_func_index(m, "optimizer");
     if (micro < 0 || opt < 0)
