@@ -26,9 +26,9 @@ check() { # RANKS FLAGS...
     { cat "$work/run.log"; exit 1; }
   got=$(sed -n 's/^| plan memory, bytes  *| *\([0-9]*\) |$/\1/p' "$work/run.log" | sort -u | tr '\n' ' ')
   if [ "$got" = "$want " ]; then
-    echo "ok: $* ($np ranks): $want bytes"
+    echo "ok: ${*:-one rank} ($np ranks): $want bytes"
   else
-    echo "FAIL: $* ($np ranks): mcc compile reports $want bytes, train_rank allocated: ${got:-none shown}"
+    echo "FAIL: ${*:-one rank} ($np ranks): mcc compile reports $want bytes, train_rank allocated: ${got:-none shown}"
     status=1
   fi
 }
