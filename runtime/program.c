@@ -84,7 +84,8 @@ size_t rt_program_plan_bytes(const rt_program *p)
     return p->global_slab_bytes + p->bucket_exchange_bytes + p->arena_bytes + p->exchange_bytes;
 }
 
-rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const void *image, char *err, size_t errlen)
+rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const void *image, long long world_rank,
+                            char *err, size_t errlen)
 {
     ir_module *m = ir_parse_module(plan_text, err, errlen);
     if (!m)
@@ -97,6 +98,8 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     }
     rt_program *p = xcalloc(1, sizeof(*p), "program");
     p->m = m;
+    ir_mesh_coords(m, world_rank, p->coord);
+    ir_resolve_ranks(m, p->coord);
     p->dev = dev;
     dev->open(p, image);
     /* One allocation holds every global, in declaration order, each at a 256-byte boundary: the
@@ -178,14 +181,15 @@ static uint64_t name_hash(const char *s)
     return h;
 }
 
-/* A parameter split over tp holds middle rows [tp_rank*mid, (tp_rank+1)*mid) of its split
- * dimension (the shard pass's per-rank plan records tp_rank). */
-static rt_shard_layout shard_layout(const ir_module *m, const ir_type *t)
+/* A parameter split over tp holds middle rows [tp*mid, (tp+1)*mid) of its split dimension, tp
+ * being this rank's coordinate along the axis. */
+static rt_shard_layout shard_layout(const rt_program *p, const ir_type *t)
 {
+    const ir_module *m = p->m;
     rt_shard_layout at = {1, ir_numel(t), ir_numel(t), 0};
     for (int d = 0; d < t->ndim; d++)
         if (t->shard[d] == IR_AXIS_TP) {
-            int64_t tp = ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE), rank = ir_cfg_int(m, IR_CFG_TP_RANK);
+            int64_t tp = ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE), rank = p->coord[IR_AXIS_TP];
             at.inner = 1;
             for (int k = d + 1; k < t->ndim; k++)
                 at.inner *= t->dims[k];
@@ -202,7 +206,7 @@ void rt_program_init_params(rt_program *p, uint64_t seed)
             continue;
         uint64_t key = rt_splitmix64(seed) ^ name_hash(gl->name);
         bool normal = gl->init == IR_INIT_NORMAL;
-        rt_shard_layout at = shard_layout(p->m, &gl->type);
+        rt_shard_layout at = shard_layout(p, &gl->type);
         p->dev->init(p, p->globals[g], ir_numel(&gl->type), key, normal ? (float)gl->std : 0.0f, normal, 1.0f, &at);
     }
     int setup = ir_func_index(p->m, "setup");

@@ -2,6 +2,6 @@
 # parse and verifier error messages, the memory-plan check against an oracle, a parser fuzz.
 add_executable(ir_test ${CMAKE_SOURCE_DIR}/tests/ir_test.c)
 target_link_libraries(ir_test PRIVATE mcc_ir)
-foreach(t roundtrip parse_errors verify_errors memory_errors memory_check fuzz)
+foreach(t roundtrip parse_errors verify_errors memory_errors memory_check rank_terms fuzz)
   add_test(NAME ir_${t} COMMAND ir_test ${t})
 endforeach()
