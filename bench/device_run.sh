@@ -140,9 +140,10 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
     timeout 150 devrun/bin/bench-$c-dp2ov --nproc-per-node 2 --data-path devrun/data/brown_text_document --split 100,0,0 \
       --train-iters 25 --log-interval 1 --eval-iters 0 > "$O/bench-$c-dp2ov.log" 2>&1
     echo "$c dp2 overlap exit $?"; grep -E "first step|iteration +25/" "$O/bench-$c-dp2ov.log"
-    # LANES_ALT: dp2ov also under MCC_COMM_LANES=$LANES_ALT (default none: NCCL's kernels; 0: not run)
+    # LANES_ALT: dp2ov also compiled with --comm-lanes $LANES_ALT (bench/bundle.sh; default none:
+    # NCCL's kernels; 0: not run)
     if [ "${LANES_ALT:-none}" != 0 ]; then
-      MCC_COMM_LANES=${LANES_ALT:-none} timeout 150 devrun/bin/bench-$c-dp2ov --nproc-per-node 2 \
+      timeout 150 devrun/bin/$(lanes_bin bench-$c-dp2ov "${LANES_ALT:-none}") --nproc-per-node 2 \
         --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 --log-interval 1 --eval-iters 0 \
         > "$O/bench-$c-dp2ov-${LANES_ALT:-none}.log" 2>&1
       echo "$c dp2 overlap, lanes ${LANES_ALT:-none} exit $?"; grep -E "first step|iteration +25/" "$O/bench-$c-dp2ov-${LANES_ALT:-none}.log"
@@ -162,8 +163,8 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
       timeout 150 devrun/bin/bench-$c-$v --nproc-per-node 2 --data-path devrun/data/brown_text_document --split 100,0,0 \
         --train-iters 15 --log-interval 1 --eval-iters 0 > "$O/bench-$c-$v.log" 2>&1
       echo "$c $v exit $?"; grep -E "first step|iteration +15/" "$O/bench-$c-$v.log"
-      [ "${LANES_ALT:-none}" != 0 ] || continue # as dp2ov: also under MCC_COMM_LANES=$LANES_ALT
-      MCC_COMM_LANES=${LANES_ALT:-none} timeout 150 devrun/bin/bench-$c-$v --nproc-per-node 2 \
+      [ "${LANES_ALT:-none}" != 0 ] || continue # as dp2ov: also compiled with --comm-lanes $LANES_ALT
+      timeout 150 devrun/bin/$(lanes_bin bench-$c-$v "${LANES_ALT:-none}") --nproc-per-node 2 \
         --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 15 --log-interval 1 --eval-iters 0 \
         > "$O/bench-$c-$v-${LANES_ALT:-none}.log" 2>&1
       echo "$c $v lanes ${LANES_ALT:-none} exit $?"; grep -E "first step|iteration +15/" "$O/bench-$c-$v-${LANES_ALT:-none}.log"

@@ -561,47 +561,15 @@ int ir_reshape(ir_module *m, ir_func *f, int a, int ndim, const int64_t *dims)
     return ir_emit(m, f, IR_OP_RESHAPE, &a, 1, NULL, NULL, &t);
 }
 
-bool ir_axis_moves_activations(const ir_module *m, ir_axis axis)
+bool ir_has_collective(const ir_module *m, ir_axis axis, unsigned flag)
 {
     for (int f = 0; f < m->nfuncs; f++)
-        for (int i = 0; i < m->funcs[f]->ninstrs; i++)
-            if (ir_op_has(m->funcs[f]->instrs[i].op, IR_OPF_COPY_LANE) && (ir_axis)m->funcs[f]->instrs[i].attr[0] == axis)
+        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
+            const ir_instr *in = &m->funcs[f]->instrs[i];
+            if (ir_op_has(in->op, IR_OPF_COLLECTIVE) && ir_op_has(in->op, flag) && (ir_axis)in->attr[0] == axis)
                 return true;
+        }
     return false;
-}
-
-size_t ir_seq_exchange_bytes(const ir_module *m)
-{
-    size_t most = 0;
-    for (int f = 0; f < m->nfuncs; f++)
-        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
-            const ir_instr *in = &m->funcs[f]->instrs[i];
-            if (in->op != IR_OP_REDUCE_SCATTER_SEQ)
-                continue;
-            const ir_type *x = &m->funcs[f]->vals[in->args[0]].type;
-            bool one_block = ir_seq_orows(in, x) == 1; /* else one exchange per o-row: NCCL's kernel */
-            most = one_block && ir_bytes(x) > most ? ir_bytes(x) : most;
-        }
-    return ir_global_span(most);
-}
-
-size_t ir_bucket_exchange_bytes(const ir_module *m)
-{
-    bool activations[IR_NUM_AXES];
-    for (int a = 0; a < IR_NUM_AXES; a++)
-        activations[a] = ir_axis_moves_activations(m, (ir_axis)a);
-    size_t most = 0;
-    for (int f = 0; f < m->nfuncs; f++)
-        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
-            const ir_instr *in = &m->funcs[f]->instrs[i];
-            if (in->op != IR_OP_ALL_REDUCE_INPLACE || !ir_on_comm_stream(in) || activations[(int)in->attr[0]])
-                continue;
-            size_t bytes = 0;
-            for (int a = 0; a < in->nargs; a++)
-                bytes += ir_global_span(ir_bytes(&m->funcs[f]->vals[in->args[a]].type));
-            most = bytes > most ? bytes : most;
-        }
-    return most;
 }
 
 /* Multiply-adds of a GEMM whose operands are arguments first and first + 1 (attributes ta, tb). */

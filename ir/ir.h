@@ -246,16 +246,9 @@ int64_t ir_seq_orows(const ir_instr *in, const ir_type *t);
 /* Bytes a global of `bytes` occupies in the runtime's slab of globals: whole 256-byte units, so
  * every global starts aligned for vector loads, cuBLASLt and NCCL. */
 static inline size_t ir_global_span(size_t bytes) { return (bytes + 255) / 256 * 256; }
-/* Whether m has copy-lane collectives (IR_OPF_COPY_LANE) over `axis`: its copy lane then moves activations (the arena),
- * else gradient buckets (the globals). */
-bool ir_axis_moves_activations(const ir_module *m, ir_axis axis);
-/* The bytes of the largest reduce_scatter_seq operand with one block per rank (split by batch
- * rows, or one row): the exchange buffer its reduce-scatters need on the copy lane. */
-size_t ir_seq_exchange_bytes(const ir_module *m);
-/* The bytes (ir_global_span each) of the largest gradient bucket reduced beside the backward
- * (all_reduce_inplace on the comm stream) over an axis without sequence collectives: the
- * exchange buffer its copy lane needs. 0: no such bucket. */
-size_t ir_bucket_exchange_bytes(const ir_module *m);
+/* Whether m has a collective with property `flag` (IR_OPF_*) over mesh axis `axis` (its
+ * attribute 0). */
+bool ir_has_collective(const ir_module *m, ir_axis axis, unsigned flag);
 /* Where a view op's result starts in its operand (of type `operand`), in bytes (rows: first *
  * the bytes of a row); ir_view_offset finds the operand's type in f. */
 int64_t ir_view_offset_in(const ir_instr *in, const ir_type *operand);

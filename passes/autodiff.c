@@ -39,7 +39,7 @@ static void accumulate_param_grad(ir_grad_ctx *g, const ir_global *param, int dv
     ir_emit(g->m, g->f, IR_OP_ACCUMULATE, args, 2, NULL, NULL, NULL);
 }
 
-bool pass_autodiff(ir_module *m, char *err, size_t errlen)
+bool pass_autodiff(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     int fi = ir_func_of_kind(m, IR_FUNC_STEP);
     if (fi < 0)

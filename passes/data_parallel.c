@@ -156,7 +156,7 @@ static int *tp_partial_grads(const ir_module *m, int *n)
     return grads;
 }
 
-bool pass_data_parallel(ir_module *m, char *err, size_t errlen)
+bool pass_data_parallel(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     int ntp, *tp_grads = tp_partial_grads(m, &ntp);
     bool dp = ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE) > 1, dp_done = !dp;

@@ -446,7 +446,7 @@ static void fuse_func(ir_module *m, int fi)
     ir_func_replace(m, fi, dst);
 }
 
-bool pass_fusion(ir_module *m, char *err, size_t errlen)
+bool pass_fusion(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     for (int f = 0; f < m->nfuncs; f++)
         fuse_func(m, f);

@@ -170,7 +170,7 @@ static bool is_working_copy(const ir_module *m, const ir_global *c)
     return c->kind == IR_GLOBAL_COPY && ir_numel(&c->type) == ir_numel(&m->globals[c->copy_of].type);
 }
 
-bool pass_optimizer(ir_module *m, char *err, size_t errlen)
+bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     bool zero = pass_zero_on(m);
     ir_func *f = ir_func_new(m, "optimizer", IR_FUNC_OPTIMIZER);

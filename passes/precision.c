@@ -49,7 +49,7 @@ static bool use_copies(ir_module *m, ir_func *f, const char *dtype, char *err, s
     return retype(m, f, err, errlen);
 }
 
-bool pass_precision(ir_module *m, char *err, size_t errlen)
+bool pass_precision(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     const char *name = ir_cfg_text(m, IR_CFG_PARAM_DTYPE);
     if (!strcmp(name, "f32"))

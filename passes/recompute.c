@@ -72,7 +72,7 @@ static int loss_output(const ir_func *f)
     return -1;
 }
 
-bool pass_recompute(ir_module *m, char *err, size_t errlen)
+bool pass_recompute(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     const char *g = ir_cfg_text(m, IR_CFG_RECOMPUTE_GRANULARITY);
     int fi = ir_func_of_kind(m, IR_FUNC_STEP);

@@ -13,7 +13,7 @@ static void call_per_micro_batch(ir_module *m, ir_prog p, int f, long long n)
         ir_sched_call(m, p, f, mb);
 }
 
-bool pass_schedule(ir_module *m, char *err, size_t errlen)
+bool pass_schedule(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     int step = ir_func_of_kind(m, IR_FUNC_STEP), opt = ir_func_of_kind(m, IR_FUNC_OPTIMIZER);
     if (step < 0 || opt < 0)

@@ -567,7 +567,7 @@ static bool shard_globals(ir_module *m, int tp, char *err, size_t errlen)
     return true;
 }
 
-bool pass_shard(ir_module *m, char *err, size_t errlen)
+bool pass_shard(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     int tp = (int)ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE);
     if (tp <= 1)
