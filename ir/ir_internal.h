@@ -9,6 +9,7 @@
 /* Spellings of the global attributes in the text form (print.c), ORDER ir_global_kind / ir_init. */
 extern const char *const ir_global_kind_names[IR_NUM_GLOBAL_KINDS];
 extern const char *const ir_init_names[IR_NUM_INITS];
+extern const char *const ir_placement_names[IR_NUM_PLACEMENTS];
 
 /* input, global and output name their tensor with @sym; no other op does. */
 static inline bool ir_op_takes_sym(ir_op op) { return ir_op_has(op, IR_OPF_SYM); }

@@ -153,20 +153,38 @@ static uint64_t name_hash(const char *s)
     return h;
 }
 
-/* A parameter split over tp holds middle rows [tp_rank*mid, (tp_rank+1)*mid) of its split
- * dimension (the shard pass's per-rank plan records tp_rank). */
-static rt_shard_layout shard_layout(const ir_module *m, const ir_type *t)
+/* This rank's mesh coordinates as its plan knows them: plans are per tensor-parallel rank (config
+ * tp_rank) and shared along dp, over which no parameter is split. */
+static void plan_coords(const ir_module *m, int coord[IR_NUM_AXES])
 {
-    rt_shard_layout at = {1, ir_numel(t), ir_numel(t), 0};
-    for (int d = 0; d < t->ndim; d++)
-        if (t->shard[d] == IR_AXIS_TP) {
-            int64_t tp = ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE), rank = ir_cfg_int(m, IR_CFG_TP_RANK);
-            at.inner = 1;
-            for (int k = d + 1; k < t->ndim; k++)
-                at.inner *= t->dims[k];
-            at = (rt_shard_layout){at.inner, t->dims[d], t->dims[d] * tp, rank * t->dims[d]};
-        }
-    return at;
+    for (int a = 0; a < IR_NUM_AXES; a++)
+        coord[a] = 0;
+    coord[IR_AXIS_TP] = (int)ir_cfg_int(m, IR_CFG_TP_RANK);
+}
+
+/* Where parameter g's local elements sit in its whole tensor, from its layout record: the
+ * device's init takes one split dimension (rt_shard_layout), all that parameters have. */
+static rt_shard_layout shard_layout(const ir_module *m, int g)
+{
+    const ir_global *gl = &m->globals[g];
+    const ir_layout *l = &gl->layout;
+    int64_t n = ir_numel(&gl->type);
+    if (!l->nsplits)
+        return (rt_shard_layout){1, n, n, 0};
+    if (l->nsplits > 1 || l->splits[0].kind != IR_SPLIT_DIM) {
+        char text[128];
+        fprintf(stderr, "train_rank: internal error: parameter @%s has layout [%s], but initialisation takes one split "
+                        "dimension (runtime/device.h rt_shard_layout)\n", gl->name, ir_layout_str(l, text, sizeof text));
+        exit(1);
+    }
+    int degree[IR_NUM_AXES], coord[IR_NUM_AXES], d = l->splits[0].dim;
+    ir_axis_degrees(m, degree);
+    plan_coords(m, coord);
+    ir_type whole = ir_global_whole(m, g, degree);
+    int64_t inner = 1;
+    for (int k = d + 1; k < gl->type.ndim; k++)
+        inner *= gl->type.dims[k];
+    return (rt_shard_layout){inner, gl->type.dims[d], whole.dims[d], ir_layout_offset(l, &whole, degree, coord, 0)};
 }
 
 void rt_program_init_params(rt_program *p, uint64_t seed)
@@ -177,7 +195,7 @@ void rt_program_init_params(rt_program *p, uint64_t seed)
             continue;
         uint64_t key = rt_splitmix64(seed) ^ name_hash(gl->name);
         bool normal = gl->init == IR_INIT_NORMAL;
-        rt_shard_layout at = shard_layout(p->m, &gl->type);
+        rt_shard_layout at = shard_layout(p->m, g);
         p->dev->init(p, p->globals[g], ir_numel(&gl->type), key, normal ? (float)gl->std : 0.0f, normal, 1.0f, &at);
     }
     int setup = ir_func_index(p->m, "setup");

@@ -48,9 +48,11 @@ static ir_module *build_module(void)
     ir_global_add(m, "wpe", ir_tensor(IR_F32, DIMS(8, 8)), IR_GLOBAL_PARAM, IR_INIT_NORMAL, 0.1, false);
     ir_global_add(m, "ln.w", ir_tensor(IR_F32, DIMS(8)), IR_GLOBAL_PARAM, IR_INIT_ONES, 0, true);
     ir_global_add(m, "ln.b", ir_tensor(IR_F32, DIMS(8)), IR_GLOBAL_PARAM, IR_INIT_ZEROS, 0, true);
-    ir_global_add(m, "wte.grad", ir_tensor(IR_F32, DIMS(16, 8)), IR_GLOBAL_GRAD, IR_INIT_ZEROS, 0, false);
-    ir_global_add(m, "wte.adam_m", ir_tensor(IR_F32, DIMS(16, 8)), IR_GLOBAL_ADAM_M, IR_INIT_ZEROS, 0, false);
-    ir_global_add(m, "wte.adam_v", ir_tensor(IR_F32, DIMS(16, 8)), IR_GLOBAL_ADAM_V, IR_INIT_ZEROS, 0, false);
+    m->globals[0].placement = IR_PLACE_VOCAB; /* roles round-trip: a placement, a layer */
+    m->globals[2].layer = 0;
+    ir_global_add_companion(m, "wte.grad", ir_tensor(IR_F32, DIMS(16, 8)), IR_GLOBAL_GRAD, 0);
+    ir_global_add_companion(m, "wte.adam_m", ir_tensor(IR_F32, DIMS(16, 8)), IR_GLOBAL_ADAM_M, 0);
+    ir_global_add_companion(m, "wte.adam_v", ir_tensor(IR_F32, DIMS(16, 8)), IR_GLOBAL_ADAM_V, 0);
 
     ir_func *f = ir_func_new(m, "micro_step");
     ir_type tok_t = ir_tensor(IR_I32, DIMS(2, 4));
@@ -151,9 +153,9 @@ static void test_roundtrip(void)
     /* what the dump must show a reader */
     static const char *const shown[] = {
         "  data_path = \"runs/\\\"quoted\\\" dir\\\\x\\nsecond line\"\n",
-        "global @wte : f32[16,8] {kind=param, init=normal, std=0.02}\n",
-        "global @ln.w : f32[8] {kind=param, init=ones, no_decay}\n",
-        "global @wte.adam_v : f32[16,8] {kind=adam_v, init=zeros}\n",
+        "global @wte : f32[16,8] {kind=param, init=normal, std=0.02, placement=vocab}\n",
+        "global @ln.w : f32[8] {kind=param, init=ones, layer=0, no_decay}\n",
+        "global @wte.adam_v : f32[16,8] {kind=adam_v, init=zeros, of=@wte}\n",
         "func micro_step {arena=",
         "  %0 = input @tokens : i32[2,4] {shard=[dp,-]} @+0\n",
         "  %2 = global @wte : f32[16,8] @global\n",
@@ -224,7 +226,7 @@ static void test_parse_errors(void)
         {FUNC("  %2 = gelu %0 : f32[4,8] extra\n"), "line 4: expected end of line, got `extra`"},
         {"func f {arena=0} {\n  %0 = input @x : f32[4]\n", "line 3: expected `}` closing the function, got end of input"},
         {"func f {arena=-1} {\n}\n", "line 1: arena= needs a byte count >= 0"},
-        {"global @w : f32[4] {kind=weight, init=zeros}\n", "line 1: unknown global kind `weight` (one of: param, grad, adam_m, adam_v, copy)"},
+        {"global @w : f32[4] {kind=weight, init=zeros}\n", "line 1: unknown global kind `weight` (one of: param, grad, adam_m, adam_v, copy, grad_shard, master_shard)"},
         {"global @w : f32[4] {kind=param, init=normal}\n", "line 1: global @w: std= goes with init=normal, and only with it"},
         {"global @w : f32[4] {init=ones}\n", "line 1: global @w needs kind= and init="},
         {"config {\n  lr = \"0.1\"\n  lr = \"0.2\"\n}\n", "line 3: config key `lr` is set twice"},
@@ -272,7 +274,7 @@ static void test_verify_errors(void)
     check_text_fails_verify(FUNC("  accumulate %0, %0\n"),
                             "func f, instr 2 (`accumulate %0, %0`): operand 0 (%0) of accumulate must be a `global @name` value, got the result of input");
     check_text_fails_verify(FUNC("  %2 = global @nowhere : f32[4]\n"), "instr 2 (`%2 = global @nowhere : f32[4]`): unknown global @nowhere");
-    check_text_fails_verify("global @w : f32[4] {kind=param, init=zeros}\nglobal @w : f32[4] {kind=grad, init=zeros}\n",
+    check_text_fails_verify("global @w : f32[4] {kind=param, init=zeros}\nglobal @w : f32[4] {kind=param, init=zeros}\n",
                             "global @w is declared twice");
     check_text_fails_verify("func f {arena=0} {\n}\nfunc f {arena=0} {\n}\n", "function f is defined twice");
 
