@@ -521,6 +521,39 @@ static void test_fuzz(void)
     ir_module_free(m);
 }
 
+/* --- layout records ------------------------------------------------------------------------ */
+
+/* [tp:dim1, dp:flat] over a whole [4,6] at tp 2, dp 3 (ZeRO's gradient block of a row-parallel
+ * weight): each rank's 4 elements are its dp block of its tp columns, and the six ranks' parts
+ * cover the whole tensor once. */
+static void test_layout_index(void)
+{
+    ir_layout l = {0};
+    ir_layout_add(&l, IR_AXIS_TP, IR_SPLIT_DIM, 1);
+    ir_layout_add(&l, IR_AXIS_DP, IR_SPLIT_FLAT, 0);
+    int degree[IR_NUM_AXES] = {1, 3, 1, 2, 1, 1}, hits[24] = {0};
+    ir_type whole = ir_tensor(IR_F32, DIMS(4, 6)), part = ir_layout_block(&l, &whole, degree, 2);
+    CHECK(part.ndim == 1 && part.dims[0] == 4, "a rank's part of [4,6] over tp 2 x dp 3 is %lld elements, not 4",
+          (long long)part.dims[0]);
+    for (int tp = 0; tp < 2; tp++)
+        for (int dp = 0; dp < 3; dp++)
+            for (int64_t i = 0; i < 4; i++) {
+                int coord[IR_NUM_AXES] = {0, dp, 0, tp, 0, 0};
+                int64_t at = ir_layout_index(&l, &whole, degree, coord, i);
+                CHECK(at >= 0 && at < 24, "tp %d, dp %d, element %lld lands at %lld", tp, dp, (long long)i, (long long)at);
+                if (at >= 0 && at < 24)
+                    hits[at]++;
+            }
+    for (int k = 0; k < 24; k++)
+        CHECK(hits[k] == 1, "whole element %d is held %d times", k, hits[k]);
+    /* tp 1 holds columns 3..5; its dp 2 block starts at its element 8: row 2, column 3 + 2 */
+    int coord[IR_NUM_AXES] = {0, 2, 0, 1, 0, 0};
+    CHECK(ir_layout_index(&l, &whole, degree, coord, 0) == 2 * 6 + 5, "tp 1, dp 2's first element is at %lld, not 17",
+          (long long)ir_layout_index(&l, &whole, degree, coord, 0));
+    CHECK(ir_layout_offset(&l, &whole, degree, coord, 0) == 3 && ir_layout_offset(&l, &whole, degree, coord, 1) == 8,
+          "offsets: tp 1's columns start at 3, dp 2's block at element 8");
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -529,6 +562,7 @@ int main(int argc, char **argv)
     } tests[] = {
         {"roundtrip", test_roundtrip},         {"parse_errors", test_parse_errors}, {"verify_errors", test_verify_errors},
         {"memory_errors", test_memory_errors}, {"memory_check", test_memory_check}, {"fuzz", test_fuzz},
+        {"layout_index", test_layout_index},
     };
     bool ran = false;
     for (size_t i = 0; i < sizeof tests / sizeof *tests; i++)
