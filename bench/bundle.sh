@@ -77,13 +77,16 @@ for c in llama-1B llama-1B-gqa; do
       2>devrun/bin/bench-$c-$v.compile.log || cat devrun/bin/bench-$c-$v.compile.log
   done
 done
-# PREV=COMMIT: llama-1B's tp2sp, tp2spb and dp2ov also as an earlier commit's mcc compiles them
-# (bench-llama-1B-<variant>-prev; its runtime and kernels with them), for a same-call A/B of a
-# change (bench/env_sweep.sh runs both)
+# PREV=COMMIT: every one-GPU benchmark config (bench-<config>-prev) and llama-1B's tp2sp, tp2spb
+# and dp2ov also as an earlier commit's mcc compiles them (its runtime and kernels with them), for
+# a same-call A/B of a change (device_run.sh's AB_CONFIGS alternates them; bench/env_sweep.sh)
 if [ -n "${PREV:-}" ]; then
   rm -rf /tmp/mcc-prev && git worktree add -f --detach /tmp/mcc-prev "$PREV" >/dev/null
   cmake -S /tmp/mcc-prev -B /tmp/mcc-prev/build -DCMAKE_BUILD_TYPE=Release -DBLA_VENDOR=Generic >/dev/null
   cmake --build /tmp/mcc-prev/build -j"$(nproc)" --target mcc >/dev/null
+  for c in gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa; do
+    /tmp/mcc-prev/build/mcc compile bench/configs/$c.json --target cuda -o devrun/bin/bench-$c-prev 2>/dev/null
+  done
   for v in tp2sp tp2spb; do
     /tmp/mcc-prev/build/mcc compile bench/configs/llama-1B.json --target cuda $(tp2_variant_flags $v) \
       -o devrun/bin/bench-llama-1B-$v-prev 2>/dev/null

@@ -108,6 +108,20 @@ for c in ${PROFILE_CONFIGS-}; do
   MCC_PROFILE=1 timeout 150 devrun/bin/bench-$c "${launch[@]}" --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 --log-interval 1 --eval-iters 0 > "$O/profile-$c.log" 2>&1
   echo "$c profile exit $?"; grep -A40 "GPU time by op" "$O/profile-$c.log" | head -60
 done
+# AB_CONFIGS="gpt2-124M llama-1B": each config against its bench-<config>-prev (bundle.sh PREV=),
+# AB_ROUNDS (3) alternating rounds of 25 steps: the median tokens/s and the memory in use of each
+for c in ${AB_CONFIGS-}; do
+  section "A/B: $c now vs PREV"
+  for round in $(seq "${AB_ROUNDS:-3}"); do
+    for side in "" -prev; do
+      [ -x devrun/bin/bench-$c$side ] || { echo "bench-$c$side: not compiled (bundle.sh PREV=)"; continue; }
+      log="$O/ab-$c$side-$round.log"
+      timeout 150 devrun/bin/bench-$c$side --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 \
+        --log-interval 1 --eval-iters 0 > "$log" 2>&1
+      echo "exit $? $(python3 bench/median_tok_s.py "round $round $c$side" < "$log") $(grep -o 'memory in use: [0-9.]* GiB' "$log" | tail -1)"
+    done
+  done
+done
 section "benchmark: PyTorch baseline"
 for c in ${BASELINES-gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa}; do
   timeout 170 python3 $anchors/torch_baseline.py --config $c --steps 20 >> "$O/baseline.jsonl" 2>>"$O/baseline.err"

@@ -48,22 +48,6 @@ static void add_bytes(LLVMContextRef ctx, LLVMModuleRef mod, const char *name, c
     add_constant(mod, size_name, LLVMConstInt(LLVMInt64TypeInContext(ctx), size, 0));
 }
 
-/* The plans' texts back to back, each with its NUL. */
-static char *plans_text(const ir_module *const *plans, int nplans, size_t *len)
-{
-    char *all = NULL;
-    *len = 0;
-    for (int r = 0; r < nplans; r++) {
-        char *text = ir_print_module(plans[r]);
-        size_t n = strlen(text) + 1;
-        all = realloc(all, *len + n);
-        memcpy(all + *len, text, n);
-        *len += n;
-        free(text);
-    }
-    return all;
-}
-
 /* Every byte reaches the file or err says why (a full disk, the file size limit). */
 static bool write_all(int fd, const char *data, size_t size, char *err, size_t errlen)
 {
@@ -96,14 +80,13 @@ static bool emit_to_fd(LLVMTargetMachineRef tm, LLVMModuleRef mod, int fd, char 
     return ok;
 }
 
-bool cg_emit_plan_object(const ir_module *const *plans, int nplans, const cg_plan_image *image, int fd, char *err,
-                         size_t errlen)
+bool cg_emit_plan_object(const ir_module *plan, const cg_plan_image *image, int fd, char *err, size_t errlen)
 {
     LLVMTargetMachineRef tm = host_machine(err, errlen);
     if (!tm)
         return close(fd), false;
-    size_t len;
-    char *text = plans_text(plans, nplans, &len);
+    char *text = ir_print_module(plan);
+    size_t len = strlen(text) + 1; /* with its NUL */
     LLVMContextRef ctx = LLVMContextCreate();
     LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("mcc_plan", ctx);
     char *triple = LLVMGetTargetMachineTriple(tm);
@@ -111,7 +94,6 @@ bool cg_emit_plan_object(const ir_module *const *plans, int nplans, const cg_pla
     LLVMDisposeMessage(triple);
     add_constant(mod, "mcc_plan_text", LLVMConstStringInContext(ctx, text, (unsigned)len, 0));
     add_constant(mod, "mcc_plan_size", LLVMConstInt(LLVMInt64TypeInContext(ctx), len, 0));
-    add_constant(mod, "mcc_plan_count", LLVMConstInt(LLVMInt64TypeInContext(ctx), (unsigned long long)nplans, 0));
     free(text);
     LLVMValueRef device = LLVMAddGlobal(mod, LLVMInt8TypeInContext(ctx), image->device_symbol); /* extern */
     add_constant(mod, "mcc_plan_device", device);

@@ -65,7 +65,7 @@ static const struct {
     {"--memory-report", NULL, OPT_SWITCH, offsetof(cli_opts, memory_report),
      "compile: what is live at the memory peak, by the op that made it"},
     {"--after", "PASS", OPT_TEXT, offsetof(cli_opts, after), "ir: print the IR after this pass (default the last)"},
-    {"--rank", "R", OPT_RANK, offsetof(cli_opts, rank), "ir: the rank whose plan to print (default 0)"},
+    {"--rank", "R", OPT_RANK, offsetof(cli_opts, rank), "ir: print the plan as rank R runs it, its rank terms (64*tp) resolved (default: as compiled)"},
 };
 enum { NOPTIONS = sizeof cli_options / sizeof cli_options[0] };
 
@@ -130,7 +130,7 @@ static bool parse_opts(char **argv, const int *rest, int nrest, cli_opts *o, cha
 static bool check_layout(const mcc_spec *spec, const cli_opts *o, char *err, size_t errlen)
 {
     int tp = spec->tensor_model_parallel_size, world = tp * spec->data_parallel_size;
-    if (o->rank < 0 || o->rank >= world) {
+    if (o->rank >= world) {
         snprintf(err, errlen, "--rank %lld: the layout has %d ranks (tp %d x dp %d): give 0..%d", o->rank, world, tp,
                  spec->data_parallel_size, world - 1);
         return false;
@@ -162,9 +162,9 @@ static bool load(int argc, char **argv, cli_opts *o, mcc_spec *spec)
     return true;
 }
 
-/* The planned module of tensor-parallel rank tp_rank (ranks of one dp group differ only there),
- * through pass `last` (NULL: all). */
-static ir_module *build(const char *path, const mcc_spec *spec, const cli_opts *o, int tp_rank, const char *last)
+/* The planned module, through pass `last` (NULL: all): one plan for every rank, the attributes
+ * that differ between ranks written as rank terms (ir_rank_term). */
+static ir_module *build(const char *path, const mcc_spec *spec, const cli_opts *o, const char *last)
 {
     char err[2048];
     double t0 = os_now_s();
@@ -173,13 +173,12 @@ static ir_module *build(const char *path, const mcc_spec *spec, const cli_opts *
      * fp32 master weights. */
     ir_cfg_set(m, IR_CFG_TARGET, o->target);
     ir_cfg_set(m, IR_CFG_PARAM_DTYPE, strcmp(o->target, "cuda") == 0 ? "bf16" : "f32");
-    ir_cfg_set_int(m, IR_CFG_TP_RANK, tp_rank);
     if (!mcc_run_passes(m, last, true, err, sizeof err)) {
         fail(err);
         ir_module_free(m);
         return NULL;
     }
-    fprintf(stderr, "mcc: built and verified %s (tp rank %d) through pass %s in %.2f s\n", path, tp_rank,
+    fprintf(stderr, "mcc: built and verified %s through pass %s in %.2f s\n", path,
             last ? last : mcc_passes[mcc_npasses - 1].name, os_now_s() - t0);
     return m;
 }
@@ -205,13 +204,7 @@ static bool fits_gpu(const mcc_memory_breakdown *mem, double gpu_gib)
     return false;
 }
 
-static void free_all(ir_module **mods, int n)
-{
-    for (int r = 0; r < n; r++)
-        ir_module_free(mods[r]);
-}
-
-/* One plan per tensor-parallel rank, all in the executable; each rank runs its own. */
+/* One plan in the executable: every rank runs it, resolving its rank terms as it loads it. */
 static int cmd_compile(int argc, char **argv)
 {
     cli_opts o = {0};
@@ -220,24 +213,32 @@ static int cmd_compile(int argc, char **argv)
         return 2;
     if (!o.out)
         return fail("-o OUT is required: the path of the train_rank executable to write");
-    int tp = spec.tensor_model_parallel_size;
-    ir_module *mods[tp];
-    for (int r = 0; r < tp; r++)
-        if (!(mods[r] = build(argv[0], &spec, &o, r, NULL)))
-            return free_all(mods, r), 2;
-    mcc_memory_breakdown mem = mcc_memory_of(mods[0]);
+    ir_module *m = build(argv[0], &spec, &o, NULL);
+    if (!m)
+        return 2;
+    mcc_memory_breakdown mem = mcc_memory_of(m);
     mcc_memory_print(&mem, stderr);
     if (o.memory_report)
-        mcc_memory_report(mods[0], stderr);
+        mcc_memory_report(m, stderr);
     if (!strcmp(o.target, "cuda") && !fits_gpu(&mem, o.gpu_memory_gib ? o.gpu_memory_gib : H200_GIB))
-        return free_all(mods, tp), 2;
+        return ir_module_free(m), 2;
     char err[8192];
-    bool ok = cg_write_executable((const ir_module *const *)mods, tp, o.out, err, sizeof err);
-    free_all(mods, tp);
+    bool ok = cg_write_executable(m, o.out, err, sizeof err);
+    ir_module_free(m);
     if (!ok)
         return fail(err), 1;
     fprintf(stderr, "mcc: wrote %s\n", o.out);
     return 0;
+}
+
+/* With a rank (>= 0): m as that rank runs it, its rank terms resolved for its coordinates. */
+static void resolve_for_rank(ir_module *m, long long rank)
+{
+    int coord[IR_NUM_AXES];
+    if (rank < 0)
+        return;
+    ir_mesh_coords(m, rank, coord);
+    ir_resolve_ranks(m, coord);
 }
 
 static int cmd_ir(int argc, char **argv)
@@ -247,14 +248,14 @@ static int cmd_ir(int argc, char **argv)
             printf("%-12s %s\n", mcc_passes[i].name, mcc_passes[i].what);
         return 0;
     }
-    cli_opts o = {0};
+    cli_opts o = {.rank = -1};
     mcc_spec spec;
     if (!load(argc, argv, &o, &spec))
         return 2;
-    /* Megatron's order puts tp fastest: rank r is tp rank r % tp. */
-    ir_module *m = build(argv[0], &spec, &o, o.rank % spec.tensor_model_parallel_size, o.after);
+    ir_module *m = build(argv[0], &spec, &o, o.after);
     if (!m)
         return 2;
+    resolve_for_rank(m, o.rank);
     char *text = ir_print_module(m);
     fputs(text, stdout);
     free(text);
@@ -264,7 +265,7 @@ static int cmd_ir(int argc, char **argv)
 
 /* mcc opt IN.ir --pass NAME [--rank R]: one pass on a module read back from its text (its config
  * block carries the options the passes read), verified before and after, printed: what the pass
- * tests (tests/passes/) run. --rank R sets the config's tp_rank as `mcc ir --rank R` does. */
+ * tests (tests/passes/) run. --rank R prints the result as rank R runs it, as `mcc ir --rank R`. */
 static int cmd_opt(int argc, char **argv)
 {
     char err[2048];
@@ -307,11 +308,10 @@ static int cmd_opt(int argc, char **argv)
     if (!ok)
         snprintf(err, sizeof err, "--rank %lld: %s's config has %lld ranks (tp x dp): give 0..%lld", rank, path, world,
                  world - 1);
-    if (ok && rank >= 0)
-        ir_cfg_set_int(m, IR_CFG_TP_RANK, rank % tp); /* Megatron's order: tp fastest */
     if (ok && !(ok = mcc_run_pass(m, pass, why, sizeof why)))
         snprintf(err, sizeof err, "%s: %s", path, why);
     if (ok) {
+        resolve_for_rank(m, rank);
         char *out = ir_print_module(m);
         fputs(out, stdout);
         free(out);
@@ -354,7 +354,7 @@ static const mcc_command mcc_commands[] = {
     {"ir", "mcc ir SPEC.json [--<field> VALUE ...] [--after PASS] [--rank R]\n  mcc ir --list-passes", cmd_ir, true,
      false},
     {"opt", "mcc opt IN.ir --pass NAME [--rank R]   run one pass on IR text (`mcc ir ... --after` the pass before), "
-            "verify, print;\n    --rank R sets the config's tp_rank (default the file's)", cmd_opt, false, false},
+            "verify, print;\n    --rank R prints it as rank R runs it (its rank terms resolved)", cmd_opt, false, false},
     /* its flags are data_preprocess.c's (`mcc data --help`), not repeated here */
     {"data", "mcc data preprocess --input FILE --output-prefix PREFIX [--tokenizer-type T ...]   text -> Megatron "
              "indexed dataset", cmd_data, false, true},

@@ -285,8 +285,39 @@ int ir_copy_instr(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr
     for (int a = 0; a < in->nargs; a++)
         args[a] = map[in->args[a]];
     int r = ir_emit(m, dst, in->op, args, in->nargs, in->attr, in->sym, in->nres ? &src->vals[in->res[0]].type : NULL);
+    memcpy(dst->instrs[dst->ninstrs - 1].per_rank, in->per_rank, sizeof in->per_rank);
     ir_map_results(dst, src, in, r, map);
     return r;
+}
+
+void ir_set_per_rank(ir_func *f, int v, int k, double base, double step, ir_axis axis)
+{
+    ir_instr *in = &f->instrs[f->vals[v].def];
+    in->attr[k] = base;
+    in->per_rank[k] = (ir_rank_term){(uint8_t)axis, step};
+}
+
+void ir_mesh_coords(const ir_module *m, long long world_rank, int coord[IR_NUM_AXES])
+{
+    long long tp = ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE);
+    for (int a = 0; a < IR_NUM_AXES; a++)
+        coord[a] = 0;
+    coord[IR_AXIS_TP] = (int)(world_rank % tp);
+    coord[IR_AXIS_DP] = (int)(world_rank / tp);
+}
+
+void ir_resolve_ranks(ir_module *m, const int coord[IR_NUM_AXES])
+{
+    for (int f = 0; f < m->nfuncs; f++)
+        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
+            ir_instr *in = &m->funcs[f]->instrs[i];
+            for (int k = 0; k < IR_MAX_ATTRS; k++) {
+                ir_rank_term *t = &in->per_rank[k];
+                if (t->axis != IR_AXIS_NONE)
+                    in->attr[k] += t->step * coord[t->axis];
+                *t = (ir_rank_term){IR_AXIS_NONE, 0};
+            }
+        }
 }
 
 void ir_func_replace(ir_module *m, int index, ir_func *f)

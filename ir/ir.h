@@ -46,12 +46,22 @@ typedef struct {
     int64_t offset;                 /* byte offset in the function's arena (IR_MEM_ARENA) */
 } ir_value;
 
+/* The part of an attribute that differs between the ranks of a stage: the attribute's value on a
+ * rank is attr + step * (the rank's coordinate along axis). One plan then serves every rank of a
+ * stage (passes/shard.c writes a shard's offsets so); train_rank resolves the terms when it loads
+ * its plan (ir_resolve_ranks). axis IR_AXIS_NONE: the attribute is the same on every rank. */
+typedef struct {
+    uint8_t axis;                   /* ir_axis */
+    double step;
+} ir_rank_term;
+
 typedef struct {
     ir_op op;
     int nargs, nres;
     int *args;                      /* value ids */
     int res[IR_MAX_RES];            /* value ids */
     double attr[IR_MAX_ATTRS];      /* named by the op table */
+    ir_rank_term per_rank[IR_MAX_ATTRS]; /* attr[k]'s rank-dependent part */
     char *sym;                      /* @name: input, global, output */
 } ir_instr;
 
@@ -203,7 +213,8 @@ void ir_func_replace(ir_module *m, int index, ir_func *f);
  * that are now dst's r, r+1, ...; records that in map and carries the source types' sharding
  * annotations over (ir_emit infers types afresh, without them). */
 void ir_map_results(ir_func *dst, const ir_func *src, const ir_instr *in, int r, int *map);
-/* Copies src's instruction `in` into dst, operands through map, and maps its results. */
+/* Copies src's instruction `in` into dst, operands through map, its attributes' rank terms
+ * included, and maps its results. */
 int ir_copy_instr(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr *in, int *map);
 /* Whether instruction `in` runs its collective on the GPU's comm stream, beside the computation
  * after it: an overlapped collective (ir_overlapped), or an all_reduce_inplace bucket inside the
@@ -253,6 +264,14 @@ int ir_first_reader(const ir_func *f, int i, int v);
  * times the forward); the rest, memory-bound and short, counts nothing. What hides a collective
  * beside it (passes/comm_overlap.c, MCC_PROFILE). */
 double ir_work_macs(const ir_func *f, const ir_instr *in);
+/* Makes attribute k of the instruction defining value v `base + step * coordinate(axis)`: what a
+ * rank-dependent attribute (a shard's offset) is in a plan that serves every rank of a stage. */
+void ir_set_per_rank(ir_func *f, int v, int k, double base, double step, ir_axis axis);
+/* This world rank's coordinate along each mesh axis of m's layout (config degrees), in Megatron's
+ * order: tp fastest, then dp. */
+void ir_mesh_coords(const ir_module *m, long long world_rank, int coord[IR_NUM_AXES]);
+/* Resolves every attribute's rank term for the rank at `coord`: the plan that rank runs. */
+void ir_resolve_ranks(ir_module *m, const int coord[IR_NUM_AXES]);
 int ir_global_add(ir_module *m, const char *name, ir_type t, ir_global_kind kind, ir_init init, double std, bool no_decay);
 /* Declares a zero-initialised companion of PARAM `owner` in role `kind`: its layer and layout are
  * the owner's (a pass that splits it further appends to the layout). */

@@ -649,6 +649,32 @@ static bool parse_global(parser *p)
 
 /* --- instructions --------------------------------------------------------------------------- */
 
+/* The rank term after an attribute's number, if any: `64*tp` (the number read was the step) or
+ * `3+64*tp` (it was the base; the signed step follows). */
+static bool parse_rank_term(parser *p, token key, double *attr, ir_rank_term *t)
+{
+    double step = *attr;
+    bool with_base = p->tok.kind == TK_NUM && (p->tok.s[0] == '+' || p->tok.s[0] == '-');
+    if (with_base) {
+        if (!tok_double(p->tok, &step))
+            return expected(p, "a number");
+        advance(p);
+    } else if (!is_punct(p, '*')) {
+        return true;
+    }
+    if (!expect_punct(p, '*'))
+        return false;
+    char name[8], buf[64];
+    int axis;
+    if (p->tok.kind != TK_IDENT || !tok_cstr(p->tok, 0, name, sizeof name) || (axis = ir_axis_by_name(name)) <= 0)
+        return fail_at(p, key, "attribute %s: a rank term is NUMBER*AXIS with a mesh axis (dp, pp, tp, cp, ep), "
+                               "e.g. %.*s=64*tp", describe(key, buf, sizeof buf), key.len, key.s);
+    advance(p);
+    *attr = with_base ? *attr : 0;
+    *t = (ir_rank_term){(uint8_t)axis, step};
+    return true;
+}
+
 /* One instruction as read, before it joins its function. */
 typedef struct {
     ir_op op;
@@ -656,6 +682,7 @@ typedef struct {
     int64_t res_ids[IR_MAX_RES];    /* as written */
     int nargs;                      /* operands in parser.args, already dense */
     double attr[IR_MAX_ATTRS];
+    ir_rank_term per_rank[IR_MAX_ATTRS];
     token sym;                      /* kind TK_EOF when absent */
     int ntypes;
     ir_type types[IR_MAX_RES];
@@ -670,7 +697,7 @@ static bool instr_attr(parser *p, void *ctx, token key, const token *val)
     const ir_op_info *info = &ir_ops[it->op];
     for (int k = 0; k < info->nattrs; k++)
         if (tok_is(key, info->attr_names[k]))
-            return need_number(p, key, val, &it->attr[k]);
+            return need_number(p, key, val, &it->attr[k]) && parse_rank_term(p, key, &it->attr[k], &it->per_rank[k]);
     char list[128] = "none", buf[64];
     for (int k = 0, len = 0; k < info->nattrs && len < (int)sizeof list; k++)
         len += snprintf(list + len, sizeof list - (size_t)len, "%s%s", k ? ", " : "", info->attr_names[k]);
@@ -797,6 +824,7 @@ static void func_append(parser *p, ir_func *f, const instr_text *it)
     if (it->nargs)
         memcpy(in.args, p->args, sizeof(int) * (size_t)it->nargs);
     memcpy(in.attr, it->attr, sizeof in.attr);
+    memcpy(in.per_rank, it->per_rank, sizeof in.per_rank);
     in.sym = it->sym.kind == TK_SYM ? tok_text(it->sym, 1) : NULL;
     f->instrs = grow(f->instrs, &f->cap_instrs, f->ninstrs + 1, sizeof(ir_instr));
     f->vals = grow(f->vals, &f->cap_vals, f->nvals + it->nres, sizeof(ir_value));

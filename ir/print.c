@@ -49,6 +49,20 @@ static void print_double(ir_buf *b, double v)
     ir_buf_printf(b, "%s", s);
 }
 
+/* An attribute: its value, or with a rank term `base+step*axis` (`step*axis` when base is 0). */
+static void print_attr(ir_buf *b, double v, const ir_rank_term *t)
+{
+    if (t->axis == IR_AXIS_NONE)
+        return print_double(b, v);
+    if (v != 0) {
+        print_double(b, v);
+        if (t->step >= 0)
+            ir_buf_printf(b, "+");
+    }
+    print_double(b, t->step);
+    ir_buf_printf(b, "*%s", ir_axis_name((ir_axis)t->axis));
+}
+
 static void print_type(ir_buf *b, const ir_type *t)
 {
     char s[256];
@@ -94,7 +108,7 @@ void ir_print_instr_to(ir_buf *b, const ir_func *f, const ir_instr *in)
         ir_buf_printf(b, "%s%%%d", a ? ", " : " ", in->args[a]);
     for (int k = 0; k < info->nattrs; k++) {
         ir_buf_printf(b, "%s%s=", k ? ", " : " {", info->attr_names[k]);
-        print_double(b, in->attr[k]);
+        print_attr(b, in->attr[k], &in->per_rank[k]);
     }
     if (info->nattrs)
         ir_buf_printf(b, "}");

@@ -3,7 +3,7 @@
  * placement): column-parallel (q, k, v, mlp up/gate: output features split), row-parallel
  * (attention out, mlp down: input features split) and vocab-parallel (word embedding, output
  * head: vocabulary rows split); their layout records say so. The
- * pass then rewrites every function into this rank's local graph (config tp_rank), carrying for
+ * pass then rewrites every function into the local graph every tp rank runs, carrying for
  * each value which dimension is split over tp and whether it is a partial sum, and inserts
  * `all_reduce {axis=tp}` where an op needs a complete value: after row-parallel matmuls, the
  * vocab-parallel lookup, and the column-parallel input gradients. Cross entropy over split
@@ -13,7 +13,9 @@
  * reduce-scattered rather than all-reduced, and a sequence slice entering a matmul (or anything
  * that needs every token) is all-gathered, as in Megatron's sequence parallelism.
  * Dropout ops draw their masks by each element's index in the whole tensor, so where their
- * operand is split the pass records this rank's block in their attributes.
+ * operand is split the pass records the rank's block in their attributes. Such offsets (and the
+ * vocab-parallel and position offsets) are rank terms, `step*tp` (ir_rank_term): one plan
+ * serves every tp rank, and each resolves them when it loads the plan.
  * Types in the result are local shapes with the split dimension annotated {shard=[.., tp]}. */
 #include "passes.h"
 
@@ -37,7 +39,7 @@ typedef struct {
     ir_module *m;
     const ir_func *src;
     ir_func *dst;
-    int tp, rank;
+    int tp;
     bool sp;                        /* sequence parallelism */
     int sp_dim;                     /* the dimension it splits: 1 (the sequence) or 0 (batch rows) */
     int *map;                       /* source value -> new value */
@@ -121,6 +123,9 @@ static int complete(shard_ctx *c, int v)
 }
 
 static int last_dim_of(shard_ctx *c, int v) { return c->dst->vals[v].type.ndim - 1; }
+
+/* Attribute k of value v's instruction is this rank's offset: its tp coordinate times `block`. */
+static void tp_offset(shard_ctx *c, int v, int k, int64_t block) { ir_set_per_rank(c->dst, v, k, 0, (double)block, IR_AXIS_TP); }
 
 /* This rank's share of the residual stream's tokens: its slice of the sequence (dim 1), or with
  * sequence_parallel_split batch its batch rows (dim 0). */
@@ -254,12 +259,12 @@ static bool rule_matmul(shard_ctx *c, const ir_instr *in, int *args, int *res)
 static int lower_cross_entropy(shard_ctx *c, const ir_instr *in, int logits, int targets)
 {
     placement rows = {-1, false, false};
-    double vocab_start = (double)c->rank * (double)c->dst->vals[logits].type.dims[last_dim_of(c, logits)];
     double max_attrs[2] = {IR_AXIS_TP, 1}, sum_attrs[2] = {IR_AXIS_TP, 0};
     int mx = emit(c, IR_OP_CE_ROW_MAX, &logits, 1, NULL, NULL, NULL, rows);
     int gmax = emit(c, IR_OP_ALL_REDUCE, &mx, 1, max_attrs, NULL, NULL, rows);
     int st_args[3] = {logits, targets, gmax};
-    int st = emit(c, IR_OP_CE_ROW_STATS, st_args, 3, &vocab_start, NULL, NULL, rows);
+    int st = emit(c, IR_OP_CE_ROW_STATS, st_args, 3, NULL, NULL, NULL, rows);
+    tp_offset(c, st, 0, c->dst->vals[logits].type.dims[last_dim_of(c, logits)]); /* vocab_start */
     int stats = emit(c, IR_OP_ALL_REDUCE, &st, 1, sum_attrs, NULL, NULL, rows);
     c->ces = realloc(c->ces, sizeof(lowered_ce) * (size_t)(c->nces + 1));
     c->ces[c->nces++] = (lowered_ce){in->args[0], in->args[1], gmax, stats};
@@ -272,9 +277,9 @@ static int lower_cross_entropy_grad(shard_ctx *c, const ir_instr *in, const int 
     for (int i = 0; i < c->nces; i++)
         if (c->ces[i].logits == in->args[1] && c->ces[i].targets == in->args[2]) {
             int g[5] = {args[0], args[1], args[2], c->ces[i].gmax, c->ces[i].stats};
-            double vocab_start = (double)c->rank * (double)c->dst->vals[args[1]].type.dims[last_dim_of(c, args[1])];
-            return emit(c, IR_OP_CE_GRAD_SHARDED, g, 5, &vocab_start, NULL, NULL,
-                        (placement){last_dim_of(c, args[1]), false, false});
+            int r = emit(c, IR_OP_CE_GRAD_SHARDED, g, 5, NULL, NULL, NULL, (placement){last_dim_of(c, args[1]), false, false});
+            tp_offset(c, r, 0, c->dst->vals[args[1]].type.dims[last_dim_of(c, args[1])]); /* vocab_start */
+            return r;
         }
     return -1;
 }
@@ -318,15 +323,13 @@ static bool rule_stream(shard_ctx *c, const ir_instr *in, int *args, int *res)
     double attrs[IR_MAX_ATTRS];
     memcpy(attrs, in->attr, sizeof attrs);
     placement p = seq ? seq_slice_at(c) : (placement){-1, false, false};
-    /* a sequence slice's positions start at its offset; batch rows hold every position */
-    int64_t first = seq && c->sp_dim == 1 ? (int64_t)c->rank * c->dst->vals[args[0]].type.dims[1] : 0;
-    if (in->op == IR_OP_POS_ADD)
-        attrs[0] = (double)first;
-    if (in->op == IR_OP_POS_ADD_GRAD) {
-        attrs[1] = (double)first;
+    if (in->op == IR_OP_POS_ADD_GRAD)
         p = (placement){-1, seq, false}; /* rows of this slice's positions only */
-    }
+    int64_t slice = c->dst->vals[args[0]].type.dims[1];
     *res = emit(c, in->op, args, in->nargs, attrs, NULL, NULL, p);
+    /* a sequence slice's positions start at its offset; batch rows hold every position */
+    if (seq && c->sp_dim == 1 && (in->op == IR_OP_POS_ADD || in->op == IR_OP_POS_ADD_GRAD))
+        tp_offset(c, *res, in->op == IR_OP_POS_ADD ? 0 : 1, slice); /* first */
     for (int r = 1; r < ir_ops[in->op].nres; r++) /* dw, db: summed over this slice's tokens */
         place(c, *res + r, (placement){-1, seq, false});
     return true;
@@ -345,13 +348,14 @@ static bool rule_dropout(shard_ctx *c, const ir_instr *in, int *args, int *res)
         return fail(c, "dropout over a split batch dimension", in);
     double attrs[IR_MAX_ATTRS];
     memcpy(attrs, in->attr, sizeof attrs);
+    int64_t local = p.dim >= 0 ? c->dst->vals[args[0]].type.dims[p.dim] : 0;
     if (p.dim >= 0) { /* dim 0: sequence parallelism split by batch rows */
-        int64_t local = c->dst->vals[args[0]].type.dims[p.dim];
         attrs[3] = p.dim;                       /* dim */
-        attrs[4] = (double)(c->rank * local);   /* offset */
         attrs[5] = (double)(local * c->tp);     /* extent */
     }
     *res = emit(c, in->op, args, 2, attrs, NULL, NULL, p);
+    if (p.dim >= 0)
+        tp_offset(c, *res, 4, local); /* offset */
     return true;
 }
 
@@ -367,14 +371,16 @@ static bool rule_attention(shard_ctx *c, const ir_instr *in, int *args, int *res
     int q = args[forward ? 0 : 1], heads = c->at[q].dim;
     double attrs[IR_MAX_ATTRS];
     memcpy(attrs, in->attr, sizeof attrs);
-    if (dropout && heads >= 0) {
+    bool split_heads = dropout && heads >= 0;
+    int64_t local = split_heads ? c->dst->vals[q].type.dims[2] : 0;
+    if (split_heads) {
         if (heads != 2)
             return fail(c, "attention dropout with q split other than by heads", in);
-        int64_t local = c->dst->vals[q].type.dims[2];
-        attrs[3] = (double)(c->rank * local);   /* head_offset */
         attrs[4] = (double)(local * c->tp);     /* heads */
     }
     *res = emit(c, in->op, args, in->nargs, attrs, NULL, NULL, (placement){heads, false, false});
+    if (split_heads)
+        tp_offset(c, *res, 3, local); /* head_offset */
     if (forward) /* lse [B,H,T]: heads are dimension 1 */
         place(c, *res + 1, (placement){heads >= 0 ? 1 : -1, false, false});
     return true;
@@ -462,19 +468,22 @@ static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
     case IR_OP_EMBEDDING: {
         placement p = rep;
         double attrs[2] = {0, 0};
-        if (c->at[args[0]].dim == 0) { /* vocab-parallel: other shards' rows are zero here */
-            int64_t local = c->dst->vals[args[0]].type.dims[0];
-            attrs[0] = (double)(c->rank * local);
+        int64_t local = c->dst->vals[args[0]].type.dims[0];
+        bool vocab_parallel = c->at[args[0]].dim == 0; /* other shards' rows are zero here */
+        if (vocab_parallel) {
             attrs[1] = (double)(local * c->tp);
             p.partial = true;
         }
         *res = emit(c, in->op, args, 2, attrs, NULL, NULL, p);
+        if (vocab_parallel)
+            tp_offset(c, *res, 0, local);
         return true;
     }
     case IR_OP_EMBEDDING_GRAD: {
         args[0] = every_token(c, args[0]);
-        double attrs[2] = {in->attr[0] / c->tp, (double)c->rank * (in->attr[0] / c->tp)};
+        double attrs[2] = {in->attr[0] / c->tp, 0};
         *res = emit(c, in->op, args, 2, attrs, NULL, NULL, (placement){0, false, false});
+        tp_offset(c, *res, 1, (int64_t)attrs[0]);
         return true;
     }
     case IR_OP_POS_ADD:
@@ -504,10 +513,10 @@ static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
 }
 
 /* Rewrites source function index fi into this rank's local graph. */
-static bool shard_func(ir_module *m, int fi, int tp, int rank, char *err, size_t errlen)
+static bool shard_func(ir_module *m, int fi, int tp, char *err, size_t errlen)
 {
     const ir_func *src = m->funcs[fi];
-    shard_ctx c = {m, src, ir_func_new(m, src->name), tp, rank, ir_cfg_bool(m, IR_CFG_SEQUENCE_PARALLEL),
+    shard_ctx c = {m, src, ir_func_new(m, src->name), tp, ir_cfg_bool(m, IR_CFG_SEQUENCE_PARALLEL),
                    (int)ir_cfg_int(m, IR_CFG_SEQUENCE_PARALLEL_DIM), .err = err, .errlen = errlen};
     c.map = malloc(sizeof(int) * (size_t)(src->nvals + 1));
     c.complete_grad = calloc((size_t)m->nglobals + 1, sizeof(bool));
@@ -561,15 +570,12 @@ static bool shard_globals(ir_module *m, int tp, char *err, size_t errlen)
 bool pass_shard(ir_module *m, char *err, size_t errlen)
 {
     int tp = (int)ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE);
-    int rank = (int)ir_cfg_int(m, IR_CFG_TP_RANK);
     if (tp <= 1)
         return true;
-    if (rank < 0 || rank >= tp)
-        return snprintf(err, errlen, "tp_rank %d is outside [0, %d)", rank, tp), false;
     if (!shard_globals(m, tp, err, errlen))
         return false;
     for (int f = 0; f < m->nfuncs; f++)
-        if (!shard_func(m, f, tp, rank, err, errlen))
+        if (!shard_func(m, f, tp, err, errlen))
             return false;
     return true;
 }

@@ -52,8 +52,6 @@ rt_comm *rt_parallel_comm_for(const ir_instr *in, int64_t ranks)
     return comm;
 }
 
-int rt_parallel_plan_index(int nplans) { return rt_rank_env_or_exit().rank % nplans; }
-
 static void gather_bytes(rt_comm *comm, int n, rt_program *p, const void *local, size_t bytes, void *all);
 
 static struct {
@@ -193,9 +191,8 @@ void rt_parallel_init(rt_parallel *par, rt_program *p)
                 world, par->env.world_size);
         exit(2);
     }
-    rt_mesh_coord at = rt_mesh_coords(&mesh, par->env.rank);
-    par->tp_rank = at.tp;
-    par->dp_rank = at.dp;
+    par->tp_rank = p->coord[IR_AXIS_TP]; /* as the plan was resolved (ir_mesh_coords) */
+    par->dp_rank = p->coord[IR_AXIS_DP];
     if (world == 1)
         return;
     par->world = p->dev->world_comm(p, &par->env, err, sizeof err);

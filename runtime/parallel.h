@@ -15,10 +15,6 @@ typedef struct {
     void *scratch;                  /* one f32 of device memory for host-value reductions */
 } rt_parallel;
 
-/* Which of the executable's nplans plans (one per tensor-parallel rank) this rank runs: its tp
- * rank, rank % tp in Megatron's order. Reads the launcher's environment; exits on a bad one. */
-int rt_parallel_plan_index(int nplans);
-
 /* Reads the launcher's environment and checks it against the layout compiled into the plan
  * (world size must be tp*pp*dp), then creates the communicators (MPI on the CPU, NCCL on CUDA).
  * Exits with a message naming the fix on any mismatch. */

@@ -63,7 +63,8 @@ static void bind_func(rt_program *p, rt_func_exec *x, ir_func *f, char *arena)
     }
 }
 
-rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const void *image, char *err, size_t errlen)
+rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const void *image, long long world_rank,
+                            char *err, size_t errlen)
 {
     ir_module *m = ir_parse_module(plan_text, err, errlen);
     if (!m)
@@ -74,6 +75,8 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     }
     rt_program *p = xcalloc(1, sizeof(*p), "program");
     p->m = m;
+    ir_mesh_coords(m, world_rank, p->coord);
+    ir_resolve_ranks(m, p->coord);
     p->dev = dev;
     dev->open(p, image);
     /* One allocation holds every global, in declaration order, each at a 256-byte boundary: the
@@ -153,19 +156,12 @@ static uint64_t name_hash(const char *s)
     return h;
 }
 
-/* This rank's mesh coordinates as its plan knows them: plans are per tensor-parallel rank (config
- * tp_rank) and shared along dp, over which no parameter is split. */
-static void plan_coords(const ir_module *m, int coord[IR_NUM_AXES])
+/* Where parameter g's local elements sit in its whole tensor, from its layout record and this
+ * rank's coordinates: the device's init takes one split dimension (rt_shard_layout), all that
+ * parameters have. */
+static rt_shard_layout shard_layout(const rt_program *p, int g)
 {
-    for (int a = 0; a < IR_NUM_AXES; a++)
-        coord[a] = 0;
-    coord[IR_AXIS_TP] = (int)ir_cfg_int(m, IR_CFG_TP_RANK);
-}
-
-/* Where parameter g's local elements sit in its whole tensor, from its layout record: the
- * device's init takes one split dimension (rt_shard_layout), all that parameters have. */
-static rt_shard_layout shard_layout(const ir_module *m, int g)
-{
+    const ir_module *m = p->m;
     const ir_global *gl = &m->globals[g];
     const ir_layout *l = &gl->layout;
     int64_t n = ir_numel(&gl->type);
@@ -177,14 +173,13 @@ static rt_shard_layout shard_layout(const ir_module *m, int g)
                         "dimension (runtime/device.h rt_shard_layout)\n", gl->name, ir_layout_str(l, text, sizeof text));
         exit(1);
     }
-    int degree[IR_NUM_AXES], coord[IR_NUM_AXES], d = l->splits[0].dim;
+    int degree[IR_NUM_AXES], d = l->splits[0].dim;
     ir_axis_degrees(m, degree);
-    plan_coords(m, coord);
     ir_type whole = ir_global_whole(m, g, degree);
     int64_t inner = 1;
     for (int k = d + 1; k < gl->type.ndim; k++)
         inner *= gl->type.dims[k];
-    return (rt_shard_layout){inner, gl->type.dims[d], whole.dims[d], ir_layout_offset(l, &whole, degree, coord, 0)};
+    return (rt_shard_layout){inner, gl->type.dims[d], whole.dims[d], ir_layout_offset(l, &whole, degree, p->coord, 0)};
 }
 
 void rt_program_init_params(rt_program *p, uint64_t seed)
@@ -195,7 +190,7 @@ void rt_program_init_params(rt_program *p, uint64_t seed)
             continue;
         uint64_t key = rt_splitmix64(seed) ^ name_hash(gl->name);
         bool normal = gl->init == IR_INIT_NORMAL;
-        rt_shard_layout at = shard_layout(p->m, g);
+        rt_shard_layout at = shard_layout(p, g);
         p->dev->init(p, p->globals[g], ir_numel(&gl->type), key, normal ? (float)gl->std : 0.0f, normal, 1.0f, &at);
     }
     int setup = ir_func_index(p->m, "setup");

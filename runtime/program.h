@@ -21,7 +21,8 @@ typedef struct {
 } rt_func_exec;
 
 typedef struct rt_program {
-    ir_module *m;
+    ir_module *m;                   /* the plan as this rank runs it: its rank terms resolved */
+    int coord[IR_NUM_AXES];         /* this rank's coordinate along each mesh axis */
     const rt_device *dev;
     void *dev_state;                /* owned by the device */
     void **globals;                 /* per module global: device memory, inside global_slab */
@@ -36,9 +37,11 @@ typedef struct rt_program {
     rt_func_exec *funcs;            /* per module function */
 } rt_program;
 
-/* Parses and verifies the plan, opens the device (image: its kernel binary, or NULL), allocates
+/* Parses and verifies the plan (one for every rank of a stage), resolves its rank terms for
+ * world_rank's mesh coordinates, opens the device (image: its kernel binary, or NULL), allocates
  * globals (zeroed) and arenas. NULL + message on error. */
-rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const void *image, char *err, size_t errlen);
+rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const void *image, long long world_rank,
+                            char *err, size_t errlen);
 void rt_program_free(rt_program *p);
 /* Initialises every parameter from its init rule, then runs `setup` (if the plan has one).
  * Element i of parameter `name` depends only on (seed, name, i), so any sharding of the

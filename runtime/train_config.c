@@ -29,7 +29,6 @@ static const struct {
     INT_AT(IR_CFG_EVAL_ITERS, 0, eval_iters),
     INT_AT(IR_CFG_TENSOR_MODEL_PARALLEL_SIZE, 1, tp),
     INT_AT(IR_CFG_DATA_PARALLEL_SIZE, 1, dp),
-    INT_AT(IR_CFG_TP_RANK, 0, tp_rank),
     WIDE_AT(IR_CFG_SEED, seed),
     WIDE_AT(IR_CFG_NUM_PARAMS, num_params),
     WIDE_AT(IR_CFG_NUM_POSITION_PARAMS, num_position_params),
@@ -60,8 +59,5 @@ bool rt_train_config_read(const ir_module *m, rt_train_config *c, char *err, siz
         else
             *(int *)at = (int)v;
     }
-    if (c->tp_rank >= c->tp)
-        return snprintf(err, errlen, "config value tp_rank %d is out of range: give an integer in 0..%d "
-                        "(tensor_model_parallel_size %d)", c->tp_rank, c->tp - 1, c->tp), false;
     return true;
 }

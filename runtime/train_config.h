@@ -13,7 +13,7 @@
 typedef struct {
     int micro_batch_size, seq_length, accum_steps, vocab_size;
     int train_iters, log_interval, eval_interval, eval_iters; /* defaults of train_rank's flags */
-    int tp, dp, tp_rank;
+    int tp, dp;
     long long seed, num_params, num_position_params, num_layers, hidden_size;
 } rt_train_config;
 

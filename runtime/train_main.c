@@ -32,9 +32,8 @@
 
 /* The plan object `mcc compile` wrote: the planned IR, the device it targets and that device's
  * kernel image (a cubin for CUDA; empty for the CPU). */
-extern const char mcc_plan_text[]; /* one plan per tensor-parallel rank, each NUL-terminated */
+extern const char mcc_plan_text[]; /* the plan every rank runs, its rank terms unresolved */
 extern const uint64_t mcc_plan_size;
-extern const uint64_t mcc_plan_count;
 extern const rt_device *const mcc_plan_device;
 extern const char mcc_plan_image[];
 extern const uint64_t mcc_plan_image_size;
@@ -555,10 +554,8 @@ static void setup_run(train_run *r, int argc, char **argv)
 {
     r->a = parse_args(argc, argv);
     char err[1024];
-    const char *plan = mcc_plan_text; /* the plan of this rank's tp rank */
-    for (int k = rt_parallel_plan_index((int)mcc_plan_count); k > 0; k--)
-        plan += strlen(plan) + 1;
-    r->p = rt_program_load(plan, mcc_plan_device, mcc_plan_image_size ? mcc_plan_image : NULL, err, sizeof err);
+    r->p = rt_program_load(mcc_plan_text, mcc_plan_device, mcc_plan_image_size ? mcc_plan_image : NULL,
+                           rt_rank_env_or_exit().rank, err, sizeof err);
     if (!r->p || !rt_train_config_read(r->p->m, &r->cfg, err, sizeof err)) {
         fprintf(stderr, "train_rank: error: the compiled plan is invalid (%s); recompile with this mcc\n", err);
         exit(1);

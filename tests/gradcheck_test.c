@@ -161,7 +161,7 @@ static bool check(ir_op op, ir_module *m)
     char *text = ir_print_module(m), err[512];
     if (getenv("GRADCHECK_DUMP"))
         fputs(text, stdout);
-    rt_program *p = rt_program_load(text, &rt_cpu_device, NULL, err, sizeof err);
+    rt_program *p = rt_program_load(text, &rt_cpu_device, NULL, 0, err, sizeof err);
     free(text);
     if (!p) {
         fprintf(stderr, "%s: plan does not load: %s\n", ir_ops[op].name, err);

@@ -499,6 +499,41 @@ static void check_mutant(const char *text, size_t len, bool *parsed)
     free(copy);
 }
 
+/* Rank terms (ir_rank_term): an attribute that differs between the ranks of a stage reads and
+ * prints as `step*axis` or `base+step*axis`, and resolves to base + step * coordinate. */
+static void test_rank_terms(void)
+{
+    const char *text = "func f {arena=0} {\n"
+                       "  %0 = input @x : f32[4,8]\n"
+                       "  %1 = input @first_sample : i64[]\n"
+                       "  %2 = dropout %0, %1 {p=0.1, seed=1, site=0, dim=1, offset=8*tp, extent=16} : f32[4,8] {shard=[-,tp]}\n"
+                       "  %3 = dropout %2, %1 {p=0.1, seed=1, site=1, dim=1, offset=3+8*tp, extent=16} : f32[4,8] {shard=[-,tp]}\n"
+                       "  %4 = dropout %3, %1 {p=0.1, seed=1, site=2, dim=1, offset=3-8*dp, extent=16} : f32[4,8] {shard=[-,tp]}\n"
+                       "  output @y %4\n"
+                       "}\n";
+    ir_module *m = check_reprints(text, "rank terms");
+    if (!m)
+        return;
+    char *printed = ir_print_module(m);
+    CHECK(strcmp(printed, text) == 0, "rank terms do not print as written:\n%s", printed);
+    free(printed);
+    int coord[IR_NUM_AXES] = {0};
+    coord[IR_AXIS_TP] = 2;
+    coord[IR_AXIS_DP] = 1;
+    ir_resolve_ranks(m, coord);
+    const ir_instr *in = m->funcs[0]->instrs;
+    CHECK(in[2].attr[4] == 16 && in[3].attr[4] == 19 && in[4].attr[4] == -5, "resolved offsets %g %g %g, expected 16 19 -5",
+          in[2].attr[4], in[3].attr[4], in[4].attr[4]);
+    CHECK(in[2].per_rank[4].axis == IR_AXIS_NONE, "a resolved attribute keeps its rank term");
+    ir_module_free(m);
+    char err[512] = "";
+    m = ir_parse_module("func f {arena=0} {\n  %0 = input @x : f32[4]\n  %1 = scale %0 {factor=2*zz} : f32[4]\n}\n", err,
+                        sizeof err);
+    CHECK(!m && strstr(err, "line 3: attribute `factor`: a rank term is NUMBER*AXIS with a mesh axis"),
+          "a rank term over an unknown axis gives `%s`", err);
+    ir_module_free(m);
+}
+
 static void test_fuzz(void)
 {
     ir_module *m = build_module();
@@ -561,8 +596,8 @@ int main(int argc, char **argv)
         void (*run)(void);
     } tests[] = {
         {"roundtrip", test_roundtrip},         {"parse_errors", test_parse_errors}, {"verify_errors", test_verify_errors},
-        {"memory_errors", test_memory_errors}, {"memory_check", test_memory_check}, {"fuzz", test_fuzz},
-        {"layout_index", test_layout_index},
+        {"memory_errors", test_memory_errors}, {"memory_check", test_memory_check}, {"rank_terms", test_rank_terms},
+        {"fuzz", test_fuzz},                   {"layout_index", test_layout_index},
     };
     bool ran = false;
     for (size_t i = 0; i < sizeof tests / sizeof *tests; i++)
