@@ -15,33 +15,41 @@ typedef struct {
     const mcc_spec *s;
     int first_sample;               /* `input @first_sample` of a training step with dropout, else -1 */
     int64_t rows;                   /* batch rows the chain being built runs over */
+    int layer;                      /* the layer being built, -1 outside the layers */
 } builder;
 
-/* Declares a parameter (once: every step function shares it) and returns a reference to it in
- * the function. */
-static int param(builder *b, const char *name, int ndim, const int64_t *dims, ir_init init, double std)
+/* Declares a parameter (once: every step function shares it) in the layer being built, placed
+ * over tp as `place` says, and returns a reference to it in the function. */
+static int param(builder *b, const char *name, int ndim, const int64_t *dims, ir_init init, double std,
+                 ir_placement place)
 {
-    if (ir_global_find(b->m, name) < 0)
-        ir_global_add(b->m, name, ir_tensor(IR_F32, ndim, dims), IR_GLOBAL_PARAM, init, std, ndim < 2);
+    if (ir_global_find(b->m, name) < 0) {
+        int g = ir_global_add(b->m, name, ir_tensor(IR_F32, ndim, dims), IR_GLOBAL_PARAM, init, std, ndim < 2);
+        b->m->globals[g].layer = b->layer;
+        b->m->globals[g].placement = place;
+    }
     return ir_global_ref(b->m, b->f, name);
 }
 
-static int param1(builder *b, const char *name, int64_t n, ir_init init)
+static int param1(builder *b, const char *name, int64_t n, ir_init init, ir_placement place)
 {
-    return param(b, name, 1, &n, init, 0);
+    return param(b, name, 1, &n, init, 0, place);
 }
 
-/* y = x W^T (+ bias): W is [out, in] as in torch.nn.Linear and Megatron. */
-static int linear(builder *b, const char *prefix, int x, int64_t in, int64_t out, double std)
+/* y = x W^T (+ bias): W is [out, in] as in torch.nn.Linear and Megatron. Column-parallel splits
+ * W's rows and the bias with them; row-parallel W's columns, the bias (added to the complete sum)
+ * replicated. */
+static int linear(builder *b, const char *prefix, int x, int64_t in, int64_t out, double std, ir_placement place)
 {
     char name[160];
     int64_t wdims[2] = {out, in};
     snprintf(name, sizeof name, "%s.weight", prefix);
-    int y = ir_matmul(b->m, b->f, x, param(b, name, 2, wdims, IR_INIT_NORMAL, std), false, true);
+    int y = ir_matmul(b->m, b->f, x, param(b, name, 2, wdims, IR_INIT_NORMAL, std, place), false, true);
     if (!b->s->add_bias_linear)
         return y;
     snprintf(name, sizeof name, "%s.bias", prefix);
-    return ir_op2(b->m, b->f, IR_OP_BIAS_ADD, y, param1(b, name, out, IR_INIT_ZEROS));
+    ir_placement bias = place == IR_PLACE_COLUMN ? IR_PLACE_COLUMN : IR_PLACE_REPLICATED;
+    return ir_op2(b->m, b->f, IR_OP_BIAS_ADD, y, param1(b, name, out, IR_INIT_ZEROS, bias));
 }
 
 /* Dropout sites, the second word of the mask's key: 0 the embedding output, then per layer its
@@ -69,10 +77,11 @@ static int norm(builder *b, const char *prefix, int x)
     snprintf(w, sizeof w, "%s.weight", prefix);
     snprintf(bias, sizeof bias, "%s.bias", prefix);
     if (b->s->normalization == MCC_NORM_RMSNORM) {
-        int args[2] = {x, param1(b, w, d, IR_INIT_ONES)};
+        int args[2] = {x, param1(b, w, d, IR_INIT_ONES, IR_PLACE_REPLICATED)};
         return ir_emit(b->m, b->f, IR_OP_RMSNORM, args, 2, &eps, NULL, NULL);
     }
-    int args[3] = {x, param1(b, w, d, IR_INIT_ONES), param1(b, bias, d, IR_INIT_ZEROS)};
+    int args[3] = {x, param1(b, w, d, IR_INIT_ONES, IR_PLACE_REPLICATED),
+                   param1(b, bias, d, IR_INIT_ZEROS, IR_PLACE_REPLICATED)};
     return ir_emit(b->m, b->f, IR_OP_LAYERNORM, args, 3, &eps, NULL, NULL);
 }
 
@@ -81,7 +90,7 @@ static int project_heads(builder *b, const char *prefix, int x, int64_t heads, b
 {
     const mcc_spec *s = b->s;
     int64_t D = mcc_spec_head_dim(s);
-    int y = linear(b, prefix, x, s->hidden_size, heads * D, s->init_method_std);
+    int y = linear(b, prefix, x, s->hidden_size, heads * D, s->init_method_std, IR_PLACE_COLUMN);
     int64_t dims[4] = {b->rows, s->seq_length, heads, D};
     y = ir_reshape(b->m, b->f, y, 4, dims);
     if (!rotate)
@@ -121,7 +130,7 @@ static int attention_block(builder *b, int layer, int x)
     int64_t dims[3] = {b->rows, s->seq_length, (int64_t)s->num_attention_heads * mcc_spec_head_dim(s)};
     y = ir_reshape(b->m, b->f, y, 3, dims);
     snprintf(p, sizeof p, "layers.%d.attention.out", layer);
-    return dropout(b, linear(b, p, y, dims[2], s->hidden_size, out_std), s->hidden_dropout,
+    return dropout(b, linear(b, p, y, dims[2], s->hidden_size, out_std, IR_PLACE_ROW), s->hidden_dropout,
                    dropout_site(layer, SITE_ATTENTION_OUT));
 }
 
@@ -131,16 +140,16 @@ static int mlp_block(builder *b, int layer, int x)
     char p[128];
     double std = s->init_method_std, out_std = std / sqrt(2.0 * s->num_layers);
     snprintf(p, sizeof p, "layers.%d.mlp.up", layer);
-    int h = linear(b, p, x, s->hidden_size, s->ffn_hidden_size, std); /* [B,T,F] */
+    int h = linear(b, p, x, s->hidden_size, s->ffn_hidden_size, std, IR_PLACE_COLUMN); /* [B,T,F] */
     if (s->activation == MCC_ACT_SWIGLU) {
         snprintf(p, sizeof p, "layers.%d.mlp.gate", layer);
-        int gate = linear(b, p, x, s->hidden_size, s->ffn_hidden_size, std);
+        int gate = linear(b, p, x, s->hidden_size, s->ffn_hidden_size, std, IR_PLACE_COLUMN);
         h = ir_op2(b->m, b->f, IR_OP_SWIGLU, gate, h); /* silu(gate) * up, one kernel each way */
     } else {
         h = ir_op1(b->m, b->f, IR_OP_GELU, h);
     }
     snprintf(p, sizeof p, "layers.%d.mlp.down", layer);
-    return dropout(b, linear(b, p, h, s->ffn_hidden_size, s->hidden_size, out_std), s->hidden_dropout,
+    return dropout(b, linear(b, p, h, s->ffn_hidden_size, s->hidden_size, out_std, IR_PLACE_ROW), s->hidden_dropout,
                    dropout_site(layer, SITE_MLP_OUT));
 }
 
@@ -148,11 +157,11 @@ static int embed(builder *b, int tokens)
 {
     const mcc_spec *s = b->s;
     int64_t wdims[2] = {s->padded_vocab_size, s->hidden_size}; /* padded rows: dummy tokens */
-    int table = param(b, "embedding.word", 2, wdims, IR_INIT_NORMAL, s->init_method_std);
+    int table = param(b, "embedding.word", 2, wdims, IR_INIT_NORMAL, s->init_method_std, IR_PLACE_VOCAB);
     int x = ir_op2(b->m, b->f, IR_OP_EMBEDDING, table, tokens); /* [B,T,d] */
     if (s->position_embedding_type == MCC_POS_LEARNED) {
         int64_t pdims[2] = {s->max_position_embeddings, s->hidden_size};
-        int pos = param(b, "embedding.position", 2, pdims, IR_INIT_NORMAL, s->init_method_std);
+        int pos = param(b, "embedding.position", 2, pdims, IR_INIT_NORMAL, s->init_method_std, IR_PLACE_REPLICATED);
         x = ir_op2(b->m, b->f, IR_OP_POS_ADD, x, pos);
     }
     return dropout(b, x, s->hidden_dropout, 0); /* Megatron's embedding dropout */
@@ -164,7 +173,7 @@ static int logits_of(builder *b, int x)
     int w;
     if (s->untie_embeddings_and_output_weights) {
         int64_t dims[2] = {s->padded_vocab_size, s->hidden_size};
-        w = param(b, "output.weight", 2, dims, IR_INIT_NORMAL, s->init_method_std);
+        w = param(b, "output.weight", 2, dims, IR_INIT_NORMAL, s->init_method_std, IR_PLACE_VOCAB);
     } else {
         w = ir_global_ref(b->m, b->f, "embedding.word");
     }
@@ -233,11 +242,13 @@ static int logits_for(builder *b, int tokens)
     int x = embed(b, tokens);
     for (int l = 0; l < b->s->num_layers; l++) {
         char p[64];
+        b->layer = l;
         snprintf(p, sizeof p, "layers.%d.input_norm", l);
         x = ir_op2(b->m, b->f, IR_OP_ADD, x, attention_block(b, l, norm(b, p, x)));
         snprintf(p, sizeof p, "layers.%d.post_attention_norm", l);
         x = ir_op2(b->m, b->f, IR_OP_ADD, x, mlp_block(b, l, norm(b, p, x)));
     }
+    b->layer = -1;
     return logits_of(b, norm(b, "final_norm", x));
 }
 
@@ -265,7 +276,7 @@ static int half_loss(builder *b, int tokens, int targets, int64_t first, int64_t
  * beside the other's work. */
 static void build_step(ir_module *m, const mcc_spec *s, const char *name, bool keep_logits, bool train, bool halves)
 {
-    builder b = {m, ir_func_new(m, name, train ? IR_FUNC_STEP : IR_FUNC_EVAL), s, -1, s->micro_batch_size};
+    builder b = {m, ir_func_new(m, name, train ? IR_FUNC_STEP : IR_FUNC_EVAL), s, -1, s->micro_batch_size, -1};
     int64_t bt[2] = {s->micro_batch_size, s->seq_length};
     int tokens = ir_input(m, b.f, "tokens", ir_tensor(IR_I32, 2, bt));
     int targets = ir_input(m, b.f, "targets", ir_tensor(IR_I32, 2, bt));

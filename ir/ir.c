@@ -379,8 +379,25 @@ int ir_func_of_kind(const ir_module *m, ir_func_kind k)
 int ir_global_add(ir_module *m, const char *name, ir_type t, ir_global_kind kind, ir_init init, double std, bool no_decay)
 {
     GROW(m->globals, m->nglobals, m->cap_globals);
-    m->globals[m->nglobals] = (ir_global){strdup(name), t, kind, init, std, no_decay, -1};
+    m->globals[m->nglobals] = (ir_global){strdup(name), t, kind, init, std, no_decay, .owner = -1, .layer = -1};
     return m->nglobals++;
+}
+
+int ir_global_add_companion(ir_module *m, const char *name, ir_type t, ir_global_kind kind, int owner)
+{
+    int g = ir_global_add(m, name, t, kind, IR_INIT_ZEROS, 0, false);
+    m->globals[g].owner = owner;
+    m->globals[g].layer = m->globals[owner].layer;
+    m->globals[g].layout = m->globals[owner].layout;
+    return g;
+}
+
+int ir_global_companion(const ir_module *m, int param, ir_global_kind kind)
+{
+    for (int i = 0; i < m->nglobals; i++)
+        if (m->globals[i].owner == param && m->globals[i].kind == kind)
+            return i;
+    return -1;
 }
 
 int ir_global_find(const ir_module *m, const char *name)
@@ -389,6 +406,119 @@ int ir_global_find(const ir_module *m, const char *name)
         if (strcmp(m->globals[i].name, name) == 0)
             return i;
     return -1;
+}
+
+/* --- layout records ------------------------------------------------------------------ */
+
+void ir_axis_degrees(const ir_module *m, int degree[IR_NUM_AXES])
+{
+    for (int a = 0; a < IR_NUM_AXES; a++)
+        degree[a] = 1;
+    degree[IR_AXIS_TP] = (int)ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE);
+    degree[IR_AXIS_DP] = (int)ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE);
+}
+
+const ir_split *ir_layout_split(const ir_layout *l, ir_axis axis)
+{
+    for (int k = 0; k < l->nsplits; k++)
+        if (l->splits[k].axis == axis)
+            return &l->splits[k];
+    return NULL;
+}
+
+int ir_layout_dim(const ir_layout *l, ir_axis axis)
+{
+    const ir_split *s = ir_layout_split(l, axis);
+    return s && s->kind == IR_SPLIT_DIM ? s->dim : -1;
+}
+
+void ir_layout_add(ir_layout *l, ir_axis axis, ir_split_kind kind, int dim)
+{
+    assert(l->nsplits < IR_NUM_AXES);
+    l->splits[l->nsplits++] = (ir_split){(uint8_t)axis, (uint8_t)kind, (int8_t)(kind == IR_SPLIT_DIM ? dim : 0)};
+}
+
+ir_layout ir_layout_of_type(const ir_type *t)
+{
+    ir_layout l = {0};
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shard[d] != IR_AXIS_NONE)
+            ir_layout_add(&l, (ir_axis)t->shard[d], IR_SPLIT_DIM, d);
+    return l;
+}
+
+ir_type ir_layout_whole(const ir_layout *l, ir_type t, const int degree[IR_NUM_AXES])
+{
+    for (int k = 0; k < l->nsplits; k++)
+        if (l->splits[k].kind == IR_SPLIT_DIM)
+            t.dims[l->splits[k].dim] *= degree[l->splits[k].axis];
+    memset(t.shard, 0, sizeof t.shard);
+    t.partial = 0;
+    return t;
+}
+
+ir_type ir_global_whole(const ir_module *m, int g, const int degree[IR_NUM_AXES])
+{
+    ir_type base = m->globals[ir_global_param(m, g)].type;
+    base.dtype = m->globals[g].type.dtype;
+    return ir_layout_whole(&m->globals[g].layout, base, degree);
+}
+
+ir_type ir_layout_block(const ir_layout *l, const ir_type *whole, const int degree[IR_NUM_AXES], int k)
+{
+    ir_type t = *whole;
+    for (int s = 0; s < k; s++) {
+        const ir_split *sp = &l->splits[s];
+        if (sp->kind == IR_SPLIT_DIM) {
+            t.dims[sp->dim] /= degree[sp->axis];
+        } else {
+            int64_t n = ir_numel(&t) / degree[sp->axis];
+            t = ir_tensor(t.dtype, 1, &n);
+        }
+    }
+    return t;
+}
+
+int64_t ir_layout_offset(const ir_layout *l, const ir_type *whole, const int degree[IR_NUM_AXES],
+                         const int coord[IR_NUM_AXES], int k)
+{
+    const ir_split *sp = &l->splits[k];
+    ir_type part = ir_layout_block(l, whole, degree, k + 1);
+    return (int64_t)coord[sp->axis] * (sp->kind == IR_SPLIT_DIM ? part.dims[sp->dim] : ir_numel(&part));
+}
+
+int64_t ir_layout_index(const ir_layout *l, const ir_type *whole, const int degree[IR_NUM_AXES],
+                        const int coord[IR_NUM_AXES], int64_t i)
+{
+    for (int k = l->nsplits - 1; k >= 0; k--) { /* from the rank's part out to the whole */
+        const ir_split *sp = &l->splits[k];
+        int64_t offset = ir_layout_offset(l, whole, degree, coord, k);
+        if (sp->kind == IR_SPLIT_FLAT) {
+            i += offset;
+            continue;
+        }
+        ir_type part = ir_layout_block(l, whole, degree, k + 1), block = ir_layout_block(l, whole, degree, k);
+        int64_t inner = 1;
+        for (int d = sp->dim + 1; d < part.ndim; d++)
+            inner *= part.dims[d];
+        int64_t j = i % inner, mid = (i / inner) % part.dims[sp->dim], outer = i / (inner * part.dims[sp->dim]);
+        i = (outer * block.dims[sp->dim] + offset + mid) * inner + j;
+    }
+    return i;
+}
+
+const char *ir_layout_str(const ir_layout *l, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < l->nsplits && n < len; k++) {
+        const ir_split *sp = &l->splits[k];
+        n += (size_t)snprintf(buf + n, len - n, "%s%s:", k ? ", " : "", ir_axis_name((ir_axis)sp->axis));
+        if (n < len)
+            n += (size_t)(sp->kind == IR_SPLIT_DIM ? snprintf(buf + n, len - n, "dim%d", sp->dim)
+                                                    : snprintf(buf + n, len - n, "flat"));
+    }
+    return buf;
 }
 
 void ir_sched_add(ir_module *m, ir_prog p, ir_sched_step s)

@@ -91,19 +91,53 @@ typedef struct {
     int64_t arena_bytes;            /* set by the memory plan */
 } ir_func;
 
-/* PARAM: the fp32 master value (what is initialised, updated and checkpointed); COPY: a
- * lower-precision working copy of a PARAM that the forward and backward read (copy_of). */
-typedef enum { IR_GLOBAL_PARAM, IR_GLOBAL_GRAD, IR_GLOBAL_ADAM_M, IR_GLOBAL_ADAM_V, IR_GLOBAL_COPY, IR_NUM_GLOBAL_KINDS } ir_global_kind;
+/* A global's role. PARAM: the fp32 master value (what is initialised, updated and checkpointed);
+ * every other role is a companion of one PARAM (ir_global.owner): GRAD its gradient accumulator,
+ * GRAD_SHARD this rank's block of the reduced gradient (ZeRO), MASTER_SHARD this rank's block of
+ * the fp32 master (ZeRO), ADAM_M/ADAM_V Adam's moments, COPY a lower-precision working copy that
+ * the forward and backward read. FP8's scaling state (amax history, scale) joins here as roles
+ * owned by the parameter they scale. ORDER: ir_global_kind_names (print.c). */
+typedef enum {
+    IR_GLOBAL_PARAM, IR_GLOBAL_GRAD, IR_GLOBAL_ADAM_M, IR_GLOBAL_ADAM_V, IR_GLOBAL_COPY, IR_GLOBAL_GRAD_SHARD,
+    IR_GLOBAL_MASTER_SHARD, IR_NUM_GLOBAL_KINDS
+} ir_global_kind;
 typedef enum { IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_NORMAL, IR_NUM_INITS } ir_init;
 
+/* How the model builder places a parameter over tp, as torchtitan's per-model plan does
+ * (the shard pass reads it, passes/shard.c: ir_placement_dim): column-parallel (output features
+ * split: weights [out, in] and their biases [out] along dimension 0), row-parallel (input
+ * features split: weights along dimension 1), vocab-parallel (vocabulary rows split, dimension
+ * 0), or replicated. ORDER: ir_placement_names (print.c). */
+typedef enum { IR_PLACE_REPLICATED, IR_PLACE_COLUMN, IR_PLACE_ROW, IR_PLACE_VOCAB, IR_NUM_PLACEMENTS } ir_placement;
+
+/* A layout record: how a global's whole tensor is split over the mesh, one split per axis it is
+ * split over, in the order they apply. A DIM split cuts dimension `dim` of the block the earlier
+ * splits left into equal parts; a FLAT split cuts that block, flattened, into equal consecutive
+ * blocks (ZeRO) and is the last. A rank holds, for each split, the part its coordinate along the
+ * split's axis names: at offset coordinate x the part's extent, along the dimension or in the
+ * flat order (ir_layout_offset). Printed `layout=[tp:dim0, dp:flat]`. */
+typedef enum { IR_SPLIT_DIM, IR_SPLIT_FLAT } ir_split_kind;
 typedef struct {
-    char *name;
-    ir_type type;
-    ir_global_kind kind;
+    uint8_t axis;                   /* ir_axis */
+    uint8_t kind;                   /* ir_split_kind */
+    int8_t dim;                     /* IR_SPLIT_DIM: the dimension of the whole tensor */
+} ir_split;
+typedef struct {
+    int nsplits;
+    ir_split splits[IR_NUM_AXES];
+} ir_layout;
+
+typedef struct {
+    char *name;                     /* for humans and dumps: no pass reads a role from it */
+    ir_type type;                   /* this rank's part */
+    ir_global_kind kind;            /* its role */
     ir_init init;
     double std;                     /* IR_INIT_NORMAL */
     bool no_decay;                  /* parameters excluded from weight decay (biases, norms) */
-    int copy_of;                    /* IR_GLOBAL_COPY: index of its PARAM; else -1 */
+    int owner;                      /* a companion: index of its PARAM; a PARAM: -1 */
+    int layer;                      /* the transformer layer it belongs to (its owner's), or -1 */
+    ir_placement placement;         /* a PARAM: how tp splits it (a companion: its owner's says) */
+    ir_layout layout;               /* how its whole tensor is split over the mesh (none: whole) */
 } ir_global;
 
 /* The schedule: per program, the steps one rank runs in order. `train` is one training
@@ -283,7 +317,45 @@ void ir_mesh_coords(const ir_module *m, long long world_rank, int coord[IR_NUM_A
 /* Resolves every attribute's rank term for the rank at `coord`: the plan that rank runs. */
 void ir_resolve_ranks(ir_module *m, const int coord[IR_NUM_AXES]);
 int ir_global_add(ir_module *m, const char *name, ir_type t, ir_global_kind kind, ir_init init, double std, bool no_decay);
+/* Declares a zero-initialised companion of PARAM `owner` in role `kind`: its layer and layout are
+ * the owner's (a pass that splits it further appends to the layout). */
+int ir_global_add_companion(ir_module *m, const char *name, ir_type t, ir_global_kind kind, int owner);
 int ir_global_find(const ir_module *m, const char *name);
+/* The companion of PARAM `param` in role `kind`, or -1. */
+int ir_global_companion(const ir_module *m, int param, ir_global_kind kind);
+/* The PARAM global g is or belongs to. */
+static inline int ir_global_param(const ir_module *m, int g) { return m->globals[g].owner >= 0 ? m->globals[g].owner : g; }
+
+/* --- layout records --- */
+/* The number of ranks along each mesh axis (config tensor_model_parallel_size, data_parallel_size;
+ * the others 1). */
+void ir_axis_degrees(const ir_module *m, int degree[IR_NUM_AXES]);
+/* The split over `axis` in l, or NULL. */
+const ir_split *ir_layout_split(const ir_layout *l, ir_axis axis);
+/* The dimension l splits over `axis`, or -1 (not split there, or flat). */
+int ir_layout_dim(const ir_layout *l, ir_axis axis);
+/* Appends a split to l. */
+void ir_layout_add(ir_layout *l, ir_axis axis, ir_split_kind kind, int dim);
+/* The layout of a value whose type says which dimension each axis splits ({shard=[...]}). */
+ir_layout ir_layout_of_type(const ir_type *t);
+/* t, a part whose dimension splits are l's, with each multiplied back to the whole: unsplit. */
+ir_type ir_layout_whole(const ir_layout *l, ir_type t, const int degree[IR_NUM_AXES]);
+/* Global g's whole tensor, as one rank holds it: its owner's shape (its own for a PARAM) with
+ * each dimension its layout splits multiplied back, in g's dtype, unsplit. */
+ir_type ir_global_whole(const ir_module *m, int g, const int degree[IR_NUM_AXES]);
+/* The block a rank holds after the first k splits of l over a whole tensor `whole` (k = 0: the
+ * whole; k = nsplits: the rank's part). */
+ir_type ir_layout_block(const ir_layout *l, const ir_type *whole, const int degree[IR_NUM_AXES], int k);
+/* Where the rank at coordinates coord holds its part of split k, in the block the earlier
+ * splits left: coordinate x the part's extent along the split dimension (DIM), or x its
+ * elements (FLAT). */
+int64_t ir_layout_offset(const ir_layout *l, const ir_type *whole, const int degree[IR_NUM_AXES],
+                         const int coord[IR_NUM_AXES], int k);
+/* The index in the whole tensor of element i of the part the rank at coord holds. */
+int64_t ir_layout_index(const ir_layout *l, const ir_type *whole, const int degree[IR_NUM_AXES],
+                        const int coord[IR_NUM_AXES], int64_t i);
+/* "tp:dim0, dp:flat" into buf (empty for no splits); returns buf. */
+const char *ir_layout_str(const ir_layout *l, char *buf, size_t len);
 /* Appends step s to program p (s.sym copied). */
 void ir_sched_add(ir_module *m, ir_prog p, ir_sched_step s);
 /* Appends `call func` (mb -1: not on a micro-batch) to program p. */

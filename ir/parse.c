@@ -367,6 +367,12 @@ static bool parse_attr_block(parser *p, attr_fn fn, void *ctx)
         token key = p->tok, val;
         advance(p);
         bool has_val = accept(p, '=');
+        if (has_val && is_punct(p, '[')) { /* a list value: the attribute's function reads it */
+            val = p->tok;
+            if (!fn(p, ctx, key, &val))
+                return false;
+            continue;
+        }
         if (has_val) {
             if (p->tok.kind != TK_NUM && p->tok.kind != TK_IDENT && p->tok.kind != TK_SYM)
                 return expected(p, "an attribute value");
@@ -528,11 +534,50 @@ static bool parse_config(parser *p)
 /* --- globals ------------------------------------------------------------------------------ */
 
 typedef struct {
-    int kind, init;
+    int kind, init, placement;
     double std;
     bool has_std, no_decay;
-    int copy_of;
+    int owner, layer;
+    ir_layout layout;
 } global_attrs;
+
+/* One split of a layout record: `tp:dim0` or `dp:flat`. */
+static bool parse_split(parser *p, ir_layout *l)
+{
+    token at = p->tok;
+    int axis, dim = 0;
+    char name[8], how[8];
+    if (p->tok.kind != TK_IDENT || !tok_cstr(p->tok, 0, name, sizeof name) || (axis = ir_axis_by_name(name)) <= 0)
+        return expected(p, "a layout split such as tp:dim0 or dp:flat (axes dp, pp, tp, cp, ep)");
+    advance(p);
+    if (!expect_punct(p, ':'))
+        return false;
+    int64_t d = -1;
+    bool flat = is_word(p, "flat");
+    if (!flat && (p->tok.kind != TK_IDENT || !tok_cstr(p->tok, 0, how, sizeof how) || strncmp(how, "dim", 3) ||
+                  !tok_int(p->tok, 3, &d) || d < 0 || d >= IR_MAX_DIMS))
+        return expected(p, "dim0..dim3 (split along that dimension) or flat (ZeRO's consecutive blocks)");
+    dim = (int)d;
+    advance(p);
+    if (ir_layout_split(l, (ir_axis)axis) || l->nsplits == IR_NUM_AXES)
+        return fail_at(p, at, "the layout splits over %s twice: give each axis once", name);
+    ir_layout_add(l, (ir_axis)axis, flat ? IR_SPLIT_FLAT : IR_SPLIT_DIM, dim);
+    return true;
+}
+
+/* layout=[tp:dim0, dp:flat] */
+static bool parse_layout(parser *p, ir_layout *l)
+{
+    if (!expect_punct(p, '['))
+        return false;
+    if (accept(p, ']'))
+        return true;
+    do {
+        if (!parse_split(p, l))
+            return false;
+    } while (accept(p, ','));
+    return expect_punct(p, ']');
+}
 
 static bool global_attr(parser *p, void *ctx, token key, const token *val)
 {
@@ -541,15 +586,28 @@ static bool global_attr(parser *p, void *ctx, token key, const token *val)
         ga->no_decay = true;
         return true;
     }
+    if (tok_is(key, "layout") && val && val->kind == TK_PUNCT)
+        return parse_layout(p, &ga->layout);
+    if (val && val->kind == TK_PUNCT) /* a list where a single value belongs */
+        return expected(p, "a single value, not a list");
     if (tok_is(key, "kind") && val)
         return parse_choice(p, *val, "global kind", ir_global_kind_names, IR_NUM_GLOBAL_KINDS, &ga->kind);
     if (tok_is(key, "init") && val)
         return parse_choice(p, *val, "init", ir_init_names, IR_NUM_INITS, &ga->init);
-    if (tok_is(key, "copy_of") && val && val->kind == TK_SYM) {
+    if (tok_is(key, "placement") && val)
+        return parse_choice(p, *val, "placement", ir_placement_names, IR_NUM_PLACEMENTS, &ga->placement);
+    if (tok_is(key, "of") && val && val->kind == TK_SYM) {
         char name[256];
-        ga->copy_of = tok_cstr(*val, 1, name, sizeof name) ? ir_global_find(p->m, name) : -1;
-        if (ga->copy_of < 0)
-            return fail_at(p, key, "copy_of names no global declared before it");
+        ga->owner = tok_cstr(*val, 1, name, sizeof name) ? ir_global_find(p->m, name) : -1;
+        if (ga->owner < 0)
+            return fail_at(p, *val, "of= names no global declared before it (a companion follows its parameter)");
+        return true;
+    }
+    if (tok_is(key, "layer") && val) {
+        int64_t layer;
+        if (val->kind != TK_NUM || !tok_int(*val, 0, &layer) || layer < 0 || layer > INT_MAX)
+            return fail_at(p, *val, "layer= needs a layer number >= 0 (leave it out for a global of no layer)");
+        ga->layer = (int)layer;
         return true;
     }
     if (tok_is(key, "std")) {
@@ -557,11 +615,11 @@ static bool global_attr(parser *p, void *ctx, token key, const token *val)
         return need_number(p, key, val, &ga->std);
     }
     char buf[64];
-    return fail_at(p, key, "unknown global attribute %s (attributes: kind=, init=, std=, copy_of=, no_decay)",
-                     describe(key, buf, sizeof buf));
+    return fail_at(p, key, "unknown global attribute %s (attributes: kind=, init=, std=, of=, placement=, layer=, "
+                   "layout=, no_decay)", describe(key, buf, sizeof buf));
 }
 
-/* global @name : type {kind=K, init=I[, std=S][, no_decay]} */
+/* global @name : type {kind=K, init=I[, std=S][, of=@P][, placement=X][, layer=L][, layout=[...]][, no_decay]} */
 static bool parse_global(parser *p)
 {
     advance(p);
@@ -572,7 +630,7 @@ static bool parse_global(parser *p)
     ir_type t;
     if (!expect_punct(p, ':') || !parse_type(p, &t))
         return false;
-    global_attrs ga = {.kind = -1, .init = -1, .copy_of = -1};
+    global_attrs ga = {.kind = -1, .init = -1, .owner = -1, .layer = -1};
     if (!parse_attr_block(p, global_attr, &ga))
         return false;
     if (ga.kind < 0 || ga.init < 0)
@@ -581,7 +639,11 @@ static bool parse_global(parser *p)
         return fail_at(p, name, "global %.*s: std= goes with init=normal, and only with it", name.len, name.s);
     char *n = tok_text(name, 1);
     int g = ir_global_add(p->m, n, t, (ir_global_kind)ga.kind, (ir_init)ga.init, ga.std, ga.no_decay);
-    p->m->globals[g].copy_of = ga.copy_of;
+    ir_global *gl = &p->m->globals[g];
+    gl->owner = ga.owner;
+    gl->layer = ga.layer;
+    gl->placement = (ir_placement)ga.placement;
+    gl->layout = ga.layout;
     free(n);
     return expect_eol(p);
 }

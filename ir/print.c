@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const ir_global_kind_names[IR_NUM_GLOBAL_KINDS] = {"param", "grad", "adam_m", "adam_v", "copy"};
+const char *const ir_global_kind_names[IR_NUM_GLOBAL_KINDS] = {"param", "grad", "adam_m", "adam_v", "copy", "grad_shard",
+                                                                "master_shard"};
+const char *const ir_placement_names[IR_NUM_PLACEMENTS] = {"replicated", "column", "row", "vocab"};
 const char *const ir_init_names[IR_NUM_INITS] = {"zeros", "ones", "normal"};
 const char *const ir_prog_names[IR_NUM_PROGS] = {"train", "eval"};
 const char *const ir_step_op_names[IR_NUM_STEP_OPS] = {"call", "send", "recv"};
@@ -148,8 +150,15 @@ static void print_global(ir_buf *b, const ir_module *m, const ir_global *g)
         ir_buf_printf(b, ", std=");
         print_double(b, g->std);
     }
-    if (g->copy_of >= 0)
-        ir_buf_printf(b, ", copy_of=@%s", m->globals[g->copy_of].name);
+    if (g->owner >= 0)
+        ir_buf_printf(b, ", of=@%s", m->globals[g->owner].name);
+    if (g->placement != IR_PLACE_REPLICATED)
+        ir_buf_printf(b, ", placement=%s", ir_placement_names[g->placement]);
+    if (g->layer >= 0)
+        ir_buf_printf(b, ", layer=%d", g->layer);
+    char layout[128];
+    if (g->layout.nsplits)
+        ir_buf_printf(b, ", layout=[%s]", ir_layout_str(&g->layout, layout, sizeof layout));
     ir_buf_printf(b, "%s}\n", g->no_decay ? ", no_decay" : "");
 }
 

@@ -111,6 +111,94 @@ static const char *duplicate_name(const char **names, int n)
     return NULL;
 }
 
+/* Why global g's role (owner, placement, layer) is inconsistent, into why; false if it is fine. */
+static bool role_problem(const ir_module *m, const ir_global *g, char *why, size_t len)
+{
+    const char *kind = ir_global_kind_names[g->kind];
+    if (g->kind == IR_GLOBAL_PARAM && g->owner >= 0)
+        return snprintf(why, len, "is a parameter but names an owner (of=): drop of="), true;
+    if (g->kind != IR_GLOBAL_PARAM && (g->owner < 0 || g->owner >= m->nglobals))
+        return snprintf(why, len, "(kind=%s) needs of=@<its parameter>: every companion names the parameter it "
+                        "belongs to", kind), true;
+    const ir_global *o = g->owner >= 0 ? &m->globals[g->owner] : NULL;
+    if (o && o->kind != IR_GLOBAL_PARAM)
+        return snprintf(why, len, "is of=@%s, which is a %s, not a parameter: name the parameter", o->name,
+                        ir_global_kind_names[o->kind]), true;
+    if ((unsigned)g->placement >= IR_NUM_PLACEMENTS || (o && g->placement != IR_PLACE_REPLICATED))
+        return snprintf(why, len, "has a placement but is not a parameter: its parameter's placement is its own"), true;
+    int dim = g->placement == IR_PLACE_ROW ? 1 : 0;
+    if (g->placement != IR_PLACE_REPLICATED && (dim >= g->type.ndim || (g->placement == IR_PLACE_ROW && g->type.ndim != 2)))
+        return snprintf(why, len, "is placement=%s, which splits dimension %d, but has %d: row-parallel is for "
+                        "[out, in] weights, column and vocab for tensors of at least one dimension",
+                        ir_placement_names[g->placement], dim, g->type.ndim), true;
+    if (o && g->layer != o->layer)
+        return snprintf(why, len, "has layer=%d but its parameter @%s has %d: a companion is in its parameter's "
+                        "layer", g->layer, o->name, o->layer), true;
+    return false;
+}
+
+/* Why global g's layout record disagrees with its type (or its owner's), into why; false if fine. */
+static bool layout_problem(const ir_module *m, const ir_global *g, char *why, size_t len)
+{
+    const ir_layout *l = &g->layout;
+    const ir_global *o = g->owner >= 0 ? &m->globals[g->owner] : NULL;
+    const ir_type *base = o ? &o->type : &g->type; /* the shape the splits' dimensions index */
+    char text[128];
+    ir_layout_str(l, text, sizeof text);
+    bool flat = false;
+    for (int k = 0; k < l->nsplits; k++) {
+        const ir_split *sp = &l->splits[k];
+        if (sp->axis == IR_AXIS_NONE || sp->axis >= IR_NUM_AXES || sp->kind > IR_SPLIT_FLAT)
+            return snprintf(why, len, "has a malformed layout record"), true;
+        if (flat)
+            return snprintf(why, len, "has layout=[%s]: a flat split is the last", text), true;
+        flat = sp->kind == IR_SPLIT_FLAT;
+        if (!flat && (sp->dim < 0 || sp->dim >= base->ndim))
+            return snprintf(why, len, "has layout=[%s], splitting dimension %d of a %d-dimensional tensor", text,
+                            sp->dim, base->ndim), true;
+        for (int j = 0; j < k; j++)
+            if (l->splits[j].axis == sp->axis)
+                return snprintf(why, len, "has layout=[%s], splitting over %s twice", text,
+                                ir_axis_name((ir_axis)sp->axis)), true;
+    }
+    if (o) { /* a companion is split as its parameter is, and maybe further */
+        bool prefix = o->layout.nsplits <= l->nsplits;
+        for (int k = 0; prefix && k < o->layout.nsplits; k++)
+            prefix = !memcmp(&o->layout.splits[k], &l->splits[k], sizeof(ir_split));
+        if (!prefix) {
+            char own[128];
+            return snprintf(why, len, "has layout=[%s] but its parameter @%s has layout=[%s]: a companion's layout "
+                            "begins with its parameter's", text, o->name, ir_layout_str(&o->layout, own, sizeof own)), true;
+        }
+    }
+    if (flat) { /* this rank's block of the flattened part the earlier splits left: f32[n/ranks] {shard=[axis]} */
+        ir_axis axis = (ir_axis)l->splits[l->nsplits - 1].axis;
+        int degree[IR_NUM_AXES];
+        ir_axis_degrees(m, degree);
+        int64_t part = ir_numel(base); /* the owner's type is its part after the dimension splits */
+        if (g->type.ndim != 1 || g->type.shard[0] != axis)
+            return snprintf(why, len, "has layout=[%s] but is not a 1-D block {shard=[%s]}", text, ir_axis_name(axis)), true;
+        if (part != g->type.dims[0] * degree[axis])
+            return snprintf(why, len, "has layout=[%s]: %s's %d ranks hold %lld elements of @%s's %lld, which do not "
+                            "make it whole", text, ir_axis_name(axis), degree[axis], (long long)g->type.dims[0],
+                            o ? o->name : g->name, (long long)part), true;
+        return false;
+    }
+    if (g->type.ndim != base->ndim)
+        return snprintf(why, len, "has %d dimensions but its parameter @%s has %d", g->type.ndim, o->name, base->ndim), true;
+    for (int d = 0; d < g->type.ndim; d++) {
+        int axis = IR_AXIS_NONE;
+        for (int k = 0; k < l->nsplits; k++)
+            if (l->splits[k].dim == d)
+                axis = l->splits[k].axis;
+        if (g->type.shard[d] != axis)
+            return snprintf(why, len, "has layout=[%s] but its type splits dimension %d over %s: the layout record "
+                            "and the type's {shard=[...]} say the same", text, d,
+                            ir_axis_name((ir_axis)g->type.shard[d])), true;
+    }
+    return false;
+}
+
 static bool verify_globals(verifier *v)
 {
     const ir_module *m = v->m;
@@ -128,6 +216,9 @@ static bool verify_globals(verifier *v)
             ok = vfail(v, "global @%s has an unknown kind or init", g->name);
         else if (g->init == IR_INIT_NORMAL && !(g->std >= 0 && isfinite(g->std)))
             ok = vfail(v, "global @%s: init=normal needs a finite std >= 0, got %g", g->name, g->std);
+        char why[512];
+        if (ok && (role_problem(m, g, why, sizeof why) || layout_problem(m, g, why, sizeof why)))
+            ok = vfail(v, "global @%s %s", g->name, why);
     }
     const char *dup = ok ? duplicate_name(names, m->nglobals) : NULL;
     if (dup)

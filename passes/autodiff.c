@@ -25,17 +25,15 @@ static void add_grad_globals(ir_module *m)
             continue;
         char name[256];
         snprintf(name, sizeof name, "%s.grad", m->globals[i].name);
-        ir_global_add(m, name, m->globals[i].type, IR_GLOBAL_GRAD, IR_INIT_ZEROS, 0, false);
+        ir_global_add_companion(m, name, m->globals[i].type, IR_GLOBAL_GRAD, i);
     }
 }
 
 /* A parameter reference whose gradient is known: dst @<param>.grad += grad (for a working copy,
  * the gradient of its fp32 master). */
-static void accumulate_param_grad(ir_grad_ctx *g, const ir_global *param, int dv)
+static void accumulate_param_grad(ir_grad_ctx *g, int param, int dv)
 {
-    char name[256];
-    snprintf(name, sizeof name, "%s.grad", param->name);
-    int args[2] = {ir_global_ref(g->m, g->f, name), dv};
+    int args[2] = {ir_global_ref(g->m, g->f, g->m->globals[ir_global_companion(g->m, param, IR_GLOBAL_GRAD)].name), dv};
     ir_emit(g->m, g->f, IR_OP_ACCUMULATE, args, 2, NULL, NULL, NULL);
 }
 
@@ -64,10 +62,8 @@ bool pass_autodiff(ir_module *m, const mcc_pass_options *opts, char *err, size_t
             continue;
         if (in.op == IR_OP_GLOBAL) {
             int k = ir_global_find(m, in.sym);
-            if (m->globals[k].kind == IR_GLOBAL_COPY)
-                k = m->globals[k].copy_of;
-            if (m->globals[k].kind == IR_GLOBAL_PARAM)
-                accumulate_param_grad(&g, &m->globals[k], g.grad[in.res[0]]);
+            if (m->globals[k].kind == IR_GLOBAL_PARAM || m->globals[k].kind == IR_GLOBAL_COPY)
+                accumulate_param_grad(&g, ir_global_param(m, k), g.grad[in.res[0]]);
             continue;
         }
         ir_ops[in.op].grad(&g, f, &in);

@@ -15,7 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* @<p>.grad_shard := this rank's block of the sum of @<p>.grad over dp; grad is a GRAD global. */
+/* @<p>.grad_shard := this rank's block of the sum of @<p>.grad over dp; grad is a GRAD global. The
+ * block is a GRAD_SHARD companion of <p>, laid out as the gradient, then dp:flat. */
 static bool reduce_scatter_grad(ir_module *m, ir_func *f, int grad, char *err, size_t errlen)
 {
     ir_global g = m->globals[grad]; /* ir_global_add below may move m->globals */
@@ -29,7 +30,8 @@ static bool reduce_scatter_grad(ir_module *m, ir_func *f, int grad, char *err, s
     int block = ir_emit(m, f, IR_OP_REDUCE_SCATTER, &whole, 1, &axis, NULL, NULL); /* f32[numel/dp] {shard=[dp]} */
     char name[256];
     snprintf(name, sizeof name, "%s_shard", g.name);
-    ir_global_add(m, name, *ir_vtype(f, block), IR_GLOBAL_GRAD, IR_INIT_ZEROS, 0, false);
+    int shard = ir_global_add_companion(m, name, *ir_vtype(f, block), IR_GLOBAL_GRAD_SHARD, g.owner);
+    ir_layout_add(&m->globals[shard].layout, IR_AXIS_DP, IR_SPLIT_FLAT, 0); /* after the gradient's own splits */
     int args[2] = {ir_global_ref(m, f, name), block};
     ir_emit(m, f, IR_OP_COPY, args, 2, NULL, NULL, NULL);
     return true;

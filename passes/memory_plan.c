@@ -230,8 +230,10 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
         int64_t bytes = (int64_t)ir_global_span(ir_bytes(&m->globals[i].type)); /* as the slab holds it */
         switch (m->globals[i].kind) {
         case IR_GLOBAL_PARAM:
-        case IR_GLOBAL_COPY: b.params += bytes; break;
-        case IR_GLOBAL_GRAD: b.grads += bytes; break;
+        case IR_GLOBAL_COPY:
+        case IR_GLOBAL_MASTER_SHARD: b.params += bytes; break;
+        case IR_GLOBAL_GRAD:
+        case IR_GLOBAL_GRAD_SHARD: b.grads += bytes; break;
         default: b.optimizer_state += bytes; break;
         }
     }

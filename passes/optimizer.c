@@ -20,28 +20,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* @<param>.<suffix> of parameter global g: its name into buf, and whether it exists. */
-static bool param_global(const ir_module *m, int g, const char *suffix, char *buf, size_t len)
+/* Parameter param's companion in role kind: @<param>.<suffix> of type t, laid out as `layout`
+ * (its own, or the ZeRO block's it is updated with), declared when absent. */
+static int companion(ir_module *m, int param, ir_global_kind kind, const char *suffix, ir_type t, ir_layout layout)
 {
-    snprintf(buf, len, "%s.%s", m->globals[g].name, suffix);
-    return ir_global_find(m, buf) >= 0;
-}
-
-/* Declares @<param>.<suffix> as optimizer state of type t and returns a reference to it. */
-static int state_ref(ir_module *m, ir_func *f, int param, const char *suffix, ir_global_kind kind, ir_type t)
-{
-    char name[256];
-    if (!param_global(m, param, suffix, name, sizeof name))
-        ir_global_add(m, name, t, kind, IR_INIT_ZEROS, 0, false);
-    return ir_global_ref(m, f, name);
+    int g = ir_global_companion(m, param, kind);
+    if (g < 0) {
+        char name[256];
+        snprintf(name, sizeof name, "%s.%s", m->globals[param].name, suffix);
+        g = ir_global_add_companion(m, name, t, kind, param);
+        m->globals[g].layout = layout;
+    }
+    return g;
 }
 
 /* A reference in f to the gradient the update reads: @<param>.grad, or its reduced block
  * @<param>.grad_shard under ZeRO; -1 when the earlier passes made none. */
 static int grad_ref(ir_module *m, ir_func *f, int g, bool shard)
 {
-    char name[256];
-    return param_global(m, g, shard ? "grad_shard" : "grad", name, sizeof name) ? ir_global_ref(m, f, name) : -1;
+    int grad = ir_global_companion(m, g, shard ? IR_GLOBAL_GRAD_SHARD : IR_GLOBAL_GRAD);
+    return grad >= 0 ? ir_global_ref(m, f, m->globals[grad].name) : -1;
 }
 
 /* The `setup` function run once after initialisation (precision.c may have made it). */
@@ -51,22 +49,24 @@ static ir_func *setup_func(ir_module *m)
     return i >= 0 ? m->funcs[i] : ir_func_new(m, "setup", IR_FUNC_SETUP);
 }
 
-/* ZeRO: @<param>.master_shard, this rank's block of parameter g, declared (a copy_of g covering
- * 1/dp of it) and filled by `setup`; returns a reference to it in f. */
-static int master_shard_ref(ir_module *m, ir_func *f, int g)
+/* ZeRO: @<param>.master_shard, this rank's block of parameter g (its layout the parameter's, then
+ * dp:flat), declared and filled by `setup`; returns its index. */
+static int master_shard(ir_module *m, int g)
 {
-    char name[256];
-    if (!param_global(m, g, "master_shard", name, sizeof name)) {
-        ir_func *setup = setup_func(m);
-        double axis = IR_AXIS_DP;
-        int whole = ir_global_ref(m, setup, m->globals[g].name);
-        int block = ir_emit(m, setup, IR_OP_LOCAL_SHARD, &whole, 1, &axis, NULL, NULL); /* f32[N/dp] {shard=[dp]} */
-        int c = ir_global_add(m, name, *ir_vtype(setup, block), IR_GLOBAL_COPY, IR_INIT_ZEROS, 0, m->globals[g].no_decay);
-        m->globals[c].copy_of = g;
-        int args[2] = {ir_global_ref(m, setup, name), block};
-        ir_emit(m, setup, IR_OP_COPY, args, 2, NULL, NULL, NULL);
-    }
-    return ir_global_ref(m, f, name);
+    int shard = ir_global_companion(m, g, IR_GLOBAL_MASTER_SHARD);
+    if (shard >= 0)
+        return shard;
+    ir_func *setup = setup_func(m);
+    double axis = IR_AXIS_DP;
+    int whole = ir_global_ref(m, setup, m->globals[g].name);
+    int block = ir_emit(m, setup, IR_OP_LOCAL_SHARD, &whole, 1, &axis, NULL, NULL); /* f32[N/dp] {shard=[dp]} */
+    ir_layout layout = m->globals[g].layout;
+    ir_layout_add(&layout, IR_AXIS_DP, IR_SPLIT_FLAT, 0);
+    shard = companion(m, g, IR_GLOBAL_MASTER_SHARD, "master_shard", *ir_vtype(setup, block), layout);
+    m->globals[shard].no_decay = m->globals[g].no_decay;
+    int args[2] = {ir_global_ref(m, setup, m->globals[shard].name), block};
+    ir_emit(m, setup, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+    return shard;
 }
 
 /* ZeRO: @<param> := the concatenation of every rank's updated block (master, a reference in f). */
@@ -79,21 +79,10 @@ static void gather_param(ir_module *m, ir_func *f, int g, int master)
     ir_emit(m, f, IR_OP_COPY, args, 2, NULL, NULL, NULL);
 }
 
-/* Whether gradient value v (a global reference) is split over tp by the shard pass; a ZeRO
- * block @<p>.grad_shard is when its @<p>.grad is. */
+/* Whether gradient value v (a global reference) is split over tp: its layout says so. */
 static bool split_over_tp(const ir_module *m, const ir_func *f, int v)
 {
-    const ir_instr *ref = &f->instrs[f->vals[v].def];
-    char name[256];
-    snprintf(name, sizeof name, "%s", ref->sym);
-    size_t len = strlen(name);
-    if (len > 6 && !strcmp(name + len - 6, "_shard"))
-        name[len - 6] = '\0';
-    int g = ir_global_find(m, name);
-    for (int d = 0; g >= 0 && d < m->globals[g].type.ndim; d++)
-        if (m->globals[g].type.shard[d] == IR_AXIS_TP)
-            return true;
-    return false;
+    return ir_layout_split(&m->globals[ir_global_index_of(m, f, v)].layout, IR_AXIS_TP) != NULL;
 }
 
 /* output @grad_norm: the global norm of the n gradients; returns their sum of squares. Squares of
@@ -164,12 +153,6 @@ static ir_func *grads_func(ir_module *m, const char *name, ir_func_kind kind, co
     return f;
 }
 
-/* A working copy covers all of its master; ZeRO's master shard covers 1/dp of it. */
-static bool is_working_copy(const ir_module *m, const ir_global *c)
-{
-    return c->kind == IR_GLOBAL_COPY && ir_numel(&c->type) == ir_numel(&m->globals[c->copy_of].type);
-}
-
 bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     bool zero = pass_zero_on(m);
@@ -196,10 +179,14 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
     int coef = ir_emit(m, f, IR_OP_CLIP_COEF, &sumsq, 1, &clip, NULL, NULL);
 
     for (int j = 0; j < nparams; j++) {
-        int master = zero ? master_shard_ref(m, f, params[j]) : ir_global_ref(m, f, m->globals[params[j]].name);
-        ir_type t = *ir_vtype(f, master);
-        int args[7] = {master, grads[j], state_ref(m, f, params[j], "adam_m", IR_GLOBAL_ADAM_M, t),
-                       state_ref(m, f, params[j], "adam_v", IR_GLOBAL_ADAM_V, t), lr, step, coef};
+        const ir_global *mg = &m->globals[zero ? master_shard(m, params[j]) : params[j]];
+        ir_type t = mg->type;
+        ir_layout layout = mg->layout;
+        int master = ir_global_ref(m, f, mg->name);
+        int adam_m = companion(m, params[j], IR_GLOBAL_ADAM_M, "adam_m", t, layout);
+        int adam_v = companion(m, params[j], IR_GLOBAL_ADAM_V, "adam_v", t, layout);
+        int args[7] = {master, grads[j], ir_global_ref(m, f, m->globals[adam_m].name),
+                       ir_global_ref(m, f, m->globals[adam_v].name), lr, step, coef};
         double attrs[4] = {ir_cfg_num(m, IR_CFG_ADAM_BETA1), ir_cfg_num(m, IR_CFG_ADAM_BETA2),
                            ir_cfg_num(m, IR_CFG_ADAM_EPS),
                            m->globals[params[j]].no_decay ? 0 : ir_cfg_num(m, IR_CFG_WEIGHT_DECAY)};
@@ -218,8 +205,8 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
     free(assigned);
     zero_all(m, f, grads, nzero);
     for (int c = 0; c < m->nglobals; c++) /* refresh the working copies from the updated masters */
-        if (is_working_copy(m, &m->globals[c])) {
-            int args[2] = {ir_global_ref(m, f, m->globals[c].name), ir_global_ref(m, f, m->globals[m->globals[c].copy_of].name)};
+        if (m->globals[c].kind == IR_GLOBAL_COPY) {
+            int args[2] = {ir_global_ref(m, f, m->globals[c].name), ir_global_ref(m, f, m->globals[m->globals[c].owner].name)};
             ir_emit(m, f, IR_OP_COPY, args, 2, NULL, NULL, NULL);
         }
     emit_grad_norm(m, grads_func(m, "grad_norm", IR_FUNC_GRAD_NORM, params, nparams, zero, grads), grads, nparams, zero);

@@ -6,9 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Once autodiff has made gradients, micro_step writes every parameter's @<p>.grad (+= or, the
- * first write of a step with one micro-batch, :=; ir_writes_global): a parameter whose gradient
- * nothing writes keeps its initial value while the loss still falls, so no other check sees it. */
+/* Once autodiff has made gradients, micro_step writes every parameter's gradient (its kind=grad
+ * companion; += or, the first write of a step with one micro-batch, :=; ir_writes_global): a
+ * parameter whose gradient nothing writes keeps its initial value while the loss still falls, so
+ * no other check sees it. */
 bool pass_check_gradients(const ir_module *m, char *err, size_t errlen)
 {
     int fi = ir_func_of_kind(m, IR_FUNC_STEP);
@@ -27,16 +28,14 @@ bool pass_check_gradients(const ir_module *m, char *err, size_t errlen)
     for (int p = 0; p < m->nglobals && ok; p++) {
         if (m->globals[p].kind != IR_GLOBAL_PARAM)
             continue;
-        char name[256];
-        snprintf(name, sizeof name, "%s.grad", m->globals[p].name);
-        int g = ir_global_find(m, name);
-        ok = g >= 0 && m->globals[g].kind == IR_GLOBAL_GRAD && written[g];
-        if (g < 0 || m->globals[g].kind != IR_GLOBAL_GRAD)
-            snprintf(err, errlen, "parameter @%s has no gradient global @%s (kind=grad): autodiff makes one for "
-                     "every parameter", m->globals[p].name, name);
+        int g = ir_global_companion(m, p, IR_GLOBAL_GRAD);
+        ok = g >= 0 && written[g];
+        if (g < 0)
+            snprintf(err, errlen, "parameter @%s has no gradient global (kind=grad, of=@%s): autodiff makes one for "
+                     "every parameter", m->globals[p].name, m->globals[p].name);
         else if (!ok)
             snprintf(err, errlen, "func %s writes nothing into @%s (an accumulate, matmul_accumulate or "
-                     "copy): parameter @%s would never train", f->name, name, m->globals[p].name);
+                     "copy): parameter @%s would never train", f->name, m->globals[g].name, m->globals[p].name);
     }
     free(written);
     return ok;

@@ -33,18 +33,16 @@ static bool retype(ir_module *m, ir_func *f, char *err, size_t errlen)
     return true;
 }
 
-/* Points f's parameter references at their working copies @<param>.<dtype> and retypes f. */
-static bool use_copies(ir_module *m, ir_func *f, const char *dtype, char *err, size_t errlen)
+/* Points f's parameter references at their working copies and retypes f. */
+static bool use_copies(ir_module *m, ir_func *f, char *err, size_t errlen)
 {
     for (int i = 0; i < f->ninstrs; i++) {
         ir_instr *in = &f->instrs[i];
         int g = in->op == IR_OP_GLOBAL ? ir_global_find(m, in->sym) : -1;
         if (g < 0 || m->globals[g].kind != IR_GLOBAL_PARAM)
             continue;
-        char copy[256];
-        snprintf(copy, sizeof copy, "%s.%s", in->sym, dtype);
         free(in->sym);
-        in->sym = strdup(copy);
+        in->sym = strdup(m->globals[ir_global_companion(m, g, IR_GLOBAL_COPY)].name);
     }
     return retype(m, f, err, errlen);
 }
@@ -70,13 +68,12 @@ bool pass_precision(ir_module *m, const mcc_pass_options *opts, char *err, size_
         snprintf(copy, sizeof copy, "%s.%s", m->globals[g].name, name);
         ir_type t = m->globals[g].type;
         t.dtype = (ir_dtype)low;
-        int c = ir_global_add(m, copy, t, IR_GLOBAL_COPY, IR_INIT_ZEROS, 0, m->globals[g].no_decay);
-        m->globals[c].copy_of = g;
+        int c = ir_global_add_companion(m, copy, t, IR_GLOBAL_COPY, g);
+        m->globals[c].no_decay = m->globals[g].no_decay;
         int args[2] = {ir_global_ref(m, setup, copy), ir_global_ref(m, setup, m->globals[g].name)};
         ir_emit(m, setup, IR_OP_COPY, args, 2, NULL, NULL, NULL);
     }
     /* The step and eval functions read the copies; eval is absent only in hand-written modules. */
     int eval = ir_func_of_kind(m, IR_FUNC_EVAL);
-    return use_copies(m, m->funcs[micro], name, err, errlen) &&
-           (eval < 0 || use_copies(m, m->funcs[eval], name, err, errlen));
+    return use_copies(m, m->funcs[micro], err, errlen) && (eval < 0 || use_copies(m, m->funcs[eval], err, errlen));
 }

@@ -20,17 +20,20 @@ typedef struct {
     int num_layers;                 /* recompute only in layers [0, num_layers); 0: every layer */
 } recompute_ctx;
 
-/* The layer `layers.<i>.` whose parameter instruction `in` reads, directly or through the
+/* The layer (ir_global's) of the parameter instruction `in` reads, directly or through the
  * instruction making one of its operands (a norm reads its weight, an activation a matmul's
  * product); -1 if none (the final norm). */
-static int layer_of(const ir_func *f, const ir_instr *in, int depth)
+static int layer_of(const ir_module *m, const ir_func *f, const ir_instr *in, int depth)
 {
-    int layer;
-    if (in->op == IR_OP_GLOBAL)
-        return sscanf(in->sym, "layers.%d.", &layer) == 1 ? layer : -1;
-    for (int a = 0; depth > 0 && a < in->nargs; a++)
-        if ((layer = layer_of(f, &f->instrs[f->vals[in->args[a]].def], depth - 1)) >= 0)
+    if (in->op == IR_OP_GLOBAL) {
+        int g = ir_global_find(m, in->sym);
+        return g >= 0 ? m->globals[g].layer : -1;
+    }
+    for (int a = 0; depth > 0 && a < in->nargs; a++) {
+        int layer = layer_of(m, f, &f->instrs[f->vals[in->args[a]].def], depth - 1);
+        if (layer >= 0)
             return layer;
+    }
     return -1;
 }
 
@@ -44,7 +47,7 @@ static bool in_recomputed_layers(const recompute_ctx *c, const ir_instr *in)
 {
     if (c->num_layers <= 0)
         return true;
-    int layer = layer_of(c->src, in, 2);
+    int layer = layer_of(c->m, c->src, in, 2);
     return layer >= 0 && layer < c->num_layers;
 }
 

@@ -1,7 +1,8 @@
 /* shard.c — tensor parallelism (config tensor_model_parallel_size = tp > 1) in Megatron's layout,
- * by sharding propagation. Parameters get placements from their role: column-parallel
- * (q, k, v, mlp up/gate: output features split), row-parallel (attention out, mlp down: input
- * features split) and vocab-parallel (word embedding, output head: vocabulary rows split). The
+ * by sharding propagation. Parameters are split as the model builder placed them (ir_global's
+ * placement): column-parallel (q, k, v, mlp up/gate: output features split), row-parallel
+ * (attention out, mlp down: input features split) and vocab-parallel (word embedding, output
+ * head: vocabulary rows split); their layout records say so. The
  * pass then rewrites every function into the local graph every tp rank runs, carrying for
  * each value which dimension is split over tp and whether it is a partial sum, and inserts
  * `all_reduce {axis=tp}` where an op needs a complete value: after row-parallel matmuls, the
@@ -54,22 +55,15 @@ typedef struct {
     size_t errlen;
 } shard_ctx;
 
-static const char *const column_parallel[] = {".attention.q.", ".attention.k.", ".attention.v.", ".mlp.up.",
-                                              ".mlp.gate."};
-static const char *const row_parallel[] = {".attention.out.weight", ".mlp.down.weight"};
-
-/* The dimension of parameter `name` (or of its .grad/.bf16/.adam_* companions) split over tp. */
-static int param_split_dim(const char *name)
+/* The dimension a parameter's placement splits over tp (ir.h: ir_placement), or -1. */
+static int placement_dim(ir_placement place)
 {
-    if (!strncmp(name, "embedding.word", 14) || !strncmp(name, "output.weight", 13))
-        return 0;
-    for (size_t i = 0; i < sizeof column_parallel / sizeof *column_parallel; i++)
-        if (strstr(name, column_parallel[i]))
-            return 0; /* weights [out, in] and biases [out] */
-    for (size_t i = 0; i < sizeof row_parallel / sizeof *row_parallel; i++)
-        if (strstr(name, row_parallel[i]))
-            return 1;
-    return -1;
+    switch (place) {
+    case IR_PLACE_COLUMN: return 0; /* weights [out, in] and biases [out] */
+    case IR_PLACE_VOCAB: return 0;  /* [vocabulary, hidden] */
+    case IR_PLACE_ROW: return 1;    /* weights [out, in] */
+    default: return -1;
+    }
 }
 
 static bool fail(shard_ctx *c, const char *what, const ir_instr *in)
@@ -403,7 +397,7 @@ static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
         return true;
     case IR_OP_GLOBAL: {
         int g = ir_global_find(c->m, in->sym);
-        int dim = param_split_dim(in->sym);
+        int dim = g >= 0 ? ir_layout_dim(&c->m->globals[g].layout, IR_AXIS_TP) : -1;
         *res = emit(c, in->op, NULL, 0, NULL, in->sym, NULL, (placement){dim, false, false});
         return g >= 0;
     }
@@ -550,19 +544,25 @@ static bool shard_func(ir_module *m, int fi, int tp, char *err, size_t errlen)
     return ok;
 }
 
-/* Parameters and their gradients, working copies and optimizer state become local shards. */
+/* Parameters placed over tp, and their companions (gradients, working copies), become local
+ * shards along the dimension the placement names, recorded in their layouts. */
 static bool shard_globals(ir_module *m, int tp, char *err, size_t errlen)
 {
     for (int g = 0; g < m->nglobals; g++) {
         ir_global *gl = &m->globals[g];
-        int dim = param_split_dim(gl->name);
-        if (dim < 0 || dim >= gl->type.ndim)
+        const ir_global *param = &m->globals[ir_global_param(m, g)];
+        int dim = placement_dim(param->placement);
+        if (dim < 0)
             continue;
+        if (gl->layout.nsplits) /* a later pass's split (ZeRO's): sharding comes first */
+            return snprintf(err, errlen, "@%s is already split (layout) before tensor parallelism: run the shard pass "
+                            "before data_parallel and optimizer", gl->name), false;
         if (gl->type.dims[dim] % tp)
             return snprintf(err, errlen, "@%s: dimension %d (%lld) is not divisible by tensor_model_parallel_size %d",
                             gl->name, dim, (long long)gl->type.dims[dim], tp), false;
         gl->type.dims[dim] /= tp;
         gl->type.shard[dim] = IR_AXIS_TP;
+        ir_layout_add(&gl->layout, IR_AXIS_TP, IR_SPLIT_DIM, dim);
     }
     return true;
 }

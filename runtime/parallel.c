@@ -230,45 +230,56 @@ static void gather_bytes(rt_comm *comm, int n, rt_program *p, const void *local,
     p->dev->free(p, dev_all);
 }
 
-void rt_parallel_gather_tp(rt_parallel *par, rt_program *p, const ir_type *local_type, const void *local, void *full)
+/* The block split k of layout l cut, from its parts (one per rank of the split's axis, in rank
+ * order, `parts`): rank order for a flat split, interleaved along the dimension otherwise (the
+ * block is [outer, dims[dim], inner] and part r holds middle rows [r*n, (r+1)*n)). */
+static void join_parts(const ir_split *sp, const ir_type *part, int n, const char *parts, char *block)
 {
-    size_t bytes = ir_bytes(local_type);
-    int dim = -1;
-    for (int i = 0; i < local_type->ndim; i++)
-        if (local_type->shard[i] == IR_AXIS_TP)
-            dim = i;
-    if (dim < 0 || par->tp == 1) {
-        memcpy(full, local, bytes);
+    size_t bytes = ir_bytes(part);
+    if (sp->kind == IR_SPLIT_FLAT) {
+        memcpy(block, parts, bytes * (size_t)n);
         return;
     }
-    /* Gather the shards back to back, then interleave them along `dim`: the tensor is
-     * [outer, dims[dim], inner] and shard r holds rows [r*n, (r+1)*n) of the middle. */
-    char *shards = malloc(bytes * (size_t)par->tp);
-    gather_bytes(axis_comms[IR_AXIS_TP], par->tp, p, local, bytes, shards);
-    size_t outer = 1, inner = ir_dtype_size(local_type->dtype);
-    for (int i = 0; i < dim; i++)
-        outer *= (size_t)local_type->dims[i];
-    for (int i = dim + 1; i < local_type->ndim; i++)
-        inner *= (size_t)local_type->dims[i];
-    size_t slab = (size_t)local_type->dims[dim] * inner; /* one shard's middle rows, in bytes */
+    size_t outer = 1, inner = ir_dtype_size(part->dtype);
+    for (int i = 0; i < sp->dim; i++)
+        outer *= (size_t)part->dims[i];
+    for (int i = sp->dim + 1; i < part->ndim; i++)
+        inner *= (size_t)part->dims[i];
+    size_t slab = (size_t)part->dims[sp->dim] * inner; /* one part's middle rows, in bytes */
     for (size_t o = 0; o < outer; o++)
-        for (int r = 0; r < par->tp; r++)
-            memcpy((char *)full + (o * (size_t)par->tp + (size_t)r) * slab, shards + (size_t)r * bytes + o * slab, slab);
-    free(shards);
+        for (int r = 0; r < n; r++)
+            memcpy(block + (o * (size_t)n + (size_t)r) * slab, parts + (size_t)r * bytes + o * slab, slab);
+}
+
+void rt_parallel_gather(rt_program *p, const ir_layout *l, const ir_type *whole, const void *local, void *full)
+{
+    int degree[IR_NUM_AXES];
+    ir_axis_degrees(p->m, degree);
+    ir_type own = ir_layout_block(l, whole, degree, l->nsplits);
+    char *part = memcpy(malloc(ir_bytes(&own)), local, ir_bytes(&own));
+    for (int k = l->nsplits - 1; k >= 0; k--) { /* from this rank's part out to the whole */
+        const ir_split *sp = &l->splits[k];
+        int n = degree[sp->axis];
+        ir_type child = ir_layout_block(l, whole, degree, k + 1);
+        size_t bytes = ir_bytes(&child);
+        char *parts = malloc(bytes * (size_t)n), *block = malloc(bytes * (size_t)n);
+        if (n > 1)
+            gather_bytes(axis_comms[sp->axis], n, p, part, bytes, parts);
+        else
+            memcpy(parts, part, bytes);
+        join_parts(sp, &child, n, parts, block);
+        free(parts);
+        free(part);
+        part = block;
+    }
+    memcpy(full, part, ir_bytes(whole));
+    free(part);
 }
 
 int64_t rt_parallel_sample(const rt_parallel *par, int it, int accum, int mb, int B, int b)
 {
     int64_t global_batch = (int64_t)B * par->dp * accum;
     return (it - 1) * global_batch + ((int64_t)mb * par->dp + par->dp_rank) * B + b;
-}
-
-void rt_parallel_gather_dp(rt_parallel *par, rt_program *p, const void *block, size_t block_bytes, void *full)
-{
-    if (par->dp == 1)
-        memcpy(full, block, block_bytes);
-    else
-        gather_bytes(axis_comms[IR_AXIS_DP], par->dp, p, block, block_bytes, full);
 }
 
 float rt_parallel_mean(rt_parallel *par, rt_program *p, float v)

@@ -49,15 +49,10 @@ int rt_parallel_bucket_run(const rt_kernel_call *c, int first, bool padded, size
  * sampler order: each micro-batch step takes B*dp consecutive samples, rank r the r-th B of them.
  * So the step's samples are the same for every dp (dp=1 runs them as dp*accum micro-batches). */
 int64_t rt_parallel_sample(const rt_parallel *par, int it, int accum, int mb, int B, int b);
-/* The full value of a tensor split over tp (a global's type, or a value's, carries the split
- * dimension {shard=[.., tp]}): every tp rank passes its local shard (host memory, `local`
- * bytes of local_type) and gets the whole tensor in `full` (tp times the bytes). Collective over
- * the tp group; a tensor that is not split is copied. */
-void rt_parallel_gather_tp(rt_parallel *par, rt_program *p, const ir_type *local_type, const void *local, void *full);
-/* The whole of a tensor whose elements the dp ranks hold in equal consecutive blocks (ZeRO's
- * gradient and master shards): each passes its block (host memory) and gets all blocks in rank
- * order. Collective over the dp group. */
-void rt_parallel_gather_dp(rt_parallel *par, rt_program *p, const void *block, size_t block_bytes, void *full);
+/* The whole tensor (of type `whole`) of which every rank holds the part layout record l gives it
+ * (host memory, `local`); every rank gets all of it in `full`. Collective over the groups of the
+ * axes l splits over, every rank calling. */
+void rt_parallel_gather(rt_program *p, const ir_layout *l, const ir_type *whole, const void *local, void *full);
 /* Mean of v over the dp ranks (v itself on one rank). */
 float rt_parallel_mean(rt_parallel *par, rt_program *p, float v);
 static inline bool rt_parallel_is_root(const rt_parallel *par) { return par->env.rank == 0; }

@@ -182,21 +182,30 @@ static uint64_t name_hash(const char *s)
     return h;
 }
 
-/* A parameter split over tp holds middle rows [tp*mid, (tp+1)*mid) of its split dimension, tp
- * being this rank's coordinate along the axis. */
-static rt_shard_layout shard_layout(const rt_program *p, const ir_type *t)
+/* Where parameter g's local elements sit in its whole tensor, from its layout record and this
+ * rank's coordinates: the device's init takes one split dimension (rt_shard_layout), all that
+ * parameters have. */
+static rt_shard_layout shard_layout(const rt_program *p, int g)
 {
     const ir_module *m = p->m;
-    rt_shard_layout at = {1, ir_numel(t), ir_numel(t), 0};
-    for (int d = 0; d < t->ndim; d++)
-        if (t->shard[d] == IR_AXIS_TP) {
-            int64_t tp = ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE), rank = p->coord[IR_AXIS_TP];
-            at.inner = 1;
-            for (int k = d + 1; k < t->ndim; k++)
-                at.inner *= t->dims[k];
-            at = (rt_shard_layout){at.inner, t->dims[d], t->dims[d] * tp, rank * t->dims[d]};
-        }
-    return at;
+    const ir_global *gl = &m->globals[g];
+    const ir_layout *l = &gl->layout;
+    int64_t n = ir_numel(&gl->type);
+    if (!l->nsplits)
+        return (rt_shard_layout){1, n, n, 0};
+    if (l->nsplits > 1 || l->splits[0].kind != IR_SPLIT_DIM) {
+        char text[128];
+        fprintf(stderr, "train_rank: internal error: parameter @%s has layout [%s], but initialisation takes one split "
+                        "dimension (runtime/device.h rt_shard_layout)\n", gl->name, ir_layout_str(l, text, sizeof text));
+        exit(1);
+    }
+    int degree[IR_NUM_AXES], d = l->splits[0].dim;
+    ir_axis_degrees(m, degree);
+    ir_type whole = ir_global_whole(m, g, degree);
+    int64_t inner = 1;
+    for (int k = d + 1; k < gl->type.ndim; k++)
+        inner *= gl->type.dims[k];
+    return (rt_shard_layout){inner, gl->type.dims[d], whole.dims[d], ir_layout_offset(l, &whole, degree, p->coord, 0)};
 }
 
 void rt_program_init_params(rt_program *p, uint64_t seed)
@@ -207,7 +216,7 @@ void rt_program_init_params(rt_program *p, uint64_t seed)
             continue;
         uint64_t key = rt_splitmix64(seed) ^ name_hash(gl->name);
         bool normal = gl->init == IR_INIT_NORMAL;
-        rt_shard_layout at = shard_layout(p, &gl->type);
+        rt_shard_layout at = shard_layout(p, g);
         p->dev->init(p, p->globals[g], ir_numel(&gl->type), key, normal ? (float)gl->std : 0.0f, normal, 1.0f, &at);
     }
     int setup = ir_func_of_kind(p->m, IR_FUNC_SETUP);

@@ -231,31 +231,19 @@ static void dump_close(rt_mcct *w)
         dump_failed(w->path, w->error);
 }
 
-/* Global g as the single-rank program holds it: gathered over tp when split there. Under ZeRO the
- * reduced gradient is @<p>.grad_shard's blocks, gathered over dp. Collective: every rank calls. */
+/* Global g as the single-rank program holds it, reassembled from every rank's part as its layout
+ * record says. The reduced gradient is the gradient's GRAD_SHARD companion where ZeRO made one.
+ * Collective: every rank calls. */
 static void *whole_global(train_run *r, int g, ir_type *whole)
 {
     const ir_global *gl = &r->m->globals[g];
-    char shard_name[300];
-    snprintf(shard_name, sizeof shard_name, "%s_shard", gl->name); /* "<p>.grad" -> "<p>.grad_shard" */
-    int shard = gl->kind == IR_GLOBAL_GRAD ? ir_global_find(r->m, shard_name) : -1;
-    size_t bytes = ir_bytes(&gl->type);
-    void *local = malloc(bytes);
-    if (shard >= 0) {
-        void *block = malloc(ir_bytes(&r->m->globals[shard].type));
-        rt_program_read_global(r->p, shard, block);
-        rt_parallel_gather_dp(&r->par, r->p, block, ir_bytes(&r->m->globals[shard].type), local);
-        free(block);
-    } else {
-        rt_program_read_global(r->p, g, local);
-    }
-    *whole = gl->type;
-    for (int i = 0; i < whole->ndim; i++)
-        if (whole->shard[i] == IR_AXIS_TP)
-            whole->dims[i] *= r->par.tp;
-    memset(whole->shard, 0, sizeof whole->shard);
-    void *full = malloc(ir_bytes(whole));
-    rt_parallel_gather_tp(&r->par, r->p, &gl->type, local, full);
+    int shard = gl->kind == IR_GLOBAL_GRAD ? ir_global_companion(r->m, gl->owner, IR_GLOBAL_GRAD_SHARD) : -1;
+    int held = shard >= 0 ? shard : g, degree[IR_NUM_AXES];
+    ir_axis_degrees(r->m, degree);
+    *whole = ir_global_whole(r->m, held, degree);
+    void *local = malloc(ir_bytes(&r->m->globals[held].type)), *full = malloc(ir_bytes(whole));
+    rt_program_read_global(r->p, held, local);
+    rt_parallel_gather(r->p, &r->m->globals[held].layout, whole, local, full);
     free(local);
     return full;
 }
@@ -268,15 +256,12 @@ static void dump_globals(train_run *r, ir_global_kind kind, const char *file)
         dump_open(&r->a, file, &w);
     for (int g = 0; g < r->m->nglobals; g++) {
         const ir_global *gl = &r->m->globals[g];
-        size_t len = strlen(gl->name);
-        if (gl->kind != kind || (kind == IR_GLOBAL_GRAD && (len < 5 || strcmp(gl->name + len - 5, ".grad"))))
+        if (gl->kind != kind)
             continue;
-        char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)(kind == IR_GLOBAL_GRAD ? len - 5 : len), gl->name);
         ir_type whole;
         void *host = whole_global(r, g, &whole);
         if (r->writer)
-            dump_add(&w, name, &whole, host);
+            dump_add(&w, r->m->globals[ir_global_param(r->m, g)].name, &whole, host);
         free(host);
     }
     if (r->writer)
@@ -290,14 +275,13 @@ static void dump_logits(train_run *r, int func)
     if (i < 0)
         return;
     const ir_type *t = ir_vtype(f, f->instrs[i].args[0]);
-    ir_type whole = *t;
-    for (int d = 0; d < whole.ndim; d++)
-        if (whole.shard[d] == IR_AXIS_TP)
-            whole.dims[d] *= r->par.tp;
-    memset(whole.shard, 0, sizeof whole.shard);
+    ir_layout layout = ir_layout_of_type(t);
+    int degree[IR_NUM_AXES];
+    ir_axis_degrees(r->m, degree);
+    ir_type whole = ir_layout_whole(&layout, *t, degree);
     void *host = malloc(ir_bytes(t)), *full = malloc(ir_bytes(&whole));
     rt_program_get_output(r->p, func, "logits", host, ir_bytes(t));
-    rt_parallel_gather_tp(&r->par, r->p, t, host, full);
+    rt_parallel_gather(r->p, &layout, &whole, host, full);
     if (r->writer) {
         rt_mcct w;
         dump_open(&r->a, "logits_step1.mcct", &w);

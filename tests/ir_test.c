@@ -48,9 +48,11 @@ static ir_module *build_module(void)
     ir_global_add(m, "wpe", ir_tensor(IR_F32, DIMS(8, 8)), IR_GLOBAL_PARAM, IR_INIT_NORMAL, 0.1, false);
     ir_global_add(m, "ln.w", ir_tensor(IR_F32, DIMS(8)), IR_GLOBAL_PARAM, IR_INIT_ONES, 0, true);
     ir_global_add(m, "ln.b", ir_tensor(IR_F32, DIMS(8)), IR_GLOBAL_PARAM, IR_INIT_ZEROS, 0, true);
-    ir_global_add(m, "wte.grad", ir_tensor(IR_F32, DIMS(16, 8)), IR_GLOBAL_GRAD, IR_INIT_ZEROS, 0, false);
-    ir_global_add(m, "wte.adam_m", ir_tensor(IR_F32, DIMS(16, 8)), IR_GLOBAL_ADAM_M, IR_INIT_ZEROS, 0, false);
-    ir_global_add(m, "wte.adam_v", ir_tensor(IR_F32, DIMS(16, 8)), IR_GLOBAL_ADAM_V, IR_INIT_ZEROS, 0, false);
+    m->globals[0].placement = IR_PLACE_VOCAB; /* roles round-trip: a placement, a layer */
+    m->globals[2].layer = 0;
+    ir_global_add_companion(m, "wte.grad", ir_tensor(IR_F32, DIMS(16, 8)), IR_GLOBAL_GRAD, 0);
+    ir_global_add_companion(m, "wte.adam_m", ir_tensor(IR_F32, DIMS(16, 8)), IR_GLOBAL_ADAM_M, 0);
+    ir_global_add_companion(m, "wte.adam_v", ir_tensor(IR_F32, DIMS(16, 8)), IR_GLOBAL_ADAM_V, 0);
 
     ir_func *f = ir_func_new(m, "micro_step", IR_FUNC_STEP);
     ir_type tok_t = ir_tensor(IR_I32, DIMS(2, 4));
@@ -153,9 +155,9 @@ static void test_roundtrip(void)
     /* what the dump must show a reader */
     static const char *const shown[] = {
         "  data_path = \"runs/\\\"quoted\\\" dir\\\\x\\nsecond line\"\n",
-        "global @wte : f32[16,8] {kind=param, init=normal, std=0.02}\n",
-        "global @ln.w : f32[8] {kind=param, init=ones, no_decay}\n",
-        "global @wte.adam_v : f32[16,8] {kind=adam_v, init=zeros}\n",
+        "global @wte : f32[16,8] {kind=param, init=normal, std=0.02, placement=vocab}\n",
+        "global @ln.w : f32[8] {kind=param, init=ones, layer=0, no_decay}\n",
+        "global @wte.adam_v : f32[16,8] {kind=adam_v, init=zeros, of=@wte}\n",
         "func micro_step {kind=step, arena=",
         "  %0 = input @tokens : i32[2,4] {shard=[dp,-]} @+0\n",
         "  %2 = global @wte : f32[16,8] @global\n",
@@ -226,7 +228,7 @@ static void test_parse_errors(void)
         {FUNC("  %2 = gelu %0 : f32[4,8] extra\n"), "line 4: expected end of line, got `extra`"},
         {"func f {kind=step, arena=0} {\n  %0 = input @x : f32[4]\n", "line 3: expected `}` closing the function, got end of input"},
         {"func f {kind=step, arena=-1} {\n}\n", "line 1: arena= needs a byte count >= 0"},
-        {"global @w : f32[4] {kind=weight, init=zeros}\n", "line 1: unknown global kind `weight` (one of: param, grad, adam_m, adam_v, copy)"},
+        {"global @w : f32[4] {kind=weight, init=zeros}\n", "line 1: unknown global kind `weight` (one of: param, grad, adam_m, adam_v, copy, grad_shard, master_shard)"},
         {"global @w : f32[4] {kind=param, init=normal}\n", "line 1: global @w: std= goes with init=normal, and only with it"},
         {"global @w : f32[4] {init=ones}\n", "line 1: global @w needs kind= and init="},
         {"config {\n  lr = \"0.1\"\n  lr = \"0.2\"\n}\n", "line 3: config key `lr` is set twice"},
@@ -284,7 +286,7 @@ static void test_verify_errors(void)
     check_text_fails_verify(FUNC("  accumulate %0, %0\n"),
                             "func f, instr 2 (`accumulate %0, %0`): operand 0 (%0) of accumulate must be a `global @name` value, got the result of input");
     check_text_fails_verify(FUNC("  %2 = global @nowhere : f32[4]\n"), "instr 2 (`%2 = global @nowhere : f32[4]`): unknown global @nowhere");
-    check_text_fails_verify("global @w : f32[4] {kind=param, init=zeros}\nglobal @w : f32[4] {kind=grad, init=zeros}\n",
+    check_text_fails_verify("global @w : f32[4] {kind=param, init=zeros}\nglobal @w : f32[4] {kind=param, init=zeros}\n",
                             "global @w is declared twice");
     check_text_fails_verify("func f {kind=step, arena=0} {\n}\nfunc f {kind=step, arena=0} {\n}\n", "function f is defined twice");
 
@@ -569,6 +571,39 @@ static void test_fuzz(void)
     ir_module_free(m);
 }
 
+/* --- layout records ------------------------------------------------------------------------ */
+
+/* [tp:dim1, dp:flat] over a whole [4,6] at tp 2, dp 3 (ZeRO's gradient block of a row-parallel
+ * weight): each rank's 4 elements are its dp block of its tp columns, and the six ranks' parts
+ * cover the whole tensor once. */
+static void test_layout_index(void)
+{
+    ir_layout l = {0};
+    ir_layout_add(&l, IR_AXIS_TP, IR_SPLIT_DIM, 1);
+    ir_layout_add(&l, IR_AXIS_DP, IR_SPLIT_FLAT, 0);
+    int degree[IR_NUM_AXES] = {1, 3, 1, 2, 1, 1}, hits[24] = {0};
+    ir_type whole = ir_tensor(IR_F32, DIMS(4, 6)), part = ir_layout_block(&l, &whole, degree, 2);
+    CHECK(part.ndim == 1 && part.dims[0] == 4, "a rank's part of [4,6] over tp 2 x dp 3 is %lld elements, not 4",
+          (long long)part.dims[0]);
+    for (int tp = 0; tp < 2; tp++)
+        for (int dp = 0; dp < 3; dp++)
+            for (int64_t i = 0; i < 4; i++) {
+                int coord[IR_NUM_AXES] = {0, dp, 0, tp, 0, 0};
+                int64_t at = ir_layout_index(&l, &whole, degree, coord, i);
+                CHECK(at >= 0 && at < 24, "tp %d, dp %d, element %lld lands at %lld", tp, dp, (long long)i, (long long)at);
+                if (at >= 0 && at < 24)
+                    hits[at]++;
+            }
+    for (int k = 0; k < 24; k++)
+        CHECK(hits[k] == 1, "whole element %d is held %d times", k, hits[k]);
+    /* tp 1 holds columns 3..5; its dp 2 block starts at its element 8: row 2, column 3 + 2 */
+    int coord[IR_NUM_AXES] = {0, 2, 0, 1, 0, 0};
+    CHECK(ir_layout_index(&l, &whole, degree, coord, 0) == 2 * 6 + 5, "tp 1, dp 2's first element is at %lld, not 17",
+          (long long)ir_layout_index(&l, &whole, degree, coord, 0));
+    CHECK(ir_layout_offset(&l, &whole, degree, coord, 0) == 3 && ir_layout_offset(&l, &whole, degree, coord, 1) == 8,
+          "offsets: tp 1's columns start at 3, dp 2's block at element 8");
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -577,7 +612,7 @@ int main(int argc, char **argv)
     } tests[] = {
         {"roundtrip", test_roundtrip},         {"parse_errors", test_parse_errors}, {"verify_errors", test_verify_errors},
         {"memory_errors", test_memory_errors}, {"memory_check", test_memory_check}, {"rank_terms", test_rank_terms},
-        {"fuzz", test_fuzz},
+        {"fuzz", test_fuzz},                   {"layout_index", test_layout_index},
     };
     bool ran = false;
     for (size_t i = 0; i < sizeof tests / sizeof *tests; i++)
