@@ -171,6 +171,7 @@ static ir_module *build(const char *path, const mcc_spec *spec, const cli_opts *
     ir_module *m = mcc_build_model(spec, o->keep_logits);
     /* The CPU backend computes in fp32 (it is the numerical oracle); CUDA trains in bf16 with
      * fp32 master weights. */
+    ir_cfg_set_int(m, IR_CFG_PLAN_VERSION, IR_PLAN_VERSION);
     ir_cfg_set(m, IR_CFG_TARGET, o->target);
     ir_cfg_set(m, IR_CFG_PARAM_DTYPE, strcmp(o->target, "cuda") == 0 ? "bf16" : "f32");
     if (!mcc_run_passes(m, last, true, err, sizeof err)) {
@@ -298,7 +299,8 @@ static int cmd_opt(int argc, char **argv)
     char why[1024];
     ir_module *m = ir_parse_module(text, why, sizeof why);
     free(text);
-    if (!m) {
+    if (!m || !ir_plan_version_ok(m, why, sizeof why)) {
+        ir_module_free(m);
         snprintf(err, sizeof err, "%s: %s", path, why);
         return fail(err);
     }

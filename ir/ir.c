@@ -189,17 +189,22 @@ void ir_module_free(ir_module *m)
         free(m->config[i].key);
         free(m->config[i].value);
     }
+    for (int p = 0; p < IR_NUM_PROGS; p++) {
+        for (int i = 0; i < m->progs[p].nsteps; i++)
+            free(m->progs[p].steps[i].sym);
+        free(m->progs[p].steps);
+    }
     free(m->globals);
     free(m->funcs);
-    free(m->sched);
     free(m->config);
     free(m);
 }
 
-ir_func *ir_func_new(ir_module *m, const char *name)
+ir_func *ir_func_new(ir_module *m, const char *name, ir_func_kind kind)
 {
     ir_func *f = calloc(1, sizeof(*f));
     f->name = strdup(name);
+    f->kind = kind;
     GROW(m->funcs, m->nfuncs, m->cap_funcs);
     m->funcs[m->nfuncs++] = f;
     return f;
@@ -290,6 +295,16 @@ int ir_copy_instr(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr
     return r;
 }
 
+bool ir_plan_version_ok(const ir_module *m, char *err, size_t errlen)
+{
+    long long v = ir_cfg_int(m, IR_CFG_PLAN_VERSION);
+    if (v == IR_PLAN_VERSION)
+        return true;
+    snprintf(err, errlen, "the plan's format is version %lld but this mcc reads version %d: recompile (or remake "
+             "the text with `mcc ir`) with this mcc", v, IR_PLAN_VERSION);
+    return false;
+}
+
 void ir_set_per_rank(ir_func *f, int v, int k, double base, double step, ir_axis axis)
 {
     ir_instr *in = &f->instrs[f->vals[v].def];
@@ -336,6 +351,31 @@ int ir_func_index(const ir_module *m, const char *name)
     return -1;
 }
 
+#define TRAIN (1u << IR_PROG_TRAIN)
+#define EVAL (1u << IR_PROG_EVAL)
+const ir_func_kind_info ir_func_kinds[IR_NUM_FUNC_KINDS] = {
+    /*                      name          programs      per micro-batch  unique */
+    [IR_FUNC_STEP] =       {"step",       TRAIN,        true,            true},
+    [IR_FUNC_EVAL] =       {"eval",       EVAL,         true,            true},
+    [IR_FUNC_REDUCE] =     {"reduce",     TRAIN,        false,           true},
+    [IR_FUNC_GRAD_NORM] =  {"grad_norm",  0,            false,           true},
+    [IR_FUNC_OPTIMIZER] =  {"optimizer",  TRAIN,        false,           true},
+    [IR_FUNC_ZERO_GRADS] = {"zero_grads", 0,            false,           true},
+    [IR_FUNC_SETUP] =      {"setup",      0,            false,           true},
+    [IR_FUNC_FORWARD] =    {"forward",    TRAIN | EVAL, true,            false},
+    [IR_FUNC_BACKWARD] =   {"backward",   TRAIN,        true,            false},
+};
+#undef TRAIN
+#undef EVAL
+
+int ir_func_of_kind(const ir_module *m, ir_func_kind k)
+{
+    for (int i = 0; i < m->nfuncs; i++)
+        if (m->funcs[i]->kind == k)
+            return i;
+    return -1;
+}
+
 int ir_global_add(ir_module *m, const char *name, ir_type t, ir_global_kind kind, ir_init init, double std, bool no_decay)
 {
     GROW(m->globals, m->nglobals, m->cap_globals);
@@ -351,10 +391,17 @@ int ir_global_find(const ir_module *m, const char *name)
     return -1;
 }
 
-void ir_sched_add(ir_module *m, int func, int repeat)
+void ir_sched_add(ir_module *m, ir_prog p, ir_sched_step s)
 {
-    GROW(m->sched, m->nsched, m->cap_sched);
-    m->sched[m->nsched++] = (ir_sched_entry){func, repeat};
+    ir_program *prog = &m->progs[p];
+    GROW(prog->steps, prog->nsteps, prog->cap_steps);
+    s.sym = s.sym ? strdup(s.sym) : NULL;
+    prog->steps[prog->nsteps++] = s;
+}
+
+void ir_sched_call(ir_module *m, ir_prog p, int func, int mb)
+{
+    ir_sched_add(m, p, (ir_sched_step){.op = IR_STEP_CALL, .func = func, .mb = mb});
 }
 
 void ir_config_set(ir_module *m, const char *key, const char *value)

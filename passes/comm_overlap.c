@@ -202,7 +202,7 @@ static void overlap_func(ir_module *m, int fi)
     }
     for (int k = 0; k < ncarry; k++) /* nothing after to hide: where they were last placed */
         keep_beside(&o, in_place, carried_at, carry[k]);
-    ir_func *dst = ir_func_new(m, src->name);
+    ir_func *dst = ir_func_new(m, src->name, src->kind);
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     for (int i = 0; i < n; i++) {
         if (o.moved[i])
@@ -501,7 +501,7 @@ static void interleave_func(ir_module *m, int fi)
                 ready_at[d.succ_to[e]] = st.issued;
             }
     }
-    ir_func *dst = ir_func_new(m, src->name);
+    ir_func *dst = ir_func_new(m, src->name, src->kind);
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     for (int k = 0; k < n; k++)
         ir_copy_instr(m, dst, src, &src->instrs[order[k]], map);
@@ -528,7 +528,7 @@ bool pass_comm_overlap(ir_module *m, char *err, size_t errlen)
 {
     bool interleaved = ir_cfg_int(m, IR_CFG_TP_COMM_INTERLEAVE) == 2;
     for (int f = 0; f < m->nfuncs; f++) {
-        if (interleaved && !strcmp(m->funcs[f]->name, "micro_step"))
+        if (interleaved && m->funcs[f]->kind == IR_FUNC_STEP)
             interleave_func(m, f);
         else
             overlap_func(m, f);

@@ -11,7 +11,7 @@ const pass_info mcc_passes[] = {
     {"shard", pass_shard, "tensor parallelism: this rank's local graph with its tp collectives"},
     {"data_parallel", pass_data_parallel, "data parallelism: `reduce_grads` sums gradients over dp ranks"},
     {"optimizer", pass_optimizer, "the `optimizer` function: global grad norm, clipping, AdamW, zeroing"},
-    {"schedule", pass_schedule, "the step schedule: micro_step x accumulation steps, then optimizer"},
+    {"schedule", pass_schedule, "the schedule programs: train (the step on each micro-batch, reduce, optimizer), eval"},
     {"fusion", pass_fusion, "fused kernels: a matmul and its bias add become matmul_bias"},
     {"comm_overlap", pass_comm_overlap, "sequence-parallel collectives beside work that does not need them (two chains with --tp-comm-interleave)"},
     {"memory_plan", pass_memory_plan, "arena offsets for every activation by liveness"},

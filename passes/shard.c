@@ -522,7 +522,7 @@ static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
 static bool shard_func(ir_module *m, int fi, int tp, char *err, size_t errlen)
 {
     const ir_func *src = m->funcs[fi];
-    shard_ctx c = {m, src, ir_func_new(m, src->name), tp, ir_cfg_bool(m, IR_CFG_SEQUENCE_PARALLEL),
+    shard_ctx c = {m, src, ir_func_new(m, src->name, src->kind), tp, ir_cfg_bool(m, IR_CFG_SEQUENCE_PARALLEL),
                    (int)ir_cfg_int(m, IR_CFG_SEQUENCE_PARALLEL_DIM), .err = err, .errlen = errlen};
     c.map = malloc(sizeof(int) * (size_t)(src->nvals + 1));
     c.complete_grad = calloc((size_t)m->nglobals + 1, sizeof(bool));

@@ -69,7 +69,7 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     ir_module *m = ir_parse_module(plan_text, err, errlen);
     if (!m)
         return NULL;
-    if (!ir_verify(m, err, errlen)) {
+    if (!ir_plan_version_ok(m, err, errlen) || !ir_verify(m, err, errlen)) {
         ir_module_free(m);
         return NULL;
     }
@@ -184,7 +184,7 @@ void rt_program_init_params(rt_program *p, uint64_t seed)
         rt_shard_layout at = shard_layout(p, &gl->type);
         p->dev->init(p, p->globals[g], ir_numel(&gl->type), key, normal ? (float)gl->std : 0.0f, normal, 1.0f, &at);
     }
-    int setup = ir_func_index(p->m, "setup");
+    int setup = ir_func_of_kind(p->m, IR_FUNC_SETUP);
     if (setup >= 0)
         rt_program_run(p, setup);
 }

@@ -233,7 +233,7 @@ int main(void)
         if (ir_ops[op].grad == ir_grad_none)
             continue;
         graph g = {ir_module_new(), NULL};
-        g.f = ir_func_new(g.m, "micro_step");
+        g.f = ir_func_new(g.m, "micro_step", IR_FUNC_STEP);
         int y = build_case(&g, (ir_op)op);
         if (y < 0) {
             printf("%s has a gradient rule but no gradcheck case: add one to build_case\n", ir_ops[op].name);
