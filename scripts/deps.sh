@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deps.sh — installs what building and testing mcc needs on Debian 12 (as root; skips what is there).
 set -euo pipefail
-# llvm-14-tools: FileCheck-14, which the IR tests (tests/ir_checks.cmake, tests/pass_tests.cmake)
+# llvm-14-tools: FileCheck-14, which the pass tests (tests/pass_tests.cmake)
 # match pass output with; llvm-14-dev pulls it in today, named so that it stays.
 pkgs=(build-essential cmake pkg-config libjansson-dev libopenblas-dev llvm-14-dev llvm-14-tools libpcre2-dev
       python3-torch python3-numpy libopenmpi-dev openmpi-bin)

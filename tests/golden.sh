@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# golden.sh MCC — compares `mcc ir` dumps (tests/golden/cases.txt: the tiny models after every
-# pass, and sharded layouts) with the checked-in files in tests/golden/; on a difference prints a
-# unified diff. Regenerate after an intended change with: scripts/update_golden.sh build/mcc
+# golden.sh MCC — compares `mcc ir` dumps (tests/golden/cases.txt: a few whole plans after the
+# last pass; what each pass does is CHECKed by tests/passes/) with the checked-in files in
+# tests/golden/; on a difference prints a unified diff. Regenerate after an intended change with:
+# scripts/update_golden.sh build/mcc
 set -uo pipefail
 MCC=$1
 source "$(dirname "$0")/golden_cases.sh"

@@ -2,7 +2,8 @@
 # that run one pass on it with `mcc opt IN.ir --pass NAME`, FileCheck lines on what the pass
 # writes; tests/pass_test.sh runs them), mcc opt's refusals (tests/opt_errors.sh), and the
 # verifier's on globals' roles and layout records (tests/layout_errors.sh).
-# MCC_FILECHECK: ir_checks.cmake finds it.
+execute_process(COMMAND ${LLVM_CONFIG} --bindir OUTPUT_VARIABLE _llvm_bindir OUTPUT_STRIP_TRAILING_WHITESPACE)
+find_program(MCC_FILECHECK NAMES FileCheck FileCheck-14 FileCheck-19 HINTS ${_llvm_bindir} REQUIRED)
 file(GLOB _pass_tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/passes/*.ir)
 foreach(f ${_pass_tests})
   get_filename_component(_name ${f} NAME_WE)
