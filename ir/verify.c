@@ -87,12 +87,22 @@ static const char *type_problem(const ir_type *t)
         if (t->dims[i] > MAX_NUMEL / n)
             return "more than 2^56 elements";
         n *= t->dims[i];
-        if (t->shard[i] >= IR_NUM_AXES)
-            return "an unknown shard axis";
     }
-    unsigned axes = ((1u << IR_NUM_AXES) - 1) & ~(1u << IR_AXIS_NONE);
+    unsigned axes = ((1u << IR_NUM_AXES) - 1) & ~(1u << IR_AXIS_NONE), split = 0;
     if (t->partial & ~axes)
         return "an unknown partial axis";
+    for (int i = 0; i < t->ndim; i++) {
+        ir_axis over[IR_MAX_SHARD_AXES];
+        for (int k = ir_shard_axes(t, i, over) - 1; k >= 0; k--) {
+            if (over[k] >= IR_NUM_AXES)
+                return "an unknown shard axis";
+            if (split & (1u << over[k]))
+                return "a mesh axis that splits it twice (an axis splits at most one dimension, once)";
+            split |= 1u << over[k];
+        }
+    }
+    if (split & t->partial)
+        return "a mesh axis it is both split over and partial over (a block of the whole is not a pending sum)";
     return NULL;
 }
 
@@ -266,8 +276,8 @@ static bool verify_types(verifier *v, int i)
         /* Shapes and dtypes come from the op; the sharding annotations are the shard pass's
          * (infer does not propagate them), so they are not compared here. */
         ir_type rec = f->vals[in->res[r]].type, got_t = res[r];
-        memset(rec.shard, 0, sizeof rec.shard);
-        memset(got_t.shard, 0, sizeof got_t.shard);
+        ir_shard_clear(&rec);
+        ir_shard_clear(&got_t);
         rec.partial = got_t.partial = 0;
         if (!ir_type_eq(&rec, &got_t)) {
             char want[256], got[256];

@@ -90,10 +90,7 @@ static bool split_over_tp(const ir_module *m, const ir_func *f, int v)
     if (len > 6 && !strcmp(name + len - 6, "_shard"))
         name[len - 6] = '\0';
     int g = ir_global_find(m, name);
-    for (int d = 0; g >= 0 && d < m->globals[g].type.ndim; d++)
-        if (m->globals[g].type.shard[d] == IR_AXIS_TP)
-            return true;
-    return false;
+    return g >= 0 && ir_shard_dim(&m->globals[g].type, IR_AXIS_TP) >= 0;
 }
 
 /* output @grad_norm: the global norm of the n gradients; returns their sum of squares. Squares of

@@ -75,7 +75,8 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     }
     rt_program *p = xcalloc(1, sizeof(*p), "program");
     p->m = m;
-    ir_mesh_coords(m, world_rank, p->coord);
+    ir_mesh mesh = ir_module_mesh(m);
+    ir_mesh_coords(&mesh, world_rank, p->coord);
     ir_resolve_ranks(m, p->coord);
     p->dev = dev;
     dev->open(p, image);
@@ -163,7 +164,7 @@ static rt_shard_layout shard_layout(const rt_program *p, const ir_type *t)
     const ir_module *m = p->m;
     rt_shard_layout at = {1, ir_numel(t), ir_numel(t), 0};
     for (int d = 0; d < t->ndim; d++)
-        if (t->shard[d] == IR_AXIS_TP) {
+        if (ir_shard_splits(t, d, IR_AXIS_TP)) {
             int64_t tp = ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE), rank = p->coord[IR_AXIS_TP];
             at.inner = 1;
             for (int k = d + 1; k < t->ndim; k++)

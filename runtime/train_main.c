@@ -251,9 +251,9 @@ static void *whole_global(train_run *r, int g, ir_type *whole)
     }
     *whole = gl->type;
     for (int i = 0; i < whole->ndim; i++)
-        if (whole->shard[i] == IR_AXIS_TP)
-            whole->dims[i] *= r->par.tp;
-    memset(whole->shard, 0, sizeof whole->shard);
+        if (ir_shard_splits(whole, i, IR_AXIS_TP))
+            whole->dims[i] *= r->par.mesh.degree[IR_AXIS_TP];
+    ir_shard_clear(whole);
     void *full = malloc(ir_bytes(whole));
     rt_parallel_gather_tp(&r->par, r->p, &gl->type, local, full);
     free(local);
@@ -292,9 +292,9 @@ static void dump_logits(train_run *r)
     const ir_type *t = ir_vtype(f, f->instrs[i].args[0]);
     ir_type whole = *t;
     for (int d = 0; d < whole.ndim; d++)
-        if (whole.shard[d] == IR_AXIS_TP)
-            whole.dims[d] *= r->par.tp;
-    memset(whole.shard, 0, sizeof whole.shard);
+        if (ir_shard_splits(&whole, d, IR_AXIS_TP))
+            whole.dims[d] *= r->par.mesh.degree[IR_AXIS_TP];
+    ir_shard_clear(&whole);
     void *host = malloc(ir_bytes(t)), *full = malloc(ir_bytes(&whole));
     rt_program_get_output(r->p, r->micro, "logits", host, ir_bytes(t));
     rt_parallel_gather_tp(&r->par, r->p, t, host, full);
@@ -451,9 +451,9 @@ static void emit_record(train_run *r, int it, const rt_scalar *s, int n)
 static void evaluate(train_run *r, int it)
 {
     double t0 = os_now_s(), loss = 0;
-    int n = r->eval_iters * r->accum, dp = r->par.dp;
+    int n = r->eval_iters * r->accum, dp = r->par.mesh.degree[IR_AXIS_DP];
     for (int k = 0; k < n; k++) {
-        int64_t micro = ((int64_t)r->evals_done * n + k) * dp + r->par.dp_rank;
+        int64_t micro = ((int64_t)r->evals_done * n + k) * dp + r->par.coord[IR_AXIS_DP];
         loss += run_micro_batch(r, r->eval, RT_SPLIT_VALID, micro * r->B) / n;
     }
     loss = rt_parallel_mean(&r->par, r->p, (float)loss);
@@ -496,10 +496,10 @@ static bool on_gpu(const train_run *r) { return strcmp(r->p->dev->name, "cpu") !
 static void log_line(train_run *r, int it, const step_result *last, const log_window *w)
 {
     int done = w->iters - w->skipped;
-    long long global_batch = (long long)r->B * r->accum * r->par.dp;
+    long long global_batch = (long long)r->B * r->accum * r->par.mesh.degree[IR_AXIS_DP];
     double loss = done ? w->loss / done : NAN, ms = w->seconds * 1e3 / w->iters;
     /* each dp rank's tokens, shared by its tp ranks */
-    double tok_s = (double)r->B * r->T * r->accum / r->par.tp / (ms / 1e3), flops = tok_s * r->flops_per_token;
+    double tok_s = (double)r->B * r->T * r->accum / r->par.mesh.degree[IR_AXIS_TP] / (ms / 1e3), flops = tok_s * r->flops_per_token;
     double mfu = on_gpu(r) ? flops / TRAIN_PEAK_FLOPS : NAN, mem = memory_gib(r);
     long long samples = it * global_batch;
     char mfu_text[32] = "-", when[32];
@@ -528,7 +528,7 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
 static rt_gpt_data *open_data(train_run *r)
 {
     rt_gpt_data_config *c = &r->a.data;
-    int64_t batch = (int64_t)r->B * r->accum * r->par.dp;
+    int64_t batch = (int64_t)r->B * r->accum * r->par.mesh.degree[IR_AXIS_DP];
     int evals = r->iters / r->eval_interval + (r->iters % r->eval_interval != 0);
     c->seq_length = r->T;
     c->seed = r->cfg.seed;
