@@ -121,11 +121,14 @@ static void place(shard_ctx *c, int v, placement p)
 }
 
 /* Value v's type takes `from`'s splits and partial sums over the axes other than the context's
- * (outer to its split along the context's axis): what an earlier run over another axis placed. */
+ * (outer to its split along the context's axis): what an earlier run over another axis placed.
+ * A type that says them itself (a global's) keeps its own. */
 static void keep_other_axes(shard_ctx *c, int v, const ir_type *from)
 {
-    ir_type *t = &c->dst->vals[v].type, merged = *t;
-    if (t->ndim != from->ndim)
+    ir_type *t = &c->dst->vals[v].type, merged = *t, own = *t;
+    unsigned bit = 1u << c->axis;
+    ir_shard_drop(&own, c->axis);
+    if (t->ndim != from->ndim || ir_shard_any(&own) || (own.partial & ~bit))
         return;
     int dim = ir_shard_dim(t, c->axis);
     ir_shard_clear(&merged);
@@ -137,7 +140,6 @@ static void keep_other_axes(shard_ctx *c, int v, const ir_type *from)
     }
     if (dim >= 0)
         ir_shard_push(&merged, dim, c->axis);
-    unsigned bit = 1u << c->axis;
     merged.partial = (uint8_t)((from->partial & ~bit) | (t->partial & bit));
     *t = merged;
 }
