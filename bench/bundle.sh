@@ -19,22 +19,33 @@ head -c 2000000 data/brown.txt > devrun/data/brown2m.txt
 $B/mcc data preprocess --input devrun/data/brown2m.txt --output-prefix devrun/data/brown --append-eod >/dev/null 2>&1
 rm devrun/data/brown2m.txt
 $B/mcc data preprocess --input tests/data/numerics.txt --output-prefix devrun/data/numerics --append-eod >/dev/null 2>&1
+# with_lanes "LANES..." OUT ARGS...: mcc compile ARGS -o OUT on the default lanes (the copy
+# engines), and -o OUT-<lanes> with --comm-lanes <lanes> for each of LANES (the lanes are compiled
+# into the plan; bench/device_env.sh's lanes_bin names them)
+with_lanes() {
+  local lanes=$1 out=$2; shift 2
+  $B/mcc compile "$@" -o "$out" 2>"$out.compile.log" || cat "$out.compile.log"
+  for l in $lanes; do
+    $B/mcc compile "$@" --comm-lanes "$l" -o "$out-$l" 2>"$out-$l.compile.log" || cat "$out-$l.compile.log"
+  done
+}
+alt=${LANES_ALT:-none}; [ "$alt" = 0 ] && alt="" # device_run.sh's other lanes for dp2ov and the tp2 variants
 # correctness: tiny models on both targets; the CPU dumps are made here
 for m in tiny-gpt2 tiny-llama; do
   $B/mcc compile models/$m.json --target cpu --keep-logits -o devrun/bin/$m-cpu 2>/dev/null
   $B/mcc compile models/$m.json --target cuda --keep-logits -o devrun/bin/$m-cuda 2>/dev/null
-  $B/mcc compile models/$m.json --target cuda --keep-logits --dp 2 -o devrun/bin/$m-cuda-dp2 2>/dev/null
-  $B/mcc compile models/$m.json --target cuda --keep-logits --dp 2 --overlap-grad-reduce --ddp-bucket-size 20000 \
-    -o devrun/bin/$m-cuda-dp2ov 2>/dev/null
+  with_lanes none devrun/bin/$m-cuda-dp2 models/$m.json --target cuda --keep-logits --dp 2
+  with_lanes none devrun/bin/$m-cuda-dp2ov models/$m.json --target cuda --keep-logits --dp 2 --overlap-grad-reduce \
+    --ddp-bucket-size 20000
   $B/mcc compile models/$m.json --target cuda --keep-logits --dp 2 --use-distributed-optimizer -o devrun/bin/$m-cuda-zero2 2>/dev/null
   # tensor parallel on 2 GPUs, against one GPU with the same (tp-divisible, unpadded) vocabulary
   v258=(--vocab-size 258 --make-vocab-size-divisible-by 1)
   $B/mcc compile models/$m.json --target cuda --keep-logits "${v258[@]}" -o devrun/bin/$m-cuda-v258 2>/dev/null
   $B/mcc compile models/$m.json --target cuda --keep-logits "${v258[@]}" --tp 2 -o devrun/bin/$m-cuda-tp2 2>/dev/null
-  $B/mcc compile models/$m.json --target cuda --keep-logits "${v258[@]}" --tp 2 --sequence-parallel \
-    -o devrun/bin/$m-cuda-tp2sp 2>/dev/null
-  $B/mcc compile models/$m.json --target cuda --keep-logits "${v258[@]}" --tp 2 --sequence-parallel \
-    --sequence-parallel-split batch -o devrun/bin/$m-cuda-tp2spb 2>/dev/null
+  with_lanes none devrun/bin/$m-cuda-tp2sp models/$m.json --target cuda --keep-logits "${v258[@]}" --tp 2 \
+    --sequence-parallel
+  with_lanes "none side,copy" devrun/bin/$m-cuda-tp2spb models/$m.json --target cuda --keep-logits "${v258[@]}" --tp 2 \
+    --sequence-parallel --sequence-parallel-split batch
   # --tp-comm-overlap: the collectives fused with their matmuls, split by sequence (o) and batch (bo)
   $B/mcc compile models/$m.json --target cuda --keep-logits "${v258[@]}" --tp 2 --sequence-parallel \
     --tp-comm-overlap -o devrun/bin/$m-cuda-tp2spo 2>/dev/null
@@ -73,17 +84,19 @@ tp2_variant_flags() {
 }
 for c in llama-1B llama-1B-gqa; do
   for v in tp2sp tp2spo tp2spb tp2spbo tp2spbi; do
-    $B/mcc compile bench/configs/$c.json --target cuda $(tp2_variant_flags $v) -o devrun/bin/bench-$c-$v \
-      2>devrun/bin/bench-$c-$v.compile.log || cat devrun/bin/bench-$c-$v.compile.log
+    with_lanes "$alt" devrun/bin/bench-$c-$v bench/configs/$c.json --target cuda $(tp2_variant_flags $v)
   done
 done
-# PREV=COMMIT: llama-1B's tp2sp, tp2spb and dp2ov also as an earlier commit's mcc compiles them
-# (bench-llama-1B-<variant>-prev; its runtime and kernels with them), for a same-call A/B of a
-# change (bench/env_sweep.sh runs both)
+# PREV=COMMIT: every one-GPU benchmark config (bench-<config>-prev) and llama-1B's tp2sp, tp2spb
+# and dp2ov also as an earlier commit's mcc compiles them (its runtime and kernels with them), for
+# a same-call A/B of a change (device_run.sh's AB_CONFIGS alternates them; bench/env_sweep.sh)
 if [ -n "${PREV:-}" ]; then
   rm -rf /tmp/mcc-prev && git worktree add -f --detach /tmp/mcc-prev "$PREV" >/dev/null
   cmake -S /tmp/mcc-prev -B /tmp/mcc-prev/build -DCMAKE_BUILD_TYPE=Release -DBLA_VENDOR=Generic >/dev/null
   cmake --build /tmp/mcc-prev/build -j"$(nproc)" --target mcc >/dev/null
+  for c in gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa; do
+    /tmp/mcc-prev/build/mcc compile bench/configs/$c.json --target cuda -o devrun/bin/bench-$c-prev 2>/dev/null
+  done
   for v in tp2sp tp2spb; do
     /tmp/mcc-prev/build/mcc compile bench/configs/llama-1B.json --target cuda $(tp2_variant_flags $v) \
       -o devrun/bin/bench-llama-1B-$v-prev 2>/dev/null
@@ -98,8 +111,8 @@ for c in gpt2-124M llama-1B gpt2-1.5B; do
   gbs=$(python3 -c "import json; print(2 * json.load(open('bench/configs/$c.json'))['training']['micro_batch_size'])")
   $B/mcc compile bench/configs/$c.json --target cuda --dp 2 --global-batch-size $gbs -o devrun/bin/bench-$c-dp2 \
     2>devrun/bin/bench-$c-dp2.compile.log || cat devrun/bin/bench-$c-dp2.compile.log
-  $B/mcc compile bench/configs/$c.json --target cuda --dp 2 --global-batch-size $gbs --overlap-grad-reduce \
-    -o devrun/bin/bench-$c-dp2ov 2>devrun/bin/bench-$c-dp2ov.compile.log || cat devrun/bin/bench-$c-dp2ov.compile.log
+  with_lanes "$alt" devrun/bin/bench-$c-dp2ov bench/configs/$c.json --target cuda --dp 2 --global-batch-size $gbs \
+    --overlap-grad-reduce
 done
 # node scale (issue 6; NODE_GPUS=8 or 4): each model's layouts of bench/node_layouts.sh, for
 # bench/node_run.sh on the 4- or 8-GPU machine

@@ -8,10 +8,16 @@ torch_cudnn=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib
 export NCCL_NVLS_ENABLE=0
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 
-# numerics REF LOGDIR RUN...: each tiny model's devrun/bin/<model>-cuda-<variant> on two GPUs under
-# MCC_COMM_LANES=<lanes> (RUN = variant:lanes; "variant:" runs it as none: NCCL's kernels) against
-# <model>-cuda<REF> on one, 10 steps, compared by tests/compare_dumps.py: a line each, and
-# " !variant:lanes;" appended to $numerics_failed for each that did not pass.
+# lanes_bin BIN LANES: the executable of devrun/bin that bench/bundle.sh compiled as BIN with
+# --comm-lanes LANES (the lanes are compiled into the plan): BIN itself for copy, the default;
+# BIN-<lanes> for the others (an empty LANES: none, NCCL's kernels).
+lanes_bin() { case "${2:-none}" in copy) echo "$1" ;; *) echo "$1-${2:-none}" ;; esac; }
+
+# numerics REF LOGDIR RUN...: each tiny model's devrun/bin/<model>-cuda-<variant> on two GPUs,
+# compiled with --comm-lanes <lanes> (RUN = variant:lanes; "variant:" runs it as none: NCCL's
+# kernels; lanes_bin) against <model>-cuda<REF> on one, 10 steps, compared by
+# tests/compare_dumps.py: a line each, and " !variant:lanes;" appended to $numerics_failed for
+# each that did not pass.
 numerics_failed=""
 numerics() {
   local ref=$1 logs=$2 m run v lanes rc verdict
@@ -21,7 +27,7 @@ numerics() {
     timeout 60 devrun/bin/$m-cuda$ref $data --dump-dir /tmp/numerics-ref-$m > /dev/null 2>&1
     for run in "$@"; do
       v=${run%%:*} lanes=${run#*:}
-      MCC_COMM_LANES=${lanes:-none} timeout 90 devrun/bin/$m-cuda-$v --nproc-per-node 2 $data --dump-dir /tmp/numerics-$v-$m \
+      timeout 90 devrun/bin/$(lanes_bin $m-cuda-$v "$lanes") --nproc-per-node 2 $data --dump-dir /tmp/numerics-$v-$m \
         > "$logs/$m-$v-${lanes:-main}.log" 2>&1
       rc=$?
       verdict=$(python3 tests/compare_dumps.py --cpu /tmp/numerics-ref-$m --gpu /tmp/numerics-$v-$m 2>&1 | tail -1)

@@ -108,6 +108,20 @@ for c in ${PROFILE_CONFIGS-}; do
   MCC_PROFILE=1 timeout 150 devrun/bin/bench-$c "${launch[@]}" --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 --log-interval 1 --eval-iters 0 > "$O/profile-$c.log" 2>&1
   echo "$c profile exit $?"; grep -A40 "GPU time by op" "$O/profile-$c.log" | head -60
 done
+# AB_CONFIGS="gpt2-124M llama-1B": each config against its bench-<config>-prev (bundle.sh PREV=),
+# AB_ROUNDS (3) alternating rounds of 25 steps: the median tokens/s and the memory in use of each
+for c in ${AB_CONFIGS-}; do
+  section "A/B: $c now vs PREV"
+  for round in $(seq "${AB_ROUNDS:-3}"); do
+    for side in "" -prev; do
+      [ -x devrun/bin/bench-$c$side ] || { echo "bench-$c$side: not compiled (bundle.sh PREV=)"; continue; }
+      log="$O/ab-$c$side-$round.log"
+      timeout 150 devrun/bin/bench-$c$side --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 \
+        --log-interval 1 --eval-iters 0 > "$log" 2>&1
+      echo "exit $? $(python3 bench/median_tok_s.py "round $round $c$side" < "$log") $(grep -o 'memory in use: [0-9.]* GiB' "$log" | tail -1)"
+    done
+  done
+done
 section "benchmark: PyTorch baseline"
 for c in ${BASELINES-gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa}; do
   timeout 170 python3 $anchors/torch_baseline.py --config $c --steps 20 >> "$O/baseline.jsonl" 2>>"$O/baseline.err"
@@ -126,9 +140,10 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
     timeout 150 devrun/bin/bench-$c-dp2ov --nproc-per-node 2 --data-path devrun/data/brown_text_document --split 100,0,0 \
       --train-iters 25 --log-interval 1 --eval-iters 0 > "$O/bench-$c-dp2ov.log" 2>&1
     echo "$c dp2 overlap exit $?"; grep -E "first step|iteration +25/" "$O/bench-$c-dp2ov.log"
-    # LANES_ALT: dp2ov also under MCC_COMM_LANES=$LANES_ALT (default none: NCCL's kernels; 0: not run)
+    # LANES_ALT: dp2ov also compiled with --comm-lanes $LANES_ALT (bench/bundle.sh; default none:
+    # NCCL's kernels; 0: not run)
     if [ "${LANES_ALT:-none}" != 0 ]; then
-      MCC_COMM_LANES=${LANES_ALT:-none} timeout 150 devrun/bin/bench-$c-dp2ov --nproc-per-node 2 \
+      timeout 150 devrun/bin/$(lanes_bin bench-$c-dp2ov "${LANES_ALT:-none}") --nproc-per-node 2 \
         --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 --log-interval 1 --eval-iters 0 \
         > "$O/bench-$c-dp2ov-${LANES_ALT:-none}.log" 2>&1
       echo "$c dp2 overlap, lanes ${LANES_ALT:-none} exit $?"; grep -E "first step|iteration +25/" "$O/bench-$c-dp2ov-${LANES_ALT:-none}.log"
@@ -148,8 +163,8 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
       timeout 150 devrun/bin/bench-$c-$v --nproc-per-node 2 --data-path devrun/data/brown_text_document --split 100,0,0 \
         --train-iters 15 --log-interval 1 --eval-iters 0 > "$O/bench-$c-$v.log" 2>&1
       echo "$c $v exit $?"; grep -E "first step|iteration +15/" "$O/bench-$c-$v.log"
-      [ "${LANES_ALT:-none}" != 0 ] || continue # as dp2ov: also under MCC_COMM_LANES=$LANES_ALT
-      MCC_COMM_LANES=${LANES_ALT:-none} timeout 150 devrun/bin/bench-$c-$v --nproc-per-node 2 \
+      [ "${LANES_ALT:-none}" != 0 ] || continue # as dp2ov: also compiled with --comm-lanes $LANES_ALT
+      timeout 150 devrun/bin/$(lanes_bin bench-$c-$v "${LANES_ALT:-none}") --nproc-per-node 2 \
         --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 15 --log-interval 1 --eval-iters 0 \
         > "$O/bench-$c-$v-${LANES_ALT:-none}.log" 2>&1
       echo "$c $v lanes ${LANES_ALT:-none} exit $?"; grep -E "first step|iteration +15/" "$O/bench-$c-$v-${LANES_ALT:-none}.log"

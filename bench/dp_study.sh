@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # dp_study.sh — one call on the 2-GPU machine (after bench/bundle.sh; carry ["devrun.tar.xz"], then
 # `tar xJf devrun.tar.xz && bash bench/dp_study.sh`): where data parallelism's time goes, and
-# whether the copy lane pays for it (MCC_COMM_LANES=copy, the default: gradient buckets reduced
-# beside the backward by the copy engines, SMs only for the sums; none: NCCL's kernels). In order:
+# whether the copy lane pays for it (--comm-lanes copy, the default: gradient buckets reduced
+# beside the backward by the copy engines, SMs only for the sums; none: NCCL's kernels; bundle.sh
+# compiles both). In order:
 #   - the GPU numerics of dp2 and dp2ov (--overlap-grad-reduce), plain and on the copy lane,
 #     against one GPU (a variant whose numerics fail is not timed);
 #   - ROUNDS times, each of CONFIGS on one GPU, then DP=2 with overlap plain and on the copy lane:
@@ -19,13 +20,13 @@ nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,power.draw,temperatu
   > "$O/dps-smi.csv" 2>&1 &
 smi=$!
 numerics "" "$L" dp2: dp2ov: dp2ov:copy
-envs=("MCC_COMM_LANES=none"); case "$numerics_failed" in *"!dp2ov:copy;"*) echo "copy lane: not timed (numerics failed)" ;; *) envs+=("MCC_COMM_LANES=copy") ;; esac
+lanes=(none); case "$numerics_failed" in *"!dp2ov:copy;"*) echo "copy lane: not timed (numerics failed)" ;; *) lanes+=(copy) ;; esac
 configs=${CONFIGS:-llama-1B gpt2-1.5B}
 for r in $(seq "${ROUNDS:-2}"); do
   for c in $configs; do
     echo "round $r:"
     OUT=$L bash bench/env_sweep.sh bench-$c 1 ""
-    OUT=$L bash bench/env_sweep.sh bench-$c-dp2ov 2 "${envs[@]}"
+    for l in "${lanes[@]}"; do OUT=$L bash bench/env_sweep.sh "$(lanes_bin bench-$c-dp2ov $l)" 2 ""; done
   done
 done
 c=${configs%% *}
@@ -41,7 +42,7 @@ profile() { # binary, ranks, environment
 }
 if [ "${PROFILE:-1}" != 0 ]; then
   profile bench-$c 1 ""
-  for e in "${envs[@]}"; do profile bench-$c-dp2ov 2 "$e"; done
+  for l in "${lanes[@]}"; do profile "$(lanes_bin bench-$c-dp2ov $l)" 2 ""; done
 fi
 kill $smi 2>/dev/null
 tar czf "$O/dps-logs.tar.gz" -C $L .

@@ -63,10 +63,10 @@ def main():
 LAYOUTS = [('dp2', 'DP=2'), ('dp2ov', 'DP=2, --overlap-grad-reduce'), ('tp2sp', 'TP=2 + SP'),
            ('tp2spo', 'TP=2 + SP, --tp-comm-overlap'), ('tp2spb', 'TP=2 + SP split by batch'),
            ('tp2spbo', 'TP=2 + SP by batch, overlap'), ('tp2spbi', 'TP=2 + SP by batch, interleaved halves')]
-# each also under another MCC_COMM_LANES (device_run.sh's LANES_ALT; copy was the default's name
-# for it in the sixth session's third call)
+# each also compiled with other lanes (device_run.sh's LANES_ALT: --comm-lanes, MCC_COMM_LANES before
+# issue 17; copy was the default's name for it in the sixth session's third call)
 LAYOUTS = [l for s, label in LAYOUTS
-           for l in ((s, label), *((f'{s}-{lanes}', f'{label}, MCC_COMM_LANES={lanes}') for lanes in ('none', 'copy')))]
+           for l in ((s, label), *((f'{s}-{lanes}', f'{label}, --comm-lanes {lanes}') for lanes in ('none', 'copy')))]
 
 
 def scaling(logdir):

@@ -35,7 +35,7 @@ for c in ${TP_CONFIGS:-llama-1B}; do
 done
 profiled=${PROFILE:-tp2spb:copy} # variant:lanes
 if timed ${profiled%%:*} "${profiled#*:}"; then
-  MCC_COMM_LANES=${profiled#*:} MCC_PROFILE=1 timeout 150 devrun/bin/bench-llama-1B-${profiled%%:*} --nproc-per-node 2 \
+  MCC_PROFILE=1 timeout 150 devrun/bin/$(lanes_bin bench-llama-1B-${profiled%%:*} "${profiled#*:}") --nproc-per-node 2 \
     --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 --log-interval 1 --eval-iters 0 \
     > "$O/tps-profile.log" 2>&1
   grep -m1 -A30 "GPU time by op" "$O/tps-profile.log"

@@ -40,8 +40,8 @@ static int knob_choice_index(const char *choices, const char *text)
     return -1;
 }
 
-/* "MCC_COMM_LANES=cpoy: expects one of copy|side|side,copy|none (did you mean copy?); unset it
- * for the default (copy)". */
+/* "MCC_ATTENTION=cudn: expects one of auto|mcc|cudnn (did you mean cudnn?); unset it for the
+ * default (auto)". */
 static bool knob_bad_choice(const knob_info *k, const char *text, char *err, size_t errlen)
 {
     enum { MAX_CHOICES = 8 };
@@ -85,11 +85,24 @@ static bool knob_parse(knob_id id, const char *env, char *err, size_t errlen)
     return ok;
 }
 
-/* An MCC_ variable the table lacks: a typo, or one this mcc no longer reads. */
+static const struct {
+    const char *name, *fix;
+} knob_retired[] = {
+#define KNOB_RETIRED_ROW(id, fix) {"MCC_" #id, fix},
+    KNOB_RETIRED(KNOB_RETIRED_ROW)
+#undef KNOB_RETIRED_ROW
+};
+
+/* An MCC_ variable the table lacks: a typo, or one this mcc no longer reads (with its fix). */
 static bool knob_unknown(const char *var, size_t len, char *err, size_t errlen)
 {
     char name[128];
     snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), var);
+    for (size_t i = 0; i < sizeof knob_retired / sizeof knob_retired[0]; i++)
+        if (!strcmp(name, knob_retired[i].name)) {
+            snprintf(err, errlen, "%s is no longer read: %s", name, knob_retired[i].fix);
+            return false;
+        }
     const char *names[KNOB_COUNT];
     for (int i = 0; i < KNOB_COUNT; i++)
         names[i] = knob_table[i].name;

@@ -26,10 +26,6 @@ typedef enum { KNOB_MCC = 1, KNOB_TRAIN_RANK = 2, KNOB_BENCH = 4 /* a bench scri
       "where NVRTC's compiled kernels are cached (unset: $XDG_CACHE_HOME/mcc, else ~/.cache/mcc)")                    \
     X(COLLECTIVE_TIMEOUT_S, KNOB_NUM, "300", NULL, 0, 1e9, KNOB_TRAIN_RANK,                                           \
       "seconds a collective may wait before every rank is ended, naming it")                                          \
-    X(COMM_LANES, KNOB_ENUM, "copy", "copy|side|side,copy|none", 0, 0, KNOB_TRAIN_RANK,                               \
-      "which NCCL communicators carry a group's collectives beside computation: copy = the copy engines on an "       \
-      "NCCL window, side = a communicator of MCC_SIDE_NCCL_CTAS CTAs (measured slower), none = NCCL's kernels on "    \
-      "the group's own")                                                                                              \
     X(CPU_KERNELS, KNOB_ENUM, "llvm", "llvm|c", 0, 0, KNOB_TRAIN_RANK,                                                \
       "CPU elementwise ops: the plan's LLVM-generated kernels, or the C kernels (to compare the two)")                \
     X(CUDA_GRAPHS, KNOB_ENUM, "1", "1|0|eager-collectives", 0, 0, KNOB_TRAIN_RANK,                                    \
@@ -45,8 +41,14 @@ typedef enum { KNOB_MCC = 1, KNOB_TRAIN_RANK = 2, KNOB_BENCH = 4 /* a bench scri
       "SMs for GEMMs planned while a collective runs beside them (0: all)")                                           \
     X(PROFILE, KNOB_BOOL, "0", "0|1", 0, 0, KNOB_TRAIN_RANK,                                                          \
       "1: print the GPU time per op and the costliest instructions (runs without CUDA graphs)")                       \
-    X(SIDE_NCCL_CTAS, KNOB_INT, "16", NULL, 1, 64, KNOB_TRAIN_RANK, "NCCL CTAs of the side lane (MCC_COMM_LANES)")    \
+    X(SIDE_NCCL_CTAS, KNOB_INT, "16", NULL, 1, 64, KNOB_TRAIN_RANK, "NCCL CTAs of the side lane (--comm-lanes side)") \
     X(TP_NCCL_CTAS, KNOB_INT, "64", NULL, 1, 64, KNOB_TRAIN_RANK, "NCCL CTAs of the tensor-parallel group")
+
+/* Knobs no longer read, each with what replaced it: setting one stops the program with that fix
+ * (a plan's choice now, so that what mcc compile predicts is what train_rank does). */
+#define KNOB_RETIRED(X)                                                                                               \
+    X(COMM_LANES, "the lanes are compiled into the plan, so its memory report counts their buffers: unset it and "   \
+                  "compile with `mcc compile --comm-lanes copy|side|side,copy|none` (default: the target's)")
 
 typedef enum {
 #define KNOB_ID(id, ...) KNOB_##id,

@@ -2,7 +2,7 @@
  *   mcc compile SPEC.json [--field value ...] -o train_rank   spec -> IR -> passes -> executable
  *   mcc ir SPEC.json [--after PASS] [--rank R]                 print the IR after a pass
  *   mcc ir --list-passes
- *   mcc opt IN.ir --pass NAME [--rank R]                       one pass on IR text, verified, printed
+ *   mcc opt IN.ir --pass NAME [--rank R] [--target T]          one pass on IR text, verified, printed
  *   mcc data preprocess --input FILE --output-prefix P        text -> Megatron indexed dataset
  *   mcc plot METRICS.jsonl -o OUT.svg                         train_rank's metrics -> curves
  *   mcc --version; `mcc COMMAND --help` (or -h anywhere after it) prints that command's usage */
@@ -40,10 +40,12 @@ static int fail(const char *msg)
 
 /* The options of compile/ir that are not spec fields. */
 typedef struct {
-    const char *out, *after, *target;
+    const char *out, *after, *target, *comm_lanes;
     long long rank;
     bool keep_logits, memory_report;
     double gpu_memory_gib;
+    mcc_pass_options passes;        /* --target's description, handed to every pass */
+    bool side_lane, copy_lane;      /* --comm-lanes against the target: config comm_side_lane, comm_copy_lane */
 } cli_opts;
 
 typedef enum { OPT_TEXT, OPT_SWITCH, OPT_RANK, OPT_GIB } opt_kind;
@@ -57,9 +59,15 @@ static const struct {
     const char *help;
 } cli_options[] = {
     {"-o", "OUT", OPT_TEXT, offsetof(cli_opts, out), "compile: the train_rank executable to write"},
-    {"--target", "cpu|cuda", OPT_TEXT, offsetof(cli_opts, target), "the backend (default " DEFAULT_TARGET ")"},
+    {"--target", "NAME", OPT_TEXT, offsetof(cli_opts, target),
+     "the machine (passes/target.c): h200|h100-pcie (the CUDA backend), cpu, or cuda = h200 (default " DEFAULT_TARGET
+     ")"},
     {"--gpu-memory", "GIB", OPT_GIB, offsetof(cli_opts, gpu_memory_gib),
-     "compile for cuda: the GPU memory the plan must fit in (default an H200's)"},
+     "compile for a GPU: the memory the plan must fit in (default the target's: an H200's 140.4 GiB)"},
+    {"--comm-lanes", "copy|side|side,copy|none", OPT_TEXT, offsetof(cli_opts, comm_lanes),
+     "compile: the communicators that carry collectives beside computation, baked into the plan (copy: the copy "
+     "engines, with the exchange buffers the memory report counts; side: MCC_SIDE_NCCL_CTAS CTAs; none: the "
+     "group's own; default copy where the target's copy engines serve collectives, else none)"},
     {"--keep-logits", NULL, OPT_SWITCH, offsetof(cli_opts, keep_logits),
      "keep the logits for train_rank --dump-dir (they stay alive through the backward)"},
     {"--memory-report", NULL, OPT_SWITCH, offsetof(cli_opts, memory_report),
@@ -120,11 +128,11 @@ static bool parse_opts(char **argv, const int *rest, int nrest, cli_opts *o, cha
     }
     if (!o->target)
         o->target = DEFAULT_TARGET;
-    if (strcmp(o->target, "cpu") != 0 && strcmp(o->target, "cuda") != 0) {
-        snprintf(err, errlen, "--target %s: choose cpu or cuda", o->target);
+    if (!(o->passes.target = mcc_target_by_name(o->target))) {
+        snprintf(err, errlen, "--target %s: choose %s", o->target, mcc_target_names());
         return false;
     }
-    return true;
+    return mcc_target_parse_lanes(o->passes.target, o->comm_lanes, &o->side_lane, &o->copy_lane, err, errlen);
 }
 
 static bool check_layout(const mcc_spec *spec, const cli_opts *o, char *err, size_t errlen)
@@ -171,9 +179,13 @@ static ir_module *build(const char *path, const mcc_spec *spec, const cli_opts *
     ir_module *m = mcc_build_model(spec, o->keep_logits);
     /* The CPU backend computes in fp32 (it is the numerical oracle); CUDA trains in bf16 with
      * fp32 master weights. */
-    ir_cfg_set(m, IR_CFG_TARGET, o->target);
-    ir_cfg_set(m, IR_CFG_PARAM_DTYPE, strcmp(o->target, "cuda") == 0 ? "bf16" : "f32");
-    if (!mcc_run_passes(m, last, true, err, sizeof err)) {
+    const char *backend = o->passes.target->backend;
+    ir_cfg_set_int(m, IR_CFG_PLAN_VERSION, IR_PLAN_VERSION);
+    ir_cfg_set(m, IR_CFG_TARGET, backend);
+    ir_cfg_set(m, IR_CFG_PARAM_DTYPE, strcmp(backend, "cuda") == 0 ? "bf16" : "f32");
+    ir_cfg_set_int(m, IR_CFG_COMM_SIDE_LANE, o->side_lane);
+    ir_cfg_set_int(m, IR_CFG_COMM_COPY_LANE, o->copy_lane);
+    if (!mcc_run_passes(m, &o->passes, last, true, err, sizeof err)) {
         fail(err);
         ir_module_free(m);
         return NULL;
@@ -183,24 +195,31 @@ static ir_module *build(const char *path, const mcc_spec *spec, const cli_opts *
     return m;
 }
 
-/* An H200 as CUDA reports it (143771 MiB), and what the CUDA context, cuBLASLt's workspace and
- * kernel scratch take besides the plan. */
-#define H200_GIB 140.4
+/* What the CUDA context, cuBLASLt's workspace and kernel scratch take besides the plan. */
 #define RUNTIME_OVERHEAD_GIB 1.0
 
-static bool fits_gpu(const mcc_memory_breakdown *mem, double gpu_gib)
+/* Whether the plan fits the target's memory (--gpu-memory GIB instead, when given); a target
+ * without a memory figure (the CPU's: the host's) is not checked. */
+static bool fits_gpu(const mcc_memory_breakdown *mem, const cli_opts *o)
 {
-    double gib = mcc_memory_total(mem) / 1073741824.0;
-    if (gib + RUNTIME_OVERHEAD_GIB <= gpu_gib)
+    const mcc_target *t = o->passes.target;
+    double gib = mcc_memory_total(mem) / 1073741824.0,
+           gpu_gib = o->gpu_memory_gib ? o->gpu_memory_gib : t->memory_bytes / 1073741824.0;
+    if (!t->memory_bytes || gib + RUNTIME_OVERHEAD_GIB <= gpu_gib)
         return true;
-    fprintf(stderr, "mcc: error: the plan needs %.2f GiB per GPU (+%.1f GiB runtime) but --gpu-memory is %.1f GiB.\n"
+    char whose[96];
+    if (o->gpu_memory_gib)
+        snprintf(whose, sizeof whose, "--gpu-memory");
+    else
+        snprintf(whose, sizeof whose, "the %s target's; --gpu-memory GIB overrides it", t->name);
+    fprintf(stderr, "mcc: error: the plan needs %.2f GiB per GPU (+%.1f GiB runtime) but the GPU has %.1f GiB (%s).\n"
                     "  To fit: split it over GPUs with --tensor-model-parallel-size N (parameters, gradients,\n"
                     "  optimizer state and most activations / N; add --sequence-parallel for the rest) or\n"
                     "  --data-parallel-size N --use-distributed-optimizer (optimizer state and fp32 masters / N);\n"
                     "  lower --micro-batch-size (activations scale with it; raise the accumulation instead);\n"
                     "  --recompute-granularity activations (or selective) to recompute activation (and norm)\n"
                     "  outputs in the backward; shorten --seq-length. (Pipeline parallelism is not in this build.)\n",
-            gib, RUNTIME_OVERHEAD_GIB, gpu_gib);
+            gib, RUNTIME_OVERHEAD_GIB, gpu_gib, whose);
     return false;
 }
 
@@ -220,7 +239,7 @@ static int cmd_compile(int argc, char **argv)
     mcc_memory_print(&mem, stderr);
     if (o.memory_report)
         mcc_memory_report(m, stderr);
-    if (!strcmp(o.target, "cuda") && !fits_gpu(&mem, o.gpu_memory_gib ? o.gpu_memory_gib : H200_GIB))
+    if (!fits_gpu(&mem, &o))
         return ir_module_free(m), 2;
     char err[8192];
     bool ok = cg_write_executable(m, o.out, err, sizeof err);
@@ -264,13 +283,15 @@ static int cmd_ir(int argc, char **argv)
     return 0;
 }
 
-/* mcc opt IN.ir --pass NAME [--rank R]: one pass on a module read back from its text (its config
- * block carries the options the passes read), verified before and after, printed: what the pass
- * tests (tests/passes/) run. --rank R prints the result as rank R runs it, as `mcc ir --rank R`. */
+/* mcc opt IN.ir --pass NAME [--rank R] [--target T]: one pass on a module read back from its text
+ * (its config block carries the options the plan records), verified before and after, printed:
+ * what the pass tests (tests/passes/) run. --rank R prints the result as rank R runs it, as `mcc ir
+ * --rank R`; --target T hands the pass T's description (default: that of the config's target, cuda:
+ * h200), as `mcc compile --target` does. */
 static int cmd_opt(int argc, char **argv)
 {
     char err[2048];
-    const char *path = argc >= 1 ? argv[0] : "", *pass = NULL;
+    const char *path = argc >= 1 ? argv[0] : "", *pass = NULL, *target = NULL;
     long long rank = -1;
     if (argc < 1 || path[0] == '-')
         return fail("expected the IR file as the first argument: mcc opt IN.ir --pass NAME (IN.ir from "
@@ -279,14 +300,20 @@ static int cmd_opt(int argc, char **argv)
         const char *v = k + 1 < argc ? argv[k + 1] : NULL;
         if (!strcmp(argv[k], "--pass") && v)
             pass = argv[++k];
+        else if (!strcmp(argv[k], "--target") && v)
+            target = argv[++k];
         else if (!strcmp(argv[k], "--rank")) {
             if (!cli_parse_int("--rank", v, 0, LLONG_MAX, &rank, err, sizeof err))
                 return fail(err);
             k++;
         } else if (!strcmp(argv[k], "--pass"))
             return fail("--pass needs a value: the pass to run (mcc ir --list-passes names them)");
-        else {
-            snprintf(err, sizeof err, "unknown flag '%s' for mcc opt (its flags: --pass NAME, --rank R)", argv[k]);
+        else if (!strcmp(argv[k], "--target")) {
+            snprintf(err, sizeof err, "--target needs a value: %s", mcc_target_names());
+            return fail(err);
+        } else {
+            snprintf(err, sizeof err, "unknown flag '%s' for mcc opt (its flags: --pass NAME, --rank R, --target T)",
+                     argv[k]);
             return fail(err);
         }
     }
@@ -299,17 +326,22 @@ static int cmd_opt(int argc, char **argv)
     char why[1024];
     ir_module *m = ir_parse_module(text, why, sizeof why);
     free(text);
-    if (!m) {
+    if (!m || !ir_plan_version_ok(m, why, sizeof why)) {
+        ir_module_free(m);
         snprintf(err, sizeof err, "%s: %s", path, why);
         return fail(err);
     }
     long long tp = ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE);
     long long world = tp * ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE);
+    mcc_pass_options opt = {mcc_target_by_name(target ? target : ir_cfg_text(m, IR_CFG_TARGET))};
     bool ok = rank < world;
     if (!ok)
         snprintf(err, sizeof err, "--rank %lld: %s's config has %lld ranks (tp x dp): give 0..%lld", rank, path, world,
                  world - 1);
-    if (ok && !(ok = mcc_run_pass(m, pass, why, sizeof why)))
+    if (ok && !(ok = opt.target != NULL))
+        snprintf(err, sizeof err, "%s %s: no such target: choose %s", target ? "--target" : "config target =",
+                 target ? target : ir_cfg_text(m, IR_CFG_TARGET), mcc_target_names());
+    if (ok && !(ok = mcc_run_pass(m, &opt, pass, why, sizeof why)))
         snprintf(err, sizeof err, "%s: %s", path, why);
     if (ok) {
         resolve_for_rank(m, rank);
@@ -350,12 +382,13 @@ typedef struct {
 } mcc_command;
 
 static const mcc_command mcc_commands[] = {
-    {"compile", "mcc compile SPEC.json [--<field> VALUE ...] -o OUT [--target cpu|cuda] [--gpu-memory GIB] "
-                "[--keep-logits] [--memory-report]", cmd_compile, true, false},
+    {"compile", "mcc compile SPEC.json [--<field> VALUE ...] -o OUT [--target NAME] [--gpu-memory GIB] "
+                "[--comm-lanes L] [--keep-logits] [--memory-report]", cmd_compile, true, false},
     {"ir", "mcc ir SPEC.json [--<field> VALUE ...] [--after PASS] [--rank R]\n  mcc ir --list-passes", cmd_ir, true,
      false},
-    {"opt", "mcc opt IN.ir --pass NAME [--rank R]   run one pass on IR text (`mcc ir ... --after` the pass before), "
-            "verify, print;\n    --rank R prints it as rank R runs it (its rank terms resolved)", cmd_opt, false, false},
+    {"opt", "mcc opt IN.ir --pass NAME [--rank R] [--target T]   run one pass on IR text (`mcc ir ... --after` the "
+            "pass before), verify, print;\n    --rank R prints it as rank R runs it (its rank terms resolved); "
+            "--target T hands the pass T's description (default the config's target's)", cmd_opt, false, false},
     /* its flags are data_preprocess.c's (`mcc data --help`), not repeated here */
     {"data", "mcc data preprocess --input FILE --output-prefix PREFIX [--tokenizer-type T ...]   text -> Megatron "
              "indexed dataset", cmd_data, false, true},

@@ -265,7 +265,7 @@ static int half_loss(builder *b, int tokens, int targets, int64_t first, int64_t
  * beside the other's work. */
 static void build_step(ir_module *m, const mcc_spec *s, const char *name, bool keep_logits, bool train, bool halves)
 {
-    builder b = {m, ir_func_new(m, name), s, -1, s->micro_batch_size};
+    builder b = {m, ir_func_new(m, name, train ? IR_FUNC_STEP : IR_FUNC_EVAL), s, -1, s->micro_batch_size};
     int64_t bt[2] = {s->micro_batch_size, s->seq_length};
     int tokens = ir_input(m, b.f, "tokens", ir_tensor(IR_I32, 2, bt));
     int targets = ir_input(m, b.f, "targets", ir_tensor(IR_I32, 2, bt));

@@ -261,17 +261,22 @@ void ir_module_free(ir_module *m)
         free(m->config[i].key);
         free(m->config[i].value);
     }
+    for (int p = 0; p < IR_NUM_PROGS; p++) {
+        for (int i = 0; i < m->progs[p].nsteps; i++)
+            free(m->progs[p].steps[i].sym);
+        free(m->progs[p].steps);
+    }
     free(m->globals);
     free(m->funcs);
-    free(m->sched);
     free(m->config);
     free(m);
 }
 
-ir_func *ir_func_new(ir_module *m, const char *name)
+ir_func *ir_func_new(ir_module *m, const char *name, ir_func_kind kind)
 {
     ir_func *f = calloc(1, sizeof(*f));
     f->name = strdup(name);
+    f->kind = kind;
     GROW(m->funcs, m->nfuncs, m->cap_funcs);
     m->funcs[m->nfuncs++] = f;
     return f;
@@ -362,6 +367,16 @@ int ir_copy_instr(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr
     return r;
 }
 
+bool ir_plan_version_ok(const ir_module *m, char *err, size_t errlen)
+{
+    long long v = ir_cfg_int(m, IR_CFG_PLAN_VERSION);
+    if (v == IR_PLAN_VERSION)
+        return true;
+    snprintf(err, errlen, "the plan's format is version %lld but this mcc reads version %d: recompile (or remake "
+             "the text with `mcc ir`) with this mcc", v, IR_PLAN_VERSION);
+    return false;
+}
+
 void ir_set_per_rank(ir_func *f, int v, int k, double base, double step, ir_axis axis)
 {
     ir_instr *in = &f->instrs[f->vals[v].def];
@@ -399,6 +414,31 @@ int ir_func_index(const ir_module *m, const char *name)
     return -1;
 }
 
+#define TRAIN (1u << IR_PROG_TRAIN)
+#define EVAL (1u << IR_PROG_EVAL)
+const ir_func_kind_info ir_func_kinds[IR_NUM_FUNC_KINDS] = {
+    /*                      name          programs      per micro-batch  unique */
+    [IR_FUNC_STEP] =       {"step",       TRAIN,        true,            true},
+    [IR_FUNC_EVAL] =       {"eval",       EVAL,         true,            true},
+    [IR_FUNC_REDUCE] =     {"reduce",     TRAIN,        false,           true},
+    [IR_FUNC_GRAD_NORM] =  {"grad_norm",  0,            false,           true},
+    [IR_FUNC_OPTIMIZER] =  {"optimizer",  TRAIN,        false,           true},
+    [IR_FUNC_ZERO_GRADS] = {"zero_grads", 0,            false,           true},
+    [IR_FUNC_SETUP] =      {"setup",      0,            false,           true},
+    [IR_FUNC_FORWARD] =    {"forward",    TRAIN | EVAL, true,            false},
+    [IR_FUNC_BACKWARD] =   {"backward",   TRAIN,        true,            false},
+};
+#undef TRAIN
+#undef EVAL
+
+int ir_func_of_kind(const ir_module *m, ir_func_kind k)
+{
+    for (int i = 0; i < m->nfuncs; i++)
+        if (m->funcs[i]->kind == k)
+            return i;
+    return -1;
+}
+
 int ir_global_add(ir_module *m, const char *name, ir_type t, ir_global_kind kind, ir_init init, double std, bool no_decay)
 {
     GROW(m->globals, m->nglobals, m->cap_globals);
@@ -414,10 +454,17 @@ int ir_global_find(const ir_module *m, const char *name)
     return -1;
 }
 
-void ir_sched_add(ir_module *m, int func, int repeat)
+void ir_sched_add(ir_module *m, ir_prog p, ir_sched_step s)
 {
-    GROW(m->sched, m->nsched, m->cap_sched);
-    m->sched[m->nsched++] = (ir_sched_entry){func, repeat};
+    ir_program *prog = &m->progs[p];
+    GROW(prog->steps, prog->nsteps, prog->cap_steps);
+    s.sym = s.sym ? strdup(s.sym) : NULL;
+    prog->steps[prog->nsteps++] = s;
+}
+
+void ir_sched_call(ir_module *m, ir_prog p, int func, int mb)
+{
+    ir_sched_add(m, p, (ir_sched_step){.op = IR_STEP_CALL, .func = func, .mb = mb});
 }
 
 void ir_config_set(ir_module *m, const char *key, const char *value)
@@ -577,47 +624,15 @@ int ir_reshape(ir_module *m, ir_func *f, int a, int ndim, const int64_t *dims)
     return ir_emit(m, f, IR_OP_RESHAPE, &a, 1, NULL, NULL, &t);
 }
 
-bool ir_axis_moves_activations(const ir_module *m, ir_axis axis)
+bool ir_has_collective(const ir_module *m, ir_axis axis, unsigned flag)
 {
     for (int f = 0; f < m->nfuncs; f++)
-        for (int i = 0; i < m->funcs[f]->ninstrs; i++)
-            if (ir_op_has(m->funcs[f]->instrs[i].op, IR_OPF_COPY_LANE) && (ir_axis)m->funcs[f]->instrs[i].attr[0] == axis)
+        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
+            const ir_instr *in = &m->funcs[f]->instrs[i];
+            if (ir_op_has(in->op, IR_OPF_COLLECTIVE) && ir_op_has(in->op, flag) && (ir_axis)in->attr[0] == axis)
                 return true;
+        }
     return false;
-}
-
-size_t ir_seq_exchange_bytes(const ir_module *m)
-{
-    size_t most = 0;
-    for (int f = 0; f < m->nfuncs; f++)
-        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
-            const ir_instr *in = &m->funcs[f]->instrs[i];
-            if (in->op != IR_OP_REDUCE_SCATTER_SEQ)
-                continue;
-            const ir_type *x = &m->funcs[f]->vals[in->args[0]].type;
-            bool one_block = ir_seq_orows(in, x) == 1; /* else one exchange per o-row: NCCL's kernel */
-            most = one_block && ir_bytes(x) > most ? ir_bytes(x) : most;
-        }
-    return ir_global_span(most);
-}
-
-size_t ir_bucket_exchange_bytes(const ir_module *m)
-{
-    bool activations[IR_NUM_AXES];
-    for (int a = 0; a < IR_NUM_AXES; a++)
-        activations[a] = ir_axis_moves_activations(m, (ir_axis)a);
-    size_t most = 0;
-    for (int f = 0; f < m->nfuncs; f++)
-        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
-            const ir_instr *in = &m->funcs[f]->instrs[i];
-            if (in->op != IR_OP_ALL_REDUCE_INPLACE || !ir_on_comm_stream(in) || activations[(int)in->attr[0]])
-                continue;
-            size_t bytes = 0;
-            for (int a = 0; a < in->nargs; a++)
-                bytes += ir_global_span(ir_bytes(&m->funcs[f]->vals[in->args[a]].type));
-            most = bytes > most ? bytes : most;
-        }
-    return most;
 }
 
 /* Multiply-adds of a GEMM whose operands are arguments first and first + 1 (attributes ta, tb). */

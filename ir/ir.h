@@ -1,7 +1,8 @@
 /* ir.h — the mcc intermediate representation: types, values, instructions, functions, modules.
  *
- * A module holds persistent globals (parameters, gradients, optimizer state), functions and a
- * schedule (which function runs how many times per training step). A function is a list of
+ * A module holds persistent globals (parameters, gradients, optimizer state), functions, each of
+ * a kind (its role: the micro-batch step, the optimizer, ...), and a schedule: the programs of
+ * steps a rank runs per training iteration and per validation batch. A function is a list of
  * instructions in SSA form; each instruction defines zero or more values, numbered %0, %1, ...
  * per function. Every op is described once, in ops.def. */
 #ifndef MCC_IR_H
@@ -69,8 +70,24 @@ typedef struct {
     char *sym;                      /* @name: input, global, output */
 } ir_instr;
 
+/* A function's role, which passes and the runtime find it by (ir_func_of_kind), never its name.
+ * ORDER FUNC_KIND: ir_func_kinds (ir.c) describes each. */
+typedef enum {
+    IR_FUNC_STEP,       /* step: one training micro-batch: forward, loss, backward into the gradients */
+    IR_FUNC_EVAL,       /* eval: one validation micro-batch: forward and loss only */
+    IR_FUNC_REDUCE,     /* reduce: the gradients summed over data-parallel (and tp-partial) ranks */
+    IR_FUNC_GRAD_NORM,  /* grad_norm: the gradient norm alone (--skip-nan-steps checks it before the update) */
+    IR_FUNC_OPTIMIZER,  /* optimizer: clipping and the update (@lr, @step in; @grad_norm out) */
+    IR_FUNC_ZERO_GRADS, /* zero_grads: clears the gradient accumulators (a skipped step) */
+    IR_FUNC_SETUP,      /* setup: runs once after the parameters are initialised */
+    IR_FUNC_FORWARD,    /* forward: a pipeline stage's forward of one micro-batch (not built yet) */
+    IR_FUNC_BACKWARD,   /* backward: a pipeline stage's backward of one micro-batch (not built yet) */
+    IR_NUM_FUNC_KINDS
+} ir_func_kind;
+
 typedef struct {
     char *name;
+    ir_func_kind kind;
     ir_instr *instrs;
     int ninstrs, cap_instrs;
     ir_value *vals;
@@ -93,10 +110,33 @@ typedef struct {
     int copy_of;                    /* IR_GLOBAL_COPY: index of its PARAM; else -1 */
 } ir_global;
 
+/* The schedule: per program, the steps one rank runs in order. `train` is one training
+ * iteration, `eval` one global batch of validation (train_rank runs it --eval-iters times).
+ * Both cover accum_steps micro-batches, each step naming the micro-batch it works on. A flat list,
+ * not loops: a pipeline schedule (1F1B, interleaved) is a different sequence on every rank, which
+ * a list says as it is. Text: `schedule train { call micro_step mb=0 ... call optimizer }`. */
+typedef enum { IR_PROG_TRAIN, IR_PROG_EVAL, IR_NUM_PROGS } ir_prog;
+
+typedef enum {
+    IR_STEP_CALL,                   /* call F [mb=I]: runs function F (on micro-batch I, its data bound) */
+    IR_STEP_SEND,                   /* send F @x mb=I to=next|prev: F's output @x of micro-batch I to a
+                                       pipeline neighbour (train_rank has no pipeline runtime yet) */
+    IR_STEP_RECV,                   /* recv F @x mb=I from=next|prev: F's input @x of micro-batch I */
+    IR_NUM_STEP_OPS
+} ir_step_op;
+
 typedef struct {
+    ir_step_op op;
     int func;                       /* index into module funcs */
-    int repeat;                     /* calls per training step (micro-batches) */
-} ir_sched_entry;
+    int mb;                         /* the micro-batch, 0..accum_steps-1; -1: none (reduce, optimizer) */
+    char *sym;                      /* send/recv: the tensor's @name in func; else NULL */
+    int peer;                       /* send/recv: +1 the next pipeline stage, -1 the previous; else 0 */
+} ir_sched_step;
+
+typedef struct {
+    ir_sched_step *steps;
+    int nsteps, cap_steps;
+} ir_program;
 
 /* Key/value settings the runtime needs (training hyperparameters), printed as `config`. */
 typedef struct {
@@ -109,8 +149,7 @@ typedef struct {
     int nglobals, cap_globals;
     ir_func **funcs;
     int nfuncs, cap_funcs;
-    ir_sched_entry *sched;
-    int nsched, cap_sched;
+    ir_program progs[IR_NUM_PROGS]; /* the schedule; empty before pass_schedule */
     ir_config *config;
     int nconfig, cap_config;
 } ir_module;
@@ -215,8 +254,20 @@ void ir_shard_clear(ir_type *t);                  /* t whole along every axis (p
 /* --- modules and functions --- */
 ir_module *ir_module_new(void);
 void ir_module_free(ir_module *m);
-ir_func *ir_func_new(ir_module *m, const char *name);
+ir_func *ir_func_new(ir_module *m, const char *name, ir_func_kind kind);
 int ir_func_index(const ir_module *m, const char *name); /* -1 if absent */
+/* The function of kind k, or -1. Every kind but forward and backward has at most one (ir_verify). */
+int ir_func_of_kind(const ir_module *m, ir_func_kind k);
+/* Each function kind's text name and where the schedule may call it. ORDER FUNC_KIND. */
+typedef struct {
+    const char *name;
+    unsigned progs;                 /* bit p: the program ir_prog p may call it; 0: only the runtime
+                                       does (setup at start-up, grad_norm and zero_grads for
+                                       --skip-nan-steps) */
+    bool per_micro_batch;           /* called once on each micro-batch (mb=), else once a program */
+    bool unique;                    /* at most one in a module */
+} ir_func_kind_info;
+extern const ir_func_kind_info ir_func_kinds[IR_NUM_FUNC_KINDS];
 /* Puts `f` (made by ir_func_new, so last) in the place of function `index`, freeing the old one:
  * how a pass rewrites a function into a new one. */
 void ir_func_replace(ir_module *m, int index, ir_func *f);
@@ -240,16 +291,9 @@ int64_t ir_seq_orows(const ir_instr *in, const ir_type *t);
 /* Bytes a global of `bytes` occupies in the runtime's slab of globals: whole 256-byte units, so
  * every global starts aligned for vector loads, cuBLASLt and NCCL. */
 static inline size_t ir_global_span(size_t bytes) { return (bytes + 255) / 256 * 256; }
-/* Whether m has copy-lane collectives (IR_OPF_COPY_LANE) over `axis`: its copy lane then moves activations (the arena),
- * else gradient buckets (the globals). */
-bool ir_axis_moves_activations(const ir_module *m, ir_axis axis);
-/* The bytes of the largest reduce_scatter_seq operand with one block per rank (split by batch
- * rows, or one row): the exchange buffer its reduce-scatters need on the copy lane. */
-size_t ir_seq_exchange_bytes(const ir_module *m);
-/* The bytes (ir_global_span each) of the largest gradient bucket reduced beside the backward
- * (all_reduce_inplace on the comm stream) over an axis without sequence collectives: the
- * exchange buffer its copy lane needs. 0: no such bucket. */
-size_t ir_bucket_exchange_bytes(const ir_module *m);
+/* Whether m has a collective with property `flag` (IR_OPF_*) over mesh axis `axis` (its
+ * attribute 0). */
+bool ir_has_collective(const ir_module *m, ir_axis axis, unsigned flag);
 /* Where a view op's result starts in its operand (of type `operand`), in bytes (rows: first *
  * the bytes of a row); ir_view_offset finds the operand's type in f. */
 int64_t ir_view_offset_in(const ir_instr *in, const ir_type *operand);
@@ -309,7 +353,13 @@ void ir_mesh_group_name(unsigned axes, char *buf, size_t len);
 void ir_resolve_ranks(ir_module *m, const int coord[IR_NUM_AXES]);
 int ir_global_add(ir_module *m, const char *name, ir_type t, ir_global_kind kind, ir_init init, double std, bool no_decay);
 int ir_global_find(const ir_module *m, const char *name);
-void ir_sched_add(ir_module *m, int func, int repeat);
+/* Appends step s to program p (s.sym copied). */
+void ir_sched_add(ir_module *m, ir_prog p, ir_sched_step s);
+/* Appends `call func` (mb -1: not on a micro-batch) to program p. */
+void ir_sched_call(ir_module *m, ir_prog p, int func, int mb);
+extern const char *const ir_prog_names[IR_NUM_PROGS]; /* train, eval (print.c) */
+/* Step s as the schedule block prints it (`call micro_step mb=0`), into buf (print.c). */
+void ir_sched_step_str(const ir_module *m, const ir_sched_step *s, char *buf, size_t len);
 /* The config block as text, any key: what the parser and printer carry (an older plan's or a
  * hand-written module's keys included). Passes and the runtime read through ir_cfg_* below. */
 void ir_config_set(ir_module *m, const char *key, const char *value);
@@ -330,6 +380,12 @@ typedef struct {
     const char *meaning;
 } ir_cfg_info;
 extern const ir_cfg_info ir_cfgs[IR_CFG_COUNT];
+/* The plan text's format, written as config plan_version: bumped when a change to the IR makes an
+ * older text mean something else. */
+#define IR_PLAN_VERSION 1
+/* False with err saying so when m's config names a plan_version other than IR_PLAN_VERSION (a
+ * text another mcc wrote); an absent key is this one's (hand-written modules). */
+bool ir_plan_version_ok(const ir_module *m, char *err, size_t errlen);
 /* The key's text in m, its default's when absent (train_config.c range-checks it as text). */
 const char *ir_cfg_value(const ir_module *m, ir_cfg k);
 /* Typed reads; each asserts the key is of its type (a BOOL is an INT that is 0 or not). */

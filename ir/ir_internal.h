@@ -9,6 +9,8 @@
 /* Spellings of the global attributes in the text form (print.c), ORDER ir_global_kind / ir_init. */
 extern const char *const ir_global_kind_names[IR_NUM_GLOBAL_KINDS];
 extern const char *const ir_init_names[IR_NUM_INITS];
+/* The schedule steps' spellings (print.c), ORDER ir_step_op. */
+extern const char *const ir_step_op_names[IR_NUM_STEP_OPS];
 
 /* input, global and output name their tensor with @sym; no other op does. */
 static inline bool ir_op_takes_sym(ir_op op) { return ir_op_has(op, IR_OPF_SYM); }

@@ -148,6 +148,7 @@ typedef struct {
     int nids, cap_ids;
     int *args;          /* operands of the instruction being read */
     int cap_args;
+    bool progs_read[IR_NUM_PROGS]; /* the schedule programs read so far */
 } parser;
 
 static void advance(parser *p) { p->tok = lex(&p->pos, &p->line); }
@@ -816,29 +817,48 @@ static bool parse_instr(parser *p, ir_func *f)
 
 /* --- functions and the schedule --------------------------------------------------------- */
 
+typedef struct {
+    int kind;                       /* -1 until kind= */
+    int64_t arena;
+} func_attrs;
+
 static bool func_attr(parser *p, void *ctx, token key, const token *val)
 {
-    ir_func *f = ctx;
+    func_attrs *fa = ctx;
     char buf[64];
+    if (tok_is(key, "kind") && val) {
+        const char *names[IR_NUM_FUNC_KINDS];
+        for (int k = 0; k < IR_NUM_FUNC_KINDS; k++)
+            names[k] = ir_func_kinds[k].name;
+        return parse_choice(p, *val, "function kind", names, IR_NUM_FUNC_KINDS, &fa->kind);
+    }
     if (!tok_is(key, "arena"))
-        return fail_at(p, key, "unknown function attribute %s (attributes: arena=)", describe(key, buf, sizeof buf));
-    if (!val || !tok_int(*val, 0, &f->arena_bytes) || f->arena_bytes < 0)
+        return fail_at(p, key, "unknown function attribute %s (attributes: kind=, arena=)", describe(key, buf, sizeof buf));
+    if (!val || !tok_int(*val, 0, &fa->arena) || fa->arena < 0)
         return fail_at(p, key, "arena= needs a byte count >= 0");
     return true;
 }
 
-/* func NAME {arena=N} {  instructions  } */
+/* func NAME {kind=K[, arena=N]} {  instructions  }. The kind is required: it is the function's
+ * role, which nothing may guess from its name; text without one predates kinds. */
 static bool parse_func(parser *p)
 {
     advance(p);
     if (p->tok.kind != TK_IDENT)
         return expected(p, "a function name");
-    char *name = tok_text(p->tok, 0);
-    ir_func *f = ir_func_new(p->m, name);
-    free(name);
+    token name = p->tok;
     advance(p);
-    if (is_punct(p, '{') && peek2(p).kind == TK_IDENT && !parse_attr_block(p, func_attr, f))
+    func_attrs fa = {.kind = -1};
+    if (is_punct(p, '{') && peek2(p).kind == TK_IDENT && !parse_attr_block(p, func_attr, &fa))
         return false;
+    if (fa.kind < 0)
+        return fail_at(p, name, "func %.*s needs kind= (its role: step, eval, reduce, grad_norm, optimizer, zero_grads, "
+                       "setup, forward or backward), e.g. `func %.*s {kind=step}`; text from before function kinds: "
+                       "print it again with this mcc", name.len, name.s, name.len, name.s);
+    char *n = tok_text(name, 0);
+    ir_func *f = ir_func_new(p->m, n, (ir_func_kind)fa.kind);
+    free(n);
+    f->arena_bytes = fa.arena;
     if (!expect_punct(p, '{') || !expect_eol(p))
         return false;
     ids_clear(p);
@@ -853,9 +873,81 @@ static bool parse_func(parser *p)
     }
 }
 
-/* schedule {  NAME xREPEAT  } */
+/* A step's `WORD=` when the current token is WORD (*given), leaving its value the current token. */
+static bool step_key(parser *p, const char *word, bool *given)
+{
+    *given = is_word(p, word);
+    if (*given)
+        advance(p);
+    return !*given || expect_punct(p, '=');
+}
+
+/* One step: call F [mb=I] | send F @x mb=I to=next|prev | recv F @x mb=I from=next|prev. The
+ * verifier checks what the step means (kinds, micro-batch range, order). */
+static bool parse_step(parser *p, ir_prog prog)
+{
+    int op;
+    if (p->tok.kind != TK_IDENT)
+        return expected(p, "a schedule step (call, send, recv) or `}`");
+    if (!parse_choice(p, p->tok, "schedule step", ir_step_op_names, IR_NUM_STEP_OPS, &op))
+        return false;
+    advance(p);
+    if (p->tok.kind != TK_IDENT)
+        return expected(p, "a function name");
+    char *fname = tok_text(p->tok, 0);
+    ir_sched_step s = {.op = (ir_step_op)op, .func = ir_func_index(p->m, fname), .mb = -1};
+    free(fname);
+    if (s.func < 0)
+        return fail_at(p, p->tok, "schedule %s names unknown function `%.*s` (functions come before the schedule)",
+                       ir_prog_names[prog], p->tok.len, p->tok.s);
+    advance(p);
+    char sym[256] = "";
+    if (s.op != IR_STEP_CALL) {
+        if (p->tok.kind != TK_SYM || !tok_cstr(p->tok, 1, sym, sizeof sym))
+            return expected(p, "the @name of the tensor sent or received");
+        s.sym = sym;
+        advance(p);
+    }
+    int64_t mb;
+    bool given;
+    if (!step_key(p, "mb", &given))
+        return false;
+    if (given) {
+        if (p->tok.kind != TK_NUM || !tok_int(p->tok, 0, &mb) || mb < 0 || mb > INT_MAX)
+            return expected(p, "a micro-batch index >= 0 after mb=");
+        s.mb = (int)mb;
+        advance(p);
+    }
+    if (s.op != IR_STEP_CALL) {
+        const char *dir = s.op == IR_STEP_SEND ? "to" : "from";
+        char what[64];
+        snprintf(what, sizeof what, "%s=next or %s=prev", dir, dir);
+        if (!step_key(p, dir, &given))
+            return false;
+        if (!given)
+            return expected(p, what);
+        s.peer = is_word(p, "next") ? 1 : is_word(p, "prev") ? -1 : 0;
+        if (!s.peer)
+            return expected(p, what);
+        advance(p);
+    }
+    ir_sched_add(p->m, prog, s);
+    return expect_eol(p);
+}
+
+/* schedule PROG {  steps  }, PROG train or eval, each at most once. */
 static bool parse_schedule(parser *p)
 {
+    advance(p);
+    int prog;
+    if (p->tok.kind != TK_IDENT)
+        return expected(p, "a schedule program (train, eval) after `schedule`; an older mcc's `schedule { NAME xN }` "
+                           "has none: print the module again with this mcc");
+    if (!parse_choice(p, p->tok, "schedule program", ir_prog_names, IR_NUM_PROGS, &prog))
+        return false;
+    if (p->progs_read[prog])
+        return fail_at(p, p->tok, "schedule %s is given twice", ir_prog_names[prog]);
+    p->progs_read[prog] = true;
     advance(p);
     if (!expect_punct(p, '{') || !expect_eol(p))
         return false;
@@ -863,21 +955,7 @@ static bool parse_schedule(parser *p)
         skip_blank_lines(p);
         if (accept(p, '}'))
             return expect_eol(p);
-        if (p->tok.kind != TK_IDENT)
-            return expected(p, "a function name or `}`");
-        char *name = tok_text(p->tok, 0);
-        int f = ir_func_index(p->m, name);
-        free(name);
-        if (f < 0)
-            return fail_at(p, p->tok, "schedule names unknown function `%.*s` (functions come before the schedule)",
-                             p->tok.len, p->tok.s);
-        advance(p);
-        int64_t repeat;
-        if (p->tok.kind != TK_IDENT || p->tok.s[0] != 'x' || !tok_int(p->tok, 1, &repeat) || repeat < 1 || repeat > INT_MAX)
-            return expected(p, "a repeat count such as x2");
-        ir_sched_add(p->m, f, (int)repeat);
-        advance(p);
-        if (!expect_eol(p))
+        if (!parse_step(p, (ir_prog)prog))
             return false;
     }
 }

@@ -1,4 +1,4 @@
-/* print.c — writes a module as text (config, globals, functions, schedule); parse.c reads it back. */
+/* print.c — writes a module as text (config, globals, functions, schedule programs); parse.c reads it back. */
 #include "ir_internal.h"
 
 #include <stdarg.h>
@@ -8,6 +8,8 @@
 
 const char *const ir_global_kind_names[IR_NUM_GLOBAL_KINDS] = {"param", "grad", "adam_m", "adam_v", "copy"};
 const char *const ir_init_names[IR_NUM_INITS] = {"zeros", "ones", "normal"};
+const char *const ir_prog_names[IR_NUM_PROGS] = {"train", "eval"};
+const char *const ir_step_op_names[IR_NUM_STEP_OPS] = {"call", "send", "recv"};
 
 void ir_buf_printf(ir_buf *b, const char *fmt, ...)
 {
@@ -119,7 +121,8 @@ void ir_print_instr_to(ir_buf *b, const ir_func *f, const ir_instr *in)
 
 static void print_func(ir_buf *b, const ir_func *f)
 {
-    ir_buf_printf(b, "func %s {arena=%lld} {\n", f->name, (long long)f->arena_bytes);
+    const char *kind = (unsigned)f->kind < IR_NUM_FUNC_KINDS ? ir_func_kinds[f->kind].name : "?";
+    ir_buf_printf(b, "func %s {kind=%s, arena=%lld} {\n", f->name, kind, (long long)f->arena_bytes);
     for (int i = 0; i < f->ninstrs; i++) {
         ir_buf_printf(b, "  ");
         ir_print_instr_to(b, f, &f->instrs[i]);
@@ -157,6 +160,29 @@ static void section_break(ir_buf *b)
         ir_buf_printf(b, "\n");
 }
 
+/* call F [mb=I] | send F @x mb=I to=next|prev | recv F @x mb=I from=next|prev. Out-of-range
+ * fields print as `?`, so the verifier can quote a broken step. */
+static void print_step(ir_buf *b, const ir_module *m, const ir_sched_step *s)
+{
+    bool op_ok = (unsigned)s->op < IR_NUM_STEP_OPS, p2p = op_ok && s->op != IR_STEP_CALL;
+    ir_buf_printf(b, "%s %s", op_ok ? ir_step_op_names[s->op] : "?",
+                  s->func >= 0 && s->func < m->nfuncs ? m->funcs[s->func]->name : "?");
+    if (p2p)
+        ir_buf_printf(b, " @%s", s->sym ? s->sym : "?");
+    if (s->mb >= 0)
+        ir_buf_printf(b, " mb=%d", s->mb);
+    if (p2p)
+        ir_buf_printf(b, " %s=%s", s->op == IR_STEP_SEND ? "to" : "from", s->peer > 0 ? "next" : s->peer < 0 ? "prev" : "?");
+}
+
+void ir_sched_step_str(const ir_module *m, const ir_sched_step *s, char *buf, size_t len)
+{
+    ir_buf b = {0};
+    print_step(&b, m, s);
+    snprintf(buf, len, "%s", b.s);
+    free(b.s);
+}
+
 char *ir_print_module(const ir_module *m)
 {
     ir_ops_init();
@@ -178,14 +204,18 @@ char *ir_print_module(const ir_module *m)
         section_break(&b);
         print_func(&b, m->funcs[i]);
     }
-    if (m->nsched) {
+    for (int p = 0; p < IR_NUM_PROGS; p++) {
+        if (!m->progs[p].nsteps)
+            continue;
         section_break(&b);
-        ir_buf_printf(&b, "schedule {\n");
-        for (int i = 0; i < m->nsched; i++) {
-            int fi = m->sched[i].func;
-            ir_buf_printf(&b, "  %s x%d\n", fi >= 0 && fi < m->nfuncs ? m->funcs[fi]->name : "?", m->sched[i].repeat);
+        ir_buf_printf(&b, "schedule %s {\n", ir_prog_names[p]);
+        for (int i = 0; i < m->progs[p].nsteps; i++) {
+            ir_buf_printf(&b, "  ");
+            print_step(&b, m, &m->progs[p].steps[i]);
+            ir_buf_printf(&b, "\n");
         }
         ir_buf_printf(&b, "}\n");
     }
     return buf_take(&b);
 }
+

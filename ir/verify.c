@@ -1,6 +1,7 @@
 /* verify.c — checks a module's invariants: names, SSA order, operand and result counts, types
- * (re-inferred through the op table and compared with the recorded ones), the schedule, and
- * the memory plan, independently of the planner. Runs after every pass in tests and debug. */
+ * (re-inferred through the op table and compared with the recorded ones), function kinds, the
+ * schedule programs, and the memory plan, independently of the planner. Runs after every pass
+ * in tests and debug. */
 #include "ir_internal.h"
 
 #include <math.h>
@@ -163,19 +164,163 @@ static bool verify_func_names(verifier *v)
     return ok;
 }
 
+/* Each function has a kind, and the kinds the passes and the runtime look up (ir_func_of_kind) one
+ * function each. */
+static bool verify_func_kinds(verifier *v)
+{
+    const ir_module *m = v->m;
+    for (int i = 0; i < m->nfuncs; i++) {
+        const ir_func *f = m->funcs[i];
+        if ((unsigned)f->kind >= IR_NUM_FUNC_KINDS)
+            return vfail(v, "function %s has an unknown kind %d", f->name, (int)f->kind);
+        int first = ir_func_of_kind(m, f->kind);
+        if (ir_func_kinds[f->kind].unique && first != i)
+            return vfail(v, "functions %s and %s are both of kind %s: a module has at most one (passes and train_rank "
+                         "find it by its kind)", m->funcs[first]->name, f->name, ir_func_kinds[f->kind].name);
+    }
+    return true;
+}
+
 static bool verify_module_tables(verifier *v)
 {
     const ir_module *m = v->m;
     for (int i = 0; i < m->nconfig; i++)
         if (!ir_name_ok(m->config[i].key) || !m->config[i].value)
             return vfail(v, "config key `%s` is not a name, or has no value", m->config[i].key ? m->config[i].key : "");
-    for (int i = 0; i < m->nsched; i++) {
-        const ir_sched_entry *s = &m->sched[i];
-        if (s->func < 0 || s->func >= m->nfuncs)
-            return vfail(v, "schedule entry %d names function #%d, but the module has %d", i, s->func, m->nfuncs);
-        if (s->repeat < 1)
-            return vfail(v, "schedule entry %d (%s) repeats %d times: the count must be at least 1", i,
-                         m->funcs[s->func]->name, s->repeat);
+    return true;
+}
+
+/* --- the schedule ------------------------------------------------------------------------ */
+
+/* Writes "schedule P, step I (`STEP`): WHAT" (i < 0: "schedule P: WHAT"). */
+static bool PRINTF(4) step_fail(verifier *v, ir_prog p, int i, const char *fmt, ...)
+{
+    char what[512], step[400] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (i >= 0)
+        ir_sched_step_str(v->m, &v->m->progs[p].steps[i], step, sizeof step);
+    if (i >= 0)
+        return vfail(v, "schedule %s, step %d (`%s`): %s", ir_prog_names[p], i, step, what);
+    return vfail(v, "schedule %s: %s", ir_prog_names[p], what);
+}
+
+/* Whether f has an instruction of op `op` (input, output) named @sym. */
+static bool has_sym(const ir_func *f, ir_op op, const char *sym)
+{
+    for (int i = 0; i < f->ninstrs; i++)
+        if (f->instrs[i].op == op && f->instrs[i].sym && sym && !strcmp(f->instrs[i].sym, sym))
+            return true;
+    return false;
+}
+
+/* The step of program p that calls func on micro-batch mb, or -1. */
+static int call_step(const ir_program *prog, int func, int mb)
+{
+    for (int i = 0; i < prog->nsteps; i++)
+        if (prog->steps[i].op == IR_STEP_CALL && prog->steps[i].func == func && prog->steps[i].mb == mb)
+            return i;
+    return -1;
+}
+
+/* One step on its own: a function the program may run, on a micro-batch when its kind runs on
+ * one, within the n micro-batches; a send or recv names a tensor its function has. */
+static bool verify_step(verifier *v, ir_prog p, int i, long long n)
+{
+    const ir_sched_step *s = &v->m->progs[p].steps[i];
+    if ((unsigned)s->op >= IR_NUM_STEP_OPS)
+        return step_fail(v, p, i, "unknown step op %d", (int)s->op);
+    if (s->func < 0 || s->func >= v->m->nfuncs)
+        return step_fail(v, p, i, "names function #%d, but the module has %d", s->func, v->m->nfuncs);
+    const ir_func *f = v->m->funcs[s->func];
+    const ir_func_kind_info *k = &ir_func_kinds[f->kind];
+    if (!k->progs)
+        return step_fail(v, p, i, "%s (kind %s) is run by train_rank itself (at start-up, or for --skip-nan-steps), "
+                         "not by a schedule", f->name, k->name);
+    if (!(k->progs & (1u << p)))
+        return step_fail(v, p, i, "%s (kind %s) runs in schedule %s, not %s", f->name, k->name,
+                         ir_prog_names[__builtin_ctz(k->progs)], ir_prog_names[p]);
+    if (k->per_micro_batch && s->mb < 0)
+        return step_fail(v, p, i, "%s (kind %s) runs on a micro-batch: give mb=0..%lld", f->name, k->name, n - 1);
+    if (!k->per_micro_batch && s->mb >= 0)
+        return step_fail(v, p, i, "%s (kind %s) runs once a program, not on a micro-batch: drop mb=", f->name, k->name);
+    if (s->mb >= n)
+        return step_fail(v, p, i, "micro-batch %d is out of range: accum_steps is %lld (micro-batches 0..%lld)", s->mb,
+                         n, n - 1);
+    if (s->op == IR_STEP_CALL)
+        return true;
+    bool send = s->op == IR_STEP_SEND;
+    if (!has_sym(f, send ? IR_OP_OUTPUT : IR_OP_INPUT, s->sym))
+        return step_fail(v, p, i, "%s has no `%s @%s` to %s", f->name, send ? "output" : "input", s->sym ? s->sym : "?",
+                         send ? "send" : "receive into");
+    if (s->peer != 1 && s->peer != -1)
+        return step_fail(v, p, i, "the peer must be the next or the previous pipeline stage, got %d", s->peer);
+    int call = call_step(&v->m->progs[p], s->func, s->mb);
+    if (send ? call > i : call < i)
+        return step_fail(v, p, i, "%s the call of %s on micro-batch %d (step %d)", send ? "comes before" : "comes after",
+                         f->name, s->mb, call);
+    return true;
+}
+
+/* The program as a whole: every function whose kind it runs is called once on each of the n
+ * micro-batches, or once; the once-a-program calls (reduce, optimizer) follow every micro-batch
+ * call, in kind order: the update sees every micro-batch's gradients, reduced. */
+static bool verify_program(verifier *v, ir_prog p, long long n)
+{
+    const ir_module *m = v->m;
+    const ir_program *prog = &m->progs[p];
+    for (int i = 0; i < prog->nsteps; i++)
+        if (!verify_step(v, p, i, n))
+            return false;
+    for (int fi = 0; fi < m->nfuncs; fi++) {
+        const ir_func_kind_info *k = &ir_func_kinds[m->funcs[fi]->kind];
+        if (!(k->progs & (1u << p)))
+            continue;
+        long long want = k->per_micro_batch ? n : 1, calls = 0;
+        for (int i = 0; i < prog->nsteps; i++)
+            calls += prog->steps[i].op == IR_STEP_CALL && prog->steps[i].func == fi;
+        if (calls != want)
+            return step_fail(v, p, -1, "calls %s (kind %s) %lld times: it runs %s", m->funcs[fi]->name, k->name, calls,
+                             k->per_micro_batch ? "once on each micro-batch (accum_steps of them)" : "once a program");
+        for (int mb = 0; k->per_micro_batch && mb < n; mb++) /* n calls, n micro-batches: none missing is none twice */
+            if (call_step(prog, fi, mb) < 0)
+                return step_fail(v, p, -1, "calls %s on no micro-batch %d: it runs once on each of 0..%lld",
+                                 m->funcs[fi]->name, mb, n - 1);
+    }
+    int last_mb = -1, last_once = -1;
+    for (int i = 0; i < prog->nsteps; i++)
+        if (prog->steps[i].mb >= 0)
+            last_mb = i;
+    for (int i = 0; i < prog->nsteps; i++) {
+        const ir_sched_step *s = &prog->steps[i];
+        if (s->op != IR_STEP_CALL || s->mb >= 0)
+            continue;
+        if (i < last_mb)
+            return step_fail(v, p, i, "comes before the micro-batch step %d: a once-a-program call follows them all",
+                             last_mb);
+        if (last_once >= 0 && m->funcs[s->func]->kind < m->funcs[prog->steps[last_once].func]->kind)
+            return step_fail(v, p, i, "comes after step %d: kind %s runs before kind %s", last_once,
+                             ir_func_kinds[m->funcs[s->func]->kind].name,
+                             ir_func_kinds[m->funcs[prog->steps[last_once].func]->kind].name);
+        last_once = i;
+    }
+    return true;
+}
+
+/* Each program that is there (pass_schedule writes them; a module before it has none). */
+static bool verify_schedule(verifier *v)
+{
+    long long n = ir_cfg_int(v->m, IR_CFG_ACCUM_STEPS);
+    for (int p = 0; p < IR_NUM_PROGS; p++) {
+        if (!v->m->progs[p].nsteps)
+            continue;
+        if (n < 1)
+            return step_fail(v, (ir_prog)p, -1, "accum_steps is %lld: the programs run on micro-batches 0..accum_steps-1, "
+                             "so it must be >= 1", n);
+        if (!verify_program(v, (ir_prog)p, n))
+            return false;
     }
     return true;
 }
@@ -473,13 +618,16 @@ bool ir_verify(const ir_module *m, char *err, size_t errlen)
 {
     ir_ops_init();
     verifier v = {.m = m, .err = err, .errlen = errlen};
-    if (!verify_globals(&v) || !verify_func_names(&v) || !verify_module_tables(&v))
+    if (!verify_globals(&v) || !verify_func_names(&v) || !verify_func_kinds(&v) || !verify_module_tables(&v))
         return false;
     for (int i = 0; i < m->nfuncs; i++) {
         v.f = m->funcs[i];
         if (!verify_func(&v))
             return false;
     }
+    v.f = NULL;
+    if (!verify_schedule(&v))
+        return false;
     if (err && errlen)
         err[0] = '\0';
     return true;

@@ -39,15 +39,15 @@ static void accumulate_param_grad(ir_grad_ctx *g, const ir_global *param, int dv
     ir_emit(g->m, g->f, IR_OP_ACCUMULATE, args, 2, NULL, NULL, NULL);
 }
 
-bool pass_autodiff(ir_module *m, char *err, size_t errlen)
+bool pass_autodiff(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
-    int fi = ir_func_index(m, "micro_step");
+    int fi = ir_func_of_kind(m, IR_FUNC_STEP);
     if (fi < 0)
-        return snprintf(err, errlen, "no micro_step function"), false;
+        return snprintf(err, errlen, "no step function (kind=step)"), false;
     ir_func *f = m->funcs[fi];
     int loss = find_output(f, "loss");
     if (loss < 0)
-        return snprintf(err, errlen, "micro_step has no `output @loss`"), false;
+        return snprintf(err, errlen, "%s has no `output @loss`", f->name), false;
     add_grad_globals(m);
 
     ir_grad_ctx g = {m, f, malloc(sizeof(int) * (size_t)f->nvals), f->nvals};

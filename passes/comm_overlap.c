@@ -73,18 +73,14 @@ static int next_seq_collective(const ir_func *f, int i)
     return -1;
 }
 
-/* GEMM multiply-adds that take as long as one byte takes over the link: an H200's bf16 GEMMs
- * (about 840 TFLOP/s on these shapes) over NVLink's all-gather bandwidth (about 250 GB/s each
- * way), both measured by bench/overlap_bench.c; halved, as flops() counts multiply-adds. */
-enum { MACS_PER_WIRE_BYTE = 1700 };
-
 /* The weight-gradient work that hides sequence collective i: as long as its bytes take on the
- * wire (each rank sends (n-1)/n of the whole tensor). */
-static double hiding_target(const ir_func *f, int i, int ranks)
+ * wire (each rank sends (n-1)/n of the whole tensor), at the target's multiply-adds per byte on
+ * the wire (mcc_target_macs_per_wire_byte: its GEMM rate over its link's). */
+static double hiding_target(const ir_func *f, int i, int ranks, double macs_per_byte)
 {
     const ir_instr *in = &f->instrs[i];
     const ir_type *whole = &f->vals[in->op == IR_OP_REDUCE_SCATTER_SEQ ? in->args[0] : in->res[0]].type;
-    return MACS_PER_WIRE_BYTE * (double)ir_bytes(whole) * (ranks - 1) / ranks;
+    return macs_per_byte * (double)ir_bytes(whole) * (ranks - 1) / ranks;
 }
 
 /* The unmoved weight gradients in (from, to) that may wait until after instruction `to`, in
@@ -111,14 +107,15 @@ enum { LOOKAHEAD = 3 }; /* collectives a collective's spare weight gradients may
  * overlap_func does. Weight gradients are whole GEMMs, so a surplus here may be what a collective
  * two on needs: on a grouped-query model attention's are too few for its two collectives, the
  * MLP's before them many. pool: room for every instruction. */
-static double lack_ahead(const ir_func *f, const reorder *o, int i, int ranks, const int *carry, int n, int *pool)
+static double lack_ahead(const ir_func *f, const reorder *o, int i, int ranks, double macs_per_byte, const int *carry,
+                         int n, int *pool)
 {
     double lack = 0;
     int first = 0;
     memcpy(pool, carry, sizeof(int) * (size_t)n);
     for (int j = 0, from = i, g; j < LOOKAHEAD && (g = next_seq_collective(f, from)) >= 0; j++, from = g) {
         n = collect_new(f, o, from, g, pool, n, NULL);
-        double target = hiding_target(f, g, ranks), beside = 0;
+        double target = hiding_target(f, g, ranks, macs_per_byte), beside = 0;
         while (first < n && beside < target)
             beside += accumulate_flops(f, pool[first++]);
         lack += beside < target ? target - beside : 0;
@@ -137,7 +134,7 @@ static void keep_beside(reorder *o, const bool *in_place, int p, int k)
         emit_after(o, p, k);
 }
 
-static void overlap_func(ir_module *m, int fi)
+static void overlap_func(ir_module *m, int fi, double macs_per_byte)
 {
     const ir_func *src = m->funcs[fi];
     int n = src->ninstrs, ranks = (int)ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE), last_collective = -1;
@@ -174,7 +171,7 @@ static void overlap_func(ir_module *m, int fi)
             nc = collect_new(src, &o, p, i, cand, nc, NULL);
             for (int k = ncarried; k < nc; k++)
                 o.moved[cand[k]] = true, in_place[cand[k]] = k >= late;
-            double target = hiding_target(src, i, ranks), beside = 0;
+            double target = hiding_target(src, i, ranks, macs_per_byte), beside = 0;
             int used = 0;
             while (used < nc && beside < target)
                 keep_beside(&o, in_place, p, cand[used]), beside += accumulate_flops(src, cand[used]), used++;
@@ -183,9 +180,9 @@ static void overlap_func(ir_module *m, int fi)
             int g = next_seq_collective(src, i), q = g >= 0 ? src->vals[src->instrs[g].args[0]].def : -1;
             int keep = nc;
             if (g >= 0 && q > p) {
-                double least = lack_ahead(src, &o, i, ranks, cand + nc, 0, pool);
+                double least = lack_ahead(src, &o, i, ranks, macs_per_byte, cand + nc, 0, pool);
                 for (int k = nc - 1; k >= used && may_defer(src, cand[k], q); k--) {
-                    double lack = lack_ahead(src, &o, i, ranks, cand + k, nc - k, pool);
+                    double lack = lack_ahead(src, &o, i, ranks, macs_per_byte, cand + k, nc - k, pool);
                     if (lack < least)
                         least = lack, keep = k;
                 }
@@ -202,7 +199,7 @@ static void overlap_func(ir_module *m, int fi)
     }
     for (int k = 0; k < ncarry; k++) /* nothing after to hide: where they were last placed */
         keep_beside(&o, in_place, carried_at, carry[k]);
-    ir_func *dst = ir_func_new(m, src->name);
+    ir_func *dst = ir_func_new(m, src->name, src->kind);
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     for (int i = 0; i < n; i++) {
         if (o.moved[i])
@@ -449,7 +446,7 @@ static unsigned *chains_of(const ir_func *f)
  * nothing in flight, the chain nearest its next collective goes first. So the chains fall into opposite phases: each one's reduce-scatter
  * and the all-gather after it (only an add and a norm between) run beside the other's attention
  * or MLP, forward and backward. Weight gradients fill in, each at most two collectives late. */
-static void interleave_func(ir_module *m, int fi)
+static void interleave_func(ir_module *m, int fi, double macs_per_byte)
 {
     const ir_func *src = m->funcs[fi];
     int n = src->ninstrs, ranks = (int)ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE), count = 0;
@@ -482,7 +479,7 @@ static void interleave_func(ir_module *m, int fi)
             st.inflight = pick;
             st.issued++;
             covered = 0;
-            target = hiding_target(src, pick, ranks);
+            target = hiding_target(src, pick, ranks, macs_per_byte);
             /* where this chain's next collective follows with little work between (a
              * reduce-scatter's all-gather, after a norm), that one needs the other chain's work
              * too: this one takes at most half of what the other has before its own collective */
@@ -501,7 +498,7 @@ static void interleave_func(ir_module *m, int fi)
                 ready_at[d.succ_to[e]] = st.issued;
             }
     }
-    ir_func *dst = ir_func_new(m, src->name);
+    ir_func *dst = ir_func_new(m, src->name, src->kind);
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     for (int k = 0; k < n; k++)
         ir_copy_instr(m, dst, src, &src->instrs[order[k]], map);
@@ -524,14 +521,15 @@ static void interleave_func(ir_module *m, int fi)
     free(map);
 }
 
-bool pass_comm_overlap(ir_module *m, char *err, size_t errlen)
+bool pass_comm_overlap(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     bool interleaved = ir_cfg_int(m, IR_CFG_TP_COMM_INTERLEAVE) == 2;
+    double macs_per_byte = mcc_target_macs_per_wire_byte(opts->target);
     for (int f = 0; f < m->nfuncs; f++) {
-        if (interleaved && !strcmp(m->funcs[f]->name, "micro_step"))
-            interleave_func(m, f);
+        if (interleaved && m->funcs[f]->kind == IR_FUNC_STEP)
+            interleave_func(m, f, macs_per_byte);
         else
-            overlap_func(m, f);
+            overlap_func(m, f, macs_per_byte);
     }
     return true;
 }

@@ -122,13 +122,13 @@ static int by_key(const void *a, const void *b)
  * fill in the order the gradients become final (the last layer's first). */
 static void overlap_buckets(ir_module *m)
 {
-    int fi = ir_func_index(m, "micro_step");
+    int fi = ir_func_of_kind(m, IR_FUNC_STEP);
     const ir_func *src = m->funcs[fi];
     int n, *grads = gradient_globals(m, &n), *last = final_writes(m, src), *end = malloc(sizeof(int) * (size_t)(n + 1));
     sort_key = last;
     qsort(grads, (size_t)n, sizeof(int), by_key);
     int nb = fill_buckets(m, grads, n, true, end), b = 0;
-    ir_func *dst = ir_func_new(m, "micro_step");
+    ir_func *dst = ir_func_new(m, src->name, src->kind);
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     for (int i = 0; i < src->ninstrs; i++) {
         ir_copy_instr(m, dst, src, &src->instrs[i], map);
@@ -156,7 +156,7 @@ static int *tp_partial_grads(const ir_module *m, int *n)
     return grads;
 }
 
-bool pass_data_parallel(ir_module *m, char *err, size_t errlen)
+bool pass_data_parallel(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     int ntp, *tp_grads = tp_partial_grads(m, &ntp);
     bool dp = ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE) > 1, dp_done = !dp;
@@ -164,12 +164,12 @@ bool pass_data_parallel(ir_module *m, char *err, size_t errlen)
         free(tp_grads);
         return true;
     }
-    if (ir_func_index(m, "reduce_grads") >= 0) {
+    if (ir_func_of_kind(m, IR_FUNC_REDUCE) >= 0) {
         free(tp_grads);
-        return snprintf(err, errlen, "the module already has a reduce_grads function"), false;
+        return snprintf(err, errlen, "the module already has a reduce function (kind=reduce)"), false;
     }
     if (dp && ir_cfg_bool(m, IR_CFG_OVERLAP_GRAD_REDUCE)) {
-        if (ir_cfg_int(m, IR_CFG_ACCUM_STEPS) == 1 && !pass_zero_on(m) && ir_func_index(m, "micro_step") >= 0) {
+        if (ir_cfg_int(m, IR_CFG_ACCUM_STEPS) == 1 && !pass_zero_on(m) && ir_func_of_kind(m, IR_FUNC_STEP) >= 0) {
             overlap_buckets(m);
             dp_done = true;
         } else {
@@ -182,7 +182,7 @@ bool pass_data_parallel(ir_module *m, char *err, size_t errlen)
         free(tp_grads);
         return true;
     }
-    ir_func *f = ir_func_new(m, "reduce_grads");
+    ir_func *f = ir_func_new(m, "reduce_grads", IR_FUNC_REDUCE);
     if (ntp) { /* first: the dp reduce-scatter below (ZeRO) takes the complete sums' blocks */
         emit_bucket(m, f, tp_grads, ntp, IR_AXIS_TP, false);
         for (int k = 0; k < ntp; k++)

@@ -325,7 +325,7 @@ static void fuse_func(ir_module *m, int fi)
     const ir_func *src = m->funcs[fi];
     fusion_plan fp = {.tp_comm_overlap = ir_cfg_bool(m, IR_CFG_TP_COMM_OVERLAP)};
     plan_fusions(src, &fp);
-    ir_func *dst = ir_func_new(m, src->name);
+    ir_func *dst = ir_func_new(m, src->name, src->kind);
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     bool *skip = calloc((size_t)src->ninstrs + 1, sizeof(bool));
     for (int i = 0; i < src->ninstrs; i++) {
@@ -446,7 +446,7 @@ static void fuse_func(ir_module *m, int fi)
     ir_func_replace(m, fi, dst);
 }
 
-bool pass_fusion(ir_module *m, char *err, size_t errlen)
+bool pass_fusion(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     for (int f = 0; f < m->nfuncs; f++)
         fuse_func(m, f);

@@ -5,7 +5,9 @@
  * operand of the same size whose last use is that instruction: the logits' gradient takes the
  * logits' place, an activation's gradient that of the incoming gradient.
  * Inputs and outputs stay live for the whole call. Globals (parameters, gradients, optimizer
- * state) live outside the arenas. */
+ * state) live outside the arenas. With the copy lane (config comm_copy_lane), the exchange
+ * buffers its collectives need after the arena and after the globals' slab are sized here too,
+ * into the config, which train_rank allocates from: what mcc compile reports is what it gets. */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -164,10 +166,60 @@ static void plan_func(ir_func *f)
     free(end_next);
 }
 
-bool pass_memory_plan(ir_module *m, char *err, size_t errlen)
+/* The bytes of the largest reduce_scatter_seq operand with one block per rank (split by batch
+ * rows, or one row): the exchange buffer its reduce-scatters need on the copy lane, after the
+ * arena (the others go out as one exchange per o-row: NCCL's kernel). */
+static size_t seq_exchange_bytes(const ir_module *m)
 {
+    size_t most = 0;
+    for (int f = 0; f < m->nfuncs; f++)
+        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
+            const ir_instr *in = &m->funcs[f]->instrs[i];
+            if (in->op != IR_OP_REDUCE_SCATTER_SEQ)
+                continue;
+            const ir_type *x = &m->funcs[f]->vals[in->args[0]].type;
+            bool one_block = ir_seq_orows(in, x) == 1;
+            most = one_block && ir_bytes(x) > most ? ir_bytes(x) : most;
+        }
+    return ir_global_span(most);
+}
+
+/* The bytes (ir_global_span each) of the largest gradient bucket reduced beside the backward
+ * (all_reduce_inplace on the comm stream) over an axis whose copy lane holds the global slab, not
+ * the arena (an axis without copy-lane collectives): the exchange buffer after the slab. 0: no
+ * such bucket. */
+static size_t bucket_exchange_bytes(const ir_module *m)
+{
+    bool activations[IR_NUM_AXES];
+    for (int a = 0; a < IR_NUM_AXES; a++)
+        activations[a] = ir_has_collective(m, (ir_axis)a, IR_OPF_COPY_LANE);
+    size_t most = 0;
+    for (int f = 0; f < m->nfuncs; f++)
+        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
+            const ir_instr *in = &m->funcs[f]->instrs[i];
+            if (in->op != IR_OP_ALL_REDUCE_INPLACE || !ir_on_comm_stream(in) || activations[(int)in->attr[0]])
+                continue;
+            size_t bytes = 0;
+            for (int a = 0; a < in->nargs; a++)
+                bytes += ir_global_span(ir_bytes(&m->funcs[f]->vals[in->args[a]].type));
+            most = bytes > most ? bytes : most;
+        }
+    return most;
+}
+
+bool pass_memory_plan(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
+{
+    bool copy_lane = ir_cfg_bool(m, IR_CFG_COMM_COPY_LANE);
+    if (copy_lane && !opts->target->copy_engine_collectives) {
+        snprintf(err, errlen, "config comm_copy_lane = 1, but the %s target's copy engines do not serve collectives "
+                              "(compile with --comm-lanes side or none, or for a target whose do)",
+                 opts->target->name);
+        return false;
+    }
     for (int i = 0; i < m->nfuncs; i++)
         plan_func(m->funcs[i]);
+    ir_cfg_set_int(m, IR_CFG_ARENA_EXCHANGE_BYTES, copy_lane ? (long long)seq_exchange_bytes(m) : 0);
+    ir_cfg_set_int(m, IR_CFG_SLAB_EXCHANGE_BYTES, copy_lane ? (long long)bucket_exchange_bytes(m) : 0);
     return true;
 }
 
@@ -175,7 +227,7 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
 {
     mcc_memory_breakdown b = {0};
     for (int i = 0; i < m->nglobals; i++) {
-        int64_t bytes = (int64_t)ir_bytes(&m->globals[i].type);
+        int64_t bytes = (int64_t)ir_global_span(ir_bytes(&m->globals[i].type)); /* as the slab holds it */
         switch (m->globals[i].kind) {
         case IR_GLOBAL_PARAM:
         case IR_GLOBAL_COPY: b.params += bytes; break;
@@ -186,8 +238,7 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
     for (int i = 0; i < m->nfuncs; i++)
         if (m->funcs[i]->arena_bytes > b.activations)
             b.activations = m->funcs[i]->arena_bytes;
-    if (!strcmp(ir_cfg_text(m, IR_CFG_TARGET), "cuda"))
-        b.comm_buffers = (int64_t)(ir_seq_exchange_bytes(m) + ir_bucket_exchange_bytes(m));
+    b.comm_buffers = ir_cfg_int(m, IR_CFG_ARENA_EXCHANGE_BYTES) + ir_cfg_int(m, IR_CFG_SLAB_EXCHANGE_BYTES);
     return b;
 }
 
@@ -206,9 +257,10 @@ void mcc_memory_print(const mcc_memory_breakdown *b, FILE *out)
     fprintf(out, "  optimizer state   %10.3f GiB\n", b->optimizer_state / gib);
     fprintf(out, "  peak activations  %10.3f GiB\n", b->activations / gib);
     if (b->comm_buffers)
-        fprintf(out, "  exchange buffers  %10.3f GiB  (collectives on the copy engines; MCC_COMM_LANES)\n",
+        fprintf(out, "  exchange buffers  %10.3f GiB  (collectives on the copy engines: --comm-lanes copy)\n",
                 b->comm_buffers / gib);
-    fprintf(out, "  total             %10.3f GiB\n", total / gib);
+    fprintf(out, "  total             %10.3f GiB  (%lld bytes: train_rank's plan memory)\n", total / gib,
+            (long long)total);
 }
 
 /* The arena values live across instruction i (made at or before it, read after it). */

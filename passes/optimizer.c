@@ -47,8 +47,8 @@ static int grad_ref(ir_module *m, ir_func *f, int g, bool shard)
 /* The `setup` function run once after initialisation (precision.c may have made it). */
 static ir_func *setup_func(ir_module *m)
 {
-    int i = ir_func_index(m, "setup");
-    return i >= 0 ? m->funcs[i] : ir_func_new(m, "setup");
+    int i = ir_func_of_kind(m, IR_FUNC_SETUP);
+    return i >= 0 ? m->funcs[i] : ir_func_new(m, "setup", IR_FUNC_SETUP);
 }
 
 /* ZeRO: @<param>.master_shard, this rank's block of parameter g, declared (a copy_of g covering
@@ -130,7 +130,7 @@ static void zero_all(ir_module *m, ir_func *f, int *grads, int n)
  * it, beta = 0) and the optimizer need not zero the gradient. assigned[g]: global g is one. */
 static void assign_first_writes(ir_module *m, bool *assigned)
 {
-    int fi = ir_func_index(m, "micro_step");
+    int fi = ir_func_of_kind(m, IR_FUNC_STEP);
     if (fi < 0 || ir_cfg_int(m, IR_CFG_ACCUM_STEPS) != 1)
         return;
     ir_func *f = m->funcs[fi];
@@ -152,9 +152,10 @@ static void assign_first_writes(ir_module *m, bool *assigned)
 }
 
 /* A new function named name with references to the n parameters' gradients (or blocks) in grads. */
-static ir_func *grads_func(ir_module *m, const char *name, const int *params, int n, bool shard, int *grads)
+static ir_func *grads_func(ir_module *m, const char *name, ir_func_kind kind, const int *params, int n, bool shard,
+                           int *grads)
 {
-    ir_func *f = ir_func_new(m, name);
+    ir_func *f = ir_func_new(m, name, kind);
     for (int j = 0; j < n; j++)
         grads[j] = grad_ref(m, f, params[j], shard);
     return f;
@@ -166,10 +167,10 @@ static bool is_working_copy(const ir_module *m, const ir_global *c)
     return c->kind == IR_GLOBAL_COPY && ir_numel(&c->type) == ir_numel(&m->globals[c->copy_of].type);
 }
 
-bool pass_optimizer(ir_module *m, char *err, size_t errlen)
+bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     bool zero = pass_zero_on(m);
-    ir_func *f = ir_func_new(m, "optimizer");
+    ir_func *f = ir_func_new(m, "optimizer", IR_FUNC_OPTIMIZER);
     int lr = ir_input(m, f, "lr", ir_scalar(IR_F32));
     int step = ir_input(m, f, "step", ir_scalar(IR_F32));
 
@@ -218,7 +219,7 @@ bool pass_optimizer(ir_module *m, char *err, size_t errlen)
             int args[2] = {ir_global_ref(m, f, m->globals[c].name), ir_global_ref(m, f, m->globals[m->globals[c].copy_of].name)};
             ir_emit(m, f, IR_OP_COPY, args, 2, NULL, NULL, NULL);
         }
-    emit_grad_norm(m, grads_func(m, "grad_norm", params, nparams, zero, grads), grads, nparams, zero);
-    zero_all(m, grads_func(m, "zero_grads", params, nparams, false, grads), grads, nparams);
+    emit_grad_norm(m, grads_func(m, "grad_norm", IR_FUNC_GRAD_NORM, params, nparams, zero, grads), grads, nparams, zero);
+    zero_all(m, grads_func(m, "zero_grads", IR_FUNC_ZERO_GRADS, params, nparams, false, grads), grads, nparams);
     return true;
 }

@@ -8,8 +8,16 @@
 #include <stdio.h>
 
 #include "ir/ir.h"
+#include "passes/target.h"
 
-typedef bool (*pass_fn)(ir_module *m, char *err, size_t errlen);
+/* What every pass is handed besides the module, as XLA hands a pass its options: what the plan
+ * does not say of itself. The module's config block holds what the plan records (the layout,
+ * the lanes); a pass that needs a cost asks the target (comm_overlap, memory_plan). */
+typedef struct {
+    const mcc_target *target;       /* the machine the plan is for (target.h) */
+} mcc_pass_options;
+
+typedef bool (*pass_fn)(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 
 typedef struct {
     const char *name;
@@ -17,10 +25,10 @@ typedef struct {
     const char *what;
 } pass_info;
 
-bool pass_precision(ir_module *m, char *err, size_t errlen);
-bool pass_autodiff(ir_module *m, char *err, size_t errlen);
-bool pass_recompute(ir_module *m, char *err, size_t errlen);
-bool pass_shard(ir_module *m, char *err, size_t errlen);
+bool pass_precision(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
+bool pass_autodiff(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
+bool pass_recompute(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
+bool pass_shard(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 /* The shard pass's propagation over one mesh axis of degree n, from the placements the globals'
  * types record ({shard=[.., axis]}): rewrites every function into the local graph each rank
  * along the axis runs, inserting the collectives over it. seq_dim >= 0: sequence parallelism
@@ -29,12 +37,12 @@ bool pass_shard(ir_module *m, char *err, size_t errlen);
 bool pass_shard_axis(ir_module *m, ir_axis axis, int n, int seq_dim, char *err, size_t errlen);
 /* Whether the shard pass has the rule of kind `kind` (ops.def's shard column). */
 bool pass_shard_has_rule(ir_shard_rule kind);
-bool pass_data_parallel(ir_module *m, char *err, size_t errlen);
-bool pass_optimizer(ir_module *m, char *err, size_t errlen);
-bool pass_schedule(ir_module *m, char *err, size_t errlen);
-bool pass_fusion(ir_module *m, char *err, size_t errlen);
-bool pass_comm_overlap(ir_module *m, char *err, size_t errlen);
-bool pass_memory_plan(ir_module *m, char *err, size_t errlen);
+bool pass_data_parallel(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
+bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
+bool pass_schedule(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
+bool pass_fusion(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
+bool pass_comm_overlap(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
+bool pass_memory_plan(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 
 /* The distributed optimizer (ZeRO-1: config use_distributed_optimizer) shards the optimizer over
  * dp; at dp 1 it is a no-op, as in Megatron. data_parallel.c and optimizer.c build it. */
@@ -46,19 +54,21 @@ static inline bool pass_zero_on(const ir_module *m)
 extern const pass_info mcc_passes[];
 extern const int mcc_npasses;
 
-/* Runs the passes up to and including `last` (NULL: all), verifying after each when `verify`.
- * Returns false with a message naming the pass on failure. */
-bool mcc_run_passes(ir_module *m, const char *last, bool verify, char *err, size_t errlen);
+/* Runs the passes up to and including `last` (NULL: all), each handed opts, verifying after each
+ * when `verify`. Returns false with a message naming the pass on failure. */
+bool mcc_run_passes(ir_module *m, const mcc_pass_options *opts, const char *last, bool verify, char *err,
+                    size_t errlen);
 int mcc_pass_index(const char *name); /* -1 if unknown */
 /* Runs the one pass `name` on a module read back from its text (mcc opt), with the verifier before
  * and after it. Returns false with a message naming the pass (or an unknown name) on failure. */
-bool mcc_run_pass(ir_module *m, const char *name, char *err, size_t errlen);
+bool mcc_run_pass(ir_module *m, const mcc_pass_options *opts, const char *name, char *err, size_t errlen);
 /* A training plan's invariant past the IR's own (passes/plan_check.c): from autodiff on, micro_step
  * writes every parameter's gradient. mcc_run_passes checks it after each pass when `verify`. */
 bool pass_check_gradients(const ir_module *m, char *err, size_t errlen);
 
-/* Bytes per rank by role, from the planned module. comm_buffers: on CUDA, the copy lane's
- * exchange buffers (the runtime's default lanes; ir_seq_exchange_bytes, ir_bucket_exchange_bytes). */
+/* Bytes per rank by role, from the planned module: what train_rank allocates for it (each global
+ * in its ir_global_span, the largest arena, and comm_buffers: the exchange buffers the memory plan
+ * gave the copy lane, config keys arena_exchange_bytes and slab_exchange_bytes). */
 typedef struct {
     int64_t params, grads, optimizer_state, activations, comm_buffers;
 } mcc_memory_breakdown;

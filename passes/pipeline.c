@@ -11,7 +11,7 @@ const pass_info mcc_passes[] = {
     {"shard", pass_shard, "tensor parallelism: this rank's local graph with its tp collectives"},
     {"data_parallel", pass_data_parallel, "data parallelism: `reduce_grads` sums gradients over dp ranks"},
     {"optimizer", pass_optimizer, "the `optimizer` function: global grad norm, clipping, AdamW, zeroing"},
-    {"schedule", pass_schedule, "the step schedule: micro_step x accumulation steps, then optimizer"},
+    {"schedule", pass_schedule, "the schedule programs: train (the step on each micro-batch, reduce, optimizer), eval"},
     {"fusion", pass_fusion, "fused kernels: a matmul and its bias add become matmul_bias"},
     {"comm_overlap", pass_comm_overlap, "sequence-parallel collectives beside work that does not need them (two chains with --tp-comm-interleave)"},
     {"memory_plan", pass_memory_plan, "arena offsets for every activation by liveness"},
@@ -26,11 +26,12 @@ int mcc_pass_index(const char *name)
     return -1;
 }
 
-/* Runs pass i, then (when `verify`) the verifier and the plan's own check on its output. */
-static bool run_pass(ir_module *m, int i, bool verify, char *err, size_t errlen)
+/* Runs pass i with the options, then (when `verify`) the verifier and the plan's own check on
+ * its output. */
+static bool run_pass(ir_module *m, const mcc_pass_options *opts, int i, bool verify, char *err, size_t errlen)
 {
     char why[1024];
-    if (!mcc_passes[i].run(m, why, sizeof why)) {
+    if (!mcc_passes[i].run(m, opts, why, sizeof why)) {
         snprintf(err, errlen, "pass %s: %s", mcc_passes[i].name, why);
         return false;
     }
@@ -41,7 +42,8 @@ static bool run_pass(ir_module *m, int i, bool verify, char *err, size_t errlen)
     return true;
 }
 
-bool mcc_run_passes(ir_module *m, const char *last, bool verify, char *err, size_t errlen)
+bool mcc_run_passes(ir_module *m, const mcc_pass_options *opts, const char *last, bool verify, char *err,
+                    size_t errlen)
 {
     int stop = last ? mcc_pass_index(last) : mcc_npasses - 1;
     char why[1024];
@@ -50,12 +52,12 @@ bool mcc_run_passes(ir_module *m, const char *last, bool verify, char *err, size
         return false;
     }
     for (int i = 0; i <= stop; i++)
-        if (!run_pass(m, i, verify, err, errlen))
+        if (!run_pass(m, opts, i, verify, err, errlen))
             return false;
     return true;
 }
 
-bool mcc_run_pass(ir_module *m, const char *name, char *err, size_t errlen)
+bool mcc_run_pass(ir_module *m, const mcc_pass_options *opts, const char *name, char *err, size_t errlen)
 {
     int i = mcc_pass_index(name);
     char why[1024];
@@ -68,5 +70,5 @@ bool mcc_run_pass(ir_module *m, const char *name, char *err, size_t errlen)
         snprintf(err, errlen, "the input fails verification (before pass %s): %s", name, why);
         return false;
     }
-    return run_pass(m, i, true, err, errlen);
+    return run_pass(m, opts, i, true, err, errlen);
 }

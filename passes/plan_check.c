@@ -11,7 +11,7 @@
  * nothing writes keeps its initial value while the loss still falls, so no other check sees it. */
 bool pass_check_gradients(const ir_module *m, char *err, size_t errlen)
 {
-    int fi = ir_func_index(m, "micro_step");
+    int fi = ir_func_of_kind(m, IR_FUNC_STEP);
     bool any = false;
     for (int g = 0; g < m->nglobals; g++)
         any |= m->globals[g].kind == IR_GLOBAL_GRAD;
@@ -35,8 +35,8 @@ bool pass_check_gradients(const ir_module *m, char *err, size_t errlen)
             snprintf(err, errlen, "parameter @%s has no gradient global @%s (kind=grad): autodiff makes one for "
                      "every parameter", m->globals[p].name, name);
         else if (!ok)
-            snprintf(err, errlen, "func micro_step writes nothing into @%s (an accumulate, matmul_accumulate or "
-                     "copy): parameter @%s would never train", name, m->globals[p].name);
+            snprintf(err, errlen, "func %s writes nothing into @%s (an accumulate, matmul_accumulate or "
+                     "copy): parameter @%s would never train", f->name, name, m->globals[p].name);
     }
     free(written);
     return ok;

@@ -49,7 +49,7 @@ static bool use_copies(ir_module *m, ir_func *f, const char *dtype, char *err, s
     return retype(m, f, err, errlen);
 }
 
-bool pass_precision(ir_module *m, char *err, size_t errlen)
+bool pass_precision(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     const char *name = ir_cfg_text(m, IR_CFG_PARAM_DTYPE);
     if (!strcmp(name, "f32"))
@@ -57,11 +57,11 @@ bool pass_precision(ir_module *m, char *err, size_t errlen)
     int low = ir_dtype_by_name(name);
     if (low != IR_BF16 && low != IR_F16)
         return snprintf(err, errlen, "param_dtype %s: use f32, bf16 or f16", name), false;
-    int micro = ir_func_index(m, "micro_step");
+    int micro = ir_func_of_kind(m, IR_FUNC_STEP);
     if (micro < 0)
-        return snprintf(err, errlen, "no micro_step function"), false;
+        return snprintf(err, errlen, "no step function (kind=step)"), false;
 
-    ir_func *setup = ir_func_new(m, "setup");
+    ir_func *setup = ir_func_new(m, "setup", IR_FUNC_SETUP);
     int nglobals = m->nglobals;
     for (int g = 0; g < nglobals; g++) {
         if (m->globals[g].kind != IR_GLOBAL_PARAM)
@@ -75,8 +75,8 @@ bool pass_precision(ir_module *m, char *err, size_t errlen)
         int args[2] = {ir_global_ref(m, setup, copy), ir_global_ref(m, setup, m->globals[g].name)};
         ir_emit(m, setup, IR_OP_COPY, args, 2, NULL, NULL, NULL);
     }
-    /* Both step functions read the copies; eval_step is absent only in hand-written modules. */
-    int eval = ir_func_index(m, "eval_step");
+    /* The step and eval functions read the copies; eval is absent only in hand-written modules. */
+    int eval = ir_func_of_kind(m, IR_FUNC_EVAL);
     return use_copies(m, m->funcs[micro], name, err, errlen) &&
            (eval < 0 || use_copies(m, m->funcs[eval], name, err, errlen));
 }

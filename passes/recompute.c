@@ -72,15 +72,15 @@ static int loss_output(const ir_func *f)
     return -1;
 }
 
-bool pass_recompute(ir_module *m, char *err, size_t errlen)
+bool pass_recompute(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     const char *g = ir_cfg_text(m, IR_CFG_RECOMPUTE_GRANULARITY);
-    int fi = ir_func_index(m, "micro_step");
+    int fi = ir_func_of_kind(m, IR_FUNC_STEP);
     if ((strcmp(g, "selective") != 0 && strcmp(g, "activations") != 0) || fi < 0)
         return true;
     const ir_func *src = m->funcs[fi];
     int backward = loss_output(src); /* autodiff appends the backward after `output @loss` */
-    recompute_ctx c = {m, src, ir_func_new(m, src->name), malloc(sizeof(int) * ((size_t)src->nvals + 1)),
+    recompute_ctx c = {m, src, ir_func_new(m, src->name, src->kind), malloc(sizeof(int) * ((size_t)src->nvals + 1)),
                        malloc(sizeof(int) * ((size_t)src->nvals + 1)), strcmp(g, "selective") == 0,
                        (int)ir_cfg_int(m, IR_CFG_RECOMPUTE_NUM_LAYERS)};
     for (int v = 0; v < src->nvals; v++)
@@ -98,5 +98,5 @@ bool pass_recompute(ir_module *m, char *err, size_t errlen)
     free(c.map);
     free(c.again);
     ir_func_replace(m, fi, c.dst);
-    return backward >= 0 || (snprintf(err, errlen, "micro_step has no `output @loss`"), false);
+    return backward >= 0 || (snprintf(err, errlen, "%s has no `output @loss`", m->funcs[fi]->name), false);
 }

@@ -612,7 +612,7 @@ static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
 static bool shard_func(ir_module *m, int fi, ir_axis axis, int n, int seq_dim, char *err, size_t errlen)
 {
     const ir_func *src = m->funcs[fi];
-    shard_ctx c = {m, src, ir_func_new(m, src->name), axis, n, seq_dim >= 0, seq_dim, .err = err, .errlen = errlen};
+    shard_ctx c = {m, src, ir_func_new(m, src->name, src->kind), axis, n, seq_dim >= 0, seq_dim, .err = err, .errlen = errlen};
     c.map = malloc(sizeof(int) * (size_t)(src->nvals + 1));
     c.complete_grad = calloc((size_t)m->nglobals + 1, sizeof(bool));
     bool ok = true;
@@ -668,7 +668,7 @@ bool pass_shard_axis(ir_module *m, ir_axis axis, int n, int seq_dim, char *err, 
 
 /* Tensor parallelism: the pass over tp from Megatron's parameter placements, with sequence
  * parallelism over tp when asked. */
-bool pass_shard(ir_module *m, char *err, size_t errlen)
+bool pass_shard(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     int tp = (int)ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE);
     if (tp <= 1)

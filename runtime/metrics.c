@@ -28,7 +28,7 @@ int rt_append_whole(int fd, const void *data, size_t n, bool *cut)
     return 0;
 }
 
-/* {"iteration": 0, "knobs": {"MCC_COMM_LANES": "none", ...}}: the MCC_ variables set, every value
+/* {"iteration": 0, "knobs": {"MCC_CPU_KERNELS": "c", ...}}: the MCC_ variables set, every value
  * as its text (checked by knob_init: a choice or a number, nothing to escape). False when none is
  * set, or when absurdly long numbers ("000...064") would not fit: then no record. */
 static bool metrics_knobs_line(char *line, size_t n, size_t *len)

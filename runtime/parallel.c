@@ -1,6 +1,5 @@
 /* parallel.c — the rank's layout and communicators (see parallel.h). */
 #include "parallel.h"
-#include "common/knobs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,23 +122,22 @@ static bool on_one_node(const rt_comm *c, const rt_rank_env *env)
     return true;
 }
 
-/* Lanes (comm.h) for the groups whose collectives would use them, as rt_parallel_lanes_wanted
- * says. The copy lane's window is the arena for a group of sequence-parallel collectives (the
- * all-gathers' buffers and the reduce-scatters' exchange), else the global slab for a group
- * reducing gradient buckets beside the backward (rt_program_load allocated it as window memory,
- * with their exchange after it), when every member's plan places those buffers alike, for a
- * group within one node. */
-void rt_parallel_lanes_wanted(bool *side, bool *copy)
+void rt_parallel_lanes_wanted(const ir_module *m, bool *side, bool *copy)
 {
-    const char *e = knob_text(KNOB_COMM_LANES); /* copy|side|side,copy|none */
-    *side = strstr(e, "side") != NULL;
-    *copy = strstr(e, "copy") != NULL;
+    *side = ir_cfg_bool(m, IR_CFG_COMM_SIDE_LANE);
+    *copy = ir_cfg_bool(m, IR_CFG_COMM_COPY_LANE);
 }
 
+/* Lanes (comm.h) for the groups whose collectives would use them, as the plan's lanes say. The
+ * copy lane's window is the arena for a group of sequence-parallel collectives (the all-gathers'
+ * buffers and the reduce-scatters' exchange), else the global slab for a group reducing gradient
+ * buckets beside the backward (rt_program_load allocated it as window memory, with their
+ * exchange after it), when every member's plan places those buffers alike, for a group within
+ * one node. */
 static void add_lanes(rt_parallel *par, rt_program *p)
 {
     bool want_side, want_copy;
-    rt_parallel_lanes_wanted(&want_side, &want_copy);
+    rt_parallel_lanes_wanted(p->m, &want_side, &want_copy);
     for (ir_axis axis = 0; axis < IR_NUM_AXES; axis++) {
         rt_comm *comm = axis_comms[axis];
         bool side, copy;
@@ -148,7 +146,7 @@ static void add_lanes(rt_parallel *par, rt_program *p)
             continue;
         if (side && want_side)
             rt_comm_add_lane(comm, RT_LANE_SIDE);
-        bool activations = ir_axis_moves_activations(p->m, axis);
+        bool activations = ir_has_collective(p->m, axis, IR_OPF_COPY_LANE);
         char *base = activations ? p->arena : p->global_slab;
         size_t used = activations ? p->arena_bytes : p->global_slab_bytes,
                exchange = activations ? p->exchange_bytes : p->bucket_exchange_bytes;

@@ -24,11 +24,11 @@ typedef struct {
 void rt_parallel_init(rt_parallel *par, rt_program *p);
 /* Frees the communicators, after the device released what refers to them (rt_device.quiesce). */
 void rt_parallel_finish(rt_parallel *par, rt_program *p);
-/* The lanes (comm.h) MCC_COMM_LANES asks for: a list of "side" and "copy", or "none"; unset:
- * the copy lane, for collectives beside computation (on two H200s as fast as NCCL's kernels to
- * 2% faster, for data parallel's buckets and tensor parallel's collectives, bench/RESULTS.md;
- * the side lane measured slower). */
-void rt_parallel_lanes_wanted(bool *side, bool *copy);
+/* The lanes (comm.h) the plan was compiled for (config comm_side_lane, comm_copy_lane: mcc
+ * compile --comm-lanes; the CUDA target's default is the copy lane, on two H200s as fast as
+ * NCCL's kernels to 2% faster, bench/RESULTS.md; the side lane measured slower). The plan's
+ * memory plan sized the copy lane's exchange buffers for that choice. */
+void rt_parallel_lanes_wanted(const ir_module *m, bool *side, bool *copy);
 /* The communicator of a mesh axis for the collective kernels (NULL: not parallel over it). */
 rt_comm *rt_parallel_comm(ir_axis axis);
 /* The axis's exchange buffer, when its copy lane holds it in its window and it has `bytes`:

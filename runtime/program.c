@@ -2,9 +2,11 @@
  * every instruction's operands bound, parameters initialised; running a function is the
  * device's (one kernel per instruction on the CPU, a replayed CUDA graph on the GPU). */
 #include "program.h"
+#include "common/cli.h"
 #include "runtime/parallel.h"
 #include "runtime/trace.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,13 +65,35 @@ static void bind_func(rt_program *p, rt_func_exec *x, ir_func *f, char *arena)
     }
 }
 
+/* An exchange buffer's bytes, as the memory plan wrote them into the config; false with the key
+ * and the fix in err for a negative or malformed value (a hand-edited plan). */
+static bool config_bytes(const ir_module *m, ir_cfg key, size_t *bytes, char *err, size_t errlen)
+{
+    long long v;
+    char why[256];
+    if (!cli_parse_int(ir_cfgs[key].key, ir_cfg_value(m, key), 0, LLONG_MAX, &v, why, sizeof why)) {
+        snprintf(err, errlen, "config value %s (the memory plan writes it: recompile the plan)", why);
+        return false;
+    }
+    *bytes = (size_t)v;
+    return true;
+}
+
+size_t rt_program_plan_bytes(const rt_program *p)
+{
+    return p->global_slab_bytes + p->bucket_exchange_bytes + p->arena_bytes + p->exchange_bytes;
+}
+
 rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const void *image, long long world_rank,
                             char *err, size_t errlen)
 {
     ir_module *m = ir_parse_module(plan_text, err, errlen);
     if (!m)
         return NULL;
-    if (!ir_verify(m, err, errlen)) {
+    size_t bucket_exchange, exchange; /* the memory plan's, as mcc compile reported them */
+    if (!ir_plan_version_ok(m, err, errlen) || !ir_verify(m, err, errlen) ||
+        !config_bytes(m, IR_CFG_SLAB_EXCHANGE_BYTES, &bucket_exchange, err, errlen) ||
+        !config_bytes(m, IR_CFG_ARENA_EXCHANGE_BYTES, &exchange, err, errlen)) {
         ir_module_free(m);
         return NULL;
     }
@@ -87,14 +111,16 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     size_t slab = 0;
     for (int i = 0; i < m->nglobals; i++)
         slab += ir_global_span(ir_bytes(&m->globals[i].type));
-    /* With the copy lane (MCC_COMM_LANES: by default), gradient buckets reduced beside the backward go
-     * out on the copy engines when the slab is window memory (rt_parallel_init registers it),
-     * with their exchange buffer after it; so do tensor parallelism's collectives, in the arena. */
+    /* With the copy lane (the plan's comm_copy_lane: mcc compile --comm-lanes), gradient buckets
+     * reduced beside the backward go out on the copy engines when the slab is window memory
+     * (rt_parallel_init registers it), with their exchange buffer after it; so do tensor
+     * parallelism's collectives, in the arena. */
     bool side_lane, copy_lane;
-    rt_parallel_lanes_wanted(&side_lane, &copy_lane);
+    rt_parallel_lanes_wanted(m, &side_lane, &copy_lane);
     copy_lane &= dev->alloc_window != NULL;
-    p->bucket_exchange_bytes = copy_lane ? ir_bucket_exchange_bytes(m) : 0;
-    p->global_slab = (p->bucket_exchange_bytes ? dev->alloc_window : dev->alloc)(p, slab + p->bucket_exchange_bytes);
+    p->bucket_exchange_bytes = bucket_exchange;
+    p->global_slab =
+        (copy_lane && p->bucket_exchange_bytes ? dev->alloc_window : dev->alloc)(p, slab + p->bucket_exchange_bytes);
     p->global_slab_bytes = slab;
     size_t slab_offset = 0;
     for (int i = 0; i < m->nglobals; i++) {
@@ -110,7 +136,7 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
      * window memory, the copy engines can move them, and the reduce-scatters' exchanges need a
      * buffer there too, after the arena. */
     bool window = copy_lane && ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE) > 1;
-    p->exchange_bytes = window ? ir_seq_exchange_bytes(m) : 0;
+    p->exchange_bytes = exchange;
     p->arena = (window ? dev->alloc_window : dev->alloc)(p, (size_t)arena_bytes + p->exchange_bytes);
     p->arena_bytes = (size_t)arena_bytes;
     p->funcs = xcalloc((size_t)m->nfuncs, sizeof(rt_func_exec), "functions");
@@ -185,7 +211,7 @@ void rt_program_init_params(rt_program *p, uint64_t seed)
         rt_shard_layout at = shard_layout(p, &gl->type);
         p->dev->init(p, p->globals[g], ir_numel(&gl->type), key, normal ? (float)gl->std : 0.0f, normal, 1.0f, &at);
     }
-    int setup = ir_func_index(p->m, "setup");
+    int setup = ir_func_of_kind(p->m, IR_FUNC_SETUP);
     if (setup >= 0)
         rt_program_run(p, setup);
 }

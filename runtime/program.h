@@ -42,6 +42,9 @@ typedef struct rt_program {
  * globals (zeroed) and arenas. NULL + message on error. */
 rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const void *image, long long world_rank,
                             char *err, size_t errlen);
+/* The bytes the plan took on its device: the global slab, the arena and the copy lane's exchange
+ * buffers: what mcc compile's memory report totals (the start-up box shows it). */
+size_t rt_program_plan_bytes(const rt_program *p);
 void rt_program_free(rt_program *p);
 /* Initialises every parameter from its init rule, then runs `setup` (if the plan has one).
  * Element i of parameter `name` depends only on (seed, name, i), so any sharding of the

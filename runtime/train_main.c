@@ -1,6 +1,7 @@
 /* train_main.c — the train_rank main: loads the plan compiled into the executable, opens the
- * Megatron GPT datasets (train and valid splits), initialises parameters and runs the step
- * schedule for --train-iters iterations: a log line in Megatron's fields (and a JSONL metrics
+ * Megatron GPT datasets (train and valid splits), initialises parameters and runs the plan's
+ * schedule programs, `train` for each of --train-iters iterations and `eval` for validation,
+ * with the host's policy around them: a log line in Megatron's fields (and a JSONL metrics
  * record) every --log-interval, validation every --eval-interval, a stop (or a skipped step) on a
  * non-finite loss or gradient norm, a clean stop after the iteration in flight on SIGTERM/SIGINT.
  * `--dump-dir` writes what the numerics tests compare. Under a parallel layout each rank runs the
@@ -154,10 +155,9 @@ typedef struct {
     rt_train_config cfg;            /* the plan's values, range-checked */
     rt_parallel par;
     bool writer;                    /* rank 0: logs, metrics and dump files */
-    int reduce;                     /* the `reduce_grads` function (data parallel), or -1 */
     train_args a;
     int B, T, accum, iters, eval_interval, eval_iters, evals_done, steps_applied;
-    int micro, eval, opt, norm, zero; /* function indices */
+    int norm, zero;                 /* the functions of kinds grad_norm and zero_grads (--skip-nan-steps) */
     rt_lr_schedule lr;
     rt_gpt_data *data;
     int32_t *tokens, *targets, *sample; /* [B,T], [B,T], [T+1] */
@@ -191,7 +191,7 @@ static void load_batch(train_run *r, int func, int split, int64_t first)
     rt_program_set_input(r->p, func, "targets", r->targets, bytes);
 }
 
-/* Runs func (micro_step or eval_step) on the micro-batch of split starting at sample first. */
+/* Runs func (a step or eval function) on the micro-batch of split starting at sample first. */
 static float run_micro_batch(train_run *r, int func, int split, int64_t first)
 {
     load_batch(r, func, split, first);
@@ -283,10 +283,10 @@ static void dump_globals(train_run *r, ir_global_kind kind, const char *file)
         dump_close(&w);
 }
 
-static void dump_logits(train_run *r)
+static void dump_logits(train_run *r, int func)
 {
-    const ir_func *f = r->m->funcs[r->micro];
-    int i = rt_program_find(r->p, r->micro, IR_OP_OUTPUT, "logits");
+    const ir_func *f = r->m->funcs[func];
+    int i = rt_program_find(r->p, func, IR_OP_OUTPUT, "logits");
     if (i < 0)
         return;
     const ir_type *t = ir_vtype(f, f->instrs[i].args[0]);
@@ -296,7 +296,7 @@ static void dump_logits(train_run *r)
             whole.dims[d] *= r->par.mesh.degree[IR_AXIS_TP];
     ir_shard_clear(&whole);
     void *host = malloc(ir_bytes(t)), *full = malloc(ir_bytes(&whole));
-    rt_program_get_output(r->p, r->micro, "logits", host, ir_bytes(t));
+    rt_program_get_output(r->p, func, "logits", host, ir_bytes(t));
     rt_parallel_gather_tp(&r->par, r->p, t, host, full);
     if (r->writer) {
         rt_mcct w;
@@ -308,10 +308,10 @@ static void dump_logits(train_run *r)
     free(full);
 }
 
-static void dump_batch(train_run *r, int it, int mb)
+static void dump_batch(train_run *r, int func, int it, int mb)
 {
     if (it == 1 && mb == 0)
-        dump_logits(r); /* collective: every rank */
+        dump_logits(r, func); /* collective: every rank */
     if (!r->writer)
         return;
     char name[64];
@@ -350,53 +350,76 @@ static int64_t train_sample(const train_run *r, int it, int mb)
     return rt_parallel_sample(&r->par, it, r->accum, mb, r->B, 0);
 }
 
-static step_result train_step(train_run *r, int it)
+/* Call c of the train program, on this rank's micro-batch c->mb of iteration it: its loss joins
+ * the step's mean over the micro-batches; *finite turns false at the step's first non-finite loss
+ * (non_finite stops the run there, or with --skip-nan-steps skips the update). */
+static void train_micro_batch(train_run *r, int it, const ir_sched_step *c, step_result *s, bool *finite)
 {
-    /* Megatron's scheduler and Adam count only the steps that updated the weights. */
-    int step = r->steps_applied + 1;
-    step_result s = {.lr = rt_lr_at(&r->lr, step)};
-    bool finite = true;
-    for (int mb = 0; mb < r->accum; mb++) {
-        char range[32];
-        snprintf(range, sizeof range, "micro-batch %d", mb);
-        rt_trace_push(r->p, range);
-        float loss = run_micro_batch(r, r->micro, RT_SPLIT_TRAIN, train_sample(r, it, mb));
-        rt_trace_pop(r->p);
-        if (r->a.dump_dir)
-            dump_batch(r, it, mb);
-        if (finite && !isfinite(loss)) {
-            char what[64];
-            snprintf(what, sizeof what, "the loss of micro-batch %d", mb);
-            finite = non_finite(r, it, what, loss);
-        }
-        s.loss += loss / r->accum;
+    char range[32];
+    snprintf(range, sizeof range, "micro-batch %d", c->mb);
+    rt_trace_push(r->p, range);
+    float loss = run_micro_batch(r, c->func, RT_SPLIT_TRAIN, train_sample(r, it, c->mb));
+    rt_trace_pop(r->p);
+    if (r->a.dump_dir)
+        dump_batch(r, c->func, it, c->mb);
+    if (*finite && !isfinite(loss)) {
+        char what[64];
+        snprintf(what, sizeof what, "the loss of micro-batch %d", c->mb);
+        *finite = non_finite(r, it, what, loss);
     }
-    if (r->reduce >= 0)
-        rt_program_run(r->p, r->reduce);
-    s.loss = rt_parallel_mean(&r->par, r->p, (float)s.loss);
+    s->loss += loss / r->accum;
+}
+
+/* The train program's optimizer call with the host's policy around it: first the loss's mean over
+ * dp and (--dump-dir) the step-1 gradients, as reduced; with --skip-nan-steps the gradient norm,
+ * checked before the update could see a bad gradient. A non-finite step is dropped, its gradients
+ * zeroed so that they do not leak into the next one: returns false. */
+static bool train_update(train_run *r, int it, int opt, step_result *s, bool finite)
+{
+    s->loss = rt_parallel_mean(&r->par, r->p, (float)s->loss);
     if (r->a.dump_dir && it == 1)
         dump_globals(r, IR_GLOBAL_GRAD, "grads_step1.mcct");
     float norm = 0;
-    if (finite && r->a.skip_nan_steps) { /* the update must not see a bad gradient: check first */
+    if (finite && r->a.skip_nan_steps) {
         rt_program_run(r->p, r->norm);
         rt_program_get_output(r->p, r->norm, "grad_norm", &norm, sizeof norm);
         finite = isfinite(norm) || non_finite(r, it, "the gradient norm", norm);
     }
-    if (!finite) { /* drop the step: its gradients must not leak into the next one */
+    if (!finite) {
         rt_program_run(r->p, r->zero);
-        return s.skipped = true, s;
+        return false;
     }
-    float lr_now = (float)s.lr, step_now = (float)step;
-    rt_program_set_input(r->p, r->opt, "lr", &lr_now, sizeof lr_now);
-    rt_program_set_input(r->p, r->opt, "step", &step_now, sizeof step_now);
-    rt_program_run(r->p, r->opt);
-    rt_program_get_output(r->p, r->opt, "grad_norm", &norm, sizeof norm);
+    /* Megatron's scheduler and Adam count only the steps that updated the weights. */
+    float lr_now = (float)s->lr, step_now = (float)(r->steps_applied + 1);
+    rt_program_set_input(r->p, opt, "lr", &lr_now, sizeof lr_now);
+    rt_program_set_input(r->p, opt, "step", &step_now, sizeof step_now);
+    rt_program_run(r->p, opt);
+    rt_program_get_output(r->p, opt, "grad_norm", &norm, sizeof norm);
     if (!isfinite(norm))
         non_finite(r, it, "the gradient norm", norm);
-    s.grad_norm = norm;
+    s->grad_norm = norm;
     r->steps_applied++;
-    if (r->steps && fprintf(r->steps, "%d %.9g %.9g %.9g\n", it, s.loss, s.lr, s.grad_norm) < 0)
+    if (r->steps && fprintf(r->steps, "%d %.9g %.9g %.9g\n", it, s->loss, s->lr, s->grad_norm) < 0)
         dump_failed(r->steps_path, errno);
+    return true;
+}
+
+/* Iteration it: the plan's train program, step by step (check_schedule: calls only). A skipped
+ * update ends it. */
+static step_result train_step(train_run *r, int it)
+{
+    step_result s = {.lr = rt_lr_at(&r->lr, r->steps_applied + 1)};
+    bool finite = true;
+    const ir_program *prog = &r->m->progs[IR_PROG_TRAIN];
+    for (int i = 0; i < prog->nsteps; i++) {
+        const ir_sched_step *c = &prog->steps[i];
+        if (c->mb >= 0)
+            train_micro_batch(r, it, c, &s, &finite);
+        else if (r->m->funcs[c->func]->kind != IR_FUNC_OPTIMIZER)
+            rt_program_run(r->p, c->func);
+        else if (!train_update(r, it, c->func, &s, finite))
+            return s.skipped = true, s;
+    }
     return s;
 }
 
@@ -445,17 +468,20 @@ static void emit_record(train_run *r, int it, const rt_scalar *s, int n)
 
 /* ---- validation ---------------------------------------------------------------------------- */
 
-/* eval_iters global batches of the valid split through eval_step (forward only: the weights and
- * gradients are untouched). Like Megatron's, the valid samples continue from one validation to
- * the next. */
+/* eval_iters global batches of the valid split, each through the plan's eval program (forward
+ * only: the weights and gradients are untouched). Like Megatron's, the valid samples continue
+ * from one validation to the next. */
 static void evaluate(train_run *r, int it)
 {
     double t0 = os_now_s(), loss = 0;
+    const ir_program *prog = &r->m->progs[IR_PROG_EVAL];
     int n = r->eval_iters * r->accum, dp = r->par.mesh.degree[IR_AXIS_DP];
-    for (int k = 0; k < n; k++) {
-        int64_t micro = ((int64_t)r->evals_done * n + k) * dp + r->par.coord[IR_AXIS_DP];
-        loss += run_micro_batch(r, r->eval, RT_SPLIT_VALID, micro * r->B) / n;
-    }
+    for (int e = 0; e < r->eval_iters; e++)
+        for (int i = 0; i < prog->nsteps; i++) { /* calls on micro-batches (ir_verify) */
+            const ir_sched_step *c = &prog->steps[i];
+            int64_t micro = ((int64_t)r->evals_done * n + (int64_t)e * r->accum + c->mb) * dp + r->par.coord[IR_AXIS_DP];
+            loss += run_micro_batch(r, c->func, RT_SPLIT_VALID, micro * r->B) / n;
+        }
     loss = rt_parallel_mean(&r->par, r->p, (float)loss);
     r->evals_done++;
     double ppl = exp(loss < 700 ? loss : 700);
@@ -556,14 +582,38 @@ static rt_gpt_data *open_data(train_run *r)
     return d;
 }
 
-static int func_index(const ir_module *m, const char *name)
+static int func_of_kind(const ir_module *m, ir_func_kind k)
 {
-    int i = ir_func_index(m, name);
+    int i = ir_func_of_kind(m, k);
     if (i < 0) {
-        fprintf(stderr, "train_rank: error: the compiled plan has no `%s` function; recompile with this mcc\n", name);
+        fprintf(stderr, "train_rank: error: the compiled plan has no function of kind %s; recompile with this mcc\n",
+                ir_func_kinds[k].name);
         exit(1);
     }
     return i;
+}
+
+/* The plan's schedule programs as this train_rank runs them: both there, and calls only. A send
+ * or recv between pipeline stages (which the IR can say) needs a pipeline runtime. */
+static void check_schedule(const ir_module *m)
+{
+    for (int p = 0; p < IR_NUM_PROGS; p++) {
+        const ir_program *prog = &m->progs[p];
+        if (!prog->nsteps) {
+            fprintf(stderr, "train_rank: error: the compiled plan has no `schedule %s` program; recompile with this "
+                            "mcc\n", ir_prog_names[p]);
+            exit(1);
+        }
+        for (int i = 0; i < prog->nsteps; i++)
+            if (prog->steps[i].op != IR_STEP_CALL) {
+                char step[400];
+                ir_sched_step_str(m, &prog->steps[i], step, sizeof step);
+                fprintf(stderr, "train_rank: error: schedule %s, step %d (`%s`): pipeline parallelism is not built yet: "
+                                "this train_rank sends and receives nothing between pipeline stages\n",
+                        ir_prog_names[p], i, step);
+                exit(1);
+            }
+    }
 }
 
 static void setup_run(train_run *r, int argc, char **argv)
@@ -581,7 +631,6 @@ static void setup_run(train_run *r, int argc, char **argv)
     r->writer = rt_parallel_is_root(&r->par);
     if (!r->writer && !freopen("/dev/null", "w", stdout)) /* rank 0 logs for all */
         exit(1);
-    r->reduce = ir_func_index(m, "reduce_grads");
     r->B = r->cfg.micro_batch_size;
     r->T = r->cfg.seq_length;
     r->accum = r->cfg.accum_steps;
@@ -589,11 +638,9 @@ static void setup_run(train_run *r, int argc, char **argv)
     r->eval_interval = flag_or_plan(r->a.eval_interval, r->cfg.eval_interval);
     r->eval_iters = flag_or_plan(r->a.eval_iters, r->cfg.eval_iters);
     r->a.log_interval = flag_or_plan(r->a.log_interval, r->cfg.log_interval);
-    r->micro = func_index(m, "micro_step");
-    r->eval = func_index(m, "eval_step");
-    r->opt = func_index(m, "optimizer");
-    r->norm = func_index(m, "grad_norm");
-    r->zero = func_index(m, "zero_grads");
+    check_schedule(m);
+    r->norm = func_of_kind(m, IR_FUNC_GRAD_NORM);
+    r->zero = func_of_kind(m, IR_FUNC_ZERO_GRADS);
     if (!rt_lr_from_config(m, r->iters, &r->lr, err, sizeof err)) {
         fprintf(stderr, "train_rank: error: %s\n", err);
         exit(1);
@@ -629,6 +676,7 @@ static void print_config(const train_run *r)
     printf("| warmup iters          | %21g |\n", r->lr.warmup_iters);
     printf("| eval every / batches  | %13d / %5d |\n", r->eval_interval, r->eval_iters);
     printf("| FLOP per token        | %21.4g |\n", r->flops_per_token);
+    printf("| plan memory, bytes    | %21zu |\n", rt_program_plan_bytes(r->p)); /* mcc compile's total */
     for (int k = 0; k < KNOB_COUNT; k++) /* the MCC_ variables set (the rest are at their defaults) */
         if (knob_shown((knob_id)k))
             printf("| %s=%-*s |\n", knob_table[k].name, 44 - (int)strlen(knob_table[k].name), knob_text((knob_id)k));

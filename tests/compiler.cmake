@@ -134,27 +134,23 @@ if(TARGET mccrt_cuda)
       "dp2_zero:2:--dp 2 --use-distributed-optimizer" "1gpu_dropout:1:${_dropout}"
       "dp2_dropout:2:${_dropout} --dp 2" "tp2_sp_dropout:2:${_dropout} --tp 2 --sequence-parallel")
   # those above run on the default copy lane (copy-engine all-gathers and exchanges); these again
-  # on NCCL's kernels alone (_nccl: MCC_COMM_LANES=none) and with the side lane (_side)
-  set(MCC_GPU_LANE_LAYOUTS "dp2_overlap_nccl:2:--dp 2 --overlap-grad-reduce --ddp-bucket-size 20000"
-      "tp2_sp_nccl:2:--tp 2 --sequence-parallel"
-      "tp2_sp_batch_nccl:2:--tp 2 --sequence-parallel --sequence-parallel-split batch"
-      "tp2_sp_batch_tpo_nccl:2:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-overlap"
-      "tp2_sp_batch_interleave_nccl:2:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-interleave"
-      "tp2_sp_side:2:--tp 2 --sequence-parallel"
-      "tp2_sp_batch_side:2:--tp 2 --sequence-parallel --sequence-parallel-split batch")
+  # on NCCL's kernels alone (_nccl: --comm-lanes none) and with the side lane (_side)
+  set(_none "--comm-lanes none")
+  set(_side "--comm-lanes side,copy")
+  set(MCC_GPU_LANE_LAYOUTS "dp2_overlap_nccl:2:--dp 2 --overlap-grad-reduce --ddp-bucket-size 20000 ${_none}"
+      "tp2_sp_nccl:2:--tp 2 --sequence-parallel ${_none}"
+      "tp2_sp_batch_nccl:2:--tp 2 --sequence-parallel --sequence-parallel-split batch ${_none}"
+      "tp2_sp_batch_tpo_nccl:2:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-overlap ${_none}"
+      "tp2_sp_batch_interleave_nccl:2:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-interleave ${_none}"
+      "tp2_sp_side:2:--tp 2 --sequence-parallel ${_side}"
+      "tp2_sp_batch_side:2:--tp 2 --sequence-parallel --sequence-parallel-split batch ${_side}")
   foreach(model tiny-gpt2 tiny-llama)
     foreach(layout ${MCC_GPU_LAYOUTS} ${MCC_GPU_LANE_LAYOUTS})
       mcc_parse_layout(${layout})
       set(test gpu_${layout_name}_equals_cpu_${model})
-      set(env "NCCL_NVLS_ENABLE=0")
-      if(layout_name MATCHES "_nccl$")
-        list(APPEND env "MCC_COMM_LANES=none")
-      elseif(layout_name MATCHES "_side$")
-        list(APPEND env "MCC_COMM_LANES=side,copy")
-      endif()
       add_test(NAME ${test} COMMAND ${CMAKE_SOURCE_DIR}/tests/gpu_numerics.sh $<TARGET_FILE:mcc> ${model}
                ${layout_ranks} ${layout_flags})
-      set_tests_properties(${test} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 ENVIRONMENT "${env}")
+      set_tests_properties(${test} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 ENVIRONMENT "NCCL_NVLS_ENABLE=0")
     endforeach()
   endforeach()
 endif()

@@ -108,7 +108,8 @@ static ir_module *finish(graph *g, int y)
     ir_output(g->m, g->f, "loss", ir_op2(g->m, g->f, IR_OP_CROSS_ENTROPY, logits, targets));
     ir_output(g->m, g->f, "logits", logits);
     char err[512];
-    if (!pass_autodiff(g->m, err, sizeof err) || !pass_memory_plan(g->m, err, sizeof err) ||
+    mcc_pass_options opts = {mcc_target_by_name("cpu")}; /* the CPU backend runs the checks */
+    if (!pass_autodiff(g->m, &opts, err, sizeof err) || !pass_memory_plan(g->m, &opts, err, sizeof err) ||
         !ir_verify(g->m, err, sizeof err)) {
         fprintf(stderr, "building the case failed: %s\n", err);
         exit(1);
@@ -233,7 +234,7 @@ int main(void)
         if (ir_ops[op].grad == ir_grad_none)
             continue;
         graph g = {ir_module_new(), NULL};
-        g.f = ir_func_new(g.m, "micro_step");
+        g.f = ir_func_new(g.m, "micro_step", IR_FUNC_STEP);
         int y = build_case(&g, (ir_op)op);
         if (y < 0) {
             printf("%s has a gradient rule but no gradcheck case: add one to build_case\n", ir_ops[op].name);

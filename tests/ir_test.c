@@ -52,7 +52,7 @@ static ir_module *build_module(void)
     ir_global_add(m, "wte.adam_m", ir_tensor(IR_F32, DIMS(16, 8)), IR_GLOBAL_ADAM_M, IR_INIT_ZEROS, 0, false);
     ir_global_add(m, "wte.adam_v", ir_tensor(IR_F32, DIMS(16, 8)), IR_GLOBAL_ADAM_V, IR_INIT_ZEROS, 0, false);
 
-    ir_func *f = ir_func_new(m, "micro_step");
+    ir_func *f = ir_func_new(m, "micro_step", IR_FUNC_STEP);
     ir_type tok_t = ir_tensor(IR_I32, DIMS(2, 4));
     ir_shard_push(&tok_t, 0, IR_AXIS_DP);
     int tok = ir_input(m, f, "tokens", tok_t);
@@ -85,7 +85,7 @@ static ir_module *build_module(void)
     ir_output(m, f, "psum", ir_scale(m, f, ir_input(m, f, "psum", ps_t), 0.1));
     plan_bump(f);
 
-    f = ir_func_new(m, "optimizer");
+    f = ir_func_new(m, "optimizer", IR_FUNC_OPTIMIZER);
     int p = ir_global_ref(m, f, "wte");
     wg = ir_global_ref(m, f, "wte.grad");
     int mm = ir_global_ref(m, f, "wte.adam_m"), vv = ir_global_ref(m, f, "wte.adam_v");
@@ -96,8 +96,9 @@ static ir_module *build_module(void)
     EMIT(ADAMW, ATTRS(0.9, 0.95, 1e-8, 0.1), p, wg, mm, vv, lr, step, coef);
     EMIT(ZERO, NULL, wg);
 
-    ir_sched_add(m, 0, 2);
-    ir_sched_add(m, 1, 1);
+    ir_sched_call(m, IR_PROG_TRAIN, 0, 0);
+    ir_sched_call(m, IR_PROG_TRAIN, 0, 1);
+    ir_sched_call(m, IR_PROG_TRAIN, 1, -1);
     return m;
 }
 
@@ -125,7 +126,7 @@ static const char *const golden_text =
     "global @layers.0.input_norm.weight : f32[64] {kind=param, init=ones, no_decay}\n"
     "global @embedding.word.grad : f32[257,64] {shard=[-,tp]} {kind=grad, init=zeros}\n"
     "\n"
-    "func micro_step {arena=8192} {\n"
+    "func micro_step {kind=step, arena=8192} {\n"
     "  %0 = input @tokens : i32[4,32] @+0\n"
     "  %1 = global @embedding.word : f32[257,64] @global\n"
     "  %2 = embedding %1, %0 {vocab_start=0, vocab_size=0} : f32[4,32,64] @+512\n"
@@ -135,8 +136,9 @@ static const char *const golden_text =
     "  output @logits %4\n"
     "}\n"
     "\n"
-    "schedule {\n"
-    "  micro_step x2\n"
+    "schedule train {\n"
+    "  call micro_step mb=0\n"
+    "  send micro_step @logits mb=0 to=next\n"
     "}\n";
 
 static void test_roundtrip(void)
@@ -154,7 +156,7 @@ static void test_roundtrip(void)
         "global @wte : f32[16,8] {kind=param, init=normal, std=0.02}\n",
         "global @ln.w : f32[8] {kind=param, init=ones, no_decay}\n",
         "global @wte.adam_v : f32[16,8] {kind=adam_v, init=zeros}\n",
-        "func micro_step {arena=",
+        "func micro_step {kind=step, arena=",
         "  %0 = input @tokens : i32[2,4] {shard=[dp,-]} @+0\n",
         "  %2 = global @wte : f32[16,8] @global\n",
         "  %8 = layernorm %7, %4, %5 {eps=1e-05} : f32[2,4,8] @+",
@@ -167,11 +169,11 @@ static void test_roundtrip(void)
         "  accumulate %23, %22\n",
         "  %25 = gelu %24 : f32[2,4,8] {shard=[dp,-,tp]} @+",
         "  %27 = scale %26 {factor=0.1} : f32[8] {partial=tp} @+",
-        "func optimizer {arena=0} {\n",
+        "func optimizer {kind=optimizer, arena=0} {\n",
         "  %6 = sum_squares %1, %1 : f32[]\n",
         "  adamw %0, %1, %2, %3, %4, %5, %7 {beta1=0.9, beta2=0.95, eps=1e-08, weight_decay=0.1}\n",
         "  zero %1\n",
-        "schedule {\n  micro_step x2\n  optimizer x1\n}\n",
+        "schedule train {\n  call micro_step mb=0\n  call micro_step mb=1\n  call optimizer\n}\n",
     };
     for (size_t i = 0; i < sizeof shown / sizeof *shown; i++)
         CHECK(strstr(text, shown[i]), "the printed module lacks `%s`:\n%s", shown[i], text);
@@ -182,23 +184,23 @@ static void test_roundtrip(void)
     ir_module_free(check_reprints(golden_text, "the documented example"));
 
     /* any numbering that defines before use is read, and printed densely */
-    const char *sparse = "func f {arena=0} {\n  %40 = input @x : f32[4]\n  %7 = gelu %40 : f32[4]\n  output @y %7\n}\n";
+    const char *sparse = "func f {kind=step, arena=0} {\n  %40 = input @x : f32[4]\n  %7 = gelu %40 : f32[4]\n  output @y %7\n}\n";
     m = ir_parse_module(sparse, err, sizeof err);
     text = m ? ir_print_module(m) : NULL;
-    CHECK(text && strcmp(text, "func f {arena=0} {\n  %0 = input @x : f32[4]\n  %1 = gelu %0 : f32[4]\n  output @y %1\n}\n") == 0,
+    CHECK(text && strcmp(text, "func f {kind=step, arena=0} {\n  %0 = input @x : f32[4]\n  %1 = gelu %0 : f32[4]\n  output @y %1\n}\n") == 0,
           "sparse ids are not renumbered densely: %s", text ? text : err);
     free(text);
     ir_module_free(m);
 
     /* comments and blank lines are ignored */
-    m = ir_parse_module("; a comment\n\nfunc f {arena=0} {  ; trailing\n\n  %0 = input @x : f32[4] ; x\n}\n", err, sizeof err);
+    m = ir_parse_module("; a comment\n\nfunc f {kind=step, arena=0} {  ; trailing\n\n  %0 = input @x : f32[4] ; x\n}\n", err, sizeof err);
     CHECK(m && m->nfuncs == 1 && m->funcs[0]->ninstrs == 1, "comments break the parser: %s", err);
     ir_module_free(m);
 }
 
 /* --- errors ---------------------------------------------------------------------------------- */
 
-#define FUNC(body) "func f {arena=0} {\n  %0 = input @x : f32[4,8]\n  %1 = input @w : f32[8,8]\n" body "}\n"
+#define FUNC(body) "func f {kind=step, arena=0} {\n  %0 = input @x : f32[4,8]\n  %1 = input @w : f32[8,8]\n" body "}\n"
 
 static void test_parse_errors(void)
 {
@@ -222,15 +224,25 @@ static void test_parse_errors(void)
         {FUNC("  output %0\n"), "line 4: expected @name after output, got `%0`"},
         {FUNC("  %2 = gelu %0 : f32[4,8] @somewhere\n"), "line 4: expected @+offset, @view or @global, got `@somewhere`"},
         {FUNC("  %2 = gelu %0 : f32[4,8] extra\n"), "line 4: expected end of line, got `extra`"},
-        {"func f {arena=0} {\n  %0 = input @x : f32[4]\n", "line 3: expected `}` closing the function, got end of input"},
-        {"func f {arena=-1} {\n}\n", "line 1: arena= needs a byte count >= 0"},
+        {"func f {kind=step, arena=0} {\n  %0 = input @x : f32[4]\n", "line 3: expected `}` closing the function, got end of input"},
+        {"func f {kind=step, arena=-1} {\n}\n", "line 1: arena= needs a byte count >= 0"},
         {"global @w : f32[4] {kind=weight, init=zeros}\n", "line 1: unknown global kind `weight` (one of: param, grad, adam_m, adam_v, copy)"},
         {"global @w : f32[4] {kind=param, init=normal}\n", "line 1: global @w: std= goes with init=normal, and only with it"},
         {"global @w : f32[4] {init=ones}\n", "line 1: global @w needs kind= and init="},
         {"config {\n  lr = \"0.1\"\n  lr = \"0.2\"\n}\n", "line 3: config key `lr` is set twice"},
         {"config {\n  path = \"unterminated\n}\n", "line 2: expected a quoted string, got `\"unterminated`"},
-        {"schedule {\n  train x1\n}\n", "line 2: schedule names unknown function `train`"},
-        {"func f {arena=0} {\n}\nschedule {\n  f 3\n}\n", "line 4: expected a repeat count such as x2, got `3`"},
+        {"func f {arena=0} {\n}\n", "line 1: func f needs kind= (its role: step, eval,"},
+        {"func f {kind=train} {\n}\n", "line 1: unknown function kind `train` (one of: step, eval, reduce, grad_norm, optimizer, zero_grads, setup, forward, backward)"},
+        {"schedule {\n  micro_step x2\n}\n", "line 1: expected a schedule program (train, eval) after `schedule`; an older mcc's"},
+        {"schedule test {\n}\n", "line 1: unknown schedule program `test` (one of: train, eval)"},
+        {"schedule train {\n  call train\n}\n", "line 2: schedule train names unknown function `train`"},
+        {"func f {kind=step} {\n}\nschedule train {\n  run f\n}\n", "line 4: unknown schedule step `run` (one of: call, send, recv)"},
+        {"func f {kind=step} {\n}\nschedule train {\n  call f mb=-1\n}\n", "line 4: expected a micro-batch index >= 0 after mb=, got `-1`"},
+        {"func f {kind=step} {\n}\nschedule train {\n  call f x2\n}\n", "line 4: expected end of line, got `x2`"},
+        {"func f {kind=step} {\n}\nschedule train {\n  send f mb=0 to=next\n}\n", "line 4: expected the @name of the tensor sent or received, got `mb`"},
+        {"func f {kind=step} {\n}\nschedule train {\n  recv f @x mb=0 to=next\n}\n", "line 4: expected from=next or from=prev, got `to`"},
+        {"func f {kind=step} {\n}\nschedule train {\n  send f @x mb=0 to=left\n}\n", "line 4: expected to=next or to=prev, got `left`"},
+        {"func f {kind=step} {\n}\nschedule eval {\n  call f mb=0\n}\nschedule eval {\n  call f mb=0\n}\n", "line 6: schedule eval is given twice"},
         {"module m\n", "line 1: expected `config`, `global`, `func` or `schedule`, got `module`"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -274,7 +286,7 @@ static void test_verify_errors(void)
     check_text_fails_verify(FUNC("  %2 = global @nowhere : f32[4]\n"), "instr 2 (`%2 = global @nowhere : f32[4]`): unknown global @nowhere");
     check_text_fails_verify("global @w : f32[4] {kind=param, init=zeros}\nglobal @w : f32[4] {kind=grad, init=zeros}\n",
                             "global @w is declared twice");
-    check_text_fails_verify("func f {arena=0} {\n}\nfunc f {arena=0} {\n}\n", "function f is defined twice");
+    check_text_fails_verify("func f {kind=step, arena=0} {\n}\nfunc f {kind=step, arena=0} {\n}\n", "function f is defined twice");
 
     /* what the text form cannot express: built, then broken by hand */
     ir_module *m = build_module();
@@ -285,8 +297,11 @@ static void test_verify_errors(void)
     m->funcs[0]->instrs[15].nargs = 1;
     check_verify_fails(m, "func micro_step, instr 15 (matmul): wrong operand count for matmul: expected 2, got 1", "a short matmul");
     m = build_module();
-    m->sched[1].repeat = 0;
-    check_verify_fails(m, "schedule entry 1 (optimizer) repeats 0 times", "a zero repeat");
+    m->progs[IR_PROG_TRAIN].steps[2].func = 7;
+    check_verify_fails(m, "schedule train, step 2 (`call ?`): names function #7, but the module has 2", "a call of no function");
+    m = build_module();
+    m->funcs[1]->kind = IR_FUNC_STEP;
+    check_verify_fails(m, "functions micro_step and optimizer are both of kind step: a module has at most one", "two step functions");
     m = build_module();
     m->funcs[1]->vals[0].type.dims[1] = 0;
     check_verify_fails(m, "func optimizer: value %0 (defined by instr 0) has a malformed type: a dimension below 1", "a zero dimension");
@@ -297,7 +312,7 @@ static void test_verify_errors(void)
 static void test_memory_errors(void)
 {
     char err[512];
-    const char *reuse = "func f {arena=128} {\n"
+    const char *reuse = "func f {kind=step, arena=128} {\n"
                         "  %0 = input @x : f32[16] @+0\n"
                         "  %1 = gelu %0 : f32[16] @+64\n"
                         "  %2 = gelu %1 : f32[16] @+0\n" /* %0 is dead: its bytes are free */
@@ -307,7 +322,7 @@ static void test_memory_errors(void)
     CHECK(m && ir_verify(m, err, sizeof err), "reusing a dead value's bytes is rejected: %s", err);
     ir_module_free(m);
     /* in place: gelu may overwrite its dying operand (ops.def), sqrt may not */
-    const char *in_place = "func f {arena=128} {\n"
+    const char *in_place = "func f {kind=step, arena=128} {\n"
                            "  %0 = input @x : f32[16] @+0\n"
                            "  %1 = gelu %0 : f32[16] @+64\n"
                            "  %2 = gelu %1 : f32[16] @+64\n"
@@ -316,7 +331,7 @@ static void test_memory_errors(void)
     m = ir_parse_module(in_place, err, sizeof err);
     CHECK(m && ir_verify(m, err, sizeof err), "gelu over its dying operand is rejected: %s", err);
     ir_module_free(m);
-    check_text_fails_verify("func f {arena=128} {\n"
+    check_text_fails_verify("func f {kind=step, arena=128} {\n"
                             "  %0 = input @x : f32[16] @+0\n"
                             "  %1 = gelu %0 : f32[16] @+64\n"
                             "  %2 = sqrt %1 : f32[16] @+64\n"
@@ -324,9 +339,9 @@ static void test_memory_errors(void)
                             "}\n",
                             "%2 at bytes [64, 128) shares bytes with %1 at [64, 128), which is live from instr 1 to 2");
 
-    check_text_fails_verify("func f {arena=128} {\n  %0 = input @x : f32[16] @+0\n  %1 = gelu %0 : f32[16] @+0\n}\n",
+    check_text_fails_verify("func f {kind=step, arena=128} {\n  %0 = input @x : f32[16] @+0\n  %1 = gelu %0 : f32[16] @+0\n}\n",
                             "func f, instr 1 (`%1 = gelu %0 : f32[16] @+0`): %1 at bytes [0, 64) shares bytes with %0 at [0, 64), which is live from instr 0 to 1");
-    check_text_fails_verify("func f {arena=192} {\n"
+    check_text_fails_verify("func f {kind=step, arena=192} {\n"
                             "  %0 = input @x : f32[4,4] @+0\n"
                             "  %1 = reshape %0 : f32[16] @view\n"
                             "  %2 = gelu %0 : f32[4,4] @+64\n"
@@ -336,14 +351,14 @@ static void test_memory_errors(void)
                             "  output @z %3\n"
                             "}\n",
                             "instr 3 (`%3 = gelu %2 : f32[4,4] @+0`): %3 at bytes [0, 64) shares bytes with %0 at [0, 64), which is live from instr 0 to 4");
-    check_text_fails_verify("func f {arena=128} {\n"
+    check_text_fails_verify("func f {kind=step, arena=128} {\n"
                             "  %0 = input @x : f32[16] @+0\n"
                             "  output @y %0\n"
                             "  %1 = input @z : f32[16] @+32\n" /* the output keeps %0 to the end */
                             "  output @w %1\n"
                             "}\n",
                             "%1: arena offset 32 is not a non-negative multiple of 64");
-    check_text_fails_verify("func f {arena=128} {\n"
+    check_text_fails_verify("func f {kind=step, arena=128} {\n"
                             "  %0 = input @x : f32[16] @+0\n"
                             "  output @y %0\n"
                             "  %1 = input @z : f32[16] @+0\n"
@@ -353,7 +368,7 @@ static void test_memory_errors(void)
     /* an overlapped reduce-scatter reads its operand until its result's first use (where the GPU
      * joins it): nothing may take those bytes before; without overlap they are free after it */
     const char *overlapped = "config {\n  tensor_model_parallel_size = \"2\"\n}\n"
-                             "func f {arena=768} {\n"
+                             "func f {kind=step, arena=768} {\n"
                              "  %0 = input @x : f32[2,8,4] {partial=tp} @+0\n"
                              "  %1 = scale %0 {factor=2} : f32[2,8,4] {partial=tp} @+256\n"
                              "  %2 = reduce_scatter_seq %1 {axis=3, overlap=OVERLAP} : f32[2,4,4] {shard=[-,tp,-]} @+512\n"
@@ -371,11 +386,11 @@ static void test_memory_errors(void)
     snprintf(text, sizeof text, "%.*s1%s", (int)(strstr(overlapped, "OVERLAP") - overlapped), overlapped,
              strstr(overlapped, "OVERLAP") + 7);
     check_text_fails_verify(text, "%3 at bytes [256, 512) shares bytes with %1 at [256, 512), which is live from instr 1 to 4");
-    check_text_fails_verify("func f {arena=64} {\n  %0 = input @x : f32[32] @+0\n}\n",
+    check_text_fails_verify("func f {kind=step, arena=64} {\n  %0 = input @x : f32[32] @+0\n}\n",
                             "func f, instr 0 (`%0 = input @x : f32[32] @+0`): %0: bytes [0, 128) run past the end of the 64-byte arena");
-    check_text_fails_verify("func f {arena=64} {\n  %0 = input @x : f32[16]\n}\n", "%0 has no memory placement");
-    check_text_fails_verify("func f {arena=64} {\n  %0 = input @x : f32[16] @view\n}\n", "%0: only reshape and rows results can be @view");
-    check_text_fails_verify("global @w : f32[4] {kind=param, init=zeros}\nfunc f {arena=64} {\n  %0 = global @w : f32[4] @+0\n}\n",
+    check_text_fails_verify("func f {kind=step, arena=64} {\n  %0 = input @x : f32[16]\n}\n", "%0 has no memory placement");
+    check_text_fails_verify("func f {kind=step, arena=64} {\n  %0 = input @x : f32[16] @view\n}\n", "%0: only reshape and rows results can be @view");
+    check_text_fails_verify("global @w : f32[4] {kind=param, init=zeros}\nfunc f {kind=step, arena=64} {\n  %0 = global @w : f32[4] @+0\n}\n",
                             "%0: @global is the placement of global results, and only of them");
 }
 
@@ -439,7 +454,7 @@ static void test_memory_check(void)
     int accepted = 0, rejected = 0;
     for (int trial = 0; trial < 3000; trial++) {
         ir_module *m = ir_module_new();
-        ir_func *f = ir_func_new(m, "f");
+        ir_func *f = ir_func_new(m, "f", IR_FUNC_STEP);
         int vec[40], nvec = 0;
         for (int i = 0; i < 14; i++) {
             int kind = nvec < 2 ? 0 : rnd(5);
@@ -501,7 +516,7 @@ static void check_mutant(const char *text, size_t len, bool *parsed)
  * prints as `step*axis` or `base+step*axis`, and resolves to base + step * coordinate. */
 static void test_rank_terms(void)
 {
-    const char *text = "func f {arena=0} {\n"
+    const char *text = "func f {kind=step, arena=0} {\n"
                        "  %0 = input @x : f32[4,8]\n"
                        "  %1 = input @first_sample : i64[]\n"
                        "  %2 = dropout %0, %1 {p=0.1, seed=1, site=0, dim=1, offset=8*tp, extent=16} : f32[4,8] {shard=[-,tp]}\n"
@@ -525,7 +540,7 @@ static void test_rank_terms(void)
     CHECK(in[2].per_rank[4].axis == IR_AXIS_NONE, "a resolved attribute keeps its rank term");
     ir_module_free(m);
     char err[512] = "";
-    m = ir_parse_module("func f {arena=0} {\n  %0 = input @x : f32[4]\n  %1 = scale %0 {factor=2*zz} : f32[4]\n}\n", err,
+    m = ir_parse_module("func f {kind=step, arena=0} {\n  %0 = input @x : f32[4]\n  %1 = scale %0 {factor=2*zz} : f32[4]\n}\n", err,
                         sizeof err);
     CHECK(!m && strstr(err, "line 3: attribute `factor`: a rank term is NUMBER*AXIS with a mesh axis"),
           "a rank term over an unknown axis gives `%s`", err);

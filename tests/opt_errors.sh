@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # opt_errors.sh MCC — `mcc opt` refuses what it cannot run with exit 2 and a message naming the
 # file, flag or pass and the fix: a missing file, no --pass, an unknown pass, a --rank past the
-# config's layout, a parse error (its line, with a caret under the column), an input the verifier
-# rejects (blamed on the input, not the pass); and one pass on a well-formed module prints it.
+# config's layout, an unknown --target, a pass the target cannot serve (the copy lane on the CPU),
+# a text of another plan format version, a parse error (its line, with a caret under the column),
+# an input the verifier rejects (blamed on the input, not the pass); and one pass on a well-formed
+# module prints it.
 set -uo pipefail
 mcc=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,12 +24,18 @@ expect "shard_tp2.ir: --pass shardd: no such pass \(mcc ir --list-passes" "$in" 
 expect "--rank 2: .*shard_tp2.ir's config has 2 ranks.*give 0..1" "$in" --pass shard --rank 2
 expect "--rank expects an integer >= 0, got .x." "$in" --pass shard --rank x
 expect "unknown flag '--after' for mcc opt" "$in" --pass shard --after recompute
-printf 'func f {arena=0} {\n  %%0 = input @x : f32[4]\n  %%1 = gelux %%0 : f32[4]\n}\n' >"$work/parse.ir"
+expect "--target h300: no such target: choose h200\|h100-pcie\|cpu" "$in" --pass shard --target h300
+expect "memory_plan_exchange.ir: pass memory_plan: config comm_copy_lane = 1, but the cpu target's copy engines do not \
+serve collectives \(compile with --comm-lanes side or none" "$root/tests/passes/memory_plan_exchange.ir" --pass memory_plan \
+  --target cpu
+printf 'func f {kind=step, arena=0} {\n  %%0 = input @x : f32[4]\n  %%1 = gelux %%0 : f32[4]\n}\n' >"$work/parse.ir"
 expect "parse.ir: line 3: unknown op \`gelux\`" "$work/parse.ir" --pass fusion
 grep -q "^         \^ column 8$" "$work/err" || { echo "FAIL: no caret under column 8: $(cat "$work/err")"; status=1; }
-printf 'func f {arena=0} {\n  %%0 = input @x : f32[4]\n  %%1 = gelu %%0 : f32[8]\n}\n' >"$work/verify.ir"
+printf 'func f {kind=step, arena=0} {\n  %%0 = input @x : f32[4]\n  %%1 = gelu %%0 : f32[8]\n}\n' >"$work/verify.ir"
 expect "verify.ir: the input fails verification \(before pass fusion\)" "$work/verify.ir" --pass fusion
-printf 'func f {arena=0} {\n  %%0 = input @x : f32[4]\n  %%1 = gelu %%0 : f32[4]\n}\n' >"$work/ok.ir"
+printf 'config {\n  plan_version = "999"\n}\n\nfunc f {kind=step, arena=0} {\n  %%0 = input @x : f32[4]\n}\n' >"$work/version.ir"
+expect "version.ir: the plan's format is version 999 but this mcc reads version 1: recompile" "$work/version.ir" --pass fusion
+printf 'func f {kind=step, arena=0} {\n  %%0 = input @x : f32[4]\n  %%1 = gelu %%0 : f32[4]\n}\n' >"$work/ok.ir"
 { "$mcc" opt "$work/ok.ir" --pass fusion >"$work/out" 2>"$work/err" && grep -q "gelu %0 : f32\[4\]" "$work/out"; } ||
   { echo "FAIL: mcc opt on a well-formed module: $(cat "$work/err")"; status=1; }
 [ $status = 0 ] && echo "mcc opt errors ok"

@@ -54,8 +54,9 @@ int main(int argc, char **argv)
             ir_module *m = mcc_build_model(&spec, true);
             ir_config_set(m, "param_dtype", dtype);
             bool model_ok = roundtrips(m, argv[a], "frontend");
+            mcc_pass_options opt = {mcc_target_by_name(precision ? "cuda" : "cpu")};
             for (int p = 0; p < mcc_npasses && model_ok; p++) {
-                if (!mcc_passes[p].run(m, err, sizeof err)) {
+                if (!mcc_passes[p].run(m, &opt, err, sizeof err)) {
                     printf("%s (%s): pass %s: %s\n", argv[a], dtype, mcc_passes[p].name, err);
                     model_ok = false;
                 } else {

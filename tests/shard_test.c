@@ -14,7 +14,7 @@
 static const char *const multi_axis =
     "global @experts.w : f32[2,16,8] {shard=[ep,tp,-]} {kind=param, init=normal, std=0.02}\n"
     "\n"
-    "func f {arena=0} {\n"
+    "func f {kind=step, arena=0} {\n"
     "  %0 = input @x : f32[2,4,8] {shard=[dp,cp.tp,-]}\n"
     "  %1 = gelu %0 : f32[2,4,8] {shard=[dp,cp.tp,-]} {partial=ep}\n"
     "  %2 = scale %1 {factor=2} : f32[2,4,8] {shard=[edp.dp.pp,-,-]}\n"
@@ -57,7 +57,7 @@ static void test_text(void)
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char text[256];
-        snprintf(text, sizeof text, "func f {arena=0} {\n  %%0 = input @x : %s\n}\n", bad[i].type);
+        snprintf(text, sizeof text, "func f {kind=step, arena=0} {\n  %%0 = input @x : %s\n}\n", bad[i].type);
         m = ir_parse_module(text, err, sizeof err);
         CHECK(!m && strstr(err, bad[i].message), "`%s` gives `%s`, expected `%s`", bad[i].type, m ? "no error" : err,
               bad[i].message);
@@ -66,11 +66,11 @@ static void test_text(void)
 
     /* the verifier: a value both split and partial over one axis; an axis splitting two
      * dimensions (the parser refuses it; built by hand) */
-    m = ir_parse_module("func f {arena=0} {\n  %0 = input @x : f32[2,4] {shard=[-,tp]} {partial=tp}\n}\n", err, sizeof err);
+    m = ir_parse_module("func f {kind=step, arena=0} {\n  %0 = input @x : f32[2,4] {shard=[-,tp]} {partial=tp}\n}\n", err, sizeof err);
     CHECK(m && !ir_verify(m, err, sizeof err) && strstr(err, "both split over and partial over"),
           "split and partial over tp gives `%s`", err);
     ir_module_free(m);
-    m = ir_parse_module("func f {arena=0} {\n  %0 = input @x : f32[2,4] {shard=[tp,-]}\n}\n", err, sizeof err);
+    m = ir_parse_module("func f {kind=step, arena=0} {\n  %0 = input @x : f32[2,4] {shard=[tp,-]}\n}\n", err, sizeof err);
     if (m) {
         ir_type *y = &m->funcs[0]->vals[0].type;
         y->shard_pack[1] = y->shard_pack[0];
@@ -114,7 +114,7 @@ static const char *const over_cp =
     "global @ln.w : f32[8] {kind=param, init=ones, no_decay}\n"
     "global @ln.b : f32[8] {kind=param, init=zeros, no_decay}\n"
     "\n"
-    "func f {arena=0} {\n"
+    "func f {kind=step, arena=0} {\n"
     "  %0 = input @x : f32[2,4,8] {shard=[dp,-,-]}\n"
     "  %1 = global @w1 : f32[8,8]\n"
     "  %2 = matmul %0, %1 {ta=0, tb=1} : f32[2,4,8] {shard=[dp,-,-]}\n"

@@ -1,6 +1,6 @@
 /* train_config_test.c — rt_train_config_read, the load check of the values train_rank takes from
  * its plan: absent values take their defaults, and a zero interval, a word, an empty value or a
- * tp_rank outside the layout are refused, naming the value (not a SIGFPE or a wrong run later). */
+ * degree below 1 are refused, naming the value (not a SIGFPE or a wrong run later). */
 #include "runtime/train_config.h"
 
 #include <stdio.h>
@@ -17,7 +17,7 @@ static bool read_with(const char *key, const char *value, rt_train_config *c, ch
         {"data_parallel_size", "1"}, {"tensor_model_parallel_size", "1"}, {"train_iters", "10"},
         {"lr_warmup_iters", "2"}, {"seed", "1234"}, {"num_params", "118592"}, {"num_layers", "2"},
         {"hidden_size", "64"}, {"lr_decay_iters", "0"}, {"lr_wsd_decay_iters", "0"}, {"eval_interval", "1000"},
-        {"eval_iters", "100"}, {"log_interval", "1"}, {"num_position_params", "2048"}, {"tp_rank", "0"},
+        {"eval_iters", "100"}, {"log_interval", "1"}, {"num_position_params", "2048"},
     };
     for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
         ir_config_set(m, base[i][0], base[i][1]);
@@ -54,7 +54,6 @@ int main(void)
         {"eval_iters", "-1", "eval_iters -1 is out of range: give an integer in 0..2147483647"},
         {"data_parallel_size", "0", "data_parallel_size 0 is out of range"},
         {"tensor_model_parallel_size", "0", "tensor_model_parallel_size 0 is out of range"},
-        {"tp_rank", "1", "tp_rank 1 is out of range: give an integer in 0..0"},
         {"lr_warmup_iters", "-2", "lr_warmup_iters -2 is out of range"},
         {"seed", "99999999999999999999", "seed 99999999999999999999 is out of range"},
     };

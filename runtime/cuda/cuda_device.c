@@ -151,10 +151,7 @@ static void print_most_waited(const ir_module *m, const profile *pr, double per)
 static void profile_print(const ir_module *m, const profile *pr)
 {
     double by_op[IR_NUM_OPS] = {0}, total = 0;
-    int n = pr->offset[m->nfuncs], steps = 0;
-    for (int f = 0; f < m->nfuncs; f++)
-        if (!strcmp(m->funcs[f]->name, "micro_step"))
-            steps = pr->counted[f];
+    int n = pr->offset[m->nfuncs], step = ir_func_of_kind(m, IR_FUNC_STEP), steps = step >= 0 ? pr->counted[step] : 0;
     double per = steps > 0 ? 1.0 / steps : 1.0;
     for (int f = 0; f < m->nfuncs; f++)
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {

@@ -1,0 +1,67 @@
+/* target.c — the known targets (target.h): what a pass may ask of the machine. */
+#include "target.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* An H200 SXM's costs, which the CPU backend plans with too (below). gemm_bf16_flops and
+ * link_bytes_per_s are bench/overlap_bench.c's: bf16 GEMMs of a step's shapes beside a
+ * collective, and NVLink's all-gather each way (NVLink's 450 GB/s each way on paper). */
+#define H200_COSTS .peak_bf16_flops = 989e12, .peak_fp8_flops = 1979e12, .gemm_bf16_flops = 850e12, \
+                   .link_bytes_per_s = 250e9
+
+static const mcc_target targets[] = {
+    {.name = "h200", .backend = "cuda", H200_COSTS, .memory_bytes = 143771ll << 20 /* as CUDA reports it */,
+     .sms = 132, .copy_engine_collectives = true},
+    /* H100 PCIe without an NVLink bridge: the datasheet's figures, PCIe Gen5 x16 each way; its
+     * GEMMs assumed at the H200's fraction of peak. Not measured here; the copy lane not assumed. */
+    {.name = "h100-pcie", .backend = "cuda", .peak_bf16_flops = 756e12, .peak_fp8_flops = 1513e12,
+     .gemm_bf16_flops = 650e12, .link_bytes_per_s = 64e9, .memory_bytes = 81559ll << 20, .sms = 114,
+     .copy_engine_collectives = false},
+    /* The CPU backend is the fp32 oracle of the GPU's plans: every parallel layout is proven equal
+     * to the single rank on CPU ranks, so its plans take the H200's costs and schedule as the
+     * GPU's do. Its memory is the host's (not checked); MPI has no copy lane. */
+    {.name = "cpu", .backend = "cpu", H200_COSTS, .memory_bytes = 0, .sms = 0, .copy_engine_collectives = false},
+};
+enum { NTARGETS = sizeof targets / sizeof targets[0] };
+
+/* --target cuda is the CUDA backend's default GPU. */
+static const struct {
+    const char *alias, *name;
+} aliases[] = {{"cuda", "h200"}};
+
+const mcc_target *mcc_target_by_name(const char *name)
+{
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (!strcmp(name, aliases[i].alias))
+            name = aliases[i].name;
+    for (int i = 0; i < NTARGETS; i++)
+        if (!strcmp(name, targets[i].name))
+            return &targets[i];
+    return NULL;
+}
+
+const char *mcc_target_names(void) { return "h200|h100-pcie|cpu|cuda (= h200)"; }
+
+double mcc_target_macs_per_wire_byte(const mcc_target *t) { return t->gemm_bf16_flops / 2 / t->link_bytes_per_s; }
+
+bool mcc_target_parse_lanes(const mcc_target *t, const char *text, bool *side, bool *copy, char *err, size_t errlen)
+{
+    const char *choices[] = {"none", "side", "copy", "side,copy"}; /* bit 0: side, bit 1: copy */
+    int pick = t->copy_engine_collectives ? 2 : 0;
+    if (text) {
+        for (pick = 0; pick < 4 && strcmp(text, choices[pick]) != 0; pick++)
+            ;
+        if (pick == 4) {
+            snprintf(err, errlen, "--comm-lanes %s: choose copy, side, side,copy or none", text);
+            return false;
+        }
+    }
+    *side = pick & 1, *copy = pick & 2;
+    if (*copy && !t->copy_engine_collectives) {
+        snprintf(err, errlen, "--comm-lanes %s: the %s target's copy engines do not serve collectives; give "
+                              "--comm-lanes side or none", text, t->name);
+        return false;
+    }
+    return true;
+}

@@ -1,0 +1,45 @@
+/* target.h — the machine a plan is compiled for, as the passes see it: one description per known
+ * target (target.c's table), chosen by `--target`, and handed to every pass in its options
+ * (passes.h: mcc_pass_options), as XLA hands a pass its options. It lives beside the passes, its
+ * readers: ir/ knows no device, and the runtime reads only what a pass or `mcc compile` wrote into
+ * the plan (its lanes, its exchange buffers), never the description, so a plan runs as it was
+ * predicted wherever it runs. */
+#ifndef MCC_TARGET_H
+#define MCC_TARGET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    const char *name;              /* "h200": what --target takes (besides the aliases of target.c) */
+    const char *backend;           /* "cuda" or "cpu": the codegen and runtime (config key `target`) */
+    double peak_bf16_flops;        /* dense bf16 FLOP/s of one device, the datasheet's */
+    double peak_fp8_flops;         /* dense fp8 FLOP/s */
+    double gemm_bf16_flops;        /* what bf16 GEMMs of a transformer's shapes reach, measured: the
+                                      cost of the work that hides a collective (comm_overlap) */
+    double link_bytes_per_s;       /* intra-node link: the bytes per second an all-gather moves each
+                                      way per rank, measured (bench/overlap_bench.c) */
+    int64_t memory_bytes;          /* device memory as the device reports it: what a plan must fit
+                                      in, with the runtime's overhead (0: not checked) */
+    int sms;                       /* streaming multiprocessors (0: not a GPU) */
+    bool copy_engine_collectives;  /* a group's copy engines can move its collectives' buffers (an
+                                      NCCL window): `--comm-lanes copy`, and its exchange buffers */
+} mcc_target;
+
+/* The description --target NAME names (NULL: none; mcc_target_names lists them). */
+const mcc_target *mcc_target_by_name(const char *name);
+/* "h200|h100-pcie|cpu|cuda": what --target takes, for usage lines and errors. */
+const char *mcc_target_names(void);
+
+/* GEMM multiply-adds that take as long as one byte takes over the link: the work that hides a
+ * collective's byte beside it (comm_overlap). A multiply-add is two FLOPs. */
+double mcc_target_macs_per_wire_byte(const mcc_target *t);
+
+/* The lanes `--comm-lanes TEXT` asks for (copy|side|side,copy|none; NULL: the target's default,
+ * the copy engines where they serve collectives, else none): which communicators carry a group's
+ * collectives beside computation (config keys comm_side_lane, comm_copy_lane). False with the
+ * flag, the reason and the fix in err for another text, or copy on a target without copy engines. */
+bool mcc_target_parse_lanes(const mcc_target *t, const char *text, bool *side, bool *copy, char *err, size_t errlen);
+
+#endif
