@@ -256,7 +256,8 @@ static void resolve_for_rank(ir_module *m, long long rank)
     int coord[IR_NUM_AXES];
     if (rank < 0)
         return;
-    ir_mesh_coords(m, rank, coord);
+    ir_mesh mesh = ir_module_mesh(m);
+    ir_mesh_coords(&mesh, rank, coord);
     ir_resolve_ranks(m, coord);
 }
 

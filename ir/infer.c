@@ -480,19 +480,12 @@ static ir_axis need_axis(const ir_instr *in, char *err, size_t len)
     int axis = (int)in->attr[0];
     if (axis > IR_AXIS_NONE && axis < IR_NUM_AXES)
         return (ir_axis)axis;
-    fail(err, len, "%s needs a mesh axis (1 dp .. %d ep), got %g", ir_ops[in->op].name, IR_NUM_AXES - 1, in->attr[0]);
+    fail(err, len, "%s needs a mesh axis (1 dp .. %d edp), got %g", ir_ops[in->op].name, IR_NUM_AXES - 1, in->attr[0]);
     return IR_AXIS_NONE;
 }
 
 /* Ranks along a mesh axis: the layout is compiled into the module's config. */
-static int64_t axis_ranks(const ir_module *m, ir_axis axis)
-{
-    static const ir_cfg keys[IR_NUM_AXES] = {
-        [IR_AXIS_NONE] = IR_CFG_COUNT, [IR_AXIS_DP] = IR_CFG_DATA_PARALLEL_SIZE,
-        [IR_AXIS_PP] = IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE, [IR_AXIS_TP] = IR_CFG_TENSOR_MODEL_PARALLEL_SIZE,
-        [IR_AXIS_CP] = IR_CFG_CONTEXT_PARALLEL_SIZE, [IR_AXIS_EP] = IR_CFG_EXPERT_MODEL_PARALLEL_SIZE};
-    return keys[axis] != IR_CFG_COUNT ? ir_cfg_int(m, keys[axis]) : 1;
-}
+static int64_t axis_ranks(const ir_module *m, ir_axis axis) { return ir_module_mesh(m).degree[axis]; }
 
 /* An in-place collective on one tensor over a named mesh axis. */
 bool ir_infer_collective(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
@@ -520,7 +513,7 @@ bool ir_infer_shard(const ir_module *m, const ir_instr *in, const ir_type *a, ir
                     ir_ops[in->op].name, ir_axis_name(axis), tstr(&a[0]), (long long)numel, (long long)n);
     int64_t block = numel / n;
     r[0] = ir_tensor(a[0].dtype, 1, &block);
-    r[0].shard[0] = (uint8_t)axis;
+    ir_shard_push(&r[0], 0, axis);
     return true;
 }
 
@@ -568,7 +561,7 @@ bool ir_infer_seq_scatter(const ir_module *m, const ir_instr *in, const ir_type 
                     tstr(&a[0]), (long long)n);
     r[0] = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
     r[0].dims[dim] /= n;
-    r[0].shard[dim] = (uint8_t)in->attr[0];
+    ir_shard_push(&r[0], dim, (ir_axis)in->attr[0]);
     return true;
 }
 
@@ -620,7 +613,7 @@ bool ir_infer_matmul_scatter(const ir_module *m, const ir_instr *in, const ir_ty
     r[0] = ir_tensor(y.dtype, y.ndim + 1, dims);
     r[1] = y;
     r[1].dims[dim] /= n;
-    r[1].shard[dim] = (uint8_t)in->attr[0];
+    ir_shard_push(&r[1], dim, (ir_axis)in->attr[0]);
     return true;
 }
 
@@ -647,7 +640,7 @@ bool ir_infer_gather(const ir_module *m, const ir_instr *in, const ir_type *a, i
     ir_axis axis = need_axis(in, err, len);
     if (axis == IR_AXIS_NONE || !need_float(&a[0], "gathered operand", err, len))
         return false;
-    if (a[0].ndim != 1 || a[0].shard[0] != axis)
+    if (a[0].ndim != 1 || !ir_shard_splits(&a[0], 0, axis))
         return fail(err, len, "all_gather over %s wants a 1-D block {shard=[%s]}, got %s", ir_axis_name(axis),
                     ir_axis_name(axis), tstr(&a[0]));
     int64_t full = a[0].dims[0] * axis_ranks(m, axis);

@@ -8,22 +8,22 @@
 
 /* --- op table ------------------------------------------------------------------------- */
 
-#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad) \
+#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad, shard) \
     bool infer(const ir_module *, const ir_instr *, const ir_type *, ir_type *, char *, size_t);
 #include "ops.def"
 #undef X
-#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad) void grad(struct ir_grad_ctx *, const ir_func *, const ir_instr *);
+#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad, shard) void grad(struct ir_grad_ctx *, const ir_func *, const ir_instr *);
 #include "ops.def"
 #undef X
 
 static const char *const op_attr_specs[IR_NUM_OPS] = {
-#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad) [IR_OP_##id] = attrs,
+#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad, shard) [IR_OP_##id] = attrs,
 #include "ops.def"
 #undef X
 };
 
 ir_op_info ir_ops[IR_NUM_OPS] = {
-#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad) [IR_OP_##id] = {text, nargs, nres, inplace, flags, {0}, 0, infer, grad},
+#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad, shard) [IR_OP_##id] = {text, nargs, nres, inplace, flags, {0}, 0, infer, grad, IR_SHARD_##shard},
 #include "ops.def"
 #undef X
 };
@@ -69,7 +69,7 @@ int ir_attr_index(ir_op op, const char *name)
 
 static const char *const dtype_names[IR_NUM_DTYPES] = {"f32", "bf16", "f16", "fp8e4m3", "fp8e5m2", "i32", "i64"};
 static const size_t dtype_sizes[IR_NUM_DTYPES] = {4, 2, 2, 1, 1, 4, 8};
-static const char *const axis_names[IR_NUM_AXES] = {"-", "dp", "pp", "tp", "cp", "ep"};
+static const char *const axis_names[IR_NUM_AXES] = {"-", "dp", "pp", "tp", "cp", "ep", "edp"};
 
 const char *ir_dtype_name(ir_dtype t) { return dtype_names[t]; }
 size_t ir_dtype_size(ir_dtype t) { return dtype_sizes[t]; }
@@ -110,24 +110,96 @@ bool ir_type_eq(const ir_type *a, const ir_type *b)
     if (a->dtype != b->dtype || a->ndim != b->ndim || a->partial != b->partial)
         return false;
     for (int i = 0; i < a->ndim; i++)
-        if (a->dims[i] != b->dims[i] || a->shard[i] != b->shard[i])
+        if (a->dims[i] != b->dims[i] || a->shard_pack[i] != b->shard_pack[i])
             return false;
     return true;
+}
+
+/* shard_pack: axis k of a dimension (outer first) in bits 3k..3k+2, 0 after the last. */
+enum { SHARD_BITS = 3, SHARD_MASK = (1 << SHARD_BITS) - 1 };
+_Static_assert(IR_NUM_AXES <= 1 << SHARD_BITS, "an ir_axis fits a shard_pack field");
+_Static_assert(IR_MAX_SHARD_AXES * SHARD_BITS <= 16, "a dimension's axes fit shard_pack");
+
+int ir_shard_axes(const ir_type *t, int dim, ir_axis out[IR_MAX_SHARD_AXES])
+{
+    int n = 0;
+    for (unsigned pack = t->shard_pack[dim]; pack && n < IR_MAX_SHARD_AXES; pack >>= SHARD_BITS)
+        out[n++] = (ir_axis)(pack & SHARD_MASK);
+    return n;
+}
+
+bool ir_shard_splits(const ir_type *t, int dim, ir_axis axis)
+{
+    ir_axis axes[IR_MAX_SHARD_AXES];
+    int n = ir_shard_axes(t, dim, axes);
+    for (int k = 0; k < n; k++)
+        if (axes[k] == axis)
+            return true;
+    return false;
+}
+
+int ir_shard_dim(const ir_type *t, ir_axis axis)
+{
+    for (int d = 0; d < t->ndim; d++)
+        if (ir_shard_splits(t, d, axis))
+            return d;
+    return -1;
+}
+
+bool ir_shard_any(const ir_type *t)
+{
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shard_pack[d])
+            return true;
+    return false;
+}
+
+bool ir_shard_push(ir_type *t, int dim, ir_axis axis)
+{
+    ir_axis axes[IR_MAX_SHARD_AXES];
+    int n = ir_shard_axes(t, dim, axes);
+    if (n == IR_MAX_SHARD_AXES || axis == IR_AXIS_NONE || ir_shard_dim(t, axis) >= 0)
+        return false;
+    t->shard_pack[dim] |= (uint16_t)(axis << (SHARD_BITS * n));
+    return true;
+}
+
+void ir_shard_drop(ir_type *t, ir_axis axis)
+{
+    for (int d = 0; d < t->ndim; d++) {
+        ir_axis axes[IR_MAX_SHARD_AXES];
+        int n = ir_shard_axes(t, d, axes);
+        t->shard_pack[d] = 0;
+        for (int k = 0, kept = 0; k < n; k++)
+            if (axes[k] != axis)
+                t->shard_pack[d] |= (uint16_t)(axes[k] << (SHARD_BITS * kept++));
+    }
+}
+
+void ir_shard_clear(ir_type *t) { memset(t->shard_pack, 0, sizeof t->shard_pack); }
+
+/* A dimension's axes as the text form writes them: `-` (whole), `tp`, `cp.tp` (outer first). */
+static int shard_str(const ir_type *t, int dim, char *buf, size_t len)
+{
+    ir_axis axes[IR_MAX_SHARD_AXES];
+    int k = ir_shard_axes(t, dim, axes), n = k ? 0 : snprintf(buf, len, "-");
+    for (int i = 0; i < k; i++)
+        n += snprintf(buf + n, n < (int)len ? len - n : 0, "%s%s", i ? "." : "", ir_axis_name(axes[i]));
+    return n;
 }
 
 int ir_type_str(const ir_type *t, char *buf, size_t len)
 {
     int n = snprintf(buf, len, "%s[", ir_dtype_name(t->dtype));
-    bool sharded = false;
-    for (int i = 0; i < t->ndim; i++) {
+    for (int i = 0; i < t->ndim; i++)
         n += snprintf(buf + n, n < (int)len ? len - n : 0, "%s%lld", i ? "," : "", (long long)t->dims[i]);
-        sharded |= t->shard[i] != IR_AXIS_NONE;
-    }
     n += snprintf(buf + n, n < (int)len ? len - n : 0, "]");
-    if (sharded) {
+    if (ir_shard_any(t)) {
         n += snprintf(buf + n, n < (int)len ? len - n : 0, " {shard=[");
-        for (int i = 0; i < t->ndim; i++)
-            n += snprintf(buf + n, n < (int)len ? len - n : 0, "%s%s", i ? "," : "", ir_axis_name(t->shard[i]));
+        for (int i = 0; i < t->ndim; i++) {
+            n += snprintf(buf + n, n < (int)len ? len - n : 0, "%s", i ? "," : "");
+            n += shard_str(t, i, buf + n, n < (int)len ? len - n : 0);
+        }
         n += snprintf(buf + n, n < (int)len ? len - n : 0, "]}");
     }
     for (int a = 1; a < IR_NUM_AXES; a++)
@@ -217,7 +289,7 @@ void ir_map_results(ir_func *dst, const ir_func *src, const ir_instr *in, int r,
         ir_type *t = &dst->vals[r + k].type;
         const ir_type *s = &src->vals[in->res[k]].type;
         for (int d = 0; d < t->ndim && d < s->ndim; d++)
-            t->shard[d] = s->shard[d];
+            t->shard_pack[d] = s->shard_pack[d];
         t->partial = s->partial;
     }
 }
@@ -312,15 +384,6 @@ void ir_set_per_rank(ir_func *f, int v, int k, double base, double step, ir_axis
     in->per_rank[k] = (ir_rank_term){(uint8_t)axis, step};
 }
 
-void ir_mesh_coords(const ir_module *m, long long world_rank, int coord[IR_NUM_AXES])
-{
-    long long tp = ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE);
-    for (int a = 0; a < IR_NUM_AXES; a++)
-        coord[a] = 0;
-    coord[IR_AXIS_TP] = (int)(world_rank % tp);
-    coord[IR_AXIS_DP] = (int)(world_rank / tp);
-}
-
 void ir_resolve_ranks(ir_module *m, const int coord[IR_NUM_AXES])
 {
     for (int f = 0; f < m->nfuncs; f++)
@@ -412,10 +475,8 @@ int ir_global_find(const ir_module *m, const char *name)
 
 void ir_axis_degrees(const ir_module *m, int degree[IR_NUM_AXES])
 {
-    for (int a = 0; a < IR_NUM_AXES; a++)
-        degree[a] = 1;
-    degree[IR_AXIS_TP] = (int)ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE);
-    degree[IR_AXIS_DP] = (int)ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE);
+    ir_mesh mesh = ir_module_mesh(m);
+    memcpy(degree, mesh.degree, sizeof mesh.degree);
 }
 
 const ir_split *ir_layout_split(const ir_layout *l, ir_axis axis)
@@ -441,9 +502,11 @@ void ir_layout_add(ir_layout *l, ir_axis axis, ir_split_kind kind, int dim)
 ir_layout ir_layout_of_type(const ir_type *t)
 {
     ir_layout l = {0};
-    for (int d = 0; d < t->ndim; d++)
-        if (t->shard[d] != IR_AXIS_NONE)
-            ir_layout_add(&l, (ir_axis)t->shard[d], IR_SPLIT_DIM, d);
+    for (int d = 0; d < t->ndim; d++) {
+        ir_axis axes[IR_MAX_SHARD_AXES];
+        for (int k = 0, n = ir_shard_axes(t, d, axes); k < n; k++) /* outer to inner */
+            ir_layout_add(&l, axes[k], IR_SPLIT_DIM, d);
+    }
     return l;
 }
 
@@ -452,7 +515,7 @@ ir_type ir_layout_whole(const ir_layout *l, ir_type t, const int degree[IR_NUM_A
     for (int k = 0; k < l->nsplits; k++)
         if (l->splits[k].kind == IR_SPLIT_DIM)
             t.dims[l->splits[k].dim] *= degree[l->splits[k].axis];
-    memset(t.shard, 0, sizeof t.shard);
+    ir_shard_clear(&t);
     t.partial = 0;
     return t;
 }

@@ -18,20 +18,24 @@
 
 typedef enum { IR_F32, IR_BF16, IR_F16, IR_FP8E4M3, IR_FP8E5M2, IR_I32, IR_I64, IR_NUM_DTYPES } ir_dtype;
 
-/* Named mesh axes. A dimension's sharding is the axis it is split over (IR_AXIS_NONE:
- * replicated); `partial` is a bitmask of axes over which the value is a pending sum. */
-typedef enum { IR_AXIS_NONE, IR_AXIS_DP, IR_AXIS_PP, IR_AXIS_TP, IR_AXIS_CP, IR_AXIS_EP, IR_NUM_AXES } ir_axis;
+/* The mesh axes, the one enum of them (the IR's, the runtime's groups: ir_mesh below): data,
+ * pipeline, tensor, context, expert and expert-data parallel. A dimension may be split over an
+ * ordered list of axes, outer to inner (the sequence over cp, then tp, under context and
+ * sequence parallelism); `partial` is a bitmask of axes over which the value is a pending sum. */
+typedef enum { IR_AXIS_NONE, IR_AXIS_DP, IR_AXIS_PP, IR_AXIS_TP, IR_AXIS_CP, IR_AXIS_EP, IR_AXIS_EDP, IR_NUM_AXES } ir_axis;
+#define IR_MAX_SHARD_AXES 3         /* axes one dimension may be split over */
 
 typedef struct {
     ir_dtype dtype;
     int ndim;                       /* 0 = scalar */
     int64_t dims[IR_MAX_DIMS];
-    uint8_t shard[IR_MAX_DIMS];     /* ir_axis per dimension */
+    uint16_t shard_pack[IR_MAX_DIMS]; /* per dimension its axes, 3 bits each, outer first: read
+                                         and write it through ir_shard_* only */
     uint8_t partial;                /* bitmask of (1 << ir_axis) */
 } ir_type;
 
 typedef enum {
-#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad) IR_OP_##id,
+#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad, shard) IR_OP_##id,
 #include "ops.def"
 #undef X
     IR_NUM_OPS
@@ -208,6 +212,35 @@ enum {
     IR_OPF_RECOMPUTE_SELECTIVE = 1 << 9,  /* recompute_granularity selective recomputes it too */
 };
 
+/* Sharding rules, ops.def's shard column: which rule of the shard pass propagates an op's
+ * placements over a mesh axis (passes/shard.c's table, indexed by kind: the rules are pass code,
+ * which the IR library does not link). NEVER: the op never reaches the shard pass, which makes
+ * it itself (collectives, the vocab-parallel cross entropy) or a later pass does (fusion, the
+ * optimizer); tests/shard_rules_test.c checks every other kind has its rule. */
+typedef enum {
+    IR_SHARD_NEVER,
+    IR_SHARD_SOURCE,                /* input, fill: replicated */
+    IR_SHARD_GLOBAL,                /* a global: the placement its type records */
+    IR_SHARD_OUTPUT,                /* complete, every token */
+    IR_SHARD_STORE,                 /* accumulate, copy: into a global placed alike */
+    IR_SHARD_LINEAR,                /* add, scale: operands placed alike; partial sums stay partial */
+    IR_SHARD_ELEMENTWISE,           /* complete operands placed alike */
+    IR_SHARD_BIAS_ADD,
+    IR_SHARD_RESHAPE,
+    IR_SHARD_ROWS,
+    IR_SHARD_CONCAT_ROWS,
+    IR_SHARD_MATMUL,
+    IR_SHARD_SUM_ROWS,
+    IR_SHARD_EMBEDDING,
+    IR_SHARD_EMBEDDING_GRAD,
+    IR_SHARD_STREAM,                /* norms, the position add: token by token on the residual stream */
+    IR_SHARD_DROPOUT,
+    IR_SHARD_ATTENTION,
+    IR_SHARD_CROSS_ENTROPY,
+    IR_SHARD_CROSS_ENTROPY_GRAD,
+    IR_NUM_SHARD_RULES
+} ir_shard_rule;
+
 typedef struct {
     const char *name;
     int nargs, nres;
@@ -217,6 +250,7 @@ typedef struct {
     int nattrs;
     ir_infer_fn infer;
     ir_grad_fn grad;
+    ir_shard_rule shard;
 } ir_op_info;
 
 extern ir_op_info ir_ops[IR_NUM_OPS]; /* attr_names filled by ir_ops_init() */
@@ -238,7 +272,18 @@ ir_type ir_scalar(ir_dtype dt);
 int64_t ir_numel(const ir_type *t);
 size_t ir_bytes(const ir_type *t);
 bool ir_type_eq(const ir_type *a, const ir_type *b);
-int ir_type_str(const ir_type *t, char *buf, size_t len); /* f32[4,64] {shard=[dp,-]} */
+int ir_type_str(const ir_type *t, char *buf, size_t len); /* f32[4,64] {shard=[dp,-]}, f32[4,64] {shard=[cp.tp,-]} */
+/* A dimension's split: the mesh axes it is split over, outer to inner (rank i of the outer
+ * axis holds block i, which the inner axis splits again). The representation is ir.c's. */
+int ir_shard_axes(const ir_type *t, int dim, ir_axis out[IR_MAX_SHARD_AXES]); /* how many; 0: whole */
+bool ir_shard_splits(const ir_type *t, int dim, ir_axis axis); /* whether dim is split over axis */
+int ir_shard_dim(const ir_type *t, ir_axis axis); /* the dimension split over axis, or -1 */
+bool ir_shard_any(const ir_type *t);              /* whether any dimension is split */
+/* Splits dimension dim over axis too, inside its other axes. False (t unchanged) when dim has
+ * IR_MAX_SHARD_AXES already or axis already splits t (an axis splits a type at most once). */
+bool ir_shard_push(ir_type *t, int dim, ir_axis axis);
+void ir_shard_drop(ir_type *t, ir_axis axis);     /* t whole along axis; the other axes stay */
+void ir_shard_clear(ir_type *t);                  /* t whole along every axis (partial stays) */
 
 /* --- modules and functions --- */
 ir_module *ir_module_new(void);
@@ -311,9 +356,33 @@ double ir_work_macs(const ir_func *f, const ir_instr *in);
 /* Makes attribute k of the instruction defining value v `base + step * coordinate(axis)`: what a
  * rank-dependent attribute (a shard's offset) is in a plan that serves every rank of a stage. */
 void ir_set_per_rank(ir_func *f, int v, int k, double base, double step, ir_axis axis);
-/* This world rank's coordinate along each mesh axis of m's layout (config degrees), in Megatron's
- * order: tp fastest, then dp. */
-void ir_mesh_coords(const ir_module *m, long long world_rank, int coord[IR_NUM_AXES]);
+/* --- the mesh (mesh.c): degrees, Megatron's rank order, groups ---
+ * Megatron's order "tp-cp-ep-dp-pp", tp fastest and pp slowest:
+ *   world_rank = tp_i + tp * (cp_i + cp * (dp_i + dp * pp_i))
+ * so a tensor-parallel group is tp adjacent ranks (one node's NVLink), and pipeline stages are
+ * the slowest-moving index. Expert layers view the same ranks as tp x ep x edp x pp: the cp x dp
+ * ranks of one (tp_i, pp_i) are renumbered j = cp_i + cp * dp_i and split into ep adjacent ranks
+ * (ep_i = j % ep, edp_i = j / ep), which is Megatron's MoE folding with expert tp = tp.
+ * Example, 16 ranks, tp 2, pp 4, dp 2: tp groups {0,1} {2,3} ...; dp groups {0,2} {1,3} {4,6}
+ * ...; pp groups {0,4,8,12} {1,5,9,13} .... */
+typedef struct {
+    int degree[IR_NUM_AXES];        /* ranks along each axis; [IR_AXIS_NONE] 1, [IR_AXIS_EDP] cp*dp/ep */
+} ir_mesh;
+/* The mesh of these degrees, edp derived (0 when ep does not divide cp*dp: ir_mesh_check says so). */
+ir_mesh ir_mesh_of(int tp, int cp, int dp, int pp, int ep);
+ir_mesh ir_module_mesh(const ir_module *m); /* the degrees m's config compiles in */
+/* False with err naming the flag when a degree is < 1, world_size != tp*cp*dp*pp, or ep does
+ * not divide cp*dp. */
+bool ir_mesh_check(const ir_mesh *mesh, int world_size, char *err, size_t errlen);
+/* The world rank's coordinate along each mesh axis ([IR_AXIS_NONE] 0). */
+void ir_mesh_coords(const ir_mesh *mesh, long long world_rank, int coord[IR_NUM_AXES]);
+/* The group of world_rank along the axes of `axes` (a bitmask of (1 << ir_axis), e.g. dp and cp
+ * for the dense gradients' dp x cp group): the ranks that differ from it only there, ascending,
+ * into ranks[max_ranks]. Returns how many, or 0 when the axes mix the dense view (cp, dp) with
+ * the expert layers' (ep, edp). */
+int ir_mesh_group(const ir_mesh *mesh, unsigned axes, long long world_rank, int *ranks, int max_ranks);
+/* The group's name: its axes' names joined by '_' in ir_axis order ("tp", "dp_cp"). */
+void ir_mesh_group_name(unsigned axes, char *buf, size_t len);
 /* Resolves every attribute's rank term for the rank at `coord`: the plan that rank runs. */
 void ir_resolve_ranks(ir_module *m, const int coord[IR_NUM_AXES]);
 int ir_global_add(ir_module *m, const char *name, ir_type t, ir_global_kind kind, ir_init init, double std, bool no_decay);
@@ -327,8 +396,7 @@ int ir_global_companion(const ir_module *m, int param, ir_global_kind kind);
 static inline int ir_global_param(const ir_module *m, int g) { return m->globals[g].owner >= 0 ? m->globals[g].owner : g; }
 
 /* --- layout records --- */
-/* The number of ranks along each mesh axis (config tensor_model_parallel_size, data_parallel_size;
- * the others 1). */
+/* The number of ranks along each mesh axis: ir_module_mesh's degrees. */
 void ir_axis_degrees(const ir_module *m, int degree[IR_NUM_AXES]);
 /* The split over `axis` in l, or NULL. */
 const ir_split *ir_layout_split(const ir_layout *l, ir_axis axis);

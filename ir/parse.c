@@ -400,12 +400,37 @@ static bool parse_axis(parser *p, int *axis)
     char name[8];
     if ((p->tok.kind != TK_IDENT && !is_punct(p, '-')) || !tok_cstr(p->tok, 0, name, sizeof name) ||
         (*axis = ir_axis_by_name(name)) < 0)
-        return bad_type(p, "a mesh axis (-, dp, pp, tp, cp, ep)");
+        return bad_type(p, "a mesh axis (-, dp, pp, tp, cp, ep, edp)");
     advance(p);
     return true;
 }
 
-/* ` {shard=[dp,-,tp]}`: one axis per dimension. */
+/* One dimension's split in a shard list: `-` (whole), or its axes outer to inner joined by dots,
+ * `cp.tp` (one identifier to the lexer, as a dotted name is). */
+static bool parse_dim_axes(parser *p, ir_type *t, int dim)
+{
+    if (is_punct(p, '-'))
+        return advance(p), true;
+    static const char wanted[] = "a mesh axis (-, dp, pp, tp, cp, ep, edp), or axes joined by dots (cp.tp)";
+    char text[32];
+    if (p->tok.kind != TK_IDENT || !tok_cstr(p->tok, 0, text, sizeof text))
+        return bad_type(p, wanted);
+    for (char *name = text, *dot; name; name = dot ? dot + 1 : NULL) {
+        if ((dot = strchr(name, '.')))
+            *dot = '\0';
+        int axis = ir_axis_by_name(name);
+        if (axis <= IR_AXIS_NONE)
+            return bad_type(p, wanted);
+        if (ir_shard_dim(t, (ir_axis)axis) >= 0)
+            return fail_at(p, p->tok, "bad type: shard names axis %s twice (an axis splits at most one dimension, once)", name);
+        if (!ir_shard_push(t, dim, (ir_axis)axis))
+            return fail_at(p, p->tok, "bad type: dimension %d is split over more than %d axes", dim, IR_MAX_SHARD_AXES);
+    }
+    advance(p);
+    return true;
+}
+
+/* ` {shard=[dp,-,cp.tp]}`: one entry per dimension. */
 static bool parse_shard(parser *p, ir_type *t)
 {
     advance(p); /* { */
@@ -414,12 +439,10 @@ static bool parse_shard(parser *p, ir_type *t)
         return false;
     int n = 0;
     do {
-        int axis = IR_AXIS_NONE;
         if (n == t->ndim)
             return fail_at(p, p->tok, "bad type: shard lists more axes than the %d dimensions", t->ndim);
-        if (!parse_axis(p, &axis))
+        if (!parse_dim_axes(p, t, n++))
             return false;
-        t->shard[n++] = (uint8_t)axis;
     } while (accept(p, ','));
     if (n != t->ndim)
         return fail_at(p, p->tok, "bad type: shard lists %d axes for %d dimensions", n, t->ndim);
@@ -668,7 +691,7 @@ static bool parse_rank_term(parser *p, token key, double *attr, ir_rank_term *t)
     char name[8], buf[64];
     int axis;
     if (p->tok.kind != TK_IDENT || !tok_cstr(p->tok, 0, name, sizeof name) || (axis = ir_axis_by_name(name)) <= 0)
-        return fail_at(p, key, "attribute %s: a rank term is NUMBER*AXIS with a mesh axis (dp, pp, tp, cp, ep), "
+        return fail_at(p, key, "attribute %s: a rank term is NUMBER*AXIS with a mesh axis (dp, pp, tp, cp, ep, edp), "
                                "e.g. %.*s=64*tp", describe(key, buf, sizeof buf), key.len, key.s);
     advance(p);
     *attr = with_base ? *attr : 0;

@@ -88,12 +88,22 @@ static const char *type_problem(const ir_type *t)
         if (t->dims[i] > MAX_NUMEL / n)
             return "more than 2^56 elements";
         n *= t->dims[i];
-        if (t->shard[i] >= IR_NUM_AXES)
-            return "an unknown shard axis";
     }
-    unsigned axes = ((1u << IR_NUM_AXES) - 1) & ~(1u << IR_AXIS_NONE);
+    unsigned axes = ((1u << IR_NUM_AXES) - 1) & ~(1u << IR_AXIS_NONE), split = 0;
     if (t->partial & ~axes)
         return "an unknown partial axis";
+    for (int i = 0; i < t->ndim; i++) {
+        ir_axis over[IR_MAX_SHARD_AXES];
+        for (int k = ir_shard_axes(t, i, over) - 1; k >= 0; k--) {
+            if (over[k] >= IR_NUM_AXES)
+                return "an unknown shard axis";
+            if (split & (1u << over[k]))
+                return "a mesh axis that splits it twice (an axis splits at most one dimension, once)";
+            split |= 1u << over[k];
+        }
+    }
+    if (split & t->partial)
+        return "a mesh axis it is both split over and partial over (a block of the whole is not a pending sum)";
     return NULL;
 }
 
@@ -176,7 +186,8 @@ static bool layout_problem(const ir_module *m, const ir_global *g, char *why, si
         int degree[IR_NUM_AXES];
         ir_axis_degrees(m, degree);
         int64_t part = ir_numel(base); /* the owner's type is its part after the dimension splits */
-        if (g->type.ndim != 1 || g->type.shard[0] != axis)
+        ir_axis axes[IR_MAX_SHARD_AXES];
+        if (g->type.ndim != 1 || ir_shard_axes(&g->type, 0, axes) != 1 || axes[0] != axis)
             return snprintf(why, len, "has layout=[%s] but is not a 1-D block {shard=[%s]}", text, ir_axis_name(axis)), true;
         if (part != g->type.dims[0] * degree[axis])
             return snprintf(why, len, "has layout=[%s]: %s's %d ranks hold %lld elements of @%s's %lld, which do not "
@@ -186,15 +197,22 @@ static bool layout_problem(const ir_module *m, const ir_global *g, char *why, si
     }
     if (g->type.ndim != base->ndim)
         return snprintf(why, len, "has %d dimensions but its parameter @%s has %d", g->type.ndim, o->name, base->ndim), true;
-    for (int d = 0; d < g->type.ndim; d++) {
-        int axis = IR_AXIS_NONE;
+    for (int d = 0; d < g->type.ndim; d++) { /* the axes splitting d, outer to inner, in both */
+        ir_axis typed[IR_MAX_SHARD_AXES];
+        int n = ir_shard_axes(&g->type, d, typed), same = 0, recorded = 0;
         for (int k = 0; k < l->nsplits; k++)
-            if (l->splits[k].dim == d)
-                axis = l->splits[k].axis;
-        if (g->type.shard[d] != axis)
+            if (l->splits[k].kind == IR_SPLIT_DIM && l->splits[k].dim == d) {
+                same += recorded < n && typed[recorded] == (ir_axis)l->splits[k].axis;
+                recorded++;
+            }
+        if (recorded != n || same != n) {
+            char axes[32] = "";
+            for (int k = 0; k < n; k++)
+                snprintf(axes + strlen(axes), sizeof axes - strlen(axes), "%s%s", k ? "." : "", ir_axis_name(typed[k]));
             return snprintf(why, len, "has layout=[%s] but its type splits dimension %d over %s: the layout record "
                             "and the type's {shard=[...]} say the same", text, d,
-                            ir_axis_name((ir_axis)g->type.shard[d])), true;
+                            n ? axes : ir_axis_name(IR_AXIS_NONE)), true;
+        }
     }
     return false;
 }
@@ -502,8 +520,8 @@ static bool verify_types(verifier *v, int i)
         /* Shapes and dtypes come from the op; the sharding annotations are the shard pass's
          * (infer does not propagate them), so they are not compared here. */
         ir_type rec = f->vals[in->res[r]].type, got_t = res[r];
-        memset(rec.shard, 0, sizeof rec.shard);
-        memset(got_t.shard, 0, sizeof got_t.shard);
+        ir_shard_clear(&rec);
+        ir_shard_clear(&got_t);
         rec.partial = got_t.partial = 0;
         if (!ir_type_eq(&rec, &got_t)) {
             char want[256], got[256];

@@ -29,6 +29,14 @@ bool pass_precision(ir_module *m, const mcc_pass_options *opts, char *err, size_
 bool pass_autodiff(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_recompute(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_shard(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
+/* The shard pass's propagation over one mesh axis of degree n, from the placements the globals'
+ * types record ({shard=[.., axis]}): rewrites every function into the local graph each rank
+ * along the axis runs, inserting the collectives over it. seq_dim >= 0: sequence parallelism
+ * over the axis splits the residual stream along that dimension (1 the sequence, 0 batch rows).
+ * pass_shard is this for tp, from Megatron's placements. */
+bool pass_shard_axis(ir_module *m, ir_axis axis, int n, int seq_dim, char *err, size_t errlen);
+/* Whether the shard pass has the rule of kind `kind` (ops.def's shard column). */
+bool pass_shard_has_rule(ir_shard_rule kind);
 bool pass_data_parallel(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_schedule(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);

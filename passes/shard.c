@@ -1,13 +1,19 @@
-/* shard.c — tensor parallelism (config tensor_model_parallel_size = tp > 1) in Megatron's layout,
- * by sharding propagation. Parameters are split as the model builder placed them (ir_global's
- * placement): column-parallel (q, k, v, mlp up/gate: output features split), row-parallel
- * (attention out, mlp down: input features split) and vocab-parallel (word embedding, output
- * head: vocabulary rows split); their layout records say so. The
- * pass then rewrites every function into the local graph every tp rank runs, carrying for
- * each value which dimension is split over tp and whether it is a partial sum, and inserts
- * `all_reduce {axis=tp}` where an op needs a complete value: after row-parallel matmuls, the
- * vocab-parallel lookup, and the column-parallel input gradients. Cross entropy over split
- * logits is lowered to the vocab-parallel form (row max and sums combined over tp).
+/* shard.c — sharding propagation over a mesh axis, and tensor parallelism (config
+ * tensor_model_parallel_size = tp > 1) in Megatron's layout as its run over tp.
+ * The engine (pass_shard_axis) knows no axis: its context carries the axis being split and its
+ * degree; the globals' types say which dimension of each parameter is split over it, and each
+ * op's rule (ops.def's shard column, the table `rules` below) places its results given its
+ * operands'. It rewrites every function into the local graph every rank along the axis runs,
+ * carrying for each value which dimension is split over the axis and whether it is a partial
+ * sum over it (splits over other axes, an earlier run's, stay), and inserts `all_reduce` over
+ * the axis where an op needs a complete value. A new axis brings its placements and, where an
+ * op splits differently along it, rules; not edits here.
+ * Tensor parallelism: parameters are split as the model builder placed them (ir_global's
+ * placement, shard_globals, which records the split in their layout records): column-parallel (q, k, v, mlp up/gate: output features split), row-parallel (attention out,
+ * mlp down: input features split) and vocab-parallel (word embedding, output head: vocabulary
+ * rows split); the all_reduces come after row-parallel matmuls, the vocab-parallel lookup, and
+ * the column-parallel input gradients. Cross entropy over split logits is lowered to the
+ * vocab-parallel form (row max and sums combined over the axis).
  * With sequence_parallel, the activations between the blocks (residual stream, norms, position
  * add) are split along the sequence instead of replicated: a partial sum headed there is
  * reduce-scattered rather than all-reduced, and a sequence slice entering a matmul (or anything
@@ -15,7 +21,7 @@
  * Dropout ops draw their masks by each element's index in the whole tensor, so where their
  * operand is split the pass records the rank's block in their attributes. Such offsets (and the
  * vocab-parallel and position offsets) are rank terms, `step*tp` (ir_rank_term): one plan
- * serves every tp rank, and each resolves them when it loads the plan.
+ * serves every rank along the axis, and each resolves them when it loads the plan.
  * Types in the result are local shapes with the split dimension annotated {shard=[.., tp]}. */
 #include "passes.h"
 
@@ -24,8 +30,8 @@
 #include <string.h>
 
 typedef struct {
-    int dim;                        /* the dimension split over tp, or -1 (replicated) */
-    bool partial;                   /* a pending sum over tp */
+    int dim;                        /* the dimension split over the context's axis, or -1 (whole) */
+    bool partial;                   /* a pending sum over the axis */
     bool seq;                       /* dim splits the residual stream's tokens (sequence parallelism:
                                        [B,T,...] along T, dim 1, or along B, dim 0) */
 } placement;
@@ -39,8 +45,9 @@ typedef struct {
     ir_module *m;
     const ir_func *src;
     ir_func *dst;
-    int tp;
-    bool sp;                        /* sequence parallelism */
+    ir_axis axis;                   /* the mesh axis this run splits values over */
+    int n;                          /* its degree */
+    bool sp;                        /* sequence parallelism over the axis */
     int sp_dim;                     /* the dimension it splits: 1 (the sequence) or 0 (batch rows) */
     int *map;                       /* source value -> new value */
     placement *at;                  /* per new value */
@@ -51,6 +58,7 @@ typedef struct {
     bool *complete_grad;            /* per global: a gradient some write completed before storing */
     lowered_ce *ces;
     int nces;
+    bool failed;                    /* place() could not record a split (err says why) */
     char *err;
     size_t errlen;
 } shard_ctx;
@@ -68,8 +76,8 @@ static int placement_dim(ir_placement place)
 
 static bool fail(shard_ctx *c, const char *what, const ir_instr *in)
 {
-    snprintf(c->err, c->errlen, "%s: %s (tensor parallelism of %s is not supported in this layout)", c->src->name,
-             what, ir_ops[in->op].name);
+    snprintf(c->err, c->errlen, "%s: %s (splitting %s over %s is not supported in this layout)", c->src->name, what,
+             ir_ops[in->op].name, ir_axis_name(c->axis));
     return false;
 }
 
@@ -89,14 +97,44 @@ static void grow(shard_ctx *c)
     c->cap = cap;
 }
 
-/* Marks value v's type with its placement (the shapes are already local). */
+/* Marks value v's type with its placement along the context's axis (the shapes are already
+ * local); its splits over other axes stay. */
 static void place(shard_ctx *c, int v, placement p)
 {
     ir_type *t = &c->dst->vals[v].type;
-    for (int i = 0; i < t->ndim; i++)
-        t->shard[i] = i == p.dim ? IR_AXIS_TP : IR_AXIS_NONE;
-    t->partial = p.partial ? 1u << IR_AXIS_TP : 0;
+    ir_shard_drop(t, c->axis);
+    if (p.dim >= 0 && !ir_shard_push(t, p.dim, c->axis) && !c->failed) {
+        snprintf(c->err, c->errlen, "%s: dimension %d of %%%d cannot be split over %s too (at most %d axes a dimension)",
+                 c->src->name, p.dim, v, ir_axis_name(c->axis), IR_MAX_SHARD_AXES);
+        c->failed = true;
+    }
+    unsigned bit = 1u << c->axis;
+    t->partial = (uint8_t)(p.partial ? t->partial | bit : t->partial & ~bit);
     c->at[v] = p;
+}
+
+/* Value v's type takes `from`'s splits and partial sums over the axes other than the context's
+ * (outer to its split along the context's axis): what an earlier run over another axis placed.
+ * A type that says them itself (a global's) keeps its own. */
+static void keep_other_axes(shard_ctx *c, int v, const ir_type *from)
+{
+    ir_type *t = &c->dst->vals[v].type, merged = *t, own = *t;
+    unsigned bit = 1u << c->axis;
+    ir_shard_drop(&own, c->axis);
+    if (t->ndim != from->ndim || ir_shard_any(&own) || (own.partial & ~bit))
+        return;
+    int dim = ir_shard_dim(t, c->axis);
+    ir_shard_clear(&merged);
+    for (int d = 0; d < from->ndim; d++) {
+        ir_axis axes[IR_MAX_SHARD_AXES];
+        for (int k = 0, n = ir_shard_axes(from, d, axes); k < n; k++)
+            if (axes[k] != c->axis)
+                ir_shard_push(&merged, d, axes[k]);
+    }
+    if (dim >= 0)
+        ir_shard_push(&merged, dim, c->axis);
+    merged.partial = (uint8_t)((from->partial & ~bit) | (t->partial & bit));
+    *t = merged;
 }
 
 static int emit(shard_ctx *c, ir_op op, const int *args, int nargs, const double *attrs, const char *sym,
@@ -109,58 +147,54 @@ static int emit(shard_ctx *c, ir_op op, const int *args, int nargs, const double
     return r;
 }
 
-/* v as a complete value: a partial sum is all-reduced over tp (once, however often it is used). */
+/* Collective `op` {axis = the context's, then attributes a1, a2} of value v, placed p, emitted once
+ * however often v is used (*memo[v] remembers it); its type keeps v's splits over other axes. */
+static int collective_once(shard_ctx *c, int **memo, ir_op op, int v, double a1, double a2, placement p)
+{
+    if ((*memo)[v] < 0) {
+        double attrs[3] = {c->axis, a1, a2};
+        int r = emit(c, op, &v, 1, attrs, NULL, NULL, p);
+        keep_other_axes(c, r, &c->dst->vals[v].type);
+        (*memo)[v] = r; /* after emit: it may move the memo */
+    }
+    return (*memo)[v];
+}
+
+/* v as a complete value: a partial sum is all-reduced over the axis. */
 static int complete(shard_ctx *c, int v)
 {
-    if (!c->at[v].partial)
-        return v;
-    if (c->reduced[v] < 0) {
-        double attrs[2] = {IR_AXIS_TP, 0};
-        int r = emit(c, IR_OP_ALL_REDUCE, &v, 1, attrs, NULL, NULL, (placement){c->at[v].dim, false, c->at[v].seq});
-        c->reduced[v] = r; /* after emit: it may move c->reduced */
-    }
-    return c->reduced[v];
+    placement whole = {c->at[v].dim, false, c->at[v].seq};
+    return c->at[v].partial ? collective_once(c, &c->reduced, IR_OP_ALL_REDUCE, v, 0 /* max */, 0, whole) : v;
 }
 
 static int last_dim_of(shard_ctx *c, int v) { return c->dst->vals[v].type.ndim - 1; }
 
-/* Attribute k of value v's instruction is this rank's offset: its tp coordinate times `block`. */
-static void tp_offset(shard_ctx *c, int v, int k, int64_t block) { ir_set_per_rank(c->dst, v, k, 0, (double)block, IR_AXIS_TP); }
+/* Attribute k of value v's instruction is this rank's offset: its coordinate along the axis times
+ * `block`. */
+static void rank_offset(shard_ctx *c, int v, int k, int64_t block) { ir_set_per_rank(c->dst, v, k, 0, (double)block, c->axis); }
 
 /* This rank's share of the residual stream's tokens: its slice of the sequence (dim 1), or with
  * sequence_parallel_split batch its batch rows (dim 0). */
 static placement seq_slice_at(const shard_ctx *c) { return (placement){c->sp_dim, false, true}; }
 
-/* v split along the sequence: a partial sum is reduce-scattered (once). */
+/* v split along the sequence: a partial sum is reduce-scattered (overlap: the comm_overlap pass's). */
 static int seq_slice(shard_ctx *c, int v)
 {
-    if (!c->at[v].partial)
-        return v;
-    if (c->scattered[v] < 0) {
-        double attrs[3] = {IR_AXIS_TP, 0, c->sp_dim == 0}; /* axis, overlap (the comm_overlap pass's), batch */
-        int r = emit(c, IR_OP_REDUCE_SCATTER_SEQ, &v, 1, attrs, NULL, NULL, seq_slice_at(c));
-        c->scattered[v] = r;
-    }
-    return c->scattered[v];
+    return c->at[v].partial ? collective_once(c, &c->scattered, IR_OP_REDUCE_SCATTER_SEQ, v, 0, c->sp_dim == 0, seq_slice_at(c))
+                            : v;
 }
 
-/* v with every token: a sequence slice is all-gathered (once), a partial sum all-reduced. */
+/* v with every token: a sequence slice is all-gathered, a partial sum all-reduced. */
 static int every_token(shard_ctx *c, int v)
 {
     v = complete(c, v);
-    if (!c->at[v].seq)
-        return v;
-    if (c->gathered[v] < 0) {
-        double attrs[3] = {IR_AXIS_TP, 0, c->sp_dim == 0}; /* axis, overlap (the comm_overlap pass's), batch */
-        int r = emit(c, IR_OP_ALL_GATHER_SEQ, &v, 1, attrs, NULL, NULL, (placement){-1, false, false});
-        c->gathered[v] = r;
-    }
-    return c->gathered[v];
+    placement whole = {-1, false, false};
+    return c->at[v].seq ? collective_once(c, &c->gathered, IR_OP_ALL_GATHER_SEQ, v, 0, c->sp_dim == 0, whole) : v;
 }
 
-/* A replicated parameter's gradient under sequence parallelism is a partial sum over tp (each
- * rank saw its slice of the tokens): it is stored as it is, the global marked {partial=tp}, and
- * data_parallel.c sums it over tp once per step, in f32 and with one collective for them all,
+/* A replicated parameter's gradient under sequence parallelism is a partial sum over the axis
+ * (each rank saw its slice of the tokens): it is stored as it is, the global marked {partial=tp},
+ * and data_parallel.c sums it over the axis once per step, in f32 and with one collective for them all,
  * instead of an all-reduce per layer on the critical path (Megatron reduces its layer-norm
  * gradients the same way). A gradient also written complete is completed at every write. */
 static int store_partial_grad(shard_ctx *c, const ir_instr *in, const int *args)
@@ -176,7 +210,7 @@ static int store_partial_grad(shard_ctx *c, const ir_instr *in, const int *args)
         c->complete_grad[g] = true;
         return 0;
     }
-    t->partial |= 1u << IR_AXIS_TP;
+    t->partial |= (uint8_t)(1u << c->axis);
     emit(c, in->op, args, 2, NULL, NULL, NULL, (placement){-1, false, false});
     return 1;
 }
@@ -255,16 +289,16 @@ static bool rule_matmul(shard_ctx *c, const ir_instr *in, int *args, int *res)
 }
 
 /* Cross entropy over logits split along the vocabulary: the row max and (sum of exp, target
- * logit) are combined over tp, so no rank ever holds the whole row. */
+ * logit) are combined over the axis, so no rank ever holds the whole row. */
 static int lower_cross_entropy(shard_ctx *c, const ir_instr *in, int logits, int targets)
 {
     placement rows = {-1, false, false};
-    double max_attrs[2] = {IR_AXIS_TP, 1}, sum_attrs[2] = {IR_AXIS_TP, 0};
+    double max_attrs[2] = {c->axis, 1}, sum_attrs[2] = {c->axis, 0};
     int mx = emit(c, IR_OP_CE_ROW_MAX, &logits, 1, NULL, NULL, NULL, rows);
     int gmax = emit(c, IR_OP_ALL_REDUCE, &mx, 1, max_attrs, NULL, NULL, rows);
     int st_args[3] = {logits, targets, gmax};
     int st = emit(c, IR_OP_CE_ROW_STATS, st_args, 3, NULL, NULL, NULL, rows);
-    tp_offset(c, st, 0, c->dst->vals[logits].type.dims[last_dim_of(c, logits)]); /* vocab_start */
+    rank_offset(c, st, 0, c->dst->vals[logits].type.dims[last_dim_of(c, logits)]); /* vocab_start */
     int stats = emit(c, IR_OP_ALL_REDUCE, &st, 1, sum_attrs, NULL, NULL, rows);
     c->ces = realloc(c->ces, sizeof(lowered_ce) * (size_t)(c->nces + 1));
     c->ces[c->nces++] = (lowered_ce){in->args[0], in->args[1], gmax, stats};
@@ -278,7 +312,7 @@ static int lower_cross_entropy_grad(shard_ctx *c, const ir_instr *in, const int 
         if (c->ces[i].logits == in->args[1] && c->ces[i].targets == in->args[2]) {
             int g[5] = {args[0], args[1], args[2], c->ces[i].gmax, c->ces[i].stats};
             int r = emit(c, IR_OP_CE_GRAD_SHARDED, g, 5, NULL, NULL, NULL, (placement){last_dim_of(c, args[1]), false, false});
-            tp_offset(c, r, 0, c->dst->vals[args[1]].type.dims[last_dim_of(c, args[1])]); /* vocab_start */
+            rank_offset(c, r, 0, c->dst->vals[args[1]].type.dims[last_dim_of(c, args[1])]); /* vocab_start */
             return r;
         }
     return -1;
@@ -329,7 +363,7 @@ static bool rule_stream(shard_ctx *c, const ir_instr *in, int *args, int *res)
     *res = emit(c, in->op, args, in->nargs, attrs, NULL, NULL, p);
     /* a sequence slice's positions start at its offset; batch rows hold every position */
     if (seq && c->sp_dim == 1 && (in->op == IR_OP_POS_ADD || in->op == IR_OP_POS_ADD_GRAD))
-        tp_offset(c, *res, in->op == IR_OP_POS_ADD ? 0 : 1, slice); /* first */
+        rank_offset(c, *res, in->op == IR_OP_POS_ADD ? 0 : 1, slice); /* first */
     for (int r = 1; r < ir_ops[in->op].nres; r++) /* dw, db: summed over this slice's tokens */
         place(c, *res + r, (placement){-1, seq, false});
     return true;
@@ -351,11 +385,11 @@ static bool rule_dropout(shard_ctx *c, const ir_instr *in, int *args, int *res)
     int64_t local = p.dim >= 0 ? c->dst->vals[args[0]].type.dims[p.dim] : 0;
     if (p.dim >= 0) { /* dim 0: sequence parallelism split by batch rows */
         attrs[3] = p.dim;                       /* dim */
-        attrs[5] = (double)(local * c->tp);     /* extent */
+        attrs[5] = (double)(local * c->n);     /* extent */
     }
     *res = emit(c, in->op, args, 2, attrs, NULL, NULL, p);
     if (p.dim >= 0)
-        tp_offset(c, *res, 4, local); /* offset */
+        rank_offset(c, *res, 4, local); /* offset */
     return true;
 }
 
@@ -376,148 +410,202 @@ static bool rule_attention(shard_ctx *c, const ir_instr *in, int *args, int *res
     if (split_heads) {
         if (heads != 2)
             return fail(c, "attention dropout with q split other than by heads", in);
-        attrs[4] = (double)(local * c->tp);     /* heads */
+        attrs[4] = (double)(local * c->n);     /* heads */
     }
     *res = emit(c, in->op, args, in->nargs, attrs, NULL, NULL, (placement){heads, false, false});
     if (split_heads)
-        tp_offset(c, *res, 3, local); /* head_offset */
+        rank_offset(c, *res, 3, local); /* head_offset */
     if (forward) /* lse [B,H,T]: heads are dimension 1 */
         place(c, *res + 1, (placement){heads >= 0 ? 1 : -1, false, false});
     return true;
 }
 
-static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
+static bool rule_source(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
-    const ir_type *src_t = in->nres ? &c->src->vals[in->res[0]].type : NULL;
-    placement rep = {-1, false, false};
-    switch (in->op) {
-    case IR_OP_INPUT:
-    case IR_OP_FILL:
-        *res = emit(c, in->op, NULL, 0, in->attr, in->sym, src_t, rep);
-        return true;
-    case IR_OP_GLOBAL: {
-        int g = ir_global_find(c->m, in->sym);
-        int dim = g >= 0 ? ir_layout_dim(&c->m->globals[g].layout, IR_AXIS_TP) : -1;
-        *res = emit(c, in->op, NULL, 0, NULL, in->sym, NULL, (placement){dim, false, false});
-        return g >= 0;
-    }
-    case IR_OP_OUTPUT:
-        args[0] = every_token(c, args[0]);
-        emit(c, in->op, args, 1, NULL, in->sym, NULL, rep);
-        return true;
-    case IR_OP_ACCUMULATE:
-    case IR_OP_COPY:
-        switch (store_partial_grad(c, in, args)) {
-        case 1: return true;
-        case -1: return false;
-        default: break;
-        }
-        args[1] = c->at[args[1]].seq ? every_token(c, args[1]) : complete(c, args[1]);
-        if (c->at[args[1]].dim != c->at[args[0]].dim)
-            return fail(c, "the value and its destination are split differently", in);
-        emit(c, in->op, args, 2, NULL, NULL, NULL, rep);
-        return true;
-    case IR_OP_ADD:
-    case IR_OP_SCALE:
-        return rule_same(c, in, args, res, true);
-    case IR_OP_MUL: case IR_OP_GELU: case IR_OP_SILU: case IR_OP_GELU_GRAD: case IR_OP_SILU_GRAD:
-    case IR_OP_SWIGLU: case IR_OP_SWIGLU_GRAD: case IR_OP_ROPE:
-        return rule_same(c, in, args, res, false);
-    case IR_OP_BIAS_ADD:
-        args[0] = c->at[args[1]].dim == 0 ? complete(c, args[0]) : stream_value(c, args[0]);
-        if ((c->at[args[1]].dim == 0) != (c->at[args[0]].dim == last_dim_of(c, args[0])))
-            return fail(c, "bias and input split differently", in);
-        *res = emit(c, in->op, args, 2, NULL, NULL, NULL, c->at[args[0]]);
-        return true;
-    case IR_OP_RESHAPE: {
-        if (c->at[args[0]].seq)
-            args[0] = every_token(c, args[0]);
-        placement p = c->at[args[0]];
-        if (!reshape_dim(&c->src->vals[in->args[0]].type, src_t, p.dim, c->tp, &p.dim))
-            return fail(c, "a reshape that moves the split dimension", in);
-        ir_type t = local_type(src_t, p.dim, c->tp);
-        *res = emit(c, in->op, args, 1, NULL, NULL, &t, p);
-        return true;
-    }
-    case IR_OP_ROWS: /* of a value whole along its rows (the step's inputs) */
-        if (c->at[args[0]].seq)
-            args[0] = every_token(c, args[0]);
-        if (c->at[args[0]].dim == 0 || c->at[args[0]].partial)
-            return fail(c, "rows of a value split along them", in);
-        *res = emit(c, in->op, args, 1, in->attr, NULL, NULL, c->at[args[0]]);
-        return true;
-    case IR_OP_CONCAT_ROWS: /* of values split alike, not along their rows */
-        for (int a = 0; a < 2; a++)
-            if (c->at[args[a]].seq)
-                args[a] = every_token(c, args[a]);
-        if (c->at[args[0]].dim != c->at[args[1]].dim || c->at[args[0]].dim == 0 || c->at[args[0]].partial ||
-            c->at[args[1]].partial)
-            return fail(c, "stacking rows of values split differently, or along their rows", in);
-        *res = emit(c, in->op, args, 2, NULL, NULL, NULL, c->at[args[0]]);
-        return true;
-    case IR_OP_MATMUL:
-        return rule_matmul(c, in, args, res);
-    case IR_OP_SUM_ROWS: {
-        /* a split over features stays split; a sum over split rows (tokens) is partial */
-        placement p = c->at[args[0]];
-        bool features = p.dim == last_dim_of(c, args[0]);
-        p = (placement){features ? 0 : -1, p.partial || (p.dim >= 0 && !features), false};
-        *res = emit(c, in->op, args, 1, NULL, NULL, NULL, p);
-        return true;
-    }
-    case IR_OP_EMBEDDING: {
-        placement p = rep;
-        double attrs[2] = {0, 0};
-        int64_t local = c->dst->vals[args[0]].type.dims[0];
-        bool vocab_parallel = c->at[args[0]].dim == 0; /* other shards' rows are zero here */
-        if (vocab_parallel) {
-            attrs[1] = (double)(local * c->tp);
-            p.partial = true;
-        }
-        *res = emit(c, in->op, args, 2, attrs, NULL, NULL, p);
-        if (vocab_parallel)
-            tp_offset(c, *res, 0, local);
-        return true;
-    }
-    case IR_OP_EMBEDDING_GRAD: {
-        args[0] = every_token(c, args[0]);
-        double attrs[2] = {in->attr[0] / c->tp, 0};
-        *res = emit(c, in->op, args, 2, attrs, NULL, NULL, (placement){0, false, false});
-        tp_offset(c, *res, 1, (int64_t)attrs[0]);
-        return true;
-    }
-    case IR_OP_POS_ADD:
-    case IR_OP_POS_ADD_GRAD:
-    case IR_OP_LAYERNORM: case IR_OP_RMSNORM: case IR_OP_LAYERNORM_GRAD: case IR_OP_RMSNORM_GRAD:
-        return rule_stream(c, in, args, res);
-    case IR_OP_DROPOUT:
-        return rule_dropout(c, in, args, res);
-    case IR_OP_ATTENTION:
-    case IR_OP_ATTENTION_GRAD:
-    case IR_OP_ATTENTION_DROPOUT:
-    case IR_OP_ATTENTION_DROPOUT_GRAD:
-        return rule_attention(c, in, args, res);
-    case IR_OP_CROSS_ENTROPY:
-        args[0] = every_token(c, args[0]);
-        *res = c->at[args[0]].dim == last_dim_of(c, args[0]) ? lower_cross_entropy(c, in, args[0], args[1])
-                                                              : emit(c, in->op, args, 2, NULL, NULL, NULL, rep);
-        return true;
-    case IR_OP_CROSS_ENTROPY_GRAD:
-        args[1] = every_token(c, args[1]);
-        *res = c->at[args[1]].dim == last_dim_of(c, args[1]) ? lower_cross_entropy_grad(c, in, args)
-                                                              : emit(c, in->op, args, 3, NULL, NULL, NULL, rep);
-        return *res >= 0 || fail(c, "the gradient of a cross entropy that was not lowered", in);
-    default:
-        return fail(c, "no sharding rule", in);
-    }
+    (void)args;
+    *res = emit(c, in->op, NULL, 0, in->attr, in->sym, &c->src->vals[in->res[0]].type, (placement){-1, false, false});
+    return true;
 }
 
-/* Rewrites source function index fi into this rank's local graph. */
-static bool shard_func(ir_module *m, int fi, int tp, char *err, size_t errlen)
+/* A global is placed as its type records (the model builder's placement, or shard_globals'). */
+static bool rule_global(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    (void)args;
+    int g = ir_global_find(c->m, in->sym);
+    if (g < 0)
+        return false;
+    int dim = ir_shard_dim(&c->m->globals[g].type, c->axis);
+    *res = emit(c, in->op, NULL, 0, NULL, in->sym, NULL, (placement){dim, false, false});
+    return true;
+}
+
+static bool rule_output(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    (void)res;
+    args[0] = every_token(c, args[0]);
+    emit(c, in->op, args, 1, NULL, in->sym, NULL, (placement){-1, false, false});
+    return true;
+}
+
+static bool rule_store(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    (void)res;
+    switch (store_partial_grad(c, in, args)) {
+    case 1: return true;
+    case -1: return false;
+    default: break;
+    }
+    args[1] = c->at[args[1]].seq ? every_token(c, args[1]) : complete(c, args[1]);
+    if (c->at[args[1]].dim != c->at[args[0]].dim)
+        return fail(c, "the value and its destination are split differently", in);
+    emit(c, in->op, args, 2, NULL, NULL, NULL, (placement){-1, false, false});
+    return true;
+}
+
+static bool rule_linear(shard_ctx *c, const ir_instr *in, int *args, int *res) { return rule_same(c, in, args, res, true); }
+static bool rule_elementwise(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    return rule_same(c, in, args, res, false);
+}
+
+static bool rule_bias_add(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    args[0] = c->at[args[1]].dim == 0 ? complete(c, args[0]) : stream_value(c, args[0]);
+    if ((c->at[args[1]].dim == 0) != (c->at[args[0]].dim == last_dim_of(c, args[0])))
+        return fail(c, "bias and input split differently", in);
+    *res = emit(c, in->op, args, 2, NULL, NULL, NULL, c->at[args[0]]);
+    return true;
+}
+
+static bool rule_reshape(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    const ir_type *src_t = &c->src->vals[in->res[0]].type;
+    if (c->at[args[0]].seq)
+        args[0] = every_token(c, args[0]);
+    placement p = c->at[args[0]];
+    if (!reshape_dim(&c->src->vals[in->args[0]].type, src_t, p.dim, c->n, &p.dim))
+        return fail(c, "a reshape that moves the split dimension", in);
+    ir_type t = local_type(src_t, p.dim, c->n);
+    *res = emit(c, in->op, args, 1, NULL, NULL, &t, p);
+    return true;
+}
+
+/* rows of a value whole along its rows (the step's inputs) */
+static bool rule_rows(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    if (c->at[args[0]].seq)
+        args[0] = every_token(c, args[0]);
+    if (c->at[args[0]].dim == 0 || c->at[args[0]].partial)
+        return fail(c, "rows of a value split along them", in);
+    *res = emit(c, in->op, args, 1, in->attr, NULL, NULL, c->at[args[0]]);
+    return true;
+}
+
+/* of values split alike, not along their rows */
+static bool rule_concat_rows(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    for (int a = 0; a < 2; a++)
+        if (c->at[args[a]].seq)
+            args[a] = every_token(c, args[a]);
+    if (c->at[args[0]].dim != c->at[args[1]].dim || c->at[args[0]].dim == 0 || c->at[args[0]].partial ||
+        c->at[args[1]].partial)
+        return fail(c, "stacking rows of values split differently, or along their rows", in);
+    *res = emit(c, in->op, args, 2, NULL, NULL, NULL, c->at[args[0]]);
+    return true;
+}
+
+/* a split over features stays split; a sum over split rows (tokens) is partial */
+static bool rule_sum_rows(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    placement p = c->at[args[0]];
+    bool features = p.dim == last_dim_of(c, args[0]);
+    p = (placement){features ? 0 : -1, p.partial || (p.dim >= 0 && !features), false};
+    *res = emit(c, in->op, args, 1, NULL, NULL, NULL, p);
+    return true;
+}
+
+static bool rule_embedding(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    placement p = {-1, false, false};
+    double attrs[2] = {0, 0};
+    int64_t local = c->dst->vals[args[0]].type.dims[0];
+    bool vocab_parallel = c->at[args[0]].dim == 0; /* other shards' rows are zero here */
+    if (vocab_parallel) {
+        attrs[1] = (double)(local * c->n);
+        p.partial = true;
+    }
+    *res = emit(c, in->op, args, 2, attrs, NULL, NULL, p);
+    if (vocab_parallel)
+        rank_offset(c, *res, 0, local);
+    return true;
+}
+
+static bool rule_embedding_grad(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    args[0] = every_token(c, args[0]);
+    double attrs[2] = {in->attr[0] / c->n, 0};
+    *res = emit(c, in->op, args, 2, attrs, NULL, NULL, (placement){0, false, false});
+    rank_offset(c, *res, 1, (int64_t)attrs[0]);
+    return true;
+}
+
+static bool rule_cross_entropy(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    args[0] = every_token(c, args[0]);
+    *res = c->at[args[0]].dim == last_dim_of(c, args[0])
+               ? lower_cross_entropy(c, in, args[0], args[1])
+               : emit(c, in->op, args, 2, NULL, NULL, NULL, (placement){-1, false, false});
+    return true;
+}
+
+static bool rule_cross_entropy_grad(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    args[1] = every_token(c, args[1]);
+    *res = c->at[args[1]].dim == last_dim_of(c, args[1])
+               ? lower_cross_entropy_grad(c, in, args)
+               : emit(c, in->op, args, 3, NULL, NULL, NULL, (placement){-1, false, false});
+    return *res >= 0 || fail(c, "the gradient of a cross entropy that was not lowered", in);
+}
+
+/* The rules, by ops.def's shard column (ORDER ir_shard_rule). */
+typedef bool (*shard_rule_fn)(shard_ctx *c, const ir_instr *in, int *args, int *res);
+static const shard_rule_fn rules[IR_NUM_SHARD_RULES] = {
+    [IR_SHARD_SOURCE] = rule_source,
+    [IR_SHARD_GLOBAL] = rule_global,
+    [IR_SHARD_OUTPUT] = rule_output,
+    [IR_SHARD_STORE] = rule_store,
+    [IR_SHARD_LINEAR] = rule_linear,
+    [IR_SHARD_ELEMENTWISE] = rule_elementwise,
+    [IR_SHARD_BIAS_ADD] = rule_bias_add,
+    [IR_SHARD_RESHAPE] = rule_reshape,
+    [IR_SHARD_ROWS] = rule_rows,
+    [IR_SHARD_CONCAT_ROWS] = rule_concat_rows,
+    [IR_SHARD_MATMUL] = rule_matmul,
+    [IR_SHARD_SUM_ROWS] = rule_sum_rows,
+    [IR_SHARD_EMBEDDING] = rule_embedding,
+    [IR_SHARD_EMBEDDING_GRAD] = rule_embedding_grad,
+    [IR_SHARD_STREAM] = rule_stream,
+    [IR_SHARD_DROPOUT] = rule_dropout,
+    [IR_SHARD_ATTENTION] = rule_attention,
+    [IR_SHARD_CROSS_ENTROPY] = rule_cross_entropy,
+    [IR_SHARD_CROSS_ENTROPY_GRAD] = rule_cross_entropy_grad,
+};
+
+bool pass_shard_has_rule(ir_shard_rule kind) { return kind > IR_SHARD_NEVER && kind < IR_NUM_SHARD_RULES && rules[kind]; }
+
+static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    ir_shard_rule kind = ir_ops[in->op].shard;
+    if (!pass_shard_has_rule(kind)) /* ops.def marks it NEVER: an earlier pass made what this one makes */
+        return fail(c, "an op that ops.def says never reaches the shard pass", in);
+    return rules[kind](c, in, args, res);
+}
+
+/* Rewrites source function index fi into the local graph of every rank along `axis`. */
+static bool shard_func(ir_module *m, int fi, ir_axis axis, int n, int seq_dim, char *err, size_t errlen)
 {
     const ir_func *src = m->funcs[fi];
-    shard_ctx c = {m, src, ir_func_new(m, src->name, src->kind), tp, ir_cfg_bool(m, IR_CFG_SEQUENCE_PARALLEL),
-                   (int)ir_cfg_int(m, IR_CFG_SEQUENCE_PARALLEL_DIM), .err = err, .errlen = errlen};
+    shard_ctx c = {m, src, ir_func_new(m, src->name, src->kind), axis, n, seq_dim >= 0, seq_dim, .err = err, .errlen = errlen};
     c.map = malloc(sizeof(int) * (size_t)(src->nvals + 1));
     c.complete_grad = calloc((size_t)m->nglobals + 1, sizeof(bool));
     bool ok = true;
@@ -528,9 +616,11 @@ static bool shard_func(ir_module *m, int fi, int tp, char *err, size_t errlen)
             args[a] = c.map[in->args[a]];
         if (in->nargs > 8)
             ok = fail(&c, "too many operands", in);
-        ok = ok && rule(&c, in, args, &res);
-        for (int r = 0; ok && r < in->nres; r++)
+        ok = ok && rule(&c, in, args, &res) && !c.failed;
+        for (int r = 0; ok && r < in->nres; r++) {
             c.map[in->res[r]] = res + r;
+            keep_other_axes(&c, res + r, &src->vals[in->res[r]].type);
+        }
     }
     free(c.map);
     free(c.complete_grad);
@@ -561,12 +651,22 @@ static bool shard_globals(ir_module *m, int tp, char *err, size_t errlen)
             return snprintf(err, errlen, "@%s: dimension %d (%lld) is not divisible by tensor_model_parallel_size %d",
                             gl->name, dim, (long long)gl->type.dims[dim], tp), false;
         gl->type.dims[dim] /= tp;
-        gl->type.shard[dim] = IR_AXIS_TP;
+        ir_shard_push(&gl->type, dim, IR_AXIS_TP);
         ir_layout_add(&gl->layout, IR_AXIS_TP, IR_SPLIT_DIM, dim);
     }
     return true;
 }
 
+bool pass_shard_axis(ir_module *m, ir_axis axis, int n, int seq_dim, char *err, size_t errlen)
+{
+    for (int f = 0; f < m->nfuncs; f++)
+        if (!shard_func(m, f, axis, n, seq_dim, err, errlen))
+            return false;
+    return true;
+}
+
+/* Tensor parallelism: the pass over tp from Megatron's parameter placements, with sequence
+ * parallelism over tp when asked. */
 bool pass_shard(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     int tp = (int)ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE);
@@ -574,8 +674,6 @@ bool pass_shard(ir_module *m, const mcc_pass_options *opts, char *err, size_t er
         return true;
     if (!shard_globals(m, tp, err, errlen))
         return false;
-    for (int f = 0; f < m->nfuncs; f++)
-        if (!shard_func(m, f, tp, err, errlen))
-            return false;
-    return true;
+    int seq_dim = ir_cfg_bool(m, IR_CFG_SEQUENCE_PARALLEL) ? (int)ir_cfg_int(m, IR_CFG_SEQUENCE_PARALLEL_DIM) : -1;
+    return pass_shard_axis(m, IR_AXIS_TP, tp, seq_dim, err, errlen);
 }

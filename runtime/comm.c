@@ -1,4 +1,4 @@
-/* comm.c — the backend-independent half of comm.h: launcher environment, mesh layout, argument
+/* comm.c — the backend-independent half of comm.h: launcher environment, mesh groups, argument
  * checks and collective numbering in front of the MPI/NCCL backends. */
 #include "comm_backend.h"
 #include "common/knobs.h"
@@ -146,94 +146,6 @@ rt_rank_env rt_rank_env_or_exit(void)
 
 int rt_rank_device(const rt_rank_env *e, int ndev) { return e->local_rank % ndev; }
 
-/* ---- mesh layout ---------------------------------------------------------------------------- */
-
-/* One axis seen as a mixed-radix number (digit 0 fastest) and the digit the axis varies. */
-typedef struct {
-    int radix[4];
-    int digit;
-} rt_mesh_view;
-
-static rt_mesh_view mesh_view(const rt_mesh *m, rt_mesh_axis a)
-{
-    int cd = m->cp * m->dp;
-    switch (a) {
-    case RT_AXIS_TP: return (rt_mesh_view){{m->tp, m->cp, m->dp, m->pp}, 0};
-    case RT_AXIS_CP: return (rt_mesh_view){{m->tp, m->cp, m->dp, m->pp}, 1};
-    case RT_AXIS_DP: return (rt_mesh_view){{m->tp, m->cp, m->dp, m->pp}, 2};
-    case RT_AXIS_PP: return (rt_mesh_view){{m->tp, m->cp, m->dp, m->pp}, 3};
-    case RT_AXIS_DP_CP: return (rt_mesh_view){{m->tp, cd, 1, m->pp}, 1};
-    case RT_AXIS_EP: return (rt_mesh_view){{m->tp, m->ep, cd / m->ep, m->pp}, 1};
-    case RT_AXIS_EDP: return (rt_mesh_view){{m->tp, m->ep, cd / m->ep, m->pp}, 2};
-    case RT_NUM_AXES: break;
-    }
-    abort();
-}
-
-/* The `digit`th digit of r in view v, and the stride of that digit. */
-static int mesh_digit(const rt_mesh_view *v, int r, int digit, int *stride)
-{
-    int s = 1;
-    for (int i = 0; i < digit; i++)
-        s *= v->radix[i];
-    if (stride)
-        *stride = s;
-    return r / s % v->radix[digit];
-}
-
-static int mesh_coord(const rt_mesh *m, rt_mesh_axis a, int r)
-{
-    rt_mesh_view v = mesh_view(m, a);
-    return mesh_digit(&v, r, v.digit, NULL);
-}
-
-bool rt_mesh_check(const rt_mesh *m, int world_size, char *err, size_t errlen)
-{
-    const struct { const char *flag; int v; } deg[] = {
-        {"--tensor-model-parallel-size", m->tp}, {"--context-parallel-size", m->cp},
-        {"--data-parallel-size", m->dp}, {"--pipeline-model-parallel-size", m->pp}, {"--expert-model-parallel-size", m->ep}};
-    for (size_t i = 0; i < sizeof deg / sizeof deg[0]; i++)
-        if (deg[i].v < 1) {
-            snprintf(err, errlen, "%s is %d: it must be at least 1", deg[i].flag, deg[i].v);
-            return false;
-        }
-    long prod = (long)m->tp * m->cp * m->dp * m->pp;
-    if (prod != world_size) {
-        snprintf(err, errlen, "the job has %d ranks but the program was compiled for tp %d x cp %d x dp %d x pp %d = %ld: "
-                 "launch %ld ranks, or recompile with degrees whose product is %d",
-                 world_size, m->tp, m->cp, m->dp, m->pp, prod, prod, world_size);
-        return false;
-    }
-    if ((m->cp * m->dp) % m->ep) {
-        snprintf(err, errlen, "--expert-model-parallel-size %d must divide cp x dp = %d", m->ep, m->cp * m->dp);
-        return false;
-    }
-    return true;
-}
-
-rt_mesh_coord rt_mesh_coords(const rt_mesh *m, int r)
-{
-    return (rt_mesh_coord){.tp = mesh_coord(m, RT_AXIS_TP, r), .cp = mesh_coord(m, RT_AXIS_CP, r),
-                           .dp = mesh_coord(m, RT_AXIS_DP, r), .pp = mesh_coord(m, RT_AXIS_PP, r),
-                           .ep = mesh_coord(m, RT_AXIS_EP, r), .edp = mesh_coord(m, RT_AXIS_EDP, r)};
-}
-
-const char *rt_mesh_axis_name(rt_mesh_axis a)
-{
-    static const char *names[RT_NUM_AXES] = {"tp", "cp", "dp", "pp", "ep", "edp", "dp_cp"}; /* ORDER rt_mesh_axis */
-    return a < RT_NUM_AXES ? names[a] : "?";
-}
-
-int rt_mesh_group(const rt_mesh *m, rt_mesh_axis axis, int world_rank, int *ranks, int max_ranks)
-{
-    rt_mesh_view v = mesh_view(m, axis);
-    int stride, d = mesh_digit(&v, world_rank, v.digit, &stride);
-    int base = world_rank - d * stride, n = v.radix[v.digit];
-    for (int i = 0; i < n && i < max_ranks; i++)
-        ranks[i] = base + i * stride;
-    return n;
-}
-
 /* ---- communicators -------------------------------------------------------------------------- */
 
 static int rt_comm_self_world_rank = -1; /* for the "rank R" prefix of fatal errors */
@@ -282,18 +194,21 @@ rt_comm *rt_comm_split(rt_comm *c, int color, int key, const char *name)
     return g;
 }
 
-rt_comm *rt_comm_mesh_group(rt_comm *world, const rt_mesh *m, rt_mesh_axis axis)
+rt_comm *rt_comm_mesh_group(rt_comm *world, const ir_mesh *m, unsigned axes)
 {
-    char err[512];
+    char err[512], name[32];
     if (!world->is_world)
         rt_comm_fatal("rt_comm_mesh_group needs the world communicator, got group '%s'", world->name);
-    if (!rt_mesh_check(m, world->size, err, sizeof err))
+    if (!ir_mesh_check(m, world->size, err, sizeof err))
         rt_comm_fatal("%s", err);
+    ir_mesh_group_name(axes, name, sizeof name);
     int *ranks = malloc(sizeof(int) * (size_t)world->size);
-    int n = rt_mesh_group(m, axis, world->rank, ranks, world->size), key = 0;
+    int n = ir_mesh_group(m, axes, world->rank, ranks, world->size), key = 0;
+    if (n == 0)
+        rt_comm_fatal("no mesh group over %s: it mixes the dense layers' axes with the expert layers'", name);
     while (ranks[key] != world->rank && key < n - 1)
         key++;
-    rt_comm *g = rt_comm_split(world, ranks[0], key, rt_mesh_axis_name(axis)); /* smallest member names the group */
+    rt_comm *g = rt_comm_split(world, ranks[0], key, name); /* smallest member names the group */
     free(ranks);
     return g;
 }

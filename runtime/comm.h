@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "ir/ir.h" /* ir_dtype */
+#include "ir/ir.h" /* ir_dtype, ir_mesh */
 
 /* ---- the launcher's environment ------------------------------------------------------------
  * Read in this order; the first launcher whose variables are present wins:
@@ -37,28 +37,7 @@ rt_rank_env rt_rank_env_or_exit(void);
  * process sees). */
 int rt_rank_device(const rt_rank_env *e, int ndev);
 
-/* ---- rank layout (Megatron's order "tp-cp-ep-dp-pp": tp fastest, pp slowest) ---------------
- *   world_rank = tp_i + tp * (cp_i + cp * (dp_i + dp * pp_i))
- * so a tensor-parallel group is tp adjacent ranks (one node's NVLink), and pipeline stages are
- * the slowest-moving index. Expert layers view the same ranks as tp x ep x edp x pp: the cp x dp
- * ranks of one (tp_i, pp_i) are renumbered j = cp_i + cp * dp_i and split into ep adjacent
- * ranks (ep_i = j % ep, edp_i = j / ep), which is Megatron's MoE folding with expert tp = tp.
- * Example, 16 ranks, tp 2, pp 4, dp 2: tp groups {0,1} {2,3} ...; dp groups {0,2} {1,3} {4,6}
- * ...; pp groups {0,4,8,12} {1,5,9,13} .... */
-typedef enum { RT_AXIS_TP, RT_AXIS_CP, RT_AXIS_DP, RT_AXIS_PP, RT_AXIS_EP, RT_AXIS_EDP,
-               RT_AXIS_DP_CP, /* dense-gradient reduction group: dp x cp */
-               RT_NUM_AXES } rt_mesh_axis;
-
-typedef struct { int tp, cp, dp, pp, ep; } rt_mesh;
-typedef struct { int tp, cp, dp, pp, ep, edp; } rt_mesh_coord;
-
-/* False with err naming the flag when a degree is < 1, world != tp*cp*dp*pp, or ep does not
- * divide cp*dp. */
-bool rt_mesh_check(const rt_mesh *m, int world_size, char *err, size_t errlen);
-rt_mesh_coord rt_mesh_coords(const rt_mesh *m, int world_rank);
-const char *rt_mesh_axis_name(rt_mesh_axis a);
-/* World ranks of world_rank's group along `axis`, ascending, into ranks[]; returns how many. */
-int rt_mesh_group(const rt_mesh *m, rt_mesh_axis axis, int world_rank, int *ranks, int max_ranks);
+/* ---- rank layout: the mesh (ir_mesh, ir/mesh.c: Megatron's order, tp fastest, pp slowest) ---- */
 
 /* ---- communicators --------------------------------------------------------------------------
  * A communicator is the world or a sub-group. Every collective is called by all its members in
@@ -82,8 +61,10 @@ rt_comm *rt_comm_world_nccl(const rt_rank_env *e, int device, rt_comm *bootstrap
 /* Members of c with the same color (>= 0) form a group, ordered by key; `name` labels it in errors.
  * Collective over c. */
 rt_comm *rt_comm_split(rt_comm *c, int color, int key, const char *name);
-/* This rank's group along `axis` of mesh m (c is the world). Collective over c. */
-rt_comm *rt_comm_mesh_group(rt_comm *world, const rt_mesh *m, rt_mesh_axis axis);
+/* This rank's group along the axes of `axes` (a bitmask of (1 << ir_axis): one axis, or e.g. dp
+ * and cp for dp x cp) of mesh m (ir_mesh_group), named after them ("tp", "dp_cp"); c is the
+ * world. Collective over c. */
+rt_comm *rt_comm_mesh_group(rt_comm *world, const ir_mesh *m, unsigned axes);
 /* Frees a group; freeing the world also shuts the backend down (free sub-groups first). */
 void rt_comm_free(rt_comm *c);
 

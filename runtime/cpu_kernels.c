@@ -791,7 +791,7 @@ void cpu_ADAMW(const rt_kernel_call *c)
 /* --- the dispatch table, in ops.def order (ORDER OP) ------------------------------------------ */
 
 const rt_cpu_kernel rt_cpu_kernels[IR_NUM_OPS] = {
-#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad) [IR_OP_##id] = cpu_##id,
+#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad, shard) [IR_OP_##id] = cpu_##id,
 #include "ir/ops.def"
 #undef X
 };

@@ -16,7 +16,7 @@ typedef struct {
 
 typedef void (*rt_cpu_kernel)(const rt_kernel_call *c);
 
-#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad) void cpu_##id(const rt_kernel_call *c);
+#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad, shard) void cpu_##id(const rt_kernel_call *c);
 #include "ir/ops.def"
 #undef X
 

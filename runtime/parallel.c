@@ -9,6 +9,15 @@ static rt_comm *axis_comms[IR_NUM_AXES]; /* what rt_parallel_comm hands the kern
 
 rt_comm *rt_parallel_comm(ir_axis axis) { return axis < IR_NUM_AXES ? axis_comms[axis] : NULL; }
 
+/* Whether axis shares an earlier axis's communicator (make_groups). */
+static bool shared_comm(ir_axis axis)
+{
+    for (ir_axis a = 1; a < axis; a++)
+        if (axis_comms[a] == axis_comms[axis])
+            return true;
+    return false;
+}
+
 int rt_parallel_bucket_run(const rt_kernel_call *c, int first, bool padded, size_t *span)
 {
     ir_dtype dt = c->arg_types[first]->dtype;
@@ -133,7 +142,7 @@ static void add_lanes(rt_parallel *par, rt_program *p)
         rt_comm *comm = axis_comms[axis];
         bool side, copy;
         lanes_needed(p->m, axis, &side, &copy);
-        if (!comm || rt_comm_size(comm) == 1)
+        if (!comm || rt_comm_size(comm) == 1 || shared_comm(axis))
             continue;
         if (side && want_side)
             rt_comm_add_lane(comm, RT_LANE_SIDE);
@@ -175,31 +184,49 @@ static void add_lanes(rt_parallel *par, rt_program *p)
     }
 }
 
+/* The axis before `axis` whose group holds the same ranks as axis's (they share it), or
+ * IR_AXIS_NONE. */
+static ir_axis same_group(const ir_mesh *mesh, ir_axis axis, int world_rank)
+{
+    int n = mesh->degree[axis], mine[n], other[n];
+    ir_mesh_group(mesh, 1u << axis, world_rank, mine, n);
+    for (ir_axis a = 1; a < axis; a++)
+        if (mesh->degree[a] == n && ir_mesh_group(mesh, 1u << a, world_rank, other, n) == n &&
+            !memcmp(mine, other, sizeof mine))
+            return a;
+    return IR_AXIS_NONE;
+}
+
+/* A group for each axis of degree above 1, in ir_axis order on every rank (each split is
+ * collective over the world). */
+static void make_groups(rt_parallel *par)
+{
+    for (ir_axis a = 1; a < IR_NUM_AXES; a++) {
+        if (par->mesh.degree[a] == 1)
+            continue;
+        ir_axis same = same_group(&par->mesh, a, par->env.rank);
+        axis_comms[a] = same != IR_AXIS_NONE ? axis_comms[same] : rt_comm_mesh_group(par->world, &par->mesh, 1u << a);
+    }
+}
+
 void rt_parallel_init(rt_parallel *par, rt_program *p)
 {
     char err[1024];
-    *par = (rt_parallel){.env = rt_rank_env_or_exit(), .tp = (int)ir_cfg_int(p->m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE),
-                         .dp = (int)ir_cfg_int(p->m, IR_CFG_DATA_PARALLEL_SIZE)};
-    int world = par->tp * par->dp;
-    rt_mesh mesh = {.tp = par->tp, .cp = 1, .dp = par->dp, .pp = 1, .ep = 1};
-    if (par->env.world_size != world) {
-        fprintf(stderr, "train_rank: error: launched with %d rank(s) (%s) but compiled for %d (tp %d x dp %d); "
-                        "launch %d ranks (mpirun -np %d, torchrun or train_rank --nproc-per-node %d) or recompile "
-                        "for %d\n", par->env.world_size, par->env.launcher, world, par->tp, par->dp, world, world,
-                world, par->env.world_size);
+    *par = (rt_parallel){.env = rt_rank_env_or_exit(), .mesh = ir_module_mesh(p->m)};
+    memcpy(par->coord, p->coord, sizeof par->coord); /* as the plan was resolved (ir_mesh_coords) */
+    if (!ir_mesh_check(&par->mesh, par->env.world_size, err, sizeof err)) {
+        fprintf(stderr, "train_rank: error: %s (launched by %s: mpirun -np N, torchrun or train_rank "
+                        "--nproc-per-node N)\n", err, par->env.launcher);
         exit(2);
     }
-    par->tp_rank = p->coord[IR_AXIS_TP]; /* as the plan was resolved (ir_mesh_coords) */
-    par->dp_rank = p->coord[IR_AXIS_DP];
-    if (world == 1)
+    if (par->env.world_size == 1)
         return;
     par->world = p->dev->world_comm(p, &par->env, err, sizeof err);
     if (!par->world) {
-        fprintf(stderr, "train_rank: error: cannot connect the %d ranks: %s\n", world, err);
+        fprintf(stderr, "train_rank: error: cannot connect the %d ranks: %s\n", par->env.world_size, err);
         exit(2);
     }
-    axis_comms[IR_AXIS_DP] = rt_comm_mesh_group(par->world, &mesh, RT_AXIS_DP);
-    axis_comms[IR_AXIS_TP] = rt_comm_mesh_group(par->world, &mesh, RT_AXIS_TP);
+    make_groups(par);
     par->scratch = p->dev->alloc(p, sizeof(float));
     add_lanes(par, p);
 }
@@ -210,8 +237,9 @@ void rt_parallel_finish(rt_parallel *par, rt_program *p)
         return;
     if (p->dev->quiesce)
         p->dev->quiesce(p);
-    for (int a = 0; a < IR_NUM_AXES; a++) {
-        rt_comm_free(axis_comms[a]);
+    for (ir_axis a = IR_NUM_AXES - 1; a > IR_AXIS_NONE; a--) { /* the sharers before what they share */
+        if (!shared_comm(a))
+            rt_comm_free(axis_comms[a]);
         axis_comms[a] = NULL;
         exchanges[a].base = NULL;
     }
@@ -278,16 +306,17 @@ void rt_parallel_gather(rt_program *p, const ir_layout *l, const ir_type *whole,
 
 int64_t rt_parallel_sample(const rt_parallel *par, int it, int accum, int mb, int B, int b)
 {
-    int64_t global_batch = (int64_t)B * par->dp * accum;
-    return (it - 1) * global_batch + ((int64_t)mb * par->dp + par->dp_rank) * B + b;
+    int64_t dp = par->mesh.degree[IR_AXIS_DP], global_batch = (int64_t)B * dp * accum;
+    return (it - 1) * global_batch + ((int64_t)mb * dp + par->coord[IR_AXIS_DP]) * B + b;
 }
 
 float rt_parallel_mean(rt_parallel *par, rt_program *p, float v)
 {
-    if (par->dp == 1)
+    int dp = par->mesh.degree[IR_AXIS_DP];
+    if (dp == 1)
         return v;
     p->dev->upload(p, par->scratch, &v, sizeof v);
     rt_all_reduce(axis_comms[IR_AXIS_DP], par->scratch, 1, IR_F32, RT_SUM, p->dev->queue(p));
     p->dev->download(p, &v, par->scratch, sizeof v);
-    return v / par->dp;
+    return v / dp;
 }

@@ -1,6 +1,7 @@
-/* parallel.h — this rank's place in the compiled parallel layout (data parallel for now), its
- * communicators, and what train_rank needs of them: which samples are its own, and means of
- * host values over the dp group. The collective kernels find their group with rt_parallel_comm. */
+/* parallel.h — this rank's place in the compiled parallel mesh, its communicators (a group for
+ * every mesh axis the layout splits), and what train_rank needs of them: which samples are its
+ * own, and means of host values over the dp group. The collective kernels find any axis's
+ * group with rt_parallel_comm. */
 #ifndef MCC_RT_PARALLEL_H
 #define MCC_RT_PARALLEL_H
 
@@ -10,14 +11,16 @@
 
 typedef struct {
     rt_rank_env env;
-    int tp, tp_rank, dp, dp_rank;
+    ir_mesh mesh;                   /* the degrees the plan was compiled for */
+    int coord[IR_NUM_AXES];         /* this rank's coordinate along each axis (ir_mesh_coords) */
     rt_comm *world;                 /* NULL for one rank */
     void *scratch;                  /* one f32 of device memory for host-value reductions */
 } rt_parallel;
 
-/* Reads the launcher's environment and checks it against the layout compiled into the plan
- * (world size must be tp*pp*dp), then creates the communicators (MPI on the CPU, NCCL on CUDA).
- * Exits with a message naming the fix on any mismatch. */
+/* Reads the launcher's environment and checks it against the mesh compiled into the plan
+ * (world size must be tp*cp*dp*pp), then creates the communicators (MPI on the CPU, NCCL on
+ * CUDA): one group for each axis of degree above 1, shared by axes whose groups hold the same
+ * ranks (edp is dp where ep and cp are 1). Exits with a message naming the fix on any mismatch. */
 void rt_parallel_init(rt_parallel *par, rt_program *p);
 /* Frees the communicators, after the device released what refers to them (rt_device.quiesce). */
 void rt_parallel_finish(rt_parallel *par, rt_program *p);

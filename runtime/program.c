@@ -99,7 +99,8 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     }
     rt_program *p = xcalloc(1, sizeof(*p), "program");
     p->m = m;
-    ir_mesh_coords(m, world_rank, p->coord);
+    ir_mesh mesh = ir_module_mesh(m);
+    ir_mesh_coords(&mesh, world_rank, p->coord);
     ir_resolve_ranks(m, p->coord);
     p->dev = dev;
     dev->open(p, image);

@@ -459,11 +459,11 @@ static void evaluate(train_run *r, int it)
 {
     double t0 = os_now_s(), loss = 0;
     const ir_program *prog = &r->m->progs[IR_PROG_EVAL];
-    int n = r->eval_iters * r->accum, dp = r->par.dp;
+    int n = r->eval_iters * r->accum, dp = r->par.mesh.degree[IR_AXIS_DP];
     for (int e = 0; e < r->eval_iters; e++)
         for (int i = 0; i < prog->nsteps; i++) { /* calls on micro-batches (ir_verify) */
             const ir_sched_step *c = &prog->steps[i];
-            int64_t micro = ((int64_t)r->evals_done * n + (int64_t)e * r->accum + c->mb) * dp + r->par.dp_rank;
+            int64_t micro = ((int64_t)r->evals_done * n + (int64_t)e * r->accum + c->mb) * dp + r->par.coord[IR_AXIS_DP];
             loss += run_micro_batch(r, c->func, RT_SPLIT_VALID, micro * r->B) / n;
         }
     loss = rt_parallel_mean(&r->par, r->p, (float)loss);
@@ -506,10 +506,10 @@ static bool on_gpu(const train_run *r) { return strcmp(r->p->dev->name, "cpu") !
 static void log_line(train_run *r, int it, const step_result *last, const log_window *w)
 {
     int done = w->iters - w->skipped;
-    long long global_batch = (long long)r->B * r->accum * r->par.dp;
+    long long global_batch = (long long)r->B * r->accum * r->par.mesh.degree[IR_AXIS_DP];
     double loss = done ? w->loss / done : NAN, ms = w->seconds * 1e3 / w->iters;
     /* each dp rank's tokens, shared by its tp ranks */
-    double tok_s = (double)r->B * r->T * r->accum / r->par.tp / (ms / 1e3), flops = tok_s * r->flops_per_token;
+    double tok_s = (double)r->B * r->T * r->accum / r->par.mesh.degree[IR_AXIS_TP] / (ms / 1e3), flops = tok_s * r->flops_per_token;
     double mfu = on_gpu(r) ? flops / TRAIN_PEAK_FLOPS : NAN, mem = memory_gib(r);
     long long samples = it * global_batch;
     char mfu_text[32] = "-", when[32];
@@ -538,7 +538,7 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
 static rt_gpt_data *open_data(train_run *r)
 {
     rt_gpt_data_config *c = &r->a.data;
-    int64_t batch = (int64_t)r->B * r->accum * r->par.dp;
+    int64_t batch = (int64_t)r->B * r->accum * r->par.mesh.degree[IR_AXIS_DP];
     int evals = r->iters / r->eval_interval + (r->iters % r->eval_interval != 0);
     c->seq_length = r->T;
     c->seed = r->cfg.seed;

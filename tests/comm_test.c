@@ -81,50 +81,63 @@ static void test_env(void)
 
 static void test_mesh(void)
 {
-    static const struct {
-        rt_mesh m;
+    const unsigned TP = 1u << IR_AXIS_TP, CP = 1u << IR_AXIS_CP, DP = 1u << IR_AXIS_DP, PP = 1u << IR_AXIS_PP,
+                   EP = 1u << IR_AXIS_EP, EDP = 1u << IR_AXIS_EDP;
+    const struct {
+        int tp, cp, dp, pp, ep;
         int rank;
-        rt_mesh_axis axis;
+        unsigned axes;
         const char *want;
     } cases[] = {
         /* 16 ranks, tp 2, pp 4, dp 2 (Megatron's initialize_model_parallel example) */
-        {{.tp = 2, .cp = 1, .dp = 2, .pp = 4, .ep = 1}, 5, RT_AXIS_TP, "4,5"},
-        {{.tp = 2, .cp = 1, .dp = 2, .pp = 4, .ep = 1}, 5, RT_AXIS_DP, "5,7"},
-        {{.tp = 2, .cp = 1, .dp = 2, .pp = 4, .ep = 1}, 5, RT_AXIS_PP, "1,5,9,13"},
-        {{.tp = 2, .cp = 1, .dp = 2, .pp = 4, .ep = 1}, 10, RT_AXIS_DP, "8,10"},
-        {{.tp = 2, .cp = 1, .dp = 2, .pp = 4, .ep = 1}, 10, RT_AXIS_PP, "2,6,10,14"},
+        {2, 1, 2, 4, 1, 5, TP, "4,5"},
+        {2, 1, 2, 4, 1, 5, DP, "5,7"},
+        {2, 1, 2, 4, 1, 5, PP, "1,5,9,13"},
+        {2, 1, 2, 4, 1, 10, DP, "8,10"},
+        {2, 1, 2, 4, 1, 10, PP, "2,6,10,14"},
         /* 8 ranks, tp 2, cp 2, dp 2: cp between tp and dp */
-        {{.tp = 2, .cp = 2, .dp = 2, .pp = 1, .ep = 1}, 3, RT_AXIS_TP, "2,3"},
-        {{.tp = 2, .cp = 2, .dp = 2, .pp = 1, .ep = 1}, 3, RT_AXIS_CP, "1,3"},
-        {{.tp = 2, .cp = 2, .dp = 2, .pp = 1, .ep = 1}, 3, RT_AXIS_DP, "3,7"},
-        {{.tp = 2, .cp = 2, .dp = 2, .pp = 1, .ep = 1}, 3, RT_AXIS_DP_CP, "1,3,5,7"},
+        {2, 2, 2, 1, 1, 3, TP, "2,3"},
+        {2, 2, 2, 1, 1, 3, CP, "1,3"},
+        {2, 2, 2, 1, 1, 3, DP, "3,7"},
+        {2, 2, 2, 1, 1, 3, DP | CP, "1,3,5,7"},
+        {2, 2, 2, 1, 1, 3, TP | DP, "2,3,6,7"},
         /* experts: 4 ranks, dp 4, ep 2 -> ep {0,1} {2,3}, expert-dp {0,2} {1,3} */
-        {{.tp = 1, .cp = 1, .dp = 4, .pp = 1, .ep = 2}, 2, RT_AXIS_EP, "2,3"},
-        {{.tp = 1, .cp = 1, .dp = 4, .pp = 1, .ep = 2}, 2, RT_AXIS_EDP, "0,2"},
+        {1, 1, 4, 1, 2, 2, EP, "2,3"},
+        {1, 1, 4, 1, 2, 2, EDP, "0,2"},
         /* 8 ranks, tp 2, dp 4, ep 2: expert groups keep tp adjacent */
-        {{.tp = 2, .cp = 1, .dp = 4, .pp = 1, .ep = 2}, 5, RT_AXIS_EP, "5,7"},
-        {{.tp = 2, .cp = 1, .dp = 4, .pp = 1, .ep = 2}, 5, RT_AXIS_EDP, "1,5"},
+        {2, 1, 4, 1, 2, 5, EP, "5,7"},
+        {2, 1, 4, 1, 2, 5, EDP, "1,5"},
+        /* the dense view's cp and the expert view's ep make no group */
+        {2, 2, 2, 1, 2, 3, CP | EP, ""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int ranks[64], n = rt_mesh_group(&cases[i].m, cases[i].axis, cases[i].rank, ranks, 64);
-        char got[256] = "";
+        ir_mesh m = ir_mesh_of(cases[i].tp, cases[i].cp, cases[i].dp, cases[i].pp, cases[i].ep);
+        int ranks[64], n = ir_mesh_group(&m, cases[i].axes, cases[i].rank, ranks, 64);
+        char got[256] = "", name[32];
         for (int k = 0, len = 0; k < n; k++)
             len += snprintf(got + len, sizeof got - (size_t)len, "%s%d", k ? "," : "", ranks[k]);
-        CHECK(!strcmp(got, cases[i].want), "mesh case %zu: %s group of rank %d is {%s}, want {%s}", i,
-              rt_mesh_axis_name(cases[i].axis), cases[i].rank, got, cases[i].want);
+        ir_mesh_group_name(cases[i].axes, name, sizeof name);
+        CHECK(!strcmp(got, cases[i].want), "mesh case %zu: %s group of rank %d is {%s}, want {%s}", i, name,
+              cases[i].rank, got, cases[i].want);
     }
-    rt_mesh m = {.tp = 2, .cp = 2, .dp = 2, .pp = 2, .ep = 2};
-    rt_mesh_coord c = rt_mesh_coords(&m, 13); /* 13 = 1 + 2*(0 + 2*(1 + 2*1)) */
-    CHECK(c.tp == 1 && c.cp == 0 && c.dp == 1 && c.pp == 1 && c.ep == 0 && c.edp == 1,
-          "coords of 13 in tp2 cp2 dp2 pp2 ep2: tp %d cp %d dp %d pp %d ep %d edp %d", c.tp, c.cp, c.dp, c.pp, c.ep, c.edp);
+    char name[32];
+    ir_mesh_group_name(DP | CP, name, sizeof name);
+    CHECK(!strcmp(name, "dp_cp"), "the dp x cp group is named '%s'", name);
+    ir_mesh m = ir_mesh_of(2, 2, 2, 2, 2);
+    int c[IR_NUM_AXES];
+    ir_mesh_coords(&m, 13, c); /* 13 = 1 + 2*(0 + 2*(1 + 2*1)) */
+    CHECK(c[IR_AXIS_TP] == 1 && c[IR_AXIS_CP] == 0 && c[IR_AXIS_DP] == 1 && c[IR_AXIS_PP] == 1 && c[IR_AXIS_EP] == 0 &&
+              c[IR_AXIS_EDP] == 1,
+          "coords of 13 in tp2 cp2 dp2 pp2 ep2: tp %d cp %d dp %d pp %d ep %d edp %d", c[IR_AXIS_TP], c[IR_AXIS_CP],
+          c[IR_AXIS_DP], c[IR_AXIS_PP], c[IR_AXIS_EP], c[IR_AXIS_EDP]);
 
     char err[512] = "";
-    rt_mesh bad = {.tp = 2, .cp = 1, .dp = 2, .pp = 1, .ep = 1};
-    CHECK(!rt_mesh_check(&bad, 6, err, sizeof err) && strstr(err, "6 ranks") && strstr(err, "= 4"), "world 6 vs 4: '%s'", err);
-    bad = (rt_mesh){.tp = 1, .cp = 1, .dp = 4, .pp = 1, .ep = 3};
-    CHECK(!rt_mesh_check(&bad, 4, err, sizeof err) && strstr(err, "--expert-model-parallel-size 3"), "ep 3: '%s'", err);
-    bad = (rt_mesh){.tp = 0, .cp = 1, .dp = 4, .pp = 1, .ep = 1};
-    CHECK(!rt_mesh_check(&bad, 4, err, sizeof err) && strstr(err, "--tensor-model-parallel-size is 0"), "tp 0: '%s'", err);
+    ir_mesh bad = ir_mesh_of(2, 1, 2, 1, 1);
+    CHECK(!ir_mesh_check(&bad, 6, err, sizeof err) && strstr(err, "6 ranks") && strstr(err, "= 4"), "world 6 vs 4: '%s'", err);
+    bad = ir_mesh_of(1, 1, 4, 1, 3);
+    CHECK(!ir_mesh_check(&bad, 4, err, sizeof err) && strstr(err, "--expert-model-parallel-size 3"), "ep 3: '%s'", err);
+    bad = ir_mesh_of(0, 1, 4, 1, 1);
+    CHECK(!ir_mesh_check(&bad, 4, err, sizeof err) && strstr(err, "--tensor-model-parallel-size is 0"), "tp 0: '%s'", err);
 }
 
 /* ---- launch --------------------------------------------------------------------------------- */
@@ -233,8 +246,8 @@ static void test_collectives(void)
     rt_comm *world = mpi_world();
     CHECK(rt_comm_size(world) == 4, "run under mpirun -np 4 (world size %d)", rt_comm_size(world));
     int r = rt_comm_rank(world);
-    rt_mesh m = {.tp = 2, .cp = 1, .dp = 2, .pp = 1, .ep = 1};
-    rt_comm *tp = rt_comm_mesh_group(world, &m, RT_AXIS_TP), *dp = rt_comm_mesh_group(world, &m, RT_AXIS_DP);
+    ir_mesh m = ir_mesh_of(2, 1, 2, 1, 1);
+    rt_comm *tp = rt_comm_mesh_group(world, &m, 1u << IR_AXIS_TP), *dp = rt_comm_mesh_group(world, &m, 1u << IR_AXIS_DP);
     const int all[] = {0, 1, 2, 3}, tp_members[] = {r & ~1, r | 1}, dp_members[] = {r % 2, r % 2 + 2};
     rt_comm *rev = rt_comm_split(world, 0, 3 - r, "reversed"); /* key orders members: world 3,2,1,0 */
     const int rev_members[] = {3, 2, 1, 0};

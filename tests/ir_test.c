@@ -56,7 +56,7 @@ static ir_module *build_module(void)
 
     ir_func *f = ir_func_new(m, "micro_step", IR_FUNC_STEP);
     ir_type tok_t = ir_tensor(IR_I32, DIMS(2, 4));
-    tok_t.shard[0] = IR_AXIS_DP;
+    ir_shard_push(&tok_t, 0, IR_AXIS_DP);
     int tok = ir_input(m, f, "tokens", tok_t);
     int tgt = ir_input(m, f, "targets", ir_tensor(IR_I32, DIMS(2, 4)));
     int wte = ir_global_ref(m, f, "wte"), wpe = ir_global_ref(m, f, "wpe");
@@ -79,8 +79,8 @@ static ir_module *build_module(void)
     int wg = ir_global_ref(m, f, "wte.grad");
     EMIT(ACCUMULATE, NULL, wg, dw);
     ir_type xs_t = ir_tensor(IR_F32, DIMS(2, 4, 8));
-    xs_t.shard[0] = IR_AXIS_DP;
-    xs_t.shard[2] = IR_AXIS_TP;
+    ir_shard_push(&xs_t, 0, IR_AXIS_DP);
+    ir_shard_push(&xs_t, 2, IR_AXIS_TP);
     ir_output(m, f, "xs_gelu", ir_op1(m, f, IR_OP_GELU, ir_input(m, f, "xs", xs_t)));
     ir_type ps_t = ir_tensor(IR_F32, DIMS(8));
     ps_t.partial = 1u << IR_AXIS_TP;

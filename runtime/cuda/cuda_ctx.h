@@ -69,7 +69,7 @@ void rt_cuda_reserve_scratch(rt_cuda_ctx *cx, size_t bytes);
 
 /* One launcher per op: reads c->in (attributes), c->args/c->res (device pointers) and their types. */
 typedef void (*rt_cuda_launcher)(rt_cuda_ctx *cx, const rt_kernel_call *c);
-#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad) void cuda_##id(rt_cuda_ctx *cx, const rt_kernel_call *c);
+#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad, shard) void cuda_##id(rt_cuda_ctx *cx, const rt_kernel_call *c);
 #include "ir/ops.def"
 #undef X
 extern const rt_cuda_launcher rt_cuda_launchers[IR_NUM_OPS];

@@ -598,7 +598,7 @@ void cuda_ADAMW(rt_cuda_ctx *cx, const rt_kernel_call *c)
 /* --- the dispatch table, in ops.def order (ORDER OP) ------------------------------------------ */
 
 const rt_cuda_launcher rt_cuda_launchers[IR_NUM_OPS] = {
-#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad) [IR_OP_##id] = cuda_##id,
+#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad, shard) [IR_OP_##id] = cuda_##id,
 #include "ir/ops.def"
 #undef X
 };
