@@ -185,6 +185,7 @@ static ir_module *build(const char *path, const mcc_spec *spec, const cli_opts *
     ir_cfg_set(m, IR_CFG_PARAM_DTYPE, strcmp(backend, "cuda") == 0 ? "bf16" : "f32");
     ir_cfg_set_int(m, IR_CFG_COMM_SIDE_LANE, o->side_lane);
     ir_cfg_set_int(m, IR_CFG_COMM_COPY_LANE, o->copy_lane);
+    ir_cfg_set_num(m, IR_CFG_PEAK_FLOPS, o->passes.target->peak_bf16_flops);
     if (!mcc_run_passes(m, &o->passes, last, true, err, sizeof err)) {
         fail(err);
         ir_module_free(m);

@@ -39,9 +39,6 @@ extern const rt_device *const mcc_plan_device;
 extern const char mcc_plan_image[];
 extern const uint64_t mcc_plan_image_size;
 
-/* Dense bf16 peak of an H100/H200 SXM, the GPUs MFU is quoted against. */
-#define TRAIN_PEAK_FLOPS 989e12
-
 typedef struct {
     rt_gpt_data_config data;
     const char *dump_dir, *metrics_file, *tensorboard_dir;
@@ -510,10 +507,11 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
     double loss = done ? w->loss / done : NAN, ms = w->seconds * 1e3 / w->iters;
     /* each dp rank's tokens, shared by its tp ranks */
     double tok_s = (double)r->B * r->T * r->accum / r->par.mesh.degree[IR_AXIS_TP] / (ms / 1e3), flops = tok_s * r->flops_per_token;
-    double mfu = on_gpu(r) ? flops / TRAIN_PEAK_FLOPS : NAN, mem = memory_gib(r);
+    double peak = ir_cfg_num(r->m, IR_CFG_PEAK_FLOPS); /* the target's, as mcc compile planned for it */
+    double mfu = on_gpu(r) && peak > 0 ? flops / peak : NAN, mem = memory_gib(r);
     long long samples = it * global_batch;
     char mfu_text[32] = "-", when[32];
-    if (on_gpu(r))
+    if (isfinite(mfu))
         snprintf(mfu_text, sizeof mfu_text, "%.1f%%", 100 * mfu);
     time_t now = time(NULL);
     struct tm local;

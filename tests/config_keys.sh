@@ -38,7 +38,7 @@ import re, sys
 table = dict(re.findall(r'^IR_CFG\(\w+, (\w+), \w+, "([^"]*)"', open(sys.argv[1]).read(), re.M))
 written = dict(re.findall(r'^  (\w+) = "([^"]*)"', open(sys.argv[2]).read(), re.M))
 derived = {"seq_length", "vocab_size", "global_batch_size", "num_params", "num_layers", "hidden_size",
-           "num_position_params"}
+           "num_position_params", "peak_flops"}  # peak_flops: the target's description
 def same(a, b):
     try:
         return float(a) == float(b)
