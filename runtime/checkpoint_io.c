@@ -196,7 +196,9 @@ bool rt_ckpt_load(const rt_ckpt_args *a, rt_program *p, rt_parallel *par, rt_ckp
     ck_reader rd;
     bool absent, ok = ck_open(&rd, a->load, -1, &absent, err, sizeof err);
     if (!all_ok(par, p, ok || absent) || (!ok && !absent)) {
-        fprintf(stderr, "train_rank: error: --load: %s\n", err);
+        if (!ok && !absent)
+            fprintf(stderr, "train_rank: error: --load: %s\n  (nothing was loaded; load an intact checkpoint: "
+                    "latest_checkpointed_iteration.txt names the iteration --load reads)\n", err);
         exit(1);
     }
     if (!all_ok(par, p, ok)) {
