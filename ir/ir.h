@@ -424,6 +424,9 @@ int64_t ir_layout_index(const ir_layout *l, const ir_type *whole, const int degr
                         const int coord[IR_NUM_AXES], int64_t i);
 /* "tp:dim0, dp:flat" into buf (empty for no splits); returns buf. */
 const char *ir_layout_str(const ir_layout *l, char *buf, size_t len);
+/* The inverse of ir_layout_str: text "tp:dim0, dp:flat" (empty: no splits) into *l; false with
+ * the error in err (parse.c). */
+bool ir_parse_layout(const char *text, ir_layout *l, char *err, size_t errlen);
 /* Appends step s to program p (s.sym copied). */
 void ir_sched_add(ir_module *m, ir_prog p, ir_sched_step s);
 /* Appends `call func` (mb -1: not on a micro-batch) to program p. */

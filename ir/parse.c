@@ -602,6 +602,20 @@ static bool parse_layout(parser *p, ir_layout *l)
     return expect_punct(p, ']');
 }
 
+/* A layout record as ir_layout_str prints it, outside a module (a checkpoint's rank file). */
+bool ir_parse_layout(const char *text, ir_layout *l, char *err, size_t errlen)
+{
+    parser p = {.text = text, .pos = text, .line = 1, .err = err, .errlen = errlen};
+    *l = (ir_layout){0};
+    advance(&p);
+    if (p.tok.kind != TK_EOF)
+        do {
+            if (!parse_split(&p, l))
+                return false;
+        } while (accept(&p, ','));
+    return p.tok.kind == TK_EOF || expected(&p, "`,` and another split, or the end of the layout");
+}
+
 static bool global_attr(parser *p, void *ctx, token key, const token *val)
 {
     global_attrs *ga = ctx;

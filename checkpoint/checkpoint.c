@@ -1,0 +1,550 @@
+/* checkpoint.c — the checkpoint directory (checkpoint.h): rank files, manifest, the atomic commit,
+ * and the reader that validates all of it and assembles whole tensors from their parts. */
+#include "checkpoint/checkpoint.h"
+
+#include "common/os.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *const ck_role_names[CK_NUM_ROLES] = {"param", "adam_m", "adam_v"};
+
+/* The mesh axes a checkpoint records (edp follows from them). */
+static bool recorded_axis(int a) { return a != IR_AXIS_NONE && a != IR_AXIS_EDP; }
+
+void ck_iter_dir(const char *dir, int64_t iteration, bool tmp, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/iter_%07lld%s", dir, (long long)iteration, tmp ? ".tmp" : "");
+}
+
+/* --- files written whole: fsynced, the directory too --- */
+
+static bool sync_dir(const char *dir, char *err, size_t errlen)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    bool ok = fd >= 0 && fsync(fd) == 0;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    return ok || ck_fail(err, errlen, "%s: cannot fsync the directory: %s", dir, strerror(e));
+}
+
+static bool write_synced(const char *path, const char *text, char *err, size_t errlen)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return ck_fail(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+    size_t n = strlen(text);
+    const char *s = text;
+    bool ok = true;
+    while (ok && n) {
+        ssize_t w = write(fd, s, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        ok = w > 0;
+        s += ok ? w : 0;
+        n -= ok ? (size_t)w : 0;
+    }
+    ok = ok && fsync(fd) == 0;
+    int e = errno;
+    ok = close(fd) == 0 && ok;
+    return ok || ck_fail(err, errlen, "%s: cannot write: %s", path, strerror(e ? e : errno));
+}
+
+static bool write_json(const char *path, json_t *j, char *err, size_t errlen)
+{
+    char *text = json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    size_t n = strlen(text);
+    text = realloc(text, n + 2);
+    memcpy(text + n, "\n", 2);
+    bool ok = write_synced(path, text, err, errlen);
+    free(text);
+    return ok;
+}
+
+/* Removes dir and the files in it (a checkpoint directory holds no subdirectories). */
+static bool remove_dir(const char *dir, char *err, size_t errlen)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT || ck_fail(err, errlen, "%s: cannot open: %s", dir, strerror(errno));
+    struct dirent *e;
+    char path[4352];
+    bool ok = true;
+    while (ok && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            ok = unlink(path) == 0 || ck_fail(err, errlen, "%s: cannot remove: %s", path, strerror(errno));
+        }
+    closedir(d);
+    return ok && (rmdir(dir) == 0 || ck_fail(err, errlen, "%s: cannot remove: %s", dir, strerror(errno)));
+}
+
+bool ck_begin(const char *dir, int64_t iteration, char *err, size_t errlen)
+{
+    char tmp[4200];
+    ck_iter_dir(dir, iteration, true, tmp, sizeof tmp);
+    if (!os_mkdirs(dir, err, errlen) || !remove_dir(tmp, err, errlen))
+        return false;
+    return mkdir(tmp, 0755) == 0 || ck_fail(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+}
+
+static json_t *axes_json(const int v[IR_NUM_AXES])
+{
+    json_t *o = json_object();
+    for (int a = 0; a < IR_NUM_AXES; a++)
+        if (recorded_axis(a))
+            json_object_set_new(o, ir_axis_name((ir_axis)a), json_integer(v[a]));
+    return o;
+}
+
+bool ck_write_rank(const char *dir, int64_t iteration, int rank, const int degree[IR_NUM_AXES],
+                   const int coord[IR_NUM_AXES], int n, const ck_part *parts, uint64_t *bytes, char *err,
+                   size_t errlen)
+{
+    char tmp[4200], path[4300];
+    ck_iter_dir(dir, iteration, true, tmp, sizeof tmp);
+    snprintf(path, sizeof path, "%s/rank_%05d.safetensors", tmp, rank);
+    ck_st_tensor *t = malloc(sizeof *t * (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++)
+        t[i] = (ck_st_tensor){parts[i].name, parts[i].part, parts[i].data};
+    static const char *const meta[] = {"format", "pt"}; /* what PyTorch's writer records */
+    uint64_t size, sum;
+    bool ok = ck_st_write(path, n, t, 1, meta, &size, &sum, err, errlen);
+    free(t);
+    if (!ok)
+        return false;
+    json_t *j = json_object(), *tensors = json_object();
+    char hex[24], layout[128];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)sum);
+    snprintf(path, sizeof path, "rank_%05d.safetensors", rank);
+    json_object_set_new(j, "file", json_string(path));
+    json_object_set_new(j, "bytes", json_integer((json_int_t)size));
+    json_object_set_new(j, "fnv1a64", json_string(hex));
+    json_object_set_new(j, "mesh", axes_json(degree));
+    json_object_set_new(j, "coords", axes_json(coord));
+    for (int i = 0; i < n; i++)
+        json_object_set_new(tensors, parts[i].name,
+                            json_pack("{ss}", "layout", ir_layout_str(&parts[i].layout, layout, sizeof layout)));
+    json_object_set_new(j, "tensors", tensors);
+    snprintf(path, sizeof path, "%s/rank_%05d.json", tmp, rank);
+    ok = write_json(path, j, err, errlen);
+    json_decref(j);
+    if (ok && bytes)
+        *bytes = size;
+    return ok;
+}
+
+static json_t *manifest_json(const ck_state *s, int n, const ck_tensor *t)
+{
+    json_t *j = json_object(), *model = json_object(), *tensors = json_object();
+    json_object_set_new(j, "format", json_string(CK_FORMAT));
+    json_object_set_new(j, "version", json_integer(CK_VERSION));
+    json_object_set_new(j, "iteration", json_integer(s->iteration));
+    json_object_set_new(j, "consumed_samples", json_integer(s->consumed_samples));
+    json_object_set_new(j, "steps_applied", json_integer(s->steps_applied));
+    json_object_set_new(j, "evals_done", json_integer(s->evals_done));
+    json_object_set_new(j, "seed", json_integer((json_int_t)s->seed));
+    json_object_set_new(j, "mesh", axes_json(s->degree));
+    for (int i = 0; i < s->nmodel; i++) {
+        char *end;
+        long long v = strtoll(s->model[2 * i + 1], &end, 10);
+        json_object_set_new(model, s->model[2 * i], *end ? json_string(s->model[2 * i + 1]) : json_integer(v));
+    }
+    json_object_set_new(j, "model", model);
+    for (int i = 0; i < n; i++) {
+        json_t *shape = json_array();
+        for (int d = 0; d < t[i].whole.ndim; d++)
+            json_array_append_new(shape, json_integer(t[i].whole.dims[d]));
+        json_object_set_new(tensors, t[i].name,
+                            json_pack("{ss ss ss so}", "role", ck_role_names[t[i].role], "param", t[i].param, "dtype",
+                                      ck_st_dtype_name(t[i].whole.dtype), "shape", shape));
+    }
+    json_object_set_new(j, "tensors", tensors);
+    json_object_set_new(j, "ranks", json_integer(s->ranks));
+    return j;
+}
+
+/* iter_NNNNNNN exactly (not a .tmp or .old): a committed checkpoint's directory. */
+static bool iter_name(const char *name, long long *it)
+{
+    if (strncmp(name, "iter_", 5) || strlen(name) != 12)
+        return false;
+    for (int i = 5; i < 12; i++)
+        if (name[i] < '0' || name[i] > '9')
+            return false;
+    *it = atoll(name + 5);
+    return true;
+}
+
+static int cmp_ll(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+/* Keeps the newest keep committed checkpoints under dir, removing the older ones. */
+static bool prune(const char *dir, int keep, char *err, size_t errlen)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return ck_fail(err, errlen, "%s: cannot open: %s", dir, strerror(errno));
+    long long *its = NULL, it;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (iter_name(e->d_name, &it)) {
+            if (n == cap)
+                its = realloc(its, sizeof *its * (cap = cap ? 2 * cap : 16));
+            its[n++] = it;
+        }
+    closedir(d);
+    qsort(its, n, sizeof *its, cmp_ll);
+    bool ok = true;
+    for (size_t i = 0; ok && i + (size_t)keep < n; i++) {
+        char path[4200];
+        ck_iter_dir(dir, its[i], false, path, sizeof path);
+        ok = remove_dir(path, err, errlen);
+    }
+    free(its);
+    return ok;
+}
+
+bool ck_commit(const char *dir, const ck_state *s, int ntensors, const ck_tensor *t, int keep, char *err,
+               size_t errlen)
+{
+    char tmp[4200], final[4200], old[4300], path[4300];
+    ck_iter_dir(dir, s->iteration, true, tmp, sizeof tmp);
+    ck_iter_dir(dir, s->iteration, false, final, sizeof final);
+    snprintf(path, sizeof path, "%s/manifest.json", tmp);
+    json_t *j = manifest_json(s, ntensors, t);
+    bool ok = write_json(path, j, err, errlen) && sync_dir(tmp, err, errlen);
+    json_decref(j);
+    if (!ok)
+        return false;
+    /* Saving an iteration again (a rerun into the same DIR): the older one is moved aside first,
+     * under a name that is never loaded. */
+    snprintf(old, sizeof old, "%s.old", final);
+    struct stat st;
+    if (stat(final, &st) == 0 && (!remove_dir(old, err, errlen) || rename(final, old) != 0))
+        return ck_fail(err, errlen, "%s: cannot move the older checkpoint of this iteration aside: %s", final,
+                    strerror(errno));
+    if (rename(tmp, final) != 0)
+        return ck_fail(err, errlen, "%s: cannot rename to %s: %s", tmp, final, strerror(errno));
+    if (!sync_dir(dir, err, errlen) || !remove_dir(old, err, errlen))
+        return false;
+    char latest[4300], text[32];
+    snprintf(path, sizeof path, "%s/%s.tmp", dir, CK_LATEST_FILE);
+    snprintf(latest, sizeof latest, "%s/%s", dir, CK_LATEST_FILE);
+    snprintf(text, sizeof text, "%lld", (long long)s->iteration); /* Megatron writes the number alone */
+    if (!write_synced(path, text, err, errlen))
+        return false;
+    if (rename(path, latest) != 0)
+        return ck_fail(err, errlen, "%s: cannot rename to %s: %s", path, latest, strerror(errno));
+    return sync_dir(dir, err, errlen) && (keep <= 0 || prune(dir, keep, err, errlen));
+}
+
+/* --- reading --- */
+
+/* Field key of object o as an integer >= 0, or false naming file and key. */
+static bool get_int(const char *file, json_t *o, const char *key, int64_t *v, char *err, size_t errlen)
+{
+    json_t *x = json_object_get(o, key);
+    if (!json_is_integer(x) || json_integer_value(x) < 0)
+        return ck_fail(err, errlen, "%s: \"%s\" is %s: expected an integer >= 0", file, key,
+                    x ? "not an integer >= 0" : "missing");
+    *v = json_integer_value(x);
+    return true;
+}
+
+static bool get_axes(const char *file, json_t *o, const char *key, int v[IR_NUM_AXES], int dflt, char *err,
+                     size_t errlen)
+{
+    json_t *x = json_object_get(o, key);
+    if (!json_is_object(x))
+        return ck_fail(err, errlen, "%s: \"%s\" is missing or not an object of mesh axes", file, key);
+    for (int a = 0; a < IR_NUM_AXES; a++)
+        v[a] = dflt;
+    const char *k;
+    json_t *e;
+    json_object_foreach(x, k, e) {
+        int a = ir_axis_by_name(k);
+        if (a <= 0 || !json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > 1 << 20)
+            return ck_fail(err, errlen, "%s: \"%s\": \"%s\" is not a mesh axis with an integer", file, key, k);
+        v[a] = (int)json_integer_value(e);
+    }
+    return true;
+}
+
+static bool parse_shape(const char *file, const char *name, json_t *v, ir_type *t, char *err, size_t errlen)
+{
+    json_t *dt = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape");
+    int d = json_is_string(dt) ? ck_st_dtype_by_name(json_string_value(dt)) : -1;
+    if (d < 0 || !json_is_array(shape) || json_array_size(shape) > IR_MAX_DIMS)
+        return ck_fail(err, errlen, "%s: tensor %s: needs \"dtype\" (F32, BF16, F16, I32, I64) and \"shape\" (at most %d "
+                    "sizes)", file, name, IR_MAX_DIMS);
+    int64_t dims[IR_MAX_DIMS];
+    for (size_t i = 0; i < json_array_size(shape); i++) {
+        json_t *x = json_array_get(shape, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0)
+            return ck_fail(err, errlen, "%s: tensor %s: shape entry %zu is not a size", file, name, i);
+        dims[i] = json_integer_value(x);
+    }
+    *t = ir_tensor((ir_dtype)d, (int)json_array_size(shape), dims);
+    return true;
+}
+
+static bool read_manifest(ck_reader *r, json_t *j, const char *file, char *err, size_t errlen)
+{
+    json_t *fmt = json_object_get(j, "format"), *ver = json_object_get(j, "version");
+    if (!json_is_string(fmt) || strcmp(json_string_value(fmt), CK_FORMAT))
+        return ck_fail(err, errlen, "%s: \"format\" is not \"%s\": not an mcc checkpoint", file, CK_FORMAT);
+    if (!json_is_integer(ver) || json_integer_value(ver) != CK_VERSION)
+        return ck_fail(err, errlen, "%s: unknown manifest version %lld: this mcc reads version %d (save it again with a "
+                    "matching mcc)", file, json_is_integer(ver) ? (long long)json_integer_value(ver) : -1LL,
+                    CK_VERSION);
+    ck_state *s = &r->state;
+    int64_t seed, ranks;
+    if (!get_int(file, j, "iteration", &s->iteration, err, errlen) ||
+        !get_int(file, j, "consumed_samples", &s->consumed_samples, err, errlen) ||
+        !get_int(file, j, "steps_applied", &s->steps_applied, err, errlen) ||
+        !get_int(file, j, "evals_done", &s->evals_done, err, errlen) || !get_int(file, j, "seed", &seed, err, errlen) ||
+        !get_int(file, j, "ranks", &ranks, err, errlen) || !get_axes(file, j, "mesh", s->degree, 1, err, errlen))
+        return false;
+    s->seed = (uint64_t)seed;
+    if (ranks < 1 || ranks > 1 << 20)
+        return ck_fail(err, errlen, "%s: \"ranks\" is %lld: expected at least 1", file, (long long)ranks);
+    s->ranks = (int)ranks;
+    json_t *model = json_object_get(j, "model"), *tensors = json_object_get(j, "tensors");
+    if (!json_is_object(model) || !json_is_object(tensors))
+        return ck_fail(err, errlen, "%s: \"model\" and \"tensors\" must be objects", file);
+    s->model = calloc(2 * json_object_size(model) + 1, sizeof *s->model);
+    const char *k;
+    json_t *v;
+    json_object_foreach(model, k, v) {
+        s->model[2 * s->nmodel] = strdup(k);
+        s->model[2 * s->nmodel++ + 1] = json_is_string(v) ? strdup(json_string_value(v)) : json_dumps(v, JSON_ENCODE_ANY);
+    }
+    r->tensors = calloc(json_object_size(tensors) + 1, sizeof *r->tensors);
+    json_object_foreach(tensors, k, v) {
+        ck_tensor *t = &r->tensors[r->ntensors];
+        json_t *role = json_object_get(v, "role"), *param = json_object_get(v, "param");
+        int ro = -1;
+        for (int i = 0; json_is_string(role) && i < CK_NUM_ROLES; i++)
+            if (!strcmp(json_string_value(role), ck_role_names[i]))
+                ro = i;
+        if (ro < 0 || !json_is_string(param))
+            return ck_fail(err, errlen, "%s: tensor %s: needs \"role\" (param, adam_m, adam_v) and \"param\"", file, k);
+        if (!parse_shape(file, k, v, &t->whole, err, errlen))
+            return false;
+        t->name = strdup(k);
+        t->param = strdup(json_string_value(param));
+        t->role = (ck_role)ro;
+        r->ntensors++;
+    }
+    return true;
+}
+
+const ck_tensor *ck_find(const ck_reader *r, const char *name)
+{
+    for (int i = 0; i < r->ntensors; i++)
+        if (!strcmp(r->tensors[i].name, name))
+            return &r->tensors[i];
+    return NULL;
+}
+
+/* Rank file k: its json, the safetensors file's size and checksum against it, its header, and
+ * each part's layout record against the manifest's whole shape. */
+static bool open_rank(ck_reader *r, int k, char *err, size_t errlen)
+{
+    char jpath[4400], spath[4400];
+    snprintf(jpath, sizeof jpath, "%s/rank_%05d.json", r->dir, k);
+    snprintf(spath, sizeof spath, "%s/rank_%05d.safetensors", r->dir, k);
+    json_error_t je;
+    json_t *j = json_load_file(jpath, 0, &je);
+    if (!j && access(jpath, F_OK) != 0)
+        return ck_fail(err, errlen, "%s: missing: the checkpoint was saved by %d ranks and rank %d's record is gone", jpath,
+                    r->state.ranks, k);
+    if (!j)
+        return ck_fail(err, errlen, "%s: not valid JSON: %s (line %d)", jpath, je.text, je.line);
+    ck_rank_file *rf = &r->rank[k];
+    int64_t bytes;
+    json_t *sum = json_object_get(j, "fnv1a64"), *tensors = json_object_get(j, "tensors");
+    bool ok = get_int(jpath, j, "bytes", &bytes, err, errlen) && get_axes(jpath, j, "mesh", rf->degree, 1, err, errlen) &&
+              get_axes(jpath, j, "coords", rf->coord, 0, err, errlen);
+    if (ok && (!json_is_string(sum) || !json_is_object(tensors)))
+        ok = ck_fail(err, errlen, "%s: needs \"fnv1a64\" (hex) and \"tensors\"", jpath);
+    uint64_t have, size;
+    if (ok && access(spath, F_OK) != 0)
+        ok = ck_fail(err, errlen, "%s: missing: the checkpoint was saved by %d ranks and rank %d's file is gone", spath,
+                  r->state.ranks, k);
+    ok = ok && ck_checksum_file(spath, &have, &size, err, errlen);
+    if (ok && size != (uint64_t)bytes)
+        ok = ck_fail(err, errlen, "%s: %llu bytes, but %s says %lld: the file is truncated or was replaced", spath,
+                  (unsigned long long)size, jpath, (long long)bytes);
+    if (ok && strtoull(json_string_value(sum), NULL, 16) != have)
+        ok = ck_fail(err, errlen, "%s: checksum mismatch: the file's FNV-1a is %016llx, %s says %s: the file is corrupt",
+                  spath, (unsigned long long)have, jpath, json_string_value(sum));
+    ok = ok && ck_st_open(&rf->st, spath, err, errlen);
+    if (ok)
+        rf->layout = calloc((size_t)rf->st.n + 1, sizeof *rf->layout);
+    for (int i = 0; ok && i < rf->st.n; i++) {
+        const ck_st_entry *e = &rf->st.t[i];
+        const ck_tensor *t = ck_find(r, e->name);
+        json_t *lj = json_object_get(json_object_get(tensors, e->name), "layout");
+        char lerr[512], ws[96], ps[96], want[96];
+        if (!t) {
+            ok = ck_fail(err, errlen, "%s: tensor %s is not in the manifest", spath, e->name);
+        } else if (!json_is_string(lj) || !ir_parse_layout(json_string_value(lj), &rf->layout[i], lerr, sizeof lerr)) {
+            ok = ck_fail(err, errlen, "%s: tensor %s: its layout record is %s", jpath, e->name,
+                      json_is_string(lj) ? lerr : "missing");
+        } else {
+            ir_type part = ir_layout_block(&rf->layout[i], &t->whole, rf->degree, rf->layout[i].nsplits);
+            ir_type_str(&t->whole, ws, sizeof ws);
+            ir_type_str(&e->type, ps, sizeof ps);
+            ir_type_str(&part, want, sizeof want);
+            if (!ir_type_eq(&part, &e->type))
+                ok = ck_fail(err, errlen, "%s: tensor %s: its part is %s, but layout [%s] of the whole %s gives %s", spath,
+                          e->name, ps, json_string_value(lj), ws, want);
+        }
+    }
+    json_decref(j);
+    return ok;
+}
+
+bool ck_open(ck_reader *r, const char *dir, int64_t iteration, bool *absent, char *err, size_t errlen)
+{
+    *r = (ck_reader){0};
+    if (absent)
+        *absent = false;
+    if (iteration < 0) {
+        char latest[4200], lerr[4400];
+        snprintf(latest, sizeof latest, "%s/%s", dir, CK_LATEST_FILE);
+        size_t n;
+        char *text = os_read_file(latest, &n, lerr, sizeof lerr);
+        if (!text) {
+            if (absent)
+                *absent = errno == ENOENT;
+            return ck_fail(err, errlen, "%s: no checkpoint: %s", dir, lerr);
+        }
+        char *end;
+        iteration = strtoll(text, &end, 10);
+        while (*end == '\n' || *end == ' ' || *end == '\r')
+            end++;
+        bool bad = end == text || *end || iteration < 0;
+        free(text);
+        if (bad)
+            return ck_fail(err, errlen, "%s: expected the iteration number alone (as Megatron writes it)", latest);
+    }
+    ck_iter_dir(dir, iteration, false, r->dir, sizeof r->dir);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/manifest.json", r->dir);
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je);
+    if (!j) {
+        ck_fail(err, errlen, "%s: %s", path, access(path, F_OK) ? "missing: the checkpoint is incomplete (a save that "
+             "did not finish) or was removed" : je.text);
+        return ck_close(r), false;
+    }
+    bool ok = read_manifest(r, j, path, err, errlen);
+    json_decref(j);
+    if (ok && r->state.iteration != iteration)
+        ok = ck_fail(err, errlen, "%s: \"iteration\" is %lld, but the directory is iteration %lld's", path,
+                  (long long)r->state.iteration, (long long)iteration);
+    if (ok)
+        r->rank = calloc((size_t)r->state.ranks, sizeof *r->rank);
+    for (int k = 0; ok && k < r->state.ranks; k++) {
+        r->rank[k].st.fd = -1;
+        ok = open_rank(r, k, err, errlen);
+    }
+    if (!ok)
+        ck_close(r);
+    return ok;
+}
+
+void *ck_read_whole(ck_reader *r, const char *name, char *err, size_t errlen)
+{
+    const ck_tensor *t = ck_find(r, name);
+    if (!t)
+        return ck_fail(err, errlen, "%s: no tensor %s in the checkpoint", r->dir, name), NULL;
+    size_t es = ir_dtype_size(t->whole.dtype);
+    int64_t n = ir_numel(&t->whole), covered = 0;
+    char *whole = malloc(ir_bytes(&t->whole) + 1), *seen = calloc((size_t)n + 1, 1);
+    bool ok = true;
+    for (int k = 0; ok && k < r->state.ranks; k++) {
+        ck_rank_file *rf = &r->rank[k];
+        int i = ck_st_find(&rf->st, name);
+        if (i < 0)
+            continue;
+        int64_t np = ir_numel(&rf->st.t[i].type);
+        char *part = malloc(ir_bytes(&rf->st.t[i].type) + 1);
+        ok = ck_st_read(&rf->st, i, part, err, errlen);
+        for (int64_t e = 0; ok && e < np; e++) {
+            int64_t at = ir_layout_index(&rf->layout[i], &t->whole, rf->degree, rf->coord, e);
+            covered += !seen[at];
+            seen[at] = 1;
+            memcpy(whole + (size_t)at * es, part + (size_t)e * es, es);
+        }
+        free(part);
+    }
+    if (ok && covered != n)
+        ok = ck_fail(err, errlen, "%s: tensor %s: the rank files hold %lld of its %lld elements: a part is missing", r->dir,
+                  name, (long long)covered, (long long)n);
+    free(seen);
+    if (!ok)
+        free(whole);
+    return ok ? whole : NULL;
+}
+
+bool ck_read_part(ck_reader *r, const char *name, const ir_type *part, const ir_layout *l,
+                  const int degree[IR_NUM_AXES], const int coord[IR_NUM_AXES], void *out, char *err, size_t errlen)
+{
+    const ck_tensor *t = ck_find(r, name);
+    if (!t)
+        return ck_fail(err, errlen, "%s/manifest.json: no tensor %s: the checkpoint is of another model", r->dir, name);
+    ir_type mine = ir_layout_block(l, &t->whole, degree, l->nsplits), want = *part;
+    ir_shard_clear(&want);
+    want.partial = 0;
+    if (!ir_type_eq(&mine, &want)) {
+        char ws[96], ms[96], ps[96];
+        ir_type_str(&t->whole, ws, sizeof ws);
+        ir_type_str(&mine, ms, sizeof ms);
+        ir_type_str(&want, ps, sizeof ps);
+        return ck_fail(err, errlen, "%s/manifest.json: tensor %s is %s in the checkpoint, whose part here is %s, but this "
+                    "model's part is %s: the checkpoint is of another model or shape", r->dir, name, ws, ms, ps);
+    }
+    char *whole = ck_read_whole(r, name, err, errlen);
+    if (!whole)
+        return false;
+    size_t es = ir_dtype_size(t->whole.dtype);
+    for (int64_t i = 0, n = ir_numel(part); i < n; i++)
+        memcpy((char *)out + (size_t)i * es, whole + (size_t)ir_layout_index(l, &t->whole, degree, coord, i) * es, es);
+    free(whole);
+    return true;
+}
+
+void ck_close(ck_reader *r)
+{
+    for (int k = 0; r->rank && k < r->state.ranks; k++) {
+        if (r->rank[k].st.path)
+            ck_st_close(&r->rank[k].st);
+        free(r->rank[k].layout);
+    }
+    for (int i = 0; i < r->ntensors; i++) {
+        free(r->tensors[i].name);
+        free(r->tensors[i].param);
+    }
+    for (int i = 0; i < 2 * r->state.nmodel; i++)
+        free(r->state.model[i]);
+    free(r->state.model);
+    free(r->tensors);
+    free(r->rank);
+    *r = (ck_reader){0};
+}
