@@ -133,7 +133,7 @@ if [ "${ATTN_SWEEP:-0}" != 0 ]; then
   LD_LIBRARY_PATH=/tmp/mcc-cuda-stub MCC_CACHE_DIR=devrun/cache $B/attention_bench --compile-only \
     $(grep -v '^#' bench/attention_tiles.txt)
 fi
-for l in libblas.so.3 libgfortran.so.5 libquadmath.so.0; do cp -L /lib/x86_64-linux-gnu/$l devrun/lib/ 2>/dev/null || cp -L /usr/lib/x86_64-linux-gnu/blas/$l devrun/lib/; done
+for l in libblas.so.3 libgfortran.so.5 libquadmath.so.0 libjansson.so.4; do cp -L /lib/x86_64-linux-gnu/$l devrun/lib/ 2>/dev/null || cp -L /usr/lib/x86_64-linux-gnu/blas/$l devrun/lib/; done
 du -sh devrun
 tar cf - devrun | xz -T0 -6 > devrun.tar.xz
 ls -la devrun.tar.xz
