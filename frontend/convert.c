@@ -538,8 +538,12 @@ static bool hf_open_file(hf_dir *h, const char *dir, const char *name, char *err
     snprintf(path, sizeof path, "%s/%s", dir, name);
     h->files = realloc(h->files, sizeof *h->files * (size_t)(h->nfiles + 1));
     h->file_names = realloc(h->file_names, sizeof *h->file_names * (size_t)(h->nfiles + 1));
-    if (!ck_st_open(&h->files[h->nfiles], path, err, errlen))
+    if (!ck_st_open(&h->files[h->nfiles], path, err, errlen)) {
+        size_t k = strlen(err);
+        if (strcmp(name, "model.safetensors"))
+            snprintf(err + k, errlen - k, " (model.safetensors.index.json names it: download the model directory whole)");
         return false;
+    }
     h->file_names[h->nfiles++] = strdup(name);
     return true;
 }
@@ -649,7 +653,7 @@ static bool check_checkpoint(const cv_model *cm, const ck_reader *ck, const char
             shape_str(&gl->type, b, sizeof b);
             return failf(err, errlen, "%s: %s is %s %s, %s's model has f32 %s%s: give the spec (and flags) the "
                                       "checkpoint was trained with", where, gl->name, ir_dtype_name(t->whole.dtype), a,
-                         spec, b, vocab ? " (its rows at least vocab_size)" : "");
+                         spec, b, vocab ? " (its rows: vocab_size or more)" : "");
         }
     }
     return true;

@@ -10,6 +10,7 @@ out], c_attn's fused q|k|v, rotate_half rope, repeat_kv), in float64.
       every tensor of B equals A's to the bit (after widening A's to f32), configs agree
   convert_hf.py logits --hf DIR --spec SPEC --ckpt CKPT_DIR [-- spec flags]
       the HF forward on DIR's weights equals tests/torch_ref.py's mcc forward on the checkpoint's
+  convert_hf.py set CONFIG KEY VALUE     sets (VALUE JSON; "-" deletes) one key of a config.json
   convert_hf.py logits --hf DIR --dump DUMP_DIR
       the HF forward on the tokens train_rank dumped equals its dumped step-1 logits
 Run with /usr/bin/python3 (Debian's torch 1.13 CPU). Exit status 1 naming what differs."""
@@ -242,6 +243,16 @@ def same(a):
     return 1 if failed else 0
 
 
+def set_key(a):
+    c = json.load(open(a.config))
+    if a.value == "-":
+        del c[a.key]
+    else:
+        c[a.key] = json.loads(a.value)
+    json.dump(c, open(a.config, "w"), indent=2)
+    return 0
+
+
 def mcc_weights(ckpt):
     """The parameters of a one-rank mcc checkpoint (its latest iteration), by mcc's names."""
     it = int(open(os.path.join(ckpt, "latest_checkpointed_iteration.txt")).read())
@@ -289,6 +300,9 @@ def main():
     s = sub.add_parser("same")
     s.add_argument("a")
     s.add_argument("b")
+    st = sub.add_parser("set")
+    for arg in ("config", "key", "value"):
+        st.add_argument(arg)
     lg = sub.add_parser("logits")
     lg.add_argument("--hf", required=True)
     lg.add_argument("--spec")
@@ -296,7 +310,7 @@ def main():
     lg.add_argument("--dump")
     lg.add_argument("flags", nargs="*")
     a = ap.parse_args()
-    return {"make": make, "same": same, "logits": logits}[a.cmd](a)
+    return {"make": make, "same": same, "set": set_key, "logits": logits}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# convert_hf.sh MCC ARCH — `mcc convert` on a random Hugging Face model of ARCH (gpt2: F32, sharded
+# with the index; llama: BF16, one file; tests/convert_hf.py makes it): --from hf writes a
+# checkpoint and its spec, --to hf writes the model back, which must equal the input to the bit,
+# and the HF forward (written by hand from transformers' conventions) on the exported weights must
+# equal tests/torch_ref.py's mcc forward on the checkpoint's (float64). Then the bad inputs, each
+# refused naming the file or tensor.
+set -euo pipefail
+mcc=$1; arch=$2
+root=$(cd "$(dirname "$0")/.." && pwd)
+py="/usr/bin/python3 $root/tests/convert_hf.py"
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+cd "$work"
+if [ "$arch" = gpt2 ]; then make_flags="--shard-bytes 200000"; else make_flags="--dtype BF16"; fi
+$py make --arch "$arch" --out hf1 $make_flags
+"$mcc" convert --from hf hf1 ck
+"$mcc" convert --to hf ck hf2 --spec ck/spec.json --max-shard-size 150000
+$py same hf1 hf2
+$py logits --hf hf2 --spec ck/spec.json --ckpt ck
+# exported unsharded (the default 5 GB): one model.safetensors and no index left from the sharded export
+"$mcc" convert --to hf ck hf2 --spec ck/spec.json
+[ -f hf2/model.safetensors ] && [ ! -f hf2/model.safetensors.index.json ] || { echo "FAIL: a stale index"; exit 1; }
+$py same hf1 hf2
+
+# refuses: MESSAGE-PART COMMAND...: exit status 2 and MESSAGE-PART in the error
+refuses() {
+    local want=$1; shift
+    if "$@" 2>err.txt; then echo "FAIL: accepted: $*"; exit 1; fi
+    grep -qF -- "$want" err.txt || { echo "FAIL: $* said:"; cat err.txt; echo "(want: $want)"; exit 1; }
+}
+cp -r hf1 bad && rm bad/config.json
+refuses "bad/config.json: cannot read" "$mcc" convert --from hf bad out
+cp hf1/config.json bad/ && $py set bad/config.json architectures '["BertModel"]'
+
+refuses 'architecture "BertModel" is not one mcc knows' "$mcc" convert --from hf bad out
+cp hf1/config.json bad/ && $py set bad/config.json vocab_size 300
+refuses "but config.json makes it [300, 64]: the weights and config.json are of different models" "$mcc" convert --from hf bad out
+if [ "$arch" = gpt2 ]; then
+    rm bad/model-00003-of-00003.safetensors && cp hf1/config.json bad/
+    refuses "bad/model-00003-of-00003.safetensors: " "$mcc" convert --from hf bad out
+    $py set bad/config.json n_head -
+    refuses 'bad/config.json: "n_head" is missing' "$mcc" convert --from hf bad out
+else
+    cp hf1/config.json bad/ && $py set bad/config.json hidden_act '"gelu"' 
+    refuses '"hidden_act" is "gelu": mcc'"'"'s SwiGLU MLP is silu(gate) * up' "$mcc" convert --from hf bad out
+    cp hf1/config.json bad/ && $py set bad/config.json num_hidden_layers 3
+    refuses "no tensor model.layers.2.input_layernorm.weight in model.safetensors" "$mcc" convert --from hf bad out
+fi
+# --to hf: the spec must be of the checkpoint's model; it must say which spec
+refuses "--to hf needs --spec SPEC.json" "$mcc" convert --to hf ck out
+refuses "is not in $root/models/tiny-$arch.json's model" "$mcc" convert --to hf ck out --spec "$root/models/tiny-$arch.json" --num-layers 1
+refuses "unknown flag '--max-shard-sise' for mcc convert --to hf: did you mean --max-shard-size?" "$mcc" convert --to hf ck out --spec ck/spec.json --max-shard-sise 5
+refuses "--max-shard-size" "$mcc" convert --to hf ck out --spec ck/spec.json --max-shard-size 0
+if [ "$arch" = gpt2 ]; then other=rope; else other=learned_absolute; fi
+refuses "no Hugging Face architecture fits" "$mcc" convert --to hf ck out --spec ck/spec.json --position-embedding-type $other
+echo PASS
