@@ -320,3 +320,13 @@ float rt_parallel_mean(rt_parallel *par, rt_program *p, float v)
     p->dev->download(p, &v, par->scratch, sizeof v);
     return v / dp;
 }
+
+float rt_parallel_world(rt_parallel *par, rt_program *p, float v, rt_reduce_op op)
+{
+    if (!par->world)
+        return v;
+    p->dev->upload(p, par->scratch, &v, sizeof v);
+    rt_all_reduce(par->world, par->scratch, 1, IR_F32, op, p->dev->queue(p));
+    p->dev->download(p, &v, par->scratch, sizeof v);
+    return v;
+}

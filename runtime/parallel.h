@@ -58,6 +58,9 @@ int64_t rt_parallel_sample(const rt_parallel *par, int it, int accum, int mb, in
 void rt_parallel_gather(rt_program *p, const ir_layout *l, const ir_type *whole, const void *local, void *full);
 /* Mean of v over the dp ranks (v itself on one rank). */
 float rt_parallel_mean(rt_parallel *par, rt_program *p, float v);
+/* The sum or maximum of v over every rank (v itself on one rank): the ranks agree on a stop signal
+ * or a failure (RT_MAX), and it is a barrier over the world. Collective. */
+float rt_parallel_world(rt_parallel *par, rt_program *p, float v, rt_reduce_op op);
 static inline bool rt_parallel_is_root(const rt_parallel *par) { return par->env.rank == 0; }
 
 #endif

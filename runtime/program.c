@@ -269,3 +269,8 @@ void rt_program_read_global(rt_program *p, int g, void *host)
 {
     p->dev->download(p, host, p->globals[g], ir_bytes(&p->m->globals[g].type));
 }
+
+void rt_program_write_global(rt_program *p, int g, const void *host)
+{
+    p->dev->upload(p, p->globals[g], host, ir_bytes(&p->m->globals[g].type));
+}

@@ -57,6 +57,7 @@ int rt_program_find(const rt_program *p, int func, ir_op op, const char *name); 
 void rt_program_set_input(rt_program *p, int func, const char *name, const void *host, size_t bytes);
 void rt_program_get_output(rt_program *p, int func, const char *name, void *host, size_t bytes);
 void rt_program_read_global(rt_program *p, int g, void *host);
+void rt_program_write_global(rt_program *p, int g, const void *host); /* a checkpoint's load */
 
 /* The counter-based generator parameter initialisation uses (also in kernels_templates/init.cuh). */
 uint64_t rt_splitmix64(uint64_t x);

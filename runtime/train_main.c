@@ -10,6 +10,7 @@
 #include "common/cli.h"
 #include "common/knobs.h"
 #include "common/os.h"
+#include "checkpoint_io.h"
 #include "gpt_dataset.h"
 #include "launch.h"
 #include "parallel.h"
@@ -44,6 +45,7 @@ typedef struct {
     const char *dump_dir, *metrics_file, *tensorboard_dir;
     int train_iters, log_interval, eval_interval, eval_iters; /* -1: the spec's value */
     bool skip_nan_steps;
+    rt_ckpt_args ckpt;              /* --save, --load, ... */
 } train_args;
 
 static void usage(FILE *out)
@@ -63,6 +65,18 @@ static void usage(FILE *out)
             "                       tags (lm loss, learning-rate, grad-norm, lm loss validation, ...)\n"
             "  --skip-nan-steps     skip the optimizer step of an iteration whose loss or grad norm is NaN/Inf\n"
             "                       instead of stopping the run\n"
+            "  --save DIR           save checkpoints under DIR (DIR/iter_0000500/, latest_checkpointed_iteration.txt),\n"
+            "                       at the end of the run and every --save-interval N iterations\n"
+            "  --save-interval N    save every N iterations (default: only at the end)\n"
+            "  --save-retain N      keep only the newest N checkpoints under --save (default: all)\n"
+            "  --load DIR           resume from DIR's latest checkpoint, under any parallel layout (none there:\n"
+            "                       a warning, and the run starts from scratch)\n"
+            "  --no-load-optim      load the weights and counters, not Adam's state\n"
+            "  --no-load-rng        accepted: there is no RNG state (dropout masks come from the seed and the\n"
+            "                       sample's index, which the iteration fixes)\n"
+            "  --finetune           load the weights alone and start at iteration 0\n"
+            "  --exit-signal-handler  on SIGTERM/SIGINT save a checkpoint (with --save) before stopping\n"
+            "  --exit-interval N    stop (after saving, with --save) at the first iteration that is a multiple of N\n"
             "  --dump-dir DIR       write initial parameters, step-1 gradients and logits, batches and\n"
             "                       per-step loss/lr/grad norm for the numerics tests\n"
             "  --print-plan         print the compiled plan (IR) and exit\n"
@@ -119,6 +133,24 @@ static train_args parse_args(int argc, char **argv)
             a.eval_iters = int_flag(argc, argv, &i, 0);
         else if (!strcmp(argv[i], "--skip-nan-steps"))
             a.skip_nan_steps = true;
+        else if (!strcmp(argv[i], "--save") && v)
+            a.ckpt.save = argv[++i];
+        else if (!strcmp(argv[i], "--load") && v)
+            a.ckpt.load = argv[++i];
+        else if (!strcmp(argv[i], "--save-interval"))
+            a.ckpt.save_interval = int_flag(argc, argv, &i, 1);
+        else if (!strcmp(argv[i], "--save-retain"))
+            a.ckpt.save_retain = int_flag(argc, argv, &i, 1);
+        else if (!strcmp(argv[i], "--exit-interval"))
+            a.ckpt.exit_interval = int_flag(argc, argv, &i, 1);
+        else if (!strcmp(argv[i], "--no-load-optim"))
+            a.ckpt.no_load_optim = true;
+        else if (!strcmp(argv[i], "--no-load-rng"))
+            a.ckpt.no_load_rng = true;
+        else if (!strcmp(argv[i], "--finetune"))
+            a.ckpt.finetune = true;
+        else if (!strcmp(argv[i], "--exit-signal-handler"))
+            a.ckpt.exit_signal_handler = true;
         else if (!strcmp(argv[i], "--print-plan")) {
             fwrite(mcc_plan_text, 1, mcc_plan_size, stdout);
             exit(0);
@@ -154,6 +186,7 @@ typedef struct {
     bool writer;                    /* rank 0: logs, metrics and dump files */
     train_args a;
     int B, T, accum, iters, eval_interval, eval_iters, evals_done, steps_applied;
+    int start;                      /* the iteration a loaded checkpoint ended (0: a fresh run) */
     int norm, zero;                 /* the functions of kinds grad_norm and zero_grads (--skip-nan-steps) */
     rt_lr_schedule lr;
     rt_gpt_data *data;
@@ -733,25 +766,51 @@ static void catch_stop_signals(void)
  * each step's end. Collective: every rank calls. */
 static int stop_signal(train_run *r)
 {
-    float sig = (float)train_signal;
-    if (r->par.world) {
-        rt_program *p = r->p;
-        p->dev->upload(p, r->par.scratch, &sig, sizeof sig);
-        rt_all_reduce(r->par.world, r->par.scratch, 1, IR_F32, RT_MAX, p->dev->queue(p));
-        p->dev->download(p, &sig, r->par.scratch, sizeof sig);
-    }
-    return (int)sig;
+    return (int)rt_parallel_world(&r->par, r->p, (float)train_signal, RT_MAX);
 }
 
 /* ---- the loop ------------------------------------------------------------------------------ */
 
-/* Iterations 1..iters, or up to the one in flight when a stop signal came (*last: the last one
- * run). Returns that signal, or 0. */
+/* The run's counters for a checkpoint after iteration it. */
+static void save_checkpoint(train_run *r, int it)
+{
+    rt_ckpt_counters c = {it, (int64_t)it * r->B * r->accum * r->cfg.dp, r->steps_applied, r->evals_done};
+    rt_ckpt_save(&r->a.ckpt, r->p, &r->par, &c);
+}
+
+/* --load (between initialisation and the first step): the loop then starts after the loaded
+ * iteration. */
+static void load_checkpoint(train_run *r)
+{
+    rt_ckpt_counters c = {0};
+    if (!r->a.ckpt.load || !rt_ckpt_load(&r->a.ckpt, r->p, &r->par, &c))
+        return;
+    r->start = (int)c.iteration;
+    r->steps_applied = (int)c.steps_applied;
+    r->evals_done = (int)c.evals_done;
+}
+
+/* After iteration it: a checkpoint every --save-interval, at --exit-interval, at the last
+ * iteration and (--exit-signal-handler) on a stop signal, with --save. Returns whether the run
+ * stops here for --exit-interval. */
+static bool checkpoint_after(train_run *r, int it, int stop)
+{
+    const rt_ckpt_args *a = &r->a.ckpt;
+    bool exit_now = a->exit_interval && it % a->exit_interval == 0;
+    if (a->save && ((a->save_interval && it % a->save_interval == 0) || it == r->iters || exit_now ||
+                    (stop && a->exit_signal_handler)))
+        save_checkpoint(r, it);
+    return exit_now;
+}
+
+/* Iterations after the loaded one (start) to iters, or up to the one in flight when a stop signal
+ * came or --exit-interval (*last: the last one run). Returns that signal, or 0. */
 static int train_loop(train_run *r, double t_start, int *last)
 {
     catch_stop_signals();
     log_window w = {0};
-    for (int it = 1; it <= r->iters; it++) {
+    *last = r->start;
+    for (int it = r->start + 1; it <= r->iters; it++) {
         double t0 = os_now_s();
         char range[32];
         snprintf(range, sizeof range, "iteration %d", it);
@@ -762,7 +821,7 @@ static int train_loop(train_run *r, double t_start, int *last)
         w.iters++;
         w.skipped += s.skipped;
         w.loss += s.skipped ? 0 : s.loss;
-        if (it == 1) {
+        if (it == r->start + 1) {
             size_t used = r->p->dev->memory_in_use(r->p);
             printf("time to first step: %.2f s", os_now_s() - t_start);
             if (used)
@@ -778,6 +837,8 @@ static int train_loop(train_run *r, double t_start, int *last)
             evaluate(r, it);
         fflush(stdout);
         *last = it;
+        if (checkpoint_after(r, it, stop) && !stop)
+            return 0;
         if (stop)
             return stop;
     }
@@ -805,6 +866,7 @@ int main(int argc, char **argv)
     setup_run(&r, nargs, args);
     rt_program_init_params(r.p, (uint64_t)r.cfg.seed);
     print_config(&r);
+    load_checkpoint(&r);
     if (r.a.dump_dir)
         start_dumps(&r);
     int last = 0, sig = train_loop(&r, t_start, &last);

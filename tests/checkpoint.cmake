@@ -1,0 +1,24 @@
+# checkpoint.cmake — checkpoints (checkpoint/, runtime/checkpoint_io.c: train_rank --save/--load):
+# the safetensors reader on crafted bad files (tests/safetensors_test.c); resume bit for bit
+# (tests/checkpoint_resume.sh) on one rank, TP=2 x DP=2 with the distributed optimizer, with
+# dropout and with 4 micro-batches a step; a TP=2 x DP=2 ZeRO checkpoint loaded under other
+# layouts (tests/checkpoint_layout.sh); SIGKILL during saves (tests/checkpoint_kill.sh); each bad
+# checkpoint's own message (tests/checkpoint_errors.sh).
+add_executable(safetensors_test ${CMAKE_SOURCE_DIR}/tests/safetensors_test.c)
+target_link_libraries(safetensors_test PRIVATE mcc_ckpt)
+set(_st_out ${CMAKE_BINARY_DIR}/tests/safetensors)
+add_test(NAME checkpoint_safetensors
+         COMMAND sh -c "rm -rf '${_st_out}' && mkdir -p '${_st_out}' && exec '$<TARGET_FILE:safetensors_test>' '${_st_out}'")
+
+set(_ckr ${CMAKE_SOURCE_DIR}/tests/checkpoint_resume.sh $<TARGET_FILE:mcc>)
+add_test(NAME checkpoint_resume_single_rank COMMAND ${_ckr} tiny-gpt2 1)
+add_test(NAME checkpoint_resume_dropout COMMAND ${_ckr} tiny-gpt2 1 --hidden-dropout 0.1 --attention-dropout 0.1)
+add_test(NAME checkpoint_resume_accum4 COMMAND ${_ckr} tiny-llama 1 --micro-batch-size 2 --global-batch-size 8)
+add_test(NAME checkpoint_errors COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_errors.sh $<TARGET_FILE:mcc>)
+add_test(NAME checkpoint_kill COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_kill.sh $<TARGET_FILE:mcc>)
+if(MPI_C_FOUND)
+  add_test(NAME checkpoint_resume_tp2_dp2_zero COMMAND ${_ckr} tiny-gpt2 4 --tp 2 --dp 2 --use-distributed-optimizer)
+  add_test(NAME checkpoint_layout_tp2_dp2_zero_to_others
+           COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_layout.sh $<TARGET_FILE:mcc> tiny-gpt2)
+  set_tests_properties(checkpoint_resume_tp2_dp2_zero checkpoint_layout_tp2_dp2_zero_to_others PROPERTIES PROCESSORS 2)
+endif()
