@@ -10,6 +10,9 @@ out], c_attn's fused q|k|v, rotate_half rope, repeat_kv), in float64.
       every tensor of B equals A's to the bit (after widening A's to f32), configs agree
   convert_hf.py logits --hf DIR --spec SPEC --ckpt CKPT_DIR [-- spec flags]
       the HF forward on DIR's weights equals tests/torch_ref.py's mcc forward on the checkpoint's
+  convert_hf.py ckpt-same PARAMS.mcct CKPT_DIR
+      the one-rank checkpoint's parameters equal the dumped ones to the bit (its vocabulary's padding
+      rows zero: an import's)
   convert_hf.py set CONFIG KEY VALUE     sets (VALUE JSON; "-" deletes) one key of a config.json
   convert_hf.py logits --hf DIR --dump DUMP_DIR
       the HF forward on the tokens train_rank dumped equals its dumped step-1 logits
@@ -263,6 +266,24 @@ def mcc_weights(ckpt):
     return {n: widen(dt, a) for n, (dt, a) in tensors.items() if not n.endswith((".adam_m", ".adam_v"))}
 
 
+def ckpt_same(a):
+    want, got = torch_ref.read_mcct(a.params), mcc_weights(a.ckpt)
+    failed = [f"tensor names differ: {sorted(set(want) ^ set(got))}"] if set(want) != set(got) else []
+    vocab = json.load(open(os.path.join(a.ckpt, "spec.json")))["model"]["vocab_size"]
+    for n in sorted(set(want) & set(got)):
+        w, g = want[n], got[n]
+        if n in ("embedding.word", "output.weight"):  # padded rows (to each layout's own multiple): not in HF's
+            if np.any(g[vocab:] != 0):
+                failed.append(f"{n}: the vocabulary's padding rows {vocab}.. are not zero")
+            w, g = w[:vocab], g[:vocab]
+        if w.shape != g.shape or not np.array_equal(w.view(np.uint32), g.view(np.uint32)):
+            failed.append(f"{n}: {list(g.shape)} differs from the dumped {list(w.shape)}")
+    print(f"{len(got)} tensors of {a.ckpt} compared bit for bit with {a.params}, {len(failed)} differ")
+    for f in failed:
+        print("FAIL: " + f)
+    return 1 if failed else 0
+
+
 def logits(a):
     config, weights = hf_load(a.hf)
     if a.dump:
@@ -300,6 +321,9 @@ def main():
     s = sub.add_parser("same")
     s.add_argument("a")
     s.add_argument("b")
+    cs = sub.add_parser("ckpt-same")
+    cs.add_argument("params")
+    cs.add_argument("ckpt")
     st = sub.add_parser("set")
     for arg in ("config", "key", "value"):
         st.add_argument(arg)
@@ -310,7 +334,7 @@ def main():
     lg.add_argument("--dump")
     lg.add_argument("flags", nargs="*")
     a = ap.parse_args()
-    return {"make": make, "same": same, "set": set_key, "logits": logits}[a.cmd](a)
+    return {"make": make, "same": same, "set": set_key, "ckpt-same": ckpt_same, "logits": logits}[a.cmd](a)
 
 
 if __name__ == "__main__":
