@@ -208,8 +208,14 @@ static const char *arch_of_spec(const mcc_spec *s, cv_arch *arch)
     return NULL;
 }
 
-/* The rules of spec s's model, every parameter of it in exactly one. */
-static bool model_of(const mcc_spec *s, const char *spec_path, cv_model *cm, char *err, size_t errlen)
+static void model_free(cv_model *cm)
+{
+    ir_module_free(cm->m);
+    free(cm->r);
+}
+
+/* The rules of spec s's model, every parameter of it in exactly one (false: nothing to free). */
+static bool rules_of(const mcc_spec *s, const char *spec_path, cv_model *cm, char *err, size_t errlen)
 {
     const char *why = arch_of_spec(s, &cm->arch);
     if (why)
@@ -240,10 +246,13 @@ static bool model_of(const mcc_spec *s, const char *spec_path, cv_model *cm, cha
     return true;
 }
 
-static void model_free(cv_model *cm)
+static bool model_of(const mcc_spec *s, const char *spec_path, cv_model *cm, char *err, size_t errlen)
 {
-    ir_module_free(cm->m);
-    free(cm->r);
+    *cm = (cv_model){0};
+    bool ok = rules_of(s, spec_path, cm, err, errlen);
+    if (!ok)
+        model_free(cm);
+    return ok;
 }
 
 /* Copies between a rule's mcc tensors (f32 bits, their whole shapes) and its HF tensor, toward HF
@@ -327,44 +336,46 @@ typedef struct {
     size_t errlen;
 } cv_config;
 
-static bool cfg_int(cv_config *k, const char *key, long long def, long long *out)
+/* config.json's value of key, NULL when absent or null (transformers then takes its default). */
+static json_t *cfg_get(cv_config *k, const char *key)
 {
     json_t *v = json_object_get(k->c, key);
-    if ((!v || json_is_null(v)) && def >= 0)
-        return *out = def, true;
-    if (!v || json_is_null(v))
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+/* def < 0: required */
+static bool cfg_int(cv_config *k, const char *key, long long def, long long *out)
+{
+    json_t *v = cfg_get(k, key);
+    if (!v && def < 0)
         return failf(k->err, k->errlen, "%s: \"%s\" is missing: the model's config.json must give it (save_pretrained "
                                         "writes it)", k->path, key);
-    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > INT_MAX)
+    if (v && (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > INT_MAX))
         return failf(k->err, k->errlen, "%s: \"%s\" must be a positive integer", k->path, key);
-    return *out = json_integer_value(v), true;
+    return *out = v ? json_integer_value(v) : def, true;
 }
 
 static bool cfg_num(cv_config *k, const char *key, double def, double *out)
 {
-    json_t *v = json_object_get(k->c, key);
-    if (!v || json_is_null(v))
-        return *out = def, true;
-    if (!json_is_number(v) || json_number_value(v) <= 0)
+    json_t *v = cfg_get(k, key);
+    if (v && (!json_is_number(v) || json_number_value(v) <= 0))
         return failf(k->err, k->errlen, "%s: \"%s\" must be a positive number", k->path, key);
-    return *out = json_number_value(v), true;
+    return *out = v ? json_number_value(v) : def, true;
 }
 
 static bool cfg_bool(cv_config *k, const char *key, bool def, bool *out)
 {
-    json_t *v = json_object_get(k->c, key);
-    if (!v || json_is_null(v))
-        return *out = def, true;
-    if (!json_is_boolean(v))
+    json_t *v = cfg_get(k, key);
+    if (v && !json_is_boolean(v))
         return failf(k->err, k->errlen, "%s: \"%s\" must be true or false", k->path, key);
-    return *out = json_is_true(v), true;
+    return *out = v ? json_is_true(v) : def, true;
 }
 
 /* The value of key when it is a string in allowed (NULL-terminated; absent: def), else the error. */
 static bool cfg_choice(cv_config *k, const char *key, const char *def, const char *const *allowed, const char *why)
 {
-    json_t *v = json_object_get(k->c, key);
-    const char *got = v && json_is_string(v) ? json_string_value(v) : (!v || json_is_null(v)) ? def : "(not a string)";
+    json_t *v = cfg_get(k, key);
+    const char *got = !v ? def : json_is_string(v) ? json_string_value(v) : "(not a string)";
     for (int i = 0; allowed[i]; i++)
         if (!strcmp(got, allowed[i]))
             return true;
@@ -426,7 +437,7 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
         }
     } else {
         static const char *const silu[] = {"silu", NULL};
-        json_t *scaling = json_object_get(k->c, "rope_scaling");
+        json_t *scaling = cfg_get(k, "rope_scaling");
         ok = cfg_int(k, "num_hidden_layers", -1, &L) && cfg_int(k, "hidden_size", -1, &d) &&
              cfg_int(k, "num_attention_heads", -1, &H) && cfg_int(k, "num_key_value_heads", H, &G) &&
              cfg_int(k, "intermediate_size", -1, &F) && cfg_int(k, "max_position_embeddings", -1, &P) &&
@@ -435,7 +446,7 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
              cfg_num(k, "initializer_range", 0.02, &std) && cfg_bool(k, "tie_word_embeddings", false, &tied) &&
              cfg_bool(k, "attention_bias", false, &abias) && cfg_bool(k, "mlp_bias", false, &mbias) &&
              cfg_choice(k, "hidden_act", "silu", silu, "mcc's SwiGLU MLP is silu(gate) * up");
-        if (ok && scaling && !json_is_null(scaling))
+        if (ok && scaling)
             ok = failf(k->err, k->errlen, "%s: \"rope_scaling\" is set: mcc's rope has no scaling; remove it to import "
                                           "the model with plain rope (positions past its original context then differ "
                                           "from transformers')", k->path);

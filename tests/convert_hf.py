@@ -227,6 +227,17 @@ def make(a):
     return 0
 
 
+def bits_equal(a, b):
+    return a.shape == b.shape and a.dtype == b.dtype == np.float32 and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def verdict(what, failed):
+    print(f"{what}, {len(failed)} differ")
+    for f in failed:
+        print("FAIL: " + f)
+    return 1 if failed else 0
+
+
 def same(a):
     ca, wa = hf_load(a.a)
     cb, wb = hf_load(a.b)
@@ -235,15 +246,12 @@ def same(a):
     if set(wa) != set(wb):
         failed.append(f"tensor names differ: {sorted(set(wa) ^ set(wb))}")
     for n in sorted(set(wa) & set(wb)):
-        if wa[n].shape != wb[n].shape or wb[n].dtype != np.float32 or not np.array_equal(wa[n].view(np.uint32), wb[n].view(np.uint32)):
+        if not bits_equal(wa[n], wb[n]):
             failed.append(f"{n}: {wb[n].dtype}{list(wb[n].shape)} is not {a.a}'s f32{list(wa[n].shape)} to the bit")
     for k, v in ca.items():
         if k in cb and cb[k] != v and not (isinstance(v, float) and math.isclose(v, cb[k], rel_tol=1e-15)):
             failed.append(f"config.json {k}: {cb[k]!r} != {v!r}")
-    print(f"{len(wb)} tensors compared bit for bit, {len(failed)} differ")
-    for f in failed:
-        print("FAIL: " + f)
-    return 1 if failed else 0
+    return verdict(f"{len(wb)} tensors compared bit for bit", failed)
 
 
 def set_key(a):
@@ -276,12 +284,9 @@ def ckpt_same(a):
             if np.any(g[vocab:] != 0):
                 failed.append(f"{n}: the vocabulary's padding rows {vocab}.. are not zero")
             w, g = w[:vocab], g[:vocab]
-        if w.shape != g.shape or not np.array_equal(w.view(np.uint32), g.view(np.uint32)):
+        if not bits_equal(w, g):
             failed.append(f"{n}: {list(g.shape)} differs from the dumped {list(w.shape)}")
-    print(f"{len(got)} tensors of {a.ckpt} compared bit for bit with {a.params}, {len(failed)} differ")
-    for f in failed:
-        print("FAIL: " + f)
-    return 1 if failed else 0
+    return verdict(f"{len(got)} tensors of {a.ckpt} compared bit for bit with {a.params}", failed)
 
 
 def logits(a):
