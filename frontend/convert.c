@@ -761,6 +761,26 @@ static bool hf_ignored(const cv_model *cm, const char *name)
     return !strcmp(name, "lm_head.weight") && !cm->s->untie_embeddings_and_output_weights;
 }
 
+/* A tied model's file may hold lm_head.weight too (transformers then ties it anyway): it must be
+ * the embedding, or the weights are not the model config.json describes. */
+static bool tied_head_same(const cv_model *cm, const hf_dir *h, uint32_t **data, char *err, size_t errlen)
+{
+    int f, e, g = ir_global_find(cm->m, "embedding.word");
+    if (cm->s->untie_embeddings_and_output_weights || !hf_find(h, "lm_head.weight", &f, &e))
+        return true;
+    const ir_type *t = &h->files[f].t[e].type;
+    int64_t n = (int64_t)cm->s->vocab_size * cm->s->hidden_size;
+    uint32_t *head = ir_numel(t) == n ? malloc((size_t)n * sizeof *head) : NULL; /* f32, widened */
+    bool ok = head && hf_read_f32(&h->files[f], e, head, err, errlen);
+    bool same = ok && memcmp(head, data[g], (size_t)n * sizeof *head) == 0;
+    free(head);
+    if (head && !ok)
+        return false;
+    return same || failf(err, errlen, "%s: tensor lm_head.weight is not the embedding, but config.json's "
+                                      "\"tie_word_embeddings\" ties them: set it false if the model has an output "
+                                      "layer of its own", h->files[f].path);
+}
+
 /* Reads every tensor of the model from the HF files into mcc's tensors (*data[g] per parameter g),
  * checking names and shapes against config.json's; tensors the model has not are refused. */
 static bool read_hf(const cv_model *cm, const hf_dir *h, const char *dir, uint32_t **data, char *err, size_t errlen)
@@ -794,6 +814,8 @@ static bool read_hf(const cv_model *cm, const hf_dir *h, const char *dir, uint32
         if (!ok)
             return false;
     }
+    if (!tied_head_same(cm, h, data, err, errlen))
+        return false;
     for (int f = 0; f < h->nfiles; f++)
         for (int e = 0; e < h->files[f].n; e++) {
             const char *name = h->files[f].t[e].name;

@@ -4,7 +4,7 @@ safetensors reader and writer written from the format's spec, and GPT2LMHeadMode
 LlamaForCausalLM's forwards written by hand from transformers' conventions (Conv1D weights [in,
 out], c_attn's fused q|k|v, rotate_half rope, repeat_kv), in float64.
 
-  convert_hf.py make --arch gpt2|llama --out DIR [--shard-bytes N] [--dtype F32|BF16|F16]
+  convert_hf.py make --arch gpt2|llama --out DIR [--shard-bytes N] [--dtype F32|BF16|F16] [--variant]
       a random model directory (config.json, model.safetensors or shards with the index)
   convert_hf.py same HF_A HF_B
       every tensor of B equals A's to the bit (after widening A's to f32), configs agree
@@ -200,12 +200,20 @@ def make(a):
                          ("mlp.down_proj.weight", (d, Fh))):
                 shapes[h + n] = s
         shapes["model.norm.weight"] = (d,)
-        shapes["lm_head.weight"] = (V, d)
+        if a.variant:  # tied, and every linear layer biased
+            config.update(tie_word_embeddings=True, attention_bias=True, mlp_bias=True)
+            for n, sh in list(shapes.items()):
+                if n.endswith("_proj.weight"):
+                    shapes[n[:-len("weight")] + "bias"] = sh[:1]
+        else:
+            shapes["lm_head.weight"] = (V, d)
         buffers = {}
     weights = {n: (1.0 + 0.1 * rng.standard_normal(s)) if n.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight",
                                                                        "layernorm.weight", "norm.weight"))
                else 0.05 * rng.standard_normal(s) for n, s in shapes.items()}
     weights.update(buffers)
+    if a.variant and a.arch == "gpt2":  # names as openai-community/gpt2's own file has them
+        weights = {n[len("transformer."):]: w for n, w in weights.items()}
     os.makedirs(a.out, exist_ok=True)
     json.dump(config, open(os.path.join(a.out, "config.json"), "w"), indent=2)
     if not a.shard_bytes:
@@ -243,6 +251,8 @@ def same(a):
     cb, wb = hf_load(a.b)
     failed = []
     wa = {n: w for n, w in wa.items() if not n.endswith(".attn.bias")}  # buffers mcc does not keep
+    if any(n.startswith("transformer.") for n in wb):  # GPT-2's own files name them without the prefix
+        wa = {n if n.startswith("transformer.") else "transformer." + n: w for n, w in wa.items()}
     if set(wa) != set(wb):
         failed.append(f"tensor names differ: {sorted(set(wa) ^ set(wb))}")
     for n in sorted(set(wa) & set(wb)):
@@ -323,6 +333,8 @@ def main():
     m.add_argument("--out", required=True)
     m.add_argument("--shard-bytes", type=int, default=0)
     m.add_argument("--dtype", choices=["F32", "BF16", "F16"], default="F32")
+    m.add_argument("--variant", action="store_true",
+                   help="gpt2: names without the transformer. prefix; llama: tied embeddings, biases")
     s = sub.add_parser("same")
     s.add_argument("a")
     s.add_argument("b")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# convert_hf.sh MCC ARCH — `mcc convert` on a random Hugging Face model of ARCH (gpt2: F32, sharded
-# with the index; llama: BF16, one file; tests/convert_hf.py makes it): --from hf writes a
+# convert_hf.sh MCC ARCH — `mcc convert` on random Hugging Face models of ARCH (gpt2: F32, sharded
+# with the index, and F16 named as openai-community/gpt2's file names them; llama: BF16, one file,
+# and F16 with tied embeddings and biases; tests/convert_hf.py makes them): --from hf writes a
 # checkpoint and its spec, --to hf writes the model back, which must equal the input to the bit,
 # and the HF forward (written by hand from transformers' conventions) on the exported weights must
 # equal tests/torch_ref.py's mcc forward on the checkpoint's (float64). Then the bad inputs, each
@@ -17,6 +18,11 @@ $py make --arch "$arch" --out hf1 $make_flags
 "$mcc" convert --to hf ck hf2 --spec ck/spec.json --max-shard-size 150000
 $py same hf1 hf2
 $py logits --hf hf2 --spec ck/spec.json --ckpt ck
+$py make --arch "$arch" --out hfv --dtype F16 --variant
+"$mcc" convert --from hf hfv ckv
+"$mcc" convert --to hf ckv hfv2 --spec ckv/spec.json
+$py same hfv hfv2
+$py logits --hf hfv2 --spec ckv/spec.json --ckpt ckv
 # exported unsharded (the default 5 GB): one model.safetensors and no index left from the sharded export
 "$mcc" convert --to hf ck hf2 --spec ck/spec.json
 [ -f hf2/model.safetensors ] && [ ! -f hf2/model.safetensors.index.json ] || { echo "FAIL: a stale index"; exit 1; }
@@ -45,6 +51,8 @@ else
     refuses '"hidden_act" is "gelu": mcc'"'"'s SwiGLU MLP is silu(gate) * up' "$mcc" convert --from hf bad out
     cp hf1/config.json bad/ && $py set bad/config.json num_hidden_layers 3
     refuses "no tensor model.layers.2.input_layernorm.weight in model.safetensors" "$mcc" convert --from hf bad out
+    cp hf1/config.json bad/ && $py set bad/config.json tie_word_embeddings true
+    refuses "bad/model.safetensors: tensor lm_head.weight" "$mcc" convert --from hf bad out
 fi
 # --to hf: the spec must be of the checkpoint's model; it must say which spec
 refuses "--to hf needs --spec SPEC.json" "$mcc" convert --to hf ck out
