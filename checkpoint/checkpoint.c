@@ -381,9 +381,11 @@ static bool open_rank(ck_reader *r, int k, char *err, size_t errlen)
     snprintf(spath, sizeof spath, "%s/rank_%05d.safetensors", r->dir, k);
     json_error_t je;
     json_t *j = json_load_file(jpath, 0, &je);
+    if (!j && access(jpath, F_OK) != 0)
+        return fail(err, errlen, "%s: missing: the checkpoint was saved by %d ranks and rank %d's record is gone", jpath,
+                    r->state.ranks, k);
     if (!j)
-        return fail(err, errlen, "%s: %s: the checkpoint was saved by %d ranks and this rank's record is %s", jpath,
-                    je.text, r->state.ranks, access(jpath, F_OK) ? "missing" : "not valid JSON");
+        return fail(err, errlen, "%s: not valid JSON: %s (line %d)", jpath, je.text, je.line);
     ck_rank_file *rf = &r->rank[k];
     int64_t bytes;
     json_t *sum = json_object_get(j, "fnv1a64"), *tensors = json_object_get(j, "tensors");

@@ -3,7 +3,8 @@
 # (tests/checkpoint_resume.sh) on one rank, TP=2 x DP=2 with the distributed optimizer, with
 # dropout and with 4 micro-batches a step; a TP=2 x DP=2 ZeRO checkpoint loaded under other
 # layouts (tests/checkpoint_layout.sh); SIGKILL during saves (tests/checkpoint_kill.sh); each bad
-# checkpoint's own message (tests/checkpoint_errors.sh).
+# checkpoint's own message (tests/checkpoint_errors.sh); the SIGTERM save, --finetune, --no-load-optim and
+# --save-retain (tests/checkpoint_signal.sh).
 add_executable(safetensors_test ${CMAKE_SOURCE_DIR}/tests/safetensors_test.c)
 target_link_libraries(safetensors_test PRIVATE mcc_ckpt)
 set(_st_out ${CMAKE_BINARY_DIR}/tests/safetensors)
@@ -22,3 +23,4 @@ if(MPI_C_FOUND)
            COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_layout.sh $<TARGET_FILE:mcc> tiny-gpt2)
   set_tests_properties(checkpoint_resume_tp2_dp2_zero checkpoint_layout_tp2_dp2_zero_to_others PROPERTIES PROCESSORS 2)
 endif()
+add_test(NAME checkpoint_signal_finetune_retain COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_signal.sh $<TARGET_FILE:mcc>)

@@ -14,7 +14,8 @@ run() { if [ "$np" = 1 ]; then "$@"; else mpirun -np "$np" --oversubscribe "$@";
 "$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix "$work/text" --append-eod >/dev/null 2>&1
 "$mcc" compile "$root/models/$model.json" --target cpu --vocab-size 260 --make-vocab-size-divisible-by 1 "$@" \
   -o "$work/train" 2>"$work/c.log" || { cat "$work/c.log"; exit 1; }
-flags=(--data-path "$work/text_text_document" --train-iters 10 --eval-interval 3 --eval-iters 1)
+# a valid split of several documents, so each validation reads other samples (evals_done matters)
+flags=(--data-path "$work/text_text_document" --split 50,50,0 --train-iters 10 --eval-interval 3 --eval-iters 1)
 run "$work/train" "${flags[@]}" --dump-dir "$work/ref" >"$work/ref.log" 2>&1 || { cat "$work/ref.log"; exit 1; }
 run "$work/train" "${flags[@]}" --save "$work/ck" --save-interval 5 --exit-interval 5 --dump-dir "$work/a" \
   >"$work/a.log" 2>&1 || { cat "$work/a.log"; exit 1; }
