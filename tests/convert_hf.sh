@@ -58,6 +58,8 @@ fi
 refuses "--to hf needs --spec SPEC.json" "$mcc" convert --to hf ck out
 refuses "is not in $root/models/tiny-$arch.json's model" "$mcc" convert --to hf ck out --spec "$root/models/tiny-$arch.json" --num-layers 1
 refuses "unknown flag '--max-shard-sise' for mcc convert --to hf: did you mean --max-shard-size?" "$mcc" convert --to hf ck out --spec ck/spec.json --max-shard-sise 5
+refuses "ck/iter_0000007/manifest.json: missing" "$mcc" convert --to hf ck out --spec ck/spec.json --iteration 7
+refuses "--to gguf: the format mcc converts is hf" "$mcc" convert --to gguf ck out
 refuses "--max-shard-size" "$mcc" convert --to hf ck out --spec ck/spec.json --max-shard-size 0
 if [ "$arch" = gpt2 ]; then other=rope; else other=learned_absolute; fi
 refuses "no Hugging Face architecture fits" "$mcc" convert --to hf ck out --spec ck/spec.json --position-embedding-type $other
