@@ -95,12 +95,12 @@ static const struct {
     int nmodel, nlayer;
     const char *hf_layer, *ignored[3]; /* HF's layer prefix; suffixes of buffers no weight holds */
 } cv_tables[CV_NUM_ARCHS] = {
-    {gpt2_model, gpt2_layer, 4, 12, "transformer.h.%d.", {".attn.bias", ".attn.masked_bias", NULL}},
-    {llama_model, llama_layer, 3, 16, "model.layers.%d.", {".rotary_emb.inv_freq", NULL}},
+#define CV_N(a) ((int)(sizeof a / sizeof a[0]))
+    {gpt2_model, gpt2_layer, CV_N(gpt2_model), CV_N(gpt2_layer), "transformer.h.%d.",
+     {".attn.bias", ".attn.masked_bias", NULL}},
+    {llama_model, llama_layer, CV_N(llama_model), CV_N(llama_layer), "model.layers.%d.", {".rotary_emb.inv_freq", NULL}},
+#undef CV_N
 };
-_Static_assert(sizeof gpt2_model / sizeof gpt2_model[0] == 4 && sizeof gpt2_layer / sizeof gpt2_layer[0] == 12 &&
-               sizeof llama_model / sizeof llama_model[0] == 3 && sizeof llama_layer / sizeof llama_layer[0] == 16,
-               "cv_tables' counts");
 
 /* One HF tensor of a model: its rule resolved to whole names and the mcc globals' shapes. */
 typedef struct {
