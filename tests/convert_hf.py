@@ -13,7 +13,6 @@ out], c_attn's fused q|k|v, rotate_half rope, repeat_kv), in float64.
   convert_hf.py ckpt-same PARAMS.mcct CKPT_DIR
       the one-rank checkpoint's parameters equal the dumped ones to the bit (its vocabulary's padding
       rows zero: an import's)
-  convert_hf.py set CONFIG KEY VALUE     sets (VALUE JSON; "-" deletes) one key of a config.json
   convert_hf.py logits --hf DIR --dump DUMP_DIR
       the HF forward on the tokens train_rank dumped equals its dumped step-1 logits
 Run with /usr/bin/python3 (Debian's torch 1.13 CPU). Exit status 1 naming what differs."""
@@ -264,16 +263,6 @@ def same(a):
     return verdict(f"{len(wb)} tensors compared bit for bit", failed)
 
 
-def set_key(a):
-    c = json.load(open(a.config))
-    if a.value == "-":
-        del c[a.key]
-    else:
-        c[a.key] = json.loads(a.value)
-    json.dump(c, open(a.config, "w"), indent=2)
-    return 0
-
-
 def mcc_weights(ckpt):
     """The parameters of a one-rank mcc checkpoint (its latest iteration), by mcc's names."""
     it = int(open(os.path.join(ckpt, "latest_checkpointed_iteration.txt")).read())
@@ -341,9 +330,6 @@ def main():
     cs = sub.add_parser("ckpt-same")
     cs.add_argument("params")
     cs.add_argument("ckpt")
-    st = sub.add_parser("set")
-    for arg in ("config", "key", "value"):
-        st.add_argument(arg)
     lg = sub.add_parser("logits")
     lg.add_argument("--hf", required=True)
     lg.add_argument("--spec")
@@ -351,7 +337,7 @@ def main():
     lg.add_argument("--dump")
     lg.add_argument("flags", nargs="*")
     a = ap.parse_args()
-    return {"make": make, "same": same, "set": set_key, "ckpt-same": ckpt_same, "logits": logits}[a.cmd](a)
+    return {"make": make, "same": same, "ckpt-same": ckpt_same, "logits": logits}[a.cmd](a)
 
 
 if __name__ == "__main__":

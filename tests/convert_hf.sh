@@ -28,6 +28,14 @@ $py logits --hf hfv2 --spec ckv/spec.json --ckpt ckv
 [ -f hf2/model.safetensors ] && [ ! -f hf2/model.safetensors.index.json ] || { echo "FAIL: a stale index"; exit 1; }
 $py same hf1 hf2
 
+# setkey CONFIG KEY VALUE: one key of a config.json set (VALUE JSON; "-" deletes it), without torch
+setkey() {
+    /usr/bin/python3 -c 'import json, sys
+p, k, v = sys.argv[1:]
+c = json.load(open(p))
+c.pop(k) if v == "-" else c.__setitem__(k, json.loads(v))
+json.dump(c, open(p, "w"), indent=2)' "$@"
+}
 # refuses: MESSAGE-PART COMMAND...: exit status 2 and MESSAGE-PART in the error
 refuses() {
     local want=$1; shift
@@ -36,22 +44,22 @@ refuses() {
 }
 cp -r hf1 bad && rm bad/config.json
 refuses "bad/config.json: cannot read" "$mcc" convert --from hf bad out
-cp hf1/config.json bad/ && $py set bad/config.json architectures '["BertModel"]'
+cp hf1/config.json bad/ && setkey bad/config.json architectures '["BertModel"]'
 
 refuses 'architecture "BertModel" is not one mcc knows' "$mcc" convert --from hf bad out
-cp hf1/config.json bad/ && $py set bad/config.json vocab_size 300
+cp hf1/config.json bad/ && setkey bad/config.json vocab_size 300
 refuses "but config.json makes it [300, 64]: the weights and config.json are of different models" "$mcc" convert --from hf bad out
 if [ "$arch" = gpt2 ]; then
     rm bad/model-00003-of-00003.safetensors && cp hf1/config.json bad/
     refuses "bad/model-00003-of-00003.safetensors: " "$mcc" convert --from hf bad out
-    $py set bad/config.json n_head -
+    setkey bad/config.json n_head -
     refuses 'bad/config.json: "n_head" is missing' "$mcc" convert --from hf bad out
 else
-    cp hf1/config.json bad/ && $py set bad/config.json hidden_act '"gelu"' 
+    cp hf1/config.json bad/ && setkey bad/config.json hidden_act '"gelu"'
     refuses '"hidden_act" is "gelu": mcc'"'"'s SwiGLU MLP is silu(gate) * up' "$mcc" convert --from hf bad out
-    cp hf1/config.json bad/ && $py set bad/config.json num_hidden_layers 3
+    cp hf1/config.json bad/ && setkey bad/config.json num_hidden_layers 3
     refuses "no tensor model.layers.2.input_layernorm.weight in model.safetensors" "$mcc" convert --from hf bad out
-    cp hf1/config.json bad/ && $py set bad/config.json tie_word_embeddings true
+    cp hf1/config.json bad/ && setkey bad/config.json tie_word_embeddings true
     refuses "bad/model.safetensors: tensor lm_head.weight" "$mcc" convert --from hf bad out
 fi
 # --to hf: the spec must be of the checkpoint's model; it must say which spec
