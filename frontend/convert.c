@@ -401,11 +401,10 @@ static bool config_arch(cv_config *k, cv_arch *arch)
  * to mcc's defaults (and flags), dropout off. */
 static json_t *spec_of_config(cv_config *k, cv_arch arch)
 {
-    long long L, d, H, G, F, P, V, hd;
+    long long L, d, H, G, F, T, P, V, hd;
     double eps, std, theta;
-    bool tied, abias, mbias;
-    json_t *m = json_object();
-    bool ok;
+    bool tied, abias, mbias, ok;
+    json_t *arch_fields = NULL;
     if (arch == CV_GPT2) {
         static const char *const tanh_gelu[] = {"gelu_new", "gelu_pytorch_tanh", "gelu_fast", NULL};
         ok = cfg_int(k, "n_layer", -1, &L) && cfg_int(k, "n_embd", -1, &d) && cfg_int(k, "n_head", -1, &H) &&
@@ -423,17 +422,10 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
                        !tied ? "false" : by_layer ? "true" : "false",
                        !tied ? "ties the output layer to the embedding" : "scales attention scores by 1/sqrt(head_dim) alone");
         if (ok) {
-            json_object_set_new(m, "num_layers", json_integer(L));
-            json_object_set_new(m, "hidden_size", json_integer(d));
-            json_object_set_new(m, "num_attention_heads", json_integer(H));
-            json_object_set_new(m, "ffn_hidden_size", json_integer(F));
-            json_object_set_new(m, "seq_length", json_integer(P));
-            json_object_set_new(m, "max_position_embeddings", json_integer(P));
-            json_object_set_new(m, "vocab_size", json_integer(V));
-            json_object_set_new(m, "normalization", json_string("LayerNorm"));
-            json_object_set_new(m, "position_embedding_type", json_string("learned_absolute"));
-            json_object_set_new(m, "norm_epsilon", json_real(eps));
-            json_object_set_new(m, "init_method_std", json_real(std));
+            G = H;
+            T = P;
+            arch_fields = json_pack("{s:s, s:s}", "normalization", "LayerNorm", "position_embedding_type",
+                                    "learned_absolute");
         }
     } else {
         static const char *const silu[] = {"silu", NULL};
@@ -457,27 +449,19 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
             ok = failf(k->err, k->errlen, "%s: \"attention_bias\" and \"mlp_bias\" differ: mcc's add_bias_linear gives "
                                           "every linear layer a bias or none", k->path);
         if (ok) {
-            json_object_set_new(m, "num_layers", json_integer(L));
-            json_object_set_new(m, "hidden_size", json_integer(d));
-            json_object_set_new(m, "num_attention_heads", json_integer(H));
-            json_object_set_new(m, "num_query_groups", json_integer(G));
-            json_object_set_new(m, "ffn_hidden_size", json_integer(F));
-            /* a training length, not the model's reach: pass --seq-length to train longer */
-            json_object_set_new(m, "seq_length", json_integer(P < 4096 ? P : 4096));
-            json_object_set_new(m, "max_position_embeddings", json_integer(P));
-            json_object_set_new(m, "vocab_size", json_integer(V));
-            json_object_set_new(m, "normalization", json_string("RMSNorm"));
-            json_object_set_new(m, "position_embedding_type", json_string("rope"));
-            json_object_set_new(m, "rotary_base", json_real(theta));
-            json_object_set_new(m, "swiglu", json_true());
-            json_object_set_new(m, "untie_embeddings_and_output_weights", json_boolean(!tied));
-            json_object_set_new(m, "add_bias_linear", json_boolean(abias));
-            json_object_set_new(m, "norm_epsilon", json_real(eps));
-            json_object_set_new(m, "init_method_std", json_real(std));
+            T = P < 4096 ? P : 4096; /* a training length, not the model's reach: --seq-length trains longer */
+            arch_fields = json_pack("{s:s, s:s, s:f, s:b, s:b, s:b}", "normalization", "RMSNorm",
+                                    "position_embedding_type", "rope", "rotary_base", theta, "swiglu", 1,
+                                    "untie_embeddings_and_output_weights", !tied, "add_bias_linear", abias);
         }
     }
     if (!ok)
-        return json_decref(m), NULL;
+        return NULL;
+    json_t *m = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f}", "num_layers", L, "hidden_size", d,
+                          "num_attention_heads", H, "num_query_groups", G, "ffn_hidden_size", F, "seq_length", T,
+                          "max_position_embeddings", P, "vocab_size", V, "norm_epsilon", eps, "init_method_std", std);
+    json_object_update(m, arch_fields);
+    json_decref(arch_fields);
     return json_pack("{s:o, s:{s:i, s:i, s:i}}", "model", m, "parallel", "tensor_model_parallel_size", 1,
                      "pipeline_model_parallel_size", 1, "data_parallel_size", 1);
 }
