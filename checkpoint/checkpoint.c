@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,17 +15,6 @@
 #include <unistd.h>
 
 const char *const ck_role_names[CK_NUM_ROLES] = {"param", "adam_m", "adam_v"};
-
-static bool fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen)
-        vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return false;
-}
 
 /* The mesh axes a checkpoint records (edp follows from them). */
 static bool recorded_axis(int a) { return a != IR_AXIS_NONE && a != IR_AXIS_EDP; }
@@ -45,14 +33,14 @@ static bool sync_dir(const char *dir, char *err, size_t errlen)
     int e = errno;
     if (fd >= 0)
         close(fd);
-    return ok || fail(err, errlen, "%s: cannot fsync the directory: %s", dir, strerror(e));
+    return ok || ck_fail(err, errlen, "%s: cannot fsync the directory: %s", dir, strerror(e));
 }
 
 static bool write_synced(const char *path, const char *text, char *err, size_t errlen)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
-        return fail(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+        return ck_fail(err, errlen, "%s: cannot create: %s", path, strerror(errno));
     size_t n = strlen(text);
     const char *s = text;
     bool ok = true;
@@ -67,7 +55,7 @@ static bool write_synced(const char *path, const char *text, char *err, size_t e
     ok = ok && fsync(fd) == 0;
     int e = errno;
     ok = close(fd) == 0 && ok;
-    return ok || fail(err, errlen, "%s: cannot write: %s", path, strerror(e ? e : errno));
+    return ok || ck_fail(err, errlen, "%s: cannot write: %s", path, strerror(e ? e : errno));
 }
 
 static bool write_json(const char *path, json_t *j, char *err, size_t errlen)
@@ -86,17 +74,17 @@ static bool remove_dir(const char *dir, char *err, size_t errlen)
 {
     DIR *d = opendir(dir);
     if (!d)
-        return errno == ENOENT || fail(err, errlen, "%s: cannot open: %s", dir, strerror(errno));
+        return errno == ENOENT || ck_fail(err, errlen, "%s: cannot open: %s", dir, strerror(errno));
     struct dirent *e;
     char path[4352];
     bool ok = true;
     while (ok && (e = readdir(d)))
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            ok = unlink(path) == 0 || fail(err, errlen, "%s: cannot remove: %s", path, strerror(errno));
+            ok = unlink(path) == 0 || ck_fail(err, errlen, "%s: cannot remove: %s", path, strerror(errno));
         }
     closedir(d);
-    return ok && (rmdir(dir) == 0 || fail(err, errlen, "%s: cannot remove: %s", dir, strerror(errno)));
+    return ok && (rmdir(dir) == 0 || ck_fail(err, errlen, "%s: cannot remove: %s", dir, strerror(errno)));
 }
 
 bool ck_begin(const char *dir, int64_t iteration, char *err, size_t errlen)
@@ -105,7 +93,7 @@ bool ck_begin(const char *dir, int64_t iteration, char *err, size_t errlen)
     ck_iter_dir(dir, iteration, true, tmp, sizeof tmp);
     if (!os_mkdirs(dir, err, errlen) || !remove_dir(tmp, err, errlen))
         return false;
-    return mkdir(tmp, 0755) == 0 || fail(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+    return mkdir(tmp, 0755) == 0 || ck_fail(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
 }
 
 static json_t *axes_json(const int v[IR_NUM_AXES])
@@ -207,7 +195,7 @@ static bool prune(const char *dir, int keep, char *err, size_t errlen)
 {
     DIR *d = opendir(dir);
     if (!d)
-        return fail(err, errlen, "%s: cannot open: %s", dir, strerror(errno));
+        return ck_fail(err, errlen, "%s: cannot open: %s", dir, strerror(errno));
     long long *its = NULL, it;
     size_t n = 0, cap = 0;
     struct dirent *e;
@@ -246,10 +234,10 @@ bool ck_commit(const char *dir, const ck_state *s, int ntensors, const ck_tensor
     snprintf(old, sizeof old, "%s.old", final);
     struct stat st;
     if (stat(final, &st) == 0 && (!remove_dir(old, err, errlen) || rename(final, old) != 0))
-        return fail(err, errlen, "%s: cannot move the older checkpoint of this iteration aside: %s", final,
+        return ck_fail(err, errlen, "%s: cannot move the older checkpoint of this iteration aside: %s", final,
                     strerror(errno));
     if (rename(tmp, final) != 0)
-        return fail(err, errlen, "%s: cannot rename to %s: %s", tmp, final, strerror(errno));
+        return ck_fail(err, errlen, "%s: cannot rename to %s: %s", tmp, final, strerror(errno));
     if (!sync_dir(dir, err, errlen) || !remove_dir(old, err, errlen))
         return false;
     char latest[4300], text[32];
@@ -259,7 +247,7 @@ bool ck_commit(const char *dir, const ck_state *s, int ntensors, const ck_tensor
     if (!write_synced(path, text, err, errlen))
         return false;
     if (rename(path, latest) != 0)
-        return fail(err, errlen, "%s: cannot rename to %s: %s", path, latest, strerror(errno));
+        return ck_fail(err, errlen, "%s: cannot rename to %s: %s", path, latest, strerror(errno));
     return sync_dir(dir, err, errlen) && (keep <= 0 || prune(dir, keep, err, errlen));
 }
 
@@ -270,7 +258,7 @@ static bool get_int(const char *file, json_t *o, const char *key, int64_t *v, ch
 {
     json_t *x = json_object_get(o, key);
     if (!json_is_integer(x) || json_integer_value(x) < 0)
-        return fail(err, errlen, "%s: \"%s\" is %s: expected an integer >= 0", file, key,
+        return ck_fail(err, errlen, "%s: \"%s\" is %s: expected an integer >= 0", file, key,
                     x ? "not an integer >= 0" : "missing");
     *v = json_integer_value(x);
     return true;
@@ -281,7 +269,7 @@ static bool get_axes(const char *file, json_t *o, const char *key, int v[IR_NUM_
 {
     json_t *x = json_object_get(o, key);
     if (!json_is_object(x))
-        return fail(err, errlen, "%s: \"%s\" is missing or not an object of mesh axes", file, key);
+        return ck_fail(err, errlen, "%s: \"%s\" is missing or not an object of mesh axes", file, key);
     for (int a = 0; a < IR_NUM_AXES; a++)
         v[a] = dflt;
     const char *k;
@@ -289,7 +277,7 @@ static bool get_axes(const char *file, json_t *o, const char *key, int v[IR_NUM_
     json_object_foreach(x, k, e) {
         int a = ir_axis_by_name(k);
         if (a <= 0 || !json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > 1 << 20)
-            return fail(err, errlen, "%s: \"%s\": \"%s\" is not a mesh axis with an integer", file, key, k);
+            return ck_fail(err, errlen, "%s: \"%s\": \"%s\" is not a mesh axis with an integer", file, key, k);
         v[a] = (int)json_integer_value(e);
     }
     return true;
@@ -300,13 +288,13 @@ static bool parse_shape(const char *file, const char *name, json_t *v, ir_type *
     json_t *dt = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape");
     int d = json_is_string(dt) ? ck_st_dtype_by_name(json_string_value(dt)) : -1;
     if (d < 0 || !json_is_array(shape) || json_array_size(shape) > IR_MAX_DIMS)
-        return fail(err, errlen, "%s: tensor %s: needs \"dtype\" (F32, BF16, F16, I32, I64) and \"shape\" (at most %d "
+        return ck_fail(err, errlen, "%s: tensor %s: needs \"dtype\" (F32, BF16, F16, I32, I64) and \"shape\" (at most %d "
                     "sizes)", file, name, IR_MAX_DIMS);
     int64_t dims[IR_MAX_DIMS];
     for (size_t i = 0; i < json_array_size(shape); i++) {
         json_t *x = json_array_get(shape, i);
         if (!json_is_integer(x) || json_integer_value(x) < 0)
-            return fail(err, errlen, "%s: tensor %s: shape entry %zu is not a size", file, name, i);
+            return ck_fail(err, errlen, "%s: tensor %s: shape entry %zu is not a size", file, name, i);
         dims[i] = json_integer_value(x);
     }
     *t = ir_tensor((ir_dtype)d, (int)json_array_size(shape), dims);
@@ -317,9 +305,9 @@ static bool read_manifest(ck_reader *r, json_t *j, const char *file, char *err, 
 {
     json_t *fmt = json_object_get(j, "format"), *ver = json_object_get(j, "version");
     if (!json_is_string(fmt) || strcmp(json_string_value(fmt), CK_FORMAT))
-        return fail(err, errlen, "%s: \"format\" is not \"%s\": not an mcc checkpoint", file, CK_FORMAT);
+        return ck_fail(err, errlen, "%s: \"format\" is not \"%s\": not an mcc checkpoint", file, CK_FORMAT);
     if (!json_is_integer(ver) || json_integer_value(ver) != CK_VERSION)
-        return fail(err, errlen, "%s: unknown manifest version %lld: this mcc reads version %d (save it again with a "
+        return ck_fail(err, errlen, "%s: unknown manifest version %lld: this mcc reads version %d (save it again with a "
                     "matching mcc)", file, json_is_integer(ver) ? (long long)json_integer_value(ver) : -1LL,
                     CK_VERSION);
     ck_state *s = &r->state;
@@ -332,11 +320,11 @@ static bool read_manifest(ck_reader *r, json_t *j, const char *file, char *err, 
         return false;
     s->seed = (uint64_t)seed;
     if (ranks < 1 || ranks > 1 << 20)
-        return fail(err, errlen, "%s: \"ranks\" is %lld: expected at least 1", file, (long long)ranks);
+        return ck_fail(err, errlen, "%s: \"ranks\" is %lld: expected at least 1", file, (long long)ranks);
     s->ranks = (int)ranks;
     json_t *model = json_object_get(j, "model"), *tensors = json_object_get(j, "tensors");
     if (!json_is_object(model) || !json_is_object(tensors))
-        return fail(err, errlen, "%s: \"model\" and \"tensors\" must be objects", file);
+        return ck_fail(err, errlen, "%s: \"model\" and \"tensors\" must be objects", file);
     s->model = calloc(2 * json_object_size(model) + 1, sizeof *s->model);
     const char *k;
     json_t *v;
@@ -353,7 +341,7 @@ static bool read_manifest(ck_reader *r, json_t *j, const char *file, char *err, 
             if (!strcmp(json_string_value(role), ck_role_names[i]))
                 ro = i;
         if (ro < 0 || !json_is_string(param))
-            return fail(err, errlen, "%s: tensor %s: needs \"role\" (param, adam_m, adam_v) and \"param\"", file, k);
+            return ck_fail(err, errlen, "%s: tensor %s: needs \"role\" (param, adam_m, adam_v) and \"param\"", file, k);
         if (!parse_shape(file, k, v, &t->whole, err, errlen))
             return false;
         t->name = strdup(k);
@@ -382,27 +370,27 @@ static bool open_rank(ck_reader *r, int k, char *err, size_t errlen)
     json_error_t je;
     json_t *j = json_load_file(jpath, 0, &je);
     if (!j && access(jpath, F_OK) != 0)
-        return fail(err, errlen, "%s: missing: the checkpoint was saved by %d ranks and rank %d's record is gone", jpath,
+        return ck_fail(err, errlen, "%s: missing: the checkpoint was saved by %d ranks and rank %d's record is gone", jpath,
                     r->state.ranks, k);
     if (!j)
-        return fail(err, errlen, "%s: not valid JSON: %s (line %d)", jpath, je.text, je.line);
+        return ck_fail(err, errlen, "%s: not valid JSON: %s (line %d)", jpath, je.text, je.line);
     ck_rank_file *rf = &r->rank[k];
     int64_t bytes;
     json_t *sum = json_object_get(j, "fnv1a64"), *tensors = json_object_get(j, "tensors");
     bool ok = get_int(jpath, j, "bytes", &bytes, err, errlen) && get_axes(jpath, j, "mesh", rf->degree, 1, err, errlen) &&
               get_axes(jpath, j, "coords", rf->coord, 0, err, errlen);
     if (ok && (!json_is_string(sum) || !json_is_object(tensors)))
-        ok = fail(err, errlen, "%s: needs \"fnv1a64\" (hex) and \"tensors\"", jpath);
+        ok = ck_fail(err, errlen, "%s: needs \"fnv1a64\" (hex) and \"tensors\"", jpath);
     uint64_t have, size;
     if (ok && access(spath, F_OK) != 0)
-        ok = fail(err, errlen, "%s: missing: the checkpoint was saved by %d ranks and rank %d's file is gone", spath,
+        ok = ck_fail(err, errlen, "%s: missing: the checkpoint was saved by %d ranks and rank %d's file is gone", spath,
                   r->state.ranks, k);
     ok = ok && ck_checksum_file(spath, &have, &size, err, errlen);
     if (ok && size != (uint64_t)bytes)
-        ok = fail(err, errlen, "%s: %llu bytes, but %s says %lld: the file is truncated or was replaced", spath,
+        ok = ck_fail(err, errlen, "%s: %llu bytes, but %s says %lld: the file is truncated or was replaced", spath,
                   (unsigned long long)size, jpath, (long long)bytes);
     if (ok && strtoull(json_string_value(sum), NULL, 16) != have)
-        ok = fail(err, errlen, "%s: checksum mismatch: the file's FNV-1a is %016llx, %s says %s: the file is corrupt",
+        ok = ck_fail(err, errlen, "%s: checksum mismatch: the file's FNV-1a is %016llx, %s says %s: the file is corrupt",
                   spath, (unsigned long long)have, jpath, json_string_value(sum));
     ok = ok && ck_st_open(&rf->st, spath, err, errlen);
     if (ok)
@@ -413,9 +401,9 @@ static bool open_rank(ck_reader *r, int k, char *err, size_t errlen)
         json_t *lj = json_object_get(json_object_get(tensors, e->name), "layout");
         char lerr[512], ws[96], ps[96], want[96];
         if (!t) {
-            ok = fail(err, errlen, "%s: tensor %s is not in the manifest", spath, e->name);
+            ok = ck_fail(err, errlen, "%s: tensor %s is not in the manifest", spath, e->name);
         } else if (!json_is_string(lj) || !ir_parse_layout(json_string_value(lj), &rf->layout[i], lerr, sizeof lerr)) {
-            ok = fail(err, errlen, "%s: tensor %s: its layout record is %s", jpath, e->name,
+            ok = ck_fail(err, errlen, "%s: tensor %s: its layout record is %s", jpath, e->name,
                       json_is_string(lj) ? lerr : "missing");
         } else {
             ir_type part = ir_layout_block(&rf->layout[i], &t->whole, rf->degree, rf->layout[i].nsplits);
@@ -423,7 +411,7 @@ static bool open_rank(ck_reader *r, int k, char *err, size_t errlen)
             ir_type_str(&e->type, ps, sizeof ps);
             ir_type_str(&part, want, sizeof want);
             if (!ir_type_eq(&part, &e->type))
-                ok = fail(err, errlen, "%s: tensor %s: its part is %s, but layout [%s] of the whole %s gives %s", spath,
+                ok = ck_fail(err, errlen, "%s: tensor %s: its part is %s, but layout [%s] of the whole %s gives %s", spath,
                           e->name, ps, json_string_value(lj), ws, want);
         }
     }
@@ -444,7 +432,7 @@ bool ck_open(ck_reader *r, const char *dir, int64_t iteration, bool *absent, cha
         if (!text) {
             if (absent)
                 *absent = errno == ENOENT;
-            return fail(err, errlen, "%s: no checkpoint: %s", dir, lerr);
+            return ck_fail(err, errlen, "%s: no checkpoint: %s", dir, lerr);
         }
         char *end;
         iteration = strtoll(text, &end, 10);
@@ -453,7 +441,7 @@ bool ck_open(ck_reader *r, const char *dir, int64_t iteration, bool *absent, cha
         bool bad = end == text || *end || iteration < 0;
         free(text);
         if (bad)
-            return fail(err, errlen, "%s: expected the iteration number alone (as Megatron writes it)", latest);
+            return ck_fail(err, errlen, "%s: expected the iteration number alone (as Megatron writes it)", latest);
     }
     ck_iter_dir(dir, iteration, false, r->dir, sizeof r->dir);
     char path[4400];
@@ -461,14 +449,14 @@ bool ck_open(ck_reader *r, const char *dir, int64_t iteration, bool *absent, cha
     json_error_t je;
     json_t *j = json_load_file(path, 0, &je);
     if (!j) {
-        fail(err, errlen, "%s: %s", path, access(path, F_OK) ? "missing: the checkpoint is incomplete (a save that "
+        ck_fail(err, errlen, "%s: %s", path, access(path, F_OK) ? "missing: the checkpoint is incomplete (a save that "
              "did not finish) or was removed" : je.text);
         return ck_close(r), false;
     }
     bool ok = read_manifest(r, j, path, err, errlen);
     json_decref(j);
     if (ok && r->state.iteration != iteration)
-        ok = fail(err, errlen, "%s: \"iteration\" is %lld, but the directory is iteration %lld's", path,
+        ok = ck_fail(err, errlen, "%s: \"iteration\" is %lld, but the directory is iteration %lld's", path,
                   (long long)r->state.iteration, (long long)iteration);
     if (ok)
         r->rank = calloc((size_t)r->state.ranks, sizeof *r->rank);
@@ -485,7 +473,7 @@ void *ck_read_whole(ck_reader *r, const char *name, char *err, size_t errlen)
 {
     const ck_tensor *t = ck_find(r, name);
     if (!t)
-        return fail(err, errlen, "%s: no tensor %s in the checkpoint", r->dir, name), NULL;
+        return ck_fail(err, errlen, "%s: no tensor %s in the checkpoint", r->dir, name), NULL;
     size_t es = ir_dtype_size(t->whole.dtype);
     int64_t n = ir_numel(&t->whole), covered = 0;
     char *whole = malloc(ir_bytes(&t->whole) + 1), *seen = calloc((size_t)n + 1, 1);
@@ -507,7 +495,7 @@ void *ck_read_whole(ck_reader *r, const char *name, char *err, size_t errlen)
         free(part);
     }
     if (ok && covered != n)
-        ok = fail(err, errlen, "%s: tensor %s: the rank files hold %lld of its %lld elements: a part is missing", r->dir,
+        ok = ck_fail(err, errlen, "%s: tensor %s: the rank files hold %lld of its %lld elements: a part is missing", r->dir,
                   name, (long long)covered, (long long)n);
     free(seen);
     if (!ok)
@@ -520,7 +508,7 @@ bool ck_read_part(ck_reader *r, const char *name, const ir_type *part, const ir_
 {
     const ck_tensor *t = ck_find(r, name);
     if (!t)
-        return fail(err, errlen, "%s/manifest.json: no tensor %s: the checkpoint is of another model", r->dir, name);
+        return ck_fail(err, errlen, "%s/manifest.json: no tensor %s: the checkpoint is of another model", r->dir, name);
     ir_type mine = ir_layout_block(l, &t->whole, degree, l->nsplits), want = *part;
     ir_shard_clear(&want);
     want.partial = 0;
@@ -529,7 +517,7 @@ bool ck_read_part(ck_reader *r, const char *name, const ir_type *part, const ir_
         ir_type_str(&t->whole, ws, sizeof ws);
         ir_type_str(&mine, ms, sizeof ms);
         ir_type_str(&want, ps, sizeof ps);
-        return fail(err, errlen, "%s/manifest.json: tensor %s is %s in the checkpoint, whose part here is %s, but this "
+        return ck_fail(err, errlen, "%s/manifest.json: tensor %s is %s in the checkpoint, whose part here is %s, but this "
                     "model's part is %s: the checkpoint is of another model or shape", r->dir, name, ws, ms, ps);
     }
     char *whole = ck_read_whole(r, name, err, errlen);

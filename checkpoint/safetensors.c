@@ -14,8 +14,7 @@
 /* The largest header we accept (the Rust reference's limit): a bigger length is a corrupt file. */
 #define CK_ST_MAX_HEADER (100u << 20)
 
-static bool fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool fail(char *err, size_t errlen, const char *fmt, ...)
+bool ck_fail(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -87,7 +86,7 @@ static char *header_json(const char *path, int n, const ck_st_tensor *t, int nme
         const char *dt = ck_st_dtype_name(t[i].type.dtype);
         if (!dt) {
             json_decref(h);
-            return fail(err, errlen, "%s: tensor %s: dtype %s has no safetensors name (F32, BF16, F16, I32, I64)",
+            return ck_fail(err, errlen, "%s: tensor %s: dtype %s has no safetensors name (F32, BF16, F16, I32, I64)",
                         path, t[i].name, ir_dtype_name(t[i].type.dtype)), NULL;
         }
         json_t *shape = json_array(), *e = json_object();
@@ -120,7 +119,7 @@ bool ck_st_write(const char *path, int n, const ck_st_tensor *t, int nmeta, cons
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         free(header);
-        return fail(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+        return ck_fail(err, errlen, "%s: cannot create: %s", path, strerror(errno));
     }
     unsigned char le[8];
     for (int i = 0; i < 8; i++)
@@ -136,7 +135,7 @@ bool ck_st_write(const char *path, int n, const ck_st_tensor *t, int nmeta, cons
     ok = close(fd) == 0 && ok;
     free(header);
     if (!ok)
-        return fail(err, errlen, "%s: cannot write: %s", path, strerror(e ? e : errno));
+        return ck_fail(err, errlen, "%s: cannot write: %s", path, strerror(e ? e : errno));
     if (bytes)
         *bytes = total;
     if (checksum)
@@ -170,27 +169,27 @@ static bool parse_entry(const char *path, const char *name, json_t *v, ck_st_ent
            *off = json_object_get(v, "data_offsets");
     if (!json_is_object(v) || !json_is_string(dt) || !json_is_array(shape) || !json_is_array(off) ||
         json_array_size(off) != 2)
-        return fail(err, errlen, "%s: tensor %s: the header entry needs \"dtype\", \"shape\" and "
+        return ck_fail(err, errlen, "%s: tensor %s: the header entry needs \"dtype\", \"shape\" and "
                     "\"data_offsets\": [begin, end]", path, name);
     int d = ck_st_dtype_by_name(json_string_value(dt));
     if (d < 0)
-        return fail(err, errlen, "%s: tensor %s: dtype \"%s\" is not one mcc reads (F32, BF16, F16, I32, I64)", path,
+        return ck_fail(err, errlen, "%s: tensor %s: dtype \"%s\" is not one mcc reads (F32, BF16, F16, I32, I64)", path,
                     name, json_string_value(dt));
     size_t nd = json_array_size(shape);
     if (nd > IR_MAX_DIMS)
-        return fail(err, errlen, "%s: tensor %s: %zu dimensions, mcc's tensors have at most %d", path, name, nd,
+        return ck_fail(err, errlen, "%s: tensor %s: %zu dimensions, mcc's tensors have at most %d", path, name, nd,
                     IR_MAX_DIMS);
     int64_t dims[IR_MAX_DIMS];
     for (size_t i = 0; i < nd; i++) {
         json_t *x = json_array_get(shape, i);
         if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > ((int64_t)1 << 40))
-            return fail(err, errlen, "%s: tensor %s: shape entry %zu is not a size", path, name, i);
+            return ck_fail(err, errlen, "%s: tensor %s: shape entry %zu is not a size", path, name, i);
         dims[i] = json_integer_value(x);
     }
     json_t *b = json_array_get(off, 0), *en = json_array_get(off, 1);
     if (!json_is_integer(b) || !json_is_integer(en) || json_integer_value(b) < 0 ||
         json_integer_value(en) < json_integer_value(b))
-        return fail(err, errlen, "%s: tensor %s: data_offsets must be [begin, end] with 0 <= begin <= end", path,
+        return ck_fail(err, errlen, "%s: tensor %s: data_offsets must be [begin, end] with 0 <= begin <= end", path,
                     name);
     e->type = ir_tensor((ir_dtype)d, (int)nd, dims);
     e->begin = (uint64_t)json_integer_value(b);
@@ -198,7 +197,7 @@ static bool parse_entry(const char *path, const char *name, json_t *v, ck_st_ent
     char ts[96];
     ir_type_str(&e->type, ts, sizeof ts);
     if (e->end - e->begin != ir_bytes(&e->type))
-        return fail(err, errlen, "%s: tensor %s: %s makes %zu bytes, but data_offsets [%llu, %llu] "
+        return ck_fail(err, errlen, "%s: tensor %s: %s makes %zu bytes, but data_offsets [%llu, %llu] "
                     "hold %llu", path, name, ts,
                     ir_bytes(&e->type), (unsigned long long)e->begin, (unsigned long long)e->end,
                     (unsigned long long)(e->end - e->begin));
@@ -223,18 +222,18 @@ static bool check_tiling(const ck_st_file *f, char *err, size_t errlen)
     bool ok = true;
     for (int i = 0; ok && i < f->n; i++) {
         if (s[i].begin < at)
-            ok = fail(err, errlen, "%s: tensor %s: data_offsets [%llu, %llu] overlap tensor %s's", f->path, s[i].name,
+            ok = ck_fail(err, errlen, "%s: tensor %s: data_offsets [%llu, %llu] overlap tensor %s's", f->path, s[i].name,
                       (unsigned long long)s[i].begin, (unsigned long long)s[i].end, s[i - 1].name);
         else if (s[i].begin > at)
-            ok = fail(err, errlen, "%s: tensor %s: data_offsets begin at %llu, leaving a gap after byte %llu", f->path,
+            ok = ck_fail(err, errlen, "%s: tensor %s: data_offsets begin at %llu, leaving a gap after byte %llu", f->path,
                       s[i].name, (unsigned long long)s[i].begin, (unsigned long long)at);
         else if (s[i].end > data)
-            ok = fail(err, errlen, "%s: the file is truncated: tensor %s ends at byte %llu of the data, which holds %llu "
+            ok = ck_fail(err, errlen, "%s: the file is truncated: tensor %s ends at byte %llu of the data, which holds %llu "
                       "bytes", f->path, s[i].name, (unsigned long long)s[i].end, (unsigned long long)data);
         at = s[i].end;
     }
     if (ok && at != data)
-        ok = fail(err, errlen, "%s: %llu bytes after the last tensor's data: the header does not describe the file",
+        ok = ck_fail(err, errlen, "%s: %llu bytes after the last tensor's data: the header does not describe the file",
                   f->path, (unsigned long long)(data - at));
     free(s);
     return ok;
@@ -245,7 +244,7 @@ static bool parse_header(ck_st_file *f, const char *text, size_t len, char *err,
     json_error_t je;
     json_t *h = json_loadb(text, len, 0, &je);
     if (!h || !json_is_object(h)) {
-        fail(err, errlen, "%s: the header is not a JSON object (%s, at byte %d of the header)", f->path,
+        ck_fail(err, errlen, "%s: the header is not a JSON object (%s, at byte %d of the header)", f->path,
              h ? "another JSON value" : je.text, h ? 0 : je.position);
         json_decref(h);
         return false;
@@ -257,7 +256,7 @@ static bool parse_header(ck_st_file *f, const char *text, size_t len, char *err,
     json_object_foreach(h, key, v) {
         if (!strcmp(key, "__metadata__")) {
             if (!json_is_object(v)) {
-                ok = fail(err, errlen, "%s: __metadata__ must be an object of strings", f->path);
+                ok = ck_fail(err, errlen, "%s: __metadata__ must be an object of strings", f->path);
                 break;
             }
             f->meta = calloc(2 * json_object_size(v) + 1, sizeof *f->meta);
@@ -265,7 +264,7 @@ static bool parse_header(ck_st_file *f, const char *text, size_t len, char *err,
             json_t *mv;
             json_object_foreach(v, mk, mv) {
                 if (!json_is_string(mv)) {
-                    ok = fail(err, errlen, "%s: __metadata__ \"%s\" is not a string", f->path, mk);
+                    ok = ck_fail(err, errlen, "%s: __metadata__ \"%s\" is not a string", f->path, mk);
                     break;
                 }
                 f->meta[2 * f->nmeta] = strdup(mk);
@@ -288,13 +287,13 @@ bool ck_st_open(ck_st_file *f, const char *path, char *err, size_t errlen)
     *f = (ck_st_file){.path = strdup(path), .fd = open(path, O_RDONLY | O_CLOEXEC)};
     struct stat st;
     if (f->fd < 0 || fstat(f->fd, &st) != 0) {
-        fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        ck_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return ck_st_close(f), false;
     }
     f->file_bytes = (uint64_t)st.st_size;
     unsigned char le[8];
     if (f->file_bytes < 8 || !read_at(f->fd, le, 8, 0)) {
-        fail(err, errlen, "%s: the file is truncated: %llu bytes, less than the 8-byte header length", path,
+        ck_fail(err, errlen, "%s: the file is truncated: %llu bytes, less than the 8-byte header length", path,
              (unsigned long long)f->file_bytes);
         return ck_st_close(f), false;
     }
@@ -302,7 +301,7 @@ bool ck_st_open(ck_st_file *f, const char *path, char *err, size_t errlen)
     for (int i = 0; i < 8; i++)
         len |= (uint64_t)le[i] << (8 * i);
     if (len > f->file_bytes - 8 || len > CK_ST_MAX_HEADER) {
-        fail(err, errlen, "%s: the header length %llu runs past the end of the file (%llu bytes): truncated or not a "
+        ck_fail(err, errlen, "%s: the header length %llu runs past the end of the file (%llu bytes): truncated or not a "
              "safetensors file", path, (unsigned long long)len, (unsigned long long)f->file_bytes);
         return ck_st_close(f), false;
     }
@@ -310,7 +309,7 @@ bool ck_st_open(ck_st_file *f, const char *path, char *err, size_t errlen)
     char *text = malloc(len + 1);
     bool ok = read_at(f->fd, text, len, 8);
     if (!ok)
-        fail(err, errlen, "%s: cannot read the header: %s", path, strerror(errno));
+        ck_fail(err, errlen, "%s: cannot read the header: %s", path, strerror(errno));
     ok = ok && parse_header(f, text, len, err, errlen);
     free(text);
     if (!ok)
@@ -338,7 +337,7 @@ bool ck_st_read(const ck_st_file *f, int i, void *out, char *err, size_t errlen)
 {
     const ck_st_entry *e = &f->t[i];
     if (!read_at(f->fd, out, e->end - e->begin, f->data_start + e->begin))
-        return fail(err, errlen, "%s: tensor %s: cannot read its %llu bytes: %s", f->path, e->name,
+        return ck_fail(err, errlen, "%s: tensor %s: cannot read its %llu bytes: %s", f->path, e->name,
                     (unsigned long long)(e->end - e->begin), errno ? strerror(errno) : "the file was truncated");
     return true;
 }
@@ -361,7 +360,7 @@ bool ck_checksum_file(const char *path, uint64_t *sum, uint64_t *bytes, char *er
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return ck_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     size_t cap = 1 << 20;
     char *buf = malloc(cap);
     uint64_t h = CK_CHECKSUM_INIT, n = 0;
@@ -378,7 +377,7 @@ bool ck_checksum_file(const char *path, uint64_t *sum, uint64_t *bytes, char *er
     free(buf);
     close(fd);
     if (r < 0)
-        return fail(err, errlen, "%s: cannot read: %s", path, strerror(e));
+        return ck_fail(err, errlen, "%s: cannot read: %s", path, strerror(e));
     *sum = h;
     *bytes = n;
     return true;

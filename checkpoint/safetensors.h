@@ -69,6 +69,9 @@ uint64_t ck_checksum(uint64_t h, const void *data, size_t n);
 /* The checksum of the whole file at path (*bytes: its size). False with "PATH: <reason>". */
 bool ck_checksum_file(const char *path, uint64_t *sum, uint64_t *bytes, char *err, size_t errlen);
 
+/* The checkpoint library's errors: the message into err (when err is not NULL); returns false. */
+bool ck_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Safetensors' dtype names: "F32", ... for a supported dtype, NULL otherwise; and back (-1). */
 const char *ck_st_dtype_name(ir_dtype dt);
 int ck_st_dtype_by_name(const char *s);

@@ -221,7 +221,8 @@ bool rt_ckpt_load(const rt_ckpt_args *a, rt_program *p, rt_parallel *par, rt_ckp
     if (!a->finetune)
         *c = (rt_ckpt_counters){rd.state.iteration, rd.state.consumed_samples, rd.state.steps_applied,
                                 rd.state.evals_done};
-    printf(" loaded checkpoint %s (saved by %d ranks)%s at iteration %lld in %.3f s\n", rd.dir, rd.state.ranks,
+    printf(" loaded checkpoint %s (saved by %d rank%s)%s at iteration %lld in %.3f s\n", rd.dir, rd.state.ranks,
+           rd.state.ranks == 1 ? "" : "s",
            a->finetune ? " weights only (--finetune), starting" : a->no_load_optim ? " without optimizer state" : "",
            (long long)c->iteration, os_now_s() - t0);
     ck_close(&rd);

@@ -9,7 +9,7 @@
 set -euo pipefail
 mcc=$1; kills=${2:-50}
 root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d); trap 'kill ${ref:-} 2>/dev/null; rm -rf "$work"' EXIT
+work=$(mktemp -d); trap 'kill ${ref:-} 2>/dev/null || true; rm -rf "$work"' EXIT
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 "$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix "$work/text" --append-eod >/dev/null 2>&1
 "$mcc" compile "$root/models/tiny-gpt2.json" --target cpu --vocab-size 260 --make-vocab-size-divisible-by 1 \

@@ -3,7 +3,8 @@
 # iteration 5 by TP=2 x DP=2 with the distributed optimizer (ZeRO-1: master and Adam shards),
 # loaded by TP=1 x DP=4 without it, by one rank, and by TP=2 x DP=1 (4 ranks' files into 2); each
 # resumed run's losses at iterations 6-10 equal the uninterrupted TP=2 x DP=2 run's within 1e-6
-# (fp32 CPU ranks: the layouts' sums differ in order only).
+# (fp32 CPU ranks: the layouts' sums differ in order only). A rank's files missing from the 4, or
+# a manifest that names 3 ranks, is an error naming what is missing, nothing loaded.
 set -euo pipefail
 mcc=$1; model=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,3 +46,13 @@ PY
 check dp4 4
 check single 1
 check tp2 2
+bad() { # NAME PATTERN: the one-rank load of the changed copy in $work/bad fails with PATTERN
+  set +e; "$work/single" "${flags[@]}" --load "$work/bad" >"$work/$1.log" 2>&1; local rc=$?; set -e
+  [ "$rc" = 1 ] && grep -qE -- "$2" "$work/$1.log" && ! grep -q "iteration  *6/" "$work/$1.log" ||
+    { echo "FAIL: $1: exit status $rc, expected 1 and '$2'"; cat "$work/$1.log"; exit 1; }
+  grep -m1 error "$work/$1.log"
+}
+rm -rf "$work/bad"; cp -r "$work/ck" "$work/bad"; rm "$work/bad/iter_0000005/rank_00003.safetensors"
+bad missing-rank "rank_00003.safetensors: missing: the checkpoint was saved by 4 ranks and rank 3's file is gone"
+rm -rf "$work/bad"; cp -r "$work/ck" "$work/bad"; sed -i 's/"ranks": 4/"ranks": 3/' "$work/bad/iter_0000005/manifest.json"
+bad missing-part "the rank files hold [0-9]+ of its [0-9]+ elements: a part is missing"
