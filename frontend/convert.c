@@ -25,7 +25,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,16 +118,6 @@ typedef struct {
     cv_rule *r;
 } cv_model;
 
-static bool failf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool failf(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
 static void shape_str(const ir_type *t, char *buf, size_t len)
 {
     int k = snprintf(buf, len, "[");
@@ -173,7 +162,7 @@ static bool add_rule(cv_model *cm, const cv_entry *e, int layer, char *err, size
         if (r.g[r.nmcc] < 0 && r.nmcc == 0)
             return true; /* the model has no such tensor (a bias of a model without biases) */
         if (r.g[r.nmcc] < 0)
-            return failf(err, errlen, "%s: the model has %s but not %s, which frontend/convert.c's table stacks "
+            return ck_fail(err, errlen, "%s: the model has %s but not %s, which frontend/convert.c's table stacks "
                                       "with it", cv_arch_names[cm->arch], cm->m->globals[r.g[0]].name, name);
     }
     r.hf_type = hf_type_of(cm, &r);
@@ -219,7 +208,7 @@ static bool rules_of(const mcc_spec *s, const char *spec_path, cv_model *cm, cha
 {
     const char *why = arch_of_spec(s, &cm->arch);
     if (why)
-        return failf(err, errlen, "%s: no Hugging Face architecture fits: %s (mcc converts GPT2LMHeadModel and "
+        return ck_fail(err, errlen, "%s: no Hugging Face architecture fits: %s (mcc converts GPT2LMHeadModel and "
                                   "LlamaForCausalLM)", spec_path, why);
     cm->s = s;
     cm->m = mcc_build_model(s, false);
@@ -240,7 +229,7 @@ static bool rules_of(const mcc_spec *s, const char *spec_path, cv_model *cm, cha
             for (int j = 0; j < cm->r[i].nmcc; j++)
                 uses += cm->r[i].g[j] == g;
         if (cm->m->globals[g].kind == IR_GLOBAL_PARAM && uses != 1)
-            return failf(err, errlen, "%s: parameter %s has no %s name in frontend/convert.c's table", spec_path,
+            return ck_fail(err, errlen, "%s: parameter %s has no %s name in frontend/convert.c's table", spec_path,
                          cm->m->globals[g].name, cv_arch_names[cm->arch]);
     }
     return true;
@@ -348,10 +337,10 @@ static bool cfg_int(cv_config *k, const char *key, long long def, long long *out
 {
     json_t *v = cfg_get(k, key);
     if (!v && def < 0)
-        return failf(k->err, k->errlen, "%s: \"%s\" is missing: the model's config.json must give it (save_pretrained "
+        return ck_fail(k->err, k->errlen, "%s: \"%s\" is missing: the model's config.json must give it (save_pretrained "
                                         "writes it)", k->path, key);
     if (v && (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > INT_MAX))
-        return failf(k->err, k->errlen, "%s: \"%s\" must be a positive integer", k->path, key);
+        return ck_fail(k->err, k->errlen, "%s: \"%s\" must be a positive integer", k->path, key);
     return *out = v ? json_integer_value(v) : def, true;
 }
 
@@ -359,7 +348,7 @@ static bool cfg_num(cv_config *k, const char *key, double def, double *out)
 {
     json_t *v = cfg_get(k, key);
     if (v && (!json_is_number(v) || json_number_value(v) <= 0))
-        return failf(k->err, k->errlen, "%s: \"%s\" must be a positive number", k->path, key);
+        return ck_fail(k->err, k->errlen, "%s: \"%s\" must be a positive number", k->path, key);
     return *out = v ? json_number_value(v) : def, true;
 }
 
@@ -367,7 +356,7 @@ static bool cfg_bool(cv_config *k, const char *key, bool def, bool *out)
 {
     json_t *v = cfg_get(k, key);
     if (v && !json_is_boolean(v))
-        return failf(k->err, k->errlen, "%s: \"%s\" must be true or false", k->path, key);
+        return ck_fail(k->err, k->errlen, "%s: \"%s\" must be true or false", k->path, key);
     return *out = v ? json_is_true(v) : def, true;
 }
 
@@ -379,7 +368,7 @@ static bool cfg_choice(cv_config *k, const char *key, const char *def, const cha
     for (int i = 0; allowed[i]; i++)
         if (!strcmp(got, allowed[i]))
             return true;
-    return failf(k->err, k->errlen, "%s: \"%s\" is \"%s\": %s", k->path, key, got, why);
+    return ck_fail(k->err, k->errlen, "%s: \"%s\" is \"%s\": %s", k->path, key, got, why);
 }
 
 /* The architecture config.json names ("architectures", else "model_type"). */
@@ -392,7 +381,7 @@ static bool config_arch(cv_config *k, cv_arch *arch)
     for (int i = 0; name && i < CV_NUM_ARCHS; i++)
         if (!strcmp(name, cv_arch_names[i]) || !strcmp(name, cv_model_types[i]))
             return *arch = (cv_arch)i, true;
-    return failf(k->err, k->errlen, "%s: architecture %s%s%s: mcc converts %s and %s (\"architectures\": [\"...\"] or "
+    return ck_fail(k->err, k->errlen, "%s: architecture %s%s%s: mcc converts %s and %s (\"architectures\": [\"...\"] or "
                                     "\"model_type\" gpt2 / llama)", k->path, name ? "\"" : "", name ? name : "not named",
                  name ? "\" is not one mcc knows" : "", cv_arch_names[CV_GPT2], cv_arch_names[CV_LLAMA]);
 }
@@ -416,11 +405,13 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
         bool by_layer = false, scaled = true;
         ok = ok && cfg_bool(k, "scale_attn_by_inverse_layer_idx", false, &by_layer) &&
              cfg_bool(k, "scale_attn_weights", true, &scaled);
-        if (ok && (!tied || by_layer || !scaled))
-            ok = failf(k->err, k->errlen, "%s: \"%s\" is %s: mcc's GPT-2 %s", k->path,
-                       !tied ? "tie_word_embeddings" : by_layer ? "scale_attn_by_inverse_layer_idx" : "scale_attn_weights",
-                       !tied ? "false" : by_layer ? "true" : "false",
-                       !tied ? "ties the output layer to the embedding" : "scales attention scores by 1/sqrt(head_dim) alone");
+        const char *bad = !tied ? "tie_word_embeddings\" is false: mcc's GPT-2 ties the output layer to the embedding"
+                          : by_layer ? "scale_attn_by_inverse_layer_idx\" is true"
+                          : !scaled  ? "scale_attn_weights\" is false"
+                                     : NULL;
+        if (ok && bad)
+            ok = ck_fail(k->err, k->errlen, "%s: \"%s%s", k->path, bad,
+                         tied ? ": mcc's GPT-2 scales attention scores by 1/sqrt(head_dim) alone" : "");
         if (ok) {
             G = H;
             T = P;
@@ -439,14 +430,14 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
              cfg_bool(k, "attention_bias", false, &abias) && cfg_bool(k, "mlp_bias", false, &mbias) &&
              cfg_choice(k, "hidden_act", "silu", silu, "mcc's SwiGLU MLP is silu(gate) * up");
         if (ok && scaling)
-            ok = failf(k->err, k->errlen, "%s: \"rope_scaling\" is set: mcc's rope has no scaling; remove it to import "
+            ok = ck_fail(k->err, k->errlen, "%s: \"rope_scaling\" is set: mcc's rope has no scaling; remove it to import "
                                           "the model with plain rope (positions past its original context then differ "
                                           "from transformers')", k->path);
         if (ok && hd * H != d)
-            ok = failf(k->err, k->errlen, "%s: \"head_dim\" %lld is not hidden_size / num_attention_heads (%lld): mcc's "
+            ok = ck_fail(k->err, k->errlen, "%s: \"head_dim\" %lld is not hidden_size / num_attention_heads (%lld): mcc's "
                                           "heads split hidden_size", k->path, hd, d / H);
         if (ok && abias != mbias)
-            ok = failf(k->err, k->errlen, "%s: \"attention_bias\" and \"mlp_bias\" differ: mcc's add_bias_linear gives "
+            ok = ck_fail(k->err, k->errlen, "%s: \"attention_bias\" and \"mlp_bias\" differ: mcc's add_bias_linear gives "
                                           "every linear layer a bias or none", k->path);
         if (ok) {
             T = P < 4096 ? P : 4096; /* a training length, not the model's reach: --seq-length trains longer */
@@ -472,12 +463,12 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
 static bool write_json(const char *path, json_t *j, char *err, size_t errlen)
 {
     if (json_dump_file(j, path, JSON_INDENT(2)) != 0)
-        return failf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        return ck_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
     FILE *f = fopen(path, "a");
     bool ok = f && fputc('\n', f) != EOF;
     if (f && fclose(f) != 0)
         ok = false;
-    return ok || failf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    return ok || ck_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
 }
 
 /* The shard each HF tensor goes to: consecutive tensors while a shard stays within max_bytes (a
@@ -527,7 +518,7 @@ static bool hf_open_file(hf_dir *h, const char *dir, const char *name, char *err
         if (!strcmp(h->file_names[i], name))
             return true;
     if (strchr(name, '/') || !strcmp(name, "..") || !*name)
-        return failf(err, errlen, "%s/model.safetensors.index.json: file \"%s\" is not a file name in the directory",
+        return ck_fail(err, errlen, "%s/model.safetensors.index.json: file \"%s\" is not a file name in the directory",
                      dir, name);
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -554,19 +545,19 @@ static bool hf_open(hf_dir *h, const char *dir, char *err, size_t errlen)
     json_error_t je;
     json_t *index = json_load_file(path, 0, &je);
     if (!index)
-        return failf(err, errlen, "%s: neither model.safetensors nor model.safetensors.index.json is there (%s): "
+        return ck_fail(err, errlen, "%s: neither model.safetensors nor model.safetensors.index.json is there (%s): "
                                   "mcc reads a model saved with safe_serialization (save_pretrained's default)",
                      dir, je.text);
     json_t *map = json_object_get(index, "weight_map");
     bool ok = json_is_object(map) ||
-              failf(err, errlen, "%s: \"weight_map\" must be an object of tensor name: file name", path);
+              ck_fail(err, errlen, "%s: \"weight_map\" must be an object of tensor name: file name", path);
     const char *key;
     json_t *v;
     json_object_foreach(map, key, v) {
         if (!ok)
             break;
         ok = json_is_string(v) ? hf_open_file(h, dir, json_string_value(v), err, errlen)
-                               : failf(err, errlen, "%s: weight_map[\"%s\"] must be a file name", path, key);
+                               : ck_fail(err, errlen, "%s: weight_map[\"%s\"] must be a file name", path, key);
     }
     json_decref(index);
     return ok;
@@ -590,7 +581,7 @@ static bool hf_read_f32(const ck_st_file *f, int e, uint32_t *out, char *err, si
     if (t->dtype == IR_F32)
         return ck_st_read(f, e, out, err, errlen);
     if (t->dtype != IR_BF16 && t->dtype != IR_F16)
-        return failf(err, errlen, "%s: tensor %s is %s: mcc imports F32, BF16 and F16 weights", f->path,
+        return ck_fail(err, errlen, "%s: tensor %s is %s: mcc imports F32, BF16 and F16 weights", f->path,
                      f->t[e].name, ck_st_dtype_name(t->dtype));
     uint16_t *h = malloc(ir_bytes(t) + 1);
     bool ok = ck_st_read(f, e, h, err, errlen);
@@ -628,7 +619,7 @@ static bool check_checkpoint(const cv_model *cm, const ck_reader *ck, const char
     snprintf(where, sizeof where, "%s/manifest.json", ck->dir);
     for (int i = 0; i < ck->ntensors; i++)
         if (ck->tensors[i].role == CK_ROLE_PARAM && ir_global_find(cm->m, ck->tensors[i].name) < 0)
-            return failf(err, errlen, "%s: parameter %s is not in %s's model: give the spec (and flags) the checkpoint "
+            return ck_fail(err, errlen, "%s: parameter %s is not in %s's model: give the spec (and flags) the checkpoint "
                                       "was trained with", where, ck->tensors[i].name, spec);
     for (int g = 0; g < cm->m->nglobals; g++) {
         const ir_global *gl = &cm->m->globals[g];
@@ -636,7 +627,7 @@ static bool check_checkpoint(const cv_model *cm, const ck_reader *ck, const char
             continue;
         const ck_tensor *t = ck_find(ck, gl->name);
         if (!t || t->role != CK_ROLE_PARAM)
-            return failf(err, errlen, "%s: no parameter %s, which %s's model has: give the spec (and flags) the "
+            return ck_fail(err, errlen, "%s: no parameter %s, which %s's model has: give the spec (and flags) the "
                                       "checkpoint was trained with", where, gl->name, spec);
         bool vocab = gl->placement == IR_PLACE_VOCAB;
         bool same = t->whole.dtype == IR_F32 && t->whole.ndim == gl->type.ndim;
@@ -646,7 +637,7 @@ static bool check_checkpoint(const cv_model *cm, const ck_reader *ck, const char
             char a[64], b[64];
             shape_str(&t->whole, a, sizeof a);
             shape_str(&gl->type, b, sizeof b);
-            return failf(err, errlen, "%s: %s is %s %s, %s's model has f32 %s%s: give the spec (and flags) the "
+            return ck_fail(err, errlen, "%s: %s is %s %s, %s's model has f32 %s%s: give the spec (and flags) the "
                                       "checkpoint was trained with", where, gl->name, ir_dtype_name(t->whole.dtype), a,
                          spec, b, vocab ? " (its rows: vocab_size or more)" : "");
         }
@@ -704,7 +695,7 @@ static bool to_hf(const char *ckdir, const char *out, const mcc_spec *s, const t
     char path[4200];
     snprintf(path, sizeof path, "%s/model.safetensors%s", out, nshards > 1 ? "" : ".index.json");
     if (ok && unlink(path) != 0 && errno != ENOENT) /* a stale file transformers would read instead */
-        ok = failf(err, errlen, "%s: cannot remove the file of an earlier export: %s", path, strerror(errno));
+        ok = ck_fail(err, errlen, "%s: cannot remove the file of an earlier export: %s", path, strerror(errno));
     if (ok && nshards > 1) {
         snprintf(path, sizeof path, "%s/model.safetensors.index.json", out);
         json_t *index = json_pack("{s:{s:I}, s:O}", "metadata", "total_size", (json_int_t)total, "weight_map", map);
@@ -760,7 +751,7 @@ static bool tied_head_same(const cv_model *cm, const hf_dir *h, uint32_t **data,
     free(head);
     if (head && !ok)
         return false;
-    return same || failf(err, errlen, "%s: tensor lm_head.weight is not the embedding, but config.json's "
+    return same || ck_fail(err, errlen, "%s: tensor lm_head.weight is not the embedding, but config.json's "
                                       "\"tie_word_embeddings\" ties them: set it false if the model has an output "
                                       "layer of its own", h->files[f].path);
 }
@@ -773,7 +764,7 @@ static bool read_hf(const cv_model *cm, const hf_dir *h, const char *dir, uint32
         const cv_rule *r = &cm->r[i];
         int f, e;
         if (!hf_find(h, r->hf, &f, &e))
-            return failf(err, errlen, "%s: no tensor %s in %s: a %s of config.json's sizes has it; the files are "
+            return ck_fail(err, errlen, "%s: no tensor %s in %s: a %s of config.json's sizes has it; the files are "
                                       "incomplete or of another model", dir, r->hf,
                          h->nfiles == 1 ? h->file_names[0] : "the files model.safetensors.index.json names",
                          cv_arch_names[cm->arch]);
@@ -785,7 +776,7 @@ static bool read_hf(const cv_model *cm, const hf_dir *h, const char *dir, uint32
             char a[64], b[64];
             shape_str(t, a, sizeof a);
             shape_str(&r->hf_type, b, sizeof b);
-            return failf(err, errlen, "%s: tensor %s is %s but config.json makes it %s: the weights and config.json "
+            return ck_fail(err, errlen, "%s: tensor %s is %s but config.json makes it %s: the weights and config.json "
                                       "are of different models", h->files[f].path, r->hf, a, b);
         }
         uint32_t *hf = malloc(ir_bytes(&r->hf_type)), *mcc[3];
@@ -808,7 +799,7 @@ static bool read_hf(const cv_model *cm, const hf_dir *h, const char *dir, uint32
                 known = !strcmp(cm->r[i].hf, name) ||
                         (!strncmp(cm->r[i].hf, "transformer.", 12) && !strcmp(cm->r[i].hf + 12, name));
             if (!known)
-                return failf(err, errlen, "%s: tensor %s is not one of a %s of config.json's sizes: the weights and "
+                return ck_fail(err, errlen, "%s: tensor %s is not one of a %s of config.json's sizes: the weights and "
                                           "config.json are of different models", h->files[f].path, name,
                              cv_arch_names[cm->arch]);
         }
@@ -859,7 +850,7 @@ static bool from_hf(const char *in, const char *ckdir, const char *spec_out, cha
     json_error_t je;
     json_t *c = json_load_file(path, 0, &je);
     if (!c)
-        return failf(err, errlen, "%s: cannot read (%s): a Hugging Face model directory has config.json beside its "
+        return ck_fail(err, errlen, "%s: cannot read (%s): a Hugging Face model directory has config.json beside its "
                                   "safetensors (save_pretrained writes both)", path, je.text);
     cv_config k = {path, c, err, errlen};
     cv_arch arch;
@@ -873,7 +864,7 @@ static bool from_hf(const char *in, const char *ckdir, const char *spec_out, cha
     int rest[1], nrest = 0;
     char why[2048];
     if (ok && !(ok = mcc_spec_load(spec_out, 0, NULL, &s, rest, &nrest, why, sizeof why)))
-        failf(err, errlen, "%s converts to a spec mcc refuses: %s", path, why);
+        ck_fail(err, errlen, "%s converts to a spec mcc refuses: %s", path, why);
     if (!ok)
         return false;
     cv_model cm;
@@ -934,8 +925,9 @@ static int convert_to_hf(const char *ckdir, const char *out, int argc, char **ar
         else {
             static const char *const own[] = {"--spec", "--iteration", "--max-shard-size", NULL};
             const char *near = mcc_spec_flag_near(flag, own);
-            snprintf(err, sizeof err, "unknown flag '%s' for mcc convert --to hf%s%s%s", flag, near ? ": did you mean " : "",
-                     near ? near : "", near ? "?" : " (its own: --spec, --iteration, --max-shard-size; and the spec's fields)");
+            snprintf(err, sizeof err, "unknown flag '%s' for mcc convert --to hf%s%s%s", flag,
+                     near ? ": did you mean " : "", near ? near : "",
+                     near ? "?" : " (its own: --spec, --iteration, --max-shard-size; and the spec's fields)");
             ok = false;
         }
         k++;

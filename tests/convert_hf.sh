@@ -54,6 +54,9 @@ if [ "$arch" = gpt2 ]; then
     refuses "bad/model-00003-of-00003.safetensors: " "$mcc" convert --from hf bad out
     setkey bad/config.json n_head -
     refuses 'bad/config.json: "n_head" is missing' "$mcc" convert --from hf bad out
+    cp hf1/config.json bad/ && setkey bad/config.json scale_attn_weights false
+    refuses '"scale_attn_weights" is false: mcc'"'"'s GPT-2 scales attention scores by 1/sqrt(head_dim) alone' \
+        "$mcc" convert --from hf bad out
 else
     cp hf1/config.json bad/ && setkey bad/config.json hidden_act '"gelu"'
     refuses '"hidden_act" is "gelu": mcc'"'"'s SwiGLU MLP is silu(gate) * up' "$mcc" convert --from hf bad out
