@@ -405,11 +405,12 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
         bool by_layer = false, scaled = true;
         ok = ok && cfg_bool(k, "scale_attn_by_inverse_layer_idx", false, &by_layer) &&
              cfg_bool(k, "scale_attn_weights", true, &scaled);
-        const char *bad = !tied ? "tie_word_embeddings\" is false: mcc's GPT-2 ties the output layer to the embedding"
+        const char *bad = !ok       ? NULL /* not every value was read */
+                          : !tied    ? "tie_word_embeddings\" is false: mcc's GPT-2 ties the output layer to the embedding"
                           : by_layer ? "scale_attn_by_inverse_layer_idx\" is true"
                           : !scaled  ? "scale_attn_weights\" is false"
                                      : NULL;
-        if (ok && bad)
+        if (bad)
             ok = ck_fail(k->err, k->errlen, "%s: \"%s%s", k->path, bad,
                          tied ? ": mcc's GPT-2 scales attention scores by 1/sqrt(head_dim) alone" : "");
         if (ok) {
