@@ -163,7 +163,7 @@ static bool add_rule(cv_model *cm, const cv_entry *e, int layer, char *err, size
             return true; /* the model has no such tensor (a bias of a model without biases) */
         if (r.g[r.nmcc] < 0)
             return ck_fail(err, errlen, "%s: the model has %s but not %s, which frontend/convert.c's table stacks "
-                                      "with it", cv_arch_names[cm->arch], cm->m->globals[r.g[0]].name, name);
+                                        "with it", cv_arch_names[cm->arch], cm->m->globals[r.g[0]].name, name);
     }
     r.hf_type = hf_type_of(cm, &r);
     cm->r[cm->n++] = r;
@@ -209,7 +209,7 @@ static bool rules_of(const mcc_spec *s, const char *spec_path, cv_model *cm, cha
     const char *why = arch_of_spec(s, &cm->arch);
     if (why)
         return ck_fail(err, errlen, "%s: no Hugging Face architecture fits: %s (mcc converts GPT2LMHeadModel and "
-                                  "LlamaForCausalLM)", spec_path, why);
+                                    "LlamaForCausalLM)", spec_path, why);
     cm->s = s;
     cm->m = mcc_build_model(s, false);
     int per_layer = cv_tables[cm->arch].nlayer, nmodel = cv_tables[cm->arch].nmodel;
@@ -230,7 +230,7 @@ static bool rules_of(const mcc_spec *s, const char *spec_path, cv_model *cm, cha
                 uses += cm->r[i].g[j] == g;
         if (cm->m->globals[g].kind == IR_GLOBAL_PARAM && uses != 1)
             return ck_fail(err, errlen, "%s: parameter %s has no %s name in frontend/convert.c's table", spec_path,
-                         cm->m->globals[g].name, cv_arch_names[cm->arch]);
+                           cm->m->globals[g].name, cv_arch_names[cm->arch]);
     }
     return true;
 }
@@ -338,7 +338,7 @@ static bool cfg_int(cv_config *k, const char *key, long long def, long long *out
     json_t *v = cfg_get(k, key);
     if (!v && def < 0)
         return ck_fail(k->err, k->errlen, "%s: \"%s\" is missing: the model's config.json must give it (save_pretrained "
-                                        "writes it)", k->path, key);
+                                          "writes it)", k->path, key);
     if (v && (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > INT_MAX))
         return ck_fail(k->err, k->errlen, "%s: \"%s\" must be a positive integer", k->path, key);
     return *out = v ? json_integer_value(v) : def, true;
@@ -382,8 +382,8 @@ static bool config_arch(cv_config *k, cv_arch *arch)
         if (!strcmp(name, cv_arch_names[i]) || !strcmp(name, cv_model_types[i]))
             return *arch = (cv_arch)i, true;
     return ck_fail(k->err, k->errlen, "%s: architecture %s%s%s: mcc converts %s and %s (\"architectures\": [\"...\"] or "
-                                    "\"model_type\" gpt2 / llama)", k->path, name ? "\"" : "", name ? name : "not named",
-                 name ? "\" is not one mcc knows" : "", cv_arch_names[CV_GPT2], cv_arch_names[CV_LLAMA]);
+                                      "\"model_type\" gpt2 / llama)", k->path, name ? "\"" : "", name ? name : "not named",
+                   name ? "\" is not one mcc knows" : "", cv_arch_names[CV_GPT2], cv_arch_names[CV_LLAMA]);
 }
 
 /* The spec (the form of the files in models/) of the model config.json describes; the training section is left
@@ -432,14 +432,14 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
              cfg_choice(k, "hidden_act", "silu", silu, "mcc's SwiGLU MLP is silu(gate) * up");
         if (ok && scaling)
             ok = ck_fail(k->err, k->errlen, "%s: \"rope_scaling\" is set: mcc's rope has no scaling; remove it to import "
-                                          "the model with plain rope (positions past its original context then differ "
-                                          "from transformers')", k->path);
+                                            "the model with plain rope (positions past its original context then differ "
+                                            "from transformers')", k->path);
         if (ok && hd * H != d)
             ok = ck_fail(k->err, k->errlen, "%s: \"head_dim\" %lld is not hidden_size / num_attention_heads (%lld): mcc's "
-                                          "heads split hidden_size", k->path, hd, d / H);
+                                            "heads split hidden_size", k->path, hd, d / H);
         if (ok && abias != mbias)
             ok = ck_fail(k->err, k->errlen, "%s: \"attention_bias\" and \"mlp_bias\" differ: mcc's add_bias_linear gives "
-                                          "every linear layer a bias or none", k->path);
+                                            "every linear layer a bias or none", k->path);
         if (ok) {
             T = P < 4096 ? P : 4096; /* a training length, not the model's reach: --seq-length trains longer */
             arch_fields = json_pack("{s:s, s:s, s:f, s:b, s:b, s:b}", "normalization", "RMSNorm",
@@ -520,7 +520,7 @@ static bool hf_open_file(hf_dir *h, const char *dir, const char *name, char *err
             return true;
     if (strchr(name, '/') || !strcmp(name, "..") || !*name)
         return ck_fail(err, errlen, "%s/model.safetensors.index.json: file \"%s\" is not a file name in the directory",
-                     dir, name);
+                       dir, name);
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     h->files = realloc(h->files, sizeof *h->files * (size_t)(h->nfiles + 1));
@@ -547,8 +547,8 @@ static bool hf_open(hf_dir *h, const char *dir, char *err, size_t errlen)
     json_t *index = json_load_file(path, 0, &je);
     if (!index)
         return ck_fail(err, errlen, "%s: neither model.safetensors nor model.safetensors.index.json is there (%s): "
-                                  "mcc reads a model saved with safe_serialization (save_pretrained's default)",
-                     dir, je.text);
+                                    "mcc reads a model saved with safe_serialization (save_pretrained's default)",
+                       dir, je.text);
     json_t *map = json_object_get(index, "weight_map");
     bool ok = json_is_object(map) ||
               ck_fail(err, errlen, "%s: \"weight_map\" must be an object of tensor name: file name", path);
@@ -583,7 +583,7 @@ static bool hf_read_f32(const ck_st_file *f, int e, uint32_t *out, char *err, si
         return ck_st_read(f, e, out, err, errlen);
     if (t->dtype != IR_BF16 && t->dtype != IR_F16)
         return ck_fail(err, errlen, "%s: tensor %s is %s: mcc imports F32, BF16 and F16 weights", f->path,
-                     f->t[e].name, ck_st_dtype_name(t->dtype));
+                       f->t[e].name, ck_st_dtype_name(t->dtype));
     uint16_t *h = malloc(ir_bytes(t) + 1);
     bool ok = ck_st_read(f, e, h, err, errlen);
     for (int64_t i = 0; ok && i < n; i++) {
@@ -621,7 +621,7 @@ static bool check_checkpoint(const cv_model *cm, const ck_reader *ck, const char
     for (int i = 0; i < ck->ntensors; i++)
         if (ck->tensors[i].role == CK_ROLE_PARAM && ir_global_find(cm->m, ck->tensors[i].name) < 0)
             return ck_fail(err, errlen, "%s: parameter %s is not in %s's model: give the spec (and flags) the checkpoint "
-                                      "was trained with", where, ck->tensors[i].name, spec);
+                                        "was trained with", where, ck->tensors[i].name, spec);
     for (int g = 0; g < cm->m->nglobals; g++) {
         const ir_global *gl = &cm->m->globals[g];
         if (gl->kind != IR_GLOBAL_PARAM)
@@ -629,7 +629,7 @@ static bool check_checkpoint(const cv_model *cm, const ck_reader *ck, const char
         const ck_tensor *t = ck_find(ck, gl->name);
         if (!t || t->role != CK_ROLE_PARAM)
             return ck_fail(err, errlen, "%s: no parameter %s, which %s's model has: give the spec (and flags) the "
-                                      "checkpoint was trained with", where, gl->name, spec);
+                                        "checkpoint was trained with", where, gl->name, spec);
         bool vocab = gl->placement == IR_PLACE_VOCAB;
         bool same = t->whole.dtype == IR_F32 && t->whole.ndim == gl->type.ndim;
         for (int d = 0; same && d < gl->type.ndim; d++)
@@ -639,8 +639,8 @@ static bool check_checkpoint(const cv_model *cm, const ck_reader *ck, const char
             shape_str(&t->whole, a, sizeof a);
             shape_str(&gl->type, b, sizeof b);
             return ck_fail(err, errlen, "%s: %s is %s %s, %s's model has f32 %s%s: give the spec (and flags) the "
-                                      "checkpoint was trained with", where, gl->name, ir_dtype_name(t->whole.dtype), a,
-                         spec, b, vocab ? " (its rows: vocab_size or more)" : "");
+                                        "checkpoint was trained with", where, gl->name, ir_dtype_name(t->whole.dtype), a,
+                           spec, b, vocab ? " (its rows: vocab_size or more)" : "");
         }
     }
     return true;
@@ -753,8 +753,8 @@ static bool tied_head_same(const cv_model *cm, const hf_dir *h, uint32_t **data,
     if (head && !ok)
         return false;
     return same || ck_fail(err, errlen, "%s: tensor lm_head.weight is not the embedding, but config.json's "
-                                      "\"tie_word_embeddings\" ties them: set it false if the model has an output "
-                                      "layer of its own", h->files[f].path);
+                                        "\"tie_word_embeddings\" ties them: set it false if the model has an output "
+                                        "layer of its own", h->files[f].path);
 }
 
 /* Reads every tensor of the model from the HF files into mcc's tensors (*data[g] per parameter g),
@@ -766,9 +766,9 @@ static bool read_hf(const cv_model *cm, const hf_dir *h, const char *dir, uint32
         int f, e;
         if (!hf_find(h, r->hf, &f, &e))
             return ck_fail(err, errlen, "%s: no tensor %s in %s: a %s of config.json's sizes has it; the files are "
-                                      "incomplete or of another model", dir, r->hf,
-                         h->nfiles == 1 ? h->file_names[0] : "the files model.safetensors.index.json names",
-                         cv_arch_names[cm->arch]);
+                                        "incomplete or of another model", dir, r->hf,
+                           h->nfiles == 1 ? h->file_names[0] : "the files model.safetensors.index.json names",
+                           cv_arch_names[cm->arch]);
         const ir_type *t = &h->files[f].t[e].type;
         bool same = t->ndim == r->hf_type.ndim;
         for (int d = 0; same && d < t->ndim; d++)
@@ -778,7 +778,7 @@ static bool read_hf(const cv_model *cm, const hf_dir *h, const char *dir, uint32
             shape_str(t, a, sizeof a);
             shape_str(&r->hf_type, b, sizeof b);
             return ck_fail(err, errlen, "%s: tensor %s is %s but config.json makes it %s: the weights and config.json "
-                                      "are of different models", h->files[f].path, r->hf, a, b);
+                                        "are of different models", h->files[f].path, r->hf, a, b);
         }
         uint32_t *hf = malloc(ir_bytes(&r->hf_type)), *mcc[3];
         for (int j = 0; j < r->nmcc; j++)
@@ -801,8 +801,8 @@ static bool read_hf(const cv_model *cm, const hf_dir *h, const char *dir, uint32
                         (!strncmp(cm->r[i].hf, "transformer.", 12) && !strcmp(cm->r[i].hf + 12, name));
             if (!known)
                 return ck_fail(err, errlen, "%s: tensor %s is not one of a %s of config.json's sizes: the weights and "
-                                          "config.json are of different models", h->files[f].path, name,
-                             cv_arch_names[cm->arch]);
+                                            "config.json are of different models", h->files[f].path, name,
+                               cv_arch_names[cm->arch]);
         }
     return true;
 }
@@ -852,7 +852,7 @@ static bool from_hf(const char *in, const char *ckdir, const char *spec_out, cha
     json_t *c = json_load_file(path, 0, &je);
     if (!c)
         return ck_fail(err, errlen, "%s: cannot read (%s): a Hugging Face model directory has config.json beside its "
-                                  "safetensors (save_pretrained writes both)", path, je.text);
+                                    "safetensors (save_pretrained writes both)", path, je.text);
     cv_config k = {path, c, err, errlen};
     cv_arch arch;
     json_t *spec_json = config_arch(&k, &arch) ? spec_of_config(&k, arch) : NULL;
