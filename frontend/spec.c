@@ -193,8 +193,15 @@ static const spec_megatron_flag spec_megatron_flags[] = {
     {"--vocab-file", true, NULL, MF_ELSEWHERE, NULL, "it is `mcc data preprocess`'s (the tokenizer runs there)"},
     {"--merge-file", true, NULL, MF_ELSEWHERE, NULL, "it is `mcc data preprocess`'s (the tokenizer runs there)"},
     {"--tokenizer-model", true, NULL, MF_ELSEWHERE, NULL, "it is `mcc data preprocess`'s (the tokenizer runs there)"},
-    {"--save", true, NULL, MF_ELSEWHERE, NULL, "checkpoints are train_rank's, which writes none in this build"},
-    {"--load", true, NULL, MF_ELSEWHERE, NULL, "checkpoints are train_rank's, which reads none in this build"},
+    {"--save", true, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --save DIR"},
+    {"--load", true, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --load DIR"},
+    {"--save-interval", true, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --save-interval N"},
+    {"--exit-interval", true, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --exit-interval N"},
+    {"--finetune", false, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --load DIR --finetune"},
+    {"--no-load-optim", false, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --no-load-optim"},
+    {"--no-load-rng", false, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --no-load-rng"},
+    {"--exit-signal-handler", false, NULL, MF_ELSEWHERE, NULL,
+     "give it to the executable: ./train_rank --exit-signal-handler"},
 };
 enum { SPEC_NMEGATRON = sizeof spec_megatron_flags / sizeof spec_megatron_flags[0] };
 

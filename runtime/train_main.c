@@ -3,8 +3,9 @@
  * schedule programs, `train` for each of --train-iters iterations and `eval` for validation,
  * with the host's policy around them: a log line in Megatron's fields (and a JSONL metrics
  * record) every --log-interval, validation every --eval-interval, a stop (or a skipped step) on a
- * non-finite loss or gradient norm, a clean stop after the iteration in flight on SIGTERM/SIGINT.
- * `--dump-dir` writes what the numerics tests compare. Under a parallel layout each rank runs the
+ * non-finite loss or gradient norm, a clean stop after the iteration in flight on SIGTERM/SIGINT,
+ * checkpoints (--save, --load: checkpoint_io.c). `--dump-dir` writes what the numerics tests
+ * compare. Under a parallel layout each rank runs the
  * plan of its tensor-parallel rank on its share of every batch; rank 0 logs and writes the dumps,
  * with split tensors gathered whole. */
 #include "common/cli.h"
@@ -771,7 +772,7 @@ static int stop_signal(train_run *r)
 
 /* ---- the loop ------------------------------------------------------------------------------ */
 
-/* The run's counters for a checkpoint after iteration it. */
+/* Saves the checkpoint of iteration it, with the run's counters. */
 static void save_checkpoint(train_run *r, int it)
 {
     rt_ckpt_counters c = {it, (int64_t)it * r->B * r->accum * r->cfg.dp, r->steps_applied, r->evals_done};

@@ -105,7 +105,8 @@ expect "--split is not a flag of mcc compile" -- "$mcc" compile "$tiny" --split 
 expect "--tokenizer-type is not a flag of mcc compile: \`mcc data preprocess --tokenizer-type\`" -- \
   "$mcc" compile "$tiny" --tokenizer-type GPT2BPETokenizer -o "$work/x"
 expect "--tokenizer-model is not a flag of mcc compile" -- "$mcc" compile "$tiny" --tokenizer-model t.model -o "$work/x"
-expect "--save is not a flag of mcc compile" -- "$mcc" compile "$tiny" --save ckpt -o "$work/x"
+expect "--save is not a flag of mcc compile: give it to the executable: ./train_rank --save DIR" -- "$mcc" compile "$tiny" --save ckpt -o "$work/x"
+expect "--finetune is not a flag of mcc compile: give it to the executable" -- "$mcc" compile "$tiny" --finetune -o "$work/x"
 expect "--load is not a flag of mcc compile" -- "$mcc" compile "$tiny" --load ckpt -o "$work/x"
 expect "unknown flag '--hiden-size': did you mean --hidden-size?" -- "$mcc" compile "$tiny" --hiden-size 64 -o "$work/x"
 expect "unknown flag '--bf61': did you mean --bf16?" -- "$mcc" compile "$tiny" --bf61 -o "$work/x"
