@@ -5,11 +5,14 @@
  *   mcc opt IN.ir --pass NAME [--rank R] [--target T]          one pass on IR text, verified, printed
  *   mcc data preprocess --input FILE --output-prefix P        text -> Megatron indexed dataset
  *   mcc plot METRICS.jsonl -o OUT.svg                         train_rank's metrics -> curves
+ *   mcc convert --to hf CKPT OUT --spec SPEC.json             checkpoint -> Hugging Face directory
+ *   mcc convert --from hf IN CKPT                             Hugging Face directory -> checkpoint + spec
  *   mcc --version; `mcc COMMAND --help` (or -h anywhere after it) prints that command's usage */
 #include "codegen/codegen.h"
 #include "common/cli.h"
 #include "common/knobs.h"
 #include "common/os.h"
+#include "frontend/convert.h"
 #include "frontend/data_preprocess.h"
 #include "frontend/model.h"
 #include "frontend/plot.h"
@@ -395,6 +398,11 @@ static const mcc_command mcc_commands[] = {
              "indexed dataset", cmd_data, false, true},
     {"plot", "mcc plot METRICS.jsonl -o OUT.svg   loss, lr and throughput curves of train_rank --metrics-file",
      mcc_plot_main, false, false},
+    {"convert", "mcc convert --to hf CKPT_DIR OUT_DIR --spec SPEC.json [--<field> VALUE ...] [--iteration N] "
+                "[--max-shard-size BYTES]\n    a checkpoint -> config.json + model.safetensors (GPT2LMHeadModel, "
+                "LlamaForCausalLM)\n  mcc convert --from hf IN_DIR CKPT_DIR [--spec-out SPEC.json]   a Hugging Face "
+                "model directory -> a checkpoint of iteration 0 (train_rank --load CKPT_DIR --finetune) and its spec",
+     mcc_convert_main, false, false},
 };
 enum { NCOMMANDS = sizeof mcc_commands / sizeof mcc_commands[0] };
 

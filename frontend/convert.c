@@ -1,0 +1,968 @@
+/* convert.c — `mcc convert`: an mcc checkpoint to a Hugging Face model directory (config.json and
+ * model.safetensors, sharded with model.safetensors.index.json above --max-shard-size) and back,
+ * for GPT2LMHeadModel and LlamaForCausalLM.
+ *
+ * One table per architecture maps mcc's parameter names (frontend/model.c) to transformers'. A
+ * rule's HF tensor is its mcc tensors' rows stacked in order (GPT-2's c_attn: q, k, v), cut to the
+ * tokenizer's vocabulary where mcc pads it (embedding, output layer), and transposed where GPT-2's
+ * Conv1D keeps weights [in, out] against mcc's [out, in]. One copy routine walks that map in both
+ * directions, so export and import cannot disagree. mcc's rope is rotate-half (runtime/cpu_kernels.c:
+ * dimension i turns with i + D/2), as transformers' LLaMA, so q and k need no permutation.
+ *
+ * The checkpoint records shapes, not the architecture's other choices (norm epsilon, rope base,
+ * heads, the tokenizer's vocabulary before padding): --to hf takes them from the spec the model was
+ * trained with. --from hf writes that spec (the form of the files in models/) and a checkpoint of iteration 0
+ * with the weights only, on one rank, which train_rank --load DIR --finetune starts from under any
+ * layout. */
+#include "frontend/convert.h"
+
+#include "checkpoint/checkpoint.h"
+#include "common/cli.h"
+#include "common/os.h"
+#include "frontend/model.h"
+#include "frontend/spec.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef enum { CV_GPT2, CV_LLAMA, CV_NUM_ARCHS } cv_arch;
+static const char *const cv_arch_names[CV_NUM_ARCHS] = {"GPT2LMHeadModel", "LlamaForCausalLM"};
+static const char *const cv_model_types[CV_NUM_ARCHS] = {"gpt2", "llama"};
+
+/* --- the name map ---------------------------------------------------------------------------- */
+
+enum { CV_STACKED = 1, CV_TRANSPOSED = 2, CV_VOCAB = 4 };
+
+/* One HF tensor and the mcc tensors it holds. In the tables, a per-layer rule's names are suffixes
+ * of the layer's prefixes ("transformer.h.N.", "layers.N."), a model-wide rule's whole names. */
+typedef struct {
+    const char *hf, *mcc[3];
+    unsigned flags;                 /* CV_TRANSPOSED: HF's is the transpose; CV_VOCAB: mcc's rows padded */
+} cv_entry;
+
+static const cv_entry gpt2_model[] = {
+    {"transformer.wte.weight", {"embedding.word"}, CV_VOCAB},
+    {"transformer.wpe.weight", {"embedding.position"}, 0},
+    {"transformer.ln_f.weight", {"final_norm.weight"}, 0},
+    {"transformer.ln_f.bias", {"final_norm.bias"}, 0},
+};
+static const cv_entry gpt2_layer[] = {
+    {"ln_1.weight", {"input_norm.weight"}, 0},
+    {"ln_1.bias", {"input_norm.bias"}, 0},
+    {"attn.c_attn.weight", {"attention.q.weight", "attention.k.weight", "attention.v.weight"}, CV_TRANSPOSED},
+    {"attn.c_attn.bias", {"attention.q.bias", "attention.k.bias", "attention.v.bias"}, 0},
+    {"attn.c_proj.weight", {"attention.out.weight"}, CV_TRANSPOSED},
+    {"attn.c_proj.bias", {"attention.out.bias"}, 0},
+    {"ln_2.weight", {"post_attention_norm.weight"}, 0},
+    {"ln_2.bias", {"post_attention_norm.bias"}, 0},
+    {"mlp.c_fc.weight", {"mlp.up.weight"}, CV_TRANSPOSED},
+    {"mlp.c_fc.bias", {"mlp.up.bias"}, 0},
+    {"mlp.c_proj.weight", {"mlp.down.weight"}, CV_TRANSPOSED},
+    {"mlp.c_proj.bias", {"mlp.down.bias"}, 0},
+};
+static const cv_entry llama_model[] = {
+    {"model.embed_tokens.weight", {"embedding.word"}, CV_VOCAB},
+    {"model.norm.weight", {"final_norm.weight"}, 0},
+    {"lm_head.weight", {"output.weight"}, CV_VOCAB},
+};
+static const cv_entry llama_layer[] = {
+    {"input_layernorm.weight", {"input_norm.weight"}, 0},
+    {"self_attn.q_proj.weight", {"attention.q.weight"}, 0},
+    {"self_attn.q_proj.bias", {"attention.q.bias"}, 0},
+    {"self_attn.k_proj.weight", {"attention.k.weight"}, 0},
+    {"self_attn.k_proj.bias", {"attention.k.bias"}, 0},
+    {"self_attn.v_proj.weight", {"attention.v.weight"}, 0},
+    {"self_attn.v_proj.bias", {"attention.v.bias"}, 0},
+    {"self_attn.o_proj.weight", {"attention.out.weight"}, 0},
+    {"self_attn.o_proj.bias", {"attention.out.bias"}, 0},
+    {"post_attention_layernorm.weight", {"post_attention_norm.weight"}, 0},
+    {"mlp.gate_proj.weight", {"mlp.gate.weight"}, 0},
+    {"mlp.gate_proj.bias", {"mlp.gate.bias"}, 0},
+    {"mlp.up_proj.weight", {"mlp.up.weight"}, 0},
+    {"mlp.up_proj.bias", {"mlp.up.bias"}, 0},
+    {"mlp.down_proj.weight", {"mlp.down.weight"}, 0},
+    {"mlp.down_proj.bias", {"mlp.down.bias"}, 0},
+};
+static const struct {
+    const cv_entry *model, *layer;
+    int nmodel, nlayer;
+    const char *hf_layer, *ignored[3]; /* HF's layer prefix; suffixes of buffers no weight holds */
+} cv_tables[CV_NUM_ARCHS] = {
+#define CV_N(a) ((int)(sizeof a / sizeof a[0]))
+    {gpt2_model, gpt2_layer, CV_N(gpt2_model), CV_N(gpt2_layer), "transformer.h.%d.",
+     {".attn.bias", ".attn.masked_bias", NULL}},
+    {llama_model, llama_layer, CV_N(llama_model), CV_N(llama_layer), "model.layers.%d.", {".rotary_emb.inv_freq", NULL}},
+#undef CV_N
+};
+
+/* One HF tensor of a model: its rule resolved to whole names and the mcc globals' shapes. */
+typedef struct {
+    char hf[160];
+    int nmcc;
+    int g[3];                       /* the mcc parameters (globals of the model) it stacks */
+    unsigned flags;
+    ir_type hf_type;                /* f32, HF's shape */
+} cv_rule;
+
+typedef struct {
+    const mcc_spec *s;
+    cv_arch arch;
+    ir_module *m;                   /* the logical model: parameter names and whole shapes */
+    int n;
+    cv_rule *r;
+} cv_model;
+
+static void shape_str(const ir_type *t, char *buf, size_t len)
+{
+    int k = snprintf(buf, len, "[");
+    for (int d = 0; d < t->ndim && k < (int)len; d++)
+        k += snprintf(buf + k, len - k, "%s%lld", d ? ", " : "", (long long)t->dims[d]);
+    if (k < (int)len)
+        snprintf(buf + k, len - k, "]");
+}
+
+/* The HF shape of a rule: its mcc tensors' rows stacked (the vocabulary unpadded), transposed. */
+static ir_type hf_type_of(const cv_model *cm, const cv_rule *r)
+{
+    const ir_type *t0 = &cm->m->globals[r->g[0]].type;
+    int64_t rows = 0;
+    for (int i = 0; i < r->nmcc; i++)
+        rows += cm->m->globals[r->g[i]].type.dims[0];
+    if (r->flags & CV_VOCAB)
+        rows = cm->s->vocab_size;
+    int64_t dims[2] = {rows, t0->ndim == 2 ? t0->dims[1] : 1};
+    if (t0->ndim == 2 && (r->flags & CV_TRANSPOSED))
+        dims[0] = dims[1], dims[1] = rows;
+    return ir_tensor(IR_F32, t0->ndim, dims);
+}
+
+/* Adds the rule of entry e (layer >= 0: a per-layer entry) when the model has its first tensor. */
+static bool add_rule(cv_model *cm, const cv_entry *e, int layer, char *err, size_t errlen)
+{
+    cv_rule r = {.flags = e->flags};
+    if (layer >= 0) {
+        int k = snprintf(r.hf, sizeof r.hf, cv_tables[cm->arch].hf_layer, layer);
+        snprintf(r.hf + k, sizeof r.hf - k, "%s", e->hf);
+    } else {
+        snprintf(r.hf, sizeof r.hf, "%s", e->hf);
+    }
+    for (; r.nmcc < 3 && e->mcc[r.nmcc]; r.nmcc++) {
+        char name[160];
+        if (layer >= 0)
+            snprintf(name, sizeof name, "layers.%d.%s", layer, e->mcc[r.nmcc]);
+        else
+            snprintf(name, sizeof name, "%s", e->mcc[r.nmcc]);
+        r.g[r.nmcc] = ir_global_find(cm->m, name);
+        if (r.g[r.nmcc] < 0 && r.nmcc == 0)
+            return true; /* the model has no such tensor (a bias of a model without biases) */
+        if (r.g[r.nmcc] < 0)
+            return ck_fail(err, errlen, "%s: the model has %s but not %s, which frontend/convert.c's table stacks "
+                                        "with it", cv_arch_names[cm->arch], cm->m->globals[r.g[0]].name, name);
+    }
+    r.hf_type = hf_type_of(cm, &r);
+    cm->r[cm->n++] = r;
+    return true;
+}
+
+/* Why spec s has no Hugging Face architecture mcc maps to, or NULL: GPT2LMHeadModel is LayerNorm,
+ * learned positions, GELU, biases, tied embeddings and no grouped-query attention; LlamaForCausalLM
+ * RMSNorm, rope and SwiGLU. */
+static const char *arch_of_spec(const mcc_spec *s, cv_arch *arch)
+{
+    if (s->normalization == MCC_NORM_LAYERNORM) {
+        *arch = CV_GPT2;
+        if (s->position_embedding_type != MCC_POS_LEARNED)
+            return "a LayerNorm model (GPT2LMHeadModel) has learned positions: position_embedding_type is rope";
+        if (s->activation != MCC_ACT_GELU)
+            return "a LayerNorm model (GPT2LMHeadModel) has a GELU MLP: swiglu is true";
+        if (!s->add_bias_linear)
+            return "GPT2LMHeadModel has biases in every linear layer: add_bias_linear is false";
+        if (s->untie_embeddings_and_output_weights)
+            return "GPT2LMHeadModel ties the output layer to the embedding: untie_embeddings_and_output_weights is true";
+        if (s->num_query_groups != s->num_attention_heads)
+            return "GPT2LMHeadModel has no grouped-query attention: num_query_groups differs from num_attention_heads";
+        return NULL;
+    }
+    *arch = CV_LLAMA;
+    if (s->position_embedding_type != MCC_POS_ROPE)
+        return "an RMSNorm model (LlamaForCausalLM) has rope: position_embedding_type is learned_absolute";
+    if (s->activation != MCC_ACT_SWIGLU)
+        return "an RMSNorm model (LlamaForCausalLM) has a SwiGLU MLP: swiglu is false";
+    return NULL;
+}
+
+static void model_free(cv_model *cm)
+{
+    ir_module_free(cm->m);
+    free(cm->r);
+}
+
+/* The rules of spec s's model, every parameter of it in exactly one (false: nothing to free). */
+static bool rules_of(const mcc_spec *s, const char *spec_path, cv_model *cm, char *err, size_t errlen)
+{
+    const char *why = arch_of_spec(s, &cm->arch);
+    if (why)
+        return ck_fail(err, errlen, "%s: no Hugging Face architecture fits: %s (mcc converts GPT2LMHeadModel and "
+                                    "LlamaForCausalLM)", spec_path, why);
+    cm->s = s;
+    cm->m = mcc_build_model(s, false);
+    int per_layer = cv_tables[cm->arch].nlayer, nmodel = cv_tables[cm->arch].nmodel;
+    cm->r = calloc((size_t)nmodel + (size_t)per_layer * s->num_layers, sizeof *cm->r);
+    cm->n = 0;
+    for (int i = 0; i < nmodel; i++)
+        if (!add_rule(cm, &cv_tables[cm->arch].model[i], -1, err, errlen))
+            return false;
+    for (int l = 0; l < s->num_layers; l++)
+        for (int i = 0; i < per_layer; i++)
+            if (!add_rule(cm, &cv_tables[cm->arch].layer[i], l, err, errlen))
+                return false;
+    /* a parameter model.c adds without a line in the table is refused, not dropped */
+    for (int g = 0; g < cm->m->nglobals; g++) {
+        int uses = 0;
+        for (int i = 0; i < cm->n; i++)
+            for (int j = 0; j < cm->r[i].nmcc; j++)
+                uses += cm->r[i].g[j] == g;
+        if (cm->m->globals[g].kind == IR_GLOBAL_PARAM && uses != 1)
+            return ck_fail(err, errlen, "%s: parameter %s has no %s name in frontend/convert.c's table", spec_path,
+                           cm->m->globals[g].name, cv_arch_names[cm->arch]);
+    }
+    return true;
+}
+
+static bool model_of(const mcc_spec *s, const char *spec_path, cv_model *cm, char *err, size_t errlen)
+{
+    *cm = (cv_model){0};
+    bool ok = rules_of(s, spec_path, cm, err, errlen);
+    if (!ok)
+        model_free(cm);
+    return ok;
+}
+
+/* Copies between a rule's mcc tensors (f32 bits, their whole shapes) and its HF tensor, toward HF
+ * when to_hf: row `row` of the mcc tensors stacked is HF's row (column, transposed); rows past HF's
+ * are the vocabulary's padding, zero when coming from HF. */
+static void cv_copy(const cv_model *cm, const cv_rule *r, uint32_t *const *mcc, uint32_t *hf, bool to_hf)
+{
+    const ir_type *t0 = &cm->m->globals[r->g[0]].type;
+    int64_t cols = t0->ndim == 2 ? t0->dims[1] : 1, row0 = 0;
+    int64_t hf_rows = (r->flags & CV_TRANSPOSED) && t0->ndim == 2 ? r->hf_type.dims[1] : r->hf_type.dims[0];
+    for (int i = 0; i < r->nmcc; i++) {
+        int64_t rows = cm->m->globals[r->g[i]].type.dims[0];
+        for (int64_t a = 0; a < rows; a++)
+            for (int64_t c = 0; c < cols; c++) {
+                uint32_t *mv = &mcc[i][a * cols + c];
+                int64_t row = row0 + a;
+                if (row >= hf_rows) {
+                    if (!to_hf)
+                        *mv = 0;
+                    continue;
+                }
+                uint32_t *hv = &hf[(r->flags & CV_TRANSPOSED) ? c * hf_rows + row : row * cols + c];
+                if (to_hf)
+                    *hv = *mv;
+                else
+                    *mv = *hv;
+            }
+        row0 += rows;
+    }
+}
+
+/* --- config.json ---------------------------------------------------------------------------- */
+
+static json_t *config_json(const cv_model *cm)
+{
+    const mcc_spec *s = cm->s;
+    json_t *c = json_object();
+    json_object_set_new(c, "architectures", json_pack("[s]", cv_arch_names[cm->arch]));
+    json_object_set_new(c, "model_type", json_string(cv_model_types[cm->arch]));
+    json_object_set_new(c, "vocab_size", json_integer(s->vocab_size));
+    if (cm->arch == CV_GPT2) {
+        json_object_set_new(c, "n_embd", json_integer(s->hidden_size));
+        json_object_set_new(c, "n_layer", json_integer(s->num_layers));
+        json_object_set_new(c, "n_head", json_integer(s->num_attention_heads));
+        json_object_set_new(c, "n_inner", json_integer(s->ffn_hidden_size));
+        json_object_set_new(c, "n_positions", json_integer(s->max_position_embeddings));
+        json_object_set_new(c, "n_ctx", json_integer(s->max_position_embeddings));
+        json_object_set_new(c, "activation_function", json_string("gelu_new")); /* tanh, as mcc's GELU */
+        json_object_set_new(c, "layer_norm_epsilon", json_real(s->norm_epsilon));
+        json_object_set_new(c, "resid_pdrop", json_real(s->hidden_dropout));
+        json_object_set_new(c, "embd_pdrop", json_real(s->hidden_dropout));
+        json_object_set_new(c, "attn_pdrop", json_real(s->attention_dropout));
+        json_object_set_new(c, "scale_attn_weights", json_true());
+    } else {
+        json_object_set_new(c, "hidden_size", json_integer(s->hidden_size));
+        json_object_set_new(c, "intermediate_size", json_integer(s->ffn_hidden_size));
+        json_object_set_new(c, "num_hidden_layers", json_integer(s->num_layers));
+        json_object_set_new(c, "num_attention_heads", json_integer(s->num_attention_heads));
+        json_object_set_new(c, "num_key_value_heads", json_integer(s->num_query_groups));
+        json_object_set_new(c, "head_dim", json_integer(mcc_spec_head_dim(s)));
+        json_object_set_new(c, "hidden_act", json_string("silu"));
+        json_object_set_new(c, "max_position_embeddings", json_integer(s->max_position_embeddings));
+        json_object_set_new(c, "rms_norm_eps", json_real(s->norm_epsilon));
+        json_object_set_new(c, "rope_theta", json_real(s->rotary_base));
+        json_object_set_new(c, "rope_scaling", json_null());
+        json_object_set_new(c, "attention_bias", json_boolean(s->add_bias_linear));
+        json_object_set_new(c, "mlp_bias", json_boolean(s->add_bias_linear));
+        json_object_set_new(c, "attention_dropout", json_real(s->attention_dropout));
+    }
+    json_object_set_new(c, "tie_word_embeddings", json_boolean(!s->untie_embeddings_and_output_weights));
+    json_object_set_new(c, "initializer_range", json_real(s->init_method_std));
+    json_object_set_new(c, "torch_dtype", json_string("float32"));
+    return c;
+}
+
+/* Reading a config.json: each value named by its file and key when it is missing or wrong. */
+typedef struct {
+    const char *path;
+    json_t *c;
+    char *err;
+    size_t errlen;
+} cv_config;
+
+/* config.json's value of key, NULL when absent or null (transformers then takes its default). */
+static json_t *cfg_get(cv_config *k, const char *key)
+{
+    json_t *v = json_object_get(k->c, key);
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+/* def < 0: required */
+static bool cfg_int(cv_config *k, const char *key, long long def, long long *out)
+{
+    json_t *v = cfg_get(k, key);
+    if (!v && def < 0)
+        return ck_fail(k->err, k->errlen, "%s: \"%s\" is missing: the model's config.json must give it (save_pretrained "
+                                          "writes it)", k->path, key);
+    if (v && (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > INT_MAX))
+        return ck_fail(k->err, k->errlen, "%s: \"%s\" must be a positive integer", k->path, key);
+    return *out = v ? json_integer_value(v) : def, true;
+}
+
+static bool cfg_num(cv_config *k, const char *key, double def, double *out)
+{
+    json_t *v = cfg_get(k, key);
+    if (v && (!json_is_number(v) || json_number_value(v) <= 0))
+        return ck_fail(k->err, k->errlen, "%s: \"%s\" must be a positive number", k->path, key);
+    return *out = v ? json_number_value(v) : def, true;
+}
+
+static bool cfg_bool(cv_config *k, const char *key, bool def, bool *out)
+{
+    json_t *v = cfg_get(k, key);
+    if (v && !json_is_boolean(v))
+        return ck_fail(k->err, k->errlen, "%s: \"%s\" must be true or false", k->path, key);
+    return *out = v ? json_is_true(v) : def, true;
+}
+
+/* The value of key when it is a string in allowed (NULL-terminated; absent: def), else the error. */
+static bool cfg_choice(cv_config *k, const char *key, const char *def, const char *const *allowed, const char *why)
+{
+    json_t *v = cfg_get(k, key);
+    const char *got = !v ? def : json_is_string(v) ? json_string_value(v) : "(not a string)";
+    for (int i = 0; allowed[i]; i++)
+        if (!strcmp(got, allowed[i]))
+            return true;
+    return ck_fail(k->err, k->errlen, "%s: \"%s\" is \"%s\": %s", k->path, key, got, why);
+}
+
+/* The architecture config.json names ("architectures", else "model_type"). */
+static bool config_arch(cv_config *k, cv_arch *arch)
+{
+    json_t *a = json_object_get(k->c, "architectures"), *t = json_object_get(k->c, "model_type");
+    const char *name = json_is_array(a) && json_is_string(json_array_get(a, 0)) ? json_string_value(json_array_get(a, 0))
+                       : json_is_string(t)                                      ? json_string_value(t)
+                                                                                : NULL;
+    for (int i = 0; name && i < CV_NUM_ARCHS; i++)
+        if (!strcmp(name, cv_arch_names[i]) || !strcmp(name, cv_model_types[i]))
+            return *arch = (cv_arch)i, true;
+    return ck_fail(k->err, k->errlen, "%s: architecture %s%s%s: mcc converts %s and %s (\"architectures\": [\"...\"] or "
+                                      "\"model_type\" gpt2 / llama)", k->path, name ? "\"" : "", name ? name : "not named",
+                   name ? "\" is not one mcc knows" : "", cv_arch_names[CV_GPT2], cv_arch_names[CV_LLAMA]);
+}
+
+/* The spec (the form of the files in models/) of the model config.json describes; the training section is left
+ * to mcc's defaults (and flags), dropout off. */
+static json_t *spec_of_config(cv_config *k, cv_arch arch)
+{
+    long long L, d, H, G, F, T, P, V, hd;
+    double eps, std, theta;
+    bool tied, abias, mbias, ok;
+    json_t *arch_fields = NULL;
+    if (arch == CV_GPT2) {
+        static const char *const tanh_gelu[] = {"gelu_new", "gelu_pytorch_tanh", "gelu_fast", NULL};
+        ok = cfg_int(k, "n_layer", -1, &L) && cfg_int(k, "n_embd", -1, &d) && cfg_int(k, "n_head", -1, &H) &&
+             cfg_int(k, "n_positions", -1, &P) && cfg_int(k, "vocab_size", -1, &V) &&
+             cfg_int(k, "n_inner", 4 * d, &F) && cfg_num(k, "layer_norm_epsilon", 1e-5, &eps) &&
+             cfg_num(k, "initializer_range", 0.02, &std) && cfg_bool(k, "tie_word_embeddings", true, &tied) &&
+             cfg_choice(k, "activation_function", "gelu_new", tanh_gelu,
+                        "mcc's GELU is the tanh approximation (gelu_new, gelu_pytorch_tanh)");
+        bool by_layer = false, scaled = true;
+        ok = ok && cfg_bool(k, "scale_attn_by_inverse_layer_idx", false, &by_layer) &&
+             cfg_bool(k, "scale_attn_weights", true, &scaled);
+        const char *bad = !ok       ? NULL /* not every value was read */
+                          : !tied    ? "tie_word_embeddings\" is false: mcc's GPT-2 ties the output layer to the embedding"
+                          : by_layer ? "scale_attn_by_inverse_layer_idx\" is true"
+                          : !scaled  ? "scale_attn_weights\" is false"
+                                     : NULL;
+        if (bad)
+            ok = ck_fail(k->err, k->errlen, "%s: \"%s%s", k->path, bad,
+                         tied ? ": mcc's GPT-2 scales attention scores by 1/sqrt(head_dim) alone" : "");
+        if (ok) {
+            G = H;
+            T = P;
+            arch_fields = json_pack("{s:s, s:s}", "normalization", "LayerNorm", "position_embedding_type",
+                                    "learned_absolute");
+        }
+    } else {
+        static const char *const silu[] = {"silu", NULL};
+        json_t *scaling = cfg_get(k, "rope_scaling");
+        ok = cfg_int(k, "num_hidden_layers", -1, &L) && cfg_int(k, "hidden_size", -1, &d) &&
+             cfg_int(k, "num_attention_heads", -1, &H) && cfg_int(k, "num_key_value_heads", H, &G) &&
+             cfg_int(k, "intermediate_size", -1, &F) && cfg_int(k, "max_position_embeddings", -1, &P) &&
+             cfg_int(k, "vocab_size", -1, &V) && cfg_int(k, "head_dim", d / H, &hd) &&
+             cfg_num(k, "rms_norm_eps", 1e-6, &eps) && cfg_num(k, "rope_theta", 10000, &theta) &&
+             cfg_num(k, "initializer_range", 0.02, &std) && cfg_bool(k, "tie_word_embeddings", false, &tied) &&
+             cfg_bool(k, "attention_bias", false, &abias) && cfg_bool(k, "mlp_bias", false, &mbias) &&
+             cfg_choice(k, "hidden_act", "silu", silu, "mcc's SwiGLU MLP is silu(gate) * up");
+        if (ok && scaling)
+            ok = ck_fail(k->err, k->errlen, "%s: \"rope_scaling\" is set: mcc's rope has no scaling; remove it to import "
+                                            "the model with plain rope (positions past its original context then differ "
+                                            "from transformers')", k->path);
+        if (ok && hd * H != d)
+            ok = ck_fail(k->err, k->errlen, "%s: \"head_dim\" %lld is not hidden_size / num_attention_heads (%lld): mcc's "
+                                            "heads split hidden_size", k->path, hd, d / H);
+        if (ok && abias != mbias)
+            ok = ck_fail(k->err, k->errlen, "%s: \"attention_bias\" and \"mlp_bias\" differ: mcc's add_bias_linear gives "
+                                            "every linear layer a bias or none", k->path);
+        if (ok) {
+            T = P < 4096 ? P : 4096; /* a training length, not the model's reach: --seq-length trains longer */
+            arch_fields = json_pack("{s:s, s:s, s:f, s:b, s:b, s:b}", "normalization", "RMSNorm",
+                                    "position_embedding_type", "rope", "rotary_base", theta, "swiglu", 1,
+                                    "untie_embeddings_and_output_weights", !tied, "add_bias_linear", abias);
+        }
+    }
+    if (!ok)
+        return NULL;
+    json_t *m = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f}", "num_layers", L, "hidden_size", d,
+                          "num_attention_heads", H, "num_query_groups", G, "ffn_hidden_size", F, "seq_length", T,
+                          "max_position_embeddings", P, "vocab_size", V, "norm_epsilon", eps, "init_method_std", std);
+    json_object_update(m, arch_fields);
+    json_decref(arch_fields);
+    return json_pack("{s:o, s:{s:i, s:i, s:i}}", "model", m, "parallel", "tensor_model_parallel_size", 1,
+                     "pipeline_model_parallel_size", 1, "data_parallel_size", 1);
+}
+
+/* --- Hugging Face's files --------------------------------------------------------------------- */
+
+/* Writes json to path, indented, with a final newline. */
+static bool write_json(const char *path, json_t *j, char *err, size_t errlen)
+{
+    if (json_dump_file(j, path, JSON_INDENT(2)) != 0)
+        return ck_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    FILE *f = fopen(path, "a");
+    bool ok = f && fputc('\n', f) != EOF;
+    if (f && fclose(f) != 0)
+        ok = false;
+    return ok || ck_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+}
+
+/* The shard each HF tensor goes to: consecutive tensors while a shard stays within max_bytes (a
+ * larger tensor alone), as transformers' save_pretrained shards. Returns the number of shards. */
+static int plan_shards(const cv_model *cm, long long max_bytes, int *shard)
+{
+    int n = 0;
+    long long in_shard = 0;
+    for (int i = 0; i < cm->n; i++) {
+        long long b = (long long)ir_bytes(&cm->r[i].hf_type);
+        if (i == 0 || in_shard + b > max_bytes)
+            n++, in_shard = 0;
+        in_shard += b;
+        shard[i] = n - 1;
+    }
+    return n;
+}
+
+static void shard_name(int i, int n, char *buf, size_t len)
+{
+    if (n == 1)
+        snprintf(buf, len, "model.safetensors");
+    else
+        snprintf(buf, len, "model-%05d-of-%05d.safetensors", i + 1, n);
+}
+
+/* The files of an HF directory, each tensor found by its name. */
+typedef struct {
+    int nfiles;
+    ck_st_file *files;
+    char **file_names;              /* as the index names them */
+} hf_dir;
+
+static void hf_close(hf_dir *h)
+{
+    for (int i = 0; i < h->nfiles; i++) {
+        ck_st_close(&h->files[i]);
+        free(h->file_names[i]);
+    }
+    free(h->files);
+    free(h->file_names);
+}
+
+static bool hf_open_file(hf_dir *h, const char *dir, const char *name, char *err, size_t errlen)
+{
+    for (int i = 0; i < h->nfiles; i++)
+        if (!strcmp(h->file_names[i], name))
+            return true;
+    if (strchr(name, '/') || !strcmp(name, "..") || !*name)
+        return ck_fail(err, errlen, "%s/model.safetensors.index.json: file \"%s\" is not a file name in the directory",
+                       dir, name);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    h->files = realloc(h->files, sizeof *h->files * (size_t)(h->nfiles + 1));
+    h->file_names = realloc(h->file_names, sizeof *h->file_names * (size_t)(h->nfiles + 1));
+    if (!ck_st_open(&h->files[h->nfiles], path, err, errlen)) {
+        size_t k = strlen(err);
+        if (strcmp(name, "model.safetensors"))
+            snprintf(err + k, errlen - k, " (model.safetensors.index.json names it: download the model directory whole)");
+        return false;
+    }
+    h->file_names[h->nfiles++] = strdup(name);
+    return true;
+}
+
+/* Opens model.safetensors, or every file model.safetensors.index.json's weight_map names. */
+static bool hf_open(hf_dir *h, const char *dir, char *err, size_t errlen)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (access(path, F_OK) == 0)
+        return hf_open_file(h, dir, "model.safetensors", err, errlen);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    json_error_t je;
+    json_t *index = json_load_file(path, 0, &je);
+    if (!index)
+        return ck_fail(err, errlen, "%s: neither model.safetensors nor model.safetensors.index.json is there (%s): "
+                                    "mcc reads a model saved with safe_serialization (save_pretrained's default)",
+                       dir, je.text);
+    json_t *map = json_object_get(index, "weight_map");
+    bool ok = json_is_object(map) ||
+              ck_fail(err, errlen, "%s: \"weight_map\" must be an object of tensor name: file name", path);
+    const char *key;
+    json_t *v;
+    json_object_foreach(map, key, v) {
+        if (!ok)
+            break;
+        ok = json_is_string(v) ? hf_open_file(h, dir, json_string_value(v), err, errlen)
+                               : ck_fail(err, errlen, "%s: weight_map[\"%s\"] must be a file name", path, key);
+    }
+    json_decref(index);
+    return ok;
+}
+
+/* Where tensor name is (GPT-2's own files omit the "transformer." prefix): file and entry. */
+static bool hf_find(const hf_dir *h, const char *name, int *file, int *entry)
+{
+    const char *bare = strncmp(name, "transformer.", 12) == 0 ? name + 12 : NULL;
+    for (int i = 0; i < h->nfiles; i++)
+        if ((*entry = ck_st_find(&h->files[i], name)) >= 0 || (bare && (*entry = ck_st_find(&h->files[i], bare)) >= 0))
+            return *file = i, true;
+    return false;
+}
+
+/* Reads a tensor as f32 bits (F32, or BF16 and F16 widened exactly) into out (numel of them). */
+static bool hf_read_f32(const ck_st_file *f, int e, uint32_t *out, char *err, size_t errlen)
+{
+    const ir_type *t = &f->t[e].type;
+    int64_t n = ir_numel(t);
+    if (t->dtype == IR_F32)
+        return ck_st_read(f, e, out, err, errlen);
+    if (t->dtype != IR_BF16 && t->dtype != IR_F16)
+        return ck_fail(err, errlen, "%s: tensor %s is %s: mcc imports F32, BF16 and F16 weights", f->path,
+                       f->t[e].name, ck_st_dtype_name(t->dtype));
+    uint16_t *h = malloc(ir_bytes(t) + 1);
+    bool ok = ck_st_read(f, e, h, err, errlen);
+    for (int64_t i = 0; ok && i < n; i++) {
+        uint32_t x = h[i];
+        if (t->dtype == IR_BF16) {
+            out[i] = x << 16;
+            continue;
+        }
+        uint32_t sign = (x & 0x8000u) << 16, ex = (x >> 10) & 0x1f, man = x & 0x3ff;
+        if (ex == 0x1f) /* inf, nan */
+            out[i] = sign | 0x7f800000u | (man << 13);
+        else if (ex) /* normal */
+            out[i] = sign | ((ex + 112) << 23) | (man << 13);
+        else if (!man)
+            out[i] = sign;
+        else { /* subnormal: normalise */
+            int shift = 0;
+            while (!(man & 0x400))
+                man <<= 1, shift++;
+            out[i] = sign | ((uint32_t)(113 - shift) << 23) | ((man & 0x3ff) << 13);
+        }
+    }
+    free(h);
+    return ok;
+}
+
+/* --- mcc convert --to hf ---------------------------------------------------------------------- */
+
+/* Checks the checkpoint's parameters against the spec's model: the same names, the same shapes
+ * but for the vocabulary's padding (another tp pads it otherwise), which must cover vocab_size. */
+static bool check_checkpoint(const cv_model *cm, const ck_reader *ck, const char *spec, char *err, size_t errlen)
+{
+    char where[4200];
+    snprintf(where, sizeof where, "%s/manifest.json", ck->dir);
+    for (int i = 0; i < ck->ntensors; i++)
+        if (ck->tensors[i].role == CK_ROLE_PARAM && ir_global_find(cm->m, ck->tensors[i].name) < 0)
+            return ck_fail(err, errlen, "%s: parameter %s is not in %s's model: give the spec (and flags) the checkpoint "
+                                        "was trained with", where, ck->tensors[i].name, spec);
+    for (int g = 0; g < cm->m->nglobals; g++) {
+        const ir_global *gl = &cm->m->globals[g];
+        if (gl->kind != IR_GLOBAL_PARAM)
+            continue;
+        const ck_tensor *t = ck_find(ck, gl->name);
+        if (!t || t->role != CK_ROLE_PARAM)
+            return ck_fail(err, errlen, "%s: no parameter %s, which %s's model has: give the spec (and flags) the "
+                                        "checkpoint was trained with", where, gl->name, spec);
+        bool vocab = gl->placement == IR_PLACE_VOCAB;
+        bool same = t->whole.dtype == IR_F32 && t->whole.ndim == gl->type.ndim;
+        for (int d = 0; same && d < gl->type.ndim; d++)
+            same = vocab && d == 0 ? t->whole.dims[0] >= cm->s->vocab_size : t->whole.dims[d] == gl->type.dims[d];
+        if (!same) {
+            char a[64], b[64];
+            shape_str(&t->whole, a, sizeof a);
+            shape_str(&gl->type, b, sizeof b);
+            return ck_fail(err, errlen, "%s: %s is %s %s, %s's model has f32 %s%s: give the spec (and flags) the "
+                                        "checkpoint was trained with", where, gl->name, ir_dtype_name(t->whole.dtype), a,
+                           spec, b, vocab ? " (its rows: vocab_size or more)" : "");
+        }
+    }
+    return true;
+}
+
+typedef struct {
+    const char *spec;
+    long long iteration, max_shard_bytes;
+} to_hf_opts;
+
+static bool to_hf(const char *ckdir, const char *out, const mcc_spec *s, const to_hf_opts *o, char *err, size_t errlen)
+{
+    cv_model cm;
+    if (!model_of(s, o->spec, &cm, err, errlen))
+        return false;
+    ck_reader ck;
+    bool ok = ck_open(&ck, ckdir, o->iteration, NULL, err, errlen);
+    if (!ok)
+        return model_free(&cm), false;
+    ok = check_checkpoint(&cm, &ck, o->spec, err, errlen) && os_mkdirs(out, err, errlen);
+    int *shard = calloc((size_t)cm.n, sizeof *shard), nshards = ok ? plan_shards(&cm, o->max_shard_bytes, shard) : 0;
+    ck_st_tensor *st = calloc((size_t)cm.n, sizeof *st);
+    uint32_t **hf = calloc((size_t)cm.n, sizeof *hf);
+    json_t *map = json_object();
+    long long total = 0;
+    static const char *const meta[] = {"format", "pt"}; /* transformers refuses a file without it */
+    for (int sh = 0, first = 0; ok && sh < nshards; sh++) {
+        int last = first;
+        for (; ok && last < cm.n && shard[last] == sh; last++) {
+            cv_rule *r = &cm.r[last];
+            uint32_t *mcc[3] = {0};
+            for (int j = 0; ok && j < r->nmcc; j++)
+                ok = (mcc[j] = ck_read_whole(&ck, cm.m->globals[r->g[j]].name, err, errlen)) != NULL;
+            hf[last] = malloc(ir_bytes(&r->hf_type));
+            if (ok)
+                cv_copy(&cm, r, mcc, hf[last], true);
+            for (int j = 0; j < r->nmcc; j++)
+                free(mcc[j]);
+            st[last] = (ck_st_tensor){r->hf, r->hf_type, hf[last]};
+            total += (long long)ir_bytes(&r->hf_type);
+        }
+        char name[64], path[4200];
+        shard_name(sh, nshards, name, sizeof name);
+        snprintf(path, sizeof path, "%s/%s", out, name);
+        ok = ok && ck_st_write(path, last - first, st + first, 1, meta, NULL, NULL, err, errlen);
+        for (int i = first; i < last; i++) {
+            json_object_set_new(map, st[i].name, json_string(name));
+            free(hf[i]);
+            hf[i] = NULL;
+        }
+        first = last;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors%s", out, nshards > 1 ? "" : ".index.json");
+    if (ok && unlink(path) != 0 && errno != ENOENT) /* a stale file transformers would read instead */
+        ok = ck_fail(err, errlen, "%s: cannot remove the file of an earlier export: %s", path, strerror(errno));
+    if (ok && nshards > 1) {
+        snprintf(path, sizeof path, "%s/model.safetensors.index.json", out);
+        json_t *index = json_pack("{s:{s:I}, s:O}", "metadata", "total_size", (json_int_t)total, "weight_map", map);
+        ok = write_json(path, index, err, errlen);
+        json_decref(index);
+    }
+    if (ok) {
+        json_t *config = config_json(&cm);
+        snprintf(path, sizeof path, "%s/config.json", out);
+        ok = write_json(path, config, err, errlen);
+        json_decref(config);
+    }
+    if (ok)
+        fprintf(stderr, "mcc: wrote %s (%s, iteration %lld, %d tensors in %d file%s, vocabulary %d of %lld rows)\n", out,
+                cv_arch_names[cm.arch], (long long)ck.state.iteration, cm.n, nshards, nshards > 1 ? "s" : "",
+                s->vocab_size, (long long)cm.m->globals[ir_global_find(cm.m, "embedding.word")].type.dims[0]);
+    json_decref(map);
+    free(hf);
+    free(st);
+    free(shard);
+    ck_close(&ck);
+    model_free(&cm);
+    return ok;
+}
+
+/* --- mcc convert --from hf -------------------------------------------------------------------- */
+
+/* Whether HF tensor name is a buffer no weight holds (GPT-2's causal mask, a rotary table), or a
+ * tied model's copy of the embedding as lm_head. */
+static bool hf_ignored(const cv_model *cm, const char *name)
+{
+    size_t n = strlen(name);
+    for (int i = 0; cv_tables[cm->arch].ignored[i]; i++) {
+        size_t k = strlen(cv_tables[cm->arch].ignored[i]);
+        if (n >= k && !strcmp(name + n - k, cv_tables[cm->arch].ignored[i]))
+            return true;
+    }
+    return !strcmp(name, "lm_head.weight") && !cm->s->untie_embeddings_and_output_weights;
+}
+
+/* A tied model's file may hold lm_head.weight too (transformers then ties it anyway): it must be
+ * the embedding, or the weights are not the model config.json describes. */
+static bool tied_head_same(const cv_model *cm, const hf_dir *h, uint32_t **data, char *err, size_t errlen)
+{
+    int f, e, g = ir_global_find(cm->m, "embedding.word");
+    if (cm->s->untie_embeddings_and_output_weights || !hf_find(h, "lm_head.weight", &f, &e))
+        return true;
+    const ir_type *t = &h->files[f].t[e].type;
+    int64_t n = (int64_t)cm->s->vocab_size * cm->s->hidden_size;
+    uint32_t *head = ir_numel(t) == n ? malloc((size_t)n * sizeof *head) : NULL; /* f32, widened */
+    bool ok = head && hf_read_f32(&h->files[f], e, head, err, errlen);
+    bool same = ok && memcmp(head, data[g], (size_t)n * sizeof *head) == 0;
+    free(head);
+    if (head && !ok)
+        return false;
+    return same || ck_fail(err, errlen, "%s: tensor lm_head.weight is not the embedding, but config.json's "
+                                        "\"tie_word_embeddings\" ties them: set it false if the model has an output "
+                                        "layer of its own", h->files[f].path);
+}
+
+/* Reads every tensor of the model from the HF files into mcc's tensors (*data[g] per parameter g),
+ * checking names and shapes against config.json's; tensors the model has not are refused. */
+static bool read_hf(const cv_model *cm, const hf_dir *h, const char *dir, uint32_t **data, char *err, size_t errlen)
+{
+    for (int i = 0; i < cm->n; i++) {
+        const cv_rule *r = &cm->r[i];
+        int f, e;
+        if (!hf_find(h, r->hf, &f, &e))
+            return ck_fail(err, errlen, "%s: no tensor %s in %s: a %s of config.json's sizes has it; the files are "
+                                        "incomplete or of another model", dir, r->hf,
+                           h->nfiles == 1 ? h->file_names[0] : "the files model.safetensors.index.json names",
+                           cv_arch_names[cm->arch]);
+        const ir_type *t = &h->files[f].t[e].type;
+        bool same = t->ndim == r->hf_type.ndim;
+        for (int d = 0; same && d < t->ndim; d++)
+            same = t->dims[d] == r->hf_type.dims[d];
+        if (!same) {
+            char a[64], b[64];
+            shape_str(t, a, sizeof a);
+            shape_str(&r->hf_type, b, sizeof b);
+            return ck_fail(err, errlen, "%s: tensor %s is %s but config.json makes it %s: the weights and config.json "
+                                        "are of different models", h->files[f].path, r->hf, a, b);
+        }
+        uint32_t *hf = malloc(ir_bytes(&r->hf_type)), *mcc[3];
+        for (int j = 0; j < r->nmcc; j++)
+            mcc[j] = data[r->g[j]] = malloc(ir_bytes(&cm->m->globals[r->g[j]].type));
+        bool ok = hf_read_f32(&h->files[f], e, hf, err, errlen);
+        if (ok)
+            cv_copy(cm, r, mcc, hf, false);
+        free(hf);
+        if (!ok)
+            return false;
+    }
+    if (!tied_head_same(cm, h, data, err, errlen))
+        return false;
+    for (int f = 0; f < h->nfiles; f++)
+        for (int e = 0; e < h->files[f].n; e++) {
+            const char *name = h->files[f].t[e].name;
+            bool known = hf_ignored(cm, name);
+            for (int i = 0; !known && i < cm->n; i++)
+                known = !strcmp(cm->r[i].hf, name) ||
+                        (!strncmp(cm->r[i].hf, "transformer.", 12) && !strcmp(cm->r[i].hf + 12, name));
+            if (!known)
+                return ck_fail(err, errlen, "%s: tensor %s is not one of a %s of config.json's sizes: the weights and "
+                                            "config.json are of different models", h->files[f].path, name,
+                               cv_arch_names[cm->arch]);
+        }
+    return true;
+}
+
+/* Writes the weights as the checkpoint of iteration 0 on one rank, every tensor whole: what any
+ * layout loads (train_rank --load DIR --finetune). */
+static bool write_checkpoint(const cv_model *cm, const char *dir, uint32_t **data, char *err, size_t errlen)
+{
+    int n = 0, degree[IR_NUM_AXES], coord[IR_NUM_AXES] = {0};
+    for (int a = 0; a < IR_NUM_AXES; a++)
+        degree[a] = 1;
+    ck_part *parts = calloc((size_t)cm->m->nglobals, sizeof *parts);
+    ck_tensor *tensors = calloc((size_t)cm->m->nglobals, sizeof *tensors);
+    for (int g = 0; g < cm->m->nglobals; g++) {
+        const ir_global *gl = &cm->m->globals[g];
+        if (gl->kind != IR_GLOBAL_PARAM)
+            continue;
+        parts[n] = (ck_part){gl->name, gl->type, data[g], {0}};
+        tensors[n++] = (ck_tensor){gl->name, CK_ROLE_PARAM, gl->name, gl->type};
+    }
+    /* the manifest's model values, as train_rank's save writes them (runtime/checkpoint_io.c) */
+    static const ir_cfg keys[] = {IR_CFG_NUM_LAYERS, IR_CFG_HIDDEN_SIZE, IR_CFG_VOCAB_SIZE, IR_CFG_SEQ_LENGTH,
+                                  IR_CFG_NUM_PARAMS};
+    enum { NKEYS = sizeof keys / sizeof keys[0] };
+    char *model[2 * NKEYS], values[NKEYS][24];
+    for (int i = 0; i < NKEYS; i++) {
+        snprintf(values[i], sizeof values[i], "%lld", ir_cfg_int(cm->m, keys[i]));
+        model[2 * i] = (char *)ir_cfgs[keys[i]].key;
+        model[2 * i + 1] = values[i];
+    }
+    ck_state st = {.seed = (uint64_t)cm->s->seed, .ranks = 1, .nmodel = NKEYS, .model = model};
+    memcpy(st.degree, degree, sizeof degree);
+    uint64_t bytes;
+    bool ok = ck_begin(dir, 0, err, errlen) &&
+              ck_write_rank(dir, 0, 0, degree, coord, n, parts, &bytes, err, errlen) &&
+              ck_commit(dir, &st, n, tensors, 0, err, errlen);
+    free(parts);
+    free(tensors);
+    return ok;
+}
+
+static bool from_hf(const char *in, const char *ckdir, const char *spec_out, char *err, size_t errlen)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", in);
+    json_error_t je;
+    json_t *c = json_load_file(path, 0, &je);
+    if (!c)
+        return ck_fail(err, errlen, "%s: cannot read (%s): a Hugging Face model directory has config.json beside its "
+                                    "safetensors (save_pretrained writes both)", path, je.text);
+    cv_config k = {path, c, err, errlen};
+    cv_arch arch;
+    json_t *spec_json = config_arch(&k, &arch) ? spec_of_config(&k, arch) : NULL;
+    json_decref(c);
+    if (!spec_json)
+        return false;
+    bool ok = os_mkdirs(ckdir, err, errlen) && write_json(spec_out, spec_json, err, errlen);
+    json_decref(spec_json);
+    mcc_spec s;
+    int rest[1], nrest = 0;
+    char why[2048];
+    if (ok && !(ok = mcc_spec_load(spec_out, 0, NULL, &s, rest, &nrest, why, sizeof why)))
+        ck_fail(err, errlen, "%s converts to a spec mcc refuses: %s", path, why);
+    if (!ok)
+        return false;
+    cv_model cm;
+    if (!model_of(&s, spec_out, &cm, err, errlen))
+        return false;
+    hf_dir h = {0};
+    uint32_t **data = calloc((size_t)cm.m->nglobals, sizeof *data);
+    ok = hf_open(&h, in, err, errlen) && read_hf(&cm, &h, in, data, err, errlen) &&
+         write_checkpoint(&cm, ckdir, data, err, errlen);
+    if (ok)
+        fprintf(stderr, "mcc: wrote %s (iteration 0, weights only) and %s from %s (%s, vocabulary %d padded to %d)\n",
+                ckdir, spec_out, in, cv_arch_names[arch], s.vocab_size, s.padded_vocab_size);
+    for (int g = 0; g < cm.m->nglobals; g++)
+        free(data[g]);
+    free(data);
+    hf_close(&h);
+    model_free(&cm);
+    return ok;
+}
+
+/* --- the command line ------------------------------------------------------------------------ */
+
+static int usage_error(const char *msg)
+{
+    fprintf(stderr, "mcc: error: %s\n  mcc convert --to hf CKPT_DIR OUT_DIR --spec SPEC.json [--<field> VALUE ...] "
+                    "[--iteration N] [--max-shard-size BYTES]\n  mcc convert --from hf IN_DIR CKPT_DIR [--spec-out "
+                    "SPEC.json]\n", msg);
+    return 2;
+}
+
+static int convert_to_hf(const char *ckdir, const char *out, int argc, char **argv)
+{
+    char err[4096];
+    to_hf_opts o = {NULL, -1, 5000000000LL}; /* transformers' default max_shard_size, "5GB" */
+    char **spec_args = calloc((size_t)argc + 1, sizeof *spec_args);
+    int nspec = 0;
+    for (int k = 0; k < argc; k++) { /* --spec PATH here; the rest are the spec's flags or ours */
+        if (!strcmp(argv[k], "--spec") && k + 1 < argc)
+            o.spec = argv[++k];
+        else
+            spec_args[nspec++] = argv[k];
+    }
+    int *rest = calloc((size_t)nspec + 1, sizeof *rest), nrest = 0;
+    mcc_spec s;
+    bool ok = o.spec != NULL;
+    if (!ok)
+        snprintf(err, sizeof err, "--to hf needs --spec SPEC.json, the spec (and flags) the checkpoint was trained "
+                                  "with: the checkpoint records shapes, not norm epsilon, heads or the vocabulary "
+                                  "before padding");
+    ok = ok && mcc_spec_load(o.spec, nspec, spec_args, &s, rest, &nrest, err, sizeof err);
+    for (int k = 0; ok && k < nrest; k++) {
+        const char *flag = spec_args[rest[k]];
+        const char *v = k + 1 < nrest && rest[k + 1] == rest[k] + 1 ? spec_args[rest[k + 1]] : NULL;
+        if (!strcmp(flag, "--iteration"))
+            ok = cli_parse_int(flag, v, 0, LLONG_MAX, &o.iteration, err, sizeof err);
+        else if (!strcmp(flag, "--max-shard-size"))
+            ok = cli_parse_int(flag, v, 1, LLONG_MAX, &o.max_shard_bytes, err, sizeof err);
+        else {
+            static const char *const own[] = {"--spec", "--iteration", "--max-shard-size", NULL};
+            const char *near = mcc_spec_flag_near(flag, own);
+            snprintf(err, sizeof err, "unknown flag '%s' for mcc convert --to hf%s%s%s", flag,
+                     near ? ": did you mean " : "", near ? near : "",
+                     near ? "?" : " (its own: --spec, --iteration, --max-shard-size; and the spec's fields)");
+            ok = false;
+        }
+        k++;
+    }
+    free(rest);
+    ok = ok && to_hf(ckdir, out, &s, &o, err, sizeof err);
+    free(spec_args);
+    return ok ? 0 : usage_error(err);
+}
+
+int mcc_convert_main(int argc, char **argv)
+{
+    if (argc < 4 || (strcmp(argv[0], "--to") && strcmp(argv[0], "--from")))
+        return usage_error("expected --to hf CKPT_DIR OUT_DIR or --from hf IN_DIR CKPT_DIR");
+    if (strcmp(argv[1], "hf")) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s %s: the format mcc converts is hf (Hugging Face transformers' model directory)",
+                 argv[0], argv[1]);
+        return usage_error(msg);
+    }
+    if (argv[2][0] == '-' || argv[3][0] == '-')
+        return usage_error("the two directories come right after the format");
+    if (!strcmp(argv[0], "--to"))
+        return convert_to_hf(argv[2], argv[3], argc - 4, argv + 4);
+    char err[4096], spec_out[4200];
+    snprintf(spec_out, sizeof spec_out, "%s/spec.json", argv[3]);
+    for (int k = 4; k < argc; k++) {
+        if (!strcmp(argv[k], "--spec-out") && k + 1 < argc)
+            snprintf(spec_out, sizeof spec_out, "%s", argv[++k]);
+        else {
+            snprintf(err, sizeof err, "unknown flag '%s' for mcc convert --from hf (its one flag: --spec-out SPEC.json)",
+                     argv[k]);
+            return usage_error(err);
+        }
+    }
+    return from_hf(argv[2], argv[3], spec_out, err, sizeof err) ? 0 : usage_error(err);
+}

@@ -1,0 +1,20 @@
+# convert.cmake — `mcc convert --to hf / --from hf` (frontend/convert.c): a Hugging Face model
+# imported and exported back bit for bit, its logits by a hand-written HF forward equal to the mcc
+# model's (tests/torch_ref.py) on the checkpoint, and bad model directories refused by name.
+foreach(arch gpt2 llama)
+  add_test(NAME convert_hf_roundtrip_${arch} COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_hf.sh $<TARGET_FILE:mcc> ${arch})
+  set_tests_properties(convert_hf_roundtrip_${arch} PROPERTIES LABELS numerics)
+endforeach()
+# A trained checkpoint exported, its logits by the HF forward against train_rank's, imported back
+# bit for bit and loaded (tests/convert_trained.sh): on one rank (the vocabulary padded 257 -> 384
+# and cut back), and saved by tp 2 x dp 2 with the distributed optimizer (its parts assembled).
+foreach(model tiny-gpt2 tiny-llama)
+  add_test(NAME convert_hf_trained_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_trained.sh $<TARGET_FILE:mcc> ${model} 1 "")
+  set_tests_properties(convert_hf_trained_${model} PROPERTIES LABELS numerics TIMEOUT 300)
+endforeach()
+if(MPI_C_FOUND)
+  add_test(NAME convert_hf_trained_tp2_dp2_zero_tiny-llama
+           COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_trained.sh $<TARGET_FILE:mcc> tiny-llama 4
+                   "--vocab-size 258 --make-vocab-size-divisible-by 1" --tp 2 --dp 2 --use-distributed-optimizer)
+  set_tests_properties(convert_hf_trained_tp2_dp2_zero_tiny-llama PROPERTIES LABELS numerics TIMEOUT 300)
+endif()

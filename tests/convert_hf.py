@@ -1,0 +1,344 @@
+#!/usr/bin/python3
+"""convert_hf.py — the Hugging Face side of `mcc convert`'s tests, without transformers: a
+safetensors reader and writer written from the format's spec, and GPT2LMHeadModel's and
+LlamaForCausalLM's forwards written by hand from transformers' conventions (Conv1D weights [in,
+out], c_attn's fused q|k|v, rotate_half rope, repeat_kv), in float64.
+
+  convert_hf.py make --arch gpt2|llama --out DIR [--shard-bytes N] [--dtype F32|BF16|F16] [--variant]
+      a random model directory (config.json, model.safetensors or shards with the index)
+  convert_hf.py same HF_A HF_B
+      every tensor of B equals A's to the bit (after widening A's to f32), configs agree
+  convert_hf.py logits --hf DIR --spec SPEC --ckpt CKPT_DIR [-- spec flags]
+      the HF forward on DIR's weights equals tests/torch_ref.py's mcc forward on the checkpoint's
+  convert_hf.py ckpt-same PARAMS.mcct CKPT_DIR
+      the one-rank checkpoint's parameters equal the dumped ones to the bit (its vocabulary's padding
+      rows zero: an import's)
+  convert_hf.py logits --hf DIR --dump DUMP_DIR
+      the HF forward on the tokens train_rank dumped equals its dumped step-1 logits
+Run with /usr/bin/python3 (Debian's torch 1.13 CPU). Exit status 1 naming what differs."""
+import argparse
+import glob
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_ref  # noqa: E402
+
+# ---- safetensors: u64 header length, JSON header, raw little-endian data ----------------------
+
+ST_DTYPES = {"F32": (np.float32, 4), "BF16": (np.uint16, 2), "F16": (np.float16, 2), "I32": (np.int32, 4),
+             "I64": (np.int64, 8)}
+
+
+def st_read(path):
+    """{name: (dtype name, np array as stored)}, checking the header against the file."""
+    buf = open(path, "rb").read()
+    (n,) = struct.unpack_from("<Q", buf, 0)
+    if 8 + n > len(buf):
+        sys.exit(f"{path}: header length {n} past the file's {len(buf)} bytes")
+    header = json.loads(buf[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    out, end = {}, 0
+    for name, t in header.items():
+        dt, size = ST_DTYPES[t["dtype"]]
+        b, e = t["data_offsets"]
+        count = int(np.prod(t["shape"], dtype=np.int64))
+        if e - b != count * size or 8 + n + e > len(buf):
+            sys.exit(f"{path}: tensor {name}: offsets {b}..{e} do not hold {t['shape']} of {t['dtype']}")
+        out[name] = (t["dtype"], np.frombuffer(buf, dt, count, 8 + n + b).reshape(t["shape"]))
+        end = max(end, e)
+    if 8 + n + end != len(buf):
+        sys.exit(f"{path}: {len(buf) - 8 - n - end} bytes after the last tensor")
+    return out, meta
+
+
+def st_write(path, tensors, dtype):
+    """tensors: {name: float64 array}, stored as dtype (F32, BF16 by truncation, F16)."""
+    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
+    for name, a in tensors.items():
+        f32 = np.ascontiguousarray(a, np.float32)
+        raw = {"F32": f32, "BF16": (f32.view(np.uint32) >> 16).astype(np.uint16), "F16": f32.astype(np.float16)}[dtype]
+        blob = raw.tobytes()
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + len(blob)]}
+        blobs.append(blob)
+        off += len(blob)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def widen(dtype, a):
+    """The stored values as float32, exactly."""
+    if dtype == "BF16":
+        return (a.astype(np.uint32) << 16).view(np.float32)
+    return a.astype(np.float32)
+
+
+def hf_load(d):
+    """A model directory: (config, {name: float32 array}), single file or sharded with the index."""
+    config = json.load(open(os.path.join(d, "config.json")))
+    single = os.path.join(d, "model.safetensors")
+    files = [single] if os.path.exists(single) else \
+        sorted({os.path.join(d, f) for f in json.load(open(os.path.join(d, "model.safetensors.index.json")))["weight_map"].values()})
+    weights = {}
+    for path in files:
+        tensors, meta = st_read(path)
+        if meta.get("format") != "pt":
+            sys.exit(f"{path}: __metadata__ has no \"format\": \"pt\" (transformers refuses such a file)")
+        weights.update({n: widen(dt, a) for n, (dt, a) in tensors.items()})
+    return config, weights
+
+
+# ---- the HF models' forwards, float64 ---------------------------------------------------------
+
+def gpt2_forward(c, w, tokens):
+    p = {n: torch.tensor(a, dtype=torch.float64) for n, a in w.items()}
+    H, d = c["n_head"], c["n_embd"]
+    B, T = tokens.shape
+    x = p["transformer.wte.weight"][tokens] + p["transformer.wpe.weight"][:T]
+    for i in range(c["n_layer"]):
+        h = f"transformer.h.{i}."
+        y = F.layer_norm(x, (d,), p[h + "ln_1.weight"], p[h + "ln_1.bias"], c["layer_norm_epsilon"])
+        qkv = y @ p[h + "attn.c_attn.weight"] + p[h + "attn.c_attn.bias"]  # Conv1D: x W + b, W [in, out]
+        q, k, v = (t.view(B, T, H, d // H).transpose(1, 2) for t in qkv.split(d, dim=2))
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(d // H)
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
+        a = (s @ v).transpose(1, 2).reshape(B, T, d)
+        x = x + a @ p[h + "attn.c_proj.weight"] + p[h + "attn.c_proj.bias"]
+        y = F.layer_norm(x, (d,), p[h + "ln_2.weight"], p[h + "ln_2.bias"], c["layer_norm_epsilon"])
+        y = F.gelu(y @ p[h + "mlp.c_fc.weight"] + p[h + "mlp.c_fc.bias"], approximate="tanh")  # gelu_new
+        x = x + y @ p[h + "mlp.c_proj.weight"] + p[h + "mlp.c_proj.bias"]
+    x = F.layer_norm(x, (d,), p["transformer.ln_f.weight"], p["transformer.ln_f.bias"], c["layer_norm_epsilon"])
+    return x @ p["transformer.wte.weight"].T  # lm_head tied to wte
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def llama_forward(c, w, tokens):
+    p = {n: torch.tensor(a, dtype=torch.float64) for n, a in w.items()}
+    H, G, d = c["num_attention_heads"], c["num_key_value_heads"], c["hidden_size"]
+    Dh, eps = d // H, c["rms_norm_eps"]
+    B, T = tokens.shape
+
+    def rms(x, wt):
+        return wt * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+    def lin(x, name):
+        return x @ p[name + ".weight"].T + (p[name + ".bias"] if name + ".bias" in p else 0)
+
+    inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, Dh, 2, dtype=torch.float64) / Dh))
+    emb = torch.cat([torch.arange(T, dtype=torch.float64)[:, None] * inv_freq] * 2, dim=-1)  # [T, Dh]
+    cos, sin = emb.cos(), emb.sin()
+    x = p["model.embed_tokens.weight"][tokens]
+    for i in range(c["num_hidden_layers"]):
+        h = f"model.layers.{i}."
+        y = rms(x, p[h + "input_layernorm.weight"])
+        q = lin(y, h + "self_attn.q_proj").view(B, T, H, Dh).transpose(1, 2)
+        k = lin(y, h + "self_attn.k_proj").view(B, T, G, Dh).transpose(1, 2)
+        v = lin(y, h + "self_attn.v_proj").view(B, T, G, Dh).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1)  # repeat_kv
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(Dh)
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
+        x = x + lin((s @ v).transpose(1, 2).reshape(B, T, d), h + "self_attn.o_proj")
+        y = rms(x, p[h + "post_attention_layernorm.weight"])
+        x = x + lin(F.silu(lin(y, h + "mlp.gate_proj")) * lin(y, h + "mlp.up_proj"), h + "mlp.down_proj")
+    x = rms(x, p["model.norm.weight"])
+    head = p["model.embed_tokens.weight"] if c.get("tie_word_embeddings") else p["lm_head.weight"]
+    return x @ head.T
+
+
+def hf_forward(config, weights, tokens):
+    arch = config["architectures"][0]
+    return {"GPT2LMHeadModel": gpt2_forward, "LlamaForCausalLM": llama_forward}[arch](config, weights, tokens)
+
+
+# ---- commands -----------------------------------------------------------------------------------
+
+def make(a):
+    rng = np.random.default_rng(7)
+    L, d, V, T = 2, 64, 257, 32
+    if a.arch == "gpt2":
+        config = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_layer": L, "n_embd": d, "n_head": 4,
+                  "n_positions": T, "vocab_size": V, "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new"}
+        shapes = {"transformer.wte.weight": (V, d), "transformer.wpe.weight": (T, d)}
+        for i in range(L):
+            h = f"transformer.h.{i}."
+            for n, s in (("ln_1.weight", (d,)), ("ln_1.bias", (d,)), ("attn.c_attn.weight", (d, 3 * d)),
+                         ("attn.c_attn.bias", (3 * d,)), ("attn.c_proj.weight", (d, d)), ("attn.c_proj.bias", (d,)),
+                         ("ln_2.weight", (d,)), ("ln_2.bias", (d,)), ("mlp.c_fc.weight", (d, 4 * d)),
+                         ("mlp.c_fc.bias", (4 * d,)), ("mlp.c_proj.weight", (4 * d, d)), ("mlp.c_proj.bias", (d,))):
+                shapes[h + n] = s
+        shapes["transformer.ln_f.weight"] = shapes["transformer.ln_f.bias"] = (d,)
+        buffers = {f"transformer.h.{i}.attn.bias": np.tril(np.ones((1, 1, T, T))) for i in range(L)}  # old files' mask
+    else:
+        G, Fh = 2, 128
+        config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": L,
+                  "hidden_size": d, "num_attention_heads": 4, "num_key_value_heads": G, "intermediate_size": Fh,
+                  "max_position_embeddings": T, "vocab_size": V, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+                  "tie_word_embeddings": False, "hidden_act": "silu"}
+        kv = G * d // 4
+        shapes = {"model.embed_tokens.weight": (V, d)}
+        for i in range(L):
+            h = f"model.layers.{i}."
+            for n, s in (("input_layernorm.weight", (d,)), ("self_attn.q_proj.weight", (d, d)),
+                         ("self_attn.k_proj.weight", (kv, d)), ("self_attn.v_proj.weight", (kv, d)),
+                         ("self_attn.o_proj.weight", (d, d)), ("post_attention_layernorm.weight", (d,)),
+                         ("mlp.gate_proj.weight", (Fh, d)), ("mlp.up_proj.weight", (Fh, d)),
+                         ("mlp.down_proj.weight", (d, Fh))):
+                shapes[h + n] = s
+        shapes["model.norm.weight"] = (d,)
+        if a.variant:  # tied, and every linear layer biased
+            config.update(tie_word_embeddings=True, attention_bias=True, mlp_bias=True)
+            for n, sh in list(shapes.items()):
+                if n.endswith("_proj.weight"):
+                    shapes[n[:-len("weight")] + "bias"] = sh[:1]
+        else:
+            shapes["lm_head.weight"] = (V, d)
+        buffers = {}
+    weights = {n: (1.0 + 0.1 * rng.standard_normal(s)) if n.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight",
+                                                                       "layernorm.weight", "norm.weight"))
+               else 0.05 * rng.standard_normal(s) for n, s in shapes.items()}
+    weights.update(buffers)
+    if a.variant and a.arch == "gpt2":  # names as openai-community/gpt2's own file has them
+        weights = {n[len("transformer."):]: w for n, w in weights.items()}
+    os.makedirs(a.out, exist_ok=True)
+    json.dump(config, open(os.path.join(a.out, "config.json"), "w"), indent=2)
+    if not a.shard_bytes:
+        st_write(os.path.join(a.out, "model.safetensors"), weights, a.dtype)
+        return 0
+    shards, cur, size = [], {}, 0
+    for n, w in weights.items():
+        if cur and size + w.size * 4 > a.shard_bytes:
+            shards.append(cur)
+            cur, size = {}, 0
+        cur[n], size = w, size + w.size * 4
+    shards.append(cur)
+    weight_map = {}
+    for i, s in enumerate(shards):
+        name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        st_write(os.path.join(a.out, name), s, a.dtype)
+        weight_map.update({n: name for n in s})
+    json.dump({"metadata": {}, "weight_map": weight_map}, open(os.path.join(a.out, "model.safetensors.index.json"), "w"))
+    return 0
+
+
+def bits_equal(a, b):
+    return a.shape == b.shape and a.dtype == b.dtype == np.float32 and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def verdict(what, failed):
+    print(f"{what}, {len(failed)} differ")
+    for f in failed:
+        print("FAIL: " + f)
+    return 1 if failed else 0
+
+
+def same(a):
+    ca, wa = hf_load(a.a)
+    cb, wb = hf_load(a.b)
+    failed = []
+    wa = {n: w for n, w in wa.items() if not n.endswith(".attn.bias")}  # buffers mcc does not keep
+    if any(n.startswith("transformer.") for n in wb):  # GPT-2's own files name them without the prefix
+        wa = {n if n.startswith("transformer.") else "transformer." + n: w for n, w in wa.items()}
+    if set(wa) != set(wb):
+        failed.append(f"tensor names differ: {sorted(set(wa) ^ set(wb))}")
+    for n in sorted(set(wa) & set(wb)):
+        if not bits_equal(wa[n], wb[n]):
+            failed.append(f"{n}: {wb[n].dtype}{list(wb[n].shape)} is not {a.a}'s f32{list(wa[n].shape)} to the bit")
+    for k, v in ca.items():
+        if k in cb and cb[k] != v and not (isinstance(v, float) and math.isclose(v, cb[k], rel_tol=1e-15)):
+            failed.append(f"config.json {k}: {cb[k]!r} != {v!r}")
+    return verdict(f"{len(wb)} tensors compared bit for bit", failed)
+
+
+def mcc_weights(ckpt):
+    """The parameters of a one-rank mcc checkpoint (its latest iteration), by mcc's names."""
+    it = int(open(os.path.join(ckpt, "latest_checkpointed_iteration.txt")).read())
+    files = glob.glob(os.path.join(ckpt, f"iter_{it:07d}", "rank_*.safetensors"))
+    if len(files) != 1:
+        sys.exit(f"{ckpt}: want a checkpoint of one rank, found {len(files)} rank files")
+    tensors, _ = st_read(files[0])
+    return {n: widen(dt, a) for n, (dt, a) in tensors.items() if not n.endswith((".adam_m", ".adam_v"))}
+
+
+def ckpt_same(a):
+    want, got = torch_ref.read_mcct(a.params), mcc_weights(a.ckpt)
+    failed = [f"tensor names differ: {sorted(set(want) ^ set(got))}"] if set(want) != set(got) else []
+    vocab = json.load(open(os.path.join(a.ckpt, "spec.json")))["model"]["vocab_size"]
+    for n in sorted(set(want) & set(got)):
+        w, g = want[n], got[n]
+        if n in ("embedding.word", "output.weight"):  # padded rows (to each layout's own multiple): not in HF's
+            if np.any(g[vocab:] != 0):
+                failed.append(f"{n}: the vocabulary's padding rows {vocab}.. are not zero")
+            w, g = w[:vocab], g[:vocab]
+        if not bits_equal(w, g):
+            failed.append(f"{n}: {list(g.shape)} differs from the dumped {list(w.shape)}")
+    return verdict(f"{len(got)} tensors of {a.ckpt} compared bit for bit with {a.params}", failed)
+
+
+def logits(a):
+    config, weights = hf_load(a.hf)
+    if a.dump:
+        batches = torch_ref.read_mcct(os.path.join(a.dump, "batches.mcct"))
+        tokens = torch.from_numpy(batches["tokens.1.0"].astype(np.int64))
+        want = torch_ref.read_mcct(os.path.join(a.dump, "logits_step1.mcct"))["logits"].astype(np.float64)
+        what, rtol = "train_rank's step-1 logits (f32)", 1e-4
+    else:
+        c = torch_ref.load_config(a.spec, a.flags)
+        tokens = torch.from_numpy(np.random.default_rng(3).integers(0, config["vocab_size"], (2, c["seq_length"])))
+        p = {n: torch.tensor(w, dtype=torch.float64) for n, w in mcc_weights(a.ckpt).items()}
+        want = torch_ref.forward(p, tokens, c, torch_ref.Dropout(c, 0)).numpy()
+        what, rtol = "tests/torch_ref.py's mcc model on the checkpoint (float64)", 1e-9
+    got = hf_forward(config, weights, tokens).numpy()
+    V = config["vocab_size"]
+    if got.shape[-1] != V or want.shape[-1] < V:
+        sys.exit(f"FAIL: logits have {got.shape[-1]} columns, vocab_size {V}, the reference {want.shape[-1]}")
+    err = torch_ref.rel_err(got, want[..., :V])
+    print(f"HF forward of {a.hf} vs {what}: rel err {err:.3e} (rtol {rtol:g}) over {list(got.shape)}")
+    if not err <= rtol:
+        print("FAIL: the logits differ")
+        return 1
+    print("PASS")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("make")
+    m.add_argument("--arch", choices=["gpt2", "llama"], required=True)
+    m.add_argument("--out", required=True)
+    m.add_argument("--shard-bytes", type=int, default=0)
+    m.add_argument("--dtype", choices=["F32", "BF16", "F16"], default="F32")
+    m.add_argument("--variant", action="store_true",
+                   help="gpt2: names without the transformer. prefix; llama: tied embeddings, biases")
+    s = sub.add_parser("same")
+    s.add_argument("a")
+    s.add_argument("b")
+    cs = sub.add_parser("ckpt-same")
+    cs.add_argument("params")
+    cs.add_argument("ckpt")
+    lg = sub.add_parser("logits")
+    lg.add_argument("--hf", required=True)
+    lg.add_argument("--spec")
+    lg.add_argument("--ckpt")
+    lg.add_argument("--dump")
+    lg.add_argument("flags", nargs="*")
+    a = ap.parse_args()
+    return {"make": make, "same": same, "ckpt-same": ckpt_same, "logits": logits}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

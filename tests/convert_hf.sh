@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# convert_hf.sh MCC ARCH — `mcc convert` on random Hugging Face models of ARCH (gpt2: F32, sharded
+# with the index, and F16 named as openai-community/gpt2's file names them; llama: BF16, one file,
+# and F16 with tied embeddings and biases; tests/convert_hf.py makes them): --from hf writes a
+# checkpoint and its spec, --to hf writes the model back, which must equal the input to the bit,
+# and the HF forward (written by hand from transformers' conventions) on the exported weights must
+# equal tests/torch_ref.py's mcc forward on the checkpoint's (float64). Then the bad inputs, each
+# refused naming the file or tensor.
+set -euo pipefail
+mcc=$1; arch=$2
+root=$(cd "$(dirname "$0")/.." && pwd)
+py="/usr/bin/python3 $root/tests/convert_hf.py"
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+cd "$work"
+if [ "$arch" = gpt2 ]; then make_flags="--shard-bytes 200000"; else make_flags="--dtype BF16"; fi
+$py make --arch "$arch" --out hf1 $make_flags
+"$mcc" convert --from hf hf1 ck
+"$mcc" convert --to hf ck hf2 --spec ck/spec.json --max-shard-size 150000
+$py same hf1 hf2
+$py logits --hf hf2 --spec ck/spec.json --ckpt ck
+$py make --arch "$arch" --out hfv --dtype F16 --variant
+"$mcc" convert --from hf hfv ckv
+"$mcc" convert --to hf ckv hfv2 --spec ckv/spec.json
+$py same hfv hfv2
+$py logits --hf hfv2 --spec ckv/spec.json --ckpt ckv
+# exported unsharded (the default 5 GB): one model.safetensors and no index left from the sharded export
+"$mcc" convert --to hf ck hf2 --spec ck/spec.json
+[ -f hf2/model.safetensors ] && [ ! -f hf2/model.safetensors.index.json ] || { echo "FAIL: a stale index"; exit 1; }
+$py same hf1 hf2
+
+# setkey CONFIG KEY VALUE: one key of a config.json set (VALUE JSON; "-" deletes it), without torch
+setkey() {
+    /usr/bin/python3 -c 'import json, sys
+p, k, v = sys.argv[1:]
+c = json.load(open(p))
+c.pop(k) if v == "-" else c.__setitem__(k, json.loads(v))
+json.dump(c, open(p, "w"), indent=2)' "$@"
+}
+# refuses: MESSAGE-PART COMMAND...: exit status 2 and MESSAGE-PART in the error
+refuses() {
+    local want=$1; shift
+    if "$@" 2>err.txt; then echo "FAIL: accepted: $*"; exit 1; fi
+    ! grep -q Sanitizer err.txt && grep -qF -- "$want" err.txt || { echo "FAIL: $* said:"; cat err.txt; echo "(want: $want)"; exit 1; }
+}
+cp -r hf1 bad && rm bad/config.json
+refuses "bad/config.json: cannot read" "$mcc" convert --from hf bad out
+cp hf1/config.json bad/ && setkey bad/config.json architectures '["BertModel"]'
+
+refuses 'architecture "BertModel" is not one mcc knows' "$mcc" convert --from hf bad out
+cp hf1/config.json bad/ && setkey bad/config.json vocab_size 300
+refuses "but config.json makes it [300, 64]: the weights and config.json are of different models" "$mcc" convert --from hf bad out
+if [ "$arch" = gpt2 ]; then
+    rm bad/model-00003-of-00003.safetensors && cp hf1/config.json bad/
+    refuses "bad/model-00003-of-00003.safetensors: " "$mcc" convert --from hf bad out
+    setkey bad/config.json n_head -
+    refuses 'bad/config.json: "n_head" is missing' "$mcc" convert --from hf bad out
+    cp hf1/config.json bad/ && setkey bad/config.json scale_attn_weights false
+    refuses '"scale_attn_weights" is false: mcc'"'"'s GPT-2 scales attention scores by 1/sqrt(head_dim) alone' \
+        "$mcc" convert --from hf bad out
+else
+    cp hf1/config.json bad/ && setkey bad/config.json hidden_act '"gelu"'
+    refuses '"hidden_act" is "gelu": mcc'"'"'s SwiGLU MLP is silu(gate) * up' "$mcc" convert --from hf bad out
+    cp hf1/config.json bad/ && setkey bad/config.json num_hidden_layers 3
+    refuses "no tensor model.layers.2.input_layernorm.weight in model.safetensors" "$mcc" convert --from hf bad out
+    cp hf1/config.json bad/ && setkey bad/config.json tie_word_embeddings true
+    refuses "bad/model.safetensors: tensor lm_head.weight" "$mcc" convert --from hf bad out
+fi
+# --to hf: the spec must be of the checkpoint's model; it must say which spec
+refuses "--to hf needs --spec SPEC.json" "$mcc" convert --to hf ck out
+refuses "is not in $root/models/tiny-$arch.json's model" "$mcc" convert --to hf ck out --spec "$root/models/tiny-$arch.json" --num-layers 1
+refuses "unknown flag '--max-shard-sise' for mcc convert --to hf: did you mean --max-shard-size?" "$mcc" convert --to hf ck out --spec ck/spec.json --max-shard-sise 5
+refuses "ck/iter_0000007/manifest.json: missing" "$mcc" convert --to hf ck out --spec ck/spec.json --iteration 7
+refuses "--to gguf: the format mcc converts is hf" "$mcc" convert --to gguf ck out
+refuses "--max-shard-size" "$mcc" convert --to hf ck out --spec ck/spec.json --max-shard-size 0
+if [ "$arch" = gpt2 ]; then other=rope; else other=learned_absolute; fi
+refuses "no Hugging Face architecture fits" "$mcc" convert --to hf ck out --spec ck/spec.json --position-embedding-type $other
+echo PASS
