@@ -28,5 +28,6 @@ same = sorted(a) == sorted(b) == list(range(11, 21)) and all(a[i] == b[i] for i 
 print(f"steps 11-20 resumed against uninterrupted: {'bit for bit' if same else 'DIFFERENT'}", a.get(11), b.get(11), a.get(20), b.get(20))
 sys.exit(0 if same else 1)
 PY
+  du -sh "$ck"; rm -rf "$ck" # the device's disk holds a few of them only
 done
 exit $status
