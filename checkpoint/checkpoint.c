@@ -127,7 +127,7 @@ bool ck_write_rank(const char *dir, int64_t iteration, int rank, const int degre
     snprintf(path, sizeof path, "rank_%05d.safetensors", rank);
     json_object_set_new(j, "file", json_string(path));
     json_object_set_new(j, "bytes", json_integer((json_int_t)size));
-    json_object_set_new(j, "fnv1a64", json_string(hex));
+    json_object_set_new(j, "crc32", json_string(hex));
     json_object_set_new(j, "mesh", axes_json(degree));
     json_object_set_new(j, "coords", axes_json(coord));
     for (int i = 0; i < n; i++)
@@ -376,11 +376,11 @@ static bool open_rank(ck_reader *r, int k, char *err, size_t errlen)
         return ck_fail(err, errlen, "%s: not valid JSON: %s (line %d)", jpath, je.text, je.line);
     ck_rank_file *rf = &r->rank[k];
     int64_t bytes;
-    json_t *sum = json_object_get(j, "fnv1a64"), *tensors = json_object_get(j, "tensors");
+    json_t *sum = json_object_get(j, "crc32"), *tensors = json_object_get(j, "tensors");
     bool ok = get_int(jpath, j, "bytes", &bytes, err, errlen) && get_axes(jpath, j, "mesh", rf->degree, 1, err, errlen) &&
               get_axes(jpath, j, "coords", rf->coord, 0, err, errlen);
     if (ok && (!json_is_string(sum) || !json_is_object(tensors)))
-        ok = ck_fail(err, errlen, "%s: needs \"fnv1a64\" (hex) and \"tensors\"", jpath);
+        ok = ck_fail(err, errlen, "%s: needs \"crc32\" (hex) and \"tensors\"", jpath);
     uint64_t have, size;
     if (ok && access(spath, F_OK) != 0)
         ok = ck_fail(err, errlen, "%s: missing: the checkpoint was saved by %d ranks and rank %d's file is gone", spath,
@@ -390,7 +390,7 @@ static bool open_rank(ck_reader *r, int k, char *err, size_t errlen)
         ok = ck_fail(err, errlen, "%s: %llu bytes, but %s says %lld: the file is truncated or was replaced", spath,
                   (unsigned long long)size, jpath, (long long)bytes);
     if (ok && strtoull(json_string_value(sum), NULL, 16) != have)
-        ok = ck_fail(err, errlen, "%s: checksum mismatch: the file's FNV-1a is %016llx, %s says %s: the file is corrupt",
+        ok = ck_fail(err, errlen, "%s: checksum mismatch: the file's CRC-32 is %016llx, %s says %s: the file is corrupt",
                   spath, (unsigned long long)have, jpath, json_string_value(sum));
     ok = ok && ck_st_open(&rf->st, spath, err, errlen);
     if (ok)
