@@ -22,7 +22,7 @@ for d in sorted(glob.glob(os.path.join(sys.argv[1] if len(sys.argv) > 1 else "hf
     V = got.shape[-1]
     err = ((got - want[..., :V]).norm() / want[..., :V].norm()).item()
     loss_hf = F.cross_entropy(got.reshape(-1, V), targets.reshape(-1)).item()
-    # mcc's loss is over its padded vocabulary, whose extra logits the trained model keeps low
+    # mcc's loss is over its padded vocabulary, as Megatron's: the padding columns join its softmax
     loss_mcc = F.cross_entropy(want.reshape(-1, want.shape[-1]), targets.reshape(-1)).item()
     ok = err < 1e-4
     print(f"{os.path.basename(d)}: {type(model).__name__} logits rel err {err:.3e} vs mcc; loss {loss_hf:.6f} (transformers) "
