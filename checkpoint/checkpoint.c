@@ -41,19 +41,9 @@ static bool write_synced(const char *path, const char *text, char *err, size_t e
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return ck_fail(err, errlen, "%s: cannot create: %s", path, strerror(errno));
-    size_t n = strlen(text);
-    const char *s = text;
-    bool ok = true;
-    while (ok && n) {
-        ssize_t w = write(fd, s, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        ok = w > 0;
-        s += ok ? w : 0;
-        n -= ok ? (size_t)w : 0;
-    }
-    ok = ok && fsync(fd) == 0;
-    int e = errno;
+    int e = os_write_all(fd, text, strlen(text));
+    bool ok = e == 0 && fsync(fd) == 0;
+    e = e ? e : errno;
     ok = close(fd) == 0 && ok;
     return ok || ck_fail(err, errlen, "%s: cannot write: %s", path, strerror(e ? e : errno));
 }

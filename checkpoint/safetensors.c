@@ -1,5 +1,6 @@
 /* safetensors.c — writing and reading safetensors files (safetensors.h), validated whole. */
 #include "checkpoint/safetensors.h"
+#include "common/os.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -62,17 +63,9 @@ int ck_st_dtype_by_name(const char *s)
 static bool write_all(int fd, const void *data, size_t n, uint64_t *sum)
 {
     *sum = ck_checksum(*sum, data, n);
-    const char *s = data;
-    while (n) {
-        ssize_t w = write(fd, s, n > (1u << 30) ? (1u << 30) : n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return false;
-        s += w;
-        n -= (size_t)w;
-    }
-    return true;
+    int e = os_write_all(fd, data, n);
+    errno = e; /* the caller names it */
+    return e == 0;
 }
 
 /* The header's JSON for the tensors laid out back to back, space-padded to a multiple of 8 (the

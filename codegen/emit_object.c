@@ -5,6 +5,7 @@
  * table of elementwise kernels generated here as LLVM IR (cpu_kernels_llvm.c). */
 #include "codegen.h"
 #include "cpu_kernels_llvm.h"
+#include "common/os.h"
 
 #include <llvm-c/Core.h>
 #include <llvm-c/Target.h>
@@ -51,14 +52,9 @@ static void add_bytes(LLVMContextRef ctx, LLVMModuleRef mod, const char *name, c
 /* Every byte reaches the file or err says why (a full disk, the file size limit). */
 static bool write_all(int fd, const char *data, size_t size, char *err, size_t errlen)
 {
-    while (size) {
-        ssize_t n = write(fd, data, size);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return snprintf(err, errlen, "%s", n < 0 ? strerror(errno) : "nothing written"), false;
-        data += n, size -= (size_t)n;
-    }
+    int e = os_write_all(fd, data, size);
+    if (e)
+        return snprintf(err, errlen, "%s", strerror(e)), false;
     if (fsync(fd) != 0)
         return snprintf(err, errlen, "fsync: %s", strerror(errno)), false;
     return true;

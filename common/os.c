@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 double os_now_s(void)
 {
@@ -69,4 +70,19 @@ bool os_mkdirs(const char *dir, char *err, size_t errlen)
         return false;
     }
     return true;
+}
+
+int os_write_all(int fd, const void *data, size_t n)
+{
+    const char *s = data;
+    while (n) {
+        ssize_t w = write(fd, s, n > (1u << 30) ? (1u << 30) : n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : ENOSPC;
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
 }

@@ -1,5 +1,5 @@
 /* os.h — the few operating-system helpers mcc and train_rank both need, written once: a
- * monotonic clock, reading a whole file, and mkdir -p that says what failed. */
+ * monotonic clock, reading a whole file, writing one whole, and mkdir -p that says what failed. */
 #ifndef MCC_OS_H
 #define MCC_OS_H
 
@@ -12,6 +12,10 @@ double os_now_s(void);
 /* The whole file at path (a pipe too), NUL-terminated after its *n bytes (malloc'd: free it).
  * NULL with "PATH: cannot read: <reason>" in err. */
 char *os_read_file(const char *path, size_t *n, char *err, size_t errlen);
+
+/* Writes all n bytes at fd (in pieces of at most 1 GiB, retrying EINTR). 0, or the errno of the
+ * failure (ENOSPC for a write that took nothing). */
+int os_write_all(int fd, const void *data, size_t n);
 
 /* Creates dir and its missing parents (mkdir -p). False with "cannot create directory D:
  * <reason>" or "D exists and is not a directory" in err. */

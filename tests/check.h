@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static int failures;
 
@@ -30,5 +31,28 @@ static inline void check_note(const char *fmt, ...)
             failures++;                                                                                                \
         }                                                                                                              \
     } while (0)
+
+/* A test program of named parts: `prog` runs them all, `prog NAME` the one (ctest gives each its
+ * own test). Returns the exit status: 0, 1 when a check failed, 2 for an unknown name. */
+typedef struct {
+    const char *name;
+    void (*run)(void);
+} check_part;
+
+static inline int check_main(int argc, char **argv, const check_part *parts, size_t n)
+{
+    int ran = 0;
+    for (size_t i = 0; i < n; i++)
+        if (argc < 2 || strcmp(argv[1], parts[i].name) == 0) {
+            parts[i].run();
+            ran = 1;
+        }
+    if (!ran) {
+        printf("unknown test `%s`\n", argv[1]);
+        return 2;
+    }
+    printf(failures ? "%d check(s) failed\n" : "ok\n", failures);
+    return failures ? 1 : 0;
+}
 
 #endif

@@ -606,27 +606,10 @@ static void test_layout_index(void)
 
 int main(int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        void (*run)(void);
-    } tests[] = {
+    static const check_part tests[] = {
         {"roundtrip", test_roundtrip},         {"parse_errors", test_parse_errors}, {"verify_errors", test_verify_errors},
         {"memory_errors", test_memory_errors}, {"memory_check", test_memory_check}, {"rank_terms", test_rank_terms},
         {"fuzz", test_fuzz},                   {"layout_index", test_layout_index},
     };
-    bool ran = false;
-    for (size_t i = 0; i < sizeof tests / sizeof *tests; i++)
-        if (argc < 2 || strcmp(argv[1], tests[i].name) == 0) {
-            tests[i].run();
-            ran = true;
-        }
-    if (!ran) {
-        printf("unknown test `%s`\n", argv[1]);
-        return 2;
-    }
-    if (failures)
-        printf("%d check(s) failed\n", failures);
-    else
-        printf("ok\n");
-    return failures ? 1 : 0;
+    return check_main(argc, argv, tests, sizeof tests / sizeof *tests);
 }

@@ -173,20 +173,6 @@ static void test_axis(void)
 int main(int argc, char **argv)
 {
     ir_ops_init();
-    static const struct {
-        const char *name;
-        void (*run)(void);
-    } tests[] = {{"text", test_text}, {"rules", test_rules}, {"axis", test_axis}};
-    bool ran = false;
-    for (size_t i = 0; i < sizeof tests / sizeof *tests; i++)
-        if (argc < 2 || strcmp(argv[1], tests[i].name) == 0) {
-            tests[i].run();
-            ran = true;
-        }
-    if (!ran) {
-        printf("unknown test `%s`\n", argv[1]);
-        return 2;
-    }
-    printf(failures ? "%d check(s) failed\n" : "ok\n", failures);
-    return failures ? 1 : 0;
+    static const check_part tests[] = {{"text", test_text}, {"rules", test_rules}, {"axis", test_axis}};
+    return check_main(argc, argv, tests, sizeof tests / sizeof *tests);
 }
