@@ -487,12 +487,6 @@ const ir_split *ir_layout_split(const ir_layout *l, ir_axis axis)
     return NULL;
 }
 
-int ir_layout_dim(const ir_layout *l, ir_axis axis)
-{
-    const ir_split *s = ir_layout_split(l, axis);
-    return s && s->kind == IR_SPLIT_DIM ? s->dim : -1;
-}
-
 void ir_layout_add(ir_layout *l, ir_axis axis, ir_split_kind kind, int dim)
 {
     assert(l->nsplits < IR_NUM_AXES);

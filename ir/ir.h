@@ -400,8 +400,6 @@ static inline int ir_global_param(const ir_module *m, int g) { return m->globals
 void ir_axis_degrees(const ir_module *m, int degree[IR_NUM_AXES]);
 /* The split over `axis` in l, or NULL. */
 const ir_split *ir_layout_split(const ir_layout *l, ir_axis axis);
-/* The dimension l splits over `axis`, or -1 (not split there, or flat). */
-int ir_layout_dim(const ir_layout *l, ir_axis axis);
 /* Appends a split to l. */
 void ir_layout_add(ir_layout *l, ir_axis axis, ir_split_kind kind, int dim);
 /* The layout of a value whose type says which dimension each axis splits ({shard=[...]}). */
