@@ -1,7 +1,7 @@
 # checkpoint.cmake — checkpoints (checkpoint/, runtime/checkpoint_io.c: train_rank --save/--load):
 # the safetensors reader on crafted bad files (tests/safetensors_test.c); resume bit for bit
 # (tests/checkpoint_resume.sh) on one rank, TP=2 x DP=2 with the distributed optimizer, with
-# dropout and with 4 micro-batches a step; a TP=2 x DP=2 ZeRO checkpoint loaded under other
+# dropout, with 4 micro-batches a step, and TP=2 + SP x DP=2 ZeRO with dropout; a TP=2 x DP=2 ZeRO checkpoint loaded under other
 # layouts (tests/checkpoint_layout.sh); SIGKILL during saves (tests/checkpoint_kill.sh); each bad
 # checkpoint's own message (tests/checkpoint_errors.sh); the SIGTERM save, --finetune, --no-load-optim and
 # --save-retain (tests/checkpoint_signal.sh).
@@ -21,6 +21,10 @@ if(MPI_C_FOUND)
   add_test(NAME checkpoint_resume_tp2_dp2_zero COMMAND ${_ckr} tiny-gpt2 4 --tp 2 --dp 2 --use-distributed-optimizer)
   add_test(NAME checkpoint_layout_tp2_dp2_zero_to_others
            COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_layout.sh $<TARGET_FILE:mcc> tiny-gpt2)
-  set_tests_properties(checkpoint_resume_tp2_dp2_zero checkpoint_layout_tp2_dp2_zero_to_others PROPERTIES PROCESSORS 2)
+  # every axis at once: sequence parallelism, ZeRO, dropout (tiny-llama: GQA, SwiGLU, RoPE)
+  add_test(NAME checkpoint_resume_tp2_sp_dp2_zero_dropout COMMAND ${_ckr} tiny-llama 4 --tp 2 --sequence-parallel --dp 2
+           --use-distributed-optimizer --hidden-dropout 0.1 --attention-dropout 0.1 --vocab-size 258)
+  set_tests_properties(checkpoint_resume_tp2_dp2_zero checkpoint_layout_tp2_dp2_zero_to_others
+                       checkpoint_resume_tp2_sp_dp2_zero_dropout PROPERTIES PROCESSORS 2)
 endif()
 add_test(NAME checkpoint_signal_finetune_retain COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_signal.sh $<TARGET_FILE:mcc>)
