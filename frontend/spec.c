@@ -92,7 +92,7 @@ static const spec_field spec_fields[] = {
     MODEL(hidden_dropout, K_NUM, R_DROPOUT, D_VALUE, 0, NULL,
           "dropout of the embedding output and of each block's output (Megatron's default 0.1)"),
     PAR(tensor_model_parallel_size, "tp", "tensor-parallel ranks: heads, MLP and vocabulary split over them"),
-    PAR(pipeline_model_parallel_size, "pp", "pipeline stages (only 1 in this build)"),
+    PAR(pipeline_model_parallel_size, "pp", "pipeline stages: the layers split into that many stages, 1F1B"),
     PAR(data_parallel_size, "dp", "data-parallel replicas; the world size is tp * dp"),
     PAR_BOOL(use_distributed_optimizer, "ZeRO-1: optimizer state and fp32 masters sharded over dp"),
     PAR_BOOL(sequence_parallel, "activations outside attention and MLP split over tp along the sequence"),
@@ -591,9 +591,6 @@ static bool spec_check_field(spec_ctx *c, const spec_field *f)
     if (f->range == R_DROPOUT && !(v >= 0 && v < 1))
         return spec_fail(c, "%s must be a dropout probability in [0, 1) (got %.10g): 0 turns that dropout off, "
                             "Megatron's default is 0.1", w, v);
-    if (f->sec == SEC_PARALLEL && v != 1 && !strcmp(f->key, "pipeline_model_parallel_size"))
-        return spec_fail(c, "%s = %.10g: pipeline parallelism is not implemented yet in this build (tensor and "
-                            "data parallelism are); set it to 1", w, v);
     return true;
 }
 
