@@ -227,6 +227,8 @@ void rt_parallel_init(rt_parallel *par, rt_program *p)
         exit(2);
     }
     make_groups(par);
+    if (axis_comms[IR_AXIS_PP])
+        rt_comm_add_p2p(axis_comms[IR_AXIS_PP]); /* the stages' sends and receives (comm.h) */
     par->scratch = p->dev->alloc(p, sizeof(float));
     add_lanes(par, p);
 }

@@ -20,7 +20,8 @@ typedef struct {
 /* Reads the launcher's environment and checks it against the mesh compiled into the plan
  * (world size must be tp*cp*dp*pp), then creates the communicators (MPI on the CPU, NCCL on
  * CUDA): one group for each axis of degree above 1, shared by axes whose groups hold the same
- * ranks (edp is dp where ep and cp are 1). Exits with a message naming the fix on any mismatch. */
+ * ranks (edp is dp where ep and cp are 1), and point to point on the pp group (rt_comm_add_p2p).
+ * Exits with a message naming the fix on any mismatch. */
 void rt_parallel_init(rt_parallel *par, rt_program *p);
 /* Frees the communicators, after the device released what refers to them (rt_device.quiesce). */
 void rt_parallel_finish(rt_parallel *par, rt_program *p);
