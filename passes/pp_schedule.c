@@ -114,9 +114,8 @@ static bool pp_assign_slots(pp_rank_program *rp, int m, int v, bool zb)
     return true;
 }
 
-bool pp_schedule_build(pp_sched_kind kind, int p, int m, int v, pp_schedule *out, char *err, size_t errlen)
+bool pp_schedule_check(pp_sched_kind kind, int p, int m, int v, char *err, size_t errlen)
 {
-    memset(out, 0, sizeof *out);
     if ((unsigned)kind >= PP_NUM_SCHEDS) return pp_fail(err, errlen, "pipeline schedule %d: no such schedule", kind);
     const char *name = pp_sched_names[kind];
     if (p < 1 || m < 1 || v < 1)
@@ -139,6 +138,14 @@ bool pp_schedule_build(pp_sched_kind kind, int p, int m, int v, pp_schedule *out
     if (n > PP_MAX_ACTIONS)
         return pp_fail(err, errlen, "pipeline schedule %s: %d micro-batches x %d virtual stages is %lld passes per rank, "
                                     "more than %d", name, m, v, n, PP_MAX_ACTIONS);
+    return true;
+}
+
+bool pp_schedule_build(pp_sched_kind kind, int p, int m, int v, pp_schedule *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (!pp_schedule_check(kind, p, m, v, err, errlen)) return false;
+    long long n = (long long)m * v * (kind == PP_SCHED_ZB_H1 ? 3 : 2);
     *out = (pp_schedule){.p = p, .m = m, .v = v, .kind = kind, .rank = calloc((size_t)p, sizeof(pp_rank_program))};
     if (!out->rank) return pp_fail(err, errlen, "out of memory building the pipeline schedule");
     for (int r = 0; r < p; r++) {

@@ -50,6 +50,8 @@ typedef struct {
 /* The programs of every rank. Refuses, with the numbers, what cannot be built: p, m, v < 1;
  * interleaved with v < 2 or m % p != 0 (Megatron's rule); 1F1B and ZB-H1 with v != 1. */
 bool pp_schedule_build(pp_sched_kind kind, int p, int m, int v, pp_schedule *out, char *err, size_t errlen);
+/* pp_schedule_build's refusals alone, without building. */
+bool pp_schedule_check(pp_sched_kind kind, int p, int m, int v, char *err, size_t errlen);
 void pp_schedule_free(pp_schedule *s);
 
 static inline int pp_virtual_stage(const pp_schedule *s, int rank, int chunk) { return chunk * s->p + rank; }
