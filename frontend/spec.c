@@ -806,20 +806,30 @@ const char *mcc_spec_choice(const char *key, int value)
     return f && f->kind == K_ENUM ? f->choices[value] : NULL;
 }
 
+/* One norm's parameters (LayerNorm's scale and bias, RMSNorm's scale). */
+static double spec_norm_params(const mcc_spec *s)
+{
+    return s->normalization == MCC_NORM_LAYERNORM ? 2.0 * s->hidden_size : s->hidden_size;
+}
+
+double mcc_spec_layer_params(const mcc_spec *s)
+{
+    double d = s->hidden_size, hd = mcc_spec_head_dim(s), ff = s->ffn_hidden_size;
+    double q = s->num_attention_heads * hd, kv = s->num_query_groups * hd;
+    double bias = s->add_bias_linear ? q + 2 * kv + d + ff * (s->activation == MCC_ACT_SWIGLU ? 2 : 1) + d : 0;
+    double attn = q * d + 2 * kv * d + d * q;                       /* q, k, v, out */
+    double mlp = ff * d * (s->activation == MCC_ACT_SWIGLU ? 3 : 2);  /* up (+gate), down */
+    return 2 * spec_norm_params(s) + attn + mlp + bias;
+}
+
 /* Counted in double: every term is exact below 2^53, and larger models are reported as -1
  * instead of overflowing. */
 int64_t mcc_spec_num_params(const mcc_spec *s)
 {
-    double d = s->hidden_size, hd = mcc_spec_head_dim(s), ff = s->ffn_hidden_size;
-    double q = s->num_attention_heads * hd, kv = s->num_query_groups * hd;
-    double norm = s->normalization == MCC_NORM_LAYERNORM ? 2 * d : d;
-    double bias = s->add_bias_linear ? q + 2 * kv + d + ff * (s->activation == MCC_ACT_SWIGLU ? 2 : 1) + d : 0;
-    double attn = q * d + 2 * kv * d + d * q;                       /* q, k, v, out */
-    double mlp = ff * d * (s->activation == MCC_ACT_SWIGLU ? 3 : 2);  /* up (+gate), down */
-    double layer = 2 * norm + attn + mlp + bias;
+    double d = s->hidden_size;
     double embed = (double)s->padded_vocab_size * d * (s->untie_embeddings_and_output_weights ? 2 : 1);
     double pos = s->position_embedding_type == MCC_POS_LEARNED ? (double)s->max_position_embeddings * d : 0;
-    double total = embed + pos + s->num_layers * layer + norm;
+    double total = embed + pos + s->num_layers * mcc_spec_layer_params(s) + spec_norm_params(s);
     return total < 9007199254740992.0 ? (int64_t)total : -1;
 }
 

@@ -107,6 +107,8 @@ static inline int mcc_spec_accum_steps(const mcc_spec *s)
     return s->global_batch_size / (s->micro_batch_size * s->data_parallel_size);
 }
 int64_t mcc_spec_num_params(const mcc_spec *s);
+/* One transformer layer's parameters (norms, attention, MLP, biases), in double. */
+double mcc_spec_layer_params(const mcc_spec *s);
 /* The spec text of an enum field's value ("cosine" for lr_decay_style = MCC_LR_COSINE). */
 const char *mcc_spec_choice(const char *key, int value);
 

@@ -239,7 +239,8 @@ bool pp_split_layers(int num_layers, int p, int v, int first, int last, bool acc
                                         "--decoder-last-pipeline-num-layers", plus, n, p);
         if (n / p % v)
             return pp_fail(err, errlen, "the %d layers of each pipeline rank (num_layers%s = %d over %d) must be "
-                                        "divisible by the %d virtual stages per rank", n / p, plus, n, p, v);
+                                        "divisible by the %d virtual stages per rank (--num-virtual-stages-per-pipeline-rank, or "
+                                        "--num-layers-per-virtual-pipeline-stage)", n / p, plus, n, p, v);
         for (int g = 0; g < p * v; g++) layers_per_virtual_stage[g] = n / (p * v);
         layers_per_virtual_stage[0] -= account_embedding;
         layers_per_virtual_stage[p * v - 1] -= account_loss;
@@ -431,22 +432,29 @@ static bool pp_run(pp_sim *sim, const pp_stage_cost *cost, double p2p_s, pp_time
     return ok;
 }
 
-/* The timeline's summary: makespan, bubble, and each rank's peak stash slots (in program order,
- * which is its time order). */
+double pp_rank_peak(const pp_schedule *s, int r, const double *weight)
+{
+    double in_use = 0, peak = 0;
+    pp_act_kind frees = s->kind == PP_SCHED_ZB_H1 ? PP_ACT_W : PP_ACT_B;
+    for (int i = 0; i < s->rank[r].n; i++) {
+        const pp_action *a = &s->rank[r].a[i];
+        double w = weight ? weight[pp_virtual_stage(s, r, a->chunk)] : 1;
+        if (a->kind == PP_ACT_F && (in_use += w) > peak) peak = in_use;
+        if (a->kind == frees) in_use -= w;
+    }
+    return peak;
+}
+
+/* The timeline's summary: makespan, bubble, and each rank's peak stash slots. */
 static void pp_summarize(const pp_schedule *s, pp_timeline *t)
 {
     double busy = 0;
     t->makespan = 0;
     for (int r = 0; r < s->p; r++) {
-        int in_use = 0;
-        t->peak_slots[r] = 0;
-        for (int i = 0; i < s->rank[r].n; i++) {
-            const pp_action *a = &s->rank[r].a[i];
-            int k = t->first[r] + i;
+        t->peak_slots[r] = (int)pp_rank_peak(s, r, NULL);
+        for (int k = t->first[r]; k < t->first[r + 1]; k++) {
             busy += t->end[k] - t->start[k];
             t->makespan = fmax(t->makespan, t->end[k]);
-            if (a->kind == PP_ACT_F && ++in_use > t->peak_slots[r]) t->peak_slots[r] = in_use;
-            if (a->kind == (s->kind == PP_SCHED_ZB_H1 ? PP_ACT_W : PP_ACT_B)) in_use--;
         }
     }
     double all = s->p * t->makespan;
