@@ -401,10 +401,8 @@ static const mcc_command mcc_commands[] = {
     {"plot", "mcc plot METRICS.jsonl -o OUT.svg   loss, lr and throughput curves of train_rank --metrics-file",
      mcc_plot_main, false, false},
     {"schedule", "mcc schedule SPEC.json [--<field> VALUE ...] [--svg OUT.svg] [--target T] [--columns N]   the "
-                 "pipeline's stage split and each rank's passes (1f1b, interleaved, zb-h1) timed by the target's cost "
-                 "model: a text row per rank, the bubble beside the ideal, the peak stash per rank, each schedule "
-                 "compared;\n    --svg draws it, --columns N fits the rows in N columns (default: every label fits)",
-     mcc_schedule_main, true, false},
+                 "pipeline's stage split and schedules (1f1b, interleaved, zb-h1) timed by the cost model, drawn",
+     mcc_schedule_main, false, true},
     {"convert", "mcc convert --to hf CKPT_DIR OUT_DIR --spec SPEC.json [--<field> VALUE ...] [--iteration N] "
                 "[--max-shard-size BYTES]\n    a checkpoint -> config.json + model.safetensors (GPT2LMHeadModel, "
                 "LlamaForCausalLM)\n  mcc convert --from hf IN_DIR CKPT_DIR [--spec-out SPEC.json]   a Hugging Face "

@@ -276,7 +276,7 @@ static bool sched_compare(const sched_model *sm, int v, mcc_pp_sched asked, sche
         if (!(built[k] = sched_plan_make(sm, (pp_sched_kind)k, kv, &plans[k], why, sizeof why))) {
             fprintf(out, "  %-12s %3d  not possible: %s\n", pp_sched_names[k], kv, why);
             sched_plan_free(&plans[k]);
-            if ((int)asked - 1 == k) return snprintf(err, n, "%s", why), false;
+            if ((int)asked - 1 == k) snprintf(err, n, "%s", why);
             continue;
         }
         const sched_plan *pl = &plans[k];
@@ -294,12 +294,27 @@ static bool sched_compare(const sched_model *sm, int v, mcc_pp_sched asked, sche
     return true;
 }
 
+static const char sched_usage[] =
+    "usage: mcc schedule SPEC.json [--<field> VALUE ...] [--svg OUT.svg] [--target T] [--columns N]\n"
+    "  The pipeline's stage split and each rank's passes, timed by the target's cost model: a text row per rank,\n"
+    "  the bubble beside the ideal, the peak stash per rank, 1f1b, interleaved and zb-h1 compared.\n"
+    "  --svg OUT.svg   draw the chosen schedule: ranks as rows, F/B/W boxes labelled by micro-batch\n"
+    "  --target T      the costs of T (passes/target.c: h200|h100-pcie|cpu|cuda; default h200)\n"
+    "  --columns N     fit each text row in N columns (default: one column per unit, every label fits)\n"
+    "  pipeline_model_parallel_size may be above 1 here (mcc compile refuses it until pipelines are built).\n";
+
 int mcc_schedule_main(int argc, char **argv)
 {
     char err[1024];
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(sched_usage, stdout);
+            mcc_spec_print_help(stdout);
+            return 0;
+        }
     if (argc < 1 || strncmp(argv[0], "--", 2) == 0)
-        return sched_fail("usage: mcc schedule SPEC.json [--<field> VALUE ...] [--svg OUT.svg] [--target T] "
-                          "[--columns N]");
+        return sched_fail("expected the spec file: mcc schedule SPEC.json [--<field> VALUE ...] [--svg OUT.svg] "
+                          "(`mcc schedule --help`)");
     mcc_spec s;
     int *rest = malloc(sizeof(int) * (size_t)argc), nrest = 0;
     sched_opts o = {0};

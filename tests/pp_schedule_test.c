@@ -141,6 +141,70 @@ static void test_zb_h1(void)
         }
 }
 
+/* Rank r's program as text: "F0.1" is F of micro-batch 0 on chunk 1 (".c" only when v > 1). */
+static void program_text(const pp_schedule *s, int r, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < s->rank[r].n && used < n; i++) {
+        const pp_action *a = &s->rank[r].a[i];
+        if (s->v > 1)
+            used += (size_t)snprintf(buf + used, n - used, "%s%c%d.%d", i ? " " : "", "FBW"[a->kind], a->mb, a->chunk);
+        else
+            used += (size_t)snprintf(buf + used, n - used, "%s%c%d", i ? " " : "", "FBW"[a->kind], a->mb);
+    }
+}
+
+static void check_order(pp_sched_kind kind, int p, int m, int v, int r, const char *want)
+{
+    char err[256], got[1024];
+    pp_schedule s;
+    if (!pp_schedule_build(kind, p, m, v, &s, err, sizeof err)) {
+        CHECK(false, "%s", err);
+        return;
+    }
+    program_text(&s, r, got, sizeof got);
+    CHECK(strcmp(got, want) == 0, "%s p=%d m=%d v=%d rank %d:\n  got  %s\n  want %s", pp_sched_names[kind], p, m, v, r,
+          got, want);
+    pp_schedule_free(&s);
+}
+
+/* The orders themselves, worked by hand from Megatron's schedules.py and Qi et al.'s figure 3. */
+static void test_orders(void)
+{
+    /* 1F1B p=4 m=6, rank 1: 2 warm-up forwards, then F B pairs, then the cool-down */
+    check_order(PP_SCHED_1F1B, 4, 6, 1, 1, "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 B5");
+    /* interleaved p=2 v=2 m=4, rank 0: 2(p-r-1) + (v-1)p = 4 warm-up forwards through chunk 0 then 1 in
+     * groups of p micro-batches; backwards through the chunks in reverse */
+    check_order(PP_SCHED_INTERLEAVED, 2, 4, 2, 0,
+                "F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 B2.1 B3.1 B2.0 B3.0");
+    /* rank 1: 2 warm-up forwards */
+    check_order(PP_SCHED_INTERLEAVED, 2, 4, 2, 1,
+                "F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 F2.0 B0.0 F3.0 B1.0 F2.1 B2.1 F3.1 B3.1 B2.0 B3.0");
+    /* m = p: every forward first (Megatron's all-warm-up case) */
+    check_order(PP_SCHED_INTERLEAVED, 2, 2, 2, 1, "F0.0 F1.0 F0.1 F1.1 B0.1 B1.1 B0.0 B1.0");
+    /* ZB-H1 p=4 m=8, rank 1: 1F1B's warm-up, one F B pair whose W waits, F B W steps, B W, the last W */
+    check_order(PP_SCHED_ZB_H1, 4, 8, 1, 1,
+                "F0 F1 F2 B0 F3 B1 W0 F4 B2 W1 F5 B3 W2 F6 B4 W3 F7 B5 W4 B6 W5 B7 W6 W7");
+    check_order(PP_SCHED_ZB_H1, 4, 8, 1, 3,
+                "F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 F6 B6 W3 F7 B7 W4 W5 W6 W7");
+    /* stash peak of the interleaved warm-up: 2(p-r-1) + (v-1)p + 1 in flight on rank r (m > p) */
+    for (int p = 2; p <= 5; p++)
+        for (int v = 2; v <= 3; v++) {
+            pp_schedule s;
+            pp_timeline t;
+            int m = 3 * p;
+            if (!run(PP_SCHED_INTERLEAVED, p, m, v, 1, 2, 0, &s, &t)) continue;
+            for (int r = 0; r < p; r++) {
+                int want = 2 * (p - r - 1) + (v - 1) * p + 1;
+                CHECK(t.peak_slots[r] == (want < m * v ? want : m * v), "p=%d v=%d rank %d: peak %d, want %d", p, v, r,
+                      t.peak_slots[r], want);
+            }
+            pp_timeline_free(&t);
+            pp_schedule_free(&s);
+        }
+}
+
 /* A p2p latency delays only across ranks: 1F1B at p=2, m=1, f=1, b=2 runs F0 F1 (+L) B1 B0 (+L):
  * 2f + 2b + 2L. */
 static void test_p2p(void)
@@ -283,7 +347,7 @@ int main(int argc, char **argv)
     static const check_part parts[] = {
         {"1f1b", test_1f1b},           {"interleaved", test_interleaved}, {"zb_h1", test_zb_h1},
         {"p2p", test_p2p},             {"invalid", test_invalid_programs}, {"refusals", test_build_refusals},
-        {"split", test_split},         {"virtual", test_virtual_stages},
+        {"split", test_split},         {"virtual", test_virtual_stages}, {"orders", test_orders},
     };
     return check_main(argc, argv, parts, sizeof parts / sizeof parts[0]);
 }
