@@ -120,7 +120,8 @@ static const char *sched_ideal_text(pp_sched_kind k)
 
 /* ---- text ------------------------------------------------------------------------------------- */
 
-/* One row per rank: a column per time unit, each pass a box "F12 " (kind, micro-batch) from its
+/* One row per rank: a column per time unit, each pass a box "F12 " (kind, micro-batch; "F12.1" on
+ * chunk 1 with virtual stages) from its
  * start to its end, idle time '.'. With columns 0 the unit is the shortest pass over the widest
  * label, so every label fits; else the makespan over that many columns, labels cut to fit. */
 static void sched_print_rows(const sched_plan *pl, long long columns, FILE *out)
@@ -128,7 +129,7 @@ static void sched_print_rows(const sched_plan *pl, long long columns, FILE *out)
     const pp_schedule *s = &pl->sched;
     const pp_timeline *t = &pl->tl;
     char label[16];
-    int width = snprintf(label, sizeof label, "F%d", s->m - 1) + 1;
+    int width = snprintf(label, sizeof label, s->v > 1 ? "F%d.%d" : "F%d", s->m - 1, s->v - 1) + 1;
     double shortest = INFINITY;
     for (int k = 0; k < t->first[s->p]; k++)
         if (t->end[k] > t->start[k]) shortest = fmin(shortest, t->end[k] - t->start[k]);
@@ -136,8 +137,9 @@ static void sched_print_rows(const sched_plan *pl, long long columns, FILE *out)
     size_t ncols = (size_t)ceil(t->makespan / unit - 1e-9);
     char *row = malloc(ncols + 1);
     if (!row) return;
-    fprintf(out, "timeline, one column per %.3g ms (F forward, B backward%s, the micro-batch after it; . idle):\n",
-            unit * 1e3, s->kind == PP_SCHED_ZB_H1 ? " input gradient, W weight gradient" : "");
+    fprintf(out, "timeline, one column per %.3g ms (F forward, B backward%s, then the micro-batch%s; . idle):\n",
+            unit * 1e3, s->kind == PP_SCHED_ZB_H1 ? " input gradient, W weight gradient" : "",
+            s->v > 1 ? ".chunk" : "");
     for (int r = 0; r < s->p; r++) {
         memset(row, '.', ncols);
         row[ncols] = '\0';
@@ -146,7 +148,7 @@ static void sched_print_rows(const sched_plan *pl, long long columns, FILE *out)
             size_t c0 = (size_t)floor(t->start[t->first[r] + i] / unit + 0.5);
             size_t c1 = (size_t)floor(t->end[t->first[r] + i] / unit + 0.5);
             if (c1 > ncols) c1 = ncols;
-            int len = snprintf(label, sizeof label, "%c%d", "FBW"[a->kind], a->mb);
+            int len = snprintf(label, sizeof label, s->v > 1 ? "%c%d.%d" : "%c%d", "FBW"[a->kind], a->mb, a->chunk);
             for (size_t c = c0; c < c1; c++) row[c] = c - c0 < (size_t)len ? label[c - c0] : ' ';
         }
         fprintf(out, "rank %-3d |%s|\n", r, row);
@@ -215,8 +217,9 @@ static bool sched_write_svg(const sched_plan *pl, const char *path, const char *
             const pp_action *a = &s->rank[r].a[i];
             double x0 = LEFT + WIDTH * t->start[t->first[r] + i] / t->makespan;
             double w = WIDTH * (t->end[t->first[r] + i] - t->start[t->first[r] + i]) / t->makespan;
-            fprintf(fp, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\"%s><title>%c mb %d "
-                        "chunk %d</title></rect>\n", x0, y, w, ROW, fill[a->kind],
+            /* odd chunks lighter: a virtual stage's passes told from its rank's other chunks */
+            fprintf(fp, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\"%s%s><title>%c mb %d "
+                        "chunk %d</title></rect>\n", x0, y, w, ROW, fill[a->kind], a->chunk % 2 ? " fill-opacity=\"0.7\"" : "",
                     w >= 4 ? " stroke=\"white\" stroke-width=\"0.5\"" : "", "FBW"[a->kind], a->mb, a->chunk);
             if (w >= 10)
                 fprintf(fp, "<text x=\"%.2f\" y=\"%d\" font-size=\"%d\" fill=\"white\" text-anchor=\"middle\">%d</text>\n",
