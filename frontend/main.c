@@ -5,6 +5,7 @@
  *   mcc opt IN.ir --pass NAME [--rank R] [--target T]          one pass on IR text, verified, printed
  *   mcc data preprocess --input FILE --output-prefix P        text -> Megatron indexed dataset
  *   mcc plot METRICS.jsonl -o OUT.svg                         train_rank's metrics -> curves
+ *   mcc schedule SPEC.json [--<field> VALUE ...] [--svg OUT]  the pipeline schedule, timed and drawn
  *   mcc convert --to hf CKPT OUT --spec SPEC.json             checkpoint -> Hugging Face directory
  *   mcc convert --from hf IN CKPT                             Hugging Face directory -> checkpoint + spec
  *   mcc --version; `mcc COMMAND --help` (or -h anywhere after it) prints that command's usage */
@@ -16,6 +17,7 @@
 #include "frontend/data_preprocess.h"
 #include "frontend/model.h"
 #include "frontend/plot.h"
+#include "frontend/schedule_cmd.h"
 #include "frontend/spec.h"
 #include "passes/passes.h"
 
@@ -414,6 +416,9 @@ static const mcc_command mcc_commands[] = {
              "indexed dataset", cmd_data, false, true},
     {"plot", "mcc plot METRICS.jsonl -o OUT.svg   loss, lr and throughput curves of train_rank --metrics-file",
      mcc_plot_main, false, false},
+    {"schedule", "mcc schedule SPEC.json [--<field> VALUE ...] [--svg OUT.svg] [--target T] [--columns N]   the "
+                 "pipeline's stage split and schedules (1f1b, interleaved, zb-h1) timed by the cost model, drawn",
+     mcc_schedule_main, false, true},
     {"convert", "mcc convert --to hf CKPT_DIR OUT_DIR --spec SPEC.json [--<field> VALUE ...] [--iteration N] "
                 "[--max-shard-size BYTES]\n    a checkpoint -> config.json + model.safetensors (GPT2LMHeadModel, "
                 "LlamaForCausalLM)\n  mcc convert --from hf IN_DIR CKPT_DIR [--spec-out SPEC.json]   a Hugging Face "
