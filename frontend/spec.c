@@ -50,6 +50,8 @@ static const char *const spec_lr_styles[] = {"constant", "linear", "cosine", "in
 static const char *const spec_wsd_styles[] = {"exponential", "linear", "cosine", "minus_sqrt",
                                               NULL}; /* ORDER mcc_wsd_style */
 static const char *const spec_pp_scheds[] = {"auto", "1f1b", "interleaved", "zb-h1", NULL}; /* ORDER mcc_pp_sched */
+
+const char *mcc_pp_sched_name(mcc_pp_sched k) { return spec_pp_scheds[k]; }
 _Static_assert(MCC_PP_SCHED_1F1B - 1 == PP_SCHED_1F1B && MCC_PP_SCHED_INTERLEAVED - 1 == PP_SCHED_INTERLEAVED &&
                MCC_PP_SCHED_ZB_H1 - 1 == PP_SCHED_ZB_H1, "--pipeline-schedule's names after auto follow pp_sched_kind");
 _Static_assert(MCC_NORM_RMSNORM == 1 && MCC_POS_ROPE == 1 && MCC_ACT_SWIGLU == 1 && MCC_LR_WSD == 4 &&

@@ -18,6 +18,7 @@ typedef enum { MCC_SP_SPLIT_SEQUENCE, MCC_SP_SPLIT_BATCH } mcc_sp_split;
 typedef enum { MCC_WSD_EXPONENTIAL, MCC_WSD_LINEAR, MCC_WSD_COSINE, MCC_WSD_MINUS_SQRT } mcc_wsd_style;
 /* --pipeline-schedule: auto, then passes/pp_schedule.h's pp_sched_kind in its order */
 typedef enum { MCC_PP_SCHED_AUTO, MCC_PP_SCHED_1F1B, MCC_PP_SCHED_INTERLEAVED, MCC_PP_SCHED_ZB_H1 } mcc_pp_sched;
+const char *mcc_pp_sched_name(mcc_pp_sched k); /* the config's and --pipeline-schedule's name */
 
 typedef struct {
     /* model */

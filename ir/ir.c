@@ -419,7 +419,7 @@ int ir_func_index(const ir_module *m, const char *name)
 const ir_func_kind_info ir_func_kinds[IR_NUM_FUNC_KINDS] = {
     /*                      name          programs      per micro-batch  unique */
     [IR_FUNC_STEP] =       {"step",       TRAIN,        true,            true},
-    [IR_FUNC_EVAL] =       {"eval",       EVAL,         true,            true},
+    [IR_FUNC_EVAL] =       {"eval",       EVAL,         true,            false},
     [IR_FUNC_REDUCE] =     {"reduce",     TRAIN,        false,           true},
     [IR_FUNC_GRAD_NORM] =  {"grad_norm",  0,            false,           true},
     [IR_FUNC_OPTIMIZER] =  {"optimizer",  TRAIN,        false,           true},

@@ -29,24 +29,34 @@
  * read by two stages, as tied embeddings are, is in both: not built yet, refused), the setup
  * function cut to them, and the config with pipeline_stage = s. */
 #include "passes.h"
+#include "passes/pp_schedule.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The layers of each stage, as even as Megatron's default: num_layers / p each. */
-static bool stage_of_layers(const ir_module *m, int p, int *stage_of, int nlayers, char *err, size_t errlen)
+/* The virtual stage of each layer: pp_split_layers's split (Megatron's, with its overrides) of the
+ * layers over the p * v virtual stages, in order. */
+static bool stage_of_layers(const ir_module *m, int p, int v, int *stage_of, int nlayers, char *err, size_t errlen)
 {
-    if (nlayers % p)
-        return snprintf(err, errlen, "--num-layers %d does not split into --pipeline-model-parallel-size %d equal "
-                        "stages: give a multiple of %d layers", nlayers, p, p), false;
-    if (nlayers < p)
-        return snprintf(err, errlen, "--pipeline-model-parallel-size %d is more stages than the model's %d layers",
-                        p, nlayers), false;
-    for (int l = 0; l < nlayers; l++)
-        stage_of[l] = l / (nlayers / p);
-    (void)m;
-    return true;
+    int *per = malloc(sizeof(int) * (size_t)(p * v));
+    int first = (int)ir_cfg_int(m, IR_CFG_DECODER_FIRST_PIPELINE_NUM_LAYERS);
+    int last = (int)ir_cfg_int(m, IR_CFG_DECODER_LAST_PIPELINE_NUM_LAYERS);
+    bool ok = pp_split_layers(nlayers, p, v, first > 0 ? first : -1, last > 0 ? last : -1,
+                              ir_cfg_bool(m, IR_CFG_ACCOUNT_FOR_EMBEDDING_IN_PIPELINE_SPLIT),
+                              ir_cfg_bool(m, IR_CFG_ACCOUNT_FOR_LOSS_IN_PIPELINE_SPLIT), per, err, errlen);
+    for (int g = 0, l = 0; ok && g < p * v; g++) {
+        if (per[g] < 1) {
+            snprintf(err, errlen, "virtual pipeline stage %d of %d gets no layer (%d layers over %d ranks x %d virtual "
+                     "stages): use fewer stages, or move layers with --decoder-first/last-pipeline-num-layers", g,
+                     p * v, nlayers, p, v);
+            ok = false;
+        }
+        for (int k = 0; ok && k < per[g]; k++)
+            stage_of[l++] = g;
+    }
+    free(per);
+    return ok;
 }
 
 typedef struct {
@@ -382,13 +392,27 @@ static void copy_pruned(ir_module *sm, const ir_module *m, const ir_func *f, con
     free(map);
 }
 
-/* Stage s's module. */
-static ir_module *stage_module(const ir_module *m, const cut *step, const cut *eval, int s, char *err, size_t errlen)
+/* A function of virtual stage g's chunk c: `forward` (one chunk a rank) or `forward.c1`. */
+static ir_func *chunk_func(ir_module *sm, const char *what, ir_func_kind kind, int c, int v)
+{
+    char name[64];
+    if (v > 1)
+        snprintf(name, sizeof name, "%s.c%d", what, c);
+    else
+        snprintf(name, sizeof name, "%s", what);
+    return ir_func_new(sm, name, kind);
+}
+
+/* Pipeline rank r's module: its chunks c = 0..v-1, virtual stages g = c * p + r (Megatron's
+ * interleaved placement), each a forward, a backward and an eval forward, in chunk order. */
+static ir_module *stage_module(const ir_module *m, const cut *step, const cut *eval, int r, int p, int v)
 {
     bool *used = calloc((size_t)m->nglobals + 1, sizeof(bool));
-    mark_globals(m, step, s, used);
-    if (eval)
-        mark_globals(m, eval, s, used);
+    for (int c = 0; c < v; c++) {
+        mark_globals(m, step, c * p + r, used);
+        if (eval)
+            mark_globals(m, eval, c * p + r, used);
+    }
     for (int g = 0; g < m->nglobals; g++) /* a parameter's companions come with it, and it with them */
         if (used[g] && m->globals[g].owner >= 0)
             used[m->globals[g].owner] = true;
@@ -398,7 +422,7 @@ static ir_module *stage_module(const ir_module *m, const cut *step, const cut *e
     ir_module *sm = ir_module_new();
     for (int i = 0; i < m->nconfig; i++)
         ir_config_set(sm, m->config[i].key, m->config[i].value);
-    ir_cfg_set_int(sm, IR_CFG_PIPELINE_STAGE, s);
+    ir_cfg_set_int(sm, IR_CFG_PIPELINE_STAGE, r);
     int *index = malloc(sizeof(int) * ((size_t)m->nglobals + 1));
     for (int g = 0; g < m->nglobals; g++) {
         index[g] = -1;
@@ -414,29 +438,33 @@ static ir_module *stage_module(const ir_module *m, const cut *step, const cut *e
     }
     const ir_func *f = step->c.f;
     char name[64];
-    for (int k = 0; k < step->x.stash[s].n; k++) {
-        boundary_name(name, sizeof name, s, "stash", k);
-        const ir_type *t = &f->vals[step->x.stash[s].v[k]].type;
-        int g = ir_global_add(sm, name, *t, IR_GLOBAL_STASH, IR_INIT_ZEROS, 0, false);
-        sm->globals[g].layout = layout_of_type(t);
-    }
+    for (int c = 0; c < v; c++)
+        for (int k = 0, g = c * p + r; k < step->x.stash[g].n; k++) {
+            boundary_name(name, sizeof name, g, "stash", k);
+            const ir_type *t = &f->vals[step->x.stash[g].v[k]].type;
+            int st = ir_global_add(sm, name, *t, IR_GLOBAL_STASH, IR_INIT_ZEROS, 0, false);
+            sm->globals[st].layout = layout_of_type(t);
+        }
     int *map = malloc(sizeof(int) * ((size_t)f->nvals + 1));
-    for (int v = 0; v < f->nvals; v++)
-        map[v] = -1;
-    builder b = {sm, ir_func_new(sm, "forward", IR_FUNC_FORWARD), f, map};
-    build_forward(&b, &step->c, &step->x, s, true);
-    for (int v = 0; v < f->nvals; v++)
-        map[v] = -1;
-    b.g = ir_func_new(sm, "backward", IR_FUNC_BACKWARD);
-    build_backward(&b, &step->c, &step->x, s);
+    for (int c = 0; c < v; c++) {
+        int g = c * p + r;
+        builder b = {sm, chunk_func(sm, "forward", IR_FUNC_FORWARD, c, v), f, map};
+        for (int k = 0; k < f->nvals; k++)
+            map[k] = -1;
+        build_forward(&b, &step->c, &step->x, g, true);
+        for (int k = 0; k < f->nvals; k++)
+            map[k] = -1;
+        b.g = chunk_func(sm, "backward", IR_FUNC_BACKWARD, c, v);
+        build_backward(&b, &step->c, &step->x, g);
+    }
     free(map);
-    if (eval) {
+    for (int c = 0; eval && c < v; c++) {
         const ir_func *e = eval->c.f;
         int *emap = malloc(sizeof(int) * ((size_t)e->nvals + 1));
-        for (int v = 0; v < e->nvals; v++)
-            emap[v] = -1;
-        builder eb = {sm, ir_func_new(sm, "eval_forward", IR_FUNC_EVAL), e, emap};
-        build_forward(&eb, &eval->c, &eval->x, s, false);
+        for (int k = 0; k < e->nvals; k++)
+            emap[k] = -1;
+        builder eb = {sm, chunk_func(sm, "eval_forward", IR_FUNC_EVAL, c, v), e, emap};
+        build_forward(&eb, &eval->c, &eval->x, c * p + r, false);
         free(emap);
     }
     for (int i = 0; i < m->nfuncs; i++) {
@@ -446,7 +474,6 @@ static ir_module *stage_module(const ir_module *m, const cut *step, const cut *e
     }
     free(index);
     free(used);
-    (void)err, (void)errlen;
     return sm;
 }
 
@@ -476,6 +503,8 @@ bool pass_pipeline(ir_module *m, const mcc_pass_options *opts, ir_module ***stag
 {
     (void)opts;
     int p = (int)ir_cfg_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE);
+    int v = (int)ir_cfg_int(m, IR_CFG_NUM_VIRTUAL_STAGES_PER_PIPELINE_RANK);
+    v = v < 1 ? 1 : v;
     *stages = NULL;
     *nstages = 1;
     if (p <= 1)
@@ -488,20 +517,20 @@ bool pass_pipeline(ir_module *m, const mcc_pass_options *opts, ir_module ***stag
         nlayers = m->globals[g].layer + 1 > nlayers ? m->globals[g].layer + 1 : nlayers;
     int *layer_stage = malloc(sizeof(int) * ((size_t)nlayers + 1));
     cut sc = {0}, ec = {0};
-    bool ok = stage_of_layers(m, p, layer_stage, nlayers, err, errlen) &&
-              cut_func(m, m->funcs[step], p, layer_stage, true, &sc, err, errlen) &&
-              (eval < 0 || cut_func(m, m->funcs[eval], p, layer_stage, false, &ec, err, errlen));
+    bool ok = stage_of_layers(m, p, v, layer_stage, nlayers, err, errlen) &&
+              cut_func(m, m->funcs[step], p * v, layer_stage, true, &sc, err, errlen) &&
+              (eval < 0 || cut_func(m, m->funcs[eval], p * v, layer_stage, false, &ec, err, errlen));
     ir_module **out = ok ? calloc((size_t)p, sizeof *out) : NULL;
-    for (int s = 0; ok && s < p; s++)
-        ok = (out[s] = stage_module(m, &sc, eval >= 0 ? &ec : NULL, s, err, errlen)) != NULL;
+    for (int r = 0; ok && r < p; r++)
+        out[r] = stage_module(m, &sc, eval >= 0 ? &ec : NULL, r, p, v);
     if (ok && shared_parameter(m, out, p, err, errlen))
         ok = false;
-    cut_free(&sc, p);
-    cut_free(&ec, p);
+    cut_free(&sc, p * v);
+    cut_free(&ec, p * v);
     free(layer_stage);
     if (!ok) {
-        for (int s = 0; out && s < p; s++)
-            ir_module_free(out[s]);
+        for (int r = 0; out && r < p; r++)
+            ir_module_free(out[r]);
         free(out);
         return false;
     }

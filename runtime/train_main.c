@@ -247,7 +247,8 @@ static void pipeline_transfer(train_run *r, const ir_sched_step *c)
     bool send = c->op == IR_STEP_SEND;
     const ir_type *t;
     void *buf = rt_program_tensor(r->p, c->func, send ? IR_OP_OUTPUT : IR_OP_INPUT, c->sym, &t);
-    int peer = r->par.coord[IR_AXIS_PP] + c->peer;
+    int pp_size = r->par.mesh.degree[IR_AXIS_PP]; /* interleaved: the last rank's next is the first */
+    int peer = (r->par.coord[IR_AXIS_PP] + c->peer + pp_size) % pp_size;
     rt_comm *pp = rt_parallel_comm(IR_AXIS_PP);
     if (send)
         rt_send(pp, buf, (size_t)ir_numel(t), t->dtype, peer, r->p->dev->queue(r->p));
