@@ -189,6 +189,7 @@ static void set_config(ir_module *m, const mcc_spec *s)
     ir_cfg_set_int(m, IR_CFG_ACCUM_STEPS, mcc_spec_accum_steps(s));
     ir_cfg_set_int(m, IR_CFG_DATA_PARALLEL_SIZE, s->data_parallel_size);
     ir_cfg_set_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE, s->tensor_model_parallel_size);
+    ir_cfg_set_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE, s->pipeline_model_parallel_size);
     if (s->recompute_granularity != MCC_RECOMPUTE_NONE) /* absent means none: older plans read the same */
         ir_cfg_set(m, IR_CFG_RECOMPUTE_GRANULARITY,
                    s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE ? "selective" : "activations");

@@ -96,7 +96,7 @@ static const spec_field spec_fields[] = {
     MODEL(hidden_dropout, K_NUM, R_DROPOUT, D_VALUE, 0, NULL,
           "dropout of the embedding output and of each block's output (Megatron's default 0.1)"),
     PAR(tensor_model_parallel_size, "tp", "tensor-parallel ranks: heads, MLP and vocabulary split over them"),
-    PAR(pipeline_model_parallel_size, "pp", "pipeline stages (only 1 in this build's compile; `mcc schedule` plans more)"),
+    PAR(pipeline_model_parallel_size, "pp", "pipeline stages: the layers split into that many stages, 1F1B"),
 #define PP_INT(m, help) FIELD(SEC_PARALLEL, #m, m, NULL, K_INT, R_NONNEG, D_VALUE, 0, NULL, help)
     PP_INT(decoder_first_pipeline_num_layers, "layers of the first pipeline rank, the rest even over the others "
                                               "(0: the even split)"),
@@ -229,7 +229,7 @@ typedef struct {
     char where_buf[SPEC_NFIELDS][80];
     char *err;
     size_t errlen;
-    bool plan_only;                 /* mcc_spec_load_plan: pipeline_model_parallel_size above 1 accepted */
+    bool plan_only;                 /* mcc_spec_load_plan: the pipeline fields compile does not build accepted */
 } spec_ctx;
 
 /* Every check registers itself where it stands: SPEC_CHECK_HERE() is a static mcc_spec_check of
@@ -608,9 +608,6 @@ static bool spec_check_field(spec_ctx *c, const spec_field *f)
     if (f->range == R_DROPOUT && !(v >= 0 && v < 1))
         return spec_fail(c, "%s must be a dropout probability in [0, 1) (got %.10g): 0 turns that dropout off, "
                             "Megatron's default is 0.1", w, v);
-    if (f->sec == SEC_PARALLEL && v != 1 && !strcmp(f->key, "pipeline_model_parallel_size") && !c->plan_only)
-        return spec_fail(c, "%s = %.10g: pipeline parallelism is not implemented yet in this build (tensor and "
-                            "data parallelism are; `mcc schedule` plans pipelines); set it to 1", w, v);
     return true;
 }
 
@@ -713,6 +710,20 @@ static bool spec_check_pp(spec_ctx *c)
                                sizeof why);
     if (!ok) return spec_fail(c, "%s", why);
     s->virtual_pipeline_model_parallel_size = v;
+    /* what passes/pipeline.c builds so far: the even split, 1F1B */
+    static const char *const unbuilt[] = {"decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+                                          "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+                                          "num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
+                                          "pipeline_schedule"};
+    for (size_t i = 0; i < sizeof unbuilt / sizeof unbuilt[0] && !c->plan_only; i++) {
+        const spec_field *f = spec_find(unbuilt[i]);
+        double value = spec_value(c, f);
+        bool plain = value == f->def || (f->kind == K_ENUM && value == MCC_PP_SCHED_1F1B) ||
+                     (f == spec_find("num_virtual_stages_per_pipeline_rank") && value == 1);
+        if (!plain)
+            return spec_fail(c, "%s: mcc compile builds the even split with 1F1B so far; leave it out to train, or "
+                                "see the pipeline it asks for with `mcc schedule`", spec_where(c, f));
+    }
     return true;
 }
 

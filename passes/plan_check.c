@@ -1,6 +1,6 @@
 /* plan_check.c — what a training plan must hold beyond the IR's well-formedness (ir/verify.c,
- * which hand-written modules also meet): from autodiff on, micro_step writes every parameter's
- * gradient. mcc_run_passes checks it after each pass, so it guards every compile. */
+ * which hand-written modules also meet): from autodiff on, micro_step (a pipeline stage: its
+ * backward) writes every parameter's gradient. mcc_run_passes checks it after each pass, so it guards every compile. */
 #include "passes.h"
 
 #include <stdio.h>
@@ -13,6 +13,8 @@
 bool pass_check_gradients(const ir_module *m, char *err, size_t errlen)
 {
     int fi = ir_func_of_kind(m, IR_FUNC_STEP);
+    if (fi < 0)
+        fi = ir_func_of_kind(m, IR_FUNC_BACKWARD);
     bool any = false;
     for (int g = 0; g < m->nglobals; g++)
         any |= m->globals[g].kind == IR_GLOBAL_GRAD;
