@@ -182,7 +182,8 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
     int coef = ir_emit(m, f, IR_OP_CLIP_COEF, &sumsq, 1, &clip, NULL, NULL);
 
     for (int j = 0; j < nparams; j++) {
-        const ir_global *mg = &m->globals[zero ? master_shard(m, params[j]) : params[j]];
+        int held = zero ? master_shard(m, params[j]) : params[j]; /* may grow m->globals: index it after */
+        const ir_global *mg = &m->globals[held];
         ir_type t = mg->type;
         ir_layout layout = mg->layout;
         int master = ir_global_ref(m, f, mg->name);

@@ -301,13 +301,15 @@ static void build_backward(builder *b, const split *c, const crossings *x, int s
     }
 }
 
-/* The first backward instruction of a step: the one after `output @loss`. */
+/* The first backward instruction of a step: the one after the forward's last output (@loss, then
+ * @logits when kept), which precedes the first gradient written. */
 static int backward_start(const ir_func *f)
 {
-    for (int i = 0; i < f->ninstrs; i++)
-        if (f->instrs[i].op == IR_OP_OUTPUT && !strcmp(f->instrs[i].sym, "loss"))
-            return i + 1;
-    return f->ninstrs;
+    int start = f->ninstrs;
+    for (int i = 0; i < f->ninstrs && !ir_op_has(f->instrs[i].op, IR_OPF_STORES_GLOBAL); i++)
+        if (f->instrs[i].op == IR_OP_OUTPUT)
+            start = i + 1;
+    return start;
 }
 
 typedef struct {

@@ -185,6 +185,8 @@ typedef struct {
     rt_train_config cfg;            /* the plan's values, range-checked */
     rt_parallel par;
     bool writer;                    /* rank 0: logs, metrics and dump files */
+    bool stage_writer;              /* the first rank of its pipeline stage (rank 0 without one): its
+                                       stage's tensors in the dumps */
     train_args a;
     int B, T, accum, iters, eval_interval, eval_iters, evals_done, steps_applied;
     int start;                      /* the iteration a loaded checkpoint ended (0: a fresh run) */
@@ -271,6 +273,19 @@ static void dump_open(const train_args *a, const char *name, rt_mcct *w)
         dump_failed(w->path, w->error);
 }
 
+/* A dump of tensors, NAME.mcct: under pipeline parallelism each stage's first rank writes its own
+ * stage's, NAME.stageS.mcct (tests/compare_dumps.py reads them as one). */
+static void dump_open_stage(const train_run *r, const char *name, rt_mcct *w)
+{
+    char file[256];
+    int pp = r->par.mesh.degree[IR_AXIS_PP];
+    if (pp > 1)
+        snprintf(file, sizeof file, "%.*s.stage%d.mcct", (int)strlen(name) - 5, name, r->par.coord[IR_AXIS_PP]);
+    else
+        snprintf(file, sizeof file, "%s", name);
+    dump_open(&r->a, file, w);
+}
+
 static void dump_add(rt_mcct *w, const char *name, const ir_type *t, const void *data)
 {
     if (!rt_mcct_add(w, name, t, data))
@@ -304,19 +319,19 @@ static void *whole_global(train_run *r, int g, ir_type *whole)
 static void dump_globals(train_run *r, ir_global_kind kind, const char *file)
 {
     rt_mcct w;
-    if (r->writer)
-        dump_open(&r->a, file, &w);
+    if (r->stage_writer)
+        dump_open_stage(r, file, &w);
     for (int g = 0; g < r->m->nglobals; g++) {
         const ir_global *gl = &r->m->globals[g];
         if (gl->kind != kind)
             continue;
         ir_type whole;
         void *host = whole_global(r, g, &whole);
-        if (r->writer)
+        if (r->stage_writer)
             dump_add(&w, r->m->globals[ir_global_param(r->m, g)].name, &whole, host);
         free(host);
     }
-    if (r->writer)
+    if (r->stage_writer)
         dump_close(&w);
 }
 
@@ -334,9 +349,9 @@ static void dump_logits(train_run *r, int func)
     void *host = malloc(ir_bytes(t)), *full = malloc(ir_bytes(&whole));
     rt_program_get_output(r->p, func, "logits", host, ir_bytes(t));
     rt_parallel_gather(r->p, &layout, &whole, host, full);
-    if (r->writer) {
+    if (r->stage_writer) {
         rt_mcct w;
-        dump_open(&r->a, "logits_step1.mcct", &w);
+        dump_open_stage(r, "logits_step1.mcct", &w);
         dump_add(&w, "logits", &whole, full);
         dump_close(&w);
     }
@@ -572,8 +587,9 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
     int done = w->iters - w->skipped;
     long long global_batch = (long long)r->B * r->accum * r->par.mesh.degree[IR_AXIS_DP];
     double loss = done ? w->loss / done : NAN, ms = w->seconds * 1e3 / w->iters;
-    /* each dp rank's tokens, shared by its tp ranks */
-    double tok_s = (double)r->B * r->T * r->accum / r->par.mesh.degree[IR_AXIS_TP] / (ms / 1e3), flops = tok_s * r->flops_per_token;
+    /* each dp rank's tokens, shared by its tp ranks and pipeline stages */
+    double tok_s = (double)r->B * r->T * r->accum / r->par.mesh.degree[IR_AXIS_TP] / r->par.mesh.degree[IR_AXIS_PP] /
+                   (ms / 1e3), flops = tok_s * r->flops_per_token;
     double peak = ir_cfg_num(r->m, IR_CFG_PEAK_FLOPS); /* the target's, as mcc compile planned for it */
     double mfu = on_gpu(r) && peak > 0 ? flops / peak : NAN, mem = memory_gib(r);
     long long samples = it * global_batch;
@@ -666,6 +682,7 @@ static void setup_run(train_run *r, int argc, char **argv)
     const ir_module *m = r->m = r->p->m;
     rt_parallel_init(&r->par, r->p);
     r->writer = rt_parallel_is_root(&r->par);
+    r->stage_writer = !r->par.coord[IR_AXIS_TP] && !r->par.coord[IR_AXIS_CP] && !r->par.coord[IR_AXIS_DP];
     if (!r->writer && !freopen("/dev/null", "w", stdout)) /* rank 0 logs for all */
         exit(1);
     r->B = r->cfg.micro_batch_size;
@@ -723,12 +740,12 @@ static void print_config(const train_run *r)
 
 static void start_dumps(train_run *r)
 {
+    char err[4200];
+    if (r->stage_writer && !os_mkdirs(r->a.dump_dir, err, sizeof err)) {
+        fprintf(stderr, "train_rank: error: --dump-dir: %s\n", err);
+        exit(1);
+    }
     if (r->writer) {
-        char err[4200];
-        if (!os_mkdirs(r->a.dump_dir, err, sizeof err)) {
-            fprintf(stderr, "train_rank: error: --dump-dir: %s\n", err);
-            exit(1);
-        }
         dump_open(&r->a, "batches.mcct", &r->batches);
         snprintf(r->steps_path, sizeof r->steps_path, "%s/steps.txt", r->a.dump_dir);
         if (!(r->steps = fopen(r->steps_path, "w")))
