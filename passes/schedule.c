@@ -49,6 +49,24 @@ static void pipeline_call(ir_module *m, ir_prog p, int fi, int mb, int slot)
     boundary_steps(m, p, fi, mb, IR_STEP_SEND);
 }
 
+/* The gradients of the parameters this stage shares with its neighbour on the pipeline's ring
+ * (tied embeddings: the first stage's is the last, its previous; the last's the first, its next):
+ * sent, then the neighbour's received and added. */
+static void tied_transfers(ir_module *m, int send, int sum)
+{
+    int peer = ir_cfg_int(m, IR_CFG_PIPELINE_STAGE) == 0 ? -1 : 1;
+    ir_sched_call(m, IR_PROG_TRAIN, send, -1);
+    for (int i = 0; i < m->funcs[send]->ninstrs; i++)
+        if (m->funcs[send]->instrs[i].op == IR_OP_OUTPUT)
+            ir_sched_add(m, IR_PROG_TRAIN, (ir_sched_step){.op = IR_STEP_SEND, .func = send, .mb = -1,
+                                                           .sym = m->funcs[send]->instrs[i].sym, .peer = peer, .slot = -1});
+    for (int i = 0; i < m->funcs[sum]->ninstrs; i++)
+        if (m->funcs[sum]->instrs[i].op == IR_OP_INPUT)
+            ir_sched_add(m, IR_PROG_TRAIN, (ir_sched_step){.op = IR_STEP_RECV, .func = sum, .mb = -1,
+                                                           .sym = m->funcs[sum]->instrs[i].sym, .peer = peer, .slot = -1});
+    ir_sched_call(m, IR_PROG_TRAIN, sum, -1);
+}
+
 /* The i-th function of kind k in module order (a rank's chunk i), or -1. */
 static int nth_of_kind(const ir_module *m, ir_func_kind k, int i)
 {
@@ -186,6 +204,9 @@ bool pass_schedule(ir_module *m, const mcc_pass_options *opts, char *err, size_t
                                  (int)ir_cfg_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE), v < 1 ? 1 : v, accum, err, errlen))
         return false;
     call_per_micro_batch(m, IR_PROG_TRAIN, step, accum);
+    int tied_send = ir_func_of_kind(m, IR_FUNC_TIED_SEND), tied_sum = ir_func_of_kind(m, IR_FUNC_TIED_SUM);
+    if (tied_send >= 0 && tied_sum >= 0) /* the shared parameters' gradients, to and from the other end */
+        tied_transfers(m, tied_send, tied_sum);
     int reduce = ir_func_of_kind(m, IR_FUNC_REDUCE);
     if (reduce >= 0)
         ir_sched_call(m, IR_PROG_TRAIN, reduce, -1);
