@@ -263,16 +263,22 @@ bool pass_pipeline_boundary(const char *name, bool *grad)
     return *grad || !strcmp(what, "act");
 }
 
-/* A copy of forward value v into its stash, if stage s's backward reads it (train). */
-static void stash_value(builder *b, const crossings *x, int s, int v, bool train)
+/* A copy of value v into the stash list l's global @stage<s>.<what>.<k>, if v is in it: a
+ * forward's value its backward reads (stash), a backward's value its wgrad reads (wstash). */
+static void stash_into(builder *b, const vlist *l, const char *what, int s, int v)
 {
-    int k = train ? vlist_find(&x->stash[s], v) : -1;
+    int k = l ? vlist_find(l, v) : -1;
     if (k < 0)
         return;
     char name[64];
-    boundary_name(name, sizeof name, s, "stash", k);
+    boundary_name(name, sizeof name, s, what, k);
     int args[2] = {ir_global_ref(b->sm, b->g, name), use(b, v)};
     ir_emit(b->sm, b->g, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+}
+
+static void stash_value(builder *b, const crossings *x, int s, int v, bool train)
+{
+    stash_into(b, train ? &x->stash[s] : NULL, "stash", s, v);
 }
 
 /* Stage s's forward (train: stashing what its backward reads as soon as it is made) or its eval
@@ -300,16 +306,9 @@ static void build_forward(builder *b, const split *c, const crossings *x, int s,
     }
 }
 
-/* A copy of B's value v into its wstash, if stage s's W reads it. */
 static void wstash_value(builder *b, const crossings *x, int s, int v)
 {
-    int k = vlist_find(&x->wstash[s], v);
-    if (k < 0)
-        return;
-    char name[64];
-    boundary_name(name, sizeof name, s, "wstash", k);
-    int args[2] = {ir_global_ref(b->sm, b->g, name), use(b, v)};
-    ir_emit(b->sm, b->g, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+    stash_into(b, &x->wstash[s], "wstash", s, v);
 }
 
 /* Stage s's backward: all of it, or under a zero-bubble cut its input gradients (B), which copy
