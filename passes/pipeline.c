@@ -248,9 +248,7 @@ static void boundary_name(char *buf, size_t len, int stage, const char *what, in
 
 bool pass_pipeline_zero_bubble(const ir_module *m)
 {
-    const char *name = ir_cfg_text(m, IR_CFG_PIPELINE_SCHEDULE);
-    int v = (int)ir_cfg_int(m, IR_CFG_NUM_VIRTUAL_STAGES_PER_PIPELINE_RANK);
-    return !strcmp(name, "zb-h1") || (!strcmp(name, "auto") && v <= 1);
+    return !strcmp(ir_cfg_text(m, IR_CFG_PIPELINE_SCHEDULE), "zb-h1");
 }
 
 bool pass_pipeline_boundary(const char *name, bool *grad)

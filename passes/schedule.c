@@ -76,22 +76,22 @@ static int nth_of_kind(const ir_module *m, ir_func_kind k, int i)
     return -1;
 }
 
-/* The schedule the config names (auto: interleaved with virtual stages, else ZB-H1:
- * pass_pipeline_zero_bubble). */
+/* The schedule the config names (auto: interleaved with virtual stages, else 1F1B; ZB-H1 on
+ * request: pass_pipeline_zero_bubble says why). */
 static bool schedule_kind(const ir_module *m, int v, pp_sched_kind *kind, char *err, size_t errlen)
 {
     const char *name = ir_cfg_text(m, IR_CFG_PIPELINE_SCHEDULE);
     if (!strcmp(name, "auto")) {
-        *kind = v > 1 ? PP_SCHED_INTERLEAVED : PP_SCHED_ZB_H1;
+        *kind = v > 1 ? PP_SCHED_INTERLEAVED : PP_SCHED_1F1B;
         return true;
     }
     for (int k = 0; k < PP_NUM_SCHEDS; k++)
-        if (!strcmp(name, pp_sched_names[k]))
+        if (!strcmp(name, pp_sched_names[k])) {
             *kind = (pp_sched_kind)k;
-        else if (k == PP_NUM_SCHEDS - 1 && strcmp(name, pp_sched_names[*kind]))
-            return snprintf(err, errlen, "config pipeline_schedule = \"%s\": not a schedule (auto, 1f1b, interleaved, "
-                            "zb-h1)", name), false;
-    return true;
+            return true;
+        }
+    return snprintf(err, errlen, "config pipeline_schedule = \"%s\": not a schedule (auto, 1f1b, interleaved, zb-h1)",
+                    name), false;
 }
 
 /* Rank a's messages to rank b in a's order (to_b) or b's receives from a in b's order (!to_b), each
