@@ -109,7 +109,7 @@ void rt_barrier(rt_comm *c);
  * MPI_Irecv, on a duplicate of c's communicator with one tag: MPI matches the messages of one
  * sender on one communicator and tag in the order sent.
  * NCCL: a send blocks the GPU until the peer's recv runs, and all operations on one communicator
- * run in the order issued on this rank whatever their streams (NVIDIA/nccl#479, #783, #1389). One
+ * run in the order issued on this rank whatever their streams (NVIDIA/nccl#479, #574, #783). One
  * communicator for both directions between two members deadlocks as soon as both send before
  * they receive (each recv waits behind its own rank's send); one per direction over the whole
  * group still deadlocks a ring (each rank's recv from rank-1 waits behind its send to rank+1).
