@@ -121,8 +121,11 @@ void rt_barrier(rt_comm *c);
  * stream. NCCL connects a pair on its first send/recv and the connection needs both ranks
  * (NVIDIA/nccl#783), so rt_comm_add_p2p sends one element each way on every pair communicator.
  * What remains: CUDA does not promise that the send kernels run beside the recv's (they take few
- * of the GPU's SMs); a device-wide wait (cudaDeviceSynchronize, cudaFree) between a send and its
- * receiver's recv waits for that recv; and none of this runs inside a CUDA graph capture. */
+ * of the GPU's SMs); a device-wide wait (cudaDeviceSynchronize, cudaFree) or an rt_barrier (it
+ * waits for all this rank's enqueued work) between a send and its receiver's recv waits for that
+ * recv, so flush first; the watchdog retires operations in issue order, so a send its receiver
+ * takes late delays its view of what follows (never past the send's own deadline); and none of
+ * this runs inside a CUDA graph capture. */
 /* Makes what rt_send/rt_recv need on c (NCCL: the pair communicators above). Collective over c;
  * once, before c's first send or recv (rt_parallel_init does it for the pp group). */
 void rt_comm_add_p2p(rt_comm *c);
