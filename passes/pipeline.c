@@ -26,8 +26,8 @@
  * error: the model builder's graph is layered, so it does not happen).
  *
  * Each stage's module holds the globals its functions read and their companions (a parameter
- * read by two stages, as tied embeddings are, is in both: not built yet, refused), the setup
- * function cut to them, and the config with pipeline_stage = s. */
+ * read by two stages, as tied embeddings are, is in both, its gradients summed between them:
+ * tie_shared_parameters), the setup function cut to them, and the config with pipeline_stage = s. */
 #include "passes.h"
 #include "passes/pp_schedule.h"
 
@@ -150,9 +150,13 @@ static void vlist_add(vlist *l, int v, int cap)
 }
 
 /* What crosses: act[s] the forward values entering stage s, grad[s] the backward values leaving
- * stage s+1 into s, stash[s] the forward values (stage s's, or entering it) its backward reads. */
+ * stage s+1 into s, stash[s] the forward values (stage s's, or entering it) its backward reads.
+ * Under a zero-bubble schedule the backward is cut in two: in_w[i] marks the instructions of the
+ * weight gradients (W: those the gradients sent to the previous stage do not need), and wstash[s]
+ * the input-gradient part's values (B's) that W reads. */
 typedef struct {
-    vlist *act, *grad, *stash;
+    vlist *act, *grad, *stash, *wstash;
+    bool *in_w;
 } crossings;
 
 static bool find_crossings(const split *c, crossings *x)
@@ -242,6 +246,13 @@ static void boundary_name(char *buf, size_t len, int stage, const char *what, in
     snprintf(buf, len, "stage%d.%s.%d", stage, what, k);
 }
 
+bool pass_pipeline_zero_bubble(const ir_module *m)
+{
+    const char *name = ir_cfg_text(m, IR_CFG_PIPELINE_SCHEDULE);
+    int v = (int)ir_cfg_int(m, IR_CFG_NUM_VIRTUAL_STAGES_PER_PIPELINE_RANK);
+    return !strcmp(name, "zb-h1") || (!strcmp(name, "auto") && v <= 1);
+}
+
 bool pass_pipeline_boundary(const char *name, bool *grad)
 {
     int stage, k, len = 0;
@@ -289,12 +300,28 @@ static void build_forward(builder *b, const split *c, const crossings *x, int s,
     }
 }
 
+/* A copy of B's value v into its wstash, if stage s's W reads it. */
+static void wstash_value(builder *b, const crossings *x, int s, int v)
+{
+    int k = vlist_find(&x->wstash[s], v);
+    if (k < 0)
+        return;
+    char name[64];
+    boundary_name(name, sizeof name, s, "wstash", k);
+    int args[2] = {ir_global_ref(b->sm, b->g, name), use(b, v)};
+    ir_emit(b->sm, b->g, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+}
+
+/* Stage s's backward: all of it, or under a zero-bubble cut its input gradients (B), which copy
+ * what W reads into the wstash. */
 static void build_backward(builder *b, const split *c, const crossings *x, int s)
 {
     char name[64];
     for (int k = 0; k < x->grad[s].n; k++) {
+        int v = x->grad[s].v[k];
         boundary_name(name, sizeof name, s + 1, "grad", k);
-        b->map[x->grad[s].v[k]] = ir_input(b->sm, b->g, name, b->f->vals[x->grad[s].v[k]].type);
+        b->map[v] = ir_input(b->sm, b->g, name, b->f->vals[v].type);
+        wstash_value(b, x, s, v);
     }
     for (int k = 0; k < x->stash[s].n; k++) {
         boundary_name(name, sizeof name, s, "stash", k);
@@ -302,13 +329,33 @@ static void build_backward(builder *b, const split *c, const crossings *x, int s
     }
     for (int i = c->bwd; i < b->f->ninstrs; i++) {
         const ir_instr *in = &b->f->instrs[i];
-        if (!is_leaf(in) && c->stage[i] == s)
-            copy_instr(b, in);
+        if (is_leaf(in) || c->stage[i] != s || x->in_w[i])
+            continue;
+        copy_instr(b, in);
+        for (int r = 0; r < in->nres; r++)
+            wstash_value(b, x, s, in->res[r]);
     }
     for (int k = 0; s > 0 && k < x->grad[s - 1].n; k++) {
         boundary_name(name, sizeof name, s, "grad", k);
         ir_output(b->sm, b->g, name, use(b, x->grad[s - 1].v[k]));
     }
+}
+
+/* Stage s's weight gradients (W) under a zero-bubble cut: from the forward's stash and B's. */
+static void build_wgrad(builder *b, const split *c, const crossings *x, int s)
+{
+    char name[64];
+    for (int k = 0; k < x->stash[s].n; k++) {
+        boundary_name(name, sizeof name, s, "stash", k);
+        b->map[x->stash[s].v[k]] = ir_global_ref(b->sm, b->g, name);
+    }
+    for (int k = 0; k < x->wstash[s].n; k++) {
+        boundary_name(name, sizeof name, s, "wstash", k);
+        b->map[x->wstash[s].v[k]] = ir_global_ref(b->sm, b->g, name);
+    }
+    for (int i = c->bwd; i < b->f->ninstrs; i++)
+        if (c->stage[i] == s && x->in_w[i])
+            copy_instr(b, &b->f->instrs[i]);
 }
 
 /* The first backward instruction of a step: the one after the forward's last output (@loss, then
@@ -327,20 +374,56 @@ typedef struct {
     crossings x;
 } cut;
 
-static bool cut_func(const ir_module *m, const ir_func *f, int p, const int *layer_stage, bool train, cut *k,
-                     char *err, size_t errlen)
+/* The zero-bubble cut of each stage's backward: B is what the gradients going to the previous
+ * stage need (a reverse walk from them), W the rest (the weight gradients and their
+ * accumulations); W reads B's values through wstash, B's received gradients included. */
+static void cut_weight_grads(const split *c, crossings *x)
+{
+    const ir_func *f = c->f;
+    bool *need = calloc((size_t)f->ninstrs + 1, sizeof(bool));
+    for (int s = 1; s < c->p; s++)
+        for (int k = 0; k < x->grad[s - 1].n; k++)
+            need[f->vals[x->grad[s - 1].v[k]].def] = true;
+    for (int i = f->ninstrs - 1; i >= c->bwd; i--)
+        for (int a = 0; need[i] && a < f->instrs[i].nargs; a++) {
+            int d = f->vals[f->instrs[i].args[a]].def;
+            if (d >= c->bwd && !is_leaf(&f->instrs[d]) && c->stage[d] == c->stage[i])
+                need[d] = true;
+        }
+    for (int i = c->bwd; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        x->in_w[i] = !is_leaf(in) && !need[i];
+        for (int a = 0; x->in_w[i] && a < in->nargs; a++) {
+            int v = in->args[a], d = f->vals[v].def, s = c->stage[i];
+            bool from_b = d >= c->bwd && !is_leaf(&f->instrs[d]) && ((c->stage[d] == s && need[d]) || c->stage[d] == s + 1);
+            if (from_b)
+                vlist_add(&x->wstash[s], v, f->nvals);
+        }
+    }
+    free(need);
+}
+
+static bool cut_func(const ir_module *m, const ir_func *f, int p, const int *layer_stage, bool train, bool zero_bubble,
+                     cut *k, char *err, size_t errlen)
 {
     k->c = (split){m, f, p, layer_stage, train ? backward_start(f) : f->ninstrs, calloc((size_t)f->ninstrs + 1, sizeof(int)),
                    err, errlen};
     k->x.act = calloc((size_t)p, sizeof(vlist));
     k->x.grad = calloc((size_t)p, sizeof(vlist));
     k->x.stash = calloc((size_t)p, sizeof(vlist));
+    k->x.wstash = calloc((size_t)p, sizeof(vlist));
+    k->x.in_w = calloc((size_t)f->ninstrs + 1, sizeof(bool));
     for (int s = 0; s < p; s++) {
         k->x.act[s].v = malloc(sizeof(int) * ((size_t)f->nvals + 1));
         k->x.grad[s].v = malloc(sizeof(int) * ((size_t)f->nvals + 1));
         k->x.stash[s].v = malloc(sizeof(int) * ((size_t)f->nvals + 1));
+        k->x.wstash[s].v = malloc(sizeof(int) * ((size_t)f->nvals + 1));
     }
-    return assign_stages(&k->c) && find_crossings(&k->c, &k->x);
+    if (!assign_stages(&k->c) || !find_crossings(&k->c, &k->x))
+        return false;
+    if (zero_bubble)
+        cut_weight_grads(&k->c, &k->x);
+    return true;
 }
 
 static void cut_free(cut *k, int p)
@@ -349,7 +432,10 @@ static void cut_free(cut *k, int p)
         free(k->x.act[s].v);
         free(k->x.grad[s].v);
         free(k->x.stash[s].v);
+        free(k->x.wstash[s].v);
     }
+    free(k->x.wstash);
+    free(k->x.in_w);
     free(k->x.act);
     free(k->x.grad);
     free(k->x.stash);
@@ -405,7 +491,8 @@ static ir_func *chunk_func(ir_module *sm, const char *what, ir_func_kind kind, i
 
 /* Pipeline rank r's module: its chunks c = 0..v-1, virtual stages g = c * p + r (Megatron's
  * interleaved placement), each a forward, a backward and an eval forward, in chunk order. */
-static ir_module *stage_module(const ir_module *m, const cut *step, const cut *eval, int r, int p, int v)
+static ir_module *stage_module(const ir_module *m, const cut *step, const cut *eval, int r, int p, int v,
+                               bool zero_bubble)
 {
     bool *used = calloc((size_t)m->nglobals + 1, sizeof(bool));
     for (int c = 0; c < v; c++) {
@@ -445,6 +532,13 @@ static ir_module *stage_module(const ir_module *m, const cut *step, const cut *e
             int st = ir_global_add(sm, name, *t, IR_GLOBAL_STASH, IR_INIT_ZEROS, 0, false);
             sm->globals[st].layout = layout_of_type(t);
         }
+    for (int c = 0; c < v; c++)
+        for (int k = 0, g = c * p + r; k < step->x.wstash[g].n; k++) {
+            boundary_name(name, sizeof name, g, "wstash", k);
+            const ir_type *t = &f->vals[step->x.wstash[g].v[k]].type;
+            int st = ir_global_add(sm, name, *t, IR_GLOBAL_STASH, IR_INIT_ZEROS, 0, false);
+            sm->globals[st].layout = layout_of_type(t);
+        }
     int *map = malloc(sizeof(int) * ((size_t)f->nvals + 1));
     for (int c = 0; c < v; c++) {
         int g = c * p + r;
@@ -456,6 +550,12 @@ static ir_module *stage_module(const ir_module *m, const cut *step, const cut *e
             map[k] = -1;
         b.g = chunk_func(sm, "backward", IR_FUNC_BACKWARD, c, v);
         build_backward(&b, &step->c, &step->x, g);
+        if (!zero_bubble)
+            continue;
+        for (int k = 0; k < f->nvals; k++)
+            map[k] = -1;
+        b.g = chunk_func(sm, "wgrad", IR_FUNC_WGRAD, c, v);
+        build_wgrad(&b, &step->c, &step->x, g);
     }
     free(map);
     for (int c = 0; eval && c < v; c++) {
@@ -477,25 +577,51 @@ static ir_module *stage_module(const ir_module *m, const cut *step, const cut *e
     return sm;
 }
 
-/* A parameter two stages read (tied embeddings) needs its gradients summed between them. */
-static bool shared_parameter(const ir_module *m, ir_module **stages, int p, char *err, size_t errlen)
+/* A parameter two ranks' modules hold (tied embeddings: the first stage's lookup, the last's
+ * head): their gradients are summed between them before the update, so both apply the same one.
+ * The two are neighbours on the pipeline's ring (the first and the last, or two adjacent ranks):
+ * each sends its gradient (tied_send, outputs @tied.<k>) and adds what the other sent (tied_sum),
+ * and the update's norm counts it on the first of the two only. Others are refused. */
+static bool tie_shared_parameters(const ir_module *m, ir_module **stages, int p, char *err, size_t errlen)
 {
+    int n = 0, pair[2] = {-1, -1};
+    ir_func *send[2] = {NULL, NULL}, *sum[2] = {NULL, NULL};
     for (int g = 0; g < m->nglobals; g++) {
         if (m->globals[g].kind != IR_GLOBAL_PARAM)
             continue;
-        int first = -1;
-        for (int s = 0; s < p; s++)
-            if (ir_global_find(stages[s], m->globals[g].name) >= 0) {
-                if (first >= 0)
-                    return snprintf(err, errlen, "parameter @%s is used by pipeline stages %d and %d (tied "
-                                    "embeddings): pipeline parallelism does not sum a shared parameter's gradients "
-                                    "between stages yet; set untie_embeddings_and_output_weights (Megatron's "
-                                    "--untie-embeddings-and-output-weights) or use --pipeline-model-parallel-size 1",
-                                    m->globals[g].name, first, s), true;
-                first = s;
+        int at[2] = {-1, -1}, k = 0;
+        for (int r = 0; r < p; r++)
+            if (ir_global_find(stages[r], m->globals[g].name) >= 0) {
+                if (k == 2)
+                    return snprintf(err, errlen, "parameter @%s is used by three pipeline stages or more: only two "
+                                    "that are neighbours (the first and the last: tied embeddings) can share one",
+                                    m->globals[g].name), false;
+                at[k++] = r;
             }
+        if (k < 2)
+            continue;
+        bool neighbours = at[1] - at[0] == 1 || (at[0] == 0 && at[1] == p - 1);
+        if (!neighbours || (pair[0] >= 0 && (pair[0] != at[0] || pair[1] != at[1])))
+            return snprintf(err, errlen, "parameter @%s is used by pipeline stages %d and %d: a parameter is shared "
+                            "only between neighbouring stages (the first and the last: tied embeddings), all "
+                            "between the same two", m->globals[g].name, at[0], at[1]), false;
+        pair[0] = at[0], pair[1] = at[1];
+        char name[64];
+        snprintf(name, sizeof name, "tied.%d", n++);
+        for (int e = 0; e < 2; e++) {
+            ir_module *sm = stages[at[e]];
+            if (!send[e]) {
+                send[e] = ir_func_new(sm, "tied_send", IR_FUNC_TIED_SEND);
+                sum[e] = ir_func_new(sm, "tied_sum", IR_FUNC_TIED_SUM);
+            }
+            int param = ir_global_find(sm, m->globals[g].name), grad = ir_global_companion(sm, param, IR_GLOBAL_GRAD);
+            ir_output(sm, send[e], name, ir_global_ref(sm, send[e], sm->globals[grad].name));
+            int args[2] = {ir_global_ref(sm, sum[e], sm->globals[grad].name),
+                           ir_input(sm, sum[e], name, sm->globals[grad].type)};
+            ir_emit(sm, sum[e], IR_OP_ACCUMULATE, args, 2, NULL, NULL, NULL);
+        }
     }
-    return false;
+    return true;
 }
 
 bool pass_pipeline(ir_module *m, const mcc_pass_options *opts, ir_module ***stages, int *nstages, char *err,
@@ -517,13 +643,14 @@ bool pass_pipeline(ir_module *m, const mcc_pass_options *opts, ir_module ***stag
         nlayers = m->globals[g].layer + 1 > nlayers ? m->globals[g].layer + 1 : nlayers;
     int *layer_stage = malloc(sizeof(int) * ((size_t)nlayers + 1));
     cut sc = {0}, ec = {0};
+    bool zb = pass_pipeline_zero_bubble(m);
     bool ok = stage_of_layers(m, p, v, layer_stage, nlayers, err, errlen) &&
-              cut_func(m, m->funcs[step], p * v, layer_stage, true, &sc, err, errlen) &&
-              (eval < 0 || cut_func(m, m->funcs[eval], p * v, layer_stage, false, &ec, err, errlen));
+              cut_func(m, m->funcs[step], p * v, layer_stage, true, zb, &sc, err, errlen) &&
+              (eval < 0 || cut_func(m, m->funcs[eval], p * v, layer_stage, false, false, &ec, err, errlen));
     ir_module **out = ok ? calloc((size_t)p, sizeof *out) : NULL;
     for (int r = 0; ok && r < p; r++)
-        out[r] = stage_module(m, &sc, eval >= 0 ? &ec : NULL, r, p, v);
-    if (ok && shared_parameter(m, out, p, err, errlen))
+        out[r] = stage_module(m, &sc, eval >= 0 ? &ec : NULL, r, p, v, zb);
+    if (ok && !tie_shared_parameters(m, out, p, err, errlen))
         ok = false;
     cut_free(&sc, p * v);
     cut_free(&ec, p * v);
