@@ -96,6 +96,8 @@ bool pass_check_gradients(const ir_module *m, char *err, size_t errlen);
  * gave the copy lane, config keys arena_exchange_bytes and slab_exchange_bytes). */
 typedef struct {
     int64_t params, grads, optimizer_state, activations, comm_buffers;
+    int64_t stash;                  /* a pipeline stage's saved activations: every stash global's slots */
+    int stage, stages, in_flight;   /* which pipeline stage (of how many), its most micro-batches in flight */
 } mcc_memory_breakdown;
 int64_t mcc_memory_total(const mcc_memory_breakdown *b);
 mcc_memory_breakdown mcc_memory_of(const ir_module *m);
