@@ -234,7 +234,7 @@ static void test_parse_errors(void)
         {"config {\n  lr = \"0.1\"\n  lr = \"0.2\"\n}\n", "line 3: config key `lr` is set twice"},
         {"config {\n  path = \"unterminated\n}\n", "line 2: expected a quoted string, got `\"unterminated`"},
         {"func f {arena=0} {\n}\n", "line 1: func f needs kind= (its role: step, eval,"},
-        {"func f {kind=train} {\n}\n", "line 1: unknown function kind `train` (one of: step, eval, reduce, grad_norm, optimizer, zero_grads, setup, forward, backward)"},
+        {"func f {kind=train} {\n}\n", "line 1: unknown function kind `train` (one of: step, eval, tied_send, tied_sum, reduce, grad_norm, optimizer, zero_grads, setup, forward, backward, wgrad)"},
         {"schedule {\n  micro_step x2\n}\n", "line 1: expected a schedule program (train, eval) after `schedule`; an older mcc's"},
         {"schedule test {\n}\n", "line 1: unknown schedule program `test` (one of: train, eval)"},
         {"schedule train {\n  call train\n}\n", "line 2: schedule train names unknown function `train`"},

@@ -33,7 +33,7 @@ common=(--target cpu --keep-logits --vocab-size 260 --make-vocab-size-divisible-
 # one plan serves every rank of the layout's pipeline stage (its rank terms resolved as each loads
 # it): the executable holds one config block a stage, whatever the layout
 plans=$(grep -a -c '^  tensor_model_parallel_size = "' "$work/parallel" || true)
-stages=$(grep -a -o '; stage [0-9]* of [0-9]*' "$work/parallel" | wc -l)
+stages=$( (grep -a -o '; stage [0-9]* of [0-9]*' "$work/parallel" || true) | wc -l)
 [ "$stages" -gt 0 ] || stages=1
 [ "$plans" = "$stages" ] || { echo "FAIL: $work/parallel holds $plans plans for $stages stages; one should serve every rank of a stage"; exit 1; }
 "$work/single" --data-path "$work/text_text_document" --train-iters "$iters" --dump-dir "$work/ref" >"$work/ref.log" ||

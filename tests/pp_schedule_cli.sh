@@ -73,7 +73,7 @@ expect "--svg $work/no/x.svg: cannot write" -- schedule "$llama" "${layout[@]}" 
 expect "did you mean --svg" -- schedule "$llama" "${layout[@]}" --svgg x.svg
 expect "--target tpu: choose" -- schedule "$llama" "${layout[@]}" --target tpu
 expect "pipeline parallelism runs on CPU ranks in this build" -- compile "$llama" \
-  "${layout[@]}" --num-virtual-stages-per-pipeline-rank 2 -o "$work/train_rank"
+  "${layout[@]}" --num-virtual-stages-per-pipeline-rank 2 --gpu-memory 1000 -o "$work/train_rank"
 "$mcc" schedule --help >"$work/help" 2>&1 && grep -q -- "--num-virtual-stages-per-pipeline-rank" "$work/help" &&
   grep -q -- "--svg OUT.svg" "$work/help" || fail "mcc schedule --help lists its flags and the spec's"
 [ $fails -eq 0 ] && echo "pp_schedule_cli: ok"
