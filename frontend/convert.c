@@ -888,11 +888,17 @@ static bool from_hf(const char *in, const char *ckdir, const char *spec_out, cha
 
 /* --- the command line ------------------------------------------------------------------------ */
 
+static void usage(FILE *out)
+{
+    fprintf(out, "  mcc convert --to hf CKPT_DIR OUT_DIR --spec SPEC.json [--<field> VALUE ...] [--iteration N] "
+                 "[--max-shard-size BYTES]\n  mcc convert --from hf IN_DIR CKPT_DIR [--spec-out SPEC.json]\n"
+                 "  (mcc-convert ARGS, linked without the compiler, is mcc convert ARGS)\n");
+}
+
 static int usage_error(const char *msg)
 {
-    fprintf(stderr, "mcc: error: %s\n  mcc convert --to hf CKPT_DIR OUT_DIR --spec SPEC.json [--<field> VALUE ...] "
-                    "[--iteration N] [--max-shard-size BYTES]\n  mcc convert --from hf IN_DIR CKPT_DIR [--spec-out "
-                    "SPEC.json]\n", msg);
+    fprintf(stderr, "mcc: error: %s\n", msg);
+    usage(stderr);
     return 2;
 }
 
@@ -941,6 +947,8 @@ static int convert_to_hf(const char *ckdir, const char *out, int argc, char **ar
 
 int mcc_convert_main(int argc, char **argv)
 {
+    if (argc == 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) /* mcc-convert --help */
+        return printf("usage:\n"), usage(stdout), 0;
     if (argc < 4 || (strcmp(argv[0], "--to") && strcmp(argv[0], "--from")))
         return usage_error("expected --to hf CKPT_DIR OUT_DIR or --from hf IN_DIR CKPT_DIR");
     if (strcmp(argv[1], "hf")) {
