@@ -15,15 +15,18 @@ typedef struct {
     size_t size;
 } cg_plan_image;
 
-/* Writes the object file holding the plan (symbols mcc_plan_text: its text, NUL-terminated;
+/* Writes the object file holding the plan (symbols mcc_plan_text: its text, every pipeline stage's
+ * module as ir_print_stages writes them, NUL-terminated;
  * mcc_plan_size, mcc_plan_device, mcc_plan_image/_size) to fd, checking every write, and closes
  * fd; false with err saying why (the caller names the file). */
-bool cg_emit_plan_object(const ir_module *plan, const cg_plan_image *image, int fd, char *err, size_t errlen);
+bool cg_emit_plan_object(ir_module *const *stages, int nstages, const cg_plan_image *image, int fd, char *err,
+                         size_t errlen);
 /* Compiles the target's kernels (NVRTC for config target = cuda), emits the plan object next to
  * out_path and links it with libmccrt (and libmccrt_cuda) into the executable, under temporary
  * names renamed to out_path only when whole: on failure out_path is untouched and err names the
  * file that could not be written. */
-/* plan: the one every rank runs (its rank terms resolved by train_rank at load). */
-bool cg_write_executable(const ir_module *plan, const char *out_path, char *err, size_t errlen);
+/* stages: one plan a pipeline stage (one without pipeline parallelism), each run by every rank of
+ * its stage, its rank terms resolved by train_rank at load. */
+bool cg_write_executable(ir_module *const *stages, int nstages, const char *out_path, char *err, size_t errlen);
 
 #endif

@@ -76,12 +76,13 @@ static bool emit_to_fd(LLVMTargetMachineRef tm, LLVMModuleRef mod, int fd, char 
     return ok;
 }
 
-bool cg_emit_plan_object(const ir_module *plan, const cg_plan_image *image, int fd, char *err, size_t errlen)
+bool cg_emit_plan_object(ir_module *const *stages, int nstages, const cg_plan_image *image, int fd, char *err,
+                         size_t errlen)
 {
     LLVMTargetMachineRef tm = host_machine(err, errlen);
     if (!tm)
         return close(fd), false;
-    char *text = ir_print_module(plan);
+    char *text = ir_print_stages(stages, nstages);
     size_t len = strlen(text) + 1; /* with its NUL */
     LLVMContextRef ctx = LLVMContextCreate();
     LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("mcc_plan", ctx);

@@ -183,8 +183,9 @@ static bool link_executable(bool cuda, const char *obj, const char *exe, const c
     return false;
 }
 
-bool cg_write_executable(const ir_module *m, const char *out_path, char *err, size_t errlen)
+bool cg_write_executable(ir_module *const *stages, int nstages, const char *out_path, char *err, size_t errlen)
 {
+    const ir_module *m = stages[0];
     bool cuda = !strcmp(ir_cfg_text(m, IR_CFG_TARGET), "cuda");
     cg_plan_image image = {cuda ? "rt_cuda_device" : "rt_cpu_device", "", 0};
     void *cubin = NULL;
@@ -212,7 +213,7 @@ bool cg_write_executable(const ir_module *m, const char *out_path, char *err, si
     }
     snprintf(exe, sizeof exe, "%.*s", (int)(strlen(obj) - 2), obj);
     char why[2048];
-    bool ok = cg_emit_plan_object(m, &image, fd, why, sizeof why);
+    bool ok = cg_emit_plan_object(stages, nstages, &image, fd, why, sizeof why);
     free(cubin);
     if (!ok)
         snprintf(err, errlen, "cannot write %s: writing its plan object %s failed: %s", out_path, obj, why);

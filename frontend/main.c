@@ -5,6 +5,7 @@
  *   mcc opt IN.ir --pass NAME [--rank R] [--target T]          one pass on IR text, verified, printed
  *   mcc data preprocess --input FILE --output-prefix P        text -> Megatron indexed dataset
  *   mcc plot METRICS.jsonl -o OUT.svg                         train_rank's metrics -> curves
+ *   mcc schedule SPEC.json [--<field> VALUE ...] [--svg OUT]  the pipeline schedule, timed and drawn
  *   mcc convert --to hf CKPT OUT --spec SPEC.json             checkpoint -> Hugging Face directory
  *   mcc convert --from hf IN CKPT                             Hugging Face directory -> checkpoint + spec
  *   mcc --version; `mcc COMMAND --help` (or -h anywhere after it) prints that command's usage */
@@ -16,6 +17,7 @@
 #include "frontend/data_preprocess.h"
 #include "frontend/model.h"
 #include "frontend/plot.h"
+#include "frontend/schedule_cmd.h"
 #include "frontend/spec.h"
 #include "passes/passes.h"
 
@@ -173,9 +175,10 @@ static bool load(int argc, char **argv, cli_opts *o, mcc_spec *spec)
     return true;
 }
 
-/* The planned module, through pass `last` (NULL: all): one plan for every rank, the attributes
- * that differ between ranks written as rank terms (ir_rank_term). */
-static ir_module *build(const char *path, const mcc_spec *spec, const cli_opts *o, const char *last)
+/* The planned program, through pass `last` (NULL: all): one plan for every rank of a pipeline
+ * stage (the pipeline pass cuts it into one module a stage), the attributes that differ between
+ * ranks written as rank terms (ir_rank_term). False after saying why. */
+static bool build(const char *path, const mcc_spec *spec, const cli_opts *o, const char *last, mcc_program *prog)
 {
     char err[2048];
     double t0 = os_now_s();
@@ -189,14 +192,15 @@ static ir_module *build(const char *path, const mcc_spec *spec, const cli_opts *
     ir_cfg_set_int(m, IR_CFG_COMM_SIDE_LANE, o->side_lane);
     ir_cfg_set_int(m, IR_CFG_COMM_COPY_LANE, o->copy_lane);
     ir_cfg_set_num(m, IR_CFG_PEAK_FLOPS, o->passes.target->peak_bf16_flops);
-    if (!mcc_run_passes(m, &o->passes, last, true, err, sizeof err)) {
+    *prog = mcc_program_of(m);
+    if (!mcc_run_passes(prog, &o->passes, last, true, err, sizeof err)) {
         fail(err);
-        ir_module_free(m);
-        return NULL;
+        mcc_program_free(prog);
+        return false;
     }
     fprintf(stderr, "mcc: built and verified %s through pass %s in %.2f s\n", path,
             last ? last : mcc_passes[mcc_npasses - 1].name, os_now_s() - t0);
-    return m;
+    return true;
 }
 
 /* What the CUDA context, cuBLASLt's workspace and kernel scratch take besides the plan. */
@@ -227,7 +231,8 @@ static bool fits_gpu(const mcc_memory_breakdown *mem, const cli_opts *o)
     return false;
 }
 
-/* One plan in the executable: every rank runs it, resolving its rank terms as it loads it. */
+/* One plan a pipeline stage in the executable: every rank of the stage runs it, resolving its rank
+ * terms as it loads it. */
 static int cmd_compile(int argc, char **argv)
 {
     cli_opts o = {0};
@@ -236,33 +241,42 @@ static int cmd_compile(int argc, char **argv)
         return 2;
     if (!o.out)
         return fail("-o OUT is required: the path of the train_rank executable to write");
-    ir_module *m = build(argv[0], &spec, &o, NULL);
-    if (!m)
+    mcc_program prog;
+    if (!build(argv[0], &spec, &o, NULL, &prog))
         return 2;
-    mcc_memory_breakdown mem = mcc_memory_of(m);
-    mcc_memory_print(&mem, stderr);
-    if (o.memory_report)
-        mcc_memory_report(m, stderr);
-    if (!fits_gpu(&mem, &o))
-        return ir_module_free(m), 2;
+    bool fits = true;
+    for (int s = 0; s < prog.n; s++) {
+        mcc_memory_breakdown mem = mcc_memory_of(prog.stage[s]);
+        if (prog.n > 1)
+            fprintf(stderr, "mcc: pipeline stage %d of %d:\n", s, prog.n);
+        mcc_memory_print(&mem, stderr);
+        if (o.memory_report)
+            mcc_memory_report(prog.stage[s], stderr);
+        fits = fits && fits_gpu(&mem, &o);
+    }
+    if (!fits)
+        return mcc_program_free(&prog), 2;
     char err[8192];
-    bool ok = cg_write_executable(m, o.out, err, sizeof err);
-    ir_module_free(m);
+    bool ok = cg_write_executable(prog.stage, prog.n, o.out, err, sizeof err);
+    mcc_program_free(&prog);
     if (!ok)
         return fail(err), 1;
     fprintf(stderr, "mcc: wrote %s\n", o.out);
     return 0;
 }
 
-/* With a rank (>= 0): m as that rank runs it, its rank terms resolved for its coordinates. */
-static void resolve_for_rank(ir_module *m, long long rank)
+/* The program as text: every stage's module; with a rank (>= 0), that rank's stage as the rank runs
+ * it, its rank terms resolved for its coordinates. */
+static char *program_text(mcc_program *prog, long long rank)
 {
-    int coord[IR_NUM_AXES];
     if (rank < 0)
-        return;
-    ir_mesh mesh = ir_module_mesh(m);
+        return ir_print_stages(prog->stage, prog->n);
+    int coord[IR_NUM_AXES];
+    ir_mesh mesh = ir_module_mesh(prog->stage[0]);
     ir_mesh_coords(&mesh, rank, coord);
+    ir_module *m = prog->stage[prog->n > 1 ? coord[IR_AXIS_PP] : 0];
     ir_resolve_ranks(m, coord);
+    return ir_print_module(m);
 }
 
 static int cmd_ir(int argc, char **argv)
@@ -276,14 +290,13 @@ static int cmd_ir(int argc, char **argv)
     mcc_spec spec;
     if (!load(argc, argv, &o, &spec))
         return 2;
-    ir_module *m = build(argv[0], &spec, &o, o.after);
-    if (!m)
+    mcc_program prog;
+    if (!build(argv[0], &spec, &o, o.after, &prog))
         return 2;
-    resolve_for_rank(m, o.rank);
-    char *text = ir_print_module(m);
+    char *text = program_text(&prog, o.rank);
     fputs(text, stdout);
     free(text);
-    ir_module_free(m);
+    mcc_program_free(&prog);
     return 0;
 }
 
@@ -323,37 +336,42 @@ static int cmd_opt(int argc, char **argv)
     }
     if (!pass)
         return fail("--pass NAME is required: the one pass to run (mcc ir --list-passes names them)");
-    size_t n;
-    char *text = os_read_file(path, &n, err, sizeof err);
+    size_t bytes;
+    char *text = os_read_file(path, &bytes, err, sizeof err);
     if (!text)
         return fail(err);
     char why[1024];
-    ir_module *m = ir_parse_module(text, why, sizeof why);
+    int n = ir_text_stages(text);
+    mcc_program prog = {calloc((size_t)n, sizeof(ir_module *)), n};
+    bool ok = true;
+    for (int s = 0; ok && s < n; s++)
+        ok = (prog.stage[s] = ir_parse_stage(text, s, why, sizeof why)) && ir_plan_version_ok(prog.stage[s], why, sizeof why);
     free(text);
-    if (!m || !ir_plan_version_ok(m, why, sizeof why)) {
-        ir_module_free(m);
+    if (!ok) {
+        mcc_program_free(&prog);
         snprintf(err, sizeof err, "%s: %s", path, why);
         return fail(err);
     }
-    long long tp = ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE);
-    long long world = tp * ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE);
-    mcc_pass_options opt = {mcc_target_by_name(target ? target : ir_cfg_text(m, IR_CFG_TARGET))};
-    bool ok = rank < world;
+    ir_mesh mesh = ir_module_mesh(prog.stage[0]);
+    long long world = 1;
+    for (int a = 1; a < IR_NUM_AXES; a++)
+        world *= a == IR_AXIS_EP || a == IR_AXIS_EDP ? 1 : mesh.degree[a];
+    mcc_pass_options opt = {mcc_target_by_name(target ? target : ir_cfg_text(prog.stage[0], IR_CFG_TARGET))};
+    ok = rank < world;
     if (!ok)
-        snprintf(err, sizeof err, "--rank %lld: %s's config has %lld ranks (tp x dp): give 0..%lld", rank, path, world,
-                 world - 1);
+        snprintf(err, sizeof err, "--rank %lld: %s's config has %lld ranks (tp x cp x dp x pp): give 0..%lld", rank,
+                 path, world, world - 1);
     if (ok && !(ok = opt.target != NULL))
         snprintf(err, sizeof err, "%s %s: no such target: choose %s", target ? "--target" : "config target =",
-                 target ? target : ir_cfg_text(m, IR_CFG_TARGET), mcc_target_names());
-    if (ok && !(ok = mcc_run_pass(m, &opt, pass, why, sizeof why)))
+                 target ? target : ir_cfg_text(prog.stage[0], IR_CFG_TARGET), mcc_target_names());
+    if (ok && !(ok = mcc_run_pass(&prog, &opt, pass, why, sizeof why)))
         snprintf(err, sizeof err, "%s: %s", path, why);
     if (ok) {
-        resolve_for_rank(m, rank);
-        char *out = ir_print_module(m);
+        char *out = program_text(&prog, rank);
         fputs(out, stdout);
         free(out);
     }
-    ir_module_free(m);
+    mcc_program_free(&prog);
     return ok ? 0 : fail(err);
 }
 
@@ -398,6 +416,9 @@ static const mcc_command mcc_commands[] = {
              "indexed dataset", cmd_data, false, true},
     {"plot", "mcc plot METRICS.jsonl -o OUT.svg   loss, lr and throughput curves of train_rank --metrics-file",
      mcc_plot_main, false, false},
+    {"schedule", "mcc schedule SPEC.json [--<field> VALUE ...] [--svg OUT.svg] [--target T] [--columns N]   the "
+                 "pipeline's stage split and schedules (1f1b, interleaved, zb-h1) timed by the cost model, drawn",
+     mcc_schedule_main, false, true},
     {"convert", "mcc convert --to hf CKPT_DIR OUT_DIR --spec SPEC.json [--<field> VALUE ...] [--iteration N] "
                 "[--max-shard-size BYTES]\n    a checkpoint -> config.json + model.safetensors (GPT2LMHeadModel, "
                 "LlamaForCausalLM)\n  mcc convert --from hf IN_DIR CKPT_DIR [--spec-out SPEC.json]   a Hugging Face "

@@ -189,6 +189,14 @@ static void set_config(ir_module *m, const mcc_spec *s)
     ir_cfg_set_int(m, IR_CFG_ACCUM_STEPS, mcc_spec_accum_steps(s));
     ir_cfg_set_int(m, IR_CFG_DATA_PARALLEL_SIZE, s->data_parallel_size);
     ir_cfg_set_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE, s->tensor_model_parallel_size);
+    ir_cfg_set_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE, s->pipeline_model_parallel_size);
+    /* the pipeline's split and schedule, which passes/pipeline.c and schedule.c build */
+    ir_cfg_set_int(m, IR_CFG_DECODER_FIRST_PIPELINE_NUM_LAYERS, s->decoder_first_pipeline_num_layers);
+    ir_cfg_set_int(m, IR_CFG_DECODER_LAST_PIPELINE_NUM_LAYERS, s->decoder_last_pipeline_num_layers);
+    ir_cfg_set_int(m, IR_CFG_ACCOUNT_FOR_EMBEDDING_IN_PIPELINE_SPLIT, s->account_for_embedding_in_pipeline_split);
+    ir_cfg_set_int(m, IR_CFG_ACCOUNT_FOR_LOSS_IN_PIPELINE_SPLIT, s->account_for_loss_in_pipeline_split);
+    ir_cfg_set_int(m, IR_CFG_NUM_VIRTUAL_STAGES_PER_PIPELINE_RANK, s->virtual_pipeline_model_parallel_size);
+    ir_cfg_set(m, IR_CFG_PIPELINE_SCHEDULE, mcc_pp_sched_name(s->pipeline_schedule));
     if (s->recompute_granularity != MCC_RECOMPUTE_NONE) /* absent means none: older plans read the same */
         ir_cfg_set(m, IR_CFG_RECOMPUTE_GRANULARITY,
                    s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE ? "selective" : "activations");

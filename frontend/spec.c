@@ -5,6 +5,7 @@
 #include "frontend/spec.h"
 
 #include "common/cli.h"
+#include "passes/pp_schedule.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -38,7 +39,7 @@ typedef struct {
 
 _Static_assert(sizeof(mcc_norm) == sizeof(int) && sizeof(mcc_pos) == sizeof(int) &&
                sizeof(mcc_act) == sizeof(int) && sizeof(mcc_lr_style) == sizeof(int) &&
-               sizeof(mcc_wsd_style) == sizeof(int),
+               sizeof(mcc_wsd_style) == sizeof(int) && sizeof(mcc_pp_sched) == sizeof(int),
                "enum members are stored as int");
 static const char *const spec_norms[] = {"LayerNorm", "RMSNorm", NULL};              /* ORDER mcc_norm */
 static const char *const spec_positions[] = {"learned_absolute", "rope", NULL};       /* ORDER mcc_pos */
@@ -48,6 +49,11 @@ static const char *const spec_lr_styles[] = {"constant", "linear", "cosine", "in
                                              NULL}; /* ORDER mcc_lr_style */
 static const char *const spec_wsd_styles[] = {"exponential", "linear", "cosine", "minus_sqrt",
                                               NULL}; /* ORDER mcc_wsd_style */
+static const char *const spec_pp_scheds[] = {"auto", "1f1b", "interleaved", "zb-h1", NULL}; /* ORDER mcc_pp_sched */
+
+const char *mcc_pp_sched_name(mcc_pp_sched k) { return spec_pp_scheds[k]; }
+_Static_assert(MCC_PP_SCHED_1F1B - 1 == PP_SCHED_1F1B && MCC_PP_SCHED_INTERLEAVED - 1 == PP_SCHED_INTERLEAVED &&
+               MCC_PP_SCHED_ZB_H1 - 1 == PP_SCHED_ZB_H1, "--pipeline-schedule's names after auto follow pp_sched_kind");
 _Static_assert(MCC_NORM_RMSNORM == 1 && MCC_POS_ROPE == 1 && MCC_ACT_SWIGLU == 1 && MCC_LR_WSD == 4 &&
                MCC_WSD_MINUS_SQRT == 3, "choice tables follow the enum order");
 
@@ -92,7 +98,19 @@ static const spec_field spec_fields[] = {
     MODEL(hidden_dropout, K_NUM, R_DROPOUT, D_VALUE, 0, NULL,
           "dropout of the embedding output and of each block's output (Megatron's default 0.1)"),
     PAR(tensor_model_parallel_size, "tp", "tensor-parallel ranks: heads, MLP and vocabulary split over them"),
-    PAR(pipeline_model_parallel_size, "pp", "pipeline stages (only 1 in this build)"),
+    PAR(pipeline_model_parallel_size, "pp", "pipeline stages: the layers split into that many stages, 1F1B"),
+#define PP_INT(m, help) FIELD(SEC_PARALLEL, #m, m, NULL, K_INT, R_NONNEG, D_VALUE, 0, NULL, help)
+    PP_INT(decoder_first_pipeline_num_layers, "layers of the first pipeline rank, the rest even over the others "
+                                              "(0: the even split)"),
+    PP_INT(decoder_last_pipeline_num_layers, "layers of the last pipeline rank (0: the even split)"),
+    PAR_BOOL(account_for_embedding_in_pipeline_split, "count the embedding as a layer of the first stage in the split"),
+    PAR_BOOL(account_for_loss_in_pipeline_split, "count the output head and loss as a layer of the last stage"),
+    PP_INT(num_layers_per_virtual_pipeline_stage, "interleaved pipeline: layers per virtual stage (0: not given)"),
+    PP_INT(num_virtual_stages_per_pipeline_rank, "interleaved pipeline: virtual stages per rank (0: not given, 1)"),
+#undef PP_INT
+    FIELD(SEC_PARALLEL, "pipeline_schedule", pipeline_schedule, NULL, K_ENUM, R_ANY, D_VALUE, MCC_PP_SCHED_AUTO,
+          spec_pp_scheds, "the pipeline's order of passes (auto: the fastest by the cost model that the virtual "
+          "stages allow)"),
     PAR(data_parallel_size, "dp", "data-parallel replicas; the world size is tp * dp"),
     PAR_BOOL(use_distributed_optimizer, "ZeRO-1: optimizer state and fp32 masters sharded over dp"),
     PAR_BOOL(sequence_parallel, "activations outside attention and MLP split over tp along the sequence"),
@@ -217,6 +235,7 @@ typedef struct {
     char where_buf[SPEC_NFIELDS][80];
     char *err;
     size_t errlen;
+    bool plan_only;                 /* mcc_spec_load_plan: pipeline_model_parallel_size above 1 accepted */
 } spec_ctx;
 
 /* Every check registers itself where it stands: SPEC_CHECK_HERE() is a static mcc_spec_check of
@@ -595,9 +614,6 @@ static bool spec_check_field(spec_ctx *c, const spec_field *f)
     if (f->range == R_DROPOUT && !(v >= 0 && v < 1))
         return spec_fail(c, "%s must be a dropout probability in [0, 1) (got %.10g): 0 turns that dropout off, "
                             "Megatron's default is 0.1", w, v);
-    if (f->sec == SEC_PARALLEL && v != 1 && !strcmp(f->key, "pipeline_model_parallel_size"))
-        return spec_fail(c, "%s = %.10g: pipeline parallelism is not implemented yet in this build (tensor and "
-                            "data parallelism are); set it to 1", w, v);
     return true;
 }
 
@@ -677,6 +693,32 @@ static bool spec_check_tp(spec_ctx *c)
     return true;
 }
 
+/* The pipeline's fields: the virtual stages from Megatron's two spellings, a stage split that
+ * divides (passes/pp_schedule.c, whose messages name the flags), and a schedule the virtual stages
+ * and micro-batches allow. */
+static bool spec_check_pp(spec_ctx *c)
+{
+    mcc_spec *s = &c->s;
+    int p = s->pipeline_model_parallel_size, v;
+    int first = s->decoder_first_pipeline_num_layers, last = s->decoder_last_pipeline_num_layers;
+    char why[512] = "out of memory checking the stage split";
+    bool ok = pp_virtual_stages(s->num_layers, p, s->num_layers_per_virtual_pipeline_stage,
+                                s->num_virtual_stages_per_pipeline_rank, s->account_for_embedding_in_pipeline_split,
+                                s->account_for_loss_in_pipeline_split, &v, why, sizeof why);
+    int *layers = ok ? malloc(sizeof(int) * (size_t)p * v) : NULL;
+    ok = ok && layers &&
+         pp_split_layers(s->num_layers, p, v, first ? first : -1, last ? last : -1,
+                         s->account_for_embedding_in_pipeline_split, s->account_for_loss_in_pipeline_split, layers, why,
+                         sizeof why);
+    free(layers);
+    if (ok && s->pipeline_schedule != MCC_PP_SCHED_AUTO)
+        ok = pp_schedule_check((pp_sched_kind)(s->pipeline_schedule - 1), p, mcc_spec_accum_steps(s), v, why,
+                               sizeof why);
+    if (!ok) return spec_fail(c, "%s", why);
+    s->virtual_pipeline_model_parallel_size = v;
+    return true;
+}
+
 /* Megatron's _vocab_size_with_padding: vocab_size rounded up to a multiple of
  * make_vocab_size_divisible_by * tp, so each tensor-parallel rank's share of the embedding and the
  * logits is equal and GEMM-friendly (GPT-2's 50257 -> 50304 at tp 1). */
@@ -725,7 +767,7 @@ static bool spec_validate(spec_ctx *c)
         return spec_fail(c, "the head dimension %s / %s = %d must be even for rope: change hidden_size or "
                             "num_attention_heads", spec_where(c, spec_find("hidden_size")),
                          spec_where(c, spec_find("num_attention_heads")), mcc_spec_head_dim(s));
-    if (!spec_check_tp(c))
+    if (!spec_check_tp(c) || !spec_check_pp(c))
         return false;
     if (mcc_spec_num_params(s) < 0)
         return spec_fail(c, "the model has more than 2^53 parameters: reduce num_layers, hidden_size, "
@@ -733,13 +775,14 @@ static bool spec_validate(spec_ctx *c)
     return true;
 }
 
-bool mcc_spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest,
-                   char *err, size_t errlen)
+static bool spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest, bool plan_only,
+                      char *err, size_t errlen)
 {
     spec_ctx *c = calloc(1, sizeof *c);
     if (!c) return snprintf(err, errlen, "out of memory reading %s", path), false;
     c->err = err;
     c->errlen = errlen;
+    c->plan_only = plan_only;
     spec_set_defaults(c);
     bool ok = spec_read_json(c, path) && spec_read_flags(c, argc, argv, rest, nrest) && spec_derive(c) &&
               spec_validate(c);
@@ -748,26 +791,48 @@ bool mcc_spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *
     return ok;
 }
 
+bool mcc_spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest,
+                   char *err, size_t errlen)
+{
+    return spec_load(path, argc, argv, out, rest, nrest, false, err, errlen);
+}
+
+bool mcc_spec_load_plan(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest, char *err,
+                        size_t errlen)
+{
+    return spec_load(path, argc, argv, out, rest, nrest, true, err, errlen);
+}
+
 const char *mcc_spec_choice(const char *key, int value)
 {
     const spec_field *f = spec_find(key);
     return f && f->kind == K_ENUM ? f->choices[value] : NULL;
 }
 
+/* One norm's parameters (LayerNorm's scale and bias, RMSNorm's scale). */
+static double spec_norm_params(const mcc_spec *s)
+{
+    return s->normalization == MCC_NORM_LAYERNORM ? 2.0 * s->hidden_size : s->hidden_size;
+}
+
+double mcc_spec_layer_params(const mcc_spec *s)
+{
+    double d = s->hidden_size, hd = mcc_spec_head_dim(s), ff = s->ffn_hidden_size;
+    double q = s->num_attention_heads * hd, kv = s->num_query_groups * hd;
+    double bias = s->add_bias_linear ? q + 2 * kv + d + ff * (s->activation == MCC_ACT_SWIGLU ? 2 : 1) + d : 0;
+    double attn = q * d + 2 * kv * d + d * q;                       /* q, k, v, out */
+    double mlp = ff * d * (s->activation == MCC_ACT_SWIGLU ? 3 : 2);  /* up (+gate), down */
+    return 2 * spec_norm_params(s) + attn + mlp + bias;
+}
+
 /* Counted in double: every term is exact below 2^53, and larger models are reported as -1
  * instead of overflowing. */
 int64_t mcc_spec_num_params(const mcc_spec *s)
 {
-    double d = s->hidden_size, hd = mcc_spec_head_dim(s), ff = s->ffn_hidden_size;
-    double q = s->num_attention_heads * hd, kv = s->num_query_groups * hd;
-    double norm = s->normalization == MCC_NORM_LAYERNORM ? 2 * d : d;
-    double bias = s->add_bias_linear ? q + 2 * kv + d + ff * (s->activation == MCC_ACT_SWIGLU ? 2 : 1) + d : 0;
-    double attn = q * d + 2 * kv * d + d * q;                       /* q, k, v, out */
-    double mlp = ff * d * (s->activation == MCC_ACT_SWIGLU ? 3 : 2);  /* up (+gate), down */
-    double layer = 2 * norm + attn + mlp + bias;
+    double d = s->hidden_size;
     double embed = (double)s->padded_vocab_size * d * (s->untie_embeddings_and_output_weights ? 2 : 1);
     double pos = s->position_embedding_type == MCC_POS_LEARNED ? (double)s->max_position_embeddings * d : 0;
-    double total = embed + pos + s->num_layers * layer + norm;
+    double total = embed + pos + s->num_layers * mcc_spec_layer_params(s) + spec_norm_params(s);
     return total < 9007199254740992.0 ? (int64_t)total : -1;
 }
 

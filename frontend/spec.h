@@ -16,6 +16,9 @@ typedef enum { MCC_LR_CONSTANT, MCC_LR_LINEAR, MCC_LR_COSINE, MCC_LR_INVERSE_SQR
 typedef enum { MCC_RECOMPUTE_NONE, MCC_RECOMPUTE_SELECTIVE, MCC_RECOMPUTE_ACTIVATIONS } mcc_recompute;
 typedef enum { MCC_SP_SPLIT_SEQUENCE, MCC_SP_SPLIT_BATCH } mcc_sp_split;
 typedef enum { MCC_WSD_EXPONENTIAL, MCC_WSD_LINEAR, MCC_WSD_COSINE, MCC_WSD_MINUS_SQRT } mcc_wsd_style;
+/* --pipeline-schedule: auto, then passes/pp_schedule.h's pp_sched_kind in its order */
+typedef enum { MCC_PP_SCHED_AUTO, MCC_PP_SCHED_1F1B, MCC_PP_SCHED_INTERLEAVED, MCC_PP_SCHED_ZB_H1 } mcc_pp_sched;
+const char *mcc_pp_sched_name(mcc_pp_sched k); /* the config's and --pipeline-schedule's name */
 
 typedef struct {
     /* model */
@@ -42,6 +45,12 @@ typedef struct {
     bool tp_comm_interleave;            /* micro_step's forward built twice, over the micro-batch's two
                                            halves, each half's collectives beside the other's work */
     int ddp_bucket_size;                /* elements of gradient per data-parallel all-reduce */
+    /* the stage split (Megatron's flags; 0: not given): passes/pp_schedule.h pp_split_layers */
+    int decoder_first_pipeline_num_layers, decoder_last_pipeline_num_layers;
+    bool account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split;
+    int num_layers_per_virtual_pipeline_stage, num_virtual_stages_per_pipeline_rank;
+    mcc_pp_sched pipeline_schedule;     /* "auto" | "1f1b" | "interleaved" | "zb-h1" */
+    int virtual_pipeline_model_parallel_size; /* derived, not a field: v from the two fields above (1: none) */
     bool overlap_grad_reduce;           /* all-reduce each bucket inside the backward, as soon as its
                                            gradients are final (one micro-batch per step, no ZeRO) */
     /* training */
@@ -67,6 +76,11 @@ typedef struct {
  * are returned in rest/nrest (rest must hold argc entries). */
 bool mcc_spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest,
                    char *err, size_t errlen);
+
+/* As mcc_spec_load, but also accepts what this build validates yet cannot train yet
+ * (pipeline_model_parallel_size above 1): for `mcc schedule`, which only plans. */
+bool mcc_spec_load_plan(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest, char *err,
+                        size_t errlen);
 
 /* One check of the spec validator: a place in frontend/spec.c that refuses a spec, and how many
  * times it has refused one in this process. mcc_spec_checks lists them all, so that
@@ -94,6 +108,8 @@ static inline int mcc_spec_accum_steps(const mcc_spec *s)
     return s->global_batch_size / (s->micro_batch_size * s->data_parallel_size);
 }
 int64_t mcc_spec_num_params(const mcc_spec *s);
+/* One transformer layer's parameters (norms, attention, MLP, biases), in double. */
+double mcc_spec_layer_params(const mcc_spec *s);
 /* The spec text of an enum field's value ("cosine" for lr_decay_style = MCC_LR_COSINE). */
 const char *mcc_spec_choice(const char *key, int value);
 

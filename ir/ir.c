@@ -419,13 +419,13 @@ int ir_func_index(const ir_module *m, const char *name)
 const ir_func_kind_info ir_func_kinds[IR_NUM_FUNC_KINDS] = {
     /*                      name          programs      per micro-batch  unique */
     [IR_FUNC_STEP] =       {"step",       TRAIN,        true,            true},
-    [IR_FUNC_EVAL] =       {"eval",       EVAL,         true,            true},
+    [IR_FUNC_EVAL] =       {"eval",       EVAL,         true,            false},
     [IR_FUNC_REDUCE] =     {"reduce",     TRAIN,        false,           true},
     [IR_FUNC_GRAD_NORM] =  {"grad_norm",  0,            false,           true},
     [IR_FUNC_OPTIMIZER] =  {"optimizer",  TRAIN,        false,           true},
     [IR_FUNC_ZERO_GRADS] = {"zero_grads", 0,            false,           true},
     [IR_FUNC_SETUP] =      {"setup",      0,            false,           true},
-    [IR_FUNC_FORWARD] =    {"forward",    TRAIN | EVAL, true,            false},
+    [IR_FUNC_FORWARD] =    {"forward",    TRAIN,        true,            false},
     [IR_FUNC_BACKWARD] =   {"backward",   TRAIN,        true,            false},
 };
 #undef TRAIN
@@ -442,7 +442,7 @@ int ir_func_of_kind(const ir_module *m, ir_func_kind k)
 int ir_global_add(ir_module *m, const char *name, ir_type t, ir_global_kind kind, ir_init init, double std, bool no_decay)
 {
     GROW(m->globals, m->nglobals, m->cap_globals);
-    m->globals[m->nglobals] = (ir_global){strdup(name), t, kind, init, std, no_decay, .owner = -1, .layer = -1};
+    m->globals[m->nglobals] = (ir_global){strdup(name), t, kind, init, std, no_decay, .owner = -1, .layer = -1, .slots = 1};
     return m->nglobals++;
 }
 
@@ -588,7 +588,7 @@ void ir_sched_add(ir_module *m, ir_prog p, ir_sched_step s)
 
 void ir_sched_call(ir_module *m, ir_prog p, int func, int mb)
 {
-    ir_sched_add(m, p, (ir_sched_step){.op = IR_STEP_CALL, .func = func, .mb = mb});
+    ir_sched_add(m, p, (ir_sched_step){.op = IR_STEP_CALL, .func = func, .mb = mb, .slot = -1});
 }
 
 void ir_config_set(ir_module *m, const char *key, const char *value)

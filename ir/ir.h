@@ -80,8 +80,8 @@ typedef enum {
     IR_FUNC_OPTIMIZER,  /* optimizer: clipping and the update (@lr, @step in; @grad_norm out) */
     IR_FUNC_ZERO_GRADS, /* zero_grads: clears the gradient accumulators (a skipped step) */
     IR_FUNC_SETUP,      /* setup: runs once after the parameters are initialised */
-    IR_FUNC_FORWARD,    /* forward: a pipeline stage's forward of one micro-batch (not built yet) */
-    IR_FUNC_BACKWARD,   /* backward: a pipeline stage's backward of one micro-batch (not built yet) */
+    IR_FUNC_FORWARD,    /* forward: a pipeline stage's forward of one micro-batch, stashing what its backward reads */
+    IR_FUNC_BACKWARD,   /* backward: a pipeline stage's backward of one micro-batch, into the gradients */
     IR_NUM_FUNC_KINDS
 } ir_func_kind;
 
@@ -96,14 +96,17 @@ typedef struct {
 } ir_func;
 
 /* A global's role. PARAM: the fp32 master value (what is initialised, updated and checkpointed);
- * every other role is a companion of one PARAM (ir_global.owner): GRAD its gradient accumulator,
+ * STASH: a pipeline stage's saved activation, written by its forward and read by its backward, in
+ * one of `slots` buffers (one per micro-batch in flight; the schedule's call names the slot; not a
+ * companion, never checkpointed). Every other role is a companion of one PARAM (ir_global.owner):
+ * GRAD its gradient accumulator,
  * GRAD_SHARD this rank's block of the reduced gradient (ZeRO), MASTER_SHARD this rank's block of
  * the fp32 master (ZeRO), ADAM_M/ADAM_V Adam's moments, COPY a lower-precision working copy that
  * the forward and backward read. FP8's scaling state (amax history, scale) joins here as roles
  * owned by the parameter they scale. ORDER: ir_global_kind_names (print.c). */
 typedef enum {
     IR_GLOBAL_PARAM, IR_GLOBAL_GRAD, IR_GLOBAL_ADAM_M, IR_GLOBAL_ADAM_V, IR_GLOBAL_COPY, IR_GLOBAL_GRAD_SHARD,
-    IR_GLOBAL_MASTER_SHARD, IR_NUM_GLOBAL_KINDS
+    IR_GLOBAL_MASTER_SHARD, IR_GLOBAL_STASH, IR_NUM_GLOBAL_KINDS
 } ir_global_kind;
 typedef enum { IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_NORMAL, IR_NUM_INITS } ir_init;
 
@@ -142,6 +145,7 @@ typedef struct {
     int layer;                      /* the transformer layer it belongs to (its owner's), or -1 */
     ir_placement placement;         /* a PARAM: how tp splits it (a companion: its owner's says) */
     ir_layout layout;               /* how its whole tensor is split over the mesh (none: whole) */
+    int slots;                      /* a STASH: its buffers, each of `type` (every other role: 1) */
 } ir_global;
 
 /* The schedule: per program, the steps one rank runs in order. `train` is one training
@@ -165,6 +169,8 @@ typedef struct {
     int mb;                         /* the micro-batch, 0..accum_steps-1; -1: none (reduce, optimizer) */
     char *sym;                      /* send/recv: the tensor's @name in func; else NULL */
     int peer;                       /* send/recv: +1 the next pipeline stage, -1 the previous; else 0 */
+    int slot;                       /* a call of a function that reads or writes STASH globals: which of
+                                       their buffers (`slot=K`); else -1 */
 } ir_sched_step;
 
 typedef struct {
@@ -325,6 +331,8 @@ int64_t ir_seq_orows(const ir_instr *in, const ir_type *t);
 /* Bytes a global of `bytes` occupies in the runtime's slab of globals: whole 256-byte units, so
  * every global starts aligned for vector loads, cuBLASLt and NCCL. */
 static inline size_t ir_global_span(size_t bytes) { return (bytes + 255) / 256 * 256; }
+/* The bytes global g takes in the slab: its span, once per slot (a STASH's buffers back to back). */
+static inline size_t ir_global_slab_bytes(const ir_global *g) { return ir_global_span(ir_bytes(&g->type)) * (size_t)g->slots; }
 /* Whether m has a collective with property `flag` (IR_OPF_*) over mesh axis `axis` (its
  * attribute 0). */
 bool ir_has_collective(const ir_module *m, ir_axis axis, unsigned flag);
@@ -494,6 +502,12 @@ static inline const ir_type *ir_vtype(const ir_func *f, int v) { return &f->vals
 char *ir_print_module(const ir_module *m);                /* malloc'd */
 char *ir_print_func(const ir_module *m, const ir_func *f); /* malloc'd */
 ir_module *ir_parse_module(const char *text, char *err, size_t errlen); /* NULL on error */
+/* A pipelined program is one module per stage (passes/pipeline.c); its text is theirs in stage
+ * order, each after a line `; stage S of N` (a comment to a lone module's reader). One module prints
+ * as itself. ir_text_stages: N (1 without the lines); ir_parse_stage reads stage S of such a text. */
+char *ir_print_stages(ir_module *const *stages, int n); /* malloc'd */
+int ir_text_stages(const char *text);
+ir_module *ir_parse_stage(const char *text, int stage, char *err, size_t errlen);
 
 /* --- verifier (verify.c): types, shapes, SSA order, memory plan bounds --- */
 bool ir_verify(const ir_module *m, char *err, size_t errlen);

@@ -560,7 +560,7 @@ typedef struct {
     int kind, init, placement;
     double std;
     bool has_std, no_decay;
-    int owner, layer;
+    int owner, layer, slots;
     ir_layout layout;
 } global_attrs;
 
@@ -647,16 +647,23 @@ static bool global_attr(parser *p, void *ctx, token key, const token *val)
         ga->layer = (int)layer;
         return true;
     }
+    if (tok_is(key, "slots") && val) {
+        int64_t slots;
+        if (val->kind != TK_NUM || !tok_int(*val, 0, &slots) || slots < 1 || slots > 1 << 20)
+            return fail_at(p, *val, "slots= needs a count of buffers >= 1 (a stash: one per micro-batch in flight)");
+        ga->slots = (int)slots;
+        return true;
+    }
     if (tok_is(key, "std")) {
         ga->has_std = true;
         return need_number(p, key, val, &ga->std);
     }
     char buf[64];
     return fail_at(p, key, "unknown global attribute %s (attributes: kind=, init=, std=, of=, placement=, layer=, "
-                   "layout=, no_decay)", describe(key, buf, sizeof buf));
+                   "slots=, layout=, no_decay)", describe(key, buf, sizeof buf));
 }
 
-/* global @name : type {kind=K, init=I[, std=S][, of=@P][, placement=X][, layer=L][, layout=[...]][, no_decay]} */
+/* global @name : type {kind=K, init=I[, std=S][, of=@P][, placement=X][, layer=L][, slots=N][, layout=[...]][, no_decay]} */
 static bool parse_global(parser *p)
 {
     advance(p);
@@ -667,13 +674,15 @@ static bool parse_global(parser *p)
     ir_type t;
     if (!expect_punct(p, ':') || !parse_type(p, &t))
         return false;
-    global_attrs ga = {.kind = -1, .init = -1, .owner = -1, .layer = -1};
+    global_attrs ga = {.kind = -1, .init = -1, .owner = -1, .layer = -1, .slots = 0};
     if (!parse_attr_block(p, global_attr, &ga))
         return false;
     if (ga.kind < 0 || ga.init < 0)
         return fail_at(p, name, "global %.*s needs kind= and init=", name.len, name.s);
     if (ga.has_std != (ga.init == IR_INIT_NORMAL))
         return fail_at(p, name, "global %.*s: std= goes with init=normal, and only with it", name.len, name.s);
+    if ((ga.slots > 0) != (ga.kind == IR_GLOBAL_STASH))
+        return fail_at(p, name, "global %.*s: slots= goes with kind=stash, and only with it", name.len, name.s);
     char *n = tok_text(name, 1);
     int g = ir_global_add(p->m, n, t, (ir_global_kind)ga.kind, (ir_init)ga.init, ga.std, ga.no_decay);
     ir_global *gl = &p->m->globals[g];
@@ -681,6 +690,7 @@ static bool parse_global(parser *p)
     gl->layer = ga.layer;
     gl->placement = (ir_placement)ga.placement;
     gl->layout = ga.layout;
+    gl->slots = ga.slots > 0 ? ga.slots : 1;
     free(n);
     return expect_eol(p);
 }
@@ -958,7 +968,7 @@ static bool step_key(parser *p, const char *word, bool *given)
     return !*given || expect_punct(p, '=');
 }
 
-/* One step: call F [mb=I] | send F @x mb=I to=next|prev | recv F @x mb=I from=next|prev. The
+/* One step: call F [mb=I] [slot=K] | send F @x mb=I to=next|prev | recv F @x mb=I from=next|prev. The
  * verifier checks what the step means (kinds, micro-batch range, order). */
 static bool parse_step(parser *p, ir_prog prog)
 {
@@ -971,7 +981,7 @@ static bool parse_step(parser *p, ir_prog prog)
     if (p->tok.kind != TK_IDENT)
         return expected(p, "a function name");
     char *fname = tok_text(p->tok, 0);
-    ir_sched_step s = {.op = (ir_step_op)op, .func = ir_func_index(p->m, fname), .mb = -1};
+    ir_sched_step s = {.op = (ir_step_op)op, .func = ir_func_index(p->m, fname), .mb = -1, .slot = -1};
     free(fname);
     if (s.func < 0)
         return fail_at(p, p->tok, "schedule %s names unknown function `%.*s` (functions come before the schedule)",
@@ -992,6 +1002,15 @@ static bool parse_step(parser *p, ir_prog prog)
         if (p->tok.kind != TK_NUM || !tok_int(p->tok, 0, &mb) || mb < 0 || mb > INT_MAX)
             return expected(p, "a micro-batch index >= 0 after mb=");
         s.mb = (int)mb;
+        advance(p);
+    }
+    if (!step_key(p, "slot", &given))
+        return false;
+    if (given) {
+        int64_t slot;
+        if (p->tok.kind != TK_NUM || !tok_int(p->tok, 0, &slot) || slot < 0 || slot > INT_MAX)
+            return expected(p, "a stash slot index >= 0 after slot=");
+        s.slot = (int)slot;
         advance(p);
     }
     if (s.op != IR_STEP_CALL) {
@@ -1072,4 +1091,47 @@ ir_module *ir_parse_module(const char *text, char *err, size_t errlen)
     if (err && errlen)
         err[0] = '\0';
     return p.m;
+}
+
+/* Where the line `; stage S of N` begins in text (NULL: none), N in *n. */
+static const char *stage_line(const char *text, int stage, int *n)
+{
+    for (const char *at = text; (at = strstr(at, "; stage ")); at++) {
+        int s, total, len = 0;
+        if ((at == text || at[-1] == '\n') && sscanf(at, "; stage %d of %d%n", &s, &total, &len) == 2 &&
+            (at[len] == '\n' || !at[len]) && (stage < 0 || s == stage)) {
+            *n = total;
+            return at;
+        }
+    }
+    return NULL;
+}
+
+int ir_text_stages(const char *text)
+{
+    int n = 1;
+    return stage_line(text, -1, &n) ? n : 1;
+}
+
+ir_module *ir_parse_stage(const char *text, int stage, char *err, size_t errlen)
+{
+    int n = 1, next_n;
+    if (!stage_line(text, -1, &n))
+        n = 1;
+    if (stage < 0 || stage >= n) {
+        snprintf(err, errlen, "the program has %d pipeline stage%s, not a stage %d", n, n == 1 ? "" : "s", stage);
+        return NULL;
+    }
+    if (n == 1)
+        return ir_parse_module(text, err, errlen);
+    const char *at = stage_line(text, stage, &n);
+    if (!at) {
+        snprintf(err, errlen, "the program's text has no `; stage %d of %d` line", stage, n);
+        return NULL;
+    }
+    const char *end = stage_line(at + 1, stage + 1, &next_n);
+    char *part = strndup(at, end ? (size_t)(end - at) : strlen(at));
+    ir_module *m = ir_parse_module(part, err, errlen);
+    free(part);
+    return m;
 }

@@ -7,7 +7,7 @@
 #include <string.h>
 
 const char *const ir_global_kind_names[IR_NUM_GLOBAL_KINDS] = {"param", "grad", "adam_m", "adam_v", "copy", "grad_shard",
-                                                                "master_shard"};
+                                                                "master_shard", "stash"};
 const char *const ir_placement_names[IR_NUM_PLACEMENTS] = {"replicated", "column", "row", "vocab"};
 const char *const ir_init_names[IR_NUM_INITS] = {"zeros", "ones", "normal"};
 const char *const ir_prog_names[IR_NUM_PROGS] = {"train", "eval"};
@@ -156,6 +156,8 @@ static void print_global(ir_buf *b, const ir_module *m, const ir_global *g)
         ir_buf_printf(b, ", placement=%s", ir_placement_names[g->placement]);
     if (g->layer >= 0)
         ir_buf_printf(b, ", layer=%d", g->layer);
+    if (g->kind == IR_GLOBAL_STASH)
+        ir_buf_printf(b, ", slots=%d", g->slots);
     char layout[128];
     if (g->layout.nsplits)
         ir_buf_printf(b, ", layout=[%s]", ir_layout_str(&g->layout, layout, sizeof layout));
@@ -169,7 +171,7 @@ static void section_break(ir_buf *b)
         ir_buf_printf(b, "\n");
 }
 
-/* call F [mb=I] | send F @x mb=I to=next|prev | recv F @x mb=I from=next|prev. Out-of-range
+/* call F [mb=I] [slot=K] | send F @x mb=I to=next|prev | recv F @x mb=I from=next|prev. Out-of-range
  * fields print as `?`, so the verifier can quote a broken step. */
 static void print_step(ir_buf *b, const ir_module *m, const ir_sched_step *s)
 {
@@ -180,6 +182,8 @@ static void print_step(ir_buf *b, const ir_module *m, const ir_sched_step *s)
         ir_buf_printf(b, " @%s", s->sym ? s->sym : "?");
     if (s->mb >= 0)
         ir_buf_printf(b, " mb=%d", s->mb);
+    if (s->slot >= 0)
+        ir_buf_printf(b, " slot=%d", s->slot);
     if (p2p)
         ir_buf_printf(b, " %s=%s", s->op == IR_STEP_SEND ? "to" : "from", s->peer > 0 ? "next" : s->peer < 0 ? "prev" : "?");
 }
@@ -228,3 +232,16 @@ char *ir_print_module(const ir_module *m)
     return buf_take(&b);
 }
 
+
+char *ir_print_stages(ir_module *const *stages, int n)
+{
+    if (n == 1)
+        return ir_print_module(stages[0]);
+    ir_buf b = {0};
+    for (int s = 0; s < n; s++) {
+        char *text = ir_print_module(stages[s]);
+        ir_buf_printf(&b, "%s; stage %d of %d\n%s", s ? "\n" : "", s, n, text);
+        free(text);
+    }
+    return buf_take(&b);
+}

@@ -125,9 +125,12 @@ static const char *duplicate_name(const char **names, int n)
 static bool role_problem(const ir_module *m, const ir_global *g, char *why, size_t len)
 {
     const char *kind = ir_global_kind_names[g->kind];
-    if (g->kind == IR_GLOBAL_PARAM && g->owner >= 0)
-        return snprintf(why, len, "is a parameter but names an owner (of=): drop of="), true;
-    if (g->kind != IR_GLOBAL_PARAM && (g->owner < 0 || g->owner >= m->nglobals))
+    bool own = g->kind == IR_GLOBAL_PARAM || g->kind == IR_GLOBAL_STASH; /* no companions */
+    if (own && g->owner >= 0)
+        return snprintf(why, len, "is a %s but names an owner (of=): drop of=", kind), true;
+    if (g->slots != 1 && (g->kind != IR_GLOBAL_STASH || g->slots < 1))
+        return snprintf(why, len, "has slots=%d: only a stash has buffers (slots >= 1)", g->slots), true;
+    if (!own && (g->owner < 0 || g->owner >= m->nglobals))
         return snprintf(why, len, "(kind=%s) needs of=@<its parameter>: every companion names the parameter it "
                         "belongs to", kind), true;
     const ir_global *o = g->owner >= 0 ? &m->globals[g->owner] : NULL;
@@ -315,6 +318,18 @@ static bool has_sym(const ir_func *f, ir_op op, const char *sym)
     return false;
 }
 
+/* The fewest buffers among the stash globals f references (0: none): the slots a call may name. */
+static int stash_slots(const ir_module *m, const ir_func *f)
+{
+    int slots = 0;
+    for (int i = 0; i < f->ninstrs; i++) {
+        int g = f->instrs[i].op == IR_OP_GLOBAL ? ir_global_find(m, f->instrs[i].sym) : -1;
+        if (g >= 0 && m->globals[g].kind == IR_GLOBAL_STASH && (!slots || m->globals[g].slots < slots))
+            slots = m->globals[g].slots;
+    }
+    return slots;
+}
+
 /* The step of program p that calls func on micro-batch mb, or -1. */
 static int call_step(const ir_program *prog, int func, int mb)
 {
@@ -348,6 +363,14 @@ static bool verify_step(verifier *v, ir_prog p, int i, long long n)
     if (s->mb >= n)
         return step_fail(v, p, i, "micro-batch %d is out of range: accum_steps is %lld (micro-batches 0..%lld)", s->mb,
                          n, n - 1);
+    int slots = stash_slots(v->m, f);
+    if (s->op == IR_STEP_CALL && slots && s->slot < 0)
+        return step_fail(v, p, i, "%s reads or writes stash globals: give the buffer, slot=0..%d", f->name, slots - 1);
+    if (s->slot >= 0 && (s->op != IR_STEP_CALL || !slots))
+        return step_fail(v, p, i, "slot= names a stash buffer, but %s", s->op != IR_STEP_CALL ? "this is not a call"
+                         : "the function touches no stash global");
+    if (s->slot >= slots && slots)
+        return step_fail(v, p, i, "slot %d is out of range: %s's stash globals have %d buffers", s->slot, f->name, slots);
     if (s->op == IR_STEP_CALL)
         return true;
     bool send = s->op == IR_STEP_SEND;

@@ -127,8 +127,18 @@ static void plan_func(ir_func *f)
     for (int i = 0; i <= f->ninstrs; i++)
         end_head[i] = -1;
     arena a = {0};
+    /* Inputs first, wherever they stand: the host writes them all before the call, so none may
+     * share bytes with a value the function makes before reading it. */
+    for (int i = 0; i < f->ninstrs; i++)
+        if (f->instrs[i].op == IR_OP_INPUT) {
+            ir_value *v = &f->vals[f->instrs[i].res[0]];
+            v->mem = IR_MEM_ARENA;
+            v->offset = arena_alloc(&a, arena_size(v), f->instrs[i].res[0]);
+        }
     for (int i = 0; i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
+        if (in->op == IR_OP_INPUT)
+            continue; /* placed above, live to the end */
         int donor = inplace_donor(f, in, i, root, last, &a);
         for (int r = 0; r < in->nres; r++) {
             ir_value *v = &f->vals[in->res[r]];

@@ -87,7 +87,8 @@ static bool split_over_tp(const ir_module *m, const ir_func *f, int v)
 
 /* output @grad_norm: the global norm of the n gradients; returns their sum of squares. Squares of
  * gradients split over tp (the shard pass's) are summed over the tp ranks, those of replicated
- * ones, the same on every tp rank, counted once; under ZeRO every dp rank's blocks are summed. */
+ * ones, the same on every tp rank, counted once; under ZeRO every dp rank's blocks are summed, and
+ * under pipeline parallelism every stage's. */
 static int emit_grad_norm(ir_module *m, ir_func *f, int *grads, int n, bool zero)
 {
     int split[n], whole[n], ns = 0, nw = 0;
@@ -104,9 +105,11 @@ static int emit_grad_norm(ir_module *m, ir_func *f, int *grads, int n, bool zero
         int total = ir_emit(m, f, IR_OP_ALL_REDUCE, &local, 1, sum_over_tp, NULL, NULL);
         sumsq = sumsq < 0 ? total : ir_op2(m, f, IR_OP_ADD, sumsq, total);
     }
-    double sum_over_dp[2] = {IR_AXIS_DP, 0};
+    double sum_over_dp[2] = {IR_AXIS_DP, 0}, sum_over_pp[2] = {IR_AXIS_PP, 0};
     if (zero)
         sumsq = ir_emit(m, f, IR_OP_ALL_REDUCE, &sumsq, 1, sum_over_dp, NULL, NULL);
+    if (ir_cfg_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE) > 1) /* each stage holds its own layers' */
+        sumsq = ir_emit(m, f, IR_OP_ALL_REDUCE, &sumsq, 1, sum_over_pp, NULL, NULL);
     ir_output(m, f, "grad_norm", ir_op1(m, f, IR_OP_SQRT, sumsq));
     return sumsq;
 }
@@ -179,7 +182,8 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
     int coef = ir_emit(m, f, IR_OP_CLIP_COEF, &sumsq, 1, &clip, NULL, NULL);
 
     for (int j = 0; j < nparams; j++) {
-        const ir_global *mg = &m->globals[zero ? master_shard(m, params[j]) : params[j]];
+        int held = zero ? master_shard(m, params[j]) : params[j]; /* may grow m->globals: index it after */
+        const ir_global *mg = &m->globals[held];
         ir_type t = mg->type;
         ir_layout layout = mg->layout;
         int master = ir_global_ref(m, f, mg->name);

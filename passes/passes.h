@@ -18,17 +18,37 @@ typedef struct {
 } mcc_pass_options;
 
 typedef bool (*pass_fn)(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
+/* A pass that cuts one module into several (pipeline: one a stage). *n 1 and *out NULL: m stays as
+ * it is; else m is left to the caller to free and out[0..n) replace it. */
+typedef bool (*pass_cut_fn)(ir_module *m, const mcc_pass_options *opts, ir_module ***out, int *n, char *err,
+                            size_t errlen);
 
 typedef struct {
     const char *name;
-    pass_fn run;
+    pass_fn run;                    /* every stage's module, one at a time; NULL for a cutting pass */
     const char *what;
+    pass_cut_fn cut;
 } pass_info;
+
+/* The program being compiled: one module per pipeline stage, in stage order (one before the
+ * pipeline pass and without pipeline parallelism). */
+typedef struct {
+    ir_module **stage;
+    int n;
+} mcc_program;
+/* A program of the one module m (owned by it from now). */
+mcc_program mcc_program_of(ir_module *m);
+void mcc_program_free(mcc_program *p);
 
 bool pass_precision(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_autodiff(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_recompute(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_shard(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
+bool pass_pipeline(ir_module *m, const mcc_pass_options *opts, ir_module ***stages, int *nstages, char *err,
+                   size_t errlen);
+/* Whether `input`/`output @name` is a stage boundary the pipeline pass made (what the schedule
+ * sends and receives), and if so whether a gradient (going to the previous stage) or an activation. */
+bool pass_pipeline_boundary(const char *name, bool *grad);
 /* The shard pass's propagation over one mesh axis of degree n, from the placements the globals'
  * types record ({shard=[.., axis]}): rewrites every function into the local graph each rank
  * along the axis runs, inserting the collectives over it. seq_dim >= 0: sequence parallelism
@@ -54,14 +74,14 @@ static inline bool pass_zero_on(const ir_module *m)
 extern const pass_info mcc_passes[];
 extern const int mcc_npasses;
 
-/* Runs the passes up to and including `last` (NULL: all), each handed opts, verifying after each
- * when `verify`. Returns false with a message naming the pass on failure. */
-bool mcc_run_passes(ir_module *m, const mcc_pass_options *opts, const char *last, bool verify, char *err,
+/* Runs the passes up to and including `last` (NULL: all) over the program, each handed opts,
+ * verifying after each when `verify`. Returns false with a message naming the pass on failure. */
+bool mcc_run_passes(mcc_program *prog, const mcc_pass_options *opts, const char *last, bool verify, char *err,
                     size_t errlen);
 int mcc_pass_index(const char *name); /* -1 if unknown */
-/* Runs the one pass `name` on a module read back from its text (mcc opt), with the verifier before
+/* Runs the one pass `name` on a program read back from its text (mcc opt), with the verifier before
  * and after it. Returns false with a message naming the pass (or an unknown name) on failure. */
-bool mcc_run_pass(ir_module *m, const mcc_pass_options *opts, const char *name, char *err, size_t errlen);
+bool mcc_run_pass(mcc_program *prog, const mcc_pass_options *opts, const char *name, char *err, size_t errlen);
 /* A training plan's invariant past the IR's own (passes/plan_check.c): from autodiff on, micro_step
  * writes every parameter's gradient. mcc_run_passes checks it after each pass when `verify`. */
 bool pass_check_gradients(const ir_module *m, char *err, size_t errlen);

@@ -1,74 +1,540 @@
-/* pipeline.c — the pass driver: the list of passes in order, and running a prefix of it. */
+/* pipeline.c — pipeline parallelism: the pass that cuts the planned micro-batch step into
+ * pipeline_model_parallel_size stages, one module a stage.
+ *
+ * It runs after the shard pass, on the one function `micro_step` (kind step: the forward, the
+ * loss, then autodiff's backward) and on `eval_step`, so every value already has the type this
+ * rank holds (a shard crosses a stage boundary, not the whole tensor). Each instruction gets a
+ * stage from the layers of the parameters it reads:
+ *
+ *   - a leaf (an instruction of no operands: a global, an input, a constant) belongs to no stage
+ *     and is repeated in each function that uses it; a global of layer L says stage(L);
+ *   - a forward instruction is in the latest stage among its operands' (a layer's first op reads
+ *     the previous stage's output and this layer's weights);
+ *   - a backward instruction is in the stage of the layer whose parameters it reads, else in the
+ *     earliest stage among its operands' (a layer's backward reads the gradient coming from the
+ *     later stage and this stage's saved values);
+ *   - one that neither says (the embedding: its operands are leaves) is in the earliest stage that
+ *     uses it (the forward's) or the latest (the backward's).
+ *
+ * Stage s then gets `forward` (kind forward), `backward` (kind backward) and `eval_forward` (kind
+ * eval). Values crossing a boundary become `output @stage<s+1>.act.<k>` in stage s's forward and
+ * `input @stage<s+1>.act.<k>` in stage s+1's (the schedule sends one to the other), and going back
+ * `output @stage<s>.grad.<k>` in stage s's backward, `input` in stage s-1's. A forward value the
+ * backward reads is copied into a stash global (kind stash, `@stage<s>.stash.<k>`), which the
+ * backward reads: the schedule pass gives it one buffer per micro-batch in flight and each call
+ * its slot. A value that would skip a stage, or flow against the pipeline, is refused (internal
+ * error: the model builder's graph is layered, so it does not happen).
+ *
+ * Each stage's module holds the globals its functions read and their companions (a parameter
+ * read by two stages, as tied embeddings are, is in both: not built yet, refused), the setup
+ * function cut to them, and the config with pipeline_stage = s. */
 #include "passes.h"
+#include "passes/pp_schedule.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-const pass_info mcc_passes[] = {
-    {"precision", pass_precision, "bf16 working copies of the fp32 parameters (param_dtype = bf16)"},
-    {"autodiff", pass_autodiff, "reverse-mode gradients of the loss, accumulated into @<param>.grad"},
-    {"recompute", pass_recompute, "selective recompute: the backward recomputes norm and activation outputs"},
-    {"shard", pass_shard, "tensor parallelism: this rank's local graph with its tp collectives"},
-    {"data_parallel", pass_data_parallel, "data parallelism: `reduce_grads` sums gradients over dp ranks"},
-    {"optimizer", pass_optimizer, "the `optimizer` function: global grad norm, clipping, AdamW, zeroing"},
-    {"schedule", pass_schedule, "the schedule programs: train (the step on each micro-batch, reduce, optimizer), eval"},
-    {"fusion", pass_fusion, "fused kernels: a matmul and its bias add become matmul_bias"},
-    {"comm_overlap", pass_comm_overlap, "sequence-parallel collectives beside work that does not need them (two chains with --tp-comm-interleave)"},
-    {"memory_plan", pass_memory_plan, "arena offsets for every activation by liveness"},
-};
-const int mcc_npasses = sizeof mcc_passes / sizeof mcc_passes[0];
-
-int mcc_pass_index(const char *name)
+/* The virtual stage of each layer: pp_split_layers's split (Megatron's, with its overrides) of the
+ * layers over the p * v virtual stages, in order. */
+static bool stage_of_layers(const ir_module *m, int p, int v, int *stage_of, int nlayers, char *err, size_t errlen)
 {
-    for (int i = 0; i < mcc_npasses; i++)
-        if (strcmp(mcc_passes[i].name, name) == 0)
-            return i;
+    int *per = malloc(sizeof(int) * (size_t)(p * v));
+    int first = (int)ir_cfg_int(m, IR_CFG_DECODER_FIRST_PIPELINE_NUM_LAYERS);
+    int last = (int)ir_cfg_int(m, IR_CFG_DECODER_LAST_PIPELINE_NUM_LAYERS);
+    bool ok = pp_split_layers(nlayers, p, v, first > 0 ? first : -1, last > 0 ? last : -1,
+                              ir_cfg_bool(m, IR_CFG_ACCOUNT_FOR_EMBEDDING_IN_PIPELINE_SPLIT),
+                              ir_cfg_bool(m, IR_CFG_ACCOUNT_FOR_LOSS_IN_PIPELINE_SPLIT), per, err, errlen);
+    for (int g = 0, l = 0; ok && g < p * v; g++) {
+        if (per[g] < 1) {
+            snprintf(err, errlen, "virtual pipeline stage %d of %d gets no layer (%d layers over %d ranks x %d virtual "
+                     "stages): use fewer stages, or move layers with --decoder-first/last-pipeline-num-layers", g,
+                     p * v, nlayers, p, v);
+            ok = false;
+        }
+        for (int k = 0; ok && k < per[g]; k++)
+            stage_of[l++] = g;
+    }
+    free(per);
+    return ok;
+}
+
+typedef struct {
+    const ir_module *m;
+    const ir_func *f;
+    int p;
+    const int *layer_stage;
+    int bwd;                        /* the first backward instruction (f->ninstrs: none) */
+    int *stage;                     /* per instruction; -1: a leaf, or not yet known */
+    char *err;
+    size_t errlen;
+} split;
+
+static bool is_leaf(const ir_instr *in) { return in->nargs == 0 && in->nres == 1; }
+
+/* The stage a global reference says: its layer's, or -1 (no layer). */
+static int global_stage(const split *c, const ir_instr *in)
+{
+    if (in->op != IR_OP_GLOBAL)
+        return -1;
+    int g = ir_global_find(c->m, in->sym);
+    return g >= 0 && c->m->globals[g].layer >= 0 ? c->layer_stage[c->m->globals[g].layer] : -1;
+}
+
+/* The stage of value v's definition (-1: a leaf or not known). */
+static int value_stage(const split *c, int v)
+{
+    int d = c->f->vals[v].def;
+    return is_leaf(&c->f->instrs[d]) ? -1 : c->stage[d];
+}
+
+/* The stage of every non-leaf instruction, by the rules above. */
+static bool assign_stages(split *c)
+{
+    const ir_func *f = c->f;
+    for (int i = 0; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        c->stage[i] = -1;
+        if (is_leaf(in))
+            continue;
+        bool backward = i >= c->bwd;
+        int s = -1, layered = -1;
+        for (int a = 0; a < in->nargs; a++) {
+            const ir_instr *d = &f->instrs[f->vals[in->args[a]].def];
+            int t = is_leaf(d) ? global_stage(c, d) : c->stage[f->vals[in->args[a]].def];
+            if (is_leaf(d) && t >= 0) {
+                if (layered >= 0 && layered != t)
+                    return snprintf(c->err, c->errlen, "internal error: %s's instruction %d (%s) reads parameters "
+                                    "of stages %d and %d", f->name, i, ir_ops[in->op].name, layered, t), false;
+                layered = t;
+            }
+            if (t >= 0)
+                s = s < 0 ? t : backward ? (t < s ? t : s) : (t > s ? t : s);
+        }
+        c->stage[i] = backward && layered >= 0 ? layered : s;
+    }
+    /* the rest: the earliest stage using a forward value, the latest using a backward one */
+    for (int i = f->ninstrs - 1; i >= 0; i--) {
+        if (c->stage[i] >= 0 || is_leaf(&f->instrs[i]))
+            continue;
+        bool backward = i >= c->bwd;
+        int s = -1;
+        for (int j = i + 1; j < f->ninstrs; j++)
+            for (int a = 0; a < f->instrs[j].nargs; a++)
+                if (f->vals[f->instrs[j].args[a]].def == i && c->stage[j] >= 0)
+                    s = s < 0 ? c->stage[j] : backward ? (c->stage[j] > s ? c->stage[j] : s)
+                                                       : (c->stage[j] < s ? c->stage[j] : s);
+        c->stage[i] = s >= 0 ? s : backward ? c->p - 1 : 0;
+    }
+    return true;
+}
+
+/* A list of value ids, each once. */
+typedef struct {
+    int *v;
+    int n;
+} vlist;
+
+static int vlist_find(const vlist *l, int v)
+{
+    for (int k = 0; k < l->n; k++)
+        if (l->v[k] == v)
+            return k;
     return -1;
 }
 
-/* Runs pass i with the options, then (when `verify`) the verifier and the plan's own check on
- * its output. */
-static bool run_pass(ir_module *m, const mcc_pass_options *opts, int i, bool verify, char *err, size_t errlen)
+static void vlist_add(vlist *l, int v, int cap)
 {
-    char why[1024];
-    if (!mcc_passes[i].run(m, opts, why, sizeof why)) {
-        snprintf(err, errlen, "pass %s: %s", mcc_passes[i].name, why);
-        return false;
-    }
-    if (verify && (!ir_verify(m, why, sizeof why) || !pass_check_gradients(m, why, sizeof why))) {
-        snprintf(err, errlen, "internal error: IR fails verification after pass %s: %s", mcc_passes[i].name, why);
-        return false;
+    if (vlist_find(l, v) < 0 && l->n < cap)
+        l->v[l->n++] = v;
+}
+
+/* What crosses: act[s] the forward values entering stage s, grad[s] the backward values leaving
+ * stage s+1 into s, stash[s] the forward values (stage s's, or entering it) its backward reads. */
+typedef struct {
+    vlist *act, *grad, *stash;
+} crossings;
+
+static bool find_crossings(const split *c, crossings *x)
+{
+    const ir_func *f = c->f;
+    int cap = f->nvals;
+    for (int i = 0; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        if (is_leaf(in))
+            continue;
+        int s = c->stage[i];
+        bool backward = i >= c->bwd;
+        for (int a = 0; a < in->nargs; a++) {
+            int v = in->args[a], d = f->vals[v].def, t = value_stage(c, v);
+            if (t < 0)
+                continue;
+            bool from_backward = d >= c->bwd;
+            bool ok = true;
+            if (!backward) {
+                ok = t == s || t == s - 1;
+                if (t == s - 1)
+                    vlist_add(&x->act[s], v, cap);
+            } else if (!from_backward) {
+                ok = t == s || t == s - 1;
+                if (t == s - 1)
+                    vlist_add(&x->act[s], v, cap);
+                if (ok)
+                    vlist_add(&x->stash[s], v, cap);
+            } else {
+                ok = t == s || t == s + 1;
+                if (t == s + 1)
+                    vlist_add(&x->grad[s], v, cap);
+            }
+            if (!ok)
+                return snprintf(c->err, c->errlen, "internal error: %s's instruction %d (%s, stage %d) reads %%%d of "
+                                "stage %d: a value crosses only to the next stage (forward) or the previous "
+                                "(backward)", f->name, i, ir_ops[in->op].name, s, v, t), false;
+        }
     }
     return true;
 }
 
-bool mcc_run_passes(ir_module *m, const mcc_pass_options *opts, const char *last, bool verify, char *err,
-                    size_t errlen)
+/* Building one function of a stage: map takes the source's value ids to the new function's. */
+typedef struct {
+    ir_module *sm;                  /* the stage's module */
+    ir_func *g;
+    const ir_func *f;
+    int *map;
+} builder;
+
+/* v in the new function: mapped already, or a leaf repeated here. */
+static int use(builder *b, int v)
 {
-    int stop = last ? mcc_pass_index(last) : mcc_npasses - 1;
-    char why[1024];
-    if (verify && !ir_verify(m, why, sizeof why)) {
-        snprintf(err, errlen, "internal error: the frontend's graph fails verification: %s", why);
-        return false;
+    if (b->map[v] < 0) {
+        const ir_instr *d = &b->f->instrs[b->f->vals[v].def];
+        if (!is_leaf(d)) {
+            fprintf(stderr, "mcc: internal error: pipeline: %%%d used before its stage has it\n", v);
+            abort();
+        }
+        ir_copy_instr(b->sm, b->g, b->f, d, b->map);
     }
-    for (int i = 0; i <= stop; i++)
-        if (!run_pass(m, opts, i, verify, err, errlen))
-            return false;
-    return true;
+    return b->map[v];
 }
 
-bool mcc_run_pass(ir_module *m, const mcc_pass_options *opts, const char *name, char *err, size_t errlen)
+static void copy_instr(builder *b, const ir_instr *in)
 {
-    int i = mcc_pass_index(name);
-    char why[1024];
-    if (i < 0) {
-        snprintf(err, errlen, "--pass %s: no such pass (mcc ir --list-passes names them)", name);
+    for (int a = 0; a < in->nargs; a++)
+        use(b, in->args[a]);
+    ir_copy_instr(b->sm, b->g, b->f, in, b->map);
+}
+
+/* The layout record of a stash holding a value of type t: its dimension splits, as the type says. */
+static ir_layout layout_of_type(const ir_type *t)
+{
+    ir_layout l = {0};
+    for (int d = 0; d < t->ndim; d++) {
+        ir_axis axes[IR_MAX_SHARD_AXES];
+        int n = ir_shard_axes(t, d, axes);
+        for (int k = 0; k < n; k++)
+            ir_layout_add(&l, axes[k], IR_SPLIT_DIM, d);
+    }
+    return l;
+}
+
+static void boundary_name(char *buf, size_t len, int stage, const char *what, int k)
+{
+    snprintf(buf, len, "stage%d.%s.%d", stage, what, k);
+}
+
+bool pass_pipeline_boundary(const char *name, bool *grad)
+{
+    int stage, k, len = 0;
+    char what[8];
+    if (!name || sscanf(name, "stage%d.%5[a-z].%d%n", &stage, what, &k, &len) != 3 || name[len])
+        return false;
+    *grad = !strcmp(what, "grad");
+    return *grad || !strcmp(what, "act");
+}
+
+/* A copy of forward value v into its stash, if stage s's backward reads it (train). */
+static void stash_value(builder *b, const crossings *x, int s, int v, bool train)
+{
+    int k = train ? vlist_find(&x->stash[s], v) : -1;
+    if (k < 0)
+        return;
+    char name[64];
+    boundary_name(name, sizeof name, s, "stash", k);
+    int args[2] = {ir_global_ref(b->sm, b->g, name), use(b, v)};
+    ir_emit(b->sm, b->g, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+}
+
+/* Stage s's forward (train: stashing what its backward reads as soon as it is made) or its eval
+ * forward. */
+static void build_forward(builder *b, const split *c, const crossings *x, int s, bool train)
+{
+    char name[64];
+    for (int k = 0; k < x->act[s].n; k++) {
+        int v = x->act[s].v[k];
+        boundary_name(name, sizeof name, s, "act", k);
+        b->map[v] = ir_input(b->sm, b->g, name, b->f->vals[v].type);
+        stash_value(b, x, s, v, train);
+    }
+    for (int i = 0; i < c->bwd; i++) {
+        const ir_instr *in = &b->f->instrs[i];
+        if (is_leaf(in) || c->stage[i] != s)
+            continue;
+        copy_instr(b, in);
+        for (int r = 0; r < in->nres; r++)
+            stash_value(b, x, s, in->res[r], train);
+    }
+    for (int k = 0; s + 1 < c->p && k < x->act[s + 1].n; k++) {
+        boundary_name(name, sizeof name, s + 1, "act", k);
+        ir_output(b->sm, b->g, name, use(b, x->act[s + 1].v[k]));
+    }
+}
+
+static void build_backward(builder *b, const split *c, const crossings *x, int s)
+{
+    char name[64];
+    for (int k = 0; k < x->grad[s].n; k++) {
+        boundary_name(name, sizeof name, s + 1, "grad", k);
+        b->map[x->grad[s].v[k]] = ir_input(b->sm, b->g, name, b->f->vals[x->grad[s].v[k]].type);
+    }
+    for (int k = 0; k < x->stash[s].n; k++) {
+        boundary_name(name, sizeof name, s, "stash", k);
+        b->map[x->stash[s].v[k]] = ir_global_ref(b->sm, b->g, name);
+    }
+    for (int i = c->bwd; i < b->f->ninstrs; i++) {
+        const ir_instr *in = &b->f->instrs[i];
+        if (!is_leaf(in) && c->stage[i] == s)
+            copy_instr(b, in);
+    }
+    for (int k = 0; s > 0 && k < x->grad[s - 1].n; k++) {
+        boundary_name(name, sizeof name, s, "grad", k);
+        ir_output(b->sm, b->g, name, use(b, x->grad[s - 1].v[k]));
+    }
+}
+
+/* The first backward instruction of a step: the one after the forward's last output (@loss, then
+ * @logits when kept), which precedes the first gradient written. */
+static int backward_start(const ir_func *f)
+{
+    int start = f->ninstrs;
+    for (int i = 0; i < f->ninstrs && !ir_op_has(f->instrs[i].op, IR_OPF_STORES_GLOBAL); i++)
+        if (f->instrs[i].op == IR_OP_OUTPUT)
+            start = i + 1;
+    return start;
+}
+
+typedef struct {
+    split c;
+    crossings x;
+} cut;
+
+static bool cut_func(const ir_module *m, const ir_func *f, int p, const int *layer_stage, bool train, cut *k,
+                     char *err, size_t errlen)
+{
+    k->c = (split){m, f, p, layer_stage, train ? backward_start(f) : f->ninstrs, calloc((size_t)f->ninstrs + 1, sizeof(int)),
+                   err, errlen};
+    k->x.act = calloc((size_t)p, sizeof(vlist));
+    k->x.grad = calloc((size_t)p, sizeof(vlist));
+    k->x.stash = calloc((size_t)p, sizeof(vlist));
+    for (int s = 0; s < p; s++) {
+        k->x.act[s].v = malloc(sizeof(int) * ((size_t)f->nvals + 1));
+        k->x.grad[s].v = malloc(sizeof(int) * ((size_t)f->nvals + 1));
+        k->x.stash[s].v = malloc(sizeof(int) * ((size_t)f->nvals + 1));
+    }
+    return assign_stages(&k->c) && find_crossings(&k->c, &k->x);
+}
+
+static void cut_free(cut *k, int p)
+{
+    for (int s = 0; s < p && k->x.act; s++) {
+        free(k->x.act[s].v);
+        free(k->x.grad[s].v);
+        free(k->x.stash[s].v);
+    }
+    free(k->x.act);
+    free(k->x.grad);
+    free(k->x.stash);
+    free(k->c.stage);
+}
+
+/* Marks the globals stage s's part of f reads or writes. */
+static void mark_globals(const ir_module *m, const cut *k, int s, bool *used)
+{
+    const ir_func *f = k->c.f;
+    for (int i = 0; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        if (is_leaf(in) || k->c.stage[i] != s)
+            continue;
+        for (int a = 0; a < in->nargs; a++) {
+            const ir_instr *d = &f->instrs[f->vals[in->args[a]].def];
+            int g = d->op == IR_OP_GLOBAL ? ir_global_find(m, d->sym) : -1;
+            if (g >= 0)
+                used[g] = true;
+        }
+    }
+}
+
+/* Setup cut to the stage's globals: an instruction stays when every global it reads or writes is
+ * the stage's (and every operand stayed). */
+static void copy_pruned(ir_module *sm, const ir_module *m, const ir_func *f, const bool *kept)
+{
+    ir_func *g = ir_func_new(sm, f->name, f->kind);
+    int *map = malloc(sizeof(int) * ((size_t)f->nvals + 1));
+    for (int v = 0; v < f->nvals; v++)
+        map[v] = -1;
+    for (int i = 0; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        bool keep = in->op != IR_OP_GLOBAL || kept[ir_global_find(m, in->sym)];
+        for (int a = 0; a < in->nargs; a++)
+            keep &= map[in->args[a]] >= 0;
+        if (keep)
+            ir_copy_instr(sm, g, f, in, map);
+    }
+    free(map);
+}
+
+/* A function of virtual stage g's chunk c: `forward` (one chunk a rank) or `forward.c1`. */
+static ir_func *chunk_func(ir_module *sm, const char *what, ir_func_kind kind, int c, int v)
+{
+    char name[64];
+    if (v > 1)
+        snprintf(name, sizeof name, "%s.c%d", what, c);
+    else
+        snprintf(name, sizeof name, "%s", what);
+    return ir_func_new(sm, name, kind);
+}
+
+/* Pipeline rank r's module: its chunks c = 0..v-1, virtual stages g = c * p + r (Megatron's
+ * interleaved placement), each a forward, a backward and an eval forward, in chunk order. */
+static ir_module *stage_module(const ir_module *m, const cut *step, const cut *eval, int r, int p, int v)
+{
+    bool *used = calloc((size_t)m->nglobals + 1, sizeof(bool));
+    for (int c = 0; c < v; c++) {
+        mark_globals(m, step, c * p + r, used);
+        if (eval)
+            mark_globals(m, eval, c * p + r, used);
+    }
+    for (int g = 0; g < m->nglobals; g++) /* a parameter's companions come with it, and it with them */
+        if (used[g] && m->globals[g].owner >= 0)
+            used[m->globals[g].owner] = true;
+    for (int g = 0; g < m->nglobals; g++)
+        if (m->globals[g].owner >= 0 && used[m->globals[g].owner])
+            used[g] = true;
+    ir_module *sm = ir_module_new();
+    for (int i = 0; i < m->nconfig; i++)
+        ir_config_set(sm, m->config[i].key, m->config[i].value);
+    ir_cfg_set_int(sm, IR_CFG_PIPELINE_STAGE, r);
+    int *index = malloc(sizeof(int) * ((size_t)m->nglobals + 1));
+    for (int g = 0; g < m->nglobals; g++) {
+        index[g] = -1;
+        if (!used[g])
+            continue;
+        const ir_global *o = &m->globals[g];
+        index[g] = ir_global_add(sm, o->name, o->type, o->kind, o->init, o->std, o->no_decay);
+        ir_global *n = &sm->globals[index[g]];
+        n->owner = o->owner >= 0 ? index[o->owner] : -1;
+        n->layer = o->layer;
+        n->placement = o->placement;
+        n->layout = o->layout;
+    }
+    const ir_func *f = step->c.f;
+    char name[64];
+    for (int c = 0; c < v; c++)
+        for (int k = 0, g = c * p + r; k < step->x.stash[g].n; k++) {
+            boundary_name(name, sizeof name, g, "stash", k);
+            const ir_type *t = &f->vals[step->x.stash[g].v[k]].type;
+            int st = ir_global_add(sm, name, *t, IR_GLOBAL_STASH, IR_INIT_ZEROS, 0, false);
+            sm->globals[st].layout = layout_of_type(t);
+        }
+    int *map = malloc(sizeof(int) * ((size_t)f->nvals + 1));
+    for (int c = 0; c < v; c++) {
+        int g = c * p + r;
+        builder b = {sm, chunk_func(sm, "forward", IR_FUNC_FORWARD, c, v), f, map};
+        for (int k = 0; k < f->nvals; k++)
+            map[k] = -1;
+        build_forward(&b, &step->c, &step->x, g, true);
+        for (int k = 0; k < f->nvals; k++)
+            map[k] = -1;
+        b.g = chunk_func(sm, "backward", IR_FUNC_BACKWARD, c, v);
+        build_backward(&b, &step->c, &step->x, g);
+    }
+    free(map);
+    for (int c = 0; eval && c < v; c++) {
+        const ir_func *e = eval->c.f;
+        int *emap = malloc(sizeof(int) * ((size_t)e->nvals + 1));
+        for (int k = 0; k < e->nvals; k++)
+            emap[k] = -1;
+        builder eb = {sm, chunk_func(sm, "eval_forward", IR_FUNC_EVAL, c, v), e, emap};
+        build_forward(&eb, &eval->c, &eval->x, c * p + r, false);
+        free(emap);
+    }
+    for (int i = 0; i < m->nfuncs; i++) {
+        ir_func_kind kind = m->funcs[i]->kind;
+        if (kind != IR_FUNC_STEP && kind != IR_FUNC_EVAL)
+            copy_pruned(sm, m, m->funcs[i], used);
+    }
+    free(index);
+    free(used);
+    return sm;
+}
+
+/* A parameter two stages read (tied embeddings) needs its gradients summed between them. */
+static bool shared_parameter(const ir_module *m, ir_module **stages, int p, char *err, size_t errlen)
+{
+    for (int g = 0; g < m->nglobals; g++) {
+        if (m->globals[g].kind != IR_GLOBAL_PARAM)
+            continue;
+        int first = -1;
+        for (int s = 0; s < p; s++)
+            if (ir_global_find(stages[s], m->globals[g].name) >= 0) {
+                if (first >= 0)
+                    return snprintf(err, errlen, "parameter @%s is used by pipeline stages %d and %d (tied "
+                                    "embeddings): pipeline parallelism does not sum a shared parameter's gradients "
+                                    "between stages yet; set untie_embeddings_and_output_weights (Megatron's "
+                                    "--untie-embeddings-and-output-weights) or use --pipeline-model-parallel-size 1",
+                                    m->globals[g].name, first, s), true;
+                first = s;
+            }
+    }
+    return false;
+}
+
+bool pass_pipeline(ir_module *m, const mcc_pass_options *opts, ir_module ***stages, int *nstages, char *err,
+                   size_t errlen)
+{
+    (void)opts;
+    int p = (int)ir_cfg_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE);
+    int v = (int)ir_cfg_int(m, IR_CFG_NUM_VIRTUAL_STAGES_PER_PIPELINE_RANK);
+    v = v < 1 ? 1 : v;
+    *stages = NULL;
+    *nstages = 1;
+    if (p <= 1)
+        return true;
+    int step = ir_func_of_kind(m, IR_FUNC_STEP), eval = ir_func_of_kind(m, IR_FUNC_EVAL);
+    if (step < 0)
+        return snprintf(err, errlen, "no step function (kind=step) to cut into stages"), false;
+    int nlayers = 0;
+    for (int g = 0; g < m->nglobals; g++)
+        nlayers = m->globals[g].layer + 1 > nlayers ? m->globals[g].layer + 1 : nlayers;
+    int *layer_stage = malloc(sizeof(int) * ((size_t)nlayers + 1));
+    cut sc = {0}, ec = {0};
+    bool ok = stage_of_layers(m, p, v, layer_stage, nlayers, err, errlen) &&
+              cut_func(m, m->funcs[step], p * v, layer_stage, true, &sc, err, errlen) &&
+              (eval < 0 || cut_func(m, m->funcs[eval], p * v, layer_stage, false, &ec, err, errlen));
+    ir_module **out = ok ? calloc((size_t)p, sizeof *out) : NULL;
+    for (int r = 0; ok && r < p; r++)
+        out[r] = stage_module(m, &sc, eval >= 0 ? &ec : NULL, r, p, v);
+    if (ok && shared_parameter(m, out, p, err, errlen))
+        ok = false;
+    cut_free(&sc, p * v);
+    cut_free(&ec, p * v);
+    free(layer_stage);
+    if (!ok) {
+        for (int r = 0; out && r < p; r++)
+            ir_module_free(out[r]);
+        free(out);
         return false;
     }
-    /* a hand-trimmed input that does not verify would otherwise be blamed on the pass */
-    if (!ir_verify(m, why, sizeof why)) {
-        snprintf(err, errlen, "the input fails verification (before pass %s): %s", name, why);
-        return false;
-    }
-    return run_pass(m, opts, i, true, err, errlen);
+    *stages = out;
+    *nstages = p;
+    return true;
 }

@@ -1,6 +1,6 @@
 /* plan_check.c — what a training plan must hold beyond the IR's well-formedness (ir/verify.c,
- * which hand-written modules also meet): from autodiff on, micro_step writes every parameter's
- * gradient. mcc_run_passes checks it after each pass, so it guards every compile. */
+ * which hand-written modules also meet): from autodiff on, micro_step (a pipeline stage: its
+ * backward) writes every parameter's gradient. mcc_run_passes checks it after each pass, so it guards every compile. */
 #include "passes.h"
 
 #include <stdio.h>
@@ -13,6 +13,8 @@
 bool pass_check_gradients(const ir_module *m, char *err, size_t errlen)
 {
     int fi = ir_func_of_kind(m, IR_FUNC_STEP);
+    if (fi < 0)
+        fi = ir_func_of_kind(m, IR_FUNC_BACKWARD);
     bool any = false;
     for (int g = 0; g < m->nglobals; g++)
         any |= m->globals[g].kind == IR_GLOBAL_GRAD;
@@ -20,10 +22,15 @@ bool pass_check_gradients(const ir_module *m, char *err, size_t errlen)
         return true;
     const ir_func *f = m->funcs[fi];
     bool *written = calloc((size_t)m->nglobals + 1, sizeof(bool)), ok = true;
-    for (int i = 0; i < f->ninstrs; i++) {
-        int g = ir_writes_global(f, &f->instrs[i]) ? ir_global_index_of(m, f, f->instrs[i].args[0]) : -1;
-        if (g >= 0)
-            written[g] = true;
+    for (int k = 0; k < m->nfuncs; k++) { /* the step, or a stage's backwards (one a chunk) */
+        const ir_func *w = m->funcs[k];
+        if (w->kind != IR_FUNC_STEP && w->kind != IR_FUNC_BACKWARD)
+            continue;
+        for (int i = 0; i < w->ninstrs; i++) {
+            int g = ir_writes_global(w, &w->instrs[i]) ? ir_global_index_of(m, w, w->instrs[i].args[0]) : -1;
+            if (g >= 0)
+                written[g] = true;
+        }
     }
     for (int p = 0; p < m->nglobals && ok; p++) {
         if (m->globals[p].kind != IR_GLOBAL_PARAM)

@@ -1,10 +1,22 @@
 /* schedule.c — the schedule programs a rank runs (ir.h's ir_program). `train`, one iteration:
  * the step function on each of the accum_steps micro-batches of this rank's share of the global
  * batch, then the reduce function (data parallel; when there is one), then the optimizer.
- * `eval`, one global batch of validation: the eval function on each micro-batch. */
+ * `eval`, one global batch of validation: the eval function on each micro-batch.
+ *
+ * A pipeline stage's module (passes/pipeline.c) has a forward and a backward instead of the step:
+ * its train program is this stage's part of a pipeline schedule (1F1B: warm-up forwards, then one
+ * forward and one backward in turn, then the cool-down backwards; interleaved 1F1B over virtual
+ * stages: passes/pp_schedule.c computes the orders), each forward after the receives
+ * of its boundary inputs from the previous stage and before the sends of its outputs to the next,
+ * each backward between the receives of the gradients from the next stage and the sends of its
+ * own to the previous. Each call names the stash slot of its micro-batch, and the stash globals get
+ * as many buffers as micro-batches are in flight on this stage. */
 #include "passes.h"
+#include "passes/pp_schedule.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Program p calls function f (when the module has one) on micro-batches 0..n-1. */
 static void call_per_micro_batch(ir_module *m, ir_prog p, int f, long long n)
@@ -13,22 +25,169 @@ static void call_per_micro_batch(ir_module *m, ir_prog p, int f, long long n)
         ir_sched_call(m, p, f, mb);
 }
 
+/* The receives (recv) or sends (send) around a call of f on micro-batch mb: one for each of its
+ * boundary inputs or outputs (the pipeline pass's `@stage<S>.act.<k>` / `@stage<S>.grad.<k>`). */
+static void boundary_steps(ir_module *m, ir_prog p, int fi, int mb, ir_step_op op)
+{
+    const ir_func *f = m->funcs[fi];
+    ir_op want = op == IR_STEP_RECV ? IR_OP_INPUT : IR_OP_OUTPUT;
+    for (int i = 0; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        bool grad;
+        if (in->op != want || !pass_pipeline_boundary(in->sym, &grad))
+            continue;
+        /* activations go down the pipeline, gradients up */
+        int peer = (grad ? -1 : 1) * (op == IR_STEP_SEND ? 1 : -1);
+        ir_sched_add(m, p, (ir_sched_step){.op = op, .func = fi, .mb = mb, .sym = in->sym, .peer = peer, .slot = -1});
+    }
+}
+
+static void pipeline_call(ir_module *m, ir_prog p, int fi, int mb, int slot)
+{
+    boundary_steps(m, p, fi, mb, IR_STEP_RECV);
+    ir_sched_add(m, p, (ir_sched_step){.op = IR_STEP_CALL, .func = fi, .mb = mb, .slot = slot});
+    boundary_steps(m, p, fi, mb, IR_STEP_SEND);
+}
+
+/* The i-th function of kind k in module order (a rank's chunk i), or -1. */
+static int nth_of_kind(const ir_module *m, ir_func_kind k, int i)
+{
+    for (int f = 0; f < m->nfuncs; f++)
+        if (m->funcs[f]->kind == k && i-- == 0)
+            return f;
+    return -1;
+}
+
+/* The schedule the config names (auto: interleaved with virtual stages, else 1F1B). */
+static bool schedule_kind(const ir_module *m, int v, pp_sched_kind *kind, char *err, size_t errlen)
+{
+    const char *name = ir_cfg_text(m, IR_CFG_PIPELINE_SCHEDULE);
+    if (!strcmp(name, "auto")) {
+        *kind = v > 1 ? PP_SCHED_INTERLEAVED : PP_SCHED_1F1B;
+        return true;
+    }
+    for (int k = 0; k < PP_NUM_SCHEDS; k++)
+        if (!strcmp(name, pp_sched_names[k]))
+            *kind = (pp_sched_kind)k;
+        else if (k == PP_NUM_SCHEDS - 1 && strcmp(name, pp_sched_names[*kind]))
+            return snprintf(err, errlen, "config pipeline_schedule = \"%s\": not a schedule (auto, 1f1b, interleaved, "
+                            "zb-h1)", name), false;
+    if (*kind == PP_SCHED_ZB_H1)
+        return snprintf(err, errlen, "--pipeline-schedule zb-h1: the zero-bubble schedule's split of the backward into "
+                        "input and weight gradients is not built yet (`mcc schedule` plans it); use 1f1b or "
+                        "interleaved"), false;
+    return true;
+}
+
+/* Rank a's messages to rank b in a's order (to_b) or b's receives from a in b's order (!to_b), each
+ * as its (kind, micro-batch, virtual stage) number, into out; their count. */
+static int messages(const pp_schedule *s, int a, int b, bool sent, long *out)
+{
+    int n = 0, P = s->p * s->v, me = sent ? a : b;
+    const pp_rank_program *prog = &s->rank[me];
+    for (int i = 0; i < prog->n; i++) {
+        const pp_action *x = &prog->a[i];
+        int g = x->chunk * s->p + me;
+        if (x->kind == PP_ACT_W)
+            continue;
+        bool fwd = x->kind == PP_ACT_F;
+        /* a forward sends to g+1 and receives from g-1; a backward the other way */
+        int to = fwd ? g + 1 : g - 1, from = fwd ? g - 1 : g + 1;
+        int other = sent ? to : from, src_g = sent ? g : from;
+        if (other < 0 || other >= P || other % s->p != (sent ? b : a))
+            continue;
+        out[n++] = ((long)fwd * s->m + x->mb) * P + src_g; /* the message: who made it, of which micro-batch */
+    }
+    return n;
+}
+
+/* Between two ranks messages are matched in the order sent (comm.h): every rank receives what
+ * each neighbour sends in the order it was sent, or a micro-batch would get another's tensor. */
+static bool transfers_in_order(const pp_schedule *s, char *err, size_t errlen)
+{
+    int most = 0;
+    for (int r = 0; r < s->p; r++)
+        most += s->rank[r].n;
+    long *sent = malloc(sizeof(long) * ((size_t)most + 1)), *got = malloc(sizeof(long) * ((size_t)most + 1));
+    bool ok = true;
+    for (int a = 0; ok && a < s->p; a++)
+        for (int b = 0; ok && b < s->p; b++) {
+            int ns = messages(s, a, b, true, sent), ng = messages(s, a, b, false, got);
+            ok = ns == ng && !memcmp(sent, got, sizeof(long) * (size_t)ns);
+            if (!ok)
+                snprintf(err, errlen, "internal error: the %s schedule's transfers from pipeline rank %d to %d are "
+                         "received in another order than sent", pp_sched_names[s->kind], a, b);
+        }
+    free(sent);
+    free(got);
+    return ok;
+}
+
+/* This pipeline rank's part of the schedule pp_schedule_build computes for every rank (1F1B,
+ * interleaved 1F1B): each action a call of its chunk's forward or backward with the boundary
+ * transfers around it, on the stash slot the schedule gave its micro-batch; each chunk's stash
+ * globals get the slots its schedule uses at once. */
+static bool schedule_stage(ir_module *m, int r, int p, int v, long long n, char *err, size_t errlen)
+{
+    pp_sched_kind kind = PP_SCHED_1F1B;
+    pp_schedule sched;
+    if (!schedule_kind(m, v, &kind, err, errlen) || !pp_schedule_build(kind, p, (int)n, v, &sched, err, errlen))
+        return false;
+    if (!transfers_in_order(&sched, err, errlen)) {
+        pp_schedule_free(&sched);
+        return false;
+    }
+    const pp_rank_program *prog = &sched.rank[r];
+    for (int c = 0; c < v; c++) {
+        const ir_func *f = m->funcs[nth_of_kind(m, IR_FUNC_FORWARD, c)];
+        for (int i = 0; i < f->ninstrs; i++) {
+            int g = f->instrs[i].op == IR_OP_GLOBAL ? ir_global_find(m, f->instrs[i].sym) : -1;
+            if (g >= 0 && m->globals[g].kind == IR_GLOBAL_STASH)
+                m->globals[g].slots = prog->nslots[c] > 0 ? prog->nslots[c] : 1;
+        }
+    }
+    for (int i = 0; i < prog->n; i++) {
+        const pp_action *a = &prog->a[i];
+        int fi = nth_of_kind(m, a->kind == PP_ACT_F ? IR_FUNC_FORWARD : IR_FUNC_BACKWARD, a->chunk);
+        if (fi < 0 || a->kind == PP_ACT_W) {
+            pp_schedule_free(&sched);
+            return snprintf(err, errlen, "internal error: pipeline rank %d has no %s of chunk %d", r,
+                            a->kind == PP_ACT_F ? "forward" : "backward", a->chunk), false;
+        }
+        pipeline_call(m, IR_PROG_TRAIN, fi, a->mb, a->slot);
+    }
+    pp_schedule_free(&sched);
+    return true;
+}
+
 bool pass_schedule(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     int step = ir_func_of_kind(m, IR_FUNC_STEP), opt = ir_func_of_kind(m, IR_FUNC_OPTIMIZER);
-    if (step < 0 || opt < 0)
-        return snprintf(err, errlen, "needs a step function (kind=step) and an optimizer (kind=optimizer)"), false;
+    int fwd = ir_func_of_kind(m, IR_FUNC_FORWARD), bwd = ir_func_of_kind(m, IR_FUNC_BACKWARD);
+    bool stage = fwd >= 0 && bwd >= 0;
+    if ((step < 0 && !stage) || opt < 0)
+        return snprintf(err, errlen, "needs a step function (kind=step), or a pipeline stage's forward and backward, and "
+                        "an optimizer (kind=optimizer)"), false;
     long long accum = ir_cfg_int(m, IR_CFG_ACCUM_STEPS);
     if (accum < 1)
         return snprintf(err, errlen, "accum_steps must be >= 1, got %lld", accum), false;
     for (int p = 0; p < IR_NUM_PROGS; p++)
         if (m->progs[p].nsteps)
             return snprintf(err, errlen, "the module already has a schedule"), false;
+    int v = (int)ir_cfg_int(m, IR_CFG_NUM_VIRTUAL_STAGES_PER_PIPELINE_RANK);
+    if (stage && !schedule_stage(m, (int)ir_cfg_int(m, IR_CFG_PIPELINE_STAGE),
+                                 (int)ir_cfg_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE), v < 1 ? 1 : v, accum, err, errlen))
+        return false;
     call_per_micro_batch(m, IR_PROG_TRAIN, step, accum);
     int reduce = ir_func_of_kind(m, IR_FUNC_REDUCE);
     if (reduce >= 0)
         ir_sched_call(m, IR_PROG_TRAIN, reduce, -1);
     ir_sched_call(m, IR_PROG_TRAIN, opt, -1);
-    call_per_micro_batch(m, IR_PROG_EVAL, ir_func_of_kind(m, IR_FUNC_EVAL), accum);
+    int eval = ir_func_of_kind(m, IR_FUNC_EVAL);
+    for (int mb = 0; stage && mb < accum; mb++) /* chunk by chunk: a chunk's input is the rank before's */
+        for (int c = 0; nth_of_kind(m, IR_FUNC_EVAL, c) >= 0; c++)
+            pipeline_call(m, IR_PROG_EVAL, nth_of_kind(m, IR_FUNC_EVAL, c), mb, -1);
+    if (!stage)
+        call_per_micro_batch(m, IR_PROG_EVAL, eval, accum);
     return true;
 }

@@ -264,6 +264,8 @@ void rt_comm_free(rt_comm *c)
     for (int l = 0; l < RT_NUM_LANES; l++)
         rt_comm_free(c->lanes[l]);
     c->ops->free(c);
+    free(c->p2p_sent);
+    free(c->p2p_recvd);
     free(c->world_ranks);
     free(c);
 }
@@ -343,6 +345,60 @@ void rt_barrier(rt_comm *c)
     c->seq++;
     c->ops->barrier(c);
 }
+
+/* ---- point to point -------------------------------------------------------------------------- */
+
+void rt_comm_add_p2p(rt_comm *c)
+{
+    if (c->p2p_sent || !c->ops->p2p_setup)
+        return;
+    c->p2p_sent = calloc((size_t)c->size, sizeof *c->p2p_sent);
+    c->p2p_recvd = calloc((size_t)c->size, sizeof *c->p2p_recvd);
+    if (!c->p2p_sent || !c->p2p_recvd)
+        rt_comm_fatal("out of memory for the point-to-point state of group '%s'", c->name);
+    c->ops->p2p_setup(c);
+}
+
+/* Ends the process unless c is ready for point to point, peer is one of this member's ring
+ * neighbours (rank -+ 1 modulo the size) and dt a dtype. */
+static void comm_check_p2p(const rt_comm *c, const char *what, int peer, ir_dtype dt)
+{
+    if (!c->ops->send)
+        rt_comm_fatal("%s on group '%s': this backend has no point to point", what, c->name);
+    if (!c->p2p_sent)
+        rt_comm_fatal("%s on group '%s': call rt_comm_add_p2p on the group first (collective over it)", what, c->name);
+    if ((unsigned)dt >= IR_NUM_DTYPES)
+        rt_comm_fatal("%s on group '%s': unknown dtype %d", what, c->name, (int)dt);
+    int n = c->size, prev = (c->rank + n - 1) % n, next = (c->rank + 1) % n;
+    if (n == 1)
+        rt_comm_fatal("%s to/from member %d of group '%s': a group of one member has no neighbour to talk to", what,
+                      peer, c->name);
+    if (peer < 0 || peer >= n || peer == c->rank || (peer != prev && peer != next))
+        rt_comm_fatal("%s on group '%s': peer %d is not a neighbour of member %d (group of %d: its neighbours are "
+                      "members %d and %d)", what, c->name, peer, c->rank, n, prev, next);
+}
+
+void rt_send(rt_comm *c, const void *buf, size_t count, ir_dtype dt, int peer, void *stream)
+{
+    comm_check_p2p(c, "send", peer, dt);
+    c->p2p_sent[peer]++;
+    c->ops->send(c, buf, count, dt, peer, stream);
+}
+
+void rt_recv(rt_comm *c, void *buf, size_t count, ir_dtype dt, int peer, void *stream)
+{
+    comm_check_p2p(c, "recv", peer, dt);
+    c->p2p_recvd[peer]++;
+    c->ops->recv(c, buf, count, dt, peer, stream);
+}
+
+void rt_p2p_flush(rt_comm *c, void *stream)
+{
+    if (c->p2p_sent)
+        c->ops->p2p_flush(c, stream);
+}
+
+size_t rt_p2p_staged_bytes(const rt_comm *c) { return c->p2p_staged; }
 
 #ifndef MCC_HAVE_MPI
 rt_comm *rt_comm_world_mpi(const rt_rank_env *e, char *err, size_t errlen)

@@ -91,6 +91,43 @@ void rt_comm_group_end(rt_comm *c, void *stream);
 /* Returns when every member has entered (NCCL: and all enqueued work of this rank is done). */
 void rt_barrier(rt_comm *c);
 
+/* ---- point to point -------------------------------------------------------------------------
+ * Between neighbours of c (the pp group: member rank-1 and rank+1, modulo the size, so that the
+ * last stage reaches the first as interleaved schedules need). A send never waits for the
+ * receiver: it copies buf (count elements of dt) into a staging buffer of its own and returns; on
+ * a GPU the copy is in the stream's order and the transfer goes out beside it. A recv returns (on a
+ * GPU: completes in the stream's order) once buf holds what the peer sent; the messages from one
+ * member to another arrive in the order sent. So a schedule that sends right after the step that
+ * produced a tensor and receives right before the step that needs it cannot deadlock when its
+ * dependency graph is acyclic: every rank's sends and receives may come in any order relative to
+ * its neighbours'. rt_p2p_flush waits until every send of this rank on c has completed and frees
+ * the staging buffers (the end of an iteration). A recv that does not complete within
+ * MCC_COLLECTIVE_TIMEOUT_S ends the job, naming it, its peer and group (under MPI, also how many
+ * messages the peer has sent this rank).
+ *
+ * MPI: MPI_Isend from a malloc'd copy (completed copies are freed by later sends), a polled
+ * MPI_Irecv, on a duplicate of c's communicator with one tag: MPI matches the messages of one
+ * sender on one communicator and tag in the order sent.
+ * NCCL: a send blocks the GPU until the peer's recv runs, and all operations on one communicator
+ * run in the order issued on this rank whatever their streams (NVIDIA/nccl#479, #783, #1389). One
+ * communicator for both directions between two members deadlocks as soon as both send before
+ * they receive (each recv waits behind its own rank's send); one per direction over the whole
+ * group still deadlocks a ring (each rank's recv from rank-1 waits behind its send to rank+1).
+ * So every ordered pair of neighbours (a -> b) gets a two-member communicator on which a only
+ * sends and b only receives (ncclCommSplit of c: two to six splits, one per direction and
+ * matching of the ring's edges), and each neighbour a send stream of its own: the staging copy
+ * goes on the caller's stream, the ncclSend on the neighbour's send stream after an event, the
+ * ncclRecv on the caller's stream. What remains is that CUDA does not promise the send kernels
+ * run beside the recv's (they take few CTAs of a GPU's SMs). Not inside a CUDA graph capture. */
+/* Makes what rt_send/rt_recv need on c (NCCL: the pair communicators above). Collective over c;
+ * once, before c's first send or recv (rt_parallel_init does it for the pp group). */
+void rt_comm_add_p2p(rt_comm *c);
+void rt_send(rt_comm *c, const void *buf, size_t count, ir_dtype dt, int peer, void *stream);
+void rt_recv(rt_comm *c, void *buf, size_t count, ir_dtype dt, int peer, void *stream);
+void rt_p2p_flush(rt_comm *c, void *stream);
+/* Bytes of staging this rank's sends on c hold now (buffers whose send has not been seen to complete). */
+size_t rt_p2p_staged_bytes(const rt_comm *c);
+
 /* ---- lanes ----------------------------------------------------------------------------------
  * A group's collectives may go out on separate communicators of the same members, each tuned for
  * where its collectives run (bench/overlap_bench.c measured the choices on two H200s):

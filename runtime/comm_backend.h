@@ -28,6 +28,12 @@ typedef struct {
      * stderr) when the backend cannot. Collective over c. NULL where nothing is gained (MPI). */
     bool (*window)(rt_comm *c, void *base, size_t bytes);
     void (*all_to_all)(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream);
+    /* Point to point (comm.h): comm.c has checked that peer is a neighbour and numbered the
+     * message (p2p_sent/p2p_recvd); p2p_setup fills c->p2p, the backend's free frees it. */
+    void (*p2p_setup)(rt_comm *c);
+    void (*send)(rt_comm *c, const void *buf, size_t count, ir_dtype dt, int peer, void *stream);
+    void (*recv)(rt_comm *c, void *buf, size_t count, ir_dtype dt, int peer, void *stream);
+    void (*p2p_flush)(rt_comm *c, void *stream);
 } rt_comm_ops;
 
 struct rt_comm {
@@ -42,6 +48,9 @@ struct rt_comm {
     char *window;                 /* the registered window (RT_LANE_COPY), or NULL */
     size_t window_bytes;
     void *window_handle;          /* the backend's */
+    void *p2p;                    /* the backend's point-to-point state (rt_comm_add_p2p), or NULL */
+    uint64_t *p2p_sent, *p2p_recvd; /* [size]: messages sent to / received from each member */
+    size_t p2p_staged;            /* rt_p2p_staged_bytes, kept by the backend */
 };
 
 /* A world communicator around a backend handle: member i is world rank i. */

@@ -1,6 +1,7 @@
-/* comm_mpi.c — the MPI backend of comm.h (CPU ranks under mpirun): non-blocking collectives
- * polled against MCC_COLLECTIVE_TIMEOUT_S, and on timeout a probe of the other members over a
- * side communicator to name those that did not arrive, then MPI_Abort. Built only with MPI. */
+/* comm_mpi.c — the MPI backend of comm.h (CPU ranks under mpirun): non-blocking collectives and
+ * point-to-point receives polled against MCC_COLLECTIVE_TIMEOUT_S, and on timeout a probe of the
+ * other members over a side communicator to name those that did not arrive, then MPI_Abort;
+ * sends from staging copies that never wait. Built only with MPI. */
 #ifdef MCC_HAVE_MPI
 #include "comm_backend.h"
 
@@ -16,7 +17,7 @@
  * member; a member that is polling (in any collective, or timed out itself) answers STATE with
  * how many collectives it has issued on that group and where it waits now. A member busy
  * outside collectives, or dead, does not answer within MPI_GRACE_S. */
-enum { MPI_TAG_PROBE = 7001, MPI_TAG_STATE = 7002 };
+enum { MPI_TAG_PROBE = 7001, MPI_TAG_STATE = 7002, MPI_TAG_P2P = 7003 };
 #define MPI_GRACE_S 2.0
 #define MPI_MAX_GROUPS 64
 
@@ -27,16 +28,27 @@ typedef struct {
 
 typedef struct {
     uint64_t issued;    /* collectives issued on the probed group */
-    int32_t waiting;    /* 1 while inside a collective */
-    uint64_t wait_seq;  /* where it waits: collective number, name, group */
+    uint64_t sent_you, recvd_you; /* point-to-point messages sent to / received from the prober on that group */
+    int32_t waiting;    /* 1 while inside a collective or recv */
+    int32_t wait_peer;  /* the world rank a recv waits for, or -1 */
+    uint64_t wait_seq;  /* where it waits: collective (or recv) number, name, group */
     char wait_coll[16], wait_group[40];
 } mpi_state_msg;
+
+/* A group's point-to-point state: sends in flight from their staging copies. */
+typedef struct {
+    MPI_Comm comm; /* a duplicate of the group's: its messages match nothing else */
+    struct mpi_staged { MPI_Request req; void *copy; size_t bytes; uint64_t seq; int peer; } *sends;
+    int nsends, cap;
+} mpi_p2p;
 
 static struct {
     rt_comm *groups[MPI_MAX_GROUPS]; /* live communicators, polled for probes */
     int ngroups;
-    const rt_comm *wait_comm; /* the collective this rank waits in, for answers */
+    const rt_comm *wait_comm; /* the collective (or recv) this rank waits in, for answers */
     const char *wait_coll;
+    uint64_t wait_seq;
+    int wait_peer;            /* group rank of a recv's sender, or -1 */
     double timeout_s;
     MPI_Op bf16_sum, bf16_max;
 } mpi;
@@ -130,9 +142,13 @@ static void mpi_answer_probes(void)
         if (!flag)
             continue;
         MPI_Recv(&dummy, 1, MPI_INT, st.MPI_SOURCE, MPI_TAG_PROBE, mpi_of(g)->side, MPI_STATUS_IGNORE);
-        mpi_state_msg m = {.issued = g->seq, .waiting = mpi.wait_comm != NULL};
+        mpi_state_msg m = {.issued = g->seq, .sent_you = g->p2p_sent ? g->p2p_sent[st.MPI_SOURCE] : 0,
+                           .recvd_you = g->p2p_recvd ? g->p2p_recvd[st.MPI_SOURCE] : 0,
+                           .waiting = mpi.wait_comm != NULL, .wait_peer = -1};
         if (mpi.wait_comm) {
-            m.wait_seq = mpi.wait_comm->seq;
+            m.wait_seq = mpi.wait_seq;
+            if (mpi.wait_peer >= 0)
+                m.wait_peer = mpi.wait_comm->world_ranks[mpi.wait_peer];
             snprintf(m.wait_coll, sizeof m.wait_coll, "%s", mpi.wait_coll);
             snprintf(m.wait_group, sizeof m.wait_group, "%s", mpi.wait_comm->name);
         }
@@ -149,6 +165,9 @@ static size_t mpi_describe_member(char *out, size_t len, const char *sep, int w,
         return (size_t)snprintf(out, len, "%s rank %d (no answer: busy outside collectives, or dead)", sep, w);
     if (m->issued >= seq)
         return 0;
+    if (m->waiting && m->wait_peer >= 0)
+        return (size_t)snprintf(out, len, "%s rank %d (waits in %s #%llu from world rank %d on group '%s')", sep, w,
+                                m->wait_coll, (unsigned long long)m->wait_seq, m->wait_peer, m->wait_group);
     if (m->waiting)
         return (size_t)snprintf(out, len, "%s rank %d (waits in %s #%llu on group '%s')", sep, w, m->wait_coll,
                                 (unsigned long long)m->wait_seq, m->wait_group);
@@ -156,51 +175,81 @@ static size_t mpi_describe_member(char *out, size_t len, const char *sep, int w,
                             (unsigned long long)m->issued);
 }
 
-/* Collective `coll` on c ran past the deadline: find who did not arrive, say so, end the job. */
-_Noreturn static void mpi_timeout(rt_comm *c, const char *coll)
+/* What member `peer` (group rank) of c reported to a recv from it (or a send to it) that timed out. */
+static size_t mpi_describe_peer(char *out, size_t len, const rt_comm *c, int peer, bool sending, bool answered,
+                                const mpi_state_msg *m)
+{
+    int w = c->world_ranks[peer];
+    size_t n = (size_t)snprintf(out, len, "world rank %d ", w);
+    if (!answered)
+        return n + (size_t)snprintf(out + n, len - n, "does not answer (busy outside collectives and receives, or dead)");
+    uint64_t k = sending ? m->recvd_you : m->sent_you;
+    n += (size_t)snprintf(out + n, len - n, "has %s this rank %llu message%s on it", sending ? "received from" : "sent",
+                          (unsigned long long)k, k == 1 ? "" : "s");
+    if (!m->waiting)
+        return n + (size_t)snprintf(out + n, len - n, " and is busy elsewhere");
+    n += (size_t)snprintf(out + n, len - n, " and waits in %s #%llu", m->wait_coll, (unsigned long long)m->wait_seq);
+    if (m->wait_peer >= 0)
+        n += (size_t)snprintf(out + n, len - n, " from world rank %d", m->wait_peer);
+    return n + (size_t)snprintf(out + n, len - n, " on group '%s'", m->wait_group);
+}
+
+/* Collective `coll` #seq on c (or, peer >= 0, "recv"/"send" #seq from/to member peer) ran past
+ * the deadline: find who did not arrive (the peer), say so, end the job. */
+_Noreturn static void mpi_timeout(rt_comm *c, const char *coll, uint64_t seq, int peer)
 {
     int n = c->size, probe = 0;
     MPI_Request *req = malloc(sizeof(MPI_Request) * (size_t)n * 2);
     mpi_state_msg *ans = calloc((size_t)n, sizeof *ans);
     int *answered = calloc((size_t)n, sizeof *answered);
+    int pending = 0;
     for (int i = 0; i < n; i++) {
         req[2 * i] = req[2 * i + 1] = MPI_REQUEST_NULL;
-        if (i == c->rank)
+        if (i == c->rank || (peer >= 0 && i != peer))
             continue;
         MPI_Isend(&probe, 1, MPI_INT, i, MPI_TAG_PROBE, mpi_of(c)->side, &req[2 * i]);
         MPI_Irecv(&ans[i], sizeof ans[i], MPI_BYTE, i, MPI_TAG_STATE, mpi_of(c)->side, &req[2 * i + 1]);
+        pending++;
     }
-    int pending = n - 1;
     for (double until = MPI_Wtime() + MPI_GRACE_S; pending > 0 && MPI_Wtime() < until; mpi_nap()) {
         mpi_answer_probes(); /* the others probe too */
         for (int i = 0; i < n; i++) {
             int done = 0;
-            if (i != c->rank && !answered[i] && MPI_Test(&req[2 * i + 1], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done)
+            if (req[2 * i + 1] != MPI_REQUEST_NULL && !answered[i] &&
+                MPI_Test(&req[2 * i + 1], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done)
                 answered[i] = 1, pending--;
         }
     }
-    char members[256], missing[2048] = "";
+    char members[256], what[96], missing[2048] = "";
     size_t len = 0;
     rt_comm_format_members(c, members, sizeof members);
-    for (int i = 0; i < n && len < sizeof missing; i++)
-        if (i != c->rank)
-            len += mpi_describe_member(missing + len, sizeof missing - len, len ? ";" : "", c->world_ranks[i],
-                                       answered[i], &ans[i], c->seq);
+    if (peer >= 0) {
+        bool sending = !strcmp(coll, "send");
+        snprintf(what, sizeof what, "%s #%llu %s world rank %d", coll, (unsigned long long)seq, sending ? "to" : "from",
+                 c->world_ranks[peer]);
+        len = mpi_describe_peer(missing, sizeof missing, c, peer, sending, answered[peer], &ans[peer]);
+    } else {
+        snprintf(what, sizeof what, "%s #%llu", coll, (unsigned long long)seq);
+        for (int i = 0; i < n && len < sizeof missing; i++)
+            if (i != c->rank)
+                len += mpi_describe_member(missing + len, sizeof missing - len, len ? ";" : "did not arrive:",
+                                           c->world_ranks[i], answered[i], &ans[i], seq);
+    }
     fprintf(stderr,
-            "mcc: rank %d: error: %s #%llu on group '%s' (%s) did not complete within %g s (MCC_COLLECTIVE_TIMEOUT_S): %s%s\n"
+            "mcc: rank %d: error: %s on group '%s' (%s) did not complete within %g s (MCC_COLLECTIVE_TIMEOUT_S): %s\n"
             "mcc: rank %d: ending every rank (MPI_Abort); raise MCC_COLLECTIVE_TIMEOUT_S if a step legitimately takes longer\n",
-            c->world_ranks[c->rank], coll, (unsigned long long)c->seq, c->name, members, mpi.timeout_s,
-            len ? "did not arrive:" : "every member arrived, the collective itself hangs (network?)", missing,
-            c->world_ranks[c->rank]);
+            c->world_ranks[c->rank], what, c->name, members, mpi.timeout_s,
+            len ? missing : "every member arrived, the collective itself hangs (network?)", c->world_ranks[c->rank]);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort();
 }
 
-/* Completes req, answering probes meanwhile; past the deadline, ends the job naming the laggards. */
-static void mpi_wait(rt_comm *c, MPI_Request *req, const char *coll)
+/* Completes req, answering probes meanwhile; past the deadline, ends the job naming the laggards.
+ * `seq` numbers the wait for the probes' answers; peer >= 0: a recv from that member. */
+static void mpi_wait_for(rt_comm *c, MPI_Request *req, const char *coll, uint64_t seq, int peer)
 {
-    mpi.wait_comm = c, mpi.wait_coll = coll;
+    mpi.wait_comm = c, mpi.wait_coll = coll, mpi.wait_seq = seq, mpi.wait_peer = peer;
     double deadline = MPI_Wtime() + mpi.timeout_s;
     for (unsigned spin = 0;; spin++) {
         int done = 0;
@@ -209,12 +258,14 @@ static void mpi_wait(rt_comm *c, MPI_Request *req, const char *coll)
             break;
         mpi_answer_probes();
         if (MPI_Wtime() > deadline)
-            mpi_timeout(c, coll);
+            mpi_timeout(c, coll, seq, peer);
         if (spin > 1000)
             mpi_nap();
     }
     mpi.wait_comm = NULL;
 }
+
+static void mpi_wait(rt_comm *c, MPI_Request *req, const char *coll) { mpi_wait_for(c, req, coll, c->seq, -1); }
 
 /* ---- collectives ----------------------------------------------------------------------------- */
 
@@ -264,6 +315,83 @@ static void mpi_barrier(rt_comm *c)
     mpi_wait(c, &r, "barrier");
 }
 
+/* ---- point to point ------------------------------------------------------------------------- */
+
+static mpi_p2p *mpi_p2p_of(const rt_comm *c) { return c->p2p; }
+
+static void mpi_p2p_setup(rt_comm *c)
+{
+    mpi_p2p *p = calloc(1, sizeof *p);
+    if (!p)
+        rt_comm_fatal("out of memory for the point-to-point state of group '%s'", c->name);
+    MPI_Comm_dup(mpi_of(c)->comm, &p->comm);
+    c->p2p = p;
+}
+
+/* Frees the staging copies of completed sends (all of them, waiting for each, when `all`). */
+static void mpi_p2p_reclaim(rt_comm *c, bool all)
+{
+    mpi_p2p *p = mpi_p2p_of(c);
+    int kept = 0;
+    for (int i = 0; i < p->nsends; i++) {
+        struct mpi_staged *s = &p->sends[i];
+        int done = 0;
+        if (all)
+            mpi_wait_for(c, &s->req, "send", s->seq, s->peer);
+        else
+            MPI_Test(&s->req, &done, MPI_STATUS_IGNORE);
+        if (all || done) {
+            free(s->copy);
+            c->p2p_staged -= s->bytes;
+        } else {
+            p->sends[kept++] = *s;
+        }
+    }
+    p->nsends = kept;
+}
+
+static void mpi_send(rt_comm *c, const void *buf, size_t count, ir_dtype dt, int peer, void *stream)
+{
+    mpi_p2p *p = mpi_p2p_of(c);
+    size_t bytes = count * ir_dtype_size(dt);
+    int n = mpi_count(c, "send", count);
+    mpi_p2p_reclaim(c, false);
+    if (p->nsends == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 16;
+        p->sends = realloc(p->sends, sizeof *p->sends * (size_t)p->cap);
+    }
+    void *copy = malloc(bytes ? bytes : 1);
+    if (!p->sends || !copy)
+        rt_comm_fatal("send #%llu on group '%s': out of memory staging %zu bytes", (unsigned long long)c->p2p_sent[peer],
+                      c->name, bytes);
+    memcpy(copy, buf, bytes);
+    struct mpi_staged *s = &p->sends[p->nsends++];
+    *s = (struct mpi_staged){.copy = copy, .bytes = bytes, .seq = c->p2p_sent[peer], .peer = peer};
+    c->p2p_staged += bytes;
+    MPI_Isend(copy, n, mpi_type(dt), peer, MPI_TAG_P2P, p->comm, &s->req);
+}
+
+static void mpi_recv(rt_comm *c, void *buf, size_t count, ir_dtype dt, int peer, void *stream)
+{
+    MPI_Request r;
+    MPI_Irecv(buf, mpi_count(c, "recv", count), mpi_type(dt), peer, MPI_TAG_P2P, mpi_p2p_of(c)->comm, &r);
+    mpi_wait_for(c, &r, "recv", c->p2p_recvd[peer], peer);
+}
+
+static void mpi_p2p_flush(rt_comm *c, void *stream) { mpi_p2p_reclaim(c, true); }
+
+static void mpi_p2p_free(rt_comm *c)
+{
+    mpi_p2p *p = mpi_p2p_of(c);
+    if (!p)
+        return;
+    mpi_p2p_reclaim(c, true);
+    MPI_Comm_free(&p->comm);
+    free(p->sends);
+    free(p);
+    c->p2p = NULL;
+}
+
 /* ---- groups ---------------------------------------------------------------------------------- */
 
 static void mpi_register(rt_comm *c, MPI_Comm comm)
@@ -301,6 +429,7 @@ static void mpi_free(rt_comm *c)
     for (int i = 0; i < mpi.ngroups; i++)
         if (mpi.groups[i] == c)
             mpi.groups[i] = mpi.groups[--mpi.ngroups];
+    mpi_p2p_free(c);
     MPI_Comm_free(&mpi_of(c)->side);
     MPI_Comm_free(&mpi_of(c)->comm);
     free(c->impl);
@@ -313,7 +442,8 @@ static void mpi_free(rt_comm *c)
 
 static const rt_comm_ops mpi_ops = {mpi_all_reduce, mpi_all_gather, mpi_reduce_scatter, mpi_broadcast,
                                     mpi_barrier, mpi_split, mpi_free, NULL, NULL,
-                                    NULL /* one lane */, NULL /* no windows */, mpi_all_to_all};
+                                    NULL /* one lane */, NULL /* no windows */, mpi_all_to_all,
+                                    mpi_p2p_setup, mpi_send, mpi_recv, mpi_p2p_flush};
 
 rt_comm *rt_comm_world_mpi(const rt_rank_env *e, char *err, size_t errlen)
 {

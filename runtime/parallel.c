@@ -227,6 +227,8 @@ void rt_parallel_init(rt_parallel *par, rt_program *p)
         exit(2);
     }
     make_groups(par);
+    if (axis_comms[IR_AXIS_PP])
+        rt_comm_add_p2p(axis_comms[IR_AXIS_PP]); /* the stages' sends and receives (comm.h) */
     par->scratch = p->dev->alloc(p, sizeof(float));
     add_lanes(par, p);
 }
@@ -313,10 +315,13 @@ int64_t rt_parallel_sample(const rt_parallel *par, int it, int accum, int mb, in
 float rt_parallel_mean(rt_parallel *par, rt_program *p, float v)
 {
     int dp = par->mesh.degree[IR_AXIS_DP];
-    if (dp == 1)
+    if (dp == 1 && !axis_comms[IR_AXIS_PP])
         return v;
     p->dev->upload(p, par->scratch, &v, sizeof v);
-    rt_all_reduce(axis_comms[IR_AXIS_DP], par->scratch, 1, IR_F32, RT_SUM, p->dev->queue(p));
+    if (dp > 1)
+        rt_all_reduce(axis_comms[IR_AXIS_DP], par->scratch, 1, IR_F32, RT_SUM, p->dev->queue(p));
+    if (axis_comms[IR_AXIS_PP]) /* the last stage's; the others hold 0 */
+        rt_all_reduce(axis_comms[IR_AXIS_PP], par->scratch, 1, IR_F32, RT_SUM, p->dev->queue(p));
     p->dev->download(p, &v, par->scratch, sizeof v);
     return v / dp;
 }

@@ -20,7 +20,8 @@ typedef struct {
 /* Reads the launcher's environment and checks it against the mesh compiled into the plan
  * (world size must be tp*cp*dp*pp), then creates the communicators (MPI on the CPU, NCCL on
  * CUDA): one group for each axis of degree above 1, shared by axes whose groups hold the same
- * ranks (edp is dp where ep and cp are 1). Exits with a message naming the fix on any mismatch. */
+ * ranks (edp is dp where ep and cp are 1), and point to point on the pp group (rt_comm_add_p2p).
+ * Exits with a message naming the fix on any mismatch. */
 void rt_parallel_init(rt_parallel *par, rt_program *p);
 /* Frees the communicators, after the device released what refers to them (rt_device.quiesce). */
 void rt_parallel_finish(rt_parallel *par, rt_program *p);
@@ -56,7 +57,8 @@ int64_t rt_parallel_sample(const rt_parallel *par, int it, int accum, int mb, in
  * (host memory, `local`); every rank gets all of it in `full`. Collective over the groups of the
  * axes l splits over, every rank calling. */
 void rt_parallel_gather(rt_program *p, const ir_layout *l, const ir_type *whole, const void *local, void *full);
-/* Mean of v over the dp ranks (v itself on one rank). */
+/* Mean of v over the dp ranks (v itself on one rank); under pipeline parallelism, of the last
+ * stage's v (the loss: every other stage passes 0), on every rank. Collective. */
 float rt_parallel_mean(rt_parallel *par, rt_program *p, float v);
 /* The sum or maximum of v over every rank (v itself on one rank): the ranks agree on a stop signal
  * or a failure (RT_MAX), and it is a barrier over the world. Collective. */

@@ -22,8 +22,9 @@ static void *xcalloc(size_t n, size_t size, const char *what)
     return p;
 }
 
-/* Binds every value to its buffer and every instruction to its operand/result buffers. */
-static void bind_func(rt_program *p, rt_func_exec *x, ir_func *f, char *arena)
+/* Binds every value to its buffer and every instruction to its operand/result buffers; a stash
+ * global to its buffer `slot`. */
+static void bind_func(rt_program *p, rt_func_exec *x, ir_func *f, char *arena, int slot)
 {
     x->f = f;
     x->arena = arena;
@@ -40,7 +41,12 @@ static void bind_func(rt_program *p, rt_func_exec *x, ir_func *f, char *arena)
         for (int r = 0; r < in->nres; r++) {
             int v = in->res[r];
             switch (f->vals[v].mem) {
-            case IR_MEM_GLOBAL: x->vptr[v] = p->globals[ir_global_find(p->m, in->sym)]; break;
+            case IR_MEM_GLOBAL: {
+                int g = ir_global_find(p->m, in->sym);
+                size_t at = p->m->globals[g].kind == IR_GLOBAL_STASH ? (size_t)slot * ir_global_span(ir_bytes(&p->m->globals[g].type)) : 0;
+                x->vptr[v] = (char *)p->globals[g] + at;
+                break;
+            }
             case IR_MEM_VIEW: x->vptr[v] = (char *)x->vptr[in->args[0]] + ir_view_offset(f, in); break;
             default: x->vptr[v] = x->arena + f->vals[v].offset; break;
             }
@@ -84,10 +90,37 @@ size_t rt_program_plan_bytes(const rt_program *p)
     return p->global_slab_bytes + p->bucket_exchange_bytes + p->arena_bytes + p->exchange_bytes;
 }
 
+/* The module of world_rank's pipeline stage (its coordinate along pp) of the plan's text. */
+static ir_module *parse_own_stage(const char *plan_text, long long world_rank, char *err, size_t errlen)
+{
+    ir_module *m = ir_parse_stage(plan_text, 0, err, errlen);
+    if (!m || ir_text_stages(plan_text) == 1)
+        return m;
+    int coord[IR_NUM_AXES];
+    ir_mesh mesh = ir_module_mesh(m);
+    ir_mesh_coords(&mesh, world_rank, coord);
+    if (coord[IR_AXIS_PP] == 0)
+        return m;
+    ir_module_free(m);
+    return ir_parse_stage(plan_text, coord[IR_AXIS_PP], err, errlen);
+}
+
+/* The buffers a call of function i may name (its stash globals'); 1 for one that touches none. */
+static int func_slots(const ir_module *m, const ir_func *f)
+{
+    int slots = 1;
+    for (int i = 0; i < f->ninstrs; i++) {
+        int g = f->instrs[i].op == IR_OP_GLOBAL ? ir_global_find(m, f->instrs[i].sym) : -1;
+        if (g >= 0 && m->globals[g].kind == IR_GLOBAL_STASH && m->globals[g].slots > slots)
+            slots = m->globals[g].slots;
+    }
+    return slots;
+}
+
 rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const void *image, long long world_rank,
                             char *err, size_t errlen)
 {
-    ir_module *m = ir_parse_module(plan_text, err, errlen);
+    ir_module *m = parse_own_stage(plan_text, world_rank, err, errlen);
     if (!m)
         return NULL;
     size_t bucket_exchange, exchange; /* the memory plan's, as mcc compile reported them */
@@ -110,7 +143,7 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     p->globals = xcalloc((size_t)m->nglobals, sizeof(void *), "globals");
     size_t slab = 0;
     for (int i = 0; i < m->nglobals; i++)
-        slab += ir_global_span(ir_bytes(&m->globals[i].type));
+        slab += ir_global_slab_bytes(&m->globals[i]);
     /* With the copy lane (the plan's comm_copy_lane: mcc compile --comm-lanes), gradient buckets
      * reduced beside the backward go out on the copy engines when the slab is window memory
      * (rt_parallel_init registers it), with their exchange buffer after it; so do tensor
@@ -125,7 +158,7 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     size_t slab_offset = 0;
     for (int i = 0; i < m->nglobals; i++) {
         p->globals[i] = (char *)p->global_slab + slab_offset;
-        slab_offset += ir_global_span(ir_bytes(&m->globals[i].type));
+        slab_offset += ir_global_slab_bytes(&m->globals[i]);
     }
     /* Functions run one at a time and hand nothing over through their arenas (inputs are set
      * before a call, outputs read after it), so they share one arena: the largest. */
@@ -140,8 +173,15 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     p->arena = (window ? dev->alloc_window : dev->alloc)(p, (size_t)arena_bytes + p->exchange_bytes);
     p->arena_bytes = (size_t)arena_bytes;
     p->funcs = xcalloc((size_t)m->nfuncs, sizeof(rt_func_exec), "functions");
-    for (int i = 0; i < m->nfuncs; i++)
-        bind_func(p, &p->funcs[i], m->funcs[i], p->arena);
+    p->slot_execs = xcalloc((size_t)m->nfuncs, sizeof(rt_func_exec *), "stash slots");
+    p->bound_slot = xcalloc((size_t)m->nfuncs, sizeof(int), "stash slots");
+    for (int i = 0; i < m->nfuncs; i++) {
+        int slots = func_slots(m, m->funcs[i]);
+        p->slot_execs[i] = xcalloc((size_t)slots, sizeof(rt_func_exec), "stash slots");
+        for (int k = 0; k < slots; k++)
+            bind_func(p, &p->slot_execs[i][k], m->funcs[i], p->arena, k);
+        p->funcs[i] = p->slot_execs[i][0];
+    }
     return p;
 }
 
@@ -150,12 +190,17 @@ void rt_program_free(rt_program *p)
     if (!p)
         return;
     for (int i = 0; i < p->m->nfuncs; i++) {
-        rt_func_exec *x = &p->funcs[i];
-        free(x->vptr);
-        free(x->calls);
-        free(x->ptr_pool);
-        free(x->type_pool);
+        for (int k = 0; k < func_slots(p->m, p->m->funcs[i]); k++) {
+            rt_func_exec *x = &p->slot_execs[i][k];
+            free(x->vptr);
+            free(x->calls);
+            free(x->ptr_pool);
+            free(x->type_pool);
+        }
+        free(p->slot_execs[i]);
     }
+    free(p->slot_execs);
+    free(p->bound_slot);
     p->dev->free(p, p->global_slab);
     p->dev->free(p, p->arena);
     p->dev->close(p);
@@ -225,6 +270,18 @@ void rt_program_init_params(rt_program *p, uint64_t seed)
         rt_program_run(p, setup);
 }
 
+void rt_program_bind_slot(rt_program *p, int func, int slot)
+{
+    if (slot < 0 || slot == p->bound_slot[func])
+        return;
+    if (slot >= func_slots(p->m, p->m->funcs[func])) {
+        fprintf(stderr, "train_rank: internal error: %s has no stash slot %d\n", p->m->funcs[func]->name, slot);
+        exit(1);
+    }
+    p->funcs[func] = p->slot_execs[func][slot];
+    p->bound_slot[func] = slot;
+}
+
 void rt_program_run(rt_program *p, int func)
 {
     rt_trace_push(p, p->m->funcs[func]->name);
@@ -252,6 +309,19 @@ static void *sym_buffer(rt_program *p, int func, ir_op op, const char *name, siz
                 ir_ops[op].name, name, f->name, v < 0 ? "missing" : "a different size", bytes);
         exit(1);
     }
+    return p->funcs[func].vptr[v];
+}
+
+void *rt_program_tensor(rt_program *p, int func, ir_op op, const char *name, const ir_type **type)
+{
+    const ir_func *f = p->funcs[func].f;
+    int i = rt_program_find(p, func, op, name);
+    if (i < 0) {
+        fprintf(stderr, "train_rank: internal error: %s has no %s @%s\n", f->name, ir_ops[op].name, name);
+        exit(1);
+    }
+    int v = op == IR_OP_INPUT ? f->instrs[i].res[0] : f->instrs[i].args[0];
+    *type = ir_vtype(f, v);
     return p->funcs[func].vptr[v];
 }
 

@@ -34,10 +34,14 @@ typedef struct rt_program {
     size_t arena_bytes;
     size_t exchange_bytes;          /* after the arena, in its window: the copy lane's reduce-scatters'
                                        exchange buffer (rt_parallel_exchange), or 0 */
-    rt_func_exec *funcs;            /* per module function */
+    rt_func_exec *funcs;            /* per module function: as bound now (the device runs these) */
+    rt_func_exec **slot_execs;      /* per function, per stash slot it may use (a pipeline stage's
+                                       forward and backward: one per micro-batch in flight) */
+    int *bound_slot;                /* per function: the slot funcs[] is bound to */
 } rt_program;
 
-/* Parses and verifies the plan (one for every rank of a stage), resolves its rank terms for
+/* Parses and verifies the plan of world_rank's pipeline stage (one for every rank of a stage; the
+ * text holds every stage's, ir_print_stages), resolves its rank terms for
  * world_rank's mesh coordinates, opens the device (image: its kernel binary, or NULL), allocates
  * globals (zeroed) and arenas. NULL + message on error. */
 rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const void *image, long long world_rank,
@@ -51,10 +55,17 @@ void rt_program_free(rt_program *p);
  * parameter sees the same values, on any device. */
 void rt_program_init_params(rt_program *p, uint64_t seed);
 void rt_program_run(rt_program *p, int func);
+/* Binds func's stash globals to their buffer `slot` for its next runs (a schedule call's slot=;
+ * < 0: leaves it). The CPU device reads the bindings at each run; the CUDA device's graphs are
+ * captured once per function and refuse a plan with stash slots (cuda_device.c). */
+void rt_program_bind_slot(rt_program *p, int func, int slot);
 
 /* Host access to `input @name` / `output @name` of a function and to globals. */
 int rt_program_find(const rt_program *p, int func, ir_op op, const char *name); /* instr index or -1 */
 void rt_program_set_input(rt_program *p, int func, const char *name, const void *host, size_t bytes);
+/* The device buffer of `input @name` (op IR_OP_INPUT) or `output @name` of func, its type in *type:
+ * what a pipeline stage receives into or sends from. */
+void *rt_program_tensor(rt_program *p, int func, ir_op op, const char *name, const ir_type **type);
 void rt_program_get_output(rt_program *p, int func, const char *name, void *host, size_t bytes);
 void rt_program_read_global(rt_program *p, int g, void *host);
 void rt_program_write_global(rt_program *p, int g, const void *host); /* a checkpoint's load */

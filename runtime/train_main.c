@@ -207,6 +207,8 @@ typedef struct {
     rt_train_config cfg;            /* the plan's values, range-checked */
     rt_parallel par;
     bool writer;                    /* rank 0: logs, metrics and dump files */
+    bool stage_writer;              /* the first rank of its pipeline stage (rank 0 without one): its
+                                       stage's tensors in the dumps */
     train_args a;
     int B, T, accum, iters, eval_interval, eval_iters, evals_done, steps_applied;
     int start;                      /* the iteration a loaded checkpoint ended (0: a fresh run) */
@@ -242,18 +244,40 @@ static void load_batch(train_run *r, int func, int split, int64_t first)
         memcpy(r->targets + (size_t)b * T, r->sample + 1, sizeof(int32_t) * (size_t)T);
     }
     size_t bytes = ir_bytes(&r->bt_type);
-    rt_program_set_input(r->p, func, "tokens", r->tokens, bytes);
-    rt_program_set_input(r->p, func, "targets", r->targets, bytes);
+    if (rt_program_find(r->p, func, IR_OP_INPUT, "tokens") >= 0) /* a pipeline's first stage */
+        rt_program_set_input(r->p, func, "tokens", r->tokens, bytes);
+    if (rt_program_find(r->p, func, IR_OP_INPUT, "targets") >= 0) /* and its last */
+        rt_program_set_input(r->p, func, "targets", r->targets, bytes);
 }
 
-/* Runs func (a step or eval function) on the micro-batch of split starting at sample first. */
-static float run_micro_batch(train_run *r, int func, int split, int64_t first)
+/* Runs func (a step or eval function, a pipeline stage's forward or backward) on the micro-batch
+ * of split starting at sample first, its stash globals on buffer `slot` (-1: none). Its loss, or
+ * 0 for a function without one (a stage other than the last, a backward). */
+static float run_micro_batch(train_run *r, int func, int split, int64_t first, int slot)
 {
     load_batch(r, func, split, first);
+    rt_program_bind_slot(r->p, func, slot);
     rt_program_run(r->p, func);
-    float loss;
-    rt_program_get_output(r->p, func, "loss", &loss, sizeof loss);
+    float loss = 0;
+    if (rt_program_find(r->p, func, IR_OP_OUTPUT, "loss") >= 0)
+        rt_program_get_output(r->p, func, "loss", &loss, sizeof loss);
     return loss;
+}
+
+/* A send or recv step: the tensor of the step's function to or from the neighbouring pipeline
+ * stage (comm.h: a send never waits, so the compiled order cannot deadlock). */
+static void pipeline_transfer(train_run *r, const ir_sched_step *c)
+{
+    bool send = c->op == IR_STEP_SEND;
+    const ir_type *t;
+    void *buf = rt_program_tensor(r->p, c->func, send ? IR_OP_OUTPUT : IR_OP_INPUT, c->sym, &t);
+    int pp_size = r->par.mesh.degree[IR_AXIS_PP]; /* interleaved: the last rank's next is the first */
+    int peer = (r->par.coord[IR_AXIS_PP] + c->peer + pp_size) % pp_size;
+    rt_comm *pp = rt_parallel_comm(IR_AXIS_PP);
+    if (send)
+        rt_send(pp, buf, (size_t)ir_numel(t), t->dtype, peer, r->p->dev->queue(r->p));
+    else
+        rt_recv(pp, buf, (size_t)ir_numel(t), t->dtype, peer, r->p->dev->queue(r->p));
 }
 
 /* ---- --dump-dir ---------------------------------------------------------------------------- */
@@ -272,6 +296,19 @@ static void dump_open(const train_args *a, const char *name, rt_mcct *w)
     snprintf(path, sizeof path, "%s/%s", a->dump_dir, name);
     if (!rt_mcct_open(w, path))
         dump_failed(w->path, w->error);
+}
+
+/* A dump of tensors, NAME.mcct: under pipeline parallelism each stage's first rank writes its own
+ * stage's, NAME.stageS.mcct (tests/compare_dumps.py reads them as one). */
+static void dump_open_stage(const train_run *r, const char *name, rt_mcct *w)
+{
+    char file[256];
+    int pp = r->par.mesh.degree[IR_AXIS_PP];
+    if (pp > 1)
+        snprintf(file, sizeof file, "%.*s.stage%d.mcct", (int)strlen(name) - 5, name, r->par.coord[IR_AXIS_PP]);
+    else
+        snprintf(file, sizeof file, "%s", name);
+    dump_open(&r->a, file, w);
 }
 
 static void dump_add(rt_mcct *w, const char *name, const ir_type *t, const void *data)
@@ -307,19 +344,19 @@ static void *whole_global(train_run *r, int g, ir_type *whole)
 static void dump_globals(train_run *r, ir_global_kind kind, const char *file)
 {
     rt_mcct w;
-    if (r->writer)
-        dump_open(&r->a, file, &w);
+    if (r->stage_writer)
+        dump_open_stage(r, file, &w);
     for (int g = 0; g < r->m->nglobals; g++) {
         const ir_global *gl = &r->m->globals[g];
         if (gl->kind != kind)
             continue;
         ir_type whole;
         void *host = whole_global(r, g, &whole);
-        if (r->writer)
+        if (r->stage_writer)
             dump_add(&w, r->m->globals[ir_global_param(r->m, g)].name, &whole, host);
         free(host);
     }
-    if (r->writer)
+    if (r->stage_writer)
         dump_close(&w);
 }
 
@@ -337,9 +374,9 @@ static void dump_logits(train_run *r, int func)
     void *host = malloc(ir_bytes(t)), *full = malloc(ir_bytes(&whole));
     rt_program_get_output(r->p, func, "logits", host, ir_bytes(t));
     rt_parallel_gather(r->p, &layout, &whole, host, full);
-    if (r->writer) {
+    if (r->stage_writer) {
         rt_mcct w;
-        dump_open(&r->a, "logits_step1.mcct", &w);
+        dump_open_stage(r, "logits_step1.mcct", &w);
         dump_add(&w, "logits", &whole, full);
         dump_close(&w);
     }
@@ -397,9 +434,9 @@ static void train_micro_batch(train_run *r, int it, const ir_sched_step *c, step
     char range[32];
     snprintf(range, sizeof range, "micro-batch %d", c->mb);
     rt_trace_push(r->p, range);
-    float loss = run_micro_batch(r, c->func, RT_SPLIT_TRAIN, train_sample(r, it, c->mb));
+    float loss = run_micro_batch(r, c->func, RT_SPLIT_TRAIN, train_sample(r, it, c->mb), c->slot);
     rt_trace_pop(r->p);
-    if (r->a.dump_dir)
+    if (r->a.dump_dir && r->m->funcs[c->func]->kind != IR_FUNC_BACKWARD) /* a stage's forward has it */
         dump_batch(r, c->func, it, c->mb);
     if (*finite && !isfinite(loss)) {
         char what[64];
@@ -415,7 +452,12 @@ static void train_micro_batch(train_run *r, int it, const ir_sched_step *c, step
  * zeroed so that they do not leak into the next one: returns false. */
 static bool train_update(train_run *r, int it, int opt, step_result *s, bool finite)
 {
+    rt_comm *pp = rt_parallel_comm(IR_AXIS_PP);
+    if (pp) /* every activation and gradient sent this iteration has arrived */
+        rt_p2p_flush(pp, r->p->dev->queue(r->p));
     s->loss = rt_parallel_mean(&r->par, r->p, (float)s->loss);
+    if (pp && finite && !isfinite(s->loss)) /* the last stage's, which the others now see */
+        finite = non_finite(r, it, "the loss", s->loss);
     if (r->a.dump_dir && it == 1)
         dump_globals(r, IR_GLOBAL_GRAD, "grads_step1.mcct");
     float norm = 0;
@@ -443,8 +485,7 @@ static bool train_update(train_run *r, int it, int opt, step_result *s, bool fin
     return true;
 }
 
-/* Iteration it: the plan's train program, step by step (check_schedule: calls only). A skipped
- * update ends it. */
+/* Iteration it: the plan's train program, step by step. A skipped update ends it. */
 static step_result train_step(train_run *r, int it)
 {
     step_result s = {.lr = rt_lr_at(&r->lr, r->steps_applied + 1)};
@@ -452,7 +493,9 @@ static step_result train_step(train_run *r, int it)
     const ir_program *prog = &r->m->progs[IR_PROG_TRAIN];
     for (int i = 0; i < prog->nsteps; i++) {
         const ir_sched_step *c = &prog->steps[i];
-        if (c->mb >= 0)
+        if (c->op != IR_STEP_CALL)
+            pipeline_transfer(r, c);
+        else if (c->mb >= 0)
             train_micro_batch(r, it, c, &s, &finite);
         else if (r->m->funcs[c->func]->kind != IR_FUNC_OPTIMIZER)
             rt_program_run(r->p, c->func);
@@ -516,11 +559,17 @@ static void evaluate(train_run *r, int it)
     const ir_program *prog = &r->m->progs[IR_PROG_EVAL];
     int n = r->eval_iters * r->accum, dp = r->par.mesh.degree[IR_AXIS_DP];
     for (int e = 0; e < r->eval_iters; e++)
-        for (int i = 0; i < prog->nsteps; i++) { /* calls on micro-batches (ir_verify) */
+        for (int i = 0; i < prog->nsteps; i++) { /* calls on micro-batches (ir_verify), a pipeline's transfers */
             const ir_sched_step *c = &prog->steps[i];
+            if (c->op != IR_STEP_CALL) {
+                pipeline_transfer(r, c);
+                continue;
+            }
             int64_t micro = ((int64_t)r->evals_done * n + (int64_t)e * r->accum + c->mb) * dp + r->par.coord[IR_AXIS_DP];
-            loss += run_micro_batch(r, c->func, RT_SPLIT_VALID, micro * r->B) / n;
+            loss += run_micro_batch(r, c->func, RT_SPLIT_VALID, micro * r->B, c->slot) / n;
         }
+    if (rt_parallel_comm(IR_AXIS_PP))
+        rt_p2p_flush(rt_parallel_comm(IR_AXIS_PP), r->p->dev->queue(r->p));
     loss = rt_parallel_mean(&r->par, r->p, (float)loss);
     r->evals_done++;
     double ppl = exp(loss < 700 ? loss : 700);
@@ -563,8 +612,9 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
     int done = w->iters - w->skipped;
     long long global_batch = (long long)r->B * r->accum * r->par.mesh.degree[IR_AXIS_DP];
     double loss = done ? w->loss / done : NAN, ms = w->seconds * 1e3 / w->iters;
-    /* each dp rank's tokens, shared by its tp ranks */
-    double tok_s = (double)r->B * r->T * r->accum / r->par.mesh.degree[IR_AXIS_TP] / (ms / 1e3), flops = tok_s * r->flops_per_token;
+    /* each dp rank's tokens, shared by its tp ranks and pipeline stages */
+    double tok_s = (double)r->B * r->T * r->accum / r->par.mesh.degree[IR_AXIS_TP] / r->par.mesh.degree[IR_AXIS_PP] /
+                   (ms / 1e3), flops = tok_s * r->flops_per_token;
     double peak = ir_cfg_num(r->m, IR_CFG_PEAK_FLOPS); /* the target's, as mcc compile planned for it */
     double mfu = on_gpu(r) && peak > 0 ? flops / peak : NAN, mem = memory_gib(r);
     long long samples = it * global_batch;
@@ -633,27 +683,15 @@ static int func_of_kind(const ir_module *m, ir_func_kind k)
     return i;
 }
 
-/* The plan's schedule programs as this train_rank runs them: both there, and calls only. A send
- * or recv between pipeline stages (which the IR can say) needs a pipeline runtime. */
+/* The plan's schedule programs as this train_rank runs them: both there. */
 static void check_schedule(const ir_module *m)
 {
-    for (int p = 0; p < IR_NUM_PROGS; p++) {
-        const ir_program *prog = &m->progs[p];
-        if (!prog->nsteps) {
+    for (int p = 0; p < IR_NUM_PROGS; p++)
+        if (!m->progs[p].nsteps) {
             fprintf(stderr, "train_rank: error: the compiled plan has no `schedule %s` program; recompile with this "
                             "mcc\n", ir_prog_names[p]);
             exit(1);
         }
-        for (int i = 0; i < prog->nsteps; i++)
-            if (prog->steps[i].op != IR_STEP_CALL) {
-                char step[400];
-                ir_sched_step_str(m, &prog->steps[i], step, sizeof step);
-                fprintf(stderr, "train_rank: error: schedule %s, step %d (`%s`): pipeline parallelism is not built yet: "
-                                "this train_rank sends and receives nothing between pipeline stages\n",
-                        ir_prog_names[p], i, step);
-                exit(1);
-            }
-    }
 }
 
 static void setup_run(train_run *r, int argc, char **argv)
@@ -669,6 +707,7 @@ static void setup_run(train_run *r, int argc, char **argv)
     const ir_module *m = r->m = r->p->m;
     rt_parallel_init(&r->par, r->p);
     r->writer = rt_parallel_is_root(&r->par);
+    r->stage_writer = !r->par.coord[IR_AXIS_TP] && !r->par.coord[IR_AXIS_CP] && !r->par.coord[IR_AXIS_DP];
     if (!r->writer && !freopen("/dev/null", "w", stdout)) /* rank 0 logs for all */
         exit(1);
     r->B = r->cfg.micro_batch_size;
@@ -726,12 +765,12 @@ static void print_config(const train_run *r)
 
 static void start_dumps(train_run *r)
 {
+    char err[4200];
+    if (r->stage_writer && !os_mkdirs(r->a.dump_dir, err, sizeof err)) {
+        fprintf(stderr, "train_rank: error: --dump-dir: %s\n", err);
+        exit(1);
+    }
     if (r->writer) {
-        char err[4200];
-        if (!os_mkdirs(r->a.dump_dir, err, sizeof err)) {
-            fprintf(stderr, "train_rank: error: --dump-dir: %s\n", err);
-            exit(1);
-        }
         dump_open(&r->a, "batches.mcct", &r->batches);
         snprintf(r->steps_path, sizeof r->steps_path, "%s/steps.txt", r->a.dump_dir);
         if (!(r->steps = fopen(r->steps_path, "w")))

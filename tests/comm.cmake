@@ -1,5 +1,6 @@
 # comm.cmake — ranks and comms: launcher env detection, the Megatron rank layout, train_rank's
-# --nproc-per-node launcher, and (with MPI) collectives and the collective timeout on 4 CPU ranks;
+# --nproc-per-node launcher, and (with MPI) collectives and the collective timeout on 4 CPU ranks,
+# point to point on 2 and 4;
 # the NCCL backend on 2 GPUs (label gpu).
 add_executable(comm_test ${CMAKE_SOURCE_DIR}/tests/comm_test.c)
 target_include_directories(comm_test PRIVATE ${CMAKE_SOURCE_DIR}/tests)
@@ -24,6 +25,19 @@ elseif(MPI_C_FOUND)
   add_test(NAME comm_mpi_timeout COMMAND ${MCC_EXPECT_FAIL}
            "all_reduce #2 on group 'world' (world ranks 0,1,2,3) did not complete within 2 s"
            "did not arrive: rank 3 (no answer" "!rank 1 (" -- ${_mpirun} $<TARGET_FILE:comm_test> timeout)
+  # point to point: rings and chains of 4 and of 2 (next and previous are one member)
+  set(_mpirun2 ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root ${MPIEXEC_NUMPROC_FLAG} 2)
+  add_test(NAME comm_mpi_p2p COMMAND ${_mpirun} $<TARGET_FILE:comm_test> p2p)
+  add_test(NAME comm_mpi_p2p_2ranks COMMAND ${_mpirun2} $<TARGET_FILE:comm_test> p2p)
+  add_test(NAME comm_mpi_p2p_bad_peer COMMAND ${MCC_EXPECT_FAIL}
+           "send on group 'world': peer 2 is not a neighbour of member 0 (group of 4: its neighbours are members 3 and 1)"
+           "!got past" -- ${_mpirun} $<TARGET_FILE:comm_test> p2p-bad-peer)
+  add_test(NAME comm_mpi_p2p_timeout COMMAND ${MCC_EXPECT_FAIL}
+           "error: recv #1 from world rank " "on group 'world' (world ranks 0,1) did not complete within 2 s"
+           "has sent this rank 0 messages on it and waits in recv #1 from world rank" "!received a message never sent"
+           -- ${_mpirun2} $<TARGET_FILE:comm_test> p2p-timeout)
+  set_tests_properties(comm_mpi_p2p comm_mpi_p2p_2ranks comm_mpi_p2p_bad_peer comm_mpi_p2p_timeout PROPERTIES TIMEOUT 60
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;MCC_COLLECTIVE_TIMEOUT_S=2;ASAN_OPTIONS=detect_leaks=0")
   set_tests_properties(comm_mpi_collectives comm_mpi_timeout PROPERTIES TIMEOUT 60
     # Open MPI keeps allocations of components it has unloaded: LeakSanitizer cannot attribute
     # (or suppress) them, so leak checking is off under mpirun; the other tests check our code.

@@ -1,6 +1,7 @@
 /* comm_check.h — the collective checks shared by comm_test (MPI, host memory) and
  * gpu/comm_nccl_test (NCCL, device memory): every collective of comm.h on one group, f32 or
- * bf16, against exact expected values. Test-only; static functions. */
+ * bf16, against exact expected values; and point to point between neighbours, every rank sending
+ * all its messages before it receives any. Test-only; static functions. */
 #ifndef MCC_TESTS_COMM_CHECK_H
 #define MCC_TESTS_COMM_CHECK_H
 
@@ -128,6 +129,83 @@ static void check_group(const comm_check_mem *mem, rt_comm *g, const int *member
     rt_barrier(g);
     mem->free(a);
     mem->free(b);
+    free(h);
+}
+
+/* ---- point to point ------------------------------------------------------------------------- */
+
+/* Element i of message k from member s: a small integer, exact in bf16, that tells messages apart. */
+static float check_p2p_value(int s, int k, size_t i) { return (float)((s * 8 + k) % 64 + (int)(i % 3)); }
+
+/* host[count] := check_p2p_value(s, k, i), or -1 everywhere when s < 0 (f32, bf16, i32); then to dev. */
+static void check_p2p_upload(const comm_check_mem *mem, void *dev, void *host, ir_dtype dt, size_t count, int s, int k)
+{
+    for (size_t i = 0; i < count; i++) {
+        float v = s < 0 ? -1.0f : check_p2p_value(s, k, i);
+        if (dt == IR_I32)
+            ((int32_t *)host)[i] = (int32_t)v;
+        else
+            check_set(host, dt, i, v);
+    }
+    mem->to_dev(dev, host, count * ir_dtype_size(dt));
+}
+
+static float check_p2p_get(const void *host, ir_dtype dt, size_t i)
+{
+    return dt == IR_I32 ? (float)((const int32_t *)host)[i] : check_get(host, dt, i);
+}
+
+/* Receives message k (count + k elements) from member `from` into a buffer 4 elements longer,
+ * and checks its values, that the 4 after it are untouched (the dtype's size), and so its order. */
+static void check_p2p_recv(const comm_check_mem *mem, rt_comm *g, ir_dtype dt, size_t count, int from, int k)
+{
+    size_t n = count + (size_t)k, bytes = (n + 4) * ir_dtype_size(dt);
+    char *h = malloc(bytes), *d = mem->alloc(bytes);
+    check_p2p_upload(mem, d, h, dt, n + 4, -1, 0);
+    rt_recv(g, d, n, dt, from, mem->stream);
+    check_download(mem, h, d, dt, n + 4);
+    size_t bad = 0;
+    for (size_t i = 0; i < n + 4; i++) {
+        float want = i < n ? check_p2p_value(from, k, i) : -1.0f;
+        if (check_p2p_get(h, dt, i) != want && bad++ == 0)
+            CHECK(0, "%s %s: message %d from member %d, element %zu of %zu (+4 untouched): %g, want %g",
+                  rt_comm_name(g), ir_dtype_name(dt), k, from, i, n, check_p2p_get(h, dt, i), want);
+    }
+    mem->free(d);
+    free(h);
+}
+
+/* Point to point on group g: every member first sends `nmsg` messages (message k: count + k
+ * elements of dt, from one buffer overwritten after each send) to its next member around the
+ * ring (`ring`), or to both neighbours along a chain (first and last members have one), and only
+ * then receives them, checking order and contents. With sends that waited for their receiver,
+ * every member would wait in its first send. Then flush: no staging left. */
+static void check_p2p(const comm_check_mem *mem, rt_comm *g, bool ring, ir_dtype dt, size_t count, int nmsg)
+{
+    int n = rt_comm_size(g), me = rt_comm_rank(g), next = (me + 1) % n, prev = (me + n - 1) % n;
+    bool to_next = ring || me < n - 1, to_prev = !ring && me > 0; /* a chain: me - 1 and me + 1 */
+    bool from_prev = to_prev || ring, from_next = !ring && to_next;
+    size_t bytes = (count + (size_t)nmsg) * ir_dtype_size(dt);
+    char *h = malloc(bytes), *d = mem->alloc(bytes);
+    for (int k = 0; k < nmsg; k++) {
+        check_p2p_upload(mem, d, h, dt, count + (size_t)k, me, k);
+        if (to_next)
+            rt_send(g, d, count + (size_t)k, dt, next, mem->stream);
+        if (to_prev)
+            rt_send(g, d, count + (size_t)k, dt, prev, mem->stream);
+    }
+    check_p2p_upload(mem, d, h, dt, count + (size_t)nmsg, -1, 0); /* the sends copied what they send */
+    CHECK(rt_p2p_staged_bytes(g) > 0, "%s: sends not yet received hold no staging", rt_comm_name(g));
+    for (int k = 0; k < nmsg; k++)
+        if (from_prev)
+            check_p2p_recv(mem, g, dt, count, prev, k);
+    for (int k = 0; k < nmsg; k++)
+        if (from_next)
+            check_p2p_recv(mem, g, dt, count, next, k);
+    rt_p2p_flush(g, mem->stream);
+    CHECK(rt_p2p_staged_bytes(g) == 0, "%s: %zu bytes of staging after rt_p2p_flush", rt_comm_name(g),
+          rt_p2p_staged_bytes(g));
+    mem->free(d);
     free(h);
 }
 

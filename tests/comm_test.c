@@ -1,7 +1,9 @@
 /* comm_test.c — comm.h and launch.h on CPU: launcher env detection, Megatron rank layout,
  * rt_launch_local, and (under mpirun -np 4) MPI collectives on the world and 2x2 tp/dp groups
- * with exact expected values, and the collective timeout.
- * usage: comm_test env | mesh | launch DIR | launch-fail | launch-signal | collectives | timeout */
+ * with exact expected values, and the collective timeout; point to point (under mpirun -np 2 or
+ * 4) around rings and along chains, a peer that is no neighbour, and a recv that never completes.
+ * usage: comm_test env | mesh | launch DIR | launch-fail | launch-signal | collectives | timeout |
+ *        p2p | p2p-bad-peer | p2p-timeout */
 #include "runtime/comm.h"
 #include "runtime/launch.h"
 
@@ -280,6 +282,61 @@ static void test_timeout(void)
     exit(0); /* the test script then sees no timeout message */
 }
 
+/* Point to point on the world (a ring of 2 or 4) and, on 4 ranks, the pp groups of tp 2 x pp 2
+ * ({0,2} and {1,3}); 70000 f32 elements are past Open MPI's eager limit, where a blocking send
+ * waits for its receiver. */
+static void test_p2p(void)
+{
+    rt_comm *world = mpi_world();
+    int n = rt_comm_size(world);
+    CHECK(n == 2 || n == 4, "run under mpirun -np 2 or 4 (world size %d)", n);
+    ir_mesh m = ir_mesh_of(2, 1, 1, 2, 1);
+    rt_comm *pp = n == 4 ? rt_comm_mesh_group(world, &m, 1u << IR_AXIS_PP) : NULL;
+    rt_comm_add_p2p(world);
+    if (pp)
+        rt_comm_add_p2p(pp);
+    const ir_dtype dts[] = {IR_F32, IR_BF16, IR_I32};
+    for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++)
+        for (size_t count = 7; count <= 70000; count *= 10000) {
+            check_p2p(&host_mem, world, true, dts[t], count, 6);
+            check_p2p(&host_mem, world, false, dts[t], count, 6);
+            if (pp)
+                check_p2p(&host_mem, pp, true, dts[t], count, 6);
+        }
+    rt_comm_free(pp);
+    if (failures)
+        exit(1);
+    rt_comm_free(world);
+}
+
+/* Member 0 sends to member 2 of 4, which is not its neighbour: refused, naming both. */
+static void test_p2p_bad_peer(void)
+{
+    rt_comm *world = mpi_world();
+    rt_comm_add_p2p(world);
+    float x = 1;
+    if (rt_comm_rank(world) == 0)
+        rt_send(world, &x, 1, IR_F32, 2, NULL);
+    else
+        rt_barrier(world);
+    fprintf(stderr, "FAIL: rank %d got past a send to a member that is not its neighbour\n", rt_comm_rank(world));
+    exit(0);
+}
+
+/* Both members of 2 receive before either sends (a schedule that waits on itself): each recv
+ * must end the job, naming the recv, its peer, and that the peer waits in a recv from it. */
+static void test_p2p_timeout(void)
+{
+    rt_comm *world = mpi_world();
+    rt_comm_add_p2p(world);
+    float x = 1;
+    int peer = 1 - rt_comm_rank(world);
+    rt_recv(world, &x, 1, IR_F32, peer, NULL);
+    rt_send(world, &x, 1, IR_F32, peer, NULL);
+    fprintf(stderr, "FAIL: rank %d received a message never sent\n", rt_comm_rank(world));
+    exit(0);
+}
+
 int main(int argc, char **argv)
 {
     const char *cmd = argc > 1 ? argv[1] : "";
@@ -301,8 +358,15 @@ int main(int argc, char **argv)
         test_collectives();
     else if (!strcmp(cmd, "timeout"))
         test_timeout();
+    else if (!strcmp(cmd, "p2p"))
+        test_p2p();
+    else if (!strcmp(cmd, "p2p-bad-peer"))
+        test_p2p_bad_peer();
+    else if (!strcmp(cmd, "p2p-timeout"))
+        test_p2p_timeout();
     else {
-        fprintf(stderr, "usage: comm_test env | mesh | launch DIR | launch-fail | launch-signal | collectives | timeout\n");
+        fprintf(stderr, "usage: comm_test env | mesh | launch DIR | launch-fail | launch-signal | collectives | timeout "
+                        "| p2p | p2p-bad-peer | p2p-timeout\n");
         return 2;
     }
     if (failures)

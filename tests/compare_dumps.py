@@ -38,6 +38,18 @@ def read_mcct(path):
     return out
 
 
+def read_dump(directory, file):
+    """NAME.mcct, or under pipeline parallelism the stages' NAME.stageS.mcct together."""
+    import glob
+    parts = sorted(glob.glob(f'{directory}/{file[:-5]}.stage*.mcct'))
+    if not parts:
+        return read_mcct(f'{directory}/{file}')
+    out = {}
+    for part in parts:
+        out.update(read_mcct(part))
+    return out
+
+
 def rel(a, b, floor=1e-30):
     """||a - b|| / ||b||; `floor` stands in for ||b|| when b is (near) zero in exact arithmetic,
     e.g. the key bias's gradient (softmax ignores a constant added to every score of a row)."""
@@ -91,9 +103,9 @@ def main():
     files = [('params_init.mcct', 1e-6), ('logits_step1.mcct', a.tol), ('grads_step1.mcct', a.tol)]
     if a.final:
         files.append(('params_final.mcct', final_tol))
-    noise = noise_driven(read_mcct(f'{a.cpu}/grads_step1.mcct'))
+    noise = noise_driven(read_dump(a.cpu, 'grads_step1.mcct'))
     for file, tol in files:
-        cpu, gpu = read_mcct(f'{a.cpu}/{file}'), read_mcct(f'{a.gpu}/{file}')
+        cpu, gpu = read_dump(a.cpu, file), read_dump(a.gpu, file)
         if set(cpu) != set(gpu):
             failed.append(f'{file}: tensor names differ: {sorted(set(cpu) ^ set(gpu))}')
         names = sorted(set(cpu) & set(gpu))

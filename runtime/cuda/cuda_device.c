@@ -215,6 +215,15 @@ static void select_gpu(void)
 
 static void cuda_open(rt_program *p, const void *image)
 {
+    /* a function's CUDA graph is captured once, with its buffers' addresses: a pipeline stage's
+     * calls on stash slots would need one graph a slot */
+    for (int g = 0; g < p->m->nglobals; g++)
+        if (p->m->globals[g].kind == IR_GLOBAL_STASH) {
+            fprintf(stderr, "train_rank: error: this plan is a pipeline stage (stash @%s): pipeline parallelism runs "
+                            "on CPU ranks in this build, not yet on GPUs; compile with --target cpu, or without "
+                            "--pipeline-model-parallel-size\n", p->m->globals[g].name);
+            exit(1);
+        }
     select_gpu();
     char err[512];
     cuda_state *s = calloc(1, sizeof *s);

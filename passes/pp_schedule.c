@@ -1,0 +1,506 @@
+/* pp_schedule.c — pipeline schedules as each rank's list of F/B/W passes (1F1B and interleaved
+ * 1F1B as Megatron-LM orders them, ZB-H1 as Qi et al.'s "Zero Bubble Pipeline Parallelism"), the
+ * stage split (Megatron's get_num_layers_to_build), and an event simulation of the lists, which
+ * times them and proves them deadlock-free. Hand-written: no C library builds these. */
+#include "passes/pp_schedule.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const pp_sched_names[PP_NUM_SCHEDS] = {"1f1b", "interleaved", "zb-h1"}; /* ORDER pp_sched_kind */
+
+/* More passes than this per rank are refused (the programs are built and simulated whole). */
+enum { PP_MAX_ACTIONS = 1 << 24 };
+
+static bool pp_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* ---- building the programs ---------------------------------------------------------------- */
+
+static void pp_push(pp_rank_program *r, pp_act_kind kind, int mb, int chunk)
+{
+    r->a[r->n++] = (pp_action){.kind = (uint8_t)kind, .mb = mb, .chunk = chunk, .slot = -1};
+}
+
+/* Megatron's non-interleaved 1F1B: min(p-r-1, m) warm-up forwards, then one forward and one
+ * backward at a time, then the backwards left (the cool-down). */
+static void pp_build_1f1b(pp_rank_program *rp, int p, int m, int r)
+{
+    int warm = p - r - 1 < m ? p - r - 1 : m;
+    for (int i = 0; i < warm; i++) pp_push(rp, PP_ACT_F, i, 0);
+    for (int i = 0; i < m - warm; i++) {
+        pp_push(rp, PP_ACT_F, warm + i, 0);
+        pp_push(rp, PP_ACT_B, i, 0);
+    }
+    for (int i = m - warm; i < m; i++) pp_push(rp, PP_ACT_B, i, 0);
+}
+
+/* Megatron's forward_backward_pipelining_with_interleaving: the k-th forward of a rank runs chunk
+ * (k mod pv) / p on micro-batch (k / pv) p + k mod p (groups of p micro-batches go through each
+ * chunk in turn); the k-th backward the same micro-batch through the chunks in reverse. Warm-up:
+ * 2 (p-r-1) + (v-1) p forwards (all of them when m = p). */
+static void pp_build_interleaved(pp_rank_program *rp, int p, int m, int v, int r)
+{
+    int total = m * v, pv = p * v;
+    int warm = m == p ? total : 2 * (p - r - 1) + (v - 1) * p;
+    if (warm > total) warm = total;
+#define PP_MB(k) ((k) / pv * p + (k) % p)
+#define PP_CHUNK_F(k) ((k) % pv / p)
+    for (int k = 0; k < warm; k++) pp_push(rp, PP_ACT_F, PP_MB(k), PP_CHUNK_F(k));
+    for (int k = 0; k < total - warm; k++) {
+        pp_push(rp, PP_ACT_F, PP_MB(k + warm), PP_CHUNK_F(k + warm));
+        pp_push(rp, PP_ACT_B, PP_MB(k), v - 1 - PP_CHUNK_F(k));
+    }
+    for (int k = total - warm; k < total; k++) pp_push(rp, PP_ACT_B, PP_MB(k), v - 1 - PP_CHUNK_F(k));
+#undef PP_MB
+#undef PP_CHUNK_F
+}
+
+/* ZB-H1 (Qi et al., figure 3): 1F1B's warm-up, then r pairs F B whose W passes wait, then F B W
+ * steps, then B W, then the r waiting W passes in the cool-down bubble. In flight at once (F done,
+ * W not): at most p on every rank, 1F1B's peak on its first rank. */
+static void pp_build_zb_h1(pp_rank_program *rp, int p, int m, int r)
+{
+    int nf = 0, nb = 0, nw = 0;
+    int warm = p - r - 1 < m ? p - r - 1 : m;
+    while (nf < warm) pp_push(rp, PP_ACT_F, nf++, 0);
+    for (int i = 0; i < r && nf < m; i++) {
+        pp_push(rp, PP_ACT_F, nf++, 0);
+        pp_push(rp, PP_ACT_B, nb++, 0);
+    }
+    while (nf < m) {
+        pp_push(rp, PP_ACT_F, nf++, 0);
+        pp_push(rp, PP_ACT_B, nb++, 0);
+        pp_push(rp, PP_ACT_W, nw++, 0);
+    }
+    while (nb < m) {
+        pp_push(rp, PP_ACT_B, nb++, 0);
+        pp_push(rp, PP_ACT_W, nw++, 0);
+    }
+    while (nw < m) pp_push(rp, PP_ACT_W, nw++, 0);
+}
+
+/* Stash slots in program order: F takes the lowest free slot of its chunk, B frees it (W under
+ * ZB, which still needs the saved activations). */
+static bool pp_assign_slots(pp_rank_program *rp, int m, int v, bool zb)
+{
+    int *slot_of = malloc(sizeof(int) * (size_t)m * v);
+    char *busy = calloc((size_t)v * (m + 1), 1);
+    if (!slot_of || !busy) return free(slot_of), free(busy), false;
+    for (int i = 0; i < rp->n; i++) {
+        pp_action *a = &rp->a[i];
+        char *b = busy + (size_t)a->chunk * (m + 1);
+        if (a->kind == PP_ACT_F) {
+            int s = 0;
+            while (b[s]) s++;
+            b[s] = 1;
+            slot_of[(size_t)a->chunk * m + a->mb] = s;
+            if (s + 1 > rp->nslots[a->chunk]) rp->nslots[a->chunk] = s + 1;
+        }
+        a->slot = slot_of[(size_t)a->chunk * m + a->mb];
+        if (a->kind == (zb ? PP_ACT_W : PP_ACT_B)) b[a->slot] = 0;
+    }
+    free(slot_of);
+    free(busy);
+    return true;
+}
+
+bool pp_schedule_check(pp_sched_kind kind, int p, int m, int v, char *err, size_t errlen)
+{
+    if ((unsigned)kind >= PP_NUM_SCHEDS) return pp_fail(err, errlen, "pipeline schedule %d: no such schedule", kind);
+    const char *name = pp_sched_names[kind];
+    if (p < 1 || m < 1 || v < 1)
+        return pp_fail(err, errlen, "pipeline schedule %s: pipeline ranks (%d), micro-batches (%d) and virtual stages "
+                                    "per rank (%d) must all be at least 1", name, p, m, v);
+    if (kind == PP_SCHED_INTERLEAVED && v < 2)
+        return pp_fail(err, errlen, "--pipeline-schedule interleaved needs at least 2 virtual stages per pipeline rank "
+                                    "(got %d): pass --num-virtual-stages-per-pipeline-rank 2 or "
+                                    "--num-layers-per-virtual-pipeline-stage, or choose 1f1b or zb-h1", v);
+    if (kind == PP_SCHED_INTERLEAVED && m % p)
+        return pp_fail(err, errlen, "--pipeline-schedule interleaved: the number of micro-batches (%d) must be divisible "
+                                    "by --pipeline-model-parallel-size (%d), as in Megatron-LM: change "
+                                    "--global-batch-size or --micro-batch-size", m, p);
+    if (kind != PP_SCHED_INTERLEAVED && v != 1)
+        return pp_fail(err, errlen, "--pipeline-schedule %s runs one stage per pipeline rank, but %d virtual stages per "
+                                    "rank are given: choose interleaved, or drop the virtual stages", name, v);
+    if (v > PP_MAX_V)
+        return pp_fail(err, errlen, "%d virtual stages per pipeline rank: at most %d", v, PP_MAX_V);
+    long long n = (long long)m * v * (kind == PP_SCHED_ZB_H1 ? 3 : 2);
+    if (n > PP_MAX_ACTIONS)
+        return pp_fail(err, errlen, "pipeline schedule %s: %d micro-batches x %d virtual stages is %lld passes per rank, "
+                                    "more than %d", name, m, v, n, PP_MAX_ACTIONS);
+    return true;
+}
+
+bool pp_schedule_build(pp_sched_kind kind, int p, int m, int v, pp_schedule *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (!pp_schedule_check(kind, p, m, v, err, errlen)) return false;
+    long long n = (long long)m * v * (kind == PP_SCHED_ZB_H1 ? 3 : 2);
+    *out = (pp_schedule){.p = p, .m = m, .v = v, .kind = kind, .rank = calloc((size_t)p, sizeof(pp_rank_program))};
+    if (!out->rank) return pp_fail(err, errlen, "out of memory building the pipeline schedule");
+    for (int r = 0; r < p; r++) {
+        pp_rank_program *rp = &out->rank[r];
+        if (!(rp->a = malloc(sizeof(pp_action) * (size_t)n))) {
+            pp_schedule_free(out);
+            return pp_fail(err, errlen, "out of memory building the pipeline schedule");
+        }
+        if (kind == PP_SCHED_1F1B) pp_build_1f1b(rp, p, m, r);
+        else if (kind == PP_SCHED_INTERLEAVED) pp_build_interleaved(rp, p, m, v, r);
+        else pp_build_zb_h1(rp, p, m, r);
+        if (!pp_assign_slots(rp, m, v, kind == PP_SCHED_ZB_H1)) {
+            pp_schedule_free(out);
+            return pp_fail(err, errlen, "out of memory building the pipeline schedule");
+        }
+    }
+    return true;
+}
+
+void pp_schedule_free(pp_schedule *s)
+{
+    if (s->rank)
+        for (int r = 0; r < s->p; r++) free(s->rank[r].a);
+    free(s->rank);
+    s->rank = NULL;
+}
+
+double pp_ideal_bubble(const pp_schedule *s)
+{
+    double waits = s->p - 1;
+    if (s->kind == PP_SCHED_INTERLEAVED) return waits / ((double)s->v * s->m);
+    if (s->kind == PP_SCHED_ZB_H1) return waits / (3.0 * s->m);
+    return waits / s->m;
+}
+
+/* ---- the stage split ------------------------------------------------------------------------ */
+
+bool pp_virtual_stages(int num_layers, int p, int layers_per_virtual_stage, int stages_per_rank, bool account_embedding,
+                       bool account_loss, int *v, char *err, size_t errlen)
+{
+    *v = 1;
+    if (layers_per_virtual_stage > 0 && stages_per_rank > 0)
+        return pp_fail(err, errlen, "--num-layers-per-virtual-pipeline-stage (%d) and "
+                                    "--num-virtual-stages-per-pipeline-rank (%d) are two ways of giving the same "
+                                    "thing: give one", layers_per_virtual_stage, stages_per_rank);
+    if (stages_per_rank > 0) *v = stages_per_rank;
+    if (layers_per_virtual_stage > 0) {
+        int n = num_layers + account_embedding + account_loss;
+        if (n % p)
+            return pp_fail(err, errlen, "--num-layers-per-virtual-pipeline-stage: num_layers%s%s = %d must be divisible "
+                                        "by --pipeline-model-parallel-size (%d)", account_embedding ? " + 1 (embedding)" : "",
+                           account_loss ? " + 1 (loss)" : "", n, p);
+        if (n / p % layers_per_virtual_stage)
+            return pp_fail(err, errlen, "--num-layers-per-virtual-pipeline-stage %d must divide the %d layers of each "
+                                        "pipeline rank (%d layers over %d ranks)", layers_per_virtual_stage, n / p, n, p);
+        *v = n / p / layers_per_virtual_stage;
+    }
+    if (*v > 1 && p < 2)
+        return pp_fail(err, errlen, "virtual pipeline stages (%d per rank) need --pipeline-model-parallel-size above 1 "
+                                    "(got %d)", *v, p);
+    if (*v > PP_MAX_V)
+        return pp_fail(err, errlen, "%d virtual stages per pipeline rank: at most %d", *v, PP_MAX_V);
+    return true;
+}
+
+/* Rank r's `layers` over its v chunks, evenly (g = chunk * p + r). */
+static bool pp_split_rank(int layers, int p, int v, int r, const char *which, int *out, char *err, size_t errlen)
+{
+    if (layers % v)
+        return pp_fail(err, errlen, "the %d layers of the %s pipeline rank must be divisible by the %d virtual stages "
+                                    "per rank", layers, which, v);
+    for (int c = 0; c < v; c++) out[c * p + r] = layers / v;
+    return true;
+}
+
+bool pp_split_layers(int num_layers, int p, int v, int first, int last, bool account_embedding, bool account_loss,
+                     int *layers_per_virtual_stage, char *err, size_t errlen)
+{
+    if (num_layers < 1 || p < 1 || v < 1)
+        return pp_fail(err, errlen, "stage split: num_layers (%d), --pipeline-model-parallel-size (%d) and the "
+                                    "virtual stages per rank (%d) must be at least 1", num_layers, p, v);
+    if (first < 0 && last < 0) {
+        int n = num_layers + account_embedding + account_loss;
+        const char *plus = account_embedding && account_loss ? " + 2 (embedding, loss)"
+                           : account_embedding              ? " + 1 (embedding)"
+                           : account_loss                   ? " + 1 (loss)"
+                                                            : "";
+        if (n % p)
+            return pp_fail(err, errlen, "num_layers%s = %d must be divisible by --pipeline-model-parallel-size (%d): "
+                                        "change it, or give --decoder-first-pipeline-num-layers / "
+                                        "--decoder-last-pipeline-num-layers", plus, n, p);
+        if (n / p % v)
+            return pp_fail(err, errlen, "the %d layers of each pipeline rank (num_layers%s = %d over %d) must be "
+                                        "divisible by the %d virtual stages per rank (--num-virtual-stages-per-pipeline-rank, or "
+                                        "--num-layers-per-virtual-pipeline-stage)", n / p, plus, n, p, v);
+        for (int g = 0; g < p * v; g++) layers_per_virtual_stage[g] = n / (p * v);
+        layers_per_virtual_stage[0] -= account_embedding;
+        layers_per_virtual_stage[p * v - 1] -= account_loss;
+        if (layers_per_virtual_stage[0] < 0 || layers_per_virtual_stage[p * v - 1] < 0)
+            return pp_fail(err, errlen, "%d layers over %d virtual stages leave none for the %s counted as a layer of "
+                                        "the %s virtual stage: drop --account-for-%s-in-pipeline-split",
+                           num_layers, p * v, layers_per_virtual_stage[0] < 0 ? "embedding" : "loss",
+                           layers_per_virtual_stage[0] < 0 ? "first" : "last",
+                           layers_per_virtual_stage[0] < 0 ? "embedding" : "loss");
+        return true;
+    }
+    if (account_embedding || account_loss)
+        return pp_fail(err, errlen, "--decoder-first/last-pipeline-num-layers give the stages' layers themselves: "
+                                    "drop --account-for-%s-in-pipeline-split (Megatron-LM refuses the two together)",
+                       account_embedding ? "embedding" : "loss");
+    if (p < 2)
+        return pp_fail(err, errlen, "--decoder-%s-pipeline-num-layers needs --pipeline-model-parallel-size above 1 (got %d)",
+                       first >= 0 ? "first" : "last", p);
+    if (first == 0 || last == 0)
+        return pp_fail(err, errlen, "--decoder-%s-pipeline-num-layers must be at least 1 (leave it out for the even "
+                                    "split)", first == 0 ? "first" : "last");
+    int rest = num_layers - (first > 0 ? first : 0) - (last > 0 ? last : 0);
+    int middle = p - (first > 0) - (last > 0);
+    if (rest < 0 || (middle == 0 && rest != 0) || (middle > 0 && rest % middle))
+        return pp_fail(err, errlen, "--decoder-first-pipeline-num-layers (%d) and --decoder-last-pipeline-num-layers "
+                                    "(%d) leave %d of the %d layers for the %d other pipeline ranks: they must divide "
+                                    "evenly", first > 0 ? first : 0, last > 0 ? last : 0, rest, num_layers, middle);
+    for (int r = 0; r < p; r++) {
+        bool is_first = r == 0 && first > 0, is_last = r == p - 1 && last > 0;
+        int layers = is_first ? first : is_last ? last : rest / middle;
+        if (!pp_split_rank(layers, p, v, r, is_first ? "first" : is_last ? "last" : "middle",
+                           layers_per_virtual_stage, err, errlen))
+            return false;
+    }
+    return true;
+}
+
+/* ---- the simulation ------------------------------------------------------------------------- */
+
+typedef struct {
+    const pp_schedule *s;
+    double *fend, *bend, *wend; /* [g * m + mb]; NAN until done */
+    int *slot_of;               /* [g * m + mb]: the slot F took */
+    int *owner;                 /* [g * m + slot]: the micro-batch holding it, -1 free */
+} pp_sim;
+
+static const char *pp_act_name(int kind) { return kind == PP_ACT_F ? "F" : kind == PP_ACT_B ? "B" : "W"; }
+
+/* When a's dependencies are done (+ p2p across ranks), or NAN while one is not; *dep names it. */
+static double pp_ready(const pp_sim *sim, int r, const pp_action *a, double p2p_s, char *dep, size_t n)
+{
+    const pp_schedule *s = sim->s;
+    int p = s->p, m = s->m, g = pp_virtual_stage(s, r, a->chunk);
+    double t = 0;
+    if (a->kind == PP_ACT_F && g > 0) {
+        t = sim->fend[(size_t)(g - 1) * m + a->mb] + ((g - 1) % p != r ? p2p_s : 0);
+        snprintf(dep, n, "F(mb %d, stage %d)", a->mb, g - 1);
+    }
+    if (a->kind == PP_ACT_B) {
+        t = sim->fend[(size_t)g * m + a->mb];
+        snprintf(dep, n, "F(mb %d, stage %d)", a->mb, g);
+        double next = g + 1 < p * s->v ? sim->bend[(size_t)(g + 1) * m + a->mb] : 0;
+        if (!isnan(t) && isnan(next)) snprintf(dep, n, "B(mb %d, stage %d)", a->mb, g + 1);
+        if (!isnan(t)) t = isnan(next) ? NAN : fmax(t, next + (g + 1 < p * s->v && (g + 1) % p != r ? p2p_s : 0));
+    }
+    if (a->kind == PP_ACT_W) {
+        t = sim->bend[(size_t)g * m + a->mb];
+        snprintf(dep, n, "B(mb %d, stage %d)", a->mb, g);
+    }
+    return t;
+}
+
+/* Records a's run; false (with the reason) for a pass out of range, repeated, or a slot misused. */
+static bool pp_record(pp_sim *sim, int r, const pp_action *a, double end, char *err, size_t errlen)
+{
+    const pp_schedule *s = sim->s;
+    int m = s->m, g = pp_virtual_stage(s, r, a->chunk);
+    size_t at = (size_t)g * m + a->mb;
+    double *ends = a->kind == PP_ACT_F ? sim->fend : a->kind == PP_ACT_B ? sim->bend : sim->wend;
+    if (!isnan(ends[at]))
+        return pp_fail(err, errlen, "rank %d runs %s(mb %d, stage %d) twice", r, pp_act_name(a->kind), a->mb, g);
+    ends[at] = end;
+    bool zb = s->kind == PP_SCHED_ZB_H1;
+    if (a->slot < 0 || a->slot >= m)
+        return pp_fail(err, errlen, "rank %d: %s(mb %d, stage %d) has stash slot %d, outside 0..%d", r,
+                       pp_act_name(a->kind), a->mb, g, a->slot, m - 1);
+    int *owner = &sim->owner[(size_t)g * m + a->slot];
+    if (a->kind == PP_ACT_F) {
+        if (*owner >= 0)
+            return pp_fail(err, errlen, "rank %d: F(mb %d, stage %d) takes stash slot %d, which mb %d still holds", r,
+                           a->mb, g, a->slot, *owner);
+        *owner = a->mb;
+        sim->slot_of[at] = a->slot;
+        return true;
+    }
+    if (sim->slot_of[at] != a->slot)
+        return pp_fail(err, errlen, "rank %d: %s(mb %d, stage %d) reads stash slot %d, but its F saved into slot %d", r,
+                       pp_act_name(a->kind), a->mb, g, a->slot, sim->slot_of[at]);
+    if (a->kind == (zb ? PP_ACT_W : PP_ACT_B)) *owner = -1;
+    return true;
+}
+
+/* Every pass of every (mb, virtual stage) ran: F and B, and W under ZB. */
+static bool pp_all_ran(const pp_sim *sim, char *err, size_t errlen)
+{
+    const pp_schedule *s = sim->s;
+    for (int g = 0; g < s->p * s->v; g++)
+        for (int mb = 0; mb < s->m; mb++) {
+            size_t at = (size_t)g * s->m + mb;
+            const char *missing = isnan(sim->fend[at])                                 ? "F"
+                                  : isnan(sim->bend[at])                               ? "B"
+                                  : s->kind == PP_SCHED_ZB_H1 && isnan(sim->wend[at]) ? "W"
+                                                                                       : NULL;
+            if (missing)
+                return pp_fail(err, errlen, "no rank runs %s(mb %d, stage %d) (rank %d's program lacks it)", missing, mb,
+                               g, g % s->p);
+        }
+    return true;
+}
+
+static bool pp_check_action(const pp_schedule *s, int r, const pp_action *a, char *err, size_t errlen)
+{
+    bool zb = s->kind == PP_SCHED_ZB_H1;
+    if (a->kind > PP_ACT_W || (a->kind == PP_ACT_W && !zb) || a->mb < 0 || a->mb >= s->m || a->chunk < 0 ||
+        a->chunk >= s->v)
+        return pp_fail(err, errlen, "rank %d: a pass of kind %d on mb %d, chunk %d is outside this %s schedule (m %d, "
+                                    "v %d)", r, a->kind, a->mb, a->chunk, pp_sched_names[s->kind], s->m, s->v);
+    return true;
+}
+
+/* The rank r and action it waits at, for the deadlock message. */
+static void pp_deadlock(const pp_sim *sim, const int *pos, double p2p_s, char *err, size_t errlen)
+{
+    const pp_schedule *s = sim->s;
+    size_t used = (size_t)snprintf(err, errlen, "pipeline schedule %s deadlocks (its dependencies form a cycle):",
+                                   pp_sched_names[s->kind]);
+    for (int r = 0; r < s->p && used < errlen; r++) {
+        if (pos[r] >= s->rank[r].n) continue;
+        const pp_action *a = &s->rank[r].a[pos[r]];
+        char dep[64] = "";
+        pp_ready(sim, r, a, p2p_s, dep, sizeof dep);
+        used += (size_t)snprintf(err + used, errlen - used, " rank %d waits at %s(mb %d, stage %d) for %s;", r,
+                                 pp_act_name(a->kind), a->mb, pp_virtual_stage(s, r, a->chunk), dep);
+    }
+}
+
+static void pp_sim_free(pp_sim *sim)
+{
+    free(sim->fend);
+    free(sim->bend);
+    free(sim->wend);
+    free(sim->slot_of);
+    free(sim->owner);
+}
+
+/* Runs every rank as far as its dependencies allow, round after round, until all are done or a
+ * round moves none (a cycle). Each rank's passes run in its order, so its time only grows. */
+static bool pp_run(pp_sim *sim, const pp_stage_cost *cost, double p2p_s, pp_timeline *t, char *err, size_t errlen)
+{
+    const pp_schedule *s = sim->s;
+    int *pos = calloc((size_t)s->p, sizeof(int));
+    double *free_at = calloc((size_t)s->p, sizeof(double));
+    bool ok = pos && free_at, moved = true;
+    if (!ok) pp_fail(err, errlen, "out of memory simulating the pipeline schedule");
+    int left = t->first[s->p];
+    while (ok && left > 0 && moved) {
+        moved = false;
+        for (int r = 0; ok && r < s->p; r++)
+            for (; ok && pos[r] < s->rank[r].n; pos[r]++) {
+                const pp_action *a = &s->rank[r].a[pos[r]];
+                char dep[64];
+                if (!(ok = pp_check_action(s, r, a, err, errlen))) break;
+                double ready = pp_ready(sim, r, a, p2p_s, dep, sizeof dep);
+                if (isnan(ready)) break;
+                const pp_stage_cost *c = &cost[pp_virtual_stage(s, r, a->chunk)];
+                double d = a->kind == PP_ACT_F ? c->f : a->kind == PP_ACT_W ? c->w
+                           : s->kind == PP_SCHED_ZB_H1 ? c->b : c->b + c->w;
+                int i = t->first[r] + pos[r];
+                t->start[i] = fmax(ready, free_at[r]);
+                t->end[i] = free_at[r] = t->start[i] + d;
+                ok = pp_record(sim, r, a, t->end[i], err, errlen);
+                moved = true;
+                left--;
+            }
+    }
+    if (ok && left > 0) ok = (pp_deadlock(sim, pos, p2p_s, err, errlen), false);
+    free(pos);
+    free(free_at);
+    return ok;
+}
+
+double pp_rank_peak(const pp_schedule *s, int r, const double *weight)
+{
+    double in_use = 0, peak = 0;
+    pp_act_kind frees = s->kind == PP_SCHED_ZB_H1 ? PP_ACT_W : PP_ACT_B;
+    for (int i = 0; i < s->rank[r].n; i++) {
+        const pp_action *a = &s->rank[r].a[i];
+        double w = weight ? weight[pp_virtual_stage(s, r, a->chunk)] : 1;
+        if (a->kind == PP_ACT_F && (in_use += w) > peak) peak = in_use;
+        if (a->kind == frees) in_use -= w;
+    }
+    return peak;
+}
+
+/* The timeline's summary: makespan, bubble, and each rank's peak stash slots. */
+static void pp_summarize(const pp_schedule *s, pp_timeline *t)
+{
+    double busy = 0;
+    t->makespan = 0;
+    for (int r = 0; r < s->p; r++) {
+        t->peak_slots[r] = (int)pp_rank_peak(s, r, NULL);
+        for (int k = t->first[r]; k < t->first[r + 1]; k++) {
+            busy += t->end[k] - t->start[k];
+            t->makespan = fmax(t->makespan, t->end[k]);
+        }
+    }
+    double all = s->p * t->makespan;
+    t->bubble = all > 0 ? 1 - busy / all : 0;
+    t->idle_ratio = busy > 0 ? (all - busy) / busy : 0;
+}
+
+bool pp_schedule_simulate(const pp_schedule *s, const pp_stage_cost *cost, double p2p_s, pp_timeline *t, char *err,
+                          size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    size_t cells = (size_t)s->p * s->v * s->m;
+    pp_sim sim = {.s = s, .fend = malloc(cells * sizeof(double)), .bend = malloc(cells * sizeof(double)),
+                  .wend = malloc(cells * sizeof(double)), .slot_of = malloc(cells * sizeof(int)),
+                  .owner = malloc(cells * sizeof(int))};
+    t->first = malloc(sizeof(int) * (size_t)(s->p + 1));
+    t->peak_slots = calloc((size_t)s->p, sizeof(int));
+    bool ok = sim.fend && sim.bend && sim.wend && sim.slot_of && sim.owner && t->first && t->peak_slots;
+    if (ok) {
+        t->first[0] = 0;
+        for (int r = 0; r < s->p; r++) t->first[r + 1] = t->first[r] + s->rank[r].n;
+        ok = (t->start = malloc(sizeof(double) * (size_t)(t->first[s->p] + 1))) &&
+             (t->end = malloc(sizeof(double) * (size_t)(t->first[s->p] + 1)));
+    }
+    if (!ok) {
+        pp_sim_free(&sim);
+        pp_timeline_free(t);
+        return pp_fail(err, errlen, "out of memory simulating the pipeline schedule");
+    }
+    for (size_t i = 0; i < cells; i++) {
+        sim.fend[i] = sim.bend[i] = sim.wend[i] = NAN;
+        sim.owner[i] = -1;
+        sim.slot_of[i] = -1;
+    }
+    ok = pp_run(&sim, cost, p2p_s, t, err, errlen) && pp_all_ran(&sim, err, errlen);
+    if (ok) pp_summarize(s, t);
+    pp_sim_free(&sim);
+    if (!ok) pp_timeline_free(t);
+    return ok;
+}
+
+void pp_timeline_free(pp_timeline *t)
+{
+    free(t->first);
+    free(t->start);
+    free(t->end);
+    free(t->peak_slots);
+    memset(t, 0, sizeof *t);
+}

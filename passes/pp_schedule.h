@@ -1,0 +1,104 @@
+/* pp_schedule.h — pipeline parallelism's plan before any IR: which layers each (virtual) stage
+ * runs, the order of forward (F), backward (B) and weight-gradient (W) passes each pipeline rank
+ * runs (1F1B, interleaved 1F1B, ZB-H1), and an event simulation of those orders under a cost per
+ * pass. Pure C over numbers: the pipeline and schedule passes call it, `mcc schedule` draws it.
+ *
+ * Virtual stage g = chunk * p + rank (Megatron's interleaved placement): the model's layers run
+ * through virtual stages 0 .. p*v-1 in order, rank r holding chunks 0..v-1, i.e. stages r, p+r, ...
+ * Dependencies of the passes on micro-batch mb:
+ *   F(mb, g) after F(mb, g-1);  B(mb, g) after F(mb, g) and B(mb, g+1);  W(mb, g) after B(mb, g). */
+#ifndef MCC_PP_SCHEDULE_H
+#define MCC_PP_SCHEDULE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum { PP_MAX_V = 64 }; /* virtual stages per rank */
+
+/* --pipeline-schedule's names, in this order: pp_sched_names */
+typedef enum { PP_SCHED_1F1B, PP_SCHED_INTERLEAVED, PP_SCHED_ZB_H1, PP_NUM_SCHEDS } pp_sched_kind;
+extern const char *const pp_sched_names[PP_NUM_SCHEDS]; /* "1f1b", "interleaved", "zb-h1" */
+
+typedef enum {
+    PP_ACT_F, /* forward of one virtual stage on one micro-batch */
+    PP_ACT_B, /* input gradient; under 1F1B and interleaved B includes W */
+    PP_ACT_W, /* weight gradient, ZB only */
+} pp_act_kind;
+
+/* chunk: the virtual stage's index on this rank, 0..v-1; slot: which stash slot of (rank, chunk)
+ * holds mb's saved activations from its F to its B (or its W under ZB): the lowest one free at F. */
+typedef struct {
+    uint8_t kind; /* pp_act_kind */
+    int mb;
+    int chunk;
+    int slot;
+} pp_action;
+
+typedef struct {
+    pp_action *a;
+    int n;
+    int nslots[PP_MAX_V]; /* slots each chunk needs: the most in use at once */
+} pp_rank_program;
+
+typedef struct {
+    int p, m, v; /* pipeline ranks, micro-batches, virtual stages per rank */
+    pp_sched_kind kind;
+    pp_rank_program *rank; /* [p] */
+} pp_schedule;
+
+/* The programs of every rank. Refuses, with the numbers, what cannot be built: p, m, v < 1;
+ * interleaved with v < 2 or m % p != 0 (Megatron's rule); 1F1B and ZB-H1 with v != 1. */
+bool pp_schedule_build(pp_sched_kind kind, int p, int m, int v, pp_schedule *out, char *err, size_t errlen);
+/* pp_schedule_build's refusals alone, without building. */
+bool pp_schedule_check(pp_sched_kind kind, int p, int m, int v, char *err, size_t errlen);
+void pp_schedule_free(pp_schedule *s);
+
+static inline int pp_virtual_stage(const pp_schedule *s, int rank, int chunk) { return chunk * s->p + rank; }
+
+/* Virtual stages per rank from Megatron's two spellings (0: not given): v = stages_per_rank, or
+ * the layers per pipeline stage (num_layers, +1 for each account flag) over
+ * layers_per_virtual_stage; 1 when neither. Refuses both at once, a v that does not divide. */
+bool pp_virtual_stages(int num_layers, int p, int layers_per_virtual_stage, int stages_per_rank, bool account_embedding,
+                       bool account_loss, int *v, char *err, size_t errlen);
+
+/* The stage split, Megatron's get_num_layers_to_build: layers_per_virtual_stage[g] for the p*v
+ * virtual stages. first/last (-1: not given) are the layers of the first/last pipeline rank (all
+ * its chunks, split evenly among them), the rest even over the middle ranks; the account flags
+ * count the embedding (loss) as one layer of virtual stage 0 (p*v-1). Default: even. A split that
+ * does not divide is refused with the numbers: it never trains fewer layers. */
+bool pp_split_layers(int num_layers, int p, int v, int first, int last, bool account_embedding, bool account_loss,
+                     int *layers_per_virtual_stage, char *err, size_t errlen);
+
+/* A pass's cost in seconds, per virtual stage; under 1F1B and interleaved a B costs b + w. */
+typedef struct {
+    double f, b, w;
+} pp_stage_cost;
+
+typedef struct {
+    int *first;          /* [p + 1]: rank r's actions are start/end[first[r] .. first[r+1]-1] */
+    double *start, *end; /* per rank per action, in program order */
+    double makespan;
+    double bubble;       /* 1 - busy / (p * makespan) */
+    double idle_ratio;   /* idle / busy over all ranks: (p-1)/m for 1F1B, what pp_ideal_bubble predicts */
+    int *peak_slots;     /* per rank: the most stash slots in use at once, all chunks */
+} pp_timeline;
+
+/* Runs the programs: each rank's actions in its order, each as soon as the rank is free and its
+ * dependencies are done (+ p2p_s when a dependency ran on another rank). Fails naming the stuck
+ * actions if the dependencies form a cycle (deadlock), or if a pass is missing or repeated: so
+ * it is also the check that a schedule is valid. cost: [p*v]. */
+bool pp_schedule_simulate(const pp_schedule *s, const pp_stage_cost *cost, double p2p_s, pp_timeline *t, char *err,
+                          size_t errlen);
+void pp_timeline_free(pp_timeline *t);
+
+/* The most rank r holds at once of its in-flight micro-batches' stashes, each weighing weight[g]
+ * (bytes, say) for its virtual stage g; NULL weighs each 1 (slots). In program order, which is
+ * the rank's time order: F takes, B releases (W under ZB). */
+double pp_rank_peak(const pp_schedule *s, int r, const double *weight);
+
+/* The ideal bubble as idle over compute: (p-1)/m for 1F1B; (p-1)/(v m) interleaved; ZB-H1
+ * (p-1)(T_F+T_B-T_W) / (m (T_F+T_B+T_W)) (Qi et al.) at T_F = T_B = T_W, i.e. (p-1)/(3m). */
+double pp_ideal_bubble(const pp_schedule *s);
+
+#endif
