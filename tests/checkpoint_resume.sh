@@ -27,6 +27,10 @@ if [[ " ${run_flags[*]} " == *" --async-save "* ]]; then
   grep -q "saved checkpoint at iteration 5 .*written in the background" "$work/a.log" ||
     { echo "FAIL: no asynchronous save at iteration 5"; cat "$work/a.log"; exit 1; }
   diff "$work/ref/steps.txt" "$work/a/steps.txt" || { echo "FAIL: the asynchronous saves changed the run's steps"; exit 1; }
+  # committed at a step's end once every writer was done (rt_ckpt_poll), not left to the next save
+  [ "$(grep -n "saved checkpoint at iteration 5 " "$work/a.log" | head -1 | cut -d: -f1)" -lt \
+    "$(grep -n "iteration  *10/" "$work/a.log" | head -1 | cut -d: -f1)" ] ||
+    { echo "FAIL: the save at 5 was committed only at the save at 10"; cat "$work/a.log"; exit 1; }
   [ "$(cat "$work/ck/latest_checkpointed_iteration.txt")" = 10 ] ||
     { echo "FAIL: the save at the run's end was not committed at exit"; cat "$work/a.log"; exit 1; }
   echo 5 >"$work/ck/latest_checkpointed_iteration.txt"
