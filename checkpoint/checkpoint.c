@@ -531,6 +531,19 @@ static int64_t part_index(const ir_layout *l, const ir_type *whole, const int de
     return w;
 }
 
+/* The rank file whose saved part of t (entry[q] in file q; -1: none) holds element w of the whole,
+ * trying k first and the others after it (the part that held the last element mostly holds the
+ * next), with w's index in that part in *at; -1 when none does. */
+static int find_holder(const ck_reader *r, const ck_tensor *t, const int *entry, int k, int64_t w, int64_t *at)
+{
+    for (int tries = 0; tries < r->state.ranks; tries++, k = (k + 1) % r->state.ranks) {
+        const ck_rank_file *rf = &r->rank[k];
+        if (entry[k] >= 0 && (*at = part_index(&rf->layout[entry[k]], &t->whole, rf->degree, rf->coord, w)) >= 0)
+            return k;
+    }
+    return -1;
+}
+
 /* This rank's part of tensor t into out, element by element from the saved part that holds it:
  * a saved part is read (and verified) the first time one of its elements is wanted, so a rank
  * reads only the parts that overlap its own. */
@@ -544,15 +557,14 @@ static bool gather_part(ck_reader *r, const ck_tensor *t, const ir_type *part, c
     size_t es = ir_dtype_size(t->whole.dtype);
     bool ok = true;
     for (int64_t i = 0, n = ir_numel(part); ok && i < n; i++) {
-        int64_t w = ir_layout_index(l, &t->whole, degree, coord, i), at = -1;
-        for (int tries = 0; at < 0 && tries < nr; tries++, at < 0 ? k = (k + 1) % nr : 0) /* from the last part used */
-            if (entry[k] >= 0)
-                at = part_index(&r->rank[k].layout[entry[k]], &t->whole, r->rank[k].degree, r->rank[k].coord, w);
-        if (at < 0) {
+        int64_t w = ir_layout_index(l, &t->whole, degree, coord, i), at;
+        int holder = find_holder(r, t, entry, k, w, &at);
+        if (holder < 0) {
             ok = ck_fail(err, errlen, "%s: tensor %s: no rank file holds its element %lld: a part is missing", r->dir,
                          t->name, (long long)w);
             break;
         }
+        k = holder;
         if (!saved[k]) {
             saved[k] = malloc(ir_bytes(&r->rank[k].st.t[entry[k]].type) + 1);
             ok = read_entry(r, k, entry[k], saved[k], err, errlen);
