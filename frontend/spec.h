@@ -77,8 +77,9 @@ typedef struct {
 bool mcc_spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest,
                    char *err, size_t errlen);
 
-/* As mcc_spec_load, but also accepts what this build validates yet cannot train yet
- * (pipeline_model_parallel_size above 1): for `mcc schedule`, which only plans. */
+/* As mcc_spec_load, but also accepts what this build validates yet cannot train yet (the
+ * pipeline's uneven splits, virtual stages, schedules other than 1F1B): for `mcc schedule`,
+ * which only plans. */
 bool mcc_spec_load_plan(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest, char *err,
                         size_t errlen);
 
