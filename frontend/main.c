@@ -241,6 +241,9 @@ static int cmd_compile(int argc, char **argv)
         return 2;
     if (!o.out)
         return fail("-o OUT is required: the path of the train_rank executable to write");
+    if (spec.pipeline_model_parallel_size > 1 && !strcmp(o.passes.target->backend, "cuda"))
+        return fail("--pipeline-model-parallel-size above 1: pipeline parallelism runs on CPU ranks in this build "
+                    "(--target cpu); its GPU runtime (a CUDA graph per stash slot, NCCL sends) is not built yet");
     mcc_program prog;
     if (!build(argv[0], &spec, &o, NULL, &prog))
         return 2;

@@ -716,20 +716,6 @@ static bool spec_check_pp(spec_ctx *c)
                                sizeof why);
     if (!ok) return spec_fail(c, "%s", why);
     s->virtual_pipeline_model_parallel_size = v;
-    /* what passes/pipeline.c builds so far: the even split, 1F1B */
-    static const char *const unbuilt[] = {"decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
-                                          "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-                                          "num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
-                                          "pipeline_schedule"};
-    for (size_t i = 0; i < sizeof unbuilt / sizeof unbuilt[0] && !c->plan_only; i++) {
-        const spec_field *f = spec_find(unbuilt[i]);
-        double value = spec_value(c, f);
-        bool plain = value == f->def || (f->kind == K_ENUM && value == MCC_PP_SCHED_1F1B) ||
-                     (f == spec_find("num_virtual_stages_per_pipeline_rank") && value == 1);
-        if (!plain)
-            return spec_fail(c, "%s: mcc compile builds the even split with 1F1B so far; leave it out to train, or "
-                                "see the pipeline it asks for with `mcc schedule`", spec_where(c, f));
-    }
     return true;
 }
 

@@ -427,6 +427,7 @@ const ir_func_kind_info ir_func_kinds[IR_NUM_FUNC_KINDS] = {
     [IR_FUNC_SETUP] =      {"setup",      0,            false,           true},
     [IR_FUNC_FORWARD] =    {"forward",    TRAIN,        true,            false},
     [IR_FUNC_BACKWARD] =   {"backward",   TRAIN,        true,            false},
+    [IR_FUNC_WGRAD] =      {"wgrad",      TRAIN,        true,            false},
 };
 #undef TRAIN
 #undef EVAL

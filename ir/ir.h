@@ -81,7 +81,9 @@ typedef enum {
     IR_FUNC_ZERO_GRADS, /* zero_grads: clears the gradient accumulators (a skipped step) */
     IR_FUNC_SETUP,      /* setup: runs once after the parameters are initialised */
     IR_FUNC_FORWARD,    /* forward: a pipeline stage's forward of one micro-batch, stashing what its backward reads */
-    IR_FUNC_BACKWARD,   /* backward: a pipeline stage's backward of one micro-batch, into the gradients */
+    IR_FUNC_BACKWARD,   /* backward: a pipeline stage's backward of one micro-batch, into the gradients (under
+                           a zero-bubble schedule: the input gradients alone) */
+    IR_FUNC_WGRAD,      /* wgrad: a zero-bubble pipeline stage's weight gradients of one micro-batch */
     IR_NUM_FUNC_KINDS
 } ir_func_kind;
 

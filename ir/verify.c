@@ -127,7 +127,8 @@ static bool role_problem(const ir_module *m, const ir_global *g, char *why, size
     const char *kind = ir_global_kind_names[g->kind];
     bool own = g->kind == IR_GLOBAL_PARAM || g->kind == IR_GLOBAL_STASH; /* no companions */
     if (own && g->owner >= 0)
-        return snprintf(why, len, "is a %s but names an owner (of=): drop of=", kind), true;
+        return snprintf(why, len, "is a %s but names an owner (of=): drop of=",
+                        g->kind == IR_GLOBAL_PARAM ? "parameter" : "stash"), true;
     if (g->slots != 1 && (g->kind != IR_GLOBAL_STASH || g->slots < 1))
         return snprintf(why, len, "has slots=%d: only a stash has buffers (slots >= 1)", g->slots), true;
     if (!own && (g->owner < 0 || g->owner >= m->nglobals))

@@ -49,6 +49,11 @@ bool pass_pipeline(ir_module *m, const mcc_pass_options *opts, ir_module ***stag
 /* Whether `input`/`output @name` is a stage boundary the pipeline pass made (what the schedule
  * sends and receives), and if so whether a gradient (going to the previous stage) or an activation. */
 bool pass_pipeline_boundary(const char *name, bool *grad);
+/* Whether the plan's pipeline schedule is the zero-bubble one (pipeline_schedule zb-h1, or auto
+ * without virtual stages: ZB-H1 holds 1F1B's stash with about a third of its bubble), whose
+ * backward the pipeline pass cuts into input gradients (kind backward) and weight gradients
+ * (kind wgrad). */
+bool pass_pipeline_zero_bubble(const ir_module *m);
 /* The shard pass's propagation over one mesh axis of degree n, from the placements the globals'
  * types record ({shard=[.., axis]}): rewrites every function into the local graph each rank
  * along the axis runs, inserting the collectives over it. seq_dim >= 0: sequence parallelism

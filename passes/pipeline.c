@@ -150,9 +150,13 @@ static void vlist_add(vlist *l, int v, int cap)
 }
 
 /* What crosses: act[s] the forward values entering stage s, grad[s] the backward values leaving
- * stage s+1 into s, stash[s] the forward values (stage s's, or entering it) its backward reads. */
+ * stage s+1 into s, stash[s] the forward values (stage s's, or entering it) its backward reads.
+ * Under a zero-bubble schedule the backward is cut in two: in_w[i] marks the instructions of the
+ * weight gradients (W: those the gradients sent to the previous stage do not need), and wstash[s]
+ * the input-gradient part's values (B's) that W reads. */
 typedef struct {
-    vlist *act, *grad, *stash;
+    vlist *act, *grad, *stash, *wstash;
+    bool *in_w;
 } crossings;
 
 static bool find_crossings(const split *c, crossings *x)
@@ -242,6 +246,13 @@ static void boundary_name(char *buf, size_t len, int stage, const char *what, in
     snprintf(buf, len, "stage%d.%s.%d", stage, what, k);
 }
 
+bool pass_pipeline_zero_bubble(const ir_module *m)
+{
+    const char *name = ir_cfg_text(m, IR_CFG_PIPELINE_SCHEDULE);
+    int v = (int)ir_cfg_int(m, IR_CFG_NUM_VIRTUAL_STAGES_PER_PIPELINE_RANK);
+    return !strcmp(name, "zb-h1") || (!strcmp(name, "auto") && v <= 1);
+}
+
 bool pass_pipeline_boundary(const char *name, bool *grad)
 {
     int stage, k, len = 0;
@@ -289,12 +300,28 @@ static void build_forward(builder *b, const split *c, const crossings *x, int s,
     }
 }
 
+/* A copy of B's value v into its wstash, if stage s's W reads it. */
+static void wstash_value(builder *b, const crossings *x, int s, int v)
+{
+    int k = vlist_find(&x->wstash[s], v);
+    if (k < 0)
+        return;
+    char name[64];
+    boundary_name(name, sizeof name, s, "wstash", k);
+    int args[2] = {ir_global_ref(b->sm, b->g, name), use(b, v)};
+    ir_emit(b->sm, b->g, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+}
+
+/* Stage s's backward: all of it, or under a zero-bubble cut its input gradients (B), which copy
+ * what W reads into the wstash. */
 static void build_backward(builder *b, const split *c, const crossings *x, int s)
 {
     char name[64];
     for (int k = 0; k < x->grad[s].n; k++) {
+        int v = x->grad[s].v[k];
         boundary_name(name, sizeof name, s + 1, "grad", k);
-        b->map[x->grad[s].v[k]] = ir_input(b->sm, b->g, name, b->f->vals[x->grad[s].v[k]].type);
+        b->map[v] = ir_input(b->sm, b->g, name, b->f->vals[v].type);
+        wstash_value(b, x, s, v);
     }
     for (int k = 0; k < x->stash[s].n; k++) {
         boundary_name(name, sizeof name, s, "stash", k);
@@ -302,13 +329,33 @@ static void build_backward(builder *b, const split *c, const crossings *x, int s
     }
     for (int i = c->bwd; i < b->f->ninstrs; i++) {
         const ir_instr *in = &b->f->instrs[i];
-        if (!is_leaf(in) && c->stage[i] == s)
-            copy_instr(b, in);
+        if (is_leaf(in) || c->stage[i] != s || x->in_w[i])
+            continue;
+        copy_instr(b, in);
+        for (int r = 0; r < in->nres; r++)
+            wstash_value(b, x, s, in->res[r]);
     }
     for (int k = 0; s > 0 && k < x->grad[s - 1].n; k++) {
         boundary_name(name, sizeof name, s, "grad", k);
         ir_output(b->sm, b->g, name, use(b, x->grad[s - 1].v[k]));
     }
+}
+
+/* Stage s's weight gradients (W) under a zero-bubble cut: from the forward's stash and B's. */
+static void build_wgrad(builder *b, const split *c, const crossings *x, int s)
+{
+    char name[64];
+    for (int k = 0; k < x->stash[s].n; k++) {
+        boundary_name(name, sizeof name, s, "stash", k);
+        b->map[x->stash[s].v[k]] = ir_global_ref(b->sm, b->g, name);
+    }
+    for (int k = 0; k < x->wstash[s].n; k++) {
+        boundary_name(name, sizeof name, s, "wstash", k);
+        b->map[x->wstash[s].v[k]] = ir_global_ref(b->sm, b->g, name);
+    }
+    for (int i = c->bwd; i < b->f->ninstrs; i++)
+        if (c->stage[i] == s && x->in_w[i])
+            copy_instr(b, &b->f->instrs[i]);
 }
 
 /* The first backward instruction of a step: the one after the forward's last output (@loss, then
@@ -327,20 +374,56 @@ typedef struct {
     crossings x;
 } cut;
 
-static bool cut_func(const ir_module *m, const ir_func *f, int p, const int *layer_stage, bool train, cut *k,
-                     char *err, size_t errlen)
+/* The zero-bubble cut of each stage's backward: B is what the gradients going to the previous
+ * stage need (a reverse walk from them), W the rest (the weight gradients and their
+ * accumulations); W reads B's values through wstash, B's received gradients included. */
+static void cut_weight_grads(const split *c, crossings *x)
+{
+    const ir_func *f = c->f;
+    bool *need = calloc((size_t)f->ninstrs + 1, sizeof(bool));
+    for (int s = 1; s < c->p; s++)
+        for (int k = 0; k < x->grad[s - 1].n; k++)
+            need[f->vals[x->grad[s - 1].v[k]].def] = true;
+    for (int i = f->ninstrs - 1; i >= c->bwd; i--)
+        for (int a = 0; need[i] && a < f->instrs[i].nargs; a++) {
+            int d = f->vals[f->instrs[i].args[a]].def;
+            if (d >= c->bwd && !is_leaf(&f->instrs[d]) && c->stage[d] == c->stage[i])
+                need[d] = true;
+        }
+    for (int i = c->bwd; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        x->in_w[i] = !is_leaf(in) && !need[i];
+        for (int a = 0; x->in_w[i] && a < in->nargs; a++) {
+            int v = in->args[a], d = f->vals[v].def, s = c->stage[i];
+            bool from_b = d >= c->bwd && !is_leaf(&f->instrs[d]) && ((c->stage[d] == s && need[d]) || c->stage[d] == s + 1);
+            if (from_b)
+                vlist_add(&x->wstash[s], v, f->nvals);
+        }
+    }
+    free(need);
+}
+
+static bool cut_func(const ir_module *m, const ir_func *f, int p, const int *layer_stage, bool train, bool zero_bubble,
+                     cut *k, char *err, size_t errlen)
 {
     k->c = (split){m, f, p, layer_stage, train ? backward_start(f) : f->ninstrs, calloc((size_t)f->ninstrs + 1, sizeof(int)),
                    err, errlen};
     k->x.act = calloc((size_t)p, sizeof(vlist));
     k->x.grad = calloc((size_t)p, sizeof(vlist));
     k->x.stash = calloc((size_t)p, sizeof(vlist));
+    k->x.wstash = calloc((size_t)p, sizeof(vlist));
+    k->x.in_w = calloc((size_t)f->ninstrs + 1, sizeof(bool));
     for (int s = 0; s < p; s++) {
         k->x.act[s].v = malloc(sizeof(int) * ((size_t)f->nvals + 1));
         k->x.grad[s].v = malloc(sizeof(int) * ((size_t)f->nvals + 1));
         k->x.stash[s].v = malloc(sizeof(int) * ((size_t)f->nvals + 1));
+        k->x.wstash[s].v = malloc(sizeof(int) * ((size_t)f->nvals + 1));
     }
-    return assign_stages(&k->c) && find_crossings(&k->c, &k->x);
+    if (!assign_stages(&k->c) || !find_crossings(&k->c, &k->x))
+        return false;
+    if (zero_bubble)
+        cut_weight_grads(&k->c, &k->x);
+    return true;
 }
 
 static void cut_free(cut *k, int p)
@@ -349,7 +432,10 @@ static void cut_free(cut *k, int p)
         free(k->x.act[s].v);
         free(k->x.grad[s].v);
         free(k->x.stash[s].v);
+        free(k->x.wstash[s].v);
     }
+    free(k->x.wstash);
+    free(k->x.in_w);
     free(k->x.act);
     free(k->x.grad);
     free(k->x.stash);
@@ -405,7 +491,8 @@ static ir_func *chunk_func(ir_module *sm, const char *what, ir_func_kind kind, i
 
 /* Pipeline rank r's module: its chunks c = 0..v-1, virtual stages g = c * p + r (Megatron's
  * interleaved placement), each a forward, a backward and an eval forward, in chunk order. */
-static ir_module *stage_module(const ir_module *m, const cut *step, const cut *eval, int r, int p, int v)
+static ir_module *stage_module(const ir_module *m, const cut *step, const cut *eval, int r, int p, int v,
+                               bool zero_bubble)
 {
     bool *used = calloc((size_t)m->nglobals + 1, sizeof(bool));
     for (int c = 0; c < v; c++) {
@@ -445,6 +532,13 @@ static ir_module *stage_module(const ir_module *m, const cut *step, const cut *e
             int st = ir_global_add(sm, name, *t, IR_GLOBAL_STASH, IR_INIT_ZEROS, 0, false);
             sm->globals[st].layout = layout_of_type(t);
         }
+    for (int c = 0; c < v; c++)
+        for (int k = 0, g = c * p + r; k < step->x.wstash[g].n; k++) {
+            boundary_name(name, sizeof name, g, "wstash", k);
+            const ir_type *t = &f->vals[step->x.wstash[g].v[k]].type;
+            int st = ir_global_add(sm, name, *t, IR_GLOBAL_STASH, IR_INIT_ZEROS, 0, false);
+            sm->globals[st].layout = layout_of_type(t);
+        }
     int *map = malloc(sizeof(int) * ((size_t)f->nvals + 1));
     for (int c = 0; c < v; c++) {
         int g = c * p + r;
@@ -456,6 +550,12 @@ static ir_module *stage_module(const ir_module *m, const cut *step, const cut *e
             map[k] = -1;
         b.g = chunk_func(sm, "backward", IR_FUNC_BACKWARD, c, v);
         build_backward(&b, &step->c, &step->x, g);
+        if (!zero_bubble)
+            continue;
+        for (int k = 0; k < f->nvals; k++)
+            map[k] = -1;
+        b.g = chunk_func(sm, "wgrad", IR_FUNC_WGRAD, c, v);
+        build_wgrad(&b, &step->c, &step->x, g);
     }
     free(map);
     for (int c = 0; eval && c < v; c++) {
@@ -517,12 +617,13 @@ bool pass_pipeline(ir_module *m, const mcc_pass_options *opts, ir_module ***stag
         nlayers = m->globals[g].layer + 1 > nlayers ? m->globals[g].layer + 1 : nlayers;
     int *layer_stage = malloc(sizeof(int) * ((size_t)nlayers + 1));
     cut sc = {0}, ec = {0};
+    bool zb = pass_pipeline_zero_bubble(m);
     bool ok = stage_of_layers(m, p, v, layer_stage, nlayers, err, errlen) &&
-              cut_func(m, m->funcs[step], p * v, layer_stage, true, &sc, err, errlen) &&
-              (eval < 0 || cut_func(m, m->funcs[eval], p * v, layer_stage, false, &ec, err, errlen));
+              cut_func(m, m->funcs[step], p * v, layer_stage, true, zb, &sc, err, errlen) &&
+              (eval < 0 || cut_func(m, m->funcs[eval], p * v, layer_stage, false, false, &ec, err, errlen));
     ir_module **out = ok ? calloc((size_t)p, sizeof *out) : NULL;
     for (int r = 0; ok && r < p; r++)
-        out[r] = stage_module(m, &sc, eval >= 0 ? &ec : NULL, r, p, v);
+        out[r] = stage_module(m, &sc, eval >= 0 ? &ec : NULL, r, p, v, zb);
     if (ok && shared_parameter(m, out, p, err, errlen))
         ok = false;
     cut_free(&sc, p * v);

@@ -22,9 +22,9 @@ bool pass_check_gradients(const ir_module *m, char *err, size_t errlen)
         return true;
     const ir_func *f = m->funcs[fi];
     bool *written = calloc((size_t)m->nglobals + 1, sizeof(bool)), ok = true;
-    for (int k = 0; k < m->nfuncs; k++) { /* the step, or a stage's backwards (one a chunk) */
+    for (int k = 0; k < m->nfuncs; k++) { /* the step, or a stage's backwards and wgrads (one a chunk) */
         const ir_func *w = m->funcs[k];
-        if (w->kind != IR_FUNC_STEP && w->kind != IR_FUNC_BACKWARD)
+        if (w->kind != IR_FUNC_STEP && w->kind != IR_FUNC_BACKWARD && w->kind != IR_FUNC_WGRAD)
             continue;
         for (int i = 0; i < w->ninstrs; i++) {
             int g = ir_writes_global(w, &w->instrs[i]) ? ir_global_index_of(m, w, w->instrs[i].args[0]) : -1;

@@ -58,12 +58,13 @@ static int nth_of_kind(const ir_module *m, ir_func_kind k, int i)
     return -1;
 }
 
-/* The schedule the config names (auto: interleaved with virtual stages, else 1F1B). */
+/* The schedule the config names (auto: interleaved with virtual stages, else ZB-H1:
+ * pass_pipeline_zero_bubble). */
 static bool schedule_kind(const ir_module *m, int v, pp_sched_kind *kind, char *err, size_t errlen)
 {
     const char *name = ir_cfg_text(m, IR_CFG_PIPELINE_SCHEDULE);
     if (!strcmp(name, "auto")) {
-        *kind = v > 1 ? PP_SCHED_INTERLEAVED : PP_SCHED_1F1B;
+        *kind = v > 1 ? PP_SCHED_INTERLEAVED : PP_SCHED_ZB_H1;
         return true;
     }
     for (int k = 0; k < PP_NUM_SCHEDS; k++)
@@ -72,10 +73,6 @@ static bool schedule_kind(const ir_module *m, int v, pp_sched_kind *kind, char *
         else if (k == PP_NUM_SCHEDS - 1 && strcmp(name, pp_sched_names[*kind]))
             return snprintf(err, errlen, "config pipeline_schedule = \"%s\": not a schedule (auto, 1f1b, interleaved, "
                             "zb-h1)", name), false;
-    if (*kind == PP_SCHED_ZB_H1)
-        return snprintf(err, errlen, "--pipeline-schedule zb-h1: the zero-bubble schedule's split of the backward into "
-                        "input and weight gradients is not built yet (`mcc schedule` plans it); use 1f1b or "
-                        "interleaved"), false;
     return true;
 }
 
@@ -138,21 +135,31 @@ static bool schedule_stage(ir_module *m, int r, int p, int v, long long n, char 
         return false;
     }
     const pp_rank_program *prog = &sched.rank[r];
-    for (int c = 0; c < v; c++) {
-        const ir_func *f = m->funcs[nth_of_kind(m, IR_FUNC_FORWARD, c)];
-        for (int i = 0; i < f->ninstrs; i++) {
-            int g = f->instrs[i].op == IR_OP_GLOBAL ? ir_global_find(m, f->instrs[i].sym) : -1;
-            if (g >= 0 && m->globals[g].kind == IR_GLOBAL_STASH)
-                m->globals[g].slots = prog->nslots[c] > 0 ? prog->nslots[c] : 1;
+    static const ir_func_kind of_act[] = {[PP_ACT_F] = IR_FUNC_FORWARD, [PP_ACT_B] = IR_FUNC_BACKWARD,
+                                          [PP_ACT_W] = IR_FUNC_WGRAD};
+    for (int c = 0; c < v; c++) /* a chunk's stashes (forward's, and B's for W) hold its slots */
+        for (int k = 0; k < 3; k++) {
+            int fi = nth_of_kind(m, of_act[k], c);
+            const ir_func *f = fi >= 0 ? m->funcs[fi] : NULL;
+            for (int i = 0; f && i < f->ninstrs; i++) {
+                int g = f->instrs[i].op == IR_OP_GLOBAL ? ir_global_find(m, f->instrs[i].sym) : -1;
+                if (g >= 0 && m->globals[g].kind == IR_GLOBAL_STASH)
+                    m->globals[g].slots = prog->nslots[c] > 0 ? prog->nslots[c] : 1;
+            }
         }
+    bool zb = ir_func_of_kind(m, IR_FUNC_WGRAD) >= 0;
+    if (zb != (kind == PP_SCHED_ZB_H1)) {
+        pp_schedule_free(&sched);
+        return snprintf(err, errlen, "internal error: the %s schedule on a stage %s weight-gradient functions",
+                        pp_sched_names[kind], zb ? "with" : "without"), false;
     }
     for (int i = 0; i < prog->n; i++) {
         const pp_action *a = &prog->a[i];
-        int fi = nth_of_kind(m, a->kind == PP_ACT_F ? IR_FUNC_FORWARD : IR_FUNC_BACKWARD, a->chunk);
-        if (fi < 0 || a->kind == PP_ACT_W) {
+        int fi = nth_of_kind(m, of_act[a->kind], a->chunk);
+        if (fi < 0) {
             pp_schedule_free(&sched);
-            return snprintf(err, errlen, "internal error: pipeline rank %d has no %s of chunk %d", r,
-                            a->kind == PP_ACT_F ? "forward" : "backward", a->chunk), false;
+            return snprintf(err, errlen, "internal error: pipeline rank %d has no function of kind %s for chunk %d", r,
+                            ir_func_kinds[of_act[a->kind]].name, a->chunk), false;
         }
         pipeline_call(m, IR_PROG_TRAIN, fi, a->mb, a->slot);
     }

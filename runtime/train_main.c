@@ -436,7 +436,8 @@ static void train_micro_batch(train_run *r, int it, const ir_sched_step *c, step
     rt_trace_push(r->p, range);
     float loss = run_micro_batch(r, c->func, RT_SPLIT_TRAIN, train_sample(r, it, c->mb), c->slot);
     rt_trace_pop(r->p);
-    if (r->a.dump_dir && r->m->funcs[c->func]->kind != IR_FUNC_BACKWARD) /* a stage's forward has it */
+    ir_func_kind kind = r->m->funcs[c->func]->kind;
+    if (r->a.dump_dir && kind != IR_FUNC_BACKWARD && kind != IR_FUNC_WGRAD) /* a stage's forward has it */
         dump_batch(r, c->func, it, c->mb);
     if (*finite && !isfinite(loss)) {
         char what[64];

@@ -54,10 +54,6 @@ PY
 
 # Keys the table holds for the plan's reader, not a pass: the reason beside each.
 unread="GLOBAL_BATCH_SIZE" # printed for whoever reads the plan; the passes use accum_steps, derived from it
-# the pipeline's split and schedule: for the pipeline pass (issue 19), which is being written
-unread+=" DECODER_FIRST_PIPELINE_NUM_LAYERS DECODER_LAST_PIPELINE_NUM_LAYERS ACCOUNT_FOR_EMBEDDING_IN_PIPELINE_SPLIT"
-unread+=" ACCOUNT_FOR_LOSS_IN_PIPELINE_SPLIT NUM_LAYERS_PER_VIRTUAL_PIPELINE_STAGE NUM_VIRTUAL_STAGES_PER_PIPELINE_RANK"
-unread+=" PIPELINE_SCHEDULE"
 while read -r name key; do
   case " $unread " in *" $name "*) continue ;; esac
   if ! grep -rwn "IR_CFG_$name" "$root"/ir "$root"/passes "$root"/codegen "$root"/runtime "$root"/frontend \
