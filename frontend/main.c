@@ -226,7 +226,8 @@ static bool fits_gpu(const mcc_memory_breakdown *mem, const cli_opts *o)
                     "  --data-parallel-size N --use-distributed-optimizer (optimizer state and fp32 masters / N);\n"
                     "  lower --micro-batch-size (activations scale with it; raise the accumulation instead);\n"
                     "  --recompute-granularity activations (or selective) to recompute activation (and norm)\n"
-                    "  outputs in the backward; shorten --seq-length. (Pipeline parallelism is not in this build.)\n",
+                    "  outputs in the backward; shorten --seq-length; or --pipeline-model-parallel-size N (the\n"
+                    "  layers / N; a stage stashes the activations of the micro-batches it has in flight).\n",
             gib, RUNTIME_OVERHEAD_GIB, gpu_gib, whose);
     return false;
 }
@@ -241,17 +242,12 @@ static int cmd_compile(int argc, char **argv)
         return 2;
     if (!o.out)
         return fail("-o OUT is required: the path of the train_rank executable to write");
-    if (spec.pipeline_model_parallel_size > 1 && !strcmp(o.passes.target->backend, "cuda"))
-        return fail("--pipeline-model-parallel-size above 1: pipeline parallelism runs on CPU ranks in this build "
-                    "(--target cpu); its GPU runtime (a CUDA graph per stash slot, NCCL sends) is not built yet");
     mcc_program prog;
     if (!build(argv[0], &spec, &o, NULL, &prog))
         return 2;
     bool fits = true;
     for (int s = 0; s < prog.n; s++) {
         mcc_memory_breakdown mem = mcc_memory_of(prog.stage[s]);
-        if (prog.n > 1)
-            fprintf(stderr, "mcc: pipeline stage %d of %d:\n", s, prog.n);
         mcc_memory_print(&mem, stderr);
         if (o.memory_report)
             mcc_memory_report(prog.stage[s], stderr);
@@ -259,6 +255,10 @@ static int cmd_compile(int argc, char **argv)
     }
     if (!fits)
         return mcc_program_free(&prog), 2;
+    if (prog.n > 1 && !strcmp(o.passes.target->backend, "cuda")) /* after the memory report: what it would take */
+        return mcc_program_free(&prog), fail("--pipeline-model-parallel-size above 1: pipeline parallelism runs on "
+                                             "CPU ranks in this build (--target cpu); its GPU runtime (a CUDA graph "
+                                             "per stash slot) is not built yet");
     char err[8192];
     bool ok = cg_write_executable(prog.stage, prog.n, o.out, err, sizeof err);
     mcc_program_free(&prog);

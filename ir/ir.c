@@ -420,6 +420,8 @@ const ir_func_kind_info ir_func_kinds[IR_NUM_FUNC_KINDS] = {
     /*                      name          programs      per micro-batch  unique */
     [IR_FUNC_STEP] =       {"step",       TRAIN,        true,            true},
     [IR_FUNC_EVAL] =       {"eval",       EVAL,         true,            false},
+    [IR_FUNC_TIED_SEND] =  {"tied_send",  TRAIN,        false,           true},
+    [IR_FUNC_TIED_SUM] =   {"tied_sum",   TRAIN,        false,           true},
     [IR_FUNC_REDUCE] =     {"reduce",     TRAIN,        false,           true},
     [IR_FUNC_GRAD_NORM] =  {"grad_norm",  0,            false,           true},
     [IR_FUNC_OPTIMIZER] =  {"optimizer",  TRAIN,        false,           true},

@@ -75,6 +75,9 @@ typedef struct {
 typedef enum {
     IR_FUNC_STEP,       /* step: one training micro-batch: forward, loss, backward into the gradients */
     IR_FUNC_EVAL,       /* eval: one validation micro-batch: forward and loss only */
+    IR_FUNC_TIED_SEND,  /* tied_send: a pipeline end stage's gradients of the parameters it shares with the
+                           other end (tied embeddings), as outputs sent to it */
+    IR_FUNC_TIED_SUM,   /* tied_sum: the other end's gradients of those parameters received and added */
     IR_FUNC_REDUCE,     /* reduce: the gradients summed over data-parallel (and tp-partial) ranks */
     IR_FUNC_GRAD_NORM,  /* grad_norm: the gradient norm alone (--skip-nan-steps checks it before the update) */
     IR_FUNC_OPTIMIZER,  /* optimizer: clipping and the update (@lr, @step in; @grad_norm out) */

@@ -18,6 +18,7 @@ typedef struct {
     const ir_func *f;   /* the function being checked, NULL for module-level checks */
     char *err;
     size_t errlen;
+    int *slots;         /* per function, the stash buffers its calls may name (verify_schedule's) */
 } verifier;
 
 /* Writes "func F, instr I (DESC): WHAT", "func F: WHAT" (i < 0), or WHAT outside functions. */
@@ -364,7 +365,7 @@ static bool verify_step(verifier *v, ir_prog p, int i, long long n)
     if (s->mb >= n)
         return step_fail(v, p, i, "micro-batch %d is out of range: accum_steps is %lld (micro-batches 0..%lld)", s->mb,
                          n, n - 1);
-    int slots = stash_slots(v->m, f);
+    int slots = v->slots[s->func];
     if (s->op == IR_STEP_CALL && slots && s->slot < 0)
         return step_fail(v, p, i, "%s reads or writes stash globals: give the buffer, slot=0..%d", f->name, slots - 1);
     if (s->slot >= 0 && (s->op != IR_STEP_CALL || !slots))
@@ -433,7 +434,19 @@ static bool verify_program(verifier *v, ir_prog p, long long n)
 }
 
 /* Each program that is there (pass_schedule writes them; a module before it has none). */
+static bool verify_programs(verifier *v);
 static bool verify_schedule(verifier *v)
+{
+    v->slots = malloc(sizeof(int) * ((size_t)v->m->nfuncs + 1));
+    for (int f = 0; f < v->m->nfuncs; f++)
+        v->slots[f] = stash_slots(v->m, v->m->funcs[f]);
+    bool ok = verify_programs(v);
+    free(v->slots);
+    v->slots = NULL;
+    return ok;
+}
+
+static bool verify_programs(verifier *v)
 {
     long long n = ir_cfg_int(v->m, IR_CFG_ACCUM_STEPS);
     for (int p = 0; p < IR_NUM_PROGS; p++) {

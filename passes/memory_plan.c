@@ -235,15 +235,20 @@ bool pass_memory_plan(ir_module *m, const mcc_pass_options *opts, char *err, siz
 
 mcc_memory_breakdown mcc_memory_of(const ir_module *m)
 {
-    mcc_memory_breakdown b = {0};
+    mcc_memory_breakdown b = {.stage = (int)ir_cfg_int(m, IR_CFG_PIPELINE_STAGE),
+                              .stages = (int)ir_cfg_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE)};
     for (int i = 0; i < m->nglobals; i++) {
-        int64_t bytes = (int64_t)ir_global_span(ir_bytes(&m->globals[i].type)); /* as the slab holds it */
+        int64_t bytes = (int64_t)ir_global_slab_bytes(&m->globals[i]); /* as the slab holds it */
         switch (m->globals[i].kind) {
         case IR_GLOBAL_PARAM:
         case IR_GLOBAL_COPY:
         case IR_GLOBAL_MASTER_SHARD: b.params += bytes; break;
         case IR_GLOBAL_GRAD:
         case IR_GLOBAL_GRAD_SHARD: b.grads += bytes; break;
+        case IR_GLOBAL_STASH:
+            b.stash += bytes;
+            b.in_flight = m->globals[i].slots > b.in_flight ? m->globals[i].slots : b.in_flight;
+            break;
         default: b.optimizer_state += bytes; break;
         }
     }
@@ -256,18 +261,24 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
 
 int64_t mcc_memory_total(const mcc_memory_breakdown *b)
 {
-    return b->params + b->grads + b->optimizer_state + b->activations + b->comm_buffers;
+    return b->params + b->grads + b->optimizer_state + b->activations + b->stash + b->comm_buffers;
 }
 
 void mcc_memory_print(const mcc_memory_breakdown *b, FILE *out)
 {
     const double gib = 1024.0 * 1024.0 * 1024.0;
     int64_t total = mcc_memory_total(b);
-    fprintf(out, "memory per rank (rank 0):\n");
+    if (b->stages > 1)
+        fprintf(out, "memory per rank of pipeline stage %d of %d:\n", b->stage, b->stages);
+    else
+        fprintf(out, "memory per rank (rank 0):\n");
     fprintf(out, "  parameters        %10.3f GiB\n", b->params / gib);
     fprintf(out, "  gradients         %10.3f GiB\n", b->grads / gib);
     fprintf(out, "  optimizer state   %10.3f GiB\n", b->optimizer_state / gib);
     fprintf(out, "  peak activations  %10.3f GiB\n", b->activations / gib);
+    if (b->stages > 1)
+        fprintf(out, "  stashed for the backward %5.3f GiB  (%d micro-batches in flight at the schedule's peak)\n",
+                b->stash / gib, b->in_flight);
     if (b->comm_buffers)
         fprintf(out, "  exchange buffers  %10.3f GiB  (collectives on the copy engines: --comm-lanes copy)\n",
                 b->comm_buffers / gib);

@@ -26,8 +26,8 @@
  * error: the model builder's graph is layered, so it does not happen).
  *
  * Each stage's module holds the globals its functions read and their companions (a parameter
- * read by two stages, as tied embeddings are, is in both: not built yet, refused), the setup
- * function cut to them, and the config with pipeline_stage = s. */
+ * read by two stages, as tied embeddings are, is in both, its gradients summed between them:
+ * tie_shared_parameters), the setup function cut to them, and the config with pipeline_stage = s. */
 #include "passes.h"
 #include "passes/pp_schedule.h"
 
@@ -248,9 +248,7 @@ static void boundary_name(char *buf, size_t len, int stage, const char *what, in
 
 bool pass_pipeline_zero_bubble(const ir_module *m)
 {
-    const char *name = ir_cfg_text(m, IR_CFG_PIPELINE_SCHEDULE);
-    int v = (int)ir_cfg_int(m, IR_CFG_NUM_VIRTUAL_STAGES_PER_PIPELINE_RANK);
-    return !strcmp(name, "zb-h1") || (!strcmp(name, "auto") && v <= 1);
+    return !strcmp(ir_cfg_text(m, IR_CFG_PIPELINE_SCHEDULE), "zb-h1");
 }
 
 bool pass_pipeline_boundary(const char *name, bool *grad)
@@ -263,16 +261,22 @@ bool pass_pipeline_boundary(const char *name, bool *grad)
     return *grad || !strcmp(what, "act");
 }
 
-/* A copy of forward value v into its stash, if stage s's backward reads it (train). */
-static void stash_value(builder *b, const crossings *x, int s, int v, bool train)
+/* A copy of value v into the stash list l's global @stage<s>.<what>.<k>, if v is in it: a
+ * forward's value its backward reads (stash), a backward's value its wgrad reads (wstash). */
+static void stash_into(builder *b, const vlist *l, const char *what, int s, int v)
 {
-    int k = train ? vlist_find(&x->stash[s], v) : -1;
+    int k = l ? vlist_find(l, v) : -1;
     if (k < 0)
         return;
     char name[64];
-    boundary_name(name, sizeof name, s, "stash", k);
+    boundary_name(name, sizeof name, s, what, k);
     int args[2] = {ir_global_ref(b->sm, b->g, name), use(b, v)};
     ir_emit(b->sm, b->g, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+}
+
+static void stash_value(builder *b, const crossings *x, int s, int v, bool train)
+{
+    stash_into(b, train ? &x->stash[s] : NULL, "stash", s, v);
 }
 
 /* Stage s's forward (train: stashing what its backward reads as soon as it is made) or its eval
@@ -300,16 +304,9 @@ static void build_forward(builder *b, const split *c, const crossings *x, int s,
     }
 }
 
-/* A copy of B's value v into its wstash, if stage s's W reads it. */
 static void wstash_value(builder *b, const crossings *x, int s, int v)
 {
-    int k = vlist_find(&x->wstash[s], v);
-    if (k < 0)
-        return;
-    char name[64];
-    boundary_name(name, sizeof name, s, "wstash", k);
-    int args[2] = {ir_global_ref(b->sm, b->g, name), use(b, v)};
-    ir_emit(b->sm, b->g, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+    stash_into(b, &x->wstash[s], "wstash", s, v);
 }
 
 /* Stage s's backward: all of it, or under a zero-bubble cut its input gradients (B), which copy
@@ -577,25 +574,51 @@ static ir_module *stage_module(const ir_module *m, const cut *step, const cut *e
     return sm;
 }
 
-/* A parameter two stages read (tied embeddings) needs its gradients summed between them. */
-static bool shared_parameter(const ir_module *m, ir_module **stages, int p, char *err, size_t errlen)
+/* A parameter two ranks' modules hold (tied embeddings: the first stage's lookup, the last's
+ * head): their gradients are summed between them before the update, so both apply the same one.
+ * The two are neighbours on the pipeline's ring (the first and the last, or two adjacent ranks):
+ * each sends its gradient (tied_send, outputs @tied.<k>) and adds what the other sent (tied_sum),
+ * and the update's norm counts it on the first of the two only. Others are refused. */
+static bool tie_shared_parameters(const ir_module *m, ir_module **stages, int p, char *err, size_t errlen)
 {
+    int n = 0, pair[2] = {-1, -1};
+    ir_func *send[2] = {NULL, NULL}, *sum[2] = {NULL, NULL};
     for (int g = 0; g < m->nglobals; g++) {
         if (m->globals[g].kind != IR_GLOBAL_PARAM)
             continue;
-        int first = -1;
-        for (int s = 0; s < p; s++)
-            if (ir_global_find(stages[s], m->globals[g].name) >= 0) {
-                if (first >= 0)
-                    return snprintf(err, errlen, "parameter @%s is used by pipeline stages %d and %d (tied "
-                                    "embeddings): pipeline parallelism does not sum a shared parameter's gradients "
-                                    "between stages yet; set untie_embeddings_and_output_weights (Megatron's "
-                                    "--untie-embeddings-and-output-weights) or use --pipeline-model-parallel-size 1",
-                                    m->globals[g].name, first, s), true;
-                first = s;
+        int at[2] = {-1, -1}, k = 0;
+        for (int r = 0; r < p; r++)
+            if (ir_global_find(stages[r], m->globals[g].name) >= 0) {
+                if (k == 2)
+                    return snprintf(err, errlen, "parameter @%s is used by three pipeline stages or more: only two "
+                                    "that are neighbours (the first and the last: tied embeddings) can share one",
+                                    m->globals[g].name), false;
+                at[k++] = r;
             }
+        if (k < 2)
+            continue;
+        bool neighbours = at[1] - at[0] == 1 || (at[0] == 0 && at[1] == p - 1);
+        if (!neighbours || (pair[0] >= 0 && (pair[0] != at[0] || pair[1] != at[1])))
+            return snprintf(err, errlen, "parameter @%s is used by pipeline stages %d and %d: a parameter is shared "
+                            "only between neighbouring stages (the first and the last: tied embeddings), all "
+                            "between the same two", m->globals[g].name, at[0], at[1]), false;
+        pair[0] = at[0], pair[1] = at[1];
+        char name[64];
+        snprintf(name, sizeof name, "tied.%d", n++);
+        for (int e = 0; e < 2; e++) {
+            ir_module *sm = stages[at[e]];
+            if (!send[e]) {
+                send[e] = ir_func_new(sm, "tied_send", IR_FUNC_TIED_SEND);
+                sum[e] = ir_func_new(sm, "tied_sum", IR_FUNC_TIED_SUM);
+            }
+            int param = ir_global_find(sm, m->globals[g].name), grad = ir_global_companion(sm, param, IR_GLOBAL_GRAD);
+            ir_output(sm, send[e], name, ir_global_ref(sm, send[e], sm->globals[grad].name));
+            int args[2] = {ir_global_ref(sm, sum[e], sm->globals[grad].name),
+                           ir_input(sm, sum[e], name, sm->globals[grad].type)};
+            ir_emit(sm, sum[e], IR_OP_ACCUMULATE, args, 2, NULL, NULL, NULL);
+        }
     }
-    return false;
+    return true;
 }
 
 bool pass_pipeline(ir_module *m, const mcc_pass_options *opts, ir_module ***stages, int *nstages, char *err,
@@ -624,7 +647,7 @@ bool pass_pipeline(ir_module *m, const mcc_pass_options *opts, ir_module ***stag
     ir_module **out = ok ? calloc((size_t)p, sizeof *out) : NULL;
     for (int r = 0; ok && r < p; r++)
         out[r] = stage_module(m, &sc, eval >= 0 ? &ec : NULL, r, p, v, zb);
-    if (ok && shared_parameter(m, out, p, err, errlen))
+    if (ok && !tie_shared_parameters(m, out, p, err, errlen))
         ok = false;
     cut_free(&sc, p * v);
     cut_free(&ec, p * v);

@@ -49,6 +49,24 @@ static void pipeline_call(ir_module *m, ir_prog p, int fi, int mb, int slot)
     boundary_steps(m, p, fi, mb, IR_STEP_SEND);
 }
 
+/* The gradients of the parameters this stage shares with its neighbour on the pipeline's ring
+ * (tied embeddings: the first stage's is the last, its previous; the last's the first, its next):
+ * sent, then the neighbour's received and added. */
+static void tied_transfers(ir_module *m, int send, int sum)
+{
+    int peer = ir_cfg_int(m, IR_CFG_PIPELINE_STAGE) == 0 ? -1 : 1;
+    ir_sched_call(m, IR_PROG_TRAIN, send, -1);
+    for (int i = 0; i < m->funcs[send]->ninstrs; i++)
+        if (m->funcs[send]->instrs[i].op == IR_OP_OUTPUT)
+            ir_sched_add(m, IR_PROG_TRAIN, (ir_sched_step){.op = IR_STEP_SEND, .func = send, .mb = -1,
+                                                           .sym = m->funcs[send]->instrs[i].sym, .peer = peer, .slot = -1});
+    for (int i = 0; i < m->funcs[sum]->ninstrs; i++)
+        if (m->funcs[sum]->instrs[i].op == IR_OP_INPUT)
+            ir_sched_add(m, IR_PROG_TRAIN, (ir_sched_step){.op = IR_STEP_RECV, .func = sum, .mb = -1,
+                                                           .sym = m->funcs[sum]->instrs[i].sym, .peer = peer, .slot = -1});
+    ir_sched_call(m, IR_PROG_TRAIN, sum, -1);
+}
+
 /* The i-th function of kind k in module order (a rank's chunk i), or -1. */
 static int nth_of_kind(const ir_module *m, ir_func_kind k, int i)
 {
@@ -58,22 +76,22 @@ static int nth_of_kind(const ir_module *m, ir_func_kind k, int i)
     return -1;
 }
 
-/* The schedule the config names (auto: interleaved with virtual stages, else ZB-H1:
- * pass_pipeline_zero_bubble). */
+/* The schedule the config names (auto: interleaved with virtual stages, else 1F1B; ZB-H1 on
+ * request: pass_pipeline_zero_bubble says why). */
 static bool schedule_kind(const ir_module *m, int v, pp_sched_kind *kind, char *err, size_t errlen)
 {
     const char *name = ir_cfg_text(m, IR_CFG_PIPELINE_SCHEDULE);
     if (!strcmp(name, "auto")) {
-        *kind = v > 1 ? PP_SCHED_INTERLEAVED : PP_SCHED_ZB_H1;
+        *kind = v > 1 ? PP_SCHED_INTERLEAVED : PP_SCHED_1F1B;
         return true;
     }
     for (int k = 0; k < PP_NUM_SCHEDS; k++)
-        if (!strcmp(name, pp_sched_names[k]))
+        if (!strcmp(name, pp_sched_names[k])) {
             *kind = (pp_sched_kind)k;
-        else if (k == PP_NUM_SCHEDS - 1 && strcmp(name, pp_sched_names[*kind]))
-            return snprintf(err, errlen, "config pipeline_schedule = \"%s\": not a schedule (auto, 1f1b, interleaved, "
-                            "zb-h1)", name), false;
-    return true;
+            return true;
+        }
+    return snprintf(err, errlen, "config pipeline_schedule = \"%s\": not a schedule (auto, 1f1b, interleaved, zb-h1)",
+                    name), false;
 }
 
 /* Rank a's messages to rank b in a's order (to_b) or b's receives from a in b's order (!to_b), each
@@ -186,6 +204,9 @@ bool pass_schedule(ir_module *m, const mcc_pass_options *opts, char *err, size_t
                                  (int)ir_cfg_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE), v < 1 ? 1 : v, accum, err, errlen))
         return false;
     call_per_micro_batch(m, IR_PROG_TRAIN, step, accum);
+    int tied_send = ir_func_of_kind(m, IR_FUNC_TIED_SEND), tied_sum = ir_func_of_kind(m, IR_FUNC_TIED_SUM);
+    if (tied_send >= 0 && tied_sum >= 0) /* the shared parameters' gradients, to and from the other end */
+        tied_transfers(m, tied_send, tied_sum);
     int reduce = ir_func_of_kind(m, IR_FUNC_REDUCE);
     if (reduce >= 0)
         ir_sched_call(m, IR_PROG_TRAIN, reduce, -1);

@@ -109,16 +109,23 @@ void rt_barrier(rt_comm *c);
  * MPI_Irecv, on a duplicate of c's communicator with one tag: MPI matches the messages of one
  * sender on one communicator and tag in the order sent.
  * NCCL: a send blocks the GPU until the peer's recv runs, and all operations on one communicator
- * run in the order issued on this rank whatever their streams (NVIDIA/nccl#479, #783, #1389). One
+ * run in the order issued on this rank whatever their streams (NVIDIA/nccl#479, #574, #783). One
  * communicator for both directions between two members deadlocks as soon as both send before
  * they receive (each recv waits behind its own rank's send); one per direction over the whole
  * group still deadlocks a ring (each rank's recv from rank-1 waits behind its send to rank+1).
  * So every ordered pair of neighbours (a -> b) gets a two-member communicator on which a only
  * sends and b only receives (ncclCommSplit of c: two to six splits, one per direction and
- * matching of the ring's edges), and each neighbour a send stream of its own: the staging copy
- * goes on the caller's stream, the ncclSend on the neighbour's send stream after an event, the
- * ncclRecv on the caller's stream. What remains is that CUDA does not promise the send kernels
- * run beside the recv's (they take few CTAs of a GPU's SMs). Not inside a CUDA graph capture. */
+ * matching of the ring's edges), and each neighbour a send stream of its own (non-blocking, so
+ * the legacy stream's copies never wait for it): the staging copy goes on the caller's stream,
+ * the ncclSend on the neighbour's send stream after an event, the ncclRecv on the caller's
+ * stream. NCCL connects a pair on its first send/recv and the connection needs both ranks
+ * (NVIDIA/nccl#783), so rt_comm_add_p2p sends one element each way on every pair communicator.
+ * What remains: CUDA does not promise that the send kernels run beside the recv's (they take few
+ * of the GPU's SMs); a device-wide wait (cudaDeviceSynchronize, cudaFree) or an rt_barrier (it
+ * waits for all this rank's enqueued work) between a send and its receiver's recv waits for that
+ * recv, so flush first; the watchdog retires operations in issue order, so a send its receiver
+ * takes late delays its view of what follows (never past the send's own deadline); and none of
+ * this runs inside a CUDA graph capture. */
 /* Makes what rt_send/rt_recv need on c (NCCL: the pair communicators above). Collective over c;
  * once, before c's first send or recv (rt_parallel_init does it for the pp group). */
 void rt_comm_add_p2p(rt_comm *c);

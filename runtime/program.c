@@ -175,8 +175,9 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     p->funcs = xcalloc((size_t)m->nfuncs, sizeof(rt_func_exec), "functions");
     p->slot_execs = xcalloc((size_t)m->nfuncs, sizeof(rt_func_exec *), "stash slots");
     p->bound_slot = xcalloc((size_t)m->nfuncs, sizeof(int), "stash slots");
+    p->nslots = xcalloc((size_t)m->nfuncs, sizeof(int), "stash slots");
     for (int i = 0; i < m->nfuncs; i++) {
-        int slots = func_slots(m, m->funcs[i]);
+        int slots = p->nslots[i] = func_slots(m, m->funcs[i]);
         p->slot_execs[i] = xcalloc((size_t)slots, sizeof(rt_func_exec), "stash slots");
         for (int k = 0; k < slots; k++)
             bind_func(p, &p->slot_execs[i][k], m->funcs[i], p->arena, k);
@@ -190,7 +191,7 @@ void rt_program_free(rt_program *p)
     if (!p)
         return;
     for (int i = 0; i < p->m->nfuncs; i++) {
-        for (int k = 0; k < func_slots(p->m, p->m->funcs[i]); k++) {
+        for (int k = 0; k < p->nslots[i]; k++) {
             rt_func_exec *x = &p->slot_execs[i][k];
             free(x->vptr);
             free(x->calls);
@@ -201,6 +202,7 @@ void rt_program_free(rt_program *p)
     }
     free(p->slot_execs);
     free(p->bound_slot);
+    free(p->nslots);
     p->dev->free(p, p->global_slab);
     p->dev->free(p, p->arena);
     p->dev->close(p);
@@ -274,7 +276,7 @@ void rt_program_bind_slot(rt_program *p, int func, int slot)
 {
     if (slot < 0 || slot == p->bound_slot[func])
         return;
-    if (slot >= func_slots(p->m, p->m->funcs[func])) {
+    if (slot >= p->nslots[func]) {
         fprintf(stderr, "train_rank: internal error: %s has no stash slot %d\n", p->m->funcs[func]->name, slot);
         exit(1);
     }

@@ -38,6 +38,7 @@ typedef struct rt_program {
     rt_func_exec **slot_execs;      /* per function, per stash slot it may use (a pipeline stage's
                                        forward and backward: one per micro-batch in flight) */
     int *bound_slot;                /* per function: the slot funcs[] is bound to */
+    int *nslots;                    /* per function: its slot_execs */
 } rt_program;
 
 /* Parses and verifies the plan of world_rank's pipeline stage (one for every rank of a stage; the

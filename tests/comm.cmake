@@ -1,7 +1,6 @@
 # comm.cmake — ranks and comms: launcher env detection, the Megatron rank layout, train_rank's
 # --nproc-per-node launcher, and (with MPI) collectives and the collective timeout on 4 CPU ranks,
-# point to point on 2 and 4;
-# the NCCL backend on 2 GPUs (label gpu).
+# point to point on 2 and 4; the NCCL backend on 2 GPUs (label gpu).
 add_executable(comm_test ${CMAKE_SOURCE_DIR}/tests/comm_test.c)
 target_include_directories(comm_test PRIVATE ${CMAKE_SOURCE_DIR}/tests)
 target_link_libraries(comm_test PRIVATE mccrt)
@@ -56,6 +55,10 @@ if(TARGET mccrt_cuda)
   add_test(NAME comm_nccl_timeout COMMAND ${MCC_EXPECT_FAIL}
            "all_reduce #2 on group 'world' (world ranks 0,1) did not complete within 3 s" "!got past"
            -- $<TARGET_FILE:comm_nccl_test> timeout)
-  set_tests_properties(comm_nccl_collectives comm_nccl_timeout PROPERTIES LABELS gpu TIMEOUT 120
+  add_test(NAME comm_nccl_p2p COMMAND comm_nccl_test p2p)
+  add_test(NAME comm_nccl_p2p_timeout COMMAND ${MCC_EXPECT_FAIL}
+           "recv #1 from world rank 1 on group 'world' (world ranks 0,1) did not complete within 3 s" "!got past"
+           -- $<TARGET_FILE:comm_nccl_test> p2p-timeout)
+  set_tests_properties(comm_nccl_collectives comm_nccl_timeout comm_nccl_p2p comm_nccl_p2p_timeout PROPERTIES LABELS gpu TIMEOUT 120
     ENVIRONMENT "MCC_COLLECTIVE_TIMEOUT_S=3;NCCL_NVLS_ENABLE=0")
 endif()

@@ -1,6 +1,8 @@
 /* comm_nccl.c — the NCCL backend of comm.h (GPU ranks): non-blocking communicators, collectives
- * enqueued on the caller's stream, and a watchdog thread that ends the process (after
- * ncclCommAbort) when one does not complete within MCC_COLLECTIVE_TIMEOUT_S. */
+ * enqueued on the caller's stream, point to point between neighbours on two-member
+ * communicators (one per direction) with sends on streams of their own, and a watchdog thread
+ * that ends the process (after ncclCommAbort) when one does not complete within
+ * MCC_COLLECTIVE_TIMEOUT_S. */
 #include "runtime/comm_backend.h"
 #include "common/os.h"
 #include "cuda_ctx.h"
@@ -19,10 +21,12 @@
 #define NCCL_RING 1024     /* collectives in flight the watchdog tracks */
 #define NCCL_MAX_GROUPS 64 /* live communicators, aborted together on a timeout */
 
-/* One enqueued collective: done when its event is. */
+/* One enqueued collective (or send, or recv): done when its event is. */
 typedef struct {
     cudaEvent_t done;
     rt_comm *c;
+    ncclComm_t comm;                /* the NCCL communicator it runs on (c's, or a pair's) */
+    int peer;                       /* a send's or recv's peer (group rank), else -1 */
     uint64_t seq;
     const char *coll;               /* the collective, or the function whose CUDA graph holds them */
     bool graph;                     /* a graph launch (rt_nccl_watch_graph), not one collective */
@@ -75,25 +79,37 @@ static ncclResult_t nccl_settle(ncclComm_t comm, double deadline)
 
 /* ---- watchdog ------------------------------------------------------------------------------- */
 
+static void nccl_p2p_abort(rt_comm *c);
+
 _Noreturn static void nccl_timeout(const nccl_pending *p, ncclResult_t async)
 {
-    char members[256];
+    char members[256], what[160];
     rt_comm_format_members(p->c, members, sizeof members);
-    if (async != ncclSuccess && async != ncclInProgress)
-        fprintf(stderr, "mcc: rank %d: error: %s%s #%llu on group '%s' (%s) failed: %s (%s)\n",
-                p->c->world_ranks[p->c->rank], p->graph ? "a collective in the CUDA graph of " : "", p->coll,
-                (unsigned long long)p->seq, p->c->name, members, ncclGetErrorString(async), ncclGetLastError(nccl_of(p->c)));
+    bool sending = p->peer >= 0 && !strcmp(p->coll, "send");
+    if (p->peer >= 0)
+        snprintf(what, sizeof what, "%s #%llu %s world rank %d", p->coll, (unsigned long long)p->seq,
+                 sending ? "to" : "from", p->c->world_ranks[p->peer]);
     else
-        fprintf(stderr, "mcc: rank %d: error: %s%s #%llu on group '%s' (%s) did not complete within %g s "
-                "(MCC_COLLECTIVE_TIMEOUT_S): a member did not arrive (the members that report no timeout for it are "
-                "elsewhere) or the interconnect hangs; aborting NCCL and ending this rank%s\n",
-                p->c->world_ranks[p->c->rank], p->graph ? "the collectives in the CUDA graph of " : "", p->coll,
-                (unsigned long long)p->seq, p->c->name, members, nccl.timeout_s,
+        snprintf(what, sizeof what, "%s%s #%llu", p->graph ? (async != ncclSuccess && async != ncclInProgress
+                                                              ? "a collective in the CUDA graph of "
+                                                              : "the collectives in the CUDA graph of ") : "",
+                 p->coll, (unsigned long long)p->seq);
+    if (async != ncclSuccess && async != ncclInProgress)
+        fprintf(stderr, "mcc: rank %d: error: %s on group '%s' (%s) failed: %s (%s)\n", p->c->world_ranks[p->c->rank],
+                what, p->c->name, members, ncclGetErrorString(async), ncclGetLastError(p->comm));
+    else
+        fprintf(stderr, "mcc: rank %d: error: %s on group '%s' (%s) did not complete within %g s "
+                "(MCC_COLLECTIVE_TIMEOUT_S): %s or the interconnect hangs; aborting NCCL and ending this rank%s\n",
+                p->c->world_ranks[p->c->rank], what, p->c->name, members, nccl.timeout_s,
+                p->peer < 0 ? "a member did not arrive (the members that report no timeout for it are elsewhere)"
+                            : sending ? "the peer did not post the matching recv" : "the peer did not send it",
                 p->graph ? " (MCC_CUDA_GRAPHS=eager-collectives runs them one by one, and names the one that hangs)" : "");
     fflush(stderr);
     nccl.timed_out = 1;
-    for (int i = 0; i < nccl.ngroups; i++)
+    for (int i = 0; i < nccl.ngroups; i++) {
+        nccl_p2p_abort(nccl.groups[i]);
         ncclCommAbort(nccl_of(nccl.groups[i]));
+    }
     _exit(1); /* exit() could block in CUDA's teardown behind the hung kernel */
 }
 
@@ -133,7 +149,7 @@ static void *nccl_watchdog(void *arg)
          * data-parallel steps crashed in the host heap while this polled every millisecond). */
         if (os_now_s() > p.deadline) {
             ncclResult_t async = ncclSuccess;
-            ncclCommGetAsyncError(nccl_of(p.c), &async);
+            ncclCommGetAsyncError(p.comm, &async);
             nccl_timeout(&p, async);
         }
         nccl_nap(1000);
@@ -141,8 +157,8 @@ static void *nccl_watchdog(void *arg)
     return arg;
 }
 
-/* Records that collective `coll` was enqueued on `stream`; the watchdog follows it. */
-static void nccl_track(rt_comm *c, const char *coll, bool graph, void *stream)
+/* Records that `op` (all but its event and deadline) was enqueued on `stream`; the watchdog follows it. */
+static void nccl_track_op(nccl_pending op, void *stream)
 {
     for (;;) { /* a full ring drains as the GPU catches up (or the watchdog ends the process) */
         pthread_mutex_lock(&nccl.mu);
@@ -152,10 +168,18 @@ static void nccl_track(rt_comm *c, const char *coll, bool graph, void *stream)
         nccl_nap(100);
     }
     nccl_pending *p = &nccl.ring[nccl.tail % NCCL_RING];
-    p->c = c, p->seq = c->seq, p->coll = coll, p->graph = graph, p->deadline = os_now_s() + nccl.timeout_s;
+    op.done = p->done, op.deadline = os_now_s() + nccl.timeout_s;
+    *p = op;
     RT_CUDART_CHECK(cudaEventRecord(p->done, (cudaStream_t)stream));
     nccl.tail++;
     pthread_mutex_unlock(&nccl.mu);
+}
+
+/* Records that collective `coll` was enqueued on `stream`. */
+static void nccl_track(rt_comm *c, const char *coll, bool graph, void *stream)
+{
+    nccl_track_op((nccl_pending){.c = c, .comm = nccl_of(c), .peer = -1, .seq = c->seq, .coll = coll, .graph = graph},
+                  stream);
 }
 
 /* Checks an enqueue call, lets a non-blocking communicator finish it, and tracks it (unless the
@@ -373,9 +397,252 @@ static bool nccl_window(rt_comm *c, void *base, size_t bytes)
     return true;
 }
 
+/* ---- point to point (comm.h says why it is built so) ------------------------------------------ */
+
+/* A staging buffer: a send's copy of what it sends, busy until `done` (after its ncclSend). */
+typedef struct {
+    void *buf;
+    size_t cap;
+    cudaEvent_t done;
+    bool busy;
+} nccl_staging;
+
+/* A neighbour: this rank only sends on `out` and only receives on `in` (two members each). */
+typedef struct {
+    int peer;            /* its group rank */
+    ncclComm_t out, in;
+    cudaStream_t stream; /* the sends to it */
+    cudaEvent_t ready;   /* the caller's stream has made the staging copy */
+} nccl_link;
+
+typedef struct {
+    nccl_link links[2]; /* next, previous (one when they are the same member) */
+    int nlinks;
+    nccl_staging *staging;
+    int nstaging;
+} nccl_p2p;
+
+/* The ring's edges among n members: edge i joins i and (i + 1) % n (n = 2: the one edge 0).
+ * Edges of one class share no member, so one ncclCommSplit makes all their communicators for a
+ * direction: alternate edges, and for an odd ring the closing edge alone. */
+static int p2p_nedges(int n) { return n == 2 ? 1 : n; }
+static int p2p_edge_class(int n, int i) { return n % 2 && i == n - 1 ? 2 : i % 2; }
+
+static nccl_link *p2p_link(rt_comm *c, int peer)
+{
+    nccl_p2p *p = c->p2p;
+    for (int k = 0; k < p->nlinks; k++)
+        if (p->links[k].peer == peer)
+            return &p->links[k];
+    rt_comm_fatal("group '%s': no point-to-point link to member %d", c->name, peer); /* comm.c checked it */
+}
+
+/* Members of c on edge `color` (NCCL_SPLIT_NOCOLOR: none) get a two-member communicator, lower
+ * group rank first. Collective over c. */
+static ncclComm_t nccl_p2p_split(rt_comm *c, int color)
+{
+    ncclConfig_t cfg = nccl_config();
+    ncclComm_t comm = NULL;
+    double deadline = os_now_s() + nccl.timeout_s;
+    nccl_check(c, ncclCommSplit(nccl_of(c), color, c->rank, &comm, &cfg), "ncclCommSplit", "p2p setup");
+    if (color != NCCL_SPLIT_NOCOLOR)
+        nccl_check(c, nccl_settle(comm, deadline), "ncclCommSplit", "p2p setup");
+    nccl_check(c, nccl_settle(nccl_of(c), deadline), "ncclCommSplit (parent)", "p2p setup");
+    return color != NCCL_SPLIT_NOCOLOR ? comm : NULL;
+}
+
+/* NCCL connects two ranks on their first send/recv, and the connection needs both (NVIDIA/nccl#783):
+ * a first send would wait on the host for the peer's first recv. So one element goes each way
+ * on every pair communicator here, all in one group (its calls progress together), while every
+ * member is in the setup. */
+static void nccl_p2p_connect(rt_comm *c)
+{
+    nccl_p2p *p = c->p2p;
+    int32_t *one;
+    RT_CUDART_CHECK(cudaMalloc((void **)&one, 2 * sizeof *one));
+    RT_CUDART_CHECK(cudaMemset(one, 0, 2 * sizeof *one));
+    nccl_check(c, ncclGroupStart(), "ncclGroupStart", "p2p setup");
+    for (int k = 0; k < p->nlinks; k++) {
+        int pair_peer = p->links[k].peer < c->rank ? 0 : 1;
+        nccl_check(c, ncclSend(one, 1, ncclInt32, pair_peer, p->links[k].out, NULL), "ncclSend", "p2p setup");
+        nccl_check(c, ncclRecv(one + 1, 1, ncclInt32, pair_peer, p->links[k].in, NULL), "ncclRecv", "p2p setup");
+    }
+    nccl_check(c, ncclGroupEnd(), "ncclGroupEnd", "p2p setup");
+    double deadline = os_now_s() + nccl.timeout_s;
+    for (int k = 0; k < p->nlinks; k++) {
+        ncclComm_t comms[2] = {p->links[k].out, p->links[k].in};
+        for (int j = 0; j < 2; j++)
+            if (nccl_settle(comms[j], deadline) != ncclSuccess)
+                rt_comm_fatal("connecting group '%s' to its neighbour member %d (world rank %d) did not complete within "
+                              "%g s (MCC_COLLECTIVE_TIMEOUT_S): every member must call rt_comm_add_p2p", c->name,
+                              p->links[k].peer, c->world_ranks[p->links[k].peer], nccl.timeout_s);
+    }
+    RT_CUDART_CHECK(cudaStreamSynchronize(NULL));
+    RT_CUDART_CHECK(cudaFree(one));
+}
+
+/* Every member splits alike (the classes and edges depend on the size only): per class of edges
+ * and direction (0: i -> i + 1, 1: i + 1 -> i) one split, this rank in the edge it is on. */
+static void nccl_p2p_setup(rt_comm *c)
+{
+    nccl_p2p *p = calloc(1, sizeof *p);
+    int n = c->size, me = c->rank, neighbours[2] = {(me + 1) % n, (me + n - 1) % n};
+    if (!p)
+        rt_comm_fatal("out of memory for the point-to-point state of group '%s'", c->name);
+    c->p2p = p;
+    for (int k = 0; n > 1 && k < (n == 2 ? 1 : 2); k++) {
+        nccl_link *l = &p->links[p->nlinks++];
+        l->peer = neighbours[k];
+        RT_CUDART_CHECK(cudaStreamCreateWithFlags(&l->stream, cudaStreamNonBlocking));
+        RT_CUDART_CHECK(cudaEventCreateWithFlags(&l->ready, cudaEventDisableTiming));
+    }
+    for (int cls = 0; n > 1 && cls < 3; cls++)
+        for (int dir = 0; dir < 2; dir++) {
+            int color = NCCL_SPLIT_NOCOLOR, edges = 0;
+            for (int i = 0; i < p2p_nedges(n); i++)
+                if (p2p_edge_class(n, i) == cls) {
+                    edges++;
+                    if (i == me || (i + 1) % n == me)
+                        color = i;
+                }
+            if (!edges)
+                continue;
+            ncclComm_t comm = nccl_p2p_split(c, color);
+            if (!comm)
+                continue;
+            int from = dir == 0 ? color : (color + 1) % n, to = dir == 0 ? (color + 1) % n : color;
+            if (from == me)
+                p2p_link(c, to)->out = comm;
+            else
+                p2p_link(c, from)->in = comm;
+        }
+    if (n > 1)
+        nccl_p2p_connect(c);
+}
+
+/* Point to point runs eagerly: a graph would replay its sends' staging and events. */
+static void nccl_p2p_no_capture(rt_comm *c, const char *what, void *stream)
+{
+    enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (stream)
+        RT_CUDART_CHECK(cudaStreamIsCapturing((cudaStream_t)stream, &capture));
+    if (capture != cudaStreamCaptureStatusNone)
+        rt_comm_fatal("%s on group '%s' inside a CUDA graph capture: point to point runs between graph launches",
+                      what, c->name);
+}
+
+/* A staging buffer of at least `bytes`: the smallest whose send has completed, else a new one. */
+static nccl_staging *nccl_p2p_stage(rt_comm *c, size_t bytes)
+{
+    nccl_p2p *p = c->p2p;
+    nccl_staging *best = NULL;
+    for (int i = 0; i < p->nstaging; i++) {
+        nccl_staging *s = &p->staging[i];
+        cudaError_t q = s->busy ? cudaEventQuery(s->done) : cudaSuccess;
+        if (q != cudaSuccess && q != cudaErrorNotReady)
+            RT_CUDART_CHECK(q);
+        if (s->busy && q == cudaSuccess)
+            s->busy = false, c->p2p_staged -= s->cap;
+        if (!s->busy && s->cap >= bytes && (!best || s->cap < best->cap))
+            best = s;
+    }
+    if (!best) {
+        nccl_staging *grown = realloc(p->staging, sizeof *grown * (size_t)(p->nstaging + 1));
+        if (!grown)
+            rt_comm_fatal("send on group '%s': out of memory", c->name);
+        p->staging = grown;
+        best = &p->staging[p->nstaging++];
+        *best = (nccl_staging){.cap = bytes};
+        RT_CUDART_CHECK(cudaMalloc(&best->buf, bytes ? bytes : 1));
+        RT_CUDART_CHECK(cudaEventCreateWithFlags(&best->done, cudaEventDisableTiming));
+    }
+    best->busy = true;
+    c->p2p_staged += best->cap;
+    return best;
+}
+
+/* The copy in the caller's stream order, then the ncclSend on the link's stream after it: the
+ * caller's stream never waits for the receiver. */
+static void nccl_send(rt_comm *c, const void *buf, size_t count, ir_dtype dt, int peer, void *stream)
+{
+    nccl_p2p_no_capture(c, "send", stream);
+    nccl_link *l = p2p_link(c, peer);
+    size_t bytes = count * ir_dtype_size(dt);
+    nccl_staging *s = nccl_p2p_stage(c, bytes);
+    RT_CUDART_CHECK(cudaMemcpyAsync(s->buf, buf, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
+    RT_CUDART_CHECK(cudaEventRecord(l->ready, (cudaStream_t)stream));
+    RT_CUDART_CHECK(cudaStreamWaitEvent(l->stream, l->ready, 0));
+    nccl_check(c, ncclSend(s->buf, count, nccl_type(dt), peer < c->rank ? 0 : 1, l->out, l->stream), "ncclSend", "send");
+    nccl_check(c, nccl_settle(l->out, os_now_s() + nccl.timeout_s), "ncclSend", "send");
+    RT_CUDART_CHECK(cudaEventRecord(s->done, l->stream));
+    nccl_track_op((nccl_pending){.c = c, .comm = l->out, .peer = peer, .seq = c->p2p_sent[peer], .coll = "send"},
+                  l->stream);
+}
+
+static void nccl_recv(rt_comm *c, void *buf, size_t count, ir_dtype dt, int peer, void *stream)
+{
+    nccl_p2p_no_capture(c, "recv", stream);
+    nccl_link *l = p2p_link(c, peer);
+    nccl_check(c, ncclRecv(buf, count, nccl_type(dt), peer < c->rank ? 0 : 1, l->in, (cudaStream_t)stream), "ncclRecv",
+               "recv");
+    nccl_check(c, nccl_settle(l->in, os_now_s() + nccl.timeout_s), "ncclRecv", "recv");
+    nccl_track_op((nccl_pending){.c = c, .comm = l->in, .peer = peer, .seq = c->p2p_recvd[peer], .coll = "recv"},
+                  stream);
+}
+
+/* Waits for every send (the watchdog bounds each) and frees the staging: cudaFree waits for the
+ * whole GPU, which the end of an iteration does anyway. */
+static void nccl_p2p_flush(rt_comm *c, void *stream)
+{
+    nccl_p2p *p = c->p2p;
+    for (int i = 0; i < p->nstaging; i++) {
+        RT_CUDART_CHECK(cudaEventSynchronize(p->staging[i].done));
+        RT_CUDART_CHECK(cudaFree(p->staging[i].buf));
+        RT_CUDART_CHECK(cudaEventDestroy(p->staging[i].done));
+    }
+    free(p->staging);
+    p->staging = NULL, p->nstaging = 0, c->p2p_staged = 0;
+}
+
+/* On a timeout: the pair communicators too, so that their kernels let go of the GPU. */
+static void nccl_p2p_abort(rt_comm *c)
+{
+    nccl_p2p *p = c->p2p;
+    for (int k = 0; p && k < p->nlinks; k++) {
+        if (p->links[k].out)
+            ncclCommAbort(p->links[k].out);
+        if (p->links[k].in)
+            ncclCommAbort(p->links[k].in);
+    }
+}
+
+static void nccl_p2p_free(rt_comm *c)
+{
+    nccl_p2p *p = c->p2p;
+    if (!p)
+        return;
+    nccl_p2p_flush(c, NULL);
+    for (int k = 0; k < p->nlinks; k++) {
+        nccl_link *l = &p->links[k];
+        ncclComm_t comms[2] = {l->out, l->in};
+        for (int j = 0; j < 2; j++) {
+            if (!comms[j])
+                continue;
+            nccl_check(c, ncclCommFinalize(comms[j]), "ncclCommFinalize", "free");
+            nccl_check(c, nccl_settle(comms[j], os_now_s() + nccl.timeout_s), "ncclCommFinalize", "free");
+            ncclCommDestroy(comms[j]);
+        }
+        cudaStreamDestroy(l->stream);
+        cudaEventDestroy(l->ready);
+    }
+    free(p);
+    c->p2p = NULL;
+}
+
 static void nccl_free(rt_comm *c)
 {
     nccl_drain();
+    nccl_p2p_free(c);
     for (int i = 0; i < nccl.ngroups; i++)
         if (nccl.groups[i] == c)
             nccl.groups[i] = nccl.groups[--nccl.ngroups];
@@ -406,7 +673,8 @@ static void nccl_group_end(rt_comm *c, void *stream)
 
 static const rt_comm_ops nccl_ops = {nccl_all_reduce, nccl_all_gather, nccl_reduce_scatter, nccl_broadcast,
                                      nccl_barrier,    nccl_split,      nccl_free,           nccl_group_begin,
-                                     nccl_group_end,  nccl_lane,       nccl_window,         nccl_all_to_all};
+                                     nccl_group_end,  nccl_lane,       nccl_window,         nccl_all_to_all,
+                                     nccl_p2p_setup,  nccl_send,       nccl_recv,           nccl_p2p_flush};
 
 /* The unique id every rank must share: over `bootstrap` when given, else derived from
  * NCCL_COMM_ID (set here from MASTER_ADDR/MASTER_PORT when the user has not). */

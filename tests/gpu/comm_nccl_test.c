@@ -1,7 +1,8 @@
 /* comm_nccl_test.c — the NCCL backend on 2 GPUs, started by train_rank's own launcher
  * (rt_launch_local): every collective on the world and on a split group, f32 and bf16, exact;
- * and the watchdog: a rank that skips a collective ends the job with an error naming it.
- * usage: comm_nccl_test collectives | timeout   (starts 2 ranks; needs 2 GPUs) */
+ * point to point with every send before any recv (f32, bf16, i32); and the watchdog: a rank that
+ * skips a collective, or a send, ends the job with an error naming it.
+ * usage: comm_nccl_test collectives | timeout | p2p | p2p-timeout   (starts 2 ranks; needs 2 GPUs) */
 #include "comm_check.h"
 #include "runtime/launch.h"
 
@@ -53,6 +54,45 @@ static int rank_collectives(void)
     return failures ? 1 : 0;
 }
 
+/* Sends and receives between the two ranks, each sending all before it receives any: with a
+ * send that waited for its receiver (an ncclSend on the caller's stream, or on one communicator
+ * with the recvs) both would wait forever. 7M bf16 elements: NCCL's large-message path. */
+static int rank_p2p(void)
+{
+    rt_rank_env e;
+    rt_comm *world = nccl_world(&e);
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s) == cudaSuccess, "cudaStreamCreate");
+    comm_check_mem mem = {dev_alloc, dev_free, dev_upload, dev_download, dev_sync, s};
+    rt_comm_add_p2p(world);
+    const ir_dtype dts[] = {IR_F32, IR_BF16, IR_I32};
+    for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++)
+        for (size_t count = 7; count <= 7000000; count *= 1000) {
+            check_p2p(&mem, world, true, dts[t], count, 6);
+            check_p2p(&mem, world, false, dts[t], count, 6);
+        }
+    rt_comm_free(world);
+    printf("rank %d: NCCL point to point %s\n", e.rank, failures ? "FAILED" : "ok");
+    return failures ? 1 : 0;
+}
+
+/* Rank 1 never sends what rank 0 receives: rank 0's watchdog must end it, naming the recv. */
+static int rank_p2p_timeout(void)
+{
+    rt_rank_env e;
+    rt_comm *world = nccl_world(&e);
+    rt_comm_add_p2p(world);
+    float *x = dev_alloc(sizeof *x);
+    if (rt_comm_rank(world) == 1)
+        sleep(60);
+    else
+        rt_recv(world, x, 1, IR_F32, 1, NULL);
+    cudaDeviceSynchronize();
+    sleep(5);
+    fprintf(stderr, "FAIL: rank %d got past a recv that rank 1 never sent\n", rt_comm_rank(world));
+    return 0;
+}
+
 /* Rank 1 never reaches the second all-reduce: rank 0's watchdog must end it, naming the
  * collective; the launcher then stops rank 1. */
 static int rank_timeout(void)
@@ -74,11 +114,11 @@ static int rank_timeout(void)
 int main(int argc, char **argv)
 {
     const char *cmd = argc > 1 ? argv[1] : "";
-    if (strcmp(cmd, "collectives") && strcmp(cmd, "timeout")) {
-        fprintf(stderr, "usage: comm_nccl_test collectives | timeout\n");
-        return 2;
-    }
-    if (!getenv("RANK")) /* the launcher: two ranks of this program */
-        return rt_launch_local(2, argc, argv);
-    return !strcmp(cmd, "collectives") ? rank_collectives() : rank_timeout();
+    static const struct { const char *name; int (*run)(void); } cmds[] = {
+        {"collectives", rank_collectives}, {"timeout", rank_timeout}, {"p2p", rank_p2p}, {"p2p-timeout", rank_p2p_timeout}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (!strcmp(cmd, cmds[i].name))
+            return getenv("RANK") ? cmds[i].run() : rt_launch_local(2, argc, argv); /* the launcher: two ranks */
+    fprintf(stderr, "usage: comm_nccl_test collectives | timeout | p2p | p2p-timeout\n");
+    return 2;
 }
