@@ -70,6 +70,11 @@ for c in gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa; do
   $B/mcc compile bench/configs/$c.json --target cuda --recompute-granularity selective -o devrun/bin/bench-$c-rc \
     2>devrun/bin/bench-$c-rc.compile.log || cat devrun/bin/bench-$c-rc.compile.log
 done
+# HF_LLAMA=1: mcc-convert (`mcc convert` linked without LLVM, so it runs on the GPU machine) for
+# device_run.sh's bench/hf_llama_check.sh, with bench-llama-1B
+if [ "${HF_LLAMA:-0}" != 0 ]; then
+  cp $B/mcc-convert devrun/bin/
+fi
 # tensor parallel (with sequence parallel) on two GPUs: the same global batch as one GPU. Variants:
 # spb splits sequence parallelism's activations by batch rows (one contiguous block per
 # collective), spo and spbo fuse the collectives with their matmuls (--tp-comm-overlap)

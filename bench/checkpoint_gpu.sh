@@ -3,7 +3,9 @@
 # (bench/bundle.sh; default llama-1B): 20 steps saving at 10 (--save-interval 10) against a run
 # resumed from that save (--load, steps 11-20); the losses of steps 11-20 must be equal to the
 # last bit (the metrics files print %.9g). Prints each save's blocking time and write rate
-# beside the step time.
+# beside the step time: with --async-save (the GPU default) the blocking time is the copy to host
+# memory, and the write overlaps steps 11-20 (their times show what it costs them); CKPT_SYNC=1
+# also runs the saving run with --no-async-save, for the blocking time of a synchronous save.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 status=0
@@ -15,6 +17,11 @@ for c in "${@:-llama-1B}"; do
   timeout 200 "$bin" "${common[@]}" --save "$ck" --save-interval 10 --metrics-file "$O/ck-$c-full.jsonl" \
     > "$O/ck-$c-full.log" 2>&1; echo "$c full run exit $?"
   grep -h "saved checkpoint" "$O/ck-$c-full.log"
+  grep -hE "iteration +1[1-5]/" "$O/ck-$c-full.log" | grep -o "elapsed time per iteration (ms): [0-9.]*" | tr '\n' ' '; echo
+  if [ "${CKPT_SYNC:-0}" != 0 ]; then
+    timeout 200 "$bin" "${common[@]}" --train-iters 10 --save "$ck-sync" --no-async-save > "$O/ck-$c-sync.log" 2>&1
+    echo "$c --no-async-save exit $?"; grep -h "saved checkpoint" "$O/ck-$c-sync.log"; rm -rf "$ck-sync"
+  fi
   grep -h "iteration *10/" "$O/ck-$c-full.log" | grep -o "elapsed time per iteration (ms): [0-9.]*"
   rm -rf "$ck/iter_0000020"; echo 10 > "$ck/latest_checkpointed_iteration.txt" # resume from step 10's save
   timeout 200 "$bin" "${common[@]}" --load "$ck" --metrics-file "$O/ck-$c-resumed.jsonl" > "$O/ck-$c-resumed.log" 2>&1

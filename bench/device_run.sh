@@ -172,6 +172,13 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   done
 fi
 
+# HF_LLAMA=1 (bundle.sh's too): llama-1B trained 10 steps with --save, exported by mcc-convert,
+# loaded in transformers: its loss on mcc's batch against mcc's
+if [ "${HF_LLAMA:-0}" != 0 ]; then
+  section "Hugging Face: llama-1B exported by mcc-convert, its loss in transformers against mcc's"
+  bash bench/hf_llama_check.sh llama-1B
+fi
+
 section "table"
 touch "$O/baseline.jsonl"; python3 bench/summarize.py "$O" | tee "$O/table.txt"
 # the device tool brings back only a few files: every log goes home in one archive

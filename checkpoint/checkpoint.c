@@ -95,6 +95,13 @@ static json_t *axes_json(const int v[IR_NUM_AXES])
     return o;
 }
 
+/* A checksum as the rank records spell it: 16 hex digits. */
+static const char *checksum_hex(uint64_t sum, char hex[24])
+{
+    snprintf(hex, 24, "%016llx", (unsigned long long)sum);
+    return hex;
+}
+
 bool ck_write_rank(const char *dir, int64_t iteration, int rank, const int degree[IR_NUM_AXES],
                    const int coord[IR_NUM_AXES], int n, const ck_part *parts, uint64_t *bytes, char *err,
                    size_t errlen)
@@ -106,23 +113,25 @@ bool ck_write_rank(const char *dir, int64_t iteration, int rank, const int degre
     for (int i = 0; i < n; i++)
         t[i] = (ck_st_tensor){parts[i].name, parts[i].part, parts[i].data};
     static const char *const meta[] = {"format", "pt"}; /* what PyTorch's writer records */
-    uint64_t size, sum;
-    bool ok = ck_st_write(path, n, t, 1, meta, &size, &sum, err, errlen);
+    uint64_t size, sum, *sums = malloc(sizeof *sums * (size_t)(n + 1));
+    bool ok = ck_st_write(path, n, t, 1, meta, &size, &sum, sums, err, errlen);
     free(t);
     if (!ok)
-        return false;
+        return free(sums), false;
     json_t *j = json_object(), *tensors = json_object();
     char hex[24], layout[128];
-    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)sum);
     snprintf(path, sizeof path, "rank_%05d.safetensors", rank);
     json_object_set_new(j, "file", json_string(path));
     json_object_set_new(j, "bytes", json_integer((json_int_t)size));
-    json_object_set_new(j, "crc32", json_string(hex));
+    json_object_set_new(j, "crc32", json_string(checksum_hex(sum, hex)));
+    json_object_set_new(j, "header_crc32", json_string(checksum_hex(sums[0], hex)));
     json_object_set_new(j, "mesh", axes_json(degree));
     json_object_set_new(j, "coords", axes_json(coord));
     for (int i = 0; i < n; i++)
         json_object_set_new(tensors, parts[i].name,
-                            json_pack("{ss}", "layout", ir_layout_str(&parts[i].layout, layout, sizeof layout)));
+                            json_pack("{ssss}", "layout", ir_layout_str(&parts[i].layout, layout, sizeof layout),
+                                      "crc32", checksum_hex(sums[1 + i], hex)));
+    free(sums);
     json_object_set_new(j, "tensors", tensors);
     snprintf(path, sizeof path, "%s/rank_%05d.json", tmp, rank);
     ok = write_json(path, j, err, errlen);
@@ -350,8 +359,20 @@ const ck_tensor *ck_find(const ck_reader *r, const char *name)
     return NULL;
 }
 
-/* Rank file k: its json, the safetensors file's size and checksum against it, its header, and
- * each part's layout record against the manifest's whole shape. */
+/* The hex checksum x (a rank record's "crc32") into *v; false when x is not one. */
+static bool parse_checksum(json_t *x, uint64_t *v)
+{
+    char *end;
+    if (!json_is_string(x) || !*json_string_value(x))
+        return false;
+    *v = strtoull(json_string_value(x), &end, 16);
+    return !*end;
+}
+
+/* Rank file k: its json, the safetensors file's size against it, its header (and the header's
+ * checksum), and each part's layout record against the manifest's whole shape. The parts' bytes
+ * are verified when read, each against its own checksum (ck_read_part: a rank reads only the parts
+ * it needs); a record without them (an earlier mcc's) has the whole file checked here. */
 static bool open_rank(ck_reader *r, int k, char *err, size_t errlen)
 {
     char jpath[4400], spath[4400];
@@ -366,35 +387,45 @@ static bool open_rank(ck_reader *r, int k, char *err, size_t errlen)
         return ck_fail(err, errlen, "%s: not valid JSON: %s (line %d)", jpath, je.text, je.line);
     ck_rank_file *rf = &r->rank[k];
     int64_t bytes;
-    json_t *sum = json_object_get(j, "crc32"), *tensors = json_object_get(j, "tensors");
+    json_t *tensors = json_object_get(j, "tensors"), *head = json_object_get(j, "header_crc32");
+    uint64_t sum, head_sum, have, size;
     bool ok = get_int(jpath, j, "bytes", &bytes, err, errlen) && get_axes(jpath, j, "mesh", rf->degree, 1, err, errlen) &&
               get_axes(jpath, j, "coords", rf->coord, 0, err, errlen);
-    if (ok && (!json_is_string(sum) || !json_is_object(tensors)))
-        ok = ck_fail(err, errlen, "%s: needs \"crc32\" (hex) and \"tensors\"", jpath);
-    uint64_t have, size;
+    if (ok && (!parse_checksum(json_object_get(j, "crc32"), &sum) || !json_is_object(tensors) ||
+               (head && !parse_checksum(head, &head_sum))))
+        ok = ck_fail(err, errlen, "%s: needs \"crc32\" (hex), \"tensors\" and, where given, \"header_crc32\" (hex)", jpath);
     if (ok && access(spath, F_OK) != 0)
         ok = ck_fail(err, errlen, "%s: missing: the checkpoint was saved by %d ranks and rank %d's file is gone", spath,
                   r->state.ranks, k);
-    ok = ok && ck_checksum_file(spath, &have, &size, err, errlen);
+    struct stat st;
+    if (ok && head && stat(spath, &st) != 0)
+        ok = ck_fail(err, errlen, "%s: cannot stat: %s", spath, strerror(errno));
+    size = ok && head ? (uint64_t)st.st_size : 0;
+    ok = ok && (head || ck_checksum_file(spath, &have, &size, err, errlen));
     if (ok && size != (uint64_t)bytes)
         ok = ck_fail(err, errlen, "%s: %llu bytes, but %s says %lld: the file is truncated or was replaced", spath,
                   (unsigned long long)size, jpath, (long long)bytes);
-    if (ok && strtoull(json_string_value(sum), NULL, 16) != have)
-        ok = ck_fail(err, errlen, "%s: checksum mismatch: the file's CRC-32 is %016llx, %s says %s: the file is corrupt",
-                  spath, (unsigned long long)have, jpath, json_string_value(sum));
-    ok = ok && ck_st_open(&rf->st, spath, err, errlen);
-    if (ok)
+    if (ok && !head && sum != have)
+        ok = ck_fail(err, errlen, "%s: checksum mismatch: the file's CRC-32 is %016llx, %s says %016llx: the file is corrupt",
+                  spath, (unsigned long long)have, jpath, (unsigned long long)sum);
+    ok = ok && ck_st_open(&rf->st, spath, head ? &head_sum : NULL, err, errlen);
+    if (ok) {
         rf->layout = calloc((size_t)rf->st.n + 1, sizeof *rf->layout);
+        rf->sum = head ? calloc((size_t)rf->st.n + 1, sizeof *rf->sum) : NULL;
+    }
     for (int i = 0; ok && i < rf->st.n; i++) {
         const ck_st_entry *e = &rf->st.t[i];
         const ck_tensor *t = ck_find(r, e->name);
-        json_t *lj = json_object_get(json_object_get(tensors, e->name), "layout");
+        json_t *tj = json_object_get(tensors, e->name), *lj = json_object_get(tj, "layout");
         char lerr[512], ws[96], ps[96], want[96];
         if (!t) {
             ok = ck_fail(err, errlen, "%s: tensor %s is not in the manifest", spath, e->name);
         } else if (!json_is_string(lj) || !ir_parse_layout(json_string_value(lj), &rf->layout[i], lerr, sizeof lerr)) {
             ok = ck_fail(err, errlen, "%s: tensor %s: its layout record is %s", jpath, e->name,
                       json_is_string(lj) ? lerr : "missing");
+        } else if (rf->sum && !parse_checksum(json_object_get(tj, "crc32"), &rf->sum[i])) {
+            ok = ck_fail(err, errlen, "%s: tensor %s: needs \"crc32\" (hex), as the record's header_crc32 says", jpath,
+                         e->name);
         } else {
             ir_type part = ir_layout_block(&rf->layout[i], &t->whole, rf->degree, rf->layout[i].nsplits);
             ir_type_str(&t->whole, ws, sizeof ws);
@@ -459,38 +490,107 @@ bool ck_open(ck_reader *r, const char *dir, int64_t iteration, bool *absent, cha
     return ok;
 }
 
+/* Entry i of rank file k into out, verified against its checksum where the record has one. */
+static bool read_entry(const ck_reader *r, int k, int i, void *out, char *err, size_t errlen)
+{
+    const ck_rank_file *rf = &r->rank[k];
+    const ck_st_entry *e = &rf->st.t[i];
+    if (!ck_st_read(&rf->st, i, out, err, errlen))
+        return false;
+    uint64_t have = rf->sum ? ck_checksum(CK_CHECKSUM_INIT, out, e->end - e->begin) : 0;
+    if (rf->sum && have != rf->sum[i])
+        return ck_fail(err, errlen, "%s: checksum mismatch in tensor %s: its bytes' CRC-32 is %016llx, rank_%05d.json "
+                       "says %016llx: the file is corrupt", rf->st.path, e->name, (unsigned long long)have, k,
+                       (unsigned long long)rf->sum[i]);
+    return true;
+}
+
+/* The index in the part that the rank at coord holds under layout l of element w of the whole, or
+ * -1 where that part does not hold it: ir_layout_index's inverse, from the whole in to the part. */
+static int64_t part_index(const ir_layout *l, const ir_type *whole, const int degree[IR_NUM_AXES],
+                          const int coord[IR_NUM_AXES], int64_t w)
+{
+    for (int k = 0; k < l->nsplits; k++) {
+        const ir_split *sp = &l->splits[k];
+        int64_t offset = ir_layout_offset(l, whole, degree, coord, k);
+        ir_type part = ir_layout_block(l, whole, degree, k + 1), block = ir_layout_block(l, whole, degree, k);
+        if (sp->kind == IR_SPLIT_FLAT) {
+            w -= offset;
+            if (w < 0 || w >= ir_numel(&part))
+                return -1;
+            continue;
+        }
+        int64_t inner = 1;
+        for (int d = sp->dim + 1; d < block.ndim; d++)
+            inner *= block.dims[d];
+        int64_t j = w % inner, mid = (w / inner) % block.dims[sp->dim] - offset, outer = w / (inner * block.dims[sp->dim]);
+        if (mid < 0 || mid >= part.dims[sp->dim])
+            return -1;
+        w = (outer * part.dims[sp->dim] + mid) * inner + j;
+    }
+    return w;
+}
+
+/* The rank file whose saved part of t (entry[q] in file q; -1: none) holds element w of the whole,
+ * trying k first and the others after it (the part that held the last element mostly holds the
+ * next), with w's index in that part in *at; -1 when none does. */
+static int find_holder(const ck_reader *r, const ck_tensor *t, const int *entry, int k, int64_t w, int64_t *at)
+{
+    for (int tries = 0; tries < r->state.ranks; tries++, k = (k + 1) % r->state.ranks) {
+        const ck_rank_file *rf = &r->rank[k];
+        if (entry[k] >= 0 && (*at = part_index(&rf->layout[entry[k]], &t->whole, rf->degree, rf->coord, w)) >= 0)
+            return k;
+    }
+    return -1;
+}
+
+/* This rank's part of tensor t into out, element by element from the saved part that holds it:
+ * a saved part is read (and verified) the first time one of its elements is wanted, so a rank
+ * reads only the parts that overlap its own. */
+static bool gather_part(ck_reader *r, const ck_tensor *t, const ir_type *part, const ir_layout *l,
+                        const int degree[IR_NUM_AXES], const int coord[IR_NUM_AXES], void *out, char *err, size_t errlen)
+{
+    int nr = r->state.ranks, *entry = malloc(sizeof *entry * (size_t)nr), k = 0;
+    char **saved = calloc((size_t)nr, sizeof *saved);
+    for (int q = 0; q < nr; q++)
+        entry[q] = ck_st_find(&r->rank[q].st, t->name);
+    size_t es = ir_dtype_size(t->whole.dtype);
+    bool ok = true;
+    for (int64_t i = 0, n = ir_numel(part); ok && i < n; i++) {
+        int64_t w = ir_layout_index(l, &t->whole, degree, coord, i), at;
+        int holder = find_holder(r, t, entry, k, w, &at);
+        if (holder < 0) {
+            ok = ck_fail(err, errlen, "%s: tensor %s: no rank file holds its element %lld: a part is missing", r->dir,
+                         t->name, (long long)w);
+            break;
+        }
+        k = holder;
+        if (!saved[k]) {
+            saved[k] = malloc(ir_bytes(&r->rank[k].st.t[entry[k]].type) + 1);
+            ok = read_entry(r, k, entry[k], saved[k], err, errlen);
+        }
+        if (ok)
+            memcpy((char *)out + (size_t)i * es, saved[k] + (size_t)at * es, es);
+    }
+    for (int q = 0; q < nr; q++)
+        free(saved[q]);
+    free(saved);
+    free(entry);
+    return ok;
+}
+
 void *ck_read_whole(ck_reader *r, const char *name, char *err, size_t errlen)
 {
     const ck_tensor *t = ck_find(r, name);
     if (!t)
         return ck_fail(err, errlen, "%s: no tensor %s in the checkpoint", r->dir, name), NULL;
-    size_t es = ir_dtype_size(t->whole.dtype);
-    int64_t n = ir_numel(&t->whole), covered = 0;
-    char *whole = malloc(ir_bytes(&t->whole) + 1), *seen = calloc((size_t)n + 1, 1);
-    bool ok = true;
-    for (int k = 0; ok && k < r->state.ranks; k++) {
-        ck_rank_file *rf = &r->rank[k];
-        int i = ck_st_find(&rf->st, name);
-        if (i < 0)
-            continue;
-        int64_t np = ir_numel(&rf->st.t[i].type);
-        char *part = malloc(ir_bytes(&rf->st.t[i].type) + 1);
-        ok = ck_st_read(&rf->st, i, part, err, errlen);
-        for (int64_t e = 0; ok && e < np; e++) {
-            int64_t at = ir_layout_index(&rf->layout[i], &t->whole, rf->degree, rf->coord, e);
-            covered += !seen[at];
-            seen[at] = 1;
-            memcpy(whole + (size_t)at * es, part + (size_t)e * es, es);
-        }
-        free(part);
-    }
-    if (ok && covered != n)
-        ok = ck_fail(err, errlen, "%s: tensor %s: the rank files hold %lld of its %lld elements: a part is missing", r->dir,
-                  name, (long long)covered, (long long)n);
-    free(seen);
-    if (!ok)
-        free(whole);
-    return ok ? whole : NULL;
+    int degree[IR_NUM_AXES], coord[IR_NUM_AXES] = {0};
+    for (int a = 0; a < IR_NUM_AXES; a++)
+        degree[a] = 1;
+    char *whole = malloc(ir_bytes(&t->whole) + 1);
+    if (!gather_part(r, t, &t->whole, &(ir_layout){0}, degree, coord, whole, err, errlen))
+        return free(whole), NULL;
+    return whole;
 }
 
 bool ck_read_part(ck_reader *r, const char *name, const ir_type *part, const ir_layout *l,
@@ -510,14 +610,7 @@ bool ck_read_part(ck_reader *r, const char *name, const ir_type *part, const ir_
         return ck_fail(err, errlen, "%s/manifest.json: tensor %s is %s in the checkpoint, whose part here is %s, but this "
                     "model's part is %s: the checkpoint is of another model or shape", r->dir, name, ws, ms, ps);
     }
-    char *whole = ck_read_whole(r, name, err, errlen);
-    if (!whole)
-        return false;
-    size_t es = ir_dtype_size(t->whole.dtype);
-    for (int64_t i = 0, n = ir_numel(part); i < n; i++)
-        memcpy((char *)out + (size_t)i * es, whole + (size_t)ir_layout_index(l, &t->whole, degree, coord, i) * es, es);
-    free(whole);
-    return true;
+    return gather_part(r, t, part, l, degree, coord, out, err, errlen);
 }
 
 void ck_close(ck_reader *r)
@@ -526,6 +619,7 @@ void ck_close(ck_reader *r)
         if (r->rank[k].st.path)
             ck_st_close(&r->rank[k].st);
         free(r->rank[k].layout);
+        free(r->rank[k].sum);
     }
     for (int i = 0; i < r->ntensors; i++) {
         free(r->tensors[i].name);

@@ -85,6 +85,8 @@ typedef struct {
     ck_st_file st;
     int degree[IR_NUM_AXES], coord[IR_NUM_AXES];
     ir_layout *layout;              /* per entry of st */
+    uint64_t *sum;                  /* per entry of st: its bytes' checksum (the record's; NULL: a record of
+                                     * an earlier mcc, without them, whose whole file ck_open checked) */
 } ck_rank_file;
 
 typedef struct {
@@ -96,17 +98,20 @@ typedef struct {
 } ck_reader;
 
 /* Opens the checkpoint of iteration (-1: the one latest_checkpointed_iteration.txt names) under
- * dir, validating the manifest, every rank file's size and checksum, its header and its layout
- * records against the manifest's shapes. *absent (may be NULL) is set true, with the error, when
+ * dir, validating the manifest, every rank file's size, its header (and the header's checksum) and
+ * its layout records against the manifest's shapes; a part's bytes are checked against their own
+ * checksum when read. *absent (may be NULL) is set true, with the error, when
  * dir holds no checkpoint at all (no latest file): Megatron then starts from scratch. */
 bool ck_open(ck_reader *r, const char *dir, int64_t iteration, bool *absent, char *err, size_t errlen);
 /* The manifest's tensor named name, or NULL. */
 const ck_tensor *ck_find(const ck_reader *r, const char *name);
 /* The whole tensor name, assembled from every rank file's parts (malloc'd, ir_bytes(&whole)).
- * NULL with the error (a missing part names the tensor). */
+ * NULL with the error (a missing part names the tensor, a checksum mismatch the file). */
 void *ck_read_whole(ck_reader *r, const char *name, char *err, size_t errlen);
 /* The part of tensor name that layout l gives the rank at coord of a mesh of degree: part has its
- * shape; into out. From the whole tensor (read whole, then picked element by element). */
+ * shape; into out. Element by element from the saved parts that hold it: only the saved parts
+ * that overlap it are read (each whole, and verified), so a rank loading under the layout it saved
+ * with reads its own part alone. */
 bool ck_read_part(ck_reader *r, const char *name, const ir_type *part, const ir_layout *l,
                   const int degree[IR_NUM_AXES], const int coord[IR_NUM_AXES], void *out, char *err, size_t errlen);
 void ck_close(ck_reader *r);

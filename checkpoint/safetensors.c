@@ -106,7 +106,7 @@ static char *header_json(const char *path, int n, const ck_st_tensor *t, int nme
 }
 
 bool ck_st_write(const char *path, int n, const ck_st_tensor *t, int nmeta, const char *const *meta,
-                 uint64_t *bytes, uint64_t *checksum, char *err, size_t errlen)
+                 uint64_t *bytes, uint64_t *checksum, uint64_t *sums, char *err, size_t errlen)
 {
     size_t len;
     char *header = header_json(path, n, t, nmeta, meta, &len, err, errlen);
@@ -120,11 +120,19 @@ bool ck_st_write(const char *path, int n, const ck_st_tensor *t, int nmeta, cons
     unsigned char le[8];
     for (int i = 0; i < 8; i++)
         le[i] = (unsigned char)((uint64_t)len >> (8 * i));
-    uint64_t sum = CK_CHECKSUM_INIT, total = 8 + len;
-    bool ok = write_all(fd, le, 8, &sum) && write_all(fd, header, len, &sum);
+    uint64_t head = CK_CHECKSUM_INIT, total = 8 + len;
+    bool ok = write_all(fd, le, 8, &head) && write_all(fd, header, len, &head);
+    uint64_t sum = head; /* the file's: the header's and each tensor's, combined (one pass over the bytes) */
+    if (sums)
+        sums[0] = head;
     for (int i = 0; ok && i < n; i++) {
-        ok = write_all(fd, t[i].data, ir_bytes(&t[i].type), &sum);
-        total += ir_bytes(&t[i].type);
+        uint64_t ts = CK_CHECKSUM_INIT;
+        size_t nb = ir_bytes(&t[i].type);
+        ok = write_all(fd, t[i].data, nb, &ts);
+        sum = crc32_combine((uLong)sum, (uLong)ts, (z_off_t)nb);
+        if (sums)
+            sums[1 + i] = ts;
+        total += nb;
     }
     ok = ok && fsync(fd) == 0;
     int e = errno;
@@ -278,7 +286,7 @@ static bool parse_header(ck_st_file *f, const char *text, size_t len, char *err,
     return ok && check_tiling(f, err, errlen);
 }
 
-bool ck_st_open(ck_st_file *f, const char *path, char *err, size_t errlen)
+bool ck_st_open(ck_st_file *f, const char *path, const uint64_t *header_sum, char *err, size_t errlen)
 {
     *f = (ck_st_file){.path = strdup(path), .fd = open(path, O_RDONLY | O_CLOEXEC)};
     struct stat st;
@@ -306,6 +314,10 @@ bool ck_st_open(ck_st_file *f, const char *path, char *err, size_t errlen)
     bool ok = read_at(f->fd, text, len, 8);
     if (!ok)
         ck_fail(err, errlen, "%s: cannot read the header: %s", path, strerror(errno));
+    f->header_sum = ck_checksum(ck_checksum(CK_CHECKSUM_INIT, le, 8), text, ok ? len : 0);
+    if (ok && header_sum && f->header_sum != *header_sum) /* before parsing: a corrupt header is named as such */
+        ok = ck_fail(err, errlen, "%s: checksum mismatch in the header: its CRC-32 is %016llx, its record says %016llx: "
+                     "the file is corrupt", path, (unsigned long long)f->header_sum, (unsigned long long)*header_sum);
     ok = ok && parse_header(f, text, len, err, errlen);
     free(text);
     if (!ok)

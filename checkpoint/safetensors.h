@@ -27,10 +27,12 @@ typedef struct {
 
 /* Writes path (created or replaced) with the tensors in order and the metadata pairs
  * (meta[2i] = key, meta[2i+1] = value), then fsyncs it. *bytes gets the file's size and *checksum
- * its ck_checksum (both may be NULL). False with "PATH: <reason>" in err. Supported dtypes: f32,
- * bf16, f16, i32, i64 (F32, BF16, F16, I32, I64). */
+ * its ck_checksum; sums[0] the header's (its length and JSON: header_sum on reading), sums[1 + i]
+ * tensor i's bytes' (n + 1 of them), so that a reader verifies only what it reads (any may be
+ * NULL). False with "PATH: <reason>" in err. Supported dtypes: f32, bf16, f16, i32, i64 (F32, BF16,
+ * F16, I32, I64). */
 bool ck_st_write(const char *path, int n, const ck_st_tensor *t, int nmeta, const char *const *meta,
-                 uint64_t *bytes, uint64_t *checksum, char *err, size_t errlen);
+                 uint64_t *bytes, uint64_t *checksum, uint64_t *sums, char *err, size_t errlen);
 
 /* A file opened for reading: its header, validated. */
 typedef struct {
@@ -43,15 +45,17 @@ typedef struct {
     char *path;
     int fd;
     uint64_t file_bytes, data_start; /* data_start: 8 + the header's length */
+    uint64_t header_sum;            /* ck_checksum of the file's first data_start bytes */
     int n;
     ck_st_entry *t;                 /* in the header's order */
     int nmeta;
     char **meta;                    /* key, value, key, value, ... */
 } ck_st_file;
 
-/* Opens path and validates its header against the file's size. False with "PATH: <reason>" (and
- * the tensor, where one is at fault) in err; f is then closed. */
-bool ck_st_open(ck_st_file *f, const char *path, char *err, size_t errlen);
+/* Opens path and validates its header against the file's size (and, header_sum not NULL, the
+ * header's bytes against that checksum first). False with "PATH: <reason>" (and the tensor, where
+ * one is at fault) in err; f is then closed. */
+bool ck_st_open(ck_st_file *f, const char *path, const uint64_t *header_sum, char *err, size_t errlen);
 /* The entry named name, or -1. */
 int ck_st_find(const ck_st_file *f, const char *name);
 /* The metadata value of key, or NULL. */

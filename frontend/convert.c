@@ -525,7 +525,7 @@ static bool hf_open_file(hf_dir *h, const char *dir, const char *name, char *err
     snprintf(path, sizeof path, "%s/%s", dir, name);
     h->files = realloc(h->files, sizeof *h->files * (size_t)(h->nfiles + 1));
     h->file_names = realloc(h->file_names, sizeof *h->file_names * (size_t)(h->nfiles + 1));
-    if (!ck_st_open(&h->files[h->nfiles], path, err, errlen)) {
+    if (!ck_st_open(&h->files[h->nfiles], path, NULL, err, errlen)) {
         size_t k = strlen(err);
         if (strcmp(name, "model.safetensors"))
             snprintf(err + k, errlen - k, " (model.safetensors.index.json names it: download the model directory whole)");
@@ -685,7 +685,7 @@ static bool to_hf(const char *ckdir, const char *out, const mcc_spec *s, const t
         char name[64], path[4200];
         shard_name(sh, nshards, name, sizeof name);
         snprintf(path, sizeof path, "%s/%s", out, name);
-        ok = ok && ck_st_write(path, last - first, st + first, 1, meta, NULL, NULL, err, errlen);
+        ok = ok && ck_st_write(path, last - first, st + first, 1, meta, NULL, NULL, NULL, err, errlen);
         for (int i = first; i < last; i++) {
             json_object_set_new(map, st[i].name, json_string(name));
             free(hf[i]);
@@ -888,11 +888,17 @@ static bool from_hf(const char *in, const char *ckdir, const char *spec_out, cha
 
 /* --- the command line ------------------------------------------------------------------------ */
 
+static void usage(FILE *out)
+{
+    fprintf(out, "  mcc convert --to hf CKPT_DIR OUT_DIR --spec SPEC.json [--<field> VALUE ...] [--iteration N] "
+                 "[--max-shard-size BYTES]\n  mcc convert --from hf IN_DIR CKPT_DIR [--spec-out SPEC.json]\n"
+                 "  (mcc-convert ARGS, linked without the compiler, is mcc convert ARGS)\n");
+}
+
 static int usage_error(const char *msg)
 {
-    fprintf(stderr, "mcc: error: %s\n  mcc convert --to hf CKPT_DIR OUT_DIR --spec SPEC.json [--<field> VALUE ...] "
-                    "[--iteration N] [--max-shard-size BYTES]\n  mcc convert --from hf IN_DIR CKPT_DIR [--spec-out "
-                    "SPEC.json]\n", msg);
+    fprintf(stderr, "mcc: error: %s\n", msg);
+    usage(stderr);
     return 2;
 }
 
@@ -941,6 +947,8 @@ static int convert_to_hf(const char *ckdir, const char *out, int argc, char **ar
 
 int mcc_convert_main(int argc, char **argv)
 {
+    if (argc == 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) /* mcc-convert --help */
+        return printf("usage:\n"), usage(stdout), 0;
     if (argc < 4 || (strcmp(argv[0], "--to") && strcmp(argv[0], "--from")))
         return usage_error("expected --to hf CKPT_DIR OUT_DIR or --from hf IN_DIR CKPT_DIR");
     if (strcmp(argv[1], "hf")) {

@@ -220,6 +220,10 @@ static const spec_megatron_flag spec_megatron_flags[] = {
     {"--no-load-rng", false, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --no-load-rng"},
     {"--exit-signal-handler", false, NULL, MF_ELSEWHERE, NULL,
      "give it to the executable: ./train_rank --exit-signal-handler"},
+    {"--exit-duration-in-mins", true, NULL, MF_ELSEWHERE, NULL,
+     "give it to the executable: ./train_rank --exit-duration-in-mins N"},
+    {"--async-save", false, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --async-save"},
+    {"--no-async-save", false, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --no-async-save"},
 };
 enum { SPEC_NMEGATRON = sizeof spec_megatron_flags / sizeof spec_megatron_flags[0] };
 

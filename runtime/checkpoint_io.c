@@ -8,6 +8,9 @@
 #include "checkpoint/checkpoint.h"
 #include "common/os.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,40 +109,165 @@ static bool commit(const rt_ckpt_args *a, rt_program *p, const rt_parallel *par,
     return ok;
 }
 
-void rt_ckpt_save(const rt_ckpt_args *a, rt_program *p, rt_parallel *par, const rt_ckpt_counters *c)
+/* ---- saving: the copy to host memory, the write (inline or on the writer thread), the commit ---- */
+
+/* One save: the host copy of this rank's parts, the write's result and, with --async-save, the
+ * thread writing them. The host buffer is kept from save to save (the same size each time; page-
+ * locked on a device that has such memory, so the copy runs at the link's speed). */
+struct rt_ckpt_writer {
+    rt_ckpt_args a;
+    rt_ckpt_counters c;             /* of the save in flight */
+    int rank, degree[IR_NUM_AXES], coord[IR_NUM_AXES];
+    int n;
+    ck_part *parts;
+    int *global;                    /* parts[i] is of global[i] */
+    char (*names)[256];
+    unsigned char *host;            /* every part's bytes, one after another */
+    size_t host_bytes;
+    void (*free_host)(void *);      /* the device's, or NULL: free */
+    bool pending;                   /* a save written, not yet committed */
+    bool threaded;                  /* its write runs on thread */
+    pthread_t thread;
+    atomic_bool written;            /* the thread is done: ok, bytes, write_s, err are set */
+    bool ok;
+    uint64_t bytes;
+    double blocking_s, write_s;
+    char err[8192];
+};
+
+/* The write of one rank's files: all a writer thread does (no collective, no MPI call: MPI is
+ * not initialised for threads, and NCCL's collectives are ordered by the main thread). */
+static void *write_rank(void *arg)
 {
+    rt_ckpt_writer *w = arg;
     double t0 = os_now_s();
+    w->ok = ck_write_rank(w->a.save, w->c.iteration, w->rank, w->degree, w->coord, w->n, w->parts, &w->bytes,
+                          w->err, sizeof w->err);
+    w->write_s = os_now_s() - t0;
+    atomic_store(&w->written, true);
+    return NULL;
+}
+
+/* This rank's parts of every saved global, copied from the device into w's host buffer: the time
+ * the step loop waits for a save with --async-save. */
+static void copy_to_host(rt_ckpt_writer *w, rt_program *p)
+{
     const ir_module *m = p->m;
-    bool root = rt_parallel_is_root(par);
-    char err[8192] = "";
-    ckpt_exit(par, p, !root || ck_begin(a->save, c->iteration, err, sizeof err), err); /* the .tmp exists */
-    int degree[IR_NUM_AXES], n = 0;
-    ir_axis_degrees(m, degree);
-    ck_part *parts = calloc((size_t)m->nglobals + 1, sizeof *parts);
-    char (*names)[256] = calloc((size_t)m->nglobals + 1, sizeof *names);
-    for (int g = 0; g < m->nglobals; g++) {
-        ck_role role;
-        if (!ckpt_name(m, g, true, names[n], sizeof names[n], &role) || !writes_part(p, degree, g))
-            continue;
-        void *host = malloc(ir_bytes(&m->globals[g].type));
-        rt_program_read_global(p, g, host);
-        parts[n] = (ck_part){names[n], m->globals[g].type, host, m->globals[g].layout};
-        n++;
+    if (!w->parts) {
+        w->parts = calloc((size_t)m->nglobals + 1, sizeof *w->parts);
+        w->global = calloc((size_t)m->nglobals + 1, sizeof *w->global);
+        w->names = calloc((size_t)m->nglobals + 1, sizeof *w->names);
+        for (int g = 0; g < m->nglobals; g++) {
+            ck_role role;
+            if (ckpt_name(m, g, true, w->names[w->n], sizeof w->names[w->n], &role) && writes_part(p, w->degree, g)) {
+                w->parts[w->n] = (ck_part){w->names[w->n], m->globals[g].type, NULL, m->globals[g].layout};
+                w->global[w->n++] = g;
+                w->host_bytes += ir_bytes(&m->globals[g].type);
+            }
+        }
+        bool pinned = p->dev->alloc_host != NULL;
+        w->host = pinned ? p->dev->alloc_host(w->host_bytes + 1) : malloc(w->host_bytes + 1);
+        w->free_host = pinned ? p->dev->free_host : NULL;
+        for (size_t i = 0, off = 0; i < (size_t)w->n; off += ir_bytes(&w->parts[i++].part))
+            w->parts[i].data = w->host + off;
     }
-    uint64_t bytes = 0;
-    bool ok = ck_write_rank(a->save, c->iteration, par->env.rank, degree, p->coord, n, parts, &bytes, err, sizeof err);
-    for (int i = 0; i < n; i++)
-        free((void *)parts[i].data);
-    free(parts);
-    free(names);
-    ckpt_exit(par, p, ok, err); /* every rank's file is whole before the manifest names them */
-    ckpt_exit(par, p, !root || commit(a, p, par, c, err, sizeof err), err);
-    double total = rt_parallel_world(par, p, (float)bytes, RT_SUM), s = os_now_s() - t0;
+    for (int i = 0; i < w->n; i++)
+        rt_program_read_global(p, w->global[i], (void *)w->parts[i].data);
+}
+
+static rt_ckpt_writer *writer_new(const rt_ckpt_args *a, rt_program *p, const rt_parallel *par)
+{
+    rt_ckpt_writer *w = calloc(1, sizeof *w);
+    w->a = *a;
+    w->rank = par->env.rank;
+    ir_axis_degrees(p->m, w->degree);
+    memcpy(w->coord, p->coord, sizeof w->coord);
+    atomic_init(&w->written, false);
+    return w;
+}
+
+/* The pending save's end: its write waited for, every rank's agreed, then rank 0's manifest and
+ * the atomic commit, and the log line. t0 >= 0: a synchronous save begun then, whose blocking
+ * time is all of it. Collective. */
+static void commit_pending(rt_ckpt_writer *w, rt_program *p, rt_parallel *par, double t0)
+{
+    if (w->threaded)
+        pthread_join(w->thread, NULL);
+    w->pending = false;
+    ckpt_exit(par, p, w->ok, w->err); /* every rank's file is whole before the manifest names them */
+    char err[8192] = "";
+    ckpt_exit(par, p, !rt_parallel_is_root(par) || commit(&w->a, p, par, &w->c, err, sizeof err), err);
+    double total = rt_parallel_world(par, p, (float)w->bytes, RT_SUM);
+    double s = rt_parallel_world(par, p, (float)w->write_s, RT_MAX); /* the slowest rank's write */
+    if (t0 >= 0)
+        w->blocking_s = os_now_s() - t0;
     char dir[4200];
-    ck_iter_dir(a->save, c->iteration, false, dir, sizeof dir);
-    printf(" saved checkpoint at iteration %lld to %s | blocking time (s): %.3f | %.0f bytes at %.1f MB/s\n",
-           (long long)c->iteration, dir, s, total, s > 0 ? total / s / 1e6 : 0.0);
+    ck_iter_dir(w->a.save, w->c.iteration, false, dir, sizeof dir);
+    printf(" saved checkpoint at iteration %lld to %s | blocking time (s): %.3f%s | %.0f bytes written in %.3f s at "
+           "%.1f MB/s\n", (long long)w->c.iteration, dir, w->blocking_s,
+           w->threaded ? " (the copy to host memory; written in the background)" : "", total, s,
+           s > 0 ? total / s / 1e6 : 0.0);
     fflush(stdout);
+}
+
+/* --async-save's value: its flag, else on for a GPU plan (the copy to host memory is fast, the
+ * write slow) and off for CPU ranks (their state is already in host memory). */
+static bool async_save(const rt_ckpt_args *a, const rt_program *p)
+{
+    return a->async_save >= 0 ? a->async_save : strcmp(p->dev->name, "cpu") != 0;
+}
+
+void rt_ckpt_save(const rt_ckpt_args *a, rt_program *p, rt_parallel *par, const rt_ckpt_counters *c,
+                  rt_ckpt_writer **wp)
+{
+    if (!*wp)
+        *wp = writer_new(a, p, par);
+    rt_ckpt_writer *w = *wp;
+    if (w->pending) /* bounded: two saves never overlap */
+        commit_pending(w, p, par, -1);
+    double t0 = os_now_s();
+    char err[8192] = "";
+    ckpt_exit(par, p, !rt_parallel_is_root(par) || ck_begin(a->save, c->iteration, err, sizeof err),
+              err); /* the .tmp exists */
+    copy_to_host(w, p);
+    w->c = *c;
+    w->pending = true;
+    w->threaded = async_save(a, p);
+    atomic_store(&w->written, false);
+    if (w->threaded && pthread_create(&w->thread, NULL, write_rank, w) == 0) {
+        w->blocking_s = os_now_s() - t0;
+        return; /* committed by rt_ckpt_poll or rt_ckpt_finish */
+    }
+    w->threaded = false; /* synchronous, or no thread could be made: the same write, here */
+    write_rank(w);
+    commit_pending(w, p, par, t0);
+}
+
+void rt_ckpt_poll(rt_program *p, rt_parallel *par, rt_ckpt_writer *w)
+{
+    if (!w || !w->pending) /* the same on every rank: saves and commits happen at agreed steps */
+        return;
+    bool behind = rt_parallel_world(par, p, atomic_load(&w->written) ? 0.0f : 1.0f, RT_MAX) > 0;
+    if (!behind)
+        commit_pending(w, p, par, -1);
+}
+
+void rt_ckpt_finish(rt_program *p, rt_parallel *par, rt_ckpt_writer **wp)
+{
+    rt_ckpt_writer *w = *wp;
+    if (!w)
+        return;
+    if (w->pending)
+        commit_pending(w, p, par, -1);
+    if (w->free_host)
+        w->free_host(w->host);
+    else
+        free(w->host);
+    free(w->parts);
+    free(w->global);
+    free(w->names);
+    free(w);
+    *wp = NULL;
 }
 
 /* Every global a load fills must be in the checkpoint with its whole shape. */

@@ -90,4 +90,5 @@ static rt_comm *cpu_world_comm(rt_program *p, const rt_rank_env *e, char *err, s
 const rt_device rt_cpu_device = {"cpu",   cpu_open,         cpu_alloc, cpu_free,  cpu_copy,      cpu_copy,
                                  cpu_init, cpu_run,          cpu_memory_in_use, cpu_close, cpu_queue, cpu_world_comm,
                                  NULL /* alloc_window: alloc serves */, NULL /* quiesce: nothing to release */,
-                                 NULL, NULL /* trace_push/pop: no timeline to mark */};
+                                 NULL, NULL /* trace_push/pop: no timeline to mark */,
+                                 NULL, NULL /* alloc_host/free_host: malloc serves */};

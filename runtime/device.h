@@ -56,6 +56,11 @@ typedef struct rt_device {
      * (the CPU). Called through runtime/trace.h. */
     void (*trace_push)(const char *name);
     void (*trace_pop)(void);
+    /* Page-locked host memory that download copies into at the link's speed (a checkpoint's host
+     * copy: cudaMallocHost), and its free. NULL where malloc serves (the
+     * CPU). Exits on failure. */
+    void *(*alloc_host)(size_t bytes);
+    void (*free_host)(void *ptr);
 } rt_device;
 
 extern const rt_device rt_cpu_device;

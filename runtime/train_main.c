@@ -78,6 +78,11 @@ static void usage(FILE *out)
             "  --finetune           load the weights alone and start at iteration 0\n"
             "  --exit-signal-handler  on SIGTERM/SIGINT save a checkpoint (with --save) before stopping\n"
             "  --exit-interval N    stop (after saving, with --save) at the first iteration that is a multiple of N\n"
+            "  --exit-duration-in-mins N  stop (after saving, with --save) at the first iteration's end after N\n"
+            "                       minutes of the run (rank 0's clock; a fraction is accepted)\n"
+            "  --async-save         the step loop waits only for the copy to host memory; a thread writes the\n"
+            "                       files and the commit follows at a later step (default on a GPU)\n"
+            "  --no-async-save      every save writes and commits before the next step (default on CPU ranks)\n"
             "  --dump-dir DIR       write initial parameters, step-1 gradients and logits, batches and\n"
             "                       per-step loss/lr/grad norm for the numerics tests\n"
             "  --print-plan         print the compiled plan (IR) and exit\n"
@@ -102,10 +107,23 @@ static int int_flag(int argc, char **argv, int *i, int min)
     return (int)n;
 }
 
+/* The number (> 0) of flag argv[*i], which it consumes; exits naming the flag. */
+static double num_flag(int argc, char **argv, int *i)
+{
+    const char *flag = argv[*i], *v = *i + 1 < argc ? argv[++*i] : NULL;
+    double x;
+    char err[256];
+    if (!cli_parse_num(flag, v, 0, true, 1e9, &x, err, sizeof err)) {
+        fprintf(stderr, "train_rank: error: %s\n", err);
+        exit(2);
+    }
+    return x;
+}
+
 static train_args parse_args(int argc, char **argv)
 {
     train_args a = {.data = {.split = "969,30,1"}, .train_iters = -1, .log_interval = -1, .eval_interval = -1,
-                    .eval_iters = -1};
+                    .eval_iters = -1, .ckpt = {.async_save = -1}};
     char err[1024];
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -152,6 +170,10 @@ static train_args parse_args(int argc, char **argv)
             a.ckpt.finetune = true;
         else if (!strcmp(argv[i], "--exit-signal-handler"))
             a.ckpt.exit_signal_handler = true;
+        else if (!strcmp(argv[i], "--exit-duration-in-mins"))
+            a.ckpt.exit_duration_mins = num_flag(argc, argv, &i);
+        else if (!strcmp(argv[i], "--async-save") || !strcmp(argv[i], "--no-async-save"))
+            a.ckpt.async_save = !strcmp(argv[i], "--async-save");
         else if (!strcmp(argv[i], "--print-plan")) {
             fwrite(mcc_plan_text, 1, mcc_plan_size, stdout);
             exit(0);
@@ -199,6 +221,8 @@ typedef struct {
     rt_metrics metrics;             /* open when metrics.path is set */
     rt_tb *tb;                      /* --tensorboard-dir, or NULL */
     rt_mcct batches;                /* --dump-dir */
+    rt_ckpt_writer *ckpt;           /* the saves (checkpoint_io.c), NULL before the first */
+    double t_start;                 /* the process's start: --exit-duration-in-mins counts from it */
     FILE *steps;
     char steps_path[4096];
 } train_run;
@@ -816,7 +840,18 @@ static int stop_signal(train_run *r)
 static void save_checkpoint(train_run *r, int it)
 {
     rt_ckpt_counters c = {it, (int64_t)it * r->B * r->accum * r->cfg.dp, r->steps_applied, r->evals_done};
-    rt_ckpt_save(&r->a.ckpt, r->p, &r->par, &c);
+    rt_ckpt_save(&r->a.ckpt, r->p, &r->par, &c, &r->ckpt);
+}
+
+/* Whether --exit-duration-in-mins has passed on rank 0's clock, agreed by every rank (one
+ * collective a step while the flag is given, as Megatron's). */
+static bool duration_passed(train_run *r)
+{
+    double mins = r->a.ckpt.exit_duration_mins;
+    if (!mins)
+        return false;
+    bool passed = r->writer && (os_now_s() - r->t_start) / 60.0 > mins;
+    return rt_parallel_world(&r->par, r->p, passed ? 1.0f : 0.0f, RT_MAX) > 0;
 }
 
 /* --load (between initialisation and the first step): the loop then starts after the loaded
@@ -831,13 +866,21 @@ static void load_checkpoint(train_run *r)
     r->evals_done = (int)c.evals_done;
 }
 
-/* After iteration it: a checkpoint every --save-interval, at --exit-interval, at the last
- * iteration and (--exit-signal-handler) on a stop signal, with --save. Returns whether the run
- * stops here for --exit-interval. */
+/* After iteration it: the commit of an asynchronous save whose writers are done; a checkpoint
+ * every --save-interval, at --exit-interval or --exit-duration-in-mins, at the last iteration
+ * and (--exit-signal-handler) on a stop signal, with --save. Returns whether the run stops here
+ * for --exit-interval or --exit-duration-in-mins. */
 static bool checkpoint_after(train_run *r, int it, int stop)
 {
     const rt_ckpt_args *a = &r->a.ckpt;
+    rt_ckpt_poll(r->p, &r->par, r->ckpt);
     bool exit_now = a->exit_interval && it % a->exit_interval == 0;
+    if (duration_passed(r) && it < r->iters) {
+        exit_now = true;
+        if (r->writer)
+            printf(" exiting program after %g minutes (--exit-duration-in-mins) at iteration %d\n", a->exit_duration_mins,
+                   it);
+    }
     if (a->save && ((a->save_interval && it % a->save_interval == 0) || it == r->iters || exit_now ||
                     (stop && a->exit_signal_handler)))
         save_checkpoint(r, it);
@@ -910,7 +953,9 @@ int main(int argc, char **argv)
     load_checkpoint(&r);
     if (r.a.dump_dir)
         start_dumps(&r);
+    r.t_start = t_start;
     int last = 0, sig = train_loop(&r, t_start, &last);
+    rt_ckpt_finish(r.p, &r.par, &r.ckpt); /* the save in flight, written and committed */
     finish_run(&r);
     if (sig && r.writer) {
         fprintf(stderr, "train_rank: stopped by %s after iteration %d of %d", sig == SIGINT ? "SIGINT" : "SIGTERM", last,

@@ -3,8 +3,8 @@
 # (tests/checkpoint_resume.sh) on one rank, TP=2 x DP=2 with the distributed optimizer, with
 # dropout, with 4 micro-batches a step, and TP=2 + SP x DP=2 ZeRO with dropout; a TP=2 x DP=2 ZeRO checkpoint loaded under other
 # layouts (tests/checkpoint_layout.sh); SIGKILL during saves (tests/checkpoint_kill.sh); each bad
-# checkpoint's own message (tests/checkpoint_errors.sh); the SIGTERM save, --finetune, --no-load-optim and
-# --save-retain (tests/checkpoint_signal.sh).
+# checkpoint's own message (tests/checkpoint_errors.sh); --async-save's resume and SIGKILLs; the SIGTERM save, --finetune, --no-load-optim and
+# --save-retain and --exit-duration-in-mins (tests/checkpoint_signal.sh).
 add_executable(safetensors_test ${CMAKE_SOURCE_DIR}/tests/safetensors_test.c)
 target_link_libraries(safetensors_test PRIVATE mcc_ckpt)
 set(_st_out ${CMAKE_BINARY_DIR}/tests/safetensors)
@@ -17,6 +17,12 @@ add_test(NAME checkpoint_resume_dropout COMMAND ${_ckr} tiny-gpt2 1 --hidden-dro
 add_test(NAME checkpoint_resume_accum4 COMMAND ${_ckr} tiny-llama 1 --micro-batch-size 2 --global-batch-size 8)
 add_test(NAME checkpoint_errors COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_errors.sh $<TARGET_FILE:mcc>)
 add_test(NAME checkpoint_kill COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_kill.sh $<TARGET_FILE:mcc>)
+# --async-save forced on for CPU ranks: the write on a thread, the commit at a later step
+add_test(NAME checkpoint_resume_async COMMAND ${_ckr} tiny-gpt2 1)
+set_tests_properties(checkpoint_resume_async PROPERTIES ENVIRONMENT "CHECKPOINT_RUN_FLAGS=--async-save")
+add_test(NAME checkpoint_kill_async COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_kill.sh $<TARGET_FILE:mcc> 50 --async-save)
+# runs resume further between kills when saves do not block: more iterations, so that 50 kills fit
+set_tests_properties(checkpoint_kill_async PROPERTIES ENVIRONMENT "CHECKPOINT_KILL_ITERS=450")
 if(MPI_C_FOUND)
   add_test(NAME checkpoint_resume_tp2_dp2_zero COMMAND ${_ckr} tiny-gpt2 4 --tp 2 --dp 2 --use-distributed-optimizer)
   add_test(NAME checkpoint_layout_tp2_dp2_zero_to_others
@@ -24,7 +30,10 @@ if(MPI_C_FOUND)
   # every axis at once: sequence parallelism, ZeRO, dropout (tiny-llama: GQA, SwiGLU, RoPE)
   add_test(NAME checkpoint_resume_tp2_sp_dp2_zero_dropout COMMAND ${_ckr} tiny-llama 4 --tp 2 --sequence-parallel --dp 2
            --use-distributed-optimizer --hidden-dropout 0.1 --attention-dropout 0.1 --vocab-size 258)
-  set_tests_properties(checkpoint_resume_tp2_dp2_zero checkpoint_layout_tp2_dp2_zero_to_others
+  # four writer threads, the ranks agreeing at each step's end on when all are done
+  add_test(NAME checkpoint_resume_async_tp2_dp2_zero COMMAND ${_ckr} tiny-gpt2 4 --tp 2 --dp 2 --use-distributed-optimizer)
+  set_tests_properties(checkpoint_resume_async_tp2_dp2_zero PROPERTIES ENVIRONMENT "CHECKPOINT_RUN_FLAGS=--async-save")
+  set_tests_properties(checkpoint_resume_tp2_dp2_zero checkpoint_layout_tp2_dp2_zero_to_others checkpoint_resume_async_tp2_dp2_zero
                        checkpoint_resume_tp2_sp_dp2_zero_dropout PROPERTIES PROCESSORS 2)
 endif()
 add_test(NAME checkpoint_signal_finetune_retain COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_signal.sh $<TARGET_FILE:mcc>)

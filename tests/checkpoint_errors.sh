@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # checkpoint_errors.sh MCC — each bad checkpoint gets its own message naming the file and what is
 # wrong, exit status 1, and nothing trained (no crash under ASan/UBSan, no partial load): a rank
-# file truncated, one byte of it flipped (checksum), a rank file missing, a header rewritten to lie
+# file truncated, one byte of its header or of a tensor flipped (checksums), a rank file missing, a header rewritten to lie
 # about its offsets with a matching checksum, another model's checkpoint, an unknown manifest
 # version, a directory without manifest (a save that did not finish). A --load directory with no
 # checkpoint at all is a warning, and the run starts from scratch (as Megatron does).
@@ -39,13 +39,17 @@ rank="$work/bad/$it/rank_00000.safetensors"
 
 fresh; truncate -s -100 "$rank"
 expect truncated train "rank_00000.safetensors: [0-9]+ bytes, but .*rank_00000.json says [0-9]+: the file is truncated"
+# a byte flipped in the header (byte 5000 of its JSON) and one in the last tensor's bytes: each
+# checked against its own checksum of the rank record (the header's at open, a part's when read)
 fresh; printf '\x55' | dd of="$rank" bs=1 seek=5000 conv=notrunc status=none
-expect checksum train "rank_00000.safetensors: checksum mismatch"
+expect checksum-header train "rank_00000.safetensors: checksum mismatch in the header: .*the file is corrupt"
+fresh; printf '\x55' | dd of="$rank" bs=1 seek=$(($(stat -c %s "$rank") - 3)) conv=notrunc status=none
+expect checksum-tensor train "rank_00000.safetensors: checksum mismatch in tensor [a-z0-9._]+: .*the file is corrupt"
 fresh; rm "$rank"
 expect missing-rank-file train "rank_00000.safetensors: missing: .*rank 0's file is gone"
 fresh; rm "$work/bad/$it/rank_00000.json"
 expect missing-rank-record train "rank_00000.json: missing: .*rank 0's record is gone"
-# a header that lies about its offsets, its checksum recomputed so only the header check can see it
+# a header that lies about its offsets, its checksums recomputed so only the header check can see it
 fresh; /usr/bin/python3 - "$rank" "$work/bad/$it/rank_00000.json" <<'PY'
 import json, struct, sys, zlib
 path, rec = sys.argv[1:]
@@ -60,7 +64,8 @@ assert len(text) == n
 data[8:8 + n] = text
 open(path, "wb").write(data)
 s = zlib.crc32(bytes(data))
-r = json.load(open(rec)); r["crc32"] = "%016x" % s; json.dump(r, open(rec, "w"))
+r = json.load(open(rec)); r["crc32"] = "%016x" % s
+r["header_crc32"] = "%016x" % zlib.crc32(bytes(data[:8 + n])); json.dump(r, open(rec, "w"))
 PY
 expect lying-header train "rank_00000.safetensors: tensor .*: .* makes [0-9]+ bytes, but data_offsets"
 fresh

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# checkpoint_kill.sh MCC [KILLS] — a crash at any moment leaves the latest complete checkpoint
+# checkpoint_kill.sh MCC [KILLS [FLAGS...]] — a crash at any moment leaves the latest complete checkpoint
 # loadable: a train_rank that saves after every iteration (--save-interval 1, --save-retain 2) and
 # resumes from its own --save directory is killed with SIGKILL at random moments KILLS times
 # (default 50, within about 45 s), many of them inside a save (a .tmp directory left behind); each
 # next run must load the latest checkpoint (or, before the first, start from scratch) without an
 # error, and from the iteration the latest file named when it started. A last run resumes once
-# more, to the next multiple of 10: its steps equal the uninterrupted run's, bit for bit.
+# more, to the next multiple of 10: its steps equal the uninterrupted run's, bit for bit. FLAGS go
+# to every saving run (--async-save: the kills also land while a writer thread writes, and before
+# the commit that follows it at a later step).
 set -euo pipefail
-mcc=$1; kills=${2:-50}
+mcc=$1; kills=${2:-50}; shift $(($# < 2 ? $# : 2))
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d); trap 'kill ${ref:-} 2>/dev/null || true; rm -rf "$work"' EXIT
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
@@ -18,7 +20,7 @@ iters=${CHECKPOINT_KILL_ITERS:-250}
 flags=(--data-path "$work/text_text_document" --train-iters $iters --eval-iters 0)
 "$work/train" "${flags[@]}" --dump-dir "$work/ref" >"$work/ref.log" 2>&1 & # beside the kills
 ref=$!
-ck=(--save "$work/ck" --save-interval 1 --save-retain 2 --load "$work/ck")
+ck=(--save "$work/ck" --save-interval 1 --save-retain 2 --load "$work/ck" "$@")
 in_save=0
 for k in $(seq 1 "$kills"); do
   latest=$(cat "$work/ck/latest_checkpointed_iteration.txt" 2>/dev/null || echo none)

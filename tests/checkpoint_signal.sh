@@ -3,7 +3,9 @@
 # --exit-signal-handler saves the iteration it stopped after (exit status 143) and a --load
 # resumes there bit for bit; --finetune loads the weights alone and starts at iteration 1 (the
 # lr schedule's and Adam's first step); --no-load-optim keeps the iteration but not Adam's state;
-# --save-retain 1 keeps only the newest checkpoint.
+# --save-retain 1 keeps only the newest checkpoint; --exit-duration-in-mins saves and stops cleanly
+# at the first iteration's end past its time (0.0001 minutes: past by the first iteration's end, as
+# the process's start-up alone takes longer) and a long one stops nothing.
 set -euo pipefail
 mcc=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,4 +44,16 @@ read -r _ rloss rlr _ <"$work/ref/steps.txt"
 "$work/train" "${flags[@]}" --load "$work/ck" --no-load-optim --no-load-rng --exit-interval 41 --dump-dir "$work/no" \
   >"$work/no.log" 2>&1 || { cat "$work/no.log"; exit 1; }
 grep -q "without optimizer state at iteration 40 " "$work/no.log" || { cat "$work/no.log"; fail "--no-load-optim"; }
-echo "SIGTERM saved iteration $at and the resume is bit for bit; --finetune, --no-load-optim, --save-retain work"
+# --exit-duration-in-mins: past after iteration 1; a save there (with --save) and exit status 0
+"$work/train" "${flags[@]}" --save "$work/dur" --exit-duration-in-mins 0.0001 --dump-dir "$work/dur1" >"$work/dur.log" 2>&1 ||
+  { cat "$work/dur.log"; fail "--exit-duration-in-mins 0.0001: the run failed"; }
+grep -q "exiting program after 0.0001 minutes (--exit-duration-in-mins) at iteration 1$" "$work/dur.log" &&
+  [ "$(wc -l <"$work/dur1/steps.txt")" = 1 ] && [ "$(cat "$work/dur/latest_checkpointed_iteration.txt")" = 1 ] ||
+  { cat "$work/dur.log"; fail "--exit-duration-in-mins 0.0001 did not save and stop at iteration 1"; }
+"$work/train" "${flags[@]}" --exit-duration-in-mins 60 --exit-interval 3 >"$work/dur60.log" 2>&1 &&
+  ! grep -q "exiting program" "$work/dur60.log" && grep -q "iteration  *3/" "$work/dur60.log" ||
+  { cat "$work/dur60.log"; fail "--exit-duration-in-mins 60 stopped a run of seconds"; }
+"$work/train" "${flags[@]}" --exit-duration-in-mins 0 >"$work/dur0.log" 2>&1 && fail "--exit-duration-in-mins 0 accepted"
+grep -q "exit-duration-in-mins" "$work/dur0.log" || { cat "$work/dur0.log"; fail "--exit-duration-in-mins 0: no message"; }
+echo "SIGTERM saved iteration $at and the resume is bit for bit; --finetune, --no-load-optim, --save-retain," \
+     "--exit-duration-in-mins work"

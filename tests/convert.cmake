@@ -18,3 +18,6 @@ if(MPI_C_FOUND)
                    "--vocab-size 258 --make-vocab-size-divisible-by 1" --tp 2 --dp 2 --use-distributed-optimizer)
   set_tests_properties(convert_hf_trained_tp2_dp2_zero_tiny-llama PROPERTIES LABELS numerics TIMEOUT 300)
 endif()
+# mcc-convert: the converter without the compiler's libraries, byte for byte mcc convert's
+add_test(NAME convert_standalone COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_standalone.sh $<TARGET_FILE:mcc>
+         $<TARGET_FILE:mcc-convert>)

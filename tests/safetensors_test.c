@@ -39,7 +39,7 @@ static void expect_error(const char *path, const char *what, const char *const *
 {
     ck_st_file f;
     char err[1024];
-    if (ck_st_open(&f, path, err, sizeof err)) {
+    if (ck_st_open(&f, path, NULL, err, sizeof err)) {
         CHECK(0, "%s: opened, expected an error", what);
         ck_st_close(&f);
         return;
@@ -61,11 +61,11 @@ static void roundtrip(const char *dir)
     const char *meta[2] = {"format", "pt"};
     char err[1024];
     uint64_t bytes, sum, fsum, fbytes;
-    CHECK(ck_st_write(path, 2, t, 1, meta, &bytes, &sum, err, sizeof err), "write: %s", err);
+    CHECK(ck_st_write(path, 2, t, 1, meta, &bytes, &sum, NULL, err, sizeof err), "write: %s", err);
     CHECK(ck_checksum_file(path, &fsum, &fbytes, err, sizeof err) && fsum == sum && fbytes == bytes,
           "the checksum written is not the file's");
     ck_st_file f;
-    if (!ck_st_open(&f, path, err, sizeof err)) {
+    if (!ck_st_open(&f, path, NULL, err, sizeof err)) {
         CHECK(0, "open: %s", err);
         return;
     }

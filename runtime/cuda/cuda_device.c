@@ -325,6 +325,17 @@ static void cuda_free(rt_program *p, void *ptr)
     cudaFree(ptr);
 }
 
+/* Page-locked host memory (a checkpoint's host copy): downloads into it run at the link's
+ * speed, with no staging copy in the driver. */
+static void *cuda_alloc_host(size_t bytes)
+{
+    void *ptr = NULL;
+    RT_CUDART_CHECK(cudaMallocHost(&ptr, bytes ? bytes : 1));
+    return ptr;
+}
+
+static void cuda_free_host(void *ptr) { cudaFreeHost(ptr); }
+
 static void cuda_upload(rt_program *p, void *dst, const void *src, size_t bytes)
 {
     RT_CUDART_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream(p)));
@@ -488,4 +499,5 @@ static rt_comm *cuda_world_comm(rt_program *p, const rt_rank_env *e, char *err, 
 
 const rt_device rt_cuda_device = {"cuda",     cuda_open, cuda_alloc,         cuda_free,  cuda_upload, cuda_download,
                                   cuda_init, cuda_run,  cuda_memory_in_use, cuda_close, cuda_queue, cuda_world_comm,
-                                  cuda_alloc_window, cuda_quiesce, cuda_trace_push, cuda_trace_pop};
+                                  cuda_alloc_window, cuda_quiesce, cuda_trace_push, cuda_trace_pop,
+                                  cuda_alloc_host, cuda_free_host};
