@@ -46,15 +46,32 @@ static bool ckpt_name(const ir_module *m, int g, bool save, char *name, size_t l
     return true;
 }
 
+/* Whether global g (of a pipeline stage's module) belongs to a parameter another stage holds too
+ * and saves: a tied embedding, which the first of the two stages writes (its tied_sum adds the
+ * other's gradient, passes/pipeline.c). */
+static bool saved_by_other_stage(const ir_module *m, int g)
+{
+    int sum = ir_func_of_kind(m, IR_FUNC_TIED_SUM);
+    if (sum < 0 || ir_cfg_int(m, IR_CFG_PIPELINE_STAGE) == 0)
+        return false;
+    int grad = ir_global_companion(m, ir_global_param(m, g), IR_GLOBAL_GRAD);
+    const ir_func *f = m->funcs[sum];
+    for (int i = 0; i < f->ninstrs; i++)
+        if (f->instrs[i].op == IR_OP_GLOBAL && ir_global_find(m, f->instrs[i].sym) == grad)
+            return true;
+    return false;
+}
+
 /* Whether this rank writes its part of g: one rank of those holding the same part, the first
- * along every axis the layout does not split (a replica). */
+ * along every axis the layout does not split (a replica); a pipeline stage's tensors are its
+ * own (pp does not replicate them), a shared parameter the first stage's. */
 static bool writes_part(const rt_program *p, const int degree[IR_NUM_AXES], int g)
 {
     const ir_layout *l = &p->m->globals[g].layout;
     for (int a = 1; a < IR_NUM_AXES; a++)
-        if (a != IR_AXIS_EDP && degree[a] > 1 && !ir_layout_split(l, (ir_axis)a) && p->coord[a] != 0)
+        if (a != IR_AXIS_EDP && a != IR_AXIS_PP && degree[a] > 1 && !ir_layout_split(l, (ir_axis)a) && p->coord[a] != 0)
             return false;
-    return true;
+    return !saved_by_other_stage(p->m, g);
 }
 
 /* Every rank's ok, agreed: false on all when any failed (a rank that went on alone would wait
@@ -93,17 +110,40 @@ static bool commit(const rt_ckpt_args *a, rt_program *p, const rt_parallel *par,
         model[2 * i + 1] = values[i];
     }
     s.model = model;
-    ck_tensor *t = calloc((size_t)m->nglobals + 1, sizeof *t);
-    char (*names)[256] = calloc((size_t)m->nglobals + 1, sizeof *names);
+    /* every pipeline stage's tensors, each once (a shared parameter is in two stages' modules) */
+    int nstages = a->plan_text ? ir_text_stages(a->plan_text) : 1, most = 0;
+    ir_module **stage = calloc((size_t)nstages, sizeof *stage);
+    for (int k = 0; k < nstages; k++) {
+        stage[k] = nstages == 1 ? (ir_module *)m : ir_parse_stage(a->plan_text, k, err, errlen);
+        if (!stage[k]) {
+            for (int j = 0; j < k; j++)
+                ir_module_free(stage[j]);
+            free(stage);
+            return false;
+        }
+        most += stage[k]->nglobals;
+    }
+    ck_tensor *t = calloc((size_t)most + 1, sizeof *t);
+    char (*names)[256] = calloc((size_t)most + 1, sizeof *names);
     int n = 0;
-    for (int g = 0; g < m->nglobals; g++)
-        if (ckpt_name(m, g, true, names[n], sizeof names[n], &t[n].role)) {
+    for (int k = 0; k < nstages; k++)
+        for (int g = 0; g < stage[k]->nglobals; g++) {
+            if (!ckpt_name(stage[k], g, true, names[n], sizeof names[n], &t[n].role))
+                continue;
+            bool seen = false;
+            for (int j = 0; j < n && !seen; j++)
+                seen = !strcmp(names[j], names[n]);
+            if (seen)
+                continue;
             t[n].name = names[n];
-            t[n].param = m->globals[ir_global_param(m, g)].name;
-            t[n].whole = ir_global_whole(m, g, s.degree);
+            t[n].param = stage[k]->globals[ir_global_param(stage[k], g)].name;
+            t[n].whole = ir_global_whole(stage[k], g, s.degree);
             n++;
         }
     bool ok = ck_commit(a->save, &s, n, t, a->save_retain, err, errlen);
+    for (int k = 0; nstages > 1 && k < nstages; k++)
+        ir_module_free(stage[k]);
+    free(stage);
     free(t);
     free(names);
     return ok;

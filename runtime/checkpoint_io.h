@@ -19,6 +19,8 @@ typedef struct {
                                      * minutes of rank 0's clock (0: never) */
     int async_save;                 /* --async-save 1, --no-async-save 0; -1: on for a GPU plan */
     bool no_load_optim, no_load_rng, finetune, exit_signal_handler;
+    const char *plan_text;          /* the whole program: under pipeline parallelism every stage's
+                                     * module, whose tensors the manifest names (rank 0 holds one) */
 } rt_ckpt_args;
 
 /* The run's position: what a resume continues from. */

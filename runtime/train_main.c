@@ -698,6 +698,7 @@ static void check_schedule(const ir_module *m)
 static void setup_run(train_run *r, int argc, char **argv)
 {
     r->a = parse_args(argc, argv);
+    r->a.ckpt.plan_text = mcc_plan_text;
     char err[1024];
     r->p = rt_program_load(mcc_plan_text, mcc_plan_device, mcc_plan_image_size ? mcc_plan_image : NULL,
                            rt_rank_env_or_exit().rank, err, sizeof err);

@@ -27,6 +27,12 @@ if(MPI_C_FOUND)
   add_test(NAME checkpoint_resume_tp2_dp2_zero COMMAND ${_ckr} tiny-gpt2 4 --tp 2 --dp 2 --use-distributed-optimizer)
   add_test(NAME checkpoint_layout_tp2_dp2_zero_to_others
            COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_layout.sh $<TARGET_FILE:mcc> tiny-gpt2)
+  # pipeline parallelism: saved per stage at PP=2, resumed bit for bit, loaded at PP=4, PP=1 and
+  # TP=2 x PP=2 (GPT-2: its tied embedding saved once)
+  foreach(model tiny-gpt2 tiny-llama)
+    add_test(NAME checkpoint_pp2_to_others_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_pp.sh $<TARGET_FILE:mcc> ${model})
+    set_tests_properties(checkpoint_pp2_to_others_${model} PROPERTIES PROCESSORS 4)
+  endforeach()
   # every axis at once: sequence parallelism, ZeRO, dropout (tiny-llama: GQA, SwiGLU, RoPE)
   add_test(NAME checkpoint_resume_tp2_sp_dp2_zero_dropout COMMAND ${_ckr} tiny-llama 4 --tp 2 --sequence-parallel --dp 2
            --use-distributed-optimizer --hidden-dropout 0.1 --attention-dropout 0.1 --vocab-size 258)
