@@ -176,8 +176,8 @@ bool pass_data_parallel(ir_module *m, const mcc_pass_options *opts, char *err, s
             dp_done = true;
         } else {
             fprintf(stderr, "mcc: note: --overlap-grad-reduce needs one micro-batch per step (global batch = "
-                            "micro-batch x dp) and no --use-distributed-optimizer; this plan all-reduces after the "
-                            "backward\n");
+                            "micro-batch x dp), no --use-distributed-optimizer and no pipeline parallelism; this plan "
+                            "all-reduces after the backward\n");
         }
     }
     if (dp_done && !ntp) {
