@@ -139,6 +139,11 @@ if [ "${ATTN_SWEEP:-0}" != 0 ]; then
     $(grep -v '^#' bench/attention_tiles.txt)
 fi
 for l in libblas.so.3 libgfortran.so.5 libquadmath.so.0 libjansson.so.4; do cp -L /lib/x86_64-linux-gnu/$l devrun/lib/ 2>/dev/null || cp -L /usr/lib/x86_64-linux-gnu/blas/$l devrun/lib/; done
+# ONE_GPU=1: only what a one-GPU call runs (the device lends one H200; the whole bundle, ~61 MB
+# compressed with PREV=, leaves too little of the 64 MiB carry for the working tree)
+if [ "${ONE_GPU:-0}" != 0 ]; then
+  rm -f devrun/bin/*-dp2* devrun/bin/*-tp2* devrun/bin/*-zero2* devrun/bin/node-*
+fi
 du -sh devrun
 tar cf - devrun | xz -T0 -6 > devrun.tar.xz
 ls -la devrun.tar.xz
