@@ -716,6 +716,17 @@ static bool spec_check_pp(spec_ctx *c)
                                sizeof why);
     if (!ok) return spec_fail(c, "%s", why);
     s->virtual_pipeline_model_parallel_size = v;
+    /* no split given: the even one, unless the cost model balances better (the last rank also runs
+     * the head: a layer's matmuls and attention against the head's, per token) */
+    int bf, bl;
+    if (p > 1 && v == 1 && !first && !last && !s->account_for_embedding_in_pipeline_split &&
+        !s->account_for_loss_in_pipeline_split &&
+        pp_balanced_split(s->num_layers, p, 2.0 * mcc_spec_layer_params(s) + 4.0 * s->seq_length * s->hidden_size, 0,
+                          2.0 * (s->padded_vocab_size ? s->padded_vocab_size : s->vocab_size) * s->hidden_size, &bf,
+                          &bl)) {
+        s->decoder_first_pipeline_num_layers = bf;
+        s->decoder_last_pipeline_num_layers = bl;
+    }
     return true;
 }
 

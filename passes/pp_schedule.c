@@ -278,6 +278,33 @@ bool pp_split_layers(int num_layers, int p, int v, int first, int last, bool acc
     return true;
 }
 
+static double max3(double a, double b, double c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
+bool pp_balanced_split(int num_layers, int p, double layer, double first_extra, double last_extra, int *first,
+                       int *last)
+{
+    *first = *last = -1;
+    if (p < 2 || num_layers % p)
+        return false;
+    int even = num_layers / p, mid = p - 2, moved = 0; /* moved: layers off the even split, the tie-break */
+    double best = max3(even * layer + first_extra, even * layer + last_extra, 0), even_cost = best;
+    for (int f = 1; f < num_layers; f++)
+        for (int l = 1; f + l <= num_layers; l++) {
+            int rest = num_layers - f - l;
+            if (mid == 0 ? rest != 0 : rest < mid || rest % mid)
+                continue;
+            double cost = max3(f * layer + first_extra, l * layer + last_extra, mid ? (double)(rest / mid) * layer : 0);
+            int off = abs(f - even) + abs(l - even) + (mid ? mid * abs(rest / mid - even) : 0);
+            bool better = cost < best * (1 - 1e-9), tie = cost <= best * (1 + 1e-9) && off < moved;
+            if (cost < even_cost * (1 - 1e-9) && (better || (tie && *first > 0))) {
+                best = cost;
+                moved = off;
+                *first = f, *last = l;
+            }
+        }
+    return *first > 0;
+}
+
 /* ---- the simulation ------------------------------------------------------------------------- */
 
 typedef struct {

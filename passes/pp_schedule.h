@@ -70,6 +70,14 @@ bool pp_virtual_stages(int num_layers, int p, int layers_per_virtual_stage, int 
 bool pp_split_layers(int num_layers, int p, int v, int first, int last, bool account_embedding, bool account_loss,
                      int *layers_per_virtual_stage, char *err, size_t errlen);
 
+/* The default split balanced by cost (no virtual stages): the (first, last) layers of the first
+ * and last pipeline ranks, the middle ranks even, that lower the most a rank costs below the even
+ * split's, each layer costing `layer` and the first and last ranks `first_extra` and `last_extra`
+ * more (the embedding, the head and loss). False (*first = *last = -1) when the even split is as
+ * good: Megatron's default stays where nothing is gained. */
+bool pp_balanced_split(int num_layers, int p, double layer, double first_extra, double last_extra, int *first,
+                       int *last);
+
 /* A pass's cost in seconds, per virtual stage; under 1F1B and interleaved a B costs b + w. */
 typedef struct {
     double f, b, w;

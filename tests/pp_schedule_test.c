@@ -342,9 +342,24 @@ static void test_virtual_stages(void)
           err);
 }
 
+/* The cost-balanced default split: llama3-70b's numbers per token (a layer 2 x 856M params + 4 T H
+ * of attention = 1.98 GFLOP, the head 2 x 128256 x 8192 = 2.10 GFLOP) over 4 ranks move one layer
+ * from the last rank to the first (21, 20, 20, 19: the most a rank costs 21 layers, against the
+ * even split's 20 + 1.06); a head far below a layer keeps the even split; 2 ranks trade directly. */
+static void test_balanced(void)
+{
+    int f, l;
+    CHECK(pp_balanced_split(80, 4, 1.98, 0, 2.10, &f, &l) && f == 21 && l == 19, "llama3-70b: %d, %d", f, l);
+    CHECK(!pp_balanced_split(4, 2, 82e3, 0, 33e3, &f, &l) && f == -1 && l == -1, "tiny: %d, %d", f, l);
+    CHECK(pp_balanced_split(8, 2, 1, 0, 2, &f, &l) && f == 5 && l == 3, "two ranks, a head of 2 layers: %d, %d", f, l);
+    CHECK(!pp_balanced_split(81, 4, 1, 0, 5, &f, &l), "81 layers over 4: the even split is refused elsewhere");
+    CHECK(!pp_balanced_split(8, 1, 1, 0, 5, &f, &l), "one rank: nothing to balance");
+}
+
 int main(int argc, char **argv)
 {
     static const check_part parts[] = {
+        {"balanced", test_balanced},
         {"1f1b", test_1f1b},           {"interleaved", test_interleaved}, {"zb_h1", test_zb_h1},
         {"p2p", test_p2p},             {"invalid", test_invalid_programs}, {"refusals", test_build_refusals},
         {"split", test_split},         {"virtual", test_virtual_stages}, {"orders", test_orders},
