@@ -178,7 +178,7 @@ static bool load(int argc, char **argv, cli_opts *o, mcc_spec *spec)
 /* The planned program, through pass `last` (NULL: all): one plan for every rank of a pipeline
  * stage (the pipeline pass cuts it into one module a stage), the attributes that differ between
  * ranks written as rank terms (ir_rank_term). False after saying why. */
-static bool build(const char *path, const mcc_spec *spec, const cli_opts *o, const char *last, mcc_program *prog)
+static bool build_as(const char *path, const mcc_spec *spec, const cli_opts *o, const char *last, mcc_program *prog)
 {
     char err[2048];
     double t0 = os_now_s();
@@ -206,14 +206,64 @@ static bool build(const char *path, const mcc_spec *spec, const cli_opts *o, con
 /* What the CUDA context, cuBLASLt's workspace and kernel scratch take besides the plan. */
 #define RUNTIME_OVERHEAD_GIB 1.0
 
+/* The target's memory for the plan in GiB (--gpu-memory GIB instead, when given); 0: not checked
+ * (a target without a memory figure, the CPU's: the host's). */
+static double gpu_gib(const cli_opts *o)
+{
+    if (!o->passes.target->memory_bytes)
+        return 0;
+    return o->gpu_memory_gib ? o->gpu_memory_gib : o->passes.target->memory_bytes / 1073741824.0;
+}
+
+/* The GiB the program's largest stage needs with the runtime's, and which stage that is. */
+static double program_gib(const mcc_program *prog, int *stage)
+{
+    double most = 0;
+    for (int s = 0; s < prog->n; s++) {
+        mcc_memory_breakdown mem = mcc_memory_of(prog->stage[s]);
+        double gib = mcc_memory_total(&mem) / 1073741824.0 + RUNTIME_OVERHEAD_GIB;
+        if (gib > most)
+            most = gib, *stage = s;
+    }
+    return most;
+}
+
+/* The program, its pipeline schedule chosen where the spec says auto: without virtual stages
+ * ZB-H1 when its plan fits the target's memory (its simulated bubble is below 1F1B's at any
+ * micro-batch count, passes/pp_schedule.c), else 1F1B, whose stash is the smaller (ZB-H1's W keeps
+ * B's gradients); with virtual stages interleaved 1F1B (schedule.c). The choice needs the whole
+ * plan's memory: the passes run to the end, and again to `last` when asked for less. */
+static bool build(const char *path, const mcc_spec *spec, const cli_opts *o, const char *last, mcc_program *prog)
+{
+    if (spec->pipeline_model_parallel_size < 2 || spec->pipeline_schedule != MCC_PP_SCHED_AUTO ||
+        spec->virtual_pipeline_model_parallel_size > 1)
+        return build_as(path, spec, o, last, prog);
+    mcc_spec s = *spec;
+    s.pipeline_schedule = MCC_PP_SCHED_ZB_H1;
+    if (!build_as(path, &s, o, NULL, prog))
+        return false;
+    int stage = 0;
+    double need = program_gib(prog, &stage), have = gpu_gib(o);
+    if (!have || need <= have) {
+        fprintf(stderr, "mcc: pipeline schedule zb-h1 (auto: the zero-bubble schedule fits)\n");
+    } else {
+        fprintf(stderr, "mcc: pipeline schedule 1f1b (auto: zb-h1 would need %.1f GiB on stage %d, the GPU has %.1f)\n",
+                need, stage, have);
+        s.pipeline_schedule = MCC_PP_SCHED_1F1B;
+    }
+    if (!last && s.pipeline_schedule == MCC_PP_SCHED_ZB_H1)
+        return true;
+    mcc_program_free(prog);
+    return build_as(path, &s, o, last, prog);
+}
+
 /* Whether the plan fits the target's memory (--gpu-memory GIB instead, when given); a target
  * without a memory figure (the CPU's: the host's) is not checked. */
 static bool fits_gpu(const mcc_memory_breakdown *mem, const cli_opts *o)
 {
     const mcc_target *t = o->passes.target;
-    double gib = mcc_memory_total(mem) / 1073741824.0,
-           gpu_gib = o->gpu_memory_gib ? o->gpu_memory_gib : t->memory_bytes / 1073741824.0;
-    if (!t->memory_bytes || gib + RUNTIME_OVERHEAD_GIB <= gpu_gib)
+    double gib = mcc_memory_total(mem) / 1073741824.0, have = gpu_gib(o);
+    if (!have || gib + RUNTIME_OVERHEAD_GIB <= have)
         return true;
     char whose[96];
     if (o->gpu_memory_gib)
@@ -228,7 +278,7 @@ static bool fits_gpu(const mcc_memory_breakdown *mem, const cli_opts *o)
                     "  --recompute-granularity activations (or selective) to recompute activation (and norm)\n"
                     "  outputs in the backward; shorten --seq-length; or --pipeline-model-parallel-size N (the\n"
                     "  layers / N; a stage stashes the activations of the micro-batches it has in flight).\n",
-            gib, RUNTIME_OVERHEAD_GIB, gpu_gib, whose);
+            gib, RUNTIME_OVERHEAD_GIB, have, whose);
     return false;
 }
 

@@ -51,9 +51,10 @@ bool pass_pipeline(ir_module *m, const mcc_pass_options *opts, ir_module ***stag
 bool pass_pipeline_boundary(const char *name, bool *grad);
 /* Whether the plan's pipeline schedule is the zero-bubble one (pipeline_schedule zb-h1), whose
  * backward the pipeline pass cuts into input gradients (kind backward) and weight gradients
- * (kind wgrad). Not auto's choice: W keeps B's gradients (wstash) besides the forward's stash
- * until it runs, which 1F1B frees at B (llama3-70b TP=4 x PP=4 x DP=4: 100 GiB of stash on a middle
- * stage against 1F1B's 59 GiB on its first). */
+ * (kind wgrad). W keeps B's gradients (wstash) besides the forward's stash until it runs, which
+ * 1F1B frees at B (llama3-70b TP=4 x PP=4 x DP=4: 100 GiB of stash on a middle stage against
+ * 1F1B's 62 GiB on its first), so the frontend's auto takes it only where its plan fits
+ * (frontend/main.c build). */
 bool pass_pipeline_zero_bubble(const ir_module *m);
 /* The shard pass's propagation over one mesh axis of degree n, from the placements the globals'
  * types record ({shard=[.., axis]}): rewrites every function into the local graph each rank

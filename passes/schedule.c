@@ -76,8 +76,8 @@ static int nth_of_kind(const ir_module *m, ir_func_kind k, int i)
     return -1;
 }
 
-/* The schedule the config names (auto: interleaved with virtual stages, else 1F1B; ZB-H1 on
- * request: pass_pipeline_zero_bubble says why). */
+/* The schedule the config names. `mcc compile` writes a schedule, never auto (frontend/main.c
+ * build chooses); a hand-written module's auto is interleaved with virtual stages, else 1F1B. */
 static bool schedule_kind(const ir_module *m, int v, pp_sched_kind *kind, char *err, size_t errlen)
 {
     const char *name = ir_cfg_text(m, IR_CFG_PIPELINE_SCHEDULE);

@@ -97,12 +97,13 @@ if(MPI_C_FOUND)
        "accum16_dropout:1:${_dropout} --micro-batch-size 1"
        "tp2_sp_batch_interleave_dropout:2:${_dropout} --tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-interleave"
        "tp2_sp_interleave_dropout:2:${_dropout} --tp 2 --sequence-parallel --tp-comm-interleave")
-  # Pipeline parallelism (issue 19): 1F1B (the default), the zero-bubble schedule (ZB-H1),
-  # interleaved 1F1B over virtual stages, Megatron's uneven split, with dropout, and under
+  # Pipeline parallelism (issue 19): the zero-bubble schedule (ZB-H1: auto's choice on CPU
+  # ranks, whose memory is not checked), 1F1B, interleaved 1F1B over virtual stages, Megatron's
+  # uneven split, with dropout, and under
   # tensor, sequence and data parallelism with the distributed optimizer; GPT-2's tied embeddings
   # summed between the first and the last stage.
   set(_layers4 "--num-layers 4")
-  list(APPEND MCC_LAYOUTS "pp2:2:--pp 2" "pp2_zb:2:--pp 2 --pipeline-schedule zb-h1"
+  list(APPEND MCC_LAYOUTS "pp2:2:--pp 2" "pp2_1f1b:2:--pp 2 --pipeline-schedule 1f1b"
        "pp4:4:${_layers4} -- --pp 4"
        "pp2_v2:2:${_layers4} -- --pp 2 --num-virtual-stages-per-pipeline-rank 2"
        "pp2_uneven_zb:2:${_layers4} -- --pp 2 --decoder-first-pipeline-num-layers 1 --pipeline-schedule zb-h1"
@@ -128,12 +129,12 @@ if(MPI_C_FOUND)
   endforeach()
 endif()
 
-# PP=4 with the zero-bubble schedule.
+# PP=4 with 1F1B (the layouts' pp4 is auto's ZB-H1).
 if(MPI_C_FOUND)
   foreach(model tiny-gpt2 tiny-llama)
-    add_test(NAME pp4_zb_equals_single_rank_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-             $<TARGET_FILE:mcc> ${model} 4 --num-layers 4 -- --pp 4 --pipeline-schedule zb-h1)
-    set_tests_properties(pp4_zb_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS 4)
+    add_test(NAME pp4_1f1b_equals_single_rank_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+             $<TARGET_FILE:mcc> ${model} 4 --num-layers 4 -- --pp 4 --pipeline-schedule 1f1b)
+    set_tests_properties(pp4_1f1b_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS 4)
   endforeach()
   # GPT-2's tied embedding gradient is the lookup's plus the head's: one rank adds them micro-batch
   # by micro-batch, a pipeline sums each stage's over the micro-batches and then the two, another
@@ -141,7 +142,7 @@ if(MPI_C_FOUND)
   # gradients stay within the usual tolerances; 10 Adam steps carry the difference into the small
   # biases' final values: 6.5e-5 at most (layers.0.mlp.up.bias, pp2_v2 and pp2_uneven_zb, measured
   # 2026-12-01), so GPT-2's pipeline layouts compare final weights to 1e-4.
-  foreach(test pp2 pp2_zb pp4 pp2_v2 pp2_uneven_zb pp2_dropout tp2_sp_pp2_dp2_zero pp4_zb)
+  foreach(test pp2 pp2_1f1b pp4 pp2_v2 pp2_uneven_zb pp2_dropout tp2_sp_pp2_dp2_zero pp4_1f1b)
     set_tests_properties(${test}_equals_single_rank_tiny-gpt2 PROPERTIES ENVIRONMENT PARALLEL_E2E_FINAL_TOL=1e-4)
   endforeach()
 endif()
