@@ -321,7 +321,7 @@ int mcc_schedule_main(int argc, char **argv)
     mcc_spec s;
     int *rest = malloc(sizeof(int) * (size_t)argc), nrest = 0;
     sched_opts o = {0};
-    bool ok = rest && mcc_spec_load_plan(argv[0], argc - 1, argv + 1, &s, rest, &nrest, err, sizeof err) &&
+    bool ok = rest && mcc_spec_load(argv[0], argc - 1, argv + 1, &s, rest, &nrest, err, sizeof err) &&
               sched_parse_opts(argv + 1, rest, nrest, &o, err, sizeof err);
     free(rest);
     if (!ok) return sched_fail(err);

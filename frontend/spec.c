@@ -235,7 +235,6 @@ typedef struct {
     char where_buf[SPEC_NFIELDS][80];
     char *err;
     size_t errlen;
-    bool plan_only;                 /* mcc_spec_load_plan: the pipeline fields compile does not build accepted */
 } spec_ctx;
 
 /* Every check registers itself where it stands: SPEC_CHECK_HERE() is a static mcc_spec_check of
@@ -786,14 +785,13 @@ static bool spec_validate(spec_ctx *c)
     return true;
 }
 
-static bool spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest, bool plan_only,
-                      char *err, size_t errlen)
+bool mcc_spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest,
+                   char *err, size_t errlen)
 {
     spec_ctx *c = calloc(1, sizeof *c);
     if (!c) return snprintf(err, errlen, "out of memory reading %s", path), false;
     c->err = err;
     c->errlen = errlen;
-    c->plan_only = plan_only;
     spec_set_defaults(c);
     bool ok = spec_read_json(c, path) && spec_read_flags(c, argc, argv, rest, nrest) && spec_derive(c) &&
               spec_validate(c);
@@ -802,17 +800,6 @@ static bool spec_load(const char *path, int argc, char **argv, mcc_spec *out, in
     return ok;
 }
 
-bool mcc_spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest,
-                   char *err, size_t errlen)
-{
-    return spec_load(path, argc, argv, out, rest, nrest, false, err, errlen);
-}
-
-bool mcc_spec_load_plan(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest, char *err,
-                        size_t errlen)
-{
-    return spec_load(path, argc, argv, out, rest, nrest, true, err, errlen);
-}
 
 const char *mcc_spec_choice(const char *key, int value)
 {

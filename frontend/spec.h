@@ -77,11 +77,6 @@ typedef struct {
 bool mcc_spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest,
                    char *err, size_t errlen);
 
-/* As mcc_spec_load, but also accepts what this build validates yet cannot train yet (the
- * pipeline's uneven splits, virtual stages, schedules other than 1F1B): for `mcc schedule`,
- * which only plans. */
-bool mcc_spec_load_plan(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest, char *err,
-                        size_t errlen);
 
 /* One check of the spec validator: a place in frontend/spec.c that refuses a spec, and how many
  * times it has refused one in this process. mcc_spec_checks lists them all, so that

@@ -466,6 +466,19 @@ int ir_global_companion(const ir_module *m, int param, ir_global_kind kind)
     return -1;
 }
 
+bool ir_param_held_elsewhere(const ir_module *m, int g)
+{
+    int sum = ir_func_of_kind(m, IR_FUNC_TIED_SUM);
+    if (sum < 0 || ir_cfg_int(m, IR_CFG_PIPELINE_STAGE) == 0)
+        return false;
+    int grad = ir_global_companion(m, ir_global_param(m, g), IR_GLOBAL_GRAD);
+    const ir_func *f = m->funcs[sum];
+    for (int i = 0; i < f->ninstrs; i++)
+        if (f->instrs[i].op == IR_OP_GLOBAL && ir_global_find(m, f->instrs[i].sym) == grad)
+            return true;
+    return false;
+}
+
 int ir_global_find(const ir_module *m, const char *name)
 {
     for (int i = 0; i < m->nglobals; i++)

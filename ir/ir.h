@@ -405,6 +405,10 @@ int ir_global_add_companion(ir_module *m, const char *name, ir_type t, ir_global
 int ir_global_find(const ir_module *m, const char *name);
 /* The companion of PARAM `param` in role `kind`, or -1. */
 int ir_global_companion(const ir_module *m, int param, ir_global_kind kind);
+/* Whether global g's parameter is shared with another pipeline stage that counts and saves it:
+ * a stage other than the first whose tied_sum adds the other's gradient (tied embeddings,
+ * passes/pipeline.c). The gradient norm and the checkpoint take it from the first. */
+bool ir_param_held_elsewhere(const ir_module *m, int g);
 /* The PARAM global g is or belongs to. */
 static inline int ir_global_param(const ir_module *m, int g) { return m->globals[g].owner >= 0 ? m->globals[g].owner : g; }
 

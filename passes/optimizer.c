@@ -85,24 +85,6 @@ static bool split_over_tp(const ir_module *m, const ir_func *f, int v)
     return ir_layout_split(&m->globals[ir_global_index_of(m, f, v)].layout, IR_AXIS_TP) != NULL;
 }
 
-/* Whether gradient value v (a reference in f) is of a parameter this pipeline stage shares with
- * another (tied embeddings: its tied_sum adds the other's), counted there: on the first stage of
- * the two. */
-static bool shared_elsewhere(const ir_module *m, const ir_func *f, int v)
-{
-    int sum = ir_func_of_kind(m, IR_FUNC_TIED_SUM);
-    if (sum < 0 || ir_cfg_int(m, IR_CFG_PIPELINE_STAGE) == 0)
-        return false;
-    int g = ir_global_index_of(m, f, v);
-    const ir_global *gl = &m->globals[g];
-    int param = gl->owner >= 0 ? gl->owner : g, grad = ir_global_companion(m, param, IR_GLOBAL_GRAD);
-    const ir_func *t = m->funcs[sum];
-    for (int i = 0; i < t->ninstrs; i++)
-        if (t->instrs[i].op == IR_OP_GLOBAL && ir_global_find(m, t->instrs[i].sym) == grad)
-            return true;
-    return false;
-}
-
 /* output @grad_norm: the global norm of the n gradients; returns their sum of squares. Squares of
  * gradients split over tp (the shard pass's) are summed over the tp ranks, those of replicated
  * ones, the same on every tp rank, counted once; under ZeRO every dp rank's blocks are summed, and
@@ -111,7 +93,7 @@ static int emit_grad_norm(ir_module *m, ir_func *f, int *grads, int n, bool zero
 {
     int split[n], whole[n], ns = 0, nw = 0;
     for (int j = 0; j < n; j++) {
-        if (shared_elsewhere(m, f, grads[j]))
+        if (ir_param_held_elsewhere(m, ir_global_index_of(m, f, grads[j]))) /* counted on the first stage */
             continue;
         if (split_over_tp(m, f, grads[j]))
             split[ns++] = grads[j];

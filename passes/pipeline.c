@@ -228,19 +228,6 @@ static void copy_instr(builder *b, const ir_instr *in)
     ir_copy_instr(b->sm, b->g, b->f, in, b->map);
 }
 
-/* The layout record of a stash holding a value of type t: its dimension splits, as the type says. */
-static ir_layout layout_of_type(const ir_type *t)
-{
-    ir_layout l = {0};
-    for (int d = 0; d < t->ndim; d++) {
-        ir_axis axes[IR_MAX_SHARD_AXES];
-        int n = ir_shard_axes(t, d, axes);
-        for (int k = 0; k < n; k++)
-            ir_layout_add(&l, axes[k], IR_SPLIT_DIM, d);
-    }
-    return l;
-}
-
 static void boundary_name(char *buf, size_t len, int stage, const char *what, int k)
 {
     snprintf(buf, len, "stage%d.%s.%d", stage, what, k);
@@ -475,6 +462,19 @@ static void copy_pruned(ir_module *sm, const ir_module *m, const ir_func *f, con
     free(map);
 }
 
+/* The stash globals @stage<g>.<what>.<k> of the values in l (of f), one buffer each until the
+ * schedule pass gives them slots; split as their values' types say. */
+static void add_stash_globals(ir_module *sm, const ir_func *f, const vlist *l, const char *what, int g)
+{
+    char name[64];
+    for (int k = 0; k < l->n; k++) {
+        boundary_name(name, sizeof name, g, what, k);
+        const ir_type *t = &f->vals[l->v[k]].type;
+        int st = ir_global_add(sm, name, *t, IR_GLOBAL_STASH, IR_INIT_ZEROS, 0, false);
+        sm->globals[st].layout = ir_layout_of_type(t);
+    }
+}
+
 /* A function of virtual stage g's chunk c: `forward` (one chunk a rank) or `forward.c1`. */
 static ir_func *chunk_func(ir_module *sm, const char *what, ir_func_kind kind, int c, int v)
 {
@@ -521,21 +521,10 @@ static ir_module *stage_module(const ir_module *m, const cut *step, const cut *e
         n->layout = o->layout;
     }
     const ir_func *f = step->c.f;
-    char name[64];
-    for (int c = 0; c < v; c++)
-        for (int k = 0, g = c * p + r; k < step->x.stash[g].n; k++) {
-            boundary_name(name, sizeof name, g, "stash", k);
-            const ir_type *t = &f->vals[step->x.stash[g].v[k]].type;
-            int st = ir_global_add(sm, name, *t, IR_GLOBAL_STASH, IR_INIT_ZEROS, 0, false);
-            sm->globals[st].layout = layout_of_type(t);
-        }
-    for (int c = 0; c < v; c++)
-        for (int k = 0, g = c * p + r; k < step->x.wstash[g].n; k++) {
-            boundary_name(name, sizeof name, g, "wstash", k);
-            const ir_type *t = &f->vals[step->x.wstash[g].v[k]].type;
-            int st = ir_global_add(sm, name, *t, IR_GLOBAL_STASH, IR_INIT_ZEROS, 0, false);
-            sm->globals[st].layout = layout_of_type(t);
-        }
+    for (int c = 0; c < v; c++) {
+        add_stash_globals(sm, f, &step->x.stash[c * p + r], "stash", c * p + r);
+        add_stash_globals(sm, f, &step->x.wstash[c * p + r], "wstash", c * p + r);
+    }
     int *map = malloc(sizeof(int) * ((size_t)f->nvals + 1));
     for (int c = 0; c < v; c++) {
         int g = c * p + r;

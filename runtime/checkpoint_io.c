@@ -46,22 +46,6 @@ static bool ckpt_name(const ir_module *m, int g, bool save, char *name, size_t l
     return true;
 }
 
-/* Whether global g (of a pipeline stage's module) belongs to a parameter another stage holds too
- * and saves: a tied embedding, which the first of the two stages writes (its tied_sum adds the
- * other's gradient, passes/pipeline.c). */
-static bool saved_by_other_stage(const ir_module *m, int g)
-{
-    int sum = ir_func_of_kind(m, IR_FUNC_TIED_SUM);
-    if (sum < 0 || ir_cfg_int(m, IR_CFG_PIPELINE_STAGE) == 0)
-        return false;
-    int grad = ir_global_companion(m, ir_global_param(m, g), IR_GLOBAL_GRAD);
-    const ir_func *f = m->funcs[sum];
-    for (int i = 0; i < f->ninstrs; i++)
-        if (f->instrs[i].op == IR_OP_GLOBAL && ir_global_find(m, f->instrs[i].sym) == grad)
-            return true;
-    return false;
-}
-
 /* Whether this rank writes its part of g: one rank of those holding the same part, the first
  * along every axis the layout does not split (a replica); a pipeline stage's tensors are its
  * own (pp does not replicate them), a shared parameter the first stage's. */
@@ -71,7 +55,7 @@ static bool writes_part(const rt_program *p, const int degree[IR_NUM_AXES], int 
     for (int a = 1; a < IR_NUM_AXES; a++)
         if (a != IR_AXIS_EDP && a != IR_AXIS_PP && degree[a] > 1 && !ir_layout_split(l, (ir_axis)a) && p->coord[a] != 0)
             return false;
-    return !saved_by_other_stage(p->m, g);
+    return !ir_param_held_elsewhere(p->m, g);
 }
 
 /* Every rank's ok, agreed: false on all when any failed (a rank that went on alone would wait
