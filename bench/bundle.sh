@@ -91,7 +91,7 @@ for v in "pp2:--pipeline-schedule 1f1b" "pp2-zb:--pipeline-schedule zb-h1" "pp2-
     2>devrun/bin/bench-llama-1B-mb8-${v%%:*}.compile.log || cat devrun/bin/bench-llama-1B-mb8-${v%%:*}.compile.log
 done
 # benchmarks
-for c in gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa; do
+for c in gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa llama-8B-L4; do
   $B/mcc compile bench/configs/$c.json --target cuda -o devrun/bin/bench-$c 2>devrun/bin/bench-$c.compile.log || cat devrun/bin/bench-$c.compile.log
   $B/mcc compile bench/configs/$c.json --target cuda --recompute-granularity selective -o devrun/bin/bench-$c-rc \
     2>devrun/bin/bench-$c-rc.compile.log || cat devrun/bin/bench-$c-rc.compile.log
