@@ -202,6 +202,14 @@ static void set_config(ir_module *m, const mcc_spec *s)
                    s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE ? "selective" : "activations");
     if (s->recompute_granularity != MCC_RECOMPUTE_NONE && s->recompute_num_layers > 0)
         ir_cfg_set_int(m, IR_CFG_RECOMPUTE_NUM_LAYERS, s->recompute_num_layers);
+    if (s->fp8_format != MCC_FP8_NONE) { /* absent means none */
+        ir_cfg_set(m, IR_CFG_FP8_FORMAT, mcc_fp8_format_name(s->fp8_format));
+        ir_cfg_set(m, IR_CFG_FP8_RECIPE, mcc_fp8_recipe_name(s->fp8_recipe));
+        ir_cfg_set_int(m, IR_CFG_FP8_WGRAD, s->fp8_wgrad);
+        ir_cfg_set_int(m, IR_CFG_FIRST_LAST_LAYERS_BF16, s->first_last_layers_bf16);
+        ir_cfg_set_int(m, IR_CFG_NUM_LAYERS_AT_START_IN_BF16, s->num_layers_at_start_in_bf16);
+        ir_cfg_set_int(m, IR_CFG_NUM_LAYERS_AT_END_IN_BF16, s->num_layers_at_end_in_bf16);
+    }
     if (s->sequence_parallel && s->tensor_model_parallel_size > 1) {
         ir_cfg_set(m, IR_CFG_SEQUENCE_PARALLEL, "1");
         if (s->sequence_parallel_split == MCC_SP_SPLIT_BATCH)

@@ -39,7 +39,8 @@ typedef struct {
 
 _Static_assert(sizeof(mcc_norm) == sizeof(int) && sizeof(mcc_pos) == sizeof(int) &&
                sizeof(mcc_act) == sizeof(int) && sizeof(mcc_lr_style) == sizeof(int) &&
-               sizeof(mcc_wsd_style) == sizeof(int) && sizeof(mcc_pp_sched) == sizeof(int),
+               sizeof(mcc_wsd_style) == sizeof(int) && sizeof(mcc_pp_sched) == sizeof(int) &&
+               sizeof(mcc_fp8_format) == sizeof(int) && sizeof(mcc_fp8_recipe) == sizeof(int),
                "enum members are stored as int");
 static const char *const spec_norms[] = {"LayerNorm", "RMSNorm", NULL};              /* ORDER mcc_norm */
 static const char *const spec_positions[] = {"learned_absolute", "rope", NULL};       /* ORDER mcc_pos */
@@ -50,6 +51,11 @@ static const char *const spec_lr_styles[] = {"constant", "linear", "cosine", "in
 static const char *const spec_wsd_styles[] = {"exponential", "linear", "cosine", "minus_sqrt",
                                               NULL}; /* ORDER mcc_wsd_style */
 static const char *const spec_pp_scheds[] = {"auto", "1f1b", "interleaved", "zb-h1", NULL}; /* ORDER mcc_pp_sched */
+static const char *const spec_fp8_formats[] = {"none", "hybrid", "e4m3", NULL};      /* ORDER mcc_fp8_format */
+static const char *const spec_fp8_recipes[] = {"delayed", "tensorwise", NULL};       /* ORDER mcc_fp8_recipe */
+
+const char *mcc_fp8_format_name(mcc_fp8_format k) { return spec_fp8_formats[k]; }
+const char *mcc_fp8_recipe_name(mcc_fp8_recipe k) { return spec_fp8_recipes[k]; }
 
 const char *mcc_pp_sched_name(mcc_pp_sched k) { return spec_pp_scheds[k]; }
 _Static_assert(MCC_PP_SCHED_1F1B - 1 == PP_SCHED_1F1B && MCC_PP_SCHED_INTERLEAVED - 1 == PP_SCHED_INTERLEAVED &&
@@ -161,6 +167,14 @@ static const spec_field spec_fields[] = {
           MCC_RECOMPUTE_NONE, recompute_names,
           "none; activations: the backward recomputes GELU/SiLU/SwiGLU outputs; selective: norm outputs too"),
     TRAIN(recompute_num_layers, K_INT, R_NONNEG, D_VALUE, 0, "recompute only in the first N layers (0: all)"),
+    FIELD(SEC_TRAINING, "fp8_format", fp8_format, NULL, K_ENUM, R_ANY, D_VALUE, MCC_FP8_NONE, spec_fp8_formats,
+          "FP8 linear layers: hybrid (E4M3 forward, E5M2 gradients) or e4m3 throughout; none: bf16"),
+    FIELD(SEC_TRAINING, "fp8_recipe", fp8_recipe, NULL, K_ENUM, R_ANY, D_VALUE, MCC_FP8_DELAYED, spec_fp8_recipes,
+          "FP8 scaling: delayed (from an amax history; not built yet) or tensorwise (this step's amax)"),
+    TRAIN(fp8_wgrad, K_BOOL, R_ANY, D_VALUE, true, "FP8 weight-gradient GEMMs too (--no-fp8-wgrad: bf16)"),
+    TRAIN(first_last_layers_bf16, K_BOOL, R_ANY, D_VALUE, false, "FP8: the first and last layers stay in bf16"),
+    TRAIN(num_layers_at_start_in_bf16, K_INT, R_NONNEG, D_VALUE, 1, "with first_last_layers_bf16: leading layers in bf16"),
+    TRAIN(num_layers_at_end_in_bf16, K_INT, R_NONNEG, D_VALUE, 1, "with first_last_layers_bf16: trailing layers in bf16"),
 };
 enum { SPEC_NFIELDS = sizeof spec_fields / sizeof spec_fields[0] };
 
@@ -201,6 +215,8 @@ static const spec_megatron_flag spec_megatron_flags[] = {
     {"--group-query-attention", false, NULL, MF_IMPLIED, NULL,
      "implied by --num-query-groups: fewer groups than heads is grouped-query attention"},
     {"--disable-bias-linear", false, NULL, MF_SETS, "add_bias_linear=false", "read as --add-bias-linear false"},
+    {"--fp8-hybrid", false, NULL, MF_SETS, "fp8_format=hybrid", "read as --fp8-format hybrid"},
+    {"--no-fp8-wgrad", false, NULL, MF_SETS, "fp8_wgrad=false", "read as --fp8-wgrad false"},
     {"--fp16", false, NULL, MF_REFUSED, NULL,
      "mcc trains in bf16 only (fp16 needs loss scaling, which it does not have): pass --bf16 or nothing"},
     {"--data-path", true, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --data-path PREFIX"},
@@ -729,6 +745,37 @@ static bool spec_check_pp(spec_ctx *c)
     return true;
 }
 
+/* FP8's fields: each needs fp8_format, the bf16 layers first_last_layers_bf16 and leave a layer in
+ * FP8; the delayed recipe (Megatron's default) is refused until its amax history is built, not run
+ * as tensorwise under its name. */
+static bool spec_check_fp8(spec_ctx *c)
+{
+    const mcc_spec *s = &c->s;
+    const char *format = spec_where(c, spec_find("fp8_format"));
+    const char *dependent[] = {"fp8_recipe", "fp8_wgrad", "first_last_layers_bf16"};
+    for (int i = 0; i < 3; i++)
+        if (s->fp8_format == MCC_FP8_NONE && c->set[spec_index(spec_find(dependent[i]))])
+            return spec_fail(c, "%s is set but %s is none: add --fp8-format hybrid (or e4m3), or drop %s",
+                             spec_where(c, spec_find(dependent[i])), format, dependent[i]);
+    const char *ends[] = {"num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"};
+    for (int i = 0; i < 2; i++)
+        if (!s->first_last_layers_bf16 && c->set[spec_index(spec_find(ends[i]))])
+            return spec_fail(c, "%s is set but first_last_layers_bf16 is off: add --first-last-layers-bf16 or drop %s",
+                             spec_where(c, spec_find(ends[i])), ends[i]);
+    if (s->fp8_format == MCC_FP8_NONE)
+        return true;
+    if (s->fp8_recipe == MCC_FP8_DELAYED)
+        return spec_fail(c, "%s delayed (scales from an amax history) is not built yet: pass --fp8-recipe tensorwise "
+                            "(current scaling, each tensor's scale from its own amax)",
+                         spec_where(c, spec_find("fp8_recipe")));
+    int bf16 = s->first_last_layers_bf16 ? s->num_layers_at_start_in_bf16 + s->num_layers_at_end_in_bf16 : 0;
+    if (bf16 >= s->num_layers)
+        return spec_fail(c, "%s (%d) + %s (%d) leave none of the %d layers in FP8: lower them, or drop %s",
+                         spec_where(c, spec_find(ends[0])), s->num_layers_at_start_in_bf16,
+                         spec_where(c, spec_find(ends[1])), s->num_layers_at_end_in_bf16, s->num_layers, format);
+    return true;
+}
+
 /* Megatron's _vocab_size_with_padding: vocab_size rounded up to a multiple of
  * make_vocab_size_divisible_by * tp, so each tensor-parallel rank's share of the embedding and the
  * logits is equal and GEMM-friendly (GPT-2's 50257 -> 50304 at tp 1). */
@@ -777,7 +824,7 @@ static bool spec_validate(spec_ctx *c)
         return spec_fail(c, "the head dimension %s / %s = %d must be even for rope: change hidden_size or "
                             "num_attention_heads", spec_where(c, spec_find("hidden_size")),
                          spec_where(c, spec_find("num_attention_heads")), mcc_spec_head_dim(s));
-    if (!spec_check_tp(c) || !spec_check_pp(c))
+    if (!spec_check_tp(c) || !spec_check_pp(c) || !spec_check_fp8(c))
         return false;
     if (mcc_spec_num_params(s) < 0)
         return spec_fail(c, "the model has more than 2^53 parameters: reduce num_layers, hidden_size, "

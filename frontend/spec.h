@@ -19,6 +19,11 @@ typedef enum { MCC_WSD_EXPONENTIAL, MCC_WSD_LINEAR, MCC_WSD_COSINE, MCC_WSD_MINU
 /* --pipeline-schedule: auto, then passes/pp_schedule.h's pp_sched_kind in its order */
 typedef enum { MCC_PP_SCHED_AUTO, MCC_PP_SCHED_1F1B, MCC_PP_SCHED_INTERLEAVED, MCC_PP_SCHED_ZB_H1 } mcc_pp_sched;
 const char *mcc_pp_sched_name(mcc_pp_sched k); /* the config's and --pipeline-schedule's name */
+/* FP8 (Megatron's --fp8-format): hybrid E4M3 forward, E5M2 gradients; e4m3 throughout */
+typedef enum { MCC_FP8_NONE, MCC_FP8_HYBRID, MCC_FP8_E4M3 } mcc_fp8_format;
+typedef enum { MCC_FP8_DELAYED, MCC_FP8_TENSORWISE } mcc_fp8_recipe; /* Megatron's default: delayed */
+const char *mcc_fp8_format_name(mcc_fp8_format k); /* the config's and --fp8-format's name */
+const char *mcc_fp8_recipe_name(mcc_fp8_recipe k);
 
 typedef struct {
     /* model */
@@ -63,6 +68,12 @@ typedef struct {
     mcc_recompute recompute_granularity; /* "none" | "selective" | "activations" */
     int recompute_num_layers;           /* recompute only in the first N layers (0: all), Megatron's block method */
     mcc_wsd_style lr_wsd_decay_style;   /* "exponential" | "linear" | "cosine" | "minus_sqrt" */
+    /* FP8 (passes/fp8.c): the transformer layers' linear GEMMs on E4M3/E5M2 operands */
+    mcc_fp8_format fp8_format;          /* "none" | "hybrid" | "e4m3" */
+    mcc_fp8_recipe fp8_recipe;          /* "delayed" | "tensorwise" (current scaling) */
+    bool fp8_wgrad;                     /* weight-gradient GEMMs in FP8 too (default true) */
+    bool first_last_layers_bf16;        /* the first and last layers' GEMMs stay in high precision */
+    int num_layers_at_start_in_bf16, num_layers_at_end_in_bf16; /* how many (Megatron's 1 and 1) */
     int eval_interval, eval_iters, log_interval; /* train_rank's defaults for its flags */
     /* derived, not a field: the vocabulary the model has (embedding rows, logits), vocab_size padded
        up to a multiple of make_vocab_size_divisible_by * tensor_model_parallel_size as Megatron's

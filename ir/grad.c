@@ -100,6 +100,42 @@ void ir_grad_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
     ir_grad_contribute(g, b, like(g, db, b));
 }
 
+/* The unquantized tensor fp8_quantize made q of: gradients pass straight through the quantize
+ * (as Transformer Engine's), so they go to it. */
+static int fp8_source(const ir_func *f, int q)
+{
+    const ir_instr *def = &f->instrs[f->vals[q].def];
+    if (def->op != IR_OP_FP8_QUANTIZE) {
+        fprintf(stderr, "mcc: internal error: fp8_matmul operand %%%d is not an fp8_quantize result\n", q);
+        abort();
+    }
+    return def->args[0];
+}
+
+/* y = op(a) op(b) on quantized a (the activation) and b (the weight): dy quantized once in the
+ * gradient's format feeds the dgrad and (wgrad=1) the weight's gradient, both fp8 GEMMs with the
+ * forward's quantized operands; wgrad=0 keeps the weight's gradient a matmul of dy and a's source. */
+void ir_grad_fp8_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    if (in->attr[0] != 0) {
+        fprintf(stderr, "mcc: internal error: no gradient rule for fp8_matmul with a transposed first operand\n");
+        abort();
+    }
+    bool tb = in->attr[1] != 0, wgrad = in->attr[3] != 0;
+    int qa = in->args[0], qb = in->args[2], dy = DY;
+    int x = fp8_source(g->f, qa), w = fp8_source(g->f, qb);
+    ir_dtype dt = ir_vtype(g->f, dy)->dtype;
+    int qdy = ir_fp8_quantize(g->m, g->f, dy, (ir_fp8_format)in->attr[2]);
+    ir_grad_contribute(g, x, like(g, ir_fp8_matmul(g->m, g->f, qdy, qb, false, !tb, dt, IR_FP8_E4M3, false), x));
+    int db;
+    if (wgrad)
+        db = tb ? ir_fp8_matmul(g->m, g->f, qdy, qa, true, false, dt, IR_FP8_E4M3, false)
+                : ir_fp8_matmul(g->m, g->f, qa, qdy, true, false, dt, IR_FP8_E4M3, false);
+    else
+        db = tb ? ir_matmul(g->m, g->f, dy, x, true, false) : ir_matmul(g->m, g->f, x, dy, true, false);
+    ir_grad_contribute(g, w, like(g, db, w));
+}
+
 void ir_grad_embedding(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
     int args[2] = {DY, in->args[1]};

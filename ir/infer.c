@@ -190,6 +190,38 @@ bool ir_infer_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, i
     return true;
 }
 
+/* x -> (q in the format's fp8 dtype, scale_inv f32[1]) */
+bool ir_infer_fp8_quantize(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (in->attr[0] != IR_FP8_E4M3 && in->attr[0] != IR_FP8_E5M2)
+        return fail(err, len, "fp8_quantize format %g: 0 (E4M3) or 1 (E5M2)", in->attr[0]);
+    if (!need_float(&a[0], "operand", err, len) || ir_dtype_is_fp8(a[0].dtype))
+        return fail(err, len, "fp8_quantize of %s: it quantizes a wider float tensor", tstr(&a[0]));
+    r[0] = a[0];
+    r[0].dtype = ir_fp8_dtype((ir_fp8_format)in->attr[0]);
+    int64_t one = 1;
+    r[1] = ir_tensor(IR_F32, 1, &one);
+    return true;
+}
+
+/* (qa, sa, qb, sb) -> r: a matmul's shape of fp8 operands, each with its f32[1] scale_inv; r's
+ * dtype (explicit) a float wider than fp8 */
+bool ir_infer_fp8_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    for (int i = 0; i < 4; i += 2)
+        if (!ir_dtype_is_fp8(a[i].dtype) || a[i + 1].dtype != IR_F32 || ir_numel(&a[i + 1]) != 1)
+            return fail(err, len, "fp8_matmul operand %d: an fp8 tensor and its f32[1] scale_inv, got %s and %s", i,
+                        tstr(&a[i]), tstr(&a[i + 1]));
+    ir_type ops[2] = {a[0], a[2]}, product;
+    ops[0].dtype = ops[1].dtype = IR_F32; /* E4M3 x E5M2 mixes: the shapes are what matter */
+    if (!ir_infer_matmul(m, in, ops, &product, err, len))
+        return false;
+    if (!same_shape(&r[0], &product) || !need_float(&r[0], "result", err, len) || ir_dtype_is_fp8(r[0].dtype))
+        return fail(err, len, "fp8_matmul result %s: the product is %s, in f32, bf16 or f16", tstr(&r[0]),
+                    tstr(&product));
+    return true;
+}
+
 /* (dy, gate, up) -> dgate, dup: three operands of one shape and dtype, two results like them */
 bool ir_infer_swiglu_grad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {

@@ -758,6 +758,32 @@ int ir_matmul(ir_module *m, ir_func *f, int a, int b, bool ta, bool tb)
     return ir_emit(m, f, IR_OP_MATMUL, args, 2, attrs, NULL, NULL);
 }
 
+int ir_fp8_quantize(ir_module *m, ir_func *f, int x, ir_fp8_format format)
+{
+    double attr = format;
+    return ir_emit(m, f, IR_OP_FP8_QUANTIZE, &x, 1, &attr, NULL, NULL);
+}
+
+int ir_fp8_matmul(ir_module *m, ir_func *f, int qa, int qb, bool ta, bool tb, ir_dtype dtype, ir_fp8_format grad_format,
+                  bool wgrad)
+{
+    /* the product's shape, by the matmul rule (ir_infer_matmul) on the operands' shapes */
+    const ir_type *a = &f->vals[qa].type, *b = &f->vals[qb].type;
+    int64_t ak = a->ndim ? a->dims[a->ndim - 1] : 1;
+    int64_t bk = b->ndim ? ir_numel(b) / b->dims[b->ndim - 1] : 1, bn = b->ndim ? b->dims[b->ndim - 1] : 1;
+    ir_type r;
+    if (ta) {
+        int64_t dims[2] = {ak, tb ? bk : bn};
+        r = ir_tensor(dtype, 2, dims);
+    } else {
+        r = ir_tensor(dtype, a->ndim, a->dims);
+        r.dims[r.ndim - 1] = tb ? bk : bn;
+    }
+    int args[4] = {qa, qa + 1, qb, qb + 1};
+    double attrs[4] = {ta, tb, grad_format, wgrad};
+    return ir_emit(m, f, IR_OP_FP8_MATMUL, args, 4, attrs, NULL, &r);
+}
+
 int ir_reshape(ir_module *m, ir_func *f, int a, int ndim, const int64_t *dims)
 {
     ir_type t = ir_tensor(f->vals[a].type.dtype, ndim, dims);

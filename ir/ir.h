@@ -273,6 +273,10 @@ int ir_attr_index(ir_op op, const char *name);
 static inline bool ir_op_has(ir_op op, unsigned flag) { return (ir_ops[op].flags & flag) != 0; }
 
 /* --- types --- */
+/* fp8_quantize's format attribute (ops.def) */
+typedef enum { IR_FP8_E4M3, IR_FP8_E5M2 } ir_fp8_format;
+static inline bool ir_dtype_is_fp8(ir_dtype t) { return t == IR_FP8E4M3 || t == IR_FP8E5M2; }
+static inline ir_dtype ir_fp8_dtype(ir_fp8_format f) { return f == IR_FP8_E5M2 ? IR_FP8E5M2 : IR_FP8E4M3; }
 const char *ir_dtype_name(ir_dtype t);
 int ir_dtype_by_name(const char *s);
 size_t ir_dtype_size(ir_dtype t);
@@ -504,6 +508,11 @@ int ir_op2(ir_module *m, ir_func *f, ir_op op, int a, int b);
 int ir_scale(ir_module *m, ir_func *f, int a, double factor);
 int ir_matmul(ir_module *m, ir_func *f, int a, int b, bool ta, bool tb);
 int ir_reshape(ir_module *m, ir_func *f, int a, int ndim, const int64_t *dims);
+/* FP8 (ops.def): x quantized, returns q (its scale_inv is q + 1); and the matmul of two quantized
+ * operands (each followed by its scale_inv value) with its result in `dtype` */
+int ir_fp8_quantize(ir_module *m, ir_func *f, int x, ir_fp8_format format);
+int ir_fp8_matmul(ir_module *m, ir_func *f, int qa, int qb, bool ta, bool tb, ir_dtype dtype, ir_fp8_format grad_format,
+                  bool wgrad);
 
 static inline const ir_type *ir_vtype(const ir_func *f, int v) { return &f->vals[v].type; }
 

@@ -1,6 +1,7 @@
 /* cpu_kernels.c — the CPU backend's fp32 kernels, one per op of ir/ops.def: the numerical oracle. */
 #include "runtime/cpu_kernels.h"
 #include "runtime/dropout.h"
+#include "runtime/fp8.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -214,11 +215,11 @@ void cpu_DROPOUT(const rt_kernel_call *c)
 
 /* --- contractions and reductions -------------------------------------------------------------- */
 
-/* out[M,N] := op(a)[M,K] op(b)[K,N] + beta out, a and b the call's operands `first` and `first` + 1
- * flattened to row-major [rows, last], op = transpose if ta/tb (attrs 0, 1). */
-static void gemm_into(const rt_kernel_call *c, int first, float beta, float *out)
+/* out[M,N] := alpha op(a)[M,K] op(b)[K,N] + beta out, a and b of types at, bt flattened to row-major
+ * [rows, last], op = transpose if ta/tb (attrs 0, 1). */
+static void gemm_of(const rt_kernel_call *c, const ir_type *at, const ir_type *bt, const float *a, const float *b,
+                    float alpha, float beta, float *out)
 {
-    const ir_type *at = c->arg_types[first], *bt = c->arg_types[first + 1];
     int ta = c->in->attr[0] != 0, tb = c->in->attr[1] != 0;
     int64_t arows = nrows(at), acols = last_dim(at), brows = nrows(bt), bcols = last_dim(bt);
     int64_t M = ta ? acols : arows, K = ta ? arows : acols;
@@ -226,8 +227,14 @@ static void gemm_into(const rt_kernel_call *c, int first, float beta, float *out
     if (K != Kb)
         CPU_FAIL("%s: inner dimensions differ (%lld vs %lld); the verifier should have caught this",
                  ir_ops[c->in->op].name, (long long)K, (long long)Kb);
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
-                argf(c, first), acols, argf(c, first + 1), bcols, beta, out, N);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, a, acols,
+                b, bcols, beta, out, N);
+}
+
+/* gemm_of on the call's operands `first` and `first` + 1, alpha 1 */
+static void gemm_into(const rt_kernel_call *c, int first, float beta, float *out)
+{
+    gemm_of(c, c->arg_types[first], c->arg_types[first + 1], argf(c, first), argf(c, first + 1), 1.0f, beta, out);
 }
 
 /* r[R,N] += bias[N] on every row */
@@ -238,6 +245,45 @@ static void add_bias_rows(const rt_kernel_call *c, const float *bias)
     for (int64_t i = 0; i < R; i++)
         for (int64_t j = 0; j < N; j++)
             r[i * N + j] += bias[j];
+}
+
+/* --- FP8 (ops.def): q as the format's bytes, tensorwise current scaling -------------------- */
+
+/* (x) -> (q, scale_inv[1]): scale = fmax / amax (1 when amax is 0), q = encode(x * scale) */
+void cpu_FP8_QUANTIZE(const rt_kernel_call *c)
+{
+    bool e5m2 = c->in->attr[0] == IR_FP8_E5M2;
+    const float *x = argf(c, 0);
+    uint8_t *q = c->res[0];
+    int64_t n = ir_numel(c->arg_types[0]);
+    float amax = 0;
+    for (int64_t i = 0; i < n; i++)
+        amax = fabsf(x[i]) > amax || isnan(x[i]) ? fabsf(x[i]) : amax; /* NaN sticks, as fmaxf would not */
+    float scale = amax > 0 ? rt_fp8_max(e5m2) / amax : 1.0f;
+    for (int64_t i = 0; i < n; i++)
+        q[i] = rt_fp8_encode(x[i] * scale, e5m2);
+    resf(c, 1)[0] = 1.0f / scale;
+}
+
+/* The fp8 tensor of operand i decoded into fp32 scratch (freed by the caller). */
+static float *fp8_decoded(const rt_kernel_call *c, int i)
+{
+    bool e5m2 = c->arg_types[i]->dtype == IR_FP8E5M2;
+    int64_t n = ir_numel(c->arg_types[i]);
+    const uint8_t *q = c->args[i];
+    float *out = scratch((size_t)n, sizeof(float));
+    for (int64_t k = 0; k < n; k++)
+        out[k] = rt_fp8_decode(q[k], e5m2);
+    return out;
+}
+
+/* (qa, sa, qb, sb) -> sa sb op(qa) op(qb), accumulated in fp32 (cuBLASLt's A/B scales as alpha) */
+void cpu_FP8_MATMUL(const rt_kernel_call *c)
+{
+    float *a = fp8_decoded(c, 0), *b = fp8_decoded(c, 2);
+    gemm_of(c, c->arg_types[0], c->arg_types[2], a, b, argf(c, 1)[0] * argf(c, 3)[0], 0.0f, resf(c, 0));
+    free(a);
+    free(b);
 }
 
 /* r := op(a) op(b) */

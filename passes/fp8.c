@@ -1,0 +1,99 @@
+/* fp8.c — FP8 linear layers (config fp8_format hybrid | e4m3, fp8_recipe tensorwise): in the step
+ * and eval functions, every matmul by a transformer layer's weight (not the output head, whose
+ * weight belongs to no layer; attention's own products are no matmuls) becomes fp8_quantize of its
+ * activation and of its weight, both E4M3, and an fp8_matmul of the two (ops.def). It runs before
+ * autodiff, which differentiates fp8_matmul into FP8 GEMMs (ir/grad.c): the gradient quantized once
+ * in E5M2 (hybrid) or E4M3, the dgrad against the forward's quantized weight and, with fp8_wgrad,
+ * the weight's gradient against its quantized activation (without: a plain matmul of the
+ * unquantized ones). So the backward is born FP8, and the fusion pass, which fuses plain matmuls
+ * only, cannot turn an FP8 GEMM back into a high-precision one. With first_last_layers_bf16 the
+ * first num_layers_at_start_in_bf16 and last num_layers_at_end_in_bf16 layers keep their matmuls. */
+#include "passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The transformer layer whose weight value v is (a parameter or its working copy), else -1. */
+static int weight_layer(const ir_module *m, const ir_func *f, int v)
+{
+    const ir_instr *def = &f->instrs[f->vals[v].def];
+    if (def->op != IR_OP_GLOBAL)
+        return -1;
+    const ir_global *g = &m->globals[ir_global_find(m, def->sym)];
+    return g->kind == IR_GLOBAL_PARAM || g->kind == IR_GLOBAL_COPY ? g->layer : -1;
+}
+
+/* Whether the plan asks for something this pass cannot build yet: the error names the fix. */
+static bool fp8_refuse(const ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
+{
+    const char *format = ir_cfg_text(m, IR_CFG_FP8_FORMAT);
+    if (strcmp(format, "hybrid") != 0 && strcmp(format, "e4m3") != 0)
+        return snprintf(err, errlen, "fp8_format %s: use none, hybrid or e4m3", format), true;
+    if (strcmp(ir_cfg_text(m, IR_CFG_FP8_RECIPE), "tensorwise") != 0)
+        return snprintf(err, errlen, "fp8_recipe %s is not built yet (delayed scaling's amax history): pass "
+                        "--fp8-recipe tensorwise", ir_cfg_text(m, IR_CFG_FP8_RECIPE)), true;
+    const char *backend = opts && opts->target ? opts->target->backend : ir_cfg_text(m, IR_CFG_TARGET);
+    if (strcmp(backend, "cpu") != 0)
+        return snprintf(err, errlen, "--fp8-format %s for the %s target: its FP8 kernels (cuBLASLt FP8 GEMMs, the "
+                        "quantize kernels) are not built yet, only the CPU's emulation: use --target cpu, or drop "
+                        "--fp8-format", format, backend), true;
+    if (ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE) > 1)
+        return snprintf(err, errlen, "--fp8-format with tensor_model_parallel_size %lld: the amax all-reduce over tp "
+                        "(split tensors sharing one scale) is not built yet, so the ranks would not compute one "
+                        "rank's step: use --tp 1, or drop --fp8-format",
+                        ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE)), true;
+    if (ir_cfg_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE) > 1)
+        return snprintf(err, errlen, "--fp8-format with pipeline_model_parallel_size %lld: FP8 under pipeline "
+                        "stages is not tested yet: use --pp 1, or drop --fp8-format",
+                        ir_cfg_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE)), true;
+    return false;
+}
+
+/* Rewrites function fi: each FP8 layer's matmul on quantized operands, each operand quantized once. */
+static void fp8_func(ir_module *m, int fi, int nlayers)
+{
+    const ir_func *src = m->funcs[fi];
+    bool hybrid = strcmp(ir_cfg_text(m, IR_CFG_FP8_FORMAT), "hybrid") == 0, wgrad = ir_cfg_bool(m, IR_CFG_FP8_WGRAD);
+    int start = 0, end = nlayers;
+    if (ir_cfg_bool(m, IR_CFG_FIRST_LAST_LAYERS_BF16)) {
+        start = (int)ir_cfg_int(m, IR_CFG_NUM_LAYERS_AT_START_IN_BF16);
+        end = nlayers - (int)ir_cfg_int(m, IR_CFG_NUM_LAYERS_AT_END_IN_BF16);
+    }
+    ir_func *dst = ir_func_new(m, src->name, src->kind);
+    int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1)), *quantized = malloc(sizeof(int) * ((size_t)src->nvals + 1));
+    for (int v = 0; v < src->nvals; v++)
+        quantized[v] = -1;
+    for (int i = 0; i < src->ninstrs; i++) {
+        const ir_instr *in = &src->instrs[i];
+        int layer = in->op == IR_OP_MATMUL && in->attr[0] == 0 ? weight_layer(m, src, in->args[1]) : -1;
+        if (layer < start || layer >= end) {
+            ir_copy_instr(m, dst, src, in, map);
+            continue;
+        }
+        for (int a = 0; a < 2; a++)
+            if (quantized[in->args[a]] < 0)
+                quantized[in->args[a]] = ir_fp8_quantize(m, dst, map[in->args[a]], IR_FP8_E4M3);
+        int r = ir_fp8_matmul(m, dst, quantized[in->args[0]], quantized[in->args[1]], false, in->attr[1] != 0,
+                              src->vals[in->res[0]].type.dtype, hybrid ? IR_FP8_E5M2 : IR_FP8_E4M3, wgrad);
+        ir_map_results(dst, src, in, r, map);
+    }
+    ir_func_replace(m, fi, dst);
+    free(map);
+    free(quantized);
+}
+
+bool pass_fp8(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
+{
+    if (strcmp(ir_cfg_text(m, IR_CFG_FP8_FORMAT), "none") == 0)
+        return true;
+    if (fp8_refuse(m, opts, err, errlen))
+        return false;
+    int nlayers = 0;
+    for (int g = 0; g < m->nglobals; g++)
+        nlayers = m->globals[g].layer + 1 > nlayers ? m->globals[g].layer + 1 : nlayers;
+    ir_func_kind kinds[2] = {IR_FUNC_STEP, IR_FUNC_EVAL};
+    for (int k = 0; k < 2; k++)
+        if (ir_func_of_kind(m, kinds[k]) >= 0)
+            fp8_func(m, ir_func_of_kind(m, kinds[k]), nlayers);
+    return true;
+}
