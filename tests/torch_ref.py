@@ -183,8 +183,72 @@ class Dropout:
 
 # ---- the model, float64 -----------------------------------------------------------------------
 
+# ---- FP8 (passes/fp8.c, runtime/fp8.c), rounded by hand: torch 1.13 has no float8 -------------
+
+FP8_FORMATS = {"e4m3": (3, 7, 448.0), "e5m2": (2, 15, 57344.0)}  # mantissa bits, bias, largest finite
+FP8 = {}  # set by fp8_setup: the layers in FP8, the gradients' format, whether wgrad is FP8
+
+
+def fp8_round(x, fmt):
+    """x onto fmt's grid: nearest, ties to the even mantissa (torch.round), saturating at the
+    largest finite value as CUDA's __NV_SATFINITE conversion; NaN stays NaN."""
+    mbits, bias, top = FP8_FORMATS[fmt]
+    a = x.abs()
+    _, e = torch.frexp(a)  # a = f 2^e, f in [0.5, 1): a's exponent is e - 1
+    e = (e - 1).clamp(min=1 - bias).to(x.dtype)  # the subnormals share the smallest normal quantum
+    quantum = torch.pow(2.0, e - mbits)
+    r = (torch.round(a / quantum) * quantum).clamp(max=top)
+    return torch.where(torch.isnan(x), x, torch.copysign(r, x))
+
+
+def fp8_quantize(x, fmt):
+    """Tensorwise current scaling, dequantized: round(x * scale) * scale_inv, scale = max / amax
+    (1 when amax is 0). Scale and product in float32 as runtime/cpu_kernels.c computes them, so a
+    tensor both hold exactly (the weights at step 1) rounds the same: float64's product would flip
+    an element lying within half a float32 ulp of a tie (tiny-gpt2 has one: 45.9999970 x scale)."""
+    x32 = x.detach().float()
+    amax = x32.abs().max()
+    scale = torch.tensor(FP8_FORMATS[fmt][2], dtype=torch.float32) / amax if amax > 0 else torch.tensor(1.0)
+    return fp8_round((x32 * scale).double(), fmt) * (1 / scale).double()
+
+
+class Fp8Linear(torch.autograd.Function):
+    """y = q(x) q(w)^T, both E4M3; backward: dy quantized once in the gradient's format, dx = q(dy)
+    q(w), dw = q(dy)^T q(x) (or dy^T x without FP8 wgrad), as fp8_matmul's gradient rule."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        qx, qw = fp8_quantize(x, "e4m3"), fp8_quantize(w, "e4m3")
+        ctx.save_for_backward(x, qx, qw)
+        return qx @ qw.T
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, qx, qw = ctx.saved_tensors
+        qdy = fp8_quantize(dy, FP8["grad"])
+        a, b = (qdy, qx) if FP8["wgrad"] else (dy, x)
+        return qdy @ qw, a.reshape(-1, a.shape[-1]).T @ b.reshape(-1, b.shape[-1])
+
+
+def fp8_setup(c):
+    """The FP8 flags as mcc reads them (frontend/spec.c): --fp8-format (or --fp8-hybrid),
+    --no-fp8-wgrad (or --fp8-wgrad false), --first-last-layers-bf16 with its two counts."""
+    fmt = "hybrid" if c.get("fp8_hybrid") else c.get("fp8_format", "none")
+    if fmt == "none":
+        return
+    L, start, end = c["num_layers"], 0, 0
+    if c.get("first_last_layers_bf16"):
+        start, end = c.get("num_layers_at_start_in_bf16", 1), c.get("num_layers_at_end_in_bf16", 1)
+    FP8.update(layers=set(range(start, L - end)), grad="e5m2" if fmt == "hybrid" else "e4m3",
+               wgrad=c.get("fp8_wgrad", True) and not c.get("no_fp8_wgrad"))
+
+
 def linear(x, p, name):
-    y = x @ p[name + ".weight"].T
+    parts = name.split(".")
+    if FP8 and parts[0] == "layers" and int(parts[1]) in FP8["layers"]:
+        y = Fp8Linear.apply(x, p[name + ".weight"])
+    else:
+        y = x @ p[name + ".weight"].T
     return y + p[name + ".bias"] if name + ".bias" in p else y
 
 
@@ -344,11 +408,13 @@ def compare(dump, c, n_iters):
                 rows.append((f"{label}: {n}", math.inf, f"shape {list(tensors[n].shape)} != {list(expected[n])}"))
     if rows:  # the model cannot be built from mismatched names/shapes
         return rows
+    fp8_setup(c)
     ref_logits, ref_grads, ref_steps, ref_final = train(init, batches, len(dumped_steps), n_iters or len(dumped_steps), c)
     if "logits" not in logits or logits["logits"].shape != tuple(ref_logits.shape):
         rows.append(("logits (step 1, micro 0)", math.inf, f"want one tensor 'logits' {list(ref_logits.shape)}"))
     else:
-        rows.append(("logits (step 1, micro 0)", rel_err(logits["logits"], ref_logits), ""))
+        rows.append(("logits (step 1, micro 0)", rel(logits["logits"], ref_logits.numpy()), "norms (FP8)") if FP8 else
+                    ("logits (step 1, micro 0)", rel_err(logits["logits"], ref_logits), ""))
     # A gradient that is zero in exact arithmetic (e.g. the k bias: softmax ignores a constant
     # per query) is rounding noise in float32; measure such tensors against the rms of all grads.
     numel = sum(g.numel() for g in ref_grads.values())
@@ -373,13 +439,16 @@ def compare(dump, c, n_iters):
     return rows
 
 
-def report(rows, rtol, shown=15):
-    """Prints the worst rows (and every failure); returns the failed check names."""
+def report(rows, rtol, shown=15, tol_of=None):
+    """Prints the worst rows (and every failure); returns the failed check names. tol_of(name):
+    a check's own tolerance (default rtol)."""
+    tol_of = tol_of or (lambda name: rtol)
     rows = sorted(rows, key=lambda r: -r[1] if r[1] == r[1] else -math.inf)  # NaN first
-    failed = [r for r in rows if not r[1] <= rtol]
+    failed = [r for r in rows if not r[1] <= tol_of(r[0])]
     print(f"{'check':<48} {'rel err':>10}  status")
-    for name, err, note in rows[:max(shown, len(failed))]:
-        print(f"{name:<48} {err:>10.3e}  {'ok' if err <= rtol else 'FAIL'}  {note}")
+    for name, err, note in [r for i, r in enumerate(rows) if i < shown or r in failed]:
+        tol = tol_of(name)
+        print(f"{name:<48} {err:>10.3e}  {'ok' if err <= tol else 'FAIL'}  {note}{'' if tol == rtol else f' (tol {tol:g})'}")
     print(f"{len(rows)} checks, {len(failed)} failed (rtol {rtol:g})")
     return [r[0] for r in failed]
 
@@ -391,9 +460,19 @@ def main():
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--train-iters", type=int, default=0,
                     help="iterations of the lr schedule (default: the number of steps in steps.txt)")
+    # Under FP8 one float32-vs-float64 difference can flip an element onto the next FP8 value (a
+    # 6-25% jump) where it lies within float32's rounding of a tie, and the rest of the step
+    # spreads it: tiny-llama's step 1 has such elements (an E5M2 gradient at 9215.9989, ties at
+    # 9216). So the logits are compared by norms, which one flip moves little (a reference without
+    # FP8 is 2-3e-2 off), and the other checks only for gross errors (a scale, a transpose).
+    ap.add_argument("--fp8-logits-rtol", type=float, default=3e-3, help="under FP8: the logits' (by norms)")
+    ap.add_argument("--fp8-rtol", type=float, default=5e-2, help="under FP8: every other check's")
     ap.add_argument("flags", nargs="*", help="after --: the spec flags mcc compiled with, e.g. --hidden-dropout 0.1")
     a = ap.parse_args()
-    failed = report(compare(a.dump_dir, load_config(a.spec, a.flags), a.train_iters), a.rtol)
+    c = load_config(a.spec, a.flags)
+    rows = compare(a.dump_dir, c, a.train_iters)
+    fp8_tol = lambda name: a.fp8_logits_rtol if name.startswith("logits") else a.fp8_rtol  # noqa: E731
+    failed = report(rows, a.rtol, tol_of=fp8_tol if FP8 else None)
     if failed:
         print("FAIL: " + ", ".join(failed))
         return 1

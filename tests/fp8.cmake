@@ -1,0 +1,31 @@
+# fp8.cmake — FP8 (passes/fp8.c, runtime/fp8.c): the rounding against an enumeration of both
+# formats, tiny models trained 10 steps in FP8 against the PyTorch reference of the same rounding
+# (tests/torch_ref.py), and FP8 under DP=2 against one rank. The pass tests are tests/passes/fp8_*.ir.
+add_executable(fp8_rounding_test ${CMAKE_SOURCE_DIR}/tests/fp8_rounding_test.c)
+target_link_libraries(fp8_rounding_test PRIVATE mccrt)
+add_test(NAME fp8_rounding COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/fp8_rounding.py $<TARGET_FILE:fp8_rounding_test>)
+
+set(_fp8 --fp8-format hybrid --fp8-recipe tensorwise)
+foreach(model tiny-gpt2 tiny-llama)
+  add_test(NAME numerics_vs_torch_fp8_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model} ${_fp8})
+  # E4M3 gradients, weight gradients from the unquantized operands, the first layer unquantized
+  add_test(NAME numerics_vs_torch_fp8_e4m3_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc>
+           ${model} --fp8-format e4m3 --fp8-recipe tensorwise --no-fp8-wgrad --first-last-layers-bf16
+           --num-layers-at-end-in-bf16 0)
+  set_tests_properties(numerics_vs_torch_fp8_${model} numerics_vs_torch_fp8_e4m3_${model} PROPERTIES LABELS numerics)
+endforeach()
+
+# Each rank quantizes its own micro-batches as the one rank does: step 1's logits, loss and
+# gradients and step 2's loss equal the single rank's to 1e-5. Two steps, not ten, and the final
+# weights to 1e-4: the two ways of summing the gradients (all-reduce, accumulation) leave the
+# updated weights an ulp apart, and an element within an ulp of an FP8 tie then rounds the other
+# way (tiny-llama's step 2 moves one weight's update by 3e-5; tiny-gpt2's step 3 its loss), which
+# later steps spread: a difference in rounding, not in what the layout computes.
+if(MPI_C_FOUND)
+  foreach(model tiny-gpt2 tiny-llama)
+    add_test(NAME fp8_dp2_equals_single_rank_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh $<TARGET_FILE:mcc>
+             ${model} 2 ${_fp8} -- --dp 2)
+    set_tests_properties(fp8_dp2_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS 2
+                         ENVIRONMENT "PARALLEL_E2E_ITERS=2;PARALLEL_E2E_FINAL_TOL=1e-4")
+  endforeach()
+endif()
