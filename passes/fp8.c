@@ -42,10 +42,6 @@ static bool fp8_refuse(const ir_module *m, const mcc_pass_options *opts, char *e
                         "(split tensors sharing one scale) is not built yet, so the ranks would not compute one "
                         "rank's step: use --tp 1, or drop --fp8-format",
                         ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE)), true;
-    if (ir_cfg_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE) > 1)
-        return snprintf(err, errlen, "--fp8-format with pipeline_model_parallel_size %lld: FP8 under pipeline "
-                        "stages is not tested yet: use --pp 1, or drop --fp8-format",
-                        ir_cfg_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE)), true;
     return false;
 }
 

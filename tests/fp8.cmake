@@ -1,6 +1,6 @@
 # fp8.cmake — FP8 (passes/fp8.c, runtime/fp8.c): the rounding against an enumeration of both
 # formats, tiny models trained 10 steps in FP8 against the PyTorch reference of the same rounding
-# (tests/torch_ref.py), and FP8 under DP=2 against one rank. The pass tests are tests/passes/fp8_*.ir.
+# (tests/torch_ref.py), and FP8 under DP=2 and PP=2 against one rank. The pass tests are tests/passes/fp8_*.ir.
 add_executable(fp8_rounding_test ${CMAKE_SOURCE_DIR}/tests/fp8_rounding_test.c)
 target_link_libraries(fp8_rounding_test PRIVATE mccrt)
 add_test(NAME fp8_rounding COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/fp8_rounding.py $<TARGET_FILE:fp8_rounding_test>)
@@ -23,9 +23,16 @@ endforeach()
 # later steps spread: a difference in rounding, not in what the layout computes.
 if(MPI_C_FOUND)
   foreach(model tiny-gpt2 tiny-llama)
-    add_test(NAME fp8_dp2_equals_single_rank_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh $<TARGET_FILE:mcc>
-             ${model} 2 ${_fp8} -- --dp 2)
-    set_tests_properties(fp8_dp2_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS 2
-                         ENVIRONMENT "PARALLEL_E2E_ITERS=2;PARALLEL_E2E_FINAL_TOL=1e-4")
+    # and the pipeline's stages (ZB-H1, auto's choice on CPU ranks, and 1F1B) quantize what the one rank does
+    foreach(layout "dp2:--dp 2" "pp2:--pp 2" "pp2_1f1b:--pp 2 --pipeline-schedule 1f1b")
+      string(REPLACE ":" ";" parts "${layout}")
+      list(GET parts 0 name)
+      list(GET parts 1 flags)
+      separate_arguments(flags)
+      add_test(NAME fp8_${name}_equals_single_rank_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+               $<TARGET_FILE:mcc> ${model} 2 ${_fp8} -- ${flags})
+      set_tests_properties(fp8_${name}_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS 2
+                           ENVIRONMENT "PARALLEL_E2E_ITERS=2;PARALLEL_E2E_FINAL_TOL=1e-4")
+    endforeach()
   endforeach()
 endif()
