@@ -204,8 +204,8 @@ bool ir_infer_fp8_quantize(const ir_module *m, const ir_instr *in, const ir_type
     return true;
 }
 
-/* (qa, sa, qb, sb) -> r: a matmul's shape of fp8 operands, each with its f32[1] scale_inv; r's
- * dtype (explicit) a float wider than fp8 */
+/* (qa, sa, qb, sb) -> r: a matmul's shape of fp8 operands, each with its f32[1] scale_inv; r in
+ * the activations' dtype, the plan's param_dtype (the precision pass's working copies') */
 bool ir_infer_fp8_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     for (int i = 0; i < 4; i += 2)
@@ -216,9 +216,11 @@ bool ir_infer_fp8_matmul(const ir_module *m, const ir_instr *in, const ir_type *
     ops[0].dtype = ops[1].dtype = IR_F32; /* E4M3 x E5M2 mixes: the shapes are what matter */
     if (!ir_infer_matmul(m, in, ops, &product, err, len))
         return false;
-    if (!same_shape(&r[0], &product) || !need_float(&r[0], "result", err, len) || ir_dtype_is_fp8(r[0].dtype))
-        return fail(err, len, "fp8_matmul result %s: the product is %s, in f32, bf16 or f16", tstr(&r[0]),
-                    tstr(&product));
+    int dtype = ir_dtype_by_name(ir_cfg_text(m, IR_CFG_PARAM_DTYPE));
+    if (dtype != IR_F32 && dtype != IR_BF16 && dtype != IR_F16)
+        return fail(err, len, "fp8_matmul in param_dtype %s: f32, bf16 or f16", ir_cfg_text(m, IR_CFG_PARAM_DTYPE));
+    r[0] = product;
+    r[0].dtype = (ir_dtype)dtype;
     return true;
 }
 

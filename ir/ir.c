@@ -764,22 +764,11 @@ int ir_fp8_quantize(ir_module *m, ir_func *f, int x, ir_fp8_format format)
     return ir_emit(m, f, IR_OP_FP8_QUANTIZE, &x, 1, &attr, NULL, NULL);
 }
 
-int ir_fp8_matmul(ir_module *m, ir_func *f, int qa, int qb, bool ta, bool tb, ir_dtype dtype, ir_fp8_format grad_format,
-                  bool wgrad)
+int ir_fp8_matmul(ir_module *m, ir_func *f, int qa, int qb, bool ta, bool tb, ir_fp8_format grad_format, bool wgrad)
 {
-    /* the product's shape by the matmul rule on the operands' shapes (its explicit type) */
-    ir_instr shape = {.op = IR_OP_MATMUL, .attr = {ta, tb}};
-    ir_type ops[2] = {f->vals[qa].type, f->vals[qb].type}, r;
-    ops[0].dtype = ops[1].dtype = IR_F32;
-    char why[256];
-    if (!ir_infer_matmul(m, &shape, ops, &r, why, sizeof why)) {
-        fprintf(stderr, "mcc: internal error: building fp8_matmul in %s: %s\n", f->name, why);
-        abort();
-    }
-    r.dtype = dtype;
     int args[4] = {qa, qa + 1, qb, qb + 1};
     double attrs[4] = {ta, tb, grad_format, wgrad};
-    return ir_emit(m, f, IR_OP_FP8_MATMUL, args, 4, attrs, NULL, &r);
+    return ir_emit(m, f, IR_OP_FP8_MATMUL, args, 4, attrs, NULL, NULL);
 }
 
 int ir_reshape(ir_module *m, ir_func *f, int a, int ndim, const int64_t *dims)

@@ -509,10 +509,9 @@ int ir_scale(ir_module *m, ir_func *f, int a, double factor);
 int ir_matmul(ir_module *m, ir_func *f, int a, int b, bool ta, bool tb);
 int ir_reshape(ir_module *m, ir_func *f, int a, int ndim, const int64_t *dims);
 /* FP8 (ops.def): x quantized, returns q (its scale_inv is q + 1); and the matmul of two quantized
- * operands (each followed by its scale_inv value) with its result in `dtype` */
+ * operands (each followed by its scale_inv value) */
 int ir_fp8_quantize(ir_module *m, ir_func *f, int x, ir_fp8_format format);
-int ir_fp8_matmul(ir_module *m, ir_func *f, int qa, int qb, bool ta, bool tb, ir_dtype dtype, ir_fp8_format grad_format,
-                  bool wgrad);
+int ir_fp8_matmul(ir_module *m, ir_func *f, int qa, int qb, bool ta, bool tb, ir_fp8_format grad_format, bool wgrad);
 
 static inline const ir_type *ir_vtype(const ir_func *f, int v) { return &f->vals[v].type; }
 

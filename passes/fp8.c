@@ -45,8 +45,17 @@ static bool fp8_refuse(const ir_module *m, const mcc_pass_options *opts, char *e
     return false;
 }
 
-/* Rewrites function fi: each FP8 layer's matmul on quantized operands, each operand quantized once. */
-static void fp8_func(ir_module *m, int fi, int nlayers)
+/* The layer of matmul `in` when it is to run in FP8 (a layer's weight, outside the bf16 layers
+ * [0, start) and [end, ...)), else -1. */
+static int fp8_layer(const ir_module *m, const ir_func *f, const ir_instr *in, int start, int end)
+{
+    int layer = in->op == IR_OP_MATMUL && in->attr[0] == 0 ? weight_layer(m, f, in->args[1]) : -1;
+    return layer >= start && layer < end ? layer : -1;
+}
+
+/* Rewrites function fi: each FP8 layer's matmul on quantized operands, each operand quantized once.
+ * fp8_matmul's result is in param_dtype (ops.def): so must the matmul's be. */
+static bool fp8_func(ir_module *m, int fi, int nlayers, char *err, size_t errlen)
 {
     const ir_func *src = m->funcs[fi];
     bool hybrid = strcmp(ir_cfg_text(m, IR_CFG_FP8_FORMAT), "hybrid") == 0, wgrad = ir_cfg_bool(m, IR_CFG_FP8_WGRAD);
@@ -55,14 +64,21 @@ static void fp8_func(ir_module *m, int fi, int nlayers)
         start = (int)ir_cfg_int(m, IR_CFG_NUM_LAYERS_AT_START_IN_BF16);
         end = nlayers - (int)ir_cfg_int(m, IR_CFG_NUM_LAYERS_AT_END_IN_BF16);
     }
+    const char *act = ir_cfg_text(m, IR_CFG_PARAM_DTYPE);
+    for (int i = 0; i < src->ninstrs; i++) {
+        const ir_instr *in = &src->instrs[i];
+        ir_dtype dt = in->nres ? src->vals[in->res[0]].type.dtype : IR_F32;
+        if (fp8_layer(m, src, in, start, end) >= 0 && ir_dtype_by_name(act) != (int)dt)
+            return snprintf(err, errlen, "%s: matmul %%%d gives %s, not the activations' param_dtype %s", src->name,
+                            in->res[0], ir_dtype_name(dt), act), false;
+    }
     ir_func *dst = ir_func_new(m, src->name, src->kind);
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1)), *quantized = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     for (int v = 0; v < src->nvals; v++)
         quantized[v] = -1;
     for (int i = 0; i < src->ninstrs; i++) {
         const ir_instr *in = &src->instrs[i];
-        int layer = in->op == IR_OP_MATMUL && in->attr[0] == 0 ? weight_layer(m, src, in->args[1]) : -1;
-        if (layer < start || layer >= end) {
+        if (fp8_layer(m, src, in, start, end) < 0) {
             ir_copy_instr(m, dst, src, in, map);
             continue;
         }
@@ -70,12 +86,13 @@ static void fp8_func(ir_module *m, int fi, int nlayers)
             if (quantized[in->args[a]] < 0)
                 quantized[in->args[a]] = ir_fp8_quantize(m, dst, map[in->args[a]], IR_FP8_E4M3);
         int r = ir_fp8_matmul(m, dst, quantized[in->args[0]], quantized[in->args[1]], false, in->attr[1] != 0,
-                              src->vals[in->res[0]].type.dtype, hybrid ? IR_FP8_E5M2 : IR_FP8_E4M3, wgrad);
+                              hybrid ? IR_FP8_E5M2 : IR_FP8_E4M3, wgrad);
         ir_map_results(dst, src, in, r, map);
     }
     ir_func_replace(m, fi, dst);
     free(map);
     free(quantized);
+    return true;
 }
 
 bool pass_fp8(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
@@ -89,7 +106,7 @@ bool pass_fp8(ir_module *m, const mcc_pass_options *opts, char *err, size_t errl
         nlayers = m->globals[g].layer + 1 > nlayers ? m->globals[g].layer + 1 : nlayers;
     ir_func_kind kinds[2] = {IR_FUNC_STEP, IR_FUNC_EVAL};
     for (int k = 0; k < 2; k++)
-        if (ir_func_of_kind(m, kinds[k]) >= 0)
-            fp8_func(m, ir_func_of_kind(m, kinds[k]), nlayers);
+        if (ir_func_of_kind(m, kinds[k]) >= 0 && !fp8_func(m, ir_func_of_kind(m, kinds[k]), nlayers, err, errlen))
+            return false;
     return true;
 }
