@@ -181,8 +181,6 @@ class Dropout:
         return self.apply(x, self.c["attention_dropout"], dropout_site(layer, 0))
 
 
-# ---- the model, float64 -----------------------------------------------------------------------
-
 # ---- FP8 (passes/fp8.c, runtime/fp8.c), rounded by hand: torch 1.13 has no float8 -------------
 
 FP8_FORMATS = {"e4m3": (3, 7, 448.0), "e5m2": (2, 15, 57344.0)}  # mantissa bits, bias, largest finite
@@ -242,6 +240,8 @@ def fp8_setup(c):
     FP8.update(layers=set(range(start, L - end)), grad="e5m2" if fmt == "hybrid" else "e4m3",
                wgrad=c.get("fp8_wgrad", True) and not c.get("no_fp8_wgrad"))
 
+
+# ---- the model, float64 -----------------------------------------------------------------------
 
 def linear(x, p, name):
     parts = name.split(".")
