@@ -104,6 +104,12 @@ bool pass_check_gradients(const ir_module *m, char *err, size_t errlen);
 typedef struct {
     int64_t params, grads, optimizer_state, activations, comm_buffers;
     int64_t stash;                  /* a pipeline stage's saved activations: every stash global's slots */
+    int64_t saved;                  /* without stages: a micro-batch's forward values the backward reads (in
+                                       activations): what recompute shrinks */
+    double step_flops;              /* a step's GEMM and attention FLOPs on this rank, as planned: every
+                                       micro-batch's forward, backward and what the backward recomputes */
+    double recompute_flops;         /* of a micro-batch, the forward the backward replays (config
+                                       recompute_flops: the whole model's, before the parallel splits) */
     int stage, stages, in_flight;   /* which pipeline stage (of how many), its most micro-batches in flight */
 } mcc_memory_breakdown;
 int64_t mcc_memory_total(const mcc_memory_breakdown *b);

@@ -19,6 +19,8 @@ set(_memory_report ${CMAKE_SOURCE_DIR}/tests/memory_report.sh $<TARGET_FILE:mcc>
 add_test(NAME memory_report COMMAND ${_memory_report} none keeps)
 add_test(NAME memory_report_recompute COMMAND ${_memory_report} selective drops)
 add_test(NAME memory_report_activations COMMAND ${_memory_report} activations drops)
+# full recompute's saved activations and replayed FLOPs, counted exactly (tests/recompute_memory.sh)
+add_test(NAME recompute_memory COMMAND ${CMAKE_SOURCE_DIR}/tests/recompute_memory.sh $<TARGET_FILE:mcc>)
 foreach(model tiny-gpt2 tiny-llama)
   add_test(NAME numerics_vs_torch_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model})
   add_test(NAME numerics_vs_torch_recompute_${model}
@@ -109,6 +111,18 @@ if(MPI_C_FOUND)
        "pp2_uneven_zb:2:${_layers4} -- --pp 2 --decoder-first-pipeline-num-layers 1 --pipeline-schedule zb-h1"
        "pp2_dropout:2:${_dropout} --pp 2"
        "tp2_sp_pp2_dp2_zero:8:${_layers4} -- --tp 2 --sequence-parallel --pp 2 --dp 2 --use-distributed-optimizer")
+  # Full recompute (issue 20): each checkpoint keeps its input and replays its layers' forward in
+  # the backward, equal to the single rank without recompute: uniform (N = 1, 2: the whole tiny
+  # model one checkpoint) and block, alone with dropout and 16 micro-batches, under TP with sequence
+  # parallelism and dropout, TP x DP with the distributed optimizer, and PP=2 (block counts each
+  # stage's first layers; ZB-H1, and 1F1B with dropout).
+  set(_full "--recompute-granularity full --recompute-method")
+  list(APPEND MCC_LAYOUTS "full_uniform1:1:${_full} uniform --recompute-num-layers 1"
+       "full_block1_accum16_dropout:1:${_dropout} --micro-batch-size 1 ${_full} block --recompute-num-layers 1"
+       "tp2_sp_full_uniform2_dropout:2:${_dropout} --tp 2 --sequence-parallel ${_full} uniform --recompute-num-layers 2"
+       "tp2_dp2_zero_full_block1:4:--tp 2 --dp 2 --use-distributed-optimizer ${_full} block --recompute-num-layers 1"
+       "pp2_full_block1:2:${_layers4} -- --pp 2 ${_full} block --recompute-num-layers 1"
+       "pp2_1f1b_full_uniform1_dropout:2:--num-layers 4 --attention-dropout 0.1 --hidden-dropout 0.1 -- --pp 2 --pipeline-schedule 1f1b ${_full} uniform --recompute-num-layers 1")
   # Node-scale layouts (8 ranks, issue 6's), on a tiny model with 8 heads, 8 kv groups and a
   # vocabulary that splits 8 ways, so tensor parallelism can reach 8.
   set(_node "--num-attention-heads 8 --num-query-groups 8 --vocab-size 264 --micro-batch-size 2 --")
