@@ -275,8 +275,9 @@ static bool fits_gpu(const mcc_memory_breakdown *mem, const cli_opts *o)
                     "  optimizer state and most activations / N; add --sequence-parallel for the rest) or\n"
                     "  --data-parallel-size N --use-distributed-optimizer (optimizer state and fp32 masters / N);\n"
                     "  lower --micro-batch-size (activations scale with it; raise the accumulation instead);\n"
-                    "  --recompute-granularity activations (or selective) to recompute activation (and norm)\n"
-                    "  outputs in the backward; shorten --seq-length; or --pipeline-model-parallel-size N (the\n"
+                    "  --recompute-granularity selective (norm and activation outputs recomputed in the\n"
+                    "  backward) or full --recompute-method uniform --recompute-num-layers 1 (each layer keeps\n"
+                    "  only its input); shorten --seq-length; or --pipeline-model-parallel-size N (the\n"
                     "  layers / N; a stage stashes the activations of the micro-batches it has in flight).\n",
             gib, RUNTIME_OVERHEAD_GIB, have, whose);
     return false;
