@@ -145,6 +145,11 @@ endif()
 
 # PP=4 with 1F1B (the layouts' pp4 is auto's ZB-H1).
 if(MPI_C_FOUND)
+  # full recompute against no recompute of the same layout, byte for byte (one rank; TP=2 x DP=2 ZeRO)
+  foreach(model tiny-gpt2 tiny-llama)
+    add_test(NAME recompute_bitwise_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/recompute_bitwise.sh $<TARGET_FILE:mcc> ${model})
+    set_tests_properties(recompute_bitwise_${model} PROPERTIES LABELS numerics PROCESSORS 4)
+  endforeach()
   foreach(model tiny-gpt2 tiny-llama)
     add_test(NAME pp4_1f1b_equals_single_rank_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
              $<TARGET_FILE:mcc> ${model} 4 --num-layers 4 -- --pp 4 --pipeline-schedule 1f1b)
