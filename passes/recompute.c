@@ -45,7 +45,7 @@ typedef struct {
     const int *layer;               /* per source instruction: its layer (layers_of) */
     unsigned opf;                   /* selective: the IR_OPF_RECOMPUTE_* flags of the modules chosen */
     int num_layers;                 /* selective: only in layers [0, num_layers); 0: every layer */
-    int nlayers;
+    int nlayers;                    /* the model's: 1 + the largest layer a global has */
     int *ckpt;                      /* full: per layer, its checkpoint (the checkpoint's first layer), -1: none */
     int *group;                     /* full: per source instruction, its layer's checkpoint, -1: none */
     bool *kept;                     /* full: per source value, a checkpoint's value another's forward reads */
