@@ -778,9 +778,15 @@ static bool spec_check_pp(spec_ctx *c)
     /* no split given: the even one, unless the cost model balances better (the last rank also runs
      * the head: a layer's matmuls and attention against the head's, per token) */
     int bf, bl;
+    /* full uniform recompute replays every layer's forward in its backward (a forward and a
+     * backward of twice its cost become two forwards and the backward), not the head's; block
+     * replays as many layers on every stage */
+    double replay = s->recompute_granularity == MCC_RECOMPUTE_FULL && s->recompute_method == MCC_RECOMPUTE_UNIFORM
+                        ? 4.0 / 3.0 : 1.0;
     if (p > 1 && v == 1 && !first && !last && !s->account_for_embedding_in_pipeline_split &&
         !s->account_for_loss_in_pipeline_split &&
-        pp_balanced_split(s->num_layers, p, 2.0 * mcc_spec_layer_params(s) + 4.0 * s->seq_length * s->hidden_size, 0,
+        pp_balanced_split(s->num_layers, p,
+                          replay * (2.0 * mcc_spec_layer_params(s) + 4.0 * s->seq_length * s->hidden_size), 0,
                           2.0 * (s->padded_vocab_size ? s->padded_vocab_size : s->vocab_size) * s->hidden_size, &bf,
                           &bl)) {
         s->decoder_first_pipeline_num_layers = bf;

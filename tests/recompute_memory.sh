@@ -6,7 +6,7 @@
 # checkpoint input (4 x 32 x 64 x 4 bytes) fewer than uniform 1, which keeps, beside the layers'
 # inputs, only what the head's backward reads (the last layer's output, the final norm's, the
 # logits and the loss); and the step's planned FLOPs grow by exactly the FLOPs the backward
-# replays, once a micro-batch.
+# replays, once a micro-batch; the pipeline's balanced split counts the replay too.
 set -euo pipefail
 mcc=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,4 +44,14 @@ read -r s1 _ <"$work/uniform1"; read -r s2 _ <"$work/uniform2"
 [ $((s1 - s2)) = $layer_input ] || fail "uniform 1 keeps $s1 bytes, uniform 2 $s2: not one layer input ($layer_input) apart"
 head=$((2 * layer_input + 4 * 32 * 384 * 4 + 4))
 [ "$s1" = $((2 * layer_input + head)) ] || fail "uniform 1 keeps $s1 bytes, not 2 layer inputs + the head's $head"
+# the pipeline's balanced split weighs a layer with its replay: llama3-70b at TP4 x PP4 x DP4 gives
+# the first rank a layer more and the last one fewer (its head) without recompute, none under full
+# uniform, where a layer costs a third more and the head no more
+split() {
+  "$mcc" schedule "$root/models/llama3-70b.json" --tp 4 --pp 4 --dp 4 --global-batch-size 1024 --micro-batch-size 1 \
+    "$@" 2>&1 | sed -n 's/^stage split .*: \(rank 0: .*\)$/\1/p'
+}
+[ "$(split)" = "rank 0: 21; rank 1: 20; rank 2: 20; rank 3: 19" ] || fail "llama3-70b's balanced split: $(split)"
+got=$(split --recompute-granularity full --recompute-method uniform --recompute-num-layers 1)
+[ "$got" = "rank 0: 20; rank 1: 20; rank 2: 20; rank 3: 20" ] || fail "llama3-70b's split under full uniform: $got"
 echo "PASS"
