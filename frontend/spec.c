@@ -870,6 +870,10 @@ static bool spec_check_recompute(spec_ctx *c)
             mcc_recompute_modules_text(spec_recompute_refused[k].module, name, sizeof name);
             return spec_fail(c, "%s: %s: %s", spec_where(c, modules), name, spec_recompute_refused[k].why);
         }
+    if (s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE && s->recompute_modules == MCC_RM_CORE_ATTN)
+        fprintf(stderr, "mcc: %s core_attn: accepted, nothing to change: attention is flash attention, which keeps "
+                        "only its output and log-sum-exp and recomputes the probabilities in its backward anyway\n",
+                spec_where(c, modules));
     return true;
 }
 
