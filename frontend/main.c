@@ -275,11 +275,23 @@ static bool fits_gpu(const mcc_memory_breakdown *mem, const cli_opts *o)
                     "  optimizer state and most activations / N; add --sequence-parallel for the rest) or\n"
                     "  --data-parallel-size N --use-distributed-optimizer (optimizer state and fp32 masters / N);\n"
                     "  lower --micro-batch-size (activations scale with it; raise the accumulation instead);\n"
-                    "  --recompute-granularity activations (or selective) to recompute activation (and norm)\n"
-                    "  outputs in the backward; shorten --seq-length; or --pipeline-model-parallel-size N (the\n"
+                    "  --recompute-granularity selective (norm and activation outputs recomputed in the\n"
+                    "  backward) or full --recompute-method uniform --recompute-num-layers 1 (each layer keeps\n"
+                    "  only its input); shorten --seq-length; or --pipeline-model-parallel-size N (the\n"
                     "  layers / N; a stage stashes the activations of the micro-batches it has in flight).\n",
             gib, RUNTIME_OVERHEAD_GIB, have, whose);
     return false;
+}
+
+/* The step's compute on a rank as planned (recomputation included) and its time at the target's
+ * GEMM rate, beside the memory. */
+static void print_compute(const mcc_memory_breakdown *mem, const cli_opts *o)
+{
+    fprintf(stderr, "compute a step: %.6g GFLOP per rank, ~%.3g ms at the %s target's GEMM rate\n", mem->step_flops / 1e9,
+            1e3 * mcc_target_compute_seconds(o->passes.target, mem->step_flops), o->passes.target->name);
+    if (mem->recompute_flops > 0)
+        fprintf(stderr, "  of which recompute: the backward replays %.6g GFLOP of forward a micro-batch (the whole "
+                        "model's, before tensor and pipeline splits)\n", mem->recompute_flops / 1e9);
 }
 
 /* One plan a pipeline stage in the executable: every rank of the stage runs it, resolving its rank
@@ -299,6 +311,7 @@ static int cmd_compile(int argc, char **argv)
     for (int s = 0; s < prog.n; s++) {
         mcc_memory_breakdown mem = mcc_memory_of(prog.stage[s]);
         mcc_memory_print(&mem, stderr);
+        print_compute(&mem, &o);
         if (o.memory_report)
             mcc_memory_report(prog.stage[s], stderr);
         fits = fits && fits_gpu(&mem, &o);

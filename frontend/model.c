@@ -198,8 +198,14 @@ static void set_config(ir_module *m, const mcc_spec *s)
     ir_cfg_set_int(m, IR_CFG_NUM_VIRTUAL_STAGES_PER_PIPELINE_RANK, s->virtual_pipeline_model_parallel_size);
     ir_cfg_set(m, IR_CFG_PIPELINE_SCHEDULE, mcc_pp_sched_name(s->pipeline_schedule));
     if (s->recompute_granularity != MCC_RECOMPUTE_NONE) /* absent means none: older plans read the same */
-        ir_cfg_set(m, IR_CFG_RECOMPUTE_GRANULARITY,
-                   s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE ? "selective" : "activations");
+        ir_cfg_set(m, IR_CFG_RECOMPUTE_GRANULARITY, mcc_spec_choice("recompute_granularity", s->recompute_granularity));
+    if (s->recompute_granularity == MCC_RECOMPUTE_FULL)
+        ir_cfg_set(m, IR_CFG_RECOMPUTE_METHOD, mcc_spec_choice("recompute_method", s->recompute_method));
+    if (s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE) {
+        char modules[256];
+        mcc_recompute_modules_text(s->recompute_modules, modules, sizeof modules);
+        ir_cfg_set(m, IR_CFG_RECOMPUTE_MODULES, modules);
+    }
     if (s->recompute_granularity != MCC_RECOMPUTE_NONE && s->recompute_num_layers > 0)
         ir_cfg_set_int(m, IR_CFG_RECOMPUTE_NUM_LAYERS, s->recompute_num_layers);
     if (s->fp8_format != MCC_FP8_NONE) { /* absent means none */

@@ -19,8 +19,10 @@
 typedef enum { SEC_MODEL, SEC_PARALLEL, SEC_TRAINING, SEC_COUNT } spec_section;
 static const char *const spec_section_names[SEC_COUNT] = {"model", "parallel", "training"};
 
-/* K_INT, K_BOOL and K_ENUM are stored as integers of the member's size; K_NUM as double. */
-typedef enum { K_INT, K_NUM, K_BOOL, K_ENUM } spec_kind;
+/* K_INT, K_BOOL and K_ENUM are stored as integers of the member's size; K_NUM as double; K_SET (a
+ * set of choices: a JSON array of names or a comma-separated string, the flag's value comma- or
+ * space-separated as Megatron's nargs) as an int whose bit k is choices[k]. */
+typedef enum { K_INT, K_NUM, K_BOOL, K_ENUM, K_SET } spec_kind;
 typedef enum { R_ANY, R_POS, R_NONNEG, R_UNIT, R_DROPOUT } spec_range; /* R_UNIT, R_DROPOUT: [0, 1) */
 typedef enum { D_VALUE, D_REQUIRED, D_DERIVED } spec_default;    /* D_DERIVED: spec_derive */
 
@@ -33,7 +35,7 @@ typedef struct {
     spec_range range;
     spec_default need;
     double def;                 /* for D_VALUE */
-    const char *const *choices; /* K_ENUM: names in enum order, NULL-terminated */
+    const char *const *choices; /* K_ENUM, K_SET: names in enum (bit) order, NULL-terminated */
     const char *help;           /* one line of meaning, for `mcc compile --help` */
 } spec_field;
 
@@ -44,7 +46,10 @@ _Static_assert(sizeof(mcc_norm) == sizeof(int) && sizeof(mcc_pos) == sizeof(int)
                "enum members are stored as int");
 static const char *const spec_norms[] = {"LayerNorm", "RMSNorm", NULL};              /* ORDER mcc_norm */
 static const char *const spec_positions[] = {"learned_absolute", "rope", NULL};       /* ORDER mcc_pos */
-static const char *const recompute_names[] = {"none", "selective", "activations", NULL};             /* ORDER mcc_recompute */
+static const char *const recompute_names[] = {"none", "selective", "activations", "full", NULL}; /* ORDER mcc_recompute */
+static const char *const recompute_method_names[] = {"none", "uniform", "block", NULL}; /* ORDER mcc_recompute_method */
+static const char *const recompute_module_names[] = {"core_attn", "mlp",      "layernorm", "moe_act", "moe",
+                                                     "shared_experts", "mla_up_proj", "mlp_act", NULL}; /* ORDER MCC_RM_ */
 static const char *const sp_split_names[] = {"sequence", "batch", NULL};                          /* ORDER mcc_sp_split */
 static const char *const spec_lr_styles[] = {"constant", "linear", "cosine", "inverse-square-root", "WSD",
                                              NULL}; /* ORDER mcc_lr_style */
@@ -161,12 +166,23 @@ static const spec_field spec_fields[] = {
           "global batches per validation, 0: none (train_rank's --eval-iters default)"),
     TRAIN(log_interval, K_INT, R_POS, D_VALUE, 1,
           "a log line every N iterations (train_rank's --log-interval default)"),
-    /* activations: the backward recomputes GELU/SiLU/SwiGLU outputs from inputs it keeps anyway (an
-     * elementwise pass each) instead of keeping them: gpt2-1.5B 65.4 -> 56.1 GiB for ~3% of its step */
+    /* Megatron's recompute fields (passes/recompute.c): selective recomputes the outputs of the
+     * modules' ops from inputs the backward keeps anyway; full replays a layer's whole forward from
+     * its input. activations: the older spelling of selective with recompute_modules mlp_act */
     FIELD(SEC_TRAINING, "recompute_granularity", recompute_granularity, NULL, K_ENUM, R_ANY, D_VALUE,
           MCC_RECOMPUTE_NONE, recompute_names,
-          "none; activations: the backward recomputes GELU/SiLU/SwiGLU outputs; selective: norm outputs too"),
-    TRAIN(recompute_num_layers, K_INT, R_NONNEG, D_VALUE, 0, "recompute only in the first N layers (0: all)"),
+          "none; selective: the ops of recompute_modules; full: whole layers (recompute_method); "
+          "activations: selective of mlp_act"),
+    FIELD(SEC_TRAINING, "recompute_method", recompute_method, NULL, K_ENUM, R_ANY, D_VALUE,
+          MCC_RECOMPUTE_METHOD_NONE, recompute_method_names,
+          "full: uniform checkpoints each group of recompute_num_layers layers; block the first "
+          "recompute_num_layers layers of each pipeline stage"),
+    FIELD(SEC_TRAINING, "recompute_modules", recompute_modules, NULL, K_SET, R_ANY, D_VALUE,
+          MCC_RM_CORE_ATTN | MCC_RM_LAYERNORM | MCC_RM_MLP_ACT, recompute_module_names,
+          "selective: what to recompute (core_attn: flash attention always does; layernorm: the norms' "
+          "outputs; mlp_act: GELU/SiLU/SwiGLU's)"),
+    TRAIN(recompute_num_layers, K_INT, R_NONNEG, D_VALUE, 0,
+          "full: layers per checkpoint (uniform) or per stage (block); selective: the first N layers (0: all)"),
     FIELD(SEC_TRAINING, "fp8_format", fp8_format, NULL, K_ENUM, R_ANY, D_VALUE, MCC_FP8_NONE, spec_fp8_formats,
           "FP8 linear layers: hybrid (E4M3 forward, E5M2 gradients) or e4m3 throughout; none: bf16"),
     FIELD(SEC_TRAINING, "fp8_recipe", fp8_recipe, NULL, K_ENUM, R_ANY, D_VALUE, MCC_FP8_DELAYED, spec_fp8_recipes,
@@ -320,7 +336,8 @@ static double spec_value(spec_ctx *c, const spec_field *f)
 
 static const char *spec_kind_text(spec_kind k)
 {
-    static const char *const text[] = {"an integer", "a number", "true or false", "a string"};
+    static const char *const text[] = {"an integer", "a number", "true or false", "a string",
+                                       "names (a list, or one string, comma-separated)"};
     return text[k];
 }
 
@@ -350,12 +367,40 @@ static bool spec_set_choice(spec_ctx *c, const spec_field *f, const char *where,
     return spec_fail(c, "%s: unknown value \"%.64s\"; allowed: %s", where, v, allowed);
 }
 
+/* K_SET: the names of `v` (comma-separated) added to the field's set; `first`: the set starts empty. */
+static bool spec_add_choices(spec_ctx *c, const spec_field *f, const char *where, const char *v, bool first)
+{
+    int set = first ? 0 : (int)spec_value(c, f);
+    char name[64];
+    for (const char *p = v; *p;) {
+        size_t n = strcspn(p, ",");
+        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name - 1 ? n : sizeof name - 1), p);
+        if (!spec_set_choice(c, f, where, name))
+            return false;
+        set |= 1 << (int)spec_value(c, f);
+        p += n + (p[n] == ',');
+    }
+    spec_store_int(c, f, set);
+    return true;
+}
+
+void mcc_recompute_modules_text(int modules, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int k = 0; recompute_module_names[k]; k++)
+        if (modules & 1 << k)
+            used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "%s%s", used ? "," : "",
+                                     recompute_module_names[k]);
+}
+
 static bool spec_set_json(spec_ctx *c, const spec_field *f, const char *where, json_t *v)
 {
     static const char *const type_names[] = {"an object", "an array", "a string", "an integer",
                                              "a real",    "true",     "false",    "null"};
     bool ok = (f->kind == K_INT && json_is_integer(v)) || (f->kind == K_NUM && json_is_number(v)) ||
-              (f->kind == K_BOOL && json_is_boolean(v)) || (f->kind == K_ENUM && json_is_string(v));
+              (f->kind == K_BOOL && json_is_boolean(v)) || (f->kind == K_ENUM && json_is_string(v)) ||
+              (f->kind == K_SET && (json_is_string(v) || json_is_array(v)));
     if (!ok)
         return spec_fail(c, "%s must be %s (got %s)", where, spec_kind_text(f->kind),
                          type_names[json_typeof(v)]);
@@ -368,6 +413,16 @@ static bool spec_set_json(spec_ctx *c, const spec_field *f, const char *where, j
     case K_NUM: spec_store_num(c, f, json_number_value(v)); return true;
     case K_BOOL: spec_store_int(c, f, json_is_true(v)); return true;
     case K_ENUM: return spec_set_choice(c, f, where, json_string_value(v));
+    case K_SET:
+        if (json_is_string(v)) return spec_add_choices(c, f, where, json_string_value(v), true);
+        spec_store_int(c, f, 0);
+        for (size_t k = 0; k < json_array_size(v); k++) {
+            json_t *e = json_array_get(v, k);
+            if (!json_is_string(e))
+                return spec_fail(c, "%s[%zu] must be a string (got %s)", where, k, type_names[json_typeof(e)]);
+            if (!spec_add_choices(c, f, where, json_string_value(e), false)) return false;
+        }
+        return true;
     }
     return false;
 }
@@ -394,6 +449,7 @@ static bool spec_set_text(spec_ctx *c, const spec_field *f, const char *where, c
         spec_store_int(c, f, strcmp(v, "true") == 0);
         return true;
     }
+    if (f->kind == K_SET) return spec_add_choices(c, f, where, v, true);
     return spec_set_choice(c, f, where, v);
 }
 
@@ -568,6 +624,10 @@ static bool spec_read_flags(spec_ctx *c, int argc, char **argv, int *rest, int *
                              f->kind == K_ENUM ? f->choices[0] : "1");
         if (!spec_set_text(c, f, flag, val)) return false;
         i++;
+        /* a set's further names, space-separated as Megatron's nargs='*' takes them */
+        while (f->kind == K_SET && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0 &&
+               spec_add_choices(c, f, flag, argv[i + 1], false))
+            i++;
     }
     return true;
 }
@@ -734,9 +794,15 @@ static bool spec_check_pp(spec_ctx *c)
     /* no split given: the even one, unless the cost model balances better (the last rank also runs
      * the head: a layer's matmuls and attention against the head's, per token) */
     int bf, bl;
+    /* full uniform recompute replays every layer's forward in its backward (a forward and a
+     * backward of twice its cost become two forwards and the backward), not the head's; block
+     * replays as many layers on every stage */
+    double replay = s->recompute_granularity == MCC_RECOMPUTE_FULL && s->recompute_method == MCC_RECOMPUTE_UNIFORM
+                        ? 4.0 / 3.0 : 1.0;
     if (p > 1 && v == 1 && !first && !last && !s->account_for_embedding_in_pipeline_split &&
         !s->account_for_loss_in_pipeline_split &&
-        pp_balanced_split(s->num_layers, p, 2.0 * mcc_spec_layer_params(s) + 4.0 * s->seq_length * s->hidden_size, 0,
+        pp_balanced_split(s->num_layers, p,
+                          replay * (2.0 * mcc_spec_layer_params(s) + 4.0 * s->seq_length * s->hidden_size), 0,
                           2.0 * (s->padded_vocab_size ? s->padded_vocab_size : s->vocab_size) * s->hidden_size, &bf,
                           &bl)) {
         s->decoder_first_pipeline_num_layers = bf;
@@ -793,6 +859,71 @@ static bool spec_pad_vocab(spec_ctx *c)
     return true;
 }
 
+/* What this build cannot recompute of recompute_modules, and why: the models it builds are dense
+ * (no experts) with multi-head or grouped-query attention (no MLA), and its selective recompute
+ * replays single ops, not a sub-block. */
+static const struct {
+    int module;
+    const char *why;
+} spec_recompute_refused[] = {
+    {MCC_RM_MLP, "mcc's selective recompute replays single ops, not the MLP block: use --recompute-granularity "
+                 "full (whole layers), or mlp_act (the MLP's activation output)"},
+    {MCC_RM_MOE_ACT, "this model has no mixture-of-experts layers (mcc builds dense GPT and LLaMA models): use "
+                     "mlp_act, the dense MLP's activation"},
+    {MCC_RM_MOE, "this model has no mixture-of-experts layers (mcc builds dense GPT and LLaMA models): drop it"},
+    {MCC_RM_SHARED_EXPERTS, "this model has no shared experts (mcc builds dense GPT and LLaMA models): drop it"},
+    {MCC_RM_MLA_UP_PROJ, "this model has no multi-latent attention (mcc builds multi-head and grouped-query "
+                         "attention): drop it"},
+};
+
+/* Megatron's rules for its recompute fields (TransformerConfig.__post_init__), and activations read
+ * as selective of mlp_act. Megatron refuses recompute_num_layers with selective; mcc takes it as
+ * "only in the first N layers". */
+static bool spec_check_recompute(spec_ctx *c)
+{
+    mcc_spec *s = &c->s;
+    const spec_field *gran = spec_find("recompute_granularity"), *method = spec_find("recompute_method"),
+                     *modules = spec_find("recompute_modules"), *layers = spec_find("recompute_num_layers");
+    if (s->recompute_granularity == MCC_RECOMPUTE_ACTIVATIONS) {
+        if (c->set[spec_index(modules)])
+            return spec_fail(c, "%s is activations, the older spelling of selective with recompute_modules mlp_act, "
+                                "and %s is set too: use selective with %s", spec_where(c, gran),
+                             spec_where(c, modules), spec_where(c, modules));
+        s->recompute_granularity = MCC_RECOMPUTE_SELECTIVE;
+        s->recompute_modules = MCC_RM_MLP_ACT;
+    }
+    if (s->recompute_num_layers && s->recompute_granularity == MCC_RECOMPUTE_NONE)
+        return spec_fail(c, "%s is set but %s is none: choose what to recompute (selective or full) or drop "
+                            "recompute_num_layers", spec_where(c, layers), spec_where(c, gran));
+    if (c->set[spec_index(modules)] && s->recompute_granularity != MCC_RECOMPUTE_SELECTIVE)
+        return spec_fail(c, "%s is set but %s is %s: it chooses what selective recompute recomputes (full recomputes "
+                            "whole layers): pass --recompute-granularity selective or drop it",
+                         spec_where(c, modules), spec_where(c, gran), recompute_names[s->recompute_granularity]);
+    if (s->recompute_method != MCC_RECOMPUTE_METHOD_NONE && s->recompute_granularity != MCC_RECOMPUTE_FULL)
+        return spec_fail(c, "%s is set but %s is %s: the method is full recompute's; pass --recompute-granularity "
+                            "full or drop it", spec_where(c, method), spec_where(c, gran),
+                         recompute_names[s->recompute_granularity]);
+    if (s->recompute_granularity == MCC_RECOMPUTE_FULL && s->recompute_method == MCC_RECOMPUTE_METHOD_NONE)
+        return spec_fail(c, "%s is full, which needs %s: uniform (groups of recompute_num_layers layers) or block "
+                            "(the first recompute_num_layers layers of each pipeline stage)", spec_where(c, gran),
+                         spec_where(c, method));
+    if (s->recompute_granularity == MCC_RECOMPUTE_FULL && s->recompute_num_layers < 1)
+        return spec_fail(c, "%s is full, which needs %s of at least 1: the layers a checkpoint holds (uniform) or "
+                            "those recomputed in each stage (block)", spec_where(c, gran), spec_where(c, layers));
+    for (size_t k = 0; s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE &&
+                       k < sizeof spec_recompute_refused / sizeof spec_recompute_refused[0]; k++)
+        if (s->recompute_modules & spec_recompute_refused[k].module) {
+            char name[32];
+            mcc_recompute_modules_text(spec_recompute_refused[k].module, name, sizeof name);
+            return spec_fail(c, "%s: %s: %s", spec_where(c, modules), name, spec_recompute_refused[k].why);
+        }
+    if (s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE && s->recompute_modules == MCC_RM_CORE_ATTN)
+        fprintf(stderr, "mcc: %s core_attn: accepted, nothing to change: attention is flash attention, which keeps "
+                        "only its output and log-sum-exp and recomputes the probabilities in its backward anyway\n",
+                spec_where(c, modules));
+    return true;
+}
+
 static bool spec_validate(spec_ctx *c)
 {
     for (int i = 0; i < SPEC_NFIELDS; i++)
@@ -812,10 +943,8 @@ static bool spec_validate(spec_ctx *c)
                          "num_layers", "0 recomputes in every layer") ||
         !spec_check_lr(c))
         return false;
-    if (s->recompute_num_layers && s->recompute_granularity == MCC_RECOMPUTE_NONE)
-        return spec_fail(c, "%s is set but %s is none: choose what to recompute (activations or selective) or drop "
-                            "recompute_num_layers", spec_where(c, spec_find("recompute_num_layers")),
-                         spec_where(c, spec_find("recompute_granularity")));
+    if (!spec_check_recompute(c))
+        return false;
     if (s->global_batch_size % batch_unit)
         return spec_fail(c, "%s (%d) must be a multiple of micro_batch_size * data_parallel_size = %lld: change "
                             "global_batch_size or micro_batch_size", spec_where(c, spec_find("global_batch_size")),
@@ -898,12 +1027,13 @@ static void spec_default_text(const spec_field *f, char *buf, size_t n)
     if (f->need != D_VALUE) snprintf(buf, n, "%s", f->need == D_REQUIRED ? "required" : "derived");
     else if (f->kind == K_BOOL) snprintf(buf, n, "%s", f->def ? "true" : "false");
     else if (f->kind == K_ENUM) snprintf(buf, n, "%s", f->choices[(int)f->def]);
+    else if (f->kind == K_SET) mcc_recompute_modules_text((int)f->def, buf, n); /* the one set field */
     else snprintf(buf, n, "%.10g", f->def);
 }
 
 void mcc_spec_print_help(FILE *out)
 {
-    static const char *const type_text[] = {"int", "number", "bool", "choice"}; /* ORDER spec_kind */
+    static const char *const type_text[] = {"int", "number", "bool", "choice", "names"}; /* ORDER spec_kind */
     fprintf(out, "Spec fields: SPEC.json's keys (section.key), each also set by its flag (a bool's flag alone "
                  "means true):\n  %-38s %-7s %-16s %s\n", "FLAG", "TYPE", "DEFAULT", "MEANING");
     for (int i = 0; i < SPEC_NFIELDS; i++) {
@@ -912,7 +1042,7 @@ void mcc_spec_print_help(FILE *out)
         if (i == 0 || f->sec != spec_fields[i - 1].sec) fprintf(out, " %s:\n", spec_section_names[f->sec]);
         spec_flags_text(f, flags, sizeof flags);
         spec_default_text(f, def, sizeof def);
-        for (int k = 0; f->kind == K_ENUM && f->choices[k]; k++) {
+        for (int k = 0; (f->kind == K_ENUM || f->kind == K_SET) && f->choices[k]; k++) {
             size_t used = strlen(choices);
             snprintf(choices + used, sizeof choices - used, "%s%s", k ? "|" : " (", f->choices[k]);
         }

@@ -12,8 +12,21 @@ typedef enum { MCC_NORM_LAYERNORM, MCC_NORM_RMSNORM } mcc_norm;
 typedef enum { MCC_POS_LEARNED, MCC_POS_ROPE } mcc_pos;
 typedef enum { MCC_ACT_GELU, MCC_ACT_SWIGLU } mcc_act;
 typedef enum { MCC_LR_CONSTANT, MCC_LR_LINEAR, MCC_LR_COSINE, MCC_LR_INVERSE_SQRT, MCC_LR_WSD } mcc_lr_style;
-/* selective: the backward recomputes norm and activation outputs instead of keeping them */
-typedef enum { MCC_RECOMPUTE_NONE, MCC_RECOMPUTE_SELECTIVE, MCC_RECOMPUTE_ACTIVATIONS } mcc_recompute;
+/* Megatron's recompute_granularity: selective recomputes the ops of recompute_modules in the
+ * backward, full each recomputed layer's whole forward from its input (recompute_method);
+ * activations is an older spelling of selective with recompute_modules mlp_act (spec_derive) */
+typedef enum { MCC_RECOMPUTE_NONE, MCC_RECOMPUTE_SELECTIVE, MCC_RECOMPUTE_ACTIVATIONS, MCC_RECOMPUTE_FULL } mcc_recompute;
+/* Megatron's recompute_method (full only): uniform checkpoints groups of recompute_num_layers
+ * layers, block the first recompute_num_layers layers of each pipeline stage one by one */
+typedef enum { MCC_RECOMPUTE_METHOD_NONE, MCC_RECOMPUTE_UNIFORM, MCC_RECOMPUTE_BLOCK } mcc_recompute_method;
+/* recompute_modules (selective), a set: Megatron's names, and mcc's mlp_act (the dense MLP's
+ * GELU/SiLU/SwiGLU output). ORDER recompute_module_names (spec.c) */
+enum {
+    MCC_RM_CORE_ATTN = 1 << 0, MCC_RM_MLP = 1 << 1, MCC_RM_LAYERNORM = 1 << 2, MCC_RM_MOE_ACT = 1 << 3,
+    MCC_RM_MOE = 1 << 4, MCC_RM_SHARED_EXPERTS = 1 << 5, MCC_RM_MLA_UP_PROJ = 1 << 6, MCC_RM_MLP_ACT = 1 << 7,
+};
+/* The comma-separated names of the modules in set `modules` ("" for none) into buf. */
+void mcc_recompute_modules_text(int modules, char *buf, size_t n);
 typedef enum { MCC_SP_SPLIT_SEQUENCE, MCC_SP_SPLIT_BATCH } mcc_sp_split;
 typedef enum { MCC_WSD_EXPONENTIAL, MCC_WSD_LINEAR, MCC_WSD_COSINE, MCC_WSD_MINUS_SQRT } mcc_wsd_style;
 /* --pipeline-schedule: auto, then passes/pp_schedule.h's pp_sched_kind in its order */
@@ -65,8 +78,11 @@ typedef struct {
     double lr_warmup_fraction;          /* of lr_decay_iters; exclusive with lr_warmup_iters */
     double lr, min_lr, weight_decay, clip_grad, adam_beta1, adam_beta2, adam_eps;
     mcc_lr_style lr_decay_style;        /* "constant" | "linear" | "cosine" | "inverse-square-root" | "WSD" */
-    mcc_recompute recompute_granularity; /* "none" | "selective" | "activations" */
-    int recompute_num_layers;           /* recompute only in the first N layers (0: all), Megatron's block method */
+    mcc_recompute recompute_granularity; /* "none" | "selective" | "full" ("activations" read as selective) */
+    mcc_recompute_method recompute_method; /* full: "uniform" | "block" */
+    int recompute_modules;              /* selective: a set of MCC_RM_* */
+    int recompute_num_layers;           /* full: layers per checkpoint (uniform) or per stage (block);
+                                           selective: only in the first N layers (0: all) */
     mcc_wsd_style lr_wsd_decay_style;   /* "exponential" | "linear" | "cosine" | "minus_sqrt" */
     /* FP8 (passes/fp8.c): the transformer layers' linear GEMMs on E4M3/E5M2 operands */
     mcc_fp8_format fp8_format;          /* "none" | "hybrid" | "e4m3" */

@@ -218,9 +218,9 @@ enum {
                                        may move (all_gather_seq, reduce_scatter_seq, the fused ones) */
     IR_OPF_SEQ_COLLECTIVE = 1 << 7, /* all_gather_seq, reduce_scatter_seq: attribute 1 `overlap`
                                        (passes/comm_overlap.c) runs it beside later instructions */
-    IR_OPF_RECOMPUTE_ACTIVATION = 1 << 8, /* recompute_granularity activations (and selective)
-                                             recomputes its result in the backward */
-    IR_OPF_RECOMPUTE_SELECTIVE = 1 << 9,  /* recompute_granularity selective recomputes it too */
+    IR_OPF_RECOMPUTE_ACTIVATION = 1 << 8, /* recompute_modules mlp_act: selective recompute recomputes
+                                             its result in the backward */
+    IR_OPF_RECOMPUTE_SELECTIVE = 1 << 9,  /* recompute_modules layernorm recomputes it */
 };
 
 /* Sharding rules, ops.def's shard column: which rule of the shard pass propagates an op's

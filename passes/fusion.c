@@ -65,8 +65,9 @@ static int first_use_after(const ir_func *f, int i, ir_op op, int arg, int v)
     return -1;
 }
 
-/* Matmul instruction i's product: read only by a gelu_grad whose gradient is summed by a sum_rows?
- * Then sets that pair as folded into i. */
+/* Matmul instruction i's product: read only by a gelu_grad whose gradient is summed by a sum_rows,
+ * and the gelu_grad's input made before i (the fused op, emitted at i, reads it: a backward that
+ * recomputes that input after i keeps the three apart)? Then sets that pair as folded into i. */
 static void plan_dgelu(const ir_func *f, fusion_plan *fp, int i)
 {
     int product = f->instrs[i].res[0];
@@ -74,7 +75,7 @@ static void plan_dgelu(const ir_func *f, fusion_plan *fp, int i)
         return;
     int grad = first_use_after(f, i, IR_OP_GELU_GRAD, 0, product);
     int bgrad = grad >= 0 ? first_use_after(f, grad, IR_OP_SUM_ROWS, 0, f->instrs[grad].res[0]) : -1;
-    if (bgrad >= 0)
+    if (bgrad >= 0 && f->vals[f->instrs[grad].args[1]].def < i)
         fp->folded_dgelu[i] = grad, fp->folded_bgrad[i] = bgrad;
 }
 

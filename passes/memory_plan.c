@@ -233,6 +233,26 @@ bool pass_memory_plan(ir_module *m, const mcc_pass_options *opts, char *err, siz
     return true;
 }
 
+/* The arena bytes of step function f's forward values (made before the backward, which starts
+ * after its last output before the first gradient store) that the backward reads. */
+static int64_t saved_bytes(const ir_func *f)
+{
+    int bwd = f->ninstrs, n = f->nvals ? f->nvals : 1;
+    for (int i = 0; i < f->ninstrs && !ir_op_has(f->instrs[i].op, IR_OPF_STORES_GLOBAL); i++)
+        if (f->instrs[i].op == IR_OP_OUTPUT)
+            bwd = i + 1;
+    int *root = malloc(sizeof(int) * (size_t)n), *last = malloc(sizeof(int) * (size_t)n);
+    lifetimes(f, root, last);
+    int64_t bytes = 0;
+    for (int v = 0; v < f->nvals; v++)
+        if (f->vals[v].mem == IR_MEM_ARENA && root[v] < 0 && f->vals[v].def < bwd && last[v] >= bwd &&
+            f->instrs[f->vals[v].def].op != IR_OP_INPUT)
+            bytes += (int64_t)ir_bytes(&f->vals[v].type);
+    free(root);
+    free(last);
+    return bytes;
+}
+
 mcc_memory_breakdown mcc_memory_of(const ir_module *m)
 {
     mcc_memory_breakdown b = {.stage = (int)ir_cfg_int(m, IR_CFG_PIPELINE_STAGE),
@@ -252,9 +272,18 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
         default: b.optimizer_state += bytes; break;
         }
     }
-    for (int i = 0; i < m->nfuncs; i++)
-        if (m->funcs[i]->arena_bytes > b.activations)
-            b.activations = m->funcs[i]->arena_bytes;
+    for (int i = 0; i < m->nfuncs; i++) {
+        const ir_func *f = m->funcs[i];
+        if (f->arena_bytes > b.activations)
+            b.activations = f->arena_bytes;
+        if (f->kind == IR_FUNC_STEP || f->kind == IR_FUNC_FORWARD || f->kind == IR_FUNC_BACKWARD ||
+            f->kind == IR_FUNC_WGRAD) /* each called once a micro-batch */
+            for (int k = 0; k < f->ninstrs; k++)
+                b.step_flops += 2 * ir_work_macs(f, &f->instrs[k]) * (double)ir_cfg_int(m, IR_CFG_ACCUM_STEPS);
+        if (f->kind == IR_FUNC_STEP)
+            b.saved = saved_bytes(f);
+    }
+    b.recompute_flops = ir_cfg_num(m, IR_CFG_RECOMPUTE_FLOPS);
     b.comm_buffers = ir_cfg_int(m, IR_CFG_ARENA_EXCHANGE_BYTES) + ir_cfg_int(m, IR_CFG_SLAB_EXCHANGE_BYTES);
     return b;
 }
@@ -276,6 +305,9 @@ void mcc_memory_print(const mcc_memory_breakdown *b, FILE *out)
     fprintf(out, "  gradients         %10.3f GiB\n", b->grads / gib);
     fprintf(out, "  optimizer state   %10.3f GiB\n", b->optimizer_state / gib);
     fprintf(out, "  peak activations  %10.3f GiB\n", b->activations / gib);
+    if (b->stages <= 1)
+        fprintf(out, "  saved for the backward %5.3f GiB  (%lld bytes a micro-batch, of the peak activations: what "
+                     "recompute shrinks)\n", b->saved / gib, (long long)b->saved);
     if (b->stages > 1)
         fprintf(out, "  stashed for the backward %5.3f GiB  (%d micro-batches in flight at the schedule's peak)\n",
                 b->stash / gib, b->in_flight);

@@ -57,6 +57,11 @@ bool pass_pipeline_boundary(const char *name, bool *grad);
  * 1F1B's 62 GiB on its first), so the frontend's auto takes it only where its plan fits
  * (frontend/main.c build). */
 bool pass_pipeline_zero_bubble(const ir_module *m);
+/* The virtual stage of each of the nlayers layers into stage_of: pp_split_layers's split
+ * (Megatron's, with the config's overrides) over the p * v virtual stages, in order (the pipeline
+ * pass's, which the recompute pass's block method also counts from). False with the numbers in err. */
+bool pass_pipeline_layer_stages(const ir_module *m, int p, int v, int *stage_of, int nlayers, char *err,
+                                size_t errlen);
 /* The shard pass's propagation over one mesh axis of degree n, from the placements the globals'
  * types record ({shard=[.., axis]}): rewrites every function into the local graph each rank
  * along the axis runs, inserting the collectives over it. seq_dim >= 0: sequence parallelism
@@ -100,6 +105,12 @@ bool pass_check_gradients(const ir_module *m, char *err, size_t errlen);
 typedef struct {
     int64_t params, grads, optimizer_state, activations, comm_buffers;
     int64_t stash;                  /* a pipeline stage's saved activations: every stash global's slots */
+    int64_t saved;                  /* without stages: a micro-batch's forward values the backward reads (in
+                                       activations): what recompute shrinks */
+    double step_flops;              /* a step's GEMM and attention FLOPs on this rank, as planned: every
+                                       micro-batch's forward, backward and what the backward recomputes */
+    double recompute_flops;         /* of a micro-batch, the forward the backward replays (config
+                                       recompute_flops: the whole model's, before the parallel splits) */
     int stage, stages, in_flight;   /* which pipeline stage (of how many), its most micro-batches in flight */
 } mcc_memory_breakdown;
 int64_t mcc_memory_total(const mcc_memory_breakdown *b);

@@ -12,7 +12,9 @@
  *     the previous stage's output and this layer's weights);
  *   - a backward instruction is in the stage of the layer whose parameters it reads, else in the
  *     earliest stage among its operands' (a layer's backward reads the gradient coming from the
- *     later stage and this stage's saved values);
+ *     later stage and this stage's saved values); one that reads no gradient (nothing made from
+ *     the loss's seed) is a recomputed forward instruction (passes/recompute.c), placed as the
+ *     forward places it;
  *   - one that neither says (the embedding: its operands are leaves) is in the earliest stage that
  *     uses it (the forward's) or the latest (the backward's).
  *
@@ -35,9 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The virtual stage of each layer: pp_split_layers's split (Megatron's, with its overrides) of the
- * layers over the p * v virtual stages, in order. */
-static bool stage_of_layers(const ir_module *m, int p, int v, int *stage_of, int nlayers, char *err, size_t errlen)
+bool pass_pipeline_layer_stages(const ir_module *m, int p, int v, int *stage_of, int nlayers, char *err,
+                                size_t errlen)
 {
     int *per = malloc(sizeof(int) * (size_t)(p * v));
     int first = (int)ir_cfg_int(m, IR_CFG_DECODER_FIRST_PIPELINE_NUM_LAYERS);
@@ -92,19 +93,24 @@ static int value_stage(const split *c, int v)
 static bool assign_stages(split *c)
 {
     const ir_func *f = c->f;
+    bool *grad = calloc((size_t)f->ninstrs + 1, sizeof(bool)); /* made from the loss's seed */
     for (int i = 0; i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
         c->stage[i] = -1;
         if (is_leaf(in))
             continue;
-        bool backward = i >= c->bwd;
+        for (int a = 0; i >= c->bwd && a < in->nargs; a++) {
+            int d = f->vals[in->args[a]].def;
+            grad[i] |= d >= c->bwd && (is_leaf(&f->instrs[d]) ? f->instrs[d].op != IR_OP_GLOBAL : grad[d]);
+        }
+        bool backward = i >= c->bwd && grad[i];
         int s = -1, layered = -1;
         for (int a = 0; a < in->nargs; a++) {
             const ir_instr *d = &f->instrs[f->vals[in->args[a]].def];
             int t = is_leaf(d) ? global_stage(c, d) : c->stage[f->vals[in->args[a]].def];
             if (is_leaf(d) && t >= 0) {
                 if (layered >= 0 && layered != t)
-                    return snprintf(c->err, c->errlen, "internal error: %s's instruction %d (%s) reads parameters "
+                    return free(grad), snprintf(c->err, c->errlen, "internal error: %s's instruction %d (%s) reads parameters "
                                     "of stages %d and %d", f->name, i, ir_ops[in->op].name, layered, t), false;
                 layered = t;
             }
@@ -113,6 +119,7 @@ static bool assign_stages(split *c)
         }
         c->stage[i] = backward && layered >= 0 ? layered : s;
     }
+    free(grad);
     /* the rest: the earliest stage using a forward value, the latest using a backward one */
     for (int i = f->ninstrs - 1; i >= 0; i--) {
         if (c->stage[i] >= 0 || is_leaf(&f->instrs[i]))
@@ -630,7 +637,7 @@ bool pass_pipeline(ir_module *m, const mcc_pass_options *opts, ir_module ***stag
     int *layer_stage = malloc(sizeof(int) * ((size_t)nlayers + 1));
     cut sc = {0}, ec = {0};
     bool zb = pass_pipeline_zero_bubble(m);
-    bool ok = stage_of_layers(m, p, v, layer_stage, nlayers, err, errlen) &&
+    bool ok = pass_pipeline_layer_stages(m, p, v, layer_stage, nlayers, err, errlen) &&
               cut_func(m, m->funcs[step], p * v, layer_stage, true, zb, &sc, err, errlen) &&
               (eval < 0 || cut_func(m, m->funcs[eval], p * v, layer_stage, false, false, &ec, err, errlen));
     ir_module **out = ok ? calloc((size_t)p, sizeof *out) : NULL;

@@ -1,9 +1,34 @@
-/* recompute.c — selective recomputation (config recompute_granularity): outputs of cheap ops
- * that the backward reads are not kept from the forward; the backward recomputes each right
- * before its first use, from inputs it keeps anyway (a norm's input feeds the norm's gradient,
- * an activation's input its gradient). The forward copy then dies at its last forward use, and
- * the memory plan reuses its bytes. `activations` recomputes GELU/SiLU and the SwiGLU product;
- * `selective` the norms (and products) too. */
+/* recompute.c — activation recomputation with Megatron's meaning (config recompute_granularity),
+ * on the step function after autodiff: a forward value the backward reads is not kept from the
+ * forward; the backward recomputes it right before its first use, from values it keeps. The
+ * forward copy then dies at its last forward use, and the memory plan reuses its bytes.
+ *
+ * selective: the ops of recompute_modules, each from inputs the backward keeps anyway:
+ *   layernorm  LayerNorm/RMSNorm outputs (ops flagged IR_OPF_RECOMPUTE_SELECTIVE): the norm's
+ *              input stays, its gradient reads it
+ *   mlp_act    GELU/SiLU outputs and SwiGLU's product (IR_OPF_RECOMPUTE_ACTIVATION): the
+ *              activation's input stays, its gradient reads it
+ *   core_attn  nothing to do: the attention op keeps only its output and log-sum-exp, and its
+ *              backward recomputes the probabilities always (flash attention)
+ *   recompute_num_layers N > 0: only in layers [0, N).
+ * full: layers are grouped into checkpoints; a checkpoint keeps only its input (the residual
+ * stream entering its first layer) and every value of its layers the backward reads is replayed
+ * from it: the whole forward of the checkpoint, once, in the backward of its layers. Counted, as
+ * Megatron counts, from each virtual pipeline stage's first layer (pass_pipeline_layer_stages,
+ * the split the pipeline pass makes later):
+ *   uniform  groups of N consecutive layers (the last of a stage may be shorter)
+ *   block    the first N layers of each stage, each its own checkpoint; the others keep all.
+ *
+ * It runs before shard and pipeline so that those passes treat a recomputed instruction as any
+ * other: the shard pass splits it and inserts its collectives again (a recomputed sequence-
+ * parallel layer all-gathers again, as Megatron's does), and the pipeline pass, cutting the
+ * backward from the forward by position, stashes only what the backward still reads of the
+ * forward: the checkpoints' inputs. A recomputed dropout draws the forward's mask: the mask is a
+ * function of its attributes (seed, site, offset) and the element's sample and index
+ * (runtime/dropout.c), which the recomputation reads unchanged (@first_sample is an input).
+ *
+ * The pass writes recompute_flops, the forward FLOPs a micro-batch's backward replays (the
+ * logical graph's: the whole model before the parallel splits), for the compile report. */
 #include "passes.h"
 
 #include <stdio.h>
@@ -14,55 +39,171 @@ typedef struct {
     ir_module *m;
     const ir_func *src;
     ir_func *dst;
+    int bwd;                        /* autodiff's backward starts after `output @loss` */
     int *map;                       /* source value -> new value (the forward's) */
     int *again;                     /* source value -> its recomputation in the backward, or -1 */
-    bool norms_too;                 /* selective: norms and products too, not only activations */
-    int num_layers;                 /* recompute only in layers [0, num_layers); 0: every layer */
+    const int *layer;               /* per source instruction: its layer (layers_of) */
+    unsigned opf;                   /* selective: the IR_OPF_RECOMPUTE_* flags of the modules chosen */
+    int num_layers;                 /* selective: only in layers [0, num_layers); 0: every layer */
+    int nlayers;                    /* the model's: 1 + the largest layer a global has */
+    int *ckpt;                      /* full: per layer, its checkpoint (the checkpoint's first layer), -1: none */
+    int *group;                     /* full: per source instruction, its layer's checkpoint, -1: none */
+    bool *kept;                     /* full: per source value, a checkpoint's value another's forward reads */
+    bool *needed;                   /* full: per source value, recomputed because the backward reads it or
+                                       a recomputation of it does */
+    bool *replayed;                 /* full: per checkpoint (its first layer), whether its forward is replayed */
+    double macs;                    /* the recomputed instructions' multiply-adds */
 } recompute_ctx;
 
-/* The layer (ir_global's) of the parameter instruction `in` reads, directly or through the
- * instruction making one of its operands (a norm reads its weight, an activation a matmul's
- * product); -1 if none (the final norm). */
-static int layer_of(const ir_module *m, const ir_func *f, const ir_instr *in, int depth)
+static bool is_leaf(const ir_instr *in) { return in->nargs == 0; }
+
+/* The layer of every forward instruction: a global's own (a parameter of layer L), the latest of
+ * an instruction's operands'; -1 before the first layer (the embedding: tokens and a table of no
+ * layer), nlayers after the last (what reads a parameter of no layer after a layer's values: the
+ * final norm, the head, the loss). */
+static void layers_of(const ir_module *m, const ir_func *f, int bwd, int nlayers, int *layer)
 {
-    if (in->op == IR_OP_GLOBAL) {
-        int g = ir_global_find(m, in->sym);
-        return g >= 0 ? m->globals[g].layer : -1;
+    enum { NO_LAYER = -2 };
+    for (int i = 0; i < bwd; i++) {
+        const ir_instr *in = &f->instrs[i];
+        if (is_leaf(in)) {
+            int g = in->op == IR_OP_GLOBAL ? ir_global_find(m, in->sym) : -1;
+            layer[i] = g < 0 ? -1 : m->globals[g].layer >= 0 ? m->globals[g].layer : NO_LAYER;
+            continue;
+        }
+        int l = -1;
+        bool unlayered = false;
+        for (int a = 0; a < in->nargs; a++) {
+            int d = layer[f->vals[in->args[a]].def];
+            unlayered |= d == NO_LAYER;
+            l = d > l ? d : l;
+        }
+        layer[i] = unlayered && l >= 0 ? nlayers : l;
     }
-    for (int a = 0; depth > 0 && a < in->nargs; a++) {
-        int layer = layer_of(m, f, &f->instrs[f->vals[in->args[a]].def], depth - 1);
-        if (layer >= 0)
-            return layer;
+    for (int i = bwd; i < f->ninstrs; i++)
+        layer[i] = -1;
+}
+
+/* full: each layer's checkpoint (recompute_method, recompute_num_layers, counted from its virtual
+ * stage's first layer), then each forward instruction's, and which values are kept: those a
+ * forward instruction of another checkpoint (or of none) reads, a checkpoint's output. */
+static bool full_groups(recompute_ctx *c, int nlayers, char *err, size_t errlen)
+{
+    const ir_module *m = c->m;
+    const ir_func *f = c->src;
+    int p = (int)ir_cfg_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE);
+    int v = (int)ir_cfg_int(m, IR_CFG_NUM_VIRTUAL_STAGES_PER_PIPELINE_RANK);
+    int n = (int)ir_cfg_int(m, IR_CFG_RECOMPUTE_NUM_LAYERS);
+    const char *method = ir_cfg_text(m, IR_CFG_RECOMPUTE_METHOD);
+    bool block = !strcmp(method, "block");
+    if (!block && strcmp(method, "uniform") != 0)
+        return snprintf(err, errlen, "config recompute_method \"%s\": full recompute takes uniform or block", method),
+               false;
+    if (n < 1)
+        return snprintf(err, errlen, "config recompute_num_layers %d: full recompute needs at least 1", n), false;
+    int *stage = malloc(sizeof(int) * ((size_t)nlayers + 1)), *ckpt = c->ckpt;
+    bool ok = pass_pipeline_layer_stages(m, p > 1 ? p : 1, v > 1 ? v : 1, stage, nlayers, err, errlen);
+    for (int l = 0, first = 0; ok && l < nlayers; l++) {
+        first = l == 0 || stage[l] != stage[l - 1] ? l : first;
+        ckpt[l] = block ? (l - first < n ? l : -1) : first + (l - first) / n * n;
     }
-    return -1;
+    for (int i = 0; ok && i < f->ninstrs; i++) {
+        int l = c->layer[i];
+        c->group[i] = i < c->bwd && !is_leaf(&f->instrs[i]) && l >= 0 && l < nlayers ? ckpt[l] : -1;
+    }
+    for (int i = 0; ok && i < c->bwd; i++)
+        for (int a = 0; a < f->instrs[i].nargs; a++) {
+            int arg = f->instrs[i].args[a], d = f->vals[arg].def;
+            if (c->group[d] >= 0 && c->group[d] != c->group[i])
+                c->kept[arg] = true;
+        }
+    free(stage);
+    return ok;
 }
 
-static bool recomputable(ir_op op, bool norms_too)
+/* Whether the backward recomputes source value v instead of reading the forward's. */
+static bool recomputed(const recompute_ctx *c, int v)
 {
-    return ir_op_has(op, IR_OPF_RECOMPUTE_ACTIVATION) || (norms_too && ir_op_has(op, IR_OPF_RECOMPUTE_SELECTIVE));
+    int d = c->src->vals[v].def;
+    const ir_instr *in = &c->src->instrs[d];
+    if (d >= c->bwd || is_leaf(in) || in->nres == 0 || ir_op_has(in->op, IR_OPF_STORES_GLOBAL))
+        return false;
+    if (c->group)
+        return c->group[d] >= 0 && !c->kept[v];
+    return ir_op_has(in->op, c->opf) && in->nres == 1 &&
+           (c->num_layers <= 0 || (c->layer[d] >= 0 && c->layer[d] < c->num_layers));
 }
 
-/* Whether instruction `in` lies in a layer recompute_num_layers covers (every layer when 0). */
-static bool in_recomputed_layers(const recompute_ctx *c, const ir_instr *in)
+/* full: v and what its recomputation reads of its checkpoint are needed. */
+static void mark_needed(recompute_ctx *c, int v)
 {
-    if (c->num_layers <= 0)
-        return true;
-    int layer = layer_of(c->m, c->src, in, 2);
-    return layer >= 0 && layer < c->num_layers;
+    if (!recomputed(c, v) || c->needed[v])
+        return;
+    c->needed[v] = true;
+    const ir_instr *def = &c->src->instrs[c->src->vals[v].def];
+    for (int a = 0; a < def->nargs; a++)
+        mark_needed(c, def->args[a]);
 }
 
-/* Source value v as the backward should read it: recomputed (once) when its op is cheap. */
+static void emit_again(recompute_ctx *c, const ir_instr *def, const int *args)
+{
+    int r = ir_emit(c->m, c->dst, def->op, args, def->nargs, def->attr, def->sym, &c->src->vals[def->res[0]].type);
+    for (int k = 0; k < def->nres; k++)
+        c->again[def->res[k]] = r + k;
+    c->macs += ir_work_macs(c->dst, &c->dst->instrs[c->dst->ninstrs - 1]);
+}
+
+/* full: checkpoint `g`'s forward replayed (what of it is needed, in the forward's order) before
+ * the first backward instruction of its layers, as Megatron's checkpoint replays it: every
+ * recomputed value is then made before the backward that reads it begins (the fusion pass folds
+ * a gradient's matmul with ops reading values made before it). */
+static void replay(recompute_ctx *c, int g)
+{
+    if (g < 0 || c->replayed[g])
+        return;
+    c->replayed[g] = true;
+    for (int i = 0; i < c->bwd; i++) {
+        const ir_instr *in = &c->src->instrs[i];
+        bool needed = false;
+        for (int k = 0; k < in->nres; k++)
+            needed |= c->needed[in->res[k]];
+        if (c->group[i] != g || !needed)
+            continue;
+        int args[in->nargs ? in->nargs : 1];
+        for (int a = 0; a < in->nargs; a++)
+            args[a] = recomputed(c, in->args[a]) ? c->again[in->args[a]] : c->map[in->args[a]];
+        emit_again(c, in, args);
+    }
+}
+
+/* full: before backward instruction `in`, the replay of the checkpoint whose parameters it reads. */
+static void replay_before(recompute_ctx *c, const ir_instr *in)
+{
+    for (int a = 0; c->group && a < in->nargs; a++) {
+        const ir_instr *d = &c->src->instrs[c->src->vals[in->args[a]].def];
+        int k = d->op == IR_OP_GLOBAL ? ir_global_find(c->m, d->sym) : -1;
+        int l = k >= 0 ? c->m->globals[k].layer : -1;
+        if (l >= 0 && l < c->nlayers)
+            replay(c, c->ckpt[l]);
+        if (recomputed(c, in->args[a]))
+            replay(c, c->group[c->src->vals[in->args[a]].def]);
+    }
+}
+
+/* Source value v as the backward should read it: recomputed (once, with every result of its
+ * instruction) where `recomputed` says so; under full, by its checkpoint's replay. */
 static int backward_value(recompute_ctx *c, int v)
 {
-    const ir_instr *def = &c->src->instrs[c->src->vals[v].def];
-    if (!recomputable(def->op, c->norms_too) || def->nres != 1 || !in_recomputed_layers(c, def))
+    if (!recomputed(c, v))
         return c->map[v];
+    if (c->group)
+        replay(c, c->group[c->src->vals[v].def]);
     if (c->again[v] < 0) {
-        int args[IR_MAX_RES + 3];
+        const ir_instr *def = &c->src->instrs[c->src->vals[v].def];
+        int args[def->nargs ? def->nargs : 1];
         for (int a = 0; a < def->nargs; a++)
             args[a] = backward_value(c, def->args[a]);
-        int r = ir_emit(c->m, c->dst, def->op, args, def->nargs, def->attr, NULL, NULL);
-        c->again[v] = r;
+        emit_again(c, def, args);
     }
     return c->again[v];
 }
@@ -75,22 +216,64 @@ static int loss_output(const ir_func *f)
     return -1;
 }
 
+/* The IR_OPF_RECOMPUTE_* flags of config recompute_modules (core_attn: none, see above); false
+ * with the name and the fix for a module this pass cannot recompute (the spec refuses them first). */
+static bool module_flags(const char *modules, unsigned *opf, char *err, size_t errlen)
+{
+    *opf = 0;
+    for (const char *p = modules; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == 9 && !strncmp(p, "layernorm", n))
+            *opf |= IR_OPF_RECOMPUTE_SELECTIVE;
+        else if (n == 7 && !strncmp(p, "mlp_act", n))
+            *opf |= IR_OPF_RECOMPUTE_ACTIVATION;
+        else if (!(n == 9 && !strncmp(p, "core_attn", n)))
+            return snprintf(err, errlen, "config recompute_modules: \"%.*s\" is not one this pass recomputes "
+                            "(core_attn, layernorm, mlp_act)", (int)n, p), false;
+        p += n + (p[n] == ',');
+    }
+    return true;
+}
+
 bool pass_recompute(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
+    (void)opts;
     const char *g = ir_cfg_text(m, IR_CFG_RECOMPUTE_GRANULARITY);
+    bool full = !strcmp(g, "full"), activations = !strcmp(g, "activations"); /* an older text's selective */
     int fi = ir_func_of_kind(m, IR_FUNC_STEP);
-    if ((strcmp(g, "selective") != 0 && strcmp(g, "activations") != 0) || fi < 0)
-        return true;
+    if ((!full && !activations && strcmp(g, "selective") != 0) || fi < 0)
+        return !strcmp(g, "none") || fi < 0 ||
+               (snprintf(err, errlen, "config recompute_granularity \"%s\": none, selective or full", g), false);
     const ir_func *src = m->funcs[fi];
-    int backward = loss_output(src); /* autodiff appends the backward after `output @loss` */
-    recompute_ctx c = {m, src, ir_func_new(m, src->name, src->kind), malloc(sizeof(int) * ((size_t)src->nvals + 1)),
-                       malloc(sizeof(int) * ((size_t)src->nvals + 1)), strcmp(g, "selective") == 0,
-                       (int)ir_cfg_int(m, IR_CFG_RECOMPUTE_NUM_LAYERS)};
+    int backward = loss_output(src);
+    if (backward < 0)
+        return snprintf(err, errlen, "%s has no `output @loss`", src->name), false;
+    int nlayers = 0;
+    for (int k = 0; k < m->nglobals; k++)
+        nlayers = m->globals[k].layer + 1 > nlayers ? m->globals[k].layer + 1 : nlayers;
+    size_t nv = (size_t)src->nvals + 1, ni = (size_t)src->ninstrs + 1;
+    int *layer = malloc(sizeof(int) * ni);
+    layers_of(m, src, backward + 1, nlayers, layer);
+    size_t nl = (size_t)nlayers + 1;
+    recompute_ctx c = {m, src, NULL, backward + 1, malloc(sizeof(int) * nv), malloc(sizeof(int) * nv), layer, 0,
+                       (int)ir_cfg_int(m, IR_CFG_RECOMPUTE_NUM_LAYERS), nlayers,
+                       full ? malloc(sizeof(int) * nl) : NULL, full ? malloc(sizeof(int) * ni) : NULL,
+                       full ? calloc(nv, sizeof(bool)) : NULL, full ? calloc(nv, sizeof(bool)) : NULL,
+                       full ? calloc(nl, sizeof(bool)) : NULL, 0};
     for (int v = 0; v < src->nvals; v++)
         c.again[v] = -1;
-    for (int i = 0; i < src->ninstrs; i++) {
+    bool ok = full ? full_groups(&c, nlayers, err, errlen)
+                   : activations ? (c.opf = IR_OPF_RECOMPUTE_ACTIVATION, true)
+                                 : module_flags(ir_cfg_text(m, IR_CFG_RECOMPUTE_MODULES), &c.opf, err, errlen);
+    for (int i = backward + 1; ok && full && i < src->ninstrs; i++)
+        for (int a = 0; a < src->instrs[i].nargs; a++)
+            mark_needed(&c, src->instrs[i].args[a]);
+    c.dst = ok ? ir_func_new(m, src->name, src->kind) : NULL;
+    for (int i = 0; ok && i < src->ninstrs; i++) {
         const ir_instr *in = &src->instrs[i];
         int args[in->nargs ? in->nargs : 1];
+        if (i > backward && in->op != IR_OP_OUTPUT)
+            replay_before(&c, in);
         for (int a = 0; a < in->nargs; a++)
             args[a] = i > backward && in->op != IR_OP_OUTPUT ? backward_value(&c, in->args[a]) : c.map[in->args[a]];
         const ir_type *explicit_type = in->nres ? &src->vals[in->res[0]].type : NULL;
@@ -100,6 +283,15 @@ bool pass_recompute(ir_module *m, const mcc_pass_options *opts, char *err, size_
     }
     free(c.map);
     free(c.again);
+    free(c.ckpt);
+    free(c.group);
+    free(c.kept);
+    free(c.needed);
+    free(c.replayed);
+    free(layer);
+    if (!ok)
+        return false;
     ir_func_replace(m, fi, c.dst);
-    return backward >= 0 || (snprintf(err, errlen, "%s has no `output @loss`", m->funcs[fi]->name), false);
+    ir_cfg_set_num(m, IR_CFG_RECOMPUTE_FLOPS, 2 * c.macs);
+    return true;
 }

@@ -45,6 +45,8 @@ const char *mcc_target_names(void) { return "h200|h100-pcie|cpu|cuda (= h200)"; 
 
 double mcc_target_macs_per_wire_byte(const mcc_target *t) { return t->gemm_bf16_flops / 2 / t->link_bytes_per_s; }
 
+double mcc_target_compute_seconds(const mcc_target *t, double flops) { return flops / t->gemm_bf16_flops; }
+
 bool mcc_target_parse_lanes(const mcc_target *t, const char *text, bool *side, bool *copy, char *err, size_t errlen)
 {
     const char *choices[] = {"none", "side", "copy", "side,copy"}; /* bit 0: side, bit 1: copy */

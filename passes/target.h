@@ -36,6 +36,11 @@ const char *mcc_target_names(void);
  * collective's byte beside it (comm_overlap). A multiply-add is two FLOPs. */
 double mcc_target_macs_per_wire_byte(const mcc_target *t);
 
+/* The seconds `flops` of a step's GEMM and attention work take at the target's measured GEMM rate:
+ * the cost model's step time (mcc compile prints it from the planned functions, recomputation
+ * included). */
+double mcc_target_compute_seconds(const mcc_target *t, double flops);
+
 /* The lanes `--comm-lanes TEXT` asks for (copy|side|side,copy|none; NULL: the target's default,
  * the copy engines where they serve collectives, else none): which communicators carry a group's
  * collectives beside computation (config keys comm_side_lane, comm_copy_lane). False with the

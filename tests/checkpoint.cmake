@@ -15,6 +15,11 @@ set(_ckr ${CMAKE_SOURCE_DIR}/tests/checkpoint_resume.sh $<TARGET_FILE:mcc>)
 add_test(NAME checkpoint_resume_single_rank COMMAND ${_ckr} tiny-gpt2 1)
 add_test(NAME checkpoint_resume_dropout COMMAND ${_ckr} tiny-gpt2 1 --hidden-dropout 0.1 --attention-dropout 0.1)
 add_test(NAME checkpoint_resume_accum4 COMMAND ${_ckr} tiny-llama 1 --micro-batch-size 2 --global-batch-size 8)
+# saved without recompute, resumed with full recompute (a checkpoint holds no recompute state; the
+# replay computes the forward's values, bit for bit on the CPU), with dropout: the replay's masks
+add_test(NAME checkpoint_resume_full_recompute COMMAND ${_ckr} tiny-llama 1 --hidden-dropout 0.1 --attention-dropout 0.1)
+set_tests_properties(checkpoint_resume_full_recompute PROPERTIES ENVIRONMENT
+                     "CHECKPOINT_RESUME_FLAGS=--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
 add_test(NAME checkpoint_errors COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_errors.sh $<TARGET_FILE:mcc>)
 add_test(NAME checkpoint_kill COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_kill.sh $<TARGET_FILE:mcc>)
 # --async-save forced on for CPU ranks: the write on a thread, the commit at a later step

@@ -7,6 +7,8 @@
 # and the resuming run; with --async-save the saving run goes on to 10 while iteration 5's files are
 # written in the background (the run's own steps must not change), and the resume reads iteration 5
 # (the latest file set back to it): a copy the steps 6-10 changed under the writer would differ.
+# CHECKPOINT_RESUME_FLAGS: compile flags of the resuming executable alone, which must compute as
+# the saving one does (full recompute: a checkpoint saved without it resumes with it).
 set -euo pipefail
 mcc=$1; model=$2; np=$3; shift 3
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,6 +19,13 @@ run() { if [ "$np" = 1 ]; then "$@"; else mpirun -np "$np" --oversubscribe "$@";
 "$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix "$work/text" --append-eod >/dev/null 2>&1
 "$mcc" compile "$root/models/$model.json" --target cpu --vocab-size 260 --make-vocab-size-divisible-by 1 "$@" \
   -o "$work/train" 2>"$work/c.log" || { cat "$work/c.log"; exit 1; }
+read -ra resume_flags <<<"${CHECKPOINT_RESUME_FLAGS:-}"
+resume=$work/train
+if [ ${#resume_flags[@]} -gt 0 ]; then
+  resume=$work/resume
+  "$mcc" compile "$root/models/$model.json" --target cpu --vocab-size 260 --make-vocab-size-divisible-by 1 "$@" \
+    "${resume_flags[@]}" -o "$resume" 2>"$work/c2.log" || { cat "$work/c2.log"; exit 1; }
+fi
 # a valid split of several documents, so each validation reads other samples (evals_done matters)
 flags=(--data-path "$work/text_text_document" --split 50,50,0 --train-iters 10 --eval-interval 3 --eval-iters 1)
 run "$work/train" "${flags[@]}" --dump-dir "$work/ref" >"$work/ref.log" 2>&1 || { cat "$work/ref.log"; exit 1; }
@@ -40,7 +49,7 @@ else
   grep -q "saved checkpoint at iteration 5 " "$work/a.log" || { echo "FAIL: no save at iteration 5"; cat "$work/a.log"; exit 1; }
   [ "$(wc -l <"$work/a/steps.txt")" = 5 ] || { echo "FAIL: --exit-interval 5 did not stop the run at 5"; exit 1; }
 fi
-run "$work/train" "${flags[@]}" "${run_flags[@]}" --load "$work/ck" --dump-dir "$work/b" >"$work/b.log" 2>&1 || { cat "$work/b.log"; exit 1; }
+run "$resume" "${flags[@]}" "${run_flags[@]}" --load "$work/ck" --dump-dir "$work/b" >"$work/b.log" 2>&1 || { cat "$work/b.log"; exit 1; }
 grep -q "loaded checkpoint .* at iteration 5 " "$work/b.log" || { echo "FAIL: nothing loaded"; cat "$work/b.log"; exit 1; }
 if ! diff <(sed -n 6,10p "$work/ref/steps.txt") "$work/b/steps.txt"; then
   echo "FAIL: steps 6-10 after resuming at 5 (>) differ from the uninterrupted run's (<)"; exit 1

@@ -19,6 +19,8 @@ set(_memory_report ${CMAKE_SOURCE_DIR}/tests/memory_report.sh $<TARGET_FILE:mcc>
 add_test(NAME memory_report COMMAND ${_memory_report} none keeps)
 add_test(NAME memory_report_recompute COMMAND ${_memory_report} selective drops)
 add_test(NAME memory_report_activations COMMAND ${_memory_report} activations drops)
+# full recompute's saved activations and replayed FLOPs, counted exactly (tests/recompute_memory.sh)
+add_test(NAME recompute_memory COMMAND ${CMAKE_SOURCE_DIR}/tests/recompute_memory.sh $<TARGET_FILE:mcc>)
 foreach(model tiny-gpt2 tiny-llama)
   add_test(NAME numerics_vs_torch_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model})
   add_test(NAME numerics_vs_torch_recompute_${model}
@@ -109,6 +111,18 @@ if(MPI_C_FOUND)
        "pp2_uneven_zb:2:${_layers4} -- --pp 2 --decoder-first-pipeline-num-layers 1 --pipeline-schedule zb-h1"
        "pp2_dropout:2:${_dropout} --pp 2"
        "tp2_sp_pp2_dp2_zero:8:${_layers4} -- --tp 2 --sequence-parallel --pp 2 --dp 2 --use-distributed-optimizer")
+  # Full recompute (issue 20): each checkpoint keeps its input and replays its layers' forward in
+  # the backward, equal to the single rank without recompute: uniform (N = 1, 2: the whole tiny
+  # model one checkpoint) and block, alone with dropout and 16 micro-batches, under TP with sequence
+  # parallelism and dropout, TP x DP with the distributed optimizer, and PP=2 (block counts each
+  # stage's first layers; ZB-H1, and 1F1B with dropout).
+  set(_full "--recompute-granularity full --recompute-method")
+  list(APPEND MCC_LAYOUTS "full_uniform1:1:${_full} uniform --recompute-num-layers 1"
+       "full_block1_accum16_dropout:1:${_dropout} --micro-batch-size 1 ${_full} block --recompute-num-layers 1"
+       "tp2_sp_full_uniform2_dropout:2:${_dropout} --tp 2 --sequence-parallel ${_full} uniform --recompute-num-layers 2"
+       "tp2_dp2_zero_full_block1:4:--tp 2 --dp 2 --use-distributed-optimizer ${_full} block --recompute-num-layers 1"
+       "pp2_full_block1:2:${_layers4} -- --pp 2 ${_full} block --recompute-num-layers 1"
+       "pp2_1f1b_full_uniform1_dropout:2:--num-layers 4 --attention-dropout 0.1 --hidden-dropout 0.1 -- --pp 2 --pipeline-schedule 1f1b ${_full} uniform --recompute-num-layers 1")
   # Node-scale layouts (8 ranks, issue 6's), on a tiny model with 8 heads, 8 kv groups and a
   # vocabulary that splits 8 ways, so tensor parallelism can reach 8.
   set(_node "--num-attention-heads 8 --num-query-groups 8 --vocab-size 264 --micro-batch-size 2 --")
@@ -131,6 +145,11 @@ endif()
 
 # PP=4 with 1F1B (the layouts' pp4 is auto's ZB-H1).
 if(MPI_C_FOUND)
+  # full recompute against no recompute of the same layout, byte for byte (one rank; TP=2 x DP=2 ZeRO)
+  foreach(model tiny-gpt2 tiny-llama)
+    add_test(NAME recompute_bitwise_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/recompute_bitwise.sh $<TARGET_FILE:mcc> ${model})
+    set_tests_properties(recompute_bitwise_${model} PROPERTIES LABELS numerics PROCESSORS 4)
+  endforeach()
   foreach(model tiny-gpt2 tiny-llama)
     add_test(NAME pp4_1f1b_equals_single_rank_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
              $<TARGET_FILE:mcc> ${model} 4 --num-layers 4 -- --pp 4 --pipeline-schedule 1f1b)
@@ -142,7 +161,8 @@ if(MPI_C_FOUND)
   # gradients stay within the usual tolerances; 10 Adam steps carry the difference into the small
   # biases' final values: 6.5e-5 at most (layers.0.mlp.up.bias, pp2_v2 and pp2_uneven_zb, measured
   # 2026-12-01), so GPT-2's pipeline layouts compare final weights to 1e-4.
-  foreach(test pp2 pp2_1f1b pp4 pp2_v2 pp2_uneven_zb pp2_dropout tp2_sp_pp2_dp2_zero pp4_1f1b)
+  foreach(test pp2 pp2_1f1b pp4 pp2_v2 pp2_uneven_zb pp2_dropout tp2_sp_pp2_dp2_zero pp4_1f1b pp2_full_block1
+               pp2_1f1b_full_uniform1_dropout)
     set_tests_properties(${test}_equals_single_rank_tiny-gpt2 PROPERTIES ENVIRONMENT PARALLEL_E2E_FINAL_TOL=1e-4)
   endforeach()
 endif()

@@ -22,7 +22,7 @@ recipe=(--tensor-model-parallel-size 2 --sequence-parallel --use-mcore-models --
   --lr-decay-style cosine --lr-warmup-iters 10 --weight-decay 0.1 --clip-grad 1.0 --adam-beta1 0.9
   --adam-beta2 0.95 --init-method-std 0.02 --no-masked-softmax-fusion --no-bias-gelu-fusion
   --distributed-backend nccl --make-vocab-size-divisible-by 128 --train-iters 10 --eval-interval 5
-  --eval-iters 2 --log-interval 1 --target cpu)
+  --eval-iters 2 --log-interval 1 --recompute-granularity selective --recompute-modules core_attn --target cpu)
 if "$mcc" compile "$root/models/llama3-8b.json" "${recipe[@]}" -o "$work/train_rank" 2>"$work/recipe.log" &&
    [ -x "$work/train_rank" ]; then
   for line in "--bf16: accepted, nothing to change" "--use-mcore-models: accepted" "--use-flash-attn: accepted" \
@@ -30,6 +30,7 @@ if "$mcc" compile "$root/models/llama3-8b.json" "${recipe[@]}" -o "$work/train_r
               "--no-bias-gelu-fusion: accepted" "--distributed-backend nccl: accepted" \
               "--group-query-attention: accepted: implied by --num-query-groups" \
               "--disable-bias-linear: mapped: read as --add-bias-linear false" \
+              "--recompute-modules core_attn: accepted, nothing to change: attention is flash attention" \
               "padded vocab (size: 128256) with 0 dummy tokens (new size: 128256)"; do
     grep -qF -- "mcc: $line" "$work/recipe.log" || bad "the recipe's log lacks 'mcc: $line'"
   done

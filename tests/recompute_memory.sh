@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# recompute_memory.sh MCC — the memory plan and the cost model count full recompute exactly, on
+# tiny-llama (2 layers, micro-batch 4 x 32 tokens, hidden 64, f32 on the CPU target; 2 micro-batches
+# a step): a micro-batch's forward values the backward reads ("saved for the backward") shrink
+# from no recompute to selective to block 1 to uniform 1 to uniform 2; uniform 2 keeps one
+# checkpoint input (4 x 32 x 64 x 4 bytes) fewer than uniform 1, which keeps, beside the layers'
+# inputs, only what the head's backward reads (the last layer's output, the final norm's, the
+# logits and the loss); and the step's planned FLOPs grow by exactly the FLOPs the backward
+# replays, once a micro-batch; the pipeline's balanced split counts the replay too.
+set -euo pipefail
+mcc=$1
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+compile() { # NAME FLAGS...: saved bytes, step GFLOP and replayed GFLOP into $work/NAME
+  local name=$1; shift
+  "$mcc" compile "$root/models/tiny-llama.json" --target cpu "$@" -o "$work/tr" >"$work/$name.log" 2>&1 ||
+    { cat "$work/$name.log"; exit 1; }
+  local saved step again
+  saved=$(sed -n 's/^  saved for the backward .*(\([0-9]*\) bytes a micro-batch.*/\1/p' "$work/$name.log")
+  step=$(sed -n 's/^compute a step: \([0-9.e+-]*\) GFLOP per rank.*/\1/p' "$work/$name.log")
+  again=$(sed -n 's/^  of which recompute: the backward replays \([0-9.e+-]*\) GFLOP.*/\1/p' "$work/$name.log")
+  [ -n "$saved" ] && [ -n "$step" ] || fail "$name: no saved bytes or step FLOPs in: $(cat "$work/$name.log")"
+  echo "$saved ${step} ${again:-0}" >"$work/$name"
+  echo "$name: saved $saved bytes, step $step GFLOP, replayed ${again:-0} GFLOP a micro-batch"
+}
+compile none
+compile selective --recompute-granularity selective
+compile block1 --recompute-granularity full --recompute-method block --recompute-num-layers 1
+compile uniform1 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
+compile uniform2 --recompute-granularity full --recompute-method uniform --recompute-num-layers 2
+read -r s_none f_none _ <"$work/none"
+prev=$s_none
+for k in selective block1 uniform1 uniform2; do
+  read -r s f again <"$work/$k"
+  [ "$s" -lt "$prev" ] || fail "$k saves $s bytes, not fewer than the previous ($prev)"
+  prev=$s
+  [ "$k" = selective ] && continue
+  python3 -c "import sys; f, n, a = map(float, sys.argv[1:]); sys.exit(abs(f - n - 2 * a) > 1e-5 * f)" \
+    "$f" "$f_none" "$again" || fail "$k: the step's $f GFLOP are not the $f_none without recompute + 2 x $again replayed"
+done
+layer_input=$((4 * 32 * 64 * 4))
+read -r s1 _ <"$work/uniform1"; read -r s2 _ <"$work/uniform2"
+[ $((s1 - s2)) = $layer_input ] || fail "uniform 1 keeps $s1 bytes, uniform 2 $s2: not one layer input ($layer_input) apart"
+head=$((2 * layer_input + 4 * 32 * 384 * 4 + 4))
+[ "$s1" = $((2 * layer_input + head)) ] || fail "uniform 1 keeps $s1 bytes, not 2 layer inputs + the head's $head"
+# the pipeline's balanced split weighs a layer with its replay: llama3-70b at TP4 x PP4 x DP4 gives
+# the first rank a layer more and the last one fewer (its head) without recompute, none under full
+# uniform, where a layer costs a third more and the head no more
+split() {
+  "$mcc" schedule "$root/models/llama3-70b.json" --tp 4 --pp 4 --dp 4 --global-batch-size 1024 --micro-batch-size 1 \
+    "$@" 2>&1 | sed -n 's/^stage split .*: \(rank 0: .*\)$/\1/p'
+}
+[ "$(split)" = "rank 0: 21; rank 1: 20; rank 2: 20; rank 3: 19" ] || fail "llama3-70b's balanced split: $(split)"
+got=$(split --recompute-granularity full --recompute-method uniform --recompute-num-layers 1)
+[ "$got" = "rank 0: 20; rank 1: 20; rank 2: 20; rank 3: 20" ] || fail "llama3-70b's split under full uniform: $got"
+echo "PASS"
