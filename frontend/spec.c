@@ -148,6 +148,12 @@ static const spec_field spec_fields[] = {
     TRAIN(adam_beta1, K_NUM, R_UNIT, D_VALUE, 0.9, "Adam's decay of the gradient's mean"),
     TRAIN(adam_beta2, K_NUM, R_UNIT, D_VALUE, 0.999, "Adam's decay of the gradient's square"),
     TRAIN(adam_eps, K_NUM, R_POS, D_VALUE, 1e-8, "Adam's epsilon"),
+    FIELD(SEC_TRAINING, "optimizer_cpu_offload", optimizer_cpu_offload, "cpu_optimizer", K_BOOL, R_ANY, D_VALUE, false,
+          NULL, "fp32 masters and Adam state in pinned host memory, AdamW run by the host (Megatron's name)"),
+    TRAIN(optimizer_offload_fraction, K_NUM, R_POS, D_VALUE, 1.0,
+          "with optimizer_cpu_offload: the fraction (0, 1] of the parameters' elements offloaded, first layers first"),
+    TRAIN(overlap_cpu_optimizer_d2h_h2d, K_BOOL, R_ANY, D_VALUE, false,
+          "with optimizer_cpu_offload: gradient copies down, the host step and parameter copies up overlap"),
     TRAIN(seed, K_INT, R_NONNEG, D_VALUE, 1234, "of the initialization, the data order and the dropout masks"),
     TRAIN(eval_interval, K_INT, R_POS, D_VALUE, 1000, /* Megatron's defaults */
           "validate every N iterations (train_rank's --eval-interval default)"),
@@ -777,6 +783,9 @@ static bool spec_validate(spec_ctx *c)
         return spec_fail(c, "the head dimension %s / %s = %d must be even for rope: change hidden_size or "
                             "num_attention_heads", spec_where(c, spec_find("hidden_size")),
                          spec_where(c, spec_find("num_attention_heads")), mcc_spec_head_dim(s));
+    if (s->optimizer_offload_fraction > 1)
+        return spec_fail(c, "%s must be in (0, 1] (got %.10g): 1 offloads every parameter's optimizer state",
+                         spec_where(c, spec_find("optimizer_offload_fraction")), s->optimizer_offload_fraction);
     if (!spec_check_tp(c) || !spec_check_pp(c))
         return false;
     if (mcc_spec_num_params(s) < 0)

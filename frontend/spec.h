@@ -59,6 +59,9 @@ typedef struct {
     int lr_wsd_decay_iters;             /* WSD: the final iterations that decay */
     double lr_warmup_fraction;          /* of lr_decay_iters; exclusive with lr_warmup_iters */
     double lr, min_lr, weight_decay, clip_grad, adam_beta1, adam_beta2, adam_eps;
+    bool optimizer_cpu_offload;         /* fp32 masters and Adam state in host memory, updated there */
+    double optimizer_offload_fraction;  /* of the parameters' elements, in declaration order (default 1) */
+    bool overlap_cpu_optimizer_d2h_h2d; /* the host step's copies overlap it, parameter by parameter */
     mcc_lr_style lr_decay_style;        /* "constant" | "linear" | "cosine" | "inverse-square-root" | "WSD" */
     mcc_recompute recompute_granularity; /* "none" | "selective" | "activations" */
     int recompute_num_layers;           /* recompute only in the first N layers (0: all), Megatron's block method */

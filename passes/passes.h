@@ -99,6 +99,8 @@ bool pass_check_gradients(const ir_module *m, char *err, size_t errlen);
 typedef struct {
     int64_t params, grads, optimizer_state, activations, comm_buffers;
     int64_t stash;                  /* a pipeline stage's saved activations: every stash global's slots */
+    int64_t host;                   /* the host's page-locked memory (--optimizer-cpu-offload): the host
+                                       globals and the host function's arena; not in the total */
     int stage, stages, in_flight;   /* which pipeline stage (of how many), its most micro-batches in flight */
 } mcc_memory_breakdown;
 int64_t mcc_memory_total(const mcc_memory_breakdown *b);

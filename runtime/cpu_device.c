@@ -91,4 +91,5 @@ const rt_device rt_cpu_device = {"cpu",   cpu_open,         cpu_alloc, cpu_free,
                                  cpu_init, cpu_run,          cpu_memory_in_use, cpu_close, cpu_queue, cpu_world_comm,
                                  NULL /* alloc_window: alloc serves */, NULL /* quiesce: nothing to release */,
                                  NULL, NULL /* trace_push/pop: no timeline to mark */,
-                                 NULL, NULL /* alloc_host/free_host: malloc serves */};
+                                 NULL, NULL /* alloc_host/free_host: malloc serves */,
+                                 NULL, NULL /* copy_async/copy_wait: copies are memcpy */};

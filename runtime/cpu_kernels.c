@@ -768,7 +768,7 @@ void cpu_SQRT(const rt_kernel_call *c)
 /* (p, g, m, v, lr[], step[], coef[]), attrs beta1, beta2, eps, weight_decay; in place on p, m, v:
  * g' = g coef; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
  * p -= lr (m/(1-b1^step) / (sqrt(v/(1-b2^step)) + eps) + wd p). Elementwise math in double. */
-void cpu_ADAMW(const rt_kernel_call *c)
+void rt_cpu_adamw_range(const rt_kernel_call *c, int64_t begin, int64_t end)
 {
     float *p = c->args[0], *m = c->args[2], *v = c->args[3];
     const float *g = argf(c, 1);
@@ -777,15 +777,20 @@ void cpu_ADAMW(const rt_kernel_call *c)
     if (step < 1)
         CPU_FAIL("adamw: step is %g but must count from 1 (bias correction divides by 1 - beta^step)", step);
     double bc1 = 1.0 - pow(b1, step), bc2 = 1.0 - pow(b2, step);
-    for (int64_t i = 0, n = ir_numel(c->arg_types[0]); i < n; i++) {
+    for (int64_t i = begin; i < end; i++) {
         double gi = g[i] * coef;
         double mi = b1 * m[i] + (1.0 - b1) * gi, vi = b2 * v[i] + (1.0 - b2) * gi * gi;
         p[i] = (float)(p[i] - lr * (mi / bc1 / (sqrt(vi / bc2) + eps) + wd * p[i]));
         m[i] = (float)mi;
         v[i] = (float)vi;
     }
+}
+
+void cpu_ADAMW(const rt_kernel_call *c)
+{
+    rt_cpu_adamw_range(c, 0, ir_numel(c->arg_types[0]));
     if (c->nargs == 8) /* the working copy (f32 on the CPU) */
-        memcpy(c->args[7], p, ir_bytes(c->arg_types[0]));
+        memcpy(c->args[7], c->args[0], ir_bytes(c->arg_types[0]));
 }
 
 /* --- the dispatch table, in ops.def order (ORDER OP) ------------------------------------------ */

@@ -476,6 +476,14 @@ static bool train_update(train_run *r, int it, int opt, step_result *s, bool fin
     rt_program_set_input(r->p, opt, "lr", &lr_now, sizeof lr_now);
     rt_program_set_input(r->p, opt, "step", &step_now, sizeof step_now);
     rt_program_run(r->p, opt);
+    int host = ir_func_of_kind(r->m, IR_FUNC_HOST_OPTIMIZER);
+    if (host >= 0) { /* --optimizer-cpu-offload: the host's update, the schedule's next call, takes the same */
+        float coef;
+        rt_program_get_output(r->p, opt, "clip_coef", &coef, sizeof coef);
+        rt_program_set_input(r->p, host, "lr", &lr_now, sizeof lr_now);
+        rt_program_set_input(r->p, host, "step", &step_now, sizeof step_now);
+        rt_program_set_input(r->p, host, "clip_coef", &coef, sizeof coef);
+    }
     rt_program_get_output(r->p, opt, "grad_norm", &norm, sizeof norm);
     if (!isfinite(norm))
         non_finite(r, it, "the gradient norm", norm);
