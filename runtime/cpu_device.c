@@ -74,6 +74,10 @@ static void cpu_run(rt_program *p, int func)
 {
     rt_func_exec *x = &p->funcs[func];
     const rt_elementwise_fn *generated = p->dev_state;
+    if (x->f->kind == IR_FUNC_HOST_OPTIMIZER) { /* its memory is the host's: rt_program_run runs it there */
+        fprintf(stderr, "train_rank: internal error: the CPU device was handed %s, a host function\n", x->f->name);
+        exit(1);
+    }
     for (int i = 0; i < x->f->ninstrs; i++)
         if (!generated || !run_generated(generated, &x->calls[i]))
             rt_cpu_kernels[x->f->instrs[i].op](&x->calls[i]);
