@@ -219,6 +219,10 @@ static void set_config(ir_module *m, const mcc_spec *s)
         if (s->overlap_cpu_optimizer_d2h_h2d)
             ir_cfg_set(m, IR_CFG_OVERLAP_CPU_OPTIMIZER_D2H_H2D, "1");
     }
+    if (s->use_precision_aware_optimizer) { /* absent: f32 moments */
+        ir_cfg_set(m, IR_CFG_EXP_AVG_DTYPE, s->exp_avg_dtype == MCC_MOMENT_BF16 ? "bf16" : "f32");
+        ir_cfg_set(m, IR_CFG_EXP_AVG_SQ_DTYPE, s->exp_avg_sq_dtype == MCC_MOMENT_BF16 ? "bf16" : "f32");
+    }
     if (s->data_parallel_size > 1) /* only data parallel plans bucket their gradients */
         ir_cfg_set_int(m, IR_CFG_DDP_BUCKET_SIZE, s->ddp_bucket_size);
     if (s->data_parallel_size > 1 && s->overlap_grad_reduce)

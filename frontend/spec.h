@@ -15,6 +15,7 @@ typedef enum { MCC_LR_CONSTANT, MCC_LR_LINEAR, MCC_LR_COSINE, MCC_LR_INVERSE_SQR
 /* selective: the backward recomputes norm and activation outputs instead of keeping them */
 typedef enum { MCC_RECOMPUTE_NONE, MCC_RECOMPUTE_SELECTIVE, MCC_RECOMPUTE_ACTIVATIONS } mcc_recompute;
 typedef enum { MCC_SP_SPLIT_SEQUENCE, MCC_SP_SPLIT_BATCH } mcc_sp_split;
+typedef enum { MCC_MOMENT_FP32, MCC_MOMENT_BF16 } mcc_moment_dtype; /* Megatron's --exp-avg-dtype names */
 typedef enum { MCC_WSD_EXPONENTIAL, MCC_WSD_LINEAR, MCC_WSD_COSINE, MCC_WSD_MINUS_SQRT } mcc_wsd_style;
 /* --pipeline-schedule: auto, then passes/pp_schedule.h's pp_sched_kind in its order */
 typedef enum { MCC_PP_SCHED_AUTO, MCC_PP_SCHED_1F1B, MCC_PP_SCHED_INTERLEAVED, MCC_PP_SCHED_ZB_H1 } mcc_pp_sched;
@@ -62,6 +63,8 @@ typedef struct {
     bool optimizer_cpu_offload;         /* fp32 masters and Adam state in host memory, updated there */
     double optimizer_offload_fraction;  /* of the parameters' elements, in declaration order (default 1) */
     bool overlap_cpu_optimizer_d2h_h2d; /* the host step's copies overlap it, parameter by parameter */
+    bool use_precision_aware_optimizer; /* Megatron's switch for the moments' dtypes below */
+    mcc_moment_dtype exp_avg_dtype, exp_avg_sq_dtype; /* "fp32" | "bf16": Adam's m and v as stored */
     mcc_lr_style lr_decay_style;        /* "constant" | "linear" | "cosine" | "inverse-square-root" | "WSD" */
     mcc_recompute recompute_granularity; /* "none" | "selective" | "activations" */
     int recompute_num_layers;           /* recompute only in the first N layers (0: all), Megatron's block method */

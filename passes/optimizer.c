@@ -43,6 +43,14 @@ static int companion(ir_module *m, int param, ir_global_kind kind, const char *s
     return g;
 }
 
+/* Adam's m and v of a master of type t, in the dtypes of config exp_avg_dtype and exp_avg_sq_dtype
+ * (--use-precision-aware-optimizer; f32 or bf16, checked by pass_optimizer). */
+static ir_type moment_type(const ir_module *m, ir_type t, ir_cfg key)
+{
+    t.dtype = (ir_dtype)ir_dtype_by_name(ir_cfg_text(m, key));
+    return t;
+}
+
 /* A reference in f to the gradient the update reads: @<param>.grad, or its reduced block
  * @<param>.grad_shard under ZeRO; -1 when the earlier passes made none. */
 static int grad_ref(ir_module *m, ir_func *f, int g, bool shard)
@@ -192,8 +200,8 @@ static void host_update(ir_module *m, ir_func *f, int p, int master, int grad, i
     ir_type t = mg->type;
     ir_layout layout = mg->layout;
     int host_grad = host_companion(m, p, IR_GLOBAL_HOST_GRAD, "host_grad", m->globals[grad].type, m->globals[grad].layout);
-    int adam_m = host_companion(m, p, IR_GLOBAL_ADAM_M, "adam_m", t, layout);
-    int adam_v = host_companion(m, p, IR_GLOBAL_ADAM_V, "adam_v", t, layout);
+    int adam_m = host_companion(m, p, IR_GLOBAL_ADAM_M, "adam_m", moment_type(m, t, IR_CFG_EXP_AVG_DTYPE), layout);
+    int adam_v = host_companion(m, p, IR_GLOBAL_ADAM_V, "adam_v", moment_type(m, t, IR_CFG_EXP_AVG_SQ_DTYPE), layout);
     int down[2] = {ir_global_ref(m, f, m->globals[host_grad].name), ir_global_ref(m, f, m->globals[grad].name)};
     ir_emit(m, f, IR_OP_COPY, down, 2, NULL, NULL, NULL);
     int hm = ir_global_ref(m, f, m->globals[master].name);
@@ -240,6 +248,13 @@ static ir_func *grads_func(ir_module *m, const char *name, ir_func_kind kind, co
 bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     bool zero = pass_zero_on(m);
+    for (int k = 0; k < 2; k++) {
+        ir_cfg key = k ? IR_CFG_EXP_AVG_SQ_DTYPE : IR_CFG_EXP_AVG_DTYPE;
+        int dt = ir_dtype_by_name(ir_cfg_text(m, key));
+        if (dt != IR_F32 && dt != IR_BF16)
+            return snprintf(err, errlen, "config %s = \"%s\": Adam's moments are f32 or bf16", ir_cfgs[key].key,
+                            ir_cfg_text(m, key)), false;
+    }
     ir_func *f = ir_func_new(m, "optimizer", IR_FUNC_OPTIMIZER);
     int lr = ir_input(m, f, "lr", ir_scalar(IR_F32));
     int step = ir_input(m, f, "step", ir_scalar(IR_F32));
@@ -293,8 +308,8 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
         ir_type t = mg->type;
         ir_layout layout = mg->layout;
         int master = ir_global_ref(m, f, mg->name);
-        int adam_m = companion(m, params[j], IR_GLOBAL_ADAM_M, "adam_m", t, layout);
-        int adam_v = companion(m, params[j], IR_GLOBAL_ADAM_V, "adam_v", t, layout);
+        int adam_m = companion(m, params[j], IR_GLOBAL_ADAM_M, "adam_m", moment_type(m, t, IR_CFG_EXP_AVG_DTYPE), layout);
+        int adam_v = companion(m, params[j], IR_GLOBAL_ADAM_V, "adam_v", moment_type(m, t, IR_CFG_EXP_AVG_SQ_DTYPE), layout);
         int args[7] = {master, grads[j], ir_global_ref(m, f, m->globals[adam_m].name),
                        ir_global_ref(m, f, m->globals[adam_v].name), lr, step, coef};
         double attrs[4] = {ir_cfg_num(m, IR_CFG_ADAM_BETA1), ir_cfg_num(m, IR_CFG_ADAM_BETA2),

@@ -18,6 +18,7 @@
 #include "runtime/host_optimizer.h"
 
 #include "common/knobs.h"
+#include "runtime/bf16.h"
 #include "runtime/cpu_kernels.h"
 
 #include <math.h>
@@ -30,11 +31,27 @@
 /* Elements one thread takes at least: below that, threads cost more than they save. */
 enum { MIN_SLICE = 4096, MAX_THREADS = 1024 };
 
+/* Adam's moment i, f32 or bf16 (--use-precision-aware-optimizer), and its store. */
+static inline float moment_ld(const void *x, bool bf16, int64_t i)
+{
+    return bf16 ? rt_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+}
+
+static inline void moment_st(void *x, bool bf16, int64_t i, float value)
+{
+    if (bf16)
+        ((uint16_t *)x)[i] = rt_f32_to_bf16(value);
+    else
+        ((float *)x)[i] = value;
+}
+
 /* The fp32 update of optimizer.cuh's mcc_adamw_step over [begin, end): the same operations in the
  * same order, each rounded to fp32 (the file is built with -ffp-contract=off). */
 static void adamw_f32_range(const rt_kernel_call *c, int64_t begin, int64_t end)
 {
-    float *restrict p = c->args[0], *restrict m = c->args[2], *restrict v = c->args[3];
+    float *restrict p = c->args[0];
+    void *restrict m = c->args[2], *restrict v = c->args[3];
+    bool m16 = c->arg_types[2]->dtype == IR_BF16, v16 = c->arg_types[3]->dtype == IR_BF16;
     const float *restrict g = c->args[1];
     double step = ((const float *)c->args[5])[0];
     float b1 = (float)c->in->attr[0], b2 = (float)c->in->attr[1], eps = (float)c->in->attr[2],
@@ -43,11 +60,11 @@ static void adamw_f32_range(const rt_kernel_call *c, int64_t begin, int64_t end)
 #pragma omp simd
     for (int64_t i = begin; i < end; i++) {
         float gi = g[i] * coef;
-        float mi = b1 * m[i] + (1.0f - b1) * gi;
-        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        float mi = b1 * moment_ld(m, m16, i) + (1.0f - b1) * gi;
+        float vi = b2 * moment_ld(v, v16, i) + (1.0f - b2) * gi * gi;
         p[i] = p[i] - lr * (mi / bc1 / (sqrtf(vi / bc2) + eps) + wd * p[i]);
-        m[i] = mi;
-        v[i] = vi;
+        moment_st(m, m16, i, mi);
+        moment_st(v, v16, i, vi);
     }
 }
 

@@ -6,7 +6,7 @@
 # byte for byte: on CPU ranks the host's AdamW is the CPU kernel's arithmetic, run by train_rank's
 # host executor (runtime/host_optimizer.c) on MCC_HOST_OPTIMIZER_THREADS=3 threads over the host
 # globals the plan places there. On one rank it also checks, with gradient accumulation off (the
-# update's other zeroing path), a checkpoint saved with offload resumed without it and the reverse
+# update's other zeroing path) and with bf16 Adam moments, a checkpoint saved with offload resumed without it and the reverse
 # (steps 6-10 the same text), and mcc compile's host memory line and its --host-memory refusal.
 set -euo pipefail
 mcc=$1; np=$2; shift 2
@@ -47,6 +47,14 @@ compile ref1 --global-batch-size 4
 compile half1 --global-batch-size 4 "${offload[@]}" --optimizer-offload-fraction 0.5
 train ref1 ref1; train half1 half1
 same ref1 half1 "fraction 0.5, one micro-batch a step"
+# bf16 Adam moments (--use-precision-aware-optimizer): the host's rounding is the device's
+bf16=(--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16)
+compile ref16 "${bf16[@]}"
+compile half16 "${bf16[@]}" "${offload[@]}" --optimizer-offload-fraction 0.5
+grep -q "global @embedding.word.adam_m : bf16\[260,64\] {kind=adam_m, .*host}" "$work/bin_half16" ||
+  { echo "FAIL: the offloaded moments are not bf16 host globals in the plan"; exit 1; }
+train ref16 ref16; train half16 half16
+same ref16 half16 "bf16 moments, fraction 0.5"
 # checkpoints hold the same tensors either way: saved at 5 by one, resumed to 10 by the other
 for pair in "full ref" "ref full"; do
   read -r saver loader <<<"$pair"
