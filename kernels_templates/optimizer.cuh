@@ -72,4 +72,3 @@ MCC_ADAMW(f32, float, f32, float)
 MCC_ADAMW(f32, float, bf16, mcc_bf16)
 MCC_ADAMW(bf16, mcc_bf16, f32, float)
 MCC_ADAMW(bf16, mcc_bf16, bf16, mcc_bf16)
-}

@@ -3,10 +3,12 @@
  * through the device table (down or up), AdamW runs on pthreads over static slices of the tensor,
  * and any other instruction is the CPU backend's kernel, on host memory.
  *
- * The AdamW is the plan's device's arithmetic, so that offloading changes no bit: on the CPU device
- * its own kernel (rt_cpu_adamw_range, math in double), on a GPU the fp32 formula of
- * kernels_templates/optimizer.cuh (mcc_adamw_step), vectorised by `omp simd` (-fopenmp-simd: no
- * OpenMP runtime). pthreads rather than OpenMP: train_rank then carries no OpenMP runtime whose idle
+ * The AdamW is the plan's device's arithmetic: on the CPU device its own kernel (rt_cpu_adamw_range,
+ * math in double), so that offloading changes no bit; on a GPU the fp32 formula of
+ * kernels_templates/optimizer.cuh (mcc_adamw_step: the same operations in the same order),
+ * vectorised by `omp simd` (-fopenmp-simd: no OpenMP runtime). NVRTC compiles that kernel with
+ * --use_fast_math (flushed denormals, approximate division, FMA contraction), so host and GPU agree
+ * to fp32 rounding there, not to the bit. pthreads rather than OpenMP: train_rank then carries no OpenMP runtime whose idle
  * workers spin beside the CPU ranks' MPI progress and the --async-save writer, and a static split is
  * all the work needs. Elementwise, so any split of the threads gives the same bits.
  *
@@ -46,7 +48,8 @@ static inline void moment_st(void *x, bool bf16, int64_t i, float value)
 }
 
 /* The fp32 update of optimizer.cuh's mcc_adamw_step over [begin, end): the same operations in the
- * same order, each rounded to fp32 (the file is built with -ffp-contract=off). */
+ * same order, each rounded to fp32 (the file is built with -ffp-contract=off: IEEE operations, where
+ * the GPU's fast math approximates the division). */
 static void adamw_f32_range(const rt_kernel_call *c, int64_t begin, int64_t end)
 {
     float *restrict p = c->args[0];

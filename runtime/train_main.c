@@ -766,6 +766,8 @@ static void print_config(const train_run *r)
     printf("| eval every / batches  | %13d / %5d |\n", r->eval_interval, r->eval_iters);
     printf("| FLOP per token        | %21.4g |\n", r->flops_per_token);
     printf("| plan memory, bytes    | %21zu |\n", rt_program_plan_bytes(r->p)); /* mcc compile's total */
+    if (r->p->host_bytes) /* mcc compile's host memory line */
+        printf("| host memory, bytes    | %21zu |\n", r->p->host_bytes);
     for (int k = 0; k < KNOB_COUNT; k++) /* the MCC_ variables set (the rest are at their defaults) */
         if (knob_shown((knob_id)k))
             printf("| %s=%-*s |\n", knob_table[k].name, 44 - (int)strlen(knob_table[k].name), knob_text((knob_id)k));

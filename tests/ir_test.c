@@ -289,6 +289,18 @@ static void test_verify_errors(void)
     check_text_fails_verify("global @w : f32[4] {kind=param, init=zeros}\nglobal @w : f32[4] {kind=param, init=zeros}\n",
                             "global @w is declared twice");
     check_text_fails_verify("func f {kind=step, arena=0} {\n}\nfunc f {kind=step, arena=0} {\n}\n", "function f is defined twice");
+    /* host memory (--optimizer-cpu-offload): the host function and copies only */
+    const char *host_globals = "global @w : f32[4] {kind=param, init=zeros}\n"
+                               "global @w.adam_m : f32[4] {kind=adam_m, init=zeros, of=@w, host}\n";
+    char text[512];
+    snprintf(text, sizeof text, "%sfunc f {kind=optimizer, arena=0} {\n  %%0 = global @w.adam_m : f32[4] @global\n"
+             "  zero %%0\n}\n", host_globals);
+    check_text_fails_verify(text, "zero in f (instruction 1) reads the host global @w.adam_m: only host_optimizer and "
+                            "copies touch host memory");
+    snprintf(text, sizeof text, "%sfunc h {kind=host_optimizer, arena=0} {\n  %%0 = global @w : f32[4] @global\n"
+             "  zero %%0\n}\n", host_globals);
+    check_text_fails_verify(text, "zero in h (instruction 1) reads the device global @w: the host function reads "
+                            "device memory only through a copy");
 
     /* what the text form cannot express: built, then broken by hand */
     ir_module *m = build_module();

@@ -42,6 +42,11 @@ train ref ref; train full full; train half half
 same ref full "fraction 1.0"
 same ref half "fraction 0.5, overlapped copies"
 [ "$np" = 1 ] || exit 0
+# train_rank allocates the host memory mcc compile reported
+host_bytes=$(sed -n 's/.*host memory .*(\([0-9]*\) bytes, page-locked.*/\1/p' "$work/full.clog")
+grep -q "| host memory, bytes  *| *$host_bytes |" "$work/full.log" ||
+  { echo "FAIL: train_rank's host memory is not mcc compile's $host_bytes bytes"; grep "memory" "$work/full.log"; exit 1; }
+echo "ok: train_rank's host memory is mcc compile's, $host_bytes bytes"
 # one micro-batch a step: micro_step's first writes assign the gradients, nothing is zeroed
 compile ref1 --global-batch-size 4
 compile half1 --global-batch-size 4 "${offload[@]}" --optimizer-offload-fraction 0.5
