@@ -137,6 +137,9 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     ir_mesh_coords(&mesh, world_rank, p->coord);
     ir_resolve_ranks(m, p->coord);
     p->dev = dev;
+    p->nslots = xcalloc((size_t)m->nfuncs, sizeof(int), "stash slots"); /* the device sizes its graphs by them */
+    for (int i = 0; i < m->nfuncs; i++)
+        p->nslots[i] = func_slots(m, m->funcs[i]);
     dev->open(p, image);
     /* One allocation holds every global, in declaration order, each at a 256-byte boundary: the
      * gradients of a bucket (data_parallel.c) are then one contiguous span that one collective
@@ -189,9 +192,8 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     p->funcs = xcalloc((size_t)m->nfuncs, sizeof(rt_func_exec), "functions");
     p->slot_execs = xcalloc((size_t)m->nfuncs, sizeof(rt_func_exec *), "stash slots");
     p->bound_slot = xcalloc((size_t)m->nfuncs, sizeof(int), "stash slots");
-    p->nslots = xcalloc((size_t)m->nfuncs, sizeof(int), "stash slots");
     for (int i = 0; i < m->nfuncs; i++) {
-        int slots = p->nslots[i] = func_slots(m, m->funcs[i]);
+        int slots = p->nslots[i];
         p->slot_execs[i] = xcalloc((size_t)slots, sizeof(rt_func_exec), "stash slots");
         char *arena = m->funcs[i]->kind == IR_FUNC_HOST_OPTIMIZER ? p->host_arena : p->arena;
         for (int k = 0; k < slots; k++)

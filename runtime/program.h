@@ -60,8 +60,8 @@ void rt_program_free(rt_program *p);
 void rt_program_init_params(rt_program *p, uint64_t seed);
 void rt_program_run(rt_program *p, int func);
 /* Binds func's stash globals to their buffer `slot` for its next runs (a schedule call's slot=;
- * < 0: leaves it). The CPU device reads the bindings at each run; the CUDA device's graphs are
- * captured once per function and refuse a plan with stash slots (cuda_device.c). */
+ * < 0: leaves it). The CPU device reads the bindings at each run; the CUDA device captures a
+ * graph per function and slot (cuda_device.c). */
 void rt_program_bind_slot(rt_program *p, int func, int slot);
 
 /* Host access to `input @name` / `output @name` of a function and to globals. */
