@@ -485,7 +485,7 @@ typedef struct {
 
 static const mcc_command mcc_commands[] = {
     {"compile", "mcc compile SPEC.json [--<field> VALUE ...] -o OUT [--target NAME] [--gpu-memory GIB] "
-                "[--comm-lanes L] [--keep-logits] [--memory-report]", cmd_compile, true, false},
+                "[--host-memory GIB] [--comm-lanes L] [--keep-logits] [--memory-report]", cmd_compile, true, false},
     {"ir", "mcc ir SPEC.json [--<field> VALUE ...] [--after PASS] [--rank R]\n  mcc ir --list-passes", cmd_ir, true,
      false},
     {"opt", "mcc opt IN.ir --pass NAME [--rank R] [--target T]   run one pass on IR text (`mcc ir ... --after` the "
