@@ -12,7 +12,8 @@
  * workers spin beside the CPU ranks' MPI progress and the --async-save writer, and a static split is
  * all the work needs. Elementwise, so any split of the threads gives the same bits.
  *
- * With config overlap_cpu_optimizer_d2h_h2d, where the device has asynchronous copies (copy_async),
+ * With config overlap_cpu_optimizer_d2h_h2d, where the device has asynchronous copies (copy_async;
+ * the CPU device's are done at once),
  * every gradient copy down is queued first, on the device's copy stream in program order, and each
  * parameter's update waits only for its own gradient; its copy up is queued at once, and the
  * function returns when every copy up is done: the copies of one parameter overlap the host step of
