@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The CUDA target is the default where mcc was built with the CUDA toolkit. */
 #ifdef MCC_HAVE_CUDA
@@ -49,6 +50,7 @@ typedef struct {
     long long rank;
     bool keep_logits, memory_report;
     double gpu_memory_gib;
+    double host_memory_gib;         /* one machine's, which its ranks share (0: this machine's) */
     mcc_pass_options passes;        /* --target's description, handed to every pass */
     bool side_lane, copy_lane;      /* --comm-lanes against the target: config comm_side_lane, comm_copy_lane */
 } cli_opts;
@@ -69,6 +71,9 @@ static const struct {
      ")"},
     {"--gpu-memory", "GIB", OPT_GIB, offsetof(cli_opts, gpu_memory_gib),
      "compile for a GPU: the memory the plan must fit in (default the target's: an H200's 140.4 GiB)"},
+    {"--host-memory", "GIB", OPT_GIB, offsetof(cli_opts, host_memory_gib),
+     "compile: the host memory of one machine, which its ranks' offloaded optimizer state must fit in "
+     "(--optimizer-cpu-offload; default this machine's physical memory)"},
     {"--comm-lanes", "copy|side|side,copy|none", OPT_TEXT, offsetof(cli_opts, comm_lanes),
      "compile: the communicators that carry collectives beside computation, baked into the plan (copy: the copy "
      "engines, with the exchange buffers the memory report counts; side: MCC_SIDE_NCCL_CTAS CTAs; none: the "
@@ -294,6 +299,32 @@ static void print_compute(const mcc_memory_breakdown *mem, const cli_opts *o)
                         "model's, before tensor and pipeline splits)\n", mem->recompute_flops / 1e9);
 }
 
+/* Ranks that share one machine's host memory: a node of up to 8 GPUs. */
+#define RANKS_PER_HOST 8
+
+/* Whether the ranks of one machine fit their host memory (--optimizer-cpu-offload's page-locked
+ * state) in --host-memory GIB, by default this machine's physical memory: the compile machine is
+ * taken for the training machine, as the GPU's memory is the target's. */
+static bool fits_host(const mcc_memory_breakdown *mem, const mcc_spec *spec, const cli_opts *o)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    double have = o->host_memory_gib ? o->host_memory_gib : pages > 0 && page > 0 ? (double)pages * page / 1073741824.0 : 0;
+    long long world = (long long)spec->tensor_model_parallel_size * spec->pipeline_model_parallel_size *
+                      spec->data_parallel_size;
+    int ranks = world < RANKS_PER_HOST ? (int)world : RANKS_PER_HOST;
+    double per_rank = mem->host / 1073741824.0, need = per_rank * ranks;
+    if (!mem->host || !have || need <= have)
+        return true;
+    fprintf(stderr, "mcc: error: the offloaded optimizer state needs %.3f GiB of host memory per rank, %.3f GiB for the "
+                    "%d ranks of one machine, but it has %.3f GiB (%s).\n"
+                    "  To fit: offload less (--optimizer-offload-fraction F, now %g); shard the state over dp\n"
+                    "  (--data-parallel-size N --use-distributed-optimizer: / N per rank); or give the training\n"
+                    "  machine's memory with --host-memory GIB.\n",
+            per_rank, need, ranks, have, o->host_memory_gib ? "--host-memory" : "this machine's; --host-memory GIB overrides it",
+            spec->optimizer_offload_fraction);
+    return false;
+}
+
 /* One plan a pipeline stage in the executable: every rank of the stage runs it, resolving its rank
  * terms as it loads it. */
 static int cmd_compile(int argc, char **argv)
@@ -314,7 +345,7 @@ static int cmd_compile(int argc, char **argv)
         print_compute(&mem, &o);
         if (o.memory_report)
             mcc_memory_report(prog.stage[s], stderr);
-        fits = fits && fits_gpu(&mem, &o);
+        fits = fits && fits_gpu(&mem, &o) && fits_host(&mem, &spec, &o);
     }
     if (!fits)
         return mcc_program_free(&prog), 2;
@@ -467,7 +498,7 @@ typedef struct {
 
 static const mcc_command mcc_commands[] = {
     {"compile", "mcc compile SPEC.json [--<field> VALUE ...] -o OUT [--target NAME] [--gpu-memory GIB] "
-                "[--comm-lanes L] [--keep-logits] [--memory-report]", cmd_compile, true, false},
+                "[--host-memory GIB] [--comm-lanes L] [--keep-logits] [--memory-report]", cmd_compile, true, false},
     {"ir", "mcc ir SPEC.json [--<field> VALUE ...] [--after PASS] [--rank R]\n  mcc ir --list-passes", cmd_ir, true,
      false},
     {"opt", "mcc opt IN.ir --pass NAME [--rank R] [--target T]   run one pass on IR text (`mcc ir ... --after` the "

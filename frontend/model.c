@@ -227,6 +227,16 @@ static void set_config(ir_module *m, const mcc_spec *s)
     }
     if (s->use_distributed_optimizer) /* absent means off: plans without it read as before */
         ir_cfg_set(m, IR_CFG_USE_DISTRIBUTED_OPTIMIZER, "1");
+    if (s->optimizer_cpu_offload) { /* absent means off */
+        ir_cfg_set(m, IR_CFG_OPTIMIZER_CPU_OFFLOAD, "1");
+        ir_cfg_set_num(m, IR_CFG_OPTIMIZER_OFFLOAD_FRACTION, s->optimizer_offload_fraction);
+        if (s->overlap_cpu_optimizer_d2h_h2d)
+            ir_cfg_set(m, IR_CFG_OVERLAP_CPU_OPTIMIZER_D2H_H2D, "1");
+    }
+    if (s->use_precision_aware_optimizer) { /* absent: f32 moments */
+        ir_cfg_set(m, IR_CFG_EXP_AVG_DTYPE, s->exp_avg_dtype == MCC_MOMENT_BF16 ? "bf16" : "f32");
+        ir_cfg_set(m, IR_CFG_EXP_AVG_SQ_DTYPE, s->exp_avg_sq_dtype == MCC_MOMENT_BF16 ? "bf16" : "f32");
+    }
     if (s->data_parallel_size > 1) /* only data parallel plans bucket their gradients */
         ir_cfg_set_int(m, IR_CFG_DDP_BUCKET_SIZE, s->ddp_bucket_size);
     if (s->data_parallel_size > 1 && s->overlap_grad_reduce)

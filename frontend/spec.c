@@ -42,7 +42,8 @@ typedef struct {
 _Static_assert(sizeof(mcc_norm) == sizeof(int) && sizeof(mcc_pos) == sizeof(int) &&
                sizeof(mcc_act) == sizeof(int) && sizeof(mcc_lr_style) == sizeof(int) &&
                sizeof(mcc_wsd_style) == sizeof(int) && sizeof(mcc_pp_sched) == sizeof(int) &&
-               sizeof(mcc_fp8_format) == sizeof(int) && sizeof(mcc_fp8_recipe) == sizeof(int),
+               sizeof(mcc_moment_dtype) == sizeof(int) && sizeof(mcc_fp8_format) == sizeof(int) &&
+               sizeof(mcc_fp8_recipe) == sizeof(int),
                "enum members are stored as int");
 static const char *const spec_norms[] = {"LayerNorm", "RMSNorm", NULL};              /* ORDER mcc_norm */
 static const char *const spec_positions[] = {"learned_absolute", "rope", NULL};       /* ORDER mcc_pos */
@@ -51,6 +52,7 @@ static const char *const recompute_method_names[] = {"none", "uniform", "block",
 static const char *const recompute_module_names[] = {"core_attn", "mlp",      "layernorm", "moe_act", "moe",
                                                      "shared_experts", "mla_up_proj", "mlp_act", NULL}; /* ORDER MCC_RM_ */
 static const char *const sp_split_names[] = {"sequence", "batch", NULL};                          /* ORDER mcc_sp_split */
+static const char *const moment_dtype_names[] = {"fp32", "bf16", NULL};                        /* ORDER mcc_moment_dtype */
 static const char *const spec_lr_styles[] = {"constant", "linear", "cosine", "inverse-square-root", "WSD",
                                              NULL}; /* ORDER mcc_lr_style */
 static const char *const spec_wsd_styles[] = {"exponential", "linear", "cosine", "minus_sqrt",
@@ -159,6 +161,18 @@ static const spec_field spec_fields[] = {
     TRAIN(adam_beta1, K_NUM, R_UNIT, D_VALUE, 0.9, "Adam's decay of the gradient's mean"),
     TRAIN(adam_beta2, K_NUM, R_UNIT, D_VALUE, 0.999, "Adam's decay of the gradient's square"),
     TRAIN(adam_eps, K_NUM, R_POS, D_VALUE, 1e-8, "Adam's epsilon"),
+    FIELD(SEC_TRAINING, "optimizer_cpu_offload", optimizer_cpu_offload, "cpu_optimizer", K_BOOL, R_ANY, D_VALUE, false,
+          NULL, "fp32 masters and Adam state in pinned host memory, AdamW run by the host (Megatron's name)"),
+    TRAIN(optimizer_offload_fraction, K_NUM, R_POS, D_VALUE, 1.0,
+          "with optimizer_cpu_offload: the fraction (0, 1] of the parameters' elements offloaded, first layers first"),
+    TRAIN(overlap_cpu_optimizer_d2h_h2d, K_BOOL, R_ANY, D_VALUE, false,
+          "with optimizer_cpu_offload: gradient copies down, the host step and parameter copies up overlap"),
+    TRAIN(use_precision_aware_optimizer, K_BOOL, R_ANY, D_VALUE, false,
+          "Adam's moments in the dtypes exp_avg_dtype and exp_avg_sq_dtype name (arithmetic in fp32)"),
+    FIELD(SEC_TRAINING, "exp_avg_dtype", exp_avg_dtype, NULL, K_ENUM, R_ANY, D_VALUE, MCC_MOMENT_FP32,
+          moment_dtype_names, "with use_precision_aware_optimizer: the dtype Adam's first moment is stored in"),
+    FIELD(SEC_TRAINING, "exp_avg_sq_dtype", exp_avg_sq_dtype, NULL, K_ENUM, R_ANY, D_VALUE, MCC_MOMENT_FP32,
+          moment_dtype_names, "with use_precision_aware_optimizer: the dtype Adam's second moment is stored in"),
     TRAIN(seed, K_INT, R_NONNEG, D_VALUE, 1234, "of the initialization, the data order and the dropout masks"),
     TRAIN(eval_interval, K_INT, R_POS, D_VALUE, 1000, /* Megatron's defaults */
           "validate every N iterations (train_rank's --eval-interval default)"),
@@ -953,6 +967,13 @@ static bool spec_validate(spec_ctx *c)
         return spec_fail(c, "the head dimension %s / %s = %d must be even for rope: change hidden_size or "
                             "num_attention_heads", spec_where(c, spec_find("hidden_size")),
                          spec_where(c, spec_find("num_attention_heads")), mcc_spec_head_dim(s));
+    if (!s->use_precision_aware_optimizer && (s->exp_avg_dtype != MCC_MOMENT_FP32 || s->exp_avg_sq_dtype != MCC_MOMENT_FP32))
+        return spec_fail(c, "%s or %s is bf16 but use_precision_aware_optimizer is off: add "
+                            "--use-precision-aware-optimizer (as Megatron asks), or keep fp32",
+                         spec_where(c, spec_find("exp_avg_dtype")), spec_where(c, spec_find("exp_avg_sq_dtype")));
+    if (s->optimizer_offload_fraction > 1)
+        return spec_fail(c, "%s must be in (0, 1] (got %.10g): 1 offloads every parameter's optimizer state",
+                         spec_where(c, spec_find("optimizer_offload_fraction")), s->optimizer_offload_fraction);
     if (!spec_check_tp(c) || !spec_check_pp(c) || !spec_check_fp8(c))
         return false;
     if (mcc_spec_num_params(s) < 0)

@@ -28,6 +28,7 @@ enum {
 /* The comma-separated names of the modules in set `modules` ("" for none) into buf. */
 void mcc_recompute_modules_text(int modules, char *buf, size_t n);
 typedef enum { MCC_SP_SPLIT_SEQUENCE, MCC_SP_SPLIT_BATCH } mcc_sp_split;
+typedef enum { MCC_MOMENT_FP32, MCC_MOMENT_BF16 } mcc_moment_dtype; /* Megatron's --exp-avg-dtype names */
 typedef enum { MCC_WSD_EXPONENTIAL, MCC_WSD_LINEAR, MCC_WSD_COSINE, MCC_WSD_MINUS_SQRT } mcc_wsd_style;
 /* --pipeline-schedule: auto, then passes/pp_schedule.h's pp_sched_kind in its order */
 typedef enum { MCC_PP_SCHED_AUTO, MCC_PP_SCHED_1F1B, MCC_PP_SCHED_INTERLEAVED, MCC_PP_SCHED_ZB_H1 } mcc_pp_sched;
@@ -77,6 +78,11 @@ typedef struct {
     int lr_wsd_decay_iters;             /* WSD: the final iterations that decay */
     double lr_warmup_fraction;          /* of lr_decay_iters; exclusive with lr_warmup_iters */
     double lr, min_lr, weight_decay, clip_grad, adam_beta1, adam_beta2, adam_eps;
+    bool optimizer_cpu_offload;         /* fp32 masters and Adam state in host memory, updated there */
+    double optimizer_offload_fraction;  /* of the parameters' elements, in declaration order (default 1) */
+    bool overlap_cpu_optimizer_d2h_h2d; /* the host step's copies overlap it, parameter by parameter */
+    bool use_precision_aware_optimizer; /* Megatron's switch for the moments' dtypes below */
+    mcc_moment_dtype exp_avg_dtype, exp_avg_sq_dtype; /* "fp32" | "bf16": Adam's m and v as stored */
     mcc_lr_style lr_decay_style;        /* "constant" | "linear" | "cosine" | "inverse-square-root" | "WSD" */
     mcc_recompute recompute_granularity; /* "none" | "selective" | "full" ("activations" read as selective) */
     mcc_recompute_method recompute_method; /* full: "uniform" | "block" */

@@ -430,6 +430,8 @@ const ir_func_kind_info ir_func_kinds[IR_NUM_FUNC_KINDS] = {
     [IR_FUNC_FORWARD] =    {"forward",    TRAIN,        true,            false},
     [IR_FUNC_BACKWARD] =   {"backward",   TRAIN,        true,            false},
     [IR_FUNC_WGRAD] =      {"wgrad",      TRAIN,        true,            false},
+    [IR_FUNC_HOST_OPTIMIZER] = {"host_optimizer", TRAIN,  false,           true},
+    [IR_FUNC_PARAM_SYNC] = {"param_sync", TRAIN,        false,           true},
 };
 #undef TRAIN
 #undef EVAL

@@ -87,6 +87,11 @@ typedef enum {
     IR_FUNC_BACKWARD,   /* backward: a pipeline stage's backward of one micro-batch, into the gradients (under
                            a zero-bubble schedule: the input gradients alone) */
     IR_FUNC_WGRAD,      /* wgrad: a zero-bubble pipeline stage's weight gradients of one micro-batch */
+    IR_FUNC_HOST_OPTIMIZER, /* host_optimizer: the update of the parameters whose optimizer state lives in host
+                               memory (--optimizer-cpu-offload), run by the host after `optimizer`: their
+                               gradients copied down, AdamW on the host, the updated masters copied up */
+    IR_FUNC_PARAM_SYNC, /* param_sync: after host_optimizer, on the device: those parameters' ZeRO all-gather,
+                           working copies and gradient zeroing */
     IR_NUM_FUNC_KINDS
 } ir_func_kind;
 
@@ -107,11 +112,13 @@ typedef struct {
  * GRAD its gradient accumulator,
  * GRAD_SHARD this rank's block of the reduced gradient (ZeRO), MASTER_SHARD this rank's block of
  * the fp32 master (ZeRO), ADAM_M/ADAM_V Adam's moments, COPY a lower-precision working copy that
- * the forward and backward read. FP8's scaling state (amax history, scale) joins here as roles
+ * the forward and backward read, HOST_GRAD the host's copy of its gradient (or block) that the host's
+ * AdamW reads (--optimizer-cpu-offload). Under offload the MASTER_SHARD is the host's fp32 master
+ * (ZeRO's block of it, or this rank's whole part), and it and Adam's moments are `host`. FP8's scaling state (amax history, scale) joins here as roles
  * owned by the parameter they scale. ORDER: ir_global_kind_names (print.c). */
 typedef enum {
     IR_GLOBAL_PARAM, IR_GLOBAL_GRAD, IR_GLOBAL_ADAM_M, IR_GLOBAL_ADAM_V, IR_GLOBAL_COPY, IR_GLOBAL_GRAD_SHARD,
-    IR_GLOBAL_MASTER_SHARD, IR_GLOBAL_STASH, IR_NUM_GLOBAL_KINDS
+    IR_GLOBAL_MASTER_SHARD, IR_GLOBAL_STASH, IR_GLOBAL_HOST_GRAD, IR_NUM_GLOBAL_KINDS
 } ir_global_kind;
 typedef enum { IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_NORMAL, IR_NUM_INITS } ir_init;
 
@@ -151,6 +158,9 @@ typedef struct {
     ir_placement placement;         /* a PARAM: how tp splits it (a companion: its owner's says) */
     ir_layout layout;               /* how its whole tensor is split over the mesh (none: whole) */
     int slots;                      /* a STASH: its buffers, each of `type` (every other role: 1) */
+    bool host;                      /* lives in the host's (pinned) memory, not the device's: read and
+                                       written by the host_optimizer function and by copies (printed
+                                       `host`; --optimizer-cpu-offload) */
 } ir_global;
 
 /* The schedule: per program, the steps one rank runs in order. `train` is one training

@@ -559,7 +559,7 @@ static bool parse_config(parser *p)
 typedef struct {
     int kind, init, placement;
     double std;
-    bool has_std, no_decay;
+    bool has_std, no_decay, host;
     int owner, layer, slots;
     ir_layout layout;
 } global_attrs;
@@ -623,6 +623,10 @@ static bool global_attr(parser *p, void *ctx, token key, const token *val)
         ga->no_decay = true;
         return true;
     }
+    if (tok_is(key, "host") && !val) {
+        ga->host = true;
+        return true;
+    }
     if (tok_is(key, "layout") && val && val->kind == TK_PUNCT)
         return parse_layout(p, &ga->layout);
     if (val && val->kind == TK_PUNCT) /* a list where a single value belongs */
@@ -660,7 +664,7 @@ static bool global_attr(parser *p, void *ctx, token key, const token *val)
     }
     char buf[64];
     return fail_at(p, key, "unknown global attribute %s (attributes: kind=, init=, std=, of=, placement=, layer=, "
-                   "slots=, layout=, no_decay)", describe(key, buf, sizeof buf));
+                   "slots=, layout=, no_decay, host)", describe(key, buf, sizeof buf));
 }
 
 /* global @name : type {kind=K, init=I[, std=S][, of=@P][, placement=X][, layer=L][, slots=N][, layout=[...]][, no_decay]} */
@@ -691,6 +695,7 @@ static bool parse_global(parser *p)
     gl->placement = (ir_placement)ga.placement;
     gl->layout = ga.layout;
     gl->slots = ga.slots > 0 ? ga.slots : 1;
+    gl->host = ga.host;
     free(n);
     return expect_eol(p);
 }

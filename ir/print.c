@@ -7,7 +7,7 @@
 #include <string.h>
 
 const char *const ir_global_kind_names[IR_NUM_GLOBAL_KINDS] = {"param", "grad", "adam_m", "adam_v", "copy", "grad_shard",
-                                                                "master_shard", "stash"};
+                                                                "master_shard", "stash", "host_grad"};
 const char *const ir_placement_names[IR_NUM_PLACEMENTS] = {"replicated", "column", "row", "vocab"};
 const char *const ir_init_names[IR_NUM_INITS] = {"zeros", "ones", "normal"};
 const char *const ir_prog_names[IR_NUM_PROGS] = {"train", "eval"};
@@ -161,7 +161,7 @@ static void print_global(ir_buf *b, const ir_module *m, const ir_global *g)
     char layout[128];
     if (g->layout.nsplits)
         ir_buf_printf(b, ", layout=[%s]", ir_layout_str(&g->layout, layout, sizeof layout));
-    ir_buf_printf(b, "%s}\n", g->no_decay ? ", no_decay" : "");
+    ir_buf_printf(b, "%s%s}\n", g->no_decay ? ", no_decay" : "", g->host ? ", host" : "");
 }
 
 /* Sections are separated by one blank line. */

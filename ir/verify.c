@@ -285,6 +285,32 @@ static bool verify_func_kinds(verifier *v)
     return true;
 }
 
+/* A host global (ir_global.host) is touched by the host_optimizer function, whose globals are all
+ * host ones but for the copies that move data between the two memories, and elsewhere only by a
+ * copy (the ZeRO setup's fill of the host master): a device kernel reads no host memory else. */
+static bool verify_host_placement(verifier *v)
+{
+    const ir_module *m = v->m;
+    for (int i = 0; i < m->nfuncs; i++) {
+        const ir_func *f = m->funcs[i];
+        bool host_func = f->kind == IR_FUNC_HOST_OPTIMIZER;
+        for (int k = 0; k < f->ninstrs; k++) {
+            const ir_instr *in = &f->instrs[k];
+            if (in->op == IR_OP_GLOBAL || in->op == IR_OP_COPY)
+                continue;
+            for (int a = 0; a < in->nargs; a++) {
+                int g = ir_global_index_of(m, f, in->args[a]);
+                if (g >= 0 && m->globals[g].host != host_func)
+                    return vfail(v, "%s in %s (instruction %d) reads %s global @%s: %s", ir_ops[in->op].name, f->name, k,
+                                 host_func ? "the device" : "the host", m->globals[g].name,
+                                 host_func ? "the host function reads device memory only through a copy"
+                                           : "only host_optimizer and copies touch host memory");
+            }
+        }
+    }
+    return true;
+}
+
 static bool verify_module_tables(verifier *v)
 {
     const ir_module *m = v->m;
@@ -754,7 +780,8 @@ bool ir_verify(const ir_module *m, char *err, size_t errlen)
 {
     ir_ops_init();
     verifier v = {.m = m, .err = err, .errlen = errlen};
-    if (!verify_globals(&v) || !verify_func_names(&v) || !verify_func_kinds(&v) || !verify_module_tables(&v))
+    if (!verify_globals(&v) || !verify_func_names(&v) || !verify_func_kinds(&v) || !verify_host_placement(&v) ||
+        !verify_module_tables(&v))
         return false;
     for (int i = 0; i < m->nfuncs; i++) {
         v.f = m->funcs[i];

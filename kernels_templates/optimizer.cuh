@@ -25,30 +25,50 @@ struct mcc_adamw_step {
 };
 
 // copy (or NULL): the parameter's bf16 working copy, written from the updated p in the same pass.
-extern "C" __global__ void mcc_adamw_f32(float *p, const float *g, float *m, float *v, const float *lr_p,
-                                         const float *step_p, const float *coef_p, long long n, double b1,
-                                         double b2, double eps, double wd, mcc_bf16 *copy)
+// m and v are TM and TV (f32, or bf16 under --use-precision-aware-optimizer: loaded to fp32, the
+// step in fp32, the new moments rounded when stored); mcc_adamw_<TM>_<TV>.
+template <typename TM, typename TV>
+__device__ void mcc_adamw(float *p, const float *g, TM *m, TV *v, const float *lr_p, const float *step_p,
+                          const float *coef_p, long long n, double b1, double b2, double eps, double wd,
+                          mcc_bf16 *copy)
 {
     double step = step_p[0];
     mcc_adamw_step f = {(float)b1, (float)b2, (float)eps, (float)wd, lr_p[0], coef_p[0],
                         (float)(1.0 - pow(b1, step)), (float)(1.0 - pow(b2, step))};
-    bool vector = mcc_aligned(p, g, m, v) && (!copy || (unsigned long long)copy % 8 == 0);
+    bool vector = sizeof(TM) == 4 && sizeof(TV) == 4 && mcc_aligned(p, g, (float *)(void *)m, (float *)(void *)v) &&
+                  (!copy || (unsigned long long)copy % 8 == 0);
     long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x, stride = (long long)gridDim.x * blockDim.x;
     for (long long k = tid; vector && k < n / 4; k += stride) {
-        float4 pk = ((float4 *)p)[k], gk = ((const float4 *)g)[k], mk = ((float4 *)m)[k], vk = ((float4 *)v)[k];
+        float4 *m4 = (float4 *)(void *)m, *v4 = (float4 *)(void *)v;
+        float4 pk = ((float4 *)p)[k], gk = ((const float4 *)g)[k], mk = m4[k], vk = v4[k];
         f(pk.x, gk.x, mk.x, vk.x);
         f(pk.y, gk.y, mk.y, vk.y);
         f(pk.z, gk.z, mk.z, vk.z);
         f(pk.w, gk.w, mk.w, vk.w);
-        ((float4 *)p)[k] = pk, ((float4 *)m)[k] = mk, ((float4 *)v)[k] = vk;
+        ((float4 *)p)[k] = pk, m4[k] = mk, v4[k] = vk;
         if (copy) {
             __nv_bfloat162 lo = __floats2bfloat162_rn(pk.x, pk.y), hi = __floats2bfloat162_rn(pk.z, pk.w);
             ((uint2 *)copy)[k] = make_uint2(*(unsigned *)&lo, *(unsigned *)&hi);
         }
     }
     for (long long i = (vector ? n / 4 * 4 : 0) + tid; i < n; i += stride) {
-        f(p[i], g[i], m[i], v[i]);
+        float mi = mcc_ld(m, i), vi = mcc_ld(v, i);
+        f(p[i], g[i], mi, vi);
+        mcc_st(m, i, mi);
+        mcc_st(v, i, vi);
         if (copy)
             mcc_st(copy, i, p[i]);
     }
 }
+
+#define MCC_ADAMW(sm, TM, sv, TV)                                                                            \
+    extern "C" __global__ void mcc_adamw_##sm##_##sv(float *p, const float *g, TM *m, TV *v, const float *lr_p, \
+                                                     const float *step_p, const float *coef_p, long long n,    \
+                                                     double b1, double b2, double eps, double wd, mcc_bf16 *copy) \
+    {                                                                                                        \
+        mcc_adamw(p, g, m, v, lr_p, step_p, coef_p, n, b1, b2, eps, wd, copy);                               \
+    }
+MCC_ADAMW(f32, float, f32, float)
+MCC_ADAMW(f32, float, bf16, mcc_bf16)
+MCC_ADAMW(bf16, mcc_bf16, f32, float)
+MCC_ADAMW(bf16, mcc_bf16, bf16, mcc_bf16)

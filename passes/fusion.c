@@ -450,6 +450,7 @@ static void fuse_func(ir_module *m, int fi)
 bool pass_fusion(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     for (int f = 0; f < m->nfuncs; f++)
-        fuse_func(m, f);
+        if (m->funcs[f]->kind != IR_FUNC_HOST_OPTIMIZER) /* the host's copies move data between memories */
+            fuse_func(m, f);
     return true;
 }

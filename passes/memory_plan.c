@@ -259,6 +259,10 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
                               .stages = (int)ir_cfg_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE)};
     for (int i = 0; i < m->nglobals; i++) {
         int64_t bytes = (int64_t)ir_global_slab_bytes(&m->globals[i]); /* as the slab holds it */
+        if (m->globals[i].host) { /* the host slab's (runtime/program.c) */
+            b.host += bytes;
+            continue;
+        }
         switch (m->globals[i].kind) {
         case IR_GLOBAL_PARAM:
         case IR_GLOBAL_COPY:
@@ -274,7 +278,9 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
     }
     for (int i = 0; i < m->nfuncs; i++) {
         const ir_func *f = m->funcs[i];
-        if (f->arena_bytes > b.activations)
+        if (f->kind == IR_FUNC_HOST_OPTIMIZER)
+            b.host += f->arena_bytes;
+        else if (f->arena_bytes > b.activations)
             b.activations = f->arena_bytes;
         if (f->kind == IR_FUNC_STEP || f->kind == IR_FUNC_FORWARD || f->kind == IR_FUNC_BACKWARD ||
             f->kind == IR_FUNC_WGRAD) /* each called once a micro-batch */
@@ -316,6 +322,9 @@ void mcc_memory_print(const mcc_memory_breakdown *b, FILE *out)
                 b->comm_buffers / gib);
     fprintf(out, "  total             %10.3f GiB  (%lld bytes: train_rank's plan memory)\n", total / gib,
             (long long)total);
+    if (b->host)
+        fprintf(out, "  host memory       %10.3f GiB  (%lld bytes, page-locked: the offloaded fp32 masters, Adam state "
+                "and gradient copies, --optimizer-cpu-offload)\n", b->host / gib, (long long)b->host);
 }
 
 /* The arena values live across instruction i (made at or before it, read after it). */

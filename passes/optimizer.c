@@ -13,7 +13,16 @@
  * reduce_grads reduce-scatters into). The norm is the square root of the all-reduced sum of the
  * blocks' squares; after AdamW updates its block, each parameter is all-gathered back into @<p>,
  * from which the working copies are refreshed as without ZeRO. The full fp32 @<p> thus stays
- * current on every rank (initialisation, dumps, checkpoints); optimizer state is 1/dp per rank. */
+ * current on every rank (initialisation, dumps, checkpoints); optimizer state is 1/dp per rank.
+ *
+ * CPU offload (config optimizer_cpu_offload, the first optimizer_offload_fraction of the parameters'
+ * elements in declaration order): an offloaded parameter's fp32 master (@<p>.master_shard: ZeRO's
+ * block, else this rank's whole part, filled by `setup`), Adam's m and v and a host copy of its
+ * gradient (@<p>.host_grad) are `host` globals, and its update leaves `optimizer` (which still takes
+ * the norm over every gradient, and outputs the clipping coefficient) for two functions the
+ * schedule calls after it: `host_optimizer`, run by the host (its gradient copied down, AdamW, the
+ * master copied up into @<p>, or under ZeRO into the reduced gradient's block, dead by then), then
+ * `param_sync` on the device (ZeRO's all-gather from that block, the working copies, the zeroing). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -34,6 +43,14 @@ static int companion(ir_module *m, int param, ir_global_kind kind, const char *s
     return g;
 }
 
+/* Adam's m and v of a master of type t, in the dtypes of config exp_avg_dtype and exp_avg_sq_dtype
+ * (--use-precision-aware-optimizer; f32 or bf16, checked by pass_optimizer). */
+static ir_type moment_type(const ir_module *m, ir_type t, ir_cfg key)
+{
+    t.dtype = (ir_dtype)ir_dtype_by_name(ir_cfg_text(m, key));
+    return t;
+}
+
 /* A reference in f to the gradient the update reads: @<param>.grad, or its reduced block
  * @<param>.grad_shard under ZeRO; -1 when the earlier passes made none. */
 static int grad_ref(ir_module *m, ir_func *f, int g, bool shard)
@@ -49,9 +66,10 @@ static ir_func *setup_func(ir_module *m)
     return i >= 0 ? m->funcs[i] : ir_func_new(m, "setup", IR_FUNC_SETUP);
 }
 
-/* ZeRO: @<param>.master_shard, this rank's block of parameter g (its layout the parameter's, then
- * dp:flat), declared and filled by `setup`; returns its index. */
-static int master_shard(ir_module *m, int g)
+/* @<param>.master_shard, the fp32 master the update writes where it is not the parameter itself:
+ * under ZeRO this rank's block of parameter g (its layout the parameter's, then dp:flat), else (CPU
+ * offload) its whole part; declared and filled by `setup`; returns its index. */
+static int master_shard(ir_module *m, int g, bool zero)
 {
     int shard = ir_global_companion(m, g, IR_GLOBAL_MASTER_SHARD);
     if (shard >= 0)
@@ -59,9 +77,11 @@ static int master_shard(ir_module *m, int g)
     ir_func *setup = setup_func(m);
     double axis = IR_AXIS_DP;
     int whole = ir_global_ref(m, setup, m->globals[g].name);
-    int block = ir_emit(m, setup, IR_OP_LOCAL_SHARD, &whole, 1, &axis, NULL, NULL); /* f32[N/dp] {shard=[dp]} */
+    int block = zero ? ir_emit(m, setup, IR_OP_LOCAL_SHARD, &whole, 1, &axis, NULL, NULL) /* f32[N/dp] {shard=[dp]} */
+                     : whole;
     ir_layout layout = m->globals[g].layout;
-    ir_layout_add(&layout, IR_AXIS_DP, IR_SPLIT_FLAT, 0);
+    if (zero)
+        ir_layout_add(&layout, IR_AXIS_DP, IR_SPLIT_FLAT, 0);
     shard = companion(m, g, IR_GLOBAL_MASTER_SHARD, "master_shard", *ir_vtype(setup, block), layout);
     m->globals[shard].no_decay = m->globals[g].no_decay;
     int args[2] = {ir_global_ref(m, setup, m->globals[shard].name), block};
@@ -148,6 +168,73 @@ static void assign_first_writes(ir_module *m, bool *assigned)
     free(touched);
 }
 
+/* Which of the n parameters are offloaded (config optimizer_cpu_offload): the first whose elements
+ * make optimizer_offload_fraction of them all, in declaration order (a parameter is offloaded while
+ * the elements before it are below that share). */
+static void choose_offloaded(const ir_module *m, const int *params, int n, bool *offloaded)
+{
+    bool on = ir_cfg_bool(m, IR_CFG_OPTIMIZER_CPU_OFFLOAD);
+    double total = 0, before = 0, fraction = ir_cfg_num(m, IR_CFG_OPTIMIZER_OFFLOAD_FRACTION);
+    for (int j = 0; j < n; j++)
+        total += (double)ir_numel(&m->globals[params[j]].type);
+    for (int j = 0; j < n; j++) {
+        offloaded[j] = on && before < fraction * total;
+        before += (double)ir_numel(&m->globals[params[j]].type);
+    }
+}
+
+/* Companion `kind` of parameter p, made a host global. */
+static int host_companion(ir_module *m, int p, ir_global_kind kind, const char *suffix, ir_type t, ir_layout layout)
+{
+    int g = companion(m, p, kind, suffix, t, layout);
+    m->globals[g].host = true;
+    return g;
+}
+
+/* host_optimizer (f): parameter p's update on the host. Its gradient (or reduced block, a global of
+ * the device) is copied down into @<p>.host_grad, AdamW updates the host master and moments, and the
+ * master goes back up into up (a device global of its type: @<p>, or the gradient block). */
+static void host_update(ir_module *m, ir_func *f, int p, int master, int grad, int up, const int *inputs)
+{
+    const ir_global *mg = &m->globals[master];
+    ir_type t = mg->type;
+    ir_layout layout = mg->layout;
+    int host_grad = host_companion(m, p, IR_GLOBAL_HOST_GRAD, "host_grad", m->globals[grad].type, m->globals[grad].layout);
+    int adam_m = host_companion(m, p, IR_GLOBAL_ADAM_M, "adam_m", moment_type(m, t, IR_CFG_EXP_AVG_DTYPE), layout);
+    int adam_v = host_companion(m, p, IR_GLOBAL_ADAM_V, "adam_v", moment_type(m, t, IR_CFG_EXP_AVG_SQ_DTYPE), layout);
+    int down[2] = {ir_global_ref(m, f, m->globals[host_grad].name), ir_global_ref(m, f, m->globals[grad].name)};
+    ir_emit(m, f, IR_OP_COPY, down, 2, NULL, NULL, NULL);
+    int hm = ir_global_ref(m, f, m->globals[master].name);
+    int args[7] = {hm, ir_global_ref(m, f, m->globals[host_grad].name), ir_global_ref(m, f, m->globals[adam_m].name),
+                   ir_global_ref(m, f, m->globals[adam_v].name), inputs[0], inputs[1], inputs[2]};
+    double attrs[4] = {ir_cfg_num(m, IR_CFG_ADAM_BETA1), ir_cfg_num(m, IR_CFG_ADAM_BETA2), ir_cfg_num(m, IR_CFG_ADAM_EPS),
+                       m->globals[p].no_decay ? 0 : ir_cfg_num(m, IR_CFG_WEIGHT_DECAY)};
+    ir_emit(m, f, IR_OP_ADAMW, args, 7, attrs, NULL, NULL);
+    int upv[2] = {ir_global_ref(m, f, m->globals[up].name), hm}; /* the same type: @<p>, or ZeRO's block */
+    ir_emit(m, f, IR_OP_COPY, upv, 2, NULL, NULL, NULL);
+}
+
+/* Zeroes the gradients of parameters params[j] with want[j] (the ones micro_step overwrites need
+ * none: assigned), and refreshes the working copies of those parameters, in f. refs: f's references
+ * to the gradients where it has them, else NULL. */
+static void finish_params(ir_module *m, ir_func *f, const int *params, int n, const bool *want, const int *refs)
+{
+    bool *assigned = calloc((size_t)m->nglobals + 1, sizeof(bool));
+    assign_first_writes(m, assigned);
+    int grads[n > 0 ? n : 1], nzero = 0;
+    for (int j = 0; j < n; j++)
+        if (want[j] && !assigned[ir_global_companion(m, params[j], IR_GLOBAL_GRAD)])
+            grads[nzero++] = refs ? refs[j] : grad_ref(m, f, params[j], false);
+    free(assigned);
+    zero_all(m, f, grads, nzero);
+    for (int c = 0; c < m->nglobals; c++) /* refresh the working copies from the updated masters */
+        for (int j = 0; j < n; j++)
+            if (want[j] && m->globals[c].kind == IR_GLOBAL_COPY && m->globals[c].owner == params[j]) {
+                int args[2] = {ir_global_ref(m, f, m->globals[c].name), ir_global_ref(m, f, m->globals[params[j]].name)};
+                ir_emit(m, f, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+            }
+}
+
 /* A new function named name with references to the n parameters' gradients (or blocks) in grads. */
 static ir_func *grads_func(ir_module *m, const char *name, ir_func_kind kind, const int *params, int n, bool shard,
                            int *grads)
@@ -161,6 +248,13 @@ static ir_func *grads_func(ir_module *m, const char *name, ir_func_kind kind, co
 bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     bool zero = pass_zero_on(m);
+    for (int k = 0; k < 2; k++) {
+        ir_cfg key = k ? IR_CFG_EXP_AVG_SQ_DTYPE : IR_CFG_EXP_AVG_DTYPE;
+        int dt = ir_dtype_by_name(ir_cfg_text(m, key));
+        if (dt != IR_F32 && dt != IR_BF16)
+            return snprintf(err, errlen, "config %s = \"%s\": Adam's moments are f32 or bf16", ir_cfgs[key].key,
+                            ir_cfg_text(m, key)), false;
+    }
     ir_func *f = ir_func_new(m, "optimizer", IR_FUNC_OPTIMIZER);
     int lr = ir_input(m, f, "lr", ir_scalar(IR_F32));
     int step = ir_input(m, f, "step", ir_scalar(IR_F32));
@@ -183,14 +277,39 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
     double clip = ir_cfg_num(m, IR_CFG_CLIP_GRAD);
     int coef = ir_emit(m, f, IR_OP_CLIP_COEF, &sumsq, 1, &clip, NULL, NULL);
 
+    bool offloaded[nparams], device[nparams], any_offloaded = false;
+    choose_offloaded(m, params, nparams, offloaded);
     for (int j = 0; j < nparams; j++) {
-        int held = zero ? master_shard(m, params[j]) : params[j]; /* may grow m->globals: index it after */
+        device[j] = !offloaded[j];
+        any_offloaded |= offloaded[j];
+    }
+    ir_func *host = NULL, *sync = NULL;
+    int host_inputs[3];
+    if (any_offloaded) {
+        ir_output(m, f, "clip_coef", coef);
+        host = ir_func_new(m, "host_optimizer", IR_FUNC_HOST_OPTIMIZER);
+        host_inputs[0] = ir_input(m, host, "lr", ir_scalar(IR_F32));
+        host_inputs[1] = ir_input(m, host, "step", ir_scalar(IR_F32));
+        host_inputs[2] = ir_input(m, host, "clip_coef", ir_scalar(IR_F32));
+        sync = ir_func_new(m, "param_sync", IR_FUNC_PARAM_SYNC);
+    }
+    for (int j = 0; j < nparams; j++) {
+        if (offloaded[j]) { /* the host's update, then param_sync's all-gather */
+            int master = master_shard(m, params[j], zero);
+            m->globals[master].host = true;
+            int grad = ir_global_companion(m, params[j], zero ? IR_GLOBAL_GRAD_SHARD : IR_GLOBAL_GRAD);
+            host_update(m, host, params[j], master, grad, zero ? grad : params[j], host_inputs);
+            if (zero)
+                gather_param(m, sync, params[j], ir_global_ref(m, sync, m->globals[grad].name));
+            continue;
+        }
+        int held = zero ? master_shard(m, params[j], true) : params[j]; /* may grow m->globals: index it after */
         const ir_global *mg = &m->globals[held];
         ir_type t = mg->type;
         ir_layout layout = mg->layout;
         int master = ir_global_ref(m, f, mg->name);
-        int adam_m = companion(m, params[j], IR_GLOBAL_ADAM_M, "adam_m", t, layout);
-        int adam_v = companion(m, params[j], IR_GLOBAL_ADAM_V, "adam_v", t, layout);
+        int adam_m = companion(m, params[j], IR_GLOBAL_ADAM_M, "adam_m", moment_type(m, t, IR_CFG_EXP_AVG_DTYPE), layout);
+        int adam_v = companion(m, params[j], IR_GLOBAL_ADAM_V, "adam_v", moment_type(m, t, IR_CFG_EXP_AVG_SQ_DTYPE), layout);
         int args[7] = {master, grads[j], ir_global_ref(m, f, m->globals[adam_m].name),
                        ir_global_ref(m, f, m->globals[adam_v].name), lr, step, coef};
         double attrs[4] = {ir_cfg_num(m, IR_CFG_ADAM_BETA1), ir_cfg_num(m, IR_CFG_ADAM_BETA2),
@@ -200,21 +319,10 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
         if (zero)
             gather_param(m, f, params[j], master);
     }
-    for (int j = 0; zero && j < nparams; j++) /* ZeRO: the accumulators, not the blocks, restart from 0 */
-        grads[j] = grad_ref(m, f, params[j], false);
-    bool *assigned = calloc((size_t)m->nglobals + 1, sizeof(bool));
-    assign_first_writes(m, assigned);
-    int nzero = 0;
-    for (int j = 0; j < nparams; j++) /* the gradients micro_step overwrites need no zeroing */
-        if (!assigned[ir_global_index_of(m, f, grads[j])])
-            grads[nzero++] = grads[j];
-    free(assigned);
-    zero_all(m, f, grads, nzero);
-    for (int c = 0; c < m->nglobals; c++) /* refresh the working copies from the updated masters */
-        if (m->globals[c].kind == IR_GLOBAL_COPY) {
-            int args[2] = {ir_global_ref(m, f, m->globals[c].name), ir_global_ref(m, f, m->globals[m->globals[c].owner].name)};
-            ir_emit(m, f, IR_OP_COPY, args, 2, NULL, NULL, NULL);
-        }
+    /* the accumulators (ZeRO: not the blocks) restart from 0; offloaded ones after their copy down */
+    finish_params(m, f, params, nparams, device, zero ? NULL : grads);
+    if (sync)
+        finish_params(m, sync, params, nparams, offloaded, NULL);
     emit_grad_norm(m, grads_func(m, "grad_norm", IR_FUNC_GRAD_NORM, params, nparams, zero, grads), grads, nparams, zero);
     zero_all(m, grads_func(m, "zero_grads", IR_FUNC_ZERO_GRADS, params, nparams, false, grads), grads, nparams);
     return true;

@@ -111,6 +111,8 @@ typedef struct {
                                        micro-batch's forward, backward and what the backward recomputes */
     double recompute_flops;         /* of a micro-batch, the forward the backward replays (config
                                        recompute_flops: the whole model's, before the parallel splits) */
+    int64_t host;                   /* the host's page-locked memory (--optimizer-cpu-offload): the host
+                                       globals and the host function's arena; not in the total */
     int stage, stages, in_flight;   /* which pipeline stage (of how many), its most micro-batches in flight */
 } mcc_memory_breakdown;
 int64_t mcc_memory_total(const mcc_memory_breakdown *b);

@@ -211,6 +211,9 @@ bool pass_schedule(ir_module *m, const mcc_pass_options *opts, char *err, size_t
     if (reduce >= 0)
         ir_sched_call(m, IR_PROG_TRAIN, reduce, -1);
     ir_sched_call(m, IR_PROG_TRAIN, opt, -1);
+    int host_opt = ir_func_of_kind(m, IR_FUNC_HOST_OPTIMIZER), sync = ir_func_of_kind(m, IR_FUNC_PARAM_SYNC);
+    if (host_opt >= 0 && sync >= 0) /* CPU offload: the host's share of the update, then its parameters' sync */
+        ir_sched_call(m, IR_PROG_TRAIN, host_opt, -1), ir_sched_call(m, IR_PROG_TRAIN, sync, -1);
     int eval = ir_func_of_kind(m, IR_FUNC_EVAL);
     for (int mb = 0; stage && mb < accum; mb++) /* chunk by chunk: a chunk's input is the rank before's */
         for (int c = 0; nth_of_kind(m, IR_FUNC_EVAL, c) >= 0; c++)

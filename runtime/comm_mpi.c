@@ -4,6 +4,7 @@
  * sends from staging copies that never wait. Built only with MPI. */
 #ifdef MCC_HAVE_MPI
 #include "comm_backend.h"
+#include "runtime/bf16.h"
 
 #include <limits.h>
 #include <mpi.h>
@@ -55,30 +56,12 @@ static struct {
 
 /* ---- bf16 reductions (MPI has no bf16): widen to f32, reduce, round to nearest even ---------- */
 
-static float mpi_bf16_to_f32(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static uint16_t mpi_f32_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40); /* NaN stays a (quiet) NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 static void mpi_bf16_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
 {
     const uint16_t *a = in;
     uint16_t *b = inout;
     for (int i = 0; i < *len; i++)
-        b[i] = mpi_f32_to_bf16(mpi_bf16_to_f32(a[i]) + mpi_bf16_to_f32(b[i]));
+        b[i] = rt_f32_to_bf16(rt_bf16_to_f32(a[i]) + rt_bf16_to_f32(b[i]));
 }
 
 static void mpi_bf16_max(void *in, void *inout, int *len, MPI_Datatype *dt)
@@ -86,7 +69,7 @@ static void mpi_bf16_max(void *in, void *inout, int *len, MPI_Datatype *dt)
     const uint16_t *a = in;
     uint16_t *b = inout;
     for (int i = 0; i < *len; i++) {
-        float x = mpi_bf16_to_f32(a[i]), y = mpi_bf16_to_f32(b[i]);
+        float x = rt_bf16_to_f32(a[i]), y = rt_bf16_to_f32(b[i]);
         b[i] = x > y || x != x ? a[i] : b[i]; /* NaN wins, as in a float max that propagates it */
     }
 }

@@ -74,10 +74,24 @@ static void cpu_run(rt_program *p, int func)
 {
     rt_func_exec *x = &p->funcs[func];
     const rt_elementwise_fn *generated = p->dev_state;
+    if (x->f->kind == IR_FUNC_HOST_OPTIMIZER) { /* its memory is the host's: rt_program_run runs it there */
+        fprintf(stderr, "train_rank: internal error: the CPU device was handed %s, a host function\n", x->f->name);
+        exit(1);
+    }
     for (int i = 0; i < x->f->ninstrs; i++)
         if (!generated || !run_generated(generated, &x->calls[i]))
             rt_cpu_kernels[x->f->instrs[i].op](&x->calls[i]);
 }
+
+/* The host optimizer's overlapped copies (device.h copy_async): done at once, so that CPU ranks run
+ * the overlapped path of runtime/host_optimizer.c too; the token only says it is done. */
+static void *cpu_copy_async(rt_program *p, void *dst, const void *src, size_t bytes, bool to_host)
+{
+    memcpy(dst, src, bytes);
+    return p;
+}
+
+static void cpu_copy_wait(rt_program *p, void *done) {}
 
 static size_t cpu_memory_in_use(rt_program *p) { return 0; }
 static void *cpu_queue(rt_program *p) { return NULL; }
@@ -91,4 +105,5 @@ const rt_device rt_cpu_device = {"cpu",   cpu_open,         cpu_alloc, cpu_free,
                                  cpu_init, cpu_run,          cpu_memory_in_use, cpu_close, cpu_queue, cpu_world_comm,
                                  NULL /* alloc_window: alloc serves */, NULL /* quiesce: nothing to release */,
                                  NULL, NULL /* trace_push/pop: no timeline to mark */,
-                                 NULL, NULL /* alloc_host/free_host: malloc serves */};
+                                 NULL, NULL /* alloc_host/free_host: malloc serves */,
+                                 cpu_copy_async, cpu_copy_wait};

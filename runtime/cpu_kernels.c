@@ -1,5 +1,6 @@
 /* cpu_kernels.c — the CPU backend's fp32 kernels, one per op of ir/ops.def: the numerical oracle. */
 #include "runtime/cpu_kernels.h"
+#include "runtime/bf16.h"
 #include "runtime/dropout.h"
 #include "runtime/fp8.h"
 
@@ -811,27 +812,49 @@ void cpu_SQRT(const rt_kernel_call *c)
         r[i] = sqrtf(a[i]);
 }
 
+/* Adam's moment i (m or v, f32 or bf16: --use-precision-aware-optimizer). */
+static double moment_at(const void *x, ir_dtype t, int64_t i)
+{
+    return t == IR_BF16 ? rt_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+}
+
+static void moment_set(void *x, ir_dtype t, int64_t i, double value)
+{
+    if (t == IR_BF16)
+        ((uint16_t *)x)[i] = rt_f32_to_bf16((float)value); /* via f32: as a GPU's fp32 value is rounded */
+    else
+        ((float *)x)[i] = (float)value;
+}
+
 /* (p, g, m, v, lr[], step[], coef[]), attrs beta1, beta2, eps, weight_decay; in place on p, m, v:
  * g' = g coef; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
- * p -= lr (m/(1-b1^step) / (sqrt(v/(1-b2^step)) + eps) + wd p). Elementwise math in double. */
-void cpu_ADAMW(const rt_kernel_call *c)
+ * p -= lr (m/(1-b1^step) / (sqrt(v/(1-b2^step)) + eps) + wd p). Elementwise math in double;
+ * the update reads the new moments before they are stored (bf16 moments: rounded then). */
+void rt_cpu_adamw_range(const rt_kernel_call *c, int64_t begin, int64_t end)
 {
-    float *p = c->args[0], *m = c->args[2], *v = c->args[3];
+    float *p = c->args[0];
+    void *m = c->args[2], *v = c->args[3];
+    ir_dtype mt = c->arg_types[2]->dtype, vt = c->arg_types[3]->dtype;
     const float *g = argf(c, 1);
     double lr = argf(c, 4)[0], step = argf(c, 5)[0], coef = argf(c, 6)[0];
     double b1 = c->in->attr[0], b2 = c->in->attr[1], eps = c->in->attr[2], wd = c->in->attr[3];
     if (step < 1)
         CPU_FAIL("adamw: step is %g but must count from 1 (bias correction divides by 1 - beta^step)", step);
     double bc1 = 1.0 - pow(b1, step), bc2 = 1.0 - pow(b2, step);
-    for (int64_t i = 0, n = ir_numel(c->arg_types[0]); i < n; i++) {
+    for (int64_t i = begin; i < end; i++) {
         double gi = g[i] * coef;
-        double mi = b1 * m[i] + (1.0 - b1) * gi, vi = b2 * v[i] + (1.0 - b2) * gi * gi;
+        double mi = b1 * moment_at(m, mt, i) + (1.0 - b1) * gi, vi = b2 * moment_at(v, vt, i) + (1.0 - b2) * gi * gi;
         p[i] = (float)(p[i] - lr * (mi / bc1 / (sqrt(vi / bc2) + eps) + wd * p[i]));
-        m[i] = (float)mi;
-        v[i] = (float)vi;
+        moment_set(m, mt, i, mi);
+        moment_set(v, vt, i, vi);
     }
+}
+
+void cpu_ADAMW(const rt_kernel_call *c)
+{
+    rt_cpu_adamw_range(c, 0, ir_numel(c->arg_types[0]));
     if (c->nargs == 8) /* the working copy (f32 on the CPU) */
-        memcpy(c->args[7], p, ir_bytes(c->arg_types[0]));
+        memcpy(c->args[7], c->args[0], ir_bytes(c->arg_types[0]));
 }
 
 /* --- the dispatch table, in ops.def order (ORDER OP) ------------------------------------------ */

@@ -21,6 +21,8 @@ typedef void (*rt_cpu_kernel)(const rt_kernel_call *c);
 #undef X
 
 extern const rt_cpu_kernel rt_cpu_kernels[IR_NUM_OPS];
+/* adamw's elements [begin, end) (cpu_ADAMW is [0, n)): the host optimizer's threads split it. */
+void rt_cpu_adamw_range(const rt_kernel_call *c, int64_t begin, int64_t end);
 
 /* The elementwise ops whose CPU kernels `mcc compile` generates as LLVM IR into the plan object
  * (codegen/cpu_kernels_llvm.c), each `void f(float *r, const float *a, const float *b, int64_t n,

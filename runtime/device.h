@@ -61,6 +61,11 @@ typedef struct rt_device {
      * CPU). Exits on failure. */
     void *(*alloc_host)(size_t bytes);
     void (*free_host)(void *ptr);
+    /* An asynchronous copy between device memory and page-locked host memory (to_host: dst is the
+     * host's), on a copy stream of its own that first waits for the work queued before it; returns
+     * what copy_wait waits for (and releases). The host optimizer's overlap (the CPU's copies at once). */
+    void *(*copy_async)(struct rt_program *p, void *dst, const void *src, size_t bytes, bool to_host);
+    void (*copy_wait)(struct rt_program *p, void *done);
 } rt_device;
 
 extern const rt_device rt_cpu_device;

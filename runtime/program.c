@@ -3,6 +3,7 @@
  * device's (one kernel per instruction on the CPU, a replayed CUDA graph on the GPU). */
 #include "program.h"
 #include "common/cli.h"
+#include "runtime/host_optimizer.h"
 #include "runtime/parallel.h"
 #include "runtime/trace.h"
 
@@ -142,11 +143,12 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     dev->open(p, image);
     /* One allocation holds every global, in declaration order, each at a 256-byte boundary: the
      * gradients of a bucket (data_parallel.c) are then one contiguous span that one collective
-     * reduces, padding included (zeroed by alloc, and never written). */
+     * reduces, padding included (zeroed by alloc, and never written). The host globals
+     * (--optimizer-cpu-offload) are a second such slab, in the host's page-locked memory. */
     p->globals = xcalloc((size_t)m->nglobals, sizeof(void *), "globals");
-    size_t slab = 0;
+    size_t slab = 0, host_slab = 0;
     for (int i = 0; i < m->nglobals; i++)
-        slab += ir_global_slab_bytes(&m->globals[i]);
+        *(m->globals[i].host ? &host_slab : &slab) += ir_global_slab_bytes(&m->globals[i]);
     /* With the copy lane (the plan's comm_copy_lane: mcc compile --comm-lanes), gradient buckets
      * reduced beside the backward go out on the copy engines when the slab is window memory
      * (rt_parallel_init registers it), with their exchange buffer after it; so do tensor
@@ -158,16 +160,28 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     p->global_slab =
         (copy_lane && p->bucket_exchange_bytes ? dev->alloc_window : dev->alloc)(p, slab + p->bucket_exchange_bytes);
     p->global_slab_bytes = slab;
-    size_t slab_offset = 0;
+    int64_t host_arena = 0; /* the host function's arena: its inputs */
+    for (int i = 0; i < m->nfuncs; i++)
+        if (m->funcs[i]->kind == IR_FUNC_HOST_OPTIMIZER && m->funcs[i]->arena_bytes > host_arena)
+            host_arena = m->funcs[i]->arena_bytes;
+    p->host_bytes = host_slab + (size_t)host_arena;
+    if (p->host_bytes) {
+        p->host_slab = dev->alloc_host ? dev->alloc_host(p->host_bytes) : xcalloc(1, p->host_bytes, "host globals");
+        memset(p->host_slab, 0, p->host_bytes);
+        p->host_arena = (char *)p->host_slab + host_slab;
+    }
+    size_t slab_offset = 0, host_offset = 0;
     for (int i = 0; i < m->nglobals; i++) {
-        p->globals[i] = (char *)p->global_slab + slab_offset;
-        slab_offset += ir_global_slab_bytes(&m->globals[i]);
+        bool host = m->globals[i].host;
+        p->globals[i] = (char *)(host ? p->host_slab : p->global_slab) + (host ? host_offset : slab_offset);
+        *(host ? &host_offset : &slab_offset) += ir_global_slab_bytes(&m->globals[i]);
     }
     /* Functions run one at a time and hand nothing over through their arenas (inputs are set
      * before a call, outputs read after it), so they share one arena: the largest. */
     int64_t arena_bytes = 0;
     for (int i = 0; i < m->nfuncs; i++)
-        arena_bytes = m->funcs[i]->arena_bytes > arena_bytes ? m->funcs[i]->arena_bytes : arena_bytes;
+        if (m->funcs[i]->kind != IR_FUNC_HOST_OPTIMIZER)
+            arena_bytes = m->funcs[i]->arena_bytes > arena_bytes ? m->funcs[i]->arena_bytes : arena_bytes;
     /* Under tensor parallelism the arena holds the sequence-parallel collectives' buffers: in
      * window memory, the copy engines can move them, and the reduce-scatters' exchanges need a
      * buffer there too, after the arena. */
@@ -181,8 +195,9 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     for (int i = 0; i < m->nfuncs; i++) {
         int slots = p->nslots[i];
         p->slot_execs[i] = xcalloc((size_t)slots, sizeof(rt_func_exec), "stash slots");
+        char *arena = m->funcs[i]->kind == IR_FUNC_HOST_OPTIMIZER ? p->host_arena : p->arena;
         for (int k = 0; k < slots; k++)
-            bind_func(p, &p->slot_execs[i][k], m->funcs[i], p->arena, k);
+            bind_func(p, &p->slot_execs[i][k], m->funcs[i], arena, k);
         p->funcs[i] = p->slot_execs[i][0];
     }
     return p;
@@ -207,6 +222,8 @@ void rt_program_free(rt_program *p)
     free(p->nslots);
     p->dev->free(p, p->global_slab);
     p->dev->free(p, p->arena);
+    if (p->host_slab)
+        (p->dev->free_host ? p->dev->free_host : free)(p->host_slab);
     p->dev->close(p);
     free(p->funcs);
     free(p->globals);
@@ -289,7 +306,10 @@ void rt_program_bind_slot(rt_program *p, int func, int slot)
 void rt_program_run(rt_program *p, int func)
 {
     rt_trace_push(p, p->m->funcs[func]->name);
-    p->dev->run(p, func);
+    if (p->m->funcs[func]->kind == IR_FUNC_HOST_OPTIMIZER)
+        rt_host_run(p, func);
+    else
+        p->dev->run(p, func);
     rt_trace_pop(p);
 }
 
@@ -329,22 +349,35 @@ void *rt_program_tensor(rt_program *p, int func, ir_op op, const char *name, con
     return p->funcs[func].vptr[v];
 }
 
+/* dst := src, bytes, where dst or src (on_host) is the host's memory already or the device's. */
+static void to_device(rt_program *p, bool on_host, void *dst, const void *src, size_t bytes)
+{
+    on_host ? (void)memcpy(dst, src, bytes) : p->dev->upload(p, dst, src, bytes);
+}
+
+static void to_host(rt_program *p, bool on_host, void *dst, const void *src, size_t bytes)
+{
+    on_host ? (void)memcpy(dst, src, bytes) : p->dev->download(p, dst, src, bytes);
+}
+
+static bool host_func(const rt_program *p, int func) { return p->m->funcs[func]->kind == IR_FUNC_HOST_OPTIMIZER; }
+
 void rt_program_set_input(rt_program *p, int func, const char *name, const void *host, size_t bytes)
 {
-    p->dev->upload(p, sym_buffer(p, func, IR_OP_INPUT, name, bytes), host, bytes);
+    to_device(p, host_func(p, func), sym_buffer(p, func, IR_OP_INPUT, name, bytes), host, bytes);
 }
 
 void rt_program_get_output(rt_program *p, int func, const char *name, void *host, size_t bytes)
 {
-    p->dev->download(p, host, sym_buffer(p, func, IR_OP_OUTPUT, name, bytes), bytes);
+    to_host(p, host_func(p, func), host, sym_buffer(p, func, IR_OP_OUTPUT, name, bytes), bytes);
 }
 
 void rt_program_read_global(rt_program *p, int g, void *host)
 {
-    p->dev->download(p, host, p->globals[g], ir_bytes(&p->m->globals[g].type));
+    to_host(p, p->m->globals[g].host, host, p->globals[g], ir_bytes(&p->m->globals[g].type));
 }
 
 void rt_program_write_global(rt_program *p, int g, const void *host)
 {
-    p->dev->upload(p, p->globals[g], host, ir_bytes(&p->m->globals[g].type));
+    to_device(p, p->m->globals[g].host, p->globals[g], host, ir_bytes(&p->m->globals[g].type));
 }

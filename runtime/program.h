@@ -28,6 +28,9 @@ typedef struct rt_program {
     void **globals;                 /* per module global: device memory, inside global_slab */
     void *global_slab;              /* every global, in declaration order (ir_global_span each) */
     size_t global_slab_bytes;
+    void *host_slab;                /* the host globals (ir_global.host), then host_arena; or NULL */
+    char *host_arena;               /* the host_optimizer function's values */
+    size_t host_bytes;              /* of host_slab: what mcc compile's memory report counts as host memory */
     size_t bucket_exchange_bytes;   /* after the slab, in its window: the copy lane's gradient
                                        buckets' exchange buffer (rt_parallel_exchange), or 0 */
     char *arena;                    /* activations of every function: they run one at a time */

@@ -482,6 +482,14 @@ static bool train_update(train_run *r, int it, int opt, step_result *s, bool fin
     rt_program_set_input(r->p, opt, "lr", &lr_now, sizeof lr_now);
     rt_program_set_input(r->p, opt, "step", &step_now, sizeof step_now);
     rt_program_run(r->p, opt);
+    int host = ir_func_of_kind(r->m, IR_FUNC_HOST_OPTIMIZER);
+    if (host >= 0) { /* --optimizer-cpu-offload: the host's update, the schedule's next call, takes the same */
+        float coef;
+        rt_program_get_output(r->p, opt, "clip_coef", &coef, sizeof coef);
+        rt_program_set_input(r->p, host, "lr", &lr_now, sizeof lr_now);
+        rt_program_set_input(r->p, host, "step", &step_now, sizeof step_now);
+        rt_program_set_input(r->p, host, "clip_coef", &coef, sizeof coef);
+    }
     rt_program_get_output(r->p, opt, "grad_norm", &norm, sizeof norm);
     if (!isfinite(norm))
         non_finite(r, it, "the gradient norm", norm);
@@ -764,6 +772,8 @@ static void print_config(const train_run *r)
     printf("| eval every / batches  | %13d / %5d |\n", r->eval_interval, r->eval_iters);
     printf("| FLOP per token        | %21.4g |\n", r->flops_per_token);
     printf("| plan memory, bytes    | %21zu |\n", rt_program_plan_bytes(r->p)); /* mcc compile's total */
+    if (r->p->host_bytes) /* mcc compile's host memory line */
+        printf("| host memory, bytes    | %21zu |\n", r->p->host_bytes);
     for (int k = 0; k < KNOB_COUNT; k++) /* the MCC_ variables set (the rest are at their defaults) */
         if (knob_shown((knob_id)k))
             printf("| %s=%-*s |\n", knob_table[k].name, 44 - (int)strlen(knob_table[k].name), knob_text((knob_id)k));

@@ -182,7 +182,10 @@ if(TARGET mccrt_cuda)
       "tp2_sp_tpo:2:--tp 2 --sequence-parallel --tp-comm-overlap"
       "tp2_sp_batch_interleave:2:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-interleave"
       "dp2_zero:2:--dp 2 --use-distributed-optimizer" "1gpu_dropout:1:${_dropout}"
-      "dp2_dropout:2:${_dropout} --dp 2" "tp2_sp_dropout:2:${_dropout} --tp 2 --sequence-parallel")
+      "dp2_dropout:2:${_dropout} --dp 2" "tp2_sp_dropout:2:${_dropout} --tp 2 --sequence-parallel"
+      # CPU optimizer offload: the host's fp32 AdamW, the copy stream's overlapped copies, bf16 moments
+      "1gpu_offload:1:--optimizer-cpu-offload --optimizer-offload-fraction 0.5 --overlap-cpu-optimizer-d2h-h2d"
+      "dp2_zero_offload_bf16_moments:2:--dp 2 --use-distributed-optimizer --optimizer-cpu-offload --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16")
   # those above run on the default copy lane (copy-engine all-gathers and exchanges); these again
   # on NCCL's kernels alone (_nccl: --comm-lanes none) and with the side lane (_side)
   set(_none "--comm-lanes none")

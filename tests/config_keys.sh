@@ -20,8 +20,8 @@ printed=$(for extra in --tp-comm-interleave --tp-comm-overlap; do
     sed -n '/^config {/,/^}/s/^  \([a-z0-9_]*\) = .*/\1/p'
 done | sort -u)
 [ "$(echo "$printed" | wc -l)" -ge 40 ] || { echo "only $(echo "$printed" | wc -l) config keys printed" >&2; exit 1; }
-for key in $printed; do
-  echo "$keys" | grep -qw "$key" || { echo "printed config key $key is not in ir/config.def" >&2; status=1; }
+for key in $printed; do # a here-string, not echo | grep -q: under pipefail echo's SIGPIPE failed at random
+  grep -qw "$key" <<<"$keys" || { echo "printed config key $key is not in ir/config.def" >&2; status=1; }
 done
 
 # A spec that gives only the required fields: each key the builder writes from a spec default
@@ -56,8 +56,9 @@ PY
 unread="GLOBAL_BATCH_SIZE" # printed for whoever reads the plan; the passes use accum_steps, derived from it
 while read -r name key; do
   case " $unread " in *" $name "*) continue ;; esac
-  if ! grep -rwn "IR_CFG_$name" "$root"/ir "$root"/passes "$root"/codegen "$root"/runtime "$root"/frontend \
-      --include='*.c' --include='*.h' | grep -qv 'ir_cfg_set'; then
+  uses=$(grep -rwn "IR_CFG_$name" "$root"/ir "$root"/passes "$root"/codegen "$root"/runtime "$root"/frontend \
+      --include='*.c' --include='*.h' || true)
+  if ! grep -qv 'ir_cfg_set' <<<"$uses"; then
     echo "config key $key (IR_CFG_$name) is in ir/config.def but nothing reads it" >&2
     status=1
   fi

@@ -228,13 +228,13 @@ static void test_parse_errors(void)
         {FUNC("  %2 = gelu %0 : f32[4,8] extra\n"), "line 4: expected end of line, got `extra`"},
         {"func f {kind=step, arena=0} {\n  %0 = input @x : f32[4]\n", "line 3: expected `}` closing the function, got end of input"},
         {"func f {kind=step, arena=-1} {\n}\n", "line 1: arena= needs a byte count >= 0"},
-        {"global @w : f32[4] {kind=weight, init=zeros}\n", "line 1: unknown global kind `weight` (one of: param, grad, adam_m, adam_v, copy, grad_shard, master_shard, stash)"},
+        {"global @w : f32[4] {kind=weight, init=zeros}\n", "line 1: unknown global kind `weight` (one of: param, grad, adam_m, adam_v, copy, grad_shard, master_shard, stash, host_grad)"},
         {"global @w : f32[4] {kind=param, init=normal}\n", "line 1: global @w: std= goes with init=normal, and only with it"},
         {"global @w : f32[4] {init=ones}\n", "line 1: global @w needs kind= and init="},
         {"config {\n  lr = \"0.1\"\n  lr = \"0.2\"\n}\n", "line 3: config key `lr` is set twice"},
         {"config {\n  path = \"unterminated\n}\n", "line 2: expected a quoted string, got `\"unterminated`"},
         {"func f {arena=0} {\n}\n", "line 1: func f needs kind= (its role: step, eval,"},
-        {"func f {kind=train} {\n}\n", "line 1: unknown function kind `train` (one of: step, eval, tied_send, tied_sum, reduce, grad_norm, optimizer, zero_grads, setup, forward, backward, wgrad)"},
+        {"func f {kind=train} {\n}\n", "line 1: unknown function kind `train` (one of: step, eval, tied_send, tied_sum, reduce, grad_norm, optimizer, zero_grads, setup, forward, backward, wgrad, host_optimizer, param_sync)"},
         {"schedule {\n  micro_step x2\n}\n", "line 1: expected a schedule program (train, eval) after `schedule`; an older mcc's"},
         {"schedule test {\n}\n", "line 1: unknown schedule program `test` (one of: train, eval)"},
         {"schedule train {\n  call train\n}\n", "line 2: schedule train names unknown function `train`"},
@@ -289,6 +289,18 @@ static void test_verify_errors(void)
     check_text_fails_verify("global @w : f32[4] {kind=param, init=zeros}\nglobal @w : f32[4] {kind=param, init=zeros}\n",
                             "global @w is declared twice");
     check_text_fails_verify("func f {kind=step, arena=0} {\n}\nfunc f {kind=step, arena=0} {\n}\n", "function f is defined twice");
+    /* host memory (--optimizer-cpu-offload): the host function and copies only */
+    const char *host_globals = "global @w : f32[4] {kind=param, init=zeros}\n"
+                               "global @w.adam_m : f32[4] {kind=adam_m, init=zeros, of=@w, host}\n";
+    char text[512];
+    snprintf(text, sizeof text, "%sfunc f {kind=optimizer, arena=0} {\n  %%0 = global @w.adam_m : f32[4] @global\n"
+             "  zero %%0\n}\n", host_globals);
+    check_text_fails_verify(text, "zero in f (instruction 1) reads the host global @w.adam_m: only host_optimizer and "
+                            "copies touch host memory");
+    snprintf(text, sizeof text, "%sfunc h {kind=host_optimizer, arena=0} {\n  %%0 = global @w : f32[4] @global\n"
+             "  zero %%0\n}\n", host_globals);
+    check_text_fails_verify(text, "zero in h (instruction 1) reads the device global @w: the host function reads "
+                            "device memory only through a copy");
 
     /* what the text form cannot express: built, then broken by hand */
     ir_module *m = build_module();

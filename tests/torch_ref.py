@@ -319,6 +319,18 @@ def lr_at(it, n_iters, c):
     return c["min_lr"] + (lr - c["min_lr"]) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+def round_moments(opt, c):
+    """--use-precision-aware-optimizer: Adam's moments stored in bf16 (--exp-avg-dtype, --exp-avg-sq-dtype),
+    the step itself in full precision: each new moment rounded once stored, as mcc does (through
+    float32, to nearest even), before the next step reads it."""
+    if not c.get("use_precision_aware_optimizer"):
+        return
+    for key, field in (("exp_avg", "exp_avg_dtype"), ("exp_avg_sq", "exp_avg_sq_dtype")):
+        if c.get(field, "fp32") == "bf16":
+            for st in opt.state.values():
+                st[key].copy_(st[key].to(torch.float32).to(torch.bfloat16).to(torch.float64))
+
+
 def train(init, batches, n_steps, n_iters, c):
     """Replays n_steps steps. Returns (logits of step 1 micro 0, grads of step 1, [(loss, lr, norm)],
     the parameters after the last step)."""
@@ -354,6 +366,7 @@ def train(init, batches, n_steps, n_iters, c):
         for group in opt.param_groups:
             group["lr"] = lr
         opt.step()
+        round_moments(opt, c)
         steps.append((loss_sum / accum, lr, grad_norm))
     return logits1, grads1, steps, {n: t.detach() for n, t in p.items()}
 

@@ -67,6 +67,7 @@ typedef struct {
     rt_cuda_comm_end *comm_ends;    /* per instruction on the comm stream (ir_on_comm_stream): its end there */
     bool use_graphs;
     bool eager_collectives;         /* MCC_CUDA_GRAPHS=eager-collectives */
+    cudaStream_t copy_stream;       /* the host optimizer's copies (copy_async), made at the first */
 } cuda_state;
 
 static cuda_state *state(rt_program *p) { return p->dev_state; }
@@ -270,6 +271,8 @@ static void cuda_close(rt_program *p)
             cudaEventDestroy(s->comm_ends[i].done);
     free(s->comm_ends);
     free(s->first_slot);
+    if (s->copy_stream)
+        cudaStreamDestroy(s->copy_stream);
     rt_cuda_ctx_free(s->cx);
     free(s->graphs);
     free(s->calls);
@@ -336,6 +339,31 @@ static void *cuda_alloc_host(size_t bytes)
 }
 
 static void cuda_free_host(void *ptr) { cudaFreeHost(ptr); }
+
+/* The host optimizer's overlapped copy (device.h copy_async): on the copy stream, after the work
+ * queued on the compute stream so far; the event returned marks its end. */
+static void *cuda_copy_async(rt_program *p, void *dst, const void *src, size_t bytes, bool to_host)
+{
+    cuda_state *s = state(p);
+    if (!s->copy_stream)
+        RT_CUDART_CHECK(cudaStreamCreateWithFlags(&s->copy_stream, cudaStreamNonBlocking));
+    cudaEvent_t queued, done;
+    RT_CUDART_CHECK(cudaEventCreateWithFlags(&queued, cudaEventDisableTiming));
+    RT_CUDART_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    RT_CUDART_CHECK(cudaEventRecord(queued, stream(p)));
+    RT_CUDART_CHECK(cudaStreamWaitEvent(s->copy_stream, queued, 0));
+    RT_CUDART_CHECK(cudaMemcpyAsync(dst, src, bytes, to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
+                                    s->copy_stream));
+    RT_CUDART_CHECK(cudaEventRecord(done, s->copy_stream));
+    RT_CUDART_CHECK(cudaEventDestroy(queued)); /* released once the wait is done */
+    return (void *)done;
+}
+
+static void cuda_copy_wait(rt_program *p, void *done)
+{
+    RT_CUDART_CHECK(cudaEventSynchronize((cudaEvent_t)done));
+    RT_CUDART_CHECK(cudaEventDestroy((cudaEvent_t)done));
+}
 
 static void cuda_upload(rt_program *p, void *dst, const void *src, size_t bytes)
 {
@@ -532,4 +560,4 @@ static rt_comm *cuda_world_comm(rt_program *p, const rt_rank_env *e, char *err, 
 const rt_device rt_cuda_device = {"cuda",     cuda_open, cuda_alloc,         cuda_free,  cuda_upload, cuda_download,
                                   cuda_init, cuda_run,  cuda_memory_in_use, cuda_close, cuda_queue, cuda_world_comm,
                                   cuda_alloc_window, cuda_quiesce, cuda_trace_push, cuda_trace_pop,
-                                  cuda_alloc_host, cuda_free_host};
+                                  cuda_alloc_host, cuda_free_host, cuda_copy_async, cuda_copy_wait};

@@ -107,10 +107,12 @@ static int64_t last_dim(const ir_type *t) { return t->ndim ? t->dims[t->ndim - 1
 static int64_t nrows(const ir_type *t) { return last_dim(t) ? ir_numel(t) / last_dim(t) : 0; }
 static CUdeviceptr dptr(void *p) { return (CUdeviceptr)(uintptr_t)p; }
 
+/* Either side may be page-locked host memory (a host global of --optimizer-cpu-offload: setup fills
+ * the host masters), which unified addressing lets cuMemcpyAsync tell from the pointer. */
 static void device_copy(rt_cuda_ctx *cx, void *dst, const void *src, size_t bytes)
 {
     if (dst != src && bytes)
-        RT_CU_CHECK(cuMemcpyDtoDAsync(dptr(dst), dptr((void *)src), bytes, rt_cuda_stream(cx)));
+        RT_CU_CHECK(cuMemcpyAsync(dptr(dst), dptr((void *)src), bytes, rt_cuda_stream(cx)));
 }
 
 /* --- shared shapes of several ops ------------------------------------------------------------- */
@@ -574,13 +576,14 @@ void cuda_CLIP_COEF(rt_cuda_ctx *cx, const rt_kernel_call *c)
     rt_cuda_launch(cx, name_of(c, RT_CUK_CLIP_COEF, NULL, NULL).s, 1, 1, 1, 1, 0, p);
 }
 
-/* (p, g, m, v, lr[], step[], coef[]), all f32; in place on p, m, v */
+/* (p, g, m, v, lr[], step[], coef[]), f32 but the moments, f32 or bf16; in place on p, m, v */
 void cuda_ADAMW(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     static const char *const operand[] = {"parameter", "gradient", "first moment", "second moment",
                                           "learning rate", "step", "clip coefficient"};
     for (int i = 0; i < 7; i++)
-        need_f32(c, c->arg_types[i], operand[i]);
+        if (i != 2 && i != 3) /* the moments may be bf16: --use-precision-aware-optimizer */
+            need_f32(c, c->arg_types[i], operand[i]);
     void *p = c->args[0], *g = c->args[1], *m = c->args[2], *v = c->args[3];
     void *lr = c->args[4], *step = c->args[5], *coef = c->args[6];
     long long n = ir_numel(c->arg_types[0]);
@@ -592,7 +595,7 @@ void cuda_ADAMW(rt_cuda_ctx *cx, const rt_kernel_call *c)
         exit(1);
     }
     void *params[] = {&p, &g, &m, &v, &lr, &step, &coef, &n, &b1, &b2, &eps, &wd, &copy};
-    launch_flat(cx, name_of(c, RT_CUK_ADAMW, NULL, NULL), (n + 3) / 4, params); /* 4 floats a thread */
+    launch_flat(cx, name_of(c, RT_CUK_ADAMW, c->arg_types[2], c->arg_types[3]), (n + 3) / 4, params); /* 4 floats a thread */
 }
 
 /* FP8's launchers (cuBLASLt FP8 GEMMs, the cast kernels) are not built yet: mcc compile refuses

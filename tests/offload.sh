@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# offload.sh MCC NP FLAGS... — CPU optimizer offload changes no bit: tiny GPT-2 compiled with FLAGS
+# (a layout: --dp 2 --use-distributed-optimizer, --pp 2, ...) on NP CPU ranks, and again with
+# --optimizer-cpu-offload at fraction 1.0 and at 0.5 (with --overlap-cpu-optimizer-d2h-h2d), must
+# give the same step-1 gradients, every step's loss, lr and grad norm and the same final weights,
+# byte for byte: on CPU ranks the host's AdamW is the CPU kernel's arithmetic, run by train_rank's
+# host executor (runtime/host_optimizer.c) on MCC_HOST_OPTIMIZER_THREADS=3 threads over the host
+# globals the plan places there. On one rank it also checks, with gradient accumulation off (the
+# update's other zeroing path) and with bf16 Adam moments, a checkpoint saved with offload resumed without it and the reverse
+# (steps 6-10 the same text), and mcc compile's host memory line and its --host-memory refusal.
+set -euo pipefail
+mcc=$1; np=$2; shift 2
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} MCC_HOST_OPTIMIZER_THREADS=3 # (parallel_e2e.sh)
+run() { if [ "$np" = 1 ]; then "$@"; else mpirun -np "$np" --oversubscribe "$@"; fi; }
+"$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix "$work/text" --append-eod >/dev/null 2>&1
+data=(--data-path "$work/text_text_document" --train-iters 10 --eval-iters 0)
+compile() { # NAME FLAGS...
+  local name=$1; shift
+  "$mcc" compile "$root/models/tiny-gpt2.json" --target cpu --vocab-size 260 --make-vocab-size-divisible-by 1 "$@" \
+    -o "$work/bin_$name" 2>"$work/$name.clog" || { cat "$work/$name.clog"; exit 1; }
+}
+train() { # NAME DUMP FLAGS...
+  local name=$1 dump=$2; shift 2
+  run "$work/bin_$name" "${data[@]}" --dump-dir "$work/$dump" "$@" >"$work/$dump.log" 2>&1 || { cat "$work/$dump.log"; exit 1; }
+}
+same() { # A B WHAT: the dumps of runs A and B byte for byte (a pipeline's: a file a stage)
+  for f in "$work/$1"/*; do
+    cmp -s "$f" "$work/$2/${f##*/}" || { echo "FAIL: $3: ${f##*/} differs from the run without offload"; exit 1; }
+  done
+  echo "ok: $3 equals the run without offload, bit for bit"
+}
+offload=(--optimizer-cpu-offload)
+compile ref "$@"
+compile full "$@" "${offload[@]}"
+compile half "$@" "${offload[@]}" --optimizer-offload-fraction 0.5 --overlap-cpu-optimizer-d2h-h2d
+grep -q "host memory .*page-locked" "$work/full.clog" || { echo "FAIL: no host memory line"; cat "$work/full.clog"; exit 1; }
+! grep -q "host memory" "$work/ref.clog" || { echo "FAIL: a host memory line without offload"; exit 1; }
+train ref ref; train full full; train half half
+same ref full "fraction 1.0"
+same ref half "fraction 0.5, overlapped copies"
+[ "$np" = 1 ] || exit 0
+# train_rank allocates the host memory mcc compile reported
+host_bytes=$(sed -n 's/.*host memory .*(\([0-9]*\) bytes, page-locked.*/\1/p' "$work/full.clog")
+grep -q "| host memory, bytes  *| *$host_bytes |" "$work/full.log" ||
+  { echo "FAIL: train_rank's host memory is not mcc compile's $host_bytes bytes"; grep "memory" "$work/full.log"; exit 1; }
+echo "ok: train_rank's host memory is mcc compile's, $host_bytes bytes"
+# one micro-batch a step: micro_step's first writes assign the gradients, nothing is zeroed
+compile ref1 --global-batch-size 4
+compile half1 --global-batch-size 4 "${offload[@]}" --optimizer-offload-fraction 0.5
+train ref1 ref1; train half1 half1
+same ref1 half1 "fraction 0.5, one micro-batch a step"
+# bf16 Adam moments (--use-precision-aware-optimizer): the host's rounding is the device's
+bf16=(--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16)
+compile ref16 "${bf16[@]}"
+compile half16 "${bf16[@]}" "${offload[@]}" --optimizer-offload-fraction 0.5
+grep -q "global @embedding.word.adam_m : bf16\[260,64\] {kind=adam_m, .*host}" "$work/bin_half16" ||
+  { echo "FAIL: the offloaded moments are not bf16 host globals in the plan"; exit 1; }
+train ref16 ref16; train half16 half16
+same ref16 half16 "bf16 moments, fraction 0.5"
+# checkpoints hold the same tensors either way: saved at 5 by one, resumed to 10 by the other
+for pair in "full ref" "ref full"; do
+  read -r saver loader <<<"$pair"
+  rm -rf "$work/ck"
+  train "$saver" "save_$saver" --save "$work/ck" --save-interval 5 --exit-interval 5
+  train "$loader" "load_$loader" --load "$work/ck"
+  diff <(sed -n 6,10p "$work/ref/steps.txt") "$work/load_$loader/steps.txt" >/dev/null ||
+    { echo "FAIL: saved by $saver at 5, resumed by $loader: steps 6-10 differ"; exit 1; }
+  cmp -s "$work/ref/params_final.mcct" "$work/load_$loader/params_final.mcct" ||
+    { echo "FAIL: saved by $saver at 5, resumed by $loader: the final weights differ"; exit 1; }
+  echo "ok: a checkpoint saved by $saver resumes in $loader bit for bit"
+done
+# the host memory must fit: the refusal names the fixes
+if "$mcc" compile "$root/models/tiny-gpt2.json" --target cpu "${offload[@]}" --host-memory 0.001 -o "$work/x" 2>"$work/x.log"; then
+  echo "FAIL: --host-memory 0.001 compiled"; exit 1
+fi
+grep -q "host memory per rank.*(--host-memory)" "$work/x.log" && grep -q -- "--optimizer-offload-fraction F, now 1" "$work/x.log" ||
+  { echo "FAIL: the refusal does not say what needs what, or the fix"; cat "$work/x.log"; exit 1; }
+echo "ok: --host-memory 0.001 is refused, naming the fixes"
