@@ -152,11 +152,13 @@ static void vlist_add(vlist *l, int v, int cap)
 /* What crosses: act[s] the forward values entering stage s, grad[s] the backward values leaving
  * stage s+1 into s, stash[s] the forward values (stage s's, or entering it) its backward reads.
  * Under a zero-bubble schedule the backward is cut in two: in_w[i] marks the instructions of the
- * weight gradients (W: those the gradients sent to the previous stage do not need), and wstash[s]
- * the input-gradient part's values (B's) that W reads. */
+ * weight gradients (W: those the gradients sent to the previous stage do not need), wstash[s]
+ * the input-gradient part's values (B's) that W reads, and per stashed value b_reads / w_reads
+ * say which part reads it: one W reads lives until W (span fw), one only B reads is free after B
+ * (span fb). Without the cut B is the whole backward and reads every stashed value. */
 typedef struct {
     vlist *act, *grad, *stash, *wstash;
-    bool *in_w;
+    bool *in_w, *b_reads, *w_reads;
 } crossings;
 
 static bool find_crossings(const split *c, crossings *x)
@@ -296,6 +298,19 @@ static void wstash_value(builder *b, const crossings *x, int s, int v)
     stash_into(b, &x->wstash[s], "wstash", s, v);
 }
 
+/* The stashed values of stage s that this part of its backward reads (reads[v]), from their
+ * globals: a part references only its own, so each stash lives only as long as its readers. */
+static void map_stash(builder *b, const crossings *x, int s, const bool *reads)
+{
+    char name[64];
+    for (int k = 0; k < x->stash[s].n; k++) {
+        if (!reads[x->stash[s].v[k]])
+            continue;
+        boundary_name(name, sizeof name, s, "stash", k);
+        b->map[x->stash[s].v[k]] = ir_global_ref(b->sm, b->g, name);
+    }
+}
+
 /* Stage s's backward: all of it, or under a zero-bubble cut its input gradients (B), which copy
  * what W reads into the wstash. */
 static void build_backward(builder *b, const split *c, const crossings *x, int s)
@@ -307,10 +322,7 @@ static void build_backward(builder *b, const split *c, const crossings *x, int s
         b->map[v] = ir_input(b->sm, b->g, name, b->f->vals[v].type);
         wstash_value(b, x, s, v);
     }
-    for (int k = 0; k < x->stash[s].n; k++) {
-        boundary_name(name, sizeof name, s, "stash", k);
-        b->map[x->stash[s].v[k]] = ir_global_ref(b->sm, b->g, name);
-    }
+    map_stash(b, x, s, x->b_reads);
     for (int i = c->bwd; i < b->f->ninstrs; i++) {
         const ir_instr *in = &b->f->instrs[i];
         if (is_leaf(in) || c->stage[i] != s || x->in_w[i])
@@ -329,10 +341,7 @@ static void build_backward(builder *b, const split *c, const crossings *x, int s
 static void build_wgrad(builder *b, const split *c, const crossings *x, int s)
 {
     char name[64];
-    for (int k = 0; k < x->stash[s].n; k++) {
-        boundary_name(name, sizeof name, s, "stash", k);
-        b->map[x->stash[s].v[k]] = ir_global_ref(b->sm, b->g, name);
-    }
+    map_stash(b, x, s, x->w_reads);
     for (int k = 0; k < x->wstash[s].n; k++) {
         boundary_name(name, sizeof name, s, "wstash", k);
         b->map[x->wstash[s].v[k]] = ir_global_ref(b->sm, b->g, name);
@@ -387,6 +396,18 @@ static void cut_weight_grads(const split *c, crossings *x)
     free(need);
 }
 
+/* Which part of its stage's backward reads each stashed value (b_reads, w_reads). */
+static void mark_stash_readers(const split *c, crossings *x)
+{
+    const ir_func *f = c->f;
+    for (int i = c->bwd; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        for (int a = 0; !is_leaf(in) && a < in->nargs; a++)
+            if (vlist_find(&x->stash[c->stage[i]], in->args[a]) >= 0)
+                (x->in_w[i] ? x->w_reads : x->b_reads)[in->args[a]] = true;
+    }
+}
+
 static bool cut_func(const ir_module *m, const ir_func *f, int p, const int *layer_stage, bool train, bool zero_bubble,
                      cut *k, char *err, size_t errlen)
 {
@@ -397,6 +418,8 @@ static bool cut_func(const ir_module *m, const ir_func *f, int p, const int *lay
     k->x.stash = calloc((size_t)p, sizeof(vlist));
     k->x.wstash = calloc((size_t)p, sizeof(vlist));
     k->x.in_w = calloc((size_t)f->ninstrs + 1, sizeof(bool));
+    k->x.b_reads = calloc((size_t)f->nvals + 1, sizeof(bool));
+    k->x.w_reads = calloc((size_t)f->nvals + 1, sizeof(bool));
     for (int s = 0; s < p; s++) {
         k->x.act[s].v = malloc(sizeof(int) * ((size_t)f->nvals + 1));
         k->x.grad[s].v = malloc(sizeof(int) * ((size_t)f->nvals + 1));
@@ -407,6 +430,7 @@ static bool cut_func(const ir_module *m, const ir_func *f, int p, const int *lay
         return false;
     if (zero_bubble)
         cut_weight_grads(&k->c, &k->x);
+    mark_stash_readers(&k->c, &k->x);
     return true;
 }
 
@@ -420,6 +444,8 @@ static void cut_free(cut *k, int p)
     }
     free(k->x.wstash);
     free(k->x.in_w);
+    free(k->x.b_reads);
+    free(k->x.w_reads);
     free(k->x.act);
     free(k->x.grad);
     free(k->x.stash);
@@ -463,8 +489,10 @@ static void copy_pruned(ir_module *sm, const ir_module *m, const ir_func *f, con
 }
 
 /* The stash globals @stage<g>.<what>.<k> of the values in l (of f), one buffer each until the
- * schedule pass gives them slots; split as their values' types say. */
-static void add_stash_globals(ir_module *sm, const ir_func *f, const vlist *l, const char *what, int g)
+ * schedule pass gives them slots; split as their values' types say. span: theirs, or for the
+ * forward's stash (w_reads given) fw where W reads the value, else fb. */
+static void add_stash_globals(ir_module *sm, const ir_func *f, const vlist *l, const char *what, int g,
+                              ir_stash_span span, const bool *w_reads)
 {
     char name[64];
     for (int k = 0; k < l->n; k++) {
@@ -472,6 +500,7 @@ static void add_stash_globals(ir_module *sm, const ir_func *f, const vlist *l, c
         const ir_type *t = &f->vals[l->v[k]].type;
         int st = ir_global_add(sm, name, *t, IR_GLOBAL_STASH, IR_INIT_ZEROS, 0, false);
         sm->globals[st].layout = ir_layout_of_type(t);
+        sm->globals[st].span = w_reads && w_reads[l->v[k]] ? IR_STASH_FW : span;
     }
 }
 
@@ -522,8 +551,8 @@ static ir_module *stage_module(const ir_module *m, const cut *step, const cut *e
     }
     const ir_func *f = step->c.f;
     for (int c = 0; c < v; c++) {
-        add_stash_globals(sm, f, &step->x.stash[c * p + r], "stash", c * p + r);
-        add_stash_globals(sm, f, &step->x.wstash[c * p + r], "wstash", c * p + r);
+        add_stash_globals(sm, f, &step->x.stash[c * p + r], "stash", c * p + r, IR_STASH_FB, step->x.w_reads);
+        add_stash_globals(sm, f, &step->x.wstash[c * p + r], "wstash", c * p + r, IR_STASH_BW, NULL);
     }
     int *map = malloc(sizeof(int) * ((size_t)f->nvals + 1));
     for (int c = 0; c < v; c++) {
