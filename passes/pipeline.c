@@ -22,7 +22,8 @@
  * `output @stage<s>.grad.<k>` in stage s's backward, `input` in stage s-1's. A forward value the
  * backward reads is copied into a stash global (kind stash, `@stage<s>.stash.<k>`), which the
  * backward reads: the schedule pass gives it one buffer per micro-batch in flight and each call
- * its slot. A value that would skip a stage, or flow against the pipeline, is refused (internal
+ * its slot. Under the zero-bubble cut a stash global's span says which part reads it: fb (B
+ * only: free after B), fw (W reads it: it lives until W); B's values for W are wstash (bw). A value that would skip a stage, or flow against the pipeline, is refused (internal
  * error: the model builder's graph is layered, so it does not happen).
  *
  * Each stage's module holds the globals its functions read and their companions (a parameter
