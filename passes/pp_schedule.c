@@ -482,15 +482,14 @@ static bool pp_run(pp_sim *sim, const pp_stage_cost *cost, double p2p_s, pp_time
     return ok;
 }
 
-double pp_rank_peak(const pp_schedule *s, int r, const double *weight)
+int pp_rank_peak(const pp_schedule *s, int r)
 {
-    double in_use = 0, peak = 0;
+    int in_use = 0, peak = 0;
     pp_act_kind frees = s->kind == PP_SCHED_ZB_H1 ? PP_ACT_W : PP_ACT_B;
     for (int i = 0; i < s->rank[r].n; i++) {
         const pp_action *a = &s->rank[r].a[i];
-        double w = weight ? weight[pp_virtual_stage(s, r, a->chunk)] : 1;
-        if (a->kind == PP_ACT_F && (in_use += w) > peak) peak = in_use;
-        if (a->kind == frees) in_use -= w;
+        if (a->kind == PP_ACT_F && ++in_use > peak) peak = in_use;
+        if (a->kind == frees) in_use--;
     }
     return peak;
 }
@@ -501,7 +500,7 @@ static void pp_summarize(const pp_schedule *s, pp_timeline *t)
     double busy = 0;
     t->makespan = 0;
     for (int r = 0; r < s->p; r++) {
-        t->peak_slots[r] = (int)pp_rank_peak(s, r, NULL);
+        t->peak_slots[r] = pp_rank_peak(s, r);
         for (int k = t->first[r]; k < t->first[r + 1]; k++) {
             busy += t->end[k] - t->start[k];
             t->makespan = fmax(t->makespan, t->end[k]);

@@ -114,10 +114,9 @@ bool pp_schedule_simulate(const pp_schedule *s, const pp_stage_cost *cost, doubl
                           size_t errlen);
 void pp_timeline_free(pp_timeline *t);
 
-/* The most rank r holds at once of its in-flight micro-batches' stashes, each weighing weight[g]
- * (bytes, say) for its virtual stage g; NULL weighs each 1 (micro-batches). In program order, which
- * is the rank's time order: F takes, B releases (W under ZB). */
-double pp_rank_peak(const pp_schedule *s, int r, const double *weight);
+/* The most micro-batches rank r has in flight at once, all chunks: in program order, which is the
+ * rank's time order, F takes one, B releases it (W under ZB). */
+int pp_rank_peak(const pp_schedule *s, int r);
 
 /* The ideal bubble as idle over compute: (p-1)/m for 1F1B; (p-1)/(v m) interleaved; ZB-H1
  * (p-1)(T_F+T_B-T_W) / (m (T_F+T_B+T_W)) (Qi et al.) at T_F = T_B = T_W, i.e. (p-1)/(3m). */
