@@ -9,8 +9,9 @@
  * stages: passes/pp_schedule.c computes the orders), each forward after the receives
  * of its boundary inputs from the previous stage and before the sends of its outputs to the next,
  * each backward between the receives of the gradients from the next stage and the sends of its
- * own to the previous. Each call names the stash slot of its micro-batch, and the stash globals get
- * as many buffers as micro-batches are in flight on this stage. */
+ * own to the previous. Each call names the stash slot of its micro-batch in each span it touches
+ * (ir_stash_span), and the stash globals get as many buffers as micro-batches are in flight in
+ * their span on this stage. */
 #include "passes.h"
 #include "passes/pp_schedule.h"
 
