@@ -23,7 +23,8 @@
  * backward reads is copied into a stash global (kind stash, `@stage<s>.stash.<k>`), which the
  * backward reads: the schedule pass gives it one buffer per micro-batch in flight and each call
  * its slot. Under the zero-bubble cut a stash global's span says which part reads it: fb (B
- * only: free after B), fw (W reads it: it lives until W); B's values for W are wstash (bw). A value that would skip a stage, or flow against the pipeline, is refused (internal
+ * only: free after B), fw (W reads it: it lives until W); B's values for W are wstash (bw), a
+ * sequence-parallel all-gather among them kept as its shard and gathered again by W. A value that would skip a stage, or flow against the pipeline, is refused (internal
  * error: the model builder's graph is layered, so it does not happen).
  *
  * Each stage's module holds the globals its functions read and their companions (a parameter
@@ -160,6 +161,7 @@ static void vlist_add(vlist *l, int v, int cap)
 typedef struct {
     vlist *act, *grad, *stash, *wstash;
     bool *in_w, *b_reads, *w_reads;
+    bool *regather;                 /* per value: a B value W reads that W gathers again (see below) */
 } crossings;
 
 static bool find_crossings(const split *c, crossings *x)
@@ -347,9 +349,15 @@ static void build_wgrad(builder *b, const split *c, const crossings *x, int s)
         boundary_name(name, sizeof name, s, "wstash", k);
         b->map[x->wstash[s].v[k]] = ir_global_ref(b->sm, b->g, name);
     }
-    for (int i = c->bwd; i < b->f->ninstrs; i++)
-        if (c->stage[i] == s && x->in_w[i])
-            copy_instr(b, &b->f->instrs[i]);
+    for (int i = c->bwd; i < b->f->ninstrs; i++) {
+        const ir_instr *in = &b->f->instrs[i];
+        if (c->stage[i] != s || !x->in_w[i])
+            continue;
+        for (int a = 0; a < in->nargs; a++) /* B's gathers W redoes, before their first reader */
+            if (x->regather[in->args[a]] && b->map[in->args[a]] < 0)
+                copy_instr(b, &b->f->instrs[b->f->vals[in->args[a]].def]);
+        copy_instr(b, in);
+    }
 }
 
 /* The first backward instruction of a step: the one after the forward's last output (@loss, then
@@ -368,9 +376,19 @@ typedef struct {
     crossings x;
 } cut;
 
+/* Whether B's value v of stage s (B's own, need[], or received from stage s+1) is there for W. */
+static bool from_b(const split *c, const bool *need, int v, int s)
+{
+    int d = c->f->vals[v].def;
+    return d >= c->bwd && !is_leaf(&c->f->instrs[d]) && ((c->stage[d] == s && need[d]) || c->stage[d] == s + 1);
+}
+
 /* The zero-bubble cut of each stage's backward: B is what the gradients going to the previous
  * stage need (a reverse walk from them), W the rest (the weight gradients and their
- * accumulations); W reads B's values through wstash, B's received gradients included. */
+ * accumulations); W reads B's values through wstash, B's received gradients included. A B value
+ * that is the sequence-parallel all-gather of another (a row-parallel matmul's output gradient:
+ * the whole sequence, tp times its shard) is not kept: W keeps the shard and gathers it again,
+ * as Megatron's backward re-gathers its inputs, so the wstash holds tp times less of it. */
 static void cut_weight_grads(const split *c, crossings *x)
 {
     const ir_func *f = c->f;
@@ -388,10 +406,12 @@ static void cut_weight_grads(const split *c, crossings *x)
         const ir_instr *in = &f->instrs[i];
         x->in_w[i] = !is_leaf(in) && !need[i];
         for (int a = 0; x->in_w[i] && a < in->nargs; a++) {
-            int v = in->args[a], d = f->vals[v].def, s = c->stage[i];
-            bool from_b = d >= c->bwd && !is_leaf(&f->instrs[d]) && ((c->stage[d] == s && need[d]) || c->stage[d] == s + 1);
-            if (from_b)
-                vlist_add(&x->wstash[s], v, f->nvals);
+            int v = in->args[a], s = c->stage[i];
+            const ir_instr *d = &f->instrs[f->vals[v].def];
+            if (!from_b(c, need, v, s))
+                continue;
+            x->regather[v] = d->op == IR_OP_ALL_GATHER_SEQ && c->stage[f->vals[v].def] == s && from_b(c, need, d->args[0], s);
+            vlist_add(&x->wstash[s], x->regather[v] ? d->args[0] : v, f->nvals);
         }
     }
     free(need);
@@ -421,6 +441,7 @@ static bool cut_func(const ir_module *m, const ir_func *f, int p, const int *lay
     k->x.in_w = calloc((size_t)f->ninstrs + 1, sizeof(bool));
     k->x.b_reads = calloc((size_t)f->nvals + 1, sizeof(bool));
     k->x.w_reads = calloc((size_t)f->nvals + 1, sizeof(bool));
+    k->x.regather = calloc((size_t)f->nvals + 1, sizeof(bool));
     for (int s = 0; s < p; s++) {
         k->x.act[s].v = malloc(sizeof(int) * ((size_t)f->nvals + 1));
         k->x.grad[s].v = malloc(sizeof(int) * ((size_t)f->nvals + 1));
@@ -447,6 +468,7 @@ static void cut_free(cut *k, int p)
     free(k->x.in_w);
     free(k->x.b_reads);
     free(k->x.w_reads);
+    free(k->x.regather);
     free(k->x.act);
     free(k->x.grad);
     free(k->x.stash);
