@@ -64,8 +64,34 @@ for m in tiny-gpt2 tiny-llama; do
   devrun/bin/$m-cpu --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 200 --log-interval 1 --eval-iters 0 > devrun/cpu/$m-200.log
   rm devrun/bin/$m-cpu
 done
+# pipeline stages on one GPU (device_run.sh's PP1 section): ranks sharing the GPU, their transfers
+# and collectives through host memory (runtime/cuda/comm_staged.c), against the CPU oracle of the
+# same spec (4 layers, so that PP=4 and two virtual stages split it)
+pp_common=(--keep-logits --vocab-size 260 --make-vocab-size-divisible-by 1 --global-batch-size 16 --num-layers 4)
+pp_dropout=(--attention-dropout 0.1 --hidden-dropout 0.1)
+for m in tiny-gpt2 tiny-llama; do
+  $B/mcc compile models/$m.json --target cpu "${pp_common[@]}" -o /tmp/pp-ref-$m 2>/dev/null
+  /tmp/pp-ref-$m --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir devrun/cpu/pp-$m >/dev/null
+  $B/mcc compile models/$m.json --target cpu "${pp_common[@]}" "${pp_dropout[@]}" -o /tmp/pp-ref-$m 2>/dev/null
+  /tmp/pp-ref-$m --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir devrun/cpu/pp-dropout-$m >/dev/null
+  rm -f /tmp/pp-ref-$m
+  for v in "pp2:--pp 2" "pp2-1f1b:--pp 2 --pipeline-schedule 1f1b" "pp2-v2:--pp 2 --num-virtual-stages-per-pipeline-rank 2" \
+           "pp4:--pp 4 --pipeline-schedule 1f1b" "pp2tp2sp:--tp 2 --sequence-parallel --pp 2" \
+           "pp2dp2zero:--dp 2 --pp 2 --use-distributed-optimizer"; do
+    $B/mcc compile models/$m.json --target cuda "${pp_common[@]}" ${v#*:} -o devrun/bin/$m-cuda-${v%%:*} 2>/dev/null
+  done
+  $B/mcc compile models/$m.json --target cuda "${pp_common[@]}" "${pp_dropout[@]}" --pp 2 -o devrun/bin/$m-cuda-pp2-dropout 2>/dev/null
+done
+# llama-1B in 8 micro-batches of one sequence: one GPU, and PP=2 on the same GPU (1F1B, ZB-H1, two
+# virtual stages), the same global batch
+mb8=(--micro-batch-size 1 --global-batch-size 8)
+$B/mcc compile bench/configs/llama-1B.json --target cuda "${mb8[@]}" -o devrun/bin/bench-llama-1B-mb8 2>/dev/null
+for v in "pp2:--pipeline-schedule 1f1b" "pp2-zb:--pipeline-schedule zb-h1" "pp2-v2:--num-virtual-stages-per-pipeline-rank 2"; do
+  $B/mcc compile bench/configs/llama-1B.json --target cuda "${mb8[@]}" --pp 2 ${v#*:} -o devrun/bin/bench-llama-1B-mb8-${v%%:*} \
+    2>devrun/bin/bench-llama-1B-mb8-${v%%:*}.compile.log || cat devrun/bin/bench-llama-1B-mb8-${v%%:*}.compile.log
+done
 # benchmarks
-for c in gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa; do
+for c in gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa llama-8B-L4; do
   $B/mcc compile bench/configs/$c.json --target cuda -o devrun/bin/bench-$c 2>devrun/bin/bench-$c.compile.log || cat devrun/bin/bench-$c.compile.log
   $B/mcc compile bench/configs/$c.json --target cuda --recompute-granularity selective -o devrun/bin/bench-$c-rc \
     2>devrun/bin/bench-$c-rc.compile.log || cat devrun/bin/bench-$c-rc.compile.log

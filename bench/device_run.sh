@@ -70,6 +70,56 @@ PY
 done
 fi
 
+# PP1=0 skips: pipeline stages as ranks sharing one GPU (collectives and transfers through host
+# memory: MCC_GPU_COMM=auto picks the staged path when ranks outnumber GPUs), each against the CPU
+# oracle of its spec (bundle.sh's pp section); then llama-1B at PP=2 on the one GPU against one rank,
+# the same 8 micro-batches, with each process's GPU memory (nvidia-smi) beside its plan's
+if [ "${PP1:-1}" != 0 ]; then
+section "pipeline stages on one GPU (ranks sharing it), 10 steps against the CPU"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+pp_data="--data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0"
+for m in tiny-gpt2 tiny-llama; do
+  for v in pp2:2 pp2-1f1b:2 pp2-v2:2 pp4:4 pp2tp2sp:4 pp2dp2zero:4 pp2-dropout:2; do
+    name=${v%%:*} np=${v#*:} ref=pp-$m
+    [ "$name" = pp2-dropout ] && ref=pp-dropout-$m
+    [ -x devrun/bin/$m-cuda-$name ] || { echo "$m $name: not compiled"; continue; }
+    rm -rf /tmp/pp1-$name-$m
+    timeout ${CHECK_TIMEOUT:-120} mpirun -np $np --oversubscribe devrun/bin/$m-cuda-$name $pp_data \
+      --dump-dir /tmp/pp1-$name-$m > "$O/pp1-$m-$name.log" 2>&1
+    echo "$m $name ($np ranks) exit $?"
+    python3 tests/compare_dumps.py --cpu devrun/cpu/$ref --gpu /tmp/pp1-$name-$m 2>&1 | tail -2
+  done
+done
+section "llama-1B, 8 micro-batches: one rank vs PP=2 on the same GPU, 12 steps"
+pp_bench="--data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 --log-interval 1 --eval-iters 0"
+if [ -x devrun/bin/bench-llama-1B-mb8 ]; then
+  timeout 200 devrun/bin/bench-llama-1B-mb8 $pp_bench > "$O/pp1-llama-1B-mb8.log" 2>&1
+  echo "one rank exit $?"; grep -E "first step|iteration +12/" "$O/pp1-llama-1B-mb8.log"
+  for v in pp2 pp2-zb pp2-v2; do
+    [ -x devrun/bin/bench-llama-1B-mb8-$v ] || { echo "$v: not compiled"; continue; }
+    mpirun -np 2 --oversubscribe devrun/bin/bench-llama-1B-mb8-$v $pp_bench > "$O/pp1-llama-1B-mb8-$v.log" 2>&1 &
+    run=$!; peak="$O/pp1-llama-1B-mb8-$v.mem"; : > "$peak"
+    while kill -0 $run 2>/dev/null; do # each process's GPU memory, by its rank
+      nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null |
+        while IFS=', ' read -r pid mib; do
+          r=$(tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+          [ -n "$r" ] && echo "$r $mib" >> "$peak"
+        done
+      sleep 1
+    done
+    wait $run; echo "$v exit $?"; grep -E "first step|iteration +12/|plan:|memory" "$O/pp1-llama-1B-mb8-$v.log" | head -8
+    sort -k1,1n -k2,2n "$peak" | awk '{m[$1]=$2} END {for (r in m) printf "rank %s: peak %.2f GiB in use (nvidia-smi)\n", r, m[r]/1024}'
+    python3 - "$O/pp1-llama-1B-mb8.log" "$O/pp1-llama-1B-mb8-$v.log" <<'PY'
+import re, sys
+a, b = ([float(x) for x in re.findall(r'\| lm loss: ([0-9.E+-]+) \|', open(p).read())] for p in sys.argv[1:])
+n = min(len(a), len(b))
+d = max((abs(x - y) / abs(x) for x, y in zip(a, b)), default=float('nan'))
+print(f'losses: {n} steps compared, max relative difference {d:.2e} ({"ok" if n == 12 and d < 2e-2 else "FAIL"})')
+PY
+  done
+fi
+fi
+
 section "tensor parallel on 2 GPUs (NCCL) vs 1 GPU, 10 steps"
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && [ "${TP2_CHECK:-1}" != 0 ]; then
   for m in tiny-gpt2 tiny-llama; do

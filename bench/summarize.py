@@ -5,7 +5,7 @@ parameter but position embeddings, a tied head once), MFU against 989 TFLOP/s.""
 import json, re, statistics, sys
 
 PEAK = 989e12
-CONFIGS = ['gpt2-124M', 'gpt2-1.5B', 'llama-1B', 'llama-1B-gqa']
+CONFIGS = ['gpt2-124M', 'gpt2-1.5B', 'llama-1B', 'llama-1B-gqa', 'llama-8B-L4']
 
 
 def flops_per_token(spec):

@@ -37,6 +37,9 @@ typedef enum { KNOB_MCC = 1, KNOB_TRAIN_RANK = 2, KNOB_BENCH = 4 /* a bench scri
     X(GEMM_AUTOTUNE, KNOB_BOOL, "0", "0|1", 0, 0, KNOB_TRAIN_RANK,                                                    \
       "1: time cuBLASLt's 8 best algorithms for each GEMM shape at the first step and keep the fastest (0: the "      \
       "heuristic's first)")                                                                                           \
+    X(GPU_COMM, KNOB_ENUM, "auto", "auto|nccl|staged", 0, 0, KNOB_TRAIN_RANK,                                     \
+      "GPU ranks' collectives: NCCL; staged: through host memory over MPI (mpirun), for ranks sharing a GPU, slow; "  \
+      "auto: staged where a node's ranks outnumber its GPUs, else NCCL")                                             \
     X(OVERLAP_GEMM_SMS, KNOB_INT, "0", NULL, 0, 4096, KNOB_TRAIN_RANK,                                                \
       "SMs for GEMMs planned while a collective runs beside them (0: all)")                                           \
     X(PROFILE, KNOB_BOOL, "0", "0|1", 0, 0, KNOB_TRAIN_RANK,                                                          \

@@ -292,10 +292,6 @@ static int cmd_compile(int argc, char **argv)
     }
     if (!fits)
         return mcc_program_free(&prog), 2;
-    if (prog.n > 1 && !strcmp(o.passes.target->backend, "cuda")) /* after the memory report: what it would take */
-        return mcc_program_free(&prog), fail("--pipeline-model-parallel-size above 1: pipeline parallelism runs on "
-                                             "CPU ranks in this build (--target cpu); its GPU runtime (a CUDA graph "
-                                             "per stash slot) is not built yet");
     char err[8192];
     bool ok = cg_write_executable(prog.stage, prog.n, o.out, err, sizeof err);
     mcc_program_free(&prog);

@@ -57,6 +57,10 @@ rt_comm *rt_comm_world_mpi(const rt_rank_env *e, char *err, size_t errlen);
  * when given, else from NCCL_COMM_ID, which is set to MASTER_ADDR:MASTER_PORT when unset
  * (MASTER_PORT+1 under torchrun, whose own store holds MASTER_PORT). */
 rt_comm *rt_comm_world_nccl(const rt_rank_env *e, int device, rt_comm *bootstrap, char *err, size_t errlen);
+/* A world on device buffers over host_world (libmccrt_cuda only, cuda/comm_staged.c): every call
+ * waits for its stream and goes through page-locked host memory, so ranks may share a GPU, which
+ * NCCL refuses. A test path (MCC_GPU_COMM). Owns host_world. */
+rt_comm *rt_comm_world_staged(rt_comm *host_world);
 
 /* Members of c with the same color (>= 0) form a group, ordered by key; `name` labels it in errors.
  * Collective over c. */

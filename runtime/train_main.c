@@ -237,6 +237,12 @@ static void load_batch(train_run *r, int func, int split, int64_t first)
     int64_t half = first + r->B / 2;
     if (rt_program_find(r->p, func, IR_OP_INPUT, "first_sample.half1") >= 0)
         rt_program_set_input(r->p, func, "first_sample.half1", &half, sizeof half);
+    /* a pipeline's first stage reads the tokens, its last the targets; its other functions
+     * (middle stages, backwards) neither, and sample nothing */
+    bool tokens = rt_program_find(r->p, func, IR_OP_INPUT, "tokens") >= 0,
+         targets = rt_program_find(r->p, func, IR_OP_INPUT, "targets") >= 0;
+    if (!tokens && !targets)
+        return;
     int T = r->T;
     for (int b = 0; b < r->B; b++) {
         rt_gpt_data_sample(r->data, split, first + b, r->sample);
@@ -244,9 +250,9 @@ static void load_batch(train_run *r, int func, int split, int64_t first)
         memcpy(r->targets + (size_t)b * T, r->sample + 1, sizeof(int32_t) * (size_t)T);
     }
     size_t bytes = ir_bytes(&r->bt_type);
-    if (rt_program_find(r->p, func, IR_OP_INPUT, "tokens") >= 0) /* a pipeline's first stage */
+    if (tokens)
         rt_program_set_input(r->p, func, "tokens", r->tokens, bytes);
-    if (rt_program_find(r->p, func, IR_OP_INPUT, "targets") >= 0) /* and its last */
+    if (targets)
         rt_program_set_input(r->p, func, "targets", r->targets, bytes);
 }
 

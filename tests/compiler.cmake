@@ -174,6 +174,20 @@ if(TARGET mccrt_cuda)
       "tp2_sp_batch_interleave_nccl:2:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-interleave ${_none}"
       "tp2_sp_side:2:--tp 2 --sequence-parallel ${_side}"
       "tp2_sp_batch_side:2:--tp 2 --sequence-parallel --sequence-parallel-split batch ${_side}")
+  # Several ranks on one GPU (collectives through host memory, runtime/cuda/comm_staged.c): a
+  # pipeline's stages back to back through the schedule program, each stash slot its own CUDA graph.
+  set(MCC_GPU_SHARED_LAYOUTS "pp2:2:--pp 2" "pp2_1f1b:2:--pp 2 --pipeline-schedule 1f1b"
+      "pp2_v2:2:--num-layers 4 -- --pp 2 --num-virtual-stages-per-pipeline-rank 2"
+      "pp4_dropout:4:--attention-dropout 0.1 --hidden-dropout 0.1 --num-layers 4 -- --pp 4"
+      "tp2_sp_pp2:4:--num-layers 4 -- --tp 2 --sequence-parallel --pp 2")
+  foreach(model tiny-gpt2 tiny-llama)
+    foreach(layout ${MCC_GPU_SHARED_LAYOUTS})
+      mcc_parse_layout(${layout})
+      set(test gpu_1gpu_${layout_name}_equals_cpu_${model})
+      add_test(NAME ${test} COMMAND ${CMAKE_SOURCE_DIR}/tests/gpu_numerics.sh $<TARGET_FILE:mcc> ${model} 1 ${layout_flags})
+      set_tests_properties(${test} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 ENVIRONMENT "GPU_NUMERICS_RANKS=${layout_ranks}")
+    endforeach()
+  endforeach()
   foreach(model tiny-gpt2 tiny-llama)
     foreach(layout ${MCC_GPU_LAYOUTS} ${MCC_GPU_LANE_LAYOUTS})
       mcc_parse_layout(${layout})

@@ -4,7 +4,10 @@
 # oracle (fp32, one rank) for the same global batch: step-1 logits and gradients and 10 losses
 # within bf16 tolerance (tests/compare_dumps.py: 3e-2 on tensors, 2e-2 on losses). SPEC_FLAGS,
 # before a `--`, change what is computed (e.g. --hidden-dropout 0.1) and go to both programs.
-# Exits 77 (ctest: skipped) when the machine has fewer GPUs than NGPU.
+# GPU_NUMERICS_RANKS=N instead starts N ranks under mpirun on the NGPU GPUs, sharing them: their
+# collectives and pipeline transfers go through host memory (MCC_GPU_COMM=auto picks the staged
+# path, runtime/cuda/comm_staged.c), so a multi-rank plan (a pipeline's stages back to back) runs
+# on one GPU. Exits 77 (ctest: skipped) when the machine has fewer GPUs than NGPU.
 set -euo pipefail
 mcc=$1; model=$2; ngpu=${3:-1}; shift $(( $# >= 3 ? 3 : 2 ))
 spec=()
@@ -24,7 +27,15 @@ common=(--keep-logits --vocab-size 260 --make-vocab-size-divisible-by 1 --global
   { cat "$work/c.log"; exit 1; }
 args=(--data-path "$work/text_text_document" --train-iters 10 --eval-iters 0)
 "$work/cpu" "${args[@]}" --dump-dir "$work/ref" >/dev/null
-launch=()
-[ "$ngpu" -gt 1 ] && launch=(--nproc-per-node "$ngpu")
-"$work/gpu" "${launch[@]}" "${args[@]}" --dump-dir "$work/run" >"$work/run.log" 2>&1 || { cat "$work/run.log"; exit 1; }
+launch=("$work/gpu")
+[ "$ngpu" -gt 1 ] && launch+=(--nproc-per-node "$ngpu")
+if [ -n "${GPU_NUMERICS_RANKS:-}" ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  launch=(mpirun -np "$GPU_NUMERICS_RANKS" --oversubscribe "$work/gpu")
+fi
+"${launch[@]}" "${args[@]}" --dump-dir "$work/run" >"$work/run.log" 2>&1 || { cat "$work/run.log"; exit 1; }
+if [ -n "${GPU_NUMERICS_RANKS:-}" ] && [ "$GPU_NUMERICS_RANKS" -gt "$have" ]; then
+  grep -q "through host memory over MPI" "$work/run.log" ||
+    { cat "$work/run.log"; echo "FAIL: $GPU_NUMERICS_RANKS ranks on $have GPU(s) did not take the staged path"; exit 1; }
+fi
 /usr/bin/python3 "$root/tests/compare_dumps.py" --cpu "$work/ref" --gpu "$work/run"

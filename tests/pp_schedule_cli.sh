@@ -3,8 +3,7 @@
 # with 2 virtual stages prints each schedule's ideal bubble by its formula, a simulated bubble no
 # better than it, the micro-batches in flight the schedules peak at (1F1B and ZB-H1: p;
 # interleaved: Megatron's 2(p-1) + (v-1)p warm-up + 1), the plan's memory per stage and an SVG
-# with a row per rank; bad values
-# are refused naming the flag; `mcc compile` refuses a pipeline for the GPU (CPU ranks only so far).
+# with a row per rank; bad values are refused naming the flag.
 set -uo pipefail
 mcc=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -76,8 +75,6 @@ expect "--svg needs a value" -- schedule "$llama" "${layout[@]}" --svg
 expect "--svg $work/no/x.svg: cannot write" -- schedule "$llama" "${layout[@]}" --svg "$work/no/x.svg"
 expect "did you mean --svg" -- schedule "$llama" "${layout[@]}" --svgg x.svg
 expect "--target tpu: choose" -- schedule "$llama" "${layout[@]}" --target tpu
-expect "pipeline parallelism runs on CPU ranks in this build" -- compile "$llama" \
-  "${layout[@]}" --num-virtual-stages-per-pipeline-rank 2 --gpu-memory 1000 -o "$work/train_rank"
 "$mcc" schedule --help >"$work/help" 2>&1 && grep -q -- "--num-virtual-stages-per-pipeline-rank" "$work/help" &&
   grep -q -- "--svg OUT.svg" "$work/help" || fail "mcc schedule --help lists its flags and the spec's"
 [ $fails -eq 0 ] && echo "pp_schedule_cli: ok"

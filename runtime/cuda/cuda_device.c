@@ -56,9 +56,12 @@ enum { MAX_WINDOWS = 4 }; /* window allocations a program makes (its arena) */
 typedef struct {
     rt_cuda_ctx *cx;
     profile *prof;
-    cudaGraphExec_t *graphs;        /* per function, once recorded */
+    int *first_exec;                /* per function: the index of its first binding in graphs and calls
+                                       (a pipeline stage's forward and backward: one binding a stash slot,
+                                       rt_program.slot_execs) */
+    cudaGraphExec_t *graphs;        /* per binding, once recorded */
     void *window_mem[MAX_WINDOWS];  /* alloc_window's allocations (ncclMemFree'd) */
-    int *calls;                     /* per function: calls so far */
+    int *calls;                     /* per binding: calls so far */
     bool *collectives;              /* per function: whether it has collectives (has_collective) */
     int *first_slot;                /* per function: its first instruction's index in comm_ends (and the profile's arrays) */
     rt_cuda_comm_end *comm_ends;    /* per instruction on the comm stream (ir_on_comm_stream): its end there */
@@ -68,6 +71,8 @@ typedef struct {
 
 static cuda_state *state(rt_program *p) { return p->dev_state; }
 static cudaStream_t stream(rt_program *p) { return (cudaStream_t)rt_cuda_stream(state(p)->cx); }
+/* The binding func runs with now: its stash slot's (rt_program_bind_slot), 0 without stash. */
+static int binding(rt_program *p, int func) { return state(p)->first_exec[func] + p->bound_slot[func]; }
 
 static profile *profile_new(const ir_module *m, const int *first_slot)
 {
@@ -215,15 +220,6 @@ static void select_gpu(void)
 
 static void cuda_open(rt_program *p, const void *image)
 {
-    /* a function's CUDA graph is captured once, with its buffers' addresses: a pipeline stage's
-     * calls on stash slots would need one graph a slot */
-    for (int g = 0; g < p->m->nglobals; g++)
-        if (p->m->globals[g].kind == IR_GLOBAL_STASH) {
-            fprintf(stderr, "train_rank: error: this plan is a pipeline stage (stash @%s): pipeline parallelism runs "
-                            "on CPU ranks in this build, not yet on GPUs; compile with --target cpu, or without "
-                            "--pipeline-model-parallel-size\n", p->m->globals[g].name);
-            exit(1);
-        }
     select_gpu();
     char err[512];
     cuda_state *s = calloc(1, sizeof *s);
@@ -232,8 +228,12 @@ static void cuda_open(rt_program *p, const void *image)
         fprintf(stderr, "train_rank: error: %s\n", image ? err : "the plan has no CUDA kernels; recompile with --target cuda");
         exit(1);
     }
-    s->graphs = calloc((size_t)p->m->nfuncs, sizeof *s->graphs);
-    s->calls = calloc((size_t)p->m->nfuncs, sizeof *s->calls);
+    /* a graph holds its buffers' addresses: one a binding (a stash slot's buffers) */
+    s->first_exec = calloc((size_t)p->m->nfuncs + 1, sizeof *s->first_exec);
+    for (int f = 0; f < p->m->nfuncs; f++)
+        s->first_exec[f + 1] = s->first_exec[f] + p->nslots[f];
+    s->graphs = calloc((size_t)s->first_exec[p->m->nfuncs], sizeof *s->graphs);
+    s->calls = calloc((size_t)s->first_exec[p->m->nfuncs], sizeof *s->calls);
     s->collectives = calloc((size_t)p->m->nfuncs, sizeof *s->collectives);
     s->first_slot = calloc((size_t)p->m->nfuncs + 1, sizeof *s->first_slot);
     for (int f = 0; f < p->m->nfuncs; f++) {
@@ -261,9 +261,10 @@ static void cuda_close(rt_program *p)
     cuda_state *s = state(p);
     if (s->prof)
         profile_print(p->m, s->prof);
-    for (int i = 0; i < p->m->nfuncs; i++)
+    for (int i = 0; i < s->first_exec[p->m->nfuncs]; i++)
         if (s->graphs[i])
             cudaGraphExecDestroy(s->graphs[i]);
+    free(s->first_exec);
     for (int i = 0; i < s->first_slot[p->m->nfuncs]; i++)
         if (s->comm_ends[i].done)
             cudaEventDestroy(s->comm_ends[i].done);
@@ -396,7 +397,7 @@ static void launch_all(rt_program *p, int func)
         if (side)
             rt_cuda_comm_mark(s->cx, &ends[i]);
     }
-    if (!pr || s->calls[func] < 2) /* the first call is not timed */
+    if (!pr || s->calls[binding(p, func)] < 2) /* the first call is not timed */
         return;
     pr->counted[func]++;
     RT_CUDART_CHECK(cudaEventRecord(pr->end_join[0], stream(p)));
@@ -429,14 +430,15 @@ static void launch_all(rt_program *p, int func)
     }
 }
 
-/* A function's first call runs eagerly; the second is captured, collectives included (NCCL's
- * kernels replay in the graph; the comm stream forks from and joins the captured stream), and
- * later calls replay it. A graph with collectives is watched as one collective per launch.
- * MCC_CUDA_GRAPHS=eager-collectives keeps functions with collectives eager. */
+/* A function's first call in a binding runs eagerly; the second is captured, collectives included
+ * (NCCL's kernels replay in the graph; the comm stream forks from and joins the captured stream),
+ * and later calls in that binding replay it. A graph with collectives is watched as one collective
+ * per launch. MCC_CUDA_GRAPHS=eager-collectives keeps functions with collectives eager, as does a
+ * world whose collectives wait on the host (rt_comm_host_waits: the staged backend). */
 static void cuda_run(rt_program *p, int func)
 {
     cuda_state *s = state(p);
-    int call = s->calls[func]++;
+    int b = binding(p, func), call = s->calls[b]++;
     const ir_func *f = p->funcs[func].f;
     bool collectives = s->collectives[func];
     if (!s->use_graphs || call == 0 || (collectives && s->eager_collectives)) {
@@ -444,16 +446,16 @@ static void cuda_run(rt_program *p, int func)
         rt_cuda_comm_join(s->cx); /* collectives overlapping the function end with it */
         return;
     }
-    if (!s->graphs[func]) {
+    if (!s->graphs[b]) {
         cudaGraph_t graph;
         RT_CUDART_CHECK(cudaStreamBeginCapture(stream(p), cudaStreamCaptureModeThreadLocal));
         launch_all(p, func);
         rt_cuda_comm_join(s->cx);
         RT_CUDART_CHECK(cudaStreamEndCapture(stream(p), &graph));
-        RT_CUDART_CHECK(cudaGraphInstantiate(&s->graphs[func], graph, 0));
+        RT_CUDART_CHECK(cudaGraphInstantiate(&s->graphs[b], graph, 0));
         cudaGraphDestroy(graph);
     }
-    RT_CUDART_CHECK(cudaGraphLaunch(s->graphs[func], stream(p)));
+    RT_CUDART_CHECK(cudaGraphLaunch(s->graphs[b], stream(p)));
     if (collectives)
         rt_nccl_watch_graph(stream(p), f->name);
 }
@@ -463,7 +465,7 @@ static void cuda_quiesce(rt_program *p)
 {
     cuda_state *s = state(p);
     RT_CUDART_CHECK(cudaStreamSynchronize(stream(p)));
-    for (int i = 0; i < p->m->nfuncs; i++)
+    for (int i = 0; i < s->first_exec[p->m->nfuncs]; i++)
         if (s->graphs[i]) {
             RT_CUDART_CHECK(cudaGraphExecDestroy(s->graphs[i]));
             s->graphs[i] = NULL;
@@ -484,11 +486,41 @@ static void cuda_trace_push(const char *name) { nvtxRangePushA(name); }
 static void cuda_trace_pop(void) { nvtxRangePop(); }
 
 /* NCCL bootstraps from MASTER_ADDR/MASTER_PORT (torchrun, train_rank --nproc-per-node), or over
- * MPI when mpirun started the ranks and this build has MPI. */
+ * MPI when mpirun started the ranks and this build has MPI. Ranks that share a GPU (more on a
+ * node than it has GPUs; NCCL refuses them) or MCC_GPU_COMM=staged: the MPI world with device
+ * buffers staged through host memory (comm_staged.c), under mpirun only; functions with
+ * collectives then run eagerly, since their host waits cannot be captured into a graph. */
 static rt_comm *cuda_world_comm(rt_program *p, const rt_rank_env *e, char *err, size_t errlen)
 {
-    int device = 0;
+    int device = 0, ndev = 1;
     RT_CUDART_CHECK(cudaGetDevice(&device));
+    RT_CUDART_CHECK(cudaGetDeviceCount(&ndev));
+    const char *how = knob_text(KNOB_GPU_COMM);
+    bool shared = e->local_world > ndev;
+    if (!strcmp(how, "staged") || (shared && !strcmp(how, "auto"))) {
+#ifdef MCC_HAVE_MPI
+        rt_comm *host = rt_comm_world_mpi(e, err, errlen);
+        if (!host)
+            return NULL;
+        if (e->rank == 0)
+            fprintf(stderr, "train_rank: note: %d ranks on %d GPU%s of this node: collectives and pipeline transfers go "
+                            "through host memory over MPI (MCC_GPU_COMM=staged), correct but slow; for speed, one rank a GPU\n",
+                    e->local_world, ndev, ndev == 1 ? "" : "s");
+        state(p)->eager_collectives = true;
+        return rt_comm_world_staged(host);
+#else
+        snprintf(err, errlen, "%d ranks share this node's %d GPU%s, which NCCL refuses, and the host-staged path "
+                 "(MCC_GPU_COMM=staged) needs MPI, which this build lacks: install Open MPI (libopenmpi-dev) and "
+                 "rebuild mcc, or start one rank a GPU", e->local_world, ndev, ndev == 1 ? "" : "s");
+        return NULL;
+#endif
+    }
+    if (shared) {
+        snprintf(err, errlen, "%d ranks share this node's %d GPU%s, which NCCL refuses (MCC_GPU_COMM=nccl): start one "
+                 "rank a GPU, or unset MCC_GPU_COMM to go through host memory (under mpirun)",
+                 e->local_world, ndev, ndev == 1 ? "" : "s");
+        return NULL;
+    }
     rt_comm *bootstrap = NULL;
 #ifdef MCC_HAVE_MPI
     if (!e->master_addr && !getenv("NCCL_COMM_ID"))
