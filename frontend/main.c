@@ -15,7 +15,7 @@
 #include "common/os.h"
 #include "frontend/convert.h"
 #include "frontend/data_preprocess.h"
-#include "frontend/model.h"
+#include "frontend/plan.h"
 #include "frontend/plot.h"
 #include "frontend/schedule_cmd.h"
 #include "frontend/spec.h"
@@ -187,22 +187,9 @@ static bool build_as(const char *path, const mcc_spec *spec, const cli_opts *o, 
 {
     char err[2048];
     double t0 = os_now_s();
-    ir_module *m = mcc_build_model(spec, o->keep_logits);
-    /* The CPU backend computes in fp32 (it is the numerical oracle); CUDA trains in bf16 with
-     * fp32 master weights. */
-    const char *backend = o->passes.target->backend;
-    ir_cfg_set_int(m, IR_CFG_PLAN_VERSION, IR_PLAN_VERSION);
-    ir_cfg_set(m, IR_CFG_TARGET, backend);
-    ir_cfg_set(m, IR_CFG_PARAM_DTYPE, strcmp(backend, "cuda") == 0 ? "bf16" : "f32");
-    ir_cfg_set_int(m, IR_CFG_COMM_SIDE_LANE, o->side_lane);
-    ir_cfg_set_int(m, IR_CFG_COMM_COPY_LANE, o->copy_lane);
-    ir_cfg_set_num(m, IR_CFG_PEAK_FLOPS, o->passes.target->peak_bf16_flops);
-    *prog = mcc_program_of(m);
-    if (!mcc_run_passes(prog, &o->passes, last, true, err, sizeof err)) {
-        fail(err);
-        mcc_program_free(prog);
-        return false;
-    }
+    mcc_plan_options plan = {o->passes, o->side_lane, o->copy_lane, o->keep_logits};
+    if (!mcc_plan_build(spec, &plan, last, prog, err, sizeof err))
+        return fail(err), false;
     fprintf(stderr, "mcc: built and verified %s through pass %s in %.2f s\n", path,
             last ? last : mcc_passes[mcc_npasses - 1].name, os_now_s() - t0);
     return true;

@@ -7,10 +7,12 @@
  * (2 x parameters x tokens + attention's 4 B T^2 H per layer, the output head's 2 V H tokens on
  * the last stage) / tp over the target's GEMM rate; B = 2F, split under ZB into B = F (the input
  * gradient) and W = F (the weight gradient). p2p: one micro-batch's activations (bf16, over tp with
- * sequence parallelism) over the target's link. */
+ * sequence parallelism) over the target's link. The memory per rank is the plan's: the chosen
+ * schedule's program planned as `mcc compile` plans it (frontend/plan.c), its memory report. */
 #include "frontend/schedule_cmd.h"
 
 #include "common/cli.h"
+#include "frontend/plan.h"
 #include "frontend/spec.h"
 #include "passes/pp_schedule.h"
 #include "passes/target.h"
@@ -34,7 +36,6 @@ typedef struct {
     int p, m;
     double layer_fwd_s, head_fwd_s; /* one micro-batch's forward through a layer, through the head */
     double p2p_s;
-    double layer_stash_bytes;       /* one layer's saved activations of one micro-batch */
 } sched_model;
 
 /* One schedule laid out: its split, costs, programs and timeline. */
@@ -43,7 +44,6 @@ typedef struct {
     pp_timeline tl;
     int *layers;           /* [p*v] */
     pp_stage_cost *cost;   /* [p*v] */
-    double *stash_bytes;   /* [p*v]: one micro-batch's stash in each virtual stage */
 } sched_plan;
 
 static int sched_fail(const char *msg)
@@ -61,9 +61,6 @@ static void sched_model_init(sched_model *sm, const mcc_spec *s, const mcc_targe
     sm->head_fwd_s = 2.0 * s->padded_vocab_size * H * tokens / rate;
     bool sp = s->sequence_parallel && tp > 1;
     sm->p2p_s = t->link_bytes_per_s > 0 ? 2 * tokens * H / (sp ? tp : 1) / t->link_bytes_per_s : 0;
-    /* Korthikanti et al. 2022, bf16 with flash attention (no T^2 scores): 34 T B H bytes per layer
-     * with sequence parallelism over tp, 10 + 24/tp without; GPT's block, no recompute */
-    sm->layer_stash_bytes = tokens * H * (sp ? 34 / tp : 10 + 24 / tp);
 }
 
 static void sched_plan_free(sched_plan *pl)
@@ -72,7 +69,6 @@ static void sched_plan_free(sched_plan *pl)
     pp_timeline_free(&pl->tl);
     free(pl->layers);
     free(pl->cost);
-    free(pl->stash_bytes);
     memset(pl, 0, sizeof *pl);
 }
 
@@ -84,8 +80,7 @@ static bool sched_plan_make(const sched_model *sm, pp_sched_kind kind, int v, sc
     memset(pl, 0, sizeof *pl);
     pl->layers = malloc(sizeof(int) * stages);
     pl->cost = malloc(sizeof(pp_stage_cost) * stages);
-    pl->stash_bytes = malloc(sizeof(double) * stages);
-    if (!pl->layers || !pl->cost || !pl->stash_bytes) return snprintf(err, n, "out of memory"), false;
+    if (!pl->layers || !pl->cost) return snprintf(err, n, "out of memory"), false;
     if (!pp_split_layers(s->num_layers, sm->p, v, first ? first : -1, last ? last : -1,
                          s->account_for_embedding_in_pipeline_split, s->account_for_loss_in_pipeline_split,
                          pl->layers, err, n))
@@ -93,17 +88,9 @@ static bool sched_plan_make(const sched_model *sm, pp_sched_kind kind, int v, sc
     for (int g = 0; g < stages; g++) {
         double f = pl->layers[g] * sm->layer_fwd_s + (g == stages - 1 ? sm->head_fwd_s : 0);
         pl->cost[g] = (pp_stage_cost){.f = f, .b = f, .w = f}; /* B = 2F: under ZB B = F and W = F */
-        pl->stash_bytes[g] = pl->layers[g] * sm->layer_stash_bytes;
     }
     return pp_schedule_build(kind, sm->p, sm->m, v, &pl->sched, err, n) &&
            pp_schedule_simulate(&pl->sched, pl->cost, sm->p2p_s, &pl->tl, err, n);
-}
-
-static double sched_peak_bytes(const sched_plan *pl)
-{
-    double peak = 0;
-    for (int r = 0; r < pl->sched.p; r++) peak = fmax(peak, pp_rank_peak(&pl->sched, r, pl->stash_bytes));
-    return peak;
 }
 
 static int sched_peak_slots(const sched_plan *pl)
@@ -167,14 +154,24 @@ static void sched_print_split(const sched_plan *pl, FILE *out)
     fprintf(out, "\n");
 }
 
-static void sched_print_peaks(const sched_plan *pl, FILE *out)
+/* The memory of every rank, the plan's own: the spec under the chosen schedule planned as `mcc
+ * compile` plans it for the target, each stage's memory report as compile prints it. */
+static bool sched_print_memory(const mcc_spec *spec, const mcc_target *t, const sched_plan *pl, FILE *out, char *err,
+                               size_t n)
 {
-    const pp_schedule *s = &pl->sched;
-    fprintf(out, "peak stash per rank (saved activations of the micro-batches in flight; bytes: Korthikanti et al.'s "
-                 "per-layer estimate, bf16, flash attention, no recompute):\n");
-    for (int r = 0; r < s->p; r++)
-        fprintf(out, "  rank %d: %d slots, %.2f GiB\n", r, pl->tl.peak_slots[r],
-                pp_rank_peak(s, r, pl->stash_bytes) / (1024.0 * 1024 * 1024));
+    mcc_spec s = *spec;
+    s.pipeline_schedule = (mcc_pp_sched)(pl->sched.kind + 1); /* ORDER: pp_sched_kind after auto */
+    mcc_plan_options o = {.passes = {t}};
+    mcc_program prog;
+    if (!mcc_target_parse_lanes(t, NULL, &o.side_lane, &o.copy_lane, err, n) || !mcc_plan_build(&s, &o, NULL, &prog, err, n))
+        return false;
+    fprintf(out, "memory per rank, the plan's (mcc compile --target %s plans the same):\n", t->name);
+    for (int r = 0; r < prog.n; r++) {
+        mcc_memory_breakdown mem = mcc_memory_of(prog.stage[r]);
+        mcc_memory_print(&mem, out);
+    }
+    mcc_program_free(&prog);
+    return true;
 }
 
 static void sched_print_summary(const sched_plan *pl, FILE *out)
@@ -268,8 +265,8 @@ static bool sched_parse_opts(char **argv, const int *rest, int nrest, sched_opts
 static bool sched_compare(const sched_model *sm, int v, mcc_pp_sched asked, sched_plan *chosen, FILE *out, char *err,
                           size_t n)
 {
-    fprintf(out, "schedules compared:\n  %-12s %3s %10s %14s %10s %10s %12s %12s\n", "schedule", "v", "bubble",
-            "idle/compute", "ideal", "makespan", "peak slots", "peak stash");
+    fprintf(out, "schedules compared:\n  %-12s %3s %10s %14s %10s %10s %12s\n", "schedule", "v", "bubble",
+            "idle/compute", "ideal", "makespan", "peak slots");
     int best = -1;
     sched_plan plans[PP_NUM_SCHEDS];
     bool built[PP_NUM_SCHEDS] = {false};
@@ -283,9 +280,8 @@ static bool sched_compare(const sched_model *sm, int v, mcc_pp_sched asked, sche
             continue;
         }
         const sched_plan *pl = &plans[k];
-        fprintf(out, "  %-12s %3d %10.4f %14.5f %10.5f %9.4gs %12d %9.2f GiB\n", pp_sched_names[k], kv, pl->tl.bubble,
-                pl->tl.idle_ratio, pp_ideal_bubble(&pl->sched), pl->tl.makespan, sched_peak_slots(pl),
-                sched_peak_bytes(pl) / (1024.0 * 1024 * 1024));
+        fprintf(out, "  %-12s %3d %10.4f %14.5f %10.5f %9.4gs %12d\n", pp_sched_names[k], kv, pl->tl.bubble,
+                pl->tl.idle_ratio, pp_ideal_bubble(&pl->sched), pl->tl.makespan, sched_peak_slots(pl));
         bool fits_v = (k == PP_SCHED_INTERLEAVED) == (v > 1);
         if (asked == MCC_PP_SCHED_AUTO && fits_v && (best < 0 || pl->tl.makespan < plans[best].tl.makespan)) best = k;
     }
@@ -300,11 +296,11 @@ static bool sched_compare(const sched_model *sm, int v, mcc_pp_sched asked, sche
 static const char sched_usage[] =
     "usage: mcc schedule SPEC.json [--<field> VALUE ...] [--svg OUT.svg] [--target T] [--columns N]\n"
     "  The pipeline's stage split and each rank's passes, timed by the target's cost model: a text row per rank,\n"
-    "  the bubble beside the ideal, the peak stash per rank, 1f1b, interleaved and zb-h1 compared.\n"
+    "  the bubble beside the ideal, 1f1b, interleaved and zb-h1 compared, and the chosen schedule's plan memory per\n"
+    "  rank (the plan mcc compile makes for the target).\n"
     "  --svg OUT.svg   draw the chosen schedule: ranks as rows, F/B/W boxes labelled by micro-batch\n"
     "  --target T      the costs of T (passes/target.c: h200|h100-pcie|cpu|cuda; default h200)\n"
-    "  --columns N     fit each text row in N columns (default: one column per unit, every label fits)\n"
-    "  pipeline_model_parallel_size may be above 1 here (mcc compile refuses it until pipelines are built).\n";
+    "  --columns N     fit each text row in N columns (default: one column per unit, every label fits)\n";
 
 int mcc_schedule_main(int argc, char **argv)
 {
@@ -345,7 +341,6 @@ int mcc_schedule_main(int argc, char **argv)
     sched_print_split(&pl, stdout);
     sched_print_rows(&pl, o.columns, stdout);
     sched_print_summary(&pl, stdout);
-    sched_print_peaks(&pl, stdout);
     if (o.svg) {
         char title[256];
         snprintf(title, sizeof title, "%s: %s, pp %d x tp %d x dp %d, %d micro-batches, v %d", argv[0],
@@ -353,6 +348,8 @@ int mcc_schedule_main(int argc, char **argv)
         ok = sched_write_svg(&pl, o.svg, title, err, sizeof err);
         if (ok) printf("wrote %s\n", o.svg);
     }
+    fflush(stdout);
+    ok = ok && sched_print_memory(&s, t, &pl, stdout, err, sizeof err); /* the passes: after the quick parts */
     sched_plan_free(&pl);
     return ok ? 0 : sched_fail(err);
 }

@@ -606,7 +606,7 @@ void ir_sched_add(ir_module *m, ir_prog p, ir_sched_step s)
 
 void ir_sched_call(ir_module *m, ir_prog p, int func, int mb)
 {
-    ir_sched_add(m, p, (ir_sched_step){.op = IR_STEP_CALL, .func = func, .mb = mb, .slot = -1});
+    ir_sched_add(m, p, (ir_sched_step){.op = IR_STEP_CALL, .func = func, .mb = mb, .slot = {-1, -1, -1}});
 }
 
 void ir_config_set(ir_module *m, const char *key, const char *value)

@@ -122,6 +122,15 @@ typedef enum {
 } ir_global_kind;
 typedef enum { IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_NORMAL, IR_NUM_INITS } ir_init;
 
+/* A STASH's span in a pipeline schedule: the function kind that writes a micro-batch's values
+ * into it to the last that reads them. A micro-batch's buffer of each span is taken when its
+ * writer runs and free after its last reader, so each span has its own buffers and a call names
+ * one per span it touches. Under 1F1B and interleaved 1F1B every stash is FB (the backward reads
+ * all); under a zero-bubble schedule what only the input-gradient part reads is FB (free after
+ * it), what the weight gradients read is FW, and the backward's values they read are BW.
+ * ORDER: ir_stash_span_names, ir_stash_slot_keys (print.c); pp_span (passes/pp_schedule.h). */
+typedef enum { IR_STASH_FB, IR_STASH_FW, IR_STASH_BW, IR_NUM_STASH_SPANS } ir_stash_span;
+
 /* How the model builder places a parameter over tp, as torchtitan's per-model plan does
  * (the shard pass reads it, passes/shard.c: ir_placement_dim): column-parallel (output features
  * split: weights [out, in] and their biases [out] along dimension 0), row-parallel (input
@@ -161,6 +170,8 @@ typedef struct {
     bool host;                      /* lives in the host's (pinned) memory, not the device's: read and
                                        written by the host_optimizer function and by copies (printed
                                        `host`; --optimizer-cpu-offload) */
+    ir_stash_span span;             /* a STASH: from which function to which it lives (`span=`; FB
+                                       unprinted); every other role: FB */
 } ir_global;
 
 /* The schedule: per program, the steps one rank runs in order. `train` is one training
@@ -184,8 +195,9 @@ typedef struct {
     int mb;                         /* the micro-batch, 0..accum_steps-1; -1: none (reduce, optimizer) */
     char *sym;                      /* send/recv: the tensor's @name in func; else NULL */
     int peer;                       /* send/recv: +1 the next pipeline stage, -1 the previous; else 0 */
-    int slot;                       /* a call of a function that reads or writes STASH globals: which of
-                                       their buffers (`slot=K`); else -1 */
+    int slot[IR_NUM_STASH_SPANS];   /* a call of a function that reads or writes STASH globals: per
+                                       span it touches, which of their buffers (`slot=K` the FB span's,
+                                       `slot_fw=`, `slot_bw=`); else -1 */
 } ir_sched_step;
 
 typedef struct {

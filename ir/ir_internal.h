@@ -12,6 +12,8 @@ extern const char *const ir_init_names[IR_NUM_INITS];
 /* The schedule steps' spellings (print.c), ORDER ir_step_op. */
 extern const char *const ir_step_op_names[IR_NUM_STEP_OPS];
 extern const char *const ir_placement_names[IR_NUM_PLACEMENTS];
+extern const char *const ir_stash_span_names[IR_NUM_STASH_SPANS];
+extern const char *const ir_stash_slot_keys[IR_NUM_STASH_SPANS];
 
 /* input, global and output name their tensor with @sym; no other op does. */
 static inline bool ir_op_takes_sym(ir_op op) { return ir_op_has(op, IR_OPF_SYM); }

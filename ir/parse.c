@@ -560,7 +560,7 @@ typedef struct {
     int kind, init, placement;
     double std;
     bool has_std, no_decay, host;
-    int owner, layer, slots;
+    int owner, layer, slots, span;
     ir_layout layout;
 } global_attrs;
 
@@ -658,16 +658,19 @@ static bool global_attr(parser *p, void *ctx, token key, const token *val)
         ga->slots = (int)slots;
         return true;
     }
+    if (tok_is(key, "span") && val)
+        return parse_choice(p, *val, "stash span", ir_stash_span_names, IR_NUM_STASH_SPANS, &ga->span);
     if (tok_is(key, "std")) {
         ga->has_std = true;
         return need_number(p, key, val, &ga->std);
     }
     char buf[64];
     return fail_at(p, key, "unknown global attribute %s (attributes: kind=, init=, std=, of=, placement=, layer=, "
-                   "slots=, layout=, no_decay, host)", describe(key, buf, sizeof buf));
+                   "slots=, span=, layout=, no_decay, host)", describe(key, buf, sizeof buf));
 }
 
-/* global @name : type {kind=K, init=I[, std=S][, of=@P][, placement=X][, layer=L][, slots=N][, layout=[...]][, no_decay]} */
+/* global @name : type {kind=K, init=I[, std=S][, of=@P][, placement=X][, layer=L][, slots=N][, span=S][, layout=[...]]
+ * [, no_decay]} */
 static bool parse_global(parser *p)
 {
     advance(p);
@@ -687,6 +690,8 @@ static bool parse_global(parser *p)
         return fail_at(p, name, "global %.*s: std= goes with init=normal, and only with it", name.len, name.s);
     if ((ga.slots > 0) != (ga.kind == IR_GLOBAL_STASH))
         return fail_at(p, name, "global %.*s: slots= goes with kind=stash, and only with it", name.len, name.s);
+    if (ga.span != IR_STASH_FB && ga.kind != IR_GLOBAL_STASH)
+        return fail_at(p, name, "global %.*s: span= goes with kind=stash, and only with it", name.len, name.s);
     char *n = tok_text(name, 1);
     int g = ir_global_add(p->m, n, t, (ir_global_kind)ga.kind, (ir_init)ga.init, ga.std, ga.no_decay);
     ir_global *gl = &p->m->globals[g];
@@ -696,6 +701,7 @@ static bool parse_global(parser *p)
     gl->layout = ga.layout;
     gl->slots = ga.slots > 0 ? ga.slots : 1;
     gl->host = ga.host;
+    gl->span = (ir_stash_span)ga.span;
     free(n);
     return expect_eol(p);
 }
@@ -973,7 +979,7 @@ static bool step_key(parser *p, const char *word, bool *given)
     return !*given || expect_punct(p, '=');
 }
 
-/* One step: call F [mb=I] [slot=K] | send F @x mb=I to=next|prev | recv F @x mb=I from=next|prev. The
+/* One step: call F [mb=I] [slot=K] [slot_fw=K] [slot_bw=K] | send F @x mb=I to=next|prev | recv F @x mb=I from=next|prev. The
  * verifier checks what the step means (kinds, micro-batch range, order). */
 static bool parse_step(parser *p, ir_prog prog)
 {
@@ -986,7 +992,8 @@ static bool parse_step(parser *p, ir_prog prog)
     if (p->tok.kind != TK_IDENT)
         return expected(p, "a function name");
     char *fname = tok_text(p->tok, 0);
-    ir_sched_step s = {.op = (ir_step_op)op, .func = ir_func_index(p->m, fname), .mb = -1, .slot = -1};
+    ir_sched_step s = {.op = (ir_step_op)op, .func = ir_func_index(p->m, fname), .mb = -1,
+                       .slot = {-1, -1, -1}};
     free(fname);
     if (s.func < 0)
         return fail_at(p, p->tok, "schedule %s names unknown function `%.*s` (functions come before the schedule)",
@@ -1009,14 +1016,18 @@ static bool parse_step(parser *p, ir_prog prog)
         s.mb = (int)mb;
         advance(p);
     }
-    if (!step_key(p, "slot", &given))
-        return false;
-    if (given) {
-        int64_t slot;
-        if (p->tok.kind != TK_NUM || !tok_int(p->tok, 0, &slot) || slot < 0 || slot > INT_MAX)
-            return expected(p, "a stash slot index >= 0 after slot=");
-        s.slot = (int)slot;
-        advance(p);
+    for (int k = 0; k < IR_NUM_STASH_SPANS; k++) {
+        if (!step_key(p, ir_stash_slot_keys[k], &given))
+            return false;
+        if (given) {
+            int64_t slot;
+            char what[64];
+            snprintf(what, sizeof what, "a stash slot index >= 0 after %s=", ir_stash_slot_keys[k]);
+            if (p->tok.kind != TK_NUM || !tok_int(p->tok, 0, &slot) || slot < 0 || slot > INT_MAX)
+                return expected(p, what);
+            s.slot[k] = (int)slot;
+            advance(p);
+        }
     }
     if (s.op != IR_STEP_CALL) {
         const char *dir = s.op == IR_STEP_SEND ? "to" : "from";

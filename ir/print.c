@@ -9,6 +9,8 @@
 const char *const ir_global_kind_names[IR_NUM_GLOBAL_KINDS] = {"param", "grad", "adam_m", "adam_v", "copy", "grad_shard",
                                                                 "master_shard", "stash", "host_grad"};
 const char *const ir_placement_names[IR_NUM_PLACEMENTS] = {"replicated", "column", "row", "vocab"};
+const char *const ir_stash_span_names[IR_NUM_STASH_SPANS] = {"fb", "fw", "bw"};
+const char *const ir_stash_slot_keys[IR_NUM_STASH_SPANS] = {"slot", "slot_fw", "slot_bw"};
 const char *const ir_init_names[IR_NUM_INITS] = {"zeros", "ones", "normal"};
 const char *const ir_prog_names[IR_NUM_PROGS] = {"train", "eval"};
 const char *const ir_step_op_names[IR_NUM_STEP_OPS] = {"call", "send", "recv"};
@@ -158,6 +160,8 @@ static void print_global(ir_buf *b, const ir_module *m, const ir_global *g)
         ir_buf_printf(b, ", layer=%d", g->layer);
     if (g->kind == IR_GLOBAL_STASH)
         ir_buf_printf(b, ", slots=%d", g->slots);
+    if (g->span != IR_STASH_FB)
+        ir_buf_printf(b, ", span=%s", (unsigned)g->span < IR_NUM_STASH_SPANS ? ir_stash_span_names[g->span] : "?");
     char layout[128];
     if (g->layout.nsplits)
         ir_buf_printf(b, ", layout=[%s]", ir_layout_str(&g->layout, layout, sizeof layout));
@@ -171,7 +175,7 @@ static void section_break(ir_buf *b)
         ir_buf_printf(b, "\n");
 }
 
-/* call F [mb=I] [slot=K] | send F @x mb=I to=next|prev | recv F @x mb=I from=next|prev. Out-of-range
+/* call F [mb=I] [slot=K] [slot_fw=K] [slot_bw=K] | send F @x mb=I to=next|prev | recv F @x mb=I from=next|prev. Out-of-range
  * fields print as `?`, so the verifier can quote a broken step. */
 static void print_step(ir_buf *b, const ir_module *m, const ir_sched_step *s)
 {
@@ -182,8 +186,9 @@ static void print_step(ir_buf *b, const ir_module *m, const ir_sched_step *s)
         ir_buf_printf(b, " @%s", s->sym ? s->sym : "?");
     if (s->mb >= 0)
         ir_buf_printf(b, " mb=%d", s->mb);
-    if (s->slot >= 0)
-        ir_buf_printf(b, " slot=%d", s->slot);
+    for (int k = 0; k < IR_NUM_STASH_SPANS; k++)
+        if (s->slot[k] >= 0)
+            ir_buf_printf(b, " %s=%d", ir_stash_slot_keys[k], s->slot[k]);
     if (p2p)
         ir_buf_printf(b, " %s=%s", s->op == IR_STEP_SEND ? "to" : "from", s->peer > 0 ? "next" : s->peer < 0 ? "prev" : "?");
 }

@@ -18,7 +18,8 @@ typedef struct {
     const ir_func *f;   /* the function being checked, NULL for module-level checks */
     char *err;
     size_t errlen;
-    int *slots;         /* per function, the stash buffers its calls may name (verify_schedule's) */
+    int *slots;         /* [function * IR_NUM_STASH_SPANS + span]: the stash buffers its calls may name in
+                           that span, 0 for a span it does not touch (verify_schedule's) */
 } verifier;
 
 /* Writes "func F, instr I (DESC): WHAT", "func F: WHAT" (i < 0), or WHAT outside functions. */
@@ -132,6 +133,8 @@ static bool role_problem(const ir_module *m, const ir_global *g, char *why, size
                         g->kind == IR_GLOBAL_PARAM ? "parameter" : "stash"), true;
     if (g->slots != 1 && (g->kind != IR_GLOBAL_STASH || g->slots < 1))
         return snprintf(why, len, "has slots=%d: only a stash has buffers (slots >= 1)", g->slots), true;
+    if ((unsigned)g->span >= IR_NUM_STASH_SPANS || (g->span != IR_STASH_FB && g->kind != IR_GLOBAL_STASH))
+        return snprintf(why, len, "has span %d: only a stash has a span other than fb", (int)g->span), true;
     if (!own && (g->owner < 0 || g->owner >= m->nglobals))
         return snprintf(why, len, "(kind=%s) needs of=@<its parameter>: every companion names the parameter it "
                         "belongs to", kind), true;
@@ -346,16 +349,18 @@ static bool has_sym(const ir_func *f, ir_op op, const char *sym)
     return false;
 }
 
-/* The fewest buffers among the stash globals f references (0: none): the slots a call may name. */
-static int stash_slots(const ir_module *m, const ir_func *f)
+/* Per span, the fewest buffers among the stash globals of that span f references (0: none): the
+ * slots a call may name. */
+static void stash_slots(const ir_module *m, const ir_func *f, int *slots)
 {
-    int slots = 0;
+    for (int k = 0; k < IR_NUM_STASH_SPANS; k++)
+        slots[k] = 0;
     for (int i = 0; i < f->ninstrs; i++) {
         int g = f->instrs[i].op == IR_OP_GLOBAL ? ir_global_find(m, f->instrs[i].sym) : -1;
-        if (g >= 0 && m->globals[g].kind == IR_GLOBAL_STASH && (!slots || m->globals[g].slots < slots))
-            slots = m->globals[g].slots;
+        const ir_global *gl = g >= 0 ? &m->globals[g] : NULL;
+        if (gl && gl->kind == IR_GLOBAL_STASH && (!slots[gl->span] || gl->slots < slots[gl->span]))
+            slots[gl->span] = gl->slots;
     }
-    return slots;
 }
 
 /* The step of program p that calls func on micro-batch mb, or -1. */
@@ -391,14 +396,19 @@ static bool verify_step(verifier *v, ir_prog p, int i, long long n)
     if (s->mb >= n)
         return step_fail(v, p, i, "micro-batch %d is out of range: accum_steps is %lld (micro-batches 0..%lld)", s->mb,
                          n, n - 1);
-    int slots = v->slots[s->func];
-    if (s->op == IR_STEP_CALL && slots && s->slot < 0)
-        return step_fail(v, p, i, "%s reads or writes stash globals: give the buffer, slot=0..%d", f->name, slots - 1);
-    if (s->slot >= 0 && (s->op != IR_STEP_CALL || !slots))
-        return step_fail(v, p, i, "slot= names a stash buffer, but %s", s->op != IR_STEP_CALL ? "this is not a call"
-                         : "the function touches no stash global");
-    if (s->slot >= slots && slots)
-        return step_fail(v, p, i, "slot %d is out of range: %s's stash globals have %d buffers", s->slot, f->name, slots);
+    for (int span = 0; span < IR_NUM_STASH_SPANS; span++) {
+        int slots = v->slots[s->func * IR_NUM_STASH_SPANS + span], slot = s->slot[span];
+        const char *key = ir_stash_slot_keys[span], *name = ir_stash_span_names[span];
+        if (s->op == IR_STEP_CALL && slots && slot < 0)
+            return step_fail(v, p, i, "%s reads or writes stash globals of span %s: give their buffer, %s=0..%d",
+                             f->name, name, key, slots - 1);
+        if (slot >= 0 && (s->op != IR_STEP_CALL || !slots))
+            return step_fail(v, p, i, "%s= names a stash buffer, but %s", key, s->op != IR_STEP_CALL
+                             ? "this is not a call" : "the function touches no stash global of that span");
+        if (slot >= slots && slots)
+            return step_fail(v, p, i, "%s %d is out of range: %s's stash globals of span %s have %d buffers", key, slot,
+                             f->name, name, slots);
+    }
     if (s->op == IR_STEP_CALL)
         return true;
     bool send = s->op == IR_STEP_SEND;
@@ -463,9 +473,9 @@ static bool verify_program(verifier *v, ir_prog p, long long n)
 static bool verify_programs(verifier *v);
 static bool verify_schedule(verifier *v)
 {
-    v->slots = malloc(sizeof(int) * ((size_t)v->m->nfuncs + 1));
+    v->slots = malloc(sizeof(int) * IR_NUM_STASH_SPANS * ((size_t)v->m->nfuncs + 1));
     for (int f = 0; f < v->m->nfuncs; f++)
-        v->slots[f] = stash_slots(v->m, v->m->funcs[f]);
+        stash_slots(v->m, v->m->funcs[f], &v->slots[f * IR_NUM_STASH_SPANS]);
     bool ok = verify_programs(v);
     free(v->slots);
     v->slots = NULL;

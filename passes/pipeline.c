@@ -24,7 +24,9 @@
  * `output @stage<s>.grad.<k>` in stage s's backward, `input` in stage s-1's. A forward value the
  * backward reads is copied into a stash global (kind stash, `@stage<s>.stash.<k>`), which the
  * backward reads: the schedule pass gives it one buffer per micro-batch in flight and each call
- * its slot. A value that would skip a stage, or flow against the pipeline, is refused (internal
+ * its slot. Under the zero-bubble cut a stash global's span says which part reads it: fb (B
+ * only: free after B), fw (W reads it: it lives until W); B's values for W are wstash (bw), a
+ * sequence-parallel all-gather among them kept as its shard and gathered again by W. A value that would skip a stage, or flow against the pipeline, is refused (internal
  * error: the model builder's graph is layered, so it does not happen).
  *
  * Each stage's module holds the globals its functions read and their companions (a parameter
@@ -159,11 +161,14 @@ static void vlist_add(vlist *l, int v, int cap)
 /* What crosses: act[s] the forward values entering stage s, grad[s] the backward values leaving
  * stage s+1 into s, stash[s] the forward values (stage s's, or entering it) its backward reads.
  * Under a zero-bubble schedule the backward is cut in two: in_w[i] marks the instructions of the
- * weight gradients (W: those the gradients sent to the previous stage do not need), and wstash[s]
- * the input-gradient part's values (B's) that W reads. */
+ * weight gradients (W: those the gradients sent to the previous stage do not need), wstash[s]
+ * the input-gradient part's values (B's) that W reads, and per stashed value b_reads / w_reads
+ * say which part reads it: one W reads lives until W (span fw), one only B reads is free after B
+ * (span fb). Without the cut B is the whole backward and reads every stashed value. */
 typedef struct {
     vlist *act, *grad, *stash, *wstash;
-    bool *in_w;
+    bool *in_w, *b_reads, *w_reads;
+    bool *regather;                 /* per value: a B value W reads that W gathers again (see below) */
 } crossings;
 
 static bool find_crossings(const split *c, crossings *x)
@@ -303,6 +308,19 @@ static void wstash_value(builder *b, const crossings *x, int s, int v)
     stash_into(b, &x->wstash[s], "wstash", s, v);
 }
 
+/* The stashed values of stage s that this part of its backward reads (reads[v]), from their
+ * globals: a part references only its own, so each stash lives only as long as its readers. */
+static void map_stash(builder *b, const crossings *x, int s, const bool *reads)
+{
+    char name[64];
+    for (int k = 0; k < x->stash[s].n; k++) {
+        if (!reads[x->stash[s].v[k]])
+            continue;
+        boundary_name(name, sizeof name, s, "stash", k);
+        b->map[x->stash[s].v[k]] = ir_global_ref(b->sm, b->g, name);
+    }
+}
+
 /* Stage s's backward: all of it, or under a zero-bubble cut its input gradients (B), which copy
  * what W reads into the wstash. */
 static void build_backward(builder *b, const split *c, const crossings *x, int s)
@@ -314,10 +332,7 @@ static void build_backward(builder *b, const split *c, const crossings *x, int s
         b->map[v] = ir_input(b->sm, b->g, name, b->f->vals[v].type);
         wstash_value(b, x, s, v);
     }
-    for (int k = 0; k < x->stash[s].n; k++) {
-        boundary_name(name, sizeof name, s, "stash", k);
-        b->map[x->stash[s].v[k]] = ir_global_ref(b->sm, b->g, name);
-    }
+    map_stash(b, x, s, x->b_reads);
     for (int i = c->bwd; i < b->f->ninstrs; i++) {
         const ir_instr *in = &b->f->instrs[i];
         if (is_leaf(in) || c->stage[i] != s || x->in_w[i])
@@ -336,17 +351,20 @@ static void build_backward(builder *b, const split *c, const crossings *x, int s
 static void build_wgrad(builder *b, const split *c, const crossings *x, int s)
 {
     char name[64];
-    for (int k = 0; k < x->stash[s].n; k++) {
-        boundary_name(name, sizeof name, s, "stash", k);
-        b->map[x->stash[s].v[k]] = ir_global_ref(b->sm, b->g, name);
-    }
+    map_stash(b, x, s, x->w_reads);
     for (int k = 0; k < x->wstash[s].n; k++) {
         boundary_name(name, sizeof name, s, "wstash", k);
         b->map[x->wstash[s].v[k]] = ir_global_ref(b->sm, b->g, name);
     }
-    for (int i = c->bwd; i < b->f->ninstrs; i++)
-        if (c->stage[i] == s && x->in_w[i])
-            copy_instr(b, &b->f->instrs[i]);
+    for (int i = c->bwd; i < b->f->ninstrs; i++) {
+        const ir_instr *in = &b->f->instrs[i];
+        if (c->stage[i] != s || !x->in_w[i])
+            continue;
+        for (int a = 0; a < in->nargs; a++) /* B's gathers W redoes, before their first reader */
+            if (x->regather[in->args[a]] && b->map[in->args[a]] < 0)
+                copy_instr(b, &b->f->instrs[b->f->vals[in->args[a]].def]);
+        copy_instr(b, in);
+    }
 }
 
 /* The first backward instruction of a step: the one after the forward's last output (@loss, then
@@ -365,9 +383,19 @@ typedef struct {
     crossings x;
 } cut;
 
+/* Whether B's value v of stage s (B's own, need[], or received from stage s+1) is there for W. */
+static bool from_b(const split *c, const bool *need, int v, int s)
+{
+    int d = c->f->vals[v].def;
+    return d >= c->bwd && !is_leaf(&c->f->instrs[d]) && ((c->stage[d] == s && need[d]) || c->stage[d] == s + 1);
+}
+
 /* The zero-bubble cut of each stage's backward: B is what the gradients going to the previous
  * stage need (a reverse walk from them), W the rest (the weight gradients and their
- * accumulations); W reads B's values through wstash, B's received gradients included. */
+ * accumulations); W reads B's values through wstash, B's received gradients included. A B value
+ * that is the sequence-parallel all-gather of another (a row-parallel matmul's output gradient:
+ * the whole sequence, tp times its shard) is not kept: W keeps the shard and gathers it again,
+ * as Megatron's backward re-gathers its inputs, so the wstash holds tp times less of it. */
 static void cut_weight_grads(const split *c, crossings *x)
 {
     const ir_func *f = c->f;
@@ -385,13 +413,27 @@ static void cut_weight_grads(const split *c, crossings *x)
         const ir_instr *in = &f->instrs[i];
         x->in_w[i] = !is_leaf(in) && !need[i];
         for (int a = 0; x->in_w[i] && a < in->nargs; a++) {
-            int v = in->args[a], d = f->vals[v].def, s = c->stage[i];
-            bool from_b = d >= c->bwd && !is_leaf(&f->instrs[d]) && ((c->stage[d] == s && need[d]) || c->stage[d] == s + 1);
-            if (from_b)
-                vlist_add(&x->wstash[s], v, f->nvals);
+            int v = in->args[a], s = c->stage[i];
+            const ir_instr *d = &f->instrs[f->vals[v].def];
+            if (!from_b(c, need, v, s))
+                continue;
+            x->regather[v] = d->op == IR_OP_ALL_GATHER_SEQ && c->stage[f->vals[v].def] == s && from_b(c, need, d->args[0], s);
+            vlist_add(&x->wstash[s], x->regather[v] ? d->args[0] : v, f->nvals);
         }
     }
     free(need);
+}
+
+/* Which part of its stage's backward reads each stashed value (b_reads, w_reads). */
+static void mark_stash_readers(const split *c, crossings *x)
+{
+    const ir_func *f = c->f;
+    for (int i = c->bwd; i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        for (int a = 0; !is_leaf(in) && a < in->nargs; a++)
+            if (vlist_find(&x->stash[c->stage[i]], in->args[a]) >= 0)
+                (x->in_w[i] ? x->w_reads : x->b_reads)[in->args[a]] = true;
+    }
 }
 
 static bool cut_func(const ir_module *m, const ir_func *f, int p, const int *layer_stage, bool train, bool zero_bubble,
@@ -404,6 +446,9 @@ static bool cut_func(const ir_module *m, const ir_func *f, int p, const int *lay
     k->x.stash = calloc((size_t)p, sizeof(vlist));
     k->x.wstash = calloc((size_t)p, sizeof(vlist));
     k->x.in_w = calloc((size_t)f->ninstrs + 1, sizeof(bool));
+    k->x.b_reads = calloc((size_t)f->nvals + 1, sizeof(bool));
+    k->x.w_reads = calloc((size_t)f->nvals + 1, sizeof(bool));
+    k->x.regather = calloc((size_t)f->nvals + 1, sizeof(bool));
     for (int s = 0; s < p; s++) {
         k->x.act[s].v = malloc(sizeof(int) * ((size_t)f->nvals + 1));
         k->x.grad[s].v = malloc(sizeof(int) * ((size_t)f->nvals + 1));
@@ -414,6 +459,7 @@ static bool cut_func(const ir_module *m, const ir_func *f, int p, const int *lay
         return false;
     if (zero_bubble)
         cut_weight_grads(&k->c, &k->x);
+    mark_stash_readers(&k->c, &k->x);
     return true;
 }
 
@@ -427,6 +473,9 @@ static void cut_free(cut *k, int p)
     }
     free(k->x.wstash);
     free(k->x.in_w);
+    free(k->x.b_reads);
+    free(k->x.w_reads);
+    free(k->x.regather);
     free(k->x.act);
     free(k->x.grad);
     free(k->x.stash);
@@ -470,8 +519,10 @@ static void copy_pruned(ir_module *sm, const ir_module *m, const ir_func *f, con
 }
 
 /* The stash globals @stage<g>.<what>.<k> of the values in l (of f), one buffer each until the
- * schedule pass gives them slots; split as their values' types say. */
-static void add_stash_globals(ir_module *sm, const ir_func *f, const vlist *l, const char *what, int g)
+ * schedule pass gives them slots; split as their values' types say. span: theirs, or for the
+ * forward's stash (w_reads given) fw where W reads the value, else fb. */
+static void add_stash_globals(ir_module *sm, const ir_func *f, const vlist *l, const char *what, int g,
+                              ir_stash_span span, const bool *w_reads)
 {
     char name[64];
     for (int k = 0; k < l->n; k++) {
@@ -479,6 +530,7 @@ static void add_stash_globals(ir_module *sm, const ir_func *f, const vlist *l, c
         const ir_type *t = &f->vals[l->v[k]].type;
         int st = ir_global_add(sm, name, *t, IR_GLOBAL_STASH, IR_INIT_ZEROS, 0, false);
         sm->globals[st].layout = ir_layout_of_type(t);
+        sm->globals[st].span = w_reads && w_reads[l->v[k]] ? IR_STASH_FW : span;
     }
 }
 
@@ -529,8 +581,8 @@ static ir_module *stage_module(const ir_module *m, const cut *step, const cut *e
     }
     const ir_func *f = step->c.f;
     for (int c = 0; c < v; c++) {
-        add_stash_globals(sm, f, &step->x.stash[c * p + r], "stash", c * p + r);
-        add_stash_globals(sm, f, &step->x.wstash[c * p + r], "wstash", c * p + r);
+        add_stash_globals(sm, f, &step->x.stash[c * p + r], "stash", c * p + r, IR_STASH_FB, step->x.w_reads);
+        add_stash_globals(sm, f, &step->x.wstash[c * p + r], "wstash", c * p + r, IR_STASH_BW, NULL);
     }
     int *map = malloc(sizeof(int) * ((size_t)f->nvals + 1));
     for (int c = 0; c < v; c++) {

@@ -11,6 +11,14 @@
 #include <string.h>
 
 const char *const pp_sched_names[PP_NUM_SCHEDS] = {"1f1b", "interleaved", "zb-h1"}; /* ORDER pp_sched_kind */
+const uint8_t pp_span_take[PP_NUM_SPANS] = {PP_ACT_F, PP_ACT_F, PP_ACT_B}; /* ORDER pp_span */
+const uint8_t pp_span_free[PP_NUM_SPANS] = {PP_ACT_B, PP_ACT_W, PP_ACT_W};
+
+/* Whether pass kind touches span under this schedule: the spans reaching W exist under ZB only. */
+static bool pp_span_used(int span, int kind, bool zb)
+{
+    return (span == PP_SPAN_FB || zb) && kind >= pp_span_take[span] && kind <= pp_span_free[span];
+}
 
 /* More passes than this per rank are refused (the programs are built and simulated whole). */
 enum { PP_MAX_ACTIONS = 1 << 24 };
@@ -28,7 +36,7 @@ static bool pp_fail(char *err, size_t errlen, const char *fmt, ...)
 
 static void pp_push(pp_rank_program *r, pp_act_kind kind, int mb, int chunk)
 {
-    r->a[r->n++] = (pp_action){.kind = (uint8_t)kind, .mb = mb, .chunk = chunk, .slot = -1};
+    r->a[r->n++] = (pp_action){.kind = (uint8_t)kind, .mb = mb, .chunk = chunk, .slot = {-1, -1, -1}};
 }
 
 /* Megatron's non-interleaved 1F1B: min(p-r-1, m) warm-up forwards, then one forward and one
@@ -89,25 +97,29 @@ static void pp_build_zb_h1(pp_rank_program *rp, int p, int m, int r)
     while (nw < m) pp_push(rp, PP_ACT_W, nw++, 0);
 }
 
-/* Stash slots in program order: F takes the lowest free slot of its chunk, B frees it (W under
- * ZB, which still needs the saved activations). */
+/* Stash slots in program order, per span: its taking pass takes the lowest free slot of the
+ * chunk, its freeing pass frees it. */
 static bool pp_assign_slots(pp_rank_program *rp, int m, int v, bool zb)
 {
     int *slot_of = malloc(sizeof(int) * (size_t)m * v);
     char *busy = calloc((size_t)v * (m + 1), 1);
     if (!slot_of || !busy) return free(slot_of), free(busy), false;
-    for (int i = 0; i < rp->n; i++) {
-        pp_action *a = &rp->a[i];
-        char *b = busy + (size_t)a->chunk * (m + 1);
-        if (a->kind == PP_ACT_F) {
-            int s = 0;
-            while (b[s]) s++;
-            b[s] = 1;
-            slot_of[(size_t)a->chunk * m + a->mb] = s;
-            if (s + 1 > rp->nslots[a->chunk]) rp->nslots[a->chunk] = s + 1;
+    for (int span = 0; span < PP_NUM_SPANS; span++) {
+        memset(busy, 0, (size_t)v * (m + 1));
+        for (int i = 0; i < rp->n; i++) {
+            pp_action *a = &rp->a[i];
+            char *b = busy + (size_t)a->chunk * (m + 1);
+            if (!pp_span_used(span, a->kind, zb)) continue;
+            if (a->kind == pp_span_take[span]) {
+                int s = 0;
+                while (b[s]) s++;
+                b[s] = 1;
+                slot_of[(size_t)a->chunk * m + a->mb] = s;
+                if (s + 1 > rp->nslots[span][a->chunk]) rp->nslots[span][a->chunk] = s + 1;
+            }
+            a->slot[span] = slot_of[(size_t)a->chunk * m + a->mb];
+            if (a->kind == pp_span_free[span]) b[a->slot[span]] = 0;
         }
-        a->slot = slot_of[(size_t)a->chunk * m + a->mb];
-        if (a->kind == (zb ? PP_ACT_W : PP_ACT_B)) b[a->slot] = 0;
     }
     free(slot_of);
     free(busy);
@@ -310,8 +322,8 @@ bool pp_balanced_split(int num_layers, int p, double layer, double first_extra, 
 typedef struct {
     const pp_schedule *s;
     double *fend, *bend, *wend; /* [g * m + mb]; NAN until done */
-    int *slot_of;               /* [g * m + mb]: the slot F took */
-    int *owner;                 /* [g * m + slot]: the micro-batch holding it, -1 free */
+    int *slot_of;               /* [(span * P + g) * m + mb]: the slot the span's taking pass took */
+    int *owner;                 /* [(span * P + g) * m + slot]: the micro-batch holding it, -1 free */
 } pp_sim;
 
 static const char *pp_act_name(int kind) { return kind == PP_ACT_F ? "F" : kind == PP_ACT_B ? "B" : "W"; }
@@ -351,22 +363,33 @@ static bool pp_record(pp_sim *sim, int r, const pp_action *a, double end, char *
         return pp_fail(err, errlen, "rank %d runs %s(mb %d, stage %d) twice", r, pp_act_name(a->kind), a->mb, g);
     ends[at] = end;
     bool zb = s->kind == PP_SCHED_ZB_H1;
-    if (a->slot < 0 || a->slot >= m)
-        return pp_fail(err, errlen, "rank %d: %s(mb %d, stage %d) has stash slot %d, outside 0..%d", r,
-                       pp_act_name(a->kind), a->mb, g, a->slot, m - 1);
-    int *owner = &sim->owner[(size_t)g * m + a->slot];
-    if (a->kind == PP_ACT_F) {
-        if (*owner >= 0)
-            return pp_fail(err, errlen, "rank %d: F(mb %d, stage %d) takes stash slot %d, which mb %d still holds", r,
-                           a->mb, g, a->slot, *owner);
-        *owner = a->mb;
-        sim->slot_of[at] = a->slot;
-        return true;
+    for (int span = 0; span < PP_NUM_SPANS; span++) {
+        int slot = a->slot[span];
+        if (!pp_span_used(span, a->kind, zb)) {
+            if (slot != -1)
+                return pp_fail(err, errlen, "rank %d: %s(mb %d, stage %d) names a slot of stash span %d, which it does "
+                                            "not use", r, pp_act_name(a->kind), a->mb, g, span);
+            continue;
+        }
+        if (slot < 0 || slot >= m)
+            return pp_fail(err, errlen, "rank %d: %s(mb %d, stage %d) has stash slot %d, outside 0..%d", r,
+                           pp_act_name(a->kind), a->mb, g, slot, m - 1);
+        size_t cell = ((size_t)span * s->p * s->v + g) * m;
+        int *owner = &sim->owner[cell + slot];
+        if (a->kind == pp_span_take[span]) {
+            if (*owner >= 0)
+                return pp_fail(err, errlen, "rank %d: %s(mb %d, stage %d) takes stash slot %d, which mb %d still holds",
+                               r, pp_act_name(a->kind), a->mb, g, slot, *owner);
+            *owner = a->mb;
+            sim->slot_of[cell + a->mb] = slot;
+            continue;
+        }
+        if (sim->slot_of[cell + a->mb] != slot)
+            return pp_fail(err, errlen, "rank %d: %s(mb %d, stage %d) reads stash slot %d, but its %s saved into slot %d",
+                           r, pp_act_name(a->kind), a->mb, g, slot, pp_act_name(pp_span_take[span]),
+                           sim->slot_of[cell + a->mb]);
+        if (a->kind == pp_span_free[span]) *owner = -1;
     }
-    if (sim->slot_of[at] != a->slot)
-        return pp_fail(err, errlen, "rank %d: %s(mb %d, stage %d) reads stash slot %d, but its F saved into slot %d", r,
-                       pp_act_name(a->kind), a->mb, g, a->slot, sim->slot_of[at]);
-    if (a->kind == (zb ? PP_ACT_W : PP_ACT_B)) *owner = -1;
     return true;
 }
 
@@ -459,15 +482,14 @@ static bool pp_run(pp_sim *sim, const pp_stage_cost *cost, double p2p_s, pp_time
     return ok;
 }
 
-double pp_rank_peak(const pp_schedule *s, int r, const double *weight)
+int pp_rank_peak(const pp_schedule *s, int r)
 {
-    double in_use = 0, peak = 0;
+    int in_use = 0, peak = 0;
     pp_act_kind frees = s->kind == PP_SCHED_ZB_H1 ? PP_ACT_W : PP_ACT_B;
     for (int i = 0; i < s->rank[r].n; i++) {
         const pp_action *a = &s->rank[r].a[i];
-        double w = weight ? weight[pp_virtual_stage(s, r, a->chunk)] : 1;
-        if (a->kind == PP_ACT_F && (in_use += w) > peak) peak = in_use;
-        if (a->kind == frees) in_use -= w;
+        if (a->kind == PP_ACT_F && ++in_use > peak) peak = in_use;
+        if (a->kind == frees) in_use--;
     }
     return peak;
 }
@@ -478,7 +500,7 @@ static void pp_summarize(const pp_schedule *s, pp_timeline *t)
     double busy = 0;
     t->makespan = 0;
     for (int r = 0; r < s->p; r++) {
-        t->peak_slots[r] = (int)pp_rank_peak(s, r, NULL);
+        t->peak_slots[r] = pp_rank_peak(s, r);
         for (int k = t->first[r]; k < t->first[r + 1]; k++) {
             busy += t->end[k] - t->start[k];
             t->makespan = fmax(t->makespan, t->end[k]);
@@ -493,10 +515,10 @@ bool pp_schedule_simulate(const pp_schedule *s, const pp_stage_cost *cost, doubl
                           size_t errlen)
 {
     memset(t, 0, sizeof *t);
-    size_t cells = (size_t)s->p * s->v * s->m;
+    size_t cells = (size_t)s->p * s->v * s->m, span_cells = cells * PP_NUM_SPANS;
     pp_sim sim = {.s = s, .fend = malloc(cells * sizeof(double)), .bend = malloc(cells * sizeof(double)),
-                  .wend = malloc(cells * sizeof(double)), .slot_of = malloc(cells * sizeof(int)),
-                  .owner = malloc(cells * sizeof(int))};
+                  .wend = malloc(cells * sizeof(double)), .slot_of = malloc(span_cells * sizeof(int)),
+                  .owner = malloc(span_cells * sizeof(int))};
     t->first = malloc(sizeof(int) * (size_t)(s->p + 1));
     t->peak_slots = calloc((size_t)s->p, sizeof(int));
     bool ok = sim.fend && sim.bend && sim.wend && sim.slot_of && sim.owner && t->first && t->peak_slots;
@@ -511,11 +533,8 @@ bool pp_schedule_simulate(const pp_schedule *s, const pp_stage_cost *cost, doubl
         pp_timeline_free(t);
         return pp_fail(err, errlen, "out of memory simulating the pipeline schedule");
     }
-    for (size_t i = 0; i < cells; i++) {
-        sim.fend[i] = sim.bend[i] = sim.wend[i] = NAN;
-        sim.owner[i] = -1;
-        sim.slot_of[i] = -1;
-    }
+    for (size_t i = 0; i < cells; i++) sim.fend[i] = sim.bend[i] = sim.wend[i] = NAN;
+    for (size_t i = 0; i < span_cells; i++) sim.owner[i] = sim.slot_of[i] = -1;
     ok = pp_run(&sim, cost, p2p_s, t, err, errlen) && pp_all_ran(&sim, err, errlen);
     if (ok) pp_summarize(s, t);
     pp_sim_free(&sim);

@@ -26,19 +26,33 @@ typedef enum {
     PP_ACT_W, /* weight gradient, ZB only */
 } pp_act_kind;
 
-/* chunk: the virtual stage's index on this rank, 0..v-1; slot: which stash slot of (rank, chunk)
- * holds mb's saved activations from its F to its B (or its W under ZB): the lowest one free at F. */
+/* A stash's span: the pass that saves a micro-batch's values into it to the last that reads them.
+ * Each span has its own slots, so what only B reads is free after B while what W reads lives on.
+ * Under 1F1B and interleaved everything is FB (B includes W). ORDER: ir_stash_span (ir/ir.h). */
+typedef enum {
+    PP_SPAN_FB, /* F's values that B reads and W does not */
+    PP_SPAN_FW, /* F's values that W reads (and B may), ZB only */
+    PP_SPAN_BW, /* B's values that W reads, ZB only */
+    PP_NUM_SPANS
+} pp_span;
+
+/* The passes that take (first) and free (last) a span's slot; a pass between them reads it. */
+extern const uint8_t pp_span_take[PP_NUM_SPANS], pp_span_free[PP_NUM_SPANS];
+
+/* chunk: the virtual stage's index on this rank, 0..v-1; slot[span]: which stash slot of (rank,
+ * chunk, span) holds mb's values of that span, the lowest free when its taking pass runs; -1 where
+ * the pass touches no such span. */
 typedef struct {
     uint8_t kind; /* pp_act_kind */
     int mb;
     int chunk;
-    int slot;
+    int slot[PP_NUM_SPANS];
 } pp_action;
 
 typedef struct {
     pp_action *a;
     int n;
-    int nslots[PP_MAX_V]; /* slots each chunk needs: the most in use at once */
+    int nslots[PP_NUM_SPANS][PP_MAX_V]; /* slots each span of each chunk needs: the most in use at once */
 } pp_rank_program;
 
 typedef struct {
@@ -100,10 +114,9 @@ bool pp_schedule_simulate(const pp_schedule *s, const pp_stage_cost *cost, doubl
                           size_t errlen);
 void pp_timeline_free(pp_timeline *t);
 
-/* The most rank r holds at once of its in-flight micro-batches' stashes, each weighing weight[g]
- * (bytes, say) for its virtual stage g; NULL weighs each 1 (slots). In program order, which is
- * the rank's time order: F takes, B releases (W under ZB). */
-double pp_rank_peak(const pp_schedule *s, int r, const double *weight);
+/* The most micro-batches rank r has in flight at once, all chunks: in program order, which is the
+ * rank's time order, F takes one, B releases it (W under ZB). */
+int pp_rank_peak(const pp_schedule *s, int r);
 
 /* The ideal bubble as idle over compute: (p-1)/m for 1F1B; (p-1)/(v m) interleaved; ZB-H1
  * (p-1)(T_F+T_B-T_W) / (m (T_F+T_B+T_W)) (Qi et al.) at T_F = T_B = T_W, i.e. (p-1)/(3m). */

@@ -9,14 +9,19 @@
  * stages: passes/pp_schedule.c computes the orders), each forward after the receives
  * of its boundary inputs from the previous stage and before the sends of its outputs to the next,
  * each backward between the receives of the gradients from the next stage and the sends of its
- * own to the previous. Each call names the stash slot of its micro-batch, and the stash globals get
- * as many buffers as micro-batches are in flight on this stage. */
+ * own to the previous. Each call names the stash slot of its micro-batch in each span it touches
+ * (ir_stash_span), and the stash globals get as many buffers as micro-batches are in flight in
+ * their span on this stage. */
 #include "passes.h"
 #include "passes/pp_schedule.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+_Static_assert((int)IR_STASH_FB == (int)PP_SPAN_FB && (int)IR_STASH_FW == (int)PP_SPAN_FW &&
+                   (int)IR_STASH_BW == (int)PP_SPAN_BW && (int)IR_NUM_STASH_SPANS == (int)PP_NUM_SPANS,
+               "ir_stash_span and pp_span name the same spans in the same order");
 
 /* Program p calls function f (when the module has one) on micro-batches 0..n-1. */
 static void call_per_micro_batch(ir_module *m, ir_prog p, int f, long long n)
@@ -38,14 +43,32 @@ static void boundary_steps(ir_module *m, ir_prog p, int fi, int mb, ir_step_op o
             continue;
         /* activations go down the pipeline, gradients up */
         int peer = (grad ? -1 : 1) * (op == IR_STEP_SEND ? 1 : -1);
-        ir_sched_add(m, p, (ir_sched_step){.op = op, .func = fi, .mb = mb, .sym = in->sym, .peer = peer, .slot = -1});
+        ir_sched_add(m, p, (ir_sched_step){.op = op, .func = fi, .mb = mb, .sym = in->sym, .peer = peer,
+                                           .slot = {-1, -1, -1}});
     }
 }
 
-static void pipeline_call(ir_module *m, ir_prog p, int fi, int mb, int slot)
+/* Whether function fi reads or writes a stash global of span. */
+static bool touches_span(const ir_module *m, int fi, ir_stash_span span)
+{
+    const ir_func *f = m->funcs[fi];
+    for (int i = 0; i < f->ninstrs; i++) {
+        int g = f->instrs[i].op == IR_OP_GLOBAL ? ir_global_find(m, f->instrs[i].sym) : -1;
+        if (g >= 0 && m->globals[g].kind == IR_GLOBAL_STASH && m->globals[g].span == span)
+            return true;
+    }
+    return false;
+}
+
+/* A call of fi on micro-batch mb between its receives and sends; slot: per span, the buffer the
+ * schedule gave the micro-batch (NULL: none), named for the spans fi touches. */
+static void pipeline_call(ir_module *m, ir_prog p, int fi, int mb, const int *slot)
 {
     boundary_steps(m, p, fi, mb, IR_STEP_RECV);
-    ir_sched_add(m, p, (ir_sched_step){.op = IR_STEP_CALL, .func = fi, .mb = mb, .slot = slot});
+    ir_sched_step call = {.op = IR_STEP_CALL, .func = fi, .mb = mb, .slot = {-1, -1, -1}};
+    for (int k = 0; slot && k < IR_NUM_STASH_SPANS; k++)
+        call.slot[k] = touches_span(m, fi, (ir_stash_span)k) ? slot[k] : -1;
+    ir_sched_add(m, p, call);
     boundary_steps(m, p, fi, mb, IR_STEP_SEND);
 }
 
@@ -59,11 +82,13 @@ static void tied_transfers(ir_module *m, int send, int sum)
     for (int i = 0; i < m->funcs[send]->ninstrs; i++)
         if (m->funcs[send]->instrs[i].op == IR_OP_OUTPUT)
             ir_sched_add(m, IR_PROG_TRAIN, (ir_sched_step){.op = IR_STEP_SEND, .func = send, .mb = -1,
-                                                           .sym = m->funcs[send]->instrs[i].sym, .peer = peer, .slot = -1});
+                                                           .sym = m->funcs[send]->instrs[i].sym, .peer = peer,
+                                                           .slot = {-1, -1, -1}});
     for (int i = 0; i < m->funcs[sum]->ninstrs; i++)
         if (m->funcs[sum]->instrs[i].op == IR_OP_INPUT)
             ir_sched_add(m, IR_PROG_TRAIN, (ir_sched_step){.op = IR_STEP_RECV, .func = sum, .mb = -1,
-                                                           .sym = m->funcs[sum]->instrs[i].sym, .peer = peer, .slot = -1});
+                                                           .sym = m->funcs[sum]->instrs[i].sym, .peer = peer,
+                                                           .slot = {-1, -1, -1}});
     ir_sched_call(m, IR_PROG_TRAIN, sum, -1);
 }
 
@@ -155,14 +180,16 @@ static bool schedule_stage(ir_module *m, int r, int p, int v, long long n, char 
     const pp_rank_program *prog = &sched.rank[r];
     static const ir_func_kind of_act[] = {[PP_ACT_F] = IR_FUNC_FORWARD, [PP_ACT_B] = IR_FUNC_BACKWARD,
                                           [PP_ACT_W] = IR_FUNC_WGRAD};
-    for (int c = 0; c < v; c++) /* a chunk's stashes (forward's, and B's for W) hold its slots */
+    for (int c = 0; c < v; c++) /* a chunk's stashes hold the slots their span uses at once */
         for (int k = 0; k < 3; k++) {
             int fi = nth_of_kind(m, of_act[k], c);
             const ir_func *f = fi >= 0 ? m->funcs[fi] : NULL;
             for (int i = 0; f && i < f->ninstrs; i++) {
                 int g = f->instrs[i].op == IR_OP_GLOBAL ? ir_global_find(m, f->instrs[i].sym) : -1;
-                if (g >= 0 && m->globals[g].kind == IR_GLOBAL_STASH)
-                    m->globals[g].slots = prog->nslots[c] > 0 ? prog->nslots[c] : 1;
+                if (g >= 0 && m->globals[g].kind == IR_GLOBAL_STASH) {
+                    int n = prog->nslots[m->globals[g].span][c];
+                    m->globals[g].slots = n > 0 ? n : 1;
+                }
             }
         }
     bool zb = ir_func_of_kind(m, IR_FUNC_WGRAD) >= 0;
@@ -217,7 +244,7 @@ bool pass_schedule(ir_module *m, const mcc_pass_options *opts, char *err, size_t
     int eval = ir_func_of_kind(m, IR_FUNC_EVAL);
     for (int mb = 0; stage && mb < accum; mb++) /* chunk by chunk: a chunk's input is the rank before's */
         for (int c = 0; nth_of_kind(m, IR_FUNC_EVAL, c) >= 0; c++)
-            pipeline_call(m, IR_PROG_EVAL, nth_of_kind(m, IR_FUNC_EVAL, c), mb, -1);
+            pipeline_call(m, IR_PROG_EVAL, nth_of_kind(m, IR_FUNC_EVAL, c), mb, NULL);
     if (!stage)
         call_per_micro_batch(m, IR_PROG_EVAL, eval, accum);
     return true;

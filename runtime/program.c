@@ -24,8 +24,8 @@ static void *xcalloc(size_t n, size_t size, const char *what)
 }
 
 /* Binds every value to its buffer and every instruction to its operand/result buffers; a stash
- * global to its buffer `slot`. */
-static void bind_func(rt_program *p, rt_func_exec *x, ir_func *f, char *arena, int slot)
+ * global to its buffer slot[its span]. */
+static void bind_func(rt_program *p, rt_func_exec *x, ir_func *f, char *arena, const int *slot)
 {
     x->f = f;
     x->arena = arena;
@@ -44,7 +44,8 @@ static void bind_func(rt_program *p, rt_func_exec *x, ir_func *f, char *arena, i
             switch (f->vals[v].mem) {
             case IR_MEM_GLOBAL: {
                 int g = ir_global_find(p->m, in->sym);
-                size_t at = p->m->globals[g].kind == IR_GLOBAL_STASH ? (size_t)slot * ir_global_span(ir_bytes(&p->m->globals[g].type)) : 0;
+                const ir_global *gl = &p->m->globals[g];
+                size_t at = gl->kind == IR_GLOBAL_STASH ? (size_t)slot[gl->span] * ir_global_span(ir_bytes(&gl->type)) : 0;
                 x->vptr[v] = (char *)p->globals[g] + at;
                 break;
             }
@@ -106,16 +107,22 @@ static ir_module *parse_own_stage(const char *plan_text, long long world_rank, c
     return ir_parse_stage(plan_text, coord[IR_AXIS_PP], err, errlen);
 }
 
-/* The buffers a call of function i may name (its stash globals'); 1 for one that touches none. */
-static int func_slots(const ir_module *m, const ir_func *f)
+/* Per span, the buffers a call of f may name (its stash globals' of that span; 1 for a span it
+ * touches none of) into slots; their product, the bindings f may run with. */
+static int func_slots(const ir_module *m, const ir_func *f, int *slots)
 {
-    int slots = 1;
+    for (int k = 0; k < IR_NUM_STASH_SPANS; k++)
+        slots[k] = 1;
     for (int i = 0; i < f->ninstrs; i++) {
         int g = f->instrs[i].op == IR_OP_GLOBAL ? ir_global_find(m, f->instrs[i].sym) : -1;
-        if (g >= 0 && m->globals[g].kind == IR_GLOBAL_STASH && m->globals[g].slots > slots)
-            slots = m->globals[g].slots;
+        const ir_global *gl = g >= 0 ? &m->globals[g] : NULL;
+        if (gl && gl->kind == IR_GLOBAL_STASH && gl->slots > slots[gl->span])
+            slots[gl->span] = gl->slots;
     }
-    return slots;
+    int n = 1;
+    for (int k = 0; k < IR_NUM_STASH_SPANS; k++)
+        n *= slots[k];
+    return n;
 }
 
 rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const void *image, long long world_rank,
@@ -138,8 +145,9 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     ir_resolve_ranks(m, p->coord);
     p->dev = dev;
     p->nslots = xcalloc((size_t)m->nfuncs, sizeof(int), "stash slots"); /* the device sizes its graphs by them */
+    p->span_slots = xcalloc((size_t)m->nfuncs * IR_NUM_STASH_SPANS, sizeof(int), "stash slots");
     for (int i = 0; i < m->nfuncs; i++)
-        p->nslots[i] = func_slots(m, m->funcs[i]);
+        p->nslots[i] = func_slots(m, m->funcs[i], &p->span_slots[i * IR_NUM_STASH_SPANS]);
     dev->open(p, image);
     /* One allocation holds every global, in declaration order, each at a 256-byte boundary: the
      * gradients of a bucket (data_parallel.c) are then one contiguous span that one collective
@@ -196,8 +204,7 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
         int slots = p->nslots[i];
         p->slot_execs[i] = xcalloc((size_t)slots, sizeof(rt_func_exec), "stash slots");
         char *arena = m->funcs[i]->kind == IR_FUNC_HOST_OPTIMIZER ? p->host_arena : p->arena;
-        for (int k = 0; k < slots; k++)
-            bind_func(p, &p->slot_execs[i][k], m->funcs[i], arena, k);
+        bind_func(p, &p->slot_execs[i][0], m->funcs[i], arena, (int[IR_NUM_STASH_SPANS]){0});
         p->funcs[i] = p->slot_execs[i][0];
     }
     return p;
@@ -220,6 +227,7 @@ void rt_program_free(rt_program *p)
     free(p->slot_execs);
     free(p->bound_slot);
     free(p->nslots);
+    free(p->span_slots);
     p->dev->free(p, p->global_slab);
     p->dev->free(p, p->arena);
     if (p->host_slab)
@@ -291,16 +299,27 @@ void rt_program_init_params(rt_program *p, uint64_t seed)
         rt_program_run(p, setup);
 }
 
-void rt_program_bind_slot(rt_program *p, int func, int slot)
+void rt_program_bind_slot(rt_program *p, int func, const int *slot)
 {
-    if (slot < 0 || slot == p->bound_slot[func])
-        return;
-    if (slot >= p->nslots[func]) {
-        fprintf(stderr, "train_rank: internal error: %s has no stash slot %d\n", p->m->funcs[func]->name, slot);
-        exit(1);
+    const int *n = &p->span_slots[func * IR_NUM_STASH_SPANS];
+    int binding = 0, given = 0, at[IR_NUM_STASH_SPANS];
+    for (int k = IR_NUM_STASH_SPANS - 1; k >= 0; k--) { /* mixed radix, the first span fastest */
+        at[k] = slot && slot[k] >= 0 ? slot[k] : 0;
+        given |= slot && slot[k] >= 0;
+        if (at[k] >= n[k]) {
+            fprintf(stderr, "train_rank: internal error: %s has no stash slot %d of span %d\n", p->m->funcs[func]->name,
+                    at[k], k);
+            exit(1);
+        }
+        binding = binding * n[k] + at[k];
     }
-    p->funcs[func] = p->slot_execs[func][slot];
-    p->bound_slot[func] = slot;
+    if (!given || binding == p->bound_slot[func])
+        return;
+    rt_func_exec *x = &p->slot_execs[func][binding];
+    if (!x->f) /* a binding is made the first time a call names it */
+        bind_func(p, x, p->m->funcs[func], p->arena, at);
+    p->funcs[func] = *x;
+    p->bound_slot[func] = binding;
 }
 
 void rt_program_run(rt_program *p, int func)

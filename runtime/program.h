@@ -38,10 +38,13 @@ typedef struct rt_program {
     size_t exchange_bytes;          /* after the arena, in its window: the copy lane's reduce-scatters'
                                        exchange buffer (rt_parallel_exchange), or 0 */
     rt_func_exec *funcs;            /* per module function: as bound now (the device runs these) */
-    rt_func_exec **slot_execs;      /* per function, per stash slot it may use (a pipeline stage's
-                                       forward and backward: one per micro-batch in flight) */
-    int *bound_slot;                /* per function: the slot funcs[] is bound to */
-    int *nslots;                    /* per function: its slot_execs */
+    rt_func_exec **slot_execs;      /* per function, per binding of its stash globals (a pipeline
+                                       stage's forward and backward): one per combination of its
+                                       spans' slots, mixed radix with the first span fastest; made
+                                       at the first call that names it (.f NULL before) */
+    int *bound_slot;                /* per function: the binding funcs[] is bound to */
+    int *nslots;                    /* per function: its slot_execs (the product of span_slots) */
+    int *span_slots;                /* [func * IR_NUM_STASH_SPANS + span]: the buffers of that span */
 } rt_program;
 
 /* Parses and verifies the plan of world_rank's pipeline stage (one for every rank of a stage; the
@@ -59,10 +62,10 @@ void rt_program_free(rt_program *p);
  * parameter sees the same values, on any device. */
 void rt_program_init_params(rt_program *p, uint64_t seed);
 void rt_program_run(rt_program *p, int func);
-/* Binds func's stash globals to their buffer `slot` for its next runs (a schedule call's slot=;
- * < 0: leaves it). The CPU device reads the bindings at each run; the CUDA device captures a
- * graph per function and slot (cuda_device.c). */
-void rt_program_bind_slot(rt_program *p, int func, int slot);
+/* Binds func's stash globals to their buffers slot[span] for its next runs (a schedule call's
+ * slot=, slot_fw=, slot_bw=; NULL or all < 0: leaves them). The CPU device reads the bindings at
+ * each run; the CUDA device keeps a graph per binding (cuda_device.c). */
+void rt_program_bind_slot(rt_program *p, int func, const int *slot);
 
 /* Host access to `input @name` / `output @name` of a function and to globals. */
 int rt_program_find(const rt_program *p, int func, ir_op op, const char *name); /* instr index or -1 */

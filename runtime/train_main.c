@@ -257,9 +257,9 @@ static void load_batch(train_run *r, int func, int split, int64_t first)
 }
 
 /* Runs func (a step or eval function, a pipeline stage's forward or backward) on the micro-batch
- * of split starting at sample first, its stash globals on buffer `slot` (-1: none). Its loss, or
- * 0 for a function without one (a stage other than the last, a backward). */
-static float run_micro_batch(train_run *r, int func, int split, int64_t first, int slot)
+ * of split starting at sample first, its stash globals on buffers slot[span] (-1: none). Its loss,
+ * or 0 for a function without one (a stage other than the last, a backward). */
+static float run_micro_batch(train_run *r, int func, int split, int64_t first, const int *slot)
 {
     load_batch(r, func, split, first);
     rt_program_bind_slot(r->p, func, slot);

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # pp_schedule_cli.sh MCC — `mcc schedule` (frontend/schedule_cmd.c): llama3-70b at TP=4 x PP=4 x DP=4
-# with 2 virtual stages runs in seconds and prints each schedule's ideal bubble by its formula, a
-# simulated bubble no better than it, the stash peaks the schedules hold (1F1B and ZB-H1: p;
-# interleaved: Megatron's 2(p-1) + (v-1)p warm-up + 1) and an SVG with a row per rank; bad values
-# are refused naming the flag.
+# with 2 virtual stages prints each schedule's ideal bubble by its formula, a simulated bubble no
+# better than it, the micro-batches in flight the schedules peak at (1F1B and ZB-H1: p;
+# interleaved: Megatron's 2(p-1) + (v-1)p warm-up + 1), the plan's memory per stage and an SVG
+# with a row per rank; bad values are refused naming the flag.
 set -uo pipefail
 mcc=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,12 +16,15 @@ layout=(--tp 4 --pipeline-model-parallel-size 4 --dp 4 --global-batch-size 1024 
 start=$(date +%s)
 "$mcc" schedule "$llama" "${layout[@]}" --num-virtual-stages-per-pipeline-rank 2 --svg "$work/x.svg" >"$work/out" 2>&1 ||
   fail "mcc schedule exited $?: $(head -3 "$work/out")"
-[ $(($(date +%s) - start)) -le 10 ] || fail "mcc schedule took more than 10 s"
+# the plan's memory runs compile's passes on the 70B layout: about a minute in the sanitized
+# debug build on a shared machine (the schedules themselves take well under a second)
+[ $(($(date +%s) - start)) -le 180 ] || fail "mcc schedule took more than 180 s"
+grep -q "memory per rank of pipeline stage 3 of 4:" "$work/out" || fail "the plan's memory per stage"
 grep -q "256 micro-batches of 1 per step, 2 virtual stages per rank" "$work/out" || fail "layout line"
 grep -q "rank 0: 10 10; rank 1: 10 10; rank 2: 10 10; rank 3: 10 10" "$work/out" || fail "the even split"
 grep -q "schedule interleaved (auto" "$work/out" || fail "auto picks interleaved for 2 virtual stages"
 grep -q "ideal (p-1)/(v m) = 0.00586" "$work/out" || fail "interleaved's ideal 3/512"
-# schedule v bubble idle/compute ideal makespan peak-slots peak-stash: ideal by formula (p=4, m=256),
+# schedule v bubble idle/compute ideal makespan peak-slots: ideal by formula (p=4, m=256),
 # the simulated idle/compute at least the ideal, the peak slots
 python3 - "$work/out" <<'PY' || fails=$((fails + 1))
 import sys

@@ -72,9 +72,9 @@ static void test_1f1b(void)
             check_once(&s);
             for (int r = 0; r < p; r++) {
                 int want = p - r < m ? p - r : m;
-                CHECK(t.peak_slots[r] == want && s.rank[r].nslots[0] == want,
+                CHECK(t.peak_slots[r] == want && s.rank[r].nslots[PP_SPAN_FB][0] == want,
                       "p=%d m=%d rank %d: peak %d, slots %d, want min(p-r, m) = %d", p, m, r, t.peak_slots[r],
-                      s.rank[r].nslots[0], want);
+                      s.rank[r].nslots[PP_SPAN_FB][0], want);
             }
             CHECK(near(t.makespan, 3.0 * (m + p - 1)), "p=%d m=%d: makespan %g, want %d", p, m, t.makespan,
                   3 * (m + p - 1));
@@ -124,6 +124,17 @@ static void test_zb_h1(void)
             pp_timeline t, t1;
             if (!run(PP_SCHED_ZB_H1, p, m, 1, 1, 1, 1, &s, &t)) continue;
             check_once(&s);
+            /* each span its slots: what only B reads as 1F1B's min(p-r, m), what W reads min(p, m),
+             * B's values for W one more than the F B pairs whose W waits (r of them, fewer when the
+             * warm-up's p-r-1 forwards leave fewer micro-batches) */
+            for (int r = 0; r < p; r++) {
+                int warm = p - r - 1 < m ? p - r - 1 : m, pairs = r < m - warm ? r : m - warm;
+                int fb = p - r < m ? p - r : m, fw = p < m ? p : m, bw = pairs + 1 < m ? pairs + 1 : m;
+                const int *n = (int[]){s.rank[r].nslots[PP_SPAN_FB][0], s.rank[r].nslots[PP_SPAN_FW][0],
+                                       s.rank[r].nslots[PP_SPAN_BW][0]};
+                CHECK(n[0] == fb && n[1] == fw && n[2] == bw, "p=%d m=%d rank %d: slots fb %d fw %d bw %d, want %d %d %d",
+                      p, m, r, n[0], n[1], n[2], fb, fw, bw);
+            }
             if (run(PP_SCHED_1F1B, p, m, 1, 1, 1, 1, &s1, &t1)) {
                 CHECK(max_peak(&s, &t) == max_peak(&s1, &t1), "p=%d m=%d: ZB-H1 peak %d, 1F1B's %d", p, m,
                       max_peak(&s, &t), max_peak(&s1, &t1));
@@ -246,7 +257,7 @@ static void test_invalid_programs(void)
     CHECK(!pp_schedule_simulate(&s, c, 0, &t, err, sizeof err) && strstr(err, "runs B(mb 0, stage 0) twice"), "%s",
           err);
     s.rank[0].a[3].mb = 1;
-    s.rank[0].a[1].slot = 0; /* F1 into the slot F0 holds */
+    s.rank[0].a[1].slot[PP_SPAN_FB] = 0; /* F1 into the slot F0 holds */
     CHECK(!pp_schedule_simulate(&s, c, 0, &t, err, sizeof err) && strstr(err, "which mb 0 still holds"), "%s", err);
     pp_schedule_free(&s);
     free(c);

@@ -117,5 +117,55 @@ expect two_steps "functions step and step2 are both of kind step: a module has a
 expect no_micro_batches "schedule train: accum_steps is 0: the programs run on micro-batches 0..accum_steps-1, so it must be >= 1" \
   "$good" "" 0
 
+# A stash of span fw (passes/pipeline.c's zero-bubble cut: W reads it): a call names its buffer by
+# slot_fw=, in range; slot= is the fb span's, which the function does not touch; span= is a stash's.
+stash_module() {
+  cat <<EOF
+config {
+  accum_steps = "2"
+}
+
+global @s : f32[4] {$1}
+
+func step {kind=step, arena=0} {
+  %0 = input @tokens : i32[4]
+  %1 = global @s : f32[4]
+  output @hidden %0
+}
+
+func red {kind=reduce, arena=0} {
+}
+
+func opt {kind=optimizer, arena=0} {
+}
+
+schedule train {
+  call step mb=0 slot_fw=0
+  call step mb=1 $2
+  call red
+  call opt
+}
+EOF
+}
+# expect_stash NAME MESSAGE GLOBAL_ATTRS SLOT: mcc opt refuses the module with MESSAGE ("": accepts it)
+expect_stash() {
+  local name=$1 want=$2 rc; shift 2
+  stash_module "$@" >"$work/$name.ir"
+  "$mcc" opt "$work/$name.ir" --pass fusion >"$work/out" 2>"$work/err"; rc=$?
+  if [ -z "$want" ]; then
+    { [ $rc -eq 0 ] && grep -q "call step mb=1 $2\$" "$work/out"; } || { echo "FAIL: $name (exit $rc): $(cat "$work/err")"; status=1; }
+  elif [ $rc -ne 2 ] || ! grep -Fq -- "$want" "$work/err"; then
+    echo "FAIL: $name (exit $rc): want '$want', got: $(cat "$work/err")"; status=1
+  fi
+}
+expect_stash stash_fw "" "kind=stash, init=zeros, slots=2, span=fw" "slot_fw=1"
+expect_stash stash_fb_slot "step 1 (\`call step mb=1 slot=1\`): slot= names a stash buffer, but the function touches no stash global of that span" \
+  "kind=stash, init=zeros, slots=2, span=fw" "slot=1"
+expect_stash stash_no_slot "step 1 (\`call step mb=1\`): step reads or writes stash globals of span fw: give their buffer, slot_fw=0..1" \
+  "kind=stash, init=zeros, slots=2, span=fw" ""
+expect_stash stash_range "slot_fw 2 is out of range: step's stash globals of span fw have 2 buffers" \
+  "kind=stash, init=zeros, slots=2, span=fw" "slot_fw=2"
+expect_stash span_of_param "global @s: span= goes with kind=stash, and only with it" "kind=param, init=zeros, span=fw" "slot_fw=1"
+
 [ $status = 0 ] && echo "schedule verifier errors ok"
 exit $status
