@@ -57,8 +57,8 @@ typedef struct {
     rt_cuda_ctx *cx;
     profile *prof;
     int *first_exec;                /* per function: the index of its first binding in graphs and calls
-                                       (a pipeline stage's forward and backward: one binding a stash slot,
-                                       rt_program.slot_execs) */
+                                       (a pipeline stage's forward and backward: one per combination of
+                                       its stash spans' slots, rt_program.slot_execs) */
     cudaGraphExec_t *graphs;        /* per binding, once recorded */
     void *window_mem[MAX_WINDOWS];  /* alloc_window's allocations (ncclMemFree'd) */
     int *calls;                     /* per binding: calls so far */
@@ -229,7 +229,7 @@ static void cuda_open(rt_program *p, const void *image)
         fprintf(stderr, "train_rank: error: %s\n", image ? err : "the plan has no CUDA kernels; recompile with --target cuda");
         exit(1);
     }
-    /* a graph holds its buffers' addresses: one a binding (a stash slot's buffers) */
+    /* a graph holds its buffers' addresses: one a binding (its stash slots' buffers) */
     s->first_exec = calloc((size_t)p->m->nfuncs + 1, sizeof *s->first_exec);
     for (int f = 0; f < p->m->nfuncs; f++)
         s->first_exec[f + 1] = s->first_exec[f] + p->nslots[f];
