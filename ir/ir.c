@@ -255,6 +255,7 @@ void ir_module_free(ir_module *m)
         return;
     for (int i = 0; i < m->nglobals; i++)
         free(m->globals[i].name);
+    free(m->global_index);
     for (int i = 0; i < m->nfuncs; i++)
         func_free(m->funcs[i]);
     for (int i = 0; i < m->nconfig; i++) {
@@ -444,10 +445,53 @@ int ir_func_of_kind(const ir_module *m, ir_func_kind k)
     return -1;
 }
 
+/* FNV-1a: the globals' names differ in their layer numbers and suffixes, which it spreads. */
+static unsigned name_hash(const char *s)
+{
+    unsigned h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+/* The index slot of name: where it is, or the empty slot where it would go. */
+static int index_slot(const ir_module *m, const char *name)
+{
+    unsigned mask = (unsigned)m->global_index_cap - 1, at = name_hash(name) & mask;
+    while (m->global_index[at] >= 0 && strcmp(m->globals[m->global_index[at]].name, name) != 0)
+        at = (at + 1) & mask;
+    return (int)at;
+}
+
+/* Indexes global g (a name given twice keeps its first global, as a scan would find it). */
+static void index_global(ir_module *m, int g)
+{
+    if (2 * (m->nglobals + 1) > m->global_index_cap) {
+        free(m->global_index);
+        m->global_index_cap = m->global_index_cap ? 2 * m->global_index_cap : 64;
+        m->global_index = malloc(sizeof(int) * (size_t)m->global_index_cap);
+        if (!m->global_index) {
+            fprintf(stderr, "mcc: out of memory indexing %d globals\n", m->nglobals);
+            exit(1);
+        }
+        for (int i = 0; i < m->global_index_cap; i++)
+            m->global_index[i] = -1;
+        for (int i = 0; i < g; i++) {
+            int at = index_slot(m, m->globals[i].name);
+            if (m->global_index[at] < 0)
+                m->global_index[at] = i;
+        }
+    }
+    int at = index_slot(m, m->globals[g].name);
+    if (m->global_index[at] < 0)
+        m->global_index[at] = g;
+}
+
 int ir_global_add(ir_module *m, const char *name, ir_type t, ir_global_kind kind, ir_init init, double std, bool no_decay)
 {
     GROW(m->globals, m->nglobals, m->cap_globals);
     m->globals[m->nglobals] = (ir_global){strdup(name), t, kind, init, std, no_decay, .owner = -1, .layer = -1, .slots = 1};
+    index_global(m, m->nglobals);
     return m->nglobals++;
 }
 
@@ -483,10 +527,7 @@ bool ir_param_held_elsewhere(const ir_module *m, int g)
 
 int ir_global_find(const ir_module *m, const char *name)
 {
-    for (int i = 0; i < m->nglobals; i++)
-        if (strcmp(m->globals[i].name, name) == 0)
-            return i;
-    return -1;
+    return m->global_index_cap ? m->global_index[index_slot(m, name)] : -1;
 }
 
 /* --- layout records ------------------------------------------------------------------ */

@@ -214,6 +214,9 @@ typedef struct {
 typedef struct {
     ir_global *globals;
     int nglobals, cap_globals;
+    int *global_index;              /* open addressing over globals' names (ir_global_find), -1 empty;
+                                       kept by ir_global_add */
+    int global_index_cap;           /* a power of two, over twice nglobals */
     ir_func **funcs;
     int nfuncs, cap_funcs;
     ir_program progs[IR_NUM_PROGS]; /* the schedule; empty before pass_schedule */

@@ -48,26 +48,27 @@ static void boundary_steps(ir_module *m, ir_prog p, int fi, int mb, ir_step_op o
     }
 }
 
-/* Whether function fi reads or writes a stash global of span. */
-static bool touches_span(const ir_module *m, int fi, ir_stash_span span)
+/* The stash spans function fi reads or writes, as a bitmask of (1 << span). */
+static unsigned stash_spans(const ir_module *m, int fi)
 {
     const ir_func *f = m->funcs[fi];
+    unsigned spans = 0;
     for (int i = 0; i < f->ninstrs; i++) {
         int g = f->instrs[i].op == IR_OP_GLOBAL ? ir_global_find(m, f->instrs[i].sym) : -1;
-        if (g >= 0 && m->globals[g].kind == IR_GLOBAL_STASH && m->globals[g].span == span)
-            return true;
+        if (g >= 0 && m->globals[g].kind == IR_GLOBAL_STASH)
+            spans |= 1u << m->globals[g].span;
     }
-    return false;
+    return spans;
 }
 
 /* A call of fi on micro-batch mb between its receives and sends; slot: per span, the buffer the
- * schedule gave the micro-batch (NULL: none), named for the spans fi touches. */
-static void pipeline_call(ir_module *m, ir_prog p, int fi, int mb, const int *slot)
+ * schedule gave the micro-batch (NULL: none), named for the spans fi touches (stash_spans). */
+static void pipeline_call(ir_module *m, ir_prog p, int fi, int mb, const int *slot, unsigned spans)
 {
     boundary_steps(m, p, fi, mb, IR_STEP_RECV);
     ir_sched_step call = {.op = IR_STEP_CALL, .func = fi, .mb = mb, .slot = {-1, -1, -1}};
     for (int k = 0; slot && k < IR_NUM_STASH_SPANS; k++)
-        call.slot[k] = touches_span(m, fi, (ir_stash_span)k) ? slot[k] : -1;
+        call.slot[k] = spans & (1u << k) ? slot[k] : -1;
     ir_sched_add(m, p, call);
     boundary_steps(m, p, fi, mb, IR_STEP_SEND);
 }
@@ -198,6 +199,9 @@ static bool schedule_stage(ir_module *m, int r, int p, int v, long long n, char 
         return snprintf(err, errlen, "internal error: the %s schedule on a stage %s weight-gradient functions",
                         pp_sched_names[kind], zb ? "with" : "without"), false;
     }
+    unsigned spans[m->nfuncs]; /* once a function: a step names the spans its function touches */
+    for (int fi = 0; fi < m->nfuncs; fi++)
+        spans[fi] = stash_spans(m, fi);
     for (int i = 0; i < prog->n; i++) {
         const pp_action *a = &prog->a[i];
         int fi = nth_of_kind(m, of_act[a->kind], a->chunk);
@@ -206,7 +210,7 @@ static bool schedule_stage(ir_module *m, int r, int p, int v, long long n, char 
             return snprintf(err, errlen, "internal error: pipeline rank %d has no function of kind %s for chunk %d", r,
                             ir_func_kinds[of_act[a->kind]].name, a->chunk), false;
         }
-        pipeline_call(m, IR_PROG_TRAIN, fi, a->mb, a->slot);
+        pipeline_call(m, IR_PROG_TRAIN, fi, a->mb, a->slot, spans[fi]);
     }
     pp_schedule_free(&sched);
     return true;
@@ -244,7 +248,7 @@ bool pass_schedule(ir_module *m, const mcc_pass_options *opts, char *err, size_t
     int eval = ir_func_of_kind(m, IR_FUNC_EVAL);
     for (int mb = 0; stage && mb < accum; mb++) /* chunk by chunk: a chunk's input is the rank before's */
         for (int c = 0; nth_of_kind(m, IR_FUNC_EVAL, c) >= 0; c++)
-            pipeline_call(m, IR_PROG_EVAL, nth_of_kind(m, IR_FUNC_EVAL, c), mb, NULL);
+            pipeline_call(m, IR_PROG_EVAL, nth_of_kind(m, IR_FUNC_EVAL, c), mb, NULL, 0);
     if (!stage)
         call_per_micro_batch(m, IR_PROG_EVAL, eval, accum);
     return true;
