@@ -315,8 +315,8 @@ void mcc_memory_print(const mcc_memory_breakdown *b, FILE *out)
         fprintf(out, "  saved for the backward %5.3f GiB  (%lld bytes a micro-batch, of the peak activations: what "
                      "recompute shrinks)\n", b->saved / gib, (long long)b->saved);
     if (b->stages > 1)
-        fprintf(out, "  stashed for the backward %5.3f GiB  (%d micro-batches in flight at the schedule's peak)\n",
-                b->stash / gib, b->in_flight);
+        fprintf(out, "  stashed for the backward %5.3f GiB  (%d micro-batch%s in flight at the schedule's peak)\n",
+                b->stash / gib, b->in_flight, b->in_flight == 1 ? "" : "es");
     if (b->comm_buffers)
         fprintf(out, "  exchange buffers  %10.3f GiB  (collectives on the copy engines: --comm-lanes copy)\n",
                 b->comm_buffers / gib);
