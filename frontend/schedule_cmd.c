@@ -6,7 +6,8 @@
  * The cost model, per virtual stage and micro-batch: F = its layers' forward FLOPs
  * (2 x parameters x tokens + attention's 4 B T^2 H per layer, the output head's 2 V H tokens on
  * the last stage) / tp over the target's GEMM rate; B = 2F, split under ZB into B = F (the input
- * gradient) and W = F (the weight gradient). p2p: one micro-batch's activations (bf16, over tp with
+ * gradient) and W = F (the weight gradient), B plus the forward of the layers full recompute
+ * replays. p2p: one micro-batch's activations (bf16, over tp with
  * sequence parallelism) over the target's link. The memory per rank is the plan's: the chosen
  * schedule's program planned as `mcc compile` plans it (frontend/plan.c), its memory report. */
 #include "frontend/schedule_cmd.h"
@@ -72,6 +73,18 @@ static void sched_plan_free(sched_plan *pl)
     memset(pl, 0, sizeof *pl);
 }
 
+/* Of a virtual stage's `layers`, those whose forward its backward replays under full recompute:
+ * every one (uniform), the first recompute_num_layers (block: counted from the stage's first
+ * layer, passes/recompute.c); none otherwise (selective's single ops are not timed). */
+static int replayed_layers(const mcc_spec *s, int layers)
+{
+    if (s->recompute_granularity != MCC_RECOMPUTE_FULL)
+        return 0;
+    if (s->recompute_method == MCC_RECOMPUTE_BLOCK)
+        return s->recompute_num_layers < layers ? s->recompute_num_layers : layers;
+    return layers;
+}
+
 /* Splits, builds and simulates `kind` at v virtual stages per rank. */
 static bool sched_plan_make(const sched_model *sm, pp_sched_kind kind, int v, sched_plan *pl, char *err, size_t n)
 {
@@ -87,7 +100,8 @@ static bool sched_plan_make(const sched_model *sm, pp_sched_kind kind, int v, sc
         return false;
     for (int g = 0; g < stages; g++) {
         double f = pl->layers[g] * sm->layer_fwd_s + (g == stages - 1 ? sm->head_fwd_s : 0);
-        pl->cost[g] = (pp_stage_cost){.f = f, .b = f, .w = f}; /* B = 2F: under ZB B = F and W = F */
+        double replay = replayed_layers(s, pl->layers[g]) * sm->layer_fwd_s; /* B needs the forward's values */
+        pl->cost[g] = (pp_stage_cost){.f = f, .b = f + replay, .w = f}; /* B = 2F: under ZB B = F and W = F */
     }
     return pp_schedule_build(kind, sm->p, sm->m, v, &pl->sched, err, n) &&
            pp_schedule_simulate(&pl->sched, pl->cost, sm->p2p_s, &pl->tl, err, n);
@@ -333,7 +347,9 @@ int mcc_schedule_main(int argc, char **argv)
            "target %s\n", argv[0], sm.p, s.tensor_model_parallel_size, s.data_parallel_size, sm.m, s.micro_batch_size,
            v, v > 1 ? "s" : "", t->name);
     printf("cost of one micro-batch: a layer's forward %.3g ms, the head's %.3g ms, backward 2x forward (ZB: B = W = "
-           "forward), p2p %.3g ms\n", sm.layer_fwd_s * 1e3, sm.head_fwd_s * 1e3, sm.p2p_s * 1e3);
+           "forward)%s, p2p %.3g ms\n", sm.layer_fwd_s * 1e3, sm.head_fwd_s * 1e3,
+           s.recompute_granularity == MCC_RECOMPUTE_FULL ? ", B with the forward of the layers full recompute replays" : "",
+           sm.p2p_s * 1e3);
     sched_plan pl;
     if (!sched_compare(&sm, v, s.pipeline_schedule, &pl, stdout, err, sizeof err)) return sched_fail(err);
     printf("schedule %s%s:\n", pp_sched_names[pl.sched.kind],

@@ -54,4 +54,14 @@ split() {
 [ "$(split)" = "rank 0: 21; rank 1: 20; rank 2: 20; rank 3: 19" ] || fail "llama3-70b's balanced split: $(split)"
 got=$(split --recompute-granularity full --recompute-method uniform --recompute-num-layers 1)
 [ "$got" = "rank 0: 20; rank 1: 20; rank 2: 20; rank 3: 20" ] || fail "llama3-70b's split under full uniform: $got"
+# mcc schedule times a backward with the forward it replays: full uniform's step is about 4/3 of
+# none's (F : B : W = 1 : 1 : 1 a layer, B gaining an F), block 2 (of 20 a stage) a little longer
+makespan() {
+  "$mcc" schedule "$root/models/llama3-70b.json" --tp 4 --pp 4 --dp 4 --global-batch-size 1024 --micro-batch-size 1 \
+    --pipeline-schedule 1f1b "$@" 2>&1 | sed -n 's/^bubble: .*; makespan \([0-9.]*\) s$/\1/p'
+}
+none=$(makespan) uniform=$(makespan --recompute-granularity full --recompute-method uniform --recompute-num-layers 1)
+block=$(makespan --recompute-granularity full --recompute-method block --recompute-num-layers 2)
+awk -v n="$none" -v u="$uniform" -v b="$block" 'BEGIN { exit !(n > 0 && u / n > 1.25 && u / n < 1.40 && b / n > 1.01 && b / n < 1.10) }' ||
+  fail "mcc schedule's makespan: none $none s, full uniform 1 $uniform s, block 2 $block s (want ~4/3 and a little above 1)"
 echo "PASS"
