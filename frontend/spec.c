@@ -247,6 +247,8 @@ static const spec_megatron_flag spec_megatron_flags[] = {
     {"--disable-bias-linear", false, NULL, MF_SETS, "add_bias_linear=false", "read as --add-bias-linear false"},
     {"--fp8-hybrid", false, NULL, MF_SETS, "fp8_format=hybrid", "read as --fp8-format hybrid"},
     {"--no-fp8-wgrad", false, NULL, MF_SETS, "fp8_wgrad=false", "read as --fp8-wgrad false"},
+    {"--recompute-activations", false, NULL, MF_SETS, "recompute_granularity=selective",
+     "read as --recompute-granularity selective (Megatron's older flag)"},
     {"--fp16", false, NULL, MF_REFUSED, NULL,
      "mcc trains in bf16 only (fp16 needs loss scaling, which it does not have): pass --bf16 or nothing"},
     {"--data-path", true, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --data-path PREFIX"},

@@ -42,6 +42,12 @@ fi
 ir=$("$mcc" ir "$root/models/llama3-8b.json" "${recipe[@]}" --after shard 2>/dev/null)
 grep -q '^global @.*\.bias ' <<<"$ir" && bad "--disable-bias-linear left bias parameters"
 grep -q '^global @layers.0.attention.k.weight : f32\[32,256\]' <<<"$ir" || bad "k is not [2 groups * 32 / tp 2, 256]"
+# Megatron's older --recompute-activations is selective recompute
+log=$("$mcc" ir "$tiny" --recompute-activations --after recompute --target cpu 2>&1 >/dev/null)
+diff <("$mcc" ir "$tiny" --recompute-activations --after recompute --target cpu 2>/dev/null) \
+     <("$mcc" ir "$tiny" --recompute-granularity selective --after recompute --target cpu 2>/dev/null) >/dev/null &&
+  grep -qF "mcc: --recompute-activations: mapped: read as --recompute-granularity selective" <<<"$log" ||
+  bad "--recompute-activations is not read as --recompute-granularity selective"
 
 # GPT-2's 50257 pads to 50304 (tp 1) and 50432 (tp 2, a multiple of 256); the plan has the padded one
 gpt2=("$root/models/gpt2-124m.json" --num-layers 1 --target cpu)
