@@ -20,6 +20,12 @@ add_test(NAME checkpoint_resume_accum4 COMMAND ${_ckr} tiny-llama 1 --micro-batc
 add_test(NAME checkpoint_resume_full_recompute COMMAND ${_ckr} tiny-llama 1 --hidden-dropout 0.1 --attention-dropout 0.1)
 set_tests_properties(checkpoint_resume_full_recompute PROPERTIES ENVIRONMENT
                      "CHECKPOINT_RESUME_FLAGS=--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
+# FP8 (tensorwise: no scaling state) with dropout and 4 micro-batches a step, resumed with full
+# recompute: the replayed quantizations are the forward's, so steps 6-10 equal the run's bit for bit
+add_test(NAME checkpoint_resume_fp8_full_recompute COMMAND ${_ckr} tiny-llama 1 --fp8-format hybrid --fp8-recipe tensorwise
+         --hidden-dropout 0.1 --attention-dropout 0.1 --micro-batch-size 2 --global-batch-size 8)
+set_tests_properties(checkpoint_resume_fp8_full_recompute PROPERTIES ENVIRONMENT
+                     "CHECKPOINT_RESUME_FLAGS=--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
 add_test(NAME checkpoint_errors COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_errors.sh $<TARGET_FILE:mcc>)
 add_test(NAME checkpoint_kill COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_kill.sh $<TARGET_FILE:mcc>)
 # --async-save forced on for CPU ranks: the write on a thread, the commit at a later step

@@ -11,5 +11,10 @@ add_test(NAME offload_equals_device_optimizer COMMAND ${_offload} 1)
 if(MPI_C_FOUND)
   add_test(NAME offload_dp2_zero_equals_device_optimizer COMMAND ${_offload} 2 --dp 2 --use-distributed-optimizer)
   add_test(NAME offload_pp2_equals_device_optimizer COMMAND ${_offload} 2 --pp 2)
-  set_tests_properties(offload_dp2_zero_equals_device_optimizer offload_pp2_equals_device_optimizer PROPERTIES PROCESSORS 2)
+  # composed: FP8, full recompute and dropout on a pipeline
+  add_test(NAME offload_pp2_fp8_full_recompute_dropout_equals_device_optimizer COMMAND ${_offload} 2 --pp 2
+           --fp8-format hybrid --fp8-recipe tensorwise --recompute-granularity full --recompute-method uniform
+           --recompute-num-layers 1 --hidden-dropout 0.1 --attention-dropout 0.1)
+  set_tests_properties(offload_dp2_zero_equals_device_optimizer offload_pp2_equals_device_optimizer
+                       offload_pp2_fp8_full_recompute_dropout_equals_device_optimizer PROPERTIES PROCESSORS 2)
 endif()
