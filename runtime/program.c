@@ -125,6 +125,9 @@ static int func_slots(const ir_module *m, const ir_func *f, int *slots)
     return n;
 }
 
+/* Whether function func runs on the host (host_optimizer.c), in host memory. */
+static bool host_func(const rt_program *p, int func) { return p->m->funcs[func]->kind == IR_FUNC_HOST_OPTIMIZER; }
+
 rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const void *image, long long world_rank,
                             char *err, size_t errlen)
 {
@@ -170,7 +173,7 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     p->global_slab_bytes = slab;
     int64_t host_arena = 0; /* the host function's arena: its inputs */
     for (int i = 0; i < m->nfuncs; i++)
-        if (m->funcs[i]->kind == IR_FUNC_HOST_OPTIMIZER && m->funcs[i]->arena_bytes > host_arena)
+        if (host_func(p, i) && m->funcs[i]->arena_bytes > host_arena)
             host_arena = m->funcs[i]->arena_bytes;
     p->host_bytes = host_slab + (size_t)host_arena;
     if (p->host_bytes) {
@@ -188,7 +191,7 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
      * before a call, outputs read after it), so they share one arena: the largest. */
     int64_t arena_bytes = 0;
     for (int i = 0; i < m->nfuncs; i++)
-        if (m->funcs[i]->kind != IR_FUNC_HOST_OPTIMIZER)
+        if (!host_func(p, i))
             arena_bytes = m->funcs[i]->arena_bytes > arena_bytes ? m->funcs[i]->arena_bytes : arena_bytes;
     /* Under tensor parallelism the arena holds the sequence-parallel collectives' buffers: in
      * window memory, the copy engines can move them, and the reduce-scatters' exchanges need a
@@ -203,7 +206,7 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     for (int i = 0; i < m->nfuncs; i++) {
         int slots = p->nslots[i];
         p->slot_execs[i] = xcalloc((size_t)slots, sizeof(rt_func_exec), "stash slots");
-        char *arena = m->funcs[i]->kind == IR_FUNC_HOST_OPTIMIZER ? p->host_arena : p->arena;
+        char *arena = host_func(p, i) ? p->host_arena : p->arena;
         bind_func(p, &p->slot_execs[i][0], m->funcs[i], arena, (int[IR_NUM_STASH_SPANS]){0});
         p->funcs[i] = p->slot_execs[i][0];
     }
@@ -325,7 +328,7 @@ void rt_program_bind_slot(rt_program *p, int func, const int *slot)
 void rt_program_run(rt_program *p, int func)
 {
     rt_trace_push(p, p->m->funcs[func]->name);
-    if (p->m->funcs[func]->kind == IR_FUNC_HOST_OPTIMIZER)
+    if (host_func(p, func))
         rt_host_run(p, func);
     else
         p->dev->run(p, func);
@@ -378,8 +381,6 @@ static void to_host(rt_program *p, bool on_host, void *dst, const void *src, siz
 {
     on_host ? (void)memcpy(dst, src, bytes) : p->dev->download(p, dst, src, bytes);
 }
-
-static bool host_func(const rt_program *p, int func) { return p->m->funcs[func]->kind == IR_FUNC_HOST_OPTIMIZER; }
 
 void rt_program_set_input(rt_program *p, int func, const char *name, const void *host, size_t bytes)
 {
