@@ -26,8 +26,9 @@
  * backward reads: the schedule pass gives it one buffer per micro-batch in flight and each call
  * its slot. Under the zero-bubble cut a stash global's span says which part reads it: fb (B
  * only: free after B), fw (W reads it: it lives until W); B's values for W are wstash (bw), a
- * sequence-parallel all-gather among them kept as its shard and gathered again by W. A value that would skip a stage, or flow against the pipeline, is refused (internal
- * error: the model builder's graph is layered, so it does not happen).
+ * sequence-parallel all-gather among them kept as its shard and gathered again by W. A value
+ * that would skip a stage, or flow against the pipeline, is refused (internal error: the model
+ * builder's graph is layered, so it does not happen).
  *
  * Each stage's module holds the globals its functions read and their companions (a parameter
  * read by two stages, as tied embeddings are, is in both, its gradients summed between them:

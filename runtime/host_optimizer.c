@@ -8,9 +8,10 @@
  * kernels_templates/optimizer.cuh (mcc_adamw_step: the same operations in the same order),
  * vectorised by `omp simd` (-fopenmp-simd: no OpenMP runtime). NVRTC compiles that kernel with
  * --use_fast_math (flushed denormals, approximate division, FMA contraction), so host and GPU agree
- * to fp32 rounding there, not to the bit. pthreads rather than OpenMP: train_rank then carries no OpenMP runtime whose idle
- * workers spin beside the CPU ranks' MPI progress and the --async-save writer, and a static split is
- * all the work needs. Elementwise, so any split of the threads gives the same bits.
+ * to fp32 rounding there, not to the bit. pthreads rather than OpenMP: train_rank then carries no
+ * OpenMP runtime whose idle workers spin beside the CPU ranks' MPI progress and the --async-save
+ * writer, and a static split is all the work needs. Elementwise, so any split of the threads gives
+ * the same bits.
  *
  * With config overlap_cpu_optimizer_d2h_h2d, where the device has asynchronous copies (copy_async;
  * the CPU device's are done at once),
