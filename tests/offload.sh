@@ -5,7 +5,7 @@
 # give the same step-1 gradients, every step's loss, lr and grad norm and the same final weights,
 # byte for byte: on CPU ranks the host's AdamW is the CPU kernel's arithmetic, run by train_rank's
 # host executor (runtime/host_optimizer.c) on MCC_HOST_OPTIMIZER_THREADS=3 threads over the host
-# globals the plan places there. On one rank it also checks, with gradient accumulation off (the
+# globals the plan places there (the offloaded parameters themselves on the host). On one rank it also checks, with gradient accumulation off (the
 # update's other zeroing path) and with bf16 Adam moments, a checkpoint saved with offload resumed without it and the reverse
 # (steps 6-10 the same text), and mcc compile's host memory line and its --host-memory refusal.
 set -euo pipefail
@@ -37,6 +37,15 @@ compile ref "$@"
 compile full "$@" "${offload[@]}"
 compile half "$@" "${offload[@]}" --optimizer-offload-fraction 0.5 --overlap-cpu-optimizer-d2h-h2d
 grep -q "host memory .*page-locked" "$work/full.clog" || { echo "FAIL: no host memory line"; cat "$work/full.clog"; exit 1; }
+# the fp32 value of an offloaded parameter lives on the host only (the parameter global itself is
+# host); the device keeps the working copy the step reads (CPU target: f32, @<p>.f32)
+for bin in full half; do
+  grep -aq "global @embedding.word : f32\[[0-9]*,64\] {kind=param, .*host}" "$work/bin_$bin" &&
+    grep -aq "global @embedding.word.f32 : f32\[[0-9]*,64\] {kind=copy, init=zeros, of=@embedding.word[,}]" "$work/bin_$bin" ||
+    { echo "FAIL: $bin: the offloaded @embedding.word is not a host global beside a device working copy"; exit 1; }
+done
+! grep -aq "global @final_norm.bias : .*host}" "$work/bin_half" || { echo "FAIL: fraction 0.5 put the last parameter on the host"; exit 1; }
+echo "ok: the plan holds the offloaded parameters on the host, their working copies on the device"
 ! grep -q "host memory" "$work/ref.clog" || { echo "FAIL: a host memory line without offload"; exit 1; }
 train ref ref; train full full; train half half
 same ref full "fraction 1.0"
