@@ -323,8 +323,8 @@ void mcc_memory_print(const mcc_memory_breakdown *b, FILE *out)
     fprintf(out, "  total             %10.3f GiB  (%lld bytes: train_rank's plan memory)\n", total / gib,
             (long long)total);
     if (b->host)
-        fprintf(out, "  host memory       %10.3f GiB  (%lld bytes, page-locked: the offloaded fp32 parameters, Adam state "
-                "and gradient copies, --optimizer-cpu-offload)\n", b->host / gib, (long long)b->host);
+        fprintf(out, "  host memory       %10.3f GiB  (%lld bytes, page-locked: the offloaded fp32 parameters, Adam state, "
+                "gradient copies and conversion staging, --optimizer-cpu-offload)\n", b->host / gib, (long long)b->host);
 }
 
 /* The arena values live across instruction i (made at or before it, read after it). */

@@ -330,6 +330,11 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
         if (offloaded[j]) { /* the host's update (into the working copy, or ZeRO's block), then param_sync's */
             m->globals[params[j]].host = true;
             int copy = working_copy(m, params[j]);
+            if (!zero && m->globals[copy].type.dtype != IR_F32 && m->globals[copy].type.dtype != IR_BF16)
+                return snprintf(err, errlen, "--optimizer-cpu-offload: the host converts the working copy @%s to bf16 "
+                                "or f32 only, not %s (param_dtype: use --bf16, or offload under "
+                                "--use-distributed-optimizer, whose device converts)", m->globals[copy].name,
+                                ir_dtype_name(m->globals[copy].type.dtype)), false;
             int master = zero ? master_shard(m, params[j]) : params[j];
             m->globals[master].host = true;
             int grad = ir_global_companion(m, params[j], zero ? IR_GLOBAL_GRAD_SHARD : IR_GLOBAL_GRAD);

@@ -75,15 +75,28 @@ static void adamw_f32_range(const rt_kernel_call *c, int64_t begin, int64_t end)
     }
 }
 
+/* What a pool thread runs: range(c, begin, end) over its slice of a call's elements. */
+typedef void (*host_range)(const rt_kernel_call *c, int64_t begin, int64_t end);
+
 typedef struct {
+    host_range range;
     const rt_kernel_call *c;
     int64_t begin, end;
-    bool f32;
-} adamw_slice;
+} host_slice;
 
-static void adamw_slice_run(const adamw_slice *s) { (s->f32 ? adamw_f32_range : rt_cpu_adamw_range)(s->c, s->begin, s->end); }
+static void slice_run(const host_slice *s) { s->range(s->c, s->begin, s->end); }
 
-/* The host AdamW's threads, started once when the plan is loaded (rt_host_pool_open) and joined
+/* A converting copy up's host half (c: dst the staging buffer, as bf16; src the f32 master), over
+ * [begin, end): rounded to nearest even as the GPU's __float2bfloat16_rn (runtime/bf16.h). */
+static void to_bf16_range(const rt_kernel_call *c, int64_t begin, int64_t end)
+{
+    uint16_t *restrict dst = c->args[0];
+    const float *restrict src = c->args[1];
+    for (int64_t i = begin; i < end; i++)
+        dst[i] = rt_f32_to_bf16(src[i]);
+}
+
+/* The host's threads (AdamW, conversions), started once when the plan is loaded (rt_host_pool_open) and joined
  * when it is freed: a job is one call's slices, slice 0 the caller's and slice t worker t's. A
  * job's generation wakes every worker; the caller waits until each has seen it (pending 0), so no
  * worker misses one and no slice outlives its call. */
@@ -97,7 +110,7 @@ typedef struct rt_host_pool {
     int pending;               /* workers yet to finish it */
     int parts;                 /* its slices */
     bool stop;
-    adamw_slice slice[MAX_THREADS];
+    host_slice slice[MAX_THREADS];
 } rt_host_pool;
 
 typedef struct pool_worker {
@@ -120,7 +133,7 @@ static void *pool_worker_run(void *arg)
         bool mine = w->index < pool->parts;
         pthread_mutex_unlock(&pool->lock);
         if (mine)
-            adamw_slice_run(&pool->slice[w->index]);
+            slice_run(&pool->slice[w->index]);
         pthread_mutex_lock(&pool->lock);
         if (--pool->pending == 0)
             pthread_cond_signal(&pool->done);
@@ -181,33 +194,38 @@ void rt_host_pool_close(rt_program *p)
     p->host_pool = NULL;
 }
 
-/* AdamW of call c over its tensor, in slices of MIN_SLICE elements or more, one a pool thread. */
+/* range over call c's n elements, in slices of MIN_SLICE elements or more, one a pool thread. */
+static void pool_run(rt_host_pool *pool, host_range range, const rt_kernel_call *c, int64_t n)
+{
+    int64_t parts = n / MIN_SLICE, threads = pool->nworkers + 1;
+    parts = parts < 1 ? 1 : parts > threads ? threads : parts;
+    if (parts == 1) {
+        range(c, 0, n);
+        return;
+    }
+    pthread_mutex_lock(&pool->lock);
+    for (int64_t t = 0; t < parts; t++)
+        pool->slice[t] = (host_slice){range, c, n * t / parts, n * (t + 1) / parts};
+    pool->parts = (int)parts;
+    pool->pending = pool->nworkers;
+    pool->generation++;
+    pthread_cond_broadcast(&pool->go);
+    pthread_mutex_unlock(&pool->lock);
+    slice_run(&pool->slice[0]);
+    pthread_mutex_lock(&pool->lock);
+    while (pool->pending)
+        pthread_cond_wait(&pool->done, &pool->lock);
+    pthread_mutex_unlock(&pool->lock);
+}
+
+/* AdamW of call c over its tensor, in the device's arithmetic (f32: the GPU's formula). */
 static void host_adamw(rt_host_pool *pool, const rt_kernel_call *c, bool f32)
 {
     if (((const float *)c->args[5])[0] < 1) { /* the CPU kernel's refusal, on both paths */
         rt_cpu_adamw_range(c, 0, 0);
         return;
     }
-    int64_t n = ir_numel(c->arg_types[0]);
-    int64_t parts = n / MIN_SLICE, threads = pool->nworkers + 1;
-    parts = parts < 1 ? 1 : parts > threads ? threads : parts;
-    if (parts == 1) {
-        adamw_slice_run(&(adamw_slice){c, 0, n, f32});
-        return;
-    }
-    pthread_mutex_lock(&pool->lock);
-    for (int64_t t = 0; t < parts; t++)
-        pool->slice[t] = (adamw_slice){c, n * t / parts, n * (t + 1) / parts, f32};
-    pool->parts = (int)parts;
-    pool->pending = pool->nworkers;
-    pool->generation++;
-    pthread_cond_broadcast(&pool->go);
-    pthread_mutex_unlock(&pool->lock);
-    adamw_slice_run(&pool->slice[0]);
-    pthread_mutex_lock(&pool->lock);
-    while (pool->pending)
-        pthread_cond_wait(&pool->done, &pool->lock);
-    pthread_mutex_unlock(&pool->lock);
+    pool_run(pool, f32 ? adamw_f32_range : rt_cpu_adamw_range, c, ir_numel(c->arg_types[0]));
 }
 
 typedef enum { MOVE_NONE, MOVE_DOWN, MOVE_UP } host_move;
@@ -223,16 +241,18 @@ static host_move move_of(const rt_program *p, const ir_func *f, const ir_instr *
     bool dst_host = dst < 0 || p->m->globals[dst].host, src_host = src < 0 || p->m->globals[src].host;
     if (dst_host == src_host)
         return MOVE_NONE;
-    if (dst_host && f->vals[in->args[0]].type.dtype != f->vals[in->args[1]].type.dtype) {
-        fprintf(stderr, "train_rank: internal error: %s copies down from device memory with a dtype change "
-                        "(instruction %d; passes/optimizer.c converts on the host after the copy)\n", f->name, (int)(in - f->instrs));
+    ir_dtype to = f->vals[in->args[0]].type.dtype, from = f->vals[in->args[1]].type.dtype;
+    if (to != from && (dst_host || from != IR_F32 || to != IR_BF16)) {
+        fprintf(stderr, "train_rank: internal error: %s copies between host and device memory converting %s to %s "
+                        "(instruction %d; the host converts f32 to bf16 on the way up only: passes/optimizer.c)\n",
+                f->name, ir_dtype_name(from), ir_dtype_name(to), (int)(in - f->instrs));
         exit(1);
     }
     return dst_host ? MOVE_DOWN : MOVE_UP;
 }
 
-/* The bytes copy up c sends: its source's, or, where it changes the dtype, the host's conversion of
- * them in the staging buffer (the CPU kernel's rounding, as the device's copy rounds). */
+/* The bytes copy up c sends: its source's, or, where it changes the dtype (f32 to bf16: the
+ * optimizer pass allows no other), the host's conversion of them into the staging buffer. */
 static const void *up_source(rt_program *p, const rt_kernel_call *c)
 {
     if (c->arg_types[0]->dtype == c->arg_types[1]->dtype)
@@ -240,7 +260,7 @@ static const void *up_source(rt_program *p, const rt_kernel_call *c)
     void *args[2] = {p->host_staging, c->args[1]};
     rt_kernel_call convert = *c;
     convert.args = args;
-    rt_cpu_kernels[IR_OP_COPY](&convert);
+    pool_run(p->host_pool, to_bf16_range, &convert, ir_numel(c->arg_types[1]));
     return p->host_staging;
 }
 
