@@ -113,8 +113,9 @@ typedef struct {
  * GRAD_SHARD this rank's block of the reduced gradient (ZeRO), MASTER_SHARD this rank's block of
  * the fp32 master (ZeRO), ADAM_M/ADAM_V Adam's moments, COPY a lower-precision working copy that
  * the forward and backward read, HOST_GRAD the host's copy of its gradient (or block) that the host's
- * AdamW reads (--optimizer-cpu-offload). Under offload the MASTER_SHARD is the host's fp32 master
- * (ZeRO's block of it, or this rank's whole part), and it and Adam's moments are `host`. FP8's scaling state (amax history, scale) joins here as roles
+ * AdamW reads (--optimizer-cpu-offload). Under offload an offloaded PARAM itself is `host` (its fp32
+ * value lives on the host only; the device keeps the COPY, f32 where param_dtype is f32), and so are
+ * its MASTER_SHARD (ZeRO's block), Adam's moments and its HOST_GRAD. FP8's scaling state (amax history, scale) joins here as roles
  * owned by the parameter they scale. ORDER: ir_global_kind_names (print.c). */
 typedef enum {
     IR_GLOBAL_PARAM, IR_GLOBAL_GRAD, IR_GLOBAL_ADAM_M, IR_GLOBAL_ADAM_V, IR_GLOBAL_COPY, IR_GLOBAL_GRAD_SHARD,

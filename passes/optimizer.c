@@ -317,7 +317,7 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
         any_offloaded |= offloaded[j];
     }
     ir_func *host = NULL, *sync = NULL;
-    int host_inputs[3];
+    int host_inputs[3] = {0};
     if (any_offloaded) {
         ir_output(m, f, "clip_coef", coef);
         host = ir_func_new(m, "host_optimizer", IR_FUNC_HOST_OPTIMIZER);
