@@ -544,7 +544,7 @@ int64_t ir_host_staging_bytes(const ir_module *m, const ir_func *f)
         if (up && t->dtype != f->vals[in->args[1]].type.dtype && (int64_t)ir_bytes(t) > most)
             most = (int64_t)ir_bytes(t);
     }
-    return most;
+    return 2 * (most < IR_HOST_STAGE_HALF ? most : IR_HOST_STAGE_HALF);
 }
 
 int ir_global_find(const ir_module *m, const char *name)

@@ -442,10 +442,12 @@ bool ir_param_held_elsewhere(const ir_module *m, int g);
 /* The global that holds parameter p's current fp32 value: its MASTER_SHARD (ZeRO's block; under
  * offload the parameter then keeps only its initial or loaded value) where one exists, else p. */
 int ir_param_value(const ir_module *m, int p);
-/* Bytes of the host's staging buffer for function f (kind host_optimizer): its largest copy up (a
- * host value into a device global) that changes the dtype, which the host converts into the buffer
- * before the working dtype's bytes cross; 0 for other functions. The memory plan counts it as host
- * memory and train_rank allocates it after the host function's arena. */
+/* Bytes of the host's staging buffer for function f (kind host_optimizer): two halves, each as large
+ * as its largest copy up (a host value into a device global) that changes the dtype, up to
+ * IR_HOST_STAGE_HALF; the host converts such a copy into the halves in turn, chunk by chunk, before
+ * the working dtype's bytes cross. 0 for other functions. The memory plan counts it as host memory
+ * and train_rank allocates it after the host function's arena. */
+enum { IR_HOST_STAGE_HALF = 64 << 20 };
 int64_t ir_host_staging_bytes(const ir_module *m, const ir_func *f);
 /* The PARAM global g is or belongs to. */
 static inline int ir_global_param(const ir_module *m, int g) { return m->globals[g].owner >= 0 ? m->globals[g].owner : g; }

@@ -1,8 +1,8 @@
 /* host_optimizer.c — runs a plan's host_optimizer function (--optimizer-cpu-offload, built by
  * passes/optimizer.c) on the host: a copy between a device global and a host global is a transfer
  * through the device table (down or up; a copy up that changes the dtype, the master into a bf16
- * working copy, converted by the host into a staging buffer first, so that only the working dtype's
- * bytes cross), AdamW runs on a pool of pthreads started at load (MCC_HOST_OPTIMIZER_THREADS) over
+ * working copy, converted by the host chunk by chunk into a staging buffer first, so that only the
+ * working dtype's bytes cross), AdamW runs on a pool of pthreads started at load (MCC_HOST_OPTIMIZER_THREADS) over
  * static slices of the tensor, and any other instruction is the CPU backend's kernel, on host memory.
  *
  * The AdamW is the plan's device's arithmetic: on the CPU device its own kernel (rt_cpu_adamw_range,
@@ -251,17 +251,30 @@ static host_move move_of(const rt_program *p, const ir_func *f, const ir_instr *
     return dst_host ? MOVE_DOWN : MOVE_UP;
 }
 
-/* The bytes copy up c sends: its source's, or, where it changes the dtype (f32 to bf16: the
- * optimizer pass allows no other), the host's conversion of them into the staging buffer. */
-static const void *up_source(rt_program *p, const rt_kernel_call *c)
+/* Copy up c that changes the dtype (f32 to bf16: the optimizer pass allows no other): the host
+ * converts a chunk at a time into the halves of the staging buffer in turn (ir_host_staging_bytes),
+ * and each chunk goes up from there; under overlap its copy is queued (inflight[half]) and the
+ * next chunk's conversion runs beside it, a half being reused once its copy is done. */
+static void convert_up(rt_program *p, const rt_kernel_call *c, bool overlap, void *inflight[2], int *turn)
 {
-    if (c->arg_types[0]->dtype == c->arg_types[1]->dtype)
-        return c->args[1];
-    void *args[2] = {p->host_staging, c->args[1]};
-    rt_kernel_call convert = *c;
-    convert.args = args;
-    pool_run(p->host_pool, to_bf16_range, &convert, ir_numel(c->arg_types[1]));
-    return p->host_staging;
+    const rt_device *dev = p->dev;
+    int64_t n = ir_numel(c->arg_types[1]), chunk = (int64_t)(p->host_staging_bytes / 2 / sizeof(uint16_t));
+    for (int64_t at = 0; at < n; at += chunk) {
+        int64_t k = n - at < chunk ? n - at : chunk;
+        char *half = p->host_staging + (size_t)*turn * (p->host_staging_bytes / 2);
+        if (inflight[*turn])
+            dev->copy_wait(p, inflight[*turn]), inflight[*turn] = NULL;
+        void *args[2] = {half, (float *)c->args[1] + at};
+        rt_kernel_call convert = *c;
+        convert.args = args;
+        pool_run(p->host_pool, to_bf16_range, &convert, k);
+        void *dst = (uint16_t *)c->args[0] + at;
+        if (overlap)
+            inflight[*turn] = dev->copy_async(p, dst, half, (size_t)k * sizeof(uint16_t), false);
+        else
+            dev->upload(p, dst, half, (size_t)k * sizeof(uint16_t));
+        *turn ^= 1;
+    }
 }
 
 void rt_host_run(rt_program *p, int func)
@@ -272,7 +285,8 @@ void rt_host_run(rt_program *p, int func)
     bool f32 = dev != &rt_cpu_device;
     bool overlap = ir_cfg_bool(p->m, IR_CFG_OVERLAP_CPU_OPTIMIZER_D2H_H2D) && dev->copy_async;
     void **pending = overlap ? calloc((size_t)f->ninstrs + 1, sizeof(void *)) : NULL;
-    int staged = -1; /* the copy up in flight from the staging buffer */
+    void *inflight[2] = {NULL, NULL}; /* the staging halves' copies up */
+    int turn = 0;
     for (int i = 0; overlap && i < f->ninstrs; i++) /* every gradient on its way down, in order */
         if (move_of(p, f, &f->instrs[i]) == MOVE_DOWN)
             pending[i] = dev->copy_async(p, x->calls[i].args[0], x->calls[i].args[1], ir_bytes(x->calls[i].arg_types[0]), true);
@@ -286,17 +300,14 @@ void rt_host_run(rt_program *p, int func)
             else
                 dev->download(p, c->args[0], c->args[1], bytes);
             break;
-        case MOVE_UP: {
-            bool converts = c->arg_types[0]->dtype != c->arg_types[1]->dtype;
-            if (converts && staged >= 0) /* the staging buffer is free again */
-                dev->copy_wait(p, pending[staged]), pending[staged] = NULL, staged = -1;
-            const void *src = up_source(p, c);
-            if (overlap)
-                pending[i] = dev->copy_async(p, c->args[0], src, bytes, false), staged = converts ? i : staged;
+        case MOVE_UP:
+            if (c->arg_types[0]->dtype != c->arg_types[1]->dtype)
+                convert_up(p, c, overlap, inflight, &turn);
+            else if (overlap)
+                pending[i] = dev->copy_async(p, c->args[0], c->args[1], bytes, false);
             else
-                dev->upload(p, c->args[0], src, bytes);
+                dev->upload(p, c->args[0], c->args[1], bytes);
             break;
-        }
         case MOVE_NONE:
             if (f->instrs[i].op == IR_OP_ADAMW)
                 host_adamw(p->host_pool, c, f32);
@@ -308,5 +319,8 @@ void rt_host_run(rt_program *p, int func)
     for (int i = 0; overlap && i < f->ninstrs; i++) /* every parameter up before the device reads it */
         if (pending[i])
             dev->copy_wait(p, pending[i]);
+    for (int h = 0; h < 2; h++)
+        if (inflight[h])
+            dev->copy_wait(p, inflight[h]);
     free(pending);
 }

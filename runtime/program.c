@@ -183,6 +183,7 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
         memset(p->host_slab, 0, p->host_bytes);
         p->host_arena = (char *)p->host_slab + host_slab;
         p->host_staging = p->host_arena + host_arena;
+        p->host_staging_bytes = (size_t)staging;
     }
     for (int i = 0; i < m->nfuncs && !p->host_pool; i++)
         if (host_func(p, i))

@@ -30,7 +30,8 @@ typedef struct rt_program {
     size_t global_slab_bytes;
     void *host_slab;                /* the host globals (ir_global.host), host_arena, host_staging; or NULL */
     char *host_arena;               /* the host_optimizer function's values */
-    char *host_staging;             /* after host_arena: where the host converts a copy up (ir_host_staging_bytes) */
+    char *host_staging;             /* after host_arena: where the host converts a copy up, two halves */
+    size_t host_staging_bytes;      /* ir_host_staging_bytes */
     struct rt_host_pool *host_pool; /* the host AdamW's threads (host_optimizer.c), or NULL */
     size_t host_bytes;              /* of host_slab: what mcc compile's memory report counts as host memory */
     size_t bucket_exchange_bytes;   /* after the slab, in its window: the copy lane's gradient

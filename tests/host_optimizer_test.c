@@ -1,8 +1,9 @@
 /* host_optimizer_test.c — the host function's executor (runtime/host_optimizer.c) on the CPU
  * device: a copy up that changes the dtype (an offloaded parameter's f32 value into its bf16 working
- * copy) is converted by the host, rounding to nearest even as the GPU does, into the staging buffer
- * the plan counts (ir_host_staging_bytes); and AdamW split over the thread pool started at load
- * (MCC_HOST_OPTIMIZER_THREADS=4) updates every element as the CPU kernel does in one piece. */
+ * copy) is converted by the host, rounding to nearest even as the GPU does, through the staging
+ * buffer the plan counts (ir_host_staging_bytes), in one chunk or many, its copies at once or
+ * queued; and AdamW split over the thread pool started at load (MCC_HOST_OPTIMIZER_THREADS=4)
+ * updates every element as the CPU kernel does in one piece. */
 #include "ir/ir.h"
 #include "runtime/bf16.h"
 #include "runtime/cpu_kernels.h"
@@ -42,22 +43,30 @@ static void expect(bool ok, const char *what)
     fails += !ok;
 }
 
-int main(void)
+/* One host_optimizer run of the plan (overlap: config overlap_cpu_optimizer_d2h_h2d, the CPU
+ * device's copies then done at once) with the staging halves of half_bytes (0: the plan's). */
+static void run_case(bool overlap, size_t half_bytes)
 {
-    setenv("MCC_HOST_OPTIMIZER_THREADS", "4", 1);
-    char err[512];
-    rt_program *p = rt_program_load(plan, &rt_cpu_device, NULL, 0, err, sizeof err);
+    char text[sizeof plan + 64], err[512];
+    snprintf(text, sizeof text, "%s%s", overlap ? "config {\n  overlap_cpu_optimizer_d2h_h2d = \"1\"\n}\n" : "", plan);
+    rt_program *p = rt_program_load(text, &rt_cpu_device, NULL, 0, err, sizeof err);
     if (!p) {
         fprintf(stderr, "FAIL: the plan does not load: %s\n", err);
-        return 1;
+        exit(1);
     }
-    expect(ir_host_staging_bytes(p->m, p->m->funcs[0]) == 2 * N && p->host_staging,
-           "the converting copy up has a staging buffer of the working copy's bytes");
+    printf("-- %s, %s\n", overlap ? "copies queued" : "copies at once",
+           half_bytes ? "a chunk of 1000 elements a staging half" : "one chunk");
+    expect(ir_host_staging_bytes(p->m, p->m->funcs[0]) == 2 * 2 * N && p->host_staging,
+           "the converting copy up has a staging buffer of two halves, each the working copy's bytes");
+    if (half_bytes) /* white box: smaller halves inside the buffer, so the copy goes up in chunks */
+        p->host_staging_bytes = 2 * half_bytes;
     static float w[N], g[N], ref[N], m[N], v[N];
     for (int i = 0; i < N; i++) {
         w[i] = (float)sin(i * 0.37) * (1.0f + (float)i / N);
         g[i] = (float)cos(i * 0.11) * 0.01f;
     }
+    memset(m, 0, sizeof m);
+    memset(v, 0, sizeof v);
     w[2] = NAN;
     float lr = 1e-3f, step = 1, coef = 0.5f;
     rt_program_write_global(p, ir_global_find(p->m, "w"), w);
@@ -84,17 +93,24 @@ int main(void)
     rt_program_read_global(p, ir_global_find(p->m, "w"), got);
     rt_program_read_global(p, ir_global_find(p->m, "w.bf16"), copy);
     expect(!memcmp(got, ref, sizeof got), "AdamW over the pool's slices equals the CPU kernel's in one piece, bit for bit");
-    bool rounded = true;
-    for (int i = 0; i < N; i++)
-        rounded &= copy[i] == rt_f32_to_bf16(got[i]);
-    expect(rounded, "the bf16 working copy is the host's round-to-nearest-even of every updated element");
-    bool truncation = true; /* the check can fail: rounding is not cutting the low bits off */
+    bool rounded = true, truncation = true; /* the check can fail: rounding is not cutting the low bits off */
     for (int i = 0; i < N; i++) {
         uint32_t u;
         memcpy(&u, &got[i], sizeof u);
+        rounded &= copy[i] == rt_f32_to_bf16(got[i]);
         truncation &= copy[i] == (uint16_t)(u >> 16);
     }
-    expect(!truncation && isnan(rt_bf16_to_f32(copy[2])), "(rounding differs from truncation here; NaN stays NaN)");
+    expect(rounded && !truncation && isnan(rt_bf16_to_f32(copy[2])),
+           "the bf16 working copy is the host's round-to-nearest-even of every updated element (NaN stays NaN)");
     rt_program_free(p); /* joins the pool's threads */
+}
+
+int main(void)
+{
+    setenv("MCC_HOST_OPTIMIZER_THREADS", "4", 1);
+    run_case(false, 0);
+    run_case(true, 0);
+    run_case(false, 1000 * sizeof(uint16_t));
+    run_case(true, 1000 * sizeof(uint16_t));
     return fails ? 1 : 0;
 }
