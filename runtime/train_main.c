@@ -225,6 +225,7 @@ typedef struct {
     double t_start;                 /* the process's start: --exit-duration-in-mins counts from it */
     FILE *steps;
     char steps_path[4096];
+    double host_logged[4];          /* rt_program.host_times at the last log line */
 } train_run;
 
 /* Loads rows first .. first+B-1 of split as @tokens/@targets of func, and tells a function with
@@ -621,7 +622,8 @@ static bool on_gpu(const train_run *r) { return strcmp(r->p->dev->name, "cpu") !
 
 /* Megatron's training log line, field for field (names, order and formats of its training_log,
  * so scripts that scrape Megatron logs read ours; bf16 has no loss scaling: 1.0; every skipped
- * step is one with a NaN or Inf), then our fields. And the step's metrics record. */
+ * step is one with a NaN or Inf), then our fields (with --optimizer-cpu-offload, the host step's
+ * split last). And the step's metrics record. */
 static void log_line(train_run *r, int it, const step_result *last, const log_window *w)
 {
     int done = w->iters - w->skipped;
@@ -642,14 +644,28 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
     printf(" [%s] iteration %8d/%8d | consumed samples: %12lld | elapsed time per iteration (ms): %.1f | "
            "throughput per GPU (TFLOP/s/GPU): %.1f | learning rate: %.6E | global batch size: %5lld | lm loss: %.6E | "
            "loss scale: 1.0 | grad norm: %.3f | number of skipped iterations: %3d | number of nan iterations: %3d | "
-           "tokens/s/GPU: %.0f | MFU: %s | memory (GiB): %.2f |\n", when, it, r->iters, samples, ms, flops / 1e12,
+           "tokens/s/GPU: %.0f | MFU: %s | memory (GiB): %.2f |", when, it, r->iters, samples, ms, flops / 1e12,
            last->lr, global_batch, loss, last->grad_norm, w->skipped, w->skipped, tok_s, mfu_text, mem);
+    /* --optimizer-cpu-offload: the host step a iteration, split into waiting for gradient chunks,
+     * AdamW and the copies up (runtime/host_optimizer.c; the rest is its other instructions) */
+    bool offload = ir_func_of_kind(r->m, IR_FUNC_HOST_OPTIMIZER) >= 0;
+    double host[4];
+    for (int k = 0; k < 4; k++) {
+        host[k] = (r->p->host_times[k] - r->host_logged[k]) * 1e3 / w->iters;
+        r->host_logged[k] = r->p->host_times[k];
+    }
+    if (offload)
+        printf(" host step (ms): %.1f (copies down %.1f, adam %.1f, up %.1f) |", host[RT_HOST_TIME_ALL],
+               host[RT_HOST_TIME_DOWN], host[RT_HOST_TIME_ADAM], host[RT_HOST_TIME_UP]);
+    printf("\n");
     const rt_scalar rec[] = {
         {"consumed_samples", (double)samples}, {"loss", loss}, {"lr", last->lr},
         {"grad_norm", last->skipped ? NAN : last->grad_norm}, {"ms_per_iter", ms}, {"tokens_per_s_per_gpu", tok_s},
         {"tflops_per_gpu", flops / 1e12}, {"mfu", mfu}, {"memory_gib", mem}, {"skipped", w->skipped},
+        {"host_step_ms", host[RT_HOST_TIME_ALL]}, {"host_copies_down_ms", host[RT_HOST_TIME_DOWN]},
+        {"host_adam_ms", host[RT_HOST_TIME_ADAM]}, {"host_up_ms", host[RT_HOST_TIME_UP]},
     };
-    emit_record(r, it, rec, (int)(sizeof rec / sizeof rec[0]));
+    emit_record(r, it, rec, (int)(sizeof rec / sizeof rec[0]) - (offload ? 0 : 4));
 }
 
 /* ---- start-up ------------------------------------------------------------------------------ */
