@@ -20,45 +20,35 @@
 
 enum { N = 40000 }; /* 9 slices of 4096: every pool thread takes one */
 
-static const char plan[] =
+/* The host function of one offloaded parameter @w: AdamW on the host master reading the device's
+ * gradient, then the master copied up. Filled with the layout's own globals, the master, the
+ * gradient and the copy up's destination and dtype. */
+static const char plan_format[] =
     "global @w : f32[40000] {kind=param, init=zeros, host}\n"
-    "global @w.grad : f32[40000] {kind=grad, init=zeros, of=@w}\n"
-    "global @w.bf16 : bf16[40000] {kind=copy, init=zeros, of=@w}\n"
+    "%s"
     "global @w.adam_m : f32[40000] {kind=adam_m, init=zeros, of=@w, host}\n"
     "global @w.adam_v : f32[40000] {kind=adam_v, init=zeros, of=@w, host}\n"
     "func host_optimizer {kind=host_optimizer, arena=192} {\n"
-    "  %0 = input @lr : f32[] @+0\n"
-    "  %1 = input @step : f32[] @+64\n"
-    "  %2 = input @clip_coef : f32[] @+128\n"
-    "  %3 = global @w : f32[40000] @global\n"
-    "  %4 = global @w.grad : f32[40000] @global\n"
-    "  %5 = global @w.adam_m : f32[40000] @global\n"
-    "  %6 = global @w.adam_v : f32[40000] @global\n"
-    "  adamw %3, %4, %5, %6, %0, %1, %2 {beta1=0.9, beta2=0.95, eps=1e-08, weight_decay=0.01}\n"
-    "  %7 = global @w.bf16 : bf16[40000] @global\n"
-    "  copy %7, %3\n"
+    "  %%0 = input @lr : f32[] @+0\n"
+    "  %%1 = input @step : f32[] @+64\n"
+    "  %%2 = input @clip_coef : f32[] @+128\n"
+    "  %%3 = global @%s : f32[40000] @global\n"
+    "  %%4 = global @%s : f32[40000] @global\n"
+    "  %%5 = global @w.adam_m : f32[40000] @global\n"
+    "  %%6 = global @w.adam_v : f32[40000] @global\n"
+    "  adamw %%3, %%4, %%5, %%6, %%0, %%1, %%2 {beta1=0.9, beta2=0.95, eps=1e-08, weight_decay=0.01}\n"
+    "  %%7 = global @%s : %s[40000] @global\n"
+    "  copy %%7, %%3\n"
     "}\n";
 
+/* Without ZeRO: the parameter is the master and goes up into its bf16 working copy. */
+static const char plain_globals[] = "global @w.grad : f32[40000] {kind=grad, init=zeros, of=@w}\n"
+                                    "global @w.bf16 : bf16[40000] {kind=copy, init=zeros, of=@w}\n";
 /* ZeRO's shape: the host master block is updated from the device's reduced gradient block and goes
  * up, f32, into that block. */
-static const char zero_plan[] =
-    "global @w : f32[40000] {kind=param, init=zeros, host}\n"
+static const char zero_globals[] =
     "global @w.master_shard : f32[40000] {kind=master_shard, init=zeros, of=@w, host}\n"
-    "global @w.grad_shard : f32[40000] {kind=grad_shard, init=zeros, of=@w}\n"
-    "global @w.adam_m : f32[40000] {kind=adam_m, init=zeros, of=@w, host}\n"
-    "global @w.adam_v : f32[40000] {kind=adam_v, init=zeros, of=@w, host}\n"
-    "func host_optimizer {kind=host_optimizer, arena=192} {\n"
-    "  %0 = input @lr : f32[] @+0\n"
-    "  %1 = input @step : f32[] @+64\n"
-    "  %2 = input @clip_coef : f32[] @+128\n"
-    "  %3 = global @w.master_shard : f32[40000] @global\n"
-    "  %4 = global @w.grad_shard : f32[40000] @global\n"
-    "  %5 = global @w.adam_m : f32[40000] @global\n"
-    "  %6 = global @w.adam_v : f32[40000] @global\n"
-    "  adamw %3, %4, %5, %6, %0, %1, %2 {beta1=0.9, beta2=0.95, eps=1e-08, weight_decay=0.01}\n"
-    "  %7 = global @w.grad_shard : f32[40000] @global\n"
-    "  copy %7, %3\n"
-    "}\n";
+    "global @w.grad_shard : f32[40000] {kind=grad_shard, init=zeros, of=@w}\n";
 
 static int fails;
 
@@ -72,9 +62,12 @@ static void expect(bool ok, const char *what)
  * the CPU device's copies then done at once) in chunks of `chunk` elements (0: the plan's, one). */
 static void run_case(bool zero, bool overlap, int64_t chunk)
 {
-    char text[sizeof zero_plan + sizeof plan + 64], err[512];
-    snprintf(text, sizeof text, "%s%s", overlap ? "config {\n  overlap_cpu_optimizer_d2h_h2d = \"1\"\n}\n" : "",
-             zero ? zero_plan : plan);
+    char text[4096], err[512];
+    int at = snprintf(text, sizeof text, "%s", overlap ? "config {\n  overlap_cpu_optimizer_d2h_h2d = \"1\"\n}\n" : "");
+    if (zero)
+        snprintf(text + at, sizeof text - at, plan_format, zero_globals, "w.master_shard", "w.grad_shard", "w.grad_shard", "f32");
+    else
+        snprintf(text + at, sizeof text - at, plan_format, plain_globals, "w", "w.grad", "w.bf16", "bf16");
     rt_program *p = rt_program_load(text, &rt_cpu_device, NULL, 0, err, sizeof err);
     if (!p) {
         fprintf(stderr, "FAIL: the plan does not load: %s\n", err);
