@@ -22,7 +22,8 @@
  *
  * With config overlap_cpu_optimizer_d2h_h2d, where the device has asynchronous copies (copy_async;
  * the CPU device's are done at once), the copies are queued on the device's copy stream in program
- * order: the next chunk's gradient goes down while this one is updated, and each chunk's copy up is
+ * order: the next chunk's gradient (the next parameter's first, after a parameter's last) goes down
+ * while this one is updated, and each chunk's copy up is
  * queued at once, a half being reused once its copies are done; the function returns when every
  * copy up is done. Without it each chunk's copy down, update and copy up run one after another. */
 #include "runtime/host_optimizer.h"
@@ -316,14 +317,16 @@ static void *down_chunk(host_stream *s, const rt_kernel_call *c, int64_t at, int
 /* AdamW c, whose gradient is a device global, streamed chunk by chunk (host_stage.chunk elements)
  * through the staging halves in turn, with copy up `up` of the master it updates (NULL: none): each
  * chunk's gradient goes down, is updated, and the same chunk of the master goes up. Under overlap
- * the next chunk's copy down is queued before this one's update and each copy up is queued, so the
- * copies of one chunk run beside the update of its neighbours; without, each runs in turn. */
-static void stream_adamw(host_stream *s, const rt_kernel_call *c, const rt_kernel_call *up, bool f32)
+ * the next chunk's copy down is queued before this one's update (at the last chunk, the first of
+ * `next`, the streamed AdamW that follows, or NULL) and each copy up is queued, so the copies of
+ * one chunk run beside the update of its neighbours; without, each runs in turn. */
+static void stream_adamw(host_stream *s, const rt_kernel_call *c, const rt_kernel_call *up,
+                         const rt_kernel_call *next, bool f32)
 {
     rt_program *p = s->p;
     int64_t n = ir_numel(c->arg_types[0]), chunk = p->host_stage.chunk;
     size_t msize = ir_dtype_size(c->arg_types[2]->dtype), vsize = ir_dtype_size(c->arg_types[3]->dtype);
-    if (s->overlap)
+    if (s->overlap && !s->down[s->turn]) /* else the previous AdamW queued it */
         s->down[s->turn] = down_chunk(s, c, 0, n < chunk ? n : chunk, s->turn);
     for (int64_t at = 0; at < n; at += chunk) {
         int h = s->turn;
@@ -331,6 +334,10 @@ static void stream_adamw(host_stream *s, const rt_kernel_call *c, const rt_kerne
         double t0 = os_now_s();
         if (s->overlap && at + chunk < n) /* the other half's gradient was updated last chunk: free */
             s->down[h ^ 1] = down_chunk(s, c, at + chunk, n - at - chunk < chunk ? n - at - chunk : chunk, h ^ 1);
+        else if (s->overlap && next) {
+            int64_t first = ir_numel(next->arg_types[0]);
+            s->down[h ^ 1] = down_chunk(s, next, 0, first < chunk ? first : chunk, h ^ 1);
+        }
         if (s->overlap)
             wait_token(p, &s->down[h]);
         else
@@ -352,6 +359,14 @@ static void stream_adamw(host_stream *s, const rt_kernel_call *c, const rt_kerne
     }
 }
 
+/* The first instruction of f after i that does work (references to globals do none), or ninstrs. */
+static int next_work(const ir_func *f, int i)
+{
+    while (++i < f->ninstrs && f->instrs[i].op == IR_OP_GLOBAL) {
+    }
+    return i;
+}
+
 /* Whether AdamW c of f (instruction i) reads its gradient from a device global: streamed. */
 static bool streamed(const rt_program *p, const ir_func *f, int i)
 {
@@ -370,10 +385,13 @@ void rt_host_run(rt_program *p, int func)
         const rt_kernel_call *c = &x->calls[i];
         host_move move = move_of(p, f, &f->instrs[i]);
         if (streamed(p, f, i)) { /* with the copy up of what it updated, where one follows */
-            bool paired = i + 1 < f->ninstrs && move_of(p, f, &f->instrs[i + 1]) == MOVE_UP &&
-                          f->instrs[i + 1].args[1] == f->instrs[i].args[0];
-            stream_adamw(&s, c, paired ? &x->calls[i + 1] : NULL, f32);
-            i += paired;
+            int j = next_work(f, i); /* the copy up of what it updated, where it follows */
+            bool paired = j < f->ninstrs && move_of(p, f, &f->instrs[j]) == MOVE_UP &&
+                          f->instrs[j].args[1] == f->instrs[i].args[0];
+            int after = paired ? next_work(f, j) : j; /* the next streamed AdamW: its first chunk prefetched */
+            bool prefetch = after < f->ninstrs && streamed(p, f, after);
+            stream_adamw(&s, c, paired ? &x->calls[j] : NULL, prefetch ? &x->calls[after] : NULL, f32);
+            i = paired ? j : i;
         } else if (move == MOVE_DOWN) {
             p->dev->download(p, c->args[0], c->args[1], ir_bytes(c->arg_types[0]));
         } else if (move == MOVE_UP) {
