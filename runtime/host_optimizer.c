@@ -23,9 +23,9 @@
  * With config overlap_cpu_optimizer_d2h_h2d, where the device has asynchronous copies (copy_async;
  * the CPU device's are done at once), the copies are queued on the device's copy stream in program
  * order: the next chunk's gradient (the next parameter's first, after a parameter's last) goes down
- * while this one is updated, and each chunk's copy up is
- * queued at once, a half being reused once its copies are done; the function returns when every
- * copy up is done. Without it each chunk's copy down, update and copy up run one after another. */
+ * while this one is updated, and each chunk's copy up is queued at once, a half being reused once
+ * its copies are done; the function returns when every copy up is done. Without it each chunk's
+ * copy down, update and copy up run one after another. */
 #include "runtime/host_optimizer.h"
 
 #include "common/knobs.h"
@@ -384,7 +384,7 @@ void rt_host_run(rt_program *p, int func)
     for (int i = 0; i < f->ninstrs; i++) {
         const rt_kernel_call *c = &x->calls[i];
         host_move move = move_of(p, f, &f->instrs[i]);
-        if (streamed(p, f, i)) { /* with the copy up of what it updated, where one follows */
+        if (streamed(p, f, i)) {
             int j = next_work(f, i); /* the copy up of what it updated, where it follows */
             bool paired = j < f->ninstrs && move_of(p, f, &f->instrs[j]) == MOVE_UP &&
                           f->instrs[j].args[1] == f->instrs[i].args[0];
