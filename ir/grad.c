@@ -124,7 +124,7 @@ void ir_grad_fp8_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
     bool tb = in->attr[1] != 0, wgrad = in->attr[3] != 0;
     int qa = in->args[0], qb = in->args[2], dy = DY;
     int x = fp8_source(g->f, qa), w = fp8_source(g->f, qb);
-    int qdy = ir_fp8_quantize(g->m, g->f, dy, (ir_fp8_format)in->attr[2]);
+    int qdy = ir_fp8_quantize(g->m, g->f, dy, ir_fp8_amax(g->m, g->f, dy), (ir_fp8_format)in->attr[2]);
     ir_grad_contribute(g, x, like(g, ir_fp8_matmul(g->m, g->f, qdy, qb, false, !tb, IR_FP8_E4M3, false), x));
     int db;
     if (wgrad)

@@ -190,13 +190,25 @@ bool ir_infer_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, i
     return true;
 }
 
-/* x -> (q in the format's fp8 dtype, scale_inv f32[1]) */
+/* x -> f32[1], x a wider float tensor than fp8 (what fp8_quantize quantizes) */
+bool ir_infer_fp8_amax(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_float(&a[0], "operand", err, len) || ir_dtype_is_fp8(a[0].dtype))
+        return fail(err, len, "%s of %s: it reads a wider float tensor", ir_ops[in->op].name, tstr(&a[0]));
+    int64_t one = 1;
+    r[0] = ir_tensor(IR_F32, 1, &one);
+    return true;
+}
+
+/* (x, amax f32[1]) -> (q in the format's fp8 dtype, scale_inv f32[1]) */
 bool ir_infer_fp8_quantize(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     if (in->attr[0] != IR_FP8_E4M3 && in->attr[0] != IR_FP8_E5M2)
         return fail(err, len, "fp8_quantize format %g: 0 (E4M3) or 1 (E5M2)", in->attr[0]);
-    if (!need_float(&a[0], "operand", err, len) || ir_dtype_is_fp8(a[0].dtype))
-        return fail(err, len, "fp8_quantize of %s: it quantizes a wider float tensor", tstr(&a[0]));
+    if (!ir_infer_fp8_amax(m, in, a, r, err, len))
+        return false;
+    if (a[1].dtype != IR_F32 || ir_numel(&a[1]) != 1)
+        return fail(err, len, "fp8_quantize's amax operand: f32[1], got %s", tstr(&a[1]));
     r[0] = a[0];
     r[0].dtype = ir_fp8_dtype((ir_fp8_format)in->attr[0]);
     int64_t one = 1;

@@ -801,10 +801,13 @@ int ir_matmul(ir_module *m, ir_func *f, int a, int b, bool ta, bool tb)
     return ir_emit(m, f, IR_OP_MATMUL, args, 2, attrs, NULL, NULL);
 }
 
-int ir_fp8_quantize(ir_module *m, ir_func *f, int x, ir_fp8_format format)
+int ir_fp8_amax(ir_module *m, ir_func *f, int x) { return ir_emit(m, f, IR_OP_FP8_AMAX, &x, 1, NULL, NULL, NULL); }
+
+int ir_fp8_quantize(ir_module *m, ir_func *f, int x, int amax, ir_fp8_format format)
 {
+    int args[2] = {x, amax};
     double attr = format;
-    return ir_emit(m, f, IR_OP_FP8_QUANTIZE, &x, 1, &attr, NULL, NULL);
+    return ir_emit(m, f, IR_OP_FP8_QUANTIZE, args, 2, &attr, NULL, NULL);
 }
 
 int ir_fp8_matmul(ir_module *m, ir_func *f, int qa, int qb, bool ta, bool tb, ir_fp8_format grad_format, bool wgrad)

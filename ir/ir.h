@@ -274,6 +274,9 @@ typedef enum {
     IR_SHARD_ATTENTION,
     IR_SHARD_CROSS_ENTROPY,
     IR_SHARD_CROSS_ENTROPY_GRAD,
+    IR_SHARD_FP8_AMAX,              /* a split operand's amax max-all-reduced over the axis */
+    IR_SHARD_FP8_QUANTIZE,          /* q placed as x (a partial sum completed first) */
+    IR_SHARD_FP8_MATMUL,            /* matmul's, on the quantized operands */
     IR_NUM_SHARD_RULES
 } ir_shard_rule;
 
@@ -533,9 +536,10 @@ int ir_op2(ir_module *m, ir_func *f, ir_op op, int a, int b);
 int ir_scale(ir_module *m, ir_func *f, int a, double factor);
 int ir_matmul(ir_module *m, ir_func *f, int a, int b, bool ta, bool tb);
 int ir_reshape(ir_module *m, ir_func *f, int a, int ndim, const int64_t *dims);
-/* FP8 (ops.def): x quantized, returns q (its scale_inv is q + 1); and the matmul of two quantized
- * operands (each followed by its scale_inv value) */
-int ir_fp8_quantize(ir_module *m, ir_func *f, int x, ir_fp8_format format);
+/* FP8 (ops.def): x's amax; x quantized with the scale from amax, returns q (its scale_inv is q + 1);
+ * and the matmul of two quantized operands (each followed by its scale_inv value) */
+int ir_fp8_amax(ir_module *m, ir_func *f, int x);
+int ir_fp8_quantize(ir_module *m, ir_func *f, int x, int amax, ir_fp8_format format);
 int ir_fp8_matmul(ir_module *m, ir_func *f, int qa, int qb, bool ta, bool tb, ir_fp8_format grad_format, bool wgrad);
 
 static inline const ir_type *ir_vtype(const ir_func *f, int v) { return &f->vals[v].type; }

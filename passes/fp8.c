@@ -37,11 +37,6 @@ static bool fp8_refuse(const ir_module *m, const mcc_pass_options *opts, char *e
         return snprintf(err, errlen, "--fp8-format %s for the %s target: its FP8 kernels (cuBLASLt FP8 GEMMs, the "
                         "quantize kernels) are not built yet, only the CPU's emulation: use --target cpu, or drop "
                         "--fp8-format", format, backend), true;
-    if (ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE) > 1)
-        return snprintf(err, errlen, "--fp8-format with tensor_model_parallel_size %lld: the amax all-reduce over tp "
-                        "(split tensors sharing one scale) is not built yet, so the ranks would not compute one "
-                        "rank's step: use --tp 1, or drop --fp8-format",
-                        ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE)), true;
     return false;
 }
 
@@ -84,7 +79,8 @@ static bool fp8_func(ir_module *m, int fi, int nlayers, char *err, size_t errlen
         }
         for (int a = 0; a < 2; a++)
             if (quantized[in->args[a]] < 0)
-                quantized[in->args[a]] = ir_fp8_quantize(m, dst, map[in->args[a]], IR_FP8_E4M3);
+                quantized[in->args[a]] =
+                    ir_fp8_quantize(m, dst, map[in->args[a]], ir_fp8_amax(m, dst, map[in->args[a]]), IR_FP8_E4M3);
         int r = ir_fp8_matmul(m, dst, quantized[in->args[0]], quantized[in->args[1]], false, in->attr[1] != 0,
                               hybrid ? IR_FP8_E5M2 : IR_FP8_E4M3, wgrad);
         ir_map_results(dst, src, in, r, map);

@@ -250,18 +250,25 @@ static void add_bias_rows(const rt_kernel_call *c, const float *bias)
 
 /* --- FP8 (ops.def): q as the format's bytes, tensorwise current scaling -------------------- */
 
-/* (x) -> (q, scale_inv[1]): scale = fmax / amax (1 when amax is 0), q = encode(x * scale) */
+/* x -> amax[1] = max |x|, a NaN anywhere giving NaN (as fmaxf would not) */
+void cpu_FP8_AMAX(const rt_kernel_call *c)
+{
+    const float *x = argf(c, 0);
+    float amax = 0;
+    for (int64_t i = 0, n = ir_numel(c->arg_types[0]); i < n; i++)
+        amax = fabsf(x[i]) > amax || isnan(x[i]) ? fabsf(x[i]) : amax; /* NaN sticks */
+    resf(c, 0)[0] = amax;
+}
+
+/* (x, amax[1]) -> (q, scale_inv[1]): scale = fmax / amax (1 when amax is 0), q = encode(x * scale) */
 void cpu_FP8_QUANTIZE(const rt_kernel_call *c)
 {
     bool e5m2 = c->in->attr[0] == IR_FP8_E5M2;
     const float *x = argf(c, 0);
     uint8_t *q = c->res[0];
-    int64_t n = ir_numel(c->arg_types[0]);
-    float amax = 0;
-    for (int64_t i = 0; i < n; i++)
-        amax = fabsf(x[i]) > amax || isnan(x[i]) ? fabsf(x[i]) : amax; /* NaN sticks, as fmaxf would not */
+    float amax = argf(c, 1)[0];
     float scale = amax > 0 ? rt_fp8_max(e5m2) / amax : 1.0f;
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = 0, n = ir_numel(c->arg_types[0]); i < n; i++)
         q[i] = rt_fp8_encode(x[i] * scale, e5m2);
     resf(c, 1)[0] = 1.0f / scale;
 }

@@ -1,6 +1,7 @@
 # fp8.cmake — FP8 (passes/fp8.c, runtime/fp8.c): the rounding against an enumeration of both
 # formats, tiny models trained 10 steps in FP8 against the PyTorch reference of the same rounding
-# (tests/torch_ref.py), and FP8 under DP=2 and PP=2 against one rank. The pass tests are tests/passes/fp8_*.ir.
+# (tests/torch_ref.py), and FP8 under DP=2, PP=2 and TP=2 (with and without sequence parallelism)
+# against one rank. The pass tests are tests/passes/fp8_*.ir.
 add_executable(fp8_rounding_test ${CMAKE_SOURCE_DIR}/tests/fp8_rounding_test.c)
 target_link_libraries(fp8_rounding_test PRIVATE mccrt)
 add_test(NAME fp8_rounding COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/fp8_rounding.py $<TARGET_FILE:fp8_rounding_test>)
@@ -33,6 +34,23 @@ if(MPI_C_FOUND)
                $<TARGET_FILE:mcc> ${model} 2 ${_fp8} -- ${flags})
       set_tests_properties(fp8_${name}_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS 2
                            ENVIRONMENT "PARALLEL_E2E_ITERS=2;PARALLEL_E2E_FINAL_TOL=1e-4")
+    endforeach()
+    # Tensor parallelism's ranks share each split tensor's scale (its amax max-all-reduced over
+    # tp): the losses equal the one rank's to 1e-5 and the logits to 2e-7. The row-parallel
+    # partial sums and the all-reduced input gradients add in another order, so a value lies an
+    # ulp from the one rank's, and an element within an ulp of an FP8 tie rounds the other way:
+    # one row of a step-1 gradient moves (tiny-llama's layers.0.mlp.gate, 9e-5 relative), hence
+    # 3e-4 for the tensors. Without the all-reduce each rank scales its part by its own amax: the
+    # losses differ by 4e-5 to 3e-4, the logits by 2e-2 to 5e-2 and the gradients by 8e-2 to 0.5.
+    foreach(layout "tp2:--tp 2" "tp2_sp:--tp 2 --sequence-parallel")
+      string(REPLACE ":" ";" parts "${layout}")
+      list(GET parts 0 name)
+      list(GET parts 1 flags)
+      separate_arguments(flags)
+      add_test(NAME fp8_${name}_equals_single_rank_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+               $<TARGET_FILE:mcc> ${model} 2 ${_fp8} -- ${flags})
+      set_tests_properties(fp8_${name}_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS 2
+                           ENVIRONMENT "PARALLEL_E2E_ITERS=2;PARALLEL_E2E_TOL=3e-4")
     endforeach()
   endforeach()
 endif()
