@@ -325,13 +325,27 @@ static bool rule_fp8_quantize(shard_ctx *c, const ir_instr *in, int *args, int *
     return true;
 }
 
-/* (qa, sa, qb, sb): a matmul's placement of qa and qb; the scale_invs are whole */
+/* (qa, sa, qb, sb[, hdy]): a matmul's placement of qa and qb; the scale_invs (and dy's amax
+ * history) are whole */
 static bool rule_fp8_matmul(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     placement p;
     if (!matmul_placement(c, in, args, 0, 2, &p))
         return false;
-    *res = emit(c, in->op, args, 4, in->attr, NULL, NULL, p);
+    *res = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, p);
+    return true;
+}
+
+/* an amax history and the amaxes folded into it: replicated (an amax of a split tensor is
+ * all-reduced where fp8_amax is made) */
+static bool rule_fp8_scaling(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    for (int a = 0; a < in->nargs; a++)
+        if (c->at[args[a]].dim >= 0 || c->at[args[a]].partial)
+            return fail(c, "an FP8 amax or history that is not whole", in);
+    int r = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){-1, false, false});
+    if (ir_ops[in->op].nres)
+        *res = r;
     return true;
 }
 
@@ -639,6 +653,7 @@ static const shard_rule_fn rules[IR_NUM_SHARD_RULES] = {
     [IR_SHARD_FP8_AMAX] = rule_fp8_amax,
     [IR_SHARD_FP8_QUANTIZE] = rule_fp8_quantize,
     [IR_SHARD_FP8_MATMUL] = rule_fp8_matmul,
+    [IR_SHARD_FP8_SCALING] = rule_fp8_scaling,
 };
 
 bool pass_shard_has_rule(ir_shard_rule kind) { return kind > IR_SHARD_NEVER && kind < IR_NUM_SHARD_RULES && rules[kind]; }
