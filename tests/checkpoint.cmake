@@ -27,9 +27,13 @@ add_test(NAME checkpoint_resume_fp8_full_recompute COMMAND ${_ckr} tiny-llama 1 
 set_tests_properties(checkpoint_resume_fp8_full_recompute PROPERTIES ENVIRONMENT
                      "CHECKPOINT_RESUME_FLAGS=--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
 # FP8 delayed scaling: the amax histories (4 steps, their max) are saved and loaded, so steps 6-10
-# take the scales the uninterrupted run takes (without them the resumed step 6 quantizes at scale 1)
+# take the scales the uninterrupted run takes (without them the resumed step 6 quantizes at scale 1),
+# resumed with full recompute: the replayed forward folds the amaxes it folded (a max) and reads
+# the history as the step began
 add_test(NAME checkpoint_resume_fp8_delayed COMMAND ${_ckr} tiny-llama 1 --fp8-format hybrid --fp8-recipe delayed
          --fp8-amax-history-len 4 --fp8-amax-compute-algo max --micro-batch-size 2 --global-batch-size 8)
+set_tests_properties(checkpoint_resume_fp8_delayed PROPERTIES ENVIRONMENT
+                     "CHECKPOINT_RESUME_FLAGS=--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
 add_test(NAME checkpoint_errors COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_errors.sh $<TARGET_FILE:mcc>)
 add_test(NAME checkpoint_kill COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_kill.sh $<TARGET_FILE:mcc>)
 # --async-save forced on for CPU ranks: the write on a thread, the commit at a later step
