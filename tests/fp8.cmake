@@ -34,19 +34,32 @@ endforeach()
 # updated weights an ulp apart, and an element within an ulp of an FP8 tie then rounds the other
 # way (tiny-llama's step 2 moves one weight's update by 3e-5; tiny-gpt2's step 3 its loss), which
 # later steps spread: a difference in rounding, not in what the layout computes.
+# fp8_equals_single_rank(PREFIX MODEL "ENV" SPEC_FLAGS -- "NAME:LAYOUT FLAGS"...): a test
+# PREFIX_NAME_equals_single_rank_MODEL per layout, on two ranks, under ENV
+function(fp8_equals_single_rank prefix model env)
+  set(spec)
+  set(layouts ${ARGN})
+  list(FIND layouts "--" sep)
+  list(SUBLIST layouts 0 ${sep} spec)
+  math(EXPR sep "${sep} + 1")
+  list(SUBLIST layouts ${sep} -1 layouts)
+  foreach(layout ${layouts})
+    string(REPLACE ":" ";" parts "${layout}")
+    list(GET parts 0 name)
+    list(GET parts 1 flags)
+    separate_arguments(flags)
+    add_test(NAME ${prefix}_${name}_equals_single_rank_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+             $<TARGET_FILE:mcc> ${model} 2 ${spec} -- ${flags})
+    set_tests_properties(${prefix}_${name}_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS 2
+                         ENVIRONMENT "${env}")
+  endforeach()
+endfunction()
+
 if(MPI_C_FOUND)
   foreach(model tiny-gpt2 tiny-llama)
     # and the pipeline's stages (ZB-H1, auto's choice on CPU ranks, and 1F1B) quantize what the one rank does
-    foreach(layout "dp2:--dp 2" "pp2:--pp 2" "pp2_1f1b:--pp 2 --pipeline-schedule 1f1b")
-      string(REPLACE ":" ";" parts "${layout}")
-      list(GET parts 0 name)
-      list(GET parts 1 flags)
-      separate_arguments(flags)
-      add_test(NAME fp8_${name}_equals_single_rank_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-               $<TARGET_FILE:mcc> ${model} 2 ${_fp8} -- ${flags})
-      set_tests_properties(fp8_${name}_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS 2
-                           ENVIRONMENT "PARALLEL_E2E_ITERS=2;PARALLEL_E2E_FINAL_TOL=1e-4")
-    endforeach()
+    fp8_equals_single_rank(fp8 ${model} "PARALLEL_E2E_ITERS=2;PARALLEL_E2E_FINAL_TOL=1e-4" ${_fp8} --
+                           "dp2:--dp 2" "pp2:--pp 2" "pp2_1f1b:--pp 2 --pipeline-schedule 1f1b")
     # Tensor parallelism's ranks share each split tensor's scale (its amax max-all-reduced over
     # tp): the losses equal the one rank's to 1e-5 and the logits to 2e-7. The row-parallel
     # partial sums and the all-reduced input gradients add in another order, so a value lies an
@@ -54,38 +67,22 @@ if(MPI_C_FOUND)
     # one row of a step-1 gradient moves (tiny-llama's layers.0.mlp.gate, 9e-5 relative), hence
     # 3e-4 for the tensors. Without the all-reduce each rank scales its part by its own amax: the
     # losses differ by 4e-5 to 3e-4, the logits by 2e-2 to 5e-2 and the gradients by 8e-2 to 0.5.
-    foreach(layout "tp2:--tp 2" "tp2_sp:--tp 2 --sequence-parallel")
-      string(REPLACE ":" ";" parts "${layout}")
-      list(GET parts 0 name)
-      list(GET parts 1 flags)
-      separate_arguments(flags)
-      add_test(NAME fp8_${name}_equals_single_rank_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-               $<TARGET_FILE:mcc> ${model} 2 ${_fp8} -- ${flags})
-      set_tests_properties(fp8_${name}_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS 2
-                           ENVIRONMENT "PARALLEL_E2E_ITERS=2;PARALLEL_E2E_TOL=3e-4")
-    endforeach()
+    fp8_equals_single_rank(fp8 ${model} "PARALLEL_E2E_ITERS=2;PARALLEL_E2E_TOL=3e-4" ${_fp8} --
+                           "tp2:--tp 2" "tp2_sp:--tp 2 --sequence-parallel")
     # Delayed scaling (a 4-step history's max): every layout takes a step's scales from the
     # histories as the step began and rolls in the step's amax, the max over its micro-batches and
     # (all-reduced by the optimizer) over dp, so each equals the one rank over three steps, the
-    # histories rolled twice (the tolerance as tp's: an ulp from a tie). tiny-gpt2 under tp only
-    # for tiny-llama: the first step quantizes at scale 1 (an empty history), where tiny-gpt2's
-    # output gradients (~1e-5) lie among E5M2's subnormals, one quantum (1.5e-5) apart, and the
-    # vocab-parallel cross entropy's and row-parallel sums' other order moves some elements between
-    # 0 and one quantum: whole rows of its step-1 gradients move (3.6e-3), not one layout's error.
+    # histories rolled twice (the tolerance as tp's: an ulp from a tie); without the dp all-reduce
+    # the dp2 ones fail. tp only for tiny-llama: the first step quantizes at scale 1 (an empty
+    # history), where tiny-gpt2's output gradients (~1e-5) lie among E5M2's subnormals, a quantum
+    # (1.5e-5) apart, and the sums' other order under tp moves whole rows of its step-1 gradients
+    # (3.6e-3; in the last layer single rows, as one flipped element of a quantized gradient does).
     set(_delayed_layouts "dp2:--dp 2" "pp2:--pp 2")
     if(model STREQUAL "tiny-llama")
       list(APPEND _delayed_layouts "tp2:--tp 2" "tp2_sp:--tp 2 --sequence-parallel")
     endif()
-    foreach(layout ${_delayed_layouts})
-      string(REPLACE ":" ";" parts "${layout}")
-      list(GET parts 0 name)
-      list(GET parts 1 flags)
-      separate_arguments(flags)
-      add_test(NAME fp8_delayed_${name}_equals_single_rank_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-               $<TARGET_FILE:mcc> ${model} 2 --fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 4
-               --fp8-amax-compute-algo max -- ${flags})
-      set_tests_properties(fp8_delayed_${name}_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS 2
-                           ENVIRONMENT "PARALLEL_E2E_ITERS=3;PARALLEL_E2E_TOL=3e-4")
-    endforeach()
+    fp8_equals_single_rank(fp8_delayed ${model} "PARALLEL_E2E_ITERS=3;PARALLEL_E2E_TOL=3e-4" --fp8-format hybrid
+                           --fp8-recipe delayed --fp8-amax-history-len 4 --fp8-amax-compute-algo max --
+                           ${_delayed_layouts})
   endforeach()
 endif()
