@@ -842,6 +842,9 @@ static void finish_run(train_run *r)
 {
     if (r->a.dump_dir)
         dump_globals(r, IR_GLOBAL_PARAM, "params_final.mcct");
+    if (r->a.dump_dir && !strcmp(ir_cfg_text(r->m, IR_CFG_FP8_RECIPE), "delayed") &&
+        strcmp(ir_cfg_text(r->m, IR_CFG_FP8_FORMAT), "none"))
+        dump_globals(r, IR_GLOBAL_FP8_HISTORY, "fp8_histories_final.mcct");
     if (r->a.dump_dir && r->writer) {
         dump_close(&r->batches);
         if (!rt_file_close_synced(r->steps))
