@@ -113,8 +113,9 @@ typedef struct {
  * GRAD_SHARD this rank's block of the reduced gradient (ZeRO), MASTER_SHARD this rank's block of
  * the fp32 master (ZeRO), ADAM_M/ADAM_V Adam's moments, COPY a lower-precision working copy that
  * the forward and backward read, HOST_GRAD the host's copy of its gradient (or block) that the host's
- * AdamW reads (--optimizer-cpu-offload). Under offload the MASTER_SHARD is the host's fp32 master
- * (ZeRO's block of it, or this rank's whole part), and it and Adam's moments are `host`.
+ * AdamW reads (--optimizer-cpu-offload). Under offload an offloaded PARAM itself is `host` (its fp32
+ * value lives on the host only; the device keeps the COPY, f32 where param_dtype is f32), and so are
+ * its MASTER_SHARD (ZeRO's block), Adam's moments and its HOST_GRAD.
  * FP8_HISTORY: FP8 delayed scaling's state of one quantized tensor (passes/fp8.c; not a companion:
  * a weight's, its input's and its output gradient's are three), f32[1 + fp8_amax_history_len]:
  * [0] the step's amax so far (the max over its micro-batches, zero between steps), [1..] the
@@ -446,6 +447,16 @@ int ir_global_companion(const ir_module *m, int param, ir_global_kind kind);
  * a stage other than the first whose tied_sum adds the other's gradient (tied embeddings,
  * passes/pipeline.c). The gradient norm and the checkpoint take it from the first. */
 bool ir_param_held_elsewhere(const ir_module *m, int g);
+/* The global that holds parameter p's current fp32 value: its MASTER_SHARD (ZeRO's block; under
+ * offload the parameter then keeps only its initial or loaded value) where one exists, else p. */
+int ir_param_value(const ir_module *m, int p);
+/* Bytes of the host's staging buffer for function f (kind host_optimizer): two halves, each as large
+ * as its largest copy up (a host value into a device global) that changes the dtype, up to
+ * IR_HOST_STAGE_HALF; the host converts such a copy into the halves in turn, chunk by chunk, before
+ * the working dtype's bytes cross. 0 for other functions. The memory plan counts it as host memory
+ * and train_rank allocates it after the host function's arena. */
+enum { IR_HOST_STAGE_HALF = 64 << 20 };
+int64_t ir_host_staging_bytes(const ir_module *m, const ir_func *f);
 /* The PARAM global g is or belongs to. */
 static inline int ir_global_param(const ir_module *m, int g) { return m->globals[g].owner >= 0 ? m->globals[g].owner : g; }
 
