@@ -35,6 +35,8 @@ expect "--input" -- "$mcc" data preprocess --output-prefix "$work/d"
 # FP8 where it is not built yet: the CUDA target
 fp8=(--fp8-format hybrid --fp8-recipe tensorwise)
 expect "--fp8-format hybrid for the cuda target: its FP8 kernels (cuBLASLt FP8 GEMMs" -- "$mcc" compile "$tiny" "${fp8[@]}" --target cuda -o "$work/x"
+# delayed scaling's fields without it
+expect "--fp8-margin is set but --fp8-recipe is tensorwise: it configures delayed scaling" -- "$mcc" compile "$tiny" "${fp8[@]}" --fp8-margin 1 --target cpu -o "$work/x"
 # train_rank: compile one and feed it bad flags and data
 "$mcc" compile "$tiny" --target cpu -o "$work/train_rank" 2>/dev/null || { echo "FAIL: could not compile $tiny"; exit 1; }
 "$mcc" compile "$tiny" --target cpu --vocab-size 100 -o "$work/train_small_vocab" 2>/dev/null
