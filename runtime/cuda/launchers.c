@@ -606,8 +606,12 @@ static void fp8_not_built(const rt_kernel_call *c)
                     "--fp8-format\n", ir_ops[c->in->op].name);
     exit(1);
 }
+void cuda_FP8_AMAX(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
 void cuda_FP8_QUANTIZE(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
 void cuda_FP8_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
+void cuda_FP8_HISTORY_AMAX(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
+void cuda_FP8_AMAX_FOLD(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
+void cuda_FP8_HISTORY_UPDATE(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
 
 /* --- the dispatch table, in ops.def order (ORDER OP) ------------------------------------------ */
 
