@@ -1,5 +1,6 @@
 # comm.cmake — ranks and comms: launcher env detection, the Megatron rank layout, train_rank's
-# --nproc-per-node launcher, and (with MPI) collectives and the collective timeout on 4 CPU ranks,
+# --nproc-per-node launcher, and (with MPI) collectives, the variable all-to-all over ep groups and
+# the collective timeout on 4 CPU ranks,
 # point to point on 2 and 4; the NCCL backend on 2 GPUs (label gpu).
 add_executable(comm_test ${CMAKE_SOURCE_DIR}/tests/comm_test.c)
 target_include_directories(comm_test PRIVATE ${CMAKE_SOURCE_DIR}/tests)
@@ -21,6 +22,10 @@ elseif(MPI_C_FOUND)
   # CI runs as root; more ranks than cores.
   set(_mpirun ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root ${MPIEXEC_NUMPROC_FLAG} 4)
   add_test(NAME comm_mpi_collectives COMMAND ${_mpirun} $<TARGET_FILE:comm_test> collectives)
+  add_test(NAME comm_mpi_all_to_all_v COMMAND ${_mpirun} $<TARGET_FILE:comm_test> all-to-all-v)
+  add_test(NAME comm_mpi_all_to_all_v_room COMMAND ${MCC_EXPECT_FAIL}
+           "all_to_all_v #1 on group 'ep': 4 rows come to this rank but its receive buffer holds 3" "!received more rows"
+           -- ${_mpirun} $<TARGET_FILE:comm_test> all-to-all-v-room)
   add_test(NAME comm_mpi_timeout COMMAND ${MCC_EXPECT_FAIL}
            "all_reduce #2 on group 'world' (world ranks 0,1,2,3) did not complete within 2 s"
            "did not arrive: rank 3 (no answer" "!rank 1 (" -- ${_mpirun} $<TARGET_FILE:comm_test> timeout)
@@ -37,7 +42,7 @@ elseif(MPI_C_FOUND)
            -- ${_mpirun2} $<TARGET_FILE:comm_test> p2p-timeout)
   set_tests_properties(comm_mpi_p2p comm_mpi_p2p_2ranks comm_mpi_p2p_bad_peer comm_mpi_p2p_timeout PROPERTIES TIMEOUT 60
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;MCC_COLLECTIVE_TIMEOUT_S=2;ASAN_OPTIONS=detect_leaks=0")
-  set_tests_properties(comm_mpi_collectives comm_mpi_timeout PROPERTIES TIMEOUT 60
+  set_tests_properties(comm_mpi_collectives comm_mpi_all_to_all_v comm_mpi_all_to_all_v_room comm_mpi_timeout PROPERTIES TIMEOUT 60
     # Open MPI keeps allocations of components it has unloaded: LeakSanitizer cannot attribute
     # (or suppress) them, so leak checking is off under mpirun; the other tests check our code.
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;MCC_COLLECTIVE_TIMEOUT_S=2;ASAN_OPTIONS=detect_leaks=0")
