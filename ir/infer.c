@@ -682,6 +682,28 @@ bool ir_infer_gather(const ir_module *m, const ir_instr *in, const ir_type *a, i
     return true;
 }
 
+/* (x[R,*], splits[n,S]) -> (r[rows,*], came[n,S]): n the axis's ranks. */
+bool ir_infer_all_to_all_v(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    ir_axis axis = need_axis(in, err, len);
+    if (axis == IR_AXIS_NONE || !need_float(&a[0], "all_to_all_v's rows", err, len))
+        return false;
+    int64_t rows = (int64_t)in->attr[1], n = axis_ranks(m, axis);
+    if (in->attr[2] < 0)
+        return fail(err, len, "all_to_all_v's capacity=%g: 0 (rows is the exact worst case) or the capacity factor "
+                    "that sized rows", in->attr[2]);
+    if (a[0].ndim < 1 || rows < 1 || rows != in->attr[1])
+        return fail(err, len, "all_to_all_v sends the rows of %s into room for rows=%g: both need rows", tstr(&a[0]),
+                    in->attr[1]);
+    if (a[1].ndim != 2 || a[1].dims[0] != n || (a[1].dtype != IR_I32 && a[1].dtype != IR_I64))
+        return fail(err, len, "all_to_all_v over %s wants splits i32|i64[%lld, S] (a row of runs for each of its %lld "
+                    "ranks), got %s", ir_axis_name(axis), (long long)n, (long long)n, tstr(&a[1]));
+    r[0] = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
+    r[0].dims[0] = rows;
+    r[1] = ir_tensor(a[1].dtype, 2, a[1].dims);
+    return true;
+}
+
 /* --- vocab-parallel cross entropy --- */
 
 static bool rows_type(const ir_type *logits, int extra, ir_type *r)

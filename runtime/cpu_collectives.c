@@ -46,6 +46,26 @@ void cpu_ALL_GATHER(const rt_kernel_call *c)
         memcpy(c->res[0], c->args[0], ir_bytes(c->arg_types[0]));
 }
 
+/* (x[R,*], splits[n,S]) -> (r[rows,*], came[n,S]): rt_all_to_all_v over the axis (one rank: its
+ * own runs), r zero past the rows received. */
+void cpu_ALL_TO_ALL_V(const rt_kernel_call *c)
+{
+    const ir_type *xt = c->arg_types[0], *st = c->arg_types[1];
+    int64_t n = st->dims[0], S = st->dims[1], rows = c->res_types[0]->dims[0];
+    size_t row = (size_t)(ir_numel(xt) / xt->dims[0]), es = ir_dtype_size(xt->dtype);
+    int64_t *splits = malloc(sizeof(int64_t) * 2 * (size_t)(n * S)), *came = splits + n * S;
+    rt_parallel_a2av_splits(c->in, st, c->args[1], xt->dims[0], splits);
+    rt_comm *comm = rt_parallel_comm_for(c->in, n);
+    size_t got = comm ? rt_all_to_all_v(comm, c->args[0], splits, c->res[0], came, (int)S, (size_t)rows, row,
+                                        xt->dtype, NULL)
+                      : rt_parallel_a2av_self(c->in, splits, n * S, rows, came);
+    if (!comm)
+        memcpy(c->res[0], c->args[0], got * row * es);
+    memset((char *)c->res[0] + got * row * es, 0, ((size_t)rows - got) * row * es);
+    rt_parallel_a2av_store(st, came, c->res[1]);
+    free(splits);
+}
+
 /* x (N elements) -> r[N/n]: block `rank` of x, no communication */
 void cpu_LOCAL_SHARD(const rt_kernel_call *c)
 {

@@ -26,6 +26,11 @@ elseif(MPI_C_FOUND)
   add_test(NAME comm_mpi_all_to_all_v_room COMMAND ${MCC_EXPECT_FAIL}
            "all_to_all_v #1 on group 'ep': 4 rows come to this rank but its receive buffer holds 3" "!received more rows"
            -- ${_mpirun} $<TARGET_FILE:comm_test> all-to-all-v-room)
+  # the all_to_all_v op in a plan (tests/passes/all_to_all_v.ir, its pass test beside it), run on 4 ranks
+  add_executable(a2a_run_test ${CMAKE_SOURCE_DIR}/tests/a2a_run_test.c)
+  target_include_directories(a2a_run_test PRIVATE ${CMAKE_SOURCE_DIR})
+  target_link_libraries(a2a_run_test PRIVATE mcc_compiler mccrt)
+  add_test(NAME ep_all_to_all_v_run COMMAND ${_mpirun} $<TARGET_FILE:a2a_run_test> ${CMAKE_SOURCE_DIR}/tests/passes/all_to_all_v.ir)
   add_test(NAME comm_mpi_timeout COMMAND ${MCC_EXPECT_FAIL}
            "all_reduce #2 on group 'world' (world ranks 0,1,2,3) did not complete within 2 s"
            "did not arrive: rank 3 (no answer" "!rank 1 (" -- ${_mpirun} $<TARGET_FILE:comm_test> timeout)
@@ -42,7 +47,8 @@ elseif(MPI_C_FOUND)
            -- ${_mpirun2} $<TARGET_FILE:comm_test> p2p-timeout)
   set_tests_properties(comm_mpi_p2p comm_mpi_p2p_2ranks comm_mpi_p2p_bad_peer comm_mpi_p2p_timeout PROPERTIES TIMEOUT 60
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;MCC_COLLECTIVE_TIMEOUT_S=2;ASAN_OPTIONS=detect_leaks=0")
-  set_tests_properties(comm_mpi_collectives comm_mpi_all_to_all_v comm_mpi_all_to_all_v_room comm_mpi_timeout PROPERTIES TIMEOUT 60
+  set_tests_properties(comm_mpi_collectives comm_mpi_all_to_all_v comm_mpi_all_to_all_v_room ep_all_to_all_v_run
+    comm_mpi_timeout PROPERTIES TIMEOUT 60
     # Open MPI keeps allocations of components it has unloaded: LeakSanitizer cannot attribute
     # (or suppress) them, so leak checking is off under mpirun; the other tests check our code.
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;MCC_COLLECTIVE_TIMEOUT_S=2;ASAN_OPTIONS=detect_leaks=0")

@@ -99,6 +99,11 @@ static int build_case(graph *g, ir_op op)
         args[0] = param(g, "q", 4, bthd), args[1] = param(g, "k", 4, bthd2), args[2] = param(g, "v", 4, bthd2);
         return dropout_case(g, op, args, 3);
     case IR_OP_CROSS_ENTROPY: return param(g, "logits", 2, m65); /* the loss itself is the op */
+    case IR_OP_ALL_TO_ALL_V: { /* one ep rank: splits "ids" [1,2] = {3, 1} keep x's first 4 of 7 rows in room for 6 */
+        int64_t x76[2] = {7, 6}, s12[2] = {1, 2};
+        args[0] = param(g, "x", 2, x76), args[1] = ids(g, "ids", 2, s12);
+        return emit(g, op, args, 2, IR_AXIS_EP, 6); /* capacity 0 */
+    }
     case IR_OP_FP8_MATMUL: return STRAIGHT_THROUGH;
     default: return -1;
     }
