@@ -276,6 +276,7 @@ typedef enum {
     IR_SHARD_ATTENTION,
     IR_SHARD_CROSS_ENTROPY,
     IR_SHARD_CROSS_ENTROPY_GRAD,
+    IR_SHARD_MOE,                   /* the MoE ops: tensor parallelism of experts is not built yet (refused) */
     IR_NUM_SHARD_RULES
 } ir_shard_rule;
 

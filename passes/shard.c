@@ -524,6 +524,14 @@ static bool rule_sum_rows(shard_ctx *c, const ir_instr *in, int *args, int *res)
     return true;
 }
 
+/* The MoE block under tensor parallelism (experts split over tp, Megatron's expert tensor
+ * parallelism) is not built yet: frontend/spec.c refuses it, so only a hand-written module comes here. */
+static bool rule_moe(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    return fail(c, "mixture-of-experts layers under tensor parallelism are not built yet: use "
+                   "tensor_model_parallel_size 1", in);
+}
+
 static bool rule_embedding(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     placement p = {-1, false, false};
@@ -589,6 +597,7 @@ static const shard_rule_fn rules[IR_NUM_SHARD_RULES] = {
     [IR_SHARD_ATTENTION] = rule_attention,
     [IR_SHARD_CROSS_ENTROPY] = rule_cross_entropy,
     [IR_SHARD_CROSS_ENTROPY_GRAD] = rule_cross_entropy_grad,
+    [IR_SHARD_MOE] = rule_moe,
 };
 
 bool pass_shard_has_rule(ir_shard_rule kind) { return kind > IR_SHARD_NEVER && kind < IR_NUM_SHARD_RULES && rules[kind]; }
