@@ -137,7 +137,7 @@ void ir_grad_fp8_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 
 void ir_grad_embedding(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
-    int args[2] = {DY, in->res[1]};
+    int args[2] = {DY, in->args[1]};
     double attrs[2] = {(double)ir_vtype(g->f, in->args[0])->dims[0], in->attr[0]};
     ir_grad_contribute(g, in->args[0], emit(g, IR_OP_EMBEDDING_GRAD, args, 2, attrs));
 }
@@ -173,7 +173,7 @@ void ir_grad_rope(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 /* Dropout is diagonal: its gradient is the same dropout (mask and scale) of dy. */
 void ir_grad_dropout(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
-    int args[2] = {DY, in->res[1]};
+    int args[2] = {DY, in->args[1]};
     ir_grad_contribute(g, in->args[0], emit(g, IR_OP_DROPOUT, args, 2, in->attr));
 }
 
@@ -201,6 +201,19 @@ void ir_grad_all_to_all_v(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
     int args[2] = {DY, in->res[1]};
     double attrs[3] = {in->attr[0], (double)ir_vtype(f, in->args[0])->dims[0], 0};
     ir_grad_contribute(g, in->args[0], emit(g, IR_OP_ALL_TO_ALL_V, args, 2, attrs));
+}
+
+/* A permutation of rows: the gradient goes back through the inverse one. */
+void ir_grad_moe_sort_runs(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int args[2] = {DY, in->args[1]};
+    ir_grad_contribute(g, in->args[0], emit(g, IR_OP_MOE_UNSORT_RUNS, args, 2, NULL));
+}
+
+void ir_grad_moe_unsort_runs(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int args[2] = {DY, in->args[1]};
+    ir_grad_contribute(g, in->args[0], emit(g, IR_OP_MOE_SORT_RUNS, args, 2, NULL));
 }
 
 void ir_grad_cross_entropy(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)

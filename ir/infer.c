@@ -704,6 +704,30 @@ bool ir_infer_all_to_all_v(const ir_module *m, const ir_instr *in, const ir_type
     return true;
 }
 
+/* (x[C,*], came[n,S]) -> x's type (and moe_sort_runs' counts i32[S]) */
+static bool infer_runs(const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_float(&a[0], "the rows", err, len))
+        return false;
+    if (a[0].ndim < 1 || a[1].ndim != 2 || (a[1].dtype != IR_I32 && a[1].dtype != IR_I64))
+        return fail(err, len, "%s reorders the runs of %s by all_to_all_v's came i32|i64[n,S], got %s",
+                    ir_ops[in->op].name, tstr(&a[0]), tstr(&a[1]));
+    r[0] = a[0];
+    if (in->op == IR_OP_MOE_SORT_RUNS)
+        r[1] = ir_tensor(IR_I32, 1, &a[1].dims[1]);
+    return true;
+}
+
+bool ir_infer_moe_sort_runs(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    return infer_runs(in, a, r, err, len);
+}
+
+bool ir_infer_moe_unsort_runs(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    return infer_runs(in, a, r, err, len);
+}
+
 /* --- vocab-parallel cross entropy --- */
 
 static bool rows_type(const ir_type *logits, int extra, ir_type *r)

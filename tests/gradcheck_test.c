@@ -164,6 +164,11 @@ static int build_case(graph *g, ir_op op)
         args[0] = param(g, "x", 2, x76), args[1] = ids(g, "ids", 2, s12);
         return emit(g, op, args, 2, IR_AXIS_EP, 6); /* capacity 0 */
     }
+    case IR_OP_MOE_SORT_RUNS: case IR_OP_MOE_UNSORT_RUNS: { /* came "ids" [2,2] = {3, 1, 8, 6}: 18 of 20 rows */
+        int64_t x203[2] = {20, 3}, c22[2] = {2, 2};
+        args[0] = param(g, "x", 2, x203), args[1] = ids(g, "ids", 2, c22);
+        return emit(g, op, args, 2, 0, 0);
+    }
     case IR_OP_FP8_MATMUL: return STRAIGHT_THROUGH;
     case IR_OP_MOE_ROUTE: return route_case(g);
     case IR_OP_MOE_PERMUTE: case IR_OP_MOE_UNPERMUTE: case IR_OP_MOE_GROUPED_MATMUL: return experts_case(g);
