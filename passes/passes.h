@@ -42,6 +42,7 @@ void mcc_program_free(mcc_program *p);
 
 bool pass_precision(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_fp8(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
+bool pass_expert_parallel(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_autodiff(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_recompute(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_shard(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
