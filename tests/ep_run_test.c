@@ -3,7 +3,8 @@
  * at ep 2 x dp N (each rank one micro-batch of its own tokens) and on one rank (the N micro-batches
  * accumulated, as dp = 1 runs them). Each rank's loss must be the single rank's on its micro-batch,
  * the dense gradients summed over the ranks and the expert gradients summed over edp (what
- * data_parallel reduces) the single rank's, this rank's experts' rows of them (1e-5).
+ * data_parallel reduces) the single rank's, this rank's experts' rows of them (1e-5); and the memory
+ * report counts the all-to-all's receive buffers at the exact worst case.
  * usage: ep_run_test MODULE.ir */
 #include "ir/ir.h"
 #include "passes/passes.h"
@@ -13,6 +14,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/os.h"
 #include "tests/check.h"
@@ -24,6 +26,26 @@ static void batch_of(int mb, int32_t *tokens, int32_t *targets)
 {
     for (int i = 0; i < TOKENS; i++)
         tokens[i] = (mb * 7 + i * 5 + (mb == 1 ? 3 * i * i : 0)) % VOCAB, targets[i] = (mb * 3 + i * 11) % VOCAB;
+}
+
+/* The memory report's all-to-all line: the four receive buffers of the step (the dispatch's and
+ * the combine's, forward and backward) at the exact worst case, f32[ep 6 min(2, 4/ep), 8] and
+ * the routed rows f32[12, 8]. */
+static void check_memory(const ir_module *m, int ep)
+{
+    mcc_memory_breakdown b = mcc_memory_of(m);
+    int64_t worst = (int64_t)ep * TOKENS * (2 < 4 / ep ? 2 : 4 / ep) * 8 * 4, routed = 12 * 8 * 4;
+    CHECK(b.a2a_count == 4 && b.a2a_bytes == 2 * worst + 2 * routed && b.a2a_capacity_bytes == 0,
+          "all-to-all buffers: %d of %lld bytes (%lld by capacity), want 4 of %lld", b.a2a_count, (long long)b.a2a_bytes,
+          (long long)b.a2a_capacity_bytes, (long long)(2 * worst + 2 * routed));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    mcc_memory_print(&b, out);
+    fclose(out);
+    CHECK(strstr(text, "all-to-all buffers") && strstr(text, "sized by the exact worst case"),
+          "the memory report does not say how the all-to-all buffers were sized:\n%s", text);
+    free(text);
 }
 
 /* The module's text after the passes, compiled for dp x ep (accum micro-batches a step). */
@@ -42,6 +64,8 @@ static char *plan_of(const char *text, int dp, int ep, int accum)
         fprintf(stderr, "FAIL: dp %d ep %d: %s\n", dp, ep, err);
         exit(1);
     }
+    if (ep > 1)
+        check_memory(m, ep);
     char *plan = ir_print_module(m);
     ir_module_free(m);
     return plan;
