@@ -161,7 +161,8 @@ static const spec_field spec_fields[] = {
           spec_pp_scheds, "the pipeline's order of passes (auto: the fastest by the cost model that the virtual "
           "stages allow)"),
     PAR(data_parallel_size, "dp", "data-parallel replicas; the world size is tp * dp"),
-    PAR(expert_model_parallel_size, NULL, "expert-parallel ranks: the experts split over them (not built yet: 1)"),
+    PAR(expert_model_parallel_size, NULL, "expert-parallel ranks: each MoE layer's experts split over them (divides "
+        "data_parallel_size and num_experts)"),
     FIELD(SEC_PARALLEL, "expert_tensor_parallel_size", expert_tensor_parallel_size, NULL, K_INT, R_POS, D_DERIVED, 0,
           NULL, "tensor-parallel ranks of each expert (default: tensor_model_parallel_size; not built yet: 1)"),
     PAR_BOOL(use_distributed_optimizer, "ZeRO-1: optimizer state and fp32 masters sharded over dp"),
@@ -1012,13 +1013,22 @@ static bool spec_check_moe_built(spec_ctx *c)
                             "its top-k experts)", spec_where(c, spec_find("moe_expert_capacity_factor")));
     const char *axes[][2] = {{"tensor_model_parallel_size", "MoE layers under tensor parallelism"},
                              {"pipeline_model_parallel_size", "MoE layers in a pipeline"},
-                             {"expert_model_parallel_size", "expert parallelism"},
                              {"expert_tensor_parallel_size", "experts split over tensor-parallel ranks"}};
-    for (int i = 0; i < 4; i++)
+    for (size_t i = 0; i < sizeof axes / sizeof axes[0]; i++)
         if (spec_value(c, spec_find(axes[i][0])) > 1)
-            return spec_fail(c, "%s (%.10g) with %s: %s is not built yet: pass 1 (data parallelism works)",
+            return spec_fail(c, "%s (%.10g) with %s: %s is not built yet: pass 1 (data and expert parallelism work)",
                              spec_where(c, spec_find(axes[i][0])), spec_value(c, spec_find(axes[i][0])), experts,
                              axes[i][1]);
+    int ep = s->expert_model_parallel_size;
+    if (ep > 1 && (s->num_experts % ep || s->data_parallel_size % ep))
+        return spec_fail(c, "%s (%d) must divide %s (%d) and data_parallel_size (%d): each ep rank holds num_experts / ep "
+                            "experts, and the ep ranks are data-parallel ranks (edp = dp / ep hold the same experts)",
+                         spec_where(c, spec_find("expert_model_parallel_size")), ep, experts, s->num_experts,
+                         s->data_parallel_size);
+    if (ep > 1 && s->use_distributed_optimizer)
+        return spec_fail(c, "%s with %s is not built yet (the experts' optimizer state sharded over edp): drop one",
+                         spec_where(c, spec_find("expert_model_parallel_size")),
+                         spec_where(c, spec_find("use_distributed_optimizer")));
     if (s->fp8_format != MCC_FP8_NONE)
         return spec_fail(c, "%s with %s: FP8 experts are not built yet: drop --fp8-format",
                          spec_where(c, spec_find("fp8_format")), experts);

@@ -79,7 +79,7 @@ typedef struct {
     mcc_layer_pattern moe_layer_freq;   /* which layers are MoE */
     /* parallel */
     int tensor_model_parallel_size, pipeline_model_parallel_size, data_parallel_size;
-    int expert_model_parallel_size, expert_tensor_parallel_size; /* 1 (ep: not built yet) */
+    int expert_model_parallel_size, expert_tensor_parallel_size; /* ep divides dp and num_experts; etp: 1 */
     bool use_distributed_optimizer;     /* ZeRO-1: optimizer state sharded over dp (no-op at dp 1) */
     bool sequence_parallel;             /* Megatron's SP: activations outside attention/MLP split along
                                            the sequence over tp (no-op at tp 1) */
