@@ -290,7 +290,8 @@ static void set_config(ir_module *m, const mcc_spec *s)
     ir_cfg_set_int(m, IR_CFG_DATA_PARALLEL_SIZE, s->data_parallel_size);
     ir_cfg_set_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE, s->tensor_model_parallel_size);
     ir_cfg_set_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE, s->pipeline_model_parallel_size);
-    ir_cfg_set_int(m, IR_CFG_EXPERT_MODEL_PARALLEL_SIZE, s->expert_model_parallel_size); /* passes/expert_parallel.c */
+    if (s->expert_model_parallel_size > 1) /* absent means 1: the plans of other layouts read as before */
+        ir_cfg_set_int(m, IR_CFG_EXPERT_MODEL_PARALLEL_SIZE, s->expert_model_parallel_size);
     /* the pipeline's split and schedule, which passes/pipeline.c and schedule.c build */
     ir_cfg_set_int(m, IR_CFG_DECODER_FIRST_PIPELINE_NUM_LAYERS, s->decoder_first_pipeline_num_layers);
     ir_cfg_set_int(m, IR_CFG_DECODER_LAST_PIPELINE_NUM_LAYERS, s->decoder_last_pipeline_num_layers);
