@@ -1085,19 +1085,20 @@ static bool spec_pad_vocab(spec_ctx *c)
     return true;
 }
 
-/* What this build cannot recompute of recompute_modules, and why: the models it builds are dense
- * (no experts) with multi-head or grouped-query attention (no MLA), and its selective recompute
- * replays single ops, not a sub-block. */
+/* What this build cannot recompute of recompute_modules, and why: its models have multi-head or
+ * grouped-query attention (no MLA), and its selective recompute replays single ops, not a
+ * sub-block (mlp_act covers the experts' activations). */
 static const struct {
     int module;
     const char *why;
 } spec_recompute_refused[] = {
     {MCC_RM_MLP, "mcc's selective recompute replays single ops, not the MLP block: use --recompute-granularity "
                  "full (whole layers), or mlp_act (the MLP's activation output)"},
-    {MCC_RM_MOE_ACT, "this model has no mixture-of-experts layers (mcc builds dense GPT and LLaMA models): use "
-                     "mlp_act, the dense MLP's activation"},
-    {MCC_RM_MOE, "this model has no mixture-of-experts layers (mcc builds dense GPT and LLaMA models): drop it"},
-    {MCC_RM_SHARED_EXPERTS, "this model has no shared experts (mcc builds dense GPT and LLaMA models): drop it"},
+    {MCC_RM_MOE_ACT, "mcc's mlp_act recomputes the experts' activations too (the same GELU/SwiGLU ops): use mlp_act"},
+    {MCC_RM_MOE, "mcc's selective recompute replays single ops, not the MoE block: use mlp_act (the experts' "
+                 "activations) or drop it"},
+    {MCC_RM_SHARED_EXPERTS, "mcc's selective recompute replays single ops, not the shared expert: use mlp_act (its "
+                            "activation) or drop it"},
     {MCC_RM_MLA_UP_PROJ, "this model has no multi-latent attention (mcc builds multi-head and grouped-query "
                          "attention): drop it"},
 };
