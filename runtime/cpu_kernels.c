@@ -1061,6 +1061,23 @@ void cpu_MOE_ROUTE_GRAD(const rt_kernel_call *c)
     free(g);
 }
 
+/* (x, w, ids) -> x * keep: each expert keeps its first `capacity` pairs by weight (probs) or by
+ * token (position); a pair's rank is the pairs of its expert that come before it. */
+void cpu_MOE_CAPACITY(const rt_kernel_call *c)
+{
+    const float *x = argf(c, 0), *w = argf(c, 1);
+    const int32_t *ids = c->args[2];
+    int64_t R = ir_numel(c->arg_types[0]), capacity = (int64_t)c->in->attr[0];
+    bool by_position = c->in->attr[1] != 0;
+    float *r = resf(c, 0);
+    for (int64_t p = 0; p < R; p++) {
+        int64_t before = 0;
+        for (int64_t q = 0; q < R && before < capacity; q++)
+            before += ids[q] == ids[p] && q != p && (by_position ? q < p : w[q] > w[p] || (w[q] == w[p] && q < p));
+        r[p] = before < capacity ? x[p] : 0.0f;
+    }
+}
+
 /* ids[N,k] -> (perm[N k], counts[E]): a counting sort, stable */
 void cpu_MOE_SORT(const rt_kernel_call *c)
 {

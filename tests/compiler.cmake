@@ -38,11 +38,14 @@ endforeach()
 # The MoE router's other forms against the reference (tiny-moe: softmax after the top 2, SwiGLU
 # experts, a shared expert, layer 0 dense, aux and z losses): softmax before the top k; sigmoid
 # scores scaled; GELU experts with every other layer MoE (moe_layer_freq's integer form); one
-# expert a token, whose softmax weight is 1, so the router learns from the aux and z losses alone.
+# expert a token, whose softmax weight is 1, so the router learns from the aux and z losses alone;
+# token dropping at capacity factor 0.8 by either policy (padding: the same numbers).
 foreach(variant "pre_softmax:--moe-router-pre-softmax"
                 "sigmoid:--moe-router-score-function sigmoid --moe-router-topk-scaling-factor 2.5"
                 "gelu:--swiglu false --moe-layer-freq 2"
-                "top1:--moe-router-topk 1 --moe-shared-expert-intermediate-size 0")
+                "top1:--moe-router-topk 1 --moe-shared-expert-intermediate-size 0"
+                "capacity_probs:--moe-expert-capacity-factor 0.8"
+                "capacity_position:--moe-expert-capacity-factor 0.8 --moe-token-drop-policy position --moe-pad-expert-input-to-capacity")
   string(REPLACE ":" ";" parts "${variant}")
   list(GET parts 0 name)
   list(GET parts 1 flags)

@@ -620,6 +620,7 @@ static void moe_not_built(const rt_kernel_call *c)
 }
 void cuda_MOE_ROUTE(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
 void cuda_MOE_ROUTE_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
+void cuda_MOE_CAPACITY(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
 void cuda_MOE_SORT(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
 void cuda_MOE_PERMUTE(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
 void cuda_MOE_UNPERMUTE(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
