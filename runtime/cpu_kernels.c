@@ -1203,7 +1203,7 @@ static void aux_scores(int score, const float *l, int64_t E, double *s)
 }
 
 /* The tokens each expert was routed, and the loss's factor E / (k N^2). */
-static double aux_counts(const rt_kernel_call *c, const int32_t *ids, int64_t N, int64_t E, int64_t k, double *counts)
+static double aux_counts(const int32_t *ids, int64_t N, int64_t E, int64_t k, double *counts)
 {
     for (int64_t e = 0; e < E; e++)
         counts[e] = 0;
@@ -1218,7 +1218,7 @@ void cpu_MOE_AUX_LOSS(const rt_kernel_call *c)
     const float *l = argf(c, 0);
     int64_t N = c->arg_types[0]->dims[0], E = c->arg_types[0]->dims[1], k = c->arg_types[1]->dims[1];
     double *s = scratch((size_t)E, sizeof(double)), *counts = scratch((size_t)E, sizeof(double));
-    double f = aux_counts(c, c->args[1], N, E, k, counts), sum = 0;
+    double f = aux_counts(c->args[1], N, E, k, counts), sum = 0;
     for (int64_t n = 0; n < N; n++) {
         aux_scores((int)c->in->attr[1], l + n * E, E, s);
         for (int64_t e = 0; e < E; e++)
@@ -1236,7 +1236,7 @@ void cpu_MOE_AUX_LOSS_GRAD(const rt_kernel_call *c)
     int64_t N = c->arg_types[1]->dims[0], E = c->arg_types[1]->dims[1], k = c->arg_types[2]->dims[1];
     int score = (int)c->in->attr[1];
     double *s = scratch((size_t)E, sizeof(double)), *counts = scratch((size_t)E, sizeof(double));
-    double f = aux_counts(c, c->args[2], N, E, k, counts) * argf(c, 0)[0];
+    double f = aux_counts(c->args[2], N, E, k, counts) * argf(c, 0)[0];
     float *dl = resf(c, 0);
     for (int64_t n = 0; n < N; n++) {
         aux_scores(score, l + n * E, E, s);

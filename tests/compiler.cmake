@@ -162,6 +162,21 @@ if(MPI_C_FOUND)
   endforeach()
 endif()
 
+# MoE on data-parallel CPU ranks (tensor, pipeline and expert parallelism of MoE are refused until
+# built): each rank's micro-batch routes and balances its own tokens, as a single rank's does. (Not
+# the layouts' accum16: smaller micro-batches change the aux loss and the capacity, which are a
+# micro-batch's, as Megatron's.)
+if(MPI_C_FOUND)
+  foreach(layout "dp2:2:--dp 2" "dp2_zero:2:--dp 2 --use-distributed-optimizer" "dp2_dropout:2:${_dropout} --dp 2"
+                 "dp2_capacity:2:--moe-expert-capacity-factor 0.8 -- --dp 2")
+    mcc_parse_layout(${layout})
+    set(test ${layout_name}_equals_single_rank_tiny-moe)
+    add_test(NAME ${test} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh $<TARGET_FILE:mcc> tiny-moe
+             ${layout_ranks} ${layout_flags})
+    set_tests_properties(${test} PROPERTIES LABELS numerics PROCESSORS ${layout_ranks})
+  endforeach()
+endif()
+
 # PP=4 with 1F1B (the layouts' pp4 is auto's ZB-H1).
 if(MPI_C_FOUND)
   # full recompute against no recompute of the same layout, byte for byte (one rank; TP=2 x DP=2 ZeRO)
