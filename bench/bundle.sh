@@ -96,6 +96,12 @@ for c in gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa llama-8B-L4; do
   $B/mcc compile bench/configs/$c.json --target cuda --recompute-granularity selective -o devrun/bin/bench-$c-rc \
     2>devrun/bin/bench-$c-rc.compile.log || cat devrun/bin/bench-$c-rc.compile.log
 done
+# MEMORY_LEVERS=1: the recompute table's variants and llama3-8b on one GPU (bench/memory_levers.sh;
+# device_run.sh's LEVERS=1 runs them)
+if [ "${MEMORY_LEVERS:-0}" != 0 ]; then
+  source bench/memory_levers.sh
+  levers_compile $B/mcc
+fi
 # HF_LLAMA=1: mcc-convert (`mcc convert` linked without LLVM, so it runs on the GPU machine) for
 # device_run.sh's bench/hf_llama_check.sh, with bench-llama-1B
 if [ "${HF_LLAMA:-0}" != 0 ]; then

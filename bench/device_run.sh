@@ -229,6 +229,14 @@ if [ "${HF_LLAMA:-0}" != 0 ]; then
   bash bench/hf_llama_check.sh llama-1B
 fi
 
+# LEVERS=1 (bundle.sh's MEMORY_LEVERS=1): the recompute table and llama3-8b on one GPU with full
+# recompute and CPU optimizer offload, beside PyTorch's llama3-8b (bench/memory_levers.sh)
+if [ "${LEVERS:-0}" != 0 ]; then
+  section "memory levers: recompute table, llama3-8b on one GPU"
+  source bench/memory_levers.sh
+  levers_run "$O"
+fi
+
 section "table"
 touch "$O/baseline.jsonl"; python3 bench/summarize.py "$O" | tee "$O/table.txt"
 # the device tool brings back only a few files: every log goes home in one archive

@@ -186,6 +186,13 @@ static int route(builder *b, int layer, int x, int *ids)
                        s->moe_router_topk_scaling_factor};
     int w = ir_emit(b->m, b->f, IR_OP_MOE_ROUTE, &logits, 1, attrs, NULL, NULL);
     *ids = w + 1;
+    if (s->moe_expert_capacity_factor > 0) { /* Megatron's get_capacity, over this micro-batch's N k pairs */
+        int64_t N = ir_vtype(b->f, logits)->dims[0];
+        double drop[2] = {ceil((double)N * s->moe_router_topk / s->num_experts * s->moe_expert_capacity_factor),
+                          s->moe_token_drop_policy == MCC_MOE_DROP_POSITION};
+        int args[3] = {w, w, *ids};
+        w = ir_emit(b->m, b->f, IR_OP_MOE_CAPACITY, args, 3, drop, NULL, NULL);
+    }
     if (train && s->moe_router_load_balancing_type == MCC_MOE_AUX_LOSS && s->moe_aux_loss_coeff > 0) {
         int args[2] = {logits, *ids};
         int aux = ir_emit(b->m, b->f, IR_OP_MOE_AUX_LOSS, args, 2, attrs, NULL, NULL);

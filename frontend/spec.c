@@ -136,11 +136,11 @@ static const spec_field spec_fields[] = {
     MODEL(moe_router_bias_update_rate, K_NUM, R_NONNEG, D_VALUE, 1e-3, NULL,
           "with expert bias: its step per iteration, against each expert's load"),
     MODEL(moe_expert_capacity_factor, K_NUM, R_NONNEG, D_VALUE, 0, NULL,
-          "tokens an expert takes, as a multiple of the even share; more are dropped (0: dropless; not built yet)"),
+          "tokens an expert takes, as a multiple of the even share; more are dropped (0: dropless)"),
     MODEL(moe_token_drop_policy, K_ENUM, R_ANY, D_VALUE, MCC_MOE_DROP_PROBS, spec_moe_drops,
           "with a capacity factor: drop the lowest-weight tokens (probs) or the last ones (position)"),
     MODEL(moe_pad_expert_input_to_capacity, K_BOOL, R_ANY, D_VALUE, false, NULL,
-          "with a capacity factor: every expert's input padded to its capacity"),
+          "with a capacity factor: every expert's input padded to its capacity (zero-weight rows: the same numbers)"),
     MODEL(moe_shared_expert_intermediate_size, K_INT, R_NONNEG, D_VALUE, 0, NULL,
           "a shared expert of this width that every token passes through too (0: none)"),
     MODEL(moe_layer_freq, K_LAYERS, R_ANY, D_VALUE, 1, NULL,
@@ -1008,9 +1008,6 @@ static bool spec_check_moe_built(spec_ctx *c)
         return spec_fail(c, "%s (aux-loss-free balancing) is not built yet: drop it and balance with "
                             "--moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff C",
                          spec_where(c, spec_find("moe_router_enable_expert_bias")));
-    if (s->moe_expert_capacity_factor > 0)
-        return spec_fail(c, "%s (token dropping) is not built yet: drop it; routing is dropless (every token reaches "
-                            "its top-k experts)", spec_where(c, spec_find("moe_expert_capacity_factor")));
     const char *axes[][2] = {{"tensor_model_parallel_size", "MoE layers under tensor parallelism"},
                              {"pipeline_model_parallel_size", "MoE layers in a pipeline"},
                              {"expert_tensor_parallel_size", "experts split over tensor-parallel ranks"}};
@@ -1095,19 +1092,20 @@ static bool spec_pad_vocab(spec_ctx *c)
     return true;
 }
 
-/* What this build cannot recompute of recompute_modules, and why: the models it builds are dense
- * (no experts) with multi-head or grouped-query attention (no MLA), and its selective recompute
- * replays single ops, not a sub-block. */
+/* What this build cannot recompute of recompute_modules, and why: its models have multi-head or
+ * grouped-query attention (no MLA), and its selective recompute replays single ops, not a
+ * sub-block (mlp_act covers the experts' activations). */
 static const struct {
     int module;
     const char *why;
 } spec_recompute_refused[] = {
     {MCC_RM_MLP, "mcc's selective recompute replays single ops, not the MLP block: use --recompute-granularity "
                  "full (whole layers), or mlp_act (the MLP's activation output)"},
-    {MCC_RM_MOE_ACT, "this model has no mixture-of-experts layers (mcc builds dense GPT and LLaMA models): use "
-                     "mlp_act, the dense MLP's activation"},
-    {MCC_RM_MOE, "this model has no mixture-of-experts layers (mcc builds dense GPT and LLaMA models): drop it"},
-    {MCC_RM_SHARED_EXPERTS, "this model has no shared experts (mcc builds dense GPT and LLaMA models): drop it"},
+    {MCC_RM_MOE_ACT, "mcc's mlp_act recomputes the experts' activations too (the same GELU/SwiGLU ops): use mlp_act"},
+    {MCC_RM_MOE, "mcc's selective recompute replays single ops, not the MoE block: use mlp_act (the experts' "
+                 "activations) or drop it"},
+    {MCC_RM_SHARED_EXPERTS, "mcc's selective recompute replays single ops, not the shared expert: use mlp_act (its "
+                            "activation) or drop it"},
     {MCC_RM_MLA_UP_PROJ, "this model has no multi-latent attention (mcc builds multi-head and grouped-query "
                          "attention): drop it"},
 };

@@ -230,6 +230,13 @@ void ir_grad_moe_route(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
     ir_grad_contribute(g, in->args[0], emit(g, IR_OP_MOE_ROUTE_GRAD, args, 3, in->attr));
 }
 
+/* Linear in x with the keep mask of (w, ids) fixed: the same dropping of dy. */
+void ir_grad_moe_capacity(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int args[3] = {DY, in->args[1], in->args[2]};
+    ir_grad_contribute(g, in->args[0], emit(g, IR_OP_MOE_CAPACITY, args, 3, in->attr));
+}
+
 /* Each token's row is copied to its k routed rows: the gradient sums them back (the combine with
  * weights 1). */
 void ir_grad_moe_permute(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)

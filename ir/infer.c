@@ -870,6 +870,21 @@ bool ir_infer_moe_route_grad(const ir_module *m, const ir_instr *in, const ir_ty
     return true;
 }
 
+/* (x, w, ids), all [N,k] */
+bool ir_infer_moe_capacity(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_matrix(&a[0], "moe_capacity x [N,k]", err, len) || !need_matrix(&a[1], "weights [N,k]", err, len) ||
+        !need_i32(&a[2], 2, "expert ids [N,k]", err, len))
+        return false;
+    if (!same_shape(&a[0], &a[1]) || !same_shape(&a[0], &a[2]))
+        return fail(err, len, "moe_capacity's x %s, weights %s and ids %s differ", tstr(&a[0]), tstr(&a[1]), tstr(&a[2]));
+    if (!whole_in(in->attr[0], 1e12) || (in->attr[1] != 0 && in->attr[1] != 1))
+        return fail(err, len, "moe_capacity wants a whole capacity and policy 0 (probs) or 1 (position), got %.10g, %.10g",
+                    in->attr[0], in->attr[1]);
+    r[0] = a[0];
+    return true;
+}
+
 bool ir_infer_moe_sort(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     if (!need_i32(&a[0], 2, "expert ids [N,k]", err, len))

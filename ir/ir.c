@@ -525,6 +525,28 @@ bool ir_param_held_elsewhere(const ir_module *m, int g)
     return false;
 }
 
+int ir_param_value(const ir_module *m, int p)
+{
+    int shard = ir_global_companion(m, p, IR_GLOBAL_MASTER_SHARD);
+    return shard >= 0 ? shard : p;
+}
+
+int64_t ir_host_staging_bytes(const ir_module *m, const ir_func *f)
+{
+    int64_t most = 0;
+    for (int i = 0; f->kind == IR_FUNC_HOST_OPTIMIZER && i < f->ninstrs; i++) {
+        const ir_instr *in = &f->instrs[i];
+        if (in->op != IR_OP_COPY)
+            continue;
+        int dst = ir_global_index_of(m, f, in->args[0]), src = ir_global_index_of(m, f, in->args[1]);
+        const ir_type *t = &f->vals[in->args[0]].type;
+        bool up = dst >= 0 && !m->globals[dst].host && (src < 0 || m->globals[src].host);
+        if (up && t->dtype != f->vals[in->args[1]].type.dtype && (int64_t)ir_bytes(t) > most)
+            most = (int64_t)ir_bytes(t);
+    }
+    return 2 * (most < IR_HOST_STAGE_HALF ? most : IR_HOST_STAGE_HALF);
+}
+
 int ir_global_find(const ir_module *m, const char *name)
 {
     return m->global_index_cap ? m->global_index[index_slot(m, name)] : -1;

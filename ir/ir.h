@@ -113,8 +113,9 @@ typedef struct {
  * GRAD_SHARD this rank's block of the reduced gradient (ZeRO), MASTER_SHARD this rank's block of
  * the fp32 master (ZeRO), ADAM_M/ADAM_V Adam's moments, COPY a lower-precision working copy that
  * the forward and backward read, HOST_GRAD the host's copy of its gradient (or block) that the host's
- * AdamW reads (--optimizer-cpu-offload). Under offload the MASTER_SHARD is the host's fp32 master
- * (ZeRO's block of it, or this rank's whole part), and it and Adam's moments are `host`. FP8's scaling state (amax history, scale) joins here as roles
+ * AdamW reads (--optimizer-cpu-offload). Under offload an offloaded PARAM itself is `host` (its fp32
+ * value lives on the host only; the device keeps the COPY, f32 where param_dtype is f32), and so are
+ * its MASTER_SHARD (ZeRO's block), Adam's moments and its HOST_GRAD. FP8's scaling state (amax history, scale) joins here as roles
  * owned by the parameter they scale. ORDER: ir_global_kind_names (print.c). */
 typedef enum {
     IR_GLOBAL_PARAM, IR_GLOBAL_GRAD, IR_GLOBAL_ADAM_M, IR_GLOBAL_ADAM_V, IR_GLOBAL_COPY, IR_GLOBAL_GRAD_SHARD,
@@ -441,6 +442,16 @@ int ir_global_companion(const ir_module *m, int param, ir_global_kind kind);
  * a stage other than the first whose tied_sum adds the other's gradient (tied embeddings,
  * passes/pipeline.c). The gradient norm and the checkpoint take it from the first. */
 bool ir_param_held_elsewhere(const ir_module *m, int g);
+/* The global that holds parameter p's current fp32 value: its MASTER_SHARD (ZeRO's block; under
+ * offload the parameter then keeps only its initial or loaded value) where one exists, else p. */
+int ir_param_value(const ir_module *m, int p);
+/* Bytes of the host's staging buffer for function f (kind host_optimizer): two halves, each as large
+ * as its largest copy up (a host value into a device global) that changes the dtype, up to
+ * IR_HOST_STAGE_HALF; the host converts such a copy into the halves in turn, chunk by chunk, before
+ * the working dtype's bytes cross. 0 for other functions. The memory plan counts it as host memory
+ * and train_rank allocates it after the host function's arena. */
+enum { IR_HOST_STAGE_HALF = 64 << 20 };
+int64_t ir_host_staging_bytes(const ir_module *m, const ir_func *f);
 /* The PARAM global g is or belongs to. */
 static inline int ir_global_param(const ir_module *m, int g) { return m->globals[g].owner >= 0 ? m->globals[g].owner : g; }
 

@@ -289,8 +289,10 @@ static bool verify_func_kinds(verifier *v)
 }
 
 /* A host global (ir_global.host) is touched by the host_optimizer function, whose globals are all
- * host ones but for the copies that move data between the two memories, and elsewhere only by a
- * copy (the ZeRO setup's fill of the host master): a device kernel reads no host memory else. */
+ * host ones but for the copies that move data between the two memories, elsewhere by a copy, and by
+ * `setup`, which runs once (the ZeRO block of an offloaded parameter cut from it: a GPU's kernel
+ * reads the page-locked host memory through its mapping, over the link): a device kernel of the
+ * step reads no host memory. */
 static bool verify_host_placement(verifier *v)
 {
     const ir_module *m = v->m;
@@ -299,7 +301,7 @@ static bool verify_host_placement(verifier *v)
         bool host_func = f->kind == IR_FUNC_HOST_OPTIMIZER;
         for (int k = 0; k < f->ninstrs; k++) {
             const ir_instr *in = &f->instrs[k];
-            if (in->op == IR_OP_GLOBAL || in->op == IR_OP_COPY)
+            if (in->op == IR_OP_GLOBAL || in->op == IR_OP_COPY || f->kind == IR_FUNC_SETUP)
                 continue;
             for (int a = 0; a < in->nargs; a++) {
                 int g = ir_global_index_of(m, f, in->args[a]);

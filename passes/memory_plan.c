@@ -295,8 +295,8 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
     }
     for (int i = 0; i < m->nfuncs; i++) {
         const ir_func *f = m->funcs[i];
-        if (f->kind == IR_FUNC_HOST_OPTIMIZER)
-            b.host += f->arena_bytes;
+        if (f->kind == IR_FUNC_HOST_OPTIMIZER) /* its arena and conversion staging: host memory */
+            b.host += f->arena_bytes + ir_host_staging_bytes(m, f);
         else if (f->arena_bytes > b.activations)
             b.activations = f->arena_bytes;
         if (f->kind == IR_FUNC_STEP || f->kind == IR_FUNC_FORWARD || f->kind == IR_FUNC_BACKWARD ||
@@ -350,8 +350,8 @@ void mcc_memory_print(const mcc_memory_breakdown *b, FILE *out)
     fprintf(out, "  total             %10.3f GiB  (%lld bytes: train_rank's plan memory)\n", total / gib,
             (long long)total);
     if (b->host)
-        fprintf(out, "  host memory       %10.3f GiB  (%lld bytes, page-locked: the offloaded fp32 masters, Adam state "
-                "and gradient copies, --optimizer-cpu-offload)\n", b->host / gib, (long long)b->host);
+        fprintf(out, "  host memory       %10.3f GiB  (%lld bytes, page-locked: the offloaded fp32 parameters, Adam state, "
+                "gradient copies and conversion staging, --optimizer-cpu-offload)\n", b->host / gib, (long long)b->host);
 }
 
 /* The arena values live across instruction i (made at or before it, read after it). */

@@ -16,13 +16,18 @@
  * current on every rank (initialisation, dumps, checkpoints); optimizer state is 1/dp per rank.
  *
  * CPU offload (config optimizer_cpu_offload, the first optimizer_offload_fraction of the parameters'
- * elements in declaration order): an offloaded parameter's fp32 master (@<p>.master_shard: ZeRO's
- * block, else this rank's whole part, filled by `setup`), Adam's m and v and a host copy of its
- * gradient (@<p>.host_grad) are `host` globals, and its update leaves `optimizer` (which still takes
- * the norm over every gradient, and outputs the clipping coefficient) for two functions the
- * schedule calls after it: `host_optimizer`, run by the host (its gradient copied down, AdamW, the
- * master copied up into @<p>, or under ZeRO into the reduced gradient's block, dead by then), then
- * `param_sync` on the device (ZeRO's all-gather from that block, the working copies, the zeroing). */
+ * elements in declaration order): an offloaded parameter's fp32 value lives on the host only. The
+ * parameter global @<p> itself is `host` (initialised, checkpointed and dumped there), and so are
+ * Adam's m and v and a host copy of its gradient (@<p>.host_grad); the device keeps the working copy
+ * the step reads (precision.c's bf16 one, or an f32 @<p>.f32 made here where param_dtype is f32) and
+ * the gradient. Its update leaves `optimizer` (which still takes the norm over every gradient, and
+ * outputs the clipping coefficient) for two functions the schedule calls after it: `host_optimizer`,
+ * run by the host (its gradient copied down, AdamW on @<p>, then @<p> copied up into the working
+ * copy, converted to the working dtype on the host so that only those bytes cross), then
+ * `param_sync` on the device (the zeroing). Under ZeRO the host master is the block
+ * (@<p>.master_shard, host; filled from @<p> by `setup`): it goes up as fp32 into the reduced
+ * gradient's block, dead by then, and param_sync all-gathers the blocks into the working copy; @<p>
+ * then holds the initial (or loaded) value only, and the checkpoint and dumps read the block. */
 #include "passes.h"
 
 #include <stdio.h>
@@ -66,10 +71,9 @@ static ir_func *setup_func(ir_module *m)
     return i >= 0 ? m->funcs[i] : ir_func_new(m, "setup", IR_FUNC_SETUP);
 }
 
-/* @<param>.master_shard, the fp32 master the update writes where it is not the parameter itself:
- * under ZeRO this rank's block of parameter g (its layout the parameter's, then dp:flat), else (CPU
- * offload) its whole part; declared and filled by `setup`; returns its index. */
-static int master_shard(ir_module *m, int g, bool zero)
+/* @<param>.master_shard, the fp32 master ZeRO's update writes: this rank's block of parameter g (its
+ * layout the parameter's, then dp:flat); declared and filled by `setup`; returns its index. */
+static int master_shard(ir_module *m, int g)
 {
     int shard = ir_global_companion(m, g, IR_GLOBAL_MASTER_SHARD);
     if (shard >= 0)
@@ -77,11 +81,9 @@ static int master_shard(ir_module *m, int g, bool zero)
     ir_func *setup = setup_func(m);
     double axis = IR_AXIS_DP;
     int whole = ir_global_ref(m, setup, m->globals[g].name);
-    int block = zero ? ir_emit(m, setup, IR_OP_LOCAL_SHARD, &whole, 1, &axis, NULL, NULL) /* f32[N/dp] {shard=[dp]} */
-                     : whole;
+    int block = ir_emit(m, setup, IR_OP_LOCAL_SHARD, &whole, 1, &axis, NULL, NULL); /* f32[N/dp] {shard=[dp]} */
     ir_layout layout = m->globals[g].layout;
-    if (zero)
-        ir_layout_add(&layout, IR_AXIS_DP, IR_SPLIT_FLAT, 0);
+    ir_layout_add(&layout, IR_AXIS_DP, IR_SPLIT_FLAT, 0);
     shard = companion(m, g, IR_GLOBAL_MASTER_SHARD, "master_shard", *ir_vtype(setup, block), layout);
     m->globals[shard].no_decay = m->globals[g].no_decay;
     int args[2] = {ir_global_ref(m, setup, m->globals[shard].name), block};
@@ -89,7 +91,36 @@ static int master_shard(ir_module *m, int g, bool zero)
     return shard;
 }
 
-/* ZeRO: @<param> := the concatenation of every rank's updated block (master, a reference in f). */
+/* The device's working copy of parameter p, which every function but setup and the host's reads in
+ * its stead once p is a host global: precision.c's, else (param_dtype f32) @<p>.f32, declared here,
+ * filled by `setup` and the references to p pointed at it. */
+static int working_copy(ir_module *m, int p)
+{
+    int c = ir_global_companion(m, p, IR_GLOBAL_COPY);
+    if (c >= 0)
+        return c;
+    char name[256];
+    snprintf(name, sizeof name, "%s.f32", m->globals[p].name);
+    c = ir_global_add_companion(m, name, m->globals[p].type, IR_GLOBAL_COPY, p);
+    m->globals[c].no_decay = m->globals[p].no_decay;
+    for (int i = 0; i < m->nfuncs; i++) {
+        ir_func *f = m->funcs[i];
+        if (f->kind == IR_FUNC_SETUP || f->kind == IR_FUNC_HOST_OPTIMIZER)
+            continue;
+        for (int k = 0; k < f->ninstrs; k++)
+            if (f->instrs[k].op == IR_OP_GLOBAL && !strcmp(f->instrs[k].sym, m->globals[p].name)) {
+                free(f->instrs[k].sym);
+                f->instrs[k].sym = strdup(name);
+            }
+    }
+    ir_func *setup = setup_func(m);
+    int args[2] = {ir_global_ref(m, setup, name), ir_global_ref(m, setup, m->globals[p].name)};
+    ir_emit(m, setup, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+    return c;
+}
+
+/* ZeRO: @<g> (a parameter, or an offloaded one's working copy) := the concatenation of every rank's
+ * updated block (master, a reference in f), converted to g's dtype. */
 static void gather_param(ir_module *m, ir_func *f, int g, int master)
 {
     double axis = IR_AXIS_DP;
@@ -202,8 +233,9 @@ static int host_companion(ir_module *m, int p, ir_global_kind kind, const char *
 }
 
 /* host_optimizer (f): parameter p's update on the host. Its gradient (or reduced block, a global of
- * the device) is copied down into @<p>.host_grad, AdamW updates the host master and moments, and the
- * master goes back up into up (a device global of its type: @<p>, or the gradient block). */
+ * the device) is copied down into @<p>.host_grad, AdamW updates the host master (@<p>, or ZeRO's
+ * block) and moments, and the master goes up into up (a device global of its shape: the working
+ * copy, converted by the host, or ZeRO's gradient block). */
 static void host_update(ir_module *m, ir_func *f, int p, int master, int grad, int up, const int *inputs)
 {
     const ir_global *mg = &m->globals[master];
@@ -220,14 +252,15 @@ static void host_update(ir_module *m, ir_func *f, int p, int master, int grad, i
     double attrs[4] = {ir_cfg_num(m, IR_CFG_ADAM_BETA1), ir_cfg_num(m, IR_CFG_ADAM_BETA2), ir_cfg_num(m, IR_CFG_ADAM_EPS),
                        m->globals[p].no_decay ? 0 : ir_cfg_num(m, IR_CFG_WEIGHT_DECAY)};
     ir_emit(m, f, IR_OP_ADAMW, args, 7, attrs, NULL, NULL);
-    int upv[2] = {ir_global_ref(m, f, m->globals[up].name), hm}; /* the same type: @<p>, or ZeRO's block */
+    int upv[2] = {ir_global_ref(m, f, m->globals[up].name), hm};
     ir_emit(m, f, IR_OP_COPY, upv, 2, NULL, NULL, NULL);
 }
 
 /* Zeroes the gradients of parameters params[j] with want[j] (the ones micro_step overwrites need
- * none: assigned), and refreshes the working copies of those parameters, in f. refs: f's references
- * to the gradients where it has them, else NULL. */
-static void finish_params(ir_module *m, ir_func *f, const int *params, int n, const bool *want, const int *refs)
+ * none: assigned), and with refresh, refreshes the working copies of those parameters from them, in
+ * f. refs: f's references to the gradients where it has them, else NULL. */
+static void finish_params(ir_module *m, ir_func *f, const int *params, int n, const bool *want, const int *refs,
+                          bool refresh)
 {
     bool *assigned = calloc((size_t)m->nglobals + 1, sizeof(bool));
     assign_first_writes(m, assigned);
@@ -237,7 +270,7 @@ static void finish_params(ir_module *m, ir_func *f, const int *params, int n, co
             grads[nzero++] = refs ? refs[j] : grad_ref(m, f, params[j], false);
     free(assigned);
     zero_all(m, f, grads, nzero);
-    for (int c = 0; c < m->nglobals; c++) /* refresh the working copies from the updated masters */
+    for (int c = 0; refresh && c < m->nglobals; c++) /* refresh the working copies from the updated masters */
         for (int j = 0; j < n; j++)
             if (want[j] && m->globals[c].kind == IR_GLOBAL_COPY && m->globals[c].owner == params[j]) {
                 int args[2] = {ir_global_ref(m, f, m->globals[c].name), ir_global_ref(m, f, m->globals[params[j]].name)};
@@ -294,7 +327,7 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
         any_offloaded |= offloaded[j];
     }
     ir_func *host = NULL, *sync = NULL;
-    int host_inputs[3];
+    int host_inputs[3] = {0};
     if (any_offloaded) {
         ir_output(m, f, "clip_coef", coef);
         host = ir_func_new(m, "host_optimizer", IR_FUNC_HOST_OPTIMIZER);
@@ -304,16 +337,23 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
         sync = ir_func_new(m, "param_sync", IR_FUNC_PARAM_SYNC);
     }
     for (int j = 0; j < nparams; j++) {
-        if (offloaded[j]) { /* the host's update, then param_sync's all-gather */
-            int master = master_shard(m, params[j], zero);
+        if (offloaded[j]) { /* the host's update (into the working copy, or ZeRO's block), then param_sync's */
+            m->globals[params[j]].host = true;
+            int copy = working_copy(m, params[j]);
+            if (!zero && m->globals[copy].type.dtype != IR_F32 && m->globals[copy].type.dtype != IR_BF16)
+                return snprintf(err, errlen, "--optimizer-cpu-offload: the host converts the working copy @%s to bf16 "
+                                "or f32 only, not %s (param_dtype: use --bf16, or offload under "
+                                "--use-distributed-optimizer, whose device converts)", m->globals[copy].name,
+                                ir_dtype_name(m->globals[copy].type.dtype)), false;
+            int master = zero ? master_shard(m, params[j]) : params[j];
             m->globals[master].host = true;
             int grad = ir_global_companion(m, params[j], zero ? IR_GLOBAL_GRAD_SHARD : IR_GLOBAL_GRAD);
-            host_update(m, host, params[j], master, grad, zero ? grad : params[j], host_inputs);
+            host_update(m, host, params[j], master, grad, zero ? grad : copy, host_inputs);
             if (zero)
-                gather_param(m, sync, params[j], ir_global_ref(m, sync, m->globals[grad].name));
+                gather_param(m, sync, copy, ir_global_ref(m, sync, m->globals[grad].name));
             continue;
         }
-        int held = zero ? master_shard(m, params[j], true) : params[j]; /* may grow m->globals: index it after */
+        int held = zero ? master_shard(m, params[j]) : params[j]; /* may grow m->globals: index it after */
         const ir_global *mg = &m->globals[held];
         ir_type t = mg->type;
         ir_layout layout = mg->layout;
@@ -330,9 +370,9 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
             gather_param(m, f, params[j], master);
     }
     /* the accumulators (ZeRO: not the blocks) restart from 0; offloaded ones after their copy down */
-    finish_params(m, f, params, nparams, device, zero ? NULL : grads);
+    finish_params(m, f, params, nparams, device, zero ? NULL : grads, true);
     if (sync)
-        finish_params(m, sync, params, nparams, offloaded, NULL);
+        finish_params(m, sync, params, nparams, offloaded, NULL, false);
     emit_grad_norm(m, grads_func(m, "grad_norm", IR_FUNC_GRAD_NORM, params, nparams, zero, grads), grads, nparams, zero);
     zero_all(m, grads_func(m, "zero_grads", IR_FUNC_ZERO_GRADS, params, nparams, false, grads), grads, nparams);
     return true;

@@ -1061,6 +1061,23 @@ void cpu_MOE_ROUTE_GRAD(const rt_kernel_call *c)
     free(g);
 }
 
+/* (x, w, ids) -> x * keep: each expert keeps its first `capacity` pairs by weight (probs) or by
+ * token (position); a pair's rank is the pairs of its expert that come before it. */
+void cpu_MOE_CAPACITY(const rt_kernel_call *c)
+{
+    const float *x = argf(c, 0), *w = argf(c, 1);
+    const int32_t *ids = c->args[2];
+    int64_t R = ir_numel(c->arg_types[0]), capacity = (int64_t)c->in->attr[0];
+    bool by_position = c->in->attr[1] != 0;
+    float *r = resf(c, 0);
+    for (int64_t p = 0; p < R; p++) {
+        int64_t before = 0;
+        for (int64_t q = 0; q < R && before < capacity; q++)
+            before += ids[q] == ids[p] && q != p && (by_position ? q < p : w[q] > w[p] || (w[q] == w[p] && q < p));
+        r[p] = before < capacity ? x[p] : 0.0f;
+    }
+}
+
 /* ids[N,k] -> (perm[N k], counts[E]): a counting sort, stable */
 void cpu_MOE_SORT(const rt_kernel_call *c)
 {
@@ -1188,7 +1205,7 @@ static void aux_scores(int score, const float *l, int64_t E, double *s)
 }
 
 /* The tokens each expert was routed, and the loss's factor E / (k N^2). */
-static double aux_counts(const rt_kernel_call *c, const int32_t *ids, int64_t N, int64_t E, int64_t k, double *counts)
+static double aux_counts(const int32_t *ids, int64_t N, int64_t E, int64_t k, double *counts)
 {
     for (int64_t e = 0; e < E; e++)
         counts[e] = 0;
@@ -1203,7 +1220,7 @@ void cpu_MOE_AUX_LOSS(const rt_kernel_call *c)
     const float *l = argf(c, 0);
     int64_t N = c->arg_types[0]->dims[0], E = c->arg_types[0]->dims[1], k = c->arg_types[1]->dims[1];
     double *s = scratch((size_t)E, sizeof(double)), *counts = scratch((size_t)E, sizeof(double));
-    double f = aux_counts(c, c->args[1], N, E, k, counts), sum = 0;
+    double f = aux_counts(c->args[1], N, E, k, counts), sum = 0;
     for (int64_t n = 0; n < N; n++) {
         aux_scores((int)c->in->attr[1], l + n * E, E, s);
         for (int64_t e = 0; e < E; e++)
@@ -1221,7 +1238,7 @@ void cpu_MOE_AUX_LOSS_GRAD(const rt_kernel_call *c)
     int64_t N = c->arg_types[1]->dims[0], E = c->arg_types[1]->dims[1], k = c->arg_types[2]->dims[1];
     int score = (int)c->in->attr[1];
     double *s = scratch((size_t)E, sizeof(double)), *counts = scratch((size_t)E, sizeof(double));
-    double f = aux_counts(c, c->args[2], N, E, k, counts) * argf(c, 0)[0];
+    double f = aux_counts(c->args[2], N, E, k, counts) * argf(c, 0)[0];
     float *dl = resf(c, 0);
     for (int64_t n = 0; n < N; n++) {
         aux_scores(score, l + n * E, E, s);

@@ -171,16 +171,23 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     p->global_slab =
         (copy_lane && p->bucket_exchange_bytes ? dev->alloc_window : dev->alloc)(p, slab + p->bucket_exchange_bytes);
     p->global_slab_bytes = slab;
-    int64_t host_arena = 0; /* the host function's arena: its inputs */
+    int64_t host_arena = 0, staging = 0; /* the host function's arena (its inputs), then its conversions' */
     for (int i = 0; i < m->nfuncs; i++)
-        if (host_func(p, i) && m->funcs[i]->arena_bytes > host_arena)
+        if (host_func(p, i) && m->funcs[i]->arena_bytes + ir_host_staging_bytes(m, m->funcs[i]) > host_arena + staging) {
             host_arena = m->funcs[i]->arena_bytes;
-    p->host_bytes = host_slab + (size_t)host_arena;
+            staging = ir_host_staging_bytes(m, m->funcs[i]);
+        }
+    p->host_bytes = host_slab + (size_t)host_arena + (size_t)staging;
     if (p->host_bytes) {
         p->host_slab = dev->alloc_host ? dev->alloc_host(p->host_bytes) : xcalloc(1, p->host_bytes, "host globals");
         memset(p->host_slab, 0, p->host_bytes);
         p->host_arena = (char *)p->host_slab + host_slab;
+        p->host_staging = p->host_arena + host_arena;
+        p->host_staging_bytes = (size_t)staging;
     }
+    for (int i = 0; i < m->nfuncs && !p->host_pool; i++)
+        if (host_func(p, i))
+            rt_host_pool_open(p);
     size_t slab_offset = 0, host_offset = 0;
     for (int i = 0; i < m->nglobals; i++) {
         bool host = m->globals[i].host;
@@ -217,6 +224,7 @@ void rt_program_free(rt_program *p)
 {
     if (!p)
         return;
+    rt_host_pool_close(p);
     for (int i = 0; i < p->m->nfuncs; i++) {
         for (int k = 0; k < p->nslots[i]; k++) {
             rt_func_exec *x = &p->slot_execs[i][k];

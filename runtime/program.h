@@ -28,8 +28,11 @@ typedef struct rt_program {
     void **globals;                 /* per module global: device memory, inside global_slab */
     void *global_slab;              /* every global, in declaration order (ir_global_span each) */
     size_t global_slab_bytes;
-    void *host_slab;                /* the host globals (ir_global.host), then host_arena; or NULL */
+    void *host_slab;                /* the host globals (ir_global.host), host_arena, host_staging; or NULL */
     char *host_arena;               /* the host_optimizer function's values */
+    char *host_staging;             /* after host_arena: where the host converts a copy up, two halves */
+    size_t host_staging_bytes;      /* ir_host_staging_bytes */
+    struct rt_host_pool *host_pool; /* the host AdamW's threads (host_optimizer.c), or NULL */
     size_t host_bytes;              /* of host_slab: what mcc compile's memory report counts as host memory */
     size_t bucket_exchange_bytes;   /* after the slab, in its window: the copy lane's gradient
                                        buckets' exchange buffer (rt_parallel_exchange), or 0 */

@@ -332,13 +332,13 @@ static void dump_close(rt_mcct *w)
 }
 
 /* Global g as the single-rank program holds it, reassembled from every rank's part as its layout
- * record says. The reduced gradient is the gradient's GRAD_SHARD companion where ZeRO made one.
- * Collective: every rank calls. */
+ * record says. The reduced gradient is the gradient's GRAD_SHARD companion where ZeRO made one, a
+ * parameter's value its MASTER_SHARD (ir_param_value). Collective: every rank calls. */
 static void *whole_global(train_run *r, int g, ir_type *whole)
 {
     const ir_global *gl = &r->m->globals[g];
     int shard = gl->kind == IR_GLOBAL_GRAD ? ir_global_companion(r->m, gl->owner, IR_GLOBAL_GRAD_SHARD) : -1;
-    int held = shard >= 0 ? shard : g, degree[IR_NUM_AXES];
+    int held = gl->kind == IR_GLOBAL_PARAM ? ir_param_value(r->m, g) : shard >= 0 ? shard : g, degree[IR_NUM_AXES];
     ir_axis_degrees(r->m, degree);
     *whole = ir_global_whole(r->m, held, degree);
     void *local = malloc(ir_bytes(&r->m->globals[held].type)), *full = malloc(ir_bytes(whole));

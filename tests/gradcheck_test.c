@@ -99,6 +99,18 @@ static int experts_case(graph *g)
     return ir_emit(g->m, g->f, IR_OP_MOE_UNPERMUTE, a3, 3, NULL, NULL, NULL);
 }
 
+/* Token dropping of weights wts[5,2] routed by fixed ids (the test's: experts 3,1 8,6 4,2 0,7 5,3),
+ * capacity 1 by position: the second pair of expert 3 is dropped, whatever the weights (so the
+ * differences see no change of the choice; numerics_vs_torch_tiny-moe_capacity_probs checks the
+ * probs policy). */
+static int capacity_case(graph *g)
+{
+    int64_t pairs[2] = {5, 2};
+    int w = param(g, "wts", 2, pairs), args[3] = {w, w, ids(g, "ids", 2, pairs)};
+    double attrs[2] = {1, 1};
+    return ir_emit(g->m, g->f, IR_OP_MOE_CAPACITY, args, 3, attrs, NULL, NULL);
+}
+
 /* A scalar loss s made a [1,6] output: s b, b a param [1,6]. */
 static int scalar_case(graph *g, int s)
 {
@@ -171,6 +183,7 @@ static int build_case(graph *g, ir_op op)
     }
     case IR_OP_FP8_MATMUL: return STRAIGHT_THROUGH;
     case IR_OP_MOE_ROUTE: return route_case(g);
+    case IR_OP_MOE_CAPACITY: return capacity_case(g);
     case IR_OP_MOE_PERMUTE: case IR_OP_MOE_UNPERMUTE: case IR_OP_MOE_GROUPED_MATMUL: return experts_case(g);
     case IR_OP_MOE_AUX_LOSS: case IR_OP_MOE_Z_LOSS: return router_loss_case(g, op);
     case IR_OP_MOE_AUX_ATTACH: return OBJECTIVE_ONLY;

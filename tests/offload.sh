@@ -5,9 +5,11 @@
 # give the same step-1 gradients, every step's loss, lr and grad norm and the same final weights,
 # byte for byte: on CPU ranks the host's AdamW is the CPU kernel's arithmetic, run by train_rank's
 # host executor (runtime/host_optimizer.c) on MCC_HOST_OPTIMIZER_THREADS=3 threads over the host
-# globals the plan places there. On one rank it also checks, with gradient accumulation off (the
-# update's other zeroing path) and with bf16 Adam moments, a checkpoint saved with offload resumed without it and the reverse
-# (steps 6-10 the same text), and mcc compile's host memory line and its --host-memory refusal.
+# globals the plan places there (the offloaded parameters themselves on the host), the evals' losses
+# too, and a checkpoint saved with offload resumed without it and the reverse (steps 6-10 the same
+# text, the same final weights). On one rank it also checks gradient accumulation off (the update's
+# other zeroing path), bf16 Adam moments, and mcc compile's host memory line and its --host-memory
+# refusal.
 set -euo pipefail
 mcc=$1; np=$2; shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,7 +18,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} MCC_HOST_OPTIMIZER_THREADS=3 # (parallel_e2e.sh)
 run() { if [ "$np" = 1 ]; then "$@"; else mpirun -np "$np" --oversubscribe "$@"; fi; }
 "$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix "$work/text" --append-eod >/dev/null 2>&1
-data=(--data-path "$work/text_text_document" --train-iters 10 --eval-iters 0)
+data=(--data-path "$work/text_text_document" --split 50,50,0 --train-iters 10 --eval-interval 5 --eval-iters 1)
 compile() { # NAME FLAGS...
   local name=$1; shift
   "$mcc" compile "$root/models/tiny-gpt2.json" --target cpu --vocab-size 260 --make-vocab-size-divisible-by 1 "$@" \
@@ -26,10 +28,13 @@ train() { # NAME DUMP FLAGS...
   local name=$1 dump=$2; shift 2
   run "$work/bin_$name" "${data[@]}" --dump-dir "$work/$dump" "$@" >"$work/$dump.log" 2>&1 || { cat "$work/$dump.log"; exit 1; }
 }
-same() { # A B WHAT: the dumps of runs A and B byte for byte (a pipeline's: a file a stage)
+same() { # A B WHAT: the dumps of runs A and B byte for byte (a pipeline's: a file a stage), and their evals
   for f in "$work/$1"/*; do
     cmp -s "$f" "$work/$2/${f##*/}" || { echo "FAIL: $3: ${f##*/} differs from the run without offload"; exit 1; }
   done
+  evals() { grep -o "validation loss at iteration [0-9]* | lm loss value: [^|]*" "$work/$1.log"; }
+  [ "$(evals "$1" | wc -l)" = 2 ] && diff <(evals "$1") <(evals "$2") >/dev/null ||
+    { echo "FAIL: $3: the validation losses differ from the run without offload"; evals "$1"; evals "$2"; grep -i valid "$work/$1.log" | head -3; exit 1; }
   echo "ok: $3 equals the run without offload, bit for bit"
 }
 offload=(--optimizer-cpu-offload)
@@ -37,10 +42,34 @@ compile ref "$@"
 compile full "$@" "${offload[@]}"
 compile half "$@" "${offload[@]}" --optimizer-offload-fraction 0.5 --overlap-cpu-optimizer-d2h-h2d
 grep -q "host memory .*page-locked" "$work/full.clog" || { echo "FAIL: no host memory line"; cat "$work/full.clog"; exit 1; }
+# the fp32 value of an offloaded parameter lives on the host only (the parameter global itself is
+# host); the device keeps the working copy the step reads (CPU target: f32, @<p>.f32)
+for bin in full half; do
+  grep -aq "global @embedding.word : f32\[[0-9]*,64\] {kind=param, .*host}" "$work/bin_$bin" &&
+    grep -aq "global @embedding.word.f32 : f32\[[0-9]*,64\] {kind=copy, init=zeros, of=@embedding.word[,}]" "$work/bin_$bin" ||
+    { echo "FAIL: $bin: the offloaded @embedding.word is not a host global beside a device working copy"; exit 1; }
+done
+! grep -aq "global @final_norm.bias : .*host}" "$work/bin_half" || { echo "FAIL: fraction 0.5 put the last parameter on the host"; exit 1; }
+echo "ok: the plan holds the offloaded parameters on the host, their working copies on the device"
 ! grep -q "host memory" "$work/ref.clog" || { echo "FAIL: a host memory line without offload"; exit 1; }
 train ref ref; train full full; train half half
 same ref full "fraction 1.0"
 same ref half "fraction 0.5, overlapped copies"
+# checkpoints hold the same tensors either way (under ZeRO the master blocks): saved at 5 by one,
+# resumed to 10 by the other
+for pair in "full ref" "ref full"; do
+  read -r saver loader <<<"$pair"
+  rm -rf "$work/ck"
+  train "$saver" "save_$saver" --save "$work/ck" --save-interval 5 --exit-interval 5
+  train "$loader" "load_$loader" --load "$work/ck"
+  diff <(sed -n 6,10p "$work/ref/steps.txt") "$work/load_$loader/steps.txt" >/dev/null ||
+    { echo "FAIL: saved by $saver at 5, resumed by $loader: steps 6-10 differ"; exit 1; }
+  for f in "$work/ref"/params_final*.mcct; do # a pipeline's: a file a stage
+    cmp -s "$f" "$work/load_$loader/${f##*/}" ||
+      { echo "FAIL: saved by $saver at 5, resumed by $loader: the final weights differ (${f##*/})"; exit 1; }
+  done
+  echo "ok: a checkpoint saved by $saver resumes in $loader bit for bit"
+done
 [ "$np" = 1 ] || exit 0
 # train_rank allocates the host memory mcc compile reported
 host_bytes=$(sed -n 's/.*host memory .*(\([0-9]*\) bytes, page-locked.*/\1/p' "$work/full.clog")
@@ -60,18 +89,6 @@ grep -q "global @embedding.word.adam_m : bf16\[260,64\] {kind=adam_m, .*host}" "
   { echo "FAIL: the offloaded moments are not bf16 host globals in the plan"; exit 1; }
 train ref16 ref16; train half16 half16
 same ref16 half16 "bf16 moments, fraction 0.5"
-# checkpoints hold the same tensors either way: saved at 5 by one, resumed to 10 by the other
-for pair in "full ref" "ref full"; do
-  read -r saver loader <<<"$pair"
-  rm -rf "$work/ck"
-  train "$saver" "save_$saver" --save "$work/ck" --save-interval 5 --exit-interval 5
-  train "$loader" "load_$loader" --load "$work/ck"
-  diff <(sed -n 6,10p "$work/ref/steps.txt") "$work/load_$loader/steps.txt" >/dev/null ||
-    { echo "FAIL: saved by $saver at 5, resumed by $loader: steps 6-10 differ"; exit 1; }
-  cmp -s "$work/ref/params_final.mcct" "$work/load_$loader/params_final.mcct" ||
-    { echo "FAIL: saved by $saver at 5, resumed by $loader: the final weights differ"; exit 1; }
-  echo "ok: a checkpoint saved by $saver resumes in $loader bit for bit"
-done
 # the host memory must fit: the refusal names the fixes
 if "$mcc" compile "$root/models/tiny-gpt2.json" --target cpu "${offload[@]}" --host-memory 0.001 -o "$work/x" 2>"$work/x.log"; then
   echo "FAIL: --host-memory 0.001 compiled"; exit 1

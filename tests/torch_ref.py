@@ -333,7 +333,26 @@ def router(logits, c):
         w, ids = torch.topk(torch.sigmoid(logits), k, dim=1)
         w = w / (w.sum(-1, keepdim=True) + 1e-20) if k > 1 else w
     scaling = c.get("moe_router_topk_scaling_factor", 0)
-    return (w * scaling if scaling else w), ids
+    w = w * scaling if scaling else w
+    if c.get("moe_expert_capacity_factor", 0) > 0:
+        w = w * capacity_keep(w.detach(), ids, c)
+    return w, ids
+
+
+def capacity_keep(w, ids, c):
+    """Megatron's token dropping: each expert keeps get_capacity's ceil(N k / E * factor) of the
+    pairs routed to it, those of the largest weights (moe_token_drop_policy probs; a tie to the
+    earlier token) or the earliest tokens (position). Returns the keep mask [N,k]."""
+    N, k = ids.shape
+    capacity = math.ceil(N * k / c["num_experts"] * c["moe_expert_capacity_factor"])
+    keep = torch.zeros(N * k, dtype=w.dtype)
+    flat_ids, flat_w = ids.reshape(-1), w.reshape(-1)
+    for e in range(c["num_experts"]):
+        pairs = (flat_ids == e).nonzero().flatten().tolist()  # in token order
+        if c.get("moe_token_drop_policy", "probs") == "probs":
+            pairs.sort(key=lambda q: -float(flat_w[q]))  # stable: ties stay in token order
+        keep[pairs[:capacity]] = 1
+    return keep.reshape(N, k)
 
 
 class RouterLog:
@@ -565,7 +584,7 @@ def compare(dump, c, n_iters, metrics_file=None):
     metrics = read_metrics(metrics_file) if metrics_file else {}
     for (it, loss, lr, norm_), (ref_loss, ref_lr, ref_norm, ref_moe) in zip(dumped_steps, ref_steps):
         rows.append((f"step {it} loss", rel_err(loss, ref_loss), f"{loss:.7g} vs {ref_loss:.7g}"))
-        for key, want in ref_moe.items():  # an MoE model's metrics records (train_rank --metrics-file)
+        for key, want in ref_moe.items() if metrics_file else ():  # an MoE model's metrics records
             got = metrics.get(it, {}).get(key)
             rows.append((f"step {it} {key}", math.inf if got is None else rel_err(got, want),
                          "missing" if got is None else f"{got:.7g} vs {want:.7g}"))

@@ -278,16 +278,6 @@ void cuda_ALL_TO_ALL_V(rt_cuda_ctx *cx, const rt_kernel_call *c)
     free(splits);
 }
 
-/* Expert parallelism's run reordering has no CUDA kernel yet (neither have the MoE ops). */
-static _Noreturn void runs_not_built(const rt_kernel_call *c)
-{
-    fprintf(stderr, "train_rank: %s has no CUDA launcher yet (expert parallelism runs on the CPU target only); "
-                    "recompile with --target cpu or without --expert-model-parallel-size\n", ir_ops[c->in->op].name);
-    exit(1);
-}
-void cuda_MOE_SORT_RUNS(rt_cuda_ctx *cx, const rt_kernel_call *c) { runs_not_built(c); }
-void cuda_MOE_UNSORT_RUNS(rt_cuda_ctx *cx, const rt_kernel_call *c) { runs_not_built(c); }
-
 /* x (N elements) -> r[N/n]: block `rank` of x, no communication */
 void cuda_LOCAL_SHARD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
