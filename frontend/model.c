@@ -16,6 +16,7 @@ typedef struct {
     int first_sample;               /* `input @first_sample` of a training step with dropout, else -1 */
     int64_t rows;                   /* batch rows the chain being built runs over */
     int layer;                      /* the layer being built, -1 outside the layers */
+    struct moe_report *report;      /* a training step's MoE router losses, NULL in eval_step */
 } builder;
 
 /* Declares a parameter (once: every step function shares it) in the layer being built, placed
@@ -134,23 +135,129 @@ static int attention_block(builder *b, int layer, int x)
                    dropout_site(layer, SITE_ATTENTION_OUT));
 }
 
-static int mlp_block(builder *b, int layer, int x)
+/* The MLP of width ffn under prefix (up, gate with swiglu, down) on x[*,d]. */
+static int mlp(builder *b, const char *prefix, int x, int64_t ffn)
 {
     const mcc_spec *s = b->s;
-    char p[128];
+    char p[160];
     double std = s->init_method_std, out_std = std / sqrt(2.0 * s->num_layers);
-    snprintf(p, sizeof p, "layers.%d.mlp.up", layer);
-    int h = linear(b, p, x, s->hidden_size, s->ffn_hidden_size, std, IR_PLACE_COLUMN); /* [B,T,F] */
+    snprintf(p, sizeof p, "%s.up", prefix);
+    int h = linear(b, p, x, s->hidden_size, ffn, std, IR_PLACE_COLUMN); /* [*,F] */
     if (s->activation == MCC_ACT_SWIGLU) {
-        snprintf(p, sizeof p, "layers.%d.mlp.gate", layer);
-        int gate = linear(b, p, x, s->hidden_size, s->ffn_hidden_size, std, IR_PLACE_COLUMN);
+        snprintf(p, sizeof p, "%s.gate", prefix);
+        int gate = linear(b, p, x, s->hidden_size, ffn, std, IR_PLACE_COLUMN);
         h = ir_op2(b->m, b->f, IR_OP_SWIGLU, gate, h); /* silu(gate) * up, one kernel each way */
     } else {
         h = ir_op1(b->m, b->f, IR_OP_GELU, h);
     }
-    snprintf(p, sizeof p, "layers.%d.mlp.down", layer);
-    return dropout(b, linear(b, p, h, s->ffn_hidden_size, s->hidden_size, out_std, IR_PLACE_ROW), s->hidden_dropout,
-                   dropout_site(layer, SITE_MLP_OUT));
+    snprintf(p, sizeof p, "%s.down", prefix);
+    return linear(b, p, h, ffn, s->hidden_size, out_std, IR_PLACE_ROW);
+}
+
+/* The MoE layer's router losses, summed over the layers for train_rank's report (unscaled, as
+ * Megatron's tracker shows them): @moe_aux_loss, @moe_z_loss; -1 where a step has none. */
+typedef struct moe_report {
+    int aux, z;
+} moe_report;
+
+/* A router loss of this layer: coeff loss joins the objective through moe_aux_attach on x (Megatron's
+ * MoEAuxLossAutoScaler), and the unscaled loss the report's sum. */
+static int attach_loss(builder *b, int x, int loss, double coeff, int *sum)
+{
+    *sum = *sum < 0 ? loss : ir_op2(b->m, b->f, IR_OP_ADD, *sum, loss);
+    return ir_op2(b->m, b->f, IR_OP_MOE_AUX_ATTACH, x, ir_scale(b->m, b->f, loss, coeff));
+}
+
+/* The top-k choice of the N tokens of x[N,d] over the experts: the routing weights [N,k] (with the
+ * aux loss attached in a training step) and the expert ids [N,k] in *ids. The z loss is attached
+ * to the logits, the aux loss to the weights, where Megatron's router attaches them. */
+static int route(builder *b, int layer, int x, int *ids)
+{
+    const mcc_spec *s = b->s;
+    char name[128];
+    int64_t wdims[2] = {s->num_experts, s->hidden_size};
+    snprintf(name, sizeof name, "layers.%d.mlp.router.weight", layer);
+    int logits = ir_matmul(b->m, b->f, x, param(b, name, 2, wdims, IR_INIT_NORMAL, s->init_method_std, IR_PLACE_REPLICATED),
+                           false, true); /* [N,E] */
+    bool train = b->report != NULL;
+    if (train && s->moe_z_loss_coeff > 0)
+        logits = attach_loss(b, logits, ir_op1(b->m, b->f, IR_OP_MOE_Z_LOSS, logits), s->moe_z_loss_coeff, &b->report->z);
+    double attrs[4] = {s->moe_router_topk, s->moe_router_score_function, s->moe_router_pre_softmax,
+                       s->moe_router_topk_scaling_factor};
+    int w = ir_emit(b->m, b->f, IR_OP_MOE_ROUTE, &logits, 1, attrs, NULL, NULL);
+    *ids = w + 1;
+    if (s->moe_expert_capacity_factor > 0) { /* Megatron's get_capacity, over this micro-batch's N k pairs */
+        int64_t N = ir_vtype(b->f, logits)->dims[0];
+        double drop[2] = {ceil((double)N * s->moe_router_topk / s->num_experts * s->moe_expert_capacity_factor),
+                          s->moe_token_drop_policy == MCC_MOE_DROP_POSITION};
+        int args[3] = {w, w, *ids};
+        w = ir_emit(b->m, b->f, IR_OP_MOE_CAPACITY, args, 3, drop, NULL, NULL);
+    }
+    if (train && s->moe_router_load_balancing_type == MCC_MOE_AUX_LOSS && s->moe_aux_loss_coeff > 0) {
+        int args[2] = {logits, *ids};
+        int aux = ir_emit(b->m, b->f, IR_OP_MOE_AUX_LOSS, args, 2, attrs, NULL, NULL);
+        w = attach_loss(b, w, aux, s->moe_aux_loss_coeff, &b->report->aux);
+    }
+    return w;
+}
+
+/* One expert MLP matrix, all experts' stacked: [E, out, in], each a torch.nn.Linear's weight. */
+static int expert_matmul(builder *b, const char *prefix, int x, int counts, int64_t in, int64_t out, double std)
+{
+    char name[160];
+    int64_t dims[3] = {b->s->num_experts, out, in};
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    double tb = 1;
+    int args[3] = {x, param(b, name, 3, dims, IR_INIT_NORMAL, std, IR_PLACE_REPLICATED), counts};
+    return ir_emit(b->m, b->f, IR_OP_MOE_GROUPED_MATMUL, args, 3, &tb, NULL, NULL);
+}
+
+/* Megatron's MoE layer, dropless, on one rank: the router's top-k choice per token, the N k
+ * (token, slot) pairs sorted by expert (perm, counts), the tokens permuted into that order, each
+ * expert's MLP as one grouped GEMM over its rows, and the combine weighted by the routing
+ * weights; plus the shared expert on every token. Every buffer is static (N k rows); each
+ * expert's share is data (counts). Expert parallelism would put its all-to-all between the
+ * permute and the grouped GEMMs, and back before the combine. */
+static int moe(builder *b, int layer, int x)
+{
+    const mcc_spec *s = b->s;
+    char p[128];
+    int64_t N = b->rows * s->seq_length, d = s->hidden_size, F = s->moe_ffn_hidden_size;
+    int64_t flat[2] = {N, d}, bt[3] = {b->rows, s->seq_length, d};
+    double std = s->init_method_std, out_std = std / sqrt(2.0 * s->num_layers), experts = s->num_experts;
+    x = ir_reshape(b->m, b->f, x, 2, flat); /* [N,d] */
+    int ids, w = route(b, layer, x, &ids);
+    int perm = ir_emit(b->m, b->f, IR_OP_MOE_SORT, &ids, 1, &experts, NULL, NULL), counts = perm + 1;
+    if (b->report) { /* the tokens per expert, for train_rank's load imbalance */
+        snprintf(p, sizeof p, "moe_tokens_per_expert.%d", layer);
+        ir_output(b->m, b->f, p, counts);
+    }
+    int args[3] = {x, perm};
+    int xp = ir_emit(b->m, b->f, IR_OP_MOE_PERMUTE, args, 2, NULL, NULL, NULL); /* [N k, d] */
+    snprintf(p, sizeof p, "layers.%d.mlp.experts.up", layer);
+    int h = expert_matmul(b, p, xp, counts, d, F, std); /* [N k, F] */
+    if (s->activation == MCC_ACT_SWIGLU) {
+        snprintf(p, sizeof p, "layers.%d.mlp.experts.gate", layer);
+        h = ir_op2(b->m, b->f, IR_OP_SWIGLU, expert_matmul(b, p, xp, counts, d, F, std), h);
+    } else {
+        h = ir_op1(b->m, b->f, IR_OP_GELU, h);
+    }
+    snprintf(p, sizeof p, "layers.%d.mlp.experts.down", layer);
+    int combine[3] = {expert_matmul(b, p, h, counts, F, d, out_std), perm, w};
+    int y = ir_emit(b->m, b->f, IR_OP_MOE_UNPERMUTE, combine, 3, NULL, NULL, NULL); /* [N,d] */
+    if (s->moe_shared_expert_intermediate_size > 0) {
+        snprintf(p, sizeof p, "layers.%d.mlp.shared_expert", layer);
+        y = ir_op2(b->m, b->f, IR_OP_ADD, y, mlp(b, p, x, s->moe_shared_expert_intermediate_size));
+    }
+    return ir_reshape(b->m, b->f, y, 3, bt);
+}
+
+static int mlp_block(builder *b, int layer, int x)
+{
+    char p[128];
+    snprintf(p, sizeof p, "layers.%d.mlp", layer);
+    int y = mcc_spec_moe_layer(b->s, layer) ? moe(b, layer, x) : mlp(b, p, x, b->s->ffn_hidden_size);
+    return dropout(b, y, b->s->hidden_dropout, dropout_site(layer, SITE_MLP_OUT));
 }
 
 static int embed(builder *b, int tokens)
@@ -190,6 +297,8 @@ static void set_config(ir_module *m, const mcc_spec *s)
     ir_cfg_set_int(m, IR_CFG_DATA_PARALLEL_SIZE, s->data_parallel_size);
     ir_cfg_set_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE, s->tensor_model_parallel_size);
     ir_cfg_set_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE, s->pipeline_model_parallel_size);
+    if (s->expert_model_parallel_size > 1) /* absent means 1: the plans of other layouts read as before */
+        ir_cfg_set_int(m, IR_CFG_EXPERT_MODEL_PARALLEL_SIZE, s->expert_model_parallel_size);
     /* the pipeline's split and schedule, which passes/pipeline.c and schedule.c build */
     ir_cfg_set_int(m, IR_CFG_DECODER_FIRST_PIPELINE_NUM_LAYERS, s->decoder_first_pipeline_num_layers);
     ir_cfg_set_int(m, IR_CFG_DECODER_LAST_PIPELINE_NUM_LAYERS, s->decoder_last_pipeline_num_layers);
@@ -248,6 +357,8 @@ static void set_config(ir_module *m, const mcc_spec *s)
     ir_cfg_set_int(m, IR_CFG_LR_WARMUP_ITERS, s->lr_warmup_iters);
     ir_cfg_set_int(m, IR_CFG_SEED, s->seed);
     ir_cfg_set_int(m, IR_CFG_NUM_PARAMS, mcc_spec_num_params(s));
+    if (s->num_experts > 0) /* absent: num_params, a dense model's */
+        ir_cfg_set_int(m, IR_CFG_NUM_ACTIVE_PARAMS, mcc_spec_num_active_params(s));
     ir_cfg_set_int(m, IR_CFG_NUM_LAYERS, s->num_layers);
     ir_cfg_set_int(m, IR_CFG_HIDDEN_SIZE, s->hidden_size);
     ir_cfg_set_num(m, IR_CFG_LR, s->lr);
@@ -287,6 +398,18 @@ static int logits_for(builder *b, int tokens)
     return logits_of(b, norm(b, "final_norm", x));
 }
 
+/* The router losses' means over the MoE layers, for train_rank's log line beside the lm loss. */
+static void output_moe_report(builder *b, const moe_report *r)
+{
+    int layers = 0;
+    for (int l = 0; l < b->s->num_layers; l++)
+        layers += mcc_spec_moe_layer(b->s, l);
+    if (r->aux >= 0)
+        ir_output(b->m, b->f, "moe_aux_loss", ir_scale(b->m, b->f, r->aux, 1.0 / layers));
+    if (r->z >= 0)
+        ir_output(b->m, b->f, "moe_z_loss", ir_scale(b->m, b->f, r->z, 1.0 / layers));
+}
+
 /* The mean loss over rows [first, first + count) of the micro-batch: a chain of its own; its
  * logits in *logits. Its dropout masks are drawn from its own first sample: the second half's
  * is @first_sample.half1, which train_rank sets to first_sample + count. */
@@ -311,7 +434,9 @@ static int half_loss(builder *b, int tokens, int targets, int64_t first, int64_t
  * beside the other's work. */
 static void build_step(ir_module *m, const mcc_spec *s, const char *name, bool keep_logits, bool train, bool halves)
 {
-    builder b = {m, ir_func_new(m, name, train ? IR_FUNC_STEP : IR_FUNC_EVAL), s, -1, s->micro_batch_size, -1};
+    moe_report report = {-1, -1};
+    builder b = {m, ir_func_new(m, name, train ? IR_FUNC_STEP : IR_FUNC_EVAL), s, -1, s->micro_batch_size, -1,
+                 train ? &report : NULL};
     int64_t bt[2] = {s->micro_batch_size, s->seq_length};
     int tokens = ir_input(m, b.f, "tokens", ir_tensor(IR_I32, 2, bt));
     int targets = ir_input(m, b.f, "targets", ir_tensor(IR_I32, 2, bt));
@@ -333,6 +458,7 @@ static void build_step(ir_module *m, const mcc_spec *s, const char *name, bool k
     ir_output(m, b.f, "loss", loss);
     if (keep_logits)
         ir_output(m, b.f, "logits", logits);
+    output_moe_report(&b, &report);
 }
 
 ir_module *mcc_build_model(const mcc_spec *s, bool keep_logits)

@@ -21,8 +21,9 @@ static const char *const spec_section_names[SEC_COUNT] = {"model", "parallel", "
 
 /* K_INT, K_BOOL and K_ENUM are stored as integers of the member's size; K_NUM as double; K_SET (a
  * set of choices: a JSON array of names or a comma-separated string, the flag's value comma- or
- * space-separated as Megatron's nargs) as an int whose bit k is choices[k]. */
-typedef enum { K_INT, K_NUM, K_BOOL, K_ENUM, K_SET } spec_kind;
+ * space-separated as Megatron's nargs) as an int whose bit k is choices[k]; K_LAYERS (Megatron's
+ * moe_layer_freq: an integer N, or a list of 0s and 1s, one a layer) as an mcc_layer_pattern. */
+typedef enum { K_INT, K_NUM, K_BOOL, K_ENUM, K_SET, K_LAYERS } spec_kind;
 typedef enum { R_ANY, R_POS, R_NONNEG, R_UNIT, R_DROPOUT } spec_range; /* R_UNIT, R_DROPOUT: [0, 1) */
 typedef enum { D_VALUE, D_REQUIRED, D_DERIVED } spec_default;    /* D_DERIVED: spec_derive */
 
@@ -43,7 +44,9 @@ _Static_assert(sizeof(mcc_norm) == sizeof(int) && sizeof(mcc_pos) == sizeof(int)
                sizeof(mcc_act) == sizeof(int) && sizeof(mcc_lr_style) == sizeof(int) &&
                sizeof(mcc_wsd_style) == sizeof(int) && sizeof(mcc_pp_sched) == sizeof(int) &&
                sizeof(mcc_moment_dtype) == sizeof(int) && sizeof(mcc_fp8_format) == sizeof(int) &&
-               sizeof(mcc_fp8_recipe) == sizeof(int) && sizeof(mcc_amax_algo) == sizeof(int),
+               sizeof(mcc_fp8_recipe) == sizeof(int) && sizeof(mcc_amax_algo) == sizeof(int) &&
+               sizeof(mcc_moe_score) == sizeof(int) && sizeof(mcc_moe_balance) == sizeof(int) &&
+               sizeof(mcc_moe_drop) == sizeof(int),
                "enum members are stored as int");
 static const char *const spec_norms[] = {"LayerNorm", "RMSNorm", NULL};              /* ORDER mcc_norm */
 static const char *const spec_positions[] = {"learned_absolute", "rope", NULL};       /* ORDER mcc_pos */
@@ -61,6 +64,9 @@ static const char *const spec_pp_scheds[] = {"auto", "1f1b", "interleaved", "zb-
 static const char *const spec_fp8_formats[] = {"none", "hybrid", "e4m3", NULL};      /* ORDER mcc_fp8_format */
 static const char *const spec_fp8_recipes[] = {"delayed", "tensorwise", NULL};       /* ORDER mcc_fp8_recipe */
 static const char *const spec_amax_algos[] = {"most_recent", "max", NULL};           /* ORDER mcc_amax_algo */
+static const char *const spec_moe_scores[] = {"softmax", "sigmoid", NULL};           /* ORDER mcc_moe_score */
+static const char *const spec_moe_balances[] = {"aux_loss", "seq_aux_loss", "sinkhorn", "none", NULL}; /* ORDER mcc_moe_balance */
+static const char *const spec_moe_drops[] = {"probs", "position", NULL};             /* ORDER mcc_moe_drop */
 
 const char *mcc_fp8_format_name(mcc_fp8_format k) { return spec_fp8_formats[k]; }
 const char *mcc_fp8_recipe_name(mcc_fp8_recipe k) { return spec_fp8_recipes[k]; }
@@ -112,6 +118,37 @@ static const spec_field spec_fields[] = {
           "dropout probability of the attention probabilities (Megatron's default 0.1)"),
     MODEL(hidden_dropout, K_NUM, R_DROPOUT, D_VALUE, 0, NULL,
           "dropout of the embedding output and of each block's output (Megatron's default 0.1)"),
+    /* mixture of experts (Megatron's names and defaults; frontend/model.c's MoE block) */
+    MODEL(num_experts, K_INT, R_NONNEG, D_VALUE, 0, NULL,
+          "routed experts of each MoE layer (0: a dense model, Megatron's None)"),
+    MODEL(moe_ffn_hidden_size, K_INT, R_POS, D_DERIVED, 0, NULL, "each expert's MLP width (default: ffn_hidden_size)"),
+    MODEL(moe_router_topk, K_INT, R_POS, D_VALUE, 2, NULL, "experts each token is routed to"),
+    MODEL(moe_router_score_function, K_ENUM, R_ANY, D_VALUE, MCC_MOE_SOFTMAX, spec_moe_scores,
+          "the router's scores: softmax, or sigmoid (normalised over the chosen experts when topk > 1)"),
+    MODEL(moe_router_pre_softmax, K_BOOL, R_ANY, D_VALUE, false, NULL,
+          "softmax: choose the top k of the probabilities over all experts (default: softmax over the top-k logits)"),
+    MODEL(moe_router_topk_scaling_factor, K_NUM, R_NONNEG, D_VALUE, 0, NULL,
+          "the routing weights times this (0: not scaled)"),
+    MODEL(moe_router_load_balancing_type, K_ENUM, R_ANY, D_VALUE, MCC_MOE_AUX_LOSS, spec_moe_balances,
+          "aux_loss: the Switch load-balancing loss over each micro-batch, weighted by moe_aux_loss_coeff"),
+    MODEL(moe_aux_loss_coeff, K_NUM, R_NONNEG, D_VALUE, 0, NULL, "the load-balancing loss's weight in the objective"),
+    MODEL(moe_z_loss_coeff, K_NUM, R_NONNEG, D_VALUE, 0, NULL,
+          "the router z loss's weight (mean squared log-sum-exp of the logits; 0: none)"),
+    MODEL(moe_router_enable_expert_bias, K_BOOL, R_ANY, D_VALUE, false, NULL,
+          "aux-loss-free balancing: a per-expert bias on the scores for choosing only (not built yet)"),
+    MODEL(moe_router_bias_update_rate, K_NUM, R_NONNEG, D_VALUE, 1e-3, NULL,
+          "with expert bias: its step per iteration, against each expert's load"),
+    MODEL(moe_expert_capacity_factor, K_NUM, R_NONNEG, D_VALUE, 0, NULL,
+          "tokens an expert takes, as a multiple of the even share; more are dropped (0: dropless)"),
+    MODEL(moe_token_drop_policy, K_ENUM, R_ANY, D_VALUE, MCC_MOE_DROP_PROBS, spec_moe_drops,
+          "with a capacity factor: drop the lowest-weight tokens (probs) or the last ones (position)"),
+    MODEL(moe_pad_expert_input_to_capacity, K_BOOL, R_ANY, D_VALUE, false, NULL,
+          "with a capacity factor: every expert's input padded to its capacity (zero-weight rows: the same numbers)"),
+    MODEL(moe_shared_expert_intermediate_size, K_INT, R_NONNEG, D_VALUE, 0, NULL,
+          "a shared expert of this width that every token passes through too (0: none)"),
+    MODEL(moe_layer_freq, K_LAYERS, R_ANY, D_VALUE, 1, NULL,
+          "which layers are MoE: N (every N-th, from layer 0) or a list of 0/1 a layer, e.g. [0,0,0,1,1] or "
+          "\"([0]*3+[1]*58)\" as Megatron's"),
     PAR(tensor_model_parallel_size, "tp", "tensor-parallel ranks: heads, MLP and vocabulary split over them"),
     PAR(pipeline_model_parallel_size, "pp", "pipeline stages: the layers split into that many stages, 1F1B"),
 #define PP_INT(m, help) FIELD(SEC_PARALLEL, #m, m, NULL, K_INT, R_NONNEG, D_VALUE, 0, NULL, help)
@@ -127,6 +164,10 @@ static const spec_field spec_fields[] = {
           spec_pp_scheds, "the pipeline's order of passes (auto: the fastest by the cost model that the virtual "
           "stages allow)"),
     PAR(data_parallel_size, "dp", "data-parallel replicas; the world size is tp * dp"),
+    PAR(expert_model_parallel_size, NULL, "expert-parallel ranks: each MoE layer's experts split over them (divides "
+        "data_parallel_size and num_experts)"),
+    FIELD(SEC_PARALLEL, "expert_tensor_parallel_size", expert_tensor_parallel_size, NULL, K_INT, R_POS, D_DERIVED, 0,
+          NULL, "tensor-parallel ranks of each expert (default: tensor_model_parallel_size; not built yet: 1)"),
     PAR_BOOL(use_distributed_optimizer, "ZeRO-1: optimizer state and fp32 masters sharded over dp"),
     PAR_BOOL(sequence_parallel, "activations outside attention and MLP split over tp along the sequence"),
     /* batch: sequence parallelism's activations split by whole batch rows ([B/tp,T,...]), which in
@@ -359,7 +400,8 @@ static double spec_value(spec_ctx *c, const spec_field *f)
 static const char *spec_kind_text(spec_kind k)
 {
     static const char *const text[] = {"an integer", "a number", "true or false", "a string",
-                                       "names (a list, or one string, comma-separated)"};
+                                       "names (a list, or one string, comma-separated)",
+                                       "an integer N or a list of 0s and 1s, one a layer"};
     return text[k];
 }
 
@@ -416,13 +458,80 @@ void mcc_recompute_modules_text(int modules, char *buf, size_t n)
                                      recompute_module_names[k]);
 }
 
+/* K_LAYERS: layer l of the pattern is MoE (1) or dense (0); refused past MCC_MAX_LAYER_PATTERN. */
+static bool spec_layers_push(spec_ctx *c, const char *where, mcc_layer_pattern *p, long long v)
+{
+    if (v != 0 && v != 1)
+        return spec_fail(c, "%s: the list's entries are 1 (an MoE layer) or 0 (a dense one), got %lld", where, v);
+    if (p->n == MCC_MAX_LAYER_PATTERN)
+        return spec_fail(c, "%s: the list has more than %d layers", where, MCC_MAX_LAYER_PATTERN);
+    p->moe[p->n++] = (unsigned char)v;
+    return true;
+}
+
+/* Megatron's moe_layer_freq text: an integer N, or a Python list expression as its recipes pass
+ * it (Megatron evaluates it): terms "[a,b,...]" or "[a,...]*N" joined by '+', inside optional
+ * quotes and parentheses, e.g. "([0]*3+[1]*58)". A small grammar of our own: no library parses
+ * this subset of Python. */
+static bool spec_set_layers(spec_ctx *c, const spec_field *f, const char *where, const char *v)
+{
+    mcc_layer_pattern *p = spec_member(&c->s, f);
+    char text[4096], num[32];
+    size_t n = strlen(v);
+    if (n >= sizeof text)
+        return spec_fail(c, "%s: the value is longer than %zu characters", where, sizeof text - 1);
+    while (n && strchr("'\"() ", v[n - 1])) n--;
+    while (n && strchr("'\"() ", *v)) v++, n--;
+    snprintf(text, sizeof text, "%.*s", (int)n, v);
+    if (!strchr(text, '[')) {
+        long long every;
+        if (!cli_parse_int(where, text, 1, INT_MAX, &every, c->err, c->errlen)) return false;
+        *p = (mcc_layer_pattern){(int)every, 0, {0}};
+        return true;
+    }
+    *p = (mcc_layer_pattern){0};
+    for (char *t = text; *t;) {
+        char *close = *t == '[' ? strchr(t, ']') : NULL;
+        if (!close)
+            return spec_fail(c, "%s \"%.64s\": expected a list such as [0,1,1] or [0]*3+[1]*58 at \"%.32s\"", where,
+                             text, t);
+        int first = p->n;
+        for (char *e = t + 1; e < close;) {
+            size_t len = strcspn(e, ",]");
+            snprintf(num, sizeof num, "%.*s", (int)(len < sizeof num - 1 ? len : sizeof num - 1), e);
+            long long x;
+            if (!cli_parse_int(where, num, 0, INT_MAX, &x, c->err, c->errlen) || !spec_layers_push(c, where, p, x))
+                return false;
+            e += len + (e[len] == ',');
+        }
+        t = close + 1;
+        long long times = 1;
+        if (*t == '*') {
+            size_t len = strcspn(++t, "+");
+            snprintf(num, sizeof num, "%.*s", (int)(len < sizeof num - 1 ? len : sizeof num - 1), t);
+            if (!cli_parse_int(where, num, 0, MCC_MAX_LAYER_PATTERN, &times, c->err, c->errlen)) return false;
+            t += len;
+        }
+        int count = p->n - first;
+        for (long long r = 1; r < times; r++)
+            for (int k = 0; k < count; k++)
+                if (!spec_layers_push(c, where, p, p->moe[first + k])) return false;
+        if (times == 0) p->n = first;
+        if (*t == '+') t++;
+        else if (*t)
+            return spec_fail(c, "%s \"%.64s\": expected '+' between lists at \"%.32s\"", where, text, t);
+    }
+    return true;
+}
+
 static bool spec_set_json(spec_ctx *c, const spec_field *f, const char *where, json_t *v)
 {
     static const char *const type_names[] = {"an object", "an array", "a string", "an integer",
                                              "a real",    "true",     "false",    "null"};
     bool ok = (f->kind == K_INT && json_is_integer(v)) || (f->kind == K_NUM && json_is_number(v)) ||
               (f->kind == K_BOOL && json_is_boolean(v)) || (f->kind == K_ENUM && json_is_string(v)) ||
-              (f->kind == K_SET && (json_is_string(v) || json_is_array(v)));
+              (f->kind == K_SET && (json_is_string(v) || json_is_array(v))) ||
+              (f->kind == K_LAYERS && (json_is_integer(v) || json_is_string(v) || json_is_array(v)));
     if (!ok)
         return spec_fail(c, "%s must be %s (got %s)", where, spec_kind_text(f->kind),
                          type_names[json_typeof(v)]);
@@ -443,6 +552,22 @@ static bool spec_set_json(spec_ctx *c, const spec_field *f, const char *where, j
             if (!json_is_string(e))
                 return spec_fail(c, "%s[%zu] must be a string (got %s)", where, k, type_names[json_typeof(e)]);
             if (!spec_add_choices(c, f, where, json_string_value(e), false)) return false;
+        }
+        return true;
+    case K_LAYERS:
+        if (json_is_string(v)) return spec_set_layers(c, f, where, json_string_value(v));
+        if (json_is_integer(v)) {
+            char text[32];
+            snprintf(text, sizeof text, "%lld", (long long)json_integer_value(v));
+            return spec_set_layers(c, f, where, text);
+        }
+        mcc_layer_pattern *p = spec_member(&c->s, f);
+        *p = (mcc_layer_pattern){0};
+        for (size_t k = 0; k < json_array_size(v); k++) {
+            json_t *e = json_array_get(v, k);
+            if (!json_is_integer(e))
+                return spec_fail(c, "%s[%zu] must be 0 or 1 (got %s)", where, k, type_names[json_typeof(e)]);
+            if (!spec_layers_push(c, where, p, json_integer_value(e))) return false;
         }
         return true;
     }
@@ -472,6 +597,7 @@ static bool spec_set_text(spec_ctx *c, const spec_field *f, const char *where, c
         return true;
     }
     if (f->kind == K_SET) return spec_add_choices(c, f, where, v, true);
+    if (f->kind == K_LAYERS) return spec_set_layers(c, f, where, v);
     return spec_set_choice(c, f, where, v);
 }
 
@@ -690,7 +816,9 @@ static bool spec_derive(spec_ctx *c)
            spec_derive_int(c, "global_batch_size", (long long)s->micro_batch_size * s->data_parallel_size,
                            "micro_batch_size * data_parallel_size") &&
            spec_derive_int(c, "ffn_hidden_size", swiglu && ffn < 64 ? 64 : ffn,
-                           swiglu ? "8 * hidden_size / 3 rounded down to a multiple of 64" : "4 * hidden_size");
+                           swiglu ? "8 * hidden_size / 3 rounded down to a multiple of 64" : "4 * hidden_size") &&
+           spec_derive_int(c, "moe_ffn_hidden_size", s->ffn_hidden_size, "ffn_hidden_size") &&
+           spec_derive_int(c, "expert_tensor_parallel_size", s->tensor_model_parallel_size, "tensor_model_parallel_size");
 }
 
 static bool spec_check_field(spec_ctx *c, const spec_field *f)
@@ -866,6 +994,96 @@ static bool spec_check_fp8(spec_ctx *c)
     return true;
 }
 
+/* The fields that only an MoE model reads (refused in a dense one, as they would change nothing). */
+static const char *const spec_moe_only[] = {
+    "moe_router_topk", "moe_router_score_function", "moe_router_pre_softmax", "moe_router_topk_scaling_factor",
+    "moe_router_load_balancing_type", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_enable_expert_bias",
+    "moe_router_bias_update_rate", "moe_expert_capacity_factor", "moe_token_drop_policy",
+    "moe_pad_expert_input_to_capacity", "moe_shared_expert_intermediate_size", "moe_layer_freq",
+    "moe_ffn_hidden_size", "expert_model_parallel_size", "expert_tensor_parallel_size"};
+
+static bool spec_given(spec_ctx *c, const char *key) { return c->set[spec_index(spec_find(key))]; }
+
+/* What the MoE block does not build yet, each refused with what to pass instead. */
+static bool spec_check_moe_built(spec_ctx *c)
+{
+    const mcc_spec *s = &c->s;
+    const char *experts = spec_where(c, spec_find("num_experts"));
+    if (s->moe_router_load_balancing_type == MCC_MOE_SEQ_AUX_LOSS || s->moe_router_load_balancing_type == MCC_MOE_SINKHORN)
+        return spec_fail(c, "%s %s is not built yet: pass aux_loss (the Switch loss over each micro-batch) or none",
+                         spec_where(c, spec_find("moe_router_load_balancing_type")),
+                         spec_moe_balances[s->moe_router_load_balancing_type]);
+    if (s->moe_router_enable_expert_bias)
+        return spec_fail(c, "%s (aux-loss-free balancing) is not built yet: drop it and balance with "
+                            "--moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff C",
+                         spec_where(c, spec_find("moe_router_enable_expert_bias")));
+    const char *axes[][2] = {{"tensor_model_parallel_size", "MoE layers under tensor parallelism"},
+                             {"pipeline_model_parallel_size", "MoE layers in a pipeline"},
+                             {"expert_tensor_parallel_size", "experts split over tensor-parallel ranks"}};
+    for (size_t i = 0; i < sizeof axes / sizeof axes[0]; i++)
+        if (spec_value(c, spec_find(axes[i][0])) > 1)
+            return spec_fail(c, "%s (%.10g) with %s: %s is not built yet: pass 1 (data and expert parallelism work)",
+                             spec_where(c, spec_find(axes[i][0])), spec_value(c, spec_find(axes[i][0])), experts,
+                             axes[i][1]);
+    int ep = s->expert_model_parallel_size;
+    if (ep > 1 && (s->num_experts % ep || s->data_parallel_size % ep))
+        return spec_fail(c, "%s (%d) must divide %s (%d) and data_parallel_size (%d): each ep rank holds num_experts / ep "
+                            "experts, and the ep ranks are data-parallel ranks (edp = dp / ep hold the same experts)",
+                         spec_where(c, spec_find("expert_model_parallel_size")), ep, experts, s->num_experts,
+                         s->data_parallel_size);
+    if (ep > 1 && s->use_distributed_optimizer)
+        return spec_fail(c, "%s with %s is not built yet (the experts' optimizer state sharded over edp): drop one",
+                         spec_where(c, spec_find("expert_model_parallel_size")),
+                         spec_where(c, spec_find("use_distributed_optimizer")));
+    if (s->fp8_format != MCC_FP8_NONE)
+        return spec_fail(c, "%s with %s: FP8 experts are not built yet: drop --fp8-format",
+                         spec_where(c, spec_find("fp8_format")), experts);
+    if (s->recompute_granularity == MCC_RECOMPUTE_FULL)
+        return spec_fail(c, "%s full with %s: replaying MoE layers is not built yet: use selective or none",
+                         spec_where(c, spec_find("recompute_granularity")), experts);
+    if (s->add_bias_linear)
+        return spec_fail(c, "%s with %s: experts with biases are not built yet: pass --disable-bias-linear "
+                            "(Megatron's MoE recipes do)", spec_where(c, spec_find("add_bias_linear")), experts);
+    return true;
+}
+
+/* Megatron's MoE rules (TransformerConfig.__post_init__ and arguments.py) and the pattern's length. */
+static bool spec_check_moe(spec_ctx *c)
+{
+    mcc_spec *s = &c->s;
+    if (s->num_experts == 0) {
+        for (size_t i = 0; i < sizeof spec_moe_only / sizeof spec_moe_only[0]; i++)
+            if (spec_given(c, spec_moe_only[i]))
+                return spec_fail(c, "%s is set but num_experts is 0 (a dense model): add --num-experts N, or drop %s",
+                                 spec_where(c, spec_find(spec_moe_only[i])), spec_moe_only[i]);
+        return true;
+    }
+    if (!spec_check_pair(c, s->moe_router_topk <= s->num_experts, "moe_router_topk", "must not exceed", "num_experts",
+                         "a token is routed to that many different experts"))
+        return false;
+    if (s->moe_router_enable_expert_bias && s->moe_router_score_function != MCC_MOE_SIGMOID)
+        return spec_fail(c, "%s needs sigmoid scores (as Megatron): add --moe-router-score-function sigmoid",
+                         spec_where(c, spec_find("moe_router_enable_expert_bias")));
+    if (spec_given(c, "moe_router_bias_update_rate") && !s->moe_router_enable_expert_bias)
+        return spec_fail(c, "%s is set but moe_router_enable_expert_bias is off: add --moe-router-enable-expert-bias "
+                            "or drop it", spec_where(c, spec_find("moe_router_bias_update_rate")));
+    if (s->moe_aux_loss_coeff > 0 && s->moe_router_load_balancing_type == MCC_MOE_BALANCE_NONE)
+        return spec_fail(c, "%s is set but %s is none, which adds no loss: pass aux_loss, or drop the coefficient",
+                         spec_where(c, spec_find("moe_aux_loss_coeff")),
+                         spec_where(c, spec_find("moe_router_load_balancing_type")));
+    const char *capacity[] = {"moe_token_drop_policy", "moe_pad_expert_input_to_capacity"};
+    for (int i = 0; i < 2; i++)
+        if (spec_given(c, capacity[i]) && s->moe_expert_capacity_factor == 0)
+            return spec_fail(c, "%s is set but moe_expert_capacity_factor is not: it chooses how tokens over an "
+                                "expert's capacity are dropped; add --moe-expert-capacity-factor F or drop it",
+                             spec_where(c, spec_find(capacity[i])));
+    const mcc_layer_pattern *p = &s->moe_layer_freq;
+    if (p->n && p->n != s->num_layers)
+        return spec_fail(c, "%s lists %d layers but num_layers is %d: give one 0 or 1 for each layer",
+                         spec_where(c, spec_find("moe_layer_freq")), p->n, s->num_layers);
+    return spec_check_moe_built(c);
+}
+
 /* Megatron's _vocab_size_with_padding: vocab_size rounded up to a multiple of
  * make_vocab_size_divisible_by * tp, so each tensor-parallel rank's share of the embedding and the
  * logits is equal and GEMM-friendly (GPT-2's 50257 -> 50304 at tp 1). */
@@ -883,19 +1101,20 @@ static bool spec_pad_vocab(spec_ctx *c)
     return true;
 }
 
-/* What this build cannot recompute of recompute_modules, and why: the models it builds are dense
- * (no experts) with multi-head or grouped-query attention (no MLA), and its selective recompute
- * replays single ops, not a sub-block. */
+/* What this build cannot recompute of recompute_modules, and why: its models have multi-head or
+ * grouped-query attention (no MLA), and its selective recompute replays single ops, not a
+ * sub-block (mlp_act covers the experts' activations). */
 static const struct {
     int module;
     const char *why;
 } spec_recompute_refused[] = {
     {MCC_RM_MLP, "mcc's selective recompute replays single ops, not the MLP block: use --recompute-granularity "
                  "full (whole layers), or mlp_act (the MLP's activation output)"},
-    {MCC_RM_MOE_ACT, "this model has no mixture-of-experts layers (mcc builds dense GPT and LLaMA models): use "
-                     "mlp_act, the dense MLP's activation"},
-    {MCC_RM_MOE, "this model has no mixture-of-experts layers (mcc builds dense GPT and LLaMA models): drop it"},
-    {MCC_RM_SHARED_EXPERTS, "this model has no shared experts (mcc builds dense GPT and LLaMA models): drop it"},
+    {MCC_RM_MOE_ACT, "mcc's mlp_act recomputes the experts' activations too (the same GELU/SwiGLU ops): use mlp_act"},
+    {MCC_RM_MOE, "mcc's selective recompute replays single ops, not the MoE block: use mlp_act (the experts' "
+                 "activations) or drop it"},
+    {MCC_RM_SHARED_EXPERTS, "mcc's selective recompute replays single ops, not the shared expert: use mlp_act (its "
+                            "activation) or drop it"},
     {MCC_RM_MLA_UP_PROJ, "this model has no multi-latent attention (mcc builds multi-head and grouped-query "
                          "attention): drop it"},
 };
@@ -984,7 +1203,7 @@ static bool spec_validate(spec_ctx *c)
     if (s->optimizer_offload_fraction > 1)
         return spec_fail(c, "%s must be in (0, 1] (got %.10g): 1 offloads every parameter's optimizer state",
                          spec_where(c, spec_find("optimizer_offload_fraction")), s->optimizer_offload_fraction);
-    if (!spec_check_tp(c) || !spec_check_pp(c) || !spec_check_fp8(c))
+    if (!spec_check_tp(c) || !spec_check_pp(c) || !spec_check_fp8(c) || !spec_check_moe(c))
         return false;
     if (mcc_spec_num_params(s) < 0)
         return spec_fail(c, "the model has more than 2^53 parameters: reduce num_layers, hidden_size, "
@@ -1030,16 +1249,37 @@ double mcc_spec_layer_params(const mcc_spec *s)
     return 2 * spec_norm_params(s) + attn + mlp + bias;
 }
 
+bool mcc_spec_moe_layer(const mcc_spec *s, int l)
+{
+    const mcc_layer_pattern *p = &s->moe_layer_freq;
+    return s->num_experts > 0 && (p->n ? l < p->n && p->moe[l] : l % p->every == 0);
+}
+
+/* An MoE layer's parameters: a dense layer's less its MLP (no biases: spec_check_moe), plus the
+ * router, the experts (the top k of them when `active`) and the shared expert. */
+static double spec_moe_layer_params(const mcc_spec *s, bool active)
+{
+    double d = s->hidden_size, mats = s->activation == MCC_ACT_SWIGLU ? 3 : 2;
+    double experts = active ? s->moe_router_topk : s->num_experts;
+    return mcc_spec_layer_params(s) - mats * s->ffn_hidden_size * d + s->num_experts * d +
+           experts * mats * s->moe_ffn_hidden_size * d + mats * s->moe_shared_expert_intermediate_size * d;
+}
+
 /* Counted in double: every term is exact below 2^53, and larger models are reported as -1
  * instead of overflowing. */
-int64_t mcc_spec_num_params(const mcc_spec *s)
+static int64_t spec_params(const mcc_spec *s, bool active)
 {
     double d = s->hidden_size;
     double embed = (double)s->padded_vocab_size * d * (s->untie_embeddings_and_output_weights ? 2 : 1);
     double pos = s->position_embedding_type == MCC_POS_LEARNED ? (double)s->max_position_embeddings * d : 0;
-    double total = embed + pos + s->num_layers * mcc_spec_layer_params(s) + spec_norm_params(s);
+    double total = embed + pos + spec_norm_params(s);
+    for (int l = 0; l < s->num_layers; l++)
+        total += mcc_spec_moe_layer(s, l) ? spec_moe_layer_params(s, active) : mcc_spec_layer_params(s);
     return total < 9007199254740992.0 ? (int64_t)total : -1;
 }
+
+int64_t mcc_spec_num_params(const mcc_spec *s) { return spec_params(s, false); }
+int64_t mcc_spec_num_active_params(const mcc_spec *s) { return spec_params(s, true); }
 
 /* ---- help and "did you mean" -------------------------------------------------------------- */
 
@@ -1064,7 +1304,7 @@ static void spec_default_text(const spec_field *f, char *buf, size_t n)
 
 void mcc_spec_print_help(FILE *out)
 {
-    static const char *const type_text[] = {"int", "number", "bool", "choice", "names"}; /* ORDER spec_kind */
+    static const char *const type_text[] = {"int", "number", "bool", "choice", "names", "layers"}; /* ORDER spec_kind */
     fprintf(out, "Spec fields: SPEC.json's keys (section.key), each also set by its flag (a bool's flag alone "
                  "means true):\n  %-38s %-7s %-16s %s\n", "FLAG", "TYPE", "DEFAULT", "MEANING");
     for (int i = 0; i < SPEC_NFIELDS; i++) {

@@ -41,6 +41,18 @@ const char *mcc_fp8_format_name(mcc_fp8_format k); /* the config's and --fp8-for
 const char *mcc_fp8_recipe_name(mcc_fp8_recipe k);
 const char *mcc_amax_algo_name(mcc_amax_algo k);
 
+/* MoE (Megatron's --moe-* fields): the router's score function, load balancing and token dropping */
+typedef enum { MCC_MOE_SOFTMAX, MCC_MOE_SIGMOID } mcc_moe_score;          /* ORDER ops.def moe_route's score */
+typedef enum { MCC_MOE_AUX_LOSS, MCC_MOE_SEQ_AUX_LOSS, MCC_MOE_SINKHORN, MCC_MOE_BALANCE_NONE } mcc_moe_balance;
+typedef enum { MCC_MOE_DROP_PROBS, MCC_MOE_DROP_POSITION } mcc_moe_drop;
+/* moe_layer_freq (Megatron's): every `every`-th layer is MoE (layers 0, every, 2 every, ...), or,
+ * when n > 0, layer l is MoE where moe[l] (a list of num_layers 0s and 1s) */
+#define MCC_MAX_LAYER_PATTERN 1024
+typedef struct {
+    int every;                          /* first: the spec table stores the integer form here */
+    int n;
+    unsigned char moe[MCC_MAX_LAYER_PATTERN];
+} mcc_layer_pattern;
 typedef struct {
     /* model */
     int num_layers, hidden_size, num_attention_heads, num_query_groups, ffn_hidden_size;
@@ -54,8 +66,22 @@ typedef struct {
     double attention_dropout;           /* dropout probability of the attention probabilities */
     double hidden_dropout;              /* of the embedding output and of each block's output before
                                            its residual add (Megatron's places); both default 0 */
+    /* mixture of experts (frontend/model.c's MoE block); num_experts 0: a dense model */
+    int num_experts, moe_ffn_hidden_size, moe_router_topk, moe_shared_expert_intermediate_size;
+    mcc_moe_score moe_router_score_function; /* "softmax" | "sigmoid" */
+    bool moe_router_pre_softmax;        /* softmax: the top k of the probabilities, not of the logits */
+    double moe_router_topk_scaling_factor; /* the routing weights times this (0: Megatron's None) */
+    mcc_moe_balance moe_router_load_balancing_type; /* "aux_loss" | "seq_aux_loss" | "sinkhorn" | "none" */
+    double moe_aux_loss_coeff, moe_z_loss_coeff;
+    bool moe_router_enable_expert_bias; /* aux-loss-free balancing (not built yet) */
+    double moe_router_bias_update_rate;
+    double moe_expert_capacity_factor;  /* 0: dropless (Megatron's None) */
+    mcc_moe_drop moe_token_drop_policy; /* "probs" | "position" */
+    bool moe_pad_expert_input_to_capacity;
+    mcc_layer_pattern moe_layer_freq;   /* which layers are MoE */
     /* parallel */
     int tensor_model_parallel_size, pipeline_model_parallel_size, data_parallel_size;
+    int expert_model_parallel_size, expert_tensor_parallel_size; /* ep divides dp and num_experts; etp: 1 */
     bool use_distributed_optimizer;     /* ZeRO-1: optimizer state sharded over dp (no-op at dp 1) */
     bool sequence_parallel;             /* Megatron's SP: activations outside attention/MLP split along
                                            the sequence over tp (no-op at tp 1) */
@@ -142,6 +168,11 @@ static inline int mcc_spec_accum_steps(const mcc_spec *s)
     return s->global_batch_size / (s->micro_batch_size * s->data_parallel_size);
 }
 int64_t mcc_spec_num_params(const mcc_spec *s);
+/* The parameters one token's forward multiplies by: an MoE layer's top-k experts, not all of them
+ * (MFU's count); mcc_spec_num_params for a dense model. */
+int64_t mcc_spec_num_active_params(const mcc_spec *s);
+/* Whether layer l is a mixture-of-experts layer (num_experts > 0 and moe_layer_freq). */
+bool mcc_spec_moe_layer(const mcc_spec *s, int l);
 /* One transformer layer's parameters (norms, attention, MLP, biases), in double. */
 double mcc_spec_layer_params(const mcc_spec *s);
 /* The spec text of an enum field's value ("cosine" for lr_decay_style = MCC_LR_COSINE). */

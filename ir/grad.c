@@ -193,8 +193,96 @@ void ir_grad_attention_dropout(ir_grad_ctx *g, const ir_func *f, const ir_instr 
     grad_attention(g, in, IR_OP_ATTENTION_DROPOUT_GRAD);
 }
 
+/* The combine is the dispatch's transpose: dr's rows go back to where x's came from, the
+ * splits swapped (came out, the forward's splits received), into x's rows; x's rows that were
+ * not sent get 0. */
+void ir_grad_all_to_all_v(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int args[2] = {DY, in->res[1]};
+    double attrs[3] = {in->attr[0], (double)ir_vtype(f, in->args[0])->dims[0], 0};
+    ir_grad_contribute(g, in->args[0], emit(g, IR_OP_ALL_TO_ALL_V, args, 2, attrs));
+}
+
+/* A permutation of rows: the gradient goes back through the inverse one. */
+void ir_grad_moe_sort_runs(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int args[2] = {DY, in->args[1]};
+    ir_grad_contribute(g, in->args[0], emit(g, IR_OP_MOE_UNSORT_RUNS, args, 2, NULL));
+}
+
+void ir_grad_moe_unsort_runs(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int args[2] = {DY, in->args[1]};
+    ir_grad_contribute(g, in->args[0], emit(g, IR_OP_MOE_SORT_RUNS, args, 2, NULL));
+}
+
 void ir_grad_cross_entropy(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
     int args[3] = {DY, in->args[0], in->args[1]};
     ir_grad_contribute(g, in->args[0], emit(g, IR_OP_CROSS_ENTROPY_GRAD, args, 3, NULL));
+}
+
+/* --- mixture of experts --- */
+
+void ir_grad_moe_route(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int args[3] = {DY, in->args[0], in->res[1]};
+    ir_grad_contribute(g, in->args[0], emit(g, IR_OP_MOE_ROUTE_GRAD, args, 3, in->attr));
+}
+
+/* Linear in x with the keep mask of (w, ids) fixed: the same dropping of dy. */
+void ir_grad_moe_capacity(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int args[3] = {DY, in->args[1], in->args[2]};
+    ir_grad_contribute(g, in->args[0], emit(g, IR_OP_MOE_CAPACITY, args, 3, in->attr));
+}
+
+/* Each token's row is copied to its k routed rows: the gradient sums them back (the combine with
+ * weights 1). */
+void ir_grad_moe_permute(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    const ir_type *x = ir_vtype(g->f, in->args[0]);
+    int64_t dims[2] = {x->dims[0], ir_vtype(g->f, in->args[1])->dims[0] / x->dims[0]};
+    int args[3] = {DY, in->args[1], ir_fill(g->m, g->f, 1.0, ir_tensor(ir_vtype(g->f, DY)->dtype, 2, dims))};
+    ir_grad_contribute(g, in->args[0], emit(g, IR_OP_MOE_UNPERMUTE, args, 3, NULL));
+}
+
+void ir_grad_moe_unpermute(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int args[4] = {DY, in->args[0], in->args[1], in->args[2]};
+    int dyp = emit(g, IR_OP_MOE_UNPERMUTE_GRAD, args, 4, NULL);
+    ir_grad_contribute(g, in->args[0], dyp);
+    ir_grad_contribute(g, in->args[2], dyp + 1);
+}
+
+/* y_e = x_e op(w_e): dx_e = dy_e op(w_e)^T (the other form of the grouped matmul); for w[E,F,K]
+ * (tb) dw_e = dy_e^T x_e, else dw_e = x_e^T dy_e. */
+void ir_grad_moe_grouped_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    bool tb = in->attr[0] != 0;
+    int x = in->args[0], w = in->args[1], counts = in->args[2], dy = DY;
+    int dx_args[3] = {dy, w, counts};
+    double not_tb = tb ? 0 : 1;
+    ir_grad_contribute(g, x, emit(g, IR_OP_MOE_GROUPED_MATMUL, dx_args, 3, &not_tb));
+    int dw_args[3] = {tb ? dy : x, tb ? x : dy, counts};
+    ir_grad_contribute(g, w, emit(g, IR_OP_MOE_GROUPED_WGRAD, dw_args, 3, NULL));
+}
+
+void ir_grad_moe_aux_loss(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int args[3] = {DY, in->args[0], in->args[1]};
+    ir_grad_contribute(g, in->args[0], emit(g, IR_OP_MOE_AUX_LOSS_GRAD, args, 3, in->attr));
+}
+
+void ir_grad_moe_z_loss(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int args[2] = {DY, in->args[0]};
+    ir_grad_contribute(g, in->args[0], emit(g, IR_OP_MOE_Z_LOSS_GRAD, args, 2, NULL));
+}
+
+/* MoEAuxLossAutoScaler's backward: dy passes to x, and the attached loss is seeded as the lm loss is. */
+void ir_grad_moe_aux_attach(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    ir_grad_contribute(g, in->args[0], DY);
+    ir_grad_contribute(g, in->args[1], ir_fill(g->m, g->f, g->loss_scale, ir_scalar(IR_F32)));
 }

@@ -9,6 +9,8 @@ typedef struct ir_grad_ctx {
     ir_func *f;                     /* the function being extended with its backward */
     int *grad;                      /* per forward value: its gradient's value id, or -1 */
     int nfwd;                       /* values that existed before the backward began */
+    double loss_scale;              /* d(objective)/d(loss), the lm loss's seed: what a loss added to
+                                       the objective by moe_aux_attach is seeded with too */
 } ir_grad_ctx;
 
 /* The gradient flowing into forward value v (-1: v does not reach the loss). */

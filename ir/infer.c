@@ -739,6 +739,52 @@ bool ir_infer_gather(const ir_module *m, const ir_instr *in, const ir_type *a, i
     return true;
 }
 
+/* (x[R,*], splits[n,S]) -> (r[rows,*], came[n,S]): n the axis's ranks. */
+bool ir_infer_all_to_all_v(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    ir_axis axis = need_axis(in, err, len);
+    if (axis == IR_AXIS_NONE || !need_float(&a[0], "all_to_all_v's rows", err, len))
+        return false;
+    int64_t rows = (int64_t)in->attr[1], n = axis_ranks(m, axis);
+    if (in->attr[2] < 0)
+        return fail(err, len, "all_to_all_v's capacity=%g: 0 (rows is the exact worst case) or the capacity factor "
+                    "that sized rows", in->attr[2]);
+    if (a[0].ndim < 1 || rows < 1 || rows != in->attr[1])
+        return fail(err, len, "all_to_all_v sends the rows of %s into room for rows=%g: both need rows", tstr(&a[0]),
+                    in->attr[1]);
+    if (a[1].ndim != 2 || a[1].dims[0] != n || (a[1].dtype != IR_I32 && a[1].dtype != IR_I64))
+        return fail(err, len, "all_to_all_v over %s wants splits i32|i64[%lld, S] (a row of runs for each of its %lld "
+                    "ranks), got %s", ir_axis_name(axis), (long long)n, (long long)n, tstr(&a[1]));
+    r[0] = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
+    r[0].dims[0] = rows;
+    r[1] = ir_tensor(a[1].dtype, 2, a[1].dims);
+    return true;
+}
+
+/* (x[C,*], came[n,S]) -> x's type (and moe_sort_runs' counts i32[S]) */
+static bool infer_runs(const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_float(&a[0], "the rows", err, len))
+        return false;
+    if (a[0].ndim < 1 || a[1].ndim != 2 || (a[1].dtype != IR_I32 && a[1].dtype != IR_I64))
+        return fail(err, len, "%s reorders the runs of %s by all_to_all_v's came i32|i64[n,S], got %s",
+                    ir_ops[in->op].name, tstr(&a[0]), tstr(&a[1]));
+    r[0] = a[0];
+    if (in->op == IR_OP_MOE_SORT_RUNS)
+        r[1] = ir_tensor(IR_I32, 1, &a[1].dims[1]);
+    return true;
+}
+
+bool ir_infer_moe_sort_runs(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    return infer_runs(in, a, r, err, len);
+}
+
+bool ir_infer_moe_unsort_runs(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    return infer_runs(in, a, r, err, len);
+}
+
 /* --- vocab-parallel cross entropy --- */
 
 static bool rows_type(const ir_type *logits, int extra, ir_type *r)
@@ -819,4 +865,221 @@ bool ir_infer_adamw(const ir_module *m, const ir_instr *in, const ir_type *a, ir
         if (a[i].ndim != 0)
             return fail(err, len, "adamw operand %d must be a scalar, got %s", i, tstr(&a[i]));
     return true;
+}
+
+/* --- mixture of experts (ops.def): tokens as rows, [N, *] --- */
+
+static bool need_i32(const ir_type *t, int ndim, const char *what, char *err, size_t len)
+{
+    if (t->dtype != IR_I32 || t->ndim != ndim)
+        return fail(err, len, "%s must be an i32 tensor of %d dimensions, got %s", what, ndim, tstr(t));
+    return true;
+}
+
+static bool need_matrix(const ir_type *t, const char *what, char *err, size_t len)
+{
+    return need_ndim(t, 2, what, err, len) && need_float(t, what, err, len);
+}
+
+/* logits[N,E] and the routing attributes topk (<= E) and score (0 softmax, 1 sigmoid) */
+static bool check_router(const ir_instr *in, const ir_type *logits, char *err, size_t len)
+{
+    if (!need_matrix(logits, "router logits [N,E]", err, len))
+        return false;
+    double k = in->attr[0], score = in->attr[1];
+    if (!whole_in(k, (double)logits->dims[1]) || k < 1)
+        return fail(err, len, "topk %.10g must be a whole number in [1, %lld], the experts of logits %s", k,
+                    (long long)logits->dims[1], tstr(logits));
+    if (score != 0 && score != 1)
+        return fail(err, len, "score %.10g must be 0 (softmax) or 1 (sigmoid)", score);
+    return true;
+}
+
+/* ids[N,k] of logits[N,E] */
+static bool check_ids(const ir_type *ids, const ir_type *logits, double k, char *err, size_t len)
+{
+    if (!need_i32(ids, 2, "expert ids [N,k]", err, len))
+        return false;
+    if (ids->dims[0] != logits->dims[0] || ids->dims[1] != (int64_t)k)
+        return fail(err, len, "expert ids %s do not fit logits %s with topk %.10g", tstr(ids), tstr(logits), k);
+    return true;
+}
+
+bool ir_infer_moe_route(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!check_router(in, &a[0], err, len))
+        return false;
+    int64_t dims[2] = {a[0].dims[0], (int64_t)in->attr[0]};
+    r[0] = ir_tensor(a[0].dtype, 2, dims);
+    r[1] = ir_tensor(IR_I32, 2, dims);
+    return true;
+}
+
+/* (dw, logits, ids) */
+bool ir_infer_moe_route_grad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                             size_t len)
+{
+    if (!check_router(in, &a[1], err, len) || !check_ids(&a[2], &a[1], in->attr[0], err, len))
+        return false;
+    if (!need_matrix(&a[0], "dw [N,k]", err, len) || !same_shape(&a[0], &a[2]))
+        return fail(err, len, "dw %s must be [N,k] as the ids %s", tstr(&a[0]), tstr(&a[2]));
+    r[0] = a[1];
+    return true;
+}
+
+/* (x, w, ids), all [N,k] */
+bool ir_infer_moe_capacity(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_matrix(&a[0], "moe_capacity x [N,k]", err, len) || !need_matrix(&a[1], "weights [N,k]", err, len) ||
+        !need_i32(&a[2], 2, "expert ids [N,k]", err, len))
+        return false;
+    if (!same_shape(&a[0], &a[1]) || !same_shape(&a[0], &a[2]))
+        return fail(err, len, "moe_capacity's x %s, weights %s and ids %s differ", tstr(&a[0]), tstr(&a[1]), tstr(&a[2]));
+    if (!whole_in(in->attr[0], 1e12) || (in->attr[1] != 0 && in->attr[1] != 1))
+        return fail(err, len, "moe_capacity wants a whole capacity and policy 0 (probs) or 1 (position), got %.10g, %.10g",
+                    in->attr[0], in->attr[1]);
+    r[0] = a[0];
+    return true;
+}
+
+bool ir_infer_moe_sort(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_i32(&a[0], 2, "expert ids [N,k]", err, len))
+        return false;
+    if (!whole_in(in->attr[0], 1e9) || in->attr[0] < 1)
+        return fail(err, len, "experts %.10g must be a whole number >= 1", in->attr[0]);
+    int64_t n = ir_numel(&a[0]), e = (int64_t)in->attr[0];
+    r[0] = ir_tensor(IR_I32, 1, &n);
+    r[1] = ir_tensor(IR_I32, 1, &e);
+    return true;
+}
+
+/* perm i32[R] */
+static bool check_perm(const ir_type *perm, int64_t rows, char *err, size_t len)
+{
+    if (!need_i32(perm, 1, "perm [N k]", err, len))
+        return false;
+    if (perm->dims[0] != rows)
+        return fail(err, len, "perm %s must have the %lld routed rows", tstr(perm), (long long)rows);
+    return true;
+}
+
+/* (x[N,H], perm[R]) -> [R,H], R a multiple of N */
+bool ir_infer_moe_permute(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_matrix(&a[0], "moe_permute x [N,H]", err, len) || !need_i32(&a[1], 1, "perm [N k]", err, len))
+        return false;
+    if (a[0].dims[0] == 0 || a[1].dims[0] % a[0].dims[0])
+        return fail(err, len, "perm %s must hold k rows for each of the %lld tokens of %s", tstr(&a[1]),
+                    (long long)a[0].dims[0], tstr(&a[0]));
+    int64_t dims[2] = {a[1].dims[0], a[0].dims[1]};
+    r[0] = ir_tensor(a[0].dtype, 2, dims);
+    return true;
+}
+
+/* yp[N k,H], perm[N k], w[N,k] */
+static bool check_combine(const ir_type *yp, const ir_type *perm, const ir_type *w, char *err, size_t len)
+{
+    if (!need_matrix(yp, "moe_unpermute yp [N k,H]", err, len) || !need_matrix(w, "weights [N,k]", err, len) ||
+        !check_perm(perm, ir_numel(w), err, len))
+        return false;
+    if (yp->dims[0] != ir_numel(w))
+        return fail(err, len, "yp %s must have a row for each of the %lld (token, slot) pairs of weights %s",
+                    tstr(yp), (long long)ir_numel(w), tstr(w));
+    return true;
+}
+
+bool ir_infer_moe_unpermute(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                            size_t len)
+{
+    if (!check_combine(&a[0], &a[1], &a[2], err, len))
+        return false;
+    int64_t dims[2] = {a[2].dims[0], a[0].dims[1]};
+    r[0] = ir_tensor(a[0].dtype, 2, dims);
+    return true;
+}
+
+/* (dy[N,H], yp, perm, w) -> (dyp, dw) */
+bool ir_infer_moe_unpermute_grad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                                 size_t len)
+{
+    if (!check_combine(&a[1], &a[2], &a[3], err, len) || !need_matrix(&a[0], "dy [N,H]", err, len))
+        return false;
+    if (a[0].dims[0] != a[3].dims[0] || a[0].dims[1] != a[1].dims[1])
+        return fail(err, len, "dy %s does not fit yp %s and weights %s", tstr(&a[0]), tstr(&a[1]), tstr(&a[3]));
+    r[0] = a[1];
+    r[1] = a[3];
+    return true;
+}
+
+/* (x[R,K], w[E,F,K] or [E,K,F], counts[E]) -> [R,F] */
+bool ir_infer_moe_grouped_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                                 size_t len)
+{
+    if (!need_matrix(&a[0], "grouped matmul x [R,K]", err, len) ||
+        !need_ndim(&a[1], 3, "expert weights [E,F,K]", err, len) || !need_float(&a[1], "expert weights", err, len) ||
+        !need_i32(&a[2], 1, "counts [E]", err, len))
+        return false;
+    bool tb = in->attr[0] != 0;
+    int64_t k = a[1].dims[tb ? 2 : 1], f = a[1].dims[tb ? 1 : 2];
+    if (a[2].dims[0] != a[1].dims[0] || a[0].dims[1] != k)
+        return fail(err, len, "grouped matmul of x %s by %s expert weights %s with counts %s: the experts or the "
+                    "inner dimension differ", tstr(&a[0]), tb ? "[E,F,K]" : "[E,K,F]", tstr(&a[1]), tstr(&a[2]));
+    int64_t dims[2] = {a[0].dims[0], f};
+    r[0] = ir_tensor(a[0].dtype, 2, dims);
+    return true;
+}
+
+/* (a[R,P], b[R,Q], counts[E]) -> [E,P,Q] */
+bool ir_infer_moe_grouped_wgrad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                                size_t len)
+{
+    if (!need_matrix(&a[0], "grouped wgrad a [R,P]", err, len) || !need_matrix(&a[1], "grouped wgrad b [R,Q]", err, len) ||
+        !need_i32(&a[2], 1, "counts [E]", err, len))
+        return false;
+    if (a[0].dims[0] != a[1].dims[0])
+        return fail(err, len, "grouped wgrad operands %s and %s have different rows", tstr(&a[0]), tstr(&a[1]));
+    int64_t dims[3] = {a[2].dims[0], a[0].dims[1], a[1].dims[1]};
+    r[0] = ir_tensor(IR_F32, 3, dims);
+    return true;
+}
+
+/* (logits, ids) -> f32[] */
+bool ir_infer_moe_aux_loss(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!check_router(in, &a[0], err, len) || !check_ids(&a[1], &a[0], in->attr[0], err, len))
+        return false;
+    r[0] = ir_scalar(IR_F32);
+    return true;
+}
+
+bool ir_infer_moe_z_loss(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_matrix(&a[0], "router logits [N,E]", err, len))
+        return false;
+    r[0] = ir_scalar(IR_F32);
+    return true;
+}
+
+/* (dloss[], logits[, ids]) -> dlogits: the aux and z losses' gradients */
+bool ir_infer_moe_loss_grad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                            size_t len)
+{
+    if (a[0].ndim != 0)
+        return fail(err, len, "dloss must be a scalar, got %s", tstr(&a[0]));
+    if (in->nargs == 3 ? !check_router(in, &a[1], err, len) || !check_ids(&a[2], &a[1], in->attr[0], err, len)
+                       : !need_matrix(&a[1], "router logits [N,E]", err, len))
+        return false;
+    r[0] = a[1];
+    return true;
+}
+
+/* (x, loss[]) -> x */
+bool ir_infer_moe_aux_attach(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                             size_t len)
+{
+    if (a[1].ndim != 0 || !need_float(&a[1], "the attached loss", err, len))
+        return fail(err, len, "the attached loss must be a scalar, got %s", tstr(&a[1]));
+    r[0] = a[0];
+    return need_float(&a[0], "moe_aux_attach x", err, len);
 }

@@ -895,6 +895,10 @@ double ir_work_macs(const ir_func *f, const ir_instr *in)
         return matmul_macs(f, in, 0);
     case IR_OP_MATMUL_ACCUMULATE:
         return matmul_macs(f, in, 1);
+    case IR_OP_MOE_GROUPED_MATMUL: case IR_OP_MOE_GROUPED_WGRAD: { /* each routed row once: R x K x F */
+        const ir_type *a = &f->vals[in->args[0]].type, *r = &f->vals[in->res[0]].type;
+        return (double)ir_numel(a) * (double)r->dims[r->ndim - 1]; /* a[R,K] by r[R,F]; wgrad a[R,P] by r[E,P,Q] */
+    }
     case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: { /* q [B,T,H,D]: QK^T and PV, causal; the backward 2.5x */
         const ir_type *q = &f->vals[in->args[0]].type;
         double w = (double)ir_numel(q) * (double)q->dims[1];

@@ -251,6 +251,8 @@ enum {
     IR_OPF_RECOMPUTE_ACTIVATION = 1 << 8, /* recompute_modules mlp_act: selective recompute recomputes
                                              its result in the backward */
     IR_OPF_RECOMPUTE_SELECTIVE = 1 << 9,  /* recompute_modules layernorm recomputes it */
+    IR_OPF_HOST_WAIT = 1 << 10,     /* the host reads a device value to issue it (all_to_all_v's
+                                       counts): a function with one is not captured as a CUDA graph */
 };
 
 /* Sharding rules, ops.def's shard column: which rule of the shard pass propagates an op's
@@ -283,6 +285,7 @@ typedef enum {
     IR_SHARD_FP8_QUANTIZE,          /* q placed as x (a partial sum completed first) */
     IR_SHARD_FP8_MATMUL,            /* matmul's, on the quantized operands */
     IR_SHARD_FP8_SCALING,           /* an FP8 history and amaxes: whole operands, whole results */
+    IR_SHARD_MOE,                   /* the MoE ops: tensor parallelism of experts is not built yet (refused) */
     IR_NUM_SHARD_RULES
 } ir_shard_rule;
 

@@ -48,13 +48,13 @@ bool pass_autodiff(ir_module *m, const mcc_pass_options *opts, char *err, size_t
         return snprintf(err, errlen, "%s has no `output @loss`", f->name), false;
     add_grad_globals(m);
 
-    ir_grad_ctx g = {m, f, malloc(sizeof(int) * (size_t)f->nvals), f->nvals};
-    for (int v = 0; v < g.nfwd; v++)
-        g.grad[v] = -1;
     /* The step minimises the mean of the losses of its N micro-batches on each of dp ranks (whose
      * gradients data_parallel sums): d(objective)/d(loss) = 1/(N dp). */
     double micro_batches = (double)ir_cfg_int(m, IR_CFG_ACCUM_STEPS) * (double)ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE);
-    g.grad[loss] = ir_fill(m, f, 1.0 / micro_batches, ir_scalar(IR_F32));
+    ir_grad_ctx g = {m, f, malloc(sizeof(int) * (size_t)f->nvals), f->nvals, 1.0 / micro_batches};
+    for (int v = 0; v < g.nfwd; v++)
+        g.grad[v] = -1;
+    g.grad[loss] = ir_fill(m, f, g.loss_scale, ir_scalar(IR_F32));
 
     for (int i = f->ninstrs - 1; i >= 0; i--) {
         ir_instr in = f->instrs[i]; /* a copy: rules append to f->instrs */

@@ -6,6 +6,8 @@
  * scheduled between the micro-batches and the optimizer, sums the gradient accumulators over the
  * dp ranks, a bucket of them per collective (or, with overlap_grad_reduce, micro_step does so
  * inside the backward). (autodiff scales the loss by 1/(accum_steps * dp), so the sum is the global mean.)
+ * Under expert parallelism the expert weights' gradients are summed over edp instead (the ranks
+ * holding the same experts; expert_parallel.c).
  * With the distributed optimizer (ZeRO-1, see optimizer.c) each rank only updates its 1/dp block
  * of every parameter, so it needs only that block of the sum: reduce_scatter into @<p>.grad_shard. */
 #include "passes.h"
@@ -85,12 +87,31 @@ static int *gradient_globals(const ir_module *m, int *n)
     return grads;
 }
 
-/* reduce_grads: every bucket, after the backward */
+/* The mesh axis gradient global g is summed over: an expert weight's (split over ep: its experts'
+ * gradients already hold every ep rank's tokens) over the expert data-parallel ranks, edp. */
+static ir_axis reduce_axis(const ir_module *m, int g)
+{
+    return ir_layout_split(&m->globals[g].layout, IR_AXIS_EP) ? IR_AXIS_EDP : IR_AXIS_DP;
+}
+
+/* reduce_grads: every bucket, after the backward: the dense gradients' over dp, then the experts'
+ * over edp (none when ep = dp). */
 static void all_reduce_buckets(ir_module *m, ir_func *f)
 {
-    int n, *grads = gradient_globals(m, &n), *end = malloc(sizeof(int) * (size_t)(n + 1));
-    for (int b = 0, nb = fill_buckets(m, grads, n, false, end); b < nb; b++)
-        emit_bucket(m, f, grads + bucket_first(end, b), end[b] - bucket_first(end, b), IR_AXIS_DP, false);
+    int n, *all = gradient_globals(m, &n), *grads = malloc(sizeof(int) * (size_t)(n + 1)),
+           *end = malloc(sizeof(int) * (size_t)(n + 1));
+    const ir_axis axes[2] = {IR_AXIS_DP, IR_AXIS_EDP};
+    for (int a = 0; a < 2; a++) {
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (reduce_axis(m, all[i]) == axes[a])
+                grads[k++] = all[i];
+        if (!k || ir_module_mesh(m).degree[axes[a]] <= 1)
+            continue;
+        for (int b = 0, nb = fill_buckets(m, grads, k, false, end); b < nb; b++)
+            emit_bucket(m, f, grads + bucket_first(end, b), end[b] - bucket_first(end, b), axes[a], false);
+    }
+    free(all);
     free(grads);
     free(end);
 }

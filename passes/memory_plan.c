@@ -253,6 +253,23 @@ static int64_t saved_bytes(const ir_func *f)
     return bytes;
 }
 
+/* The step's all_to_all_v receive buffers, by how their rows were sized (ops.def: capacity). */
+static void a2a_buffers(const ir_func *f, mcc_memory_breakdown *b)
+{
+    for (int k = 0; k < f->ninstrs; k++) {
+        const ir_instr *in = &f->instrs[k];
+        if (in->op != IR_OP_ALL_TO_ALL_V)
+            continue;
+        int64_t bytes = (int64_t)ir_bytes(ir_vtype(f, in->res[0]));
+        b->a2a_count++;
+        b->a2a_bytes += bytes;
+        if (in->attr[2] > 0) {
+            b->a2a_capacity_bytes += bytes;
+            b->a2a_capacity = in->attr[2] > b->a2a_capacity ? in->attr[2] : b->a2a_capacity;
+        }
+    }
+}
+
 mcc_memory_breakdown mcc_memory_of(const ir_module *m)
 {
     mcc_memory_breakdown b = {.stage = (int)ir_cfg_int(m, IR_CFG_PIPELINE_STAGE),
@@ -288,6 +305,8 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
                 b.step_flops += 2 * ir_work_macs(f, &f->instrs[k]) * (double)ir_cfg_int(m, IR_CFG_ACCUM_STEPS);
         if (f->kind == IR_FUNC_STEP)
             b.saved = saved_bytes(f);
+        if (f->kind == IR_FUNC_STEP)
+            a2a_buffers(f, &b);
     }
     b.recompute_flops = ir_cfg_num(m, IR_CFG_RECOMPUTE_FLOPS);
     b.comm_buffers = ir_cfg_int(m, IR_CFG_ARENA_EXCHANGE_BYTES) + ir_cfg_int(m, IR_CFG_SLAB_EXCHANGE_BYTES);
@@ -317,6 +336,14 @@ void mcc_memory_print(const mcc_memory_breakdown *b, FILE *out)
     if (b->stages > 1)
         fprintf(out, "  stashed for the backward %5.3f GiB  (%d micro-batch%s in flight at the schedule's peak)\n",
                 b->stash / gib, b->in_flight, b->in_flight == 1 ? "" : "es");
+    if (b->a2a_count && !b->a2a_capacity_bytes)
+        fprintf(out, "  all-to-all buffers %9.3f GiB  (%d expert dispatch/combine receive buffers, of the peak "
+                     "activations: sized by the exact worst case, every row the ep ranks could send)\n",
+                b->a2a_bytes / gib, b->a2a_count);
+    else if (b->a2a_count)
+        fprintf(out, "  all-to-all buffers %9.3f GiB  (%d expert dispatch/combine receive buffers, of the peak "
+                     "activations: %.3f GiB sized by the capacity factor %g, the rest by the exact worst case)\n",
+                b->a2a_bytes / gib, b->a2a_count, b->a2a_capacity_bytes / gib, b->a2a_capacity);
     if (b->comm_buffers)
         fprintf(out, "  exchange buffers  %10.3f GiB  (collectives on the copy engines: --comm-lanes copy)\n",
                 b->comm_buffers / gib);

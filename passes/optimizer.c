@@ -135,34 +135,44 @@ static void gather_param(ir_module *m, ir_func *f, int g, int master)
     ir_emit(m, f, IR_OP_COPY, args, 2, NULL, NULL, NULL);
 }
 
-/* Whether gradient value v (a global reference) is split over tp: its layout says so. */
-static bool split_over_tp(const ir_module *m, const ir_func *f, int v)
+/* Whether gradient value v (a global reference) is split over `axis`: its layout says so. */
+static bool split_over(const ir_module *m, const ir_func *f, int v, ir_axis axis)
 {
-    return ir_layout_split(&m->globals[ir_global_index_of(m, f, v)].layout, IR_AXIS_TP) != NULL;
+    return ir_layout_split(&m->globals[ir_global_index_of(m, f, v)].layout, axis) != NULL;
+}
+
+/* sumsq + the sum over `axis`'s ranks of the squares of the n gradients split over it. */
+static int add_split_squares(ir_module *m, ir_func *f, int sumsq, const int *split, int n, ir_axis axis)
+{
+    if (!n)
+        return sumsq;
+    double sum_over[2] = {axis, 0};
+    int local = ir_emit(m, f, IR_OP_SUM_SQUARES, split, n, NULL, NULL, NULL);
+    int total = ir_emit(m, f, IR_OP_ALL_REDUCE, &local, 1, sum_over, NULL, NULL);
+    return sumsq < 0 ? total : ir_op2(m, f, IR_OP_ADD, sumsq, total);
 }
 
 /* output @grad_norm: the global norm of the n gradients; returns their sum of squares. Squares of
- * gradients split over tp (the shard pass's) are summed over the tp ranks, those of replicated
- * ones, the same on every tp rank, counted once; under ZeRO every dp rank's blocks are summed, and
- * under pipeline parallelism every stage's. */
+ * gradients split over tp (the shard pass's) are summed over the tp ranks, those of expert weights
+ * split over ep (expert_parallel.c) over the ep ranks, those of replicated ones, the same on every
+ * such rank, counted once; under ZeRO every dp rank's blocks are summed, and under pipeline
+ * parallelism every stage's. */
 static int emit_grad_norm(ir_module *m, ir_func *f, int *grads, int n, bool zero)
 {
-    int split[n], whole[n], ns = 0, nw = 0;
+    int split[n], experts[n], whole[n], ns = 0, ne = 0, nw = 0;
     for (int j = 0; j < n; j++) {
         if (ir_param_held_elsewhere(m, ir_global_index_of(m, f, grads[j]))) /* counted on the first stage */
             continue;
-        if (split_over_tp(m, f, grads[j]))
+        if (split_over(m, f, grads[j], IR_AXIS_TP))
             split[ns++] = grads[j];
+        else if (split_over(m, f, grads[j], IR_AXIS_EP))
+            experts[ne++] = grads[j];
         else
             whole[nw++] = grads[j];
     }
     int sumsq = nw ? ir_emit(m, f, IR_OP_SUM_SQUARES, whole, nw, NULL, NULL, NULL) : -1;
-    if (ns) {
-        double sum_over_tp[2] = {IR_AXIS_TP, 0};
-        int local = ir_emit(m, f, IR_OP_SUM_SQUARES, split, ns, NULL, NULL, NULL);
-        int total = ir_emit(m, f, IR_OP_ALL_REDUCE, &local, 1, sum_over_tp, NULL, NULL);
-        sumsq = sumsq < 0 ? total : ir_op2(m, f, IR_OP_ADD, sumsq, total);
-    }
+    sumsq = add_split_squares(m, f, sumsq, split, ns, IR_AXIS_TP);
+    sumsq = add_split_squares(m, f, sumsq, experts, ne, IR_AXIS_EP);
     double sum_over_dp[2] = {IR_AXIS_DP, 0}, sum_over_pp[2] = {IR_AXIS_PP, 0};
     if (zero)
         sumsq = ir_emit(m, f, IR_OP_ALL_REDUCE, &sumsq, 1, sum_over_dp, NULL, NULL);

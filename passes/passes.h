@@ -42,6 +42,7 @@ void mcc_program_free(mcc_program *p);
 
 bool pass_precision(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_fp8(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
+bool pass_expert_parallel(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_autodiff(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_recompute(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_shard(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
@@ -114,6 +115,12 @@ typedef struct {
     int64_t host;                   /* the host's page-locked memory (--optimizer-cpu-offload): the host
                                        globals and the host function's arena; not in the total */
     int stage, stages, in_flight;   /* which pipeline stage (of how many), its most micro-batches in flight */
+    int64_t a2a_bytes;              /* the step's all_to_all_v receive buffers (expert parallelism's dispatch
+                                       and combine; in activations), sized by the exact worst case, and of
+                                       them a2a_capacity_bytes by a capacity factor (the largest: a2a_capacity) */
+    int64_t a2a_capacity_bytes;
+    double a2a_capacity;
+    int a2a_count;
 } mcc_memory_breakdown;
 int64_t mcc_memory_total(const mcc_memory_breakdown *b);
 mcc_memory_breakdown mcc_memory_of(const ir_module *m);

@@ -585,6 +585,14 @@ static bool rule_sum_rows(shard_ctx *c, const ir_instr *in, int *args, int *res)
     return true;
 }
 
+/* The MoE block under tensor parallelism (experts split over tp, Megatron's expert tensor
+ * parallelism) is not built yet: frontend/spec.c refuses it, so only a hand-written module comes here. */
+static bool rule_moe(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    return fail(c, "mixture-of-experts layers under tensor parallelism are not built yet: use "
+                   "tensor_model_parallel_size 1", in);
+}
+
 static bool rule_embedding(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     placement p = {-1, false, false};
@@ -654,6 +662,7 @@ static const shard_rule_fn rules[IR_NUM_SHARD_RULES] = {
     [IR_SHARD_FP8_QUANTIZE] = rule_fp8_quantize,
     [IR_SHARD_FP8_MATMUL] = rule_fp8_matmul,
     [IR_SHARD_FP8_SCALING] = rule_fp8_scaling,
+    [IR_SHARD_MOE] = rule_moe,
 };
 
 bool pass_shard_has_rule(ir_shard_rule kind) { return kind > IR_SHARD_NEVER && kind < IR_NUM_SHARD_RULES && rules[kind]; }

@@ -320,6 +320,57 @@ void rt_all_to_all(rt_comm *c, const void *send, void *recv, size_t count, ir_dt
     c->ops->all_to_all(c, send, recv, count, dt, stream);
 }
 
+/* Rows per member from the splits (q's runs summed); -1 at a negative run or an overflow. */
+static int64_t a2av_member_rows(const int64_t *splits, int nsplit, int q)
+{
+    int64_t rows = 0;
+    for (int j = 0; j < nsplit; j++) {
+        int64_t r = splits[(size_t)q * (size_t)nsplit + (size_t)j];
+        if (r < 0 || rows > INT64_MAX - r)
+            return -1;
+        rows += r;
+    }
+    return rows;
+}
+
+size_t rt_all_to_all_v(rt_comm *c, const void *send, const int64_t *send_splits, void *recv, int64_t *recv_splits,
+                       int splits, size_t recv_cap, size_t row, ir_dtype dt, void *stream)
+{
+    if (!c->ops->all_to_all_v || !c->ops->all_to_all_counts)
+        rt_comm_fatal("all_to_all_v on group '%s': this backend has none", c->name);
+    if (splits < 1)
+        rt_comm_fatal("all_to_all_v on group '%s': %d splits a member (at least 1)", c->name, splits);
+    size_t *counts = malloc(sizeof *counts * 2 * (size_t)c->size), *recv_counts = counts + c->size;
+    if (!counts)
+        rt_comm_fatal("all_to_all_v on group '%s': out of memory for %d members' counts", c->name, c->size);
+    for (int q = 0; q < c->size; q++) {
+        int64_t rows = a2av_member_rows(send_splits, splits, q);
+        if (rows < 0)
+            rt_comm_fatal("all_to_all_v #%llu on group '%s': the rows for member %d are negative or overflow (a "
+                          "split below 0: the routing's counts are wrong)", (unsigned long long)c->seq + 1, c->name, q);
+        counts[q] = (size_t)rows * row;
+    }
+    c->seq++;
+    c->ops->all_to_all_counts(c, send_splits, recv_splits, splits, stream);
+    size_t total = 0;
+    for (int q = 0; q < c->size; q++) {
+        int64_t rows = a2av_member_rows(recv_splits, splits, q);
+        if (rows < 0)
+            rt_comm_fatal("all_to_all_v #%llu on group '%s': member %d (world rank %d) sends negative rows",
+                          (unsigned long long)c->seq, c->name, q, c->world_ranks[q]);
+        recv_counts[q] = (size_t)rows * row;
+        total += (size_t)rows;
+    }
+    if (total > recv_cap)
+        rt_comm_fatal("all_to_all_v #%llu on group '%s': %zu rows come to this rank but its receive buffer holds %zu: "
+                      "the buffer must hold the worst case (every row of every member), or the senders must drop "
+                      "what exceeds the capacity", (unsigned long long)c->seq, c->name, total, recv_cap);
+    c->seq++;
+    c->ops->all_to_all_v(c, send, counts, recv, recv_counts, dt, stream);
+    free(counts);
+    return total;
+}
+
 void rt_comm_group_begin(rt_comm *c)
 {
     if (c->ops->group_begin)

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ir/ir.h" /* ir_dtype, ir_mesh */
 
@@ -86,6 +87,16 @@ void rt_reduce_scatter(rt_comm *c, const void *send, void *recv, size_t count, i
                        void *stream);
 /* Block q (count elements) of send goes to member q, block q of recv comes from member q. */
 void rt_all_to_all(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream);
+/* Variable all-to-all of rows (`row` elements of dt each): expert parallelism's dispatch and
+ * combine. send holds the rows for member 0, then for member 1, ...; member q's are `splits`
+ * consecutive runs, run j send_splits[q * splits + j] rows long (an expert of q's, say). The
+ * splits go first (a fixed all-to-all of `splits` counts a member), filling
+ * recv_splits[q * splits + j]: the rows of this rank's run j that member q sends; then the rows,
+ * which land in recv packed, member 0's runs first. recv has room for recv_cap rows (the caller's
+ * exact worst case, or a capacity): more end the job, naming the group, the rows and the room.
+ * Returns the rows received. Splits are host memory; the rows' buffers as for the others. */
+size_t rt_all_to_all_v(rt_comm *c, const void *send, const int64_t *send_splits, void *recv, int64_t *recv_splits,
+                       int splits, size_t recv_cap, size_t row, ir_dtype dt, void *stream);
 /* buf[count] of member `root` is copied to every member. */
 void rt_broadcast(rt_comm *c, void *buf, size_t count, ir_dtype dt, int root, void *stream);
 /* The collectives on c between these two calls are launched together, as one (NCCL), on

@@ -34,6 +34,13 @@ typedef struct {
     void (*send)(rt_comm *c, const void *buf, size_t count, ir_dtype dt, int peer, void *stream);
     void (*recv)(rt_comm *c, void *buf, size_t count, ir_dtype dt, int peer, void *stream);
     void (*p2p_flush)(rt_comm *c, void *stream);
+    /* rt_all_to_all_v's two halves (comm.c checks the splits and the room between them):
+     * all_to_all_counts sends block q of send[size * n] to member q and receives block q of
+     * recv from it, both in host memory; all_to_all_v sends send_counts[q] elements of send
+     * (packed, member order) to member q and receives recv_counts[q] from it (counts on the host). */
+    void (*all_to_all_counts)(rt_comm *c, const int64_t *send, int64_t *recv, int n, void *stream);
+    void (*all_to_all_v)(rt_comm *c, const void *send, const size_t *send_counts, void *recv, const size_t *recv_counts,
+                         ir_dtype dt, void *stream);
 } rt_comm_ops;
 
 struct rt_comm {

@@ -275,6 +275,30 @@ static void mpi_all_to_all(rt_comm *c, const void *send, void *recv, size_t coun
     mpi_wait(c, &r, "all_to_all");
 }
 
+static void mpi_all_to_all_counts(rt_comm *c, const int64_t *send, int64_t *recv, int n, void *stream)
+{
+    mpi_all_to_all(c, send, recv, (size_t)n, IR_I64, stream);
+}
+
+/* MPI_Alltoallv with packed displacements: the prefix sums of the counts. */
+static void mpi_all_to_all_v(rt_comm *c, const void *send, const size_t *send_counts, void *recv,
+                             const size_t *recv_counts, ir_dtype dt, void *stream)
+{
+    int n = c->size, *v = malloc(sizeof(int) * 4 * (size_t)n); /* send counts, displs, recv counts, displs */
+    if (!v)
+        rt_comm_fatal("all_to_all_v on group '%s': out of memory for %d members' counts", c->name, n);
+    size_t sent = 0, came = 0;
+    for (int q = 0; q < n; q++) {
+        v[q] = mpi_count(c, "all_to_all_v", send_counts[q]), v[n + q] = mpi_count(c, "all_to_all_v", sent);
+        v[2 * n + q] = mpi_count(c, "all_to_all_v", recv_counts[q]), v[3 * n + q] = mpi_count(c, "all_to_all_v", came);
+        sent += send_counts[q], came += recv_counts[q];
+    }
+    MPI_Request r;
+    MPI_Ialltoallv(send, v, v + n, mpi_type(dt), recv, v + 2 * n, v + 3 * n, mpi_type(dt), mpi_of(c)->comm, &r);
+    mpi_wait(c, &r, "all_to_all_v");
+    free(v);
+}
+
 static void mpi_reduce_scatter(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, rt_reduce_op op,
                                void *stream)
 {
@@ -426,7 +450,8 @@ static void mpi_free(rt_comm *c)
 static const rt_comm_ops mpi_ops = {mpi_all_reduce, mpi_all_gather, mpi_reduce_scatter, mpi_broadcast,
                                     mpi_barrier, mpi_split, mpi_free, NULL, NULL,
                                     NULL /* one lane */, NULL /* no windows */, mpi_all_to_all,
-                                    mpi_p2p_setup, mpi_send, mpi_recv, mpi_p2p_flush};
+                                    mpi_p2p_setup, mpi_send, mpi_recv, mpi_p2p_flush, mpi_all_to_all_counts,
+                                    mpi_all_to_all_v};
 
 rt_comm *rt_comm_world_mpi(const rt_rank_env *e, char *err, size_t errlen)
 {

@@ -46,6 +46,54 @@ void cpu_ALL_GATHER(const rt_kernel_call *c)
         memcpy(c->res[0], c->args[0], ir_bytes(c->arg_types[0]));
 }
 
+/* (x[R,*], splits[n,S]) -> (r[rows,*], came[n,S]): rt_all_to_all_v over the axis (one rank: its
+ * own runs), r zero past the rows received. */
+void cpu_ALL_TO_ALL_V(const rt_kernel_call *c)
+{
+    const ir_type *xt = c->arg_types[0], *st = c->arg_types[1];
+    int64_t n = st->dims[0], S = st->dims[1], rows = c->res_types[0]->dims[0];
+    size_t row = (size_t)(ir_numel(xt) / xt->dims[0]), es = ir_dtype_size(xt->dtype);
+    int64_t *splits = malloc(sizeof(int64_t) * 2 * (size_t)(n * S)), *came = splits + n * S;
+    rt_parallel_a2av_splits(c->in, st, c->args[1], xt->dims[0], splits);
+    rt_comm *comm = rt_parallel_comm_for(c->in, n);
+    size_t got = comm ? rt_all_to_all_v(comm, c->args[0], splits, c->res[0], came, (int)S, (size_t)rows, row,
+                                        xt->dtype, NULL)
+                      : rt_parallel_a2av_self(c->in, splits, n * S, rows, came);
+    if (!comm)
+        memcpy(c->res[0], c->args[0], got * row * es);
+    memset((char *)c->res[0] + got * row * es, 0, ((size_t)rows - got) * row * es);
+    rt_parallel_a2av_store(st, came, c->res[1]);
+    free(splits);
+}
+
+/* moe_sort_runs (sort) and moe_unsort_runs: the runs of x[C,*] received rank by rank (came[q,s]
+ * rows of run s from rank q, packed) moved to run-by-run order, or back; rows past zero. */
+static void move_runs(const rt_kernel_call *c, bool sort)
+{
+    const ir_type *xt = c->arg_types[0], *ct = c->arg_types[1];
+    int64_t n = ct->dims[0], S = ct->dims[1], C = xt->dims[0];
+    size_t row = ir_bytes(xt) / (size_t)C;
+    int64_t *came = malloc(sizeof(int64_t) * (size_t)(2 * n * S)), *at = came + n * S; /* at: (q, s)'s first row, sorted */
+    rt_parallel_a2av_splits(c->in, ct, c->args[1], C, came);
+    int64_t next = 0;
+    for (int64_t s = 0; s < S; s++) {
+        int64_t rows = 0;
+        for (int64_t q = 0; q < n; q++)
+            at[q * S + s] = next, next += came[q * S + s], rows += came[q * S + s];
+        if (sort)
+            ((int32_t *)c->res[1])[s] = (int32_t)rows;
+    }
+    const char *x = c->args[0];
+    char *r = c->res[0];
+    for (int64_t k = 0, from = 0; k < n * S; from += came[k++]) /* from: (q, s)'s first row, received */
+        memcpy(r + (size_t)(sort ? at[k] : from) * row, x + (size_t)(sort ? from : at[k]) * row, (size_t)came[k] * row);
+    memset(r + (size_t)next * row, 0, (size_t)(C - next) * row);
+    free(came);
+}
+
+void cpu_MOE_SORT_RUNS(const rt_kernel_call *c) { move_runs(c, true); }
+void cpu_MOE_UNSORT_RUNS(const rt_kernel_call *c) { move_runs(c, false); }
+
 /* x (N elements) -> r[N/n]: block `rank` of x, no communication */
 void cpu_LOCAL_SHARD(const rt_kernel_call *c)
 {

@@ -956,3 +956,388 @@ void cpu_CE_GRAD_SHARDED(const rt_kernel_call *c)
             dx[i * V + j] = (float)(scale * (exp((double)x[i * V + j] - gmax[i]) / st[2 * i] -
                                              (targets[i] - start == j ? 1.0 : 0.0)));
 }
+
+/* --- mixture of experts (ops.def): tokens as rows; scores computed in double ---------------- */
+
+enum { MOE_SOFTMAX, MOE_SIGMOID };
+
+static double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+/* s[E] := softmax(l[E]) */
+static void softmax_row(const float *l, int64_t E, double *s)
+{
+    double mx = l[0], sum = 0;
+    for (int64_t e = 1; e < E; e++)
+        mx = fmax(mx, l[e]);
+    for (int64_t e = 0; e < E; e++)
+        sum += s[e] = exp(l[e] - mx);
+    for (int64_t e = 0; e < E; e++)
+        s[e] /= sum;
+}
+
+/* The k largest of v[E] into ids, largest first; a tie goes to the lower expert. */
+static void topk_row(const double *v, int64_t E, int64_t k, int32_t *ids)
+{
+    for (int64_t j = 0; j < k; j++) {
+        int64_t best = -1;
+        for (int64_t e = 0; e < E; e++) {
+            bool taken = false;
+            for (int64_t i = 0; i < j && !taken; i++)
+                taken = ids[i] == e;
+            if (!taken && (best < 0 || v[e] > v[best]))
+                best = e;
+        }
+        ids[j] = (int32_t)best;
+    }
+}
+
+/* Token n's routing weights w[k] for its chosen ids, before the scaling factor, and the scores
+ * (E of them) they come from: softmax of the logits (pre_softmax), the logits themselves (softmax
+ * after the top k), or their sigmoid. */
+static void route_scores(const rt_kernel_call *c, const float *l, int64_t E, double *s)
+{
+    int score = (int)c->in->attr[1];
+    bool pre = c->in->attr[2] != 0;
+    if (score == MOE_SOFTMAX && pre)
+        softmax_row(l, E, s);
+    else
+        for (int64_t e = 0; e < E; e++)
+            s[e] = score == MOE_SIGMOID ? sigmoid_d(l[e]) : l[e];
+}
+
+static void route_weights(const rt_kernel_call *c, const double *s, const int32_t *ids, int64_t k, double *w)
+{
+    int score = (int)c->in->attr[1];
+    bool pre = c->in->attr[2] != 0;
+    double sum = 0;
+    for (int64_t j = 0; j < k; j++)
+        w[j] = s[ids[j]];
+    if (score == MOE_SOFTMAX && !pre) { /* softmax over the chosen logits */
+        double mx = w[0];
+        for (int64_t j = 0; j < k; j++)
+            sum += w[j] = exp(w[j] - mx); /* w[0] is the largest */
+        for (int64_t j = 0; j < k; j++)
+            w[j] /= sum;
+    } else if (score == MOE_SIGMOID && k > 1) {
+        for (int64_t j = 0; j < k; j++)
+            sum += w[j];
+        for (int64_t j = 0; j < k; j++)
+            w[j] /= sum + 1e-20;
+    }
+}
+
+static double route_scaling(const rt_kernel_call *c) { return c->in->attr[3] != 0 ? c->in->attr[3] : 1.0; }
+
+/* logits[N,E] -> (w[N,k], ids[N,k]) */
+void cpu_MOE_ROUTE(const rt_kernel_call *c)
+{
+    const float *logits = argf(c, 0);
+    int64_t N = c->arg_types[0]->dims[0], E = c->arg_types[0]->dims[1], k = c->res_types[0]->dims[1];
+    float *w = resf(c, 0);
+    int32_t *ids = c->res[1];
+    double *s = scratch((size_t)E, sizeof(double)), *wd = scratch((size_t)k, sizeof(double)), scaling = route_scaling(c);
+    for (int64_t n = 0; n < N; n++) {
+        route_scores(c, logits + n * E, E, s);
+        topk_row(s, E, k, ids + n * k);
+        route_weights(c, s, ids + n * k, k, wd);
+        for (int64_t j = 0; j < k; j++)
+            w[n * k + j] = (float)(wd[j] * scaling);
+    }
+    free(s);
+    free(wd);
+}
+
+/* (dw, logits, ids) -> dlogits: back through the scaling, the weights' normalisation and the scores */
+void cpu_MOE_ROUTE_GRAD(const rt_kernel_call *c)
+{
+    const float *dw = argf(c, 0), *logits = argf(c, 1);
+    const int32_t *ids = c->args[2];
+    int64_t N = c->arg_types[1]->dims[0], E = c->arg_types[1]->dims[1], k = c->arg_types[2]->dims[1];
+    int score = (int)c->in->attr[1];
+    bool pre = c->in->attr[2] != 0;
+    float *dl = resf(c, 0);
+    double *s = scratch((size_t)E, sizeof(double)), *ds = scratch((size_t)E, sizeof(double));
+    double *w = scratch((size_t)k, sizeof(double)), *g = scratch((size_t)k, sizeof(double)), scaling = route_scaling(c);
+    for (int64_t n = 0; n < N; n++) {
+        const int32_t *id = ids + n * k;
+        route_scores(c, logits + n * E, E, s);
+        route_weights(c, s, id, k, w);
+        double gw = 0; /* sum_j w_j g_j */
+        for (int64_t j = 0; j < k; j++)
+            gw += w[j] * (g[j] = dw[n * k + j] * scaling);
+        for (int64_t e = 0; e < E; e++)
+            ds[e] = 0;
+        if (score == MOE_SOFTMAX && !pre) { /* w = softmax of the chosen logits */
+            for (int64_t j = 0; j < k; j++)
+                ds[id[j]] = w[j] * (g[j] - gw);
+        } else if (score == MOE_SOFTMAX) { /* w = the chosen softmax probabilities: back through the softmax */
+            double sg = 0;
+            for (int64_t j = 0; j < k; j++)
+                sg += s[id[j]] * g[j];
+            for (int64_t e = 0; e < E; e++)
+                ds[e] = -s[e] * sg;
+            for (int64_t j = 0; j < k; j++)
+                ds[id[j]] += s[id[j]] * g[j];
+        } else { /* sigmoid scores, over their sum when k > 1 */
+            double sum = 0;
+            for (int64_t j = 0; j < k; j++)
+                sum += s[id[j]];
+            for (int64_t j = 0; j < k; j++) {
+                double dsel = k > 1 ? (g[j] - gw) / (sum + 1e-20) : g[j];
+                ds[id[j]] = dsel * s[id[j]] * (1 - s[id[j]]);
+            }
+        }
+        for (int64_t e = 0; e < E; e++)
+            dl[n * E + e] = (float)ds[e];
+    }
+    free(s);
+    free(ds);
+    free(w);
+    free(g);
+}
+
+/* (x, w, ids) -> x * keep: each expert keeps its first `capacity` pairs by weight (probs) or by
+ * token (position); a pair's rank is the pairs of its expert that come before it. */
+void cpu_MOE_CAPACITY(const rt_kernel_call *c)
+{
+    const float *x = argf(c, 0), *w = argf(c, 1);
+    const int32_t *ids = c->args[2];
+    int64_t R = ir_numel(c->arg_types[0]), capacity = (int64_t)c->in->attr[0];
+    bool by_position = c->in->attr[1] != 0;
+    float *r = resf(c, 0);
+    for (int64_t p = 0; p < R; p++) {
+        int64_t before = 0;
+        for (int64_t q = 0; q < R && before < capacity; q++)
+            before += ids[q] == ids[p] && q != p && (by_position ? q < p : w[q] > w[p] || (w[q] == w[p] && q < p));
+        r[p] = before < capacity ? x[p] : 0.0f;
+    }
+}
+
+/* ids[N,k] -> (perm[N k], counts[E]): a counting sort, stable */
+void cpu_MOE_SORT(const rt_kernel_call *c)
+{
+    const int32_t *ids = c->args[0];
+    int32_t *perm = c->res[0], *counts = c->res[1];
+    int64_t R = ir_numel(c->arg_types[0]), E = c->res_types[1]->dims[0];
+    int64_t *next = scratch((size_t)E, sizeof(int64_t));
+    for (int64_t e = 0; e < E; e++)
+        counts[e] = 0;
+    for (int64_t p = 0; p < R; p++) {
+        if (ids[p] < 0 || ids[p] >= E)
+            CPU_FAIL("moe_sort: expert id %d of pair %lld is outside [0, %lld): the router's ids are corrupt",
+                     (int)ids[p], (long long)p, (long long)E);
+        counts[ids[p]]++;
+    }
+    for (int64_t e = 1; e < E; e++)
+        next[e] = next[e - 1] + counts[e - 1];
+    for (int64_t p = 0; p < R; p++)
+        perm[p] = (int32_t)next[ids[p]]++;
+    free(next);
+}
+
+/* (x[N,H], perm[R]) -> xp[R,H] */
+void cpu_MOE_PERMUTE(const rt_kernel_call *c)
+{
+    const float *x = argf(c, 0);
+    const int32_t *perm = c->args[1];
+    int64_t N = c->arg_types[0]->dims[0], H = c->arg_types[0]->dims[1], R = c->arg_types[1]->dims[0], k = R / N;
+    float *xp = resf(c, 0);
+    for (int64_t p = 0; p < R; p++)
+        memcpy(xp + (int64_t)perm[p] * H, x + p / k * H, (size_t)H * sizeof(float));
+}
+
+/* (yp[R,H], perm, w[N,k]) -> y[N,H] */
+void cpu_MOE_UNPERMUTE(const rt_kernel_call *c)
+{
+    const float *yp = argf(c, 0), *w = argf(c, 2);
+    const int32_t *perm = c->args[1];
+    int64_t N = c->arg_types[2]->dims[0], k = c->arg_types[2]->dims[1], H = c->arg_types[0]->dims[1];
+    float *y = resf(c, 0);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t h = 0; h < H; h++) {
+            float sum = 0;
+            for (int64_t j = 0; j < k; j++)
+                sum += w[n * k + j] * yp[(int64_t)perm[n * k + j] * H + h];
+            y[n * H + h] = sum;
+        }
+}
+
+/* (dy[N,H], yp, perm, w) -> (dyp, dw) */
+void cpu_MOE_UNPERMUTE_GRAD(const rt_kernel_call *c)
+{
+    const float *dy = argf(c, 0), *yp = argf(c, 1), *w = argf(c, 3);
+    const int32_t *perm = c->args[2];
+    int64_t N = c->arg_types[3]->dims[0], k = c->arg_types[3]->dims[1], H = c->arg_types[1]->dims[1];
+    float *dyp = resf(c, 0), *dw = resf(c, 1);
+    for (int64_t p = 0; p < N * k; p++) {
+        const float *d = dy + p / k * H, *row = yp + (int64_t)perm[p] * H;
+        float *out = dyp + (int64_t)perm[p] * H, dot = 0;
+        for (int64_t h = 0; h < H; h++) {
+            dot += d[h] * row[h];
+            out[h] = w[p] * d[h];
+        }
+        dw[p] = dot;
+    }
+}
+
+/* The counts[E] of a grouped op, checked to sum to its R rows. */
+static const int32_t *group_counts(const rt_kernel_call *c, int i, int64_t R)
+{
+    const int32_t *counts = c->args[i];
+    int64_t sum = 0;
+    for (int64_t e = 0; e < c->arg_types[i]->dims[0]; e++)
+        sum += counts[e] >= 0 ? counts[e] : R + 1;
+    if (sum > R) /* below R under expert parallelism: the receive buffer's room past the rows received */
+        CPU_FAIL("%s: the experts' counts sum to %lld, more than the %lld routed rows: moe_sort's counts are corrupt",
+                 ir_ops[c->in->op].name, (long long)sum, (long long)R);
+    return counts;
+}
+
+/* (x[R,K], w[E,F,K] (tb) or [E,K,F], counts[E]) -> [R,F]: one GEMM per expert over its rows */
+void cpu_MOE_GROUPED_MATMUL(const rt_kernel_call *c)
+{
+    const float *x = argf(c, 0), *w = argf(c, 1);
+    bool tb = c->in->attr[0] != 0;
+    int64_t R = c->arg_types[0]->dims[0], K = c->arg_types[0]->dims[1], E = c->arg_types[1]->dims[0];
+    int64_t F = c->res_types[0]->dims[1];
+    const int32_t *counts = group_counts(c, 2, R);
+    float *y = resf(c, 0);
+    int64_t row = 0;
+    for (int64_t e = 0; e < E; row += counts[e++])
+        if (counts[e])
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, counts[e], (int)F, (int)K, 1.0f,
+                        x + row * K, (int)K, w + e * F * K, tb ? (int)K : (int)F, 0.0f, y + row * F, (int)F);
+    memset(y + row * F, 0, sizeof(float) * (size_t)((R - row) * F)); /* rows no expert holds */
+}
+
+/* (a[R,P], b[R,Q], counts[E]) -> [E,P,Q]: a_e^T b_e */
+void cpu_MOE_GROUPED_WGRAD(const rt_kernel_call *c)
+{
+    const float *a = argf(c, 0), *b = argf(c, 1);
+    int64_t R = c->arg_types[0]->dims[0], P = c->arg_types[0]->dims[1], Q = c->arg_types[1]->dims[1];
+    int64_t E = c->res_types[0]->dims[0];
+    const int32_t *counts = group_counts(c, 2, R);
+    float *dw = resf(c, 0);
+    memset(dw, 0, ir_bytes(c->res_types[0]));
+    for (int64_t e = 0, row = 0; e < E; row += counts[e++])
+        if (counts[e])
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)P, (int)Q, counts[e], 1.0f, a + row * P, (int)P,
+                        b + row * Q, (int)Q, 0.0f, dw + e * P * Q, (int)Q);
+}
+
+/* The aux loss's full score distribution of one token: softmax, or sigmoid over its sum + 1e-20 */
+static void aux_scores(int score, const float *l, int64_t E, double *s)
+{
+    if (score == MOE_SOFTMAX) {
+        softmax_row(l, E, s);
+        return;
+    }
+    double sum = 0;
+    for (int64_t e = 0; e < E; e++)
+        sum += s[e] = sigmoid_d(l[e]);
+    for (int64_t e = 0; e < E; e++)
+        s[e] /= sum + 1e-20;
+}
+
+/* The tokens each expert was routed, and the loss's factor E / (k N^2). */
+static double aux_counts(const int32_t *ids, int64_t N, int64_t E, int64_t k, double *counts)
+{
+    for (int64_t e = 0; e < E; e++)
+        counts[e] = 0;
+    for (int64_t p = 0; p < N * k; p++)
+        counts[ids[p]] += 1;
+    return (double)E / ((double)k * (double)N * (double)N);
+}
+
+/* (logits[N,E], ids[N,k]) -> E / (k N^2) sum_e (sum_n s[n,e]) counts[e] */
+void cpu_MOE_AUX_LOSS(const rt_kernel_call *c)
+{
+    const float *l = argf(c, 0);
+    int64_t N = c->arg_types[0]->dims[0], E = c->arg_types[0]->dims[1], k = c->arg_types[1]->dims[1];
+    double *s = scratch((size_t)E, sizeof(double)), *counts = scratch((size_t)E, sizeof(double));
+    double f = aux_counts(c->args[1], N, E, k, counts), sum = 0;
+    for (int64_t n = 0; n < N; n++) {
+        aux_scores((int)c->in->attr[1], l + n * E, E, s);
+        for (int64_t e = 0; e < E; e++)
+            sum += s[e] * counts[e];
+    }
+    resf(c, 0)[0] = (float)(sum * f);
+    free(s);
+    free(counts);
+}
+
+/* (dloss, logits, ids) -> dlogits: d loss / d s[n,e] = f counts[e], back through the scores */
+void cpu_MOE_AUX_LOSS_GRAD(const rt_kernel_call *c)
+{
+    const float *l = argf(c, 1);
+    int64_t N = c->arg_types[1]->dims[0], E = c->arg_types[1]->dims[1], k = c->arg_types[2]->dims[1];
+    int score = (int)c->in->attr[1];
+    double *s = scratch((size_t)E, sizeof(double)), *counts = scratch((size_t)E, sizeof(double));
+    double f = aux_counts(c->args[2], N, E, k, counts) * argf(c, 0)[0];
+    float *dl = resf(c, 0);
+    for (int64_t n = 0; n < N; n++) {
+        aux_scores(score, l + n * E, E, s);
+        double sg = 0, sig_sum = 0;
+        for (int64_t e = 0; e < E; e++)
+            sg += s[e] * counts[e] * f;
+        if (score == MOE_SOFTMAX) {
+            for (int64_t e = 0; e < E; e++)
+                dl[n * E + e] = (float)(s[e] * (counts[e] * f - sg));
+            continue;
+        }
+        /* s = q / (sum q + 1e-20), q = sigmoid(l): ds/dq through the sum, then dq/dl = q (1 - q) */
+        for (int64_t e = 0; e < E; e++)
+            sig_sum += sigmoid_d(l[n * E + e]);
+        for (int64_t e = 0; e < E; e++) {
+            double q = sigmoid_d(l[n * E + e]);
+            dl[n * E + e] = (float)((counts[e] * f - sg) / (sig_sum + 1e-20) * q * (1 - q));
+        }
+    }
+    free(s);
+    free(counts);
+}
+
+/* log-sum-exp of row l[E] */
+static double logsumexp_row(const float *l, int64_t E)
+{
+    double mx = l[0], sum = 0;
+    for (int64_t e = 1; e < E; e++)
+        mx = fmax(mx, l[e]);
+    for (int64_t e = 0; e < E; e++)
+        sum += exp(l[e] - mx);
+    return mx + log(sum);
+}
+
+/* logits[N,E] -> mean_n lse_n^2 */
+void cpu_MOE_Z_LOSS(const rt_kernel_call *c)
+{
+    const float *l = argf(c, 0);
+    int64_t N = c->arg_types[0]->dims[0], E = c->arg_types[0]->dims[1];
+    double sum = 0;
+    for (int64_t n = 0; n < N; n++) {
+        double lse = logsumexp_row(l + n * E, E);
+        sum += lse * lse;
+    }
+    resf(c, 0)[0] = (float)(sum / (double)N);
+}
+
+/* (dloss, logits) -> dloss 2 lse_n / N softmax(row n) */
+void cpu_MOE_Z_LOSS_GRAD(const rt_kernel_call *c)
+{
+    const float *l = argf(c, 1);
+    int64_t N = c->arg_types[1]->dims[0], E = c->arg_types[1]->dims[1];
+    double d = argf(c, 0)[0];
+    float *dl = resf(c, 0);
+    for (int64_t n = 0; n < N; n++) {
+        double lse = logsumexp_row(l + n * E, E);
+        for (int64_t e = 0; e < E; e++)
+            dl[n * E + e] = (float)(d * 2 * lse / (double)N * exp(l[n * E + e] - lse));
+    }
+}
+
+/* (x, loss) -> x (its result may share x's bytes) */
+void cpu_MOE_AUX_ATTACH(const rt_kernel_call *c)
+{
+    if (c->res[0] != c->args[0])
+        memmove(c->res[0], c->args[0], ir_bytes(c->arg_types[0]));
+}

@@ -60,6 +60,44 @@ rt_comm *rt_parallel_comm_for(const ir_instr *in, int64_t ranks)
     return comm;
 }
 
+void rt_parallel_a2av_splits(const ir_instr *in, const ir_type *st, const void *splits, int64_t R, int64_t *out)
+{
+    int64_t total = 0, n = ir_numel(st);
+    for (int64_t i = 0; i < n; i++) {
+        out[i] = st->dtype == IR_I64 ? ((const int64_t *)splits)[i] : ((const int32_t *)splits)[i];
+        if (out[i] < 0 || out[i] > R - total) {
+            fprintf(stderr, "train_rank: error: %s over %s: split %lld is %lld, and the splits must be >= 0 and sum "
+                            "to at most the %lld rows sent (the routing's counts are wrong)\n",
+                    ir_ops[in->op].name, ir_axis_name((ir_axis)in->attr[0]), (long long)i, (long long)out[i],
+                    (long long)R);
+            exit(1);
+        }
+        total += out[i];
+    }
+}
+
+void rt_parallel_a2av_store(const ir_type *st, const int64_t *came, void *out)
+{
+    for (int64_t i = 0; i < ir_numel(st); i++)
+        if (st->dtype == IR_I64)
+            ((int64_t *)out)[i] = came[i];
+        else
+            ((int32_t *)out)[i] = (int32_t)came[i];
+}
+
+size_t rt_parallel_a2av_self(const ir_instr *in, const int64_t *splits, int64_t nsplits, int64_t rows, int64_t *came)
+{
+    int64_t total = 0;
+    for (int64_t i = 0; i < nsplits; i++)
+        total += came[i] = splits[i];
+    if (total > rows) {
+        fprintf(stderr, "train_rank: error: %s over %s: %lld rows come to this rank but its receive buffer holds %lld\n",
+                ir_ops[in->op].name, ir_axis_name((ir_axis)in->attr[0]), (long long)total, (long long)rows);
+        exit(1);
+    }
+    return (size_t)total;
+}
+
 static void gather_bytes(rt_comm *comm, int n, rt_program *p, const void *local, size_t bytes, void *all);
 
 static struct {

@@ -40,6 +40,13 @@ void *rt_parallel_exchange(ir_axis axis, size_t bytes);
  * NULL for one rank. Exits naming the op when this rank's group has another size, e.g. a plan
  * function run before rt_parallel_init (which must precede rt_program_init_params: setup). */
 rt_comm *rt_parallel_comm_for(const ir_instr *in, int64_t ranks);
+/* all_to_all_v (ops.def): its splits (type st, i32 or i64, host memory) as int64 in out[numel],
+ * each checked >= 0 and their sum against the R rows of its x (exits naming the op: the routing's
+ * counts are wrong); came (int64) stored back in st's dtype; and on one rank along the axis, the
+ * exchange itself: came := splits, the rows kept, checked against r's room. */
+void rt_parallel_a2av_splits(const ir_instr *in, const ir_type *st, const void *splits, int64_t R, int64_t *out);
+void rt_parallel_a2av_store(const ir_type *st, const int64_t *came, void *out);
+size_t rt_parallel_a2av_self(const ir_instr *in, const int64_t *splits, int64_t nsplits, int64_t rows, int64_t *came);
 /* all_reduce_inplace (a bucket of gradients: data_parallel.c): sums the call's operands over its
  * axis with one collective per run of operands that lie back to back (ir_global_span apart, as
  * program.c places globals, padding included), launched together, on the axis group's `lane`

@@ -31,6 +31,7 @@ static const struct {
     INT_AT(IR_CFG_DATA_PARALLEL_SIZE, 1, dp),
     WIDE_AT(IR_CFG_SEED, seed),
     WIDE_AT(IR_CFG_NUM_PARAMS, num_params),
+    WIDE_AT(IR_CFG_NUM_ACTIVE_PARAMS, num_active_params),
     WIDE_AT(IR_CFG_NUM_POSITION_PARAMS, num_position_params),
     WIDE_AT(IR_CFG_NUM_LAYERS, num_layers),
     WIDE_AT(IR_CFG_HIDDEN_SIZE, hidden_size),

@@ -15,6 +15,7 @@ typedef struct {
     int train_iters, log_interval, eval_interval, eval_iters; /* defaults of train_rank's flags */
     int tp, dp;
     long long seed, num_params, num_position_params, num_layers, hidden_size;
+    long long num_active_params;        /* MoE: the parameters one token multiplies by (0: num_params) */
 } rt_train_config;
 
 /* Reads every config value train_rank and libmccrt use (an absent one takes its default), each

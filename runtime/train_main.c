@@ -18,6 +18,7 @@
 #include "lr_schedule.h"
 #include "mcct.h"
 #include "metrics.h"
+#include "moe_stats.h"
 #include "program.h"
 #include "tensorboard.h"
 #include "trace.h"
@@ -225,6 +226,7 @@ typedef struct {
     double t_start;                 /* the process's start: --exit-duration-in-mins counts from it */
     FILE *steps;
     char steps_path[4096];
+    rt_moe_stats moe;               /* an MoE model's router statistics (func -1: none) */
     double host_logged[4];          /* rt_program.host_times at the last log line */
 } train_run;
 
@@ -408,6 +410,7 @@ static void dump_batch(train_run *r, int func, int it, int mb)
 
 typedef struct {
     double loss, lr, grad_norm;
+    double moe_aux, moe_z, moe_imbalance; /* an MoE model's (moe_stats.h), means over dp */
     bool skipped;
 } step_result;
 
@@ -483,6 +486,8 @@ static void train_micro_batch(train_run *r, int it, const ir_sched_step *c, step
         }
     }
     s->loss += loss / r->accum;
+    if (c->func == r->moe.func)
+        rt_moe_stats_add(&r->moe, r->p);
 }
 
 /* The train program's optimizer call with the host's policy around it: first the loss's mean over
@@ -495,6 +500,13 @@ static bool train_update(train_run *r, int it, int opt, step_result *s, bool fin
     if (pp) /* every activation and gradient sent this iteration has arrived */
         rt_p2p_flush(pp, r->p->dev->queue(r->p));
     s->loss = rt_parallel_mean(&r->par, r->p, (float)s->loss);
+    if (r->moe.func >= 0) {
+        double aux, z, imbalance;
+        rt_moe_stats_step(&r->moe, &aux, &z, &imbalance);
+        s->moe_aux = rt_parallel_mean(&r->par, r->p, (float)aux);
+        s->moe_z = rt_parallel_mean(&r->par, r->p, (float)z);
+        s->moe_imbalance = rt_parallel_mean(&r->par, r->p, (float)imbalance); /* of each rank's tokens */
+    }
     if (pp && finite && !isfinite(s->loss)) /* the last stage's, which the others now see */
         finite = non_finite(r, it, "the loss", s->loss);
     if (r->a.dump_dir && it == 1)
@@ -581,6 +593,9 @@ static const struct {
     {"mfu", "mfu", 1},
     {"valid_loss", "lm loss validation", 1},
     {"valid_ppl", "lm loss validation ppl", 1},
+    {"moe_load_balancing_loss", "load_balancing_loss", 1}, /* Megatron's MoE tags */
+    {"moe_z_loss", "z_loss", 1},
+    {"moe_load_imbalance", "load_imbalance", 1},
 };
 
 static bool tb_record(rt_tb *tb, int it, const rt_scalar *s, int n, char *err, size_t errlen)
@@ -642,6 +657,7 @@ static void evaluate(train_run *r, int it)
 /* What a log line averages over: the iterations since the last one. */
 typedef struct {
     double loss, seconds;
+    double moe_aux, moe_z, moe_imbalance; /* summed over the steps applied */
     int iters, skipped;
 } log_window;
 
@@ -687,6 +703,15 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
            "loss scale: 1.0 | grad norm: %.3f | number of skipped iterations: %3d | number of nan iterations: %3d | "
            "tokens/s/GPU: %.0f | MFU: %s | memory (GiB): %.2f |", when, it, r->iters, samples, ms, flops / 1e12,
            last->lr, global_batch, loss, last->grad_norm, w->skipped, w->skipped, tok_s, mfu_text, mem);
+    /* MoE: Megatron's names for the router losses (its tracker's, unscaled, means over the layers) */
+    double aux = done ? w->moe_aux / done : NAN, z = done ? w->moe_z / done : NAN;
+    double imbalance = done ? w->moe_imbalance / done : NAN;
+    if (r->moe.func >= 0 && r->moe.has_aux)
+        printf(" load_balancing_loss: %.6E |", aux);
+    if (r->moe.func >= 0 && r->moe.has_z)
+        printf(" z_loss: %.6E |", z);
+    if (r->moe.func >= 0)
+        printf(" expert load imbalance (max/mean): %.3f |", imbalance);
     /* --optimizer-cpu-offload: the host step a iteration, split into waiting for gradient chunks,
      * AdamW and the copies up (runtime/host_optimizer.c; the rest is its other instructions) */
     bool offload = ir_func_of_kind(r->m, IR_FUNC_HOST_OPTIMIZER) >= 0;
@@ -699,14 +724,22 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
         printf(" host step (ms): %.1f (copies down %.1f, adam %.1f, up %.1f) |", host[RT_HOST_TIME_ALL],
                host[RT_HOST_TIME_DOWN], host[RT_HOST_TIME_ADAM], host[RT_HOST_TIME_UP]);
     printf("\n");
-    const rt_scalar rec[] = {
+    rt_scalar rec[] = {
         {"consumed_samples", (double)samples}, {"loss", loss}, {"lr", last->lr},
         {"grad_norm", last->skipped ? NAN : last->grad_norm}, {"ms_per_iter", ms}, {"tokens_per_s_per_gpu", tok_s},
         {"tflops_per_gpu", flops / 1e12}, {"mfu", mfu}, {"memory_gib", mem}, {"skipped", w->skipped},
+        /* --optimizer-cpu-offload's, then an MoE model's: the records of a plan without them end before */
         {"host_step_ms", host[RT_HOST_TIME_ALL]}, {"host_copies_down_ms", host[RT_HOST_TIME_DOWN]},
         {"host_adam_ms", host[RT_HOST_TIME_ADAM]}, {"host_up_ms", host[RT_HOST_TIME_UP]},
+        {"moe_load_balancing_loss", aux}, {"moe_z_loss", z}, {"moe_load_imbalance", imbalance},
     };
-    emit_record(r, it, rec, (int)(sizeof rec / sizeof rec[0]) - (offload ? 0 : 4));
+    int n = (int)(sizeof rec / sizeof rec[0]) - 7;
+    if (offload)
+        n += 4;
+    if (r->moe.func >= 0) /* after the offload records, or in their place */
+        for (int k = 0; k < 3; k++)
+            rec[n++] = rec[sizeof rec / sizeof rec[0] - 3 + (size_t)k];
+    emit_record(r, it, rec, n);
 }
 
 /* ---- start-up ------------------------------------------------------------------------------ */
@@ -798,8 +831,15 @@ static void setup_run(train_run *r, int argc, char **argv)
         exit(1);
     }
     double L = (double)r->cfg.num_layers, d = (double)r->cfg.hidden_size;
-    double N = (double)(r->cfg.num_params - r->cfg.num_position_params);
+    /* an MoE model's tokens each multiply by their top-k experts only: MFU counts those */
+    double N = (double)((r->cfg.num_active_params ? r->cfg.num_active_params : r->cfg.num_params) -
+                        r->cfg.num_position_params);
     r->flops_per_token = 6 * N + 12 * L * d * r->T;
+    int step = ir_func_of_kind(m, IR_FUNC_STEP); /* none in a pipeline stage's plan */
+    if (step >= 0)
+        rt_moe_stats_open(&r->moe, r->p, step);
+    else
+        r->moe.func = -1;
     r->data = open_data(r);
     const int64_t bt[2] = {r->B, r->T};
     r->bt_type = ir_tensor(IR_I32, 2, bt);
@@ -820,6 +860,8 @@ static void print_config(const train_run *r)
 {
     printf("+-----------------------+-----------------------+\n");
     printf("| parameters            | %21lld |\n", r->cfg.num_params);
+    if (r->cfg.num_active_params)
+        printf("| active parameters     | %21lld |\n", r->cfg.num_active_params);
     printf("| layers x hidden       | %13lld x %5lld |\n", r->cfg.num_layers, r->cfg.hidden_size);
     printf("| micro batch x seq     | %13d x %5d |\n", r->B, r->T);
     printf("| micro-batches / step  | %21d |\n", r->accum);
@@ -875,6 +917,7 @@ static void finish_run(train_run *r)
         rt_tb_close(r->tb);
     free(r->sample);
     free(r->tokens);
+    rt_moe_stats_free(&r->moe);
     free(r->targets);
     rt_gpt_data_close(r->data);
     rt_gpt_data_config_free(&r->a.data);
@@ -982,6 +1025,9 @@ static int train_loop(train_run *r, double t_start, int *last)
         w.iters++;
         w.skipped += s.skipped;
         w.loss += s.skipped ? 0 : s.loss;
+        w.moe_aux += s.skipped ? 0 : s.moe_aux;
+        w.moe_z += s.skipped ? 0 : s.moe_z;
+        w.moe_imbalance += s.skipped ? 0 : s.moe_imbalance;
         if (it == r->start + 1) {
             size_t used = r->p->dev->memory_in_use(r->p);
             printf("time to first step: %.2f s", os_now_s() - t_start);

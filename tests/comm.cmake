@@ -1,5 +1,6 @@
 # comm.cmake — ranks and comms: launcher env detection, the Megatron rank layout, train_rank's
-# --nproc-per-node launcher, and (with MPI) collectives and the collective timeout on 4 CPU ranks,
+# --nproc-per-node launcher, and (with MPI) collectives, the variable all-to-all over ep groups and
+# the collective timeout on 4 CPU ranks,
 # point to point on 2 and 4; the NCCL backend on 2 GPUs (label gpu).
 add_executable(comm_test ${CMAKE_SOURCE_DIR}/tests/comm_test.c)
 target_include_directories(comm_test PRIVATE ${CMAKE_SOURCE_DIR}/tests)
@@ -20,12 +21,27 @@ if(MPI_C_FOUND AND NOT "MCC_HAVE_MPI" IN_LIST _mccrt_defs)
 elseif(MPI_C_FOUND)
   # CI runs as root; more ranks than cores.
   set(_mpirun ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root ${MPIEXEC_NUMPROC_FLAG} 4)
+  set(_mpirun2 ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root ${MPIEXEC_NUMPROC_FLAG} 2)
   add_test(NAME comm_mpi_collectives COMMAND ${_mpirun} $<TARGET_FILE:comm_test> collectives)
+  add_test(NAME comm_mpi_all_to_all_v COMMAND ${_mpirun} $<TARGET_FILE:comm_test> all-to-all-v)
+  add_test(NAME comm_mpi_all_to_all_v_room COMMAND ${MCC_EXPECT_FAIL}
+           "all_to_all_v #1 on group 'ep': 4 rows come to this rank but its receive buffer holds 3" "!received more rows"
+           -- ${_mpirun} $<TARGET_FILE:comm_test> all-to-all-v-room)
+  # the all_to_all_v op in a plan (tests/passes/all_to_all_v.ir, its pass test beside it), run on 4 ranks
+  add_executable(a2a_run_test ${CMAKE_SOURCE_DIR}/tests/a2a_run_test.c)
+  target_include_directories(a2a_run_test PRIVATE ${CMAKE_SOURCE_DIR})
+  target_link_libraries(a2a_run_test PRIVATE mcc_compiler mccrt)
+  add_test(NAME ep_all_to_all_v_run COMMAND ${_mpirun} $<TARGET_FILE:a2a_run_test> ${CMAKE_SOURCE_DIR}/tests/passes/all_to_all_v.ir)
+  # expert parallelism against one rank: ep 2 x dp 2 (edp 1) and ep 2 x dp 4 (edp 2), tests/ep_layer.ir
+  add_executable(ep_run_test ${CMAKE_SOURCE_DIR}/tests/ep_run_test.c)
+  target_include_directories(ep_run_test PRIVATE ${CMAKE_SOURCE_DIR})
+  target_link_libraries(ep_run_test PRIVATE mcc_compiler mccrt)
+  add_test(NAME ep2_layer_equals_single_rank COMMAND ${_mpirun2} $<TARGET_FILE:ep_run_test> ${CMAKE_SOURCE_DIR}/tests/ep_layer.ir)
+  add_test(NAME ep2_dp4_layer_equals_single_rank COMMAND ${_mpirun} $<TARGET_FILE:ep_run_test> ${CMAKE_SOURCE_DIR}/tests/ep_layer.ir)
   add_test(NAME comm_mpi_timeout COMMAND ${MCC_EXPECT_FAIL}
            "all_reduce #2 on group 'world' (world ranks 0,1,2,3) did not complete within 2 s"
            "did not arrive: rank 3 (no answer" "!rank 1 (" -- ${_mpirun} $<TARGET_FILE:comm_test> timeout)
   # point to point: rings and chains of 4 and of 2 (next and previous are one member)
-  set(_mpirun2 ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root ${MPIEXEC_NUMPROC_FLAG} 2)
   add_test(NAME comm_mpi_p2p COMMAND ${_mpirun} $<TARGET_FILE:comm_test> p2p)
   add_test(NAME comm_mpi_p2p_2ranks COMMAND ${_mpirun2} $<TARGET_FILE:comm_test> p2p)
   add_test(NAME comm_mpi_p2p_bad_peer COMMAND ${MCC_EXPECT_FAIL}
@@ -37,7 +53,8 @@ elseif(MPI_C_FOUND)
            -- ${_mpirun2} $<TARGET_FILE:comm_test> p2p-timeout)
   set_tests_properties(comm_mpi_p2p comm_mpi_p2p_2ranks comm_mpi_p2p_bad_peer comm_mpi_p2p_timeout PROPERTIES TIMEOUT 60
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;MCC_COLLECTIVE_TIMEOUT_S=2;ASAN_OPTIONS=detect_leaks=0")
-  set_tests_properties(comm_mpi_collectives comm_mpi_timeout PROPERTIES TIMEOUT 60
+  set_tests_properties(comm_mpi_collectives comm_mpi_all_to_all_v comm_mpi_all_to_all_v_room ep_all_to_all_v_run
+    ep2_layer_equals_single_rank ep2_dp4_layer_equals_single_rank comm_mpi_timeout PROPERTIES TIMEOUT 60
     # Open MPI keeps allocations of components it has unloaded: LeakSanitizer cannot attribute
     # (or suppress) them, so leak checking is off under mpirun; the other tests check our code.
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;MCC_COLLECTIVE_TIMEOUT_S=2;ASAN_OPTIONS=detect_leaks=0")

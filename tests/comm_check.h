@@ -132,6 +132,75 @@ static void check_group(const comm_check_mem *mem, rt_comm *g, const int *member
     free(h);
 }
 
+/* ---- variable all-to-all -------------------------------------------------------------------- */
+
+/* Rows member s sends member q in run j (of n members): uneven, often zero; case 1 also empties
+ * everything member 0 sends and everything member n-1 receives, case 2 every run. */
+static int64_t check_a2av_rows(int s, int q, int j, int n, int kase)
+{
+    if (kase == 2 || (kase == 1 && (s == 0 || q == n - 1)))
+        return 0;
+    return (s * 3 + q * 5 + j * 7 + kase) % 4;
+}
+
+/* Element e of row r of run j from s to q: an integer below 256, exact in bf16. */
+static float check_a2av_value(int s, int q, int j, int64_t r, size_t e)
+{
+    return (float)((s * 131 + q * 37 + j * 11 + (int)r * 5 + (int)e) % 251);
+}
+
+/* rt_all_to_all_v on group g with `splits` runs a member and rows of `row` elements, into a
+ * buffer of the exact worst case (every member's most rows) plus 4 rows that must stay untouched. */
+static void check_all_to_all_v(const comm_check_mem *mem, rt_comm *g, ir_dtype dt, int splits, size_t row, int kase)
+{
+    int n = rt_comm_size(g), me = rt_comm_rank(g);
+    const char *what = rt_comm_name(g), *tn = ir_dtype_name(dt);
+    size_t es = ir_dtype_size(dt), cap = (size_t)n * (size_t)splits * 3, sent = 0, want_total = 0;
+    int64_t *ss = malloc(sizeof(int64_t) * 2 * (size_t)n * (size_t)splits), *rs = ss + n * splits;
+    for (int q = 0; q < n; q++)
+        for (int j = 0; j < splits; j++) {
+            ss[q * splits + j] = check_a2av_rows(me, q, j, n, kase);
+            rs[q * splits + j] = -7;
+            sent += (size_t)ss[q * splits + j];
+            want_total += (size_t)check_a2av_rows(q, me, j, n, kase);
+        }
+    size_t sbytes = (sent ? sent : 1) * row * es, rbytes = (cap + 4) * row * es;
+    char *h = malloc(sbytes > rbytes ? sbytes : rbytes), *a = mem->alloc(sbytes), *b = mem->alloc(rbytes);
+    size_t k = 0;
+    for (int q = 0; q < n; q++)
+        for (int j = 0; j < splits; j++)
+            for (int64_t r = 0; r < ss[q * splits + j]; r++)
+                for (size_t e = 0; e < row; e++)
+                    check_set(h, dt, k++, check_a2av_value(me, q, j, r, e));
+    mem->to_dev(a, h, sent * row * es);
+    check_upload(mem, b, h, dt, (cap + 4) * row, -1, -1);
+    size_t got = rt_all_to_all_v(g, a, ss, b, rs, splits, cap, row, dt, mem->stream);
+    check_download(mem, h, b, dt, (cap + 4) * row);
+    CHECK(got == want_total, "%s %s all_to_all_v case %d: %zu rows received, want %zu", what, tn, kase, got, want_total);
+    size_t bad = 0;
+    k = 0;
+    for (int q = 0; q < n; q++)
+        for (int j = 0; j < splits; j++) {
+            int64_t rows = check_a2av_rows(q, me, j, n, kase);
+            CHECK(rs[q * splits + j] == rows, "%s all_to_all_v case %d: member %d says %lld rows of run %d, want %lld",
+                  what, kase, q, (long long)rs[q * splits + j], j, (long long)rows);
+            for (int64_t r = 0; r < rows; r++)
+                for (size_t e = 0; e < row; e++, k++)
+                    if (check_get(h, dt, k) != check_a2av_value(q, me, j, r, e) && bad++ == 0)
+                        CHECK(0, "%s %s all_to_all_v case %d: member %d's run %d row %lld [%zu] at row %zu: %g, want %g",
+                              what, tn, kase, q, j, (long long)r, e, k / row, check_get(h, dt, k),
+                              check_a2av_value(q, me, j, r, e));
+        }
+    for (; k < (cap + 4) * row; k++)
+        if (check_get(h, dt, k) != -1.0f && bad++ == 0)
+            CHECK(0, "%s %s all_to_all_v case %d: row %zu past the %zu received was written", what, tn, kase, k / row,
+                  want_total);
+    mem->free(a);
+    mem->free(b);
+    free(h);
+    free(ss);
+}
+
 /* ---- point to point ------------------------------------------------------------------------- */
 
 /* Element i of message k from member s: a small integer, exact in bf16, that tells messages apart. */

@@ -1,9 +1,10 @@
 /* comm_test.c — comm.h and launch.h on CPU: launcher env detection, Megatron rank layout,
  * rt_launch_local, and (under mpirun -np 4) MPI collectives on the world and 2x2 tp/dp groups
- * with exact expected values, and the collective timeout; point to point (under mpirun -np 2 or
+ * with exact expected values, the variable all-to-all over ep groups (uneven and zero counts) and
+ * its full receive buffer, and the collective timeout; point to point (under mpirun -np 2 or
  * 4) around rings and along chains, a peer that is no neighbour, and a recv that never completes.
- * usage: comm_test env | mesh | launch DIR | launch-fail | launch-signal | collectives | timeout |
- *        p2p | p2p-bad-peer | p2p-timeout */
+ * usage: comm_test env | mesh | launch DIR | launch-fail | launch-signal | collectives | all-to-all-v |
+ *        all-to-all-v-room | timeout | p2p | p2p-bad-peer | p2p-timeout */
 #include "runtime/comm.h"
 #include "runtime/launch.h"
 
@@ -268,6 +269,48 @@ static void test_collectives(void)
     rt_comm_free(world);
 }
 
+/* Variable all-to-all over the ep groups of three 4-rank meshes: tp 2 x dp 2 with ep 2 (groups
+ * {0,2} {1,3}: tp between the members), dp 4 with ep 2 ({0,1} {2,3}) and with ep 4 (the world). */
+static void test_all_to_all_v(void)
+{
+    rt_comm *world = mpi_world();
+    CHECK(rt_comm_size(world) == 4, "run under mpirun -np 4 (world size %d)", rt_comm_size(world));
+    const int meshes[][3] = {{2, 2, 2}, {1, 4, 2}, {1, 4, 4}}; /* tp, dp, ep */
+    for (size_t i = 0; i < sizeof meshes / sizeof meshes[0]; i++) {
+        ir_mesh m = ir_mesh_of(meshes[i][0], 1, meshes[i][1], 1, meshes[i][2]);
+        rt_comm *ep = rt_comm_mesh_group(world, &m, 1u << IR_AXIS_EP);
+        int members[4], n = ir_mesh_group(&m, 1u << IR_AXIS_EP, rt_comm_rank(world), members, 4);
+        CHECK(rt_comm_size(ep) == n && n == meshes[i][2], "mesh %zu: ep group of %d, want %d", i, rt_comm_size(ep), n);
+        for (int k = 0; k < n; k++)
+            CHECK(rt_comm_world_rank(ep, k) == members[k], "mesh %zu: ep member %d is world rank %d, want %d", i, k,
+                  rt_comm_world_rank(ep, k), members[k]);
+        for (int kase = 0; kase < 3; kase++)
+            for (int splits = 1; splits <= 3; splits += 2) {
+                check_all_to_all_v(&host_mem, ep, IR_F32, splits, 5, kase);
+                check_all_to_all_v(&host_mem, ep, IR_BF16, splits, 3, kase);
+            }
+        check_all_to_all_v(&host_mem, ep, IR_F32, 2, 7000, 0); /* rows past MPI's eager limit */
+        rt_comm_free(ep);
+    }
+    if (failures)
+        exit(1);
+    rt_comm_free(world);
+}
+
+/* Rank 1 of the ep group {0,1} gets more rows than its buffer holds: the job ends, naming it. */
+static void test_all_to_all_v_room(void)
+{
+    rt_comm *world = mpi_world();
+    ir_mesh m = ir_mesh_of(1, 1, 4, 1, 2);
+    rt_comm *ep = rt_comm_mesh_group(world, &m, 1u << IR_AXIS_EP);
+    float send[6] = {0}, recv[4];
+    int64_t splits[2] = {1, 2}, came[2]; /* 1 row to member 0, 2 to member 1: member 1 gets 4 */
+    rt_all_to_all_v(ep, send, splits, recv, came, 1, rt_comm_rank(ep) == 1 ? 3 : 4, 1, IR_F32, NULL);
+    if (rt_comm_rank(ep) == 1)
+        fprintf(stderr, "FAIL: rank %d received more rows than its buffer holds\n", rt_comm_rank(world));
+    exit(0);
+}
+
 /* Rank 3 never reaches the second all-reduce: every rank must end, naming it and the collective. */
 static void test_timeout(void)
 {
@@ -356,6 +399,10 @@ int main(int argc, char **argv)
         return launch_child_sleep(atoi(argv[2]));
     else if (!strcmp(cmd, "collectives"))
         test_collectives();
+    else if (!strcmp(cmd, "all-to-all-v"))
+        test_all_to_all_v();
+    else if (!strcmp(cmd, "all-to-all-v-room"))
+        test_all_to_all_v_room();
     else if (!strcmp(cmd, "timeout"))
         test_timeout();
     else if (!strcmp(cmd, "p2p"))
@@ -365,8 +412,8 @@ int main(int argc, char **argv)
     else if (!strcmp(cmd, "p2p-timeout"))
         test_p2p_timeout();
     else {
-        fprintf(stderr, "usage: comm_test env | mesh | launch DIR | launch-fail | launch-signal | collectives | timeout "
-                        "| p2p | p2p-bad-peer | p2p-timeout\n");
+        fprintf(stderr, "usage: comm_test env | mesh | launch DIR | launch-fail | launch-signal | collectives | all-to-all-v "
+                        "| all-to-all-v-room | timeout | p2p | p2p-bad-peer | p2p-timeout\n");
         return 2;
     }
     if (failures)

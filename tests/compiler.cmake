@@ -21,7 +21,7 @@ add_test(NAME memory_report_recompute COMMAND ${_memory_report} selective drops)
 add_test(NAME memory_report_activations COMMAND ${_memory_report} activations drops)
 # full recompute's saved activations and replayed FLOPs, counted exactly (tests/recompute_memory.sh)
 add_test(NAME recompute_memory COMMAND ${CMAKE_SOURCE_DIR}/tests/recompute_memory.sh $<TARGET_FILE:mcc>)
-foreach(model tiny-gpt2 tiny-llama)
+foreach(model tiny-gpt2 tiny-llama tiny-moe)
   add_test(NAME numerics_vs_torch_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model})
   add_test(NAME numerics_vs_torch_recompute_${model}
            COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model} --recompute-granularity selective)
@@ -34,6 +34,25 @@ foreach(model tiny-gpt2 tiny-llama)
   set_tests_properties(numerics_vs_torch_${model} numerics_vs_torch_recompute_${model}
                        numerics_vs_torch_recompute_activations_${model} numerics_vs_torch_one_micro_batch_${model}
                        numerics_vs_torch_dropout_${model} PROPERTIES LABELS numerics)
+endforeach()
+# The MoE router's other forms against the reference (tiny-moe: softmax after the top 2, SwiGLU
+# experts, a shared expert, layer 0 dense, aux and z losses): softmax before the top k; sigmoid
+# scores scaled; GELU experts with every other layer MoE (moe_layer_freq's integer form); one
+# expert a token, whose softmax weight is 1, so the router learns from the aux and z losses alone;
+# token dropping at capacity factor 0.8 by either policy (padding: the same numbers).
+foreach(variant "pre_softmax:--moe-router-pre-softmax"
+                "sigmoid:--moe-router-score-function sigmoid --moe-router-topk-scaling-factor 2.5"
+                "gelu:--swiglu false --moe-layer-freq 2"
+                "top1:--moe-router-topk 1 --moe-shared-expert-intermediate-size 0"
+                "capacity_probs:--moe-expert-capacity-factor 0.8"
+                "capacity_position:--moe-expert-capacity-factor 0.8 --moe-token-drop-policy position --moe-pad-expert-input-to-capacity")
+  string(REPLACE ":" ";" parts "${variant}")
+  list(GET parts 0 name)
+  list(GET parts 1 flags)
+  separate_arguments(flags)
+  add_test(NAME numerics_vs_torch_tiny-moe_${name}
+           COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> tiny-moe ${flags})
+  set_tests_properties(numerics_vs_torch_tiny-moe_${name} PROPERTIES LABELS numerics)
 endforeach()
 
 # A layout entry "NAME:RANKS:FLAGS..." into the variables layout_name, layout_ranks, layout_flags.
@@ -140,6 +159,21 @@ if(MPI_C_FOUND)
                ${layout_ranks} ${layout_flags})
       set_tests_properties(${test} PROPERTIES LABELS numerics PROCESSORS ${layout_ranks})
     endforeach()
+  endforeach()
+endif()
+
+# MoE on data-parallel CPU ranks (tensor, pipeline and expert parallelism of MoE are refused until
+# built): each rank's micro-batch routes and balances its own tokens, as a single rank's does. (Not
+# the layouts' accum16: smaller micro-batches change the aux loss and the capacity, which are a
+# micro-batch's, as Megatron's.)
+if(MPI_C_FOUND)
+  foreach(layout "dp2:2:--dp 2" "dp2_zero:2:--dp 2 --use-distributed-optimizer" "dp2_dropout:2:${_dropout} --dp 2"
+                 "dp2_capacity:2:--moe-expert-capacity-factor 0.8 -- --dp 2")
+    mcc_parse_layout(${layout})
+    set(test ${layout_name}_equals_single_rank_tiny-moe)
+    add_test(NAME ${test} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh $<TARGET_FILE:mcc> tiny-moe
+             ${layout_ranks} ${layout_flags})
+    set_tests_properties(${test} PROPERTIES LABELS numerics PROCESSORS ${layout_ranks})
   endforeach()
 endif()
 

@@ -60,6 +60,78 @@ static int dropout_case(graph *g, ir_op op, const int *args, int nargs)
  * straight-through, the gradient of the unquantized product, while its loss is a step function of
  * the operands (each rounded to the FP8 grid); numerics_vs_torch_fp8_* check it against PyTorch. */
 #define STRAIGHT_THROUGH (-2)
+/* ... and for moe_aux_attach, whose rule adds a loss to the objective that the plan's loss output
+ * (what finite differences see) leaves out, as Megatron's MoEAuxLossAutoScaler does:
+ * numerics_vs_torch_tiny-moe checks the objective's gradients against PyTorch. */
+#define OBJECTIVE_ONLY (-3)
+
+/* Three routings of one logits[5,3] param, top 2 (no two of a row's logits nearer than the
+ * differences' steps, which would swap the choice): softmax after the top k, softmax before it, and
+ * sigmoid scores scaled by 2.5; their weights summed ([5,2]). */
+static int route_case(graph *g)
+{
+    int64_t d[2] = {5, 3};
+    int logits = param(g, "logits", 2, d), sum = -1;
+    double attrs[3][4] = {{2, 0, 0, 0}, {2, 0, 1, 0}, {2, 1, 0, 2.5}};
+    for (int i = 0; i < 3; i++) {
+        int w = ir_emit(g->m, g->f, IR_OP_MOE_ROUTE, &logits, 1, attrs[i], NULL, NULL);
+        sum = sum < 0 ? w : ir_op2(g->m, g->f, IR_OP_ADD, sum, w);
+    }
+    return sum;
+}
+
+/* The dispatch and the experts: 4 tokens of x[4,6] routed by fixed ids [4,2] (the test's, below 9)
+ * to 9 experts (one of them gets no rows), two grouped matmuls (w[E,F,K] and w[E,K,F]) and the
+ * combine weighted by wts[4,2] -> [4,3]. */
+static int experts_case(graph *g)
+{
+    int64_t x_d[2] = {4, 6}, pairs[2] = {4, 2}, w1_d[3] = {9, 5, 6}, w2_d[3] = {9, 5, 3};
+    int id = ids(g, "ids", 2, pairs);
+    double experts = 9, tb = 1, not_tb = 0;
+    int perm = ir_emit(g->m, g->f, IR_OP_MOE_SORT, &id, 1, &experts, NULL, NULL), counts = perm + 1;
+    int args[3] = {param(g, "x", 2, x_d), perm};
+    int xp = ir_emit(g->m, g->f, IR_OP_MOE_PERMUTE, args, 2, NULL, NULL, NULL);
+    int a1[3] = {xp, param(g, "w1", 3, w1_d), counts};
+    int h = ir_emit(g->m, g->f, IR_OP_MOE_GROUPED_MATMUL, a1, 3, &tb, NULL, NULL);
+    int a2[3] = {h, param(g, "w2", 3, w2_d), counts};
+    int y = ir_emit(g->m, g->f, IR_OP_MOE_GROUPED_MATMUL, a2, 3, &not_tb, NULL, NULL);
+    int a3[3] = {y, perm, param(g, "wts", 2, pairs)};
+    return ir_emit(g->m, g->f, IR_OP_MOE_UNPERMUTE, a3, 3, NULL, NULL, NULL);
+}
+
+/* Token dropping of weights wts[5,2] routed by fixed ids (the test's: experts 3,1 8,6 4,2 0,7 5,3),
+ * capacity 1 by position: the second pair of expert 3 is dropped, whatever the weights (so the
+ * differences see no change of the choice; numerics_vs_torch_tiny-moe_capacity_probs checks the
+ * probs policy). */
+static int capacity_case(graph *g)
+{
+    int64_t pairs[2] = {5, 2};
+    int w = param(g, "wts", 2, pairs), args[3] = {w, w, ids(g, "ids", 2, pairs)};
+    double attrs[2] = {1, 1};
+    return ir_emit(g->m, g->f, IR_OP_MOE_CAPACITY, args, 3, attrs, NULL, NULL);
+}
+
+/* A scalar loss s made a [1,6] output: s b, b a param [1,6]. */
+static int scalar_case(graph *g, int s)
+{
+    int64_t one[2] = {1, 1}, b[2] = {1, 6};
+    return ir_matmul(g->m, g->f, ir_reshape(g->m, g->f, s, 2, one), param(g, "b", 2, b), false, false);
+}
+
+/* The aux loss of logits[5,3] routed top 2 (the scores' gaps all above the differences' steps), with softmax and with sigmoid scores, summed; and the z loss. */
+static int router_loss_case(graph *g, ir_op op)
+{
+    int64_t d[2] = {5, 3};
+    int logits = param(g, "logits", 2, d);
+    if (op == IR_OP_MOE_Z_LOSS)
+        return scalar_case(g, ir_op1(g->m, g->f, op, logits));
+    double route[4] = {2, 0, 0, 0}, softmax[2] = {2, 0}, sigmoid[2] = {2, 1};
+    logits = ir_scale(g->m, g->f, logits, 2); /* the loss is about 1, its gradients about 1/N: doubled, they
+                                                  stand further above the loss's fp32 rounding over h */
+    int args[2] = {logits, ir_emit(g->m, g->f, IR_OP_MOE_ROUTE, &logits, 1, route, NULL, NULL) + 1};
+    int a = ir_emit(g->m, g->f, op, args, 2, softmax, NULL, NULL), b = ir_emit(g->m, g->f, op, args, 2, sigmoid, NULL, NULL);
+    return scalar_case(g, ir_op2(g->m, g->f, IR_OP_ADD, a, b));
+}
 
 /* Builds the case for `op`; returns the value to differentiate, -1 if there is no case, or
  * STRAIGHT_THROUGH. */
@@ -99,7 +171,22 @@ static int build_case(graph *g, ir_op op)
         args[0] = param(g, "q", 4, bthd), args[1] = param(g, "k", 4, bthd2), args[2] = param(g, "v", 4, bthd2);
         return dropout_case(g, op, args, 3);
     case IR_OP_CROSS_ENTROPY: return param(g, "logits", 2, m65); /* the loss itself is the op */
+    case IR_OP_ALL_TO_ALL_V: { /* one ep rank: splits "ids" [1,2] = {3, 1} keep x's first 4 of 7 rows in room for 6 */
+        int64_t x76[2] = {7, 6}, s12[2] = {1, 2};
+        args[0] = param(g, "x", 2, x76), args[1] = ids(g, "ids", 2, s12);
+        return emit(g, op, args, 2, IR_AXIS_EP, 6); /* capacity 0 */
+    }
+    case IR_OP_MOE_SORT_RUNS: case IR_OP_MOE_UNSORT_RUNS: { /* came "ids" [2,2] = {3, 1, 8, 6}: 18 of 20 rows */
+        int64_t x203[2] = {20, 3}, c22[2] = {2, 2};
+        args[0] = param(g, "x", 2, x203), args[1] = ids(g, "ids", 2, c22);
+        return emit(g, op, args, 2, 0, 0);
+    }
     case IR_OP_FP8_MATMUL: return STRAIGHT_THROUGH;
+    case IR_OP_MOE_ROUTE: return route_case(g);
+    case IR_OP_MOE_CAPACITY: return capacity_case(g);
+    case IR_OP_MOE_PERMUTE: case IR_OP_MOE_UNPERMUTE: case IR_OP_MOE_GROUPED_MATMUL: return experts_case(g);
+    case IR_OP_MOE_AUX_LOSS: case IR_OP_MOE_Z_LOSS: return router_loss_case(g, op);
+    case IR_OP_MOE_AUX_ATTACH: return OBJECTIVE_ONLY;
     default: return -1;
     }
 }
@@ -245,6 +332,9 @@ int main(void)
         int y = build_case(&g, (ir_op)op);
         if (y == STRAIGHT_THROUGH) {
             printf("%-16s straight-through: checked against PyTorch (numerics_vs_torch_fp8_*)\n", ir_ops[op].name);
+        } else if (y == OBJECTIVE_ONLY) {
+            printf("%-16s a loss outside the loss output: checked against PyTorch (numerics_vs_torch_tiny-moe)\n",
+                   ir_ops[op].name);
         } else if (y < 0) {
             printf("%s has a gradient rule but no gradcheck case: add one to build_case\n", ir_ops[op].name);
             ok = false;

@@ -10,7 +10,8 @@
 /* Ops whose text names a collective: what IR_OPF_COLLECTIVE must cover, no more, no less. */
 static bool named_collective(const char *name)
 {
-    return strstr(name, "all_reduce") != NULL || strstr(name, "all_gather") != NULL || strstr(name, "reduce_scatter") != NULL;
+    return strstr(name, "all_reduce") != NULL || strstr(name, "all_gather") != NULL || strstr(name, "reduce_scatter") != NULL ||
+           strstr(name, "all_to_all") != NULL;
 }
 
 static void test_collectives(void)

@@ -19,10 +19,13 @@ static bool load(const char *path, int argc, char **argv, mcc_spec *s, int *rest
 /* Every shipped spec loads; the parameter counts match the published models. */
 static void test_models(const char *dir)
 {
-    static const struct { const char *file; int64_t params; } known[] = {
-        {"gpt2-124m.json", 124475904},   /* tied embeddings, 50257 padded to 50304; 1024 positions */
-        {"llama3-8b.json", 8030261248},  /* 128256 = 1002 * 128: no padding */
-        {"tiny-llama.json", 123200},     /* 2*384*64 + 2*(2*64 + 3*64*64 + 64*64 + 3*128*64) + 64 */
+    static const struct { const char *file; int64_t params, active; } known[] = {
+        {"gpt2-124m.json", 124475904, 124475904},   /* tied embeddings, 50257 padded to 50304; 1024 positions */
+        {"llama3-8b.json", 8030261248, 8030261248}, /* 128256 = 1002 * 128: no padding */
+        {"tiny-llama.json", 123200, 123200},        /* 2*384*64 + 2*(2*64 + 3*64*64 + 64*64 + 3*128*64) + 64 */
+        /* a dense layer as tiny-llama's (36992), two MoE layers of 2*64 + 3*64*64 + 64*64, a router
+         * 4*64, 4 experts of 3*48*64 (2 of them active) and a shared expert of 3*32*64 */
+        {"tiny-moe.json", 197568, 160704},
     };
     DIR *d = opendir(dir);
     CHECK(d, "cannot open %s", dir);
@@ -43,10 +46,12 @@ static void test_models(const char *dir)
                 nknown++;
                 CHECK(mcc_spec_num_params(&s) == known[i].params, "%s: %lld parameters, expected %lld",
                       path, (long long)mcc_spec_num_params(&s), (long long)known[i].params);
+                CHECK(mcc_spec_num_active_params(&s) == known[i].active, "%s: %lld active parameters, expected %lld",
+                      path, (long long)mcc_spec_num_active_params(&s), (long long)known[i].active);
             }
     }
     closedir(d);
-    CHECK(n >= 8 && nknown == 3, "found %d specs, %d of the 3 with known sizes", n, nknown);
+    CHECK(n >= 8 && nknown == 4, "found %d specs, %d of the 4 with known sizes", n, nknown);
 }
 
 /* Flags override the JSON, derived defaults follow them, and unknown flags are left in order. */
@@ -213,6 +218,26 @@ static int test_every_check_has_a_case(const char *table)
     return ncases;
 }
 
+/* moe_layer_freq in Megatron's two forms: N (every N-th layer from layer 0) and a list, as its
+ * recipes pass it ("([0]*3+[1]*58)": DeepSeek-V3's first three layers dense). */
+static void test_moe_layer_freq(const char *dir)
+{
+    char path[1024], err[512] = "";
+    snprintf(path, sizeof path, "%s/tiny-moe.json", dir);
+    char *every[] = {"--num-layers", "5", "--moe-layer-freq", "2"};
+    char *list[] = {"--num-layers", "61", "--moe-layer-freq", "([0]*3+[1]*58)"};
+    int rest[4], nrest;
+    mcc_spec s;
+    bool ok = load(path, 4, every, &s, rest, &nrest, err);
+    CHECK(ok, "--moe-layer-freq 2: %s", err);
+    CHECK(ok && mcc_spec_moe_layer(&s, 0) && !mcc_spec_moe_layer(&s, 1) && mcc_spec_moe_layer(&s, 4),
+          "--moe-layer-freq 2: layers 0, 2 and 4 are MoE");
+    ok = load(path, 4, list, &s, rest, &nrest, err);
+    CHECK(ok, "--moe-layer-freq ([0]*3+[1]*58): %s", err);
+    CHECK(ok && s.moe_layer_freq.n == 61 && !mcc_spec_moe_layer(&s, 2) && mcc_spec_moe_layer(&s, 3) &&
+              mcc_spec_moe_layer(&s, 60), "--moe-layer-freq ([0]*3+[1]*58): layers 3..60 are MoE");
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -223,6 +248,7 @@ int main(int argc, char **argv)
     test_flags(argv[2]);
     test_vocab_padding(argv[2]);
     test_megatron_flags(argv[2]);
+    test_moe_layer_freq(argv[2]);
     int n = test_every_check_has_a_case(argv[1]);
     CHECK(n >= 25, "only %d bad-spec cases in %s", n, argv[1]);
     printf("spec_test: %d bad-spec cases, %d failures\n", n, failures);

@@ -115,6 +115,9 @@ def param_shapes(c):
             add(p + "attention." + proj, (rows, d), bias)
         add(p + "attention.out", (d, qd), bias)
         add(p + "post_attention_norm", (d,), layernorm)
+        if is_moe_layer(c, i):
+            shapes.update(moe_shapes(c, p + "mlp."))
+            continue
         add(p + "mlp.up", (F_, d), bias)
         if c["swiglu"]:
             add(p + "mlp.gate", (F_, d), bias)
@@ -313,8 +316,124 @@ def mlp(x, p, name, c):
     return linear(F.gelu(linear(x, p, name + ".up"), approximate="tanh"), p, name + ".down")
 
 
-def forward(p, tokens, c, drop):
-    """Logits [B,T,V] of tokens [B,T], with the micro-batch's dropout."""
+# ---- mixture of experts (frontend/model.c's MoE block, Megatron's router and experts) ----------
+
+def is_moe_layer(c, i):
+    """moe_layer_freq as Megatron reads it: N (every N-th layer from 0) or a list of 0/1, also as
+    the Python expression its recipes pass (\"([0]*3+[1]*58)\")."""
+    if not c.get("num_experts"):
+        return False
+    freq = c.get("moe_layer_freq", 1)
+    if isinstance(freq, str):
+        freq = eval(freq, {"__builtins__": {}})  # noqa: S307 -- Megatron's own reading of the flag
+    return bool(freq[i]) if isinstance(freq, (list, tuple)) else i % freq == 0
+
+
+def moe_shapes(c, p):
+    """The MoE layer's parameters under prefix p (\"layers.L.mlp.\"): no biases (mcc refuses them)."""
+    d, E = c["hidden_size"], c["num_experts"]
+    F_, S = c.get("moe_ffn_hidden_size", c["ffn_hidden_size"]), c.get("moe_shared_expert_intermediate_size", 0)
+    mats = ("up", "gate") if c["swiglu"] else ("up",)
+    shapes = {p + "router.weight": (E, d), p + "experts.down.weight": (E, d, F_)}
+    shapes.update({p + f"experts.{m}.weight": (E, F_, d) for m in mats})
+    if S:
+        shapes.update({p + f"shared_expert.{m}.weight": (S, d) for m in mats})
+        shapes[p + "shared_expert.down.weight"] = (d, S)
+    return shapes
+
+
+def router(logits, c):
+    """Megatron's topk_softmax_with_capacity without capacity: (weights [N,k], expert ids [N,k])."""
+    k = c.get("moe_router_topk", 2)
+    if c.get("moe_router_score_function", "softmax") == "softmax":
+        if c.get("moe_router_pre_softmax"):
+            w, ids = torch.topk(logits.softmax(-1), k, dim=1)
+        else:
+            top, ids = torch.topk(logits, k, dim=1)
+            w = top.softmax(-1)
+    else:
+        w, ids = torch.topk(torch.sigmoid(logits), k, dim=1)
+        w = w / (w.sum(-1, keepdim=True) + 1e-20) if k > 1 else w
+    scaling = c.get("moe_router_topk_scaling_factor", 0)
+    w = w * scaling if scaling else w
+    if c.get("moe_expert_capacity_factor", 0) > 0:
+        w = w * capacity_keep(w.detach(), ids, c)
+    return w, ids
+
+
+def capacity_keep(w, ids, c):
+    """Megatron's token dropping: each expert keeps get_capacity's ceil(N k / E * factor) of the
+    pairs routed to it, those of the largest weights (moe_token_drop_policy probs; a tie to the
+    earlier token) or the earliest tokens (position). Returns the keep mask [N,k]."""
+    N, k = ids.shape
+    capacity = math.ceil(N * k / c["num_experts"] * c["moe_expert_capacity_factor"])
+    keep = torch.zeros(N * k, dtype=w.dtype)
+    flat_ids, flat_w = ids.reshape(-1), w.reshape(-1)
+    for e in range(c["num_experts"]):
+        pairs = (flat_ids == e).nonzero().flatten().tolist()  # in token order
+        if c.get("moe_token_drop_policy", "probs") == "probs":
+            pairs.sort(key=lambda q: -float(flat_w[q]))  # stable: ties stay in token order
+        keep[pairs[:capacity]] = 1
+    return keep.reshape(N, k)
+
+
+class RouterLog:
+    """A training micro-batch's MoE router: the losses Megatron's router adds to the objective
+    (MoEAuxLossAutoScaler), each times its coefficient, and what train_rank reports of them: the
+    unscaled losses and each layer's tokens per expert."""
+
+    def __init__(self):
+        self.objective, self.aux, self.z, self.counts = [], [], [], []
+
+    def add(self, logits, ids, c):
+        """The Switch load-balancing loss (switch_load_balancing_loss_func on the full scores and
+        the token counts) and the z loss (z_loss_func) of one layer's logits [N,E] and ids [N,k]."""
+        N, E = logits.shape
+        k = ids.shape[1]
+        counts = F.one_hot(ids.reshape(-1), E).sum(0).to(logits.dtype)
+        self.counts.append(counts)
+        if c.get("moe_z_loss_coeff", 0) > 0:
+            self.z.append(torch.logsumexp(logits, -1).square().mean())
+            self.objective.append(c["moe_z_loss_coeff"] * self.z[-1])
+        if c.get("moe_router_load_balancing_type", "aux_loss") == "aux_loss" and c.get("moe_aux_loss_coeff", 0) > 0:
+            if c.get("moe_router_score_function", "softmax") == "softmax":
+                scores = logits.softmax(-1)
+            else:
+                q = torch.sigmoid(logits)
+                scores = q / (q.sum(-1, keepdim=True) + 1e-20)
+            self.aux.append((scores.sum(0) * counts).sum() * E / (k * N * N))
+            self.objective.append(c["moe_aux_loss_coeff"] * self.aux[-1])
+
+
+def expert_mlp(x, p, name, e, c):
+    """Expert e's MLP: the e-th [F, d] matrices of name.experts.{up,gate,down}."""
+    w = lambda m: p[f"{name}.experts.{m}.weight"][e]  # noqa: E731
+    h = F.silu(x @ w("gate").T) * (x @ w("up").T) if c["swiglu"] else F.gelu(x @ w("up").T, approximate="tanh")
+    return h @ w("down").T
+
+
+def moe(x, p, name, c, log):
+    """x [B,T,d] through the MoE layer: each token's top-k experts, weighted, plus the shared
+    expert; a training step's router losses into log, a RouterLog (None: eval)."""
+    B, T, d = x.shape
+    xf = x.reshape(-1, d)
+    logits = xf @ p[name + ".router.weight"].T
+    w, ids = router(logits, c)
+    if log is not None:
+        log.add(logits, ids, c)
+    y = torch.zeros_like(xf)
+    for e in range(c["num_experts"]):
+        tok, slot = (ids == e).nonzero(as_tuple=True)
+        if tok.numel():
+            y = y.index_add(0, tok, w[tok, slot, None] * expert_mlp(xf[tok], p, name, e, c))
+    if c.get("moe_shared_expert_intermediate_size", 0):
+        y = y + mlp(xf, p, name + ".shared_expert", c)
+    return y.reshape(B, T, d)
+
+
+def forward(p, tokens, c, drop, log=None):
+    """Logits [B,T,V] of tokens [B,T], with the micro-batch's dropout; an MoE model's router
+    losses into log (a training step's RouterLog)."""
     x = p["embedding.word"][tokens]
     if "embedding.position" in p:
         x = x + p["embedding.position"][:tokens.shape[1]]
@@ -322,7 +441,8 @@ def forward(p, tokens, c, drop):
     for i in range(c["num_layers"]):
         y = attention(norm(x, p, f"layers.{i}.input_norm", c), p, f"layers.{i}.attention", c, drop, i)
         h = x + drop.hidden(y, dropout_site(i, 1))
-        y = mlp(norm(h, p, f"layers.{i}.post_attention_norm", c), p, f"layers.{i}.mlp", c)
+        y = norm(h, p, f"layers.{i}.post_attention_norm", c)
+        y = moe(y, p, f"layers.{i}.mlp", c, log) if is_moe_layer(c, i) else mlp(y, p, f"layers.{i}.mlp", c)
         x = h + drop.hidden(y, dropout_site(i, 2))
     w_out = p.get("output.weight", p["embedding.word"])
     return norm(x, p, "final_norm", c) @ w_out.T
@@ -366,13 +486,15 @@ def train(init, batches, n_steps, n_iters, c):
     logits1, grads1, steps = None, None, []
     for it in range(1, n_steps + 1):
         opt.zero_grad()
-        loss_sum = 0.0
+        loss_sum, logs = 0.0, []
         for m in range(accum):
             tokens, targets = (batch_tensor(batches, kind, it, m) for kind in ("tokens", "targets"))
             first = (it - 1) * c["global_batch_size"] + m * c["micro_batch_size"]  # one rank's sample order
-            logits = forward(p, tokens, c, Dropout(c, first))
+            log = RouterLog()  # MoE: the objective is the lm loss plus the router losses; the lm loss is reported
+            logits = forward(p, tokens, c, Dropout(c, first), log)
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-            (loss / accum).backward()
+            ((loss + sum(log.objective)) / accum).backward()
+            logs.append(log)
             loss_sum += loss.item()
             if it == 1 and m == 0:
                 logits1 = logits.detach()
@@ -390,8 +512,25 @@ def train(init, batches, n_steps, n_iters, c):
         opt.step()
         round_moments(opt, c)
         fp8_roll()
-        steps.append((loss_sum / accum, lr, grad_norm))
+        steps.append((loss_sum / accum, lr, grad_norm, moe_report(logs)))
     return logits1, grads1, steps, {n: t.detach() for n, t in p.items()}
+
+
+def moe_report(logs):
+    """train_rank's MoE metrics of a step from its micro-batches' RouterLogs (runtime/moe_stats.c):
+    the losses' means over micro-batches and layers, and the largest over the layers of max/mean
+    tokens per expert of the step's tokens; {} for a dense model."""
+    if not logs or not logs[0].counts:
+        return {}
+    mean = lambda xs: sum(float(x) for x in xs) / len(xs)  # noqa: E731
+    out = {}
+    if logs[0].aux:
+        out["moe_load_balancing_loss"] = mean([a for g in logs for a in g.aux])
+    if logs[0].z:
+        out["moe_z_loss"] = mean([z for g in logs for z in g.z])
+    layers = [sum(g.counts[l] for g in logs) for l in range(len(logs[0].counts))]
+    out["moe_load_imbalance"] = max(float(t.max() / t.mean()) for t in layers)
+    return out
 
 
 def batch_tensor(batches, kind, step, micro):
@@ -425,8 +564,15 @@ def read_steps(path):
     return rows
 
 
-def compare(dump, c, n_iters):
-    """Returns [(check name, rel error, note)] for everything train_rank dumped."""
+def read_metrics(path):
+    """train_rank's --metrics-file: {iteration: record} of its JSON lines (train records only)."""
+    records = (json.loads(line) for line in open(path) if line.strip())
+    return {r["iteration"]: r for r in records if "loss" in r}
+
+
+def compare(dump, c, n_iters, metrics_file=None):
+    """Returns [(check name, rel error, note)] for everything train_rank dumped (and, given its
+    metrics file, an MoE model's router metrics)."""
     init = read_mcct(os.path.join(dump, "params_init.mcct"))
     grads = read_mcct(os.path.join(dump, "grads_step1.mcct"))
     logits = read_mcct(os.path.join(dump, "logits_step1.mcct"))
@@ -458,8 +604,13 @@ def compare(dump, c, n_iters):
     for n in expected:
         small = float(ref_grads[n].abs().max()) < rms
         rows.append((f"grad {n}", rel_err(grads[n], ref_grads[n], floor=rms), "vs rms of all grads" if small else ""))
-    for (it, loss, lr, norm_), (ref_loss, ref_lr, ref_norm) in zip(dumped_steps, ref_steps):
+    metrics = read_metrics(metrics_file) if metrics_file else {}
+    for (it, loss, lr, norm_), (ref_loss, ref_lr, ref_norm, ref_moe) in zip(dumped_steps, ref_steps):
         rows.append((f"step {it} loss", rel_err(loss, ref_loss), f"{loss:.7g} vs {ref_loss:.7g}"))
+        for key, want in ref_moe.items() if metrics_file else ():  # an MoE model's metrics records
+            got = metrics.get(it, {}).get(key)
+            rows.append((f"step {it} {key}", math.inf if got is None else rel_err(got, want),
+                         "missing" if got is None else f"{got:.7g} vs {want:.7g}"))
         rows.append((f"step {it} lr", rel_err(lr, ref_lr, floor=c["lr"]), f"{lr:.7g} vs {ref_lr:.7g}"))
         rows.append((f"step {it} grad_norm", rel_err(norm_, ref_norm), f"{norm_:.7g} vs {ref_norm:.7g}"))
     # the weights after the last step, per tensor: what the optimizer did to each (weight decay
@@ -512,6 +663,7 @@ def main():
     ap.add_argument("--spec", required=True, help="the SPEC.json train_rank was compiled from")
     ap.add_argument("--dump-dir", required=True, help="the --dump-dir train_rank wrote")
     ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--metrics-file", help="train_rank's --metrics-file: an MoE model's router metrics are checked")
     ap.add_argument("--train-iters", type=int, default=0,
                     help="iterations of the lr schedule (default: the number of steps in steps.txt)")
     # Under FP8 one float32-vs-float64 difference can flip an element onto the next FP8 value (a
@@ -524,7 +676,7 @@ def main():
     ap.add_argument("flags", nargs="*", help="after --: the spec flags mcc compiled with, e.g. --hidden-dropout 0.1")
     a = ap.parse_args()
     c = load_config(a.spec, a.flags)
-    rows = compare(a.dump_dir, c, a.train_iters)
+    rows = compare(a.dump_dir, c, a.train_iters, a.metrics_file)
     fp8_tol = lambda name: (a.fp8_logits_rtol if name.startswith("logits") else  # noqa: E731
                             a.rtol if name.startswith("fp8 step-1 amax") else
                             0.25 if name.startswith("fp8 history") else a.fp8_rtol)

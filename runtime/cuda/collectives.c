@@ -251,6 +251,33 @@ void cuda_ALL_GATHER(rt_cuda_ctx *cx, const rt_kernel_call *c)
         RT_CU_CHECK(cuMemcpyDtoDAsync(dptr(c->res[0]), dptr(c->args[0]), ir_bytes(c->arg_types[0]), rt_cuda_stream(cx)));
 }
 
+/* (x[R,*], splits[n,S]) -> (r[rows,*], came[n,S]): the splits come to the host (a wait on the
+ * stream: ops.def's HOST_WAIT keeps the function out of CUDA graphs), rt_all_to_all_v on the
+ * stream (one rank: a device copy), came goes back up, r's rows past those received are zeroed. */
+void cuda_ALL_TO_ALL_V(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *xt = c->arg_types[0], *st = c->arg_types[1];
+    int64_t n = st->dims[0], S = st->dims[1], rows = c->res_types[0]->dims[0];
+    size_t row = (size_t)(ir_numel(xt) / xt->dims[0]), es = ir_dtype_size(xt->dtype), sb = ir_bytes(st);
+    CUstream s = rt_cuda_stream(cx);
+    int64_t *splits = malloc(sizeof(int64_t) * 2 * (size_t)(n * S) + sb), *came = splits + n * S;
+    void *host = came + n * S;
+    RT_CU_CHECK(cuMemcpyDtoHAsync(host, dptr(c->args[1]), sb, s));
+    RT_CU_CHECK(cuStreamSynchronize(s));
+    rt_parallel_a2av_splits(c->in, st, host, xt->dims[0], splits);
+    rt_comm *comm = rt_parallel_comm_for(c->in, n);
+    size_t got = comm ? rt_all_to_all_v(comm, c->args[0], splits, c->res[0], came, (int)S, (size_t)rows, row,
+                                        xt->dtype, s)
+                      : rt_parallel_a2av_self(c->in, splits, n * S, rows, came);
+    if (!comm && got)
+        RT_CU_CHECK(cuMemcpyDtoDAsync(dptr(c->res[0]), dptr(c->args[0]), got * row * es, s));
+    if (got < (size_t)rows)
+        RT_CU_CHECK(cuMemsetD8Async(dptr(c->res[0]) + got * row * es, 0, ((size_t)rows - got) * row * es, s));
+    rt_parallel_a2av_store(st, came, host);
+    RT_CU_CHECK(cuMemcpyHtoDAsync(dptr(c->res[1]), host, sb, s)); /* pageable: staged before it returns */
+    free(splits);
+}
+
 /* x (N elements) -> r[N/n]: block `rank` of x, no communication */
 void cuda_LOCAL_SHARD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {

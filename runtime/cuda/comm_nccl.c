@@ -264,6 +264,55 @@ static void nccl_all_to_all(rt_comm *c, const void *send, void *recv, size_t cou
 #endif
 }
 
+/* The counts NCCL moves must be device memory: up into a scratch kept from call to call, the
+ * fixed all-to-all, down, and a wait on the stream (the rows' sizes are wanted on the host, as
+ * Megatron's dispatcher copies its counts to the host). Growing the scratch frees the old one,
+ * a device-wide wait: it grows to the largest group's counts once. */
+static struct {
+    int64_t *dev;
+    size_t bytes;
+} nccl_counts;
+
+static void nccl_all_to_all_counts(rt_comm *c, const int64_t *send, int64_t *recv, int n, void *stream)
+{
+    size_t count = (size_t)n * (size_t)c->size, bytes = sizeof(int64_t) * count;
+    if (2 * bytes > nccl_counts.bytes) {
+        if (nccl_counts.dev)
+            RT_CUDART_CHECK(cudaFree(nccl_counts.dev));
+        RT_CUDART_CHECK(cudaMalloc((void **)&nccl_counts.dev, 2 * bytes));
+        nccl_counts.bytes = 2 * bytes;
+    }
+    cudaStream_t s = (cudaStream_t)stream;
+    RT_CUDART_CHECK(cudaMemcpyAsync(nccl_counts.dev, send, bytes, cudaMemcpyHostToDevice, s));
+    nccl_all_to_all(c, nccl_counts.dev, nccl_counts.dev + count, (size_t)n, IR_I64, stream);
+    RT_CUDART_CHECK(cudaMemcpyAsync(recv, nccl_counts.dev + count, bytes, cudaMemcpyDeviceToHost, s));
+    RT_CUDART_CHECK(cudaStreamSynchronize(s));
+}
+
+/* Grouped send/recv pairs at the counts' prefix sums; this rank's own block by a device copy. */
+static void nccl_all_to_all_v(rt_comm *c, const void *send, const size_t *send_counts, void *recv,
+                              const size_t *recv_counts, ir_dtype dt, void *stream)
+{
+    size_t es = ir_dtype_size(dt), sent = 0, came = 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    nccl_check(c, ncclGroupStart(), "ncclGroupStart", "all_to_all_v");
+    for (int q = 0; q < c->size; q++) {
+        const char *from = (const char *)send + sent * es;
+        char *to = (char *)recv + came * es;
+        if (q == c->rank) {
+            if (send_counts[q])
+                RT_CUDART_CHECK(cudaMemcpyAsync(to, from, send_counts[q] * es, cudaMemcpyDeviceToDevice, s));
+        } else {
+            if (send_counts[q])
+                nccl_check(c, ncclSend(from, send_counts[q], nccl_type(dt), q, nccl_of(c), s), "ncclSend", "all_to_all_v");
+            if (recv_counts[q])
+                nccl_check(c, ncclRecv(to, recv_counts[q], nccl_type(dt), q, nccl_of(c), s), "ncclRecv", "all_to_all_v");
+        }
+        sent += send_counts[q], came += recv_counts[q];
+    }
+    nccl_enqueued(c, ncclGroupEnd(), "ncclGroupEnd", "all_to_all_v", stream);
+}
+
 static void nccl_broadcast(rt_comm *c, void *buf, size_t count, ir_dtype dt, int root, void *stream)
 {
     ncclResult_t r = ncclBroadcast(buf, buf, count, nccl_type(dt), root, nccl_of(c), (cudaStream_t)stream);
@@ -656,6 +705,8 @@ static void nccl_free(rt_comm *c)
         pthread_join(nccl.watchdog, NULL);
         for (int i = 0; i < NCCL_RING; i++)
             cudaEventDestroy(nccl.ring[i].done);
+        cudaFree(nccl_counts.dev);
+        nccl_counts.dev = NULL, nccl_counts.bytes = 0;
     }
 }
 
@@ -674,7 +725,8 @@ static void nccl_group_end(rt_comm *c, void *stream)
 static const rt_comm_ops nccl_ops = {nccl_all_reduce, nccl_all_gather, nccl_reduce_scatter, nccl_broadcast,
                                      nccl_barrier,    nccl_split,      nccl_free,           nccl_group_begin,
                                      nccl_group_end,  nccl_lane,       nccl_window,         nccl_all_to_all,
-                                     nccl_p2p_setup,  nccl_send,       nccl_recv,           nccl_p2p_flush};
+                                     nccl_p2p_setup,  nccl_send,       nccl_recv,           nccl_p2p_flush,
+                                     nccl_all_to_all_counts, nccl_all_to_all_v};
 
 /* The unique id every rank must share: over `bootstrap` when given, else derived from
  * NCCL_COMM_ID (set here from MASTER_ADDR/MASTER_PORT when the user has not). */

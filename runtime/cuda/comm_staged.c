@@ -85,6 +85,25 @@ static void staged_all_to_all(rt_comm *c, const void *send, void *recv, size_t c
     up(recv, in, bytes, stream);
 }
 
+/* The counts are host memory already. */
+static void staged_all_to_all_counts(rt_comm *c, const int64_t *send, int64_t *recv, int n, void *stream)
+{
+    rt_all_to_all(host_of(c), send, recv, (size_t)n, IR_I64, NULL);
+}
+
+static void staged_all_to_all_v(rt_comm *c, const void *send, const size_t *send_counts, void *recv,
+                                const size_t *recv_counts, ir_dtype dt, void *stream)
+{
+    size_t es = ir_dtype_size(dt), sent = 0, came = 0;
+    for (int q = 0; q < c->size; q++)
+        sent += send_counts[q], came += recv_counts[q];
+    void *out = down(0, send, sent * es, stream), *in = staging(1, came * es);
+    rt_comm *h = host_of(c);
+    h->seq++; /* the host backend's half, after the counts comm.c has checked */
+    h->ops->all_to_all_v(h, out, send_counts, in, recv_counts, dt, NULL);
+    up(recv, in, came * es, stream);
+}
+
 static void staged_broadcast(rt_comm *c, void *buf, size_t count, ir_dtype dt, int root, void *stream)
 {
     size_t bytes = count * ir_dtype_size(dt);
@@ -151,7 +170,7 @@ static const rt_comm_ops staged_ops = {staged_all_reduce, staged_all_gather, sta
                                        staged_free,       NULL,              NULL, /* each call at once */
                                        NULL /* one lane */, NULL /* no windows */, staged_all_to_all,
                                        staged_p2p_setup,  staged_send,       staged_recv,
-                                       staged_p2p_flush};
+                                       staged_p2p_flush,  staged_all_to_all_counts, staged_all_to_all_v};
 
 rt_comm *rt_comm_world_staged(rt_comm *host_world)
 {

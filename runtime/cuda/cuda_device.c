@@ -62,7 +62,8 @@ typedef struct {
     cudaGraphExec_t *graphs;        /* per binding, once recorded */
     void *window_mem[MAX_WINDOWS];  /* alloc_window's allocations (ncclMemFree'd) */
     int *calls;                     /* per binding: calls so far */
-    bool *collectives;              /* per function: whether it has collectives (has_collective) */
+    bool *collectives;              /* per function: whether it has collectives (has_op_with) */
+    bool *host_waits;               /* per function: an op the host waits in (IR_OPF_HOST_WAIT): never a graph */
     int *first_slot;                /* per function: its first instruction's index in comm_ends (and the profile's arrays) */
     rt_cuda_comm_end *comm_ends;    /* per instruction on the comm stream (ir_on_comm_stream): its end there */
     bool use_graphs;
@@ -201,10 +202,10 @@ static void profile_print(const ir_module *m, const profile *pr)
     free(ms);
 }
 
-static bool has_collective(const ir_func *f)
+static bool has_op_with(const ir_func *f, unsigned flag)
 {
     for (int i = 0; i < f->ninstrs; i++)
-        if (ir_op_has(f->instrs[i].op, IR_OPF_COLLECTIVE))
+        if (ir_op_has(f->instrs[i].op, flag))
             return true;
     return false;
 }
@@ -236,9 +237,11 @@ static void cuda_open(rt_program *p, const void *image)
     s->graphs = calloc((size_t)s->first_exec[p->m->nfuncs], sizeof *s->graphs);
     s->calls = calloc((size_t)s->first_exec[p->m->nfuncs], sizeof *s->calls);
     s->collectives = calloc((size_t)p->m->nfuncs, sizeof *s->collectives);
+    s->host_waits = calloc((size_t)p->m->nfuncs, sizeof *s->host_waits);
     s->first_slot = calloc((size_t)p->m->nfuncs + 1, sizeof *s->first_slot);
     for (int f = 0; f < p->m->nfuncs; f++) {
-        s->collectives[f] = has_collective(p->m->funcs[f]);
+        s->collectives[f] = has_op_with(p->m->funcs[f], IR_OPF_COLLECTIVE);
+        s->host_waits[f] = has_op_with(p->m->funcs[f], IR_OPF_HOST_WAIT);
         s->first_slot[f + 1] = s->first_slot[f] + p->m->funcs[f]->ninstrs;
     }
     s->comm_ends = calloc((size_t)s->first_slot[p->m->nfuncs], sizeof *s->comm_ends);
@@ -277,6 +280,7 @@ static void cuda_close(rt_program *p)
     free(s->graphs);
     free(s->calls);
     free(s->collectives);
+    free(s->host_waits);
     free(s);
 }
 
@@ -469,7 +473,7 @@ static void cuda_run(rt_program *p, int func)
     int b = binding(p, func), call = s->calls[b]++;
     const ir_func *f = p->funcs[func].f;
     bool collectives = s->collectives[func];
-    if (!s->use_graphs || call == 0 || (collectives && s->eager_collectives)) {
+    if (!s->use_graphs || call == 0 || (collectives && s->eager_collectives) || s->host_waits[func]) {
         launch_all(p, func);
         rt_cuda_comm_join(s->cx); /* collectives overlapping the function end with it */
         return;

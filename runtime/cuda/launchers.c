@@ -598,13 +598,19 @@ void cuda_ADAMW(rt_cuda_ctx *cx, const rt_kernel_call *c)
     launch_flat(cx, name_of(c, RT_CUK_ADAMW, c->arg_types[2], c->arg_types[3]), (n + 3) / 4, params); /* 4 floats a thread */
 }
 
-/* FP8's launchers (cuBLASLt FP8 GEMMs, the cast kernels) are not built yet: mcc compile refuses
- * --fp8-format for --target cuda (passes/fp8.c), so a plan reaching these was not made by it. */
+/* An op whose CUDA launcher is not built yet: mcc compile refuses the plan for --target cuda, so a
+ * plan reaching it was not made by mcc. why: what runs where, and the fix. */
+static void not_built(const rt_kernel_call *c, const char *why)
+{
+    fprintf(stderr, "train_rank: %s has no CUDA launcher yet: %s\n", ir_ops[c->in->op].name, why);
+    exit(1);
+}
+
+/* FP8's launchers (cuBLASLt FP8 GEMMs, the cast kernels): mcc compile refuses --fp8-format for
+ * --target cuda (passes/fp8.c). */
 static void fp8_not_built(const rt_kernel_call *c)
 {
-    fprintf(stderr, "train_rank: %s has no CUDA launcher yet (FP8 runs on the CPU target only); recompile without "
-                    "--fp8-format\n", ir_ops[c->in->op].name);
-    exit(1);
+    not_built(c, "FP8 runs on the CPU target only; recompile without --fp8-format");
 }
 void cuda_FP8_AMAX(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
 void cuda_FP8_QUANTIZE(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
@@ -612,6 +618,29 @@ void cuda_FP8_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c
 void cuda_FP8_HISTORY_AMAX(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
 void cuda_FP8_AMAX_FOLD(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
 void cuda_FP8_HISTORY_UPDATE(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
+
+/* The MoE kernels (router, permutation, grouped GEMMs): mcc compile refuses a model with
+ * num_experts for --target cuda (frontend/main.c). */
+static void moe_not_built(const rt_kernel_call *c)
+{
+    not_built(c, "mixture-of-experts layers run on the CPU target only; recompile with --target cpu");
+}
+void cuda_MOE_ROUTE(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
+void cuda_MOE_ROUTE_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
+void cuda_MOE_CAPACITY(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
+void cuda_MOE_SORT(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
+void cuda_MOE_PERMUTE(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
+void cuda_MOE_UNPERMUTE(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
+void cuda_MOE_UNPERMUTE_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
+void cuda_MOE_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
+void cuda_MOE_GROUPED_WGRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
+void cuda_MOE_AUX_LOSS(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
+void cuda_MOE_AUX_LOSS_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
+void cuda_MOE_Z_LOSS(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
+void cuda_MOE_Z_LOSS_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
+void cuda_MOE_AUX_ATTACH(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
+void cuda_MOE_SORT_RUNS(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); } /* expert parallelism's */
+void cuda_MOE_UNSORT_RUNS(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
 
 /* --- the dispatch table, in ops.def order (ORDER OP) ------------------------------------------ */
 

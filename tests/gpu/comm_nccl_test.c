@@ -48,6 +48,11 @@ static int rank_collectives(void)
             check_group(&mem, world, all, n, dt, count);
             check_group(&mem, rev, rev_members, n, dt, count);
         }
+    for (int kase = 0; kase < 3; kase++) /* the variable all-to-all: counts over the device, then rows */
+        for (int splits = 1; splits <= 3; splits += 2) {
+            check_all_to_all_v(&mem, world, IR_F32, splits, 5, kase);
+            check_all_to_all_v(&mem, rev, IR_BF16, splits, 3, kase);
+        }
     rt_comm_free(rev);
     rt_comm_free(world);
     printf("rank %d: NCCL collectives %s\n", r, failures ? "FAILED" : "ok");

@@ -168,6 +168,20 @@ static const struct {
     {"attention_grad", "tests/gpu/attention_test.c: cuDNN's and mcc's kernels against the CPU"},
     {"attention_dropout", "tests/gpu/dropout_test.c: y and lse against the CPU's, the same mask"},
     {"attention_dropout_grad", "tests/gpu/dropout_test.c: dq, dk, dv against the CPU's, the same mask"},
+    {"moe_route", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
+    {"moe_route_grad", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
+    {"moe_capacity", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
+    {"moe_sort", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
+    {"moe_permute", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
+    {"moe_unpermute", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
+    {"moe_unpermute_grad", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
+    {"moe_grouped_matmul", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
+    {"moe_grouped_wgrad", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
+    {"moe_aux_loss", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
+    {"moe_aux_loss_grad", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
+    {"moe_z_loss", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
+    {"moe_z_loss_grad", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
+    {"moe_aux_attach", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
 };
 #define NEXEMPT (int)(sizeof exempt / sizeof exempt[0])
 

@@ -1,0 +1,23 @@
+# expert_parallel.cmake — expert parallelism (passes/expert_parallel.c) on CPU ranks against the
+# single rank over 10 steps (tests/parallel_e2e.sh, 1e-5): tiny-moe's 4 experts over ep 2 beside
+# dp 2 (edp 1: no expert gradient reduction), over ep 2 beside dp 4 (edp 2: the expert gradients
+# summed over the ranks holding the same experts), over ep 4 (one expert a rank) and with a
+# capacity factor (the dropped pairs' weights zero on their own rank, their rows still sent: the
+# buffers stay the worst case); and an EP=2 checkpoint loaded on one rank and at DP=2 without EP
+# (tests/checkpoint_ep.sh).
+if(MPI_C_FOUND)
+  foreach(layout "ep2:2:--dp 2 --expert-model-parallel-size 2" "ep2_edp2:4:--dp 4 --expert-model-parallel-size 2"
+                 "ep4:4:--dp 4 --expert-model-parallel-size 4"
+                 "ep2_capacity:2:--moe-expert-capacity-factor 1.0 -- --dp 2 --expert-model-parallel-size 2")
+    string(REPLACE ":" ";" parts "${layout}")
+    list(GET parts 0 name)
+    list(GET parts 1 ranks)
+    list(GET parts 2 flags)
+    separate_arguments(flags)
+    add_test(NAME ${name}_equals_single_rank_tiny-moe COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+             $<TARGET_FILE:mcc> tiny-moe ${ranks} ${flags})
+    set_tests_properties(${name}_equals_single_rank_tiny-moe PROPERTIES LABELS numerics PROCESSORS ${ranks})
+  endforeach()
+  add_test(NAME checkpoint_ep2_to_single_and_dp2 COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_ep.sh $<TARGET_FILE:mcc> tiny-moe)
+  set_tests_properties(checkpoint_ep2_to_single_and_dp2 PROPERTIES PROCESSORS 2 TIMEOUT 120)
+endif()
