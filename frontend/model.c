@@ -192,6 +192,10 @@ static int route(builder *b, int layer, int x, int *ids)
                           s->moe_token_drop_policy == MCC_MOE_DROP_POSITION};
         int args[3] = {w, w, *ids};
         w = ir_emit(b->m, b->f, IR_OP_MOE_CAPACITY, args, 3, drop, NULL, NULL);
+        if (train) { /* the weights, 0 where dropped: train_rank's dropped fraction */
+            snprintf(name, sizeof name, "moe_kept_weights.%d", layer);
+            ir_output(b->m, b->f, name, w);
+        }
     }
     if (train && s->moe_router_load_balancing_type == MCC_MOE_AUX_LOSS && s->moe_aux_loss_coeff > 0) {
         int args[2] = {logits, *ids};

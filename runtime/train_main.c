@@ -409,7 +409,7 @@ static void dump_batch(train_run *r, int func, int it, int mb)
 
 typedef struct {
     double loss, lr, grad_norm;
-    double moe_aux, moe_z, moe_imbalance; /* an MoE model's (moe_stats.h), means over dp */
+    double moe_aux, moe_z, moe_imbalance, moe_dropped; /* an MoE model's (moe_stats.h), means over dp */
     bool skipped;
 } step_result;
 
@@ -469,11 +469,12 @@ static bool train_update(train_run *r, int it, int opt, step_result *s, bool fin
         rt_p2p_flush(pp, r->p->dev->queue(r->p));
     s->loss = rt_parallel_mean(&r->par, r->p, (float)s->loss);
     if (r->moe.func >= 0) {
-        double aux, z, imbalance;
-        rt_moe_stats_step(&r->moe, &aux, &z, &imbalance);
+        double aux, z, imbalance, dropped;
+        rt_moe_stats_step(&r->moe, &aux, &z, &imbalance, &dropped);
         s->moe_aux = rt_parallel_mean(&r->par, r->p, (float)aux);
         s->moe_z = rt_parallel_mean(&r->par, r->p, (float)z);
         s->moe_imbalance = rt_parallel_mean(&r->par, r->p, (float)imbalance); /* of each rank's tokens */
+        s->moe_dropped = rt_parallel_mean(&r->par, r->p, (float)dropped);
     }
     if (pp && finite && !isfinite(s->loss)) /* the last stage's, which the others now see */
         finite = non_finite(r, it, "the loss", s->loss);
@@ -554,6 +555,7 @@ static const struct {
     {"moe_load_balancing_loss", "load_balancing_loss", 1}, /* Megatron's MoE tags */
     {"moe_z_loss", "z_loss", 1},
     {"moe_load_imbalance", "load_imbalance", 1},
+    {"moe_dropped_fraction", "dropped_fraction", 1},
 };
 
 static bool tb_record(rt_tb *tb, int it, const rt_scalar *s, int n, char *err, size_t errlen)
@@ -615,7 +617,7 @@ static void evaluate(train_run *r, int it)
 /* What a log line averages over: the iterations since the last one. */
 typedef struct {
     double loss, seconds;
-    double moe_aux, moe_z, moe_imbalance; /* summed over the steps applied */
+    double moe_aux, moe_z, moe_imbalance, moe_dropped; /* summed over the steps applied */
     int iters, skipped;
 } log_window;
 
@@ -662,13 +664,15 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
            last->lr, global_batch, loss, last->grad_norm, w->skipped, w->skipped, tok_s, mfu_text, mem);
     /* MoE: Megatron's names for the router losses (its tracker's, unscaled, means over the layers) */
     double aux = done ? w->moe_aux / done : NAN, z = done ? w->moe_z / done : NAN;
-    double imbalance = done ? w->moe_imbalance / done : NAN;
+    double imbalance = done ? w->moe_imbalance / done : NAN, dropped = done ? w->moe_dropped / done : NAN;
     if (r->moe.func >= 0 && r->moe.has_aux)
         printf(" load_balancing_loss: %.6E |", aux);
     if (r->moe.func >= 0 && r->moe.has_z)
         printf(" z_loss: %.6E |", z);
     if (r->moe.func >= 0)
         printf(" expert load imbalance (max/mean): %.3f |", imbalance);
+    if (r->moe.func >= 0 && r->moe.nkept)
+        printf(" dropped fraction: %.4f |", dropped);
     printf("\n");
     const rt_scalar rec[] = {
         {"consumed_samples", (double)samples}, {"loss", loss}, {"lr", last->lr},
@@ -676,8 +680,9 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
         {"tflops_per_gpu", flops / 1e12}, {"mfu", mfu}, {"memory_gib", mem}, {"skipped", w->skipped},
         /* an MoE model's, last: the records of a dense one end before them */
         {"moe_load_balancing_loss", aux}, {"moe_z_loss", z}, {"moe_load_imbalance", imbalance},
+        {"moe_dropped_fraction", dropped},
     };
-    int n = (int)(sizeof rec / sizeof rec[0]) - (r->moe.func >= 0 ? 0 : 3);
+    int n = (int)(sizeof rec / sizeof rec[0]) - (r->moe.func < 0 ? 4 : r->moe.nkept ? 0 : 1);
     emit_record(r, it, rec, n);
 }
 
@@ -964,6 +969,7 @@ static int train_loop(train_run *r, double t_start, int *last)
         w.moe_aux += s.skipped ? 0 : s.moe_aux;
         w.moe_z += s.skipped ? 0 : s.moe_z;
         w.moe_imbalance += s.skipped ? 0 : s.moe_imbalance;
+        w.moe_dropped += s.skipped ? 0 : s.moe_dropped;
         if (it == r->start + 1) {
             size_t used = r->p->dev->memory_in_use(r->p);
             printf("time to first step: %.2f s", os_now_s() - t_start);
