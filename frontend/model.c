@@ -1,4 +1,5 @@
-/* model.c — builds the logical forward graph of one micro-batch (GPT-2 or LLaMA style) from a
+/* model.c — builds the logical forward graph of one micro-batch (GPT-2 or LLaMA style, with
+ * mixture-of-experts layers where the spec has experts) from a
  * validated spec: the parameters as module globals, the `micro_step` function computing the
  * loss (autodiff adds its backward), the same forward again as `eval_step` (loss only, never
  * differentiated: validation without touching the gradients, and without dropout), and the
