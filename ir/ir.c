@@ -531,20 +531,33 @@ int ir_param_value(const ir_module *m, int p)
     return shard >= 0 ? shard : p;
 }
 
-int64_t ir_host_staging_bytes(const ir_module *m, const ir_func *f)
+ir_host_staging ir_host_staging_of(const ir_module *m, const ir_func *f)
 {
-    int64_t most = 0;
+    ir_host_staging s = {0, 0, 0};
     for (int i = 0; f->kind == IR_FUNC_HOST_OPTIMIZER && i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
-        if (in->op != IR_OP_COPY)
-            continue;
-        int dst = ir_global_index_of(m, f, in->args[0]), src = ir_global_index_of(m, f, in->args[1]);
-        const ir_type *t = &f->vals[in->args[0]].type;
-        bool up = dst >= 0 && !m->globals[dst].host && (src < 0 || m->globals[src].host);
-        if (up && t->dtype != f->vals[in->args[1]].type.dtype && (int64_t)ir_bytes(t) > most)
-            most = (int64_t)ir_bytes(t);
+        int dst = in->nargs > 1 ? ir_global_index_of(m, f, in->args[0]) : -1;
+        int src = in->nargs > 1 ? ir_global_index_of(m, f, in->args[1]) : -1;
+        const ir_type *t = in->nargs > 1 ? &f->vals[in->args[in->op == IR_OP_ADAMW]].type : NULL;
+        if (in->op == IR_OP_ADAMW && src >= 0 && !m->globals[src].host) { /* a streamed gradient */
+            int64_t n = ir_numel(t);
+            s.chunk = n > s.chunk ? n : s.chunk;
+            s.grad_size = (int)ir_dtype_size(t->dtype) > s.grad_size ? (int)ir_dtype_size(t->dtype) : s.grad_size;
+        }
+        bool up = in->op == IR_OP_COPY && dst >= 0 && !m->globals[dst].host && (src < 0 || m->globals[src].host);
+        if (up && t->dtype != f->vals[in->args[1]].type.dtype) { /* a converting copy up */
+            s.chunk = ir_numel(t) > s.chunk ? ir_numel(t) : s.chunk;
+            s.up_size = (int)ir_dtype_size(t->dtype) > s.up_size ? (int)ir_dtype_size(t->dtype) : s.up_size;
+        }
     }
-    return 2 * (most < IR_HOST_STAGE_HALF ? most : IR_HOST_STAGE_HALF);
+    s.chunk = s.chunk < IR_HOST_CHUNK ? s.chunk : IR_HOST_CHUNK;
+    return s;
+}
+
+int64_t ir_host_staging_bytes(const ir_module *m, const ir_func *f)
+{
+    ir_host_staging s = ir_host_staging_of(m, f);
+    return 2 * s.chunk * (s.grad_size + s.up_size);
 }
 
 int ir_global_find(const ir_module *m, const char *name)

@@ -112,14 +112,14 @@ typedef struct {
  * GRAD its gradient accumulator,
  * GRAD_SHARD this rank's block of the reduced gradient (ZeRO), MASTER_SHARD this rank's block of
  * the fp32 master (ZeRO), ADAM_M/ADAM_V Adam's moments, COPY a lower-precision working copy that
- * the forward and backward read, HOST_GRAD the host's copy of its gradient (or block) that the host's
- * AdamW reads (--optimizer-cpu-offload). Under offload an offloaded PARAM itself is `host` (its fp32
- * value lives on the host only; the device keeps the COPY, f32 where param_dtype is f32), and so are
- * its MASTER_SHARD (ZeRO's block), Adam's moments and its HOST_GRAD. FP8's scaling state (amax history, scale) joins here as roles
+ * the forward and backward read. Under offload (--optimizer-cpu-offload) an offloaded PARAM itself is
+ * `host` (its fp32 value lives on the host only; the device keeps the COPY, f32 where param_dtype is
+ * f32), and so are its MASTER_SHARD (ZeRO's block) and Adam's moments; its gradient stays on the
+ * device, streamed down through the host's staging buffer (ir_host_staging_bytes). FP8's scaling state (amax history, scale) joins here as roles
  * owned by the parameter they scale. ORDER: ir_global_kind_names (print.c). */
 typedef enum {
     IR_GLOBAL_PARAM, IR_GLOBAL_GRAD, IR_GLOBAL_ADAM_M, IR_GLOBAL_ADAM_V, IR_GLOBAL_COPY, IR_GLOBAL_GRAD_SHARD,
-    IR_GLOBAL_MASTER_SHARD, IR_GLOBAL_STASH, IR_GLOBAL_HOST_GRAD, IR_NUM_GLOBAL_KINDS
+    IR_GLOBAL_MASTER_SHARD, IR_GLOBAL_STASH, IR_NUM_GLOBAL_KINDS
 } ir_global_kind;
 typedef enum { IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_NORMAL, IR_NUM_INITS } ir_init;
 
@@ -443,12 +443,20 @@ bool ir_param_held_elsewhere(const ir_module *m, int g);
 /* The global that holds parameter p's current fp32 value: its MASTER_SHARD (ZeRO's block; under
  * offload the parameter then keeps only its initial or loaded value) where one exists, else p. */
 int ir_param_value(const ir_module *m, int p);
-/* Bytes of the host's staging buffer for function f (kind host_optimizer): two halves, each as large
- * as its largest copy up (a host value into a device global) that changes the dtype, up to
- * IR_HOST_STAGE_HALF; the host converts such a copy into the halves in turn, chunk by chunk, before
- * the working dtype's bytes cross. 0 for other functions. The memory plan counts it as host memory
- * and train_rank allocates it after the host function's arena. */
-enum { IR_HOST_STAGE_HALF = 64 << 20 };
+/* The host's staging buffer for function f (kind host_optimizer), in two halves used in turn. An
+ * AdamW of f whose gradient is a device global streams it: `chunk` elements at a time go down into
+ * a half (grad_size bytes an element), are updated, and the master's copy up that follows it, when
+ * it changes the dtype, is converted into the same half after them (up_size bytes an element, 0
+ * where no copy up converts) before the working dtype's bytes cross. chunk is the largest such
+ * AdamW's elements, up to IR_HOST_CHUNK. All 0 for other functions. The memory plan counts
+ * ir_host_staging_bytes (2 * chunk * (grad_size + up_size)) as host memory and train_rank allocates
+ * it after the host function's arena. */
+enum { IR_HOST_CHUNK = 16 << 20 }; /* 64 MiB of an f32 gradient */
+typedef struct {
+    int64_t chunk;
+    int grad_size, up_size;
+} ir_host_staging;
+ir_host_staging ir_host_staging_of(const ir_module *m, const ir_func *f);
 int64_t ir_host_staging_bytes(const ir_module *m, const ir_func *f);
 /* The PARAM global g is or belongs to. */
 static inline int ir_global_param(const ir_module *m, int g) { return m->globals[g].owner >= 0 ? m->globals[g].owner : g; }

@@ -278,7 +278,7 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
     }
     for (int i = 0; i < m->nfuncs; i++) {
         const ir_func *f = m->funcs[i];
-        if (f->kind == IR_FUNC_HOST_OPTIMIZER) /* its arena and conversion staging: host memory */
+        if (f->kind == IR_FUNC_HOST_OPTIMIZER) /* its arena and staging: host memory */
             b.host += f->arena_bytes + ir_host_staging_bytes(m, f);
         else if (f->arena_bytes > b.activations)
             b.activations = f->arena_bytes;
@@ -324,7 +324,7 @@ void mcc_memory_print(const mcc_memory_breakdown *b, FILE *out)
             (long long)total);
     if (b->host)
         fprintf(out, "  host memory       %10.3f GiB  (%lld bytes, page-locked: the offloaded fp32 parameters, Adam state, "
-                "gradient copies and conversion staging, --optimizer-cpu-offload)\n", b->host / gib, (long long)b->host);
+                "the staging its gradients stream down and conversions go up through, --optimizer-cpu-offload)\n", b->host / gib, (long long)b->host);
 }
 
 /* The arena values live across instruction i (made at or before it, read after it). */

@@ -18,12 +18,13 @@
  * CPU offload (config optimizer_cpu_offload, the first optimizer_offload_fraction of the parameters'
  * elements in declaration order): an offloaded parameter's fp32 value lives on the host only. The
  * parameter global @<p> itself is `host` (initialised, checkpointed and dumped there), and so are
- * Adam's m and v and a host copy of its gradient (@<p>.host_grad); the device keeps the working copy
+ * Adam's m and v (no host copy of the whole gradient: the host streams it); the device keeps the working copy
  * the step reads (precision.c's bf16 one, or an f32 @<p>.f32 made here where param_dtype is f32) and
  * the gradient. Its update leaves `optimizer` (which still takes the norm over every gradient, and
  * outputs the clipping coefficient) for two functions the schedule calls after it: `host_optimizer`,
- * run by the host (its gradient copied down, AdamW on @<p>, then @<p> copied up into the working
- * copy, converted to the working dtype on the host so that only those bytes cross), then
+ * run by the host (AdamW on @<p> reading the device's gradient, which the host streams down chunk by
+ * chunk, then @<p> copied up into the working copy with it, converted to the working dtype on the
+ * host so that only those bytes cross), then
  * `param_sync` on the device (the zeroing). Under ZeRO the host master is the block
  * (@<p>.master_shard, host; filled from @<p> by `setup`): it goes up as fp32 into the reduced
  * gradient's block, dead by then, and param_sync all-gathers the blocks into the working copy; @<p>
@@ -222,22 +223,21 @@ static int host_companion(ir_module *m, int p, ir_global_kind kind, const char *
     return g;
 }
 
-/* host_optimizer (f): parameter p's update on the host. Its gradient (or reduced block, a global of
- * the device) is copied down into @<p>.host_grad, AdamW updates the host master (@<p>, or ZeRO's
- * block) and moments, and the master goes up into up (a device global of its shape: the working
- * copy, converted by the host, or ZeRO's gradient block). */
+/* host_optimizer (f): parameter p's update on the host. AdamW reads the gradient (or reduced
+ * block) where the device holds it, a device global: the host executor streams it down in chunks
+ * through its staging buffer, updating each chunk as it arrives (ir_host_staging_bytes), so that no
+ * host copy of the whole gradient exists. It updates the host master (@p, or ZeRO's block) and
+ * moments, and the master goes up into `up` (a device global of its shape: the working copy,
+ * converted by the host, or ZeRO's gradient block), chunk by chunk with the update. */
 static void host_update(ir_module *m, ir_func *f, int p, int master, int grad, int up, const int *inputs)
 {
     const ir_global *mg = &m->globals[master];
     ir_type t = mg->type;
     ir_layout layout = mg->layout;
-    int host_grad = host_companion(m, p, IR_GLOBAL_HOST_GRAD, "host_grad", m->globals[grad].type, m->globals[grad].layout);
     int adam_m = host_companion(m, p, IR_GLOBAL_ADAM_M, "adam_m", moment_type(m, t, IR_CFG_EXP_AVG_DTYPE), layout);
     int adam_v = host_companion(m, p, IR_GLOBAL_ADAM_V, "adam_v", moment_type(m, t, IR_CFG_EXP_AVG_SQ_DTYPE), layout);
-    int down[2] = {ir_global_ref(m, f, m->globals[host_grad].name), ir_global_ref(m, f, m->globals[grad].name)};
-    ir_emit(m, f, IR_OP_COPY, down, 2, NULL, NULL, NULL);
     int hm = ir_global_ref(m, f, m->globals[master].name);
-    int args[7] = {hm, ir_global_ref(m, f, m->globals[host_grad].name), ir_global_ref(m, f, m->globals[adam_m].name),
+    int args[7] = {hm, ir_global_ref(m, f, m->globals[grad].name), ir_global_ref(m, f, m->globals[adam_m].name),
                    ir_global_ref(m, f, m->globals[adam_v].name), inputs[0], inputs[1], inputs[2]};
     double attrs[4] = {ir_cfg_num(m, IR_CFG_ADAM_BETA1), ir_cfg_num(m, IR_CFG_ADAM_BETA2), ir_cfg_num(m, IR_CFG_ADAM_EPS),
                        m->globals[p].no_decay ? 0 : ir_cfg_num(m, IR_CFG_WEIGHT_DECAY)};

@@ -1,9 +1,14 @@
 /* host_optimizer.c — runs a plan's host_optimizer function (--optimizer-cpu-offload, built by
- * passes/optimizer.c) on the host: a copy between a device global and a host global is a transfer
- * through the device table (down or up; a copy up that changes the dtype, the master into a bf16
- * working copy, converted by the host chunk by chunk into a staging buffer first, so that only the
- * working dtype's bytes cross), AdamW runs on a pool of pthreads started at load (MCC_HOST_OPTIMIZER_THREADS) over
- * static slices of the tensor, and any other instruction is the CPU backend's kernel, on host memory.
+ * passes/optimizer.c) on the host. An AdamW whose gradient is a device global streams it: chunk by
+ * chunk (ir_host_staging_of) the gradient goes down through the device table into a half of the
+ * page-locked staging buffer, the chunk is updated, and the same chunk of the master goes up with
+ * the copy up that follows the AdamW (converted by the host into the half first where it changes
+ * the dtype, the master into a bf16 working copy, so that only the working dtype's bytes cross);
+ * the halves take the chunks in turn. No host copy of a whole gradient exists. AdamW runs on a pool
+ * of pthreads started at load (MCC_HOST_OPTIMIZER_THREADS) over static slices of the chunk, any
+ * other copy between the memories is a transfer, and any other instruction is the CPU backend's
+ * kernel, on host memory. Each run adds its time to rt_program.host_times: the whole, waiting for
+ * gradient chunks, AdamW, the copies up (conversion, queueing and the last waits).
  *
  * The AdamW is the plan's device's arithmetic: on the CPU device its own kernel (rt_cpu_adamw_range,
  * math in double), so that offloading changes no bit; on a GPU the fp32 formula of
@@ -12,18 +17,19 @@
  * --use_fast_math (flushed denormals, approximate division, FMA contraction), so host and GPU agree
  * to fp32 rounding there, not to the bit. pthreads rather than OpenMP: train_rank then carries no
  * OpenMP runtime whose idle workers spin beside the CPU ranks' MPI progress and the --async-save
- * writer, and a static split is all the work needs. Elementwise, so any split of the threads gives
- * the same bits.
+ * writer, and a static split is all the work needs. Elementwise, so any split of the threads or
+ * into chunks gives the same bits.
  *
  * With config overlap_cpu_optimizer_d2h_h2d, where the device has asynchronous copies (copy_async;
- * the CPU device's are done at once),
- * every gradient copy down is queued first, on the device's copy stream in program order, and each
- * parameter's update waits only for its own gradient; its copy up is queued at once, and the
- * function returns when every copy up is done: the copies of one parameter overlap the host step of
- * the others, bucket (parameter) by bucket. */
+ * the CPU device's are done at once), the copies are queued on the device's copy stream in program
+ * order: the next chunk's gradient (the next parameter's first, after a parameter's last) goes down
+ * while this one is updated, and each chunk's copy up is queued at once, a half being reused once
+ * its copies are done; the function returns when every copy up is done. Without it each chunk's
+ * copy down, update and copy up run one after another. */
 #include "runtime/host_optimizer.h"
 
 #include "common/knobs.h"
+#include "common/os.h"
 #include "runtime/bf16.h"
 #include "runtime/cpu_kernels.h"
 
@@ -218,21 +224,21 @@ static void pool_run(rt_host_pool *pool, host_range range, const rt_kernel_call 
     pthread_mutex_unlock(&pool->lock);
 }
 
-/* AdamW of call c over its tensor, in the device's arithmetic (f32: the GPU's formula). */
-static void host_adamw(rt_host_pool *pool, const rt_kernel_call *c, bool f32)
+/* AdamW of call c over n elements from its pointers, in the device's arithmetic (f32: the GPU's formula). */
+static void host_adamw(rt_host_pool *pool, const rt_kernel_call *c, bool f32, int64_t n)
 {
     if (((const float *)c->args[5])[0] < 1) { /* the CPU kernel's refusal, on both paths */
         rt_cpu_adamw_range(c, 0, 0);
         return;
     }
-    pool_run(pool, f32 ? adamw_f32_range : rt_cpu_adamw_range, c, ir_numel(c->arg_types[0]));
+    pool_run(pool, f32 ? adamw_f32_range : rt_cpu_adamw_range, c, n);
 }
 
 typedef enum { MOVE_NONE, MOVE_DOWN, MOVE_UP } host_move;
 
 /* Whether instruction in of f moves bytes between the memories: a copy of a device global into a
  * host one (down) or of a host value into a device global (up; it may change the dtype: the host
- * converts, ir_host_staging_bytes). */
+ * converts, ir_host_staging_of). */
 static host_move move_of(const rt_program *p, const ir_func *f, const ir_instr *in)
 {
     if (in->op != IR_OP_COPY)
@@ -251,76 +257,163 @@ static host_move move_of(const rt_program *p, const ir_func *f, const ir_instr *
     return dst_host ? MOVE_DOWN : MOVE_UP;
 }
 
-/* Copy up c that changes the dtype (f32 to bf16: the optimizer pass allows no other): the host
- * converts a chunk at a time into the halves of the staging buffer in turn (ir_host_staging_bytes),
- * and each chunk goes up from there; under overlap its copy is queued (inflight[half]) and the
- * next chunk's conversion runs beside it, a half being reused once its copy is done. */
-static void convert_up(rt_program *p, const rt_kernel_call *c, bool overlap, void *inflight[2], int *turn)
+/* One run of the host function: the staging halves' copies in flight (overlap: queued, waited
+ * before a half is reused) and the half the next chunk takes. */
+typedef struct {
+    rt_program *p;
+    bool overlap;
+    void *down[2], *up[2];
+    int turn;
+} host_stream;
+
+/* Half h of the staging buffer: a gradient chunk, then a converted chunk going up. */
+static char *stage_grad(const rt_program *p, int h) { return p->host_staging + (size_t)h * (p->host_staging_bytes / 2); }
+static char *stage_up(const rt_program *p, int h)
 {
-    const rt_device *dev = p->dev;
-    int64_t n = ir_numel(c->arg_types[1]), chunk = (int64_t)(p->host_staging_bytes / 2 / sizeof(uint16_t));
-    for (int64_t at = 0; at < n; at += chunk) {
-        int64_t k = n - at < chunk ? n - at : chunk;
-        char *half = p->host_staging + (size_t)*turn * (p->host_staging_bytes / 2);
-        if (inflight[*turn])
-            dev->copy_wait(p, inflight[*turn]), inflight[*turn] = NULL;
-        void *args[2] = {half, (float *)c->args[1] + at};
+    return stage_grad(p, h) + (size_t)p->host_stage.chunk * (size_t)p->host_stage.grad_size;
+}
+
+static void wait_token(rt_program *p, void **token)
+{
+    if (*token)
+        p->dev->copy_wait(p, *token), *token = NULL;
+}
+
+/* Elements [at, at + k) of copy up c (a host value into a device global) through staging half h:
+ * converted there first when the copy changes the dtype (f32 to bf16: the optimizer pass allows no
+ * other), so that only the working dtype's bytes cross; under overlap queued, the half's previous
+ * copy up waited for first. */
+static void up_chunk(host_stream *s, const rt_kernel_call *c, int64_t at, int64_t k, int h)
+{
+    rt_program *p = s->p;
+    size_t to = ir_dtype_size(c->arg_types[0]->dtype);
+    const void *src = (const char *)c->args[1] + (size_t)at * ir_dtype_size(c->arg_types[1]->dtype);
+    wait_token(p, &s->up[h]);
+    if (c->arg_types[0]->dtype != c->arg_types[1]->dtype) {
+        void *args[2] = {stage_up(p, h), (void *)src};
         rt_kernel_call convert = *c;
         convert.args = args;
         pool_run(p->host_pool, to_bf16_range, &convert, k);
-        void *dst = (uint16_t *)c->args[0] + at;
-        if (overlap)
-            inflight[*turn] = dev->copy_async(p, dst, half, (size_t)k * sizeof(uint16_t), false);
-        else
-            dev->upload(p, dst, half, (size_t)k * sizeof(uint16_t));
-        *turn ^= 1;
+        src = stage_up(p, h);
     }
+    void *dst = (char *)c->args[0] + (size_t)at * to;
+    if (s->overlap)
+        s->up[h] = p->dev->copy_async(p, dst, src, (size_t)k * to, false);
+    else
+        p->dev->upload(p, dst, src, (size_t)k * to);
+}
+
+/* Chunk [at, at + k) of AdamW c's gradient (a device global) down into staging half h. */
+static void *down_chunk(host_stream *s, const rt_kernel_call *c, int64_t at, int64_t k, int h)
+{
+    size_t g = ir_dtype_size(c->arg_types[1]->dtype);
+    const char *src = (const char *)c->args[1] + (size_t)at * g;
+    if (s->overlap)
+        return s->p->dev->copy_async(s->p, stage_grad(s->p, h), src, (size_t)k * g, true);
+    s->p->dev->download(s->p, stage_grad(s->p, h), src, (size_t)k * g);
+    return NULL;
+}
+
+/* AdamW c, whose gradient is a device global, streamed chunk by chunk (host_stage.chunk elements)
+ * through the staging halves in turn, with copy up `up` of the master it updates (NULL: none): each
+ * chunk's gradient goes down, is updated, and the same chunk of the master goes up. Under overlap
+ * the next chunk's copy down is queued before this one's update (at the last chunk, the first of
+ * `next`, the streamed AdamW that follows, or NULL) and each copy up is queued, so the copies of
+ * one chunk run beside the update of its neighbours; without, each runs in turn. */
+static void stream_adamw(host_stream *s, const rt_kernel_call *c, const rt_kernel_call *up,
+                         const rt_kernel_call *next, bool f32)
+{
+    rt_program *p = s->p;
+    int64_t n = ir_numel(c->arg_types[0]), chunk = p->host_stage.chunk;
+    size_t msize = ir_dtype_size(c->arg_types[2]->dtype), vsize = ir_dtype_size(c->arg_types[3]->dtype);
+    if (s->overlap && !s->down[s->turn]) /* else the previous AdamW queued it */
+        s->down[s->turn] = down_chunk(s, c, 0, n < chunk ? n : chunk, s->turn);
+    for (int64_t at = 0; at < n; at += chunk) {
+        int h = s->turn;
+        int64_t k = n - at < chunk ? n - at : chunk;
+        double t0 = os_now_s();
+        if (s->overlap && at + chunk < n) /* the other half's gradient was updated last chunk: free */
+            s->down[h ^ 1] = down_chunk(s, c, at + chunk, n - at - chunk < chunk ? n - at - chunk : chunk, h ^ 1);
+        else if (s->overlap && next) {
+            int64_t first = ir_numel(next->arg_types[0]);
+            s->down[h ^ 1] = down_chunk(s, next, 0, first < chunk ? first : chunk, h ^ 1);
+        }
+        if (s->overlap)
+            wait_token(p, &s->down[h]);
+        else
+            down_chunk(s, c, at, k, h);
+        double t1 = os_now_s();
+        void *args[7] = {(float *)c->args[0] + at, stage_grad(p, h), (char *)c->args[2] + (size_t)at * msize,
+                         (char *)c->args[3] + (size_t)at * vsize, c->args[4], c->args[5], c->args[6]};
+        rt_kernel_call part = *c;
+        part.args = args;
+        host_adamw(p->host_pool, &part, f32, k);
+        double t2 = os_now_s();
+        if (up)
+            up_chunk(s, up, at, k, h);
+        double t3 = os_now_s();
+        p->host_times[RT_HOST_TIME_DOWN] += t1 - t0;
+        p->host_times[RT_HOST_TIME_ADAM] += t2 - t1;
+        p->host_times[RT_HOST_TIME_UP] += t3 - t2;
+        s->turn ^= 1;
+    }
+}
+
+/* The first instruction of f after i that does work (references to globals do none), or ninstrs. */
+static int next_work(const ir_func *f, int i)
+{
+    while (++i < f->ninstrs && f->instrs[i].op == IR_OP_GLOBAL) {
+    }
+    return i;
+}
+
+/* Whether AdamW c of f (instruction i) reads its gradient from a device global: streamed. */
+static bool streamed(const rt_program *p, const ir_func *f, int i)
+{
+    int g = f->instrs[i].op == IR_OP_ADAMW ? ir_global_index_of(p->m, f, f->instrs[i].args[1]) : -1;
+    return g >= 0 && !p->m->globals[g].host;
 }
 
 void rt_host_run(rt_program *p, int func)
 {
+    double start = os_now_s();
     const rt_func_exec *x = &p->funcs[func];
     const ir_func *f = x->f;
-    const rt_device *dev = p->dev;
-    bool f32 = dev != &rt_cpu_device;
-    bool overlap = ir_cfg_bool(p->m, IR_CFG_OVERLAP_CPU_OPTIMIZER_D2H_H2D) && dev->copy_async;
-    void **pending = overlap ? calloc((size_t)f->ninstrs + 1, sizeof(void *)) : NULL;
-    void *inflight[2] = {NULL, NULL}; /* the staging halves' copies up */
-    int turn = 0;
-    for (int i = 0; overlap && i < f->ninstrs; i++) /* every gradient on its way down, in order */
-        if (move_of(p, f, &f->instrs[i]) == MOVE_DOWN)
-            pending[i] = dev->copy_async(p, x->calls[i].args[0], x->calls[i].args[1], ir_bytes(x->calls[i].arg_types[0]), true);
+    bool f32 = p->dev != &rt_cpu_device;
+    host_stream s = {p, ir_cfg_bool(p->m, IR_CFG_OVERLAP_CPU_OPTIMIZER_D2H_H2D) && p->dev->copy_async, {0}, {0}, 0};
     for (int i = 0; i < f->ninstrs; i++) {
         const rt_kernel_call *c = &x->calls[i];
-        size_t bytes = c->nargs ? ir_bytes(c->arg_types[0]) : 0;
-        switch (move_of(p, f, &f->instrs[i])) {
-        case MOVE_DOWN:
-            if (overlap)
-                dev->copy_wait(p, pending[i]), pending[i] = NULL;
-            else
-                dev->download(p, c->args[0], c->args[1], bytes);
-            break;
-        case MOVE_UP:
-            if (c->arg_types[0]->dtype != c->arg_types[1]->dtype)
-                convert_up(p, c, overlap, inflight, &turn);
-            else if (overlap)
-                pending[i] = dev->copy_async(p, c->args[0], c->args[1], bytes, false);
-            else
-                dev->upload(p, c->args[0], c->args[1], bytes);
-            break;
-        case MOVE_NONE:
-            if (f->instrs[i].op == IR_OP_ADAMW)
-                host_adamw(p->host_pool, c, f32);
-            else
-                rt_cpu_kernels[f->instrs[i].op](c);
-            break;
+        host_move move = move_of(p, f, &f->instrs[i]);
+        if (streamed(p, f, i)) {
+            int j = next_work(f, i); /* the copy up of what it updated, where it follows */
+            bool paired = j < f->ninstrs && move_of(p, f, &f->instrs[j]) == MOVE_UP &&
+                          f->instrs[j].args[1] == f->instrs[i].args[0];
+            int after = paired ? next_work(f, j) : j; /* the next streamed AdamW: its first chunk prefetched */
+            bool prefetch = after < f->ninstrs && streamed(p, f, after);
+            stream_adamw(&s, c, paired ? &x->calls[j] : NULL, prefetch ? &x->calls[after] : NULL, f32);
+            i = paired ? j : i;
+        } else if (move == MOVE_DOWN) {
+            p->dev->download(p, c->args[0], c->args[1], ir_bytes(c->arg_types[0]));
+        } else if (move == MOVE_UP) {
+            double t0 = os_now_s();
+            int64_t n = ir_numel(c->arg_types[0]), chunk = p->host_stage.chunk ? p->host_stage.chunk : n;
+            for (int64_t at = 0; at < n; at += chunk, s.turn ^= 1)
+                up_chunk(&s, c, at, n - at < chunk ? n - at : chunk, s.turn);
+            p->host_times[RT_HOST_TIME_UP] += os_now_s() - t0;
+        } else if (f->instrs[i].op == IR_OP_ADAMW) {
+            double t0 = os_now_s();
+            host_adamw(p->host_pool, c, f32, ir_numel(c->arg_types[0]));
+            p->host_times[RT_HOST_TIME_ADAM] += os_now_s() - t0;
+        } else {
+            rt_cpu_kernels[f->instrs[i].op](c);
         }
     }
-    for (int i = 0; overlap && i < f->ninstrs; i++) /* every parameter up before the device reads it */
-        if (pending[i])
-            dev->copy_wait(p, pending[i]);
-    for (int h = 0; h < 2; h++)
-        if (inflight[h])
-            dev->copy_wait(p, inflight[h]);
-    free(pending);
+    double t0 = os_now_s(); /* every parameter up before the device reads it */
+    for (int h = 0; h < 2; h++) {
+        wait_token(p, &s.down[h]);
+        wait_token(p, &s.up[h]);
+    }
+    double end = os_now_s();
+    p->host_times[RT_HOST_TIME_UP] += end - t0;
+    p->host_times[RT_HOST_TIME_ALL] += end - start;
 }

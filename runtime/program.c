@@ -171,11 +171,12 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     p->global_slab =
         (copy_lane && p->bucket_exchange_bytes ? dev->alloc_window : dev->alloc)(p, slab + p->bucket_exchange_bytes);
     p->global_slab_bytes = slab;
-    int64_t host_arena = 0, staging = 0; /* the host function's arena (its inputs), then its conversions' */
+    int64_t host_arena = 0, staging = 0; /* the host function's arena (its inputs), then its staging */
     for (int i = 0; i < m->nfuncs; i++)
         if (host_func(p, i) && m->funcs[i]->arena_bytes + ir_host_staging_bytes(m, m->funcs[i]) > host_arena + staging) {
             host_arena = m->funcs[i]->arena_bytes;
             staging = ir_host_staging_bytes(m, m->funcs[i]);
+            p->host_stage = ir_host_staging_of(m, m->funcs[i]);
         }
     p->host_bytes = host_slab + (size_t)host_arena + (size_t)staging;
     if (p->host_bytes) {

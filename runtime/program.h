@@ -20,6 +20,9 @@ typedef struct {
     const ir_type **type_pool;
 } rt_func_exec;
 
+/* The host function's time split (rt_program.host_times). */
+enum { RT_HOST_TIME_ALL, RT_HOST_TIME_DOWN, RT_HOST_TIME_ADAM, RT_HOST_TIME_UP };
+
 typedef struct rt_program {
     ir_module *m;                   /* the plan as this rank runs it: its rank terms resolved */
     int coord[IR_NUM_AXES];         /* this rank's coordinate along each mesh axis */
@@ -30,8 +33,14 @@ typedef struct rt_program {
     size_t global_slab_bytes;
     void *host_slab;                /* the host globals (ir_global.host), host_arena, host_staging; or NULL */
     char *host_arena;               /* the host_optimizer function's values */
-    char *host_staging;             /* after host_arena: where the host converts a copy up, two halves */
-    size_t host_staging_bytes;      /* ir_host_staging_bytes */
+    char *host_staging;             /* after host_arena: where gradients stream down and copies up are
+                                       converted, two halves (ir_host_staging_of) */
+    ir_host_staging host_stage;     /* its chunk and element sizes: host_staging_bytes
+                                       = 2 * chunk * (grad_size + up_size) */
+    size_t host_staging_bytes;
+    double host_times[4];           /* seconds the host function spent, summed over its runs: the
+                                       whole, waiting for gradient chunks, AdamW, the copies up
+                                       (RT_HOST_TIME_*; train_rank's log line) */
     struct rt_host_pool *host_pool; /* the host AdamW's threads (host_optimizer.c), or NULL */
     size_t host_bytes;              /* of host_slab: what mcc compile's memory report counts as host memory */
     size_t bucket_exchange_bytes;   /* after the slab, in its window: the copy lane's gradient

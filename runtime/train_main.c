@@ -227,6 +227,7 @@ typedef struct {
     FILE *steps;
     char steps_path[4096];
     rt_moe_stats moe;               /* an MoE model's router statistics (func -1: none) */
+    double host_logged[4];          /* rt_program.host_times at the last log line */
 } train_run;
 
 /* Loads rows first .. first+B-1 of split as @tokens/@targets of func, and tells a function with
@@ -639,7 +640,8 @@ static bool on_gpu(const train_run *r) { return strcmp(r->p->dev->name, "cpu") !
 
 /* Megatron's training log line, field for field (names, order and formats of its training_log,
  * so scripts that scrape Megatron logs read ours; bf16 has no loss scaling: 1.0; every skipped
- * step is one with a NaN or Inf), then our fields. And the step's metrics record. */
+ * step is one with a NaN or Inf), then our fields (with --optimizer-cpu-offload, the host step's
+ * split last). And the step's metrics record. */
 static void log_line(train_run *r, int it, const step_result *last, const log_window *w)
 {
     int done = w->iters - w->skipped;
@@ -673,17 +675,39 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
         printf(" expert load imbalance (max/mean): %.3f |", imbalance);
     if (r->moe.func >= 0 && r->moe.nkept)
         printf(" dropped fraction: %.4f |", dropped);
+    /* --optimizer-cpu-offload: the host step a iteration, split into waiting for gradient chunks,
+     * AdamW and the copies up (runtime/host_optimizer.c; the rest is its other instructions) */
+    bool offload = ir_func_of_kind(r->m, IR_FUNC_HOST_OPTIMIZER) >= 0;
+    double host[4];
+    for (int k = 0; k < 4; k++) {
+        host[k] = (r->p->host_times[k] - r->host_logged[k]) * 1e3 / w->iters;
+        r->host_logged[k] = r->p->host_times[k];
+    }
+    if (offload)
+        printf(" host step (ms): %.1f (copies down %.1f, adam %.1f, up %.1f) |", host[RT_HOST_TIME_ALL],
+               host[RT_HOST_TIME_DOWN], host[RT_HOST_TIME_ADAM], host[RT_HOST_TIME_UP]);
     printf("\n");
-    const rt_scalar rec[] = {
+    enum { BASE = 10 }; /* every record's; then an MoE model's and the offloaded host step's */
+    rt_scalar all[BASE + 8] = {
         {"consumed_samples", (double)samples}, {"loss", loss}, {"lr", last->lr},
         {"grad_norm", last->skipped ? NAN : last->grad_norm}, {"ms_per_iter", ms}, {"tokens_per_s_per_gpu", tok_s},
         {"tflops_per_gpu", flops / 1e12}, {"mfu", mfu}, {"memory_gib", mem}, {"skipped", w->skipped},
-        /* an MoE model's, last: the records of a dense one end before them */
-        {"moe_load_balancing_loss", aux}, {"moe_z_loss", z}, {"moe_load_imbalance", imbalance},
-        {"moe_dropped_fraction", dropped},
     };
-    int n = (int)(sizeof rec / sizeof rec[0]) - (r->moe.func < 0 ? 4 : r->moe.nkept ? 0 : 1);
-    emit_record(r, it, rec, n);
+    int n = BASE;
+    if (r->moe.func >= 0) { /* an MoE model's */
+        all[n++] = (rt_scalar){"moe_load_balancing_loss", aux};
+        all[n++] = (rt_scalar){"moe_z_loss", z};
+        all[n++] = (rt_scalar){"moe_load_imbalance", imbalance};
+        if (r->moe.nkept)
+            all[n++] = (rt_scalar){"moe_dropped_fraction", dropped};
+    }
+    if (offload) {
+        all[n++] = (rt_scalar){"host_step_ms", host[RT_HOST_TIME_ALL]};
+        all[n++] = (rt_scalar){"host_copies_down_ms", host[RT_HOST_TIME_DOWN]};
+        all[n++] = (rt_scalar){"host_adam_ms", host[RT_HOST_TIME_ADAM]};
+        all[n++] = (rt_scalar){"host_up_ms", host[RT_HOST_TIME_UP]};
+    }
+    emit_record(r, it, all, n);
 }
 
 /* ---- start-up ------------------------------------------------------------------------------ */

@@ -1,9 +1,13 @@
 /* host_optimizer_test.c — the host function's executor (runtime/host_optimizer.c) on the CPU
- * device: a copy up that changes the dtype (an offloaded parameter's f32 value into its bf16 working
- * copy) is converted by the host, rounding to nearest even as the GPU does, through the staging
- * buffer the plan counts (ir_host_staging_bytes), in one chunk or many, its copies at once or
- * queued; and AdamW split over the thread pool started at load (MCC_HOST_OPTIMIZER_THREADS=4)
- * updates every element as the CPU kernel does in one piece. */
+ * device: AdamW reading its gradient where the device holds it streams the gradient down chunk by
+ * chunk through the staging buffer the plan counts (ir_host_staging_of), updating each chunk as it
+ * arrives, and the copy up after it goes with each chunk; the copy up of an offloaded parameter's
+ * f32 value into its bf16 working copy is converted by the host, rounding to nearest even as the
+ * GPU does; ZeRO's master block goes up as f32 into the gradient block it was updated from. In one
+ * chunk and in many (a chunk boundary inside the parameter, the last chunk short), copies at once
+ * or queued; AdamW split over the thread pool started at load (MCC_HOST_OPTIMIZER_THREADS=4)
+ * updates every element as the CPU kernel does in one piece; the run's time split (waiting for
+ * gradient chunks, AdamW, copies up) sums to at most the whole. */
 #include "ir/ir.h"
 #include "runtime/bf16.h"
 #include "runtime/cpu_kernels.h"
@@ -16,24 +20,35 @@
 
 enum { N = 40000 }; /* 9 slices of 4096: every pool thread takes one */
 
-static const char plan[] =
+/* The host function of one offloaded parameter @w: AdamW on the host master reading the device's
+ * gradient, then the master copied up. Filled with the layout's own globals, the master, the
+ * gradient and the copy up's destination and dtype. */
+static const char plan_format[] =
     "global @w : f32[40000] {kind=param, init=zeros, host}\n"
-    "global @w.bf16 : bf16[40000] {kind=copy, init=zeros, of=@w}\n"
-    "global @w.host_grad : f32[40000] {kind=host_grad, init=zeros, of=@w, host}\n"
+    "%s"
     "global @w.adam_m : f32[40000] {kind=adam_m, init=zeros, of=@w, host}\n"
     "global @w.adam_v : f32[40000] {kind=adam_v, init=zeros, of=@w, host}\n"
     "func host_optimizer {kind=host_optimizer, arena=192} {\n"
-    "  %0 = input @lr : f32[] @+0\n"
-    "  %1 = input @step : f32[] @+64\n"
-    "  %2 = input @clip_coef : f32[] @+128\n"
-    "  %3 = global @w : f32[40000] @global\n"
-    "  %4 = global @w.host_grad : f32[40000] @global\n"
-    "  %5 = global @w.adam_m : f32[40000] @global\n"
-    "  %6 = global @w.adam_v : f32[40000] @global\n"
-    "  adamw %3, %4, %5, %6, %0, %1, %2 {beta1=0.9, beta2=0.95, eps=1e-08, weight_decay=0.01}\n"
-    "  %7 = global @w.bf16 : bf16[40000] @global\n"
-    "  copy %7, %3\n"
+    "  %%0 = input @lr : f32[] @+0\n"
+    "  %%1 = input @step : f32[] @+64\n"
+    "  %%2 = input @clip_coef : f32[] @+128\n"
+    "  %%3 = global @%s : f32[40000] @global\n"
+    "  %%4 = global @%s : f32[40000] @global\n"
+    "  %%5 = global @w.adam_m : f32[40000] @global\n"
+    "  %%6 = global @w.adam_v : f32[40000] @global\n"
+    "  adamw %%3, %%4, %%5, %%6, %%0, %%1, %%2 {beta1=0.9, beta2=0.95, eps=1e-08, weight_decay=0.01}\n"
+    "  %%7 = global @%s : %s[40000] @global\n"
+    "  copy %%7, %%3\n"
     "}\n";
+
+/* Without ZeRO: the parameter is the master and goes up into its bf16 working copy. */
+static const char plain_globals[] = "global @w.grad : f32[40000] {kind=grad, init=zeros, of=@w}\n"
+                                    "global @w.bf16 : bf16[40000] {kind=copy, init=zeros, of=@w}\n";
+/* ZeRO's shape: the host master block is updated from the device's reduced gradient block and goes
+ * up, f32, into that block. */
+static const char zero_globals[] =
+    "global @w.master_shard : f32[40000] {kind=master_shard, init=zeros, of=@w, host}\n"
+    "global @w.grad_shard : f32[40000] {kind=grad_shard, init=zeros, of=@w}\n";
 
 static int fails;
 
@@ -43,23 +58,29 @@ static void expect(bool ok, const char *what)
     fails += !ok;
 }
 
-/* One host_optimizer run of the plan (overlap: config overlap_cpu_optimizer_d2h_h2d, the CPU
- * device's copies then done at once) with the staging halves of half_bytes (0: the plan's). */
-static void run_case(bool overlap, size_t half_bytes)
+/* One host_optimizer run of the plan (zero: ZeRO's; overlap: config overlap_cpu_optimizer_d2h_h2d,
+ * the CPU device's copies then done at once) in chunks of `chunk` elements (0: the plan's, one). */
+static void run_case(bool zero, bool overlap, int64_t chunk)
 {
-    char text[sizeof plan + 64], err[512];
-    snprintf(text, sizeof text, "%s%s", overlap ? "config {\n  overlap_cpu_optimizer_d2h_h2d = \"1\"\n}\n" : "", plan);
+    char text[4096], err[512];
+    int at = snprintf(text, sizeof text, "%s", overlap ? "config {\n  overlap_cpu_optimizer_d2h_h2d = \"1\"\n}\n" : "");
+    if (zero)
+        snprintf(text + at, sizeof text - at, plan_format, zero_globals, "w.master_shard", "w.grad_shard", "w.grad_shard", "f32");
+    else
+        snprintf(text + at, sizeof text - at, plan_format, plain_globals, "w", "w.grad", "w.bf16", "bf16");
     rt_program *p = rt_program_load(text, &rt_cpu_device, NULL, 0, err, sizeof err);
     if (!p) {
         fprintf(stderr, "FAIL: the plan does not load: %s\n", err);
         exit(1);
     }
-    printf("-- %s, %s\n", overlap ? "copies queued" : "copies at once",
-           half_bytes ? "a chunk of 1000 elements a staging half" : "one chunk");
-    expect(ir_host_staging_bytes(p->m, p->m->funcs[0]) == 2 * 2 * N && p->host_staging,
-           "the converting copy up has a staging buffer of two halves, each the working copy's bytes");
-    if (half_bytes) /* white box: smaller halves inside the buffer, so the copy goes up in chunks */
-        p->host_staging_bytes = 2 * half_bytes;
+    printf("-- %s, %s, %s\n", zero ? "ZeRO's block" : "bf16 working copy", overlap ? "copies queued" : "copies at once",
+           chunk ? "chunks of 1500 elements" : "one chunk");
+    int up_size = zero ? 0 : 2;
+    expect(ir_host_staging_bytes(p->m, p->m->funcs[0]) == 2 * N * (4 + up_size) && p->host_staging &&
+               p->host_stage.chunk == N,
+           "the staging buffer has two halves, each a gradient chunk of the whole parameter (and its bf16 copy up)");
+    if (chunk) /* white box: smaller chunks inside the buffer, a boundary inside the parameter, the last short */
+        p->host_stage.chunk = chunk;
     static float w[N], g[N], ref[N], m[N], v[N];
     for (int i = 0; i < N; i++) {
         w[i] = (float)sin(i * 0.37) * (1.0f + (float)i / N);
@@ -69,8 +90,9 @@ static void run_case(bool overlap, size_t half_bytes)
     memset(v, 0, sizeof v);
     w[2] = NAN;
     float lr = 1e-3f, step = 1, coef = 0.5f;
-    rt_program_write_global(p, ir_global_find(p->m, "w"), w);
-    rt_program_write_global(p, ir_global_find(p->m, "w.host_grad"), g);
+    const char *master = zero ? "w.master_shard" : "w", *grad = zero ? "w.grad_shard" : "w.grad";
+    rt_program_write_global(p, ir_global_find(p->m, master), w);
+    rt_program_write_global(p, ir_global_find(p->m, grad), g);
     rt_program_set_input(p, 0, "lr", &lr, sizeof lr);
     rt_program_set_input(p, 0, "step", &step, sizeof step);
     rt_program_set_input(p, 0, "clip_coef", &coef, sizeof coef);
@@ -88,29 +110,41 @@ static void run_case(bool overlap, size_t half_bytes)
     rt_cpu_adamw_range(&one, 0, N);
 
     rt_program_run(p, 0);
-    static float got[N];
+    static float got[N], up[N], mom[N];
     static uint16_t copy[N];
-    rt_program_read_global(p, ir_global_find(p->m, "w"), got);
-    rt_program_read_global(p, ir_global_find(p->m, "w.bf16"), copy);
-    expect(!memcmp(got, ref, sizeof got), "AdamW over the pool's slices equals the CPU kernel's in one piece, bit for bit");
-    bool rounded = true, truncation = true; /* the check can fail: rounding is not cutting the low bits off */
-    for (int i = 0; i < N; i++) {
-        uint32_t u;
-        memcpy(&u, &got[i], sizeof u);
-        rounded &= copy[i] == rt_f32_to_bf16(got[i]);
-        truncation &= copy[i] == (uint16_t)(u >> 16);
+    rt_program_read_global(p, ir_global_find(p->m, master), got);
+    expect(!memcmp(got, ref, sizeof got), "AdamW over the streamed chunks and the pool's slices equals the CPU kernel's "
+                                          "in one piece, bit for bit");
+    rt_program_read_global(p, ir_global_find(p->m, "w.adam_v"), mom);
+    expect(!memcmp(mom, v, sizeof mom), "so do Adam's moments");
+    if (zero) {
+        rt_program_read_global(p, ir_global_find(p->m, "w.grad_shard"), up);
+        expect(!memcmp(up, ref, sizeof up), "the updated master block went up into the gradient block, every chunk");
+    } else {
+        rt_program_read_global(p, ir_global_find(p->m, "w.bf16"), copy);
+        bool rounded = true, truncation = true; /* the check can fail: rounding is not cutting the low bits off */
+        for (int i = 0; i < N; i++) {
+            uint32_t u;
+            memcpy(&u, &got[i], sizeof u);
+            rounded &= copy[i] == rt_f32_to_bf16(got[i]);
+            truncation &= copy[i] == (uint16_t)(u >> 16);
+        }
+        expect(rounded && !truncation && isnan(rt_bf16_to_f32(copy[2])),
+               "the bf16 working copy is the host's round-to-nearest-even of every updated element (NaN stays NaN)");
     }
-    expect(rounded && !truncation && isnan(rt_bf16_to_f32(copy[2])),
-           "the bf16 working copy is the host's round-to-nearest-even of every updated element (NaN stays NaN)");
+    const double *ts = p->host_times;
+    expect(ts[RT_HOST_TIME_ALL] > 0 && ts[RT_HOST_TIME_DOWN] >= 0 && ts[RT_HOST_TIME_ADAM] > 0 && ts[RT_HOST_TIME_UP] > 0 &&
+               ts[RT_HOST_TIME_DOWN] + ts[RT_HOST_TIME_ADAM] + ts[RT_HOST_TIME_UP] <= ts[RT_HOST_TIME_ALL],
+           "the time split (copies down, AdamW, copies up) sums to at most the host step");
     rt_program_free(p); /* joins the pool's threads */
 }
 
 int main(void)
 {
     setenv("MCC_HOST_OPTIMIZER_THREADS", "4", 1);
-    run_case(false, 0);
-    run_case(true, 0);
-    run_case(false, 1000 * sizeof(uint16_t));
-    run_case(true, 1000 * sizeof(uint16_t));
+    for (int zero = 0; zero < 2; zero++)
+        for (int overlap = 0; overlap < 2; overlap++)
+            for (int chunked = 0; chunked < 2; chunked++)
+                run_case(zero, overlap, chunked ? 1500 : 0);
     return fails ? 1 : 0;
 }

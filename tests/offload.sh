@@ -9,7 +9,8 @@
 # too, and a checkpoint saved with offload resumed without it and the reverse (steps 6-10 the same
 # text, the same final weights). On one rank it also checks gradient accumulation off (the update's
 # other zeroing path), bf16 Adam moments, and mcc compile's host memory line and its --host-memory
-# refusal.
+# refusal. Every log line of the offload run ends with the host step's time split, consistent with
+# its metrics record.
 set -euo pipefail
 mcc=$1; np=$2; shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,8 +53,28 @@ done
 ! grep -aq "global @final_norm.bias : .*host}" "$work/bin_half" || { echo "FAIL: fraction 0.5 put the last parameter on the host"; exit 1; }
 echo "ok: the plan holds the offloaded parameters on the host, their working copies on the device"
 ! grep -q "host memory" "$work/ref.clog" || { echo "FAIL: a host memory line without offload"; exit 1; }
-train ref ref; train full full; train half half
+train ref ref; train full full --metrics-file "$work/full.jsonl"; train half half
 same ref full "fraction 1.0"
+# the host step's time split ends every log line of an offload run (after Megatron's fields) and is
+# in its metrics records: waiting for gradient chunks, AdamW and the copies up sum to at most the
+# whole (the log's one-decimal rounding allowed); no such field without offload
+python3 - "$work/full.log" "$work/full.jsonl" <<'PY' || exit 1
+import json, re, sys
+lines = [l for l in open(sys.argv[1]) if " iteration " in l and "lm loss:" in l]
+pat = re.compile(r"memory \(GiB\): [0-9.]+ \| host step \(ms\): ([0-9.]+) \(copies down ([0-9.]+), adam ([0-9.]+), up ([0-9.]+)\) \|$")
+recs = [r for r in map(json.loads, open(sys.argv[2])) if "loss" in r]
+ok = lines and recs and all(pat.search(l.rstrip("\n")) for l in lines)
+for l in lines if ok else []:
+    whole, *parts = map(float, pat.search(l.rstrip("\n")).groups())
+    ok &= whole > 0 and sum(parts) <= whole + 0.2
+for r in recs if ok else []:
+    parts = [r["host_copies_down_ms"], r["host_adam_ms"], r["host_up_ms"]]
+    ok &= r["host_step_ms"] > 0 and min(parts) >= 0 and sum(parts) <= r["host_step_ms"]
+if not ok:
+    sys.exit("FAIL: the log lines or metrics records lack a consistent host step split:\n" + "".join(lines[:2]) + str(recs[:1]))
+PY
+! grep -q "host step" "$work/ref.log" || { echo "FAIL: a host step field without offload"; exit 1; }
+echo "ok: each log line and metrics record splits the host step into copies down, AdamW and copies up"
 same ref half "fraction 0.5, overlapped copies"
 # checkpoints hold the same tensors either way (under ZeRO the master blocks): saved at 5 by one,
 # resumed to 10 by the other
