@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-const char *const ck_role_names[CK_NUM_ROLES] = {"param", "adam_m", "adam_v"};
+const char *const ck_role_names[CK_NUM_ROLES] = {"param", "adam_m", "adam_v", "fp8_history"};
 
 /* The mesh axes a checkpoint records (edp follows from them). */
 static bool recorded_axis(int a) { return a != IR_AXIS_NONE && a != IR_AXIS_EDP; }
@@ -340,7 +340,7 @@ static bool read_manifest(ck_reader *r, json_t *j, const char *file, char *err, 
             if (!strcmp(json_string_value(role), ck_role_names[i]))
                 ro = i;
         if (ro < 0 || !json_is_string(param))
-            return ck_fail(err, errlen, "%s: tensor %s: needs \"role\" (param, adam_m, adam_v) and \"param\"", file, k);
+            return ck_fail(err, errlen, "%s: tensor %s: needs \"role\" (param, adam_m, adam_v, fp8_history) and \"param\"", file, k);
         if (!parse_shape(file, k, v, &t->whole, err, errlen))
             return false;
         t->name = strdup(k);

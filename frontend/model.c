@@ -323,6 +323,9 @@ static void set_config(ir_module *m, const mcc_spec *s)
     if (s->fp8_format != MCC_FP8_NONE) { /* absent means none */
         ir_cfg_set(m, IR_CFG_FP8_FORMAT, mcc_fp8_format_name(s->fp8_format));
         ir_cfg_set(m, IR_CFG_FP8_RECIPE, mcc_fp8_recipe_name(s->fp8_recipe));
+        ir_cfg_set_int(m, IR_CFG_FP8_AMAX_HISTORY_LEN, s->fp8_amax_history_len);
+        ir_cfg_set(m, IR_CFG_FP8_AMAX_COMPUTE_ALGO, mcc_amax_algo_name(s->fp8_amax_compute_algo));
+        ir_cfg_set_int(m, IR_CFG_FP8_MARGIN, s->fp8_margin);
         ir_cfg_set_int(m, IR_CFG_FP8_WGRAD, s->fp8_wgrad);
         ir_cfg_set_int(m, IR_CFG_FIRST_LAST_LAYERS_BF16, s->first_last_layers_bf16);
         ir_cfg_set_int(m, IR_CFG_NUM_LAYERS_AT_START_IN_BF16, s->num_layers_at_start_in_bf16);

@@ -45,7 +45,8 @@ _Static_assert(sizeof(mcc_norm) == sizeof(int) && sizeof(mcc_pos) == sizeof(int)
                sizeof(mcc_wsd_style) == sizeof(int) && sizeof(mcc_pp_sched) == sizeof(int) &&
                sizeof(mcc_moment_dtype) == sizeof(int) && sizeof(mcc_fp8_format) == sizeof(int) &&
                sizeof(mcc_fp8_recipe) == sizeof(int) && sizeof(mcc_moe_score) == sizeof(int) &&
-               sizeof(mcc_moe_balance) == sizeof(int) && sizeof(mcc_moe_drop) == sizeof(int),
+               sizeof(mcc_moe_balance) == sizeof(int) && sizeof(mcc_moe_drop) == sizeof(int) &&
+               sizeof(mcc_amax_algo) == sizeof(int),
                "enum members are stored as int");
 static const char *const spec_norms[] = {"LayerNorm", "RMSNorm", NULL};              /* ORDER mcc_norm */
 static const char *const spec_positions[] = {"learned_absolute", "rope", NULL};       /* ORDER mcc_pos */
@@ -65,9 +66,11 @@ static const char *const spec_fp8_recipes[] = {"delayed", "tensorwise", NULL};  
 static const char *const spec_moe_scores[] = {"softmax", "sigmoid", NULL};           /* ORDER mcc_moe_score */
 static const char *const spec_moe_balances[] = {"aux_loss", "seq_aux_loss", "sinkhorn", "none", NULL}; /* ORDER mcc_moe_balance */
 static const char *const spec_moe_drops[] = {"probs", "position", NULL};             /* ORDER mcc_moe_drop */
+static const char *const spec_amax_algos[] = {"most_recent", "max", NULL};           /* ORDER mcc_amax_algo */
 
 const char *mcc_fp8_format_name(mcc_fp8_format k) { return spec_fp8_formats[k]; }
 const char *mcc_fp8_recipe_name(mcc_fp8_recipe k) { return spec_fp8_recipes[k]; }
+const char *mcc_amax_algo_name(mcc_amax_algo k) { return spec_amax_algos[k]; }
 
 const char *mcc_pp_sched_name(mcc_pp_sched k) { return spec_pp_scheds[k]; }
 _Static_assert(MCC_PP_SCHED_1F1B - 1 == PP_SCHED_1F1B && MCC_PP_SCHED_INTERLEAVED - 1 == PP_SCHED_INTERLEAVED &&
@@ -239,7 +242,11 @@ static const spec_field spec_fields[] = {
     FIELD(SEC_TRAINING, "fp8_format", fp8_format, NULL, K_ENUM, R_ANY, D_VALUE, MCC_FP8_NONE, spec_fp8_formats,
           "FP8 linear layers: hybrid (E4M3 forward, E5M2 gradients) or e4m3 throughout; none: bf16"),
     FIELD(SEC_TRAINING, "fp8_recipe", fp8_recipe, NULL, K_ENUM, R_ANY, D_VALUE, MCC_FP8_DELAYED, spec_fp8_recipes,
-          "FP8 scaling: delayed (from an amax history; not built yet) or tensorwise (this step's amax)"),
+          "FP8 scaling: delayed (from each tensor's amax history) or tensorwise (this step's amax)"),
+    TRAIN(fp8_amax_history_len, K_INT, R_POS, D_VALUE, 1, "delayed: the steps of amax each tensor's history holds"),
+    FIELD(SEC_TRAINING, "fp8_amax_compute_algo", fp8_amax_compute_algo, NULL, K_ENUM, R_ANY, D_VALUE,
+          MCC_AMAX_MOST_RECENT, spec_amax_algos, "delayed: the scale's amax, the history's most_recent or max"),
+    TRAIN(fp8_margin, K_INT, R_NONNEG, D_VALUE, 0, "delayed: scale = fp8 max / amax / 2^margin"),
     TRAIN(fp8_wgrad, K_BOOL, R_ANY, D_VALUE, true, "FP8 weight-gradient GEMMs too (--no-fp8-wgrad: bf16)"),
     TRAIN(first_last_layers_bf16, K_BOOL, R_ANY, D_VALUE, false, "FP8: the first and last layers stay in bf16"),
     TRAIN(num_layers_at_start_in_bf16, K_INT, R_NONNEG, D_VALUE, 1, "with first_last_layers_bf16: leading layers in bf16"),
@@ -954,14 +961,14 @@ static bool spec_check_pp(spec_ctx *c)
 }
 
 /* FP8's fields: each needs fp8_format, the bf16 layers first_last_layers_bf16 and leave a layer in
- * FP8; the delayed recipe (Megatron's default) is refused until its amax history is built, not run
- * as tensorwise under its name. */
+ * FP8, the amax history's fields the delayed recipe. */
 static bool spec_check_fp8(spec_ctx *c)
 {
     const mcc_spec *s = &c->s;
     const char *format = spec_where(c, spec_find("fp8_format"));
-    const char *dependent[] = {"fp8_recipe", "fp8_wgrad", "first_last_layers_bf16"};
-    for (int i = 0; i < 3; i++)
+    const char *dependent[] = {"fp8_recipe",           "fp8_wgrad",  "first_last_layers_bf16", "fp8_amax_history_len",
+                               "fp8_amax_compute_algo", "fp8_margin"};
+    for (int i = 0; i < 6; i++)
         if (s->fp8_format == MCC_FP8_NONE && c->set[spec_index(spec_find(dependent[i]))])
             return spec_fail(c, "%s is set but %s is none: add --fp8-format hybrid (or e4m3), or drop %s",
                              spec_where(c, spec_find(dependent[i])), format, dependent[i]);
@@ -972,10 +979,12 @@ static bool spec_check_fp8(spec_ctx *c)
                              spec_where(c, spec_find(ends[i])), ends[i]);
     if (s->fp8_format == MCC_FP8_NONE)
         return true;
-    if (s->fp8_recipe == MCC_FP8_DELAYED)
-        return spec_fail(c, "%s delayed (scales from an amax history) is not built yet: pass --fp8-recipe tensorwise "
-                            "(current scaling, each tensor's scale from its own amax)",
-                         spec_where(c, spec_find("fp8_recipe")));
+    const char *delayed[] = {"fp8_amax_history_len", "fp8_amax_compute_algo", "fp8_margin"};
+    for (int i = 0; i < 3; i++)
+        if (s->fp8_recipe != MCC_FP8_DELAYED && c->set[spec_index(spec_find(delayed[i]))])
+            return spec_fail(c, "%s is set but %s is %s: it configures delayed scaling; drop it, or use "
+                                "--fp8-recipe delayed", spec_where(c, spec_find(delayed[i])),
+                             spec_where(c, spec_find("fp8_recipe")), mcc_fp8_recipe_name(s->fp8_recipe));
     int bf16 = s->first_last_layers_bf16 ? s->num_layers_at_start_in_bf16 + s->num_layers_at_end_in_bf16 : 0;
     if (bf16 >= s->num_layers)
         return spec_fail(c, "%s (%d) + %s (%d) leave none of the %d layers in FP8: lower them, or drop %s",

@@ -36,8 +36,10 @@ const char *mcc_pp_sched_name(mcc_pp_sched k); /* the config's and --pipeline-sc
 /* FP8 (Megatron's --fp8-format): hybrid E4M3 forward, E5M2 gradients; e4m3 throughout */
 typedef enum { MCC_FP8_NONE, MCC_FP8_HYBRID, MCC_FP8_E4M3 } mcc_fp8_format;
 typedef enum { MCC_FP8_DELAYED, MCC_FP8_TENSORWISE } mcc_fp8_recipe; /* Megatron's default: delayed */
+typedef enum { MCC_AMAX_MOST_RECENT, MCC_AMAX_MAX } mcc_amax_algo; /* Megatron's default: most_recent */
 const char *mcc_fp8_format_name(mcc_fp8_format k); /* the config's and --fp8-format's name */
 const char *mcc_fp8_recipe_name(mcc_fp8_recipe k);
+const char *mcc_amax_algo_name(mcc_amax_algo k);
 
 /* MoE (Megatron's --moe-* fields): the router's score function, load balancing and token dropping */
 typedef enum { MCC_MOE_SOFTMAX, MCC_MOE_SIGMOID } mcc_moe_score;          /* ORDER ops.def moe_route's score */
@@ -119,6 +121,9 @@ typedef struct {
     /* FP8 (passes/fp8.c): the transformer layers' linear GEMMs on E4M3/E5M2 operands */
     mcc_fp8_format fp8_format;          /* "none" | "hybrid" | "e4m3" */
     mcc_fp8_recipe fp8_recipe;          /* "delayed" | "tensorwise" (current scaling) */
+    int fp8_amax_history_len;           /* delayed: steps of amax a tensor's history holds (Megatron's 1) */
+    mcc_amax_algo fp8_amax_compute_algo;/* delayed: the history's most_recent or max */
+    int fp8_margin;                     /* delayed: scale = fp8 max / amax / 2^margin */
     bool fp8_wgrad;                     /* weight-gradient GEMMs in FP8 too (default true) */
     bool first_last_layers_bf16;        /* the first and last layers' GEMMs stay in high precision */
     int num_layers_at_start_in_bf16, num_layers_at_end_in_bf16; /* how many (Megatron's 1 and 1) */

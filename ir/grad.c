@@ -124,12 +124,12 @@ void ir_grad_fp8_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
     bool tb = in->attr[1] != 0, wgrad = in->attr[3] != 0;
     int qa = in->args[0], qb = in->args[2], dy = DY;
     int x = fp8_source(g->f, qa), w = fp8_source(g->f, qb);
-    int qdy = ir_fp8_quantize(g->m, g->f, dy, (ir_fp8_format)in->attr[2]);
-    ir_grad_contribute(g, x, like(g, ir_fp8_matmul(g->m, g->f, qdy, qb, false, !tb, IR_FP8_E4M3, false), x));
+    int qdy = ir_fp8_quantize(g->m, g->f, dy, in->nargs == 5 ? in->args[4] : -1, true, (ir_fp8_format)in->attr[2]);
+    ir_grad_contribute(g, x, like(g, ir_fp8_matmul(g->m, g->f, qdy, qb, false, !tb, IR_FP8_E4M3, false, -1), x));
     int db;
     if (wgrad)
-        db = tb ? ir_fp8_matmul(g->m, g->f, qdy, qa, true, false, IR_FP8_E4M3, false)
-                : ir_fp8_matmul(g->m, g->f, qa, qdy, true, false, IR_FP8_E4M3, false);
+        db = tb ? ir_fp8_matmul(g->m, g->f, qdy, qa, true, false, IR_FP8_E4M3, false, -1)
+                : ir_fp8_matmul(g->m, g->f, qa, qdy, true, false, IR_FP8_E4M3, false, -1);
     else
         db = tb ? ir_matmul(g->m, g->f, dy, x, true, false) : ir_matmul(g->m, g->f, x, dy, true, false);
     ir_grad_contribute(g, w, like(g, db, w));

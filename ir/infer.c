@@ -190,13 +190,25 @@ bool ir_infer_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, i
     return true;
 }
 
-/* x -> (q in the format's fp8 dtype, scale_inv f32[1]) */
+/* x -> f32[1], x a wider float tensor than fp8 (what fp8_quantize quantizes) */
+bool ir_infer_fp8_amax(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_float(&a[0], "operand", err, len) || ir_dtype_is_fp8(a[0].dtype))
+        return fail(err, len, "%s of %s: it reads a wider float tensor", ir_ops[in->op].name, tstr(&a[0]));
+    int64_t one = 1;
+    r[0] = ir_tensor(IR_F32, 1, &one);
+    return true;
+}
+
+/* (x, amax f32[1]) -> (q in the format's fp8 dtype, scale_inv f32[1]) */
 bool ir_infer_fp8_quantize(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     if (in->attr[0] != IR_FP8_E4M3 && in->attr[0] != IR_FP8_E5M2)
         return fail(err, len, "fp8_quantize format %g: 0 (E4M3) or 1 (E5M2)", in->attr[0]);
-    if (!need_float(&a[0], "operand", err, len) || ir_dtype_is_fp8(a[0].dtype))
-        return fail(err, len, "fp8_quantize of %s: it quantizes a wider float tensor", tstr(&a[0]));
+    if (!ir_infer_fp8_amax(m, in, a, r, err, len))
+        return false;
+    if (a[1].dtype != IR_F32 || ir_numel(&a[1]) != 1)
+        return fail(err, len, "fp8_quantize's amax operand: f32[1], got %s", tstr(&a[1]));
     r[0] = a[0];
     r[0].dtype = ir_fp8_dtype((ir_fp8_format)in->attr[0]);
     int64_t one = 1;
@@ -204,10 +216,55 @@ bool ir_infer_fp8_quantize(const ir_module *m, const ir_instr *in, const ir_type
     return true;
 }
 
-/* (qa, sa, qb, sb) -> r: a matmul's shape of fp8 operands, each with its f32[1] scale_inv; r in
- * the activations' dtype, the plan's param_dtype (the precision pass's working copies') */
+/* An FP8_HISTORY's value: f32[1 + len], len >= 1 */
+static bool need_fp8_history(const ir_instr *in, const ir_type *h, char *err, size_t len)
+{
+    if (h->dtype != IR_F32 || h->ndim != 1 || h->dims[0] < 2)
+        return fail(err, len, "%s: an FP8 amax history is f32[1 + history length], got %s", ir_ops[in->op].name,
+                    tstr(h));
+    return true;
+}
+
+/* h -> f32[1] */
+bool ir_infer_fp8_history_amax(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_fp8_history(in, &a[0], err, len))
+        return false;
+    int64_t one = 1;
+    r[0] = ir_tensor(IR_F32, 1, &one);
+    return true;
+}
+
+/* (h, amax f32[1]) */
+bool ir_infer_fp8_amax_fold(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_fp8_history(in, &a[0], err, len))
+        return false;
+    if (a[1].dtype != IR_F32 || ir_numel(&a[1]) != 1)
+        return fail(err, len, "fp8_amax_fold's amax operand: f32[1], got %s", tstr(&a[1]));
+    return true;
+}
+
+/* (h, r like h) */
+bool ir_infer_fp8_history_update(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_fp8_history(in, &a[0], err, len))
+        return false;
+    if (a[1].dtype != IR_F32 || a[1].ndim != 1 || a[1].dims[0] != a[0].dims[0])
+        return fail(err, len, "fp8_history_update: its operands are the history %s and one like it, got %s", tstr(&a[0]),
+                    tstr(&a[1]));
+    return true;
+}
+
+/* (qa, sa, qb, sb[, hdy]) -> r: a matmul's shape of fp8 operands, each with its f32[1] scale_inv; r
+ * in the activations' dtype, the plan's param_dtype (the precision pass's working copies') */
 bool ir_infer_fp8_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
+    if (in->nargs != 4 && in->nargs != 5)
+        return fail(err, len, "fp8_matmul takes 4 operands (qa, sa, qb, sb) or 5 (and dy's amax history), got %d",
+                    in->nargs);
+    if (in->nargs == 5 && !need_fp8_history(in, &a[4], err, len))
+        return false;
     for (int i = 0; i < 4; i += 2)
         if (!ir_dtype_is_fp8(a[i].dtype) || a[i + 1].dtype != IR_F32 || ir_numel(&a[i + 1]) != 1)
             return fail(err, len, "fp8_matmul operand %d: an fp8 tensor and its f32[1] scale_inv, got %s and %s", i,

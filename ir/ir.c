@@ -836,17 +836,29 @@ int ir_matmul(ir_module *m, ir_func *f, int a, int b, bool ta, bool tb)
     return ir_emit(m, f, IR_OP_MATMUL, args, 2, attrs, NULL, NULL);
 }
 
-int ir_fp8_quantize(ir_module *m, ir_func *f, int x, ir_fp8_format format)
+int ir_fp8_quantize(ir_module *m, ir_func *f, int x, int history, bool fold, ir_fp8_format format)
 {
-    double attr = format;
-    return ir_emit(m, f, IR_OP_FP8_QUANTIZE, &x, 1, &attr, NULL, NULL);
+    double attrs[2] = {format, 0};
+    int amax = history >= 0 ? -1 : ir_emit(m, f, IR_OP_FP8_AMAX, &x, 1, NULL, NULL, NULL);
+    if (history >= 0) {
+        double algo = strcmp(ir_cfg_text(m, IR_CFG_FP8_AMAX_COMPUTE_ALGO), "max") == 0;
+        amax = ir_emit(m, f, IR_OP_FP8_HISTORY_AMAX, &history, 1, &algo, NULL, NULL);
+        attrs[1] = (double)ir_cfg_int(m, IR_CFG_FP8_MARGIN);
+    }
+    if (history >= 0 && fold) {
+        int fold_args[2] = {history, ir_emit(m, f, IR_OP_FP8_AMAX, &x, 1, NULL, NULL, NULL)};
+        ir_emit(m, f, IR_OP_FP8_AMAX_FOLD, fold_args, 2, NULL, NULL, NULL);
+    }
+    int args[2] = {x, amax};
+    return ir_emit(m, f, IR_OP_FP8_QUANTIZE, args, 2, attrs, NULL, NULL);
 }
 
-int ir_fp8_matmul(ir_module *m, ir_func *f, int qa, int qb, bool ta, bool tb, ir_fp8_format grad_format, bool wgrad)
+int ir_fp8_matmul(ir_module *m, ir_func *f, int qa, int qb, bool ta, bool tb, ir_fp8_format grad_format, bool wgrad,
+                  int dy_history)
 {
-    int args[4] = {qa, qa + 1, qb, qb + 1};
+    int args[5] = {qa, qa + 1, qb, qb + 1, dy_history};
     double attrs[4] = {ta, tb, grad_format, wgrad};
-    return ir_emit(m, f, IR_OP_FP8_MATMUL, args, 4, attrs, NULL, NULL);
+    return ir_emit(m, f, IR_OP_FP8_MATMUL, args, dy_history >= 0 ? 5 : 4, attrs, NULL, NULL);
 }
 
 int ir_reshape(ir_module *m, ir_func *f, int a, int ndim, const int64_t *dims)

@@ -108,18 +108,22 @@ typedef struct {
 /* A global's role. PARAM: the fp32 master value (what is initialised, updated and checkpointed);
  * STASH: a pipeline stage's saved activation, written by its forward and read by its backward, in
  * one of `slots` buffers (one per micro-batch in flight; the schedule's call names the slot; not a
- * companion, never checkpointed). Every other role is a companion of one PARAM (ir_global.owner):
+ * companion, never checkpointed). Every other role but FP8_HISTORY is a companion of one PARAM (ir_global.owner):
  * GRAD its gradient accumulator,
  * GRAD_SHARD this rank's block of the reduced gradient (ZeRO), MASTER_SHARD this rank's block of
  * the fp32 master (ZeRO), ADAM_M/ADAM_V Adam's moments, COPY a lower-precision working copy that
  * the forward and backward read. Under offload (--optimizer-cpu-offload) an offloaded PARAM itself is
  * `host` (its fp32 value lives on the host only; the device keeps the COPY, f32 where param_dtype is
  * f32), and so are its MASTER_SHARD (ZeRO's block) and Adam's moments; its gradient stays on the
- * device, streamed down through the host's staging buffer (ir_host_staging_bytes). FP8's scaling state (amax history, scale) joins here as roles
- * owned by the parameter they scale. ORDER: ir_global_kind_names (print.c). */
+ * device, streamed down through the host's staging buffer (ir_host_staging_bytes).
+ * FP8_HISTORY: FP8 delayed scaling's state of one quantized tensor (passes/fp8.c; not a companion:
+ * a weight's, its input's and its output gradient's are three), f32[1 + fp8_amax_history_len]:
+ * [0] the step's amax so far (the max over its micro-batches, zero between steps), [1..] the
+ * history, [1] the last step's; replicated, updated by the optimizer, checkpointed.
+ * ORDER: ir_global_kind_names (print.c). */
 typedef enum {
     IR_GLOBAL_PARAM, IR_GLOBAL_GRAD, IR_GLOBAL_ADAM_M, IR_GLOBAL_ADAM_V, IR_GLOBAL_COPY, IR_GLOBAL_GRAD_SHARD,
-    IR_GLOBAL_MASTER_SHARD, IR_GLOBAL_STASH, IR_NUM_GLOBAL_KINDS
+    IR_GLOBAL_MASTER_SHARD, IR_GLOBAL_STASH, IR_GLOBAL_FP8_HISTORY, IR_NUM_GLOBAL_KINDS
 } ir_global_kind;
 typedef enum { IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_NORMAL, IR_NUM_INITS } ir_init;
 
@@ -276,6 +280,10 @@ typedef enum {
     IR_SHARD_CROSS_ENTROPY,
     IR_SHARD_CROSS_ENTROPY_GRAD,
     IR_SHARD_MOE,                   /* the MoE ops: tensor parallelism of experts is not built yet (refused) */
+    IR_SHARD_FP8_AMAX,              /* a split operand's amax max-all-reduced over the axis */
+    IR_SHARD_FP8_QUANTIZE,          /* q placed as x (a partial sum completed first) */
+    IR_SHARD_FP8_MATMUL,            /* matmul's, on the quantized operands */
+    IR_SHARD_FP8_SCALING,           /* an FP8 history and amaxes: whole operands, whole results */
     IR_NUM_SHARD_RULES
 } ir_shard_rule;
 
@@ -553,10 +561,15 @@ int ir_op2(ir_module *m, ir_func *f, ir_op op, int a, int b);
 int ir_scale(ir_module *m, ir_func *f, int a, double factor);
 int ir_matmul(ir_module *m, ir_func *f, int a, int b, bool ta, bool tb);
 int ir_reshape(ir_module *m, ir_func *f, int a, int ndim, const int64_t *dims);
-/* FP8 (ops.def): x quantized, returns q (its scale_inv is q + 1); and the matmul of two quantized
- * operands (each followed by its scale_inv value) */
-int ir_fp8_quantize(ir_module *m, ir_func *f, int x, ir_fp8_format format);
-int ir_fp8_matmul(ir_module *m, ir_func *f, int qa, int qb, bool ta, bool tb, ir_fp8_format grad_format, bool wgrad);
+/* FP8 (ops.def): x quantized, returns q (its scale_inv is q + 1). history < 0: tensorwise, the
+ * scale from x's own fp8_amax; else the value of x's FP8_HISTORY global (delayed): the scale from
+ * its fp8_history_amax (the config's fp8_amax_compute_algo and fp8_margin), and with fold x's
+ * amax folded into the history's step amax (the step's functions; eval reads it only). And the
+ * matmul of two quantized operands (each followed by its scale_inv value), dy_history the output
+ * gradient's FP8_HISTORY value under delayed scaling (-1: none), which its gradient rule uses. */
+int ir_fp8_quantize(ir_module *m, ir_func *f, int x, int history, bool fold, ir_fp8_format format);
+int ir_fp8_matmul(ir_module *m, ir_func *f, int qa, int qb, bool ta, bool tb, ir_fp8_format grad_format, bool wgrad,
+                  int dy_history);
 
 static inline const ir_type *ir_vtype(const ir_func *f, int v) { return &f->vals[v].type; }
 

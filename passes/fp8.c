@@ -1,7 +1,11 @@
-/* fp8.c — FP8 linear layers (config fp8_format hybrid | e4m3, fp8_recipe tensorwise): in the step
- * and eval functions, every matmul by a transformer layer's weight (not the output head, whose
- * weight belongs to no layer; attention's own products are no matmuls) becomes fp8_quantize of its
- * activation and of its weight, both E4M3, and an fp8_matmul of the two (ops.def). It runs before
+/* fp8.c — FP8 linear layers (config fp8_format hybrid | e4m3, fp8_recipe tensorwise | delayed): in
+ * the step and eval functions, every matmul by a transformer layer's weight (not the output head,
+ * whose weight belongs to no layer; attention's own products are no matmuls) becomes fp8_quantize
+ * of its activation and of its weight, both E4M3, and an fp8_matmul of the two (ops.def). Under
+ * delayed scaling each quantized tensor (the activation, the weight and the output gradient) has
+ * an FP8_HISTORY global of its own (ir.h: `<weight>.amax_history.x`, `.w`, `.dy`, in the weight's
+ * layer; an activation several matmuls share, named after the first), whose scale the quantizes
+ * read and into which the step's quantizes fold their amax; the optimizer pass rolls it. It runs before
  * autodiff, which differentiates fp8_matmul into FP8 GEMMs (ir/grad.c): the gradient quantized once
  * in E5M2 (hybrid) or E4M3, the dgrad against the forward's quantized weight and, with fp8_wgrad,
  * the weight's gradient against its quantized activation (without: a plain matmul of the
@@ -29,19 +33,20 @@ static bool fp8_refuse(const ir_module *m, const mcc_pass_options *opts, char *e
     const char *format = ir_cfg_text(m, IR_CFG_FP8_FORMAT);
     if (strcmp(format, "hybrid") != 0 && strcmp(format, "e4m3") != 0)
         return snprintf(err, errlen, "fp8_format %s: use none, hybrid or e4m3", format), true;
-    if (strcmp(ir_cfg_text(m, IR_CFG_FP8_RECIPE), "tensorwise") != 0)
-        return snprintf(err, errlen, "fp8_recipe %s is not built yet (delayed scaling's amax history): pass "
-                        "--fp8-recipe tensorwise", ir_cfg_text(m, IR_CFG_FP8_RECIPE)), true;
+    const char *recipe = ir_cfg_text(m, IR_CFG_FP8_RECIPE), *algo = ir_cfg_text(m, IR_CFG_FP8_AMAX_COMPUTE_ALGO);
+    if (strcmp(recipe, "tensorwise") != 0 && strcmp(recipe, "delayed") != 0)
+        return snprintf(err, errlen, "fp8_recipe %s: use delayed or tensorwise", recipe), true;
+    if (strcmp(algo, "max") != 0 && strcmp(algo, "most_recent") != 0)
+        return snprintf(err, errlen, "fp8_amax_compute_algo %s: use most_recent or max", algo), true;
+    if (ir_cfg_int(m, IR_CFG_FP8_AMAX_HISTORY_LEN) < 1 || ir_cfg_int(m, IR_CFG_FP8_MARGIN) < 0)
+        return snprintf(err, errlen, "fp8_amax_history_len %lld, fp8_margin %lld: the history holds at least 1 step "
+                        "and the margin is not negative", ir_cfg_int(m, IR_CFG_FP8_AMAX_HISTORY_LEN),
+                        ir_cfg_int(m, IR_CFG_FP8_MARGIN)), true;
     const char *backend = opts && opts->target ? opts->target->backend : ir_cfg_text(m, IR_CFG_TARGET);
     if (strcmp(backend, "cpu") != 0)
         return snprintf(err, errlen, "--fp8-format %s for the %s target: its FP8 kernels (cuBLASLt FP8 GEMMs, the "
                         "quantize kernels) are not built yet, only the CPU's emulation: use --target cpu, or drop "
                         "--fp8-format", format, backend), true;
-    if (ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE) > 1)
-        return snprintf(err, errlen, "--fp8-format with tensor_model_parallel_size %lld: the amax all-reduce over tp "
-                        "(split tensors sharing one scale) is not built yet, so the ranks would not compute one "
-                        "rank's step: use --tp 1, or drop --fp8-format",
-                        ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE)), true;
     return false;
 }
 
@@ -53,10 +58,27 @@ static int fp8_layer(const ir_module *m, const ir_func *f, const ir_instr *in, i
     return layer >= start && layer < end ? layer : -1;
 }
 
+/* Delayed scaling: the FP8_HISTORY global `<param of weight global w>.amax_history.<what>`, made
+ * the first time it is asked for (the step function makes it, eval finds it), and its value in f. */
+static int fp8_history(ir_module *m, ir_func *f, int w, const char *what)
+{
+    const ir_global *param = &m->globals[ir_global_param(m, w)];
+    char name[512];
+    snprintf(name, sizeof name, "%s.amax_history.%s", param->name, what);
+    if (ir_global_find(m, name) < 0) {
+        int64_t n = 1 + ir_cfg_int(m, IR_CFG_FP8_AMAX_HISTORY_LEN);
+        int layer = param->layer, g = ir_global_add(m, name, ir_tensor(IR_F32, 1, &n), IR_GLOBAL_FP8_HISTORY,
+                                                    IR_INIT_ZEROS, 0, false);
+        m->globals[g].layer = layer;
+    }
+    return ir_global_ref(m, f, name);
+}
+
 /* Rewrites function fi: each FP8 layer's matmul on quantized operands, each operand quantized once.
  * fp8_matmul's result is in param_dtype (ops.def): so must the matmul's be. */
 static bool fp8_func(ir_module *m, int fi, int nlayers, char *err, size_t errlen)
 {
+    bool delayed = strcmp(ir_cfg_text(m, IR_CFG_FP8_RECIPE), "delayed") == 0;
     const ir_func *src = m->funcs[fi];
     bool hybrid = strcmp(ir_cfg_text(m, IR_CFG_FP8_FORMAT), "hybrid") == 0, wgrad = ir_cfg_bool(m, IR_CFG_FP8_WGRAD);
     int start = 0, end = nlayers;
@@ -82,11 +104,17 @@ static bool fp8_func(ir_module *m, int fi, int nlayers, char *err, size_t errlen
             ir_copy_instr(m, dst, src, in, map);
             continue;
         }
+        int w = ir_global_find(m, src->instrs[src->vals[in->args[1]].def].sym);
+        bool step = src->kind == IR_FUNC_STEP;
+        const char *what[2] = {"x", "w"};
         for (int a = 0; a < 2; a++)
             if (quantized[in->args[a]] < 0)
-                quantized[in->args[a]] = ir_fp8_quantize(m, dst, map[in->args[a]], IR_FP8_E4M3);
+                quantized[in->args[a]] = ir_fp8_quantize(m, dst, map[in->args[a]],
+                                                         delayed ? fp8_history(m, dst, w, what[a]) : -1, step,
+                                                         IR_FP8_E4M3);
         int r = ir_fp8_matmul(m, dst, quantized[in->args[0]], quantized[in->args[1]], false, in->attr[1] != 0,
-                              hybrid ? IR_FP8_E5M2 : IR_FP8_E4M3, wgrad);
+                              hybrid ? IR_FP8_E5M2 : IR_FP8_E4M3, wgrad,
+                              delayed && step ? fp8_history(m, dst, w, "dy") : -1);
         ir_map_results(dst, src, in, r, map);
     }
     ir_func_replace(m, fi, dst);

@@ -28,7 +28,11 @@
  * `param_sync` on the device (the zeroing). Under ZeRO the host master is the block
  * (@<p>.master_shard, host; filled from @<p> by `setup`): it goes up as fp32 into the reduced
  * gradient's block, dead by then, and param_sync all-gathers the blocks into the working copy; @<p>
- * then holds the initial (or loaded) value only, and the checkpoint and dumps read the block. */
+ * then holds the initial (or loaded) value only, and the checkpoint and dumps read the block.
+ *
+ * FP8 delayed scaling: the optimizer rolls each FP8_HISTORY's step amax (max-reduced over dp, whose
+ * ranks quantized other micro-batches) into its history; zero_grads (a skipped step) only resets
+ * the step amax, leaving the history as it was. */
 #include "passes.h"
 
 #include <stdio.h>
@@ -278,6 +282,22 @@ static ir_func *grads_func(ir_module *m, const char *name, ir_func_kind kind, co
     return f;
 }
 
+/* Every FP8_HISTORY global's update in f: rolled (its step amax max-all-reduced over dp first), or
+ * with roll false its step amax reset alone. */
+static void fp8_histories(ir_module *m, ir_func *f, bool roll)
+{
+    int dp = (int)ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE);
+    for (int g = 0; g < m->nglobals; g++) {
+        if (m->globals[g].kind != IR_GLOBAL_FP8_HISTORY)
+            continue;
+        int h = ir_global_ref(m, f, m->globals[g].name), args[2] = {h, h};
+        double max_attrs[2] = {IR_AXIS_DP, 1}, attr = roll;
+        if (roll && dp > 1)
+            args[1] = ir_emit(m, f, IR_OP_ALL_REDUCE, &h, 1, max_attrs, NULL, NULL);
+        ir_emit(m, f, IR_OP_FP8_HISTORY_UPDATE, args, 2, &attr, NULL, NULL);
+    }
+}
+
 bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     bool zero = pass_zero_on(m);
@@ -363,7 +383,10 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
     finish_params(m, f, params, nparams, device, zero ? NULL : grads, true);
     if (sync)
         finish_params(m, sync, params, nparams, offloaded, NULL, false);
+    fp8_histories(m, f, true);
     emit_grad_norm(m, grads_func(m, "grad_norm", IR_FUNC_GRAD_NORM, params, nparams, zero, grads), grads, nparams, zero);
-    zero_all(m, grads_func(m, "zero_grads", IR_FUNC_ZERO_GRADS, params, nparams, false, grads), grads, nparams);
+    ir_func *zero_grads = grads_func(m, "zero_grads", IR_FUNC_ZERO_GRADS, params, nparams, false, grads);
+    zero_all(m, zero_grads, grads, nparams);
+    fp8_histories(m, zero_grads, false);
     return true;
 }

@@ -268,23 +268,84 @@ static int split_of_b(shard_ctx *c, int b, bool tb)
     return tb ? (last ? SPLIT_K : SPLIT_N) : (last ? SPLIT_N : SPLIT_K);
 }
 
-static bool rule_matmul(shard_ctx *c, const ir_instr *in, int *args, int *res)
+/* The placement of op(a) op(b) (attributes ta, tb first), a and b (operands ia and ib of args)
+ * made whole along the sequence first; false where the splits do not make a local product. */
+static bool matmul_placement(shard_ctx *c, const ir_instr *in, int *args, int ia, int ib, placement *p)
 {
     bool ta = in->attr[0] != 0, tb = in->attr[1] != 0;
-    args[0] = every_token(c, args[0]);
-    args[1] = every_token(c, args[1]);
-    int sa = split_of_a(c, args[0], ta), sb = split_of_b(c, args[1], tb);
-    placement p = {-1, false, false};
+    args[ia] = every_token(c, args[ia]);
+    args[ib] = every_token(c, args[ib]);
+    int sa = split_of_a(c, args[ia], ta), sb = split_of_b(c, args[ib], tb);
+    *p = (placement){-1, false, false};
     if (sa == SPLIT_K && sb == SPLIT_K)
-        p.partial = true; /* row-parallel: each rank holds a slice of the contraction */
+        p->partial = true; /* row-parallel: each rank holds a slice of the contraction */
     else if (sa == SPLIT_K || sb == SPLIT_K || (sa == SPLIT_M && sb == SPLIT_N))
         return fail(c, "operands split along different dimensions", in);
-    int rank = ta ? 2 : c->dst->vals[args[0]].type.ndim;
+    int rank = ta ? 2 : c->dst->vals[args[ia]].type.ndim;
     if (sb == SPLIT_N)
-        p.dim = rank - 1;
+        p->dim = rank - 1;
     else if (sa == SPLIT_M)
-        p.dim = ta ? 0 : c->at[args[0]].dim;
+        p->dim = ta ? 0 : c->at[args[ia]].dim;
+    return true;
+}
+
+static bool rule_matmul(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    placement p;
+    if (!matmul_placement(c, in, args, 0, 1, &p))
+        return false;
     *res = emit(c, IR_OP_MATMUL, args, 2, in->attr, NULL, NULL, p);
+    return true;
+}
+
+/* FP8 (ops.def). A split tensor's ranks share one scale: the amax of their parts is
+ * max-all-reduced over the axis, so each quantizes its part as the one rank quantizes the whole
+ * (a partial sum is completed first: its amax is not its parts'). */
+static bool rule_fp8_amax(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    args[0] = complete(c, args[0]);
+    placement whole = {-1, false, false};
+    *res = emit(c, in->op, args, 1, NULL, NULL, NULL, whole);
+    if (c->at[args[0]].dim >= 0) {
+        double max_attrs[2] = {c->axis, 1};
+        *res = emit(c, IR_OP_ALL_REDUCE, res, 1, max_attrs, NULL, NULL, whole);
+    }
+    return true;
+}
+
+/* q placed as x (a sequence slice stays one: its fp8 bytes are what fp8_matmul gathers, half a
+ * bf16 gather's), its scale_inv whole */
+static bool rule_fp8_quantize(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    args[0] = complete(c, args[0]);
+    if (c->at[args[1]].dim >= 0 || c->at[args[1]].partial)
+        return fail(c, "an amax that is not whole", in);
+    *res = emit(c, in->op, args, 2, in->attr, NULL, NULL, c->at[args[0]]);
+    place(c, *res + 1, (placement){-1, false, false});
+    return true;
+}
+
+/* (qa, sa, qb, sb[, hdy]): a matmul's placement of qa and qb; the scale_invs (and dy's amax
+ * history) are whole */
+static bool rule_fp8_matmul(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    placement p;
+    if (!matmul_placement(c, in, args, 0, 2, &p))
+        return false;
+    *res = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, p);
+    return true;
+}
+
+/* an amax history and the amaxes folded into it: replicated (an amax of a split tensor is
+ * all-reduced where fp8_amax is made) */
+static bool rule_fp8_scaling(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    for (int a = 0; a < in->nargs; a++)
+        if (c->at[args[a]].dim >= 0 || c->at[args[a]].partial)
+            return fail(c, "an FP8 amax or history that is not whole", in);
+    int r = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){-1, false, false});
+    if (ir_ops[in->op].nres)
+        *res = r;
     return true;
 }
 
@@ -598,6 +659,10 @@ static const shard_rule_fn rules[IR_NUM_SHARD_RULES] = {
     [IR_SHARD_CROSS_ENTROPY] = rule_cross_entropy,
     [IR_SHARD_CROSS_ENTROPY_GRAD] = rule_cross_entropy_grad,
     [IR_SHARD_MOE] = rule_moe,
+    [IR_SHARD_FP8_AMAX] = rule_fp8_amax,
+    [IR_SHARD_FP8_QUANTIZE] = rule_fp8_quantize,
+    [IR_SHARD_FP8_MATMUL] = rule_fp8_matmul,
+    [IR_SHARD_FP8_SCALING] = rule_fp8_scaling,
 };
 
 bool pass_shard_has_rule(ir_shard_rule kind) { return kind > IR_SHARD_NEVER && kind < IR_NUM_SHARD_RULES && rules[kind]; }

@@ -1,6 +1,7 @@
 /* checkpoint_io.c — train_rank's checkpoints (checkpoint_io.h). A checkpoint holds the fp32
  * masters (ZeRO's master shards where the distributed optimizer keeps them), Adam's m and v (or
- * their shards) and the run's counters. Not the gradients (zero at a step boundary), not the
+ * their shards), FP8 delayed scaling's amax histories (not loaded with --finetune or
+ * --no-load-optim: the scales then start afresh) and the run's counters. Not the gradients (zero at a step boundary), not the
  * working copies (setup refreshes them from the masters), and no RNG state: dropout masks are
  * drawn from the seed and each sample's index, so the data position is the RNG state. */
 #include "runtime/checkpoint_io.h"
@@ -39,6 +40,9 @@ static bool ckpt_name(const ir_module *m, int g, bool save, char *name, size_t l
         *role = gl->kind == IR_GLOBAL_ADAM_M ? CK_ROLE_ADAM_M : CK_ROLE_ADAM_V;
         snprintf(name, len, "%s.%s", param, ck_role_names[*role]);
         return true;
+    case IR_GLOBAL_FP8_HISTORY: /* FP8 delayed scaling's state: loaded as optimizer state is */
+        *role = CK_ROLE_FP8_HISTORY;
+        break;
     default:
         return false;
     }

@@ -250,20 +250,55 @@ static void add_bias_rows(const rt_kernel_call *c, const float *bias)
 
 /* --- FP8 (ops.def): q as the format's bytes, tensorwise current scaling -------------------- */
 
-/* (x) -> (q, scale_inv[1]): scale = fmax / amax (1 when amax is 0), q = encode(x * scale) */
+/* x -> amax[1] = max |x|, a NaN anywhere giving NaN (as fmaxf would not) */
+void cpu_FP8_AMAX(const rt_kernel_call *c)
+{
+    const float *x = argf(c, 0);
+    float amax = 0;
+    for (int64_t i = 0, n = ir_numel(c->arg_types[0]); i < n; i++)
+        amax = fabsf(x[i]) > amax || isnan(x[i]) ? fabsf(x[i]) : amax; /* NaN sticks */
+    resf(c, 0)[0] = amax;
+}
+
+/* (x, amax[1]) -> (q, scale_inv[1]): scale = fmax / amax / 2^margin (1 when amax is 0),
+ * q = encode(x * scale) */
 void cpu_FP8_QUANTIZE(const rt_kernel_call *c)
 {
     bool e5m2 = c->in->attr[0] == IR_FP8_E5M2;
     const float *x = argf(c, 0);
     uint8_t *q = c->res[0];
-    int64_t n = ir_numel(c->arg_types[0]);
-    float amax = 0;
-    for (int64_t i = 0; i < n; i++)
-        amax = fabsf(x[i]) > amax || isnan(x[i]) ? fabsf(x[i]) : amax; /* NaN sticks, as fmaxf would not */
-    float scale = amax > 0 ? rt_fp8_max(e5m2) / amax : 1.0f;
-    for (int64_t i = 0; i < n; i++)
+    float amax = argf(c, 1)[0];
+    float scale = amax > 0 ? rt_fp8_max(e5m2) / amax / ldexpf(1.0f, (int)c->in->attr[1]) : 1.0f;
+    for (int64_t i = 0, n = ir_numel(c->arg_types[0]); i < n; i++)
         q[i] = rt_fp8_encode(x[i] * scale, e5m2);
     resf(c, 1)[0] = 1.0f / scale;
+}
+
+/* h -> amax[1]: max=1 the max of h[1..len] (a NaN sticking), 0 h[1] (ops.def) */
+void cpu_FP8_HISTORY_AMAX(const rt_kernel_call *c)
+{
+    const float *h = argf(c, 0);
+    float amax = h[1];
+    for (int64_t i = 2, n = ir_numel(c->arg_types[0]); c->in->attr[0] != 0 && i < n; i++)
+        amax = h[i] > amax || isnan(h[i]) ? h[i] : amax;
+    resf(c, 0)[0] = amax;
+}
+
+/* (h, amax[1]): h[0] := max(h[0], amax), a NaN sticking */
+void cpu_FP8_AMAX_FOLD(const rt_kernel_call *c)
+{
+    float *h = (float *)c->args[0], amax = argf(c, 1)[0];
+    h[0] = amax > h[0] || isnan(amax) ? amax : h[0];
+}
+
+/* (h, r) {roll}: h[j] := r[j-1] (r may be h: from the end), then h[0] := 0 */
+void cpu_FP8_HISTORY_UPDATE(const rt_kernel_call *c)
+{
+    float *h = (float *)c->args[0];
+    const float *r = argf(c, 1);
+    for (int64_t j = ir_numel(c->arg_types[0]) - 1; c->in->attr[0] != 0 && j >= 1; j--)
+        h[j] = r[j - 1];
+    h[0] = 0;
 }
 
 /* The fp8 tensor of operand i decoded into fp32 scratch (freed by the caller). */

@@ -65,7 +65,7 @@ static void usage(FILE *out)
             "                       each written whole when made, so a killed run's file ends with its last record\n"
             "  --tensorboard-dir DIR  TensorBoard event files with the metrics file's scalars, under Megatron's\n"
             "                       tags (lm loss, learning-rate, grad-norm, lm loss validation, ...)\n"
-            "  --skip-nan-steps     skip the optimizer step of an iteration whose loss or grad norm is NaN/Inf\n"
+            "  --skip-nan-steps     skip the optimizer step of an iteration whose loss, grad norm or FP8 amax is NaN/Inf\n"
             "                       instead of stopping the run\n"
             "  --save DIR           save checkpoints under DIR (DIR/iter_0000500/, latest_checkpointed_iteration.txt),\n"
             "                       at the end of the run and every --save-interval N iterations\n"
@@ -428,6 +428,31 @@ static bool non_finite(train_run *r, int it, const char *what, double v)
     return false;
 }
 
+/* FP8 delayed scaling: this rank's first FP8_HISTORY global (declaration order: the earliest
+ * layer's) whose step amax so far, [0], is NaN or infinite, or -1; *v its value. */
+static int fp8_bad_amax(const train_run *r, float *v)
+{
+    for (int g = 0; g < r->m->nglobals; g++) {
+        const ir_global *gl = &r->m->globals[g];
+        if (gl->kind != IR_GLOBAL_FP8_HISTORY)
+            continue;
+        float *h = malloc(ir_bytes(&gl->type));
+        rt_program_read_global(r->p, g, h);
+        *v = h[0];
+        free(h);
+        if (!isfinite(*v))
+            return g;
+    }
+    return -1;
+}
+
+/* What names a non-finite FP8 amax g (of value v) for non_finite, into what. */
+static const char *fp8_amax_what(const train_run *r, int g, char *what, size_t len)
+{
+    snprintf(what, len, "the FP8 amax of @%s (this step's amax of the tensor it scales)", r->m->globals[g].name);
+    return what;
+}
+
 /* The first sample of this rank's micro-batch mb of iteration it; row b takes the next ones, in
  * Megatron's sampler order (rt_parallel_sample), so the data a step sees does not depend on the
  * layout. */
@@ -449,10 +474,16 @@ static void train_micro_batch(train_run *r, int it, const ir_sched_step *c, step
     ir_func_kind kind = r->m->funcs[c->func]->kind;
     if (r->a.dump_dir && kind != IR_FUNC_BACKWARD && kind != IR_FUNC_WGRAD) /* a stage's forward has it */
         dump_batch(r, c->func, it, c->mb);
-    if (*finite && !isfinite(loss)) {
-        char what[64];
-        snprintf(what, sizeof what, "the loss of micro-batch %d", c->mb);
-        *finite = non_finite(r, it, what, loss);
+    if (*finite && !isfinite(loss)) { /* named by the FP8 amax it came from, where one of this rank's is bad */
+        char what[512];
+        float amax;
+        int g = fp8_bad_amax(r, &amax);
+        if (g >= 0)
+            *finite = non_finite(r, it, fp8_amax_what(r, g, what, sizeof what), amax);
+        else {
+            snprintf(what, sizeof what, "the loss of micro-batch %d", c->mb);
+            *finite = non_finite(r, it, what, loss);
+        }
     }
     s->loss += loss / r->accum;
     if (c->func == r->moe.func)
@@ -481,6 +512,16 @@ static bool train_update(train_run *r, int it, int opt, step_result *s, bool fin
         finite = non_finite(r, it, "the loss", s->loss);
     if (r->a.dump_dir && it == 1)
         dump_globals(r, IR_GLOBAL_GRAD, "grads_step1.mcct");
+    if (finite && !strcmp(ir_cfg_text(r->m, IR_CFG_FP8_RECIPE), "delayed") &&
+        strcmp(ir_cfg_text(r->m, IR_CFG_FP8_FORMAT), "none")) { /* every rank: an amax of the backward's too */
+        float amax = NAN;
+        int g = fp8_bad_amax(r, &amax);
+        if (rt_parallel_world(&r->par, r->p, g >= 0 ? 1.0f : 0.0f, RT_MAX) != 0.0f) {
+            char what[512];
+            finite = non_finite(r, it, g >= 0 ? fp8_amax_what(r, g, what, sizeof what) : "an FP8 amax of another rank",
+                                amax);
+        }
+    }
     float norm = 0;
     if (finite && r->a.skip_nan_steps) {
         rt_program_run(r->p, r->norm);
@@ -868,6 +909,9 @@ static void finish_run(train_run *r)
 {
     if (r->a.dump_dir)
         dump_globals(r, IR_GLOBAL_PARAM, "params_final.mcct");
+    if (r->a.dump_dir && !strcmp(ir_cfg_text(r->m, IR_CFG_FP8_RECIPE), "delayed") &&
+        strcmp(ir_cfg_text(r->m, IR_CFG_FP8_FORMAT), "none"))
+        dump_globals(r, IR_GLOBAL_FP8_HISTORY, "fp8_histories_final.mcct");
     if (r->a.dump_dir && r->writer) {
         dump_close(&r->batches);
         if (!rt_file_close_synced(r->steps))

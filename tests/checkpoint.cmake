@@ -1,7 +1,7 @@
 # checkpoint.cmake — checkpoints (checkpoint/, runtime/checkpoint_io.c: train_rank --save/--load):
 # the safetensors reader on crafted bad files (tests/safetensors_test.c); resume bit for bit
 # (tests/checkpoint_resume.sh) on one rank, TP=2 x DP=2 with the distributed optimizer, with
-# dropout, with 4 micro-batches a step, and TP=2 + SP x DP=2 ZeRO with dropout; a TP=2 x DP=2 ZeRO checkpoint loaded under other
+# dropout, with 4 micro-batches a step, FP8 delayed scaling's histories (one rank, TP=2 x DP=2 ZeRO), and TP=2 + SP x DP=2 ZeRO with dropout; a TP=2 x DP=2 ZeRO checkpoint loaded under other
 # layouts (tests/checkpoint_layout.sh); SIGKILL during saves (tests/checkpoint_kill.sh); each bad
 # checkpoint's own message (tests/checkpoint_errors.sh); --async-save's resume and SIGKILLs; the SIGTERM save, --finetune, --no-load-optim and
 # --save-retain and --exit-duration-in-mins (tests/checkpoint_signal.sh).
@@ -28,6 +28,14 @@ add_test(NAME checkpoint_resume_fp8_full_recompute COMMAND ${_ckr} tiny-llama 1 
          --hidden-dropout 0.1 --attention-dropout 0.1 --micro-batch-size 2 --global-batch-size 8)
 set_tests_properties(checkpoint_resume_fp8_full_recompute PROPERTIES ENVIRONMENT
                      "CHECKPOINT_RESUME_FLAGS=--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
+# FP8 delayed scaling: the amax histories (4 steps, their max) are saved and loaded, so steps 6-10
+# take the scales the uninterrupted run takes (without them the resumed step 6 quantizes at scale 1),
+# resumed with full recompute: the replayed forward folds the amaxes it folded (a max) and reads
+# the history as the step began
+add_test(NAME checkpoint_resume_fp8_delayed COMMAND ${_ckr} tiny-llama 1 --fp8-format hybrid --fp8-recipe delayed
+         --fp8-amax-history-len 4 --fp8-amax-compute-algo max --micro-batch-size 2 --global-batch-size 8)
+set_tests_properties(checkpoint_resume_fp8_delayed PROPERTIES ENVIRONMENT
+                     "CHECKPOINT_RESUME_FLAGS=--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
 add_test(NAME checkpoint_errors COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_errors.sh $<TARGET_FILE:mcc>)
 add_test(NAME checkpoint_kill COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_kill.sh $<TARGET_FILE:mcc>)
 # --async-save forced on for CPU ranks: the write on a thread, the commit at a later step
@@ -38,6 +46,9 @@ add_test(NAME checkpoint_kill_async COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint
 set_tests_properties(checkpoint_kill_async PROPERTIES ENVIRONMENT "CHECKPOINT_KILL_ITERS=450")
 if(MPI_C_FOUND)
   add_test(NAME checkpoint_resume_tp2_dp2_zero COMMAND ${_ckr} tiny-gpt2 4 --tp 2 --dp 2 --use-distributed-optimizer)
+  # and under TP=2 x DP=2 ZeRO: each history written once (a replica), read by every rank
+  add_test(NAME checkpoint_resume_fp8_delayed_tp2_dp2_zero COMMAND ${_ckr} tiny-llama 4 --tp 2 --dp 2
+           --use-distributed-optimizer --fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 4)
   add_test(NAME checkpoint_layout_tp2_dp2_zero_to_others
            COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_layout.sh $<TARGET_FILE:mcc> tiny-gpt2)
   # pipeline parallelism: saved per stage at PP=2, resumed bit for bit, loaded at PP=4, PP=1 and

@@ -32,10 +32,11 @@ expect "--hidden-size (66) must be divisible by model.num_attention_heads" -- "$
 expect "model.hidden_size" -- "$mcc" compile "$work/partial.json" -o "$work/x"
 expect "broken.json" -- "$mcc" compile "$work/broken.json" -o "$work/x"
 expect "--input" -- "$mcc" data preprocess --output-prefix "$work/d"
-# FP8 where it is not built yet: the CUDA target, tensor parallelism
+# FP8 where it is not built yet: the CUDA target
 fp8=(--fp8-format hybrid --fp8-recipe tensorwise)
 expect "--fp8-format hybrid for the cuda target: its FP8 kernels (cuBLASLt FP8 GEMMs" -- "$mcc" compile "$tiny" "${fp8[@]}" --target cuda -o "$work/x"
-expect "the amax all-reduce over tp (split tensors sharing one scale) is not built yet" -- "$mcc" compile "$tiny" "${fp8[@]}" --target cpu --tp 2 -o "$work/x"
+# delayed scaling's fields without it
+expect "--fp8-margin is set but --fp8-recipe is tensorwise: it configures delayed scaling" -- "$mcc" compile "$tiny" "${fp8[@]}" --fp8-margin 1 --target cpu -o "$work/x"
 # train_rank: compile one and feed it bad flags and data
 "$mcc" compile "$tiny" --target cpu -o "$work/train_rank" 2>/dev/null || { echo "FAIL: could not compile $tiny"; exit 1; }
 "$mcc" compile "$tiny" --target cpu --vocab-size 100 -o "$work/train_small_vocab" 2>/dev/null

@@ -202,38 +202,57 @@ def fp8_round(x, fmt):
     return torch.where(torch.isnan(x), x, torch.copysign(r, x))
 
 
-def fp8_quantize(x, fmt):
-    """Tensorwise current scaling, dequantized: round(x * scale) * scale_inv, scale = max / amax
-    (1 when amax is 0). Scale and product in float32 as runtime/cpu_kernels.c computes them, so a
-    tensor both hold exactly (the weights at step 1) rounds the same: float64's product would flip
-    an element lying within half a float32 ulp of a tie (tiny-gpt2 has one: 45.9999970 x scale)."""
+def fp8_quantize(x, fmt, key):
+    """Dequantized: round(x * scale) * scale_inv. Tensorwise current scaling: scale = max / amax
+    (1 when amax is 0). Delayed (FP8["delayed"]): the amax from the tensor's history as the step
+    began (FP8["history"][key]: [the step's amax so far, the last steps' amaxes, the last first];
+    most_recent or max of them), scale = max / amax / 2^margin, and x's amax folded into the step's
+    (fp8_roll rolls it in after the optimizer step), as ops.def's fp8_history_amax, fp8_amax_fold.
+    Scale and product in float32 as runtime/cpu_kernels.c computes them, so a tensor both hold
+    exactly (the weights at step 1) rounds the same: float64's product would flip an element lying
+    within half a float32 ulp of a tie (tiny-gpt2 has one: 45.9999970 x scale)."""
     x32 = x.detach().float()
-    amax = x32.abs().max()
-    scale = torch.tensor(FP8_FORMATS[fmt][2], dtype=torch.float32) / amax if amax > 0 else torch.tensor(1.0)
+    amax, margin = x32.abs().max(), 0
+    if FP8["delayed"]:
+        h = FP8["history"].setdefault(key, [torch.tensor(0.0)] * (1 + FP8["history_len"]))
+        h[0] = torch.maximum(h[0], amax)
+        amax = max(h[1:]) if FP8["algo"] == "max" else h[1]
+        margin = FP8["margin"]
+    scale = torch.tensor(FP8_FORMATS[fmt][2], dtype=torch.float32) / amax / 2.0**margin if amax > 0 else torch.tensor(1.0)
     return fp8_round((x32 * scale).double(), fmt) * (1 / scale).double()
+
+
+def fp8_roll():
+    """After the optimizer step: each history's step amax rolled in (ops.def's fp8_history_update)."""
+    for h in FP8.get("history", {}).values():
+        h[:] = [torch.tensor(0.0), h[0]] + h[1:-1]
 
 
 class Fp8Linear(torch.autograd.Function):
     """y = q(x) q(w)^T, both E4M3; backward: dy quantized once in the gradient's format, dx = q(dy)
-    q(w), dw = q(dy)^T q(x) (or dy^T x without FP8 wgrad), as fp8_matmul's gradient rule."""
+    q(w), dw = q(dy)^T q(x) (or dy^T x without FP8 wgrad), as fp8_matmul's gradient rule. name: the
+    weight's, which names the three tensors' amax histories."""
 
     @staticmethod
-    def forward(ctx, x, w):
-        qx, qw = fp8_quantize(x, "e4m3"), fp8_quantize(w, "e4m3")
+    def forward(ctx, x, w, name):
+        qx, qw = fp8_quantize(x, "e4m3", name + ".weight.amax_history.x"), fp8_quantize(w, "e4m3", name + ".weight.amax_history.w")
         ctx.save_for_backward(x, qx, qw)
+        ctx.name = name
         return qx @ qw.T
 
     @staticmethod
     def backward(ctx, dy):
         x, qx, qw = ctx.saved_tensors
-        qdy = fp8_quantize(dy, FP8["grad"])
+        qdy = fp8_quantize(dy, FP8["grad"], ctx.name + ".weight.amax_history.dy")
         a, b = (qdy, qx) if FP8["wgrad"] else (dy, x)
-        return qdy @ qw, a.reshape(-1, a.shape[-1]).T @ b.reshape(-1, b.shape[-1])
+        return qdy @ qw, a.reshape(-1, a.shape[-1]).T @ b.reshape(-1, b.shape[-1]), None
 
 
 def fp8_setup(c):
     """The FP8 flags as mcc reads them (frontend/spec.c): --fp8-format (or --fp8-hybrid),
-    --no-fp8-wgrad (or --fp8-wgrad false), --first-last-layers-bf16 with its two counts."""
+    --no-fp8-wgrad (or --fp8-wgrad false), --first-last-layers-bf16 with its two counts, and
+    --fp8-recipe (delayed, Megatron's default) with --fp8-amax-history-len, --fp8-amax-compute-algo
+    and --fp8-margin (Megatron's defaults 1, most_recent, 0)."""
     fmt = "hybrid" if c.get("fp8_hybrid") else c.get("fp8_format", "none")
     if fmt == "none":
         return
@@ -241,7 +260,10 @@ def fp8_setup(c):
     if c.get("first_last_layers_bf16"):
         start, end = c.get("num_layers_at_start_in_bf16", 1), c.get("num_layers_at_end_in_bf16", 1)
     FP8.update(layers=set(range(start, L - end)), grad="e5m2" if fmt == "hybrid" else "e4m3",
-               wgrad=c.get("fp8_wgrad", True) and not c.get("no_fp8_wgrad"))
+               wgrad=c.get("fp8_wgrad", True) and not c.get("no_fp8_wgrad"),
+               delayed=c.get("fp8_recipe", "delayed") == "delayed", history={},
+               history_len=c.get("fp8_amax_history_len", 1), algo=c.get("fp8_amax_compute_algo", "most_recent"),
+               margin=c.get("fp8_margin", 0))
 
 
 # ---- the model, float64 -----------------------------------------------------------------------
@@ -249,7 +271,7 @@ def fp8_setup(c):
 def linear(x, p, name):
     parts = name.split(".")
     if FP8 and parts[0] == "layers" and int(parts[1]) in FP8["layers"]:
-        y = Fp8Linear.apply(x, p[name + ".weight"])
+        y = Fp8Linear.apply(x, p[name + ".weight"], name)
     else:
         y = x @ p[name + ".weight"].T
     return y + p[name + ".bias"] if name + ".bias" in p else y
@@ -490,6 +512,7 @@ def train(init, batches, n_steps, n_iters, c):
             group["lr"] = lr
         opt.step()
         round_moments(opt, c)
+        fp8_roll()
         steps.append((loss_sum / accum, lr, grad_norm, moe_report(logs)))
     return logits1, grads1, steps, {n: t.detach() for n, t in p.items()}
 
@@ -603,6 +626,24 @@ def compare(dump, c, n_iters, metrics_file=None):
             rows.append((f"final {n}", math.inf, "missing" if n not in final else f"shape {list(final[n].shape)}"))
         elif n not in noise:
             rows.append((f"final {n}", rel(final[n], ref_final[n].numpy()), "norms"))
+    # delayed scaling: each amax history after the last step (mcc's globals, named as FP8's keys;
+    # an activation several matmuls share has one, the first's), the amaxes themselves: what a
+    # wrong fold, roll or gradient scale would change by a factor, which the FP8 grid's invariance
+    # to powers of two hides from the rest
+    # hides from the rest. By norms at 0.25 (the last steps' gradient amaxes follow the runs'
+    # drift, 5e-2; a factor of two is 0.5 off); where the history reaches back to step 1, its amax
+    # there (the runs' weights still equal) at the run's own rtol.
+    if FP8 and FP8["delayed"]:
+        steps = len(dumped_steps)
+        for n, h in read_mcct(os.path.join(dump, "fp8_histories_final.mcct")).items():
+            want = FP8["history"].get(n)
+            if want is None:
+                rows.append((f"fp8 history {n}", math.inf, "not in the reference"))
+                continue
+            want = torch.stack(want).double().numpy()
+            rows.append((f"fp8 history {n}", rel(h, want), "norms"))
+            if len(h) > steps:
+                rows.append((f"fp8 step-1 amax {n}", rel_err(h[steps], want[steps]), f"{h[steps]:.7g}"))
     return rows
 
 
@@ -639,7 +680,9 @@ def main():
     a = ap.parse_args()
     c = load_config(a.spec, a.flags)
     rows = compare(a.dump_dir, c, a.train_iters, a.metrics_file)
-    fp8_tol = lambda name: a.fp8_logits_rtol if name.startswith("logits") else a.fp8_rtol  # noqa: E731
+    fp8_tol = lambda name: (a.fp8_logits_rtol if name.startswith("logits") else  # noqa: E731
+                            a.rtol if name.startswith("fp8 step-1 amax") else
+                            0.25 if name.startswith("fp8 history") else a.fp8_rtol)
     failed = report(rows, a.rtol, tol_of=fp8_tol if FP8 else None)
     if failed:
         print("FAIL: " + ", ".join(failed))

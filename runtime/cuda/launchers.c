@@ -612,8 +612,12 @@ static void fp8_not_built(const rt_kernel_call *c)
 {
     not_built(c, "FP8 runs on the CPU target only; recompile without --fp8-format");
 }
+void cuda_FP8_AMAX(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
 void cuda_FP8_QUANTIZE(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
 void cuda_FP8_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
+void cuda_FP8_HISTORY_AMAX(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
+void cuda_FP8_AMAX_FOLD(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
+void cuda_FP8_HISTORY_UPDATE(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
 
 /* The MoE kernels (router, permutation, grouped GEMMs): mcc compile refuses a model with
  * num_experts for --target cuda (frontend/main.c). */
