@@ -1,4 +1,5 @@
-/* model.c — builds the logical forward graph of one micro-batch (GPT-2 or LLaMA style) from a
+/* model.c — builds the logical forward graph of one micro-batch (GPT-2 or LLaMA style, with
+ * mixture-of-experts layers where the spec has experts) from a
  * validated spec: the parameters as module globals, the `micro_step` function computing the
  * loss (autodiff adds its backward), the same forward again as `eval_step` (loss only, never
  * differentiated: validation without touching the gradients, and without dropout), and the
@@ -192,6 +193,10 @@ static int route(builder *b, int layer, int x, int *ids)
                           s->moe_token_drop_policy == MCC_MOE_DROP_POSITION};
         int args[3] = {w, w, *ids};
         w = ir_emit(b->m, b->f, IR_OP_MOE_CAPACITY, args, 3, drop, NULL, NULL);
+        if (train) { /* the weights, 0 where dropped: train_rank's dropped fraction */
+            snprintf(name, sizeof name, "moe_kept_weights.%d", layer);
+            ir_output(b->m, b->f, name, w);
+        }
     }
     if (train && s->moe_router_load_balancing_type == MCC_MOE_AUX_LOSS && s->moe_aux_loss_coeff > 0) {
         int args[2] = {logits, *ids};

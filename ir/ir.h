@@ -281,11 +281,11 @@ typedef enum {
     IR_SHARD_ATTENTION,
     IR_SHARD_CROSS_ENTROPY,
     IR_SHARD_CROSS_ENTROPY_GRAD,
+    IR_SHARD_MOE,                   /* the MoE ops: tensor parallelism of experts is not built yet (refused) */
     IR_SHARD_FP8_AMAX,              /* a split operand's amax max-all-reduced over the axis */
     IR_SHARD_FP8_QUANTIZE,          /* q placed as x (a partial sum completed first) */
     IR_SHARD_FP8_MATMUL,            /* matmul's, on the quantized operands */
     IR_SHARD_FP8_SCALING,           /* an FP8 history and amaxes: whole operands, whole results */
-    IR_SHARD_MOE,                   /* the MoE ops: tensor parallelism of experts is not built yet (refused) */
     IR_NUM_SHARD_RULES
 } ir_shard_rule;
 

@@ -1,8 +1,8 @@
 /* expert_parallel.c — expert parallelism (config expert_model_parallel_size = ep > 1): each MoE
  * layer's E experts are split over the ep ranks, E/ep a rank, its expert weights [E, ...] along
- * dimension 0 (layout [ep:dim0]). In the step and eval functions, between the sort by expert and
- * the grouped GEMMs the routed rows go to their expert's rank and come back before the combine,
- * Megatron's all-to-all token dispatcher:
+ * dimension 0 (layout [ep:dim0]), in every function that reads them. In the step and eval
+ * functions, between the sort by expert and the grouped GEMMs the routed rows go to their
+ * expert's rank and come back before the combine, Megatron's all-to-all token dispatcher:
  *
  *     (perm, counts[E]) = moe_sort(ids)           xp[N k, H] = moe_permute(x, perm)
  *     (xr[C, H], came[ep, E/ep]) = all_to_all_v(xp, reshape(counts, [ep, E/ep]))   dispatch
@@ -189,9 +189,10 @@ bool pass_expert_parallel(ir_module *m, const mcc_pass_options *opts, char *err,
     }
     if (ok)
         split_expert_globals(m, split, ep);
-    for (int k = 0; k < 2 && ok; k++)
-        if (ir_func_of_kind(m, kinds[k]) >= 0)
-            ok = ep_func(m, ir_func_of_kind(m, kinds[k]), ep, err, errlen);
+    /* every function: the step's and eval's dispatches, and in all (setup's working copies, made
+     * by the precision pass before this one) the split weights' references retyped */
+    for (int f = 0; f < m->nfuncs && ok; f++)
+        ok = ep_func(m, f, ep, err, errlen);
     free(split);
     return ok;
 }

@@ -658,11 +658,11 @@ static const shard_rule_fn rules[IR_NUM_SHARD_RULES] = {
     [IR_SHARD_ATTENTION] = rule_attention,
     [IR_SHARD_CROSS_ENTROPY] = rule_cross_entropy,
     [IR_SHARD_CROSS_ENTROPY_GRAD] = rule_cross_entropy_grad,
+    [IR_SHARD_MOE] = rule_moe,
     [IR_SHARD_FP8_AMAX] = rule_fp8_amax,
     [IR_SHARD_FP8_QUANTIZE] = rule_fp8_quantize,
     [IR_SHARD_FP8_MATMUL] = rule_fp8_matmul,
     [IR_SHARD_FP8_SCALING] = rule_fp8_scaling,
-    [IR_SHARD_MOE] = rule_moe,
 };
 
 bool pass_shard_has_rule(ir_shard_rule kind) { return kind > IR_SHARD_NEVER && kind < IR_NUM_SHARD_RULES && rules[kind]; }

@@ -410,7 +410,7 @@ static void dump_batch(train_run *r, int func, int it, int mb)
 
 typedef struct {
     double loss, lr, grad_norm;
-    double moe_aux, moe_z, moe_imbalance; /* an MoE model's (moe_stats.h), means over dp */
+    double moe_aux, moe_z, moe_imbalance, moe_dropped; /* an MoE model's (moe_stats.h), means over dp */
     bool skipped;
 } step_result;
 
@@ -501,11 +501,12 @@ static bool train_update(train_run *r, int it, int opt, step_result *s, bool fin
         rt_p2p_flush(pp, r->p->dev->queue(r->p));
     s->loss = rt_parallel_mean(&r->par, r->p, (float)s->loss);
     if (r->moe.func >= 0) {
-        double aux, z, imbalance;
-        rt_moe_stats_step(&r->moe, &aux, &z, &imbalance);
+        double aux, z, imbalance, dropped;
+        rt_moe_stats_step(&r->moe, &aux, &z, &imbalance, &dropped);
         s->moe_aux = rt_parallel_mean(&r->par, r->p, (float)aux);
         s->moe_z = rt_parallel_mean(&r->par, r->p, (float)z);
         s->moe_imbalance = rt_parallel_mean(&r->par, r->p, (float)imbalance); /* of each rank's tokens */
+        s->moe_dropped = rt_parallel_mean(&r->par, r->p, (float)dropped);
     }
     if (pp && finite && !isfinite(s->loss)) /* the last stage's, which the others now see */
         finite = non_finite(r, it, "the loss", s->loss);
@@ -596,6 +597,7 @@ static const struct {
     {"moe_load_balancing_loss", "load_balancing_loss", 1}, /* Megatron's MoE tags */
     {"moe_z_loss", "z_loss", 1},
     {"moe_load_imbalance", "load_imbalance", 1},
+    {"moe_dropped_fraction", "dropped_fraction", 1},
 };
 
 static bool tb_record(rt_tb *tb, int it, const rt_scalar *s, int n, char *err, size_t errlen)
@@ -657,7 +659,7 @@ static void evaluate(train_run *r, int it)
 /* What a log line averages over: the iterations since the last one. */
 typedef struct {
     double loss, seconds;
-    double moe_aux, moe_z, moe_imbalance; /* summed over the steps applied */
+    double moe_aux, moe_z, moe_imbalance, moe_dropped; /* summed over the steps applied */
     int iters, skipped;
 } log_window;
 
@@ -705,13 +707,15 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
            last->lr, global_batch, loss, last->grad_norm, w->skipped, w->skipped, tok_s, mfu_text, mem);
     /* MoE: Megatron's names for the router losses (its tracker's, unscaled, means over the layers) */
     double aux = done ? w->moe_aux / done : NAN, z = done ? w->moe_z / done : NAN;
-    double imbalance = done ? w->moe_imbalance / done : NAN;
+    double imbalance = done ? w->moe_imbalance / done : NAN, dropped = done ? w->moe_dropped / done : NAN;
     if (r->moe.func >= 0 && r->moe.has_aux)
         printf(" load_balancing_loss: %.6E |", aux);
     if (r->moe.func >= 0 && r->moe.has_z)
         printf(" z_loss: %.6E |", z);
     if (r->moe.func >= 0)
         printf(" expert load imbalance (max/mean): %.3f |", imbalance);
+    if (r->moe.func >= 0 && r->moe.nkept)
+        printf(" dropped fraction: %.4f |", dropped);
     /* --optimizer-cpu-offload: the host step a iteration, split into waiting for gradient chunks,
      * AdamW and the copies up (runtime/host_optimizer.c; the rest is its other instructions) */
     bool offload = ir_func_of_kind(r->m, IR_FUNC_HOST_OPTIMIZER) >= 0;
@@ -724,22 +728,27 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
         printf(" host step (ms): %.1f (copies down %.1f, adam %.1f, up %.1f) |", host[RT_HOST_TIME_ALL],
                host[RT_HOST_TIME_DOWN], host[RT_HOST_TIME_ADAM], host[RT_HOST_TIME_UP]);
     printf("\n");
-    rt_scalar rec[] = {
+    enum { BASE = 10 }; /* every record's; then an MoE model's and the offloaded host step's */
+    rt_scalar all[BASE + 8] = {
         {"consumed_samples", (double)samples}, {"loss", loss}, {"lr", last->lr},
         {"grad_norm", last->skipped ? NAN : last->grad_norm}, {"ms_per_iter", ms}, {"tokens_per_s_per_gpu", tok_s},
         {"tflops_per_gpu", flops / 1e12}, {"mfu", mfu}, {"memory_gib", mem}, {"skipped", w->skipped},
-        /* --optimizer-cpu-offload's, then an MoE model's: the records of a plan without them end before */
-        {"host_step_ms", host[RT_HOST_TIME_ALL]}, {"host_copies_down_ms", host[RT_HOST_TIME_DOWN]},
-        {"host_adam_ms", host[RT_HOST_TIME_ADAM]}, {"host_up_ms", host[RT_HOST_TIME_UP]},
-        {"moe_load_balancing_loss", aux}, {"moe_z_loss", z}, {"moe_load_imbalance", imbalance},
     };
-    int n = (int)(sizeof rec / sizeof rec[0]) - 7;
-    if (offload)
-        n += 4;
-    if (r->moe.func >= 0) /* after the offload records, or in their place */
-        for (int k = 0; k < 3; k++)
-            rec[n++] = rec[sizeof rec / sizeof rec[0] - 3 + (size_t)k];
-    emit_record(r, it, rec, n);
+    int n = BASE;
+    if (r->moe.func >= 0) { /* an MoE model's */
+        all[n++] = (rt_scalar){"moe_load_balancing_loss", aux};
+        all[n++] = (rt_scalar){"moe_z_loss", z};
+        all[n++] = (rt_scalar){"moe_load_imbalance", imbalance};
+        if (r->moe.nkept)
+            all[n++] = (rt_scalar){"moe_dropped_fraction", dropped};
+    }
+    if (offload) {
+        all[n++] = (rt_scalar){"host_step_ms", host[RT_HOST_TIME_ALL]};
+        all[n++] = (rt_scalar){"host_copies_down_ms", host[RT_HOST_TIME_DOWN]};
+        all[n++] = (rt_scalar){"host_adam_ms", host[RT_HOST_TIME_ADAM]};
+        all[n++] = (rt_scalar){"host_up_ms", host[RT_HOST_TIME_UP]};
+    }
+    emit_record(r, it, all, n);
 }
 
 /* ---- start-up ------------------------------------------------------------------------------ */
@@ -1028,6 +1037,7 @@ static int train_loop(train_run *r, double t_start, int *last)
         w.moe_aux += s.skipped ? 0 : s.moe_aux;
         w.moe_z += s.skipped ? 0 : s.moe_z;
         w.moe_imbalance += s.skipped ? 0 : s.moe_imbalance;
+        w.moe_dropped += s.skipped ? 0 : s.moe_dropped;
         if (it == r->start + 1) {
             size_t used = r->p->dev->memory_in_use(r->p);
             printf("time to first step: %.2f s", os_now_s() - t_start);

@@ -10,15 +10,23 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 layouts=("" "--tp 2" "--tp 2 --sequence-parallel" "--dp 2" "--dp 2 --use-distributed-optimizer"
          "--dp 2 --overlap-grad-reduce --ddp-bucket-size 20000")
-# GPT-2 1.5B's 25 heads do not split over tp 2: 32 heads of 50 there
-declare -A model_flags=([gpt2-1.5b]="--num-attention-heads 32")
+# GPT-2 1.5B's 25 heads do not split over tp 2: 32 heads of 50 there; tiny-moe's moe_layer_freq
+# lists its 3 layers: every layer MoE at 2
+declare -A model_flags=([gpt2-1.5b]="--num-attention-heads 32" [tiny-moe]="--moe-layer-freq 1")
+# an MoE model also with its experts split over ep; under tp it is refused (not built yet)
+moe_layouts=("--dp 2 --expert-model-parallel-size 2")
 status=0 plans=0
 for spec in "$root"/models/*.json; do
   model=$(basename "$spec" .json)
-  for layout in "${layouts[@]}"; do
+  moe=0; grep -q '"num_experts"' "$spec" && moe=1
+  extra=(); [ $moe = 1 ] && extra=("${moe_layouts[@]}")
+  for layout in "${layouts[@]}" "${extra[@]}"; do
     for target in cpu cuda; do
       # shellcheck disable=SC2086  # the layout is its flags
       if ! "$mcc" ir "$spec" --target "$target" --num-layers 2 ${model_flags[$model]:-} $layout >/dev/null 2>"$work/err"; then
+        if [ $moe = 1 ] && [[ $layout == *--tp* ]] && grep -q "under tensor parallelism is not built yet" "$work/err"; then
+          continue # refused, as the README says
+        fi
         echo "FAIL: $model --target $target $layout: $(tail -n 1 "$work/err")"; status=1
       fi
       plans=$((plans + 1))

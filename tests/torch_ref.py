@@ -356,9 +356,8 @@ def router(logits, c):
         w = w / (w.sum(-1, keepdim=True) + 1e-20) if k > 1 else w
     scaling = c.get("moe_router_topk_scaling_factor", 0)
     w = w * scaling if scaling else w
-    if c.get("moe_expert_capacity_factor", 0) > 0:
-        w = w * capacity_keep(w.detach(), ids, c)
-    return w, ids
+    keep = capacity_keep(w.detach(), ids, c) if c.get("moe_expert_capacity_factor", 0) > 0 else None
+    return (w if keep is None else w * keep), ids, keep
 
 
 def capacity_keep(w, ids, c):
@@ -383,15 +382,17 @@ class RouterLog:
     unscaled losses and each layer's tokens per expert."""
 
     def __init__(self):
-        self.objective, self.aux, self.z, self.counts = [], [], [], []
+        self.objective, self.aux, self.z, self.counts, self.keep = [], [], [], [], []
 
-    def add(self, logits, ids, c):
+    def add(self, logits, ids, keep, c):
         """The Switch load-balancing loss (switch_load_balancing_loss_func on the full scores and
         the token counts) and the z loss (z_loss_func) of one layer's logits [N,E] and ids [N,k]."""
         N, E = logits.shape
         k = ids.shape[1]
         counts = F.one_hot(ids.reshape(-1), E).sum(0).to(logits.dtype)
         self.counts.append(counts)
+        if keep is not None:  # the pairs kept at the experts' capacity
+            self.keep.append(keep)
         if c.get("moe_z_loss_coeff", 0) > 0:
             self.z.append(torch.logsumexp(logits, -1).square().mean())
             self.objective.append(c["moe_z_loss_coeff"] * self.z[-1])
@@ -418,9 +419,9 @@ def moe(x, p, name, c, log):
     B, T, d = x.shape
     xf = x.reshape(-1, d)
     logits = xf @ p[name + ".router.weight"].T
-    w, ids = router(logits, c)
+    w, ids, keep = router(logits, c)
     if log is not None:
-        log.add(logits, ids, c)
+        log.add(logits, ids, keep, c)
     y = torch.zeros_like(xf)
     for e in range(c["num_experts"]):
         tok, slot = (ids == e).nonzero(as_tuple=True)
@@ -530,6 +531,8 @@ def moe_report(logs):
         out["moe_z_loss"] = mean([z for g in logs for z in g.z])
     layers = [sum(g.counts[l] for g in logs) for l in range(len(logs[0].counts))]
     out["moe_load_imbalance"] = max(float(t.max() / t.mean()) for t in layers)
+    if logs[0].keep:
+        out["moe_dropped_fraction"] = mean([1 - k.mean() for g in logs for k in g.keep])
     return out
 
 
