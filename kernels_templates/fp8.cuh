@@ -97,3 +97,23 @@ extern "C" __global__ void mcc_fp8_history_update_f32(float *h, const float *r, 
         h[j] = r[j - 1];
     h[0] = 0.0f;
 }
+
+// out[C,R] := q[R,C]^T (FP8 bytes): fp8_matmul's operands made K-major for Hopper's "TN" FP8 GEMM
+// (runtime/cuda/matmul.c). 32x32 tiles through shared memory, 256 threads as 8 rows of 32;
+// grid (ceil(C/32), up to ceil(R/32)), striding over row tiles past gridDim.y.
+extern "C" __global__ void mcc_fp8_transpose_u8(unsigned char *out, const unsigned char *q, long long R, long long C)
+{
+    __shared__ unsigned char tile[32][33];
+    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+    const long long c0 = blockIdx.x * 32LL;
+    for (long long r0 = blockIdx.y * 32LL; r0 < R; r0 += gridDim.y * 32LL) {
+        for (int j = ty; j < 32; j += 8)
+            if (r0 + j < R && c0 + tx < C)
+                tile[j][tx] = q[(r0 + j) * C + c0 + tx];
+        __syncthreads();
+        for (int j = ty; j < 32; j += 8)
+            if (c0 + j < C && r0 + tx < R)
+                out[(c0 + j) * R + r0 + tx] = tile[tx][j];
+        __syncthreads();
+    }
+}

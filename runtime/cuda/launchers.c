@@ -599,7 +599,7 @@ void cuda_ADAMW(rt_cuda_ctx *cx, const rt_kernel_call *c)
     launch_flat(cx, name_of(c, RT_CUK_ADAMW, c->arg_types[2], c->arg_types[3]), (n + 3) / 4, params); /* 4 floats a thread */
 }
 
-/* --- FP8 (kernels_templates/fp8.cuh; the GEMM is matmul.c's) ----------------------------------- */
+/* --- FP8 (kernels_templates/fp8.cuh; fp8_matmul is matmul.c's) -------------------------------- */
 
 /* x -> amax[1]: max |x|, a NaN anywhere giving NaN; the kernel max-reduces uint bits atomically
  * (order-free, so deterministic) into amax, zeroed first. */
@@ -669,16 +669,6 @@ void cuda_FP8_HISTORY_UPDATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
     int roll = c->in->attr[0] != 0;
     void *params[] = {&h, &r, &n, &roll};
     rt_cuda_launch(cx, name_of(c, RT_CUK_FP8_HISTORY_UPDATE, NULL, NULL).s, 1, 1, 1, 1, 0, params);
-}
-
-/* fp8_matmul's cuBLASLt FP8 GEMM is not built yet (issue 20): mcc compile refuses --fp8-format for
- * --target cuda (passes/fp8.c), so a plan reaching this was not made by it. */
-void cuda_FP8_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
-{
-    (void)cx;
-    fprintf(stderr, "train_rank: fp8_matmul has no CUDA launcher yet (FP8 GEMMs run on the CPU target only); "
-                    "recompile without --fp8-format\n");
-    exit(1);
 }
 
 /* --- the dispatch table, in ops.def order (ORDER OP) ------------------------------------------ */

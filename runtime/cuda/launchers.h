@@ -55,7 +55,8 @@
     K(FP8_QUANTIZE, "mcc_fp8_quantize", 1)                                                                 \
     K(FP8_HISTORY_AMAX, "mcc_fp8_history_amax_f32", 0)                                                     \
     K(FP8_AMAX_FOLD, "mcc_fp8_amax_fold_f32", 0)                                                           \
-    K(FP8_HISTORY_UPDATE, "mcc_fp8_history_update_f32", 0)
+    K(FP8_HISTORY_UPDATE, "mcc_fp8_history_update_f32", 0)                                                 \
+    K(FP8_TRANSPOSE, "mcc_fp8_transpose_u8", 0)       /* fp8_matmul's operands to K-major: matmul.c */
 
 typedef enum {
 #define K(id, stem, ndtypes) RT_CUK_##id,
