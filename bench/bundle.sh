@@ -64,6 +64,18 @@ for m in tiny-gpt2 tiny-llama; do
   devrun/bin/$m-cpu --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 200 --log-interval 1 --eval-iters 0 > devrun/cpu/$m-200.log
   rm devrun/bin/$m-cpu
 done
+# FP8 (hybrid, tensorwise and delayed) on the GPU against the CPU's FP8 emulation (device_run.sh's
+# FP8 section): the same spec and flags on both targets
+for m in tiny-gpt2 tiny-llama; do
+  for r in tensorwise delayed; do
+    fp8=(--keep-logits --fp8-format hybrid --fp8-recipe $r)
+    $B/mcc compile models/$m.json --target cuda "${fp8[@]}" -o devrun/bin/$m-cuda-fp8-$r 2>/dev/null
+    $B/mcc compile models/$m.json --target cpu "${fp8[@]}" -o devrun/bin/$m-cpu-fp8-$r 2>/dev/null
+    devrun/bin/$m-cpu-fp8-$r --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+      --dump-dir devrun/cpu/$m-fp8-$r >/dev/null
+    rm devrun/bin/$m-cpu-fp8-$r
+  done
+done
 # pipeline stages on one GPU (device_run.sh's PP1 section): ranks sharing the GPU, their transfers
 # and collectives through host memory (runtime/cuda/comm_staged.c), against the CPU oracle of the
 # same spec (4 layers, so that PP=4 and two virtual stages split it)
@@ -95,6 +107,13 @@ for c in gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa llama-8B-L4; do
   $B/mcc compile bench/configs/$c.json --target cuda -o devrun/bin/bench-$c 2>devrun/bin/bench-$c.compile.log || cat devrun/bin/bench-$c.compile.log
   $B/mcc compile bench/configs/$c.json --target cuda --recompute-granularity selective -o devrun/bin/bench-$c-rc \
     2>devrun/bin/bench-$c-rc.compile.log || cat devrun/bin/bench-$c-rc.compile.log
+done
+# FP8 beside bf16 (BENCH_CONFIGS=llama-8B-L4-fp8-tensorwise ... in device_run.sh)
+for c in llama-1B llama-8B-L4; do
+  for r in tensorwise delayed; do
+    $B/mcc compile bench/configs/$c.json --target cuda --fp8-format hybrid --fp8-recipe $r \
+      -o devrun/bin/bench-$c-fp8-$r 2>devrun/bin/bench-$c-fp8-$r.compile.log || cat devrun/bin/bench-$c-fp8-$r.compile.log
+  done
 done
 # MEMORY_LEVERS=1: the recompute table's variants and llama3-8b on one GPU (bench/memory_levers.sh;
 # device_run.sh's LEVERS=1 runs them)

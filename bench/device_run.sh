@@ -32,6 +32,21 @@ for m in tiny-gpt2 tiny-llama; do
 done
 fi
 
+section "FP8 hybrid on the GPU vs the CPU's FP8 emulation, 10 steps (NOT RUN on a GPU before this call)"
+# tolerances as bf16's: the GPU's bf16 activations can round to another FP8 value than the CPU's fp32
+# ones, so a failure here is first a question of tolerance, then of the kernels (tests/gpu/ops_test.c)
+if [ "${CHECKS:-1}" != 0 ]; then
+for m in tiny-gpt2 tiny-llama; do
+  for r in tensorwise delayed; do
+    [ -x devrun/bin/$m-cuda-fp8-$r ] || { echo "$m fp8 $r: not compiled"; continue; }
+    timeout 120 devrun/bin/$m-cuda-fp8-$r --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+      --dump-dir /tmp/gpu-fp8-$r-$m > "$O/$m-gpu10-fp8-$r.log" 2>&1
+    echo "$m fp8 $r: train exit $?"; tail -2 "$O/$m-gpu10-fp8-$r.log"
+    python3 tests/compare_dumps.py --cpu devrun/cpu/$m-fp8-$r --gpu /tmp/gpu-fp8-$r-$m 2>&1 | tail -4
+  done
+done
+fi
+
 section "data parallel on 2 GPUs (NCCL) vs 1 GPU, 10 steps"
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && [ "${DP2_CHECK:-1}" != 0 ]; then
   for m in tiny-gpt2 tiny-llama; do
@@ -135,6 +150,8 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && [ "${TP2_CHECK:-1}" != 0 ]; then
 fi
 
 section "benchmark: train_rank"
+# FP8 configs: llama-1B-fp8-tensorwise llama-1B-fp8-delayed llama-8B-L4-fp8-tensorwise llama-8B-L4-fp8-delayed
+# (bundle.sh), beside llama-1B and llama-8B-L4 in the same BENCH_CONFIGS
 for c in ${BENCH_CONFIGS-gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa}; do
   [ -x devrun/bin/bench-$c ] || { echo "$c: not compiled"; continue; }
   timeout 150 devrun/bin/bench-$c --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 --log-interval 1 --eval-iters 0 > "$O/bench-$c.log" 2>&1

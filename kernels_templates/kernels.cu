@@ -13,3 +13,4 @@
 #include "optimizer.cuh"
 #include "init.cuh"
 #include "attention.cuh"
+#include "fp8.cuh"

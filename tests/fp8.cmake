@@ -5,6 +5,13 @@
 add_executable(fp8_rounding_test ${CMAKE_SOURCE_DIR}/tests/fp8_rounding_test.c)
 target_link_libraries(fp8_rounding_test PRIVATE mccrt)
 add_test(NAME fp8_rounding COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/fp8_rounding.py $<TARGET_FILE:fp8_rounding_test>)
+# the GPU's rounding (cuda_fp8.h's conversion, which fp8_quantize's kernel calls) against the CPU's
+if(CUDAToolkit_FOUND)
+  add_executable(fp8_cuda_rounding_test ${CMAKE_SOURCE_DIR}/tests/fp8_cuda_rounding_test.c)
+  target_include_directories(fp8_cuda_rounding_test PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_libraries(fp8_cuda_rounding_test PRIVATE mccrt)
+  add_test(NAME fp8_cuda_rounding COMMAND fp8_cuda_rounding_test)
+endif()
 
 set(_fp8 --fp8-format hybrid --fp8-recipe tensorwise)
 # a NaN FP8 amax stops the step naming its amax history, or is skipped with --skip-nan-steps

@@ -6,6 +6,7 @@
 #include "runtime/dropout.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -606,18 +607,77 @@ static void not_built(const rt_kernel_call *c, const char *why)
     exit(1);
 }
 
-/* FP8's launchers (cuBLASLt FP8 GEMMs, the cast kernels): mcc compile refuses --fp8-format for
- * --target cuda (passes/fp8.c). */
-static void fp8_not_built(const rt_kernel_call *c)
+/* --- FP8 (kernels_templates/fp8.cuh; fp8_matmul is matmul.c's) -------------------------------- */
+
+/* x -> amax[1]: max |x|, a NaN anywhere giving NaN; the kernel max-reduces uint bits atomically
+ * (order-free, so deterministic) into amax, zeroed first. */
+void cuda_FP8_AMAX(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    not_built(c, "FP8 runs on the CPU target only; recompile without --fp8-format");
+    need_f32(c, c->res_types[0], "amax");
+    void *amax = c->res[0], *x = c->args[0];
+    long long n = ir_numel(c->arg_types[0]);
+    RT_CU_CHECK(cuMemsetD32Async(dptr(amax), 0, 1, rt_cuda_stream(cx)));
+    void *params[] = {&amax, &x, &n};
+    int64_t blocks = (n + FLAT_BLOCK - 1) / FLAT_BLOCK;
+    rt_cuda_launch(cx, name_of(c, RT_CUK_FP8_AMAX, c->arg_types[0], NULL).s,
+                   blocks < 1 ? 1 : blocks < FILL_BLOCKS ? (unsigned)blocks : FILL_BLOCKS, 1, 1, FLAT_BLOCK, 0, params);
 }
-void cuda_FP8_AMAX(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
-void cuda_FP8_QUANTIZE(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
-void cuda_FP8_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
-void cuda_FP8_HISTORY_AMAX(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
-void cuda_FP8_AMAX_FOLD(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
-void cuda_FP8_HISTORY_UPDATE(rt_cuda_ctx *cx, const rt_kernel_call *c) { fp8_not_built(c); }
+
+/* (x, amax[1]) {format, margin} -> (q fp8e4m3|fp8e5m2, scale_inv[1]): the CPU's scale and rounding */
+void cuda_FP8_QUANTIZE(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    need_f32(c, c->arg_types[1], "amax");
+    need_f32(c, c->res_types[1], "scale_inv");
+    int e5m2 = c->in->attr[0] == IR_FP8_E5M2;
+    if (c->res_types[0]->dtype != (e5m2 ? IR_FP8E5M2 : IR_FP8E4M3)) {
+        fprintf(stderr, "train_rank: fp8_quantize's format says %s but its result is %s: an mcc codegen bug\n",
+                e5m2 ? "e5m2" : "e4m3", ir_dtype_name(c->res_types[0]->dtype));
+        exit(1);
+    }
+    void *q = c->res[0], *scale_inv = c->res[1], *x = c->args[0], *amax = c->args[1];
+    long long n = ir_numel(c->arg_types[0]);
+    float fmax = e5m2 ? 57344.0f : 448.0f; /* rt_fp8_max's */
+    float pow2_margin = ldexpf(1.0f, (int)c->in->attr[1]);
+    void *params[] = {&q, &scale_inv, &x, &amax, &n, &e5m2, &fmax, &pow2_margin};
+    kernel_name k = name_of(c, RT_CUK_FP8_QUANTIZE, c->arg_types[0], NULL);
+    if (n == 0) /* scale_inv is still written: one thread */
+        rt_cuda_launch(cx, k.s, 1, 1, 1, 32, 0, params);
+    else
+        launch_vec(cx, k, n, params);
+}
+
+/* h -> r[1] {max}: the history's max (a NaN sticking) or its last entry; one thread (ops.def) */
+void cuda_FP8_HISTORY_AMAX(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    need_f32(c, c->arg_types[0], "amax history");
+    void *r = c->res[0], *h = c->args[0];
+    long long n = ir_numel(c->arg_types[0]);
+    int take_max = c->in->attr[0] != 0;
+    void *params[] = {&r, &h, &n, &take_max};
+    rt_cuda_launch(cx, name_of(c, RT_CUK_FP8_HISTORY_AMAX, NULL, NULL).s, 1, 1, 1, 1, 0, params);
+}
+
+/* (h, amax[1]): h[0] := max(h[0], amax) in place */
+void cuda_FP8_AMAX_FOLD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    need_f32(c, c->arg_types[0], "amax history");
+    need_f32(c, c->arg_types[1], "amax");
+    void *h = c->args[0], *amax = c->args[1];
+    void *params[] = {&h, &amax};
+    rt_cuda_launch(cx, name_of(c, RT_CUK_FP8_AMAX_FOLD, NULL, NULL).s, 1, 1, 1, 1, 0, params);
+}
+
+/* (h, r) {roll}: h[j] := r[j-1], then h[0] := 0, in place (r may be h) */
+void cuda_FP8_HISTORY_UPDATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    need_f32(c, c->arg_types[0], "amax history");
+    need_f32(c, c->arg_types[1], "reduced amax history");
+    void *h = c->args[0], *r = c->args[1];
+    long long n = ir_numel(c->arg_types[0]);
+    int roll = c->in->attr[0] != 0;
+    void *params[] = {&h, &r, &n, &roll};
+    rt_cuda_launch(cx, name_of(c, RT_CUK_FP8_HISTORY_UPDATE, NULL, NULL).s, 1, 1, 1, 1, 0, params);
+}
 
 /* The MoE kernels (router, permutation, grouped GEMMs): mcc compile refuses a model with
  * num_experts for --target cuda (frontend/main.c). */

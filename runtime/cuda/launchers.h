@@ -50,7 +50,13 @@
     K(CE_LOSS, "mcc_ce_loss_f32", 0)                                                                       \
     K(CE_GRAD_SHARDED, "mcc_ce_grad_sharded", 1)                                                           \
     K(INIT_NORMAL, "mcc_init_normal_f32", 0)          /* parameter init: runtime/cuda/cuda_device.c */     \
-    K(INIT_CONST, "mcc_init_const_f32", 0)
+    K(INIT_CONST, "mcc_init_const_f32", 0)                                                                 \
+    K(FP8_AMAX, "mcc_fp8_amax", 1)                    /* x; FP8: kernels_templates/fp8.cuh */              \
+    K(FP8_QUANTIZE, "mcc_fp8_quantize", 1)                                                                 \
+    K(FP8_HISTORY_AMAX, "mcc_fp8_history_amax_f32", 0)                                                     \
+    K(FP8_AMAX_FOLD, "mcc_fp8_amax_fold_f32", 0)                                                           \
+    K(FP8_HISTORY_UPDATE, "mcc_fp8_history_update_f32", 0)                                                 \
+    K(FP8_TRANSPOSE, "mcc_fp8_transpose_u8", 0)       /* fp8_matmul's operands to K-major: matmul.c */
 
 typedef enum {
 #define K(id, stem, ndtypes) RT_CUK_##id,

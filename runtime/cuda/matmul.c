@@ -28,7 +28,7 @@ typedef struct {
     int64_t m, n, k;
     bool ta, tb;
     cublasLtEpilogue_t epilogue;
-    ir_dtype dt, cdt;               /* of A and B; of C and D */
+    ir_dtype dt, bdt, cdt;          /* of our A; of our B (differs for FP8's E5M2 x E4M3); of C and D */
     int sms;                        /* SMs the algorithm may use (0: all) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
@@ -47,7 +47,14 @@ static int nplans, cap_plans;
 static const char *lt_status_name(int s) { return cublasLtGetStatusName((cublasStatus_t)s); }
 #define LT_CHECK(call) rt_cu_check((int)(call), #call, __FILE__, __LINE__, lt_status_name)
 
-static cudaDataType_t cuda_type(ir_dtype dt) { return dt == IR_BF16 ? CUDA_R_16BF : dt == IR_F16 ? CUDA_R_16F : CUDA_R_32F; }
+static cudaDataType_t cuda_type(ir_dtype dt)
+{
+    return dt == IR_BF16      ? CUDA_R_16BF
+           : dt == IR_F16     ? CUDA_R_16F
+           : dt == IR_FP8E4M3 ? CUDA_R_8F_E4M3
+           : dt == IR_FP8E5M2 ? CUDA_R_8F_E5M2
+                              : CUDA_R_32F;
+}
 
 static bool epilogue_has_bias(cublasLtEpilogue_t e)
 {
@@ -61,12 +68,12 @@ static bool epilogue_has_aux(cublasLtEpilogue_t e)
 /* The plan of a GEMM shape and epilogue: its algorithm, or found = false when cuBLASLt has none
  * (only for epilogues beyond BIAS, whose ops have a fallback; a plain GEMM without one exits). */
 static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, cublasLtEpilogue_t epilogue,
-                             ir_dtype dt, ir_dtype cdt, int sms)
+                             ir_dtype dt, ir_dtype bdt, ir_dtype cdt, int sms)
 {
     for (int i = 0; i < nplans; i++) {
         matmul_plan *p = &plans[i];
         if (p->m == m && p->n == n && p->k == k && p->ta == ta && p->tb == tb && p->epilogue == epilogue &&
-            p->dt == dt && p->cdt == cdt && p->sms == sms)
+            p->dt == dt && p->bdt == bdt && p->cdt == cdt && p->sms == sms)
             return p;
     }
     if (!lt) {
@@ -79,8 +86,7 @@ static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, 
     }
     matmul_plan *p = &plans[nplans];
     *p = (matmul_plan){
-        .m = m, .n = n, .k = k, .ta = ta, .tb = tb, .epilogue = epilogue, .dt = dt, .cdt = cdt, .sms = sms};
-    cudaDataType_t t = cuda_type(dt);
+        .m = m, .n = n, .k = k, .ta = ta, .tb = tb, .epilogue = epilogue, .dt = dt, .bdt = bdt, .cdt = cdt, .sms = sms};
     LT_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
@@ -98,8 +104,8 @@ static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, 
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
     }
     /* cuBLASLt's A is our B: stored (n x k) or, transposed, (k x n) column-major; its B is our A. */
-    LT_CHECK(cublasLtMatrixLayoutCreate(&p->a, t, tb ? k : n, tb ? n : k, tb ? k : n));
-    LT_CHECK(cublasLtMatrixLayoutCreate(&p->b, t, ta ? m : k, ta ? k : m, ta ? m : k));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->a, cuda_type(bdt), tb ? k : n, tb ? n : k, tb ? k : n));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->b, cuda_type(dt), ta ? m : k, ta ? k : m, ta ? m : k));
     LT_CHECK(cublasLtMatrixLayoutCreate(&p->c, cuda_type(cdt), n, m, n));
     cublasLtMatmulPreference_t pref;
     LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -211,7 +217,7 @@ static bool gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, gemm_epilo
     int64_t bn = bt->dims[bt->ndim - 1], bk = ir_numel(bt) / bn;
     int64_t m = ta ? ak : am, k = ta ? am : ak, n = tb ? bk : bn;
     int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
-    matmul_plan *p = plan_for(m, n, k, ta, tb, ep.kind, at->dtype, out_type->dtype, sms);
+    matmul_plan *p = plan_for(m, n, k, ta, tb, ep.kind, at->dtype, bt->dtype, out_type->dtype, sms);
     if (!p->found)
         return false;
     /* the plan is shared by every matmul of this shape: its pointers are set per call */
@@ -229,7 +235,7 @@ static bool gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, gemm_epilo
 static void gemm_rows(rt_cuda_ctx *cx, const void *a, int64_t m, int64_t k, const void *b, int64_t n, bool tb,
                       ir_dtype dt, const void *addend, void *out)
 {
-    matmul_plan *p = plan_for(m, n, k, false, tb, CUBLASLT_EPILOGUE_DEFAULT, dt, dt, 0);
+    matmul_plan *p = plan_for(m, n, k, false, tb, CUBLASLT_EPILOGUE_DEFAULT, dt, dt, dt, 0);
     run_plan(cx, p, a, b, addend ? 1.0f : 0.0f, addend ? addend : out, out);
 }
 
@@ -355,6 +361,63 @@ void cuda_MATMUL_BIAS(rt_cuda_ctx *cx, const rt_kernel_call *c)
 void cuda_MATMUL_ACCUMULATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     gemm(cx, c, 1, NO_EPILOGUE, c->args[0], c->arg_types[0], c->in->attr[2] != 0 ? 0.0f : 1.0f, NULL);
+}
+
+/* --- FP8 ----------------------------------------------------------------------------------- */
+
+/* q[R,C] (FP8 bytes) -> out[C,R], 32x32 tiles (kernels_templates/fp8.cuh) */
+static void fp8_transpose(rt_cuda_ctx *cx, void *out, const void *q, long long R, long long C)
+{
+    long long ty = (R + 31) / 32;
+    void *params[] = {&out, (void *)&q, &R, &C};
+    rt_cuda_launch(cx, "mcc_fp8_transpose_u8", (unsigned)((C + 31) / 32), (unsigned)(ty < 65535 ? ty : 65535), 1, 256,
+                   0, params);
+}
+
+/* (qa, sa, qb, sb[, hdy]) {ta, tb} -> sa sb op(qa) op(qb) in the result's dtype: cuBLASLt's FP8 GEMM,
+ * fp32 accumulation, the scale_invs as its A/B scale pointers (device floats, so current scaling
+ * needs no host round trip). Hopper's FP8 kernels take only "TN" (both operands K-major): our
+ * ta = 0, tb = 1, the forward's x w^T. Otherwise the operand is transposed first into scratch:
+ * the dgrad dy w (tb = 0) transposes the weight, the wgrad dy^T x (ta = 1, tb = 0) both. cuBLASLt
+ * multiplies E4M3 x E4M3 and E4M3 x E5M2 either way round, never E5M2 x E5M2, and wants 16-byte
+ * leading dimensions: k a multiple of 16. */
+void cuda_FP8_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *at = c->arg_types[0], *bt = c->arg_types[2];
+    bool ta = c->in->attr[0] != 0, tb = c->in->attr[1] != 0;
+    int64_t ak = at->dims[at->ndim - 1], am = ir_numel(at) / ak;
+    int64_t bn = bt->dims[bt->ndim - 1], bk = ir_numel(bt) / bn;
+    int64_t m = ta ? ak : am, k = ta ? am : ak, n = tb ? bk : bn;
+    if (!ir_dtype_is_fp8(at->dtype) || !ir_dtype_is_fp8(bt->dtype) || c->arg_types[1]->dtype != IR_F32 ||
+        c->arg_types[3]->dtype != IR_F32 || (at->dtype == IR_FP8E5M2 && bt->dtype == IR_FP8E5M2)) {
+        fprintf(stderr, "train_rank: fp8_matmul on CUDA takes FP8 operands (not both E5M2: cuBLASLt has no E5M2 x E5M2 "
+                        "GEMM) with f32 scale_invs, got %s x %s: an mcc codegen bug (passes/fp8.c)\n",
+                ir_dtype_name(at->dtype), ir_dtype_name(bt->dtype));
+        exit(1);
+    }
+    if (k % 16) {
+        fprintf(stderr, "train_rank: fp8_matmul of %lldx%lldx%lld: cuBLASLt's FP8 GEMM needs the reduced dimension k a "
+                        "multiple of 16; recompile without --fp8-format, or with hidden/ffn sizes and tokens per "
+                        "micro-batch that are multiples of 16\n", (long long)m, (long long)n, (long long)k);
+        exit(1);
+    }
+    const void *a = c->args[0], *b = c->args[2];
+    size_t a_bytes = ta ? (size_t)(m * k) : 0, b_bytes = tb ? 0 : (size_t)(n * k);
+    if (a_bytes + b_bytes) {
+        char *s = rt_cuda_scratch(cx, ((a_bytes + 255) / 256 * 256) + b_bytes);
+        if (ta)
+            fp8_transpose(cx, s, a, am, ak), a = s;
+        if (!tb)
+            fp8_transpose(cx, s + (a_bytes + 255) / 256 * 256, b, bk, bn), b = s + (a_bytes + 255) / 256 * 256;
+    }
+    int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
+    matmul_plan *p = plan_for(m, n, k, false, true, CUBLASLT_EPILOGUE_DEFAULT, at->dtype, bt->dtype,
+                              c->res_types[0]->dtype, sms);
+    /* cuBLASLt's A is our b: its scale is sb; its B our a, scaled by sa. Set per call (shared plans). */
+    const void *sa = c->args[1], *sb = c->args[3];
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb, sizeof sb));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa, sizeof sa));
+    run_plan(cx, p, a, b, 0.0f, c->res[0], c->res[0]);
 }
 
 /* (a, b, c) -> matmul(a, b) + c */

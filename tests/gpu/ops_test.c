@@ -21,10 +21,14 @@
  * oracle by summation order; bf16 by one rounding of the output (2^-9) and of nothing else. */
 #define F32_TOL 1e-5
 #define BF16_TOL 1e-2
+/* Hopper's FP8 tensor cores accumulate in fewer than fp32's bits between cuBLASLt's promotions to
+ * fp32: the products are exact, their sum not quite the oracle's */
+#define FP8_GEMM_TOL 1e-3
 #define MAX_OPERANDS 64
 
 /* kind: 'x' float in the dtype under test, 'P' the same but positive, 'f' always f32, 'b' always bf16,
- * 'p' f32 positive, 'i' i32 ids below `value`, 's' f32 scalar equal to `value`. */
+ * 'p' f32 positive, 'i' i32 ids below `value`, 's' f32 scalar equal to `value`, 'e' / 'E' FP8 E4M3 / E5M2
+ * bytes (any finite value), compared byte for byte. */
 typedef struct {
     char kind;
     int ndim;
@@ -46,6 +50,7 @@ typedef struct {
 #define IDS(limit, nd, ...) {.kind = 'i', .ndim = nd, .dims = {__VA_ARGS__}, .value = limit}
 #define SCALAR(v) {.kind = 's', .value = v}
 #define F32_SCALAR {.kind = 'f'}
+#define FP8(k, nd, ...) {.kind = k, .ndim = nd, .dims = {__VA_ARGS__}}
 
 static const op_case cases[] = {
     {"fill", "[3,1001]", {0.37}, 0, 1, .res = {TEN('x', 2, 3, 1001)}},
@@ -143,6 +148,32 @@ static const op_case cases[] = {
     {"adamw", "[3001] step 3, refreshing a bf16 copy", {0.9, 0.95, 1e-8, 0.1}, 8, 0,
      .args = {OUT('f', 1, 3001), TEN('f', 1, 3001), OUT('f', 1, 3001), OUT('p', 1, 3001), SCALAR(1e-3), SCALAR(3), SCALAR(0.7),
               OUT('b', 1, 3001)}},
+    /* FP8: amax 1.9 over values in [-2, 2) saturates the largest; the quantize must match the CPU's
+     * bytes exactly (runtime/fp8.c's rounding), scale_inv its float. */
+    {"fp8_amax", "[7,1001]", {0}, 1, 1, {TEN('x', 2, 7, 1001)}, {F32_SCALAR}},
+    {"fp8_amax", "[3000,768] (many blocks)", {0}, 1, 1, {TEN('x', 2, 3000, 768)}, {F32_SCALAR}},
+    {"fp8_quantize", "[7,1001] e4m3 amax 1.9", {IR_FP8_E4M3, 0}, 2, 2, {TEN('x', 2, 7, 1001), SCALAR(1.9)},
+     {FP8('e', 2, 7, 1001), F32_SCALAR}},
+    {"fp8_quantize", "[3000,768] e5m2 amax 1.9 margin 1 (8-byte stores)", {IR_FP8_E5M2, 1}, 2, 2,
+     {TEN('x', 2, 3000, 768), SCALAR(1.9)}, {FP8('E', 2, 3000, 768), F32_SCALAR}},
+    {"fp8_quantize", "[999] e4m3 amax 0 (scale 1)", {IR_FP8_E4M3, 0}, 2, 2, {TEN('x', 1, 999), SCALAR(0)},
+     {FP8('e', 1, 999), F32_SCALAR}},
+    {"fp8_quantize", "[999] e5m2 amax 1e-3 (scale 57344000: saturates)", {IR_FP8_E5M2, 0}, 2, 2,
+     {TEN('x', 1, 999), SCALAR(1e-3)}, {FP8('E', 1, 999), F32_SCALAR}},
+    {"fp8_history_amax", "h[17] max", {1}, 1, 1, {TEN('p', 1, 17)}, {F32_SCALAR}},
+    {"fp8_history_amax", "h[17] most_recent", {0}, 1, 1, {TEN('p', 1, 17)}, {F32_SCALAR}},
+    {"fp8_amax_fold", "h[17] amax 5", {0}, 2, 0, .args = {OUT('p', 1, 17), SCALAR(5)}},
+    {"fp8_amax_fold", "h[17] amax 0.01", {0}, 2, 0, .args = {OUT('p', 1, 17), SCALAR(0.01)}},
+    {"fp8_history_update", "h[17] roll", {1}, 2, 0, .args = {OUT('p', 1, 17), TEN('p', 1, 17)}},
+    {"fp8_history_update", "h[17] zero h[0] only", {0}, 2, 0, .args = {OUT('p', 1, 17), TEN('p', 1, 17)}},
+    /* the three GEMMs of a hybrid linear layer (T = 4x64 tokens, d = 768, n = 208): forward TN as is, the
+     * dgrad's weight and the wgrad's both operands transposed first (matmul.c) */
+    {"fp8_matmul", "fwd e4m3[4,64,768] x e4m3[208,768]^T", {0, 1}, 4, 1,
+     {FP8('e', 3, 4, 64, 768), SCALAR(0.01), FP8('e', 2, 208, 768), SCALAR(0.003)}, {TEN('x', 3, 4, 64, 208)}},
+    {"fp8_matmul", "dgrad e5m2[256,208] x e4m3[208,768]", {0, 0}, 4, 1,
+     {FP8('E', 2, 256, 208), SCALAR(1e-4), FP8('e', 2, 208, 768), SCALAR(0.003)}, {TEN('x', 2, 256, 768)}},
+    {"fp8_matmul", "wgrad e5m2[256,208]^T x e4m3[256,768]", {1, 0}, 4, 1,
+     {FP8('E', 2, 256, 208), SCALAR(1e-4), FP8('e', 2, 256, 768), SCALAR(0.01)}, {TEN('x', 2, 208, 768)}},
 };
 
 /* sum_squares over 60 tensors of mixed f32/test dtype and sizes: two launches of the fused kernel. */
@@ -234,8 +265,12 @@ typedef struct {
     CUdeviceptr dev;
 } tensor;
 
+static bool is_fp8(char kind) { return kind == 'e' || kind == 'E'; }
+
 static ir_dtype gpu_dtype(char kind, ir_dtype under_test)
 {
+    if (is_fp8(kind))
+        return kind == 'E' ? IR_FP8E5M2 : IR_FP8E4M3;
     return kind == 'i' ? IR_I32 : kind == 'x' || kind == 'P' ? under_test : kind == 'b' ? IR_BF16 : IR_F32;
 }
 
@@ -244,10 +279,15 @@ static void tensor_init(tensor *t, const tensor_spec *s, ir_dtype dt)
 {
     t->spec = s;
     t->gpu_t = ir_tensor(gpu_dtype(s->kind, dt), s->ndim, s->dims);
-    t->cpu_t = ir_tensor(s->kind == 'i' ? IR_I32 : IR_F32, s->ndim, s->dims);
+    t->cpu_t = ir_tensor(is_fp8(s->kind) ? t->gpu_t.dtype : s->kind == 'i' ? IR_I32 : IR_F32, s->ndim, s->dims);
     int64_t n = ir_numel(&t->cpu_t);
     t->cpu = malloc((size_t)(n ? n : 1) * 4);
     for (int64_t i = 0; i < n; i++) {
+        if (is_fp8(s->kind)) { /* a finite byte: not 0x7f/0xff (E4M3 NaN) nor E5M2's inf/NaN exponent */
+            uint8_t b = (uint8_t)(uniform() * 256);
+            ((uint8_t *)t->cpu)[i] = (b & 0x7f) >= (s->kind == 'E' ? 0x7c : 0x7f) ? b & 0x80 : b;
+            continue;
+        }
         if (s->kind == 'i') {
             ((int32_t *)t->cpu)[i] = (int32_t)(uniform() * s->value);
             continue;
@@ -316,6 +356,15 @@ static void fail(report *r, const char *what, const char *fmt, ...)
 static void compare(report *r, const char *what, const tensor *t, const void *raw)
 {
     int64_t n = ir_numel(&t->cpu_t), worst = 0;
+    if (is_fp8(t->spec->kind)) { /* bit for bit */
+        for (int64_t i = 0; i < n; i++)
+            if (((const uint8_t *)raw)[i] != ((const uint8_t *)t->cpu)[i]) {
+                fail(r, what, "byte %lld of %lld: gpu 0x%02x cpu 0x%02x", (long long)i, (long long)n,
+                     ((const uint8_t *)raw)[i], ((const uint8_t *)t->cpu)[i]);
+                return;
+            }
+        return;
+    }
     double max_ref = 0, max_err = 0;
     for (int64_t i = 0; i < n; i++) {
         double g = raw_at(t, raw, i), c = ((const float *)t->cpu)[i];
@@ -329,6 +378,8 @@ static void compare(report *r, const char *what, const tensor *t, const void *ra
             max_err = fabs(g - c), worst = i;
     }
     double tol = t->gpu_t.dtype == IR_BF16 ? BF16_TOL : F32_TOL, rel = max_err / (max_ref > 0 ? max_ref : 1);
+    if (!strcmp(r->c->op, "fp8_matmul") && tol < FP8_GEMM_TOL)
+        tol = FP8_GEMM_TOL;
     if (rel > tol)
         fail(r, what, "error of norms %g > %g; worst element %lld: gpu %g cpu %g", rel, tol, (long long)worst,
              raw_at(t, raw, worst), ((const float *)t->cpu)[worst]);

@@ -1,0 +1,119 @@
+// fp8.cuh — FP8 (ir/ops.def's fp8_* ops): the max-abs reduction, the saturating quantize and the
+// delayed-scaling history updates, each the CPU kernel's arithmetic (runtime/cpu_kernels.c,
+// runtime/fp8.c) bit for bit. NVRTC compiles with --use_fast_math, so the scale's divisions are
+// the IEEE round-to-nearest intrinsics, as the CPU's float division.
+#pragma once
+#include <cuda_fp8.h>
+
+#define MCC_FP8_NAN_BITS(b) (((b) & 0x7fffffffu) > 0x7f800000u)
+
+// x * scale rounded to nearest even onto E4M3 (e5m2 = 0) or E5M2, saturating at +-max (inf too);
+// a NaN keeps its sign as the CPU's rt_fp8_encode (sign | 0x7f), where CUDA's conversion drops it.
+__device__ __forceinline__ unsigned char mcc_fp8_encode(float v, int e5m2)
+{
+    unsigned b = __float_as_uint(v);
+    if (MCC_FP8_NAN_BITS(b))
+        return (unsigned char)(((b >> 24) & 0x80u) | 0x7fu);
+    return (unsigned char)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, e5m2 ? __NV_E5M2 : __NV_E4M3);
+}
+
+// scale = fmax / amax / 2^margin (pow2_margin = 2^margin, from the launcher), 1 when amax is not > 0.
+__device__ __forceinline__ float mcc_fp8_scale(const float *amax, float fmax, float pow2_margin)
+{
+    float a = amax[0];
+    return a > 0.0f ? __fdiv_rn(__fdiv_rn(fmax, a), pow2_margin) : 1.0f;
+}
+
+// amax[0] := max over x of |x| as uint bits (every |x| is >= +0, so the bits order as the values,
+// and a NaN's bits exceed inf's: a NaN anywhere gives NaN, as the CPU's). The launcher zeroes amax.
+#define MCC_FP8_AMAX(sfx, T)                                                                                \
+    extern "C" __global__ void mcc_fp8_amax_##sfx(unsigned *amax, const T *x, long long n)                  \
+    {                                                                                                       \
+        unsigned m = 0;                                                                                     \
+        MCC_FOR_EACH(i, n)                                                                                  \
+        m = max(m, __float_as_uint(mcc_ld(x, i)) & 0x7fffffffu);                                            \
+        m = __reduce_max_sync(0xffffffffu, m);                                                              \
+        if ((threadIdx.x & 31) == 0 && m != 0)                                                              \
+            atomicMax(amax, m);                                                                             \
+    }
+MCC_FOR_FLOATS(MCC_FP8_AMAX)
+
+// (x, amax) -> (q, scale_inv): q[i] = encode(x[i] * scale); scale_inv = 1 / scale (block 0's thread 0).
+template <int W, class T>
+__device__ __forceinline__ void mcc_fp8_quantize_at(unsigned char *q, const T *x, long long i, float scale, int e5m2)
+{
+    float v[W];
+    mcc_ldn(v, x, i);
+    unsigned word[2] = {0u, 0u}; // W == 8: one 8-byte store
+    for (int k = 0; k < W; k++) {
+        unsigned char b = mcc_fp8_encode(__fmul_rn(v[k], scale), e5m2);
+        if (W == 8)
+            word[k / 4] |= (unsigned)b << (8 * (k % 4));
+        else
+            q[i + k] = b;
+    }
+    if (W == 8)
+        *(uint2 *)(q + i) = make_uint2(word[0], word[1]);
+}
+
+#define MCC_FP8_QUANTIZE(sfx, T)                                                                            \
+    extern "C" __global__ void mcc_fp8_quantize_##sfx(unsigned char *q, float *scale_inv, const T *x,       \
+                                                      const float *amax, long long n, int e5m2, float fmax, \
+                                                      float pow2_margin)                                    \
+    {                                                                                                       \
+        float scale = mcc_fp8_scale(amax, fmax, pow2_margin);                                               \
+        bool vec = mcc_aligned(x) && (((unsigned long long)q) & 7u) == 0;                                   \
+        mcc_for_each_vec(n, vec, [&](auto w, long long i) {                                                 \
+            mcc_fp8_quantize_at<decltype(w)::value>(q, x, i, scale, e5m2);                                  \
+        });                                                                                                 \
+        if (blockIdx.x == 0 && threadIdx.x == 0)                                                            \
+            scale_inv[0] = __frcp_rn(scale);                                                                \
+    }
+MCC_FOR_FLOATS(MCC_FP8_QUANTIZE)
+
+// The history ops touch 1 + len floats (len the amax history's, Megatron's default 1024): one
+// thread, in the CPU's order, so their NaN handling is the CPU's exactly.
+
+// r[0] := max of h[1..n) (take_max, a NaN sticking) or h[1]
+extern "C" __global__ void mcc_fp8_history_amax_f32(float *r, const float *h, long long n, int take_max)
+{
+    float amax = h[1];
+    for (long long i = 2; take_max && i < n; i++)
+        amax = h[i] > amax || MCC_FP8_NAN_BITS(__float_as_uint(h[i])) ? h[i] : amax;
+    r[0] = amax;
+}
+
+// h[0] := max(h[0], amax[0]), a NaN sticking
+extern "C" __global__ void mcc_fp8_amax_fold_f32(float *h, const float *amax)
+{
+    float a = amax[0];
+    h[0] = a > h[0] || MCC_FP8_NAN_BITS(__float_as_uint(a)) ? a : h[0];
+}
+
+// roll: h[j] := r[j-1] for j >= 1 (from the end: r may be h); then h[0] := 0
+extern "C" __global__ void mcc_fp8_history_update_f32(float *h, const float *r, long long n, int roll)
+{
+    for (long long j = n - 1; roll && j >= 1; j--)
+        h[j] = r[j - 1];
+    h[0] = 0.0f;
+}
+
+// out[C,R] := q[R,C]^T (FP8 bytes): fp8_matmul's operands made K-major for Hopper's "TN" FP8 GEMM
+// (runtime/cuda/matmul.c). 32x32 tiles through shared memory, 256 threads as 8 rows of 32;
+// grid (ceil(C/32), up to ceil(R/32)), striding over row tiles past gridDim.y.
+extern "C" __global__ void mcc_fp8_transpose_u8(unsigned char *out, const unsigned char *q, long long R, long long C)
+{
+    __shared__ unsigned char tile[32][33];
+    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+    const long long c0 = blockIdx.x * 32LL;
+    for (long long r0 = blockIdx.y * 32LL; r0 < R; r0 += gridDim.y * 32LL) {
+        for (int j = ty; j < 32; j += 8)
+            if (r0 + j < R && c0 + tx < C)
+                tile[j][tx] = q[(r0 + j) * C + c0 + tx];
+        __syncthreads();
+        for (int j = ty; j < 32; j += 8)
+            if (c0 + j < C && r0 + tx < R)
+                out[(c0 + j) * R + r0 + tx] = tile[tx][j];
+        __syncthreads();
+    }
+}
