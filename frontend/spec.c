@@ -649,6 +649,11 @@ static bool spec_read_root(spec_ctx *c, const char *path, json_t *root)
     const char *key;
     json_t *v;
     json_object_foreach(root, key, v) {
+        if (!strcmp(key, "description")) { /* free text for readers (what the model is, what it leaves out) */
+            if (!json_is_string(v))
+                return spec_fail(c, "%s: \"description\" must be a string (free text about the model)", path);
+            continue;
+        }
         int sec = 0;
         while (sec < SEC_COUNT && strcmp(key, spec_section_names[sec]) != 0) sec++;
         if (sec == SEC_COUNT) {
