@@ -541,7 +541,11 @@ def train(init, batches, n_steps, n_iters, c):
         round_moments(opt, c)
         fp8_roll()
         expert_bias_update(c)
-        steps.append((loss_sum / accum, lr, grad_norm, moe_report(logs)))
+        report = moe_report(logs)
+        if EXPERT_BIAS:  # the log line's bias range after the step, over every layer's experts
+            report["moe_expert_bias_min"] = min(float(h[1].min()) for h in EXPERT_BIAS.values())
+            report["moe_expert_bias_max"] = max(float(h[1].max()) for h in EXPERT_BIAS.values())
+        steps.append((loss_sum / accum, lr, grad_norm, report))
     return logits1, grads1, steps, {n: t.detach() for n, t in p.items()}
 
 
