@@ -1273,9 +1273,16 @@ static int64_t spec_params(const mcc_spec *s, bool active)
     double d = s->hidden_size;
     double embed = (double)s->padded_vocab_size * d * (s->untie_embeddings_and_output_weights ? 2 : 1);
     double pos = s->position_embedding_type == MCC_POS_LEARNED ? (double)s->max_position_embeddings * d : 0;
-    double total = embed + pos + spec_norm_params(s);
-    for (int l = 0; l < s->num_layers; l++)
-        total += mcc_spec_moe_layer(s, l) ? spec_moe_layer_params(s, active) : mcc_spec_layer_params(s);
+    /* the MoE layers counted, not visited: a bad spec's num_layers may be in the billions */
+    const mcc_layer_pattern *p = &s->moe_layer_freq;
+    double moe = 0;
+    if (s->num_experts > 0 && p->n)
+        for (int l = 0; l < p->n && l < s->num_layers; l++)
+            moe += p->moe[l] != 0;
+    else if (s->num_experts > 0)
+        moe = p->every > 0 ? (double)((s->num_layers + p->every - 1) / p->every) : 0; /* layers 0, every, ... */
+    double total = embed + pos + spec_norm_params(s) + moe * spec_moe_layer_params(s, active) +
+                   (s->num_layers - moe) * mcc_spec_layer_params(s);
     return total < 9007199254740992.0 ? (int64_t)total : -1;
 }
 
