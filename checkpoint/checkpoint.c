@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-const char *const ck_role_names[CK_NUM_ROLES] = {"param", "adam_m", "adam_v", "fp8_history"};
+const char *const ck_role_names[CK_NUM_ROLES] = {"param", "adam_m", "adam_v", "fp8_history", "expert_bias"};
 
 /* The mesh axes a checkpoint records (edp follows from them). */
 static bool recorded_axis(int a) { return a != IR_AXIS_NONE && a != IR_AXIS_EDP; }

@@ -29,8 +29,8 @@
 #define CK_VERSION 1
 #define CK_LATEST_FILE "latest_checkpointed_iteration.txt"
 
-typedef enum { CK_ROLE_PARAM, CK_ROLE_ADAM_M, CK_ROLE_ADAM_V, CK_ROLE_FP8_HISTORY, CK_NUM_ROLES } ck_role;
-extern const char *const ck_role_names[CK_NUM_ROLES]; /* "param", "adam_m", "adam_v", "fp8_history" */
+typedef enum { CK_ROLE_PARAM, CK_ROLE_ADAM_M, CK_ROLE_ADAM_V, CK_ROLE_FP8_HISTORY, CK_ROLE_EXPERT_BIAS, CK_NUM_ROLES } ck_role;
+extern const char *const ck_role_names[CK_NUM_ROLES]; /* "param", "adam_m", "adam_v", "fp8_history", "expert_bias" */
 
 /* One whole tensor of the manifest. */
 typedef struct {

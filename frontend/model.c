@@ -169,6 +169,19 @@ static int attach_loss(builder *b, int x, int loss, double coeff, int *sum)
     return ir_op2(b->m, b->f, IR_OP_MOE_AUX_ATTACH, x, ir_scale(b->m, b->f, loss, coeff));
 }
 
+/* This layer's EXPERT_BIAS global (ir.h), f32[2,E] zeros: the step's counts and the bias. */
+static int expert_bias(builder *b, int layer)
+{
+    char name[128];
+    snprintf(name, sizeof name, "layers.%d.mlp.router.expert_bias", layer);
+    if (ir_global_find(b->m, name) < 0) {
+        int64_t dims[2] = {2, b->s->num_experts};
+        int g = ir_global_add(b->m, name, ir_tensor(IR_F32, 2, dims), IR_GLOBAL_EXPERT_BIAS, IR_INIT_ZEROS, 0, false);
+        b->m->globals[g].layer = layer;
+    }
+    return ir_global_ref(b->m, b->f, name);
+}
+
 /* The top-k choice of the N tokens of x[N,d] over the experts: the routing weights [N,k] (with the
  * aux loss attached in a training step) and the expert ids [N,k] in *ids. The z loss is attached
  * to the logits, the aux loss to the weights, where Megatron's router attaches them. */
@@ -185,7 +198,10 @@ static int route(builder *b, int layer, int x, int *ids)
         logits = attach_loss(b, logits, ir_op1(b->m, b->f, IR_OP_MOE_Z_LOSS, logits), s->moe_z_loss_coeff, &b->report->z);
     double attrs[4] = {s->moe_router_topk, s->moe_router_score_function, s->moe_router_pre_softmax,
                        s->moe_router_topk_scaling_factor};
-    int w = ir_emit(b->m, b->f, IR_OP_MOE_ROUTE, &logits, 1, attrs, NULL, NULL);
+    int route_args[2] = {logits, -1};
+    if (s->moe_router_enable_expert_bias) /* Megatron's router.expert_bias: for choosing only */
+        route_args[1] = expert_bias(b, layer);
+    int w = ir_emit(b->m, b->f, IR_OP_MOE_ROUTE, route_args, route_args[1] >= 0 ? 2 : 1, attrs, NULL, NULL);
     *ids = w + 1;
     if (s->moe_expert_capacity_factor > 0) { /* Megatron's get_capacity, over this micro-batch's N k pairs */
         int64_t N = ir_vtype(b->f, logits)->dims[0];
@@ -197,6 +213,10 @@ static int route(builder *b, int layer, int x, int *ids)
             snprintf(name, sizeof name, "moe_kept_weights.%d", layer);
             ir_output(b->m, b->f, name, w);
         }
+    }
+    if (train && s->moe_router_enable_expert_bias) { /* the step's tokens per expert, those kept at capacity */
+        int count[3] = {route_args[1], *ids, w};
+        ir_emit(b->m, b->f, IR_OP_MOE_BIAS_COUNT, count, s->moe_expert_capacity_factor > 0 ? 3 : 2, NULL, NULL, NULL);
     }
     if (train && s->moe_router_load_balancing_type == MCC_MOE_AUX_LOSS && s->moe_aux_loss_coeff > 0) {
         int args[2] = {logits, *ids};
@@ -333,6 +353,8 @@ static void set_config(ir_module *m, const mcc_spec *s)
         ir_cfg_set_int(m, IR_CFG_NUM_LAYERS_AT_START_IN_BF16, s->num_layers_at_start_in_bf16);
         ir_cfg_set_int(m, IR_CFG_NUM_LAYERS_AT_END_IN_BF16, s->num_layers_at_end_in_bf16);
     }
+    if (s->moe_router_enable_expert_bias)
+        ir_cfg_set_num(m, IR_CFG_MOE_ROUTER_BIAS_UPDATE_RATE, s->moe_router_bias_update_rate);
     if (s->sequence_parallel && s->tensor_model_parallel_size > 1) {
         ir_cfg_set(m, IR_CFG_SEQUENCE_PARALLEL, "1");
         if (s->sequence_parallel_split == MCC_SP_SPLIT_BATCH)

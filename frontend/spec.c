@@ -649,6 +649,11 @@ static bool spec_read_root(spec_ctx *c, const char *path, json_t *root)
     const char *key;
     json_t *v;
     json_object_foreach(root, key, v) {
+        if (!strcmp(key, "description")) { /* free text for readers (what the model is, what it leaves out) */
+            if (!json_is_string(v))
+                return spec_fail(c, "%s: \"description\" must be a string (free text about the model)", path);
+            continue;
+        }
         int sec = 0;
         while (sec < SEC_COUNT && strcmp(key, spec_section_names[sec]) != 0) sec++;
         if (sec == SEC_COUNT) {
@@ -1013,10 +1018,6 @@ static bool spec_check_moe_built(spec_ctx *c)
         return spec_fail(c, "%s %s is not built yet: pass aux_loss (the Switch loss over each micro-batch) or none",
                          spec_where(c, spec_find("moe_router_load_balancing_type")),
                          spec_moe_balances[s->moe_router_load_balancing_type]);
-    if (s->moe_router_enable_expert_bias)
-        return spec_fail(c, "%s (aux-loss-free balancing) is not built yet: drop it and balance with "
-                            "--moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff C",
-                         spec_where(c, spec_find("moe_router_enable_expert_bias")));
     const char *axes[][2] = {{"tensor_model_parallel_size", "MoE layers under tensor parallelism"},
                              {"pipeline_model_parallel_size", "MoE layers in a pipeline"},
                              {"expert_tensor_parallel_size", "experts split over tensor-parallel ranks"}};

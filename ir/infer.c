@@ -905,13 +905,53 @@ static bool check_ids(const ir_type *ids, const ir_type *logits, double k, char 
     return true;
 }
 
+/* An expert bias h: an EXPERT_BIAS global's value, f32[2,E] (ir.h) */
+static bool need_expert_bias(const ir_instr *in, const ir_type *h, int64_t E, char *err, size_t len)
+{
+    if (h->dtype != IR_F32 || h->ndim != 2 || h->dims[0] != 2 || h->dims[1] != E)
+        return fail(err, len, "%s's expert bias must be f32[2,%lld] (the step's counts, the bias), got %s",
+                    ir_ops[in->op].name, (long long)E, tstr(h));
+    return true;
+}
+
+/* logits[N,E][, h f32[2,E]] */
 bool ir_infer_moe_route(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
+    if (in->nargs > 2)
+        return fail(err, len, "moe_route takes the logits and at most an expert bias, got %d operands", in->nargs);
     if (!check_router(in, &a[0], err, len))
         return false;
+    if (in->nargs == 2 && (!need_expert_bias(in, &a[1], a[0].dims[1], err, len)))
+        return false;
+    if (in->nargs == 2 && in->attr[1] != 1)
+        return fail(err, len, "moe_route with an expert bias takes sigmoid scores (score 1), got score %.10g",
+                    in->attr[1]);
     int64_t dims[2] = {a[0].dims[0], (int64_t)in->attr[0]};
     r[0] = ir_tensor(a[0].dtype, 2, dims);
     r[1] = ir_tensor(IR_I32, 2, dims);
+    return true;
+}
+
+/* (h, ids[N,k][, w like ids]) */
+bool ir_infer_moe_bias_count(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (in->nargs < 2 || in->nargs > 3)
+        return fail(err, len, "moe_bias_count takes the expert bias, the ids and maybe the kept weights, got %d operands",
+                    in->nargs);
+    if (!need_i32(&a[1], 2, "expert ids [N,k]", err, len) || !need_expert_bias(in, &a[0], a[0].dims[a[0].ndim > 1], err, len))
+        return false;
+    if (in->nargs == 3 && !same_shape(&a[2], &a[1]))
+        return fail(err, len, "moe_bias_count's weights %s must be [N,k] as the ids %s", tstr(&a[2]), tstr(&a[1]));
+    return true;
+}
+
+/* (h, r like h) */
+bool ir_infer_moe_bias_update(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_expert_bias(in, &a[0], a[0].dims[a[0].ndim > 1], err, len) || !same_shape(&a[0], &a[1]) ||
+        a[1].dtype != IR_F32)
+        return fail(err, len, "moe_bias_update: its operands are the expert bias f32[2,E] and one like it, got %s and %s",
+                    tstr(&a[0]), tstr(&a[1]));
     return true;
 }
 

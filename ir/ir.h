@@ -108,7 +108,7 @@ typedef struct {
 /* A global's role. PARAM: the fp32 master value (what is initialised, updated and checkpointed);
  * STASH: a pipeline stage's saved activation, written by its forward and read by its backward, in
  * one of `slots` buffers (one per micro-batch in flight; the schedule's call names the slot; not a
- * companion, never checkpointed). Every other role but FP8_HISTORY is a companion of one PARAM (ir_global.owner):
+ * companion, never checkpointed). Every other role but FP8_HISTORY and EXPERT_BIAS is a companion of one PARAM (ir_global.owner):
  * GRAD its gradient accumulator,
  * GRAD_SHARD this rank's block of the reduced gradient (ZeRO), MASTER_SHARD this rank's block of
  * the fp32 master (ZeRO), ADAM_M/ADAM_V Adam's moments, COPY a lower-precision working copy that
@@ -120,10 +120,15 @@ typedef struct {
  * a weight's, its input's and its output gradient's are three), f32[1 + fp8_amax_history_len]:
  * [0] the step's amax so far (the max over its micro-batches, zero between steps), [1..] the
  * history, [1] the last step's; replicated, updated by the optimizer, checkpointed.
+ * EXPERT_BIAS: a MoE layer's aux-loss-free balancing state (frontend/model.c, Megatron's
+ * moe_router_enable_expert_bias; not a companion), f32[2,E] on FP8_HISTORY's pattern: row 0 the
+ * step's tokens per expert so far (moe_bias_count over its micro-batches, zero between steps),
+ * row 1 the bias moe_route adds to the scores for choosing; replicated, updated by the optimizer
+ * (moe_bias_update, the counts sum-reduced over dp), checkpointed.
  * ORDER: ir_global_kind_names (print.c). */
 typedef enum {
     IR_GLOBAL_PARAM, IR_GLOBAL_GRAD, IR_GLOBAL_ADAM_M, IR_GLOBAL_ADAM_V, IR_GLOBAL_COPY, IR_GLOBAL_GRAD_SHARD,
-    IR_GLOBAL_MASTER_SHARD, IR_GLOBAL_STASH, IR_GLOBAL_FP8_HISTORY, IR_NUM_GLOBAL_KINDS
+    IR_GLOBAL_MASTER_SHARD, IR_GLOBAL_STASH, IR_GLOBAL_FP8_HISTORY, IR_GLOBAL_EXPERT_BIAS, IR_NUM_GLOBAL_KINDS
 } ir_global_kind;
 typedef enum { IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_NORMAL, IR_NUM_INITS } ir_init;
 

@@ -127,7 +127,8 @@ static const char *duplicate_name(const char **names, int n)
 static bool role_problem(const ir_module *m, const ir_global *g, char *why, size_t len)
 {
     const char *kind = ir_global_kind_names[g->kind];
-    bool own = g->kind == IR_GLOBAL_PARAM || g->kind == IR_GLOBAL_STASH || g->kind == IR_GLOBAL_FP8_HISTORY; /* no companions */
+    bool own = g->kind == IR_GLOBAL_PARAM || g->kind == IR_GLOBAL_STASH || g->kind == IR_GLOBAL_FP8_HISTORY ||
+               g->kind == IR_GLOBAL_EXPERT_BIAS; /* no companions */
     if (own && g->owner >= 0)
         return snprintf(why, len, "is a %s but names an owner (of=): drop of=",
                         g->kind == IR_GLOBAL_PARAM ? "parameter" : "stash"), true;

@@ -34,7 +34,8 @@
  *
  * FP8 delayed scaling: the optimizer rolls each FP8_HISTORY's step amax (max-reduced over dp, whose
  * ranks quantized other micro-batches) into its history; zero_grads (a skipped step) only resets
- * the step amax, leaving the history as it was. */
+ * the step amax, leaving the history as it was. MoE expert bias likewise: each EXPERT_BIAS's
+ * step counts, sum-reduced over dp, move its bias (expert_biases). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -316,6 +317,23 @@ static void fp8_histories(ir_module *m, ir_func *f, bool roll)
     }
 }
 
+/* Every EXPERT_BIAS global's update in f (Megatron's get_updated_expert_bias): the step's counts
+ * sum-reduced over dp (each rank routed its own tokens to all the experts, so ep ranks, carved
+ * from dp, agree too), the bias moved by the config's rate; with update false (zero_grads) the
+ * counts reset alone. */
+static void expert_biases(ir_module *m, ir_func *f, bool update)
+{
+    double sum_over_dp[2] = {IR_AXIS_DP, 0}, rate = update ? ir_cfg_num(m, IR_CFG_MOE_ROUTER_BIAS_UPDATE_RATE) : 0;
+    for (int g = 0; g < m->nglobals; g++) {
+        if (m->globals[g].kind != IR_GLOBAL_EXPERT_BIAS)
+            continue;
+        int h = ir_global_ref(m, f, m->globals[g].name), args[2] = {h, h};
+        if (update && ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE) > 1)
+            args[1] = ir_emit(m, f, IR_OP_ALL_REDUCE, &h, 1, sum_over_dp, NULL, NULL);
+        ir_emit(m, f, IR_OP_MOE_BIAS_UPDATE, args, 2, &rate, NULL, NULL);
+    }
+}
+
 bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     bool zero = pass_zero_on(m);
@@ -402,9 +420,11 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
     if (sync)
         finish_params(m, sync, params, nparams, offloaded, NULL, false);
     fp8_histories(m, f, true);
+    expert_biases(m, f, true);
     emit_grad_norm(m, grads_func(m, "grad_norm", IR_FUNC_GRAD_NORM, params, nparams, zero, grads), grads, nparams, zero);
     ir_func *zero_grads = grads_func(m, "zero_grads", IR_FUNC_ZERO_GRADS, params, nparams, false, grads);
     zero_all(m, zero_grads, grads, nparams);
     fp8_histories(m, zero_grads, false);
+    expert_biases(m, zero_grads, false);
     return true;
 }

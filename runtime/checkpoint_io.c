@@ -43,6 +43,9 @@ static bool ckpt_name(const ir_module *m, int g, bool save, char *name, size_t l
     case IR_GLOBAL_FP8_HISTORY: /* FP8 delayed scaling's state: loaded as optimizer state is */
         *role = CK_ROLE_FP8_HISTORY;
         break;
+    case IR_GLOBAL_EXPERT_BIAS: /* MoE aux-loss-free balancing's state: likewise */
+        *role = CK_ROLE_EXPERT_BIAS;
+        break;
     default:
         return false;
     }

@@ -1028,23 +1028,54 @@ static void route_weights(const rt_kernel_call *c, const double *s, const int32_
 
 static double route_scaling(const rt_kernel_call *c) { return c->in->attr[3] != 0 ? c->in->attr[3] : 1.0; }
 
-/* logits[N,E] -> (w[N,k], ids[N,k]) */
+/* (logits[N,E][, h[2,E]]) -> (w[N,k], ids[N,k]): with an expert bias the top k of s + h[1] */
 void cpu_MOE_ROUTE(const rt_kernel_call *c)
 {
-    const float *logits = argf(c, 0);
+    const float *logits = argf(c, 0), *bias = c->in->nargs > 1 ? argf(c, 1) : NULL;
     int64_t N = c->arg_types[0]->dims[0], E = c->arg_types[0]->dims[1], k = c->res_types[0]->dims[1];
     float *w = resf(c, 0);
     int32_t *ids = c->res[1];
     double *s = scratch((size_t)E, sizeof(double)), *wd = scratch((size_t)k, sizeof(double)), scaling = route_scaling(c);
+    double *choose = bias ? scratch((size_t)E, sizeof(double)) : s;
     for (int64_t n = 0; n < N; n++) {
         route_scores(c, logits + n * E, E, s);
-        topk_row(s, E, k, ids + n * k);
+        for (int64_t e = 0; bias && e < E; e++)
+            choose[e] = s[e] + bias[E + e];
+        topk_row(choose, E, k, ids + n * k);
         route_weights(c, s, ids + n * k, k, wd);
         for (int64_t j = 0; j < k; j++)
             w[n * k + j] = (float)(wd[j] * scaling);
     }
+    if (bias)
+        free(choose);
     free(s);
     free(wd);
+}
+
+/* (h[2,E], ids[N,k][, w[N,k]]): h[0][ids] += 1 for each pair (kept: w != 0) */
+void cpu_MOE_BIAS_COUNT(const rt_kernel_call *c)
+{
+    float *h = (float *)c->args[0];
+    const int32_t *ids = c->args[1];
+    const float *w = c->in->nargs > 2 ? argf(c, 2) : NULL;
+    for (int64_t i = 0, n = ir_numel(c->arg_types[1]); i < n; i++)
+        h[ids[i]] += !w || w[i] != 0;
+}
+
+/* (h[2,E], r like h) {rate}: h[1][e] += rate sign(mean(r[0]) - r[0][e]), then h[0] := 0 */
+void cpu_MOE_BIAS_UPDATE(const rt_kernel_call *c)
+{
+    float *h = (float *)c->args[0];
+    const float *r = argf(c, 1);
+    int64_t E = c->arg_types[0]->dims[1];
+    double rate = c->in->attr[0], mean = 0;
+    for (int64_t e = 0; e < E; e++)
+        mean += r[e];
+    mean /= (double)E;
+    for (int64_t e = 0; rate != 0 && e < E; e++)
+        h[E + e] = (float)(h[E + e] + rate * ((mean > r[e]) - (mean < r[e])));
+    for (int64_t e = 0; e < E; e++)
+        h[e] = 0;
 }
 
 /* (dw, logits, ids) -> dlogits: back through the scaling, the weights' normalisation and the scores */

@@ -446,6 +446,27 @@ static int fp8_bad_amax(const train_run *r, float *v)
     return -1;
 }
 
+/* MoE aux-loss-free balancing: the min and max over every EXPERT_BIAS global's bias row (ir.h;
+ * replicated, so every rank's are the same); false when the model has none. */
+static bool expert_bias_range(const train_run *r, double *lo, double *hi)
+{
+    bool any = false;
+    *lo = INFINITY, *hi = -INFINITY;
+    for (int g = 0; g < r->m->nglobals; g++) {
+        const ir_global *gl = &r->m->globals[g];
+        if (gl->kind != IR_GLOBAL_EXPERT_BIAS)
+            continue;
+        int64_t E = gl->type.dims[1];
+        float *h = malloc(ir_bytes(&gl->type));
+        rt_program_read_global(r->p, g, h);
+        for (int64_t e = 0; e < E; e++)
+            *lo = fmin(*lo, h[E + e]), *hi = fmax(*hi, h[E + e]);
+        free(h);
+        any = true;
+    }
+    return any;
+}
+
 /* What names a non-finite FP8 amax g (of value v) for non_finite, into what. */
 static const char *fp8_amax_what(const train_run *r, int g, char *what, size_t len)
 {
@@ -716,6 +737,10 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
         printf(" expert load imbalance (max/mean): %.3f |", imbalance);
     if (r->moe.func >= 0 && r->moe.nkept)
         printf(" dropped fraction: %.4f |", dropped);
+    double bias_lo = NAN, bias_hi = NAN;
+    bool biased = expert_bias_range(r, &bias_lo, &bias_hi);
+    if (biased)
+        printf(" expert bias (min/max): %.4E/%.4E |", bias_lo, bias_hi);
     /* --optimizer-cpu-offload: the host step a iteration, split into waiting for gradient chunks,
      * AdamW and the copies up (runtime/host_optimizer.c; the rest is its other instructions) */
     bool offload = ir_func_of_kind(r->m, IR_FUNC_HOST_OPTIMIZER) >= 0;
@@ -729,7 +754,7 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
                host[RT_HOST_TIME_DOWN], host[RT_HOST_TIME_ADAM], host[RT_HOST_TIME_UP]);
     printf("\n");
     enum { BASE = 10 }; /* every record's; then an MoE model's and the offloaded host step's */
-    rt_scalar all[BASE + 8] = {
+    rt_scalar all[BASE + 10] = {
         {"consumed_samples", (double)samples}, {"loss", loss}, {"lr", last->lr},
         {"grad_norm", last->skipped ? NAN : last->grad_norm}, {"ms_per_iter", ms}, {"tokens_per_s_per_gpu", tok_s},
         {"tflops_per_gpu", flops / 1e12}, {"mfu", mfu}, {"memory_gib", mem}, {"skipped", w->skipped},
@@ -741,6 +766,10 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
         all[n++] = (rt_scalar){"moe_load_imbalance", imbalance};
         if (r->moe.nkept)
             all[n++] = (rt_scalar){"moe_dropped_fraction", dropped};
+        if (biased) {
+            all[n++] = (rt_scalar){"moe_expert_bias_min", bias_lo};
+            all[n++] = (rt_scalar){"moe_expert_bias_max", bias_hi};
+        }
     }
     if (offload) {
         all[n++] = (rt_scalar){"host_step_ms", host[RT_HOST_TIME_ALL]};
@@ -912,6 +941,9 @@ static void finish_run(train_run *r)
     if (r->a.dump_dir && !strcmp(ir_cfg_text(r->m, IR_CFG_FP8_RECIPE), "delayed") &&
         strcmp(ir_cfg_text(r->m, IR_CFG_FP8_FORMAT), "none"))
         dump_globals(r, IR_GLOBAL_FP8_HISTORY, "fp8_histories_final.mcct");
+    double lo, hi;
+    if (r->a.dump_dir && expert_bias_range(r, &lo, &hi))
+        dump_globals(r, IR_GLOBAL_EXPERT_BIAS, "expert_biases_final.mcct");
     if (r->a.dump_dir && r->writer) {
         dump_close(&r->batches);
         if (!rt_file_close_synced(r->steps))

@@ -82,7 +82,7 @@ def check_replay(dump, samples, c, n_steps):
     dumped = torch_ref.read_steps(os.path.join(dump, "steps.txt"))
     _, _, ref, _ = torch_ref.train(init, whole, n_steps, n_steps, c)
     out = []
-    for (it, loss, lr, norm), (ref_loss, ref_lr, ref_norm) in zip(dumped, ref):
+    for (it, loss, lr, norm), (ref_loss, ref_lr, ref_norm, *_) in zip(dumped, ref):  # then the MoE report
         out.append((f"step {it} loss (all ranks' samples)", torch_ref.rel_err(loss, ref_loss), f"{loss:.7g} vs {ref_loss:.7g}"))
         out.append((f"step {it} lr", torch_ref.rel_err(lr, ref_lr, floor=c["lr"]), f"{lr:.7g} vs {ref_lr:.7g}"))
         out.append((f"step {it} grad_norm", torch_ref.rel_err(norm, ref_norm), f"{norm:.7g} vs {ref_norm:.7g}"))

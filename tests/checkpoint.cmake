@@ -17,6 +17,9 @@ add_test(NAME checkpoint_resume_dropout COMMAND ${_ckr} tiny-gpt2 1 --hidden-dro
 add_test(NAME checkpoint_resume_accum4 COMMAND ${_ckr} tiny-llama 1 --micro-batch-size 2 --global-batch-size 8)
 # an MoE model (its [E, out, in] experts and router saved as any parameter), dropping tokens
 add_test(NAME checkpoint_resume_moe COMMAND ${_ckr} tiny-moe 1 --moe-expert-capacity-factor 0.8)
+# aux-loss-free balancing: each layer's expert bias (and its zeroed step counts) saved and loaded
+add_test(NAME checkpoint_resume_moe_expert_bias COMMAND ${_ckr} tiny-moe 1 --moe-router-score-function sigmoid
+         --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01)
 # saved without recompute, resumed with full recompute (a checkpoint holds no recompute state; the
 # replay computes the forward's values, bit for bit on the CPU), with dropout: the replay's masks
 add_test(NAME checkpoint_resume_full_recompute COMMAND ${_ckr} tiny-llama 1 --hidden-dropout 0.1 --attention-dropout 0.1)

@@ -39,13 +39,15 @@ endforeach()
 # experts, a shared expert, layer 0 dense, aux and z losses): softmax before the top k; sigmoid
 # scores scaled; GELU experts with every other layer MoE (moe_layer_freq's integer form); one
 # expert a token, whose softmax weight is 1, so the router learns from the aux and z losses alone;
-# token dropping at capacity factor 0.8 by either policy (padding: the same numbers).
+# token dropping at capacity factor 0.8 by either policy (padding: the same numbers); sigmoid
+# routing with aux-loss-free balancing (expert bias, rate 0.01 so 10 steps move choices).
 foreach(variant "pre_softmax:--moe-router-pre-softmax"
                 "sigmoid:--moe-router-score-function sigmoid --moe-router-topk-scaling-factor 2.5"
                 "gelu:--swiglu false --moe-layer-freq 2"
                 "top1:--moe-router-topk 1 --moe-shared-expert-intermediate-size 0"
                 "capacity_probs:--moe-expert-capacity-factor 0.8"
-                "capacity_position:--moe-expert-capacity-factor 0.8 --moe-token-drop-policy position --moe-pad-expert-input-to-capacity")
+                "capacity_position:--moe-expert-capacity-factor 0.8 --moe-token-drop-policy position --moe-pad-expert-input-to-capacity"
+                "expert_bias:--moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01 --moe-aux-loss-coeff 0")
   string(REPLACE ":" ";" parts "${variant}")
   list(GET parts 0 name)
   list(GET parts 1 flags)
@@ -165,10 +167,12 @@ endif()
 # MoE on data-parallel CPU ranks (tensor, pipeline and expert parallelism of MoE are refused until
 # built): each rank's micro-batch routes and balances its own tokens, as a single rank's does. (Not
 # the layouts' accum16: smaller micro-batches change the aux loss and the capacity, which are a
-# micro-batch's, as Megatron's.)
+# micro-batch's, as Megatron's.) With expert bias the step's counts are summed over dp, so both
+# ranks move the bias as the single rank does.
 if(MPI_C_FOUND)
   foreach(layout "dp2:2:--dp 2" "dp2_zero:2:--dp 2 --use-distributed-optimizer" "dp2_dropout:2:${_dropout} --dp 2"
-                 "dp2_capacity:2:--moe-expert-capacity-factor 0.8 -- --dp 2")
+                 "dp2_capacity:2:--moe-expert-capacity-factor 0.8 -- --dp 2"
+                 "dp2_expert_bias:2:--moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01 -- --dp 2")
     mcc_parse_layout(${layout})
     set(test ${layout_name}_equals_single_rank_tiny-moe)
     add_test(NAME ${test} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh $<TARGET_FILE:mcc> tiny-moe

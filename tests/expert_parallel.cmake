@@ -3,7 +3,8 @@
 # dp 2 (edp 1: no expert gradient reduction), over ep 2 beside dp 4 (edp 2: the expert gradients
 # summed over the ranks holding the same experts), over ep 4 (one expert a rank) and with a
 # capacity factor (the dropped pairs' weights zero on their own rank, their rows still sent: the
-# buffers stay the worst case); ep 2 beside dp 4 with the distributed optimizer (the experts' ZeRO
+# buffers stay the worst case), with expert bias (every rank routes its tokens over all the experts,
+# the counts summed over dp); ep 2 beside dp 4 with the distributed optimizer (the experts' ZeRO
 # blocks over edp, the dense ones' over dp: blocks of the experts over dp sum other ranks' experts)
 # and with --overlap-grad-reduce (the experts' buckets over edp inside the backward); and an EP=2
 # checkpoint loaded on one rank and at DP=2 without EP (tests/checkpoint_ep.sh), also one saved with
@@ -13,7 +14,8 @@ if(MPI_C_FOUND)
                  "ep4:4:--dp 4 --expert-model-parallel-size 4"
                  "ep2_edp2_zero:4:--dp 4 --expert-model-parallel-size 2 --use-distributed-optimizer"
                  "ep2_edp2_overlap:4:--dp 4 --expert-model-parallel-size 2 --overlap-grad-reduce"
-                 "ep2_capacity:2:--moe-expert-capacity-factor 1.0 -- --dp 2 --expert-model-parallel-size 2")
+                 "ep2_capacity:2:--moe-expert-capacity-factor 1.0 -- --dp 2 --expert-model-parallel-size 2"
+                 "ep2_expert_bias:2:--moe-router-score-function sigmoid --moe-router-enable-expert-bias -- --dp 2 --expert-model-parallel-size 2")
     string(REPLACE ":" ";" parts "${layout}")
     list(GET parts 0 name)
     list(GET parts 1 ranks)

@@ -342,9 +342,28 @@ def moe_shapes(c, p):
     return shapes
 
 
-def router(logits, c):
-    """Megatron's topk_softmax_with_capacity without capacity: (weights [N,k], expert ids [N,k])."""
+# Aux-loss-free balancing (moe_router_enable_expert_bias): each MoE layer's [the step's tokens per
+# expert so far, the bias], as its EXPERT_BIAS global (ir/ir.h) holds them.
+EXPERT_BIAS = {}
+
+
+def expert_bias_update(c):
+    """After the optimizer step (Megatron's get_updated_expert_bias, ops.def's moe_bias_update):
+    bias += rate sign(mean count - count), the counts then zero."""
+    rate = c.get("moe_router_bias_update_rate", 1e-3)
+    for h in EXPERT_BIAS.values():
+        h[1] = h[1] + rate * torch.sign(h[0].mean() - h[0])
+        h[0] = torch.zeros_like(h[0])
+
+
+def router(logits, c, name=None, log=None):
+    """Megatron's topk_softmax_with_capacity: (weights [N,k], expert ids [N,k], the capacity's keep
+    mask or None). With expert bias (sigmoid) the top k of sigmoid + the layer's bias are chosen,
+    weighted by the sigmoid alone, and a training step (log) counts the kept pairs per expert."""
     k = c.get("moe_router_topk", 2)
+    bias = None
+    if c.get("moe_router_enable_expert_bias"):
+        bias = EXPERT_BIAS.setdefault(name, [torch.zeros(logits.shape[1], dtype=logits.dtype)] * 2)
     if c.get("moe_router_score_function", "softmax") == "softmax":
         if c.get("moe_router_pre_softmax"):
             w, ids = torch.topk(logits.softmax(-1), k, dim=1)
@@ -352,11 +371,19 @@ def router(logits, c):
             top, ids = torch.topk(logits, k, dim=1)
             w = top.softmax(-1)
     else:
-        w, ids = torch.topk(torch.sigmoid(logits), k, dim=1)
+        scores = torch.sigmoid(logits)
+        if bias is None:
+            w, ids = torch.topk(scores, k, dim=1)
+        else:
+            ids = torch.topk(scores.detach() + bias[1], k, dim=1)[1]
+            w = scores.gather(1, ids)
         w = w / (w.sum(-1, keepdim=True) + 1e-20) if k > 1 else w
     scaling = c.get("moe_router_topk_scaling_factor", 0)
     w = w * scaling if scaling else w
     keep = capacity_keep(w.detach(), ids, c) if c.get("moe_expert_capacity_factor", 0) > 0 else None
+    if bias is not None and log is not None:
+        kept = torch.ones_like(w) if keep is None else keep
+        bias[0] = bias[0] + torch.zeros_like(bias[0]).index_add(0, ids.reshape(-1), kept.detach().reshape(-1))
     return (w if keep is None else w * keep), ids, keep
 
 
@@ -419,7 +446,7 @@ def moe(x, p, name, c, log):
     B, T, d = x.shape
     xf = x.reshape(-1, d)
     logits = xf @ p[name + ".router.weight"].T
-    w, ids, keep = router(logits, c)
+    w, ids, keep = router(logits, c, name, log)
     if log is not None:
         log.add(logits, ids, keep, c)
     y = torch.zeros_like(xf)
@@ -513,7 +540,12 @@ def train(init, batches, n_steps, n_iters, c):
         opt.step()
         round_moments(opt, c)
         fp8_roll()
-        steps.append((loss_sum / accum, lr, grad_norm, moe_report(logs)))
+        expert_bias_update(c)
+        report = moe_report(logs)
+        if EXPERT_BIAS:  # the log line's bias range after the step, over every layer's experts
+            report["moe_expert_bias_min"] = min(float(h[1].min()) for h in EXPERT_BIAS.values())
+            report["moe_expert_bias_max"] = max(float(h[1].max()) for h in EXPERT_BIAS.values())
+        steps.append((loss_sum / accum, lr, grad_norm, report))
     return logits1, grads1, steps, {n: t.detach() for n, t in p.items()}
 
 
@@ -644,6 +676,15 @@ def compare(dump, c, n_iters, metrics_file=None):
             rows.append((f"fp8 history {n}", rel(h, want), "norms"))
             if len(h) > steps:
                 rows.append((f"fp8 step-1 amax {n}", rel_err(h[steps], want[steps]), f"{h[steps]:.7g}"))
+    # expert bias: each MoE layer's after the last step (the counts row zero), exactly a sum of
+    # +-rate steps, so a wrong sign or count shows by a whole step
+    if c.get("moe_router_enable_expert_bias"):
+        dumped = read_mcct(os.path.join(dump, "expert_biases_final.mcct"))
+        for n, h in EXPERT_BIAS.items():
+            got = dumped.get(n + ".router.expert_bias")
+            want = torch.stack(h).numpy()
+            rows.append((f"expert bias {n}", math.inf if got is None else rel_err(got, want, floor=c.get(
+                "moe_router_bias_update_rate", 1e-3)), "missing" if got is None else f"max {float(abs(want).max()):.4g}"))
     return rows
 
 

@@ -687,6 +687,8 @@ static void moe_not_built(const rt_kernel_call *c)
 }
 void cuda_MOE_ROUTE(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
 void cuda_MOE_ROUTE_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
+void cuda_MOE_BIAS_COUNT(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
+void cuda_MOE_BIAS_UPDATE(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
 void cuda_MOE_CAPACITY(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
 void cuda_MOE_SORT(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
 void cuda_MOE_PERMUTE(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
