@@ -1032,10 +1032,6 @@ static bool spec_check_moe_built(spec_ctx *c)
                             "experts, and the ep ranks are data-parallel ranks (edp = dp / ep hold the same experts)",
                          spec_where(c, spec_find("expert_model_parallel_size")), ep, experts, s->num_experts,
                          s->data_parallel_size);
-    if (ep > 1 && s->use_distributed_optimizer)
-        return spec_fail(c, "%s with %s is not built yet (the experts' optimizer state sharded over edp): drop one",
-                         spec_where(c, spec_find("expert_model_parallel_size")),
-                         spec_where(c, spec_find("use_distributed_optimizer")));
     if (s->fp8_format != MCC_FP8_NONE)
         return spec_fail(c, "%s with %s: FP8 experts are not built yet: drop --fp8-format",
                          spec_where(c, spec_find("fp8_format")), experts);

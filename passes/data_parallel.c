@@ -8,8 +8,9 @@
  * inside the backward). (autodiff scales the loss by 1/(accum_steps * dp), so the sum is the global mean.)
  * Under expert parallelism the expert weights' gradients are summed over edp instead (the ranks
  * holding the same experts; expert_parallel.c).
- * With the distributed optimizer (ZeRO-1, see optimizer.c) each rank only updates its 1/dp block
- * of every parameter, so it needs only that block of the sum: reduce_scatter into @<p>.grad_shard. */
+ * With the distributed optimizer (ZeRO-1, see optimizer.c) each rank only updates its block of
+ * every parameter (1/dp, an expert weight's 1/edp: pass_replica_axis), so it needs only that block
+ * of the sum: reduce_scatter over that axis into @<p>.grad_shard. */
 #include "passes.h"
 
 #include <stdio.h>
@@ -17,23 +18,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* @<p>.grad_shard := this rank's block of the sum of @<p>.grad over dp; grad is a GRAD global. The
- * block is a GRAD_SHARD companion of <p>, laid out as the gradient, then dp:flat. */
+/* @<p>.grad_shard := this rank's block of the sum of @<p>.grad over its replicas' axis
+ * (pass_replica_axis: dp, or edp for an expert weight); grad is a GRAD global. The block is a
+ * GRAD_SHARD companion of <p>, laid out as the gradient, then <axis>:flat. */
 static bool reduce_scatter_grad(ir_module *m, ir_func *f, int grad, char *err, size_t errlen)
 {
     ir_global g = m->globals[grad]; /* ir_global_add below may move m->globals */
-    long long dp = ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE), numel = (long long)ir_numel(&g.type);
-    if (numel % dp)
-        return snprintf(err, errlen, "--use-distributed-optimizer splits every parameter into data_parallel_size = %lld "
-                        "equal blocks, but @%s has %lld elements: choose a data_parallel_size that divides it or "
-                        "drop --use-distributed-optimizer", dp, g.name, numel), false;
-    double axis = IR_AXIS_DP;
+    ir_axis over = pass_replica_axis(m, grad);
+    long long n = ir_module_mesh(m).degree[over], numel = (long long)ir_numel(&g.type);
+    if (numel % n)
+        return snprintf(err, errlen, "--use-distributed-optimizer splits every parameter into %s = %lld equal blocks, "
+                        "but @%s has %lld elements here: choose a --data-parallel-size%s that divides it or drop "
+                        "--use-distributed-optimizer", over == IR_AXIS_EDP ? "data_parallel_size / ep (edp)"
+                        : "data_parallel_size", n, g.name, numel,
+                        over == IR_AXIS_EDP ? " (or --expert-model-parallel-size)" : ""), false;
+    double axis = over;
     int whole = ir_global_ref(m, f, g.name);
-    int block = ir_emit(m, f, IR_OP_REDUCE_SCATTER, &whole, 1, &axis, NULL, NULL); /* f32[numel/dp] {shard=[dp]} */
+    int block = ir_emit(m, f, IR_OP_REDUCE_SCATTER, &whole, 1, &axis, NULL, NULL); /* f32[numel/n] {shard=[axis]} */
     char name[256];
     snprintf(name, sizeof name, "%s_shard", g.name);
     int shard = ir_global_add_companion(m, name, *ir_vtype(f, block), IR_GLOBAL_GRAD_SHARD, g.owner);
-    ir_layout_add(&m->globals[shard].layout, IR_AXIS_DP, IR_SPLIT_FLAT, 0); /* after the gradient's own splits */
+    ir_layout_add(&m->globals[shard].layout, over, IR_SPLIT_FLAT, 0); /* after the gradient's own splits */
     int args[2] = {ir_global_ref(m, f, name), block};
     ir_emit(m, f, IR_OP_COPY, args, 2, NULL, NULL, NULL);
     return true;
@@ -87,13 +92,6 @@ static int *gradient_globals(const ir_module *m, int *n)
     return grads;
 }
 
-/* The mesh axis gradient global g is summed over: an expert weight's (split over ep: its experts'
- * gradients already hold every ep rank's tokens) over the expert data-parallel ranks, edp. */
-static ir_axis reduce_axis(const ir_module *m, int g)
-{
-    return ir_layout_split(&m->globals[g].layout, IR_AXIS_EP) ? IR_AXIS_EDP : IR_AXIS_DP;
-}
-
 /* reduce_grads: every bucket, after the backward: the dense gradients' over dp, then the experts'
  * over edp (none when ep = dp). */
 static void all_reduce_buckets(ir_module *m, ir_func *f)
@@ -104,7 +102,7 @@ static void all_reduce_buckets(ir_module *m, ir_func *f)
     for (int a = 0; a < 2; a++) {
         int k = 0;
         for (int i = 0; i < n; i++)
-            if (reduce_axis(m, all[i]) == axes[a])
+            if (pass_replica_axis(m, all[i]) == axes[a])
                 grads[k++] = all[i];
         if (!k || ir_module_mesh(m).degree[axes[a]] <= 1)
             continue;
@@ -142,28 +140,45 @@ static int by_key(const void *a, const void *b)
 /* --overlap-grad-reduce (one micro-batch per step): no reduce_grads; micro_step all-reduces each
  * bucket right after the backward finishes its last gradient, so on the GPU (where these
  * collectives run on their own stream) the reduction overlaps the rest of the backward. Buckets
- * fill in the order the gradients become final (the last layer's first). */
+ * fill in the order the gradients become final (the last layer's first), the dense gradients'
+ * (over dp) and the experts' (over edp, none at edp 1) apart: a bucket is one collective over one
+ * group. */
 static void overlap_buckets(ir_module *m)
 {
     int fi = ir_func_of_kind(m, IR_FUNC_STEP);
     const ir_func *src = m->funcs[fi];
-    int n, *grads = gradient_globals(m, &n), *last = final_writes(m, src), *end = malloc(sizeof(int) * (size_t)(n + 1));
+    int n, *all = gradient_globals(m, &n), *last = final_writes(m, src);
     sort_key = last;
-    qsort(grads, (size_t)n, sizeof(int), by_key);
-    int nb = fill_buckets(m, grads, n, true, end), b = 0;
+    qsort(all, (size_t)n, sizeof(int), by_key);
+    enum { NAXES = 2 };
+    const ir_axis axes[NAXES] = {IR_AXIS_DP, IR_AXIS_EDP};
+    int *grads[NAXES], *end[NAXES], ng[NAXES] = {0}, nb[NAXES] = {0}, b[NAXES] = {0};
+    for (int a = 0; a < NAXES; a++) {
+        grads[a] = malloc(sizeof(int) * (size_t)(n + 1));
+        end[a] = malloc(sizeof(int) * (size_t)(n + 1));
+        for (int k = 0; k < n; k++)
+            if (pass_replica_axis(m, all[k]) == axes[a])
+                grads[a][ng[a]++] = all[k];
+        if (ng[a] && ir_module_mesh(m).degree[axes[a]] > 1)
+            nb[a] = fill_buckets(m, grads[a], ng[a], a == 0, end[a]);
+    }
     ir_func *dst = ir_func_new(m, src->name, src->kind);
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
-    for (int i = 0; i < src->ninstrs; i++) {
-        ir_copy_instr(m, dst, src, &src->instrs[i], map);
-        for (; b < nb && last[grads[end[b] - 1]] <= i; b++) /* its last gradient is final */
-            emit_bucket(m, dst, grads + bucket_first(end, b), end[b] - bucket_first(end, b), IR_AXIS_DP, true);
+    for (int i = 0; i <= src->ninstrs; i++) { /* i = ninstrs: gradients micro_step never writes */
+        if (i < src->ninstrs)
+            ir_copy_instr(m, dst, src, &src->instrs[i], map);
+        for (int a = 0; a < NAXES; a++)
+            for (; b[a] < nb[a] && (i == src->ninstrs || last[grads[a][end[a][b[a]] - 1]] <= i); b[a]++)
+                emit_bucket(m, dst, grads[a] + bucket_first(end[a], b[a]), end[a][b[a]] - bucket_first(end[a], b[a]),
+                            axes[a], true);
     }
-    for (; b < nb; b++) /* gradients micro_step never writes */
-        emit_bucket(m, dst, grads + bucket_first(end, b), end[b] - bucket_first(end, b), IR_AXIS_DP, true);
     ir_func_replace(m, fi, dst);
+    for (int a = 0; a < NAXES; a++) {
+        free(grads[a]);
+        free(end[a]);
+    }
     free(last);
-    free(grads);
-    free(end);
+    free(all);
     free(map);
 }
 

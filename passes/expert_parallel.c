@@ -15,8 +15,9 @@
  * (a token's k experts are distinct); the memory report says so. It runs before autodiff, whose
  * rules give the backward the transposed all-to-alls. The expert weights' gradients are then
  * whole on their rank for the tokens of all ep ranks; data_parallel sums them over the expert
- * data-parallel group (edp = dp / ep) and the dense ones over dp, and the gradient norm sums the
- * experts' squares over ep. */
+ * data-parallel group (edp = dp / ep) and the dense ones over dp (with the distributed optimizer,
+ * reduce-scattered into edp blocks, and with --overlap-grad-reduce in buckets of their own), and
+ * the gradient norm sums the experts' squares over ep. */
 #include "passes.h"
 
 #include <stdio.h>
@@ -36,12 +37,6 @@ static bool ep_refuse(const ir_module *m, int ep, char *err, size_t errlen)
             return snprintf(err, errlen, "--expert-model-parallel-size %d with %s %lld is not built yet (experts split "
                             "over ep alone, beside data parallelism): drop one of them", ep, alone[i].flag,
                             ir_cfg_int(m, alone[i].key)), true;
-    if (ir_cfg_bool(m, IR_CFG_USE_DISTRIBUTED_OPTIMIZER))
-        return snprintf(err, errlen, "--expert-model-parallel-size %d with --use-distributed-optimizer is not built "
-                        "yet (the expert weights' optimizer state sharded over edp): drop one of them", ep), true;
-    if (ir_cfg_bool(m, IR_CFG_OVERLAP_GRAD_REDUCE))
-        return snprintf(err, errlen, "--expert-model-parallel-size %d with --overlap-grad-reduce is not built yet "
-                        "(buckets over dp and edp inside the backward): drop --overlap-grad-reduce", ep), true;
     return false;
 }
 

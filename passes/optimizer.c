@@ -6,14 +6,16 @@
  * `grad_norm` (the norm alone, output @grad_norm) and `zero_grads` (the zeroing alone): with
  * --skip-nan-steps train_rank checks the norm before the update and drops a bad step's gradients.
  *
- * The distributed optimizer (ZeRO-1, pass_zero_on) is the same optimizer over 1/dp blocks, so it
- * is built here rather than by a pass of its own. Each rank keeps, as flat f32[N/dp] {shard=[dp]}
+ * The distributed optimizer (ZeRO-1, pass_zero_on) is the same optimizer over 1/dp blocks (an
+ * expert weight's, under expert parallelism, 1/edp of this rank's experts: the ranks holding the
+ * same experts share them; pass_replica_axis picks the axis from each parameter's layout, and its
+ * blocks' layout is [ep:dim0, edp:flat]), so it is built here rather than by a pass of its own. Each rank keeps, as flat f32[N/dp] {shard=[dp]}
  * globals, its block of the fp32 master (@<p>.master_shard, filled from @<p> by `setup`), of Adam's
  * m and v (@<p>.adam_m/.adam_v) and of the reduced gradient (@<p>.grad_shard, which data_parallel.c's
  * reduce_grads reduce-scatters into). The norm is the square root of the all-reduced sum of the
  * blocks' squares; after AdamW updates its block, each parameter is all-gathered back into @<p>,
  * from which the working copies are refreshed as without ZeRO. The full fp32 @<p> thus stays
- * current on every rank (initialisation, dumps, checkpoints); optimizer state is 1/dp per rank.
+ * current on every rank (initialisation, dumps, checkpoints); optimizer state is 1/dp per rank (experts' 1/(ep x edp)).
  *
  * CPU offload (config optimizer_cpu_offload, the first optimizer_offload_fraction of the parameters'
  * elements in declaration order): an offloaded parameter's fp32 value lives on the host only. The
@@ -77,19 +79,21 @@ static ir_func *setup_func(ir_module *m)
     return i >= 0 ? m->funcs[i] : ir_func_new(m, "setup", IR_FUNC_SETUP);
 }
 
-/* @<param>.master_shard, the fp32 master ZeRO's update writes: this rank's block of parameter g (its
- * layout the parameter's, then dp:flat); declared and filled by `setup`; returns its index. */
+/* @<param>.master_shard, the fp32 master ZeRO's update writes: this rank's block of parameter g over
+ * its replicas' axis (pass_replica_axis: dp, an expert weight's edp; its layout the parameter's,
+ * then <axis>:flat); declared and filled by `setup`; returns its index. */
 static int master_shard(ir_module *m, int g)
 {
     int shard = ir_global_companion(m, g, IR_GLOBAL_MASTER_SHARD);
     if (shard >= 0)
         return shard;
     ir_func *setup = setup_func(m);
-    double axis = IR_AXIS_DP;
+    ir_axis over = pass_replica_axis(m, g);
+    double axis = over;
     int whole = ir_global_ref(m, setup, m->globals[g].name);
-    int block = ir_emit(m, setup, IR_OP_LOCAL_SHARD, &whole, 1, &axis, NULL, NULL); /* f32[N/dp] {shard=[dp]} */
+    int block = ir_emit(m, setup, IR_OP_LOCAL_SHARD, &whole, 1, &axis, NULL, NULL); /* f32[N/n] {shard=[axis]} */
     ir_layout layout = m->globals[g].layout;
-    ir_layout_add(&layout, IR_AXIS_DP, IR_SPLIT_FLAT, 0);
+    ir_layout_add(&layout, over, IR_SPLIT_FLAT, 0);
     shard = companion(m, g, IR_GLOBAL_MASTER_SHARD, "master_shard", *ir_vtype(setup, block), layout);
     m->globals[shard].no_decay = m->globals[g].no_decay;
     int args[2] = {ir_global_ref(m, setup, m->globals[shard].name), block};
@@ -126,10 +130,10 @@ static int working_copy(ir_module *m, int p)
 }
 
 /* ZeRO: @<g> (a parameter, or an offloaded one's working copy) := the concatenation of every rank's
- * updated block (master, a reference in f), converted to g's dtype. */
+ * updated block (master, a reference in f) over g's replicas' axis, converted to g's dtype. */
 static void gather_param(ir_module *m, ir_func *f, int g, int master)
 {
-    double axis = IR_AXIS_DP;
+    double axis = pass_replica_axis(m, g);
     const ir_type *t = &m->globals[g].type;
     int whole = ir_emit(m, f, IR_OP_ALL_GATHER, &master, 1, &axis, NULL, NULL); /* f32[N] */
     int args[2] = {ir_global_ref(m, f, m->globals[g].name), ir_reshape(m, f, whole, t->ndim, t->dims)};
@@ -156,8 +160,8 @@ static int add_split_squares(ir_module *m, ir_func *f, int sumsq, const int *spl
 /* output @grad_norm: the global norm of the n gradients; returns their sum of squares. Squares of
  * gradients split over tp (the shard pass's) are summed over the tp ranks, those of expert weights
  * split over ep (expert_parallel.c) over the ep ranks, those of replicated ones, the same on every
- * such rank, counted once; under ZeRO every dp rank's blocks are summed, and under pipeline
- * parallelism every stage's. */
+ * such rank, counted once; under ZeRO every replica's blocks are summed too (the dense ones' over
+ * dp, the experts' over edp), and under pipeline parallelism every stage's. */
 static int emit_grad_norm(ir_module *m, ir_func *f, int *grads, int n, bool zero)
 {
     int split[n], experts[n], whole[n], ns = 0, ne = 0, nw = 0;
@@ -173,10 +177,14 @@ static int emit_grad_norm(ir_module *m, ir_func *f, int *grads, int n, bool zero
     }
     int sumsq = nw ? ir_emit(m, f, IR_OP_SUM_SQUARES, whole, nw, NULL, NULL, NULL) : -1;
     sumsq = add_split_squares(m, f, sumsq, split, ns, IR_AXIS_TP);
-    sumsq = add_split_squares(m, f, sumsq, experts, ne, IR_AXIS_EP);
-    double sum_over_dp[2] = {IR_AXIS_DP, 0}, sum_over_pp[2] = {IR_AXIS_PP, 0};
-    if (zero)
+    int expert = add_split_squares(m, f, -1, experts, ne, IR_AXIS_EP);
+    double sum_over_dp[2] = {IR_AXIS_DP, 0}, sum_over_edp[2] = {IR_AXIS_EDP, 0}, sum_over_pp[2] = {IR_AXIS_PP, 0};
+    if (zero && sumsq >= 0)
         sumsq = ir_emit(m, f, IR_OP_ALL_REDUCE, &sumsq, 1, sum_over_dp, NULL, NULL);
+    if (zero && expert >= 0)
+        expert = ir_emit(m, f, IR_OP_ALL_REDUCE, &expert, 1, sum_over_edp, NULL, NULL);
+    if (expert >= 0)
+        sumsq = sumsq < 0 ? expert : ir_op2(m, f, IR_OP_ADD, sumsq, expert);
     if (ir_cfg_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE) > 1) /* each stage holds its own layers' */
         sumsq = ir_emit(m, f, IR_OP_ALL_REDUCE, &sumsq, 1, sum_over_pp, NULL, NULL);
     ir_output(m, f, "grad_norm", ir_op1(m, f, IR_OP_SQRT, sumsq));

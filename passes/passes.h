@@ -85,6 +85,14 @@ static inline bool pass_zero_on(const ir_module *m)
     return ir_cfg_bool(m, IR_CFG_USE_DISTRIBUTED_OPTIMIZER) && ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE) > 1;
 }
 
+/* The mesh axis global g's data-parallel replicas span, from its layout: an expert weight's (split
+ * over ep by expert_parallel.c) the expert data-parallel ranks edp, any other's dp. Its gradient is
+ * summed over that axis, and ZeRO's blocks of it (gradient, master, moments) are 1/degree of it. */
+static inline ir_axis pass_replica_axis(const ir_module *m, int g)
+{
+    return ir_layout_split(&m->globals[g].layout, IR_AXIS_EP) ? IR_AXIS_EDP : IR_AXIS_DP;
+}
+
 extern const pass_info mcc_passes[];
 extern const int mcc_npasses;
 

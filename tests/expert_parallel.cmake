@@ -4,11 +4,16 @@
 # summed over the ranks holding the same experts), over ep 4 (one expert a rank) and with a
 # capacity factor (the dropped pairs' weights zero on their own rank, their rows still sent: the
 # buffers stay the worst case), with expert bias (every rank routes its tokens over all the experts,
-# the counts summed over dp); and an EP=2 checkpoint loaded on one rank and at DP=2 without EP
-# (tests/checkpoint_ep.sh).
+# the counts summed over dp); ep 2 beside dp 4 with the distributed optimizer (the experts' ZeRO
+# blocks over edp, the dense ones' over dp: blocks of the experts over dp sum other ranks' experts)
+# and with --overlap-grad-reduce (the experts' buckets over edp inside the backward); and an EP=2
+# checkpoint loaded on one rank and at DP=2 without EP (tests/checkpoint_ep.sh), also one saved with
+# the distributed optimizer at ep 2 x edp 2 (its experts' moments in edp blocks).
 if(MPI_C_FOUND)
   foreach(layout "ep2:2:--dp 2 --expert-model-parallel-size 2" "ep2_edp2:4:--dp 4 --expert-model-parallel-size 2"
                  "ep4:4:--dp 4 --expert-model-parallel-size 4"
+                 "ep2_edp2_zero:4:--dp 4 --expert-model-parallel-size 2 --use-distributed-optimizer"
+                 "ep2_edp2_overlap:4:--dp 4 --expert-model-parallel-size 2 --overlap-grad-reduce"
                  "ep2_capacity:2:--moe-expert-capacity-factor 1.0 -- --dp 2 --expert-model-parallel-size 2"
                  "ep2_expert_bias:2:--moe-router-score-function sigmoid --moe-router-enable-expert-bias -- --dp 2 --expert-model-parallel-size 2")
     string(REPLACE ":" ";" parts "${layout}")
@@ -22,4 +27,7 @@ if(MPI_C_FOUND)
   endforeach()
   add_test(NAME checkpoint_ep2_to_single_and_dp2 COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_ep.sh $<TARGET_FILE:mcc> tiny-moe)
   set_tests_properties(checkpoint_ep2_to_single_and_dp2 PROPERTIES PROCESSORS 2 TIMEOUT 120)
+  add_test(NAME checkpoint_ep2_zero_to_single_and_dp2 COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_ep.sh
+           $<TARGET_FILE:mcc> tiny-moe 4 --dp 4 --expert-model-parallel-size 2 --use-distributed-optimizer)
+  set_tests_properties(checkpoint_ep2_zero_to_single_and_dp2 PROPERTIES PROCESSORS 4 TIMEOUT 120)
 endif()
