@@ -10,15 +10,15 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 layouts=("" "--tp 2" "--tp 2 --sequence-parallel" "--dp 2" "--dp 2 --use-distributed-optimizer"
          "--dp 2 --overlap-grad-reduce --ddp-bucket-size 20000")
-# GPT-2 1.5B's 25 heads do not split over tp 2: 32 heads of 50 there; tiny-moe's moe_layer_freq
-# lists its 3 layers: every layer MoE at 2
-declare -A model_flags=([gpt2-1.5b]="--num-attention-heads 32" [tiny-moe]="--moe-layer-freq 1")
+# GPT-2 1.5B's 25 heads do not split over tp 2: 32 heads of 50 there. An MoE model's moe_layer_freq
+# may list its own layer count: at 2 layers, every layer MoE
+declare -A model_flags=([gpt2-1.5b]="--num-attention-heads 32")
 # an MoE model also with its experts split over ep; under tp it is refused (not built yet)
 moe_layouts=("--dp 2 --expert-model-parallel-size 2")
 status=0 plans=0
 for spec in "$root"/models/*.json; do
   model=$(basename "$spec" .json)
-  moe=0; grep -q '"num_experts"' "$spec" && moe=1
+  moe=0; grep -q '"num_experts"' "$spec" && moe=1 && model_flags[$model]="--moe-layer-freq 1"
   extra=(); [ $moe = 1 ] && extra=("${moe_layouts[@]}")
   for layout in "${layouts[@]}" "${extra[@]}"; do
     for target in cpu cuda; do
