@@ -4,9 +4,18 @@
 # a 200-step loss curve against the CPU's, then the benchmark beside the PyTorch baseline.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
+# everything printed also goes home whole (the device tool returns only the output's tail)
+exec > >(tee "$O/device_run.out") 2>&1
 anchors=devrun/anchors # bundle.sh copies ../shared/anchors/torch_baseline.py there
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 section() { echo; echo "=== $*"; }
+# compare ARGS...: tests/compare_dumps.py --detail; on a failure its worst rows and where each failing
+# tensor differs, else its last lines
+compare() {
+  python3 tests/compare_dumps.py --detail "$@" > /tmp/compare.txt 2>&1; local rc=$?
+  [ $rc = 0 ] || { sed -n 2,7p /tmp/compare.txt; grep -E '^  |^largest' /tmp/compare.txt | head -14 | cut -c1-300; }
+  tail -2 /tmp/compare.txt | cut -c1-300; return $rc
+}
 # CHECKS=0 skips the kernel tests, the GPU-vs-CPU numerics and the loss curves (a benchmark-only call);
 # KERNEL_TESTS=0 and CURVES=0 skip only those parts
 if [ "${CHECKS:-1}" != 0 ]; then
@@ -24,11 +33,11 @@ section "GPU (bf16) vs CPU (fp32) numerics, 10 steps"
 for m in tiny-gpt2 tiny-llama; do
   timeout 120 devrun/bin/$m-cuda --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir /tmp/gpu-$m > "$O/$m-gpu10.log" 2>&1
   echo "$m train exit $?"; tail -2 "$O/$m-gpu10.log"
-  python3 tests/compare_dumps.py --cpu devrun/cpu/$m --gpu /tmp/gpu-$m 2>&1 | tail -8
+  compare --cpu devrun/cpu/$m --gpu /tmp/gpu-$m
   timeout 120 devrun/bin/$m-cuda-gb4 --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
     --dump-dir /tmp/gpu-gb4-$m > "$O/$m-gpu10-gb4.log" 2>&1
   echo "$m one micro-batch per step: train exit $?"
-  python3 tests/compare_dumps.py --cpu devrun/cpu/$m-gb4 --gpu /tmp/gpu-gb4-$m 2>&1 | tail -2
+  compare --cpu devrun/cpu/$m-gb4 --gpu /tmp/gpu-gb4-$m
 done
 fi
 
@@ -42,7 +51,7 @@ for m in tiny-gpt2 tiny-llama; do
     timeout 120 devrun/bin/$m-cuda-fp8-$r --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
       --dump-dir /tmp/gpu-fp8-$r-$m > "$O/$m-gpu10-fp8-$r.log" 2>&1
     echo "$m fp8 $r: train exit $?"; tail -2 "$O/$m-gpu10-fp8-$r.log"
-    python3 tests/compare_dumps.py --cpu devrun/cpu/$m-fp8-$r --gpu /tmp/gpu-fp8-$r-$m 2>&1 | tail -4
+    compare --cpu devrun/cpu/$m-fp8-$r --gpu /tmp/gpu-fp8-$r-$m
   done
 done
 fi
@@ -54,15 +63,15 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && [ "${DP2_CHECK:-1}" != 0 ]; then
       --eval-iters 0 --dump-dir /tmp/gpu-$m > /dev/null 2>&1
     timeout ${CHECK_TIMEOUT:-120} devrun/bin/$m-cuda-dp2 --nproc-per-node 2 --data-path devrun/data/numerics_text_document --train-iters 10 \
       --eval-iters 0 --dump-dir /tmp/gpu-dp2-$m > "$O/$m-dp2.log" 2>&1; echo "$m dp2 exit $?"; tail -1 "$O/$m-dp2.log"
-    python3 tests/compare_dumps.py --cpu /tmp/gpu-$m --gpu /tmp/gpu-dp2-$m 2>&1 | tail -3
+    compare --cpu /tmp/gpu-$m --gpu /tmp/gpu-dp2-$m
     # ZeRO-1: the same data-parallel run with the optimizer state sharded over the two GPUs
     timeout ${CHECK_TIMEOUT:-120} devrun/bin/$m-cuda-zero2 --nproc-per-node 2 --data-path devrun/data/numerics_text_document --train-iters 10 \
       --eval-iters 0 --dump-dir /tmp/gpu-zero2-$m > "$O/$m-zero2.log" 2>&1; echo "$m zero2 exit $?"; tail -1 "$O/$m-zero2.log"
-    python3 tests/compare_dumps.py --cpu /tmp/gpu-$m --gpu /tmp/gpu-zero2-$m 2>&1 | tail -3
+    compare --cpu /tmp/gpu-$m --gpu /tmp/gpu-zero2-$m
     # --overlap-grad-reduce: the buckets all-reduced inside the backward, on the comm stream
     timeout ${CHECK_TIMEOUT:-120} devrun/bin/$m-cuda-dp2ov --nproc-per-node 2 --data-path devrun/data/numerics_text_document --train-iters 10 \
       --eval-iters 0 --dump-dir /tmp/gpu-dp2ov-$m > "$O/$m-dp2ov.log" 2>&1; echo "$m dp2 overlap exit $?"; tail -1 "$O/$m-dp2ov.log"
-    python3 tests/compare_dumps.py --cpu /tmp/gpu-$m --gpu /tmp/gpu-dp2ov-$m 2>&1 | tail -3
+    compare --cpu /tmp/gpu-$m --gpu /tmp/gpu-dp2ov-$m
   done
 else
   echo "one GPU: skipped"
@@ -92,9 +101,11 @@ fi
 if [ "${PP1:-1}" != 0 ]; then
 section "pipeline stages on one GPU (ranks sharing it), 10 steps against the CPU"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# first the host-staged backend they go through, alone: 4 ranks, a 2x2 mesh's groups
+[ -x devrun/bin/comm_nccl_test ] && { timeout 120 mpirun -np 4 --oversubscribe devrun/bin/comm_nccl_test staged 2>&1 | tail -12; }
 pp_data="--data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0"
 for m in tiny-gpt2 tiny-llama; do
-  for v in pp2:2 pp2-1f1b:2 pp2-v2:2 pp4:4 pp2tp2sp:4 pp2dp2zero:4 pp2-dropout:2; do
+  for v in ${PP1_VARIANTS:-pp2:2 pp2-1f1b:2 pp2-v2:2 pp4:4 pp2tp2sp:4 pp2dp2zero:4 pp2-dropout:2}; do
     name=${v%%:*} np=${v#*:} ref=pp-$m
     [ "$name" = pp2-dropout ] && ref=pp-dropout-$m
     [ -x devrun/bin/$m-cuda-$name ] || { echo "$m $name: not compiled"; continue; }
@@ -102,12 +113,12 @@ for m in tiny-gpt2 tiny-llama; do
     timeout ${CHECK_TIMEOUT:-120} mpirun -np $np --oversubscribe devrun/bin/$m-cuda-$name $pp_data \
       --dump-dir /tmp/pp1-$name-$m > "$O/pp1-$m-$name.log" 2>&1
     echo "$m $name ($np ranks) exit $?"
-    python3 tests/compare_dumps.py --cpu devrun/cpu/$ref --gpu /tmp/pp1-$name-$m 2>&1 | tail -2
+    compare --cpu devrun/cpu/$ref --gpu /tmp/pp1-$name-$m
   done
 done
 section "llama-1B, 8 micro-batches: one rank vs PP=2 on the same GPU, 12 steps"
 pp_bench="--data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 --log-interval 1 --eval-iters 0"
-if [ -x devrun/bin/bench-llama-1B-mb8 ]; then
+if [ "${PP1_MB8:-1}" != 0 ] && [ -x devrun/bin/bench-llama-1B-mb8 ]; then
   timeout 200 devrun/bin/bench-llama-1B-mb8 $pp_bench > "$O/pp1-llama-1B-mb8.log" 2>&1
   echo "one rank exit $?"; grep -E "first step|iteration +12/" "$O/pp1-llama-1B-mb8.log"
   for v in pp2 pp2-zb pp2-v2; do
@@ -144,7 +155,7 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && [ "${TP2_CHECK:-1}" != 0 ]; then
       timeout ${CHECK_TIMEOUT:-120} devrun/bin/$m-cuda-$v --nproc-per-node 2 --data-path devrun/data/numerics_text_document \
         --train-iters 10 --eval-iters 0 --dump-dir /tmp/gpu-$v-$m > "$O/$m-$v.log" 2>&1
       echo "$m $v exit $?"; tail -1 "$O/$m-$v.log"
-      python3 tests/compare_dumps.py --cpu /tmp/gpu-v258-$m --gpu /tmp/gpu-$v-$m 2>&1 | tail -2
+      compare --cpu /tmp/gpu-v258-$m --gpu /tmp/gpu-$v-$m
     done
   done
 fi
@@ -256,6 +267,6 @@ fi
 
 section "table"
 touch "$O/baseline.jsonl"; python3 bench/summarize.py "$O" | tee "$O/table.txt"
-# the device tool brings back only a few files: every log goes home in one archive
-(cd "$O" && tar czf /tmp/mcc-logs.tar.gz --exclude table.txt --exclude baseline.jsonl . && \
-  find . -name '*.log' -delete && mv /tmp/mcc-logs.tar.gz logs.tar.gz)
+# the device tool brings back only a few files (8): every other file goes home in one archive
+(cd "$O" && tar czf /tmp/mcc-logs.tar.gz --exclude table.txt --exclude device_run.out . && \
+  find . -type f ! -name table.txt ! -name device_run.out -delete && mv /tmp/mcc-logs.tar.gz logs.tar.gz)

@@ -28,10 +28,12 @@ EOF
 # quarters while a host copy of the gradients made it 119.8 GiB); bf16 moments 60.0 GiB
 levers_8b_variants() {
   local full="--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+  # the spec's 2000 warmup iterations are longer than a 6-step run (train_rank refuses that)
+  local short="--lr-warmup-iters 1"
   cat <<EOF
-full-offload:$full --optimizer-cpu-offload --global-batch-size 8 --host-memory 120
-full-offload-bf16m:$full --optimizer-cpu-offload --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --global-batch-size 8 --host-memory 120
-full:$full --global-batch-size 8
+full-offload:$full $short --optimizer-cpu-offload --global-batch-size 8 --host-memory 120
+full-offload-bf16m:$full $short --optimizer-cpu-offload --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --global-batch-size 8 --host-memory 120
+full:$full $short --global-batch-size 8
 EOF
 }
 
@@ -70,16 +72,22 @@ levers_watch() {
   echo "$gpu $host" > "$out"
 }
 
-# levers_run OUTDIR: each compiled variant for a few steps (llama3-8b 6, the others 15), then the table
+# levers_run OUTDIR: each compiled variant for a few steps (llama3-8b 6, the others 15), then the table.
+# LEVERS_MATCH (globs after "lever-", default *) picks variants; LEVERS_TORCH=0 skips PyTorch's llama3-8b
 levers_run() {
-  local O=$1 bin name steps run data="--data-path devrun/data/brown_text_document --split 100,0,0 --log-interval 1 --eval-iters 0"
+  local O=$1 bin name steps run pat pick data="--data-path devrun/data/brown_text_document --split 100,0,0 --log-interval 1 --eval-iters 0"
+  local -a pats
+  read -ra pats <<< "${LEVERS_MATCH:-*}"
   for bin in devrun/bin/lever-*; do
     case $bin in *.log) continue ;; esac
     [ -x "$bin" ] || continue
     name=${bin#devrun/bin/}
+    pick=0
+    for pat in "${pats[@]}"; do [[ $name == lever-$pat ]] && pick=1; done
+    [ $pick = 1 ] || continue
     steps=15; case $name in *llama3-8b*) steps=6 ;; esac
     # shellcheck disable=SC2086
-    timeout 300 "$bin" $data --train-iters $steps > "$O/$name.log" 2>&1 &
+    timeout "${LEVERS_TIMEOUT:-300}" "$bin" $data --train-iters $steps > "$O/$name.log" 2>&1 &
     run=$!
     levers_watch $run "$O/$name.mem"
     wait $run; echo "$name exit $?"; grep -E "first step|iteration +$steps/" "$O/$name.log" | cut -c1-400
@@ -90,7 +98,9 @@ levers_run() {
     [ -x "devrun/bin/$name" ] || cp "$bin" "$O/$name.compile.log"
   done
   # PyTorch on llama3-8b, the same GPU: its tokens/s, or its error
-  timeout 300 python3 devrun/anchors/torch_baseline.py --config llama3-8b --steps 6 > "$O/lever-torch-llama3-8b.jsonl" \
-    2> "$O/lever-torch-llama3-8b.err"; echo "torch llama3-8b exit $?"; tail -2 "$O/lever-torch-llama3-8b.err"
+  if [ "${LEVERS_TORCH:-1}" != 0 ]; then
+    timeout 300 python3 devrun/anchors/torch_baseline.py --config llama3-8b --steps 6 > "$O/lever-torch-llama3-8b.jsonl" \
+      2> "$O/lever-torch-llama3-8b.err"; echo "torch llama3-8b exit $?"; tail -2 "$O/lever-torch-llama3-8b.err"
+  fi
   python3 bench/levers_table.py "$O" | tee "$O/levers_table.txt"
 }

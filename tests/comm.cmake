@@ -78,4 +78,10 @@ if(TARGET mccrt_cuda)
            -- $<TARGET_FILE:comm_nccl_test> p2p-timeout)
   set_tests_properties(comm_nccl_collectives comm_nccl_timeout comm_nccl_p2p comm_nccl_p2p_timeout PROPERTIES LABELS gpu TIMEOUT 120
     ENVIRONMENT "MCC_COLLECTIVE_TIMEOUT_S=3;NCCL_NVLS_ENABLE=0")
+  if(MPI_C_FOUND AND "MCC_HAVE_MPI" IN_LIST _mccrt_defs)
+    # the host-staged backend (ranks sharing one GPU): 4 ranks, a 2x2 mesh's groups among them
+    add_test(NAME comm_staged_4_ranks_one_gpu COMMAND ${_mpirun} $<TARGET_FILE:comm_nccl_test> staged)
+    set_tests_properties(comm_staged_4_ranks_one_gpu PROPERTIES LABELS gpu TIMEOUT 120
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;MCC_COLLECTIVE_TIMEOUT_S=10;ASAN_OPTIONS=detect_leaks=0")
+  endif()
 endif()

@@ -77,6 +77,19 @@ def noise_driven(grads):
     return {n for n, v in norms.items() if v < 1e-6 * top}
 
 
+def detail(what, run, ref):
+    """Where a failing tensor differs: the count and first index of elements off by more than 1e-3
+    of the tensor's largest, and whether the run's values are the reference's moved elsewhere."""
+    off = np.abs(run - ref) > 1e-3 * max(float(np.abs(ref).max()), 1e-30)
+    first = np.unravel_index(int(np.argmax(off)), ref.shape) if off.any() else None
+    moved = bool(np.array_equal(np.sort(run, axis=None), np.sort(ref, axis=None)))
+    rows = sorted({int(i) for i in np.nonzero(off.reshape(ref.shape[0], -1).any(axis=1))[0]}) if ref.ndim else []
+    print(f'  {what}: {int(off.sum())} of {off.size} elements differ, first at {first}; rows {rows[:12]}'
+          f'{"..." if len(rows) > 12 else ""} of {ref.shape[0] if ref.ndim else 1}; '
+          f'{"the same values in other places" if moved else "other values"}; '
+          f'zeros in run {int((run == 0).sum())}, in reference {int((ref == 0).sum())}')
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--cpu', required=True)
@@ -90,6 +103,8 @@ def main():
     ap.add_argument('--final', action='store_true', help='also compare params_final.mcct (fp32 layouts; in bf16 '
                     'the parameters drift apart with the steps)')
     ap.add_argument('--final-tol', type=float, help='of each final parameter (default: --tol)')
+    ap.add_argument('--detail', action='store_true', help='for each tensor that fails: how many elements differ, '
+                    'the first, and whether the run holds the reference\'s values in other places (a layout fault)')
     a = ap.parse_args()
     norm_tol = a.tol if a.norm_tol is None else a.norm_tol
     final_tol = a.tol if a.final_tol is None else a.final_tol
@@ -123,6 +138,8 @@ def main():
                 failed.append(f'{file}: {name} is {list(gpu[name].shape)}, the reference {list(ref.shape)}')
                 continue
             check(f'{file[:-5]} {name}', rel(gpu[name], ref, floor), tol, file[:-5])
+            if a.detail and failed and failed[-1] == f'{file[:-5]} {name}':
+                detail(f'{file[:-5]} {name}', gpu[name], ref)
     cpu_steps, gpu_steps = read_steps(f'{a.cpu}/steps.txt'), read_steps(f'{a.gpu}/steps.txt')
     if [c[0] for c in cpu_steps] != [g[0] for g in gpu_steps]:
         failed.append(f'steps.txt: iterations {[g[0] for g in gpu_steps]}, the reference {[c[0] for c in cpu_steps]}')

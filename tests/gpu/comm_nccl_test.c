@@ -2,7 +2,8 @@
  * (rt_launch_local): every collective on the world and on a split group, f32 and bf16, exact;
  * point to point with every send before any recv (f32, bf16, i32); and the watchdog: a rank that
  * skips a collective, or a send, ends the job with an error naming it.
- * usage: comm_nccl_test collectives | timeout | p2p | p2p-timeout   (starts 2 ranks; needs 2 GPUs) */
+ * usage: comm_nccl_test collectives | timeout | p2p | p2p-timeout   (starts 2 ranks; needs 2 GPUs)
+ *        mpirun -np 4 comm_nccl_test staged   (the host-staged backend: ranks sharing one GPU) */
 #include "comm_check.h"
 #include "runtime/launch.h"
 
@@ -32,32 +33,79 @@ static rt_comm *nccl_world(rt_rank_env *e)
     return world;
 }
 
-static int rank_collectives(void)
+/* Every collective on `world` and on a split group reversing its order (and, at 4 ranks, on
+ * halves of it, as a 2x2 mesh's groups), f32 and bf16, exact; the variable all-to-all. The
+ * caller frees `world`. */
+static int check_collectives(rt_comm *world, const char *what)
 {
-    rt_rank_env e;
-    rt_comm *world = nccl_world(&e);
     cudaStream_t s;
     CHECK(cudaStreamCreate(&s) == cudaSuccess, "cudaStreamCreate");
     comm_check_mem mem = {dev_alloc, dev_free, dev_upload, dev_download, dev_sync, s};
-    int n = rt_comm_size(world), r = rt_comm_rank(world), all[8], rev_members[8];
+    int n = rt_comm_size(world), r = rt_comm_rank(world), all[8], rev_members[8], half[8];
     for (int k = 0; k < n; k++)
         all[k] = k, rev_members[k] = n - 1 - k;
-    rt_comm *rev = rt_comm_split(world, 0, n - 1 - r, "reversed"); /* ncclCommSplit; key reverses the order */
+    rt_comm *rev = rt_comm_split(world, 0, n - 1 - r, "reversed"); /* key reverses the order */
+    rt_comm *pair = n == 4 ? rt_comm_split(world, r / 2, r % 2, "pair") : NULL;
+    for (int k = 0; k < 2; k++)
+        half[k] = r / 2 * 2 + k;
     for (ir_dtype dt = IR_F32; dt <= IR_BF16; dt++)
         for (size_t count = 7; count <= 7000000; count *= 1000) { /* 7M: NCCL's large-message path */
             check_group(&mem, world, all, n, dt, count);
             check_group(&mem, rev, rev_members, n, dt, count);
+            if (pair)
+                check_group(&mem, pair, half, 2, dt, count);
         }
     for (int kase = 0; kase < 3; kase++) /* the variable all-to-all: counts over the device, then rows */
         for (int splits = 1; splits <= 3; splits += 2) {
             check_all_to_all_v(&mem, world, IR_F32, splits, 5, kase);
             check_all_to_all_v(&mem, rev, IR_BF16, splits, 3, kase);
         }
+    if (pair)
+        rt_comm_free(pair);
     rt_comm_free(rev);
-    rt_comm_free(world);
-    printf("rank %d: NCCL collectives %s\n", r, failures ? "FAILED" : "ok");
+    printf("rank %d: %s collectives %s\n", r, what, failures ? "FAILED" : "ok");
     return failures ? 1 : 0;
 }
+
+static int rank_collectives(void)
+{
+    rt_rank_env e;
+    rt_comm *world = nccl_world(&e);
+    int rc = check_collectives(world, "NCCL");
+    rt_comm_free(world);
+    return rc;
+}
+
+#ifdef MCC_HAVE_MPI
+/* The host-staged backend (comm_staged.c: ranks sharing a GPU), under mpirun: collectives and
+ * point to point on device buffers through page-locked host memory and MPI. */
+static rt_comm *staged_world(rt_rank_env *e)
+{
+    char err[512];
+    rt_comm *host = rt_rank_env_detect(e, err, sizeof err) ? rt_comm_world_mpi(e, err, sizeof err) : NULL;
+    if (!host) {
+        fprintf(stderr, "FAIL: %s\n", err);
+        exit(1);
+    }
+    return rt_comm_world_staged(host);
+}
+
+static int rank_staged(void)
+{
+    rt_rank_env e;
+    rt_comm *world = staged_world(&e); /* one world: freeing it finalizes MPI */
+    int rc = check_collectives(world, "staged");
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s) == cudaSuccess, "cudaStreamCreate");
+    comm_check_mem mem = {dev_alloc, dev_free, dev_upload, dev_download, dev_sync, s};
+    rt_comm_add_p2p(world);
+    for (size_t count = 7; count <= 7000000; count *= 1000)
+        check_p2p(&mem, world, true, IR_BF16, count, 6);
+    printf("rank %d: staged point to point %s\n", e.rank, failures ? "FAILED" : "ok");
+    rt_comm_free(world);
+    return rc || failures ? 1 : 0;
+}
+#endif
 
 /* Sends and receives between the two ranks, each sending all before it receives any: with a
  * send that waited for its receiver (an ncclSend on the caller's stream, or on one communicator
@@ -121,9 +169,13 @@ int main(int argc, char **argv)
     const char *cmd = argc > 1 ? argv[1] : "";
     static const struct { const char *name; int (*run)(void); } cmds[] = {
         {"collectives", rank_collectives}, {"timeout", rank_timeout}, {"p2p", rank_p2p}, {"p2p-timeout", rank_p2p_timeout}};
+#ifdef MCC_HAVE_MPI
+    if (!strcmp(cmd, "staged")) /* under mpirun -np 2 or 4, on one GPU */
+        return rank_staged();
+#endif
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmd, cmds[i].name))
             return getenv("RANK") ? cmds[i].run() : rt_launch_local(2, argc, argv); /* the launcher: two ranks */
-    fprintf(stderr, "usage: comm_nccl_test collectives | timeout | p2p | p2p-timeout\n");
+    fprintf(stderr, "usage: comm_nccl_test collectives | timeout | p2p | p2p-timeout | staged (under mpirun)\n");
     return 2;
 }
