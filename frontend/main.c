@@ -322,13 +322,6 @@ static int cmd_compile(int argc, char **argv)
         return 2;
     if (!o.out)
         return fail("-o OUT is required: the path of the train_rank executable to write");
-    if (spec.num_experts > 0 && strcmp(o.passes.target->backend, "cpu") != 0) {
-        char why[512];
-        snprintf(why, sizeof why, "--target %s with num_experts %d: the CUDA kernels of MoE layers (router, "
-                 "permutation, grouped GEMMs) are not built yet: compile with --target cpu (mcc ir --target %s "
-                 "plans it without an executable)", o.target, spec.num_experts, o.target);
-        return fail(why);
-    }
     if (spec.num_experts > 0)
         fprintf(stderr, "parameters: %lld in all, %lld active (what one token multiplies by: the top-%d of %d experts "
                         "in each MoE layer; MFU counts these)\n", (long long)mcc_spec_num_params(&spec),

@@ -14,3 +14,4 @@
 #include "init.cuh"
 #include "attention.cuh"
 #include "fp8.cuh"
+#include "moe.cuh"

@@ -599,14 +599,6 @@ void cuda_ADAMW(rt_cuda_ctx *cx, const rt_kernel_call *c)
     launch_flat(cx, name_of(c, RT_CUK_ADAMW, c->arg_types[2], c->arg_types[3]), (n + 3) / 4, params); /* 4 floats a thread */
 }
 
-/* An op whose CUDA launcher is not built yet: mcc compile refuses the plan for --target cuda, so a
- * plan reaching it was not made by mcc. why: what runs where, and the fix. */
-static void not_built(const rt_kernel_call *c, const char *why)
-{
-    fprintf(stderr, "train_rank: %s has no CUDA launcher yet: %s\n", ir_ops[c->in->op].name, why);
-    exit(1);
-}
-
 /* --- FP8 (kernels_templates/fp8.cuh; fp8_matmul is matmul.c's) -------------------------------- */
 
 /* x -> amax[1]: max |x|, a NaN anywhere giving NaN; the kernel max-reduces uint bits atomically
@@ -679,30 +671,254 @@ void cuda_FP8_HISTORY_UPDATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
     rt_cuda_launch(cx, name_of(c, RT_CUK_FP8_HISTORY_UPDATE, NULL, NULL).s, 1, 1, 1, 1, 0, params);
 }
 
-/* The MoE kernels (router, permutation, grouped GEMMs): mcc compile refuses a model with
- * num_experts for --target cuda (frontend/main.c). */
-static void moe_not_built(const rt_kernel_call *c)
+/* --- mixture of experts (kernels_templates/moe.cuh; the grouped GEMMs are matmul.c's) --------- */
+
+/* The router's top k, which the kernels keep in registers (MCC_MOE_MAX_TOPK). */
+static int moe_topk(const rt_kernel_call *c, int64_t k)
 {
-    not_built(c, "mixture-of-experts layers run on the CPU target only; recompile with --target cpu");
+    if (k < 1 || k > 32) {
+        fprintf(stderr, "train_rank: %s on CUDA takes a top k of 1 to 32 (MCC_MOE_MAX_TOPK of "
+                        "kernels_templates/moe.cuh), got %lld: lower moe_router_topk or recompile with --target cpu\n",
+                ir_ops[c->in->op].name, (long long)k);
+        exit(1);
+    }
+    return (int)k;
 }
-void cuda_MOE_ROUTE(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
-void cuda_MOE_ROUTE_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
-void cuda_MOE_BIAS_COUNT(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
-void cuda_MOE_BIAS_UPDATE(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
-void cuda_MOE_CAPACITY(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
-void cuda_MOE_SORT(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
-void cuda_MOE_PERMUTE(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
-void cuda_MOE_UNPERMUTE(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
-void cuda_MOE_UNPERMUTE_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
-void cuda_MOE_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
-void cuda_MOE_GROUPED_WGRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
-void cuda_MOE_AUX_LOSS(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
-void cuda_MOE_AUX_LOSS_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
-void cuda_MOE_Z_LOSS(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
-void cuda_MOE_Z_LOSS_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
-void cuda_MOE_AUX_ATTACH(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
-void cuda_MOE_SORT_RUNS(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); } /* expert parallelism's */
-void cuda_MOE_UNSORT_RUNS(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_not_built(c); }
+
+static double moe_scaling(const rt_kernel_call *c) { return c->in->attr[3] != 0 ? c->in->attr[3] : 1.0; }
+
+/* counts[E] := the pairs of ids[R] routed to each expert (i32, in scratch the caller carved) */
+static void moe_counts(rt_cuda_ctx *cx, int *counts, const void *ids, long long R, long long E)
+{
+    RT_CU_CHECK(cuMemsetD32Async(dptr(counts), 0, (size_t)E, rt_cuda_stream(cx)));
+    void *p[] = {&counts, &ids, &R, &E};
+    rt_cuda_launch(cx, kernel_families[RT_CUK_MOE_COUNT].stem, capped_grid((R + FLAT_BLOCK - 1) / FLAT_BLOCK), 1, 1,
+                   FLAT_BLOCK, 0, p);
+}
+
+/* r[0] := scale * the sum of the per-token double terms t[n], one block in a fixed order */
+static void moe_sum(rt_cuda_ctx *cx, void *r, const double *t, long long n, double scale)
+{
+    void *p[] = {&r, &t, &n, &scale};
+    rt_cuda_launch(cx, kernel_families[RT_CUK_MOE_SUM].stem, 1, 1, 1, 1024, 0, p);
+}
+
+/* (logits[N,E][, h f32[2,E]]) -> (w[N,k], ids[N,k]): a thread per token */
+void cuda_MOE_ROUTE(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *lt = c->arg_types[0];
+    if (c->nargs > 1)
+        need_f32(c, c->arg_types[1], "expert bias");
+    void *w = c->res[0], *ids = c->res[1], *logits = c->args[0], *bias = c->nargs > 1 ? c->args[1] : NULL;
+    long long N = lt->dims[0], E = lt->dims[1];
+    int k = moe_topk(c, c->res_types[0]->dims[1]), score = (int)c->in->attr[1], pre = c->in->attr[2] != 0;
+    double scaling = moe_scaling(c);
+    void *p[] = {&w, &ids, &logits, &bias, &N, &E, &k, &score, &pre, &scaling};
+    launch_flat(cx, name_of(c, RT_CUK_MOE_ROUTE, lt, NULL), N, p);
+}
+
+/* (dw[N,k], logits, ids) -> dlogits[N,E]: a thread per token */
+void cuda_MOE_ROUTE_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *lt = c->arg_types[1];
+    if (c->arg_types[0]->dtype != lt->dtype) {
+        fprintf(stderr, "train_rank: moe_route_grad on CUDA takes dw and the logits in one dtype, got %s and %s: "
+                        "an mcc codegen bug\n", ir_dtype_name(c->arg_types[0]->dtype), ir_dtype_name(lt->dtype));
+        exit(1);
+    }
+    void *dl = c->res[0], *dw = c->args[0], *logits = c->args[1], *ids = c->args[2];
+    long long N = lt->dims[0], E = lt->dims[1];
+    int k = moe_topk(c, c->arg_types[2]->dims[1]), score = (int)c->in->attr[1], pre = c->in->attr[2] != 0;
+    double scaling = moe_scaling(c);
+    void *p[] = {&dl, &dw, &logits, &ids, &N, &E, &k, &score, &pre, &scaling};
+    launch_flat(cx, name_of(c, RT_CUK_MOE_ROUTE_GRAD, lt, NULL), N, p);
+}
+
+/* (h f32[2,E], ids[N,k][, w]): h[0][ids] += 1 per (kept) pair, by exact float atomics */
+void cuda_MOE_BIAS_COUNT(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    need_f32(c, c->arg_types[0], "expert bias");
+    void *h = c->args[0], *ids = c->args[1], *w = c->nargs > 2 ? c->args[2] : NULL;
+    long long R = ir_numel(c->arg_types[1]), E = c->arg_types[0]->dims[1];
+    void *p[] = {&h, &ids, &w, &R, &E};
+    launch_flat(cx, name_of(c, RT_CUK_MOE_BIAS_COUNT, c->nargs > 2 ? c->arg_types[2] : c->arg_types[0], NULL), R, p);
+}
+
+/* (h, r like h) {rate}: one thread */
+void cuda_MOE_BIAS_UPDATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    need_f32(c, c->arg_types[0], "expert bias");
+    need_f32(c, c->arg_types[1], "summed expert counts");
+    void *h = c->args[0], *r = c->args[1];
+    long long E = c->arg_types[0]->dims[1];
+    double rate = c->in->attr[0];
+    void *p[] = {&h, &r, &E, &rate};
+    rt_cuda_launch(cx, kernel_families[RT_CUK_MOE_BIAS_UPDATE].stem, 1, 1, 1, 1, 0, p);
+}
+
+/* (x, w, ids)[N,k] {capacity, policy} -> x * keep: a thread per pair (it scans all pairs) */
+void cuda_MOE_CAPACITY(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *xt = c->arg_types[0];
+    if (c->arg_types[1]->dtype != xt->dtype) {
+        fprintf(stderr, "train_rank: moe_capacity on CUDA takes x and w in one dtype, got %s and %s: an mcc codegen "
+                        "bug\n", ir_dtype_name(xt->dtype), ir_dtype_name(c->arg_types[1]->dtype));
+        exit(1);
+    }
+    void *r = c->res[0], *x = c->args[0], *w = c->args[1], *ids = c->args[2];
+    long long R = ir_numel(xt), capacity = (long long)c->in->attr[0];
+    int by_position = c->in->attr[1] != 0;
+    void *p[] = {&r, &x, &w, &ids, &R, &capacity, &by_position};
+    launch_flat(cx, name_of(c, RT_CUK_MOE_CAPACITY, xt, NULL), R, p);
+}
+
+enum { MOE_SORT_CHUNK = 256 }; /* MCC_MOE_SORT_CHUNK of moe.cuh: pairs per block of the sort */
+
+/* ids[N,k] -> (perm[N k], counts[E]): per-chunk histograms, one block's scan, chunk-local ranks */
+void cuda_MOE_SORT(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    void *perm = c->res[0], *counts = c->res[1], *ids = c->args[0];
+    long long R = ir_numel(c->arg_types[0]), E = c->res_types[1]->dims[0], chunks = (R + MOE_SORT_CHUNK - 1) / MOE_SORT_CHUNK;
+    if (chunks >= MAX_GRID) {
+        fprintf(stderr, "train_rank: moe_sort on CUDA sorts at most %d pairs, got %lld: lower the micro-batch's "
+                        "tokens or moe_router_topk\n", (MAX_GRID - 1) * MOE_SORT_CHUNK, R);
+        exit(1);
+    }
+    if (R == 0) {
+        RT_CU_CHECK(cuMemsetD32Async(dptr(counts), 0, (size_t)E, rt_cuda_stream(cx)));
+        return;
+    }
+    int *hist = rt_cuda_scratch(cx, sizeof(int) * (size_t)E * (size_t)(2 * chunks + 1)), *base = hist + chunks * E;
+    void *p1[] = {&hist, &ids, &R, &E};
+    rt_cuda_launch(cx, kernel_families[RT_CUK_MOE_SORT_HIST].stem, (unsigned)chunks, 1, 1, MOE_SORT_CHUNK, 0, p1);
+    void *p2[] = {&base, &counts, &hist, &chunks, &E};
+    rt_cuda_launch(cx, kernel_families[RT_CUK_MOE_SORT_SCAN].stem, 1, 1, 1, 1024, 0, p2);
+    void *p3[] = {&perm, &base, &ids, &R, &E};
+    rt_cuda_launch(cx, kernel_families[RT_CUK_MOE_SORT_SCATTER].stem, (unsigned)chunks, 1, 1, MOE_SORT_CHUNK, 0, p3);
+}
+
+/* (x[N,H], perm[R]) -> xp[R,H]: a block per pair */
+void cuda_MOE_PERMUTE(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *xt = c->arg_types[0];
+    void *xp = c->res[0], *x = c->args[0], *perm = c->args[1];
+    long long N = xt->dims[0], H = xt->dims[1], R = c->arg_types[1]->dims[0], k = N ? R / N : 1;
+    void *p[] = {&xp, &x, &perm, &R, &k, &H};
+    launch_rows(cx, name_of(c, RT_CUK_MOE_PERMUTE, xt, NULL), R, H / VEC ? H / VEC * 4 : H, 0, p);
+}
+
+/* (yp[R,H], perm, w[N,k]) -> y[N,H]: a block per token */
+void cuda_MOE_UNPERMUTE(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *yt = c->arg_types[0];
+    if (c->arg_types[2]->dtype != yt->dtype) {
+        fprintf(stderr, "train_rank: moe_unpermute on CUDA takes yp and w in one dtype, got %s and %s: an mcc codegen "
+                        "bug\n", ir_dtype_name(yt->dtype), ir_dtype_name(c->arg_types[2]->dtype));
+        exit(1);
+    }
+    void *y = c->res[0], *yp = c->args[0], *perm = c->args[1], *w = c->args[2];
+    long long N = c->arg_types[2]->dims[0], k = c->arg_types[2]->dims[1], H = yt->dims[1];
+    void *p[] = {&y, &yp, &perm, &w, &N, &k, &H};
+    launch_rows(cx, name_of(c, RT_CUK_MOE_UNPERMUTE, yt, NULL), N, H / VEC ? H / VEC * 4 : H, 0, p);
+}
+
+/* (dy[N,H], yp, perm, w) -> (dyp, dw): a block per pair, the dot by a block reduction */
+void cuda_MOE_UNPERMUTE_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *yt = c->arg_types[1];
+    for (int i = 0; i < 4; i += 3)
+        if (c->arg_types[i]->dtype != yt->dtype) {
+            fprintf(stderr, "train_rank: moe_unpermute_grad on CUDA takes dy, yp and w in one dtype, got %s for %s "
+                            "and %s for yp: an mcc codegen bug\n", ir_dtype_name(c->arg_types[i]->dtype),
+                    i ? "w" : "dy", ir_dtype_name(yt->dtype));
+            exit(1);
+        }
+    void *dyp = c->res[0], *dw = c->res[1], *dy = c->args[0], *yp = c->args[1], *perm = c->args[2], *w = c->args[3];
+    long long R = ir_numel(c->arg_types[3]), k = c->arg_types[3]->dims[1], H = yt->dims[1];
+    void *p[] = {&dyp, &dw, &dy, &yp, &perm, &w, &R, &k, &H};
+    launch_rows(cx, name_of(c, RT_CUK_MOE_UNPERMUTE_GRAD, yt, NULL), R, H / VEC ? H / VEC * 4 : H, 0, p);
+}
+
+/* (logits[N,E], ids[N,k]) -> f32[] E / (k N^2) sum_n sum_e s[n,e] c_e: counts, per-token terms, one sum */
+void cuda_MOE_AUX_LOSS(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *lt = c->arg_types[0];
+    need_f32(c, c->res_types[0], "aux loss");
+    long long N = lt->dims[0], E = lt->dims[1], k = c->arg_types[1]->dims[1];
+    double *t = rt_cuda_scratch(cx, sizeof(double) * (size_t)N + sizeof(int) * (size_t)E);
+    int *counts = (int *)(t + N);
+    void *logits = c->args[0];
+    int score = (int)c->in->attr[1];
+    moe_counts(cx, counts, c->args[1], N * k, E);
+    void *p[] = {&t, &logits, &counts, &N, &E, &score};
+    launch_flat(cx, name_of(c, RT_CUK_MOE_AUX_TERMS, lt, NULL), N, p);
+    moe_sum(cx, c->res[0], t, N, (double)E / ((double)k * (double)N * (double)N));
+}
+
+/* (dloss[], logits, ids) -> dlogits: a thread per token after the counts */
+void cuda_MOE_AUX_LOSS_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *lt = c->arg_types[1];
+    need_f32(c, c->arg_types[0], "dloss");
+    long long N = lt->dims[0], E = lt->dims[1], k = c->arg_types[2]->dims[1];
+    int *counts = rt_cuda_scratch(cx, sizeof(int) * (size_t)E);
+    void *dl = c->res[0], *dloss = c->args[0], *logits = c->args[1];
+    int score = (int)c->in->attr[1];
+    double factor = (double)E / ((double)k * (double)N * (double)N);
+    moe_counts(cx, counts, c->args[2], N * k, E);
+    void *p[] = {&dl, &dloss, &logits, &counts, &N, &E, &score, &factor};
+    launch_flat(cx, name_of(c, RT_CUK_MOE_AUX_GRAD, lt, NULL), N, p);
+}
+
+/* logits[N,E] -> f32[] mean of logsumexp^2 */
+void cuda_MOE_Z_LOSS(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *lt = c->arg_types[0];
+    need_f32(c, c->res_types[0], "z loss");
+    long long N = lt->dims[0], E = lt->dims[1];
+    double *t = rt_cuda_scratch(cx, sizeof(double) * (size_t)(N ? N : 1));
+    void *logits = c->args[0];
+    void *p[] = {&t, &logits, &N, &E};
+    launch_flat(cx, name_of(c, RT_CUK_MOE_Z_TERMS, lt, NULL), N, p);
+    moe_sum(cx, c->res[0], t, N, 1.0 / (double)N);
+}
+
+void cuda_MOE_Z_LOSS_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *lt = c->arg_types[1];
+    need_f32(c, c->arg_types[0], "dloss");
+    void *dl = c->res[0], *dloss = c->args[0], *logits = c->args[1];
+    long long N = lt->dims[0], E = lt->dims[1];
+    void *p[] = {&dl, &dloss, &logits, &N, &E};
+    launch_flat(cx, name_of(c, RT_CUK_MOE_Z_GRAD, lt, NULL), N, p);
+}
+
+/* (x, loss) -> x: a copy unless the memory plan gave the result x's bytes */
+void cuda_MOE_AUX_ATTACH(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    device_copy(cx, c->res[0], c->args[0], ir_bytes(c->arg_types[0]));
+}
+
+/* moe_sort_runs (sort) and moe_unsort_runs: the run offsets from came by one thread, then a block
+ * per destination row (rows past those received zeroed); counts[S] too when sorting */
+static void moe_move_runs(rt_cuda_ctx *cx, const rt_kernel_call *c, int sort)
+{
+    const ir_type *xt = c->arg_types[0], *ct = c->arg_types[1];
+    long long n = ct->dims[0], S = ct->dims[1], C = xt->dims[0], nS = n * S;
+    long long width = C ? (long long)(ir_bytes(xt) / (size_t)C / 2) : 0; /* 2-byte units: f32 and bf16 rows */
+    int is64 = ct->dtype == IR_I64;
+    long long *at = rt_cuda_scratch(cx, sizeof(long long) * (size_t)(2 * nS + 1)), *to = at + nS, *rows = to + nS;
+    void *came = c->args[1], *counts = sort ? c->res[1] : NULL, *r = c->res[0], *x = c->args[0];
+    if (C == 0)
+        return;
+    void *p1[] = {&at, &to, &rows, &counts, &came, &is64, &n, &S};
+    rt_cuda_launch(cx, kernel_families[RT_CUK_MOE_RUNS_OFFSETS].stem, 1, 1, 1, 1, 0, p1);
+    void *p2[] = {&r, &x, &at, &to, &rows, &came, &is64, &n, &S, &C, &width, &sort};
+    rt_cuda_launch(cx, kernel_families[RT_CUK_MOE_MOVE_RUNS].stem, capped_grid(C), 1, 1, row_block(width * 4), 0, p2);
+}
+
+void cuda_MOE_SORT_RUNS(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_move_runs(cx, c, 1); }
+void cuda_MOE_UNSORT_RUNS(rt_cuda_ctx *cx, const rt_kernel_call *c) { moe_move_runs(cx, c, 0); }
 
 /* --- the dispatch table, in ops.def order (ORDER OP) ------------------------------------------ */
 

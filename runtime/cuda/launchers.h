@@ -56,7 +56,26 @@
     K(FP8_HISTORY_AMAX, "mcc_fp8_history_amax_f32", 0)                                                     \
     K(FP8_AMAX_FOLD, "mcc_fp8_amax_fold_f32", 0)                                                           \
     K(FP8_HISTORY_UPDATE, "mcc_fp8_history_update_f32", 0)                                                 \
-    K(FP8_TRANSPOSE, "mcc_fp8_transpose_u8", 0)       /* fp8_matmul's operands to K-major: matmul.c */
+    K(FP8_TRANSPOSE, "mcc_fp8_transpose_u8", 0)       /* fp8_matmul's operands to K-major: matmul.c */   \
+    K(MOE_ROUTE, "mcc_moe_route", 1)                  /* logits; MoE: kernels_templates/moe.cuh */        \
+    K(MOE_ROUTE_GRAD, "mcc_moe_route_grad", 1)                                                             \
+    K(MOE_BIAS_COUNT, "mcc_moe_bias_count", 1)        /* the kept weights' (f32 when absent) */            \
+    K(MOE_BIAS_UPDATE, "mcc_moe_bias_update_f32", 0)                                                       \
+    K(MOE_CAPACITY, "mcc_moe_capacity", 1)                                                                 \
+    K(MOE_COUNT, "mcc_moe_count_i32", 0)                                                                   \
+    K(MOE_SORT_HIST, "mcc_moe_sort_hist_i32", 0)                                                           \
+    K(MOE_SORT_SCAN, "mcc_moe_sort_scan_i32", 0)                                                           \
+    K(MOE_SORT_SCATTER, "mcc_moe_sort_scatter_i32", 0)                                                     \
+    K(MOE_PERMUTE, "mcc_moe_permute", 1)                                                                   \
+    K(MOE_UNPERMUTE, "mcc_moe_unpermute", 1)                                                               \
+    K(MOE_UNPERMUTE_GRAD, "mcc_moe_unpermute_grad", 1)                                                     \
+    K(MOE_AUX_TERMS, "mcc_moe_aux_terms", 1)                                                               \
+    K(MOE_AUX_GRAD, "mcc_moe_aux_grad", 1)                                                                 \
+    K(MOE_Z_TERMS, "mcc_moe_z_terms", 1)                                                                   \
+    K(MOE_Z_GRAD, "mcc_moe_z_grad", 1)                                                                     \
+    K(MOE_SUM, "mcc_moe_sum_f64", 0)                                                                       \
+    K(MOE_RUNS_OFFSETS, "mcc_moe_runs_offsets", 0)    /* expert parallelism's run order */                 \
+    K(MOE_MOVE_RUNS, "mcc_moe_move_runs", 0)
 
 typedef enum {
 #define K(id, stem, ndtypes) RT_CUK_##id,

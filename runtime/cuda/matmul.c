@@ -490,3 +490,74 @@ void cuda_MATMUL_DGELU_BGRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
     cuda_GELU_GRAD(cx, &g); /* in place */
     sum_result_rows(cx, c);
 }
+
+/* --- mixture of experts: the grouped GEMMs ------------------------------------------------- */
+
+/* The counts[E] of a grouped op on the host: cuBLASLt 13.1 has no grouped matmul (cublasLt.h
+ * declares none) and cuBLAS's cublasGemmGroupedBatchedEx takes its group sizes in host arrays,
+ * so the stream drains here (ops.def's HOST_WAIT keeps the function out of CUDA graphs) and
+ * each expert is one cuBLASLt GEMM over its rows. Checked as cpu_kernels.c's group_counts. */
+static int32_t *grouped_counts(rt_cuda_ctx *cx, const rt_kernel_call *c, int i, int64_t R)
+{
+    int64_t E = c->arg_types[i]->dims[0], sum = 0;
+    int32_t *counts = malloc(sizeof(int32_t) * (size_t)(E ? E : 1));
+    CUstream s = rt_cuda_stream(cx);
+    RT_CU_CHECK(cuMemcpyDtoHAsync(counts, (CUdeviceptr)(uintptr_t)c->args[i], sizeof(int32_t) * (size_t)E, s));
+    RT_CU_CHECK(cuStreamSynchronize(s));
+    for (int64_t e = 0; e < E; e++)
+        sum += counts[e] >= 0 ? counts[e] : R + 1;
+    if (sum > R) {
+        fprintf(stderr, "train_rank: %s: the experts' counts sum to %lld, more than the %lld routed rows: moe_sort's "
+                        "counts are corrupt\n", ir_ops[c->in->op].name, (long long)sum, (long long)R);
+        exit(1);
+    }
+    return counts;
+}
+
+/* (x[R,K], w[E,F,K] (tb) or [E,K,F], counts[E]) -> y[R,F]: expert e's rows times op(w[e]), one
+ * GEMM each; the rows past the counts zeroed */
+void cuda_MOE_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *xt = c->arg_types[0], *wt = c->arg_types[1], *yt = c->res_types[0];
+    bool tb = c->in->attr[0] != 0;
+    int64_t R = xt->dims[0], K = xt->dims[1], E = wt->dims[0], F = yt->dims[1], row = 0;
+    int32_t *counts = grouped_counts(cx, c, 2, R);
+    size_t xs = ir_dtype_size(xt->dtype), ws = ir_dtype_size(wt->dtype), ys = ir_dtype_size(yt->dtype);
+    int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
+    for (int64_t e = 0; e < E; row += counts[e++]) {
+        if (!counts[e])
+            continue;
+        matmul_plan *p = plan_for(counts[e], F, K, false, tb, CUBLASLT_EPILOGUE_DEFAULT, xt->dtype, wt->dtype,
+                                  yt->dtype, sms);
+        char *y = (char *)c->res[0] + (size_t)(row * F) * ys;
+        run_plan(cx, p, (const char *)c->args[0] + (size_t)(row * K) * xs,
+                 (const char *)c->args[1] + (size_t)(e * F * K) * ws, 0.0f, y, y);
+    }
+    if (row < R)
+        RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)((char *)c->res[0] + (size_t)(row * F) * ys), 0,
+                                    (size_t)((R - row) * F) * ys, rt_cuda_stream(cx)));
+    free(counts);
+}
+
+/* (a[R,P], b[R,Q], counts[E]) -> f32[E,P,Q]: a_e^T b_e, one GEMM per expert with rows (the others
+ * zeroed) */
+void cuda_MOE_GROUPED_WGRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *at = c->arg_types[0], *bt = c->arg_types[1], *dt = c->res_types[0];
+    int64_t R = at->dims[0], P = at->dims[1], Q = bt->dims[1], E = dt->dims[0], row = 0;
+    int32_t *counts = grouped_counts(cx, c, 2, R);
+    size_t as = ir_dtype_size(at->dtype), bs = ir_dtype_size(bt->dtype), ds = ir_dtype_size(dt->dtype);
+    int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
+    for (int64_t e = 0; e < E; row += counts[e++]) {
+        char *out = (char *)c->res[0] + (size_t)(e * P * Q) * ds;
+        if (!counts[e]) {
+            RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)out, 0, (size_t)(P * Q) * ds, rt_cuda_stream(cx)));
+            continue;
+        }
+        matmul_plan *p = plan_for(P, Q, counts[e], true, false, CUBLASLT_EPILOGUE_DEFAULT, at->dtype, bt->dtype,
+                                  dt->dtype, sms);
+        run_plan(cx, p, (const char *)c->args[0] + (size_t)(row * P) * as, (const char *)c->args[1] + (size_t)(row * Q) * bs,
+                 0.0f, out, out);
+    }
+    free(counts);
+}

@@ -1,0 +1,494 @@
+// moe.cuh — mixture of experts (ir/ops.def's moe_* ops, runtime/cpu_kernels.c their oracle):
+// the router (scores, top k, weights) and its backward one thread per token in double, as the
+// CPU computes them, so the same experts are chosen; the aux and z losses as per-token double
+// terms summed by one block in a fixed order; the stable sort by expert as chunk histograms, a
+// scan and a chunk-local rank; permute, weighted unpermute and its backward a block per row;
+// expert parallelism's run reordering a block per row. Integer atomics only (order-free), so
+// every kernel is deterministic. The grouped GEMMs are cuBLASLt's (runtime/cuda/matmul.c).
+#pragma once
+
+#define MCC_MOE_SOFTMAX 0
+#define MCC_MOE_SIGMOID 1
+#define MCC_MOE_MAX_TOPK 32 // the launchers refuse a larger top k
+#define MCC_MOE_SORT_CHUNK 256 // pairs per block of the sort (its block size)
+
+__device__ __forceinline__ double mcc_moe_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+// Row l[E]'s max and sum of exp(l - max), in double.
+template <class T> __device__ void mcc_moe_row_softmax_stats(const T *l, long long E, double *mx, double *sum)
+{
+    double m = mcc_ld(l, 0), s = 0;
+    for (long long e = 1; e < E; e++)
+        m = fmax(m, (double)mcc_ld(l, e));
+    for (long long e = 0; e < E; e++)
+        s += exp((double)mcc_ld(l, e) - m);
+    *mx = m, *sum = s;
+}
+
+// The router's score of expert e (route_scores of cpu_kernels.c): softmax (pre), the logit, or
+// its sigmoid.
+template <class T>
+__device__ __forceinline__ double mcc_moe_score(const T *l, long long e, int score, int pre, double mx, double sum)
+{
+    double v = mcc_ld(l, e);
+    return score == MCC_MOE_SIGMOID ? mcc_moe_sigmoid(v) : pre ? exp(v - mx) / sum : v;
+}
+
+// Token n's top k experts into id[k] (largest first, ties to the lower expert: each pick is the
+// largest below the last pick in the order (value desc, expert asc)), their scores into s[k],
+// and the weights w[k] before scaling (route_weights of cpu_kernels.c).
+template <class T>
+__device__ void mcc_moe_route_token(const T *l, const float *bias, long long E, int k, int score, int pre, int *id,
+                                    double *s, double *w)
+{
+    double mx = 0, sum = 1;
+    if (score == MCC_MOE_SOFTMAX && pre)
+        mcc_moe_row_softmax_stats(l, E, &mx, &sum);
+    double last = 0;
+    for (int j = 0; j < k; j++) {
+        long long best = -1;
+        double bv = 0;
+        for (long long e = 0; e < E; e++) {
+            double v = mcc_moe_score(l, e, score, pre, mx, sum) + (bias ? (double)bias[E + e] : 0.0);
+            bool below = j == 0 || v < last || (v == last && e > id[j - 1]);
+            if (below && (best < 0 || v > bv))
+                best = e, bv = v;
+        }
+        id[j] = (int)best, last = bv;
+        s[j] = mcc_moe_score(l, best, score, pre, mx, sum);
+    }
+    double total = 0;
+    if (score == MCC_MOE_SOFTMAX && !pre) { // softmax over the chosen logits; s[0] is the largest
+        for (int j = 0; j < k; j++)
+            total += w[j] = exp(s[j] - s[0]);
+        for (int j = 0; j < k; j++)
+            w[j] /= total;
+    } else if (score == MCC_MOE_SIGMOID && k > 1) {
+        for (int j = 0; j < k; j++)
+            total += s[j];
+        for (int j = 0; j < k; j++)
+            w[j] = s[j] / (total + 1e-20);
+    } else
+        for (int j = 0; j < k; j++)
+            w[j] = s[j];
+}
+
+// (logits[N,E][, bias f32[2,E]]) -> (w[N,k], ids[N,k]): a thread per token
+template <class T>
+__device__ void mcc_moe_route(T *w, int *ids, const T *logits, const float *bias, long long N, long long E, int k,
+                              int score, int pre, double scaling)
+{
+    MCC_FOR_EACH(n, N) {
+        double s[MCC_MOE_MAX_TOPK], wd[MCC_MOE_MAX_TOPK];
+        mcc_moe_route_token(logits + n * E, bias, E, k, score, pre, ids + n * k, s, wd);
+        for (int j = 0; j < k; j++)
+            mcc_st(w, n * k + j, (float)(wd[j] * scaling));
+    }
+}
+
+// (dw[N,k], logits[N,E], ids[N,k]) -> dlogits[N,E]: a thread per token (cpu_MOE_ROUTE_GRAD)
+template <class T>
+__device__ void mcc_moe_route_grad(T *dl, const T *dw, const T *logits, const int *ids, long long N, long long E, int k,
+                                   int score, int pre, double scaling)
+{
+    MCC_FOR_EACH(n, N) {
+        const T *l = logits + n * E;
+        const int *id = ids + n * k;
+        double mx = 0, sum = 1, s[MCC_MOE_MAX_TOPK], w[MCC_MOE_MAX_TOPK], g[MCC_MOE_MAX_TOPK], gw = 0, ssum = 0,
+               sg = 0, total = 0;
+        if (score == MCC_MOE_SOFTMAX && pre)
+            mcc_moe_row_softmax_stats(l, E, &mx, &sum);
+        for (int j = 0; j < k; j++)
+            s[j] = mcc_moe_score(l, id[j], score, pre, mx, sum);
+        if (score == MCC_MOE_SOFTMAX && !pre) {
+            for (int j = 0; j < k; j++)
+                total += w[j] = exp(s[j] - s[0]);
+            for (int j = 0; j < k; j++)
+                w[j] /= total;
+        } else if (score == MCC_MOE_SIGMOID && k > 1) {
+            for (int j = 0; j < k; j++)
+                total += s[j];
+            for (int j = 0; j < k; j++)
+                w[j] = s[j] / (total + 1e-20);
+        } else
+            for (int j = 0; j < k; j++)
+                w[j] = s[j];
+        for (int j = 0; j < k; j++) {
+            g[j] = (double)mcc_ld(dw, n * k + j) * scaling;
+            gw += w[j] * g[j], ssum += s[j], sg += s[j] * g[j];
+        }
+        for (long long e = 0; e < E; e++) {
+            double d = score == MCC_MOE_SOFTMAX && pre ? -exp((double)mcc_ld(l, e) - mx) / sum * sg : 0.0;
+            for (int j = 0; j < k; j++) // the CPU's order: a later slot of the same expert overwrites
+                if (id[j] == e) {
+                    if (score == MCC_MOE_SOFTMAX && !pre)
+                        d = w[j] * (g[j] - gw);
+                    else if (score == MCC_MOE_SOFTMAX)
+                        d += s[j] * g[j];
+                    else
+                        d = (k > 1 ? (g[j] - gw) / (ssum + 1e-20) : g[j]) * s[j] * (1 - s[j]);
+                }
+            mcc_st(dl, n * E + e, (float)d);
+        }
+    }
+}
+
+// counts[E] += the pairs routed to each expert (zeroed by the launcher); ids outside [0, E) skipped
+__device__ void mcc_moe_count(int *counts, const int *ids, long long R, long long E)
+{
+    MCC_FOR_EACH(p, R) {
+        int e = ids[p];
+        if (e >= 0 && e < E)
+            atomicAdd(&counts[e], 1);
+    }
+}
+
+// h[0][ids[p]] += 1 for each pair (with w: those of w != 0); whole numbers below 2^24 add exactly
+// in any order
+template <class T> __device__ void mcc_moe_bias_count(float *h, const int *ids, const T *w, long long R, long long E)
+{
+    MCC_FOR_EACH(p, R) {
+        int e = ids[p];
+        if (e >= 0 && e < E && (!w || mcc_ld(w, p) != 0.0f))
+            atomicAdd(&h[e], 1.0f);
+    }
+}
+
+// (x, w, ids)[R] -> x * keep: pair p is kept when fewer than `capacity` pairs of its expert rank
+// before it (by w descending, ties to the earlier; or by position): a thread per pair, scanning
+template <class T>
+__device__ void mcc_moe_capacity(T *r, const T *x, const T *w, const int *ids, long long R, long long capacity,
+                                 int by_position)
+{
+    MCC_FOR_EACH(p, R) {
+        long long before = 0;
+        float wp = mcc_ld(w, p);
+        for (long long q = 0; q < R && before < capacity; q++) {
+            float wq = mcc_ld(w, q);
+            before += ids[q] == ids[p] && q != p && (by_position ? q < p : wq > wp || (wq == wp && q < p));
+        }
+        mcc_st(r, p, before < capacity ? mcc_ld(x, p) : 0.0f);
+    }
+}
+
+// (x[N,H], perm[R]) -> xp[R,H]: a block per pair, xp[perm[p]] = x[p / k]
+template <int W, class T> __device__ void mcc_moe_permute(T *xp, const T *x, const int *perm, long long R, long long k, long long H)
+{
+    for (long long p = blockIdx.x; p < R; p += gridDim.x) {
+        const T *src = x + (p / k) * H;
+        T *dst = xp + (long long)perm[p] * H;
+        for (long long h = threadIdx.x * (long long)W; h < H; h += blockDim.x * (long long)W) {
+            float v[W];
+            mcc_ldn(v, src, h);
+            mcc_stn(dst, h, v);
+        }
+    }
+}
+
+// (yp[R,H], perm, w[N,k]) -> y[N,H] = sum_j w[n,j] yp[perm[n k + j]]: a block per token
+template <int W, class T>
+__device__ void mcc_moe_unpermute(T *y, const T *yp, const int *perm, const T *w, long long N, long long k, long long H)
+{
+    for (long long n = blockIdx.x; n < N; n += gridDim.x)
+        for (long long h = threadIdx.x * (long long)W; h < H; h += blockDim.x * (long long)W) {
+            float acc[W], v[W];
+            for (int i = 0; i < W; i++)
+                acc[i] = 0.0f;
+            for (long long j = 0; j < k; j++) {
+                float wj = mcc_ld(w, n * k + j);
+                mcc_ldn(v, yp + (long long)perm[n * k + j] * H, h);
+                for (int i = 0; i < W; i++)
+                    acc[i] += wj * v[i];
+            }
+            mcc_stn(y + n * H, h, acc);
+        }
+}
+
+// (dy[N,H], yp, perm, w) -> (dyp[perm[p]] = w[p] dy[n], dw[p] = dy[n] . yp[perm[p]]): a block per pair
+template <int W, class T>
+__device__ void mcc_moe_unpermute_grad(T *dyp, T *dw, const T *dy, const T *yp, const int *perm, const T *w, long long R,
+                                       long long k, long long H)
+{
+    for (long long p = blockIdx.x; p < R; p += gridDim.x) {
+        const T *d = dy + (p / k) * H, *row = yp + (long long)perm[p] * H;
+        T *out = dyp + (long long)perm[p] * H;
+        float wp = mcc_ld(w, p), dot = 0.0f;
+        for (long long h = threadIdx.x * (long long)W; h < H; h += blockDim.x * (long long)W) {
+            float a[W], b[W];
+            mcc_ldn(a, d, h);
+            mcc_ldn(b, row, h);
+            for (int i = 0; i < W; i++)
+                dot += a[i] * b[i], a[i] *= wp;
+            mcc_stn(out, h, a);
+        }
+        dot = mcc_block_sum(dot);
+        if (threadIdx.x == 0)
+            mcc_st(dw, p, dot);
+    }
+}
+
+// The aux loss's per-token term t[n] = sum_e s[n,e] counts[e] (s the full score distribution:
+// softmax, or sigmoid over its sum + 1e-20): a thread per token
+template <class T>
+__device__ void mcc_moe_aux_terms(double *t, const T *logits, const int *counts, long long N, long long E, int score)
+{
+    MCC_FOR_EACH(n, N) {
+        const T *l = logits + n * E;
+        double mx = 0, sum = 0, acc = 0;
+        if (score == MCC_MOE_SOFTMAX)
+            mcc_moe_row_softmax_stats(l, E, &mx, &sum);
+        else
+            for (long long e = 0; e < E; e++)
+                sum += mcc_moe_sigmoid(mcc_ld(l, e));
+        for (long long e = 0; e < E; e++) {
+            double v = mcc_ld(l, e);
+            acc += (score == MCC_MOE_SOFTMAX ? exp(v - mx) / sum : mcc_moe_sigmoid(v) / (sum + 1e-20)) * counts[e];
+        }
+        t[n] = acc;
+    }
+}
+
+// dlogits of the aux loss, f = dloss E / (k N^2) (cpu_MOE_AUX_LOSS_GRAD): a thread per token
+template <class T>
+__device__ void mcc_moe_aux_grad(T *dl, const float *dloss, const T *logits, const int *counts, long long N, long long E,
+                                 int score, double factor)
+{
+    double f = factor * (double)dloss[0];
+    MCC_FOR_EACH(n, N) {
+        const T *l = logits + n * E;
+        double mx = 0, sum = 0, sg = 0;
+        if (score == MCC_MOE_SOFTMAX)
+            mcc_moe_row_softmax_stats(l, E, &mx, &sum);
+        else
+            for (long long e = 0; e < E; e++)
+                sum += mcc_moe_sigmoid(mcc_ld(l, e));
+        for (long long e = 0; e < E; e++) {
+            double v = mcc_ld(l, e);
+            double s = score == MCC_MOE_SOFTMAX ? exp(v - mx) / sum : mcc_moe_sigmoid(v) / (sum + 1e-20);
+            sg += s * counts[e] * f;
+        }
+        for (long long e = 0; e < E; e++) {
+            double v = mcc_ld(l, e), d;
+            if (score == MCC_MOE_SOFTMAX)
+                d = exp(v - mx) / sum * (counts[e] * f - sg);
+            else {
+                double q = mcc_moe_sigmoid(v);
+                d = (counts[e] * f - sg) / (sum + 1e-20) * q * (1 - q);
+            }
+            mcc_st(dl, n * E + e, (float)d);
+        }
+    }
+}
+
+// z loss: t[n] = logsumexp(row n)^2; its gradient dloss 2 lse / N softmax(row)
+template <class T> __device__ void mcc_moe_z_terms(double *t, const T *logits, long long N, long long E)
+{
+    MCC_FOR_EACH(n, N) {
+        double mx, sum;
+        mcc_moe_row_softmax_stats(logits + n * E, E, &mx, &sum);
+        double lse = mx + log(sum);
+        t[n] = lse * lse;
+    }
+}
+
+template <class T> __device__ void mcc_moe_z_grad(T *dl, const float *dloss, const T *logits, long long N, long long E)
+{
+    double d = dloss[0];
+    MCC_FOR_EACH(n, N) {
+        const T *l = logits + n * E;
+        double mx, sum;
+        mcc_moe_row_softmax_stats(l, E, &mx, &sum);
+        double lse = mx + log(sum);
+        for (long long e = 0; e < E; e++)
+            mcc_st(dl, n * E + e, (float)(d * 2 * lse / (double)N * exp((double)mcc_ld(l, e) - lse)));
+    }
+}
+
+#define MCC_MOE(sfx, T)                                                                                     \
+    extern "C" __global__ void mcc_moe_route_##sfx(T *w, int *ids, const T *logits, const float *bias,      \
+                                                   long long N, long long E, int k, int score, int pre,       \
+                                                   double scaling)                                            \
+    {                                                                                                         \
+        mcc_moe_route(w, ids, logits, bias, N, E, k, score, pre, scaling);                                    \
+    }                                                                                                         \
+    extern "C" __global__ void mcc_moe_route_grad_##sfx(T *dl, const T *dw, const T *logits, const int *ids, \
+                                                        long long N, long long E, int k, int score, int pre,  \
+                                                        double scaling)                                       \
+    {                                                                                                         \
+        mcc_moe_route_grad(dl, dw, logits, ids, N, E, k, score, pre, scaling);                                \
+    }                                                                                                         \
+    extern "C" __global__ void mcc_moe_bias_count_##sfx(float *h, const int *ids, const T *w, long long R,    \
+                                                        long long E)                                          \
+    {                                                                                                         \
+        mcc_moe_bias_count(h, ids, w, R, E);                                                                  \
+    }                                                                                                         \
+    extern "C" __global__ void mcc_moe_capacity_##sfx(T *r, const T *x, const T *w, const int *ids,          \
+                                                      long long R, long long capacity, int by_position)       \
+    {                                                                                                         \
+        mcc_moe_capacity(r, x, w, ids, R, capacity, by_position);                                             \
+    }                                                                                                         \
+    extern "C" __global__ void mcc_moe_permute_##sfx(T *xp, const T *x, const int *perm, long long R,        \
+                                                     long long k, long long H)                                \
+    {                                                                                                         \
+        if (H % MCC_VEC == 0 && mcc_aligned(xp, x))                                                           \
+            mcc_moe_permute<MCC_VEC>(xp, x, perm, R, k, H);                                                   \
+        else                                                                                                  \
+            mcc_moe_permute<1>(xp, x, perm, R, k, H);                                                         \
+    }                                                                                                         \
+    extern "C" __global__ void mcc_moe_unpermute_##sfx(T *y, const T *yp, const int *perm, const T *w,       \
+                                                       long long N, long long k, long long H)                 \
+    {                                                                                                         \
+        if (H % MCC_VEC == 0 && mcc_aligned(y, yp))                                                           \
+            mcc_moe_unpermute<MCC_VEC>(y, yp, perm, w, N, k, H);                                              \
+        else                                                                                                  \
+            mcc_moe_unpermute<1>(y, yp, perm, w, N, k, H);                                                    \
+    }                                                                                                         \
+    extern "C" __global__ void mcc_moe_unpermute_grad_##sfx(T *dyp, T *dw, const T *dy, const T *yp,         \
+                                                            const int *perm, const T *w, long long R,         \
+                                                            long long k, long long H)                         \
+    {                                                                                                         \
+        if (H % MCC_VEC == 0 && mcc_aligned(dyp, dy, yp))                                                     \
+            mcc_moe_unpermute_grad<MCC_VEC>(dyp, dw, dy, yp, perm, w, R, k, H);                               \
+        else                                                                                                  \
+            mcc_moe_unpermute_grad<1>(dyp, dw, dy, yp, perm, w, R, k, H);                                     \
+    }                                                                                                         \
+    extern "C" __global__ void mcc_moe_aux_terms_##sfx(double *t, const T *logits, const int *counts,        \
+                                                       long long N, long long E, int score)                   \
+    {                                                                                                         \
+        mcc_moe_aux_terms(t, logits, counts, N, E, score);                                                    \
+    }                                                                                                         \
+    extern "C" __global__ void mcc_moe_aux_grad_##sfx(T *dl, const float *dloss, const T *logits,            \
+                                                      const int *counts, long long N, long long E, int score, \
+                                                      double factor)                                          \
+    {                                                                                                         \
+        mcc_moe_aux_grad(dl, dloss, logits, counts, N, E, score, factor);                                     \
+    }                                                                                                         \
+    extern "C" __global__ void mcc_moe_z_terms_##sfx(double *t, const T *logits, long long N, long long E)   \
+    {                                                                                                         \
+        mcc_moe_z_terms(t, logits, N, E);                                                                     \
+    }                                                                                                         \
+    extern "C" __global__ void mcc_moe_z_grad_##sfx(T *dl, const float *dloss, const T *logits, long long N, \
+                                                    long long E)                                              \
+    {                                                                                                         \
+        mcc_moe_z_grad(dl, dloss, logits, N, E);                                                              \
+    }
+MCC_FOR_FLOATS(MCC_MOE)
+
+extern "C" __global__ void mcc_moe_count_i32(int *counts, const int *ids, long long R, long long E)
+{
+    mcc_moe_count(counts, ids, R, E);
+}
+
+// r[0] := scale * sum of t[n] (double), one block in a fixed order
+extern "C" __global__ void mcc_moe_sum_f64(float *r, const double *t, long long n, double scale)
+{
+    double acc = 0;
+    for (long long i = threadIdx.x; i < n; i += blockDim.x)
+        acc += t[i];
+    acc = mcc_block_sum(acc);
+    if (threadIdx.x == 0)
+        r[0] = (float)(acc * scale);
+}
+
+// (h f32[2,E], r like h) {rate}: h[1][e] += rate sign(mean(r[0]) - r[0][e]), then h[0] := 0; one thread
+extern "C" __global__ void mcc_moe_bias_update_f32(float *h, const float *r, long long E, double rate)
+{
+    double mean = 0;
+    for (long long e = 0; e < E; e++)
+        mean += r[e];
+    mean /= (double)E;
+    for (long long e = 0; rate != 0 && e < E; e++)
+        h[E + e] = (float)(h[E + e] + rate * ((mean > r[e]) - (mean < r[e])));
+    for (long long e = 0; e < E; e++)
+        h[e] = 0;
+}
+
+// The stable sort of ids[R] by expert, in three launches over chunks of MCC_MOE_SORT_CHUNK pairs:
+// hist[b][E] the chunk's pairs per expert; then (one thread per expert) base[b][e] the sorted row
+// of chunk b's first pair of expert e, and counts; then each pair's row is its chunk's base plus
+// the pairs of its expert before it in the chunk.
+extern "C" __global__ void mcc_moe_sort_hist_i32(int *hist, const int *ids, long long R, long long E)
+{
+    for (long long e = threadIdx.x; e < E; e += blockDim.x)
+        hist[blockIdx.x * E + e] = 0;
+    __syncthreads();
+    long long p = blockIdx.x * (long long)MCC_MOE_SORT_CHUNK + threadIdx.x;
+    if (p < R && ids[p] >= 0 && ids[p] < E)
+        atomicAdd(&hist[blockIdx.x * E + ids[p]], 1);
+}
+
+extern "C" __global__ void mcc_moe_sort_scan_i32(int *base, int *counts, const int *hist, long long chunks, long long E)
+{
+    for (long long e = threadIdx.x; e < E; e += blockDim.x) {
+        long long t = 0;
+        for (long long b = 0; b < chunks; b++)
+            t += hist[b * E + e];
+        counts[e] = (int)t;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) // base row 0: each expert's first sorted row
+        for (long long e = 0, run = 0; e < E; run += counts[e++])
+            base[e] = (int)run;
+    __syncthreads();
+    for (long long e = threadIdx.x; e < E; e += blockDim.x) // rows 1..chunks: chunk b's first row of e
+        for (long long b = 0, at = base[e]; b < chunks; at += hist[b++ * E + e])
+            base[(b + 1) * E + e] = (int)at;
+}
+
+extern "C" __global__ void mcc_moe_sort_scatter_i32(int *perm, const int *base, const int *ids, long long R, long long E)
+{
+    __shared__ int chunk[MCC_MOE_SORT_CHUNK];
+    long long first = blockIdx.x * (long long)MCC_MOE_SORT_CHUNK, p = first + threadIdx.x;
+    chunk[threadIdx.x] = p < R ? ids[p] : -1;
+    __syncthreads();
+    if (p >= R || chunk[threadIdx.x] < 0 || chunk[threadIdx.x] >= E)
+        return;
+    int e = chunk[threadIdx.x], before = 0;
+    for (int q = 0; q < (int)threadIdx.x; q++)
+        before += chunk[q] == e;
+    perm[p] = base[(blockIdx.x + 1) * E + e] + before;
+}
+
+// Expert parallelism's runs (moe_sort_runs, moe_unsort_runs): came[n,S] (i32, or i64 with is64)
+// rows of run s from rank q, received packed rank by rank. at[(q,s)]: the run's first row in the
+// received order; to[(q,s)]: in the sorted order (s, then q); rows[0] the rows received; counts[s]
+// (when given) the rows of run s. One thread.
+extern "C" __global__ void mcc_moe_runs_offsets(long long *at, long long *to, long long *rows, int *counts,
+                                                const void *came, int is64, long long n, long long S)
+{
+    long long next = 0;
+    for (long long k = 0; k < n * S; k++) {
+        at[k] = next;
+        next += is64 ? ((const long long *)came)[k] : ((const int *)came)[k];
+    }
+    rows[0] = next, next = 0;
+    for (long long s = 0; s < S; s++) {
+        long long run = 0;
+        for (long long q = 0; q < n; q++) {
+            long long c = is64 ? ((const long long *)came)[q * S + s] : ((const int *)came)[q * S + s];
+            to[q * S + s] = next, next += c, run += c;
+        }
+        if (counts)
+            counts[s] = (int)run;
+    }
+}
+
+// xs := x's rows moved run by run (sort: from at to to; else back), rows past them zero; a block
+// per destination row, rows of `width` 2-byte units (f32 and bf16 rows alike).
+extern "C" __global__ void mcc_moe_move_runs(unsigned short *r, const unsigned short *x, const long long *at,
+                                             const long long *to, const long long *rows, const void *came, int is64,
+                                             long long n, long long S, long long C, long long width, int sort)
+{
+    for (long long j = blockIdx.x; j < C; j += gridDim.x) {
+        long long src = -1;
+        if (j < rows[0])
+            for (long long k = 0; k < n * S && src < 0; k++) { // the run holding destination row j
+                long long c = is64 ? ((const long long *)came)[k] : ((const int *)came)[k];
+                long long d = sort ? to[k] : at[k], s0 = sort ? at[k] : to[k];
+                if (j >= d && j < d + c)
+                    src = s0 + (j - d);
+            }
+        for (long long i = threadIdx.x; i < width; i += blockDim.x)
+            r[j * width + i] = src < 0 ? (unsigned short)0 : x[src * width + i];
+    }
+}
