@@ -76,6 +76,21 @@ for m in tiny-gpt2 tiny-llama; do
     rm devrun/bin/$m-cpu-fp8-$r
   done
 done
+# MOE=1: tiny-moe on both targets (device_run.sh's MoE numerics: the CPU dumps are made here) and the
+# MoE benchmark configs, beside ../shared/anchors/torch_moe_baseline.py (device_run.sh's MOE=1)
+if [ "${MOE:-0}" != 0 ]; then
+  cp ../shared/anchors/torch_moe_baseline.py devrun/anchors/
+  $B/mcc compile models/tiny-moe.json --target cpu --keep-logits -o devrun/bin/tiny-moe-cpu 2>/dev/null
+  $B/mcc compile models/tiny-moe.json --target cuda --keep-logits -o devrun/bin/tiny-moe-cuda \
+    2>devrun/bin/tiny-moe-cuda.compile.log || cat devrun/bin/tiny-moe-cuda.compile.log
+  devrun/bin/tiny-moe-cpu --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+    --dump-dir devrun/cpu/tiny-moe >/dev/null
+  rm devrun/bin/tiny-moe-cpu
+  for c in moe-8x1B moe-32x8; do
+    $B/mcc compile bench/configs/$c.json --target cuda -o devrun/bin/bench-$c 2>devrun/bin/bench-$c.compile.log ||
+      cat devrun/bin/bench-$c.compile.log
+  done
+fi
 # pipeline stages on one GPU (device_run.sh's PP1 section): ranks sharing the GPU, their transfers
 # and collectives through host memory (runtime/cuda/comm_staged.c), against the CPU oracle of the
 # same spec (4 layers, so that PP=4 and two virtual stages split it)

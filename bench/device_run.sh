@@ -41,6 +41,20 @@ for m in tiny-gpt2 tiny-llama; do
 done
 fi
 
+# MOE=1 (bundle.sh's MOE=1 too): tiny-moe's router, permutation and grouped GEMMs (kernels_templates/moe.cuh,
+# runtime/cuda/matmul.c) on the GPU against the CPU oracle, as the tiny models above
+if [ "${CHECKS:-1}" != 0 ] && [ "${MOE:-0}" != 0 ]; then
+  section "MoE: tiny-moe GPU (bf16) vs CPU (fp32), 10 steps (NOT RUN on a GPU before this call)"
+  if [ -x devrun/bin/tiny-moe-cuda ]; then
+    timeout 120 devrun/bin/tiny-moe-cuda --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+      --dump-dir /tmp/gpu-tiny-moe > "$O/tiny-moe-gpu10.log" 2>&1
+    echo "tiny-moe train exit $?"; tail -2 "$O/tiny-moe-gpu10.log"
+    compare --cpu devrun/cpu/tiny-moe --gpu /tmp/gpu-tiny-moe
+  else
+    echo "tiny-moe: not compiled (bundle.sh MOE=1)"
+  fi
+fi
+
 section "FP8 hybrid on the GPU vs the CPU's FP8 emulation, 10 steps (NOT RUN on a GPU before this call)"
 # tolerances as bf16's: the GPU's bf16 activations can round to another FP8 value than the CPU's fp32
 # ones, so a failure here is first a question of tolerance, then of the kernels (tests/gpu/ops_test.c)
@@ -204,6 +218,26 @@ section "benchmark: PyTorch baseline"
 for c in ${BASELINES-gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa}; do
   timeout 170 python3 $anchors/torch_baseline.py --config $c --steps 20 >> "$O/baseline.jsonl" 2>>"$O/baseline.err"
 done
+# MOE=1: the MoE configs (bundle.sh MOE=1), train_rank then torch_moe_baseline.py (grouped GEMMs over
+# sorted tokens, torch.compile) in the same call, then a MCC_PROFILE=1 run of each: the step's time in
+# the router, the permutation, the grouped GEMMs and attention (summarize.py's table has both)
+if [ "${MOE:-0}" != 0 ]; then
+  section "benchmark: MoE, train_rank beside PyTorch (NOT RUN on a GPU before this call)"
+  for c in ${MOE_CONFIGS-moe-8x1B moe-32x8}; do
+    [ -x devrun/bin/bench-$c ] || { echo "$c: not compiled (bundle.sh MOE=1)"; continue; }
+    timeout 200 devrun/bin/bench-$c --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 \
+      --log-interval 1 --eval-iters 0 > "$O/bench-$c.log" 2>&1
+    echo "$c exit $?"; grep -E "first step|iteration +25/" "$O/bench-$c.log"
+    timeout 200 python3 $anchors/torch_moe_baseline.py --config $c --steps 20 >> "$O/baseline.jsonl" 2>>"$O/baseline.err"
+    echo "$c baseline exit $?"; tail -1 "$O/baseline.jsonl"
+  done
+  for c in ${MOE_CONFIGS-moe-8x1B moe-32x8}; do
+    [ -x devrun/bin/bench-$c ] || continue
+    MCC_PROFILE=1 timeout 200 devrun/bin/bench-$c --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 \
+      --log-interval 1 --eval-iters 0 > "$O/profile-$c.log" 2>&1
+    echo "$c profile exit $?"; grep -A40 "GPU time by op" "$O/profile-$c.log" | head -60
+  done
+fi
 # OVERLAP_BENCH=1: a collective beside GEMMs under NCCL's CTA policies (bench/overlap_bench.c)
 if [ "${OVERLAP_BENCH:-0}" != 0 ] && [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   section "collectives beside GEMMs (overlap_bench)"

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """summarize.py LOGDIR — the benchmark table: train_rank (bench-<config>.log) beside the PyTorch
 baseline (baseline.jsonl) from the same device call. FLOPs per token 6N + 12·L·d·T (N: every
-parameter but position embeddings, a tied head once), MFU against 989 TFLOP/s."""
+parameter but position embeddings, a tied head once; of an MoE layer the top k experts, the router
+and the shared expert: the active parameters), MFU against 989 TFLOP/s."""
 import json, re, statistics, sys
 
 PEAK = 989e12
-CONFIGS = ['gpt2-124M', 'gpt2-1.5B', 'llama-1B', 'llama-1B-gqa', 'llama-8B-L4']
+CONFIGS = ['gpt2-124M', 'gpt2-1.5B', 'llama-1B', 'llama-1B-gqa', 'llama-8B-L4', 'moe-8x1B', 'moe-32x8']
 
 
 def flops_per_token(spec):
@@ -20,6 +21,12 @@ def flops_per_token(spec):
     mlp = (2 * f * d + f * d) if llama else (2 * f * d + (f + d))
     norms = 2 * d * (1 if llama else 2)
     n = V * d + L * (attn + mlp + norms) + d * (1 if llama else 2) + (V * d if llama else 0)
+    E = m.get('num_experts', 0)
+    if E:  # MoE layers count the top k experts a token runs (active parameters, as torch_moe_baseline.py)
+        freq = m.get('moe_layer_freq', 1)
+        moe_layers = sum(freq) if isinstance(freq, list) else sum(1 for i in range(L) if i % freq == 0)
+        fm, k, shared = m.get('moe_ffn_hidden_size', f), m['moe_router_topk'], m.get('moe_shared_expert_intermediate_size', 0)
+        n += moe_layers * (k * 3 * fm * d + d * E + 3 * shared * d - mlp)
     return 6 * n + 12 * L * d * T
 
 

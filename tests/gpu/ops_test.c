@@ -28,7 +28,10 @@
 
 /* kind: 'x' float in the dtype under test, 'P' the same but positive, 'f' always f32, 'b' always bf16,
  * 'p' f32 positive, 'i' i32 ids below `value`, 's' f32 scalar equal to `value`, 'e' / 'E' FP8 E4M3 / E5M2
- * bytes (any finite value), compared byte for byte. */
+ * bytes (any finite value), compared byte for byte. i32 kinds for MoE: 'k' ids below `value` distinct
+ * within each row (a token's top k), 'r' a permutation of [0, n), 'c' group sizes (counts of
+ * experts, or all_to_all_v's came) summing to 7/8 of `value` rows (the rest room past them). Every
+ * i32 result is compared exactly. */
 typedef struct {
     char kind;
     int ndim;
@@ -51,6 +54,9 @@ typedef struct {
 #define SCALAR(v) {.kind = 's', .value = v}
 #define F32_SCALAR {.kind = 'f'}
 #define FP8(k, nd, ...) {.kind = k, .ndim = nd, .dims = {__VA_ARGS__}}
+#define TOPK(limit, nd, ...) {.kind = 'k', .ndim = nd, .dims = {__VA_ARGS__}, .value = limit}
+#define PERM(n) {.kind = 'r', .ndim = 1, .dims = {n}}
+#define COUNTS(rows, nd, ...) {.kind = 'c', .ndim = nd, .dims = {__VA_ARGS__}, .value = rows}
 
 static const op_case cases[] = {
     {"fill", "[3,1001]", {0.37}, 0, 1, .res = {TEN('x', 2, 3, 1001)}},
@@ -174,6 +180,60 @@ static const op_case cases[] = {
      {FP8('E', 2, 256, 208), SCALAR(1e-4), FP8('e', 2, 208, 768), SCALAR(0.003)}, {TEN('x', 2, 256, 768)}},
     {"fp8_matmul", "wgrad e5m2[256,208]^T x e4m3[256,768]", {1, 0}, 4, 1,
      {FP8('E', 2, 256, 208), SCALAR(1e-4), FP8('e', 2, 256, 768), SCALAR(0.01)}, {TEN('x', 2, 208, 768)}},
+    /* MoE (kernels_templates/moe.cuh): 67 tokens, 16 or 64 experts, top 2 or 4; rows of 200 and
+     * 768 (16-byte loads); grouped GEMMs of 8 experts over 300 rows, an eighth of them past the counts */
+    {"moe_route", "softmax [67,16] top 2", {2, 0, 0, 0}, 1, 2, {TEN('x', 2, 67, 16)}, {TEN('x', 2, 67, 2), IDS(16, 2, 67, 2)}},
+    {"moe_route", "pre-softmax [67,16] top 2 scaling 2.5", {2, 0, 1, 2.5}, 1, 2, {TEN('x', 2, 67, 16)},
+     {TEN('x', 2, 67, 2), IDS(16, 2, 67, 2)}},
+    {"moe_route", "sigmoid [67,64] top 4 expert bias", {4, 1, 0, 0}, 2, 2, {TEN('x', 2, 67, 64), TEN('f', 2, 2, 64)},
+     {TEN('x', 2, 67, 4), IDS(64, 2, 67, 4)}},
+    {"moe_route", "sigmoid [67,16] top 1", {1, 1, 0, 0}, 1, 2, {TEN('x', 2, 67, 16)}, {TEN('x', 2, 67, 1), IDS(16, 2, 67, 1)}},
+    {"moe_route_grad", "softmax [67,16] top 2", {2, 0, 0, 0}, 3, 1, {TEN('x', 2, 67, 2), TEN('x', 2, 67, 16), TOPK(16, 2, 67, 2)},
+     {TEN('x', 2, 67, 16)}},
+    {"moe_route_grad", "pre-softmax [67,16] top 2 scaling 2.5", {2, 0, 1, 2.5}, 3, 1,
+     {TEN('x', 2, 67, 2), TEN('x', 2, 67, 16), TOPK(16, 2, 67, 2)}, {TEN('x', 2, 67, 16)}},
+    {"moe_route_grad", "sigmoid [67,64] top 4", {4, 1, 0, 0}, 3, 1, {TEN('x', 2, 67, 4), TEN('x', 2, 67, 64), TOPK(64, 2, 67, 4)},
+     {TEN('x', 2, 67, 64)}},
+    {"moe_bias_count", "h[2,16] ids[67,2] kept weights", {0}, 3, 0,
+     .args = {OUT('f', 2, 2, 16), IDS(16, 2, 67, 2), TEN('x', 2, 67, 2)}},
+    {"moe_bias_count", "h[2,16] ids[67,2]", {0}, 2, 0, .args = {OUT('f', 2, 2, 16), IDS(16, 2, 67, 2)}},
+    {"moe_bias_update", "h[2,16] rate 0.01", {0.01}, 2, 0, .args = {OUT('f', 2, 2, 16), TEN('p', 2, 2, 16)}},
+    {"moe_bias_update", "h[2,16] rate 0 (zero the counts)", {0}, 2, 0, .args = {OUT('f', 2, 2, 16), TEN('p', 2, 2, 16)}},
+    {"moe_capacity", "[67,2] capacity 5 probs", {5, 0}, 3, 1, {TEN('x', 2, 67, 2), TEN('x', 2, 67, 2), IDS(16, 2, 67, 2)},
+     {TEN('x', 2, 67, 2)}},
+    {"moe_capacity", "[67,2] capacity 5 position", {5, 1}, 3, 1, {TEN('x', 2, 67, 2), TEN('x', 2, 67, 2), IDS(16, 2, 67, 2)},
+     {TEN('x', 2, 67, 2)}},
+    {"moe_sort", "ids[67,2] 16 experts", {16}, 1, 2, {IDS(16, 2, 67, 2)}, {IDS(1, 1, 134), IDS(1, 1, 16)}},
+    {"moe_sort", "ids[1000,8] 64 experts (32 chunks)", {64}, 1, 2, {IDS(64, 2, 1000, 8)}, {IDS(1, 1, 8000), IDS(1, 1, 64)}},
+    {"moe_permute", "x[67,200] top 2", {0}, 2, 1, {TEN('x', 2, 67, 200), PERM(134)}, {TEN('x', 2, 134, 200)}},
+    {"moe_permute", "x[67,768] top 2 (16-byte loads)", {0}, 2, 1, {TEN('x', 2, 67, 768), PERM(134)}, {TEN('x', 2, 134, 768)}},
+    {"moe_unpermute", "yp[134,200] top 2", {0}, 3, 1, {TEN('x', 2, 134, 200), PERM(134), TEN('x', 2, 67, 2)},
+     {TEN('x', 2, 67, 200)}},
+    {"moe_unpermute", "yp[134,768] top 2 (16-byte loads)", {0}, 3, 1, {TEN('x', 2, 134, 768), PERM(134), TEN('x', 2, 67, 2)},
+     {TEN('x', 2, 67, 768)}},
+    {"moe_unpermute_grad", "dy[67,200] top 2", {0}, 4, 2,
+     {TEN('x', 2, 67, 200), TEN('x', 2, 134, 200), PERM(134), TEN('x', 2, 67, 2)}, {TEN('x', 2, 134, 200), TEN('x', 2, 67, 2)}},
+    {"moe_unpermute_grad", "dy[67,768] top 2 (16-byte loads)", {0}, 4, 2,
+     {TEN('x', 2, 67, 768), TEN('x', 2, 134, 768), PERM(134), TEN('x', 2, 67, 2)}, {TEN('x', 2, 134, 768), TEN('x', 2, 67, 2)}},
+    {"moe_grouped_matmul", "x[300,256] w[8,200,256]^T", {1}, 3, 1,
+     {TEN('x', 2, 300, 256), TEN('x', 3, 8, 200, 256), COUNTS(300, 1, 8)}, {TEN('x', 2, 300, 200)}},
+    {"moe_grouped_matmul", "x[300,256] w[8,256,200]", {0}, 3, 1,
+     {TEN('x', 2, 300, 256), TEN('x', 3, 8, 256, 200), COUNTS(300, 1, 8)}, {TEN('x', 2, 300, 200)}},
+    {"moe_grouped_wgrad", "a[300,256]^T b[300,200] over 8 experts", {0}, 3, 1,
+     {TEN('x', 2, 300, 256), TEN('x', 2, 300, 200), COUNTS(300, 1, 8)}, {TEN('f', 3, 8, 256, 200)}},
+    {"moe_aux_loss", "softmax [67,16] top 2", {2, 0}, 2, 1, {TEN('x', 2, 67, 16), IDS(16, 2, 67, 2)}, {F32_SCALAR}},
+    {"moe_aux_loss", "sigmoid [67,64] top 4", {4, 1}, 2, 1, {TEN('x', 2, 67, 64), IDS(64, 2, 67, 4)}, {F32_SCALAR}},
+    {"moe_aux_loss_grad", "softmax [67,16] top 2", {2, 0}, 3, 1, {SCALAR(1.7), TEN('x', 2, 67, 16), IDS(16, 2, 67, 2)},
+     {TEN('x', 2, 67, 16)}},
+    {"moe_aux_loss_grad", "sigmoid [67,64] top 4", {4, 1}, 3, 1, {SCALAR(1.7), TEN('x', 2, 67, 64), IDS(64, 2, 67, 4)},
+     {TEN('x', 2, 67, 64)}},
+    {"moe_z_loss", "[67,16]", {0}, 1, 1, {TEN('x', 2, 67, 16)}, {F32_SCALAR}},
+    {"moe_z_loss_grad", "[67,16]", {0}, 2, 1, {SCALAR(1.7), TEN('x', 2, 67, 16)}, {TEN('x', 2, 67, 16)}},
+    {"moe_aux_attach", "x[67,200]", {0}, 2, 1, {TEN('x', 2, 67, 200), SCALAR(0.3)}, {TEN('x', 2, 67, 200)}},
+    {"moe_sort_runs", "x[100,200] came[2,4]", {0}, 2, 2, {TEN('x', 2, 100, 200), COUNTS(100, 2, 2, 4)},
+     {TEN('x', 2, 100, 200), IDS(1, 1, 4)}},
+    {"moe_unsort_runs", "x[100,200] came[2,4]", {0}, 2, 1, {TEN('x', 2, 100, 200), COUNTS(100, 2, 2, 4)},
+     {TEN('x', 2, 100, 200)}},
 };
 
 /* sum_squares over 60 tensors of mixed f32/test dtype and sizes: two launches of the fused kernel. */
@@ -199,20 +259,6 @@ static const struct {
     {"attention_grad", "tests/gpu/attention_test.c: cuDNN's and mcc's kernels against the CPU"},
     {"attention_dropout", "tests/gpu/dropout_test.c: y and lse against the CPU's, the same mask"},
     {"attention_dropout_grad", "tests/gpu/dropout_test.c: dq, dk, dv against the CPU's, the same mask"},
-    {"moe_route", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
-    {"moe_route_grad", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
-    {"moe_capacity", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
-    {"moe_sort", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
-    {"moe_permute", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
-    {"moe_unpermute", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
-    {"moe_unpermute_grad", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
-    {"moe_grouped_matmul", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
-    {"moe_grouped_wgrad", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
-    {"moe_aux_loss", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
-    {"moe_aux_loss_grad", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
-    {"moe_z_loss", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
-    {"moe_z_loss_grad", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
-    {"moe_aux_attach", "no CUDA kernel yet: its launcher refuses, as mcc compile does MoE for --target cuda"},
 };
 #define NEXEMPT (int)(sizeof exempt / sizeof exempt[0])
 
@@ -266,12 +312,49 @@ typedef struct {
 } tensor;
 
 static bool is_fp8(char kind) { return kind == 'e' || kind == 'E'; }
+static bool is_i32(char kind) { return kind == 'i' || kind == 'k' || kind == 'r' || kind == 'c'; }
+
+/* i32 values of kinds 'i', 'k', 'r' and 'c' (see tensor_spec) */
+static void int_values(const tensor_spec *s, int32_t *v, int64_t n)
+{
+    int64_t row = s->ndim ? s->dims[s->ndim - 1] : 1;
+    if (s->kind == 'i')
+        for (int64_t i = 0; i < n; i++)
+            v[i] = (int32_t)(uniform() * s->value);
+    else if (s->kind == 'k') /* each row: a partial shuffle of [0, value) */
+        for (int64_t r = 0; r < n / row; r++) {
+            int32_t pool[1024];
+            int64_t m = (int64_t)s->value < 1024 ? (int64_t)s->value : 1024;
+            for (int64_t e = 0; e < m; e++)
+                pool[e] = (int32_t)e;
+            for (int64_t j = 0; j < row; j++) {
+                int64_t pick = j + (int64_t)(uniform() * (double)(m - j));
+                int32_t t = pool[j];
+                pool[j] = pool[pick], pool[pick] = t;
+                v[r * row + j] = pool[j];
+            }
+        }
+    else if (s->kind == 'r') {
+        for (int64_t i = 0; i < n; i++)
+            v[i] = (int32_t)i;
+        for (int64_t i = n - 1; i > 0; i--) {
+            int64_t j = (int64_t)(uniform() * (double)(i + 1));
+            int32_t t = v[i];
+            v[i] = v[j], v[j] = t;
+        }
+    } else { /* 'c': 7/8 of value rows spread at random, some groups empty */
+        for (int64_t i = 0; i < n; i++)
+            v[i] = 0;
+        for (int64_t left = (int64_t)s->value * 7 / 8; left > 0; left--)
+            v[(int64_t)(uniform() * (double)(n > 1 ? n - 1 : 1))]++; /* the last group stays empty */
+    }
+}
 
 static ir_dtype gpu_dtype(char kind, ir_dtype under_test)
 {
     if (is_fp8(kind))
         return kind == 'E' ? IR_FP8E5M2 : IR_FP8E4M3;
-    return kind == 'i' ? IR_I32 : kind == 'x' || kind == 'P' ? under_test : kind == 'b' ? IR_BF16 : IR_F32;
+    return is_i32(kind) ? IR_I32 : kind == 'x' || kind == 'P' ? under_test : kind == 'b' ? IR_BF16 : IR_F32;
 }
 
 /* Values of the spec's kind, already rounded to the GPU dtype, so both sides see the same. */
@@ -279,19 +362,19 @@ static void tensor_init(tensor *t, const tensor_spec *s, ir_dtype dt)
 {
     t->spec = s;
     t->gpu_t = ir_tensor(gpu_dtype(s->kind, dt), s->ndim, s->dims);
-    t->cpu_t = ir_tensor(is_fp8(s->kind) ? t->gpu_t.dtype : s->kind == 'i' ? IR_I32 : IR_F32, s->ndim, s->dims);
+    t->cpu_t = ir_tensor(is_fp8(s->kind) ? t->gpu_t.dtype : is_i32(s->kind) ? IR_I32 : IR_F32, s->ndim, s->dims);
     int64_t n = ir_numel(&t->cpu_t);
     t->cpu = malloc((size_t)(n ? n : 1) * 4);
+    if (is_i32(s->kind))
+        int_values(s, t->cpu, n);
     for (int64_t i = 0; i < n; i++) {
         if (is_fp8(s->kind)) { /* a finite byte: not 0x7f/0xff (E4M3 NaN) nor E5M2's inf/NaN exponent */
             uint8_t b = (uint8_t)(uniform() * 256);
             ((uint8_t *)t->cpu)[i] = (b & 0x7f) >= (s->kind == 'E' ? 0x7c : 0x7f) ? b & 0x80 : b;
             continue;
         }
-        if (s->kind == 'i') {
-            ((int32_t *)t->cpu)[i] = (int32_t)(uniform() * s->value);
+        if (is_i32(s->kind))
             continue;
-        }
         double v = s->kind == 's' ? s->value : s->kind == 'p' || s->kind == 'P' ? 0.1 + 2 * uniform() : 4 * uniform() - 2;
         float f = (float)v;
         ((float *)t->cpu)[i] = t->gpu_t.dtype == IR_BF16 ? f32_of_bf16(bf16_of(f)) : f;
@@ -361,6 +444,15 @@ static void compare(report *r, const char *what, const tensor *t, const void *ra
             if (((const uint8_t *)raw)[i] != ((const uint8_t *)t->cpu)[i]) {
                 fail(r, what, "byte %lld of %lld: gpu 0x%02x cpu 0x%02x", (long long)i, (long long)n,
                      ((const uint8_t *)raw)[i], ((const uint8_t *)t->cpu)[i]);
+                return;
+            }
+        return;
+    }
+    if (is_i32(t->spec->kind)) { /* ids, permutations, counts: exactly */
+        for (int64_t i = 0; i < n; i++)
+            if (((const int32_t *)raw)[i] != ((const int32_t *)t->cpu)[i]) {
+                fail(r, what, "i32 element %lld of %lld: gpu %d cpu %d", (long long)i, (long long)n,
+                     ((const int32_t *)raw)[i], ((const int32_t *)t->cpu)[i]);
                 return;
             }
         return;
