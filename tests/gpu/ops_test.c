@@ -587,10 +587,14 @@ int main(void)
     }
     int ncases = (int)(sizeof cases / sizeof cases[0]);
     ir_dtype dtypes[] = {IR_F32, IR_BF16};
+    /* MCC_OPS_TEST_ONLY=PREFIX: only the cases of ops named PREFIX... (tests/gpu/emulate/run.sh's moe_) */
+    const char *only = getenv("MCC_OPS_TEST_ONLY") ? getenv("MCC_OPS_TEST_ONLY") : "";
     for (int d = 0; d < 2; d++) {
         for (int i = 0; i < ncases; i++)
-            failures += run_case(cx, &cases[i], dtypes[d]);
-        failures += run_case(cx, &sumsq, dtypes[d]);
+            if (!strncmp(cases[i].op, only, strlen(only)))
+                failures += run_case(cx, &cases[i], dtypes[d]);
+        if (!strncmp(sumsq.op, only, strlen(only)))
+            failures += run_case(cx, &sumsq, dtypes[d]);
     }
     rt_cuda_ctx_free(cx);
     free(image);
