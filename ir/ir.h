@@ -257,7 +257,8 @@ enum {
                                              its result in the backward */
     IR_OPF_RECOMPUTE_SELECTIVE = 1 << 9,  /* recompute_modules layernorm recomputes it */
     IR_OPF_HOST_WAIT = 1 << 10,     /* the host reads a device value to issue it (all_to_all_v's
-                                       counts): a function with one is not captured as a CUDA graph */
+                                       splits, the grouped GEMMs' counts): a function with one is not
+                                       captured as a CUDA graph */
 };
 
 /* Sharding rules, ops.def's shard column: which rule of the shard pass propagates an op's
