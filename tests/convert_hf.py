@@ -7,8 +7,9 @@ block: the softmax of the router's logits, its top k renormalised, w2(silu(w1 x)
 
   convert_hf.py make --arch gpt2|llama|mixtral --out DIR [--shard-bytes N] [--dtype F32|BF16|F16] [--variant]
       a random model directory (config.json, model.safetensors or shards with the index)
-  convert_hf.py same HF_A HF_B
-      every tensor of B equals A's to the bit (after widening A's to f32), configs agree
+  convert_hf.py same HF_A HF_B [--spec SPEC --ckpt CKPT_DIR]
+      every tensor of B equals A's to the bit (after widening A's to f32), configs agree; with
+      --spec, then `logits --hf HF_B` in the same process (one start of torch the fewer)
   convert_hf.py logits --hf DIR --spec SPEC --ckpt CKPT_DIR [-- spec flags]
       the HF forward on DIR's weights equals tests/torch_ref.py's mcc forward on the checkpoint's
   convert_hf.py ckpt-same PARAMS.mcct CKPT_DIR
@@ -291,7 +292,10 @@ def same(a):
     for k, v in ca.items():
         if k in cb and cb[k] != v and not (isinstance(v, float) and math.isclose(v, cb[k], rel_tol=1e-15)):
             failed.append(f"config.json {k}: {cb[k]!r} != {v!r}")
-    return verdict(f"{len(wb)} tensors compared bit for bit", failed)
+    status = verdict(f"{len(wb)} tensors compared bit for bit", failed)
+    if status or not a.spec:
+        return status
+    return logits(argparse.Namespace(hf=a.b, spec=a.spec, ckpt=a.ckpt, dump=None, flags=[]))
 
 
 def mcc_weights(ckpt):
@@ -370,6 +374,8 @@ def main():
     s = sub.add_parser("same")
     s.add_argument("a")
     s.add_argument("b")
+    s.add_argument("--spec")
+    s.add_argument("--ckpt")
     cs = sub.add_parser("ckpt-same")
     cs.add_argument("params")
     cs.add_argument("ckpt")
