@@ -218,9 +218,11 @@ static int route(builder *b, int layer, int x, int *ids)
         int count[3] = {route_args[1], *ids, w};
         ir_emit(b->m, b->f, IR_OP_MOE_BIAS_COUNT, count, s->moe_expert_capacity_factor > 0 ? 3 : 2, NULL, NULL, NULL);
     }
-    if (train && s->moe_router_load_balancing_type == MCC_MOE_AUX_LOSS && s->moe_aux_loss_coeff > 0) {
+    bool seq_aux = s->moe_router_load_balancing_type == MCC_MOE_SEQ_AUX_LOSS;
+    if (train && (s->moe_router_load_balancing_type == MCC_MOE_AUX_LOSS || seq_aux) && s->moe_aux_loss_coeff > 0) {
         int args[2] = {logits, *ids};
-        int aux = ir_emit(b->m, b->f, IR_OP_MOE_AUX_LOSS, args, 2, attrs, NULL, NULL);
+        double aux_attrs[3] = {attrs[0], attrs[1], seq_aux ? s->seq_length : 0}; /* seq_aux_loss: per sequence */
+        int aux = ir_emit(b->m, b->f, IR_OP_MOE_AUX_LOSS, args, 2, aux_attrs, NULL, NULL);
         w = attach_loss(b, w, aux, s->moe_aux_loss_coeff, &b->report->aux);
     }
     return w;

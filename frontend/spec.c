@@ -1014,8 +1014,9 @@ static bool spec_check_moe_built(spec_ctx *c)
 {
     const mcc_spec *s = &c->s;
     const char *experts = spec_where(c, spec_find("num_experts"));
-    if (s->moe_router_load_balancing_type == MCC_MOE_SEQ_AUX_LOSS || s->moe_router_load_balancing_type == MCC_MOE_SINKHORN)
-        return spec_fail(c, "%s %s is not built yet: pass aux_loss (the Switch loss over each micro-batch) or none",
+    if (s->moe_router_load_balancing_type == MCC_MOE_SINKHORN)
+        return spec_fail(c, "%s %s is not built yet: pass aux_loss (the Switch loss over each micro-batch), "
+                            "seq_aux_loss (over each sequence) or none",
                          spec_where(c, spec_find("moe_router_load_balancing_type")),
                          spec_moe_balances[s->moe_router_load_balancing_type]);
     const char *axes[][2] = {{"tensor_model_parallel_size", "MoE layers under tensor parallelism"},
