@@ -342,7 +342,8 @@ void mcc_memory_print(const mcc_memory_breakdown *b, FILE *out)
                 b->a2a_bytes / gib, b->a2a_count);
     else if (b->a2a_count)
         fprintf(out, "  all-to-all buffers %9.3f GiB  (%d expert dispatch/combine receive buffers, of the peak "
-                     "activations: %.3f GiB sized by the capacity factor %g, the rest by the exact worst case)\n",
+                     "activations: %.3f GiB sized by the capacity factor, an expert's capacity %g rows of each ep "
+                     "rank, the rest by the exact worst case)\n",
                 b->a2a_bytes / gib, b->a2a_count, b->a2a_capacity_bytes / gib, b->a2a_capacity);
     if (b->comm_buffers)
         fprintf(out, "  exchange buffers  %10.3f GiB  (collectives on the copy engines: --comm-lanes copy)\n",

@@ -125,7 +125,8 @@ typedef struct {
     int stage, stages, in_flight;   /* which pipeline stage (of how many), its most micro-batches in flight */
     int64_t a2a_bytes;              /* the step's all_to_all_v receive buffers (expert parallelism's dispatch
                                        and combine; in activations), sized by the exact worst case, and of
-                                       them a2a_capacity_bytes by a capacity factor (the largest: a2a_capacity) */
+                                       them a2a_capacity_bytes by a capacity factor (the largest expert
+                                       capacity: a2a_capacity rows of each ep rank) */
     int64_t a2a_capacity_bytes;
     double a2a_capacity;
     int a2a_count;

@@ -1148,21 +1148,22 @@ void cpu_MOE_CAPACITY(const rt_kernel_call *c)
 void cpu_MOE_SORT(const rt_kernel_call *c)
 {
     const int32_t *ids = c->args[0];
+    const float *kept = c->in->nargs == 2 ? argf(c, 1) : NULL; /* w == 0: dropped at capacity */
     int32_t *perm = c->res[0], *counts = c->res[1];
     int64_t R = ir_numel(c->arg_types[0]), E = c->res_types[1]->dims[0];
-    int64_t *next = scratch((size_t)E, sizeof(int64_t));
+    int64_t *next = scratch((size_t)E + 1, sizeof(int64_t)); /* next[E]: the dropped pairs' next row */
     for (int64_t e = 0; e < E; e++)
         counts[e] = 0;
     for (int64_t p = 0; p < R; p++) {
         if (ids[p] < 0 || ids[p] >= E)
             CPU_FAIL("moe_sort: expert id %d of pair %lld is outside [0, %lld): the router's ids are corrupt",
                      (int)ids[p], (long long)p, (long long)E);
-        counts[ids[p]]++;
+        counts[ids[p]] += !kept || kept[p] != 0;
     }
-    for (int64_t e = 1; e < E; e++)
+    for (int64_t e = 1; e <= E; e++)
         next[e] = next[e - 1] + counts[e - 1];
     for (int64_t p = 0; p < R; p++)
-        perm[p] = (int32_t)next[ids[p]]++;
+        perm[p] = (int32_t)next[!kept || kept[p] != 0 ? ids[p] : E]++;
     free(next);
 }
 

@@ -417,9 +417,10 @@ class RouterLog:
         N, E = logits.shape
         k = ids.shape[1]
         counts = F.one_hot(ids.reshape(-1), E).sum(0).to(logits.dtype)
-        self.counts.append(counts)
+        self.counts.append(counts)  # the tokens each expert computes: with a capacity, those it kept
         if keep is not None:  # the pairs kept at the experts' capacity
             self.keep.append(keep)
+            self.counts[-1] = (F.one_hot(ids.reshape(-1), E) * keep.reshape(-1, 1)).sum(0).to(logits.dtype)
         if c.get("moe_z_loss_coeff", 0) > 0:
             self.z.append(torch.logsumexp(logits, -1).square().mean())
             self.objective.append(c["moe_z_loss_coeff"] * self.z[-1])
