@@ -1253,9 +1253,8 @@ bool mcc_spec_moe_layer(const mcc_spec *s, int l)
     return s->num_experts > 0 && (p->n ? l < p->n && p->moe[l] : l % p->every == 0);
 }
 
-/* An MoE layer's parameters: a dense layer's less its MLP (no biases: spec_check_moe), plus the
- * router, the experts (the top k of them when `active`) and the shared expert. */
-static double spec_moe_layer_params(const mcc_spec *s, bool active)
+/* No biases in an MoE layer (spec_check_moe_built). */
+double mcc_spec_moe_layer_params(const mcc_spec *s, bool active)
 {
     double d = s->hidden_size, mats = s->activation == MCC_ACT_SWIGLU ? 3 : 2;
     double experts = active ? s->moe_router_topk : s->num_experts;
@@ -1278,7 +1277,7 @@ static int64_t spec_params(const mcc_spec *s, bool active)
             moe += p->moe[l] != 0;
     else if (s->num_experts > 0)
         moe = p->every > 0 ? (double)((s->num_layers + p->every - 1) / p->every) : 0; /* layers 0, every, ... */
-    double total = embed + pos + spec_norm_params(s) + moe * spec_moe_layer_params(s, active) +
+    double total = embed + pos + spec_norm_params(s) + moe * mcc_spec_moe_layer_params(s, active) +
                    (s->num_layers - moe) * mcc_spec_layer_params(s);
     return total < 9007199254740992.0 ? (int64_t)total : -1;
 }

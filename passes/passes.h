@@ -130,6 +130,10 @@ typedef struct {
     int64_t a2a_capacity_bytes;
     double a2a_capacity;
     int a2a_count;
+    double a2a_sent_bytes;          /* a micro-batch's all_to_all_v bytes sent by a rank, routing balanced
+                                       (each sends what it receives: dispatch, combine and their
+                                       transposes), over a2a_exchanges of them; (ep-1)/ep leave the rank */
+    int a2a_exchanges, ep;
 } mcc_memory_breakdown;
 int64_t mcc_memory_total(const mcc_memory_breakdown *b);
 mcc_memory_breakdown mcc_memory_of(const ir_module *m);

@@ -21,6 +21,8 @@ add_test(NAME memory_report_recompute COMMAND ${_memory_report} selective drops)
 add_test(NAME memory_report_activations COMMAND ${_memory_report} activations drops)
 # full recompute's saved activations and replayed FLOPs, counted exactly (tests/recompute_memory.sh)
 add_test(NAME recompute_memory COMMAND ${CMAKE_SOURCE_DIR}/tests/recompute_memory.sh $<TARGET_FILE:mcc>)
+# the MoE cost model's printed numbers at ep 2 against the spec's arithmetic (tests/moe_cost.sh)
+add_test(NAME moe_cost COMMAND ${CMAKE_SOURCE_DIR}/tests/moe_cost.sh $<TARGET_FILE:mcc>)
 foreach(model tiny-gpt2 tiny-llama tiny-moe)
   add_test(NAME numerics_vs_torch_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model})
   add_test(NAME numerics_vs_torch_recompute_${model}
