@@ -1069,6 +1069,11 @@ static bool spec_check_moe(spec_ctx *c)
         return spec_fail(c, "%s is set but %s is none, which adds no loss: pass aux_loss, or drop the coefficient",
                          spec_where(c, spec_find("moe_aux_loss_coeff")),
                          spec_where(c, spec_find("moe_router_load_balancing_type")));
+    if (s->moe_router_load_balancing_type == MCC_MOE_SEQ_AUX_LOSS && s->tensor_model_parallel_size > 1)
+        return spec_fail(c, "%s seq_aux_loss with %s %d is not built yet: sequence parallelism splits a sequence over "
+                            "the tp ranks, whose counts Megatron sums; pass aux_loss",
+                         spec_where(c, spec_find("moe_router_load_balancing_type")),
+                         spec_where(c, spec_find("tensor_model_parallel_size")), s->tensor_model_parallel_size);
     const char *capacity[] = {"moe_token_drop_policy", "moe_pad_expert_input_to_capacity"};
     for (int i = 0; i < 2; i++)
         if (spec_given(c, capacity[i]) && s->moe_expert_capacity_factor == 0)
