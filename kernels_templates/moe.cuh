@@ -133,13 +133,14 @@ __device__ void mcc_moe_route_grad(T *dl, const T *dw, const T *logits, const in
     }
 }
 
-// counts[E] += the pairs routed to each expert (zeroed by the launcher); ids outside [0, E) skipped
-__device__ void mcc_moe_count(int *counts, const int *ids, long long R, long long E)
+// counts[g][E] += the pairs routed to each expert, g = p / group the pair's group (the aux loss's
+// sequence: group = S k; zeroed by the launcher); ids outside [0, E) skipped
+__device__ void mcc_moe_count(int *counts, const int *ids, long long R, long long E, long long group)
 {
     MCC_FOR_EACH(p, R) {
         int e = ids[p];
         if (e >= 0 && e < E)
-            atomicAdd(&counts[e], 1);
+            atomicAdd(&counts[p / group * E + e], 1);
     }
 }
 
@@ -228,12 +229,15 @@ __device__ void mcc_moe_unpermute_grad(T *dyp, T *dw, const T *dy, const T *yp, 
 }
 
 // The aux loss's per-token term t[n] = sum_e s[n,e] counts[e] (s the full score distribution:
-// softmax, or sigmoid over its sum + 1e-20): a thread per token
+// softmax, or sigmoid over its sum + 1e-20; counts those of the token's sequence of S tokens,
+// S = N: one): a thread per token
 template <class T>
-__device__ void mcc_moe_aux_terms(double *t, const T *logits, const int *counts, long long N, long long E, int score)
+__device__ void mcc_moe_aux_terms(double *t, const T *logits, const int *counts_all, long long N, long long E, int score,
+                                  long long S)
 {
     MCC_FOR_EACH(n, N) {
         const T *l = logits + n * E;
+        const int *counts = counts_all + n / S * E;
         double mx = 0, sum = 0, acc = 0;
         if (score == MCC_MOE_SOFTMAX)
             mcc_moe_row_softmax_stats(l, E, &mx, &sum);
@@ -248,14 +252,16 @@ __device__ void mcc_moe_aux_terms(double *t, const T *logits, const int *counts,
     }
 }
 
-// dlogits of the aux loss, f = dloss E / (k N^2) (cpu_MOE_AUX_LOSS_GRAD): a thread per token
+// dlogits of the aux loss, f = dloss E / (k S N) (cpu_MOE_AUX_LOSS_GRAD), counts those of the
+// token's sequence of S tokens: a thread per token
 template <class T>
-__device__ void mcc_moe_aux_grad(T *dl, const float *dloss, const T *logits, const int *counts, long long N, long long E,
-                                 int score, double factor)
+__device__ void mcc_moe_aux_grad(T *dl, const float *dloss, const T *logits, const int *counts_all, long long N,
+                                 long long E, int score, double factor, long long S)
 {
     double f = factor * (double)dloss[0];
     MCC_FOR_EACH(n, N) {
         const T *l = logits + n * E;
+        const int *counts = counts_all + n / S * E;
         double mx = 0, sum = 0, sg = 0;
         if (score == MCC_MOE_SOFTMAX)
             mcc_moe_row_softmax_stats(l, E, &mx, &sum);
@@ -353,15 +359,15 @@ template <class T> __device__ void mcc_moe_z_grad(T *dl, const float *dloss, con
             mcc_moe_unpermute_grad<1>(dyp, dw, dy, yp, perm, w, R, k, H);                                     \
     }                                                                                                         \
     extern "C" __global__ void mcc_moe_aux_terms_##sfx(double *t, const T *logits, const int *counts,        \
-                                                       long long N, long long E, int score)                   \
+                                                       long long N, long long E, int score, long long S)      \
     {                                                                                                         \
-        mcc_moe_aux_terms(t, logits, counts, N, E, score);                                                    \
+        mcc_moe_aux_terms(t, logits, counts, N, E, score, S);                                                 \
     }                                                                                                         \
     extern "C" __global__ void mcc_moe_aux_grad_##sfx(T *dl, const float *dloss, const T *logits,            \
                                                       const int *counts, long long N, long long E, int score, \
-                                                      double factor)                                          \
+                                                      double factor, long long S)                             \
     {                                                                                                         \
-        mcc_moe_aux_grad(dl, dloss, logits, counts, N, E, score, factor);                                     \
+        mcc_moe_aux_grad(dl, dloss, logits, counts, N, E, score, factor, S);                                  \
     }                                                                                                         \
     extern "C" __global__ void mcc_moe_z_terms_##sfx(double *t, const T *logits, long long N, long long E)   \
     {                                                                                                         \
@@ -374,9 +380,9 @@ template <class T> __device__ void mcc_moe_z_grad(T *dl, const float *dloss, con
     }
 MCC_FOR_FLOATS(MCC_MOE)
 
-extern "C" __global__ void mcc_moe_count_i32(int *counts, const int *ids, long long R, long long E)
+extern "C" __global__ void mcc_moe_count_i32(int *counts, const int *ids, long long R, long long E, long long group)
 {
-    mcc_moe_count(counts, ids, R, E);
+    mcc_moe_count(counts, ids, R, E, group);
 }
 
 // r[0] := scale * sum of t[n] (double), one block in a fixed order
@@ -403,50 +409,65 @@ extern "C" __global__ void mcc_moe_bias_update_f32(float *h, const float *r, lon
         h[e] = 0;
 }
 
-// The stable sort of ids[R] by expert, in three launches over chunks of MCC_MOE_SORT_CHUNK pairs:
-// hist[b][E] the chunk's pairs per expert; then (one thread per expert) base[b][e] the sorted row
-// of chunk b's first pair of expert e, and counts; then each pair's row is its chunk's base plus
-// the pairs of its expert before it in the chunk.
-extern "C" __global__ void mcc_moe_sort_hist_i32(int *hist, const int *ids, long long R, long long E)
+// The stable sort of ids[R] by expert, in three launches over chunks of MCC_MOE_SORT_CHUNK pairs,
+// over B buckets: the E experts, and with kept weights (moe_capacity's) a last one, E, of the
+// dropped pairs (w == 0), whose rows come after every kept one. hist[b][B] the chunk's pairs per
+// bucket; then (one thread per bucket) base[b][e] the sorted row of chunk b's first pair of
+// bucket e, and the experts' counts; then each pair's row is its chunk's base plus the pairs of
+// its bucket before it in the chunk.
+__device__ __forceinline__ int mcc_moe_bucket(const int *ids, const float *kept, long long p, long long E)
 {
-    for (long long e = threadIdx.x; e < E; e += blockDim.x)
-        hist[blockIdx.x * E + e] = 0;
+    return kept && kept[p] == 0.0f ? (int)E : ids[p];
+}
+
+extern "C" __global__ void mcc_moe_sort_hist_i32(int *hist, const int *ids, const float *kept, long long R, long long E,
+                                                 long long B)
+{
+    for (long long e = threadIdx.x; e < B; e += blockDim.x)
+        hist[blockIdx.x * B + e] = 0;
     __syncthreads();
     long long p = blockIdx.x * (long long)MCC_MOE_SORT_CHUNK + threadIdx.x;
-    if (p < R && ids[p] >= 0 && ids[p] < E)
-        atomicAdd(&hist[blockIdx.x * E + ids[p]], 1);
+    int e = p < R ? mcc_moe_bucket(ids, kept, p, E) : -1;
+    if (e >= 0 && e < B)
+        atomicAdd(&hist[blockIdx.x * B + e], 1);
 }
 
-extern "C" __global__ void mcc_moe_sort_scan_i32(int *base, int *counts, const int *hist, long long chunks, long long E)
+extern "C" __global__ void mcc_moe_sort_scan_i32(int *base, int *counts, const int *hist, long long chunks, long long E,
+                                                 long long B)
 {
-    for (long long e = threadIdx.x; e < E; e += blockDim.x) {
+    __shared__ long long dropped; // bucket E's pairs, when there is one
+    for (long long e = threadIdx.x; e < B; e += blockDim.x) {
         long long t = 0;
         for (long long b = 0; b < chunks; b++)
-            t += hist[b * E + e];
-        counts[e] = (int)t;
+            t += hist[b * B + e];
+        if (e < E)
+            counts[e] = (int)t;
+        else
+            dropped = t;
     }
     __syncthreads();
-    if (threadIdx.x == 0) // base row 0: each expert's first sorted row
-        for (long long e = 0, run = 0; e < E; run += counts[e++])
+    if (threadIdx.x == 0) // base row 0: each bucket's first sorted row
+        for (long long e = 0, run = 0; e < B; run += e < E ? counts[e] : dropped, e++)
             base[e] = (int)run;
     __syncthreads();
-    for (long long e = threadIdx.x; e < E; e += blockDim.x) // rows 1..chunks: chunk b's first row of e
-        for (long long b = 0, at = base[e]; b < chunks; at += hist[b++ * E + e])
-            base[(b + 1) * E + e] = (int)at;
+    for (long long e = threadIdx.x; e < B; e += blockDim.x) // rows 1..chunks: chunk b's first row of e
+        for (long long b = 0, at = base[e]; b < chunks; at += hist[b++ * B + e])
+            base[(b + 1) * B + e] = (int)at;
 }
 
-extern "C" __global__ void mcc_moe_sort_scatter_i32(int *perm, const int *base, const int *ids, long long R, long long E)
+extern "C" __global__ void mcc_moe_sort_scatter_i32(int *perm, const int *base, const int *ids, const float *kept,
+                                                    long long R, long long E, long long B)
 {
     __shared__ int chunk[MCC_MOE_SORT_CHUNK];
     long long first = blockIdx.x * (long long)MCC_MOE_SORT_CHUNK, p = first + threadIdx.x;
-    chunk[threadIdx.x] = p < R ? ids[p] : -1;
+    chunk[threadIdx.x] = p < R ? mcc_moe_bucket(ids, kept, p, E) : -1;
     __syncthreads();
-    if (p >= R || chunk[threadIdx.x] < 0 || chunk[threadIdx.x] >= E)
+    if (p >= R || chunk[threadIdx.x] < 0 || chunk[threadIdx.x] >= B)
         return;
     int e = chunk[threadIdx.x], before = 0;
     for (int q = 0; q < (int)threadIdx.x; q++)
         before += chunk[q] == e;
-    perm[p] = base[(blockIdx.x + 1) * E + e] + before;
+    perm[p] = base[(blockIdx.x + 1) * B + e] + before;
 }
 
 // Expert parallelism's runs (moe_sort_runs, moe_unsort_runs): came[n,S] (i32, or i64 with is64)

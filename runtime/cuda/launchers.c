@@ -687,11 +687,12 @@ static int moe_topk(const rt_kernel_call *c, int64_t k)
 
 static double moe_scaling(const rt_kernel_call *c) { return c->in->attr[3] != 0 ? c->in->attr[3] : 1.0; }
 
-/* counts[E] := the pairs of ids[R] routed to each expert (i32, in scratch the caller carved) */
-static void moe_counts(rt_cuda_ctx *cx, int *counts, const void *ids, long long R, long long E)
+/* counts[R / group][E] := the pairs of ids[R] routed to each expert, per group of `group` pairs
+ * (the aux loss's sequences; i32, in scratch the caller carved) */
+static void moe_counts(rt_cuda_ctx *cx, int *counts, const void *ids, long long R, long long E, long long group)
 {
-    RT_CU_CHECK(cuMemsetD32Async(dptr(counts), 0, (size_t)E, rt_cuda_stream(cx)));
-    void *p[] = {&counts, &ids, &R, &E};
+    RT_CU_CHECK(cuMemsetD32Async(dptr(counts), 0, (size_t)(E * (R / group)), rt_cuda_stream(cx)));
+    void *p[] = {&counts, &ids, &R, &E, &group};
     rt_cuda_launch(cx, kernel_families[RT_CUK_MOE_COUNT].stem, capped_grid((R + FLAT_BLOCK - 1) / FLAT_BLOCK), 1, 1,
                    FLAT_BLOCK, 0, p);
 }
@@ -774,11 +775,15 @@ void cuda_MOE_CAPACITY(rt_cuda_ctx *cx, const rt_kernel_call *c)
 
 enum { MOE_SORT_CHUNK = 256 }; /* MCC_MOE_SORT_CHUNK of moe.cuh: pairs per block of the sort */
 
-/* ids[N,k] -> (perm[N k], counts[E]): per-chunk histograms, one block's scan, chunk-local ranks */
+/* (ids[N,k][, kept f32[N,k]]) -> (perm[N k], counts[E]): per-chunk histograms, one block's scan,
+ * chunk-local ranks, over the experts and with kept weights a last bucket of the dropped pairs */
 void cuda_MOE_SORT(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    void *perm = c->res[0], *counts = c->res[1], *ids = c->args[0];
+    if (c->nargs > 1)
+        need_f32(c, c->arg_types[1], "kept weights");
+    void *perm = c->res[0], *counts = c->res[1], *ids = c->args[0], *kept = c->nargs > 1 ? c->args[1] : NULL;
     long long R = ir_numel(c->arg_types[0]), E = c->res_types[1]->dims[0], chunks = (R + MOE_SORT_CHUNK - 1) / MOE_SORT_CHUNK;
+    long long B = E + (kept != NULL);
     if (chunks >= MAX_GRID) {
         fprintf(stderr, "train_rank: moe_sort on CUDA sorts at most %d pairs, got %lld: lower the micro-batch's "
                         "tokens or moe_router_topk\n", (MAX_GRID - 1) * MOE_SORT_CHUNK, R);
@@ -788,12 +793,12 @@ void cuda_MOE_SORT(rt_cuda_ctx *cx, const rt_kernel_call *c)
         RT_CU_CHECK(cuMemsetD32Async(dptr(counts), 0, (size_t)E, rt_cuda_stream(cx)));
         return;
     }
-    int *hist = rt_cuda_scratch(cx, sizeof(int) * (size_t)E * (size_t)(2 * chunks + 1)), *base = hist + chunks * E;
-    void *p1[] = {&hist, &ids, &R, &E};
+    int *hist = rt_cuda_scratch(cx, sizeof(int) * (size_t)B * (size_t)(2 * chunks + 1)), *base = hist + chunks * B;
+    void *p1[] = {&hist, &ids, &kept, &R, &E, &B};
     rt_cuda_launch(cx, kernel_families[RT_CUK_MOE_SORT_HIST].stem, (unsigned)chunks, 1, 1, MOE_SORT_CHUNK, 0, p1);
-    void *p2[] = {&base, &counts, &hist, &chunks, &E};
+    void *p2[] = {&base, &counts, &hist, &chunks, &E, &B};
     rt_cuda_launch(cx, kernel_families[RT_CUK_MOE_SORT_SCAN].stem, 1, 1, 1, 1024, 0, p2);
-    void *p3[] = {&perm, &base, &ids, &R, &E};
+    void *p3[] = {&perm, &base, &ids, &kept, &R, &E, &B};
     rt_cuda_launch(cx, kernel_families[RT_CUK_MOE_SORT_SCATTER].stem, (unsigned)chunks, 1, 1, MOE_SORT_CHUNK, 0, p3);
 }
 
@@ -839,34 +844,39 @@ void cuda_MOE_UNPERMUTE_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
     launch_rows(cx, name_of(c, RT_CUK_MOE_UNPERMUTE_GRAD, yt, NULL), R, H / VEC ? H / VEC * 4 : H, 0, p);
 }
 
-/* (logits[N,E], ids[N,k]) -> f32[] E / (k N^2) sum_n sum_e s[n,e] c_e: counts, per-token terms, one sum */
+/* The aux loss's sequence of S tokens (attribute seq; 0: all N, one loss) */
+static long long moe_aux_seq(const rt_kernel_call *c, long long N) { return c->in->attr[2] > 0 ? (long long)c->in->attr[2] : N; }
+
+/* (logits[N,E], ids[N,k]) {seq S} -> f32[]: the mean over the N/S sequences of E / (k S^2) sum_n
+ * sum_e s[n,e] c_e, c the sequence's counts, = E / (k S N) times the sum of the per-token terms:
+ * counts, per-token terms, one sum */
 void cuda_MOE_AUX_LOSS(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     const ir_type *lt = c->arg_types[0];
     need_f32(c, c->res_types[0], "aux loss");
-    long long N = lt->dims[0], E = lt->dims[1], k = c->arg_types[1]->dims[1];
-    double *t = rt_cuda_scratch(cx, sizeof(double) * (size_t)N + sizeof(int) * (size_t)E);
+    long long N = lt->dims[0], E = lt->dims[1], k = c->arg_types[1]->dims[1], S = moe_aux_seq(c, N);
+    double *t = rt_cuda_scratch(cx, sizeof(double) * (size_t)N + sizeof(int) * (size_t)(E * (N / S)));
     int *counts = (int *)(t + N);
     void *logits = c->args[0];
     int score = (int)c->in->attr[1];
-    moe_counts(cx, counts, c->args[1], N * k, E);
-    void *p[] = {&t, &logits, &counts, &N, &E, &score};
+    moe_counts(cx, counts, c->args[1], N * k, E, S * k);
+    void *p[] = {&t, &logits, &counts, &N, &E, &score, &S};
     launch_flat(cx, name_of(c, RT_CUK_MOE_AUX_TERMS, lt, NULL), N, p);
-    moe_sum(cx, c->res[0], t, N, (double)E / ((double)k * (double)N * (double)N));
+    moe_sum(cx, c->res[0], t, N, (double)E / ((double)k * (double)S * (double)N));
 }
 
-/* (dloss[], logits, ids) -> dlogits: a thread per token after the counts */
+/* (dloss[], logits, ids) {seq} -> dlogits: a thread per token after the (sequences') counts */
 void cuda_MOE_AUX_LOSS_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     const ir_type *lt = c->arg_types[1];
     need_f32(c, c->arg_types[0], "dloss");
-    long long N = lt->dims[0], E = lt->dims[1], k = c->arg_types[2]->dims[1];
-    int *counts = rt_cuda_scratch(cx, sizeof(int) * (size_t)E);
+    long long N = lt->dims[0], E = lt->dims[1], k = c->arg_types[2]->dims[1], S = moe_aux_seq(c, N);
+    int *counts = rt_cuda_scratch(cx, sizeof(int) * (size_t)(E * (N / S)));
     void *dl = c->res[0], *dloss = c->args[0], *logits = c->args[1];
     int score = (int)c->in->attr[1];
-    double factor = (double)E / ((double)k * (double)N * (double)N);
-    moe_counts(cx, counts, c->args[2], N * k, E);
-    void *p[] = {&dl, &dloss, &logits, &counts, &N, &E, &score, &factor};
+    double factor = (double)E / ((double)k * (double)S * (double)N);
+    moe_counts(cx, counts, c->args[2], N * k, E, S * k);
+    void *p[] = {&dl, &dloss, &logits, &counts, &N, &E, &score, &factor, &S};
     launch_flat(cx, name_of(c, RT_CUK_MOE_AUX_GRAD, lt, NULL), N, p);
 }
 
