@@ -9,85 +9,91 @@
 #define COUNTS_PREFIX "moe_tokens_per_expert."
 #define KEPT_PREFIX "moe_kept_weights."
 
-/* Whether output instruction in is named prefix.L; then its name is appended to *names (*n of them). */
-static bool take_output(const ir_instr *in, const char *prefix, char (**names)[48], int *n)
+/* Whether output instruction in of func is named prefix.L; then it is appended to *outs (*n of them). */
+static bool take_output(const ir_instr *in, int func, const char *prefix, rt_moe_output **outs, int *n)
 {
     if (in->op != IR_OP_OUTPUT || strncmp(in->sym, prefix, strlen(prefix)) != 0)
         return false;
-    *names = realloc(*names, sizeof **names * (size_t)(*n + 1));
-    snprintf((*names)[(*n)++], sizeof **names, "%s", in->sym);
+    *outs = realloc(*outs, sizeof **outs * (size_t)(*n + 1));
+    (*outs)[*n].func = func;
+    snprintf((*outs)[(*n)++].name, sizeof (*outs)->name, "%s", in->sym);
     return true;
 }
 
-void rt_moe_stats_open(rt_moe_stats *s, const rt_program *p, int func)
+void rt_moe_stats_open(rt_moe_stats *s, const rt_program *p)
 {
-    *s = (rt_moe_stats){.func = -1};
-    const ir_func *f = p->m->funcs[func];
-    for (int i = 0; i < f->ninstrs; i++) {
-        const ir_instr *in = &f->instrs[i];
-        if (take_output(in, COUNTS_PREFIX, &s->names, &s->nlayers))
-            s->experts = (int)ir_vtype(f, in->args[0])->dims[0];
-        else if (take_output(in, KEPT_PREFIX, &s->kept, &s->nkept))
-            s->pairs = ir_numel(ir_vtype(f, in->args[0]));
+    *s = (rt_moe_stats){.aux_func = -1, .z_func = -1};
+    for (int func = 0; func < p->m->nfuncs; func++) {
+        const ir_func *f = p->m->funcs[func];
+        if (f->kind != IR_FUNC_STEP && f->kind != IR_FUNC_FORWARD)
+            continue;
+        for (int i = 0; i < f->ninstrs; i++) {
+            const ir_instr *in = &f->instrs[i];
+            if (take_output(in, func, COUNTS_PREFIX, &s->counts, &s->nlayers))
+                s->experts = (int)ir_vtype(f, in->args[0])->dims[0];
+            else if (take_output(in, func, KEPT_PREFIX, &s->kept, &s->nkept))
+                s->pairs = ir_numel(ir_vtype(f, in->args[0]));
+        }
+        if (rt_program_find(p, func, IR_OP_OUTPUT, "moe_aux_loss") >= 0)
+            s->aux_func = func;
+        if (rt_program_find(p, func, IR_OP_OUTPUT, "moe_z_loss") >= 0)
+            s->z_func = func;
     }
-    if (!s->nlayers)
-        return;
-    s->func = func;
-    s->has_aux = rt_program_find(p, func, IR_OP_OUTPUT, "moe_aux_loss") >= 0;
-    s->has_z = rt_program_find(p, func, IR_OP_OUTPUT, "moe_z_loss") >= 0;
-    s->tokens = calloc((size_t)s->nlayers * (size_t)s->experts, sizeof *s->tokens);
-    s->buf = calloc((size_t)s->experts, sizeof *s->buf);
+    s->moe = s->nlayers > 0;
+    s->has_aux = s->aux_func >= 0, s->has_z = s->z_func >= 0, s->has_kept = s->nkept > 0;
+    s->tokens = calloc((size_t)s->nlayers * (size_t)s->experts + 1, sizeof *s->tokens);
+    s->buf = calloc((size_t)s->experts + 1, sizeof *s->buf);
     s->weights = calloc((size_t)s->pairs + 1, sizeof *s->weights);
 }
 
-void rt_moe_stats_add(rt_moe_stats *s, rt_program *p)
+void rt_moe_stats_add(rt_moe_stats *s, rt_program *p, int func)
 {
     float v;
-    if (s->has_aux)
-        rt_program_get_output(p, s->func, "moe_aux_loss", &v, sizeof v), s->aux += v;
-    if (s->has_z)
-        rt_program_get_output(p, s->func, "moe_z_loss", &v, sizeof v), s->z += v;
+    if (func == s->aux_func)
+        rt_program_get_output(p, func, "moe_aux_loss", &v, sizeof v), s->aux += v, s->aux_calls++;
+    if (func == s->z_func)
+        rt_program_get_output(p, func, "moe_z_loss", &v, sizeof v), s->z += v, s->z_calls++;
     for (int l = 0; l < s->nlayers; l++) {
-        rt_program_get_output(p, s->func, s->names[l], s->buf, sizeof *s->buf * (size_t)s->experts);
+        if (s->counts[l].func != func)
+            continue;
+        rt_program_get_output(p, func, s->counts[l].name, s->buf, sizeof *s->buf * (size_t)s->experts);
         for (int e = 0; e < s->experts; e++)
             s->tokens[(size_t)l * s->experts + e] += s->buf[e];
     }
     for (int l = 0; l < s->nkept; l++) {
-        rt_program_get_output(p, s->func, s->kept[l], s->weights, sizeof *s->weights * (size_t)s->pairs);
+        if (s->kept[l].func != func)
+            continue;
+        rt_program_get_output(p, func, s->kept[l].name, s->weights, sizeof *s->weights * (size_t)s->pairs);
         for (int64_t q = 0; q < s->pairs; q++)
             s->dropped += s->weights[q] == 0;
         s->routed += s->pairs;
     }
-    s->micro_batches++;
 }
 
-void rt_moe_stats_step(rt_moe_stats *s, double *aux, double *z, double *imbalance, double *dropped)
+void rt_moe_stats_step(rt_moe_stats *s, rt_moe_step *out)
 {
-    int n = s->micro_batches ? s->micro_batches : 1;
-    *aux = s->has_aux ? s->aux / n : NAN;
-    *z = s->has_z ? s->z / n : NAN;
-    *dropped = s->nkept && s->routed ? (double)s->dropped / (double)s->routed : NAN;
-    s->dropped = s->routed = 0;
-    *imbalance = 0;
+    *out = (rt_moe_step){.aux = s->aux_calls ? s->aux / s->aux_calls : 0, .z = s->z_calls ? s->z / s->z_calls : 0,
+                         .dropped = (double)s->dropped, .routed = (double)s->routed};
     for (int l = 0; l < s->nlayers; l++) {
         const int64_t *t = s->tokens + (size_t)l * s->experts;
         double max = 0, sum = 0;
         for (int e = 0; e < s->experts; e++)
             max = fmax(max, (double)t[e]), sum += (double)t[e];
         if (sum > 0)
-            *imbalance = fmax(*imbalance, max / (sum / s->experts));
+            out->imbalance = fmax(out->imbalance, max / (sum / s->experts));
     }
     memset(s->tokens, 0, sizeof *s->tokens * (size_t)s->nlayers * (size_t)s->experts);
     s->aux = s->z = 0;
-    s->micro_batches = 0;
+    s->aux_calls = s->z_calls = 0;
+    s->dropped = s->routed = 0;
 }
 
 void rt_moe_stats_free(rt_moe_stats *s)
 {
-    free(s->names);
+    free(s->counts);
     free(s->tokens);
     free(s->buf);
     free(s->kept);
     free(s->weights);
-    *s = (rt_moe_stats){.func = -1};
+    *s = (rt_moe_stats){.aux_func = -1, .z_func = -1};
 }

@@ -15,7 +15,9 @@ if(MPI_C_FOUND)
                  "ep2_edp2_zero:4:--dp 4 --expert-model-parallel-size 2 --use-distributed-optimizer"
                  "ep2_edp2_overlap:4:--dp 4 --expert-model-parallel-size 2 --overlap-grad-reduce"
                  "ep2_capacity:2:--moe-expert-capacity-factor 1.0 -- --dp 2 --expert-model-parallel-size 2"
-                 "ep2_expert_bias:2:--moe-router-score-function sigmoid --moe-router-enable-expert-bias -- --dp 2 --expert-model-parallel-size 2")
+                 "ep2_expert_bias:2:--moe-router-score-function sigmoid --moe-router-enable-expert-bias -- --dp 2 --expert-model-parallel-size 2"
+                 "pp2_1f1b_bias_capacity:2:--moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-expert-capacity-factor 1.0 -- --pp 2 --decoder-first-pipeline-num-layers 2 --pipeline-schedule 1f1b"
+                 "pp2_ep2:4:--pp 2 --decoder-first-pipeline-num-layers 1 --dp 2 --expert-model-parallel-size 2")
     string(REPLACE ":" ";" parts "${layout}")
     list(GET parts 0 name)
     list(GET parts 1 ranks)
