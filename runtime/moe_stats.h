@@ -1,7 +1,7 @@
 /* moe_stats.h — an MoE model's router statistics, for train_rank's log line and metrics: the
- * training functions' outputs (frontend/model.c) gathered over a step's micro-batches. Under
- * pipeline parallelism each stage holds its own MoE layers' (in its forward functions, one a
- * chunk); train_rank combines the stages' shares (rt_parallel_mean_of). */
+ * training functions' outputs (frontend/model.c, one of each an MoE layer) gathered over a step's
+ * micro-batches. Under pipeline parallelism each stage holds its own MoE layers' (in its forward
+ * functions, one a chunk); train_rank combines the stages' shares (rt_parallel_mean_of). */
 #ifndef MCC_MOE_STATS_H
 #define MCC_MOE_STATS_H
 
@@ -13,28 +13,35 @@ typedef struct {
     char name[48];
 } rt_moe_output;
 
+/* The outputs of one kind, one an MoE layer of this stage. */
 typedef struct {
-    bool moe, has_aux, has_z, has_kept; /* the model's (on one stage: train_rank ORs them over pp): an
-                                         * MoE model, with @moe_aux_loss, @moe_z_loss, a capacity factor */
-    int nlayers, experts;           /* this stage's MoE layers, the experts of each */
-    rt_moe_output *counts;          /* @moe_tokens_per_expert.L, one an MoE layer */
-    int aux_func, z_func;           /* the function outputting @moe_aux_loss / @moe_z_loss (the losses'
-                                     * means over the model's layers); -1: not on this stage */
-    double aux, z;                  /* summed over the step's micro-batches */
-    int aux_calls, z_calls;         /* the micro-batches summed */
-    int64_t *tokens;                /* [nlayers, experts]: the step's tokens per expert, summed */
+    int n;
+    rt_moe_output *at;
+} rt_moe_outputs;
+
+typedef struct {
+    bool moe;                       /* an MoE model (on one stage: train_rank ORs it over pp) */
+    int aux_layers, z_layers;       /* the model's layers with the losses (train_rank sums them over pp) */
+    bool has_kept;                  /* a capacity factor (train_rank ORs it over pp) */
+    rt_moe_outputs counts;          /* @moe_tokens_per_expert.L */
+    rt_moe_outputs aux, z;          /* @moe_aux_loss.L, @moe_z_loss.L: the layer's unscaled losses */
+    rt_moe_outputs kept;            /* @moe_kept_weights.L, with a capacity factor */
+    int experts;                    /* of each MoE layer */
+    double aux_sum, z_sum;          /* summed over the layers and the step's micro-batches */
+    int micro_batches;              /* those summed: calls of the first training function */
+    int first;                      /* that function */
+    int64_t *tokens;                /* [counts.n, experts]: the step's tokens per expert, summed */
     int32_t *buf;                   /* one layer's counts as the output holds them */
-    int nkept;                      /* with a capacity factor: @moe_kept_weights.L, the MoE layers' */
-    rt_moe_output *kept;
-    int64_t pairs;                  /* the (token, slot) pairs of one, N k */
+    int64_t pairs;                  /* the (token, slot) pairs of one layer, N k */
     float *weights;
     int64_t dropped, routed;        /* the step's pairs dropped, and all of them */
 } rt_moe_stats;
 
 /* A step's statistics on this rank: its stage's shares. */
 typedef struct {
-    double aux, z;        /* the load-balancing and z losses' means over the micro-batches and the
-                           * model's MoE layers; 0 where this stage outputs none (another does) */
+    double aux, z;        /* the load-balancing and z losses summed over this stage's MoE layers,
+                           * means over the micro-batches (the model's mean: their sum over pp over
+                           * aux_layers, z_layers) */
     double imbalance;     /* the largest over this stage's layers of max/mean tokens per expert (1:
                            * even; 0: no MoE layer here) */
     double dropped, routed; /* this stage's (token, slot) pairs dropped over the experts' capacity,

@@ -524,8 +524,8 @@ static bool train_update(train_run *r, int it, int opt, step_result *s, bool fin
     if (r->moe.moe) { /* each stage's share of its own MoE layers, added (the largest imbalance) over pp */
         rt_moe_step m;
         rt_moe_stats_step(&r->moe, &m);
-        s->moe_aux = r->moe.has_aux ? rt_parallel_mean(&r->par, r->p, (float)m.aux) : NAN;
-        s->moe_z = r->moe.has_z ? rt_parallel_mean(&r->par, r->p, (float)m.z) : NAN;
+        s->moe_aux = r->moe.aux_layers ? rt_parallel_mean(&r->par, r->p, (float)m.aux) / r->moe.aux_layers : NAN;
+        s->moe_z = r->moe.z_layers ? rt_parallel_mean(&r->par, r->p, (float)m.z) / r->moe.z_layers : NAN;
         s->moe_imbalance = rt_parallel_mean_of(&r->par, r->p, (float)m.imbalance, RT_MAX); /* of each rank's tokens */
         double dropped = r->moe.has_kept ? rt_parallel_mean(&r->par, r->p, (float)m.dropped) : 0;
         double routed = r->moe.has_kept ? rt_parallel_mean(&r->par, r->p, (float)m.routed) : 0;
@@ -731,9 +731,9 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
     /* MoE: Megatron's names for the router losses (its tracker's, unscaled, means over the layers) */
     double aux = done ? w->moe_aux / done : NAN, z = done ? w->moe_z / done : NAN;
     double imbalance = done ? w->moe_imbalance / done : NAN, dropped = done ? w->moe_dropped / done : NAN;
-    if (r->moe.has_aux)
+    if (r->moe.aux_layers)
         printf(" load_balancing_loss: %.6E |", aux);
-    if (r->moe.has_z)
+    if (r->moe.z_layers)
         printf(" z_loss: %.6E |", z);
     if (r->moe.moe)
         printf(" expert load imbalance (max/mean): %.3f |", imbalance);
@@ -881,10 +881,13 @@ static void setup_run(train_run *r, int argc, char **argv)
                         r->cfg.num_position_params);
     r->flops_per_token = 6 * N + 12 * L * d * r->T;
     rt_moe_stats_open(&r->moe, r->p);
-    if (rt_parallel_comm(IR_AXIS_PP)) { /* the model's, whichever stages hold its MoE layers and losses */
-        bool *any[] = {&r->moe.moe, &r->moe.has_aux, &r->moe.has_z, &r->moe.has_kept};
+    if (rt_parallel_comm(IR_AXIS_PP)) { /* the model's, whichever stages hold its MoE layers */
+        bool *any[] = {&r->moe.moe, &r->moe.has_kept};
         for (size_t k = 0; k < sizeof any / sizeof any[0]; k++)
             *any[k] = rt_parallel_mean_of(&r->par, r->p, *any[k] ? 1.0f : 0.0f, RT_MAX) > 0;
+        int *layers[] = {&r->moe.aux_layers, &r->moe.z_layers};
+        for (size_t k = 0; k < sizeof layers / sizeof layers[0]; k++)
+            *layers[k] = (int)lrintf(rt_parallel_mean(&r->par, r->p, (float)*layers[k]));
     }
     r->data = open_data(r);
     const int64_t bt[2] = {r->B, r->T};
