@@ -410,7 +410,7 @@ static void dump_batch(train_run *r, int func, int it, int mb)
 
 typedef struct {
     double loss, lr, grad_norm;
-    double moe_aux, moe_z, moe_imbalance, moe_dropped; /* an MoE model's (moe_stats.h): over the stages, means over dp */
+    double moe_aux, moe_z, moe_imbalance, moe_dropped; /* an MoE model's (moe_stats.h): stages combined, dp mean */
     bool skipped;
 } step_result;
 
