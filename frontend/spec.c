@@ -1020,11 +1020,10 @@ static bool spec_check_moe_built(spec_ctx *c)
                          spec_where(c, spec_find("moe_router_load_balancing_type")),
                          spec_moe_balances[s->moe_router_load_balancing_type]);
     const char *axes[][2] = {{"tensor_model_parallel_size", "MoE layers under tensor parallelism"},
-                             {"pipeline_model_parallel_size", "MoE layers in a pipeline"},
                              {"expert_tensor_parallel_size", "experts split over tensor-parallel ranks"}};
     for (size_t i = 0; i < sizeof axes / sizeof axes[0]; i++)
         if (spec_value(c, spec_find(axes[i][0])) > 1)
-            return spec_fail(c, "%s (%.10g) with %s: %s is not built yet: pass 1 (data and expert parallelism work)",
+            return spec_fail(c, "%s (%.10g) with %s: %s is not built yet: pass 1 (data, pipeline and expert parallelism work)",
                              spec_where(c, spec_find(axes[i][0])), spec_value(c, spec_find(axes[i][0])), experts,
                              axes[i][1]);
     int ep = s->expert_model_parallel_size;
