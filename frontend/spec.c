@@ -1021,7 +1021,7 @@ static bool spec_check_moe_built(spec_ctx *c)
     const char *axes[][2] = {{"pipeline_model_parallel_size", "MoE layers in a pipeline"}};
     for (size_t i = 0; i < sizeof axes / sizeof axes[0]; i++)
         if (spec_value(c, spec_find(axes[i][0])) > 1)
-            return spec_fail(c, "%s (%.10g) with %s: %s is not built yet: pass 1 (data and expert parallelism work)",
+            return spec_fail(c, "%s (%.10g) with %s: %s is not built yet: pass 1 (data, tensor and expert parallelism work)",
                              spec_where(c, spec_find(axes[i][0])), spec_value(c, spec_find(axes[i][0])), experts,
                              axes[i][1]);
     int tp = s->tensor_model_parallel_size;

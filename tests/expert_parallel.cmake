@@ -6,7 +6,9 @@
 # buffers stay the worst case), with expert bias (every rank routes its tokens over all the experts,
 # the counts summed over dp); ep 2 beside dp 4 with the distributed optimizer (the experts' ZeRO
 # blocks over edp, the dense ones' over dp: blocks of the experts over dp sum other ranks' experts)
-# and with --overlap-grad-reduce (the experts' buckets over edp inside the backward); and an EP=2
+# and with --overlap-grad-reduce (the experts' buckets over edp inside the backward); under tp 2 with
+# sequence parallelism (the tokens gathered before the router, every expert's features split over
+# tp: shard.c's MoE rules), alone and beside ep 2 (the experts split over ep and tp); and an EP=2
 # checkpoint loaded on one rank and at DP=2 without EP (tests/checkpoint_ep.sh), also one saved with
 # the distributed optimizer at ep 2 x edp 2 (its experts' moments in edp blocks).
 if(MPI_C_FOUND)
@@ -15,7 +17,9 @@ if(MPI_C_FOUND)
                  "ep2_edp2_zero:4:--dp 4 --expert-model-parallel-size 2 --use-distributed-optimizer"
                  "ep2_edp2_overlap:4:--dp 4 --expert-model-parallel-size 2 --overlap-grad-reduce"
                  "ep2_capacity:2:--moe-expert-capacity-factor 1.0 -- --dp 2 --expert-model-parallel-size 2"
-                 "ep2_expert_bias:2:--moe-router-score-function sigmoid --moe-router-enable-expert-bias -- --dp 2 --expert-model-parallel-size 2")
+                 "ep2_expert_bias:2:--moe-router-score-function sigmoid --moe-router-enable-expert-bias -- --dp 2 --expert-model-parallel-size 2"
+                 "tp2_sp:2:--tp 2 --sequence-parallel"
+                 "tp2_sp_ep2:4:--tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2")
     string(REPLACE ":" ";" parts "${layout}")
     list(GET parts 0 name)
     list(GET parts 1 ranks)
