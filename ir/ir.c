@@ -307,7 +307,7 @@ int ir_placement_dim(ir_placement place, int ndim)
     switch (place) {
     case IR_PLACE_COLUMN: return ndim == 1 ? 0 : ndim - 2; /* weights [.., out, in] and biases [out] */
     case IR_PLACE_VOCAB: return 0;                         /* [vocabulary, hidden] */
-    case IR_PLACE_ROW: return ndim - 1;                    /* weights [.., out, in] */
+    case IR_PLACE_ROW: return ndim >= 2 ? ndim - 1 : 1;    /* weights [.., out, in] (a vector has no in: past it) */
     default: return -1;
     }
 }
