@@ -230,13 +230,14 @@ static int route(builder *b, int layer, int x, int *ids, int *kept)
 }
 
 /* One expert MLP matrix, all experts' stacked: [E, out, in], each a torch.nn.Linear's weight. */
-static int expert_matmul(builder *b, const char *prefix, int x, int counts, int64_t in, int64_t out, double std)
+static int expert_matmul(builder *b, const char *prefix, int x, int counts, int64_t in, int64_t out, double std,
+                         ir_placement place)
 {
     char name[160];
     int64_t dims[3] = {b->s->num_experts, out, in};
     snprintf(name, sizeof name, "%s.weight", prefix);
     double tb = 1;
-    int args[3] = {x, param(b, name, 3, dims, IR_INIT_NORMAL, std, IR_PLACE_REPLICATED), counts};
+    int args[3] = {x, param(b, name, 3, dims, IR_INIT_NORMAL, std, place), counts};
     return ir_emit(b->m, b->f, IR_OP_MOE_GROUPED_MATMUL, args, 3, &tb, NULL, NULL);
 }
 
@@ -264,15 +265,15 @@ static int moe(builder *b, int layer, int x)
     int args[3] = {x, perm};
     int xp = ir_emit(b->m, b->f, IR_OP_MOE_PERMUTE, args, 2, NULL, NULL, NULL); /* [N k, d] */
     snprintf(p, sizeof p, "layers.%d.mlp.experts.up", layer);
-    int h = expert_matmul(b, p, xp, counts, d, F, std); /* [N k, F] */
+    int h = expert_matmul(b, p, xp, counts, d, F, std, IR_PLACE_COLUMN); /* [N k, F] */
     if (s->activation == MCC_ACT_SWIGLU) {
         snprintf(p, sizeof p, "layers.%d.mlp.experts.gate", layer);
-        h = ir_op2(b->m, b->f, IR_OP_SWIGLU, expert_matmul(b, p, xp, counts, d, F, std), h);
+        h = ir_op2(b->m, b->f, IR_OP_SWIGLU, expert_matmul(b, p, xp, counts, d, F, std, IR_PLACE_COLUMN), h);
     } else {
         h = ir_op1(b->m, b->f, IR_OP_GELU, h);
     }
     snprintf(p, sizeof p, "layers.%d.mlp.experts.down", layer);
-    int combine[3] = {expert_matmul(b, p, h, counts, F, d, out_std), perm, w};
+    int combine[3] = {expert_matmul(b, p, h, counts, F, d, out_std, IR_PLACE_ROW), perm, w};
     int y = ir_emit(b->m, b->f, IR_OP_MOE_UNPERMUTE, combine, 3, NULL, NULL, NULL); /* [N,d] */
     if (s->moe_shared_expert_intermediate_size > 0) {
         snprintf(p, sizeof p, "layers.%d.mlp.shared_expert", layer);
