@@ -17,7 +17,7 @@ typedef struct {
     int first_sample;               /* `input @first_sample` of a training step with dropout, else -1 */
     int64_t rows;                   /* batch rows the chain being built runs over */
     int layer;                      /* the layer being built, -1 outside the layers */
-    struct moe_report *report;      /* a training step's MoE router losses, NULL in eval_step */
+    bool train;                     /* a training step (the MoE router's losses and counts output), not eval_step */
 } builder;
 
 /* Declares a parameter (once: every step function shares it) in the layer being built, placed
@@ -155,17 +155,15 @@ static int mlp(builder *b, const char *prefix, int x, int64_t ffn)
     return linear(b, p, h, ffn, s->hidden_size, out_std, IR_PLACE_ROW);
 }
 
-/* The MoE layer's router losses, summed over the layers for train_rank's report (unscaled, as
- * Megatron's tracker shows them): @moe_aux_loss, @moe_z_loss; -1 where a step has none. */
-typedef struct moe_report {
-    int aux, z;
-} moe_report;
-
-/* A router loss of this layer: coeff loss joins the objective through moe_aux_attach on x (Megatron's
- * MoEAuxLossAutoScaler), and the unscaled loss the report's sum. */
-static int attach_loss(builder *b, int x, int loss, double coeff, int *sum)
+/* A router loss of MoE layer `layer`: coeff loss joins the objective through moe_aux_attach on x
+ * (Megatron's MoEAuxLossAutoScaler), and the unscaled loss is output as @what.L, of which train_rank
+ * reports the mean over the layers as Megatron's tracker does. One output a layer, not their sum: a
+ * pipeline stage outputs its own layers' (no value crosses the stages for it). */
+static int attach_loss(builder *b, const char *what, int layer, int x, int loss, double coeff)
 {
-    *sum = *sum < 0 ? loss : ir_op2(b->m, b->f, IR_OP_ADD, *sum, loss);
+    char name[64];
+    snprintf(name, sizeof name, "%s.%d", what, layer);
+    ir_output(b->m, b->f, name, loss);
     return ir_op2(b->m, b->f, IR_OP_MOE_AUX_ATTACH, x, ir_scale(b->m, b->f, loss, coeff));
 }
 
@@ -194,9 +192,10 @@ static int route(builder *b, int layer, int x, int *ids, int *kept)
     snprintf(name, sizeof name, "layers.%d.mlp.router.weight", layer);
     int logits = ir_matmul(b->m, b->f, x, param(b, name, 2, wdims, IR_INIT_NORMAL, s->init_method_std, IR_PLACE_REPLICATED),
                            false, true); /* [N,E] */
-    bool train = b->report != NULL;
+    bool train = b->train;
     if (train && s->moe_z_loss_coeff > 0)
-        logits = attach_loss(b, logits, ir_op1(b->m, b->f, IR_OP_MOE_Z_LOSS, logits), s->moe_z_loss_coeff, &b->report->z);
+        logits = attach_loss(b, "moe_z_loss", layer, logits, ir_op1(b->m, b->f, IR_OP_MOE_Z_LOSS, logits),
+                             s->moe_z_loss_coeff);
     double attrs[4] = {s->moe_router_topk, s->moe_router_score_function, s->moe_router_pre_softmax,
                        s->moe_router_topk_scaling_factor};
     int route_args[2] = {logits, -1};
@@ -225,19 +224,20 @@ static int route(builder *b, int layer, int x, int *ids, int *kept)
         int args[2] = {logits, *ids};
         double aux_attrs[3] = {attrs[0], attrs[1], seq_aux ? s->seq_length : 0}; /* seq_aux_loss: per sequence */
         int aux = ir_emit(b->m, b->f, IR_OP_MOE_AUX_LOSS, args, 2, aux_attrs, NULL, NULL);
-        w = attach_loss(b, w, aux, s->moe_aux_loss_coeff, &b->report->aux);
+        w = attach_loss(b, "moe_aux_loss", layer, w, aux, s->moe_aux_loss_coeff);
     }
     return w;
 }
 
 /* One expert MLP matrix, all experts' stacked: [E, out, in], each a torch.nn.Linear's weight. */
-static int expert_matmul(builder *b, const char *prefix, int x, int counts, int64_t in, int64_t out, double std)
+static int expert_matmul(builder *b, const char *prefix, int x, int counts, int64_t in, int64_t out, double std,
+                         ir_placement place)
 {
     char name[160];
     int64_t dims[3] = {b->s->num_experts, out, in};
     snprintf(name, sizeof name, "%s.weight", prefix);
     double tb = 1;
-    int args[3] = {x, param(b, name, 3, dims, IR_INIT_NORMAL, std, IR_PLACE_REPLICATED), counts};
+    int args[3] = {x, param(b, name, 3, dims, IR_INIT_NORMAL, std, place), counts};
     return ir_emit(b->m, b->f, IR_OP_MOE_GROUPED_MATMUL, args, 3, &tb, NULL, NULL);
 }
 
@@ -258,22 +258,22 @@ static int moe(builder *b, int layer, int x)
     int ids, kept, w = route(b, layer, x, &ids, &kept);
     int sort_args[2] = {ids, kept}; /* the dropped pairs neither counted nor computed */
     int perm = ir_emit(b->m, b->f, IR_OP_MOE_SORT, sort_args, kept >= 0 ? 2 : 1, &experts, NULL, NULL), counts = perm + 1;
-    if (b->report) { /* the tokens per expert, for train_rank's load imbalance */
+    if (b->train) { /* the tokens per expert, for train_rank's load imbalance */
         snprintf(p, sizeof p, "moe_tokens_per_expert.%d", layer);
         ir_output(b->m, b->f, p, counts);
     }
     int args[3] = {x, perm};
     int xp = ir_emit(b->m, b->f, IR_OP_MOE_PERMUTE, args, 2, NULL, NULL, NULL); /* [N k, d] */
     snprintf(p, sizeof p, "layers.%d.mlp.experts.up", layer);
-    int h = expert_matmul(b, p, xp, counts, d, F, std); /* [N k, F] */
+    int h = expert_matmul(b, p, xp, counts, d, F, std, IR_PLACE_COLUMN); /* [N k, F] */
     if (s->activation == MCC_ACT_SWIGLU) {
         snprintf(p, sizeof p, "layers.%d.mlp.experts.gate", layer);
-        h = ir_op2(b->m, b->f, IR_OP_SWIGLU, expert_matmul(b, p, xp, counts, d, F, std), h);
+        h = ir_op2(b->m, b->f, IR_OP_SWIGLU, expert_matmul(b, p, xp, counts, d, F, std, IR_PLACE_COLUMN), h);
     } else {
         h = ir_op1(b->m, b->f, IR_OP_GELU, h);
     }
     snprintf(p, sizeof p, "layers.%d.mlp.experts.down", layer);
-    int combine[3] = {expert_matmul(b, p, h, counts, F, d, out_std), perm, w};
+    int combine[3] = {expert_matmul(b, p, h, counts, F, d, out_std, IR_PLACE_ROW), perm, w};
     int y = ir_emit(b->m, b->f, IR_OP_MOE_UNPERMUTE, combine, 3, NULL, NULL, NULL); /* [N,d] */
     if (s->moe_shared_expert_intermediate_size > 0) {
         snprintf(p, sizeof p, "layers.%d.mlp.shared_expert", layer);
@@ -430,18 +430,6 @@ static int logits_for(builder *b, int tokens)
     return logits_of(b, norm(b, "final_norm", x));
 }
 
-/* The router losses' means over the MoE layers, for train_rank's log line beside the lm loss. */
-static void output_moe_report(builder *b, const moe_report *r)
-{
-    int layers = 0;
-    for (int l = 0; l < b->s->num_layers; l++)
-        layers += mcc_spec_moe_layer(b->s, l);
-    if (r->aux >= 0)
-        ir_output(b->m, b->f, "moe_aux_loss", ir_scale(b->m, b->f, r->aux, 1.0 / layers));
-    if (r->z >= 0)
-        ir_output(b->m, b->f, "moe_z_loss", ir_scale(b->m, b->f, r->z, 1.0 / layers));
-}
-
 /* The mean loss over rows [first, first + count) of the micro-batch: a chain of its own; its
  * logits in *logits. Its dropout masks are drawn from its own first sample: the second half's
  * is @first_sample.half1, which train_rank sets to first_sample + count. */
@@ -466,9 +454,7 @@ static int half_loss(builder *b, int tokens, int targets, int64_t first, int64_t
  * beside the other's work. */
 static void build_step(ir_module *m, const mcc_spec *s, const char *name, bool keep_logits, bool train, bool halves)
 {
-    moe_report report = {-1, -1};
-    builder b = {m, ir_func_new(m, name, train ? IR_FUNC_STEP : IR_FUNC_EVAL), s, -1, s->micro_batch_size, -1,
-                 train ? &report : NULL};
+    builder b = {m, ir_func_new(m, name, train ? IR_FUNC_STEP : IR_FUNC_EVAL), s, -1, s->micro_batch_size, -1, train};
     int64_t bt[2] = {s->micro_batch_size, s->seq_length};
     int tokens = ir_input(m, b.f, "tokens", ir_tensor(IR_I32, 2, bt));
     int targets = ir_input(m, b.f, "targets", ir_tensor(IR_I32, 2, bt));
@@ -490,7 +476,6 @@ static void build_step(ir_module *m, const mcc_spec *s, const char *name, bool k
     ir_output(m, b.f, "loss", loss);
     if (keep_logits)
         ir_output(m, b.f, "logits", logits);
-    output_moe_report(&b, &report);
 }
 
 ir_module *mcc_build_model(const mcc_spec *s, bool keep_logits)

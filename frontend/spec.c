@@ -167,7 +167,7 @@ static const spec_field spec_fields[] = {
     PAR(expert_model_parallel_size, NULL, "expert-parallel ranks: each MoE layer's experts split over them (divides "
         "data_parallel_size and num_experts)"),
     FIELD(SEC_PARALLEL, "expert_tensor_parallel_size", expert_tensor_parallel_size, NULL, K_INT, R_POS, D_DERIVED, 0,
-          NULL, "tensor-parallel ranks of each expert (default: tensor_model_parallel_size; not built yet: 1)"),
+          NULL, "tensor-parallel ranks of each expert (default: tensor_model_parallel_size, the one value built)"),
     PAR_BOOL(use_distributed_optimizer, "ZeRO-1: optimizer state and fp32 masters sharded over dp"),
     PAR_BOOL(sequence_parallel, "activations outside attention and MLP split over tp along the sequence"),
     /* batch: sequence parallelism's activations split by whole batch rows ([B/tp,T,...]), which in
@@ -1019,14 +1019,22 @@ static bool spec_check_moe_built(spec_ctx *c)
                             "seq_aux_loss (over each sequence) or none",
                          spec_where(c, spec_find("moe_router_load_balancing_type")),
                          spec_moe_balances[s->moe_router_load_balancing_type]);
-    const char *axes[][2] = {{"tensor_model_parallel_size", "MoE layers under tensor parallelism"},
-                             {"pipeline_model_parallel_size", "MoE layers in a pipeline"},
-                             {"expert_tensor_parallel_size", "experts split over tensor-parallel ranks"}};
-    for (size_t i = 0; i < sizeof axes / sizeof axes[0]; i++)
-        if (spec_value(c, spec_find(axes[i][0])) > 1)
-            return spec_fail(c, "%s (%.10g) with %s: %s is not built yet: pass 1 (data and expert parallelism work)",
-                             spec_where(c, spec_find(axes[i][0])), spec_value(c, spec_find(axes[i][0])), experts,
-                             axes[i][1]);
+    int tp = s->tensor_model_parallel_size;
+    if (tp > 1 && !s->sequence_parallel) /* Megatron's rule: MoE with tensor parallelism needs it */
+        return spec_fail(c, "%s (%d) with %s needs sequence_parallel (--sequence-parallel): the MoE layers run under "
+                            "tensor parallelism only with the activations split along the sequence, as Megatron's",
+                         spec_where(c, spec_find("tensor_model_parallel_size")), tp, experts);
+    if (s->expert_tensor_parallel_size != tp)
+        return spec_fail(c, "%s (%d) with %s (%d): only experts split over the tensor-parallel ranks themselves are "
+                            "built: pass %d (the default), or drop it",
+                         spec_where(c, spec_find("expert_tensor_parallel_size")), s->expert_tensor_parallel_size,
+                         spec_where(c, spec_find("tensor_model_parallel_size")), tp, tp);
+    if (tp > 1 && (s->moe_ffn_hidden_size % tp || (s->moe_shared_expert_intermediate_size % tp)))
+        return spec_fail(c, "%s (%d) and moe_shared_expert_intermediate_size (%d) must divide by %s (%d): each "
+                            "tensor-parallel rank holds a slice of every expert's features",
+                         spec_where(c, spec_find("moe_ffn_hidden_size")), s->moe_ffn_hidden_size,
+                         s->moe_shared_expert_intermediate_size, spec_where(c, spec_find("tensor_model_parallel_size")),
+                         tp);
     int ep = s->expert_model_parallel_size;
     if (ep > 1 && (s->num_experts % ep || s->data_parallel_size % ep))
         return spec_fail(c, "%s (%d) must divide %s (%d) and data_parallel_size (%d): each ep rank holds num_experts / ep "

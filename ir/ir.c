@@ -302,6 +302,16 @@ bool ir_on_comm_stream(const ir_instr *in)
 
 int ir_seq_dim(const ir_instr *in) { return in->attr[2] != 0 ? 0 : 1; }
 
+int ir_placement_dim(ir_placement place, int ndim)
+{
+    switch (place) {
+    case IR_PLACE_COLUMN: return ndim == 1 ? 0 : ndim - 2; /* weights [.., out, in] and biases [out] */
+    case IR_PLACE_VOCAB: return 0;                         /* [vocabulary, hidden] */
+    case IR_PLACE_ROW: return ndim >= 2 ? ndim - 1 : 1;    /* weights [.., out, in] (a vector has no in: past it) */
+    default: return -1;
+    }
+}
+
 int64_t ir_seq_orows(const ir_instr *in, const ir_type *t) { return ir_seq_dim(in) == 0 ? 1 : t->dims[0]; }
 
 int64_t ir_view_offset_in(const ir_instr *in, const ir_type *operand)

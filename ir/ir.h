@@ -142,11 +142,14 @@ typedef enum { IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_NORMAL, IR_NUM_INITS } ir_in
 typedef enum { IR_STASH_FB, IR_STASH_FW, IR_STASH_BW, IR_NUM_STASH_SPANS } ir_stash_span;
 
 /* How the model builder places a parameter over tp, as torchtitan's per-model plan does
- * (the shard pass reads it, passes/shard.c: ir_placement_dim): column-parallel (output features
- * split: weights [out, in] and their biases [out] along dimension 0), row-parallel (input
- * features split: weights along dimension 1), vocab-parallel (vocabulary rows split, dimension
- * 0), or replicated. ORDER: ir_placement_names (print.c). */
+ * (the shard pass reads it, passes/shard.c): column-parallel (output features split: weights
+ * [out, in] and their biases [out] along dimension 0), row-parallel (input features split:
+ * weights along dimension 1), vocab-parallel (vocabulary rows split, dimension 0), or
+ * replicated. Stacked experts' weights [E, out, in] split as each expert's Linear (dimension 1
+ * column, 2 row). ORDER: ir_placement_names (print.c). */
 typedef enum { IR_PLACE_REPLICATED, IR_PLACE_COLUMN, IR_PLACE_ROW, IR_PLACE_VOCAB, IR_NUM_PLACEMENTS } ir_placement;
+/* The dimension placement `place` splits of a tensor of ndim dimensions, or -1 (replicated). */
+int ir_placement_dim(ir_placement place, int ndim);
 
 /* A layout record: how a global's whole tensor is split over the mesh, one split per axis it is
  * split over, in the order they apply. A DIM split cuts dimension `dim` of the block the earlier
@@ -287,7 +290,12 @@ typedef enum {
     IR_SHARD_ATTENTION,
     IR_SHARD_CROSS_ENTROPY,
     IR_SHARD_CROSS_ENTROPY_GRAD,
-    IR_SHARD_MOE,                   /* the MoE ops: tensor parallelism of experts is not built yet (refused) */
+    IR_SHARD_MOE,                   /* the router's ops (route, sort, losses, counts): whole operands, whole results */
+    IR_SHARD_MOVE_ROWS,             /* rows of operand 0 moved, masked or combined (moe permutes, all_to_all_v):
+                                       linear in it, its placement kept off the rows; the others whole */
+    IR_SHARD_GROUPED_MATMUL,        /* moe_grouped_matmul: a matmul per expert, weights [E, ...] */
+    IR_SHARD_GROUPED_WGRAD,         /* moe_grouped_wgrad: a_e^T b_e, split as its operands' features */
+    IR_SHARD_UNPERMUTE_GRAD,        /* moe_unpermute_grad: dyp as dy, dw a dot over the features */
     IR_SHARD_FP8_AMAX,              /* a split operand's amax max-all-reduced over the axis */
     IR_SHARD_FP8_QUANTIZE,          /* q placed as x (a partial sum completed first) */
     IR_SHARD_FP8_MATMUL,            /* matmul's, on the quantized operands */

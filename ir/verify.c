@@ -145,10 +145,10 @@ static bool role_problem(const ir_module *m, const ir_global *g, char *why, size
                         ir_global_kind_names[o->kind]), true;
     if ((unsigned)g->placement >= IR_NUM_PLACEMENTS || (o && g->placement != IR_PLACE_REPLICATED))
         return snprintf(why, len, "has a placement but is not a parameter: its parameter's placement is its own"), true;
-    int dim = g->placement == IR_PLACE_ROW ? 1 : 0;
-    if (g->placement != IR_PLACE_REPLICATED && (dim >= g->type.ndim || (g->placement == IR_PLACE_ROW && g->type.ndim != 2)))
+    int dim = ir_placement_dim(g->placement, g->type.ndim);
+    if (g->placement != IR_PLACE_REPLICATED && (dim < 0 || dim >= g->type.ndim))
         return snprintf(why, len, "is placement=%s, which splits dimension %d, but has %d: row-parallel is for "
-                        "[out, in] weights, column and vocab for tensors of at least one dimension",
+                        "[.., out, in] weights, column and vocab for tensors of at least one dimension",
                         ir_placement_names[g->placement], dim, g->type.ndim), true;
     if (o && g->layer != o->layer)
         return snprintf(why, len, "has layer=%d but its parameter @%s has %d: a companion is in its parameter's "

@@ -30,14 +30,12 @@
 static bool ep_refuse(const ir_module *m, int ep, char *err, size_t errlen)
 {
     static const struct { ir_cfg key; const char *flag; } alone[] = {
-        {IR_CFG_TENSOR_MODEL_PARALLEL_SIZE, "--tensor-model-parallel-size"},
-        {IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE, "--pipeline-model-parallel-size"},
         {IR_CFG_CONTEXT_PARALLEL_SIZE, "--context-parallel-size"},
     };
     for (size_t i = 0; i < sizeof alone / sizeof alone[0]; i++)
         if (ir_cfg_int(m, alone[i].key) > 1)
             return snprintf(err, errlen, "--expert-model-parallel-size %d with %s %lld is not built yet (experts split "
-                            "over ep alone, beside data parallelism): drop one of them", ep, alone[i].flag,
+                            "over ep beside data, tensor and pipeline parallelism): drop one of them", ep, alone[i].flag,
                             ir_cfg_int(m, alone[i].key)), true;
     return false;
 }

@@ -159,25 +159,36 @@ static int add_split_squares(ir_module *m, ir_func *f, int sumsq, const int *spl
 
 /* output @grad_norm: the global norm of the n gradients; returns their sum of squares. Squares of
  * gradients split over tp (the shard pass's) are summed over the tp ranks, those of expert weights
- * split over ep (expert_parallel.c) over the ep ranks, those of replicated ones, the same on every
+ * split over ep (expert_parallel.c) over the ep ranks (after the tp ranks where split over both), those of replicated ones, the same on every
  * such rank, counted once; under ZeRO every replica's blocks are summed too (the dense ones' over
  * dp, the experts' over edp), and under pipeline parallelism every stage's. */
 static int emit_grad_norm(ir_module *m, ir_func *f, int *grads, int n, bool zero)
 {
-    int split[n], experts[n], whole[n], ns = 0, ne = 0, nw = 0;
+    int split[n], experts[n], experts_tp[n], whole[n], ns = 0, ne = 0, nt = 0, nw = 0;
     for (int j = 0; j < n; j++) {
         if (ir_param_held_elsewhere(m, ir_global_index_of(m, f, grads[j]))) /* counted on the first stage */
             continue;
-        if (split_over(m, f, grads[j], IR_AXIS_TP))
+        bool tp = split_over(m, f, grads[j], IR_AXIS_TP), ep = split_over(m, f, grads[j], IR_AXIS_EP);
+        if (tp && ep)
+            experts_tp[nt++] = grads[j];
+        else if (tp)
             split[ns++] = grads[j];
-        else if (split_over(m, f, grads[j], IR_AXIS_EP))
+        else if (ep)
             experts[ne++] = grads[j];
         else
             whole[nw++] = grads[j];
     }
     int sumsq = nw ? ir_emit(m, f, IR_OP_SUM_SQUARES, whole, nw, NULL, NULL, NULL) : -1;
     sumsq = add_split_squares(m, f, sumsq, split, ns, IR_AXIS_TP);
-    int expert = add_split_squares(m, f, -1, experts, ne, IR_AXIS_EP);
+    /* experts split over tp too (expert tensor parallelism): over tp, then with the others over ep */
+    int expert = add_split_squares(m, f, -1, experts_tp, nt, IR_AXIS_TP);
+    if (ne) {
+        int local = ir_emit(m, f, IR_OP_SUM_SQUARES, experts, ne, NULL, NULL, NULL);
+        expert = expert < 0 ? local : ir_op2(m, f, IR_OP_ADD, expert, local);
+    }
+    double sum_over_ep[2] = {IR_AXIS_EP, 0};
+    if (expert >= 0)
+        expert = ir_emit(m, f, IR_OP_ALL_REDUCE, &expert, 1, sum_over_ep, NULL, NULL);
     double sum_over_dp[2] = {IR_AXIS_DP, 0}, sum_over_edp[2] = {IR_AXIS_EDP, 0}, sum_over_pp[2] = {IR_AXIS_PP, 0};
     if (zero && sumsq >= 0)
         sumsq = ir_emit(m, f, IR_OP_ALL_REDUCE, &sumsq, 1, sum_over_dp, NULL, NULL);

@@ -63,17 +63,6 @@ typedef struct {
     size_t errlen;
 } shard_ctx;
 
-/* The dimension a parameter's placement splits over tp (ir.h: ir_placement), or -1. */
-static int placement_dim(ir_placement place)
-{
-    switch (place) {
-    case IR_PLACE_COLUMN: return 0; /* weights [out, in] and biases [out] */
-    case IR_PLACE_VOCAB: return 0;  /* [vocabulary, hidden] */
-    case IR_PLACE_ROW: return 1;    /* weights [out, in] */
-    default: return -1;
-    }
-}
-
 static bool fail(shard_ctx *c, const char *what, const ir_instr *in)
 {
     snprintf(c->err, c->errlen, "%s: %s (splitting %s over %s is not supported in this layout)", c->src->name, what,
@@ -182,6 +171,17 @@ static int seq_slice(shard_ctx *c, int v)
 {
     return c->at[v].partial ? collective_once(c, &c->scattered, IR_OP_REDUCE_SCATTER_SEQ, v, 0, c->sp_dim == 0, seq_slice_at(c))
                             : v;
+}
+
+/* v as a sequence slice where it joins one: a partial sum is reduce-scattered, and a complete
+ * value every rank holds whole (the MoE block's input gradient, which the router's part makes
+ * complete) is sliced locally. */
+static int join_slice(shard_ctx *c, int v)
+{
+    const ir_type *t = &c->dst->vals[v].type;
+    bool whole = !c->at[v].partial && c->at[v].dim < 0 && t->ndim >= 2 && t->dims[c->sp_dim] % c->n == 0;
+    return whole ? collective_once(c, &c->scattered, IR_OP_LOCAL_SLICE_SEQ, v, 0, c->sp_dim == 0, seq_slice_at(c))
+                 : seq_slice(c, v);
 }
 
 /* v with every token: a sequence slice is all-gathered, a partial sum all-reduced. */
@@ -388,7 +388,7 @@ static bool rule_same(shard_ctx *c, const ir_instr *in, int *args, int *res, boo
         any_seq |= c->at[args[a]].seq;
     }
     for (int a = 0; a < in->nargs && !all_partial; a++) /* a partial joining a slice is scattered */
-        args[a] = any_seq ? seq_slice(c, args[a]) : complete(c, args[a]);
+        args[a] = any_seq ? join_slice(c, args[a]) : complete(c, args[a]);
     placement p = c->at[args[0]];
     for (int a = 1; a < in->nargs; a++)
         if (c->at[args[a]].dim != c->at[args[0]].dim)
@@ -407,7 +407,7 @@ static bool rule_stream(shard_ctx *c, const ir_instr *in, int *args, int *res)
     args[x] = stream_value(c, args[x]);
     bool seq = c->at[args[x]].seq;
     if (x == 1)
-        args[0] = seq ? seq_slice(c, args[0]) : complete(c, args[0]);
+        args[0] = seq ? join_slice(c, args[0]) : complete(c, args[0]);
     for (int a = 0; a < in->nargs; a++) {
         bool stream = a <= x || (in->op == IR_OP_POS_ADD_GRAD);
         if (!stream)
@@ -585,12 +585,102 @@ static bool rule_sum_rows(shard_ctx *c, const ir_instr *in, int *args, int *res)
     return true;
 }
 
-/* The MoE block under tensor parallelism (experts split over tp, Megatron's expert tensor
- * parallelism) is not built yet: frontend/spec.c refuses it, so only a hand-written module comes here. */
+/* --- the MoE block (frontend/model.c) under tensor parallelism ---------------------------------
+ * Every rank along the axis routes the micro-batch's N tokens alike: the block's input is
+ * gathered (under sequence parallelism; reshape gathers a slice), so the router's scores,
+ * losses, capacity and counts are the one rank's. The experts' weights [E, out, in] are split as
+ * each expert's Linear (column-parallel up and gate: dim 1, row-parallel down: dim 2), so each
+ * rank runs every routed row through its slice of the features, and the down projection's output
+ * is a partial sum that the combine keeps: the block's output is reduce-scattered into the
+ * residual stream as a dense MLP's (Megatron's expert tensor parallelism, with the tokens
+ * gathered before the router as its allgather dispatcher does). Expert parallelism's exchanges
+ * (an earlier pass's) move whole rows of every feature, partial ones too. */
+
+/* v with every token (a sequence slice gathered), a partial sum kept */
+static int gather_tokens(shard_ctx *c, int v) { return c->at[v].seq ? every_token(c, v) : v; }
+
+/* v whole along the axis, or -1 (with c's error) where it is split */
+static int whole(shard_ctx *c, int v, const ir_instr *in)
+{
+    v = every_token(c, v);
+    return c->at[v].dim >= 0 ? (fail(c, "an operand split over the features", in), -1) : v;
+}
+
+/* the router's ops: whole operands, whole results */
 static bool rule_moe(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
-    return fail(c, "mixture-of-experts layers under tensor parallelism are not built yet: use "
-                   "tensor_model_parallel_size 1", in);
+    for (int a = 0; a < in->nargs; a++)
+        if ((args[a] = whole(c, args[a], in)) < 0)
+            return false;
+    int r = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){-1, false, false});
+    if (ir_ops[in->op].nres)
+        *res = r;
+    return true;
+}
+
+/* rows of operand 0 moved, masked or combined by whole operands: operand 0's placement, which
+ * must not split the rows */
+static bool rule_move_rows(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    if (c->at[args[0]].seq || c->at[args[0]].dim == 0)
+        return fail(c, "rows moved along a split dimension", in);
+    for (int a = 1; a < in->nargs; a++)
+        if ((args[a] = whole(c, args[a], in)) < 0)
+            return false;
+    *res = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, c->at[args[0]]);
+    for (int r = 1; r < ir_ops[in->op].nres; r++) /* came, counts */
+        place(c, *res + r, (placement){-1, false, false});
+    return true;
+}
+
+/* (x[R,K], w[E,F,K] (tb) or [E,K,F], counts): a matmul per expert, w's dimensions 1 and 2 its
+ * Linear's (as matmul_placement's, with x's rows whole) */
+static bool rule_grouped_matmul(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    bool tb = in->attr[0] != 0;
+    if ((args[2] = whole(c, args[2], in)) < 0)
+        return false;
+    args[0] = gather_tokens(c, args[0]);
+    args[1] = complete(c, args[1]);
+    int dx = c->at[args[0]].dim, dw = c->at[args[1]].dim;
+    bool x_k = dx == 1, w_k = dw == (tb ? 2 : 1), w_n = dw == (tb ? 1 : 2);
+    if (dx == 0 || dw == 0 || x_k != w_k || (w_n && c->at[args[0]].partial))
+        return fail(c, "operands split along different dimensions", in);
+    placement p = {w_n ? 1 : -1, x_k || c->at[args[0]].partial, false};
+    *res = emit(c, in->op, args, 3, in->attr, NULL, NULL, p);
+    return true;
+}
+
+/* (a[R,P], b[R,Q], counts) -> [E,P,Q]: split where a's or b's features are; partial where one is */
+static bool rule_grouped_wgrad(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    if ((args[2] = whole(c, args[2], in)) < 0)
+        return false;
+    args[0] = gather_tokens(c, args[0]);
+    args[1] = gather_tokens(c, args[1]);
+    const placement *a = &c->at[args[0]], *b = &c->at[args[1]];
+    if (a->dim == 0 || b->dim == 0 || (a->dim >= 0 && b->dim >= 0) || (a->partial && b->partial) ||
+        (a->partial && b->dim >= 0) || (b->partial && a->dim >= 0))
+        return fail(c, "operands split along different dimensions", in);
+    placement p = {a->dim >= 0 ? 1 : b->dim >= 0 ? 2 : -1, a->partial || b->partial, false};
+    *res = emit(c, in->op, args, 3, in->attr, NULL, NULL, p);
+    return true;
+}
+
+/* (dy, yp, perm, w) -> (dyp as dy, dw = dy . yp over the features: partial where yp is partial
+ * or split over them) */
+static bool rule_unpermute_grad(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    for (int a = 0; a < in->nargs; a++)
+        if (a != 1 && (args[a] = whole(c, args[a], in)) < 0)
+            return false;
+    args[1] = gather_tokens(c, args[1]);
+    if (c->at[args[1]].dim == 0)
+        return fail(c, "rows moved along a split dimension", in);
+    bool partial = c->at[args[1]].partial || c->at[args[1]].dim >= 0;
+    *res = emit(c, in->op, args, 4, in->attr, NULL, NULL, (placement){-1, false, false});
+    place(c, *res + 1, (placement){-1, partial, false});
+    return true;
 }
 
 static bool rule_embedding(shard_ctx *c, const ir_instr *in, int *args, int *res)
@@ -659,6 +749,10 @@ static const shard_rule_fn rules[IR_NUM_SHARD_RULES] = {
     [IR_SHARD_CROSS_ENTROPY] = rule_cross_entropy,
     [IR_SHARD_CROSS_ENTROPY_GRAD] = rule_cross_entropy_grad,
     [IR_SHARD_MOE] = rule_moe,
+    [IR_SHARD_MOVE_ROWS] = rule_move_rows,
+    [IR_SHARD_GROUPED_MATMUL] = rule_grouped_matmul,
+    [IR_SHARD_GROUPED_WGRAD] = rule_grouped_wgrad,
+    [IR_SHARD_UNPERMUTE_GRAD] = rule_unpermute_grad,
     [IR_SHARD_FP8_AMAX] = rule_fp8_amax,
     [IR_SHARD_FP8_QUANTIZE] = rule_fp8_quantize,
     [IR_SHARD_FP8_MATMUL] = rule_fp8_matmul,
@@ -715,10 +809,11 @@ static bool shard_globals(ir_module *m, int tp, char *err, size_t errlen)
     for (int g = 0; g < m->nglobals; g++) {
         ir_global *gl = &m->globals[g];
         const ir_global *param = &m->globals[ir_global_param(m, g)];
-        int dim = placement_dim(param->placement);
+        int dim = ir_placement_dim(param->placement, param->type.ndim);
         if (dim < 0)
             continue;
-        if (gl->layout.nsplits) /* a later pass's split (ZeRO's): sharding comes first */
+        /* a later pass's split (ZeRO's): sharding comes first; expert parallelism's comes before */
+        if (gl->layout.nsplits > (ir_layout_split(&gl->layout, IR_AXIS_EP) != NULL))
             return snprintf(err, errlen, "@%s is already split (layout) before tensor parallelism: run the shard pass "
                             "before data_parallel and optimizer", gl->name), false;
         if (gl->type.dims[dim] % tp)

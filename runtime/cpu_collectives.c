@@ -151,6 +151,17 @@ static void seq_scatter(const rt_kernel_call *c, const ir_type *pt, const void *
     free(ranked);
 }
 
+/* x complete -> r: this rank's block of every o-row, no communication */
+void cpu_LOCAL_SLICE_SEQ(const rt_kernel_call *c)
+{
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    int64_t O, S, In, n = comm ? rt_comm_size(comm) : 1, q = comm ? rt_comm_rank(comm) : 0;
+    seq_dims(c, c->arg_types[0], &O, &S, &In);
+    size_t slab = (size_t)(S / n * In) * ir_dtype_size(c->arg_types[0]->dtype);
+    for (int64_t o = 0; o < O; o++)
+        memcpy((char *)c->res[0] + (size_t)o * slab, (const char *)c->args[0] + ((size_t)(o * n + q)) * slab, slab);
+}
+
 /* x[.., S/n, ..] -> r: block i of every o-row is rank i's x */
 void cpu_ALL_GATHER_SEQ(const rt_kernel_call *c) { seq_gather(c, c->arg_types[0], c->args[0], c->res[0]); }
 

@@ -12,17 +12,23 @@
 
 struct rt_program;
 
-/* Where a local shard's elements sit in the whole tensor: it is [outer, mid, inner] of a whole
- * [outer, full_mid, inner], holding middle rows [offset, offset + mid). Unsplit: offset 0 and
- * mid == full_mid. */
+/* Where a local shard's elements sit in the whole tensor, one level per dimension split (an
+ * expert weight's ep and tp splits: two), applied in order from the rank's part out: at each, the
+ * block is [outer, mid, inner] of [outer, full_mid, inner], holding middle rows [offset, offset +
+ * mid). An unused level is {1, 1, 1, 0}, the identity. */
+#define RT_SHARD_LEVELS 2
 typedef struct rt_shard_layout {
-    int64_t inner, mid, full_mid, offset;
+    struct { int64_t inner, mid, full_mid, offset; } level[RT_SHARD_LEVELS];
 } rt_shard_layout;
 
 static inline int64_t rt_shard_global_index(const rt_shard_layout *at, int64_t i)
 {
-    int64_t j = i % at->inner, m = (i / at->inner) % at->mid, o = i / (at->inner * at->mid);
-    return (o * at->full_mid + at->offset + m) * at->inner + j;
+    for (int k = 0; k < RT_SHARD_LEVELS; k++) {
+        int64_t inner = at->level[k].inner, mid = at->level[k].mid;
+        int64_t j = i % inner, m = (i / inner) % mid, o = i / (inner * mid);
+        i = (o * at->level[k].full_mid + at->level[k].offset + m) * inner + j;
+    }
+    return i;
 }
 
 typedef struct rt_device {

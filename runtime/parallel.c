@@ -350,19 +350,21 @@ int64_t rt_parallel_sample(const rt_parallel *par, int it, int accum, int mb, in
     return (it - 1) * global_batch + ((int64_t)mb * dp + par->coord[IR_AXIS_DP]) * B + b;
 }
 
-float rt_parallel_mean(rt_parallel *par, rt_program *p, float v)
+float rt_parallel_mean_of(rt_parallel *par, rt_program *p, float v, rt_reduce_op stages)
 {
     int dp = par->mesh.degree[IR_AXIS_DP];
     if (dp == 1 && !axis_comms[IR_AXIS_PP])
         return v;
     p->dev->upload(p, par->scratch, &v, sizeof v);
+    if (axis_comms[IR_AXIS_PP]) /* first over the stages: a maximum does not commute with the dp sum */
+        rt_all_reduce(axis_comms[IR_AXIS_PP], par->scratch, 1, IR_F32, stages, p->dev->queue(p));
     if (dp > 1)
         rt_all_reduce(axis_comms[IR_AXIS_DP], par->scratch, 1, IR_F32, RT_SUM, p->dev->queue(p));
-    if (axis_comms[IR_AXIS_PP]) /* the last stage's; the others hold 0 */
-        rt_all_reduce(axis_comms[IR_AXIS_PP], par->scratch, 1, IR_F32, RT_SUM, p->dev->queue(p));
     p->dev->download(p, &v, par->scratch, sizeof v);
     return v / dp;
 }
+
+float rt_parallel_mean(rt_parallel *par, rt_program *p, float v) { return rt_parallel_mean_of(par, p, v, RT_SUM); }
 
 float rt_parallel_world(rt_parallel *par, rt_program *p, float v, rt_reduce_op op)
 {

@@ -67,6 +67,10 @@ void rt_parallel_gather(rt_program *p, const ir_layout *l, const ir_type *whole,
 /* Mean of v over the dp ranks (v itself on one rank); under pipeline parallelism, of the last
  * stage's v (the loss: every other stage passes 0), on every rank. Collective. */
 float rt_parallel_mean(rt_parallel *par, rt_program *p, float v);
+/* Mean over the dp ranks of v combined over the pipeline stages by `stages`: RT_SUM adds each
+ * stage's share (rt_parallel_mean), RT_MAX takes the largest (an MoE model's load imbalance, each
+ * stage's over its own layers). Collective. */
+float rt_parallel_mean_of(rt_parallel *par, rt_program *p, float v, rt_reduce_op stages);
 /* The sum or maximum of v over every rank (v itself on one rank): the ranks agree on a stop signal
  * or a failure (RT_MAX), and it is a barrier over the world. Collective. */
 float rt_parallel_world(rt_parallel *par, rt_program *p, float v, rt_reduce_op op);

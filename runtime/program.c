@@ -270,29 +270,41 @@ static uint64_t name_hash(const char *s)
 }
 
 /* Where parameter g's local elements sit in its whole tensor, from its layout record and this
- * rank's coordinates: the device's init takes one split dimension (rt_shard_layout), all that
- * parameters have. */
+ * rank's coordinates: a level per split (ir_layout_index's steps), at most RT_SHARD_LEVELS
+ * dimension splits, all that parameters have. */
 static rt_shard_layout shard_layout(const rt_program *p, int g)
 {
     const ir_module *m = p->m;
     const ir_global *gl = &m->globals[g];
     const ir_layout *l = &gl->layout;
-    int64_t n = ir_numel(&gl->type);
-    if (!l->nsplits)
-        return (rt_shard_layout){1, n, n, 0};
-    if (l->nsplits > 1 || l->splits[0].kind != IR_SPLIT_DIM) {
+    rt_shard_layout at;
+    for (int k = 0; k < RT_SHARD_LEVELS; k++)
+        at.level[k].inner = at.level[k].mid = at.level[k].full_mid = 1, at.level[k].offset = 0;
+    bool flat = false;
+    for (int k = 0; k < l->nsplits; k++)
+        flat |= l->splits[k].kind != IR_SPLIT_DIM;
+    if (l->nsplits > RT_SHARD_LEVELS || flat) {
         char text[128];
-        fprintf(stderr, "train_rank: internal error: parameter @%s has layout [%s], but initialisation takes one split "
-                        "dimension (runtime/device.h rt_shard_layout)\n", gl->name, ir_layout_str(l, text, sizeof text));
+        fprintf(stderr, "train_rank: internal error: parameter @%s has layout [%s], but initialisation takes at most %d "
+                        "dimension splits (runtime/device.h rt_shard_layout)\n", gl->name,
+                ir_layout_str(l, text, sizeof text), RT_SHARD_LEVELS);
         exit(1);
     }
-    int degree[IR_NUM_AXES], d = l->splits[0].dim;
+    int degree[IR_NUM_AXES];
     ir_axis_degrees(m, degree);
     ir_type whole = ir_global_whole(m, g, degree);
-    int64_t inner = 1;
-    for (int k = d + 1; k < gl->type.ndim; k++)
-        inner *= gl->type.dims[k];
-    return (rt_shard_layout){inner, gl->type.dims[d], whole.dims[d], ir_layout_offset(l, &whole, degree, p->coord, 0)};
+    for (int k = l->nsplits - 1, at_k = 0; k >= 0; k--, at_k++) { /* from the rank's part out, as ir_layout_index */
+        int d = l->splits[k].dim;
+        ir_type part = ir_layout_block(l, &whole, degree, k + 1), block = ir_layout_block(l, &whole, degree, k);
+        int64_t inner = 1;
+        for (int e = d + 1; e < part.ndim; e++)
+            inner *= part.dims[e];
+        at.level[at_k].inner = inner;
+        at.level[at_k].mid = part.dims[d];
+        at.level[at_k].full_mid = block.dims[d];
+        at.level[at_k].offset = ir_layout_offset(l, &whole, degree, p->coord, k);
+    }
+    return at;
 }
 
 void rt_program_init_params(rt_program *p, uint64_t seed)

@@ -226,7 +226,7 @@ typedef struct {
     double t_start;                 /* the process's start: --exit-duration-in-mins counts from it */
     FILE *steps;
     char steps_path[4096];
-    rt_moe_stats moe;               /* an MoE model's router statistics (func -1: none) */
+    rt_moe_stats moe;               /* an MoE model's router statistics (moe false: none) */
     double host_logged[4];          /* rt_program.host_times at the last log line */
 } train_run;
 
@@ -410,7 +410,7 @@ static void dump_batch(train_run *r, int func, int it, int mb)
 
 typedef struct {
     double loss, lr, grad_norm;
-    double moe_aux, moe_z, moe_imbalance, moe_dropped; /* an MoE model's (moe_stats.h), means over dp */
+    double moe_aux, moe_z, moe_imbalance, moe_dropped; /* an MoE model's (moe_stats.h): stages combined, dp mean */
     bool skipped;
 } step_result;
 
@@ -507,8 +507,8 @@ static void train_micro_batch(train_run *r, int it, const ir_sched_step *c, step
         }
     }
     s->loss += loss / r->accum;
-    if (c->func == r->moe.func)
-        rt_moe_stats_add(&r->moe, r->p);
+    if (r->moe.moe)
+        rt_moe_stats_add(&r->moe, r->p, c->func);
 }
 
 /* The train program's optimizer call with the host's policy around it: first the loss's mean over
@@ -521,13 +521,15 @@ static bool train_update(train_run *r, int it, int opt, step_result *s, bool fin
     if (pp) /* every activation and gradient sent this iteration has arrived */
         rt_p2p_flush(pp, r->p->dev->queue(r->p));
     s->loss = rt_parallel_mean(&r->par, r->p, (float)s->loss);
-    if (r->moe.func >= 0) {
-        double aux, z, imbalance, dropped;
-        rt_moe_stats_step(&r->moe, &aux, &z, &imbalance, &dropped);
-        s->moe_aux = rt_parallel_mean(&r->par, r->p, (float)aux);
-        s->moe_z = rt_parallel_mean(&r->par, r->p, (float)z);
-        s->moe_imbalance = rt_parallel_mean(&r->par, r->p, (float)imbalance); /* of each rank's tokens */
-        s->moe_dropped = rt_parallel_mean(&r->par, r->p, (float)dropped);
+    if (r->moe.moe) { /* each stage's share of its own MoE layers, added (the largest imbalance) over pp */
+        rt_moe_step m;
+        rt_moe_stats_step(&r->moe, &m);
+        s->moe_aux = r->moe.aux_layers ? rt_parallel_mean(&r->par, r->p, (float)m.aux) / r->moe.aux_layers : NAN;
+        s->moe_z = r->moe.z_layers ? rt_parallel_mean(&r->par, r->p, (float)m.z) / r->moe.z_layers : NAN;
+        s->moe_imbalance = rt_parallel_mean_of(&r->par, r->p, (float)m.imbalance, RT_MAX); /* of each rank's tokens */
+        double dropped = r->moe.has_kept ? rt_parallel_mean(&r->par, r->p, (float)m.dropped) : 0;
+        double routed = r->moe.has_kept ? rt_parallel_mean(&r->par, r->p, (float)m.routed) : 0;
+        s->moe_dropped = routed > 0 ? dropped / routed : NAN;
     }
     if (pp && finite && !isfinite(s->loss)) /* the last stage's, which the others now see */
         finite = non_finite(r, it, "the loss", s->loss);
@@ -729,16 +731,21 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
     /* MoE: Megatron's names for the router losses (its tracker's, unscaled, means over the layers) */
     double aux = done ? w->moe_aux / done : NAN, z = done ? w->moe_z / done : NAN;
     double imbalance = done ? w->moe_imbalance / done : NAN, dropped = done ? w->moe_dropped / done : NAN;
-    if (r->moe.func >= 0 && r->moe.has_aux)
+    if (r->moe.aux_layers)
         printf(" load_balancing_loss: %.6E |", aux);
-    if (r->moe.func >= 0 && r->moe.has_z)
+    if (r->moe.z_layers)
         printf(" z_loss: %.6E |", z);
-    if (r->moe.func >= 0)
+    if (r->moe.moe)
         printf(" expert load imbalance (max/mean): %.3f |", imbalance);
-    if (r->moe.func >= 0 && r->moe.nkept)
+    if (r->moe.has_kept)
         printf(" dropped fraction: %.4f |", dropped);
     double bias_lo = NAN, bias_hi = NAN;
     bool biased = expert_bias_range(r, &bias_lo, &bias_hi);
+    if (rt_parallel_comm(IR_AXIS_PP)) { /* each stage holds its own layers' biases (the same over dp) */
+        biased = rt_parallel_mean_of(&r->par, r->p, biased ? 1.0f : 0.0f, RT_MAX) > 0;
+        bias_lo = -rt_parallel_mean_of(&r->par, r->p, (float)-bias_lo, RT_MAX);
+        bias_hi = rt_parallel_mean_of(&r->par, r->p, (float)bias_hi, RT_MAX);
+    }
     if (biased)
         printf(" expert bias (min/max): %.4E/%.4E |", bias_lo, bias_hi);
     /* --optimizer-cpu-offload: the host step a iteration, split into waiting for gradient chunks,
@@ -760,11 +767,11 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
         {"tflops_per_gpu", flops / 1e12}, {"mfu", mfu}, {"memory_gib", mem}, {"skipped", w->skipped},
     };
     int n = BASE;
-    if (r->moe.func >= 0) { /* an MoE model's */
+    if (r->moe.moe) { /* an MoE model's */
         all[n++] = (rt_scalar){"moe_load_balancing_loss", aux};
         all[n++] = (rt_scalar){"moe_z_loss", z};
         all[n++] = (rt_scalar){"moe_load_imbalance", imbalance};
-        if (r->moe.nkept)
+        if (r->moe.has_kept)
             all[n++] = (rt_scalar){"moe_dropped_fraction", dropped};
         if (biased) {
             all[n++] = (rt_scalar){"moe_expert_bias_min", bias_lo};
@@ -873,11 +880,15 @@ static void setup_run(train_run *r, int argc, char **argv)
     double N = (double)((r->cfg.num_active_params ? r->cfg.num_active_params : r->cfg.num_params) -
                         r->cfg.num_position_params);
     r->flops_per_token = 6 * N + 12 * L * d * r->T;
-    int step = ir_func_of_kind(m, IR_FUNC_STEP); /* none in a pipeline stage's plan */
-    if (step >= 0)
-        rt_moe_stats_open(&r->moe, r->p, step);
-    else
-        r->moe.func = -1;
+    rt_moe_stats_open(&r->moe, r->p);
+    if (rt_parallel_comm(IR_AXIS_PP)) { /* the model's, whichever stages hold its MoE layers */
+        bool *any[] = {&r->moe.moe, &r->moe.has_kept};
+        for (size_t k = 0; k < sizeof any / sizeof any[0]; k++)
+            *any[k] = rt_parallel_mean_of(&r->par, r->p, *any[k] ? 1.0f : 0.0f, RT_MAX) > 0;
+        int *layers[] = {&r->moe.aux_layers, &r->moe.z_layers};
+        for (size_t k = 0; k < sizeof layers / sizeof layers[0]; k++)
+            *layers[k] = (int)lrintf(rt_parallel_mean(&r->par, r->p, (float)*layers[k]));
+    }
     r->data = open_data(r);
     const int64_t bt[2] = {r->B, r->T};
     r->bt_type = ir_tensor(IR_I32, 2, bt);

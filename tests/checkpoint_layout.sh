@@ -9,13 +9,8 @@
 set -euo pipefail
 mcc=$1; model=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
-"$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix "$work/text" --append-eod >/dev/null 2>&1
 common=(--target cpu --vocab-size 260 --make-vocab-size-divisible-by 1 --global-batch-size 16)
-compile() { local out=$1; shift; "$mcc" compile "$root/models/$model.json" "${common[@]}" "$@" -o "$work/$out" \
-              2>"$work/$out.c.log" || { cat "$work/$out.c.log"; exit 1; }; }
+source "$root/tests/checkpoint_check.sh"
 compile zero22 --tp 2 --dp 2 --use-distributed-optimizer
 compile dp4 --dp 4
 compile single
@@ -24,29 +19,10 @@ flags=(--data-path "$work/text_text_document" --train-iters 10 --eval-iters 0)
 mpirun -np 4 "$work/zero22" "${flags[@]}" --dump-dir "$work/ref" >"$work/ref.log" 2>&1 || { cat "$work/ref.log"; exit 1; }
 mpirun -np 4 "$work/zero22" "${flags[@]}" --save "$work/ck" --exit-interval 5 >"$work/save.log" 2>&1 ||
   { cat "$work/save.log"; exit 1; }
-check() { # NAME NP: resume the checkpoint under layout NAME on NP ranks
-  local name=$1 np=$2 launch=()
-  [ "$np" = 1 ] || launch=(mpirun -np "$np" --oversubscribe)
-  "${launch[@]}" "$work/$name" "${flags[@]}" --load "$work/ck" --dump-dir "$work/$name.out" >"$work/$name.log" 2>&1 ||
-    { cat "$work/$name.log"; exit 1; }
-  grep -q "loaded checkpoint .*saved by 4 ranks.* at iteration 5 " "$work/$name.log" ||
-    { echo "FAIL: $name loaded nothing"; cat "$work/$name.log"; exit 1; }
-  /usr/bin/python3 - "$work/ref/steps.txt" "$work/$name.out/steps.txt" "$name" <<'PY'
-import sys
-ref = {int(l.split()[0]): float(l.split()[1]) for l in open(sys.argv[1])}
-got = {int(l.split()[0]): float(l.split()[1]) for l in open(sys.argv[2])}
-assert sorted(got) == list(range(6, 11)), f"{sys.argv[3]}: resumed steps {sorted(got)}, expected 6..10"
-for it, v in sorted(got.items()):
-    err = abs(v - ref[it]) / abs(ref[it])
-    if err > 1e-6:
-        sys.exit(f"FAIL: {sys.argv[3]}: loss at iteration {it} is {v!r}, the uninterrupted tp2 x dp2 run's "
-                 f"{ref[it]!r} (relative error {err:.2e} > 1e-6)")
-print(f"{sys.argv[3]}: losses 6-10 after loading the tp2 x dp2 ZeRO checkpoint equal the uninterrupted run's")
-PY
-}
-check dp4 4
-check single 1
-check tp2 2
+saved=4 ref="tp2 x dp2 ZeRO"
+check dp4 4 1e-6
+check single 1 1e-6
+check tp2 2 1e-6
 # a rank reads only the saved parts that overlap its own, each verified by its own checksum: under
 # the saving layout a byte flipped in rank 3's last tensor is seen by the ranks that need that part
 # (rank 3, and its tp peer for a part replicated over tp), not by every rank (as when every rank

@@ -9,13 +9,8 @@
 set -euo pipefail
 mcc=$1; model=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
-"$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix "$work/text" --append-eod >/dev/null 2>&1
 common=(--target cpu --num-layers 4 --vocab-size 260 --make-vocab-size-divisible-by 1 --global-batch-size 16)
-compile() { local out=$1; shift; "$mcc" compile "$root/models/$model.json" "${common[@]}" "$@" -o "$work/$out" \
-              2>"$work/$out.c.log" || { cat "$work/$out.c.log"; exit 1; }; }
+source "$root/tests/checkpoint_check.sh"
 compile pp2 --pp 2
 compile pp4 --pp 4
 compile single
@@ -32,28 +27,7 @@ for want in ("embedding.word", "layers.0.mlp.down.weight", "layers.3.mlp.down.we
     assert want in names, f"the manifest lacks {want}: it names {len(names)} tensors"
 print(f"manifest: {len(names)} tensors, every stage's")
 PY
-check() { # NAME NP TOL: resume the checkpoint under layout NAME on NP ranks; TOL 0: bit for bit
-  local name=$1 np=$2 tol=$3 launch=()
-  [ "$np" = 1 ] || launch=(mpirun -np "$np" --oversubscribe)
-  "${launch[@]}" "$work/$name" "${flags[@]}" --load "$work/ck" --dump-dir "$work/$name.out" >"$work/$name.log" 2>&1 ||
-    { cat "$work/$name.log"; exit 1; }
-  grep -q "loaded checkpoint .*saved by 2 ranks.* at iteration 5 " "$work/$name.log" ||
-    { echo "FAIL: $name loaded nothing"; cat "$work/$name.log"; exit 1; }
-  /usr/bin/python3 - "$work/ref/steps.txt" "$work/$name.out/steps.txt" "$name" "$tol" <<'PY'
-import sys
-ref = {int(l.split()[0]): l.split()[1] for l in open(sys.argv[1])}
-got = {int(l.split()[0]): l.split()[1] for l in open(sys.argv[2])}
-name, tol = sys.argv[3], float(sys.argv[4])
-assert sorted(got) == list(range(6, 11)), f"{name}: resumed steps {sorted(got)}, expected 6..10"
-for it, v in sorted(got.items()):
-    err = abs(float(v) - float(ref[it])) / abs(float(ref[it]))
-    if (tol == 0 and v != ref[it]) or err > tol:
-        sys.exit(f"FAIL: {name}: loss at iteration {it} is {v}, the uninterrupted pp2 run's {ref[it]} "
-                 f"(relative error {err:.2e}, allowed {'0: bit for bit' if tol == 0 else tol})")
-print(f"{name}: losses 6-10 after loading the pp2 checkpoint equal the uninterrupted run's"
-      + (" bit for bit" if tol == 0 else f" within {tol}"))
-PY
-}
+saved=2 ref=pp2
 check pp2 2 0
 check pp4 4 1e-6
 check single 1 1e-6

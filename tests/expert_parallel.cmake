@@ -6,16 +6,27 @@
 # where the worst case is 512), with expert bias (every rank routes its tokens over all the experts,
 # the counts summed over dp); ep 2 beside dp 4 with the distributed optimizer (the experts' ZeRO
 # blocks over edp, the dense ones' over dp: blocks of the experts over dp sum other ranks' experts)
-# and with --overlap-grad-reduce (the experts' buckets over edp inside the backward); and an EP=2
-# checkpoint loaded on one rank and at DP=2 without EP (tests/checkpoint_ep.sh), also one saved with
-# the distributed optimizer at ep 2 x edp 2 (its experts' moments in edp blocks).
+# and with --overlap-grad-reduce (the experts' buckets over edp inside the backward); under tp 2 with
+# sequence parallelism (the tokens gathered before the router, every expert's features split over
+# tp: shard.c's MoE rules), alone and beside ep 2 (the experts split over ep and tp); under pipeline
+# parallelism (the MoE layers on the stages like dense ones, each stage outputting its own layers'
+# router losses and counts, combined over the stages): pp 2 with 1F1B, expert bias and a capacity
+# factor (layers 0-1 and 2: both stages hold MoE layers), and interleaved pp 2 x ep 2 with every
+# other layer MoE (virtual stages 0 and 2 on rank 0 hold the MoE layers, rank 1 only dense ones); and an
+# EP=2 checkpoint loaded on one rank and at DP=2 without EP (tests/checkpoint_ep.sh), also one saved
+# with the distributed optimizer at ep 2 x edp 2 (its experts' moments in edp blocks) and one saved
+# at pp 2 x ep 2 (each stage's ranks their own layers' experts).
 if(MPI_C_FOUND)
   foreach(layout "ep2:2:--dp 2 --expert-model-parallel-size 2" "ep2_edp2:4:--dp 4 --expert-model-parallel-size 2"
                  "ep4:4:--dp 4 --expert-model-parallel-size 4"
                  "ep2_edp2_zero:4:--dp 4 --expert-model-parallel-size 2 --use-distributed-optimizer"
                  "ep2_edp2_overlap:4:--dp 4 --expert-model-parallel-size 2 --overlap-grad-reduce"
                  "ep2_capacity:2:--moe-expert-capacity-factor 1.0 -- --dp 2 --expert-model-parallel-size 2"
-                 "ep2_expert_bias:2:--moe-router-score-function sigmoid --moe-router-enable-expert-bias -- --dp 2 --expert-model-parallel-size 2")
+                 "ep2_expert_bias:2:--moe-router-score-function sigmoid --moe-router-enable-expert-bias -- --dp 2 --expert-model-parallel-size 2"
+                 "pp2_1f1b_bias_capacity:2:--moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-expert-capacity-factor 1.0 -- --pp 2 --decoder-first-pipeline-num-layers 2 --pipeline-schedule 1f1b"
+                 "pp2_v2_ep2:4:--num-layers 4 --moe-layer-freq 2 -- --pp 2 --num-virtual-stages-per-pipeline-rank 2 --dp 2 --expert-model-parallel-size 2"
+                 "tp2_sp:2:--tp 2 --sequence-parallel"
+                 "tp2_sp_ep2:4:--tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2")
     string(REPLACE ":" ";" parts "${layout}")
     list(GET parts 0 name)
     list(GET parts 1 ranks)
@@ -30,4 +41,7 @@ if(MPI_C_FOUND)
   add_test(NAME checkpoint_ep2_zero_to_single_and_dp2 COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_ep.sh
            $<TARGET_FILE:mcc> tiny-moe 4 --dp 4 --expert-model-parallel-size 2 --use-distributed-optimizer)
   set_tests_properties(checkpoint_ep2_zero_to_single_and_dp2 PROPERTIES PROCESSORS 4 TIMEOUT 120)
+  add_test(NAME checkpoint_pp2_ep2_to_single_and_dp2 COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_ep.sh
+           $<TARGET_FILE:mcc> tiny-moe 4 --pp 2 --decoder-first-pipeline-num-layers 2 --dp 2 --expert-model-parallel-size 2)
+  set_tests_properties(checkpoint_pp2_ep2_to_single_and_dp2 PROPERTIES PROCESSORS 4 TIMEOUT 120)
 endif()

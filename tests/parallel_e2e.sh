@@ -5,8 +5,9 @@
 # for the same global batch: the same loss, lr and grad norm at each of 10 steps, the same step-1
 # logits and gradients (fp32, relative error <= 1e-5) and the same final weights, per tensor
 # (2e-5: the 84 layouts' largest is 4.5e-6, tp 2 with sequence parallel and dropout, the median
-# 1e-6); split tensors are gathered by rank 0 before they are written. SPEC_FLAGS, before a
-# `--`, change what is computed (e.g. --hidden-dropout 0.1) and go to both programs. For a spec
+# 1e-6), and an MoE model's router metrics (1e-5); split tensors are gathered by rank 0 before
+# they are written. SPEC_FLAGS, before a `--`, change what is computed (e.g. --hidden-dropout 0.1)
+# and go to both programs. For a spec
 # whose gradients are ill-conditioned (large logits: saturated softmaxes), PARALLEL_E2E_ITERS
 # (default 10) and PARALLEL_E2E_TOL (of the tensors and grad norms) shorten the run and loosen
 # all but the losses, which keep 1e-5; PARALLEL_E2E_FINAL_TOL loosens the final weights' alone.
@@ -36,9 +37,27 @@ plans=$(grep -a -c '^  tensor_model_parallel_size = "' "$work/parallel" || true)
 stages=$( (grep -a -o '; stage [0-9]* of [0-9]*' "$work/parallel" || true) | wc -l)
 [ "$stages" -gt 0 ] || stages=1
 [ "$plans" = "$stages" ] || { echo "FAIL: $work/parallel holds $plans plans for $stages stages; one should serve every rank of a stage"; exit 1; }
-"$work/single" --data-path "$work/text_text_document" --train-iters "$iters" --dump-dir "$work/ref" >"$work/ref.log" ||
-  { cat "$work/ref.log"; exit 1; }
+"$work/single" --data-path "$work/text_text_document" --train-iters "$iters" --dump-dir "$work/ref" \
+  --metrics-file "$work/ref.jsonl" >"$work/ref.log" || { cat "$work/ref.log"; exit 1; }
 mpirun -np "$np" --oversubscribe "$work/parallel" --data-path "$work/text_text_document" --train-iters "$iters" \
-  --dump-dir "$work/par" >"$work/par.log" 2>&1 || { cat "$work/par.log"; exit 1; }
+  --dump-dir "$work/par" --metrics-file "$work/par.jsonl" >"$work/par.log" 2>&1 || { cat "$work/par.log"; exit 1; }
+# an MoE model's router metrics (runtime/moe_stats.c), combined over the stages and ranks holding
+# the layers, are the single rank's: the same keys, each within 1e-5; the load imbalance only
+# without dp (it is the mean of each dp rank's own tokens' imbalance)
+dp=$(grep -a -o -m1 '^  data_parallel_size = "[0-9]*"' "$work/parallel" | tr -dc 0-9)
+/usr/bin/python3 - "$work/ref.jsonl" "$work/par.jsonl" "$dp" <<'PY'
+import json, sys
+ref, par = ([{k: v for k, v in json.loads(l).items() if k.startswith("moe_")} for l in open(f)] for f in sys.argv[1:3])
+for it, (want, got) in enumerate(zip(ref, par), 1):
+    if sorted(got) != sorted(want):
+        sys.exit(f"FAIL: step {it}'s MoE metrics are {sorted(got)}, the single rank's {sorted(want)}")
+    if sys.argv[3] != "1":
+        want.pop("moe_load_imbalance", None)
+    for k, v in want.items():
+        if abs(got[k] - v) > 1e-5 * max(abs(v), 1e-3):
+            sys.exit(f"FAIL: step {it}'s {k} is {got[k]!r}, the single rank's {v!r}")
+if ref and ref[0]:
+    print(f"MoE metrics of {len(ref)} steps equal the single rank's: {', '.join(sorted(ref[0]))} (dp {sys.argv[3]})")
+PY
 /usr/bin/python3 "$root/tests/compare_dumps.py" --cpu "$work/ref" --gpu "$work/par" --tol "$tol" --loss-tol 1e-5 --final \
   --final-tol "$final_tol"

@@ -175,6 +175,16 @@ void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
     rt_comm_group_end(lane, stream);
 }
 
+/* x[B,T,R] complete -> r[B,T/n,R]: this rank's block of every batch row (with batch = 1 its
+ * [B/n,T,R]), one strided copy, no communication */
+void cuda_LOCAL_SLICE_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    size_t slab, B = seq_rows(c, c->res_types[0], &slab), n = comm ? (size_t)rt_comm_size(comm) : 1;
+    size_t q = comm ? (size_t)rt_comm_rank(comm) : 0;
+    copy_rows(cx, c->res[0], slab, (const char *)c->args[0] + q * slab, slab * n, slab, B);
+}
+
 /* A bucket reduced beside the backward, on the copy engines, run by run (rt_parallel_bucket_run,
  * padded): the run's n blocks exchanged into the group's exchange buffer by an all-to-all, this
  * rank's block summed with the n-1 that came (the only SM work), and the summed blocks

@@ -398,8 +398,13 @@ static void cuda_init(rt_program *p, float *w, int64_t n, uint64_t key, float st
     unsigned long long k = key;
     unsigned blocks = (unsigned)((n + 255) / 256 < 65536 ? (n + 255) / 256 : 65536);
     if (normal) {
-        long long inner = at->inner, mid = at->mid, full_mid = at->full_mid, offset = at->offset;
-        void *params[] = {&w, &count, &k, &std, &inner, &mid, &full_mid, &offset};
+        long long lv[RT_SHARD_LEVELS][4];
+        for (int l = 0; l < RT_SHARD_LEVELS; l++) {
+            lv[l][0] = at->level[l].inner, lv[l][1] = at->level[l].mid;
+            lv[l][2] = at->level[l].full_mid, lv[l][3] = at->level[l].offset;
+        }
+        void *params[] = {&w, &count, &k, &std, &lv[0][0], &lv[0][1], &lv[0][2], &lv[0][3],
+                          &lv[1][0], &lv[1][1], &lv[1][2], &lv[1][3]};
         rt_cuda_launch(state(p)->cx, "mcc_init_normal_f32", blocks, 1, 1, 256, 0, params);
     } else {
         void *params[] = {&w, &count, &value};

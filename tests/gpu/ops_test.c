@@ -147,6 +147,7 @@ static const op_case cases[] = {
     {"copy", "f32[1001,7] := [1001,7]", {0}, 2, 0, .args = {OUT('f', 2, 1001, 7), TEN('x', 2, 1001, 7)}},
     {"zero", "[3001]", {0}, 1, 0, .args = {OUT('x', 1, 3001)}},
     {"local_shard", "[3001] over tp of 1 rank", {IR_AXIS_TP}, 1, 1, {TEN('x', 1, 3001)}, {TEN('x', 1, 3001)}},
+    {"local_slice_seq", "[3,37,11] over tp of 1 rank", {IR_AXIS_TP, 0, 0}, 1, 1, {TEN('x', 3, 3, 37, 11)}, {TEN('x', 3, 3, 37, 11)}},
     {"clip_coef", "sumsq=900 max_norm=1", {1.0}, 1, 1, {SCALAR(900)}, {F32_SCALAR}},
     {"clip_coef", "sumsq=0.25 max_norm=1", {1.0}, 1, 1, {SCALAR(0.25)}, {F32_SCALAR}},
     {"clip_coef", "max_norm=0", {0.0}, 1, 1, {SCALAR(900)}, {F32_SCALAR}},
