@@ -1021,13 +1021,10 @@ static bool spec_check_cp(spec_ctx *c)
         return spec_fail(c, "%s (%d) must be divisible by 2 x %s (%d): the sequence is cut into 2 cp equal chunks, "
                             "rank r holding chunks r and 2 cp - 1 - r", spec_where(c, spec_find("seq_length")),
                          s->seq_length, where, 2 * cp);
-    const char *axes[][2] = {{"tensor_model_parallel_size", "tensor parallelism"},
-                             {"pipeline_model_parallel_size", "pipeline parallelism"}};
-    for (size_t i = 0; i < sizeof axes / sizeof axes[0]; i++)
-        if (spec_value(c, spec_find(axes[i][0])) > 1)
-            return spec_fail(c, "%s (%d) with %s (%.10g): context parallelism with %s is not built yet: pass %s 1 "
-                                "(data parallelism works beside it)", where, cp, spec_where(c, spec_find(axes[i][0])),
-                             spec_value(c, spec_find(axes[i][0])), axes[i][1], axes[i][0]);
+    if (s->tensor_model_parallel_size > 1)
+        return spec_fail(c, "%s (%d) with %s (%d): context parallelism with tensor parallelism is not built yet: pass "
+                            "tensor_model_parallel_size 1 (data and pipeline parallelism work beside it)", where, cp,
+                         spec_where(c, spec_find("tensor_model_parallel_size")), s->tensor_model_parallel_size);
     const char *off[][2] = {{"num_experts", "mixture-of-experts layers"},
                             {"attention_dropout", "dropout (its masks are drawn by whole-sequence positions)"},
                             {"hidden_dropout", "dropout (its masks are drawn by whole-sequence positions)"}};

@@ -18,8 +18,9 @@
  * with 1/(micro-batches dp cp), data_parallel sums every gradient over cp (each rank saw its share
  * of the tokens) before dp, and train_rank's loss is the mean over dp x cp.
  * It runs after autodiff and recompute (the backward's attention and position ops are rewritten
- * beside the forward's, a replayed forward as the forward) and before the shard pass; tensor and
- * pipeline parallelism, MoE, dropout and FP8 beside it are refused (frontend/spec.c says how). */
+ * beside the forward's, a replayed forward as the forward) and before the shard and pipeline
+ * passes (the pipeline cuts the rewritten step into stages); tensor parallelism, MoE, dropout and
+ * FP8 beside it are refused (frontend/spec.c says how). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -185,7 +186,6 @@ bool pass_context_parallel(ir_module *m, const mcc_pass_options *opts, char *err
                         cp, (long long)T, cp), false;
     static const struct { ir_cfg key; const char *flag; } alone[] = {
         {IR_CFG_TENSOR_MODEL_PARALLEL_SIZE, "--tensor-model-parallel-size"},
-        {IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE, "--pipeline-model-parallel-size"},
         {IR_CFG_EXPERT_MODEL_PARALLEL_SIZE, "--expert-model-parallel-size"},
     };
     for (size_t i = 0; i < sizeof alone / sizeof alone[0]; i++)

@@ -3,7 +3,8 @@
 # steps: losses 1e-5, step-1 logits and gradients, final weights; tests/parallel_e2e.sh), on
 # LLaMA (RoPE, grouped-query attention: only the kv heads gathered) and GPT-2 (learned
 # positions); CP=2 x DP=2 with the distributed optimizer (gradients summed over cp, then
-# reduce-scattered over dp); a checkpoint saved by CP=2 x DP=2 resumed by one rank.
+# reduce-scattered over dp); CP=2 x PP=2 (the pipeline's stages cut from the rewritten step, the
+# schedule auto picks); a checkpoint saved by CP=2 x DP=2 resumed by one rank.
 if(MPI_C_FOUND)
   set(_cp "--context-parallel-size 2 --cp-comm-type all_gather")
   foreach(model tiny-llama tiny-gpt2)
@@ -16,6 +17,10 @@ if(MPI_C_FOUND)
   add_test(NAME cp2_dp2_zero_equals_single_rank_tiny-llama COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
            $<TARGET_FILE:mcc> tiny-llama 4 ${_flags})
   set_tests_properties(cp2_dp2_zero_equals_single_rank_tiny-llama PROPERTIES LABELS numerics PROCESSORS 4)
+  separate_arguments(_flags UNIX_COMMAND "--num-layers 4 -- ${_cp} --pp 2")
+  add_test(NAME cp2_pp2_equals_single_rank_tiny-llama COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+           $<TARGET_FILE:mcc> tiny-llama 4 ${_flags})
+  set_tests_properties(cp2_pp2_equals_single_rank_tiny-llama PROPERTIES LABELS numerics PROCESSORS 4)
   add_test(NAME checkpoint_cp2_dp2_zero_to_single COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_cp.sh
            $<TARGET_FILE:mcc> tiny-llama)
   set_tests_properties(checkpoint_cp2_dp2_zero_to_single PROPERTIES LABELS numerics PROCESSORS 4)
