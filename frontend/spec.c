@@ -1021,10 +1021,10 @@ static bool spec_check_cp(spec_ctx *c)
         return spec_fail(c, "%s (%d) must be divisible by 2 x %s (%d): the sequence is cut into 2 cp equal chunks, "
                             "rank r holding chunks r and 2 cp - 1 - r", spec_where(c, spec_find("seq_length")),
                          s->seq_length, where, 2 * cp);
-    if (s->tensor_model_parallel_size > 1)
-        return spec_fail(c, "%s (%d) with %s (%d): context parallelism with tensor parallelism is not built yet: pass "
-                            "tensor_model_parallel_size 1 (data and pipeline parallelism work beside it)", where, cp,
-                         spec_where(c, spec_find("tensor_model_parallel_size")), s->tensor_model_parallel_size);
+    if (s->tensor_model_parallel_size > 1 && s->sequence_parallel)
+        return spec_fail(c, "%s (%d) with %s: the sequence split over cp and tp at once is not built yet: drop "
+                            "--sequence-parallel (tensor parallelism without it works beside context parallelism)",
+                         where, cp, spec_where(c, spec_find("sequence_parallel")));
     const char *off[][2] = {{"num_experts", "mixture-of-experts layers"},
                             {"attention_dropout", "dropout (its masks are drawn by whole-sequence positions)"},
                             {"hidden_dropout", "dropout (its masks are drawn by whole-sequence positions)"}};

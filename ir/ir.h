@@ -307,6 +307,8 @@ typedef enum {
     IR_SHARD_FP8_QUANTIZE,          /* q placed as x (a partial sum completed first) */
     IR_SHARD_FP8_MATMUL,            /* matmul's, on the quantized operands */
     IR_SHARD_FP8_SCALING,           /* an FP8 history and amaxes: whole operands, whole results */
+    IR_SHARD_SEQ_COLLECTIVE,        /* a sequence collective of an earlier pass over another axis (context
+                                       parallelism's over cp): the operand's placement passes through */
     IR_NUM_SHARD_RULES
 } ir_shard_rule;
 

@@ -19,8 +19,9 @@
  * of the tokens) before dp, and train_rank's loss is the mean over dp x cp.
  * It runs after autodiff and recompute (the backward's attention and position ops are rewritten
  * beside the forward's, a replayed forward as the forward) and before the shard and pipeline
- * passes (the pipeline cuts the rewritten step into stages); tensor parallelism, MoE, dropout and
- * FP8 beside it are refused (frontend/spec.c says how). */
+ * passes (the pipeline cuts the rewritten step into stages; the shard pass over tp passes the cp
+ * collectives through, heads split); sequence parallelism, MoE, dropout and FP8 beside it are
+ * refused (frontend/spec.c says how). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -185,9 +186,11 @@ bool pass_context_parallel(ir_module *m, const mcc_pass_options *opts, char *err
         return snprintf(err, errlen, "--context-parallel-size %d: seq_length %lld does not cut into 2 x %d equal chunks",
                         cp, (long long)T, cp), false;
     static const struct { ir_cfg key; const char *flag; } alone[] = {
-        {IR_CFG_TENSOR_MODEL_PARALLEL_SIZE, "--tensor-model-parallel-size"},
         {IR_CFG_EXPERT_MODEL_PARALLEL_SIZE, "--expert-model-parallel-size"},
     };
+    if (ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE) > 1 && ir_cfg_bool(m, IR_CFG_SEQUENCE_PARALLEL))
+        return snprintf(err, errlen, "--context-parallel-size %d with --sequence-parallel (the sequence split over cp "
+                        "and tp at once) is not built yet: drop --sequence-parallel", cp), false;
     for (size_t i = 0; i < sizeof alone / sizeof alone[0]; i++)
         if (ir_cfg_int(m, alone[i].key) > 1)
             return snprintf(err, errlen, "--context-parallel-size %d with %s %lld is not built yet: pass %s 1", cp,

@@ -4,7 +4,8 @@
 # LLaMA (RoPE, grouped-query attention: only the kv heads gathered) and GPT-2 (learned
 # positions); CP=2 x DP=2 with the distributed optimizer (gradients summed over cp, then
 # reduce-scattered over dp); CP=2 x PP=2 (the pipeline's stages cut from the rewritten step, the
-# schedule auto picks); a checkpoint saved by CP=2 x DP=2 resumed by one rank.
+# schedule auto picks); CP=2 x TP=2 without sequence parallelism (heads split over tp, the tp
+# shard pass passing the cp collectives through); a checkpoint saved by CP=2 x DP=2 resumed by one rank.
 if(MPI_C_FOUND)
   set(_cp "--context-parallel-size 2 --cp-comm-type all_gather")
   foreach(model tiny-llama tiny-gpt2)
@@ -21,6 +22,10 @@ if(MPI_C_FOUND)
   add_test(NAME cp2_pp2_equals_single_rank_tiny-llama COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
            $<TARGET_FILE:mcc> tiny-llama 4 ${_flags})
   set_tests_properties(cp2_pp2_equals_single_rank_tiny-llama PROPERTIES LABELS numerics PROCESSORS 4)
+  separate_arguments(_flags UNIX_COMMAND "${_cp} --tp 2")
+  add_test(NAME cp2_tp2_equals_single_rank_tiny-gpt2 COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+           $<TARGET_FILE:mcc> tiny-gpt2 4 ${_flags})
+  set_tests_properties(cp2_tp2_equals_single_rank_tiny-gpt2 PROPERTIES LABELS numerics PROCESSORS 4)
   add_test(NAME checkpoint_cp2_dp2_zero_to_single COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_cp.sh
            $<TARGET_FILE:mcc> tiny-llama)
   set_tests_properties(checkpoint_cp2_dp2_zero_to_single PROPERTIES LABELS numerics PROCESSORS 4)
