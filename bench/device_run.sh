@@ -13,7 +13,8 @@ section() { echo; echo "=== $*"; }
 # tensor differs, else its last lines
 compare() {
   python3 tests/compare_dumps.py --detail "$@" > /tmp/compare.txt 2>&1; local rc=$?
-  [ $rc = 0 ] || { sed -n 2,7p /tmp/compare.txt; grep -E '^  |^largest' /tmp/compare.txt | head -14 | cut -c1-300; }
+  [ $rc = 0 ] || { grep -E ' (ok|FAIL)$' /tmp/compare.txt | head -6; grep -E '^largest' /tmp/compare.txt;
+                   grep -E '^  ' /tmp/compare.txt | head -6 | cut -c1-300; }
   tail -2 /tmp/compare.txt | cut -c1-300; return $rc
 }
 # CHECKS=0 skips the kernel tests, the GPU-vs-CPU numerics and the loss curves (a benchmark-only call);

@@ -57,14 +57,17 @@ levers_compile() {
   done < <(levers_8b_variants)
 }
 
-# levers_watch PID OUT: until PID ends, its peak GPU memory (nvidia-smi, MiB) and resident host
-# memory (VmHWM, kB) into OUT as "gpu_mib host_kb"
+# levers_watch PID OUT: until PID ends, the peak GPU memory (nvidia-smi, MiB) and resident host
+# memory (VmHWM, kB) of train_rank, PID's child (PID is timeout's), into OUT as "gpu_mib host_kb".
+# nvidia-smi lists no processes inside the device machine's container (it read 0 there on
+# 2026-12-02): its column then stays 0, and the runtime's figure is the one to read
 levers_watch() {
-  local pid=$1 out=$2 gpu=0 host=0 g h
+  local pid=$1 out=$2 gpu=0 host=0 g h child
   while kill -0 "$pid" 2>/dev/null; do
+    child=$(pgrep -P "$pid" | head -1); child=${child:-$pid}
     g=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null |
-      awk -F', ' -v p="$pid" '$1 == p {print $2}')
-    h=$(awk '/^VmHWM:/ {print $2}' /proc/"$pid"/status 2>/dev/null)
+      awk -F', ' -v p="$child" '$1 == p {print $2}')
+    h=$(awk '/^VmHWM:/ {print $2}' /proc/"$child"/status 2>/dev/null)
     [ -n "$g" ] && [ "$g" -gt "$gpu" ] && gpu=$g
     [ -n "$h" ] && [ "$h" -gt "$host" ] && host=$h
     sleep 1

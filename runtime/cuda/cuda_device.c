@@ -284,6 +284,16 @@ static void cuda_close(rt_program *p)
     free(s);
 }
 
+/* Zeroes a new allocation on the compute stream and waits: cudaMemset would run on the legacy
+ * default stream, which the non-blocking compute stream does not wait for, so the parameters'
+ * initialisation kernels could run first and be zeroed after (seen with 4 ranks sharing a GPU,
+ * whose time-slicing delays the memset: whole parameters read back as zeros). */
+static void zero_new(rt_program *p, void *ptr, size_t bytes)
+{
+    RT_CUDART_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream(p)));
+    RT_CUDART_CHECK(cudaStreamSynchronize(stream(p)));
+}
+
 static void *cuda_alloc(rt_program *p, size_t bytes)
 {
     void *ptr = NULL;
@@ -298,7 +308,7 @@ static void *cuda_alloc(rt_program *p, size_t bytes)
                 bytes / 1073741824.0, free_b / 1073741824.0, total / 1073741824.0);
         exit(1);
     }
-    RT_CUDART_CHECK(cudaMemset(ptr, 0, bytes));
+    zero_new(p, ptr, bytes);
     return ptr;
 }
 
@@ -316,7 +326,7 @@ static void *cuda_alloc_window(rt_program *p, size_t bytes)
                 bytes / 1073741824.0, slot == MAX_WINDOWS ? "too many windows" : ncclGetLastError(NULL));
         return cuda_alloc(p, bytes);
     }
-    RT_CUDART_CHECK(cudaMemset(ptr, 0, bytes));
+    zero_new(p, ptr, bytes);
     s->window_mem[slot] = ptr;
     return ptr;
 }
