@@ -1,6 +1,6 @@
 /* convert.c — `mcc convert`: an mcc checkpoint to a Hugging Face model directory (config.json and
  * model.safetensors, sharded with model.safetensors.index.json above --max-shard-size) and back,
- * for GPT2LMHeadModel and LlamaForCausalLM.
+ * for GPT2LMHeadModel, LlamaForCausalLM and MixtralForCausalLM.
  *
  * One table per architecture maps mcc's parameter names (frontend/model.c) to transformers'. A
  * rule's HF tensor is its mcc tensors' rows stacked in order (GPT-2's c_attn: q, k, v), cut to the
@@ -8,6 +8,9 @@
  * Conv1D keeps weights [in, out] against mcc's [out, in]. One copy routine walks that map in both
  * directions, so export and import cannot disagree. mcc's rope is rotate-half (runtime/cpu_kernels.c:
  * dimension i turns with i + D/2), as transformers' LLaMA, so q and k need no permutation.
+ * Mixtral is LLaMA's attention with an MoE layer in every layer: its router (block_sparse_moe.gate)
+ * is mcc's, and each expert's w1 / w3 / w2 ([out, in], torch.nn.Linear's) is one slice of mcc's
+ * experts.gate / up / down [E, out, in] (the silu one is w1, as the dense MLP's gate_proj).
  *
  * The checkpoint records shapes, not the architecture's other choices (norm epsilon, rope base,
  * heads, the tokenizer's vocabulary before padding): --to hf takes them from the spec the model was
@@ -31,19 +34,21 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef enum { CV_GPT2, CV_LLAMA, CV_NUM_ARCHS } cv_arch;
-static const char *const cv_arch_names[CV_NUM_ARCHS] = {"GPT2LMHeadModel", "LlamaForCausalLM"};
-static const char *const cv_model_types[CV_NUM_ARCHS] = {"gpt2", "llama"};
+typedef enum { CV_GPT2, CV_LLAMA, CV_MIXTRAL, CV_NUM_ARCHS } cv_arch;
+static const char *const cv_arch_names[CV_NUM_ARCHS] = {"GPT2LMHeadModel", "LlamaForCausalLM", "MixtralForCausalLM"};
+static const char *const cv_model_types[CV_NUM_ARCHS] = {"gpt2", "llama", "mixtral"};
 
 /* --- the name map ---------------------------------------------------------------------------- */
 
-enum { CV_STACKED = 1, CV_TRANSPOSED = 2, CV_VOCAB = 4 };
+enum { CV_STACKED = 1, CV_TRANSPOSED = 2, CV_VOCAB = 4, CV_EXPERTS = 8 };
 
 /* One HF tensor and the mcc tensors it holds. In the tables, a per-layer rule's names are suffixes
  * of the layer's prefixes ("transformer.h.N.", "layers.N."), a model-wide rule's whole names. */
 typedef struct {
     const char *hf, *mcc[3];
-    unsigned flags;                 /* CV_TRANSPOSED: HF's is the transpose; CV_VOCAB: mcc's rows padded */
+    unsigned flags;                 /* CV_TRANSPOSED: HF's is the transpose; CV_VOCAB: mcc's rows padded;
+                                     * CV_EXPERTS: one HF tensor an expert, each a slice [out, in] of
+                                     * mcc's [E, out, in], named under the table's hf_expert prefix */
 } cv_entry;
 
 static const cv_entry gpt2_model[] = {
@@ -89,15 +94,26 @@ static const cv_entry llama_layer[] = {
     {"mlp.down_proj.weight", {"mlp.down.weight"}, 0},
     {"mlp.down_proj.bias", {"mlp.down.bias"}, 0},
 };
+/* Mixtral's layer: LLaMA's rows (its MLP rows find no dense MLP in an MoE layer) and these */
+static const cv_entry mixtral_moe[] = {
+    {"block_sparse_moe.gate.weight", {"mlp.router.weight"}, 0},
+    {"w1.weight", {"mlp.experts.gate.weight"}, CV_EXPERTS},
+    {"w2.weight", {"mlp.experts.down.weight"}, CV_EXPERTS},
+    {"w3.weight", {"mlp.experts.up.weight"}, CV_EXPERTS},
+};
 static const struct {
-    const cv_entry *model, *layer;
-    int nmodel, nlayer;
-    const char *hf_layer, *ignored[3]; /* HF's layer prefix; suffixes of buffers no weight holds */
+    const cv_entry *model, *layer, *moe;
+    int nmodel, nlayer, nmoe;
+    const char *hf_layer, *hf_expert;  /* HF's layer prefix, an expert's prefix after it */
+    const char *ignored[3];            /* suffixes of buffers no weight holds */
 } cv_tables[CV_NUM_ARCHS] = {
 #define CV_N(a) ((int)(sizeof a / sizeof a[0]))
-    {gpt2_model, gpt2_layer, CV_N(gpt2_model), CV_N(gpt2_layer), "transformer.h.%d.",
+    {gpt2_model, gpt2_layer, NULL, CV_N(gpt2_model), CV_N(gpt2_layer), 0, "transformer.h.%d.", NULL,
      {".attn.bias", ".attn.masked_bias", NULL}},
-    {llama_model, llama_layer, CV_N(llama_model), CV_N(llama_layer), "model.layers.%d.", {".rotary_emb.inv_freq", NULL}},
+    {llama_model, llama_layer, NULL, CV_N(llama_model), CV_N(llama_layer), 0, "model.layers.%d.", NULL,
+     {".rotary_emb.inv_freq", NULL}},
+    {llama_model, llama_layer, mixtral_moe, CV_N(llama_model), CV_N(llama_layer), CV_N(mixtral_moe), "model.layers.%d.",
+     "block_sparse_moe.experts.%d.", {".rotary_emb.inv_freq", NULL}},
 #undef CV_N
 };
 
@@ -106,6 +122,7 @@ typedef struct {
     char hf[160];
     int nmcc;
     int g[3];                       /* the mcc parameters (globals of the model) it stacks */
+    int expert;                     /* CV_EXPERTS: the slice of g[0] it is; 0 otherwise */
     unsigned flags;
     ir_type hf_type;                /* f32, HF's shape */
 } cv_rule;
@@ -131,6 +148,8 @@ static void shape_str(const ir_type *t, char *buf, size_t len)
 static ir_type hf_type_of(const cv_model *cm, const cv_rule *r)
 {
     const ir_type *t0 = &cm->m->globals[r->g[0]].type;
+    if (r->flags & CV_EXPERTS)
+        return ir_tensor(IR_F32, 2, t0->dims + 1);
     int64_t rows = 0;
     for (int i = 0; i < r->nmcc; i++)
         rows += cm->m->globals[r->g[i]].type.dims[0];
@@ -142,12 +161,15 @@ static ir_type hf_type_of(const cv_model *cm, const cv_rule *r)
     return ir_tensor(IR_F32, t0->ndim, dims);
 }
 
-/* Adds the rule of entry e (layer >= 0: a per-layer entry) when the model has its first tensor. */
-static bool add_rule(cv_model *cm, const cv_entry *e, int layer, char *err, size_t errlen)
+/* Adds the rule of entry e (layer >= 0: a per-layer entry; expert: CV_EXPERTS' slice) when the
+ * model has its first tensor. */
+static bool add_rule(cv_model *cm, const cv_entry *e, int layer, int expert, char *err, size_t errlen)
 {
-    cv_rule r = {.flags = e->flags};
+    cv_rule r = {.flags = e->flags, .expert = expert};
     if (layer >= 0) {
         int k = snprintf(r.hf, sizeof r.hf, cv_tables[cm->arch].hf_layer, layer);
+        if (e->flags & CV_EXPERTS)
+            k += snprintf(r.hf + k, sizeof r.hf - k, cv_tables[cm->arch].hf_expert, expert);
         snprintf(r.hf + k, sizeof r.hf - k, "%s", e->hf);
     } else {
         snprintf(r.hf, sizeof r.hf, "%s", e->hf);
@@ -172,7 +194,9 @@ static bool add_rule(cv_model *cm, const cv_entry *e, int layer, char *err, size
 
 /* Why spec s has no Hugging Face architecture mcc maps to, or NULL: GPT2LMHeadModel is LayerNorm,
  * learned positions, GELU, biases, tied embeddings and no grouped-query attention; LlamaForCausalLM
- * RMSNorm, rope and SwiGLU. */
+ * RMSNorm, rope and SwiGLU; MixtralForCausalLM LLaMA with experts: an MoE layer in every layer, no
+ * shared expert, no biases, and transformers' router (the softmax of all the logits, its top k
+ * renormalised: Megatron's top k of the logits, softmaxed, unscaled). */
 static const char *arch_of_spec(const mcc_spec *s, cv_arch *arch)
 {
     if (s->normalization == MCC_NORM_LAYERNORM) {
@@ -194,6 +218,24 @@ static const char *arch_of_spec(const mcc_spec *s, cv_arch *arch)
         return "an RMSNorm model (LlamaForCausalLM) has rope: position_embedding_type is learned_absolute";
     if (s->activation != MCC_ACT_SWIGLU)
         return "an RMSNorm model (LlamaForCausalLM) has a SwiGLU MLP: swiglu is false";
+    if (s->num_experts == 0)
+        return NULL;
+    *arch = CV_MIXTRAL;
+    for (int l = 0; l < s->num_layers; l++)
+        if (!mcc_spec_moe_layer(s, l))
+            return "MixtralForCausalLM has an MoE layer in every layer: moe_layer_freq makes some dense (set it 1)";
+    if (s->moe_shared_expert_intermediate_size > 0)
+        return "MixtralForCausalLM has no shared expert: moe_shared_expert_intermediate_size is set";
+    if (s->add_bias_linear)
+        return "MixtralForCausalLM has no biases: add_bias_linear is true";
+    if (s->moe_router_score_function != MCC_MOE_SOFTMAX)
+        return "MixtralForCausalLM's router is a softmax: moe_router_score_function is sigmoid";
+    if (s->moe_router_pre_softmax)
+        return "MixtralForCausalLM renormalises its top-k weights: moe_router_pre_softmax is true (set it false)";
+    if (s->moe_router_topk_scaling_factor != 0 && s->moe_router_topk_scaling_factor != 1)
+        return "MixtralForCausalLM does not scale its routing weights: moe_router_topk_scaling_factor is set";
+    if (s->moe_router_enable_expert_bias)
+        return "MixtralForCausalLM's router has no expert bias: moe_router_enable_expert_bias is true";
     return NULL;
 }
 
@@ -208,26 +250,34 @@ static bool rules_of(const mcc_spec *s, const char *spec_path, cv_model *cm, cha
 {
     const char *why = arch_of_spec(s, &cm->arch);
     if (why)
-        return ck_fail(err, errlen, "%s: no Hugging Face architecture fits: %s (mcc converts GPT2LMHeadModel and "
-                                    "LlamaForCausalLM)", spec_path, why);
+        return ck_fail(err, errlen, "%s: no Hugging Face architecture fits: %s (mcc converts GPT2LMHeadModel, "
+                                    "LlamaForCausalLM and MixtralForCausalLM)", spec_path, why);
     cm->s = s;
     cm->m = mcc_build_model(s, false);
-    int per_layer = cv_tables[cm->arch].nlayer, nmodel = cv_tables[cm->arch].nmodel;
-    cm->r = calloc((size_t)nmodel + (size_t)per_layer * s->num_layers, sizeof *cm->r);
+    int nlayer = cv_tables[cm->arch].nlayer, nmoe = cv_tables[cm->arch].nmoe, nmodel = cv_tables[cm->arch].nmodel;
+    cm->r = calloc((size_t)nmodel + (size_t)(nlayer + nmoe * s->num_experts) * s->num_layers, sizeof *cm->r);
     cm->n = 0;
     for (int i = 0; i < nmodel; i++)
-        if (!add_rule(cm, &cv_tables[cm->arch].model[i], -1, err, errlen))
+        if (!add_rule(cm, &cv_tables[cm->arch].model[i], -1, 0, err, errlen))
             return false;
-    for (int l = 0; l < s->num_layers; l++)
-        for (int i = 0; i < per_layer; i++)
-            if (!add_rule(cm, &cv_tables[cm->arch].layer[i], l, err, errlen))
+    for (int l = 0; l < s->num_layers; l++) {
+        for (int i = 0; i < nlayer; i++)
+            if (!add_rule(cm, &cv_tables[cm->arch].layer[i], l, 0, err, errlen))
                 return false;
-    /* a parameter model.c adds without a line in the table is refused, not dropped */
+        for (int i = 0; i < nmoe; i++) {
+            const cv_entry *e = &cv_tables[cm->arch].moe[i];
+            for (int x = 0; x < (e->flags & CV_EXPERTS ? s->num_experts : 1); x++)
+                if (!add_rule(cm, e, l, x, err, errlen))
+                    return false;
+        }
+    }
+    /* a parameter model.c adds without a line in the table is refused, not dropped (an expert
+     * tensor's rules counted once, by its first slice's) */
     for (int g = 0; g < cm->m->nglobals; g++) {
         int uses = 0;
         for (int i = 0; i < cm->n; i++)
             for (int j = 0; j < cm->r[i].nmcc; j++)
-                uses += cm->r[i].g[j] == g;
+                uses += cm->r[i].g[j] == g && cm->r[i].expert == 0;
         if (cm->m->globals[g].kind == IR_GLOBAL_PARAM && uses != 1)
             return ck_fail(err, errlen, "%s: parameter %s has no %s name in frontend/convert.c's table", spec_path,
                            cm->m->globals[g].name, cv_arch_names[cm->arch]);
@@ -250,6 +300,12 @@ static bool model_of(const mcc_spec *s, const char *spec_path, cv_model *cm, cha
 static void cv_copy(const cv_model *cm, const cv_rule *r, uint32_t *const *mcc, uint32_t *hf, bool to_hf)
 {
     const ir_type *t0 = &cm->m->globals[r->g[0]].type;
+    if (r->flags & CV_EXPERTS) { /* expert r->expert's [out, in] of mcc's [E, out, in] */
+        size_t n = (size_t)ir_numel(&r->hf_type);
+        uint32_t *slice = mcc[0] + (size_t)r->expert * n;
+        memcpy(to_hf ? hf : slice, to_hf ? slice : hf, n * sizeof *hf);
+        return;
+    }
     int64_t cols = t0->ndim == 2 ? t0->dims[1] : 1, row0 = 0;
     int64_t hf_rows = (r->flags & CV_TRANSPOSED) && t0->ndim == 2 ? r->hf_type.dims[1] : r->hf_type.dims[0];
     for (int i = 0; i < r->nmcc; i++) {
@@ -297,7 +353,8 @@ static json_t *config_json(const cv_model *cm)
         json_object_set_new(c, "scale_attn_weights", json_true());
     } else {
         json_object_set_new(c, "hidden_size", json_integer(s->hidden_size));
-        json_object_set_new(c, "intermediate_size", json_integer(s->ffn_hidden_size));
+        json_object_set_new(c, "intermediate_size",
+                            json_integer(cm->arch == CV_MIXTRAL ? s->moe_ffn_hidden_size : s->ffn_hidden_size));
         json_object_set_new(c, "num_hidden_layers", json_integer(s->num_layers));
         json_object_set_new(c, "num_attention_heads", json_integer(s->num_attention_heads));
         json_object_set_new(c, "num_key_value_heads", json_integer(s->num_query_groups));
@@ -307,9 +364,19 @@ static json_t *config_json(const cv_model *cm)
         json_object_set_new(c, "rms_norm_eps", json_real(s->norm_epsilon));
         json_object_set_new(c, "rope_theta", json_real(s->rotary_base));
         json_object_set_new(c, "rope_scaling", json_null());
+        json_object_set_new(c, "attention_dropout", json_real(s->attention_dropout));
+    }
+    if (cm->arch == CV_LLAMA) {
         json_object_set_new(c, "attention_bias", json_boolean(s->add_bias_linear));
         json_object_set_new(c, "mlp_bias", json_boolean(s->add_bias_linear));
-        json_object_set_new(c, "attention_dropout", json_real(s->attention_dropout));
+    }
+    if (cm->arch == CV_MIXTRAL) { /* output_router_logits: transformers' switch for the aux loss, off in its files */
+        json_object_set_new(c, "num_local_experts", json_integer(s->num_experts));
+        json_object_set_new(c, "num_experts_per_tok", json_integer(s->moe_router_topk));
+        json_object_set_new(c, "router_aux_loss_coef", json_real(s->moe_aux_loss_coeff));
+        json_object_set_new(c, "output_router_logits", json_false());
+        json_object_set_new(c, "router_jitter_noise", json_real(0));
+        json_object_set_new(c, "sliding_window", json_null());
     }
     json_object_set_new(c, "tie_word_embeddings", json_boolean(!s->untie_embeddings_and_output_weights));
     json_object_set_new(c, "initializer_range", json_real(s->init_method_std));
@@ -344,11 +411,12 @@ static bool cfg_int(cv_config *k, const char *key, long long def, long long *out
     return *out = v ? json_integer_value(v) : def, true;
 }
 
-static bool cfg_num(cv_config *k, const char *key, double def, double *out)
+/* zero: 0 is allowed (a coefficient), else the number must be positive */
+static bool cfg_num(cv_config *k, const char *key, double def, bool zero, double *out)
 {
     json_t *v = cfg_get(k, key);
-    if (v && (!json_is_number(v) || json_number_value(v) <= 0))
-        return ck_fail(k->err, k->errlen, "%s: \"%s\" must be a positive number", k->path, key);
+    if (v && (!json_is_number(v) || json_number_value(v) < 0 || (!zero && json_number_value(v) == 0)))
+        return ck_fail(k->err, k->errlen, "%s: \"%s\" must be a %s number", k->path, key, zero ? "non-negative" : "positive");
     return *out = v ? json_number_value(v) : def, true;
 }
 
@@ -381,9 +449,48 @@ static bool config_arch(cv_config *k, cv_arch *arch)
     for (int i = 0; name && i < CV_NUM_ARCHS; i++)
         if (!strcmp(name, cv_arch_names[i]) || !strcmp(name, cv_model_types[i]))
             return *arch = (cv_arch)i, true;
-    return ck_fail(k->err, k->errlen, "%s: architecture %s%s%s: mcc converts %s and %s (\"architectures\": [\"...\"] or "
-                                      "\"model_type\" gpt2 / llama)", k->path, name ? "\"" : "", name ? name : "not named",
-                   name ? "\" is not one mcc knows" : "", cv_arch_names[CV_GPT2], cv_arch_names[CV_LLAMA]);
+    return ck_fail(k->err, k->errlen, "%s: architecture %s%s%s: mcc converts %s, %s and %s (\"architectures\": [\"...\"] "
+                                      "or \"model_type\" gpt2 / llama / mixtral)", k->path, name ? "\"" : "",
+                   name ? name : "not named", name ? "\" is not one mcc knows" : "", cv_arch_names[CV_GPT2],
+                   cv_arch_names[CV_LLAMA], cv_arch_names[CV_MIXTRAL]);
+}
+
+/* The MoE fields of a MixtralForCausalLM's config.json (intermediate_size F: each expert's MLP), or
+ * NULL with the error: its router is the softmax of all the logits with the top k renormalised,
+ * which is Megatron's default (the top k of the logits, softmaxed); router_aux_loss_coef is the
+ * load-balancing loss's weight (Megatron's Switch loss of each layer, which transformers computes
+ * over all layers' tokens at once, and only under output_router_logits). What another MoE model's
+ * config adds (a shared expert, another router, jitter, a sliding window) is refused by its key. */
+static json_t *moe_of_config(cv_config *k, long long F)
+{
+    long long E, K;
+    double coef, jitter;
+    bool renorm = true;
+    static const char *const softmax[] = {"softmax", NULL};
+    static const char *const shared_keys[] = {"shared_expert_intermediate_size", "n_shared_experts"};
+    bool ok = cfg_int(k, "num_local_experts", -1, &E) && cfg_int(k, "num_experts_per_tok", 2, &K) &&
+              cfg_num(k, "router_aux_loss_coef", 0.001, true, &coef) && /* MixtralConfig's default */
+              cfg_num(k, "router_jitter_noise", 0, true, &jitter) && cfg_bool(k, "norm_topk_prob", true, &renorm) &&
+              cfg_choice(k, "scoring_func", "softmax", softmax, "MixtralForCausalLM's router is a softmax");
+    for (size_t i = 0; ok && i < sizeof shared_keys / sizeof shared_keys[0]; i++) {
+        json_t *v = cfg_get(k, shared_keys[i]);
+        if (v && !(json_is_integer(v) && json_integer_value(v) == 0))
+            ok = ck_fail(k->err, k->errlen, "%s: \"%s\" is set: MixtralForCausalLM has no shared expert (a DeepSeek or "
+                                            "Qwen MoE is another architecture, which mcc does not convert)", k->path,
+                         shared_keys[i]);
+    }
+    const char *bad = !ok       ? NULL
+                      : jitter   ? "router_jitter_noise\" is not 0: mcc's router adds no noise; set it 0"
+                      : !renorm  ? "norm_topk_prob\" is false: mcc's softmax router renormalises the top-k weights, as Mixtral's"
+                      : cfg_get(k, "sliding_window") ? "sliding_window\" is set: mcc's attention sees every earlier "
+                                                       "position; set it null to import with full attention"
+                                                     : NULL;
+    if (bad)
+        ok = ck_fail(k->err, k->errlen, "%s: \"%s", k->path, bad);
+    return ok ? json_pack("{s:I, s:I, s:I, s:s, s:s, s:f}", "num_experts", E, "moe_ffn_hidden_size", F,
+                          "moe_router_topk", K, "moe_router_score_function", "softmax",
+                          "moe_router_load_balancing_type", "aux_loss", "moe_aux_loss_coeff", coef)
+              : NULL;
 }
 
 /* The spec (the form of the files in models/) of the model config.json describes; the training section is left
@@ -398,8 +505,8 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
         static const char *const tanh_gelu[] = {"gelu_new", "gelu_pytorch_tanh", "gelu_fast", NULL};
         ok = cfg_int(k, "n_layer", -1, &L) && cfg_int(k, "n_embd", -1, &d) && cfg_int(k, "n_head", -1, &H) &&
              cfg_int(k, "n_positions", -1, &P) && cfg_int(k, "vocab_size", -1, &V) &&
-             cfg_int(k, "n_inner", 4 * d, &F) && cfg_num(k, "layer_norm_epsilon", 1e-5, &eps) &&
-             cfg_num(k, "initializer_range", 0.02, &std) && cfg_bool(k, "tie_word_embeddings", true, &tied) &&
+             cfg_int(k, "n_inner", 4 * d, &F) && cfg_num(k, "layer_norm_epsilon", 1e-5, false, &eps) &&
+             cfg_num(k, "initializer_range", 0.02, false, &std) && cfg_bool(k, "tie_word_embeddings", true, &tied) &&
              cfg_choice(k, "activation_function", "gelu_new", tanh_gelu,
                         "mcc's GELU is the tanh approximation (gelu_new, gelu_pytorch_tanh)");
         bool by_layer = false, scaled = true;
@@ -426,8 +533,8 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
              cfg_int(k, "num_attention_heads", -1, &H) && cfg_int(k, "num_key_value_heads", H, &G) &&
              cfg_int(k, "intermediate_size", -1, &F) && cfg_int(k, "max_position_embeddings", -1, &P) &&
              cfg_int(k, "vocab_size", -1, &V) && cfg_int(k, "head_dim", d / H, &hd) &&
-             cfg_num(k, "rms_norm_eps", 1e-6, &eps) && cfg_num(k, "rope_theta", 10000, &theta) &&
-             cfg_num(k, "initializer_range", 0.02, &std) && cfg_bool(k, "tie_word_embeddings", false, &tied) &&
+             cfg_num(k, "rms_norm_eps", 1e-6, false, &eps) && cfg_num(k, "rope_theta", 10000, false, &theta) &&
+             cfg_num(k, "initializer_range", 0.02, false, &std) && cfg_bool(k, "tie_word_embeddings", false, &tied) &&
              cfg_bool(k, "attention_bias", false, &abias) && cfg_bool(k, "mlp_bias", false, &mbias) &&
              cfg_choice(k, "hidden_act", "silu", silu, "mcc's SwiGLU MLP is silu(gate) * up");
         if (ok && scaling)
@@ -440,12 +547,20 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
         if (ok && abias != mbias)
             ok = ck_fail(k->err, k->errlen, "%s: \"attention_bias\" and \"mlp_bias\" differ: mcc's add_bias_linear gives "
                                             "every linear layer a bias or none", k->path);
+        if (ok && arch == CV_MIXTRAL && abias)
+            ok = ck_fail(k->err, k->errlen, "%s: \"attention_bias\" is true: MixtralForCausalLM's layers have no biases",
+                         k->path);
+        json_t *moe = ok && arch == CV_MIXTRAL ? moe_of_config(k, F) : NULL;
+        ok = ok && (arch != CV_MIXTRAL || moe);
         if (ok) {
             T = P < 4096 ? P : 4096; /* a training length, not the model's reach: --seq-length trains longer */
             arch_fields = json_pack("{s:s, s:s, s:f, s:b, s:b, s:b}", "normalization", "RMSNorm",
                                     "position_embedding_type", "rope", "rotary_base", theta, "swiglu", 1,
                                     "untie_embeddings_and_output_weights", !tied, "add_bias_linear", abias);
+            if (moe)
+                json_object_update(arch_fields, moe);
         }
+        json_decref(moe);
     }
     if (!ok)
         return NULL;
@@ -667,17 +782,25 @@ static bool to_hf(const char *ckdir, const char *out, const mcc_spec *s, const t
     json_t *map = json_object();
     long long total = 0;
     static const char *const meta[] = {"format", "pt"}; /* transformers refuses a file without it */
+    int held = -1;         /* the expert tensor read whole for its slices' rules, which follow each other */
+    uint32_t *experts = NULL;
     for (int sh = 0, first = 0; ok && sh < nshards; sh++) {
         int last = first;
         for (; ok && last < cm.n && shard[last] == sh; last++) {
             cv_rule *r = &cm.r[last];
             uint32_t *mcc[3] = {0};
+            if ((r->flags & CV_EXPERTS) && held != r->g[0]) {
+                free(experts);
+                ok = (experts = ck_read_whole(&ck, cm.m->globals[r->g[0]].name, err, errlen)) != NULL;
+                held = r->g[0];
+            }
             for (int j = 0; ok && j < r->nmcc; j++)
-                ok = (mcc[j] = ck_read_whole(&ck, cm.m->globals[r->g[j]].name, err, errlen)) != NULL;
+                ok = (mcc[j] = r->flags & CV_EXPERTS ? experts
+                                                     : ck_read_whole(&ck, cm.m->globals[r->g[j]].name, err, errlen)) != NULL;
             hf[last] = malloc(ir_bytes(&r->hf_type));
             if (ok)
                 cv_copy(&cm, r, mcc, hf[last], true);
-            for (int j = 0; j < r->nmcc; j++)
+            for (int j = 0; j < r->nmcc && !(r->flags & CV_EXPERTS); j++)
                 free(mcc[j]);
             st[last] = (ck_st_tensor){r->hf, r->hf_type, hf[last]};
             total += (long long)ir_bytes(&r->hf_type);
@@ -693,6 +816,7 @@ static bool to_hf(const char *ckdir, const char *out, const mcc_spec *s, const t
         }
         first = last;
     }
+    free(experts);
     char path[4200];
     snprintf(path, sizeof path, "%s/model.safetensors%s", out, nshards > 1 ? "" : ".index.json");
     if (ok && unlink(path) != 0 && errno != ENOENT) /* a stale file transformers would read instead */
@@ -782,7 +906,7 @@ static bool read_hf(const cv_model *cm, const hf_dir *h, const char *dir, uint32
         }
         uint32_t *hf = malloc(ir_bytes(&r->hf_type)), *mcc[3];
         for (int j = 0; j < r->nmcc; j++)
-            mcc[j] = data[r->g[j]] = malloc(ir_bytes(&cm->m->globals[r->g[j]].type));
+            mcc[j] = data[r->g[j]] = data[r->g[j]] ? data[r->g[j]] : malloc(ir_bytes(&cm->m->globals[r->g[j]].type));
         bool ok = hf_read_f32(&h->files[f], e, hf, err, errlen);
         if (ok)
             cv_copy(cm, r, mcc, hf, false);

@@ -291,6 +291,13 @@ static void print_compute(const mcc_memory_breakdown *mem, const cli_opts *o)
     if (mem->recompute_flops > 0)
         fprintf(stderr, "  of which recompute: the backward replays %.6g GFLOP of forward a micro-batch (the whole "
                         "model's, before tensor and pipeline splits)\n", mem->recompute_flops / 1e9);
+    if (mem->a2a_exchanges) {
+        double off = mem->a2a_sent_bytes * (mem->ep - 1) / mem->ep, link = o->passes.target->link_bytes_per_s;
+        fprintf(stderr, "expert all-to-all a micro-batch: %d exchanges send %.0f bytes per rank (balanced routing), "
+                        "%.0f of them to the other %d ep ranks, ~%.3g ms over the %s target's link\n",
+                mem->a2a_exchanges, mem->a2a_sent_bytes, off, mem->ep - 1, link > 0 ? 1e3 * off / link : 0,
+                o->passes.target->name);
+    }
 }
 
 /* Ranks that share one machine's host memory: a node of up to 8 GPUs. */

@@ -183,9 +183,10 @@ static int expert_bias(builder *b, int layer)
 }
 
 /* The top-k choice of the N tokens of x[N,d] over the experts: the routing weights [N,k] (with the
- * aux loss attached in a training step) and the expert ids [N,k] in *ids. The z loss is attached
- * to the logits, the aux loss to the weights, where Megatron's router attaches them. */
-static int route(builder *b, int layer, int x, int *ids)
+ * aux loss attached in a training step), the expert ids [N,k] in *ids and, with a capacity factor,
+ * moe_capacity's kept weights in *kept (else -1). The z loss is attached to the logits, the aux
+ * loss to the weights, where Megatron's router attaches them. */
+static int route(builder *b, int layer, int x, int *ids, int *kept)
 {
     const mcc_spec *s = b->s;
     char name[128];
@@ -203,12 +204,13 @@ static int route(builder *b, int layer, int x, int *ids)
         route_args[1] = expert_bias(b, layer);
     int w = ir_emit(b->m, b->f, IR_OP_MOE_ROUTE, route_args, route_args[1] >= 0 ? 2 : 1, attrs, NULL, NULL);
     *ids = w + 1;
+    *kept = -1;
     if (s->moe_expert_capacity_factor > 0) { /* Megatron's get_capacity, over this micro-batch's N k pairs */
         int64_t N = ir_vtype(b->f, logits)->dims[0];
         double drop[2] = {ceil((double)N * s->moe_router_topk / s->num_experts * s->moe_expert_capacity_factor),
                           s->moe_token_drop_policy == MCC_MOE_DROP_POSITION};
         int args[3] = {w, w, *ids};
-        w = ir_emit(b->m, b->f, IR_OP_MOE_CAPACITY, args, 3, drop, NULL, NULL);
+        w = *kept = ir_emit(b->m, b->f, IR_OP_MOE_CAPACITY, args, 3, drop, NULL, NULL);
         if (train) { /* the weights, 0 where dropped: train_rank's dropped fraction */
             snprintf(name, sizeof name, "moe_kept_weights.%d", layer);
             ir_output(b->m, b->f, name, w);
@@ -218,9 +220,11 @@ static int route(builder *b, int layer, int x, int *ids)
         int count[3] = {route_args[1], *ids, w};
         ir_emit(b->m, b->f, IR_OP_MOE_BIAS_COUNT, count, s->moe_expert_capacity_factor > 0 ? 3 : 2, NULL, NULL, NULL);
     }
-    if (train && s->moe_router_load_balancing_type == MCC_MOE_AUX_LOSS && s->moe_aux_loss_coeff > 0) {
+    bool seq_aux = s->moe_router_load_balancing_type == MCC_MOE_SEQ_AUX_LOSS;
+    if (train && (s->moe_router_load_balancing_type == MCC_MOE_AUX_LOSS || seq_aux) && s->moe_aux_loss_coeff > 0) {
         int args[2] = {logits, *ids};
-        int aux = ir_emit(b->m, b->f, IR_OP_MOE_AUX_LOSS, args, 2, attrs, NULL, NULL);
+        double aux_attrs[3] = {attrs[0], attrs[1], seq_aux ? s->seq_length : 0}; /* seq_aux_loss: per sequence */
+        int aux = ir_emit(b->m, b->f, IR_OP_MOE_AUX_LOSS, args, 2, aux_attrs, NULL, NULL);
         w = attach_loss(b, w, aux, s->moe_aux_loss_coeff, &b->report->aux);
     }
     return w;
@@ -251,8 +255,9 @@ static int moe(builder *b, int layer, int x)
     int64_t flat[2] = {N, d}, bt[3] = {b->rows, s->seq_length, d};
     double std = s->init_method_std, out_std = std / sqrt(2.0 * s->num_layers), experts = s->num_experts;
     x = ir_reshape(b->m, b->f, x, 2, flat); /* [N,d] */
-    int ids, w = route(b, layer, x, &ids);
-    int perm = ir_emit(b->m, b->f, IR_OP_MOE_SORT, &ids, 1, &experts, NULL, NULL), counts = perm + 1;
+    int ids, kept, w = route(b, layer, x, &ids, &kept);
+    int sort_args[2] = {ids, kept}; /* the dropped pairs neither counted nor computed */
+    int perm = ir_emit(b->m, b->f, IR_OP_MOE_SORT, sort_args, kept >= 0 ? 2 : 1, &experts, NULL, NULL), counts = perm + 1;
     if (b->report) { /* the tokens per expert, for train_rank's load imbalance */
         snprintf(p, sizeof p, "moe_tokens_per_expert.%d", layer);
         ir_output(b->m, b->f, p, counts);

@@ -4,8 +4,11 @@
  * one text row per rank beside the bubble and the ideal, each schedule compared, and drawn as SVG.
  *
  * The cost model, per virtual stage and micro-batch: F = its layers' forward FLOPs
- * (2 x parameters x tokens + attention's 4 B T^2 H per layer, the output head's 2 V H tokens on
- * the last stage) / tp over the target's GEMM rate; B = 2F, split under ZB into B = F (the input
+ * (2 x parameters x tokens + attention's 4 B T^2 H per layer, an MoE layer's parameters the active
+ * ones, a token's top-k experts, the output head's 2 V H tokens on the last stage) / tp over the
+ * target's GEMM rate, an MoE layer's plus its dispatch and combine all-to-all at ep (each sends
+ * the micro-batch's B T k rows of H bf16, balanced: (ep-1)/ep of them over the target's link);
+ * B = 2F, split under ZB into B = F (the input
  * gradient) and W = F (the weight gradient), B plus the forward of the layers full recompute
  * replays. p2p: one micro-batch's activations (bf16, over tp with
  * sequence parallelism) over the target's link. The memory per rank is the plan's: the chosen
@@ -36,6 +39,8 @@ typedef struct {
     const mcc_target *t;
     int p, m;
     double layer_fwd_s, head_fwd_s; /* one micro-batch's forward through a layer, through the head */
+    double layer_flops, moe_flops;  /* a dense layer's forward FLOPs, an MoE layer's (active parameters) */
+    double a2a_bytes, moe_fwd_s;    /* an MoE layer's dispatch + combine bytes a rank sends; its forward */
     double p2p_s;
 } sched_model;
 
@@ -58,7 +63,14 @@ static void sched_model_init(sched_model *sm, const mcc_spec *s, const mcc_targe
     double tp = s->tensor_model_parallel_size, B = s->micro_batch_size, T = s->seq_length, H = s->hidden_size;
     double tokens = B * T, rate = t->gemm_bf16_flops * tp;
     *sm = (sched_model){.s = s, .t = t, .p = s->pipeline_model_parallel_size, .m = mcc_spec_accum_steps(s)};
-    sm->layer_fwd_s = (2 * mcc_spec_layer_params(s) * tokens + 4 * B * T * T * H) / rate;
+    sm->layer_flops = 2 * mcc_spec_layer_params(s) * tokens + 4 * B * T * T * H;
+    sm->layer_fwd_s = sm->layer_flops / rate;
+    if (s->num_experts > 0) {
+        double ep = s->expert_model_parallel_size, link = t->link_bytes_per_s;
+        sm->moe_flops = 2 * mcc_spec_moe_layer_params(s, true) * tokens + 4 * B * T * T * H;
+        sm->a2a_bytes = ep > 1 ? 2 * tokens * s->moe_router_topk * H * 2 : 0;
+        sm->moe_fwd_s = sm->moe_flops / rate + (link > 0 ? sm->a2a_bytes * (ep - 1) / ep / link : 0);
+    }
     sm->head_fwd_s = 2.0 * s->padded_vocab_size * H * tokens / rate;
     bool sp = s->sequence_parallel && tp > 1;
     sm->p2p_s = t->link_bytes_per_s > 0 ? 2 * tokens * H / (sp ? tp : 1) / t->link_bytes_per_s : 0;
@@ -98,9 +110,13 @@ static bool sched_plan_make(const sched_model *sm, pp_sched_kind kind, int v, sc
                          s->account_for_embedding_in_pipeline_split, s->account_for_loss_in_pipeline_split,
                          pl->layers, err, n))
         return false;
-    for (int g = 0; g < stages; g++) {
-        double f = pl->layers[g] * sm->layer_fwd_s + (g == stages - 1 ? sm->head_fwd_s : 0);
-        double replay = replayed_layers(s, pl->layers[g]) * sm->layer_fwd_s; /* B needs the forward's values */
+    for (int g = 0, l0 = 0; g < stages; l0 += pl->layers[g++]) {
+        double f = g == stages - 1 ? sm->head_fwd_s : 0, replay = 0; /* B needs the forward's values */
+        for (int l = l0; l < l0 + pl->layers[g]; l++) {
+            double layer = mcc_spec_moe_layer(s, l) ? sm->moe_fwd_s : sm->layer_fwd_s;
+            f += layer;
+            replay += l - l0 < replayed_layers(s, pl->layers[g]) ? layer : 0;
+        }
         pl->cost[g] = (pp_stage_cost){.f = f, .b = f + replay, .w = f}; /* B = 2F: under ZB B = F and W = F */
     }
     return pp_schedule_build(kind, sm->p, sm->m, v, &pl->sched, err, n) &&
@@ -350,6 +366,14 @@ int mcc_schedule_main(int argc, char **argv)
            "forward)%s, p2p %.3g ms\n", sm.layer_fwd_s * 1e3, sm.head_fwd_s * 1e3,
            s.recompute_granularity == MCC_RECOMPUTE_FULL ? ", B with the forward of the layers full recompute replays" : "",
            sm.p2p_s * 1e3);
+    if (s.num_experts > 0) {
+        printf("  an MoE layer's forward %.3g ms: %.0f FLOP (a dense layer's %.0f; active parameters, the top-%d of %d "
+               "experts)", sm.moe_fwd_s * 1e3, sm.moe_flops, sm.layer_flops, s.moe_router_topk, s.num_experts);
+        if (s.expert_model_parallel_size > 1)
+            printf(", its dispatch + combine all-to-all %.0f bytes a rank sends at ep %d ((ep-1)/ep over the link)",
+                   sm.a2a_bytes, s.expert_model_parallel_size);
+        printf("\n");
+    }
     sched_plan pl;
     if (!sched_compare(&sm, v, s.pipeline_schedule, &pl, stdout, err, sizeof err)) return sched_fail(err);
     printf("schedule %s%s:\n", pp_sched_names[pl.sched.kind],

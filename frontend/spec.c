@@ -1057,8 +1057,9 @@ static bool spec_check_moe_built(spec_ctx *c)
 {
     const mcc_spec *s = &c->s;
     const char *experts = spec_where(c, spec_find("num_experts"));
-    if (s->moe_router_load_balancing_type == MCC_MOE_SEQ_AUX_LOSS || s->moe_router_load_balancing_type == MCC_MOE_SINKHORN)
-        return spec_fail(c, "%s %s is not built yet: pass aux_loss (the Switch loss over each micro-batch) or none",
+    if (s->moe_router_load_balancing_type == MCC_MOE_SINKHORN)
+        return spec_fail(c, "%s %s is not built yet: pass aux_loss (the Switch loss over each micro-batch), "
+                            "seq_aux_loss (over each sequence) or none",
                          spec_where(c, spec_find("moe_router_load_balancing_type")),
                          spec_moe_balances[s->moe_router_load_balancing_type]);
     const char *axes[][2] = {{"tensor_model_parallel_size", "MoE layers under tensor parallelism"},
@@ -1111,6 +1112,11 @@ static bool spec_check_moe(spec_ctx *c)
         return spec_fail(c, "%s is set but %s is none, which adds no loss: pass aux_loss, or drop the coefficient",
                          spec_where(c, spec_find("moe_aux_loss_coeff")),
                          spec_where(c, spec_find("moe_router_load_balancing_type")));
+    if (s->moe_router_load_balancing_type == MCC_MOE_SEQ_AUX_LOSS && s->tensor_model_parallel_size > 1)
+        return spec_fail(c, "%s seq_aux_loss with %s %d is not built yet: sequence parallelism splits a sequence over "
+                            "the tp ranks, whose counts Megatron sums; pass aux_loss",
+                         spec_where(c, spec_find("moe_router_load_balancing_type")),
+                         spec_where(c, spec_find("tensor_model_parallel_size")), s->tensor_model_parallel_size);
     const char *capacity[] = {"moe_token_drop_policy", "moe_pad_expert_input_to_capacity"};
     for (int i = 0; i < 2; i++)
         if (spec_given(c, capacity[i]) && s->moe_expert_capacity_factor == 0)
@@ -1295,9 +1301,8 @@ bool mcc_spec_moe_layer(const mcc_spec *s, int l)
     return s->num_experts > 0 && (p->n ? l < p->n && p->moe[l] : l % p->every == 0);
 }
 
-/* An MoE layer's parameters: a dense layer's less its MLP (no biases: spec_check_moe), plus the
- * router, the experts (the top k of them when `active`) and the shared expert. */
-static double spec_moe_layer_params(const mcc_spec *s, bool active)
+/* No biases in an MoE layer (spec_check_moe_built). */
+double mcc_spec_moe_layer_params(const mcc_spec *s, bool active)
 {
     double d = s->hidden_size, mats = s->activation == MCC_ACT_SWIGLU ? 3 : 2;
     double experts = active ? s->moe_router_topk : s->num_experts;
@@ -1320,7 +1325,7 @@ static int64_t spec_params(const mcc_spec *s, bool active)
             moe += p->moe[l] != 0;
     else if (s->num_experts > 0)
         moe = p->every > 0 ? (double)((s->num_layers + p->every - 1) / p->every) : 0; /* layers 0, every, ... */
-    double total = embed + pos + spec_norm_params(s) + moe * spec_moe_layer_params(s, active) +
+    double total = embed + pos + spec_norm_params(s) + moe * mcc_spec_moe_layer_params(s, active) +
                    (s->num_layers - moe) * mcc_spec_layer_params(s);
     return total < 9007199254740992.0 ? (int64_t)total : -1;
 }

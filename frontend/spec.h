@@ -179,6 +179,9 @@ int64_t mcc_spec_num_active_params(const mcc_spec *s);
 bool mcc_spec_moe_layer(const mcc_spec *s, int l);
 /* One transformer layer's parameters (norms, attention, MLP, biases), in double. */
 double mcc_spec_layer_params(const mcc_spec *s);
+/* One MoE layer's parameters: a dense layer's less its MLP, plus the router, the experts (the top k
+ * of them when `active`: what a token's forward multiplies by) and the shared expert. */
+double mcc_spec_moe_layer_params(const mcc_spec *s, bool active);
 /* The spec text of an enum field's value ("cosine" for lr_decay_style = MCC_LR_COSINE). */
 const char *mcc_spec_choice(const char *key, int value);
 

@@ -990,8 +990,12 @@ bool ir_infer_moe_capacity(const ir_module *m, const ir_instr *in, const ir_type
 
 bool ir_infer_moe_sort(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
+    if (in->nargs > 2)
+        return fail(err, len, "moe_sort takes the ids and maybe the kept weights, got %d operands", in->nargs);
     if (!need_i32(&a[0], 2, "expert ids [N,k]", err, len))
         return false;
+    if (in->nargs == 2 && (!same_shape(&a[1], &a[0]) || a[1].dtype != IR_F32))
+        return fail(err, len, "moe_sort's kept weights %s must be f32 [N,k] as the ids %s", tstr(&a[1]), tstr(&a[0]));
     if (!whole_in(in->attr[0], 1e9) || in->attr[0] < 1)
         return fail(err, len, "experts %.10g must be a whole number >= 1", in->attr[0]);
     int64_t n = ir_numel(&a[0]), e = (int64_t)in->attr[0];
@@ -1090,10 +1094,22 @@ bool ir_infer_moe_grouped_wgrad(const ir_module *m, const ir_instr *in, const ir
     return true;
 }
 
+/* The aux loss's logits[N,E], ids[N,k] and seq: 0, or the tokens of a sequence (a whole divisor of N) */
+static bool check_aux_loss(const ir_instr *in, const ir_type *logits, const ir_type *ids, char *err, size_t len)
+{
+    if (!check_router(in, logits, err, len) || !check_ids(ids, logits, in->attr[0], err, len))
+        return false;
+    double seq = in->attr[2];
+    if (seq != 0 && (!whole_in(seq, (double)logits->dims[0]) || seq < 1 || logits->dims[0] % (int64_t)seq))
+        return fail(err, len, "seq %.10g must be 0 (one loss over all tokens) or the tokens of a sequence, a whole "
+                    "divisor of the %lld rows of logits %s", seq, (long long)logits->dims[0], tstr(logits));
+    return true;
+}
+
 /* (logits, ids) -> f32[] */
 bool ir_infer_moe_aux_loss(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
-    if (!check_router(in, &a[0], err, len) || !check_ids(&a[1], &a[0], in->attr[0], err, len))
+    if (!check_aux_loss(in, &a[0], &a[1], err, len))
         return false;
     r[0] = ir_scalar(IR_F32);
     return true;
@@ -1113,7 +1129,7 @@ bool ir_infer_moe_loss_grad(const ir_module *m, const ir_instr *in, const ir_typ
 {
     if (a[0].ndim != 0)
         return fail(err, len, "dloss must be a scalar, got %s", tstr(&a[0]));
-    if (in->nargs == 3 ? !check_router(in, &a[1], err, len) || !check_ids(&a[2], &a[1], in->attr[0], err, len)
+    if (in->nargs == 3 ? !check_aux_loss(in, &a[1], &a[2], err, len)
                        : !need_matrix(&a[1], "router logits [N,E]", err, len))
         return false;
     r[0] = a[1];

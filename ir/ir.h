@@ -427,7 +427,8 @@ bool ir_reads(const ir_instr *in, int v);
 /* The first instruction after i that reads value v, or f->ninstrs. */
 int ir_first_reader(const ir_func *f, int i, int v);
 /* An instruction's work in multiply-adds: its GEMMs' and attention's (causal; the backward 2.5
- * times the forward); the rest, memory-bound and short, counts nothing. What hides a collective
+ * times the forward; a grouped GEMM's on the rows routed to it with balanced routing, not its
+ * buffer's room); the rest, memory-bound and short, counts nothing. What hides a collective
  * beside it (passes/comm_overlap.c, MCC_PROFILE). */
 double ir_work_macs(const ir_func *f, const ir_instr *in);
 /* Makes attribute k of the instruction defining value v `base + step * coordinate(axis)`: what a

@@ -12,7 +12,9 @@
  *     y = moe_unpermute(yb, perm, w)
  *
  * C is the exact worst case, every token of every ep rank routed here: ep N min(k, E/ep) rows
- * (a token's k experts are distinct); the memory report says so. It runs before autodiff, whose
+ * (a token's k experts are distinct); with a capacity factor (moe_sort given moe_capacity's kept
+ * weights, so only kept rows are counted and sent) at most the capacity, ep (E/ep) capacity rows
+ * when fewer; the memory report says which. It runs before autodiff, whose
  * rules give the backward the transposed all-to-alls. The expert weights' gradients are then
  * whole on their rank for the tokens of all ep ranks; data_parallel sums them over the expert
  * data-parallel group (edp = dp / ep) and the dense ones over dp (with the distributed optimizer,
@@ -87,11 +89,22 @@ typedef struct {
     int came;  /* dst's value */
 } ep_layer;
 
-static int all_to_all_v(ir_module *m, ir_func *f, int x, int splits, int64_t rows)
+/* capacity 0: rows is the exact worst case; else the expert capacity that sized rows */
+static int all_to_all_v(ir_module *m, ir_func *f, int x, int splits, int64_t rows, int64_t capacity)
 {
     int args[2] = {x, splits};
-    double attrs[3] = {IR_AXIS_EP, (double)rows, 0}; /* capacity 0: rows is the exact worst case */
+    double attrs[3] = {IR_AXIS_EP, (double)rows, (double)capacity};
     return ir_emit(m, f, IR_OP_ALL_TO_ALL_V, args, 2, attrs, NULL, NULL);
+}
+
+/* The most pairs an expert keeps of a rank's micro-batch: the capacity of the moe_capacity whose kept
+ * weights the sort counts (0: dropless, every routed pair sent). */
+static int64_t sort_capacity(const ir_func *f, const ir_instr *sort)
+{
+    if (sort->nargs < 2)
+        return 0;
+    const ir_instr *def = &f->instrs[f->vals[sort->args[1]].def];
+    return def->op == IR_OP_MOE_CAPACITY ? (int64_t)def->attr[0] : 0;
 }
 
 /* After moe_permute `in` (copied to dst): the dispatch, and xp and the sort's counts mapped to
@@ -103,9 +116,11 @@ static void dispatch(ir_module *m, ir_func *dst, const ir_func *src, const ir_in
     int counts = sort->res[1];
     int64_t E = src->vals[counts].type.dims[0], N = src->vals[in->args[0]].type.dims[0];
     int64_t k = src->vals[in->res[0]].type.dims[0] / N, local = E / ep, most = k < local ? k : local;
-    int64_t dims[2] = {ep, local};
+    int64_t dims[2] = {ep, local}, worst = ep * N * most, capacity = sort_capacity(src, sort);
+    bool by_capacity = capacity > 0 && ep * local * capacity < worst;
     int splits = ir_reshape(m, dst, map[counts], 2, dims);
-    int xr = all_to_all_v(m, dst, map[in->res[0]], splits, ep * N * most);
+    int xr = all_to_all_v(m, dst, map[in->res[0]], splits, by_capacity ? ep * local * capacity : worst,
+                          by_capacity ? capacity : 0);
     int args[2] = {xr, xr + 1};
     int xs = ir_emit(m, dst, IR_OP_MOE_SORT_RUNS, args, 2, NULL, NULL, NULL);
     map[in->res[0]] = xs;
@@ -119,7 +134,7 @@ static void combine(ir_module *m, ir_func *dst, const ir_func *src, const ir_ins
 {
     int args[2] = {map[in->args[0]], layer->came};
     int yr = ir_emit(m, dst, IR_OP_MOE_UNSORT_RUNS, args, 2, NULL, NULL, NULL);
-    int yb = all_to_all_v(m, dst, yr, layer->came, src->vals[in->args[0]].type.dims[0]);
+    int yb = all_to_all_v(m, dst, yr, layer->came, src->vals[in->args[0]].type.dims[0], 0);
     int keep = map[in->args[0]];
     map[in->args[0]] = yb;
     ir_copy_instr(m, dst, src, in, map);

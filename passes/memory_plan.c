@@ -270,6 +270,24 @@ static void a2a_buffers(const ir_func *f, mcc_memory_breakdown *b)
     }
 }
 
+/* The bytes f's all_to_all_v send from a rank with balanced routing: each as many rows as it
+ * receives, at most its x's rows and its room's (a dispatch the routed or kept rows, a combine them
+ * back), x's row bytes each; *count the exchanges. */
+static double a2a_sent_bytes(const ir_func *f, int *count)
+{
+    double bytes = 0;
+    for (int k = 0; k < f->ninstrs; k++) {
+        const ir_instr *in = &f->instrs[k];
+        if (in->op != IR_OP_ALL_TO_ALL_V)
+            continue;
+        const ir_type *x = ir_vtype(f, in->args[0]), *r = ir_vtype(f, in->res[0]);
+        int64_t rows = x->dims[0] < r->dims[0] ? x->dims[0] : r->dims[0];
+        bytes += (double)rows * (double)ir_bytes(x) / (double)x->dims[0];
+        ++*count;
+    }
+    return bytes;
+}
+
 mcc_memory_breakdown mcc_memory_of(const ir_module *m)
 {
     mcc_memory_breakdown b = {.stage = (int)ir_cfg_int(m, IR_CFG_PIPELINE_STAGE),
@@ -301,14 +319,18 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
             b.activations = f->arena_bytes;
         if (f->kind == IR_FUNC_STEP || f->kind == IR_FUNC_FORWARD || f->kind == IR_FUNC_BACKWARD ||
             f->kind == IR_FUNC_WGRAD) /* each called once a micro-batch */
+        {
             for (int k = 0; k < f->ninstrs; k++)
                 b.step_flops += 2 * ir_work_macs(f, &f->instrs[k]) * (double)ir_cfg_int(m, IR_CFG_ACCUM_STEPS);
+            b.a2a_sent_bytes += a2a_sent_bytes(f, &b.a2a_exchanges);
+        }
         if (f->kind == IR_FUNC_STEP)
             b.saved = saved_bytes(f);
         if (f->kind == IR_FUNC_STEP)
             a2a_buffers(f, &b);
     }
     b.recompute_flops = ir_cfg_num(m, IR_CFG_RECOMPUTE_FLOPS);
+    b.ep = (int)ir_cfg_int(m, IR_CFG_EXPERT_MODEL_PARALLEL_SIZE);
     b.comm_buffers = ir_cfg_int(m, IR_CFG_ARENA_EXCHANGE_BYTES) + ir_cfg_int(m, IR_CFG_SLAB_EXCHANGE_BYTES);
     return b;
 }
@@ -342,7 +364,8 @@ void mcc_memory_print(const mcc_memory_breakdown *b, FILE *out)
                 b->a2a_bytes / gib, b->a2a_count);
     else if (b->a2a_count)
         fprintf(out, "  all-to-all buffers %9.3f GiB  (%d expert dispatch/combine receive buffers, of the peak "
-                     "activations: %.3f GiB sized by the capacity factor %g, the rest by the exact worst case)\n",
+                     "activations: %.3f GiB sized by the capacity factor, an expert's capacity %g rows of each ep "
+                     "rank, the rest by the exact worst case)\n",
                 b->a2a_bytes / gib, b->a2a_count, b->a2a_capacity_bytes / gib, b->a2a_capacity);
     if (b->comm_buffers)
         fprintf(out, "  exchange buffers  %10.3f GiB  (collectives on the copy engines: --comm-lanes copy)\n",

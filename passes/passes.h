@@ -126,10 +126,15 @@ typedef struct {
     int stage, stages, in_flight;   /* which pipeline stage (of how many), its most micro-batches in flight */
     int64_t a2a_bytes;              /* the step's all_to_all_v receive buffers (expert parallelism's dispatch
                                        and combine; in activations), sized by the exact worst case, and of
-                                       them a2a_capacity_bytes by a capacity factor (the largest: a2a_capacity) */
+                                       them a2a_capacity_bytes by a capacity factor (the largest expert
+                                       capacity: a2a_capacity rows of each ep rank) */
     int64_t a2a_capacity_bytes;
     double a2a_capacity;
     int a2a_count;
+    double a2a_sent_bytes;          /* a micro-batch's all_to_all_v bytes sent by a rank, routing balanced
+                                       (each sends what it receives: dispatch, combine and their
+                                       transposes), over a2a_exchanges of them; (ep-1)/ep leave the rank */
+    int a2a_exchanges, ep;
 } mcc_memory_breakdown;
 int64_t mcc_memory_total(const mcc_memory_breakdown *b);
 mcc_memory_breakdown mcc_memory_of(const ir_module *m);

@@ -1174,21 +1174,22 @@ void cpu_MOE_CAPACITY(const rt_kernel_call *c)
 void cpu_MOE_SORT(const rt_kernel_call *c)
 {
     const int32_t *ids = c->args[0];
+    const float *kept = c->in->nargs == 2 ? argf(c, 1) : NULL; /* w == 0: dropped at capacity */
     int32_t *perm = c->res[0], *counts = c->res[1];
     int64_t R = ir_numel(c->arg_types[0]), E = c->res_types[1]->dims[0];
-    int64_t *next = scratch((size_t)E, sizeof(int64_t));
+    int64_t *next = scratch((size_t)E + 1, sizeof(int64_t)); /* next[E]: the dropped pairs' next row */
     for (int64_t e = 0; e < E; e++)
         counts[e] = 0;
     for (int64_t p = 0; p < R; p++) {
         if (ids[p] < 0 || ids[p] >= E)
             CPU_FAIL("moe_sort: expert id %d of pair %lld is outside [0, %lld): the router's ids are corrupt",
                      (int)ids[p], (long long)p, (long long)E);
-        counts[ids[p]]++;
+        counts[ids[p]] += !kept || kept[p] != 0;
     }
-    for (int64_t e = 1; e < E; e++)
+    for (int64_t e = 1; e <= E; e++)
         next[e] = next[e - 1] + counts[e - 1];
     for (int64_t p = 0; p < R; p++)
-        perm[p] = (int32_t)next[ids[p]]++;
+        perm[p] = (int32_t)next[!kept || kept[p] != 0 ? ids[p] : E]++;
     free(next);
 }
 
@@ -1306,33 +1307,46 @@ static double aux_counts(const int32_t *ids, int64_t N, int64_t E, int64_t k, do
     return (double)E / ((double)k * (double)N * (double)N);
 }
 
-/* (logits[N,E], ids[N,k]) -> E / (k N^2) sum_e (sum_n s[n,e]) counts[e] */
+/* The tokens of one of the aux loss's sequences: its seq attribute, 0 for all N (ops.def). */
+static int64_t aux_seq(const rt_kernel_call *c, int64_t N) { return c->in->attr[2] > 0 ? (int64_t)c->in->attr[2] : N; }
+
+/* (logits[N,E], ids[N,k]) -> the mean over the sequences of S tokens of E / (k S^2) sum_e (sum_n s[n,e])
+ * counts[e], n and counts over the sequence's tokens (S = N: the micro-batch's one loss) */
 void cpu_MOE_AUX_LOSS(const rt_kernel_call *c)
 {
     const float *l = argf(c, 0);
+    const int32_t *ids = c->args[1];
     int64_t N = c->arg_types[0]->dims[0], E = c->arg_types[0]->dims[1], k = c->arg_types[1]->dims[1];
-    double *s = scratch((size_t)E, sizeof(double)), *counts = scratch((size_t)E, sizeof(double));
-    double f = aux_counts(c->args[1], N, E, k, counts), sum = 0;
-    for (int64_t n = 0; n < N; n++) {
-        aux_scores((int)c->in->attr[1], l + n * E, E, s);
-        for (int64_t e = 0; e < E; e++)
-            sum += s[e] * counts[e];
+    int64_t S = aux_seq(c, N);
+    double *s = scratch((size_t)E, sizeof(double)), *counts = scratch((size_t)E, sizeof(double)), loss = 0;
+    for (int64_t n0 = 0; n0 < N; n0 += S) {
+        double f = aux_counts(ids + n0 * k, S, E, k, counts), sum = 0;
+        for (int64_t n = n0; n < n0 + S; n++) {
+            aux_scores((int)c->in->attr[1], l + n * E, E, s);
+            for (int64_t e = 0; e < E; e++)
+                sum += s[e] * counts[e];
+        }
+        loss += sum * f;
     }
-    resf(c, 0)[0] = (float)(sum * f);
+    resf(c, 0)[0] = (float)(loss * (double)S / (double)N);
     free(s);
     free(counts);
 }
 
-/* (dloss, logits, ids) -> dlogits: d loss / d s[n,e] = f counts[e], back through the scores */
+/* (dloss, logits, ids) -> dlogits: d loss / d s[n,e] = f counts[e] (its sequence's, over their number),
+ * back through the scores */
 void cpu_MOE_AUX_LOSS_GRAD(const rt_kernel_call *c)
 {
     const float *l = argf(c, 1);
+    const int32_t *ids = c->args[2];
     int64_t N = c->arg_types[1]->dims[0], E = c->arg_types[1]->dims[1], k = c->arg_types[2]->dims[1];
+    int64_t S = aux_seq(c, N);
     int score = (int)c->in->attr[1];
-    double *s = scratch((size_t)E, sizeof(double)), *counts = scratch((size_t)E, sizeof(double));
-    double f = aux_counts(c->args[2], N, E, k, counts) * argf(c, 0)[0];
+    double *s = scratch((size_t)E, sizeof(double)), *counts = scratch((size_t)E, sizeof(double)), f = 0;
     float *dl = resf(c, 0);
     for (int64_t n = 0; n < N; n++) {
+        if (n % S == 0)
+            f = aux_counts(ids + n * k, S, E, k, counts) * argf(c, 0)[0] * (double)S / (double)N;
         aux_scores(score, l + n * E, E, s);
         double sg = 0, sig_sum = 0;
         for (int64_t e = 0; e < E; e++)

@@ -21,6 +21,8 @@ add_test(NAME memory_report_recompute COMMAND ${_memory_report} selective drops)
 add_test(NAME memory_report_activations COMMAND ${_memory_report} activations drops)
 # full recompute's saved activations and replayed FLOPs, counted exactly (tests/recompute_memory.sh)
 add_test(NAME recompute_memory COMMAND ${CMAKE_SOURCE_DIR}/tests/recompute_memory.sh $<TARGET_FILE:mcc>)
+# the MoE cost model's printed numbers at ep 2 against the spec's arithmetic (tests/moe_cost.sh)
+add_test(NAME moe_cost COMMAND ${CMAKE_SOURCE_DIR}/tests/moe_cost.sh $<TARGET_FILE:mcc>)
 foreach(model tiny-gpt2 tiny-llama tiny-moe)
   add_test(NAME numerics_vs_torch_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model})
   add_test(NAME numerics_vs_torch_recompute_${model}
@@ -40,14 +42,16 @@ endforeach()
 # scores scaled; GELU experts with every other layer MoE (moe_layer_freq's integer form); one
 # expert a token, whose softmax weight is 1, so the router learns from the aux and z losses alone;
 # token dropping at capacity factor 0.8 by either policy (padding: the same numbers); sigmoid
-# routing with aux-loss-free balancing (expert bias, rate 0.01 so 10 steps move choices).
+# routing with aux-loss-free balancing (expert bias, rate 0.01 so 10 steps move choices); DeepSeek's
+# sequence-level aux loss (seq_aux_loss: each of a micro-batch's 4 sequences balanced on its own).
 foreach(variant "pre_softmax:--moe-router-pre-softmax"
                 "sigmoid:--moe-router-score-function sigmoid --moe-router-topk-scaling-factor 2.5"
                 "gelu:--swiglu false --moe-layer-freq 2"
                 "top1:--moe-router-topk 1 --moe-shared-expert-intermediate-size 0"
                 "capacity_probs:--moe-expert-capacity-factor 0.8"
                 "capacity_position:--moe-expert-capacity-factor 0.8 --moe-token-drop-policy position --moe-pad-expert-input-to-capacity"
-                "expert_bias:--moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01 --moe-aux-loss-coeff 0")
+                "expert_bias:--moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01 --moe-aux-loss-coeff 0"
+                "seq_aux_loss:--moe-router-load-balancing-type seq_aux_loss")
   string(REPLACE ":" ";" parts "${variant}")
   list(GET parts 0 name)
   list(GET parts 1 flags)

@@ -1,7 +1,8 @@
 # convert.cmake — `mcc convert --to hf / --from hf` (frontend/convert.c): a Hugging Face model
 # imported and exported back bit for bit, its logits by a hand-written HF forward equal to the mcc
-# model's (tests/torch_ref.py) on the checkpoint, and bad model directories refused by name.
-foreach(arch gpt2 llama)
+# model's (tests/torch_ref.py) on the checkpoint (Mixtral's also to train_rank's logits and loss on
+# the import), and bad model directories refused by name.
+foreach(arch gpt2 llama mixtral)
   add_test(NAME convert_hf_roundtrip_${arch} COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_hf.sh $<TARGET_FILE:mcc> ${arch})
   set_tests_properties(convert_hf_roundtrip_${arch} PROPERTIES LABELS numerics)
 endforeach()
@@ -17,6 +18,12 @@ if(MPI_C_FOUND)
            COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_trained.sh $<TARGET_FILE:mcc> tiny-llama 4
                    "--vocab-size 258 --make-vocab-size-divisible-by 1" --tp 2 --dp 2 --use-distributed-optimizer)
   set_tests_properties(convert_hf_trained_tp2_dp2_zero_tiny-llama PROPERTIES LABELS numerics TIMEOUT 300)
+  # MixtralForCausalLM from a checkpoint saved at ep 2 x dp 2 (each rank's experts its own part):
+  # tiny-moe made Mixtral-shaped (every layer MoE, no shared expert)
+  add_test(NAME convert_hf_trained_ep2_tiny-moe
+           COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_trained.sh $<TARGET_FILE:mcc> tiny-moe 2
+                   "--moe-shared-expert-intermediate-size 0 --moe-layer-freq 1" --dp 2 --expert-model-parallel-size 2)
+  set_tests_properties(convert_hf_trained_ep2_tiny-moe PROPERTIES LABELS numerics PROCESSORS 2 TIMEOUT 300)
 endif()
 # mcc-convert: the converter without the compiler's libraries, byte for byte mcc convert's
 add_test(NAME convert_standalone COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_standalone.sh $<TARGET_FILE:mcc>

@@ -1,20 +1,23 @@
 #!/usr/bin/python3
 """convert_hf.py — the Hugging Face side of `mcc convert`'s tests, without transformers: a
-safetensors reader and writer written from the format's spec, and GPT2LMHeadModel's and
-LlamaForCausalLM's forwards written by hand from transformers' conventions (Conv1D weights [in,
-out], c_attn's fused q|k|v, rotate_half rope, repeat_kv), in float64.
+safetensors reader and writer written from the format's spec, and GPT2LMHeadModel's,
+LlamaForCausalLM's and MixtralForCausalLM's forwards written by hand from transformers' conventions
+(Conv1D weights [in, out], c_attn's fused q|k|v, rotate_half rope, repeat_kv, Mixtral's sparse MoE
+block: the softmax of the router's logits, its top k renormalised, w2(silu(w1 x) * w3 x)), in float64.
 
-  convert_hf.py make --arch gpt2|llama --out DIR [--shard-bytes N] [--dtype F32|BF16|F16] [--variant]
+  convert_hf.py make --arch gpt2|llama|mixtral --out DIR [--shard-bytes N] [--dtype F32|BF16|F16] [--variant]
       a random model directory (config.json, model.safetensors or shards with the index)
-  convert_hf.py same HF_A HF_B
-      every tensor of B equals A's to the bit (after widening A's to f32), configs agree
+  convert_hf.py same HF_A HF_B [--spec SPEC --ckpt CKPT_DIR]
+      every tensor of B equals A's to the bit (after widening A's to f32), configs agree; with
+      --spec, then `logits --hf HF_B` in the same process (one start of torch the fewer)
   convert_hf.py logits --hf DIR --spec SPEC --ckpt CKPT_DIR [-- spec flags]
       the HF forward on DIR's weights equals tests/torch_ref.py's mcc forward on the checkpoint's
   convert_hf.py ckpt-same PARAMS.mcct CKPT_DIR
       the one-rank checkpoint's parameters equal the dumped ones to the bit (its vocabulary's padding
       rows zero: an import's)
   convert_hf.py logits --hf DIR --dump DUMP_DIR
-      the HF forward on the tokens train_rank dumped equals its dumped step-1 logits
+      the HF forward on the tokens train_rank dumped equals its dumped step-1 logits, and where step 1
+      was one micro-batch, the cross entropy of those logits its step-1 lm loss (steps.txt)
 Run with /usr/bin/python3 (Debian's torch 1.13 CPU). Exit status 1 naming what differs."""
 import argparse
 import glob
@@ -125,6 +128,21 @@ def rotate_half(x):
     return torch.cat((-x2, x1), dim=-1)
 
 
+def mixtral_moe(c, p, h, y):
+    """MixtralSparseMoeBlock on y [B,T,d], under layer prefix h."""
+    B, T, d = y.shape
+    x = y.reshape(-1, d)
+    weights, chosen = torch.topk((x @ p[h + "block_sparse_moe.gate.weight"].T).softmax(-1), c["num_experts_per_tok"], dim=-1)
+    weights = weights / weights.sum(-1, keepdim=True)
+    out = torch.zeros_like(x)
+    for e in range(c["num_local_experts"]):
+        tok, slot = (chosen == e).nonzero(as_tuple=True)
+        w1, w2, w3 = (p[f"{h}block_sparse_moe.experts.{e}.{m}.weight"] for m in ("w1", "w2", "w3"))
+        xe = x[tok]
+        out = out.index_add(0, tok, weights[tok, slot, None] * ((F.silu(xe @ w1.T) * (xe @ w3.T)) @ w2.T))
+    return out.reshape(B, T, d)
+
+
 def llama_forward(c, w, tokens):
     p = {n: torch.tensor(a, dtype=torch.float64) for n, a in w.items()}
     H, G, d = c["num_attention_heads"], c["num_key_value_heads"], c["hidden_size"]
@@ -153,7 +171,10 @@ def llama_forward(c, w, tokens):
         s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
         x = x + lin((s @ v).transpose(1, 2).reshape(B, T, d), h + "self_attn.o_proj")
         y = rms(x, p[h + "post_attention_layernorm.weight"])
-        x = x + lin(F.silu(lin(y, h + "mlp.gate_proj")) * lin(y, h + "mlp.up_proj"), h + "mlp.down_proj")
+        if "num_local_experts" in c:
+            x = x + mixtral_moe(c, p, h, y)
+        else:
+            x = x + lin(F.silu(lin(y, h + "mlp.gate_proj")) * lin(y, h + "mlp.up_proj"), h + "mlp.down_proj")
     x = rms(x, p["model.norm.weight"])
     head = p["model.embed_tokens.weight"] if c.get("tie_word_embeddings") else p["lm_head.weight"]
     return x @ head.T
@@ -161,7 +182,8 @@ def llama_forward(c, w, tokens):
 
 def hf_forward(config, weights, tokens):
     arch = config["architectures"][0]
-    return {"GPT2LMHeadModel": gpt2_forward, "LlamaForCausalLM": llama_forward}[arch](config, weights, tokens)
+    return {"GPT2LMHeadModel": gpt2_forward, "LlamaForCausalLM": llama_forward,
+            "MixtralForCausalLM": llama_forward}[arch](config, weights, tokens)
 
 
 # ---- commands -----------------------------------------------------------------------------------
@@ -183,23 +205,33 @@ def make(a):
         shapes["transformer.ln_f.weight"] = shapes["transformer.ln_f.bias"] = (d,)
         buffers = {f"transformer.h.{i}.attn.bias": np.tril(np.ones((1, 1, T, T))) for i in range(L)}  # old files' mask
     else:
-        G, Fh = 2, 128
+        G, Fh, E = 2, 128 if a.arch == "llama" else 48, 4
         config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": L,
                   "hidden_size": d, "num_attention_heads": 4, "num_key_value_heads": G, "intermediate_size": Fh,
                   "max_position_embeddings": T, "vocab_size": V, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
                   "tie_word_embeddings": False, "hidden_act": "silu"}
+        if a.arch == "mixtral":  # as mistralai/Mixtral-8x7B-v0.1's config.json has them
+            config.update(architectures=["MixtralForCausalLM"], model_type="mixtral", num_local_experts=E,
+                          num_experts_per_tok=1 if a.variant else 2, router_aux_loss_coef=0.02,
+                          output_router_logits=False, router_jitter_noise=0.0, sliding_window=None,
+                          rope_theta=1e6)
+            mlp = [("block_sparse_moe.gate.weight", (E, d))] + \
+                [(f"block_sparse_moe.experts.{e}.{m}.weight", s) for e in range(E)
+                 for m, s in (("w1", (Fh, d)), ("w2", (d, Fh)), ("w3", (Fh, d)))]
+        else:
+            mlp = [("mlp.gate_proj.weight", (Fh, d)), ("mlp.up_proj.weight", (Fh, d)), ("mlp.down_proj.weight", (d, Fh))]
         kv = G * d // 4
         shapes = {"model.embed_tokens.weight": (V, d)}
         for i in range(L):
             h = f"model.layers.{i}."
-            for n, s in (("input_layernorm.weight", (d,)), ("self_attn.q_proj.weight", (d, d)),
+            for n, s in [("input_layernorm.weight", (d,)), ("self_attn.q_proj.weight", (d, d)),
                          ("self_attn.k_proj.weight", (kv, d)), ("self_attn.v_proj.weight", (kv, d)),
-                         ("self_attn.o_proj.weight", (d, d)), ("post_attention_layernorm.weight", (d,)),
-                         ("mlp.gate_proj.weight", (Fh, d)), ("mlp.up_proj.weight", (Fh, d)),
-                         ("mlp.down_proj.weight", (d, Fh))):
+                         ("self_attn.o_proj.weight", (d, d)), ("post_attention_layernorm.weight", (d,))] + mlp:
                 shapes[h + n] = s
         shapes["model.norm.weight"] = (d,)
-        if a.variant:  # tied, and every linear layer biased
+        if a.variant and a.arch == "mixtral":  # tied, top 1
+            config.update(tie_word_embeddings=True)
+        elif a.variant:  # tied, and every linear layer biased
             config.update(tie_word_embeddings=True, attention_bias=True, mlp_bias=True)
             for n, sh in list(shapes.items()):
                 if n.endswith("_proj.weight"):
@@ -260,7 +292,10 @@ def same(a):
     for k, v in ca.items():
         if k in cb and cb[k] != v and not (isinstance(v, float) and math.isclose(v, cb[k], rel_tol=1e-15)):
             failed.append(f"config.json {k}: {cb[k]!r} != {v!r}")
-    return verdict(f"{len(wb)} tensors compared bit for bit", failed)
+    status = verdict(f"{len(wb)} tensors compared bit for bit", failed)
+    if status or not a.spec:
+        return status
+    return logits(argparse.Namespace(hf=a.b, spec=a.spec, ckpt=a.ckpt, dump=None, flags=[]))
 
 
 def mcc_weights(ckpt):
@@ -310,6 +345,17 @@ def logits(a):
     if not err <= rtol:
         print("FAIL: the logits differ")
         return 1
+    if a.dump and "tokens.1.1" not in batches:  # step 1's loss is this micro-batch's alone
+        # mcc's softmax includes the padded vocabulary's columns (train_rank's: zero for an import)
+        targets = torch.from_numpy(batches["targets.1.0"].astype(np.int64))
+        padded = np.concatenate([got, want[..., V:]], -1)
+        hf_loss = F.cross_entropy(torch.from_numpy(padded).reshape(-1, padded.shape[-1]), targets.reshape(-1)).item()
+        loss = float(open(os.path.join(a.dump, "steps.txt")).readline().split()[1])
+        print(f"HF cross entropy {hf_loss:.8f} (with train_rank's {padded.shape[-1] - V} padding columns) vs "
+              f"train_rank's step-1 lm loss {loss:.8f}")
+        if not math.isclose(hf_loss, loss, rel_tol=1e-6):
+            print("FAIL: the losses differ")
+            return 1
     print("PASS")
     return 0
 
@@ -318,15 +364,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("make")
-    m.add_argument("--arch", choices=["gpt2", "llama"], required=True)
+    m.add_argument("--arch", choices=["gpt2", "llama", "mixtral"], required=True)
     m.add_argument("--out", required=True)
     m.add_argument("--shard-bytes", type=int, default=0)
     m.add_argument("--dtype", choices=["F32", "BF16", "F16"], default="F32")
     m.add_argument("--variant", action="store_true",
-                   help="gpt2: names without the transformer. prefix; llama: tied embeddings, biases")
+                   help="gpt2: names without the transformer. prefix; llama: tied embeddings, biases; "
+                        "mixtral: tied embeddings, top 1")
     s = sub.add_parser("same")
     s.add_argument("a")
     s.add_argument("b")
+    s.add_argument("--spec")
+    s.add_argument("--ckpt")
     cs = sub.add_parser("ckpt-same")
     cs.add_argument("params")
     cs.add_argument("ckpt")

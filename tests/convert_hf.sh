@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # convert_hf.sh MCC ARCH — `mcc convert` on random Hugging Face models of ARCH (gpt2: F32, sharded
 # with the index, and F16 named as openai-community/gpt2's file names them; llama: BF16, one file,
-# and F16 with tied embeddings and biases; tests/convert_hf.py makes them): --from hf writes a
-# checkpoint and its spec, --to hf writes the model back, which must equal the input to the bit,
-# and the HF forward (written by hand from transformers' conventions) on the exported weights must
-# equal tests/torch_ref.py's mcc forward on the checkpoint's (float64). Then the bad inputs, each
-# refused naming the file or tensor.
+# and F16 with tied embeddings and biases; mixtral: BF16 with 4 experts, top 2, and F16 tied, top 1;
+# tests/convert_hf.py makes them): --from hf writes a checkpoint and its spec, --to hf writes the
+# model back, which must equal the input to the bit, and the HF forward (written by hand from
+# transformers' conventions) on the exported weights must equal tests/torch_ref.py's mcc forward on
+# the checkpoint's (float64). Mixtral's import also runs in train_rank (compiled from the spec the
+# import wrote, --load --finetune): its step-1 logits and lm loss are the HF forward's on its
+# tokens. Then the bad inputs, each refused naming the file, key, tensor or spec field.
 set -euo pipefail
 mcc=$1; arch=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,17 +18,26 @@ if [ "$arch" = gpt2 ]; then make_flags="--shard-bytes 200000"; else make_flags="
 $py make --arch "$arch" --out hf1 $make_flags
 "$mcc" convert --from hf hf1 ck
 "$mcc" convert --to hf ck hf2 --spec ck/spec.json --max-shard-size 150000
-$py same hf1 hf2
-$py logits --hf hf2 --spec ck/spec.json --ckpt ck
+$py same hf1 hf2 --spec ck/spec.json --ckpt ck
 $py make --arch "$arch" --out hfv --dtype F16 --variant
 "$mcc" convert --from hf hfv ckv
 "$mcc" convert --to hf ckv hfv2 --spec ckv/spec.json
-$py same hfv hfv2
-$py logits --hf hfv2 --spec ckv/spec.json --ckpt ckv
-# exported unsharded (the default 5 GB): one model.safetensors and no index left from the sharded export
-"$mcc" convert --to hf ck hf2 --spec ck/spec.json
-[ -f hf2/model.safetensors ] && [ ! -f hf2/model.safetensors.index.json ] || { echo "FAIL: a stale index"; exit 1; }
-$py same hf1 hf2
+$py same hfv hfv2 --spec ckv/spec.json --ckpt ckv
+if [ "$arch" = mixtral ]; then
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+    "$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix text --append-eod >/dev/null 2>&1
+    "$mcc" compile ck/spec.json --target cpu --keep-logits -o one 2>c.log || { cat c.log; exit 1; }
+    ./one --data-path text_text_document --train-iters 1 --load ck --finetune --dump-dir d >one.log 2>&1 ||
+        { cat one.log; exit 1; }
+    $py logits --hf hf1 --dump d
+fi
+# exported unsharded (the default 5 GB): one model.safetensors and no index left from the sharded
+# export (the sharding is the architecture's own in no way: gpt2 and llama check it)
+if [ "$arch" != mixtral ]; then
+    "$mcc" convert --to hf ck hf2 --spec ck/spec.json
+    [ -f hf2/model.safetensors ] && [ ! -f hf2/model.safetensors.index.json ] || { echo "FAIL: a stale index"; exit 1; }
+    $py same hf1 hf2
+fi
 
 # setkey CONFIG KEY VALUE: one key of a config.json set (VALUE JSON; "-" deletes it), without torch
 setkey() {
@@ -57,6 +68,31 @@ if [ "$arch" = gpt2 ]; then
     cp hf1/config.json bad/ && setkey bad/config.json scale_attn_weights false
     refuses '"scale_attn_weights" is false: mcc'"'"'s GPT-2 scales attention scores by 1/sqrt(head_dim) alone' \
         "$mcc" convert --from hf bad out
+elif [ "$arch" = mixtral ]; then
+    cp hf1/config.json bad/ && setkey bad/config.json num_local_experts 8
+    refuses "tensor model.layers.0.block_sparse_moe.gate.weight is [4, 64] but config.json makes it [8, 64]" \
+        "$mcc" convert --from hf bad out
+    cp hf1/config.json bad/ && setkey bad/config.json num_local_experts -
+    refuses 'bad/config.json: "num_local_experts" is missing' "$mcc" convert --from hf bad out
+    cp hf1/config.json bad/ && setkey bad/config.json n_shared_experts 1
+    refuses 'bad/config.json: "n_shared_experts" is set: MixtralForCausalLM has no shared expert' "$mcc" convert --from hf bad out
+    cp hf1/config.json bad/ && setkey bad/config.json scoring_func '"sigmoid"'
+    refuses '"scoring_func" is "sigmoid": MixtralForCausalLM'"'"'s router is a softmax' "$mcc" convert --from hf bad out
+    cp hf1/config.json bad/ && setkey bad/config.json router_jitter_noise 0.01
+    refuses '"router_jitter_noise" is not 0' "$mcc" convert --from hf bad out
+    cp hf1/config.json bad/ && setkey bad/config.json sliding_window 16
+    refuses '"sliding_window" is set' "$mcc" convert --from hf bad out
+    # --to hf: a spec whose MoE transformers' Mixtral does not compute
+    refuses "no Hugging Face architecture fits: MixtralForCausalLM has no shared expert" \
+        "$mcc" convert --to hf ck out --spec ck/spec.json --moe-shared-expert-intermediate-size 16
+    refuses "MixtralForCausalLM's router is a softmax: moe_router_score_function is sigmoid" \
+        "$mcc" convert --to hf ck out --spec ck/spec.json --moe-router-score-function sigmoid
+    refuses "MixtralForCausalLM renormalises its top-k weights: moe_router_pre_softmax is true" \
+        "$mcc" convert --to hf ck out --spec ck/spec.json --moe-router-pre-softmax
+    refuses "MixtralForCausalLM has an MoE layer in every layer" \
+        "$mcc" convert --to hf ck out --spec ck/spec.json --moe-layer-freq 2
+    refuses "mlp.router.weight is f32 [4, 64], ck/spec.json's model has f32 [2, 64]" \
+        "$mcc" convert --to hf ck out --spec ck/spec.json --num-experts 2
 else
     cp hf1/config.json bad/ && setkey bad/config.json hidden_act '"gelu"'
     refuses '"hidden_act" is "gelu": mcc'"'"'s SwiGLU MLP is silu(gate) * up' "$mcc" convert --from hf bad out
@@ -67,7 +103,9 @@ else
 fi
 # --to hf: the spec must be of the checkpoint's model; it must say which spec
 refuses "--to hf needs --spec SPEC.json" "$mcc" convert --to hf ck out
-refuses "is not in $root/models/tiny-$arch.json's model" "$mcc" convert --to hf ck out --spec "$root/models/tiny-$arch.json" --num-layers 1
+if [ "$arch" != mixtral ]; then
+    refuses "is not in $root/models/tiny-$arch.json's model" "$mcc" convert --to hf ck out --spec "$root/models/tiny-$arch.json" --num-layers 1
+fi
 refuses "unknown flag '--max-shard-sise' for mcc convert --to hf: did you mean --max-shard-size?" "$mcc" convert --to hf ck out --spec ck/spec.json --max-shard-sise 5
 refuses "ck/iter_0000007/manifest.json: missing" "$mcc" convert --to hf ck out --spec ck/spec.json --iteration 7
 refuses "--to gguf: the format mcc converts is hf" "$mcc" convert --to gguf ck out

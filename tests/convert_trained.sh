@@ -6,7 +6,8 @@
 # logits of a one-rank run of the checkpoint (--load --finetune, --dump-dir) on the same tokens;
 # `mcc convert --from hf` imports the export: every weight equals the trained checkpoint's to the bit
 # (the vocabulary's padding rows, which HF has not, come back zero), and train_rank compiled from the
-# spec the import wrote loads it and gives the HF forward's logits too.
+# spec the import wrote loads it and gives the HF forward's logits (and, its step being one
+# micro-batch, their lm loss) too.
 set -euo pipefail
 mcc=$1; model=$2; np=$3; read -r -a mflags <<<"$4"; shift 4
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -2,8 +2,8 @@
 # single rank over 10 steps (tests/parallel_e2e.sh, 1e-5): tiny-moe's 4 experts over ep 2 beside
 # dp 2 (edp 1: no expert gradient reduction), over ep 2 beside dp 4 (edp 2: the expert gradients
 # summed over the ranks holding the same experts), over ep 4 (one expert a rank) and with a
-# capacity factor (the dropped pairs' weights zero on their own rank, their rows still sent: the
-# buffers stay the worst case), with expert bias (every rank routes its tokens over all the experts,
+# capacity factor (only the kept pairs sent, into a dispatch buffer sized by the capacity: 256 rows
+# where the worst case is 512), with expert bias (every rank routes its tokens over all the experts,
 # the counts summed over dp); ep 2 beside dp 4 with the distributed optimizer (the experts' ZeRO
 # blocks over edp, the dense ones' over dp: blocks of the experts over dp sum other ranks' experts)
 # and with --overlap-grad-reduce (the experts' buckets over edp inside the backward); and an EP=2

@@ -121,16 +121,19 @@ static int scalar_case(graph *g, int s)
 /* The aux loss of logits[5,3] routed top 2 (the scores' gaps all above the differences' steps), with softmax and with sigmoid scores, summed; and the z loss. */
 static int router_loss_case(graph *g, ir_op op)
 {
-    int64_t d[2] = {5, 3};
+    int64_t d[2] = {6, 3};
     int logits = param(g, "logits", 2, d);
     if (op == IR_OP_MOE_Z_LOSS)
         return scalar_case(g, ir_op1(g->m, g->f, op, logits));
-    double route[4] = {2, 0, 0, 0}, softmax[2] = {2, 0}, sigmoid[2] = {2, 1};
+    /* topk, score, seq: over all 6 tokens, and per sequence (seq_aux_loss) of 3 and of 2 tokens */
+    double route[4] = {2, 0, 0, 0}, softmax[3] = {2, 0, 0}, sigmoid[3] = {2, 1, 0}, seq3[3] = {2, 0, 3}, seq2[3] = {2, 1, 2};
     logits = ir_scale(g->m, g->f, logits, 2); /* the loss is about 1, its gradients about 1/N: doubled, they
                                                   stand further above the loss's fp32 rounding over h */
     int args[2] = {logits, ir_emit(g->m, g->f, IR_OP_MOE_ROUTE, &logits, 1, route, NULL, NULL) + 1};
     int a = ir_emit(g->m, g->f, op, args, 2, softmax, NULL, NULL), b = ir_emit(g->m, g->f, op, args, 2, sigmoid, NULL, NULL);
-    return scalar_case(g, ir_op2(g->m, g->f, IR_OP_ADD, a, b));
+    int c = ir_emit(g->m, g->f, op, args, 2, seq3, NULL, NULL), e = ir_emit(g->m, g->f, op, args, 2, seq2, NULL, NULL);
+    int ab = ir_op2(g->m, g->f, IR_OP_ADD, a, b), ce = ir_op2(g->m, g->f, IR_OP_ADD, c, e);
+    return scalar_case(g, ir_op2(g->m, g->f, IR_OP_ADD, ab, ce));
 }
 
 /* Builds the case for `op`; returns the value to differentiate, -1 if there is no case, or

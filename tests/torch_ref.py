@@ -417,20 +417,37 @@ class RouterLog:
         N, E = logits.shape
         k = ids.shape[1]
         counts = F.one_hot(ids.reshape(-1), E).sum(0).to(logits.dtype)
-        self.counts.append(counts)
+        self.counts.append(counts)  # the tokens each expert computes: with a capacity, those it kept
         if keep is not None:  # the pairs kept at the experts' capacity
             self.keep.append(keep)
+            self.counts[-1] = (F.one_hot(ids.reshape(-1), E) * keep.reshape(-1, 1)).sum(0).to(logits.dtype)
         if c.get("moe_z_loss_coeff", 0) > 0:
             self.z.append(torch.logsumexp(logits, -1).square().mean())
             self.objective.append(c["moe_z_loss_coeff"] * self.z[-1])
-        if c.get("moe_router_load_balancing_type", "aux_loss") == "aux_loss" and c.get("moe_aux_loss_coeff", 0) > 0:
+        balance = c.get("moe_router_load_balancing_type", "aux_loss")
+        if balance in ("aux_loss", "seq_aux_loss") and c.get("moe_aux_loss_coeff", 0) > 0:
             if c.get("moe_router_score_function", "softmax") == "softmax":
                 scores = logits.softmax(-1)
             else:
                 q = torch.sigmoid(logits)
                 scores = q / (q.sum(-1, keepdim=True) + 1e-20)
-            self.aux.append((scores.sum(0) * counts).sum() * E / (k * N * N))
+            if balance == "aux_loss":
+                self.aux.append((scores.sum(0) * counts).sum() * E / (k * N * N))
+            else:
+                self.aux.append(seq_aux_loss(scores, ids, c["seq_length"], k, E))
             self.objective.append(c["moe_aux_loss_coeff"] * self.aux[-1])
+
+
+def seq_aux_loss(scores, ids, T, k, E):
+    """Megatron's _apply_seq_aux_loss on this reference's tokens [B*T] (batch-major): the scores and
+    routing map laid out as Megatron's [T, B*E] (sequence-first, each sequence its own E columns), the
+    switch loss over those B*E 'experts' with num_experts E and T tokens, divided by B: the mean over
+    the sequences of E / (k T^2) sum_e (sum_t scores) (tokens routed to e in the sequence)."""
+    B = scores.shape[0] // T
+    routing = F.one_hot(ids, E).sum(1).to(scores.dtype)  # [N,E]: 1 where the token chose e
+    seq_first = lambda t: t.reshape(B, T, E).transpose(0, 1).reshape(T, B * E)  # noqa: E731
+    probs, tokens_per_expert = seq_first(scores), seq_first(routing).sum(0)
+    return (probs.sum(0) * tokens_per_expert).sum() * E / (k * T * T) / B
 
 
 def expert_mlp(x, p, name, e, c):
