@@ -147,10 +147,17 @@ static bool parse_opts(char **argv, const int *rest, int nrest, cli_opts *o, cha
 
 static bool check_layout(const mcc_spec *spec, const cli_opts *o, char *err, size_t errlen)
 {
-    int tp = spec->tensor_model_parallel_size, world = tp * spec->data_parallel_size;
+    int tp = spec->tensor_model_parallel_size, cp = spec->context_parallel_size;
+    int world = tp * cp * spec->data_parallel_size * spec->pipeline_model_parallel_size;
     if (o->rank >= world) {
-        snprintf(err, errlen, "--rank %lld: the layout has %d ranks (tp %d x dp %d): give 0..%d", o->rank, world, tp,
-                 spec->data_parallel_size, world - 1);
+        snprintf(err, errlen, "--rank %lld: the layout has %d ranks (tp %d x cp %d x dp %d x pp %d): give 0..%d", o->rank,
+                 world, tp, cp, spec->data_parallel_size, spec->pipeline_model_parallel_size, world - 1);
+        return false;
+    }
+    if (cp > 1 && strcmp(o->passes.target->backend, "cuda") == 0) {
+        snprintf(err, errlen, "--context-parallel-size %d: context parallelism is built for CPU ranks only so far (its "
+                 "attention over gathered keys has no CUDA kernel yet): use --target cpu, or --context-parallel-size 1",
+                 cp);
         return false;
     }
     return true;
@@ -304,7 +311,7 @@ static bool fits_host(const mcc_memory_breakdown *mem, const mcc_spec *spec, con
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     double have = o->host_memory_gib ? o->host_memory_gib : pages > 0 && page > 0 ? (double)pages * page / 1073741824.0 : 0;
     long long world = (long long)spec->tensor_model_parallel_size * spec->pipeline_model_parallel_size *
-                      spec->data_parallel_size;
+                      spec->context_parallel_size * spec->data_parallel_size;
     int ranks = world < RANKS_PER_HOST ? (int)world : RANKS_PER_HOST;
     double per_rank = mem->host / 1073741824.0, need = per_rank * ranks;
     if (!mem->host || !have || need <= have)

@@ -97,7 +97,7 @@ static int project_heads(builder *b, const char *prefix, int x, int64_t heads, b
     y = ir_reshape(b->m, b->f, y, 4, dims);
     if (!rotate)
         return y;
-    double attrs[2] = {s->rotary_base, 0};
+    double attrs[4] = {s->rotary_base, 0, 0, 0}; /* contiguous positions: passes/context_parallel.c sets cp */
     return ir_emit(b->m, b->f, IR_OP_ROPE, &y, 1, attrs, NULL, NULL);
 }
 
@@ -329,6 +329,8 @@ static void set_config(ir_module *m, const mcc_spec *s)
     ir_cfg_set_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE, s->pipeline_model_parallel_size);
     if (s->expert_model_parallel_size > 1) /* absent means 1: the plans of other layouts read as before */
         ir_cfg_set_int(m, IR_CFG_EXPERT_MODEL_PARALLEL_SIZE, s->expert_model_parallel_size);
+    if (s->context_parallel_size > 1)
+        ir_cfg_set_int(m, IR_CFG_CONTEXT_PARALLEL_SIZE, s->context_parallel_size);
     /* the pipeline's split and schedule, which passes/pipeline.c and schedule.c build */
     ir_cfg_set_int(m, IR_CFG_DECODER_FIRST_PIPELINE_NUM_LAYERS, s->decoder_first_pipeline_num_layers);
     ir_cfg_set_int(m, IR_CFG_DECODER_LAST_PIPELINE_NUM_LAYERS, s->decoder_last_pipeline_num_layers);

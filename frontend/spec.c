@@ -55,6 +55,7 @@ static const char *const recompute_method_names[] = {"none", "uniform", "block",
 static const char *const recompute_module_names[] = {"core_attn", "mlp",      "layernorm", "moe_act", "moe",
                                                      "shared_experts", "mla_up_proj", "mlp_act", NULL}; /* ORDER MCC_RM_ */
 static const char *const sp_split_names[] = {"sequence", "batch", NULL};                          /* ORDER mcc_sp_split */
+static const char *const cp_comm_names[] = {"p2p", "all_gather", "a2a", NULL};                   /* ORDER mcc_cp_comm */
 static const char *const moment_dtype_names[] = {"fp32", "bf16", NULL};                        /* ORDER mcc_moment_dtype */
 static const char *const spec_lr_styles[] = {"constant", "linear", "cosine", "inverse-square-root", "WSD",
                                              NULL}; /* ORDER mcc_lr_style */
@@ -163,7 +164,12 @@ static const spec_field spec_fields[] = {
     FIELD(SEC_PARALLEL, "pipeline_schedule", pipeline_schedule, NULL, K_ENUM, R_ANY, D_VALUE, MCC_PP_SCHED_AUTO,
           spec_pp_scheds, "the pipeline's order of passes (auto: the fastest by the cost model that the virtual "
           "stages allow)"),
-    PAR(data_parallel_size, "dp", "data-parallel replicas; the world size is tp * dp"),
+    PAR(data_parallel_size, "dp", "data-parallel replicas; the world size is tp * cp * dp * pp"),
+    PAR(context_parallel_size, "cp", "context-parallel ranks: the sequence split over them in 2 cp chunks, rank r "
+        "holding chunks r and 2 cp - 1 - r (Megatron's causal balance)"),
+    FIELD(SEC_PARALLEL, "cp_comm_type", cp_comm_type, NULL, K_ENUM, R_ANY, D_VALUE, MCC_CP_P2P, cp_comm_names,
+          "how attention reaches the other cp ranks' keys and values: all_gather (built), p2p (ring) or a2a "
+          "(Ulysses; neither built yet)"),
     PAR(expert_model_parallel_size, NULL, "expert-parallel ranks: each MoE layer's experts split over them (divides "
         "data_parallel_size and num_experts)"),
     FIELD(SEC_PARALLEL, "expert_tensor_parallel_size", expert_tensor_parallel_size, NULL, K_INT, R_POS, D_DERIVED, 0,
@@ -999,6 +1005,43 @@ static bool spec_check_fp8(spec_ctx *c)
     return true;
 }
 
+/* Context parallelism (passes/context_parallel.c): what it builds so far, the rest refused with the
+ * fix; the sequence cut into 2 cp equal chunks. */
+static bool spec_check_cp(spec_ctx *c)
+{
+    const mcc_spec *s = &c->s;
+    int cp = s->context_parallel_size;
+    const char *where = spec_where(c, spec_find("context_parallel_size"));
+    if (cp == 1)
+        return true;
+    if (s->cp_comm_type != MCC_CP_ALL_GATHER)
+        return spec_fail(c, "%s %s with %s (%d) is not built yet: pass --cp-comm-type all_gather",
+                         spec_where(c, spec_find("cp_comm_type")), cp_comm_names[s->cp_comm_type], where, cp);
+    if (s->seq_length % (2 * cp))
+        return spec_fail(c, "%s (%d) must be divisible by 2 x %s (%d): the sequence is cut into 2 cp equal chunks, "
+                            "rank r holding chunks r and 2 cp - 1 - r", spec_where(c, spec_find("seq_length")),
+                         s->seq_length, where, 2 * cp);
+    if (s->tensor_model_parallel_size > 1 && s->sequence_parallel)
+        return spec_fail(c, "%s (%d) with %s: the sequence split over cp and tp at once is not built yet: drop "
+                            "--sequence-parallel (tensor parallelism without it works beside context parallelism)",
+                         where, cp, spec_where(c, spec_find("sequence_parallel")));
+    const char *off[][2] = {{"num_experts", "mixture-of-experts layers"},
+                            {"attention_dropout", "dropout (its masks are drawn by whole-sequence positions)"},
+                            {"hidden_dropout", "dropout (its masks are drawn by whole-sequence positions)"}};
+    for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
+        if (spec_value(c, spec_find(off[i][0])) != 0)
+            return spec_fail(c, "%s (%d) with %s (%.10g): %s under context parallelism are not built yet: pass %s 0",
+                             where, cp, spec_where(c, spec_find(off[i][0])), spec_value(c, spec_find(off[i][0])),
+                             off[i][1], off[i][0]);
+    if (s->fp8_format != MCC_FP8_NONE)
+        return spec_fail(c, "%s (%d) with %s: FP8 under context parallelism is not built yet: drop --fp8-format", where,
+                         cp, spec_where(c, spec_find("fp8_format")));
+    if (s->recompute_granularity == MCC_RECOMPUTE_FULL)
+        return spec_fail(c, "%s (%d) with %s full: full recompute under context parallelism is not tested yet: use "
+                            "selective or none", where, cp, spec_where(c, spec_find("recompute_granularity")));
+    return true;
+}
+
 /* The fields that only an MoE model reads (refused in a dense one, as they would change nothing). */
 static const char *const spec_moe_only[] = {
     "moe_router_topk", "moe_router_score_function", "moe_router_pre_softmax", "moe_router_topk_scaling_factor",
@@ -1214,7 +1257,7 @@ static bool spec_validate(spec_ctx *c)
     if (s->optimizer_offload_fraction > 1)
         return spec_fail(c, "%s must be in (0, 1] (got %.10g): 1 offloads every parameter's optimizer state",
                          spec_where(c, spec_find("optimizer_offload_fraction")), s->optimizer_offload_fraction);
-    if (!spec_check_tp(c) || !spec_check_pp(c) || !spec_check_fp8(c) || !spec_check_moe(c))
+    if (!spec_check_tp(c) || !spec_check_pp(c) || !spec_check_fp8(c) || !spec_check_moe(c) || !spec_check_cp(c))
         return false;
     if (mcc_spec_num_params(s) < 0)
         return spec_fail(c, "the model has more than 2^53 parameters: reduce num_layers, hidden_size, "

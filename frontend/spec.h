@@ -28,6 +28,8 @@ enum {
 /* The comma-separated names of the modules in set `modules` ("" for none) into buf. */
 void mcc_recompute_modules_text(int modules, char *buf, size_t n);
 typedef enum { MCC_SP_SPLIT_SEQUENCE, MCC_SP_SPLIT_BATCH } mcc_sp_split;
+/* Megatron's --cp-comm-type: how attention reaches the keys and values of the other cp ranks */
+typedef enum { MCC_CP_P2P, MCC_CP_ALL_GATHER, MCC_CP_A2A } mcc_cp_comm;
 typedef enum { MCC_MOMENT_FP32, MCC_MOMENT_BF16 } mcc_moment_dtype; /* Megatron's --exp-avg-dtype names */
 typedef enum { MCC_WSD_EXPONENTIAL, MCC_WSD_LINEAR, MCC_WSD_COSINE, MCC_WSD_MINUS_SQRT } mcc_wsd_style;
 /* --pipeline-schedule: auto, then passes/pp_schedule.h's pp_sched_kind in its order */
@@ -82,6 +84,8 @@ typedef struct {
     /* parallel */
     int tensor_model_parallel_size, pipeline_model_parallel_size, data_parallel_size;
     int expert_model_parallel_size, expert_tensor_parallel_size; /* ep divides dp and num_experts; etp: 1 */
+    int context_parallel_size;          /* the sequence split over cp ranks in 2 cp causally balanced chunks */
+    mcc_cp_comm cp_comm_type;           /* "p2p" (Megatron's default; not built yet) | "all_gather" | "a2a" */
     bool use_distributed_optimizer;     /* ZeRO-1: optimizer state sharded over dp (no-op at dp 1) */
     bool sequence_parallel;             /* Megatron's SP: activations outside attention/MLP split along
                                            the sequence over tp (no-op at tp 1) */

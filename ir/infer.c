@@ -466,20 +466,26 @@ bool ir_infer_rope(const ir_module *m, const ir_instr *in, const ir_type *a, ir_
     return need_float(&a[0], "rope input", err, len);
 }
 
-static bool check_qkv(const ir_type *q, const ir_type *k, const ir_type *v, char *err, size_t len)
+/* kv_ranks: the context-parallel ranks whose keys k holds (attention's cp attribute; 1 or less:
+ * the query's own sequence) */
+static bool check_qkv(const ir_type *q, const ir_type *k, const ir_type *v, double kv_ranks, char *err, size_t len)
 {
     if (!need_ndim(q, 4, "q [B,T,H,D]", err, len) || !need_ndim(k, 4, "k [B,T,Hk,D]", err, len))
         return false;
     if (!same_shape(k, v))
         return fail(err, len, "k %s and v %s differ", tstr(k), tstr(v));
-    if (q->dims[0] != k->dims[0] || q->dims[1] != k->dims[1] || q->dims[3] != k->dims[3] || q->dims[2] % k->dims[2])
+    int64_t tk = q->dims[1] * (kv_ranks > 1 ? (int64_t)kv_ranks : 1);
+    if (kv_ranks > 1 && q->dims[1] % 2)
+        return fail(err, len, "q %s under context parallelism (cp=%g) holds two equal chunks: its T must be even",
+                    tstr(q), kv_ranks);
+    if (q->dims[0] != k->dims[0] || tk != k->dims[1] || q->dims[3] != k->dims[3] || q->dims[2] % k->dims[2])
         return fail(err, len, "q %s and k %s are not a (grouped-query) attention pair", tstr(q), tstr(k));
     return true;
 }
 
 bool ir_infer_attention(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
-    if (!check_qkv(&a[0], &a[1], &a[2], err, len))
+    if (!check_qkv(&a[0], &a[1], &a[2], in->op == IR_OP_ATTENTION ? in->attr[0] : 1, err, len))
         return false;
     r[0] = a[0];
     int64_t lse[3] = {a[0].dims[0], a[0].dims[2], a[0].dims[1]}; /* [B,H,T] */
@@ -490,7 +496,7 @@ bool ir_infer_attention(const ir_module *m, const ir_instr *in, const ir_type *a
 /* (dy, q, k, v, y, lse) -> dq, dk, dv */
 bool ir_infer_attention_grad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
-    if (!check_qkv(&a[1], &a[2], &a[3], err, len))
+    if (!check_qkv(&a[1], &a[2], &a[3], in->op == IR_OP_ATTENTION_GRAD ? in->attr[0] : 1, err, len))
         return false;
     if (!same_shape(&a[0], &a[1]) || !same_shape(&a[4], &a[1]))
         return fail(err, len, "dy %s, y %s and q %s differ", tstr(&a[0]), tstr(&a[4]), tstr(&a[1]));

@@ -594,7 +594,7 @@ const ir_split *ir_layout_split(const ir_layout *l, ir_axis axis)
 void ir_layout_add(ir_layout *l, ir_axis axis, ir_split_kind kind, int dim)
 {
     assert(l->nsplits < IR_NUM_AXES);
-    l->splits[l->nsplits++] = (ir_split){(uint8_t)axis, (uint8_t)kind, (int8_t)(kind == IR_SPLIT_DIM ? dim : 0)};
+    l->splits[l->nsplits++] = (ir_split){(uint8_t)axis, (uint8_t)kind, (int8_t)(kind != IR_SPLIT_FLAT ? dim : 0)};
 }
 
 ir_layout ir_layout_of_type(const ir_type *t)
@@ -603,7 +603,7 @@ ir_layout ir_layout_of_type(const ir_type *t)
     for (int d = 0; d < t->ndim; d++) {
         ir_axis axes[IR_MAX_SHARD_AXES];
         for (int k = 0, n = ir_shard_axes(t, d, axes); k < n; k++) /* outer to inner */
-            ir_layout_add(&l, axes[k], IR_SPLIT_DIM, d);
+            ir_layout_add(&l, axes[k], axes[k] == IR_AXIS_CP ? IR_SPLIT_BALANCED : IR_SPLIT_DIM, d);
     }
     return l;
 }
@@ -611,7 +611,7 @@ ir_layout ir_layout_of_type(const ir_type *t)
 ir_type ir_layout_whole(const ir_layout *l, ir_type t, const int degree[IR_NUM_AXES])
 {
     for (int k = 0; k < l->nsplits; k++)
-        if (l->splits[k].kind == IR_SPLIT_DIM)
+        if (l->splits[k].kind != IR_SPLIT_FLAT)
             t.dims[l->splits[k].dim] *= degree[l->splits[k].axis];
     ir_shard_clear(&t);
     t.partial = 0;
@@ -630,7 +630,7 @@ ir_type ir_layout_block(const ir_layout *l, const ir_type *whole, const int degr
     ir_type t = *whole;
     for (int s = 0; s < k; s++) {
         const ir_split *sp = &l->splits[s];
-        if (sp->kind == IR_SPLIT_DIM) {
+        if (sp->kind != IR_SPLIT_FLAT) {
             t.dims[sp->dim] /= degree[sp->axis];
         } else {
             int64_t n = ir_numel(&t) / degree[sp->axis];
@@ -645,7 +645,7 @@ int64_t ir_layout_offset(const ir_layout *l, const ir_type *whole, const int deg
 {
     const ir_split *sp = &l->splits[k];
     ir_type part = ir_layout_block(l, whole, degree, k + 1);
-    return (int64_t)coord[sp->axis] * (sp->kind == IR_SPLIT_DIM ? part.dims[sp->dim] : ir_numel(&part));
+    return (int64_t)coord[sp->axis] * (sp->kind != IR_SPLIT_FLAT ? part.dims[sp->dim] : ir_numel(&part));
 }
 
 int64_t ir_layout_index(const ir_layout *l, const ir_type *whole, const int degree[IR_NUM_AXES],
@@ -663,7 +663,10 @@ int64_t ir_layout_index(const ir_layout *l, const ir_type *whole, const int degr
         for (int d = sp->dim + 1; d < part.ndim; d++)
             inner *= part.dims[d];
         int64_t j = i % inner, mid = (i / inner) % part.dims[sp->dim], outer = i / (inner * part.dims[sp->dim]);
-        i = (outer * block.dims[sp->dim] + offset + mid) * inner + j;
+        int64_t at = sp->kind == IR_SPLIT_BALANCED
+                         ? ir_cp_position(mid, part.dims[sp->dim], degree[sp->axis], coord[sp->axis])
+                         : offset + mid;
+        i = (outer * block.dims[sp->dim] + at) * inner + j;
     }
     return i;
 }
@@ -676,8 +679,9 @@ const char *ir_layout_str(const ir_layout *l, char *buf, size_t len)
         const ir_split *sp = &l->splits[k];
         n += (size_t)snprintf(buf + n, len - n, "%s%s:", k ? ", " : "", ir_axis_name((ir_axis)sp->axis));
         if (n < len)
-            n += (size_t)(sp->kind == IR_SPLIT_DIM ? snprintf(buf + n, len - n, "dim%d", sp->dim)
-                                                    : snprintf(buf + n, len - n, "flat"));
+            n += (size_t)(sp->kind == IR_SPLIT_DIM        ? snprintf(buf + n, len - n, "dim%d", sp->dim)
+                          : sp->kind == IR_SPLIT_BALANCED ? snprintf(buf + n, len - n, "balanced%d", sp->dim)
+                                                          : snprintf(buf + n, len - n, "flat"));
     }
     return buf;
 }

@@ -156,8 +156,24 @@ int ir_placement_dim(ir_placement place, int ndim);
  * splits left into equal parts; a FLAT split cuts that block, flattened, into equal consecutive
  * blocks (ZeRO) and is the last. A rank holds, for each split, the part its coordinate along the
  * split's axis names: at offset coordinate x the part's extent, along the dimension or in the
- * flat order (ir_layout_offset). Printed `layout=[tp:dim0, dp:flat]`. */
-typedef enum { IR_SPLIT_DIM, IR_SPLIT_FLAT } ir_split_kind;
+ * flat order (ir_layout_offset). Printed `layout=[tp:dim0, dp:flat]`.
+ * A BALANCED split (context parallelism's causal balance, Megatron's) cuts dimension `dim` into
+ * 2 n equal chunks, n the axis's degree, and the rank at coordinate r holds chunks r and 2n-1-r,
+ * in that order (ir_cp_position); printed `cp:balanced1`. A type's split over cp is one
+ * (ir_layout_of_type): cp splits only the sequence, always so. */
+typedef enum { IR_SPLIT_DIM, IR_SPLIT_FLAT, IR_SPLIT_BALANCED } ir_split_kind;
+
+/* Where element t of a part of `local` elements, the rank at coordinate r of n holds under a
+ * BALANCED split, lies in the whole dimension: its first chunk is chunk r, its second 2n-1-r.
+ * n <= 1: t (a whole dimension). The CPU kernels' positions (rope, pos_add, attention's mask) and
+ * the runtime's binding of a split input both come from it. */
+static inline int64_t ir_cp_position(int64_t t, int64_t local, int n, int r)
+{
+    if (n <= 1)
+        return t;
+    int64_t chunk = local / 2;
+    return t < chunk ? r * chunk + t : (2 * (int64_t)n - 1 - r) * chunk + (t - chunk);
+}
 typedef struct {
     uint8_t axis;                   /* ir_axis */
     uint8_t kind;                   /* ir_split_kind */
@@ -300,6 +316,8 @@ typedef enum {
     IR_SHARD_FP8_QUANTIZE,          /* q placed as x (a partial sum completed first) */
     IR_SHARD_FP8_MATMUL,            /* matmul's, on the quantized operands */
     IR_SHARD_FP8_SCALING,           /* an FP8 history and amaxes: whole operands, whole results */
+    IR_SHARD_SEQ_COLLECTIVE,        /* a sequence collective of an earlier pass over another axis (context
+                                       parallelism's over cp): the operand's placement passes through */
     IR_NUM_SHARD_RULES
 } ir_shard_rule;
 

@@ -569,22 +569,26 @@ static bool parse_split(parser *p, ir_layout *l)
 {
     token at = p->tok;
     int axis, dim = 0;
-    char name[8], how[8];
+    char name[8], how[16];
     if (p->tok.kind != TK_IDENT || !tok_cstr(p->tok, 0, name, sizeof name) || (axis = ir_axis_by_name(name)) <= 0)
         return expected(p, "a layout split such as tp:dim0 or dp:flat (axes dp, pp, tp, cp, ep)");
     advance(p);
     if (!expect_punct(p, ':'))
         return false;
     int64_t d = -1;
-    bool flat = is_word(p, "flat");
-    if (!flat && (p->tok.kind != TK_IDENT || !tok_cstr(p->tok, 0, how, sizeof how) || strncmp(how, "dim", 3) ||
-                  !tok_int(p->tok, 3, &d) || d < 0 || d >= IR_MAX_DIMS))
-        return expected(p, "dim0..dim3 (split along that dimension) or flat (ZeRO's consecutive blocks)");
+    bool flat = is_word(p, "flat"), balanced = false;
+    if (!flat && p->tok.kind == TK_IDENT && tok_cstr(p->tok, 0, how, sizeof how))
+        balanced = !strncmp(how, "balanced", 8);
+    int digits = balanced ? 8 : 3;
+    if (!flat && (p->tok.kind != TK_IDENT || !tok_cstr(p->tok, 0, how, sizeof how) ||
+                  (!balanced && strncmp(how, "dim", 3)) || !tok_int(p->tok, digits, &d) || d < 0 || d >= IR_MAX_DIMS))
+        return expected(p, "dim0..dim3 (split along that dimension), balanced0..balanced3 (context parallelism's "
+                           "2 n chunks) or flat (ZeRO's consecutive blocks)");
     dim = (int)d;
     advance(p);
     if (ir_layout_split(l, (ir_axis)axis) || l->nsplits == IR_NUM_AXES)
         return fail_at(p, at, "the layout splits over %s twice: give each axis once", name);
-    ir_layout_add(l, (ir_axis)axis, flat ? IR_SPLIT_FLAT : IR_SPLIT_DIM, dim);
+    ir_layout_add(l, (ir_axis)axis, flat ? IR_SPLIT_FLAT : balanced ? IR_SPLIT_BALANCED : IR_SPLIT_DIM, dim);
     return true;
 }
 

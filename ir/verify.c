@@ -167,7 +167,7 @@ static bool layout_problem(const ir_module *m, const ir_global *g, char *why, si
     bool flat = false;
     for (int k = 0; k < l->nsplits; k++) {
         const ir_split *sp = &l->splits[k];
-        if (sp->axis == IR_AXIS_NONE || sp->axis >= IR_NUM_AXES || sp->kind > IR_SPLIT_FLAT)
+        if (sp->axis == IR_AXIS_NONE || sp->axis >= IR_NUM_AXES || sp->kind > IR_SPLIT_BALANCED)
             return snprintf(why, len, "has a malformed layout record"), true;
         if (flat)
             return snprintf(why, len, "has layout=[%s]: a flat split is the last", text), true;
@@ -210,7 +210,7 @@ static bool layout_problem(const ir_module *m, const ir_global *g, char *why, si
         ir_axis typed[IR_MAX_SHARD_AXES];
         int n = ir_shard_axes(&g->type, d, typed), same = 0, recorded = 0;
         for (int k = 0; k < l->nsplits; k++)
-            if (l->splits[k].kind == IR_SPLIT_DIM && l->splits[k].dim == d) {
+            if (l->splits[k].kind != IR_SPLIT_FLAT && l->splits[k].dim == d) {
                 same += recorded < n && typed[recorded] == (ir_axis)l->splits[k].axis;
                 recorded++;
             }

@@ -49,8 +49,10 @@ bool pass_autodiff(ir_module *m, const mcc_pass_options *opts, char *err, size_t
     add_grad_globals(m);
 
     /* The step minimises the mean of the losses of its N micro-batches on each of dp ranks (whose
-     * gradients data_parallel sums): d(objective)/d(loss) = 1/(N dp). */
-    double micro_batches = (double)ir_cfg_int(m, IR_CFG_ACCUM_STEPS) * (double)ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE);
+     * gradients data_parallel sums), each the mean of cp ranks' equal shares of the tokens (summed
+     * over cp too): d(objective)/d(loss) = 1/(N dp cp). */
+    double micro_batches = (double)ir_cfg_int(m, IR_CFG_ACCUM_STEPS) * (double)ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE) *
+                           (double)ir_cfg_int(m, IR_CFG_CONTEXT_PARALLEL_SIZE);
     ir_grad_ctx g = {m, f, malloc(sizeof(int) * (size_t)f->nvals), f->nvals, 1.0 / micro_batches};
     for (int v = 0; v < g.nfwd; v++)
         g.grad[v] = -1;

@@ -1,6 +1,8 @@
 /* data_parallel.c — gradients summed over the ranks holding parts of them. Under sequence
  * parallelism a replicated parameter's gradient is a partial sum over tp (shard.c marks the
- * global): `reduce_grads` first all-reduces those over tp, in one bucket. Then data parallelism
+ * global): `reduce_grads` first all-reduces those over tp, in one bucket; under context parallelism
+ * every gradient is a sum over the rank's tokens, and all are all-reduced over cp, in buckets
+ * (before the dp reduction, which then spans dp x cp). Then data parallelism
  * over the mesh axis dp (config data_parallel_size > 1):
  * every rank runs the same micro_step on its own micro-batches, and a `reduce_grads` function,
  * scheduled between the micro-batches and the optimizer, sums the gradient accumulators over the
@@ -183,44 +185,57 @@ static void overlap_buckets(ir_module *m)
 }
 
 /* The gradient globals the shard pass left partial over tp (replicated parameters under sequence
- * parallelism), in declaration order; *n their count. */
-static int *tp_partial_grads(const ir_module *m, int *n)
+ * parallelism), in declaration order; *n their count. Under context parallelism every gradient
+ * is a sum over the rank's tokens only, all of them partial over cp (cp: true). */
+static int *partial_grads(const ir_module *m, ir_axis axis, int *n)
 {
     int *grads = malloc(sizeof(int) * (size_t)(m->nglobals + 1));
+    bool every = axis == IR_AXIS_CP && ir_cfg_int(m, IR_CFG_CONTEXT_PARALLEL_SIZE) > 1;
     *n = 0;
     for (int g = 0; g < m->nglobals; g++)
-        if (m->globals[g].kind == IR_GLOBAL_GRAD && (m->globals[g].type.partial & (1u << IR_AXIS_TP)))
+        if (m->globals[g].kind == IR_GLOBAL_GRAD && (every || (m->globals[g].type.partial & (1u << axis))))
             grads[(*n)++] = g;
     return grads;
 }
 
 bool pass_data_parallel(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
-    int ntp, *tp_grads = tp_partial_grads(m, &ntp);
+    int ntp, *tp_grads = partial_grads(m, IR_AXIS_TP, &ntp), ncp, *cp_grads = partial_grads(m, IR_AXIS_CP, &ncp);
     bool dp = ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE) > 1, dp_done = !dp;
-    if (dp_done && !ntp) {
+    if (dp_done && !ntp && !ncp) {
         free(tp_grads);
+        free(cp_grads);
         return true;
     }
     if (ir_func_of_kind(m, IR_FUNC_REDUCE) >= 0) {
         free(tp_grads);
+        free(cp_grads);
         return snprintf(err, errlen, "the module already has a reduce function (kind=reduce)"), false;
     }
     if (dp && ir_cfg_bool(m, IR_CFG_OVERLAP_GRAD_REDUCE)) {
-        if (ir_cfg_int(m, IR_CFG_ACCUM_STEPS) == 1 && !pass_zero_on(m) && ir_func_of_kind(m, IR_FUNC_STEP) >= 0) {
+        if (ir_cfg_int(m, IR_CFG_ACCUM_STEPS) == 1 && !pass_zero_on(m) && ir_func_of_kind(m, IR_FUNC_STEP) >= 0 && !ncp) {
             overlap_buckets(m);
             dp_done = true;
         } else {
             fprintf(stderr, "mcc: note: --overlap-grad-reduce needs one micro-batch per step (global batch = "
-                            "micro-batch x dp), no --use-distributed-optimizer and no pipeline parallelism; this plan "
+                            "micro-batch x dp), no --use-distributed-optimizer, no pipeline and no context parallelism; "
+                            "this plan "
                             "all-reduces after the backward\n");
         }
     }
-    if (dp_done && !ntp) {
+    if (dp_done && !ntp && !ncp) {
         free(tp_grads);
+        free(cp_grads);
         return true;
     }
     ir_func *f = ir_func_new(m, "reduce_grads", IR_FUNC_REDUCE);
+    if (ncp) { /* first, as tp's: the dp reduction below takes the sums over the whole sequence */
+        int *end = malloc(sizeof(int) * (size_t)(ncp + 1));
+        for (int b = 0, nb = fill_buckets(m, cp_grads, ncp, false, end); b < nb; b++)
+            emit_bucket(m, f, cp_grads + bucket_first(end, b), end[b] - bucket_first(end, b), IR_AXIS_CP, false);
+        free(end);
+    }
+    free(cp_grads);
     if (ntp) { /* first: the dp reduce-scatter below (ZeRO) takes the complete sums' blocks */
         emit_bucket(m, f, tp_grads, ntp, IR_AXIS_TP, false);
         for (int k = 0; k < ntp; k++)

@@ -12,6 +12,7 @@ const pass_info mcc_passes[] = {
     {"expert_parallel", pass_expert_parallel, "expert parallelism: experts split over ep, their rows dispatched and combined by all-to-all", NULL},
     {"autodiff", pass_autodiff, "reverse-mode gradients of the loss, accumulated into @<param>.grad", NULL},
     {"recompute", pass_recompute, "activation recompute: full (layers replay their forward) or selective (single ops)", NULL},
+    {"context_parallel", pass_context_parallel, "context parallelism: the sequence split over cp in balanced chunks, keys and values all-gathered", NULL},
     {"shard", pass_shard, "tensor parallelism: this rank's local graph with its tp collectives", NULL},
     {"pipeline", NULL, "pipeline parallelism: one module a stage, each with its forward, backward and stash", pass_pipeline},
     {"data_parallel", pass_data_parallel, "data parallelism: `reduce_grads` sums gradients over dp ranks", NULL},

@@ -45,6 +45,7 @@ bool pass_fp8(ir_module *m, const mcc_pass_options *opts, char *err, size_t errl
 bool pass_expert_parallel(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_autodiff(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_recompute(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
+bool pass_context_parallel(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_shard(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_pipeline(ir_module *m, const mcc_pass_options *opts, ir_module ***stages, int *nstages, char *err,
                    size_t errlen);

@@ -726,6 +726,20 @@ static bool rule_cross_entropy_grad(shard_ctx *c, const ir_instr *in, int *args,
     return *res >= 0 || fail(c, "the gradient of a cross entropy that was not lowered", in);
 }
 
+/* A sequence collective an earlier pass made over another axis (context parallelism's all-gather
+ * of k, v over cp and reduce-scatter of their gradients): along this axis its operand's placement
+ * passes through (heads split over tp stay split), a partial sum completed first. */
+static bool rule_seq_collective(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    if ((ir_axis)in->attr[0] == c->axis)
+        return fail(c, "a sequence collective over the axis being split", in);
+    args[0] = complete(c, args[0]);
+    if (c->at[args[0]].dim == ir_seq_dim(in) || c->at[args[0]].seq)
+        return fail(c, "a sequence collective over a value split along its sequence", in);
+    *res = emit(c, in->op, args, 1, in->attr, NULL, NULL, c->at[args[0]]);
+    return true;
+}
+
 /* The rules, by ops.def's shard column (ORDER ir_shard_rule). */
 typedef bool (*shard_rule_fn)(shard_ctx *c, const ir_instr *in, int *args, int *res);
 static const shard_rule_fn rules[IR_NUM_SHARD_RULES] = {
@@ -757,6 +771,7 @@ static const shard_rule_fn rules[IR_NUM_SHARD_RULES] = {
     [IR_SHARD_FP8_QUANTIZE] = rule_fp8_quantize,
     [IR_SHARD_FP8_MATMUL] = rule_fp8_matmul,
     [IR_SHARD_FP8_SCALING] = rule_fp8_scaling,
+    [IR_SHARD_SEQ_COLLECTIVE] = rule_seq_collective,
 };
 
 bool pass_shard_has_rule(ir_shard_rule kind) { return kind > IR_SHARD_NEVER && kind < IR_NUM_SHARD_RULES && rules[kind]; }
@@ -785,6 +800,13 @@ static bool shard_func(ir_module *m, int fi, ir_axis axis, int n, int seq_dim, c
         if (in->nargs > 8)
             ok = fail(&c, "too many operands", in);
         ok = ok && rule(&c, in, args, &res) && !c.failed;
+        if (ok && res >= 0) /* an earlier run's rank terms (another axis's) the rule kept the attribute of */
+            for (int k = 0; k < IR_MAX_ATTRS; k++) {
+                ir_instr *made = &c.dst->instrs[c.dst->vals[res].def];
+                if (in->per_rank[k].axis != IR_AXIS_NONE && made->op == in->op && made->per_rank[k].axis == IR_AXIS_NONE &&
+                    made->attr[k] == in->attr[k])
+                    made->per_rank[k] = in->per_rank[k];
+            }
         for (int r = 0; ok && r < in->nres; r++) {
             c.map[in->res[r]] = res + r;
             keep_other_axes(&c, res + r, &src->vals[in->res[r]].type);

@@ -466,10 +466,14 @@ void cpu_POS_ADD(const rt_kernel_call *c)
     const float *x = argf(c, 0), *table = argf(c, 1);
     float *r = resf(c, 0);
     int64_t d = last_dim(xt), T = xt->dims[xt->ndim - 2], B = ir_numel(xt) / (T * d);
+    int cp = (int)c->in->attr[1], cp_rank = (int)c->in->attr[2];
     table += (int64_t)c->in->attr[0] * d; /* a sequence-parallel slice starts at its position */
     for (int64_t b = 0; b < B; b++)
-        for (int64_t i = 0; i < T * d; i++)
-            r[b * T * d + i] = x[b * T * d + i] + table[i];
+        for (int64_t t = 0; t < T; t++) {
+            const float *row = table + ir_cp_position(t, T, cp, cp_rank) * d; /* a cp rank's chunks' positions */
+            for (int64_t j = 0; j < d; j++)
+                r[(b * T + t) * d + j] = x[(b * T + t) * d + j] + row[j];
+        }
 }
 
 /* dy[B,T,d] -> [P,d]: summed over B, zero for positions >= T */
@@ -479,11 +483,15 @@ void cpu_POS_ADD_GRAD(const rt_kernel_call *c)
     const float *dy = argf(c, 0);
     float *r = resf(c, 0);
     int64_t d = last_dim(yt), T = yt->dims[yt->ndim - 2], B = ir_numel(yt) / (T * d);
+    int cp = (int)c->in->attr[2], cp_rank = (int)c->in->attr[3];
     memset(r, 0, ir_bytes(c->res_types[0]));
     r += (int64_t)c->in->attr[1] * d;
     for (int64_t b = 0; b < B; b++)
-        for (int64_t i = 0; i < T * d; i++)
-            r[i] += dy[b * T * d + i];
+        for (int64_t t = 0; t < T; t++) {
+            float *row = r + ir_cp_position(t, T, cp, cp_rank) * d;
+            for (int64_t j = 0; j < d; j++)
+                row[j] += dy[(b * T + t) * d + j];
+        }
 }
 
 /* --- normalisation: LayerNorm centres and has a bias; RMSNorm is the same without either ------- */
@@ -565,7 +573,8 @@ void cpu_RMSNORM_GRAD_ADD(const rt_kernel_call *c) { norm_backward(c, 0); }
 /* --- attention ------------------------------------------------------------------------------- */
 
 /* x[B,T,H,D] -> rotate-half: for i < D/2, (x[i], x[i+D/2]) turns by t * theta^(-2i/D) at
- * position t (by the negative angle when inverse, which is the gradient: rotations are orthogonal). */
+ * position t (by the negative angle when inverse, which is the gradient: rotations are orthogonal);
+ * under context parallelism row t is at ir_cp_position's position. */
 void cpu_ROPE(const rt_kernel_call *c)
 {
     const ir_type *xt = c->arg_types[0];
@@ -573,12 +582,13 @@ void cpu_ROPE(const rt_kernel_call *c)
     float *r = resf(c, 0);
     int64_t T = xt->dims[1], H = xt->dims[2], D = xt->dims[3], half = D / 2, BTH = ir_numel(xt) / D;
     double sign = c->in->attr[1] != 0 ? -1.0 : 1.0;
+    int cp = (int)c->in->attr[2], cp_rank = (int)c->in->attr[3];
     if (D % 2)
         CPU_FAIL("rope: head dimension %lld is odd; rotate-half needs an even head_dim", (long long)D);
     float *cs = scratch(2 * T * half, sizeof *cs); /* cos [T, half], then sin [T, half] */
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = 0; i < half; i++) {
-            double angle = sign * (double)t * pow(c->in->attr[0], -2.0 * (double)i / (double)D);
+            double angle = sign * (double)ir_cp_position(t, T, cp, cp_rank) * pow(c->in->attr[0], -2.0 * (double)i / (double)D);
             cs[t * half + i] = (float)cos(angle);
             cs[T * half + t * half + i] = (float)sin(angle);
         }
@@ -595,45 +605,59 @@ void cpu_ROPE(const rt_kernel_call *c)
     free(cs);
 }
 
-/* q[B,T,H,D], k and v [B,T,Hk,D]; query head h reads kv head h / (H/Hk). Head h of batch b is
- * the strided matrix [T, D] at q + (b T H + h) D with row stride H D (Hk D for k and v). */
+/* q[B,T,H,D], k and v [B,Tk,Hk,D]; query head h reads kv head h / (H/Hk). Head h of batch b is
+ * the strided matrix [T, D] at q + (b T H + h) D with row stride H D (Hk D for k and v). Tk = T,
+ * or under context parallelism (attributes cp, cp_rank) cp T: q holds rank cp_rank's two balanced
+ * chunks and k, v every cp rank's, gathered in rank order; qpos[T] and kpos[Tk] are the
+ * positions in the whole sequence that the causal mask compares (key j is seen by query t when
+ * kpos[j] <= qpos[t]). */
 typedef struct {
-    int64_t B, T, H, Hk, D;
+    int64_t B, T, Tk, H, Hk, D;
     float scale;
+    int64_t *qpos, *kpos;
 } attn_shape;
 
-static attn_shape attn_shape_of(const ir_type *q, const ir_type *k)
+static attn_shape attn_shape_of(const rt_kernel_call *c, const ir_type *q, const ir_type *k, bool dropout)
 {
-    attn_shape s = {q->dims[0], q->dims[1], q->dims[2], k->dims[2], q->dims[3], 0};
+    attn_shape s = {q->dims[0], q->dims[1], k->dims[1], q->dims[2], k->dims[2], q->dims[3], 0, NULL, NULL};
     s.scale = (float)(1.0 / sqrt((double)s.D));
+    int cp = dropout ? 1 : (int)c->in->attr[0], cp_rank = dropout ? 0 : (int)c->in->attr[1]; /* ops.def */
+    s.qpos = scratch(s.T + s.Tk, sizeof *s.qpos);
+    s.kpos = s.qpos + s.T;
+    for (int64_t t = 0; t < s.T; t++)
+        s.qpos[t] = ir_cp_position(t, s.T, cp, cp_rank);
+    for (int64_t j = 0; j < s.Tk; j++) /* rank j / T's part */
+        s.kpos[j] = ir_cp_position(j % s.T, s.T, cp, (int)(j / s.T));
     return s;
 }
 
 static int64_t q_head(const attn_shape *s, int64_t b, int64_t h) { return (b * s->T * s->H + h) * s->D; }
 static int64_t kv_head(const attn_shape *s, int64_t b, int64_t h)
 {
-    return (b * s->T * s->Hk + h / (s->H / s->Hk)) * s->D;
+    return (b * s->Tk * s->Hk + h / (s->H / s->Hk)) * s->D;
 }
 
-/* P[T,T] := causal softmax(scale q_h k_g^T), rows stable by subtracting their max; P = 0 above
- * the diagonal. */
-/* P = causal softmax of one head's scores; lse (if not NULL) gets each row's log-sum-exp. */
+/* P[T,Tk] := causal softmax(scale q_h k_g^T), rows stable by subtracting their max; P = 0 where
+ * the key lies after the query. lse (if not NULL) gets each row's log-sum-exp. */
 static void attn_probs(const attn_shape *s, const float *q, const float *k, int64_t b, int64_t h, float *P, float *lse)
 {
-    int64_t T = s->T;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, s->D, s->scale, q + q_head(s, b, h), s->H * s->D,
-                k + kv_head(s, b, h), s->Hk * s->D, 0.0f, P, T);
+    int64_t T = s->T, Tk = s->Tk;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, Tk, s->D, s->scale, q + q_head(s, b, h), s->H * s->D,
+                k + kv_head(s, b, h), s->Hk * s->D, 0.0f, P, Tk);
     for (int64_t t = 0; t < T; t++) {
-        float *row = P + t * T, mx = row[0];
-        for (int64_t j = 1; j <= t; j++)
-            mx = fmaxf(mx, row[j]);
+        float *row = P + t * Tk, mx = -INFINITY;
+        int64_t at = s->qpos[t];
+        for (int64_t j = 0; j < Tk; j++)
+            if (s->kpos[j] <= at)
+                mx = fmaxf(mx, row[j]);
         double sum = 0;
-        for (int64_t j = 0; j <= t; j++)
-            sum += row[j] = expf(row[j] - mx);
+        for (int64_t j = 0; j < Tk; j++)
+            if (s->kpos[j] <= at)
+                sum += row[j] = expf(row[j] - mx);
         if (lse)
             lse[t] = mx + (float)log(sum);
-        for (int64_t j = 0; j < T; j++)
-            row[j] = j <= t ? (float)(row[j] / sum) : 0.0f;
+        for (int64_t j = 0; j < Tk; j++)
+            row[j] = s->kpos[j] <= at ? (float)(row[j] / sum) : 0.0f;
     }
 }
 
@@ -668,18 +692,19 @@ static void attn_drop(const attn_dropout *a, const attn_shape *s, int64_t b, int
  * undropped scores */
 static void attention_forward(const rt_kernel_call *c, const attn_dropout *drop)
 {
-    attn_shape s = attn_shape_of(c->arg_types[0], c->arg_types[1]);
+    attn_shape s = attn_shape_of(c, c->arg_types[0], c->arg_types[1], drop != NULL);
     const float *q = argf(c, 0), *k = argf(c, 1), *v = argf(c, 2);
-    float *y = resf(c, 0), *lse = resf(c, 1), *P = scratch(s.T * s.T, sizeof *P);
+    float *y = resf(c, 0), *lse = resf(c, 1), *P = scratch(s.T * s.Tk, sizeof *P);
     for (int64_t b = 0; b < s.B; b++)
         for (int64_t h = 0; h < s.H; h++) {
             attn_probs(&s, q, k, b, h, P, lse + (b * s.H + h) * s.T);
             if (drop)
                 attn_drop(drop, &s, b, h, P);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.T, s.D, s.T, 1.0f, P, s.T, v + kv_head(&s, b, h),
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.T, s.D, s.Tk, 1.0f, P, s.Tk, v + kv_head(&s, b, h),
                         s.Hk * s.D, 0.0f, y + q_head(&s, b, h), s.H * s.D);
         }
     free(P);
+    free(s.qpos);
 }
 
 void cpu_ATTENTION(const rt_kernel_call *c) { attention_forward(c, NULL); }
@@ -699,11 +724,11 @@ void cpu_ATTENTION_DROPOUT(const rt_kernel_call *c)
  * rowsum(P dP) = rowsum(P Z dy_h v_g^T) = rowsum(dy_h y_h), as without. */
 static void attention_backward(const rt_kernel_call *c, const attn_dropout *drop)
 {
-    attn_shape s = attn_shape_of(c->arg_types[1], c->arg_types[2]);
+    attn_shape s = attn_shape_of(c, c->arg_types[1], c->arg_types[2], drop != NULL);
     const float *dy = argf(c, 0), *q = argf(c, 1), *k = argf(c, 2), *v = argf(c, 3);
     float *dq = resf(c, 0), *dk = resf(c, 1), *dv = resf(c, 2);
-    int64_t T = s.T, ldq = s.H * s.D, ldk = s.Hk * s.D;
-    float *P = scratch((drop ? 3 : 2) * T * T, sizeof *P), *dS = P + T * T, *PZ = dS + T * T;
+    int64_t T = s.T, Tk = s.Tk, ldq = s.H * s.D, ldk = s.Hk * s.D; /* Tk = T where there is dropout */
+    float *P = scratch((drop ? 3 : 2) * T * Tk, sizeof *P), *dS = P + T * Tk, *PZ = dS + T * Tk;
     memset(dk, 0, ir_bytes(c->res_types[1]));
     memset(dv, 0, ir_bytes(c->res_types[2]));
     for (int64_t b = 0; b < s.B; b++)
@@ -716,26 +741,27 @@ static void attention_backward(const rt_kernel_call *c, const attn_dropout *drop
                 attn_drop(drop, &s, b, h, PZ);
                 used = PZ;
             }
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, s.D, T, 1.0f, used, T, dy + qo, ldq, 1.0f,
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, s.D, T, 1.0f, used, Tk, dy + qo, ldq, 1.0f,
                         dv + ko, ldk);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, s.D, 1.0f, dy + qo, ldq, v + ko, ldk, 0.0f,
-                        dS, T);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, Tk, s.D, 1.0f, dy + qo, ldq, v + ko, ldk, 0.0f,
+                        dS, Tk);
             if (drop)
                 attn_drop(drop, &s, b, h, dS);
             for (int64_t t = 0; t < T; t++) {
-                float *p = P + t * T, *g = dS + t * T;
+                float *p = P + t * Tk, *g = dS + t * Tk;
                 double dot = 0;
-                for (int64_t j = 0; j < T; j++)
+                for (int64_t j = 0; j < Tk; j++)
                     dot += (double)p[j] * g[j];
-                for (int64_t j = 0; j < T; j++)
+                for (int64_t j = 0; j < Tk; j++)
                     g[j] = p[j] * (float)(g[j] - dot);
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, s.D, T, s.scale, dS, T, k + ko, ldk, 0.0f,
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, s.D, Tk, s.scale, dS, Tk, k + ko, ldk, 0.0f,
                         dq + qo, ldq);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, s.D, T, s.scale, dS, T, q + qo, ldq, 1.0f,
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, s.D, T, s.scale, dS, Tk, q + qo, ldq, 1.0f,
                         dk + ko, ldk);
         }
     free(P);
+    free(s.qpos);
 }
 
 void cpu_ATTENTION_GRAD(const rt_kernel_call *c) { attention_backward(c, NULL); }

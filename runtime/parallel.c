@@ -314,6 +314,18 @@ static void join_parts(const ir_split *sp, const ir_type *part, int n, const cha
     for (int i = sp->dim + 1; i < part->ndim; i++)
         inner *= (size_t)part->dims[i];
     size_t slab = (size_t)part->dims[sp->dim] * inner; /* one part's middle rows, in bytes */
+    if (sp->kind == IR_SPLIT_BALANCED) { /* rank r's two chunks are chunks r and 2n-1-r of the 2n */
+        int64_t local = part->dims[sp->dim];
+        size_t half = slab / 2;
+        for (size_t o = 0; o < outer; o++)
+            for (int r = 0; r < n; r++)
+                for (int c = 0; c < 2; c++) {
+                    size_t at = (size_t)ir_cp_position(c * local / 2, local, n, r);
+                    memcpy(block + o * (size_t)n * slab + at * inner, parts + (size_t)r * bytes + o * slab + c * half,
+                           half);
+                }
+        return;
+    }
     for (size_t o = 0; o < outer; o++)
         for (int r = 0; r < n; r++)
             memcpy(block + (o * (size_t)n + (size_t)r) * slab, parts + (size_t)r * bytes + o * slab, slab);
@@ -352,16 +364,18 @@ int64_t rt_parallel_sample(const rt_parallel *par, int it, int accum, int mb, in
 
 float rt_parallel_mean_of(rt_parallel *par, rt_program *p, float v, rt_reduce_op stages)
 {
-    int dp = par->mesh.degree[IR_AXIS_DP];
-    if (dp == 1 && !axis_comms[IR_AXIS_PP])
+    int dp = par->mesh.degree[IR_AXIS_DP], cp = par->mesh.degree[IR_AXIS_CP];
+    if (dp == 1 && cp == 1 && !axis_comms[IR_AXIS_PP])
         return v;
     p->dev->upload(p, par->scratch, &v, sizeof v);
     if (axis_comms[IR_AXIS_PP]) /* first over the stages: a maximum does not commute with the dp sum */
         rt_all_reduce(axis_comms[IR_AXIS_PP], par->scratch, 1, IR_F32, stages, p->dev->queue(p));
     if (dp > 1)
         rt_all_reduce(axis_comms[IR_AXIS_DP], par->scratch, 1, IR_F32, RT_SUM, p->dev->queue(p));
+    if (cp > 1) /* each cp rank's loss is the mean over its chunks: equal shares of every sequence */
+        rt_all_reduce(axis_comms[IR_AXIS_CP], par->scratch, 1, IR_F32, RT_SUM, p->dev->queue(p));
     p->dev->download(p, &v, par->scratch, sizeof v);
-    return v / dp;
+    return v / (float)(dp * cp);
 }
 
 float rt_parallel_mean(rt_parallel *par, rt_program *p, float v) { return rt_parallel_mean_of(par, p, v, RT_SUM); }

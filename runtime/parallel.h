@@ -64,7 +64,7 @@ int64_t rt_parallel_sample(const rt_parallel *par, int it, int accum, int mb, in
  * (host memory, `local`); every rank gets all of it in `full`. Collective over the groups of the
  * axes l splits over, every rank calling. */
 void rt_parallel_gather(rt_program *p, const ir_layout *l, const ir_type *whole, const void *local, void *full);
-/* Mean of v over the dp ranks (v itself on one rank); under pipeline parallelism, of the last
+/* Mean of v over the dp x cp ranks (v itself on one rank); under pipeline parallelism, of the last
  * stage's v (the loss: every other stage passes 0), on every rank. Collective. */
 float rt_parallel_mean(rt_parallel *par, rt_program *p, float v);
 /* Mean over the dp ranks of v combined over the pipeline stages by `stages`: RT_SUM adds each

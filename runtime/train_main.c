@@ -230,6 +230,28 @@ typedef struct {
     double host_logged[4];          /* rt_program.host_times at the last log line */
 } train_run;
 
+/* Binds input `name` [B,T] of func from the micro-batch's whole rows: the rank's part of them
+ * where the input's type splits them (context parallelism's chunks of the sequence: its layout
+ * record, ir_layout_index). */
+static void set_batch_input(train_run *r, int func, const char *name, const int32_t *whole)
+{
+    const ir_type *t;
+    rt_program_tensor(r->p, func, IR_OP_INPUT, name, &t);
+    if (!ir_shard_any(t)) {
+        rt_program_set_input(r->p, func, name, whole, ir_bytes(&r->bt_type));
+        return;
+    }
+    ir_layout layout = ir_layout_of_type(t);
+    int degree[IR_NUM_AXES];
+    ir_axis_degrees(r->m, degree);
+    int64_t n = ir_numel(t);
+    int32_t *part = malloc(ir_bytes(t));
+    for (int64_t i = 0; i < n; i++)
+        part[i] = whole[ir_layout_index(&layout, &r->bt_type, degree, r->par.coord, i)];
+    rt_program_set_input(r->p, func, name, part, ir_bytes(t));
+    free(part);
+}
+
 /* Loads rows first .. first+B-1 of split as @tokens/@targets of func, and tells a function with
  * dropout the first sample's global index (@first_sample: its masks are drawn from it; with
  * --tp-comm-interleave also @first_sample.half1, the second half's). */
@@ -252,11 +274,10 @@ static void load_batch(train_run *r, int func, int split, int64_t first)
         memcpy(r->tokens + (size_t)b * T, r->sample, sizeof(int32_t) * (size_t)T);
         memcpy(r->targets + (size_t)b * T, r->sample + 1, sizeof(int32_t) * (size_t)T);
     }
-    size_t bytes = ir_bytes(&r->bt_type);
     if (tokens)
-        rt_program_set_input(r->p, func, "tokens", r->tokens, bytes);
+        set_batch_input(r, func, "tokens", r->tokens);
     if (targets)
-        rt_program_set_input(r->p, func, "targets", r->targets, bytes);
+        set_batch_input(r, func, "targets", r->targets);
 }
 
 /* Runs func (a step or eval function, a pipeline stage's forward or backward) on the micro-batch

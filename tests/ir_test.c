@@ -163,8 +163,8 @@ static void test_roundtrip(void)
         "  %2 = global @wte : f32[16,8] @global\n",
         "  %8 = layernorm %7, %4, %5 {eps=1e-05} : f32[2,4,8] @+",
         "  %9 = reshape %8 : f32[2,4,2,4] @view\n",
-        "  %11, %12 = attention %10, %9, %9 : f32[2,4,2,4] @+1152, f32[2,2,4] @+1408\n",
-        "  %13, %14, %15 = attention_grad %11, %10, %9, %9, %11, %12 : f32[2,4,2,4] @+1472, f32[2,4,2,4] @+1728, f32[2,4,2,4] @+1984\n",
+        "  %11, %12 = attention %10, %9, %9 {cp=0, cp_rank=0} : f32[2,4,2,4] @+1152, f32[2,2,4] @+1408\n",
+        "  %13, %14, %15 = attention_grad %11, %10, %9, %9, %11, %12 {cp=0, cp_rank=0} : f32[2,4,2,4] @+1472, f32[2,4,2,4] @+1728, f32[2,4,2,4] @+1984\n",
         "  %18 = matmul %17, %2 {ta=0, tb=1} : f32[2,4,16] @+",
         "  output @loss %19\n",
         "  %20 = fill {value=1} : f32[] @+",
@@ -616,12 +616,38 @@ static void test_layout_index(void)
           "offsets: tp 1's columns start at 3, dp 2's block at element 8");
 }
 
+/* A type split over cp is context parallelism's balanced split (Megatron's causal load balance):
+ * of a sequence of 8 in 2 cp chunks of 2, rank 0 holds positions 0,1 and 6,7, rank 1 2..5; its
+ * record prints `cp:balanced1` and reads back. */
+static void test_layout_balanced(void)
+{
+    ir_type t = ir_tensor(IR_I32, DIMS(2, 4));
+    ir_shard_push(&t, 1, IR_AXIS_CP);
+    ir_layout l = ir_layout_of_type(&t), back;
+    char text[64], err[256];
+    CHECK(l.nsplits == 1 && l.splits[0].kind == IR_SPLIT_BALANCED, "a cp split of a type is not a balanced split");
+    CHECK(!strcmp(ir_layout_str(&l, text, sizeof text), "cp:balanced1"), "printed %s, not cp:balanced1", text);
+    CHECK(ir_parse_layout(text, &back, err, sizeof err) && back.nsplits == 1 && back.splits[0].kind == IR_SPLIT_BALANCED &&
+          back.splits[0].dim == 1, "cp:balanced1 does not read back: %s", err);
+    int degree[IR_NUM_AXES] = {1, 1, 1, 1, 2, 1, 1};
+    ir_type whole = ir_layout_whole(&l, t, degree);
+    static const int64_t want[2][4] = {{0, 1, 6, 7}, {2, 3, 4, 5}};
+    for (int r = 0; r < 2; r++)
+        for (int64_t b = 0; b < 2; b++)
+            for (int64_t i = 0; i < 4; i++) {
+                int coord[IR_NUM_AXES] = {0, 0, 0, 0, r, 0, 0};
+                int64_t at = ir_layout_index(&l, &whole, degree, coord, b * 4 + i);
+                CHECK(at == b * 8 + want[r][i], "cp rank %d, row %lld, token %lld lands at %lld, not %lld", r,
+                      (long long)b, (long long)i, (long long)at, (long long)(b * 8 + want[r][i]));
+            }
+}
+
 int main(int argc, char **argv)
 {
     static const check_part tests[] = {
         {"roundtrip", test_roundtrip},         {"parse_errors", test_parse_errors}, {"verify_errors", test_verify_errors},
         {"memory_errors", test_memory_errors}, {"memory_check", test_memory_check}, {"rank_terms", test_rank_terms},
-        {"fuzz", test_fuzz},                   {"layout_index", test_layout_index},
+        {"fuzz", test_fuzz},                   {"layout_index", test_layout_index}, {"layout_balanced", test_layout_balanced},
     };
     return check_main(argc, argv, tests, sizeof tests / sizeof *tests);
 }

@@ -44,7 +44,7 @@ expect "global @b is placement=row, which splits dimension 1, but has 1" \
   'global @b : f32[4] {kind=param, init=zeros, placement=row}\n'
 expect "global @w.grad has layer=1 but its parameter @w has -1" \
   "$p"'global @w.grad : f32[4,8] {shard=[tp,-]} {kind=grad, init=zeros, of=@w, layer=1, layout=[tp:dim0]}\n'
-expect "expected dim0..dim3 (split along that dimension) or flat" \
+expect "expected dim0..dim3 (split along that dimension), balanced0..balanced3 (context parallelism's 2 n chunks) or flat" \
   'global @w : f32[4,8] {kind=param, init=zeros, layout=[tp:rows]}\n'
 expect "the layout splits over tp twice" \
   'global @w : f32[4,8] {kind=param, init=zeros, layout=[tp:dim0, tp:dim1]}\n'

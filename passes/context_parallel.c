@@ -1,0 +1,203 @@
+/* context_parallel.c — context parallelism (config context_parallel_size = cp > 1): every
+ * activation of the step and eval functions split along the sequence over the cp ranks, with
+ * Megatron's causal load balance: the sequence is cut into 2 cp chunks and rank r holds chunks r
+ * and 2 cp - 1 - r (the BALANCED split of ir.h's layout records; ir_cp_position), so that each
+ * rank's share of the causal attention's work is the same.
+ *
+ *     tokens, targets [B,T] -> [B,T/cp] {shard=[-,cp]}   the rank's two chunks (train_rank binds
+ *                                                         them by the input's layout record)
+ *     pos_add, rope                                      positions of the rank's chunks (cp, cp_rank)
+ *     attention(q, k, v)      -> attention(q, all_gather_seq(k), all_gather_seq(v)) {cp, cp_rank}
+ *     attention_grad(.., k, v) -> dq, reduce_scatter_seq(dk), reduce_scatter_seq(dv)
+ *
+ * Keys and values are gathered over cp (`--cp-comm-type all_gather`: under grouped-query attention
+ * only the kv heads travel), each query attending by the causal mask of the positions in the
+ * whole sequence; their gradients, summed over the cp ranks whose queries read them, are
+ * reduce-scattered back to the chunks they came from. Everything else is token by token and runs
+ * on the rank's tokens as it is. The loss is the mean over the rank's tokens: autodiff seeds it
+ * with 1/(micro-batches dp cp), data_parallel sums every gradient over cp (each rank saw its share
+ * of the tokens) before dp, and train_rank's loss is the mean over dp x cp.
+ * It runs after autodiff and recompute (the backward's attention and position ops are rewritten
+ * beside the forward's, a replayed forward as the forward) and before the shard and pipeline
+ * passes (the pipeline cuts the rewritten step into stages; the shard pass over tp passes the cp
+ * collectives through, heads split); sequence parallelism, MoE, dropout and FP8 beside it are
+ * refused (frontend/spec.c says how). */
+#include "passes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    ir_module *m;
+    const ir_func *src;
+    ir_func *dst;
+    int cp;
+    int64_t T;                      /* the whole sequence (config seq_length) */
+    int *map;                       /* source value -> new value */
+    bool *split;                    /* per source value: it holds the rank's tokens only */
+    int *gathered;                  /* per source value: its all_gather_seq over cp, or -1 */
+} cp_ctx;
+
+/* Attribute k of new value v's instruction is this rank's cp coordinate. */
+static void cp_rank_attr(cp_ctx *c, int v, int k) { ir_set_per_rank(c->dst, v, k, 0, 1, IR_AXIS_CP); }
+
+/* Source value v (k or v) of every cp rank, gathered once however many ops read it. */
+static int gather(cp_ctx *c, int v)
+{
+    if (c->gathered[v] < 0) {
+        double attrs[3] = {IR_AXIS_CP, 0, 0};
+        c->gathered[v] = ir_emit(c->m, c->dst, IR_OP_ALL_GATHER_SEQ, &c->map[v], 1, attrs, NULL, NULL);
+    }
+    return c->gathered[v];
+}
+
+/* The type of source value v with the rank's tokens: the sequence, dimension 1, split over cp. */
+static ir_type local_type(const cp_ctx *c, int v)
+{
+    ir_type t = c->src->vals[v].type;
+    t.dims[1] /= c->cp;
+    ir_shard_push(&t, 1, IR_AXIS_CP);
+    return t;
+}
+
+/* Copies `in` with its operands mapped; the results whose source holds whole sequences split
+ * where an operand is split. */
+static int copy(cp_ctx *c, const ir_instr *in)
+{
+    bool any = false;
+    for (int a = 0; a < in->nargs; a++)
+        any |= c->split[in->args[a]];
+    int r = ir_copy_instr(c->m, c->dst, c->src, in, c->map);
+    for (int k = 0; k < in->nres; k++) {
+        const ir_type *t = &c->src->vals[in->res[k]].type;
+        /* activations are [B,T,...] (3 or 4 dimensions; weights and their gradients 1 or 2) */
+        c->split[in->res[k]] = any && t->ndim >= 3 && t->dims[1] == c->T;
+        if (c->split[in->res[k]])
+            ir_shard_push(&c->dst->vals[r + k].type, 1, IR_AXIS_CP);
+    }
+    return r;
+}
+
+static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
+{
+    const ir_type *t0 = in->nres ? &c->src->vals[in->res[0]].type : NULL;
+    int *map = c->map;
+    switch (in->op) {
+    case IR_OP_INPUT:
+        if (t0->ndim == 2 && t0->dims[1] == c->T) { /* tokens, targets [B,T] */
+            ir_type t = local_type(c, in->res[0]);
+            map[in->res[0]] = ir_emit(c->m, c->dst, IR_OP_INPUT, NULL, 0, NULL, in->sym, &t);
+            c->split[in->res[0]] = true;
+            return true;
+        }
+        break;
+    case IR_OP_RESHAPE:
+        if (c->split[in->args[0]]) {
+            if (t0->ndim < 2 || t0->dims[1] != c->T)
+                return snprintf(err, errlen, "%s: reshape %%%d moves the sequence of a value split over cp (context "
+                                "parallelism keeps it dimension 1)", c->src->name, in->res[0]), false;
+            ir_type t = local_type(c, in->res[0]);
+            int a = map[in->args[0]];
+            map[in->res[0]] = ir_emit(c->m, c->dst, IR_OP_RESHAPE, &a, 1, NULL, NULL, &t);
+            c->split[in->res[0]] = true;
+            return true;
+        }
+        break;
+    case IR_OP_POS_ADD:
+    case IR_OP_POS_ADD_GRAD:
+    case IR_OP_ROPE: {
+        int cp_at = in->op == IR_OP_POS_ADD ? 1 : 2; /* ops.def: the attributes cp, cp_rank */
+        if (!c->split[in->args[0]])
+            break;
+        int r = copy(c, in);
+        c->dst->instrs[c->dst->ninstrs - 1].attr[cp_at] = c->cp;
+        cp_rank_attr(c, r, cp_at + 1);
+        return true;
+    }
+    case IR_OP_ATTENTION:
+    case IR_OP_ATTENTION_GRAD: {
+        bool fwd = in->op == IR_OP_ATTENTION;
+        int k = fwd ? 1 : 2, args[6];
+        for (int a = 0; a < in->nargs; a++)
+            args[a] = map[in->args[a]];
+        if (!c->split[in->args[k - 1]] || !c->split[in->args[k]] || !c->split[in->args[k + 1]])
+            return snprintf(err, errlen, "%s: attention %%%d over values not split along the sequence", c->src->name,
+                            in->res[0]), false;
+        args[k] = gather(c, in->args[k]);
+        args[k + 1] = gather(c, in->args[k + 1]);
+        double attrs[2] = {c->cp, 0};
+        int r = ir_emit(c->m, c->dst, in->op, args, in->nargs, attrs, NULL, NULL);
+        cp_rank_attr(c, r, 1);
+        map[in->res[0]] = r;
+        c->split[in->res[0]] = true;
+        if (fwd) { /* lse [B,H,T/cp]: the rank's queries' rows */
+            map[in->res[1]] = r + 1;
+            return true;
+        }
+        for (int g = 1; g < 3; g++) { /* dk, dv of every rank's keys: summed, the rank's chunks back */
+            double rs[3] = {IR_AXIS_CP, 0, 0};
+            int full = r + g;
+            map[in->res[g]] = ir_emit(c->m, c->dst, IR_OP_REDUCE_SCATTER_SEQ, &full, 1, rs, NULL, NULL);
+            c->split[in->res[g]] = true;
+        }
+        return true;
+    }
+    case IR_OP_ATTENTION_DROPOUT:
+    case IR_OP_ATTENTION_DROPOUT_GRAD:
+    case IR_OP_DROPOUT:
+        return snprintf(err, errlen, "%s: dropout under context parallelism is not built yet (its masks are drawn by "
+                        "whole-sequence positions): pass --attention-dropout 0 --hidden-dropout 0", c->src->name), false;
+    default:
+        break;
+    }
+    copy(c, in);
+    return true;
+}
+
+static bool cp_func(ir_module *m, int fi, int cp, char *err, size_t errlen)
+{
+    const ir_func *src = m->funcs[fi];
+    cp_ctx c = {.m = m, .src = src, .dst = ir_func_new(m, src->name, src->kind), .cp = cp, .T = ir_cfg_int(m, IR_CFG_SEQ_LENGTH)};
+    c.map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
+    c.split = calloc((size_t)src->nvals + 1, sizeof(bool));
+    c.gathered = malloc(sizeof(int) * ((size_t)src->nvals + 1));
+    for (int v = 0; v <= src->nvals; v++)
+        c.gathered[v] = -1;
+    bool ok = true;
+    for (int i = 0; i < src->ninstrs && ok; i++)
+        ok = cp_instr(&c, &src->instrs[i], err, errlen);
+    if (ok)
+        ir_func_replace(m, fi, c.dst);
+    free(c.map);
+    free(c.split);
+    free(c.gathered);
+    return ok;
+}
+
+bool pass_context_parallel(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
+{
+    (void)opts;
+    int cp = (int)ir_cfg_int(m, IR_CFG_CONTEXT_PARALLEL_SIZE);
+    if (cp <= 1)
+        return true;
+    int64_t T = ir_cfg_int(m, IR_CFG_SEQ_LENGTH);
+    if (T % (2 * cp))
+        return snprintf(err, errlen, "--context-parallel-size %d: seq_length %lld does not cut into 2 x %d equal chunks",
+                        cp, (long long)T, cp), false;
+    static const struct { ir_cfg key; const char *flag; } alone[] = {
+        {IR_CFG_EXPERT_MODEL_PARALLEL_SIZE, "--expert-model-parallel-size"},
+    };
+    if (ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE) > 1 && ir_cfg_bool(m, IR_CFG_SEQUENCE_PARALLEL))
+        return snprintf(err, errlen, "--context-parallel-size %d with --sequence-parallel (the sequence split over cp "
+                        "and tp at once) is not built yet: drop --sequence-parallel", cp), false;
+    for (size_t i = 0; i < sizeof alone / sizeof alone[0]; i++)
+        if (ir_cfg_int(m, alone[i].key) > 1)
+            return snprintf(err, errlen, "--context-parallel-size %d with %s %lld is not built yet: pass %s 1", cp,
+                            alone[i].flag, ir_cfg_int(m, alone[i].key), alone[i].flag), false;
+    for (int f = 0; f < m->nfuncs; f++)
+        if ((m->funcs[f]->kind == IR_FUNC_STEP || m->funcs[f]->kind == IR_FUNC_EVAL) &&
+            !cp_func(m, f, cp, err, errlen))
+            return false;
+    return true;
+}

@@ -1,0 +1,32 @@
+# Context parallelism (passes/context_parallel.c) on CPU ranks: the sequence split over cp in
+# Megatron's balanced chunks, keys and values all-gathered, computes what one rank computes (10
+# steps: losses 1e-5, step-1 logits and gradients, final weights; tests/parallel_e2e.sh), on
+# LLaMA (RoPE, grouped-query attention: only the kv heads gathered) and GPT-2 (learned
+# positions); CP=2 x DP=2 with the distributed optimizer (gradients summed over cp, then
+# reduce-scattered over dp); CP=2 x PP=2 (the pipeline's stages cut from the rewritten step, the
+# schedule auto picks); CP=2 x TP=2 without sequence parallelism (heads split over tp, the tp
+# shard pass passing the cp collectives through); a checkpoint saved by CP=2 x DP=2 resumed by one rank.
+if(MPI_C_FOUND)
+  set(_cp "--context-parallel-size 2 --cp-comm-type all_gather")
+  foreach(model tiny-llama tiny-gpt2)
+    separate_arguments(_flags UNIX_COMMAND "${_cp}")
+    add_test(NAME cp2_all_gather_equals_single_rank_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+             $<TARGET_FILE:mcc> ${model} 2 ${_flags})
+    set_tests_properties(cp2_all_gather_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS 2)
+  endforeach()
+  separate_arguments(_flags UNIX_COMMAND "${_cp} --dp 2 --use-distributed-optimizer")
+  add_test(NAME cp2_dp2_zero_equals_single_rank_tiny-llama COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+           $<TARGET_FILE:mcc> tiny-llama 4 ${_flags})
+  set_tests_properties(cp2_dp2_zero_equals_single_rank_tiny-llama PROPERTIES LABELS numerics PROCESSORS 4)
+  separate_arguments(_flags UNIX_COMMAND "--num-layers 4 -- ${_cp} --pp 2")
+  add_test(NAME cp2_pp2_equals_single_rank_tiny-llama COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+           $<TARGET_FILE:mcc> tiny-llama 4 ${_flags})
+  set_tests_properties(cp2_pp2_equals_single_rank_tiny-llama PROPERTIES LABELS numerics PROCESSORS 4)
+  separate_arguments(_flags UNIX_COMMAND "${_cp} --tp 2")
+  add_test(NAME cp2_tp2_equals_single_rank_tiny-gpt2 COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+           $<TARGET_FILE:mcc> tiny-gpt2 4 ${_flags})
+  set_tests_properties(cp2_tp2_equals_single_rank_tiny-gpt2 PROPERTIES LABELS numerics PROCESSORS 4)
+  add_test(NAME checkpoint_cp2_dp2_zero_to_single COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_cp.sh
+           $<TARGET_FILE:mcc> tiny-llama)
+  set_tests_properties(checkpoint_cp2_dp2_zero_to_single PROPERTIES LABELS numerics PROCESSORS 4)
+endif()
