@@ -34,6 +34,27 @@ __device__ __forceinline__ double mcc_moe_score(const T *l, long long e, int sco
     return score == MCC_MOE_SIGMOID ? mcc_moe_sigmoid(v) : pre ? exp(v - mx) / sum : v;
 }
 
+// The chosen experts' weights w[k] from their scores s[k] (s[0] the largest), before scaling:
+// softmax over the chosen logits, sigmoid scores normalised to sum 1 (k > 1), else the scores;
+// the router and its backward both need them
+__device__ __forceinline__ void mcc_moe_weights(const double *s, int k, int score, int pre, double *w)
+{
+    double total = 0;
+    if (score == MCC_MOE_SOFTMAX && !pre) {
+        for (int j = 0; j < k; j++)
+            total += w[j] = exp(s[j] - s[0]);
+        for (int j = 0; j < k; j++)
+            w[j] /= total;
+    } else if (score == MCC_MOE_SIGMOID && k > 1) {
+        for (int j = 0; j < k; j++)
+            total += s[j];
+        for (int j = 0; j < k; j++)
+            w[j] = s[j] / (total + 1e-20);
+    } else
+        for (int j = 0; j < k; j++)
+            w[j] = s[j];
+}
+
 // Token n's top k experts into id[k] (largest first, ties to the lower expert: each pick is the
 // largest below the last pick in the order (value desc, expert asc)), their scores into s[k],
 // and the weights w[k] before scaling (route_weights of cpu_kernels.c).
@@ -57,20 +78,7 @@ __device__ void mcc_moe_route_token(const T *l, const float *bias, long long E, 
         id[j] = (int)best, last = bv;
         s[j] = mcc_moe_score(l, best, score, pre, mx, sum);
     }
-    double total = 0;
-    if (score == MCC_MOE_SOFTMAX && !pre) { // softmax over the chosen logits; s[0] is the largest
-        for (int j = 0; j < k; j++)
-            total += w[j] = exp(s[j] - s[0]);
-        for (int j = 0; j < k; j++)
-            w[j] /= total;
-    } else if (score == MCC_MOE_SIGMOID && k > 1) {
-        for (int j = 0; j < k; j++)
-            total += s[j];
-        for (int j = 0; j < k; j++)
-            w[j] = s[j] / (total + 1e-20);
-    } else
-        for (int j = 0; j < k; j++)
-            w[j] = s[j];
+    mcc_moe_weights(s, k, score, pre, w);
 }
 
 // (logits[N,E][, bias f32[2,E]]) -> (w[N,k], ids[N,k]): a thread per token
@@ -95,24 +103,12 @@ __device__ void mcc_moe_route_grad(T *dl, const T *dw, const T *logits, const in
         const T *l = logits + n * E;
         const int *id = ids + n * k;
         double mx = 0, sum = 1, s[MCC_MOE_MAX_TOPK], w[MCC_MOE_MAX_TOPK], g[MCC_MOE_MAX_TOPK], gw = 0, ssum = 0,
-               sg = 0, total = 0;
+               sg = 0;
         if (score == MCC_MOE_SOFTMAX && pre)
             mcc_moe_row_softmax_stats(l, E, &mx, &sum);
         for (int j = 0; j < k; j++)
             s[j] = mcc_moe_score(l, id[j], score, pre, mx, sum);
-        if (score == MCC_MOE_SOFTMAX && !pre) {
-            for (int j = 0; j < k; j++)
-                total += w[j] = exp(s[j] - s[0]);
-            for (int j = 0; j < k; j++)
-                w[j] /= total;
-        } else if (score == MCC_MOE_SIGMOID && k > 1) {
-            for (int j = 0; j < k; j++)
-                total += s[j];
-            for (int j = 0; j < k; j++)
-                w[j] = s[j] / (total + 1e-20);
-        } else
-            for (int j = 0; j < k; j++)
-                w[j] = s[j];
+        mcc_moe_weights(s, k, score, pre, w);
         for (int j = 0; j < k; j++) {
             g[j] = (double)mcc_ld(dw, n * k + j) * scaling;
             gw += w[j] * g[j], ssum += s[j], sg += s[j] * g[j];
