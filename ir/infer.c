@@ -1094,6 +1094,18 @@ bool ir_infer_moe_grouped_wgrad(const ir_module *m, const ir_instr *in, const ir
     return true;
 }
 
+/* (dst, a, b, counts): dst has the shape of moe_grouped_wgrad(a, b, counts), in any float dtype */
+bool ir_infer_moe_grouped_wgrad_accumulate(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r,
+                                           char *err, size_t len)
+{
+    ir_type product;
+    if (!ir_infer_moe_grouped_wgrad(m, in, &a[1], &product, err, len))
+        return false;
+    if (!same_shape(&a[0], &product) || !need_float(&a[0], "accumulator", err, len))
+        return fail(err, len, "moe_grouped_wgrad_accumulate into %s of a %s product", tstr(&a[0]), tstr(&product));
+    return true;
+}
+
 /* The aux loss's logits[N,E], ids[N,k] and seq: 0, or the tokens of a sequence (a whole divisor of N) */
 static bool check_aux_loss(const ir_instr *in, const ir_type *logits, const ir_type *ids, char *err, size_t len)
 {

@@ -904,10 +904,10 @@ static double matmul_macs(const ir_func *f, const ir_instr *in, int first)
 /* The rows a grouped GEMM multiplies with balanced routing, as the source of its counts bounds them:
  * its buffer's R rows, at most E x capacity where the sort was given moe_capacity's kept weights,
  * and behind expert parallelism's dispatch at most the rows a rank sends (it receives as many). */
-static double grouped_rows(const ir_func *f, const ir_instr *in)
+static double grouped_rows(const ir_func *f, const ir_instr *in, int first)
 {
-    double rows = (double)f->vals[in->args[0]].type.dims[0];
-    const ir_instr *src = &f->instrs[f->vals[in->args[2]].def];
+    double rows = (double)f->vals[in->args[first]].type.dims[0];
+    const ir_instr *src = &f->instrs[f->vals[in->args[first + 2]].def];
     if (src->op == IR_OP_MOE_SORT_RUNS) {
         const ir_instr *a2a = &f->instrs[f->vals[src->args[1]].def];
         double sent = a2a->op == IR_OP_ALL_TO_ALL_V ? (double)f->vals[a2a->args[0]].type.dims[0] : rows;
@@ -928,9 +928,12 @@ double ir_work_macs(const ir_func *f, const ir_instr *in)
         return matmul_macs(f, in, 0);
     case IR_OP_MATMUL_ACCUMULATE:
         return matmul_macs(f, in, 1);
-    case IR_OP_MOE_GROUPED_MATMUL: case IR_OP_MOE_GROUPED_WGRAD: { /* each routed row once: rows x K x F */
-        const ir_type *a = &f->vals[in->args[0]].type, *r = &f->vals[in->res[0]].type;
-        return grouped_rows(f, in) * (double)a->dims[1] * (double)r->dims[r->ndim - 1]; /* a[R,K] by r[R,F];
+    case IR_OP_MOE_GROUPED_MATMUL: case IR_OP_MOE_GROUPED_WGRAD: case IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE: {
+        /* each routed row once: rows x K x F (the accumulate's operands after its destination) */
+        int first = in->op == IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE;
+        const ir_type *a = &f->vals[in->args[first]].type;
+        const ir_type *r = first ? &f->vals[in->args[0]].type : &f->vals[in->res[0]].type;
+        return grouped_rows(f, in, first) * (double)a->dims[1] * (double)r->dims[r->ndim - 1]; /* a[R,K] by r[R,F];
                                                                             wgrad a[R,P] by r[E,P,Q] */
     }
     case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: { /* q [B,T,H,D]: QK^T and PV, causal; the backward 2.5x */

@@ -226,9 +226,13 @@ static void overlap_func(ir_module *m, int fi, double macs_per_byte)
 
 /* --- two chains (tp_comm_interleave): each one's collectives beside the other's work ---------- */
 
+/* The index of the `assign` attribute of a GEMM writing a gradient (matmul_accumulate's,
+ * moe_grouped_wgrad_accumulate's), or -1 */
+static int assign_attr(const ir_instr *in) { return ir_attr_index(in->op, "assign"); }
+
 static bool assigns(const ir_instr *in)
 {
-    return in->op == IR_OP_COPY || (in->op == IR_OP_MATMUL_ACCUMULATE && in->attr[2] != 0);
+    return in->op == IR_OP_COPY || (assign_attr(in) >= 0 && in->attr[assign_attr(in)] != 0);
 }
 
 typedef struct {
@@ -310,8 +314,8 @@ static void fix_first_writes(const ir_module *m, ir_func *f)
             }
             bool first = assigned[g] && !seen[g];
             seen[g] = true;
-            if (in->op == IR_OP_MATMUL_ACCUMULATE)
-                in->attr[2] = first;
+            if (assign_attr(in) >= 0)
+                in->attr[assign_attr(in)] = first;
             else
                 in->op = first ? IR_OP_COPY : IR_OP_ACCUMULATE;
         }

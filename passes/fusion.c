@@ -4,7 +4,8 @@
  *   - a matmul whose only use is an accumulate into a global (a weight gradient) becomes one
  *     matmul_accumulate: the GEMM adds into the accumulator (beta = 1) and the product is never
  *     stored, nor read again; a copy into a global (the step's first write of a gradient, see
- *     optimizer.c) likewise, with assign = 1 (beta = 0);
+ *     optimizer.c) likewise, with assign = 1 (beta = 0); a moe_grouped_wgrad (the experts' weight
+ *     gradients) so becomes one moe_grouped_wgrad_accumulate;
  *   - an adamw followed by the copy that refreshes its parameter's working copy becomes one
  *     adamw that writes the copy too (the updated parameter is not read back);
  *   - a cross_entropy and the cross_entropy_grad of the same logits (with a constant dloss, the
@@ -126,6 +127,14 @@ static int sole_use_matmul(const ir_func *f, const fusion_plan *fp, int v)
 {
     int def = f->vals[v].def;
     return f->instrs[def].op == IR_OP_MATMUL && fp->uses[v] == 1 ? def : -1;
+}
+
+/* The matmul or moe_grouped_wgrad defining value v when v's only use is the accumulate or copy
+ * into a global being fused, else -1. */
+static int sole_use_product(const ir_func *f, const fusion_plan *fp, int v)
+{
+    int def = f->vals[v].def;
+    return f->instrs[def].op == IR_OP_MOE_GROUPED_WGRAD && fp->uses[v] == 1 ? def : sole_use_matmul(f, fp, v);
 }
 
 /* The instruction making value v when it is a product an add may fold (a matmul, or a bias_add of
@@ -277,7 +286,7 @@ static void plan_fusions(const ir_func *f, fusion_plan *fp)
         if (in->op == IR_OP_BIAS_ADD)
             fp->fused_matmul[i] = sole_use_matmul(f, fp, in->args[0]);
         else if (in->op == IR_OP_ACCUMULATE || (in->op == IR_OP_COPY && ir_global_of(f, in->args[0])))
-            fp->fused_matmul[i] = sole_use_matmul(f, fp, in->args[1]);
+            fp->fused_matmul[i] = sole_use_product(f, fp, in->args[1]);
     }
     fp->folded_copy = none_per_instr(f);
     fp->folded_ce_grad = none_per_instr(f);
@@ -406,6 +415,10 @@ static void fuse_func(ir_module *m, int fi)
             map[grad->res[0]] = d;
             map[src->instrs[fp.folded_bgrad[i]].res[0]] = d + 1;
             continue; /* the matmul's own product is never read */
+        } else if (mm && mm->op == IR_OP_MOE_GROUPED_WGRAD) { /* an accumulate or copy, as below */
+            int fused[4] = {map[in->args[0]], map[mm->args[0]], map[mm->args[1]], map[mm->args[2]]};
+            double assign = in->op == IR_OP_COPY;
+            r = ir_emit(m, dst, IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE, fused, 4, &assign, NULL, NULL);
         } else if (mm && (in->op == IR_OP_ACCUMULATE || in->op == IR_OP_COPY)) {
             int fused[3] = {map[in->args[0]], map[mm->args[0]], map[mm->args[1]]};
             double attrs[3] = {mm->attr[0], mm->attr[1], in->op == IR_OP_COPY}; /* ta, tb, assign */

@@ -1268,19 +1268,29 @@ void cpu_MOE_GROUPED_MATMUL(const rt_kernel_call *c)
     memset(y + row * F, 0, sizeof(float) * (size_t)((R - row) * F)); /* rows no expert holds */
 }
 
-/* (a[R,P], b[R,Q], counts[E]) -> [E,P,Q]: a_e^T b_e */
-void cpu_MOE_GROUPED_WGRAD(const rt_kernel_call *c)
+/* dw[E,P,Q] := beta dw + a_e^T b_e, the operands (a[R,P], b[R,Q], counts[E]) from argument `first` on;
+ * an expert without rows keeps beta dw (0 when beta is 0) */
+static void grouped_wgrad_into(const rt_kernel_call *c, int first, float beta, float *dw)
 {
-    const float *a = argf(c, 0), *b = argf(c, 1);
-    int64_t R = c->arg_types[0]->dims[0], P = c->arg_types[0]->dims[1], Q = c->arg_types[1]->dims[1];
-    int64_t E = c->res_types[0]->dims[0];
-    const int32_t *counts = group_counts(c, 2, R);
-    float *dw = resf(c, 0);
-    memset(dw, 0, ir_bytes(c->res_types[0]));
+    const float *a = argf(c, first), *b = argf(c, first + 1);
+    int64_t R = c->arg_types[first]->dims[0], P = c->arg_types[first]->dims[1], Q = c->arg_types[first + 1]->dims[1];
+    int64_t E = c->arg_types[first + 2]->dims[0];
+    const int32_t *counts = group_counts(c, first + 2, R);
+    if (beta == 0.0f)
+        memset(dw, 0, sizeof(float) * (size_t)(E * P * Q));
     for (int64_t e = 0, row = 0; e < E; row += counts[e++])
         if (counts[e])
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)P, (int)Q, counts[e], 1.0f, a + row * P, (int)P,
-                        b + row * Q, (int)Q, 0.0f, dw + e * P * Q, (int)Q);
+                        b + row * Q, (int)Q, beta, dw + e * P * Q, (int)Q);
+}
+
+/* (a[R,P], b[R,Q], counts[E]) -> [E,P,Q]: a_e^T b_e */
+void cpu_MOE_GROUPED_WGRAD(const rt_kernel_call *c) { grouped_wgrad_into(c, 0, 0.0f, resf(c, 0)); }
+
+/* (dst, a, b, counts): dst += a_e^T b_e (beta = 1); assign: dst := (beta = 0) */
+void cpu_MOE_GROUPED_WGRAD_ACCUMULATE(const rt_kernel_call *c)
+{
+    grouped_wgrad_into(c, 1, c->in->attr[0] != 0 ? 0.0f : 1.0f, (float *)c->args[0]);
 }
 
 /* The aux loss's full score distribution of one token: softmax, or sigmoid over its sum + 1e-20 */

@@ -30,6 +30,7 @@ typedef struct {
     cublasLtEpilogue_t epilogue;
     ir_dtype dt, bdt, cdt;          /* of our A; of our B (differs for FP8's E5M2 x E4M3); of C and D */
     int sms;                        /* SMs the algorithm may use (0: all) */
+    bool grouped;                   /* a grouped GEMM's: m (k under ta) a bucket, the layouts set per call */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
@@ -67,13 +68,13 @@ static bool epilogue_has_aux(cublasLtEpilogue_t e)
 
 /* The plan of a GEMM shape and epilogue: its algorithm, or found = false when cuBLASLt has none
  * (only for epilogues beyond BIAS, whose ops have a fallback; a plain GEMM without one exits). */
-static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, cublasLtEpilogue_t epilogue,
-                             ir_dtype dt, ir_dtype bdt, ir_dtype cdt, int sms)
+static matmul_plan *plan_of(int64_t m, int64_t n, int64_t k, bool ta, bool tb, cublasLtEpilogue_t epilogue,
+                            ir_dtype dt, ir_dtype bdt, ir_dtype cdt, int sms, bool grouped)
 {
     for (int i = 0; i < nplans; i++) {
         matmul_plan *p = &plans[i];
         if (p->m == m && p->n == n && p->k == k && p->ta == ta && p->tb == tb && p->epilogue == epilogue &&
-            p->dt == dt && p->bdt == bdt && p->cdt == cdt && p->sms == sms)
+            p->dt == dt && p->bdt == bdt && p->cdt == cdt && p->sms == sms && p->grouped == grouped)
             return p;
     }
     if (!lt) {
@@ -85,8 +86,8 @@ static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, 
         plans = realloc(plans, sizeof(matmul_plan) * (size_t)cap_plans);
     }
     matmul_plan *p = &plans[nplans];
-    *p = (matmul_plan){
-        .m = m, .n = n, .k = k, .ta = ta, .tb = tb, .epilogue = epilogue, .dt = dt, .bdt = bdt, .cdt = cdt, .sms = sms};
+    *p = (matmul_plan){.m = m, .n = n, .k = k, .ta = ta, .tb = tb, .epilogue = epilogue, .dt = dt, .bdt = bdt,
+                       .cdt = cdt, .sms = sms, .grouped = grouped};
     LT_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
@@ -132,8 +133,49 @@ static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, 
     p->algo = results[0].algo;
     p->found = true;
     /* an epilogue writing an aux matrix or a bias gradient would write them while timed */
-    p->tuned = p->ncandidates < 2 || epilogue_has_aux(epilogue) || !knob_on(KNOB_GEMM_AUTOTUNE);
+    p->tuned = p->ncandidates < 2 || epilogue_has_aux(epilogue) || grouped || !knob_on(KNOB_GEMM_AUTOTUNE);
     return &plans[nplans++];
+}
+
+static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, cublasLtEpilogue_t epilogue,
+                             ir_dtype dt, ir_dtype bdt, ir_dtype cdt, int sms)
+{
+    return plan_of(m, n, k, ta, tb, epilogue, dt, bdt, cdt, sms, false);
+}
+
+/* An expert's rows rounded up to one of 8 sizes an octave (at most 12.5% more), from 128. */
+static int64_t rows_bucket(int64_t x)
+{
+    if (x <= 128)
+        return 128;
+    int64_t octave = 128;
+    while (2 * octave < x)
+        octave *= 2;
+    int64_t step = octave / 8;
+    return (x + step - 1) / step * step;
+}
+
+static void set_layout(cublasLtMatrixLayout_t l, int64_t rows, int64_t cols, int64_t ld)
+{
+    uint64_t r = (uint64_t)rows, c = (uint64_t)cols;
+    LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_ROWS, &r, sizeof r));
+    LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_COLS, &c, sizeof c));
+    LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_LD, &ld, sizeof ld));
+}
+
+/* The plan of one expert's GEMM, whose rows vary from call to call (m, or k under ta: the wgrad's
+ * reduction): the algorithm the heuristic chose for the rows' bucket (rows_bucket), its layouts
+ * then set to the exact sizes (as plan_of creates them). A plan per exact size would query the
+ * heuristic, on the host while the GPU waits, at nearly every call: the counts change each step. */
+static matmul_plan *plan_for_rows(int64_t m, int64_t n, int64_t k, bool ta, bool tb, ir_dtype dt, ir_dtype bdt,
+                                  ir_dtype cdt, int sms)
+{
+    matmul_plan *p = plan_of(ta ? m : rows_bucket(m), n, ta ? rows_bucket(k) : k, ta, tb, CUBLASLT_EPILOGUE_DEFAULT, dt,
+                             bdt, cdt, sms, true);
+    set_layout(p->a, tb ? k : n, tb ? n : k, tb ? k : n);
+    set_layout(p->b, ta ? m : k, ta ? k : m, ta ? m : k);
+    set_layout(p->c, n, m, n);
+    return p;
 }
 
 /* Times the plan's candidate algorithms on the first call's operands (D into scratch, C read
@@ -527,8 +569,7 @@ void cuda_MOE_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
     for (int64_t e = 0; e < E; row += counts[e++]) {
         if (!counts[e])
             continue;
-        matmul_plan *p = plan_for(counts[e], F, K, false, tb, CUBLASLT_EPILOGUE_DEFAULT, xt->dtype, wt->dtype,
-                                  yt->dtype, sms);
+        matmul_plan *p = plan_for_rows(counts[e], F, K, false, tb, xt->dtype, wt->dtype, yt->dtype, sms);
         char *y = (char *)c->res[0] + (size_t)(row * F) * ys;
         run_plan(cx, p, (const char *)c->args[0] + (size_t)(row * K) * xs,
                  (const char *)c->args[1] + (size_t)(e * F * K) * ws, 0.0f, y, y);
@@ -539,25 +580,38 @@ void cuda_MOE_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
     free(counts);
 }
 
-/* (a[R,P], b[R,Q], counts[E]) -> f32[E,P,Q]: a_e^T b_e, one GEMM per expert with rows (the others
- * zeroed) */
-void cuda_MOE_GROUPED_WGRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+/* dw[E,P,Q] := beta dw + a_e^T b_e, the operands (a[R,P], b[R,Q], counts[E]) from argument `first` on:
+ * one GEMM per expert with rows; an expert without rows keeps beta dw (zeroed when beta is 0) */
+static void grouped_wgrad_into(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, float beta, void *dw,
+                               const ir_type *dt)
 {
-    const ir_type *at = c->arg_types[0], *bt = c->arg_types[1], *dt = c->res_types[0];
+    const ir_type *at = c->arg_types[first], *bt = c->arg_types[first + 1];
     int64_t R = at->dims[0], P = at->dims[1], Q = bt->dims[1], E = dt->dims[0], row = 0;
-    int32_t *counts = grouped_counts(cx, c, 2, R);
+    int32_t *counts = grouped_counts(cx, c, first + 2, R);
     size_t as = ir_dtype_size(at->dtype), bs = ir_dtype_size(bt->dtype), ds = ir_dtype_size(dt->dtype);
     int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
     for (int64_t e = 0; e < E; row += counts[e++]) {
-        char *out = (char *)c->res[0] + (size_t)(e * P * Q) * ds;
+        char *out = (char *)dw + (size_t)(e * P * Q) * ds;
         if (!counts[e]) {
-            RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)out, 0, (size_t)(P * Q) * ds, rt_cuda_stream(cx)));
+            if (beta == 0.0f)
+                RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)out, 0, (size_t)(P * Q) * ds, rt_cuda_stream(cx)));
             continue;
         }
-        matmul_plan *p = plan_for(P, Q, counts[e], true, false, CUBLASLT_EPILOGUE_DEFAULT, at->dtype, bt->dtype,
-                                  dt->dtype, sms);
-        run_plan(cx, p, (const char *)c->args[0] + (size_t)(row * P) * as, (const char *)c->args[1] + (size_t)(row * Q) * bs,
-                 0.0f, out, out);
+        matmul_plan *p = plan_for_rows(P, Q, counts[e], true, false, at->dtype, bt->dtype, dt->dtype, sms);
+        run_plan(cx, p, (const char *)c->args[first] + (size_t)(row * P) * as,
+                 (const char *)c->args[first + 1] + (size_t)(row * Q) * bs, beta, out, out);
     }
     free(counts);
+}
+
+/* (a[R,P], b[R,Q], counts[E]) -> f32[E,P,Q]: a_e^T b_e */
+void cuda_MOE_GROUPED_WGRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    grouped_wgrad_into(cx, c, 0, 0.0f, c->res[0], c->res_types[0]);
+}
+
+/* (dst global, a, b, counts): dst += a_e^T b_e, the GEMMs accumulating (beta = 1); assign: dst := */
+void cuda_MOE_GROUPED_WGRAD_ACCUMULATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    grouped_wgrad_into(cx, c, 1, c->in->attr[0] != 0 ? 0.0f : 1.0f, c->args[0], c->arg_types[0]);
 }

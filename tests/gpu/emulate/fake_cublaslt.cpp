@@ -40,6 +40,15 @@ cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataTyp
     *(lay *)*l = lay{t, rows, cols, ld};
     return CUBLAS_STATUS_SUCCESS;
 }
+cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a, const void *v, size_t)
+{
+    lay *x = (lay *)l;
+    if (a == CUBLASLT_MATRIX_LAYOUT_ROWS) x->rows = *(const uint64_t *)v;
+    else if (a == CUBLASLT_MATRIX_LAYOUT_COLS) x->cols = *(const uint64_t *)v;
+    else if (a == CUBLASLT_MATRIX_LAYOUT_LD) x->ld = *(const int64_t *)v;
+    else abort();
+    return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) { *p = (cublasLtMatmulPreference_t)calloc(1, sizeof **p); return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) { free(p); return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t, const void *, size_t) { return CUBLAS_STATUS_SUCCESS; }

@@ -17,4 +17,4 @@ c++ -std=c++20 $cflags -w -c "$here/fake_cublaslt.cpp" -o "$work/fake_cublaslt.o
 # the system libraries of cuda_ops_test's link, less CUDA's own
 libs=$(tr ' ' '\n' < "$B/CMakeFiles/cuda_ops_test.dir/link.txt" | grep -E '^/.*\.so$' | grep -v '/cuda/' | tr '\n' ' ')
 c++ $san "$work"/*.o -o "$work/emu_ops" "$B/libmccrt.a" "$B/libmcc_ckpt.a" "$B/libmcc_ir.a" "$B/libmcc_common.a" $libs -lm
-MCC_OPS_TEST_ONLY=moe_ "$work/emu_ops"
+MCC_OPS_TEST_ONLY=${MCC_OPS_TEST_ONLY:-moe_} "$work/emu_ops"
