@@ -43,6 +43,11 @@ void rt_cuda_comm_wait(rt_cuda_ctx *cx, const rt_cuda_comm_end *end);
 void rt_cuda_launch_on_comm(rt_cuda_ctx *cx, bool comm);
 /* Whether work forked to the comm stream may still be running (not yet joined). */
 bool rt_cuda_comm_in_flight(const rt_cuda_ctx *cx);
+/* Called before a function's instructions are launched: rt_cuda_invocation then names this call
+ * of it, within which a value (an SSA value id) is written once, so a launcher may keep what it
+ * learnt of a value (moe's counts, copied to the host) for the rest of the call. */
+void rt_cuda_begin_function(rt_cuda_ctx *cx);
+long rt_cuda_invocation(const rt_cuda_ctx *cx);
 /* The comm stream itself, for timing events (MCC_PROFILE); enqueue nothing else on it. */
 CUstream rt_cuda_comm_stream(const rt_cuda_ctx *cx);
 /* NCCL's watchdog (comm_nccl.c) follows each collective by an event recorded after it, which a

@@ -425,6 +425,7 @@ static void launch_all(rt_program *p, int func)
     profile *pr = s->prof;
     rt_cuda_comm_end *ends = s->comm_ends + s->first_slot[func];
     cudaStream_t comm = (cudaStream_t)rt_cuda_comm_stream(s->cx);
+    rt_cuda_begin_function(s->cx);
     for (int i = 0; i < x->f->ninstrs; i++) {
         int waits_for = overlapped_def(x->f, i);
         bool side = ir_on_comm_stream(&x->f->instrs[i]);

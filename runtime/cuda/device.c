@@ -31,6 +31,7 @@ struct rt_cuda_ctx {
     cudaEvent_t forked, joined;
     long forks;                     /* forks to comm so far */
     long joined_forks;              /* ... of them, those the compute stream has waited for */
+    long invocations;               /* functions launched so far (rt_cuda_begin_function) */
 };
 
 const char *rt_cu_error_name(int status)
@@ -111,6 +112,9 @@ CUstream rt_cuda_comm_fork(rt_cuda_ctx *cx)
 }
 
 bool rt_cuda_comm_in_flight(const rt_cuda_ctx *cx) { return cx->joined_forks < cx->forks; }
+
+void rt_cuda_begin_function(rt_cuda_ctx *cx) { cx->invocations++; }
+long rt_cuda_invocation(const rt_cuda_ctx *cx) { return cx->invocations; }
 
 void rt_cuda_launch_on_comm(rt_cuda_ctx *cx, bool comm) { cx->launch = comm ? cx->comm : NULL; }
 

@@ -535,25 +535,46 @@ void cuda_MATMUL_DGELU_BGRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 
 /* --- mixture of experts: the grouped GEMMs ------------------------------------------------- */
 
-/* The counts[E] of a grouped op on the host: cuBLASLt 13.1 has no grouped matmul (cublasLt.h
- * declares none) and cuBLAS's cublasGemmGroupedBatchedEx takes its group sizes in host arrays,
- * so the stream drains here (ops.def's HOST_WAIT keeps the function out of CUDA graphs) and
- * each expert is one cuBLASLt GEMM over its rows. Checked as cpu_kernels.c's group_counts. */
-static int32_t *grouped_counts(rt_cuda_ctx *cx, const rt_kernel_call *c, int i, int64_t R)
+/* The counts[E] of a grouped op on the host: cuBLASLt 13.0 has no grouped matmul (cublasLt.h
+ * declares none; 13.2's cublasLtGroupedMatrixLayoutCreate takes device-side sizes) and cuBLAS's
+ * cublasGemmGroupedBatchedEx takes its group sizes in host arrays, so the stream drains here
+ * (ops.def's HOST_WAIT keeps the function out of CUDA graphs) and each expert is one cuBLASLt
+ * GEMM over its rows. The copy is kept for the rest of the function's call (rt_cuda_invocation:
+ * a value is written once a call), so a layer's other grouped GEMMs, forward and backward, which
+ * read the same counts, wait for none: one drain a layer, not nine. Checked as cpu_kernels.c's
+ * group_counts. */
+typedef struct {
+    long invocation;                /* the function call that copied it, 0: empty */
+    int value;                      /* the counts' value id in that function */
+    const void *device;
+    int64_t E;
+    int32_t *host;
+} counts_memo;
+
+static const int32_t *grouped_counts(rt_cuda_ctx *cx, const rt_kernel_call *c, int i, int64_t R)
 {
+    enum { SLOTS = 8 }; /* counts values read at once: one a MoE layer of a pipeline stage's chunk */
+    static counts_memo memo[SLOTS];
+    static int next;
     int64_t E = c->arg_types[i]->dims[0], sum = 0;
-    int32_t *counts = malloc(sizeof(int32_t) * (size_t)(E ? E : 1));
+    for (int k = 0; k < SLOTS; k++)
+        if (memo[k].invocation == rt_cuda_invocation(cx) && memo[k].value == c->in->args[i] &&
+            memo[k].device == c->args[i] && memo[k].E == E)
+            return memo[k].host;
+    counts_memo *m = &memo[next++ % SLOTS];
+    free(m->host);
+    *m = (counts_memo){rt_cuda_invocation(cx), c->in->args[i], c->args[i], E, malloc(sizeof(int32_t) * (size_t)(E ? E : 1))};
     CUstream s = rt_cuda_stream(cx);
-    RT_CU_CHECK(cuMemcpyDtoHAsync(counts, (CUdeviceptr)(uintptr_t)c->args[i], sizeof(int32_t) * (size_t)E, s));
+    RT_CU_CHECK(cuMemcpyDtoHAsync(m->host, (CUdeviceptr)(uintptr_t)c->args[i], sizeof(int32_t) * (size_t)E, s));
     RT_CU_CHECK(cuStreamSynchronize(s));
     for (int64_t e = 0; e < E; e++)
-        sum += counts[e] >= 0 ? counts[e] : R + 1;
+        sum += m->host[e] >= 0 ? m->host[e] : R + 1;
     if (sum > R) {
         fprintf(stderr, "train_rank: %s: the experts' counts sum to %lld, more than the %lld routed rows: moe_sort's "
                         "counts are corrupt\n", ir_ops[c->in->op].name, (long long)sum, (long long)R);
         exit(1);
     }
-    return counts;
+    return m->host;
 }
 
 /* (x[R,K], w[E,F,K] (tb) or [E,K,F], counts[E]) -> y[R,F]: expert e's rows times op(w[e]), one
@@ -563,7 +584,7 @@ void cuda_MOE_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
     const ir_type *xt = c->arg_types[0], *wt = c->arg_types[1], *yt = c->res_types[0];
     bool tb = c->in->attr[0] != 0;
     int64_t R = xt->dims[0], K = xt->dims[1], E = wt->dims[0], F = yt->dims[1], row = 0;
-    int32_t *counts = grouped_counts(cx, c, 2, R);
+    const int32_t *counts = grouped_counts(cx, c, 2, R);
     size_t xs = ir_dtype_size(xt->dtype), ws = ir_dtype_size(wt->dtype), ys = ir_dtype_size(yt->dtype);
     int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
     for (int64_t e = 0; e < E; row += counts[e++]) {
@@ -577,7 +598,6 @@ void cuda_MOE_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
     if (row < R)
         RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)((char *)c->res[0] + (size_t)(row * F) * ys), 0,
                                     (size_t)((R - row) * F) * ys, rt_cuda_stream(cx)));
-    free(counts);
 }
 
 /* dw[E,P,Q] := beta dw + a_e^T b_e, the operands (a[R,P], b[R,Q], counts[E]) from argument `first` on:
@@ -587,7 +607,7 @@ static void grouped_wgrad_into(rt_cuda_ctx *cx, const rt_kernel_call *c, int fir
 {
     const ir_type *at = c->arg_types[first], *bt = c->arg_types[first + 1];
     int64_t R = at->dims[0], P = at->dims[1], Q = bt->dims[1], E = dt->dims[0], row = 0;
-    int32_t *counts = grouped_counts(cx, c, first + 2, R);
+    const int32_t *counts = grouped_counts(cx, c, first + 2, R);
     size_t as = ir_dtype_size(at->dtype), bs = ir_dtype_size(bt->dtype), ds = ir_dtype_size(dt->dtype);
     int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
     for (int64_t e = 0; e < E; row += counts[e++]) {
@@ -601,7 +621,6 @@ static void grouped_wgrad_into(rt_cuda_ctx *cx, const rt_kernel_call *c, int fir
         run_plan(cx, p, (const char *)c->args[first] + (size_t)(row * P) * as,
                  (const char *)c->args[first + 1] + (size_t)(row * Q) * bs, beta, out, out);
     }
-    free(counts);
 }
 
 /* (a[R,P], b[R,Q], counts[E]) -> f32[E,P,Q]: a_e^T b_e */

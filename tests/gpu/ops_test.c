@@ -500,6 +500,7 @@ static void launch(rt_cuda_ctx *cx, ir_op op, const ir_instr *in, tensor *args, 
         types[i] = &t->gpu_t;
     }
     rt_kernel_call call = {in, in->nargs, in->nres, ptrs, types, ptrs + in->nargs, types + in->nargs};
+    rt_cuda_begin_function(cx); /* each run a call of its own: nothing a launcher learnt carries over */
     rt_cuda_launchers[op](cx, &call);
     RT_CU_CHECK(cuStreamSynchronize(rt_cuda_stream(cx))); /* a kernel fault shows here, at its op */
 }
@@ -530,7 +531,12 @@ static int run_case(rt_cuda_ctx *cx, const op_case *c, ir_dtype dt)
                                 : "the op has no launcher in runtime/cuda/launchers.c");
         return r.failures;
     }
-    ir_instr in = {.op = (ir_op)op, .nargs = c->nargs, .nres = c->nres};
+    int ids[MAX_OPERANDS]; /* the operands' value ids, as in a plan: 1.. (launchers may key on them) */
+    for (int i = 0; i < c->nargs; i++)
+        ids[i] = i + 1;
+    ir_instr in = {.op = (ir_op)op, .nargs = c->nargs, .nres = c->nres, .args = ids};
+    for (int i = 0; i < c->nres; i++)
+        in.res[i] = c->nargs + 1 + i;
     memcpy(in.attr, c->attr, sizeof in.attr);
     tensor args[MAX_OPERANDS], res[IR_MAX_RES];
     bool in_place = false;

@@ -109,6 +109,9 @@ void rt_cuda_launch(void *cx, const char *kernel, unsigned gx, unsigned gy, unsi
 static void *scratch;
 void *rt_cuda_scratch(void *cx, size_t bytes) { free(scratch); return scratch = malloc(bytes ? bytes : 1); }
 CUstream rt_cuda_stream(const void *cx) { return nullptr; }
+static long invocations;
+void rt_cuda_begin_function(void *cx) { invocations++; }
+long rt_cuda_invocation(const void *cx) { return invocations; }
 bool cg_cuda_compile_kernels(void **image, size_t *size, char *err, size_t n) { *image = malloc(1), *size = 1; return true; }
 void *rt_cuda_ctx_create(const void *image, char *err, size_t n) { return malloc(1); }
 void rt_cuda_ctx_free(void *cx) { free(cx); }
