@@ -55,9 +55,13 @@ template <class T> T __shfl_xor_sync(unsigned, T v, int m)
 static int atomicAdd(int *p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
 static float atomicAdd(float *p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
 static void atomicAdd(float2 *p, float2 v) { atomicAdd(&p->x, v.x), atomicAdd(&p->y, v.y); }
+static float __fsqrt_rn(float x) { return std::sqrt(x); }
 using std::exp; using std::log; using std::fmax; using std::min; using std::max;
 #include "common.cuh"
 #include "moe.cuh"
+#include "elementwise.cuh"
+#include "reduce.cuh"
+#include "rope.cuh"
 
 // attention.cuh's PTX primitives. Shared addresses are offsets into emu_smem (the block's dynamic
 // shared memory: blocks run one at a time).
@@ -155,6 +159,14 @@ static std::map<std::string, std::function<void(void **)>> table = {
     {"mcc_attention_bwd_pre_bf16", wrap(mcc_attention_bwd_pre_bf16)},
     {"mcc_attention_bwd_post_bf16", wrap(mcc_attention_bwd_post_bf16)},
     {"mcc_attention_merge_f32", wrap(mcc_attention_merge_f32)}, {"mcc_attention_merge_bf16", wrap(mcc_attention_merge_bf16)},
+    // context parallelism's rope and pos_add (ops_test's cp cases)
+#define E(sfx, T) {"mcc_rope_" #sfx, wrap(mcc_rope_##sfx)}, {"mcc_colsum_partial_" #sfx, wrap(mcc_colsum_partial_##sfx)}, \
+    {"mcc_colsum_final_" #sfx, wrap(mcc_colsum_final_##sfx)},
+    MCC_FOR_FLOATS(E)
+#undef E
+#define E(sfx, T, B) {"mcc_bias_add_" #sfx, wrap(mcc_bias_add_##sfx)},
+    MCC_FOR_FLOAT_PAIRS(E)
+#undef E
 };
 static const std::map<std::string, const int *> constants = {
     {"mcc_attn_tiles_d16", mcc_attn_tiles_d16}, {"mcc_attn_tiles_d64", mcc_attn_tiles_d64},
@@ -172,7 +184,8 @@ void rt_cuda_launch(void *cx, const char *kernel, unsigned gx, unsigned gy, unsi
                                           "mcc_moe_unpermute_grad_f32", "mcc_moe_unpermute_grad_bf16", "mcc_moe_sum_f64"};
     // the kernels with __syncthreads, warp or block reductions (attention's bf16 kernels and merges:
     // warp-wide PTX); the others' threads run in turn
-    bool sync = strstr(kernel, "mcc_attention") && !strstr(kernel, "_f32_d") && !strstr(kernel, "bwd_post");
+    bool sync = (strstr(kernel, "mcc_attention") && !strstr(kernel, "_f32_d") && !strstr(kernel, "bwd_post")) ||
+                strstr(kernel, "mcc_colsum");
     for (const char *k : syncing)
         sync |= !strcmp(k, kernel);
     if (gz != 1 || block == 0 || block > 1024 || gx == 0 || gy == 0 || smem > sizeof emu_smem) {
@@ -227,6 +240,7 @@ const char *rt_cu_error_name(int s) { return "?"; }
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { *p = (CUdeviceptr)malloc(n); return CUDA_SUCCESS; }
 CUresult cuMemFree_v2(CUdeviceptr p) { free((void *)p); return CUDA_SUCCESS; }
 CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream) { memmove((void *)d, (void *)s, n); return CUDA_SUCCESS; }
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream) { memmove((void *)d, (void *)s, n); return CUDA_SUCCESS; }
 CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream) { memcpy(d, (void *)s, n); return CUDA_SUCCESS; }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream) { memcpy((void *)d, s, n); return CUDA_SUCCESS; }
 CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream) { memset((void *)d, v, n); return CUDA_SUCCESS; }

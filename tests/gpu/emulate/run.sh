@@ -5,9 +5,10 @@
 # oracle) through the real launchers.c, matmul.c and attention.c, with the kernels of
 # kernels_templates/moe.cuh and attention.cuh run on the host (fake_cuda.cpp) and a naive cuBLASLt
 # (fake_cublaslt.cpp), all under ASan/UBSan. BUILD: a CUDA-enabled build directory (its libraries,
-# and cuda_ops_test's link line for the system libraries). MCC_OPS_TEST_ONLY (default moe_) and
-# MCC_ATTENTION_TEST_ONLY (default cp) choose the cases; EMU_TESTS="ops attention" which binaries
-# run. Takes a few minutes.
+# and cuda_ops_test's link line for the system libraries). MCC_OPS_TEST_ONLY (default moe_),
+# MCC_OPS_TEST_SHAPE and MCC_ATTENTION_TEST_ONLY (default cp) choose the cases (context parallelism's
+# rope and pos_add: EMU_TESTS=ops MCC_OPS_TEST_ONLY=rope MCC_OPS_TEST_SHAPE=" cp ", and pos_add);
+# EMU_TESTS="ops attention" which binaries run. The attention half takes about 8 minutes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd) B=$(cd "$1" && pwd) here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d) && trap 'rm -rf "$work"' EXIT
