@@ -95,34 +95,12 @@ static float *dev_download(const void *d, size_t n, ir_dtype dt)
 
 /* --- kernel calls --------------------------------------------------------------------------------- */
 
-/* One ATTENTION / ATTENTION_GRAD call: q, y, dy, dq [B,T,H,D]; k, v, dk, dv [B,Tk,Hk,D]; lse f32 [B,H,T];
- * attributes cp, cp_rank, ring, shift (attr: NULL for none, the whole sequence). */
-typedef struct {
-    ir_instr in;
-    ir_type qt, kt, lt;
-    const ir_type *argt[6], *rest[3];
-    rt_kernel_call call;
-} attn_call;
+typedef gpu_attn_call attn_call;
 
 static void attn_call_init(attn_call *a, ir_op op, const attn_case *s, int Tk, const double *attr, ir_dtype dt,
                            void *const *args, void *const *res)
 {
-    memset(a, 0, sizeof *a);
-    int64_t qd[4] = {s->B, s->T, s->H, s->D}, kd[4] = {s->B, Tk, s->Hk, s->D}, ld[3] = {s->B, s->H, s->T};
-    a->qt = ir_tensor(dt, 4, qd), a->kt = ir_tensor(dt, 4, kd), a->lt = ir_tensor(IR_F32, 3, ld);
-    a->in.op = op;
-    for (int i = 0; attr && i < 4; i++)
-        a->in.attr[i] = attr[i];
-    if (op == IR_OP_ATTENTION) {
-        const ir_type *at[] = {&a->qt, &a->kt, &a->kt}, *rt[] = {&a->qt, &a->lt};
-        memcpy(a->argt, at, sizeof at), memcpy(a->rest, rt, sizeof rt);
-        a->in.nargs = 3, a->in.nres = 2;
-    } else {
-        const ir_type *at[] = {&a->qt, &a->qt, &a->kt, &a->kt, &a->qt, &a->lt}, *rt[] = {&a->qt, &a->kt, &a->kt};
-        memcpy(a->argt, at, sizeof at), memcpy(a->rest, rt, sizeof rt);
-        a->in.nargs = 6, a->in.nres = 3;
-    }
-    a->call = (rt_kernel_call){&a->in, a->in.nargs, a->in.nres, args, a->argt, res, a->rest};
+    gpu_attn_call_init(a, op, (int[]){s->B, s->T, Tk, s->H, s->Hk, s->D}, attr, dt, args, res);
 }
 
 /* The CPU oracle's y, lse, dq, dk, dv (f32). */
@@ -147,19 +125,6 @@ static attn_ref attn_reference(const attn_case *s)
     return r;
 }
 
-/* ||got - want|| / ||want||; infinite if got holds a NaN or an infinity. */
-static double rel_error(const float *got, const float *want, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i]))
-            return INFINITY;
-        num += (double)(got[i] - want[i]) * (got[i] - want[i]);
-        den += (double)want[i] * want[i];
-    }
-    return sqrt(num / (den > 0 ? den : 1));
-}
-
 /* max |got - want|; infinite if got holds a NaN or an infinity want does not (a row that sees no key
  * has lse -inf on both sides) */
 static double max_abs_error(const float *got, const float *want, size_t n)
@@ -176,7 +141,7 @@ static bool check(const char *impl, const char *what, const void *dev, const flo
                   double tol, bool abs_err)
 {
     float *got = dev_download(dev, n, dt);
-    double e = abs_err ? max_abs_error(got, want, n) : rel_error(got, want, n);
+    double e = abs_err ? max_abs_error(got, want, n) : gpu_rel_error(got, want, n);
     free(got);
     bool ok = e <= tol;
     printf("    %-5s %-4s %s error %.3g (tol %.0e)%s\n", impl, what, abs_err ? "max abs" : "rel", e, tol,
@@ -497,7 +462,7 @@ static void cp_check_ring(rt_cuda_ctx *cx, cp_run *u, const cp_whole *w, const f
         free(ks[shift]);
         free(vs[shift]);
     }
-    double e = rel_error(dqsum, dqw, u->nq), tol = u->dt == IR_BF16 ? BF16_TOL : F32_TOL;
+    double e = gpu_rel_error(dqsum, dqw, u->nq), tol = u->dt == IR_BF16 ? BF16_TOL : F32_TOL;
     printf("    mcc   r%d pieces' dq summed rel error %.3g (tol %.0e)%s\n", u->r, e, tol, e <= tol ? "" : "  FAIL");
     u->failed += !(e <= tol);
     void *bufs[] = {dq_, ddy, o, olse, py, plse};
@@ -553,19 +518,10 @@ static int cp_check_all(rt_cuda_ctx *cx)
 
 int main(void)
 {
-    char err[8192];
-    void *image;
-    size_t size;
-    if (!cg_cuda_compile_kernels(&image, &size, err, sizeof err)) {
-        fprintf(stderr, "attention_test: %s\n", err);
+    void *image = NULL;
+    rt_cuda_ctx *cx = gpu_ctx_open("attention_test", &image);
+    if (!cx)
         return 1;
-    }
-    RT_CUDART_CHECK(cudaSetDevice(0));
-    rt_cuda_ctx *cx = rt_cuda_ctx_create(image, err, sizeof err);
-    if (!cx) {
-        fprintf(stderr, "attention_test: %s\n", err);
-        return 1;
-    }
     int failed = 0;
     const char *only = getenv("MCC_ATTENTION_TEST_ONLY") ? getenv("MCC_ATTENTION_TEST_ONLY") : "";
     for (size_t i = 0; strcmp(only, "cp") && i < sizeof attn_cases / sizeof attn_cases[0]; i++) {
