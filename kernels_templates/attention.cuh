@@ -406,18 +406,16 @@ __device__ void mcc_attn_bwd(const mcc_bf16 *dy, const mcc_bf16 *q, const mcc_bf
     const int b = blockIdx.y / Hk, hk = blockIdx.y % Hk, G = H / Hk;
     const unsigned long long sample = DROP ? *drop.first_sample + b : 0;
     const long long ldq = (long long)H * D, ldk = (long long)Hk * D;
-    // The query tiles with a row at or after position kb: of q's chunk i, tiles first[i].. (count[i])
-    const int qtiles = (c + BM - 1) / BM;
-    int first[2] = {0, 0}, count[2] = {0, 0};
-    for (int i = 0; i < mcc_attn_chunks_per_rank(cp); i++) {
-        const int from = kb - mcc_attn_chunk_pos(cp, cp.q_rank, i, c); // kb's offset in the chunk
-        first[i] = from > 0 ? from / BM : 0;
-        count[i] = from < c ? qtiles - first[i] : 0;
-    }
-    const int mblocks = count[0] + count[1], iters = G * mblocks;
+    // The query tiles with a row at or after position kb: of q's chunk i, tiles first_i.. (count_i of
+    // them; scalars, not arrays, which would live in local memory)
+    const int qtiles = (c + BM - 1) / BM, from0 = kb - mcc_attn_chunk_pos(cp, cp.q_rank, 0, c); // kb's offsets
+    const int from1 = cp.cp > 1 ? kb - mcc_attn_chunk_pos(cp, cp.q_rank, 1, c) : c;           // in the chunks
+    const int first0 = from0 > 0 ? from0 / BM : 0, count0 = from0 < c ? qtiles - first0 : 0;
+    const int first1 = from1 > 0 ? from1 / BM : 0, count1 = from1 < c ? qtiles - first1 : 0;
+    const int mblocks = count0 + count1, iters = G * mblocks;
     // Query tile `it`: head hk*G + it/mblocks; its first row m0 (qvalid rows) at position qb.
     auto q_tile = [&](int it, int &h, int &m0, int &qvalid, int &qb) {
-        const int j = it % mblocks, i = j < count[0] ? 0 : 1, tile = first[i] + j - (i ? count[0] : 0);
+        const int j = it % mblocks, i = j < count0 ? 0 : 1, tile = i ? first1 + j - count0 : first0 + j;
         h = hk * G + it / mblocks, m0 = i * c + tile * BM, qvalid = min(BM, c - tile * BM);
         qb = mcc_attn_chunk_pos(cp, cp.q_rank, i, c) + tile * BM;
     };
