@@ -11,7 +11,7 @@ cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DBLA_VENDOR=Generic >/dev/null
 cmake --build $B -j"$(nproc)" >/dev/null
 rm -rf devrun && mkdir -p devrun/bin devrun/lib devrun/cpu devrun/data devrun/anchors
 cp ../shared/anchors/torch_baseline.py devrun/anchors/
-for t in attention_test attention_bench cuda_ops_test dropout_test overlap_bench comm_nccl_test; do [ -x $B/$t ] && cp $B/$t devrun/bin/; done
+for t in attention_test attention_bench cp_attention_bench cuda_ops_test dropout_test overlap_bench comm_nccl_test; do [ -x $B/$t ] && cp $B/$t devrun/bin/; done
 # data: 2 MB of the Brown corpus (scripts/train_tiny.sh fetches it) with the byte-level tokenizer,
 # whose ids fit every model's vocabulary, and the numerics text
 [ -f data/brown.txt ] || { echo "run scripts/train_tiny.sh once first (fetches the corpus)"; exit 1; }
@@ -109,6 +109,21 @@ for m in tiny-gpt2 tiny-llama; do
   done
   $B/mcc compile models/$m.json --target cuda "${pp_common[@]}" "${pp_dropout[@]}" --pp 2 -o devrun/bin/$m-cuda-pp2-dropout 2>/dev/null
 done
+# CP=1: context parallelism on the GPU (device_run.sh's CP section): the tiny models at cp 2
+# (all_gather) as two ranks sharing one GPU, against the CPU oracle's one-rank dumps of the same
+# spec (devrun/cpu/<model>, made above: every layout computes the same function)
+if [ "${CP:-0}" != 0 ]; then
+  for m in tiny-gpt2 tiny-llama; do
+    $B/mcc compile models/$m.json --target cuda --keep-logits --cp 2 --cp-comm-type all_gather \
+      -o devrun/bin/$m-cuda-cp2 2>devrun/bin/$m-cuda-cp2.compile.log || cat devrun/bin/$m-cuda-cp2.compile.log
+  done
+fi
+# CP_BENCH=1: llama-1B at seq 32K, one sequence a step (51 GiB planned: no recompute needed), for
+# device_run.sh's CP_BENCH section beside torch_baseline.py's llama-1B-32k and cp_attention_bench
+if [ "${CP_BENCH:-0}" != 0 ]; then
+  $B/mcc compile bench/configs/llama-1B-32k.json --target cuda -o devrun/bin/bench-llama-1B-32k \
+    2>devrun/bin/bench-llama-1B-32k.compile.log || cat devrun/bin/bench-llama-1B-32k.compile.log
+fi
 # llama-1B in 8 micro-batches of one sequence: one GPU, and PP=2 on the same GPU (1F1B, ZB-H1, two
 # virtual stages), the same global batch
 mb8=(--micro-batch-size 1 --global-batch-size 8)

@@ -161,6 +161,21 @@ PY
 fi
 fi
 
+# CP=1 (bundle.sh's CP=1 too): context parallelism at cp 2 (all_gather) as two ranks sharing one GPU
+# (the staged comm backend, as PP1's), each model against the CPU oracle's one-rank dumps
+if [ "${CHECKS:-1}" != 0 ] && [ "${CP:-0}" != 0 ]; then
+section "context parallelism on one GPU (cp 2, all_gather, 2 ranks sharing it), 10 steps against the CPU (NOT RUN on a GPU before this call)"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+for m in tiny-gpt2 tiny-llama; do
+  [ -x devrun/bin/$m-cuda-cp2 ] || { echo "$m cp2: not compiled (bundle.sh CP=1)"; continue; }
+  rm -rf /tmp/cp1-$m
+  timeout ${CHECK_TIMEOUT:-120} mpirun -np 2 --oversubscribe devrun/bin/$m-cuda-cp2 --data-path \
+    devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir /tmp/cp1-$m > "$O/cp1-$m.log" 2>&1
+  echo "$m cp2 (2 ranks) exit $?"
+  compare --cpu devrun/cpu/$m --gpu /tmp/cp1-$m
+done
+fi
+
 section "tensor parallel on 2 GPUs (NCCL) vs 1 GPU, 10 steps"
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && [ "${TP2_CHECK:-1}" != 0 ]; then
   for m in tiny-gpt2 tiny-llama; do
@@ -215,6 +230,24 @@ for c in ${AB_CONFIGS-}; do
     done
   done
 done
+# CP_BENCH=1 (bundle.sh's CP_BENCH=1 too): ring attention's compute cost on one GPU
+# (bench/cp_attention_bench.c's table: the whole sequence against one cp rank's pieces, checked at
+# 8K and 16K), then llama-1B at seq 32K beside the PyTorch baseline's llama-1B-32k
+if [ "${CP_BENCH:-0}" != 0 ]; then
+  section "context parallelism: one rank's ring pieces vs the whole sequence's attention (NOT RUN on a GPU before this call)"
+  if [ -x devrun/bin/cp_attention_bench ]; then
+    timeout 400 devrun/bin/cp_attention_bench > "$O/cp_attention_bench.log" 2>&1; echo "cp_attention_bench exit $?"
+    cat "$O/cp_attention_bench.log"
+  fi
+  section "llama-1B at seq 32K (one sequence a step): train_rank beside PyTorch (NOT RUN on a GPU before this call)"
+  if [ -x devrun/bin/bench-llama-1B-32k ]; then
+    timeout 240 devrun/bin/bench-llama-1B-32k --data-path devrun/data/brown_text_document --split 100,0,0 \
+      --train-iters 12 --log-interval 1 --eval-iters 0 > "$O/bench-llama-1B-32k.log" 2>&1
+    echo "llama-1B-32k exit $?"; grep -E "first step|iteration +12/|memory" "$O/bench-llama-1B-32k.log" | head -4
+  fi
+  timeout 300 python3 $anchors/torch_baseline.py --config llama-1B-32k --steps 10 >> "$O/baseline.jsonl" 2>>"$O/baseline.err"
+  echo "torch llama-1B-32k exit $?"; tail -1 "$O/baseline.jsonl"
+fi
 section "benchmark: PyTorch baseline"
 for c in ${BASELINES-gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa}; do
   timeout 170 python3 $anchors/torch_baseline.py --config $c --steps 20 >> "$O/baseline.jsonl" 2>>"$O/baseline.err"

@@ -154,12 +154,6 @@ static bool check_layout(const mcc_spec *spec, const cli_opts *o, char *err, siz
                  world, tp, cp, spec->data_parallel_size, spec->pipeline_model_parallel_size, world - 1);
         return false;
     }
-    if (cp > 1 && strcmp(o->passes.target->backend, "cuda") == 0) {
-        snprintf(err, errlen, "--context-parallel-size %d: context parallelism is built for CPU ranks only so far (its "
-                 "attention over gathered keys has no CUDA kernel yet): use --target cpu, or --context-parallel-size 1",
-                 cp);
-        return false;
-    }
     return true;
 }
 

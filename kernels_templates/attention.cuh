@@ -7,6 +7,9 @@
 // ((head_offset + h) T + t) T + s of sample first_sample + b under philox.cuh's rule, as in the
 // CPU oracle. lse, the row sums and Di = rowsum(dy y) are those of attention without dropout
 // (rowsum(P dP) = rowsum(dy y) holds with Z too); the backward redraws Z per score.
+// Context parallelism (mcc_attn_cp, below): q holds one cp rank's two balanced chunks, k and v one
+// or every rank's, the mask by whole-sequence positions; mcc_attention_merge_<dtype> merges two
+// ring pieces' (y, lse).
 #pragma once
 #include "common.cuh"
 #include "philox.cuh"
@@ -23,6 +26,10 @@ __device__ __forceinline__ float mcc_attn_drop_at(mcc_dropout d, unsigned long l
 // a2a3 (row g+8), a4a5 (row g, cols 2t+8..), a6a7 (row g+8, cols 2t+8..); B 16x8 holds b0b1
 // (rows 2t..2t+1, col g), b2b3 (rows 2t+8..); C 16x8 holds c0c1 (row g, cols 2t..), c2c3 (row g+8).
 
+// The primitives below (shared addresses, cp.async, ldmatrix, mma) are PTX; tests/gpu/emulate's host
+// emulation defines MCC_ATTN_EMULATED and its own.
+#ifndef MCC_ATTN_EMULATED
+#define MCC_ATTN_DYNAMIC_SMEM extern __shared__ __align__(128) unsigned char mcc_attn_smem[]
 __device__ __forceinline__ unsigned mcc_attn_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 
 // 16-byte global->shared copy; with valid=false it writes zeros (rows past T).
@@ -57,6 +64,7 @@ __device__ __forceinline__ void mcc_attn_mma(float (&c)[4], const unsigned (&a)[
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+#endif
 
 __device__ __forceinline__ unsigned mcc_attn_pack(float lo, float hi)
 {
@@ -112,36 +120,84 @@ __device__ __forceinline__ float mcc_attn_quad_sum(float v)
 #define MCC_LN2 0.6931471805599453f
 #define MCC_ATTN_INF __int_as_float(0x7f800000) // NVRTC has no math.h INFINITY
 
+// --- context parallelism --------------------------------------------------------------------
+// Under context parallelism (cp > 1) the whole sequence is cut into 2 cp chunks of c = T/2 tokens (T:
+// a rank's local length) and rank r holds chunks r and 2cp-1-r, in that order (ir.h's
+// ir_cp_position). q holds rank q_rank's; k and v hold kv_ranks ranks' from kv_rank on, in rank
+// order, [B, kv_ranks T, Hk, D]: every rank's gathered (ring = 0: kv_rank 0, kv_ranks cp) or one
+// rank's (ring = 1, a ring piece: kv_rank = (cp_rank - shift) mod cp). cp = 1: one chunk of T tokens
+// whose positions are its indices. The kernels walk tiles that never straddle a chunk, so a tile's
+// positions are one contiguous range: the causal mask compares base + offset exactly as at cp = 1
+// (no per-element position), tiles wholly after the rows they meet are skipped, and keys past a
+// chunk's end (a partial tile) are masked with the causal ones. A query row that sees no key gets
+// y = 0 and lse = -inf. ORDER: runtime/cuda/attention.c's cu_attn_cp mirrors this struct.
+struct mcc_attn_cp {
+    int cp, q_rank, kv_rank, kv_ranks;
+};
+
+__device__ __forceinline__ int mcc_attn_chunk_len(const mcc_attn_cp &s, int T) { return s.cp > 1 ? T / 2 : T; }
+__device__ __forceinline__ int mcc_attn_chunks_per_rank(const mcc_attn_cp &s) { return s.cp > 1 ? 2 : 1; }
+// The whole-sequence position of the first token of chunk i (0 or 1) of rank r's local sequence.
+__device__ __forceinline__ int mcc_attn_chunk_pos(const mcc_attn_cp &s, int r, int i, int c)
+{
+    return (i == 0 ? r : 2 * s.cp - 1 - r) * c;
+}
+// The same for key chunk kc of k and v (kc / chunks-per-rank: the rank after kv_rank).
+__device__ __forceinline__ int mcc_attn_key_chunk_pos(const mcc_attn_cp &s, int kc, int c)
+{
+    const int n = mcc_attn_chunks_per_rank(s);
+    return mcc_attn_chunk_pos(s, s.kv_rank + kc / n, kc % n, c);
+}
+// Moves (kc, tile) to the first key tile of BN at or after it (tile < the chunk's tiles) whose first
+// key is at a position <= qmax; false when none is left. A chunk's visible tiles are a prefix of it.
+template <int BN>
+__device__ __forceinline__ bool mcc_attn_next_key_tile(const mcc_attn_cp &s, int c, int qmax, int &kc, int &tile)
+{
+    for (const int nk = s.kv_ranks * mcc_attn_chunks_per_rank(s); kc < nk; kc++, tile = 0)
+        if (tile * BN < c && mcc_attn_key_chunk_pos(s, kc, c) + tile * BN <= qmax)
+            return true;
+    return false;
+}
+
 // --- forward (bf16) ---------------------------------------------------------------------------
-// Block: BM query rows of one (b, h), W warps, each warp R = BM/(16W) slabs of 16 rows; loops
-// over key blocks of BN with an online softmax in registers (log2 domain). Blocks are launched
-// heaviest (last query block) first. Shared: Q [BM][D], K and V [2][BN][D] (double buffered).
+// Block: BM query rows of one (b, h) in one chunk, W warps, each warp R = BM/(16W) slabs of 16 rows;
+// loops over the key tiles of BN it sees (mcc_attn_next_key_tile) with an online softmax in
+// registers (log2 domain). Blocks are launched heaviest (the later chunk's last query tile) first;
+// the grid's x is chunks-per-rank x ceil(c/BM). Shared: Q [BM][D], K and V [2][BN][D] (double
+// buffered).
 template <int D, int BM, int BN, int W, bool DROP>
 __device__ void mcc_attn_fwd(const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf16 *v, mcc_bf16 *y, float *lse, int T,
-                             int H, int Hk, float scale, mcc_dropout drop, int head_offset)
+                             int H, int Hk, float scale, mcc_attn_cp cp, mcc_dropout drop, int head_offset)
 {
     constexpr int R = BM / (16 * W), NT = 32 * W;
     static_assert(!DROP || BN <= 128, "a row's keep bits fit one word");
     typedef mcc_attn_tile<BM, D> QTile;
     typedef mcc_attn_tile<BN, D> KTile;
-    extern __shared__ __align__(128) unsigned char mcc_attn_smem[];
+    MCC_ATTN_DYNAMIC_SMEM;
     const unsigned sQ = mcc_attn_smem_addr(mcc_attn_smem), sK = sQ + QTile::BYTES, sV = sK + 2 * KTile::BYTES;
 
-    const int m0 = (gridDim.x - 1 - blockIdx.x) * BM, b = blockIdx.y / H, h = blockIdx.y % H, hk = h / (H / Hk);
+    // this block's query tile: rows m0.. (qvalid of them, to its chunk's end) at positions qb..
+    const int c = mcc_attn_chunk_len(cp, T), qtiles = (c + BM - 1) / BM, xb = gridDim.x - 1 - blockIdx.x;
+    const int qc = xb / qtiles, m0 = qc * c + xb % qtiles * BM, qvalid = min(BM, (qc + 1) * c - m0);
+    const int qb = mcc_attn_chunk_pos(cp, cp.q_rank, qc, c) + (m0 - qc * c), qmax = qb + qvalid - 1;
+    const int b = blockIdx.y / H, h = blockIdx.y % H, hk = h / (H / Hk), Tk = T * cp.kv_ranks;
     const long long ldq = (long long)H * D, ldk = (long long)Hk * D;
     // DROP: this block's sample, and its head's first score row in the sample
     const unsigned long long sample = DROP ? *drop.first_sample + b : 0;
     const unsigned long long hrow = (unsigned long long)(head_offset + h) * T;
-    const mcc_bf16 *kg = k + ((long long)b * T * Hk + hk) * D, *vg = v + ((long long)b * T * Hk + hk) * D;
-    const int kend = min(T, m0 + BM), nblocks = (kend + BN - 1) / BN;
+    const mcc_bf16 *kg = k + ((long long)b * Tk * Hk + hk) * D, *vg = v + ((long long)b * Tk * Hk + hk) * D;
 
-    QTile::template load<NT>(sQ, q + ((long long)(b * T + m0) * H + h) * D, ldq, T - m0);
-    KTile::template load<NT>(sK, kg, ldk, T);
-    KTile::template load<NT>(sV, vg, ldk, T);
+    int kc = 0, tile = 0; // the key tile in hand: tile `tile` of key chunk kc
+    bool more = mcc_attn_next_key_tile<BN>(cp, c, qmax, kc, tile);
+    if (more) { // else a ring piece whose keys all follow these rows: y = 0, lse = -inf
+        QTile::template load<NT>(sQ, q + ((long long)(b * T + m0) * H + h) * D, ldq, qvalid);
+        KTile::template load<NT>(sK, kg + (kc * c + tile * BN) * ldk, ldk, c - tile * BN);
+        KTile::template load<NT>(sV, vg + (kc * c + tile * BN) * ldk, ldk, c - tile * BN);
+    }
     mcc_attn_cp_commit();
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int wrow = m0 + warp * 16 * R; // first query row of this warp
+    const int wrow = m0 + warp * 16 * R, wpos = qb + warp * 16 * R; // first query row of this warp, its position
     const float sl2 = scale * MCC_LOG2E;
     float o[R][D / 8][4], mrow[R][2], lrow[R][2];
 #pragma unroll
@@ -153,20 +209,25 @@ __device__ void mcc_attn_fwd(const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf1
         lrow[r][0] = lrow[r][1] = 0.f;
     }
 
-    for (int jb = 0; jb < nblocks; jb++) {
-        const int n0 = jb * BN;
+    for (int jb = 0; more; jb++) {
+        // keys n0.. (kvalid of them) at positions kb..
+        const int n0 = kc * c + tile * BN, kvalid = min(BN, c - tile * BN);
+        const int kb = mcc_attn_key_chunk_pos(cp, kc, c) + tile * BN;
         const unsigned cK = sK + (jb & 1) * KTile::BYTES, cV = sV + (jb & 1) * KTile::BYTES;
-        if (jb + 1 < nblocks) {
+        int nkc = kc, ntile = tile + 1;
+        more = mcc_attn_next_key_tile<BN>(cp, c, qmax, nkc, ntile);
+        if (more) {
             const unsigned nK = sK + ((jb + 1) & 1) * KTile::BYTES, nV = sV + ((jb + 1) & 1) * KTile::BYTES;
-            KTile::template load<NT>(nK, kg + (n0 + BN) * ldk, ldk, T - n0 - BN);
-            KTile::template load<NT>(nV, vg + (n0 + BN) * ldk, ldk, T - n0 - BN);
+            KTile::template load<NT>(nK, kg + (nkc * c + ntile * BN) * ldk, ldk, c - ntile * BN);
+            KTile::template load<NT>(nV, vg + (nkc * c + ntile * BN) * ldk, ldk, c - ntile * BN);
             mcc_attn_cp_commit();
             mcc_attn_cp_wait<1>();
         } else {
             mcc_attn_cp_wait<0>();
         }
+        kc = nkc, tile = ntile;
         __syncthreads();
-        if (n0 <= wrow + 16 * R - 1) { // else every key of the block is after every row of this warp
+        if (kb <= wpos + 16 * R - 1) { // else every key of the block is after every row of this warp
             float s[R][BN / 8][4];
 #pragma unroll
             for (int r = 0; r < R; r++)
@@ -191,7 +252,8 @@ __device__ void mcc_attn_fwd(const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf1
                     }
                 }
             }
-            const bool diag = n0 + BN - 1 > wrow; // some key after some row: apply the causal mask
+            // some key after some row, or past the chunk's end: apply the mask
+            const bool diag = kb + BN - 1 > wpos || kvalid < BN;
             // DROP: bit 2j+e of keep[r][hf] keeps key n0+8j+2t+e of row qi, drawn up front as
             // independent Philox blocks (which interleave) before the softmax reads them
             unsigned keep[R][2];
@@ -209,14 +271,15 @@ __device__ void mcc_attn_fwd(const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf1
             for (int r = 0; r < R; r++)
 #pragma unroll
                 for (int hf = 0; hf < 2; hf++) {
-                    const int qi = wrow + 16 * r + g + 8 * hf;
+                    // key n0+i is masked for i > last: after the row's position, or past the chunk
+                    const int last = min(wpos + 16 * r + g + 8 * hf - kb, kvalid - 1);
                     float mx = mrow[r][hf];
 #pragma unroll
                     for (int j = 0; j < BN / 8; j++)
 #pragma unroll
                         for (int e = 0; e < 2; e++) {
                             float x = s[r][j][2 * hf + e] * sl2;
-                            if (diag && n0 + 8 * j + 2 * t + e > qi)
+                            if (diag && 8 * j + 2 * t + e > last)
                                 x = -MCC_ATTN_INF;
                             s[r][j][2 * hf + e] = x;
                             mx = fmaxf(mx, x);
@@ -273,8 +336,8 @@ __device__ void mcc_attn_fwd(const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf1
 #pragma unroll
         for (int hf = 0; hf < 2; hf++) {
             const int qi = wrow + 16 * r + g + 8 * hf;
-            const float l = mcc_attn_quad_sum(lrow[r][hf]), inv = 1.f / l;
-            if (qi >= T)
+            const float l = mcc_attn_quad_sum(lrow[r][hf]), inv = l > 0.f ? 1.f / l : 0.f; // l = 0: no key seen
+            if (qi - m0 >= qvalid)
                 continue;
             mcc_bf16 *yrow = y + ((long long)(b * T + qi) * H + h) * D;
 #pragma unroll
@@ -282,7 +345,7 @@ __device__ void mcc_attn_fwd(const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf1
                 *(__nv_bfloat162 *)(yrow + 8 * j + 2 * t) =
                     __floats2bfloat162_rn(o[r][j][2 * hf] * inv, o[r][j][2 * hf + 1] * inv);
             if (t == 0)
-                lse[((long long)b * H + h) * T + qi] = mrow[r][hf] * MCC_LN2 + logf(l);
+                lse[((long long)b * H + h) * T + qi] = l > 0.f ? mrow[r][hf] * MCC_LN2 + logf(l) : -MCC_ATTN_INF;
         }
 }
 
@@ -312,16 +375,17 @@ extern "C" __global__ void mcc_attention_bwd_post_bf16(const float *dq_acc, mcc_
     MCC_FOR_EACH(i, n) dq[i] = __float2bfloat16_rn(dq_acc[i] * scale);
 }
 
-// Block: BN = 16W keys of one (b, kv head); warp w owns keys 16w..16w+15 and keeps their dk, dv
-// rows in registers while the block walks every query block (of BM rows) of every query head of
-// the group at or after its keys. Per query block: S^T = K Q^T, dP^T = V dy^T, P^T, dS^T =
+// Block: BN = 16W keys of one (b, kv head) in one key chunk (the grid's x: key chunks x ceil(c/BN));
+// warp w owns keys 16w..16w+15 and keeps their dk, dv rows in registers while the block walks every
+// query tile (of BM rows, in either of q's chunks) of every query head of the group that has a row
+// at or after its keys. Per query block: S^T = K Q^T, dP^T = V dy^T, P^T, dS^T =
 // P^T (dP^T - Di), dV += P^T dy, dK += dS^T Q (warp-local), then dS^T goes to shared memory and
 // the warps split dQ += dS K by (16-row slab, column group) and add it to dq_acc with f32
 // atomics. Shared: K, V [BN][D], Q, dy [2][BM][D], dS^T [BN][BM], lse, Di [2][BM].
 template <int D, int BM, int BN, int W, bool DROP>
 __device__ void mcc_attn_bwd(const mcc_bf16 *dy, const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf16 *v,
                              const float *lse, const float *Di, float *dq_acc, mcc_bf16 *dk, mcc_bf16 *dv, int T, int H,
-                             int Hk, float scale, mcc_dropout drop, int head_offset)
+                             int Hk, float scale, mcc_attn_cp cp, mcc_dropout drop, int head_offset)
 {
     static_assert(BN == 16 * W, "one 16-key slab per warp");
     constexpr int NT = 32 * W, MSLABS = BM / 16, CGROUPS = W / MSLABS, DC = D / CGROUPS;
@@ -329,33 +393,54 @@ __device__ void mcc_attn_bwd(const mcc_bf16 *dy, const mcc_bf16 *q, const mcc_bf
     typedef mcc_attn_tile<BN, D> KTile;
     typedef mcc_attn_tile<BM, D> QTile;
     typedef mcc_attn_tile<BN, BM> STile;
-    extern __shared__ __align__(128) unsigned char mcc_attn_smem[];
+    MCC_ATTN_DYNAMIC_SMEM;
     const unsigned sK = mcc_attn_smem_addr(mcc_attn_smem), sV = sK + KTile::BYTES, sQ = sV + KTile::BYTES,
                    sdO = sQ + 2 * QTile::BYTES, sS = sdO + 2 * QTile::BYTES, sL = sS + STile::BYTES,
                    sD = sL + 2 * BM * 4;
     const float *Ls = (const float *)(mcc_attn_smem + (sL - sK)), *Ds = (const float *)(mcc_attn_smem + (sD - sK));
 
-    const int n0 = blockIdx.x * BN, b = blockIdx.y / Hk, hk = blockIdx.y % Hk, G = H / Hk;
+    // this block's keys: n0.. (kvalid of them, to their chunk's end) at positions kb..
+    const int c = mcc_attn_chunk_len(cp, T), ktiles = (c + BN - 1) / BN, kc = blockIdx.x / ktiles;
+    const int n0 = kc * c + blockIdx.x % ktiles * BN, kvalid = min(BN, (kc + 1) * c - n0);
+    const int kb = mcc_attn_key_chunk_pos(cp, kc, c) + (n0 - kc * c), Tk = T * cp.kv_ranks;
+    const int b = blockIdx.y / Hk, hk = blockIdx.y % Hk, G = H / Hk;
     const unsigned long long sample = DROP ? *drop.first_sample + b : 0;
     const long long ldq = (long long)H * D, ldk = (long long)Hk * D;
-    const int mfirst = n0 / BM, mblocks = (T + BM - 1) / BM - mfirst, iters = G * mblocks;
+    // The query tiles with a row at or after position kb: of q's chunk i, tiles first_i.. (count_i of
+    // them; scalars, not arrays, which would live in local memory)
+    const int qtiles = (c + BM - 1) / BM, from0 = kb - mcc_attn_chunk_pos(cp, cp.q_rank, 0, c); // kb's offsets
+    const int from1 = cp.cp > 1 ? kb - mcc_attn_chunk_pos(cp, cp.q_rank, 1, c) : c;           // in the chunks
+    const int first0 = from0 > 0 ? from0 / BM : 0, count0 = from0 < c ? qtiles - first0 : 0;
+    const int first1 = from1 > 0 ? from1 / BM : 0, count1 = from1 < c ? qtiles - first1 : 0;
+    const int mblocks = count0 + count1, iters = G * mblocks;
+    // Query tile `it`: head hk*G + it/mblocks; its first row m0 (qvalid rows) at position qb.
+    auto q_tile = [&](int it, int &h, int &m0, int &qvalid, int &qb) {
+        const int j = it % mblocks, i = j < count0 ? 0 : 1, tile = i ? first1 + j - count0 : first0 + j;
+        h = hk * G + it / mblocks, m0 = i * c + tile * BM, qvalid = min(BM, c - tile * BM);
+        qb = mcc_attn_chunk_pos(cp, cp.q_rank, i, c) + tile * BM;
+    };
 
-    KTile::template load<NT>(sK, k + ((long long)(b * T + n0) * Hk + hk) * D, ldk, T - n0);
-    KTile::template load<NT>(sV, v + ((long long)(b * T + n0) * Hk + hk) * D, ldk, T - n0);
-    // Query block `it` (head hk*G + it/mblocks, block mfirst + it%mblocks) into buffer it&1.
+    if (iters > 0) { // else a ring piece whose keys follow every query: dk = dv = 0
+        KTile::template load<NT>(sK, k + ((long long)(b * Tk + n0) * Hk + hk) * D, ldk, kvalid);
+        KTile::template load<NT>(sV, v + ((long long)(b * Tk + n0) * Hk + hk) * D, ldk, kvalid);
+    }
+    // Query tile `it` into buffer it&1.
     auto load_q = [&](int it) {
-        const int h = hk * G + it / mblocks, m0 = (mfirst + it % mblocks) * BM, buf = it & 1;
+        int h, m0, qvalid, qb;
+        q_tile(it, h, m0, qvalid, qb);
+        const int buf = it & 1;
         const long long off = ((long long)(b * T + m0) * H + h) * D, roff = ((long long)b * H + h) * T + m0;
-        QTile::template load<NT>(sQ + buf * QTile::BYTES, q + off, ldq, T - m0);
-        QTile::template load<NT>(sdO + buf * QTile::BYTES, dy + off, ldq, T - m0);
-        mcc_attn_load_rows<BM, NT>(sL + buf * BM * 4, lse + roff, T - m0);
-        mcc_attn_load_rows<BM, NT>(sD + buf * BM * 4, Di + roff, T - m0);
+        QTile::template load<NT>(sQ + buf * QTile::BYTES, q + off, ldq, qvalid);
+        QTile::template load<NT>(sdO + buf * QTile::BYTES, dy + off, ldq, qvalid);
+        mcc_attn_load_rows<BM, NT>(sL + buf * BM * 4, lse + roff, qvalid);
+        mcc_attn_load_rows<BM, NT>(sD + buf * BM * 4, Di + roff, qvalid);
         mcc_attn_cp_commit();
     };
-    load_q(0);
+    if (iters > 0)
+        load_q(0);
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int wkey = n0 + 16 * warp; // first key of this warp
+    const int wkey = n0 + 16 * warp, wpos = kb + 16 * warp; // first key of this warp, its position
     const float sl2 = scale * MCC_LOG2E;
     float dka[D / 8][4], dva[D / 8][4];
 #pragma unroll
@@ -365,7 +450,9 @@ __device__ void mcc_attn_bwd(const mcc_bf16 *dy, const mcc_bf16 *q, const mcc_bf
             dka[j][e] = dva[j][e] = 0.f;
 
     for (int it = 0; it < iters; it++) {
-        const int h = hk * G + it / mblocks, m0 = (mfirst + it % mblocks) * BM, buf = it & 1;
+        int h, m0, qvalid, qb;
+        q_tile(it, h, m0, qvalid, qb);
+        const int buf = it & 1;
         mcc_attn_cp_wait<0>();
         __syncthreads(); // this block's tiles are in; everyone is done with the previous one
         if (it + 1 < iters)
@@ -373,7 +460,7 @@ __device__ void mcc_attn_bwd(const mcc_bf16 *dy, const mcc_bf16 *q, const mcc_bf
         const unsigned cQ = sQ + buf * QTile::BYTES, cdO = sdO + buf * QTile::BYTES;
         const float *cL = Ls + buf * BM, *cD = Ds + buf * BM;
 
-        if (wkey > m0 + BM - 1) { // every key of this warp is after every query row: dS^T = 0
+        if (wpos > qb + BM - 1 || 16 * warp >= kvalid) { // every key after every row, or none: dS^T = 0
 #pragma unroll
             for (int j = 0; j < BM / 8; j++)
 #pragma unroll
@@ -404,7 +491,13 @@ __device__ void mcc_attn_bwd(const mcc_bf16 *dy, const mcc_bf16 *q, const mcc_bf
             }
             // P^T = exp(scale S^T - lse) (0 where the key is after the query); dS^T = P^T (dP^T - Di).
             // DROP: dV takes (P Z)^T and dS^T = P^T (dP^T Z^T - Di).
-            const bool diag = wkey + 15 > m0;
+            // some key after some row, or past the chunk's end: apply the mask. Query column col is
+            // masked for key row hf (g + 8hf of the warp's) where col < before[hf].
+            const bool diag = wpos + 15 > qb || 16 * warp + 15 >= kvalid;
+            int before[2];
+#pragma unroll
+            for (int hf = 0; hf < 2; hf++)
+                before[hf] = 16 * warp + g + 8 * hf < kvalid ? wpos + g + 8 * hf - qb : BM;
             const unsigned long long hrow = (unsigned long long)(head_offset + h) * T + m0; // DROP: query m0's row
 #pragma unroll
             for (int j = 0; j < BM / 8; j++)
@@ -412,7 +505,7 @@ __device__ void mcc_attn_bwd(const mcc_bf16 *dy, const mcc_bf16 *q, const mcc_bf
                 for (int e = 0; e < 4; e++) {
                     const int key = wkey + g + 8 * (e >> 1), col = 8 * j + 2 * t + (e & 1);
                     float p = exp2f(st[j][e] * sl2 - cL[col] * MCC_LOG2E);
-                    if (diag && key > m0 + col)
+                    if (diag && col < before[e >> 1])
                         p = 0.f;
                     if (DROP) {
                         const float z = mcc_attn_drop_at(drop, sample, (hrow + col) * T + key);
@@ -460,7 +553,7 @@ __device__ void mcc_attn_bwd(const mcc_bf16 *dy, const mcc_bf16 *q, const mcc_bf
 #pragma unroll
         for (int j = 0; j < DC / 8; j++)
             dqa[j][0] = dqa[j][1] = dqa[j][2] = dqa[j][3] = 0.f;
-        const int klimit = min(BN, m0 + 16 * slab + 15 - n0 + 1); // keys after the slab's last row give dS = 0
+        const int klimit = min(kvalid, qb + 16 * slab + 15 - kb + 1); // keys after the slab's last row give dS = 0
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++) {
             if (16 * kk >= klimit)
@@ -479,7 +572,7 @@ __device__ void mcc_attn_bwd(const mcc_bf16 *dy, const mcc_bf16 *q, const mcc_bf
 #pragma unroll
             for (int hf = 0; hf < 2; hf++) {
                 const int qi = m0 + 16 * slab + g + 8 * hf;
-                if (qi >= T)
+                if (qi - m0 >= qvalid)
                     continue;
                 float *row = dq_acc + ((long long)(b * T + qi) * H + h) * D + c0 + 2 * t;
 #pragma unroll
@@ -491,9 +584,9 @@ __device__ void mcc_attn_bwd(const mcc_bf16 *dy, const mcc_bf16 *q, const mcc_bf
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
         const int key = wkey + g + 8 * hf;
-        if (key >= T)
+        if (key - n0 >= kvalid)
             continue;
-        const long long off = ((long long)(b * T + key) * Hk + hk) * D + 2 * t;
+        const long long off = ((long long)(b * Tk + key) * Hk + hk) * D + 2 * t;
 #pragma unroll
         for (int j = 0; j < D / 8; j++) {
             *(__nv_bfloat162 *)(dk + off + 8 * j) =
@@ -504,14 +597,26 @@ __device__ void mcc_attn_bwd(const mcc_bf16 *dy, const mcc_bf16 *q, const mcc_bf
 }
 
 // --- f32 (testing): one thread per query row ---------------------------------------------------
+// Query row i at position qp sees, of key chunk kc (at position base), its first min(c, qp-base+1)
+// keys (cp = 1: keys 0..i).
+__device__ __forceinline__ int mcc_attn_row_pos(const mcc_attn_cp &s, int i, int c)
+{
+    return mcc_attn_chunk_pos(s, s.q_rank, i / c, c) + i % c;
+}
+__device__ __forceinline__ int mcc_attn_keys_seen(const mcc_attn_cp &s, int kc, int c, int qp)
+{
+    return max(0, min(c, qp - mcc_attn_key_chunk_pos(s, kc, c) + 1));
+}
+
 template <int D, bool DROP>
 __device__ void mcc_attn_fwd_f32(const float *q, const float *k, const float *v, float *y, float *lse, int B, int T,
-                                 int H, int Hk, float scale, mcc_dropout drop, int head_offset)
+                                 int H, int Hk, float scale, mcc_attn_cp cp, mcc_dropout drop, int head_offset)
 {
     long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (idx >= (long long)B * H * T)
         return;
     const int i = idx % T, h = idx / T % H, b = idx / ((long long)T * H), hk = h / (H / Hk);
+    const int c = mcc_attn_chunk_len(cp, T), qp = mcc_attn_row_pos(cp, i, c), Tk = T * cp.kv_ranks;
     const float *qi = q + ((long long)(b * T + i) * H + h) * D;
     const unsigned long long sample = DROP ? *drop.first_sample + b : 0; // DROP: row i's scores from erow
     const unsigned long long erow = ((unsigned long long)(head_offset + h) * T + i) * T;
@@ -519,34 +624,36 @@ __device__ void mcc_attn_fwd_f32(const float *q, const float *k, const float *v,
     float acc[D], m = -MCC_ATTN_INF, l = 0.f;
     for (int d = 0; d < D; d++)
         acc[d] = 0.f;
-    for (int j = 0; j <= i; j++) {
-        const float *kj = k + ((long long)(b * T + j) * Hk + hk) * D, *vj = v + ((long long)(b * T + j) * Hk + hk) * D;
-        float s = 0.f;
-        for (int d = 0; d < D; d++)
-            s += qi[d] * kj[d];
-        s *= scale;
-        const float mn = fmaxf(m, s), alpha = expf(m - mn), p = expf(s - mn);
-        const float pv = DROP ? p * mcc_dropout_factor(drop, sample, erow + j, &cur) : p;
-        l = l * alpha + p;
-        for (int d = 0; d < D; d++)
-            acc[d] = acc[d] * alpha + pv * vj[d];
-        m = mn;
-    }
-    for (int d = 0; d < D; d++)
-        y[((long long)(b * T + i) * H + h) * D + d] = acc[d] / l;
-    lse[((long long)b * H + h) * T + i] = m + logf(l);
+    for (int kc = 0; kc < Tk / c; kc++)
+        for (int j = kc * c, end = j + mcc_attn_keys_seen(cp, kc, c, qp); j < end; j++) {
+            const float *kj = k + ((long long)(b * Tk + j) * Hk + hk) * D, *vj = v + ((long long)(b * Tk + j) * Hk + hk) * D;
+            float s = 0.f;
+            for (int d = 0; d < D; d++)
+                s += qi[d] * kj[d];
+            s *= scale;
+            const float mn = fmaxf(m, s), alpha = expf(m - mn), p = expf(s - mn);
+            const float pv = DROP ? p * mcc_dropout_factor(drop, sample, erow + j, &cur) : p;
+            l = l * alpha + p;
+            for (int d = 0; d < D; d++)
+                acc[d] = acc[d] * alpha + pv * vj[d];
+            m = mn;
+        }
+    for (int d = 0; d < D; d++) // l = 0: the row saw no key
+        y[((long long)(b * T + i) * H + h) * D + d] = l > 0.f ? acc[d] / l : 0.f;
+    lse[((long long)b * H + h) * T + i] = l > 0.f ? m + logf(l) : -MCC_ATTN_INF;
 }
 
 // dk, dv must be zeroed first (they are accumulated with atomics).
 template <int D, bool DROP>
 __device__ void mcc_attn_bwd_f32(const float *dy, const float *q, const float *k, const float *v, const float *y,
                                  const float *lse, float *dq, float *dk, float *dv, int B, int T, int H, int Hk,
-                                 float scale, mcc_dropout drop, int head_offset)
+                                 float scale, mcc_attn_cp cp, mcc_dropout drop, int head_offset)
 {
     long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (idx >= (long long)B * H * T)
         return;
     const int i = idx % T, h = idx / T % H, b = idx / ((long long)T * H), hk = h / (H / Hk);
+    const int c = mcc_attn_chunk_len(cp, T), qp = mcc_attn_row_pos(cp, i, c), Tk = T * cp.kv_ranks;
     const unsigned long long sample = DROP ? *drop.first_sample + b : 0; // DROP: row i's scores from erow
     const unsigned long long erow = ((unsigned long long)(head_offset + h) * T + i) * T;
     mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
@@ -557,76 +664,114 @@ __device__ void mcc_attn_bwd_f32(const float *dy, const float *q, const float *k
         Dsum += dy[qo + d] * y[qo + d];
         acc[d] = 0.f;
     }
-    for (int j = 0; j <= i; j++) {
-        const long long ko = ((long long)(b * T + j) * Hk + hk) * D;
-        float s = 0.f, dp = 0.f;
-        for (int d = 0; d < D; d++) {
-            s += q[qo + d] * k[ko + d];
-            dp += dy[qo + d] * v[ko + d];
+    for (int kc = 0; kc < Tk / c; kc++)
+        for (int j = kc * c, end = j + mcc_attn_keys_seen(cp, kc, c, qp); j < end; j++) {
+            const long long ko = ((long long)(b * Tk + j) * Hk + hk) * D;
+            float s = 0.f, dp = 0.f;
+            for (int d = 0; d < D; d++) {
+                s += q[qo + d] * k[ko + d];
+                dp += dy[qo + d] * v[ko + d];
+            }
+            const float p = expf(s * scale - L), z = DROP ? mcc_dropout_factor(drop, sample, erow + j, &cur) : 1.f;
+            const float ds = DROP ? p * (dp * z - Dsum) : p * (dp - Dsum), pz = DROP ? p * z : p;
+            for (int d = 0; d < D; d++) {
+                acc[d] += ds * k[ko + d];
+                atomicAdd(dk + ko + d, scale * ds * q[qo + d]);
+                atomicAdd(dv + ko + d, pz * dy[qo + d]);
+            }
         }
-        const float p = expf(s * scale - L), z = DROP ? mcc_dropout_factor(drop, sample, erow + j, &cur) : 1.f;
-        const float ds = DROP ? p * (dp * z - Dsum) : p * (dp - Dsum), pz = DROP ? p * z : p;
-        for (int d = 0; d < D; d++) {
-            acc[d] += ds * k[ko + d];
-            atomicAdd(dk + ko + d, scale * ds * q[qo + d]);
-            atomicAdd(dv + ko + d, pz * dy[qo + d]);
-        }
-    }
     for (int d = 0; d < D; d++)
         dq[qo + d] = scale * acc[d];
 }
 
-// --- entry points: mcc_attention_{fwd,bwd}_<dtype>_d<D>, and their dropout twins
+// --- context parallelism's merge -----------------------------------------------------------------
+// (o, lse) := merge((o, lse), (o2, lse2)) in place, two ring pieces' attention of the same queries:
+// lse = logaddexp(lse, lse2), o = o exp(lse_old - lse) + o2 exp(lse2 - lse), in fp32; a row whose
+// two lse are -inf gets o = 0, lse = -inf. o, o2 [B,T,H,D] (the dtype); lse, lse2 f32 [B,H,T].
+// One warp per (b, t, h) row, grid-stride: any grid of blocks of a multiple of 32 threads (e.g.
+// ceil(32 B T H / 256) blocks of 256). Entry points mcc_attention_merge_<f32|bf16>.
+template <class X>
+__device__ void mcc_attn_merge(X *o, float *lse, const X *o2, const float *lse2, int B, int H, int T, int D)
+{
+    const long long rows = (long long)B * T * H, warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    for (long long row = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; row < rows; row += warps) {
+        const long long b = row / ((long long)T * H), t = row / H % T, h = row % H, li = (b * H + h) * T + t;
+        const float l1 = lse[li], l2 = lse2[li], mx = fmaxf(l1, l2);
+        float w1 = 0.f, w2 = 0.f, l = -MCC_ATTN_INF;
+        if (mx != -MCC_ATTN_INF) {
+            const float e1 = expf(l1 - mx), e2 = expf(l2 - mx), sum = e1 + e2;
+            w1 = e1 / sum, w2 = e2 / sum, l = mx + logf(sum);
+        }
+        for (int d = lane; d < D; d += 32)
+            mcc_st(o, row * D + d, mcc_ld(o, row * D + d) * w1 + mcc_ld(o2, row * D + d) * w2);
+        __syncwarp(); // every lane has read lse[li]
+        if (lane == 0)
+            lse[li] = l;
+    }
+}
+#define MCC_ATTN_MERGE(sfx, X)                                                                                \
+    extern "C" __global__ void mcc_attention_merge_##sfx(X *o, float *lse, const X *o2, const float *lse2, int B,  \
+                                                         int H, int T, int D)                                 \
+    {                                                                                                         \
+        mcc_attn_merge<X>(o, lse, o2, lse2, B, H, T, D);                                                      \
+    }
+MCC_FOR_FLOATS(MCC_ATTN_MERGE)
+
+// --- entry points: mcc_attention_{fwd,bwd}_<dtype>_d<D> (the sequence layout, mcc_attn_cp, last;
+// {1, 0, 0, 1} without context parallelism), and their dropout twins
 // mcc_attention_dropout_{fwd,bwd}_<dtype>_d<D> with (mcc_dropout drop, int head_offset) after the
 // same parameters. ORDER: the tile table in runtime/cuda/attention.c (its smem sizes and launch
 // shapes) mirrors these parameters.
 #define MCC_ATTN_FWD_BF16_PARAMS                                                                              \
-    const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf16 *v, mcc_bf16 *y, float *lse, int T, int H, int Hk, float scale
+    const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf16 *v, mcc_bf16 *y, float *lse, int T, int H, int Hk, float scale, \
+        mcc_attn_cp cp
 #define MCC_ATTN_BWD_BF16_PARAMS                                                                              \
     const mcc_bf16 *dy, const mcc_bf16 *q, const mcc_bf16 *k, const mcc_bf16 *v, const float *lse, const float *Di, \
-        float *dq_acc, mcc_bf16 *dk, mcc_bf16 *dv, int T, int H, int Hk, float scale
+        float *dq_acc, mcc_bf16 *dk, mcc_bf16 *dv, int T, int H, int Hk, float scale, mcc_attn_cp cp
 #define MCC_ATTN_BF16(D, FBM, FBN, FW, BBM, BBN, BW)                                                         \
     extern "C" __global__ void __launch_bounds__(32 * FW) mcc_attention_fwd_bf16_d##D(MCC_ATTN_FWD_BF16_PARAMS) \
     {                                                                                                         \
-        mcc_attn_fwd<D, FBM, FBN, FW, false>(q, k, v, y, lse, T, H, Hk, scale, mcc_dropout{}, 0);             \
+        mcc_attn_fwd<D, FBM, FBN, FW, false>(q, k, v, y, lse, T, H, Hk, scale, cp, mcc_dropout{}, 0);             \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(32 * FW)                                                    \
         mcc_attention_dropout_fwd_bf16_d##D(MCC_ATTN_FWD_BF16_PARAMS, mcc_dropout drop, int head_offset)     \
     {                                                                                                         \
-        mcc_attn_fwd<D, FBM, FBN, FW, true>(q, k, v, y, lse, T, H, Hk, scale, drop, head_offset);             \
+        mcc_attn_fwd<D, FBM, FBN, FW, true>(q, k, v, y, lse, T, H, Hk, scale, cp, drop, head_offset);             \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(32 * BW) mcc_attention_bwd_bf16_d##D(MCC_ATTN_BWD_BF16_PARAMS) \
     {                                                                                                         \
-        mcc_attn_bwd<D, BBM, BBN, BW, false>(dy, q, k, v, lse, Di, dq_acc, dk, dv, T, H, Hk, scale, mcc_dropout{}, 0); \
+        mcc_attn_bwd<D, BBM, BBN, BW, false>(dy, q, k, v, lse, Di, dq_acc, dk, dv, T, H, Hk, scale, cp, mcc_dropout{}, 0); \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(32 * BW)                                                    \
         mcc_attention_dropout_bwd_bf16_d##D(MCC_ATTN_BWD_BF16_PARAMS, mcc_dropout drop, int head_offset)     \
     {                                                                                                         \
-        mcc_attn_bwd<D, BBM, BBN, BW, true>(dy, q, k, v, lse, Di, dq_acc, dk, dv, T, H, Hk, scale, drop, head_offset); \
+        mcc_attn_bwd<D, BBM, BBN, BW, true>(dy, q, k, v, lse, Di, dq_acc, dk, dv, T, H, Hk, scale, cp, drop, head_offset); \
     }
 #define MCC_ATTN_FWD_F32_PARAMS                                                                               \
-    const float *q, const float *k, const float *v, float *y, float *lse, int B, int T, int H, int Hk, float scale
+    const float *q, const float *k, const float *v, float *y, float *lse, int B, int T, int H, int Hk, float scale, \
+        mcc_attn_cp cp
 #define MCC_ATTN_BWD_F32_PARAMS                                                                               \
     const float *dy, const float *q, const float *k, const float *v, const float *y, const float *lse, float *dq, \
-        float *dk, float *dv, int B, int T, int H, int Hk, float scale
+        float *dk, float *dv, int B, int T, int H, int Hk, float scale, mcc_attn_cp cp
 #define MCC_ATTN_F32(D)                                                                                       \
     extern "C" __global__ void mcc_attention_fwd_f32_d##D(MCC_ATTN_FWD_F32_PARAMS)                           \
     {                                                                                                         \
-        mcc_attn_fwd_f32<D, false>(q, k, v, y, lse, B, T, H, Hk, scale, mcc_dropout{}, 0);                    \
+        mcc_attn_fwd_f32<D, false>(q, k, v, y, lse, B, T, H, Hk, scale, cp, mcc_dropout{}, 0);                    \
     }                                                                                                         \
     extern "C" __global__ void mcc_attention_dropout_fwd_f32_d##D(MCC_ATTN_FWD_F32_PARAMS, mcc_dropout drop,  \
                                                                   int head_offset)                            \
     {                                                                                                         \
-        mcc_attn_fwd_f32<D, true>(q, k, v, y, lse, B, T, H, Hk, scale, drop, head_offset);                    \
+        mcc_attn_fwd_f32<D, true>(q, k, v, y, lse, B, T, H, Hk, scale, cp, drop, head_offset);                    \
     }                                                                                                         \
     extern "C" __global__ void mcc_attention_bwd_f32_d##D(MCC_ATTN_BWD_F32_PARAMS)                           \
     {                                                                                                         \
-        mcc_attn_bwd_f32<D, false>(dy, q, k, v, y, lse, dq, dk, dv, B, T, H, Hk, scale, mcc_dropout{}, 0);    \
+        mcc_attn_bwd_f32<D, false>(dy, q, k, v, y, lse, dq, dk, dv, B, T, H, Hk, scale, cp, mcc_dropout{}, 0);    \
     }                                                                                                         \
     extern "C" __global__ void mcc_attention_dropout_bwd_f32_d##D(MCC_ATTN_BWD_F32_PARAMS, mcc_dropout drop,  \
                                                                   int head_offset)                            \
     {                                                                                                         \
-        mcc_attn_bwd_f32<D, true>(dy, q, k, v, y, lse, dq, dk, dv, B, T, H, Hk, scale, drop, head_offset);    \
+        mcc_attn_bwd_f32<D, true>(dy, q, k, v, y, lse, dq, dk, dv, B, T, H, Hk, scale, cp, drop, head_offset);    \
     }
 
 // Tiles per head dim: fwd BM, BN, warps, bwd BM, BN, warps. -DMCC_ATTN_TILES_D<D>=... overrides

@@ -9,10 +9,11 @@
 
 // x, r [B,T,H,D] as rows [B T H, D]. Thread (lane, group) of the block owns pairs
 // [i0, i0 + W), i0 = lane W, lane < half / W, and walks rows; its frequencies are computed once.
-// Launch: blockDim.x a multiple of half / W; sign = -1 for the inverse rotation.
+// Launch: blockDim.x a multiple of half / W; sign = -1 for the inverse rotation. cp > 1: row t of
+// the rank's tokens is at ir_cp_position's place (rank cp_rank's balanced chunks of T_/2).
 template <int W, class T>
 __device__ void mcc_rope_rows(T *r, const T *x, unsigned rows, unsigned T_, unsigned H, unsigned half,
-                              double theta, double sign)
+                              double theta, double sign, int cp, int cp_rank)
 {
     unsigned lanes = half / W, lane = threadIdx.x % lanes, i0 = lane * W;
     unsigned groups = blockDim.x / lanes, group = threadIdx.x / lanes;
@@ -20,7 +21,9 @@ __device__ void mcc_rope_rows(T *r, const T *x, unsigned rows, unsigned T_, unsi
     for (int k = 0; k < W; k++)
         freq[k] = sign * pow(theta, -2.0 * (double)(i0 + k) / (double)(2 * half));
     for (unsigned row = blockIdx.x * groups + group; row < rows; row += gridDim.x * groups) {
-        unsigned t = row / H % T_;
+        unsigned t = row / H % T_, chunk = T_ / 2;
+        if (cp > 1) // the position of the rank's token t (ir_cp_position)
+            t = t < chunk ? cp_rank * chunk + t : (2 * cp - 1 - cp_rank) * chunk + t - chunk;
         long long at = (long long)row * 2 * half + i0;
         float x1[W], x2[W], c[W], s[W];
         mcc_ldn(x1, x, at);
@@ -41,11 +44,12 @@ __device__ void mcc_rope_rows(T *r, const T *x, unsigned rows, unsigned T_, unsi
 // block for the same choice).
 #define MCC_ROPE(sfx, T)                                                                                   \
     extern "C" __global__ void mcc_rope_##sfx(T *r, const T *x, unsigned rows, unsigned T_, unsigned H,    \
-                                              unsigned half, double theta, double sign, int width)        \
+                                              unsigned half, double theta, double sign, int width, int cp, \
+                                              int cp_rank)                                                 \
     {                                                                                                      \
         if (width == MCC_VEC)                                                                              \
-            mcc_rope_rows<MCC_VEC>(r, x, rows, T_, H, half, theta, sign);                                  \
+            mcc_rope_rows<MCC_VEC>(r, x, rows, T_, H, half, theta, sign, cp, cp_rank);                     \
         else                                                                                               \
-            mcc_rope_rows<1>(r, x, rows, T_, H, half, theta, sign);                                        \
+            mcc_rope_rows<1>(r, x, rows, T_, H, half, theta, sign, cp, cp_rank);                           \
     }
 MCC_FOR_FLOATS(MCC_ROPE)

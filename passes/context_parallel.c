@@ -126,7 +126,7 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
                             in->res[0]), false;
         args[k] = gather(c, in->args[k]);
         args[k + 1] = gather(c, in->args[k + 1]);
-        double attrs[2] = {c->cp, 0};
+        double attrs[4] = {c->cp, 0, 0, 0}; /* cp, cp_rank (below), ring 0: keys gathered, shift 0 */
         int r = ir_emit(c->m, c->dst, in->op, args, in->nargs, attrs, NULL, NULL);
         cp_rank_attr(c, r, 1);
         map[in->res[0]] = r;

@@ -225,6 +225,7 @@ if(TARGET mccrt_cuda)
       "tp2_sp_batch_interleave:2:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-interleave"
       "dp2_zero:2:--dp 2 --use-distributed-optimizer" "1gpu_dropout:1:${_dropout}"
       "dp2_dropout:2:${_dropout} --dp 2" "tp2_sp_dropout:2:${_dropout} --tp 2 --sequence-parallel"
+      "cp2:2:--cp 2 --cp-comm-type all_gather"
       # CPU optimizer offload: the host's fp32 AdamW, the copy stream's overlapped copies, bf16 moments
       "1gpu_offload:1:--optimizer-cpu-offload --optimizer-offload-fraction 0.5 --overlap-cpu-optimizer-d2h-h2d"
       "dp2_zero_offload_bf16_moments:2:--dp 2 --use-distributed-optimizer --optimizer-cpu-offload --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16")
@@ -244,7 +245,9 @@ if(TARGET mccrt_cuda)
   set(MCC_GPU_SHARED_LAYOUTS "pp2:2:--pp 2" "pp2_1f1b:2:--pp 2 --pipeline-schedule 1f1b"
       "pp2_v2:2:--num-layers 4 -- --pp 2 --num-virtual-stages-per-pipeline-rank 2"
       "pp4_dropout:4:--attention-dropout 0.1 --hidden-dropout 0.1 --num-layers 4 -- --pp 4"
-      "tp2_sp_pp2:4:--num-layers 4 -- --tp 2 --sequence-parallel --pp 2")
+      "tp2_sp_pp2:4:--num-layers 4 -- --tp 2 --sequence-parallel --pp 2"
+      # context parallelism: the sequence's balanced chunks, keys and values gathered
+      "cp2:2:--cp 2 --cp-comm-type all_gather")
   foreach(model tiny-gpt2 tiny-llama)
     foreach(layout ${MCC_GPU_SHARED_LAYOUTS})
       mcc_parse_layout(${layout})

@@ -2,7 +2,9 @@
  * (ATTENTION_DROPOUT, ATTENTION_DROPOUT_GRAD): pick the kernel of kernels_templates/attention.cuh
  * by dtype and head dim, and size its grid and shared memory. In builds with cuDNN, bf16
  * ATTENTION and ATTENTION_GRAD may run cuDNN's fused flash attention instead (cudnn_attention.c):
- * MCC_ATTENTION=mcc|cudnn chooses, unset means CU_ATTN_DEFAULT. */
+ * MCC_ATTENTION=mcc|cudnn chooses, unset means CU_ATTN_DEFAULT. Under context parallelism (attributes
+ * cp, cp_rank, ring, shift) mcc's kernels run: q holds the rank's balanced chunks, k and v every cp
+ * rank's (ring 0) or one rank's (ring 1, rank (cp_rank - shift) mod cp), masked by position. */
 #include "cuda_ctx.h"
 #include "cudnn_attention.h"
 #include "runtime/dropout.h"
@@ -14,9 +16,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The kernels' sequence layout (attention.cuh's mcc_attn_cp, ORDER: its fields): q holds rank
+ * q_rank's chunks, k and v kv_ranks ranks' from kv_rank on. */
 typedef struct {
-    int B, T, H, Hk, D;
+    int cp, q_rank, kv_rank, kv_ranks;
+} cu_attn_cp;
+
+/* ATTENTION's and ATTENTION_GRAD's attributes (ir/ops.def: "cp,cp_rank,ring,shift") */
+enum { CU_ATTN_CP, CU_ATTN_CP_RANK, CU_ATTN_RING, CU_ATTN_SHIFT };
+
+typedef struct {
+    int B, T, H, Hk, D; /* T: q's (the rank's) tokens; k and v hold T cp.kv_ranks */
     float scale;
+    cu_attn_cp cp;
 } cu_attn_shape;
 
 /* bf16 tiles of a head dim: the cubin's mcc_attn_tiles_d<D> (attention.cuh), so launchers and
@@ -26,14 +38,34 @@ typedef struct {
     int bwd_bm, bwd_bn, bwd_warps; /* query rows per step, keys, warps of a backward block */
 } cu_attn_tiles;
 
-/* (q [B,T,H,D], k [B,T,Hk,D]) -> the shape, with the CPU oracle's scale 1/sqrt(D). */
-static cu_attn_shape cu_attn_shape_of(const ir_type *q, const ir_type *k)
+/* The sequence layout of an attention call from its attributes (the dropout twins have none:
+ * context parallelism refuses dropout). */
+static cu_attn_cp cu_attn_cp_of(const ir_instr *in, bool dropout)
 {
-    cu_attn_shape s = {(int)q->dims[0], (int)q->dims[1], (int)q->dims[2], (int)k->dims[2], (int)q->dims[3], 0};
+    if (dropout || in->attr[CU_ATTN_CP] <= 1)
+        return (cu_attn_cp){1, 0, 0, 1};
+    int cp = (int)in->attr[CU_ATTN_CP], rank = (int)in->attr[CU_ATTN_CP_RANK];
+    if (in->attr[CU_ATTN_RING] == 0) /* every rank's keys, gathered */
+        return (cu_attn_cp){cp, rank, 0, cp};
+    int shift = (int)in->attr[CU_ATTN_SHIFT];
+    return (cu_attn_cp){cp, rank, ((rank - shift) % cp + cp) % cp, 1};
+}
+
+/* (q [B,T,H,D], k [B,Tk,Hk,D]) -> the shape, with the CPU oracle's scale 1/sqrt(D). */
+static cu_attn_shape cu_attn_shape_of(const rt_kernel_call *c, const ir_type *q, const ir_type *k, bool dropout)
+{
+    cu_attn_shape s = {(int)q->dims[0], (int)q->dims[1], (int)q->dims[2], (int)k->dims[2], (int)q->dims[3], 0,
+                       cu_attn_cp_of(c->in, dropout)};
     s.scale = (float)(1.0 / sqrt((double)s.D));
     if (s.Hk <= 0 || s.H % s.Hk) {
         fprintf(stderr, "train_rank: attention: %d query heads are not a multiple of %d kv heads; "
                         "set num_attention_heads to a multiple of num_query_groups\n", s.H, s.Hk);
+        exit(1);
+    }
+    if (k->dims[1] != (int64_t)s.T * s.cp.kv_ranks || (s.cp.cp > 1 && s.T % 2)) {
+        fprintf(stderr, "train_rank: attention: q has %d tokens and k %lld under context parallelism %d (keys of "
+                        "%d ranks): k must hold %d ranks' two chunks of %d; a plan out of step with the runtime\n",
+                s.T, (long long)k->dims[1], s.cp.cp, s.cp.kv_ranks, s.cp.kv_ranks, s.T / 2);
         exit(1);
     }
     return s;
@@ -167,29 +199,37 @@ static void cu_attn_params(void **params, int n, cu_attn_dropout *drop)
     }
 }
 
+/* A kernel's query (forward) or key (backward) tiles of `rows` under the layout: the chunks'
+ * tiles, none straddling a chunk (attention.cuh). */
+static unsigned cu_attn_tiles_over(const cu_attn_shape *s, int chunks_of_ranks, int rows)
+{
+    int per_rank = s->cp.cp > 1 ? 2 : 1, c = s->T / per_rank;
+    return (unsigned)(chunks_of_ranks * per_rank) * cu_attn_cdiv(c, rows);
+}
+
 /* (q, k, v) -> y [B,T,H,D], lse f32 [B,H,T] */
 static void cu_attn_forward(rt_cuda_ctx *cx, const rt_kernel_call *c, cu_attn_dropout *drop)
 {
-    cu_attn_shape s = cu_attn_shape_of(c->arg_types[0], c->arg_types[1]);
+    cu_attn_shape s = cu_attn_shape_of(c, c->arg_types[0], c->arg_types[1], drop != NULL);
     ir_dtype dt = c->arg_types[0]->dtype;
     cu_attn_check_dtype(ir_ops[c->in->op].name, dt);
-    if (dt == IR_BF16 && !drop && cu_attn_by_cudnn(cx, &s, c, false))
+    if (dt == IR_BF16 && !drop && s.cp.cp == 1 && cu_attn_by_cudnn(cx, &s, c, false)) /* cuDNN: plain causal only */
         return;
     const cu_attn_tiles tiles = cu_attn_tiles_for(cx, s.D), *tl = &tiles;
     void *q = c->args[0], *k = c->args[1], *v = c->args[2], *y = c->res[0], *lse = c->res[1];
     cu_attn_name name = cu_attn_kernel("fwd", dt, s.D, drop);
     if (dt == IR_F32) {
-        void *params[12] = {&q, &k, &v, &y, &lse, &s.B, &s.T, &s.H, &s.Hk, &s.scale};
-        cu_attn_params(params, 10, drop);
+        void *params[13] = {&q, &k, &v, &y, &lse, &s.B, &s.T, &s.H, &s.Hk, &s.scale, &s.cp};
+        cu_attn_params(params, 11, drop);
         rt_cuda_launch(cx, name.s, cu_attn_cdiv((long long)s.B * s.H * s.T, CU_ATTN_F32_BLOCK), 1, 1,
                        CU_ATTN_F32_BLOCK, 0, params);
         return;
     }
     size_t smem = (size_t)(tl->fwd_bm + 4 * tl->fwd_bn) * s.D * 2; /* Q [BM][D], K and V [2][BN][D] bf16 */
-    void *params[11] = {&q, &k, &v, &y, &lse, &s.T, &s.H, &s.Hk, &s.scale};
-    cu_attn_params(params, 9, drop);
-    rt_cuda_launch(cx, name.s, cu_attn_cdiv(s.T, tl->fwd_bm), (unsigned)(s.B * s.H), 1, 32 * tl->fwd_warps, smem,
-                   params);
+    void *params[12] = {&q, &k, &v, &y, &lse, &s.T, &s.H, &s.Hk, &s.scale, &s.cp};
+    cu_attn_params(params, 10, drop);
+    rt_cuda_launch(cx, name.s, cu_attn_tiles_over(&s, 1, tl->fwd_bm), (unsigned)(s.B * s.H), 1, 32 * tl->fwd_warps,
+                   smem, params);
 }
 
 void cuda_ATTENTION(rt_cuda_ctx *cx, const rt_kernel_call *c) { cu_attn_forward(cx, c, NULL); }
@@ -206,13 +246,14 @@ static void cu_attn_grad_f32(rt_cuda_ctx *cx, const rt_kernel_call *c, const cu_
 {
     void *dy = c->args[0], *q = c->args[1], *k = c->args[2], *v = c->args[3], *y = c->args[4], *lse = c->args[5];
     void *dq = c->res[0], *dk = c->res[1], *dv = c->res[2];
-    size_t nkv = (size_t)s->B * s->T * s->Hk * s->D;
+    size_t nkv = (size_t)s->B * s->T * s->cp.kv_ranks * s->Hk * s->D;
     RT_CU_CHECK(cuMemsetD32Async((CUdeviceptr)(uintptr_t)dk, 0, nkv, rt_cuda_stream(cx)));
     RT_CU_CHECK(cuMemsetD32Async((CUdeviceptr)(uintptr_t)dv, 0, nkv, rt_cuda_stream(cx)));
     int B = s->B, T = s->T, H = s->H, Hk = s->Hk;
     float scale = s->scale;
-    void *params[16] = {&dy, &q, &k, &v, &y, &lse, &dq, &dk, &dv, &B, &T, &H, &Hk, &scale};
-    cu_attn_params(params, 14, drop);
+    cu_attn_cp cp = s->cp;
+    void *params[17] = {&dy, &q, &k, &v, &y, &lse, &dq, &dk, &dv, &B, &T, &H, &Hk, &scale, &cp};
+    cu_attn_params(params, 15, drop);
     unsigned grid = cu_attn_cdiv((long long)B * H * T, CU_ATTN_F32_BLOCK);
     rt_cuda_launch(cx, cu_attn_kernel("bwd", IR_F32, s->D, drop).s, grid, 1, 1, CU_ATTN_F32_BLOCK, 0, params);
 }
@@ -222,10 +263,10 @@ static void cu_attn_grad_f32(rt_cuda_ctx *cx, const rt_kernel_call *c, const cu_
  * (dk, dv per kv block, dq_acc by atomics); dq = scale * dq_acc in bf16. */
 static void cu_attn_backward(rt_cuda_ctx *cx, const rt_kernel_call *c, cu_attn_dropout *drop)
 {
-    cu_attn_shape s = cu_attn_shape_of(c->arg_types[1], c->arg_types[2]);
+    cu_attn_shape s = cu_attn_shape_of(c, c->arg_types[1], c->arg_types[2], drop != NULL);
     ir_dtype dt = c->arg_types[1]->dtype;
     cu_attn_check_dtype(ir_ops[c->in->op].name, dt);
-    if (dt == IR_BF16 && !drop && cu_attn_by_cudnn(cx, &s, c, true))
+    if (dt == IR_BF16 && !drop && s.cp.cp == 1 && cu_attn_by_cudnn(cx, &s, c, true))
         return;
     const cu_attn_tiles tiles = cu_attn_tiles_for(cx, s.D), *tl = &tiles;
     if (dt == IR_F32) {
@@ -244,10 +285,10 @@ static void cu_attn_backward(rt_cuda_ctx *cx, const rt_kernel_call *c, cu_attn_d
     /* K, V [BN][D], Q, dy [2][BM][D], dS^T [BN][BM] bf16; lse, Di [2][BM] f32 */
     size_t smem = (size_t)(2 * tl->bwd_bn * s.D + 4 * tl->bwd_bm * s.D + tl->bwd_bn * tl->bwd_bm) * 2 +
                   (size_t)4 * tl->bwd_bm * 4;
-    void *params[15] = {&dy, &q, &k, &v, &lse, &Di, &dq_acc, &dk, &dv, &s.T, &s.H, &s.Hk, &s.scale};
-    cu_attn_params(params, 13, drop);
-    rt_cuda_launch(cx, cu_attn_kernel("bwd", dt, s.D, drop).s, cu_attn_cdiv(s.T, tl->bwd_bn), (unsigned)(s.B * s.Hk), 1,
-                   32 * tl->bwd_warps, smem, params);
+    void *params[16] = {&dy, &q, &k, &v, &lse, &Di, &dq_acc, &dk, &dv, &s.T, &s.H, &s.Hk, &s.scale, &s.cp};
+    cu_attn_params(params, 14, drop);
+    rt_cuda_launch(cx, cu_attn_kernel("bwd", dt, s.D, drop).s, cu_attn_tiles_over(&s, s.cp.kv_ranks, tl->bwd_bn),
+                   (unsigned)(s.B * s.Hk), 1, 32 * tl->bwd_warps, smem, params);
 
     void *post[] = {&dq_acc, &dq, &nq, &s.scale};
     unsigned grid = cu_attn_cdiv(nq, 256);
@@ -261,4 +302,17 @@ void cuda_ATTENTION_DROPOUT_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     cu_attn_dropout drop = cu_attn_dropout_of(c, 6);
     cu_attn_backward(cx, c, &drop);
+}
+
+/* (o, lse) := merge((o, lse), (o2, lse2)), two ring pieces of the same queries (attention.cuh's
+ * mcc_attention_merge_<dtype>): o, o2 [B,T,H,D] of dtype dt, lse, lse2 f32 [B,H,T]. */
+void rt_cuda_attention_merge(rt_cuda_ctx *cx, ir_dtype dt, void *o, float *lse, const void *o2, const float *lse2,
+                             int B, int H, int T, int D)
+{
+    cu_attn_check_dtype("attention_merge", dt);
+    char name[40];
+    snprintf(name, sizeof name, "mcc_attention_merge_%s", ir_dtype_name(dt));
+    void *params[] = {&o, &lse, &o2, &lse2, &B, &H, &T, &D};
+    unsigned grid = cu_attn_cdiv((long long)B * T * H * 32, 256);
+    rt_cuda_launch(cx, name, grid < 65536 ? grid : 65536, 1, 1, 256, 0, params);
 }

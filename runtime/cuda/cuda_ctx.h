@@ -85,5 +85,10 @@ void rt_cuda_gather_seq(rt_cuda_ctx *cx, const rt_kernel_call *c, CUstream strea
  * (named in errors). */
 void rt_cuda_add(rt_cuda_ctx *cx, const rt_kernel_call *c, void *r, const void *a, const void *b, const ir_type *t);
 void rt_cuda_accumulate(rt_cuda_ctx *cx, const rt_kernel_call *c, void *dst, const void *src, const ir_type *t);
+/* Context parallelism's merge of two ring pieces' attention of the same queries, in place:
+ * (o, lse) := (o exp(lse - l) + o2 exp(lse2 - l), l = logaddexp(lse, lse2)). o, o2 [B,T,H,D] of
+ * dtype dt (bf16 or f32), lse, lse2 f32 [B,H,T] (runtime/cuda/attention.c). */
+void rt_cuda_attention_merge(rt_cuda_ctx *cx, ir_dtype dt, void *o, float *lse, const void *o2, const float *lse2,
+                             int B, int H, int T, int D);
 
 #endif

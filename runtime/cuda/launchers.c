@@ -242,16 +242,38 @@ static column_grid column_grid_of(int64_t R, int64_t N)
     return (column_grid){(unsigned)gx, (unsigned)gy, (unsigned)block};
 }
 
-/* r[R,N] := x + b[N] by mcc_bias_add, b starting `skip` elements into the operand (a position
- * table's slice); bias_add and pos_add. */
-static void rows_plus_vector(rt_cuda_ctx *cx, const rt_kernel_call *c, int64_t R, int64_t N, int64_t skip)
+/* r[R,N] := x[R,N] + b[N] (the bias_add kernel of c's operand dtypes) */
+static void rows_plus_vector_at(rt_cuda_ctx *cx, const rt_kernel_call *c, void *r, const void *x, const void *b,
+                                int64_t R, int64_t N)
 {
-    void *r = c->res[0], *x = c->args[0];
-    const char *b = (const char *)c->args[1] + skip * (int64_t)ir_dtype_size(c->arg_types[1]->dtype);
     long long rows = R, cols = N;
     column_grid g = column_grid_of(R, N);
     void *p[] = {&r, &x, &b, &rows, &cols};
     rt_cuda_launch(cx, name_of(c, RT_CUK_BIAS_ADD, c->arg_types[0], c->arg_types[1]).s, g.gx, g.gy, 1, g.block, 0, p);
+}
+
+/* c's result := operand 0 [R,N] + operand 1 [N] starting `skip` elements in (a position table's
+ * slice); bias_add and pos_add. */
+static void rows_plus_vector(rt_cuda_ctx *cx, const rt_kernel_call *c, int64_t R, int64_t N, int64_t skip)
+{
+    rows_plus_vector_at(cx, c, c->res[0], c->args[0], (const char *)c->args[1] +
+                        skip * (int64_t)ir_dtype_size(c->arg_types[1]->dtype), R, N);
+}
+
+/* (x[B,T,d], table[P,d]) under context parallelism: the rank's two chunks of c = T/2 rows take the
+ * table's rows at their positions (ir_cp_position), each batch row's chunk one bias add. */
+static void pos_add_cp(rt_cuda_ctx *cx, const rt_kernel_call *c, int64_t offset, int cp, int cp_rank)
+{
+    const ir_type *xt = c->arg_types[0];
+    int64_t B = xt->dims[0], T = xt->dims[1], d = last_dim(xt), ch = T / 2;
+    size_t es = ir_dtype_size(xt->dtype), et = ir_dtype_size(c->arg_types[1]->dtype);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < 2; h++) {
+            size_t at = (size_t)((b * T + h * ch) * d) * es;
+            int64_t pos = ir_cp_position(h * ch, T, cp, cp_rank) + offset;
+            rows_plus_vector_at(cx, c, (char *)c->res[0] + at, (const char *)c->args[0] + at,
+                                (const char *)c->args[1] + (size_t)(pos * d) * et, 1, ch * d);
+        }
 }
 
 /* x[R,N] + b[N] */
@@ -383,7 +405,30 @@ void cuda_POS_ADD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     const ir_type *xt = c->arg_types[0];
     int64_t Td = xt->dims[xt->ndim - 2] * last_dim(xt);
+    if (c->in->attr[1] > 1) { /* ops.def: offset,cp,cp_rank */
+        pos_add_cp(cx, c, (int64_t)c->in->attr[0], (int)c->in->attr[1], (int)c->in->attr[2]);
+        return;
+    }
     rows_plus_vector(cx, c, Td ? ir_numel(xt) / Td : 0, Td, (int64_t)c->in->attr[0] * last_dim(xt));
+}
+
+/* pos_add_grad under context parallelism: dy[B,T,d] summed over B lands at rows r c.. (rank r's
+ * first chunk at its place, the second right after it), then the second chunk moves to its place,
+ * rows (2cp-1-r) c..; every other row is zero. */
+static void pos_add_grad_cp(rt_cuda_ctx *cx, const rt_kernel_call *c, int64_t offset, int cp, int cp_rank)
+{
+    const ir_type *yt = c->arg_types[0];
+    int64_t T = yt->dims[1], d = last_dim(yt), ch = T / 2;
+    size_t es = ir_dtype_size(c->res_types[0]->dtype), row = (size_t)d * es;
+    CUdeviceptr r = (CUdeviceptr)(uintptr_t)c->res[0];
+    CUstream st = rt_cuda_stream(cx);
+    RT_CU_CHECK(cuMemsetD8Async(r, 0, ir_bytes(c->res_types[0]), st));
+    int64_t first = offset + cp_rank * ch, second = offset + ir_cp_position(ch, T, cp, cp_rank); /* (2cp-1-r) c */
+    column_sums(cx, c, (char *)c->res[0] + (size_t)first * row, c->args[0], yt, yt->dims[0], T * d, T * d);
+    if (second != first + ch) {
+        RT_CU_CHECK(cuMemcpyDtoDAsync(r + (size_t)second * row, r + (size_t)(first + ch) * row, (size_t)ch * row, st));
+        RT_CU_CHECK(cuMemsetD8Async(r + (size_t)(first + ch) * row, 0, (size_t)ch * row, st));
+    }
 }
 
 /* dy[B,T,d] -> [P,d]: the column sums of dy as [B, T d], zero past T */
@@ -392,6 +437,10 @@ void cuda_POS_ADD_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
     const ir_type *yt = c->arg_types[0];
     int64_t Td = yt->dims[yt->ndim - 2] * last_dim(yt), skip = (int64_t)c->in->attr[1] * last_dim(yt);
     size_t es = ir_dtype_size(c->res_types[0]->dtype);
+    if (c->in->attr[2] > 1) { /* ops.def: positions,offset,cp,cp_rank */
+        pos_add_grad_cp(cx, c, skip / last_dim(yt), (int)c->in->attr[2], (int)c->in->attr[3]);
+        return;
+    }
     if (skip) /* a sequence-parallel slice: rows before its first position are zero */
         RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)c->res[0], 0, (size_t)skip * es, rt_cuda_stream(cx)));
     column_sums(cx, c, (char *)c->res[0] + (size_t)skip * es, c->args[0], yt, Td ? ir_numel(yt) / Td : 0, Td,
@@ -499,7 +548,8 @@ void cuda_ROPE(rt_cuda_ctx *cx, const rt_kernel_call *c)
     int width = vec_rows(half, (const void *const *)bufs, 2) ? VEC : 1;
     unsigned lanes = half / (unsigned)width, groups = lanes < FLAT_BLOCK ? FLAT_BLOCK / lanes : 1;
     double theta = c->in->attr[0], sign = c->in->attr[1] != 0 ? -1.0 : 1.0;
-    void *p[] = {&r, &x, &rows, &T, &H, &half, &theta, &sign, &width};
+    int cp = (int)c->in->attr[2], cp_rank = (int)c->in->attr[3]; /* ops.def: theta,inverse,cp,cp_rank */
+    void *p[] = {&r, &x, &rows, &T, &H, &half, &theta, &sign, &width, &cp, &cp_rank};
     /* a few rows per thread: the frequencies (pow in double) are computed once per thread */
     int64_t blocks = (rows + groups - 1) / groups, cap = FILL_BLOCKS / 4;
     rt_cuda_launch(cx, name_of(c, RT_CUK_ROPE, xt, NULL).s, (unsigned)(blocks < cap ? blocks : cap), 1, 1,

@@ -3,10 +3,13 @@
 #ifndef MCC_GPU_UTIL_H
 #define MCC_GPU_UTIL_H
 
+#include "codegen/cuda/cuda_codegen.h"
 #include "runtime/cuda/cuda_ctx.h"
 
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,27 +29,90 @@ static inline float f32_of_bf16(uint16_t h)
     return f;
 }
 
+/* NVRTC's kernels loaded on GPU 0: the context (free it, then *image), or NULL after printing why
+ * as `prog`. */
+static inline rt_cuda_ctx *gpu_ctx_open(const char *prog, void **image)
+{
+    char err[8192];
+    size_t size;
+    if (!cg_cuda_compile_kernels(image, &size, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        return NULL;
+    }
+    RT_CUDART_CHECK(cudaSetDevice(0));
+    rt_cuda_ctx *cx = rt_cuda_ctx_create(*image, err, sizeof err);
+    if (!cx)
+        fprintf(stderr, "%s: %s\n", prog, err);
+    return cx;
+}
+
+/* ||got - want|| / ||want||; infinite if got holds a NaN or an infinity. */
+static inline double gpu_rel_error(const float *got, const float *want, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i]))
+            return INFINITY;
+        num += (double)(got[i] - want[i]) * (got[i] - want[i]);
+        den += (double)want[i] * want[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
 static inline int gpu_cmp_float(const void *a, const void *b)
 {
     float x = *(const float *)a, y = *(const float *)b;
     return (x > y) - (x < y);
 }
 
-/* Median milliseconds of one launcher call on its stream, after `warmup` calls; reps <= 64. */
-static inline float bench_median_ms(rt_cuda_ctx *cx, rt_cuda_launcher fn, const rt_kernel_call *c, int warmup,
-                                    int reps)
+/* One ATTENTION / ATTENTION_GRAD call: q, y, dy, dq [B,T,H,D]; k, v, dk, dv [B,Tk,Hk,D]; lse f32 [B,H,T];
+ * attributes cp, cp_rank, ring, shift (attr: NULL for none, the whole sequence). shape: B, T, Tk, H,
+ * Hk, D. args, res: device (or host, for the CPU kernels) pointers in the op's order. */
+typedef struct {
+    ir_instr in;
+    ir_type qt, kt, lt;
+    const ir_type *argt[6], *rest[3];
+    rt_kernel_call call;
+} gpu_attn_call;
+
+static inline void gpu_attn_call_init(gpu_attn_call *a, ir_op op, const int shape[6], const double *attr, ir_dtype dt,
+                                      void *const *args, void *const *res)
+{
+    memset(a, 0, sizeof *a);
+    int64_t qd[4] = {shape[0], shape[1], shape[3], shape[5]}, kd[4] = {shape[0], shape[2], shape[4], shape[5]};
+    int64_t ld[3] = {shape[0], shape[3], shape[1]};
+    a->qt = ir_tensor(dt, 4, qd), a->kt = ir_tensor(dt, 4, kd), a->lt = ir_tensor(IR_F32, 3, ld);
+    a->in.op = op;
+    for (int i = 0; attr && i < 4; i++)
+        a->in.attr[i] = attr[i];
+    if (op == IR_OP_ATTENTION) {
+        const ir_type *at[] = {&a->qt, &a->kt, &a->kt}, *rt[] = {&a->qt, &a->lt};
+        memcpy(a->argt, at, sizeof at), memcpy(a->rest, rt, sizeof rt);
+        a->in.nargs = 3, a->in.nres = 2;
+    } else {
+        const ir_type *at[] = {&a->qt, &a->qt, &a->kt, &a->kt, &a->qt, &a->lt}, *rt[] = {&a->qt, &a->kt, &a->kt};
+        memcpy(a->argt, at, sizeof at), memcpy(a->rest, rt, sizeof rt);
+        a->in.nargs = 6, a->in.nres = 3;
+    }
+    a->call = (rt_kernel_call){&a->in, a->in.nargs, a->in.nres, (void **)args, a->argt, (void **)res, a->rest};
+}
+
+/* Median milliseconds of fn(cx, arg) on the context's stream (CUDA events), after `warmup` calls;
+ * reps <= 64. */
+static inline float bench_median_ms_of(rt_cuda_ctx *cx, void (*fn)(rt_cuda_ctx *, const void *), const void *arg,
+                                       int warmup, int reps)
 {
     cudaStream_t st = (cudaStream_t)rt_cuda_stream(cx);
     cudaEvent_t e0, e1;
     RT_CUDART_CHECK(cudaEventCreate(&e0));
     RT_CUDART_CHECK(cudaEventCreate(&e1));
     for (int i = 0; i < warmup; i++)
-        fn(cx, c);
+        fn(cx, arg);
     float ms[64];
     reps = reps < 64 ? reps : 64;
     for (int i = 0; i < reps; i++) {
         RT_CUDART_CHECK(cudaEventRecord(e0, st));
-        fn(cx, c);
+        fn(cx, arg);
         RT_CUDART_CHECK(cudaEventRecord(e1, st));
         RT_CUDART_CHECK(cudaEventSynchronize(e1));
         RT_CUDART_CHECK(cudaEventElapsedTime(&ms[i], e0, e1));
@@ -55,6 +121,25 @@ static inline float bench_median_ms(rt_cuda_ctx *cx, rt_cuda_launcher fn, const 
     cudaEventDestroy(e1);
     qsort(ms, (size_t)reps, sizeof ms[0], gpu_cmp_float);
     return ms[reps / 2];
+}
+
+typedef struct {
+    rt_cuda_launcher fn;
+    const rt_kernel_call *c;
+} bench_launch;
+
+static inline void bench_launch_run(rt_cuda_ctx *cx, const void *arg)
+{
+    const bench_launch *l = arg;
+    l->fn(cx, l->c);
+}
+
+/* Median milliseconds of one launcher call on its stream, after `warmup` calls; reps <= 64. */
+static inline float bench_median_ms(rt_cuda_ctx *cx, rt_cuda_launcher fn, const rt_kernel_call *c, int warmup,
+                                    int reps)
+{
+    bench_launch l = {fn, c};
+    return bench_median_ms_of(cx, bench_launch_run, &l, warmup, reps);
 }
 
 #endif

@@ -106,6 +106,11 @@ static const op_case cases[] = {
     {"pos_add", "x[3,67,768] table[128,768]", {0}, 2, 1, {TEN('x', 3, 3, 67, 768), TEN('x', 2, 128, 768)},
      {TEN('x', 3, 3, 67, 768)}},
     {"pos_add_grad", "dy[3,67,768] P=128", {128}, 1, 1, {TEN('x', 3, 3, 67, 768)}, {TEN('x', 2, 128, 768)}},
+    /* context parallelism: rank 1 of 4's chunks at positions 16.. and 80.., of 2's side by side (32..) */
+    {"pos_add", "x[3,32,40] table[128,40] cp 4 rank 1", {0, 4, 1}, 2, 1, {TEN('x', 3, 3, 32, 40), TEN('x', 2, 128, 40)},
+     {TEN('x', 3, 3, 32, 40)}},
+    {"pos_add_grad", "dy[3,32,40] P=128 cp 4 rank 1", {128, 0, 4, 1}, 1, 1, {TEN('x', 3, 3, 32, 40)}, {TEN('x', 2, 128, 40)}},
+    {"pos_add_grad", "dy[3,32,40] P=128 cp 2 rank 1", {128, 0, 2, 1}, 1, 1, {TEN('x', 3, 3, 32, 40)}, {TEN('x', 2, 128, 40)}},
     {"layernorm", "[67,768]", {1e-5}, 3, 1, {TEN('x', 2, 67, 768), TEN('x', 1, 768), TEN('x', 1, 768)},
      {TEN('x', 2, 67, 768)}},
     {"layernorm", "[5,4100] f32 w,b", {1e-5}, 3, 1, {TEN('x', 2, 5, 4100), TEN('f', 1, 4100), TEN('f', 1, 4100)},
@@ -125,6 +130,8 @@ static const op_case cases[] = {
      {TEN('x', 2, 600, 768), TEN('x', 1, 768)}},
     {"rope", "[2,67,3,64]", {10000, 0}, 1, 1, {TEN('x', 4, 2, 67, 3, 64)}, {TEN('x', 4, 2, 67, 3, 64)}},
     {"rope", "[1,2048,2,128] inverse", {500000, 1}, 1, 1, {TEN('x', 4, 1, 2048, 2, 128)}, {TEN('x', 4, 1, 2048, 2, 128)}},
+    /* context parallelism: rank 1 of 4's balanced chunks (positions 16.. and 80..: ir_cp_position) */
+    {"rope", "[2,32,3,64] cp 4 rank 1", {10000, 0, 4, 1}, 1, 1, {TEN('x', 4, 2, 32, 3, 64)}, {TEN('x', 4, 2, 32, 3, 64)}},
     {"cross_entropy", "[3,37,50257]", {0}, 2, 1, {TEN('x', 3, 3, 37, 50257), IDS(50257, 2, 3, 37)}, {F32_SCALAR}},
     {"cross_entropy_grad", "[3,37,50257]", {0}, 3, 1, {SCALAR(1.7), TEN('x', 3, 3, 37, 50257), IDS(50257, 2, 3, 37)},
      {TEN('x', 3, 3, 37, 50257)}},
@@ -606,13 +613,15 @@ int main(void)
     }
     int ncases = (int)(sizeof cases / sizeof cases[0]);
     ir_dtype dtypes[] = {IR_F32, IR_BF16};
-    /* MCC_OPS_TEST_ONLY=PREFIX: only the cases of ops named PREFIX... (tests/gpu/emulate/run.sh's moe_) */
+    /* MCC_OPS_TEST_ONLY=PREFIX: only the cases of ops named PREFIX... (tests/gpu/emulate/run.sh's moe_);
+     * MCC_OPS_TEST_SHAPE=TEXT: only those whose shape says TEXT (" cp ": context parallelism's) */
     const char *only = getenv("MCC_OPS_TEST_ONLY") ? getenv("MCC_OPS_TEST_ONLY") : "";
+    const char *shape = getenv("MCC_OPS_TEST_SHAPE") ? getenv("MCC_OPS_TEST_SHAPE") : "";
     for (int d = 0; d < 2; d++) {
         for (int i = 0; i < ncases; i++)
-            if (!strncmp(cases[i].op, only, strlen(only)))
+            if (!strncmp(cases[i].op, only, strlen(only)) && strstr(cases[i].shape, shape))
                 failures += run_case(cx, &cases[i], dtypes[d]);
-        if (!strncmp(sumsq.op, only, strlen(only)))
+        if (!strncmp(sumsq.op, only, strlen(only)) && strstr(sumsq.shape, shape))
             failures += run_case(cx, &sumsq, dtypes[d]);
     }
     rt_cuda_ctx_free(cx);

@@ -1,20 +1,36 @@
 #!/usr/bin/env bash
 # run.sh BUILD — no GPU needed: tests/gpu/ops_test.c's moe_ cases (every MoE op against its CPU
-# kernel, f32 and bf16, twice for determinism) through the real launchers.c and matmul.c, with the
-# MoE kernels of kernels_templates/moe.cuh run on the host (fake_cuda.cpp) and a naive cuBLASLt
+# kernel, f32 and bf16, twice for determinism) and tests/gpu/attention_test.c's context-parallel
+# cases (mcc's attention kernels, bf16 tensor-core and f32, and the ring merge against the CPU
+# oracle) through the real launchers.c, matmul.c and attention.c, with the kernels of
+# kernels_templates/moe.cuh and attention.cuh run on the host (fake_cuda.cpp) and a naive cuBLASLt
 # (fake_cublaslt.cpp), all under ASan/UBSan. BUILD: a CUDA-enabled build directory (its libraries,
-# and cuda_ops_test's link line for the system libraries). Takes about a minute.
+# and cuda_ops_test's link line for the system libraries). MCC_OPS_TEST_ONLY (default moe_),
+# MCC_OPS_TEST_SHAPE and MCC_ATTENTION_TEST_ONLY (default cp) choose the cases (context parallelism's
+# rope and pos_add: EMU_TESTS=ops MCC_OPS_TEST_ONLY=rope MCC_OPS_TEST_SHAPE=" cp ", and pos_add);
+# EMU_TESTS="ops attention" which binaries run (cp_bench: bench/cp_attention_bench.c on a small shape). The attention half takes about 8 minutes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd) B=$(cd "$1" && pwd) here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d) && trap 'rm -rf "$work"' EXIT
 san="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 cflags="-g -O1 $san -DMCC_HAVE_CUDA -I$root -I$root/ir -I$root/codegen/cuda -isystem /usr/local/cuda/include"
-for f in tests/gpu/ops_test.c runtime/cuda/launchers.c runtime/cuda/matmul.c; do
+for f in tests/gpu/ops_test.c tests/gpu/attention_test.c bench/cp_attention_bench.c runtime/cuda/launchers.c \
+         runtime/cuda/matmul.c runtime/cuda/attention.c; do
   cc -std=gnu17 $cflags -c "$root/$f" -o "$work/$(basename "$f" .c).o"
 done
 c++ -std=c++20 $cflags -w -I"$root/kernels_templates" -c "$here/fake_cuda.cpp" -o "$work/fake_cuda.o"
 c++ -std=c++20 $cflags -w -c "$here/fake_cublaslt.cpp" -o "$work/fake_cublaslt.o"
 # the system libraries of cuda_ops_test's link, less CUDA's own
 libs=$(tr ' ' '\n' < "$B/CMakeFiles/cuda_ops_test.dir/link.txt" | grep -E '^/.*\.so$' | grep -v '/cuda/' | tr '\n' ' ')
-c++ $san "$work"/*.o -o "$work/emu_ops" "$B/libmccrt.a" "$B/libmcc_ckpt.a" "$B/libmcc_ir.a" "$B/libmcc_common.a" $libs -lm
-MCC_OPS_TEST_ONLY=${MCC_OPS_TEST_ONLY:-moe_} "$work/emu_ops"
+shared=("$work"/{launchers,matmul,attention,fake_cuda,fake_cublaslt}.o "$B/libmccrt.a" "$B/libmcc_ckpt.a"
+        "$B/libmcc_ir.a" "$B/libmcc_common.a" $libs -lm)
+for t in ${EMU_TESTS:-ops attention}; do
+  case $t in
+    ops) c++ $san "$work/ops_test.o" "${shared[@]}" -o "$work/emu_$t"
+         MCC_OPS_TEST_ONLY=${MCC_OPS_TEST_ONLY-moe_} "$work/emu_ops" ;;
+    attention) c++ $san "$work/attention_test.o" "${shared[@]}" -o "$work/emu_$t"
+               MCC_ATTENTION_TEST_ONLY=${MCC_ATTENTION_TEST_ONLY-cp} "$work/emu_attention" ;;
+    cp_bench) c++ $san "$work/cp_attention_bench.o" "${shared[@]}" -o "$work/emu_$t" # its logic and check, times 0
+              "$work/emu_cp_bench" --heads 4,2,16 --seqs 256 --check-seq 256 ;;
+  esac
+done
