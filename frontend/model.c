@@ -329,8 +329,10 @@ static void set_config(ir_module *m, const mcc_spec *s)
     ir_cfg_set_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE, s->pipeline_model_parallel_size);
     if (s->expert_model_parallel_size > 1) /* absent means 1: the plans of other layouts read as before */
         ir_cfg_set_int(m, IR_CFG_EXPERT_MODEL_PARALLEL_SIZE, s->expert_model_parallel_size);
-    if (s->context_parallel_size > 1)
+    if (s->context_parallel_size > 1) {
         ir_cfg_set_int(m, IR_CFG_CONTEXT_PARALLEL_SIZE, s->context_parallel_size);
+        ir_cfg_set(m, IR_CFG_CP_COMM_TYPE, mcc_spec_choice("cp_comm_type", s->cp_comm_type));
+    }
     /* the pipeline's split and schedule, which passes/pipeline.c and schedule.c build */
     ir_cfg_set_int(m, IR_CFG_DECODER_FIRST_PIPELINE_NUM_LAYERS, s->decoder_first_pipeline_num_layers);
     ir_cfg_set_int(m, IR_CFG_DECODER_LAST_PIPELINE_NUM_LAYERS, s->decoder_last_pipeline_num_layers);

@@ -7,21 +7,37 @@
  *     tokens, targets [B,T] -> [B,T/cp] {shard=[-,cp]}   the rank's two chunks (train_rank binds
  *                                                         them by the input's layout record)
  *     pos_add, rope                                      positions of the rank's chunks (cp, cp_rank)
+ *
+ * Attention reaches the other ranks' keys and values as config cp_comm_type says (Megatron's
+ * --cp-comm-type). all_gather:
+ *
  *     attention(q, k, v)      -> attention(q, all_gather_seq(k), all_gather_seq(v)) {cp, cp_rank}
  *     attention_grad(.., k, v) -> dq, reduce_scatter_seq(dk), reduce_scatter_seq(dv)
  *
- * Keys and values are gathered over cp (`--cp-comm-type all_gather`: under grouped-query attention
- * only the kv heads travel), each query attending by the causal mask of the positions in the
- * whole sequence; their gradients, summed over the cp ranks whose queries read them, are
- * reduce-scattered back to the chunks they came from. Everything else is token by token and runs
- * on the rank's tokens as it is. The loss is the mean over the rank's tokens: autodiff seeds it
- * with 1/(micro-batches dp cp), data_parallel sums every gradient over cp (each rank saw its share
- * of the tokens) before dp, and train_rank's loss is the mean over dp x cp.
+ * keys and values gathered over cp, each query attending by the causal mask of the positions in
+ * the whole sequence; their gradients, summed over the cp ranks whose queries read them,
+ * reduce-scattered back to the chunks they came from. p2p (ring attention, the default), in cp
+ * pieces, piece s over the keys of rank (cp_rank - s) mod cp passed around the ring:
+ *
+ *     attention(q, k, v)  -> k0 = k; (o, lse) = attention(q, k0, v0) {ring=1, shift=0};
+ *                            for s = 1..cp-1: ks = ring_shift(k_{s-1}) (and v: emitted before piece
+ *                            s-1, so the shift runs beside it); (os, lses) = attention(q, ks, vs)
+ *                            {shift=s}; (o, lse) = attention_merge(o, lse, os, lses)
+ *     attention_grad(dy, q, k, v, y, lse) -> each piece's attention_grad over the same keys, with
+ *                            the merged y and lse; dq summed; the keys' gradients accumulated as
+ *                            they travel with their keys (ak = ring_shift(ak) + dks), and one last
+ *                            ring_shift brings them home to the rank that owns the keys
+ *
+ * (the contract with the CUDA kernels: notes/cp_contract.md). Under grouped-query attention only
+ * the kv heads travel. Everything else is token by token and runs on the rank's tokens as it is.
+ * The loss is the mean over the rank's tokens: autodiff seeds it with 1/(micro-batches dp cp),
+ * data_parallel sums every gradient over cp (each rank saw its share of the tokens) before dp,
+ * and train_rank's loss is the mean over dp x cp.
  * It runs after autodiff and recompute (the backward's attention and position ops are rewritten
  * beside the forward's, a replayed forward as the forward) and before the shard and pipeline
  * passes (the pipeline cuts the rewritten step into stages; the shard pass over tp passes the cp
- * collectives through, heads split); sequence parallelism, MoE, dropout and FP8 beside it are
- * refused (frontend/spec.c says how). */
+ * collectives and ring ops through, heads split); sequence parallelism, MoE, dropout and FP8
+ * beside it are refused (frontend/spec.c says how). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -33,6 +49,7 @@ typedef struct {
     const ir_func *src;
     ir_func *dst;
     int cp;
+    bool ring;                      /* cp_comm_type p2p: ring attention; else all_gather */
     int64_t T;                      /* the whole sequence (config seq_length) */
     int *map;                       /* source value -> new value */
     bool *split;                    /* per source value: it holds the rank's tokens only */
@@ -50,6 +67,74 @@ static int gather(cp_ctx *c, int v)
         c->gathered[v] = ir_emit(c->m, c->dst, IR_OP_ALL_GATHER_SEQ, &c->map[v], 1, attrs, NULL, NULL);
     }
     return c->gathered[v];
+}
+
+/* attention or attention_grad of the new operands args {cp, cp_rank, ring, shift} (ops.def) */
+static int attention_piece(cp_ctx *c, ir_op op, const int *args, int ring, int shift)
+{
+    double attrs[4] = {c->cp, 0, ring, shift};
+    int r = ir_emit(c->m, c->dst, op, args, ir_ops[op].nargs, attrs, NULL, NULL);
+    cp_rank_attr(c, r, 1);
+    return r;
+}
+
+/* New value v of the previous cp rank: ring attention's step, overlapped (it runs beside what is
+ * computed before its first use). */
+static int ring_shift(cp_ctx *c, int v)
+{
+    double attrs[2] = {IR_AXIS_CP, 1};
+    return ir_emit(c->m, c->dst, IR_OP_RING_SHIFT, &v, 1, attrs, NULL, NULL);
+}
+
+static int emit2(cp_ctx *c, ir_op op, int a, int b)
+{
+    int args[2] = {a, b};
+    return ir_emit(c->m, c->dst, op, args, 2, NULL, NULL, NULL);
+}
+
+/* attention(q, k, v) (new values) in cp ring pieces, merged: returns (o, lse) */
+static int ring_forward(cp_ctx *c, const int *qkv)
+{
+    int args[3] = {qkv[0], qkv[1], qkv[2]}, o = -1;
+    for (int s = 0; s < c->cp; s++) {
+        int next_k = s + 1 < c->cp ? ring_shift(c, args[1]) : -1, next_v = s + 1 < c->cp ? ring_shift(c, args[2]) : -1;
+        int piece = attention_piece(c, IR_OP_ATTENTION, args, 1, s);
+        if (s == 0)
+            o = piece;
+        else {
+            int m[4] = {o, o + 1, piece, piece + 1};
+            o = ir_emit(c->m, c->dst, IR_OP_ATTENTION_MERGE, m, 4, NULL, NULL, NULL);
+        }
+        args[1] = next_k, args[2] = next_v;
+    }
+    return o;
+}
+
+/* attention_grad(dy, q, k, v, y, lse) (new values; y, lse the merged ones) in cp ring pieces:
+ * grads := dq, dk, dv. The keys' gradients travel with their keys and are added to at
+ * every piece; after the last piece they belong to rank cp_rank + 1's keys, one more shift
+ * brings them home. */
+static void ring_backward(cp_ctx *c, const int *in, int *grads)
+{
+    int args[6];
+    memcpy(args, in, sizeof args);
+    int next_k = ring_shift(c, args[2]), next_v = ring_shift(c, args[3]);
+    int g = attention_piece(c, IR_OP_ATTENTION_GRAD, args, 1, 0);
+    int dq = g, ak = g + 1, av = g + 2;
+    for (int s = 1; s < c->cp; s++) {
+        args[2] = next_k, args[3] = next_v;
+        if (s + 1 < c->cp)
+            next_k = ring_shift(c, args[2]), next_v = ring_shift(c, args[3]);
+        ak = ring_shift(c, ak);
+        av = ring_shift(c, av);
+        g = attention_piece(c, IR_OP_ATTENTION_GRAD, args, 1, s);
+        dq = emit2(c, IR_OP_ADD, dq, g);
+        ak = emit2(c, IR_OP_ADD, ak, g + 1);
+        av = emit2(c, IR_OP_ADD, av, g + 2);
+    }
+    grads[0] = dq;
+    grads[1] = ring_shift(c, ak);
+    grads[2] = ring_shift(c, av);
 }
 
 /* The type of source value v with the rank's tokens: the sequence, dimension 1, split over cp. */
@@ -124,13 +209,22 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
         if (!c->split[in->args[k - 1]] || !c->split[in->args[k]] || !c->split[in->args[k + 1]])
             return snprintf(err, errlen, "%s: attention %%%d over values not split along the sequence", c->src->name,
                             in->res[0]), false;
+        for (int r = 0; r < in->nres; r++)
+            c->split[in->res[r]] = true;
+        if (c->ring) {
+            int made[3];
+            if (fwd)
+                made[0] = ring_forward(c, args), made[1] = made[0] + 1;
+            else
+                ring_backward(c, args, made);
+            for (int g = 0; g < in->nres; g++)
+                map[in->res[g]] = made[g];
+            return true;
+        }
         args[k] = gather(c, in->args[k]);
         args[k + 1] = gather(c, in->args[k + 1]);
-        double attrs[2] = {c->cp, 0};
-        int r = ir_emit(c->m, c->dst, in->op, args, in->nargs, attrs, NULL, NULL);
-        cp_rank_attr(c, r, 1);
+        int r = attention_piece(c, in->op, args, 0, 0);
         map[in->res[0]] = r;
-        c->split[in->res[0]] = true;
         if (fwd) { /* lse [B,H,T/cp]: the rank's queries' rows */
             map[in->res[1]] = r + 1;
             return true;
@@ -139,7 +233,6 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
             double rs[3] = {IR_AXIS_CP, 0, 0};
             int full = r + g;
             map[in->res[g]] = ir_emit(c->m, c->dst, IR_OP_REDUCE_SCATTER_SEQ, &full, 1, rs, NULL, NULL);
-            c->split[in->res[g]] = true;
         }
         return true;
     }
@@ -158,7 +251,8 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
 static bool cp_func(ir_module *m, int fi, int cp, char *err, size_t errlen)
 {
     const ir_func *src = m->funcs[fi];
-    cp_ctx c = {.m = m, .src = src, .dst = ir_func_new(m, src->name, src->kind), .cp = cp, .T = ir_cfg_int(m, IR_CFG_SEQ_LENGTH)};
+    cp_ctx c = {.m = m, .src = src, .dst = ir_func_new(m, src->name, src->kind), .cp = cp,
+                .ring = strcmp(ir_cfg_text(m, IR_CFG_CP_COMM_TYPE), "p2p") == 0, .T = ir_cfg_int(m, IR_CFG_SEQ_LENGTH)};
     c.map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     c.split = calloc((size_t)src->nvals + 1, sizeof(bool));
     c.gathered = malloc(sizeof(int) * ((size_t)src->nvals + 1));
@@ -185,6 +279,10 @@ bool pass_context_parallel(ir_module *m, const mcc_pass_options *opts, char *err
     if (T % (2 * cp))
         return snprintf(err, errlen, "--context-parallel-size %d: seq_length %lld does not cut into 2 x %d equal chunks",
                         cp, (long long)T, cp), false;
+    const char *comm = ir_cfg_text(m, IR_CFG_CP_COMM_TYPE);
+    if (strcmp(comm, "p2p") != 0 && strcmp(comm, "all_gather") != 0)
+        return snprintf(err, errlen, "--cp-comm-type %s is not built: pass --cp-comm-type p2p (ring attention) or "
+                        "all_gather", comm), false;
     static const struct { ir_cfg key; const char *flag; } alone[] = {
         {IR_CFG_EXPERT_MODEL_PARALLEL_SIZE, "--expert-model-parallel-size"},
     };

@@ -6,7 +6,32 @@
 # reduce-scattered over dp); CP=2 x PP=2 (the pipeline's stages cut from the rewritten step, the
 # schedule auto picks); CP=2 x TP=2 without sequence parallelism (heads split over tp, the tp
 # shard pass passing the cp collectives through); a checkpoint saved by CP=2 x DP=2 resumed by one rank.
+# Ring attention (--cp-comm-type p2p, Megatron's default): cp pieces over the keys passed around
+# the cp ring, merged by their log-sum-exp, their gradients riding the ring home; CP=2 and CP=4
+# on both models, and CP=2 beside TP=2, DP=2 with the distributed optimizer, and PP=2.
 if(MPI_C_FOUND)
+  foreach(cp 2 4)
+    foreach(model tiny-llama tiny-gpt2)
+      add_test(NAME cp${cp}_p2p_equals_single_rank_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+               $<TARGET_FILE:mcc> ${model} ${cp} --context-parallel-size ${cp} --cp-comm-type p2p)
+      set_tests_properties(cp${cp}_p2p_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS ${cp})
+    endforeach()
+  endforeach()
+  set(_p2p "--context-parallel-size 2 --cp-comm-type p2p")
+  foreach(case "tp2;tiny-gpt2;--tp 2" "dp2_zero;tiny-llama;--dp 2 --use-distributed-optimizer"
+               "pp2;tiny-llama;--num-layers 4 -- ${_p2p} --pp 2")
+    list(GET case 0 _name)
+    list(GET case 1 _model)
+    list(GET case 2 _extra)
+    if(_name STREQUAL "pp2")
+      separate_arguments(_flags UNIX_COMMAND "${_extra}")
+    else()
+      separate_arguments(_flags UNIX_COMMAND "${_p2p} ${_extra}")
+    endif()
+    add_test(NAME cp2_p2p_${_name}_equals_single_rank_${_model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+             $<TARGET_FILE:mcc> ${_model} 4 ${_flags})
+    set_tests_properties(cp2_p2p_${_name}_equals_single_rank_${_model} PROPERTIES LABELS numerics PROCESSORS 4)
+  endforeach()
   set(_cp "--context-parallel-size 2 --cp-comm-type all_gather")
   foreach(model tiny-llama tiny-gpt2)
     separate_arguments(_flags UNIX_COMMAND "${_cp}")

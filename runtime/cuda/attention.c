@@ -256,6 +256,35 @@ static void cu_attn_backward(rt_cuda_ctx *cx, const rt_kernel_call *c, cu_attn_d
 
 void cuda_ATTENTION_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { cu_attn_backward(cx, c, NULL); }
 
+/* (o1, lse1, o2, lse2) -> (o, lse), ring attention's merge of two pieces (ops.def). The kernel is
+ * kernels_templates/attention.cuh's, named as every dtype-templated kernel there: the op's name
+ * and MCC_FOR_FLOATS's suffix of its dtype (ir_dtype_name: f32 with T = float, bf16 with T =
+ * mcc_bf16),
+ *   extern "C" __global__ void mcc_attention_merge_<f32|bf16>(T *o, float *lse, const T *o2,
+ *                                                           const float *lse2, int B, int H, int T, int D)
+ * which merges (o2, lse2) into (o [B,T,H,D], lse f32 [B,H,T]) in place: one warp per row (b, t, h),
+ * blocks of 256 threads (8 rows), as mcc_attention_bwd_pre_bf16; it returns for rows past B T H.
+ * o1 and lse1 are copied into o and lse first where the memory plan put them elsewhere (lse always:
+ * ops.def lets only o take o1's bytes). */
+void cuda_ATTENTION_MERGE(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *ot = c->arg_types[0];
+    ir_dtype dt = ot->dtype;
+    cu_attn_check_dtype("attention_merge", dt);
+    CUstream s = rt_cuda_stream(cx);
+    void *o = c->res[0], *lse = c->res[1], *o2 = c->args[2], *lse2 = c->args[3];
+    if (o != c->args[0])
+        RT_CU_CHECK(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)o, (CUdeviceptr)(uintptr_t)c->args[0], ir_bytes(ot), s));
+    if (lse != c->args[1])
+        RT_CU_CHECK(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)lse, (CUdeviceptr)(uintptr_t)c->args[1],
+                                      ir_bytes(c->arg_types[1]), s));
+    int B = (int)ot->dims[0], T = (int)ot->dims[1], H = (int)ot->dims[2], D = (int)ot->dims[3];
+    char name[48];
+    snprintf(name, sizeof name, "mcc_attention_merge_%s", ir_dtype_name(dt));
+    void *params[] = {&o, &lse, &o2, &lse2, &B, &H, &T, &D};
+    rt_cuda_launch(cx, name, cu_attn_cdiv((long long)B * T * H * 32, 256), 1, 1, 256, 0, params);
+}
+
 /* (dy, q, k, v, y, lse, first_sample) */
 void cuda_ATTENTION_DROPOUT_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
