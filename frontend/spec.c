@@ -169,7 +169,7 @@ static const spec_field spec_fields[] = {
         "holding chunks r and 2 cp - 1 - r (Megatron's causal balance)"),
     FIELD(SEC_PARALLEL, "cp_comm_type", cp_comm_type, NULL, K_ENUM, R_ANY, D_VALUE, MCC_CP_P2P, cp_comm_names,
           "how attention reaches the other cp ranks' keys and values: p2p (ring attention), all_gather, or a2a "
-          "(Ulysses; not built yet)"),
+          "(Ulysses: heads and kv heads split over cp around attention)"),
     PAR(expert_model_parallel_size, NULL, "expert-parallel ranks: each MoE layer's experts split over them (divides "
         "data_parallel_size and num_experts)"),
     FIELD(SEC_PARALLEL, "expert_tensor_parallel_size", expert_tensor_parallel_size, NULL, K_INT, R_POS, D_DERIVED, 0,
@@ -1014,9 +1014,14 @@ static bool spec_check_cp(spec_ctx *c)
     const char *where = spec_where(c, spec_find("context_parallel_size"));
     if (cp == 1)
         return true;
-    if (s->cp_comm_type == MCC_CP_A2A)
-        return spec_fail(c, "%s %s with %s (%d) is not built yet: pass --cp-comm-type p2p (ring attention) or all_gather",
-                         spec_where(c, spec_find("cp_comm_type")), cp_comm_names[s->cp_comm_type], where, cp);
+    int tp = s->tensor_model_parallel_size, groups = s->num_query_groups ? s->num_query_groups : s->num_attention_heads;
+    if (s->cp_comm_type == MCC_CP_A2A && (s->num_attention_heads % (tp * cp) || groups % (tp * cp)))
+        return spec_fail(c, "%s a2a with %s (%d) and %s (%d) splits the heads over tp x cp = %d ranks, but %s is %d and "
+                            "%s %d: choose heads and kv heads divisible by %d, or --cp-comm-type p2p",
+                         spec_where(c, spec_find("cp_comm_type")), where, cp,
+                         spec_where(c, spec_find("tensor_model_parallel_size")), tp, tp * cp,
+                         spec_where(c, spec_find("num_attention_heads")), s->num_attention_heads,
+                         spec_where(c, spec_find("num_query_groups")), groups, tp * cp);
     if (s->seq_length % (2 * cp))
         return spec_fail(c, "%s (%d) must be divisible by 2 x %s (%d): the sequence is cut into 2 cp equal chunks, "
                             "rank r holding chunks r and 2 cp - 1 - r", spec_where(c, spec_find("seq_length")),

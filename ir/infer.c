@@ -625,6 +625,26 @@ static ir_axis need_axis(const ir_instr *in, char *err, size_t len)
 /* Ranks along a mesh axis: the layout is compiled into the module's config. */
 static int64_t axis_ranks(const ir_module *m, ir_axis axis) { return ir_module_mesh(m).degree[axis]; }
 
+/* cp_all_to_all: heads=1 x[B,Tl,H,D] -> [B,Tl n,H/n,D]; heads=0 the inverse (Tl: two equal chunks) */
+bool ir_infer_cp_all_to_all(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    ir_axis axis = need_axis(in, err, len);
+    if (axis == IR_AXIS_NONE || !need_ndim(&a[0], 4, "cp_all_to_all operand [B,T,H,D]", err, len) ||
+        !need_float(&a[0], "cp_all_to_all operand", err, len))
+        return false;
+    int64_t n = axis_ranks(m, axis);
+    bool heads = in->attr[1] != 0;
+    int64_t split = heads ? a[0].dims[2] : a[0].dims[1], chunks = heads ? 2 : 2 * n;
+    if (n < 1 || split % n || (heads ? a[0].dims[1] : a[0].dims[1] / n) % 2 || a[0].dims[1] % chunks)
+        return fail(err, len, "cp_all_to_all {heads=%g} over %lld %s ranks: %s does not split into them", in->attr[1],
+                    (long long)n, ir_axis_name(axis), tstr(&a[0]));
+    r[0] = ir_tensor(a[0].dtype, 4, a[0].dims);
+    r[0].dims[1] = heads ? a[0].dims[1] * n : a[0].dims[1] / n;
+    r[0].dims[2] = heads ? a[0].dims[2] / n : a[0].dims[2] * n;
+    ir_shard_push(&r[0], heads ? 2 : 1, axis);
+    return true;
+}
+
 /* An in-place collective on one tensor over a named mesh axis. */
 bool ir_infer_collective(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {

@@ -28,8 +28,13 @@
  *                            they travel with their keys (ak = ring_shift(ak) + dks), and one last
  *                            ring_shift brings them home to the rank that owns the keys
  *
- * (the contract with the CUDA kernels: notes/cp_contract.md). Under grouped-query attention only
- * the kv heads travel. Everything else is token by token and runs on the rank's tokens as it is.
+ * (the contract with the CUDA kernels: notes/cp_contract.md). a2a (Ulysses):
+ *
+ *     attention(q, k, v)  -> y = cp_all_to_all{heads=0}(attention(qh, kh, vh)), xh = cp_all_to_all
+ *                            {heads=1}(x): every token in sequence order, the rank's 1/cp of the heads
+ *     attention_grad      -> over dyh, qh, kh, vh, yh and the forward's lse; dq, dk, dv back {heads=0}
+ *
+ * Under grouped-query attention only the kv heads travel. Everything else is token by token and runs on the rank's tokens as it is.
  * The loss is the mean over the rank's tokens: autodiff seeds it with 1/(micro-batches dp cp),
  * data_parallel sums every gradient over cp (each rank saw its share of the tokens) before dp,
  * and train_rank's loss is the mean over dp x cp.
@@ -49,32 +54,45 @@ typedef struct {
     const ir_func *src;
     ir_func *dst;
     int cp;
-    bool ring;                      /* cp_comm_type p2p: ring attention; else all_gather */
+    ir_op kv_op;                    /* how attention reaches the other ranks' keys (cp_comm_type): ring_shift
+                                       (p2p), all_gather_seq (all_gather) or cp_all_to_all (a2a) */
     int64_t T;                      /* the whole sequence (config seq_length) */
     int *map;                       /* source value -> new value */
     bool *split;                    /* per source value: it holds the rank's tokens only */
-    int *gathered;                  /* per source value: its all_gather_seq over cp, or -1 */
+    int *moved;                     /* per source value: its all_gather_seq over cp (all_gather) or its
+                                       head-split form (a2a: cp_all_to_all), or -1 */
 } cp_ctx;
 
 /* Attribute k of new value v's instruction is this rank's cp coordinate. */
 static void cp_rank_attr(cp_ctx *c, int v, int k) { ir_set_per_rank(c->dst, v, k, 0, 1, IR_AXIS_CP); }
 
-/* Source value v (k or v) of every cp rank, gathered once however many ops read it. */
-static int gather(cp_ctx *c, int v)
+/* Source value v as attention reads it, made once however many ops read it: all_gather, k or v
+ * of every cp rank (attributes axis, overlap 0, batch 0); a2a, q, k, v, y or dy with every token
+ * and this rank's block of the heads (axis, heads 1). */
+static int moved(cp_ctx *c, int v)
 {
-    if (c->gathered[v] < 0) {
-        double attrs[3] = {IR_AXIS_CP, 0, 0};
-        c->gathered[v] = ir_emit(c->m, c->dst, IR_OP_ALL_GATHER_SEQ, &c->map[v], 1, attrs, NULL, NULL);
+    if (c->moved[v] < 0) {
+        double attrs[3] = {IR_AXIS_CP, c->kv_op == IR_OP_CP_ALL_TO_ALL, 0};
+        c->moved[v] = ir_emit(c->m, c->dst, c->kv_op, &c->map[v], 1, attrs, NULL, NULL);
     }
-    return c->gathered[v];
+    return c->moved[v];
 }
 
-/* attention or attention_grad of the new operands args {cp, cp_rank, ring, shift} (ops.def) */
-static int attention_piece(cp_ctx *c, ir_op op, const int *args, int ring, int shift)
+/* New value v [B,T,H/cp,D] back to the rank's tokens and every head (a2a) */
+static int to_tokens(cp_ctx *c, int v)
 {
-    double attrs[4] = {c->cp, 0, ring, shift};
+    double attrs[2] = {IR_AXIS_CP, 0};
+    return ir_emit(c->m, c->dst, IR_OP_CP_ALL_TO_ALL, &v, 1, attrs, NULL, NULL);
+}
+
+/* attention or attention_grad of the new operands args {cp, cp_rank, ring, shift} (ops.def);
+ * ranked 0: over the whole sequence in order, as one rank's (a2a) */
+static int attention_piece(cp_ctx *c, ir_op op, const int *args, int ring, int shift, bool ranked)
+{
+    double attrs[4] = {ranked ? c->cp : 0, 0, ring, shift};
     int r = ir_emit(c->m, c->dst, op, args, ir_ops[op].nargs, attrs, NULL, NULL);
-    cp_rank_attr(c, r, 1);
+    if (ranked)
+        cp_rank_attr(c, r, 1);
     return r;
 }
 
@@ -98,7 +116,7 @@ static int ring_forward(cp_ctx *c, const int *qkv)
     int args[3] = {qkv[0], qkv[1], qkv[2]}, o = -1;
     for (int s = 0; s < c->cp; s++) {
         int next_k = s + 1 < c->cp ? ring_shift(c, args[1]) : -1, next_v = s + 1 < c->cp ? ring_shift(c, args[2]) : -1;
-        int piece = attention_piece(c, IR_OP_ATTENTION, args, 1, s);
+        int piece = attention_piece(c, IR_OP_ATTENTION, args, 1, s, true);
         if (s == 0)
             o = piece;
         else {
@@ -119,7 +137,7 @@ static void ring_backward(cp_ctx *c, const int *in, int *grads)
     int args[6];
     memcpy(args, in, sizeof args);
     int next_k = ring_shift(c, args[2]), next_v = ring_shift(c, args[3]);
-    int g = attention_piece(c, IR_OP_ATTENTION_GRAD, args, 1, 0);
+    int g = attention_piece(c, IR_OP_ATTENTION_GRAD, args, 1, 0, true);
     int dq = g, ak = g + 1, av = g + 2;
     for (int s = 1; s < c->cp; s++) {
         args[2] = next_k, args[3] = next_v;
@@ -127,7 +145,7 @@ static void ring_backward(cp_ctx *c, const int *in, int *grads)
             next_k = ring_shift(c, args[2]), next_v = ring_shift(c, args[3]);
         ak = ring_shift(c, ak);
         av = ring_shift(c, av);
-        g = attention_piece(c, IR_OP_ATTENTION_GRAD, args, 1, s);
+        g = attention_piece(c, IR_OP_ATTENTION_GRAD, args, 1, s, true);
         dq = emit2(c, IR_OP_ADD, dq, g);
         ak = emit2(c, IR_OP_ADD, ak, g + 1);
         av = emit2(c, IR_OP_ADD, av, g + 2);
@@ -211,7 +229,7 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
                             in->res[0]), false;
         for (int r = 0; r < in->nres; r++)
             c->split[in->res[r]] = true;
-        if (c->ring) {
+        if (c->kv_op == IR_OP_RING_SHIFT) {
             int made[3];
             if (fwd)
                 made[0] = ring_forward(c, args), made[1] = made[0] + 1;
@@ -221,9 +239,24 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
                 map[in->res[g]] = made[g];
             return true;
         }
-        args[k] = gather(c, in->args[k]);
-        args[k + 1] = gather(c, in->args[k + 1]);
-        int r = attention_piece(c, in->op, args, 0, 0);
+        if (c->kv_op == IR_OP_CP_ALL_TO_ALL) { /* the whole sequence's attention on the rank's heads */
+            for (int a = 0; a < in->nargs; a++)
+                if (a != 5) /* lse: the forward's, already head-split */
+                    args[a] = moved(c, in->args[a]);
+            int r = attention_piece(c, in->op, args, 0, 0, false);
+            if (fwd) {
+                c->moved[in->res[0]] = r; /* y as attention_grad reads it */
+                map[in->res[0]] = to_tokens(c, r);
+                map[in->res[1]] = r + 1;
+                return true;
+            }
+            for (int g = 0; g < 3; g++)
+                map[in->res[g]] = to_tokens(c, r + g);
+            return true;
+        }
+        args[k] = moved(c, in->args[k]);
+        args[k + 1] = moved(c, in->args[k + 1]);
+        int r = attention_piece(c, in->op, args, 0, 0, true);
         map[in->res[0]] = r;
         if (fwd) { /* lse [B,H,T/cp]: the rank's queries' rows */
             map[in->res[1]] = r + 1;
@@ -248,16 +281,16 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
     return true;
 }
 
-static bool cp_func(ir_module *m, int fi, int cp, char *err, size_t errlen)
+static bool cp_func(ir_module *m, int fi, int cp, ir_op kv_op, char *err, size_t errlen)
 {
     const ir_func *src = m->funcs[fi];
     cp_ctx c = {.m = m, .src = src, .dst = ir_func_new(m, src->name, src->kind), .cp = cp,
-                .ring = strcmp(ir_cfg_text(m, IR_CFG_CP_COMM_TYPE), "p2p") == 0, .T = ir_cfg_int(m, IR_CFG_SEQ_LENGTH)};
+                .kv_op = kv_op, .T = ir_cfg_int(m, IR_CFG_SEQ_LENGTH)};
     c.map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     c.split = calloc((size_t)src->nvals + 1, sizeof(bool));
-    c.gathered = malloc(sizeof(int) * ((size_t)src->nvals + 1));
+    c.moved = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     for (int v = 0; v <= src->nvals; v++)
-        c.gathered[v] = -1;
+        c.moved[v] = -1;
     bool ok = true;
     for (int i = 0; i < src->ninstrs && ok; i++)
         ok = cp_instr(&c, &src->instrs[i], err, errlen);
@@ -265,7 +298,7 @@ static bool cp_func(ir_module *m, int fi, int cp, char *err, size_t errlen)
         ir_func_replace(m, fi, c.dst);
     free(c.map);
     free(c.split);
-    free(c.gathered);
+    free(c.moved);
     return ok;
 }
 
@@ -279,10 +312,15 @@ bool pass_context_parallel(ir_module *m, const mcc_pass_options *opts, char *err
     if (T % (2 * cp))
         return snprintf(err, errlen, "--context-parallel-size %d: seq_length %lld does not cut into 2 x %d equal chunks",
                         cp, (long long)T, cp), false;
+    static const struct { const char *name; ir_op op; } comms[] = {
+        {"p2p", IR_OP_RING_SHIFT}, {"all_gather", IR_OP_ALL_GATHER_SEQ}, {"a2a", IR_OP_CP_ALL_TO_ALL}};
     const char *comm = ir_cfg_text(m, IR_CFG_CP_COMM_TYPE);
-    if (strcmp(comm, "p2p") != 0 && strcmp(comm, "all_gather") != 0)
-        return snprintf(err, errlen, "--cp-comm-type %s is not built: pass --cp-comm-type p2p (ring attention) or "
-                        "all_gather", comm), false;
+    ir_op kv_op = IR_NUM_OPS;
+    for (size_t i = 0; i < sizeof comms / sizeof comms[0]; i++)
+        if (strcmp(comm, comms[i].name) == 0)
+            kv_op = comms[i].op;
+    if (kv_op == IR_NUM_OPS)
+        return snprintf(err, errlen, "cp_comm_type %s: choose p2p (ring attention), all_gather or a2a", comm), false;
     static const struct { ir_cfg key; const char *flag; } alone[] = {
         {IR_CFG_EXPERT_MODEL_PARALLEL_SIZE, "--expert-model-parallel-size"},
     };
@@ -295,7 +333,7 @@ bool pass_context_parallel(ir_module *m, const mcc_pass_options *opts, char *err
                             alone[i].flag, ir_cfg_int(m, alone[i].key), alone[i].flag), false;
     for (int f = 0; f < m->nfuncs; f++)
         if ((m->funcs[f]->kind == IR_FUNC_STEP || m->funcs[f]->kind == IR_FUNC_EVAL) &&
-            !cp_func(m, f, cp, err, errlen))
+            !cp_func(m, f, cp, kv_op, err, errlen))
             return false;
     return true;
 }

@@ -389,3 +389,35 @@ float rt_parallel_world(rt_parallel *par, rt_program *p, float v, rt_reduce_op o
     p->dev->download(p, &v, par->scratch, sizeof v);
     return v;
 }
+
+/* The seq-split side [B,2c,H,D] is x (heads=1) or r (heads=0); the head-split side [B,2cn,H/n,D]
+ * the other. Per rank q, the exchange's block [B,2c,H/n,D]: the seq side's head block q, or the
+ * head side's tokens of q's chunks q and 2n-1-q. */
+void rt_parallel_cp_all_to_all(const rt_kernel_call *c, rt_comm *comm, void *scratch, rt_copy2d_fn copy2d, void *ctx,
+                               void *stream)
+{
+    bool heads = c->in->attr[1] != 0;
+    const ir_type *st = heads ? c->arg_types[0] : c->res_types[0];
+    char *seq = heads ? c->args[0] : c->res[0], *hd = heads ? c->res[0] : c->args[0];
+    size_t n = (size_t)rt_comm_size(comm), B = (size_t)st->dims[0], c2 = (size_t)st->dims[1], half = c2 / 2;
+    size_t E = ir_dtype_size(st->dtype) * (size_t)st->dims[3], H = (size_t)st->dims[2], row = H / n * E; /* a token's head block */
+    size_t block = B * c2 * row, T = c2 * n;
+    char *out = scratch, *in = out + block * n;
+    for (size_t q = 0; q < n; q++) { /* block q of the send buffer */
+        if (heads)
+            copy2d(ctx, out + q * block, row, seq + q * row, H * E, row, B * c2);
+        else
+            for (size_t k = 0; k < 2; k++) /* q's chunk q (k 0) and 2n-1-q (k 1): half tokens each */
+                copy2d(ctx, out + q * block + k * half * row, c2 * row, hd + (k ? 2 * n - 1 - q : q) * half * row, T * row,
+                       half * row, B);
+    }
+    rt_all_to_all(comm, out, in, block, IR_FP8E4M3 /* a 1-byte type: bytes */, stream);
+    for (size_t p = 0; p < n; p++) { /* block p of what came */
+        if (!heads)
+            copy2d(ctx, seq + p * row, H * E, in + p * block, row, row, B * c2);
+        else
+            for (size_t k = 0; k < 2; k++)
+                copy2d(ctx, hd + (k ? 2 * n - 1 - p : p) * half * row, T * row, in + p * block + k * half * row, c2 * row,
+                       half * row, B);
+    }
+}

@@ -8,8 +8,23 @@
 # shard pass passing the cp collectives through); a checkpoint saved by CP=2 x DP=2 resumed by one rank.
 # Ring attention (--cp-comm-type p2p, Megatron's default): cp pieces over the keys passed around
 # the cp ring, merged by their log-sum-exp, their gradients riding the ring home; CP=2 and CP=4
-# on both models, and CP=2 beside TP=2, DP=2 with the distributed optimizer, and PP=2.
+# on both models, and CP=2 beside TP=2, DP=2 with the distributed optimizer, and PP=2. Ulysses
+# (--cp-comm-type a2a): q, k, v exchanged to every token of the rank's heads, attention as one
+# rank's, the output exchanged back; the same layouts (tiny LLaMA's 2 kv heads: 4 at CP=4).
 if(MPI_C_FOUND)
+  foreach(case "cp2;2;tiny-llama;2;" "cp2;2;tiny-gpt2;2;" "cp4;4;tiny-gpt2;4;" "cp4;4;tiny-llama;4;--num-query-groups 4 --"
+               "cp2_tp2;2;tiny-gpt2;4;--tp 2" "cp2_dp2_zero;2;tiny-llama;4;--dp 2 --use-distributed-optimizer"
+               "cp2_pp2;2;tiny-llama;4;--num-layers 4 -- --pp 2")
+    list(GET case 0 _name)
+    list(GET case 1 _cp)
+    list(GET case 2 _model)
+    list(GET case 3 _np)
+    list(GET case 4 _extra)
+    separate_arguments(_flags UNIX_COMMAND "${_extra} --cp ${_cp} --cp-comm-type a2a")
+    add_test(NAME ${_name}_a2a_equals_single_rank_${_model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+             $<TARGET_FILE:mcc> ${_model} ${_np} ${_flags})
+    set_tests_properties(${_name}_a2a_equals_single_rank_${_model} PROPERTIES LABELS numerics PROCESSORS ${_np})
+  endforeach()
   foreach(cp 2 4)
     foreach(model tiny-llama tiny-gpt2)
       add_test(NAME cp${cp}_p2p_equals_single_rank_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
