@@ -66,7 +66,7 @@ static int dropout(builder *b, int x, double p, int site)
     if (b->first_sample < 0 || p == 0)
         return x;
     /* x is whole here: dimension 1 holds [0, T) of T (the shard pass rewrites this for its slices) */
-    double attrs[6] = {p, b->s->seed, site, 1, 0, (double)b->s->seq_length};
+    double attrs[8] = {p, b->s->seed, site, 1, 0, (double)b->s->seq_length, 0, 0}; /* context_parallel.c sets cp */
     int args[2] = {x, b->first_sample};
     return ir_emit(b->m, b->f, IR_OP_DROPOUT, args, 2, attrs, NULL, NULL);
 }

@@ -135,6 +135,11 @@ bool ir_infer_dropout(const ir_module *m, const ir_instr *in, const ir_type *a, 
     if (!whole_in(offset, 1e15) || !whole_in(extent, 1e15) || offset + (double)a[0].dims[(int)dim] > extent)
         return fail(err, len, "dropout: dimension %g of %s does not fit in a whole dimension of %g from offset %g",
                     dim, tstr(&a[0]), extent, offset);
+    double cp = in->attr[6];
+    if (cp > 1 && (dim != 1 || offset != 0 || a[0].dims[1] % 2 || (double)a[0].dims[1] * cp != extent))
+        return fail(err, len, "dropout under context parallelism (cp=%g) holds two balanced chunks of the sequence, "
+                    "dimension 1 (offset 0, extent cp times its length), got dim %g offset %g extent %g of %s",
+                    cp, dim, offset, extent, tstr(&a[0]));
     r[0] = a[0];
     return true;
 }

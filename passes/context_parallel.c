@@ -6,7 +6,7 @@
  *
  *     tokens, targets [B,T] -> [B,T/cp] {shard=[-,cp]}   the rank's two chunks (train_rank binds
  *                                                         them by the input's layout record)
- *     pos_add, rope                                      positions of the rank's chunks (cp, cp_rank)
+ *     pos_add, rope, dropout                             positions of the rank's chunks (cp, cp_rank)
  *
  * Attention reaches the other ranks' keys and values as config cp_comm_type says (Megatron's
  * --cp-comm-type). all_gather:
@@ -41,8 +41,8 @@
  * It runs after autodiff and recompute (the backward's attention and position ops are rewritten
  * beside the forward's, a replayed forward as the forward) and before the shard and pipeline
  * passes (the pipeline cuts the rewritten step into stages; the shard pass over tp passes the cp
- * collectives and ring ops through, heads split); sequence parallelism, MoE, dropout and FP8
- * beside it are refused (frontend/spec.c says how). */
+ * collectives and ring ops through, heads split); sequence parallelism, MoE, attention dropout
+ * but under a2a, and FP8 beside it are refused (frontend/spec.c says how). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -155,6 +155,36 @@ static void ring_backward(cp_ctx *c, const int *in, int *grads)
     grads[2] = ring_shift(c, av);
 }
 
+/* Ulysses (a2a): attention (or its dropout form) over every token of the rank's block of the
+ * heads, as one rank's (cp 0): q, k, v (backward: dy, y too) exchanged there, the lse kept there,
+ * the results exchanged back. With dropout the block's first head is head_offset, cp_rank H/cp
+ * (tp beside it is refused: frontend/spec.c). */
+static bool ulysses_attention(cp_ctx *c, const ir_instr *in)
+{
+    bool fwd = ir_ops[in->op].nres == 2, dropout = ir_attr_index(in->op, "head_offset") >= 0;
+    int args[7], lse = fwd ? -1 : 5, first_sample = dropout ? in->nargs - 1 : -1;
+    for (int a = 0; a < in->nargs; a++)
+        args[a] = a == lse || a == first_sample ? c->map[in->args[a]] : moved(c, in->args[a]);
+    double attrs[IR_MAX_ATTRS] = {0};
+    if (dropout)
+        memcpy(attrs, in->attr, sizeof attrs);
+    int r = ir_emit(c->m, c->dst, in->op, args, in->nargs, attrs, NULL, NULL);
+    if (dropout)
+        ir_set_per_rank(c->dst, r, ir_attr_index(in->op, "head_offset"), 0, (double)c->dst->vals[args[fwd ? 0 : 1]].type.dims[2],
+                        IR_AXIS_CP);
+    for (int g = 0; g < in->nres; g++)
+        c->split[in->res[g]] = true;
+    if (fwd) {
+        c->moved[in->res[0]] = r; /* y as attention_grad reads it */
+        c->map[in->res[0]] = to_tokens(c, r);
+        c->map[in->res[1]] = r + 1;
+        return true;
+    }
+    for (int g = 0; g < 3; g++)
+        c->map[in->res[g]] = to_tokens(c, r + g);
+    return true;
+}
+
 /* The type of source value v with the rank's tokens: the sequence, dimension 1, split over cp. */
 static ir_type local_type(const cp_ctx *c, int v)
 {
@@ -209,8 +239,9 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
         break;
     case IR_OP_POS_ADD:
     case IR_OP_POS_ADD_GRAD:
-    case IR_OP_ROPE: {
-        int cp_at = in->op == IR_OP_POS_ADD ? 1 : 2; /* ops.def: the attributes cp, cp_rank */
+    case IR_OP_ROPE:
+    case IR_OP_DROPOUT: {
+        int cp_at = ir_attr_index(in->op, "cp"); /* ops.def: the attributes cp, cp_rank */
         if (!c->split[in->args[0]])
             break;
         int r = copy(c, in);
@@ -239,21 +270,8 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
                 map[in->res[g]] = made[g];
             return true;
         }
-        if (c->kv_op == IR_OP_CP_ALL_TO_ALL) { /* the whole sequence's attention on the rank's heads */
-            for (int a = 0; a < in->nargs; a++)
-                if (a != 5) /* lse: the forward's, already head-split */
-                    args[a] = moved(c, in->args[a]);
-            int r = attention_piece(c, in->op, args, 0, 0, false);
-            if (fwd) {
-                c->moved[in->res[0]] = r; /* y as attention_grad reads it */
-                map[in->res[0]] = to_tokens(c, r);
-                map[in->res[1]] = r + 1;
-                return true;
-            }
-            for (int g = 0; g < 3; g++)
-                map[in->res[g]] = to_tokens(c, r + g);
-            return true;
-        }
+        if (c->kv_op == IR_OP_CP_ALL_TO_ALL)
+            return ulysses_attention(c, in);
         args[k] = moved(c, in->args[k]);
         args[k + 1] = moved(c, in->args[k + 1]);
         int r = attention_piece(c, in->op, args, 0, 0, true);
@@ -271,9 +289,11 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
     }
     case IR_OP_ATTENTION_DROPOUT:
     case IR_OP_ATTENTION_DROPOUT_GRAD:
-    case IR_OP_DROPOUT:
-        return snprintf(err, errlen, "%s: dropout under context parallelism is not built yet (its masks are drawn by "
-                        "whole-sequence positions): pass --attention-dropout 0 --hidden-dropout 0", c->src->name), false;
+        if (c->kv_op != IR_OP_CP_ALL_TO_ALL || ir_cfg_int(c->m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE) > 1)
+            return snprintf(err, errlen, "%s: attention dropout under context parallelism is built for --cp-comm-type "
+                            "a2a without tensor parallelism only (its mask is drawn by whole-sequence positions of a "
+                            "head): pass --cp-comm-type a2a and --tp 1, or --attention-dropout 0", c->src->name), false;
+        return ulysses_attention(c, in);
     default:
         break;
     }

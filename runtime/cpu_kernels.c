@@ -205,13 +205,19 @@ void cpu_DROPOUT(const rt_kernel_call *c)
     float *r = resf(c, 0);
     mcc_dropout d = rt_dropout_of(c->in, c->args[1]);
     mcc_dropout_rows l = rt_dropout_rows_of(c->in, c->arg_types[0]);
-    for (int64_t row = 0, rows = ir_numel(c->arg_types[0]) / l.C; row < rows; row++) {
-        unsigned long long s = (unsigned long long)(*d.first_sample + l.first_row + row / l.O),
-                           e = (row % l.O) * l.G + l.base;
-        mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
-        for (int64_t i = row * l.C; i < (row + 1) * l.C; i++, e++)
-            r[i] = x[i] * mcc_dropout_factor(d, s, e, &cur);
-    }
+    /* under context parallelism a row holds two chunks, each contiguous in the whole sequence */
+    int cp = (int)c->in->attr[RT_DROPOUT_CP], cp_rank = (int)c->in->attr[RT_DROPOUT_CP_RANK], chunks = cp > 1 ? 2 : 1;
+    int64_t T = c->arg_types[0]->dims[1], chunk = l.C / chunks, inner = l.C / T; /* cp > 1: dim 1, so l.O = 1 */
+    for (int64_t row = 0, rows = ir_numel(c->arg_types[0]) / l.C; row < rows; row++)
+        for (int k = 0; k < chunks; k++) {
+            unsigned long long s = (unsigned long long)(*d.first_sample + l.first_row + row / l.O),
+                               e = (row % l.O) * l.G + l.base + (unsigned long long)(k * chunk);
+            if (cp > 1) /* the chunk's first token's whole-sequence position, times a token's elements */
+                e = (unsigned long long)(ir_cp_position(k * T / 2, T, cp, cp_rank) * inner);
+            mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
+            for (int64_t i = row * l.C + k * chunk; i < row * l.C + (k + 1) * chunk; i++, e++)
+                r[i] = x[i] * mcc_dropout_factor(d, s, e, &cur);
+        }
 }
 
 /* --- contractions and reductions -------------------------------------------------------------- */

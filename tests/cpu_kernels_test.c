@@ -671,7 +671,16 @@ static void test_dropout_layouts(void)
         }
     tensor rows = slice(x, 0, 2, 2), y = dropout_of(rows, ATTRS(0.4, 7, 9, 1, 0, 6), s + 2);
     CHECK(equals_slice(y, whole, 0, 2), "dropout of rows 2, 3 as samples s + 2, s + 3 differs from the whole's");
-    free(rows.data), free(y.data), free(whole.data), free(x.data);
+    /* context parallelism over 3 ranks: rank 1 holds chunks 1 and 4 of 6 (positions 1 and 4) */
+    tensor lo = slice(x, 1, 1, 1), hi = slice(x, 1, 4, 1), both = F32(4, 2, 8);
+    for (int64_t b = 0; b < 4; b++)
+        memcpy(F(both) + b * 16, F(lo) + b * 8, 32), memcpy(F(both) + b * 16 + 8, F(hi) + b * 8, 32);
+    tensor yc = dropout_of(both, ATTRS(0.4, 7, 9, 1, 0, 6, 3, 1), s), ylo = slice(yc, 1, 0, 1), yhi = slice(yc, 1, 1, 1);
+    CHECK(equals_slice(ylo, whole, 1, 1) && equals_slice(yhi, whole, 1, 4),
+          "dropout of cp rank 1's balanced chunks (cp 3) differs from the whole's at their positions");
+    tensor all[] = {lo, hi, both, yc, ylo, yhi, rows, y, whole, x};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i].data);
 }
 
 /* Attention with dropout against a naive double reference whose mask comes straight from Philox
