@@ -172,8 +172,8 @@ static bool ulysses_attention(cp_ctx *c, const ir_instr *in)
     if (dropout)
         ir_set_per_rank(c->dst, r, ir_attr_index(in->op, "head_offset"), 0, (double)c->dst->vals[args[fwd ? 0 : 1]].type.dims[2],
                         IR_AXIS_CP);
-    for (int g = 0; g < in->nres; g++)
-        c->split[in->res[g]] = true;
+    for (int g = 0; g < in->nres; g++) /* back on the rank's tokens; lse stays on its heads */
+        c->split[in->res[g]] = !fwd || g == 0;
     if (fwd) {
         c->moved[in->res[0]] = r; /* y as attention_grad reads it */
         c->map[in->res[0]] = to_tokens(c, r);
