@@ -110,9 +110,9 @@ void *rt_parallel_exchange(ir_axis axis, size_t bytes)
     return axis < IR_NUM_AXES && exchanges[axis].base && bytes <= exchanges[axis].bytes ? exchanges[axis].base : NULL;
 }
 
-/* What the plan's collectives on `axis` need: a side lane for those overlapping computation, a
- * copy lane for sequence parallelism's all-gathers and reduce-scatters' exchanges, and for
- * gradient buckets reduced beside the backward. */
+/* What the plan's collectives on `axis` need: a side lane for those overlapping computation (ring
+ * attention's ring_shift too), a copy lane for sequence parallelism's all-gathers and
+ * reduce-scatters' exchanges, and for gradient buckets reduced beside the backward. */
 static void lanes_needed(const ir_module *m, ir_axis axis, bool *side, bool *copy)
 {
     *side = *copy = false;
@@ -120,7 +120,7 @@ static void lanes_needed(const ir_module *m, ir_axis axis, bool *side, bool *cop
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
             const ir_instr *in = &m->funcs[f]->instrs[i];
             bool copyable = ir_op_has(in->op, IR_OPF_COPY_LANE);
-            if (!(copyable || in->op == IR_OP_ALL_REDUCE_INPLACE) || (ir_axis)in->attr[0] != axis)
+            if (!(copyable || ir_on_comm_stream(in)) || (ir_axis)in->attr[0] != axis)
                 continue;
             *side |= ir_on_comm_stream(in);
             *copy |= copyable || (in->op == IR_OP_ALL_REDUCE_INPLACE && ir_on_comm_stream(in));
