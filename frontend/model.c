@@ -66,7 +66,7 @@ static int dropout(builder *b, int x, double p, int site)
     if (b->first_sample < 0 || p == 0)
         return x;
     /* x is whole here: dimension 1 holds [0, T) of T (the shard pass rewrites this for its slices) */
-    double attrs[6] = {p, b->s->seed, site, 1, 0, (double)b->s->seq_length};
+    double attrs[8] = {p, b->s->seed, site, 1, 0, (double)b->s->seq_length, 0, 0}; /* context_parallel.c sets cp */
     int args[2] = {x, b->first_sample};
     return ir_emit(b->m, b->f, IR_OP_DROPOUT, args, 2, attrs, NULL, NULL);
 }
@@ -329,8 +329,10 @@ static void set_config(ir_module *m, const mcc_spec *s)
     ir_cfg_set_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE, s->pipeline_model_parallel_size);
     if (s->expert_model_parallel_size > 1) /* absent means 1: the plans of other layouts read as before */
         ir_cfg_set_int(m, IR_CFG_EXPERT_MODEL_PARALLEL_SIZE, s->expert_model_parallel_size);
-    if (s->context_parallel_size > 1)
+    if (s->context_parallel_size > 1) {
         ir_cfg_set_int(m, IR_CFG_CONTEXT_PARALLEL_SIZE, s->context_parallel_size);
+        ir_cfg_set(m, IR_CFG_CP_COMM_TYPE, mcc_spec_choice("cp_comm_type", s->cp_comm_type));
+    }
     /* the pipeline's split and schedule, which passes/pipeline.c and schedule.c build */
     ir_cfg_set_int(m, IR_CFG_DECODER_FIRST_PIPELINE_NUM_LAYERS, s->decoder_first_pipeline_num_layers);
     ir_cfg_set_int(m, IR_CFG_DECODER_LAST_PIPELINE_NUM_LAYERS, s->decoder_last_pipeline_num_layers);

@@ -168,8 +168,8 @@ static const spec_field spec_fields[] = {
     PAR(context_parallel_size, "cp", "context-parallel ranks: the sequence split over them in 2 cp chunks, rank r "
         "holding chunks r and 2 cp - 1 - r (Megatron's causal balance)"),
     FIELD(SEC_PARALLEL, "cp_comm_type", cp_comm_type, NULL, K_ENUM, R_ANY, D_VALUE, MCC_CP_P2P, cp_comm_names,
-          "how attention reaches the other cp ranks' keys and values: all_gather (built), p2p (ring) or a2a "
-          "(Ulysses; neither built yet)"),
+          "how attention reaches the other cp ranks' keys and values: p2p (ring attention), all_gather, or a2a "
+          "(Ulysses: heads and kv heads split over cp around attention)"),
     PAR(expert_model_parallel_size, NULL, "expert-parallel ranks: each MoE layer's experts split over them (divides "
         "data_parallel_size and num_experts)"),
     FIELD(SEC_PARALLEL, "expert_tensor_parallel_size", expert_tensor_parallel_size, NULL, K_INT, R_POS, D_DERIVED, 0,
@@ -1014,9 +1014,14 @@ static bool spec_check_cp(spec_ctx *c)
     const char *where = spec_where(c, spec_find("context_parallel_size"));
     if (cp == 1)
         return true;
-    if (s->cp_comm_type != MCC_CP_ALL_GATHER)
-        return spec_fail(c, "%s %s with %s (%d) is not built yet: pass --cp-comm-type all_gather",
-                         spec_where(c, spec_find("cp_comm_type")), cp_comm_names[s->cp_comm_type], where, cp);
+    int tp = s->tensor_model_parallel_size, groups = s->num_query_groups ? s->num_query_groups : s->num_attention_heads;
+    if (s->cp_comm_type == MCC_CP_A2A && (s->num_attention_heads % (tp * cp) || groups % (tp * cp)))
+        return spec_fail(c, "%s a2a with %s (%d) and %s (%d) splits the heads over tp x cp = %d ranks, but %s is %d and "
+                            "%s %d: choose heads and kv heads divisible by %d, or --cp-comm-type p2p",
+                         spec_where(c, spec_find("cp_comm_type")), where, cp,
+                         spec_where(c, spec_find("tensor_model_parallel_size")), tp, tp * cp,
+                         spec_where(c, spec_find("num_attention_heads")), s->num_attention_heads,
+                         spec_where(c, spec_find("num_query_groups")), groups, tp * cp);
     if (s->seq_length % (2 * cp))
         return spec_fail(c, "%s (%d) must be divisible by 2 x %s (%d): the sequence is cut into 2 cp equal chunks, "
                             "rank r holding chunks r and 2 cp - 1 - r", spec_where(c, spec_find("seq_length")),
@@ -1025,9 +1030,13 @@ static bool spec_check_cp(spec_ctx *c)
         return spec_fail(c, "%s (%d) with %s: the sequence split over cp and tp at once is not built yet: drop "
                             "--sequence-parallel (tensor parallelism without it works beside context parallelism)",
                          where, cp, spec_where(c, spec_find("sequence_parallel")));
-    const char *off[][2] = {{"num_experts", "mixture-of-experts layers"},
-                            {"attention_dropout", "dropout (its masks are drawn by whole-sequence positions)"},
-                            {"hidden_dropout", "dropout (its masks are drawn by whole-sequence positions)"}};
+    if (s->attention_dropout != 0 && (s->cp_comm_type != MCC_CP_A2A || tp > 1))
+        return spec_fail(c, "%s (%d) with %s (%.10g): attention dropout under context parallelism is built for %s a2a "
+                            "without tensor parallelism only (its mask follows whole-sequence positions of a head): "
+                            "pass --cp-comm-type a2a and --tp 1, or --attention-dropout 0", where, cp,
+                         spec_where(c, spec_find("attention_dropout")), s->attention_dropout,
+                         spec_where(c, spec_find("cp_comm_type")));
+    const char *off[][2] = {{"num_experts", "mixture-of-experts layers"}};
     for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
         if (spec_value(c, spec_find(off[i][0])) != 0)
             return spec_fail(c, "%s (%d) with %s (%.10g): %s under context parallelism are not built yet: pass %s 0",

@@ -206,6 +206,14 @@ void ir_grad_all_to_all_v(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
     ir_grad_contribute(g, in->args[0], emit(g, IR_OP_ALL_TO_ALL_V, args, 2, attrs));
 }
 
+/* Ulysses' exchange is a permutation of elements between the ranks: its gradient is the inverse one. */
+void ir_grad_cp_all_to_all(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int dy = DY;
+    double attrs[2] = {in->attr[0], in->attr[1] != 0 ? 0 : 1};
+    ir_grad_contribute(g, in->args[0], emit(g, IR_OP_CP_ALL_TO_ALL, &dy, 1, attrs));
+}
+
 /* A permutation of rows: the gradient goes back through the inverse one. */
 void ir_grad_moe_sort_runs(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {

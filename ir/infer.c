@@ -135,6 +135,11 @@ bool ir_infer_dropout(const ir_module *m, const ir_instr *in, const ir_type *a, 
     if (!whole_in(offset, 1e15) || !whole_in(extent, 1e15) || offset + (double)a[0].dims[(int)dim] > extent)
         return fail(err, len, "dropout: dimension %g of %s does not fit in a whole dimension of %g from offset %g",
                     dim, tstr(&a[0]), extent, offset);
+    double cp = in->attr[6];
+    if (cp > 1 && (dim != 1 || offset != 0 || a[0].dims[1] % 2 || (double)a[0].dims[1] * cp != extent))
+        return fail(err, len, "dropout under context parallelism (cp=%g) holds two balanced chunks of the sequence, "
+                    "dimension 1 (offset 0, extent cp times its length), got dim %g offset %g extent %g of %s",
+                    cp, dim, offset, extent, tstr(&a[0]));
     r[0] = a[0];
     return true;
 }
@@ -466,26 +471,43 @@ bool ir_infer_rope(const ir_module *m, const ir_instr *in, const ir_type *a, ir_
     return need_float(&a[0], "rope input", err, len);
 }
 
-/* kv_ranks: the context-parallel ranks whose keys k holds (attention's cp attribute; 1 or less:
- * the query's own sequence) */
-static bool check_qkv(const ir_type *q, const ir_type *k, const ir_type *v, double kv_ranks, char *err, size_t len)
+/* kv_ranks: the context-parallel ranks whose keys k holds (1: the query's own sequence, or one
+ * rank's chunks, ring attention's piece) */
+static bool check_qkv(const ir_type *q, const ir_type *k, const ir_type *v, int64_t kv_ranks, char *err, size_t len)
 {
     if (!need_ndim(q, 4, "q [B,T,H,D]", err, len) || !need_ndim(k, 4, "k [B,T,Hk,D]", err, len))
         return false;
     if (!same_shape(k, v))
         return fail(err, len, "k %s and v %s differ", tstr(k), tstr(v));
-    int64_t tk = q->dims[1] * (kv_ranks > 1 ? (int64_t)kv_ranks : 1);
-    if (kv_ranks > 1 && q->dims[1] % 2)
-        return fail(err, len, "q %s under context parallelism (cp=%g) holds two equal chunks: its T must be even",
-                    tstr(q), kv_ranks);
-    if (q->dims[0] != k->dims[0] || tk != k->dims[1] || q->dims[3] != k->dims[3] || q->dims[2] % k->dims[2])
+    if (q->dims[0] != k->dims[0] || q->dims[1] * kv_ranks != k->dims[1] || q->dims[3] != k->dims[3] ||
+        q->dims[2] % k->dims[2])
         return fail(err, len, "q %s and k %s are not a (grouped-query) attention pair", tstr(q), tstr(k));
+    return true;
+}
+
+/* attention's and attention_grad's attributes cp, cp_rank, ring, shift (ops.def): the cp ranks
+ * whose keys k holds. cp > 1: q holds two equal chunks; ring = 1 needs cp > 1 and a shift
+ * below it. Attention dropout (no such attributes): 1. */
+static bool cp_kv_ranks(const ir_instr *in, const ir_type *q, int64_t *kv_ranks, char *err, size_t len)
+{
+    *kv_ranks = 1;
+    if (ir_attr_index(in->op, "ring") < 0)
+        return true;
+    double cp = in->attr[0], ring = in->attr[2], shift = in->attr[3];
+    if (cp > 1 && q->ndim >= 2 && q->dims[1] % 2)
+        return fail(err, len, "q %s under context parallelism (cp=%g) holds two equal chunks: its T must be even",
+                    tstr(q), cp);
+    if ((ring != 0 && ring != 1) || (ring == 1 && (cp < 2 || !whole_in(shift, cp - 1))) || (ring == 0 && shift != 0))
+        return fail(err, len, "%s: ring=%g shift=%g with cp=%g (ring 0 or 1; ring 1 needs cp > 1 and shift in [0, cp))",
+                    ir_ops[in->op].name, ring, shift, cp);
+    *kv_ranks = ring == 0 && cp > 1 ? (int64_t)cp : 1;
     return true;
 }
 
 bool ir_infer_attention(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
-    if (!check_qkv(&a[0], &a[1], &a[2], in->op == IR_OP_ATTENTION ? in->attr[0] : 1, err, len))
+    int64_t kv_ranks;
+    if (!cp_kv_ranks(in, &a[0], &kv_ranks, err, len) || !check_qkv(&a[0], &a[1], &a[2], kv_ranks, err, len))
         return false;
     r[0] = a[0];
     int64_t lse[3] = {a[0].dims[0], a[0].dims[2], a[0].dims[1]}; /* [B,H,T] */
@@ -493,19 +515,43 @@ bool ir_infer_attention(const ir_module *m, const ir_instr *in, const ir_type *a
     return true;
 }
 
+/* lse f32[B,H,T] of q [B,T,H,D] */
+static bool check_lse(const ir_type *lse, const ir_type *q, char *err, size_t len)
+{
+    if (lse->dtype != IR_F32 || lse->ndim != 3 || lse->dims[0] != q->dims[0] || lse->dims[1] != q->dims[2] ||
+        lse->dims[2] != q->dims[1])
+        return fail(err, len, "lse %s is not f32[B,H,T] for q %s", tstr(lse), tstr(q));
+    return true;
+}
+
 /* (dy, q, k, v, y, lse) -> dq, dk, dv */
 bool ir_infer_attention_grad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
-    if (!check_qkv(&a[1], &a[2], &a[3], in->op == IR_OP_ATTENTION_GRAD ? in->attr[0] : 1, err, len))
+    int64_t kv_ranks;
+    if (!cp_kv_ranks(in, &a[1], &kv_ranks, err, len) || !check_qkv(&a[1], &a[2], &a[3], kv_ranks, err, len))
         return false;
     if (!same_shape(&a[0], &a[1]) || !same_shape(&a[4], &a[1]))
         return fail(err, len, "dy %s, y %s and q %s differ", tstr(&a[0]), tstr(&a[4]), tstr(&a[1]));
-    if (a[5].dtype != IR_F32 || a[5].ndim != 3 || a[5].dims[0] != a[1].dims[0] || a[5].dims[1] != a[1].dims[2] ||
-        a[5].dims[2] != a[1].dims[1])
-        return fail(err, len, "lse %s is not f32[B,H,T] for q %s", tstr(&a[5]), tstr(&a[1]));
+    if (!check_lse(&a[5], &a[1], err, len))
+        return false;
     r[0] = a[1];
     r[1] = a[2];
     r[2] = a[3];
+    return true;
+}
+
+/* (o1, lse1, o2, lse2) -> (o, lse): two ring pieces' outputs alike */
+bool ir_infer_attention_merge(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                              size_t len)
+{
+    if (!need_ndim(&a[0], 4, "o1 [B,T,H,D]", err, len) || !need_float(&a[0], "o1", err, len))
+        return false;
+    if (!same_shape(&a[0], &a[2]) || a[0].dtype != a[2].dtype)
+        return fail(err, len, "attention_merge: o1 %s and o2 %s differ", tstr(&a[0]), tstr(&a[2]));
+    if (!check_lse(&a[1], &a[0], err, len) || !check_lse(&a[3], &a[0], err, len))
+        return false;
+    r[0] = a[0];
+    r[1] = a[1];
     return true;
 }
 
@@ -583,6 +629,26 @@ static ir_axis need_axis(const ir_instr *in, char *err, size_t len)
 
 /* Ranks along a mesh axis: the layout is compiled into the module's config. */
 static int64_t axis_ranks(const ir_module *m, ir_axis axis) { return ir_module_mesh(m).degree[axis]; }
+
+/* cp_all_to_all: heads=1 x[B,Tl,H,D] -> [B,Tl n,H/n,D]; heads=0 the inverse (Tl: two equal chunks) */
+bool ir_infer_cp_all_to_all(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    ir_axis axis = need_axis(in, err, len);
+    if (axis == IR_AXIS_NONE || !need_ndim(&a[0], 4, "cp_all_to_all operand [B,T,H,D]", err, len) ||
+        !need_float(&a[0], "cp_all_to_all operand", err, len))
+        return false;
+    int64_t n = axis_ranks(m, axis);
+    bool heads = in->attr[1] != 0;
+    int64_t split = heads ? a[0].dims[2] : a[0].dims[1], chunks = heads ? 2 : 2 * n;
+    if (n < 1 || split % n || (heads ? a[0].dims[1] : a[0].dims[1] / n) % 2 || a[0].dims[1] % chunks)
+        return fail(err, len, "cp_all_to_all {heads=%g} over %lld %s ranks: %s does not split into them", in->attr[1],
+                    (long long)n, ir_axis_name(axis), tstr(&a[0]));
+    r[0] = ir_tensor(a[0].dtype, 4, a[0].dims);
+    r[0].dims[1] = heads ? a[0].dims[1] * n : a[0].dims[1] / n;
+    r[0].dims[2] = heads ? a[0].dims[2] / n : a[0].dims[2] * n;
+    ir_shard_push(&r[0], heads ? 2 : 1, axis);
+    return true;
+}
 
 /* An in-place collective on one tensor over a named mesh axis. */
 bool ir_infer_collective(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)

@@ -325,7 +325,7 @@ int64_t ir_view_offset(const ir_func *f, const ir_instr *in) { return ir_view_of
 
 bool ir_overlapped(const ir_instr *in)
 {
-    return ir_op_has(in->op, IR_OPF_SEQ_COLLECTIVE) && in->attr[1] != 0;
+    return ir_op_has(in->op, IR_OPF_OVERLAP) && in->attr[1] != 0;
 }
 
 const char *ir_global_of(const ir_func *f, int v)
@@ -936,10 +936,13 @@ double ir_work_macs(const ir_func *f, const ir_instr *in)
         return grouped_rows(f, in, first) * (double)a->dims[1] * (double)r->dims[r->ndim - 1]; /* a[R,K] by r[R,F];
                                                                             wgrad a[R,P] by r[E,P,Q] */
     }
-    case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: { /* q [B,T,H,D]: QK^T and PV, causal; the backward 2.5x */
-        const ir_type *q = &f->vals[in->args[0]].type;
-        double w = (double)ir_numel(q) * (double)q->dims[1];
-        return in->op == IR_OP_ATTENTION ? w : 2.5 * w;
+    case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: { /* q [B,T,H,D] by k [B,Tk,Hk,D]: QK^T and PV, causal
+                                                        (Tk: every cp rank's keys gathered, or a ring
+                                                        piece's one rank's); the backward 2.5x */
+        bool fwd = in->op == IR_OP_ATTENTION;
+        const ir_type *q = &f->vals[in->args[0]].type, *k = &f->vals[in->args[fwd ? 1 : 2]].type;
+        double w = (double)ir_numel(q) * (double)k->dims[1];
+        return fwd ? w : 2.5 * w;
     }
     default:
         return 0;

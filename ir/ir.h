@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define IR_MAX_DIMS 4
-#define IR_MAX_ATTRS 6
+#define IR_MAX_ATTRS 8
 #define IR_MAX_RES 3
 
 typedef enum { IR_F32, IR_BF16, IR_F16, IR_FP8E4M3, IR_FP8E5M2, IR_I32, IR_I64, IR_NUM_DTYPES } ir_dtype;
@@ -278,6 +278,9 @@ enum {
     IR_OPF_HOST_WAIT = 1 << 10,     /* the host reads a device value to issue it (all_to_all_v's
                                        splits, the grouped GEMMs' counts): a function with one is not
                                        captured as a CUDA graph */
+    IR_OPF_OVERLAP = 1 << 11,       /* a collective whose attribute 1 `overlap` = 1 runs it beside the
+                                       instructions before its result's first use (ir_overlapped: the
+                                       GPU's comm stream): the sequence collectives, ring_shift */
 };
 
 /* Sharding rules, ops.def's shard column: which rule of the shard pass propagates an op's
@@ -318,6 +321,9 @@ typedef enum {
     IR_SHARD_FP8_SCALING,           /* an FP8 history and amaxes: whole operands, whole results */
     IR_SHARD_SEQ_COLLECTIVE,        /* a sequence collective of an earlier pass over another axis (context
                                        parallelism's over cp): the operand's placement passes through */
+    IR_SHARD_CP,                    /* the context_parallel pass's own ops (ring_shift, attention_merge,
+                                       cp_all_to_all over cp): complete operands, result k placed as operand
+                                       k (split by heads over tp) */
     IR_NUM_SHARD_RULES
 } ir_shard_rule;
 
@@ -418,8 +424,9 @@ bool ir_has_collective(const ir_module *m, ir_axis axis, unsigned flag);
  * the bytes of a row); ir_view_offset finds the operand's type in f. */
 int64_t ir_view_offset_in(const ir_instr *in, const ir_type *operand);
 int64_t ir_view_offset(const ir_func *f, const ir_instr *in);
-/* Whether `in` is a collective that runs beside the instructions after it (reduce_scatter_seq or
- * all_gather_seq with overlap = 1, passes/comm_overlap.c), joined before the first instruction reading its result. */
+/* Whether `in` is a collective that runs beside the instructions after it (IR_OPF_OVERLAP with
+ * overlap = 1: reduce_scatter_seq or all_gather_seq by passes/comm_overlap.c, ring attention's
+ * ring_shift by passes/context_parallel.c), joined before the first instruction reading its result. */
 bool ir_overlapped(const ir_instr *in);
 /* The last instruction at which instruction i may still read its operands: i itself, except for an
  * overlapped collective: the first instruction reading its result (f->ninstrs if none). */

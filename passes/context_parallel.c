@@ -6,22 +6,43 @@
  *
  *     tokens, targets [B,T] -> [B,T/cp] {shard=[-,cp]}   the rank's two chunks (train_rank binds
  *                                                         them by the input's layout record)
- *     pos_add, rope                                      positions of the rank's chunks (cp, cp_rank)
+ *     pos_add, rope, dropout                             positions of the rank's chunks (cp, cp_rank)
+ *
+ * Attention reaches the other ranks' keys and values as config cp_comm_type says (Megatron's
+ * --cp-comm-type). all_gather:
+ *
  *     attention(q, k, v)      -> attention(q, all_gather_seq(k), all_gather_seq(v)) {cp, cp_rank}
  *     attention_grad(.., k, v) -> dq, reduce_scatter_seq(dk), reduce_scatter_seq(dv)
  *
- * Keys and values are gathered over cp (`--cp-comm-type all_gather`: under grouped-query attention
- * only the kv heads travel), each query attending by the causal mask of the positions in the
- * whole sequence; their gradients, summed over the cp ranks whose queries read them, are
- * reduce-scattered back to the chunks they came from. Everything else is token by token and runs
- * on the rank's tokens as it is. The loss is the mean over the rank's tokens: autodiff seeds it
- * with 1/(micro-batches dp cp), data_parallel sums every gradient over cp (each rank saw its share
- * of the tokens) before dp, and train_rank's loss is the mean over dp x cp.
+ * keys and values gathered over cp, each query attending by the causal mask of the positions in
+ * the whole sequence; their gradients, summed over the cp ranks whose queries read them,
+ * reduce-scattered back to the chunks they came from. p2p (ring attention, the default), in cp
+ * pieces, piece s over the keys of rank (cp_rank - s) mod cp passed around the ring:
+ *
+ *     attention(q, k, v)  -> k0 = k; (o, lse) = attention(q, k0, v0) {ring=1, shift=0};
+ *                            for s = 1..cp-1: ks = ring_shift(k_{s-1}) (and v: emitted before piece
+ *                            s-1, so the shift runs beside it); (os, lses) = attention(q, ks, vs)
+ *                            {shift=s}; (o, lse) = attention_merge(o, lse, os, lses)
+ *     attention_grad(dy, q, k, v, y, lse) -> each piece's attention_grad over the same keys, with
+ *                            the merged y and lse; dq summed; the keys' gradients accumulated as
+ *                            they travel with their keys (ak = ring_shift(ak) + dks), and one last
+ *                            ring_shift brings them home to the rank that owns the keys
+ *
+ * (the contract with the CUDA kernels: notes/cp_contract.md). a2a (Ulysses):
+ *
+ *     attention(q, k, v)  -> y = cp_all_to_all{heads=0}(attention(qh, kh, vh)), xh = cp_all_to_all
+ *                            {heads=1}(x): every token in sequence order, the rank's 1/cp of the heads
+ *     attention_grad      -> over dyh, qh, kh, vh, yh and the forward's lse; dq, dk, dv back {heads=0}
+ *
+ * Under grouped-query attention only the kv heads travel. Everything else is token by token and runs on the rank's tokens as it is.
+ * The loss is the mean over the rank's tokens: autodiff seeds it with 1/(micro-batches dp cp),
+ * data_parallel sums every gradient over cp (each rank saw its share of the tokens) before dp,
+ * and train_rank's loss is the mean over dp x cp.
  * It runs after autodiff and recompute (the backward's attention and position ops are rewritten
  * beside the forward's, a replayed forward as the forward) and before the shard and pipeline
  * passes (the pipeline cuts the rewritten step into stages; the shard pass over tp passes the cp
- * collectives through, heads split); sequence parallelism, MoE, dropout and FP8 beside it are
- * refused (frontend/spec.c says how). */
+ * collectives and ring ops through, heads split); sequence parallelism, MoE, attention dropout
+ * but under a2a, and FP8 beside it are refused (frontend/spec.c says how). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -33,23 +54,135 @@ typedef struct {
     const ir_func *src;
     ir_func *dst;
     int cp;
+    ir_op kv_op;                    /* how attention reaches the other ranks' keys (cp_comm_type): ring_shift
+                                       (p2p), all_gather_seq (all_gather) or cp_all_to_all (a2a) */
     int64_t T;                      /* the whole sequence (config seq_length) */
     int *map;                       /* source value -> new value */
     bool *split;                    /* per source value: it holds the rank's tokens only */
-    int *gathered;                  /* per source value: its all_gather_seq over cp, or -1 */
+    int *moved;                     /* per source value: its all_gather_seq over cp (all_gather) or its
+                                       head-split form (a2a: cp_all_to_all), or -1 */
 } cp_ctx;
 
 /* Attribute k of new value v's instruction is this rank's cp coordinate. */
 static void cp_rank_attr(cp_ctx *c, int v, int k) { ir_set_per_rank(c->dst, v, k, 0, 1, IR_AXIS_CP); }
 
-/* Source value v (k or v) of every cp rank, gathered once however many ops read it. */
-static int gather(cp_ctx *c, int v)
+/* Source value v as attention reads it, made once however many ops read it: all_gather, k or v
+ * of every cp rank (attributes axis, overlap 0, batch 0); a2a, q, k, v, y or dy with every token
+ * and this rank's block of the heads (axis, heads 1). */
+static int moved(cp_ctx *c, int v)
 {
-    if (c->gathered[v] < 0) {
-        double attrs[3] = {IR_AXIS_CP, 0, 0};
-        c->gathered[v] = ir_emit(c->m, c->dst, IR_OP_ALL_GATHER_SEQ, &c->map[v], 1, attrs, NULL, NULL);
+    if (c->moved[v] < 0) {
+        double attrs[3] = {IR_AXIS_CP, c->kv_op == IR_OP_CP_ALL_TO_ALL, 0};
+        c->moved[v] = ir_emit(c->m, c->dst, c->kv_op, &c->map[v], 1, attrs, NULL, NULL);
     }
-    return c->gathered[v];
+    return c->moved[v];
+}
+
+/* New value v [B,T,H/cp,D] back to the rank's tokens and every head (a2a) */
+static int to_tokens(cp_ctx *c, int v)
+{
+    double attrs[2] = {IR_AXIS_CP, 0};
+    return ir_emit(c->m, c->dst, IR_OP_CP_ALL_TO_ALL, &v, 1, attrs, NULL, NULL);
+}
+
+/* attention or attention_grad of the new operands args {cp, cp_rank, ring, shift} (ops.def);
+ * ranked 0: over the whole sequence in order, as one rank's (a2a) */
+static int attention_piece(cp_ctx *c, ir_op op, const int *args, int ring, int shift, bool ranked)
+{
+    double attrs[4] = {ranked ? c->cp : 0, 0, ring, shift};
+    int r = ir_emit(c->m, c->dst, op, args, ir_ops[op].nargs, attrs, NULL, NULL);
+    if (ranked)
+        cp_rank_attr(c, r, 1);
+    return r;
+}
+
+/* New value v of the previous cp rank: ring attention's step, overlapped (it runs beside what is
+ * computed before its first use). */
+static int ring_shift(cp_ctx *c, int v)
+{
+    double attrs[2] = {IR_AXIS_CP, 1};
+    return ir_emit(c->m, c->dst, IR_OP_RING_SHIFT, &v, 1, attrs, NULL, NULL);
+}
+
+static int emit2(cp_ctx *c, ir_op op, int a, int b)
+{
+    int args[2] = {a, b};
+    return ir_emit(c->m, c->dst, op, args, 2, NULL, NULL, NULL);
+}
+
+/* attention(q, k, v) (new values) in cp ring pieces, merged: returns (o, lse) */
+static int ring_forward(cp_ctx *c, const int *qkv)
+{
+    int args[3] = {qkv[0], qkv[1], qkv[2]}, o = -1;
+    for (int s = 0; s < c->cp; s++) {
+        int next_k = s + 1 < c->cp ? ring_shift(c, args[1]) : -1, next_v = s + 1 < c->cp ? ring_shift(c, args[2]) : -1;
+        int piece = attention_piece(c, IR_OP_ATTENTION, args, 1, s, true);
+        if (s == 0)
+            o = piece;
+        else {
+            int m[4] = {o, o + 1, piece, piece + 1};
+            o = ir_emit(c->m, c->dst, IR_OP_ATTENTION_MERGE, m, 4, NULL, NULL, NULL);
+        }
+        args[1] = next_k, args[2] = next_v;
+    }
+    return o;
+}
+
+/* attention_grad(dy, q, k, v, y, lse) (new values; y, lse the merged ones) in cp ring pieces:
+ * grads := dq, dk, dv. The keys' gradients travel with their keys and are added to at
+ * every piece; after the last piece they belong to rank cp_rank + 1's keys, one more shift
+ * brings them home. */
+static void ring_backward(cp_ctx *c, const int *in, int *grads)
+{
+    int args[6];
+    memcpy(args, in, sizeof args);
+    int next_k = ring_shift(c, args[2]), next_v = ring_shift(c, args[3]);
+    int g = attention_piece(c, IR_OP_ATTENTION_GRAD, args, 1, 0, true);
+    int dq = g, ak = g + 1, av = g + 2;
+    for (int s = 1; s < c->cp; s++) {
+        args[2] = next_k, args[3] = next_v;
+        if (s + 1 < c->cp)
+            next_k = ring_shift(c, args[2]), next_v = ring_shift(c, args[3]);
+        ak = ring_shift(c, ak);
+        av = ring_shift(c, av);
+        g = attention_piece(c, IR_OP_ATTENTION_GRAD, args, 1, s, true);
+        dq = emit2(c, IR_OP_ADD, dq, g);
+        ak = emit2(c, IR_OP_ADD, ak, g + 1);
+        av = emit2(c, IR_OP_ADD, av, g + 2);
+    }
+    grads[0] = dq;
+    grads[1] = ring_shift(c, ak);
+    grads[2] = ring_shift(c, av);
+}
+
+/* Ulysses (a2a): attention (or its dropout form) over every token of the rank's block of the
+ * heads, as one rank's (cp 0): q, k, v (backward: dy, y too) exchanged there, the lse kept there,
+ * the results exchanged back. With dropout the block's first head is head_offset, cp_rank H/cp
+ * (tp beside it is refused: frontend/spec.c). */
+static bool ulysses_attention(cp_ctx *c, const ir_instr *in)
+{
+    bool fwd = ir_ops[in->op].nres == 2, dropout = ir_attr_index(in->op, "head_offset") >= 0;
+    int args[7], lse = fwd ? -1 : 5, first_sample = dropout ? in->nargs - 1 : -1;
+    for (int a = 0; a < in->nargs; a++)
+        args[a] = a == lse || a == first_sample ? c->map[in->args[a]] : moved(c, in->args[a]);
+    double attrs[IR_MAX_ATTRS] = {0};
+    if (dropout)
+        memcpy(attrs, in->attr, sizeof attrs);
+    int r = ir_emit(c->m, c->dst, in->op, args, in->nargs, attrs, NULL, NULL);
+    if (dropout)
+        ir_set_per_rank(c->dst, r, ir_attr_index(in->op, "head_offset"), 0, (double)c->dst->vals[args[fwd ? 0 : 1]].type.dims[2],
+                        IR_AXIS_CP);
+    for (int g = 0; g < in->nres; g++) /* back on the rank's tokens; lse stays on its heads */
+        c->split[in->res[g]] = !fwd || g == 0;
+    if (fwd) {
+        c->moved[in->res[0]] = r; /* y as attention_grad reads it */
+        c->map[in->res[0]] = to_tokens(c, r);
+        c->map[in->res[1]] = r + 1;
+        return true;
+    }
+    for (int g = 0; g < 3; g++)
+        c->map[in->res[g]] = to_tokens(c, r + g);
+    return true;
 }
 
 /* The type of source value v with the rank's tokens: the sequence, dimension 1, split over cp. */
@@ -106,8 +239,9 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
         break;
     case IR_OP_POS_ADD:
     case IR_OP_POS_ADD_GRAD:
-    case IR_OP_ROPE: {
-        int cp_at = in->op == IR_OP_POS_ADD ? 1 : 2; /* ops.def: the attributes cp, cp_rank */
+    case IR_OP_ROPE:
+    case IR_OP_DROPOUT: {
+        int cp_at = ir_attr_index(in->op, "cp"); /* ops.def: the attributes cp, cp_rank */
         if (!c->split[in->args[0]])
             break;
         int r = copy(c, in);
@@ -124,13 +258,24 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
         if (!c->split[in->args[k - 1]] || !c->split[in->args[k]] || !c->split[in->args[k + 1]])
             return snprintf(err, errlen, "%s: attention %%%d over values not split along the sequence", c->src->name,
                             in->res[0]), false;
-        args[k] = gather(c, in->args[k]);
-        args[k + 1] = gather(c, in->args[k + 1]);
-        double attrs[4] = {c->cp, 0, 0, 0}; /* cp, cp_rank (below), ring 0: keys gathered, shift 0 */
-        int r = ir_emit(c->m, c->dst, in->op, args, in->nargs, attrs, NULL, NULL);
-        cp_rank_attr(c, r, 1);
+        for (int r = 0; r < in->nres; r++)
+            c->split[in->res[r]] = true;
+        if (c->kv_op == IR_OP_RING_SHIFT) {
+            int made[3];
+            if (fwd)
+                made[0] = ring_forward(c, args), made[1] = made[0] + 1;
+            else
+                ring_backward(c, args, made);
+            for (int g = 0; g < in->nres; g++)
+                map[in->res[g]] = made[g];
+            return true;
+        }
+        if (c->kv_op == IR_OP_CP_ALL_TO_ALL)
+            return ulysses_attention(c, in);
+        args[k] = moved(c, in->args[k]);
+        args[k + 1] = moved(c, in->args[k + 1]);
+        int r = attention_piece(c, in->op, args, 0, 0, true);
         map[in->res[0]] = r;
-        c->split[in->res[0]] = true;
         if (fwd) { /* lse [B,H,T/cp]: the rank's queries' rows */
             map[in->res[1]] = r + 1;
             return true;
@@ -139,15 +284,16 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
             double rs[3] = {IR_AXIS_CP, 0, 0};
             int full = r + g;
             map[in->res[g]] = ir_emit(c->m, c->dst, IR_OP_REDUCE_SCATTER_SEQ, &full, 1, rs, NULL, NULL);
-            c->split[in->res[g]] = true;
         }
         return true;
     }
     case IR_OP_ATTENTION_DROPOUT:
     case IR_OP_ATTENTION_DROPOUT_GRAD:
-    case IR_OP_DROPOUT:
-        return snprintf(err, errlen, "%s: dropout under context parallelism is not built yet (its masks are drawn by "
-                        "whole-sequence positions): pass --attention-dropout 0 --hidden-dropout 0", c->src->name), false;
+        if (c->kv_op != IR_OP_CP_ALL_TO_ALL || ir_cfg_int(c->m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE) > 1)
+            return snprintf(err, errlen, "%s: attention dropout under context parallelism is built for --cp-comm-type "
+                            "a2a without tensor parallelism only (its mask is drawn by whole-sequence positions of a "
+                            "head): pass --cp-comm-type a2a and --tp 1, or --attention-dropout 0", c->src->name), false;
+        return ulysses_attention(c, in);
     default:
         break;
     }
@@ -155,15 +301,16 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
     return true;
 }
 
-static bool cp_func(ir_module *m, int fi, int cp, char *err, size_t errlen)
+static bool cp_func(ir_module *m, int fi, int cp, ir_op kv_op, char *err, size_t errlen)
 {
     const ir_func *src = m->funcs[fi];
-    cp_ctx c = {.m = m, .src = src, .dst = ir_func_new(m, src->name, src->kind), .cp = cp, .T = ir_cfg_int(m, IR_CFG_SEQ_LENGTH)};
+    cp_ctx c = {.m = m, .src = src, .dst = ir_func_new(m, src->name, src->kind), .cp = cp,
+                .kv_op = kv_op, .T = ir_cfg_int(m, IR_CFG_SEQ_LENGTH)};
     c.map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     c.split = calloc((size_t)src->nvals + 1, sizeof(bool));
-    c.gathered = malloc(sizeof(int) * ((size_t)src->nvals + 1));
+    c.moved = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     for (int v = 0; v <= src->nvals; v++)
-        c.gathered[v] = -1;
+        c.moved[v] = -1;
     bool ok = true;
     for (int i = 0; i < src->ninstrs && ok; i++)
         ok = cp_instr(&c, &src->instrs[i], err, errlen);
@@ -171,7 +318,7 @@ static bool cp_func(ir_module *m, int fi, int cp, char *err, size_t errlen)
         ir_func_replace(m, fi, c.dst);
     free(c.map);
     free(c.split);
-    free(c.gathered);
+    free(c.moved);
     return ok;
 }
 
@@ -185,6 +332,15 @@ bool pass_context_parallel(ir_module *m, const mcc_pass_options *opts, char *err
     if (T % (2 * cp))
         return snprintf(err, errlen, "--context-parallel-size %d: seq_length %lld does not cut into 2 x %d equal chunks",
                         cp, (long long)T, cp), false;
+    static const struct { const char *name; ir_op op; } comms[] = {
+        {"p2p", IR_OP_RING_SHIFT}, {"all_gather", IR_OP_ALL_GATHER_SEQ}, {"a2a", IR_OP_CP_ALL_TO_ALL}};
+    const char *comm = ir_cfg_text(m, IR_CFG_CP_COMM_TYPE);
+    ir_op kv_op = IR_NUM_OPS;
+    for (size_t i = 0; i < sizeof comms / sizeof comms[0]; i++)
+        if (strcmp(comm, comms[i].name) == 0)
+            kv_op = comms[i].op;
+    if (kv_op == IR_NUM_OPS)
+        return snprintf(err, errlen, "cp_comm_type %s: choose p2p (ring attention), all_gather or a2a", comm), false;
     static const struct { ir_cfg key; const char *flag; } alone[] = {
         {IR_CFG_EXPERT_MODEL_PARALLEL_SIZE, "--expert-model-parallel-size"},
     };
@@ -197,7 +353,7 @@ bool pass_context_parallel(ir_module *m, const mcc_pass_options *opts, char *err
                             alone[i].flag, ir_cfg_int(m, alone[i].key), alone[i].flag), false;
     for (int f = 0; f < m->nfuncs; f++)
         if ((m->funcs[f]->kind == IR_FUNC_STEP || m->funcs[f]->kind == IR_FUNC_EVAL) &&
-            !cp_func(m, f, cp, err, errlen))
+            !cp_func(m, f, cp, kv_op, err, errlen))
             return false;
     return true;
 }

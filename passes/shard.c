@@ -740,6 +740,25 @@ static bool rule_seq_collective(shard_ctx *c, const ir_instr *in, int *args, int
     return true;
 }
 
+/* Context parallelism's ops (context_parallel.c's, over cp): ring_shift moves a value between
+ * the cp ranks as it is, attention_merge combines two ring pieces head by head and row by row,
+ * cp_all_to_all moves each head block of the tp rank's heads as a whole; so each result k is
+ * placed as operand k (q, k, v and the outputs split by heads over tp), complete. */
+static bool rule_cp(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    if (ir_op_has(in->op, IR_OPF_COLLECTIVE) && (ir_axis)in->attr[0] == c->axis)
+        return fail(c, "a context-parallel collective over the axis being split", in);
+    for (int a = 0; a < in->nargs; a++) {
+        args[a] = complete(c, args[a]);
+        if (c->at[args[a]].seq)
+            return fail(c, "a context-parallel op over a value split along its sequence", in);
+    }
+    *res = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, c->at[args[0]]);
+    for (int k = 1; k < in->nres; k++)
+        place(c, *res + k, c->at[args[k]]);
+    return true;
+}
+
 /* The rules, by ops.def's shard column (ORDER ir_shard_rule). */
 typedef bool (*shard_rule_fn)(shard_ctx *c, const ir_instr *in, int *args, int *res);
 static const shard_rule_fn rules[IR_NUM_SHARD_RULES] = {
@@ -772,6 +791,7 @@ static const shard_rule_fn rules[IR_NUM_SHARD_RULES] = {
     [IR_SHARD_FP8_MATMUL] = rule_fp8_matmul,
     [IR_SHARD_FP8_SCALING] = rule_fp8_scaling,
     [IR_SHARD_SEQ_COLLECTIVE] = rule_seq_collective,
+    [IR_SHARD_CP] = rule_cp,
 };
 
 bool pass_shard_has_rule(ir_shard_rule kind) { return kind > IR_SHARD_NEVER && kind < IR_NUM_SHARD_RULES && rules[kind]; }

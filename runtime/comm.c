@@ -320,6 +320,14 @@ void rt_all_to_all(rt_comm *c, const void *send, void *recv, size_t count, ir_dt
     c->ops->all_to_all(c, send, recv, count, dt, stream);
 }
 
+void rt_ring_shift(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream)
+{
+    if (!c->ops->ring_shift)
+        rt_comm_fatal("ring_shift on group '%s': this backend has none", c->name);
+    c->seq++;
+    c->ops->ring_shift(c, send, recv, count, dt, stream);
+}
+
 /* Rows per member from the splits (q's runs summed); -1 at a negative run or an overflow. */
 static int64_t a2av_member_rows(const int64_t *splits, int nsplit, int q)
 {

@@ -97,6 +97,10 @@ void rt_all_to_all(rt_comm *c, const void *send, void *recv, size_t count, ir_dt
  * Returns the rows received. Splits are host memory; the rows' buffers as for the others. */
 size_t rt_all_to_all_v(rt_comm *c, const void *send, const int64_t *send_splits, void *recv, int64_t *recv_splits,
                        int splits, size_t recv_cap, size_t row, ir_dtype dt, void *stream);
+/* recv[count] := send[count] of member rank - 1 (modulo the size): every member sends to rank + 1
+ * and receives from rank - 1 at once, a ring's step (ring attention's k and v around cp). send
+ * and recv do not overlap. One member: a copy. */
+void rt_ring_shift(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream);
 /* buf[count] of member `root` is copied to every member. */
 void rt_broadcast(rt_comm *c, void *buf, size_t count, ir_dtype dt, int root, void *stream);
 /* The collectives on c between these two calls are launched together, as one (NCCL), on

@@ -41,6 +41,8 @@ typedef struct {
     void (*all_to_all_counts)(rt_comm *c, const int64_t *send, int64_t *recv, int n, void *stream);
     void (*all_to_all_v)(rt_comm *c, const void *send, const size_t *send_counts, void *recv, const size_t *recv_counts,
                          ir_dtype dt, void *stream);
+    /* rt_ring_shift on a group of two or more */
+    void (*ring_shift)(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream);
 } rt_comm_ops;
 
 struct rt_comm {

@@ -18,7 +18,7 @@
  * member; a member that is polling (in any collective, or timed out itself) answers STATE with
  * how many collectives it has issued on that group and where it waits now. A member busy
  * outside collectives, or dead, does not answer within MPI_GRACE_S. */
-enum { MPI_TAG_PROBE = 7001, MPI_TAG_STATE = 7002, MPI_TAG_P2P = 7003 };
+enum { MPI_TAG_PROBE = 7001, MPI_TAG_STATE = 7002, MPI_TAG_P2P = 7003, MPI_TAG_RING = 7004 };
 #define MPI_GRACE_S 2.0
 #define MPI_MAX_GROUPS 64
 
@@ -299,6 +299,18 @@ static void mpi_all_to_all_v(rt_comm *c, const void *send, const size_t *send_co
     free(v);
 }
 
+/* A receive from rank - 1 and a send to rank + 1 on the group's communicator (every member
+ * issues its ring shifts in the same order, so they match in order), both waited for. */
+static void mpi_ring_shift(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream)
+{
+    MPI_Request r[2];
+    int n = mpi_count(c, "ring_shift", count), prev = (c->rank + c->size - 1) % c->size, next = (c->rank + 1) % c->size;
+    MPI_Irecv(recv, n, mpi_type(dt), prev, MPI_TAG_RING, mpi_of(c)->comm, &r[0]);
+    MPI_Isend(send, n, mpi_type(dt), next, MPI_TAG_RING, mpi_of(c)->comm, &r[1]);
+    mpi_wait(c, &r[0], "ring_shift");
+    mpi_wait(c, &r[1], "ring_shift");
+}
+
 static void mpi_reduce_scatter(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, rt_reduce_op op,
                                void *stream)
 {
@@ -451,7 +463,7 @@ static const rt_comm_ops mpi_ops = {mpi_all_reduce, mpi_all_gather, mpi_reduce_s
                                     mpi_barrier, mpi_split, mpi_free, NULL, NULL,
                                     NULL /* one lane */, NULL /* no windows */, mpi_all_to_all,
                                     mpi_p2p_setup, mpi_send, mpi_recv, mpi_p2p_flush, mpi_all_to_all_counts,
-                                    mpi_all_to_all_v};
+                                    mpi_all_to_all_v, mpi_ring_shift};
 
 rt_comm *rt_comm_world_mpi(const rt_rank_env *e, char *err, size_t errlen)
 {

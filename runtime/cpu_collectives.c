@@ -18,6 +18,37 @@ void cpu_ALL_REDUCE(const rt_kernel_call *c)
                       c->in->attr[1] != 0 ? RT_MAX : RT_SUM, NULL);
 }
 
+/* x -> r: x of the previous rank of the axis's ring (rt_ring_shift); one rank: x */
+void cpu_RING_SHIFT(const rt_kernel_call *c)
+{
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    if (comm)
+        rt_ring_shift(comm, c->args[0], c->res[0], (size_t)ir_numel(c->arg_types[0]), c->arg_types[0]->dtype, NULL);
+    else
+        memcpy(c->res[0], c->args[0], ir_bytes(c->arg_types[0]));
+}
+
+static void host_copy2d(void *ctx, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height)
+{
+    (void)ctx;
+    for (size_t i = 0; i < height; i++)
+        memcpy((char *)dst + i * dpitch, (const char *)src + i * spitch, width);
+}
+
+/* Ulysses' exchange (rt_parallel_cp_all_to_all); one rank: x as it is */
+void cpu_CP_ALL_TO_ALL(const rt_kernel_call *c)
+{
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    size_t bytes = ir_bytes(c->arg_types[0]);
+    if (!comm) {
+        memcpy(c->res[0], c->args[0], bytes);
+        return;
+    }
+    void *scratch = malloc(2 * bytes);
+    rt_parallel_cp_all_to_all(c, comm, scratch, host_copy2d, NULL, NULL);
+    free(scratch);
+}
+
 /* (dst globals...): each := its sum over the axis's ranks, a bucket at a time */
 void cpu_ALL_REDUCE_INPLACE(const rt_kernel_call *c)
 {

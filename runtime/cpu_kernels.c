@@ -205,13 +205,19 @@ void cpu_DROPOUT(const rt_kernel_call *c)
     float *r = resf(c, 0);
     mcc_dropout d = rt_dropout_of(c->in, c->args[1]);
     mcc_dropout_rows l = rt_dropout_rows_of(c->in, c->arg_types[0]);
-    for (int64_t row = 0, rows = ir_numel(c->arg_types[0]) / l.C; row < rows; row++) {
-        unsigned long long s = (unsigned long long)(*d.first_sample + l.first_row + row / l.O),
-                           e = (row % l.O) * l.G + l.base;
-        mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
-        for (int64_t i = row * l.C; i < (row + 1) * l.C; i++, e++)
-            r[i] = x[i] * mcc_dropout_factor(d, s, e, &cur);
-    }
+    /* under context parallelism a row holds two chunks, each contiguous in the whole sequence */
+    int cp = (int)c->in->attr[RT_DROPOUT_CP], cp_rank = (int)c->in->attr[RT_DROPOUT_CP_RANK], chunks = cp > 1 ? 2 : 1;
+    int64_t T = c->arg_types[0]->dims[1], chunk = l.C / chunks, inner = l.C / T; /* cp > 1: dim 1, so l.O = 1 */
+    for (int64_t row = 0, rows = ir_numel(c->arg_types[0]) / l.C; row < rows; row++)
+        for (int k = 0; k < chunks; k++) {
+            unsigned long long s = (unsigned long long)(*d.first_sample + l.first_row + row / l.O),
+                               e = (row % l.O) * l.G + l.base + (unsigned long long)(k * chunk);
+            if (cp > 1) /* the chunk's first token's whole-sequence position, times a token's elements */
+                e = (unsigned long long)(ir_cp_position(k * T / 2, T, cp, cp_rank) * inner);
+            mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
+            for (int64_t i = row * l.C + k * chunk; i < row * l.C + (k + 1) * chunk; i++, e++)
+                r[i] = x[i] * mcc_dropout_factor(d, s, e, &cur);
+        }
 }
 
 /* --- contractions and reductions -------------------------------------------------------------- */
@@ -606,28 +612,33 @@ void cpu_ROPE(const rt_kernel_call *c)
 }
 
 /* q[B,T,H,D], k and v [B,Tk,Hk,D]; query head h reads kv head h / (H/Hk). Head h of batch b is
- * the strided matrix [T, D] at q + (b T H + h) D with row stride H D (Hk D for k and v). Tk = T,
- * or under context parallelism (attributes cp, cp_rank) cp T: q holds rank cp_rank's two balanced
- * chunks and k, v every cp rank's, gathered in rank order; qpos[T] and kpos[Tk] are the
+ * the strided matrix [T, D] at q + (b T H + h) D with row stride H D (Hk D for k and v). Under
+ * context parallelism (attributes cp, cp_rank, ring, shift) q holds rank cp_rank's two balanced
+ * chunks and k, v with ring = 0 every cp rank's, gathered in rank order (Tk = cp T), with ring = 1
+ * rank (cp_rank - shift) mod cp's (Tk = T: ring attention's piece); qpos[T] and kpos[Tk] are the
  * positions in the whole sequence that the causal mask compares (key j is seen by query t when
  * kpos[j] <= qpos[t]). */
 typedef struct {
     int64_t B, T, Tk, H, Hk, D;
     float scale;
+    bool ring;
     int64_t *qpos, *kpos;
 } attn_shape;
 
 static attn_shape attn_shape_of(const rt_kernel_call *c, const ir_type *q, const ir_type *k, bool dropout)
 {
-    attn_shape s = {q->dims[0], q->dims[1], k->dims[1], q->dims[2], k->dims[2], q->dims[3], 0, NULL, NULL};
+    attn_shape s = {q->dims[0], q->dims[1], k->dims[1], q->dims[2], k->dims[2], q->dims[3], 0, false, NULL, NULL};
     s.scale = (float)(1.0 / sqrt((double)s.D));
-    int cp = dropout ? 1 : (int)c->in->attr[0], cp_rank = dropout ? 0 : (int)c->in->attr[1]; /* ops.def */
+    const double *a = c->in->attr; /* ops.def: cp, cp_rank, ring, shift */
+    int cp = dropout ? 1 : (int)a[0], cp_rank = dropout ? 0 : (int)a[1];
+    s.ring = !dropout && a[2] != 0;
+    int kv_rank = s.ring ? ((cp_rank - (int)a[3]) % cp + cp) % cp : -1;
     s.qpos = scratch(s.T + s.Tk, sizeof *s.qpos);
     s.kpos = s.qpos + s.T;
     for (int64_t t = 0; t < s.T; t++)
         s.qpos[t] = ir_cp_position(t, s.T, cp, cp_rank);
-    for (int64_t j = 0; j < s.Tk; j++) /* rank j / T's part */
-        s.kpos[j] = ir_cp_position(j % s.T, s.T, cp, (int)(j / s.T));
+    for (int64_t j = 0; j < s.Tk; j++) /* ring: kv_rank's chunks; else rank j / T's part */
+        s.kpos[j] = ir_cp_position(j % s.T, s.T, cp, s.ring ? kv_rank : (int)(j / s.T));
     return s;
 }
 
@@ -638,8 +649,12 @@ static int64_t kv_head(const attn_shape *s, int64_t b, int64_t h)
 }
 
 /* P[T,Tk] := causal softmax(scale q_h k_g^T), rows stable by subtracting their max; P = 0 where
- * the key lies after the query. lse (if not NULL) gets each row's log-sum-exp. */
-static void attn_probs(const attn_shape *s, const float *q, const float *k, int64_t b, int64_t h, float *P, float *lse)
+ * the key lies after the query. lse (if not NULL) gets each row's log-sum-exp: -inf for a row that
+ * sees no key (a ring piece's: its P row is 0). With lse_in (a ring piece's backward: the merged
+ * log-sum-exp of the whole ring) P = exp(scale q k^T - lse_in) instead, the piece's share of the
+ * whole row's softmax. */
+static void attn_probs(const attn_shape *s, const float *q, const float *k, int64_t b, int64_t h, float *P, float *lse,
+                       const float *lse_in)
 {
     int64_t T = s->T, Tk = s->Tk;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, Tk, s->D, s->scale, q + q_head(s, b, h), s->H * s->D,
@@ -647,6 +662,11 @@ static void attn_probs(const attn_shape *s, const float *q, const float *k, int6
     for (int64_t t = 0; t < T; t++) {
         float *row = P + t * Tk, mx = -INFINITY;
         int64_t at = s->qpos[t];
+        if (lse_in) {
+            for (int64_t j = 0; j < Tk; j++)
+                row[j] = s->kpos[j] <= at ? expf(row[j] - lse_in[t]) : 0.0f;
+            continue;
+        }
         for (int64_t j = 0; j < Tk; j++)
             if (s->kpos[j] <= at)
                 mx = fmaxf(mx, row[j]);
@@ -655,7 +675,7 @@ static void attn_probs(const attn_shape *s, const float *q, const float *k, int6
             if (s->kpos[j] <= at)
                 sum += row[j] = expf(row[j] - mx);
         if (lse)
-            lse[t] = mx + (float)log(sum);
+            lse[t] = sum > 0 ? mx + (float)log(sum) : -INFINITY;
         for (int64_t j = 0; j < Tk; j++)
             row[j] = s->kpos[j] <= at ? (float)(row[j] / sum) : 0.0f;
     }
@@ -697,7 +717,7 @@ static void attention_forward(const rt_kernel_call *c, const attn_dropout *drop)
     float *y = resf(c, 0), *lse = resf(c, 1), *P = scratch(s.T * s.Tk, sizeof *P);
     for (int64_t b = 0; b < s.B; b++)
         for (int64_t h = 0; h < s.H; h++) {
-            attn_probs(&s, q, k, b, h, P, lse + (b * s.H + h) * s.T);
+            attn_probs(&s, q, k, b, h, P, lse + (b * s.H + h) * s.T, NULL);
             if (drop)
                 attn_drop(drop, &s, b, h, P);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.T, s.D, s.Tk, 1.0f, P, s.Tk, v + kv_head(&s, b, h),
@@ -717,15 +737,18 @@ void cpu_ATTENTION_DROPOUT(const rt_kernel_call *c)
 }
 
 /* (dy, q, k, v, y, lse) -> dq [B,T,H,D], dk, dv [B,T,Hk,D]. Per head, with P recomputed (the
- * CPU oracle does not use the saved y and lse):
+ * CPU oracle does not use the saved y and lse but in a ring piece):
  * dv_g += P^T dy_h; dP = dy_h v_g^T; dS = P (dP - rowsum(P dP)); dq_h = scale dS k_g;
  * dk_g += scale dS^T q_h. kv heads accumulate over the query heads of their group.
  * With dropout (y_h = (P Z) v_g): dv_g += (P Z)^T dy_h and dP = (dy_h v_g^T) Z, the rest alike;
- * rowsum(P dP) = rowsum(P Z dy_h v_g^T) = rowsum(dy_h y_h), as without. */
+ * rowsum(P dP) = rowsum(P Z dy_h v_g^T) = rowsum(dy_h y_h), as without. A ring piece's P is its
+ * share of the whole row (exp(s - lse), lse the merged one) and its rowsum(P dP) that of the whole
+ * row, rowsum(dy_h y_h) with y the merged output: so the pieces' gradients sum to the whole's. */
 static void attention_backward(const rt_kernel_call *c, const attn_dropout *drop)
 {
     attn_shape s = attn_shape_of(c, c->arg_types[1], c->arg_types[2], drop != NULL);
-    const float *dy = argf(c, 0), *q = argf(c, 1), *k = argf(c, 2), *v = argf(c, 3);
+    const float *dy = argf(c, 0), *q = argf(c, 1), *k = argf(c, 2), *v = argf(c, 3), *y = argf(c, 4),
+                *lse = argf(c, 5);
     float *dq = resf(c, 0), *dk = resf(c, 1), *dv = resf(c, 2);
     int64_t T = s.T, Tk = s.Tk, ldq = s.H * s.D, ldk = s.Hk * s.D; /* Tk = T where there is dropout */
     float *P = scratch((drop ? 3 : 2) * T * Tk, sizeof *P), *dS = P + T * Tk, *PZ = dS + T * Tk;
@@ -734,7 +757,7 @@ static void attention_backward(const rt_kernel_call *c, const attn_dropout *drop
     for (int64_t b = 0; b < s.B; b++)
         for (int64_t h = 0; h < s.H; h++) {
             int64_t qo = q_head(&s, b, h), ko = kv_head(&s, b, h);
-            attn_probs(&s, q, k, b, h, P, NULL);
+            attn_probs(&s, q, k, b, h, P, NULL, s.ring ? lse + (b * s.H + h) * T : NULL);
             const float *used = P; /* the probabilities y was made of */
             if (drop) {
                 memcpy(PZ, P, sizeof *P * T * T);
@@ -750,8 +773,12 @@ static void attention_backward(const rt_kernel_call *c, const attn_dropout *drop
             for (int64_t t = 0; t < T; t++) {
                 float *p = P + t * Tk, *g = dS + t * Tk;
                 double dot = 0;
-                for (int64_t j = 0; j < Tk; j++)
-                    dot += (double)p[j] * g[j];
+                if (s.ring)
+                    for (int64_t d = 0; d < s.D; d++)
+                        dot += (double)dy[qo + t * ldq + d] * y[qo + t * ldq + d];
+                else
+                    for (int64_t j = 0; j < Tk; j++)
+                        dot += (double)p[j] * g[j];
                 for (int64_t j = 0; j < Tk; j++)
                     g[j] = p[j] * (float)(g[j] - dot);
             }
@@ -771,6 +798,28 @@ void cpu_ATTENTION_DROPOUT_GRAD(const rt_kernel_call *c)
 {
     attn_dropout drop = attn_dropout_of(c, 6);
     attention_backward(c, &drop);
+}
+
+/* (o1, lse1, o2, lse2) -> (o, lse): lse = logaddexp(lse1, lse2), o = o1 exp(lse1 - lse) +
+ * o2 exp(lse2 - lse); a row both pieces' keys miss stays 0, -inf. o may be o1 (ops.def): each
+ * element is read before it is written. */
+void cpu_ATTENTION_MERGE(const rt_kernel_call *c)
+{
+    const ir_type *ot = c->arg_types[0];
+    int64_t B = ot->dims[0], T = ot->dims[1], H = ot->dims[2], D = ot->dims[3];
+    const float *o1 = argf(c, 0), *l1 = argf(c, 1), *o2 = argf(c, 2), *l2 = argf(c, 3);
+    float *o = resf(c, 0), *lse = resf(c, 1);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t t = 0; t < T; t++) {
+                int64_t li = (b * H + h) * T + t, oi = ((b * T + t) * H + h) * D;
+                double a = l1[li], z = l2[li], mx = fmax(a, z);
+                double l = mx == -INFINITY ? -INFINITY : mx + log(exp(a - mx) + exp(z - mx));
+                float w1 = l == -INFINITY ? 0.0f : (float)exp(a - l), w2 = l == -INFINITY ? 0.0f : (float)exp(z - l);
+                for (int64_t d = 0; d < D; d++)
+                    o[oi + d] = o1[oi + d] * w1 + o2[oi + d] * w2;
+                lse[li] = (float)l;
+            }
 }
 
 /* --- loss ------------------------------------------------------------------------------------- */

@@ -10,10 +10,12 @@
 
 /* Attribute indices, ORDER ops.def: every dropout op starts with p, seed, site; dropout goes on
  * with dim, offset, extent (dimension dim of x holds [offset, offset + dims[dim]) of a whole
- * dimension of extent), the attention ops with head_offset (this rank's first query head) and
+ * dimension of extent; then cp, cp_rank: with cp > 1 dimension 1 holds that context-parallel rank's
+ * two balanced chunks of it, ir_cp_position), the attention ops with head_offset (this rank's first query head) and
  * heads (the whole head count, which the kernels do not need: heads are a sample's outermost
  * dimension). */
-enum { RT_DROPOUT_P, RT_DROPOUT_SEED, RT_DROPOUT_SITE, RT_DROPOUT_DIM, RT_DROPOUT_OFFSET, RT_DROPOUT_EXTENT };
+enum { RT_DROPOUT_P, RT_DROPOUT_SEED, RT_DROPOUT_SITE, RT_DROPOUT_DIM, RT_DROPOUT_OFFSET, RT_DROPOUT_EXTENT, RT_DROPOUT_CP,
+       RT_DROPOUT_CP_RANK };
 enum { RT_ATTN_DROPOUT_HEAD_OFFSET = 3 };
 
 /* The mask parameters of dropout op `in`, whose first_sample operand lives at first_sample. */

@@ -110,9 +110,9 @@ void *rt_parallel_exchange(ir_axis axis, size_t bytes)
     return axis < IR_NUM_AXES && exchanges[axis].base && bytes <= exchanges[axis].bytes ? exchanges[axis].base : NULL;
 }
 
-/* What the plan's collectives on `axis` need: a side lane for those overlapping computation, a
- * copy lane for sequence parallelism's all-gathers and reduce-scatters' exchanges, and for
- * gradient buckets reduced beside the backward. */
+/* What the plan's collectives on `axis` need: a side lane for those overlapping computation (ring
+ * attention's ring_shift too), a copy lane for sequence parallelism's all-gathers and
+ * reduce-scatters' exchanges, and for gradient buckets reduced beside the backward. */
 static void lanes_needed(const ir_module *m, ir_axis axis, bool *side, bool *copy)
 {
     *side = *copy = false;
@@ -120,7 +120,7 @@ static void lanes_needed(const ir_module *m, ir_axis axis, bool *side, bool *cop
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
             const ir_instr *in = &m->funcs[f]->instrs[i];
             bool copyable = ir_op_has(in->op, IR_OPF_COPY_LANE);
-            if (!(copyable || in->op == IR_OP_ALL_REDUCE_INPLACE) || (ir_axis)in->attr[0] != axis)
+            if (!(copyable || ir_on_comm_stream(in)) || (ir_axis)in->attr[0] != axis)
                 continue;
             *side |= ir_on_comm_stream(in);
             *copy |= copyable || (in->op == IR_OP_ALL_REDUCE_INPLACE && ir_on_comm_stream(in));
@@ -388,4 +388,36 @@ float rt_parallel_world(rt_parallel *par, rt_program *p, float v, rt_reduce_op o
     rt_all_reduce(par->world, par->scratch, 1, IR_F32, op, p->dev->queue(p));
     p->dev->download(p, &v, par->scratch, sizeof v);
     return v;
+}
+
+/* The seq-split side [B,2c,H,D] is x (heads=1) or r (heads=0); the head-split side [B,2cn,H/n,D]
+ * the other. Per rank q, the exchange's block [B,2c,H/n,D]: the seq side's head block q, or the
+ * head side's tokens of q's chunks q and 2n-1-q. */
+void rt_parallel_cp_all_to_all(const rt_kernel_call *c, rt_comm *comm, void *scratch, rt_copy2d_fn copy2d, void *ctx,
+                               void *stream)
+{
+    bool heads = c->in->attr[1] != 0;
+    const ir_type *st = heads ? c->arg_types[0] : c->res_types[0];
+    char *seq = heads ? c->args[0] : c->res[0], *hd = heads ? c->res[0] : c->args[0];
+    size_t n = (size_t)rt_comm_size(comm), B = (size_t)st->dims[0], c2 = (size_t)st->dims[1], half = c2 / 2;
+    size_t E = ir_dtype_size(st->dtype) * (size_t)st->dims[3], H = (size_t)st->dims[2], row = H / n * E; /* a token's head block */
+    size_t block = B * c2 * row, T = c2 * n;
+    char *out = scratch, *in = out + block * n;
+    for (size_t q = 0; q < n; q++) { /* block q of the send buffer */
+        if (heads)
+            copy2d(ctx, out + q * block, row, seq + q * row, H * E, row, B * c2);
+        else
+            for (size_t k = 0; k < 2; k++) /* q's chunk q (k 0) and 2n-1-q (k 1): half tokens each */
+                copy2d(ctx, out + q * block + k * half * row, c2 * row, hd + (k ? 2 * n - 1 - q : q) * half * row, T * row,
+                       half * row, B);
+    }
+    rt_all_to_all(comm, out, in, block, IR_FP8E4M3 /* a 1-byte type: bytes */, stream);
+    for (size_t p = 0; p < n; p++) { /* block p of what came */
+        if (!heads)
+            copy2d(ctx, seq + p * row, H * E, in + p * block, row, row, B * c2);
+        else
+            for (size_t k = 0; k < 2; k++)
+                copy2d(ctx, hd + (k ? 2 * n - 1 - p : p) * half * row, T * row, in + p * block + k * half * row, c2 * row,
+                       half * row, B);
+    }
 }

@@ -27,7 +27,6 @@ expect "-o OUT is required" -- "$mcc" compile "$tiny"
 expect "no such pass" -- "$mcc" ir "$tiny" --after nonsense
 expect "unknown flag '--bogus'" -- "$mcc" ir "$tiny" --bogus 3
 expect "--target gpu" -- "$mcc" compile "$tiny" --target gpu -o "$work/x"
-expect "p2p with --cp (2) is not built yet: pass --cp-comm-type all_gather" -- "$mcc" compile "$tiny" --target cuda --cp 2 --cp-comm-type p2p -o "$work/x"
 expect "--hidden-size" -- "$mcc" compile "$tiny" --hidden-size abc -o "$work/x"
 expect "--hidden-size (66) must be divisible by model.num_attention_heads" -- "$mcc" compile "$tiny" --hidden-size 66 -o "$work/x"
 expect "model.hidden_size" -- "$mcc" compile "$work/partial.json" -o "$work/x"

@@ -120,6 +120,12 @@ static void check_group(const comm_check_mem *mem, rt_comm *g, const int *member
             CHECK(check_get(h, dt, k * count + i) == check_contrib(members[k], me * count + i),
                   "%s %s all_to_all block %d [%zu]: %g, want %g", what, tn, k, i, check_get(h, dt, k * count + i),
                   check_contrib(members[k], me * count + i));
+    check_upload(mem, a, h, dt, count, w, 0);
+    rt_ring_shift(g, a, b, count, dt, mem->stream); /* b: member me - 1's (group order, around the ring) */
+    check_download(mem, h, b, dt, count);
+    for (size_t i = 0, prev = (size_t)members[(me + n - 1) % n]; i < count; i++)
+        CHECK(check_get(h, dt, i) == check_contrib((int)prev, i), "%s %s ring_shift [%zu]: %g, want world rank %zu's %g",
+              what, tn, i, check_get(h, dt, i), prev, check_contrib((int)prev, i));
     check_upload(mem, a, h, dt, count, me == root ? w : -1, -1);
     rt_broadcast(g, a, count, dt, root, mem->stream);
     check_download(mem, h, a, dt, count);

@@ -6,7 +6,55 @@
 # reduce-scattered over dp); CP=2 x PP=2 (the pipeline's stages cut from the rewritten step, the
 # schedule auto picks); CP=2 x TP=2 without sequence parallelism (heads split over tp, the tp
 # shard pass passing the cp collectives through); a checkpoint saved by CP=2 x DP=2 resumed by one rank.
+# Ring attention (--cp-comm-type p2p, Megatron's default): cp pieces over the keys passed around
+# the cp ring, merged by their log-sum-exp, their gradients riding the ring home; CP=2 and CP=4
+# on both models, and CP=2 beside TP=2, DP=2 with the distributed optimizer, and PP=2. Ulysses
+# (--cp-comm-type a2a): q, k, v exchanged to every token of the rank's heads, attention as one
+# rank's, the output exchanged back; the same layouts (tiny LLaMA's 2 kv heads: 4 at CP=4).
+# Dropout (masks drawn by whole-sequence positions): hidden dropout under the ring, and hidden
+# and attention dropout under Ulysses (each rank's heads from head_offset cp_rank H/cp).
 if(MPI_C_FOUND)
+  add_test(NAME cp2_p2p_dropout_equals_single_rank_tiny-llama COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+           $<TARGET_FILE:mcc> tiny-llama 2 --hidden-dropout 0.1 -- --cp 2 --cp-comm-type p2p)
+  add_test(NAME cp2_a2a_dropout_equals_single_rank_tiny-gpt2 COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+           $<TARGET_FILE:mcc> tiny-gpt2 2 --hidden-dropout 0.1 --attention-dropout 0.1 -- --cp 2 --cp-comm-type a2a)
+  set_tests_properties(cp2_p2p_dropout_equals_single_rank_tiny-llama cp2_a2a_dropout_equals_single_rank_tiny-gpt2
+                       PROPERTIES LABELS numerics PROCESSORS 2)
+  foreach(case "cp2;2;tiny-llama;2;" "cp2;2;tiny-gpt2;2;" "cp4;4;tiny-gpt2;4;" "cp4;4;tiny-llama;4;--num-query-groups 4 --"
+               "cp2_tp2;2;tiny-gpt2;4;--tp 2" "cp2_dp2_zero;2;tiny-llama;4;--dp 2 --use-distributed-optimizer"
+               "cp2_pp2;2;tiny-llama;4;--num-layers 4 -- --pp 2")
+    list(GET case 0 _name)
+    list(GET case 1 _cp)
+    list(GET case 2 _model)
+    list(GET case 3 _np)
+    list(GET case 4 _extra)
+    separate_arguments(_flags UNIX_COMMAND "${_extra} --cp ${_cp} --cp-comm-type a2a")
+    add_test(NAME ${_name}_a2a_equals_single_rank_${_model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+             $<TARGET_FILE:mcc> ${_model} ${_np} ${_flags})
+    set_tests_properties(${_name}_a2a_equals_single_rank_${_model} PROPERTIES LABELS numerics PROCESSORS ${_np})
+  endforeach()
+  foreach(cp 2 4)
+    foreach(model tiny-llama tiny-gpt2)
+      add_test(NAME cp${cp}_p2p_equals_single_rank_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+               $<TARGET_FILE:mcc> ${model} ${cp} --context-parallel-size ${cp} --cp-comm-type p2p)
+      set_tests_properties(cp${cp}_p2p_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS ${cp})
+    endforeach()
+  endforeach()
+  set(_p2p "--context-parallel-size 2 --cp-comm-type p2p")
+  foreach(case "tp2;tiny-gpt2;--tp 2" "dp2_zero;tiny-llama;--dp 2 --use-distributed-optimizer"
+               "pp2;tiny-llama;--num-layers 4 -- ${_p2p} --pp 2")
+    list(GET case 0 _name)
+    list(GET case 1 _model)
+    list(GET case 2 _extra)
+    if(_name STREQUAL "pp2")
+      separate_arguments(_flags UNIX_COMMAND "${_extra}")
+    else()
+      separate_arguments(_flags UNIX_COMMAND "${_p2p} ${_extra}")
+    endif()
+    add_test(NAME cp2_p2p_${_name}_equals_single_rank_${_model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+             $<TARGET_FILE:mcc> ${_model} 4 ${_flags})
+    set_tests_properties(cp2_p2p_${_name}_equals_single_rank_${_model} PROPERTIES LABELS numerics PROCESSORS 4)
+  endforeach()
   set(_cp "--context-parallel-size 2 --cp-comm-type all_gather")
   foreach(model tiny-llama tiny-gpt2)
     separate_arguments(_flags UNIX_COMMAND "${_cp}")
@@ -30,3 +78,4 @@ if(MPI_C_FOUND)
            $<TARGET_FILE:mcc> tiny-llama)
   set_tests_properties(checkpoint_cp2_dp2_zero_to_single PROPERTIES LABELS numerics PROCESSORS 4)
 endif()
+add_test(NAME cp_flops_split COMMAND ${CMAKE_SOURCE_DIR}/tests/cp_flops.sh $<TARGET_FILE:mcc>)

@@ -671,7 +671,16 @@ static void test_dropout_layouts(void)
         }
     tensor rows = slice(x, 0, 2, 2), y = dropout_of(rows, ATTRS(0.4, 7, 9, 1, 0, 6), s + 2);
     CHECK(equals_slice(y, whole, 0, 2), "dropout of rows 2, 3 as samples s + 2, s + 3 differs from the whole's");
-    free(rows.data), free(y.data), free(whole.data), free(x.data);
+    /* context parallelism over 3 ranks: rank 1 holds chunks 1 and 4 of 6 (positions 1 and 4) */
+    tensor lo = slice(x, 1, 1, 1), hi = slice(x, 1, 4, 1), both = F32(4, 2, 8);
+    for (int64_t b = 0; b < 4; b++)
+        memcpy(F(both) + b * 16, F(lo) + b * 8, 32), memcpy(F(both) + b * 16 + 8, F(hi) + b * 8, 32);
+    tensor yc = dropout_of(both, ATTRS(0.4, 7, 9, 1, 0, 6, 3, 1), s), ylo = slice(yc, 1, 0, 1), yhi = slice(yc, 1, 1, 1);
+    CHECK(equals_slice(ylo, whole, 1, 1) && equals_slice(yhi, whole, 1, 4),
+          "dropout of cp rank 1's balanced chunks (cp 3) differs from the whole's at their positions");
+    tensor all[] = {lo, hi, both, yc, ylo, yhi, rows, y, whole, x};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i].data);
 }
 
 /* Attention with dropout against a naive double reference whose mask comes straight from Philox
@@ -747,6 +756,72 @@ static void test_attention_dropout(void)
     free(ref);
 }
 
+/* max |a - b| over every element (-inf against -inf: 0) */
+static double max_diff(tensor a, tensor b)
+{
+    double e = 0;
+    for (int64_t j = 0; j < numel(a); j++)
+        if (F(a)[j] != F(b)[j])
+            e = fmax(e, fabs((double)F(a)[j] - F(b)[j]));
+    return e;
+}
+
+/* Ring attention (ops.def: attention {cp, cp_rank, ring=1, shift}, attention_merge): cp rank 1
+ * of 3 (odd, so the shifts wrap), q its two chunks of 2 of a 12-token sequence, grouped-query
+ * heads. Its cp pieces, piece s over the keys of rank (1 - s) mod 3 alone, merged, equal attention
+ * over every rank's keys gathered (y, lse); each piece's attention_grad with the merged y and lse
+ * gives dq summed over the pieces and dk, dv of the piece's rank equal to that rank's block of the
+ * gathered backward's. A row a piece's keys miss gets y 0 and lse -inf: rank 0's first chunk
+ * (positions 0, 1) against rank 2's keys (chunks 2 and 3: positions 4..7). */
+static void test_attention_ring(void)
+{
+    enum { CP = 3, RANK = 1, T = 4 };
+    tensor q = uniform(F32(2, T, 4, 8), 1), kg = uniform(F32(2, CP * T, 2, 8), 1), vg = uniform(F32(2, CP * T, 2, 8), 1);
+    tensor dy = uniform(F32(2, T, 4, 8), 1), y = like(q), lse = attention_lse(q), g[3] = {like(q), like(kg), like(vg)};
+    run(IR_OP_ATTENTION, ATTRS(CP, RANK, 0, 0), (tensor[]){q, kg, vg}, 3, (tensor[]){y, lse}, 2);
+    run(IR_OP_ATTENTION_GRAD, ATTRS(CP, RANK, 0, 0), (tensor[]){dy, q, kg, vg, y, lse}, 6, g, 3);
+    tensor o = like(q), ol = attention_lse(q), piece = like(q), pl = attention_lse(q), merged = like(q), ml = attention_lse(q);
+    tensor dq = like(q), pg[3] = {like(q), uniform(F32(2, T, 2, 8), 0), uniform(F32(2, T, 2, 8), 0)};
+    double dkv = 0;
+    for (int s = 0; s < CP; s++) {
+        int kv_rank = (RANK - s + CP) % CP;
+        tensor k = slice(kg, 1, kv_rank * T, T), v = slice(vg, 1, kv_rank * T, T);
+        run(IR_OP_ATTENTION, ATTRS(CP, RANK, 1, s), (tensor[]){q, k, v}, 3, (tensor[]){s ? piece : o, s ? pl : ol}, 2);
+        if (s) {
+            run(IR_OP_ATTENTION_MERGE, NULL, (tensor[]){o, ol, piece, pl}, 4, (tensor[]){merged, ml}, 2);
+            copy_into(o, merged), copy_into(ol, ml);
+        }
+        run(IR_OP_ATTENTION_GRAD, ATTRS(CP, RANK, 1, s), (tensor[]){dy, q, k, v, y, lse}, 6, pg, 3);
+        for (int64_t j = 0; j < numel(dq); j++)
+            F(dq)[j] = s ? F(dq)[j] + F(pg[0])[j] : F(pg[0])[j];
+        for (int i = 1; i < 3; i++) {
+            tensor want = slice(g[i], 1, kv_rank * T, T);
+            dkv = fmax(dkv, max_diff(pg[i], want));
+            free(want.data);
+        }
+        free(k.data), free(v.data);
+    }
+    double ey = max_diff(o, y), el = max_diff(ol, lse), eq = max_diff(dq, g[0]);
+    printf("ring attention (cp 3) vs gathered: y %.1e, lse %.1e, dq %.1e, dk/dv %.1e\n", ey, el, eq, dkv);
+    CHECK(ey < 1e-6 && el < 1e-6, "ring pieces merged differ from gathered attention: y by %.3g, lse by %.3g", ey, el);
+    CHECK(eq < 1e-5 && dkv < 1e-5, "ring pieces' gradients differ from the gathered backward's: dq by %.3g, dk/dv by %.3g",
+          eq, dkv);
+    tensor k2 = slice(kg, 1, 2 * T, T), v2 = slice(vg, 1, 2 * T, T);
+    run(IR_OP_ATTENTION, ATTRS(CP, 0, 1, 1), (tensor[]){q, k2, v2}, 3, (tensor[]){piece, pl}, 2);
+    bool masked = true;
+    for (int64_t b = 0; b < 2; b++)
+        for (int64_t h = 0; h < 4; h++)
+            for (int64_t t = 0; t < 2; t++) {
+                masked &= F(pl)[(b * 4 + h) * T + t] == -INFINITY;
+                for (int64_t d = 0; d < 8; d++)
+                    masked &= F(piece)[((b * T + t) * 4 + h) * 8 + d] == 0.0f;
+            }
+    CHECK(masked, "a ring piece's rows that see none of its keys must give y 0 and lse -inf");
+    tensor all[] = {q, kg, vg, dy, y, lse, g[0], g[1], g[2], o, ol, piece, pl, merged, ml, dq, pg[0], pg[1], pg[2], k2, v2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i].data);
+}
+
 /* --- bad data aborts with a message instead of reading out of bounds ------------------------- */
 
 /* Runs op in a child and expects it to abort with `want` in its message. */
@@ -805,6 +880,7 @@ int main(void)
     test_dropout_keys();
     test_dropout_layouts();
     test_attention_dropout();
+    test_attention_ring();
     printf(failures ? "%d check(s) FAILED\n" : "all cpu kernel checks passed\n", failures);
     return failures != 0;
 }

@@ -179,6 +179,11 @@ static int build_case(graph *g, ir_op op)
         args[0] = param(g, "x", 2, x76), args[1] = ids(g, "ids", 2, s12);
         return emit(g, op, args, 2, IR_AXIS_EP, 6); /* capacity 0 */
     }
+    case IR_OP_CP_ALL_TO_ALL: { /* one cp rank: both directions, each rule emitting the other */
+        int64_t b4hd[4] = {2, 4, 4, 6}; /* two chunks of 2 */
+        x = emit(g, op, (int[]){param(g, "x", 4, b4hd)}, 1, IR_AXIS_CP, 1);
+        return emit(g, op, &x, 1, IR_AXIS_CP, 0);
+    }
     case IR_OP_MOE_SORT_RUNS: case IR_OP_MOE_UNSORT_RUNS: { /* came "ids" [2,2] = {3, 1, 8, 6}: 18 of 20 rows */
         int64_t x203[2] = {20, 3}, c22[2] = {2, 2};
         args[0] = param(g, "x", 2, x203), args[1] = ids(g, "ids", 2, c22);

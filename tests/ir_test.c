@@ -533,9 +533,9 @@ static void test_rank_terms(void)
     const char *text = "func f {kind=step, arena=0} {\n"
                        "  %0 = input @x : f32[4,8]\n"
                        "  %1 = input @first_sample : i64[]\n"
-                       "  %2 = dropout %0, %1 {p=0.1, seed=1, site=0, dim=1, offset=8*tp, extent=16} : f32[4,8] {shard=[-,tp]}\n"
-                       "  %3 = dropout %2, %1 {p=0.1, seed=1, site=1, dim=1, offset=3+8*tp, extent=16} : f32[4,8] {shard=[-,tp]}\n"
-                       "  %4 = dropout %3, %1 {p=0.1, seed=1, site=2, dim=1, offset=3-8*dp, extent=16} : f32[4,8] {shard=[-,tp]}\n"
+                       "  %2 = dropout %0, %1 {p=0.1, seed=1, site=0, dim=1, offset=8*tp, extent=16, cp=0, cp_rank=0} : f32[4,8] {shard=[-,tp]}\n"
+                       "  %3 = dropout %2, %1 {p=0.1, seed=1, site=1, dim=1, offset=3+8*tp, extent=16, cp=0, cp_rank=0} : f32[4,8] {shard=[-,tp]}\n"
+                       "  %4 = dropout %3, %1 {p=0.1, seed=1, site=2, dim=1, offset=3-8*dp, extent=16, cp=0, cp_rank=0} : f32[4,8] {shard=[-,tp]}\n"
                        "  output @y %4\n"
                        "}\n";
     ir_module *m = check_reprints(text, "rank terms");

@@ -11,7 +11,7 @@
 static bool named_collective(const char *name)
 {
     return strstr(name, "all_reduce") != NULL || strstr(name, "all_gather") != NULL || strstr(name, "reduce_scatter") != NULL ||
-           strstr(name, "all_to_all") != NULL;
+           strstr(name, "all_to_all") != NULL || strstr(name, "ring_shift") != NULL;
 }
 
 static void test_collectives(void)
@@ -26,8 +26,11 @@ static void test_collectives(void)
                   "%s is a copy-lane op: it must be a collective with attributes axis (0) and batch (2)", name);
         /* ir_overlapped and comm_overlap read and write attribute 1, overlap */
         if (ir_op_has(op, IR_OPF_SEQ_COLLECTIVE))
-            CHECK(ir_op_has(op, IR_OPF_COPY_LANE) && ir_attr_index(op, "overlap") == 1,
-                  "%s is a sequence collective: it must be a copy-lane op with attribute 1 overlap", name);
+            CHECK(ir_op_has(op, IR_OPF_COPY_LANE) && ir_op_has(op, IR_OPF_OVERLAP),
+                  "%s is a sequence collective: it must be a copy-lane op that may overlap", name);
+        if (ir_op_has(op, IR_OPF_OVERLAP))
+            CHECK(ir_op_has(op, IR_OPF_COLLECTIVE) && ir_attr_index(op, "overlap") == 1,
+                  "%s may overlap: it must be a collective with attribute 1 overlap", name);
     }
     CHECK(!ir_op_has(IR_OP_LOCAL_SHARD, IR_OPF_COLLECTIVE), "local_shard moves nothing between ranks");
 }

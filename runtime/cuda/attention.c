@@ -297,6 +297,31 @@ static void cu_attn_backward(rt_cuda_ctx *cx, const rt_kernel_call *c, cu_attn_d
 
 void cuda_ATTENTION_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { cu_attn_backward(cx, c, NULL); }
 
+/* (o1, lse1, o2, lse2) -> (o, lse), ring attention's merge of two pieces (ops.def). The kernel is
+ * kernels_templates/attention.cuh's, named as every dtype-templated kernel there: the op's name
+ * and MCC_FOR_FLOATS's suffix of its dtype (ir_dtype_name: f32 with T = float, bf16 with T =
+ * mcc_bf16),
+ *   extern "C" __global__ void mcc_attention_merge_<f32|bf16>(T *o, float *lse, const T *o2,
+ *                                                           const float *lse2, int B, int H, int T, int D)
+ * which merges (o2, lse2) into (o [B,T,H,D], lse f32 [B,H,T]) in place (rt_cuda_attention_merge).
+ * o1 and lse1 are copied into o and lse first where the memory plan put them elsewhere (lse always:
+ * ops.def lets only o take o1's bytes). */
+void cuda_ATTENTION_MERGE(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *ot = c->arg_types[0];
+    ir_dtype dt = ot->dtype;
+    cu_attn_check_dtype("attention_merge", dt);
+    CUstream s = rt_cuda_stream(cx);
+    void *o = c->res[0], *lse = c->res[1], *o2 = c->args[2], *lse2 = c->args[3];
+    if (o != c->args[0])
+        RT_CU_CHECK(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)o, (CUdeviceptr)(uintptr_t)c->args[0], ir_bytes(ot), s));
+    if (lse != c->args[1])
+        RT_CU_CHECK(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)lse, (CUdeviceptr)(uintptr_t)c->args[1],
+                                      ir_bytes(c->arg_types[1]), s));
+    rt_cuda_attention_merge(cx, dt, o, lse, o2, lse2, (int)ot->dims[0], (int)ot->dims[2], (int)ot->dims[1],
+                            (int)ot->dims[3]);
+}
+
 /* (dy, q, k, v, y, lse, first_sample) */
 void cuda_ATTENTION_DROPOUT_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {

@@ -288,6 +288,42 @@ void cuda_ALL_TO_ALL_V(rt_cuda_ctx *cx, const rt_kernel_call *c)
     free(splits);
 }
 
+/* x -> r: x of the previous rank of the axis's ring (rt_ring_shift: NCCL's ncclSend to the next
+ * and ncclRecv from the previous rank in one group). overlap=1 (context_parallel.c: ring
+ * attention's k, v and their gradients): on the comm stream and its side lane, as the sequence
+ * collectives, beside the attention piece computed before the result's first use. */
+void cuda_RING_SHIFT(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    bool overlap = ir_overlapped(c->in);
+    CUstream stream = overlap ? rt_cuda_comm_fork(cx) : rt_cuda_stream(cx);
+    if (comm)
+        rt_ring_shift(rt_comm_lane(comm, overlap ? RT_LANE_SIDE : RT_LANE_MAIN), c->args[0], c->res[0],
+                      (size_t)ir_numel(c->arg_types[0]), c->arg_types[0]->dtype, stream);
+    else
+        RT_CU_CHECK(cuMemcpyDtoDAsync(dptr(c->res[0]), dptr(c->args[0]), ir_bytes(c->arg_types[0]), stream));
+}
+
+static void device_copy2d(void *stream, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                          size_t height)
+{
+    RT_CUDART_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice,
+                                      (cudaStream_t)stream));
+}
+
+/* Ulysses' exchange (rt_parallel_cp_all_to_all): strided copies into and out of scratch around one
+ * all-to-all, all on the compute stream; one rank: x as it is. */
+void cuda_CP_ALL_TO_ALL(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    size_t bytes = ir_bytes(c->arg_types[0]);
+    CUstream s = rt_cuda_stream(cx);
+    if (!comm)
+        RT_CU_CHECK(cuMemcpyDtoDAsync(dptr(c->res[0]), dptr(c->args[0]), bytes, s));
+    else
+        rt_parallel_cp_all_to_all(c, comm, rt_cuda_scratch(cx, 2 * bytes), device_copy2d, s, s);
+}
+
 /* x (N elements) -> r[N/n]: block `rank` of x, no communication */
 void cuda_LOCAL_SHARD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {

@@ -264,6 +264,17 @@ static void nccl_all_to_all(rt_comm *c, const void *send, void *recv, size_t cou
 #endif
 }
 
+/* One group of ncclSend to rank + 1 and ncclRecv from rank - 1 on the group's communicator: NCCL
+ * runs the pair together, so the ring cannot deadlock (a lone send would wait for its receiver). */
+static void nccl_ring_shift(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream)
+{
+    int prev = (c->rank + c->size - 1) % c->size, next = (c->rank + 1) % c->size;
+    nccl_check(c, ncclGroupStart(), "ncclGroupStart", "ring_shift");
+    nccl_check(c, ncclSend(send, count, nccl_type(dt), next, nccl_of(c), (cudaStream_t)stream), "ncclSend", "ring_shift");
+    nccl_check(c, ncclRecv(recv, count, nccl_type(dt), prev, nccl_of(c), (cudaStream_t)stream), "ncclRecv", "ring_shift");
+    nccl_enqueued(c, ncclGroupEnd(), "ncclGroupEnd", "ring_shift", stream);
+}
+
 /* The counts NCCL moves must be device memory: up into a scratch kept from call to call, the
  * fixed all-to-all, down, and a wait on the stream (the rows' sizes are wanted on the host, as
  * Megatron's dispatcher copies its counts to the host). Growing the scratch frees the old one,
@@ -726,7 +737,7 @@ static const rt_comm_ops nccl_ops = {nccl_all_reduce, nccl_all_gather, nccl_redu
                                      nccl_barrier,    nccl_split,      nccl_free,           nccl_group_begin,
                                      nccl_group_end,  nccl_lane,       nccl_window,         nccl_all_to_all,
                                      nccl_p2p_setup,  nccl_send,       nccl_recv,           nccl_p2p_flush,
-                                     nccl_all_to_all_counts, nccl_all_to_all_v};
+                                     nccl_all_to_all_counts, nccl_all_to_all_v, nccl_ring_shift};
 
 /* The unique id every rank must share: over `bootstrap` when given, else derived from
  * NCCL_COMM_ID (set here from MASTER_ADDR/MASTER_PORT when the user has not). */

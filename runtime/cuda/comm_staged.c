@@ -85,6 +85,14 @@ static void staged_all_to_all(rt_comm *c, const void *send, void *recv, size_t c
     up(recv, in, bytes, stream);
 }
 
+static void staged_ring_shift(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream)
+{
+    size_t bytes = count * ir_dtype_size(dt);
+    void *out = down(0, send, bytes, stream), *in = staging(1, bytes);
+    rt_ring_shift(host_of(c), out, in, count, dt, NULL);
+    up(recv, in, bytes, stream);
+}
+
 /* The counts are host memory already. */
 static void staged_all_to_all_counts(rt_comm *c, const int64_t *send, int64_t *recv, int n, void *stream)
 {
@@ -170,7 +178,8 @@ static const rt_comm_ops staged_ops = {staged_all_reduce, staged_all_gather, sta
                                        staged_free,       NULL,              NULL, /* each call at once */
                                        NULL /* one lane */, NULL /* no windows */, staged_all_to_all,
                                        staged_p2p_setup,  staged_send,       staged_recv,
-                                       staged_p2p_flush,  staged_all_to_all_counts, staged_all_to_all_v};
+                                       staged_p2p_flush,  staged_all_to_all_counts, staged_all_to_all_v,
+                                       staged_ring_shift};
 
 rt_comm *rt_comm_world_staged(rt_comm *host_world)
 {

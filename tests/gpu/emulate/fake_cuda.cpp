@@ -255,7 +255,7 @@ CUresult cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream)
 CUresult cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
 #define S(n) void cuda_##n(void *, const void *) {}
 S(ALL_GATHER) S(ALL_GATHER_SEQ) S(ALL_REDUCE) S(ALL_REDUCE_INPLACE) S(ALL_TO_ALL_V) S(CE_GRAD_SHARDED) S(CE_LOSS) S(CE_ROW_MAX) S(CE_ROW_STATS)
-S(LOCAL_SHARD) S(LOCAL_SLICE_SEQ)
+S(LOCAL_SHARD) S(LOCAL_SLICE_SEQ) S(RING_SHIFT) S(CP_ALL_TO_ALL)
 
 S(REDUCE_SCATTER) S(REDUCE_SCATTER_SEQ)
 // the CUDA runtime calls of tests/gpu/attention_test.c
