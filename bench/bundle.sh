@@ -109,13 +109,15 @@ for m in tiny-gpt2 tiny-llama; do
   done
   $B/mcc compile models/$m.json --target cuda "${pp_common[@]}" "${pp_dropout[@]}" --pp 2 -o devrun/bin/$m-cuda-pp2-dropout 2>/dev/null
 done
-# CP=1: context parallelism on the GPU (device_run.sh's CP section): the tiny models at cp 2
-# (all_gather) as two ranks sharing one GPU, against the CPU oracle's one-rank dumps of the same
-# spec (devrun/cpu/<model>, made above: every layout computes the same function)
+# CP=1: context parallelism on the GPU (device_run.sh's CP section): the tiny models at cp 2 with
+# each --cp-comm-type (p2p, all_gather, a2a) as two ranks sharing one GPU, against the CPU oracle's
+# one-rank dumps of the same spec (devrun/cpu/<model>, made above: every layout computes the same function)
 if [ "${CP:-0}" != 0 ]; then
   for m in tiny-gpt2 tiny-llama; do
-    $B/mcc compile models/$m.json --target cuda --keep-logits --cp 2 --cp-comm-type all_gather \
-      -o devrun/bin/$m-cuda-cp2 2>devrun/bin/$m-cuda-cp2.compile.log || cat devrun/bin/$m-cuda-cp2.compile.log
+    for t in p2p all_gather a2a; do
+      $B/mcc compile models/$m.json --target cuda --keep-logits --cp 2 --cp-comm-type $t \
+        -o devrun/bin/$m-cuda-cp2-$t 2>devrun/bin/$m-cuda-cp2-$t.compile.log || cat devrun/bin/$m-cuda-cp2-$t.compile.log
+    done
   done
 fi
 # CP_BENCH=1: llama-1B at seq 32K, one sequence a step (51 GiB planned: no recompute needed), for
