@@ -131,12 +131,14 @@ static const spec_field spec_fields[] = {
     MODEL(moe_router_topk_scaling_factor, K_NUM, R_NONNEG, D_VALUE, 0, NULL,
           "the routing weights times this (0: not scaled)"),
     MODEL(moe_router_load_balancing_type, K_ENUM, R_ANY, D_VALUE, MCC_MOE_AUX_LOSS, spec_moe_balances,
-          "aux_loss: the Switch load-balancing loss over each micro-batch, weighted by moe_aux_loss_coeff"),
+          "aux_loss: the Switch load-balancing loss over each micro-batch, weighted by moe_aux_loss_coeff; "
+          "seq_aux_loss: that loss over each sequence, averaged (DeepSeek's); none"),
     MODEL(moe_aux_loss_coeff, K_NUM, R_NONNEG, D_VALUE, 0, NULL, "the load-balancing loss's weight in the objective"),
     MODEL(moe_z_loss_coeff, K_NUM, R_NONNEG, D_VALUE, 0, NULL,
           "the router z loss's weight (mean squared log-sum-exp of the logits; 0: none)"),
     MODEL(moe_router_enable_expert_bias, K_BOOL, R_ANY, D_VALUE, false, NULL,
-          "aux-loss-free balancing: a per-expert bias on the scores for choosing only (not built yet)"),
+          "aux-loss-free balancing: a per-expert bias on the scores for choosing only, updated each step from "
+          "the tokens per expert (sigmoid scores)"),
     MODEL(moe_router_bias_update_rate, K_NUM, R_NONNEG, D_VALUE, 1e-3, NULL,
           "with expert bias: its step per iteration, against each expert's load"),
     MODEL(moe_expert_capacity_factor, K_NUM, R_NONNEG, D_VALUE, 0, NULL,
