@@ -734,6 +734,8 @@ def main():
     # FP8 is 2-3e-2 off), and the other checks only for gross errors (a scale, a transpose).
     ap.add_argument("--fp8-logits-rtol", type=float, default=3e-3, help="under FP8: the logits' (by norms)")
     ap.add_argument("--fp8-rtol", type=float, default=5e-2, help="under FP8: every other check's")
+    ap.add_argument("--bf16-moments-final-rtol", type=float, default=5e-4,
+                    help="with Adam's moments in bf16: the final weights' (by norms)")
     ap.add_argument("flags", nargs="*", help="after --: the spec flags mcc compiled with, e.g. --hidden-dropout 0.1")
     a = ap.parse_args()
     c = load_config(a.spec, a.flags)
@@ -741,7 +743,14 @@ def main():
     fp8_tol = lambda name: (a.fp8_logits_rtol if name.startswith("logits") else  # noqa: E731
                             a.rtol if name.startswith("fp8 step-1 amax") else
                             0.25 if name.startswith("fp8 history") else a.fp8_rtol)
-    failed = report(rows, a.rtol, tol_of=fp8_tol if FP8 else None)
+    # bf16 moments (--use-precision-aware-optimizer): a moment whose fp32 value (mcc) and float64
+    # value (here) lie on either side of a bf16 rounding boundary is stored one bf16 step (2^-8)
+    # apart, which moves that element's later updates by as much; over 10 steps the final weights
+    # then differ by more than the fp32 runs' 1e-4 (1.3e-4 seen on an attention bias, on some CPUs'
+    # BLAS kernels and not others), so they get --bf16-moments-final-rtol; every other check keeps rtol
+    bf16_moments = c.get("use_precision_aware_optimizer") and "bf16" in (c.get("exp_avg_dtype"), c.get("exp_avg_sq_dtype"))
+    moments_tol = lambda name: a.bf16_moments_final_rtol if name.startswith("final ") else a.rtol  # noqa: E731
+    failed = report(rows, a.rtol, tol_of=fp8_tol if FP8 else moments_tol if bf16_moments else None)
     if failed:
         print("FAIL: " + ", ".join(failed))
         return 1
