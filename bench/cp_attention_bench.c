@@ -196,8 +196,12 @@ static double ring_check(rt_cuda_ctx *cx, cp_ring *g)
     double lse_err = 0;
     float *lw = malloc((size_t)w->H * w->S * 4), *lr = malloc((size_t)w->H * g->T * 4);
     RT_CUDART_CHECK(cudaMemcpy(lw, w->lse, (size_t)w->H * w->S * 4, cudaMemcpyDeviceToHost));
+    /* the kernels run on the context's stream, which does not wait for the legacy stream's
+     * cudaMemcpy (nor it for them): each read of their results waits for the stream first */
+    RT_CU_CHECK(cuStreamSynchronize(rt_cuda_stream(cx)));
     for (g->r = 0; g->r < g->cp; g->r++) {
         ring_forward(cx, g);
+        RT_CU_CHECK(cuStreamSynchronize(rt_cuda_stream(cx)));
         add_rank_rows(y, g->o, g->cp, g->r, c, nq);
         RT_CUDART_CHECK(cudaMemcpy(lr, g->olse, (size_t)w->H * g->T * 4, cudaMemcpyDeviceToHost));
         for (int h = 0; h < w->H; h++)
@@ -207,6 +211,7 @@ static double ring_check(rt_cuda_ctx *cx, cp_ring *g)
             }
         for (int s = 0; s < g->cp; s++) {
             ring_backward_piece(cx, g, s);
+            RT_CU_CHECK(cuStreamSynchronize(rt_cuda_stream(cx)));
             add_rank_rows(dq, g->dq, g->cp, g->r, c, nq);
             int kr = ((g->r - s) % g->cp + g->cp) % g->cp;
             add_rank_rows(dk, g->dk, g->cp, kr, c, nk);
