@@ -45,7 +45,7 @@ fi
 # MOE=1 (bundle.sh's MOE=1 too): tiny-moe's router, permutation and grouped GEMMs (kernels_templates/moe.cuh,
 # runtime/cuda/matmul.c) on the GPU against the CPU oracle, as the tiny models above
 if [ "${CHECKS:-1}" != 0 ] && [ "${MOE:-0}" != 0 ]; then
-  section "MoE: tiny-moe GPU (bf16) vs CPU (fp32), 10 steps (NOT RUN on a GPU before this call)"
+  section "MoE: tiny-moe GPU (bf16) vs CPU (fp32), 10 steps"
   if [ -x devrun/bin/tiny-moe-cuda ]; then
     timeout 120 devrun/bin/tiny-moe-cuda --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
       --dump-dir /tmp/gpu-tiny-moe > "$O/tiny-moe-gpu10.log" 2>&1
@@ -56,7 +56,7 @@ if [ "${CHECKS:-1}" != 0 ] && [ "${MOE:-0}" != 0 ]; then
   fi
 fi
 
-section "FP8 hybrid on the GPU vs the CPU's FP8 emulation, 10 steps (NOT RUN on a GPU before this call)"
+section "FP8 hybrid on the GPU vs the CPU's FP8 emulation, 10 steps"
 # tolerances as bf16's: the GPU's bf16 activations can round to another FP8 value than the CPU's fp32
 # ones, so a failure here is first a question of tolerance, then of the kernels (tests/gpu/ops_test.c)
 if [ "${CHECKS:-1}" != 0 ] && [ "${FP8_CHECK:-1}" != 0 ]; then # FP8_CHECK=0 skips it
@@ -236,12 +236,12 @@ done
 # (bench/cp_attention_bench.c's table: the whole sequence against one cp rank's pieces, checked at
 # 8K and 16K), then llama-1B at seq 32K beside the PyTorch baseline's llama-1B-32k
 if [ "${CP_BENCH:-0}" != 0 ]; then
-  section "context parallelism: one rank's ring pieces vs the whole sequence's attention (NOT RUN on a GPU before this call)"
+  section "context parallelism: one rank's ring pieces vs the whole sequence's attention"
   if [ -x devrun/bin/cp_attention_bench ]; then
     timeout 400 devrun/bin/cp_attention_bench > "$O/cp_attention_bench.log" 2>&1; echo "cp_attention_bench exit $?"
     cat "$O/cp_attention_bench.log"
   fi
-  section "llama-1B at seq 32K (one sequence a step): train_rank beside PyTorch (NOT RUN on a GPU before this call)"
+  section "llama-1B at seq 32K (one sequence a step): train_rank beside PyTorch"
   if [ -x devrun/bin/bench-llama-1B-32k ]; then
     timeout 240 devrun/bin/bench-llama-1B-32k --data-path devrun/data/brown_text_document --split 100,0,0 \
       --train-iters 12 --log-interval 1 --eval-iters 0 > "$O/bench-llama-1B-32k.log" 2>&1
@@ -258,7 +258,7 @@ done
 # sorted tokens, torch.compile) in the same call, then a MCC_PROFILE=1 run of each: the step's time in
 # the router, the permutation, the grouped GEMMs and attention (summarize.py's table has both)
 if [ "${MOE:-0}" != 0 ]; then
-  section "benchmark: MoE, train_rank beside PyTorch (NOT RUN on a GPU before this call)"
+  section "benchmark: MoE, train_rank beside PyTorch"
   for c in ${MOE_CONFIGS-moe-8x1B moe-32x8}; do
     [ -x devrun/bin/bench-$c ] || { echo "$c: not compiled (bundle.sh MOE=1)"; continue; }
     timeout 200 devrun/bin/bench-$c --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 \
