@@ -905,11 +905,13 @@ static bool spec_check_tp(spec_ctx *c)
             return spec_fail(c, "%s (%d) must be divisible by %s (%d): each tensor-parallel rank takes an equal "
                                 "share", spec_where(c, spec_find(keys[i])), values[i],
                              spec_where(c, spec_find("tensor_model_parallel_size")), tp);
-    if (s->sequence_parallel && s->sequence_parallel_split == MCC_SP_SPLIT_SEQUENCE && s->seq_length % tp)
-        return spec_fail(c, "%s splits the sequence over tensor-parallel ranks: %s (%d) must be divisible by %s (%d); "
-                            "change seq_length or split by batch rows (sequence_parallel_split batch)",
+    int cp = s->context_parallel_size; /* a context-parallel rank's tokens are split over tp */
+    if (s->sequence_parallel && s->sequence_parallel_split == MCC_SP_SPLIT_SEQUENCE && s->seq_length % (tp * cp))
+        return spec_fail(c, "%s splits the sequence over tensor-parallel ranks: %s (%d) must be divisible by %s (%d) "
+                            "x %s (%d); change seq_length or split by batch rows (sequence_parallel_split batch)",
                          spec_where(c, spec_find("sequence_parallel")), spec_where(c, spec_find("seq_length")),
-                         s->seq_length, spec_where(c, spec_find("tensor_model_parallel_size")), tp);
+                         s->seq_length, spec_where(c, spec_find("tensor_model_parallel_size")), tp,
+                         spec_where(c, spec_find("context_parallel_size")), cp);
     if (s->tp_comm_interleave && s->sequence_parallel && tp > 1) {
         int rows = s->sequence_parallel_split == MCC_SP_SPLIT_BATCH ? 2 * tp : 2;
         if (s->micro_batch_size % rows)
@@ -1028,10 +1030,6 @@ static bool spec_check_cp(spec_ctx *c)
         return spec_fail(c, "%s (%d) must be divisible by 2 x %s (%d): the sequence is cut into 2 cp equal chunks, "
                             "rank r holding chunks r and 2 cp - 1 - r", spec_where(c, spec_find("seq_length")),
                          s->seq_length, where, 2 * cp);
-    if (s->tensor_model_parallel_size > 1 && s->sequence_parallel)
-        return spec_fail(c, "%s (%d) with %s: the sequence split over cp and tp at once is not built yet: drop "
-                            "--sequence-parallel (tensor parallelism without it works beside context parallelism)",
-                         where, cp, spec_where(c, spec_find("sequence_parallel")));
     if (s->attention_dropout != 0 && (s->cp_comm_type != MCC_CP_A2A || tp > 1))
         return spec_fail(c, "%s (%d) with %s (%.10g): attention dropout under context parallelism is built for %s a2a "
                             "without tensor parallelism only (its mask follows whole-sequence positions of a head): "

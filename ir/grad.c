@@ -145,7 +145,7 @@ void ir_grad_embedding(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 void ir_grad_pos_add(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
     int dy = DY;
-    double attrs[4] = {(double)ir_vtype(g->f, in->args[1])->dims[0], in->attr[0], in->attr[1], in->attr[2]};
+    double attrs[5] = {(double)ir_vtype(g->f, in->args[1])->dims[0], in->attr[0], in->attr[1], in->attr[2], in->attr[3]};
     ir_grad_contribute(g, in->args[0], dy);
     ir_grad_contribute(g, in->args[1], emit(g, IR_OP_POS_ADD_GRAD, &dy, 1, attrs));
 }

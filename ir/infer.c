@@ -122,7 +122,8 @@ static bool check_dropout_key(const ir_instr *in, char *err, size_t len)
     return true;
 }
 
-/* (x[B,...], first_sample) with dimension dim of x holding [offset, offset + dims[dim]) of extent */
+/* (x[B,...], first_sample) with dimension dim of x holding [offset, offset + dims[dim]) of extent;
+ * under context parallelism (cp > 1) dimension 1 a rank's balanced chunks (runtime/dropout.h) */
 bool ir_infer_dropout(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     if (!need_float(&a[0], "dropout input", err, len) || !check_first_sample(&a[1], err, len) ||
@@ -135,11 +136,11 @@ bool ir_infer_dropout(const ir_module *m, const ir_instr *in, const ir_type *a, 
     if (!whole_in(offset, 1e15) || !whole_in(extent, 1e15) || offset + (double)a[0].dims[(int)dim] > extent)
         return fail(err, len, "dropout: dimension %g of %s does not fit in a whole dimension of %g from offset %g",
                     dim, tstr(&a[0]), extent, offset);
-    double cp = in->attr[6];
-    if (cp > 1 && (dim != 1 || offset != 0 || a[0].dims[1] % 2 || (double)a[0].dims[1] * cp != extent))
-        return fail(err, len, "dropout under context parallelism (cp=%g) holds two balanced chunks of the sequence, "
-                    "dimension 1 (offset 0, extent cp times its length), got dim %g offset %g extent %g of %s",
-                    cp, dim, offset, extent, tstr(&a[0]));
+    double cp = in->attr[6], tokens = dim == 1 ? extent : (double)a[0].dims[1];
+    if (cp > 1 && (dim > 1 || (int64_t)tokens % 2 != 0))
+        return fail(err, len, "dropout under context parallelism (cp=%g) cuts the sequence, dimension 1, whose rank's "
+                    "tokens (extent, when dim is 1) are two balanced chunks of the whole; got dim %g extent %g of %s",
+                    cp, dim, extent, tstr(&a[0]));
     r[0] = a[0];
     return true;
 }
@@ -398,13 +399,25 @@ bool ir_infer_embedding_grad(const ir_module *m, const ir_instr *in, const ir_ty
     return true;
 }
 
+/* The positions a pos_add (attributes offset, extent, cp at attr[0..2]) of x[B,T,d] reads: x's
+ * tokens are [offset, offset + T) of extent (0: T), with cp > 1 a cp rank's balanced chunks of
+ * the cp extent-token whole. Returns how many table rows they need, or -1 if they do not fit. */
+static int64_t pos_add_span(const double *attr, int64_t T)
+{
+    int64_t offset = (int64_t)attr[0], extent = attr[1] > 0 ? (int64_t)attr[1] : T, cp = attr[2] > 1 ? (int64_t)attr[2] : 1;
+    if (offset < 0 || (attr[1] > 0 && offset + T > extent))
+        return -1;
+    return cp > 1 ? cp * extent : offset + T;
+}
+
 bool ir_infer_pos_add(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     if (!need_ndim(&a[0], 3, "pos_add input", err, len) || !need_ndim(&a[1], 2, "position table", err, len))
         return false;
-    if (a[1].dims[0] < (int64_t)in->attr[0] + a[0].dims[1] || a[1].dims[1] != a[0].dims[2] || in->attr[0] < 0)
-        return fail(err, len, "position table %s cannot cover %s from position %g", tstr(&a[1]), tstr(&a[0]),
-                    in->attr[0]);
+    int64_t span = pos_add_span(in->attr, a[0].dims[1]);
+    if (span < 0 || a[1].dims[0] < span || a[1].dims[1] != a[0].dims[2])
+        return fail(err, len, "position table %s cannot cover %s from position %g of %g (cp %g)", tstr(&a[1]),
+                    tstr(&a[0]), in->attr[0], in->attr[1], in->attr[2]);
     r[0] = a[0];
     return true;
 }
@@ -413,10 +426,10 @@ bool ir_infer_pos_add_grad(const ir_module *m, const ir_instr *in, const ir_type
 {
     if (!need_ndim(&a[0], 3, "pos_add_grad input", err, len))
         return false;
-    int64_t dims[2] = {(int64_t)in->attr[0], a[0].dims[2]};
-    if (dims[0] < (int64_t)in->attr[1] + a[0].dims[1] || in->attr[1] < 0)
-        return fail(err, len, "positions %lld cannot hold a sequence of %lld from position %g", (long long)dims[0],
-                    (long long)a[0].dims[1], in->attr[1]);
+    int64_t dims[2] = {(int64_t)in->attr[0], a[0].dims[2]}, span = pos_add_span(in->attr + 1, a[0].dims[1]);
+    if (span < 0 || dims[0] < span)
+        return fail(err, len, "positions %lld cannot hold a sequence of %lld from position %g of %g (cp %g)",
+                    (long long)dims[0], (long long)a[0].dims[1], in->attr[1], in->attr[2], in->attr[3]);
     r[0] = ir_tensor(a[0].dtype, 2, dims);
     return true;
 }

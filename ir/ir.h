@@ -174,6 +174,34 @@ static inline int64_t ir_cp_position(int64_t t, int64_t local, int n, int r)
     int64_t chunk = local / 2;
     return t < chunk ? r * chunk + t : (2 * (int64_t)n - 1 - r) * chunk + (t - chunk);
 }
+
+/* A run of tokens at consecutive whole-sequence positions: tokens [t, t + n) of a part lie at
+ * positions [pos, pos + n). */
+typedef struct {
+    int64_t t, pos, n;
+} ir_cp_run;
+
+/* Tokens [first, first + n) of the `local` tokens the rank at coordinate r of n_ranks holds under a
+ * BALANCED split (ir_cp_position; a sequence-parallel slice of a context-parallel rank's tokens),
+ * as runs of consecutive positions, t counted from first: two where they cross the middle, else
+ * one. n_ranks <= 1: one run at position first. Returns the count. */
+static inline int ir_cp_runs(int64_t first, int64_t n, int64_t local, int n_ranks, int r, ir_cp_run run[2])
+{
+    int64_t chunk = local / 2, split = n_ranks > 1 && first < chunk && first + n > chunk ? chunk - first : n;
+    run[0] = (ir_cp_run){0, ir_cp_position(first, local, n_ranks, r), split};
+    if (split == n)
+        return 1;
+    run[1] = (ir_cp_run){split, ir_cp_position(chunk, local, n_ranks, r), n - split};
+    return 2;
+}
+
+/* The runs of positions of x[B,T,...]'s tokens from the position ops' attributes offset, extent,
+ * cp, cp_rank at attr[0..3] (ops.def pos_add, pos_add_grad from its attr[1]). */
+static inline int ir_pos_runs(const double *attr, int64_t T, ir_cp_run run[2])
+{
+    return ir_cp_runs((int64_t)attr[0], T, attr[1] > 0 ? (int64_t)attr[1] : T, (int)attr[2], (int)attr[3], run);
+}
+
 typedef struct {
     uint8_t axis;                   /* ir_axis */
     uint8_t kind;                   /* ir_split_kind */

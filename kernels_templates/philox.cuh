@@ -118,12 +118,12 @@ MCC_RNG_FN unsigned int mcc_dropout_keep2(mcc_dropout d, unsigned long long s, u
     return lo | mcc_dropout_kept(w, k + 1, d.threshold) << 1;
 }
 
-/* Where the elements of a dropout operand x[B, ...] sit in their samples, as rows: x is
- * [B, O, C], and row (b, o) holds elements o*G + base .. o*G + base + C - 1 of sample
- * first_sample + first_row + b (first_row: where this block of batch rows starts, when the batch
- * is split). (runtime/dropout.c derives it from the op's split attributes.) */
+/* Where the elements of a dropout operand x[B, ...] sit in their samples, as rows: x (or a block
+ * of it) is R rows of C elements, S apart, and row (b, o) holds elements o*G + base .. o*G + base
+ * + C - 1 of sample first_sample + first_row + b (first_row: where this block of batch rows starts,
+ * when the batch is split). (runtime/dropout.c derives it from the op's split attributes.) */
 typedef struct {
-    long long O, C, G, base, first_row;
+    long long O, C, G, base, first_row, S;
 } mcc_dropout_rows;
 
 #endif

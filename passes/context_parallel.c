@@ -41,8 +41,9 @@
  * It runs after autodiff and recompute (the backward's attention and position ops are rewritten
  * beside the forward's, a replayed forward as the forward) and before the shard and pipeline
  * passes (the pipeline cuts the rewritten step into stages; the shard pass over tp passes the cp
- * collectives and ring ops through, heads split); sequence parallelism, MoE, attention dropout
- * but under a2a, and FP8 beside it are refused (frontend/spec.c says how). */
+ * collectives and ring ops through, heads split; with sequence parallelism it splits the rank's
+ * tokens further, the position ops' offset and extent counting them); MoE, attention dropout but
+ * under a2a, and FP8 beside it are refused (frontend/spec.c says how). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -245,7 +246,10 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
         if (!c->split[in->args[0]])
             break;
         int r = copy(c, in);
-        c->dst->instrs[c->dst->ninstrs - 1].attr[cp_at] = c->cp;
+        ir_instr *made = &c->dst->instrs[c->dst->ninstrs - 1];
+        made->attr[cp_at] = c->cp;
+        if (in->op == IR_OP_DROPOUT && made->attr[ir_attr_index(in->op, "dim")] == 1) /* extent: the rank's tokens */
+            made->attr[ir_attr_index(in->op, "extent")] = (double)(c->T / c->cp);
         cp_rank_attr(c, r, cp_at + 1);
         return true;
     }
@@ -344,9 +348,6 @@ bool pass_context_parallel(ir_module *m, const mcc_pass_options *opts, char *err
     static const struct { ir_cfg key; const char *flag; } alone[] = {
         {IR_CFG_EXPERT_MODEL_PARALLEL_SIZE, "--expert-model-parallel-size"},
     };
-    if (ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE) > 1 && ir_cfg_bool(m, IR_CFG_SEQUENCE_PARALLEL))
-        return snprintf(err, errlen, "--context-parallel-size %d with --sequence-parallel (the sequence split over cp "
-                        "and tp at once) is not built yet: drop --sequence-parallel", cp), false;
     for (size_t i = 0; i < sizeof alone / sizeof alone[0]; i++)
         if (ir_cfg_int(m, alone[i].key) > 1)
             return snprintf(err, errlen, "--context-parallel-size %d with %s %lld is not built yet: pass %s 1", cp,

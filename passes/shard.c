@@ -421,10 +421,15 @@ static bool rule_stream(shard_ctx *c, const ir_instr *in, int *args, int *res)
     if (in->op == IR_OP_POS_ADD_GRAD)
         p = (placement){-1, seq, false}; /* rows of this slice's positions only */
     int64_t slice = c->dst->vals[args[0]].type.dims[1];
+    /* a sequence slice's tokens are [offset, offset + slice) of the sequence's extent (ops.def);
+       batch rows hold every position */
+    bool sliced = seq && c->sp_dim == 1 && (in->op == IR_OP_POS_ADD || in->op == IR_OP_POS_ADD_GRAD);
+    int offset = ir_attr_index(in->op, "offset");
+    if (sliced)
+        attrs[offset + 1] = (double)(slice * c->n); /* extent */
     *res = emit(c, in->op, args, in->nargs, attrs, NULL, NULL, p);
-    /* a sequence slice's positions start at its offset; batch rows hold every position */
-    if (seq && c->sp_dim == 1 && (in->op == IR_OP_POS_ADD || in->op == IR_OP_POS_ADD_GRAD))
-        rank_offset(c, *res, in->op == IR_OP_POS_ADD ? 0 : 1, slice); /* first */
+    if (sliced)
+        rank_offset(c, *res, offset, slice);
     for (int r = 1; r < ir_ops[in->op].nres; r++) /* dw, db: summed over this slice's tokens */
         place(c, *res + r, (placement){-1, seq, false});
     return true;
@@ -441,6 +446,8 @@ static bool rule_dropout(shard_ctx *c, const ir_instr *in, int *args, int *res)
     placement p = c->at[args[0]];
     if (p.dim == 0 && !p.seq)
         return fail(c, "dropout over a split batch dimension", in);
+    if (p.dim >= 2 && in->attr[ir_attr_index(in->op, "cp")] > 1) /* runtime/dropout.c: cp cuts dimension 1 */
+        return fail(c, "dropout over a split feature dimension under context parallelism", in);
     double attrs[IR_MAX_ATTRS];
     memcpy(attrs, in->attr, sizeof attrs);
     int64_t local = p.dim >= 0 ? c->dst->vals[args[0]].type.dims[p.dim] : 0;

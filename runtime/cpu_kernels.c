@@ -197,27 +197,25 @@ void cpu_ROWS(const rt_kernel_call *c)
         memmove(c->res[0], from, ir_bytes(c->res_types[0]));
 }
 
-/* (x[B,...], first_sample) -> x * mask / (1-p): row (b, o) of x's rows (mcc_dropout_rows) holds
- * consecutive elements of sample first_sample + first_row + b, drawn by kernels_templates/philox.cuh. */
+/* (x[B,...], first_sample) -> x * mask / (1-p): x is one or two blocks of rows (rt_dropout_blocks);
+ * row (b, o) of a block holds consecutive elements of sample first_sample + first_row + b, drawn by
+ * kernels_templates/philox.cuh. */
 void cpu_DROPOUT(const rt_kernel_call *c)
 {
     const float *x = argf(c, 0);
     float *r = resf(c, 0);
     mcc_dropout d = rt_dropout_of(c->in, c->args[1]);
-    mcc_dropout_rows l = rt_dropout_rows_of(c->in, c->arg_types[0]);
-    /* under context parallelism a row holds two chunks, each contiguous in the whole sequence */
-    int cp = (int)c->in->attr[RT_DROPOUT_CP], cp_rank = (int)c->in->attr[RT_DROPOUT_CP_RANK], chunks = cp > 1 ? 2 : 1;
-    int64_t T = c->arg_types[0]->dims[1], chunk = l.C / chunks, inner = l.C / T; /* cp > 1: dim 1, so l.O = 1 */
-    for (int64_t row = 0, rows = ir_numel(c->arg_types[0]) / l.C; row < rows; row++)
-        for (int k = 0; k < chunks; k++) {
+    rt_dropout_block blk[2];
+    for (int k = 0, n = rt_dropout_blocks(c->in, c->arg_types[0], blk); k < n; k++) {
+        mcc_dropout_rows l = blk[k].rows;
+        for (long long row = 0; row < blk[k].R; row++) {
             unsigned long long s = (unsigned long long)(*d.first_sample + l.first_row + row / l.O),
-                               e = (row % l.O) * l.G + l.base + (unsigned long long)(k * chunk);
-            if (cp > 1) /* the chunk's first token's whole-sequence position, times a token's elements */
-                e = (unsigned long long)(ir_cp_position(k * T / 2, T, cp, cp_rank) * inner);
+                               e = (unsigned long long)((row % l.O) * l.G + l.base);
             mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
-            for (int64_t i = row * l.C + k * chunk; i < row * l.C + (k + 1) * chunk; i++, e++)
+            for (long long i = blk[k].first + row * l.S, end = i + l.C; i < end; i++, e++)
                 r[i] = x[i] * mcc_dropout_factor(d, s, e, &cur);
         }
+    }
 }
 
 /* --- contractions and reductions -------------------------------------------------------------- */
@@ -465,39 +463,41 @@ void cpu_EMBEDDING_GRAD(const rt_kernel_call *c)
     }
 }
 
-/* (x[B,T,d], table[P,d]) -> x + table[0:T], broadcast over B */
+/* (x[B,T,d], table[P,d]) -> x + the table's rows at x's positions, broadcast over B */
 void cpu_POS_ADD(const rt_kernel_call *c)
 {
     const ir_type *xt = c->arg_types[0];
     const float *x = argf(c, 0), *table = argf(c, 1);
     float *r = resf(c, 0);
     int64_t d = last_dim(xt), T = xt->dims[xt->ndim - 2], B = ir_numel(xt) / (T * d);
-    int cp = (int)c->in->attr[1], cp_rank = (int)c->in->attr[2];
-    table += (int64_t)c->in->attr[0] * d; /* a sequence-parallel slice starts at its position */
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t t = 0; t < T; t++) {
-            const float *row = table + ir_cp_position(t, T, cp, cp_rank) * d; /* a cp rank's chunks' positions */
-            for (int64_t j = 0; j < d; j++)
-                r[(b * T + t) * d + j] = x[(b * T + t) * d + j] + row[j];
-        }
+    ir_cp_run run[2];
+    for (int k = 0, n = ir_pos_runs(c->in->attr, T, run); k < n; k++)
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < run[k].n; t++) {
+                const float *row = table + (run[k].pos + t) * d;
+                int64_t at = (b * T + run[k].t + t) * d;
+                for (int64_t j = 0; j < d; j++)
+                    r[at + j] = x[at + j] + row[j];
+            }
 }
 
-/* dy[B,T,d] -> [P,d]: summed over B, zero for positions >= T */
+/* dy[B,T,d] -> [P,d]: the rows at dy's positions get dy summed over B, the others zero */
 void cpu_POS_ADD_GRAD(const rt_kernel_call *c)
 {
     const ir_type *yt = c->arg_types[0];
     const float *dy = argf(c, 0);
     float *r = resf(c, 0);
     int64_t d = last_dim(yt), T = yt->dims[yt->ndim - 2], B = ir_numel(yt) / (T * d);
-    int cp = (int)c->in->attr[2], cp_rank = (int)c->in->attr[3];
     memset(r, 0, ir_bytes(c->res_types[0]));
-    r += (int64_t)c->in->attr[1] * d;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t t = 0; t < T; t++) {
-            float *row = r + ir_cp_position(t, T, cp, cp_rank) * d;
-            for (int64_t j = 0; j < d; j++)
-                row[j] += dy[(b * T + t) * d + j];
-        }
+    ir_cp_run run[2];
+    for (int k = 0, n = ir_pos_runs(c->in->attr + 1, T, run); k < n; k++)
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < run[k].n; t++) {
+                float *row = r + (run[k].pos + t) * d;
+                const float *g = dy + (b * T + run[k].t + t) * d;
+                for (int64_t j = 0; j < d; j++)
+                    row[j] += g[j];
+            }
 }
 
 /* --- normalisation: LayerNorm centres and has a bias; RMSNorm is the same without either ------- */

@@ -9,9 +9,10 @@
 #include "kernels_templates/philox.cuh"
 
 /* Attribute indices, ORDER ops.def: every dropout op starts with p, seed, site; dropout goes on
- * with dim, offset, extent (dimension dim of x holds [offset, offset + dims[dim]) of a whole
- * dimension of extent; then cp, cp_rank: with cp > 1 dimension 1 holds that context-parallel rank's
- * two balanced chunks of it, ir_cp_position), the attention ops with head_offset (this rank's first query head) and
+ * with dim, offset, extent (dimension dim of x holds [offset, offset + dims[dim]) of a dimension of
+ * extent; dim 0 splits the batch rows), then cp, cp_rank: with cp > 1 the sequence, dimension 1,
+ * is context-parallel rank cp_rank's two balanced chunks of the whole (ir_cp_runs), extent (dim 1)
+ * counting the rank's tokens; the attention ops with head_offset (this rank's first query head) and
  * heads (the whole head count, which the kernels do not need: heads are a sample's outermost
  * dimension). */
 enum { RT_DROPOUT_P, RT_DROPOUT_SEED, RT_DROPOUT_SITE, RT_DROPOUT_DIM, RT_DROPOUT_OFFSET, RT_DROPOUT_EXTENT, RT_DROPOUT_CP,
@@ -20,7 +21,13 @@ enum { RT_ATTN_DROPOUT_HEAD_OFFSET = 3 };
 
 /* The mask parameters of dropout op `in`, whose first_sample operand lives at first_sample. */
 mcc_dropout rt_dropout_of(const ir_instr *in, const void *first_sample);
-/* The row layout (mcc_dropout_rows) of operand x of dropout op `in`. */
-mcc_dropout_rows rt_dropout_rows_of(const ir_instr *in, const ir_type *x);
+/* Operand x of dropout op `in` as blocks of rows (mcc_dropout_rows): R rows starting `first`
+ * elements into x. One block, unless context parallelism cuts the sequence into runs of positions
+ * apart in the whole (ir_cp_runs): one block each. */
+typedef struct {
+    mcc_dropout_rows rows;
+    long long R, first;
+} rt_dropout_block;
+int rt_dropout_blocks(const ir_instr *in, const ir_type *x, rt_dropout_block block[2]);
 
 #endif

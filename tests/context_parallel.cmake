@@ -5,7 +5,7 @@
 # positions); CP=2 x DP=2 with the distributed optimizer (gradients summed over cp, then
 # reduce-scattered over dp); CP=2 x PP=2 (the pipeline's stages cut from the rewritten step, the
 # schedule auto picks); CP=2 x TP=2 without sequence parallelism (heads split over tp, the tp
-# shard pass passing the cp collectives through); a checkpoint saved by CP=2 x DP=2 resumed by one rank.
+# shard pass passing the cp collectives through) and with it; a checkpoint saved by CP=2 x DP=2 resumed by one rank.
 # Ring attention (--cp-comm-type p2p, Megatron's default): cp pieces over the keys passed around
 # the cp ring, merged by their log-sum-exp, their gradients riding the ring home; CP=2 and CP=4
 # on both models, and CP=2 beside TP=2, DP=2 with the distributed optimizer, and PP=2. Ulysses
@@ -74,6 +74,18 @@ if(MPI_C_FOUND)
   add_test(NAME cp2_tp2_equals_single_rank_tiny-gpt2 COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
            $<TARGET_FILE:mcc> tiny-gpt2 4 ${_flags})
   set_tests_properties(cp2_tp2_equals_single_rank_tiny-gpt2 PROPERTIES LABELS numerics PROCESSORS 4)
+  # CP=2 x TP=2 with sequence parallelism: a cp rank's tokens split over tp (the sequence over cp and
+  # tp at once), GPT-2's position table and hidden dropout at the slices' whole-sequence positions
+  # (a slice is one balanced chunk here); by sequence (ring) and by batch rows (Ulysses)
+  foreach(case "p2p;sequence" "a2a;batch")
+    list(GET case 0 _comm)
+    list(GET case 1 _split)
+    separate_arguments(_flags UNIX_COMMAND "--hidden-dropout 0.1 -- --cp 2 --cp-comm-type ${_comm} --tp 2 --sequence-parallel --sequence-parallel-split ${_split}")
+    add_test(NAME cp2_${_comm}_tp2_sp_${_split}_dropout_equals_single_rank_tiny-gpt2 COMMAND
+             ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh $<TARGET_FILE:mcc> tiny-gpt2 4 ${_flags})
+    set_tests_properties(cp2_${_comm}_tp2_sp_${_split}_dropout_equals_single_rank_tiny-gpt2 PROPERTIES LABELS numerics
+                         PROCESSORS 4)
+  endforeach()
   add_test(NAME checkpoint_cp2_dp2_zero_to_single COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_cp.sh
            $<TARGET_FILE:mcc> tiny-llama)
   set_tests_properties(checkpoint_cp2_dp2_zero_to_single PROPERTIES LABELS numerics PROCESSORS 4)

@@ -675,10 +675,14 @@ static void test_dropout_layouts(void)
     tensor lo = slice(x, 1, 1, 1), hi = slice(x, 1, 4, 1), both = F32(4, 2, 8);
     for (int64_t b = 0; b < 4; b++)
         memcpy(F(both) + b * 16, F(lo) + b * 8, 32), memcpy(F(both) + b * 16 + 8, F(hi) + b * 8, 32);
-    tensor yc = dropout_of(both, ATTRS(0.4, 7, 9, 1, 0, 6, 3, 1), s), ylo = slice(yc, 1, 0, 1), yhi = slice(yc, 1, 1, 1);
+    tensor yc = dropout_of(both, ATTRS(0.4, 7, 9, 1, 0, 2, 3, 1), s), ylo = slice(yc, 1, 0, 1), yhi = slice(yc, 1, 1, 1);
     CHECK(equals_slice(ylo, whole, 1, 1) && equals_slice(yhi, whole, 1, 4),
           "dropout of cp rank 1's balanced chunks (cp 3) differs from the whole's at their positions");
-    tensor all[] = {lo, hi, both, yc, ylo, yhi, rows, y, whole, x};
+    /* and its second token alone, a sequence-parallel slice of them (offset 1 of the rank's 2) */
+    tensor ysp = dropout_of(hi, ATTRS(0.4, 7, 9, 1, 1, 2, 3, 1), s);
+    CHECK(equals_slice(ysp, whole, 1, 4), "dropout of a sequence-parallel slice of cp rank 1's chunks (cp 3) differs "
+          "from the whole's at its position");
+    tensor all[] = {lo, hi, both, yc, ylo, yhi, ysp, rows, y, whole, x};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i].data);
 }

@@ -260,19 +260,18 @@ static void rows_plus_vector(rt_cuda_ctx *cx, const rt_kernel_call *c, int64_t R
                         skip * (int64_t)ir_dtype_size(c->arg_types[1]->dtype), R, N);
 }
 
-/* (x[B,T,d], table[P,d]) under context parallelism: the rank's two chunks of c = T/2 rows take the
- * table's rows at their positions (ir_cp_position), each batch row's chunk one bias add. */
-static void pos_add_cp(rt_cuda_ctx *cx, const rt_kernel_call *c, int64_t offset, int cp, int cp_rank)
+/* (x[B,T,d], table[P,d]) whose tokens lie at two runs of positions (a context-parallel rank's
+ * chunks): each batch row's run one bias add of the table's rows at the run's positions. */
+static void pos_add_runs(rt_cuda_ctx *cx, const rt_kernel_call *c, const ir_cp_run *run, int nrun)
 {
     const ir_type *xt = c->arg_types[0];
-    int64_t B = xt->dims[0], T = xt->dims[1], d = last_dim(xt), ch = T / 2;
+    int64_t B = xt->dims[0], T = xt->dims[1], d = last_dim(xt);
     size_t es = ir_dtype_size(xt->dtype), et = ir_dtype_size(c->arg_types[1]->dtype);
     for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < 2; h++) {
-            size_t at = (size_t)((b * T + h * ch) * d) * es;
-            int64_t pos = ir_cp_position(h * ch, T, cp, cp_rank) + offset;
+        for (int k = 0; k < nrun; k++) {
+            size_t at = (size_t)((b * T + run[k].t) * d) * es;
             rows_plus_vector_at(cx, c, (char *)c->res[0] + at, (const char *)c->args[0] + at,
-                                (const char *)c->args[1] + (size_t)(pos * d) * et, 1, ch * d);
+                                (const char *)c->args[1] + (size_t)(run[k].pos * d) * et, 1, run[k].n * d);
         }
 }
 
@@ -282,17 +281,21 @@ void cuda_BIAS_ADD(rt_cuda_ctx *cx, const rt_kernel_call *c)
     rows_plus_vector(cx, c, nrows(c->arg_types[0]), last_dim(c->arg_types[0]), 0);
 }
 
-/* (x, first_sample) -> x * mask / (1-p): mcc_dropout over x's rows (mcc_dropout_rows) */
+/* (x, first_sample) -> x * mask / (1-p): mcc_dropout over each block of x's rows (rt_dropout_blocks) */
 void cuda_DROPOUT(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     const ir_type *xt = c->arg_types[0];
-    void *r = c->res[0], *x = c->args[0];
     mcc_dropout d = rt_dropout_of(c->in, c->args[1]);
-    mcc_dropout_rows l = rt_dropout_rows_of(c->in, xt);
-    long long R = l.C ? ir_numel(xt) / l.C : 0;
-    column_grid g = column_grid_of(R, l.C);
-    void *p[] = {&r, &x, &R, &l, &d};
-    rt_cuda_launch(cx, name_of(c, RT_CUK_DROPOUT, xt, NULL).s, g.gx, g.gy, 1, g.block, 0, p);
+    rt_dropout_block blk[2];
+    size_t es = ir_dtype_size(xt->dtype);
+    for (int k = 0, n = rt_dropout_blocks(c->in, xt, blk); k < n; k++) {
+        void *r = (char *)c->res[0] + (size_t)blk[k].first * es, *x = (char *)c->args[0] + (size_t)blk[k].first * es;
+        mcc_dropout_rows l = blk[k].rows;
+        long long R = blk[k].R;
+        column_grid g = column_grid_of(R, l.C);
+        void *p[] = {&r, &x, &R, &l, &d};
+        rt_cuda_launch(cx, name_of(c, RT_CUK_DROPOUT, xt, NULL).s, g.gx, g.gy, 1, g.block, 0, p);
+    }
 }
 
 /* A view: the memory plan usually gives the result the operand's buffer. */
@@ -400,51 +403,41 @@ void cuda_EMBEDDING_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
                    (unsigned)((d + block - 1) / block), 1, block, 0, p5);
 }
 
-/* (x[B,T,d], table[P,d]) -> x + table[0:T]: a bias add over [B, T d] */
+/* (x[B,T,d], table[P,d]) -> x + the table's rows at x's positions: a bias add over [B, T d] where
+ * they are consecutive */
 void cuda_POS_ADD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     const ir_type *xt = c->arg_types[0];
-    int64_t Td = xt->dims[xt->ndim - 2] * last_dim(xt);
-    if (c->in->attr[1] > 1) { /* ops.def: offset,cp,cp_rank */
-        pos_add_cp(cx, c, (int64_t)c->in->attr[0], (int)c->in->attr[1], (int)c->in->attr[2]);
+    int64_t T = xt->dims[xt->ndim - 2], Td = T * last_dim(xt);
+    ir_cp_run run[2];
+    int n = ir_pos_runs(c->in->attr, T, run);
+    if (n > 1) {
+        pos_add_runs(cx, c, run, n);
         return;
     }
-    rows_plus_vector(cx, c, Td ? ir_numel(xt) / Td : 0, Td, (int64_t)c->in->attr[0] * last_dim(xt));
+    rows_plus_vector(cx, c, Td ? ir_numel(xt) / Td : 0, Td, run[0].pos * last_dim(xt));
 }
 
-/* pos_add_grad under context parallelism: dy[B,T,d] summed over B lands at rows r c.. (rank r's
- * first chunk at its place, the second right after it), then the second chunk moves to its place,
- * rows (2cp-1-r) c..; every other row is zero. */
-static void pos_add_grad_cp(rt_cuda_ctx *cx, const rt_kernel_call *c, int64_t offset, int cp, int cp_rank)
-{
-    const ir_type *yt = c->arg_types[0];
-    int64_t T = yt->dims[1], d = last_dim(yt), ch = T / 2;
-    size_t es = ir_dtype_size(c->res_types[0]->dtype), row = (size_t)d * es;
-    CUdeviceptr r = (CUdeviceptr)(uintptr_t)c->res[0];
-    CUstream st = rt_cuda_stream(cx);
-    RT_CU_CHECK(cuMemsetD8Async(r, 0, ir_bytes(c->res_types[0]), st));
-    int64_t first = offset + cp_rank * ch, second = offset + ir_cp_position(ch, T, cp, cp_rank); /* (2cp-1-r) c */
-    column_sums(cx, c, (char *)c->res[0] + (size_t)first * row, c->args[0], yt, yt->dims[0], T * d, T * d);
-    if (second != first + ch) {
-        RT_CU_CHECK(cuMemcpyDtoDAsync(r + (size_t)second * row, r + (size_t)(first + ch) * row, (size_t)ch * row, st));
-        RT_CU_CHECK(cuMemsetD8Async(r + (size_t)(first + ch) * row, 0, (size_t)ch * row, st));
-    }
-}
-
-/* dy[B,T,d] -> [P,d]: the column sums of dy as [B, T d], zero past T */
+/* dy[B,T,d] -> [P,d]: the column sums of dy as [B, T d] at the rows of its first position, zero
+ * elsewhere; where its tokens lie at two runs of positions (a context-parallel rank's chunks), the
+ * second run's rows then move to their place, the second run always past the first by at least
+ * its length (ir_cp_runs: chunk r then chunk 2cp-1-r > r) */
 void cuda_POS_ADD_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     const ir_type *yt = c->arg_types[0];
-    int64_t Td = yt->dims[yt->ndim - 2] * last_dim(yt), skip = (int64_t)c->in->attr[1] * last_dim(yt);
-    size_t es = ir_dtype_size(c->res_types[0]->dtype);
-    if (c->in->attr[2] > 1) { /* ops.def: positions,offset,cp,cp_rank */
-        pos_add_grad_cp(cx, c, skip / last_dim(yt), (int)c->in->attr[2], (int)c->in->attr[3]);
-        return;
+    int64_t T = yt->dims[yt->ndim - 2], d = last_dim(yt), Td = T * d;
+    size_t es = ir_dtype_size(c->res_types[0]->dtype), row = (size_t)d * es;
+    CUdeviceptr r = (CUdeviceptr)(uintptr_t)c->res[0];
+    CUstream st = rt_cuda_stream(cx);
+    ir_cp_run run[2];
+    int n = ir_pos_runs(c->in->attr + 1, T, run);
+    RT_CU_CHECK(cuMemsetD8Async(r, 0, ir_bytes(c->res_types[0]), st));
+    column_sums(cx, c, (char *)c->res[0] + (size_t)run[0].pos * row, c->args[0], yt, Td ? ir_numel(yt) / Td : 0, Td, Td);
+    if (n > 1 && run[1].pos != run[0].pos + run[1].t) {
+        CUdeviceptr from = r + (size_t)(run[0].pos + run[1].t) * row;
+        RT_CU_CHECK(cuMemcpyDtoDAsync(r + (size_t)run[1].pos * row, from, (size_t)run[1].n * row, st));
+        RT_CU_CHECK(cuMemsetD8Async(from, 0, (size_t)run[1].n * row, st));
     }
-    if (skip) /* a sequence-parallel slice: rows before its first position are zero */
-        RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)c->res[0], 0, (size_t)skip * es, rt_cuda_stream(cx)));
-    column_sums(cx, c, (char *)c->res[0] + (size_t)skip * es, c->args[0], yt, Td ? ir_numel(yt) / Td : 0, Td,
-                ir_numel(c->res_types[0]) - skip);
 }
 
 /* --- normalisation ---------------------------------------------------------------------------- */

@@ -2,7 +2,7 @@
  * (1) Philox4x32-10 of kernels_templates/philox.cuh, compiled by NVRTC, gives Random123's known
  *     answers;
  * (2) the dropout op (f32 and bf16; 16-byte and scalar paths; a whole tensor, a sequence slice, a
- *     column block, in place) gives the CPU's result bit for bit: the same elements dropped, the
+ *     column block, in place, a context-parallel rank's chunks and a slice of them) gives the CPU's result bit for bit: the same elements dropped, the
  *     kept ones x / (1-p) rounded once;
  * (3) attention with dropout, forward and backward, bf16 and f32, against the CPU's y, lse, dq,
  *     dk, dv on random inputs (with head offsets and grouped-query heads), and on inputs that make
@@ -183,7 +183,7 @@ static void test_philox(void)
 typedef struct {
     const char *what;
     int64_t dims[3];
-    double attr[IR_MAX_ATTRS]; /* p, seed, site, dim, offset, extent */
+    double attr[IR_MAX_ATTRS]; /* p, seed, site, dim, offset, extent, cp, cp_rank */
     bool in_place;
 } dropout_case;
 
@@ -192,6 +192,11 @@ static const dropout_case dropout_cases[] = {
     {"[3,67,768] whole, in place", {3, 67, 768}, {0.1, 1234, 3, 1, 0, 67}, true},
     {"[2,33,100] sequence slice [33,66) of 99 (scalar path)", {2, 33, 100}, {0.5, 99, 8, 1, 33, 99}, false},
     {"[2,16,256] columns [256,512) of 1024", {2, 16, 256}, {0.3, 7, 2, 2, 256, 1024}, false},
+    /* context parallelism: rank 1 of 4's balanced chunks; a sequence-parallel slice of them crossing
+       from the first chunk to the second; batch rows split beside them */
+    {"[2,64,96] cp 4 rank 1", {2, 64, 96}, {0.1, 1234, 3, 1, 0, 64, 4, 1}, false},
+    {"[2,24,100] tokens [8,32) of cp 4 rank 1's 48 (scalar path)", {2, 24, 100}, {0.2, 5, 1, 1, 8, 48, 4, 1}, false},
+    {"[2,32,64] batch rows 2.. under cp 2 rank 1", {2, 32, 64}, {0.1, 9, 2, 0, 2, 0, 2, 1}, false},
 };
 
 /* Runs one case in dtype dt; the GPU's result must be the CPU's, rounded to dt (exactly). */

@@ -106,11 +106,18 @@ static const op_case cases[] = {
     {"pos_add", "x[3,67,768] table[128,768]", {0}, 2, 1, {TEN('x', 3, 3, 67, 768), TEN('x', 2, 128, 768)},
      {TEN('x', 3, 3, 67, 768)}},
     {"pos_add_grad", "dy[3,67,768] P=128", {128}, 1, 1, {TEN('x', 3, 3, 67, 768)}, {TEN('x', 2, 128, 768)}},
-    /* context parallelism: rank 1 of 4's chunks at positions 16.. and 80.., of 2's side by side (32..) */
-    {"pos_add", "x[3,32,40] table[128,40] cp 4 rank 1", {0, 4, 1}, 2, 1, {TEN('x', 3, 3, 32, 40), TEN('x', 2, 128, 40)},
+    /* context parallelism: rank 1 of 4's chunks at positions 16.. and 80.., of 2's side by side (32..);
+       a sequence-parallel slice of rank 1 of 4's 48 tokens: tokens 8..32, positions 32..47 and 160..167 */
+    {"pos_add", "x[3,32,40] table[128,40] cp 4 rank 1", {0, 0, 4, 1}, 2, 1, {TEN('x', 3, 3, 32, 40), TEN('x', 2, 128, 40)},
      {TEN('x', 3, 3, 32, 40)}},
-    {"pos_add_grad", "dy[3,32,40] P=128 cp 4 rank 1", {128, 0, 4, 1}, 1, 1, {TEN('x', 3, 3, 32, 40)}, {TEN('x', 2, 128, 40)}},
-    {"pos_add_grad", "dy[3,32,40] P=128 cp 2 rank 1", {128, 0, 2, 1}, 1, 1, {TEN('x', 3, 3, 32, 40)}, {TEN('x', 2, 128, 40)}},
+    {"pos_add", "x[3,24,40] table[192,40] tokens 8.. of 48, cp 4 rank 1", {8, 48, 4, 1}, 2, 1,
+     {TEN('x', 3, 3, 24, 40), TEN('x', 2, 192, 40)}, {TEN('x', 3, 3, 24, 40)}},
+    {"pos_add_grad", "dy[3,32,40] P=128 cp 4 rank 1", {128, 0, 0, 4, 1}, 1, 1, {TEN('x', 3, 3, 32, 40)},
+     {TEN('x', 2, 128, 40)}},
+    {"pos_add_grad", "dy[3,32,40] P=128 cp 2 rank 1", {128, 0, 0, 2, 1}, 1, 1, {TEN('x', 3, 3, 32, 40)},
+     {TEN('x', 2, 128, 40)}},
+    {"pos_add_grad", "dy[3,24,40] P=192 tokens 8.. of 48, cp 4 rank 1", {192, 8, 48, 4, 1}, 1, 1,
+     {TEN('x', 3, 3, 24, 40)}, {TEN('x', 2, 192, 40)}},
     {"layernorm", "[67,768]", {1e-5}, 3, 1, {TEN('x', 2, 67, 768), TEN('x', 1, 768), TEN('x', 1, 768)},
      {TEN('x', 2, 67, 768)}},
     {"layernorm", "[5,4100] f32 w,b", {1e-5}, 3, 1, {TEN('x', 2, 5, 4100), TEN('f', 1, 4100), TEN('f', 1, 4100)},
@@ -277,6 +284,7 @@ static const struct {
     {"attention_grad", "tests/gpu/attention_test.c: cuDNN's and mcc's kernels against the CPU"},
     {"attention_dropout", "tests/gpu/dropout_test.c: y and lse against the CPU's, the same mask"},
     {"attention_dropout_grad", "tests/gpu/dropout_test.c: dq, dk, dv against the CPU's, the same mask"},
+    {"attention_merge", "tests/gpu/attention_test.c: the ring's merged pieces against the whole attention"},
 };
 #define NEXEMPT (int)(sizeof exempt / sizeof exempt[0])
 
