@@ -823,7 +823,7 @@ static bool shard_func(ir_module *m, int fi, ir_axis axis, int n, int seq_dim, c
         if (ok && res >= 0) /* an earlier run's rank terms (another axis's) the rule kept the attribute of */
             for (int k = 0; k < IR_MAX_ATTRS; k++) {
                 ir_instr *made = &c.dst->instrs[c.dst->vals[res].def];
-                if (in->per_rank[k].axis != IR_AXIS_NONE && made->op == in->op && made->per_rank[k].axis == IR_AXIS_NONE &&
+                if (ir_rank_term_any(&in->per_rank[k]) && made->op == in->op && !ir_rank_term_any(&made->per_rank[k]) &&
                     made->attr[k] == in->attr[k])
                     made->per_rank[k] = in->per_rank[k];
             }
