@@ -1032,12 +1032,6 @@ static bool spec_check_cp(spec_ctx *c)
         return spec_fail(c, "%s (%d) with %s: the sequence split over cp and tp at once is not built yet: drop "
                             "--sequence-parallel (tensor parallelism without it works beside context parallelism)",
                          where, cp, spec_where(c, spec_find("sequence_parallel")));
-    if (s->attention_dropout != 0 && (s->cp_comm_type != MCC_CP_A2A || tp > 1))
-        return spec_fail(c, "%s (%d) with %s (%.10g): attention dropout under context parallelism is built for %s a2a "
-                            "without tensor parallelism only (its mask follows whole-sequence positions of a head): "
-                            "pass --cp-comm-type a2a and --tp 1, or --attention-dropout 0", where, cp,
-                         spec_where(c, spec_find("attention_dropout")), s->attention_dropout,
-                         spec_where(c, spec_find("cp_comm_type")));
     const char *off[][2] = {{"num_experts", "mixture-of-experts layers"}};
     for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
         if (spec_value(c, spec_find(off[i][0])) != 0)

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define IR_MAX_DIMS 4
-#define IR_MAX_ATTRS 8
+#define IR_MAX_ATTRS 9             /* attention_dropout's */
 #define IR_MAX_RES 3
 
 typedef enum { IR_F32, IR_BF16, IR_F16, IR_FP8E4M3, IR_FP8E5M2, IR_I32, IR_I64, IR_NUM_DTYPES } ir_dtype;

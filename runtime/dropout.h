@@ -11,9 +11,10 @@
 /* Attribute indices, ORDER ops.def: every dropout op starts with p, seed, site; dropout goes on
  * with dim, offset, extent (dimension dim of x holds [offset, offset + dims[dim]) of a whole
  * dimension of extent; then cp, cp_rank: with cp > 1 dimension 1 holds that context-parallel rank's
- * two balanced chunks of it, ir_cp_position), the attention ops with head_offset (this rank's first query head) and
+ * two balanced chunks of it, ir_cp_position), the attention ops with head_offset (this rank's first query head),
  * heads (the whole head count, which the kernels do not need: heads are a sample's outermost
- * dimension). */
+ * dimension; the shard pass's) and attention's cp, cp_rank, ring, shift (the positions of the
+ * queries and keys in the whole sequence, which the mask draws by: ir_attr_index(op, "cp")). */
 enum { RT_DROPOUT_P, RT_DROPOUT_SEED, RT_DROPOUT_SITE, RT_DROPOUT_DIM, RT_DROPOUT_OFFSET, RT_DROPOUT_EXTENT, RT_DROPOUT_CP,
        RT_DROPOUT_CP_RANK };
 enum { RT_ATTN_DROPOUT_HEAD_OFFSET = 3 };
