@@ -34,15 +34,20 @@
  *                            {heads=1}(x): every token in sequence order, the rank's 1/cp of the heads
  *     attention_grad      -> over dyh, qh, kh, vh, yh and the forward's lse; dq, dk, dv back {heads=0}
  *
- * Under grouped-query attention only the kv heads travel. Everything else is token by token and runs on the rank's tokens as it is.
+ * Under grouped-query attention only the kv heads travel. Attention dropout's ops (attention_dropout
+ * and its grad) are rewritten as attention's, with its attributes (ops.def: their mask is drawn by
+ * whole-sequence positions, so a ring piece's y is (P Z) v of its keys and the merge stays exact;
+ * under a2a the rank's block of heads starts at head_offset cp_rank H/cp). Everything else is token
+ * by token and runs on the rank's tokens as it is.
  * The loss is the mean over the rank's tokens: autodiff seeds it with 1/(micro-batches dp cp),
  * data_parallel sums every gradient over cp (each rank saw its share of the tokens) before dp,
  * and train_rank's loss is the mean over dp x cp.
  * It runs after autodiff and recompute (the backward's attention and position ops are rewritten
  * beside the forward's, a replayed forward as the forward) and before the shard and pipeline
  * passes (the pipeline cuts the rewritten step into stages; the shard pass over tp passes the cp
- * collectives and ring ops through, heads split); sequence parallelism, MoE, attention dropout
- * but under a2a, and FP8 beside it are refused (frontend/spec.c says how). */
+ * collectives and ring ops through, heads split); sequence parallelism, MoE and FP8 beside it are
+ * refused (frontend/spec.c says how), and on the cuda target attention dropout under p2p and
+ * all_gather (its kernels draw the mask by the rank's own positions). */
 #include "passes.h"
 
 #include <stdio.h>

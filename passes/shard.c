@@ -21,7 +21,8 @@
  * Dropout ops draw their masks by each element's index in the whole tensor, so where their
  * operand is split the pass records the rank's block in their attributes. Such offsets (and the
  * vocab-parallel and position offsets) are rank terms, `step*tp` (ir_rank_term): one plan
- * serves every rank along the axis, and each resolves them when it loads the plan.
+ * serves every rank along the axis, and each resolves them when it loads the plan. Attention
+ * dropout's head_offset keeps an earlier pass's terms, shrunk by tp (`2*tp+1*cp` under a2a cp).
  * Types in the result are local shapes with the split dimension annotated {shard=[.., tp]}. */
 #include "passes.h"
 
