@@ -111,7 +111,8 @@ static int attend(builder *b, int layer, int q, int k, int v)
         return ir_emit(b->m, b->f, IR_OP_ATTENTION, qkv, 3, NULL, NULL, NULL);
     }
     int args[4] = {q, k, v, b->first_sample};
-    double attrs[5] = {s->attention_dropout, s->seed, dropout_site(layer, SITE_ATTENTION), 0, s->num_attention_heads};
+    double attrs[IR_MAX_ATTRS] = {s->attention_dropout, s->seed, dropout_site(layer, SITE_ATTENTION), 0,
+                                  s->num_attention_heads}; /* one rank's: passes set head_offset and cp */
     return ir_emit(b->m, b->f, IR_OP_ATTENTION_DROPOUT, args, 4, attrs, NULL, NULL);
 }
 

@@ -1030,12 +1030,6 @@ static bool spec_check_cp(spec_ctx *c)
         return spec_fail(c, "%s (%d) must be divisible by 2 x %s (%d): the sequence is cut into 2 cp equal chunks, "
                             "rank r holding chunks r and 2 cp - 1 - r", spec_where(c, spec_find("seq_length")),
                          s->seq_length, where, 2 * cp);
-    if (s->attention_dropout != 0 && (s->cp_comm_type != MCC_CP_A2A || tp > 1))
-        return spec_fail(c, "%s (%d) with %s (%.10g): attention dropout under context parallelism is built for %s a2a "
-                            "without tensor parallelism only (its mask follows whole-sequence positions of a head): "
-                            "pass --cp-comm-type a2a and --tp 1, or --attention-dropout 0", where, cp,
-                         spec_where(c, spec_find("attention_dropout")), s->attention_dropout,
-                         spec_where(c, spec_find("cp_comm_type")));
     const char *off[][2] = {{"num_experts", "mixture-of-experts layers"}};
     for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
         if (spec_value(c, spec_find(off[i][0])) != 0)

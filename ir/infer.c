@@ -498,15 +498,13 @@ static bool check_qkv(const ir_type *q, const ir_type *k, const ir_type *v, int6
     return true;
 }
 
-/* attention's and attention_grad's attributes cp, cp_rank, ring, shift (ops.def): the cp ranks
- * whose keys k holds. cp > 1: q holds two equal chunks; ring = 1 needs cp > 1 and a shift
- * below it. Attention dropout (no such attributes): 1. */
+/* The attention ops' attributes cp, cp_rank, ring, shift (ops.def): the cp ranks whose keys k
+ * holds. cp > 1: q holds two equal chunks; ring = 1 needs cp > 1 and a shift below it. */
 static bool cp_kv_ranks(const ir_instr *in, const ir_type *q, int64_t *kv_ranks, char *err, size_t len)
 {
+    const double *a = in->attr + ir_attr_index(in->op, "cp");
+    double cp = a[0], ring = a[2], shift = a[3];
     *kv_ranks = 1;
-    if (ir_attr_index(in->op, "ring") < 0)
-        return true;
-    double cp = in->attr[0], ring = in->attr[2], shift = in->attr[3];
     if (cp > 1 && q->ndim >= 2 && q->dims[1] % 2)
         return fail(err, len, "q %s under context parallelism (cp=%g) holds two equal chunks: its T must be even",
                     tstr(q), cp);

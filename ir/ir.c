@@ -392,7 +392,16 @@ void ir_set_per_rank(ir_func *f, int v, int k, double base, double step, ir_axis
 {
     ir_instr *in = &f->instrs[f->vals[v].def];
     in->attr[k] = base;
-    in->per_rank[k] = (ir_rank_term){(uint8_t)axis, step};
+    in->per_rank[k] = (ir_rank_term){{0}};
+    in->per_rank[k].step[axis] = step;
+}
+
+bool ir_rank_term_any(const ir_rank_term *t)
+{
+    for (int a = IR_AXIS_NONE + 1; a < IR_NUM_AXES; a++)
+        if (t->step[a] != 0)
+            return true;
+    return false;
 }
 
 void ir_resolve_ranks(ir_module *m, const int coord[IR_NUM_AXES])
@@ -402,9 +411,9 @@ void ir_resolve_ranks(ir_module *m, const int coord[IR_NUM_AXES])
             ir_instr *in = &m->funcs[f]->instrs[i];
             for (int k = 0; k < IR_MAX_ATTRS; k++) {
                 ir_rank_term *t = &in->per_rank[k];
-                if (t->axis != IR_AXIS_NONE)
-                    in->attr[k] += t->step * coord[t->axis];
-                *t = (ir_rank_term){IR_AXIS_NONE, 0};
+                for (int a = IR_AXIS_NONE + 1; a < IR_NUM_AXES; a++)
+                    in->attr[k] += t->step[a] * coord[a];
+                *t = (ir_rank_term){{0}};
             }
         }
 }

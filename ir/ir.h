@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define IR_MAX_DIMS 4
-#define IR_MAX_ATTRS 8
+#define IR_MAX_ATTRS 9             /* attention_dropout's */
 #define IR_MAX_RES 3
 
 typedef enum { IR_F32, IR_BF16, IR_F16, IR_FP8E4M3, IR_FP8E5M2, IR_I32, IR_I64, IR_NUM_DTYPES } ir_dtype;
@@ -51,13 +51,14 @@ typedef struct {
     int64_t offset;                 /* byte offset in the function's arena (IR_MEM_ARENA) */
 } ir_value;
 
-/* The part of an attribute that differs between the ranks of a stage: the attribute's value on a
- * rank is attr + step * (the rank's coordinate along axis). One plan then serves every rank of a
- * stage (passes/shard.c writes a shard's offsets so); train_rank resolves the terms when it loads
- * its plan (ir_resolve_ranks). axis IR_AXIS_NONE: the attribute is the same on every rank. */
+/* The part of an attribute that differs between the ranks of a stage, a linear function of the
+ * rank's mesh coordinates: the attribute's value on a rank is attr + the sum over the axes of
+ * step[axis] * (the rank's coordinate along axis), step[IR_AXIS_NONE] unused. One plan then
+ * serves every rank of a stage (passes/shard.c writes a shard's offsets so; a head offset under
+ * tp and a2a's cp has two terms); train_rank resolves the terms when it loads its plan
+ * (ir_resolve_ranks). Every step 0: the attribute is the same on every rank. */
 typedef struct {
-    uint8_t axis;                   /* ir_axis */
-    double step;
+    double step[IR_NUM_AXES];
 } ir_rank_term;
 
 typedef struct {
@@ -478,6 +479,8 @@ double ir_work_macs(const ir_func *f, const ir_instr *in);
 /* Makes attribute k of the instruction defining value v `base + step * coordinate(axis)`: what a
  * rank-dependent attribute (a shard's offset) is in a plan that serves every rank of a stage. */
 void ir_set_per_rank(ir_func *f, int v, int k, double base, double step, ir_axis axis);
+/* Whether rank term t has a step on some axis (the attribute differs between ranks). */
+bool ir_rank_term_any(const ir_rank_term *t);
 /* --- the mesh (mesh.c): degrees, Megatron's rank order, groups ---
  * Megatron's order "tp-cp-ep-dp-pp", tp fastest and pp slowest:
  *   world_rank = tp_i + tp * (cp_i + cp * (dp_i + dp * pp_i))

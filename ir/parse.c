@@ -712,29 +712,44 @@ static bool parse_global(parser *p)
 
 /* --- instructions --------------------------------------------------------------------------- */
 
-/* The rank term after an attribute's number, if any: `64*tp` (the number read was the step) or
- * `3+64*tp` (it was the base; the signed step follows). */
+/* One `STEP*AXIS` of a rank term, its step already read: adds it to t. */
+static bool parse_rank_step(parser *p, token key, double step, ir_rank_term *t)
+{
+    char name[8], buf[64];
+    int axis;
+    if (!expect_punct(p, '*'))
+        return false;
+    token axis_name = p->tok; /* `tp-2*cp` lexes `tp-2` as one name (names may hold '-'): the axis ends at the '-' */
+    const char *dash = axis_name.kind == TK_IDENT ? memchr(axis_name.s, '-', (size_t)axis_name.len) : NULL;
+    if (dash)
+        axis_name.len = (int)(dash - axis_name.s);
+    if (axis_name.kind != TK_IDENT || !tok_cstr(axis_name, 0, name, sizeof name) || (axis = ir_axis_by_name(name)) <= 0)
+        return fail_at(p, key, "attribute %s: a rank term is NUMBER*AXIS with a mesh axis (dp, pp, tp, cp, ep, edp), "
+                               "e.g. %.*s=64*tp", describe(key, buf, sizeof buf), key.len, key.s);
+    p->pos = axis_name.s + axis_name.len; /* the next term's sign on, read again */
+    advance(p);
+    t->step[axis] += step;
+    return true;
+}
+
+/* The rank term after an attribute's number, if any: `64*tp` (the number read was a step),
+ * `3+64*tp` (it was the base; signed steps follow), `8*tp+2*cp` (a term per axis). */
 static bool parse_rank_term(parser *p, token key, double *attr, ir_rank_term *t)
 {
-    double step = *attr;
-    bool with_base = p->tok.kind == TK_NUM && (p->tok.s[0] == '+' || p->tok.s[0] == '-');
-    if (with_base) {
+    if (is_punct(p, '*')) {
+        double step = *attr;
+        *attr = 0;
+        if (!parse_rank_step(p, key, step, t))
+            return false;
+    }
+    while (p->tok.kind == TK_NUM && (p->tok.s[0] == '+' || p->tok.s[0] == '-')) {
+        double step;
         if (!tok_double(p->tok, &step))
             return expected(p, "a number");
         advance(p);
-    } else if (!is_punct(p, '*')) {
-        return true;
+        if (!parse_rank_step(p, key, step, t))
+            return false;
     }
-    if (!expect_punct(p, '*'))
-        return false;
-    char name[8], buf[64];
-    int axis;
-    if (p->tok.kind != TK_IDENT || !tok_cstr(p->tok, 0, name, sizeof name) || (axis = ir_axis_by_name(name)) <= 0)
-        return fail_at(p, key, "attribute %s: a rank term is NUMBER*AXIS with a mesh axis (dp, pp, tp, cp, ep, edp), "
-                               "e.g. %.*s=64*tp", describe(key, buf, sizeof buf), key.len, key.s);
-    advance(p);
-    *attr = with_base ? *attr : 0;
-    *t = (ir_rank_term){(uint8_t)axis, step};
     return true;
 }
 

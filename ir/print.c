@@ -53,18 +53,22 @@ static void print_double(ir_buf *b, double v)
     ir_buf_printf(b, "%s", s);
 }
 
-/* An attribute: its value, or with a rank term `base+step*axis` (`step*axis` when base is 0). */
+/* An attribute: its value, or with a rank term `base+step*axis...` (a term per axis with a step,
+ * in ir_axis order; the base left out when 0). */
 static void print_attr(ir_buf *b, double v, const ir_rank_term *t)
 {
-    if (t->axis == IR_AXIS_NONE)
-        return print_double(b, v);
-    if (v != 0) {
+    bool first = v == 0 && ir_rank_term_any(t);
+    if (!first)
         print_double(b, v);
-        if (t->step >= 0)
+    for (int a = IR_AXIS_NONE + 1; a < IR_NUM_AXES; a++) {
+        if (t->step[a] == 0)
+            continue;
+        if (!first && t->step[a] >= 0)
             ir_buf_printf(b, "+");
+        print_double(b, t->step[a]);
+        ir_buf_printf(b, "*%s", ir_axis_name((ir_axis)a));
+        first = false;
     }
-    print_double(b, t->step);
-    ir_buf_printf(b, "*%s", ir_axis_name((ir_axis)t->axis));
 }
 
 static void print_type(ir_buf *b, const ir_type *t)

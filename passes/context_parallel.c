@@ -34,7 +34,11 @@
  *                            {heads=1}(x): every token in sequence order, the rank's 1/cp of the heads
  *     attention_grad      -> over dyh, qh, kh, vh, yh and the forward's lse; dq, dk, dv back {heads=0}
  *
- * Under grouped-query attention only the kv heads travel. Everything else is token by token and runs on the rank's tokens as it is.
+ * Under grouped-query attention only the kv heads travel. Attention dropout's ops (attention_dropout
+ * and its grad) are rewritten as attention's, with its attributes (ops.def: their mask is drawn by
+ * whole-sequence positions, so a ring piece's y is (P Z) v of its keys and the merge stays exact;
+ * under a2a the rank's block of heads starts at head_offset cp_rank H/cp). Everything else is token
+ * by token and runs on the rank's tokens as it is.
  * The loss is the mean over the rank's tokens: autodiff seeds it with 1/(micro-batches dp cp),
  * data_parallel sums every gradient over cp (each rank saw its share of the tokens) before dp,
  * and train_rank's loss is the mean over dp x cp.
@@ -42,8 +46,9 @@
  * beside the forward's, a replayed forward as the forward) and before the shard and pipeline
  * passes (the pipeline cuts the rewritten step into stages; the shard pass over tp passes the cp
  * collectives and ring ops through, heads split; with sequence parallelism it splits the rank's
- * tokens further, the position ops' offset and extent counting them); MoE, attention dropout but
- * under a2a, and FP8 beside it are refused (frontend/spec.c says how). */
+ * tokens further, the position ops' offset and extent counting them); MoE and FP8 beside it are
+ * refused (frontend/spec.c says how), and on the cuda target attention dropout under p2p and
+ * all_gather (its kernels draw the mask by the rank's own positions). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -62,6 +67,8 @@ typedef struct {
     bool *split;                    /* per source value: it holds the rank's tokens only */
     int *moved;                     /* per source value: its all_gather_seq over cp (all_gather) or its
                                        head-split form (a2a: cp_all_to_all), or -1 */
+    bool cuda;                      /* the cuda backend, whose attention kernels' dropout twins draw the
+                                       mask by the local sequence (kernels_templates/attention.cuh) */
 } cp_ctx;
 
 /* Attribute k of new value v's instruction is this rank's cp coordinate. */
@@ -86,14 +93,18 @@ static int to_tokens(cp_ctx *c, int v)
     return ir_emit(c->m, c->dst, IR_OP_CP_ALL_TO_ALL, &v, 1, attrs, NULL, NULL);
 }
 
-/* attention or attention_grad of the new operands args {cp, cp_rank, ring, shift} (ops.def);
- * ranked 0: over the whole sequence in order, as one rank's (a2a) */
-static int attention_piece(cp_ctx *c, ir_op op, const int *args, int ring, int shift, bool ranked)
+/* Attention op `in` (attention, attention_grad or a dropout twin) over the new operands args, with
+ * in's attributes but {cp, cp_rank, ring, shift} (ops.def); ranked 0: over the whole sequence in
+ * order, as one rank's (a2a) */
+static int attention_piece(cp_ctx *c, const ir_instr *in, const int *args, int ring, int shift, bool ranked)
 {
-    double attrs[4] = {ranked ? c->cp : 0, 0, ring, shift};
-    int r = ir_emit(c->m, c->dst, op, args, ir_ops[op].nargs, attrs, NULL, NULL);
+    double attrs[IR_MAX_ATTRS];
+    memcpy(attrs, in->attr, sizeof attrs);
+    int at = ir_attr_index(in->op, "cp");
+    attrs[at] = ranked ? c->cp : 0, attrs[at + 1] = 0, attrs[at + 2] = ring, attrs[at + 3] = shift;
+    int r = ir_emit(c->m, c->dst, in->op, args, in->nargs, attrs, NULL, NULL);
     if (ranked)
-        cp_rank_attr(c, r, 1);
+        cp_rank_attr(c, r, at + 1);
     return r;
 }
 
@@ -111,13 +122,16 @@ static int emit2(cp_ctx *c, ir_op op, int a, int b)
     return ir_emit(c->m, c->dst, op, args, 2, NULL, NULL, NULL);
 }
 
-/* attention(q, k, v) (new values) in cp ring pieces, merged: returns (o, lse) */
-static int ring_forward(cp_ctx *c, const int *qkv)
+/* Forward attention `in` over args (new values: q, k, v, and with dropout first_sample) in cp ring
+ * pieces, merged: returns (o, lse). With dropout a piece's o is (P Z) v of its keys, P normalised
+ * by its own lse, so the merge's exp(lse_i - lse) weights make it the whole row's (P Z) v. */
+static int ring_forward(cp_ctx *c, const ir_instr *in, const int *mapped)
 {
-    int args[3] = {qkv[0], qkv[1], qkv[2]}, o = -1;
+    int args[4], o = -1;
+    memcpy(args, mapped, sizeof(int) * (size_t)in->nargs);
     for (int s = 0; s < c->cp; s++) {
         int next_k = s + 1 < c->cp ? ring_shift(c, args[1]) : -1, next_v = s + 1 < c->cp ? ring_shift(c, args[2]) : -1;
-        int piece = attention_piece(c, IR_OP_ATTENTION, args, 1, s, true);
+        int piece = attention_piece(c, in, args, 1, s, true);
         if (s == 0)
             o = piece;
         else {
@@ -129,16 +143,16 @@ static int ring_forward(cp_ctx *c, const int *qkv)
     return o;
 }
 
-/* attention_grad(dy, q, k, v, y, lse) (new values; y, lse the merged ones) in cp ring pieces:
- * grads := dq, dk, dv. The keys' gradients travel with their keys and are added to at
- * every piece; after the last piece they belong to rank cp_rank + 1's keys, one more shift
- * brings them home. */
-static void ring_backward(cp_ctx *c, const int *in, int *grads)
+/* Backward attention `in` over args (new values: dy, q, k, v, y, lse, and with dropout
+ * first_sample; y, lse the merged ones) in cp ring pieces: grads := dq, dk, dv. The keys'
+ * gradients travel with their keys and are added to at every piece; after the last piece they
+ * belong to rank cp_rank + 1's keys, one more shift brings them home. */
+static void ring_backward(cp_ctx *c, const ir_instr *in, const int *mapped, int *grads)
 {
-    int args[6];
-    memcpy(args, in, sizeof args);
+    int args[7];
+    memcpy(args, mapped, sizeof(int) * (size_t)in->nargs);
     int next_k = ring_shift(c, args[2]), next_v = ring_shift(c, args[3]);
-    int g = attention_piece(c, IR_OP_ATTENTION_GRAD, args, 1, 0, true);
+    int g = attention_piece(c, in, args, 1, 0, true);
     int dq = g, ak = g + 1, av = g + 2;
     for (int s = 1; s < c->cp; s++) {
         args[2] = next_k, args[3] = next_v;
@@ -146,7 +160,7 @@ static void ring_backward(cp_ctx *c, const int *in, int *grads)
             next_k = ring_shift(c, args[2]), next_v = ring_shift(c, args[3]);
         ak = ring_shift(c, ak);
         av = ring_shift(c, av);
-        g = attention_piece(c, IR_OP_ATTENTION_GRAD, args, 1, s, true);
+        g = attention_piece(c, in, args, 1, s, true);
         dq = emit2(c, IR_OP_ADD, dq, g);
         ak = emit2(c, IR_OP_ADD, ak, g + 1);
         av = emit2(c, IR_OP_ADD, av, g + 2);
@@ -159,17 +173,14 @@ static void ring_backward(cp_ctx *c, const int *in, int *grads)
 /* Ulysses (a2a): attention (or its dropout form) over every token of the rank's block of the
  * heads, as one rank's (cp 0): q, k, v (backward: dy, y too) exchanged there, the lse kept there,
  * the results exchanged back. With dropout the block's first head is head_offset, cp_rank H/cp
- * (tp beside it is refused: frontend/spec.c). */
+ * (under tp the shard pass makes it tp_rank H/tp + cp_rank H/(tp cp): its rule_attention). */
 static bool ulysses_attention(cp_ctx *c, const ir_instr *in)
 {
     bool fwd = ir_ops[in->op].nres == 2, dropout = ir_attr_index(in->op, "head_offset") >= 0;
     int args[7], lse = fwd ? -1 : 5, first_sample = dropout ? in->nargs - 1 : -1;
     for (int a = 0; a < in->nargs; a++)
         args[a] = a == lse || a == first_sample ? c->map[in->args[a]] : moved(c, in->args[a]);
-    double attrs[IR_MAX_ATTRS] = {0};
-    if (dropout)
-        memcpy(attrs, in->attr, sizeof attrs);
-    int r = ir_emit(c->m, c->dst, in->op, args, in->nargs, attrs, NULL, NULL);
+    int r = attention_piece(c, in, args, 0, 0, false);
     if (dropout)
         ir_set_per_rank(c->dst, r, ir_attr_index(in->op, "head_offset"), 0, (double)c->dst->vals[args[fwd ? 0 : 1]].type.dims[2],
                         IR_AXIS_CP);
@@ -254,9 +265,17 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
         return true;
     }
     case IR_OP_ATTENTION:
-    case IR_OP_ATTENTION_GRAD: {
-        bool fwd = in->op == IR_OP_ATTENTION;
-        int k = fwd ? 1 : 2, args[6];
+    case IR_OP_ATTENTION_GRAD:
+    case IR_OP_ATTENTION_DROPOUT:
+    case IR_OP_ATTENTION_DROPOUT_GRAD: {
+        bool fwd = ir_ops[in->op].nres == 2;
+        int k = fwd ? 1 : 2, args[7];
+        if (c->cuda && c->kv_op != IR_OP_CP_ALL_TO_ALL && ir_attr_index(in->op, "head_offset") >= 0)
+            return snprintf(err, errlen, "--attention-dropout with --context-parallel-size %d and --cp-comm-type %s on "
+                            "the cuda target: the CUDA attention kernels draw the dropout mask by the rank's own "
+                            "positions, not yet by the whole sequence's: pass --cp-comm-type a2a (attention on whole "
+                            "sequences of a block of heads), or --attention-dropout 0, or --target cpu", c->cp,
+                            ir_cfg_text(c->m, IR_CFG_CP_COMM_TYPE)), false;
         for (int a = 0; a < in->nargs; a++)
             args[a] = map[in->args[a]];
         if (!c->split[in->args[k - 1]] || !c->split[in->args[k]] || !c->split[in->args[k + 1]])
@@ -267,9 +286,9 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
         if (c->kv_op == IR_OP_RING_SHIFT) {
             int made[3];
             if (fwd)
-                made[0] = ring_forward(c, args), made[1] = made[0] + 1;
+                made[0] = ring_forward(c, in, args), made[1] = made[0] + 1;
             else
-                ring_backward(c, args, made);
+                ring_backward(c, in, args, made);
             for (int g = 0; g < in->nres; g++)
                 map[in->res[g]] = made[g];
             return true;
@@ -278,7 +297,7 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
             return ulysses_attention(c, in);
         args[k] = moved(c, in->args[k]);
         args[k + 1] = moved(c, in->args[k + 1]);
-        int r = attention_piece(c, in->op, args, 0, 0, true);
+        int r = attention_piece(c, in, args, 0, 0, true);
         map[in->res[0]] = r;
         if (fwd) { /* lse [B,H,T/cp]: the rank's queries' rows */
             map[in->res[1]] = r + 1;
@@ -291,13 +310,6 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
         }
         return true;
     }
-    case IR_OP_ATTENTION_DROPOUT:
-    case IR_OP_ATTENTION_DROPOUT_GRAD:
-        if (c->kv_op != IR_OP_CP_ALL_TO_ALL || ir_cfg_int(c->m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE) > 1)
-            return snprintf(err, errlen, "%s: attention dropout under context parallelism is built for --cp-comm-type "
-                            "a2a without tensor parallelism only (its mask is drawn by whole-sequence positions of a "
-                            "head): pass --cp-comm-type a2a and --tp 1, or --attention-dropout 0", c->src->name), false;
-        return ulysses_attention(c, in);
     default:
         break;
     }
@@ -305,11 +317,11 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
     return true;
 }
 
-static bool cp_func(ir_module *m, int fi, int cp, ir_op kv_op, char *err, size_t errlen)
+static bool cp_func(ir_module *m, int fi, int cp, ir_op kv_op, bool cuda, char *err, size_t errlen)
 {
     const ir_func *src = m->funcs[fi];
     cp_ctx c = {.m = m, .src = src, .dst = ir_func_new(m, src->name, src->kind), .cp = cp,
-                .kv_op = kv_op, .T = ir_cfg_int(m, IR_CFG_SEQ_LENGTH)};
+                .kv_op = kv_op, .T = ir_cfg_int(m, IR_CFG_SEQ_LENGTH), .cuda = cuda};
     c.map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     c.split = calloc((size_t)src->nvals + 1, sizeof(bool));
     c.moved = malloc(sizeof(int) * ((size_t)src->nvals + 1));
@@ -328,7 +340,6 @@ static bool cp_func(ir_module *m, int fi, int cp, ir_op kv_op, char *err, size_t
 
 bool pass_context_parallel(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
-    (void)opts;
     int cp = (int)ir_cfg_int(m, IR_CFG_CONTEXT_PARALLEL_SIZE);
     if (cp <= 1)
         return true;
@@ -352,9 +363,11 @@ bool pass_context_parallel(ir_module *m, const mcc_pass_options *opts, char *err
         if (ir_cfg_int(m, alone[i].key) > 1)
             return snprintf(err, errlen, "--context-parallel-size %d with %s %lld is not built yet: pass %s 1", cp,
                             alone[i].flag, ir_cfg_int(m, alone[i].key), alone[i].flag), false;
+    const char *backend = opts && opts->target ? opts->target->backend : ir_cfg_text(m, IR_CFG_TARGET);
+    bool cuda = strcmp(backend, "cuda") == 0;
     for (int f = 0; f < m->nfuncs; f++)
         if ((m->funcs[f]->kind == IR_FUNC_STEP || m->funcs[f]->kind == IR_FUNC_EVAL) &&
-            !cp_func(m, f, cp, kv_op, err, errlen))
+            !cp_func(m, f, cp, kv_op, cuda, err, errlen))
             return false;
     return true;
 }

@@ -21,7 +21,8 @@
  * Dropout ops draw their masks by each element's index in the whole tensor, so where their
  * operand is split the pass records the rank's block in their attributes. Such offsets (and the
  * vocab-parallel and position offsets) are rank terms, `step*tp` (ir_rank_term): one plan
- * serves every rank along the axis, and each resolves them when it loads the plan.
+ * serves every rank along the axis, and each resolves them when it loads the plan. Attention
+ * dropout's head_offset keeps an earlier pass's terms, shrunk by tp (`2*tp+1*cp` under a2a cp).
  * Types in the result are local shapes with the split dimension annotated {shard=[.., tp]}. */
 #include "passes.h"
 
@@ -464,25 +465,27 @@ static bool rule_dropout(shard_ctx *c, const ir_instr *in, int *args, int *res)
 /* Attention reads whole sequences; its heads may be split (column-parallel q, k, v). With
  * dropout, the attributes head_offset and heads (ops.def) then name this rank's first head and
  * the whole head count. */
+/* Attention and its dropout twins, heads split over tp. A dropout twin's mask is drawn by the
+ * whole heads: tp splits them outermost (the projections' weights are split by heads before any
+ * exchange), so a tp rank's first head is tp_rank heads/tp, and the source's head_offset (a2a's
+ * cp term, cp_rank H/cp) indexes within the rank's heads/tp: it shrinks by tp. */
 static bool rule_attention(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
-    bool forward = in->op == IR_OP_ATTENTION || in->op == IR_OP_ATTENTION_DROPOUT;
-    bool dropout = in->op == IR_OP_ATTENTION_DROPOUT || in->op == IR_OP_ATTENTION_DROPOUT_GRAD;
+    bool forward = ir_ops[in->op].nres == 2, dropout = ir_attr_index(in->op, "head_offset") >= 0;
     for (int a = 0; a < in->nargs; a++)
         args[a] = every_token(c, args[a]);
     int q = args[forward ? 0 : 1], heads = c->at[q].dim;
-    double attrs[IR_MAX_ATTRS];
-    memcpy(attrs, in->attr, sizeof attrs);
-    bool split_heads = dropout && heads >= 0;
-    int64_t local = split_heads ? c->dst->vals[q].type.dims[2] : 0;
-    if (split_heads) {
-        if (heads != 2)
-            return fail(c, "attention dropout with q split other than by heads", in);
-        attrs[4] = (double)(local * c->n);     /* heads */
+    if (dropout && heads >= 0 && heads != 2)
+        return fail(c, "attention dropout with q split other than by heads", in);
+    *res = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){heads, false, false});
+    if (dropout && heads >= 0) {
+        int k = ir_attr_index(in->op, "head_offset");
+        ir_instr *made = &c->dst->instrs[c->dst->vals[*res].def];
+        made->attr[k] = in->attr[k] / c->n;
+        for (int a = IR_AXIS_NONE + 1; a < IR_NUM_AXES; a++)
+            made->per_rank[k].step[a] = in->per_rank[k].step[a] / c->n;
+        made->per_rank[k].step[c->axis] = in->attr[ir_attr_index(in->op, "heads")] / c->n;
     }
-    *res = emit(c, in->op, args, in->nargs, attrs, NULL, NULL, (placement){heads, false, false});
-    if (split_heads)
-        rank_offset(c, *res, 3, local); /* head_offset */
     if (forward) /* lse [B,H,T]: heads are dimension 1 */
         place(c, *res + 1, (placement){heads >= 0 ? 1 : -1, false, false});
     return true;
@@ -830,7 +833,7 @@ static bool shard_func(ir_module *m, int fi, ir_axis axis, int n, int seq_dim, c
         if (ok && res >= 0) /* an earlier run's rank terms (another axis's) the rule kept the attribute of */
             for (int k = 0; k < IR_MAX_ATTRS; k++) {
                 ir_instr *made = &c.dst->instrs[c.dst->vals[res].def];
-                if (in->per_rank[k].axis != IR_AXIS_NONE && made->op == in->op && made->per_rank[k].axis == IR_AXIS_NONE &&
+                if (ir_rank_term_any(&in->per_rank[k]) && made->op == in->op && !ir_rank_term_any(&made->per_rank[k]) &&
                     made->attr[k] == in->attr[k])
                     made->per_rank[k] = in->per_rank[k];
             }

@@ -613,25 +613,27 @@ void cpu_ROPE(const rt_kernel_call *c)
 
 /* q[B,T,H,D], k and v [B,Tk,Hk,D]; query head h reads kv head h / (H/Hk). Head h of batch b is
  * the strided matrix [T, D] at q + (b T H + h) D with row stride H D (Hk D for k and v). Under
- * context parallelism (attributes cp, cp_rank, ring, shift) q holds rank cp_rank's two balanced
- * chunks and k, v with ring = 0 every cp rank's, gathered in rank order (Tk = cp T), with ring = 1
- * rank (cp_rank - shift) mod cp's (Tk = T: ring attention's piece); qpos[T] and kpos[Tk] are the
- * positions in the whole sequence that the causal mask compares (key j is seen by query t when
- * kpos[j] <= qpos[t]). */
+ * context parallelism (attributes cp, cp_rank, ring, shift, the dropout twins' too) q holds rank
+ * cp_rank's two balanced chunks of the whole sequence of Tw = cp T and k, v with ring = 0 every cp
+ * rank's, gathered in rank order (Tk = cp T), with ring = 1 rank (cp_rank - shift) mod cp's (Tk =
+ * T: ring attention's piece); qpos[T] and kpos[Tk] are the positions in the whole sequence that
+ * the causal mask compares (key j is seen by query t when kpos[j] <= qpos[t]) and the dropout
+ * mask draws by. */
 typedef struct {
-    int64_t B, T, Tk, H, Hk, D;
+    int64_t B, T, Tk, Tw, H, Hk, D;
     float scale;
     bool ring;
     int64_t *qpos, *kpos;
 } attn_shape;
 
-static attn_shape attn_shape_of(const rt_kernel_call *c, const ir_type *q, const ir_type *k, bool dropout)
+static attn_shape attn_shape_of(const rt_kernel_call *c, const ir_type *q, const ir_type *k)
 {
-    attn_shape s = {q->dims[0], q->dims[1], k->dims[1], q->dims[2], k->dims[2], q->dims[3], 0, false, NULL, NULL};
+    const double *a = c->in->attr + ir_attr_index(c->in->op, "cp"); /* ops.def: cp, cp_rank, ring, shift */
+    int cp = a[0] > 1 ? (int)a[0] : 1, cp_rank = (int)a[1];
+    attn_shape s = {q->dims[0], q->dims[1], k->dims[1], q->dims[1] * cp, q->dims[2], k->dims[2], q->dims[3], 0, false,
+                    NULL, NULL};
     s.scale = (float)(1.0 / sqrt((double)s.D));
-    const double *a = c->in->attr; /* ops.def: cp, cp_rank, ring, shift */
-    int cp = dropout ? 1 : (int)a[0], cp_rank = dropout ? 0 : (int)a[1];
-    s.ring = !dropout && a[2] != 0;
+    s.ring = a[2] != 0;
     int kv_rank = s.ring ? ((cp_rank - (int)a[3]) % cp + cp) % cp : -1;
     s.qpos = scratch(s.T + s.Tk, sizeof *s.qpos);
     s.kpos = s.qpos + s.T;
@@ -694,17 +696,19 @@ static attn_dropout attn_dropout_of(const rt_kernel_call *c, int first_sample_ar
                           (int64_t)c->in->attr[RT_ATTN_DROPOUT_HEAD_OFFSET]};
 }
 
-/* M[T,T] of head h of batch row b times the dropout factors: entry (t, j) is element
- * ((head_offset + h) T + t) T + j of sample first_sample + b. Only the causal part j <= t: the
- * probabilities above the diagonal are 0, and so is all that is made from them. */
+/* M[T,Tk] of head h of batch row b times the dropout factors: entry (t, j) is element
+ * ((head_offset + h) Tw + qpos[t]) Tw + kpos[j] of sample first_sample + b. Only the causal part
+ * kpos[j] <= qpos[t]: the probabilities of the later keys are 0, and so is all that is made from
+ * them. */
 static void attn_drop(const attn_dropout *a, const attn_shape *s, int64_t b, int64_t h, float *M)
 {
     unsigned long long sample = (unsigned long long)(*a->d.first_sample + b);
     for (int64_t t = 0; t < s->T; t++) {
-        unsigned long long e = ((unsigned long long)(a->head_offset + h) * s->T + t) * s->T;
+        unsigned long long e = ((unsigned long long)(a->head_offset + h) * s->Tw + s->qpos[t]) * s->Tw;
         mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
-        for (int64_t j = 0; j <= t; j++)
-            M[t * s->T + j] *= mcc_dropout_factor(a->d, sample, e + j, &cur);
+        for (int64_t j = 0; j < s->Tk; j++)
+            if (s->kpos[j] <= s->qpos[t])
+                M[t * s->Tk + j] *= mcc_dropout_factor(a->d, sample, e + s->kpos[j], &cur);
     }
 }
 
@@ -712,7 +716,7 @@ static void attn_drop(const attn_dropout *a, const attn_shape *s, int64_t b, int
  * undropped scores */
 static void attention_forward(const rt_kernel_call *c, const attn_dropout *drop)
 {
-    attn_shape s = attn_shape_of(c, c->arg_types[0], c->arg_types[1], drop != NULL);
+    attn_shape s = attn_shape_of(c, c->arg_types[0], c->arg_types[1]);
     const float *q = argf(c, 0), *k = argf(c, 1), *v = argf(c, 2);
     float *y = resf(c, 0), *lse = resf(c, 1), *P = scratch(s.T * s.Tk, sizeof *P);
     for (int64_t b = 0; b < s.B; b++)
@@ -746,11 +750,11 @@ void cpu_ATTENTION_DROPOUT(const rt_kernel_call *c)
  * row, rowsum(dy_h y_h) with y the merged output: so the pieces' gradients sum to the whole's. */
 static void attention_backward(const rt_kernel_call *c, const attn_dropout *drop)
 {
-    attn_shape s = attn_shape_of(c, c->arg_types[1], c->arg_types[2], drop != NULL);
+    attn_shape s = attn_shape_of(c, c->arg_types[1], c->arg_types[2]);
     const float *dy = argf(c, 0), *q = argf(c, 1), *k = argf(c, 2), *v = argf(c, 3), *y = argf(c, 4),
                 *lse = argf(c, 5);
     float *dq = resf(c, 0), *dk = resf(c, 1), *dv = resf(c, 2);
-    int64_t T = s.T, Tk = s.Tk, ldq = s.H * s.D, ldk = s.Hk * s.D; /* Tk = T where there is dropout */
+    int64_t T = s.T, Tk = s.Tk, ldq = s.H * s.D, ldk = s.Hk * s.D;
     float *P = scratch((drop ? 3 : 2) * T * Tk, sizeof *P), *dS = P + T * Tk, *PZ = dS + T * Tk;
     memset(dk, 0, ir_bytes(c->res_types[1]));
     memset(dv, 0, ir_bytes(c->res_types[2]));
@@ -760,7 +764,7 @@ static void attention_backward(const rt_kernel_call *c, const attn_dropout *drop
             attn_probs(&s, q, k, b, h, P, NULL, s.ring ? lse + (b * s.H + h) * T : NULL);
             const float *used = P; /* the probabilities y was made of */
             if (drop) {
-                memcpy(PZ, P, sizeof *P * T * T);
+                memcpy(PZ, P, sizeof *P * T * Tk);
                 attn_drop(drop, &s, b, h, PZ);
                 used = PZ;
             }

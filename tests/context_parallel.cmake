@@ -11,15 +11,26 @@
 # on both models, and CP=2 beside TP=2, DP=2 with the distributed optimizer, and PP=2. Ulysses
 # (--cp-comm-type a2a): q, k, v exchanged to every token of the rank's heads, attention as one
 # rank's, the output exchanged back; the same layouts (tiny LLaMA's 2 kv heads: 4 at CP=4).
-# Dropout (masks drawn by whole-sequence positions): hidden dropout under the ring, and hidden
-# and attention dropout under Ulysses (each rank's heads from head_offset cp_rank H/cp).
+# Dropout (masks drawn by whole-sequence positions), hidden and attention dropout together: under
+# the ring (its pieces' masks at their keys' positions, merged exactly; CP=2 on LLaMA's GQA, CP=4,
+# and beside TP=2, head_offset tp_rank H/tp), all_gather, and Ulysses (each rank's heads from
+# head_offset cp_rank H/cp; beside TP=2, tp_rank H/tp + cp_rank H/(tp cp), a rank term of two axes).
+# The cuda target refuses attention dropout under p2p and all_gather (its kernels draw the mask by
+# the rank's own positions): cp_attention_dropout_cuda_refused.
+# mcc_cp_e2e(NAME MODEL NP FLAGS): tests/parallel_e2e.sh of MODEL on NP ranks with FLAGS (one string)
+function(mcc_cp_e2e name model np flags)
+  separate_arguments(_flags UNIX_COMMAND "${flags}")
+  add_test(NAME ${name} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh $<TARGET_FILE:mcc> ${model} ${np} ${_flags})
+  set_tests_properties(${name} PROPERTIES LABELS numerics PROCESSORS ${np})
+endfunction()
 if(MPI_C_FOUND)
-  add_test(NAME cp2_p2p_dropout_equals_single_rank_tiny-llama COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-           $<TARGET_FILE:mcc> tiny-llama 2 --hidden-dropout 0.1 -- --cp 2 --cp-comm-type p2p)
-  add_test(NAME cp2_a2a_dropout_equals_single_rank_tiny-gpt2 COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-           $<TARGET_FILE:mcc> tiny-gpt2 2 --hidden-dropout 0.1 --attention-dropout 0.1 -- --cp 2 --cp-comm-type a2a)
-  set_tests_properties(cp2_p2p_dropout_equals_single_rank_tiny-llama cp2_a2a_dropout_equals_single_rank_tiny-gpt2
-                       PROPERTIES LABELS numerics PROCESSORS 2)
+  set(_drop "--hidden-dropout 0.1 --attention-dropout 0.1 --")
+  mcc_cp_e2e(cp2_p2p_dropout_equals_single_rank_tiny-llama tiny-llama 2 "${_drop} --cp 2 --cp-comm-type p2p")
+  mcc_cp_e2e(cp4_p2p_dropout_equals_single_rank_tiny-gpt2 tiny-gpt2 4 "${_drop} --cp 4 --cp-comm-type p2p")
+  mcc_cp_e2e(cp2_all_gather_dropout_equals_single_rank_tiny-llama tiny-llama 2 "${_drop} --cp 2 --cp-comm-type all_gather")
+  mcc_cp_e2e(cp2_p2p_tp2_dropout_equals_single_rank_tiny-gpt2 tiny-gpt2 4 "${_drop} --cp 2 --cp-comm-type p2p --tp 2")
+  mcc_cp_e2e(cp2_a2a_dropout_equals_single_rank_tiny-gpt2 tiny-gpt2 2 "${_drop} --cp 2 --cp-comm-type a2a")
+  mcc_cp_e2e(cp2_a2a_tp2_dropout_equals_single_rank_tiny-gpt2 tiny-gpt2 4 "${_drop} --cp 2 --cp-comm-type a2a --tp 2")
   foreach(case "cp2;2;tiny-llama;2;" "cp2;2;tiny-gpt2;2;" "cp4;4;tiny-gpt2;4;" "cp4;4;tiny-llama;4;--num-query-groups 4 --"
                "cp2_tp2;2;tiny-gpt2;4;--tp 2" "cp2_dp2_zero;2;tiny-llama;4;--dp 2 --use-distributed-optimizer"
                "cp2_pp2;2;tiny-llama;4;--num-layers 4 -- --pp 2")
@@ -28,10 +39,7 @@ if(MPI_C_FOUND)
     list(GET case 2 _model)
     list(GET case 3 _np)
     list(GET case 4 _extra)
-    separate_arguments(_flags UNIX_COMMAND "${_extra} --cp ${_cp} --cp-comm-type a2a")
-    add_test(NAME ${_name}_a2a_equals_single_rank_${_model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-             $<TARGET_FILE:mcc> ${_model} ${_np} ${_flags})
-    set_tests_properties(${_name}_a2a_equals_single_rank_${_model} PROPERTIES LABELS numerics PROCESSORS ${_np})
+    mcc_cp_e2e(${_name}_a2a_equals_single_rank_${_model} ${_model} ${_np} "${_extra} --cp ${_cp} --cp-comm-type a2a")
   endforeach()
   foreach(cp 2 4)
     foreach(model tiny-llama tiny-gpt2)
@@ -91,3 +99,7 @@ if(MPI_C_FOUND)
   set_tests_properties(checkpoint_cp2_dp2_zero_to_single PROPERTIES LABELS numerics PROCESSORS 4)
 endif()
 add_test(NAME cp_flops_split COMMAND ${CMAKE_SOURCE_DIR}/tests/cp_flops.sh $<TARGET_FILE:mcc>)
+add_test(NAME cp_attention_dropout_cuda_refused COMMAND $<TARGET_FILE:mcc> compile ${CMAKE_SOURCE_DIR}/models/tiny-llama.json
+         --target cuda --attention-dropout 0.1 --cp 2 --cp-comm-type p2p -o ${CMAKE_CURRENT_BINARY_DIR}/cp_attention_dropout_cuda)
+set_tests_properties(cp_attention_dropout_cuda_refused PROPERTIES
+                     PASS_REGULAR_EXPRESSION "--cp-comm-type p2p on the cuda target: the CUDA attention kernels draw the dropout mask by the rank's own positions")

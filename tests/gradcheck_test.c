@@ -48,7 +48,9 @@ static int first_sample(graph *g) { return ir_input(g->m, g->f, "first_sample", 
  * in x and central differences see exactly its gradient; a rule that forgets the mask fails. */
 static int dropout_case(graph *g, ir_op op, const int *args, int nargs)
 {
-    double attrs[IR_MAX_ATTRS] = {0.3, 1234, 5, op == IR_OP_DROPOUT ? 1 : 2, op == IR_OP_DROPOUT ? 3 : 8, 10};
+    double attrs[IR_MAX_ATTRS] = {0.3, 1234, 5, 2, 8}; /* attention: head_offset, heads (cp 0: one rank's) */
+    if (op == IR_OP_DROPOUT)
+        attrs[3] = 1, attrs[4] = 3, attrs[5] = 10; /* dim, offset, extent */
     int a[4];
     for (int i = 0; i < nargs; i++)
         a[i] = args[i];

@@ -527,7 +527,8 @@ static void check_mutant(const char *text, size_t len, bool *parsed)
 }
 
 /* Rank terms (ir_rank_term): an attribute that differs between the ranks of a stage reads and
- * prints as `step*axis` or `base+step*axis`, and resolves to base + step * coordinate. */
+ * prints as `step*axis`, `base+step*axis` or a term per axis (`8*tp-2*cp`), and resolves to base +
+ * the sum of step * coordinate. */
 static void test_rank_terms(void)
 {
     const char *text = "func f {kind=step, arena=0} {\n"
@@ -536,7 +537,8 @@ static void test_rank_terms(void)
                        "  %2 = dropout %0, %1 {p=0.1, seed=1, site=0, dim=1, offset=8*tp, extent=16, cp=0, cp_rank=0} : f32[4,8] {shard=[-,tp]}\n"
                        "  %3 = dropout %2, %1 {p=0.1, seed=1, site=1, dim=1, offset=3+8*tp, extent=16, cp=0, cp_rank=0} : f32[4,8] {shard=[-,tp]}\n"
                        "  %4 = dropout %3, %1 {p=0.1, seed=1, site=2, dim=1, offset=3-8*dp, extent=16, cp=0, cp_rank=0} : f32[4,8] {shard=[-,tp]}\n"
-                       "  output @y %4\n"
+                       "  %5 = dropout %4, %1 {p=0.1, seed=1, site=3, dim=1, offset=8*tp-2*cp, extent=16, cp=0, cp_rank=0} : f32[4,8] {shard=[-,tp]}\n"
+                       "  output @y %5\n"
                        "}\n";
     ir_module *m = check_reprints(text, "rank terms");
     if (!m)
@@ -547,11 +549,12 @@ static void test_rank_terms(void)
     int coord[IR_NUM_AXES] = {0};
     coord[IR_AXIS_TP] = 2;
     coord[IR_AXIS_DP] = 1;
+    coord[IR_AXIS_CP] = 3;
     ir_resolve_ranks(m, coord);
     const ir_instr *in = m->funcs[0]->instrs;
-    CHECK(in[2].attr[4] == 16 && in[3].attr[4] == 19 && in[4].attr[4] == -5, "resolved offsets %g %g %g, expected 16 19 -5",
-          in[2].attr[4], in[3].attr[4], in[4].attr[4]);
-    CHECK(in[2].per_rank[4].axis == IR_AXIS_NONE, "a resolved attribute keeps its rank term");
+    CHECK(in[2].attr[4] == 16 && in[3].attr[4] == 19 && in[4].attr[4] == -5 && in[5].attr[4] == 10,
+          "resolved offsets %g %g %g %g, expected 16 19 -5 10", in[2].attr[4], in[3].attr[4], in[4].attr[4], in[5].attr[4]);
+    CHECK(!ir_rank_term_any(&in[2].per_rank[4]), "a resolved attribute keeps its rank term");
     ir_module_free(m);
     char err[512] = "";
     m = ir_parse_module("func f {kind=step, arena=0} {\n  %0 = input @x : f32[4]\n  %1 = scale %0 {factor=2*zz} : f32[4]\n}\n", err,

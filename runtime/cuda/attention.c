@@ -38,8 +38,9 @@ typedef struct {
     int bwd_bm, bwd_bn, bwd_warps; /* query rows per step, keys, warps of a backward block */
 } cu_attn_tiles;
 
-/* The sequence layout of an attention call from its attributes (the dropout twins have none:
- * context parallelism refuses dropout). */
+/* The sequence layout of an attention call from its attributes. The dropout twins run as one
+ * rank's: their kernels draw the mask by local indices, so the cp pass refuses them on the cuda
+ * target but under a2a, where they carry cp 0 (whole sequences of a block of heads). */
 static cu_attn_cp cu_attn_cp_of(const ir_instr *in, bool dropout)
 {
     if (dropout || in->attr[CU_ATTN_CP] <= 1)
