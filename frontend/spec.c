@@ -1047,9 +1047,6 @@ static bool spec_check_cp(spec_ctx *c)
     if (s->fp8_format != MCC_FP8_NONE)
         return spec_fail(c, "%s (%d) with %s: FP8 under context parallelism is not built yet: drop --fp8-format", where,
                          cp, spec_where(c, spec_find("fp8_format")));
-    if (s->recompute_granularity == MCC_RECOMPUTE_FULL)
-        return spec_fail(c, "%s (%d) with %s full: full recompute under context parallelism is not tested yet: use "
-                            "selective or none", where, cp, spec_where(c, spec_find("recompute_granularity")));
     return true;
 }
 

@@ -12,14 +12,18 @@
 # (--cp-comm-type a2a): q, k, v exchanged to every token of the rank's heads, attention as one
 # rank's, the output exchanged back; the same layouts (tiny LLaMA's 2 kv heads: 4 at CP=4).
 # Dropout (masks drawn by whole-sequence positions): hidden dropout under the ring, and hidden
-# and attention dropout under Ulysses (each rank's heads from head_offset cp_rank H/cp).
+# and attention dropout under Ulysses (each rank's heads from head_offset cp_rank H/cp). Full
+# recompute: the replayed forward rewritten as the forward (its ring pieces, its dropout masks).
 if(MPI_C_FOUND)
   add_test(NAME cp2_p2p_dropout_equals_single_rank_tiny-llama COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
            $<TARGET_FILE:mcc> tiny-llama 2 --hidden-dropout 0.1 -- --cp 2 --cp-comm-type p2p)
+  add_test(NAME cp2_p2p_full_recompute_dropout_equals_single_rank_tiny-llama COMMAND
+           ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh $<TARGET_FILE:mcc> tiny-llama 2 --hidden-dropout 0.1 -- --cp 2
+           --cp-comm-type p2p --recompute-granularity full --recompute-method uniform --recompute-num-layers 1)
   add_test(NAME cp2_a2a_dropout_equals_single_rank_tiny-gpt2 COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
            $<TARGET_FILE:mcc> tiny-gpt2 2 --hidden-dropout 0.1 --attention-dropout 0.1 -- --cp 2 --cp-comm-type a2a)
   set_tests_properties(cp2_p2p_dropout_equals_single_rank_tiny-llama cp2_a2a_dropout_equals_single_rank_tiny-gpt2
-                       PROPERTIES LABELS numerics PROCESSORS 2)
+                       cp2_p2p_full_recompute_dropout_equals_single_rank_tiny-llama PROPERTIES LABELS numerics PROCESSORS 2)
   foreach(case "cp2;2;tiny-llama;2;" "cp2;2;tiny-gpt2;2;" "cp4;4;tiny-gpt2;4;" "cp4;4;tiny-llama;4;--num-query-groups 4 --"
                "cp2_tp2;2;tiny-gpt2;4;--tp 2" "cp2_dp2_zero;2;tiny-llama;4;--dp 2 --use-distributed-optimizer"
                "cp2_pp2;2;tiny-llama;4;--num-layers 4 -- --pp 2")
