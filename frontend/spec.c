@@ -1044,9 +1044,6 @@ static bool spec_check_cp(spec_ctx *c)
             return spec_fail(c, "%s (%d) with %s (%.10g): %s under context parallelism are not built yet: pass %s 0",
                              where, cp, spec_where(c, spec_find(off[i][0])), spec_value(c, spec_find(off[i][0])),
                              off[i][1], off[i][0]);
-    if (s->fp8_format != MCC_FP8_NONE)
-        return spec_fail(c, "%s (%d) with %s: FP8 under context parallelism is not built yet: drop --fp8-format", where,
-                         cp, spec_where(c, spec_find("fp8_format")));
     return true;
 }
 

@@ -34,15 +34,17 @@
  *                            {heads=1}(x): every token in sequence order, the rank's 1/cp of the heads
  *     attention_grad      -> over dyh, qh, kh, vh, yh and the forward's lse; dq, dk, dv back {heads=0}
  *
- * Under grouped-query attention only the kv heads travel. Everything else is token by token and runs on the rank's tokens as it is.
+ * Under grouped-query attention only the kv heads travel. Everything else is token by token and runs on the rank's tokens as it is,
+ * but for what reduces over the tokens to one value: an FP8 amax is max-all-reduced over cp, so
+ * the ranks quantize by the whole sequence's scale.
  * The loss is the mean over the rank's tokens: autodiff seeds it with 1/(micro-batches dp cp),
  * data_parallel sums every gradient over cp (each rank saw its share of the tokens) before dp,
  * and train_rank's loss is the mean over dp x cp.
  * It runs after autodiff and recompute (the backward's attention and position ops are rewritten
  * beside the forward's, a replayed forward as the forward) and before the shard and pipeline
  * passes (the pipeline cuts the rewritten step into stages; the shard pass over tp passes the cp
- * collectives and ring ops through, heads split); sequence parallelism, MoE, attention dropout
- * but under a2a, and FP8 beside it are refused (frontend/spec.c says how). */
+ * collectives and ring ops through, heads split); sequence parallelism, MoE and attention
+ * dropout but under a2a beside it are refused (frontend/spec.c says how). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -102,6 +104,14 @@ static int ring_shift(cp_ctx *c, int v)
 {
     double attrs[2] = {IR_AXIS_CP, 1};
     return ir_emit(c->m, c->dst, IR_OP_RING_SHIFT, &v, 1, attrs, NULL, NULL);
+}
+
+/* New value v summed (max: its max taken) over the cp ranks: what the single rank computes of
+ * every token from each rank's share. */
+static int all_reduce(cp_ctx *c, int v, bool max)
+{
+    double attrs[2] = {IR_AXIS_CP, max};
+    return ir_emit(c->m, c->dst, IR_OP_ALL_REDUCE, &v, 1, attrs, NULL, NULL);
 }
 
 static int emit2(cp_ctx *c, ir_op op, int a, int b)
@@ -287,6 +297,11 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
         }
         return true;
     }
+    case IR_OP_FP8_AMAX: /* the rank's tokens' amax: the ranks share the whole sequence's scale */
+        if (!c->split[in->args[0]])
+            break;
+        map[in->res[0]] = all_reduce(c, copy(c, in), true);
+        return true;
     case IR_OP_ATTENTION_DROPOUT:
     case IR_OP_ATTENTION_DROPOUT_GRAD:
         if (c->kv_op != IR_OP_CP_ALL_TO_ALL || ir_cfg_int(c->m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE) > 1)

@@ -14,6 +14,7 @@
 # Dropout (masks drawn by whole-sequence positions): hidden dropout under the ring, and hidden
 # and attention dropout under Ulysses (each rank's heads from head_offset cp_rank H/cp). Full
 # recompute: the replayed forward rewritten as the forward (its ring pieces, its dropout masks).
+# FP8, its amaxes max-all-reduced over cp.
 if(MPI_C_FOUND)
   add_test(NAME cp2_p2p_dropout_equals_single_rank_tiny-llama COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
            $<TARGET_FILE:mcc> tiny-llama 2 --hidden-dropout 0.1 -- --cp 2 --cp-comm-type p2p)
@@ -44,6 +45,20 @@ if(MPI_C_FOUND)
       set_tests_properties(cp${cp}_p2p_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS ${cp})
     endforeach()
   endforeach()
+  # FP8: each cp rank's amax is of its tokens, max-all-reduced over cp so the ranks quantize with
+  # the whole sequence's scale (without it the logits differ by 2e-2, the gradients by 8e-2):
+  # tensorwise, and delayed beside TP=2 (the tp shard pass passing the cp all-reduce through). As
+  # FP8 under TP (tests/fp8.cmake): 2 or 3 steps, tensors to 3e-4, for the ring's other order of
+  # sums leaves a value an ulp off and one within an ulp of an FP8 tie rounds the other way.
+  add_test(NAME cp2_p2p_fp8_equals_single_rank_tiny-gpt2 COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+           $<TARGET_FILE:mcc> tiny-gpt2 2 --fp8-format hybrid --fp8-recipe tensorwise -- --cp 2 --cp-comm-type p2p)
+  add_test(NAME cp2_p2p_tp2_fp8_delayed_equals_single_rank_tiny-llama COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+           $<TARGET_FILE:mcc> tiny-llama 4 --fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 4
+           --fp8-amax-compute-algo max -- --cp 2 --cp-comm-type p2p --tp 2)
+  set_tests_properties(cp2_p2p_fp8_equals_single_rank_tiny-gpt2 PROPERTIES LABELS numerics PROCESSORS 2
+                       ENVIRONMENT "PARALLEL_E2E_ITERS=2;PARALLEL_E2E_TOL=3e-4")
+  set_tests_properties(cp2_p2p_tp2_fp8_delayed_equals_single_rank_tiny-llama PROPERTIES LABELS numerics PROCESSORS 4
+                       ENVIRONMENT "PARALLEL_E2E_ITERS=3;PARALLEL_E2E_TOL=3e-4")
   set(_p2p "--context-parallel-size 2 --cp-comm-type p2p")
   foreach(case "tp2;tiny-gpt2;--tp 2" "dp2_zero;tiny-llama;--dp 2 --use-distributed-optimizer"
                "pp2;tiny-llama;--num-layers 4 -- ${_p2p} --pp 2")
