@@ -1038,12 +1038,11 @@ static bool spec_check_cp(spec_ctx *c)
                             "pass --cp-comm-type a2a and --tp 1, or --attention-dropout 0", where, cp,
                          spec_where(c, spec_find("attention_dropout")), s->attention_dropout,
                          spec_where(c, spec_find("cp_comm_type")));
-    const char *off[][2] = {{"num_experts", "mixture-of-experts layers"}};
-    for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
-        if (spec_value(c, spec_find(off[i][0])) != 0)
-            return spec_fail(c, "%s (%d) with %s (%.10g): %s under context parallelism are not built yet: pass %s 0",
-                             where, cp, spec_where(c, spec_find(off[i][0])), spec_value(c, spec_find(off[i][0])),
-                             off[i][1], off[i][0]);
+    if (s->num_experts && s->moe_expert_capacity_factor > 0)
+        return spec_fail(c, "%s (%d) with %s (%.10g): MoE token dropping under context parallelism is not built yet "
+                            "(each expert's capacity ranks the pairs of the whole micro-batch, in token order, and a cp "
+                            "rank holds 1/cp of each sequence): drop --moe-expert-capacity-factor (dropless)", where, cp,
+                         spec_where(c, spec_find("moe_expert_capacity_factor")), s->moe_expert_capacity_factor);
     return true;
 }
 
