@@ -1083,11 +1083,12 @@ static bool spec_check_moe_built(spec_ctx *c)
                          s->moe_shared_expert_intermediate_size, spec_where(c, spec_find("tensor_model_parallel_size")),
                          tp);
     int ep = s->expert_model_parallel_size;
-    if (ep > 1 && (s->num_experts % ep || s->data_parallel_size % ep))
-        return spec_fail(c, "%s (%d) must divide %s (%d) and data_parallel_size (%d): each ep rank holds num_experts / ep "
-                            "experts, and the ep ranks are data-parallel ranks (edp = dp / ep hold the same experts)",
+    if (ep > 1 && (s->num_experts % ep || (s->data_parallel_size * s->context_parallel_size) % ep))
+        return spec_fail(c, "%s (%d) must divide %s (%d) and data_parallel_size x context_parallel_size (%d): each ep "
+                            "rank holds num_experts / ep experts, and the ep ranks are data- or context-parallel ranks "
+                            "(edp = dp cp / ep hold the same experts)",
                          spec_where(c, spec_find("expert_model_parallel_size")), ep, experts, s->num_experts,
-                         s->data_parallel_size);
+                         s->data_parallel_size * s->context_parallel_size);
     if (s->fp8_format != MCC_FP8_NONE)
         return spec_fail(c, "%s with %s: FP8 experts are not built yet: drop --fp8-format",
                          spec_where(c, spec_find("fp8_format")), experts);

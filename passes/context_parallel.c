@@ -50,9 +50,10 @@
  * It runs after autodiff and recompute (the backward's attention and position ops are rewritten
  * beside the forward's, a replayed forward as the forward) and before the shard and pipeline
  * passes (the pipeline cuts the rewritten step into stages; the shard pass over tp passes the cp
- * collectives and ring ops through, heads split); sequence parallelism, expert parallelism, MoE
- * token dropping and attention dropout but under a2a beside it are refused (frontend/spec.c says
- * how). */
+ * collectives and ring ops through, heads split); under expert parallelism (ep carved from
+ * dp x cp) the dispatch and combine all-to-alls' room is the rank's rows'. Sequence parallelism,
+ * MoE token dropping and attention dropout but under a2a beside it are refused (frontend/spec.c
+ * says how). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -345,6 +346,19 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
             break;
         router_loss(c, in);
         return true;
+    case IR_OP_ALL_TO_ALL_V: { /* expert parallelism's dispatch (x: the rank's pairs) or combine (back to them) */
+        double attrs[IR_MAX_ATTRS];
+        memcpy(attrs, in->attr, sizeof attrs);
+        attrs[1] /= c->cp; /* the room: rows of the rank's tokens (capacity 0, the worst case: token dropping is refused) */
+        int args[2] = {map[in->args[0]], map[in->args[1]]};
+        int r = ir_emit(c->m, c->dst, in->op, args, 2, attrs, NULL, NULL);
+        bool back = c->form[in->args[0]] != CP_ROWS;
+        c->form[in->res[0]] = back ? CP_ROWS : CP_WHOLE;
+        if (back)
+            ir_shard_push(&c->dst->vals[r].type, 0, IR_AXIS_CP);
+        map[in->res[0]] = r, map[in->res[1]] = r + 1;
+        return true;
+    }
     case IR_OP_MOE_CAPACITY:
         return snprintf(err, errlen, "%s: MoE token dropping (moe_expert_capacity_factor) under context parallelism "
                         "is not built yet (each expert's capacity ranks the pairs of the whole micro-batch): drop "
@@ -463,16 +477,9 @@ bool pass_context_parallel(ir_module *m, const mcc_pass_options *opts, char *err
             kv_op = comms[i].op;
     if (kv_op == IR_NUM_OPS)
         return snprintf(err, errlen, "cp_comm_type %s: choose p2p (ring attention), all_gather or a2a", comm), false;
-    static const struct { ir_cfg key; const char *flag; } alone[] = {
-        {IR_CFG_EXPERT_MODEL_PARALLEL_SIZE, "--expert-model-parallel-size"},
-    };
     if (ir_cfg_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE) > 1 && ir_cfg_bool(m, IR_CFG_SEQUENCE_PARALLEL))
         return snprintf(err, errlen, "--context-parallel-size %d with --sequence-parallel (the sequence split over cp "
                         "and tp at once) is not built yet: drop --sequence-parallel", cp), false;
-    for (size_t i = 0; i < sizeof alone / sizeof alone[0]; i++)
-        if (ir_cfg_int(m, alone[i].key) > 1)
-            return snprintf(err, errlen, "--context-parallel-size %d with %s %lld is not built yet: pass %s 1", cp,
-                            alone[i].flag, ir_cfg_int(m, alone[i].key), alone[i].flag), false;
     for (int f = 0; f < m->nfuncs; f++)
         if ((m->funcs[f]->kind == IR_FUNC_STEP || m->funcs[f]->kind == IR_FUNC_EVAL) &&
             !cp_func(m, f, cp, kv_op, err, errlen))

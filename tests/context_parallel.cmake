@@ -17,7 +17,9 @@
 # FP8, its amaxes max-all-reduced over cp. MoE (tiny-moe, dropless; the router metrics compared
 # too): the load-balancing loss over the router's logits and ids gathered over cp, the counts per
 # expert summed over cp: aux_loss under the ring, and seq_aux_loss with expert bias (its step counts
-# summed over dp and cp) at CP=2 x DP=2.
+# summed over dp and cp) at CP=2 x DP=2. Expert parallelism carved from dp x cp (Megatron's): EP=2
+# x CP=2 x DP=2 (edp 2: the expert gradients summed over edp, not cp; the all-to-alls' room the
+# rank's rows').
 if(MPI_C_FOUND)
   add_test(NAME cp2_p2p_dropout_equals_single_rank_tiny-llama COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
            $<TARGET_FILE:mcc> tiny-llama 2 --hidden-dropout 0.1 -- --cp 2 --cp-comm-type p2p)
@@ -68,7 +70,10 @@ if(MPI_C_FOUND)
            $<TARGET_FILE:mcc> tiny-moe 4 --moe-router-load-balancing-type seq_aux_loss --moe-router-score-function sigmoid
            --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01 -- --cp 2 --cp-comm-type p2p --dp 2)
   set_tests_properties(cp2_p2p_equals_single_rank_tiny-moe PROPERTIES LABELS numerics PROCESSORS 2)
-  set_tests_properties(cp2_dp2_seq_aux_expert_bias_equals_single_rank_tiny-moe PROPERTIES LABELS numerics PROCESSORS 4)
+  add_test(NAME cp2_dp2_ep2_equals_single_rank_tiny-moe COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+           $<TARGET_FILE:mcc> tiny-moe 4 --cp 2 --cp-comm-type p2p --dp 2 --expert-model-parallel-size 2)
+  set_tests_properties(cp2_dp2_seq_aux_expert_bias_equals_single_rank_tiny-moe cp2_dp2_ep2_equals_single_rank_tiny-moe
+                       PROPERTIES LABELS numerics PROCESSORS 4)
   set(_p2p "--context-parallel-size 2 --cp-comm-type p2p")
   foreach(case "tp2;tiny-gpt2;--tp 2" "dp2_zero;tiny-llama;--dp 2 --use-distributed-optimizer"
                "pp2;tiny-llama;--num-layers 4 -- ${_p2p} --pp 2")
