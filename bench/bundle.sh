@@ -111,14 +111,30 @@ for m in tiny-gpt2 tiny-llama; do
 done
 # CP=1: context parallelism on the GPU (device_run.sh's CP section): the tiny models at cp 2 with
 # each --cp-comm-type (p2p, all_gather, a2a) as two ranks sharing one GPU, against the CPU oracle's
-# one-rank dumps of the same spec (devrun/cpu/<model>, made above: every layout computes the same function)
+# one-rank dumps of the same spec (devrun/cpu/<model>, made above: every layout computes the same function); with hidden dropout (its masks at the whole sequence's positions), at cp 2 and at cp 2 x tp 2
+# with sequence parallelism (4 ranks), against a CPU oracle with the same dropout and a tp-divisible
+# vocabulary (devrun/cpu/hdrop-<model>); tiny-moe at cp 2 (MOE=1: its router's sums over cp)
 if [ "${CP:-0}" != 0 ]; then
+  hdrop=(--keep-logits --vocab-size 258 --make-vocab-size-divisible-by 1 --hidden-dropout 0.1)
   for m in tiny-gpt2 tiny-llama; do
     for t in p2p all_gather a2a; do
       $B/mcc compile models/$m.json --target cuda --keep-logits --cp 2 --cp-comm-type $t \
         -o devrun/bin/$m-cuda-cp2-$t 2>devrun/bin/$m-cuda-cp2-$t.compile.log || cat devrun/bin/$m-cuda-cp2-$t.compile.log
     done
+    for v in "p2p-hdrop:--cp 2 --cp-comm-type p2p" "tp2sp-hdrop:--cp 2 --cp-comm-type p2p --tp 2 --sequence-parallel"; do
+      $B/mcc compile models/$m.json --target cuda "${hdrop[@]}" ${v#*:} -o devrun/bin/$m-cuda-cp2-${v%%:*} \
+        2>devrun/bin/$m-cuda-cp2-${v%%:*}.compile.log || cat devrun/bin/$m-cuda-cp2-${v%%:*}.compile.log
+    done
+    $B/mcc compile models/$m.json --target cpu "${hdrop[@]}" -o /tmp/hdrop-ref-$m 2>/dev/null
+    /tmp/hdrop-ref-$m --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+      --dump-dir devrun/cpu/hdrop-$m >/dev/null
+    rm -f /tmp/hdrop-ref-$m
   done
+  if [ "${MOE:-0}" != 0 ]; then
+    $B/mcc compile models/tiny-moe.json --target cuda --keep-logits --cp 2 --cp-comm-type p2p \
+      -o devrun/bin/tiny-moe-cuda-cp2-p2p 2>devrun/bin/tiny-moe-cuda-cp2-p2p.compile.log ||
+      cat devrun/bin/tiny-moe-cuda-cp2-p2p.compile.log
+  fi
 fi
 # CP_BENCH=1: llama-1B at seq 32K, one sequence a step (51 GiB planned: no recompute needed), for
 # device_run.sh's CP_BENCH section beside torch_baseline.py's llama-1B-32k and cp_attention_bench

@@ -166,14 +166,16 @@ fi
 if [ "${CHECKS:-1}" != 0 ] && [ "${CP:-0}" != 0 ]; then
 section "context parallelism on one GPU (cp 2, 2 ranks sharing it), 10 steps against the CPU"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-for m in tiny-gpt2 tiny-llama; do
-  for t in p2p all_gather a2a; do
-    [ -x devrun/bin/$m-cuda-cp2-$t ] || { echo "$m cp2 $t: not compiled (bundle.sh CP=1)"; continue; }
+# (variant:ranks:oracle; the oracle's dumps devrun/cpu/<oracle><model>)
+for m in tiny-gpt2 tiny-llama tiny-moe; do
+  for v in p2p:2: all_gather:2: a2a:2: p2p-hdrop:2:hdrop- tp2sp-hdrop:4:hdrop-; do
+    t=${v%%:*} np=$(echo $v | cut -d: -f2) ref=devrun/cpu/$(echo $v | cut -d: -f3)$m
+    [ -x devrun/bin/$m-cuda-cp2-$t ] || { [ $m = tiny-moe ] || echo "$m cp2 $t: not compiled (bundle.sh CP=1)"; continue; }
     rm -rf /tmp/cp1-$t-$m
-    timeout ${CHECK_TIMEOUT:-120} mpirun -np 2 --oversubscribe devrun/bin/$m-cuda-cp2-$t --data-path \
+    timeout ${CHECK_TIMEOUT:-120} mpirun -np $np --oversubscribe devrun/bin/$m-cuda-cp2-$t --data-path \
       devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir /tmp/cp1-$t-$m > "$O/cp1-$t-$m.log" 2>&1
-    echo "$m cp2 $t (2 ranks) exit $?"
-    compare --cpu devrun/cpu/$m --gpu /tmp/cp1-$t-$m
+    echo "$m cp2 $t ($np ranks) exit $?"
+    compare --cpu $ref --gpu /tmp/cp1-$t-$m
   done
 done
 fi

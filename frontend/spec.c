@@ -1030,18 +1030,11 @@ static bool spec_check_cp(spec_ctx *c)
         return spec_fail(c, "%s (%d) must be divisible by 2 x %s (%d): the sequence is cut into 2 cp equal chunks, "
                             "rank r holding chunks r and 2 cp - 1 - r", spec_where(c, spec_find("seq_length")),
                          s->seq_length, where, 2 * cp);
-    const char *off[][2] = {{"num_experts", "mixture-of-experts layers"}};
-    for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
-        if (spec_value(c, spec_find(off[i][0])) != 0)
-            return spec_fail(c, "%s (%d) with %s (%.10g): %s under context parallelism are not built yet: pass %s 0",
-                             where, cp, spec_where(c, spec_find(off[i][0])), spec_value(c, spec_find(off[i][0])),
-                             off[i][1], off[i][0]);
-    if (s->fp8_format != MCC_FP8_NONE)
-        return spec_fail(c, "%s (%d) with %s: FP8 under context parallelism is not built yet: drop --fp8-format", where,
-                         cp, spec_where(c, spec_find("fp8_format")));
-    if (s->recompute_granularity == MCC_RECOMPUTE_FULL)
-        return spec_fail(c, "%s (%d) with %s full: full recompute under context parallelism is not tested yet: use "
-                            "selective or none", where, cp, spec_where(c, spec_find("recompute_granularity")));
+    if (s->num_experts && s->moe_expert_capacity_factor > 0)
+        return spec_fail(c, "%s (%d) with %s (%.10g): MoE token dropping under context parallelism is not built yet "
+                            "(each expert's capacity ranks the pairs of the whole micro-batch, in token order, and a cp "
+                            "rank holds 1/cp of each sequence): drop --moe-expert-capacity-factor (dropless)", where, cp,
+                         spec_where(c, spec_find("moe_expert_capacity_factor")), s->moe_expert_capacity_factor);
     return true;
 }
 
@@ -1082,11 +1075,12 @@ static bool spec_check_moe_built(spec_ctx *c)
                          s->moe_shared_expert_intermediate_size, spec_where(c, spec_find("tensor_model_parallel_size")),
                          tp);
     int ep = s->expert_model_parallel_size;
-    if (ep > 1 && (s->num_experts % ep || s->data_parallel_size % ep))
-        return spec_fail(c, "%s (%d) must divide %s (%d) and data_parallel_size (%d): each ep rank holds num_experts / ep "
-                            "experts, and the ep ranks are data-parallel ranks (edp = dp / ep hold the same experts)",
+    if (ep > 1 && (s->num_experts % ep || (s->data_parallel_size * s->context_parallel_size) % ep))
+        return spec_fail(c, "%s (%d) must divide %s (%d) and data_parallel_size x context_parallel_size (%d): each ep "
+                            "rank holds num_experts / ep experts, and the ep ranks are data- or context-parallel ranks "
+                            "(edp = dp cp / ep hold the same experts)",
                          spec_where(c, spec_find("expert_model_parallel_size")), ep, experts, s->num_experts,
-                         s->data_parallel_size);
+                         s->data_parallel_size * s->context_parallel_size);
     if (s->fp8_format != MCC_FP8_NONE)
         return spec_fail(c, "%s with %s: FP8 experts are not built yet: drop --fp8-format",
                          spec_where(c, spec_find("fp8_format")), experts);

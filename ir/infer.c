@@ -666,9 +666,9 @@ bool ir_infer_collective(const ir_module *m, const ir_instr *in, const ir_type *
 {
     if (need_axis(in, err, len) == IR_AXIS_NONE)
         return false;
-    if (in->nres)
+    if (in->nres) /* of any dtype the comms reduce (an MoE layer's i32 counts summed over cp) */
         r[0] = a[0];
-    for (int i = 0; i < in->nargs; i++) /* all_reduce_inplace takes a bucket of them */
+    for (int i = 0; !in->nres && i < in->nargs; i++) /* all_reduce_inplace: a bucket of gradients */
         if (!need_float(&a[i], "collective operand", err, len))
             return false;
     return true;
@@ -692,10 +692,13 @@ bool ir_infer_shard(const ir_module *m, const ir_instr *in, const ir_type *a, ir
 }
 
 /* Sequence parallelism: x[B,T,*] (complete: T is the whole sequence) <-> [B,T/n,*] slices. */
-static bool seq_operand(const ir_module *m, const ir_instr *in, const ir_type *a, int64_t *n, char *err, size_t len)
+/* bytes: the collective moves x's bytes (a gather: any dtype, MoE's expert ids too), else it sums
+ * floats */
+static bool seq_operand(const ir_module *m, const ir_instr *in, const ir_type *a, bool bytes, int64_t *n, char *err,
+                        size_t len)
 {
     ir_axis axis = need_axis(in, err, len);
-    if (axis == IR_AXIS_NONE || !need_float(&a[0], "sequence-parallel operand", err, len))
+    if (axis == IR_AXIS_NONE || (!bytes && !need_float(&a[0], "sequence-parallel operand", err, len)))
         return false;
     if (a[0].ndim < 2)
         return fail(err, len, "%s wants [B,T,...], got %s", ir_ops[in->op].name, tstr(&a[0]));
@@ -717,7 +720,7 @@ bool ir_infer_seq_gather(const ir_module *m, const ir_instr *in, const ir_type *
 {
     int64_t n = 1;
     int dim = 1;
-    if (!seq_operand(m, in, a, &n, err, len) || !seq_dim(in, &dim, err, len))
+    if (!seq_operand(m, in, a, true, &n, err, len) || !seq_dim(in, &dim, err, len))
         return false;
     r[0] = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
     r[0].dims[dim] *= n;
@@ -728,7 +731,7 @@ bool ir_infer_seq_scatter(const ir_module *m, const ir_instr *in, const ir_type 
 {
     int64_t n = 1;
     int dim = 1;
-    if (!seq_operand(m, in, a, &n, err, len) || !seq_dim(in, &dim, err, len))
+    if (!seq_operand(m, in, a, false, &n, err, len) || !seq_dim(in, &dim, err, len))
         return false;
     if (a[0].dims[dim] % n)
         return fail(err, len, "%s: dimension %d of %s does not split into %lld slices", ir_ops[in->op].name, dim,
@@ -744,7 +747,7 @@ bool ir_infer_seq_scatter(const ir_module *m, const ir_instr *in, const ir_type 
 static bool seq_matmul_operands(const ir_module *m, const ir_instr *in, const ir_type *a, int64_t *n, int64_t *cols,
                                 int *dim, char *err, size_t len)
 {
-    if (!seq_operand(m, in, a, n, err, len) || !seq_dim(in, dim, err, len))
+    if (!seq_operand(m, in, a, false, n, err, len) || !seq_dim(in, dim, err, len))
         return false;
     const ir_type *w = &a[1];
     bool tb = in->attr[1] != 0;

@@ -351,8 +351,8 @@ typedef enum {
     IR_SHARD_SEQ_COLLECTIVE,        /* a sequence collective of an earlier pass over another axis (context
                                        parallelism's over cp): the operand's placement passes through */
     IR_SHARD_CP,                    /* the context_parallel pass's own ops (ring_shift, attention_merge,
-                                       cp_all_to_all over cp): complete operands, result k placed as operand
-                                       k (split by heads over tp) */
+                                       cp_all_to_all, all_reduce over cp): complete operands, result k placed
+                                       as operand k (split by heads over tp) */
     IR_NUM_SHARD_RULES
 } ir_shard_rule;
 

@@ -38,7 +38,16 @@
  * and its grad) are rewritten as attention's, with its attributes (ops.def: their mask is drawn by
  * whole-sequence positions, so a ring piece's y is (P Z) v of its keys and the merge stays exact;
  * under a2a the rank's block of heads starts at head_offset cp_rank H/cp). Everything else is token
- * by token and runs on the rank's tokens as it is.
+ * by token and runs on the rank's tokens as it is,
+ * but for what reduces over the tokens to one value: an FP8 amax is max-all-reduced over cp, so
+ * the ranks quantize by the whole sequence's scale. An MoE layer flattens the tokens into rows
+ * [B T/cp, ...] (and its routed pairs' [B T/cp k, ...]), which route, sort, permute and run the
+ * experts on the rank's rows as they are; the load-balancing loss (aux_loss, seq_aux_loss: a
+ * product of two sums over the micro-batch's or a sequence's tokens) runs on the router's logits
+ * and ids all-gathered over cp, the same on every rank, its gradient's rows reduce-scattered back;
+ * moe_sort's counts are summed over cp where they are output (train_rank's load statistics); the
+ * z loss, a mean over the tokens, needs nothing (train_rank's mean over cp reports it). Token
+ * dropping (moe_capacity) is refused: it ranks the pairs of the whole micro-batch in token order.
  * The loss is the mean over the rank's tokens: autodiff seeds it with 1/(micro-batches dp cp),
  * data_parallel sums every gradient over cp (each rank saw its share of the tokens) before dp,
  * and train_rank's loss is the mean over dp x cp.
@@ -46,14 +55,24 @@
  * beside the forward's, a replayed forward as the forward) and before the shard and pipeline
  * passes (the pipeline cuts the rewritten step into stages; the shard pass over tp passes the cp
  * collectives and ring ops through, heads split; with sequence parallelism it splits the rank's
- * tokens further, the position ops' offset and extent counting them); MoE and FP8 beside it are
- * refused (frontend/spec.c says how), and on the cuda target attention dropout under p2p and
- * all_gather (its kernels draw the mask by the rank's own positions). */
+ * tokens further, the position ops' offset and extent counting them); under expert parallelism (ep
+ * carved from dp x cp) the dispatch and combine all-to-alls' room is the rank's rows'. MoE token
+ * dropping is refused (frontend/spec.c says how), and on the cuda target attention dropout under
+ * p2p and all_gather (its kernels draw the mask by the rank's own positions). */
 #include "passes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* What a source value holds of the micro-batch's tokens on this rank. */
+typedef enum {
+    CP_WHOLE,                       /* no token's own (a weight, a loss), or the same on every rank */
+    CP_SEQ,                         /* [B,T/cp,...]: dimension 1 the rank's chunks */
+    CP_ROWS,                        /* [B T/cp,...]: those tokens flattened (an MoE layer's rows, or its N k
+                                       routed pairs') */
+    CP_SHARE,                       /* the rank's share of a sum over the tokens (moe_sort's counts) */
+} cp_form;
 
 typedef struct {
     ir_module *m;
@@ -63,10 +82,12 @@ typedef struct {
     ir_op kv_op;                    /* how attention reaches the other ranks' keys (cp_comm_type): ring_shift
                                        (p2p), all_gather_seq (all_gather) or cp_all_to_all (a2a) */
     int64_t T;                      /* the whole sequence (config seq_length) */
+    int64_t rows, pairs;            /* the whole micro-batch's tokens B T and routed pairs B T k (0: no router) */
     int *map;                       /* source value -> new value */
-    bool *split;                    /* per source value: it holds the rank's tokens only */
-    int *moved;                     /* per source value: its all_gather_seq over cp (all_gather) or its
-                                       head-split form (a2a: cp_all_to_all), or -1 */
+    cp_form *form;                  /* per source value */
+    int *moved;                     /* per source value: its all_gather_seq over cp (all_gather; an MoE
+                                       router's rows, whole_rows) or its head-split form (a2a:
+                                       cp_all_to_all), or -1 */
     bool cuda;                      /* the cuda backend, whose attention kernels' dropout twins draw the
                                        mask by the local sequence (kernels_templates/attention.cuh) */
 } cp_ctx;
@@ -114,6 +135,14 @@ static int ring_shift(cp_ctx *c, int v)
 {
     double attrs[2] = {IR_AXIS_CP, 1};
     return ir_emit(c->m, c->dst, IR_OP_RING_SHIFT, &v, 1, attrs, NULL, NULL);
+}
+
+/* New value v summed (max: its max taken) over the cp ranks: what the single rank computes of
+ * every token from each rank's share. */
+static int all_reduce(cp_ctx *c, int v, bool max)
+{
+    double attrs[2] = {IR_AXIS_CP, max};
+    return ir_emit(c->m, c->dst, IR_OP_ALL_REDUCE, &v, 1, attrs, NULL, NULL);
 }
 
 static int emit2(cp_ctx *c, ir_op op, int a, int b)
@@ -185,7 +214,7 @@ static bool ulysses_attention(cp_ctx *c, const ir_instr *in)
         ir_set_per_rank(c->dst, r, ir_attr_index(in->op, "head_offset"), 0, (double)c->dst->vals[args[fwd ? 0 : 1]].type.dims[2],
                         IR_AXIS_CP);
     for (int g = 0; g < in->nres; g++) /* back on the rank's tokens; lse stays on its heads */
-        c->split[in->res[g]] = !fwd || g == 0;
+        c->form[in->res[g]] = !fwd || g == 0 ? CP_SEQ : CP_WHOLE;
     if (fwd) {
         c->moved[in->res[0]] = r; /* y as attention_grad reads it */
         c->map[in->res[0]] = to_tokens(c, r);
@@ -197,31 +226,93 @@ static bool ulysses_attention(cp_ctx *c, const ir_instr *in)
     return true;
 }
 
-/* The type of source value v with the rank's tokens: the sequence, dimension 1, split over cp. */
-static ir_type local_type(const cp_ctx *c, int v)
+/* Type t with the rank's tokens: dimension dim (1, the sequence; 0, flattened rows) split over cp. */
+static ir_type local_of(const cp_ctx *c, ir_type t, int dim)
 {
-    ir_type t = c->src->vals[v].type;
-    t.dims[1] /= c->cp;
-    ir_shard_push(&t, 1, IR_AXIS_CP);
+    t.dims[dim] /= c->cp;
+    ir_shard_push(&t, dim, IR_AXIS_CP);
     return t;
 }
 
-/* Copies `in` with its operands mapped; the results whose source holds whole sequences split
- * where an operand is split. */
+static ir_type local_type(const cp_ctx *c, int v) { return local_of(c, c->src->vals[v].type, 1); }
+
+/* Whether `in` sums over its operands' rows (a weight's gradient a^T b, one per expert): its result
+ * holds no token, whatever its first dimension. */
+static bool sums_rows(const ir_instr *in)
+{
+    int ta = ir_attr_index(in->op, "ta");
+    return (ta >= 0 && in->attr[ta] != 0) || in->op == IR_OP_MOE_GROUPED_WGRAD;
+}
+
+/* The form of result k of `in`, from its operands': activations are [B,T,...] (3 or 4
+ * dimensions; weights and their gradients 1 or 2), an MoE layer's rows [B T,...] or [B T k,...]. */
+static cp_form result_form(const cp_ctx *c, const ir_instr *in, int k)
+{
+    bool seq = false, rows = false;
+    for (int a = 0; a < in->nargs; a++)
+        seq |= c->form[in->args[a]] == CP_SEQ, rows |= c->form[in->args[a]] == CP_ROWS;
+    const ir_type *t = &c->src->vals[in->res[k]].type;
+    if (in->op == IR_OP_MOE_SORT && k == 1) /* counts: of the rank's pairs */
+        return rows ? CP_SHARE : CP_WHOLE;
+    if (seq && t->ndim >= 3 && t->dims[1] == c->T)
+        return CP_SEQ;
+    if (rows && !sums_rows(in) && t->ndim >= 1 && (t->dims[0] == c->rows || t->dims[0] == c->pairs))
+        return CP_ROWS;
+    return CP_WHOLE;
+}
+
+/* Copies `in` with its operands mapped; its results split as result_form says. */
 static int copy(cp_ctx *c, const ir_instr *in)
 {
-    bool any = false;
-    for (int a = 0; a < in->nargs; a++)
-        any |= c->split[in->args[a]];
     int r = ir_copy_instr(c->m, c->dst, c->src, in, c->map);
     for (int k = 0; k < in->nres; k++) {
-        const ir_type *t = &c->src->vals[in->res[k]].type;
-        /* activations are [B,T,...] (3 or 4 dimensions; weights and their gradients 1 or 2) */
-        c->split[in->res[k]] = any && t->ndim >= 3 && t->dims[1] == c->T;
-        if (c->split[in->res[k]])
-            ir_shard_push(&c->dst->vals[r + k].type, 1, IR_AXIS_CP);
+        c->form[in->res[k]] = result_form(c, in, k);
+        if (c->form[in->res[k]] == CP_SEQ || c->form[in->res[k]] == CP_ROWS)
+            ir_shard_push(&c->dst->vals[r + k].type, c->form[in->res[k]] == CP_SEQ ? 1 : 0, IR_AXIS_CP);
     }
     return r;
+}
+
+static int reshape(cp_ctx *c, int v, ir_type t) { return ir_emit(c->m, c->dst, IR_OP_RESHAPE, &v, 1, NULL, NULL, &t); }
+
+/* Source value v of an MoE layer's rows, [B T/cp, X] (logits, expert ids), as every rank's: [B T, X],
+ * each sequence's T rows together (its chunks in rank order: the router's sums do not mind), made
+ * once. */
+static int whole_rows(cp_ctx *c, int v)
+{
+    if (c->moved[v] < 0) {
+        const ir_type *src = &c->src->vals[v].type;
+        int64_t seq[3] = {c->rows / c->T, c->T, src->dims[1]};
+        double attrs[3] = {IR_AXIS_CP, 0, 0};
+        int s = reshape(c, c->map[v], local_of(c, ir_tensor(src->dtype, 3, seq), 1));
+        c->moved[v] = reshape(c, ir_emit(c->m, c->dst, IR_OP_ALL_GATHER_SEQ, &s, 1, attrs, NULL, NULL), *src);
+    }
+    return c->moved[v];
+}
+
+/* New value g [B T, X], a gradient of whole_rows' value, back to the rank's rows: summed over the
+ * cp ranks that read them (every rank's router loss reads every row; each rank's is seeded 1/cp
+ * of the one rank's loss, as its lm loss is, so the sum is the one rank's gradient). */
+static int rank_rows(cp_ctx *c, int g, const ir_type *whole)
+{
+    int64_t seq[3] = {c->rows / c->T, c->T, whole->dims[1]};
+    double attrs[3] = {IR_AXIS_CP, 0, 0};
+    int s = reshape(c, g, ir_tensor(whole->dtype, 3, seq));
+    s = ir_emit(c->m, c->dst, IR_OP_REDUCE_SCATTER_SEQ, &s, 1, attrs, NULL, NULL);
+    return reshape(c, s, local_of(c, *whole, 0));
+}
+
+/* The router's load-balancing loss (its counts and probabilities summed over every token of the
+ * micro-batch or of each sequence) over every rank's rows: the same on every rank, as the one
+ * rank's; its gradient's rows, the sum over the ranks, back (rank_rows). */
+static void router_loss(cp_ctx *c, const ir_instr *in)
+{
+    int args[3], first = in->op == IR_OP_MOE_AUX_LOSS_GRAD; /* (dloss, logits, ids) */
+    for (int a = 0; a < in->nargs; a++)
+        args[a] = a < first ? c->map[in->args[a]] : whole_rows(c, in->args[a]);
+    int r = ir_emit(c->m, c->dst, in->op, args, in->nargs, in->attr, NULL, NULL);
+    c->form[in->res[0]] = first ? CP_ROWS : CP_WHOLE;
+    c->map[in->res[0]] = first ? rank_rows(c, r, &c->src->vals[in->res[0]].type) : r;
 }
 
 static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
@@ -233,28 +324,67 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
         if (t0->ndim == 2 && t0->dims[1] == c->T) { /* tokens, targets [B,T] */
             ir_type t = local_type(c, in->res[0]);
             map[in->res[0]] = ir_emit(c->m, c->dst, IR_OP_INPUT, NULL, 0, NULL, in->sym, &t);
-            c->split[in->res[0]] = true;
+            c->form[in->res[0]] = CP_SEQ;
+            c->rows = t0->dims[0] * t0->dims[1];
             return true;
         }
         break;
-    case IR_OP_RESHAPE:
-        if (c->split[in->args[0]]) {
-            if (t0->ndim < 2 || t0->dims[1] != c->T)
+    case IR_OP_RESHAPE: /* [B,T,...] <-> [B T,...] (an MoE layer's rows), or within the sequence */
+        if (c->form[in->args[0]] == CP_SEQ || c->form[in->args[0]] == CP_ROWS) {
+            cp_form f = t0->dims[0] == c->rows ? CP_ROWS : t0->ndim >= 2 && t0->dims[1] == c->T ? CP_SEQ : CP_WHOLE;
+            if (f == CP_WHOLE)
                 return snprintf(err, errlen, "%s: reshape %%%d moves the sequence of a value split over cp (context "
-                                "parallelism keeps it dimension 1)", c->src->name, in->res[0]), false;
-            ir_type t = local_type(c, in->res[0]);
-            int a = map[in->args[0]];
-            map[in->res[0]] = ir_emit(c->m, c->dst, IR_OP_RESHAPE, &a, 1, NULL, NULL, &t);
-            c->split[in->res[0]] = true;
+                                "parallelism keeps it dimension 1, or the tokens' rows)", c->src->name, in->res[0]), false;
+            map[in->res[0]] = reshape(c, map[in->args[0]], local_of(c, *t0, f == CP_SEQ ? 1 : 0));
+            c->form[in->res[0]] = f;
             return true;
         }
         break;
+    case IR_OP_MOE_ROUTE: /* what follows has the routed pairs' rows too */
+        c->pairs = c->rows * t0->dims[1];
+        break;
+    case IR_OP_FILL: { /* a constant of an MoE layer's rows (moe_permute's gradient: weights 1, [B T,k]) */
+        if (!c->pairs || t0->ndim < 1 || t0->dims[0] != c->rows)
+            break;
+        ir_type t = local_of(c, *t0, 0);
+        map[in->res[0]] = ir_emit(c->m, c->dst, IR_OP_FILL, NULL, 0, in->attr, NULL, &t);
+        c->form[in->res[0]] = CP_ROWS;
+        return true;
+    }
+    case IR_OP_MOE_AUX_LOSS:
+    case IR_OP_MOE_AUX_LOSS_GRAD:
+        if (c->form[in->args[in->nargs - 1]] != CP_ROWS)
+            break;
+        router_loss(c, in);
+        return true;
+    case IR_OP_ALL_TO_ALL_V: { /* expert parallelism's dispatch (x: the rank's pairs) or combine (back to them) */
+        double attrs[IR_MAX_ATTRS];
+        memcpy(attrs, in->attr, sizeof attrs);
+        attrs[1] /= c->cp; /* the room: rows of the rank's tokens (capacity 0, the worst case: token dropping is refused) */
+        int args[2] = {map[in->args[0]], map[in->args[1]]};
+        int r = ir_emit(c->m, c->dst, in->op, args, 2, attrs, NULL, NULL);
+        bool back = c->form[in->args[0]] != CP_ROWS;
+        c->form[in->res[0]] = back ? CP_ROWS : CP_WHOLE;
+        if (back)
+            ir_shard_push(&c->dst->vals[r].type, 0, IR_AXIS_CP);
+        map[in->res[0]] = r, map[in->res[1]] = r + 1;
+        return true;
+    }
+    case IR_OP_MOE_CAPACITY:
+        return snprintf(err, errlen, "%s: MoE token dropping (moe_expert_capacity_factor) under context parallelism "
+                        "is not built yet (each expert's capacity ranks the pairs of the whole micro-batch): drop "
+                        "--moe-expert-capacity-factor, or pass --context-parallel-size 1", c->src->name), false;
+    case IR_OP_OUTPUT: /* the rank's share of a sum over the tokens: the sum (train_rank's load statistics) */
+        if (c->form[in->args[0]] != CP_SHARE)
+            break;
+        ir_output(c->m, c->dst, in->sym, all_reduce(c, map[in->args[0]], false));
+        return true;
     case IR_OP_POS_ADD:
     case IR_OP_POS_ADD_GRAD:
     case IR_OP_ROPE:
     case IR_OP_DROPOUT: {
         int cp_at = ir_attr_index(in->op, "cp"); /* ops.def: the attributes cp, cp_rank */
-        if (!c->split[in->args[0]])
+        if (c->form[in->args[0]] != CP_SEQ)
             break;
         int r = copy(c, in);
         ir_instr *made = &c->dst->instrs[c->dst->ninstrs - 1];
@@ -278,11 +408,11 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
                             ir_cfg_text(c->m, IR_CFG_CP_COMM_TYPE)), false;
         for (int a = 0; a < in->nargs; a++)
             args[a] = map[in->args[a]];
-        if (!c->split[in->args[k - 1]] || !c->split[in->args[k]] || !c->split[in->args[k + 1]])
+        if (c->form[in->args[k - 1]] != CP_SEQ || c->form[in->args[k]] != CP_SEQ || c->form[in->args[k + 1]] != CP_SEQ)
             return snprintf(err, errlen, "%s: attention %%%d over values not split along the sequence", c->src->name,
                             in->res[0]), false;
         for (int r = 0; r < in->nres; r++)
-            c->split[in->res[r]] = true;
+            c->form[in->res[r]] = CP_SEQ;
         if (c->kv_op == IR_OP_RING_SHIFT) {
             int made[3];
             if (fwd)
@@ -310,6 +440,11 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
         }
         return true;
     }
+    case IR_OP_FP8_AMAX: /* the rank's tokens' amax: the ranks share the whole sequence's scale */
+        if (c->form[in->args[0]] != CP_SEQ && c->form[in->args[0]] != CP_ROWS)
+            break;
+        map[in->res[0]] = all_reduce(c, copy(c, in), true);
+        return true;
     default:
         break;
     }
@@ -323,7 +458,7 @@ static bool cp_func(ir_module *m, int fi, int cp, ir_op kv_op, bool cuda, char *
     cp_ctx c = {.m = m, .src = src, .dst = ir_func_new(m, src->name, src->kind), .cp = cp,
                 .kv_op = kv_op, .T = ir_cfg_int(m, IR_CFG_SEQ_LENGTH), .cuda = cuda};
     c.map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
-    c.split = calloc((size_t)src->nvals + 1, sizeof(bool));
+    c.form = calloc((size_t)src->nvals + 1, sizeof(cp_form));
     c.moved = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     for (int v = 0; v <= src->nvals; v++)
         c.moved[v] = -1;
@@ -333,7 +468,7 @@ static bool cp_func(ir_module *m, int fi, int cp, ir_op kv_op, bool cuda, char *
     if (ok)
         ir_func_replace(m, fi, c.dst);
     free(c.map);
-    free(c.split);
+    free(c.form);
     free(c.moved);
     return ok;
 }
@@ -356,13 +491,6 @@ bool pass_context_parallel(ir_module *m, const mcc_pass_options *opts, char *err
             kv_op = comms[i].op;
     if (kv_op == IR_NUM_OPS)
         return snprintf(err, errlen, "cp_comm_type %s: choose p2p (ring attention), all_gather or a2a", comm), false;
-    static const struct { ir_cfg key; const char *flag; } alone[] = {
-        {IR_CFG_EXPERT_MODEL_PARALLEL_SIZE, "--expert-model-parallel-size"},
-    };
-    for (size_t i = 0; i < sizeof alone / sizeof alone[0]; i++)
-        if (ir_cfg_int(m, alone[i].key) > 1)
-            return snprintf(err, errlen, "--context-parallel-size %d with %s %lld is not built yet: pass %s 1", cp,
-                            alone[i].flag, ir_cfg_int(m, alone[i].key), alone[i].flag), false;
     const char *backend = opts && opts->target ? opts->target->backend : ir_cfg_text(m, IR_CFG_TARGET);
     bool cuda = strcmp(backend, "cuda") == 0;
     for (int f = 0; f < m->nfuncs; f++)

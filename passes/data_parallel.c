@@ -186,14 +186,16 @@ static void overlap_buckets(ir_module *m)
 
 /* The gradient globals the shard pass left partial over tp (replicated parameters under sequence
  * parallelism), in declaration order; *n their count. Under context parallelism every gradient
- * is a sum over the rank's tokens only, all of them partial over cp (cp: true). */
+ * is a sum over the rank's tokens only, all of them partial over cp (cp: true), but an expert
+ * weight's under expert parallelism: its replicas, edp = dp cp / ep, sum cp's shares with dp's. */
 static int *partial_grads(const ir_module *m, ir_axis axis, int *n)
 {
     int *grads = malloc(sizeof(int) * (size_t)(m->nglobals + 1));
     bool every = axis == IR_AXIS_CP && ir_cfg_int(m, IR_CFG_CONTEXT_PARALLEL_SIZE) > 1;
     *n = 0;
     for (int g = 0; g < m->nglobals; g++)
-        if (m->globals[g].kind == IR_GLOBAL_GRAD && (every || (m->globals[g].type.partial & (1u << axis))))
+        if (m->globals[g].kind == IR_GLOBAL_GRAD &&
+            ((every && pass_replica_axis(m, g) != IR_AXIS_EDP) || (m->globals[g].type.partial & (1u << axis))))
             grads[(*n)++] = g;
     return grads;
 }
@@ -201,7 +203,9 @@ static int *partial_grads(const ir_module *m, ir_axis axis, int *n)
 bool pass_data_parallel(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     int ntp, *tp_grads = partial_grads(m, IR_AXIS_TP, &ntp), ncp, *cp_grads = partial_grads(m, IR_AXIS_CP, &ncp);
-    bool dp = ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE) > 1, dp_done = !dp;
+    bool dp = ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE) > 1 ||
+              (ir_cfg_int(m, IR_CFG_EXPERT_MODEL_PARALLEL_SIZE) > 1 && ir_module_mesh(m).degree[IR_AXIS_EDP] > 1),
+         dp_done = !dp;
     if (dp_done && !ntp && !ncp) {
         free(tp_grads);
         free(cp_grads);

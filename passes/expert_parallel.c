@@ -17,7 +17,9 @@
  * when fewer; the memory report says which. It runs before autodiff, whose
  * rules give the backward the transposed all-to-alls. The expert weights' gradients are then
  * whole on their rank for the tokens of all ep ranks; data_parallel sums them over the expert
- * data-parallel group (edp = dp / ep) and the dense ones over dp (with the distributed optimizer,
+ * data-parallel group (edp = dp cp / ep: Megatron carves ep from dp x cp; under context
+ * parallelism the rank's rows are its tokens' and context_parallel.c scales the all-to-alls' room
+ * by 1/cp) and the dense ones over cp and dp (with the distributed optimizer,
  * reduce-scattered into edp blocks, and with --overlap-grad-reduce in buckets of their own), and
  * the gradient norm sums the experts' squares over ep. */
 #include "passes.h"
@@ -25,20 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Whether the plan asks for what expert parallelism does not do yet: the error names the fix. */
-static bool ep_refuse(const ir_module *m, int ep, char *err, size_t errlen)
-{
-    static const struct { ir_cfg key; const char *flag; } alone[] = {
-        {IR_CFG_CONTEXT_PARALLEL_SIZE, "--context-parallel-size"},
-    };
-    for (size_t i = 0; i < sizeof alone / sizeof alone[0]; i++)
-        if (ir_cfg_int(m, alone[i].key) > 1)
-            return snprintf(err, errlen, "--expert-model-parallel-size %d with %s %lld is not built yet (experts split "
-                            "over ep beside data, tensor and pipeline parallelism): drop one of them", ep, alone[i].flag,
-                            ir_cfg_int(m, alone[i].key)), true;
-    return false;
-}
 
 /* The global that value v of f refers to, or -1. */
 static int global_of(const ir_module *m, const ir_func *f, int v)
@@ -181,8 +169,6 @@ bool pass_expert_parallel(ir_module *m, const mcc_pass_options *opts, char *err,
     int ep = (int)ir_cfg_int(m, IR_CFG_EXPERT_MODEL_PARALLEL_SIZE);
     if (ep <= 1)
         return true;
-    if (ep_refuse(m, ep, err, errlen))
-        return false;
     bool *split = calloc((size_t)m->nglobals + 1, sizeof(bool)), ok = true;
     ir_func_kind kinds[2] = {IR_FUNC_STEP, IR_FUNC_EVAL};
     for (int k = 0; k < 2 && ok; k++)

@@ -329,18 +329,23 @@ static void fp8_histories(ir_module *m, ir_func *f, bool roll)
 }
 
 /* Every EXPERT_BIAS global's update in f (Megatron's get_updated_expert_bias): the step's counts
- * sum-reduced over dp (each rank routed its own tokens to all the experts, so ep ranks, carved
- * from dp, agree too), the bias moved by the config's rate; with update false (zero_grads) the
- * counts reset alone. */
+ * sum-reduced over dp and cp (each rank routed its own tokens to all the experts, so ep ranks,
+ * carved from dp, agree too), the bias moved by the config's rate; with update false (zero_grads)
+ * the counts reset alone. */
 static void expert_biases(ir_module *m, ir_func *f, bool update)
 {
-    double sum_over_dp[2] = {IR_AXIS_DP, 0}, rate = update ? ir_cfg_num(m, IR_CFG_MOE_ROUTER_BIAS_UPDATE_RATE) : 0;
+    double rate = update ? ir_cfg_num(m, IR_CFG_MOE_ROUTER_BIAS_UPDATE_RATE) : 0;
+    static const struct { ir_axis axis; ir_cfg degree; } over[] = {{IR_AXIS_DP, IR_CFG_DATA_PARALLEL_SIZE},
+                                                                   {IR_AXIS_CP, IR_CFG_CONTEXT_PARALLEL_SIZE}};
     for (int g = 0; g < m->nglobals; g++) {
         if (m->globals[g].kind != IR_GLOBAL_EXPERT_BIAS)
             continue;
         int h = ir_global_ref(m, f, m->globals[g].name), args[2] = {h, h};
-        if (update && ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE) > 1)
-            args[1] = ir_emit(m, f, IR_OP_ALL_REDUCE, &h, 1, sum_over_dp, NULL, NULL);
+        for (size_t k = 0; k < sizeof over / sizeof over[0]; k++) {
+            double sum[2] = {over[k].axis, 0};
+            if (update && ir_cfg_int(m, over[k].degree) > 1)
+                args[1] = ir_emit(m, f, IR_OP_ALL_REDUCE, &args[1], 1, sum, NULL, NULL);
+        }
         ir_emit(m, f, IR_OP_MOE_BIAS_UPDATE, args, 2, &rate, NULL, NULL);
     }
 }

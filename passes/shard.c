@@ -752,8 +752,9 @@ static bool rule_seq_collective(shard_ctx *c, const ir_instr *in, int *args, int
 
 /* Context parallelism's ops (context_parallel.c's, over cp): ring_shift moves a value between
  * the cp ranks as it is, attention_merge combines two ring pieces head by head and row by row,
- * cp_all_to_all moves each head block of the tp rank's heads as a whole; so each result k is
- * placed as operand k (q, k, v and the outputs split by heads over tp), complete. */
+ * cp_all_to_all moves each head block of the tp rank's heads as a whole, all_reduce combines a
+ * value (an FP8 amax) element by element; so each result k is placed as operand k (q, k, v and
+ * the outputs split by heads over tp), complete. */
 static bool rule_cp(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     if (ir_op_has(in->op, IR_OPF_COLLECTIVE) && (ir_axis)in->attr[0] == c->axis)

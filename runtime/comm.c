@@ -282,11 +282,13 @@ void rt_comm_format_members(const rt_comm *c, char *out, size_t outlen)
         n += (size_t)snprintf(out + n, outlen - n, "%s%d", i ? "," : "", c->world_ranks[i]);
 }
 
-/* Sums and maxima are defined for the float types every backend reduces. */
+/* Sums and maxima are defined for the float types every backend reduces, and i32 (MPI's and
+ * NCCL's own: an MoE layer's counts per expert, summed over cp). */
 static void comm_check_reduce(const rt_comm *c, const char *coll, ir_dtype dt, rt_reduce_op op)
 {
-    if (dt != IR_F32 && dt != IR_BF16)
-        rt_comm_fatal("%s on group '%s': dtype %s cannot be reduced (f32 and bf16 can)", coll, c->name, ir_dtype_name(dt));
+    if (dt != IR_F32 && dt != IR_BF16 && dt != IR_I32)
+        rt_comm_fatal("%s on group '%s': dtype %s cannot be reduced (f32, bf16 and i32 can)", coll, c->name,
+                      ir_dtype_name(dt));
     if (op != RT_SUM && op != RT_MAX)
         rt_comm_fatal("%s on group '%s': unknown reduce op %d", coll, c->name, (int)op);
 }

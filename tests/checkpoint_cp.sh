@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # checkpoint_cp.sh MCC MODEL — a checkpoint saved under context parallelism loads without it: saved at
-# iteration 5 by CP=2 x DP=2 with the distributed optimizer (each parameter a replica over cp, written
+# iteration 5 by CP=2 (ring attention, p2p) x DP=2 with the distributed optimizer (each parameter a replica over cp, written
 # by the cp rank at coordinate 0; the ZeRO shards over dp), loaded by one rank; the resumed run's
 # losses at iterations 6-10 equal an uninterrupted run's within 1e-5 (one rank's: the CP=2 x DP=2
 # run equals it, cp2_dp2_zero_equals_single_rank; fp32 CPU ranks, the sums differ in order only).
@@ -14,7 +14,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 common=(--target cpu --vocab-size 260 --make-vocab-size-divisible-by 1 --global-batch-size 16)
 compile() { local out=$1; shift; "$mcc" compile "$root/models/$model.json" "${common[@]}" "$@" -o "$work/$out" \
               2>"$work/$out.c.log" || { cat "$work/$out.c.log"; exit 1; }; }
-compile cp2 --context-parallel-size 2 --cp-comm-type all_gather --dp 2 --use-distributed-optimizer
+compile cp2 --context-parallel-size 2 --cp-comm-type p2p --dp 2 --use-distributed-optimizer
 compile single
 flags=(--data-path "$work/text_text_document" --train-iters 10 --eval-iters 0)
 "$work/single" "${flags[@]}" --dump-dir "$work/ref" >"$work/ref.log" 2>&1 || { cat "$work/ref.log"; exit 1; }

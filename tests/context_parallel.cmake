@@ -16,7 +16,14 @@
 # and beside TP=2, head_offset tp_rank H/tp), all_gather, and Ulysses (each rank's heads from
 # head_offset cp_rank H/cp; beside TP=2, tp_rank H/tp + cp_rank H/(tp cp), a rank term of two axes).
 # The cuda target refuses attention dropout under p2p and all_gather (its kernels draw the mask by
-# the rank's own positions): cp_attention_dropout_cuda_refused.
+# the rank's own positions): cp_attention_dropout_cuda_refused. Full recompute: the replayed
+# forward rewritten as the forward (its ring pieces, its dropout masks). FP8, its amaxes
+# max-all-reduced over cp. MoE (tiny-moe, dropless; the router metrics compared too): the
+# load-balancing loss over the router's logits and ids gathered over cp, the counts per expert
+# summed over cp: aux_loss under the ring, and seq_aux_loss with expert bias (its step counts summed
+# over dp and cp) at CP=2 x DP=2. Expert parallelism carved from dp x cp (Megatron's): EP=2 x CP=2
+# x DP=2 (edp 2: the expert gradients summed over edp, not cp; the all-to-alls' room the rank's
+# rows').
 # mcc_cp_e2e(NAME MODEL NP FLAGS): tests/parallel_e2e.sh of MODEL on NP ranks with FLAGS (one string)
 function(mcc_cp_e2e name model np flags)
   separate_arguments(_flags UNIX_COMMAND "${flags}")
@@ -31,6 +38,9 @@ if(MPI_C_FOUND)
   mcc_cp_e2e(cp2_p2p_tp2_dropout_equals_single_rank_tiny-gpt2 tiny-gpt2 4 "${_drop} --cp 2 --cp-comm-type p2p --tp 2")
   mcc_cp_e2e(cp2_a2a_dropout_equals_single_rank_tiny-gpt2 tiny-gpt2 2 "${_drop} --cp 2 --cp-comm-type a2a")
   mcc_cp_e2e(cp2_a2a_tp2_dropout_equals_single_rank_tiny-gpt2 tiny-gpt2 4 "${_drop} --cp 2 --cp-comm-type a2a --tp 2")
+  # MoE beside TP with sequence parallelism (Megatron's requirement for TP + EP) and EP=2 from cp
+  mcc_cp_e2e(cp2_tp2_sp_ep2_equals_single_rank_tiny-moe tiny-moe 4 "--cp 2 --cp-comm-type p2p --tp 2 --sequence-parallel --expert-model-parallel-size 2")
+  mcc_cp_e2e(cp2_p2p_full_recompute_dropout_equals_single_rank_tiny-llama tiny-llama 2 "--hidden-dropout 0.1 -- --cp 2 --cp-comm-type p2p --recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
   foreach(case "cp2;2;tiny-llama;2;" "cp2;2;tiny-gpt2;2;" "cp4;4;tiny-gpt2;4;" "cp4;4;tiny-llama;4;--num-query-groups 4 --"
                "cp2_tp2;2;tiny-gpt2;4;--tp 2" "cp2_dp2_zero;2;tiny-llama;4;--dp 2 --use-distributed-optimizer"
                "cp2_pp2;2;tiny-llama;4;--num-layers 4 -- --pp 2")
@@ -48,6 +58,30 @@ if(MPI_C_FOUND)
       set_tests_properties(cp${cp}_p2p_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS ${cp})
     endforeach()
   endforeach()
+  # FP8: each cp rank's amax is of its tokens, max-all-reduced over cp so the ranks quantize with
+  # the whole sequence's scale (without it the logits differ by 2e-2, the gradients by 8e-2):
+  # tensorwise, and delayed beside TP=2 (the tp shard pass passing the cp all-reduce through). As
+  # FP8 under TP (tests/fp8.cmake): 2 or 3 steps, tensors to 3e-4, for the ring's other order of
+  # sums leaves a value an ulp off and one within an ulp of an FP8 tie rounds the other way.
+  add_test(NAME cp2_p2p_fp8_equals_single_rank_tiny-gpt2 COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+           $<TARGET_FILE:mcc> tiny-gpt2 2 --fp8-format hybrid --fp8-recipe tensorwise -- --cp 2 --cp-comm-type p2p)
+  add_test(NAME cp2_p2p_tp2_fp8_delayed_equals_single_rank_tiny-llama COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+           $<TARGET_FILE:mcc> tiny-llama 4 --fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 4
+           --fp8-amax-compute-algo max -- --cp 2 --cp-comm-type p2p --tp 2)
+  set_tests_properties(cp2_p2p_fp8_equals_single_rank_tiny-gpt2 PROPERTIES LABELS numerics PROCESSORS 2
+                       ENVIRONMENT "PARALLEL_E2E_ITERS=2;PARALLEL_E2E_TOL=3e-4")
+  set_tests_properties(cp2_p2p_tp2_fp8_delayed_equals_single_rank_tiny-llama PROPERTIES LABELS numerics PROCESSORS 4
+                       ENVIRONMENT "PARALLEL_E2E_ITERS=3;PARALLEL_E2E_TOL=3e-4")
+  add_test(NAME cp2_p2p_equals_single_rank_tiny-moe COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+           $<TARGET_FILE:mcc> tiny-moe 2 --cp 2 --cp-comm-type p2p)
+  add_test(NAME cp2_dp2_seq_aux_expert_bias_equals_single_rank_tiny-moe COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+           $<TARGET_FILE:mcc> tiny-moe 4 --moe-router-load-balancing-type seq_aux_loss --moe-router-score-function sigmoid
+           --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01 -- --cp 2 --cp-comm-type p2p --dp 2)
+  set_tests_properties(cp2_p2p_equals_single_rank_tiny-moe PROPERTIES LABELS numerics PROCESSORS 2)
+  add_test(NAME cp2_dp2_ep2_equals_single_rank_tiny-moe COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+           $<TARGET_FILE:mcc> tiny-moe 4 --cp 2 --cp-comm-type p2p --dp 2 --expert-model-parallel-size 2)
+  set_tests_properties(cp2_dp2_seq_aux_expert_bias_equals_single_rank_tiny-moe cp2_dp2_ep2_equals_single_rank_tiny-moe
+                       PROPERTIES LABELS numerics PROCESSORS 4)
   set(_p2p "--context-parallel-size 2 --cp-comm-type p2p")
   foreach(case "tp2;tiny-gpt2;--tp 2" "dp2_zero;tiny-llama;--dp 2 --use-distributed-optimizer"
                "pp2;tiny-llama;--num-layers 4 -- ${_p2p} --pp 2")

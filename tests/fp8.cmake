@@ -1,7 +1,7 @@
 # fp8.cmake — FP8 (passes/fp8.c, runtime/fp8.c): the rounding against an enumeration of both
 # formats, tiny models trained 10 steps in FP8 against the PyTorch reference of the same rounding
 # (tests/torch_ref.py), and FP8 under DP=2, PP=2 and TP=2 (with and without sequence parallelism)
-# against one rank. The pass tests are tests/passes/fp8_*.ir.
+# against one rank (CP=2: tests/context_parallel.cmake). The pass tests are tests/passes/fp8_*.ir.
 add_executable(fp8_rounding_test ${CMAKE_SOURCE_DIR}/tests/fp8_rounding_test.c)
 target_link_libraries(fp8_rounding_test PRIVATE mccrt)
 add_test(NAME fp8_rounding COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/fp8_rounding.py $<TARGET_FILE:fp8_rounding_test>)
