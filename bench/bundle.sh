@@ -121,7 +121,7 @@ if [ "${CP:-0}" != 0 ]; then
       $B/mcc compile models/$m.json --target cuda --keep-logits --cp 2 --cp-comm-type $t \
         -o devrun/bin/$m-cuda-cp2-$t 2>devrun/bin/$m-cuda-cp2-$t.compile.log || cat devrun/bin/$m-cuda-cp2-$t.compile.log
     done
-    for v in "p2p-hdrop:--cp 2 --cp-comm-type p2p" "tp2sp-hdrop:--cp 2 --cp-comm-type p2p --tp 2 --sequence-parallel"; do
+    for v in "p2p-hdrop:--cp 2 --cp-comm-type p2p" "tpsp-hdrop:--cp 2 --cp-comm-type p2p --tp 2 --sequence-parallel"; do
       $B/mcc compile models/$m.json --target cuda "${hdrop[@]}" ${v#*:} -o devrun/bin/$m-cuda-cp2-${v%%:*} \
         2>devrun/bin/$m-cuda-cp2-${v%%:*}.compile.log || cat devrun/bin/$m-cuda-cp2-${v%%:*}.compile.log
     done

@@ -168,7 +168,7 @@ section "context parallelism on one GPU (cp 2, 2 ranks sharing it), 10 steps aga
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # (variant:ranks:oracle; the oracle's dumps devrun/cpu/<oracle><model>)
 for m in tiny-gpt2 tiny-llama tiny-moe; do
-  for v in p2p:2: all_gather:2: a2a:2: p2p-hdrop:2:hdrop- tp2sp-hdrop:4:hdrop-; do
+  for v in p2p:2: all_gather:2: a2a:2: p2p-hdrop:2:hdrop- tpsp-hdrop:4:hdrop-; do
     t=${v%%:*} np=$(echo $v | cut -d: -f2) ref=devrun/cpu/$(echo $v | cut -d: -f3)$m
     [ -x devrun/bin/$m-cuda-cp2-$t ] || { [ $m = tiny-moe ] || echo "$m cp2 $t: not compiled (bundle.sh CP=1)"; continue; }
     rm -rf /tmp/cp1-$t-$m
