@@ -276,6 +276,18 @@ if [ "${MOE:-0}" != 0 ]; then
     echo "$c profile exit $?"; grep -A40 "GPU time by op" "$O/profile-$c.log" | head -60
   done
 fi
+# MOE_GEMM_BENCH=1: the experts' grouped GEMMs (equal and skewed groups, forward and wgrad) against
+# one dense GEMM of the same FLOPs at moe-8x1B's and moe-32x8's shapes (bench/moe_gemm_bench.c; its
+# checks fail it with exit 1)
+if [ "${MOE_GEMM_BENCH:-0}" != 0 ]; then
+  section "MoE: grouped GEMMs vs a dense GEMM of the same FLOPs"
+  if [ -x devrun/bin/moe_gemm_bench ]; then
+    timeout 400 devrun/bin/moe_gemm_bench > "$O/moe_gemm_bench.log" 2>&1; echo "moe_gemm_bench exit $?"
+    cat "$O/moe_gemm_bench.log"
+  else
+    echo "moe_gemm_bench: not built"
+  fi
+fi
 # OVERLAP_BENCH=1: a collective beside GEMMs under NCCL's CTA policies (bench/overlap_bench.c)
 if [ "${OVERLAP_BENCH:-0}" != 0 ] && [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   section "collectives beside GEMMs (overlap_bench)"

@@ -8,13 +8,14 @@
 # and cuda_ops_test's link line for the system libraries). MCC_OPS_TEST_ONLY (default moe_),
 # MCC_OPS_TEST_SHAPE and MCC_ATTENTION_TEST_ONLY (default cp) choose the cases (context parallelism's
 # rope and pos_add: EMU_TESTS=ops MCC_OPS_TEST_ONLY=rope MCC_OPS_TEST_SHAPE=" cp ", and pos_add);
-# EMU_TESTS="ops attention" which binaries run (cp_bench: bench/cp_attention_bench.c on a small shape). The attention half takes about 8 minutes.
+# EMU_TESTS="ops attention" which binaries run (cp_bench: bench/cp_attention_bench.c on a small shape;
+# moe_bench: bench/moe_gemm_bench.c's cases and checks on two small shapes, also needing mcc_convert). The attention half takes about 8 minutes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd) B=$(cd "$1" && pwd) here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d) && trap 'rm -rf "$work"' EXIT
 san="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 cflags="-g -O1 $san -DMCC_HAVE_CUDA -I$root -I$root/ir -I$root/codegen/cuda -isystem /usr/local/cuda/include"
-for f in tests/gpu/ops_test.c tests/gpu/attention_test.c bench/cp_attention_bench.c runtime/cuda/launchers.c \
+for f in tests/gpu/ops_test.c tests/gpu/attention_test.c bench/cp_attention_bench.c bench/moe_gemm_bench.c runtime/cuda/launchers.c \
          runtime/cuda/matmul.c runtime/cuda/attention.c; do
   cc -std=gnu17 $cflags -c "$root/$f" -o "$work/$(basename "$f" .c).o"
 done
@@ -32,5 +33,7 @@ for t in ${EMU_TESTS:-ops attention}; do
                MCC_ATTENTION_TEST_ONLY=${MCC_ATTENTION_TEST_ONLY-cp} "$work/emu_attention" ;;
     cp_bench) c++ $san "$work/cp_attention_bench.o" "${shared[@]}" -o "$work/emu_$t" # its logic and check, times 0
               "$work/emu_cp_bench" --heads 4,2,16 --seqs 256 --check-seq 256 ;;
+    moe_bench) c++ $san "$work/moe_gemm_bench.o" "$B/libmcc_convert.a" "${shared[@]}" -o "$work/emu_$t" # times 0
+               "$work/emu_moe_bench" --shape 96,32,24,4 --shape 100,40,24,3 ;;
   esac
 done
