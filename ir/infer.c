@@ -300,15 +300,24 @@ bool ir_infer_swiglu_grad(const ir_module *m, const ir_instr *in, const ir_type 
 }
 
 /* (dst, a, b): dst has the shape of matmul(a, b), in any float dtype (a gradient accumulator) */
+/* (dst, operands...): an accumulating op's product, inferred by `product_of` from the operands
+ * after dst, lands in dst, of its shape and a float dtype. */
+static bool check_accumulate(const ir_module *m, const ir_instr *in, const ir_type *a, char *err, size_t len,
+                             bool (*product_of)(const ir_module *, const ir_instr *, const ir_type *, ir_type *, char *,
+                                                size_t))
+{
+    ir_type product;
+    if (!product_of(m, in, &a[1], &product, err, len))
+        return false;
+    if (!same_shape(&a[0], &product) || !need_float(&a[0], "accumulator", err, len))
+        return fail(err, len, "%s into %s of a %s product", ir_ops[in->op].name, tstr(&a[0]), tstr(&product));
+    return true;
+}
+
 bool ir_infer_matmul_accumulate(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
                                 size_t len)
 {
-    ir_type product;
-    if (!ir_infer_matmul(m, in, &a[1], &product, err, len))
-        return false;
-    if (!same_shape(&a[0], &product) || !need_float(&a[0], "accumulator", err, len))
-        return fail(err, len, "matmul_accumulate into %s of a %s product", tstr(&a[0]), tstr(&product));
-    return true;
+    return check_accumulate(m, in, a, err, len, ir_infer_matmul);
 }
 
 /* (a, b, bias[N]): a matmul's result with a bias over its last dimension */
@@ -1178,12 +1187,7 @@ bool ir_infer_moe_grouped_wgrad(const ir_module *m, const ir_instr *in, const ir
 bool ir_infer_moe_grouped_wgrad_accumulate(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r,
                                            char *err, size_t len)
 {
-    ir_type product;
-    if (!ir_infer_moe_grouped_wgrad(m, in, &a[1], &product, err, len))
-        return false;
-    if (!same_shape(&a[0], &product) || !need_float(&a[0], "accumulator", err, len))
-        return fail(err, len, "moe_grouped_wgrad_accumulate into %s of a %s product", tstr(&a[0]), tstr(&product));
-    return true;
+    return check_accumulate(m, in, a, err, len, ir_infer_moe_grouped_wgrad);
 }
 
 /* The aux loss's logits[N,E], ids[N,k] and seq: 0, or the tokens of a sequence (a whole divisor of N) */

@@ -66,6 +66,19 @@ static bool epilogue_has_aux(cublasLtEpilogue_t e)
     return e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU_BGRAD || e == CUBLASLT_EPILOGUE_DGELU;
 }
 
+/* The (rows, cols, leading dimension) of a GEMM's three cuBLASLt layouts, column-major: cuBLASLt's
+ * A is our b, stored (n x k) or, transposed, (k x n); its B our a; C (n x m). */
+typedef struct {
+    int64_t rows, cols, ld;
+} lt_dims;
+
+static void lt_layouts(int64_t m, int64_t n, int64_t k, bool ta, bool tb, lt_dims d[3])
+{
+    d[0] = (lt_dims){tb ? k : n, tb ? n : k, tb ? k : n};
+    d[1] = (lt_dims){ta ? m : k, ta ? k : m, ta ? m : k};
+    d[2] = (lt_dims){n, m, n};
+}
+
 /* The plan of a GEMM shape and epilogue: its algorithm, or found = false when cuBLASLt has none
  * (only for epilogues beyond BIAS, whose ops have a fallback; a plain GEMM without one exits). */
 static matmul_plan *plan_of(int64_t m, int64_t n, int64_t k, bool ta, bool tb, cublasLtEpilogue_t epilogue,
@@ -104,10 +117,11 @@ static matmul_plan *plan_of(int64_t m, int64_t n, int64_t k, bool ta, bool tb, c
         int64_t ld = n;
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
     }
-    /* cuBLASLt's A is our B: stored (n x k) or, transposed, (k x n) column-major; its B is our A. */
-    LT_CHECK(cublasLtMatrixLayoutCreate(&p->a, cuda_type(bdt), tb ? k : n, tb ? n : k, tb ? k : n));
-    LT_CHECK(cublasLtMatrixLayoutCreate(&p->b, cuda_type(dt), ta ? m : k, ta ? k : m, ta ? m : k));
-    LT_CHECK(cublasLtMatrixLayoutCreate(&p->c, cuda_type(cdt), n, m, n));
+    lt_dims d[3];
+    lt_layouts(m, n, k, ta, tb, d);
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->a, cuda_type(bdt), (uint64_t)d[0].rows, (uint64_t)d[0].cols, d[0].ld));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->b, cuda_type(dt), (uint64_t)d[1].rows, (uint64_t)d[1].cols, d[1].ld));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->c, cuda_type(cdt), (uint64_t)d[2].rows, (uint64_t)d[2].cols, d[2].ld));
     cublasLtMatmulPreference_t pref;
     LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     size_t ws = WORKSPACE_BYTES;
@@ -155,12 +169,12 @@ static int64_t rows_bucket(int64_t x)
     return (x + step - 1) / step * step;
 }
 
-static void set_layout(cublasLtMatrixLayout_t l, int64_t rows, int64_t cols, int64_t ld)
+static void set_layout(cublasLtMatrixLayout_t l, lt_dims d)
 {
-    uint64_t r = (uint64_t)rows, c = (uint64_t)cols;
+    uint64_t r = (uint64_t)d.rows, c = (uint64_t)d.cols;
     LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_ROWS, &r, sizeof r));
     LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_COLS, &c, sizeof c));
-    LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_LD, &ld, sizeof ld));
+    LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_LD, &d.ld, sizeof d.ld));
 }
 
 /* The plan of one expert's GEMM, whose rows vary from call to call (m, or k under ta: the wgrad's
@@ -172,9 +186,11 @@ static matmul_plan *plan_for_rows(int64_t m, int64_t n, int64_t k, bool ta, bool
 {
     matmul_plan *p = plan_of(ta ? m : rows_bucket(m), n, ta ? rows_bucket(k) : k, ta, tb, CUBLASLT_EPILOGUE_DEFAULT, dt,
                              bdt, cdt, sms, true);
-    set_layout(p->a, tb ? k : n, tb ? n : k, tb ? k : n);
-    set_layout(p->b, ta ? m : k, ta ? k : m, ta ? m : k);
-    set_layout(p->c, n, m, n);
+    lt_dims d[3];
+    lt_layouts(m, n, k, ta, tb, d);
+    set_layout(p->a, d[0]);
+    set_layout(p->b, d[1]);
+    set_layout(p->c, d[2]);
     return p;
 }
 
@@ -227,14 +243,19 @@ static int overlap_gemm_sms(void) { return (int)knob_int(KNOB_OVERLAP_GEMM_SMS);
 
 /* out := op(a) op(b) + beta c by plan p (c may be out), on the compute stream; timed first when
  * the plan is not final (MCC_GEMM_AUTOTUNE). cuBLASLt's A is our b, its B our a (column-major). */
-static void run_plan(rt_cuda_ctx *cx, matmul_plan *p, const void *a, const void *b, float beta, const void *c, void *out)
+static void run_plan_on(cudaStream_t stream, void *ws, matmul_plan *p, const void *a, const void *b, float beta,
+                        const void *c, void *out)
 {
-    cudaStream_t stream = (cudaStream_t)rt_cuda_stream(cx);
     if (!p->tuned)
         tune(p, b, a, beta, beta != 0 ? c : NULL, (size_t)p->m * (size_t)p->n * ir_dtype_size(p->cdt), stream);
     const float one = 1.0f;
-    LT_CHECK(cublasLtMatmul(lt, p->desc, &one, b, p->a, a, p->b, &beta, c, p->c, out, p->c, &p->algo, workspace,
+    LT_CHECK(cublasLtMatmul(lt, p->desc, &one, b, p->a, a, p->b, &beta, c, p->c, out, p->c, &p->algo, ws,
                             WORKSPACE_BYTES, stream));
+}
+
+static void run_plan(rt_cuda_ctx *cx, matmul_plan *p, const void *a, const void *b, float beta, const void *c, void *out)
+{
+    run_plan_on((cudaStream_t)rt_cuda_stream(cx), workspace, p, a, b, beta, c, out);
 }
 
 /* What a GEMM's epilogue does beyond writing op(a) op(b): see plan_for. */
@@ -577,8 +598,56 @@ static const int32_t *grouped_counts(rt_cuda_ctx *cx, const rt_kernel_call *c, i
     return m->host;
 }
 
+/* The streams a grouped GEMM's experts run on (MCC_GROUPED_GEMM_STREAMS = n): with n > 1 expert e's
+ * GEMM runs on side stream e mod n, each with its own cuBLASLt workspace, forked from the compute
+ * stream before the first and joined back after the last, so that experts too small to fill the
+ * SMs alone (moe-32x8's: 88 output tiles on 132 SMs) run side by side. The functions with grouped
+ * GEMMs are never captured into CUDA graphs (HOST_WAIT), so the fork is a plain event wait. */
+enum { MAX_GROUPED_STREAMS = 8 };
+typedef struct {
+    int n;                          /* streams in use: 1, the compute stream alone */
+    cudaStream_t stream[MAX_GROUPED_STREAMS];
+    void *workspace[MAX_GROUPED_STREAMS];
+} expert_streams;
+
+static expert_streams expert_streams_fork(rt_cuda_ctx *cx)
+{
+    static cudaStream_t side[MAX_GROUPED_STREAMS];
+    static void *side_ws[MAX_GROUPED_STREAMS];
+    static cudaEvent_t fork;
+    cudaStream_t compute = (cudaStream_t)rt_cuda_stream(cx);
+    expert_streams s = {(int)knob_int(KNOB_GROUPED_GEMM_STREAMS), {compute}, {workspace}};
+    if (s.n <= 1) {
+        s.n = 1;
+        return s;
+    }
+    if (!fork)
+        RT_CUDART_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+    RT_CUDART_CHECK(cudaEventRecord(fork, compute));
+    for (int i = 0; i < s.n; i++) {
+        if (!side[i]) {
+            RT_CUDART_CHECK(cudaStreamCreateWithFlags(&side[i], cudaStreamNonBlocking));
+            RT_CUDART_CHECK(cudaMalloc(&side_ws[i], WORKSPACE_BYTES));
+        }
+        RT_CUDART_CHECK(cudaStreamWaitEvent(side[i], fork, 0));
+        s.stream[i] = side[i], s.workspace[i] = side_ws[i];
+    }
+    return s;
+}
+
+static void expert_streams_join(rt_cuda_ctx *cx, const expert_streams *s)
+{
+    static cudaEvent_t join[MAX_GROUPED_STREAMS];
+    for (int i = 0; s->n > 1 && i < s->n; i++) {
+        if (!join[i])
+            RT_CUDART_CHECK(cudaEventCreateWithFlags(&join[i], cudaEventDisableTiming));
+        RT_CUDART_CHECK(cudaEventRecord(join[i], s->stream[i]));
+        RT_CUDART_CHECK(cudaStreamWaitEvent((cudaStream_t)rt_cuda_stream(cx), join[i], 0));
+    }
+}
+
 /* (x[R,K], w[E,F,K] (tb) or [E,K,F], counts[E]) -> y[R,F]: expert e's rows times op(w[e]), one
- * GEMM each; the rows past the counts zeroed */
+ * GEMM each (expert_streams); the rows past the counts zeroed */
 void cuda_MOE_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     const ir_type *xt = c->arg_types[0], *wt = c->arg_types[1], *yt = c->res_types[0];
@@ -587,14 +656,16 @@ void cuda_MOE_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
     const int32_t *counts = grouped_counts(cx, c, 2, R);
     size_t xs = ir_dtype_size(xt->dtype), ws = ir_dtype_size(wt->dtype), ys = ir_dtype_size(yt->dtype);
     int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
+    expert_streams st = expert_streams_fork(cx);
     for (int64_t e = 0; e < E; row += counts[e++]) {
         if (!counts[e])
             continue;
         matmul_plan *p = plan_for_rows(counts[e], F, K, false, tb, xt->dtype, wt->dtype, yt->dtype, sms);
         char *y = (char *)c->res[0] + (size_t)(row * F) * ys;
-        run_plan(cx, p, (const char *)c->args[0] + (size_t)(row * K) * xs,
-                 (const char *)c->args[1] + (size_t)(e * F * K) * ws, 0.0f, y, y);
+        run_plan_on(st.stream[e % st.n], st.workspace[e % st.n], p, (const char *)c->args[0] + (size_t)(row * K) * xs,
+                    (const char *)c->args[1] + (size_t)(e * F * K) * ws, 0.0f, y, y);
     }
+    expert_streams_join(cx, &st);
     if (row < R)
         RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)((char *)c->res[0] + (size_t)(row * F) * ys), 0,
                                     (size_t)((R - row) * F) * ys, rt_cuda_stream(cx)));
@@ -610,6 +681,7 @@ static void grouped_wgrad_into(rt_cuda_ctx *cx, const rt_kernel_call *c, int fir
     const int32_t *counts = grouped_counts(cx, c, first + 2, R);
     size_t as = ir_dtype_size(at->dtype), bs = ir_dtype_size(bt->dtype), ds = ir_dtype_size(dt->dtype);
     int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
+    expert_streams st = expert_streams_fork(cx);
     for (int64_t e = 0; e < E; row += counts[e++]) {
         char *out = (char *)dw + (size_t)(e * P * Q) * ds;
         if (!counts[e]) {
@@ -618,9 +690,10 @@ static void grouped_wgrad_into(rt_cuda_ctx *cx, const rt_kernel_call *c, int fir
             continue;
         }
         matmul_plan *p = plan_for_rows(P, Q, counts[e], true, false, at->dtype, bt->dtype, dt->dtype, sms);
-        run_plan(cx, p, (const char *)c->args[first] + (size_t)(row * P) * as,
-                 (const char *)c->args[first + 1] + (size_t)(row * Q) * bs, beta, out, out);
+        run_plan_on(st.stream[e % st.n], st.workspace[e % st.n], p, (const char *)c->args[first] + (size_t)(row * P) * as,
+                    (const char *)c->args[first + 1] + (size_t)(row * Q) * bs, beta, out, out);
     }
+    expert_streams_join(cx, &st);
 }
 
 /* (a[R,P], b[R,Q], counts[E]) -> f32[E,P,Q]: a_e^T b_e */
