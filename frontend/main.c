@@ -277,7 +277,7 @@ static bool fits_gpu(const mcc_memory_breakdown *mem, const cli_opts *o)
 }
 
 /* The step's compute on a rank as planned (recomputation included) and its time at the target's
- * GEMM rate, beside the memory. */
+ * GEMM rate, and what it sends over each mesh axis, beside the memory. */
 static void print_compute(const mcc_memory_breakdown *mem, const cli_opts *o)
 {
     fprintf(stderr, "compute a step: %.6g GFLOP per rank, ~%.3g ms at the %s target's GEMM rate\n", mem->step_flops / 1e9,
@@ -292,6 +292,17 @@ static void print_compute(const mcc_memory_breakdown *mem, const cli_opts *o)
                 mem->a2a_exchanges, mem->a2a_sent_bytes, off, mem->ep - 1, link > 0 ? 1e3 * off / link : 0,
                 o->passes.target->name);
     }
+    double total = 0, link = o->passes.target->link_bytes_per_s;
+    for (int a = 0; a < IR_NUM_AXES; a++)
+        total += mem->sent_bytes[a];
+    if (total == 0)
+        return;
+    fprintf(stderr, "communication a step: %.6g GiB sent per rank, ~%.3g ms over the %s target's link:", total / 0x1p30,
+            link > 0 ? 1e3 * total / link : 0, o->passes.target->name);
+    for (int a = 0; a < IR_NUM_AXES; a++)
+        if (mem->sent_bytes[a] > 0)
+            fprintf(stderr, " %s %.4g GiB", ir_axis_name((ir_axis)a), mem->sent_bytes[a] / 0x1p30);
+    fprintf(stderr, " (ring algorithms)\n");
 }
 
 /* Ranks that share one machine's host memory: a node of up to 8 GPUs. */

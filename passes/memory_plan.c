@@ -288,6 +288,49 @@ static double a2a_sent_bytes(const ir_func *f, int *count)
     return bytes;
 }
 
+/* sent[axis] += the bytes a rank sends over each mesh axis in function f's collectives, `times`
+ * a step, by ring algorithms (n the axis's ranks, S the operand's bytes): an all-reduce 2 (n-1)/n S,
+ * a gather (n-1) S of its slice, a reduce-scatter (n-1) S of its block, ring_shift S, cp_all_to_all
+ * (n-1)/n S, all_to_all_v (n-1)/n of what it sends (a2a_sent_bytes: routing balanced). */
+static void comm_sent_bytes(const ir_module *m, const ir_func *f, double times, double *sent)
+{
+    ir_mesh mesh = ir_module_mesh(m);
+    for (int k = 0; k < f->ninstrs; k++) {
+        const ir_instr *in = &f->instrs[k];
+        if (!(ir_ops[in->op].flags & IR_OPF_COLLECTIVE))
+            continue;
+        int axis = (int)in->attr[0]; /* ops.def: every collective's first attribute */
+        double n = mesh.degree[axis], x = (double)ir_bytes(ir_vtype(f, in->args[0])), bytes = 0;
+        int count = 0;
+        switch (in->op) {
+        case IR_OP_ALL_REDUCE: bytes = 2 * (n - 1) / n * x; break;
+        case IR_OP_ALL_REDUCE_INPLACE:
+            for (int a = 0; a < in->nargs; a++)
+                bytes += 2 * (n - 1) / n * (double)ir_bytes(ir_vtype(f, in->args[a]));
+            break;
+        case IR_OP_ALL_GATHER_SEQ:
+        case IR_OP_ALL_GATHER:
+        case IR_OP_ALL_GATHER_MATMUL: bytes = (n - 1) * x; break;
+        case IR_OP_REDUCE_SCATTER_SEQ:
+        case IR_OP_REDUCE_SCATTER: bytes = (n - 1) * (double)ir_bytes(ir_vtype(f, in->res[0])); break;
+        case IR_OP_MATMUL_REDUCE_SCATTER:
+        case IR_OP_MATMUL_ADD_REDUCE_SCATTER: /* the rank's block is the last result */
+            bytes = (n - 1) * (double)ir_bytes(ir_vtype(f, in->res[ir_ops[in->op].nres - 1]));
+            break;
+        case IR_OP_RING_SHIFT: bytes = x; break;
+        case IR_OP_CP_ALL_TO_ALL: bytes = (n - 1) / n * x; break;
+        case IR_OP_ALL_TO_ALL_V: {
+            ir_func one = *f;
+            one.instrs = (ir_instr *)in, one.ninstrs = 1;
+            bytes = (n - 1) / n * a2a_sent_bytes(&one, &count);
+            break;
+        }
+        default: bytes = x; break;
+        }
+        sent[axis] += times * bytes;
+    }
+}
+
 mcc_memory_breakdown mcc_memory_of(const ir_module *m)
 {
     mcc_memory_breakdown b = {.stage = (int)ir_cfg_int(m, IR_CFG_PIPELINE_STAGE),
@@ -323,7 +366,10 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
             for (int k = 0; k < f->ninstrs; k++)
                 b.step_flops += 2 * ir_work_macs(f, &f->instrs[k]) * (double)ir_cfg_int(m, IR_CFG_ACCUM_STEPS);
             b.a2a_sent_bytes += a2a_sent_bytes(f, &b.a2a_exchanges);
-        }
+            comm_sent_bytes(m, f, (double)ir_cfg_int(m, IR_CFG_ACCUM_STEPS), b.sent_bytes);
+        } else if (f->kind == IR_FUNC_TIED_SEND || f->kind == IR_FUNC_TIED_SUM || f->kind == IR_FUNC_REDUCE ||
+                   f->kind == IR_FUNC_GRAD_NORM || f->kind == IR_FUNC_OPTIMIZER || f->kind == IR_FUNC_PARAM_SYNC)
+            comm_sent_bytes(m, f, 1, b.sent_bytes); /* once a step */
         if (f->kind == IR_FUNC_STEP)
             b.saved = saved_bytes(f);
         if (f->kind == IR_FUNC_STEP)

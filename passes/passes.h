@@ -135,6 +135,8 @@ typedef struct {
                                        (each sends what it receives: dispatch, combine and their
                                        transposes), over a2a_exchanges of them; (ep-1)/ep leave the rank */
     int a2a_exchanges, ep;
+    double sent_bytes[IR_NUM_AXES]; /* a step's bytes a rank sends over each mesh axis in its collectives
+                                       (ring algorithms; memory_plan.c's comm_sent_bytes) */
 } mcc_memory_breakdown;
 int64_t mcc_memory_total(const mcc_memory_breakdown *b);
 mcc_memory_breakdown mcc_memory_of(const ir_module *m);
