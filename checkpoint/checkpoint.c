@@ -16,8 +16,8 @@
 
 const char *const ck_role_names[CK_NUM_ROLES] = {"param", "adam_m", "adam_v", "fp8_history", "expert_bias"};
 
-/* The mesh axes a checkpoint records (edp follows from them). */
-static bool recorded_axis(int a) { return a != IR_AXIS_NONE && a != IR_AXIS_EDP; }
+/* The mesh axes a checkpoint records (the derived ones, edp and dp_cp, follow from them). */
+static bool recorded_axis(int a) { return a != IR_AXIS_NONE && !ir_axis_derived((ir_axis)a); }
 
 void ck_iter_dir(const char *dir, int64_t iteration, bool tmp, char *buf, size_t len)
 {
@@ -282,18 +282,21 @@ static bool get_axes(const char *file, json_t *o, const char *key, int v[IR_NUM_
     return true;
 }
 
-/* The edp degree (and with coord, world rank k's edp coordinate), which the records leave out, from
- * the recorded axes: ir_mesh_of's, as the saving ranks had them (ZeRO's expert blocks are over edp). */
-static void derive_edp(int degree[IR_NUM_AXES], int *coord, int k)
+/* The derived axes' degrees (and with coord, world rank k's coordinates along them), which the
+ * records leave out, from the recorded axes: ir_mesh_of's, as the saving ranks had them (ZeRO's
+ * expert blocks are over edp, the dense ones' under cp over dp_cp). */
+static void derive_axes(int degree[IR_NUM_AXES], int *coord, int k)
 {
     ir_mesh mesh = ir_mesh_of(degree[IR_AXIS_TP], degree[IR_AXIS_CP], degree[IR_AXIS_DP], degree[IR_AXIS_PP],
                               degree[IR_AXIS_EP]);
-    degree[IR_AXIS_EDP] = mesh.degree[IR_AXIS_EDP] > 0 ? mesh.degree[IR_AXIS_EDP] : 1;
-    if (coord) {
-        int c[IR_NUM_AXES];
-        ir_mesh_coords(&mesh, k, c);
-        coord[IR_AXIS_EDP] = c[IR_AXIS_EDP];
-    }
+    int c[IR_NUM_AXES];
+    ir_mesh_coords(&mesh, k, c);
+    for (int a = 1; a < IR_NUM_AXES; a++)
+        if (ir_axis_derived((ir_axis)a)) {
+            degree[a] = mesh.degree[a] > 0 ? mesh.degree[a] : 1;
+            if (coord)
+                coord[a] = c[a];
+        }
 }
 
 static bool parse_shape(const char *file, const char *name, json_t *v, ir_type *t, char *err, size_t errlen)
@@ -331,7 +334,7 @@ static bool read_manifest(ck_reader *r, json_t *j, const char *file, char *err, 
         !get_int(file, j, "evals_done", &s->evals_done, err, errlen) || !get_int(file, j, "seed", &seed, err, errlen) ||
         !get_int(file, j, "ranks", &ranks, err, errlen) || !get_axes(file, j, "mesh", s->degree, 1, err, errlen))
         return false;
-    derive_edp(s->degree, NULL, 0);
+    derive_axes(s->degree, NULL, 0);
     s->seed = (uint64_t)seed;
     if (ranks < 1 || ranks > 1 << 20)
         return ck_fail(err, errlen, "%s: \"ranks\" is %lld: expected at least 1", file, (long long)ranks);
@@ -407,7 +410,7 @@ static bool open_rank(ck_reader *r, int k, char *err, size_t errlen)
     bool ok = get_int(jpath, j, "bytes", &bytes, err, errlen) && get_axes(jpath, j, "mesh", rf->degree, 1, err, errlen) &&
               get_axes(jpath, j, "coords", rf->coord, 0, err, errlen);
     if (ok)
-        derive_edp(rf->degree, rf->coord, k);
+        derive_axes(rf->degree, rf->coord, k);
     if (ok && (!parse_checksum(json_object_get(j, "crc32"), &sum) || !json_is_object(tensors) ||
                (head && !parse_checksum(head, &head_sum))))
         ok = ck_fail(err, errlen, "%s: needs \"crc32\" (hex), \"tensors\" and, where given, \"header_crc32\" (hex)", jpath);

@@ -458,7 +458,7 @@ static int cmd_opt(int argc, char **argv)
     ir_mesh mesh = ir_module_mesh(prog.stage[0]);
     long long world = 1;
     for (int a = 1; a < IR_NUM_AXES; a++)
-        world *= a == IR_AXIS_EP || a == IR_AXIS_EDP ? 1 : mesh.degree[a];
+        world *= a == IR_AXIS_EP || ir_axis_derived((ir_axis)a) ? 1 : mesh.degree[a];
     mcc_pass_options opt = {mcc_target_by_name(target ? target : ir_cfg_text(prog.stage[0], IR_CFG_TARGET))};
     ok = rank < world;
     if (!ok)

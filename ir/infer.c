@@ -643,7 +643,8 @@ static ir_axis need_axis(const ir_instr *in, char *err, size_t len)
     int axis = (int)in->attr[0];
     if (axis > IR_AXIS_NONE && axis < IR_NUM_AXES)
         return (ir_axis)axis;
-    fail(err, len, "%s needs a mesh axis (1 dp .. %d edp), got %g", ir_ops[in->op].name, IR_NUM_AXES - 1, in->attr[0]);
+    fail(err, len, "%s needs a mesh axis (1 dp .. %d %s), got %g", ir_ops[in->op].name, IR_NUM_AXES - 1,
+         ir_axis_name(IR_NUM_AXES - 1), in->attr[0]);
     return IR_AXIS_NONE;
 }
 

@@ -69,7 +69,7 @@ int ir_attr_index(ir_op op, const char *name)
 
 static const char *const dtype_names[IR_NUM_DTYPES] = {"f32", "bf16", "f16", "fp8e4m3", "fp8e5m2", "i32", "i64"};
 static const size_t dtype_sizes[IR_NUM_DTYPES] = {4, 2, 2, 1, 1, 4, 8};
-static const char *const axis_names[IR_NUM_AXES] = {"-", "dp", "pp", "tp", "cp", "ep", "edp"};
+static const char *const axis_names[IR_NUM_AXES] = {"-", "dp", "pp", "tp", "cp", "ep", "edp", "dp_cp"};
 
 const char *ir_dtype_name(ir_dtype t) { return dtype_names[t]; }
 size_t ir_dtype_size(ir_dtype t) { return dtype_sizes[t]; }

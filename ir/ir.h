@@ -19,10 +19,15 @@
 typedef enum { IR_F32, IR_BF16, IR_F16, IR_FP8E4M3, IR_FP8E5M2, IR_I32, IR_I64, IR_NUM_DTYPES } ir_dtype;
 
 /* The mesh axes, the one enum of them (the IR's, the runtime's groups: ir_mesh below): data,
- * pipeline, tensor, context, expert and expert-data parallel. A dimension may be split over an
- * ordered list of axes, outer to inner (the sequence over cp, then tp, under context and
- * sequence parallelism); `partial` is a bitmask of axes over which the value is a pending sum. */
-typedef enum { IR_AXIS_NONE, IR_AXIS_DP, IR_AXIS_PP, IR_AXIS_TP, IR_AXIS_CP, IR_AXIS_EP, IR_AXIS_EDP, IR_NUM_AXES } ir_axis;
+ * pipeline, tensor, context, expert and expert-data parallel, and dp_cp, data parallel with
+ * context parallel (Megatron's data_parallel_group_with_cp: the dp x cp ranks of one tp and pp
+ * coordinate, which the dense parameters' replicas span under cp). edp and dp_cp are derived: their
+ * ranks are other axes' (ir_axis_derived). A dimension may be split over an ordered list of axes,
+ * outer to inner (the sequence over cp, then tp, under context and sequence parallelism);
+ * `partial` is a bitmask of axes over which the value is a pending sum. */
+typedef enum {
+    IR_AXIS_NONE, IR_AXIS_DP, IR_AXIS_PP, IR_AXIS_TP, IR_AXIS_CP, IR_AXIS_EP, IR_AXIS_EDP, IR_AXIS_DP_CP, IR_NUM_AXES
+} ir_axis;
 #define IR_MAX_SHARD_AXES 3         /* axes one dimension may be split over */
 
 typedef struct {
@@ -489,16 +494,28 @@ bool ir_rank_term_any(const ir_rank_term *t);
  * ranks of one (tp_i, pp_i) are renumbered j = cp_i + cp * dp_i and split into ep adjacent ranks
  * (ep_i = j % ep, edp_i = j / ep), which is Megatron's MoE folding with expert tp = tp.
  * Example, 16 ranks, tp 2, pp 4, dp 2: tp groups {0,1} {2,3} ...; dp groups {0,2} {1,3} {4,6}
- * ...; pp groups {0,4,8,12} {1,5,9,13} .... */
+ * ...; pp groups {0,4,8,12} {1,5,9,13} ....
+ * The axis dp_cp is the dense view's cp and dp as one digit, j = cp_i + cp * dp_i. */
 typedef struct {
-    int degree[IR_NUM_AXES];        /* ranks along each axis; [IR_AXIS_NONE] 1, [IR_AXIS_EDP] cp*dp/ep */
+    int degree[IR_NUM_AXES];        /* ranks along each axis; [IR_AXIS_NONE] 1, [IR_AXIS_EDP] cp*dp/ep,
+                                       [IR_AXIS_DP_CP] dp*cp */
 } ir_mesh;
-/* The mesh of these degrees, edp derived (0 when ep does not divide cp*dp: ir_mesh_check says so). */
+/* Whether axis a is derived: its ranks are other axes' (edp, dp_cp), so the world is not its
+ * multiple and a checkpoint's records leave it out (ir_mesh_of derives it from the others). */
+bool ir_axis_derived(ir_axis a);
+/* The mesh view digits axis a is made of, a bitmask of (1 << ir_axis): dp_cp's cp and dp, any other
+ * axis itself. A split over a splits each of them. */
+unsigned ir_axis_digits(ir_axis a);
+/* The mesh of these degrees, edp and dp_cp derived (edp 0 when ep does not divide cp*dp:
+ * ir_mesh_check says so). */
 ir_mesh ir_mesh_of(int tp, int cp, int dp, int pp, int ep);
 ir_mesh ir_module_mesh(const ir_module *m); /* the degrees m's config compiles in */
 /* False with err naming the flag when a degree is < 1, world_size != tp*cp*dp*pp, or ep does
  * not divide cp*dp. */
 bool ir_mesh_check(const ir_mesh *mesh, int world_size, char *err, size_t errlen);
+/* The axes whose coordinates are the digits of a world rank (a bitmask of (1 << ir_axis)): the
+ * dense layers' view tp, cp, dp, pp, or with `expert` the expert layers' tp, ep, edp, pp. */
+unsigned ir_mesh_view(bool expert);
 /* The world rank's coordinate along each mesh axis ([IR_AXIS_NONE] 0). */
 void ir_mesh_coords(const ir_mesh *mesh, long long world_rank, int coord[IR_NUM_AXES]);
 /* The group of world_rank along the axes of `axes` (a bitmask of (1 << ir_axis), e.g. dp and cp

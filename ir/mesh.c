@@ -11,8 +11,11 @@ ir_mesh ir_mesh_of(int tp, int cp, int dp, int pp, int ep)
     ir_mesh m = {{[IR_AXIS_NONE] = 1, [IR_AXIS_TP] = tp, [IR_AXIS_CP] = cp, [IR_AXIS_DP] = dp, [IR_AXIS_PP] = pp,
                   [IR_AXIS_EP] = ep}};
     m.degree[IR_AXIS_EDP] = ep > 0 && (cp * dp) % ep == 0 ? cp * dp / ep : 0;
+    m.degree[IR_AXIS_DP_CP] = dp * cp;
     return m;
 }
+
+bool ir_axis_derived(ir_axis a) { return a == IR_AXIS_EDP || a == IR_AXIS_DP_CP; }
 
 ir_mesh ir_module_mesh(const ir_module *m)
 {
@@ -49,7 +52,8 @@ bool ir_mesh_check(const ir_mesh *mesh, int world_size, char *err, size_t errlen
 }
 
 /* A world rank is a mixed-radix number whose digits (fastest first) are the coordinates along
- * one view's axes: the dense layers' tp, cp, dp, pp, or the expert layers' tp, ep, edp, pp. */
+ * one view's axes: the dense layers' tp, cp, dp, pp, or the expert layers' tp, ep, edp, pp. dp_cp
+ * is the dense view's cp and dp digits read as one (ir_axis_digits). */
 enum { VIEW_DIGITS = 4 };
 static const ir_axis dense_view[VIEW_DIGITS] = {IR_AXIS_TP, IR_AXIS_CP, IR_AXIS_DP, IR_AXIS_PP};
 static const ir_axis expert_view[VIEW_DIGITS] = {IR_AXIS_TP, IR_AXIS_EP, IR_AXIS_EDP, IR_AXIS_PP};
@@ -61,6 +65,8 @@ static unsigned view_axes(const ir_axis *v)
         axes |= 1u << v[k];
     return axes;
 }
+
+unsigned ir_mesh_view(bool expert) { return view_axes(expert ? expert_view : dense_view); }
 
 /* The view holding every axis of `axes`, or NULL when they mix the two. */
 static const ir_axis *view_of(unsigned axes)
@@ -93,11 +99,21 @@ void ir_mesh_coords(const ir_mesh *mesh, long long world_rank, int coord[IR_NUM_
         for (int k = 0; k < VIEW_DIGITS; k++)
             coord[views[w][k]] = digit[k];
     }
+    coord[IR_AXIS_DP_CP] = coord[IR_AXIS_CP] + mesh->degree[IR_AXIS_CP] * coord[IR_AXIS_DP];
+}
+
+unsigned ir_axis_digits(ir_axis a)
+{
+    return a == IR_AXIS_DP_CP ? 1u << IR_AXIS_CP | 1u << IR_AXIS_DP : 1u << a;
 }
 
 int ir_mesh_group(const ir_mesh *mesh, unsigned axes, long long world_rank, int *ranks, int max_ranks)
 {
-    axes &= ~(1u << IR_AXIS_NONE);
+    unsigned given = axes;
+    axes = 0;
+    for (int a = IR_AXIS_NONE + 1; a < IR_NUM_AXES; a++)
+        if (given & (1u << a))
+            axes |= ir_axis_digits((ir_axis)a);
     const ir_axis *v = view_of(axes);
     if (!v)
         return 0;

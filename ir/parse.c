@@ -395,12 +395,23 @@ static bool need_number(parser *p, token key, const token *val, double *out)
 
 /* --- types ---------------------------------------------------------------------------------- */
 
+/* The mesh axes' names, "dp, pp, ..., dp_cp", for the errors that list them. */
+static const char *axis_list(void)
+{
+    static char list[64];
+    if (!list[0])
+        for (int a = IR_AXIS_NONE + 1, n = 0; a < IR_NUM_AXES; a++)
+            n += snprintf(list + n, sizeof list - (size_t)n, "%s%s", n ? ", " : "", ir_axis_name((ir_axis)a));
+    return list;
+}
+
 static bool parse_axis(parser *p, int *axis)
 {
-    char name[8];
+    char name[8], wanted[96];
+    snprintf(wanted, sizeof wanted, "a mesh axis (-, %s)", axis_list());
     if ((p->tok.kind != TK_IDENT && !is_punct(p, '-')) || !tok_cstr(p->tok, 0, name, sizeof name) ||
         (*axis = ir_axis_by_name(name)) < 0)
-        return bad_type(p, "a mesh axis (-, dp, pp, tp, cp, ep, edp)");
+        return bad_type(p, wanted);
     advance(p);
     return true;
 }
@@ -411,8 +422,8 @@ static bool parse_dim_axes(parser *p, ir_type *t, int dim)
 {
     if (is_punct(p, '-'))
         return advance(p), true;
-    static const char wanted[] = "a mesh axis (-, dp, pp, tp, cp, ep, edp), or axes joined by dots (cp.tp)";
-    char text[32];
+    char text[32], wanted[128];
+    snprintf(wanted, sizeof wanted, "a mesh axis (-, %s), or axes joined by dots (cp.tp)", axis_list());
     if (p->tok.kind != TK_IDENT || !tok_cstr(p->tok, 0, text, sizeof text))
         return bad_type(p, wanted);
     for (char *name = text, *dot; name; name = dot ? dot + 1 : NULL) {
@@ -569,9 +580,10 @@ static bool parse_split(parser *p, ir_layout *l)
 {
     token at = p->tok;
     int axis, dim = 0;
-    char name[8], how[16];
+    char name[8], how[16], wanted[128];
+    snprintf(wanted, sizeof wanted, "a layout split such as tp:dim0 or dp:flat (axes %s)", axis_list());
     if (p->tok.kind != TK_IDENT || !tok_cstr(p->tok, 0, name, sizeof name) || (axis = ir_axis_by_name(name)) <= 0)
-        return expected(p, "a layout split such as tp:dim0 or dp:flat (axes dp, pp, tp, cp, ep)");
+        return expected(p, wanted);
     advance(p);
     if (!expect_punct(p, ':'))
         return false;
@@ -724,8 +736,8 @@ static bool parse_rank_step(parser *p, token key, double step, ir_rank_term *t)
     if (dash)
         axis_name.len = (int)(dash - axis_name.s);
     if (axis_name.kind != TK_IDENT || !tok_cstr(axis_name, 0, name, sizeof name) || (axis = ir_axis_by_name(name)) <= 0)
-        return fail_at(p, key, "attribute %s: a rank term is NUMBER*AXIS with a mesh axis (dp, pp, tp, cp, ep, edp), "
-                               "e.g. %.*s=64*tp", describe(key, buf, sizeof buf), key.len, key.s);
+        return fail_at(p, key, "attribute %s: a rank term is NUMBER*AXIS with a mesh axis (%s), e.g. %.*s=64*tp",
+                       describe(key, buf, sizeof buf), axis_list(), key.len, key.s);
     p->pos = axis_name.s + axis_name.len; /* the next term's sign on, read again */
     advance(p);
     t->step[axis] += step;

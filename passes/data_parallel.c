@@ -1,18 +1,19 @@
 /* data_parallel.c — gradients summed over the ranks holding parts of them. Under sequence
  * parallelism a replicated parameter's gradient is a partial sum over tp (shard.c marks the
- * global): `reduce_grads` first all-reduces those over tp, in one bucket; under context parallelism
- * every gradient is a sum over the rank's tokens, and all are all-reduced over cp, in buckets
- * (before the dp reduction, which then spans dp x cp). Then data parallelism
- * over the mesh axis dp (config data_parallel_size > 1):
- * every rank runs the same micro_step on its own micro-batches, and a `reduce_grads` function,
- * scheduled between the micro-batches and the optimizer, sums the gradient accumulators over the
- * dp ranks, a bucket of them per collective (or, with overlap_grad_reduce, micro_step does so
- * inside the backward). (autodiff scales the loss by 1/(accum_steps * dp), so the sum is the global mean.)
+ * global): `reduce_grads` first all-reduces those over tp, in one bucket. Then data parallelism
+ * over the replicas' mesh axis (pass_replica_axis): dp (config data_parallel_size > 1), or under
+ * context parallelism dp_cp, the dp x cp ranks (Megatron's data_parallel_group_with_cp: each cp
+ * rank's gradient is a sum over its own tokens, so one collective over dp x cp sums the whole
+ * sequence's and every replica's): every rank runs the same micro_step on its own micro-batches
+ * (or tokens), and a `reduce_grads` function, scheduled between the micro-batches and the
+ * optimizer, sums the gradient accumulators over that axis, a bucket of them per collective (or,
+ * with overlap_grad_reduce, micro_step does so inside the backward). (autodiff scales the loss by
+ * 1/(accum_steps * dp * cp), so the sum is the global mean.)
  * Under expert parallelism the expert weights' gradients are summed over edp instead (the ranks
  * holding the same experts; expert_parallel.c).
  * With the distributed optimizer (ZeRO-1, see optimizer.c) each rank only updates its block of
- * every parameter (1/dp, an expert weight's 1/edp: pass_replica_axis), so it needs only that block
- * of the sum: reduce_scatter over that axis into @<p>.grad_shard. */
+ * every parameter (1/dp, 1/(dp cp) under cp, an expert weight's 1/edp: pass_replica_axis), so it
+ * needs only that block of the sum: reduce_scatter over that axis into @<p>.grad_shard. */
 #include "passes.h"
 
 #include <stdio.h>
@@ -21,7 +22,7 @@
 #include <string.h>
 
 /* @<p>.grad_shard := this rank's block of the sum of @<p>.grad over its replicas' axis
- * (pass_replica_axis: dp, or edp for an expert weight); grad is a GRAD global. The block is a
+ * (pass_replica_axis: dp or dp_cp, or edp for an expert weight); grad is a GRAD global. The block is a
  * GRAD_SHARD companion of <p>, laid out as the gradient, then <axis>:flat. */
 static bool reduce_scatter_grad(ir_module *m, ir_func *f, int grad, char *err, size_t errlen)
 {
@@ -31,9 +32,11 @@ static bool reduce_scatter_grad(ir_module *m, ir_func *f, int grad, char *err, s
     if (numel % n)
         return snprintf(err, errlen, "--use-distributed-optimizer splits every parameter into %s = %lld equal blocks, "
                         "but @%s has %lld elements here: choose a --data-parallel-size%s that divides it or drop "
-                        "--use-distributed-optimizer", over == IR_AXIS_EDP ? "data_parallel_size / ep (edp)"
+                        "--use-distributed-optimizer", over == IR_AXIS_EDP ? "data_parallel_size x cp / ep (edp)"
+                        : over == IR_AXIS_DP_CP ? "data_parallel_size x context_parallel_size (dp_cp)"
                         : "data_parallel_size", n, g.name, numel,
-                        over == IR_AXIS_EDP ? " (or --expert-model-parallel-size)" : ""), false;
+                        over == IR_AXIS_EDP ? " (or --expert-model-parallel-size)"
+                        : over == IR_AXIS_DP_CP ? " (or --context-parallel-size)" : ""), false;
     double axis = over;
     int whole = ir_global_ref(m, f, g.name);
     int block = ir_emit(m, f, IR_OP_REDUCE_SCATTER, &whole, 1, &axis, NULL, NULL); /* f32[numel/n] {shard=[axis]} */
@@ -94,13 +97,13 @@ static int *gradient_globals(const ir_module *m, int *n)
     return grads;
 }
 
-/* reduce_grads: every bucket, after the backward: the dense gradients' over dp, then the experts'
- * over edp (none when ep = dp). */
+/* reduce_grads: every bucket, after the backward: the dense gradients' over dp (dp_cp under cp),
+ * then the experts' over edp (none when ep = dp cp). */
 static void all_reduce_buckets(ir_module *m, ir_func *f)
 {
     int n, *all = gradient_globals(m, &n), *grads = malloc(sizeof(int) * (size_t)(n + 1)),
            *end = malloc(sizeof(int) * (size_t)(n + 1));
-    const ir_axis axes[2] = {IR_AXIS_DP, IR_AXIS_EDP};
+    const ir_axis axes[2] = {pass_dense_replica_axis(m), IR_AXIS_EDP};
     for (int a = 0; a < 2; a++) {
         int k = 0;
         for (int i = 0; i < n; i++)
@@ -143,8 +146,8 @@ static int by_key(const void *a, const void *b)
  * bucket right after the backward finishes its last gradient, so on the GPU (where these
  * collectives run on their own stream) the reduction overlaps the rest of the backward. Buckets
  * fill in the order the gradients become final (the last layer's first), the dense gradients'
- * (over dp) and the experts' (over edp, none at edp 1) apart: a bucket is one collective over one
- * group. */
+ * (over dp, dp_cp under cp) and the experts' (over edp, none at edp 1) apart: a bucket is one
+ * collective over one group. */
 static void overlap_buckets(ir_module *m)
 {
     int fi = ir_func_of_kind(m, IR_FUNC_STEP);
@@ -153,7 +156,7 @@ static void overlap_buckets(ir_module *m)
     sort_key = last;
     qsort(all, (size_t)n, sizeof(int), by_key);
     enum { NAXES = 2 };
-    const ir_axis axes[NAXES] = {IR_AXIS_DP, IR_AXIS_EDP};
+    const ir_axis axes[NAXES] = {pass_dense_replica_axis(m), IR_AXIS_EDP};
     int *grads[NAXES], *end[NAXES], ng[NAXES] = {0}, nb[NAXES] = {0}, b[NAXES] = {0};
     for (int a = 0; a < NAXES; a++) {
         grads[a] = malloc(sizeof(int) * (size_t)(n + 1));
@@ -185,61 +188,47 @@ static void overlap_buckets(ir_module *m)
 }
 
 /* The gradient globals the shard pass left partial over tp (replicated parameters under sequence
- * parallelism), in declaration order; *n their count. Under context parallelism every gradient
- * is a sum over the rank's tokens only, all of them partial over cp (cp: true), but an expert
- * weight's under expert parallelism: its replicas, edp = dp cp / ep, sum cp's shares with dp's. */
-static int *partial_grads(const ir_module *m, ir_axis axis, int *n)
+ * parallelism), in declaration order; *n their count. */
+static int *tp_partial_grads(const ir_module *m, int *n)
 {
     int *grads = malloc(sizeof(int) * (size_t)(m->nglobals + 1));
-    bool every = axis == IR_AXIS_CP && ir_cfg_int(m, IR_CFG_CONTEXT_PARALLEL_SIZE) > 1;
     *n = 0;
     for (int g = 0; g < m->nglobals; g++)
-        if (m->globals[g].kind == IR_GLOBAL_GRAD &&
-            ((every && pass_replica_axis(m, g) != IR_AXIS_EDP) || (m->globals[g].type.partial & (1u << axis))))
+        if (m->globals[g].kind == IR_GLOBAL_GRAD && (m->globals[g].type.partial & (1u << IR_AXIS_TP)))
             grads[(*n)++] = g;
     return grads;
 }
 
 bool pass_data_parallel(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
-    int ntp, *tp_grads = partial_grads(m, IR_AXIS_TP, &ntp), ncp, *cp_grads = partial_grads(m, IR_AXIS_CP, &ncp);
-    bool dp = ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE) > 1 ||
-              (ir_cfg_int(m, IR_CFG_EXPERT_MODEL_PARALLEL_SIZE) > 1 && ir_module_mesh(m).degree[IR_AXIS_EDP] > 1),
+    ir_mesh mesh = ir_module_mesh(m);
+    int ntp, *tp_grads = tp_partial_grads(m, &ntp);
+    bool dp = mesh.degree[pass_dense_replica_axis(m)] > 1 ||
+              (ir_cfg_int(m, IR_CFG_EXPERT_MODEL_PARALLEL_SIZE) > 1 && mesh.degree[IR_AXIS_EDP] > 1),
          dp_done = !dp;
-    if (dp_done && !ntp && !ncp) {
+    if (dp_done && !ntp) {
         free(tp_grads);
-        free(cp_grads);
         return true;
     }
     if (ir_func_of_kind(m, IR_FUNC_REDUCE) >= 0) {
         free(tp_grads);
-        free(cp_grads);
         return snprintf(err, errlen, "the module already has a reduce function (kind=reduce)"), false;
     }
     if (dp && ir_cfg_bool(m, IR_CFG_OVERLAP_GRAD_REDUCE)) {
-        if (ir_cfg_int(m, IR_CFG_ACCUM_STEPS) == 1 && !pass_zero_on(m) && ir_func_of_kind(m, IR_FUNC_STEP) >= 0 && !ncp) {
+        if (ir_cfg_int(m, IR_CFG_ACCUM_STEPS) == 1 && !pass_zero_on(m) && ir_func_of_kind(m, IR_FUNC_STEP) >= 0) {
             overlap_buckets(m);
             dp_done = true;
         } else {
             fprintf(stderr, "mcc: note: --overlap-grad-reduce needs one micro-batch per step (global batch = "
-                            "micro-batch x dp), no --use-distributed-optimizer, no pipeline and no context parallelism; "
-                            "this plan "
+                            "micro-batch x dp), no --use-distributed-optimizer and no pipeline; this plan "
                             "all-reduces after the backward\n");
         }
     }
-    if (dp_done && !ntp && !ncp) {
+    if (dp_done && !ntp) {
         free(tp_grads);
-        free(cp_grads);
         return true;
     }
     ir_func *f = ir_func_new(m, "reduce_grads", IR_FUNC_REDUCE);
-    if (ncp) { /* first, as tp's: the dp reduction below takes the sums over the whole sequence */
-        int *end = malloc(sizeof(int) * (size_t)(ncp + 1));
-        for (int b = 0, nb = fill_buckets(m, cp_grads, ncp, false, end); b < nb; b++)
-            emit_bucket(m, f, cp_grads + bucket_first(end, b), end[b] - bucket_first(end, b), IR_AXIS_CP, false);
-        free(end);
-    }
-    free(cp_grads);
     if (ntp) { /* first: the dp reduce-scatter below (ZeRO) takes the complete sums' blocks */
         emit_bucket(m, f, tp_grads, ntp, IR_AXIS_TP, false);
         for (int k = 0; k < ntp; k++)

@@ -6,16 +6,18 @@
  * `grad_norm` (the norm alone, output @grad_norm) and `zero_grads` (the zeroing alone): with
  * --skip-nan-steps train_rank checks the norm before the update and drops a bad step's gradients.
  *
- * The distributed optimizer (ZeRO-1, pass_zero_on) is the same optimizer over 1/dp blocks (an
- * expert weight's, under expert parallelism, 1/edp of this rank's experts: the ranks holding the
- * same experts share them; pass_replica_axis picks the axis from each parameter's layout, and its
- * blocks' layout is [ep:dim0, edp:flat]), so it is built here rather than by a pass of its own. Each rank keeps, as flat f32[N/dp] {shard=[dp]}
+ * The distributed optimizer (ZeRO-1, pass_zero_on) is the same optimizer over 1/dp blocks (1/(dp cp)
+ * under context parallelism, over the dp x cp axis dp_cp, as Megatron's; an expert weight's, under
+ * expert parallelism, 1/edp of this rank's experts: the ranks holding the same experts share them;
+ * pass_replica_axis picks the axis from each parameter's layout, and its blocks' layout is
+ * [ep:dim0, edp:flat]), so it is built here rather than by a pass of its own. Each rank keeps, as flat f32[N/dp] {shard=[dp]}
  * globals, its block of the fp32 master (@<p>.master_shard, filled from @<p> by `setup`), of Adam's
  * m and v (@<p>.adam_m/.adam_v) and of the reduced gradient (@<p>.grad_shard, which data_parallel.c's
  * reduce_grads reduce-scatters into). The norm is the square root of the all-reduced sum of the
  * blocks' squares; after AdamW updates its block, each parameter is all-gathered back into @<p>,
  * from which the working copies are refreshed as without ZeRO. The full fp32 @<p> thus stays
- * current on every rank (initialisation, dumps, checkpoints); optimizer state is 1/dp per rank (experts' 1/(ep x edp)).
+ * current on every rank (initialisation, dumps, checkpoints); optimizer state is 1/dp per rank (1/(dp cp)
+ * under cp; experts' 1/(ep x edp)).
  *
  * CPU offload (config optimizer_cpu_offload, the first optimizer_offload_fraction of the parameters'
  * elements in declaration order): an offloaded parameter's fp32 value lives on the host only. The
@@ -80,7 +82,7 @@ static ir_func *setup_func(ir_module *m)
 }
 
 /* @<param>.master_shard, the fp32 master ZeRO's update writes: this rank's block of parameter g over
- * its replicas' axis (pass_replica_axis: dp, an expert weight's edp; its layout the parameter's,
+ * its replicas' axis (pass_replica_axis: dp or dp_cp, an expert weight's edp; its layout the parameter's,
  * then <axis>:flat); declared and filled by `setup`; returns its index. */
 static int master_shard(ir_module *m, int g)
 {
@@ -161,7 +163,7 @@ static int add_split_squares(ir_module *m, ir_func *f, int sumsq, const int *spl
  * gradients split over tp (the shard pass's) are summed over the tp ranks, those of expert weights
  * split over ep (expert_parallel.c) over the ep ranks (after the tp ranks where split over both), those of replicated ones, the same on every
  * such rank, counted once; under ZeRO every replica's blocks are summed too (the dense ones' over
- * dp, the experts' over edp), and under pipeline parallelism every stage's. */
+ * dp or dp_cp, the experts' over edp), and under pipeline parallelism every stage's. */
 static int emit_grad_norm(ir_module *m, ir_func *f, int *grads, int n, bool zero)
 {
     int split[n], experts[n], experts_tp[n], whole[n], ns = 0, ne = 0, nt = 0, nw = 0;
@@ -189,7 +191,7 @@ static int emit_grad_norm(ir_module *m, ir_func *f, int *grads, int n, bool zero
     double sum_over_ep[2] = {IR_AXIS_EP, 0};
     if (expert >= 0)
         expert = ir_emit(m, f, IR_OP_ALL_REDUCE, &expert, 1, sum_over_ep, NULL, NULL);
-    double sum_over_dp[2] = {IR_AXIS_DP, 0}, sum_over_edp[2] = {IR_AXIS_EDP, 0}, sum_over_pp[2] = {IR_AXIS_PP, 0};
+    double sum_over_dp[2] = {pass_dense_replica_axis(m), 0}, sum_over_edp[2] = {IR_AXIS_EDP, 0}, sum_over_pp[2] = {IR_AXIS_PP, 0};
     if (zero && sumsq >= 0)
         sumsq = ir_emit(m, f, IR_OP_ALL_REDUCE, &sumsq, 1, sum_over_dp, NULL, NULL);
     if (zero && expert >= 0)
@@ -329,23 +331,19 @@ static void fp8_histories(ir_module *m, ir_func *f, bool roll)
 }
 
 /* Every EXPERT_BIAS global's update in f (Megatron's get_updated_expert_bias): the step's counts
- * sum-reduced over dp and cp (each rank routed its own tokens to all the experts, so ep ranks,
- * carved from dp, agree too), the bias moved by the config's rate; with update false (zero_grads)
- * the counts reset alone. */
+ * sum-reduced over the bias's replicas, dp or dp x cp (each rank routed its own tokens to all the
+ * experts, so ep ranks, carved from dp x cp, agree too), the bias moved by the config's rate; with
+ * update false (zero_grads) the counts reset alone. */
 static void expert_biases(ir_module *m, ir_func *f, bool update)
 {
     double rate = update ? ir_cfg_num(m, IR_CFG_MOE_ROUTER_BIAS_UPDATE_RATE) : 0;
-    static const struct { ir_axis axis; ir_cfg degree; } over[] = {{IR_AXIS_DP, IR_CFG_DATA_PARALLEL_SIZE},
-                                                                   {IR_AXIS_CP, IR_CFG_CONTEXT_PARALLEL_SIZE}};
     for (int g = 0; g < m->nglobals; g++) {
         if (m->globals[g].kind != IR_GLOBAL_EXPERT_BIAS)
             continue;
         int h = ir_global_ref(m, f, m->globals[g].name), args[2] = {h, h};
-        for (size_t k = 0; k < sizeof over / sizeof over[0]; k++) {
-            double sum[2] = {over[k].axis, 0};
-            if (update && ir_cfg_int(m, over[k].degree) > 1)
-                args[1] = ir_emit(m, f, IR_OP_ALL_REDUCE, &args[1], 1, sum, NULL, NULL);
-        }
+        double sum[2] = {pass_replica_axis(m, g), 0};
+        if (update && ir_module_mesh(m).degree[(int)sum[0]] > 1)
+            args[1] = ir_emit(m, f, IR_OP_ALL_REDUCE, &args[1], 1, sum, NULL, NULL);
         ir_emit(m, f, IR_OP_MOE_BIAS_UPDATE, args, 2, &rate, NULL, NULL);
     }
 }

@@ -79,19 +79,30 @@ bool pass_fusion(ir_module *m, const mcc_pass_options *opts, char *err, size_t e
 bool pass_comm_overlap(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_memory_plan(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 
-/* The distributed optimizer (ZeRO-1: config use_distributed_optimizer) shards the optimizer over
- * dp; at dp 1 it is a no-op, as in Megatron. data_parallel.c and optimizer.c build it. */
-static inline bool pass_zero_on(const ir_module *m)
+/* The mesh axis a dense (not expert) parameter's data-parallel replicas span: dp, or under context
+ * parallelism dp_cp (Megatron's data_parallel_group_with_cp: every cp rank's gradient is a sum over
+ * its own tokens, so the replicas to sum are the dp x cp ranks). At cp 1 it is dp, not dp_cp of the
+ * same ranks, so those plans read as before. */
+static inline ir_axis pass_dense_replica_axis(const ir_module *m)
 {
-    return ir_cfg_bool(m, IR_CFG_USE_DISTRIBUTED_OPTIMIZER) && ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE) > 1;
+    return ir_cfg_int(m, IR_CFG_CONTEXT_PARALLEL_SIZE) > 1 ? IR_AXIS_DP_CP : IR_AXIS_DP;
 }
 
 /* The mesh axis global g's data-parallel replicas span, from its layout: an expert weight's (split
- * over ep by expert_parallel.c) the expert data-parallel ranks edp, any other's dp. Its gradient is
- * summed over that axis, and ZeRO's blocks of it (gradient, master, moments) are 1/degree of it. */
+ * over ep by expert_parallel.c) the expert data-parallel ranks edp (dp cp / ep), any other's
+ * pass_dense_replica_axis. Its gradient is summed over that axis, and ZeRO's blocks of it
+ * (gradient, master, moments) are 1/degree of it. */
 static inline ir_axis pass_replica_axis(const ir_module *m, int g)
 {
-    return ir_layout_split(&m->globals[g].layout, IR_AXIS_EP) ? IR_AXIS_EDP : IR_AXIS_DP;
+    return ir_layout_split(&m->globals[g].layout, IR_AXIS_EP) ? IR_AXIS_EDP : pass_dense_replica_axis(m);
+}
+
+/* The distributed optimizer (ZeRO-1: config use_distributed_optimizer) shards the optimizer over
+ * the replicas' axes (dp, or dp x cp); with one replica (dp cp 1) it is a no-op, as in Megatron.
+ * data_parallel.c and optimizer.c build it. */
+static inline bool pass_zero_on(const ir_module *m)
+{
+    return ir_cfg_bool(m, IR_CFG_USE_DISTRIBUTED_OPTIMIZER) && ir_module_mesh(m).degree[IR_AXIS_DP_CP] > 1;
 }
 
 extern const pass_info mcc_passes[];

@@ -55,17 +55,19 @@ static bool ckpt_name(const ir_module *m, int g, bool save, char *name, size_t l
 
 /* Whether this rank writes its part of g: one rank of those holding the same part, the first
  * along every axis of its view of the mesh the layout does not split (a replica): an expert
- * weight's (split over ep) tp, ep and edp, a dense tensor's tp, cp and dp. A pipeline stage's
- * tensors are its own (pp does not replicate them), a shared parameter the first stage's. */
+ * weight's (split over ep) tp, ep and edp, a dense tensor's tp, cp and dp (a ZeRO block over
+ * dp_cp splits both: ir_axis_digits). A pipeline stage's tensors are its own (pp does not
+ * replicate them), a shared parameter the first stage's. */
 static bool writes_part(const rt_program *p, const int degree[IR_NUM_AXES], int g)
 {
     const ir_layout *l = &p->m->globals[g].layout;
     bool expert = ir_layout_split(l, IR_AXIS_EP) != NULL;
-    for (int a = 1; a < IR_NUM_AXES; a++) {
-        bool other_view = expert ? a == IR_AXIS_DP || a == IR_AXIS_CP : a == IR_AXIS_EP || a == IR_AXIS_EDP;
-        if (!other_view && a != IR_AXIS_PP && degree[a] > 1 && !ir_layout_split(l, (ir_axis)a) && p->coord[a] != 0)
+    unsigned split = 0, replicas = ir_mesh_view(expert) & ~(1u << IR_AXIS_PP);
+    for (int k = 0; k < l->nsplits; k++)
+        split |= ir_axis_digits((ir_axis)l->splits[k].axis);
+    for (int a = 1; a < IR_NUM_AXES; a++)
+        if ((replicas & ~split & (1u << a)) && degree[a] > 1 && p->coord[a] != 0)
             return false;
-    }
     return !ir_param_held_elsewhere(p->m, g);
 }
 

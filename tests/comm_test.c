@@ -85,7 +85,7 @@ static void test_env(void)
 static void test_mesh(void)
 {
     const unsigned TP = 1u << IR_AXIS_TP, CP = 1u << IR_AXIS_CP, DP = 1u << IR_AXIS_DP, PP = 1u << IR_AXIS_PP,
-                   EP = 1u << IR_AXIS_EP, EDP = 1u << IR_AXIS_EDP;
+                   EP = 1u << IR_AXIS_EP, EDP = 1u << IR_AXIS_EDP, DP_CP = 1u << IR_AXIS_DP_CP;
     const struct {
         int tp, cp, dp, pp, ep;
         int rank;
@@ -103,6 +103,9 @@ static void test_mesh(void)
         {2, 2, 2, 1, 1, 3, CP, "1,3"},
         {2, 2, 2, 1, 1, 3, DP, "3,7"},
         {2, 2, 2, 1, 1, 3, DP | CP, "1,3,5,7"},
+        /* the derived axis dp_cp is that group: the ranks with rank 3's tp and pp coordinates */
+        {2, 2, 2, 1, 1, 3, DP_CP, "1,3,5,7"},
+        {2, 2, 2, 2, 1, 12, DP_CP, "8,10,12,14"},
         {2, 2, 2, 1, 1, 3, TP | DP, "2,3,6,7"},
         /* experts: 4 ranks, dp 4, ep 2 -> ep {0,1} {2,3}, expert-dp {0,2} {1,3} */
         {1, 1, 4, 1, 2, 2, EP, "2,3"},
@@ -133,6 +136,9 @@ static void test_mesh(void)
               c[IR_AXIS_EDP] == 1,
           "coords of 13 in tp2 cp2 dp2 pp2 ep2: tp %d cp %d dp %d pp %d ep %d edp %d", c[IR_AXIS_TP], c[IR_AXIS_CP],
           c[IR_AXIS_DP], c[IR_AXIS_PP], c[IR_AXIS_EP], c[IR_AXIS_EDP]);
+    /* dp_cp's coordinate is the member's place in its group: cp fastest, then dp */
+    CHECK(c[IR_AXIS_DP_CP] == 2 && m.degree[IR_AXIS_DP_CP] == 4, "dp_cp of 13 in tp2 cp2 dp2 pp2: %d of %d (want 2 of 4)",
+          c[IR_AXIS_DP_CP], m.degree[IR_AXIS_DP_CP]);
 
     char err[512] = "";
     ir_mesh bad = ir_mesh_of(2, 1, 2, 1, 1);

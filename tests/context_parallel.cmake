@@ -2,10 +2,13 @@
 # Megatron's balanced chunks, keys and values all-gathered, computes what one rank computes (10
 # steps: losses 1e-5, step-1 logits and gradients, final weights; tests/parallel_e2e.sh), on
 # LLaMA (RoPE, grouped-query attention: only the kv heads gathered) and GPT-2 (learned
-# positions); CP=2 x DP=2 with the distributed optimizer (gradients summed over cp, then
-# reduce-scattered over dp); CP=2 x PP=2 (the pipeline's stages cut from the rewritten step, the
+# positions); CP=2 x DP=2 with the distributed optimizer (gradients reduce-scattered over dp x cp
+# at once, the axis dp_cp: the shards span dp x cp), with --overlap-grad-reduce (the buckets over
+# dp x cp inside the backward), and CP=2 alone with the distributed optimizer (the shards over cp);
+# CP=2 x PP=2 (the pipeline's stages cut from the rewritten step, the
 # schedule auto picks); CP=2 x TP=2 without sequence parallelism (heads split over tp, the tp
-# shard pass passing the cp collectives through) and with it; a checkpoint saved by CP=2 x DP=2 resumed by one rank.
+# shard pass passing the cp collectives through) and with it; a checkpoint saved by CP=2 x DP=2 with
+# the distributed optimizer resumed by one rank, DP=4 and CP=4 with it, and itself.
 # Ring attention (--cp-comm-type p2p, Megatron's default): cp pieces over the keys passed around
 # the cp ring, merged by their log-sum-exp, their gradients riding the ring home; CP=2 and CP=4
 # on both models, and CP=2 beside TP=2, DP=2 with the distributed optimizer, and PP=2. Ulysses
@@ -21,7 +24,7 @@
 # max-all-reduced over cp. MoE (tiny-moe, dropless; the router metrics compared too): the
 # load-balancing loss over the router's logits and ids gathered over cp, the counts per expert
 # summed over cp: aux_loss under the ring, and seq_aux_loss with expert bias (its step counts summed
-# over dp and cp) at CP=2 x DP=2. Expert parallelism carved from dp x cp (Megatron's): EP=2 x CP=2
+# over dp x cp) at CP=2 x DP=2. Expert parallelism carved from dp x cp (Megatron's): EP=2 x CP=2
 # x DP=2 (edp 2: the expert gradients summed over edp, not cp; the all-to-alls' room the rank's
 # rows').
 # mcc_cp_e2e(NAME MODEL NP FLAGS): tests/parallel_e2e.sh of MODEL on NP ranks with FLAGS (one string)
@@ -40,6 +43,11 @@ if(MPI_C_FOUND)
   mcc_cp_e2e(cp2_a2a_tp2_dropout_equals_single_rank_tiny-gpt2 tiny-gpt2 4 "${_drop} --cp 2 --cp-comm-type a2a --tp 2")
   # MoE beside TP with sequence parallelism (Megatron's requirement for TP + EP) and EP=2 from cp
   mcc_cp_e2e(cp2_tp2_sp_ep2_equals_single_rank_tiny-moe tiny-moe 4 "--cp 2 --cp-comm-type p2p --tp 2 --sequence-parallel --expert-model-parallel-size 2")
+  # the dense gradients summed over dp x cp (dp_cp) in one collective: bucketed inside the backward
+  # (--overlap-grad-reduce), and ZeRO's shards over cp alone (dp 1: Megatron's distributed optimizer
+  # shards over the dp x cp group)
+  mcc_cp_e2e(cp2_p2p_dp2_overlap_equals_single_rank_tiny-gpt2 tiny-gpt2 4 "--micro-batch-size 8 -- --cp 2 --cp-comm-type p2p --dp 2 --overlap-grad-reduce --ddp-bucket-size 20000")
+  mcc_cp_e2e(cp2_p2p_zero_equals_single_rank_tiny-llama tiny-llama 2 "--cp 2 --cp-comm-type p2p --use-distributed-optimizer")
   mcc_cp_e2e(cp2_p2p_full_recompute_dropout_equals_single_rank_tiny-llama tiny-llama 2 "--hidden-dropout 0.1 -- --cp 2 --cp-comm-type p2p --recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
   foreach(case "cp2;2;tiny-llama;2;" "cp2;2;tiny-gpt2;2;" "cp4;4;tiny-gpt2;4;" "cp4;4;tiny-llama;4;--num-query-groups 4 --"
                "cp2_tp2;2;tiny-gpt2;4;--tp 2" "cp2_dp2_zero;2;tiny-llama;4;--dp 2 --use-distributed-optimizer"
@@ -128,9 +136,9 @@ if(MPI_C_FOUND)
     set_tests_properties(cp2_${_comm}_tp2_sp_${_split}_dropout_equals_single_rank_tiny-gpt2 PROPERTIES LABELS numerics
                          PROCESSORS 4)
   endforeach()
-  add_test(NAME checkpoint_cp2_dp2_zero_to_single COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_cp.sh
+  add_test(NAME checkpoint_cp2_dp2_zero_to_others COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_cp.sh
            $<TARGET_FILE:mcc> tiny-llama)
-  set_tests_properties(checkpoint_cp2_dp2_zero_to_single PROPERTIES LABELS numerics PROCESSORS 4)
+  set_tests_properties(checkpoint_cp2_dp2_zero_to_others PROPERTIES LABELS numerics PROCESSORS 4)
 endif()
 add_test(NAME cp_flops_split COMMAND ${CMAKE_SOURCE_DIR}/tests/cp_flops.sh $<TARGET_FILE:mcc>)
 add_test(NAME cp_attention_dropout_cuda_refused COMMAND $<TARGET_FILE:mcc> compile ${CMAKE_SOURCE_DIR}/models/tiny-llama.json

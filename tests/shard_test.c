@@ -53,7 +53,7 @@ static void test_text(void)
         {"f32[2,4] {shard=[tp.cp.dp.pp,-]}", "line 2: bad type: dimension 0 is split over more than 3 axes"},
         {"f32[2,4] {shard=[tp,tp]}", "line 2: bad type: shard names axis tp twice"},
         {"f32[2,4] {shard=[cp.cp,-]}", "line 2: bad type: shard names axis cp twice"},
-        {"f32[2,4] {shard=[cp.zz,-]}", "line 2: bad type: expected a mesh axis (-, dp, pp, tp, cp, ep, edp), or axes joined by dots"},
+        {"f32[2,4] {shard=[cp.zz,-]}", "line 2: bad type: expected a mesh axis (-, dp, pp, tp, cp, ep, edp, dp_cp), or axes joined by dots"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char text[256];
