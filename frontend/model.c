@@ -386,9 +386,10 @@ static void set_config(ir_module *m, const mcc_spec *s)
         ir_cfg_set(m, IR_CFG_EXP_AVG_DTYPE, s->exp_avg_dtype == MCC_MOMENT_BF16 ? "bf16" : "f32");
         ir_cfg_set(m, IR_CFG_EXP_AVG_SQ_DTYPE, s->exp_avg_sq_dtype == MCC_MOMENT_BF16 ? "bf16" : "f32");
     }
-    if (s->data_parallel_size > 1) /* only data parallel plans bucket their gradients */
+    int replicas = s->data_parallel_size * s->context_parallel_size; /* a dense parameter's: dp x cp */
+    if (replicas > 1) /* only plans with replicas bucket their gradients */
         ir_cfg_set_int(m, IR_CFG_DDP_BUCKET_SIZE, s->ddp_bucket_size);
-    if (s->data_parallel_size > 1 && s->overlap_grad_reduce)
+    if (replicas > 1 && s->overlap_grad_reduce)
         ir_cfg_set(m, IR_CFG_OVERLAP_GRAD_REDUCE, "1");
     ir_cfg_set_int(m, IR_CFG_TRAIN_ITERS, s->train_iters);
     ir_cfg_set_int(m, IR_CFG_LR_WARMUP_ITERS, s->lr_warmup_iters);
