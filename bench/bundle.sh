@@ -89,7 +89,21 @@ if [ "${MOE:-0}" != 0 ]; then
   for c in moe-8x1B moe-32x8; do
     $B/mcc compile bench/configs/$c.json --target cuda -o devrun/bin/bench-$c 2>devrun/bin/bench-$c.compile.log ||
       cat devrun/bin/bench-$c.compile.log
+    # -lean: fp32 masters as bf16 copy + remainder, and selective recompute (below PyTorch's memory)
+    $B/mcc compile bench/configs/$c.json --target cuda --use-precision-aware-optimizer --recompute-granularity selective \
+      -o devrun/bin/bench-$c-lean 2>devrun/bin/bench-$c-lean.compile.log || cat devrun/bin/bench-$c-lean.compile.log
   done
+fi
+# REMAINDERS=1: store_param_remainders on the GPU (device_run.sh's REMAINDERS section): the tiny models
+# with --use-precision-aware-optimizer (fp32 moments, masters as bf16 copy + i16 remainder) against
+# the CPU oracle's dumps (devrun/cpu/<model>, fp32 masters: the same function), and a save/resume
+# of tiny-llama so (bench/checkpoint_gpu.sh tiny-llama-rem)
+if [ "${REMAINDERS:-0}" != 0 ]; then
+  for m in tiny-gpt2 tiny-llama; do
+    $B/mcc compile models/$m.json --target cuda --keep-logits --use-precision-aware-optimizer -o devrun/bin/$m-cuda-rem \
+      2>devrun/bin/$m-cuda-rem.compile.log || cat devrun/bin/$m-cuda-rem.compile.log
+  done
+  $B/mcc compile models/tiny-llama.json --target cuda --use-precision-aware-optimizer -o devrun/bin/bench-tiny-llama-rem 2>/dev/null
 fi
 # pipeline stages on one GPU (device_run.sh's PP1 section): ranks sharing the GPU, their transfers
 # and collectives through host memory (runtime/cuda/comm_staged.c), against the CPU oracle of the

@@ -56,6 +56,23 @@ if [ "${CHECKS:-1}" != 0 ] && [ "${MOE:-0}" != 0 ]; then
   fi
 fi
 
+# REMAINDERS=1 (bundle.sh's REMAINDERS=1): fp32 masters held as bf16 copy + i16 remainder
+# (--use-precision-aware-optimizer's store_param_remainders): AdamW on the pair against AdamW on the
+# fp32 master (cuda_ops_test's adamw cases), the tiny models against the CPU oracle and beside the
+# whole-master GPU run's losses, and a save/resume equal to the last bit
+if [ "${REMAINDERS:-0}" != 0 ]; then
+  section "masters as bf16 copy + remainder (store_param_remainders)"
+  MCC_OPS_TEST_ONLY=adamw timeout 120 devrun/bin/cuda_ops_test 2>&1 | tail -6
+  for m in tiny-gpt2 tiny-llama; do
+    timeout 120 devrun/bin/$m-cuda-rem --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+      --dump-dir /tmp/gpu-rem-$m > "$O/$m-gpu10-rem.log" 2>&1
+    echo "$m remainders: train exit $?"; grep -E "iteration +10/" "$O/$m-gpu10-rem.log" | grep -o "lm loss: [0-9.E+-]*"
+    [ -f "$O/$m-gpu10.log" ] && { echo -n "  whole masters: "; grep -E "iteration +10/" "$O/$m-gpu10.log" | grep -o "lm loss: [0-9.E+-]*"; }
+    compare --cpu devrun/cpu/$m --gpu /tmp/gpu-rem-$m
+  done
+  bash bench/checkpoint_gpu.sh tiny-llama-rem 2>&1 | tail -6
+fi
+
 section "FP8 hybrid on the GPU vs the CPU's FP8 emulation, 10 steps"
 # tolerances as bf16's: the GPU's bf16 activations can round to another FP8 value than the CPU's fp32
 # ones, so a failure here is first a question of tolerance, then of the kernels (tests/gpu/ops_test.c)
@@ -262,11 +279,13 @@ done
 if [ "${MOE:-0}" != 0 ]; then
   section "benchmark: MoE, train_rank beside PyTorch"
   for c in ${MOE_CONFIGS-moe-8x1B moe-32x8}; do
-    [ -x devrun/bin/bench-$c ] || { echo "$c: not compiled (bundle.sh MOE=1)"; continue; }
-    timeout 200 devrun/bin/bench-$c --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 \
-      --log-interval 1 --eval-iters 0 > "$O/bench-$c.log" 2>&1
-    echo "$c exit $?"; grep -E "first step|iteration +25/" "$O/bench-$c.log"
-    timeout 200 python3 $anchors/torch_moe_baseline.py --config $c --steps 20 >> "$O/baseline.jsonl" 2>>"$O/baseline.err"
+    for v in "" ${MOE_VARIANTS--lean}; do # -lean: remainders + selective recompute (bundle.sh)
+      [ -x devrun/bin/bench-$c$v ] || { echo "$c$v: not compiled (bundle.sh MOE=1)"; continue; }
+      timeout 200 devrun/bin/bench-$c$v --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 \
+        --log-interval 1 --eval-iters 0 > "$O/bench-$c$v.log" 2>&1
+      echo "$c$v exit $?"; grep -E "first step|iteration +25/|plan memory|memory" "$O/bench-$c$v.log" | head -5
+    done
+    timeout 300 python3 bench/torch_moe_memory.py $anchors $c 20 >> "$O/baseline.jsonl" 2>>"$O/baseline.err"
     echo "$c baseline exit $?"; tail -1 "$O/baseline.jsonl"
   done
   for c in ${MOE_CONFIGS-moe-8x1B moe-32x8}; do

@@ -385,6 +385,8 @@ static void set_config(ir_module *m, const mcc_spec *s)
     if (s->use_precision_aware_optimizer) { /* absent: f32 moments */
         ir_cfg_set(m, IR_CFG_EXP_AVG_DTYPE, s->exp_avg_dtype == MCC_MOMENT_BF16 ? "bf16" : "f32");
         ir_cfg_set(m, IR_CFG_EXP_AVG_SQ_DTYPE, s->exp_avg_sq_dtype == MCC_MOMENT_BF16 ? "bf16" : "f32");
+        if (s->store_param_remainders) /* precision.c applies it where the parameters are bf16 */
+            ir_cfg_set(m, IR_CFG_STORE_PARAM_REMAINDERS, "1");
     }
     int replicas = s->data_parallel_size * s->context_parallel_size; /* a dense parameter's: dp x cp */
     if (replicas > 1) /* only plans with replicas bucket their gradients */

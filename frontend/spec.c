@@ -224,6 +224,10 @@ static const spec_field spec_fields[] = {
           moment_dtype_names, "with use_precision_aware_optimizer: the dtype Adam's first moment is stored in"),
     FIELD(SEC_TRAINING, "exp_avg_sq_dtype", exp_avg_sq_dtype, NULL, K_ENUM, R_ANY, D_VALUE, MCC_MOMENT_FP32,
           moment_dtype_names, "with use_precision_aware_optimizer: the dtype Adam's second moment is stored in"),
+    TRAIN(store_param_remainders, K_BOOL, R_ANY, D_VALUE, true,
+          "with use_precision_aware_optimizer and bf16 parameters: each fp32 master kept as its bf16 working "
+          "copy (high 16 bits) and a 16-bit remainder, 2 bytes a parameter less (--no-store-param-remainders: "
+          "whole fp32 masters)"),
     TRAIN(seed, K_INT, R_NONNEG, D_VALUE, 1234, "of the initialization, the data order and the dropout masks"),
     TRAIN(eval_interval, K_INT, R_POS, D_VALUE, 1000, /* Megatron's defaults */
           "validate every N iterations (train_rank's --eval-interval default)"),
@@ -302,6 +306,8 @@ static const spec_megatron_flag spec_megatron_flags[] = {
     {"--disable-bias-linear", false, NULL, MF_SETS, "add_bias_linear=false", "read as --add-bias-linear false"},
     {"--fp8-hybrid", false, NULL, MF_SETS, "fp8_format=hybrid", "read as --fp8-format hybrid"},
     {"--no-fp8-wgrad", false, NULL, MF_SETS, "fp8_wgrad=false", "read as --fp8-wgrad false"},
+    {"--no-store-param-remainders", false, NULL, MF_SETS, "store_param_remainders=false",
+     "read as --store-param-remainders false"},
     {"--recompute-activations", false, NULL, MF_SETS, "recompute_granularity=selective",
      "read as --recompute-granularity selective (Megatron's older flag)"},
     {"--fp16", false, NULL, MF_REFUSED, NULL,

@@ -114,6 +114,7 @@ typedef struct {
     double optimizer_offload_fraction;  /* of the parameters' elements, in declaration order (default 1) */
     bool overlap_cpu_optimizer_d2h_h2d; /* the host step's copies overlap it, parameter by parameter */
     bool use_precision_aware_optimizer; /* Megatron's switch for the moments' dtypes below */
+    bool store_param_remainders;        /* with it: fp32 masters as bf16 copy + 16-bit remainder */
     mcc_moment_dtype exp_avg_dtype, exp_avg_sq_dtype; /* "fp32" | "bf16": Adam's m and v as stored */
     mcc_lr_style lr_decay_style;        /* "constant" | "linear" | "cosine" | "inverse-square-root" | "WSD" */
     mcc_recompute recompute_granularity; /* "none" | "selective" | "full" ("activations" read as selective) */

@@ -954,6 +954,11 @@ bool ir_infer_adamw(const ir_module *m, const ir_instr *in, const ir_type *a, ir
         return fail(err, len, "adamw takes 7 operands, or 8 with the working copy it refreshes; got %d", in->nargs);
     if (in->nargs == 8 && (!same_shape(&a[0], &a[7]) || !need_float(&a[7], "working copy", err, len)))
         return fail(err, len, "adamw's working copy %s does not match parameter %s", tstr(&a[7]), tstr(&a[0]));
+    if (a[0].dtype == IR_I16 && (in->nargs != 8 || a[7].dtype != IR_BF16)) /* the master as (copy, remainder) */
+        return fail(err, len, "adamw on an i16 remainder %s needs the bf16 working copy holding the master's high "
+                    "half as operand 8", tstr(&a[0]));
+    if (a[0].dtype != IR_F32 && a[0].dtype != IR_I16)
+        return fail(err, len, "adamw's parameter must be the f32 master or its i16 remainder, got %s", tstr(&a[0]));
     for (int i = 1; i < 4; i++)
         if (!same_shape(&a[0], &a[i]))
             return fail(err, len, "adamw state %s does not match parameter %s", tstr(&a[i]), tstr(&a[0]));

@@ -67,8 +67,8 @@ int ir_attr_index(ir_op op, const char *name)
 
 /* --- types ------------------------------------------------------------------------------ */
 
-static const char *const dtype_names[IR_NUM_DTYPES] = {"f32", "bf16", "f16", "fp8e4m3", "fp8e5m2", "i32", "i64"};
-static const size_t dtype_sizes[IR_NUM_DTYPES] = {4, 2, 2, 1, 1, 4, 8};
+static const char *const dtype_names[IR_NUM_DTYPES] = {"f32", "bf16", "f16", "fp8e4m3", "fp8e5m2", "i32", "i64", "i16"};
+static const size_t dtype_sizes[IR_NUM_DTYPES] = {4, 2, 2, 1, 1, 4, 8, 2};
 static const char *const axis_names[IR_NUM_AXES] = {"-", "dp", "pp", "tp", "cp", "ep", "edp", "dp_cp"};
 
 const char *ir_dtype_name(ir_dtype t) { return dtype_names[t]; }
@@ -529,6 +529,17 @@ int ir_global_companion(const ir_module *m, int param, ir_global_kind kind)
         if (m->globals[i].owner == param && m->globals[i].kind == kind)
             return i;
     return -1;
+}
+
+int ir_param_remainder(const ir_module *m, int p)
+{
+    return m->globals[p].kind == IR_GLOBAL_PARAM ? ir_global_companion(m, p, IR_GLOBAL_REMAINDER) : -1;
+}
+
+size_t ir_global_slab_bytes(const ir_module *m, int g)
+{
+    const ir_global *gl = &m->globals[g];
+    return ir_param_remainder(m, g) >= 0 ? 0 : ir_global_span(ir_bytes(&gl->type)) * (size_t)gl->slots;
 }
 
 bool ir_param_held_elsewhere(const ir_module *m, int g)

@@ -16,7 +16,7 @@
 #define IR_MAX_ATTRS 9             /* attention_dropout's */
 #define IR_MAX_RES 3
 
-typedef enum { IR_F32, IR_BF16, IR_F16, IR_FP8E4M3, IR_FP8E5M2, IR_I32, IR_I64, IR_NUM_DTYPES } ir_dtype;
+typedef enum { IR_F32, IR_BF16, IR_F16, IR_FP8E4M3, IR_FP8E5M2, IR_I32, IR_I64, IR_I16, IR_NUM_DTYPES } ir_dtype;
 
 /* The mesh axes, the one enum of them (the IR's, the runtime's groups: ir_mesh below): data,
  * pipeline, tensor, context, expert and expert-data parallel, and dp_cp, data parallel with
@@ -131,10 +131,17 @@ typedef struct {
  * step's tokens per expert so far (moe_bias_count over its micro-batches, zero between steps),
  * row 1 the bias moe_route adds to the scores for choosing; replicated, updated by the optimizer
  * (moe_bias_update, the counts sum-reduced over dp), checkpointed.
+ * REMAINDER: the low 16 bits of a PARAM's fp32 master whose high 16 bits are its bf16 COPY
+ * (Megatron's store_param_remainders; precision.c), i16[like the PARAM]: such a PARAM has no
+ * storage of its own (ir_global_slab_bytes 0), no function names it (ir_verify), the runtime reads
+ * and writes it through its two halves (runtime/bf16.h rt_master_join/rt_master_split), and its
+ * COPY is the master rounded to nearest with ties away from zero, not to even (what 16 bits can
+ * hold exactly).
  * ORDER: ir_global_kind_names (print.c). */
 typedef enum {
     IR_GLOBAL_PARAM, IR_GLOBAL_GRAD, IR_GLOBAL_ADAM_M, IR_GLOBAL_ADAM_V, IR_GLOBAL_COPY, IR_GLOBAL_GRAD_SHARD,
-    IR_GLOBAL_MASTER_SHARD, IR_GLOBAL_STASH, IR_GLOBAL_FP8_HISTORY, IR_GLOBAL_EXPERT_BIAS, IR_NUM_GLOBAL_KINDS
+    IR_GLOBAL_MASTER_SHARD, IR_GLOBAL_STASH, IR_GLOBAL_FP8_HISTORY, IR_GLOBAL_EXPERT_BIAS, IR_GLOBAL_REMAINDER,
+    IR_NUM_GLOBAL_KINDS
 } ir_global_kind;
 typedef enum { IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_NORMAL, IR_NUM_INITS } ir_init;
 
@@ -449,8 +456,9 @@ int64_t ir_seq_orows(const ir_instr *in, const ir_type *t);
 /* Bytes a global of `bytes` occupies in the runtime's slab of globals: whole 256-byte units, so
  * every global starts aligned for vector loads, cuBLASLt and NCCL. */
 static inline size_t ir_global_span(size_t bytes) { return (bytes + 255) / 256 * 256; }
-/* The bytes global g takes in the slab: its span, once per slot (a STASH's buffers back to back). */
-static inline size_t ir_global_slab_bytes(const ir_global *g) { return ir_global_span(ir_bytes(&g->type)) * (size_t)g->slots; }
+/* The bytes global g of m takes in the slab: its span, once per slot (a STASH's buffers back to
+ * back); none for a PARAM held as its COPY and REMAINDER (ir_param_remainder). */
+size_t ir_global_slab_bytes(const ir_module *m, int g);
 /* Whether m has a collective with property `flag` (IR_OPF_*) over mesh axis `axis` (its
  * attribute 0). */
 bool ir_has_collective(const ir_module *m, ir_axis axis, unsigned flag);
@@ -538,6 +546,9 @@ int ir_global_companion(const ir_module *m, int param, ir_global_kind kind);
  * a stage other than the first whose tied_sum adds the other's gradient (tied embeddings,
  * passes/pipeline.c). The gradient norm and the checkpoint take it from the first. */
 bool ir_param_held_elsewhere(const ir_module *m, int g);
+/* Parameter p's REMAINDER companion where its fp32 master is held as its bf16 COPY (the high 16
+ * bits) and that (the low 16: precision.c, store_param_remainders), else -1. */
+int ir_param_remainder(const ir_module *m, int p);
 /* The global that holds parameter p's current fp32 value: its MASTER_SHARD (ZeRO's block; under
  * offload the parameter then keeps only its initial or loaded value) where one exists, else p. */
 int ir_param_value(const ir_module *m, int p);

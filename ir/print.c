@@ -7,7 +7,8 @@
 #include <string.h>
 
 const char *const ir_global_kind_names[IR_NUM_GLOBAL_KINDS] = {"param", "grad", "adam_m", "adam_v", "copy", "grad_shard",
-                                                                "master_shard", "stash", "fp8_history", "expert_bias"};
+                                                                "master_shard", "stash", "fp8_history", "expert_bias",
+                                                                "remainder"};
 const char *const ir_placement_names[IR_NUM_PLACEMENTS] = {"replicated", "column", "row", "vocab"};
 const char *const ir_stash_span_names[IR_NUM_STASH_SPANS] = {"fb", "fw", "bw"};
 const char *const ir_stash_slot_keys[IR_NUM_STASH_SPANS] = {"slot", "slot_fw", "slot_bw"};

@@ -319,6 +319,33 @@ static bool verify_host_placement(verifier *v)
     return true;
 }
 
+/* A parameter held as its bf16 copy and an i16 remainder (ir_param_remainder) has no storage of its
+ * own: no function names it, and its REMAINDER is a pair with a bf16 COPY of its shape. */
+static bool verify_remainders(verifier *v)
+{
+    const ir_module *m = v->m;
+    for (int g = 0; g < m->nglobals; g++) {
+        const ir_global *r = &m->globals[g];
+        if (r->kind != IR_GLOBAL_REMAINDER)
+            continue;
+        int c = ir_global_companion(m, r->owner, IR_GLOBAL_COPY);
+        if (r->type.dtype != IR_I16 || c < 0 || m->globals[c].type.dtype != IR_BF16 ||
+            ir_numel(&m->globals[c].type) != ir_numel(&r->type))
+            return vfail(v, "global @%s (kind=remainder) must be i16 beside a bf16 copy of @%s of its shape: the "
+                         "pair is the fp32 master", r->name, m->globals[r->owner].name);
+    }
+    for (int i = 0; i < m->nfuncs; i++) {
+        const ir_func *f = m->funcs[i];
+        for (int k = 0; k < f->ninstrs; k++) {
+            int g = f->instrs[k].op == IR_OP_GLOBAL ? ir_global_find(m, f->instrs[k].sym) : -1;
+            if (g >= 0 && ir_param_remainder(m, g) >= 0)
+                return vfail(v, "%s (instruction %d) names @%s, which is held as its bf16 copy and remainder "
+                             "(store_param_remainders): name those", f->name, k, m->globals[g].name);
+        }
+    }
+    return true;
+}
+
 static bool verify_module_tables(verifier *v)
 {
     const ir_module *m = v->m;
@@ -797,6 +824,7 @@ bool ir_verify(const ir_module *m, char *err, size_t errlen)
     ir_ops_init();
     verifier v = {.m = m, .err = err, .errlen = errlen};
     if (!verify_globals(&v) || !verify_func_names(&v) || !verify_func_kinds(&v) || !verify_host_placement(&v) ||
+        !verify_remainders(&v) ||
         !verify_module_tables(&v))
         return false;
     for (int i = 0; i < m->nfuncs; i++) {

@@ -12,6 +12,28 @@ __device__ __forceinline__ float mcc_ld(const mcc_bf16 *p, long long i) { return
 __device__ __forceinline__ void mcc_st(float *p, long long i, float v) { p[i] = v; }
 __device__ __forceinline__ void mcc_st(mcc_bf16 *p, long long i, float v) { p[i] = __float2bfloat16_rn(v); }
 
+// An fp32 master held as its bf16 high half and an i16 remainder (store_param_remainders): the high
+// half is x's bits + 0x8000 shifted (ties away from zero), the remainder x's low 16 bits, negative
+// exactly when that carried; join gives x back bit for bit (runtime/bf16.h's rt_master_* on the host).
+__device__ __forceinline__ void mcc_master_split(float x, unsigned short &hi, short &rem)
+{
+    unsigned u = __float_as_uint(x), low = u & 0xffffu;
+    hi = (unsigned short)((u >> 16) + (low >= 0x8000u));
+    rem = (short)low;
+}
+__device__ __forceinline__ float mcc_master_join(unsigned short hi, short rem)
+{
+    return __uint_as_float(((unsigned)(unsigned short)(hi - (rem < 0)) << 16) | (unsigned short)rem);
+}
+// Stores x as an fp32 parameter w[i], or where w is NULL as the pair (hi[i], rem[i]).
+__device__ __forceinline__ void mcc_st_master(float *w, unsigned short *hi, short *rem, long long i, float x)
+{
+    if (w)
+        w[i] = x;
+    else
+        mcc_master_split(x, hi[i], rem[i]);
+}
+
 // Vector access: MCC_VEC elements per thread, one 16-byte load of bf16 or two of f32, so operands of
 // different dtypes stay in step. mcc_ldn/mcc_stn move W = MCC_VEC (p + i 16-byte aligned) or
 // W = 1 elements; bodies written once for a width W serve both the vector path and its tail.

@@ -27,9 +27,11 @@ __device__ __forceinline__ long long mcc_shard_level(long long i, long long inne
     return (o * full_mid + offset + m) * inner + j;
 }
 
+// w: the fp32 parameter, or NULL for one held as (hi, rem) (mcc_st_master).
 extern "C" __global__ void mcc_init_normal_f32(float *w, long long n, unsigned long long key, float std,
                                                long long inner0, long long mid0, long long full_mid0, long long offset0,
-                                               long long inner1, long long mid1, long long full_mid1, long long offset1)
+                                               long long inner1, long long mid1, long long full_mid1, long long offset1,
+                                               unsigned short *hi, short *rem)
 {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         unsigned long long g = (unsigned long long)mcc_shard_level(mcc_shard_level(i, inner0, mid0, full_mid0, offset0),
@@ -37,12 +39,12 @@ extern "C" __global__ void mcc_init_normal_f32(float *w, long long n, unsigned l
         unsigned long long a = mcc_splitmix64(key ^ mcc_splitmix64(g * 2));
         unsigned long long b = mcc_splitmix64(key ^ mcc_splitmix64(g * 2 + 1));
         double r = sqrt(-2.0 * log(mcc_unit(a))) * cos(2.0 * 3.14159265358979323846 * mcc_unit(b));
-        w[i] = (float)std * (float)r;
+        mcc_st_master(w, hi, rem, i, (float)std * (float)r);
     }
 }
 
-extern "C" __global__ void mcc_init_const_f32(float *w, long long n, float value)
+extern "C" __global__ void mcc_init_const_f32(float *w, long long n, float value, unsigned short *hi, short *rem)
 {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-        w[i] = value;
+        mcc_st_master(w, hi, rem, i, value);
 }

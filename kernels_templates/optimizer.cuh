@@ -24,28 +24,54 @@ struct mcc_adamw_step {
     }
 };
 
+// Four masters from their high halves (bf16) and remainders at element 4k, and back.
+__device__ __forceinline__ float4 mcc_master_join4(const mcc_bf16 *hi, const short *rem, long long k)
+{
+    uint2 h = ((const uint2 *)hi)[k], r = ((const uint2 *)rem)[k];
+    return make_float4(mcc_master_join((unsigned short)h.x, (short)r.x), mcc_master_join((unsigned short)(h.x >> 16), (short)(r.x >> 16)),
+                       mcc_master_join((unsigned short)h.y, (short)r.y), mcc_master_join((unsigned short)(h.y >> 16), (short)(r.y >> 16)));
+}
+__device__ __forceinline__ void mcc_master_split4(float4 x, mcc_bf16 *hi, short *rem, long long k)
+{
+    unsigned short h[4];
+    short r[4];
+    mcc_master_split(x.x, h[0], r[0]), mcc_master_split(x.y, h[1], r[1]);
+    mcc_master_split(x.z, h[2], r[2]), mcc_master_split(x.w, h[3], r[3]);
+    ((uint2 *)hi)[k] = make_uint2(h[0] | (unsigned)h[1] << 16, h[2] | (unsigned)h[3] << 16);
+    ((uint2 *)rem)[k] = make_uint2((unsigned short)r[0] | (unsigned)(unsigned short)r[1] << 16,
+                                   (unsigned short)r[2] | (unsigned)(unsigned short)r[3] << 16);
+}
+
 // copy (or NULL): the parameter's bf16 working copy, written from the updated p in the same pass.
+// rem (or NULL): p is NULL and the master is held as (copy, rem) (store_param_remainders): joined,
+// updated, and split back (mcc_master_split: the copy rounds ties away from zero then).
 // m and v are TM and TV (f32, or bf16 under --use-precision-aware-optimizer: loaded to fp32, the
 // step in fp32, the new moments rounded when stored); mcc_adamw_<TM>_<TV>.
 template <typename TM, typename TV>
 __device__ void mcc_adamw(float *p, const float *g, TM *m, TV *v, const float *lr_p, const float *step_p,
                           const float *coef_p, long long n, double b1, double b2, double eps, double wd,
-                          mcc_bf16 *copy)
+                          mcc_bf16 *copy, short *rem)
 {
     double step = step_p[0];
     mcc_adamw_step f = {(float)b1, (float)b2, (float)eps, (float)wd, lr_p[0], coef_p[0],
                         (float)(1.0 - pow(b1, step)), (float)(1.0 - pow(b2, step))};
     bool vector = sizeof(TM) == 4 && sizeof(TV) == 4 && mcc_aligned(p, g, (float *)(void *)m, (float *)(void *)v) &&
-                  (!copy || (unsigned long long)copy % 8 == 0);
+                  (!copy || (unsigned long long)copy % 8 == 0) && (!rem || (unsigned long long)rem % 8 == 0);
     long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x, stride = (long long)gridDim.x * blockDim.x;
     for (long long k = tid; vector && k < n / 4; k += stride) {
         float4 *m4 = (float4 *)(void *)m, *v4 = (float4 *)(void *)v;
-        float4 pk = ((float4 *)p)[k], gk = ((const float4 *)g)[k], mk = m4[k], vk = v4[k];
+        float4 pk = rem ? mcc_master_join4(copy, rem, k) : ((float4 *)p)[k];
+        float4 gk = ((const float4 *)g)[k], mk = m4[k], vk = v4[k];
         f(pk.x, gk.x, mk.x, vk.x);
         f(pk.y, gk.y, mk.y, vk.y);
         f(pk.z, gk.z, mk.z, vk.z);
         f(pk.w, gk.w, mk.w, vk.w);
-        ((float4 *)p)[k] = pk, m4[k] = mk, v4[k] = vk;
+        m4[k] = mk, v4[k] = vk;
+        if (rem) {
+            mcc_master_split4(pk, copy, rem, k);
+            continue;
+        }
+        ((float4 *)p)[k] = pk;
         if (copy) {
             __nv_bfloat162 lo = __floats2bfloat162_rn(pk.x, pk.y), hi = __floats2bfloat162_rn(pk.z, pk.w);
             ((uint2 *)copy)[k] = make_uint2(*(unsigned *)&lo, *(unsigned *)&hi);
@@ -53,9 +79,17 @@ __device__ void mcc_adamw(float *p, const float *g, TM *m, TV *v, const float *l
     }
     for (long long i = (vector ? n / 4 * 4 : 0) + tid; i < n; i += stride) {
         float mi = mcc_ld(m, i), vi = mcc_ld(v, i);
-        f(p[i], g[i], mi, vi);
+        float pi = rem ? mcc_master_join(__bfloat16_as_ushort(copy[i]), rem[i]) : p[i];
+        f(pi, g[i], mi, vi);
         mcc_st(m, i, mi);
         mcc_st(v, i, vi);
+        if (rem) {
+            unsigned short h;
+            mcc_master_split(pi, h, rem[i]);
+            copy[i] = __ushort_as_bfloat16(h);
+            continue;
+        }
+        p[i] = pi;
         if (copy)
             mcc_st(copy, i, p[i]);
     }
@@ -64,9 +98,10 @@ __device__ void mcc_adamw(float *p, const float *g, TM *m, TV *v, const float *l
 #define MCC_ADAMW(sm, TM, sv, TV)                                                                            \
     extern "C" __global__ void mcc_adamw_##sm##_##sv(float *p, const float *g, TM *m, TV *v, const float *lr_p, \
                                                      const float *step_p, const float *coef_p, long long n,    \
-                                                     double b1, double b2, double eps, double wd, mcc_bf16 *copy) \
+                                                     double b1, double b2, double eps, double wd, mcc_bf16 *copy, \
+                                                     short *rem)                                              \
     {                                                                                                        \
-        mcc_adamw(p, g, m, v, lr_p, step_p, coef_p, n, b1, b2, eps, wd, copy);                               \
+        mcc_adamw(p, g, m, v, lr_p, step_p, coef_p, n, b1, b2, eps, wd, copy, rem);                          \
     }
 MCC_ADAMW(f32, float, f32, float)
 MCC_ADAMW(f32, float, bf16, mcc_bf16)

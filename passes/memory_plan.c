@@ -336,7 +336,7 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
     mcc_memory_breakdown b = {.stage = (int)ir_cfg_int(m, IR_CFG_PIPELINE_STAGE),
                               .stages = (int)ir_cfg_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE)};
     for (int i = 0; i < m->nglobals; i++) {
-        int64_t bytes = (int64_t)ir_global_slab_bytes(&m->globals[i]); /* as the slab holds it */
+        int64_t bytes = (int64_t)ir_global_slab_bytes(m, i); /* as the slab holds it */
         if (m->globals[i].host) { /* the host slab's (runtime/program.c) */
             b.host += bytes;
             continue;
@@ -344,6 +344,7 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
         switch (m->globals[i].kind) {
         case IR_GLOBAL_PARAM:
         case IR_GLOBAL_COPY:
+        case IR_GLOBAL_REMAINDER:
         case IR_GLOBAL_MASTER_SHARD: b.params += bytes; break;
         case IR_GLOBAL_GRAD:
         case IR_GLOBAL_GRAD_SHARD: b.grads += bytes; break;

@@ -298,7 +298,8 @@ static void finish_params(ir_module *m, ir_func *f, const int *params, int n, co
     zero_all(m, f, grads, nzero);
     for (int c = 0; refresh && c < m->nglobals; c++) /* refresh the working copies from the updated masters */
         for (int j = 0; j < n; j++)
-            if (want[j] && m->globals[c].kind == IR_GLOBAL_COPY && m->globals[c].owner == params[j]) {
+            if (want[j] && m->globals[c].kind == IR_GLOBAL_COPY && m->globals[c].owner == params[j] &&
+                ir_param_remainder(m, params[j]) < 0) { /* a remainder's AdamW writes its copy itself */
                 int args[2] = {ir_global_ref(m, f, m->globals[c].name), ir_global_ref(m, f, m->globals[params[j]].name)};
                 ir_emit(m, f, IR_OP_COPY, args, 2, NULL, NULL, NULL);
             }
@@ -417,15 +418,17 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
         const ir_global *mg = &m->globals[held];
         ir_type t = mg->type;
         ir_layout layout = mg->layout;
-        int master = ir_global_ref(m, f, mg->name);
+        int remainder = ir_param_remainder(m, params[j]); /* the master is (copy, remainder): AdamW updates both */
+        int master = ir_global_ref(m, f, remainder >= 0 ? m->globals[remainder].name : mg->name);
         int adam_m = companion(m, params[j], IR_GLOBAL_ADAM_M, "adam_m", moment_type(m, t, IR_CFG_EXP_AVG_DTYPE), layout);
         int adam_v = companion(m, params[j], IR_GLOBAL_ADAM_V, "adam_v", moment_type(m, t, IR_CFG_EXP_AVG_SQ_DTYPE), layout);
-        int args[7] = {master, grads[j], ir_global_ref(m, f, m->globals[adam_m].name),
-                       ir_global_ref(m, f, m->globals[adam_v].name), lr, step, coef};
+        int args[8] = {master, grads[j], ir_global_ref(m, f, m->globals[adam_m].name),
+                       ir_global_ref(m, f, m->globals[adam_v].name), lr, step, coef,
+                       remainder >= 0 ? ir_global_ref(m, f, m->globals[working_copy(m, params[j])].name) : -1};
         double attrs[4] = {ir_cfg_num(m, IR_CFG_ADAM_BETA1), ir_cfg_num(m, IR_CFG_ADAM_BETA2),
                            ir_cfg_num(m, IR_CFG_ADAM_EPS),
                            m->globals[params[j]].no_decay ? 0 : ir_cfg_num(m, IR_CFG_WEIGHT_DECAY)};
-        ir_emit(m, f, IR_OP_ADAMW, args, 7, attrs, NULL, NULL);
+        ir_emit(m, f, IR_OP_ADAMW, args, remainder >= 0 ? 8 : 7, attrs, NULL, NULL);
         if (zero)
             gather_param(m, f, params[j], master);
     }

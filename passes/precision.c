@@ -2,7 +2,16 @@
  * parameter keeps its fp32 master (what is initialised, updated and checkpointed) and gains a
  * working copy @<param>.bf16 that micro_step and eval_step read, so activations and their
  * gradients are bf16 while gradient accumulators, optimizer state and the loss stay fp32. A `setup` function fills
- * the copies from the masters once at start-up; the optimizer pass refreshes them each step. */
+ * the copies from the masters once at start-up; the optimizer pass refreshes them each step.
+ *
+ * store_param_remainders (Megatron's, with use_precision_aware_optimizer; bf16 only, and not yet
+ * under the distributed optimizer or CPU offload, whose masters are blocks or host memory): the
+ * fp32 master is not stored whole. Its high 16 bits are the bf16 copy and its low 16 a REMAINDER
+ * companion @<param>.remainder (i16), so a parameter costs 4 bytes here instead of 6. Rounding the
+ * master to the copy adds 0x8000 to its bits (ties away from zero, where the copy otherwise rounds
+ * ties to even); the remainder's sign says whether that carried into the high half, which makes
+ * the pair exact (runtime/bf16.h rt_master_split / rt_master_join). No function names such a
+ * parameter: the runtime fills and reads it through the pair, and AdamW updates the pair. */
 #include "passes.h"
 
 #include <stdio.h>
@@ -60,6 +69,8 @@ bool pass_precision(ir_module *m, const mcc_pass_options *opts, char *err, size_
         return snprintf(err, errlen, "no step function (kind=step)"), false;
 
     ir_func *setup = ir_func_new(m, "setup", IR_FUNC_SETUP);
+    bool remainders = low == IR_BF16 && ir_cfg_bool(m, IR_CFG_STORE_PARAM_REMAINDERS) &&
+                      !ir_cfg_bool(m, IR_CFG_USE_DISTRIBUTED_OPTIMIZER) && !ir_cfg_bool(m, IR_CFG_OPTIMIZER_CPU_OFFLOAD);
     int nglobals = m->nglobals;
     for (int g = 0; g < nglobals; g++) {
         if (m->globals[g].kind != IR_GLOBAL_PARAM)
@@ -70,6 +81,13 @@ bool pass_precision(ir_module *m, const mcc_pass_options *opts, char *err, size_
         t.dtype = (ir_dtype)low;
         int c = ir_global_add_companion(m, copy, t, IR_GLOBAL_COPY, g);
         m->globals[c].no_decay = m->globals[g].no_decay;
+        if (remainders) { /* the master is the pair (copy, remainder): nothing to copy */
+            snprintf(copy, sizeof copy, "%s.remainder", m->globals[g].name);
+            t.dtype = IR_I16;
+            int r = ir_global_add_companion(m, copy, t, IR_GLOBAL_REMAINDER, g);
+            m->globals[r].no_decay = m->globals[g].no_decay;
+            continue;
+        }
         int args[2] = {ir_global_ref(m, setup, copy), ir_global_ref(m, setup, m->globals[g].name)};
         ir_emit(m, setup, IR_OP_COPY, args, 2, NULL, NULL, NULL);
     }

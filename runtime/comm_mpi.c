@@ -84,6 +84,7 @@ static MPI_Datatype mpi_type(ir_dtype dt)
     case IR_FP8E4M3: case IR_FP8E5M2: return MPI_UINT8_T;
     case IR_I32: return MPI_INT32_T;
     case IR_I64: return MPI_INT64_T;
+    case IR_I16: return MPI_INT16_T;
     case IR_NUM_DTYPES: break;
     }
     rt_comm_fatal("MPI collective: unknown dtype %d", (int)dt);

@@ -4,6 +4,7 @@
 #include "device.h"
 #include "program.h"
 #include "common/knobs.h"
+#include "runtime/bf16.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -43,11 +44,16 @@ static float normal_at(uint64_t key, int64_t i)
     return (float)(sqrt(-2.0 * log(unit(a))) * cos(2.0 * M_PI * unit(b)));
 }
 
-static void cpu_init(rt_program *p, float *w, int64_t n, uint64_t key, float std, bool normal, float value,
-                     const rt_shard_layout *at)
+static void cpu_init(rt_program *p, float *w, uint16_t *hi, int16_t *rem, int64_t n, uint64_t key, float std,
+                     bool normal, float value, const rt_shard_layout *at)
 {
-    for (int64_t i = 0; i < n; i++)
-        w[i] = normal ? std * normal_at(key, rt_shard_global_index(at, i)) : value;
+    for (int64_t i = 0; i < n; i++) {
+        float x = normal ? std * normal_at(key, rt_shard_global_index(at, i)) : value;
+        if (w)
+            w[i] = x;
+        else
+            rt_master_split(x, &hi[i], &rem[i]);
+    }
 }
 
 /* Runs a generated kernel on the call's buffers when the op has one and its operands are fp32. */

@@ -943,10 +943,15 @@ static void moment_set(void *x, ir_dtype t, int64_t i, double value)
 /* (p, g, m, v, lr[], step[], coef[]), attrs beta1, beta2, eps, weight_decay; in place on p, m, v:
  * g' = g coef; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
  * p -= lr (m/(1-b1^step) / (sqrt(v/(1-b2^step)) + eps) + wd p). Elementwise math in double;
- * the update reads the new moments before they are stored (bf16 moments: rounded then). */
+ * the update reads the new moments before they are stored (bf16 moments: rounded then). An i16 p
+ * is the remainder of a master held with the bf16 working copy (operand 8) as its high half:
+ * the master is joined from the pair, updated, and split back into it (rt_master_split). */
 void rt_cpu_adamw_range(const rt_kernel_call *c, int64_t begin, int64_t end)
 {
-    float *p = c->args[0];
+    bool pair = c->arg_types[0]->dtype == IR_I16;
+    float *p = pair ? NULL : c->args[0];
+    int16_t *rem = pair ? c->args[0] : NULL;
+    uint16_t *hi = pair ? c->args[7] : NULL;
     void *m = c->args[2], *v = c->args[3];
     ir_dtype mt = c->arg_types[2]->dtype, vt = c->arg_types[3]->dtype;
     const float *g = argf(c, 1);
@@ -958,7 +963,12 @@ void rt_cpu_adamw_range(const rt_kernel_call *c, int64_t begin, int64_t end)
     for (int64_t i = begin; i < end; i++) {
         double gi = g[i] * coef;
         double mi = b1 * moment_at(m, mt, i) + (1.0 - b1) * gi, vi = b2 * moment_at(v, vt, i) + (1.0 - b2) * gi * gi;
-        p[i] = (float)(p[i] - lr * (mi / bc1 / (sqrt(vi / bc2) + eps) + wd * p[i]));
+        double pi = pair ? rt_master_join(hi[i], rem[i]) : p[i];
+        float next = (float)(pi - lr * (mi / bc1 / (sqrt(vi / bc2) + eps) + wd * pi));
+        if (pair)
+            rt_master_split(next, &hi[i], &rem[i]);
+        else
+            p[i] = next;
         moment_set(m, mt, i, mi);
         moment_set(v, vt, i, vi);
     }
@@ -967,7 +977,7 @@ void rt_cpu_adamw_range(const rt_kernel_call *c, int64_t begin, int64_t end)
 void cpu_ADAMW(const rt_kernel_call *c)
 {
     rt_cpu_adamw_range(c, 0, ir_numel(c->arg_types[0]));
-    if (c->nargs == 8) /* the working copy (f32 on the CPU) */
+    if (c->nargs == 8 && c->arg_types[0]->dtype == IR_F32) /* the working copy (f32 on the CPU) */
         memcpy(c->args[7], c->args[0], ir_bytes(c->arg_types[0]));
 }
 

@@ -40,9 +40,11 @@ typedef struct rt_device {
     void (*upload)(struct rt_program *p, void *dst, const void *src, size_t bytes);
     void (*download)(struct rt_program *p, void *dst, const void *src, size_t bytes);
     /* w[i] = std * normal(key, global(i)) (or `value` when normal is false), where global(i) is
-     * local element i's index in the whole parameter (see rt_shard_layout): program.c */
-    void (*init)(struct rt_program *p, float *w, int64_t n, uint64_t key, float std, bool normal, float value,
-                 const struct rt_shard_layout *at);
+     * local element i's index in the whole parameter (see rt_shard_layout): program.c. Where w is
+     * NULL the parameter is held as a bf16 high half and an i16 remainder, written into hi and rem
+     * (rt_master_split; store_param_remainders). */
+    void (*init)(struct rt_program *p, float *w, uint16_t *hi, int16_t *rem, int64_t n, uint64_t key, float std,
+                 bool normal, float value, const struct rt_shard_layout *at);
     void (*run)(struct rt_program *p, int func);
     size_t (*memory_in_use)(struct rt_program *p); /* bytes of device memory in use (0 if unknown) */
     void (*close)(struct rt_program *p);           /* releases what open made */

@@ -3,6 +3,7 @@
  * device's (one kernel per instruction on the CPU, a replayed CUDA graph on the GPU). */
 #include "program.h"
 #include "common/cli.h"
+#include "runtime/bf16.h"
 #include "runtime/host_optimizer.h"
 #include "runtime/parallel.h"
 #include "runtime/trace.h"
@@ -159,7 +160,7 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     p->globals = xcalloc((size_t)m->nglobals, sizeof(void *), "globals");
     size_t slab = 0, host_slab = 0;
     for (int i = 0; i < m->nglobals; i++)
-        *(m->globals[i].host ? &host_slab : &slab) += ir_global_slab_bytes(&m->globals[i]);
+        *(m->globals[i].host ? &host_slab : &slab) += ir_global_slab_bytes(m, i);
     /* With the copy lane (the plan's comm_copy_lane: mcc compile --comm-lanes), gradient buckets
      * reduced beside the backward go out on the copy engines when the slab is window memory
      * (rt_parallel_init registers it), with their exchange buffer after it; so do tensor
@@ -193,7 +194,7 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     for (int i = 0; i < m->nglobals; i++) {
         bool host = m->globals[i].host;
         p->globals[i] = (char *)(host ? p->host_slab : p->global_slab) + (host ? host_offset : slab_offset);
-        *(host ? &host_offset : &slab_offset) += ir_global_slab_bytes(&m->globals[i]);
+        *(host ? &host_offset : &slab_offset) += ir_global_slab_bytes(m, i);
     }
     /* Functions run one at a time and hand nothing over through their arenas (inputs are set
      * before a call, outputs read after it), so they share one arena: the largest. */
@@ -316,7 +317,11 @@ void rt_program_init_params(rt_program *p, uint64_t seed)
         uint64_t key = rt_splitmix64(seed) ^ name_hash(gl->name);
         bool normal = gl->init == IR_INIT_NORMAL;
         rt_shard_layout at = shard_layout(p, g);
-        p->dev->init(p, p->globals[g], ir_numel(&gl->type), key, normal ? (float)gl->std : 0.0f, normal, 1.0f, &at);
+        int rem = ir_param_remainder(p->m, g); /* held as (copy, remainder): init writes the pair */
+        float *w = rem >= 0 ? NULL : p->globals[g];
+        uint16_t *hi = rem >= 0 ? p->globals[ir_global_companion(p->m, g, IR_GLOBAL_COPY)] : NULL;
+        p->dev->init(p, w, hi, rem >= 0 ? p->globals[rem] : NULL, ir_numel(&gl->type), key,
+                     normal ? (float)gl->std : 0.0f, normal, 1.0f, &at);
     }
     int setup = ir_func_of_kind(p->m, IR_FUNC_SETUP);
     if (setup >= 0)
@@ -413,12 +418,49 @@ void rt_program_get_output(rt_program *p, int func, const char *name, void *host
     to_host(p, host_func(p, func), host, sym_buffer(p, func, IR_OP_OUTPUT, name, bytes), bytes);
 }
 
+/* A parameter held as its bf16 copy and i16 remainder (ir_param_remainder): its two halves' host
+ * buffers, of n elements each. */
+static void master_pair(rt_program *p, int g, int64_t n, int *copy, uint16_t **hi, int16_t **lo)
+{
+    *copy = ir_global_companion(p->m, g, IR_GLOBAL_COPY);
+    *hi = xcalloc((size_t)n, sizeof **hi, "a parameter's high half");
+    *lo = xcalloc((size_t)n, sizeof **lo, "a parameter's remainder");
+}
+
 void rt_program_read_global(rt_program *p, int g, void *host)
 {
-    to_host(p, p->m->globals[g].host, host, p->globals[g], ir_bytes(&p->m->globals[g].type));
+    int rem = ir_param_remainder(p->m, g), copy;
+    if (rem < 0) {
+        to_host(p, p->m->globals[g].host, host, p->globals[g], ir_bytes(&p->m->globals[g].type));
+        return;
+    }
+    int64_t n = ir_numel(&p->m->globals[g].type);
+    uint16_t *hi;
+    int16_t *lo;
+    master_pair(p, g, n, &copy, &hi, &lo);
+    to_host(p, false, hi, p->globals[copy], (size_t)n * sizeof *hi);
+    to_host(p, false, lo, p->globals[rem], (size_t)n * sizeof *lo);
+    for (int64_t i = 0; i < n; i++)
+        ((float *)host)[i] = rt_master_join(hi[i], lo[i]);
+    free(hi);
+    free(lo);
 }
 
 void rt_program_write_global(rt_program *p, int g, const void *host)
 {
-    to_device(p, p->m->globals[g].host, p->globals[g], host, ir_bytes(&p->m->globals[g].type));
+    int rem = ir_param_remainder(p->m, g), copy;
+    if (rem < 0) {
+        to_device(p, p->m->globals[g].host, p->globals[g], host, ir_bytes(&p->m->globals[g].type));
+        return;
+    }
+    int64_t n = ir_numel(&p->m->globals[g].type);
+    uint16_t *hi;
+    int16_t *lo;
+    master_pair(p, g, n, &copy, &hi, &lo);
+    for (int64_t i = 0; i < n; i++)
+        rt_master_split(((const float *)host)[i], &hi[i], &lo[i]);
+    to_device(p, false, p->globals[copy], hi, (size_t)n * sizeof *hi);
+    to_device(p, false, p->globals[rem], lo, (size_t)n * sizeof *lo);
+    free(hi);
+    free(lo);
 }

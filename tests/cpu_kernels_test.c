@@ -5,6 +5,7 @@
 #include "runtime/cpu_kernels.h"
 #include "tests/check.h"
 #include "runtime/dropout.h"
+#include "runtime/bf16.h"
 
 #include <math.h>
 #include <signal.h>
@@ -395,6 +396,55 @@ static void test_adamw(void)
     printf("adamw 3 steps: max abs err p %.1e m %.1e v %.1e\n", ep, em, ev);
     CHECK(ep < 1e-6 && em < 1e-6 && ev < 1e-7, "adamw differs from the formula: p %.3g m %.3g v %.3g", ep, em, ev);
     free(p.data), free(g.data), free(m.data), free(v.data), free(lr_t.data), free(step.data), free(coef.data);
+}
+
+/* A master held as (bf16 high half, i16 remainder) (store_param_remainders): the pair gives every
+ * bit pattern back, its high half is the value rounded to nearest with ties away from zero; and
+ * AdamW on the pair computes what AdamW on the fp32 master does, bit for bit, for 3 steps. */
+static void test_master_remainders(void)
+{
+    int64_t bad_join = 0, bad_round = 0;
+    for (uint64_t u = 0; u <= 0xffffffffu; u += 0x10001) { /* 65536 patterns: every high half, the low ones varied */
+        uint32_t bits[3] = {(uint32_t)u, ((uint32_t)u & 0xffff0000u) | 0x8000u, ((uint32_t)u & 0xffff0000u) | 0x7fffu};
+        for (int k = 0; k < 3; k++) {
+            float x, y;
+            memcpy(&x, &bits[k], sizeof x);
+            uint16_t hi;
+            int16_t rem;
+            rt_master_split(x, &hi, &rem);
+            y = rt_master_join(hi, rem);
+            bad_join += memcmp(&x, &y, sizeof x) != 0;
+            uint32_t want = (bits[k] >> 16) + ((bits[k] & 0xffffu) >= 0x8000u); /* ties away from zero */
+            bad_round += isfinite(x) && hi != (uint16_t)want;
+        }
+    }
+    printf("master remainders: %lld joins differ, %lld high halves misrounded\n", (long long)bad_join, (long long)bad_round);
+    CHECK(bad_join == 0 && bad_round == 0, "rt_master_split/join: %lld patterns not given back, %lld misrounded",
+          (long long)bad_join, (long long)bad_round);
+
+    enum { N = 1000 };
+    const double b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
+    tensor p = uniform(F32(N), 1), g = F32(N), m = F32(N), v = F32(N), m2 = F32(N), v2 = F32(N);
+    tensor hi = tensor_new(IR_BF16, 1, (int64_t[]){N}), rem = tensor_new(IR_I16, 1, (int64_t[]){N});
+    tensor lr_t = SCALAR(), step = SCALAR(), coef = SCALAR();
+    for (int i = 0; i < N; i++)
+        rt_master_split(F(p)[i], &((uint16_t *)hi.data)[i], &((int16_t *)rem.data)[i]);
+    F(lr_t)[0] = 1e-2f;
+    int64_t differ = 0;
+    for (int s = 1; s <= 3; s++) {
+        uniform(g, 1);
+        F(step)[0] = (float)s, F(coef)[0] = s == 2 ? 0.5f : 1.0f;
+        run(IR_OP_ADAMW, ATTRS(b1, b2, eps, wd), (tensor[]){p, g, m, v, lr_t, step, coef}, 7, NULL, 0);
+        run(IR_OP_ADAMW, ATTRS(b1, b2, eps, wd), (tensor[]){rem, g, m2, v2, lr_t, step, coef, hi}, 8, NULL, 0);
+        for (int i = 0; i < N; i++) {
+            float joined = rt_master_join(((uint16_t *)hi.data)[i], ((int16_t *)rem.data)[i]);
+            differ += memcmp(&joined, &F(p)[i], sizeof joined) != 0 || F(m)[i] != F(m2)[i] || F(v)[i] != F(v2)[i];
+        }
+    }
+    printf("adamw on (copy, remainder) against the fp32 master, 3 steps: %lld elements differ\n", (long long)differ);
+    CHECK(differ == 0, "adamw on the pair differs from adamw on the fp32 master in %lld element-steps", (long long)differ);
+    free(p.data), free(g.data), free(m.data), free(v.data), free(m2.data), free(v2.data), free(hi.data), free(rem.data);
+    free(lr_t.data), free(step.data), free(coef.data);
 }
 
 /* Every ta/tb combination of r[M,N] = op(a) op(b) against a naive triple loop. */
@@ -872,6 +922,7 @@ int main(void)
     test_attention_reference();
     test_cross_entropy_reference();
     test_adamw();
+    test_master_remainders();
     test_matmul_reference();
     test_rope_reference();
     test_norm_reference();

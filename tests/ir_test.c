@@ -228,7 +228,7 @@ static void test_parse_errors(void)
         {FUNC("  %2 = gelu %0 : f32[4,8] extra\n"), "line 4: expected end of line, got `extra`"},
         {"func f {kind=step, arena=0} {\n  %0 = input @x : f32[4]\n", "line 3: expected `}` closing the function, got end of input"},
         {"func f {kind=step, arena=-1} {\n}\n", "line 1: arena= needs a byte count >= 0"},
-        {"global @w : f32[4] {kind=weight, init=zeros}\n", "line 1: unknown global kind `weight` (one of: param, grad, adam_m, adam_v, copy, grad_shard, master_shard, stash, fp8_history, expert_bias)"},
+        {"global @w : f32[4] {kind=weight, init=zeros}\n", "line 1: unknown global kind `weight` (one of: param, grad, adam_m, adam_v, copy, grad_shard, master_shard, stash, fp8_history, expert_bias, remainder)"},
         {"global @w : f32[4] {kind=param, init=normal}\n", "line 1: global @w: std= goes with init=normal, and only with it"},
         {"global @w : f32[4] {init=ones}\n", "line 1: global @w needs kind= and init="},
         {"config {\n  lr = \"0.1\"\n  lr = \"0.2\"\n}\n", "line 3: config key `lr` is set twice"},

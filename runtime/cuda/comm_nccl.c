@@ -215,6 +215,7 @@ static ncclDataType_t nccl_type(ir_dtype dt)
     case IR_FP8E4M3: case IR_FP8E5M2: return ncclUint8; /* moved as bytes */
     case IR_I32: return ncclInt32;
     case IR_I64: return ncclInt64;
+    case IR_I16: /* NCCL has no 16-bit integer: only masters' remainders are i16, and no collective moves them */
     case IR_NUM_DTYPES: break;
     }
     rt_comm_fatal("NCCL collective: unknown dtype %d", (int)dt);

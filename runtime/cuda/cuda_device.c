@@ -391,8 +391,8 @@ static void cuda_download(rt_program *p, void *dst, const void *src, size_t byte
     RT_CUDART_CHECK(cudaStreamSynchronize(stream(p)));
 }
 
-static void cuda_init(rt_program *p, float *w, int64_t n, uint64_t key, float std, bool normal, float value,
-                      const rt_shard_layout *at)
+static void cuda_init(rt_program *p, float *w, uint16_t *hi, int16_t *rem, int64_t n, uint64_t key, float std,
+                      bool normal, float value, const rt_shard_layout *at)
 {
     long long count = n;
     unsigned long long k = key;
@@ -404,10 +404,10 @@ static void cuda_init(rt_program *p, float *w, int64_t n, uint64_t key, float st
             lv[l][2] = at->level[l].full_mid, lv[l][3] = at->level[l].offset;
         }
         void *params[] = {&w, &count, &k, &std, &lv[0][0], &lv[0][1], &lv[0][2], &lv[0][3],
-                          &lv[1][0], &lv[1][1], &lv[1][2], &lv[1][3]};
+                          &lv[1][0], &lv[1][1], &lv[1][2], &lv[1][3], &hi, &rem};
         rt_cuda_launch(state(p)->cx, "mcc_init_normal_f32", blocks, 1, 1, 256, 0, params);
     } else {
-        void *params[] = {&w, &count, &value};
+        void *params[] = {&w, &count, &value, &hi, &rem};
         rt_cuda_launch(state(p)->cx, "mcc_init_const_f32", blocks, 1, 1, 256, 0, params);
     }
 }

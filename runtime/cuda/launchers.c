@@ -620,25 +620,27 @@ void cuda_CLIP_COEF(rt_cuda_ctx *cx, const rt_kernel_call *c)
     rt_cuda_launch(cx, name_of(c, RT_CUK_CLIP_COEF, NULL, NULL).s, 1, 1, 1, 1, 0, p);
 }
 
-/* (p, g, m, v, lr[], step[], coef[]), f32 but the moments, f32 or bf16; in place on p, m, v */
+/* (p, g, m, v, lr[], step[], coef[][, copy]), f32 but the moments, f32 or bf16; in place on p, m, v.
+ * An i16 p is the remainder of a master held with the bf16 copy (store_param_remainders). */
 void cuda_ADAMW(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
+    bool pair = c->arg_types[0]->dtype == IR_I16;
     static const char *const operand[] = {"parameter", "gradient", "first moment", "second moment",
                                           "learning rate", "step", "clip coefficient"};
     for (int i = 0; i < 7; i++)
-        if (i != 2 && i != 3) /* the moments may be bf16: --use-precision-aware-optimizer */
+        if (i != 2 && i != 3 && !(i == 0 && pair)) /* the moments may be bf16: --use-precision-aware-optimizer */
             need_f32(c, c->arg_types[i], operand[i]);
-    void *p = c->args[0], *g = c->args[1], *m = c->args[2], *v = c->args[3];
+    void *p = pair ? NULL : c->args[0], *rem = pair ? c->args[0] : NULL, *g = c->args[1], *m = c->args[2], *v = c->args[3];
     void *lr = c->args[4], *step = c->args[5], *coef = c->args[6];
     long long n = ir_numel(c->arg_types[0]);
     double b1 = c->in->attr[0], b2 = c->in->attr[1], eps = c->in->attr[2], wd = c->in->attr[3];
     void *copy = c->nargs == 8 ? c->args[7] : NULL; /* the bf16 working copy, refreshed in the same pass */
-    if (copy && c->arg_types[7]->dtype != IR_BF16) {
+    if ((copy || pair) && (!copy || c->arg_types[7]->dtype != IR_BF16)) {
         fprintf(stderr, "train_rank: adamw on CUDA writes bf16 working copies, got %s: the precision pass makes bf16 "
                         "copies only, so this is an mcc codegen bug\n", ir_dtype_name(c->arg_types[7]->dtype));
         exit(1);
     }
-    void *params[] = {&p, &g, &m, &v, &lr, &step, &coef, &n, &b1, &b2, &eps, &wd, &copy};
+    void *params[] = {&p, &g, &m, &v, &lr, &step, &coef, &n, &b1, &b2, &eps, &wd, &copy, &rem};
     launch_flat(cx, name_of(c, RT_CUK_ADAMW, c->arg_types[2], c->arg_types[3]), (n + 3) / 4, params); /* 4 floats a thread */
 }
 

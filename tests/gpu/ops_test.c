@@ -9,6 +9,7 @@
 #include "codegen/cuda/cuda_codegen.h"
 #include "runtime/cuda/cuda_ctx.h"
 #include "tests/gpu/gpu_util.h"
+#include "runtime/bf16.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -602,6 +603,96 @@ static int run_case(rt_cuda_ctx *cx, const op_case *c, ir_dtype dt)
     return r.failures;
 }
 
+/* AdamW on a master held as (bf16 copy, i16 remainder) (store_param_remainders) against AdamW on
+ * the fp32 master with a bf16 copy, both on the GPU, for 3 steps: the pair joins to the fp32
+ * master bit for bit, its copy is that master rounded with ties away from zero, and the moments
+ * agree. n is odd (the vector path and its tail); a third of the masters start at a tie. */
+static int adamw_remainder_check(rt_cuda_ctx *cx)
+{
+    enum { N = 3001 };
+    int ids[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    ir_instr in = {.op = IR_OP_ADAMW, .nargs = 8, .args = ids, .attr = {0.9, 0.95, 1e-8, 0.1}};
+    float *p = malloc(N * 4), *g = malloc(N * 4), scalars[3] = {1e-3f, 0, 0};
+    uint16_t *hi = malloc(N * 2);
+    int16_t *rem = malloc(N * 2);
+    for (int i = 0; i < N; i++) {
+        p[i] = (float)(4 * uniform() - 2);
+        if (i % 3 == 0) { /* low half exactly 0x8000: where ties-to-even and away-from-zero part */
+            uint32_t u;
+            memcpy(&u, &p[i], 4);
+            u = (u & 0xffff0000u) | 0x8000u;
+            memcpy(&p[i], &u, 4);
+        }
+        rt_master_split(p[i], &hi[i], &rem[i]);
+    }
+    ir_type f32 = ir_tensor(IR_F32, 1, (int64_t[]){N}), bf16 = ir_tensor(IR_BF16, 1, (int64_t[]){N});
+    ir_type i16 = ir_tensor(IR_I16, 1, (int64_t[]){N}), scalar = ir_scalar(IR_F32);
+    /* buffers: 0 p, 1 g, 2 m, 3 v, 4 copy (fp32 run); 5 rem, 6 m, 7 v, 8 hi (pair run); 9..11 lr, step, coef */
+    CUstream stream = rt_cuda_stream(cx);
+    CUdeviceptr d[12];
+    size_t bytes[12] = {N * 4, N * 4, N * 4, N * 4, N * 2, N * 2, N * 4, N * 4, N * 2, 4, 4, 4};
+    for (int k = 0; k < 12; k++) {
+        RT_CU_CHECK(cuMemAlloc(&d[k], bytes[k]));
+        RT_CU_CHECK(cuMemsetD8Async(d[k], 0, bytes[k], stream));
+    }
+    RT_CU_CHECK(cuMemcpyHtoDAsync(d[0], p, N * 4, stream));
+    RT_CU_CHECK(cuMemcpyHtoDAsync(d[5], rem, N * 2, stream));
+    RT_CU_CHECK(cuMemcpyHtoDAsync(d[8], hi, N * 2, stream));
+    RT_CU_CHECK(cuMemcpyHtoDAsync(d[9], &scalars[0], 4, stream));
+    int failures = 0;
+    for (int s = 1; s <= 3; s++) {
+        for (int i = 0; i < N; i++)
+            g[i] = (float)(2 * uniform() - 1);
+        float step = (float)s, coef = s == 2 ? 0.5f : 1.0f;
+        RT_CU_CHECK(cuMemcpyHtoDAsync(d[1], g, N * 4, stream));
+        RT_CU_CHECK(cuMemcpyHtoDAsync(d[10], &step, 4, stream));
+        RT_CU_CHECK(cuMemcpyHtoDAsync(d[11], &coef, 4, stream));
+        RT_CU_CHECK(cuStreamSynchronize(stream)); /* before step and coef go */
+        for (int pair = 0; pair < 2; pair++) {
+            int at[8] = {pair ? 5 : 0, 1, pair ? 6 : 2, pair ? 7 : 3, 9, 10, 11, pair ? 8 : 4};
+            const ir_type *types[8] = {pair ? &i16 : &f32, &f32, &f32, &f32, &scalar, &scalar, &scalar, &bf16};
+            void *ptrs[8];
+            for (int a = 0; a < 8; a++)
+                ptrs[a] = (void *)(uintptr_t)d[at[a]];
+            rt_kernel_call call = {&in, 8, 0, ptrs, types, NULL, NULL};
+            rt_cuda_begin_function(cx);
+            rt_cuda_launchers[IR_OP_ADAMW](cx, &call);
+            RT_CU_CHECK(cuStreamSynchronize(rt_cuda_stream(cx)));
+        }
+        float m[N], m2[N], v[N], v2[N];
+        RT_CU_CHECK(cuMemcpyDtoHAsync(p, d[0], N * 4, stream));
+        RT_CU_CHECK(cuMemcpyDtoHAsync(rem, d[5], N * 2, stream));
+        RT_CU_CHECK(cuMemcpyDtoHAsync(hi, d[8], N * 2, stream));
+        RT_CU_CHECK(cuMemcpyDtoHAsync(m, d[2], N * 4, stream));
+        RT_CU_CHECK(cuMemcpyDtoHAsync(m2, d[6], N * 4, stream));
+        RT_CU_CHECK(cuMemcpyDtoHAsync(v, d[3], N * 4, stream));
+        RT_CU_CHECK(cuMemcpyDtoHAsync(v2, d[7], N * 4, stream));
+        RT_CU_CHECK(cuStreamSynchronize(stream));
+        int differ = 0, first = -1;
+        for (int i = 0; i < N; i++) {
+            float joined = rt_master_join(hi[i], rem[i]);
+            uint16_t want_hi;
+            int16_t want_rem;
+            rt_master_split(p[i], &want_hi, &want_rem);
+            bool bad = memcmp(&joined, &p[i], 4) || hi[i] != want_hi || m[i] != m2[i] || v[i] != v2[i];
+            differ += bad;
+            first = bad && first < 0 ? i : first;
+        }
+        if (differ) {
+            fprintf(stderr, "FAIL adamw (copy, remainder) step %d: %d of %d elements differ from the fp32 master's "
+                    "(first %d: master %.9g, pair %.9g)\n", s, differ, N, first, p[first],
+                    rt_master_join(hi[first], rem[first]));
+            failures++;
+        }
+    }
+    for (int k = 0; k < 12; k++)
+        RT_CU_CHECK(cuMemFree(d[k]));
+    free(p), free(g), free(hi), free(rem);
+    printf("%s adamw              pair  [3001] (copy, remainder) against the fp32 master, 3 steps\n",
+           failures ? "FAIL" : "ok  ");
+    return failures;
+}
+
 int main(void)
 {
     static op_case sumsq;
@@ -632,6 +723,8 @@ int main(void)
         if (!strncmp(sumsq.op, only, strlen(only)) && strstr(sumsq.shape, shape))
             failures += run_case(cx, &sumsq, dtypes[d]);
     }
+    if (!strncmp("adamw", only, strlen(only)) && !*shape)
+        failures += adamw_remainder_check(cx);
     rt_cuda_ctx_free(cx);
     free(image);
     if (failures)

@@ -1,5 +1,5 @@
-// fake_cuda.cpp — the MoE kernels (kernels_templates/moe.cuh) and the attention kernels
-// (attention.cuh) run on the host, so that tests/gpu/ops_test.c and attention_test.c can check them
+// fake_cuda.cpp — the MoE kernels (kernels_templates/moe.cuh), the attention kernels
+// (attention.cuh) and fp32-moment AdamW (optimizer.cuh) run on the host, so that tests/gpu/ops_test.c and attention_test.c can check them
 // against the CPU kernels through the real launchers (runtime/cuda/launchers.c, matmul.c,
 // attention.c) where no GPU is (run.sh). Device memory is host memory; a launch runs its blocks one
 // after another, each block's threads as std::threads meeting at a std::barrier (__syncthreads) and
@@ -43,6 +43,7 @@ static void __syncthreads() { bar->arrive_and_wait(); }
 static void __syncwarp() { warp_bar->arrive_and_wait(); }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 template <class T> T __shfl_xor_sync(unsigned, T v, int m)
 {
     static T slots[1024];
@@ -62,6 +63,7 @@ using std::exp; using std::log; using std::fmax; using std::min; using std::max;
 #include "elementwise.cuh"
 #include "reduce.cuh"
 #include "rope.cuh"
+#include "optimizer.cuh"
 
 // attention.cuh's PTX primitives. Shared addresses are offsets into emu_smem (the block's dynamic
 // shared memory: blocks run one at a time).
@@ -167,6 +169,8 @@ static std::map<std::string, std::function<void(void **)>> table = {
 #define E(sfx, T, B) {"mcc_bias_add_" #sfx, wrap(mcc_bias_add_##sfx)},
     MCC_FOR_FLOAT_PAIRS(E)
 #undef E
+    // AdamW, on fp32 masters and on (copy, remainder) pairs (ops_test's adamw cases)
+    {"mcc_adamw_f32_f32", wrap(mcc_adamw_f32_f32)},
 };
 static const std::map<std::string, const int *> constants = {
     {"mcc_attn_tiles_d16", mcc_attn_tiles_d16}, {"mcc_attn_tiles_d64", mcc_attn_tiles_d64},
