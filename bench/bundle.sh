@@ -86,12 +86,16 @@ if [ "${MOE:-0}" != 0 ]; then
   devrun/bin/tiny-moe-cpu --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
     --dump-dir devrun/cpu/tiny-moe >/dev/null
   rm devrun/bin/tiny-moe-cpu
+  # MOE_LAYERS=8: the configs cut to 8 layers (bench-<config>-L8: the full ones need more than an
+  # H100's 80 GB, mcc's and PyTorch's alike; device_run.sh's MOE_LAYERS=8 runs the baseline so too)
+  cut=${MOE_LAYERS:+-L$MOE_LAYERS}
   for c in moe-8x1B moe-32x8; do
-    $B/mcc compile bench/configs/$c.json --target cuda -o devrun/bin/bench-$c 2>devrun/bin/bench-$c.compile.log ||
-      cat devrun/bin/bench-$c.compile.log
+    $B/mcc compile bench/configs/$c.json --target cuda ${MOE_LAYERS:+--num-layers $MOE_LAYERS} -o devrun/bin/bench-$c$cut \
+      2>devrun/bin/bench-$c$cut.compile.log || cat devrun/bin/bench-$c$cut.compile.log
     # -lean: fp32 masters as bf16 copy + remainder, and selective recompute (below PyTorch's memory)
-    $B/mcc compile bench/configs/$c.json --target cuda --use-precision-aware-optimizer --recompute-granularity selective \
-      -o devrun/bin/bench-$c-lean 2>devrun/bin/bench-$c-lean.compile.log || cat devrun/bin/bench-$c-lean.compile.log
+    $B/mcc compile bench/configs/$c.json --target cuda ${MOE_LAYERS:+--num-layers $MOE_LAYERS} \
+      --use-precision-aware-optimizer --recompute-granularity selective -o devrun/bin/bench-$c$cut-lean \
+      2>devrun/bin/bench-$c$cut-lean.compile.log || cat devrun/bin/bench-$c$cut-lean.compile.log
   done
 fi
 # REMAINDERS=1: store_param_remainders on the GPU (device_run.sh's REMAINDERS section): the tiny models

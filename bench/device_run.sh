@@ -62,7 +62,7 @@ fi
 # whole-master GPU run's losses, and a save/resume equal to the last bit
 if [ "${REMAINDERS:-0}" != 0 ]; then
   section "masters as bf16 copy + remainder (store_param_remainders)"
-  MCC_OPS_TEST_ONLY=adamw timeout 120 devrun/bin/cuda_ops_test 2>&1 | tail -6
+  timeout 300 devrun/bin/cuda_ops_test 2>&1 | grep -E "adamw|failed" # (its MCC_OPS_TEST_ONLY is emulate/run.sh's only)
   for m in tiny-gpt2 tiny-llama; do
     timeout 120 devrun/bin/$m-cuda-rem --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
       --dump-dir /tmp/gpu-rem-$m > "$O/$m-gpu10-rem.log" 2>&1
@@ -278,19 +278,20 @@ done
 # the router, the permutation, the grouped GEMMs and attention (summarize.py's table has both)
 if [ "${MOE:-0}" != 0 ]; then
   section "benchmark: MoE, train_rank beside PyTorch"
+  cut=${MOE_LAYERS:+-L$MOE_LAYERS} # MOE_LAYERS=8: both sides at 8 layers (bundle.sh's MOE_LAYERS=8)
   for c in ${MOE_CONFIGS-moe-8x1B moe-32x8}; do
     for v in "" ${MOE_VARIANTS--lean}; do # -lean: remainders + selective recompute (bundle.sh)
-      [ -x devrun/bin/bench-$c$v ] || { echo "$c$v: not compiled (bundle.sh MOE=1)"; continue; }
-      timeout 200 devrun/bin/bench-$c$v --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 \
-        --log-interval 1 --eval-iters 0 > "$O/bench-$c$v.log" 2>&1
-      echo "$c$v exit $?"; grep -E "first step|iteration +25/|plan memory|memory" "$O/bench-$c$v.log" | head -5
+      [ -x devrun/bin/bench-$c$cut$v ] || { echo "$c$cut$v: not compiled (bundle.sh MOE=1)"; continue; }
+      timeout 200 devrun/bin/bench-$c$cut$v --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 \
+        --log-interval 1 --eval-iters 0 > "$O/bench-$c$cut$v.log" 2>&1
+      echo "$c$cut$v exit $?"; grep -E "first step|iteration +25/|plan memory" "$O/bench-$c$cut$v.log" | head -5
     done
-    timeout 300 python3 bench/torch_moe_memory.py $anchors $c 20 >> "$O/baseline.jsonl" 2>>"$O/baseline.err"
-    echo "$c baseline exit $?"; tail -1 "$O/baseline.jsonl"
+    timeout 300 python3 bench/torch_moe_memory.py $anchors $c 20 $MOE_LAYERS >> "$O/baseline.jsonl" 2>>"$O/baseline.err"
+    echo "$c$cut baseline exit $?"; tail -2 "$O/baseline.jsonl"
   done
-  for c in ${MOE_CONFIGS-moe-8x1B moe-32x8}; do
-    [ -x devrun/bin/bench-$c ] || continue
-    MCC_PROFILE=1 timeout 200 devrun/bin/bench-$c --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 \
+  for c in ${MOE_PROFILE-${MOE_CONFIGS-moe-8x1B moe-32x8}}; do
+    [ -x devrun/bin/bench-$c$cut ] || continue
+    MCC_PROFILE=1 timeout 200 devrun/bin/bench-$c$cut --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 \
       --log-interval 1 --eval-iters 0 > "$O/profile-$c.log" 2>&1
     echo "$c profile exit $?"; grep -A40 "GPU time by op" "$O/profile-$c.log" | head -60
   done
