@@ -98,6 +98,21 @@ if [ "${MOE:-0}" != 0 ]; then
       2>devrun/bin/bench-$c$cut-lean.compile.log || cat devrun/bin/bench-$c$cut-lean.compile.log
   done
 fi
+# ZERO=1: the distributed optimizer on one GPU (device_run.sh's ZERO section: ranks sharing it, their
+# collectives staged through the host), against the CPU oracle's one-rank dumps: the tiny models at
+# dp 2, tiny-moe at dp 4 x ep 2 and at tp 2 x dp 4 x ep 2 (an expert weight's blocks: three levels
+# of its layout, tp, ep and edp), each rank's blocks initialised on the GPU at their whole-tensor
+# indices and the bf16 working copies gathered from them (needs MOE=1 for tiny-moe's oracle)
+if [ "${ZERO:-0}" != 0 ]; then
+  for m in tiny-gpt2 tiny-llama; do
+    $B/mcc compile models/$m.json --target cuda --keep-logits --dp 2 --use-distributed-optimizer \
+      -o devrun/bin/$m-cuda-zero-dp2 2>/dev/null
+  done
+  $B/mcc compile models/tiny-moe.json --target cuda --keep-logits --dp 4 --micro-batch-size 2 --expert-model-parallel-size 2 \
+    --use-distributed-optimizer -o devrun/bin/tiny-moe-cuda-zero-dp4ep2 2>/dev/null
+  $B/mcc compile models/tiny-moe.json --target cuda --keep-logits --tp 2 --sequence-parallel --dp 4 --micro-batch-size 2 \
+    --expert-model-parallel-size 2 --use-distributed-optimizer -o devrun/bin/tiny-moe-cuda-zero-tp2dp4ep2 2>/dev/null
+fi
 # REMAINDERS=1: store_param_remainders on the GPU (device_run.sh's REMAINDERS section): the tiny models
 # with --use-precision-aware-optimizer (fp32 moments, masters as bf16 copy + i16 remainder) against
 # the CPU oracle's dumps (devrun/cpu/<model>, fp32 masters: the same function), and a save/resume

@@ -56,13 +56,29 @@ if [ "${CHECKS:-1}" != 0 ] && [ "${MOE:-0}" != 0 ]; then
   fi
 fi
 
+# ZERO=1 (bundle.sh's ZERO=1): the distributed optimizer with ranks sharing the GPU against the CPU
+# oracle's one rank: no rank holds a whole fp32 master; the blocks are initialised on the GPU
+if [ "${ZERO:-0}" != 0 ]; then
+  section "distributed optimizer on one GPU (ranks sharing it), 10 steps against the CPU"
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  for v in tiny-gpt2:zero-dp2:2 tiny-llama:zero-dp2:2 tiny-moe:zero-dp4ep2:4 tiny-moe:zero-tp2dp4ep2:8; do
+    m=${v%%:*} t=$(echo $v | cut -d: -f2) np=${v##*:}
+    [ -x devrun/bin/$m-cuda-$t ] || { echo "$m $t: not compiled (bundle.sh ZERO=1)"; continue; }
+    rm -rf /tmp/zero-$t-$m
+    timeout ${CHECK_TIMEOUT:-120} mpirun -np $np --oversubscribe devrun/bin/$m-cuda-$t --data-path \
+      devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir /tmp/zero-$t-$m > "$O/zero-$t-$m.log" 2>&1
+    echo "$m $t ($np ranks) exit $?"; grep -m1 "plan memory" "$O/zero-$t-$m.log"
+    compare --cpu devrun/cpu/$m --gpu /tmp/zero-$t-$m
+  done
+fi
+
 # REMAINDERS=1 (bundle.sh's REMAINDERS=1): fp32 masters held as bf16 copy + i16 remainder
 # (--use-precision-aware-optimizer's store_param_remainders): AdamW on the pair against AdamW on the
 # fp32 master (cuda_ops_test's adamw cases), the tiny models against the CPU oracle and beside the
 # whole-master GPU run's losses, and a save/resume equal to the last bit
 if [ "${REMAINDERS:-0}" != 0 ]; then
   section "masters as bf16 copy + remainder (store_param_remainders)"
-  timeout 300 devrun/bin/cuda_ops_test 2>&1 | grep -E "adamw|failed" # (its MCC_OPS_TEST_ONLY is emulate/run.sh's only)
+  OPS_TEST_ONLY=adamw timeout 120 devrun/bin/cuda_ops_test 2>&1 | tail -6
   for m in tiny-gpt2 tiny-llama; do
     timeout 120 devrun/bin/$m-cuda-rem --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
       --dump-dir /tmp/gpu-rem-$m > "$O/$m-gpu10-rem.log" 2>&1

@@ -536,10 +536,16 @@ int ir_param_remainder(const ir_module *m, int p)
     return m->globals[p].kind == IR_GLOBAL_PARAM ? ir_global_companion(m, p, IR_GLOBAL_REMAINDER) : -1;
 }
 
+bool ir_param_stored(const ir_module *m, int p)
+{
+    return m->globals[p].kind != IR_GLOBAL_PARAM ||
+           (ir_param_remainder(m, p) < 0 && ir_global_companion(m, p, IR_GLOBAL_MASTER_SHARD) < 0);
+}
+
 size_t ir_global_slab_bytes(const ir_module *m, int g)
 {
     const ir_global *gl = &m->globals[g];
-    return ir_param_remainder(m, g) >= 0 ? 0 : ir_global_span(ir_bytes(&gl->type)) * (size_t)gl->slots;
+    return !ir_param_stored(m, g) ? 0 : ir_global_span(ir_bytes(&gl->type)) * (size_t)gl->slots;
 }
 
 bool ir_param_held_elsewhere(const ir_module *m, int g)

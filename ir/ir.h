@@ -457,7 +457,7 @@ int64_t ir_seq_orows(const ir_instr *in, const ir_type *t);
  * every global starts aligned for vector loads, cuBLASLt and NCCL. */
 static inline size_t ir_global_span(size_t bytes) { return (bytes + 255) / 256 * 256; }
 /* The bytes global g of m takes in the slab: its span, once per slot (a STASH's buffers back to
- * back); none for a PARAM held as its COPY and REMAINDER (ir_param_remainder). */
+ * back); none for a PARAM held elsewhere (!ir_param_stored). */
 size_t ir_global_slab_bytes(const ir_module *m, int g);
 /* Whether m has a collective with property `flag` (IR_OPF_*) over mesh axis `axis` (its
  * attribute 0). */
@@ -549,6 +549,10 @@ bool ir_param_held_elsewhere(const ir_module *m, int g);
 /* Parameter p's REMAINDER companion where its fp32 master is held as its bf16 COPY (the high 16
  * bits) and that (the low 16: precision.c, store_param_remainders), else -1. */
 int ir_param_remainder(const ir_module *m, int p);
+/* Whether PARAM p has storage of its own: not where its fp32 value is held as its COPY and
+ * REMAINDER, nor by ZeRO's MASTER_SHARD blocks (passes/optimizer.c). Such a parameter is named by
+ * no function (ir_verify); the runtime initialises, loads, saves and dumps its holders. */
+bool ir_param_stored(const ir_module *m, int p);
 /* The global that holds parameter p's current fp32 value: its MASTER_SHARD (ZeRO's block; under
  * offload the parameter then keeps only its initial or loaded value) where one exists, else p. */
 int ir_param_value(const ir_module *m, int p);

@@ -319,8 +319,9 @@ static bool verify_host_placement(verifier *v)
     return true;
 }
 
-/* A parameter held as its bf16 copy and an i16 remainder (ir_param_remainder) has no storage of its
- * own: no function names it, and its REMAINDER is a pair with a bf16 COPY of its shape. */
+/* A parameter held elsewhere (!ir_param_stored: as its bf16 copy and an i16 remainder, or by ZeRO's
+ * blocks) has no storage of its own: no function names it; a REMAINDER is a pair with a bf16 COPY
+ * of its shape. */
 static bool verify_remainders(verifier *v)
 {
     const ir_module *m = v->m;
@@ -338,9 +339,11 @@ static bool verify_remainders(verifier *v)
         const ir_func *f = m->funcs[i];
         for (int k = 0; k < f->ninstrs; k++) {
             int g = f->instrs[k].op == IR_OP_GLOBAL ? ir_global_find(m, f->instrs[k].sym) : -1;
-            if (g >= 0 && ir_param_remainder(m, g) >= 0)
-                return vfail(v, "%s (instruction %d) names @%s, which is held as its bf16 copy and remainder "
-                             "(store_param_remainders): name those", f->name, k, m->globals[g].name);
+            if (g >= 0 && !ir_param_stored(m, g))
+                return vfail(v, "%s (instruction %d) names @%s, which has no storage: it is held %s", f->name, k,
+                             m->globals[g].name, ir_param_remainder(m, g) >= 0
+                                 ? "as its bf16 copy and remainder (store_param_remainders): name those"
+                                 : "by ZeRO's blocks (@<param>.master_shard): name those, or the working copy");
         }
     }
     return true;

@@ -11,13 +11,15 @@
  * expert parallelism, 1/edp of this rank's experts: the ranks holding the same experts share them;
  * pass_replica_axis picks the axis from each parameter's layout, and its blocks' layout is
  * [ep:dim0, edp:flat]), so it is built here rather than by a pass of its own. Each rank keeps, as flat f32[N/dp] {shard=[dp]}
- * globals, its block of the fp32 master (@<p>.master_shard, filled from @<p> by `setup`), of Adam's
- * m and v (@<p>.adam_m/.adam_v) and of the reduced gradient (@<p>.grad_shard, which data_parallel.c's
- * reduce_grads reduce-scatters into). The norm is the square root of the all-reduced sum of the
- * blocks' squares; after AdamW updates its block, each parameter is all-gathered back into @<p>,
- * from which the working copies are refreshed as without ZeRO. The full fp32 @<p> thus stays
- * current on every rank (initialisation, dumps, checkpoints); optimizer state is 1/dp per rank (1/(dp cp)
- * under cp; experts' 1/(ep x edp)).
+ * globals, its block of the fp32 master (@<p>.master_shard), of Adam's m and v (@<p>.adam_m/.adam_v)
+ * and of the reduced gradient (@<p>.grad_shard, which data_parallel.c's reduce_grads reduce-scatters
+ * into). The blocks hold the parameter: @<p> itself has no storage (ir_param_stored), train_rank
+ * initialises, loads, saves and dumps the blocks, and the step reads the working copy (precision.c's
+ * bf16 one, or @<p>.f32 where param_dtype is f32), which `setup` and each step's update all-gather
+ * from the blocks, converting as they copy. So a rank holds no whole fp32 master (Megatron's
+ * distributed optimizer's memory: the working copy, the gradient and 1/dp of the rest). The norm is
+ * the square root of the all-reduced sum of the blocks' squares; optimizer state is 1/dp per rank
+ * (1/(dp cp) under cp; experts' 1/(ep x edp)).
  *
  * CPU offload (config optimizer_cpu_offload, the first optimizer_offload_fraction of the parameters'
  * elements in declaration order): an offloaded parameter's fp32 value lives on the host only. The
@@ -30,9 +32,9 @@
  * chunk, then @<p> copied up into the working copy with it, converted to the working dtype on the
  * host so that only those bytes cross), then
  * `param_sync` on the device (the zeroing). Under ZeRO the host master is the block
- * (@<p>.master_shard, host; filled from @<p> by `setup`): it goes up as fp32 into the reduced
- * gradient's block, dead by then, and param_sync all-gathers the blocks into the working copy; @<p>
- * then holds the initial (or loaded) value only, and the checkpoint and dumps read the block.
+ * (@<p>.master_shard, host, holding the parameter as above): it goes up as fp32 into the reduced
+ * gradient's block, dead by then, and param_sync all-gathers the blocks into the working copy
+ * (`setup` likewise, at start-up and after a load).
  *
  * FP8 delayed scaling: the optimizer rolls each FP8_HISTORY's step amax (max-reduced over dp, whose
  * ranks quantized other micro-batches) into its history; zero_grads (a skipped step) only resets
@@ -81,32 +83,43 @@ static ir_func *setup_func(ir_module *m)
     return i >= 0 ? m->funcs[i] : ir_func_new(m, "setup", IR_FUNC_SETUP);
 }
 
+static int working_copy(ir_module *m, int p, bool fill);
+static void gather_param(ir_module *m, ir_func *f, int g, int master);
+
 /* @<param>.master_shard, the fp32 master ZeRO's update writes: this rank's block of parameter g over
- * its replicas' axis (pass_replica_axis: dp or dp_cp, an expert weight's edp; its layout the parameter's,
- * then <axis>:flat); declared and filled by `setup`; returns its index. */
-static int master_shard(ir_module *m, int g)
+ * its replicas' axis (pass_replica_axis: dp or dp_cp, an expert weight's edp; its layout the
+ * parameter's, then <axis>:flat), of the reduced gradient's block's type. It holds g's value: g
+ * itself takes no storage (ir_param_stored), the runtime initialises and loads the block, and
+ * `setup` gathers the working copy from the blocks (an offloaded one's, a host block, through
+ * the gradient's block: the device gathers device memory). Returns its index. */
+static int master_shard(ir_module *m, int g, bool offloaded)
 {
     int shard = ir_global_companion(m, g, IR_GLOBAL_MASTER_SHARD);
     if (shard >= 0)
         return shard;
-    ir_func *setup = setup_func(m);
-    ir_axis over = pass_replica_axis(m, g);
-    double axis = over;
-    int whole = ir_global_ref(m, setup, m->globals[g].name);
-    int block = ir_emit(m, setup, IR_OP_LOCAL_SHARD, &whole, 1, &axis, NULL, NULL); /* f32[N/n] {shard=[axis]} */
+    int grad = ir_global_companion(m, g, IR_GLOBAL_GRAD_SHARD);
+    ir_type t = m->globals[grad].type; /* f32[N/n] {shard=[axis]}: the reduce-scatter's block */
+    t.dtype = IR_F32;
     ir_layout layout = m->globals[g].layout;
-    ir_layout_add(&layout, over, IR_SPLIT_FLAT, 0);
-    shard = companion(m, g, IR_GLOBAL_MASTER_SHARD, "master_shard", *ir_vtype(setup, block), layout);
+    ir_layout_add(&layout, pass_replica_axis(m, g), IR_SPLIT_FLAT, 0);
+    shard = companion(m, g, IR_GLOBAL_MASTER_SHARD, "master_shard", t, layout);
     m->globals[shard].no_decay = m->globals[g].no_decay;
-    int args[2] = {ir_global_ref(m, setup, m->globals[shard].name), block};
-    ir_emit(m, setup, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+    m->globals[shard].host = offloaded;
+    ir_func *setup = setup_func(m);
+    int block = ir_global_ref(m, setup, m->globals[shard].name);
+    if (offloaded) { /* up into the gradient's block first */
+        int args[2] = {ir_global_ref(m, setup, m->globals[grad].name), block};
+        ir_emit(m, setup, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+        block = args[0];
+    }
+    gather_param(m, setup, working_copy(m, g, false), block);
     return shard;
 }
 
 /* The device's working copy of parameter p, which every function but setup and the host's reads in
- * its stead once p is a host global: precision.c's, else (param_dtype f32) @<p>.f32, declared here,
- * filled by `setup` and the references to p pointed at it. */
-static int working_copy(ir_module *m, int p)
+ * its stead once p is a host global or held by ZeRO's blocks: precision.c's, else (param_dtype f32)
+ * @<p>.f32, declared here, the references to p pointed at it, and with fill filled from p by `setup`. */
+static int working_copy(ir_module *m, int p, bool fill)
 {
     int c = ir_global_companion(m, p, IR_GLOBAL_COPY);
     if (c >= 0)
@@ -125,14 +138,16 @@ static int working_copy(ir_module *m, int p)
                 f->instrs[k].sym = strdup(name);
             }
     }
-    ir_func *setup = setup_func(m);
-    int args[2] = {ir_global_ref(m, setup, name), ir_global_ref(m, setup, m->globals[p].name)};
-    ir_emit(m, setup, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+    if (fill) {
+        ir_func *setup = setup_func(m);
+        int args[2] = {ir_global_ref(m, setup, name), ir_global_ref(m, setup, m->globals[p].name)};
+        ir_emit(m, setup, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+    }
     return c;
 }
 
-/* ZeRO: @<g> (a parameter, or an offloaded one's working copy) := the concatenation of every rank's
- * updated block (master, a reference in f) over g's replicas' axis, converted to g's dtype. */
+/* ZeRO: @<g> (a parameter's working copy) := the concatenation of every rank's updated block
+ * (master, a reference in f) over g's replicas' axis, converted to g's dtype. */
 static void gather_param(ir_module *m, ir_func *f, int g, int master)
 {
     double axis = pass_replica_axis(m, g);
@@ -399,14 +414,14 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
     }
     for (int j = 0; j < nparams; j++) {
         if (offloaded[j]) { /* the host's update (into the working copy, or ZeRO's block), then param_sync's */
-            m->globals[params[j]].host = true;
-            int copy = working_copy(m, params[j]);
+            m->globals[params[j]].host = !zero; /* under ZeRO the (host) block holds it */
+            int copy = working_copy(m, params[j], !zero);
             if (!zero && m->globals[copy].type.dtype != IR_F32 && m->globals[copy].type.dtype != IR_BF16)
                 return snprintf(err, errlen, "--optimizer-cpu-offload: the host converts the working copy @%s to bf16 "
                                 "or f32 only, not %s (param_dtype: use --bf16, or offload under "
                                 "--use-distributed-optimizer, whose device converts)", m->globals[copy].name,
                                 ir_dtype_name(m->globals[copy].type.dtype)), false;
-            int master = zero ? master_shard(m, params[j]) : params[j];
+            int master = zero ? master_shard(m, params[j], true) : params[j];
             m->globals[master].host = true;
             int grad = ir_global_companion(m, params[j], zero ? IR_GLOBAL_GRAD_SHARD : IR_GLOBAL_GRAD);
             host_update(m, host, params[j], master, grad, zero ? grad : copy, host_inputs);
@@ -414,7 +429,7 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
                 gather_param(m, sync, copy, ir_global_ref(m, sync, m->globals[grad].name));
             continue;
         }
-        int held = zero ? master_shard(m, params[j]) : params[j]; /* may grow m->globals: index it after */
+        int held = zero ? master_shard(m, params[j], false) : params[j]; /* may grow m->globals: index it after */
         const ir_global *mg = &m->globals[held];
         ir_type t = mg->type;
         ir_layout layout = mg->layout;
@@ -424,16 +439,17 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
         int adam_v = companion(m, params[j], IR_GLOBAL_ADAM_V, "adam_v", moment_type(m, t, IR_CFG_EXP_AVG_SQ_DTYPE), layout);
         int args[8] = {master, grads[j], ir_global_ref(m, f, m->globals[adam_m].name),
                        ir_global_ref(m, f, m->globals[adam_v].name), lr, step, coef,
-                       remainder >= 0 ? ir_global_ref(m, f, m->globals[working_copy(m, params[j])].name) : -1};
+                       remainder >= 0 ? ir_global_ref(m, f, m->globals[working_copy(m, params[j], true)].name) : -1};
         double attrs[4] = {ir_cfg_num(m, IR_CFG_ADAM_BETA1), ir_cfg_num(m, IR_CFG_ADAM_BETA2),
                            ir_cfg_num(m, IR_CFG_ADAM_EPS),
                            m->globals[params[j]].no_decay ? 0 : ir_cfg_num(m, IR_CFG_WEIGHT_DECAY)};
         ir_emit(m, f, IR_OP_ADAMW, args, remainder >= 0 ? 8 : 7, attrs, NULL, NULL);
-        if (zero)
-            gather_param(m, f, params[j], master);
+        if (zero) /* the blocks, gathered, are the working copy */
+            gather_param(m, f, working_copy(m, params[j], false), master);
     }
-    /* the accumulators (ZeRO: not the blocks) restart from 0; offloaded ones after their copy down */
-    finish_params(m, f, params, nparams, device, zero ? NULL : grads, true);
+    /* the accumulators (ZeRO: not the blocks) restart from 0; offloaded ones after their copy down;
+     * the working copies from the updated masters (ZeRO's: gathered above) */
+    finish_params(m, f, params, nparams, device, zero ? NULL : grads, !zero);
     if (sync)
         finish_params(m, sync, params, nparams, offloaded, NULL, false);
     fp8_histories(m, f, true);

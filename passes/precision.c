@@ -11,7 +11,9 @@
  * master to the copy adds 0x8000 to its bits (ties away from zero, where the copy otherwise rounds
  * ties to even); the remainder's sign says whether that carried into the high half, which makes
  * the pair exact (runtime/bf16.h rt_master_split / rt_master_join). No function names such a
- * parameter: the runtime fills and reads it through the pair, and AdamW updates the pair. */
+ * parameter: the runtime fills and reads it through the pair, and AdamW updates the pair.
+ * Under the distributed optimizer the copies are not filled here: the optimizer pass's setup
+ * gathers them from ZeRO's blocks of the master, which hold the parameter's value. */
 #include "passes.h"
 
 #include <stdio.h>
@@ -69,8 +71,9 @@ bool pass_precision(ir_module *m, const mcc_pass_options *opts, char *err, size_
         return snprintf(err, errlen, "no step function (kind=step)"), false;
 
     ir_func *setup = ir_func_new(m, "setup", IR_FUNC_SETUP);
-    bool remainders = low == IR_BF16 && ir_cfg_bool(m, IR_CFG_STORE_PARAM_REMAINDERS) &&
-                      !ir_cfg_bool(m, IR_CFG_USE_DISTRIBUTED_OPTIMIZER) && !ir_cfg_bool(m, IR_CFG_OPTIMIZER_CPU_OFFLOAD);
+    bool zero = pass_zero_on(m); /* the copies are gathered from ZeRO's blocks (optimizer.c), not copied */
+    bool remainders = low == IR_BF16 && ir_cfg_bool(m, IR_CFG_STORE_PARAM_REMAINDERS) && !zero &&
+                      !ir_cfg_bool(m, IR_CFG_OPTIMIZER_CPU_OFFLOAD);
     int nglobals = m->nglobals;
     for (int g = 0; g < nglobals; g++) {
         if (m->globals[g].kind != IR_GLOBAL_PARAM)
@@ -88,6 +91,8 @@ bool pass_precision(ir_module *m, const mcc_pass_options *opts, char *err, size_
             m->globals[r].no_decay = m->globals[g].no_decay;
             continue;
         }
+        if (zero)
+            continue;
         int args[2] = {ir_global_ref(m, setup, copy), ir_global_ref(m, setup, m->globals[g].name)};
         ir_emit(m, setup, IR_OP_COPY, args, 2, NULL, NULL, NULL);
     }

@@ -17,8 +17,9 @@
 #include <string.h>
 
 /* The whole tensor's name under which global g is saved (save) or loaded (!save), and its role;
- * false for a global a checkpoint does not hold. A parameter is saved from its master shard when
- * ZeRO keeps one, and loaded into the parameter (setup then fills the shard from it). */
+ * false for a global a checkpoint does not hold. A parameter is saved from and loaded into its
+ * master shard where ZeRO keeps one (the parameter has no storage then; setup gathers the working
+ * copy from the shards after a load). */
 static bool ckpt_name(const ir_module *m, int g, bool save, char *name, size_t len, ck_role *role)
 {
     const ir_global *gl = &m->globals[g];
@@ -26,13 +27,11 @@ static bool ckpt_name(const ir_module *m, int g, bool save, char *name, size_t l
     bool zero = ir_global_companion(m, ir_global_param(m, g), IR_GLOBAL_MASTER_SHARD) >= 0;
     switch (gl->kind) {
     case IR_GLOBAL_PARAM:
-        if (save && zero)
+        if (zero)
             return false;
         *role = CK_ROLE_PARAM;
         break;
     case IR_GLOBAL_MASTER_SHARD:
-        if (!save)
-            return false;
         *role = CK_ROLE_PARAM;
         break;
     case IR_GLOBAL_ADAM_M:

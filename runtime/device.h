@@ -12,11 +12,12 @@
 
 struct rt_program;
 
-/* Where a local shard's elements sit in the whole tensor, one level per dimension split (an
- * expert weight's ep and tp splits: two), applied in order from the rank's part out: at each, the
- * block is [outer, mid, inner] of [outer, full_mid, inner], holding middle rows [offset, offset +
- * mid). An unused level is {1, 1, 1, 0}, the identity. */
-#define RT_SHARD_LEVELS 2
+/* Where a local shard's elements sit in the whole tensor, one level per split (an expert weight's
+ * ep and tp splits, and ZeRO's flat block of it over edp: three), applied in order from the rank's
+ * part out: at each, the block is [outer, mid, inner] of [outer, full_mid, inner], holding middle
+ * rows [offset, offset + mid) (a flat split: [1, block, 1] of [1, part, 1]). An unused level is
+ * {1, 1, 1, 0}, the identity. */
+#define RT_SHARD_LEVELS 3
 typedef struct rt_shard_layout {
     struct { int64_t inner, mid, full_mid, offset; } level[RT_SHARD_LEVELS];
 } rt_shard_layout;

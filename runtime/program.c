@@ -270,9 +270,9 @@ static uint64_t name_hash(const char *s)
     return h;
 }
 
-/* Where parameter g's local elements sit in its whole tensor, from its layout record and this
- * rank's coordinates: a level per split (ir_layout_index's steps), at most RT_SHARD_LEVELS
- * dimension splits, all that parameters have. */
+/* Where parameter g's (or its ZeRO block's) local elements sit in its whole tensor, from its layout
+ * record and this rank's coordinates: a level per split (ir_layout_index's steps), at most
+ * RT_SHARD_LEVELS dimension or flat splits, all that parameters have. */
 static rt_shard_layout shard_layout(const rt_program *p, int g)
 {
     const ir_module *m = p->m;
@@ -281,13 +281,13 @@ static rt_shard_layout shard_layout(const rt_program *p, int g)
     rt_shard_layout at;
     for (int k = 0; k < RT_SHARD_LEVELS; k++)
         at.level[k].inner = at.level[k].mid = at.level[k].full_mid = 1, at.level[k].offset = 0;
-    bool flat = false;
+    bool balanced = false;
     for (int k = 0; k < l->nsplits; k++)
-        flat |= l->splits[k].kind != IR_SPLIT_DIM;
-    if (l->nsplits > RT_SHARD_LEVELS || flat) {
+        balanced |= l->splits[k].kind == IR_SPLIT_BALANCED;
+    if (l->nsplits > RT_SHARD_LEVELS || balanced) {
         char text[128];
         fprintf(stderr, "train_rank: internal error: parameter @%s has layout [%s], but initialisation takes at most %d "
-                        "dimension splits (runtime/device.h rt_shard_layout)\n", gl->name,
+                        "dimension or flat splits (runtime/device.h rt_shard_layout)\n", gl->name,
                 ir_layout_str(l, text, sizeof text), RT_SHARD_LEVELS);
         exit(1);
     }
@@ -297,12 +297,13 @@ static rt_shard_layout shard_layout(const rt_program *p, int g)
     for (int k = l->nsplits - 1, at_k = 0; k >= 0; k--, at_k++) { /* from the rank's part out, as ir_layout_index */
         int d = l->splits[k].dim;
         ir_type part = ir_layout_block(l, &whole, degree, k + 1), block = ir_layout_block(l, &whole, degree, k);
+        bool flat = l->splits[k].kind == IR_SPLIT_FLAT;
         int64_t inner = 1;
-        for (int e = d + 1; e < part.ndim; e++)
+        for (int e = d + 1; !flat && e < part.ndim; e++)
             inner *= part.dims[e];
         at.level[at_k].inner = inner;
-        at.level[at_k].mid = part.dims[d];
-        at.level[at_k].full_mid = block.dims[d];
+        at.level[at_k].mid = flat ? ir_numel(&part) : part.dims[d];
+        at.level[at_k].full_mid = flat ? ir_numel(&block) : block.dims[d];
         at.level[at_k].offset = ir_layout_offset(l, &whole, degree, p->coord, k);
     }
     return at;
@@ -316,11 +317,12 @@ void rt_program_init_params(rt_program *p, uint64_t seed)
             continue;
         uint64_t key = rt_splitmix64(seed) ^ name_hash(gl->name);
         bool normal = gl->init == IR_INIT_NORMAL;
-        rt_shard_layout at = shard_layout(p, g);
+        int held = ir_param_value(p->m, g); /* g, or ZeRO's block of it */
+        rt_shard_layout at = shard_layout(p, held);
         int rem = ir_param_remainder(p->m, g); /* held as (copy, remainder): init writes the pair */
-        float *w = rem >= 0 ? NULL : p->globals[g];
+        float *w = rem >= 0 ? NULL : p->globals[held];
         uint16_t *hi = rem >= 0 ? p->globals[ir_global_companion(p->m, g, IR_GLOBAL_COPY)] : NULL;
-        p->dev->init(p, w, hi, rem >= 0 ? p->globals[rem] : NULL, ir_numel(&gl->type), key,
+        p->dev->init(p, w, hi, rem >= 0 ? p->globals[rem] : NULL, ir_numel(&p->m->globals[held].type), key,
                      normal ? (float)gl->std : 0.0f, normal, 1.0f, &at);
     }
     int setup = ir_func_of_kind(p->m, IR_FUNC_SETUP);

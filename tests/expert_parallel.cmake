@@ -9,7 +9,8 @@
 # and with --overlap-grad-reduce (the experts' buckets over edp inside the backward); under tp 2 with
 # sequence parallelism (the tokens gathered before the router, every expert's features split over
 # tp: shard.c's MoE rules), alone and beside ep 2 (the experts split over ep and tp; also with the
-# distributed optimizer, the experts' shards over edp of each tp rank's features); under pipeline
+# distributed optimizer, the experts' shards over edp of each tp rank's features, and at edp 2: blocks
+# three levels deep, tp, ep and edp, each initialised at its whole-tensor indices); under pipeline
 # parallelism (the MoE layers on the stages like dense ones, each stage outputting its own layers'
 # router losses and counts, combined over the stages): pp 2 with 1F1B, expert bias and a capacity
 # factor (layers 0-1 and 2: both stages hold MoE layers), and interleaved pp 2 x ep 2 with every
@@ -28,7 +29,8 @@ if(MPI_C_FOUND)
                  "pp2_v2_ep2:4:--num-layers 4 --moe-layer-freq 2 -- --pp 2 --num-virtual-stages-per-pipeline-rank 2 --dp 2 --expert-model-parallel-size 2"
                  "tp2_sp:2:--tp 2 --sequence-parallel"
                  "tp2_sp_ep2:4:--tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2"
-                 "tp2_sp_ep2_zero:4:--tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2 --use-distributed-optimizer")
+                 "tp2_sp_ep2_zero:4:--tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2 --use-distributed-optimizer"
+                 "tp2_sp_ep2_edp2_zero:8:--tp 2 --sequence-parallel --dp 4 --expert-model-parallel-size 2 --use-distributed-optimizer")
     string(REPLACE ":" ";" parts "${layout}")
     list(GET parts 0 name)
     list(GET parts 1 ranks)

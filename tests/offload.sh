@@ -44,9 +44,13 @@ compile full "$@" "${offload[@]}"
 compile half "$@" "${offload[@]}" --optimizer-offload-fraction 0.5 --overlap-cpu-optimizer-d2h-h2d
 grep -q "host memory .*page-locked" "$work/full.clog" || { echo "FAIL: no host memory line"; cat "$work/full.clog"; exit 1; }
 # the fp32 value of an offloaded parameter lives on the host only (the parameter global itself is
-# host); the device keeps the working copy the step reads (CPU target: f32, @<p>.f32)
+# host, or under the distributed optimizer its blocks, which hold it); the device keeps the working
+# copy the step reads (CPU target: f32, @<p>.f32)
+held='global @embedding.word : f32\[[0-9]*,64\] {kind=param, .*host}'
+[[ " $* " == *" --use-distributed-optimizer "* ]] &&
+  held='global @embedding.word.master_shard : f32\[[0-9]*\] {shard=\[dp\]} {kind=master_shard, .*host}'
 for bin in full half; do
-  grep -aq "global @embedding.word : f32\[[0-9]*,64\] {kind=param, .*host}" "$work/bin_$bin" &&
+  grep -aq "$held" "$work/bin_$bin" &&
     grep -aq "global @embedding.word.f32 : f32\[[0-9]*,64\] {kind=copy, init=zeros, of=@embedding.word[,}]" "$work/bin_$bin" ||
     { echo "FAIL: $bin: the offloaded @embedding.word is not a host global beside a device working copy"; exit 1; }
 done

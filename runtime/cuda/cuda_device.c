@@ -404,7 +404,8 @@ static void cuda_init(rt_program *p, float *w, uint16_t *hi, int16_t *rem, int64
             lv[l][2] = at->level[l].full_mid, lv[l][3] = at->level[l].offset;
         }
         void *params[] = {&w, &count, &k, &std, &lv[0][0], &lv[0][1], &lv[0][2], &lv[0][3],
-                          &lv[1][0], &lv[1][1], &lv[1][2], &lv[1][3], &hi, &rem};
+                          &lv[1][0], &lv[1][1], &lv[1][2], &lv[1][3], &lv[2][0], &lv[2][1], &lv[2][2], &lv[2][3],
+                          &hi, &rem};
         rt_cuda_launch(state(p)->cx, "mcc_init_normal_f32", blocks, 1, 1, 256, 0, params);
     } else {
         void *params[] = {&w, &count, &value, &hi, &rem};

@@ -5,7 +5,7 @@
  * and with cuDNN =cudnn, eagerly and once more recorded into a CUDA graph and replayed, as
  * train_rank runs it); a shape cuDNN has no engine for fails, naming the descriptor it refused.
  * Context parallelism (cp_cases, below): one cp rank's queries against every rank's keys gathered
- * and against each ring piece, and the pieces merged. MCC_ATTENTION_TEST_ONLY=plain|cp runs one
+ * and against each ring piece, and the pieces merged. ATTENTION_TEST_ONLY=plain|cp runs one
  * half (tests/gpu/emulate/run.sh runs the cp half on the host). */
 #include "codegen/cuda/cuda_codegen.h"
 #include "common/knobs.h"
@@ -523,7 +523,7 @@ int main(void)
     if (!cx)
         return 1;
     int failed = 0;
-    const char *only = getenv("MCC_ATTENTION_TEST_ONLY") ? getenv("MCC_ATTENTION_TEST_ONLY") : "";
+    const char *only = getenv("ATTENTION_TEST_ONLY") ? getenv("ATTENTION_TEST_ONLY") : "";
     for (size_t i = 0; strcmp(only, "cp") && i < sizeof attn_cases / sizeof attn_cases[0]; i++) {
         attn_ref r = attn_reference(&attn_cases[i]);
         failed += !attn_check_gpu(cx, &attn_cases[i], &r, IR_BF16, (attn_run){"mcc", false});

@@ -712,10 +712,10 @@ int main(void)
     }
     int ncases = (int)(sizeof cases / sizeof cases[0]);
     ir_dtype dtypes[] = {IR_F32, IR_BF16};
-    /* MCC_OPS_TEST_ONLY=PREFIX: only the cases of ops named PREFIX... (tests/gpu/emulate/run.sh's moe_);
-     * MCC_OPS_TEST_SHAPE=TEXT: only those whose shape says TEXT (" cp ": context parallelism's) */
-    const char *only = getenv("MCC_OPS_TEST_ONLY") ? getenv("MCC_OPS_TEST_ONLY") : "";
-    const char *shape = getenv("MCC_OPS_TEST_SHAPE") ? getenv("MCC_OPS_TEST_SHAPE") : "";
+    /* OPS_TEST_ONLY=PREFIX: only the cases of ops named PREFIX... (tests/gpu/emulate/run.sh's moe_);
+     * OPS_TEST_SHAPE=TEXT: only those whose shape says TEXT (" cp ": context parallelism's) */
+    const char *only = getenv("OPS_TEST_ONLY") ? getenv("OPS_TEST_ONLY") : "";
+    const char *shape = getenv("OPS_TEST_SHAPE") ? getenv("OPS_TEST_SHAPE") : "";
     for (int d = 0; d < 2; d++) {
         for (int i = 0; i < ncases; i++)
             if (!strncmp(cases[i].op, only, strlen(only)) && strstr(cases[i].shape, shape))

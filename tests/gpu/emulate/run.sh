@@ -5,9 +5,9 @@
 # oracle) through the real launchers.c, matmul.c and attention.c, with the kernels of
 # kernels_templates/moe.cuh and attention.cuh run on the host (fake_cuda.cpp) and a naive cuBLASLt
 # (fake_cublaslt.cpp), all under ASan/UBSan. BUILD: a CUDA-enabled build directory (its libraries,
-# and cuda_ops_test's link line for the system libraries). MCC_OPS_TEST_ONLY (default moe_),
-# MCC_OPS_TEST_SHAPE and MCC_ATTENTION_TEST_ONLY (default cp) choose the cases (context parallelism's
-# rope and pos_add: EMU_TESTS=ops MCC_OPS_TEST_ONLY=rope MCC_OPS_TEST_SHAPE=" cp ", and pos_add);
+# and cuda_ops_test's link line for the system libraries). OPS_TEST_ONLY (default moe_),
+# OPS_TEST_SHAPE and ATTENTION_TEST_ONLY (default cp) choose the cases (context parallelism's
+# rope and pos_add: EMU_TESTS=ops OPS_TEST_ONLY=rope OPS_TEST_SHAPE=" cp ", and pos_add);
 # EMU_TESTS="ops attention" which binaries run (cp_bench: bench/cp_attention_bench.c on a small shape;
 # moe_bench: bench/moe_gemm_bench.c's cases and checks on two small shapes, also needing mcc_convert). The attention half takes about 8 minutes.
 set -euo pipefail
@@ -28,9 +28,9 @@ shared=("$work"/{launchers,matmul,attention,fake_cuda,fake_cublaslt}.o "$B/libmc
 for t in ${EMU_TESTS:-ops attention}; do
   case $t in
     ops) c++ $san "$work/ops_test.o" "${shared[@]}" -o "$work/emu_$t"
-         MCC_OPS_TEST_ONLY=${MCC_OPS_TEST_ONLY-moe_} "$work/emu_ops" ;;
+         OPS_TEST_ONLY=${OPS_TEST_ONLY-moe_} "$work/emu_ops" ;;
     attention) c++ $san "$work/attention_test.o" "${shared[@]}" -o "$work/emu_$t"
-               MCC_ATTENTION_TEST_ONLY=${MCC_ATTENTION_TEST_ONLY-cp} "$work/emu_attention" ;;
+               ATTENTION_TEST_ONLY=${ATTENTION_TEST_ONLY-cp} "$work/emu_attention" ;;
     cp_bench) c++ $san "$work/cp_attention_bench.o" "${shared[@]}" -o "$work/emu_$t" # its logic and check, times 0
               "$work/emu_cp_bench" --heads 4,2,16 --seqs 256 --check-seq 256 ;;
     moe_bench) c++ $san "$work/moe_gemm_bench.o" "$B/libmcc_convert.a" "${shared[@]}" -o "$work/emu_$t" # times 0
