@@ -102,16 +102,27 @@ fi
 # collectives staged through the host), against the CPU oracle's one-rank dumps: the tiny models at
 # dp 2, tiny-moe at dp 4 x ep 2 and at tp 2 x dp 4 x ep 2 (an expert weight's blocks: three levels
 # of its layout, tp, ep and edp), each rank's blocks initialised on the GPU at their whole-tensor
-# indices and the bf16 working copies gathered from them (needs MOE=1 for tiny-moe's oracle)
+# indices and the bf16 working copies gathered from them; and tiny-moe at dp 4 x ep 2 without it
+# (ddp_: the layout's own difference from the oracle). tiny-moe's oracle (devrun/cpu/moe-mb2-tiny-moe)
+# has their micro-batch of 2 sequences (the load-balancing loss is a micro-batch's) and a
+# tp-divisible vocabulary. The names keep "_" where ONE_GPU=1's patterns (-dp2, -tp2) would
+# remove a multi-GPU binary.
 if [ "${ZERO:-0}" != 0 ]; then
   for m in tiny-gpt2 tiny-llama; do
     $B/mcc compile models/$m.json --target cuda --keep-logits --dp 2 --use-distributed-optimizer \
-      -o devrun/bin/$m-cuda-zero-dp2 2>/dev/null
+      -o devrun/bin/$m-cuda-zero_dp2 2>/dev/null
   done
-  $B/mcc compile models/tiny-moe.json --target cuda --keep-logits --dp 4 --micro-batch-size 2 --expert-model-parallel-size 2 \
-    --use-distributed-optimizer -o devrun/bin/tiny-moe-cuda-zero-dp4ep2 2>/dev/null
-  $B/mcc compile models/tiny-moe.json --target cuda --keep-logits --tp 2 --sequence-parallel --dp 4 --micro-batch-size 2 \
-    --expert-model-parallel-size 2 --use-distributed-optimizer -o devrun/bin/tiny-moe-cuda-zero-tp2dp4ep2 2>/dev/null
+  mb2=(--keep-logits --micro-batch-size 2 --vocab-size 258 --make-vocab-size-divisible-by 1)
+  $B/mcc compile models/tiny-moe.json --target cpu "${mb2[@]}" -o /tmp/moe-mb2-ref 2>/dev/null
+  /tmp/moe-mb2-ref --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+    --dump-dir devrun/cpu/moe-mb2-tiny-moe >/dev/null
+  rm -f /tmp/moe-mb2-ref
+  moe4=("${mb2[@]}" --dp 4 --expert-model-parallel-size 2)
+  $B/mcc compile models/tiny-moe.json --target cuda "${moe4[@]}" --use-distributed-optimizer \
+    -o devrun/bin/tiny-moe-cuda-zero_dp4ep2 2>/dev/null
+  $B/mcc compile models/tiny-moe.json --target cuda "${moe4[@]}" -o devrun/bin/tiny-moe-cuda-ddp_dp4ep2 2>/dev/null
+  $B/mcc compile models/tiny-moe.json --target cuda "${moe4[@]}" --tp 2 --sequence-parallel --use-distributed-optimizer \
+    -o devrun/bin/tiny-moe-cuda-zero_tp2dp4ep2 2>/dev/null
 fi
 # REMAINDERS=1: store_param_remainders on the GPU (device_run.sh's REMAINDERS section): the tiny models
 # with --use-precision-aware-optimizer (fp32 moments, masters as bf16 copy + i16 remainder) against
