@@ -207,8 +207,8 @@ static int route(builder *b, int layer, int x, int *ids, int *kept)
     *kept = -1;
     if (s->moe_expert_capacity_factor > 0) { /* Megatron's get_capacity, over this micro-batch's N k pairs */
         int64_t N = ir_vtype(b->f, logits)->dims[0];
-        double drop[2] = {ceil((double)N * s->moe_router_topk / s->num_experts * s->moe_expert_capacity_factor),
-                          s->moe_token_drop_policy == MCC_MOE_DROP_POSITION};
+        double drop[4] = {ceil((double)N * s->moe_router_topk / s->num_experts * s->moe_expert_capacity_factor),
+                          s->moe_token_drop_policy == MCC_MOE_DROP_POSITION, 0, 0}; /* cp, seq: context_parallel.c's */
         int args[3] = {w, w, *ids};
         w = *kept = ir_emit(b->m, b->f, IR_OP_MOE_CAPACITY, args, 3, drop, NULL, NULL);
         if (train) { /* the weights, 0 where dropped: train_rank's dropped fraction */

@@ -1036,11 +1036,6 @@ static bool spec_check_cp(spec_ctx *c)
         return spec_fail(c, "%s (%d) must be divisible by 2 x %s (%d): the sequence is cut into 2 cp equal chunks, "
                             "rank r holding chunks r and 2 cp - 1 - r", spec_where(c, spec_find("seq_length")),
                          s->seq_length, where, 2 * cp);
-    if (s->num_experts && s->moe_expert_capacity_factor > 0)
-        return spec_fail(c, "%s (%d) with %s (%.10g): MoE token dropping under context parallelism is not built yet "
-                            "(each expert's capacity ranks the pairs of the whole micro-batch, in token order, and a cp "
-                            "rank holds 1/cp of each sequence): drop --moe-expert-capacity-factor (dropless)", where, cp,
-                         spec_where(c, spec_find("moe_expert_capacity_factor")), s->moe_expert_capacity_factor);
     return true;
 }
 

@@ -1079,6 +1079,11 @@ bool ir_infer_moe_capacity(const ir_module *m, const ir_instr *in, const ir_type
     if (!whole_in(in->attr[0], 1e12) || (in->attr[1] != 0 && in->attr[1] != 1))
         return fail(err, len, "moe_capacity wants a whole capacity and policy 0 (probs) or 1 (position), got %.10g, %.10g",
                     in->attr[0], in->attr[1]);
+    int64_t cp = (int64_t)in->attr[2], seq = (int64_t)in->attr[3];
+    if (in->attr[2] > 1 && (!whole_in(in->attr[2], 1 << 20) || !whole_in(in->attr[3], 1e12) || seq % (2 * cp) ||
+                            a[0].dims[0] % seq))
+        return fail(err, len, "moe_capacity over cp %.10g wants rows %s of whole sequences of seq=%.10g tokens, a "
+                    "multiple of 2 cp", in->attr[2], tstr(&a[0]), in->attr[3]);
     r[0] = a[0];
     return true;
 }

@@ -188,6 +188,17 @@ static inline int64_t ir_cp_position(int64_t t, int64_t local, int n, int r)
     return t < chunk ? r * chunk + t : (2 * (int64_t)n - 1 - r) * chunk + (t - chunk);
 }
 
+/* moe_capacity's rank of pair p of rows [N, k] (k pairs a row) by token order: p itself, or under
+ * cp > 1, rows being a micro-batch's sequences of seq tokens gathered over cp in rank order (each
+ * sequence's ranks' balanced chunks in turn), p's place with its row at its token's position. */
+static inline int64_t ir_moe_pair_order(int64_t p, int64_t k, int64_t cp, int64_t seq)
+{
+    if (cp <= 1)
+        return p;
+    int64_t row = p / k, b = row / seq, q = row % seq, local = seq / cp;
+    return (b * seq + ir_cp_position(q % local, local, (int)cp, (int)(q / local))) * k + p % k;
+}
+
 /* A run of tokens at consecutive whole-sequence positions: tokens [t, t + n) of a part lie at
  * positions [pos, pos + n). */
 typedef struct {

@@ -151,18 +151,31 @@ template <class T> __device__ void mcc_moe_bias_count(float *h, const int *ids, 
     }
 }
 
+// Pair p's rank in token order: p, or under cp > 1 (rows of [B, seq] tokens gathered over cp in
+// rank order) its token's place (ir/ir.h ir_moe_pair_order, ir_cp_position).
+__device__ __forceinline__ long long mcc_moe_pair_order(long long p, long long k, long long cp, long long seq)
+{
+    if (cp <= 1)
+        return p;
+    long long row = p / k, b = row / seq, q = row % seq, local = seq / cp, chunk = local / 2, r = q / local, t = q % local;
+    long long pos = t < chunk ? r * chunk + t : (2 * cp - 1 - r) * chunk + t - chunk;
+    return (b * seq + pos) * k + p % k;
+}
+
 // (x, w, ids)[R] -> x * keep: pair p is kept when fewer than `capacity` pairs of its expert rank
-// before it (by w descending, ties to the earlier; or by position): a thread per pair, scanning
+// before it (by w descending, ties to the earlier; or by position; earlier: mcc_moe_pair_order's):
+// a thread per pair, scanning; k the pairs a row
 template <class T>
 __device__ void mcc_moe_capacity(T *r, const T *x, const T *w, const int *ids, long long R, long long capacity,
-                                 int by_position)
+                                 int by_position, long long k, long long cp, long long seq)
 {
     MCC_FOR_EACH(p, R) {
-        long long before = 0;
+        long long before = 0, op = mcc_moe_pair_order(p, k, cp, seq);
         float wp = mcc_ld(w, p);
         for (long long q = 0; q < R && before < capacity; q++) {
             float wq = mcc_ld(w, q);
-            before += ids[q] == ids[p] && q != p && (by_position ? q < p : wq > wp || (wq == wp && q < p));
+            bool earlier = mcc_moe_pair_order(q, k, cp, seq) < op;
+            before += ids[q] == ids[p] && q != p && (by_position ? earlier : wq > wp || (wq == wp && earlier));
         }
         mcc_st(r, p, before < capacity ? mcc_ld(x, p) : 0.0f);
     }
@@ -325,9 +338,10 @@ template <class T> __device__ void mcc_moe_z_grad(T *dl, const float *dloss, con
         mcc_moe_bias_count(h, ids, w, R, E);                                                                  \
     }                                                                                                         \
     extern "C" __global__ void mcc_moe_capacity_##sfx(T *r, const T *x, const T *w, const int *ids,          \
-                                                      long long R, long long capacity, int by_position)       \
+                                                      long long R, long long capacity, int by_position,       \
+                                                      long long k, long long cp, long long seq)               \
     {                                                                                                         \
-        mcc_moe_capacity(r, x, w, ids, R, capacity, by_position);                                             \
+        mcc_moe_capacity(r, x, w, ids, R, capacity, by_position, k, cp, seq);                                 \
     }                                                                                                         \
     extern "C" __global__ void mcc_moe_permute_##sfx(T *xp, const T *x, const int *perm, long long R,        \
                                                      long long k, long long H)                                \

@@ -47,7 +47,8 @@
  * and ids all-gathered over cp, the same on every rank, its gradient's rows reduce-scattered back;
  * moe_sort's counts are summed over cp where they are output (train_rank's load statistics); the
  * z loss, a mean over the tokens, needs nothing (train_rank's mean over cp reports it). Token
- * dropping (moe_capacity) is refused: it ranks the pairs of the whole micro-batch in token order.
+ * dropping (moe_capacity) ranks the pairs of the whole micro-batch in token order: each rank ranks
+ * them all, gathered, and keeps its own rows of the result (capacity()).
  * The loss is the mean over the rank's tokens: autodiff seeds it with 1/(micro-batches dp cp),
  * data_parallel sums every gradient over cp (each rank saw its share of the tokens) before dp,
  * and train_rank's loss is the mean over dp x cp.
@@ -56,8 +57,8 @@
  * passes (the pipeline cuts the rewritten step into stages; the shard pass over tp passes the cp
  * collectives and ring ops through, heads split; with sequence parallelism it splits the rank's
  * tokens further, the position ops' offset and extent counting them); under expert parallelism (ep
- * carved from dp x cp) the dispatch and combine all-to-alls' room is the rank's rows'. MoE token
- * dropping is refused (frontend/spec.c says how), and on the cuda target attention dropout under
+ * carved from dp x cp) the dispatch and combine all-to-alls' room is the rank's rows' (a capacity's
+ * room stays the capacity's), and on the cuda target attention dropout under
  * p2p and all_gather (its kernels draw the mask by the rank's own positions). */
 #include "passes.h"
 
@@ -315,6 +316,30 @@ static void router_loss(cp_ctx *c, const ir_instr *in)
     c->map[in->res[0]] = first ? rank_rows(c, r, &c->src->vals[in->res[0]].type) : r;
 }
 
+/* Token dropping (moe_capacity, and its gradient, itself on dy): an expert's capacity ranks the
+ * pairs of the whole micro-batch, by weight with ties to the earlier token or by token, so every rank
+ * ranks them all: its operands' rows gathered over cp (whole_rows: each sequence's ranks' chunks in
+ * turn), ranked at their tokens' places (the op's cp and seq), the rank's own rows then cut back out
+ * of the result (local_slice_seq: they are its block of each sequence). */
+static void capacity(cp_ctx *c, const ir_instr *in)
+{
+    const ir_type *t = &c->src->vals[in->res[0]].type;
+    int args[3];
+    for (int a = 0; a < 3; a++)
+        args[a] = whole_rows(c, in->args[a]);
+    double attrs[IR_MAX_ATTRS];
+    memcpy(attrs, in->attr, sizeof attrs);
+    attrs[ir_attr_index(IR_OP_MOE_CAPACITY, "cp")] = c->cp;
+    attrs[ir_attr_index(IR_OP_MOE_CAPACITY, "seq")] = (double)c->T;
+    int r = ir_emit(c->m, c->dst, IR_OP_MOE_CAPACITY, args, 3, attrs, NULL, NULL);
+    int64_t seq[3] = {c->rows / c->T, c->T, t->dims[1]};
+    double slice[3] = {IR_AXIS_CP, 0, 0};
+    int s = reshape(c, r, ir_tensor(t->dtype, 3, seq));
+    s = ir_emit(c->m, c->dst, IR_OP_LOCAL_SLICE_SEQ, &s, 1, slice, NULL, NULL);
+    c->map[in->res[0]] = reshape(c, s, local_of(c, *t, 0));
+    c->form[in->res[0]] = CP_ROWS;
+}
+
 static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
 {
     const ir_type *t0 = in->nres ? &c->src->vals[in->res[0]].type : NULL;
@@ -360,7 +385,8 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
     case IR_OP_ALL_TO_ALL_V: { /* expert parallelism's dispatch (x: the rank's pairs) or combine (back to them) */
         double attrs[IR_MAX_ATTRS];
         memcpy(attrs, in->attr, sizeof attrs);
-        attrs[1] /= c->cp; /* the room: rows of the rank's tokens (capacity 0, the worst case: token dropping is refused) */
+        if (attrs[2] == 0) /* the room, the exact worst case: the rank's rows; a capacity's (each rank's kept pairs */
+            attrs[1] /= c->cp; /* of an expert are at most its capacity still) stays */
         int args[2] = {map[in->args[0]], map[in->args[1]]};
         int r = ir_emit(c->m, c->dst, in->op, args, 2, attrs, NULL, NULL);
         bool back = c->form[in->args[0]] != CP_ROWS;
@@ -371,9 +397,10 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
         return true;
     }
     case IR_OP_MOE_CAPACITY:
-        return snprintf(err, errlen, "%s: MoE token dropping (moe_expert_capacity_factor) under context parallelism "
-                        "is not built yet (each expert's capacity ranks the pairs of the whole micro-batch): drop "
-                        "--moe-expert-capacity-factor, or pass --context-parallel-size 1", c->src->name), false;
+        if (c->form[in->args[2]] != CP_ROWS)
+            break;
+        capacity(c, in);
+        return true;
     case IR_OP_OUTPUT: /* the rank's share of a sum over the tokens: the sum (train_rank's load statistics) */
         if (c->form[in->args[0]] != CP_SHARE)
             break;

@@ -1222,15 +1222,21 @@ void cpu_MOE_CAPACITY(const rt_kernel_call *c)
 {
     const float *x = argf(c, 0), *w = argf(c, 1);
     const int32_t *ids = c->args[2];
-    int64_t R = ir_numel(c->arg_types[0]), capacity = (int64_t)c->in->attr[0];
+    int64_t R = ir_numel(c->arg_types[0]), capacity = (int64_t)c->in->attr[0], k = c->arg_types[0]->dims[1];
     bool by_position = c->in->attr[1] != 0;
     float *r = resf(c, 0);
+    int64_t *order = scratch((size_t)R, sizeof(int64_t)); /* token order (under cp, the gathered rows') */
+    for (int64_t p = 0; p < R; p++)
+        order[p] = ir_moe_pair_order(p, k, (int64_t)c->in->attr[2], (int64_t)c->in->attr[3]);
     for (int64_t p = 0; p < R; p++) {
         int64_t before = 0;
-        for (int64_t q = 0; q < R && before < capacity; q++)
-            before += ids[q] == ids[p] && q != p && (by_position ? q < p : w[q] > w[p] || (w[q] == w[p] && q < p));
+        for (int64_t q = 0; q < R && before < capacity; q++) {
+            bool earlier = order[q] < order[p];
+            before += ids[q] == ids[p] && q != p && (by_position ? earlier : w[q] > w[p] || (w[q] == w[p] && earlier));
+        }
         r[p] = before < capacity ? x[p] : 0.0f;
     }
+    free(order);
 }
 
 /* ids[N,k] -> (perm[N k], counts[E]): a counting sort, stable */

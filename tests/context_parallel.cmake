@@ -91,6 +91,20 @@ if(MPI_C_FOUND)
            $<TARGET_FILE:mcc> tiny-moe 4 --cp 2 --cp-comm-type p2p --dp 2 --expert-model-parallel-size 2)
   set_tests_properties(cp2_dp2_seq_aux_expert_bias_equals_single_rank_tiny-moe cp2_dp2_ep2_equals_single_rank_tiny-moe
                        PROPERTIES LABELS numerics PROCESSORS 4)
+  # token dropping: each rank ranks the micro-batch's pairs gathered over cp, at their tokens' places
+  # (13-20% of the pairs dropped at factor 1.0), by weight and by position (padded to capacity), and
+  # beside ep 2 (the dispatch's room sized by the capacity)
+  add_test(NAME cp2_p2p_capacity_probs_equals_single_rank_tiny-moe COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+           $<TARGET_FILE:mcc> tiny-moe 2 --moe-expert-capacity-factor 1.0 -- --cp 2 --cp-comm-type p2p)
+  add_test(NAME cp2_all_gather_capacity_position_pad_equals_single_rank_tiny-moe COMMAND
+           ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh $<TARGET_FILE:mcc> tiny-moe 2 --moe-expert-capacity-factor 1.0
+           --moe-token-drop-policy position --moe-pad-expert-input-to-capacity -- --cp 2 --cp-comm-type all_gather)
+  add_test(NAME cp2_dp2_ep2_capacity_equals_single_rank_tiny-moe COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
+           $<TARGET_FILE:mcc> tiny-moe 4 --moe-expert-capacity-factor 1.0 -- --cp 2 --cp-comm-type p2p --dp 2
+           --expert-model-parallel-size 2)
+  set_tests_properties(cp2_p2p_capacity_probs_equals_single_rank_tiny-moe
+                       cp2_all_gather_capacity_position_pad_equals_single_rank_tiny-moe PROPERTIES LABELS numerics PROCESSORS 2)
+  set_tests_properties(cp2_dp2_ep2_capacity_equals_single_rank_tiny-moe PROPERTIES LABELS numerics PROCESSORS 4)
   set(_p2p "--context-parallel-size 2 --cp-comm-type p2p")
   foreach(case "tp2;tiny-gpt2;--tp 2" "dp2_zero;tiny-llama;--dp 2 --use-distributed-optimizer"
                "pp2;tiny-llama;--num-layers 4 -- ${_p2p} --pp 2")

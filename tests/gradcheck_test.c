@@ -109,7 +109,7 @@ static int capacity_case(graph *g)
 {
     int64_t pairs[2] = {5, 2};
     int w = param(g, "wts", 2, pairs), args[3] = {w, w, ids(g, "ids", 2, pairs)};
-    double attrs[2] = {1, 1};
+    double attrs[4] = {1, 1, 0, 0};
     return ir_emit(g->m, g->f, IR_OP_MOE_CAPACITY, args, 3, attrs, NULL, NULL);
 }
 

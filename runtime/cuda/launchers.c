@@ -812,9 +812,10 @@ void cuda_MOE_CAPACITY(rt_cuda_ctx *cx, const rt_kernel_call *c)
         exit(1);
     }
     void *r = c->res[0], *x = c->args[0], *w = c->args[1], *ids = c->args[2];
-    long long R = ir_numel(xt), capacity = (long long)c->in->attr[0];
+    long long R = ir_numel(xt), capacity = (long long)c->in->attr[0], k = xt->dims[1];
+    long long cp = (long long)c->in->attr[2], seq = (long long)c->in->attr[3]; /* cp > 1: rows gathered over cp */
     int by_position = c->in->attr[1] != 0;
-    void *p[] = {&r, &x, &w, &ids, &R, &capacity, &by_position};
+    void *p[] = {&r, &x, &w, &ids, &R, &capacity, &by_position, &k, &cp, &seq};
     launch_flat(cx, name_of(c, RT_CUK_MOE_CAPACITY, xt, NULL), R, p);
 }
 

@@ -220,6 +220,11 @@ static const op_case cases[] = {
      {TEN('x', 2, 67, 2)}},
     {"moe_capacity", "[67,2] capacity 5 position", {5, 1}, 3, 1, {TEN('x', 2, 67, 2), TEN('x', 2, 67, 2), IDS(16, 2, 67, 2)},
      {TEN('x', 2, 67, 2)}},
+    /* context parallelism's: 4 sequences of 16 tokens gathered over cp 2 in rank order, ranked at their places */
+    {"moe_capacity", "[64,2] capacity 5 probs over cp 2 seq 16", {5, 0, 2, 16}, 3, 1,
+     {TEN('x', 2, 64, 2), TEN('x', 2, 64, 2), IDS(8, 2, 64, 2)}, {TEN('x', 2, 64, 2)}},
+    {"moe_capacity", "[64,2] capacity 5 position over cp 2 seq 16", {5, 1, 2, 16}, 3, 1,
+     {TEN('x', 2, 64, 2), TEN('x', 2, 64, 2), IDS(8, 2, 64, 2)}, {TEN('x', 2, 64, 2)}},
     {"moe_sort", "ids[67,2] 16 experts", {16}, 1, 2, {IDS(16, 2, 67, 2)}, {IDS(1, 1, 134), IDS(1, 1, 16)}},
     {"moe_sort", "ids[1000,8] 64 experts (32 chunks)", {64}, 1, 2, {IDS(64, 2, 1000, 8)}, {IDS(1, 1, 8000), IDS(1, 1, 64)}},
     {"moe_permute", "x[67,200] top 2", {0}, 2, 1, {TEN('x', 2, 67, 200), PERM(134)}, {TEN('x', 2, 134, 200)}},
