@@ -267,6 +267,8 @@ static bool fits_gpu(const mcc_memory_breakdown *mem, const cli_opts *o)
                     "  To fit: split it over GPUs with --tensor-model-parallel-size N (parameters, gradients,\n"
                     "  optimizer state and most activations / N; add --sequence-parallel for the rest) or\n"
                     "  --data-parallel-size N --use-distributed-optimizer (optimizer state and fp32 masters / N);\n"
+                    "  --use-precision-aware-optimizer (fp32 masters as bf16 copy + 16-bit remainder: 2 bytes a\n"
+                    "  parameter less; with --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16, 4 more);\n"
                     "  lower --micro-batch-size (activations scale with it; raise the accumulation instead);\n"
                     "  --recompute-granularity selective (norm and activation outputs recomputed in the\n"
                     "  backward) or full --recompute-method uniform --recompute-num-layers 1 (each layer keeps\n"
