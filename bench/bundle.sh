@@ -86,6 +86,15 @@ if [ "${MOE:-0}" != 0 ]; then
   devrun/bin/tiny-moe-cpu --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
     --dump-dir devrun/cpu/tiny-moe >/dev/null
   rm devrun/bin/tiny-moe-cpu
+  # token dropping (capacity factor 1.0) on one GPU and at cp 2 (2 ranks sharing it, every rank
+  # ranking the micro-batch's pairs), against the CPU's one rank with the same factor
+  cap=(--keep-logits --moe-expert-capacity-factor 1.0)
+  $B/mcc compile models/tiny-moe.json --target cpu "${cap[@]}" -o /tmp/cap-ref 2>/dev/null
+  /tmp/cap-ref --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+    --dump-dir devrun/cpu/cap-tiny-moe >/dev/null
+  rm -f /tmp/cap-ref
+  $B/mcc compile models/tiny-moe.json --target cuda "${cap[@]}" -o devrun/bin/tiny-moe-cuda-cap 2>/dev/null
+  $B/mcc compile models/tiny-moe.json --target cuda "${cap[@]}" --cp 2 -o devrun/bin/tiny-moe-cuda-cap_cp2 2>/dev/null
   # MOE_LAYERS=8: the configs cut to 8 layers (bench-<config>-L8: the full ones need more than an
   # H100's 80 GB, mcc's and PyTorch's alike; device_run.sh's MOE_LAYERS=8 runs the baseline so too)
   cut=${MOE_LAYERS:+-L$MOE_LAYERS}

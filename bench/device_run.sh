@@ -54,6 +54,16 @@ if [ "${CHECKS:-1}" != 0 ] && [ "${MOE:-0}" != 0 ]; then
   else
     echo "tiny-moe: not compiled (bundle.sh MOE=1)"
   fi
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  for v in cap:1 cap_cp2:2; do # token dropping, one rank and cp 2 sharing the GPU
+    t=${v%%:*} np=${v#*:}
+    [ -x devrun/bin/tiny-moe-cuda-$t ] || { echo "tiny-moe $t: not compiled (bundle.sh MOE=1)"; continue; }
+    rm -rf /tmp/gpu-$t-tiny-moe
+    timeout 120 mpirun -np $np --oversubscribe devrun/bin/tiny-moe-cuda-$t --data-path devrun/data/numerics_text_document \
+      --train-iters 10 --eval-iters 0 --dump-dir /tmp/gpu-$t-tiny-moe > "$O/tiny-moe-$t.log" 2>&1
+    echo "tiny-moe $t ($np ranks) exit $?"; grep -m2 -o "dropped fraction: [0-9.]*" "$O/tiny-moe-$t.log" | tr '\n' ' '; echo
+    compare --cpu devrun/cpu/cap-tiny-moe --gpu /tmp/gpu-$t-tiny-moe
+  done
 fi
 
 # ZERO=1 (bundle.sh's ZERO=1): the distributed optimizer with ranks sharing the GPU against the CPU

@@ -1094,8 +1094,9 @@ bool ir_infer_moe_sort(const ir_module *m, const ir_instr *in, const ir_type *a,
         return fail(err, len, "moe_sort takes the ids and maybe the kept weights, got %d operands", in->nargs);
     if (!need_i32(&a[0], 2, "expert ids [N,k]", err, len))
         return false;
-    if (in->nargs == 2 && (!same_shape(&a[1], &a[0]) || a[1].dtype != IR_F32))
-        return fail(err, len, "moe_sort's kept weights %s must be f32 [N,k] as the ids %s", tstr(&a[1]), tstr(&a[0]));
+    if (in->nargs == 2 && (!same_shape(&a[1], &a[0]) || (a[1].dtype != IR_F32 && a[1].dtype != IR_BF16)))
+        return fail(err, len, "moe_sort's kept weights %s must be f32 or bf16 [N,k] as the ids %s", tstr(&a[1]),
+                    tstr(&a[0]));
     if (!whole_in(in->attr[0], 1e9) || in->attr[0] < 1)
         return fail(err, len, "experts %.10g must be a whole number >= 1", in->attr[0]);
     int64_t n = ir_numel(&a[0]), e = (int64_t)in->attr[0];

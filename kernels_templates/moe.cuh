@@ -425,19 +425,21 @@ extern "C" __global__ void mcc_moe_bias_update_f32(float *h, const float *r, lon
 // bucket; then (one thread per bucket) base[b][e] the sorted row of chunk b's first pair of
 // bucket e, and the experts' counts; then each pair's row is its chunk's base plus the pairs of
 // its bucket before it in the chunk.
-__device__ __forceinline__ int mcc_moe_bucket(const int *ids, const float *kept, long long p, long long E)
+// kept: f32, or with kept_bf16 bf16 (the working dtype's weights: only their zeros matter)
+__device__ __forceinline__ int mcc_moe_bucket(const int *ids, const void *kept, int kept_bf16, long long p, long long E)
 {
-    return kept && kept[p] == 0.0f ? (int)E : ids[p];
+    bool dropped = kept && (kept_bf16 ? (((const unsigned short *)kept)[p] & 0x7fffu) == 0 : ((const float *)kept)[p] == 0.0f);
+    return dropped ? (int)E : ids[p];
 }
 
-extern "C" __global__ void mcc_moe_sort_hist_i32(int *hist, const int *ids, const float *kept, long long R, long long E,
-                                                 long long B)
+extern "C" __global__ void mcc_moe_sort_hist_i32(int *hist, const int *ids, const void *kept, int kept_bf16, long long R,
+                                                 long long E, long long B)
 {
     for (long long e = threadIdx.x; e < B; e += blockDim.x)
         hist[blockIdx.x * B + e] = 0;
     __syncthreads();
     long long p = blockIdx.x * (long long)MCC_MOE_SORT_CHUNK + threadIdx.x;
-    int e = p < R ? mcc_moe_bucket(ids, kept, p, E) : -1;
+    int e = p < R ? mcc_moe_bucket(ids, kept, kept_bf16, p, E) : -1;
     if (e >= 0 && e < B)
         atomicAdd(&hist[blockIdx.x * B + e], 1);
 }
@@ -465,12 +467,12 @@ extern "C" __global__ void mcc_moe_sort_scan_i32(int *base, int *counts, const i
             base[(b + 1) * B + e] = (int)at;
 }
 
-extern "C" __global__ void mcc_moe_sort_scatter_i32(int *perm, const int *base, const int *ids, const float *kept,
-                                                    long long R, long long E, long long B)
+extern "C" __global__ void mcc_moe_sort_scatter_i32(int *perm, const int *base, const int *ids, const void *kept,
+                                                    int kept_bf16, long long R, long long E, long long B)
 {
     __shared__ int chunk[MCC_MOE_SORT_CHUNK];
     long long first = blockIdx.x * (long long)MCC_MOE_SORT_CHUNK, p = first + threadIdx.x;
-    chunk[threadIdx.x] = p < R ? mcc_moe_bucket(ids, kept, p, E) : -1;
+    chunk[threadIdx.x] = p < R ? mcc_moe_bucket(ids, kept, kept_bf16, p, E) : -1;
     __syncthreads();
     if (p >= R || chunk[threadIdx.x] < 0 || chunk[threadIdx.x] >= B)
         return;

@@ -32,7 +32,7 @@ void rt_moe_stats_open(rt_moe_stats *s, const rt_program *p)
             if (take_output(in, func, "moe_tokens_per_expert", &s->counts))
                 s->experts = (int)ir_vtype(f, in->args[0])->dims[0];
             else if (take_output(in, func, "moe_kept_weights", &s->kept))
-                s->pairs = ir_numel(ir_vtype(f, in->args[0]));
+                s->pairs = ir_numel(ir_vtype(f, in->args[0])), s->kept_dtype = ir_vtype(f, in->args[0])->dtype;
             else if (!take_output(in, func, "moe_aux_loss", &s->aux))
                 take_output(in, func, "moe_z_loss", &s->z);
         }
@@ -71,9 +71,10 @@ void rt_moe_stats_add(rt_moe_stats *s, rt_program *p, int func)
     for (int l = 0; l < s->kept.n; l++) {
         if (s->kept.at[l].func != func)
             continue;
-        rt_program_get_output(p, func, s->kept.at[l].name, s->weights, sizeof *s->weights * (size_t)s->pairs);
-        for (int64_t q = 0; q < s->pairs; q++)
-            s->dropped += s->weights[q] == 0;
+        bool bf16 = s->kept_dtype == IR_BF16;
+        rt_program_get_output(p, func, s->kept.at[l].name, s->weights, ir_dtype_size(s->kept_dtype) * (size_t)s->pairs);
+        for (int64_t q = 0; q < s->pairs; q++) /* a zero weight (of either sign) is a dropped pair */
+            s->dropped += bf16 ? (((const uint16_t *)s->weights)[q] & 0x7fffu) == 0 : s->weights[q] == 0;
         s->routed += s->pairs;
     }
 }

@@ -33,7 +33,8 @@ typedef struct {
     int64_t *tokens;                /* [counts.n, experts]: the step's tokens per expert, summed */
     int32_t *buf;                   /* one layer's counts as the output holds them */
     int64_t pairs;                  /* the (token, slot) pairs of one layer, N k */
-    float *weights;
+    ir_dtype kept_dtype;            /* the kept weights': the working dtype (f32, or bf16 on CUDA) */
+    float *weights;                 /* room for a layer's kept weights in either */
     int64_t dropped, routed;        /* the step's pairs dropped, and all of them */
 } rt_moe_stats;
 

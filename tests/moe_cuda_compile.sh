@@ -10,6 +10,9 @@ for spec in models/tiny-moe.json bench/configs/moe-8x1B.json bench/configs/moe-3
     { cat "$work/log"; echo "FAIL: mcc compile $spec --target cuda"; exit 1; }
   [ -x "$work/train_rank" ] || { echo "FAIL: mcc compile $spec --target cuda wrote no train_rank"; exit 1; }
 done
+# token dropping: the kept weights are bf16 there (moe_sort takes them in the working dtype)
+"$mcc" compile "$root/models/tiny-moe.json" --target cuda --moe-expert-capacity-factor 1.0 -o "$work/train_rank" \
+  >"$work/log" 2>&1 || { cat "$work/log"; echo "FAIL: tiny-moe with a capacity factor, --target cuda"; exit 1; }
 n=$("$mcc" ir "$root/models/tiny-moe.json" --target cuda 2>/dev/null | grep -c 'moe_grouped_matmul')
 [ "$n" -gt 0 ] || { echo "FAIL: tiny-moe's CUDA plan has no moe_grouped_matmul"; exit 1; }
 echo "ok: MoE models compile for --target cuda ($n grouped matmuls in tiny-moe's plan)"

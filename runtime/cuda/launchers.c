@@ -821,13 +821,12 @@ void cuda_MOE_CAPACITY(rt_cuda_ctx *cx, const rt_kernel_call *c)
 
 enum { MOE_SORT_CHUNK = 256 }; /* MCC_MOE_SORT_CHUNK of moe.cuh: pairs per block of the sort */
 
-/* (ids[N,k][, kept f32[N,k]]) -> (perm[N k], counts[E]): per-chunk histograms, one block's scan,
+/* (ids[N,k][, kept f32|bf16[N,k]]) -> (perm[N k], counts[E]): per-chunk histograms, one block's scan,
  * chunk-local ranks, over the experts and with kept weights a last bucket of the dropped pairs */
 void cuda_MOE_SORT(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    if (c->nargs > 1)
-        need_f32(c, c->arg_types[1], "kept weights");
     void *perm = c->res[0], *counts = c->res[1], *ids = c->args[0], *kept = c->nargs > 1 ? c->args[1] : NULL;
+    int kept_bf16 = kept && c->arg_types[1]->dtype == IR_BF16;
     long long R = ir_numel(c->arg_types[0]), E = c->res_types[1]->dims[0], chunks = (R + MOE_SORT_CHUNK - 1) / MOE_SORT_CHUNK;
     long long B = E + (kept != NULL);
     if (chunks >= MAX_GRID) {
@@ -840,11 +839,11 @@ void cuda_MOE_SORT(rt_cuda_ctx *cx, const rt_kernel_call *c)
         return;
     }
     int *hist = rt_cuda_scratch(cx, sizeof(int) * (size_t)B * (size_t)(2 * chunks + 1)), *base = hist + chunks * B;
-    void *p1[] = {&hist, &ids, &kept, &R, &E, &B};
+    void *p1[] = {&hist, &ids, &kept, &kept_bf16, &R, &E, &B};
     rt_cuda_launch(cx, kernel_families[RT_CUK_MOE_SORT_HIST].stem, (unsigned)chunks, 1, 1, MOE_SORT_CHUNK, 0, p1);
     void *p2[] = {&base, &counts, &hist, &chunks, &E, &B};
     rt_cuda_launch(cx, kernel_families[RT_CUK_MOE_SORT_SCAN].stem, 1, 1, 1, 1024, 0, p2);
-    void *p3[] = {&perm, &base, &ids, &kept, &R, &E, &B};
+    void *p3[] = {&perm, &base, &ids, &kept, &kept_bf16, &R, &E, &B};
     rt_cuda_launch(cx, kernel_families[RT_CUK_MOE_SORT_SCATTER].stem, (unsigned)chunks, 1, 1, MOE_SORT_CHUNK, 0, p3);
 }
 

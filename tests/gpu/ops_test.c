@@ -28,7 +28,7 @@
 #define MAX_OPERANDS 64
 
 /* kind: 'x' float in the dtype under test, 'P' the same but positive, 'f' always f32 ('z' too, a
- * quarter of it exactly 0: moe_capacity's kept weights), 'b' always bf16,
+ * quarter of it exactly 0: moe_capacity's kept weights; 'Z' the same in the dtype under test), 'b' always bf16,
  * 'p' f32 positive, 'i' i32 ids below `value`, 's' f32 scalar equal to `value`, 'e' / 'E' FP8 E4M3 / E5M2
  * bytes (any finite value), compared byte for byte. i32 kinds for MoE: 'k' ids below `value` distinct
  * within each row (a token's top k), 'r' a permutation of [0, n), 'c' group sizes (counts of
@@ -249,6 +249,8 @@ static const op_case cases[] = {
      .args = {OUT('f', 3, 8, 256, 200), TEN('x', 2, 300, 256), TEN('x', 2, 300, 200), COUNTS(300, 1, 8)}},
     {"moe_sort", "ids[1000,8] 64 experts, kept weights (a quarter dropped)", {64}, 2, 2,
      {IDS(64, 2, 1000, 8), TEN('z', 2, 1000, 8)}, {IDS(1, 1, 8000), IDS(1, 1, 64)}},
+    {"moe_sort", "ids[1000,8] 64 experts, kept weights in the dtype (a quarter dropped)", {64}, 2, 2,
+     {IDS(64, 2, 1000, 8), TEN('Z', 2, 1000, 8)}, {IDS(1, 1, 8000), IDS(1, 1, 64)}},
     {"moe_aux_loss", "softmax [67,16] top 2", {2, 0}, 2, 1, {TEN('x', 2, 67, 16), IDS(16, 2, 67, 2)}, {F32_SCALAR}},
     {"moe_aux_loss", "softmax [64,16] top 2 seq 16", {2, 0, 16}, 2, 1, {TEN('x', 2, 64, 16), IDS(16, 2, 64, 2)}, {F32_SCALAR}},
     {"moe_aux_loss_grad", "sigmoid [64,16] top 2 seq 16", {2, 1, 16}, 3, 1,
@@ -386,7 +388,7 @@ static ir_dtype gpu_dtype(char kind, ir_dtype under_test)
 {
     if (is_fp8(kind))
         return kind == 'E' ? IR_FP8E5M2 : IR_FP8E4M3;
-    return is_i32(kind) ? IR_I32 : kind == 'x' || kind == 'P' ? under_test : kind == 'b' ? IR_BF16 : IR_F32;
+    return is_i32(kind) ? IR_I32 : kind == 'x' || kind == 'P' || kind == 'Z' ? under_test : kind == 'b' ? IR_BF16 : IR_F32;
 }
 
 /* Values of the spec's kind, already rounded to the GPU dtype, so both sides see the same. */
@@ -408,7 +410,7 @@ static void tensor_init(tensor *t, const tensor_spec *s, ir_dtype dt)
         if (is_i32(s->kind))
             continue;
         double v = s->kind == 's' ? s->value : s->kind == 'p' || s->kind == 'P' ? 0.1 + 2 * uniform() : 4 * uniform() - 2;
-        if (s->kind == 'z')
+        if (s->kind == 'z' || s->kind == 'Z')
             v = v < -1 ? 0 : v;
         float f = (float)v;
         ((float *)t->cpu)[i] = t->gpu_t.dtype == IR_BF16 ? f32_of_bf16(bf16_of(f)) : f;
