@@ -79,6 +79,16 @@ static void lt_layouts(int64_t m, int64_t n, int64_t k, bool ta, bool tb, lt_dim
     d[2] = (lt_dims){n, m, n};
 }
 
+/* The process's cuBLASLt handle and compute-stream workspace, made on first use (by a plan, or by
+ * a grouped GEMM forking its experts' streams before any plan exists). */
+static void lt_open(void)
+{
+    if (!lt) {
+        LT_CHECK(cublasLtCreate(&lt));
+        RT_CUDART_CHECK(cudaMalloc(&workspace, WORKSPACE_BYTES));
+    }
+}
+
 /* The plan of a GEMM shape and epilogue: its algorithm, or found = false when cuBLASLt has none
  * (only for epilogues beyond BIAS, whose ops have a fallback; a plain GEMM without one exits). */
 static matmul_plan *plan_of(int64_t m, int64_t n, int64_t k, bool ta, bool tb, cublasLtEpilogue_t epilogue,
@@ -90,10 +100,7 @@ static matmul_plan *plan_of(int64_t m, int64_t n, int64_t k, bool ta, bool tb, c
             p->dt == dt && p->bdt == bdt && p->cdt == cdt && p->sms == sms && p->grouped == grouped)
             return p;
     }
-    if (!lt) {
-        LT_CHECK(cublasLtCreate(&lt));
-        RT_CUDART_CHECK(cudaMalloc(&workspace, WORKSPACE_BYTES));
-    }
+    lt_open();
     if (nplans == cap_plans) {
         cap_plans = cap_plans ? 2 * cap_plans : 16;
         plans = realloc(plans, sizeof(matmul_plan) * (size_t)cap_plans);
@@ -616,6 +623,7 @@ static expert_streams expert_streams_fork(rt_cuda_ctx *cx)
     static void *side_ws[MAX_GROUPED_STREAMS];
     static cudaEvent_t fork;
     cudaStream_t compute = (cudaStream_t)rt_cuda_stream(cx);
+    lt_open(); /* the compute stream's workspace exists before it is handed out */
     expert_streams s = {(int)knob_int(KNOB_GROUPED_GEMM_STREAMS), {compute}, {workspace}};
     if (s.n <= 1) {
         s.n = 1;
