@@ -130,6 +130,8 @@ if [ "${ZERO:-0}" != 0 ]; then
   $B/mcc compile models/tiny-moe.json --target cuda "${moe4[@]}" --use-distributed-optimizer \
     -o devrun/bin/tiny-moe-cuda-zero_dp4ep2 2>/dev/null
   $B/mcc compile models/tiny-moe.json --target cuda "${moe4[@]}" -o devrun/bin/tiny-moe-cuda-ddp_dp4ep2 2>/dev/null
+  $B/mcc compile models/tiny-moe.json --target cuda "${moe4[@]}" --tp 2 --sequence-parallel \
+    -o devrun/bin/tiny-moe-cuda-ddp_tp2dp4ep2 2>/dev/null
   $B/mcc compile models/tiny-moe.json --target cuda "${moe4[@]}" --tp 2 --sequence-parallel --use-distributed-optimizer \
     -o devrun/bin/tiny-moe-cuda-zero_tp2dp4ep2 2>/dev/null
 fi

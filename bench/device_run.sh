@@ -71,7 +71,7 @@ fi
 if [ "${ZERO:-0}" != 0 ]; then
   section "distributed optimizer on one GPU (ranks sharing it), 10 steps against the CPU"
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  for v in tiny-gpt2:zero_dp2:2 tiny-llama:zero_dp2:2 tiny-moe:ddp_dp4ep2:4 tiny-moe:zero_dp4ep2:4 tiny-moe:zero_tp2dp4ep2:8; do
+  for v in tiny-gpt2:zero_dp2:2 tiny-llama:zero_dp2:2 tiny-moe:ddp_dp4ep2:4 tiny-moe:zero_dp4ep2:4 tiny-moe:ddp_tp2dp4ep2:8 tiny-moe:zero_tp2dp4ep2:8; do
     m=${v%%:*} t=$(echo $v | cut -d: -f2) np=${v##*:}
     [ -x devrun/bin/$m-cuda-$t ] || { echo "$m $t: not compiled (bundle.sh ZERO=1)"; continue; }
     rm -rf /tmp/zero-$t-$m
