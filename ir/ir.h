@@ -564,8 +564,9 @@ int ir_param_remainder(const ir_module *m, int p);
  * REMAINDER, nor by ZeRO's MASTER_SHARD blocks (passes/optimizer.c). Such a parameter is named by
  * no function (ir_verify); the runtime initialises, loads, saves and dumps its holders. */
 bool ir_param_stored(const ir_module *m, int p);
-/* The global that holds parameter p's current fp32 value: its MASTER_SHARD (ZeRO's block; under
- * offload the parameter then keeps only its initial or loaded value) where one exists, else p. */
+/* The global that holds parameter p's current fp32 value: its MASTER_SHARD (ZeRO's block, p then
+ * having no storage) where one exists, else p (whose storage may be its COPY and REMAINDER:
+ * ir_param_remainder). */
 int ir_param_value(const ir_module *m, int p);
 /* The host's staging buffer for function f (kind host_optimizer), in two halves used in turn. An
  * AdamW of f whose gradient is a device global streams it: `chunk` elements at a time go down into

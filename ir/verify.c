@@ -322,7 +322,7 @@ static bool verify_host_placement(verifier *v)
 /* A parameter held elsewhere (!ir_param_stored: as its bf16 copy and an i16 remainder, or by ZeRO's
  * blocks) has no storage of its own: no function names it; a REMAINDER is a pair with a bf16 COPY
  * of its shape. */
-static bool verify_remainders(verifier *v)
+static bool verify_unstored_params(verifier *v)
 {
     const ir_module *m = v->m;
     for (int g = 0; g < m->nglobals; g++) {
@@ -827,7 +827,7 @@ bool ir_verify(const ir_module *m, char *err, size_t errlen)
     ir_ops_init();
     verifier v = {.m = m, .err = err, .errlen = errlen};
     if (!verify_globals(&v) || !verify_func_names(&v) || !verify_func_kinds(&v) || !verify_host_placement(&v) ||
-        !verify_remainders(&v) ||
+        !verify_unstored_params(&v) ||
         !verify_module_tables(&v))
         return false;
     for (int i = 0; i < m->nfuncs; i++) {

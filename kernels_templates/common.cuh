@@ -12,6 +12,16 @@ __device__ __forceinline__ float mcc_ld(const mcc_bf16 *p, long long i) { return
 __device__ __forceinline__ void mcc_st(float *p, long long i, float v) { p[i] = v; }
 __device__ __forceinline__ void mcc_st(mcc_bf16 *p, long long i, float v) { p[i] = __float2bfloat16_rn(v); }
 
+// Where token t of a rank's `local` tokens lies in the whole sequence when the rank at coordinate r
+// of cp holds balanced chunks r and 2cp-1-r (ir/ir.h's ir_cp_position); cp <= 1: t.
+__device__ __forceinline__ long long mcc_cp_position(long long t, long long local, long long cp, long long r)
+{
+    if (cp <= 1)
+        return t;
+    long long chunk = local / 2;
+    return t < chunk ? r * chunk + t : (2 * cp - 1 - r) * chunk + t - chunk;
+}
+
 // An fp32 master held as its bf16 high half and an i16 remainder (store_param_remainders): the high
 // half is x's bits + 0x8000 shifted (ties away from zero), the remainder x's low 16 bits, negative
 // exactly when that carried; join gives x back bit for bit (runtime/bf16.h's rt_master_* on the host).

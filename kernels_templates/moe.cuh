@@ -152,14 +152,13 @@ template <class T> __device__ void mcc_moe_bias_count(float *h, const int *ids, 
 }
 
 // Pair p's rank in token order: p, or under cp > 1 (rows of [B, seq] tokens gathered over cp in
-// rank order) its token's place (ir/ir.h ir_moe_pair_order, ir_cp_position).
+// rank order) its token's place (ir/ir.h's ir_moe_pair_order).
 __device__ __forceinline__ long long mcc_moe_pair_order(long long p, long long k, long long cp, long long seq)
 {
     if (cp <= 1)
         return p;
-    long long row = p / k, b = row / seq, q = row % seq, local = seq / cp, chunk = local / 2, r = q / local, t = q % local;
-    long long pos = t < chunk ? r * chunk + t : (2 * cp - 1 - r) * chunk + t - chunk;
-    return (b * seq + pos) * k + p % k;
+    long long row = p / k, b = row / seq, q = row % seq, local = seq / cp;
+    return (b * seq + mcc_cp_position(q % local, local, cp, q / local)) * k + p % k;
 }
 
 // (x, w, ids)[R] -> x * keep: pair p is kept when fewer than `capacity` pairs of its expert rank

@@ -21,9 +21,7 @@ __device__ void mcc_rope_rows(T *r, const T *x, unsigned rows, unsigned T_, unsi
     for (int k = 0; k < W; k++)
         freq[k] = sign * pow(theta, -2.0 * (double)(i0 + k) / (double)(2 * half));
     for (unsigned row = blockIdx.x * groups + group; row < rows; row += gridDim.x * groups) {
-        unsigned t = row / H % T_, chunk = T_ / 2;
-        if (cp > 1) // the position of the rank's token t (ir_cp_position)
-            t = t < chunk ? cp_rank * chunk + t : (2 * cp - 1 - cp_rank) * chunk + t - chunk;
+        unsigned t = (unsigned)mcc_cp_position(row / H % T_, T_, cp, cp_rank); // the rank's token's position
         long long at = (long long)row * 2 * half + i0;
         float x1[W], x2[W], c[W], s[W];
         mcc_ldn(x1, x, at);

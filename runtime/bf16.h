@@ -28,7 +28,7 @@ static inline uint16_t rt_f32_to_bf16(float f)
 /* An fp32 master held as a bf16 high half and an i16 remainder (store_param_remainders;
  * passes/precision.c): hi is x's bits plus 0x8000, shifted (round to nearest, ties away from
  * zero), the remainder x's low 16 bits, negative exactly when that carried into the high half, so
- * that rt_master_join gives x back bit for bit. kernels_templates/optimizer.cuh's mcc_master_split
+ * that rt_master_join gives x back bit for bit. kernels_templates/common.cuh's mcc_master_split
  * and mcc_master_join are the device's. */
 static inline void rt_master_split(float x, uint16_t *hi, int16_t *rem)
 {
