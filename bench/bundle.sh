@@ -135,6 +135,35 @@ if [ "${ZERO:-0}" != 0 ]; then
   $B/mcc compile models/tiny-moe.json --target cuda "${moe4[@]}" --tp 2 --sequence-parallel --use-distributed-optimizer \
     -o devrun/bin/tiny-moe-cuda-zero_tp2dp4ep2 2>/dev/null
 fi
+# MOE_LAYOUTS=1: tiny-moe's layouts on one GPU (device_run.sh's MOE_LAYOUTS section), each against the
+# micro-batch-2 oracle and against the one-GPU run of the same spec (lay_one), to tell a layout's own
+# error from bf16's; and token dropping by position and with a factor that drops nothing (2.0 at
+# top-2 of 4 experts: the capacity is every token), each against its CPU oracle
+if [ "${MOE_LAYOUTS:-0}" != 0 ]; then
+  mb2=(--keep-logits --micro-batch-size 2 --vocab-size 258 --make-vocab-size-divisible-by 1)
+  if [ ! -d devrun/cpu/moe-mb2-tiny-moe ]; then
+    $B/mcc compile models/tiny-moe.json --target cpu "${mb2[@]}" -o /tmp/moe-mb2-ref 2>/dev/null
+    /tmp/moe-mb2-ref --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+      --dump-dir devrun/cpu/moe-mb2-tiny-moe >/dev/null
+    rm -f /tmp/moe-mb2-ref
+  fi
+  sp=(--tp 2 --sequence-parallel)
+  for v in "lay_one:" "lay_ep2:--dp 2 --expert-model-parallel-size 2" "lay_tp2:${sp[*]}" "lay_tp2dp2:${sp[*]} --dp 2" \
+           "lay_tp2ep2:${sp[*]} --dp 2 --expert-model-parallel-size 2" "lay_tp2dp4ep2:${sp[*]} --dp 4 --expert-model-parallel-size 2"; do
+    # shellcheck disable=SC2086
+    $B/mcc compile models/tiny-moe.json --target cuda "${mb2[@]}" ${v#*:} -o devrun/bin/tiny-moe-cuda-${v%%:*} 2>/dev/null
+  done
+  for v in "drop_pos:--moe-expert-capacity-factor 1.0 --moe-token-drop-policy position" "drop_none:--moe-expert-capacity-factor 2.0"; do
+    t=${v%%:*}
+    # shellcheck disable=SC2086
+    $B/mcc compile models/tiny-moe.json --target cpu --keep-logits ${v#*:} -o /tmp/$t-ref 2>/dev/null
+    /tmp/$t-ref --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+      --dump-dir devrun/cpu/$t-tiny-moe >/dev/null
+    rm -f /tmp/$t-ref
+    # shellcheck disable=SC2086
+    $B/mcc compile models/tiny-moe.json --target cuda --keep-logits ${v#*:} -o devrun/bin/tiny-moe-cuda-$t 2>/dev/null
+  done
+fi
 # REMAINDERS=1: store_param_remainders on the GPU (device_run.sh's REMAINDERS section): the tiny models
 # with --use-precision-aware-optimizer (fp32 moments, masters as bf16 copy + i16 remainder) against
 # the CPU oracle's dumps (devrun/cpu/<model>, fp32 masters: the same function), and a save/resume

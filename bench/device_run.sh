@@ -83,6 +83,31 @@ if [ "${ZERO:-0}" != 0 ]; then
   done
 fi
 
+# MOE_LAYOUTS=1 (bundle.sh's MOE_LAYOUTS=1): tiny-moe's layouts with ranks sharing the GPU, each against
+# the CPU oracle (micro-batch 2) and against the one-GPU run of the same spec (lay_one): a layout's own
+# difference on the GPU, apart from bf16's against fp32; and token dropping with the position policy
+# and with a factor that drops nothing, each against its CPU oracle
+if [ "${MOE_LAYOUTS:-0}" != 0 ]; then
+  section "MoE layouts on one GPU: against the CPU and against one GPU, 10 steps"
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  # worst ARGS...: compare_dumps.py's five worst checks and its largest of each kind
+  worst() { python3 tests/compare_dumps.py "$@" > /tmp/worst.txt 2>&1; sed -n 2,6p /tmp/worst.txt; grep -E '^largest|PASS|FAIL:' /tmp/worst.txt | cut -c1-200; }
+  for v in lay_one:1 lay_ep2:2 lay_tp2:2 lay_tp2dp2:4 lay_tp2ep2:4 lay_tp2dp4ep2:8 drop_pos:1 drop_none:1 cap:1; do
+    t=${v%%:*} np=${v#*:}
+    [ -x devrun/bin/tiny-moe-cuda-$t ] || { echo "tiny-moe $t: not compiled (bundle.sh MOE_LAYOUTS=1)"; continue; }
+    rm -rf /tmp/lay-$t
+    timeout ${CHECK_TIMEOUT:-120} mpirun -np $np --oversubscribe devrun/bin/tiny-moe-cuda-$t --data-path \
+      devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir /tmp/lay-$t > "$O/lay-$t.log" 2>&1
+    echo "--- tiny-moe $t ($np ranks) exit $?"; grep -m2 -o "dropped fraction: [0-9.]*" "$O/lay-$t.log" | tr '\n' ' '
+    case $t in
+      lay_*) echo "vs CPU:"; worst --cpu devrun/cpu/moe-mb2-tiny-moe --gpu /tmp/lay-$t
+             [ $t != lay_one ] && { echo "vs one GPU:"; worst --cpu /tmp/lay-lay_one --gpu /tmp/lay-$t; } ;;
+      cap) echo "vs CPU:"; worst --cpu devrun/cpu/cap-tiny-moe --gpu /tmp/lay-$t ;;
+      *) echo "vs CPU:"; worst --cpu devrun/cpu/$t-tiny-moe --gpu /tmp/lay-$t ;;
+    esac
+  done
+fi
+
 # REMAINDERS=1 (bundle.sh's REMAINDERS=1): fp32 masters held as bf16 copy + i16 remainder
 # (--use-precision-aware-optimizer's store_param_remainders): AdamW on the pair against AdamW on the
 # fp32 master (cuda_ops_test's adamw cases), the tiny models against the CPU oracle and beside the
