@@ -92,7 +92,7 @@ if [ "${MOE_LAYOUTS:-0}" != 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   # worst ARGS...: compare_dumps.py's five worst checks and its largest of each kind
   worst() { python3 tests/compare_dumps.py "$@" > /tmp/worst.txt 2>&1; sed -n 2,6p /tmp/worst.txt; grep -E '^largest|PASS|FAIL:' /tmp/worst.txt | cut -c1-200; }
-  for v in lay_one:1 lay_ep2:2 lay_tp2:2 lay_tp2dp2:4 lay_tp2ep2:4 lay_tp2dp4ep2:8 drop_pos:1 drop_none:1 cap:1; do
+  for v in lay_one:1 lay_ep2:2 lay_tp2:2 lay_tp2dp2:4 lay_tp2ep2:4 lay_tp2dp4ep2:8 drop_pos:1 drop_none:1; do
     t=${v%%:*} np=${v#*:}
     [ -x devrun/bin/tiny-moe-cuda-$t ] || { echo "tiny-moe $t: not compiled (bundle.sh MOE_LAYOUTS=1)"; continue; }
     rm -rf /tmp/lay-$t
@@ -102,7 +102,6 @@ if [ "${MOE_LAYOUTS:-0}" != 0 ]; then
     case $t in
       lay_*) echo "vs CPU:"; worst --cpu devrun/cpu/moe-mb2-tiny-moe --gpu /tmp/lay-$t
              [ $t != lay_one ] && { echo "vs one GPU:"; worst --cpu /tmp/lay-lay_one --gpu /tmp/lay-$t; } ;;
-      cap) echo "vs CPU:"; worst --cpu devrun/cpu/cap-tiny-moe --gpu /tmp/lay-$t ;;
       *) echo "vs CPU:"; worst --cpu devrun/cpu/$t-tiny-moe --gpu /tmp/lay-$t ;;
     esac
   done
