@@ -153,6 +153,21 @@ if [ "${MOE_LAYOUTS:-0}" != 0 ]; then
     # shellcheck disable=SC2086
     $B/mcc compile models/tiny-moe.json --target cuda "${mb2[@]}" ${v#*:} -o devrun/bin/tiny-moe-cuda-${v%%:*} 2>/dev/null
   done
+  # k4_*: top-4 of the 4 experts, so that every token goes to every expert. At top-2 a router score
+  # near a tie can choose another expert in bf16 than in fp32 (or than another layout's bf16), and one
+  # token moved changes its experts' step-1 gradients by ~1/sqrt(rows an expert), 5-9e-2 here; at
+  # top-4 nothing is chosen, so the layouts' gradients must agree to bf16's ~1e-2 (RESULTS, 2026-12-06)
+  k4=(--moe-router-topk 4)
+  if [ ! -d devrun/cpu/moe-mb2-k4-tiny-moe ]; then
+    $B/mcc compile models/tiny-moe.json --target cpu "${mb2[@]}" "${k4[@]}" -o /tmp/moe-mb2-k4-ref 2>/dev/null
+    /tmp/moe-mb2-k4-ref --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+      --dump-dir devrun/cpu/moe-mb2-k4-tiny-moe >/dev/null
+    rm -f /tmp/moe-mb2-k4-ref
+  fi
+  for v in "k4_one:" "k4_tp2:${sp[*]}" "k4_tp2dp4ep2:${sp[*]} --dp 4 --expert-model-parallel-size 2"; do
+    # shellcheck disable=SC2086
+    $B/mcc compile models/tiny-moe.json --target cuda "${mb2[@]}" "${k4[@]}" ${v#*:} -o devrun/bin/tiny-moe-cuda-${v%%:*} 2>/dev/null
+  done
   for v in "drop_pos:--moe-expert-capacity-factor 1.0 --moe-token-drop-policy position" "drop_none:--moe-expert-capacity-factor 2.0"; do
     t=${v%%:*}
     # shellcheck disable=SC2086

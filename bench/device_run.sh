@@ -9,12 +9,13 @@ exec > >(tee "$O/device_run.out") 2>&1
 anchors=devrun/anchors # bundle.sh copies ../shared/anchors/torch_baseline.py there
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 section() { echo; echo "=== $*"; }
-# compare ARGS...: tests/compare_dumps.py --detail; on a failure its worst rows and where each failing
-# tensor differs, else its last lines
+# compare [--always] ARGS...: tests/compare_dumps.py --detail; on a failure (with --always on a pass
+# too) its five worst checks, the largest of each kind and where each failing tensor differs; then its verdict
 compare() {
+  local always=0; [ "${1:-}" = --always ] && { always=1; shift; }
   python3 tests/compare_dumps.py --detail "$@" > /tmp/compare.txt 2>&1; local rc=$?
-  [ $rc = 0 ] || { grep -E ' (ok|FAIL)$' /tmp/compare.txt | head -6; grep -E '^largest' /tmp/compare.txt;
-                   grep -E '^  ' /tmp/compare.txt | head -6 | cut -c1-300; }
+  [ $rc = 0 ] && [ $always = 0 ] || { grep -E ' (ok|FAIL)$' /tmp/compare.txt | head -5; grep -E '^largest' /tmp/compare.txt;
+                                      grep -E '^  ' /tmp/compare.txt | head -6 | cut -c1-300; }
   tail -2 /tmp/compare.txt | cut -c1-300; return $rc
 }
 # CHECKS=0 skips the kernel tests, the GPU-vs-CPU numerics and the loss curves (a benchmark-only call);
@@ -90,9 +91,10 @@ fi
 if [ "${MOE_LAYOUTS:-0}" != 0 ]; then
   section "MoE layouts on one GPU: against the CPU and against one GPU, 10 steps"
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  # worst ARGS...: compare_dumps.py's five worst checks and its largest of each kind
-  worst() { python3 tests/compare_dumps.py "$@" > /tmp/worst.txt 2>&1; sed -n 2,6p /tmp/worst.txt; grep -E '^largest|PASS|FAIL:' /tmp/worst.txt | cut -c1-200; }
-  for v in lay_one:1 lay_ep2:2 lay_tp2:2 lay_tp2dp2:4 lay_tp2ep2:4 lay_tp2dp4ep2:8 drop_pos:1 drop_none:1; do
+  # k4_*: the same layouts at top-4 of 4 experts, where every token goes to every expert, so no routing
+  # choice can flip between bf16 and fp32 or between layouts (bundle.sh says why)
+  for v in ${MOE_LAYOUT_RUNS-lay_one:1 lay_ep2:2 lay_tp2:2 lay_tp2dp2:4 lay_tp2ep2:4 lay_tp2dp4ep2:8 drop_pos:1 drop_none:1 \
+           k4_one:1 k4_tp2:2 k4_tp2dp4ep2:8}; do
     t=${v%%:*} np=${v#*:}
     [ -x devrun/bin/tiny-moe-cuda-$t ] || { echo "tiny-moe $t: not compiled (bundle.sh MOE_LAYOUTS=1)"; continue; }
     rm -rf /tmp/lay-$t
@@ -100,9 +102,10 @@ if [ "${MOE_LAYOUTS:-0}" != 0 ]; then
       devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir /tmp/lay-$t > "$O/lay-$t.log" 2>&1
     echo "--- tiny-moe $t ($np ranks) exit $?"; grep -m2 -o "dropped fraction: [0-9.]*" "$O/lay-$t.log" | tr '\n' ' '
     case $t in
-      lay_*) echo "vs CPU:"; worst --cpu devrun/cpu/moe-mb2-tiny-moe --gpu /tmp/lay-$t
-             [ $t != lay_one ] && { echo "vs one GPU:"; worst --cpu /tmp/lay-lay_one --gpu /tmp/lay-$t; } ;;
-      *) echo "vs CPU:"; worst --cpu devrun/cpu/$t-tiny-moe --gpu /tmp/lay-$t ;;
+      lay_*|k4_*) set=${t%%_*} ref=devrun/cpu/moe-mb2-tiny-moe; [ $set = k4 ] && ref=devrun/cpu/moe-mb2-k4-tiny-moe
+             echo "vs CPU:"; compare --always --cpu $ref --gpu /tmp/lay-$t
+             [ $t != ${set}_one ] && { echo "vs one GPU:"; compare --always --cpu /tmp/lay-${set}_one --gpu /tmp/lay-$t; } ;;
+      *) echo "vs CPU:"; compare --always --cpu devrun/cpu/$t-tiny-moe --gpu /tmp/lay-$t ;;
     esac
   done
 fi
