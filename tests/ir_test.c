@@ -301,6 +301,16 @@ static void test_verify_errors(void)
              "  zero %%0\n}\n", host_globals);
     check_text_fails_verify(text, "zero in h (instruction 1) reads the device global @w: the host function reads "
                             "device memory only through a copy");
+    /* a master held as bf16 copy + i16 remainder (store_param_remainders) has no storage of its own */
+    const char *pair = "global @w : f32[4] {kind=param, init=zeros}\n"
+                       "global @w.bf16 : bf16[4] {kind=copy, init=zeros, of=@w}\n";
+    snprintf(text, sizeof text, "%sglobal @w.remainder : i16[4] {kind=remainder, init=zeros, of=@w}\n"
+             "func f {kind=optimizer, arena=0} {\n  %%0 = global @w : f32[4] @global\n  zero %%0\n}\n", pair);
+    check_text_fails_verify(text, "f (instruction 0) names @w, which has no storage: it is held as its bf16 copy and "
+                            "remainder (store_param_remainders): name those");
+    snprintf(text, sizeof text, "%sglobal @w.remainder : i16[2] {kind=remainder, init=zeros, of=@w}\n", pair);
+    check_text_fails_verify(text, "global @w.remainder (kind=remainder) must be i16 beside a bf16 copy of @w of its "
+                            "shape: the pair is the fp32 master");
 
     /* what the text form cannot express: built, then broken by hand */
     ir_module *m = build_module();
