@@ -1085,9 +1085,6 @@ static bool spec_check_moe_built(spec_ctx *c)
     if (s->fp8_format != MCC_FP8_NONE)
         return spec_fail(c, "%s with %s: FP8 experts are not built yet: drop --fp8-format",
                          spec_where(c, spec_find("fp8_format")), experts);
-    if (s->recompute_granularity == MCC_RECOMPUTE_FULL)
-        return spec_fail(c, "%s full with %s: replaying MoE layers is not built yet: use selective or none",
-                         spec_where(c, spec_find("recompute_granularity")), experts);
     if (s->add_bias_linear)
         return spec_fail(c, "%s with %s: experts with biases are not built yet: pass --disable-bias-linear "
                             "(Megatron's MoE recipes do)", spec_where(c, spec_find("add_bias_linear")), experts);

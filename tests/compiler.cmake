@@ -187,8 +187,9 @@ endif()
 
 # PP=4 with 1F1B (the layouts' pp4 is auto's ZB-H1).
 if(MPI_C_FOUND)
-  # full recompute against no recompute of the same layout, byte for byte (one rank; TP=2 x DP=2 ZeRO)
-  foreach(model tiny-gpt2 tiny-llama)
+  # full recompute against no recompute of the same layout, byte for byte (one rank; TP=2 x DP=2 ZeRO;
+  # tiny-moe's with SP and EP=2, token dropping at CP=2, expert bias, PP=2)
+  foreach(model tiny-gpt2 tiny-llama tiny-moe)
     add_test(NAME recompute_bitwise_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/recompute_bitwise.sh $<TARGET_FILE:mcc> ${model})
     set_tests_properties(recompute_bitwise_${model} PROPERTIES LABELS numerics PROCESSORS 4)
   endforeach()

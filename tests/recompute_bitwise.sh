@@ -4,7 +4,8 @@
 # drawn again from the same seed, site and element indices). With dropout, over 10 steps, the dumps
 # (the batches, step-1 gradients, initial and final weights, each step's loss, lr and grad norm) of
 # uniform 1, uniform 2 and block 1 on one rank, and of uniform 1 at TP=2 x DP=2 with the
-# distributed optimizer, are byte for byte the no-recompute program's of the same layout.
+# distributed optimizer (an MoE model: with sequence parallelism and EP=2; and its token dropping at
+# CP=2, uniform 2, expert bias, uniform 1, and PP=2, block 1), are byte for byte the no-recompute program's of the same layout.
 set -euo pipefail
 mcc=$1; model=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,8 +37,27 @@ train uniform1 1 "${full[@]}" uniform --recompute-num-layers 1; same none unifor
 train uniform2 1 "${full[@]}" uniform --recompute-num-layers 2; same none uniform2
 train block1 1 "${full[@]}" block --recompute-num-layers 1; same none block1
 tpdp=(--tp 2 --dp 2 --use-distributed-optimizer)
+if grep -q '"num_experts"' "$root/models/$model.json"; then # an MoE model: its layouts (SP with TP, experts over ep)
+  tpdp=(--tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2 --use-distributed-optimizer)
+fi
 train tp2_dp2_zero 4 "${tpdp[@]}"
 train tp2_dp2_zero_uniform1 4 "${tpdp[@]}" "${full[@]}" uniform --recompute-num-layers 1
 same tp2_dp2_zero tp2_dp2_zero_uniform1
+if [ "${tpdp[2]}" = --sequence-parallel ]; then
+  # the replayed router drops what the forward's dropped (a capacity's ranking over the micro-batch's
+  # pairs, gathered over cp) and the stages replay their own layers
+  cap=(--cp 2 --moe-expert-capacity-factor 1.0)
+  train cp2_capacity 2 "${cap[@]}"
+  train cp2_capacity_uniform2 2 "${cap[@]}" "${full[@]}" uniform --recompute-num-layers 2
+  same cp2_capacity cp2_capacity_uniform2
+  bias=(--moe-router-score-function sigmoid --moe-router-enable-expert-bias) # the counts the bias steps by: the forward's once
+  train expert_bias 1 "${bias[@]}"
+  train expert_bias_uniform1 1 "${bias[@]}" "${full[@]}" uniform --recompute-num-layers 1
+  same expert_bias expert_bias_uniform1
+  pp=(--pp 2 --decoder-first-pipeline-num-layers 1)
+  train pp2 2 "${pp[@]}"
+  train pp2_block1 2 "${pp[@]}" "${full[@]}" block --recompute-num-layers 1
+  same pp2 pp2_block1
+fi
 [ $status = 0 ] && echo PASS
 exit $status
