@@ -365,6 +365,8 @@ static void set_config(ir_module *m, const mcc_spec *s)
     }
     if (s->moe_router_enable_expert_bias)
         ir_cfg_set_num(m, IR_CFG_MOE_ROUTER_BIAS_UPDATE_RATE, s->moe_router_bias_update_rate);
+    if (s->moe_shared_expert_overlap) /* absent means off */
+        ir_cfg_set(m, IR_CFG_MOE_SHARED_EXPERT_OVERLAP, "1");
     if (s->sequence_parallel && s->tensor_model_parallel_size > 1) {
         ir_cfg_set(m, IR_CFG_SEQUENCE_PARALLEL, "1");
         if (s->sequence_parallel_split == MCC_SP_SPLIT_BATCH)

@@ -149,6 +149,8 @@ static const spec_field spec_fields[] = {
           "with a capacity factor: every expert's input padded to its capacity (zero-weight rows: the same numbers)"),
     MODEL(moe_shared_expert_intermediate_size, K_INT, R_NONNEG, D_VALUE, 0, NULL,
           "a shared expert of this width that every token passes through too (0: none)"),
+    MODEL(moe_shared_expert_overlap, K_BOOL, R_ANY, D_VALUE, false, NULL,
+          "the shared expert's work beside expert parallelism's all-to-alls (on the GPU's comm stream)"),
     MODEL(moe_layer_freq, K_LAYERS, R_ANY, D_VALUE, 1, NULL,
           "which layers are MoE: N (every N-th, from layer 0) or a list of 0/1 a layer, e.g. [0,0,0,1,1] or "
           "\"([0]*3+[1]*58)\" as Megatron's"),
@@ -1044,7 +1046,7 @@ static const char *const spec_moe_only[] = {
     "moe_router_topk", "moe_router_score_function", "moe_router_pre_softmax", "moe_router_topk_scaling_factor",
     "moe_router_load_balancing_type", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_enable_expert_bias",
     "moe_router_bias_update_rate", "moe_expert_capacity_factor", "moe_token_drop_policy",
-    "moe_pad_expert_input_to_capacity", "moe_shared_expert_intermediate_size", "moe_layer_freq",
+    "moe_pad_expert_input_to_capacity", "moe_shared_expert_intermediate_size", "moe_shared_expert_overlap", "moe_layer_freq",
     "moe_ffn_hidden_size", "expert_model_parallel_size", "expert_tensor_parallel_size"};
 
 static bool spec_given(spec_ctx *c, const char *key) { return c->set[spec_index(spec_find(key))]; }
@@ -1120,6 +1122,10 @@ static bool spec_check_moe(spec_ctx *c)
                             "the tp ranks, whose counts Megatron sums; pass aux_loss",
                          spec_where(c, spec_find("moe_router_load_balancing_type")),
                          spec_where(c, spec_find("tensor_model_parallel_size")), s->tensor_model_parallel_size);
+    if (s->moe_shared_expert_overlap && s->moe_shared_expert_intermediate_size == 0)
+        return spec_fail(c, "%s is set but the model has no shared expert, whose work it would put beside the "
+                            "all-to-alls: set --moe-shared-expert-intermediate-size or drop it",
+                         spec_where(c, spec_find("moe_shared_expert_overlap")));
     const char *capacity[] = {"moe_token_drop_policy", "moe_pad_expert_input_to_capacity"};
     for (int i = 0; i < 2; i++)
         if (spec_given(c, capacity[i]) && s->moe_expert_capacity_factor == 0)

@@ -80,6 +80,7 @@ typedef struct {
     double moe_expert_capacity_factor;  /* 0: dropless (Megatron's None) */
     mcc_moe_drop moe_token_drop_policy; /* "probs" | "position" */
     bool moe_pad_expert_input_to_capacity;
+    bool moe_shared_expert_overlap;     /* the all-to-alls beside the shared expert (passes/comm_overlap.c) */
     mcc_layer_pattern moe_layer_freq;   /* which layers are MoE */
     /* parallel */
     int tensor_model_parallel_size, pipeline_model_parallel_size, data_parallel_size;

@@ -202,7 +202,7 @@ void ir_grad_all_to_all_v(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
     /* the transpose fills x's room: sized by a capacity where x's splits are the came of a2a's so sized */
     const ir_instr *splits = &f->instrs[f->vals[in->args[1]].def];
     bool came = splits->op == IR_OP_ALL_TO_ALL_V && splits->res[1] == in->args[1];
-    double attrs[3] = {in->attr[0], (double)ir_vtype(f, in->args[0])->dims[0], came ? splits->attr[2] : 0};
+    double attrs[4] = {in->attr[0], (double)ir_vtype(f, in->args[0])->dims[0], came ? splits->attr[2] : 0, 0};
     ir_grad_contribute(g, in->args[0], emit(g, IR_OP_ALL_TO_ALL_V, args, 2, attrs));
 }
 

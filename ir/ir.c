@@ -325,7 +325,7 @@ int64_t ir_view_offset(const ir_func *f, const ir_instr *in) { return ir_view_of
 
 bool ir_overlapped(const ir_instr *in)
 {
-    return ir_op_has(in->op, IR_OPF_OVERLAP) && in->attr[1] != 0;
+    return ir_op_has(in->op, IR_OPF_OVERLAP) && in->attr[ir_attr_index(in->op, "overlap")] != 0;
 }
 
 const char *ir_global_of(const ir_func *f, int v)

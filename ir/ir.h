@@ -330,9 +330,10 @@ enum {
     IR_OPF_HOST_WAIT = 1 << 10,     /* the host reads a device value to issue it (all_to_all_v's
                                        splits, the grouped GEMMs' counts): a function with one is not
                                        captured as a CUDA graph */
-    IR_OPF_OVERLAP = 1 << 11,       /* a collective whose attribute 1 `overlap` = 1 runs it beside the
+    IR_OPF_OVERLAP = 1 << 11,       /* a collective whose attribute `overlap` = 1 runs it beside the
                                        instructions before its result's first use (ir_overlapped: the
-                                       GPU's comm stream): the sequence collectives, ring_shift */
+                                       GPU's comm stream): the sequence collectives, ring_shift,
+                                       all_to_all_v */
 };
 
 /* Sharding rules, ops.def's shard column: which rule of the shard pass propagates an op's
@@ -479,7 +480,8 @@ int64_t ir_view_offset_in(const ir_instr *in, const ir_type *operand);
 int64_t ir_view_offset(const ir_func *f, const ir_instr *in);
 /* Whether `in` is a collective that runs beside the instructions after it (IR_OPF_OVERLAP with
  * overlap = 1: reduce_scatter_seq or all_gather_seq by passes/comm_overlap.c, ring attention's
- * ring_shift by passes/context_parallel.c), joined before the first instruction reading its result. */
+ * ring_shift by passes/context_parallel.c, expert parallelism's all_to_all_v by comm_overlap.c under
+ * moe_shared_expert_overlap), joined before the first instruction reading its result. */
 bool ir_overlapped(const ir_instr *in);
 /* The last instruction at which instruction i may still read its operands: i itself, except for an
  * overlapped collective: the first instruction reading its result (f->ninstrs if none). */

@@ -525,6 +525,179 @@ static void interleave_func(ir_module *m, int fi, double macs_per_byte)
     free(map);
 }
 
+/* --- expert parallelism's all-to-alls beside the work that needs neither (moe_shared_expert_overlap) ---
+ * Megatron's --moe-shared-expert-overlap. Each all_to_all_v gets, between it and the first reader of
+ * its results, the instructions that need neither it nor what waits for it: those before it whose
+ * results only instructions from that reader on read (sunk: the shared expert's backward, before the
+ * combine's gradient) and those after that reader whose operands exist before it (hoisted, looking
+ * as far as the next layer's all-to-all: the shared expert's forward, after the combine, beside the
+ * dispatch). An instruction placed beside one all-to-all stays there. Only work moves: no
+ * collective, host wait, input or output; a gradient's write (IR_OPF_STORES_GLOBAL) or a read of a
+ * global the function writes does not cross another instruction touching that global. The
+ * all-to-all is then marked overlap = 1 where real work lies before its results' first reader:
+ * the GPU runs it on the comm stream (its side lane) beside that work. */
+
+/* Whether instruction k may move: work, or a gradient's write. */
+static bool movable(const ir_func *f, int k)
+{
+    const ir_instr *in = &f->instrs[k];
+    if (ir_op_has(in->op, IR_OPF_COLLECTIVE) || ir_op_has(in->op, IR_OPF_HOST_WAIT))
+        return false;
+    if (ir_op_has(in->op, IR_OPF_SYM) && in->op != IR_OP_GLOBAL) /* input, output */
+        return false;
+    return in->nres > 0 || ir_op_has(in->op, IR_OPF_STORES_GLOBAL);
+}
+
+/* The global whose `global` instruction defines value v, or -1. */
+static int global_of_value(const ir_module *m, const ir_func *f, int v)
+{
+    const ir_instr *def = &f->instrs[f->vals[v].def];
+    return def->op == IR_OP_GLOBAL ? ir_global_find(m, def->sym) : -1;
+}
+
+/* Whether instruction k writes global g (operand 0 of a gradient's write). */
+static bool writes_global(const ir_module *m, const ir_func *f, int k, int g)
+{
+    const ir_instr *in = &f->instrs[k];
+    return ir_op_has(in->op, IR_OPF_STORES_GLOBAL) && in->nargs > 0 && global_of_value(m, f, in->args[0]) == g;
+}
+
+static bool touches_global(const ir_module *m, const ir_func *f, int k, int g)
+{
+    const ir_instr *in = &f->instrs[k];
+    for (int a = 0; a < in->nargs; a++)
+        if (global_of_value(m, f, in->args[a]) == g)
+            return true;
+    return false;
+}
+
+/* Whether moving instruction j over instructions [lo, hi] (but those in `skip`) would reorder it with
+ * another write of a global it touches, or a read of one it writes. written: per global, whether
+ * the function writes it. */
+static bool global_conflict(const ir_module *m, const ir_func *f, const bool *written, const bool *skip, int j,
+                            int lo, int hi)
+{
+    const ir_instr *in = &f->instrs[j];
+    for (int a = 0; a < in->nargs; a++) {
+        int g = global_of_value(m, f, in->args[a]);
+        if (g < 0 || !written[g])
+            continue;
+        bool writer = writes_global(m, f, j, g);
+        for (int k = lo; k <= hi; k++)
+            if (k != j && !skip[k] && (writes_global(m, f, k, g) || (writer && touches_global(m, f, k, g))))
+                return true;
+    }
+    return false;
+}
+
+/* The first reader of any result of instruction i. */
+static int first_reader_of(const ir_func *f, int i)
+{
+    int u = f->ninstrs;
+    for (int r = 0; r < f->instrs[i].nres; r++) {
+        int k = ir_first_reader(f, i, f->instrs[i].res[r]);
+        u = k < u ? k : u;
+    }
+    return u;
+}
+
+/* Whether every reader of instruction j's results in (j, end) is in `sunk`. */
+static bool read_only_by(const ir_func *f, int j, int end, const bool *sunk)
+{
+    const ir_instr *in = &f->instrs[j];
+    for (int k = j + 1; k < end; k++)
+        for (int r = 0; r < in->nres; r++)
+            if (!sunk[k] && ir_reads(&f->instrs[k], in->res[r]))
+                return false;
+    return true;
+}
+
+/* Puts work beside the all_to_all_v at instruction i of function fi (rebuilt); pinned: per
+ * instruction, placed beside an all-to-all already (kept there), updated for the new function.
+ * Returns the all-to-all's index in the new function. */
+static int a2a_beside(ir_module *m, int fi, int i, bool **pinned)
+{
+    const ir_func *src = m->funcs[fi];
+    int n = src->ninstrs, u = first_reader_of(src, i), prev = -1, lim = n, seen = 0;
+    for (int k = i - 1; k >= 0 && prev < 0; k--)
+        if (src->instrs[k].op == IR_OP_ALL_TO_ALL_V)
+            prev = k;
+    for (int k = u + 1; k < n && lim == n; k++) /* as far as the all-to-all after the next one */
+        if (src->instrs[k].op == IR_OP_ALL_TO_ALL_V && ++seen == 2)
+            lim = k;
+    bool *written = calloc((size_t)m->nglobals + 1, sizeof(bool)), *sunk = calloc((size_t)n + 1, sizeof(bool)),
+         *hoisted = calloc((size_t)n + 1, sizeof(bool)), *away = calloc((size_t)n + 1, sizeof(bool));
+    for (int k = 0; k < n; k++)
+        if (ir_op_has(src->instrs[k].op, IR_OPF_STORES_GLOBAL) && src->instrs[k].nargs > 0) {
+            int g = global_of_value(m, src, src->instrs[k].args[0]);
+            if (g >= 0)
+                written[g] = true;
+        }
+    for (int j = i - 1; u < n && j > prev; j--) /* sunk: newest first, so that a chain goes whole */
+        if (!(*pinned)[j] && movable(src, j) && read_only_by(src, j, u, sunk) &&
+            !global_conflict(m, src, written, away, j, j + 1, u - 1))
+            sunk[j] = away[j] = true;
+    for (int j = u + 1; u < n && j < lim; j++) { /* hoisted: their operands made before the first reader */
+        const ir_instr *in = &src->instrs[j];
+        if ((*pinned)[j] || !movable(src, j) || in->op == IR_OP_GLOBAL)
+            continue;
+        bool ready = true; /* what lies between the all-to-all and its first reader reads none of its results */
+        for (int a = 0; a < in->nargs && ready; a++) {
+            int d = src->vals[in->args[a]].def;
+            ready = (d < u && d != i) || hoisted[d] || (d > u && src->instrs[d].op == IR_OP_GLOBAL && !(*pinned)[d]);
+        }
+        if (!ready || global_conflict(m, src, written, away, j, u, j - 1))
+            continue;
+        for (int a = 0; a < in->nargs; a++) { /* a parameter's `global` goes with its reader */
+            int d = src->vals[in->args[a]].def;
+            if (d > u && !hoisted[d])
+                hoisted[d] = away[d] = true;
+        }
+        hoisted[j] = away[j] = true;
+    }
+    ir_func *dst = ir_func_new(m, src->name, src->kind);
+    int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1)), at = -1;
+    bool *next = calloc((size_t)n + 1, sizeof(bool));
+    for (int k = 0; k < n; k++) {
+        if (away[k])
+            continue;
+        if (k == u) /* beside the all-to-all: the sunk, then the hoisted, each in their order */
+            for (int pass = 0; pass < 2; pass++)
+                for (int j = 0; j < n; j++)
+                    if (pass == 0 ? sunk[j] : hoisted[j]) {
+                        next[dst->ninstrs] = true;
+                        ir_copy_instr(m, dst, src, &src->instrs[j], map);
+                    }
+        if (k == i)
+            at = dst->ninstrs;
+        next[dst->ninstrs] = (*pinned)[k];
+        ir_copy_instr(m, dst, src, &src->instrs[k], map);
+    }
+    ir_instr *a2a = &dst->instrs[at];
+    a2a->attr[ir_attr_index(IR_OP_ALL_TO_ALL_V, "overlap")] = 0;
+    for (int k = at + 1, end = first_reader_of(dst, at); k < end; k++)
+        if (is_work(dst->instrs[k].op))
+            a2a->attr[ir_attr_index(IR_OP_ALL_TO_ALL_V, "overlap")] = 1; /* what ir_overlapped reads */
+    ir_func_replace(m, fi, dst);
+    free(*pinned);
+    *pinned = next;
+    free(written);
+    free(sunk);
+    free(hoisted);
+    free(away);
+    free(map);
+    return at;
+}
+
+static void a2a_overlap_func(ir_module *m, int fi)
+{
+    bool *pinned = calloc((size_t)m->funcs[fi]->ninstrs + 1, sizeof(bool));
+    for (int i = 0; i < m->funcs[fi]->ninstrs; i++)
+        if (m->funcs[fi]->instrs[i].op == IR_OP_ALL_TO_ALL_V)
+            i = a2a_beside(m, fi, i, &pinned);
+    free(pinned);
+}
+
 bool pass_comm_overlap(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     bool interleaved = ir_cfg_int(m, IR_CFG_TP_COMM_INTERLEAVE) == 2;
@@ -534,6 +707,8 @@ bool pass_comm_overlap(ir_module *m, const mcc_pass_options *opts, char *err, si
             interleave_func(m, f, macs_per_byte);
         else
             overlap_func(m, f, macs_per_byte);
+        if (ir_cfg_bool(m, IR_CFG_MOE_SHARED_EXPERT_OVERLAP))
+            a2a_overlap_func(m, f);
     }
     return true;
 }

@@ -79,7 +79,7 @@ typedef struct {
 static int all_to_all_v(ir_module *m, ir_func *f, int x, int splits, int64_t rows, int64_t capacity)
 {
     int args[2] = {x, splits};
-    double attrs[3] = {IR_AXIS_EP, (double)rows, (double)capacity};
+    double attrs[4] = {IR_AXIS_EP, (double)rows, (double)capacity, 0};
     return ir_emit(m, f, IR_OP_ALL_TO_ALL_V, args, 2, attrs, NULL, NULL);
 }
 

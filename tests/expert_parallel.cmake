@@ -6,7 +6,10 @@
 # where the worst case is 512), with expert bias (every rank routes its tokens over all the experts,
 # the counts summed over dp); ep 2 beside dp 4 with the distributed optimizer (the experts' ZeRO
 # blocks over edp, the dense ones' over dp: blocks of the experts over dp sum other ranks' experts)
-# and with --overlap-grad-reduce (the experts' buckets over edp inside the backward); under tp 2 with
+# and with --overlap-grad-reduce (the experts' buckets over edp inside the backward), also with
+# --moe-shared-expert-overlap (the all-to-alls with the shared expert's work and the router's gradients
+# between them and their first reader: comm_overlap.c's moves keep what the program computes; also at
+# tp 2 with SP, ZeRO and a capacity factor); under tp 2 with
 # sequence parallelism (the tokens gathered before the router, every expert's features split over
 # tp: shard.c's MoE rules), alone and beside ep 2 (the experts split over ep and tp; also with the
 # distributed optimizer, the experts' shards over edp of each tp rank's features, and at edp 2: blocks
@@ -23,6 +26,8 @@ if(MPI_C_FOUND)
                  "ep4:4:--dp 4 --expert-model-parallel-size 4"
                  "ep2_edp2_zero:4:--dp 4 --expert-model-parallel-size 2 --use-distributed-optimizer"
                  "ep2_edp2_overlap:4:--dp 4 --expert-model-parallel-size 2 --overlap-grad-reduce"
+                 "ep2_edp2_shared_overlap:4:--moe-shared-expert-overlap -- --dp 4 --expert-model-parallel-size 2 --overlap-grad-reduce"
+                 "tp2_sp_ep2_zero_shared_overlap_capacity:4:--moe-shared-expert-overlap --moe-expert-capacity-factor 1.0 -- --tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2 --use-distributed-optimizer"
                  "ep2_capacity:2:--moe-expert-capacity-factor 1.0 -- --dp 2 --expert-model-parallel-size 2"
                  "ep2_expert_bias:2:--moe-router-score-function sigmoid --moe-router-enable-expert-bias -- --dp 2 --expert-model-parallel-size 2"
                  "pp2_1f1b_bias_capacity:2:--moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-expert-capacity-factor 1.0 -- --pp 2 --decoder-first-pipeline-num-layers 2 --pipeline-schedule 1f1b"

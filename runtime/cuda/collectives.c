@@ -263,12 +263,15 @@ void cuda_ALL_GATHER(rt_cuda_ctx *cx, const rt_kernel_call *c)
 
 /* (x[R,*], splits[n,S]) -> (r[rows,*], came[n,S]): the splits come to the host (a wait on the
  * stream: ops.def's HOST_WAIT keeps the function out of CUDA graphs), rt_all_to_all_v on the
- * stream (one rank: a device copy), came goes back up, r's rows past those received are zeroed. */
+ * stream (one rank: a device copy), came goes back up, r's rows past those received are zeroed.
+ * overlap=1 (comm_overlap.c, moe_shared_expert_overlap): all but the splits' copy on the comm stream
+ * and the axis's side lane, beside the work the compute stream has before the results' first reader. */
 void cuda_ALL_TO_ALL_V(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     const ir_type *xt = c->arg_types[0], *st = c->arg_types[1];
     int64_t n = st->dims[0], S = st->dims[1], rows = c->res_types[0]->dims[0];
     size_t row = (size_t)(ir_numel(xt) / xt->dims[0]), es = ir_dtype_size(xt->dtype), sb = ir_bytes(st);
+    bool overlap = ir_overlapped(c->in);
     CUstream s = rt_cuda_stream(cx);
     int64_t *splits = malloc(sizeof(int64_t) * 2 * (size_t)(n * S) + sb), *came = splits + n * S;
     void *host = came + n * S;
@@ -276,8 +279,10 @@ void cuda_ALL_TO_ALL_V(rt_cuda_ctx *cx, const rt_kernel_call *c)
     RT_CU_CHECK(cuStreamSynchronize(s));
     rt_parallel_a2av_splits(c->in, st, host, xt->dims[0], splits);
     rt_comm *comm = rt_parallel_comm_for(c->in, n);
-    size_t got = comm ? rt_all_to_all_v(comm, c->args[0], splits, c->res[0], came, (int)S, (size_t)rows, row,
-                                        xt->dtype, s)
+    if (overlap)
+        s = rt_cuda_comm_fork(cx);
+    size_t got = comm ? rt_all_to_all_v(rt_comm_lane(comm, overlap ? RT_LANE_SIDE : RT_LANE_MAIN), c->args[0], splits,
+                                        c->res[0], came, (int)S, (size_t)rows, row, xt->dtype, s)
                       : rt_parallel_a2av_self(c->in, splits, n * S, rows, came);
     if (!comm && got)
         RT_CU_CHECK(cuMemcpyDtoDAsync(dptr(c->res[0]), dptr(c->args[0]), got * row * es, s));
