@@ -105,7 +105,15 @@ if [ "${MOE:-0}" != 0 ]; then
     $B/mcc compile bench/configs/$c.json --target cuda ${MOE_LAYERS:+--num-layers $MOE_LAYERS} \
       --use-precision-aware-optimizer --recompute-granularity selective -o devrun/bin/bench-$c$cut-lean \
       2>devrun/bin/bench-$c$cut-lean.compile.log || cat devrun/bin/bench-$c$cut-lean.compile.log
+    # -full: masters as remainders and full recompute (each layer keeps its input): the whole
+    # configs on an 80 GB H100 (plans 72.6 and 73.0 GiB)
+    $B/mcc compile bench/configs/$c.json --target cuda ${MOE_LAYERS:+--num-layers $MOE_LAYERS} \
+      --use-precision-aware-optimizer --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 \
+      -o devrun/bin/bench-$c$cut-full 2>devrun/bin/bench-$c$cut-full.compile.log || cat devrun/bin/bench-$c$cut-full.compile.log
   done
+  # full recompute on the GPU against the CPU oracle (whose full recompute is its none, bit for bit)
+  $B/mcc compile models/tiny-moe.json --target cuda --keep-logits --recompute-granularity full --recompute-method uniform \
+    --recompute-num-layers 1 -o devrun/bin/tiny-moe-cuda-full 2>/dev/null
 fi
 # ZERO=1: the distributed optimizer on one GPU (device_run.sh's ZERO section: ranks sharing it, their
 # collectives staged through the host), against the CPU oracle's one-rank dumps: the tiny models at
@@ -164,7 +172,8 @@ if [ "${MOE_LAYOUTS:-0}" != 0 ]; then
       --dump-dir devrun/cpu/moe-mb2-k4-tiny-moe >/dev/null
     rm -f /tmp/moe-mb2-k4-ref
   fi
-  for v in "k4_one:" "k4_tp2:${sp[*]}" "k4_tp2dp4ep2:${sp[*]} --dp 4 --expert-model-parallel-size 2"; do
+  for v in "k4_one:" "k4_tp2:${sp[*]}" "k4_tp2dp4ep2:${sp[*]} --dp 4 --expert-model-parallel-size 2" \
+           "k4_tp2dp4ep2_full:${sp[*]} --dp 4 --expert-model-parallel-size 2 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"; do
     # shellcheck disable=SC2086
     $B/mcc compile models/tiny-moe.json --target cuda "${mb2[@]}" "${k4[@]}" ${v#*:} -o devrun/bin/tiny-moe-cuda-${v%%:*} 2>/dev/null
   done

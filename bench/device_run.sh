@@ -56,6 +56,11 @@ if [ "${CHECKS:-1}" != 0 ] && [ "${MOE:-0}" != 0 ]; then
     echo "tiny-moe: not compiled (bundle.sh MOE=1)"
   fi
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  if [ -x devrun/bin/tiny-moe-cuda-full ]; then # full recompute: the CPU's full recompute is its none, bit for bit
+    timeout 120 devrun/bin/tiny-moe-cuda-full --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+      --dump-dir /tmp/gpu-full-tiny-moe > "$O/tiny-moe-full.log" 2>&1
+    echo "tiny-moe full recompute exit $?"; compare --cpu devrun/cpu/tiny-moe --gpu /tmp/gpu-full-tiny-moe
+  fi
   for v in cap:1 cap_cp2:2; do # token dropping, one rank and cp 2 sharing the GPU
     t=${v%%:*} np=${v#*:}
     [ -x devrun/bin/tiny-moe-cuda-$t ] || { echo "tiny-moe $t: not compiled (bundle.sh MOE=1)"; continue; }
@@ -94,7 +99,7 @@ if [ "${MOE_LAYOUTS:-0}" != 0 ]; then
   # k4_*: the same layouts at top-4 of 4 experts, where every token goes to every expert, so no routing
   # choice can flip between bf16 and fp32 or between layouts (bundle.sh says why)
   for v in ${MOE_LAYOUT_RUNS-lay_one:1 lay_ep2:2 lay_tp2:2 lay_tp2dp2:4 lay_tp2ep2:4 lay_tp2dp4ep2:8 drop_pos:1 drop_none:1 \
-           k4_one:1 k4_tp2:2 k4_tp2dp4ep2:8}; do
+           k4_one:1 k4_tp2:2 k4_tp2dp4ep2:8 k4_tp2dp4ep2_full:8}; do
     t=${v%%:*} np=${v#*:}
     [ -x devrun/bin/tiny-moe-cuda-$t ] || { echo "tiny-moe $t: not compiled (bundle.sh MOE_LAYOUTS=1)"; continue; }
     rm -rf /tmp/lay-$t
@@ -334,7 +339,8 @@ if [ "${MOE:-0}" != 0 ]; then
   section "benchmark: MoE, train_rank beside PyTorch"
   cut=${MOE_LAYERS:+-L$MOE_LAYERS} # MOE_LAYERS=8: both sides at 8 layers (bundle.sh's MOE_LAYERS=8)
   for c in ${MOE_CONFIGS-moe-8x1B moe-32x8}; do
-    for v in "" ${MOE_VARIANTS--lean}; do # -lean: remainders + selective recompute (bundle.sh)
+    for v in ${MOE_VARIANTS-base -lean}; do # base: as the config; -lean: remainders + selective recompute;
+      v=${v#base}                            # -full: remainders + full recompute (bundle.sh)
       [ -x devrun/bin/bench-$c$cut$v ] || { echo "$c$cut$v: not compiled (bundle.sh MOE=1)"; continue; }
       timeout 200 devrun/bin/bench-$c$cut$v --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 25 \
         --log-interval 1 --eval-iters 0 > "$O/bench-$c$cut$v.log" 2>&1
@@ -343,9 +349,9 @@ if [ "${MOE:-0}" != 0 ]; then
     timeout 300 python3 bench/torch_moe_memory.py $anchors $c 20 $MOE_LAYERS >> "$O/baseline.jsonl" 2>>"$O/baseline.err"
     echo "$c$cut baseline exit $?"; tail -2 "$O/baseline.jsonl"
   done
-  for c in ${MOE_PROFILE-${MOE_CONFIGS-moe-8x1B moe-32x8}}; do
-    [ -x devrun/bin/bench-$c$cut ] || continue
-    MCC_PROFILE=1 timeout 200 devrun/bin/bench-$c$cut --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 \
+  for c in ${MOE_PROFILE-${MOE_CONFIGS-moe-8x1B moe-32x8}}; do # MOE_PROFILE_VARIANT: of which binary (-full: on an H100)
+    [ -x devrun/bin/bench-$c$cut${MOE_PROFILE_VARIANT-} ] || continue
+    MCC_PROFILE=1 timeout 200 devrun/bin/bench-$c$cut${MOE_PROFILE_VARIANT-} --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 \
       --log-interval 1 --eval-iters 0 > "$O/profile-$c.log" 2>&1
     echo "$c profile exit $?"; grep -A40 "GPU time by op" "$O/profile-$c.log" | head -60
   done
