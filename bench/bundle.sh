@@ -173,7 +173,9 @@ if [ "${MOE_LAYOUTS:-0}" != 0 ]; then
     rm -f /tmp/moe-mb2-k4-ref
   fi
   for v in "k4_one:" "k4_tp2:${sp[*]}" "k4_tp2dp4ep2:${sp[*]} --dp 4 --expert-model-parallel-size 2" \
-           "k4_tp2dp4ep2_full:${sp[*]} --dp 4 --expert-model-parallel-size 2 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"; do
+           "k4_tp2dp4ep2_full:${sp[*]} --dp 4 --expert-model-parallel-size 2 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1" \
+           "k4_dp2ep2_ov:--dp 2 --expert-model-parallel-size 2 --moe-shared-expert-overlap" \
+           "k4_tp2dp4ep2_ov:${sp[*]} --dp 4 --expert-model-parallel-size 2 --moe-shared-expert-overlap"; do
     # shellcheck disable=SC2086
     $B/mcc compile models/tiny-moe.json --target cuda "${mb2[@]}" "${k4[@]}" ${v#*:} -o devrun/bin/tiny-moe-cuda-${v%%:*} 2>/dev/null
   done

@@ -99,7 +99,7 @@ if [ "${MOE_LAYOUTS:-0}" != 0 ]; then
   # k4_*: the same layouts at top-4 of 4 experts, where every token goes to every expert, so no routing
   # choice can flip between bf16 and fp32 or between layouts (bundle.sh says why)
   for v in ${MOE_LAYOUT_RUNS-lay_one:1 lay_ep2:2 lay_tp2:2 lay_tp2dp2:4 lay_tp2ep2:4 lay_tp2dp4ep2:8 drop_pos:1 drop_none:1 \
-           k4_one:1 k4_tp2:2 k4_tp2dp4ep2:8 k4_tp2dp4ep2_full:8}; do
+           k4_one:1 k4_tp2:2 k4_tp2dp4ep2:8 k4_tp2dp4ep2_full:8 k4_dp2ep2_ov:2 k4_tp2dp4ep2_ov:8}; do
     t=${v%%:*} np=${v#*:}
     [ -x devrun/bin/tiny-moe-cuda-$t ] || { echo "tiny-moe $t: not compiled (bundle.sh MOE_LAYOUTS=1)"; continue; }
     rm -rf /tmp/lay-$t
