@@ -41,6 +41,10 @@ full-disk)
   ;;
 nvrtc-cache)
   export MCC_CACHE_DIR=$work/cache
+  # Under ASan (the suite's build) NVRTC's own allocations, not instrumented code, take most of the
+  # cold compile: ASan records a stack for each, which only its reports use. Without them the cold
+  # compile takes a fifth less; every check ASan makes is still made. (Options given win.)
+  export ASAN_OPTIONS="malloc_context_size=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
   for pass in cold warm; do
     "$mcc" compile "$tiny" --target cuda -o "$work/train_rank" >"$work/log" 2>&1 || { cat "$work/log"; fail "$pass compile failed"; }
     if [ $pass = cold ]; then

@@ -2,7 +2,7 @@
 # checkpoint_kill.sh MCC [KILLS [FLAGS...]] — a crash at any moment leaves the latest complete checkpoint
 # loadable: a train_rank that saves after every iteration (--save-interval 1, --save-retain 2) and
 # resumes from its own --save directory is killed with SIGKILL at random moments KILLS times
-# (default 50, within about 45 s), many of them inside a save (a .tmp directory left behind); each
+# (default 50, within about 30 s), many of them inside a save (a .tmp directory left behind); each
 # next run must load the latest checkpoint (or, before the first, start from scratch) without an
 # error, and from the iteration the latest file named when it started. A last run resumes once
 # more, to the next multiple of 10: its steps equal the uninterrupted run's, bit for bit. FLAGS go
@@ -13,10 +13,16 @@ mcc=$1; kills=${2:-50}; shift $(($# < 2 ? $# : 2))
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d); trap 'kill ${ref:-} 2>/dev/null || true; rm -rf "$work"' EXIT
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+# one BLAS thread a run (the runs and the reference alike, so their steps still compare bit for
+# bit): on this tiny model OpenBLAS's second thread only spins, a third of the speed at twice the
+# CPU, and it took the CPU the killed runs and the reference beside them need
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 "$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix "$work/text" --append-eod >/dev/null 2>&1
 "$mcc" compile "$root/models/tiny-gpt2.json" --target cpu --vocab-size 260 --make-vocab-size-divisible-by 1 \
   --micro-batch-size 4 --global-batch-size 4 -o "$work/train" 2>"$work/c.log" || { cat "$work/c.log"; exit 1; }
-iters=${CHECKPOINT_KILL_ITERS:-250}
+# enough iterations that the runs between 50 kills do not reach the end (some 450 of them, 600
+# at --async-save, on a quiet machine); the reference beside the kills runs them all (some 13 s)
+iters=${CHECKPOINT_KILL_ITERS:-1000}
 flags=(--data-path "$work/text_text_document" --train-iters $iters --eval-iters 0)
 "$work/train" "${flags[@]}" --dump-dir "$work/ref" >"$work/ref.log" 2>&1 & # beside the kills
 ref=$!
