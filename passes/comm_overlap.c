@@ -612,80 +612,116 @@ static bool read_only_by(const ir_func *f, int j, int end, const bool *sunk)
     return true;
 }
 
-/* Puts work beside the all_to_all_v at instruction i of function fi (rebuilt); pinned: per
- * instruction, placed beside an all-to-all already (kept there), updated for the new function.
- * Returns the all-to-all's index in the new function. */
-static int a2a_beside(ir_module *m, int fi, int i, bool **pinned)
+/* The instructions that move beside the all-to-all at i of f, whose results' first reader is u. */
+typedef struct {
+    const ir_module *m;
+    const ir_func *f;
+    int i, u;
+    const bool *pinned;             /* placed beside an earlier all-to-all: they stay */
+    bool *written;                  /* per global: a gradient's write in f names it */
+    bool *sunk, *hoisted, *away;    /* per instruction: moves down to u, up to u, either */
+} a2a_moves;
+
+/* sunk: the instructions after the all-to-all before i (prev) whose results only instructions from
+ * u on read, or others sunk; newest first, so that a chain goes whole */
+static void choose_sunk(a2a_moves *v, int prev)
+{
+    for (int j = v->i - 1; j > prev; j--)
+        if (!v->pinned[j] && movable(v->f, j) && read_only_by(v->f, j, v->u, v->sunk) &&
+            !global_conflict(v->m, v->f, v->written, v->away, j, j + 1, v->u - 1))
+            v->sunk[j] = v->away[j] = true;
+}
+
+/* hoisted: the instructions after u, before lim, whose operands exist before u (nothing between the
+ * all-to-all and u reads its results) or are hoisted too; a parameter's `global` goes with its reader */
+static void choose_hoisted(a2a_moves *v, int lim)
+{
+    const ir_func *f = v->f;
+    for (int j = v->u + 1; j < lim; j++) {
+        const ir_instr *in = &f->instrs[j];
+        if (v->pinned[j] || !movable(f, j) || in->op == IR_OP_GLOBAL)
+            continue;
+        bool ready = true;
+        for (int a = 0; a < in->nargs && ready; a++) {
+            int d = f->vals[in->args[a]].def;
+            ready = (d < v->u && d != v->i) || v->hoisted[d] ||
+                    (d > v->u && f->instrs[d].op == IR_OP_GLOBAL && !v->pinned[d]);
+        }
+        if (!ready || global_conflict(v->m, f, v->written, v->away, j, v->u, j - 1))
+            continue;
+        for (int a = 0; a < in->nargs; a++) {
+            int d = f->vals[in->args[a]].def;
+            if (d > v->u)
+                v->hoisted[d] = v->away[d] = true;
+        }
+        v->hoisted[j] = v->away[j] = true;
+    }
+}
+
+/* Function fi rebuilt with v's moves, before u: the sunk, then the hoisted, each in their order;
+ * the all-to-all's overlap set. Returns its index; *pinned becomes the new function's. */
+static int a2a_rebuild(ir_module *m, int fi, const a2a_moves *v, bool **pinned)
 {
     const ir_func *src = m->funcs[fi];
-    int n = src->ninstrs, u = first_reader_of(src, i), prev = -1, lim = n, seen = 0;
-    for (int k = i - 1; k >= 0 && prev < 0; k--)
-        if (src->instrs[k].op == IR_OP_ALL_TO_ALL_V)
-            prev = k;
-    for (int k = u + 1; k < n && lim == n; k++) /* as far as the all-to-all after the next one */
-        if (src->instrs[k].op == IR_OP_ALL_TO_ALL_V && ++seen == 2)
-            lim = k;
-    bool *written = calloc((size_t)m->nglobals + 1, sizeof(bool)), *sunk = calloc((size_t)n + 1, sizeof(bool)),
-         *hoisted = calloc((size_t)n + 1, sizeof(bool)), *away = calloc((size_t)n + 1, sizeof(bool));
-    for (int k = 0; k < n; k++)
-        if (ir_op_has(src->instrs[k].op, IR_OPF_STORES_GLOBAL) && src->instrs[k].nargs > 0) {
-            int g = global_of_value(m, src, src->instrs[k].args[0]);
-            if (g >= 0)
-                written[g] = true;
-        }
-    for (int j = i - 1; u < n && j > prev; j--) /* sunk: newest first, so that a chain goes whole */
-        if (!(*pinned)[j] && movable(src, j) && read_only_by(src, j, u, sunk) &&
-            !global_conflict(m, src, written, away, j, j + 1, u - 1))
-            sunk[j] = away[j] = true;
-    for (int j = u + 1; u < n && j < lim; j++) { /* hoisted: their operands made before the first reader */
-        const ir_instr *in = &src->instrs[j];
-        if ((*pinned)[j] || !movable(src, j) || in->op == IR_OP_GLOBAL)
-            continue;
-        bool ready = true; /* what lies between the all-to-all and its first reader reads none of its results */
-        for (int a = 0; a < in->nargs && ready; a++) {
-            int d = src->vals[in->args[a]].def;
-            ready = (d < u && d != i) || hoisted[d] || (d > u && src->instrs[d].op == IR_OP_GLOBAL && !(*pinned)[d]);
-        }
-        if (!ready || global_conflict(m, src, written, away, j, u, j - 1))
-            continue;
-        for (int a = 0; a < in->nargs; a++) { /* a parameter's `global` goes with its reader */
-            int d = src->vals[in->args[a]].def;
-            if (d > u && !hoisted[d])
-                hoisted[d] = away[d] = true;
-        }
-        hoisted[j] = away[j] = true;
-    }
-    ir_func *dst = ir_func_new(m, src->name, src->kind);
-    int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1)), at = -1;
+    int n = src->ninstrs, at = -1, *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     bool *next = calloc((size_t)n + 1, sizeof(bool));
+    ir_func *dst = ir_func_new(m, src->name, src->kind);
     for (int k = 0; k < n; k++) {
-        if (away[k])
+        if (v->away[k])
             continue;
-        if (k == u) /* beside the all-to-all: the sunk, then the hoisted, each in their order */
-            for (int pass = 0; pass < 2; pass++)
-                for (int j = 0; j < n; j++)
-                    if (pass == 0 ? sunk[j] : hoisted[j]) {
-                        next[dst->ninstrs] = true;
-                        ir_copy_instr(m, dst, src, &src->instrs[j], map);
-                    }
-        if (k == i)
+        for (int pass = 0; k == v->u && pass < 2; pass++)
+            for (int j = 0; j < n; j++)
+                if (pass == 0 ? v->sunk[j] : v->hoisted[j]) {
+                    next[dst->ninstrs] = true;
+                    ir_copy_instr(m, dst, src, &src->instrs[j], map);
+                }
+        if (k == v->i)
             at = dst->ninstrs;
         next[dst->ninstrs] = (*pinned)[k];
         ir_copy_instr(m, dst, src, &src->instrs[k], map);
     }
     ir_instr *a2a = &dst->instrs[at];
-    a2a->attr[ir_attr_index(IR_OP_ALL_TO_ALL_V, "overlap")] = 0;
+    int overlap = ir_attr_index(IR_OP_ALL_TO_ALL_V, "overlap");
+    a2a->attr[overlap] = 0;
     for (int k = at + 1, end = first_reader_of(dst, at); k < end; k++)
         if (is_work(dst->instrs[k].op))
-            a2a->attr[ir_attr_index(IR_OP_ALL_TO_ALL_V, "overlap")] = 1; /* what ir_overlapped reads */
+            a2a->attr[overlap] = 1; /* what ir_overlapped reads */
     ir_func_replace(m, fi, dst);
     free(*pinned);
     *pinned = next;
-    free(written);
-    free(sunk);
-    free(hoisted);
-    free(away);
     free(map);
+    return at;
+}
+
+/* Puts work beside the all_to_all_v at instruction i of function fi (rebuilt; pinned: per
+ * instruction, placed beside an all-to-all already). Returns its index in the new function. */
+static int a2a_beside(ir_module *m, int fi, int i, bool **pinned)
+{
+    const ir_func *f = m->funcs[fi];
+    int n = f->ninstrs, prev = -1, lim = n, seen = 0;
+    a2a_moves v = {m, f, i, first_reader_of(f, i), *pinned, calloc((size_t)m->nglobals + 1, sizeof(bool)),
+                   calloc((size_t)n + 1, sizeof(bool)), calloc((size_t)n + 1, sizeof(bool)),
+                   calloc((size_t)n + 1, sizeof(bool))};
+    for (int k = i - 1; k >= 0 && prev < 0; k--)
+        if (f->instrs[k].op == IR_OP_ALL_TO_ALL_V)
+            prev = k;
+    for (int k = v.u + 1; k < n && lim == n; k++) /* as far as the all-to-all after the next one */
+        if (f->instrs[k].op == IR_OP_ALL_TO_ALL_V && ++seen == 2)
+            lim = k;
+    for (int k = 0; k < n; k++) {
+        int g = ir_op_has(f->instrs[k].op, IR_OPF_STORES_GLOBAL) ? global_of_value(m, f, f->instrs[k].args[0]) : -1;
+        if (g >= 0)
+            v.written[g] = true;
+    }
+    if (v.u < n) {
+        choose_sunk(&v, prev);
+        choose_hoisted(&v, lim);
+    }
+    int at = a2a_rebuild(m, fi, &v, pinned);
+    free(v.written);
+    free(v.sunk);
+    free(v.hoisted);
+    free(v.away);
     return at;
 }
 
