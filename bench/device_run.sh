@@ -346,7 +346,7 @@ if [ "${MOE:-0}" != 0 ]; then
         --log-interval 1 --eval-iters 0 > "$O/bench-$c$cut$v.log" 2>&1
       echo "$c$cut$v exit $?"; grep -E "first step|iteration +25/|plan memory" "$O/bench-$c$cut$v.log" | head -5
     done
-    timeout 300 python3 bench/torch_moe_memory.py $anchors $c 20 $MOE_LAYERS >> "$O/baseline.jsonl" 2>>"$O/baseline.err"
+    timeout 300 python3 bench/torch_moe_memory.py $anchors $c 20 ${MOE_LAYERS:-} >> "$O/baseline.jsonl" 2>>"$O/baseline.err"
     echo "$c$cut baseline exit $?"; tail -2 "$O/baseline.jsonl"
   done
   for c in ${MOE_PROFILE-${MOE_CONFIGS-moe-8x1B moe-32x8}}; do # MOE_PROFILE_VARIANT: of which binary (-full: on an H100)

@@ -48,8 +48,8 @@ def main():
     base = {}
     for line in open(f'{logdir}/baseline.jsonl', errors='replace'):
         if line.startswith('{'):
-            r = json.loads(line)
-            base[r.get('name')] = r
+            r = json.loads(line)  # a config's lines merged (torch_moe_memory.py adds a memory line)
+            base.setdefault(r.get('name'), {}).update(r)
     print(f'{"config":14s} {"mcc tok/s":>10s} {"MFU":>6s} {"mem GiB":>8s} {"1st step s":>10s} | '
           f'{"torch tok/s":>11s} {"MFU":>6s} {"mem GiB":>8s} {"5 steps s":>9s} | {"ratio":>5s}')
     for name in CONFIGS:
