@@ -548,25 +548,18 @@ static bool movable(const ir_func *f, int k)
     return in->nres > 0 || ir_op_has(in->op, IR_OPF_STORES_GLOBAL);
 }
 
-/* The global whose `global` instruction defines value v, or -1. */
-static int global_of_value(const ir_module *m, const ir_func *f, int v)
-{
-    const ir_instr *def = &f->instrs[f->vals[v].def];
-    return def->op == IR_OP_GLOBAL ? ir_global_find(m, def->sym) : -1;
-}
-
 /* Whether instruction k writes global g (operand 0 of a gradient's write). */
 static bool writes_global(const ir_module *m, const ir_func *f, int k, int g)
 {
     const ir_instr *in = &f->instrs[k];
-    return ir_op_has(in->op, IR_OPF_STORES_GLOBAL) && in->nargs > 0 && global_of_value(m, f, in->args[0]) == g;
+    return ir_op_has(in->op, IR_OPF_STORES_GLOBAL) && in->nargs > 0 && ir_global_index_of(m, f, in->args[0]) == g;
 }
 
 static bool touches_global(const ir_module *m, const ir_func *f, int k, int g)
 {
     const ir_instr *in = &f->instrs[k];
     for (int a = 0; a < in->nargs; a++)
-        if (global_of_value(m, f, in->args[a]) == g)
+        if (ir_global_index_of(m, f, in->args[a]) == g)
             return true;
     return false;
 }
@@ -579,7 +572,7 @@ static bool global_conflict(const ir_module *m, const ir_func *f, const bool *wr
 {
     const ir_instr *in = &f->instrs[j];
     for (int a = 0; a < in->nargs; a++) {
-        int g = global_of_value(m, f, in->args[a]);
+        int g = ir_global_index_of(m, f, in->args[a]);
         if (g < 0 || !written[g])
             continue;
         bool writer = writes_global(m, f, j, g);
@@ -618,7 +611,7 @@ typedef struct {
     const ir_func *f;
     int i, u;
     const bool *pinned;             /* placed beside an earlier all-to-all: they stay */
-    bool *written;                  /* per global: a gradient's write in f names it */
+    const bool *written;            /* per global: a gradient's write in f names it */
     bool *sunk, *hoisted, *away;    /* per instruction: moves down to u, up to u, either */
 } a2a_moves;
 
@@ -695,43 +688,45 @@ static int a2a_rebuild(ir_module *m, int fi, const a2a_moves *v, bool **pinned)
 
 /* Puts work beside the all_to_all_v at instruction i of function fi (rebuilt; pinned: per
  * instruction, placed beside an all-to-all already). Returns its index in the new function. */
-static int a2a_beside(ir_module *m, int fi, int i, bool **pinned)
+static int a2a_beside(ir_module *m, int fi, int i, bool **pinned, bool *written)
 {
     const ir_func *f = m->funcs[fi];
     int n = f->ninstrs, prev = -1, lim = n, seen = 0;
-    a2a_moves v = {m, f, i, first_reader_of(f, i), *pinned, calloc((size_t)m->nglobals + 1, sizeof(bool)),
-                   calloc((size_t)n + 1, sizeof(bool)), calloc((size_t)n + 1, sizeof(bool)),
-                   calloc((size_t)n + 1, sizeof(bool))};
+    a2a_moves v = {m, f, i, first_reader_of(f, i), *pinned, written, calloc((size_t)n + 1, sizeof(bool)),
+                   calloc((size_t)n + 1, sizeof(bool)), calloc((size_t)n + 1, sizeof(bool))};
     for (int k = i - 1; k >= 0 && prev < 0; k--)
         if (f->instrs[k].op == IR_OP_ALL_TO_ALL_V)
             prev = k;
     for (int k = v.u + 1; k < n && lim == n; k++) /* as far as the all-to-all after the next one */
         if (f->instrs[k].op == IR_OP_ALL_TO_ALL_V && ++seen == 2)
             lim = k;
-    for (int k = 0; k < n; k++) {
-        int g = ir_op_has(f->instrs[k].op, IR_OPF_STORES_GLOBAL) ? global_of_value(m, f, f->instrs[k].args[0]) : -1;
-        if (g >= 0)
-            v.written[g] = true;
-    }
     if (v.u < n) {
         choose_sunk(&v, prev);
         choose_hoisted(&v, lim);
     }
     int at = a2a_rebuild(m, fi, &v, pinned);
-    free(v.written);
     free(v.sunk);
     free(v.hoisted);
     free(v.away);
     return at;
 }
 
+/* The all-to-alls of function fi in turn; written (per global: a gradient's write in the function
+ * names it) is the same for every rebuild, which only reorders. */
 static void a2a_overlap_func(ir_module *m, int fi)
 {
-    bool *pinned = calloc((size_t)m->funcs[fi]->ninstrs + 1, sizeof(bool));
+    const ir_func *f = m->funcs[fi];
+    bool *pinned = calloc((size_t)f->ninstrs + 1, sizeof(bool)), *written = calloc((size_t)m->nglobals + 1, sizeof(bool));
+    for (int k = 0; k < f->ninstrs; k++) {
+        int g = ir_op_has(f->instrs[k].op, IR_OPF_STORES_GLOBAL) ? ir_global_index_of(m, f, f->instrs[k].args[0]) : -1;
+        if (g >= 0)
+            written[g] = true;
+    }
     for (int i = 0; i < m->funcs[fi]->ninstrs; i++)
         if (m->funcs[fi]->instrs[i].op == IR_OP_ALL_TO_ALL_V)
-            i = a2a_beside(m, fi, i, &pinned);
+            i = a2a_beside(m, fi, i, &pinned, written);
     free(pinned);
+    free(written);
 }
 
 bool pass_comm_overlap(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)

@@ -9,7 +9,7 @@
 # and with --overlap-grad-reduce (the experts' buckets over edp inside the backward), also with
 # --moe-shared-expert-overlap (the all-to-alls with the shared expert's work and the router's gradients
 # between them and their first reader: comm_overlap.c's moves keep what the program computes; also at
-# tp 2 with SP, ZeRO and a capacity factor); under tp 2 with
+# tp 2 with SP, ZeRO and a capacity factor, and at interleaved pp 2 x ep 2 with dropout); under tp 2 with
 # sequence parallelism (the tokens gathered before the router, every expert's features split over
 # tp: shard.c's MoE rules), alone and beside ep 2 (the experts split over ep and tp; also with the
 # distributed optimizer, the experts' shards over edp of each tp rank's features, and at edp 2: blocks
@@ -27,6 +27,7 @@ if(MPI_C_FOUND)
                  "ep2_edp2_zero:4:--dp 4 --expert-model-parallel-size 2 --use-distributed-optimizer"
                  "ep2_edp2_overlap:4:--dp 4 --expert-model-parallel-size 2 --overlap-grad-reduce"
                  "ep2_edp2_shared_overlap:4:--moe-shared-expert-overlap -- --dp 4 --expert-model-parallel-size 2 --overlap-grad-reduce"
+                 "pp2_v2_ep2_shared_overlap_dropout:4:--moe-shared-expert-overlap --hidden-dropout 0.1 --num-layers 4 --moe-layer-freq 2 -- --pp 2 --num-virtual-stages-per-pipeline-rank 2 --dp 2 --expert-model-parallel-size 2"
                  "tp2_sp_ep2_zero_shared_overlap_capacity:4:--moe-shared-expert-overlap --moe-expert-capacity-factor 1.0 -- --tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2 --use-distributed-optimizer"
                  "ep2_capacity:2:--moe-expert-capacity-factor 1.0 -- --dp 2 --expert-model-parallel-size 2"
                  "ep2_expert_bias:2:--moe-router-score-function sigmoid --moe-router-enable-expert-bias -- --dp 2 --expert-model-parallel-size 2"
