@@ -10,6 +10,16 @@ B=build-dev
 cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DBLA_VENDOR=Generic >/dev/null
 cmake --build $B -j"$(nproc)" >/dev/null
 rm -rf devrun && mkdir -p devrun/bin devrun/lib devrun/cpu devrun/data devrun/anchors
+# cpu_oracle MODEL NAME FLAGS...: the CPU's 10 steps of models/MODEL.json with FLAGS on the numerics
+# text, dumped to devrun/cpu/NAME (the oracle device_run.sh compares a GPU run with); made once
+cpu_oracle() {
+  local model=$1 name=$2; shift 2
+  [ -d devrun/cpu/$name ] && return
+  $B/mcc compile models/$model.json --target cpu "$@" -o /tmp/oracle-$name 2>/dev/null
+  /tmp/oracle-$name --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+    --dump-dir devrun/cpu/$name >/dev/null
+  rm -f /tmp/oracle-$name
+}
 cp ../shared/anchors/torch_baseline.py devrun/anchors/
 for t in attention_test attention_bench cp_attention_bench moe_gemm_bench cuda_ops_test dropout_test overlap_bench comm_nccl_test; do [ -x $B/$t ] && cp $B/$t devrun/bin/; done
 # data: 2 MB of the Brown corpus (scripts/train_tiny.sh fetches it) with the byte-level tokenizer,
@@ -89,10 +99,7 @@ if [ "${MOE:-0}" != 0 ]; then
   # token dropping (capacity factor 1.0) on one GPU and at cp 2 (2 ranks sharing it, every rank
   # ranking the micro-batch's pairs), against the CPU's one rank with the same factor
   cap=(--keep-logits --moe-expert-capacity-factor 1.0)
-  $B/mcc compile models/tiny-moe.json --target cpu "${cap[@]}" -o /tmp/cap-ref 2>/dev/null
-  /tmp/cap-ref --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
-    --dump-dir devrun/cpu/cap-tiny-moe >/dev/null
-  rm -f /tmp/cap-ref
+  cpu_oracle tiny-moe cap-tiny-moe "${cap[@]}"
   $B/mcc compile models/tiny-moe.json --target cuda "${cap[@]}" -o devrun/bin/tiny-moe-cuda-cap 2>/dev/null
   $B/mcc compile models/tiny-moe.json --target cuda "${cap[@]}" --cp 2 -o devrun/bin/tiny-moe-cuda-cap_cp2 2>/dev/null
   # MOE_LAYERS=8: the configs cut to 8 layers (bench-<config>-L8: the full ones need more than an
@@ -130,10 +137,7 @@ if [ "${ZERO:-0}" != 0 ]; then
       -o devrun/bin/$m-cuda-zero_dp2 2>/dev/null
   done
   mb2=(--keep-logits --micro-batch-size 2 --vocab-size 258 --make-vocab-size-divisible-by 1)
-  $B/mcc compile models/tiny-moe.json --target cpu "${mb2[@]}" -o /tmp/moe-mb2-ref 2>/dev/null
-  /tmp/moe-mb2-ref --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
-    --dump-dir devrun/cpu/moe-mb2-tiny-moe >/dev/null
-  rm -f /tmp/moe-mb2-ref
+  cpu_oracle tiny-moe moe-mb2-tiny-moe "${mb2[@]}"
   moe4=("${mb2[@]}" --dp 4 --expert-model-parallel-size 2)
   $B/mcc compile models/tiny-moe.json --target cuda "${moe4[@]}" --use-distributed-optimizer \
     -o devrun/bin/tiny-moe-cuda-zero_dp4ep2 2>/dev/null
@@ -149,12 +153,7 @@ fi
 # top-2 of 4 experts: the capacity is every token), each against its CPU oracle
 if [ "${MOE_LAYOUTS:-0}" != 0 ]; then
   mb2=(--keep-logits --micro-batch-size 2 --vocab-size 258 --make-vocab-size-divisible-by 1)
-  if [ ! -d devrun/cpu/moe-mb2-tiny-moe ]; then
-    $B/mcc compile models/tiny-moe.json --target cpu "${mb2[@]}" -o /tmp/moe-mb2-ref 2>/dev/null
-    /tmp/moe-mb2-ref --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
-      --dump-dir devrun/cpu/moe-mb2-tiny-moe >/dev/null
-    rm -f /tmp/moe-mb2-ref
-  fi
+  cpu_oracle tiny-moe moe-mb2-tiny-moe "${mb2[@]}"
   sp=(--tp 2 --sequence-parallel)
   for v in "lay_one:" "lay_ep2:--dp 2 --expert-model-parallel-size 2" "lay_tp2:${sp[*]}" "lay_tp2dp2:${sp[*]} --dp 2" \
            "lay_tp2ep2:${sp[*]} --dp 2 --expert-model-parallel-size 2" "lay_tp2dp4ep2:${sp[*]} --dp 4 --expert-model-parallel-size 2"; do
@@ -166,12 +165,7 @@ if [ "${MOE_LAYOUTS:-0}" != 0 ]; then
   # token moved changes its experts' step-1 gradients by ~1/sqrt(rows an expert), 5-9e-2 here; at
   # top-4 nothing is chosen, so the layouts' gradients must agree to bf16's ~1e-2 (RESULTS, 2026-12-06)
   k4=(--moe-router-topk 4)
-  if [ ! -d devrun/cpu/moe-mb2-k4-tiny-moe ]; then
-    $B/mcc compile models/tiny-moe.json --target cpu "${mb2[@]}" "${k4[@]}" -o /tmp/moe-mb2-k4-ref 2>/dev/null
-    /tmp/moe-mb2-k4-ref --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
-      --dump-dir devrun/cpu/moe-mb2-k4-tiny-moe >/dev/null
-    rm -f /tmp/moe-mb2-k4-ref
-  fi
+  cpu_oracle tiny-moe moe-mb2-k4-tiny-moe "${mb2[@]}" "${k4[@]}"
   for v in "k4_one:" "k4_tp2:${sp[*]}" "k4_tp2dp4ep2:${sp[*]} --dp 4 --expert-model-parallel-size 2" \
            "k4_tp2dp4ep2_full:${sp[*]} --dp 4 --expert-model-parallel-size 2 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1" \
            "k4_dp2ep2_ov:--dp 2 --expert-model-parallel-size 2 --moe-shared-expert-overlap" \
@@ -182,10 +176,8 @@ if [ "${MOE_LAYOUTS:-0}" != 0 ]; then
   for v in "drop_pos:--moe-expert-capacity-factor 1.0 --moe-token-drop-policy position" "drop_none:--moe-expert-capacity-factor 2.0"; do
     t=${v%%:*}
     # shellcheck disable=SC2086
-    $B/mcc compile models/tiny-moe.json --target cpu --keep-logits ${v#*:} -o /tmp/$t-ref 2>/dev/null
-    /tmp/$t-ref --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
-      --dump-dir devrun/cpu/$t-tiny-moe >/dev/null
-    rm -f /tmp/$t-ref
+    # shellcheck disable=SC2086
+    cpu_oracle tiny-moe $t-tiny-moe --keep-logits ${v#*:}
     # shellcheck disable=SC2086
     $B/mcc compile models/tiny-moe.json --target cuda --keep-logits ${v#*:} -o devrun/bin/tiny-moe-cuda-$t 2>/dev/null
   done
@@ -207,11 +199,8 @@ fi
 pp_common=(--keep-logits --vocab-size 260 --make-vocab-size-divisible-by 1 --global-batch-size 16 --num-layers 4)
 pp_dropout=(--attention-dropout 0.1 --hidden-dropout 0.1)
 for m in tiny-gpt2 tiny-llama; do
-  $B/mcc compile models/$m.json --target cpu "${pp_common[@]}" -o /tmp/pp-ref-$m 2>/dev/null
-  /tmp/pp-ref-$m --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir devrun/cpu/pp-$m >/dev/null
-  $B/mcc compile models/$m.json --target cpu "${pp_common[@]}" "${pp_dropout[@]}" -o /tmp/pp-ref-$m 2>/dev/null
-  /tmp/pp-ref-$m --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 --dump-dir devrun/cpu/pp-dropout-$m >/dev/null
-  rm -f /tmp/pp-ref-$m
+  cpu_oracle $m pp-$m "${pp_common[@]}"
+  cpu_oracle $m pp-dropout-$m "${pp_common[@]}" "${pp_dropout[@]}"
   for v in "pp2:--pp 2" "pp2-1f1b:--pp 2 --pipeline-schedule 1f1b" "pp2-v2:--pp 2 --num-virtual-stages-per-pipeline-rank 2" \
            "pp4:--pp 4 --pipeline-schedule 1f1b" "pp2tp2sp:--tp 2 --sequence-parallel --pp 2" \
            "pp2dp2zero:--dp 2 --pp 2 --use-distributed-optimizer"; do
@@ -235,10 +224,7 @@ if [ "${CP:-0}" != 0 ]; then
       $B/mcc compile models/$m.json --target cuda "${hdrop[@]}" ${v#*:} -o devrun/bin/$m-cuda-cp2-${v%%:*} \
         2>devrun/bin/$m-cuda-cp2-${v%%:*}.compile.log || cat devrun/bin/$m-cuda-cp2-${v%%:*}.compile.log
     done
-    $B/mcc compile models/$m.json --target cpu "${hdrop[@]}" -o /tmp/hdrop-ref-$m 2>/dev/null
-    /tmp/hdrop-ref-$m --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
-      --dump-dir devrun/cpu/hdrop-$m >/dev/null
-    rm -f /tmp/hdrop-ref-$m
+    cpu_oracle $m hdrop-$m "${hdrop[@]}"
   done
   if [ "${MOE:-0}" != 0 ]; then
     $B/mcc compile models/tiny-moe.json --target cuda --keep-logits --cp 2 --cp-comm-type p2p \
