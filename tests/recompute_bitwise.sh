@@ -5,7 +5,8 @@
 # (the batches, step-1 gradients, initial and final weights, each step's loss, lr and grad norm) of
 # uniform 1, uniform 2 and block 1 on one rank, and of uniform 1 at TP=2 x DP=2 with the
 # distributed optimizer (an MoE model: with sequence parallelism and EP=2; and its token dropping at
-# CP=2, uniform 2, expert bias, uniform 1, and PP=2, block 1), are byte for byte the no-recompute program's of the same layout.
+# CP=2, uniform 2, expert bias, uniform 1, and PP=2, block 1), are byte for byte the no-recompute
+# program's of the same layout.
 set -euo pipefail
 mcc=$1; model=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,13 +38,14 @@ train uniform1 1 "${full[@]}" uniform --recompute-num-layers 1; same none unifor
 train uniform2 1 "${full[@]}" uniform --recompute-num-layers 2; same none uniform2
 train block1 1 "${full[@]}" block --recompute-num-layers 1; same none block1
 tpdp=(--tp 2 --dp 2 --use-distributed-optimizer)
-if grep -q '"num_experts"' "$root/models/$model.json"; then # an MoE model: its layouts (SP with TP, experts over ep)
+moe=0; grep -q '"num_experts"' "$root/models/$model.json" && moe=1
+if [ $moe = 1 ]; then # an MoE model: its layouts (SP with TP, experts over ep)
   tpdp=(--tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2 --use-distributed-optimizer)
 fi
 train tp2_dp2_zero 4 "${tpdp[@]}"
 train tp2_dp2_zero_uniform1 4 "${tpdp[@]}" "${full[@]}" uniform --recompute-num-layers 1
 same tp2_dp2_zero tp2_dp2_zero_uniform1
-if [ "${tpdp[2]}" = --sequence-parallel ]; then
+if [ $moe = 1 ]; then
   # the replayed router drops what the forward's dropped (a capacity's ranking over the micro-batch's
   # pairs, gathered over cp) and the stages replay their own layers
   cap=(--cp 2 --moe-expert-capacity-factor 1.0)
