@@ -325,7 +325,13 @@ int64_t ir_view_offset(const ir_func *f, const ir_instr *in) { return ir_view_of
 
 bool ir_overlapped(const ir_instr *in)
 {
-    return ir_op_has(in->op, IR_OPF_OVERLAP) && in->attr[ir_attr_index(in->op, "overlap")] != 0;
+    static int at[IR_NUM_OPS]; /* 1 + each op's attribute `overlap` (ir_op_flags checks it has one), 0: not
+                                  looked up yet; the runtime asks per instruction a call */
+    if (!ir_op_has(in->op, IR_OPF_OVERLAP))
+        return false;
+    if (!at[in->op])
+        at[in->op] = 1 + ir_attr_index(in->op, "overlap");
+    return in->attr[at[in->op] - 1] != 0;
 }
 
 const char *ir_global_of(const ir_func *f, int v)
