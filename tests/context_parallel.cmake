@@ -27,11 +27,11 @@
 # over dp x cp) at CP=2 x DP=2. Expert parallelism carved from dp x cp (Megatron's): EP=2 x CP=2
 # x DP=2 (edp 2: the expert gradients summed over edp, not cp; the all-to-alls' room the rank's
 # rows').
-# mcc_cp_e2e(NAME MODEL NP FLAGS): tests/parallel_e2e.sh of MODEL on NP ranks with FLAGS (one string)
+# mcc_cp_e2e(NAME MODEL NP FLAGS [OPTIONS...]): mcc_layout_test of MODEL on NP ranks with FLAGS (one
+# string) and mcc_layout_test's OPTIONS (ITERS, TOL)
 function(mcc_cp_e2e name model np flags)
   separate_arguments(_flags UNIX_COMMAND "${flags}")
-  add_test(NAME ${name} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh $<TARGET_FILE:mcc> ${model} ${np} ${_flags})
-  set_tests_properties(${name} PROPERTIES LABELS numerics PROCESSORS ${np})
+  mcc_layout_test(${name} ${model} ${np} ${ARGN} ${_flags})
 endfunction()
 if(MPI_C_FOUND)
   set(_drop "--hidden-dropout 0.1 --attention-dropout 0.1 --")
@@ -41,6 +41,11 @@ if(MPI_C_FOUND)
   mcc_cp_e2e(cp4_all_gather_dropout_equals_single_rank_tiny-llama tiny-llama 4 "${_drop} --cp 4 --cp-comm-type all_gather")
   mcc_cp_e2e(cp2_p2p_tp2_dropout_equals_single_rank_tiny-gpt2 tiny-gpt2 4 "${_drop} --cp 2 --cp-comm-type p2p --tp 2")
   mcc_cp_e2e(cp2_a2a_dropout_equals_single_rank_tiny-gpt2 tiny-gpt2 2 "${_drop} --cp 2 --cp-comm-type a2a")
+  # Ulysses with dropout where query heads share key/value heads (GQA): tiny LLaMA's 4 heads over 2
+  # kv groups at cp 2, and 8 heads over 4 kv groups at cp 4, each rank 2 heads and their kv head
+  mcc_cp_e2e(cp2_a2a_dropout_equals_single_rank_tiny-llama tiny-llama 2 "${_drop} --cp 2 --cp-comm-type a2a")
+  mcc_cp_e2e(cp4_a2a_gqa_dropout_equals_single_rank_tiny-llama tiny-llama 4
+             "--num-attention-heads 8 --num-query-groups 4 ${_drop} --cp 4 --cp-comm-type a2a")
   mcc_cp_e2e(cp2_a2a_tp2_dropout_equals_single_rank_tiny-gpt2 tiny-gpt2 4 "${_drop} --cp 2 --cp-comm-type a2a --tp 2")
   # MoE beside TP with sequence parallelism (Megatron's requirement for TP + EP) and EP=2 from cp
   mcc_cp_e2e(cp2_tp2_sp_ep2_equals_single_rank_tiny-moe tiny-moe 4 "--cp 2 --cp-comm-type p2p --tp 2 --sequence-parallel --expert-model-parallel-size 2")
@@ -62,9 +67,7 @@ if(MPI_C_FOUND)
   endforeach()
   foreach(cp 2 4)
     foreach(model tiny-llama tiny-gpt2)
-      add_test(NAME cp${cp}_p2p_equals_single_rank_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-               $<TARGET_FILE:mcc> ${model} ${cp} --context-parallel-size ${cp} --cp-comm-type p2p)
-      set_tests_properties(cp${cp}_p2p_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS ${cp})
+      mcc_cp_e2e(cp${cp}_p2p_equals_single_rank_${model} ${model} ${cp} "--context-parallel-size ${cp} --cp-comm-type p2p")
     endforeach()
   endforeach()
   # FP8: each cp rank's amax is of its tokens, max-all-reduced over cp so the ranks quantize with
@@ -72,88 +75,52 @@ if(MPI_C_FOUND)
   # tensorwise, and delayed beside TP=2 (the tp shard pass passing the cp all-reduce through). As
   # FP8 under TP (tests/fp8.cmake): 2 or 3 steps, tensors to 3e-4, for the ring's other order of
   # sums leaves a value an ulp off and one within an ulp of an FP8 tie rounds the other way.
-  add_test(NAME cp2_p2p_fp8_equals_single_rank_tiny-gpt2 COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-           $<TARGET_FILE:mcc> tiny-gpt2 2 --fp8-format hybrid --fp8-recipe tensorwise -- --cp 2 --cp-comm-type p2p)
-  add_test(NAME cp2_p2p_tp2_fp8_delayed_equals_single_rank_tiny-llama COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-           $<TARGET_FILE:mcc> tiny-llama 4 --fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 4
-           --fp8-amax-compute-algo max -- --cp 2 --cp-comm-type p2p --tp 2)
-  set_tests_properties(cp2_p2p_fp8_equals_single_rank_tiny-gpt2 PROPERTIES LABELS numerics PROCESSORS 2
-                       ENVIRONMENT "PARALLEL_E2E_ITERS=2;PARALLEL_E2E_TOL=3e-4")
-  set_tests_properties(cp2_p2p_tp2_fp8_delayed_equals_single_rank_tiny-llama PROPERTIES LABELS numerics PROCESSORS 4
-                       ENVIRONMENT "PARALLEL_E2E_ITERS=3;PARALLEL_E2E_TOL=3e-4")
-  add_test(NAME cp2_p2p_equals_single_rank_tiny-moe COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-           $<TARGET_FILE:mcc> tiny-moe 2 --cp 2 --cp-comm-type p2p)
-  add_test(NAME cp2_dp2_seq_aux_expert_bias_equals_single_rank_tiny-moe COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-           $<TARGET_FILE:mcc> tiny-moe 4 --moe-router-load-balancing-type seq_aux_loss --moe-router-score-function sigmoid
-           --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01 -- --cp 2 --cp-comm-type p2p --dp 2)
-  set_tests_properties(cp2_p2p_equals_single_rank_tiny-moe PROPERTIES LABELS numerics PROCESSORS 2)
-  add_test(NAME cp2_dp2_ep2_equals_single_rank_tiny-moe COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-           $<TARGET_FILE:mcc> tiny-moe 4 --cp 2 --cp-comm-type p2p --dp 2 --expert-model-parallel-size 2)
-  set_tests_properties(cp2_dp2_seq_aux_expert_bias_equals_single_rank_tiny-moe cp2_dp2_ep2_equals_single_rank_tiny-moe
-                       PROPERTIES LABELS numerics PROCESSORS 4)
+  mcc_cp_e2e(cp2_p2p_fp8_equals_single_rank_tiny-gpt2 tiny-gpt2 2
+             "--fp8-format hybrid --fp8-recipe tensorwise -- --cp 2 --cp-comm-type p2p" ITERS 2 TOL 3e-4)
+  mcc_cp_e2e(cp2_p2p_tp2_fp8_delayed_equals_single_rank_tiny-llama tiny-llama 4
+             "--fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 4 --fp8-amax-compute-algo max -- --cp 2 --cp-comm-type p2p --tp 2"
+             ITERS 3 TOL 3e-4)
+  mcc_cp_e2e(cp2_p2p_equals_single_rank_tiny-moe tiny-moe 2 "--cp 2 --cp-comm-type p2p")
+  mcc_cp_e2e(cp2_dp2_seq_aux_expert_bias_equals_single_rank_tiny-moe tiny-moe 4
+             "--moe-router-load-balancing-type seq_aux_loss --moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01 -- --cp 2 --cp-comm-type p2p --dp 2")
+  mcc_cp_e2e(cp2_dp2_ep2_equals_single_rank_tiny-moe tiny-moe 4 "--cp 2 --cp-comm-type p2p --dp 2 --expert-model-parallel-size 2")
+  # expert bias's step counts summed over dp x cp again, under all_gather beside ep 2 (a second test of
+  # the sum, the seq_aux_loss one above the first)
+  mcc_cp_e2e(cp2_all_gather_dp2_ep2_expert_bias_equals_single_rank_tiny-moe tiny-moe 4
+             "--moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01 -- --cp 2 --cp-comm-type all_gather --dp 2 --expert-model-parallel-size 2")
   # token dropping: each rank ranks the micro-batch's pairs gathered over cp, at their tokens' places
   # (13-20% of the pairs dropped at factor 1.0), by weight and by position (padded to capacity), and
   # beside ep 2 (the dispatch's room sized by the capacity)
-  add_test(NAME cp2_p2p_capacity_probs_equals_single_rank_tiny-moe COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-           $<TARGET_FILE:mcc> tiny-moe 2 --moe-expert-capacity-factor 1.0 -- --cp 2 --cp-comm-type p2p)
-  add_test(NAME cp2_all_gather_capacity_position_pad_equals_single_rank_tiny-moe COMMAND
-           ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh $<TARGET_FILE:mcc> tiny-moe 2 --moe-expert-capacity-factor 1.0
-           --moe-token-drop-policy position --moe-pad-expert-input-to-capacity -- --cp 2 --cp-comm-type all_gather)
-  add_test(NAME cp2_dp2_ep2_capacity_equals_single_rank_tiny-moe COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-           $<TARGET_FILE:mcc> tiny-moe 4 --moe-expert-capacity-factor 1.0 -- --cp 2 --cp-comm-type p2p --dp 2
-           --expert-model-parallel-size 2)
-  set_tests_properties(cp2_p2p_capacity_probs_equals_single_rank_tiny-moe
-                       cp2_all_gather_capacity_position_pad_equals_single_rank_tiny-moe PROPERTIES LABELS numerics PROCESSORS 2)
-  set_tests_properties(cp2_dp2_ep2_capacity_equals_single_rank_tiny-moe PROPERTIES LABELS numerics PROCESSORS 4)
+  mcc_cp_e2e(cp2_p2p_capacity_probs_equals_single_rank_tiny-moe tiny-moe 2 "--moe-expert-capacity-factor 1.0 -- --cp 2 --cp-comm-type p2p")
+  mcc_cp_e2e(cp2_all_gather_capacity_position_pad_equals_single_rank_tiny-moe tiny-moe 2
+             "--moe-expert-capacity-factor 1.0 --moe-token-drop-policy position --moe-pad-expert-input-to-capacity -- --cp 2 --cp-comm-type all_gather")
+  mcc_cp_e2e(cp2_dp2_ep2_capacity_equals_single_rank_tiny-moe tiny-moe 4
+             "--moe-expert-capacity-factor 1.0 -- --cp 2 --cp-comm-type p2p --dp 2 --expert-model-parallel-size 2")
+  # and at cp 4 (each rank two chunks of 4 tokens: a place in the gathered pairs that cp 2 gets right
+  # by its symmetry can be wrong here)
+  mcc_cp_e2e(cp4_p2p_capacity_probs_equals_single_rank_tiny-moe tiny-moe 4 "--moe-expert-capacity-factor 1.0 -- --cp 4 --cp-comm-type p2p")
   set(_p2p "--context-parallel-size 2 --cp-comm-type p2p")
-  foreach(case "tp2;tiny-gpt2;--tp 2" "dp2_zero;tiny-llama;--dp 2 --use-distributed-optimizer"
-               "pp2;tiny-llama;--num-layers 4 -- ${_p2p} --pp 2")
-    list(GET case 0 _name)
-    list(GET case 1 _model)
-    list(GET case 2 _extra)
-    if(_name STREQUAL "pp2")
-      separate_arguments(_flags UNIX_COMMAND "${_extra}")
-    else()
-      separate_arguments(_flags UNIX_COMMAND "${_p2p} ${_extra}")
-    endif()
-    add_test(NAME cp2_p2p_${_name}_equals_single_rank_${_model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-             $<TARGET_FILE:mcc> ${_model} 4 ${_flags})
-    set_tests_properties(cp2_p2p_${_name}_equals_single_rank_${_model} PROPERTIES LABELS numerics PROCESSORS 4)
-  endforeach()
+  mcc_cp_e2e(cp2_p2p_tp2_equals_single_rank_tiny-gpt2 tiny-gpt2 4 "${_p2p} --tp 2")
+  mcc_cp_e2e(cp2_p2p_dp2_zero_equals_single_rank_tiny-llama tiny-llama 4 "${_p2p} --dp 2 --use-distributed-optimizer")
+  mcc_cp_e2e(cp2_p2p_pp2_equals_single_rank_tiny-llama tiny-llama 4 "--num-layers 4 -- ${_p2p} --pp 2")
   set(_cp "--context-parallel-size 2 --cp-comm-type all_gather")
   foreach(model tiny-llama tiny-gpt2)
-    separate_arguments(_flags UNIX_COMMAND "${_cp}")
-    add_test(NAME cp2_all_gather_equals_single_rank_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-             $<TARGET_FILE:mcc> ${model} 2 ${_flags})
-    set_tests_properties(cp2_all_gather_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS 2)
+    mcc_cp_e2e(cp2_all_gather_equals_single_rank_${model} ${model} 2 "${_cp}")
   endforeach()
-  separate_arguments(_flags UNIX_COMMAND "${_cp} --dp 2 --use-distributed-optimizer")
-  add_test(NAME cp2_dp2_zero_equals_single_rank_tiny-llama COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-           $<TARGET_FILE:mcc> tiny-llama 4 ${_flags})
-  set_tests_properties(cp2_dp2_zero_equals_single_rank_tiny-llama PROPERTIES LABELS numerics PROCESSORS 4)
-  separate_arguments(_flags UNIX_COMMAND "--num-layers 4 -- ${_cp} --pp 2")
-  add_test(NAME cp2_pp2_equals_single_rank_tiny-llama COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-           $<TARGET_FILE:mcc> tiny-llama 4 ${_flags})
-  set_tests_properties(cp2_pp2_equals_single_rank_tiny-llama PROPERTIES LABELS numerics PROCESSORS 4)
-  separate_arguments(_flags UNIX_COMMAND "${_cp} --tp 2")
-  add_test(NAME cp2_tp2_equals_single_rank_tiny-gpt2 COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-           $<TARGET_FILE:mcc> tiny-gpt2 4 ${_flags})
-  set_tests_properties(cp2_tp2_equals_single_rank_tiny-gpt2 PROPERTIES LABELS numerics PROCESSORS 4)
+  mcc_cp_e2e(cp2_dp2_zero_equals_single_rank_tiny-llama tiny-llama 4 "${_cp} --dp 2 --use-distributed-optimizer")
+  mcc_cp_e2e(cp2_pp2_equals_single_rank_tiny-llama tiny-llama 4 "--num-layers 4 -- ${_cp} --pp 2")
+  mcc_cp_e2e(cp2_tp2_equals_single_rank_tiny-gpt2 tiny-gpt2 4 "${_cp} --tp 2")
   # CP=2 x TP=2 with sequence parallelism: a cp rank's tokens split over tp (the sequence over cp and
   # tp at once), GPT-2's position table and hidden dropout at the slices' whole-sequence positions
   # (a slice is one balanced chunk here); by sequence (ring) and by batch rows (Ulysses)
   foreach(case "p2p;sequence" "a2a;batch")
     list(GET case 0 _comm)
     list(GET case 1 _split)
-    separate_arguments(_flags UNIX_COMMAND "--hidden-dropout 0.1 -- --cp 2 --cp-comm-type ${_comm} --tp 2 --sequence-parallel --sequence-parallel-split ${_split}")
-    add_test(NAME cp2_${_comm}_tp2_sp_${_split}_dropout_equals_single_rank_tiny-gpt2 COMMAND
-             ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh $<TARGET_FILE:mcc> tiny-gpt2 4 ${_flags})
-    set_tests_properties(cp2_${_comm}_tp2_sp_${_split}_dropout_equals_single_rank_tiny-gpt2 PROPERTIES LABELS numerics
-                         PROCESSORS 4)
+    mcc_cp_e2e(cp2_${_comm}_tp2_sp_${_split}_dropout_equals_single_rank_tiny-gpt2 tiny-gpt2 4
+               "--hidden-dropout 0.1 -- --cp 2 --cp-comm-type ${_comm} --tp 2 --sequence-parallel --sequence-parallel-split ${_split}")
   endforeach()
-  add_test(NAME checkpoint_cp2_dp2_zero_to_others COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_cp.sh
-           $<TARGET_FILE:mcc> tiny-llama)
-  set_tests_properties(checkpoint_cp2_dp2_zero_to_others PROPERTIES LABELS numerics PROCESSORS 4)
+  mcc_e2e_test(checkpoint_cp2_dp2_zero_to_others checkpoint_cp.sh tiny-llama)
+  set_tests_properties(checkpoint_cp2_dp2_zero_to_others PROPERTIES PROCESSORS 4)
 endif()
 add_test(NAME cp_flops_split COMMAND ${CMAKE_SOURCE_DIR}/tests/cp_flops.sh $<TARGET_FILE:mcc>)
 add_test(NAME cp_attention_dropout_cuda_refused COMMAND $<TARGET_FILE:mcc> compile ${CMAKE_SOURCE_DIR}/models/tiny-llama.json

@@ -17,23 +17,24 @@ set(_fp8 --fp8-format hybrid --fp8-recipe tensorwise)
 # a NaN FP8 amax stops the step naming its amax history, or is skipped with --skip-nan-steps
 add_test(NAME fp8_nan_amax COMMAND ${CMAKE_SOURCE_DIR}/tests/fp8_nan.sh $<TARGET_FILE:mcc>)
 foreach(model tiny-gpt2 tiny-llama)
-  add_test(NAME numerics_vs_torch_fp8_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model} ${_fp8})
+  mcc_e2e_test(numerics_vs_torch_fp8_${model} numerics_e2e.sh ${model} ${_fp8})
   # E4M3 gradients, weight gradients from the unquantized operands, the first layer unquantized
-  add_test(NAME numerics_vs_torch_fp8_e4m3_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc>
+  mcc_e2e_test(numerics_vs_torch_fp8_e4m3_${model} numerics_e2e.sh
            ${model} --fp8-format e4m3 --fp8-recipe tensorwise --no-fp8-wgrad --first-last-layers-bf16
            --num-layers-at-end-in-bf16 0)
   # delayed scaling (Megatron's defaults: a history of 1 step, most_recent, margin 0), and a longer
   # history's max with a margin; the reference replays the histories (against a tensorwise
   # reference the delayed run's final weights are 0.15 off) and checks them as the run ends: by
   # norms, and a 16-step history's step-1 amax of each tensor at 1e-4 (2.5e-7 is the largest)
-  add_test(NAME numerics_vs_torch_fp8_delayed_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc>
-           ${model} --fp8-format hybrid --fp8-recipe delayed)
-  add_test(NAME numerics_vs_torch_fp8_delayed_max_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh
-           $<TARGET_FILE:mcc> ${model} --fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 16
+  mcc_e2e_test(numerics_vs_torch_fp8_delayed_${model} numerics_e2e.sh ${model} --fp8-format hybrid --fp8-recipe delayed)
+  # a history shorter than the run (3 of 10 steps: the oldest amax leaves it), the weights kept
+  # (lr 0) so that the runs do not drift apart and the reference checks every history at 1e-3: an
+  # amax left out of the history's max, or a roll that smears one step over the rest, moves them by
+  # 3e-2 or more, where the drifting runs' 0.25 lets them through
+  mcc_e2e_test(numerics_vs_torch_fp8_delayed_history_${model} numerics_e2e.sh ${model} --fp8-format hybrid
+               --fp8-recipe delayed --fp8-amax-history-len 3 --fp8-amax-compute-algo max --lr 0 --min-lr 0)
+  mcc_e2e_test(numerics_vs_torch_fp8_delayed_max_${model} numerics_e2e.sh ${model} --fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 16
            --fp8-amax-compute-algo max --fp8-margin 1)
-  set_tests_properties(numerics_vs_torch_fp8_${model} numerics_vs_torch_fp8_e4m3_${model}
-                       numerics_vs_torch_fp8_delayed_${model} numerics_vs_torch_fp8_delayed_max_${model}
-                       PROPERTIES LABELS numerics)
 endforeach()
 
 # Each rank quantizes its own micro-batches as the one rank does: step 1's logits, loss and
@@ -42,9 +43,9 @@ endforeach()
 # updated weights an ulp apart, and an element within an ulp of an FP8 tie then rounds the other
 # way (tiny-llama's step 2 moves one weight's update by 3e-5; tiny-gpt2's step 3 its loss), which
 # later steps spread: a difference in rounding, not in what the layout computes.
-# fp8_equals_single_rank(PREFIX MODEL "ENV" SPEC_FLAGS -- "NAME:LAYOUT FLAGS"...): a test
-# PREFIX_NAME_equals_single_rank_MODEL per layout, on two ranks, under ENV
-function(fp8_equals_single_rank prefix model env)
+# fp8_equals_single_rank(PREFIX MODEL "OPTIONS" SPEC_FLAGS -- "NAME:LAYOUT FLAGS"...): a test
+# PREFIX_NAME_equals_single_rank_MODEL per layout, on two ranks, with mcc_layout_test's OPTIONS
+function(fp8_equals_single_rank prefix model options)
   set(spec)
   set(layouts ${ARGN})
   list(FIND layouts "--" sep)
@@ -56,17 +57,14 @@ function(fp8_equals_single_rank prefix model env)
     list(GET parts 0 name)
     list(GET parts 1 flags)
     separate_arguments(flags)
-    add_test(NAME ${prefix}_${name}_equals_single_rank_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh
-             $<TARGET_FILE:mcc> ${model} 2 ${spec} -- ${flags})
-    set_tests_properties(${prefix}_${name}_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS 2
-                         ENVIRONMENT "${env}")
+    mcc_layout_test(${prefix}_${name}_equals_single_rank_${model} ${model} 2 ${options} ${spec} -- ${flags})
   endforeach()
 endfunction()
 
 if(MPI_C_FOUND)
   foreach(model tiny-gpt2 tiny-llama)
     # and the pipeline's stages (ZB-H1, auto's choice on CPU ranks, and 1F1B) quantize what the one rank does
-    fp8_equals_single_rank(fp8 ${model} "PARALLEL_E2E_ITERS=2;PARALLEL_E2E_FINAL_TOL=1e-4" ${_fp8} --
+    fp8_equals_single_rank(fp8 ${model} "ITERS;2;FINAL_TOL;1e-4" ${_fp8} --
                            "dp2:--dp 2" "pp2:--pp 2" "pp2_1f1b:--pp 2 --pipeline-schedule 1f1b")
     # Tensor parallelism's ranks share each split tensor's scale (its amax max-all-reduced over
     # tp): the losses equal the one rank's to 1e-5 and the logits to 2e-7. The row-parallel
@@ -75,7 +73,7 @@ if(MPI_C_FOUND)
     # one row of a step-1 gradient moves (tiny-llama's layers.0.mlp.gate, 9e-5 relative), hence
     # 3e-4 for the tensors. Without the all-reduce each rank scales its part by its own amax: the
     # losses differ by 4e-5 to 3e-4, the logits by 2e-2 to 5e-2 and the gradients by 8e-2 to 0.5.
-    fp8_equals_single_rank(fp8 ${model} "PARALLEL_E2E_ITERS=2;PARALLEL_E2E_TOL=3e-4" ${_fp8} --
+    fp8_equals_single_rank(fp8 ${model} "ITERS;2;TOL;3e-4" ${_fp8} --
                            "tp2:--tp 2" "tp2_sp:--tp 2 --sequence-parallel")
     # Delayed scaling (a 4-step history's max): every layout takes a step's scales from the
     # histories as the step began and rolls in the step's amax, the max over its micro-batches and
@@ -89,7 +87,7 @@ if(MPI_C_FOUND)
     if(model STREQUAL "tiny-llama")
       list(APPEND _delayed_layouts "tp2:--tp 2" "tp2_sp:--tp 2 --sequence-parallel")
     endif()
-    fp8_equals_single_rank(fp8_delayed ${model} "PARALLEL_E2E_ITERS=3;PARALLEL_E2E_TOL=3e-4" --fp8-format hybrid
+    fp8_equals_single_rank(fp8_delayed ${model} "ITERS;3;TOL;3e-4" --fp8-format hybrid
                            --fp8-recipe delayed --fp8-amax-history-len 4 --fp8-amax-compute-algo max --
                            ${_delayed_layouts})
   endforeach()

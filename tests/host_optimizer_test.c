@@ -6,7 +6,8 @@
  * GPU does; ZeRO's master block goes up as f32 into the gradient block it was updated from. In one
  * chunk and in many (a chunk boundary inside the parameter, the last chunk short), copies at once
  * or queued; AdamW split over the thread pool started at load (MCC_HOST_OPTIMIZER_THREADS=4)
- * updates every element as the CPU kernel does in one piece; the run's time split (waiting for
+ * updates every element as the CPU kernel does in one piece, Adam's moments f32 or one of them bf16
+ * (--use-precision-aware-optimizer), each in its own dtype; the run's time split (waiting for
  * gradient chunks, AdamW, copies up) sums to at most the whole. */
 #include "ir/ir.h"
 #include "runtime/bf16.h"
@@ -21,21 +22,21 @@
 enum { N = 40000 }; /* 9 slices of 4096: every pool thread takes one */
 
 /* The host function of one offloaded parameter @w: AdamW on the host master reading the device's
- * gradient, then the master copied up. Filled with the layout's own globals, the master, the
- * gradient and the copy up's destination and dtype. */
+ * gradient, then the master copied up. Filled with the layout's own globals, the dtypes of Adam's m
+ * and v, the master, the gradient, m's and v's dtypes again, and the copy up's destination and dtype. */
 static const char plan_format[] =
     "global @w : f32[40000] {kind=param, init=zeros, host}\n"
     "%s"
-    "global @w.adam_m : f32[40000] {kind=adam_m, init=zeros, of=@w, host}\n"
-    "global @w.adam_v : f32[40000] {kind=adam_v, init=zeros, of=@w, host}\n"
+    "global @w.adam_m : %s[40000] {kind=adam_m, init=zeros, of=@w, host}\n"
+    "global @w.adam_v : %s[40000] {kind=adam_v, init=zeros, of=@w, host}\n"
     "func host_optimizer {kind=host_optimizer, arena=192} {\n"
     "  %%0 = input @lr : f32[] @+0\n"
     "  %%1 = input @step : f32[] @+64\n"
     "  %%2 = input @clip_coef : f32[] @+128\n"
     "  %%3 = global @%s : f32[40000] @global\n"
     "  %%4 = global @%s : f32[40000] @global\n"
-    "  %%5 = global @w.adam_m : f32[40000] @global\n"
-    "  %%6 = global @w.adam_v : f32[40000] @global\n"
+    "  %%5 = global @w.adam_m : %s[40000] @global\n"
+    "  %%6 = global @w.adam_v : %s[40000] @global\n"
     "  adamw %%3, %%4, %%5, %%6, %%0, %%1, %%2 {beta1=0.9, beta2=0.95, eps=1e-08, weight_decay=0.01}\n"
     "  %%7 = global @%s : %s[40000] @global\n"
     "  copy %%7, %%3\n"
@@ -50,6 +51,30 @@ static const char zero_globals[] =
     "global @w.master_shard : f32[40000] {kind=master_shard, init=zeros, of=@w, host}\n"
     "global @w.grad_shard : f32[40000] {kind=grad_shard, init=zeros, of=@w}\n";
 
+/* Adam's m and v dtypes. The mixed pairs (Megatron's --exp-avg-dtype bf16 --exp-avg-sq-dtype fp32,
+ * and the reverse) guard each chunk's pointer into each moment: advanced by that moment's own
+ * element size, not the other moment's, the gradient's or the master's. */
+static const ir_dtype moment_dtypes[][2] = {{IR_F32, IR_F32}, {IR_BF16, IR_F32}, {IR_F32, IR_BF16}};
+
+/* An Adam moment of N elements as the plan holds it, f32 or bf16. */
+typedef union {
+    float f32[N];
+    uint16_t bf16[N];
+} moment;
+
+/* Moment x of dtype t at a start that is not zero (v's positive), so that a chunk read from the
+ * wrong place shows. */
+static void moment_start(moment *x, ir_dtype t, bool v)
+{
+    for (int i = 0; i < N; i++) {
+        float value = v ? 1e-4f * (1.5f + (float)cos(i * 0.07)) : 0.01f * (float)sin(i * 0.23);
+        if (t == IR_BF16)
+            x->bf16[i] = rt_f32_to_bf16(value);
+        else
+            x->f32[i] = value;
+    }
+}
+
 static int fails;
 
 static void expect(bool ok, const char *what)
@@ -59,64 +84,74 @@ static void expect(bool ok, const char *what)
 }
 
 /* One host_optimizer run of the plan (zero: ZeRO's; overlap: config overlap_cpu_optimizer_d2h_h2d,
- * the CPU device's copies then done at once) in chunks of `chunk` elements (0: the plan's, one). */
-static void run_case(bool zero, bool overlap, int64_t chunk)
+ * the CPU device's copies then done at once) in chunks of `chunk` elements (0: the plan's, one),
+ * Adam's m and v of dtypes mt and vt. */
+static void run_case(bool zero, bool overlap, int64_t chunk, ir_dtype mt, ir_dtype vt)
 {
     char text[4096], err[512];
     int at = snprintf(text, sizeof text, "%s", overlap ? "config {\n  overlap_cpu_optimizer_d2h_h2d = \"1\"\n}\n" : "");
+    const char *ms = ir_dtype_name(mt), *vs = ir_dtype_name(vt);
     if (zero)
-        snprintf(text + at, sizeof text - at, plan_format, zero_globals, "w.master_shard", "w.grad_shard", "w.grad_shard", "f32");
+        snprintf(text + at, sizeof text - at, plan_format, zero_globals, ms, vs, "w.master_shard", "w.grad_shard", ms, vs,
+                 "w.grad_shard", "f32");
     else
-        snprintf(text + at, sizeof text - at, plan_format, plain_globals, "w", "w.grad", "w.bf16", "bf16");
+        snprintf(text + at, sizeof text - at, plan_format, plain_globals, ms, vs, "w", "w.grad", ms, vs, "w.bf16", "bf16");
     rt_program *p = rt_program_load(text, &rt_cpu_device, NULL, 0, err, sizeof err);
     if (!p) {
         fprintf(stderr, "FAIL: the plan does not load: %s\n", err);
         exit(1);
     }
-    printf("-- %s, %s, %s\n", zero ? "ZeRO's block" : "bf16 working copy", overlap ? "copies queued" : "copies at once",
-           chunk ? "chunks of 1500 elements" : "one chunk");
+    printf("-- %s, %s, %s, adam_m %s, adam_v %s\n", zero ? "ZeRO's block" : "bf16 working copy",
+           overlap ? "copies queued" : "copies at once", chunk ? "chunks of 1500 elements" : "one chunk", ms, vs);
     int up_size = zero ? 0 : 2;
     expect(ir_host_staging_bytes(p->m, p->m->funcs[0]) == 2 * N * (4 + up_size) && p->host_staging &&
                p->host_stage.chunk == N,
            "the staging buffer has two halves, each a gradient chunk of the whole parameter (and its bf16 copy up)");
     if (chunk) /* white box: smaller chunks inside the buffer, a boundary inside the parameter, the last short */
         p->host_stage.chunk = chunk;
-    static float w[N], g[N], ref[N], m[N], v[N];
+    static float w[N], g[N], ref[N];
+    static moment m, v;
     for (int i = 0; i < N; i++) {
         w[i] = (float)sin(i * 0.37) * (1.0f + (float)i / N);
         g[i] = (float)cos(i * 0.11) * 0.01f;
     }
-    memset(m, 0, sizeof m);
-    memset(v, 0, sizeof v);
+    moment_start(&m, mt, false);
+    moment_start(&v, vt, true);
     w[2] = NAN;
     float lr = 1e-3f, step = 1, coef = 0.5f;
     const char *master = zero ? "w.master_shard" : "w", *grad = zero ? "w.grad_shard" : "w.grad";
     rt_program_write_global(p, ir_global_find(p->m, master), w);
     rt_program_write_global(p, ir_global_find(p->m, grad), g);
+    rt_program_write_global(p, ir_global_find(p->m, "w.adam_m"), &m);
+    rt_program_write_global(p, ir_global_find(p->m, "w.adam_v"), &v);
     rt_program_set_input(p, 0, "lr", &lr, sizeof lr);
     rt_program_set_input(p, 0, "step", &step, sizeof step);
     rt_program_set_input(p, 0, "clip_coef", &coef, sizeof coef);
 
-    /* the reference: the CPU kernel over the whole tensor at once */
+    /* the reference: the CPU kernel over the whole tensor at once, with the same moment dtypes */
     memcpy(ref, w, sizeof w);
     const ir_func *f = p->m->funcs[0];
     const ir_instr *adamw = NULL;
     for (int i = 0; i < f->ninstrs; i++)
         adamw = f->instrs[i].op == IR_OP_ADAMW ? &f->instrs[i] : adamw;
-    ir_type t = ir_tensor(IR_F32, 1, (int64_t[]){N}), s = ir_scalar(IR_F32);
-    void *args[7] = {ref, g, m, v, &lr, &step, &coef};
-    const ir_type *types[7] = {&t, &t, &t, &t, &s, &s, &s};
+    ir_type t = ir_tensor(IR_F32, 1, (int64_t[]){N}), tm = ir_tensor(mt, 1, (int64_t[]){N}),
+            tv = ir_tensor(vt, 1, (int64_t[]){N}), s = ir_scalar(IR_F32);
+    void *args[7] = {ref, g, &m, &v, &lr, &step, &coef};
+    const ir_type *types[7] = {&t, &t, &tm, &tv, &s, &s, &s};
     rt_kernel_call one = {adamw, 7, 0, args, types, NULL, NULL};
     rt_cpu_adamw_range(&one, 0, N);
 
     rt_program_run(p, 0);
-    static float got[N], up[N], mom[N];
+    static float got[N], up[N];
     static uint16_t copy[N];
+    static moment got_m, got_v;
     rt_program_read_global(p, ir_global_find(p->m, master), got);
     expect(!memcmp(got, ref, sizeof got), "AdamW over the streamed chunks and the pool's slices equals the CPU kernel's "
                                           "in one piece, bit for bit");
-    rt_program_read_global(p, ir_global_find(p->m, "w.adam_v"), mom);
-    expect(!memcmp(mom, v, sizeof mom), "so do Adam's moments");
+    rt_program_read_global(p, ir_global_find(p->m, "w.adam_m"), &got_m);
+    rt_program_read_global(p, ir_global_find(p->m, "w.adam_v"), &got_v);
+    expect(!memcmp(&got_m, &m, N * ir_dtype_size(mt)), "so does Adam's m, in its dtype");
+    expect(!memcmp(&got_v, &v, N * ir_dtype_size(vt)), "and Adam's v, in its dtype");
     if (zero) {
         rt_program_read_global(p, ir_global_find(p->m, "w.grad_shard"), up);
         expect(!memcmp(up, ref, sizeof up), "the updated master block went up into the gradient block, every chunk");
@@ -142,9 +177,11 @@ static void run_case(bool zero, bool overlap, int64_t chunk)
 int main(void)
 {
     setenv("MCC_HOST_OPTIMIZER_THREADS", "4", 1);
-    for (int zero = 0; zero < 2; zero++)
-        for (int overlap = 0; overlap < 2; overlap++)
-            for (int chunked = 0; chunked < 2; chunked++)
-                run_case(zero, overlap, chunked ? 1500 : 0);
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a moment overrun clobbers the step and aborts: keep the case's header */
+    for (size_t d = 0; d < sizeof moment_dtypes / sizeof moment_dtypes[0]; d++)
+        for (int zero = 0; zero < 2; zero++)
+            for (int overlap = 0; overlap < 2; overlap++)
+                for (int chunked = 0; chunked < 2; chunked++)
+                    run_case(zero, overlap, chunked ? 1500 : 0, moment_dtypes[d][0], moment_dtypes[d][1]);
     return fails ? 1 : 0;
 }

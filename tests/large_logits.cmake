@@ -11,11 +11,8 @@ if(MPI_C_FOUND)
       list(GET layout 0 name)
       list(GET layout 1 flags)
       separate_arguments(flags)
-      set(test ${name}_large_logits_equals_single_rank_${model})
-      add_test(NAME ${test} COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh $<TARGET_FILE:mcc> ${model} 2
-               --init-method-std 8 -- ${flags})
-      set_tests_properties(${test} PROPERTIES LABELS numerics PROCESSORS 2
-                           ENVIRONMENT "PARALLEL_E2E_ITERS=2;PARALLEL_E2E_TOL=1e-2")
+      mcc_layout_test(${name}_large_logits_equals_single_rank_${model} ${model} 2 ITERS 2 TOL 1e-2
+                      --init-method-std 8 -- ${flags})
     endforeach()
   endforeach()
 endif()

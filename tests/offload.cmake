@@ -2,17 +2,16 @@
 # parameters equals the device's bit for bit, on one rank (with and without gradient accumulation,
 # checkpoints across offload on and off, the host memory report and refusal), under dp 2 with the
 # distributed optimizer and under pp 2.
-set(_offload ${CMAKE_SOURCE_DIR}/tests/offload.sh $<TARGET_FILE:mcc>)
 # --use-precision-aware-optimizer's bf16 moments against the PyTorch reference rounding them alike
 # (tests/torch_ref.py round_moments); offload.sh checks the host's bf16 moments equal the device's
-add_test(NAME numerics_vs_torch_bf16_moments_tiny-gpt2 COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc>
+mcc_e2e_test(numerics_vs_torch_bf16_moments_tiny-gpt2 numerics_e2e.sh
          tiny-gpt2 --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16)
-add_test(NAME offload_equals_device_optimizer COMMAND ${_offload} 1)
+mcc_e2e_test(offload_equals_device_optimizer offload.sh 1)
 if(MPI_C_FOUND)
-  add_test(NAME offload_dp2_zero_equals_device_optimizer COMMAND ${_offload} 2 --dp 2 --use-distributed-optimizer)
-  add_test(NAME offload_pp2_equals_device_optimizer COMMAND ${_offload} 2 --pp 2)
+  mcc_e2e_test(offload_dp2_zero_equals_device_optimizer offload.sh 2 --dp 2 --use-distributed-optimizer)
+  mcc_e2e_test(offload_pp2_equals_device_optimizer offload.sh 2 --pp 2)
   # composed: FP8, full recompute and dropout on a pipeline
-  add_test(NAME offload_pp2_fp8_full_recompute_dropout_equals_device_optimizer COMMAND ${_offload} 2 --pp 2
+  mcc_e2e_test(offload_pp2_fp8_full_recompute_dropout_equals_device_optimizer offload.sh 2 --pp 2
            --fp8-format hybrid --fp8-recipe tensorwise --recompute-granularity full --recompute-method uniform
            --recompute-num-layers 1 --hidden-dropout 0.1 --attention-dropout 0.1)
   set_tests_properties(offload_dp2_zero_equals_device_optimizer offload_pp2_equals_device_optimizer

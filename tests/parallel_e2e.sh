@@ -11,6 +11,9 @@
 # whose gradients are ill-conditioned (large logits: saturated softmaxes), PARALLEL_E2E_ITERS
 # (default 10) and PARALLEL_E2E_TOL (of the tensors and grad norms) shorten the run and loosen
 # all but the losses, which keep 1e-5; PARALLEL_E2E_FINAL_TOL loosens the final weights' alone.
+# The single-rank run is tests/single_rank_ref.sh's: read from PARALLEL_E2E_REF where it names one
+# that ran already for the same model, iterations and SPEC_FLAGS (tests/harness.cmake's fixtures
+# share one between the layouts), else run here.
 set -euo pipefail
 mcc=$1; model=$2; np=$3; shift 3
 spec=()
@@ -24,11 +27,13 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # Open MPI keeps allocations of components it unloaded, which LeakSanitizer cannot attribute
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
-# the spec's own sizes, made divisible by every layout tested here (vocab 257 -> 260 for tp 2, 4),
-# unpadded: Megatron's padding (to a multiple of 128 * tp) would give each tp another vocabulary
-common=(--target cpu --keep-logits --vocab-size 260 --make-vocab-size-divisible-by 1 --global-batch-size 16 "${spec[@]}")
-"$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix "$work/text" --append-eod >/dev/null 2>&1
-"$mcc" compile "$root/models/$model.json" "${common[@]}" -o "$work/single" 2>"$work/c1.log" || { cat "$work/c1.log"; exit 1; }
+if [ -n "${PARALLEL_E2E_REF:-}" ]; then
+  ref=$PARALLEL_E2E_REF
+else
+  ref=$work/single
+  "$root/tests/single_rank_ref.sh" "$mcc" "$model" "$ref" "$iters" "${spec[@]}" >/dev/null
+fi
+mapfile -t common <"$ref/compile_flags"
 "$mcc" compile "$root/models/$model.json" "${common[@]}" "$@" -o "$work/parallel" 2>"$work/c2.log" ||
   { cat "$work/c2.log"; exit 1; }
 # one plan serves every rank of the layout's pipeline stage (its rank terms resolved as each loads
@@ -37,15 +42,13 @@ plans=$(grep -a -c '^  tensor_model_parallel_size = "' "$work/parallel" || true)
 stages=$( (grep -a -o '; stage [0-9]* of [0-9]*' "$work/parallel" || true) | wc -l)
 [ "$stages" -gt 0 ] || stages=1
 [ "$plans" = "$stages" ] || { echo "FAIL: $work/parallel holds $plans plans for $stages stages; one should serve every rank of a stage"; exit 1; }
-"$work/single" --data-path "$work/text_text_document" --train-iters "$iters" --dump-dir "$work/ref" \
-  --metrics-file "$work/ref.jsonl" >"$work/ref.log" || { cat "$work/ref.log"; exit 1; }
-mpirun -np "$np" --oversubscribe "$work/parallel" --data-path "$work/text_text_document" --train-iters "$iters" \
+mpirun -np "$np" --oversubscribe "$work/parallel" --data-path "$ref/text_text_document" --train-iters "$iters" \
   --dump-dir "$work/par" --metrics-file "$work/par.jsonl" >"$work/par.log" 2>&1 || { cat "$work/par.log"; exit 1; }
 # an MoE model's router metrics (runtime/moe_stats.c), combined over the stages and ranks holding
 # the layers, are the single rank's: the same keys, each within 1e-5; the load imbalance only
 # without dp (it is the mean of each dp rank's own tokens' imbalance)
 dp=$(grep -a -o -m1 '^  data_parallel_size = "[0-9]*"' "$work/parallel" | tr -dc 0-9)
-/usr/bin/python3 - "$work/ref.jsonl" "$work/par.jsonl" "$dp" <<'PY'
+/usr/bin/python3 - "$ref/ref.jsonl" "$work/par.jsonl" "$dp" <<'PY'
 import json, sys
 ref, par = ([{k: v for k, v in json.loads(l).items() if k.startswith("moe_")} for l in open(f)] for f in sys.argv[1:3])
 for it, (want, got) in enumerate(zip(ref, par), 1):
@@ -59,5 +62,5 @@ for it, (want, got) in enumerate(zip(ref, par), 1):
 if ref and ref[0]:
     print(f"MoE metrics of {len(ref)} steps equal the single rank's: {', '.join(sorted(ref[0]))} (dp {sys.argv[3]})")
 PY
-/usr/bin/python3 "$root/tests/compare_dumps.py" --cpu "$work/ref" --gpu "$work/par" --tol "$tol" --loss-tol 1e-5 --final \
+/usr/bin/python3 "$root/tests/compare_dumps.py" --cpu "$ref/ref" --gpu "$work/par" --tol "$tol" --loss-tol 1e-5 --final \
   --final-tol "$final_tol"

@@ -6,7 +6,5 @@
 add_test(NAME torch_ref_selftest COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/torch_ref_selftest.py)
 set_tests_properties(torch_ref_selftest PROPERTIES LABELS numerics)
 foreach(model tiny-gpt2 tiny-llama)
-  add_test(NAME numerics_vs_torch_weight_decay_${model}
-           COMMAND ${CMAKE_SOURCE_DIR}/tests/numerics_e2e.sh $<TARGET_FILE:mcc> ${model} --weight-decay 1.0 --lr 3e-3)
-  set_tests_properties(numerics_vs_torch_weight_decay_${model} PROPERTIES LABELS numerics)
+  mcc_e2e_test(numerics_vs_torch_weight_decay_${model} numerics_e2e.sh ${model} --weight-decay 1.0 --lr 3e-3)
 endforeach()

@@ -3,9 +3,6 @@
 add_test(NAME zero_ir_structure COMMAND ${CMAKE_SOURCE_DIR}/tests/zero_ir.sh $<TARGET_FILE:mcc>)
 if(MPI_C_FOUND)
   foreach(model tiny-gpt2 tiny-llama)
-    add_test(NAME zero_dp2_equals_single_rank_${model}
-             COMMAND ${CMAKE_SOURCE_DIR}/tests/parallel_e2e.sh $<TARGET_FILE:mcc> ${model} 2
-                     --dp 2 --use-distributed-optimizer)
-    set_tests_properties(zero_dp2_equals_single_rank_${model} PROPERTIES LABELS numerics PROCESSORS 2)
+    mcc_layout_test(zero_dp2_equals_single_rank_${model} ${model} 2 --dp 2 --use-distributed-optimizer)
   endforeach()
 endif()
