@@ -80,16 +80,19 @@ static void arg_free(arg_list *a)
 
 static void link_args(arg_list *a, bool cuda, const char *lib_dir, const char *obj, const char *exe)
 {
-    static const char *const sanitize[] = {MCC_SANITIZE_ARGS NULL}, *const rt_names[] = {MCC_RUNTIME_LIB_NAMES NULL},
+    static const char *const sanitize[] = {MCC_SANITIZE_ARGS NULL}, *const linker[] = {MCC_LINKER_ARGS NULL},
+                             *const rt_names[] = {MCC_RUNTIME_LIB_NAMES NULL},
                              *const cuda_names[] = {MCC_CUDA_RUNTIME_LIB_NAMES NULL},
                              *const cuda_libs[] = {MCC_CUDA_SYSTEM_LIBS NULL}, *const system_libs[] = {MCC_SYSTEM_LIBS NULL};
 #define COUNT(list) (sizeof list / sizeof list[0])
-    _Static_assert(COUNT(sanitize) + COUNT(rt_names) + COUNT(cuda_names) + COUNT(cuda_libs) + COUNT(system_libs) + 5 <
+    _Static_assert(COUNT(sanitize) + COUNT(linker) + COUNT(rt_names) + COUNT(cuda_names) + COUNT(cuda_libs) +
+                           COUNT(system_libs) + 5 <
                        COUNT(a->v),
                    "arg_list holds mcc_build_config.h's lists, five more arguments and the terminating NULL");
 #undef COUNT
     arg_add(a, MCC_CC, false);
     arg_add_all(a, sanitize);
+    arg_add_all(a, linker);
     arg_add(a, "-Wl,--as-needed", false);
     arg_add(a, obj, false);
     if (cuda) { /* libmccrt_cuda needs libmccrt: it comes first */

