@@ -17,10 +17,15 @@ typedef struct {
 
 /* Writes the object file holding the plan (symbols mcc_plan_text: its text, every pipeline stage's
  * module as ir_print_stages writes them, NUL-terminated;
- * mcc_plan_size, mcc_plan_device, mcc_plan_image/_size) to fd, checking every write, and closes
- * fd; false with err saying why (the caller names the file). */
+ * mcc_plan_size, mcc_plan_device, and a cubin's mcc_plan_image/_size) to fd, checking every write,
+ * and closes fd; false with err saying why (the caller names the file). */
 bool cg_emit_plan_object(ir_module *const *stages, int nstages, const cg_plan_image *image, int fd, char *err,
                          size_t errlen);
+/* The CPU's kernel image, an object defining mcc_plan_image (the elementwise kernels' table,
+ * indexed by op) and mcc_plan_image_size: its path in path[len], mcc's cache entry (made here the
+ * first time, common/cache.h), or where the cache cannot be written `fallback`, written here and
+ * *temporary (the caller removes it). False with err saying why. */
+bool cg_cpu_kernels_object(const char *fallback, char *path, size_t len, bool *temporary, char *err, size_t errlen);
 /* Compiles the target's kernels (NVRTC for config target = cuda), emits the plan object next to
  * out_path and links it with libmccrt (and libmccrt_cuda) into the executable, under temporary
  * names renamed to out_path only when whole: on failure out_path is untouched and err names the

@@ -1,7 +1,7 @@
-/* cpu_kernels_llvm.c — the CPU backend's elementwise kernels, generated as LLVM IR into the plan
- * object: one loop per op (runtime/cpu_kernels.h: rt_elementwise_kind_of), with the C kernels'
- * formulas, optimised (and vectorised where the math allows) by LLVM's O2 pipeline. The object's
- * `mcc_plan_image` is then the table of these functions, indexed by op. */
+/* cpu_kernels_llvm.c — the CPU backend's elementwise kernels, generated as LLVM IR: one loop per op
+ * (runtime/cpu_kernels.h: rt_elementwise_kind_of), with the C kernels' formulas, optimised (and
+ * vectorised where the math allows) by LLVM's O2 pipeline. Their object (emit_object.c, cached)
+ * holds `mcc_plan_image`, the table of these functions, indexed by op. */
 #include "cpu_kernels_llvm.h"
 
 #include "runtime/cpu_kernels.h"
@@ -114,8 +114,7 @@ static LLVMValueRef kernel(gen *g, ir_op op)
     return fn;
 }
 
-bool cg_emit_cpu_kernels(LLVMContextRef ctx, LLVMModuleRef mod, LLVMTargetMachineRef tm, const char *table,
-                         char *err, size_t errlen)
+void cg_add_cpu_kernels(LLVMContextRef ctx, LLVMModuleRef mod, const char *table)
 {
     gen g = {ctx, mod, LLVMCreateBuilderInContext(ctx), LLVMFloatTypeInContext(ctx), LLVMInt64TypeInContext(ctx)};
     LLVMTypeRef ptr = LLVMPointerType(LLVMInt8TypeInContext(ctx), 0);
@@ -128,8 +127,12 @@ bool cg_emit_cpu_kernels(LLVMContextRef ctx, LLVMModuleRef mod, LLVMTargetMachin
     LLVMValueRef gv = LLVMAddGlobal(mod, LLVMTypeOf(array), table);
     LLVMSetInitializer(gv, array);
     LLVMSetGlobalConstant(gv, 1);
+}
+
+bool cg_optimise_cpu_kernels(LLVMModuleRef mod, LLVMTargetMachineRef tm, char *err, size_t errlen)
+{
     LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
-    LLVMErrorRef e = LLVMRunPasses(mod, "default<O2>", tm, opts);
+    LLVMErrorRef e = LLVMRunPasses(mod, CG_CPU_KERNELS_PIPELINE, tm, opts);
     LLVMDisposePassBuilderOptions(opts);
     if (e) {
         char *msg = LLVMGetErrorMessage(e);

@@ -78,7 +78,9 @@ static void arg_free(arg_list *a)
             free(a->v[i]);
 }
 
-static void link_args(arg_list *a, bool cuda, const char *lib_dir, const char *obj, const char *exe)
+/* kernels: the CPU's kernels object, or NULL (CUDA's image is in obj) */
+static void link_args(arg_list *a, bool cuda, const char *lib_dir, const char *obj, const char *kernels,
+                      const char *exe)
 {
     static const char *const sanitize[] = {MCC_SANITIZE_ARGS NULL}, *const linker[] = {MCC_LINKER_ARGS NULL},
                              *const rt_names[] = {MCC_RUNTIME_LIB_NAMES NULL},
@@ -86,15 +88,17 @@ static void link_args(arg_list *a, bool cuda, const char *lib_dir, const char *o
                              *const cuda_libs[] = {MCC_CUDA_SYSTEM_LIBS NULL}, *const system_libs[] = {MCC_SYSTEM_LIBS NULL};
 #define COUNT(list) (sizeof list / sizeof list[0])
     _Static_assert(COUNT(sanitize) + COUNT(linker) + COUNT(rt_names) + COUNT(cuda_names) + COUNT(cuda_libs) +
-                           COUNT(system_libs) + 5 <
+                           COUNT(system_libs) + 6 <
                        COUNT(a->v),
-                   "arg_list holds mcc_build_config.h's lists, five more arguments and the terminating NULL");
+                   "arg_list holds mcc_build_config.h's lists, six more arguments and the terminating NULL");
 #undef COUNT
     arg_add(a, MCC_CC, false);
     arg_add_all(a, sanitize);
     arg_add_all(a, linker);
     arg_add(a, "-Wl,--as-needed", false);
     arg_add(a, obj, false);
+    if (kernels)
+        arg_add(a, kernels, false);
     if (cuda) { /* libmccrt_cuda needs libmccrt: it comes first */
         arg_add_libs(a, lib_dir, cuda_names);
         arg_add_all(a, cuda_libs);
@@ -158,15 +162,16 @@ static bool sync_file(const char *path, const char *out_path, char *err, size_t 
     return ok;
 }
 
-/* Links obj into exe and syncs it; false with err saying how the linker ended and what it printed. */
-static bool link_executable(bool cuda, const char *obj, const char *exe, const char *out_path, char *err,
-                            size_t errlen)
+/* Links obj (and the CPU's kernels object) into exe and syncs it; false with err saying how the
+ * linker ended and what it printed. */
+static bool link_executable(bool cuda, const char *obj, const char *kernels, const char *exe, const char *out_path,
+                            char *err, size_t errlen)
 {
     char lib_dir[4200];
     if (!runtime_lib_dir(lib_dir, sizeof lib_dir, err, errlen))
         return false;
     arg_list a = {.n = 0};
-    link_args(&a, cuda, lib_dir, obj, exe);
+    link_args(&a, cuda, lib_dir, obj, kernels, exe);
     char log[4096];
     int status = run_captured(a.v, log, sizeof log);
     arg_free(&a);
@@ -220,8 +225,18 @@ bool cg_write_executable(ir_module *const *stages, int nstages, const char *out_
     free(cubin);
     if (!ok)
         snprintf(err, errlen, "cannot write %s: writing its plan object %s failed: %s", out_path, obj, why);
-    ok = ok && link_executable(cuda, obj, exe, out_path, err, errlen);
+    /* the CPU's kernels: mcc's cached object, or where the cache cannot hold it OUT.XXXXXX.kernels.o */
+    char kernels[4200] = "", fallback[sizeof exe + 16];
+    bool temporary = false;
+    snprintf(fallback, sizeof fallback, "%s.kernels.o", exe);
+    if (ok && !cuda && !cg_cpu_kernels_object(fallback, kernels, sizeof kernels, &temporary, why, sizeof why)) {
+        snprintf(err, errlen, "cannot write %s: writing its CPU kernels object %s failed: %s", out_path, kernels, why);
+        ok = false;
+    }
+    ok = ok && link_executable(cuda, obj, cuda ? NULL : kernels, exe, out_path, err, errlen);
     unlink(obj);
+    if (temporary)
+        unlink(fallback);
     if (ok && rename(exe, out_path) != 0) {
         snprintf(err, errlen, "cannot write %s: renaming %s to it failed: %s", out_path, exe, strerror(errno));
         ok = false;

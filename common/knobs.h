@@ -23,7 +23,7 @@ typedef enum { KNOB_MCC = 1, KNOB_TRAIN_RANK = 2, KNOB_BENCH = 4 /* a bench scri
       "attention kernels: auto = cuDNN's where it has an engine for the shape, else mcc's; cudnn makes a missing "    \
       "engine an error")                                                                                              \
     X(CACHE_DIR, KNOB_PATH, "", NULL, 0, 0, KNOB_MCC,                                                                 \
-      "where NVRTC's compiled kernels are cached (unset: $XDG_CACHE_HOME/mcc, else ~/.cache/mcc)")                    \
+      "where compiled kernels are cached, NVRTC's and the CPU's (unset: $XDG_CACHE_HOME/mcc, else ~/.cache/mcc)")                    \
     X(COLLECTIVE_TIMEOUT_S, KNOB_NUM, "300", NULL, 0, 1e9, KNOB_TRAIN_RANK,                                           \
       "seconds a collective may wait before every rank is ended, naming it")                                          \
     X(CPU_KERNELS, KNOB_ENUM, "llvm", "llvm|c", 0, 0, KNOB_TRAIN_RANK,                                                \

@@ -359,12 +359,12 @@ bool rt_ckpt_load(const rt_ckpt_args *a, rt_program *p, rt_parallel *par, rt_ckp
     char err[8192] = "";
     ck_reader rd;
     bool absent, ok = ck_open(&rd, a->load, -1, &absent, err, sizeof err);
-    if (!all_ok(par, p, ok || absent) || (!ok && !absent)) {
-        if (!ok && !absent)
-            fprintf(stderr, "train_rank: error: --load: %s\n  (nothing was loaded; load an intact checkpoint: "
-                    "latest_checkpointed_iteration.txt names the iteration --load reads)\n", err);
+    /* each error is printed before the ranks agree: the launcher ends every rank as soon as one exits */
+    if (!ok && !absent)
+        fprintf(stderr, "train_rank: error: --load: %s\n  (nothing was loaded; load an intact checkpoint: "
+                "latest_checkpointed_iteration.txt names the iteration --load reads)\n", err);
+    if (!all_ok(par, p, ok || absent) || (!ok && !absent))
         exit(1);
-    }
     if (!all_ok(par, p, ok)) {
         if (rt_parallel_is_root(par))
             fprintf(stderr, "train_rank: warning: --load %s: no checkpoint found (no %s): starting from scratch, as "
@@ -374,11 +374,10 @@ bool rt_ckpt_load(const rt_ckpt_args *a, rt_program *p, rt_parallel *par, rt_ckp
         return false;
     }
     ok = check_shapes(a, p, &rd, err, sizeof err) && load_globals(a, p, &rd, err, sizeof err);
-    if (!all_ok(par, p, ok)) { /* nothing trains on a partial load */
-        if (!ok)
-            fprintf(stderr, "train_rank: error: --load: %s\n", err);
+    if (!ok)
+        fprintf(stderr, "train_rank: error: --load: %s\n", err);
+    if (!all_ok(par, p, ok)) /* nothing trains on a partial load */
         exit(1);
-    }
     int setup = ir_func_of_kind(p->m, IR_FUNC_SETUP);
     if (setup >= 0) /* the working copies and ZeRO's master shards, from the loaded masters */
         rt_program_run(p, setup);

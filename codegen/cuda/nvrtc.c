@@ -2,10 +2,10 @@
  * hash of source and options, so a second `mcc compile` costs nothing. A compile with a cold
  * cache takes about a minute: it says so before it starts and how long it took. */
 #include "cuda_codegen.h"
+#include "common/cache.h"
 #include "common/os.h"
 
 #include "kernel_sources.h"
-#include "common/knobs.h"
 
 #include <errno.h>
 #include <nvrtc.h>
@@ -21,14 +21,6 @@
 static const char *const nvrtc_options[] = {"--gpu-architecture=sm_90", "--std=c++17", "-default-device",
                                             "--use_fast_math", "-lineinfo", "--include-path=" MCC_CUDA_INCLUDE_DIR};
 #define NUM_OPTIONS (int)(sizeof nvrtc_options / sizeof nvrtc_options[0])
-
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
 
 /* The options of one compile: nvrtc_options, then the caller's -D definitions. */
 typedef struct {
@@ -48,48 +40,17 @@ static compile_options options_with(const char *const *defines, int ndefines)
 
 static uint64_t sources_hash(const compile_options *o)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = CACHE_HASH_SEED;
     for (int i = 0; i < cg_num_kernel_sources; i++) {
-        h = fnv1a(h, cg_kernel_sources[i].name, strlen(cg_kernel_sources[i].name) + 1);
-        h = fnv1a(h, cg_kernel_sources[i].text, strlen(cg_kernel_sources[i].text) + 1);
+        h = cache_hash(h, cg_kernel_sources[i].name, strlen(cg_kernel_sources[i].name) + 1);
+        h = cache_hash(h, cg_kernel_sources[i].text, strlen(cg_kernel_sources[i].text) + 1);
     }
     for (int i = 0; i < o->n; i++)
-        h = fnv1a(h, o->opt[i], strlen(o->opt[i]) + 1);
+        h = cache_hash(h, o->opt[i], strlen(o->opt[i]) + 1);
     int major = 0, minor = 0;
     nvrtcVersion(&major, &minor);
     int version[2] = {major, minor};
-    return fnv1a(h, version, sizeof version);
-}
-
-static void cache_path(char *out, size_t len, uint64_t hash)
-{
-    const char *dir = knob_text(KNOB_CACHE_DIR), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    char base[3072];
-    if (dir)
-        snprintf(base, sizeof base, "%s", dir);
-    else if (xdg)
-        snprintf(base, sizeof base, "%s/mcc", xdg);
-    else
-        snprintf(base, sizeof base, "%s/.cache/mcc", home ? home : "/tmp");
-    char why[4200];
-    os_mkdirs(base, why, sizeof why); /* a cache that cannot be written is noted when writing it */
-    snprintf(out, len, "%s/kernels-%016llx.cubin", base, (unsigned long long)hash);
-}
-
-/* Written to a temporary name and renamed, so concurrent compiles never see half a file. A cache
- * that cannot be written costs the next compile its minute: say so. */
-static void write_cache(const char *path, const void *data, size_t size)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(data, 1, size, f) == size;
-    ok = f && fclose(f) == 0 && ok;
-    if (ok && rename(tmp, path) == 0)
-        return;
-    fprintf(stderr, "mcc: note: cannot cache the CUDA kernels as %s (%s): the next compile compiles them again; "
-                    "set MCC_CACHE_DIR to a writable directory\n", path, strerror(errno));
-    remove(tmp);
+    return cache_hash(h, version, sizeof version);
 }
 
 /* Kernel templates in the sources (each `__global__`; the cubin holds their instantiations). */
@@ -142,8 +103,8 @@ bool cg_cuda_compile_kernels_with(const char *const *defines, int ndefines, void
                                   size_t errlen)
 {
     compile_options o = options_with(defines, ndefines);
-    char path[4096];
-    cache_path(path, sizeof path, sources_hash(&o));
+    char path[CACHE_NAME_MAX];
+    cache_entry(path, sizeof path, "kernels", sources_hash(&o), "cubin");
     char why[4200];
     if ((*image = os_read_file(path, size, why, sizeof why)) && *size > 0)
         return true; /* a cache miss (no file, or an empty one) compiles */
@@ -154,7 +115,7 @@ bool cg_cuda_compile_kernels_with(const char *const *defines, int ndefines, void
     if (!nvrtc_compile(&o, image, size, err, errlen))
         return false;
     fprintf(stderr, "mcc: compiled the CUDA kernels in %.1f s\n", os_now_s() - t0);
-    write_cache(path, *image, *size);
+    cache_write(path, *image, *size, "the CUDA kernels");
     return true;
 }
 
