@@ -158,7 +158,9 @@ static void overlap_func(ir_module *m, int fi, double macs_per_byte)
             int p = src->vals[in->args[0]].def, nc = 0, ncarried;
             emit_after(&o, p, i);
             for (int k = 0; k < ncarry; k++) {
-                if (may_defer(src, carry[k], p))
+                if (carry[k] > p) /* already after this one's operand: beside it where it is */
+                    cand[nc++] = carry[k], in_place[carry[k]] = true;
+                else if (may_defer(src, carry[k], p))
                     cand[nc++] = carry[k], in_place[carry[k]] = false; /* beside this one: after p */
                 else
                     keep_beside(&o, in_place, carried_at, carry[k]);
