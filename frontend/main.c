@@ -67,8 +67,8 @@ static const struct {
 } cli_options[] = {
     {"-o", "OUT", OPT_TEXT, offsetof(cli_opts, out), "compile: the train_rank executable to write"},
     {"--target", "NAME", OPT_TEXT, offsetof(cli_opts, target),
-     "the machine (passes/target.c): h200|h100-pcie (the CUDA backend), cpu, or cuda = h200 (default " DEFAULT_TARGET
-     ")"},
+     "the machine (passes/target.c): h200, h100 (SXM, 80 GB) or h100-pcie (the CUDA backend), cpu, or cuda = h200 "
+     "(default " DEFAULT_TARGET ")"},
     {"--gpu-memory", "GIB", OPT_GIB, offsetof(cli_opts, gpu_memory_gib),
      "compile for a GPU: the memory the plan must fit in (default the target's: an H200's 140.4 GiB)"},
     {"--host-memory", "GIB", OPT_GIB, offsetof(cli_opts, host_memory_gib),

@@ -329,7 +329,7 @@ static const char sched_usage[] =
     "  the bubble beside the ideal, 1f1b, interleaved and zb-h1 compared, and the chosen schedule's plan memory per\n"
     "  rank (the plan mcc compile makes for the target).\n"
     "  --svg OUT.svg   draw the chosen schedule: ranks as rows, F/B/W boxes labelled by micro-batch\n"
-    "  --target T      the costs of T (passes/target.c: h200|h100-pcie|cpu|cuda; default h200)\n"
+    "  --target T      the costs of T (passes/target.c: h200|h100|h100-pcie|cpu|cuda; default h200)\n"
     "  --columns N     fit each text row in N columns (default: one column per unit, every label fits)\n";
 
 int mcc_schedule_main(int argc, char **argv)

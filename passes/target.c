@@ -13,6 +13,12 @@
 static const mcc_target targets[] = {
     {.name = "h200", .backend = "cuda", H200_COSTS, .memory_bytes = 143771ll << 20 /* as CUDA reports it */,
      .sms = 132, .copy_engine_collectives = true},
+    /* H100 SXM 80 GB (HBM3), on the same NVLink 4 as the H200 and at the same peaks (the
+     * datasheet's); memory as the h100-pcie's 80 GB, 81559 MiB; its GEMM rate and link taken as the
+     * H200's. Not measured yet: bench/target_probe.py measures the GEMMs and the memory, a link
+     * needs two GPUs. */
+    {.name = "h100", .backend = "cuda", H200_COSTS, .memory_bytes = 81559ll << 20, .sms = 132,
+     .copy_engine_collectives = true},
     /* H100 PCIe without an NVLink bridge: the datasheet's figures, PCIe Gen5 x16 each way; its
      * GEMMs assumed at the H200's fraction of peak. Not measured here; the copy lane not assumed. */
     {.name = "h100-pcie", .backend = "cuda", .peak_bf16_flops = 756e12, .peak_fp8_flops = 1513e12,
@@ -41,7 +47,18 @@ const mcc_target *mcc_target_by_name(const char *name)
     return NULL;
 }
 
-const char *mcc_target_names(void) { return "h200|h100-pcie|cpu|cuda (= h200)"; }
+const char *mcc_target_names(void)
+{
+    static char names[256];
+    if (!names[0]) { /* "h200|h100|h100-pcie|cpu|cuda (= h200)", from the tables */
+        for (int i = 0; i < NTARGETS; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? "|" : "", targets[i].name);
+        for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "|%s (= %s)", aliases[i].alias,
+                     aliases[i].name);
+    }
+    return names;
+}
 
 double mcc_target_macs_per_wire_byte(const mcc_target *t) { return t->gemm_bf16_flops / 2 / t->link_bytes_per_s; }
 

@@ -24,7 +24,7 @@ expect "shard_tp2.ir: --pass shardd: no such pass \(mcc ir --list-passes" "$in" 
 expect "--rank 2: .*shard_tp2.ir's config has 2 ranks.*give 0..1" "$in" --pass shard --rank 2
 expect "--rank expects an integer >= 0, got .x." "$in" --pass shard --rank x
 expect "unknown flag '--after' for mcc opt" "$in" --pass shard --after recompute
-expect "--target h300: no such target: choose h200\|h100-pcie\|cpu" "$in" --pass shard --target h300
+expect "--target h300: no such target: choose h200\|h100\|h100-pcie\|cpu\|cuda \\(= h200\\)" "$in" --pass shard --target h300
 expect "memory_plan_exchange.ir: pass memory_plan: config comm_copy_lane = 1, but the cpu target's copy engines do not \
 serve collectives \(compile with --comm-lanes side or none" "$root/tests/passes/memory_plan_exchange.ir" --pass memory_plan \
   --target cpu
