@@ -331,6 +331,16 @@ static void comm_sent_bytes(const ir_module *m, const ir_func *f, double times, 
     }
 }
 
+/* The bytes of the tensor a schedule's send step sends: its function's output @sym. */
+static double step_send_bytes(const ir_module *m, const ir_sched_step *s)
+{
+    const ir_func *f = m->funcs[s->func];
+    for (int k = 0; k < f->ninstrs; k++)
+        if (f->instrs[k].op == IR_OP_OUTPUT && strcmp(f->instrs[k].sym, s->sym) == 0)
+            return (double)ir_bytes(ir_vtype(f, f->instrs[k].args[0]));
+    return 0;
+}
+
 mcc_memory_breakdown mcc_memory_of(const ir_module *m)
 {
     mcc_memory_breakdown b = {.stage = (int)ir_cfg_int(m, IR_CFG_PIPELINE_STAGE),
@@ -376,6 +386,12 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
         if (f->kind == IR_FUNC_STEP)
             a2a_buffers(f, &b);
     }
+    /* the pipeline's sends: each micro-batch's boundary activations or gradients, and the tied
+     * gradients once a step (the train program lists every one) */
+    const ir_program *train = &m->progs[IR_PROG_TRAIN];
+    for (int s = 0; s < train->nsteps; s++)
+        if (train->steps[s].op == IR_STEP_SEND)
+            b.sent_bytes[IR_AXIS_PP] += step_send_bytes(m, &train->steps[s]);
     b.recompute_flops = ir_cfg_num(m, IR_CFG_RECOMPUTE_FLOPS);
     b.ep = (int)ir_cfg_int(m, IR_CFG_EXPERT_MODEL_PARALLEL_SIZE);
     b.comm_buffers = ir_cfg_int(m, IR_CFG_ARENA_EXCHANGE_BYTES) + ir_cfg_int(m, IR_CFG_SLAB_EXCHANGE_BYTES);

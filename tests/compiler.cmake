@@ -28,6 +28,8 @@ add_test(NAME memory_report_activations COMMAND ${_memory_report} activations dr
 add_test(NAME recompute_memory COMMAND ${CMAKE_SOURCE_DIR}/tests/recompute_memory.sh $<TARGET_FILE:mcc>)
 # the MoE cost model's printed numbers at ep 2 against the spec's arithmetic (tests/moe_cost.sh)
 add_test(NAME moe_cost COMMAND ${CMAKE_SOURCE_DIR}/tests/moe_cost.sh $<TARGET_FILE:mcc>)
+# the pipeline's bytes in the communication line against a hand count (tests/comm_report.sh)
+add_test(NAME comm_report_pipeline COMMAND ${CMAKE_SOURCE_DIR}/tests/comm_report.sh $<TARGET_FILE:mcc>)
 foreach(model tiny-gpt2 tiny-llama tiny-moe)
   mcc_e2e_test(numerics_vs_torch_${model} numerics_e2e.sh ${model})
   mcc_e2e_test(numerics_vs_torch_recompute_${model} numerics_e2e.sh ${model} --recompute-granularity selective)
