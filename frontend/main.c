@@ -335,6 +335,33 @@ static bool fits_host(const mcc_memory_breakdown *mem, const mcc_spec *spec, con
 
 /* One plan a pipeline stage in the executable: every rank of the stage runs it, resolving its rank
  * terms as it loads it. */
+/* How to start the executable on the world it was compiled for (tp x cp x dp x pp ranks; a
+ * launch of another size is refused by train_rank): GPU ranks by torchrun (--no-python: it is no
+ * Python script), srun, mpirun or its own launcher on one node; CPU ranks by mpirun. */
+static void print_launch(const mcc_spec *s, const cli_opts *o)
+{
+    int world = s->tensor_model_parallel_size * s->context_parallel_size * s->data_parallel_size *
+                s->pipeline_model_parallel_size;
+    const char *dot = strchr(o->out, '/') ? "" : "./", *data = "--data-path PREFIX ...";
+    if (world == 1) {
+        fprintf(stderr, "mcc: run it: %s%s %s\n", dot, o->out, data);
+        return;
+    }
+    fprintf(stderr, "mcc: launch it on %d ranks (tp %d x cp %d x dp %d x pp %d), e.g.:\n", world,
+            s->tensor_model_parallel_size, s->context_parallel_size, s->data_parallel_size,
+            s->pipeline_model_parallel_size);
+    if (strcmp(o->passes.target->backend, "cuda") == 0) {
+        int nodes = world > 8 ? (world + 7) / 8 : 1, per_node = world > 8 ? 8 : world;
+        fprintf(stderr, "  torchrun --nnodes %d --nproc-per-node %d%s --no-python %s%s %s\n", nodes, per_node,
+                nodes > 1 ? " --rdzv-backend c10d --rdzv-endpoint HOST:29500" : "", dot, o->out, data);
+        fprintf(stderr, "  srun --nodes %d --ntasks-per-node %d --gpus-per-node %d %s%s %s\n", nodes, per_node, per_node,
+                dot, o->out, data);
+        if (nodes == 1)
+            fprintf(stderr, "  %s%s --nproc-per-node %d %s\n", dot, o->out, per_node, data);
+    }
+    fprintf(stderr, "  mpirun -np %d %s%s %s\n", world, dot, o->out, data);
+}
+
 static int cmd_compile(int argc, char **argv)
 {
     cli_opts o = {0};
@@ -367,6 +394,7 @@ static int cmd_compile(int argc, char **argv)
     if (!ok)
         return fail(err), 1;
     fprintf(stderr, "mcc: wrote %s\n", o.out);
+    print_launch(&spec, &o);
     return 0;
 }
 

@@ -148,18 +148,26 @@ static void rt_np_normalize(const double *w, int n, double *out) {
 
 /* Megatron's parse_and_normalize_split (up to three shares, zero-padded to three, normalised) and
  * convert_split_vector_to_split_matrix (cumulative book-ends [lo, hi) as fractions of the
- * sequences; has[s] false for a zero share). The shares are numbers >= 0 separated by ',' or '/';
- * Megatron picks the digits out of any text, so "-1,2,3" would train on 1,2,3: here it is an error. */
+ * sequences; has[s] false for a zero share). The shares are numbers >= 0 separated by ',' or '/',
+ * with spaces around them and the whole in quotes, as scripts pass it ('99,1,0' kept quoted by a
+ * bash array, "969, 30, 1"); Megatron picks the digits out of any text, so "-1,2,3" would train on
+ * 1,2,3: here it is an error. */
 static bool rt_gpt_parse_split(const char *text, double lo[RT_SPLITS], double hi[RT_SPLITS], bool has[RT_SPLITS],
                                char *err, size_t errlen) {
     static const char hint[] = "the shares are train,valid,test, e.g. --split 969,30,1";
     double v[RT_SPLITS] = {0};
     int n = 0;
-    char why[256], share[32];
-    for (const char *p = text;; p++) { /* p++: past the separator; a share must follow it */
+    char why[256], share[32], body[256];
+    size_t len = strlen(text);
+    bool quoted = len >= 2 && (text[0] == '\'' || text[0] == '"') && text[len - 1] == text[0];
+    snprintf(body, sizeof body, "%.*s", (int)(quoted ? len - 2 : len), text + quoted);
+    for (const char *p = body;; p++) { /* p++: past the separator; a share must follow it */
         size_t run = strcspn(p, ",/");
         char num[64];
-        snprintf(num, sizeof num, "%.*s", (int)run, p);
+        size_t skip = strspn(p, " "), keep = run > skip ? run - skip : 0;
+        while (keep > 0 && p[skip + keep - 1] == ' ')
+            keep--;
+        snprintf(num, sizeof num, "%.*s", (int)keep, p + skip);
         if (n == RT_SPLITS) {
             snprintf(err, errlen, "--split %s: more than three shares; %s", text, hint);
             return false;

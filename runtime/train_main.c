@@ -933,6 +933,13 @@ static void print_config(const train_run *r)
     if (r->cfg.num_active_params)
         printf("| active parameters     | %21lld |\n", r->cfg.num_active_params);
     printf("| layers x hidden       | %13lld x %5lld |\n", r->cfg.num_layers, r->cfg.hidden_size);
+    const int *d = r->par.mesh.degree; /* the layout compiled in, and the world it takes */
+    char layout[64];
+    snprintf(layout, sizeof layout, "%d %d %d %d %d %d", d[IR_AXIS_TP], d[IR_AXIS_PP],
+             (int)ir_cfg_int(r->m, IR_CFG_NUM_VIRTUAL_STAGES_PER_PIPELINE_RANK), d[IR_AXIS_DP], d[IR_AXIS_CP],
+             d[IR_AXIS_EP]);
+    printf("| tp pp vp dp cp ep     | %21s |\n", layout);
+    printf("| world size            | %21d |\n", d[IR_AXIS_TP] * d[IR_AXIS_CP] * d[IR_AXIS_DP] * d[IR_AXIS_PP]);
     printf("| micro batch x seq     | %13d x %5d |\n", r->B, r->T);
     printf("| micro-batches / step  | %21d |\n", r->accum);
     printf("| train iters           | %21d |\n", r->iters);

@@ -160,6 +160,10 @@ static void gt_errors(const char *dir) {
         {"@/a", "1,", 16, 1, 0, "--split '1,': the valid share expects a number >= 0, got ''"},
         {"@/a", "0,0", 16, 1, 0, "--split 0,0: the shares sum to 0"},
         {"@/a", "9999,1", 16, 1, 10, "--split 9999,1 gives the valid split 0 of the 1000 sequences"},
+        /* quoted (a bash array keeps '99,1,0''s quotes) and spaced as scripts write it: the same shares */
+        {"@/a", "'9999, 1'", 16, 1, 10, "--split '9999, 1' gives the valid split 0 of the 1000 sequences"},
+        {"@/a", "\" 0 ,1, 0\"", 16, 1, 10, "gives the train split no share of the data"},
+        {"@/a", "'a,b'", 16, 1, 0, "the train share expects a number >= 0, got 'a'"},
         /* a zero share for a split samples are wanted from (train_rank turns validation off for valid) */
         {"@/a", "0,1,0", 16, 1, 10, "--split 0,1,0 gives the train split no share of the data"},
         {"@/a", "100,0,0", 16, 1, 10, "--split 100,0,0 gives the valid split no share of the data, but 10 valid "
