@@ -50,6 +50,24 @@ typedef struct {
     rt_ckpt_args ckpt;              /* --save, --load, ... */
 } train_args;
 
+/* A flag train_rank does not take: a setting compiled into the plan (a key of ir/config.def, as
+ * --lr is lr) gets the recompile hint; any other, the pointer to --help. Exits 2. */
+static _Noreturn void unknown_flag(const char *flag)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s", flag + strspn(flag, "-"));
+    for (char *c = key; *c; c++)
+        *c = *c == '-' ? '_' : *c;
+    for (int k = 0; k < IR_CFG_COUNT; k++)
+        if (strcmp(ir_cfgs[k].key, key) == 0) {
+            fprintf(stderr, "train_rank: error: %s is compiled into the plan (its config %s, which `train_rank "
+                            "--print-plan` shows): recompile with `mcc compile SPEC %s VALUE ...`\n", flag, key, flag);
+            exit(2);
+        }
+    fprintf(stderr, "train_rank: error: unknown or incomplete flag '%s' (train_rank --help lists its flags)\n", flag);
+    exit(2);
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -185,9 +203,7 @@ static train_args parse_args(int argc, char **argv)
             usage(stdout);
             exit(0);
         } else {
-            fprintf(stderr, "train_rank: error: unknown or incomplete flag '%s'\n", argv[i]);
-            usage(stderr);
-            exit(2);
+            unknown_flag(argv[i]);
         }
     }
     if (!a.data.n) {

@@ -45,7 +45,8 @@ expect "--fp8-margin is set but --fp8-recipe is tensorwise: it configures delaye
 printf 'hello world, this is a small document for the test\n' > "$work/doc.txt"
 "$mcc" data preprocess --input "$work/doc.txt" --output-prefix "$work/doc" --append-eod >/dev/null 2>&1
 expect "--data-path is required" -- "$work/train_rank"
-expect "unknown or incomplete flag '--frob'" -- "$work/train_rank" --frob
+expect "unknown or incomplete flag '--frob' (train_rank --help lists its flags)" -- "$work/train_rank" --frob
+expect "--lr is compiled into the plan (its config lr, which \`train_rank --print-plan\` shows): recompile with \`mcc compile SPEC --lr VALUE ...\`" -- "$work/train_rank" --data-path "$work/doc_text_document" --lr 1e-4
 expect "train_rank: error: --train-iters" -- "$work/train_rank" --data-path "$work/doc_text_document" --train-iters -3
 expect "--data-path $work/missing" -- "$work/train_rank" --data-path "$work/missing"
 expect "recompile with --vocab-size" -- "$work/train_small_vocab" --data-path "$work/doc_text_document"
