@@ -112,7 +112,7 @@ static int cli_edit_distance(const char *a, const char *b)
     enum { MAXLEN = 64 };
     size_t na = strlen(a), nb = strlen(b);
     if (na >= MAXLEN || nb >= MAXLEN) return INT_MAX;
-    int prev[MAXLEN + 1], cur[MAXLEN + 1];
+    int before[MAXLEN + 1], prev[MAXLEN + 1], cur[MAXLEN + 1];
     for (size_t j = 0; j <= nb; j++) prev[j] = (int)j;
     for (size_t i = 1; i <= na; i++) {
         cur[0] = (int)i;
@@ -120,21 +120,25 @@ static int cli_edit_distance(const char *a, const char *b)
             int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
             int del = prev[j] + 1, ins = cur[j - 1] + 1;
             cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && before[j - 2] + 1 < cur[j])
+                cur[j] = before[j - 2] + 1; /* two neighbours swapped: one edit */
         }
+        memcpy(before, prev, sizeof prev);
         memcpy(prev, cur, sizeof prev);
     }
     return prev[nb];
 }
 
-/* Within 3 edits, and at most half the name's length, so a short name is not offered for an
- * unrelated word. */
+/* Within an edit (a swap of neighbours is one) for every 4 characters of the name past its
+ * dashes, and one for a shorter name: a typo, not another word that happens to be near
+ * (--ckpt-format is not --fp8-format, --mscale not --save). */
 const char *cli_closest(const char *word, const char *const *names, int n)
 {
     const char *best = NULL;
-    int best_d = 4;
+    int best_d = INT_MAX;
     for (int i = 0; i < n; i++) {
-        int d = cli_edit_distance(word, names[i]);
-        if (d < best_d && 2 * (size_t)d <= strlen(names[i])) best_d = d, best = names[i];
+        int d = cli_edit_distance(word, names[i]), len = (int)strlen(names[i] + strspn(names[i], "-"));
+        if (d < best_d && d <= (len >= 8 ? len / 4 : 1)) best_d = d, best = names[i];
     }
     return best;
 }

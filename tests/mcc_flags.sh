@@ -119,6 +119,9 @@ expect "unknown flag '--hiden-size': did you mean --hidden-size?" -- "$mcc" comp
 expect "unknown flag '--bf61': did you mean --bf16?" -- "$mcc" compile "$tiny" --bf61 -o "$work/x"
 expect "unknown flag '--keep-logit': did you mean --keep-logits?" -- "$mcc" compile "$tiny" --keep-logit -o "$work/x"
 expect "unknown flag '--tq': did you mean --tp?" -- "$mcc" ir "$tiny" --tq 2
+# no suggestion where the nearest flag is another word, not a typo of it
+expect "unknown flag '--ckpt-format' (spec fields" -- "$mcc" compile "$tiny" --ckpt-format torch_dist -o "$work/x"
+expect "unknown flag '--mscale' (spec fields" -- "$mcc" compile "$tiny" --mscale 1.0 -o "$work/x"
 expect "\`mcc data\` has one command" -- "$mcc" data
 
 [ $fails = 0 ] && echo "mcc flags: all cases pass"
