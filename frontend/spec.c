@@ -169,6 +169,9 @@ static const spec_field spec_fields[] = {
           spec_pp_scheds, "the pipeline's order of passes (auto: the fastest by the cost model that the virtual "
           "stages allow)"),
     PAR(data_parallel_size, "dp", "data-parallel replicas; the world size is tp * cp * dp * pp"),
+    FIELD(SEC_PARALLEL, "world_size", world_size, NULL, K_INT, R_NONNEG, D_VALUE, 0, NULL,
+          "the ranks the job starts (torchrun's nnodes x nproc_per_node): data_parallel_size derived from it as "
+          "world_size / (tp * cp * pp), as Megatron derives it at launch (0: data_parallel_size as given)"),
     PAR(context_parallel_size, "cp", "context-parallel ranks: the sequence split over them in 2 cp chunks, rank r "
         "holding chunks r and 2 cp - 1 - r (Megatron's causal balance)"),
     FIELD(SEC_PARALLEL, "cp_comm_type", cp_comm_type, NULL, K_ENUM, R_ANY, D_VALUE, MCC_CP_P2P, cp_comm_names,
@@ -827,12 +830,39 @@ static bool spec_derive_int(spec_ctx *c, const char *key, long long v, const cha
 /* Defaults that depend on other fields (Megatron's rules). For swiglu the FFN width is Megatron's
  * int(8h/3) rounded down to a multiple of 64 (here at least 64), which keeps the 3-matrix MLP
  * about as large as the 2-matrix 4h one. */
+/* Megatron's data_parallel_size: the world the job starts over the ranks one replica takes
+ * (tp * cp * pp), where world_size is given. A --dp flag beside it must agree; the spec file's
+ * value gives way, with a note (a spec is the model, the launch decides its replicas). */
+static bool spec_derive_dp(spec_ctx *c)
+{
+    mcc_spec *s = &c->s;
+    int replica = s->tensor_model_parallel_size * s->context_parallel_size * s->pipeline_model_parallel_size;
+    if (s->world_size == 0 || replica <= 0)
+        return true;
+    if (s->world_size % replica)
+        return spec_fail(c, "parallel.world_size (%d) is not a multiple of tp x cp x pp = %d x %d x %d = %d, the ranks "
+                         "of one data-parallel replica: launch a multiple of %d ranks, or change the degrees",
+                         s->world_size, s->tensor_model_parallel_size, s->context_parallel_size,
+                         s->pipeline_model_parallel_size, replica, replica);
+    int dp = s->world_size / replica, i = spec_index(spec_find("data_parallel_size"));
+    if (c->set[i] && s->data_parallel_size != dp && c->flag[i])
+        return spec_fail(c, "%s %d disagrees with parallel.world_size (%d): %d ranks over tp x cp x pp = %d make dp "
+                         "%d; give one of the two", c->flag[i], s->data_parallel_size, s->world_size, s->world_size,
+                         replica, dp);
+    if (c->set[i] && s->data_parallel_size != dp)
+        fprintf(stderr, "mcc: note: parallel.world_size %d over tp x cp x pp = %d makes data_parallel_size %d (the "
+                        "spec file's %d gives way)\n", s->world_size, replica, dp, s->data_parallel_size);
+    s->data_parallel_size = dp;
+    return true;
+}
+
 static bool spec_derive(spec_ctx *c)
 {
     mcc_spec *s = &c->s;
     bool swiglu = s->activation == MCC_ACT_SWIGLU;
     long long h = s->hidden_size, ffn = swiglu ? 8 * h / 192 * 64 : 4 * h;
-    return spec_derive_int(c, "num_query_groups", s->num_attention_heads, "num_attention_heads") &&
+    return spec_derive_dp(c) &&
+           spec_derive_int(c, "num_query_groups", s->num_attention_heads, "num_attention_heads") &&
            spec_derive_int(c, "max_position_embeddings", s->seq_length, "seq_length") &&
            spec_derive_int(c, "global_batch_size", (long long)s->micro_batch_size * s->data_parallel_size,
                            "micro_batch_size * data_parallel_size") &&

@@ -86,6 +86,7 @@ typedef struct {
     int tensor_model_parallel_size, pipeline_model_parallel_size, data_parallel_size;
     int expert_model_parallel_size, expert_tensor_parallel_size; /* ep divides dp and num_experts; etp: 1 */
     int context_parallel_size;          /* the sequence split over cp ranks in 2 cp causally balanced chunks */
+    int world_size;                     /* the ranks the job starts; > 0: data_parallel_size derived from it */
     mcc_cp_comm cp_comm_type;           /* "p2p" (Megatron's default: ring attention) | "all_gather" | "a2a" (Ulysses) */
     bool use_distributed_optimizer;     /* ZeRO-1: optimizer state sharded over dp (no-op at dp 1) */
     bool sequence_parallel;             /* Megatron's SP: activations outside attention/MLP split along
