@@ -14,10 +14,12 @@ static const mcc_target targets[] = {
     {.name = "h200", .backend = "cuda", H200_COSTS, .memory_bytes = 143771ll << 20 /* as CUDA reports it */,
      .sms = 132, .copy_engine_collectives = true},
     /* H100 SXM 80 GB (HBM3), on the same NVLink 4 as the H200 and at the same peaks (the
-     * datasheet's); memory as the h100-pcie's 80 GB, 81559 MiB; its GEMM rate and link taken as the
-     * H200's. Not measured yet: bench/target_probe.py measures the GEMMs and the memory, a link
-     * needs two GPUs. */
-    {.name = "h100", .backend = "cuda", H200_COSTS, .memory_bytes = 81559ll << 20, .sms = 132,
+     * datasheet's). Measured on the lent H100 (bench/target_probe.py, 2026-12-07, RESULTS.md):
+     * memory as CUDA reports it, and the GEMM rate, the median of a LLaMA-3 8B step's bf16 GEMM
+     * shapes at 8192 tokens (alone, not beside a collective as the H200's 850 were). Its link is
+     * taken as the H200's: measuring one needs two GPUs. */
+    {.name = "h100", .backend = "cuda", .peak_bf16_flops = 989e12, .peak_fp8_flops = 1979e12,
+     .gemm_bf16_flops = 729e12, .link_bytes_per_s = 250e9, .memory_bytes = 81079ll << 20, .sms = 132,
      .copy_engine_collectives = true},
     /* H100 PCIe without an NVLink bridge: the datasheet's figures, PCIe Gen5 x16 each way; its
      * GEMMs assumed at the H200's fraction of peak. Not measured here; the copy lane not assumed. */
