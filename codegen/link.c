@@ -230,7 +230,8 @@ bool cg_write_executable(ir_module *const *stages, int nstages, const char *out_
     bool temporary = false;
     snprintf(fallback, sizeof fallback, "%s.kernels.o", exe);
     if (ok && !cuda && !cg_cpu_kernels_object(fallback, kernels, sizeof kernels, &temporary, why, sizeof why)) {
-        snprintf(err, errlen, "cannot write %s: writing its CPU kernels object %s failed: %s", out_path, kernels, why);
+        snprintf(err, errlen, "cannot write %s: writing its CPU kernels object %s failed: %s", out_path,
+                 kernels[0] ? kernels : "(in mcc's cache)", why);
         ok = false;
     }
     ok = ok && link_executable(cuda, obj, cuda ? NULL : kernels, exe, out_path, err, errlen);

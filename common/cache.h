@@ -9,8 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+enum { CACHE_NAME_MAX = 4096 }; /* room for an entry's path */
+
 /* FNV-1a over n bytes, continuing from h (start with CACHE_HASH_SEED). */
-enum { CACHE_NAME_MAX = 4096 };
 #define CACHE_HASH_SEED 1469598103934665603ull
 uint64_t cache_hash(uint64_t h, const void *data, size_t n);
 

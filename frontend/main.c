@@ -351,7 +351,8 @@ static void print_launch(const mcc_spec *s, const cli_opts *o)
             s->tensor_model_parallel_size, s->context_parallel_size, s->data_parallel_size,
             s->pipeline_model_parallel_size);
     if (strcmp(o->passes.target->backend, "cuda") == 0) {
-        int nodes = world > 8 ? (world + 7) / 8 : 1, per_node = world > 8 ? 8 : world;
+        int per_node = world <= 8 ? world : world % 8 == 0 ? 8 : world % 4 == 0 ? 4 : world % 2 == 0 ? 2 : 1;
+        int nodes = world / per_node; /* nodes of up to 8 GPUs, each as many ranks */
         fprintf(stderr, "  torchrun --nnodes %d --nproc-per-node %d%s --no-python %s%s %s\n", nodes, per_node,
                 nodes > 1 ? " --rdzv-backend c10d --rdzv-endpoint HOST:29500" : "", dot, o->out, data);
         fprintf(stderr, "  srun --nodes %d --ntasks-per-node %d --gpus-per-node %d %s%s %s\n", nodes, per_node, per_node,
