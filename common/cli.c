@@ -69,6 +69,24 @@ bool cli_parse_num(const char *flag, const char *text, double min, bool min_open
     return true;
 }
 
+bool cli_value_listed(const char *values, const char *text)
+{
+    char *end;
+    double x = strtod(text, &end);
+    bool number = *text && !*end;
+    for (const char *p = values; p; p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL) {
+        size_t n = strcspn(p, "|");
+        if (strlen(text) == n && strncmp(p, text, n) == 0) return true;
+        if (number && strtod(p, &end) == x && (size_t)(end - p) == n) return true;
+    }
+    return false;
+}
+
+bool cli_value_fits(const char *value, const char *text)
+{
+    return !*value || (*value >= 'A' && *value <= 'Z') || *value == '[' || cli_value_listed(value, text);
+}
+
 char **cli_split_equals(int argc, char **argv, int *argc_out)
 {
     size_t text = 0;
@@ -106,6 +124,145 @@ char **cli_split_equals(int argc, char **argv, int *argc_out)
 }
 
 void cli_argv_free(char **args) { free(args); }
+
+/* ---- @FILE -------------------------------------------------------------------------------- */
+
+/* The words read so far: NUL-terminated, one after another. */
+typedef struct {
+    char *text;
+    size_t len, cap;
+    int n;
+} cli_words;
+
+static bool cli_words_put(cli_words *w, char ch)
+{
+    if (w->len == w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 4096;
+        char *t = realloc(w->text, cap);
+        if (!t) return false;
+        w->text = t, w->cap = cap;
+    }
+    w->text[w->len++] = ch;
+    return true;
+}
+
+/* A bash array's own lines (`MODEL_ARGS=(` and `)`), which a script's flags are pasted with. */
+static bool cli_array_syntax(const char *word)
+{
+    if (!strcmp(word, ")")) return true;
+    size_t n = strspn(word, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_0123456789");
+    return n > 0 && (!strcmp(word + n, "=(") || !strcmp(word + n, "+=("));
+}
+
+/* Splits file text into w as a shell splits words: blanks and newlines between words, '...' and
+ * "..." quoting (\" and \\ inside double quotes), a backslash quoting the next character (a
+ * newline: the line goes on), '#' starting a comment where a word could start. A '$' outside
+ * single quotes is refused: the file holds flags as the program receives them, after the shell. */
+static bool cli_split_words(const char *path, const char *t, cli_words *w, char *err, size_t errlen)
+{
+    int line = 1;
+    for (const char *p = t; *p;) {
+        if (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n' || (p[0] == '\\' && p[1] == '\n')) {
+            line += *p == '\n' || p[0] == '\\';
+            p += p[0] == '\\' ? 2 : 1;
+            continue;
+        }
+        if (*p == '#') {
+            p += strcspn(p, "\n");
+            continue;
+        }
+        size_t start = w->len;
+        char quote = 0;
+        for (; *p && (quote || !strchr(" \t\r\n", *p)); p++) {
+            char ch = *p;
+            if (!quote && (ch == '\'' || ch == '"')) {
+                quote = ch;
+                continue;
+            }
+            if (quote && ch == quote) {
+                quote = 0;
+                continue;
+            }
+            if (ch == '$' && quote != '\'') {
+                snprintf(err, errlen, "%s:%d: '%.40s' is a shell expansion: write the file with the values the shell "
+                                      "gives (e.g. printf '%%s\\n' \"${ARGS[@]}\" > %s)", path, line, p, path);
+                return false;
+            }
+            if (ch == '\\' && quote != '\'' && p[1] && (!quote || p[1] == '"' || p[1] == '\\'))
+                ch = *++p;
+            line += ch == '\n';
+            if (!cli_words_put(w, ch)) return snprintf(err, errlen, "out of memory reading %s", path), false;
+        }
+        if (quote) return snprintf(err, errlen, "%s:%d: a %c quote is not closed", path, line, quote), false;
+        if (!cli_words_put(w, '\0')) return snprintf(err, errlen, "out of memory reading %s", path), false;
+        if (cli_array_syntax(w->text + start)) w->len = start;
+        else w->n++;
+    }
+    return true;
+}
+
+static char *cli_read_file(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return snprintf(err, errlen, "@%s: cannot open it: %s", path, strerror(errno)), NULL;
+    char *t = NULL;
+    size_t len = 0, cap = 0, got;
+    do {
+        if (len + 4096 + 1 > cap) {
+            char *grown = realloc(t, cap = 2 * cap + 4096 + 1);
+            if (!grown) break;
+            t = grown;
+        }
+        got = fread(t + len, 1, cap - len - 1, f);
+        len += got;
+    } while (got > 0);
+    bool bad = ferror(f) || !t;
+    fclose(f);
+    if (bad) {
+        free(t);
+        return snprintf(err, errlen, "@%s: cannot read it", path), NULL;
+    }
+    t[len] = '\0';
+    return t;
+}
+
+char **cli_expand_files(int argc, char **argv, int *argc_out, char *err, size_t errlen)
+{
+    cli_words w = {0};
+    int *from = calloc((size_t)argc + 1, sizeof(int)); /* the words' count before argv[i]'s */
+    bool ok = from != NULL;
+    for (int i = 0; ok && i < argc; i++) {
+        from[i] = w.n;
+        if (i == 0 || argv[i][0] != '@' || !argv[i][1]) {
+            w.n++; /* the argument itself, which keeps its own text */
+            continue;
+        }
+        char *text = cli_read_file(argv[i] + 1, err, errlen);
+        ok = text && cli_split_words(argv[i] + 1, text, &w, err, errlen);
+        free(text);
+    }
+    from[argc] = w.n;
+    char **args = ok ? malloc(((size_t)w.n + 1) * sizeof(char *) + w.len + 1) : NULL;
+    if (args) {
+        char *text = (char *)(args + w.n + 1), *word = text;
+        memcpy(text, w.text ? w.text : "", w.len);
+        for (int i = 0, k = 0; i < argc; i++) {
+            if (from[i + 1] - from[i] == 1 && (i == 0 || argv[i][0] != '@' || !argv[i][1])) {
+                args[k++] = argv[i];
+                continue;
+            }
+            for (; k < from[i + 1]; k++, word += strlen(word) + 1)
+                args[k] = word;
+        }
+        args[w.n] = NULL;
+        *argc_out = w.n;
+    } else if (ok) {
+        snprintf(err, errlen, "out of memory reading the command line");
+    }
+    free(w.text);
+    free(from);
+    return args;
+}
 
 static int cli_edit_distance(const char *a, const char *b)
 {

@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -53,6 +54,7 @@ typedef struct {
     double host_memory_gib;         /* one machine's, which its ranks share (0: this machine's) */
     mcc_pass_options passes;        /* --target's description, handed to every pass */
     bool side_lane, copy_lane;      /* --comm-lanes against the target: config comm_side_lane, comm_copy_lane */
+    char *train_rank_args;          /* train_rank's flags given, one a line (config train_rank_args; malloc'd) */
 } cli_opts;
 
 typedef enum { OPT_TEXT, OPT_SWITCH, OPT_RANK, OPT_GIB } opt_kind;
@@ -87,62 +89,145 @@ static const struct {
 };
 enum { NOPTIONS = sizeof cli_options / sizeof cli_options[0] };
 
-/* "unknown flag", with the nearest flag of compile/ir (spec fields, options, Megatron's). */
-static bool unknown_flag(const char *flag, char *err, size_t errlen)
+/* train_rank's flags (runtime/train_flags.def), which mcc compile bakes into the plan as the
+ * compiled train_rank's defaults: how many values each takes and what they must be. */
+typedef enum { RUN_TEXT, RUN_INT, RUN_NUM, RUN_SWITCH, RUN_ASYNC_ON, RUN_ASYNC_OFF, RUN_PATHS } run_flag_kind;
+static const struct {
+    const char *flag, *value;
+    run_flag_kind kind;
+    int min;
+} run_flags[] = {
+#define RT_FLAG(flag, value, kind, member, min, help) {flag, value, RUN_##kind, min},
+#include "runtime/train_flags.def"
+#undef RT_FLAG
+};
+enum { NRUN_FLAGS = sizeof run_flags / sizeof run_flags[0] };
+
+/* Appends a problem to the list in err (one a line), so that a command line's every problem is
+ * said in one run. */
+static void add_problem(char *err, size_t errlen, const char *fmt, ...)
 {
-    const char *names[NOPTIONS + 1];
-    for (int i = 0; i < NOPTIONS; i++)
-        names[i] = cli_options[i].flag;
-    names[NOPTIONS] = NULL;
-    const char *near = mcc_spec_flag_near(flag, names);
-    if (near)
-        snprintf(err, errlen, "unknown flag '%s': did you mean %s? (`mcc compile --help` lists every flag)", flag,
-                 near);
-    else
-        snprintf(err, errlen, "unknown flag '%s' (spec fields use their names with '-': --hidden-size; "
-                              "`mcc compile --help` lists every flag)", flag);
-    return false;
+    size_t used = strlen(err);
+    if (used + 2 >= errlen) return;
+    if (used) err[used++] = '\n';
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err + used, errlen - used, fmt, ap);
+    va_end(ap);
 }
 
+/* "unknown flag", with the nearest flag of compile/ir (spec fields, options, Megatron's, train_rank's). */
+static void unknown_flag(const char *flag, char *err, size_t errlen)
+{
+    const char *names[NOPTIONS + NRUN_FLAGS + 1];
+    int n = 0;
+    for (int i = 0; i < NOPTIONS; i++)
+        names[n++] = cli_options[i].flag;
+    for (int i = 0; i < NRUN_FLAGS && n < 32; i++)
+        names[n++] = run_flags[i].flag;
+    names[n] = NULL;
+    const char *near = mcc_spec_flag_near(flag, names);
+    if (near)
+        add_problem(err, errlen, "unknown flag '%s': did you mean %s? (`mcc compile --help` lists every flag)", flag,
+                    near);
+    else if (strncmp(flag, "--", 2) != 0)
+        add_problem(err, errlen, "'%s' is not a flag and follows no flag that takes it: a stray value, or a second "
+                                 "spec file (the spec file comes first, alone)", flag);
+    else
+        add_problem(err, errlen, "unknown flag '%s' (spec fields use their names with '-': --hidden-size; "
+                                 "`mcc compile --help` lists every flag)", flag);
+}
+
+/* train_rank flag r given to mcc compile, with its nv values at v: checked and written to run,
+ * one argument a line; the values it took. */
+static int bake_run_flag(int r, const char *const *v, int nv, FILE *run, char *err, size_t errlen)
+{
+    const char *flag = run_flags[r].flag;
+    int take = run_flags[r].kind == RUN_PATHS ? nv
+               : run_flags[r].kind == RUN_SWITCH || run_flags[r].kind == RUN_ASYNC_ON ||
+                       run_flags[r].kind == RUN_ASYNC_OFF ? 0 : 1;
+    char why[256];
+    long long i;
+    double x;
+    if (take > nv || (run_flags[r].kind == RUN_PATHS && nv == 0)) {
+        add_problem(err, errlen, "%s needs a value: %s", flag, run_flags[r].value);
+        return nv;
+    }
+    if ((run_flags[r].kind == RUN_INT && !cli_parse_int(flag, v[0], run_flags[r].min, 1000000000, &i, why, sizeof why)) ||
+        (run_flags[r].kind == RUN_NUM && !cli_parse_num(flag, v[0], 0, true, 1e9, &x, why, sizeof why))) {
+        add_problem(err, errlen, "%s", why);
+        return take;
+    }
+    if (run_flags[r].kind == RUN_TEXT && !cli_value_fits(run_flags[r].value, v[0])) {
+        add_problem(err, errlen, "%s %s: it takes %s (`train_rank --help` says what each means)", flag, v[0],
+                    run_flags[r].value);
+        return take;
+    }
+    for (int k = -1; k < take; k++) {
+        if (strchr(k < 0 ? flag : v[k], '\n'))
+            return add_problem(err, errlen, "%s: a value holds a newline", flag), take;
+        fprintf(run, "%s%s", ftell(run) ? "\n" : "", k < 0 ? flag : v[k]);
+    }
+    fprintf(stderr, "mcc: %s: baked into train_rank as its default (a flag given to it overrides it)\n", flag);
+    return take;
+}
+
+/* compile/ir's own option i with its nv values at v into o; the values it took. */
+static int read_option(int i, const char *const *v, int nv, cli_opts *o, char *err, size_t errlen)
+{
+    const char *flag = cli_options[i].flag;
+    void *slot = (char *)o + cli_options[i].off;
+    char why[256];
+    if (cli_options[i].kind == OPT_SWITCH) {
+        *(bool *)slot = true;
+        return 0;
+    }
+    if (!nv) {
+        add_problem(err, errlen, "%s needs a value: %s", flag, cli_options[i].value);
+        return 0;
+    }
+    if (cli_options[i].kind == OPT_TEXT)
+        *(const char **)slot = v[0];
+    else if ((cli_options[i].kind == OPT_RANK && !cli_parse_int(flag, v[0], 0, LLONG_MAX, slot, why, sizeof why)) ||
+             (cli_options[i].kind == OPT_GIB && !cli_parse_num(flag, v[0], 0, true, INFINITY, slot, why, sizeof why)))
+        add_problem(err, errlen, "%s", why);
+    return 1;
+}
+
+/* The flags mcc_spec_load left (argv[rest[k]]): compile/ir's options, train_rank's flags (baked),
+ * and every other one a problem added to err. */
 static bool parse_opts(char **argv, const int *rest, int nrest, cli_opts *o, char *err, size_t errlen)
 {
+    size_t given = strlen(err), run_len = 0;
+    char why[512];
+    FILE *run = open_memstream(&o->train_rank_args, &run_len);
+    if (!run) return add_problem(err, errlen, "out of memory reading the flags"), false;
     for (int k = 0; k < nrest; k++) {
-        const char *flag = argv[rest[k]];
-        bool has_value = k + 1 < nrest && rest[k + 1] == rest[k] + 1;
-        const char *v = has_value ? argv[rest[k + 1]] : NULL;
-        int i = 0;
-        while (i < NOPTIONS && strcmp(cli_options[i].flag, flag) != 0)
-            i++;
-        if (i == NOPTIONS)
-            return unknown_flag(flag, err, errlen);
-        void *slot = (char *)o + cli_options[i].off;
-        if (cli_options[i].kind == OPT_SWITCH) {
-            *(bool *)slot = true;
-            continue;
-        }
-        if (!v && cli_options[i].kind == OPT_TEXT) {
-            snprintf(err, errlen, "%s needs a value: %s", flag, cli_options[i].value);
-            return false;
-        }
-        k++; /* the value (cli_parse_* say when it is missing) */
-        if (cli_options[i].kind == OPT_TEXT)
-            *(const char **)slot = v;
-        else if (cli_options[i].kind == OPT_RANK && !cli_parse_int(flag, v, 0, LLONG_MAX, slot, err, errlen))
-            return false;
-        else if (cli_options[i].kind == OPT_GIB && !cli_parse_num(flag, v, 0, true, INFINITY, slot, err, errlen))
-            return false;
+        const char *flag = argv[rest[k]], *v[64];
+        int nv = 0; /* the words right after it that are no flag: its values */
+        while (k + 1 + nv < nrest && nv < 64 && rest[k + 1 + nv] == rest[k] + 1 + nv &&
+               strncmp(argv[rest[k + 1 + nv]], "--", 2) != 0)
+            v[nv] = argv[rest[k + 1 + nv]], nv++;
+        int i = 0, r = 0;
+        while (i < NOPTIONS && strcmp(cli_options[i].flag, flag) != 0) i++;
+        while (r < NRUN_FLAGS && strcmp(run_flags[r].flag, flag) != 0) r++;
+        if (i < NOPTIONS)
+            k += read_option(i, v, nv, o, err, errlen);
+        else if (r < NRUN_FLAGS)
+            k += bake_run_flag(r, v, nv, run, err, errlen);
+        else
+            unknown_flag(flag, err, errlen), k += nv;
     }
-    if (o->after && mcc_pass_index(o->after) < 0) {
-        snprintf(err, errlen, "--after %s: no such pass (mcc ir --list-passes names them)", o->after);
-        return false;
-    }
+    fclose(run);
+    if (o->after && mcc_pass_index(o->after) < 0)
+        add_problem(err, errlen, "--after %s: no such pass (mcc ir --list-passes names them)", o->after);
     if (!o->target)
         o->target = DEFAULT_TARGET;
-    if (!(o->passes.target = mcc_target_by_name(o->target))) {
-        snprintf(err, errlen, "--target %s: choose %s", o->target, mcc_target_names());
-        return false;
-    }
-    return mcc_target_parse_lanes(o->passes.target, o->comm_lanes, &o->side_lane, &o->copy_lane, err, errlen);
+    if (!(o->passes.target = mcc_target_by_name(o->target)))
+        add_problem(err, errlen, "--target %s: choose %s", o->target, mcc_target_names());
+    else if (!mcc_target_parse_lanes(o->passes.target, o->comm_lanes, &o->side_lane, &o->copy_lane, why, sizeof why))
+        add_problem(err, errlen, "%s", why);
+    return strlen(err) == given;
 }
 
 static bool check_layout(const mcc_spec *spec, const cli_opts *o, char *err, size_t errlen)
@@ -157,24 +242,41 @@ static bool check_layout(const mcc_spec *spec, const cli_opts *o, char *err, siz
     return true;
 }
 
-/* Reads the spec and the non-spec options; false after printing the error. */
+/* Every problem in err (one a line) on stderr, and how many. */
+static void print_problems(const char *err)
+{
+    int n = 0;
+    for (const char *line = err; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL, n++)
+        fprintf(stderr, "mcc: error: %.*s\n", (int)strcspn(line, "\n"), line);
+    if (n > 1)
+        fprintf(stderr, "mcc: %d problems in this command line; nothing was compiled\n", n);
+}
+
+/* Reads the spec (SPEC.json and its flags, or the flags alone) and the other options; false after
+ * printing every problem. */
 static bool load(int argc, char **argv, cli_opts *o, mcc_spec *spec)
 {
-    char err[2048];
-    if (argc < 1 || argv[0][0] == '-') {
-        fail("expected the spec file (SPEC.json) as the first argument");
+    enum { ERRLEN = 32768 };
+    if (argc < 1) {
+        fail("expected a spec file (SPEC.json) or the model's flags (--num-layers N --hidden-size N ...)");
         return false;
     }
-    int *rest = malloc(sizeof(int) * (size_t)argc), nrest = 0;
-    bool ok = mcc_spec_load(argv[0], argc - 1, argv + 1, spec, rest, &nrest, err, sizeof err);
-    for (int k = 0; ok && k < nrest; k++)
-        rest[k] += 1; /* indices into argv+1 -> argv */
-    ok = ok && parse_opts(argv, rest, nrest, o, err, sizeof err);
-    free(rest);
-    if (ok)
-        ok = check_layout(spec, o, err, sizeof err);
+    const char *path = argv[0][0] != '-' ? argv[0] : NULL;
+    int first = path ? 1 : 0, *rest = malloc(sizeof(int) * (size_t)argc), nrest = 0;
+    char *err = calloc(1, ERRLEN);
+    bool ok = rest && err;
+    if (ok) {
+        bool spec_ok = mcc_spec_load(path, argc - first, argv + first, spec, rest, &nrest, err, ERRLEN);
+        for (int k = 0; k < nrest; k++)
+            rest[k] += first; /* indices into argv+first -> argv */
+        ok = parse_opts(argv, rest, nrest, o, err, ERRLEN) && spec_ok && check_layout(spec, o, err, ERRLEN);
+    }
     if (!ok)
-        return fail(err), false;
+        err ? print_problems(err) : (void)fail("out of memory reading the command line");
+    free(rest);
+    free(err);
+    if (!ok)
+        return false;
     /* Megatron's line, word for word, so logs compare */
     fprintf(stderr, "mcc: padded vocab (size: %d) with %d dummy tokens (new size: %d)\n", spec->vocab_size,
             spec->padded_vocab_size - spec->vocab_size, spec->padded_vocab_size);
@@ -188,7 +290,7 @@ static bool build_as(const char *path, const mcc_spec *spec, const cli_opts *o, 
 {
     char err[2048];
     double t0 = os_now_s();
-    mcc_plan_options plan = {o->passes, o->side_lane, o->copy_lane, o->keep_logits};
+    mcc_plan_options plan = {o->passes, o->side_lane, o->copy_lane, o->keep_logits, o->train_rank_args};
     if (!mcc_plan_build(spec, &plan, last, prog, err, sizeof err))
         return fail(err), false;
     fprintf(stderr, "mcc: built and verified %s through pass %s in %.2f s\n", path,
@@ -250,31 +352,99 @@ static bool build(const char *path, const mcc_spec *spec, const cli_opts *o, con
     return build_as(path, &s, o, last, prog);
 }
 
-/* Whether the plan fits the target's memory (--gpu-memory GIB instead, when given); a target
- * without a memory figure (the CPU's: the host's) is not checked. */
-static bool fits_gpu(const mcc_memory_breakdown *mem, const cli_opts *o)
+/* One "To fit" hint: the flags that change the spec, and why the plan is smaller with them. One
+ * line each, flags first, so that a reader (and tests/fit_hints.sh, which re-plans with each and
+ * checks that the memory does not grow) takes them as they are. */
+static void fit_hint(const char *flags, const char *why) { fprintf(stderr, "    %s: %s\n", flags, why); }
+
+/* The flags of a layout hint, tp and pp ranks (one of them doubled) into flags[n], as the spec takes
+ * them: false where the heads, kv heads, sequence (sequence parallelism) or layers do not divide.
+ * A given world_size keeps its ranks (dp shrinks) where it divides into tp x cp x pp and ep into
+ * the dp x cp left, else doubles (dp kept). */
+static bool fit_layout(const mcc_spec *s, int tp, int pp, char *flags, size_t n)
+{
+    int split = tp * s->context_parallel_size * pp, len;
+    if (s->num_attention_heads % tp || s->num_query_groups % tp || s->seq_length % tp || s->num_layers % pp)
+        return false;
+    if (tp != s->tensor_model_parallel_size)
+        len = snprintf(flags, n, "--tensor-model-parallel-size %d --sequence-parallel", tp);
+    else
+        len = snprintf(flags, n, "--pipeline-model-parallel-size %d", pp);
+    bool kept = s->world_size % split == 0 &&
+                s->world_size / split * s->context_parallel_size % s->expert_model_parallel_size == 0;
+    if (s->world_size && !kept)
+        snprintf(flags + len, n - (size_t)len, " --world-size %d", 2 * s->world_size);
+    return true;
+}
+
+/* "--world-size W" (or "--data-parallel-size N" where the world is not given) with twice the
+ * data-parallel ranks, in flags[n]; false where the global batch does not divide over them. */
+static bool fit_more_replicas(const mcc_spec *s, char *flags, size_t n)
+{
+    int dp = 2 * s->data_parallel_size;
+    if (s->global_batch_size % (s->micro_batch_size * dp))
+        return false;
+    if (s->world_size)
+        snprintf(flags, n, "--world-size %d", 2 * s->world_size);
+    else
+        snprintf(flags, n, "--data-parallel-size %d", dp);
+    return true;
+}
+
+/* The GPU memory's "To fit" hints: the changes of spec s that lower its plan's memory (none raises
+ * it), each where it changes something: what is already on is not proposed again. */
+static void gpu_fit_hints(const mcc_spec *s)
+{
+    char flags[128];
+    bool moments = s->use_precision_aware_optimizer && s->exp_avg_dtype == MCC_MOMENT_BF16 &&
+                   s->exp_avg_sq_dtype == MCC_MOMENT_BF16;
+    fprintf(stderr, "  To fit, add any of these (each lowers this plan's memory):\n");
+    if (!s->grad_reduce_in_bf16)
+        fit_hint("--grad-reduce-in-bf16", "the gradients held and reduced in bf16, half their bytes");
+    if (!s->use_distributed_optimizer && s->data_parallel_size * s->context_parallel_size > 1)
+        fit_hint("--use-distributed-optimizer", "fp32 masters and Adam state sharded over the data-parallel ranks");
+    if (!moments)
+        fit_hint("--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16",
+                 "Adam's moments in bf16, half their bytes (and without ZeRO each fp32 master as its bf16 copy and a "
+                 "remainder)");
+    if (s->recompute_granularity == MCC_RECOMPUTE_NONE)
+        fit_hint("--recompute-granularity selective", "norm and activation outputs recomputed in the backward");
+    if (s->recompute_granularity != MCC_RECOMPUTE_FULL)
+        fit_hint("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
+                 "each layer keeps only its input for the backward");
+    if (s->micro_batch_size > 1)
+        fit_hint("--micro-batch-size 1", "activations scale with it (the accumulation grows instead)");
+    if (fit_layout(s, 2 * s->tensor_model_parallel_size, s->pipeline_model_parallel_size, flags, sizeof flags))
+        fit_hint(flags, "the layers' weights, gradients, optimizer state and activations over twice the ranks");
+    if (fit_layout(s, s->tensor_model_parallel_size, 2 * s->pipeline_model_parallel_size, flags, sizeof flags))
+        fit_hint(flags, "a stage holds half the layers (and the activations of its micro-batches in flight)");
+    if (s->use_distributed_optimizer && fit_more_replicas(s, flags, sizeof flags))
+        fit_hint(flags, "twice the data-parallel ranks, over which the distributed optimizer shards its state");
+    fprintf(stderr, "  or shorten --seq-length (activations scale with it).\n");
+}
+
+/* Whether the plan fits the target's memory (--gpu-memory GIB instead, when given), said either
+ * way, with spec s's hints where it does not; a target without a memory figure (the CPU's: the
+ * host's) is not checked. */
+static bool fits_gpu(const mcc_memory_breakdown *mem, const mcc_spec *s, const cli_opts *o)
 {
     const mcc_target *t = o->passes.target;
     double gib = mcc_memory_total(mem) / 1073741824.0, have = gpu_gib(o);
-    if (!have || gib + RUNTIME_OVERHEAD_GIB <= have)
+    if (!have)
         return true;
     char whose[96];
     if (o->gpu_memory_gib)
         snprintf(whose, sizeof whose, "--gpu-memory");
     else
         snprintf(whose, sizeof whose, "the %s target's; --gpu-memory GIB overrides it", t->name);
-    fprintf(stderr, "mcc: error: the plan needs %.2f GiB per GPU (+%.1f GiB runtime) but the GPU has %.1f GiB (%s).\n"
-                    "  To fit: split it over GPUs with --tensor-model-parallel-size N (parameters, gradients,\n"
-                    "  optimizer state and most activations / N; add --sequence-parallel for the rest) or\n"
-                    "  --data-parallel-size N --use-distributed-optimizer (optimizer state and fp32 masters / N);\n"
-                    "  --use-precision-aware-optimizer (fp32 masters as bf16 copy + 16-bit remainder: 2 bytes a\n"
-                    "  parameter less; with --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16, 4 more);\n"
-                    "  lower --micro-batch-size (activations scale with it; raise the accumulation instead);\n"
-                    "  --recompute-granularity selective (norm and activation outputs recomputed in the\n"
-                    "  backward) or full --recompute-method uniform --recompute-num-layers 1 (each layer keeps\n"
-                    "  only its input); shorten --seq-length; or --pipeline-model-parallel-size N (the\n"
-                    "  layers / N; a stage stashes the activations of the micro-batches it has in flight).\n",
+    if (gib + RUNTIME_OVERHEAD_GIB <= have) {
+        fprintf(stderr, "mcc: the plan fits: %.2f GiB per GPU (+%.1f GiB runtime) of the %.1f GiB the GPU has (%s)\n",
+                gib, RUNTIME_OVERHEAD_GIB, have, whose);
+        return true;
+    }
+    fprintf(stderr, "mcc: error: the plan needs %.2f GiB per GPU (+%.1f GiB runtime) but the GPU has %.1f GiB (%s).\n",
             gib, RUNTIME_OVERHEAD_GIB, have, whose);
+    gpu_fit_hints(s);
     return false;
 }
 
@@ -310,6 +480,24 @@ static void print_compute(const mcc_memory_breakdown *mem, const cli_opts *o)
 /* Ranks that share one machine's host memory: a node of up to 8 GPUs. */
 #define RANKS_PER_HOST 8
 
+/* The host memory's "To fit" hints (fit_hint's lines), each lowering what one machine's ranks hold:
+ * offloading half as much (the GPU's memory holds the rest); sharding the state over dp; and, where
+ * a machine's ranks are already all its GPUs, twice the data-parallel ranks over which it is
+ * sharded (with fewer, more ranks would share the machine, and each rank's share would shrink as
+ * their number grew). */
+static void host_fit_hints(const mcc_spec *s, long long world)
+{
+    char flags[128];
+    fprintf(stderr, "  To fit, add any of these (each lowers the host memory of a machine's ranks):\n");
+    snprintf(flags, sizeof flags, "--optimizer-offload-fraction %g", s->optimizer_offload_fraction / 2);
+    fit_hint(flags, "half as many parameters' optimizer state offloaded (the GPU holds the others')");
+    if (!s->use_distributed_optimizer && s->data_parallel_size * s->context_parallel_size > 1)
+        fit_hint("--use-distributed-optimizer", "the offloaded state sharded over the data-parallel ranks");
+    if (s->use_distributed_optimizer && world >= RANKS_PER_HOST && fit_more_replicas(s, flags, sizeof flags))
+        fit_hint(flags, "twice the data-parallel ranks, over which the offloaded state is sharded");
+    fprintf(stderr, "  or give the training machine's memory with --host-memory GIB.\n");
+}
+
 /* Whether the ranks of one machine fit their host memory (--optimizer-cpu-offload's page-locked
  * state) in --host-memory GIB, by default this machine's physical memory: the compile machine is
  * taken for the training machine, as the GPU's memory is the target's. */
@@ -324,12 +512,9 @@ static bool fits_host(const mcc_memory_breakdown *mem, const mcc_spec *spec, con
     if (!mem->host || !have || need <= have)
         return true;
     fprintf(stderr, "mcc: error: the offloaded optimizer state needs %.3f GiB of host memory per rank, %.3f GiB for the "
-                    "%d ranks of one machine, but it has %.3f GiB (%s).\n"
-                    "  To fit: offload less (--optimizer-offload-fraction F, now %g); shard the state over dp\n"
-                    "  (--data-parallel-size N --use-distributed-optimizer: / N per rank); or give the training\n"
-                    "  machine's memory with --host-memory GIB.\n",
-            per_rank, need, ranks, have, o->host_memory_gib ? "--host-memory" : "this machine's; --host-memory GIB overrides it",
-            spec->optimizer_offload_fraction);
+                    "%d ranks of one machine, but it has %.3f GiB (%s).\n",
+            per_rank, need, ranks, have, o->host_memory_gib ? "--host-memory" : "this machine's; --host-memory GIB overrides it");
+    host_fit_hints(spec, world);
     return false;
 }
 
@@ -342,7 +527,9 @@ static void print_launch(const mcc_spec *s, const cli_opts *o)
 {
     int world = s->tensor_model_parallel_size * s->context_parallel_size * s->data_parallel_size *
                 s->pipeline_model_parallel_size;
-    const char *dot = strchr(o->out, '/') ? "" : "./", *data = "--data-path PREFIX ...";
+    bool baked = o->train_rank_args && (strstr(o->train_rank_args, "--data-path\n") ||
+                                        strstr(o->train_rank_args, "--mock-data"));
+    const char *dot = strchr(o->out, '/') ? "" : "./", *data = baked ? "" : "--data-path PREFIX ...";
     if (world == 1) {
         fprintf(stderr, "mcc: run it: %s%s %s\n", dot, o->out, data);
         return;
@@ -351,7 +538,8 @@ static void print_launch(const mcc_spec *s, const cli_opts *o)
             s->tensor_model_parallel_size, s->context_parallel_size, s->data_parallel_size,
             s->pipeline_model_parallel_size);
     if (strcmp(o->passes.target->backend, "cuda") == 0) {
-        int per_node = world <= 8 ? world : world % 8 == 0 ? 8 : world % 4 == 0 ? 4 : world % 2 == 0 ? 2 : 1;
+        int per_node = s->nproc_per_node ? s->nproc_per_node
+                       : world <= 8 ? world : world % 8 == 0 ? 8 : world % 4 == 0 ? 4 : world % 2 == 0 ? 2 : 1;
         int nodes = world / per_node; /* nodes of up to 8 GPUs, each as many ranks */
         fprintf(stderr, "  torchrun --nnodes %d --nproc-per-node %d%s --no-python %s%s %s\n", nodes, per_node,
                 nodes > 1 ? " --rdzv-backend c10d --rdzv-endpoint HOST:29500" : "", dot, o->out, data);
@@ -363,40 +551,51 @@ static void print_launch(const mcc_spec *s, const cli_opts *o)
     fprintf(stderr, "  mpirun -np %d %s%s %s\n", world, dot, o->out, data);
 }
 
-static int cmd_compile(int argc, char **argv)
+/* The label of what was compiled: the spec file, or the flags' model. */
+static const char *spec_label(int argc, char **argv) { return argc && argv[0][0] != '-' ? argv[0] : "the flags' model"; }
+
+
+static int compile_loaded(const char *label, const mcc_spec *spec, cli_opts *o)
 {
-    cli_opts o = {0};
-    mcc_spec spec;
-    if (!load(argc, argv, &o, &spec))
-        return 2;
-    if (!o.out)
+    if (!o->out)
         return fail("-o OUT is required: the path of the train_rank executable to write");
-    if (spec.num_experts > 0)
+    if (spec->num_experts > 0)
         fprintf(stderr, "parameters: %lld in all, %lld active (what one token multiplies by: the top-%d of %d experts "
-                        "in each MoE layer; MFU counts these)\n", (long long)mcc_spec_num_params(&spec),
-                (long long)mcc_spec_num_active_params(&spec), spec.moe_router_topk, spec.num_experts);
+                        "in each MoE layer; MFU counts these)\n", (long long)mcc_spec_num_params(spec),
+                (long long)mcc_spec_num_active_params(spec), spec->moe_router_topk, spec->num_experts);
     mcc_program prog;
-    if (!build(argv[0], &spec, &o, NULL, &prog))
+    if (!build(label, spec, o, NULL, &prog))
         return 2;
     bool fits = true;
     for (int s = 0; s < prog.n; s++) {
         mcc_memory_breakdown mem = mcc_memory_of(prog.stage[s]);
         mcc_memory_print(&mem, stderr);
-        print_compute(&mem, &o);
-        if (o.memory_report)
+        print_compute(&mem, o);
+        if (o->memory_report)
             mcc_memory_report(prog.stage[s], stderr);
-        fits = fits && fits_gpu(&mem, &o) && fits_host(&mem, &spec, &o);
+        fits = fits && fits_gpu(&mem, spec, o) && fits_host(&mem, spec, o);
     }
     if (!fits)
         return mcc_program_free(&prog), 2;
     char err[8192];
-    bool ok = cg_write_executable(prog.stage, prog.n, o.out, err, sizeof err);
+    bool ok = cg_write_executable(prog.stage, prog.n, o->out, err, sizeof err);
     mcc_program_free(&prog);
     if (!ok)
         return fail(err), 1;
-    fprintf(stderr, "mcc: wrote %s\n", o.out);
-    print_launch(&spec, &o);
+    fprintf(stderr, "mcc: wrote %s\n", o->out);
+    print_launch(spec, o);
     return 0;
+}
+
+static int cmd_compile(int argc, char **argv)
+{
+    cli_opts o = {0};
+    mcc_spec spec;
+    if (!load(argc, argv, &o, &spec))
+        return free(o.train_rank_args), 2;
+    int rc = compile_loaded(spec_label(argc, argv), &spec, &o);
+    free(o.train_rank_args);
+    return rc;
 }
 
 /* The program as text: every stage's module; with a rank (>= 0), that rank's stage as the rank runs
@@ -422,10 +621,11 @@ static int cmd_ir(int argc, char **argv)
     }
     cli_opts o = {.rank = -1};
     mcc_spec spec;
-    if (!load(argc, argv, &o, &spec))
-        return 2;
+    bool ok = load(argc, argv, &o, &spec);
     mcc_program prog;
-    if (!build(argv[0], &spec, &o, o.after, &prog))
+    ok = ok && build(spec_label(argc, argv), &spec, &o, o.after, &prog);
+    free(o.train_rank_args);
+    if (!ok)
         return 2;
     char *text = program_text(&prog, o.rank);
     fputs(text, stdout);
@@ -607,15 +807,20 @@ static int run_command(int argc, char **argv)
     return 2;
 }
 
-/* Every command reads --flag=value as --flag value. */
+/* Every command reads @FILE as the words FILE holds (a script's flags pasted into a file) and
+ * --flag=value as --flag value. */
 int main(int argc, char **argv)
 {
     char err[1024];
     if (!knob_init(KNOB_MCC, err, sizeof err))
         return fail(err);
-    int n;
-    char **args = cli_split_equals(argc, argv, &n);
-    int rc = run_command(n, args);
+    int n, m;
+    char **words = cli_expand_files(argc, argv, &n, err, sizeof err);
+    if (!words)
+        return fail(err);
+    char **args = cli_split_equals(n, words, &m);
+    int rc = run_command(m, args);
     cli_argv_free(args);
+    cli_argv_free(words);
     return rc;
 }

@@ -395,6 +395,8 @@ static void set_config(ir_module *m, const mcc_spec *s)
         ir_cfg_set_int(m, IR_CFG_DDP_BUCKET_SIZE, s->ddp_bucket_size);
     if (replicas > 1 && s->overlap_grad_reduce)
         ir_cfg_set(m, IR_CFG_OVERLAP_GRAD_REDUCE, "1");
+    if (s->grad_reduce_in_bf16) /* absent means f32 gradients */
+        ir_cfg_set(m, IR_CFG_GRAD_REDUCE_IN_BF16, "1");
     ir_cfg_set_int(m, IR_CFG_TRAIN_ITERS, s->train_iters);
     ir_cfg_set_int(m, IR_CFG_LR_WARMUP_ITERS, s->lr_warmup_iters);
     ir_cfg_set_int(m, IR_CFG_SEED, s->seed);
@@ -415,6 +417,18 @@ static void set_config(ir_module *m, const mcc_spec *s)
     ir_cfg_set_int(m, IR_CFG_LR_DECAY_ITERS, s->lr_decay_iters);
     ir_cfg_set(m, IR_CFG_LR_WSD_DECAY_STYLE, mcc_spec_choice("lr_wsd_decay_style", s->lr_wsd_decay_style));
     ir_cfg_set_int(m, IR_CFG_LR_WSD_DECAY_ITERS, s->lr_wsd_decay_iters);
+    if (s->train_samples) { /* sample-based: the schedule counts samples (absent: iterations) */
+        ir_cfg_set_int(m, IR_CFG_TRAIN_SAMPLES, s->train_samples);
+        ir_cfg_set_int(m, IR_CFG_LR_WARMUP_SAMPLES, s->lr_warmup_samples);
+        ir_cfg_set_int(m, IR_CFG_LR_DECAY_SAMPLES, s->lr_decay_samples);
+        ir_cfg_set_int(m, IR_CFG_LR_WSD_DECAY_SAMPLES, s->lr_wsd_decay_samples);
+    }
+    if (s->lr_warmup_init) /* absent: warmup from 0 */
+        ir_cfg_set_num(m, IR_CFG_LR_WARMUP_INIT, s->lr_warmup_init);
+    if (s->decoupled_lr != s->lr || s->decoupled_min_lr != s->min_lr) { /* absent: one schedule for all */
+        ir_cfg_set_num(m, IR_CFG_DECOUPLED_LR, s->decoupled_lr);
+        ir_cfg_set_num(m, IR_CFG_DECOUPLED_MIN_LR, s->decoupled_min_lr);
+    }
     ir_cfg_set_int(m, IR_CFG_EVAL_INTERVAL, s->eval_interval);
     ir_cfg_set_int(m, IR_CFG_EVAL_ITERS, s->eval_iters);
     ir_cfg_set_int(m, IR_CFG_LOG_INTERVAL, s->log_interval);

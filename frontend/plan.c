@@ -19,6 +19,7 @@ bool mcc_plan_build(const mcc_spec *spec, const mcc_plan_options *o, const char 
     ir_cfg_set_int(m, IR_CFG_COMM_SIDE_LANE, o->side_lane);
     ir_cfg_set_int(m, IR_CFG_COMM_COPY_LANE, o->copy_lane);
     ir_cfg_set_num(m, IR_CFG_PEAK_FLOPS, o->passes.target->peak_bf16_flops);
+    if (o->train_rank_args && *o->train_rank_args) ir_cfg_set(m, IR_CFG_TRAIN_RANK_ARGS, o->train_rank_args);
     *prog = mcc_program_of(m);
     if (mcc_run_passes(prog, &o->passes, last, true, err, errlen))
         return true;

@@ -11,6 +11,7 @@ typedef struct {
     mcc_pass_options passes;        /* the target's description, handed to every pass */
     bool side_lane, copy_lane;      /* --comm-lanes against the target (mcc_target_parse_lanes) */
     bool keep_logits;               /* --keep-logits */
+    const char *train_rank_args;    /* train_rank's flags given to mcc compile, one a line (NULL: none) */
 } mcc_plan_options;
 
 /* The program of spec through pass `last` (NULL: every pass), verified after each; false with

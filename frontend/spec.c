@@ -1,10 +1,11 @@
 /* spec.c — reads SPEC.json (jansson), applies --flag overrides and validates the result into an
  * mcc_spec. Every field is described once, in spec_fields; JSON keys, flags, defaults, type and
  * range checks all come from that table. The Megatron-LM flags that are not fields (no-ops here,
- * other spellings of a field, refused ones) are described once too, in spec_megatron_flags. */
+ * other spellings of a field, refused ones) are described once too, in frontend/megatron_flags.c. */
 #include "frontend/spec.h"
 
 #include "common/cli.h"
+#include "frontend/megatron_flags.h"
 #include "passes/pp_schedule.h"
 
 #include <errno.h>
@@ -93,6 +94,8 @@ static const spec_field spec_fields[] = {
     MODEL(num_attention_heads, K_INT, R_POS, D_REQUIRED, 0, NULL, "attention (query) heads"),
     MODEL(num_query_groups, K_INT, R_POS, D_DERIVED, 0, NULL,
           "key/value heads, fewer than the heads for grouped-query attention (default: num_attention_heads)"),
+    MODEL(kv_channels, K_INT, R_POS, D_DERIVED, 0, NULL,
+          "each head's width (default: hidden_size / num_attention_heads, the one value built)"),
     MODEL(ffn_hidden_size, K_INT, R_POS, D_DERIVED, 0, NULL,
           "MLP width (default: 4 * hidden_size; with swiglu 8 * hidden_size / 3 down to a multiple of 64)"),
     MODEL(seq_length, K_INT, R_POS, D_REQUIRED, 0, NULL, "tokens per sample"),
@@ -172,6 +175,10 @@ static const spec_field spec_fields[] = {
     FIELD(SEC_PARALLEL, "world_size", world_size, NULL, K_INT, R_NONNEG, D_VALUE, 0, NULL,
           "the ranks the job starts (torchrun's nnodes x nproc_per_node): data_parallel_size derived from it as "
           "world_size / (tp * cp * pp), as Megatron derives it at launch (0: data_parallel_size as given)"),
+    FIELD(SEC_PARALLEL, "nproc_per_node", nproc_per_node, NULL, K_INT, R_NONNEG, D_VALUE, 0, NULL,
+          "torchrun's: the ranks (GPUs) of one node; with nnodes it makes world_size (0: not given)"),
+    FIELD(SEC_PARALLEL, "nnodes", nnodes, NULL, K_INT, R_POS, D_VALUE, 1, NULL,
+          "torchrun's: the nodes the job spans, nproc_per_node ranks each"),
     PAR(context_parallel_size, "cp", "context-parallel ranks: the sequence split over them in 2 cp chunks, rank r "
         "holding chunks r and 2 cp - 1 - r (Megatron's causal balance)"),
     FIELD(SEC_PARALLEL, "cp_comm_type", cp_comm_type, NULL, K_ENUM, R_ANY, D_VALUE, MCC_CP_P2P, cp_comm_names,
@@ -198,6 +205,9 @@ static const spec_field spec_fields[] = {
     FIELD(SEC_PARALLEL, "ddp_bucket_size", ddp_bucket_size, NULL, K_INT, R_POS, D_VALUE, 40000000, NULL,
           "gradient elements per data-parallel all-reduce"),
     PAR_BOOL(overlap_grad_reduce, "all-reduce each gradient bucket inside the backward, once it is final"),
+    PAR_BOOL(grad_reduce_in_bf16, "gradients reduced across data-parallel ranks, and held in their buffers, in bf16 "
+             "instead of fp32 (Megatron's; AdamW still updates fp32 masters; the CPU target rounds its gradient "
+             "buffers to bf16 as the GPU's)"),
     TRAIN(micro_batch_size, K_INT, R_POS, D_VALUE, 1, "samples per rank in one forward and backward"),
     TRAIN(global_batch_size, K_INT, R_POS, D_DERIVED, 0,
           "samples per optimizer step, the rest accumulated (default: micro_batch_size * data_parallel_size)"),
@@ -212,6 +222,20 @@ static const spec_field spec_fields[] = {
     FIELD(SEC_TRAINING, "lr_wsd_decay_style", lr_wsd_decay_style, NULL, K_ENUM, R_ANY, D_VALUE, MCC_WSD_EXPONENTIAL,
           spec_wsd_styles, "WSD: the shape of its final decay"),
     TRAIN(lr_wsd_decay_iters, K_INT, R_NONNEG, D_VALUE, 0, "WSD: the final iterations that decay"),
+    /* Megatron's sample-based training: the run and the schedule's spans counted in samples, each
+     * iteration advancing them by the global batch (spec_derive_schedule) */
+    TRAIN(train_samples, K_INT, R_NONNEG, D_VALUE, 0,
+          "samples to train on instead of train_iters: train_iters = train_samples / global_batch_size, "
+          "the lr schedule then counted in samples (0: iteration-based)"),
+    TRAIN(lr_warmup_samples, K_INT, R_NONNEG, D_VALUE, 0, "with train_samples: samples of linear warmup"),
+    TRAIN(lr_decay_samples, K_INT, R_NONNEG, D_VALUE, 0,
+          "with train_samples: samples the decay spans (0: train_samples)"),
+    TRAIN(lr_wsd_decay_samples, K_INT, R_NONNEG, D_VALUE, 0, "with train_samples: WSD's final samples that decay"),
+    TRAIN(lr_warmup_init, K_NUM, R_NONNEG, D_VALUE, 0, "the learning rate warmup starts from (at most lr)"),
+    TRAIN(decoupled_lr, K_NUM, R_NONNEG, D_DERIVED, 0,
+          "peak learning rate of the input embedding and the output layer, scheduled as lr is (default: lr)"),
+    TRAIN(decoupled_min_lr, K_NUM, R_NONNEG, D_DERIVED, 0,
+          "with decoupled_lr: the learning rate their decay ends at (default: min_lr)"),
     TRAIN(weight_decay, K_NUM, R_NONNEG, D_VALUE, 0.01, "AdamW's decoupled weight decay (none on biases and norms)"),
     TRAIN(clip_grad, K_NUM, R_NONNEG, D_VALUE, 1.0, "global gradient-norm clip (0: none, as in Megatron)"),
     TRAIN(adam_beta1, K_NUM, R_UNIT, D_VALUE, 0.9, "Adam's decay of the gradient's mean"),
@@ -272,74 +296,8 @@ static const spec_field spec_fields[] = {
 };
 enum { SPEC_NFIELDS = sizeof spec_fields / sizeof spec_fields[0] };
 
-/* Flags of Megatron-LM's pretrain_gpt.py that recipes pass and that are not spec fields: what each
- * means to mcc. A recipe's flag list pasted after `mcc compile SPEC.json` then compiles, with one
- * line on stderr for each flag that changes nothing here. */
-typedef enum {
-    MF_SAME,      /* accepted: mcc already does what it asks (a line on stderr says so) */
-    MF_SETS,      /* another spelling of a field's value: `sets` is "key=value" */
-    MF_IMPLIED,   /* accepted: what it turns on follows from a field */
-    MF_ELSEWHERE, /* a flag of another program (train_rank, mcc data preprocess): an error saying which */
-    MF_REFUSED,   /* asks for what this build cannot do: an error with the reason */
-} spec_megatron_kind;
 
-typedef struct {
-    const char *flag;
-    bool takes_value;
-    const char *values;       /* the values it accepts, '|'-separated; NULL: any */
-    spec_megatron_kind kind;
-    const char *sets;         /* MF_SETS */
-    const char *why;          /* the one line said on stderr, or the error's reason */
-} spec_megatron_flag;
-
-static const spec_megatron_flag spec_megatron_flags[] = {
-    {"--bf16", false, NULL, MF_SAME, NULL,
-     "the CUDA target trains in bf16 with fp32 master weights anyway (the CPU target computes in fp32)"},
-    {"--use-mcore-models", false, NULL, MF_SAME, NULL, "mcc builds Megatron Core's GPT model, its only one"},
-    {"--use-flash-attn", false, NULL, MF_SAME, NULL,
-     "attention is always one fused flash-attention kernel (mcc's, or cuDNN's where found)"},
-    {"--transformer-impl", true, "transformer_engine|local", MF_SAME, NULL,
-     "mcc compiles its own kernels: there is no implementation to choose"},
-    {"--no-masked-softmax-fusion", false, NULL, MF_SAME, NULL,
-     "the causal mask and softmax run inside the attention kernel either way"},
-    {"--no-bias-gelu-fusion", false, NULL, MF_SAME, NULL,
-     "the fusion pass decides which epilogues it fuses; what is computed is the same"},
-    {"--distributed-backend", true, "nccl", MF_SAME, NULL,
-     "GPU ranks communicate through NCCL (CPU ranks through MPI)"},
-    {"--group-query-attention", false, NULL, MF_IMPLIED, NULL,
-     "implied by --num-query-groups: fewer groups than heads is grouped-query attention"},
-    {"--disable-bias-linear", false, NULL, MF_SETS, "add_bias_linear=false", "read as --add-bias-linear false"},
-    {"--fp8-hybrid", false, NULL, MF_SETS, "fp8_format=hybrid", "read as --fp8-format hybrid"},
-    {"--no-fp8-wgrad", false, NULL, MF_SETS, "fp8_wgrad=false", "read as --fp8-wgrad false"},
-    {"--no-store-param-remainders", false, NULL, MF_SETS, "store_param_remainders=false",
-     "read as --store-param-remainders false"},
-    {"--recompute-activations", false, NULL, MF_SETS, "recompute_granularity=selective",
-     "read as --recompute-granularity selective (Megatron's older flag)"},
-    {"--fp16", false, NULL, MF_REFUSED, NULL,
-     "mcc trains in bf16 only (fp16 needs loss scaling, which it does not have): pass --bf16 or nothing"},
-    {"--data-path", true, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --data-path PREFIX"},
-    {"--split", true, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --split 969,30,1"},
-    {"--tokenizer-type", true, NULL, MF_ELSEWHERE, NULL,
-     "`mcc data preprocess --tokenizer-type` tokenizes the data before training; pass its vocabulary "
-     "as --vocab-size"},
-    {"--vocab-file", true, NULL, MF_ELSEWHERE, NULL, "it is `mcc data preprocess`'s (the tokenizer runs there)"},
-    {"--merge-file", true, NULL, MF_ELSEWHERE, NULL, "it is `mcc data preprocess`'s (the tokenizer runs there)"},
-    {"--tokenizer-model", true, NULL, MF_ELSEWHERE, NULL, "it is `mcc data preprocess`'s (the tokenizer runs there)"},
-    {"--save", true, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --save DIR"},
-    {"--load", true, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --load DIR"},
-    {"--save-interval", true, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --save-interval N"},
-    {"--exit-interval", true, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --exit-interval N"},
-    {"--finetune", false, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --load DIR --finetune"},
-    {"--no-load-optim", false, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --no-load-optim"},
-    {"--no-load-rng", false, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --no-load-rng"},
-    {"--exit-signal-handler", false, NULL, MF_ELSEWHERE, NULL,
-     "give it to the executable: ./train_rank --exit-signal-handler"},
-    {"--exit-duration-in-mins", true, NULL, MF_ELSEWHERE, NULL,
-     "give it to the executable: ./train_rank --exit-duration-in-mins N"},
-    {"--async-save", false, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --async-save"},
-    {"--no-async-save", false, NULL, MF_ELSEWHERE, NULL, "give it to the executable: ./train_rank --no-async-save"},
-};
-enum { SPEC_NMEGATRON = sizeof spec_megatron_flags / sizeof spec_megatron_flags[0] };
+enum { SPEC_MAX_HOLDS = 16 };
 
 /* Loader state: where each field's value came from, for messages that point at the input. */
 typedef struct {
@@ -349,6 +307,8 @@ typedef struct {
     char where_buf[SPEC_NFIELDS][80];
     char *err;
     size_t errlen;
+    const mcc_megatron_flag *holds[SPEC_MAX_HOLDS]; /* the Megatron flags given whose `holds` is checked last */
+    int nholds;
 } spec_ctx;
 
 /* Every check registers itself where it stands: SPEC_CHECK_HERE() is a static mcc_spec_check of
@@ -611,7 +571,7 @@ static bool spec_set_text(spec_ctx *c, const spec_field *f, const char *where, c
         spec_store_num(c, f, d);
         return true;
     }
-    if (f->kind == K_BOOL) { /* "true" or "false": spec_read_flags and spec_megatron_flags pass no other */
+    if (f->kind == K_BOOL) { /* "true" or "false": spec_read_flags and the Megatron table pass no other */
         spec_store_int(c, f, strcmp(v, "true") == 0);
         return true;
     }
@@ -722,38 +682,26 @@ static const spec_field *spec_flag_field(const char *arg)
     return spec_find(key);
 }
 
-/* What a Megatron flag of each kind is called, in its stderr line and in --help. ORDER spec_megatron_kind */
-static const char *const spec_megatron_kind_text[] = {"accepted, nothing to change", "mapped", "accepted",
-                                                      "not mcc compile's", "refused"};
-
-static const spec_megatron_flag *spec_megatron_find(const char *arg)
+/* The words after flag i that are its values: one, or (n < 0) all up to the next "--flag". */
+static int spec_values_after(int argc, char **argv, int i, int n)
 {
-    for (int i = 0; i < SPEC_NMEGATRON; i++)
-        if (strcmp(spec_megatron_flags[i].flag, arg) == 0) return &spec_megatron_flags[i];
-    return NULL;
+    int k = 0;
+    while (i + 1 + k < argc && strncmp(argv[i + 1 + k], "--", 2) != 0 && (n < 0 || k < n))
+        k++;
+    return k;
 }
 
-/* Whether v is one of the '|'-separated values. */
-static bool spec_value_listed(const char *values, const char *v)
+/* Megatron flag m at argv[*i], its values after it (consumed through *i). */
+static bool spec_read_megatron(spec_ctx *c, const mcc_megatron_flag *m, int argc, char **argv, int *i)
 {
-    size_t n = strlen(v);
-    for (const char *p = values; p; p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL)
-        if (strncmp(p, v, n) == 0 && (p[n] == '|' || p[n] == '\0')) return true;
-    return false;
-}
-
-/* Megatron flag m, with val the argument after it (consumed through *i when m takes a value). */
-static bool spec_read_megatron(spec_ctx *c, const spec_megatron_flag *m, const char *val, int *i)
-{
-    if (m->kind == MF_REFUSED) return spec_fail(c, "%s is refused: %s", m->flag, m->why);
-    if (m->kind == MF_ELSEWHERE) return spec_fail(c, "%s is not a flag of mcc compile: %s", m->flag, m->why);
-    if (m->takes_value) {
-        if (!val || strncmp(val, "--", 2) == 0 || (m->values && !spec_value_listed(m->values, val)))
-            return spec_fail(c, "%s %s: it takes %s (%s)", m->flag,
-                             val && strncmp(val, "--", 2) ? val : "without a value", m->values ? m->values : "a value",
-                             m->why);
-        (*i)++;
-    }
+    const char *flag = argv[*i];
+    int k = spec_values_after(argc, argv, *i, m->nvalues);
+    const char *val = k ? argv[*i + 1] : NULL;
+    *i += k;
+    if (m->kind == MF_REFUSED) return spec_fail(c, "%s is refused: %s", flag, m->why);
+    if (m->nvalues && (!k || (m->values && !cli_value_listed(m->values, val))))
+        return spec_fail(c, "%s %s: it takes %s (%s)", flag, val ? val : "without a value",
+                         m->values ? m->values : "a value", m->why);
     if (m->kind == MF_SETS) {
         const char *eq = strchr(m->sets, '=');
         char key[64];
@@ -763,45 +711,88 @@ static bool spec_read_megatron(spec_ctx *c, const spec_megatron_flag *m, const c
         c->flag[spec_index(f)] = m->flag;
         if (!spec_set_text(c, f, m->flag, eq + 1)) return false;
     }
-    fprintf(stderr, "mcc: %s%s%s: %s: %s\n", m->flag, m->takes_value ? " " : "", m->takes_value ? val : "",
-            spec_megatron_kind_text[m->kind], m->why);
+    if (m->holds && c->nholds < SPEC_MAX_HOLDS) c->holds[c->nholds++] = m;
+    fprintf(stderr, "mcc: %s%s%s: %s: %s\n", flag, val ? " " : "", val ? val : "", mcc_megatron_kind_text(m->kind),
+            m->why);
     return true;
 }
 
+/* The value of field f as a flag would spell it ("4096", "rope", "true"), for notes. */
+static void spec_value_text(spec_ctx *c, const spec_field *f, char *buf, size_t n)
+{
+    double v = spec_value(c, f);
+    if (f->kind == K_ENUM) snprintf(buf, n, "%s", f->choices[(int)v]);
+    else if (f->kind == K_BOOL) snprintf(buf, n, "%s", v != 0 ? "true" : "false");
+    else if (f->kind == K_INT || f->kind == K_NUM) snprintf(buf, n, "%.10g", v);
+    else snprintf(buf, n, "(a list)");
+}
+
+/* Spec field f set by flag argv[*i] (its value consumed through *i). A value the spec file gave
+ * and the flag changes is said on stderr. */
+static bool spec_read_field_flag(spec_ctx *c, const spec_field *f, int argc, char **argv, int *i)
+{
+    const char *flag = argv[*i], *val = *i + 1 < argc ? argv[*i + 1] : NULL;
+    int idx = spec_index(f);
+    char before[64] = "";
+    if (c->set[idx] && !c->flag[idx]) spec_value_text(c, f, before, sizeof before);
+    c->set[idx] = true;
+    c->flag[idx] = flag;
+    bool ok;
+    if (f->kind == K_BOOL) { /* "--swiglu" alone means true */
+        bool explicit = val && (strcmp(val, "true") == 0 || strcmp(val, "false") == 0);
+        *i += explicit;
+        ok = spec_set_text(c, f, flag, explicit ? val : "true");
+    } else if (!val || strncmp(val, "--", 2) == 0) {
+        return spec_fail(c, "%s needs a value (%s), e.g. %s %s", flag, spec_kind_text(f->kind), flag,
+                         f->kind == K_ENUM ? f->choices[0] : "1");
+    } else {
+        ok = spec_set_text(c, f, flag, val);
+        ++*i;
+        /* a set's further names, space-separated as Megatron's nargs='*' takes them */
+        while (ok && f->kind == K_SET && *i + 1 < argc && strncmp(argv[*i + 1], "--", 2) != 0 &&
+               spec_add_choices(c, f, flag, argv[*i + 1], false))
+            ++*i;
+    }
+    char after[64];
+    spec_value_text(c, f, after, sizeof after);
+    if (ok && *before && strcmp(before, after) != 0)
+        fprintf(stderr, "mcc: note: %s %s replaces the spec file's %s.%s %s\n", flag, after,
+                spec_section_names[f->sec], f->key, before);
+    return ok;
+}
+
+static bool spec_check_required(spec_ctx *c);
+
+/* Every flag: a spec field's, a Megatron flag's (megatron_flags.c), or the caller's (left in rest).
+ * A bad flag does not stop the reading: each one's message is kept, one a line, so a pasted script
+ * learns every problem in one run. */
 static bool spec_read_flags(spec_ctx *c, int argc, char **argv, int *rest, int *nrest)
 {
+    char *all = calloc(1, c->errlen);
+    if (!all) return snprintf(c->err, c->errlen, "out of memory reading the flags"), false;
     *nrest = 0;
     for (int i = 0; i < argc; i++) {
         const spec_field *f = spec_flag_field(argv[i]);
-        const char *flag = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        const spec_megatron_flag *m = f ? NULL : spec_megatron_find(flag);
-        if (m) {
-            if (!spec_read_megatron(c, m, val, &i)) return false;
-            continue;
-        }
-        if (!f) {
+        const mcc_megatron_flag *m = f ? NULL : mcc_megatron_find(argv[i]);
+        if (!f && !m) {
             rest[(*nrest)++] = i;
             continue;
         }
-        c->set[spec_index(f)] = true;
-        c->flag[spec_index(f)] = flag;
-        if (f->kind == K_BOOL) {    /* "--swiglu" alone means true */
-            bool explicit = val && (strcmp(val, "true") == 0 || strcmp(val, "false") == 0);
-            i += explicit;
-            if (!spec_set_text(c, f, flag, explicit ? val : "true")) return false;
+        int at = i;
+        if (m ? spec_read_megatron(c, m, argc, argv, &i) : spec_read_field_flag(c, f, argc, argv, &i))
             continue;
-        }
-        if (!val || strncmp(val, "--", 2) == 0)
-            return spec_fail(c, "%s needs a value (%s), e.g. %s %s", flag, spec_kind_text(f->kind), flag,
-                             f->kind == K_ENUM ? f->choices[0] : "1");
-        if (!spec_set_text(c, f, flag, val)) return false;
-        i++;
-        /* a set's further names, space-separated as Megatron's nargs='*' takes them */
-        while (f->kind == K_SET && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0 &&
-               spec_add_choices(c, f, flag, argv[i + 1], false))
-            i++;
+        i = at + spec_values_after(argc, argv, at, -1); /* a bad value's words are not flags */
+        size_t used = strlen(all);
+        snprintf(all + used, c->errlen - used, "%s%s", used ? "\n" : "", c->err);
     }
-    return true;
+    bool ok = !*all;
+    if (!ok && !spec_check_required(c)) { /* what validation would say first, said now */
+        size_t used = strlen(all);
+        snprintf(all + used, c->errlen - used, "\n%s", c->err);
+    }
+    if (!ok) snprintf(c->err, c->errlen, "%s", all);
+    free(all);
+    return ok;
 }
 
 /* ---- defaults and validation -------------------------------------------------------------- */
@@ -813,6 +804,31 @@ static void spec_set_defaults(spec_ctx *c)
         if (f->kind == K_NUM) spec_store_num(c, f, f->def);
         else spec_store_int(c, f, (long long)f->def);
     }
+}
+
+/* With no spec file the model comes from the flags alone, as pretrain_gpt.py builds it: where
+ * Megatron's default differs from the spec table's (which keeps small test specs deterministic and
+ * quiet), Megatron's, said once on stderr. */
+static const struct {
+    const char *key;
+    double value;
+} spec_megatron_defaults[] = {
+    {"attention_dropout", 0.1}, {"hidden_dropout", 0.1}, {"lr_decay_style", MCC_LR_LINEAR}, {"log_interval", 100},
+};
+
+static void spec_set_megatron_defaults(spec_ctx *c)
+{
+    char said[256] = "";
+    for (size_t i = 0; i < sizeof spec_megatron_defaults / sizeof spec_megatron_defaults[0]; i++) {
+        const spec_field *f = spec_find(spec_megatron_defaults[i].key);
+        if (f->kind == K_NUM) spec_store_num(c, f, spec_megatron_defaults[i].value);
+        else spec_store_int(c, f, (long long)spec_megatron_defaults[i].value);
+        char v[64];
+        size_t n = strlen(said);
+        spec_value_text(c, f, v, sizeof v);
+        snprintf(said + n, sizeof said - n, "%s%s %s", n ? ", " : "", f->key, v);
+    }
+    fprintf(stderr, "mcc: note: no spec file: the model is the flags', Megatron's defaults for the rest (%s)\n", said);
 }
 
 /* Sets a D_DERIVED field the user left out to v, the value of `rule`. */
@@ -830,12 +846,35 @@ static bool spec_derive_int(spec_ctx *c, const char *key, long long v, const cha
 /* Defaults that depend on other fields (Megatron's rules). For swiglu the FFN width is Megatron's
  * int(8h/3) rounded down to a multiple of 64 (here at least 64), which keeps the 3-matrix MLP
  * about as large as the 2-matrix 4h one. */
+/* torchrun's world: nnodes x nproc_per_node, where nproc_per_node is given (and world_size is not,
+ * or agrees). */
+static bool spec_derive_world(spec_ctx *c)
+{
+    mcc_spec *s = &c->s;
+    const spec_field *nproc = spec_find("nproc_per_node"), *nnodes = spec_find("nnodes");
+    if (!s->nproc_per_node) {
+        if (c->set[spec_index(nnodes)] && s->nnodes > 1)
+            return spec_fail(c, "%s %d without nproc_per_node: give the ranks of a node too (torchrun's "
+                                "--nproc-per-node), which make world_size = nnodes x nproc_per_node",
+                             spec_where(c, nnodes), s->nnodes);
+        return true;
+    }
+    long long world = (long long)s->nproc_per_node * s->nnodes;
+    if (world > INT_MAX) return spec_fail(c, "%s x %s is more than 2^31 ranks", spec_where(c, nnodes), spec_where(c, nproc));
+    if (s->world_size && s->world_size != world)
+        return spec_fail(c, "parallel.world_size %d disagrees with %s %d x %s %d = %lld: give one of the two",
+                         s->world_size, spec_where(c, nnodes), s->nnodes, spec_where(c, nproc), s->nproc_per_node, world);
+    s->world_size = (int)world;
+    return true;
+}
+
 /* Megatron's data_parallel_size: the world the job starts over the ranks one replica takes
  * (tp * cp * pp), where world_size is given. A --dp flag beside it must agree; the spec file's
  * value gives way, with a note (a spec is the model, the launch decides its replicas). */
 static bool spec_derive_dp(spec_ctx *c)
 {
     mcc_spec *s = &c->s;
+    if (!spec_derive_world(c)) return false;
     int replica = s->tensor_model_parallel_size * s->context_parallel_size * s->pipeline_model_parallel_size;
     if (s->world_size == 0 || replica <= 0)
         return true;
@@ -856,6 +895,72 @@ static bool spec_derive_dp(spec_ctx *c)
     return true;
 }
 
+/* The run's length and its lr schedule's spans in each of Megatron's two units, ORDER spec_lr_unit:
+ * the *_iters fields and their *_samples twins, in the same order. */
+typedef enum { SPEC_UNIT_ITERS, SPEC_UNIT_SAMPLES } spec_lr_unit;
+static const char *const spec_lr_spans[2][4] = {
+    {"train_iters", "lr_decay_iters", "lr_warmup_iters", "lr_wsd_decay_iters"},
+    {"train_samples", "lr_decay_samples", "lr_warmup_samples", "lr_wsd_decay_samples"},
+};
+static const char *const spec_lr_unit_names[2] = {"iterations", "samples"};
+
+static spec_lr_unit spec_unit(const mcc_spec *s) { return s->train_samples > 0 ? SPEC_UNIT_SAMPLES : SPEC_UNIT_ITERS; }
+
+/* Megatron trains by iterations or by samples, and asserts that the other unit's fields are unset
+ * (arguments.py). Here the unit of the train_ field a flag gives wins over the spec file's fields
+ * of the other unit, which give way with a note; both units given at one level are refused.
+ * Sample-based, train_iters is train_samples / global_batch_size, as Megatron's update_train_iters. */
+static bool spec_derive_schedule(spec_ctx *c)
+{
+    mcc_spec *s = &c->s;
+    int iters = spec_index(spec_find("train_iters")), samples = spec_index(spec_find("train_samples"));
+    spec_lr_unit unit = c->flag[samples] || (c->set[samples] && !c->flag[iters]) ? SPEC_UNIT_SAMPLES : SPEC_UNIT_ITERS;
+    const spec_field *train = spec_find(spec_lr_spans[unit][0]);
+    for (int k = 0; k < 4; k++) {
+        const spec_field *f = spec_find(spec_lr_spans[!unit][k]), *twin = spec_find(spec_lr_spans[unit][k]);
+        int i = spec_index(f);
+        if (!c->set[i])
+            continue;
+        char twin_flag[64], fix[96], where[80];
+        spec_flag_name(twin, twin_flag, sizeof twin_flag);
+        snprintf(fix, sizeof fix, "%s%s%s", k ? "give " : "drop one of the two", k ? twin_flag : "",
+                 k ? " instead" : "");
+        snprintf(where, sizeof where, "%s%s", spec_where(c, train), c->set[spec_index(train)] ? "" : ", the default");
+        if (c->flag[i] || !c->flag[spec_index(train)])
+            return spec_fail(c, "%s counts %s but this run counts %s (%s): Megatron trains by iterations or by "
+                                "samples, not both; %s", spec_where(c, f), spec_lr_unit_names[!unit],
+                             spec_lr_unit_names[unit], where, fix);
+        fprintf(stderr, "mcc: note: %s trains by %s: the spec file's %s %.10g gives way\n", spec_where(c, train),
+                spec_lr_unit_names[unit], spec_where(c, f), spec_value(c, f));
+        spec_store_int(c, f, (long long)f->def);
+        c->set[i] = false;
+    }
+    if (unit == SPEC_UNIT_ITERS || s->global_batch_size <= 0) /* a bad batch: spec_validate says so */
+        return true;
+    if (s->train_samples < s->global_batch_size)
+        return spec_fail(c, "%s (%d) is less than one global batch (global_batch_size %d): no iteration to train",
+                         spec_where(c, train), s->train_samples, s->global_batch_size);
+    s->train_iters = s->train_samples / s->global_batch_size;
+    return true;
+}
+
+/* Megatron's decoupled_lr (None: the embedding and output layer train at lr) and decoupled_min_lr
+ * (None: min_lr). A decoupled_min_lr alone, which Megatron ignores, is refused. */
+static bool spec_derive_decoupled(spec_ctx *c)
+{
+    mcc_spec *s = &c->s;
+    const spec_field *lr = spec_find("decoupled_lr"), *min = spec_find("decoupled_min_lr");
+    if (c->set[spec_index(min)] && !c->set[spec_index(lr)])
+        return spec_fail(c, "%s is given without decoupled_lr: it ends the embedding and output layer's own "
+                            "schedule, which --decoupled-lr starts (Megatron ignores it alone); give --decoupled-lr "
+                            "too, or drop it", spec_where(c, min));
+    if (!c->set[spec_index(lr)])
+        s->decoupled_lr = s->lr;
+    if (!c->set[spec_index(min)])
+        s->decoupled_min_lr = s->min_lr;
+    return true;
+}
+
 static bool spec_derive(spec_ctx *c)
 {
     mcc_spec *s = &c->s;
@@ -863,25 +968,21 @@ static bool spec_derive(spec_ctx *c)
     long long h = s->hidden_size, ffn = swiglu ? 8 * h / 192 * 64 : 4 * h;
     return spec_derive_dp(c) &&
            spec_derive_int(c, "num_query_groups", s->num_attention_heads, "num_attention_heads") &&
+           spec_derive_int(c, "kv_channels", s->num_attention_heads ? s->hidden_size / s->num_attention_heads : 0,
+                           "hidden_size / num_attention_heads") &&
            spec_derive_int(c, "max_position_embeddings", s->seq_length, "seq_length") &&
            spec_derive_int(c, "global_batch_size", (long long)s->micro_batch_size * s->data_parallel_size,
                            "micro_batch_size * data_parallel_size") &&
            spec_derive_int(c, "ffn_hidden_size", swiglu && ffn < 64 ? 64 : ffn,
                            swiglu ? "8 * hidden_size / 3 rounded down to a multiple of 64" : "4 * hidden_size") &&
            spec_derive_int(c, "moe_ffn_hidden_size", s->ffn_hidden_size, "ffn_hidden_size") &&
-           spec_derive_int(c, "expert_tensor_parallel_size", s->tensor_model_parallel_size, "tensor_model_parallel_size");
+           spec_derive_int(c, "expert_tensor_parallel_size", s->tensor_model_parallel_size, "tensor_model_parallel_size") &&
+           spec_derive_schedule(c) && spec_derive_decoupled(c);
 }
 
 static bool spec_check_field(spec_ctx *c, const spec_field *f)
 {
-    int i = spec_index(f);
     const char *w = spec_where(c, f);
-    if (f->need == D_REQUIRED && !c->set[i]) {
-        char flag[64];
-        spec_flag_name(f, flag, sizeof flag);
-        return spec_fail(c, "%s is required: add \"%s\": N to the \"%s\" section or pass %s N", w, f->key,
-                         spec_section_names[f->sec], flag);
-    }
     double v = spec_value(c, f);
     if ((f->range == R_POS && !(v > 0)) || (f->range == R_NONNEG && !(v >= 0)))
         return spec_fail(c, "%s must be %s (got %.10g)", w, f->range == R_POS ? "> 0" : ">= 0", v);
@@ -907,27 +1008,36 @@ static bool spec_check_pair_at(spec_ctx *c, mcc_spec_check *check, bool ok, cons
 }
 #define spec_check_pair(c, ...) spec_check_pair_at(c, SPEC_CHECK_HERE(), __VA_ARGS__)
 
-/* Megatron's scheduler asserts: warmup within the decay span, one way of giving warmup, and a WSD
- * decay phase that fits. lr_decay_iters = 0 stands for train_iters. */
+/* Megatron's scheduler asserts, in the run's unit (spec_lr_spans): warmup within the decay span,
+ * one way of giving warmup, a WSD decay phase that fits, warmup from at most lr; and the decoupled
+ * schedule's end at most its peak. A decay span of 0 stands for the run's length. */
 static bool spec_check_lr(spec_ctx *c)
 {
     mcc_spec *s = &c->s;
-    const char *decay_key = s->lr_decay_iters ? "lr_decay_iters" : "train_iters";
-    int decay = s->lr_decay_iters ? s->lr_decay_iters : s->train_iters;
-    if (c->set[spec_index(spec_find("lr_warmup_iters"))] && c->set[spec_index(spec_find("lr_warmup_fraction"))])
-        return spec_fail(c, "%s and %s are both given: set warmup either in iterations or as a fraction of "
-                            "the decay iterations, not both", spec_where(c, spec_find("lr_warmup_iters")),
-                         spec_where(c, spec_find("lr_warmup_fraction")));
-    if (!spec_check_pair(c, s->lr_warmup_iters <= decay, "lr_warmup_iters", "must not exceed", decay_key, NULL))
+    const char *const *span = spec_lr_spans[spec_unit(s)];
+    const spec_field *warmup = spec_find(span[2]), *wsd = spec_find(span[3]);
+    const char *decay_key = spec_value(c, spec_find(span[1])) ? span[1] : span[0];
+    double decay = spec_value(c, spec_find(decay_key));
+    if (c->set[spec_index(warmup)] && c->set[spec_index(spec_find("lr_warmup_fraction"))])
+        return spec_fail(c, "%s and %s are both given: set warmup either in %s or as a fraction of "
+                            "the decay, not both", spec_where(c, warmup),
+                         spec_where(c, spec_find("lr_warmup_fraction")), spec_lr_unit_names[spec_unit(s)]);
+    if (!spec_check_pair(c, spec_value(c, warmup) <= decay, span[2], "must not exceed", decay_key, NULL) ||
+        !spec_check_pair(c, s->lr_warmup_init <= s->lr, "lr_warmup_init", "must not exceed", "lr",
+                         "warmup rises from lr_warmup_init to lr") ||
+        !spec_check_pair(c, s->decoupled_min_lr <= s->decoupled_lr, "decoupled_min_lr", "must not exceed",
+                         "decoupled_lr", "decoupled_min_lr defaults to min_lr; give --decoupled-min-lr"))
         return false;
     if (s->lr_decay_style != MCC_LR_WSD)
         return true;
-    if (s->lr_wsd_decay_iters == 0)
-        return spec_fail(c, "%s is WSD but lr_wsd_decay_iters is not set: give the iterations of the final "
-                            "decay, e.g. --lr-wsd-decay-iters %d", spec_where(c, spec_find("lr_decay_style")),
-                         decay / 10 ? decay / 10 : 1);
-    return spec_check_pair(c, s->lr_wsd_decay_iters <= decay, "lr_wsd_decay_iters", "must not exceed", decay_key,
-                           NULL);
+    if (spec_value(c, wsd) == 0) {
+        char flag[64];
+        spec_flag_name(wsd, flag, sizeof flag);
+        return spec_fail(c, "%s is WSD but %s is not set: give the %s of the final decay, e.g. %s %.0f",
+                         spec_where(c, spec_find("lr_decay_style")), span[3], spec_lr_unit_names[spec_unit(s)], flag,
+                         decay >= 10 ? floor(decay / 10) : 1);
+    }
+    return spec_check_pair(c, spec_value(c, wsd) <= decay, span[3], "must not exceed", decay_key, NULL);
 }
 
 /* Megatron's tensor-parallel split: heads, kv groups and ffn features divide by tp (the vocabulary
@@ -1252,8 +1362,52 @@ static bool spec_check_recompute(spec_ctx *c)
     return true;
 }
 
+/* Whether field f holds the value text spells (a choice's name, true/false, or a number). */
+static bool spec_value_is(spec_ctx *c, const spec_field *f, const char *text)
+{
+    char now[64];
+    spec_value_text(c, f, now, sizeof now);
+    return strcmp(now, text) == 0 || (f->kind == K_NUM && spec_value(c, f) == strtod(text, NULL));
+}
+
+/* The Megatron flags that mean nothing more only beside a setting (--no-position-embedding with
+ * rope): refused, with their reason, where the finished spec lacks it. */
+static bool spec_check_holds(spec_ctx *c)
+{
+    for (int i = 0; i < c->nholds; i++) {
+        const mcc_megatron_flag *m = c->holds[i];
+        const char *eq = strchr(m->holds, '=');
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - m->holds), m->holds);
+        if (!spec_value_is(c, spec_find(key), eq + 1))
+            return spec_fail(c, "%s is refused here: %s", m->flag, m->why);
+    }
+    return true;
+}
+
+/* Every required field left out, in one message. */
+static bool spec_check_required(spec_ctx *c)
+{
+    char flags[512] = "", keys[512] = "";
+    int missing = 0;
+    for (int i = 0; i < SPEC_NFIELDS; i++) {
+        const spec_field *f = &spec_fields[i];
+        if (f->need != D_REQUIRED || c->set[i]) continue;
+        char flag[64];
+        size_t nf = strlen(flags), nk = strlen(keys);
+        spec_flag_name(f, flag, sizeof flag);
+        snprintf(flags + nf, sizeof flags - nf, "%s%s N", nf ? " " : "", flag);
+        snprintf(keys + nk, sizeof keys - nk, "%s%s.%s", nk ? ", " : "", spec_section_names[f->sec], f->key);
+        missing++;
+    }
+    if (!missing) return true;
+    return spec_fail(c, "%s %s required: pass %s, or give %s in SPEC.json", keys, missing > 1 ? "are" : "is", flags,
+                     missing > 1 ? "them" : "it");
+}
+
 static bool spec_validate(spec_ctx *c)
 {
+    if (!spec_check_required(c)) return false;
     for (int i = 0; i < SPEC_NFIELDS; i++)
         if (!spec_check_field(c, &spec_fields[i])) return false;
     if (!spec_pad_vocab(c)) return false;
@@ -1269,8 +1423,12 @@ static bool spec_validate(spec_ctx *c)
         !spec_check_pair(c, s->min_lr <= s->lr, "min_lr", "must not exceed", "lr", NULL) ||
         !spec_check_pair(c, s->recompute_num_layers <= s->num_layers, "recompute_num_layers", "must not exceed",
                          "num_layers", "0 recomputes in every layer") ||
-        !spec_check_lr(c))
+        !spec_check_lr(c) || !spec_check_holds(c))
         return false;
+    if (s->kv_channels != mcc_spec_head_dim(s))
+        return spec_fail(c, "%s (%d) differs from hidden_size / num_attention_heads = %d: a head width of its own "
+                            "is not built; leave kv_channels out", spec_where(c, spec_find("kv_channels")),
+                         s->kv_channels, mcc_spec_head_dim(s));
     if (!spec_check_recompute(c))
         return false;
     if (s->global_batch_size % batch_unit)
@@ -1288,6 +1446,11 @@ static bool spec_validate(spec_ctx *c)
     if (s->optimizer_offload_fraction > 1)
         return spec_fail(c, "%s must be in (0, 1] (got %.10g): 1 offloads every parameter's optimizer state",
                          spec_where(c, spec_find("optimizer_offload_fraction")), s->optimizer_offload_fraction);
+    if (!spec_check_pair(c, !s->grad_reduce_in_bf16 || !s->optimizer_cpu_offload, "grad_reduce_in_bf16",
+                         "is not built with", "optimizer_cpu_offload",
+                         "the host's AdamW streams fp32 gradients (and under ZeRO the fp32 masters come back "
+                         "through the gradients' blocks): drop one of the two"))
+        return false;
     if (!spec_check_tp(c) || !spec_check_pp(c) || !spec_check_fp8(c) || !spec_check_moe(c) || !spec_check_cp(c))
         return false;
     if (mcc_spec_num_params(s) < 0)
@@ -1304,8 +1467,9 @@ bool mcc_spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *
     c->err = err;
     c->errlen = errlen;
     spec_set_defaults(c);
-    bool ok = spec_read_json(c, path) && spec_read_flags(c, argc, argv, rest, nrest) && spec_derive(c) &&
-              spec_validate(c);
+    if (!path) spec_set_megatron_defaults(c);
+    bool ok = (!path || spec_read_json(c, path)) && spec_read_flags(c, argc, argv, rest, nrest) &&
+              spec_derive(c) && spec_validate(c);
     if (ok) *out = c->s;
     free(c);
     return ok;
@@ -1411,21 +1575,14 @@ void mcc_spec_print_help(FILE *out)
         fprintf(out, "  %-38s %-7s %-16s %s%s%s\n", flags, type_text[f->kind], def, f->help, choices,
                 *choices ? ")" : "");
     }
-    fprintf(out, "Megatron-LM flags that are not fields (pretrain_gpt.py's spelling):\n");
-    for (int i = 0; i < SPEC_NMEGATRON; i++) {
-        const spec_megatron_flag *m = &spec_megatron_flags[i];
-        char flag[96];
-        snprintf(flag, sizeof flag, "%s%s%s", m->flag, m->takes_value ? " " : "",
-                 m->takes_value ? (m->values ? m->values : "VALUE") : "");
-        fprintf(out, "  %-38s %s: %s\n", flag, spec_megatron_kind_text[m->kind], m->why);
-    }
+    mcc_megatron_print_help(out);
 }
 
 const char *mcc_spec_flag_near(const char *flag, const char *const *extra)
 {
     enum { MAX_EXTRA = 32 };
     static char field_flags[2 * SPEC_NFIELDS][64]; /* the returned name may point here */
-    const char *names[2 * SPEC_NFIELDS + SPEC_NMEGATRON + MAX_EXTRA];
+    static const char *names[2 * SPEC_NFIELDS + 256 + MAX_EXTRA];
     int n = 0, nf = 0;
     for (int i = 0; i < SPEC_NFIELDS; i++) {
         spec_flag_name(&spec_fields[i], field_flags[nf], sizeof field_flags[nf]);
@@ -1435,7 +1592,7 @@ const char *mcc_spec_flag_near(const char *flag, const char *const *extra)
             names[n++] = field_flags[nf++];
         }
     }
-    for (int i = 0; i < SPEC_NMEGATRON; i++) names[n++] = spec_megatron_flags[i].flag;
+    for (int i = 0; i < mcc_megatron_count() && i < 256; i++) names[n++] = mcc_megatron_at(i)->flag;
     for (int i = 0; extra && extra[i] && i < MAX_EXTRA; i++) names[n++] = extra[i];
     return cli_closest(flag, names, n);
 }

@@ -58,6 +58,7 @@ typedef struct {
 typedef struct {
     /* model */
     int num_layers, hidden_size, num_attention_heads, num_query_groups, ffn_hidden_size;
+    int kv_channels;                    /* a head's width: hidden_size / num_attention_heads, the one value built */
     int seq_length, max_position_embeddings, vocab_size; /* vocab_size: the tokenizer's, as given */
     int make_vocab_size_divisible_by;   /* Megatron's: the vocabulary is padded to a multiple of this x tp */
     mcc_norm normalization;             /* "LayerNorm" | "RMSNorm" */
@@ -87,6 +88,7 @@ typedef struct {
     int expert_model_parallel_size, expert_tensor_parallel_size; /* ep divides dp and num_experts; etp: 1 */
     int context_parallel_size;          /* the sequence split over cp ranks in 2 cp causally balanced chunks */
     int world_size;                     /* the ranks the job starts; > 0: data_parallel_size derived from it */
+    int nproc_per_node, nnodes;         /* torchrun's: world_size = nnodes x nproc_per_node where given (0: not) */
     mcc_cp_comm cp_comm_type;           /* "p2p" (Megatron's default: ring attention) | "all_gather" | "a2a" (Ulysses) */
     bool use_distributed_optimizer;     /* ZeRO-1: optimizer state sharded over dp (no-op at dp 1) */
     bool sequence_parallel;             /* Megatron's SP: activations outside attention/MLP split along
@@ -106,12 +108,21 @@ typedef struct {
     int virtual_pipeline_model_parallel_size; /* derived, not a field: v from the two fields above (1: none) */
     bool overlap_grad_reduce;           /* all-reduce each bucket inside the backward, as soon as its
                                            gradients are final (one micro-batch per step, no ZeRO) */
+    bool grad_reduce_in_bf16;           /* Megatron's: gradients accumulated, reduced over dp and held in
+                                           bf16 buffers (AdamW still updates fp32 masters) */
     /* training */
     int micro_batch_size, global_batch_size, train_iters, lr_warmup_iters, seed;
     int lr_decay_iters;                 /* 0: train_iters (Megatron's default) */
     int lr_wsd_decay_iters;             /* WSD: the final iterations that decay */
-    double lr_warmup_fraction;          /* of lr_decay_iters; exclusive with lr_warmup_iters */
+    /* sample-based training (Megatron's): train_samples > 0 counts the run and the lr schedule's
+       spans in samples, each iteration a global batch of them (train_iters derived from it); the
+       *_iters spans are then 0, and these are 0 in an iteration-based run */
+    int train_samples, lr_warmup_samples, lr_decay_samples, lr_wsd_decay_samples;
+    double lr_warmup_fraction;          /* of the decay span; exclusive with lr_warmup_iters/_samples */
     double lr, min_lr, weight_decay, clip_grad, adam_beta1, adam_beta2, adam_eps;
+    double lr_warmup_init;              /* the lr warmup starts from (Megatron's init_lr; default 0) */
+    double decoupled_lr, decoupled_min_lr; /* the input embedding's and output layer's peak and final lr
+                                           (derived: lr and min_lr when not given) */
     bool optimizer_cpu_offload;         /* fp32 masters and Adam state in host memory, updated there */
     double optimizer_offload_fraction;  /* of the parameters' elements, in declaration order (default 1) */
     bool overlap_cpu_optimizer_d2h_h2d; /* the host step's copies overlap it, parameter by parameter */
@@ -141,9 +152,10 @@ typedef struct {
     int padded_vocab_size;
 } mcc_spec;
 
-/* Reads SPEC.json, applies `--flag value` overrides (argv: the flags after the spec path),
- * validates everything. On any error writes one message naming the JSON path or flag and the
- * fix into err and returns false. Unrecognised flags are left for the caller: their indices
+/* Reads SPEC.json (path NULL: none, the model from the flags alone with Megatron's defaults for what
+ * they leave out), applies `--flag value` overrides (argv: the flags after the spec path),
+ * validates everything. On an error writes a message naming the JSON path or flag and the fix
+ * into err and returns false: every bad flag's, one a line, where the flags are bad. Unrecognised flags are left for the caller: their indices
  * are returned in rest/nrest (rest must hold argc entries). */
 bool mcc_spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest,
                    char *err, size_t errlen);

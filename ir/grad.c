@@ -112,9 +112,26 @@ static int fp8_source(const ir_func *f, int q)
     return def->args[0];
 }
 
+/* The weight's FP8 copy for the backward: a weight is a global, live all step, so its quantize is
+ * made again from it and the forward's amax (the history's as the step began, or the weight's own,
+ * which the step does not change): the same scale and bytes, for one elementwise pass over the
+ * weight, instead of a copy of every FP8 weight kept from the forward to the backward (a layer's
+ * linear weights at a byte each: 6.5 GiB of LLaMA-3 8B's activations). Any other operand's
+ * forward copy q itself. */
+static int fp8_backward_copy(ir_grad_ctx *g, int q)
+{
+    const ir_instr *def = &g->f->instrs[g->f->vals[q].def];
+    if (g->f->instrs[g->f->vals[def->args[0]].def].op != IR_OP_GLOBAL)
+        return q;
+    int args[2] = {def->args[0], def->args[1]};
+    double attrs[2] = {def->attr[0], def->attr[1]};
+    return emit(g, IR_OP_FP8_QUANTIZE, args, 2, attrs); /* no fold: the forward's folded its amax */
+}
+
 /* y = op(a) op(b) on quantized a (the activation) and b (the weight): dy quantized once in the
- * gradient's format feeds the dgrad and (wgrad=1) the weight's gradient, both fp8 GEMMs with the
- * forward's quantized operands; wgrad=0 keeps the weight's gradient a matmul of dy and a's source. */
+ * gradient's format feeds the dgrad, an fp8 GEMM with the weight quantized again
+ * (fp8_backward_copy), and (wgrad=1) the weight's gradient, an fp8 GEMM with the forward's
+ * quantized activation; wgrad=0 keeps the weight's gradient a matmul of dy and a's source. */
 void ir_grad_fp8_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
     if (in->attr[0] != 0) {
@@ -125,7 +142,8 @@ void ir_grad_fp8_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
     int qa = in->args[0], qb = in->args[2], dy = DY;
     int x = fp8_source(g->f, qa), w = fp8_source(g->f, qb);
     int qdy = ir_fp8_quantize(g->m, g->f, dy, in->nargs == 5 ? in->args[4] : -1, true, (ir_fp8_format)in->attr[2]);
-    ir_grad_contribute(g, x, like(g, ir_fp8_matmul(g->m, g->f, qdy, qb, false, !tb, IR_FP8_E4M3, false, -1), x));
+    int dx = ir_fp8_matmul(g->m, g->f, qdy, fp8_backward_copy(g, qb), false, !tb, IR_FP8_E4M3, false, -1);
+    ir_grad_contribute(g, x, like(g, dx, x));
     int db;
     if (wgrad)
         db = tb ? ir_fp8_matmul(g->m, g->f, qdy, qa, true, false, IR_FP8_E4M3, false, -1)

@@ -37,10 +37,18 @@ bool ir_mesh_check(const ir_mesh *mesh, int world_size, char *err, size_t errlen
             return false;
         }
     long prod = (long)d[IR_AXIS_TP] * d[IR_AXIS_CP] * d[IR_AXIS_DP] * d[IR_AXIS_PP];
+    long replica = (long)d[IR_AXIS_TP] * d[IR_AXIS_CP] * d[IR_AXIS_PP];
+    if (prod != world_size && world_size % replica == 0) {
+        snprintf(err, errlen, "the job has %d ranks but the program was compiled for tp %d x cp %d x dp %d x pp %d = %ld: "
+                 "launch %ld ranks, or recompile with `mcc compile ... --world-size %d` (dp %ld)",
+                 world_size, d[IR_AXIS_TP], d[IR_AXIS_CP], d[IR_AXIS_DP], d[IR_AXIS_PP], prod, prod, world_size,
+                 world_size / replica);
+        return false;
+    }
     if (prod != world_size) {
         snprintf(err, errlen, "the job has %d ranks but the program was compiled for tp %d x cp %d x dp %d x pp %d = %ld: "
-                 "launch %ld ranks, or recompile with degrees whose product is %d",
-                 world_size, d[IR_AXIS_TP], d[IR_AXIS_CP], d[IR_AXIS_DP], d[IR_AXIS_PP], prod, prod, world_size);
+                 "launch %ld ranks (or a multiple of tp x cp x pp = %ld, recompiled with `mcc compile ... --world-size N`)",
+                 world_size, d[IR_AXIS_TP], d[IR_AXIS_CP], d[IR_AXIS_DP], d[IR_AXIS_PP], prod, prod, replica);
         return false;
     }
     if (d[IR_AXIS_EDP] < 1) {

@@ -45,23 +45,25 @@ __device__ __forceinline__ void mcc_master_split4(float4 x, mcc_bf16 *hi, short 
 // copy (or NULL): the parameter's bf16 working copy, written from the updated p in the same pass.
 // rem (or NULL): p is NULL and the master is held as (copy, rem) (store_param_remainders): joined,
 // updated, and split back (mcc_master_split: the copy rounds ties away from zero then).
-// m and v are TM and TV (f32, or bf16 under --use-precision-aware-optimizer: loaded to fp32, the
-// step in fp32, the new moments rounded when stored); mcc_adamw_<TM>_<TV>.
-template <typename TM, typename TV>
-__device__ void mcc_adamw(float *p, const float *g, TM *m, TV *v, const float *lr_p, const float *step_p,
+// g is TG (f32, or bf16 under --grad-reduce-in-bf16: loaded to fp32); m and v are TM and TV (f32,
+// or bf16 under --use-precision-aware-optimizer: loaded to fp32, the step in fp32, the new moments
+// rounded when stored); mcc_adamw_<TG>_<TM>_<TV>. Four floats a thread where all three are f32.
+template <typename TG, typename TM, typename TV>
+__device__ void mcc_adamw(float *p, const TG *g, TM *m, TV *v, const float *lr_p, const float *step_p,
                           const float *coef_p, long long n, double b1, double b2, double eps, double wd,
                           mcc_bf16 *copy, short *rem)
 {
     double step = step_p[0];
     mcc_adamw_step f = {(float)b1, (float)b2, (float)eps, (float)wd, lr_p[0], coef_p[0],
                         (float)(1.0 - pow(b1, step)), (float)(1.0 - pow(b2, step))};
-    bool vector = sizeof(TM) == 4 && sizeof(TV) == 4 && mcc_aligned(p, g, (float *)(void *)m, (float *)(void *)v) &&
+    bool vector = sizeof(TG) == 4 && sizeof(TM) == 4 && sizeof(TV) == 4 &&
+                  mcc_aligned(p, (const float *)(const void *)g, (float *)(void *)m, (float *)(void *)v) &&
                   (!copy || (unsigned long long)copy % 8 == 0) && (!rem || (unsigned long long)rem % 8 == 0);
     long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x, stride = (long long)gridDim.x * blockDim.x;
     for (long long k = tid; vector && k < n / 4; k += stride) {
         float4 *m4 = (float4 *)(void *)m, *v4 = (float4 *)(void *)v;
         float4 pk = rem ? mcc_master_join4(copy, rem, k) : ((float4 *)p)[k];
-        float4 gk = ((const float4 *)g)[k], mk = m4[k], vk = v4[k];
+        float4 gk = ((const float4 *)(const void *)g)[k], mk = m4[k], vk = v4[k];
         f(pk.x, gk.x, mk.x, vk.x);
         f(pk.y, gk.y, mk.y, vk.y);
         f(pk.z, gk.z, mk.z, vk.z);
@@ -80,7 +82,7 @@ __device__ void mcc_adamw(float *p, const float *g, TM *m, TV *v, const float *l
     for (long long i = (vector ? n / 4 * 4 : 0) + tid; i < n; i += stride) {
         float mi = mcc_ld(m, i), vi = mcc_ld(v, i);
         float pi = rem ? mcc_master_join(__bfloat16_as_ushort(copy[i]), rem[i]) : p[i];
-        f(pi, g[i], mi, vi);
+        f(pi, mcc_ld(g, i), mi, vi);
         mcc_st(m, i, mi);
         mcc_st(v, i, vi);
         if (rem) {
@@ -95,15 +97,18 @@ __device__ void mcc_adamw(float *p, const float *g, TM *m, TV *v, const float *l
     }
 }
 
-#define MCC_ADAMW(sm, TM, sv, TV)                                                                            \
-    extern "C" __global__ void mcc_adamw_##sm##_##sv(float *p, const float *g, TM *m, TV *v, const float *lr_p, \
-                                                     const float *step_p, const float *coef_p, long long n,    \
-                                                     double b1, double b2, double eps, double wd, mcc_bf16 *copy, \
-                                                     short *rem)                                              \
+#define MCC_ADAMW(sg, TG, sm, TM, sv, TV)                                                                    \
+    extern "C" __global__ void mcc_adamw_##sg##_##sm##_##sv(float *p, const TG *g, TM *m, TV *v, const float *lr_p, \
+                                                            const float *step_p, const float *coef_p, long long n, \
+                                                            double b1, double b2, double eps, double wd,          \
+                                                            mcc_bf16 *copy, short *rem)                          \
     {                                                                                                        \
         mcc_adamw(p, g, m, v, lr_p, step_p, coef_p, n, b1, b2, eps, wd, copy, rem);                          \
     }
-MCC_ADAMW(f32, float, f32, float)
-MCC_ADAMW(f32, float, bf16, mcc_bf16)
-MCC_ADAMW(bf16, mcc_bf16, f32, float)
-MCC_ADAMW(bf16, mcc_bf16, bf16, mcc_bf16)
+#define MCC_ADAMW_MOMENTS(sg, TG)                                                                            \
+    MCC_ADAMW(sg, TG, f32, float, f32, float)                                                                \
+    MCC_ADAMW(sg, TG, f32, float, bf16, mcc_bf16)                                                            \
+    MCC_ADAMW(sg, TG, bf16, mcc_bf16, f32, float)                                                            \
+    MCC_ADAMW(sg, TG, bf16, mcc_bf16, bf16, mcc_bf16)
+MCC_ADAMW_MOMENTS(f32, float)
+MCC_ADAMW_MOMENTS(bf16, mcc_bf16)

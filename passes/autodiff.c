@@ -1,6 +1,7 @@
 /* autodiff.c — reverse-mode differentiation of `micro_step`: walks the forward instructions
  * backwards applying each op's gradient rule (ir/grad.c) and accumulates every parameter's
- * gradient into the persistent global @<param>.grad (summed over the step's micro-batches). */
+ * gradient into the persistent global @<param>.grad (summed over the step's micro-batches; f32, or
+ * bf16 under grad_reduce_in_bf16: pass_grad_dtype). */
 #include "passes.h"
 
 #include "ir/grad.h"
@@ -17,6 +18,8 @@ static int find_output(const ir_func *f, const char *name)
     return -1;
 }
 
+/* @<param>.grad for every parameter, of its shape in pass_grad_dtype (f32, or bf16 under
+ * grad_reduce_in_bf16). */
 static void add_grad_globals(ir_module *m)
 {
     int nglobals = m->nglobals;
@@ -25,7 +28,9 @@ static void add_grad_globals(ir_module *m)
             continue;
         char name[256];
         snprintf(name, sizeof name, "%s.grad", m->globals[i].name);
-        ir_global_add_companion(m, name, m->globals[i].type, IR_GLOBAL_GRAD, i);
+        ir_type t = m->globals[i].type;
+        t.dtype = pass_grad_dtype(m);
+        ir_global_add_companion(m, name, t, IR_GLOBAL_GRAD, i);
     }
 }
 

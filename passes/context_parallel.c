@@ -5,7 +5,8 @@
  * rank's share of the causal attention's work is the same.
  *
  *     tokens, targets [B,T] -> [B,T/cp] {shard=[-,cp]}   the rank's two chunks (train_rank binds
- *                                                         them by the input's layout record)
+ *                                                         them by the input's layout record), and
+ *                                                         so their rows (tp_comm_interleave's halves)
  *     pos_add, rope, dropout                             positions of the rank's chunks (cp, cp_rank)
  *
  * Attention reaches the other ranks' keys and values as config cp_comm_type says (Megatron's
@@ -365,6 +366,15 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
             return true;
         }
         break;
+    case IR_OP_ROWS: { /* some of the micro-batch's samples (tp_comm_interleave's halves), each its tokens */
+        if (c->form[in->args[0]] != CP_SEQ || t0->ndim != 2)
+            break;
+        int r = copy(c, in); /* [B,T] -> [B/2,T]: tokens, targets */
+        ir_shard_push(&c->dst->vals[r].type, 1, IR_AXIS_CP);
+        c->form[in->res[0]] = CP_SEQ;
+        c->rows = t0->dims[0] * t0->dims[1]; /* a half's MoE layers have its rows */
+        return true;
+    }
     case IR_OP_MOE_ROUTE: /* what follows has the routed pairs' rows too */
         c->pairs = c->rows * t0->dims[1];
         break;

@@ -12,8 +12,10 @@
  * Under expert parallelism the expert weights' gradients are summed over edp instead (the ranks
  * holding the same experts; expert_parallel.c).
  * With the distributed optimizer (ZeRO-1, see optimizer.c) each rank only updates its block of
- * every parameter (1/dp, 1/(dp cp) under cp, an expert weight's 1/edp: pass_replica_axis), so it
- * needs only that block of the sum: reduce_scatter over that axis into @<p>.grad_shard. */
+ * every parameter it shards (1/dp, 1/(dp cp) under cp, an expert weight's 1/edp: pass_replica_axis,
+ * pass_zero_param), so it needs only that block of the sum: reduce_scatter over that axis into
+ * @<p>.grad_shard. The gradients are in pass_grad_dtype (bf16 under grad_reduce_in_bf16), and so
+ * are their collectives and blocks. */
 #include "passes.h"
 
 #include <stdio.h>
@@ -97,8 +99,8 @@ static int *gradient_globals(const ir_module *m, int *n)
     return grads;
 }
 
-/* reduce_grads: every bucket, after the backward: the dense gradients' over dp (dp_cp under cp),
- * then the experts' over edp (none when ep = dp cp). */
+/* reduce_grads: every bucket of the gradients ZeRO does not shard, after the backward: the dense
+ * gradients' over dp (dp_cp under cp), then the experts' over edp (none when ep = dp cp). */
 static void all_reduce_buckets(ir_module *m, ir_func *f)
 {
     int n, *all = gradient_globals(m, &n), *grads = malloc(sizeof(int) * (size_t)(n + 1)),
@@ -107,7 +109,7 @@ static void all_reduce_buckets(ir_module *m, ir_func *f)
     for (int a = 0; a < 2; a++) {
         int k = 0;
         for (int i = 0; i < n; i++)
-            if (pass_replica_axis(m, all[i]) == axes[a])
+            if (pass_replica_axis(m, all[i]) == axes[a] && !pass_zero_param(m, all[i]))
                 grads[k++] = all[i];
         if (!k || ir_module_mesh(m).degree[axes[a]] <= 1)
             continue;
@@ -237,12 +239,10 @@ bool pass_data_parallel(ir_module *m, const mcc_pass_options *opts, char *err, s
     free(tp_grads);
     if (dp_done)
         return true;
-    bool zero = pass_zero_on(m);
     int nglobals = m->nglobals; /* the shards appended below are not reduced again */
     for (int g = 0; g < nglobals; g++)
-        if (zero && m->globals[g].kind == IR_GLOBAL_GRAD && !reduce_scatter_grad(m, f, g, err, errlen))
+        if (m->globals[g].kind == IR_GLOBAL_GRAD && pass_zero_param(m, g) && !reduce_scatter_grad(m, f, g, err, errlen))
             return false;
-    if (!zero)
-        all_reduce_buckets(m, f);
+    all_reduce_buckets(m, f);
     return true;
 }

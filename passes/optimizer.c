@@ -1,8 +1,9 @@
 /* optimizer.c — builds the `optimizer` function run once per step after the micro-batches:
  * global gradient norm, clipping coefficient, AdamW on every parameter (decoupled weight decay,
- * none on 1-D parameters), then the gradient accumulators are zeroed for the next step (with one
- * micro-batch per step, only those micro_step does not overwrite: its first write of a gradient
- * becomes a copy, see assign_first_writes). Also
+ * none on 1-D parameters; at input @lr, the word embedding and output layer at @decoupled_lr where
+ * config decoupled_lr gives them a schedule of their own), then the gradient accumulators are
+ * zeroed for the next step (with one micro-batch per step, only those micro_step does not
+ * overwrite: its first write of a gradient becomes a copy, see assign_first_writes). Also
  * `grad_norm` (the norm alone, output @grad_norm) and `zero_grads` (the zeroing alone): with
  * --skip-nan-steps train_rank checks the norm before the update and drops a bad step's gradients.
  *
@@ -19,7 +20,10 @@
  * from the blocks, converting as they copy. So a rank holds no whole fp32 master (Megatron's
  * distributed optimizer's memory: the working copy, the gradient and 1/dp of the rest). The norm is
  * the square root of the all-reduced sum of the blocks' squares; optimizer state is 1/dp per rank
- * (1/(dp cp) under cp; experts' 1/(ep x edp)).
+ * (1/(dp cp) under cp; experts' 1/(ep x edp)). A parameter whose replicas are one rank (an expert
+ * weight at edp 1) is not sharded (pass_zero_param): its blocks would be the whole and its reduced
+ * gradient's block a second copy of its gradient, so it keeps the plain optimizer's fp32 master,
+ * gradient and moments, and the distributed optimizer never holds more than the plain one.
  *
  * CPU offload (config optimizer_cpu_offload, the first optimizer_offload_fraction of the parameters'
  * elements in declaration order): an offloaded parameter's fp32 value lives on the host only. The
@@ -116,6 +120,22 @@ static int master_shard(ir_module *m, int g, bool offloaded)
     return shard;
 }
 
+/* `setup` fills parameter p's working copy from p, where p has one that nothing in setup writes yet:
+ * precision.c fills its copies itself, but under the distributed optimizer (pass_zero_on) leaves
+ * them to ZeRO's gather, which a parameter ZeRO does not shard (pass_zero_param) has none of. */
+static void fill_copy(ir_module *m, int p)
+{
+    int c = ir_global_companion(m, p, IR_GLOBAL_COPY);
+    if (c < 0)
+        return;
+    ir_func *setup = setup_func(m);
+    for (int i = 0; i < setup->ninstrs; i++)
+        if (setup->instrs[i].op == IR_OP_COPY && ir_global_index_of(m, setup, setup->instrs[i].args[0]) == c)
+            return;
+    int args[2] = {ir_global_ref(m, setup, m->globals[c].name), ir_global_ref(m, setup, m->globals[p].name)};
+    ir_emit(m, setup, IR_OP_COPY, args, 2, NULL, NULL, NULL);
+}
+
 /* The device's working copy of parameter p, which every function but setup and the host's reads in
  * its stead once p is a host global or held by ZeRO's blocks: precision.c's, else (param_dtype f32)
  * @<p>.f32, declared here, the references to p pointed at it, and with fill filled from p by `setup`. */
@@ -138,11 +158,8 @@ static int working_copy(ir_module *m, int p, bool fill)
                 f->instrs[k].sym = strdup(name);
             }
     }
-    if (fill) {
-        ir_func *setup = setup_func(m);
-        int args[2] = {ir_global_ref(m, setup, name), ir_global_ref(m, setup, m->globals[p].name)};
-        ir_emit(m, setup, IR_OP_COPY, args, 2, NULL, NULL, NULL);
-    }
+    if (fill)
+        fill_copy(m, p);
     return c;
 }
 
@@ -177,15 +194,21 @@ static int add_split_squares(ir_module *m, ir_func *f, int sumsq, const int *spl
 /* output @grad_norm: the global norm of the n gradients; returns their sum of squares. Squares of
  * gradients split over tp (the shard pass's) are summed over the tp ranks, those of expert weights
  * split over ep (expert_parallel.c) over the ep ranks (after the tp ranks where split over both), those of replicated ones, the same on every
- * such rank, counted once; under ZeRO every replica's blocks are summed too (the dense ones' over
- * dp or dp_cp, the experts' over edp), and under pipeline parallelism every stage's. */
-static int emit_grad_norm(ir_module *m, ir_func *f, int *grads, int n, bool zero)
+ * such rank, counted once; ZeRO's blocks of every replica are summed too (the dense ones' over dp or
+ * dp_cp, the experts' over edp, where ZeRO shards them: pass_zero_param), and under pipeline
+ * parallelism every stage's. */
+static int emit_grad_norm(ir_module *m, ir_func *f, int *grads, int n)
 {
     int split[n], experts[n], experts_tp[n], whole[n], ns = 0, ne = 0, nt = 0, nw = 0;
+    bool dense_blocks = false, expert_blocks = false;
     for (int j = 0; j < n; j++) {
-        if (ir_param_held_elsewhere(m, ir_global_index_of(m, f, grads[j]))) /* counted on the first stage */
+        int g = ir_global_index_of(m, f, grads[j]);
+        if (ir_param_held_elsewhere(m, g)) /* counted on the first stage */
             continue;
         bool tp = split_over(m, f, grads[j], IR_AXIS_TP), ep = split_over(m, f, grads[j], IR_AXIS_EP);
+        bool block = m->globals[g].kind == IR_GLOBAL_GRAD_SHARD;
+        expert_blocks |= ep && block;
+        dense_blocks |= !ep && block;
         if (tp && ep)
             experts_tp[nt++] = grads[j];
         else if (tp)
@@ -207,9 +230,9 @@ static int emit_grad_norm(ir_module *m, ir_func *f, int *grads, int n, bool zero
     if (expert >= 0)
         expert = ir_emit(m, f, IR_OP_ALL_REDUCE, &expert, 1, sum_over_ep, NULL, NULL);
     double sum_over_dp[2] = {pass_dense_replica_axis(m), 0}, sum_over_edp[2] = {IR_AXIS_EDP, 0}, sum_over_pp[2] = {IR_AXIS_PP, 0};
-    if (zero && sumsq >= 0)
+    if (dense_blocks && sumsq >= 0)
         sumsq = ir_emit(m, f, IR_OP_ALL_REDUCE, &sumsq, 1, sum_over_dp, NULL, NULL);
-    if (zero && expert >= 0)
+    if (expert_blocks && expert >= 0)
         expert = ir_emit(m, f, IR_OP_ALL_REDUCE, &expert, 1, sum_over_edp, NULL, NULL);
     if (expert >= 0)
         sumsq = sumsq < 0 ? expert : ir_op2(m, f, IR_OP_ADD, sumsq, expert);
@@ -266,6 +289,24 @@ static void choose_offloaded(const ir_module *m, const int *params, int n, bool 
     }
 }
 
+/* Whether parameter p trains at the decoupled lr (config decoupled_lr): Megatron's
+ * is_embedding_or_output_parameter, the word embedding and the output layer, which are the
+ * parameters whose rows are the vocabulary (placement vocab; a tied one both). */
+static bool decoupled(const ir_module *m, int p)
+{
+    return ir_cfg_num(m, IR_CFG_DECOUPLED_LR) >= 0 && m->globals[p].placement == IR_PLACE_VOCAB;
+}
+
+/* Input @decoupled_lr of f, the learning rate of the decoupled parameters f updates (params[j]
+ * with updated[j]), where there is one; else lr (the plan has one learning rate). */
+static int decoupled_lr_input(ir_module *m, ir_func *f, const int *params, const bool *updated, int n, int lr)
+{
+    for (int j = 0; j < n; j++)
+        if (updated[j] && decoupled(m, params[j]))
+            return ir_input(m, f, "decoupled_lr", ir_scalar(IR_F32));
+    return lr;
+}
+
 /* Companion `kind` of parameter p, made a host global. */
 static int host_companion(ir_module *m, int p, ir_global_kind kind, const char *suffix, ir_type t, ir_layout layout)
 {
@@ -279,7 +320,8 @@ static int host_companion(ir_module *m, int p, ir_global_kind kind, const char *
  * through its staging buffer, updating each chunk as it arrives (ir_host_staging_bytes), so that no
  * host copy of the whole gradient exists. It updates the host master (@p, or ZeRO's block) and
  * moments, and the master goes up into `up` (a device global of its shape: the working copy,
- * converted by the host, or ZeRO's gradient block), chunk by chunk with the update. */
+ * converted by the host, or ZeRO's gradient block), chunk by chunk with the update. inputs: f's
+ * lr, step, clip coefficient and decoupled lr. */
 static void host_update(ir_module *m, ir_func *f, int p, int master, int grad, int up, const int *inputs)
 {
     const ir_global *mg = &m->globals[master];
@@ -289,7 +331,8 @@ static void host_update(ir_module *m, ir_func *f, int p, int master, int grad, i
     int adam_v = host_companion(m, p, IR_GLOBAL_ADAM_V, "adam_v", moment_type(m, t, IR_CFG_EXP_AVG_SQ_DTYPE), layout);
     int hm = ir_global_ref(m, f, m->globals[master].name);
     int args[7] = {hm, ir_global_ref(m, f, m->globals[grad].name), ir_global_ref(m, f, m->globals[adam_m].name),
-                   ir_global_ref(m, f, m->globals[adam_v].name), inputs[0], inputs[1], inputs[2]};
+                   ir_global_ref(m, f, m->globals[adam_v].name), decoupled(m, p) ? inputs[3] : inputs[0], inputs[1],
+                   inputs[2]};
     double attrs[4] = {ir_cfg_num(m, IR_CFG_ADAM_BETA1), ir_cfg_num(m, IR_CFG_ADAM_BETA2), ir_cfg_num(m, IR_CFG_ADAM_EPS),
                        m->globals[p].no_decay ? 0 : ir_cfg_num(m, IR_CFG_WEIGHT_DECAY)};
     ir_emit(m, f, IR_OP_ADAMW, args, 7, attrs, NULL, NULL);
@@ -298,8 +341,9 @@ static void host_update(ir_module *m, ir_func *f, int p, int master, int grad, i
 }
 
 /* Zeroes the gradients of parameters params[j] with want[j] (the ones micro_step overwrites need
- * none: assigned), and with refresh, refreshes the working copies of those parameters from them, in
- * f. refs: f's references to the gradients where it has them, else NULL. */
+ * none: assigned), and with refresh, refreshes the working copies of those parameters from them
+ * (not of those ZeRO shards: their blocks are gathered into them), in f. refs: f's references to the
+ * gradients where it has them, else NULL. */
 static void finish_params(ir_module *m, ir_func *f, const int *params, int n, const bool *want, const int *refs,
                           bool refresh)
 {
@@ -314,19 +358,21 @@ static void finish_params(ir_module *m, ir_func *f, const int *params, int n, co
     for (int c = 0; refresh && c < m->nglobals; c++) /* refresh the working copies from the updated masters */
         for (int j = 0; j < n; j++)
             if (want[j] && m->globals[c].kind == IR_GLOBAL_COPY && m->globals[c].owner == params[j] &&
+                !pass_zero_param(m, params[j]) &&
                 ir_param_remainder(m, params[j]) < 0) { /* a remainder's AdamW writes its copy itself */
                 int args[2] = {ir_global_ref(m, f, m->globals[c].name), ir_global_ref(m, f, m->globals[params[j]].name)};
                 ir_emit(m, f, IR_OP_COPY, args, 2, NULL, NULL, NULL);
             }
 }
 
-/* A new function named name with references to the n parameters' gradients (or blocks) in grads. */
-static ir_func *grads_func(ir_module *m, const char *name, ir_func_kind kind, const int *params, int n, bool shard,
+/* A new function named name with references to the n parameters' gradients in grads (with blocks,
+ * their ZeRO blocks where ZeRO shards them). */
+static ir_func *grads_func(ir_module *m, const char *name, ir_func_kind kind, const int *params, int n, bool blocks,
                            int *grads)
 {
     ir_func *f = ir_func_new(m, name, kind);
     for (int j = 0; j < n; j++)
-        grads[j] = grad_ref(m, f, params[j], shard);
+        grads[j] = grad_ref(m, f, params[j], blocks && pass_zero_param(m, params[j]));
     return f;
 }
 
@@ -388,11 +434,13 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
         if (m->globals[i].kind != IR_GLOBAL_PARAM)
             continue;
         params[k] = i;
-        if ((grads[k++] = grad_ref(m, f, i, zero)) < 0)
+        bool sharded = pass_zero_param(m, i);
+        if ((grads[k++] = grad_ref(m, f, i, sharded)) < 0)
             return snprintf(err, errlen, "parameter @%s has no %s (run autodiff%s first)", m->globals[i].name,
-                            zero ? "reduced gradient block" : "gradient", zero ? " and data_parallel" : ""), false;
+                            sharded ? "reduced gradient block" : "gradient", sharded ? " and data_parallel" : ""),
+                   false;
     }
-    int sumsq = emit_grad_norm(m, f, grads, nparams, zero);
+    int sumsq = emit_grad_norm(m, f, grads, nparams);
     double clip = ir_cfg_num(m, IR_CFG_CLIP_GRAD);
     int coef = ir_emit(m, f, IR_OP_CLIP_COEF, &sumsq, 1, &clip, NULL, NULL);
 
@@ -403,33 +451,38 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
         any_offloaded |= offloaded[j];
     }
     ir_func *host = NULL, *sync = NULL;
-    int host_inputs[3] = {0};
+    int host_inputs[4] = {0};
     if (any_offloaded) {
         ir_output(m, f, "clip_coef", coef);
         host = ir_func_new(m, "host_optimizer", IR_FUNC_HOST_OPTIMIZER);
         host_inputs[0] = ir_input(m, host, "lr", ir_scalar(IR_F32));
         host_inputs[1] = ir_input(m, host, "step", ir_scalar(IR_F32));
         host_inputs[2] = ir_input(m, host, "clip_coef", ir_scalar(IR_F32));
+        host_inputs[3] = decoupled_lr_input(m, host, params, offloaded, nparams, host_inputs[0]);
         sync = ir_func_new(m, "param_sync", IR_FUNC_PARAM_SYNC);
     }
+    int dlr = decoupled_lr_input(m, f, params, device, nparams, lr);
     for (int j = 0; j < nparams; j++) {
+        bool sharded = pass_zero_param(m, params[j]); /* ZeRO's blocks of it (zero: of any parameter) */
+        if (zero && !sharded) /* its copy is filled from it, not gathered */
+            fill_copy(m, params[j]);
         if (offloaded[j]) { /* the host's update (into the working copy, or ZeRO's block), then param_sync's */
-            m->globals[params[j]].host = !zero; /* under ZeRO the (host) block holds it */
-            int copy = working_copy(m, params[j], !zero);
-            if (!zero && m->globals[copy].type.dtype != IR_F32 && m->globals[copy].type.dtype != IR_BF16)
+            m->globals[params[j]].host = !sharded; /* under ZeRO the (host) block holds it */
+            int copy = working_copy(m, params[j], !sharded);
+            if (!sharded && m->globals[copy].type.dtype != IR_F32 && m->globals[copy].type.dtype != IR_BF16)
                 return snprintf(err, errlen, "--optimizer-cpu-offload: the host converts the working copy @%s to bf16 "
                                 "or f32 only, not %s (param_dtype: use --bf16, or offload under "
                                 "--use-distributed-optimizer, whose device converts)", m->globals[copy].name,
                                 ir_dtype_name(m->globals[copy].type.dtype)), false;
-            int master = zero ? master_shard(m, params[j], true) : params[j];
+            int master = sharded ? master_shard(m, params[j], true) : params[j];
             m->globals[master].host = true;
-            int grad = ir_global_companion(m, params[j], zero ? IR_GLOBAL_GRAD_SHARD : IR_GLOBAL_GRAD);
-            host_update(m, host, params[j], master, grad, zero ? grad : copy, host_inputs);
-            if (zero)
+            int grad = ir_global_companion(m, params[j], sharded ? IR_GLOBAL_GRAD_SHARD : IR_GLOBAL_GRAD);
+            host_update(m, host, params[j], master, grad, sharded ? grad : copy, host_inputs);
+            if (sharded)
                 gather_param(m, sync, copy, ir_global_ref(m, sync, m->globals[grad].name));
             continue;
         }
-        int held = zero ? master_shard(m, params[j], false) : params[j]; /* may grow m->globals: index it after */
+        int held = sharded ? master_shard(m, params[j], false) : params[j]; /* may grow m->globals: index it after */
         const ir_global *mg = &m->globals[held];
         ir_type t = mg->type;
         ir_layout layout = mg->layout;
@@ -438,23 +491,23 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
         int adam_m = companion(m, params[j], IR_GLOBAL_ADAM_M, "adam_m", moment_type(m, t, IR_CFG_EXP_AVG_DTYPE), layout);
         int adam_v = companion(m, params[j], IR_GLOBAL_ADAM_V, "adam_v", moment_type(m, t, IR_CFG_EXP_AVG_SQ_DTYPE), layout);
         int args[8] = {master, grads[j], ir_global_ref(m, f, m->globals[adam_m].name),
-                       ir_global_ref(m, f, m->globals[adam_v].name), lr, step, coef,
+                       ir_global_ref(m, f, m->globals[adam_v].name), decoupled(m, params[j]) ? dlr : lr, step, coef,
                        remainder >= 0 ? ir_global_ref(m, f, m->globals[working_copy(m, params[j], true)].name) : -1};
         double attrs[4] = {ir_cfg_num(m, IR_CFG_ADAM_BETA1), ir_cfg_num(m, IR_CFG_ADAM_BETA2),
                            ir_cfg_num(m, IR_CFG_ADAM_EPS),
                            m->globals[params[j]].no_decay ? 0 : ir_cfg_num(m, IR_CFG_WEIGHT_DECAY)};
         ir_emit(m, f, IR_OP_ADAMW, args, remainder >= 0 ? 8 : 7, attrs, NULL, NULL);
-        if (zero) /* the blocks, gathered, are the working copy */
+        if (sharded) /* the blocks, gathered, are the working copy */
             gather_param(m, f, working_copy(m, params[j], false), master);
     }
     /* the accumulators (ZeRO: not the blocks) restart from 0; offloaded ones after their copy down;
      * the working copies from the updated masters (ZeRO's: gathered above) */
-    finish_params(m, f, params, nparams, device, zero ? NULL : grads, !zero);
+    finish_params(m, f, params, nparams, device, zero ? NULL : grads, true);
     if (sync)
         finish_params(m, sync, params, nparams, offloaded, NULL, false);
     fp8_histories(m, f, true);
     expert_biases(m, f, true);
-    emit_grad_norm(m, grads_func(m, "grad_norm", IR_FUNC_GRAD_NORM, params, nparams, zero, grads), grads, nparams, zero);
+    emit_grad_norm(m, grads_func(m, "grad_norm", IR_FUNC_GRAD_NORM, params, nparams, true, grads), grads, nparams);
     ir_func *zero_grads = grads_func(m, "zero_grads", IR_FUNC_ZERO_GRADS, params, nparams, false, grads);
     zero_all(m, zero_grads, grads, nparams);
     fp8_histories(m, zero_grads, false);

@@ -105,6 +105,26 @@ static inline bool pass_zero_on(const ir_module *m)
     return ir_cfg_bool(m, IR_CFG_USE_DISTRIBUTED_OPTIMIZER) && ir_module_mesh(m).degree[IR_AXIS_DP_CP] > 1;
 }
 
+/* Whether ZeRO shards parameter (or companion) g: the distributed optimizer is on and g's replicas
+ * (pass_replica_axis) are more than one rank. An expert weight at edp 1 (ep = dp cp) has no
+ * replica to share its state with: blocks of it would be the whole, and its gradient's block a
+ * second copy of the gradient, so such a parameter keeps the plain optimizer's master, gradient
+ * and moments, and --use-distributed-optimizer never raises a plan. */
+static inline bool pass_zero_param(const ir_module *m, int g)
+{
+    return pass_zero_on(m) && ir_module_mesh(m).degree[pass_replica_axis(m, g)] > 1;
+}
+
+/* The dtype of the gradient accumulators (autodiff's @<p>.grad) and so of their data-parallel
+ * reduction and ZeRO's blocks of them: bf16 under config grad_reduce_in_bf16 (Megatron's
+ * --grad-reduce-in-bf16: half the gradient memory and reduced bytes), else f32. The GEMMs and
+ * accumulates that write them compute in fp32 and round each stored value (the CPU's kernels as
+ * the GPU's bf16 stores), and AdamW reads them into fp32 against the fp32 masters. */
+static inline ir_dtype pass_grad_dtype(const ir_module *m)
+{
+    return ir_cfg_bool(m, IR_CFG_GRAD_REDUCE_IN_BF16) ? IR_BF16 : IR_F32;
+}
+
 extern const pass_info mcc_passes[];
 extern const int mcc_npasses;
 

@@ -1,7 +1,8 @@
 /* precision.c — mixed precision (config param_dtype = bf16, the CUDA target's default): every
  * parameter keeps its fp32 master (what is initialised, updated and checkpointed) and gains a
  * working copy @<param>.bf16 that micro_step and eval_step read, so activations and their
- * gradients are bf16 while gradient accumulators, optimizer state and the loss stay fp32. A `setup` function fills
+ * gradients are bf16 while gradient accumulators (unless grad_reduce_in_bf16: pass_grad_dtype),
+ * optimizer state and the loss stay fp32. A `setup` function fills
  * the copies from the masters once at start-up; the optimizer pass refreshes them each step.
  *
  * store_param_remainders (Megatron's, with use_precision_aware_optimizer; bf16 only, and not yet
@@ -13,7 +14,8 @@
  * the pair exact (runtime/bf16.h rt_master_split / rt_master_join). No function names such a
  * parameter: the runtime fills and reads it through the pair, and AdamW updates the pair.
  * Under the distributed optimizer the copies are not filled here: the optimizer pass's setup
- * gathers them from ZeRO's blocks of the master, which hold the parameter's value. */
+ * gathers them from ZeRO's blocks of the master, which hold the parameter's value (or, for a
+ * parameter it does not shard, fills them as here: optimizer.c's fill_copy). */
 #include "passes.h"
 
 #include <stdio.h>

@@ -3,7 +3,8 @@
  * forward; the backward recomputes it right before its first use, from values it keeps. The
  * forward copy then dies at its last forward use, and the memory plan reuses its bytes.
  *
- * selective: the ops of recompute_modules, each from inputs the backward keeps anyway:
+ * selective: the ops of recompute_modules, each from inputs the backward keeps anyway (and under FP8
+ * their outputs' quantized copies, which the weight gradients read: `recomputed`):
  *   layernorm  LayerNorm/RMSNorm outputs (ops flagged IR_OPF_RECOMPUTE_SELECTIVE): the norm's
  *              input stays, its gradient reads it
  *   mlp_act    GELU/SiLU outputs and SwiGLU's product (IR_OPF_RECOMPUTE_ACTIVATION): the
@@ -121,7 +122,11 @@ static bool full_groups(recompute_ctx *c, int nlayers, char *err, size_t errlen)
     return ok;
 }
 
-/* Whether the backward recomputes source value v instead of reading the forward's. */
+/* Whether the backward recomputes source value v instead of reading the forward's. Selective: an op
+ * of the modules, and an FP8 quantize of a value so recomputed (passes/fp8.c: a linear layer's
+ * input, which FP8's weight gradient reads only as its quantized copy), from the forward's amax,
+ * kept: the same scale gives the same bytes, and without it the quantized copy would keep what the
+ * recomputation frees (selective recompute saved nothing under FP8). */
 static bool recomputed(const recompute_ctx *c, int v)
 {
     int d = c->src->vals[v].def;
@@ -130,6 +135,8 @@ static bool recomputed(const recompute_ctx *c, int v)
         return false;
     if (c->group)
         return c->group[d] >= 0 && !c->kept[v];
+    if (in->op == IR_OP_FP8_QUANTIZE)
+        return recomputed(c, in->args[0]);
     return ir_op_has(in->op, c->opf) && in->nres == 1 &&
            (c->num_layers <= 0 || (c->layer[d] >= 0 && c->layer[d] < c->num_layers));
 }

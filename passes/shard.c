@@ -737,7 +737,8 @@ static bool rule_cross_entropy_grad(shard_ctx *c, const ir_instr *in, int *args,
 }
 
 /* A sequence collective an earlier pass made over another axis (context parallelism's all-gather
- * of k, v over cp and reduce-scatter of their gradients): along this axis its operand's placement
+ * of k, v over cp and reduce-scatter of their gradients, and the local slice that takes a
+ * token-dropping capacity's rows back to the rank's): along this axis its operand's placement
  * passes through (heads split over tp stay split), a partial sum completed first. */
 static bool rule_seq_collective(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {

@@ -1,4 +1,6 @@
-/* cpu_kernels.c — the CPU backend's fp32 kernels, one per op of ir/ops.def: the numerical oracle. */
+/* cpu_kernels.c — the CPU backend's fp32 kernels, one per op of ir/ops.def: the numerical oracle.
+ * The kernels that write a gradient also take it in bf16 (--grad-reduce-in-bf16), rounding what
+ * they store as the GPU does (f32_of). */
 #include "runtime/cpu_kernels.h"
 #include "runtime/bf16.h"
 #include "runtime/dropout.h"
@@ -46,6 +48,44 @@ static void *scratch(size_t n, size_t size)
     if (!p)
         CPU_FAIL("out of memory allocating %zu bytes of kernel scratch", n * size);
     return p;
+}
+
+/* A buffer as fp32 values: x itself when f32; a bf16 one (a gradient under grad_reduce_in_bf16, the
+ * only bf16 tensor a CPU plan holds besides Adam's moments) widened into scratch, which f32_release
+ * frees and f32_store first rounds back to nearest even, as the GPU's bf16 stores of an fp32 result
+ * (an accumulating GEMM's C, an accumulate's sum). So the CPU computes what the GPU computes. */
+static float *f32_of(void *x, const ir_type *t)
+{
+    if (t->dtype == IR_F32)
+        return x;
+    if (t->dtype != IR_BF16)
+        CPU_FAIL("a %s tensor where the CPU kernels take f32 or bf16: an mcc codegen bug", ir_dtype_name(t->dtype));
+    int64_t n = ir_numel(t);
+    float *f = scratch((size_t)n, sizeof *f);
+    for (int64_t i = 0; i < n; i++)
+        f[i] = rt_bf16_to_f32(((const uint16_t *)x)[i]);
+    return f;
+}
+
+static void f32_release(const void *x, float *f)
+{
+    if (f != x)
+        free(f);
+}
+
+/* x (of type t, f32 or bf16) := the fp32 values f, rounded to nearest even into bf16. */
+static void f32_write(void *x, const ir_type *t, const float *f)
+{
+    if (t->dtype == IR_F32 && x != f)
+        memcpy(x, f, ir_bytes(t));
+    for (int64_t i = 0, n = ir_numel(t); t->dtype == IR_BF16 && i < n; i++)
+        ((uint16_t *)x)[i] = rt_f32_to_bf16(f[i]);
+}
+
+static void f32_store(void *x, const ir_type *t, float *f)
+{
+    f32_write(x, t, f);
+    f32_release(x, f);
 }
 
 /* Aborts when an index read from data (token id, target) is outside [0, limit). */
@@ -329,10 +369,13 @@ void cpu_FP8_MATMUL(const rt_kernel_call *c)
 /* r := op(a) op(b) */
 void cpu_MATMUL(const rt_kernel_call *c) { gemm_into(c, 0, 0.0f, resf(c, 0)); }
 
-/* (dst, a, b): dst += matmul(a, b), the GEMM accumulating (beta = 1); assign: dst := (beta = 0) */
+/* (dst, a, b): dst += matmul(a, b), the GEMM accumulating (beta = 1); assign: dst := (beta = 0); a
+ * bf16 dst rounded once, after the GEMM (f32_of) */
 void cpu_MATMUL_ACCUMULATE(const rt_kernel_call *c)
 {
-    gemm_into(c, 1, c->in->attr[2] != 0 ? 0.0f : 1.0f, (float *)c->args[0]);
+    float *dst = f32_of(c->args[0], c->arg_types[0]);
+    gemm_into(c, 1, c->in->attr[2] != 0 ? 0.0f : 1.0f, dst);
+    f32_store(c->args[0], c->arg_types[0], dst);
 }
 
 /* matmul, then bias[N] added to every row of the result */
@@ -408,14 +451,15 @@ void cpu_SUM_ROWS(const rt_kernel_call *c)
     free(acc);
 }
 
-/* (x1..xn) -> f32[] sum of every squared element of every operand */
+/* (x1..xn) -> f32[] sum of every squared element of every operand (f32, or bf16 gradients) */
 void cpu_SUM_SQUARES(const rt_kernel_call *c)
 {
     double acc = 0;
     for (int a = 0; a < c->nargs; a++) {
-        const float *x = argf(c, a);
+        float *x = f32_of(c->args[a], c->arg_types[a]);
         for (int64_t i = 0, n = ir_numel(c->arg_types[a]); i < n; i++)
             acc += (double)x[i] * x[i];
+        f32_release(c->args[a], x);
     }
     resf(c, 0)[0] = (float)acc;
 }
@@ -895,17 +939,27 @@ void cpu_CROSS_ENTROPY_GRAD(const rt_kernel_call *c)
 
 /* --- optimizer and persistent state ----------------------------------------------------------- */
 
-/* (dst, x): dst += x */
+/* (dst, x): dst += x, each f32 or bf16 (a bf16 gradient's sum rounded: f32_of) */
 void cpu_ACCUMULATE(const rt_kernel_call *c)
 {
-    float *dst = c->args[0];
-    const float *x = argf(c, 1);
+    float *dst = f32_of(c->args[0], c->arg_types[0]), *x = f32_of(c->args[1], c->arg_types[1]);
     for (int64_t i = 0, n = ir_numel(c->arg_types[1]); i < n; i++)
         dst[i] += x[i];
+    f32_release(c->args[1], x);
+    f32_store(c->args[0], c->arg_types[0], dst);
 }
 
-/* The CPU backend runs fp32 only, so copies never convert. */
-void cpu_COPY(const rt_kernel_call *c) { memcpy(c->args[0], c->args[1], ir_bytes(c->arg_types[1])); }
+/* (dst, x): dst := x. The CPU computes in fp32: only a bf16 gradient (grad_reduce_in_bf16) converts. */
+void cpu_COPY(const rt_kernel_call *c)
+{
+    if (c->arg_types[0]->dtype == c->arg_types[1]->dtype) {
+        memcpy(c->args[0], c->args[1], ir_bytes(c->arg_types[1]));
+        return;
+    }
+    float *x = f32_of(c->args[1], c->arg_types[1]);
+    f32_write(c->args[0], c->arg_types[0], x);
+    f32_release(c->args[1], x);
+}
 
 void cpu_ZERO(const rt_kernel_call *c) { memset(c->args[0], 0, ir_bytes(c->arg_types[0])); }
 
@@ -926,7 +980,8 @@ void cpu_SQRT(const rt_kernel_call *c)
         r[i] = sqrtf(a[i]);
 }
 
-/* Adam's moment i (m or v, f32 or bf16: --use-precision-aware-optimizer). */
+/* Element i of Adam's moment (m or v, f32 or bf16: --use-precision-aware-optimizer) or of its
+ * gradient (bf16 under grad_reduce_in_bf16). */
 static double moment_at(const void *x, ir_dtype t, int64_t i)
 {
     return t == IR_BF16 ? rt_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
@@ -953,15 +1008,15 @@ void rt_cpu_adamw_range(const rt_kernel_call *c, int64_t begin, int64_t end)
     int16_t *rem = pair ? c->args[0] : NULL;
     uint16_t *hi = pair ? c->args[7] : NULL;
     void *m = c->args[2], *v = c->args[3];
-    ir_dtype mt = c->arg_types[2]->dtype, vt = c->arg_types[3]->dtype;
-    const float *g = argf(c, 1);
+    ir_dtype mt = c->arg_types[2]->dtype, vt = c->arg_types[3]->dtype, gt = c->arg_types[1]->dtype;
+    const void *g = c->args[1];
     double lr = argf(c, 4)[0], step = argf(c, 5)[0], coef = argf(c, 6)[0];
     double b1 = c->in->attr[0], b2 = c->in->attr[1], eps = c->in->attr[2], wd = c->in->attr[3];
     if (step < 1)
         CPU_FAIL("adamw: step is %g but must count from 1 (bias correction divides by 1 - beta^step)", step);
     double bc1 = 1.0 - pow(b1, step), bc2 = 1.0 - pow(b2, step);
     for (int64_t i = begin; i < end; i++) {
-        double gi = g[i] * coef;
+        double gi = moment_at(g, gt, i) * coef;
         double mi = b1 * moment_at(m, mt, i) + (1.0 - b1) * gi, vi = b2 * moment_at(v, vt, i) + (1.0 - b2) * gi * gi;
         double pi = pair ? rt_master_join(hi[i], rem[i]) : p[i];
         float next = (float)(pi - lr * (mi / bc1 / (sqrt(vi / bc2) + eps) + wd * pi));
@@ -1359,7 +1414,9 @@ void cpu_MOE_GROUPED_WGRAD(const rt_kernel_call *c) { grouped_wgrad_into(c, 0, 0
 /* (dst, a, b, counts): dst += a_e^T b_e (beta = 1); assign: dst := (beta = 0) */
 void cpu_MOE_GROUPED_WGRAD_ACCUMULATE(const rt_kernel_call *c)
 {
-    grouped_wgrad_into(c, 1, c->in->attr[0] != 0 ? 0.0f : 1.0f, (float *)c->args[0]);
+    float *dst = f32_of(c->args[0], c->arg_types[0]);
+    grouped_wgrad_into(c, 1, c->in->attr[0] != 0 ? 0.0f : 1.0f, dst);
+    f32_store(c->args[0], c->arg_types[0], dst);
 }
 
 /* The aux loss's full score distribution of one token: softmax, or sigmoid over its sum + 1e-20 */

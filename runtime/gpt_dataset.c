@@ -9,6 +9,7 @@
 
 #include "common/cli.h"
 #include "runtime/dataset.h"
+#include "runtime/mt19937.h"
 
 #include <assert.h>
 #include <inttypes.h>
@@ -49,37 +50,7 @@ static void rt_gpt_tick(rt_gpt_progress *p, double bytes) {
     fflush(p->log);
 }
 
-/* ---- numpy.random.RandomState: MT19937, legacy random_interval, shuffle ------------------- */
-
-enum { RT_MT_N = 624, RT_MT_M = 397 };
-typedef struct {
-    uint32_t key[RT_MT_N];
-    int pos;
-} rt_mt;
-
-/* RandomState(seed) for an integer seed: numpy's mt19937_seed (Knuth's initialiser). */
-static void rt_mt_seed(rt_mt *mt, uint32_t seed) {
-    for (int i = 0; i < RT_MT_N; i++) {
-        mt->key[i] = seed;
-        seed = 1812433253u * (seed ^ seed >> 30) + (uint32_t)i + 1;
-    }
-    mt->pos = RT_MT_N;
-}
-
-static uint32_t rt_mt_next32(rt_mt *mt) {
-    if (mt->pos == RT_MT_N) { /* regenerate the state in place, as the reference genrand_int32 */
-        for (int i = 0; i < RT_MT_N; i++) {
-            uint32_t y = (mt->key[i] & 0x80000000u) | (mt->key[(i + 1) % RT_MT_N] & 0x7fffffffu);
-            mt->key[i] = mt->key[(i + RT_MT_M) % RT_MT_N] ^ y >> 1 ^ (y & 1 ? 0x9908b0dfu : 0);
-        }
-        mt->pos = 0;
-    }
-    uint32_t y = mt->key[mt->pos++];
-    y ^= y >> 11;
-    y ^= y << 7 & 0x9d2c5680u;
-    y ^= y << 15 & 0xefc60000u;
-    return y ^ y >> 18;
-}
+/* ---- numpy.random.RandomState: MT19937 (mt19937.h), legacy random_interval, shuffle ------ */
 
 /* numpy's legacy random_interval: uniform in [0, max] by rejecting draws masked to max's bit
  * width; 64-bit draws (high word first) only when max needs them. */
@@ -369,7 +340,23 @@ struct rt_gpt_data {
     int64_t blend_size[RT_SPLITS];
     int16_t *blend_dataset[RT_SPLITS];    /* [blend_size] the dataset serving global sample i... */
     int64_t *blend_sample[RT_SPLITS];     /* [blend_size] ...and the sample it takes there */
+    bool mock;                            /* --mock-data: n = 0, samples hashed (rt_gpt_mock_sample) */
+    int64_t mock_vocab, mock_samples[RT_SPLITS];
+    uint64_t seed;
 };
+
+/* splitmix64's finalizer: a well-mixed 64 bits of x. */
+static uint64_t rt_gpt_mix(uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static void rt_gpt_mock_sample(const rt_gpt_data *d, int split, int64_t index, int32_t *out) {
+    uint64_t base = rt_gpt_mix(rt_gpt_mix(d->seed * RT_SPLITS + (uint64_t)split) + (uint64_t)index);
+    for (int t = 0; t <= d->seq_length; t++)
+        out[t] = (int32_t)(rt_gpt_mix(base + (uint64_t)t) % (uint64_t)d->mock_vocab);
+}
 
 /* helpers.cpp build_blending_indices: each sample goes to the dataset whose count lags its weight
  * the most (first on ties). Fails if a dataset would run past the samples built for it. */
@@ -557,7 +544,20 @@ static bool rt_gpt_build_all(rt_gpt_data *d, const rt_gpt_data_config *cfg, char
     return ok;
 }
 
+/* --mock-data: as many samples as each split is asked for, none built. */
+static rt_gpt_data *rt_gpt_mock_open(const rt_gpt_data_config *cfg, char *err, size_t errlen) {
+    rt_gpt_data *d = cfg->mock_vocab > 0 ? calloc(1, sizeof *d) : NULL;
+    if (!d) return snprintf(err, errlen, "--mock-data: %s", cfg->mock_vocab > 0 ? "out of memory" : "no vocabulary"), NULL;
+    d->mock = true;
+    d->seq_length = cfg->seq_length;
+    d->seed = (uint64_t)cfg->seed;
+    d->mock_vocab = cfg->mock_vocab;
+    memcpy(d->mock_samples, cfg->num_samples, sizeof d->mock_samples);
+    return d;
+}
+
 rt_gpt_data *rt_gpt_data_open(const rt_gpt_data_config *cfg, char *err, size_t errlen) {
+    if (cfg->mock) return rt_gpt_mock_open(cfg, err, errlen);
     if (!rt_gpt_check_config(cfg, err, errlen)) return NULL;
     rt_gpt_data *d = calloc(1, sizeof *d);
     if (d) {
@@ -597,11 +597,16 @@ void rt_gpt_data_close(rt_gpt_data *d) {
 
 int64_t rt_gpt_data_num_samples(const rt_gpt_data *d, int split) {
     assert(split >= 0 && split < RT_SPLITS);
+    if (d->mock) return d->mock_samples[split];
     return d->blended ? d->blend_size[split] : d->split[0][split].num_samples;
 }
 
 void rt_gpt_data_sample(const rt_gpt_data *d, int split, int64_t index, int32_t *out) {
     assert(index >= 0 && index < rt_gpt_data_num_samples(d, split));
+    if (d->mock) {
+        rt_gpt_mock_sample(d, split, index, out);
+        return;
+    }
     int k = 0;
     if (d->blended) {
         k = d->blend_dataset[split][index];
@@ -617,6 +622,10 @@ bool rt_gpt_data_check_tokens(const rt_gpt_data *d, int64_t vocab, char *err, si
 }
 
 void rt_gpt_data_print(const rt_gpt_data *d, FILE *out) {
+    for (int s = 0; d->mock && s < RT_SPLITS; s++)
+        if (d->mock_samples[s])
+            fprintf(out, "data %-5s mock: %" PRId64 " samples of synthetic tokens in [0, %" PRId64 ")\n",
+                    RT_SPLIT_NAMES[s], d->mock_samples[s], d->mock_vocab);
     for (int s = 0; s < RT_SPLITS; s++) {
         for (int k = 0; k < d->n; k++) {
             const rt_gpt_split *g = &d->split[k][s];

@@ -19,6 +19,8 @@ typedef struct {
     int64_t seed;         /* --seed, 0 .. 2^32-1 (numpy.random.RandomState's range) */
     int64_t num_samples[RT_SPLITS]; /* samples each split must serve; 0: that split is not built */
     FILE *log;            /* NULL, or where building says what it holds and how far it is */
+    bool mock;            /* --mock-data: no datasets, synthetic tokens (rt_gpt_data_sample) */
+    int64_t mock_vocab;   /* with mock: the tokens are in [0, mock_vocab) */
 } rt_gpt_data_config;
 
 typedef struct rt_gpt_data rt_gpt_data;
@@ -45,7 +47,9 @@ void rt_gpt_data_close(rt_gpt_data *d);
 int64_t rt_gpt_data_num_samples(const rt_gpt_data *d, int split);
 
 /* Global sample `index` (0 <= index < rt_gpt_data_num_samples) of split: the same seq_length+1 tokens
- * as Megatron-LM's dataset[index]["text"]. out: int32[seq_length+1]. */
+ * as Megatron-LM's dataset[index]["text"]. out: int32[seq_length+1]. With mock, a hash of (seed,
+ * split, index, position) modulo mock_vocab: every sample different, none read from anywhere (not
+ * Megatron's MockGPTDataset's tokens). */
 void rt_gpt_data_sample(const rt_gpt_data *d, int split, int64_t index, int32_t *out);
 
 /* Whether every dataset's token ids are in [0, vocab) (rt_dataset_check_tokens): O(all tokens),

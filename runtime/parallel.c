@@ -356,7 +356,7 @@ void rt_parallel_gather(rt_program *p, const ir_layout *l, const ir_type *whole,
     free(part);
 }
 
-int64_t rt_parallel_sample(const rt_parallel *par, int it, int accum, int mb, int B, int b)
+int64_t rt_parallel_position(const rt_parallel *par, int it, int accum, int mb, int B, int b)
 {
     int64_t dp = par->mesh.degree[IR_AXIS_DP], global_batch = (int64_t)B * dp * accum;
     return (it - 1) * global_batch + ((int64_t)mb * dp + par->coord[IR_AXIS_DP]) * B + b;

@@ -66,10 +66,11 @@ void rt_parallel_all_reduce_bucket(const rt_kernel_call *c, rt_lane lane, void *
  * its bytes from the first operand's start to the last's end (padded: to the end of the last's
  * ir_global_span, padding that is zero on every rank and stays so under sums). */
 int rt_parallel_bucket_run(const rt_kernel_call *c, int first, bool padded, size_t *span);
-/* The global sample index of row b of micro-batch mb of iteration it (1-based), in Megatron's
- * sampler order: each micro-batch step takes B*dp consecutive samples, rank r the r-th B of them.
- * So the step's samples are the same for every dp (dp=1 runs them as dp*accum micro-batches). */
-int64_t rt_parallel_sample(const rt_parallel *par, int it, int accum, int mb, int B, int b);
+/* The position (sampler.h) of row b of micro-batch mb of iteration it (1-based): the samples
+ * consumed before it, as Megatron's samplers count them: each micro-batch step takes B*dp
+ * consecutive positions, rank r the r-th B of them. So the step's positions are the same for
+ * every dp (dp=1 runs them as dp*accum micro-batches); the single sampler reads sample p at p. */
+int64_t rt_parallel_position(const rt_parallel *par, int it, int accum, int mb, int B, int b);
 /* The whole tensor (of type `whole`) of which every rank holds the part layout record l gives it
  * (host memory, `local`); every rank gets all of it in `full`. Collective over the groups of the
  * axes l splits over, every rank calling. */

@@ -38,6 +38,11 @@ static const struct {
     {IR_CFG_LR_DECAY_ITERS, 0, INT_MAX, NOWHERE, false},
     {IR_CFG_LR_WSD_DECAY_ITERS, 0, INT_MAX, NOWHERE, false},
     {IR_CFG_LR_WARMUP_ITERS, 0, INT_MAX, NOWHERE, false},
+    {IR_CFG_TRAIN_SAMPLES, 0, INT_MAX, NOWHERE, false},
+    {IR_CFG_LR_DECAY_SAMPLES, 0, INT_MAX, NOWHERE, false},
+    {IR_CFG_LR_WSD_DECAY_SAMPLES, 0, INT_MAX, NOWHERE, false},
+    {IR_CFG_LR_WARMUP_SAMPLES, 0, INT_MAX, NOWHERE, false},
+    {IR_CFG_GLOBAL_BATCH_SIZE, 1, INT_MAX, NOWHERE, false}, /* the sample-based schedule's step */
 #undef INT_AT
 #undef WIDE_AT
 };

@@ -20,6 +20,7 @@
 #include "metrics.h"
 #include "moe_stats.h"
 #include "program.h"
+#include "sampler.h"
 #include "tensorboard.h"
 #include "trace.h"
 #include "train_config.h"
@@ -44,11 +45,26 @@ extern const uint64_t mcc_plan_image_size;
 
 typedef struct {
     rt_gpt_data_config data;
-    const char *dump_dir, *metrics_file, *tensorboard_dir;
+    const char *dump_dir, *metrics_file, *tensorboard_dir, *dataloader_type;
     int train_iters, log_interval, eval_interval, eval_iters; /* -1: the spec's value */
-    bool skip_nan_steps;
+    bool skip_nan_steps, no_data_sharding;
     rt_ckpt_args ckpt;              /* --save, --load, ... */
 } train_args;
+
+/* train_rank's flags (runtime/train_flags.def): its parser, --help, and mcc compile's baking. */
+typedef enum { FLAG_TEXT, FLAG_INT, FLAG_NUM, FLAG_SWITCH, FLAG_ASYNC_ON, FLAG_ASYNC_OFF, FLAG_PATHS } flag_kind;
+static const struct {
+    const char *flag, *value;
+    flag_kind kind;
+    size_t off;
+    int min;
+    const char *help;
+} train_flags[] = {
+#define RT_FLAG(flag, value, kind, member, min, help) {flag, value, FLAG_##kind, offsetof(train_args, member), min, help},
+#include "train_flags.def"
+#undef RT_FLAG
+};
+enum { NFLAGS = sizeof train_flags / sizeof train_flags[0] };
 
 /* A flag train_rank does not take: a setting compiled into the plan (a key of ir/config.def, as
  * --lr is lr) gets the recompile hint; any other, the pointer to --help. Exits 2. */
@@ -68,132 +84,118 @@ static _Noreturn void unknown_flag(const char *flag)
     exit(2);
 }
 
+/* Prints text wrapped at 100 columns from column col, every line after the first indented by indent. */
+static void print_wrapped(FILE *out, const char *text, int col, int indent)
+{
+    while (*text) {
+        int room = 100 - col, n = (int)strlen(text);
+        if (n > room) {
+            n = room;
+            while (n > 0 && text[n] != ' ') n--;
+            if (n == 0) n = room;
+        }
+        fprintf(out, "%.*s\n", n, text);
+        text += n + (text[n] == ' ');
+        if (*text) fprintf(out, "%*s", indent, "");
+        col = indent;
+    }
+}
+
 static void usage(FILE *out)
 {
+    fprintf(out, "usage: train_rank [flags]   (the flags mcc compile was given are the defaults: --print-plan shows "
+                 "them as train_rank_args)\n");
+    for (int i = 0; i < NFLAGS; i++) {
+        char head[64];
+        snprintf(head, sizeof head, "  %s%s%s", train_flags[i].flag, *train_flags[i].value ? " " : "",
+                 train_flags[i].value);
+        if (strlen(head) < 24) /* the help beside a short flag, under a long one */
+            fprintf(out, "%-24s ", head);
+        else
+            fprintf(out, "%s\n%25s", head, "");
+        print_wrapped(out, train_flags[i].help, 25, 25);
+    }
     fprintf(out,
-            "usage: train_rank --data-path [W1] PREFIX1 [W2 PREFIX2 ...] [flags]\n"
-            "  --data-path ...      Megatron indexed datasets PREFIX.bin/.idx (mcc data preprocess writes them),\n"
-            "                       blended by weight when several are given: --data-path 0.3 A 0.7 B\n"
-            "  --split A,B,C        train,valid,test shares of every dataset's documents (default 969,30,1)\n"
-            "  --train-iters N      iterations to run (default: the spec's train_iters)\n"
-            "  --log-interval N     a log line (and metrics record) every N iterations (default: the spec's, 1)\n"
-            "  --eval-interval N    validate every N iterations and at the end (default: the spec's, 1000)\n"
-            "  --eval-iters N       global batches of the valid split per validation; 0: none (default: the spec's, 100)\n"
-            "  --metrics-file PATH  append one JSON object per log line and per validation (`mcc plot` draws them);\n"
-            "                       each written whole when made, so a killed run's file ends with its last record\n"
-            "  --tensorboard-dir DIR  TensorBoard event files with the metrics file's scalars, under Megatron's\n"
-            "                       tags (lm loss, learning-rate, grad-norm, lm loss validation, ...)\n"
-            "  --skip-nan-steps     skip the optimizer step of an iteration whose loss, grad norm or FP8 amax is NaN/Inf\n"
-            "                       instead of stopping the run\n"
-            "  --save DIR           save checkpoints under DIR (DIR/iter_0000500/, latest_checkpointed_iteration.txt),\n"
-            "                       at the end of the run and every --save-interval N iterations\n"
-            "  --save-interval N    save every N iterations (default: only at the end)\n"
-            "  --save-retain N      keep only the newest N checkpoints under --save (default: all)\n"
-            "  --load DIR           resume from DIR's latest checkpoint, under any parallel layout (none there:\n"
-            "                       a warning, and the run starts from scratch)\n"
-            "  --no-load-optim      load the weights and counters, not Adam's state\n"
-            "  --no-load-rng        accepted: there is no RNG state (dropout masks come from the seed and the\n"
-            "                       sample's index, which the iteration fixes)\n"
-            "  --finetune           load the weights alone and start at iteration 0\n"
-            "  --exit-signal-handler  on SIGTERM/SIGINT save a checkpoint (with --save) before stopping\n"
-            "  --exit-interval N    stop (after saving, with --save) at the first iteration that is a multiple of N\n"
-            "  --exit-duration-in-mins N  stop (after saving, with --save) at the first iteration's end after N\n"
-            "                       minutes of the run (rank 0's clock; a fraction is accepted)\n"
-            "  --async-save         the step loop waits only for the copy to host memory; a thread writes the\n"
-            "                       files and the commit follows at a later step (default on a GPU)\n"
-            "  --no-async-save      every save writes and commits before the next step (default on CPU ranks)\n"
-            "  --dump-dir DIR       write initial parameters, step-1 gradients and logits, batches and\n"
-            "                       per-step loss/lr/grad norm for the numerics tests\n"
-            "  --print-plan         print the compiled plan (IR) and exit\n"
-            "  --version            print the version of the mcc that compiled this train_rank and exit\n"
-            "  --nproc-per-node N   start N local ranks of this executable, like torchrun (also spelt\n"
-            "                       --nproc_per_node; or launch with torchrun, srun or mpirun: ranks come from\n"
-            "                       their environment)\n"
+            "  --print-plan            print the compiled plan (IR) and exit\n"
+            "  --version               print the version of the mcc that compiled this train_rank and exit\n"
+            "  --nproc-per-node N      start N local ranks of this executable, like torchrun (also spelt\n"
+            "                          --nproc_per_node; or launch with torchrun, srun or mpirun: ranks come from\n"
+            "                          their environment)\n"
             "Every flag also takes its value as --flag=value. SIGTERM or SIGINT stops the run after the\n"
             "iteration in flight, its log line and metrics record written (exit status 128 + the signal).\n");
 }
 
-/* The integer value (in [min, 1e9]) of flag argv[*i], which it consumes; exits naming the flag. */
-static int int_flag(int argc, char **argv, int *i, int min)
+/* Flag row f at argv[*i] into a, its values consumed through *i; false with the message in err. */
+static bool parse_flag(train_args *a, int f, int argc, char **argv, int *i, char *err, size_t errlen)
 {
-    const char *flag = argv[*i], *v = *i + 1 < argc ? argv[++*i] : NULL;
+    void *slot = (char *)a + train_flags[f].off;
+    const char *flag = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    int consumed;
     long long n;
-    char err[256];
-    if (!cli_parse_int(flag, v, min, 1000000000, &n, err, sizeof err)) {
-        fprintf(stderr, "train_rank: error: %s\n", err);
-        exit(2);
+    switch (train_flags[f].kind) {
+    case FLAG_SWITCH: *(bool *)slot = true; return true;
+    case FLAG_ASYNC_ON: case FLAG_ASYNC_OFF: *(int *)slot = train_flags[f].kind == FLAG_ASYNC_ON; return true;
+    case FLAG_PATHS:
+        if (!rt_gpt_data_parse_paths(argc - *i - 1, argv + *i + 1, &consumed, &a->data, err, errlen)) return false;
+        *i += consumed;
+        return true;
+    case FLAG_INT:
+        ++*i;
+        if (!cli_parse_int(flag, v, train_flags[f].min, 1000000000, &n, err, errlen)) return false;
+        *(int *)slot = (int)n;
+        return true;
+    case FLAG_NUM: ++*i; return cli_parse_num(flag, v, 0, true, 1e9, (double *)slot, err, errlen);
+    case FLAG_TEXT:
+        if (!v || !strncmp(v, "--", 2))
+            return snprintf(err, errlen, "%s needs a value: %s", flag, train_flags[f].value), false;
+        if (!cli_value_fits(train_flags[f].value, v))
+            return snprintf(err, errlen, "%s %s: it takes %s (--help says what each means)", flag, v,
+                            train_flags[f].value), false;
+        *(const char **)slot = argv[++*i];
+        return true;
     }
-    return (int)n;
+    return false;
 }
 
-/* The number (> 0) of flag argv[*i], which it consumes; exits naming the flag. */
-static double num_flag(int argc, char **argv, int *i)
+/* The plan's train_rank_args (the flags mcc compile was given, one a line) as arguments, then the
+ * command line's: a flag given both ways takes the command line's value, which comes later. */
+static char **with_baked_flags(const ir_module *m, int argc, char **argv, int *nout, char **text)
 {
-    const char *flag = argv[*i], *v = *i + 1 < argc ? argv[++*i] : NULL;
-    double x;
-    char err[256];
-    if (!cli_parse_num(flag, v, 0, true, 1e9, &x, err, sizeof err)) {
-        fprintf(stderr, "train_rank: error: %s\n", err);
+    *text = strdup(ir_cfg_text(m, IR_CFG_TRAIN_RANK_ARGS));
+    int n = **text ? 1 : 0;
+    for (const char *c = *text; *c; c++) n += *c == '\n';
+    char **args = calloc((size_t)(n + argc + 1), sizeof(char *));
+    if (!*text || !args) {
+        fprintf(stderr, "train_rank: error: out of memory reading the flags\n");
         exit(2);
     }
-    return x;
+    args[0] = argv[0];
+    int k = 1;
+    for (char *c = *text, *end; n && c; c = end ? end + 1 : NULL) {
+        args[k++] = c;
+        if ((end = strchr(c, '\n'))) *end = '\0';
+    }
+    for (int i = 1; i < argc; i++) args[k++] = argv[i];
+    *nout = k;
+    return args;
 }
 
-static train_args parse_args(int argc, char **argv)
+/* argv's flags (the actions done at once). The data flags are checked where the whole list is
+ * read (complete: the plan's baked flags before argv's). */
+static train_args parse_args(int argc, char **argv, bool complete)
 {
-    train_args a = {.data = {.split = "969,30,1"}, .train_iters = -1, .log_interval = -1, .eval_interval = -1,
-                    .eval_iters = -1, .ckpt = {.async_save = -1}};
+    train_args a = {.data = {.split = "969,30,1"}, .dataloader_type = "single", .train_iters = -1,
+                    .log_interval = -1, .eval_interval = -1, .eval_iters = -1, .ckpt = {.async_save = -1}};
     char err[1024];
     for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int consumed;
-        if (!strcmp(argv[i], "--data-path")) {
-            if (!rt_gpt_data_parse_paths(argc - i - 1, argv + i + 1, &consumed, &a.data, err, sizeof err)) {
+        int f = 0;
+        while (f < NFLAGS && strcmp(argv[i], train_flags[f].flag) != 0) f++;
+        if (f < NFLAGS) {
+            if (!parse_flag(&a, f, argc, argv, &i, err, sizeof err)) {
                 fprintf(stderr, "train_rank: error: %s\n", err);
                 exit(2);
             }
-            i += consumed;
-        } else if (!strcmp(argv[i], "--split") && v)
-            a.data.split = argv[++i];
-        else if (!strcmp(argv[i], "--dump-dir") && v)
-            a.dump_dir = argv[++i];
-        else if (!strcmp(argv[i], "--metrics-file") && v)
-            a.metrics_file = argv[++i];
-        else if (!strcmp(argv[i], "--tensorboard-dir") && v)
-            a.tensorboard_dir = argv[++i];
-        else if (!strcmp(argv[i], "--train-iters"))
-            a.train_iters = int_flag(argc, argv, &i, 1);
-        else if (!strcmp(argv[i], "--log-interval"))
-            a.log_interval = int_flag(argc, argv, &i, 1);
-        else if (!strcmp(argv[i], "--eval-interval"))
-            a.eval_interval = int_flag(argc, argv, &i, 1);
-        else if (!strcmp(argv[i], "--eval-iters"))
-            a.eval_iters = int_flag(argc, argv, &i, 0);
-        else if (!strcmp(argv[i], "--skip-nan-steps"))
-            a.skip_nan_steps = true;
-        else if (!strcmp(argv[i], "--save") && v)
-            a.ckpt.save = argv[++i];
-        else if (!strcmp(argv[i], "--load") && v)
-            a.ckpt.load = argv[++i];
-        else if (!strcmp(argv[i], "--save-interval"))
-            a.ckpt.save_interval = int_flag(argc, argv, &i, 1);
-        else if (!strcmp(argv[i], "--save-retain"))
-            a.ckpt.save_retain = int_flag(argc, argv, &i, 1);
-        else if (!strcmp(argv[i], "--exit-interval"))
-            a.ckpt.exit_interval = int_flag(argc, argv, &i, 1);
-        else if (!strcmp(argv[i], "--no-load-optim"))
-            a.ckpt.no_load_optim = true;
-        else if (!strcmp(argv[i], "--no-load-rng"))
-            a.ckpt.no_load_rng = true;
-        else if (!strcmp(argv[i], "--finetune"))
-            a.ckpt.finetune = true;
-        else if (!strcmp(argv[i], "--exit-signal-handler"))
-            a.ckpt.exit_signal_handler = true;
-        else if (!strcmp(argv[i], "--exit-duration-in-mins"))
-            a.ckpt.exit_duration_mins = num_flag(argc, argv, &i);
-        else if (!strcmp(argv[i], "--async-save") || !strcmp(argv[i], "--no-async-save"))
-            a.ckpt.async_save = !strcmp(argv[i], "--async-save");
-        else if (!strcmp(argv[i], "--print-plan")) {
+        } else if (!strcmp(argv[i], "--print-plan")) {
             fwrite(mcc_plan_text, 1, mcc_plan_size, stdout);
             exit(0);
         } else if (!strcmp(argv[i], "--version")) {
@@ -206,8 +208,9 @@ static train_args parse_args(int argc, char **argv)
             unknown_flag(argv[i]);
         }
     }
-    if (!a.data.n) {
-        fprintf(stderr, "train_rank: error: --data-path is required (make a dataset with `mcc data preprocess`)\n");
+    if (complete && !a.data.n && !a.data.mock) {
+        fprintf(stderr, "train_rank: error: --data-path is required (make a dataset with `mcc data preprocess`), "
+                        "or --mock-data for synthetic tokens\n");
         exit(2);
     }
     return a;
@@ -232,6 +235,7 @@ typedef struct {
     int norm, zero;                 /* the functions of kinds grad_norm and zero_grads (--skip-nan-steps) */
     rt_lr_schedule lr;
     rt_gpt_data *data;
+    rt_sampler sampler[RT_SPLIT_VALID + 1]; /* the train and valid splits' (--dataloader-type) */
     int32_t *tokens, *targets, *sample; /* [B,T], [B,T], [T+1] */
     ir_type bt_type;
     double flops_per_token;         /* 6N + 12 L d T: matmul work forward and backward */
@@ -244,6 +248,7 @@ typedef struct {
     char steps_path[4096];
     rt_moe_stats moe;               /* an MoE model's router statistics (moe false: none) */
     double host_logged[4];          /* rt_program.host_times at the last log line */
+    char **args, *args_text;        /* the plan's baked flags, then the command line's (with_baked_flags) */
 } train_run;
 
 /* Binds input `name` [B,T] of func from the micro-batch's whole rows: the rank's part of them
@@ -268,9 +273,12 @@ static void set_batch_input(train_run *r, int func, const char *name, const int3
     free(part);
 }
 
-/* Loads rows first .. first+B-1 of split as @tokens/@targets of func, and tells a function with
- * dropout the first sample's global index (@first_sample: its masks are drawn from it; with
- * --tp-comm-interleave also @first_sample.half1, the second half's). */
+/* Loads the rows at positions first .. first+B-1 of split (the samples its sampler gives them,
+ * sampler.h) as @tokens/@targets of func, and tells a function with dropout the first row's
+ * position (@first_sample: its masks are drawn from it; with --tp-comm-interleave also
+ * @first_sample.half1, the second half's). Dropout's per-sample identity is the consumed
+ * position, not the dataset sample read there: the same masks under either --dataloader-type,
+ * and a sample read again in a later cyclic epoch gets new ones. */
 static void load_batch(train_run *r, int func, int split, int64_t first)
 {
     if (rt_program_find(r->p, func, IR_OP_INPUT, "first_sample") >= 0)
@@ -286,7 +294,7 @@ static void load_batch(train_run *r, int func, int split, int64_t first)
         return;
     int T = r->T;
     for (int b = 0; b < r->B; b++) {
-        rt_gpt_data_sample(r->data, split, first + b, r->sample);
+        rt_gpt_data_sample(r->data, split, rt_sampler_sample(&r->sampler[split], first + b), r->sample);
         memcpy(r->tokens + (size_t)b * T, r->sample, sizeof(int32_t) * (size_t)T);
         memcpy(r->targets + (size_t)b * T, r->sample + 1, sizeof(int32_t) * (size_t)T);
     }
@@ -297,8 +305,8 @@ static void load_batch(train_run *r, int func, int split, int64_t first)
 }
 
 /* Runs func (a step or eval function, a pipeline stage's forward or backward) on the micro-batch
- * of split starting at sample first, its stash globals on buffers slot[span] (-1: none). Its loss,
- * or 0 for a function without one (a stage other than the last, a backward). */
+ * of split starting at position first, its stash globals on buffers slot[span] (-1: none). Its
+ * loss, or 0 for a function without one (a stage other than the last, a backward). */
 static float run_micro_batch(train_run *r, int func, int split, int64_t first, const int *slot)
 {
     load_batch(r, func, split, first);
@@ -451,6 +459,22 @@ typedef struct {
     bool skipped;
 } step_result;
 
+/* The scalar inputs of an update, the optimizer function's or the host's (func): @lr, @step and,
+ * where the plan gives the embedding and output layer their own (--decoupled-lr: the stages
+ * holding them), @decoupled_lr. Megatron's scheduler and Adam count only the steps that updated
+ * the weights. */
+static void set_update_inputs(train_run *r, int func)
+{
+    int next = r->steps_applied + 1;
+    float lr = (float)rt_lr_at(&r->lr, RT_LR_DEFAULT, next), step = (float)next;
+    rt_program_set_input(r->p, func, "lr", &lr, sizeof lr);
+    rt_program_set_input(r->p, func, "step", &step, sizeof step);
+    if (rt_program_find(r->p, func, IR_OP_INPUT, "decoupled_lr") >= 0) {
+        float decoupled = (float)rt_lr_at(&r->lr, RT_LR_DECOUPLED, next);
+        rt_program_set_input(r->p, func, "decoupled_lr", &decoupled, sizeof decoupled);
+    }
+}
+
 /* Stops the run, or with --skip-nan-steps warns; what names the bad value. Returns false: the
  * step must not be applied. */
 static bool non_finite(train_run *r, int it, const char *what, double v)
@@ -511,12 +535,12 @@ static const char *fp8_amax_what(const train_run *r, int g, char *what, size_t l
     return what;
 }
 
-/* The first sample of this rank's micro-batch mb of iteration it; row b takes the next ones, in
- * Megatron's sampler order (rt_parallel_sample), so the data a step sees does not depend on the
- * layout. */
-static int64_t train_sample(const train_run *r, int it, int mb)
+/* The position of this rank's micro-batch mb of iteration it (rt_parallel_position); row b
+ * takes the next ones, and the train sampler maps them to samples (load_batch), so the data a
+ * step sees does not depend on the layout. */
+static int64_t train_position(const train_run *r, int it, int mb)
 {
-    return rt_parallel_sample(&r->par, it, r->accum, mb, r->B, 0);
+    return rt_parallel_position(&r->par, it, r->accum, mb, r->B, 0);
 }
 
 /* Call c of the train program, on this rank's micro-batch c->mb of iteration it: its loss joins
@@ -527,7 +551,7 @@ static void train_micro_batch(train_run *r, int it, const ir_sched_step *c, step
     char range[32];
     snprintf(range, sizeof range, "micro-batch %d", c->mb);
     rt_trace_push(r->p, range);
-    float loss = run_micro_batch(r, c->func, RT_SPLIT_TRAIN, train_sample(r, it, c->mb), c->slot);
+    float loss = run_micro_batch(r, c->func, RT_SPLIT_TRAIN, train_position(r, it, c->mb), c->slot);
     rt_trace_pop(r->p);
     ir_func_kind kind = r->m->funcs[c->func]->kind;
     if (r->a.dump_dir && kind != IR_FUNC_BACKWARD && kind != IR_FUNC_WGRAD) /* a stage's forward has it */
@@ -592,17 +616,13 @@ static bool train_update(train_run *r, int it, int opt, step_result *s, bool fin
         rt_program_run(r->p, r->zero);
         return false;
     }
-    /* Megatron's scheduler and Adam count only the steps that updated the weights. */
-    float lr_now = (float)s->lr, step_now = (float)(r->steps_applied + 1);
-    rt_program_set_input(r->p, opt, "lr", &lr_now, sizeof lr_now);
-    rt_program_set_input(r->p, opt, "step", &step_now, sizeof step_now);
+    set_update_inputs(r, opt);
     rt_program_run(r->p, opt);
     int host = ir_func_of_kind(r->m, IR_FUNC_HOST_OPTIMIZER);
     if (host >= 0) { /* --optimizer-cpu-offload: the host's update, the schedule's next call, takes the same */
         float coef;
         rt_program_get_output(r->p, opt, "clip_coef", &coef, sizeof coef);
-        rt_program_set_input(r->p, host, "lr", &lr_now, sizeof lr_now);
-        rt_program_set_input(r->p, host, "step", &step_now, sizeof step_now);
+        set_update_inputs(r, host);
         rt_program_set_input(r->p, host, "clip_coef", &coef, sizeof coef);
     }
     rt_program_get_output(r->p, opt, "grad_norm", &norm, sizeof norm);
@@ -618,7 +638,7 @@ static bool train_update(train_run *r, int it, int opt, step_result *s, bool fin
 /* Iteration it: the plan's train program, step by step. A skipped update ends it. */
 static step_result train_step(train_run *r, int it)
 {
-    step_result s = {.lr = rt_lr_at(&r->lr, r->steps_applied + 1)};
+    step_result s = {.lr = rt_lr_at(&r->lr, RT_LR_DEFAULT, r->steps_applied + 1)};
     bool finite = true;
     const ir_program *prog = &r->m->progs[IR_PROG_TRAIN];
     for (int i = 0; i < prog->nsteps; i++) {
@@ -685,8 +705,8 @@ static void emit_record(train_run *r, int it, const rt_scalar *s, int n)
 /* ---- validation ---------------------------------------------------------------------------- */
 
 /* eval_iters global batches of the valid split, each through the plan's eval program (forward
- * only: the weights and gradients are untouched). Like Megatron's, the valid samples continue
- * from one validation to the next. */
+ * only: the weights and gradients are untouched). Like Megatron's, the valid positions continue
+ * from one validation to the next, read through the valid split's sampler. */
 static void evaluate(train_run *r, int it)
 {
     double t0 = os_now_s(), loss = 0;
@@ -835,6 +855,7 @@ static rt_gpt_data *open_data(train_run *r)
     int evals = r->iters / r->eval_interval + (r->iters % r->eval_interval != 0);
     c->seq_length = r->T;
     c->seed = r->cfg.seed;
+    c->mock_vocab = r->cfg.vocab_size;
     c->log = r->writer ? stderr : NULL; /* the indices' memory and a long build's progress, once */
     c->num_samples[RT_SPLIT_TRAIN] = (int64_t)r->iters * batch;
     c->num_samples[RT_SPLIT_VALID] = (int64_t)evals * r->eval_iters * batch;
@@ -883,8 +904,8 @@ static void check_schedule(const ir_module *m)
 
 static void setup_run(train_run *r, int argc, char **argv)
 {
-    r->a = parse_args(argc, argv);
-    r->a.ckpt.plan_text = mcc_plan_text;
+    train_args given = parse_args(argc, argv, false); /* its errors and actions before the device starts */
+    rt_gpt_data_config_free(&given.data);
     char err[1024];
     r->p = rt_program_load(mcc_plan_text, mcc_plan_device, mcc_plan_image_size ? mcc_plan_image : NULL,
                            rt_rank_env_or_exit().rank, err, sizeof err);
@@ -892,6 +913,10 @@ static void setup_run(train_run *r, int argc, char **argv)
         fprintf(stderr, "train_rank: error: the compiled plan is invalid (%s); recompile with this mcc\n", err);
         exit(1);
     }
+    int nargs;
+    r->args = with_baked_flags(r->p->m, argc, argv, &nargs, &r->args_text);
+    r->a = parse_args(nargs, r->args, true);
+    r->a.ckpt.plan_text = mcc_plan_text;
     const ir_module *m = r->m = r->p->m;
     rt_parallel_init(&r->par, r->p);
     r->writer = rt_parallel_is_root(&r->par);
@@ -960,7 +985,9 @@ static void print_config(const train_run *r)
     printf("| micro-batches / step  | %21d |\n", r->accum);
     printf("| train iters           | %21d |\n", r->iters);
     printf("| lr decay              | %21s |\n", ir_cfg_text(r->m, IR_CFG_LR_DECAY_STYLE));
-    printf("| warmup iters          | %21g |\n", r->lr.warmup_iters);
+    char warmup[32];
+    snprintf(warmup, sizeof warmup, "warmup %s", rt_lr_unit(&r->lr));
+    printf("| %-21s | %21g |\n", warmup, r->lr.warmup);
     printf("| eval every / batches  | %13d / %5d |\n", r->eval_interval, r->eval_iters);
     printf("| FLOP per token        | %21.4g |\n", r->flops_per_token);
     printf("| plan memory, bytes    | %21zu |\n", rt_program_plan_bytes(r->p)); /* mcc compile's total */
@@ -1012,11 +1039,15 @@ static void finish_run(train_run *r)
     if (r->tb)
         rt_tb_close(r->tb);
     free(r->sample);
+    for (int split = RT_SPLIT_TRAIN; split <= RT_SPLIT_VALID; split++)
+        rt_sampler_free(&r->sampler[split]);
     free(r->tokens);
     rt_moe_stats_free(&r->moe);
     free(r->targets);
     rt_gpt_data_close(r->data);
     rt_gpt_data_config_free(&r->a.data);
+    free(r->args);
+    free(r->args_text);
     rt_parallel_finish(&r->par, r->p);
     rt_program_free(r->p);
 }
@@ -1080,6 +1111,26 @@ static void load_checkpoint(train_run *r)
     r->start = (int)c.iteration;
     r->steps_applied = (int)c.steps_applied;
     r->evals_done = (int)c.evals_done;
+}
+
+/* The train and valid splits' samplers (--dataloader-type, --no-data-sharding), built where
+ * Megatron builds its loaders: after the load, from the samples the loaded run consumed. */
+static void open_samplers(train_run *r)
+{
+    rt_sampler_kind kind = strcmp(r->a.dataloader_type, "cyclic") ? RT_SAMPLER_SINGLE : RT_SAMPLER_CYCLIC;
+    int dp = r->par.mesh.degree[IR_AXIS_DP];
+    int64_t batch = (int64_t)r->B * r->accum * dp;
+    const int64_t consumed[] = {[RT_SPLIT_TRAIN] = r->start * batch,
+                                [RT_SPLIT_VALID] = (int64_t)r->evals_done * r->eval_iters * batch};
+    for (int split = RT_SPLIT_TRAIN; split <= RT_SPLIT_VALID; split++) {
+        int64_t total = rt_gpt_data_num_samples(r->data, split);
+        char err[256];
+        if (total && !rt_sampler_init(&r->sampler[split], kind, !r->a.no_data_sharding, total, consumed[split], r->B,
+                                      dp, err, sizeof err)) {
+            fprintf(stderr, "train_rank: error: %s\n", err);
+            exit(1);
+        }
+    }
 }
 
 /* After iteration it: the commit of an asynchronous save whose writers are done; a checkpoint
@@ -1171,6 +1222,7 @@ int main(int argc, char **argv)
     rt_program_init_params(r.p, (uint64_t)r.cfg.seed);
     print_config(&r);
     load_checkpoint(&r);
+    open_samplers(&r);
     if (r.a.dump_dir)
         start_dumps(&r);
     r.t_start = t_start;

@@ -1,6 +1,6 @@
 # checkpoint.cmake — checkpoints (checkpoint/, runtime/checkpoint_io.c: train_rank --save/--load):
 # the safetensors reader on crafted bad files (tests/safetensors_test.c); resume bit for bit
-# (tests/checkpoint_resume.sh) on one rank, TP=2 x DP=2 with the distributed optimizer, with
+# (tests/checkpoint_resume.sh) on one rank (and a schedule in samples), TP=2 x DP=2 with the distributed optimizer, with
 # dropout, with 4 micro-batches a step, FP8 delayed scaling's histories (one rank, TP=2 x DP=2 ZeRO), and TP=2 + SP x DP=2 ZeRO with dropout; a TP=2 x DP=2 ZeRO checkpoint loaded under other
 # layouts (tests/checkpoint_layout.sh); SIGKILL during saves (tests/checkpoint_kill.sh); each bad
 # checkpoint's own message (tests/checkpoint_errors.sh); --async-save's resume and SIGKILLs; the SIGTERM save, --finetune, --no-load-optim and
@@ -15,6 +15,10 @@ set(_ckr ${CMAKE_SOURCE_DIR}/tests/checkpoint_resume.sh $<TARGET_FILE:mcc>)
 add_test(NAME checkpoint_resume_single_rank COMMAND ${_ckr} tiny-gpt2 1)
 add_test(NAME checkpoint_resume_dropout COMMAND ${_ckr} tiny-gpt2 1 --hidden-dropout 0.1 --attention-dropout 0.1)
 add_test(NAME checkpoint_resume_accum4 COMMAND ${_ckr} tiny-llama 1 --micro-batch-size 2 --global-batch-size 8)
+# a schedule counted in samples (12 iterations of 8), warming up from lr_warmup_init: the resumed
+# run's lr at 6-10 continues from the steps the checkpoint applied
+add_test(NAME checkpoint_resume_sample_schedule COMMAND ${_ckr} tiny-gpt2 1 --train-samples 96 --lr-warmup-samples 20
+         --lr-decay-samples 64 --lr-warmup-init 1e-4)
 # an MoE model (its [E, out, in] experts and router saved as any parameter), dropping tokens
 add_test(NAME checkpoint_resume_moe COMMAND ${_ckr} tiny-moe 1 --moe-expert-capacity-factor 0.8)
 # aux-loss-free balancing: each layer's expert bias (and its zeroed step counts) saved and loaded

@@ -22,7 +22,7 @@ printf '{"model": {"num_layers": 2}}' > "$work/partial.json"
 printf '{"model": ' > "$work/broken.json"
 expect "usage" -- "$mcc"
 expect "unknown command 'frobnicate'" -- "$mcc" frobnicate
-expect "expected the spec file" -- "$mcc" compile -o x
+expect "model.num_layers, model.hidden_size, model.num_attention_heads, model.seq_length, model.vocab_size are required" -- "$mcc" compile -o x
 expect "-o OUT is required" -- "$mcc" compile "$tiny"
 expect "no such pass" -- "$mcc" ir "$tiny" --after nonsense
 expect "unknown flag '--bogus'" -- "$mcc" ir "$tiny" --bogus 3

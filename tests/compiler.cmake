@@ -18,6 +18,11 @@ add_test(NAME golden_graphs COMMAND ${CMAKE_SOURCE_DIR}/tests/golden.sh $<TARGET
 add_test(NAME interleave_schedule COMMAND ${CMAKE_SOURCE_DIR}/tests/interleave_schedule.sh $<TARGET_FILE:mcc>)
 add_test(NAME comm_overlap_cover COMMAND ${CMAKE_SOURCE_DIR}/tests/comm_overlap_cover.sh $<TARGET_FILE:mcc>)
 add_test(NAME cli_errors COMMAND ${CMAKE_SOURCE_DIR}/tests/cli_errors.sh $<TARGET_FILE:mcc>)
+# No internal errors (issue 39): every model under a covering set of layouts, on every target, is
+# planned or refused with a message naming a flag, never an abort (tests/compile_sweep.py, ~700
+# runs of the fast mcc over both cores)
+mcc_e2e_test(compile_sweep compile_sweep.py --jobs 2)
+set_tests_properties(compile_sweep PROPERTIES PROCESSORS 2)
 # --memory-report names the peak and what is live there (and mcc exits 0): tiny-llama keeps its
 # SwiGLU outputs without recompute (the default), and drops them under activations and selective recompute
 set(_memory_report ${CMAKE_SOURCE_DIR}/tests/memory_report.sh $<TARGET_FILE:mcc>)

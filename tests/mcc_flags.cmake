@@ -1,3 +1,8 @@
 # mcc_flags.cmake — mcc's command line as a Megatron user meets it (tests/mcc_flags.sh): a pasted
 # LLaMA-3 recipe compiles, --flag=value, --help, --version, and bad flags exit 2 naming the flag.
 add_test(NAME mcc_flags COMMAND ${CMAKE_SOURCE_DIR}/tests/mcc_flags.sh $<TARGET_FILE:mcc>)
+# Megatron-LM's LLaMA-3 8B, Mixtral, GPT-3 175B and DeepSeek-V3 scripts pasted whole as @FILE
+# (tests/megatron_scripts.sh): no unknown flag, every gap named in one run, the world from torchrun's flags
+# (the fast mcc: four large plans and a run; mcc_flags and spec keep the flag reading sanitized)
+mcc_e2e_test(megatron_scripts megatron_scripts.sh)
+set_tests_properties(megatron_scripts PROPERTIES PROCESSORS 2)

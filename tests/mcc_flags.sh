@@ -106,22 +106,31 @@ expect "--gpu-memory 0 is out of range" -- "$mcc" compile "$tiny" --gpu-memory=0
 expect "--fp16 is refused: mcc trains in bf16 only" -- "$mcc" compile "$tiny" --fp16 -o "$work/x"
 expect "--transformer-impl te: it takes transformer_engine|local" -- "$mcc" compile "$tiny" --transformer-impl te -o "$work/x"
 expect "--distributed-backend gloo: it takes nccl" -- "$mcc" compile "$tiny" --distributed-backend=gloo -o "$work/x"
-expect "--data-path is not a flag of mcc compile: give it to the executable: ./train_rank --data-path" -- \
-  "$mcc" compile "$tiny" --data-path data/x_text_document -o "$work/x"
-expect "--split is not a flag of mcc compile" -- "$mcc" compile "$tiny" --split 969,30,1 -o "$work/x"
-expect "--tokenizer-type is not a flag of mcc compile: \`mcc data preprocess --tokenizer-type\`" -- \
-  "$mcc" compile "$tiny" --tokenizer-type GPT2BPETokenizer -o "$work/x"
-expect "--tokenizer-model is not a flag of mcc compile" -- "$mcc" compile "$tiny" --tokenizer-model t.model -o "$work/x"
-expect "--save is not a flag of mcc compile: give it to the executable: ./train_rank --save DIR" -- "$mcc" compile "$tiny" --save ckpt -o "$work/x"
-expect "--finetune is not a flag of mcc compile: give it to the executable" -- "$mcc" compile "$tiny" --finetune -o "$work/x"
-expect "--load is not a flag of mcc compile" -- "$mcc" compile "$tiny" --load ckpt -o "$work/x"
+# train_rank's flags given to mcc compile are baked into the plan as its defaults, their values checked
+ir=$("$mcc" ir "$tiny" --data-path 0.3 data/a 0.7 data/b --split 969,30,1 --save ckpt --finetune --eval-iters 0 \
+  --after autodiff --target cpu 2>"$work/baked.log")
+grep -qF 'train_rank_args = "--data-path\n0.3\ndata/a\n0.7\ndata/b\n--split\n969,30,1\n--save\nckpt\n--finetune"' <<<"$ir" ||
+  bad "train_rank flags not baked as given: $(grep train_rank_args <<<"$ir")"
+grep -qF "mcc: --finetune: baked into train_rank as its default" "$work/baked.log" || bad "no note for a baked flag"
+expect "--save-interval 0 is out of range: give an integer in 1..1000000000" -- "$mcc" compile "$tiny" --save-interval 0 -o "$work/x"
+expect "--dataloader-type external: it takes single|cyclic" -- "$mcc" compile "$tiny" --dataloader-type external -o "$work/x"
+expect "--data-path needs a value" -- "$mcc" compile "$tiny" --data-path --save x -o "$work/x"
+expect "--tokenizer-type GPT2BPETokenizer: accepted, not used: the tokenizer runs before training, in \`mcc data preprocess\`" \
+  -- "$mcc" compile "$tiny" --tokenizer-type GPT2BPETokenizer --fp16 -o "$work/x"
+# every problem of a command line in one run, counted
+"$mcc" compile "$tiny" --fp16 --hiden-size 3 --save-interval 0 --ckpt-format torch_dist --lr x --bf16 7 -o "$work/x" \
+  >/dev/null 2>"$work/all.log"
+for line in "error: --fp16 is refused" "error: unknown flag '--hiden-size'" "error: --save-interval 0 is out of range" \
+            "error: --lr expects a finite number, got 'x'" "error: '7' is not a flag" "5 problems" ; do
+  grep -qF -- "$line" "$work/all.log" || bad "one run's problems lack '$line': $(cat "$work/all.log")"
+done
 expect "unknown flag '--hiden-size': did you mean --hidden-size?" -- "$mcc" compile "$tiny" --hiden-size 64 -o "$work/x"
 expect "unknown flag '--bf61': did you mean --bf16?" -- "$mcc" compile "$tiny" --bf61 -o "$work/x"
 expect "unknown flag '--keep-logit': did you mean --keep-logits?" -- "$mcc" compile "$tiny" --keep-logit -o "$work/x"
 expect "unknown flag '--tq': did you mean --tp?" -- "$mcc" ir "$tiny" --tq 2
 # no suggestion where the nearest flag is another word, not a typo of it
-expect "unknown flag '--ckpt-format' (spec fields" -- "$mcc" compile "$tiny" --ckpt-format torch_dist -o "$work/x"
-expect "unknown flag '--mscale' (spec fields" -- "$mcc" compile "$tiny" --mscale 1.0 -o "$work/x"
+expect "unknown flag '--ckpt-dir' (spec fields" -- "$mcc" compile "$tiny" --ckpt-dir x -o "$work/x"
+expect "unknown flag '--foo-bar' (spec fields" -- "$mcc" compile "$tiny" --foo-bar 1.0 -o "$work/x"
 expect "\`mcc data\` has one command" -- "$mcc" data
 
 [ $fails = 0 ] && echo "mcc flags: all cases pass"

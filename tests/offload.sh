@@ -118,6 +118,6 @@ same ref16 half16 "bf16 moments, fraction 0.5"
 if "$mcc" compile "$root/models/tiny-gpt2.json" --target cpu "${offload[@]}" --host-memory 0.001 -o "$work/x" 2>"$work/x.log"; then
   echo "FAIL: --host-memory 0.001 compiled"; exit 1
 fi
-grep -q "host memory per rank.*(--host-memory)" "$work/x.log" && grep -q -- "--optimizer-offload-fraction F, now 1" "$work/x.log" ||
+grep -q "host memory per rank.*(--host-memory)" "$work/x.log" && grep -q -- "--optimizer-offload-fraction 0.5: half as many" "$work/x.log" ||
   { echo "FAIL: the refusal does not say what needs what, or the fix"; cat "$work/x.log"; exit 1; }
 echo "ok: --host-memory 0.001 is refused, naming the fixes"

@@ -5,8 +5,10 @@
 # (the batches, step-1 gradients, initial and final weights, each step's loss, lr and grad norm) of
 # uniform 1, uniform 2 and block 1 on one rank, and of uniform 1 at TP=2 x DP=2 with the
 # distributed optimizer (an MoE model: with sequence parallelism and EP=2; and its token dropping at
-# CP=2, uniform 2, expert bias, uniform 1, and PP=2, block 1), are byte for byte the no-recompute
-# program's of the same layout.
+# CP=2, uniform 2, expert bias, uniform 1, and PP=2, block 1), and of selective recompute under FP8
+# (a dense model: the recomputed norms' and activations' quantized copies made again by the forward's
+# scales), are
+# byte for byte the no-recompute program's of the same layout.
 set -euo pipefail
 mcc=$1; model=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,6 +41,11 @@ train uniform2 1 "${full[@]}" uniform --recompute-num-layers 2; same none unifor
 train block1 1 "${full[@]}" block --recompute-num-layers 1; same none block1
 tpdp=(--tp 2 --dp 2 --use-distributed-optimizer)
 moe=0; grep -q '"num_experts"' "$root/models/$model.json" && moe=1
+if [ $moe = 0 ]; then # FP8 (dense models: FP8 experts are not built)
+  fp8=(--fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 4 --fp8-amax-compute-algo max)
+  train fp8 1 "${fp8[@]}"
+  train fp8_selective 1 "${fp8[@]}" --recompute-granularity selective; same fp8 fp8_selective
+fi
 if [ $moe = 1 ]; then # an MoE model: its layouts (SP with TP, experts over ep)
   tpdp=(--tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2 --use-distributed-optimizer)
 fi

@@ -160,7 +160,8 @@ static void run_bad_case(const bad_case *c)
     CHECK(!ok, "case '%s' (line %d) was accepted", c->name, c->line);
     CHECK(!ok && *c->expect && strstr(err, c->expect), "case '%s' (line %d): message \"%s\" lacks \"%s\"",
           c->name, c->line, err, c->expect);
-    CHECK(!strchr(err, '\n'), "case '%s': message spans lines: %s", c->name, err);
+    size_t elen = strlen(err); /* one problem a line: no empty line among them */
+    CHECK(elen && !strstr(err, "\n\n") && err[elen - 1] != '\n', "case '%s': an empty line among its problems: %s", c->name, err);
     printf("%-50s %s\n", c->name, err);
     if (!blank) unlink(path);
 }
@@ -238,6 +239,29 @@ static void test_moe_layer_freq(const char *dir)
               mcc_spec_moe_layer(&s, 60), "--moe-layer-freq ([0]*3+[1]*58): layers 3..60 are MoE");
 }
 
+/* Megatron's LLaMA-3 8B recipe trains by samples: its flags on the spec file (train_iters and
+ * lr_warmup_iters, which give way) make an iteration count of train_samples / global_batch_size;
+ * decoupled_lr and decoupled_min_lr default to lr and min_lr. */
+static void test_sample_based(const char *dir)
+{
+    char path[1024], err[512] = "";
+    snprintf(path, sizeof path, "%s/llama3-8b.json", dir);
+    char *argv[] = {"--global-batch-size", "128", "--train-samples", "1953125000", "--lr-decay-samples", "1949218748",
+                    "--lr-warmup-samples", "3906252", "--lr", "0.00015", "--min-lr", "0.00001", "--decoupled-lr", "5.0e-4",
+                    "--decoupled-min-lr", "4.5e-5"};
+    int argc = sizeof argv / sizeof argv[0], rest[sizeof argv / sizeof argv[0]], nrest;
+    mcc_spec s;
+    bool ok = load(path, argc, argv, &s, rest, &nrest, err);
+    CHECK(ok, "the recipe's sample-based flags: %s", err);
+    CHECK(!ok || (s.train_iters == 15258789 && s.lr_warmup_iters == 0 && s.train_samples == 1953125000 &&
+                  s.lr_warmup_samples == 3906252 && s.decoupled_lr == 5e-4 && s.decoupled_min_lr == 4.5e-5),
+          "train_iters %d (want 1953125000 / 128 = 15258789), lr_warmup_iters %d (want 0: given way)", s.train_iters,
+          s.lr_warmup_iters);
+    ok = load(path, 2, argv, &s, rest, &nrest, err);
+    CHECK(ok && s.train_iters == 250000 && s.train_samples == 0 && s.decoupled_lr == s.lr &&
+              s.decoupled_min_lr == s.min_lr, "without them: the file's iterations, one learning rate: %s", err);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -249,6 +273,7 @@ int main(int argc, char **argv)
     test_vocab_padding(argv[2]);
     test_megatron_flags(argv[2]);
     test_moe_layer_freq(argv[2]);
+    test_sample_based(argv[2]);
     int n = test_every_check_has_a_case(argv[1]);
     CHECK(n >= 25, "only %d bad-spec cases in %s", n, argv[1]);
     printf("spec_test: %d bad-spec cases, %d failures\n", n, failures);

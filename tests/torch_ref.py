@@ -630,8 +630,9 @@ def rel_err(got, want, floor=0.0):
     return diff / scale if scale > 0 else diff
 
 
-def read_steps(path):
-    """steps.txt: one `iter loss lr grad_norm` line per step (lines that are not numbers skipped)."""
+def read_steps(path, first=1):
+    """steps.txt: one `iter loss lr grad_norm` line per step (lines that are not numbers skipped),
+    from step `first` (a resumed run's first)."""
     if not os.path.exists(path):
         sys.exit(f"torch_ref: {path} is missing: did train_rank run with --dump-dir?")
     rows = []
@@ -639,8 +640,8 @@ def read_steps(path):
         f = line.split()
         if len(f) == 4 and f[0].isdigit():
             rows.append((int(f[0]), float(f[1]), float(f[2]), float(f[3])))
-    if [r[0] for r in rows] != list(range(1, len(rows) + 1)) or not rows:
-        sys.exit(f"torch_ref: {path} must list steps 1, 2, ... as `iter loss lr grad_norm` lines")
+    if [r[0] for r in rows] != list(range(first, first + len(rows))) or not rows:
+        sys.exit(f"torch_ref: {path} must list steps {first}, {first + 1}, ... as `iter loss lr grad_norm` lines")
     return rows
 
 

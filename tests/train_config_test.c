@@ -55,6 +55,8 @@ int main(void)
         {"data_parallel_size", "0", "data_parallel_size 0 is out of range"},
         {"tensor_model_parallel_size", "0", "tensor_model_parallel_size 0 is out of range"},
         {"lr_warmup_iters", "-2", "lr_warmup_iters -2 is out of range"},
+        {"lr_warmup_samples", "-8", "lr_warmup_samples -8 is out of range"},
+        {"global_batch_size", "0", "global_batch_size 0 is out of range"},
         {"seed", "99999999999999999999", "seed 99999999999999999999 is out of range"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -51,14 +51,21 @@ typedef struct {
     char s[64];
 } kernel_name;
 
-/* stem_<t0>[_<t1>], as many suffixes as the family has; unused types may be NULL. */
-static kernel_name name_of(const rt_kernel_call *c, rt_cuda_kernel k, const ir_type *t0, const ir_type *t1)
+/* stem_<t0>[_<t1>[_<t2>]], as many suffixes as the family has; unused types may be NULL. */
+static kernel_name name_of3(const rt_kernel_call *c, rt_cuda_kernel k, const ir_type *t0, const ir_type *t1,
+                            const ir_type *t2)
 {
     kernel_name n;
-    int nd = kernel_families[k].ndtypes;
-    snprintf(n.s, sizeof n.s, "%s%s%s%s%s", kernel_families[k].stem, nd > 0 ? "_" : "",
-             nd > 0 ? float_suffix(c, t0) : "", nd > 1 ? "_" : "", nd > 1 ? float_suffix(c, t1) : "");
+    const ir_type *t[3] = {t0, t1, t2};
+    int len = snprintf(n.s, sizeof n.s, "%s", kernel_families[k].stem);
+    for (int i = 0; i < kernel_families[k].ndtypes && i < 3; i++)
+        len += snprintf(n.s + len, sizeof n.s - (size_t)len, "_%s", float_suffix(c, t[i]));
     return n;
+}
+
+static kernel_name name_of(const rt_kernel_call *c, rt_cuda_kernel k, const ir_type *t0, const ir_type *t1)
+{
+    return name_of3(c, k, t0, t1, NULL);
 }
 
 /* --- launch shapes ---------------------------------------------------------------------------- */
@@ -620,15 +627,16 @@ void cuda_CLIP_COEF(rt_cuda_ctx *cx, const rt_kernel_call *c)
     rt_cuda_launch(cx, name_of(c, RT_CUK_CLIP_COEF, NULL, NULL).s, 1, 1, 1, 1, 0, p);
 }
 
-/* (p, g, m, v, lr[], step[], coef[][, copy]), f32 but the moments, f32 or bf16; in place on p, m, v.
- * An i16 p is the remainder of a master held with the bf16 copy (store_param_remainders). */
+/* (p, g, m, v, lr[], step[], coef[][, copy]), f32 but the gradient and the moments, f32 or bf16; in
+ * place on p, m, v. An i16 p is the remainder of a master held with the bf16 copy
+ * (store_param_remainders). */
 void cuda_ADAMW(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     bool pair = c->arg_types[0]->dtype == IR_I16;
     static const char *const operand[] = {"parameter", "gradient", "first moment", "second moment",
                                           "learning rate", "step", "clip coefficient"};
-    for (int i = 0; i < 7; i++)
-        if (i != 2 && i != 3 && !(i == 0 && pair)) /* the moments may be bf16: --use-precision-aware-optimizer */
+    for (int i = 0; i < 7; i++) /* the gradient and moments may be bf16: --grad-reduce-in-bf16, */
+        if ((i == 0 && !pair) || i > 3) /* --use-precision-aware-optimizer */
             need_f32(c, c->arg_types[i], operand[i]);
     void *p = pair ? NULL : c->args[0], *rem = pair ? c->args[0] : NULL, *g = c->args[1], *m = c->args[2], *v = c->args[3];
     void *lr = c->args[4], *step = c->args[5], *coef = c->args[6];
@@ -641,7 +649,8 @@ void cuda_ADAMW(rt_cuda_ctx *cx, const rt_kernel_call *c)
         exit(1);
     }
     void *params[] = {&p, &g, &m, &v, &lr, &step, &coef, &n, &b1, &b2, &eps, &wd, &copy, &rem};
-    launch_flat(cx, name_of(c, RT_CUK_ADAMW, c->arg_types[2], c->arg_types[3]), (n + 3) / 4, params); /* 4 floats a thread */
+    launch_flat(cx, name_of3(c, RT_CUK_ADAMW, c->arg_types[1], c->arg_types[2], c->arg_types[3]), (n + 3) / 4,
+                params); /* 4 floats a thread */
 }
 
 /* --- FP8 (kernels_templates/fp8.cuh; fp8_matmul is matmul.c's) -------------------------------- */

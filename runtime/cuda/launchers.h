@@ -44,7 +44,7 @@
     K(ACCUMULATE, "mcc_accumulate", 2)                /* dst, src */                                       \
     K(COPY, "mcc_copy", 2)                            /* dst, src */                                       \
     K(CLIP_COEF, "mcc_clip_coef_f32", 0)                                                                   \
-    K(ADAMW, "mcc_adamw", 2)                          /* m, v: f32 or bf16 */                              \
+    K(ADAMW, "mcc_adamw", 3)                          /* g, m, v: f32 or bf16 */                           \
     K(CE_ROW_MAX, "mcc_ce_row_max", 1)                /* vocab-parallel: runtime/cuda/collectives.c */     \
     K(CE_ROW_STATS, "mcc_ce_row_stats", 1)                                                                 \
     K(CE_LOSS, "mcc_ce_loss_f32", 0)                                                                       \

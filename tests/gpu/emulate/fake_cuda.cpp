@@ -170,7 +170,7 @@ static std::map<std::string, std::function<void(void **)>> table = {
     MCC_FOR_FLOAT_PAIRS(E)
 #undef E
     // AdamW, on fp32 masters and on (copy, remainder) pairs (ops_test's adamw cases)
-    {"mcc_adamw_f32_f32", wrap(mcc_adamw_f32_f32)},
+    {"mcc_adamw_f32_f32_f32", wrap(mcc_adamw_f32_f32_f32)}, {"mcc_adamw_bf16_f32_f32", wrap(mcc_adamw_bf16_f32_f32)},
 };
 static const std::map<std::string, const int *> constants = {
     {"mcc_attn_tiles_d16", mcc_attn_tiles_d16}, {"mcc_attn_tiles_d64", mcc_attn_tiles_d64},
