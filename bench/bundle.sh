@@ -74,6 +74,21 @@ for m in tiny-gpt2 tiny-llama; do
   devrun/bin/$m-cpu --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 200 --log-interval 1 --eval-iters 0 > devrun/cpu/$m-200.log
   rm devrun/bin/$m-cpu
 done
+# --grad-reduce-in-bf16: bf16 gradient buffers and reductions on the GPU against the CPU's, which
+# round their gradients to bf16 as the GPU stores them (device_run.sh's numerics section)
+for m in tiny-gpt2 tiny-llama; do
+  $B/mcc compile models/$m.json --target cuda --keep-logits --grad-reduce-in-bf16 -o devrun/bin/$m-cuda-gbf16 2>/dev/null
+  cpu_oracle $m $m-gbf16 --keep-logits --grad-reduce-in-bf16
+done
+# Megatron's LLaMA-3 8B H100 FP8 script as README's walkthrough runs it (its flags pasted, no spec,
+# its train_rank flags baked), at 4 layers and a global batch of 8 on one GPU, without its
+# checkpoint and TensorBoard paths: device_run.sh launches it with torchrun --no-python, no flags,
+# and sets its measured memory beside the plan's
+grep -v -- '--nproc_per_node\|--save\|--load\|--tensorboard-dir' tests/megatron_scripts/llama3_8b_h100_fp8.args \
+  >devrun/recipe-8b-l4.args
+$B/mcc compile @devrun/recipe-8b-l4.args --num-layers 4 --global-batch-size 8 --train-samples 96 --log-interval 1 \
+  --eval-iters 0 --target h100 -o devrun/bin/recipe-8b-l4 2>devrun/bin/recipe-8b-l4.compile.log ||
+  tail -5 devrun/bin/recipe-8b-l4.compile.log
 # FP8 (hybrid, tensorwise and delayed) on the GPU against the CPU's FP8 emulation (device_run.sh's
 # FP8 section): the same spec and flags on both targets
 for m in tiny-gpt2 tiny-llama; do

@@ -40,7 +40,23 @@ for m in tiny-gpt2 tiny-llama; do
     --dump-dir /tmp/gpu-gb4-$m > "$O/$m-gpu10-gb4.log" 2>&1
   echo "$m one micro-batch per step: train exit $?"
   compare --cpu devrun/cpu/$m-gb4 --gpu /tmp/gpu-gb4-$m
+  if [ -x devrun/bin/$m-cuda-gbf16 ]; then # --grad-reduce-in-bf16 (bundle.sh): bf16 gradient buffers
+    timeout 120 devrun/bin/$m-cuda-gbf16 --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+      --dump-dir /tmp/gpu-gbf16-$m > "$O/$m-gpu10-gbf16.log" 2>&1
+    echo "$m --grad-reduce-in-bf16: train exit $?"
+    compare --cpu devrun/cpu/$m-gbf16 --gpu /tmp/gpu-gbf16-$m
+  fi
 done
+fi
+
+# README's walkthrough (bundle.sh): Megatron's LLaMA-3 8B H100 FP8 script's flags compiled with no
+# spec, at 4 layers; launched by torchrun --no-python with no flags (mock data baked in); its
+# measured memory beside the plan's
+if [ "${WALKTHROUGH:-1}" != 0 ] && [ -x devrun/bin/recipe-8b-l4 ]; then
+  section "Megatron's LLaMA-3 8B FP8 script (4 layers, global batch 8), torchrun --no-python"
+  timeout 300 torchrun --nproc-per-node 1 --no-python devrun/bin/recipe-8b-l4 > "$O/recipe-8b-l4.log" 2>&1
+  echo "torchrun exit $?"; grep -E "data train|first step|iteration +(2|12)/" "$O/recipe-8b-l4.log" | cut -c1-400
+  echo "planned: $(grep -E '^  total' devrun/bin/recipe-8b-l4.compile.log)"
 fi
 
 # MOE=1 (bundle.sh's MOE=1 too): tiny-moe's router, permutation and grouped GEMMs (kernels_templates/moe.cuh,

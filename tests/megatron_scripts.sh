@@ -89,6 +89,21 @@ expect_refused deepseek_v3 --multi-latent-attention --q-lora-rank --kv-lora-rank
   --moe-router-group-topk --moe-router-num-groups --moe-router-dtype --moe-router-force-load-balancing --qk-layernorm \
   --megatron-fsdp-grad-comm-dtype --megatron-fsdp-main-grads-dtype
 
+# The seed's own recipes on H100s: LLaMA-3 70B at TP4 x PP4 on 64 GPUs fits as it is; Mixtral 8x7B
+# at TP2 x EP4 on 32 GPUs fits with bf16 gradients and full recompute (114.8 GiB without, and the
+# hints lead there); each prints its launch lines for its world
+recipe() { # NAME EXPECTED-LAUNCH-LINE ARGS...
+  local name=$1 want=$2; shift 2
+  (cd "$work" && "$mcc" compile "$@" --target h100 -o "$work/$name") >/dev/null 2>"$work/$name.log" &&
+    grep -qF "$want" "$work/$name.log" || { bad "$name does not compile for its world:"; grep -E 'error|launch' "$work/$name.log"; }
+}
+recipe llama3_70b "torchrun --nnodes 8 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29500 --no-python" \
+  "$root/models/llama3-70b.json" --tp 4 --pp 4 --world-size 64 --sequence-parallel --use-distributed-optimizer \
+  --seq-length 4096
+recipe mixtral_tp2_ep4 "launch it on 32 ranks (tp 2 x cp 1 x dp 16 x pp 1)" "$root/models/mixtral-8x7b.json" --tp 2 \
+  --expert-model-parallel-size 4 --world-size 32 --sequence-parallel --use-distributed-optimizer --grad-reduce-in-bf16 \
+  --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
+
 # The walkthrough at a test's size, run: a script's bash arrays pasted as they are into a file,
 # compiled for CPU ranks with no spec file, launched with no flags (all baked: mock data, the
 # save, TensorBoard), on the 2 ranks its DISTRIBUTED_ARGS make (CPU ranks: by mpirun, the line
