@@ -200,6 +200,7 @@ static int *tp_partial_grads(const ir_module *m, int *n)
             grads[(*n)++] = g;
     return grads;
 }
+static bool overlap_note_said; /* the note below, said once a process */
 
 bool pass_data_parallel(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
@@ -220,7 +221,8 @@ bool pass_data_parallel(ir_module *m, const mcc_pass_options *opts, char *err, s
         if (ir_cfg_int(m, IR_CFG_ACCUM_STEPS) == 1 && !pass_zero_on(m) && ir_func_of_kind(m, IR_FUNC_STEP) >= 0) {
             overlap_buckets(m);
             dp_done = true;
-        } else {
+        } else if (!overlap_note_said) {
+            overlap_note_said = true; /* once: every stage's module and every schedule tried would say it */
             fprintf(stderr, "mcc: note: --overlap-grad-reduce needs one micro-batch per step (global batch = "
                             "micro-batch x dp), no --use-distributed-optimizer and no pipeline; this plan "
                             "all-reduces after the backward\n");
