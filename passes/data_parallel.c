@@ -200,6 +200,7 @@ static int *tp_partial_grads(const ir_module *m, int *n)
             grads[(*n)++] = g;
     return grads;
 }
+
 static bool overlap_note_said; /* the note below, said once a process */
 
 bool pass_data_parallel(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
