@@ -141,6 +141,62 @@ bool ck_write_rank(const char *dir, int64_t iteration, int rank, const int degre
     return ok;
 }
 
+int ck_model_of(const ir_module *m, char **kv)
+{
+    int n = 0;
+    for (int k = 0; k < IR_CFG_COUNT; k++) {
+        const char *v = ir_cfgs[k].model ? ir_config_get(m, ir_cfgs[k].key) : NULL;
+        if (v) {
+            kv[2 * n] = (char *)ir_cfgs[k].key;
+            kv[2 * n++ + 1] = (char *)v;
+        }
+    }
+    return n;
+}
+
+static const char *model_value(const ck_state *s, const char *key)
+{
+    for (int i = 0; i < s->nmodel; i++)
+        if (!strcmp(s->model[2 * i], key))
+            return s->model[2 * i + 1];
+    return NULL;
+}
+
+/* A config value as a person reads it: a number in 10 digits, a flag true or false. */
+static void value_text(const ir_cfg_info *c, const char *v, char *buf, size_t len)
+{
+    if (c->type == IR_CFGT_NUM)
+        snprintf(buf, len, "%.10g", strtod(v, NULL));
+    else if (c->type == IR_CFGT_BOOL)
+        snprintf(buf, len, "%s", strtoll(v, NULL, 10) ? "true" : "false");
+    else
+        snprintf(buf, len, "%.60s", v);
+}
+
+bool ck_model_recorded(const ck_state *s) { return model_value(s, ir_cfgs[IR_CFG_NORMALIZATION].key) != NULL; }
+
+bool ck_model_same(const ck_state *s, const ir_module *m, ir_cfg ignore, const char *theirs, char *err, size_t errlen)
+{
+    for (int k = 0; k < IR_CFG_COUNT; k++) {
+        const ir_cfg_info *c = &ir_cfgs[k];
+        /* a rope model's max_position_embeddings is the context it was meant for (HF's config), not its function */
+        bool context = k == IR_CFG_MAX_POSITION_EMBEDDINGS &&
+                       !strcmp(model_value(s, ir_cfgs[IR_CFG_POSITION_EMBEDDING_TYPE].key) ?: "", "rope");
+        const char *mine = c->model && k != (int)ignore && !context ? model_value(s, c->key) : NULL;
+        const char *other = mine ? ir_config_get(m, c->key) : NULL;
+        if (!other)
+            continue;
+        bool same = c->type == IR_CFGT_NUM ? strtod(mine, NULL) == strtod(other, NULL) : !strcmp(mine, other);
+        if (same)
+            continue;
+        char a[80], b[80];
+        value_text(c, mine, a, sizeof a);
+        value_text(c, other, b, sizeof b);
+        return ck_fail(err, errlen, "%s is %s in the checkpoint but %s in %s (%s)", c->key, a, b, theirs, c->meaning);
+    }
+    return true;
+}
+
 static json_t *manifest_json(const ck_state *s, int n, const ck_tensor *t)
 {
     json_t *j = json_object(), *model = json_object(), *tensors = json_object();

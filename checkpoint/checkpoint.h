@@ -49,8 +49,20 @@ typedef struct {
     int degree[IR_NUM_AXES];        /* the mesh it was saved under */
     int ranks;
     int nmodel;
-    char **model;                   /* key, value (decimal text), ...: the config values that fix shapes */
+    char **model;                   /* key, value (the plan's config text), ...: the model's function, every
+                                     * IR_CFG_MODEL key of ir/config.def the plan sets (an earlier mcc's:
+                                     * num_layers, hidden_size, vocab_size, seq_length, num_params) */
 } ck_state;
+
+/* The model's function of m (the IR_CFG_MODEL keys its config sets) as ck_state.model's pairs,
+ * pointing into m's config, into kv (2 * IR_CFG_COUNT entries); returns the pairs' count. */
+int ck_model_of(const ir_module *m, char **kv);
+/* Whether the manifest records the model's function (an earlier mcc's records its shapes alone). */
+bool ck_model_recorded(const ck_state *s);
+/* Whether every IR_CFG_MODEL key both s's model and m's config hold has one value (numbers as
+ * numbers), but `ignore` (IR_CFG_COUNT: none). Otherwise false with "<key> is <value> in the
+ * checkpoint but <value> in <theirs> (<its meaning>)" in err. */
+bool ck_model_same(const ck_state *s, const ir_module *m, ir_cfg ignore, const char *theirs, char *err, size_t errlen);
 
 /* One part a rank holds: the whole tensor's name, the part's type and bytes, and the layout
  * record that places it in the whole (no splits: the part is the whole). */

@@ -12,9 +12,10 @@
  * is mcc's, and each expert's w1 / w3 / w2 ([out, in], torch.nn.Linear's) is one slice of mcc's
  * experts.gate / up / down [E, out, in] (the silu one is w1, as the dense MLP's gate_proj).
  *
- * The checkpoint records shapes, not the architecture's other choices (norm epsilon, rope base,
- * heads, the tokenizer's vocabulary before padding): --to hf takes them from the spec the model was
- * trained with. --from hf writes that spec (the form of the files in models/) and a checkpoint of iteration 0
+ * The checkpoint's manifest records the model's function (ir/config.def's IR_CFG_MODEL keys: norm
+ * epsilon, rope base and scaling, heads, the tokenizer's vocabulary before padding, ...): --to hf
+ * rebuilds the spec from it, or takes --spec and refuses one that differs, by field (an earlier
+ * mcc's manifest records shapes alone: --spec then). --from hf writes that spec (the form of the files in models/) and a checkpoint of iteration 0
  * with the weights only, on one rank, which train_rank --load DIR --finetune starts from under any
  * layout. */
 #include "frontend/convert.h"
@@ -363,7 +364,11 @@ static json_t *config_json(const cv_model *cm)
         json_object_set_new(c, "max_position_embeddings", json_integer(s->max_position_embeddings));
         json_object_set_new(c, "rms_norm_eps", json_real(s->norm_epsilon));
         json_object_set_new(c, "rope_theta", json_real(s->rotary_base));
-        json_object_set_new(c, "rope_scaling", json_null());
+        json_object_set_new(c, "rope_scaling", s->use_rope_scaling ? json_pack("{s:s, s:f, s:f, s:f, s:I}", "rope_type", "llama3",
+                                                 "factor", s->rope_scaling_factor, "low_freq_factor", IR_ROPE_LOW_FREQ_FACTOR,
+                                                 "high_freq_factor", IR_ROPE_HIGH_FREQ_FACTOR,
+                                                 "original_max_position_embeddings", (json_int_t)IR_ROPE_ORIGINAL_CONTEXT)
+                                                                   : json_null());
         json_object_set_new(c, "attention_dropout", json_real(s->attention_dropout));
     }
     if (cm->arch == CV_LLAMA) {
@@ -493,6 +498,38 @@ static json_t *moe_of_config(cv_config *k, long long F)
               : NULL;
 }
 
+/* config.json's rope_scaling: LLaMA 3.1's ("rope_type" llama3) with Megatron's constants (ir.h
+ * IR_ROPE_*: every LLaMA 3.x config's), its factor into *factor; another kind or constant refused by key. */
+static bool rope_scaling_of(cv_config *k, json_t *scaling, double *factor)
+{
+    json_t *type = json_object_get(scaling, "rope_type");
+    type = type ? type : json_object_get(scaling, "type"); /* transformers' older key */
+    const char *t = json_is_string(type) ? json_string_value(type) : "";
+    if (!json_is_object(scaling) || strcmp(t, "llama3"))
+        return ck_fail(k->err, k->errlen, "%s: \"rope_scaling\" is of rope_type \"%s\": mcc computes LLaMA 3.1's "
+                                          "scaling alone (rope_type llama3, Megatron's --use-rope-scaling); the "
+                                          "frequencies of another kind are not built", k->path, t);
+    static const struct {
+        const char *key;
+        double megatron;
+    } fixed[] = {{"low_freq_factor", IR_ROPE_LOW_FREQ_FACTOR}, {"high_freq_factor", IR_ROPE_HIGH_FREQ_FACTOR},
+                 {"original_max_position_embeddings", IR_ROPE_ORIGINAL_CONTEXT}};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        json_t *v = json_object_get(scaling, fixed[i].key);
+        if (v && (!json_is_number(v) || json_number_value(v) != fixed[i].megatron))
+            return ck_fail(k->err, k->errlen, "%s: \"rope_scaling\".\"%s\" is not %g: mcc computes llama3's scaling "
+                                              "with Megatron's constants (low_freq_factor 1, high_freq_factor 4, "
+                                              "original_max_position_embeddings 8192), which every LLaMA 3.x has",
+                           k->path, fixed[i].key, fixed[i].megatron);
+    }
+    json_t *f = json_object_get(scaling, "factor");
+    if (!json_is_number(f) || json_number_value(f) <= 0)
+        return ck_fail(k->err, k->errlen, "%s: \"rope_scaling\".\"factor\" must be a positive number (LLaMA 3.1: 8)",
+                       k->path);
+    *factor = json_number_value(f);
+    return true;
+}
+
 /* The spec (the form of the files in models/) of the model config.json describes; the training section is left
  * to mcc's defaults (and flags), dropout off. */
 static json_t *spec_of_config(cv_config *k, cv_arch arch)
@@ -537,10 +574,8 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
              cfg_num(k, "initializer_range", 0.02, false, &std) && cfg_bool(k, "tie_word_embeddings", false, &tied) &&
              cfg_bool(k, "attention_bias", false, &abias) && cfg_bool(k, "mlp_bias", false, &mbias) &&
              cfg_choice(k, "hidden_act", "silu", silu, "mcc's SwiGLU MLP is silu(gate) * up");
-        if (ok && scaling)
-            ok = ck_fail(k->err, k->errlen, "%s: \"rope_scaling\" is set: mcc's rope has no scaling; remove it to import "
-                                            "the model with plain rope (positions past its original context then differ "
-                                            "from transformers')", k->path);
+        double factor = 0;
+        ok = ok && (!scaling || rope_scaling_of(k, scaling, &factor));
         if (ok && hd * H != d)
             ok = ck_fail(k->err, k->errlen, "%s: \"head_dim\" %lld is not hidden_size / num_attention_heads (%lld): mcc's "
                                             "heads split hidden_size", k->path, hd, d / H);
@@ -557,6 +592,9 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
             arch_fields = json_pack("{s:s, s:s, s:f, s:b, s:b, s:b}", "normalization", "RMSNorm",
                                     "position_embedding_type", "rope", "rotary_base", theta, "swiglu", 1,
                                     "untie_embeddings_and_output_weights", !tied, "add_bias_linear", abias);
+            if (factor > 0)
+                json_object_update_new(arch_fields, json_pack("{s:b, s:f}", "use_rope_scaling", 1, "rope_scaling_factor",
+                                                              factor));
             if (moe)
                 json_object_update(arch_fields, moe);
         }
@@ -766,16 +804,26 @@ typedef struct {
     long long iteration, max_shard_bytes;
 } to_hf_opts;
 
-static bool to_hf(const char *ckdir, const char *out, const mcc_spec *s, const to_hf_opts *o, char *err, size_t errlen)
+/* The checkpoint's model must be the spec's: every key of the model's function the manifest records
+ * (ir/config.def's IR_CFG_MODEL rows) the spec's, but the padded vocabulary (another tp pads it
+ * otherwise: check_checkpoint's rows), then its parameters' names and shapes. */
+static bool check_model(const cv_model *cm, const ck_reader *ck, const char *spec, char *err, size_t errlen)
+{
+    char why[1024], theirs[4200];
+    bool flags = !strcmp(spec, ck->dir); /* no --spec: the manifest's model, the flags over it */
+    snprintf(theirs, sizeof theirs, flags ? "the flags given" : "%s's model", spec);
+    if (!ck_model_same(&ck->state, cm->m, IR_CFG_VOCAB_SIZE, theirs, why, sizeof why))
+        return ck_fail(err, errlen, "%s/manifest.json: %s: give the spec (and flags) the checkpoint was trained with, "
+                                    "or leave --spec out (the checkpoint records its model)", ck->dir, why);
+    return check_checkpoint(cm, ck, spec, err, errlen);
+}
+
+static bool to_hf(ck_reader *ck, const char *out, const mcc_spec *s, const to_hf_opts *o, char *err, size_t errlen)
 {
     cv_model cm;
     if (!model_of(s, o->spec, &cm, err, errlen))
         return false;
-    ck_reader ck;
-    bool ok = ck_open(&ck, ckdir, o->iteration, NULL, err, errlen);
-    if (!ok)
-        return model_free(&cm), false;
-    ok = check_checkpoint(&cm, &ck, o->spec, err, errlen) && os_mkdirs(out, err, errlen);
+    bool ok = check_model(&cm, ck, o->spec, err, errlen) && os_mkdirs(out, err, errlen);
     int *shard = calloc((size_t)cm.n, sizeof *shard), nshards = ok ? plan_shards(&cm, o->max_shard_bytes, shard) : 0;
     ck_st_tensor *st = calloc((size_t)cm.n, sizeof *st);
     uint32_t **hf = calloc((size_t)cm.n, sizeof *hf);
@@ -791,12 +839,12 @@ static bool to_hf(const char *ckdir, const char *out, const mcc_spec *s, const t
             uint32_t *mcc[3] = {0};
             if ((r->flags & CV_EXPERTS) && held != r->g[0]) {
                 free(experts);
-                ok = (experts = ck_read_whole(&ck, cm.m->globals[r->g[0]].name, err, errlen)) != NULL;
+                ok = (experts = ck_read_whole(ck, cm.m->globals[r->g[0]].name, err, errlen)) != NULL;
                 held = r->g[0];
             }
             for (int j = 0; ok && j < r->nmcc; j++)
                 ok = (mcc[j] = r->flags & CV_EXPERTS ? experts
-                                                     : ck_read_whole(&ck, cm.m->globals[r->g[j]].name, err, errlen)) != NULL;
+                                                     : ck_read_whole(ck, cm.m->globals[r->g[j]].name, err, errlen)) != NULL;
             hf[last] = malloc(ir_bytes(&r->hf_type));
             if (ok)
                 cv_copy(&cm, r, mcc, hf[last], true);
@@ -835,13 +883,12 @@ static bool to_hf(const char *ckdir, const char *out, const mcc_spec *s, const t
     }
     if (ok)
         fprintf(stderr, "mcc: wrote %s (%s, iteration %lld, %d tensors in %d file%s, vocabulary %d of %lld rows)\n", out,
-                cv_arch_names[cm.arch], (long long)ck.state.iteration, cm.n, nshards, nshards > 1 ? "s" : "",
+                cv_arch_names[cm.arch], (long long)ck->state.iteration, cm.n, nshards, nshards > 1 ? "s" : "",
                 s->vocab_size, (long long)cm.m->globals[ir_global_find(cm.m, "embedding.word")].type.dims[0]);
     json_decref(map);
     free(hf);
     free(st);
     free(shard);
-    ck_close(&ck);
     model_free(&cm);
     return ok;
 }
@@ -947,17 +994,8 @@ static bool write_checkpoint(const cv_model *cm, const char *dir, uint32_t **dat
         parts[n] = (ck_part){gl->name, gl->type, data[g], {0}};
         tensors[n++] = (ck_tensor){gl->name, CK_ROLE_PARAM, gl->name, gl->type};
     }
-    /* the manifest's model values, as train_rank's save writes them (runtime/checkpoint_io.c) */
-    static const ir_cfg keys[] = {IR_CFG_NUM_LAYERS, IR_CFG_HIDDEN_SIZE, IR_CFG_VOCAB_SIZE, IR_CFG_SEQ_LENGTH,
-                                  IR_CFG_NUM_PARAMS};
-    enum { NKEYS = sizeof keys / sizeof keys[0] };
-    char *model[2 * NKEYS], values[NKEYS][24];
-    for (int i = 0; i < NKEYS; i++) {
-        snprintf(values[i], sizeof values[i], "%lld", ir_cfg_int(cm->m, keys[i]));
-        model[2 * i] = (char *)ir_cfgs[keys[i]].key;
-        model[2 * i + 1] = values[i];
-    }
-    ck_state st = {.seed = (uint64_t)cm->s->seed, .ranks = 1, .nmodel = NKEYS, .model = model};
+    char *model[2 * IR_CFG_COUNT]; /* the model's function, as train_rank's save records it */
+    ck_state st = {.seed = (uint64_t)cm->s->seed, .ranks = 1, .nmodel = ck_model_of(cm->m, model), .model = model};
     memcpy(st.degree, degree, sizeof degree);
     uint64_t bytes;
     bool ok = ck_begin(dir, 0, err, errlen) &&
@@ -1014,7 +1052,7 @@ static bool from_hf(const char *in, const char *ckdir, const char *spec_out, cha
 
 static void usage(FILE *out)
 {
-    fprintf(out, "  mcc convert --to hf CKPT_DIR OUT_DIR --spec SPEC.json [--<field> VALUE ...] [--iteration N] "
+    fprintf(out, "  mcc convert --to hf CKPT_DIR OUT_DIR [--spec SPEC.json] [--<field> VALUE ...] [--iteration N] "
                  "[--max-shard-size BYTES]\n  mcc convert --from hf IN_DIR CKPT_DIR [--spec-out SPEC.json]\n"
                  "  (mcc-convert ARGS, linked without the compiler, is mcc convert ARGS)\n");
 }
@@ -1026,45 +1064,109 @@ static int usage_error(const char *msg)
     return 2;
 }
 
+/* The spec flags of the model the manifest records (its IR_CFG_MODEL keys are spec fields but the
+ * padded vocab_size; orig_vocab_size is the spec's vocab_size), into argv (its strings in buf);
+ * returns their count. seq_length, which the export does not use, is the model's context. */
+static int manifest_flags(const ck_state *st, char **argv, char (*buf)[64])
+{
+    int n = 0;
+    for (int i = 0; i < st->nmodel; i++) {
+        const char *key = st->model[2 * i], *v = st->model[2 * i + 1];
+        if (!strcmp(key, ir_cfgs[IR_CFG_ORIG_VOCAB_SIZE].key))
+            key = "vocab_size";
+        else if (!mcc_spec_is_field(key) || !strcmp(key, ir_cfgs[IR_CFG_VOCAB_SIZE].key))
+            continue;
+        const ir_cfg_info *c = NULL;
+        for (int k = 0; k < IR_CFG_COUNT && !c; k++)
+            c = !strcmp(ir_cfgs[k].key, st->model[2 * i]) ? &ir_cfgs[k] : NULL;
+        for (int j = 0; j < 2; j++) {
+            if (j == 0) {
+                snprintf(buf[n], sizeof buf[n], "--%s", key);
+                for (char *p = buf[n] + 2; *p; p++)
+                    *p = *p == '_' ? '-' : *p;
+            } else {
+                snprintf(buf[n], sizeof buf[n], "%s", c && c->type == IR_CFGT_BOOL ? (strtoll(v, NULL, 10) ? "true" : "false")
+                                                                                 : v);
+            }
+            argv[n] = buf[n];
+            n++;
+        }
+        if (!strcmp(key, ir_cfgs[IR_CFG_MAX_POSITION_EMBEDDINGS].key)) {
+            snprintf(buf[n], sizeof buf[n], "--seq-length");
+            snprintf(buf[n + 1], sizeof buf[n + 1], "%s", v);
+            argv[n] = buf[n];
+            argv[n + 1] = buf[n + 1];
+            n += 2;
+        }
+    }
+    return n;
+}
+
+/* The spec of the export: --spec's with the flags, or (no --spec) the model the manifest records,
+ * the flags over it (a flag that changes the model is then refused by check_model, by its field). */
+static bool export_spec(const ck_reader *ck, const char *spec, int nflags, char **flags, mcc_spec *s, char *err,
+                        size_t errlen)
+{
+    bool recorded = ck_model_recorded(&ck->state);
+    if (!spec && !recorded)
+        return ck_fail(err, errlen, "%s/manifest.json (an earlier mcc's) records the model's shapes alone, not its "
+                                    "norm epsilon, rope base, heads or vocabulary before padding: give --spec SPEC.json, "
+                                    "the spec (and flags) the checkpoint was trained with", ck->dir);
+    if (spec && !recorded)
+        fprintf(stderr, "mcc: note: %s/manifest.json (an earlier mcc's) records the model's shapes alone: its norm "
+                        "epsilon, rope base, heads and vocabulary before padding are %s's\n", ck->dir, spec);
+    int most = (spec ? 0 : 2 * ck->state.nmodel + 2) + nflags;
+    char **argv = calloc((size_t)most + 1, sizeof *argv), (*buf)[64] = calloc((size_t)most + 1, sizeof *buf);
+    int *rest = calloc((size_t)most + 1, sizeof *rest), nrest = 0;
+    int n = spec ? 0 : manifest_flags(&ck->state, argv, buf);
+    for (int k = 0; k < nflags; k++)
+        argv[n + k] = flags[k];
+    char why[4096];
+    bool ok = spec ? mcc_spec_load(spec, nflags, flags, s, rest, &nrest, err, errlen)
+                   : mcc_spec_load_fields(n + nflags, argv, s, rest, &nrest, why, sizeof why) ||
+                         ck_fail(err, errlen, "%s/manifest.json's model with the flags given: %s", ck->dir, why);
+    if (ok && nrest) {
+        static const char *const own[] = {"--spec", "--iteration", "--max-shard-size", NULL};
+        const char *flag = argv[rest[0]], *near = mcc_spec_flag_near(flag, own);
+        ok = ck_fail(err, errlen, "unknown flag '%s' for mcc convert --to hf%s%s%s", flag, near ? ": did you mean " : "",
+                     near ? near : "",
+                     near ? "?" : " (its own: --spec, --iteration, --max-shard-size; and the spec's fields)");
+    }
+    free(rest);
+    free(argv);
+    free(buf);
+    return ok;
+}
+
 static int convert_to_hf(const char *ckdir, const char *out, int argc, char **argv)
 {
     char err[4096];
     to_hf_opts o = {NULL, -1, 5000000000LL}; /* transformers' default max_shard_size, "5GB" */
     char **spec_args = calloc((size_t)argc + 1, sizeof *spec_args);
     int nspec = 0;
-    for (int k = 0; k < argc; k++) { /* --spec PATH here; the rest are the spec's flags or ours */
-        if (!strcmp(argv[k], "--spec") && k + 1 < argc)
+    bool ok = true;
+    for (int k = 0; ok && k < argc; k++) { /* our flags here; the rest are the spec's fields */
+        const char *v = k + 1 < argc ? argv[k + 1] : NULL;
+        if (!strcmp(argv[k], "--spec") && v)
             o.spec = argv[++k];
+        else if (!strcmp(argv[k], "--iteration"))
+            ok = cli_parse_int(argv[k], v, 0, LLONG_MAX, &o.iteration, err, sizeof err), k++;
+        else if (!strcmp(argv[k], "--max-shard-size"))
+            ok = cli_parse_int(argv[k], v, 1, LLONG_MAX, &o.max_shard_bytes, err, sizeof err), k++;
         else
             spec_args[nspec++] = argv[k];
     }
-    int *rest = calloc((size_t)nspec + 1, sizeof *rest), nrest = 0;
+    ck_reader ck;
+    bool opened = ok && (ok = ck_open(&ck, ckdir, o.iteration, NULL, err, sizeof err));
     mcc_spec s;
-    bool ok = o.spec != NULL;
-    if (!ok)
-        snprintf(err, sizeof err, "--to hf needs --spec SPEC.json, the spec (and flags) the checkpoint was trained "
-                                  "with: the checkpoint records shapes, not norm epsilon, heads or the vocabulary "
-                                  "before padding");
-    ok = ok && mcc_spec_load(o.spec, nspec, spec_args, &s, rest, &nrest, err, sizeof err);
-    for (int k = 0; ok && k < nrest; k++) {
-        const char *flag = spec_args[rest[k]];
-        const char *v = k + 1 < nrest && rest[k + 1] == rest[k] + 1 ? spec_args[rest[k + 1]] : NULL;
-        if (!strcmp(flag, "--iteration"))
-            ok = cli_parse_int(flag, v, 0, LLONG_MAX, &o.iteration, err, sizeof err);
-        else if (!strcmp(flag, "--max-shard-size"))
-            ok = cli_parse_int(flag, v, 1, LLONG_MAX, &o.max_shard_bytes, err, sizeof err);
-        else {
-            static const char *const own[] = {"--spec", "--iteration", "--max-shard-size", NULL};
-            const char *near = mcc_spec_flag_near(flag, own);
-            snprintf(err, sizeof err, "unknown flag '%s' for mcc convert --to hf%s%s%s", flag,
-                     near ? ": did you mean " : "", near ? near : "",
-                     near ? "?" : " (its own: --spec, --iteration, --max-shard-size; and the spec's fields)");
-            ok = false;
-        }
-        k++;
+    if (opened) {
+        ok = export_spec(&ck, o.spec, nspec, spec_args, &s, err, sizeof err);
+        if (!o.spec)
+            o.spec = ck.dir; /* the model's source in messages: the checkpoint's own */
     }
-    free(rest);
-    ok = ok && to_hf(ckdir, out, &s, &o, err, sizeof err);
+    ok = ok && to_hf(&ck, out, &s, &o, err, sizeof err);
+    if (opened)
+        ck_close(&ck);
     free(spec_args);
     return ok ? 0 : usage_error(err);
 }

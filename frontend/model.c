@@ -97,7 +97,8 @@ static int project_heads(builder *b, const char *prefix, int x, int64_t heads, b
     y = ir_reshape(b->m, b->f, y, 4, dims);
     if (!rotate)
         return y;
-    double attrs[4] = {s->rotary_base, 0, 0, 0}; /* contiguous positions: passes/context_parallel.c sets cp */
+    double attrs[5] = {s->rotary_base, 0, 0, 0, /* contiguous positions: passes/context_parallel.c sets cp */
+                       s->use_rope_scaling ? s->rope_scaling_factor : 0};
     return ir_emit(b->m, b->f, IR_OP_ROPE, &y, 1, attrs, NULL, NULL);
 }
 
@@ -318,8 +319,60 @@ static int logits_of(builder *b, int x)
     return ir_matmul(b->m, b->f, x, w, false, true); /* [B,T,V] */
 }
 
+/* Writes moe_layer_freq as the spec reads it back: every N-th layer ("2"), or a list ("[0,1,1]"). */
+static void layer_freq_text(const mcc_layer_pattern *p, char *buf, size_t len)
+{
+    if (p->n == 0) {
+        snprintf(buf, len, "%d", p->every);
+        return;
+    }
+    size_t used = 0;
+    for (int l = 0; l < p->n && used < len; l++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%d", l ? "," : "[", p->moe[l]);
+    if (used < len)
+        snprintf(buf + used, len - used, "]");
+}
+
+/* The keys of the model's function (config.def's IR_CFG_MODEL rows, beside num_layers,
+ * hidden_size and vocab_size), which a checkpoint records and a load compares. */
+static void set_model_config(ir_module *m, const mcc_spec *s)
+{
+    ir_cfg_set_int(m, IR_CFG_NUM_ATTENTION_HEADS, s->num_attention_heads);
+    ir_cfg_set_int(m, IR_CFG_NUM_QUERY_GROUPS, s->num_query_groups);
+    ir_cfg_set_int(m, IR_CFG_KV_CHANNELS, mcc_spec_head_dim(s));
+    ir_cfg_set_int(m, IR_CFG_FFN_HIDDEN_SIZE, s->ffn_hidden_size);
+    ir_cfg_set_int(m, IR_CFG_MAX_POSITION_EMBEDDINGS, s->max_position_embeddings);
+    ir_cfg_set_int(m, IR_CFG_ORIG_VOCAB_SIZE, s->vocab_size);
+    ir_cfg_set(m, IR_CFG_NORMALIZATION, mcc_spec_choice("normalization", s->normalization));
+    ir_cfg_set_num(m, IR_CFG_NORM_EPSILON, s->norm_epsilon);
+    ir_cfg_set(m, IR_CFG_POSITION_EMBEDDING_TYPE, mcc_spec_choice("position_embedding_type", s->position_embedding_type));
+    if (s->position_embedding_type == MCC_POS_ROPE) {
+        ir_cfg_set_num(m, IR_CFG_ROTARY_BASE, s->rotary_base);
+        ir_cfg_set_int(m, IR_CFG_USE_ROPE_SCALING, s->use_rope_scaling);
+        if (s->use_rope_scaling)
+            ir_cfg_set_num(m, IR_CFG_ROPE_SCALING_FACTOR, s->rope_scaling_factor);
+    }
+    ir_cfg_set_int(m, IR_CFG_SWIGLU, s->activation == MCC_ACT_SWIGLU);
+    ir_cfg_set_int(m, IR_CFG_ADD_BIAS_LINEAR, s->add_bias_linear);
+    ir_cfg_set_int(m, IR_CFG_UNTIE_EMBEDDINGS_AND_OUTPUT_WEIGHTS, s->untie_embeddings_and_output_weights);
+    ir_cfg_set_int(m, IR_CFG_NUM_EXPERTS, s->num_experts);
+    if (s->num_experts == 0)
+        return;
+    char freq[4 * MCC_MAX_LAYER_PATTERN];
+    layer_freq_text(&s->moe_layer_freq, freq, sizeof freq);
+    ir_cfg_set_int(m, IR_CFG_MOE_FFN_HIDDEN_SIZE, s->moe_ffn_hidden_size);
+    ir_cfg_set_int(m, IR_CFG_MOE_ROUTER_TOPK, s->moe_router_topk);
+    ir_cfg_set(m, IR_CFG_MOE_ROUTER_SCORE_FUNCTION, mcc_spec_choice("moe_router_score_function", s->moe_router_score_function));
+    ir_cfg_set_int(m, IR_CFG_MOE_ROUTER_PRE_SOFTMAX, s->moe_router_pre_softmax);
+    ir_cfg_set_num(m, IR_CFG_MOE_ROUTER_TOPK_SCALING_FACTOR, s->moe_router_topk_scaling_factor);
+    ir_cfg_set_int(m, IR_CFG_MOE_ROUTER_ENABLE_EXPERT_BIAS, s->moe_router_enable_expert_bias);
+    ir_cfg_set_int(m, IR_CFG_MOE_SHARED_EXPERT_INTERMEDIATE_SIZE, s->moe_shared_expert_intermediate_size);
+    ir_cfg_set(m, IR_CFG_MOE_LAYER_FREQ, freq);
+}
+
 static void set_config(ir_module *m, const mcc_spec *s)
 {
+    set_model_config(m, s);
     ir_cfg_set_int(m, IR_CFG_MICRO_BATCH_SIZE, s->micro_batch_size);
     ir_cfg_set_int(m, IR_CFG_SEQ_LENGTH, s->seq_length);
     ir_cfg_set_int(m, IR_CFG_VOCAB_SIZE, s->padded_vocab_size); /* what the plan has: the logits are this wide */

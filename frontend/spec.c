@@ -118,6 +118,12 @@ static const spec_field spec_fields[] = {
           "std of the normal initialization (output projections: / sqrt(2 * num_layers))"),
     MODEL(norm_epsilon, K_NUM, R_POS, D_VALUE, 1e-5, NULL, "epsilon of the norms"),
     MODEL(rotary_base, K_NUM, R_POS, D_VALUE, 10000, NULL, "rope's base period (LLaMA 3: 500000)"),
+    MODEL(use_rope_scaling, K_BOOL, R_ANY, D_VALUE, false, NULL,
+          "LLaMA 3.1's rope scaling (HF's rope_type llama3): frequencies of wavelength above 8192 positions divided "
+          "by rope_scaling_factor, those below 2048 kept, a smooth blend between (Megatron's low_freq_factor 1, "
+          "high_freq_factor 4, original_max_position_embeddings 8192)"),
+    MODEL(rope_scaling_factor, K_NUM, R_POS, D_VALUE, 8, NULL,
+          "with use_rope_scaling: the factor the low frequencies are divided by (LLaMA 3.1: 8, 3.2: 32)"),
     MODEL(attention_dropout, K_NUM, R_DROPOUT, D_VALUE, 0, NULL,
           "dropout probability of the attention probabilities (Megatron's default 0.1)"),
     MODEL(hidden_dropout, K_NUM, R_DROPOUT, D_VALUE, 0, NULL,
@@ -1439,6 +1445,10 @@ static bool spec_validate(spec_ctx *c)
         return spec_fail(c, "the head dimension %s / %s = %d must be even for rope: change hidden_size or "
                             "num_attention_heads", spec_where(c, spec_find("hidden_size")),
                          spec_where(c, spec_find("num_attention_heads")), mcc_spec_head_dim(s));
+    if (s->use_rope_scaling && s->position_embedding_type != MCC_POS_ROPE)
+        return spec_fail(c, "%s scales rope's frequencies, but %s is learned_absolute: give position_embedding_type "
+                            "rope, or drop use_rope_scaling", spec_where(c, spec_find("use_rope_scaling")),
+                         spec_where(c, spec_find("position_embedding_type")));
     if (!s->use_precision_aware_optimizer && (s->exp_avg_dtype != MCC_MOMENT_FP32 || s->exp_avg_sq_dtype != MCC_MOMENT_FP32))
         return spec_fail(c, "%s or %s is bf16 but use_precision_aware_optimizer is off: add "
                             "--use-precision-aware-optimizer (as Megatron asks), or keep fp32",
@@ -1459,21 +1469,36 @@ static bool spec_validate(spec_ctx *c)
     return true;
 }
 
-bool mcc_spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest,
-                   char *err, size_t errlen)
+/* The spec of path (NULL: none) and the flags, over the table's defaults, and Megatron's where
+ * megatron (a model from flags alone). */
+static bool spec_load(const char *path, bool megatron, int argc, char **argv, mcc_spec *out, int *rest, int *nrest,
+                      char *err, size_t errlen)
 {
     spec_ctx *c = calloc(1, sizeof *c);
-    if (!c) return snprintf(err, errlen, "out of memory reading %s", path), false;
+    if (!c) return snprintf(err, errlen, "out of memory reading the spec"), false;
     c->err = err;
     c->errlen = errlen;
     spec_set_defaults(c);
-    if (!path) spec_set_megatron_defaults(c);
+    if (megatron) spec_set_megatron_defaults(c);
     bool ok = (!path || spec_read_json(c, path)) && spec_read_flags(c, argc, argv, rest, nrest) &&
               spec_derive(c) && spec_validate(c);
     if (ok) *out = c->s;
     free(c);
     return ok;
 }
+
+bool mcc_spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest,
+                   char *err, size_t errlen)
+{
+    return spec_load(path, !path, argc, argv, out, rest, nrest, err, errlen);
+}
+
+bool mcc_spec_load_fields(int argc, char **argv, mcc_spec *out, int *rest, int *nrest, char *err, size_t errlen)
+{
+    return spec_load(NULL, false, argc, argv, out, rest, nrest, err, errlen);
+}
+
+bool mcc_spec_is_field(const char *key) { return spec_find(key) != NULL; }
 
 
 const char *mcc_spec_choice(const char *key, int value)

@@ -66,6 +66,8 @@ typedef struct {
     mcc_act activation;                 /* from "swiglu": true/false (default false, as Megatron) */
     bool untie_embeddings_and_output_weights, add_bias_linear;
     double init_method_std, norm_epsilon, rotary_base;
+    bool use_rope_scaling;              /* LLaMA 3.1's rope frequencies (ir.h ir_rope_freq), Megatron's flag */
+    double rope_scaling_factor;         /* with it: the low frequencies divided by this (Megatron's default 8) */
     double attention_dropout;           /* dropout probability of the attention probabilities */
     double hidden_dropout;              /* of the embedding output and of each block's output before
                                            its residual add (Megatron's places); both default 0 */
@@ -159,6 +161,11 @@ typedef struct {
  * are returned in rest/nrest (rest must hold argc entries). */
 bool mcc_spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *rest, int *nrest,
                    char *err, size_t errlen);
+/* The model of `--field value` flags alone over the spec table's defaults (not Megatron's, and
+ * no notes): `mcc convert --to hf` rebuilds a checkpoint's spec from its manifest so. */
+bool mcc_spec_load_fields(int argc, char **argv, mcc_spec *out, int *rest, int *nrest, char *err, size_t errlen);
+/* Whether key is a spec field's JSON key ("norm_epsilon"). */
+bool mcc_spec_is_field(const char *key);
 
 
 /* One check of the spec validator: a place in frontend/spec.c that refuses a spec, and how many

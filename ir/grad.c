@@ -184,7 +184,7 @@ void ir_grad_rmsnorm(ir_grad_ctx *g, const ir_func *f, const ir_instr *in) { gra
 void ir_grad_rope(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
     int dy = DY;
-    double attrs[4] = {in->attr[0], in->attr[1] != 0 ? 0 : 1, in->attr[2], in->attr[3]};
+    double attrs[5] = {in->attr[0], in->attr[1] != 0 ? 0 : 1, in->attr[2], in->attr[3], in->attr[4]};
     ir_grad_contribute(g, in->args[0], emit(g, IR_OP_ROPE, &dy, 1, attrs));
 }
 

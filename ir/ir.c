@@ -2,6 +2,7 @@
 #include "ir.h"
 
 #include <assert.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -752,9 +753,11 @@ const char *ir_config_get(const ir_module *m, const char *key)
 }
 
 const ir_cfg_info ir_cfgs[IR_CFG_COUNT] = {
-#define IR_CFG(name, key, type, dflt, meaning) [IR_CFG_##name] = {#key, IR_CFGT_##type, dflt, meaning},
+#define IR_CFG(name, key, type, dflt, meaning) [IR_CFG_##name] = {#key, IR_CFGT_##type, dflt, meaning, false},
+#define IR_CFG_MODEL(name, key, type, dflt, meaning) [IR_CFG_##name] = {#key, IR_CFGT_##type, dflt, meaning, true},
 #include "config.def"
 #undef IR_CFG
+#undef IR_CFG_MODEL
 };
 
 const char *ir_cfg_value(const ir_module *m, ir_cfg k)
@@ -979,4 +982,18 @@ double ir_work_macs(const ir_func *f, const ir_instr *in)
     default:
         return 0;
     }
+}
+
+double ir_rope_freq(double theta, double factor, int64_t i, int64_t D)
+{
+    double freq = pow(theta, -2.0 * (double)i / (double)D);
+    if (factor <= 0)
+        return freq;
+    double wavelen = 6.283185307179586 / freq, turns = IR_ROPE_ORIGINAL_CONTEXT / wavelen;
+    if (wavelen < IR_ROPE_ORIGINAL_CONTEXT / IR_ROPE_HIGH_FREQ_FACTOR)
+        return freq;
+    if (wavelen > IR_ROPE_ORIGINAL_CONTEXT / IR_ROPE_LOW_FREQ_FACTOR)
+        return freq / factor;
+    double smooth = (turns - IR_ROPE_LOW_FREQ_FACTOR) / (IR_ROPE_HIGH_FREQ_FACTOR - IR_ROPE_LOW_FREQ_FACTOR);
+    return (1 - smooth) * freq / factor + smooth * freq;
 }

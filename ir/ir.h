@@ -188,6 +188,19 @@ static inline int64_t ir_cp_position(int64_t t, int64_t local, int n, int r)
     return t < chunk ? r * chunk + t : (2 * (int64_t)n - 1 - r) * chunk + (t - chunk);
 }
 
+/* LLaMA 3.1's rope scaling (HF's rope_type "llama3"), with Megatron's constants, which every
+ * LLaMA 3.x config holds: a wavelength above IR_ROPE_ORIGINAL_CONTEXT / IR_ROPE_LOW_FREQ_FACTOR
+ * positions has its frequency divided by the factor, one below ... / IR_ROPE_HIGH_FREQ_FACTOR kept,
+ * and one between blended linearly in the original context's count of turns. */
+#define IR_ROPE_LOW_FREQ_FACTOR 1.0
+#define IR_ROPE_HIGH_FREQ_FACTOR 4.0
+#define IR_ROPE_ORIGINAL_CONTEXT 8192.0
+/* rope's frequency (radians a position) of pair i (< D/2) of a head of width D: theta^(-2i/D),
+ * scaled as above when factor > 0 (rope's attribute scaling; 0: none). Megatron's _apply_scaling
+ * and transformers' _compute_llama3_parameters, in double (the CUDA kernels' rope.cuh is its twin;
+ * tests/rope_scaling_ref.py an independent transcription of transformers'). */
+double ir_rope_freq(double theta, double factor, int64_t i, int64_t D);
+
 /* moe_capacity's rank of pair p of rows [N, k] (k pairs a row) by token order: p itself, or under
  * cp > 1, rows being a micro-batch's sequences of seq tokens gathered over cp in rank order (each
  * sequence's ranks' balanced chunks in turn), p's place with its row at its token's position. */
@@ -643,6 +656,7 @@ typedef struct {
     ir_cfg_type type;
     const char *dflt; /* as the config block would spell it */
     const char *meaning;
+    bool model;       /* an IR_CFG_MODEL row: a key of the model's function, which a checkpoint records */
 } ir_cfg_info;
 extern const ir_cfg_info ir_cfgs[IR_CFG_COUNT];
 /* The plan text's format, written as config plan_version: bumped when a change to the IR makes an

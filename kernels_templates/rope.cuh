@@ -1,11 +1,29 @@
 // rope.cuh — rotary position embedding, rotate-half form, as the CPU oracle (cpu_ROPE): for
-// i < D/2 the pair (x[i], x[i+D/2]) at position t turns by t theta^(-2i/D), by the negative angle
-// when inverse (the gradient). The angle is formed and reduced to [-pi, pi] in double (at t ~ 8k
-// an fp32 angle would be off by ~1e-3 rad); its sine and cosine are then taken in float, whose
-// error on [-pi, pi] is below 1e-6.
+// i < D/2 the pair (x[i], x[i+D/2]) at position t turns by t freq(i), by the negative angle when
+// inverse (the gradient); freq is ir/ir.c's ir_rope_freq (theta^(-2i/D), LLaMA 3.1's scaling when
+// scaling > 0), transcribed in mcc_rope_freq. The angle is formed and reduced to [-pi, pi] in
+// double (at t ~ 8k an fp32 angle would be off by ~1e-3 rad); its sine and cosine are then taken
+// in float, whose error on [-pi, pi] is below 1e-6.
 #pragma once
 
 #define MCC_TWO_PI 6.283185307179586
+
+// ir_rope_freq's twin (ir/ir.h: Megatron's constants low_freq_factor 1, high_freq_factor 4,
+// original_max_position_embeddings 8192)
+__device__ inline double mcc_rope_freq(double theta, double scaling, unsigned i, unsigned D)
+{
+    double freq = pow(theta, -2.0 * (double)i / (double)D);
+    if (scaling <= 0)
+        return freq;
+    const double low = 1.0, high = 4.0, context = 8192.0;
+    double wavelen = MCC_TWO_PI / freq;
+    if (wavelen < context / high)
+        return freq;
+    if (wavelen > context / low)
+        return freq / scaling;
+    double smooth = (context / wavelen - low) / (high - low);
+    return (1 - smooth) * freq / scaling + smooth * freq;
+}
 
 // x, r [B,T,H,D] as rows [B T H, D]. Thread (lane, group) of the block owns pairs
 // [i0, i0 + W), i0 = lane W, lane < half / W, and walks rows; its frequencies are computed once.
@@ -13,13 +31,13 @@
 // the rank's tokens is at ir_cp_position's place (rank cp_rank's balanced chunks of T_/2).
 template <int W, class T>
 __device__ void mcc_rope_rows(T *r, const T *x, unsigned rows, unsigned T_, unsigned H, unsigned half,
-                              double theta, double sign, int cp, int cp_rank)
+                              double theta, double scaling, double sign, int cp, int cp_rank)
 {
     unsigned lanes = half / W, lane = threadIdx.x % lanes, i0 = lane * W;
     unsigned groups = blockDim.x / lanes, group = threadIdx.x / lanes;
     double freq[W];
     for (int k = 0; k < W; k++)
-        freq[k] = sign * pow(theta, -2.0 * (double)(i0 + k) / (double)(2 * half));
+        freq[k] = sign * mcc_rope_freq(theta, scaling, i0 + k, 2 * half);
     for (unsigned row = blockIdx.x * groups + group; row < rows; row += gridDim.x * groups) {
         unsigned t = (unsigned)mcc_cp_position(row / H % T_, T_, cp, cp_rank); // the rank's token's position
         long long at = (long long)row * 2 * half + i0;
@@ -42,12 +60,12 @@ __device__ void mcc_rope_rows(T *r, const T *x, unsigned rows, unsigned T_, unsi
 // block for the same choice).
 #define MCC_ROPE(sfx, T)                                                                                   \
     extern "C" __global__ void mcc_rope_##sfx(T *r, const T *x, unsigned rows, unsigned T_, unsigned H,    \
-                                              unsigned half, double theta, double sign, int width, int cp, \
-                                              int cp_rank)                                                 \
+                                              unsigned half, double theta, double scaling, double sign,    \
+                                              int width, int cp, int cp_rank)                              \
     {                                                                                                      \
         if (width == MCC_VEC)                                                                              \
-            mcc_rope_rows<MCC_VEC>(r, x, rows, T_, H, half, theta, sign, cp, cp_rank);                     \
+            mcc_rope_rows<MCC_VEC>(r, x, rows, T_, H, half, theta, scaling, sign, cp, cp_rank);            \
         else                                                                                               \
-            mcc_rope_rows<1>(r, x, rows, T_, H, half, theta, sign, cp, cp_rank);                           \
+            mcc_rope_rows<1>(r, x, rows, T_, H, half, theta, scaling, sign, cp, cp_rank);                  \
     }
 MCC_FOR_FLOATS(MCC_ROPE)

@@ -85,11 +85,6 @@ static void ckpt_exit(rt_parallel *par, rt_program *p, bool ok, const char *err)
         exit(1);
 }
 
-/* The manifest's description of the model: the config values that fix the tensors' shapes. */
-static const ir_cfg model_keys[] = {IR_CFG_NUM_LAYERS, IR_CFG_HIDDEN_SIZE, IR_CFG_VOCAB_SIZE, IR_CFG_SEQ_LENGTH,
-                                    IR_CFG_NUM_PARAMS};
-#define NMODEL ((int)(sizeof model_keys / sizeof model_keys[0]))
-
 /* Rank 0: the manifest's tensors (every global saved, whole) and the commit. */
 static bool commit(const rt_ckpt_args *a, rt_program *p, const rt_parallel *par, const rt_ckpt_counters *c,
                    char *err, size_t errlen)
@@ -97,14 +92,10 @@ static bool commit(const rt_ckpt_args *a, rt_program *p, const rt_parallel *par,
     const ir_module *m = p->m;
     ck_state s = {.iteration = c->iteration, .consumed_samples = c->consumed_samples,
                   .steps_applied = c->steps_applied, .evals_done = c->evals_done,
-                  .seed = (uint64_t)ir_cfg_int(m, IR_CFG_SEED), .ranks = par->env.world_size, .nmodel = NMODEL};
+                  .seed = (uint64_t)ir_cfg_int(m, IR_CFG_SEED), .ranks = par->env.world_size};
     ir_axis_degrees(m, s.degree);
-    char *model[2 * NMODEL], values[NMODEL][24];
-    for (int i = 0; i < NMODEL; i++) {
-        snprintf(values[i], sizeof values[i], "%lld", ir_cfg_int(m, model_keys[i]));
-        model[2 * i] = (char *)ir_cfgs[model_keys[i]].key;
-        model[2 * i + 1] = values[i];
-    }
+    char *model[2 * IR_CFG_COUNT]; /* the model's function: the plan's IR_CFG_MODEL keys */
+    s.nmodel = ck_model_of(m, model);
     s.model = model;
     /* every pipeline stage's tensors, each once (a shared parameter is in two stages' modules) */
     int nstages = a->plan_text ? ir_text_stages(a->plan_text) : 1, most = 0;
@@ -306,6 +297,21 @@ void rt_ckpt_finish(rt_program *p, rt_parallel *par, rt_ckpt_writer **wp)
     *wp = NULL;
 }
 
+/* The checkpoint's model must compute this plan's function: every key of it the manifest records
+ * (ir/config.def's IR_CFG_MODEL rows) the plan's value, not only the shapes (a padding, an epsilon,
+ * a rope base). An earlier mcc's manifest records shapes alone: a note, and the shapes' check. */
+static bool check_model(const rt_program *p, const rt_parallel *par, ck_reader *rd, char *err, size_t errlen)
+{
+    char why[1024];
+    if (!ck_model_recorded(&rd->state) && rt_parallel_is_root(par))
+        fprintf(stderr, "train_rank: note: --load %s: the manifest (an earlier mcc's) records the model's shapes "
+                "alone: its norms' epsilon, rope and the like are taken to be this plan's\n", rd->dir);
+    if (ck_model_same(&rd->state, p->m, IR_CFG_COUNT, "this plan", why, sizeof why))
+        return true;
+    return snprintf(err, errlen, "%s/manifest.json: the checkpoint is of another model: %s; compile the plan with "
+                    "the spec (and flags) the checkpoint was trained with", rd->dir, why), false;
+}
+
 /* Every global a load fills must be in the checkpoint with its whole shape. */
 static bool check_shapes(const rt_ckpt_args *a, const rt_program *p, ck_reader *rd, char *err, size_t errlen)
 {
@@ -373,7 +379,8 @@ bool rt_ckpt_load(const rt_ckpt_args *a, rt_program *p, rt_parallel *par, rt_ckp
             ck_close(&rd);
         return false;
     }
-    ok = check_shapes(a, p, &rd, err, sizeof err) && load_globals(a, p, &rd, err, sizeof err);
+    ok = check_model(p, par, &rd, err, sizeof err) && check_shapes(a, p, &rd, err, sizeof err) &&
+         load_globals(a, p, &rd, err, sizeof err);
     if (!ok)
         fprintf(stderr, "train_rank: error: --load: %s\n", err);
     if (!all_ok(par, p, ok)) /* nothing trains on a partial load */

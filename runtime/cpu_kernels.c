@@ -622,8 +622,8 @@ void cpu_RMSNORM_GRAD_ADD(const rt_kernel_call *c) { norm_backward(c, 0); }
 
 /* --- attention ------------------------------------------------------------------------------- */
 
-/* x[B,T,H,D] -> rotate-half: for i < D/2, (x[i], x[i+D/2]) turns by t * theta^(-2i/D) at
- * position t (by the negative angle when inverse, which is the gradient: rotations are orthogonal);
+/* x[B,T,H,D] -> rotate-half: for i < D/2, (x[i], x[i+D/2]) turns by t * ir_rope_freq(i) at
+ * position t (theta^(-2i/D), LLaMA 3.1's scaling with a factor in attribute scaling) (by the negative angle when inverse, which is the gradient: rotations are orthogonal);
  * under context parallelism row t is at ir_cp_position's position. */
 void cpu_ROPE(const rt_kernel_call *c)
 {
@@ -638,7 +638,8 @@ void cpu_ROPE(const rt_kernel_call *c)
     float *cs = scratch(2 * T * half, sizeof *cs); /* cos [T, half], then sin [T, half] */
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = 0; i < half; i++) {
-            double angle = sign * (double)ir_cp_position(t, T, cp, cp_rank) * pow(c->in->attr[0], -2.0 * (double)i / (double)D);
+            double freq = ir_rope_freq(c->in->attr[0], c->in->attr[4], i, D);
+            double angle = sign * (double)ir_cp_position(t, T, cp, cp_rank) * freq;
             cs[t * half + i] = (float)cos(angle);
             cs[T * half + t * half + i] = (float)sin(angle);
         }

@@ -846,13 +846,25 @@ static void log_line(train_run *r, int it, const step_result *last, const log_wi
 
 /* ---- start-up ------------------------------------------------------------------------------ */
 
-/* The train and valid splits the run consumes. Validation needs a valid split with documents:
- * when --split leaves it none, the run trains without validation and says why. */
+/* The validations of iterations start+1 .. iters: every --eval-interval and the last. */
+static int evals_ahead(const train_run *r)
+{
+    if (r->start >= r->iters)
+        return 0;
+    return r->iters / r->eval_interval - r->start / r->eval_interval + (r->iters % r->eval_interval != 0);
+}
+
+/* The train and valid splits the run consumes, built after the load as Megatron builds its
+ * datasets: the valid positions continue from the checkpoint's validations (evaluate), and those
+ * need not be the ones iterations 1 .. start would have made (each run also validates at its own
+ * last iteration, so a finished run extended with a longer --train-iters has one more), so the
+ * valid split holds the checkpoint's validations and this run's. Validation needs a valid split
+ * with documents: when --split leaves it none, the run trains without validation and says why. */
 static rt_gpt_data *open_data(train_run *r)
 {
     rt_gpt_data_config *c = &r->a.data;
     int64_t batch = (int64_t)r->B * r->accum * r->par.mesh.degree[IR_AXIS_DP];
-    int evals = r->iters / r->eval_interval + (r->iters % r->eval_interval != 0);
+    int ahead = evals_ahead(r), evals = ahead ? r->evals_done + ahead : 0;
     c->seq_length = r->T;
     c->seed = r->cfg.seed;
     c->mock_vocab = r->cfg.vocab_size;
@@ -951,7 +963,6 @@ static void setup_run(train_run *r, int argc, char **argv)
         for (size_t k = 0; k < sizeof layers / sizeof layers[0]; k++)
             *layers[k] = (int)lrintf(rt_parallel_mean(&r->par, r->p, (float)*layers[k]));
     }
-    r->data = open_data(r);
     const int64_t bt[2] = {r->B, r->T};
     r->bt_type = ir_tensor(IR_I32, 2, bt);
     r->tokens = malloc(ir_bytes(&r->bt_type));
@@ -1111,6 +1122,9 @@ static void load_checkpoint(train_run *r)
     r->start = (int)c.iteration;
     r->steps_applied = (int)c.steps_applied;
     r->evals_done = (int)c.evals_done;
+    if (r->start >= r->iters && r->writer)
+        fprintf(stderr, "train_rank: note: the checkpoint loaded is at iteration %d, --train-iters is %d: nothing to "
+                        "train\n", r->start, r->iters);
 }
 
 /* The train and valid splits' samplers (--dataloader-type, --no-data-sharding), built where
@@ -1188,8 +1202,14 @@ static int train_loop(train_run *r, double t_start, int *last)
             log_line(r, it, &s, &w);
             w = (log_window){0};
         }
-        if (r->eval_iters && !stop && (it % r->eval_interval == 0 || it == r->iters))
-            evaluate(r, it);
+        /* a stop signal skips the validation due here (the stop is prompt) but passes over its
+         * samples, so that a resume's validations read what the uninterrupted run's read */
+        if (r->eval_iters && (it % r->eval_interval == 0 || it == r->iters)) {
+            if (stop)
+                r->evals_done++;
+            else
+                evaluate(r, it);
+        }
         fflush(stdout);
         *last = it;
         if (checkpoint_after(r, it, stop) && !stop)
@@ -1220,8 +1240,9 @@ int main(int argc, char **argv)
     train_run r = {0};
     setup_run(&r, nargs, args);
     rt_program_init_params(r.p, (uint64_t)r.cfg.seed);
-    print_config(&r);
     load_checkpoint(&r);
+    r.data = open_data(&r);
+    print_config(&r);
     open_samplers(&r);
     if (r.a.dump_dir)
         start_dumps(&r);

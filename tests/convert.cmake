@@ -13,6 +13,14 @@ foreach(model tiny-gpt2 tiny-llama)
   add_test(NAME convert_hf_trained_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_trained.sh $<TARGET_FILE:mcc> ${model} 1 "")
   set_tests_properties(convert_hf_trained_${model} PROPERTIES LABELS numerics TIMEOUT 300)
 endforeach()
+# LLaMA 3.1's rope (scaled, base 500000) and eps 1e-6: the export (no --spec) says so in config.json
+add_test(NAME convert_hf_trained_rope_scaling_tiny-llama
+         COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_trained.sh $<TARGET_FILE:mcc> tiny-llama 1
+                 "--rotary-base 500000 --norm-epsilon 1e-6 --use-rope-scaling --rope-scaling-factor 8")
+set_tests_properties(convert_hf_trained_rope_scaling_tiny-llama PROPERTIES LABELS numerics TIMEOUT 300)
+# the checkpoint's model record (tests/checkpoint_model.sh): train_rank --load and --to hf refuse a
+# plan or spec of another function by field; an earlier mcc's manifest still loads and converts
+add_test(NAME checkpoint_model_record COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_model.sh ${MCC_E2E_MCC})
 if(MPI_C_FOUND)
   add_test(NAME convert_hf_trained_tp2_dp2_zero_tiny-llama
            COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_trained.sh $<TARGET_FILE:mcc> tiny-llama 4

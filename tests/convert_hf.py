@@ -7,8 +7,9 @@ block: the softmax of the router's logits, its top k renormalised, w2(silu(w1 x)
 
   convert_hf.py make --arch gpt2|llama|mixtral --out DIR [--shard-bytes N] [--dtype F32|BF16|F16] [--variant]
       a random model directory (config.json, model.safetensors or shards with the index)
-  convert_hf.py same HF_A HF_B [--spec SPEC --ckpt CKPT_DIR]
-      every tensor of B equals A's to the bit (after widening A's to f32), configs agree; with
+  convert_hf.py same HF_A HF_B [--spec SPEC --ckpt CKPT_DIR] [--export-defaults]
+      every tensor of B equals A's to the bit (after widening A's to f32), configs agree (but the
+      training settings EXPORT_DEFAULTS, with --export-defaults); with
       --spec, then `logits --hf HF_B` in the same process (one start of torch the fewer)
   convert_hf.py logits --hf DIR --spec SPEC --ckpt CKPT_DIR [-- spec flags]
       the HF forward on DIR's weights equals tests/torch_ref.py's mcc forward on the checkpoint's
@@ -32,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rope_scaling_ref  # noqa: E402
 import torch_ref  # noqa: E402
 
 # ---- safetensors: u64 header length, JSON header, raw little-endian data ----------------------
@@ -155,7 +157,7 @@ def llama_forward(c, w, tokens):
     def lin(x, name):
         return x @ p[name + ".weight"].T + (p[name + ".bias"] if name + ".bias" in p else 0)
 
-    inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, Dh, 2, dtype=torch.float64) / Dh))
+    inv_freq = rope_scaling_ref.inv_freq(c, Dh)  # transformers' (rope_scaling llama3 too)
     emb = torch.cat([torch.arange(T, dtype=torch.float64)[:, None] * inv_freq] * 2, dim=-1)  # [T, Dh]
     cos, sin = emb.cos(), emb.sin()
     x = p["model.embed_tokens.weight"][tokens]
@@ -231,8 +233,9 @@ def make(a):
         shapes["model.norm.weight"] = (d,)
         if a.variant and a.arch == "mixtral":  # tied, top 1
             config.update(tie_word_embeddings=True)
-        elif a.variant:  # tied, and every linear layer biased
-            config.update(tie_word_embeddings=True, attention_bias=True, mlp_bias=True)
+        elif a.variant:  # tied, every linear layer biased, LLaMA 3.1's rope (scaled, base 500000) and eps
+            config.update(tie_word_embeddings=True, attention_bias=True, mlp_bias=True, rms_norm_eps=1e-6,
+                          **rope_scaling_ref.llama3_config(500000.0, 8.0))
             for n, sh in list(shapes.items()):
                 if n.endswith("_proj.weight"):
                     shapes[n[:-len("weight")] + "bias"] = sh[:1]
@@ -277,6 +280,12 @@ def verdict(what, failed):
     return 1 if failed else 0
 
 
+# config.json's training settings, not the model's function, which an export without --spec takes
+# from mcc's defaults (the checkpoint does not record them): dropout, init std, Mixtral's aux loss
+EXPORT_DEFAULTS = {"attention_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop", "initializer_range",
+                   "router_aux_loss_coef"}
+
+
 def same(a):
     ca, wa = hf_load(a.a)
     cb, wb = hf_load(a.b)
@@ -290,6 +299,8 @@ def same(a):
         if not bits_equal(wa[n], wb[n]):
             failed.append(f"{n}: {wb[n].dtype}{list(wb[n].shape)} is not {a.a}'s f32{list(wa[n].shape)} to the bit")
     for k, v in ca.items():
+        if a.export_defaults and k in EXPORT_DEFAULTS:
+            continue
         if k in cb and cb[k] != v and not (isinstance(v, float) and math.isclose(v, cb[k], rel_tol=1e-15)):
             failed.append(f"config.json {k}: {cb[k]!r} != {v!r}")
     status = verdict(f"{len(wb)} tensors compared bit for bit", failed)
@@ -369,13 +380,15 @@ def main():
     m.add_argument("--shard-bytes", type=int, default=0)
     m.add_argument("--dtype", choices=["F32", "BF16", "F16"], default="F32")
     m.add_argument("--variant", action="store_true",
-                   help="gpt2: names without the transformer. prefix; llama: tied embeddings, biases; "
+                   help="gpt2: names without the transformer. prefix; llama: tied embeddings, biases, LLaMA 3.1 rope; "
                         "mixtral: tied embeddings, top 1")
     s = sub.add_parser("same")
     s.add_argument("a")
     s.add_argument("b")
     s.add_argument("--spec")
     s.add_argument("--ckpt")
+    s.add_argument("--export-defaults", action="store_true",
+                   help="B is an export without --spec: its EXPORT_DEFAULTS keys may differ from A's")
     cs = sub.add_parser("ckpt-same")
     cs.add_argument("params")
     cs.add_argument("ckpt")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # convert_hf.sh MCC ARCH — `mcc convert` on random Hugging Face models of ARCH (gpt2: F32, sharded
 # with the index, and F16 named as openai-community/gpt2's file names them; llama: BF16, one file,
-# and F16 with tied embeddings and biases; mixtral: BF16 with 4 experts, top 2, and F16 tied, top 1;
+# and F16 with tied embeddings, biases and LLaMA 3.1's rope scaling; mixtral: BF16 with 4 experts, top 2, and F16 tied, top 1;
 # tests/convert_hf.py makes them): --from hf writes a checkpoint and its spec, --to hf writes the
 # model back, which must equal the input to the bit, and the HF forward (written by hand from
 # transformers' conventions) on the exported weights must equal tests/torch_ref.py's mcc forward on
@@ -91,7 +91,7 @@ elif [ "$arch" = mixtral ]; then
         "$mcc" convert --to hf ck out --spec ck/spec.json --moe-router-pre-softmax
     refuses "MixtralForCausalLM has an MoE layer in every layer" \
         "$mcc" convert --to hf ck out --spec ck/spec.json --moe-layer-freq 2
-    refuses "mlp.router.weight is f32 [4, 64], ck/spec.json's model has f32 [2, 64]" \
+    refuses "num_experts is 4 in the checkpoint but 2 in ck/spec.json's model" \
         "$mcc" convert --to hf ck out --spec ck/spec.json --num-experts 2
 else
     cp hf1/config.json bad/ && setkey bad/config.json hidden_act '"gelu"'
@@ -100,12 +100,25 @@ else
     refuses "no tensor model.layers.2.input_layernorm.weight in model.safetensors" "$mcc" convert --from hf bad out
     cp hf1/config.json bad/ && setkey bad/config.json tie_word_embeddings true
     refuses "bad/model.safetensors: tensor lm_head.weight" "$mcc" convert --from hf bad out
+    cp hf1/config.json bad/ && setkey bad/config.json rope_scaling '{"rope_type": "yarn", "factor": 4.0}'
+    refuses '"rope_scaling" is of rope_type "yarn": mcc computes LLaMA 3.1'"'"'s scaling alone' "$mcc" convert --from hf bad out
+    cp hfv/config.json bad/ && setkey bad/config.json rope_scaling \
+        '{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 2.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}'
+    refuses '"rope_scaling"."low_freq_factor" is not 1' "$mcc" convert --from hf bad out
+    # the export's rope scaling, base and eps are the checkpoint's: a spec that differs is refused by field
+    refuses "use_rope_scaling is true in the checkpoint but false in $root/models/tiny-llama.json's model" \
+        "$mcc" convert --to hf ckv out --spec "$root/models/tiny-llama.json" --rotary-base 500000 --norm-epsilon 1e-6 \
+        --untie-embeddings-and-output-weights false --add-bias-linear
 fi
-# --to hf: the spec must be of the checkpoint's model; it must say which spec
-refuses "--to hf needs --spec SPEC.json" "$mcc" convert --to hf ck out
+# --to hf without --spec: the model the manifest records, the same files; a spec or flag of
+# another model is refused by its field
+"$mcc" convert --to hf ckv hfv3 2>/dev/null
+$py same hfv2 hfv3 --export-defaults
 if [ "$arch" != mixtral ]; then
-    refuses "is not in $root/models/tiny-$arch.json's model" "$mcc" convert --to hf ck out --spec "$root/models/tiny-$arch.json" --num-layers 1
+    refuses "num_layers is 2 in the checkpoint but 1 in $root/models/tiny-$arch.json's model" \
+        "$mcc" convert --to hf ck out --spec "$root/models/tiny-$arch.json" --num-layers 1
 fi
+refuses "norm_epsilon is 1e-05 in the checkpoint but 0.001 in the flags given" "$mcc" convert --to hf ck out --norm-epsilon 1e-3
 refuses "unknown flag '--max-shard-sise' for mcc convert --to hf: did you mean --max-shard-size?" "$mcc" convert --to hf ck out --spec ck/spec.json --max-shard-sise 5
 refuses "ck/iter_0000007/manifest.json: missing" "$mcc" convert --to hf ck out --spec ck/spec.json --iteration 7
 refuses "--to gguf: the format mcc converts is hf" "$mcc" convert --to gguf ck out

@@ -4,6 +4,7 @@
 # --use-distributed-optimizer on NP CPU ranks) trains 3 steps with --save; `mcc convert --to hf` exports the checkpoint; the HF forward (by hand in
 # tests/convert_hf.py, transformers' conventions) on the exported weights gives train_rank's step-1
 # logits of a one-rank run of the checkpoint (--load --finetune, --dump-dir) on the same tokens;
+# (the same without --spec: the manifest records the model);
 # `mcc convert --from hf` imports the export: every weight equals the trained checkpoint's to the bit
 # (the vocabulary's padding rows, which HF has not, come back zero), and train_rank compiled from the
 # spec the import wrote loads it and gives the HF forward's logits (and, its step being one
@@ -22,6 +23,9 @@ data=(--data-path "$work/text_text_document")
 "$mcc" compile "$spec" --target cpu "${mflags[@]}" "$@" -o "$work/train" 2>"$work/c.log" || { cat "$work/c.log"; exit 1; }
 run "$work/train" "${data[@]}" --train-iters 3 --save "$work/ck" >"$work/train.log" 2>&1 || { cat "$work/train.log"; exit 1; }
 "$mcc" convert --to hf "$work/ck" "$work/hf" --spec "$spec" "${mflags[@]}" "$@"
+# the checkpoint records its model: without --spec the export is the same, byte for byte
+"$mcc" convert --to hf "$work/ck" "$work/hf0" 2>/dev/null
+$py same "$work/hf" "$work/hf0" --export-defaults
 # the trained weights on one rank: step 1 of a fine-tuning run computes with them (a tp layout pads
 # the vocabulary to a multiple of its own, which the model flags make the same)
 "$mcc" compile "$spec" --target cpu --keep-logits --lr-warmup-iters 0 "${mflags[@]}" -o "$work/one" 2>"$work/c1.log" || { cat "$work/c1.log"; exit 1; }

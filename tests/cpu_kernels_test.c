@@ -490,6 +490,54 @@ static void test_rope_reference(void)
     free(x.data), free(y.data);
 }
 
+/* LLaMA 3.1's rope scaling against transformers' frequencies (table: tests/rope_scaling_ref.py's
+ * transcription of _compute_llama3_parameters, one line a case: theta, head_dim, factor, the
+ * head_dim / 2 frequencies): ir_rope_freq equals each to 1e-13, and the rope kernel with attribute
+ * scaling turns a unit pair at positions up to 8191 by t times it (the angle's cosine and sine to
+ * 2e-6, the kernel's float sincos of the reduced angle), where the unscaled frequency turns it
+ * visibly otherwise. */
+static void test_rope_scaling(const char *table)
+{
+    FILE *f = fopen(table, "r");
+    CHECK(f != NULL, "cannot open the frequency table %s", table);
+    if (!f)
+        return;
+    double theta, factor;
+    int D, cases = 0;
+    while (fscanf(f, "%lf %d %lf", &theta, &D, &factor) == 3 && D <= 128) {
+        double want[64];
+        for (int i = 0; i < D / 2; i++)
+            CHECK(fscanf(f, "%lf", &want[i]) == 1, "%s: case %d has fewer than %d frequencies", table, cases, D / 2);
+        for (int i = 0; i < D / 2; i++) {
+            double got = ir_rope_freq(theta, factor, i, D);
+            CHECK(fabs(got - want[i]) <= 1e-13 * want[i], "ir_rope_freq(%g, %g, %d, %d) = %.17g, transformers' %.17g",
+                  theta, factor, i, D, got, want[i]);
+        }
+        enum { T = 8192 };
+        static const int at[] = {1, 31, 1000, 4095, 8191};
+        tensor x = F32(1, T, 1, D), y = like(x);
+        for (int64_t t = 0; t < T; t++)
+            for (int i = 0; i < D; i++)
+                F(x)[t * D + i] = i < D / 2 ? 1.0f : 0.0f; /* every pair (1, 0): turned, (cos a, sin a) */
+        run(IR_OP_ROPE, ATTRS(theta, 0, 0, 0, factor), &x, 1, &y, 1);
+        double err = 0, apart = 0;
+        for (size_t k = 0; k < sizeof at / sizeof at[0]; k++)
+            for (int i = 0; i < D / 2; i++) {
+                double a = at[k] * want[i], plain = at[k] * pow(theta, -2.0 * i / D);
+                const float *row = F(y) + (int64_t)at[k] * D;
+                err = fmax(err, fmax(fabs(row[i] - cos(a)), fabs(row[i + D / 2] - sin(a))));
+                apart = fmax(apart, fabs(cos(a) - cos(plain)) + fabs(sin(a) - sin(plain)));
+            }
+        CHECK(err < 2e-6, "rope with scaling %g (theta %g, head_dim %d) differs from transformers' frequencies by %.3g",
+              factor, theta, D, err);
+        CHECK(apart > 1e-2, "case %d: the scaled and plain rotations are too close (%.3g) to tell apart", cases, apart);
+        free(x.data), free(y.data);
+        cases++;
+    }
+    fclose(f);
+    CHECK(cases >= 3, "%s: %d cases read", table, cases);
+}
+
 /* layernorm (biased variance, as torch) and rmsnorm from their definitions, on rows of magnitude
  * 1 and of magnitude 1e-3, whose variance (~3e-7) is far below eps (1e-5): there the result
  * without eps is ~6 times larger, so a kernel that drops eps fails. */
@@ -916,7 +964,7 @@ static void test_bad_ids(void)
     free(table.data), free(tok.data), free(y.data), free(loss.data), free(logits.data);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     test_gradients();
     test_attention_reference();
@@ -925,6 +973,8 @@ int main(void)
     test_master_remainders();
     test_matmul_reference();
     test_rope_reference();
+    if (argc > 1) /* tests/data/rope_llama3_freqs.txt */
+        test_rope_scaling(argv[1]);
     test_norm_reference();
     test_gelu_reference();
     test_grad_norm_and_state();

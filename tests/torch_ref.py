@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare_dumps import noise_driven, rel  # noqa: E402
+import rope_scaling_ref  # noqa: E402
 
 MCCT_DTYPES = {0: np.float32, 5: np.int32}  # the ir dtype codes a dump may use
 
@@ -79,7 +80,8 @@ def load_config(path, flags=()):
     c.setdefault("normalization", "LayerNorm")
     c.setdefault("swiglu", c["normalization"] == "RMSNorm")  # frontend/spec.h: rmsnorm => swiglu
     defaults = dict(position_embedding_type="learned_absolute", untie_embeddings_and_output_weights=False,
-                    add_bias_linear=True, norm_epsilon=1e-5, rotary_base=10000.0, micro_batch_size=1,
+                    add_bias_linear=True, norm_epsilon=1e-5, rotary_base=10000.0, use_rope_scaling=False,
+                    rope_scaling_factor=8.0, micro_batch_size=1,
                     data_parallel_size=1, lr_decay_style="cosine", lr_warmup_iters=0, min_lr=0.0,
                     weight_decay=0.01, clip_grad=1.0, adam_beta1=0.9, adam_beta2=0.999, adam_eps=1e-8,
                     train_iters=10, seed=1234, attention_dropout=0.0, hidden_dropout=0.0)
@@ -284,10 +286,14 @@ def norm(x, p, name, c):
     return F.layer_norm(x, w.shape, w, p[name + ".bias"], eps)
 
 
-def rope(x, base):
-    """Rotate-half rope of x [B,T,heads,Dh]: pairs (i, i + Dh/2) turn by t * base^(-2i/Dh)."""
+def rope(x, c):
+    """Rotate-half rope of x [B,T,heads,Dh]: pairs (i, i + Dh/2) turn by t * base^(-2i/Dh), LLaMA 3.1's
+    frequencies with use_rope_scaling (tests/rope_scaling_ref.py: transformers' definition)."""
     T, Dh = x.shape[1], x.shape[3]
+    base = c["rotary_base"]
     inv_freq = base ** (-2.0 * torch.arange(Dh // 2, dtype=x.dtype) / Dh)
+    if c["use_rope_scaling"]:
+        inv_freq = rope_scaling_ref.inv_freq(rope_scaling_ref.llama3_config(base, c["rope_scaling_factor"]), Dh).to(x.dtype)
     angle = torch.arange(T, dtype=x.dtype)[:, None] * inv_freq  # [T, Dh/2]
     cos, sin = angle.cos()[:, None, :], angle.sin()[:, None, :]
     x1, x2 = x[..., :Dh // 2], x[..., Dh // 2:]
@@ -302,7 +308,7 @@ def attention(x, p, name, c, drop, layer):
     k = linear(x, p, name + ".k").view(B, T, G, Dh)
     v = linear(x, p, name + ".v").view(B, T, G, Dh)
     if c["position_embedding_type"] == "rope":
-        q, k = rope(q, c["rotary_base"]), rope(k, c["rotary_base"])
+        q, k = rope(q, c), rope(k, c)
     k, v = k.repeat_interleave(H // G, dim=2), v.repeat_interleave(H // G, dim=2)  # head h -> kv h//(H/G)
     scores = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(Dh)  # [B,H,T,T]
     causal = torch.ones(T, T, dtype=torch.bool).triu(1)

@@ -547,9 +547,9 @@ void cuda_ROPE(rt_cuda_ctx *cx, const rt_kernel_call *c)
     void *bufs[] = {r, x};
     int width = vec_rows(half, (const void *const *)bufs, 2) ? VEC : 1;
     unsigned lanes = half / (unsigned)width, groups = lanes < FLAT_BLOCK ? FLAT_BLOCK / lanes : 1;
-    double theta = c->in->attr[0], sign = c->in->attr[1] != 0 ? -1.0 : 1.0;
-    int cp = (int)c->in->attr[2], cp_rank = (int)c->in->attr[3]; /* ops.def: theta,inverse,cp,cp_rank */
-    void *p[] = {&r, &x, &rows, &T, &H, &half, &theta, &sign, &width, &cp, &cp_rank};
+    double theta = c->in->attr[0], sign = c->in->attr[1] != 0 ? -1.0 : 1.0, scaling = c->in->attr[4];
+    int cp = (int)c->in->attr[2], cp_rank = (int)c->in->attr[3]; /* ops.def: theta,inverse,cp,cp_rank,scaling */
+    void *p[] = {&r, &x, &rows, &T, &H, &half, &theta, &scaling, &sign, &width, &cp, &cp_rank};
     /* a few rows per thread: the frequencies (pow in double) are computed once per thread */
     int64_t blocks = (rows + groups - 1) / groups, cap = FILL_BLOCKS / 4;
     rt_cuda_launch(cx, name_of(c, RT_CUK_ROPE, xt, NULL).s, (unsigned)(blocks < cap ? blocks : cap), 1, 1,
