@@ -19,6 +19,7 @@
 #include "frontend/plot.h"
 #include "frontend/schedule_cmd.h"
 #include "frontend/spec.h"
+#include "frontend/tune.h"
 #include "passes/passes.h"
 
 #include <errno.h>
@@ -753,6 +754,10 @@ static const mcc_command mcc_commands[] = {
     {"schedule", "mcc schedule SPEC.json [--<field> VALUE ...] [--svg OUT.svg] [--target T] [--columns N]   the "
                  "pipeline's stage split and schedules (1f1b, interleaved, zb-h1) timed by the cost model, drawn",
      mcc_schedule_main, false, true},
+    {"tune", "mcc tune [SPEC.json] [--<field> VALUE ...] --world-size N [--gpus-per-node 8] [--target h100] "
+             "[--top 10] [--gpu-memory GIB]\n    the layouts (tp, pp, cp, dp, ep, micro-batch, recompute) that fit N "
+             "GPUs, each planned exactly, fastest first by the roofline",
+     mcc_tune_main, false, false},
     {"convert", "mcc convert --to hf CKPT_DIR OUT_DIR --spec SPEC.json [--<field> VALUE ...] [--iteration N] "
                 "[--max-shard-size BYTES]\n    a checkpoint -> config.json + model.safetensors (GPT2LMHeadModel, "
                 "LlamaForCausalLM)\n  mcc convert --from hf IN_DIR CKPT_DIR [--spec-out SPEC.json]   a Hugging Face "

@@ -1,0 +1,272 @@
+/* tune.c — `mcc tune [SPEC.json] [--<field> VALUE ...] --world-size N`: the layouts of a model on N
+ * GPUs that fit, fastest first, with the mcc compile command of each. Every candidate (tp within a
+ * node, pp, cp, dp = N / (tp x pp x cp), ep for an MoE model, the micro-batch size, recompute) is
+ * planned exactly as mcc compile plans it (the passes through memory_plan), so a candidate is
+ * kept or pruned by the memory its plan really takes, not by an estimate. Its step time is the
+ * compile report's roofline: the busiest stage's GEMM and attention FLOPs at the target's measured
+ * GEMM rate, stretched by the pipeline's fill and drain ((pp - 1) / micro-batches, 1F1B's bubble),
+ * plus every byte its collectives send at the target's link rate as if none were hidden. That
+ * ranks layouts by what they cost, but it is not calibrated against measured steps (issue 41's
+ * `mcc calibrate` is not built): take the order, not the milliseconds. */
+#include "frontend/tune.h"
+
+#include "common/cli.h"
+#include "frontend/plan.h"
+#include "frontend/spec.h"
+#include "passes/passes.h"
+#include "passes/target.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { TUNE_MAX_ARGS = 256, TUNE_MAX_KEPT = 4096 };
+
+typedef enum { RC_NONE, RC_SELECTIVE, RC_FULL, RC_COUNT } tune_recompute;
+static const char *const tune_recompute_flags[RC_COUNT] = {
+    "", "--recompute-granularity selective",
+    "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"};
+
+typedef struct {
+    int tp, pp, cp, dp, ep, mbs;
+    tune_recompute rc;
+} tune_layout;
+
+typedef struct {
+    tune_layout l;
+    double gib, step_s, compute_s, comm_s, bubble;
+} tune_result;
+
+typedef struct {
+    const char *spec_path;         /* NULL: the model from the flags alone */
+    char **base;                   /* the flags given, less tune's own */
+    int nbase;
+    int world, gpus_per_node, top;
+    const mcc_target *target;
+    double gpu_gib;                /* what a plan may take: the target's memory less the runtime's */
+    int planned, refused, too_big;
+} tune_ctx;
+
+/* The candidate's flags after the given ones, as one mcc compile line would carry them. */
+static void tune_layout_flags(const tune_ctx *t, const tune_layout *l, char *buf, size_t n)
+{
+    snprintf(buf, n, "--tp %d --pp %d --cp %d --world-size %d%s%s --micro-batch-size %d%s%s", l->tp, l->pp, l->cp,
+             t->world, l->tp > 1 ? " --sequence-parallel" : "", l->dp * l->cp > 1 ? " --use-distributed-optimizer" : "",
+             l->mbs, *tune_recompute_flags[l->rc] ? " " : "", tune_recompute_flags[l->rc]);
+    if (l->ep > 1) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, n - used, " --expert-model-parallel-size %d", l->ep);
+    }
+}
+
+/* Splits text at blanks into args after the given ones; the count. */
+static int tune_argv(const tune_ctx *t, char *text, char **args)
+{
+    int n = 0;
+    for (int i = 0; i < t->nbase && n < TUNE_MAX_ARGS - 1; i++) args[n++] = t->base[i];
+    for (char *w = strtok(text, " "); w && n < TUNE_MAX_ARGS - 1; w = strtok(NULL, " ")) args[n++] = w;
+    args[n] = NULL;
+    return n;
+}
+
+/* stderr silenced, and given back: the spec's and the passes' notes, said once per candidate as
+ * mcc compile says them, would drown the table. */
+static int tune_silence(void)
+{
+    fflush(stderr);
+    int saved = dup(2), null = open("/dev/null", O_WRONLY);
+    if (saved >= 0 && null >= 0) dup2(null, 2);
+    if (null >= 0) close(null);
+    return saved;
+}
+
+static void tune_restore(int saved)
+{
+    fflush(stderr);
+    if (saved >= 0) dup2(saved, 2), close(saved);
+}
+
+/* Plans layout l exactly; false where the spec refuses it or its plan does not fit (counted). */
+static bool tune_plan(tune_ctx *t, const tune_layout *l, tune_result *r)
+{
+    char text[512], *args[TUNE_MAX_ARGS], err[2048] = "";
+    int rest[TUNE_MAX_ARGS], nrest = 0;
+    tune_layout_flags(t, l, text, sizeof text);
+    int n = tune_argv(t, text, args);
+    mcc_spec spec;
+    if (!mcc_spec_load(t->spec_path, n, args, &spec, rest, &nrest, err, sizeof err)) {
+        t->refused++;
+        return false;
+    }
+    mcc_plan_options o = {.passes = {.target = t->target}};
+    mcc_program prog;
+    if (!mcc_plan_build(&spec, &o, "memory_plan", &prog, err, sizeof err)) {
+        t->refused++;
+        return false;
+    }
+    double flops = 0, sent = 0, most = 0;
+    for (int s = 0; s < prog.n; s++) {
+        mcc_memory_breakdown mem = mcc_memory_of(prog.stage[s]);
+        double gib = (double)mcc_memory_total(&mem) / 0x1p30, bytes = 0;
+        for (int a = 0; a < IR_NUM_AXES; a++) bytes += mem.sent_bytes[a];
+        most = gib > most ? gib : most;
+        flops = mem.step_flops > flops ? mem.step_flops : flops;
+        sent = bytes > sent ? bytes : sent;
+    }
+    mcc_program_free(&prog);
+    t->planned++;
+    if (most > t->gpu_gib) {
+        t->too_big++;
+        return false;
+    }
+    int micro = spec.global_batch_size / (spec.micro_batch_size * spec.data_parallel_size);
+    r->l = *l;
+    r->gib = most;
+    r->compute_s = mcc_target_compute_seconds(t->target, flops);
+    r->bubble = l->pp > 1 ? (double)(l->pp - 1) / micro : 0;
+    r->comm_s = t->target->link_bytes_per_s > 0 ? sent / t->target->link_bytes_per_s : 0;
+    r->step_s = r->compute_s * (1 + r->bubble) + r->comm_s;
+    return true;
+}
+
+static int tune_by_time(const void *a, const void *b)
+{
+    double x = ((const tune_result *)a)->step_s, y = ((const tune_result *)b)->step_s;
+    return (x > y) - (x < y);
+}
+
+/* Every layout of the world that the model's sizes admit, each at the least recompute that fits
+ * (none, then selective, then full: memory falls and time rises along them), the micro-batch
+ * raised until even full recompute no longer fits. */
+static int tune_search(tune_ctx *t, const mcc_spec *s, tune_result *kept)
+{
+    int nkept = 0;
+    for (int tp = 1; tp <= t->gpus_per_node && tp <= 8; tp *= 2) {
+        if (s->num_attention_heads % tp || s->num_query_groups % tp) continue;
+        for (int pp = 1; pp <= s->num_layers && pp <= t->world / tp; pp++) {
+            if (s->num_layers % pp) continue;
+            for (int cp = 1; cp <= 8 && s->seq_length % (2 * cp) == 0; cp *= 2) {
+                if (t->world % (tp * pp * cp)) continue;
+                int dp = t->world / (tp * pp * cp);
+                for (int ep = 1; ep <= (s->num_experts ? s->num_experts : 1); ep *= 2) {
+                    if ((dp * cp) % ep) continue;
+                    for (int mbs = 1; mbs <= 8 && s->global_batch_size % (mbs * dp) == 0; mbs *= 2) {
+                        bool fits = false;
+                        for (int rc = RC_NONE; rc < RC_COUNT && !fits && nkept < TUNE_MAX_KEPT; rc++) {
+                            tune_layout l = {tp, pp, cp, dp, ep, mbs, (tune_recompute)rc};
+                            int saved = tune_silence();
+                            fits = tune_plan(t, &l, &kept[nkept]);
+                            tune_restore(saved);
+                            nkept += fits;
+                        }
+                        if (!fits) break; /* a larger micro-batch takes more still */
+                    }
+                    if (isatty(2)) /* progress where someone watches */
+                        fprintf(stderr, "\rmcc tune: %d plans made, %d fit", t->planned, nkept);
+                }
+            }
+        }
+    }
+    if (isatty(2)) fprintf(stderr, "\n");
+    return nkept;
+}
+
+static void tune_print(const tune_ctx *t, const mcc_spec *s, tune_result *kept, int nkept)
+{
+    qsort(kept, (size_t)nkept, sizeof *kept, tune_by_time);
+    double tokens = (double)s->global_batch_size * s->seq_length;
+    double model_flops = 6.0 * (double)mcc_spec_num_active_params(s) * tokens;
+    printf("%d layouts of %d planned fit %.1f GiB a GPU (%s target, less 1 GiB for the runtime); %d did not fit, %d "
+           "were refused.\n"
+           "Step time: the roofline of the compile report (GEMM rate, link rate, 1F1B's bubble), not calibrated:\n"
+           "an order, not a measurement.\n\n", nkept, t->planned, t->gpu_gib, t->target->name, t->too_big, t->refused);
+    printf("%4s %3s %3s %3s %4s %3s %4s %-9s %8s %9s %9s %6s %7s %7s\n", "rank", "tp", "pp", "cp", "dp", "ep", "mbs",
+           "recompute", "GiB", "step ms", "tok/s/GPU", "MFU", "bubble", "comm ms");
+    static const char *const rc_name[RC_COUNT] = {"none", "selective", "full"};
+    for (int i = 0; i < nkept && i < t->top; i++) {
+        const tune_result *r = &kept[i];
+        double mfu = t->target->peak_bf16_flops > 0 ? model_flops / r->step_s / t->world / t->target->peak_bf16_flops : 0;
+        printf("%4d %3d %3d %3d %4d %3d %4d %-9s %8.1f %9.0f %9.0f %5.1f%% %6.1f%% %7.0f\n", i + 1, r->l.tp, r->l.pp,
+               r->l.cp, r->l.dp, r->l.ep, r->l.mbs, rc_name[r->l.rc], r->gib, 1e3 * r->step_s,
+               tokens / r->step_s / t->world, 100 * mfu, 100 * r->bubble, 1e3 * r->comm_s);
+    }
+    if (!nkept) {
+        printf("No layout fits: more GPUs (--world-size), a shorter --seq-length, or --optimizer-cpu-offload.\n");
+        return;
+    }
+    char flags[512];
+    tune_layout_flags(t, &kept[0].l, flags, sizeof flags);
+    printf("\nThe first, compiled:\n  mcc compile %s", t->spec_path ? t->spec_path : "");
+    for (int i = 0; i < t->nbase; i++) printf(" %s", t->base[i]);
+    printf(" %s --target %s -o train_rank\n", flags, t->target->name);
+}
+
+/* tune's own options out of argv (the rest are the spec's flags); false with the message in err. */
+static bool tune_options(tune_ctx *t, int argc, char **argv, char *err, size_t errlen)
+{
+    const char *target = "h100";
+    t->gpus_per_node = 8, t->top = 10;
+    t->base = calloc((size_t)argc + 1, sizeof *t->base);
+    if (!t->base) return snprintf(err, errlen, "out of memory"), false;
+    long long v;
+    double gib = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *f = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(f, "--gpus-per-node") || !strcmp(f, "--top") || !strcmp(f, "--world-size")) {
+            if (!cli_parse_int(f, val, 1, 1 << 20, &v, err, errlen)) return false;
+            *(!strcmp(f, "--top") ? &t->top : !strcmp(f, "--world-size") ? &t->world : &t->gpus_per_node) = (int)v;
+            i++;
+        } else if (!strcmp(f, "--target") && val) {
+            target = argv[++i];
+        } else if (!strcmp(f, "--gpu-memory")) {
+            if (!cli_parse_num(f, val, 0, true, INFINITY, &gib, err, errlen)) return false;
+            i++;
+        } else {
+            t->base[t->nbase++] = argv[i];
+        }
+    }
+    if (!t->world) return snprintf(err, errlen, "--world-size N is required: the GPUs to lay the model over"), false;
+    if (!(t->target = mcc_target_by_name(target)) || strcmp(t->target->backend, "cuda") != 0)
+        return snprintf(err, errlen, "--target %s: choose a GPU target (%s)", target, mcc_target_names()), false;
+    /* what mcc compile allows a plan: the GPU's memory less its 1 GiB for the runtime */
+    double have = gib ? gib : (double)t->target->memory_bytes / 0x1p30;
+    t->gpu_gib = have > 0 ? have - 1.0 : INFINITY;
+    return true;
+}
+
+int mcc_tune_main(int argc, char **argv)
+{
+    tune_ctx t = {0};
+    char err[2048] = "";
+    t.spec_path = argc && argv[0][0] != '-' ? argv[0] : NULL;
+    int first = t.spec_path ? 1 : 0;
+    if (!tune_options(&t, argc - first, argv + first, err, sizeof err)) {
+        fprintf(stderr, "mcc: error: %s\n", err);
+        free(t.base);
+        return 2;
+    }
+    /* the model as given (its layout flags are tune's to choose): sizes and batch for the search */
+    mcc_spec s;
+    char world[64], *args[TUNE_MAX_ARGS];
+    snprintf(world, sizeof world, "--world-size %d --micro-batch-size 1", t.world); /* any batch of the world */
+    int n = tune_argv(&t, world, args), rest[TUNE_MAX_ARGS], nrest = 0;
+    int saved = tune_silence();
+    bool ok = mcc_spec_load(t.spec_path, n, args, &s, rest, &nrest, err, sizeof err);
+    tune_restore(saved);
+    if (!ok) {
+        fprintf(stderr, "mcc: error: %s\n", err);
+        free(t.base);
+        return 2;
+    }
+    tune_result *kept = calloc(TUNE_MAX_KEPT, sizeof *kept);
+    if (!kept) return free(t.base), fprintf(stderr, "mcc: error: out of memory\n"), 2;
+    int nkept = tune_search(&t, &s, kept);
+    tune_print(&t, &s, kept, nkept);
+    free(kept);
+    free(t.base);
+    return nkept ? 0 : 1;
+}

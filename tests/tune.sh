@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# tune.sh MCC — `mcc tune`: the layouts it lists fit (each compiled with the flags of its row and
+# the same memory limit says "the plan fits" at the GiB the row says), in the order of their step
+# time; a limit nothing fits exits 1 saying so; no --world-size is refused.
+set -uo pipefail
+mcc=$(realpath "$1")
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+fails=0
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+model=$root/models/gpt2-124m.json
+"$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --top 40 >"$work/table" 2>"$work/err" ||
+  { bad "mcc tune exited $?: $(cat "$work/err")"; exit 1; }
+rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 14' "$work/table")
+[ "$(wc -l <<<"$rows")" -ge 5 ] || bad "fewer than 5 layouts listed: $(cat "$work/table")"
+sort -c -s -n -k10,10 <<<"$rows" || bad "the layouts are not in the order of their step time"
+awk '$9 > 2.0 { exit 1 }' <<<"$rows" || bad "a row above the 3 GiB limit less the runtime's 1 GiB"
+grep -q " none " <<<"$rows" && grep -q -E " (selective|full) " <<<"$rows" ||
+  bad "no row needed recompute to fit 3 GiB, or none fits without: the limit tests nothing"
+# the first three rows, compiled as listed
+head -3 <<<"$rows" | while read -r _ tp pp cp dp ep mbs rc gib _; do
+  flags=(--tp "$tp" --pp "$pp" --cp "$cp" --world-size 4 --micro-batch-size "$mbs")
+  [ "$tp" -gt 1 ] && flags+=(--sequence-parallel)
+  [ $((dp * cp)) -gt 1 ] && flags+=(--use-distributed-optimizer)
+  [ "$ep" -gt 1 ] && flags+=(--expert-model-parallel-size "$ep")
+  case $rc in selective) flags+=(--recompute-granularity selective) ;;
+              full) flags+=(--recompute-granularity full --recompute-method uniform --recompute-num-layers 1) ;; esac
+  "$mcc" compile "$model" "${flags[@]}" --gpu-memory 3 --target h100 -o "$work/x" >/dev/null 2>"$work/c.log" &&
+    grep -qF "the plan fits: $gib" "$work/c.log" ||
+    bad "row tp $tp pp $pp cp $cp mbs $mbs $rc ($gib GiB) does not compile to a fitting plan: $(grep -E 'error|fits' "$work/c.log")"
+done
+"$mcc" tune "$model" --world-size 4 --gpu-memory 0.01 --target h100 >"$work/none" 2>&1
+[ $? = 1 ] && grep -qF "No layout fits" "$work/none" || bad "a limit nothing fits: $(tail -2 "$work/none")"
+"$mcc" tune "$model" --target h100 >"$work/nw" 2>&1
+[ $? = 2 ] && grep -qF -- "--world-size N is required" "$work/nw" || bad "no --world-size: $(cat "$work/nw")"
+[ "$fails" = 0 ] && echo "ok: mcc tune lists fitting layouts fastest first" || exit 1
