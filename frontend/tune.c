@@ -27,6 +27,7 @@
 enum { TUNE_MAX_ARGS = 256, TUNE_MAX_KEPT = 4096 };
 
 typedef enum { RC_NONE, RC_SELECTIVE, RC_FULL, RC_COUNT } tune_recompute;
+static const char *const tune_recompute_names[RC_COUNT] = {"none", "selective", "full"};
 static const char *const tune_recompute_flags[RC_COUNT] = {
     "", "--recompute-granularity selective",
     "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"};
@@ -46,6 +47,7 @@ typedef struct {
     char **base;                   /* the flags given, less tune's own */
     int nbase;
     int world, gpus_per_node, top;
+    tune_layout fix;               /* --fix key=value: a degree held (0: searched; rc -1: searched) */
     const mcc_target *target;
     double gpu_gib;                /* what a plan may take: the target's memory less the runtime's */
     int planned, refused, too_big;
@@ -145,18 +147,21 @@ static int tune_by_time(const void *a, const void *b)
 static int tune_search(tune_ctx *t, const mcc_spec *s, tune_result *kept)
 {
     int nkept = 0;
+    const tune_layout *f = &t->fix;
     for (int tp = 1; tp <= t->gpus_per_node && tp <= 8; tp *= 2) {
-        if (s->num_attention_heads % tp || s->num_query_groups % tp) continue;
+        if (s->num_attention_heads % tp || s->num_query_groups % tp || (f->tp && tp != f->tp)) continue;
         for (int pp = 1; pp <= s->num_layers && pp <= t->world / tp; pp++) {
-            if (s->num_layers % pp) continue;
+            if (s->num_layers % pp || (f->pp && pp != f->pp)) continue;
             for (int cp = 1; cp <= 8 && s->seq_length % (2 * cp) == 0; cp *= 2) {
-                if (t->world % (tp * pp * cp)) continue;
+                if (t->world % (tp * pp * cp) || (f->cp && cp != f->cp)) continue;
                 int dp = t->world / (tp * pp * cp);
                 for (int ep = 1; ep <= (s->num_experts ? s->num_experts : 1); ep *= 2) {
-                    if ((dp * cp) % ep) continue;
+                    if ((dp * cp) % ep || (f->ep && ep != f->ep)) continue;
                     for (int mbs = 1; mbs <= 8 && s->global_batch_size % (mbs * dp) == 0; mbs *= 2) {
+                        if (f->mbs && mbs != f->mbs) continue;
                         bool fits = false;
                         for (int rc = RC_NONE; rc < RC_COUNT && !fits && nkept < TUNE_MAX_KEPT; rc++) {
+                            if ((int)f->rc >= 0 && rc != (int)f->rc) continue;
                             tune_layout l = {tp, pp, cp, dp, ep, mbs, (tune_recompute)rc};
                             int saved = tune_silence();
                             fits = tune_plan(t, &l, &kept[nkept]);
@@ -186,12 +191,11 @@ static void tune_print(const tune_ctx *t, const mcc_spec *s, tune_result *kept, 
            "an order, not a measurement.\n\n", nkept, t->planned, t->gpu_gib, t->target->name, t->too_big, t->refused);
     printf("%4s %3s %3s %3s %4s %3s %4s %-9s %8s %9s %9s %6s %7s %7s\n", "rank", "tp", "pp", "cp", "dp", "ep", "mbs",
            "recompute", "GiB", "step ms", "tok/s/GPU", "MFU", "bubble", "comm ms");
-    static const char *const rc_name[RC_COUNT] = {"none", "selective", "full"};
     for (int i = 0; i < nkept && i < t->top; i++) {
         const tune_result *r = &kept[i];
         double mfu = t->target->peak_bf16_flops > 0 ? model_flops / r->step_s / t->world / t->target->peak_bf16_flops : 0;
         printf("%4d %3d %3d %3d %4d %3d %4d %-9s %8.1f %9.0f %9.0f %5.1f%% %6.1f%% %7.0f\n", i + 1, r->l.tp, r->l.pp,
-               r->l.cp, r->l.dp, r->l.ep, r->l.mbs, rc_name[r->l.rc], r->gib, 1e3 * r->step_s,
+               r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_names[r->l.rc], r->gib, 1e3 * r->step_s,
                tokens / r->step_s / t->world, 100 * mfu, 100 * r->bubble, 1e3 * r->comm_s);
     }
     if (!nkept) {
@@ -205,11 +209,30 @@ static void tune_print(const tune_ctx *t, const mcc_spec *s, tune_result *kept, 
     printf(" %s --target %s -o train_rank\n", flags, t->target->name);
 }
 
+/* --fix KEY=VALUE: tp, pp, cp, ep, mbs (a number) or recompute (none|selective|full) held, not searched. */
+static bool tune_fix(tune_ctx *t, const char *text, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"tp", "pp", "cp", "ep", "mbs"};
+    int *slots[] = {&t->fix.tp, &t->fix.pp, &t->fix.cp, &t->fix.ep, &t->fix.mbs};
+    const char *eq = text ? strchr(text, '=') : NULL;
+    if (eq && !strncmp(text, "recompute=", 10)) {
+        for (int rc = 0; rc < RC_COUNT; rc++)
+            if (!strcmp(eq + 1, tune_recompute_names[rc])) return t->fix.rc = (tune_recompute)rc, true;
+    }
+    for (size_t k = 0; eq && k < sizeof keys / sizeof keys[0]; k++) {
+        long long v;
+        if (strlen(keys[k]) == (size_t)(eq - text) && !strncmp(text, keys[k], (size_t)(eq - text)))
+            return cli_parse_int("--fix", eq + 1, 1, 1 << 20, &v, err, errlen) && (*slots[k] = (int)v, true);
+    }
+    return snprintf(err, errlen, "--fix %s: give KEY=VALUE with KEY tp, pp, cp, ep, mbs (a number) or recompute "
+                                 "(none|selective|full)", text ? text : ""), false;
+}
+
 /* tune's own options out of argv (the rest are the spec's flags); false with the message in err. */
 static bool tune_options(tune_ctx *t, int argc, char **argv, char *err, size_t errlen)
 {
     const char *target = "h100";
-    t->gpus_per_node = 8, t->top = 10;
+    t->gpus_per_node = 8, t->top = 10, t->fix.rc = (tune_recompute)-1;
     t->base = calloc((size_t)argc + 1, sizeof *t->base);
     if (!t->base) return snprintf(err, errlen, "out of memory"), false;
     long long v;
@@ -219,6 +242,9 @@ static bool tune_options(tune_ctx *t, int argc, char **argv, char *err, size_t e
         if (!strcmp(f, "--gpus-per-node") || !strcmp(f, "--top") || !strcmp(f, "--world-size")) {
             if (!cli_parse_int(f, val, 1, 1 << 20, &v, err, errlen)) return false;
             *(!strcmp(f, "--top") ? &t->top : !strcmp(f, "--world-size") ? &t->world : &t->gpus_per_node) = (int)v;
+            i++;
+        } else if (!strcmp(f, "--fix")) {
+            if (!tune_fix(t, val, err, errlen)) return false;
             i++;
         } else if (!strcmp(f, "--target") && val) {
             target = argv[++i];

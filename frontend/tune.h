@@ -3,7 +3,7 @@
 #define MCC_TUNE_H
 
 /* argv: [SPEC.json] [--<field> VALUE ...] --world-size N [--gpus-per-node G] [--target T] [--top K]
- * [--gpu-memory GIB]. Exit status 0 with a table on stdout, 1 when no layout fits, 2 on bad input. */
+ * [--gpu-memory GIB] [--fix KEY=VALUE ...]. Exit status 0 with a table on stdout, 1 when no layout fits, 2 on bad input. */
 int mcc_tune_main(int argc, char **argv);
 
 #endif

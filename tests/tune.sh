@@ -29,6 +29,11 @@ head -3 <<<"$rows" | while read -r _ tp pp cp dp ep mbs rc gib _; do
     grep -qF "the plan fits: $gib" "$work/c.log" ||
     bad "row tp $tp pp $pp cp $cp mbs $mbs $rc ($gib GiB) does not compile to a fitting plan: $(grep -E 'error|fits' "$work/c.log")"
 done
+# --fix holds a degree: every row has it
+"$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --fix tp=2 --fix recompute=none --top 40 >"$work/fixed" 2>&1 ||
+  bad "--fix: $(tail -2 "$work/fixed")"
+awk '$1 ~ /^[0-9]+$/ && NF == 14 && ($2 != 2 || $8 != "none") { bad = 1 } END { exit bad }' "$work/fixed" ||
+  bad "--fix tp=2 --fix recompute=none listed another layout"
 "$mcc" tune "$model" --world-size 4 --gpu-memory 0.01 --target h100 >"$work/none" 2>&1
 [ $? = 1 ] && grep -qF "No layout fits" "$work/none" || bad "a limit nothing fits: $(tail -2 "$work/none")"
 "$mcc" tune "$model" --target h100 >"$work/nw" 2>&1
