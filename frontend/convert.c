@@ -118,6 +118,10 @@ static const struct {
 #undef CV_N
 };
 
+/* The most tensors a model converts with (the largest HF models have ~10^5: DeepSeek-V3's 61 layers of
+ * 256 experts): a config.json of more is refused, not given a table of its size. */
+#define CV_MAX_TENSORS (1 << 20)
+
 /* One HF tensor of a model: its rule resolved to whole names and the mcc globals' shapes. */
 typedef struct {
     char hf[160];
@@ -253,10 +257,14 @@ static bool rules_of(const mcc_spec *s, const char *spec_path, cv_model *cm, cha
     if (why)
         return ck_fail(err, errlen, "%s: no Hugging Face architecture fits: %s (mcc converts GPT2LMHeadModel, "
                                     "LlamaForCausalLM and MixtralForCausalLM)", spec_path, why);
+    int nlayer = cv_tables[cm->arch].nlayer, nmoe = cv_tables[cm->arch].nmoe, nmodel = cv_tables[cm->arch].nmodel;
+    long long nrules = nmodel + ((long long)nlayer + (long long)nmoe * s->num_experts) * s->num_layers;
+    if (nrules > CV_MAX_TENSORS) /* a rule a tensor: refused before a table of that size is made */
+        return ck_fail(err, errlen, "%s: the model has %lld tensors in Hugging Face's naming (num_layers x num_experts "
+                                    "expert tensors), more than mcc converts (%d)", spec_path, nrules, CV_MAX_TENSORS);
     cm->s = s;
     cm->m = mcc_build_model(s, false);
-    int nlayer = cv_tables[cm->arch].nlayer, nmoe = cv_tables[cm->arch].nmoe, nmodel = cv_tables[cm->arch].nmodel;
-    cm->r = calloc((size_t)nmodel + (size_t)(nlayer + nmoe * s->num_experts) * s->num_layers, sizeof *cm->r);
+    cm->r = calloc((size_t)nrules, sizeof *cm->r);
     cm->n = 0;
     for (int i = 0; i < nmodel; i++)
         if (!add_rule(cm, &cv_tables[cm->arch].model[i], -1, 0, err, errlen))
@@ -274,16 +282,17 @@ static bool rules_of(const mcc_spec *s, const char *spec_path, cv_model *cm, cha
     }
     /* a parameter model.c adds without a line in the table is refused, not dropped (an expert
      * tensor's rules counted once, by its first slice's) */
-    for (int g = 0; g < cm->m->nglobals; g++) {
-        int uses = 0;
-        for (int i = 0; i < cm->n; i++)
-            for (int j = 0; j < cm->r[i].nmcc; j++)
-                uses += cm->r[i].g[j] == g && cm->r[i].expert == 0;
-        if (cm->m->globals[g].kind == IR_GLOBAL_PARAM && uses != 1)
-            return ck_fail(err, errlen, "%s: parameter %s has no %s name in frontend/convert.c's table", spec_path,
-                           cm->m->globals[g].name, cv_arch_names[cm->arch]);
-    }
-    return true;
+    int *uses = calloc((size_t)cm->m->nglobals + 1, sizeof *uses); /* counted in one pass: a model has many layers */
+    for (int i = 0; i < cm->n; i++)
+        for (int j = 0; j < cm->r[i].nmcc; j++)
+            uses[cm->r[i].g[j]] += cm->r[i].expert == 0;
+    bool ok = true;
+    for (int g = 0; ok && g < cm->m->nglobals; g++)
+        if (cm->m->globals[g].kind == IR_GLOBAL_PARAM && uses[g] != 1)
+            ok = ck_fail(err, errlen, "%s: parameter %s has no %s name in frontend/convert.c's table", spec_path,
+                         cm->m->globals[g].name, cv_arch_names[cm->arch]);
+    free(uses);
+    return ok;
 }
 
 static bool model_of(const mcc_spec *s, const char *spec_path, cv_model *cm, char *err, size_t errlen)
@@ -1065,8 +1074,9 @@ static int usage_error(const char *msg)
 }
 
 /* The spec flags of the model the manifest records (its IR_CFG_MODEL keys are spec fields but the
- * padded vocab_size; orig_vocab_size is the spec's vocab_size), into argv (its strings in buf);
- * returns their count. seq_length, which the export does not use, is the model's context. */
+ * padded vocab_size; orig_vocab_size is the spec's vocab_size), into argv: a flag's name in buf,
+ * its value the manifest's own text (a flag's true or false); returns their count. seq_length,
+ * which the export does not use, is the model's context. */
 static int manifest_flags(const ck_state *st, char **argv, char (*buf)[64])
 {
     int n = 0;
@@ -1076,26 +1086,18 @@ static int manifest_flags(const ck_state *st, char **argv, char (*buf)[64])
             key = "vocab_size";
         else if (!mcc_spec_is_field(key) || !strcmp(key, ir_cfgs[IR_CFG_VOCAB_SIZE].key))
             continue;
-        const ir_cfg_info *c = NULL;
-        for (int k = 0; k < IR_CFG_COUNT && !c; k++)
-            c = !strcmp(ir_cfgs[k].key, st->model[2 * i]) ? &ir_cfgs[k] : NULL;
-        for (int j = 0; j < 2; j++) {
-            if (j == 0) {
-                snprintf(buf[n], sizeof buf[n], "--%s", key);
-                for (char *p = buf[n] + 2; *p; p++)
-                    *p = *p == '_' ? '-' : *p;
-            } else {
-                snprintf(buf[n], sizeof buf[n], "%s", c && c->type == IR_CFGT_BOOL ? (strtoll(v, NULL, 10) ? "true" : "false")
-                                                                                 : v);
-            }
-            argv[n] = buf[n];
-            n++;
-        }
+        bool flag = false;
+        for (int k = 0; k < IR_CFG_COUNT; k++)
+            flag |= !strcmp(ir_cfgs[k].key, key) && ir_cfgs[k].type == IR_CFGT_BOOL;
+        snprintf(buf[n], sizeof buf[n], "--%s", key);
+        for (char *p = buf[n] + 2; *p; p++)
+            *p = *p == '_' ? '-' : *p;
+        argv[n] = buf[n];
+        argv[n + 1] = flag ? (strtoll(v, NULL, 10) ? "true" : "false") : (char *)v;
+        n += 2;
         if (!strcmp(key, ir_cfgs[IR_CFG_MAX_POSITION_EMBEDDINGS].key)) {
-            snprintf(buf[n], sizeof buf[n], "--seq-length");
-            snprintf(buf[n + 1], sizeof buf[n + 1], "%s", v);
-            argv[n] = buf[n];
-            argv[n + 1] = buf[n + 1];
+            argv[n] = "--seq-length";
+            argv[n + 1] = (char *)v;
             n += 2;
         }
     }

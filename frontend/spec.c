@@ -1279,7 +1279,7 @@ static bool spec_check_moe(spec_ctx *c)
                                 "expert's capacity are dropped; add --moe-expert-capacity-factor F or drop it",
                              spec_where(c, spec_find(capacity[i])));
     const mcc_layer_pattern *p = &s->moe_layer_freq;
-    if (p->n && p->n != s->num_layers)
+    if (!p->every && p->n != s->num_layers) /* the list form (every 0), an empty list too */
         return spec_fail(c, "%s lists %d layers but num_layers is %d: give one 0 or 1 for each layer",
                          spec_where(c, spec_find("moe_layer_freq")), p->n, s->num_layers);
     return spec_check_moe_built(c);
@@ -1418,6 +1418,9 @@ static bool spec_validate(spec_ctx *c)
         if (!spec_check_field(c, &spec_fields[i])) return false;
     if (!spec_pad_vocab(c)) return false;
     mcc_spec *s = &c->s;
+    if (s->num_layers > MCC_MAX_LAYERS)
+        return spec_fail(c, "%s is %d: mcc builds at most %d layers", spec_where(c, spec_find("num_layers")),
+                         s->num_layers, MCC_MAX_LAYERS);
     long long batch_unit = (long long)s->micro_batch_size * s->data_parallel_size;
     if (!spec_check_pair(c, s->hidden_size % s->num_attention_heads == 0, "hidden_size",
                          "must be divisible by", "num_attention_heads", "the head dimension is their quotient") ||

@@ -50,6 +50,8 @@ typedef enum { MCC_MOE_DROP_PROBS, MCC_MOE_DROP_POSITION } mcc_moe_drop;
 /* moe_layer_freq (Megatron's): every `every`-th layer is MoE (layers 0, every, 2 every, ...), or,
  * when n > 0, layer l is MoE where moe[l] (a list of num_layers 0s and 1s) */
 #define MCC_MAX_LAYER_PATTERN 1024
+/* num_layers' bound (the largest models have ~130): the model is built layer by layer */
+#define MCC_MAX_LAYERS MCC_MAX_LAYER_PATTERN
 typedef struct {
     int every;                          /* first: the spec table stores the integer form here */
     int n;

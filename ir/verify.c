@@ -4,6 +4,7 @@
  * in tests and debug. */
 #include "ir_internal.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -355,6 +356,26 @@ static bool verify_module_tables(verifier *v)
     for (int i = 0; i < m->nconfig; i++)
         if (!ir_name_ok(m->config[i].key) || !m->config[i].value)
             return vfail(v, "config key `%s` is not a name, or has no value", m->config[i].key ? m->config[i].key : "");
+    return true;
+}
+
+/* The mesh's degrees, as the config gives them: shape inference divides by each, and ir_mesh_of
+ * multiplies them in int; ep must divide cp x dp (expert data parallelism is their quotient). */
+static bool verify_mesh(verifier *v)
+{
+    static const ir_cfg keys[] = {IR_CFG_TENSOR_MODEL_PARALLEL_SIZE, IR_CFG_CONTEXT_PARALLEL_SIZE,
+                                  IR_CFG_DATA_PARALLEL_SIZE, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE,
+                                  IR_CFG_EXPERT_MODEL_PARALLEL_SIZE};
+    long long ranks = 1;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        long long d = ir_cfg_int(v->m, keys[i]);
+        ranks *= d >= 1 && d <= INT_MAX ? d : 1;
+        if (d < 1 || ranks > INT_MAX)
+            return vfail(v, "config %s = %lld: each mesh degree must be at least 1, and their product at most %d",
+                         ir_cfgs[keys[i]].key, d, INT_MAX);
+    }
+    if (ir_module_mesh(v->m).degree[IR_AXIS_EDP] < 1)
+        return vfail(v, "config: expert_model_parallel_size does not divide context_parallel_size x data_parallel_size");
     return true;
 }
 
@@ -826,7 +847,7 @@ bool ir_verify(const ir_module *m, char *err, size_t errlen)
 {
     ir_ops_init();
     verifier v = {.m = m, .err = err, .errlen = errlen};
-    if (!verify_globals(&v) || !verify_func_names(&v) || !verify_func_kinds(&v) || !verify_host_placement(&v) ||
+    if (!verify_mesh(&v) || !verify_globals(&v) || !verify_func_names(&v) || !verify_func_kinds(&v) || !verify_host_placement(&v) ||
         !verify_unstored_params(&v) ||
         !verify_module_tables(&v))
         return false;

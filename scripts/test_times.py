@@ -18,7 +18,7 @@ GROUPS = [("layouts (parallel = one rank)", r"_equals_single_rank|^single_rank_"
           ("checkpoints", r"^checkpoint"), ("tokenizers and data", r"^(tokenizer|preprocess|data|batches|gpt_dataset)"),
           ("HF conversion", r"^convert"), ("build and install", r"^(build_|rank_device)"),
           ("IR round-trip and plans", r"^(ir_|plan_|roundtrip|golden|param_remainders)"), ("pass tests", r"^pass_"),
-          ("comm", r"^(comm_|ep2?_)"), ("other", r"")]
+          ("comm", r"^(comm_|ep2?_)"), ("fuzzers", r"^fuzz_"), ("other", r"")]
 
 
 def main():

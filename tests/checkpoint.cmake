@@ -103,7 +103,7 @@ set(_matrix
     # SIGTERM to both ranks mid-run, validating every iteration: the stop skips the validation due
     # at its iteration and passes over its samples, so the resumed run's validations are the
     # uninterrupted run's
-    "sigterm_dp2_zero:tiny-gpt2:2:--dp 2 --use-distributed-optimizer:CHECKPOINT_RESUME_STOP=signal,CHECKPOINT_RESUME_ITERS=100+0+100,CHECKPOINT_EVAL=--eval-interval+1+--eval-iters+1"
+    "sigterm_dp2_zero:tiny-gpt2:2:--dp 2 --use-distributed-optimizer:CHECKPOINT_RESUME_STOP=signal,CHECKPOINT_RESUME_ITERS=60+0+60,CHECKPOINT_EVAL=--eval-interval+1+--eval-iters+1"
     "exit_duration_tp2:tiny-llama:2:--tp 2:CHECKPOINT_RESUME_STOP=duration"
     # Megatron's cyclic sampler (baked at compile time), the valid split too. With data sharding
     # (the default) a position's sample is the same whatever the loader's start; without it

@@ -12,16 +12,16 @@
 #   the lr schedule unless FLAGS fix it (--lr-decay-iters, a schedule in samples), and the train
 #   split's order unless it has one epoch for both (CHECKPOINT_DATA=large).
 # CHECKPOINT_RESUME_STOP=signal: the first run (F = R, S unused) is stopped by SIGTERM to every
-#   rank once it logged iteration 3, with --exit-signal-handler: it saves the iteration it stopped
+#   rank once it finished iteration 3, with --exit-signal-handler: it saves the iteration it stopped
 #   after, wherever that is. =duration: by --exit-duration-in-mins 0.0001 (at iteration 1).
 # CHECKPOINT_EVAL: the validation flags (default --eval-interval 3 --eval-iters 1: validations
 #   before and after the stop).
 # CHECKPOINT_DATA: numerics (default: tests/data/numerics.txt, 5 documents, --split 50,50,0), large
-#   (40 generated documents, --split 80,20,0: 140 train samples of 32 tokens an epoch) or blend
-#   (both, --data-path 0.3 numerics 0.7 large).
+#   (40 generated documents, --split 80,20,0: 215 train and 62 valid samples of 32 tokens an
+#   epoch) or blend (both, --data-path 0.3 numerics 0.7 large).
 # CHECKPOINT_VALID_DIFFERS=WHY: the validations after the stop read other samples than the
 #   uninterrupted run's, for the reason WHY (printed): each must still run, not be compared.
-# CHECKPOINT_RUN_FLAGS: train_rank flags of the saving and the resuming run; with --async-save the
+# CHECKPOINT_RUN_FLAGS: train_rank flags of every run; with --async-save the
 #   saving run goes on to 10 while iteration 5's files are written in the background (the run's own
 #   steps must not change), and the resume reads iteration 5 (the latest file set back to it): a
 #   copy the steps 6-10 changed under the writer would differ.
@@ -37,7 +37,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 run() { if [ "$np" = 1 ]; then "$@"; else mpirun -np "$np" --oversubscribe "$@"; fi; }
 read -r first stop_at iters <<<"${CHECKPOINT_RESUME_ITERS:-10 5 10}"
 "$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix "$work/text" --append-eod >/dev/null 2>&1
-# 40 documents of 50 numbers: about 9,000 byte tokens
+# 40 documents of 50 numbers: 8,893 byte tokens
 seq 1 2000 | paste -d' ' - - - - - - - - - - | awk '{ print } NR % 5 == 0 { print "" }' >"$work/large.txt"
 "$mcc" data preprocess --input "$work/large.txt" --output-prefix "$work/large" --append-eod >/dev/null 2>&1
 case ${CHECKPOINT_DATA:-numerics} in
@@ -75,11 +75,12 @@ if [[ " ${run_flags[*]} " == *" --async-save "* ]]; then
     { echo "FAIL: the save at the run's end was not committed at exit"; cat "$work/a.log"; exit 1; }
   echo 5 >"$work/ck/latest_checkpointed_iteration.txt"
 elif [ "${CHECKPOINT_RESUME_STOP:-}" = signal ]; then
-  # every rank signalled, as a scheduler's preemption does; rank 0 logs for all
+  # every rank signalled, as a scheduler's preemption does, once rank 0 wrote iteration 3's
+  # metrics record (written whole when made: its log reaches mpirun's output later)
   run "$work/train" "${flags[@]}" --train-iters "$iters" "${run_flags[@]}" --save "$work/ck" --exit-signal-handler \
-    --dump-dir "$work/a" >"$work/a.log" 2>&1 &
+    --metrics-file "$work/a.jsonl" --dump-dir "$work/a" >"$work/a.log" 2>&1 &
   pid=$!
-  for _ in $(seq 1000); do grep -q "iteration  *3/" "$work/a.log" && break; sleep 0.01; done
+  for _ in $(seq 1000); do grep -q '"iteration": *3[,}]' "$work/a.jsonl" 2>/dev/null && break; sleep 0.01; done
   for p in /proc/[0-9]*; do
     [ "$(readlink "$p/exe" 2>/dev/null)" = "$work/train" ] && kill -TERM "${p#/proc/}" 2>/dev/null || true
   done

@@ -11,7 +11,9 @@
 set -euo pipefail
 mcc=$1; model=$2; ngpu=${3:-1}; shift $(( $# >= 3 ? 3 : 2 ))
 spec=()
-if printf '%s\n' "$@" | grep -qx -- --; then
+sep=0 # a loop, not printf | grep -q: under pipefail printf's SIGPIPE fails at random
+for a in "$@"; do [ "$a" = -- ] && sep=1; done
+if [ $sep = 1 ]; then
   while [ "$1" != -- ]; do spec+=("$1"); shift; done
   shift
 fi

@@ -17,7 +17,9 @@
 set -euo pipefail
 mcc=$1; model=$2; np=$3; shift 3
 spec=()
-if printf '%s\n' "$@" | grep -qx -- --; then
+sep=0 # a loop, not printf | grep -q: under pipefail printf's SIGPIPE made the test fail at random
+for a in "$@"; do [ "$a" = -- ] && sep=1; done
+if [ $sep = 1 ]; then
   while [ "$1" != -- ]; do spec+=("$1"); shift; done
   shift
 fi

@@ -140,6 +140,11 @@ static const op_case cases[] = {
      {TEN('x', 2, 600, 768), TEN('x', 1, 768)}},
     {"rope", "[2,67,3,64]", {10000, 0}, 1, 1, {TEN('x', 4, 2, 67, 3, 64)}, {TEN('x', 4, 2, 67, 3, 64)}},
     {"rope", "[1,2048,2,128] inverse", {500000, 1}, 1, 1, {TEN('x', 4, 1, 2048, 2, 128)}, {TEN('x', 4, 1, 2048, 2, 128)}},
+    /* LLaMA 3.1's scaling (factor 8: ir_rope_freq's three bands), forward and inverse, under cp */
+    {"rope", "[1,8192,1,128] llama3 scaling 8", {500000, 0, 0, 0, 8}, 1, 1, {TEN('x', 4, 1, 8192, 1, 128)},
+     {TEN('x', 4, 1, 8192, 1, 128)}},
+    {"rope", "[2,64,2,64] llama3 scaling 32 inverse cp 2 rank 1", {500000, 1, 2, 1, 32}, 1, 1,
+     {TEN('x', 4, 2, 64, 2, 64)}, {TEN('x', 4, 2, 64, 2, 64)}},
     /* context parallelism: rank 1 of 4's balanced chunks (positions 16.. and 80..: ir_cp_position) */
     {"rope", "[2,32,3,64] cp 4 rank 1", {10000, 0, 4, 1}, 1, 1, {TEN('x', 4, 2, 32, 3, 64)}, {TEN('x', 4, 2, 32, 3, 64)}},
     {"cross_entropy", "[3,37,50257]", {0}, 2, 1, {TEN('x', 3, 3, 37, 50257), IDS(50257, 2, 3, 37)}, {F32_SCALAR}},
