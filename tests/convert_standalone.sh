@@ -10,7 +10,7 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 fail() { echo "FAIL: $*"; exit 1; }
 needed=$(readelf -d "$conv" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
-if echo "$needed" | grep -qiE "llvm|nvrtc|cuda|pcre"; then fail "mcc-convert needs $needed"; fi
+if grep -qiE "llvm|nvrtc|cuda|pcre" <<<"$needed"; then fail "mcc-convert needs $needed"; fi
 spec="$root/models/tiny-llama.json"
 "$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix "$work/text" --append-eod >/dev/null 2>&1
 "$mcc" compile "$spec" --target cpu -o "$work/train" 2>"$work/c.log" || { cat "$work/c.log"; exit 1; }
