@@ -226,6 +226,9 @@ static char *cli_read_file(const char *path, char *err, size_t errlen)
     return t;
 }
 
+/* Whether argv[i] names a file of arguments: "@FILE" after the program's name. */
+static bool cli_is_file_arg(int i, const char *arg) { return i > 0 && arg[0] == '@' && arg[1]; }
+
 char **cli_expand_files(int argc, char **argv, int *argc_out, char *err, size_t errlen)
 {
     cli_words w = {0};
@@ -233,7 +236,7 @@ char **cli_expand_files(int argc, char **argv, int *argc_out, char *err, size_t 
     bool ok = from != NULL;
     for (int i = 0; ok && i < argc; i++) {
         from[i] = w.n;
-        if (i == 0 || argv[i][0] != '@' || !argv[i][1]) {
+        if (!cli_is_file_arg(i, argv[i])) {
             w.n++; /* the argument itself, which keeps its own text */
             continue;
         }
@@ -247,7 +250,7 @@ char **cli_expand_files(int argc, char **argv, int *argc_out, char *err, size_t 
         char *text = (char *)(args + w.n + 1), *word = text;
         memcpy(text, w.text ? w.text : "", w.len);
         for (int i = 0, k = 0; i < argc; i++) {
-            if (from[i + 1] - from[i] == 1 && (i == 0 || argv[i][0] != '@' || !argv[i][1])) {
+            if (!cli_is_file_arg(i, argv[i])) {
                 args[k++] = argv[i];
                 continue;
             }

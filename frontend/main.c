@@ -124,7 +124,7 @@ static void unknown_flag(const char *flag, char *err, size_t errlen)
     int n = 0;
     for (int i = 0; i < NOPTIONS; i++)
         names[n++] = cli_options[i].flag;
-    for (int i = 0; i < NRUN_FLAGS && n < 32; i++)
+    for (int i = 0; i < NRUN_FLAGS; i++) /* NOPTIONS + NRUN_FLAGS within mcc_spec_flag_near's 64 extra */
         names[n++] = run_flags[i].flag;
     names[n] = NULL;
     const char *near = mcc_spec_flag_near(flag, names);

@@ -218,6 +218,7 @@ static const mcc_megatron_flag megatron_flags[] = {
     UNUSED("--master_port", 1, NULL, TORCHRUN_OWN),
 };
 enum { NMEGATRON = sizeof megatron_flags / sizeof megatron_flags[0] };
+_Static_assert((int)NMEGATRON <= (int)MCC_MEGATRON_MAX, "raise MCC_MEGATRON_MAX: mcc_spec_flag_near sizes its list by it");
 
 const mcc_megatron_flag *mcc_megatron_find(const char *flag)
 {

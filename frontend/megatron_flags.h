@@ -28,6 +28,8 @@ typedef struct {
     const char *why;         /* the note on stderr, or the refusal's reason */
 } mcc_megatron_flag;
 
+enum { MCC_MEGATRON_MAX = 256 }; /* rows the table may hold (megatron_flags.c asserts it) */
+
 /* The row of flag ("--moe-grouped-gemm"; torchrun's "--nproc_per_node" also as "--nproc-per-node"),
  * or NULL. */
 const mcc_megatron_flag *mcc_megatron_find(const char *flag);

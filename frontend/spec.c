@@ -1608,9 +1608,9 @@ void mcc_spec_print_help(FILE *out)
 
 const char *mcc_spec_flag_near(const char *flag, const char *const *extra)
 {
-    enum { MAX_EXTRA = 32 };
+    enum { MAX_EXTRA = 64 };
     static char field_flags[2 * SPEC_NFIELDS][64]; /* the returned name may point here */
-    static const char *names[2 * SPEC_NFIELDS + 256 + MAX_EXTRA];
+    static const char *names[2 * SPEC_NFIELDS + MCC_MEGATRON_MAX + MAX_EXTRA];
     int n = 0, nf = 0;
     for (int i = 0; i < SPEC_NFIELDS; i++) {
         spec_flag_name(&spec_fields[i], field_flags[nf], sizeof field_flags[nf]);
@@ -1620,7 +1620,7 @@ const char *mcc_spec_flag_near(const char *flag, const char *const *extra)
             names[n++] = field_flags[nf++];
         }
     }
-    for (int i = 0; i < mcc_megatron_count() && i < 256; i++) names[n++] = mcc_megatron_at(i)->flag;
+    for (int i = 0; i < mcc_megatron_count(); i++) names[n++] = mcc_megatron_at(i)->flag;
     for (int i = 0; extra && extra[i] && i < MAX_EXTRA; i++) names[n++] = extra[i];
     return cli_closest(flag, names, n);
 }
