@@ -1,6 +1,8 @@
 /* convert.c — `mcc convert`: an mcc checkpoint to a Hugging Face model directory (config.json and
  * model.safetensors, sharded with model.safetensors.index.json above --max-shard-size) and back,
- * for GPT2LMHeadModel, LlamaForCausalLM and MixtralForCausalLM.
+ * for GPT2LMHeadModel and LLaMA's family: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM
+ * (q, k, v biases: add_qkv_bias), Qwen3ForCausalLM (each head's q and k normalised: qk_layernorm;
+ * its own head_dim: kv_channels), and the MoE ones MixtralForCausalLM and Qwen3MoeForCausalLM.
  *
  * One table per architecture maps mcc's parameter names (frontend/model.c) to transformers'. A
  * rule's HF tensor is its mcc tensors' rows stacked in order (GPT-2's c_attn: q, k, v), cut to the
@@ -8,9 +10,14 @@
  * Conv1D keeps weights [in, out] against mcc's [out, in]. One copy routine walks that map in both
  * directions, so export and import cannot disagree. mcc's rope is rotate-half (runtime/cpu_kernels.c:
  * dimension i turns with i + D/2), as transformers' LLaMA, so q and k need no permutation.
+ * The LLaMA family shares one layer table (a row whose mcc tensor the model has not, a bias or a
+ * q/k norm, is no tensor of the export); each architecture says which of mcc's models it computes
+ * (cv_archs[].why_not), so a model is exported only as one that computes its function.
  * Mixtral is LLaMA's attention with an MoE layer in every layer: its router (block_sparse_moe.gate)
  * is mcc's, and each expert's w1 / w3 / w2 ([out, in], torch.nn.Linear's) is one slice of mcc's
  * experts.gate / up / down [E, out, in] (the silu one is w1, as the dense MLP's gate_proj).
+ * Qwen3-MoE names them mlp.gate (the router) and mlp.experts.N.gate_proj / up_proj / down_proj, and
+ * its dense layers (mlp_only_layers) are LLaMA's MLP.
  *
  * The checkpoint's manifest records the model's function (ir/config.def's IR_CFG_MODEL keys: norm
  * epsilon, rope base and scaling, heads, the tokenizer's vocabulary before padding, ...): --to hf
@@ -35,9 +42,7 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef enum { CV_GPT2, CV_LLAMA, CV_MIXTRAL, CV_NUM_ARCHS } cv_arch;
-static const char *const cv_arch_names[CV_NUM_ARCHS] = {"GPT2LMHeadModel", "LlamaForCausalLM", "MixtralForCausalLM"};
-static const char *const cv_model_types[CV_NUM_ARCHS] = {"gpt2", "llama", "mixtral"};
+typedef enum { CV_GPT2, CV_LLAMA, CV_MISTRAL, CV_QWEN2, CV_QWEN3, CV_MIXTRAL, CV_QWEN3_MOE, CV_NUM_ARCHS } cv_arch;
 
 /* --- the name map ---------------------------------------------------------------------------- */
 
@@ -77,6 +82,8 @@ static const cv_entry llama_model[] = {
     {"model.norm.weight", {"final_norm.weight"}, 0},
     {"lm_head.weight", {"output.weight"}, CV_VOCAB},
 };
+/* the LLaMA family's layer: biases (LLaMA's attention_bias / mlp_bias, Qwen2's q, k, v) and Qwen3's
+ * q_norm / k_norm where the model has them; an MoE layer has no dense MLP */
 static const cv_entry llama_layer[] = {
     {"input_layernorm.weight", {"input_norm.weight"}, 0},
     {"self_attn.q_proj.weight", {"attention.q.weight"}, 0},
@@ -87,6 +94,8 @@ static const cv_entry llama_layer[] = {
     {"self_attn.v_proj.bias", {"attention.v.bias"}, 0},
     {"self_attn.o_proj.weight", {"attention.out.weight"}, 0},
     {"self_attn.o_proj.bias", {"attention.out.bias"}, 0},
+    {"self_attn.q_norm.weight", {"attention.q_norm.weight"}, 0},
+    {"self_attn.k_norm.weight", {"attention.k_norm.weight"}, 0},
     {"post_attention_layernorm.weight", {"post_attention_norm.weight"}, 0},
     {"mlp.gate_proj.weight", {"mlp.gate.weight"}, 0},
     {"mlp.gate_proj.bias", {"mlp.gate.bias"}, 0},
@@ -95,27 +104,66 @@ static const cv_entry llama_layer[] = {
     {"mlp.down_proj.weight", {"mlp.down.weight"}, 0},
     {"mlp.down_proj.bias", {"mlp.down.bias"}, 0},
 };
-/* Mixtral's layer: LLaMA's rows (its MLP rows find no dense MLP in an MoE layer) and these */
 static const cv_entry mixtral_moe[] = {
     {"block_sparse_moe.gate.weight", {"mlp.router.weight"}, 0},
     {"w1.weight", {"mlp.experts.gate.weight"}, CV_EXPERTS},
     {"w2.weight", {"mlp.experts.down.weight"}, CV_EXPERTS},
     {"w3.weight", {"mlp.experts.up.weight"}, CV_EXPERTS},
 };
+static const cv_entry qwen_moe[] = {
+    {"mlp.gate.weight", {"mlp.router.weight"}, 0},
+    {"gate_proj.weight", {"mlp.experts.gate.weight"}, CV_EXPERTS},
+    {"up_proj.weight", {"mlp.experts.up.weight"}, CV_EXPERTS},
+    {"down_proj.weight", {"mlp.experts.down.weight"}, CV_EXPERTS},
+};
+
+static const char *gpt2_why_not(const mcc_spec *s);
+static const char *llama_why_not(const mcc_spec *s);
+static const char *mistral_why_not(const mcc_spec *s);
+static const char *qwen2_why_not(const mcc_spec *s);
+static const char *qwen3_why_not(const mcc_spec *s);
+static const char *mixtral_why_not(const mcc_spec *s);
+static const char *qwen3_moe_why_not(const mcc_spec *s);
+
+/* Each architecture: its names, its tables, and why_not: why it does not compute the function of
+ * spec s (NULL: it does). */
 static const struct {
+    const char *name, *model_type;
     const cv_entry *model, *layer, *moe;
     int nmodel, nlayer, nmoe;
     const char *hf_layer, *hf_expert;  /* HF's layer prefix, an expert's prefix after it */
     const char *ignored[3];            /* suffixes of buffers no weight holds */
-} cv_tables[CV_NUM_ARCHS] = {
+    const char *(*why_not)(const mcc_spec *s);
+} cv_archs[CV_NUM_ARCHS] = {
 #define CV_N(a) ((int)(sizeof a / sizeof a[0]))
-    {gpt2_model, gpt2_layer, NULL, CV_N(gpt2_model), CV_N(gpt2_layer), 0, "transformer.h.%d.", NULL,
-     {".attn.bias", ".attn.masked_bias", NULL}},
-    {llama_model, llama_layer, NULL, CV_N(llama_model), CV_N(llama_layer), 0, "model.layers.%d.", NULL,
-     {".rotary_emb.inv_freq", NULL}},
-    {llama_model, llama_layer, mixtral_moe, CV_N(llama_model), CV_N(llama_layer), CV_N(mixtral_moe), "model.layers.%d.",
-     "block_sparse_moe.experts.%d.", {".rotary_emb.inv_freq", NULL}},
+#define CV_LLAMA_ROPE {".rotary_emb.inv_freq", NULL}
+    [CV_GPT2] = {"GPT2LMHeadModel", "gpt2", gpt2_model, gpt2_layer, NULL, CV_N(gpt2_model), CV_N(gpt2_layer), 0,
+                 "transformer.h.%d.", NULL, {".attn.bias", ".attn.masked_bias", NULL}, gpt2_why_not},
+    [CV_LLAMA] = {"LlamaForCausalLM", "llama", llama_model, llama_layer, NULL, CV_N(llama_model), CV_N(llama_layer), 0,
+                  "model.layers.%d.", NULL, CV_LLAMA_ROPE, llama_why_not},
+    [CV_MISTRAL] = {"MistralForCausalLM", "mistral", llama_model, llama_layer, NULL, CV_N(llama_model),
+                    CV_N(llama_layer), 0, "model.layers.%d.", NULL, CV_LLAMA_ROPE, mistral_why_not},
+    [CV_QWEN2] = {"Qwen2ForCausalLM", "qwen2", llama_model, llama_layer, NULL, CV_N(llama_model), CV_N(llama_layer), 0,
+                  "model.layers.%d.", NULL, CV_LLAMA_ROPE, qwen2_why_not},
+    [CV_QWEN3] = {"Qwen3ForCausalLM", "qwen3", llama_model, llama_layer, NULL, CV_N(llama_model), CV_N(llama_layer), 0,
+                  "model.layers.%d.", NULL, CV_LLAMA_ROPE, qwen3_why_not},
+    [CV_MIXTRAL] = {"MixtralForCausalLM", "mixtral", llama_model, llama_layer, mixtral_moe, CV_N(llama_model),
+                    CV_N(llama_layer), CV_N(mixtral_moe), "model.layers.%d.", "block_sparse_moe.experts.%d.",
+                    CV_LLAMA_ROPE, mixtral_why_not},
+    [CV_QWEN3_MOE] = {"Qwen3MoeForCausalLM", "qwen3_moe", llama_model, llama_layer, qwen_moe, CV_N(llama_model),
+                      CV_N(llama_layer), CV_N(qwen_moe), "model.layers.%d.", "mlp.experts.%d.", CV_LLAMA_ROPE,
+                      qwen3_moe_why_not},
+#undef CV_LLAMA_ROPE
 #undef CV_N
+};
+
+/* Architectures transformers has and mcc knows it cannot compute, each refused with its reason. */
+static const struct {
+    const char *name, *model_type, *why;
+} cv_refused[] = {
+    {"Qwen2MoeForCausalLM", "qwen2_moe", "its shared expert's sigmoid gate (shared_expert_gate) is not built"},
+    {"DeepseekV3ForCausalLM", "deepseek_v3", "multi-latent attention and group-limited routing are not built"},
+    {"DeepseekV2ForCausalLM", "deepseek_v2", "multi-latent attention is not built"},
 };
 
 /* The most tensors a model converts with (the largest HF models have ~10^5: DeepSeek-V3's 61 layers of
@@ -172,9 +220,9 @@ static bool add_rule(cv_model *cm, const cv_entry *e, int layer, int expert, cha
 {
     cv_rule r = {.flags = e->flags, .expert = expert};
     if (layer >= 0) {
-        int k = snprintf(r.hf, sizeof r.hf, cv_tables[cm->arch].hf_layer, layer);
+        int k = snprintf(r.hf, sizeof r.hf, cv_archs[cm->arch].hf_layer, layer);
         if (e->flags & CV_EXPERTS)
-            k += snprintf(r.hf + k, sizeof r.hf - k, cv_tables[cm->arch].hf_expert, expert);
+            k += snprintf(r.hf + k, sizeof r.hf - k, cv_archs[cm->arch].hf_expert, expert);
         snprintf(r.hf + k, sizeof r.hf - k, "%s", e->hf);
     } else {
         snprintf(r.hf, sizeof r.hf, "%s", e->hf);
@@ -190,58 +238,172 @@ static bool add_rule(cv_model *cm, const cv_entry *e, int layer, int expert, cha
             return true; /* the model has no such tensor (a bias of a model without biases) */
         if (r.g[r.nmcc] < 0)
             return ck_fail(err, errlen, "%s: the model has %s but not %s, which frontend/convert.c's table stacks "
-                                        "with it", cv_arch_names[cm->arch], cm->m->globals[r.g[0]].name, name);
+                                        "with it", cv_archs[cm->arch].name, cm->m->globals[r.g[0]].name, name);
     }
     r.hf_type = hf_type_of(cm, &r);
     cm->r[cm->n++] = r;
     return true;
 }
 
-/* Why spec s has no Hugging Face architecture mcc maps to, or NULL: GPT2LMHeadModel is LayerNorm,
- * learned positions, GELU, biases, tied embeddings and no grouped-query attention; LlamaForCausalLM
- * RMSNorm, rope and SwiGLU; MixtralForCausalLM LLaMA with experts: an MoE layer in every layer, no
- * shared expert, no biases, and transformers' router (the softmax of all the logits, its top k
- * renormalised: Megatron's top k of the logits, softmaxed, unscaled). */
-static const char *arch_of_spec(const mcc_spec *s, cv_arch *arch)
+/* --- which architectures compute a model -------------------------------------------------------- */
+
+/* GPT2LMHeadModel: LayerNorm, learned positions, GELU, biases, tied embeddings, no grouped-query
+ * attention, heads that split hidden_size. */
+static const char *gpt2_why_not(const mcc_spec *s)
 {
-    if (s->normalization == MCC_NORM_LAYERNORM) {
-        *arch = CV_GPT2;
-        if (s->position_embedding_type != MCC_POS_LEARNED)
-            return "a LayerNorm model (GPT2LMHeadModel) has learned positions: position_embedding_type is rope";
-        if (s->activation != MCC_ACT_GELU)
-            return "a LayerNorm model (GPT2LMHeadModel) has a GELU MLP: swiglu is true";
-        if (!s->add_bias_linear)
-            return "GPT2LMHeadModel has biases in every linear layer: add_bias_linear is false";
-        if (s->untie_embeddings_and_output_weights)
-            return "GPT2LMHeadModel ties the output layer to the embedding: untie_embeddings_and_output_weights is true";
-        if (s->num_query_groups != s->num_attention_heads)
-            return "GPT2LMHeadModel has no grouped-query attention: num_query_groups differs from num_attention_heads";
-        return NULL;
-    }
-    *arch = CV_LLAMA;
+    if (s->normalization != MCC_NORM_LAYERNORM)
+        return "GPT2LMHeadModel normalises with LayerNorm: normalization is RMSNorm";
+    if (s->position_embedding_type != MCC_POS_LEARNED)
+        return "a LayerNorm model (GPT2LMHeadModel) has learned positions: position_embedding_type is rope";
+    if (s->activation != MCC_ACT_GELU)
+        return "a LayerNorm model (GPT2LMHeadModel) has a GELU MLP: swiglu is true";
+    if (!s->add_bias_linear)
+        return "GPT2LMHeadModel has biases in every linear layer: add_bias_linear is false";
+    if (s->untie_embeddings_and_output_weights)
+        return "GPT2LMHeadModel ties the output layer to the embedding: untie_embeddings_and_output_weights is true";
+    if (s->num_query_groups != s->num_attention_heads)
+        return "GPT2LMHeadModel has no grouped-query attention: num_query_groups differs from num_attention_heads";
+    if ((long long)s->kv_channels * s->num_attention_heads != s->hidden_size)
+        return "GPT2LMHeadModel's heads split hidden_size: kv_channels is not hidden_size / num_attention_heads";
+    if (s->qk_layernorm)
+        return "GPT2LMHeadModel has no q/k norms: qk_layernorm is true";
+    return s->num_experts ? "GPT2LMHeadModel has no experts: num_experts is set" : NULL;
+}
+
+/* LLaMA's family: RMSNorm, rope, a SwiGLU MLP; dense, or with experts. */
+static const char *llama_family_why_not(const mcc_spec *s, bool moe)
+{
+    if (s->normalization != MCC_NORM_RMSNORM)
+        return "LLaMA's family (Llama, Mistral, Qwen, Mixtral) normalises with RMSNorm: normalization is LayerNorm";
     if (s->position_embedding_type != MCC_POS_ROPE)
         return "an RMSNorm model (LlamaForCausalLM) has rope: position_embedding_type is learned_absolute";
     if (s->activation != MCC_ACT_SWIGLU)
         return "an RMSNorm model (LlamaForCausalLM) has a SwiGLU MLP: swiglu is false";
-    if (s->num_experts == 0)
-        return NULL;
-    *arch = CV_MIXTRAL;
-    for (int l = 0; l < s->num_layers; l++)
-        if (!mcc_spec_moe_layer(s, l))
-            return "MixtralForCausalLM has an MoE layer in every layer: moe_layer_freq makes some dense (set it 1)";
-    if (s->moe_shared_expert_intermediate_size > 0)
-        return "MixtralForCausalLM has no shared expert: moe_shared_expert_intermediate_size is set";
-    if (s->add_bias_linear)
-        return "MixtralForCausalLM has no biases: add_bias_linear is true";
-    if (s->moe_router_score_function != MCC_MOE_SOFTMAX)
-        return "MixtralForCausalLM's router is a softmax: moe_router_score_function is sigmoid";
-    if (s->moe_router_pre_softmax)
-        return "MixtralForCausalLM renormalises its top-k weights: moe_router_pre_softmax is true (set it false)";
-    if (s->moe_router_topk_scaling_factor != 0 && s->moe_router_topk_scaling_factor != 1)
-        return "MixtralForCausalLM does not scale its routing weights: moe_router_topk_scaling_factor is set";
-    if (s->moe_router_enable_expert_bias)
-        return "MixtralForCausalLM's router has no expert bias: moe_router_enable_expert_bias is true";
+    if (!moe && s->num_experts)
+        return "a dense architecture has no experts: num_experts is set (MixtralForCausalLM and Qwen3MoeForCausalLM "
+               "are MoE)";
+    if (moe && !s->num_experts)
+        return "an MoE architecture has experts: num_experts is 0";
     return NULL;
+}
+
+/* LlamaForCausalLM: attention_bias puts biases on q, k, v and o, mlp_bias on the MLP (mcc's
+ * add_bias_linear both); no q/k norms. */
+static const char *llama_why_not(const mcc_spec *s)
+{
+    const char *why = llama_family_why_not(s, false);
+    if (!why && s->qk_layernorm)
+        why = "LlamaForCausalLM has no q/k norms: qk_layernorm is true (Qwen3ForCausalLM has them)";
+    if (!why && s->add_qkv_bias && !s->add_bias_linear)
+        why = "LlamaForCausalLM's attention_bias biases q, k, v and o alike: add_qkv_bias alone is Qwen2ForCausalLM's";
+    return why;
+}
+
+static const char *mistral_why_not(const mcc_spec *s)
+{
+    const char *why = llama_family_why_not(s, false);
+    if (!why && s->qk_layernorm)
+        why = "MistralForCausalLM has no q/k norms: qk_layernorm is true";
+    if (!why && (s->add_bias_linear || s->add_qkv_bias))
+        why = "MistralForCausalLM has no biases: add_bias_linear or add_qkv_bias is true";
+    return why;
+}
+
+static const char *qwen2_why_not(const mcc_spec *s)
+{
+    const char *why = llama_family_why_not(s, false);
+    if (!why && s->qk_layernorm)
+        why = "Qwen2ForCausalLM has no q/k norms: qk_layernorm is true (Qwen3ForCausalLM has them)";
+    if (!why && !(s->add_qkv_bias && !s->add_bias_linear))
+        why = "Qwen2ForCausalLM has biases on q, k and v alone: add_qkv_bias must be true and add_bias_linear false";
+    return why;
+}
+
+/* Qwen3's attention (Qwen3ForCausalLM, Qwen3MoeForCausalLM): each head's q and k normalised, no
+ * biases mcc has (its attention_bias biases q, k, v and o, and never the MLP). */
+static const char *qwen3_attention_why_not(const mcc_spec *s)
+{
+    if (!s->qk_layernorm)
+        return "Qwen3's attention normalises each head's q and k: qk_layernorm is false";
+    if (s->add_bias_linear || s->add_qkv_bias)
+        return "Qwen3's attention_bias biases q, k, v and o and never the MLP, which neither add_bias_linear nor "
+               "add_qkv_bias is";
+    return NULL;
+}
+
+static const char *qwen3_why_not(const mcc_spec *s)
+{
+    const char *why = llama_family_why_not(s, false);
+    return why ? why : qwen3_attention_why_not(s);
+}
+
+/* The router transformers' MoE models compute: the softmax of all the logits and its top k (Mixtral
+ * renormalises them: Megatron's top k of the logits, softmaxed), unscaled, no expert bias; no
+ * shared expert, no biases. */
+static const char *moe_why_not(const mcc_spec *s, const char *arch)
+{
+    static char why[256];
+    const char *what = llama_family_why_not(s, true);
+    if (what)
+        return what;
+    what = s->moe_shared_expert_intermediate_size > 0  ? "has no shared expert: moe_shared_expert_intermediate_size is set"
+           : s->add_bias_linear                        ? "has no biases: add_bias_linear is true"
+           : s->moe_router_score_function != MCC_MOE_SOFTMAX ? "'s router is a softmax: moe_router_score_function is sigmoid"
+           : s->moe_router_topk_scaling_factor != 0 && s->moe_router_topk_scaling_factor != 1
+               ? " does not scale its routing weights: moe_router_topk_scaling_factor is set"
+           : s->moe_router_enable_expert_bias ? "'s router has no expert bias: moe_router_enable_expert_bias is true"
+                                              : NULL;
+    if (!what)
+        return NULL;
+    snprintf(why, sizeof why, "%s%s%s", arch, what[0] == '\'' ? "" : " ", what);
+    return why;
+}
+
+static const char *mixtral_why_not(const mcc_spec *s)
+{
+    const char *why = moe_why_not(s, "MixtralForCausalLM");
+    for (int l = 0; !why && l < s->num_layers; l++)
+        if (!mcc_spec_moe_layer(s, l))
+            why = "MixtralForCausalLM has an MoE layer in every layer: moe_layer_freq makes some dense (set it 1)";
+    if (!why && s->moe_router_pre_softmax)
+        why = "MixtralForCausalLM renormalises its top-k weights: moe_router_pre_softmax is true (set it false)";
+    if (!why && s->qk_layernorm)
+        why = "MixtralForCausalLM has no q/k norms: qk_layernorm is true (Qwen3MoeForCausalLM has them)";
+    if (!why && s->add_qkv_bias)
+        why = "MixtralForCausalLM has no biases: add_qkv_bias is true";
+    return why;
+}
+
+/* Qwen3-MoE: Qwen3's attention; its dense layers (mlp_only_layers) of ffn_hidden_size; its router
+ * renormalises the top k (norm_topk_prob) or not (moe_router_pre_softmax). */
+static const char *qwen3_moe_why_not(const mcc_spec *s)
+{
+    const char *why = moe_why_not(s, "Qwen3MoeForCausalLM");
+    return why ? why : qwen3_attention_why_not(s);
+}
+
+/* The architecture a model exports as by default: GPT-2 for LayerNorm; in LLaMA's family Qwen3's
+ * with q/k norms, Qwen2's with q, k, v biases alone, else LLaMA's (Mistral's is LLaMA's function:
+ * --architecture MistralForCausalLM names it); Mixtral or Qwen3-MoE with experts. */
+static cv_arch default_arch(const mcc_spec *s)
+{
+    if (s->normalization == MCC_NORM_LAYERNORM)
+        return CV_GPT2;
+    if (s->num_experts > 0)
+        return s->qk_layernorm ? CV_QWEN3_MOE : CV_MIXTRAL;
+    if (s->qk_layernorm)
+        return CV_QWEN3;
+    return s->add_qkv_bias && !s->add_bias_linear ? CV_QWEN2 : CV_LLAMA;
+}
+
+/* The names of the architectures mcc converts, for messages. */
+static const char *arch_list(void)
+{
+    static char list[512];
+    int k = 0;
+    for (int a = 0; a < CV_NUM_ARCHS; a++)
+        k += snprintf(list + k, sizeof list - (size_t)k, "%s%s", a ? ", " : "", cv_archs[a].name);
+    return list;
 }
 
 static void model_free(cv_model *cm)
@@ -250,14 +412,18 @@ static void model_free(cv_model *cm)
     free(cm->r);
 }
 
-/* The rules of spec s's model, every parameter of it in exactly one (false: nothing to free). */
-static bool rules_of(const mcc_spec *s, const char *spec_path, cv_model *cm, char *err, size_t errlen)
+/* The rules of spec s's model as architecture arch (CV_NUM_ARCHS: its default_arch), every
+ * parameter of it in exactly one (false: nothing to free). */
+static bool rules_of(const mcc_spec *s, const char *spec_path, cv_arch arch, cv_model *cm, char *err, size_t errlen)
 {
-    const char *why = arch_of_spec(s, &cm->arch);
+    cm->arch = arch == CV_NUM_ARCHS ? default_arch(s) : arch;
+    const char *why = cv_archs[cm->arch].why_not(s);
+    if (why && arch == CV_NUM_ARCHS)
+        return ck_fail(err, errlen, "%s: no Hugging Face architecture fits: %s (mcc converts %s)", spec_path, why,
+                       arch_list());
     if (why)
-        return ck_fail(err, errlen, "%s: no Hugging Face architecture fits: %s (mcc converts GPT2LMHeadModel, "
-                                    "LlamaForCausalLM and MixtralForCausalLM)", spec_path, why);
-    int nlayer = cv_tables[cm->arch].nlayer, nmoe = cv_tables[cm->arch].nmoe, nmodel = cv_tables[cm->arch].nmodel;
+        return ck_fail(err, errlen, "%s: %s does not compute this model: %s", spec_path, cv_archs[arch].name, why);
+    int nlayer = cv_archs[cm->arch].nlayer, nmoe = cv_archs[cm->arch].nmoe, nmodel = cv_archs[cm->arch].nmodel;
     long long nrules = nmodel + ((long long)nlayer + (long long)nmoe * s->num_experts) * s->num_layers;
     if (nrules > CV_MAX_TENSORS) /* a rule a tensor: refused before a table of that size is made */
         return ck_fail(err, errlen, "%s: the model has %lld tensors in Hugging Face's naming (num_layers x num_experts "
@@ -267,14 +433,14 @@ static bool rules_of(const mcc_spec *s, const char *spec_path, cv_model *cm, cha
     cm->r = calloc((size_t)nrules, sizeof *cm->r);
     cm->n = 0;
     for (int i = 0; i < nmodel; i++)
-        if (!add_rule(cm, &cv_tables[cm->arch].model[i], -1, 0, err, errlen))
+        if (!add_rule(cm, &cv_archs[cm->arch].model[i], -1, 0, err, errlen))
             return false;
     for (int l = 0; l < s->num_layers; l++) {
         for (int i = 0; i < nlayer; i++)
-            if (!add_rule(cm, &cv_tables[cm->arch].layer[i], l, 0, err, errlen))
+            if (!add_rule(cm, &cv_archs[cm->arch].layer[i], l, 0, err, errlen))
                 return false;
         for (int i = 0; i < nmoe; i++) {
-            const cv_entry *e = &cv_tables[cm->arch].moe[i];
+            const cv_entry *e = &cv_archs[cm->arch].moe[i];
             for (int x = 0; x < (e->flags & CV_EXPERTS ? s->num_experts : 1); x++)
                 if (!add_rule(cm, e, l, x, err, errlen))
                     return false;
@@ -290,15 +456,15 @@ static bool rules_of(const mcc_spec *s, const char *spec_path, cv_model *cm, cha
     for (int g = 0; ok && g < cm->m->nglobals; g++)
         if (cm->m->globals[g].kind == IR_GLOBAL_PARAM && uses[g] != 1)
             ok = ck_fail(err, errlen, "%s: parameter %s has no %s name in frontend/convert.c's table", spec_path,
-                         cm->m->globals[g].name, cv_arch_names[cm->arch]);
+                         cm->m->globals[g].name, cv_archs[cm->arch].name);
     free(uses);
     return ok;
 }
 
-static bool model_of(const mcc_spec *s, const char *spec_path, cv_model *cm, char *err, size_t errlen)
+static bool model_of(const mcc_spec *s, const char *spec_path, cv_arch arch, cv_model *cm, char *err, size_t errlen)
 {
     *cm = (cv_model){0};
-    bool ok = rules_of(s, spec_path, cm, err, errlen);
+    bool ok = rules_of(s, spec_path, arch, cm, err, errlen);
     if (!ok)
         model_free(cm);
     return ok;
@@ -341,12 +507,52 @@ static void cv_copy(const cv_model *cm, const cv_rule *r, uint32_t *const *mcc, 
 
 /* --- config.json ---------------------------------------------------------------------------- */
 
+/* The keys one architecture of LLaMA's family adds: biases, the sliding window it does not use
+ * (mcc's attention sees every earlier position), the MoE block's. */
+static void config_family_json(const cv_model *cm, json_t *c)
+{
+    const mcc_spec *s = cm->s;
+    bool qwen = cm->arch == CV_QWEN2 || cm->arch == CV_QWEN3 || cm->arch == CV_QWEN3_MOE;
+    if (cm->arch == CV_LLAMA) {
+        json_object_set_new(c, "attention_bias", json_boolean(s->add_bias_linear));
+        json_object_set_new(c, "mlp_bias", json_boolean(s->add_bias_linear));
+    }
+    if (cm->arch == CV_QWEN3 || cm->arch == CV_QWEN3_MOE)
+        json_object_set_new(c, "attention_bias", json_false());
+    if (qwen) { /* max_window_layers: the layers a sliding window would leave whole, all of them */
+        json_object_set_new(c, "use_sliding_window", json_false());
+        json_object_set_new(c, "max_window_layers", json_integer(s->num_layers));
+    }
+    if (cm->arch != CV_LLAMA)
+        json_object_set_new(c, "sliding_window", json_null());
+    if (cm->arch == CV_MIXTRAL) { /* output_router_logits: transformers' switch for the aux loss, off in its files */
+        json_object_set_new(c, "num_local_experts", json_integer(s->num_experts));
+        json_object_set_new(c, "router_jitter_noise", json_real(0));
+    }
+    if (cm->arch == CV_QWEN3_MOE) {
+        json_t *dense = json_array();
+        for (int l = 0; l < s->num_layers; l++)
+            if (!mcc_spec_moe_layer(s, l))
+                json_array_append_new(dense, json_integer(l));
+        json_object_set_new(c, "num_experts", json_integer(s->num_experts));
+        json_object_set_new(c, "moe_intermediate_size", json_integer(s->moe_ffn_hidden_size));
+        json_object_set_new(c, "decoder_sparse_step", json_integer(1));
+        json_object_set_new(c, "mlp_only_layers", dense);
+        json_object_set_new(c, "norm_topk_prob", json_boolean(!s->moe_router_pre_softmax));
+    }
+    if (s->num_experts) {
+        json_object_set_new(c, "num_experts_per_tok", json_integer(s->moe_router_topk));
+        json_object_set_new(c, "router_aux_loss_coef", json_real(s->moe_aux_loss_coeff));
+        json_object_set_new(c, "output_router_logits", json_false());
+    }
+}
+
 static json_t *config_json(const cv_model *cm)
 {
     const mcc_spec *s = cm->s;
     json_t *c = json_object();
-    json_object_set_new(c, "architectures", json_pack("[s]", cv_arch_names[cm->arch]));
-    json_object_set_new(c, "model_type", json_string(cv_model_types[cm->arch]));
+    json_object_set_new(c, "architectures", json_pack("[s]", cv_archs[cm->arch].name));
+    json_object_set_new(c, "model_type", json_string(cv_archs[cm->arch].model_type));
     json_object_set_new(c, "vocab_size", json_integer(s->vocab_size));
     if (cm->arch == CV_GPT2) {
         json_object_set_new(c, "n_embd", json_integer(s->hidden_size));
@@ -379,18 +585,7 @@ static json_t *config_json(const cv_model *cm)
                                                  "original_max_position_embeddings", (json_int_t)IR_ROPE_ORIGINAL_CONTEXT)
                                                                    : json_null());
         json_object_set_new(c, "attention_dropout", json_real(s->attention_dropout));
-    }
-    if (cm->arch == CV_LLAMA) {
-        json_object_set_new(c, "attention_bias", json_boolean(s->add_bias_linear));
-        json_object_set_new(c, "mlp_bias", json_boolean(s->add_bias_linear));
-    }
-    if (cm->arch == CV_MIXTRAL) { /* output_router_logits: transformers' switch for the aux loss, off in its files */
-        json_object_set_new(c, "num_local_experts", json_integer(s->num_experts));
-        json_object_set_new(c, "num_experts_per_tok", json_integer(s->moe_router_topk));
-        json_object_set_new(c, "router_aux_loss_coef", json_real(s->moe_aux_loss_coeff));
-        json_object_set_new(c, "output_router_logits", json_false());
-        json_object_set_new(c, "router_jitter_noise", json_real(0));
-        json_object_set_new(c, "sliding_window", json_null());
+        config_family_json(cm, c);
     }
     json_object_set_new(c, "tie_word_embeddings", json_boolean(!s->untie_embeddings_and_output_weights));
     json_object_set_new(c, "initializer_range", json_real(s->init_method_std));
@@ -461,50 +656,107 @@ static bool config_arch(cv_config *k, cv_arch *arch)
                        : json_is_string(t)                                      ? json_string_value(t)
                                                                                 : NULL;
     for (int i = 0; name && i < CV_NUM_ARCHS; i++)
-        if (!strcmp(name, cv_arch_names[i]) || !strcmp(name, cv_model_types[i]))
+        if (!strcmp(name, cv_archs[i].name) || !strcmp(name, cv_archs[i].model_type))
             return *arch = (cv_arch)i, true;
-    return ck_fail(k->err, k->errlen, "%s: architecture %s%s%s: mcc converts %s, %s and %s (\"architectures\": [\"...\"] "
-                                      "or \"model_type\" gpt2 / llama / mixtral)", k->path, name ? "\"" : "",
-                   name ? name : "not named", name ? "\" is not one mcc knows" : "", cv_arch_names[CV_GPT2],
-                   cv_arch_names[CV_LLAMA], cv_arch_names[CV_MIXTRAL]);
+    for (size_t i = 0; name && i < sizeof cv_refused / sizeof cv_refused[0]; i++)
+        if (!strcmp(name, cv_refused[i].name) || !strcmp(name, cv_refused[i].model_type))
+            return ck_fail(k->err, k->errlen, "%s: architecture \"%s\": %s in mcc, which converts %s", k->path, name,
+                           cv_refused[i].why, arch_list());
+    return ck_fail(k->err, k->errlen, "%s: architecture %s%s%s: mcc converts %s (\"architectures\": [\"...\"] or "
+                                      "their \"model_type\")", k->path, name ? "\"" : "", name ? name : "not named",
+                   name ? "\" is not one mcc knows" : "", arch_list());
 }
 
-/* The MoE fields of a MixtralForCausalLM's config.json (intermediate_size F: each expert's MLP), or
- * NULL with the error: its router is the softmax of all the logits with the top k renormalised,
- * which is Megatron's default (the top k of the logits, softmaxed); router_aux_loss_coef is the
- * load-balancing loss's weight (Megatron's Switch loss of each layer, which transformers computes
- * over all layers' tokens at once, and only under output_router_logits). What another MoE model's
- * config adds (a shared expert, another router, jitter, a sliding window) is refused by its key. */
-static json_t *moe_of_config(cv_config *k, long long F)
+/* The MoE fields of a MixtralForCausalLM's or Qwen3MoeForCausalLM's config.json (F: intermediate_size),
+ * or NULL with the error. Their router is the softmax of all the logits and its top k: Mixtral
+ * renormalises them always (Megatron's default, the top k of the logits softmaxed), Qwen3-MoE where
+ * norm_topk_prob says (else moe_router_pre_softmax); router_aux_loss_coef is the load-balancing
+ * loss's weight (Megatron's Switch loss of each layer, which transformers computes over all layers'
+ * tokens at once, and only under output_router_logits). Mixtral's every layer is MoE; Qwen3-MoE's
+ * dense layers are those of mlp_only_layers and those decoder_sparse_step skips, of width F. What
+ * another MoE model's config adds (a shared expert, jitter) is refused by its key. */
+static json_t *moe_of_config(cv_config *k, cv_arch arch, long long F, long long L)
 {
-    long long E, K;
+    bool mixtral = arch == CV_MIXTRAL, renorm = true;
+    long long E, K, EF = F, step = 1;
     double coef, jitter;
-    bool renorm = true;
     static const char *const softmax[] = {"softmax", NULL};
     static const char *const shared_keys[] = {"shared_expert_intermediate_size", "n_shared_experts"};
-    bool ok = cfg_int(k, "num_local_experts", -1, &E) && cfg_int(k, "num_experts_per_tok", 2, &K) &&
-              cfg_num(k, "router_aux_loss_coef", 0.001, true, &coef) && /* MixtralConfig's default */
-              cfg_num(k, "router_jitter_noise", 0, true, &jitter) && cfg_bool(k, "norm_topk_prob", true, &renorm) &&
-              cfg_choice(k, "scoring_func", "softmax", softmax, "MixtralForCausalLM's router is a softmax");
+    char router[96];
+    snprintf(router, sizeof router, "%s's router is a softmax", cv_archs[arch].name);
+    bool ok = cfg_int(k, mixtral ? "num_local_experts" : "num_experts", -1, &E) &&
+              cfg_int(k, "num_experts_per_tok", 2, &K) && (mixtral || cfg_int(k, "moe_intermediate_size", -1, &EF)) &&
+              (mixtral || cfg_int(k, "decoder_sparse_step", 1, &step)) &&
+              cfg_num(k, "router_aux_loss_coef", 0.001, true, &coef) && /* both configs' default */
+              cfg_num(k, "router_jitter_noise", 0, true, &jitter) &&
+              cfg_bool(k, "norm_topk_prob", mixtral, &renorm) && /* Qwen3MoeConfig's default: false */
+              cfg_choice(k, "scoring_func", "softmax", softmax, router);
     for (size_t i = 0; ok && i < sizeof shared_keys / sizeof shared_keys[0]; i++) {
         json_t *v = cfg_get(k, shared_keys[i]);
         if (v && !(json_is_integer(v) && json_integer_value(v) == 0))
-            ok = ck_fail(k->err, k->errlen, "%s: \"%s\" is set: MixtralForCausalLM has no shared expert (a DeepSeek or "
-                                            "Qwen MoE is another architecture, which mcc does not convert)", k->path,
-                         shared_keys[i]);
+            ok = ck_fail(k->err, k->errlen, "%s: \"%s\" is set: %s has no shared expert (a DeepSeek or Qwen2 MoE is "
+                                            "another architecture, which mcc does not convert)", k->path,
+                         shared_keys[i], cv_archs[arch].name);
     }
-    const char *bad = !ok       ? NULL
-                      : jitter   ? "router_jitter_noise\" is not 0: mcc's router adds no noise; set it 0"
-                      : !renorm  ? "norm_topk_prob\" is false: mcc's softmax router renormalises the top-k weights, as Mixtral's"
-                      : cfg_get(k, "sliding_window") ? "sliding_window\" is set: mcc's attention sees every earlier "
-                                                       "position; set it null to import with full attention"
-                                                     : NULL;
+    const char *bad = !ok                 ? NULL
+                      : jitter             ? "router_jitter_noise\" is not 0: mcc's router adds no noise; set it 0"
+                      : mixtral && !renorm ? "norm_topk_prob\" is false: transformers' Mixtral renormalises the top-k "
+                                             "weights whatever it says, as mcc's softmax router does; drop it"
+                                           : NULL;
     if (bad)
         ok = ck_fail(k->err, k->errlen, "%s: \"%s", k->path, bad);
-    return ok ? json_pack("{s:I, s:I, s:I, s:s, s:s, s:f}", "num_experts", E, "moe_ffn_hidden_size", F,
-                          "moe_router_topk", K, "moe_router_score_function", "softmax",
-                          "moe_router_load_balancing_type", "aux_loss", "moe_aux_loss_coeff", coef)
-              : NULL;
+    /* which layers are MoE: all (Mixtral), or those mlp_only_layers leaves sparse every step-th */
+    json_t *only = mixtral ? NULL : cfg_get(k, "mlp_only_layers"), *freq = json_array();
+    if (ok && only && !json_is_array(only))
+        ok = ck_fail(k->err, k->errlen, "%s: \"mlp_only_layers\" must be a list of layer numbers", k->path);
+    size_t i;
+    json_t *v;
+    json_array_foreach(ok ? only : NULL, i, v) if (ok && (!json_is_integer(v) || json_integer_value(v) < 0 ||
+                                                         json_integer_value(v) >= L))
+        ok = ck_fail(k->err, k->errlen, "%s: \"mlp_only_layers\"[%zu] is not a layer of the %lld (0 to %lld)", k->path,
+                     i, L, L - 1);
+    bool all = true;
+    for (long long l = 0; ok && l < L; l++) {
+        bool sparse = (l + 1) % step == 0;
+        json_array_foreach(only, i, v) sparse &= json_integer_value(v) != l;
+        all &= sparse;
+        json_array_append_new(freq, json_integer(sparse));
+    }
+    json_t *out = ok ? json_pack("{s:I, s:I, s:I, s:s, s:b, s:s, s:f, s:o}", "num_experts", E, "moe_ffn_hidden_size", EF,
+                                 "moe_router_topk", K, "moe_router_score_function", "softmax",
+                                 "moe_router_pre_softmax", !renorm, "moe_router_load_balancing_type", "aux_loss",
+                                 "moe_aux_loss_coeff", coef, "moe_layer_freq", all ? json_integer(1) : json_incref(freq))
+                     : NULL;
+    json_decref(freq);
+    return out;
+}
+
+/* The sliding window a config.json names, against mcc's attention, which sees every earlier
+ * position: none (Qwen's use_sliding_window false, Mistral's and Mixtral's sliding_window null), or
+ * one no shorter than the training length *T, which then computes the same (a note says where it
+ * stops doing so); a shorter one is refused. */
+static bool window_of_config(cv_config *k, cv_arch arch, long long T)
+{
+    bool qwen = arch == CV_QWEN2 || arch == CV_QWEN3 || arch == CV_QWEN3_MOE, on = !qwen;
+    if (qwen && !cfg_bool(k, "use_sliding_window", false, &on))
+        return false;
+    json_t *w = on ? cfg_get(k, "sliding_window") : NULL;
+    if (!w)
+        return true;
+    if (qwen)
+        return ck_fail(k->err, k->errlen, "%s: \"use_sliding_window\" is true: mcc's attention sees every earlier "
+                                          "position; set it false to import with full attention", k->path);
+    if (!json_is_integer(w) || json_integer_value(w) <= 0)
+        return ck_fail(k->err, k->errlen, "%s: \"sliding_window\" must be a positive integer or null", k->path);
+    long long W = json_integer_value(w);
+    if (W < T)
+        return ck_fail(k->err, k->errlen, "%s: \"sliding_window\" is set (%lld) and shorter than the training length %lld: "
+                                          "mcc's attention sees every earlier position; set it null to import with full "
+                                          "attention", k->path, W, T);
+    fprintf(stderr, "mcc: note: %s: \"sliding_window\" %lld: mcc's attention sees every earlier position, the same as "
+                    "the window up to %lld tokens (seq_length %lld); a longer --seq-length computes another function\n",
+            k->path, W, W, T);
+    return true;
 }
 
 /* config.json's rope_scaling: LLaMA 3.1's ("rope_type" llama3) with Megatron's constants (ir.h
@@ -575,6 +827,7 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
     } else {
         static const char *const silu[] = {"silu", NULL};
         json_t *scaling = cfg_get(k, "rope_scaling");
+        bool qwen3 = arch == CV_QWEN3 || arch == CV_QWEN3_MOE, moe = arch == CV_MIXTRAL || arch == CV_QWEN3_MOE;
         ok = cfg_int(k, "num_hidden_layers", -1, &L) && cfg_int(k, "hidden_size", -1, &d) &&
              cfg_int(k, "num_attention_heads", -1, &H) && cfg_int(k, "num_key_value_heads", H, &G) &&
              cfg_int(k, "intermediate_size", -1, &F) && cfg_int(k, "max_position_embeddings", -1, &P) &&
@@ -585,29 +838,35 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
              cfg_choice(k, "hidden_act", "silu", silu, "mcc's SwiGLU MLP is silu(gate) * up");
         double factor = 0;
         ok = ok && (!scaling || rope_scaling_of(k, scaling, &factor));
-        if (ok && hd * H != d)
-            ok = ck_fail(k->err, k->errlen, "%s: \"head_dim\" %lld is not hidden_size / num_attention_heads (%lld): mcc's "
-                                            "heads split hidden_size", k->path, hd, d / H);
-        if (ok && abias != mbias)
+        T = P < 4096 ? P : 4096; /* a training length, not the model's reach: --seq-length trains longer */
+        ok = ok && window_of_config(k, arch, T);
+        if (ok && arch == CV_LLAMA && abias != mbias)
             ok = ck_fail(k->err, k->errlen, "%s: \"attention_bias\" and \"mlp_bias\" differ: mcc's add_bias_linear gives "
                                             "every linear layer a bias or none", k->path);
-        if (ok && arch == CV_MIXTRAL && abias)
-            ok = ck_fail(k->err, k->errlen, "%s: \"attention_bias\" is true: MixtralForCausalLM's layers have no biases",
-                         k->path);
-        json_t *moe = ok && arch == CV_MIXTRAL ? moe_of_config(k, F) : NULL;
-        ok = ok && (arch != CV_MIXTRAL || moe);
+        if (ok && arch != CV_LLAMA && abias) /* Qwen3's biases q, k, v and o, never the MLP */
+            ok = ck_fail(k->err, k->errlen, "%s: \"attention_bias\" is true: %s", k->path,
+                         qwen3 ? "Qwen3's attention_bias biases q, k, v and o and never the MLP, which mcc does not "
+                                 "build (add_bias_linear biases the MLP too, add_qkv_bias not o)"
+                               : "this architecture's layers have no biases");
+        json_t *moe_fields = ok && moe ? moe_of_config(k, arch, F, L) : NULL;
+        ok = ok && (!moe || moe_fields);
         if (ok) {
-            T = P < 4096 ? P : 4096; /* a training length, not the model's reach: --seq-length trains longer */
             arch_fields = json_pack("{s:s, s:s, s:f, s:b, s:b, s:b}", "normalization", "RMSNorm",
                                     "position_embedding_type", "rope", "rotary_base", theta, "swiglu", 1,
-                                    "untie_embeddings_and_output_weights", !tied, "add_bias_linear", abias);
+                                    "untie_embeddings_and_output_weights", !tied, "add_bias_linear", abias && mbias);
+            if (hd * H != d) /* its own head width (Qwen3's 128 beside hidden_size 1024 and 16 heads) */
+                json_object_set_new(arch_fields, "kv_channels", json_integer(hd));
+            if (arch == CV_QWEN2) /* q, k and v biased, always */
+                json_object_set_new(arch_fields, "add_qkv_bias", json_true());
+            if (qwen3)
+                json_object_set_new(arch_fields, "qk_layernorm", json_true());
             if (factor > 0)
                 json_object_update_new(arch_fields, json_pack("{s:b, s:f}", "use_rope_scaling", 1, "rope_scaling_factor",
                                                               factor));
-            if (moe)
-                json_object_update(arch_fields, moe);
+            if (moe_fields)
+                json_object_update(arch_fields, moe_fields);
         }
-        json_decref(moe);
+        json_decref(moe_fields);
     }
     if (!ok)
         return NULL;
@@ -811,6 +1070,7 @@ static bool check_checkpoint(const cv_model *cm, const ck_reader *ck, const char
 typedef struct {
     const char *spec;
     long long iteration, max_shard_bytes;
+    cv_arch arch;                   /* --architecture, else CV_NUM_ARCHS: the model's default_arch */
 } to_hf_opts;
 
 /* The checkpoint's model must be the spec's: every key of the model's function the manifest records
@@ -830,7 +1090,7 @@ static bool check_model(const cv_model *cm, const ck_reader *ck, const char *spe
 static bool to_hf(ck_reader *ck, const char *out, const mcc_spec *s, const to_hf_opts *o, char *err, size_t errlen)
 {
     cv_model cm;
-    if (!model_of(s, o->spec, &cm, err, errlen))
+    if (!model_of(s, o->spec, o->arch, &cm, err, errlen))
         return false;
     bool ok = check_model(&cm, ck, o->spec, err, errlen) && os_mkdirs(out, err, errlen);
     int *shard = calloc((size_t)cm.n, sizeof *shard), nshards = ok ? plan_shards(&cm, o->max_shard_bytes, shard) : 0;
@@ -892,7 +1152,7 @@ static bool to_hf(ck_reader *ck, const char *out, const mcc_spec *s, const to_hf
     }
     if (ok)
         fprintf(stderr, "mcc: wrote %s (%s, iteration %lld, %d tensors in %d file%s, vocabulary %d of %lld rows)\n", out,
-                cv_arch_names[cm.arch], (long long)ck->state.iteration, cm.n, nshards, nshards > 1 ? "s" : "",
+                cv_archs[cm.arch].name, (long long)ck->state.iteration, cm.n, nshards, nshards > 1 ? "s" : "",
                 s->vocab_size, (long long)cm.m->globals[ir_global_find(cm.m, "embedding.word")].type.dims[0]);
     json_decref(map);
     free(hf);
@@ -909,9 +1169,9 @@ static bool to_hf(ck_reader *ck, const char *out, const mcc_spec *s, const to_hf
 static bool hf_ignored(const cv_model *cm, const char *name)
 {
     size_t n = strlen(name);
-    for (int i = 0; cv_tables[cm->arch].ignored[i]; i++) {
-        size_t k = strlen(cv_tables[cm->arch].ignored[i]);
-        if (n >= k && !strcmp(name + n - k, cv_tables[cm->arch].ignored[i]))
+    for (int i = 0; cv_archs[cm->arch].ignored[i]; i++) {
+        size_t k = strlen(cv_archs[cm->arch].ignored[i]);
+        if (n >= k && !strcmp(name + n - k, cv_archs[cm->arch].ignored[i]))
             return true;
     }
     return !strcmp(name, "lm_head.weight") && !cm->s->untie_embeddings_and_output_weights;
@@ -948,7 +1208,7 @@ static bool read_hf(const cv_model *cm, const hf_dir *h, const char *dir, uint32
             return ck_fail(err, errlen, "%s: no tensor %s in %s: a %s of config.json's sizes has it; the files are "
                                         "incomplete or of another model", dir, r->hf,
                            h->nfiles == 1 ? h->file_names[0] : "the files model.safetensors.index.json names",
-                           cv_arch_names[cm->arch]);
+                           cv_archs[cm->arch].name);
         const ir_type *t = &h->files[f].t[e].type;
         bool same = t->ndim == r->hf_type.ndim;
         for (int d = 0; same && d < t->ndim; d++)
@@ -982,7 +1242,7 @@ static bool read_hf(const cv_model *cm, const hf_dir *h, const char *dir, uint32
             if (!known)
                 return ck_fail(err, errlen, "%s: tensor %s is not one of a %s of config.json's sizes: the weights and "
                                             "config.json are of different models", h->files[f].path, name,
-                               cv_arch_names[cm->arch]);
+                               cv_archs[cm->arch].name);
         }
     return true;
 }
@@ -1025,7 +1285,7 @@ static bool from_hf(const char *in, const char *ckdir, const char *spec_out, cha
         return ck_fail(err, errlen, "%s: cannot read (%s): a Hugging Face model directory has config.json beside its "
                                     "safetensors (save_pretrained writes both)", path, je.text);
     cv_config k = {path, c, err, errlen};
-    cv_arch arch;
+    cv_arch arch = CV_NUM_ARCHS;
     json_t *spec_json = config_arch(&k, &arch) ? spec_of_config(&k, arch) : NULL;
     json_decref(c);
     if (!spec_json)
@@ -1040,7 +1300,7 @@ static bool from_hf(const char *in, const char *ckdir, const char *spec_out, cha
     if (!ok)
         return false;
     cv_model cm;
-    if (!model_of(&s, spec_out, &cm, err, errlen))
+    if (!model_of(&s, spec_out, arch, &cm, err, errlen))
         return false;
     hf_dir h = {0};
     uint32_t **data = calloc((size_t)cm.m->nglobals, sizeof *data);
@@ -1048,7 +1308,7 @@ static bool from_hf(const char *in, const char *ckdir, const char *spec_out, cha
          write_checkpoint(&cm, ckdir, data, err, errlen);
     if (ok)
         fprintf(stderr, "mcc: wrote %s (iteration 0, weights only) and %s from %s (%s, vocabulary %d padded to %d)\n",
-                ckdir, spec_out, in, cv_arch_names[arch], s.vocab_size, s.padded_vocab_size);
+                ckdir, spec_out, in, cv_archs[arch].name, s.vocab_size, s.padded_vocab_size);
     for (int g = 0; g < cm.m->nglobals; g++)
         free(data[g]);
     free(data);
@@ -1062,7 +1322,7 @@ static bool from_hf(const char *in, const char *ckdir, const char *spec_out, cha
 static void usage(FILE *out)
 {
     fprintf(out, "  mcc convert --to hf CKPT_DIR OUT_DIR [--spec SPEC.json] [--<field> VALUE ...] [--iteration N] "
-                 "[--max-shard-size BYTES]\n  mcc convert --from hf IN_DIR CKPT_DIR [--spec-out SPEC.json]\n"
+                 "[--max-shard-size BYTES] [--architecture NAME]\n  mcc convert --from hf IN_DIR CKPT_DIR [--spec-out SPEC.json]\n"
                  "  (mcc-convert ARGS, linked without the compiler, is mcc convert ARGS)\n");
 }
 
@@ -1128,11 +1388,12 @@ static bool export_spec(const ck_reader *ck, const char *spec, int nflags, char 
                    : mcc_spec_load_fields(n + nflags, argv, s, rest, &nrest, why, sizeof why) ||
                          ck_fail(err, errlen, "%s/manifest.json's model with the flags given: %s", ck->dir, why);
     if (ok && nrest) {
-        static const char *const own[] = {"--spec", "--iteration", "--max-shard-size", NULL};
+        static const char *const own[] = {"--spec", "--iteration", "--max-shard-size", "--architecture", NULL};
         const char *flag = argv[rest[0]], *near = mcc_spec_flag_near(flag, own);
         ok = ck_fail(err, errlen, "unknown flag '%s' for mcc convert --to hf%s%s%s", flag, near ? ": did you mean " : "",
                      near ? near : "",
-                     near ? "?" : " (its own: --spec, --iteration, --max-shard-size; and the spec's fields)");
+                     near ? "?" : " (its own: --spec, --iteration, --max-shard-size, --architecture; and the spec's "
+                                  "fields)");
     }
     free(rest);
     free(argv);
@@ -1140,10 +1401,20 @@ static bool export_spec(const ck_reader *ck, const char *spec, int nflags, char 
     return ok;
 }
 
+/* --architecture NAME: one of cv_archs, by its name or model_type. */
+static bool arch_named(const char *name, cv_arch *arch, char *err, size_t errlen)
+{
+    for (int a = 0; name && a < CV_NUM_ARCHS; a++)
+        if (!strcmp(name, cv_archs[a].name) || !strcmp(name, cv_archs[a].model_type))
+            return *arch = (cv_arch)a, true;
+    return ck_fail(err, errlen, "--architecture %s: mcc converts %s (or their model_type)", name ? name : "needs a name",
+                   arch_list());
+}
+
 static int convert_to_hf(const char *ckdir, const char *out, int argc, char **argv)
 {
     char err[4096];
-    to_hf_opts o = {NULL, -1, 5000000000LL}; /* transformers' default max_shard_size, "5GB" */
+    to_hf_opts o = {NULL, -1, 5000000000LL, CV_NUM_ARCHS}; /* transformers' default max_shard_size, "5GB" */
     char **spec_args = calloc((size_t)argc + 1, sizeof *spec_args);
     int nspec = 0;
     bool ok = true;
@@ -1155,6 +1426,8 @@ static int convert_to_hf(const char *ckdir, const char *out, int argc, char **ar
             ok = cli_parse_int(argv[k], v, 0, LLONG_MAX, &o.iteration, err, sizeof err), k++;
         else if (!strcmp(argv[k], "--max-shard-size"))
             ok = cli_parse_int(argv[k], v, 1, LLONG_MAX, &o.max_shard_bytes, err, sizeof err), k++;
+        else if (!strcmp(argv[k], "--architecture"))
+            ok = arch_named(v, &o.arch, err, sizeof err), k++;
         else
             spec_args[nspec++] = argv[k];
     }

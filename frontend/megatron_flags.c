@@ -83,9 +83,6 @@ static const mcc_megatron_flag megatron_flags[] = {
          "Megatron stores each norm's weight as 1 + w; norms take no weight decay and Adam's step depends only on "
          "the gradient, so w and mcc's 1 + w train alike (only a bf16 copy's rounding near 1 differs)"),
     SAME("--softmax-type", 1, "vanilla", "attention's softmax is the plain one (off-by-one and learnable sinks are not built)"),
-    REFUSED("--qk-layernorm", 0,
-            "a norm on every head's queries and keys before rope (Qwen3, OLMo 2) is not built: drop it for the "
-            "standard attention"),
     REFUSED("--window-size", 1, "sliding-window attention is not built: drop it for full causal attention"),
     REFUSED("--window-attn-skip-freq", 1, "sliding-window attention is not built: drop it for full causal attention"),
     REFUSED("--quick-geglu", 0, "the GLU with x * sigmoid(1.702 x) (gpt-oss) is not built: use --swiglu"),

@@ -38,20 +38,26 @@ static int param1(builder *b, const char *name, int64_t n, ir_init init, ir_plac
     return param(b, name, 1, &n, init, 0, place);
 }
 
-/* y = x W^T (+ bias): W is [out, in] as in torch.nn.Linear and Megatron. Column-parallel splits
- * W's rows and the bias with them; row-parallel W's columns, the bias (added to the complete sum)
- * replicated. */
-static int linear(builder *b, const char *prefix, int x, int64_t in, int64_t out, double std, ir_placement place)
+/* y = x W^T (+ bias where the model has one: add_bias_linear): W is [out, in] as in torch.nn.Linear
+ * and Megatron. Column-parallel splits W's rows and the bias with them; row-parallel W's columns,
+ * the bias (added to the complete sum) replicated. */
+static int linear_with(builder *b, const char *prefix, int x, int64_t in, int64_t out, double std, ir_placement place,
+                       bool has_bias)
 {
     char name[160];
     int64_t wdims[2] = {out, in};
     snprintf(name, sizeof name, "%s.weight", prefix);
     int y = ir_matmul(b->m, b->f, x, param(b, name, 2, wdims, IR_INIT_NORMAL, std, place), false, true);
-    if (!b->s->add_bias_linear)
+    if (!has_bias)
         return y;
     snprintf(name, sizeof name, "%s.bias", prefix);
     ir_placement bias = place == IR_PLACE_COLUMN ? IR_PLACE_COLUMN : IR_PLACE_REPLICATED;
     return ir_op2(b->m, b->f, IR_OP_BIAS_ADD, y, param1(b, name, out, IR_INIT_ZEROS, bias));
+}
+
+static int linear(builder *b, const char *prefix, int x, int64_t in, int64_t out, double std, ir_placement place)
+{
+    return linear_with(b, prefix, x, in, out, std, place, b->s->add_bias_linear);
 }
 
 /* Dropout sites, the second word of the mask's key: 0 the embedding output, then per layer its
@@ -71,10 +77,10 @@ static int dropout(builder *b, int x, double p, int site)
     return ir_emit(b->m, b->f, IR_OP_DROPOUT, args, 2, attrs, NULL, NULL);
 }
 
-static int norm(builder *b, const char *prefix, int x)
+/* The model's norm (RMSNorm or LayerNorm) of x over its last dimension, d wide. */
+static int norm_of(builder *b, const char *prefix, int x, int64_t d)
 {
     char w[160], bias[160];
-    int64_t d = b->s->hidden_size;
     double eps = b->s->norm_epsilon;
     snprintf(w, sizeof w, "%s.weight", prefix);
     snprintf(bias, sizeof bias, "%s.bias", prefix);
@@ -87,15 +93,25 @@ static int norm(builder *b, const char *prefix, int x)
     return ir_emit(b->m, b->f, IR_OP_LAYERNORM, args, 3, &eps, NULL, NULL);
 }
 
-/* Projects x[B,T,d] to heads [B,T,heads,D], rotated when the model uses RoPE. */
-static int project_heads(builder *b, const char *prefix, int x, int64_t heads, bool rotate)
+static int norm(builder *b, const char *prefix, int x) { return norm_of(b, prefix, x, b->s->hidden_size); }
+
+/* Projects x[B,T,d] to heads [B,T,heads,D] (biased with add_qkv_bias too), each head of q and k
+ * normalised (qk_layernorm: the model's norm over D, one weight for every head, before rope) and
+ * rotated when the model uses RoPE: v is neither. */
+static int project_heads(builder *b, const char *prefix, int x, int64_t heads, bool qk)
 {
     const mcc_spec *s = b->s;
     int64_t D = mcc_spec_head_dim(s);
-    int y = linear(b, prefix, x, s->hidden_size, heads * D, s->init_method_std, IR_PLACE_COLUMN);
+    int y = linear_with(b, prefix, x, s->hidden_size, heads * D, s->init_method_std, IR_PLACE_COLUMN,
+                        s->add_bias_linear || s->add_qkv_bias);
     int64_t dims[4] = {b->rows, s->seq_length, heads, D};
     y = ir_reshape(b->m, b->f, y, 4, dims);
-    if (!rotate)
+    if (qk && s->qk_layernorm) {
+        char name[160];
+        snprintf(name, sizeof name, "%s_norm", prefix);
+        y = norm_of(b, name, y, D);
+    }
+    if (!qk || s->position_embedding_type != MCC_POS_ROPE)
         return y;
     double attrs[5] = {s->rotary_base, 0, 0, 0, /* contiguous positions: passes/context_parallel.c sets cp */
                        s->use_rope_scaling ? s->rope_scaling_factor : 0};
@@ -121,13 +137,12 @@ static int attention_block(builder *b, int layer, int x)
 {
     const mcc_spec *s = b->s;
     char p[128];
-    bool rope = s->position_embedding_type == MCC_POS_ROPE;
     /* Megatron scales the init of output projections by 1/sqrt(2 L). */
     double out_std = s->init_method_std / sqrt(2.0 * s->num_layers);
     snprintf(p, sizeof p, "layers.%d.attention.q", layer);
-    int q = project_heads(b, p, x, s->num_attention_heads, rope);
+    int q = project_heads(b, p, x, s->num_attention_heads, true);
     snprintf(p, sizeof p, "layers.%d.attention.k", layer);
-    int k = project_heads(b, p, x, s->num_query_groups, rope);
+    int k = project_heads(b, p, x, s->num_query_groups, true);
     snprintf(p, sizeof p, "layers.%d.attention.v", layer);
     int v = project_heads(b, p, x, s->num_query_groups, false);
     int y = attend(b, layer, q, k, v); /* [B,T,H,D] */
@@ -354,6 +369,8 @@ static void set_model_config(ir_module *m, const mcc_spec *s)
     }
     ir_cfg_set_int(m, IR_CFG_SWIGLU, s->activation == MCC_ACT_SWIGLU);
     ir_cfg_set_int(m, IR_CFG_ADD_BIAS_LINEAR, s->add_bias_linear);
+    ir_cfg_set_int(m, IR_CFG_ADD_QKV_BIAS, s->add_qkv_bias);
+    ir_cfg_set_int(m, IR_CFG_QK_LAYERNORM, s->qk_layernorm);
     ir_cfg_set_int(m, IR_CFG_UNTIE_EMBEDDINGS_AND_OUTPUT_WEIGHTS, s->untie_embeddings_and_output_weights);
     ir_cfg_set_int(m, IR_CFG_NUM_EXPERTS, s->num_experts);
     if (s->num_experts == 0)

@@ -95,7 +95,7 @@ static const spec_field spec_fields[] = {
     MODEL(num_query_groups, K_INT, R_POS, D_DERIVED, 0, NULL,
           "key/value heads, fewer than the heads for grouped-query attention (default: num_attention_heads)"),
     MODEL(kv_channels, K_INT, R_POS, D_DERIVED, 0, NULL,
-          "each head's width (default: hidden_size / num_attention_heads, the one value built)"),
+          "each head's width (default: hidden_size / num_attention_heads; Qwen3 and Mistral-Nemo set their own)"),
     MODEL(ffn_hidden_size, K_INT, R_POS, D_DERIVED, 0, NULL,
           "MLP width (default: 4 * hidden_size; with swiglu 8 * hidden_size / 3 down to a multiple of 64)"),
     MODEL(seq_length, K_INT, R_POS, D_REQUIRED, 0, NULL, "tokens per sample"),
@@ -114,6 +114,10 @@ static const spec_field spec_fields[] = {
     MODEL(untie_embeddings_and_output_weights, K_BOOL, R_ANY, D_VALUE, false, NULL,
           "an output matrix of its own instead of the word embedding's"),
     MODEL(add_bias_linear, K_BOOL, R_ANY, D_VALUE, true, NULL, "biases in every linear layer (LLaMA: false)"),
+    MODEL(add_qkv_bias, K_BOOL, R_ANY, D_VALUE, false, NULL,
+          "biases on the q, k and v projections even without add_bias_linear (Qwen2, Qwen2.5)"),
+    MODEL(qk_layernorm, K_BOOL, R_ANY, D_VALUE, false, NULL,
+          "the model's norm over each head of q and k before rope, a weight of kv_channels each (Qwen3, OLMo 2)"),
     MODEL(init_method_std, K_NUM, R_POS, D_VALUE, 0.02, NULL,
           "std of the normal initialization (output projections: / sqrt(2 * num_layers))"),
     MODEL(norm_epsilon, K_NUM, R_POS, D_VALUE, 1e-5, NULL, "epsilon of the norms"),
@@ -1422,8 +1426,9 @@ static bool spec_validate(spec_ctx *c)
         return spec_fail(c, "%s is %d: mcc builds at most %d layers", spec_where(c, spec_find("num_layers")),
                          s->num_layers, MCC_MAX_LAYERS);
     long long batch_unit = (long long)s->micro_batch_size * s->data_parallel_size;
-    if (!spec_check_pair(c, s->hidden_size % s->num_attention_heads == 0, "hidden_size",
-                         "must be divisible by", "num_attention_heads", "the head dimension is their quotient") ||
+    if (!spec_check_pair(c, spec_given(c, "kv_channels") || s->hidden_size % s->num_attention_heads == 0, "hidden_size",
+                         "must be divisible by", "num_attention_heads",
+                         "the head dimension is their quotient, unless kv_channels gives it") ||
         !spec_check_pair(c, s->num_attention_heads % s->num_query_groups == 0, "num_attention_heads",
                          "must be divisible by", "num_query_groups", NULL) ||
         !spec_check_pair(c, s->position_embedding_type == MCC_POS_ROPE || s->seq_length <= s->max_position_embeddings,
@@ -1434,10 +1439,6 @@ static bool spec_validate(spec_ctx *c)
                          "num_layers", "0 recomputes in every layer") ||
         !spec_check_lr(c) || !spec_check_holds(c))
         return false;
-    if (s->kv_channels != mcc_spec_head_dim(s))
-        return spec_fail(c, "%s (%d) differs from hidden_size / num_attention_heads = %d: a head width of its own "
-                            "is not built; leave kv_channels out", spec_where(c, spec_find("kv_channels")),
-                         s->kv_channels, mcc_spec_head_dim(s));
     if (!spec_check_recompute(c))
         return false;
     if (s->global_batch_size % batch_unit)
@@ -1520,8 +1521,11 @@ double mcc_spec_layer_params(const mcc_spec *s)
 {
     double d = s->hidden_size, hd = mcc_spec_head_dim(s), ff = s->ffn_hidden_size;
     double q = s->num_attention_heads * hd, kv = s->num_query_groups * hd;
-    double bias = s->add_bias_linear ? q + 2 * kv + d + ff * (s->activation == MCC_ACT_SWIGLU ? 2 : 1) + d : 0;
-    double attn = q * d + 2 * kv * d + d * q;                       /* q, k, v, out */
+    double bias = s->add_bias_linear ? q + 2 * kv + d + ff * (s->activation == MCC_ACT_SWIGLU ? 2 : 1) + d
+                  : s->add_qkv_bias  ? q + 2 * kv
+                                     : 0;
+    double qk_norms = s->qk_layernorm ? 2 * hd * (s->normalization == MCC_NORM_LAYERNORM ? 2 : 1) : 0;
+    double attn = q * d + 2 * kv * d + d * q + qk_norms;            /* q, k, v, out (and q's and k's norms) */
     double mlp = ff * d * (s->activation == MCC_ACT_SWIGLU ? 3 : 2);  /* up (+gate), down */
     return 2 * spec_norm_params(s) + attn + mlp + bias;
 }

@@ -60,13 +60,16 @@ typedef struct {
 typedef struct {
     /* model */
     int num_layers, hidden_size, num_attention_heads, num_query_groups, ffn_hidden_size;
-    int kv_channels;                    /* a head's width: hidden_size / num_attention_heads, the one value built */
+    int kv_channels;                    /* a head's width (default hidden_size / num_attention_heads; Qwen3's 128
+                                           may differ: q is [heads * kv_channels, hidden]) */
     int seq_length, max_position_embeddings, vocab_size; /* vocab_size: the tokenizer's, as given */
     int make_vocab_size_divisible_by;   /* Megatron's: the vocabulary is padded to a multiple of this x tp */
     mcc_norm normalization;             /* "LayerNorm" | "RMSNorm" */
     mcc_pos position_embedding_type;    /* "learned_absolute" | "rope" */
     mcc_act activation;                 /* from "swiglu": true/false (default false, as Megatron) */
     bool untie_embeddings_and_output_weights, add_bias_linear;
+    bool add_qkv_bias;                  /* biases on q, k, v alone (Qwen2), Megatron's --add-qkv-bias */
+    bool qk_layernorm;                  /* the norm over each head of q and k before rope (Qwen3, OLMo 2) */
     double init_method_std, norm_epsilon, rotary_base;
     bool use_rope_scaling;              /* LLaMA 3.1's rope frequencies (ir.h ir_rope_freq), Megatron's flag */
     double rope_scaling_factor;         /* with it: the low frequencies divided by this (Megatron's default 8) */
@@ -190,7 +193,7 @@ void mcc_spec_print_help(FILE *out);
 const char *mcc_spec_flag_near(const char *flag, const char *const *extra);
 
 /* Derived quantities. */
-static inline int mcc_spec_head_dim(const mcc_spec *s) { return s->hidden_size / s->num_attention_heads; }
+static inline int mcc_spec_head_dim(const mcc_spec *s) { return s->kv_channels; }
 static inline int mcc_spec_accum_steps(const mcc_spec *s)
 {
     return s->global_batch_size / (s->micro_batch_size * s->data_parallel_size);

@@ -399,26 +399,41 @@ static bool rule_same(shard_ctx *c, const ir_instr *in, int *args, int *res, boo
     return true;
 }
 
+/* Whether the norm's operand x is split along a dimension of its rows (not the last, which it
+ * normalises) and not the sequence: the heads of q and k under tensor parallelism (qk_layernorm). */
+static bool rows_split(shard_ctx *c, const ir_instr *in, int x)
+{
+    bool norm = in->op != IR_OP_POS_ADD && in->op != IR_OP_POS_ADD_GRAD;
+    return norm && !c->at[x].seq && !c->at[x].partial && c->at[x].dim >= 0 && c->at[x].dim < last_dim_of(c, x);
+}
+
 /* Norms, the position add and their gradients work token by token on the residual stream:
  * replicated, or a sequence slice under sequence parallelism, where the weight gradients (sums
- * over this rank's tokens) become partial and the position table is offset to the slice. */
+ * over this rank's tokens) become partial and the position table is offset to the slice. A norm
+ * of heads split over the axis (qk_layernorm's, each head normalised alone) keeps their split,
+ * and its weight gradients, sums over this rank's heads, become partial alike. */
 static bool rule_stream(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     int x = in->op == IR_OP_LAYERNORM_GRAD || in->op == IR_OP_RMSNORM_GRAD ? 1 : 0; /* (dy, x, w) */
-    args[x] = stream_value(c, args[x]);
+    bool heads = rows_split(c, in, args[x]);
+    if (!heads)
+        args[x] = stream_value(c, args[x]);
     bool seq = c->at[args[x]].seq;
-    if (x == 1)
+    if (x == 1 && !heads)
         args[0] = seq ? join_slice(c, args[0]) : complete(c, args[0]);
+    if (x == 1 && heads)
+        args[0] = complete(c, args[0]);
     for (int a = 0; a < in->nargs; a++) {
         bool stream = a <= x || (in->op == IR_OP_POS_ADD_GRAD);
         if (!stream)
             args[a] = complete(c, args[a]); /* weights, bias, table: replicated */
-        if (c->at[args[a]].dim >= 0 && !(stream && c->at[args[a]].seq))
+        bool placed = stream && (c->at[args[a]].seq || (heads && c->at[args[a]].dim == c->at[args[x]].dim));
+        if (c->at[args[a]].dim >= 0 && !placed)
             return fail(c, "a normalisation or position table over a split dimension", in);
     }
     double attrs[IR_MAX_ATTRS];
     memcpy(attrs, in->attr, sizeof attrs);
-    placement p = seq ? seq_slice_at(c) : (placement){-1, false, false};
+    placement p = seq ? seq_slice_at(c) : heads ? c->at[args[x]] : (placement){-1, false, false};
     if (in->op == IR_OP_POS_ADD_GRAD)
         p = (placement){-1, seq, false}; /* rows of this slice's positions only */
     int64_t slice = c->dst->vals[args[0]].type.dims[1];
@@ -431,8 +446,8 @@ static bool rule_stream(shard_ctx *c, const ir_instr *in, int *args, int *res)
     *res = emit(c, in->op, args, in->nargs, attrs, NULL, NULL, p);
     if (sliced)
         rank_offset(c, *res, offset, slice);
-    for (int r = 1; r < ir_ops[in->op].nres; r++) /* dw, db: summed over this slice's tokens */
-        place(c, *res + r, (placement){-1, seq, false});
+    for (int r = 1; r < ir_ops[in->op].nres; r++) /* dw, db: summed over this slice's tokens (heads) */
+        place(c, *res + r, (placement){-1, seq || heads, false});
     return true;
 }
 

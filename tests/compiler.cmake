@@ -71,6 +71,14 @@ foreach(variant "pre_softmax:--moe-router-pre-softmax" "pre_softmax_top3:--moe-r
   mcc_e2e_test(numerics_vs_torch_tiny-moe_${name} numerics_e2e.sh tiny-moe ${flags})
 endforeach()
 
+# Qwen's attention (issue 40) against the reference: biases on q, k and v alone (Qwen2's
+# --add-qkv-bias), each head's q and k normalised before rope (Qwen3's --qk-layernorm), and a head
+# width of its own (--kv-channels 24 beside hidden 64 / 4 heads); GPT-2's q/k norms are LayerNorms,
+# with biases.
+set(MCC_QWEN_ATTENTION --add-qkv-bias --qk-layernorm --kv-channels 24)
+mcc_e2e_test(numerics_vs_torch_qwen_attention_tiny-llama numerics_e2e.sh tiny-llama ${MCC_QWEN_ATTENTION})
+mcc_e2e_test(numerics_vs_torch_qk_layernorm_tiny-gpt2 numerics_e2e.sh tiny-gpt2 --qk-layernorm --kv-channels 8)
+
 # A layout entry "NAME:RANKS:FLAGS..." into the variables layout_name, layout_ranks, layout_flags.
 function(mcc_parse_layout entry)
   string(REPLACE ":" ";" parts "${entry}")
@@ -199,6 +207,19 @@ if(MPI_C_FOUND)
     mcc_parse_layout(${layout})
     mcc_layout_test(${layout_name}_equals_single_rank_tiny-moe tiny-moe ${layout_ranks} ${layout_flags})
   endforeach()
+endif()
+
+# Qwen's attention under every axis: q/k norms over heads split by tp (their weight gradients
+# partial over it), beside sp, ZeRO, pp, the ring and Ulysses cp, and MoE's ep.
+if(MPI_C_FOUND)
+  foreach(layout "tp2_sp_dp2_zero:4:--tp 2 --sequence-parallel --dp 2 --use-distributed-optimizer"
+                 "pp2:2:--pp 2" "cp2:2:--cp 2" "cp2_a2a:2:--cp 2 --cp-comm-type a2a")
+    mcc_parse_layout(${layout})
+    mcc_layout_test(qwen_attention_${layout_name}_equals_single_rank_tiny-llama tiny-llama ${layout_ranks}
+                    ${MCC_QWEN_ATTENTION} -- ${layout_flags})
+  endforeach()
+  mcc_layout_test(qwen_attention_tp2_sp_ep2_equals_single_rank_tiny-moe tiny-moe 4 --qk-layernorm --kv-channels 32
+                  -- --tp 2 --sequence-parallel --expert-model-parallel-size 2 --dp 2)
 endif()
 
 # PP=4 with 1F1B (the layouts' pp4 is auto's ZB-H1).

@@ -1,15 +1,22 @@
 #!/usr/bin/python3
 """convert_hf.py — the Hugging Face side of `mcc convert`'s tests, without transformers: a
-safetensors reader and writer written from the format's spec, and GPT2LMHeadModel's,
-LlamaForCausalLM's and MixtralForCausalLM's forwards written by hand from transformers' conventions
-(Conv1D weights [in, out], c_attn's fused q|k|v, rotate_half rope, repeat_kv, Mixtral's sparse MoE
-block: the softmax of the router's logits, its top k renormalised, w2(silu(w1 x) * w3 x)), in float64.
+safetensors reader and writer written from the format's spec, and the forwards of GPT2LMHeadModel
+and of LlamaForCausalLM's kin (MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM,
+Qwen3ForCausalLM, Qwen3MoeForCausalLM) written by hand from transformers' conventions (Conv1D
+weights [in, out], c_attn's fused q|k|v, rotate_half rope, repeat_kv, an explicit head_dim, Qwen2's
+q/k/v biases, Qwen3's q_norm/k_norm before rope, a sliding window, the sparse MoE blocks of Mixtral
+and Qwen3-MoE: the softmax of the router's logits over every expert, its top k, renormalised (Qwen3-MoE:
+under norm_topk_prob), down(silu(gate x) * up x); Qwen3-MoE's dense layers by mlp_only_layers and
+decoder_sparse_step), in float64.
 
-  convert_hf.py make --arch gpt2|llama|mixtral --out DIR [--shard-bytes N] [--dtype F32|BF16|F16] [--variant]
+  convert_hf.py make --arch gpt2|llama|mixtral|qwen2|qwen3|mistral|qwen3_moe --out DIR [--shard-bytes N]
+                     [--dtype F32|BF16|F16] [--variant]
       a random model directory (config.json, model.safetensors or shards with the index)
-  convert_hf.py same HF_A HF_B [--spec SPEC --ckpt CKPT_DIR] [--export-defaults]
-      every tensor of B equals A's to the bit (after widening A's to f32), configs agree (but the
-      training settings EXPORT_DEFAULTS, with --export-defaults); with
+  convert_hf.py same HF_A HF_B [--spec SPEC --ckpt CKPT_DIR] [--export-defaults] [--other-architecture]
+      every tensor of B equals A's to the bit (after widening A's to f32), configs agree as the
+      model reads them (model_config; but the training settings EXPORT_DEFAULTS, with
+      --export-defaults, and the architecture's name, with --other-architecture, which wants it to
+      differ); with
       --spec, then `logits --hf HF_B` in the same process (one start of torch the fewer)
   convert_hf.py logits --hf DIR --spec SPEC --ckpt CKPT_DIR [-- spec flags]
       the HF forward on DIR's weights equals tests/torch_ref.py's mcc forward on the checkpoint's
@@ -130,25 +137,48 @@ def rotate_half(x):
     return torch.cat((-x2, x1), dim=-1)
 
 
-def mixtral_moe(c, p, h, y):
-    """MixtralSparseMoeBlock on y [B,T,d], under layer prefix h."""
-    B, T, d = y.shape
-    x = y.reshape(-1, d)
-    weights, chosen = torch.topk((x @ p[h + "block_sparse_moe.gate.weight"].T).softmax(-1), c["num_experts_per_tok"], dim=-1)
-    weights = weights / weights.sum(-1, keepdim=True)
+def sparse_moe(x, p, prefix, experts, k, renorm, names):
+    """A sparse MoE block on x [N,d] (MixtralSparseMoeBlock, Qwen3MoeSparseMoeBlock): the softmax of
+    the router's logits over every expert, its top k (renormalised to sum 1 where renorm), expert e's
+    down(silu(gate x) * up x) weighted; names: the (gate, up, down) matrices' names under
+    prefix.experts.{e}., the router prefix.gate."""
+    weights, chosen = torch.topk((x @ p[prefix + "gate.weight"].T).softmax(-1), k, dim=-1)
+    if renorm:
+        weights = weights / weights.sum(-1, keepdim=True)
     out = torch.zeros_like(x)
-    for e in range(c["num_local_experts"]):
+    for e in range(experts):
         tok, slot = (chosen == e).nonzero(as_tuple=True)
-        w1, w2, w3 = (p[f"{h}block_sparse_moe.experts.{e}.{m}.weight"] for m in ("w1", "w2", "w3"))
+        gate, up, down = (p[f"{prefix}experts.{e}.{m}.weight"] for m in names)
         xe = x[tok]
-        out = out.index_add(0, tok, weights[tok, slot, None] * ((F.silu(xe @ w1.T) * (xe @ w3.T)) @ w2.T))
-    return out.reshape(B, T, d)
+        out = out.index_add(0, tok, weights[tok, slot, None] * ((F.silu(xe @ gate.T) * (xe @ up.T)) @ down.T))
+    return out
+
+
+def qwen3_moe_sparse(c, i):
+    """Qwen3MoeDecoderLayer's choice: layer i's MLP is the sparse block, or the dense one."""
+    return c.get("num_experts", 0) > 0 and i not in (c.get("mlp_only_layers") or []) and \
+        (i + 1) % c.get("decoder_sparse_step", 1) == 0
+
+
+def sliding_window(c, i):
+    """Layer i's attention window as transformers reads config.json (None: every earlier position):
+    Mistral's and Mixtral's sliding_window; Qwen's only under use_sliding_window, from layer
+    max_window_layers on."""
+    if c["model_type"] in ("mistral", "mixtral"):
+        return c.get("sliding_window")
+    if c.get("use_sliding_window") and i >= c.get("max_window_layers", 0):
+        return c.get("sliding_window")
+    return None
 
 
 def llama_forward(c, w, tokens):
+    """LlamaForCausalLM and its kin, on config.json's keys: an explicit head_dim (q [H*Dh, d], o
+    [d, H*Dh]), any projection's bias the file has (LLaMA's attention_bias and mlp_bias, Qwen2's q, k,
+    v), Qwen3's q_norm and k_norm (RMSNorm over each head's Dh of q and k, before rope), a sliding
+    window, and the MLP of the layer: dense, Mixtral's sparse block, or Qwen3-MoE's."""
     p = {n: torch.tensor(a, dtype=torch.float64) for n, a in w.items()}
     H, G, d = c["num_attention_heads"], c["num_key_value_heads"], c["hidden_size"]
-    Dh, eps = d // H, c["rms_norm_eps"]
+    Dh, eps = c.get("head_dim") or d // H, c["rms_norm_eps"]
     B, T = tokens.shape
 
     def rms(x, wt):
@@ -157,38 +187,133 @@ def llama_forward(c, w, tokens):
     def lin(x, name):
         return x @ p[name + ".weight"].T + (p[name + ".bias"] if name + ".bias" in p else 0)
 
+    def heads(y, h, proj, n):  # [B,T,d] -> [B,n,T,Dh], q_norm / k_norm on the [B,T,n,Dh] view
+        t = lin(y, f"{h}self_attn.{proj}_proj").view(B, T, n, Dh)
+        norm = f"{h}self_attn.{proj}_norm.weight"
+        return (rms(t, p[norm]) if norm in p else t).transpose(1, 2)
+
     inv_freq = rope_scaling_ref.inv_freq(c, Dh)  # transformers' (rope_scaling llama3 too)
     emb = torch.cat([torch.arange(T, dtype=torch.float64)[:, None] * inv_freq] * 2, dim=-1)  # [T, Dh]
     cos, sin = emb.cos(), emb.sin()
+    pos = torch.arange(T)
     x = p["model.embed_tokens.weight"][tokens]
     for i in range(c["num_hidden_layers"]):
         h = f"model.layers.{i}."
         y = rms(x, p[h + "input_layernorm.weight"])
-        q = lin(y, h + "self_attn.q_proj").view(B, T, H, Dh).transpose(1, 2)
-        k = lin(y, h + "self_attn.k_proj").view(B, T, G, Dh).transpose(1, 2)
-        v = lin(y, h + "self_attn.v_proj").view(B, T, G, Dh).transpose(1, 2)
+        q, k, v = heads(y, h, "q", H), heads(y, h, "k", G), heads(y, h, "v", G)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1)  # repeat_kv
         s = (q @ k.transpose(-1, -2)) / math.sqrt(Dh)
-        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
-        x = x + lin((s @ v).transpose(1, 2).reshape(B, T, d), h + "self_attn.o_proj")
-        y = rms(x, p[h + "post_attention_layernorm.weight"])
+        masked = pos[None, :] > pos[:, None]  # causal: key j after query i
+        window = sliding_window(c, i)
+        if window is not None:
+            masked = masked | (pos[:, None] - pos[None, :] >= window)
+        s = s.masked_fill(masked, float("-inf")).softmax(-1)
+        x = x + lin((s @ v).transpose(1, 2).reshape(B, T, H * Dh), h + "self_attn.o_proj")
+        y = rms(x, p[h + "post_attention_layernorm.weight"]).reshape(-1, d)
         if "num_local_experts" in c:
-            x = x + mixtral_moe(c, p, h, y)
+            y = sparse_moe(y, p, h + "block_sparse_moe.", c["num_local_experts"], c["num_experts_per_tok"], True,
+                           ("w1", "w3", "w2"))
+        elif qwen3_moe_sparse(c, i):
+            y = sparse_moe(y, p, h + "mlp.", c["num_experts"], c["num_experts_per_tok"],
+                           c.get("norm_topk_prob", False), ("gate_proj", "up_proj", "down_proj"))
         else:
-            x = x + lin(F.silu(lin(y, h + "mlp.gate_proj")) * lin(y, h + "mlp.up_proj"), h + "mlp.down_proj")
+            y = lin(F.silu(lin(y, h + "mlp.gate_proj")) * lin(y, h + "mlp.up_proj"), h + "mlp.down_proj")
+        x = x + y.reshape(B, T, d)
     x = rms(x, p["model.norm.weight"])
     head = p["model.embed_tokens.weight"] if c.get("tie_word_embeddings") else p["lm_head.weight"]
     return x @ head.T
 
 
+HF_FORWARDS = {"GPT2LMHeadModel": gpt2_forward, "LlamaForCausalLM": llama_forward, "MistralForCausalLM": llama_forward,
+               "MixtralForCausalLM": llama_forward, "Qwen2ForCausalLM": llama_forward, "Qwen3ForCausalLM": llama_forward,
+               "Qwen3MoeForCausalLM": llama_forward}
+
+
 def hf_forward(config, weights, tokens):
-    arch = config["architectures"][0]
-    return {"GPT2LMHeadModel": gpt2_forward, "LlamaForCausalLM": llama_forward,
-            "MixtralForCausalLM": llama_forward}[arch](config, weights, tokens)
+    return HF_FORWARDS[config["architectures"][0]](config, weights, tokens)
 
 
 # ---- commands -----------------------------------------------------------------------------------
+
+# config.json of each LLaMA-family architecture, its keys as the named model's file has them (the
+# sizes tiny), and what --variant changes
+FAMILY = {
+    "llama": {"architectures": ["LlamaForCausalLM"], "model_type": "llama"},
+    # mistralai/Mixtral-8x7B-v0.1
+    "mixtral": {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "num_local_experts": 4,
+                "num_experts_per_tok": 2, "intermediate_size": 48, "router_aux_loss_coef": 0.02,
+                "output_router_logits": False, "router_jitter_noise": 0.0, "sliding_window": None, "rope_theta": 1e6},
+    # Qwen/Qwen2.5-0.5B: q, k, v biased, no head_dim key, the window off
+    "qwen2": {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "rms_norm_eps": 1e-6, "rope_theta": 1e6,
+              "use_sliding_window": False, "sliding_window": 32, "max_window_layers": 2, "attention_dropout": 0.0},
+    # Qwen/Qwen3-0.6B: head_dim 32, not hidden_size / heads 16; q_norm, k_norm
+    "qwen3": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 32, "attention_bias": False,
+              "attention_dropout": 0.0, "use_sliding_window": False, "sliding_window": None, "max_window_layers": 2,
+              "rope_scaling": None, "rms_norm_eps": 1e-6},
+    # mistralai/Mistral-7B-v0.1: a window (4096) past the model's positions, an explicit head_dim
+    "mistral": {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "head_dim": 16, "sliding_window": 4096,
+                "attention_dropout": 0.0},
+    # Qwen/Qwen3-30B-A3B: Qwen3's attention; 3 layers, the first dense (mlp_only_layers)
+    "qwen3_moe": {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_hidden_layers": 3,
+                  "head_dim": 32, "attention_bias": False, "attention_dropout": 0.0, "use_sliding_window": False,
+                  "sliding_window": None, "max_window_layers": 3, "rope_scaling": None, "rope_theta": 1e6,
+                  "rms_norm_eps": 1e-6, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 48,
+                  "decoder_sparse_step": 1, "mlp_only_layers": [0], "norm_topk_prob": True,
+                  "router_aux_loss_coef": 0.001, "output_router_logits": False},
+}
+VARIANT = {
+    "llama": dict(tie_word_embeddings=True, attention_bias=True, mlp_bias=True, rms_norm_eps=1e-6,
+                  **rope_scaling_ref.llama3_config(500000.0, 8.0)),  # LLaMA 3.1's rope (scaled, base 500000), biases
+    "mixtral": dict(tie_word_embeddings=True, num_experts_per_tok=1),
+    "qwen2": dict(tie_word_embeddings=True),
+    "qwen3": dict(tie_word_embeddings=True, rope_theta=1e6),
+    "mistral": dict(sliding_window=None, head_dim=None),
+    # the weights of the top 1 as the softmax gave them; layer 1 alone sparse (decoder_sparse_step)
+    "qwen3_moe": dict(norm_topk_prob=False, num_experts_per_tok=1, decoder_sparse_step=2, mlp_only_layers=[]),
+}
+
+
+def llama_family(arch, variant, L, d, V, T):
+    """(config.json, {name: shape}) of a random ARCH model: 4 heads, 2 kv heads."""
+    config = {"architectures": None, "model_type": None, "num_hidden_layers": L, "hidden_size": d,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+              "max_position_embeddings": T, "vocab_size": V, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+              "tie_word_embeddings": False, "hidden_act": "silu"}
+    config.update(FAMILY[arch], **(VARIANT[arch] if variant else {}))
+    H, G, L = config["num_attention_heads"], config["num_key_value_heads"], config["num_hidden_layers"]
+    Dh, Fh = config.get("head_dim") or d // H, config["intermediate_size"]
+    dense = [("mlp.gate_proj.weight", (Fh, d)), ("mlp.up_proj.weight", (Fh, d)), ("mlp.down_proj.weight", (d, Fh))]
+    shapes = {"model.embed_tokens.weight": (V, d)}
+    for i in range(L):
+        h = f"model.layers.{i}."
+        attn = [("input_layernorm.weight", (d,)), ("self_attn.q_proj.weight", (H * Dh, d)),
+                ("self_attn.k_proj.weight", (G * Dh, d)), ("self_attn.v_proj.weight", (G * Dh, d)),
+                ("self_attn.o_proj.weight", (d, H * Dh)), ("post_attention_layernorm.weight", (d,))]
+        if arch == "qwen2":  # Qwen2Attention: q, k, v biased, o not
+            attn += [(f"self_attn.{m}_proj.bias", (n * Dh,)) for m, n in (("q", H), ("k", G), ("v", G))]
+        if arch.startswith("qwen3"):
+            attn += [("self_attn.q_norm.weight", (Dh,)), ("self_attn.k_norm.weight", (Dh,))]
+        if arch == "mixtral":
+            E, Fe = config["num_local_experts"], config["intermediate_size"]
+            mlp = [("block_sparse_moe.gate.weight", (E, d))] + \
+                [(f"block_sparse_moe.experts.{e}.{m}.weight", s) for e in range(E)
+                 for m, s in (("w1", (Fe, d)), ("w2", (d, Fe)), ("w3", (Fe, d)))]
+        elif arch == "qwen3_moe" and qwen3_moe_sparse(config, i):
+            E, Fe = config["num_experts"], config["moe_intermediate_size"]
+            mlp = [("mlp.gate.weight", (E, d))] + \
+                [(f"mlp.experts.{e}.{m}.weight", s) for e in range(E)
+                 for m, s in (("gate_proj", (Fe, d)), ("up_proj", (Fe, d)), ("down_proj", (d, Fe)))]
+        else:
+            mlp = dense
+        shapes.update({h + n: s for n, s in attn + mlp})
+    shapes["model.norm.weight"] = (d,)
+    if config.get("attention_bias") and config.get("mlp_bias"):  # LLaMA's variant: every projection biased
+        shapes.update({n[:-len("weight")] + "bias": s[:1] for n, s in list(shapes.items()) if n.endswith("_proj.weight")})
+    if not config["tie_word_embeddings"]:
+        shapes["lm_head.weight"] = (V, d)
+    return config, shapes
+
 
 def make(a):
     rng = np.random.default_rng(7)
@@ -207,40 +332,7 @@ def make(a):
         shapes["transformer.ln_f.weight"] = shapes["transformer.ln_f.bias"] = (d,)
         buffers = {f"transformer.h.{i}.attn.bias": np.tril(np.ones((1, 1, T, T))) for i in range(L)}  # old files' mask
     else:
-        G, Fh, E = 2, 128 if a.arch == "llama" else 48, 4
-        config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": L,
-                  "hidden_size": d, "num_attention_heads": 4, "num_key_value_heads": G, "intermediate_size": Fh,
-                  "max_position_embeddings": T, "vocab_size": V, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-                  "tie_word_embeddings": False, "hidden_act": "silu"}
-        if a.arch == "mixtral":  # as mistralai/Mixtral-8x7B-v0.1's config.json has them
-            config.update(architectures=["MixtralForCausalLM"], model_type="mixtral", num_local_experts=E,
-                          num_experts_per_tok=1 if a.variant else 2, router_aux_loss_coef=0.02,
-                          output_router_logits=False, router_jitter_noise=0.0, sliding_window=None,
-                          rope_theta=1e6)
-            mlp = [("block_sparse_moe.gate.weight", (E, d))] + \
-                [(f"block_sparse_moe.experts.{e}.{m}.weight", s) for e in range(E)
-                 for m, s in (("w1", (Fh, d)), ("w2", (d, Fh)), ("w3", (Fh, d)))]
-        else:
-            mlp = [("mlp.gate_proj.weight", (Fh, d)), ("mlp.up_proj.weight", (Fh, d)), ("mlp.down_proj.weight", (d, Fh))]
-        kv = G * d // 4
-        shapes = {"model.embed_tokens.weight": (V, d)}
-        for i in range(L):
-            h = f"model.layers.{i}."
-            for n, s in [("input_layernorm.weight", (d,)), ("self_attn.q_proj.weight", (d, d)),
-                         ("self_attn.k_proj.weight", (kv, d)), ("self_attn.v_proj.weight", (kv, d)),
-                         ("self_attn.o_proj.weight", (d, d)), ("post_attention_layernorm.weight", (d,))] + mlp:
-                shapes[h + n] = s
-        shapes["model.norm.weight"] = (d,)
-        if a.variant and a.arch == "mixtral":  # tied, top 1
-            config.update(tie_word_embeddings=True)
-        elif a.variant:  # tied, every linear layer biased, LLaMA 3.1's rope (scaled, base 500000) and eps
-            config.update(tie_word_embeddings=True, attention_bias=True, mlp_bias=True, rms_norm_eps=1e-6,
-                          **rope_scaling_ref.llama3_config(500000.0, 8.0))
-            for n, sh in list(shapes.items()):
-                if n.endswith("_proj.weight"):
-                    shapes[n[:-len("weight")] + "bias"] = sh[:1]
-        else:
-            shapes["lm_head.weight"] = (V, d)
+        config, shapes = llama_family(a.arch, a.variant, L, d, V, T)
         buffers = {}
     weights = {n: (1.0 + 0.1 * rng.standard_normal(s)) if n.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight",
                                                                        "layernorm.weight", "norm.weight"))
@@ -281,9 +373,33 @@ def verdict(what, failed):
 
 
 # config.json's training settings, not the model's function, which an export without --spec takes
-# from mcc's defaults (the checkpoint does not record them): dropout, init std, Mixtral's aux loss
+# from mcc's defaults (the checkpoint does not record them): dropout, init std, the MoE aux loss
 EXPORT_DEFAULTS = {"attention_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop", "initializer_range",
                    "router_aux_loss_coef"}
+# what tells one architecture's file from another's (same --other-architecture)
+ARCH_KEYS = {"architectures", "model_type"}
+
+
+def model_config(c):
+    """config.json as the model's function reads it: transformers' defaults written out (head_dim,
+    Qwen3-MoE's norm_topk_prob), keys that compute nothing dropped (a Qwen window without
+    use_sliding_window, a Mistral window past every position), Qwen3-MoE's decoder_sparse_step and
+    mlp_only_layers as the list of its sparse layers. Two files of one function then agree."""
+    c = dict(c)
+    if "hidden_size" not in c:  # GPT-2's keys are its own
+        return c
+    c["head_dim"] = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+    if c["model_type"] in ("mistral", "mixtral"):
+        if c.get("sliding_window") is not None and c["sliding_window"] >= c["max_position_embeddings"]:
+            c["sliding_window"] = None
+    elif c["model_type"].startswith("qwen") and not c.get("use_sliding_window", False):
+        c["sliding_window"] = c["max_window_layers"] = None
+    if c["model_type"] == "qwen3_moe":
+        c["sparse_layers"] = [i for i in range(c["num_hidden_layers"]) if qwen3_moe_sparse(c, i)]
+        c["norm_topk_prob"] = c.get("norm_topk_prob", False)
+        c.pop("decoder_sparse_step", None)
+        c.pop("mlp_only_layers", None)
+    return c
 
 
 def same(a):
@@ -298,8 +414,11 @@ def same(a):
     for n in sorted(set(wa) & set(wb)):
         if not bits_equal(wa[n], wb[n]):
             failed.append(f"{n}: {wb[n].dtype}{list(wb[n].shape)} is not {a.a}'s f32{list(wa[n].shape)} to the bit")
+    if a.other_architecture and ca["architectures"] == cb["architectures"]:
+        failed.append(f"config.json architectures: both {ca['architectures']!r}, want two")
+    ca, cb = model_config(ca), model_config(cb)
     for k, v in ca.items():
-        if a.export_defaults and k in EXPORT_DEFAULTS:
+        if (a.export_defaults and k in EXPORT_DEFAULTS) or (a.other_architecture and k in ARCH_KEYS):
             continue
         if k in cb and cb[k] != v and not (isinstance(v, float) and math.isclose(v, cb[k], rel_tol=1e-15)):
             failed.append(f"config.json {k}: {cb[k]!r} != {v!r}")
@@ -375,13 +494,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("make")
-    m.add_argument("--arch", choices=["gpt2", "llama", "mixtral"], required=True)
+    m.add_argument("--arch", choices=["gpt2"] + list(FAMILY), required=True)
     m.add_argument("--out", required=True)
     m.add_argument("--shard-bytes", type=int, default=0)
     m.add_argument("--dtype", choices=["F32", "BF16", "F16"], default="F32")
     m.add_argument("--variant", action="store_true",
-                   help="gpt2: names without the transformer. prefix; llama: tied embeddings, biases, LLaMA 3.1 rope; "
-                        "mixtral: tied embeddings, top 1")
+                   help="gpt2: names without the transformer. prefix; the others: VARIANT's keys (llama: tied "
+                        "embeddings, biases, LLaMA 3.1 rope; mixtral: tied, top 1; qwen2: tied; qwen3: tied, "
+                        "rope_theta 1e6; mistral: sliding_window and head_dim null; qwen3_moe: top 1 not "
+                        "renormalised, layer 1 alone sparse)")
     s = sub.add_parser("same")
     s.add_argument("a")
     s.add_argument("b")
@@ -389,6 +510,8 @@ def main():
     s.add_argument("--ckpt")
     s.add_argument("--export-defaults", action="store_true",
                    help="B is an export without --spec: its EXPORT_DEFAULTS keys may differ from A's")
+    s.add_argument("--other-architecture", action="store_true",
+                   help="B is the same model as another architecture (Mistral's as LLaMA's): its ARCH_KEYS differ")
     cs = sub.add_parser("ckpt-same")
     cs.add_argument("params")
     cs.add_argument("ckpt")

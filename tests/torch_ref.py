@@ -80,7 +80,7 @@ def load_config(path, flags=()):
     c.setdefault("normalization", "LayerNorm")
     c.setdefault("swiglu", c["normalization"] == "RMSNorm")  # frontend/spec.h: rmsnorm => swiglu
     defaults = dict(position_embedding_type="learned_absolute", untie_embeddings_and_output_weights=False,
-                    add_bias_linear=True, norm_epsilon=1e-5, rotary_base=10000.0, use_rope_scaling=False,
+                    add_bias_linear=True, add_qkv_bias=False, qk_layernorm=False, norm_epsilon=1e-5, rotary_base=10000.0, use_rope_scaling=False,
                     rope_scaling_factor=8.0, micro_batch_size=1,
                     data_parallel_size=1, lr_decay_style="cosine", lr_warmup_iters=0, min_lr=0.0,
                     weight_decay=0.01, clip_grad=1.0, adam_beta1=0.9, adam_beta2=0.999, adam_eps=1e-8,
@@ -88,6 +88,7 @@ def load_config(path, flags=()):
     for k, v in defaults.items():
         c.setdefault(k, v)
     c.setdefault("global_batch_size", c["micro_batch_size"] * c["data_parallel_size"])
+    c.setdefault("kv_channels", c["hidden_size"] // c["num_attention_heads"])
     # the vocabulary padded as Megatron's _vocab_size_with_padding does (mcc too): the embedding
     # and the logits have the padded rows, which no token reaches but the softmax includes
     multiple = c.get("make_vocab_size_divisible_by", 128) * c.get("tensor_model_parallel_size", 1)
@@ -98,7 +99,7 @@ def load_config(path, flags=()):
 def param_shapes(c):
     """{name: shape} of every parameter the contract says train_rank has."""
     d, V, F_, L = c["hidden_size"], c["vocab_size"], c["ffn_hidden_size"], c["num_layers"]
-    Dh = d // c["num_attention_heads"]
+    Dh = c["kv_channels"]
     qd, kvd = c["num_attention_heads"] * Dh, c["num_query_groups"] * Dh
     bias, layernorm = c["add_bias_linear"], c["normalization"] == "LayerNorm"
     shapes = {"embedding.word": (V, d)}
@@ -114,7 +115,10 @@ def param_shapes(c):
         p = f"layers.{i}."
         add(p + "input_norm", (d,), layernorm)
         for proj, rows in (("q", qd), ("k", kvd), ("v", kvd)):
-            add(p + "attention." + proj, (rows, d), bias)
+            add(p + "attention." + proj, (rows, d), bias or c["add_qkv_bias"])
+        if c["qk_layernorm"]:  # one norm over each head's Dh, for every head of q (and of k)
+            add(p + "attention.q_norm", (Dh,), layernorm)
+            add(p + "attention.k_norm", (Dh,), layernorm)
         add(p + "attention.out", (d, qd), bias)
         add(p + "post_attention_norm", (d,), layernorm)
         if is_moe_layer(c, i):
@@ -303,10 +307,12 @@ def rope(x, c):
 def attention(x, p, name, c, drop, layer):
     B, T, _ = x.shape
     H, G = c["num_attention_heads"], c["num_query_groups"]
-    Dh = c["hidden_size"] // H
+    Dh = c["kv_channels"]
     q = linear(x, p, name + ".q").view(B, T, H, Dh)
     k = linear(x, p, name + ".k").view(B, T, G, Dh)
     v = linear(x, p, name + ".v").view(B, T, G, Dh)
+    if c["qk_layernorm"]:  # Megatron's q_layernorm / k_layernorm: each head alone, before rope
+        q, k = norm(q, p, name + ".q_norm", c), norm(k, p, name + ".k_norm", c)
     if c["position_embedding_type"] == "rope":
         q, k = rope(q, c), rope(k, c)
     k, v = k.repeat_interleave(H // G, dim=2), v.repeat_interleave(H // G, dim=2)  # head h -> kv h//(H/G)

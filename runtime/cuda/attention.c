@@ -79,7 +79,7 @@ static cu_attn_tiles cu_attn_tiles_for(rt_cuda_ctx *cx, int D)
     int t[6];
     if (!rt_cuda_read_constant(cx, name, t, sizeof t)) {
         fprintf(stderr, "train_rank: attention: head dim %d has no CUDA kernel (supported: 16, 64, 128); "
-                        "choose hidden_size / num_attention_heads to be one of them\n", D);
+                        "choose kv_channels (hidden_size / num_attention_heads unless given) to be one of them\n", D);
         exit(1);
     }
     return (cu_attn_tiles){t[0], t[1], t[2], t[3], t[4], t[5]};
