@@ -111,7 +111,7 @@ bool ck_write_rank(const char *dir, int64_t iteration, int rank, const int degre
     snprintf(path, sizeof path, "%s/rank_%05d.safetensors", tmp, rank);
     ck_st_tensor *t = malloc(sizeof *t * (size_t)(n ? n : 1));
     for (int i = 0; i < n; i++)
-        t[i] = (ck_st_tensor){parts[i].name, parts[i].part, parts[i].data};
+        t[i] = (ck_st_tensor){parts[i].name, parts[i].part, parts[i].data, parts[i].fill, parts[i].ctx};
     static const char *const meta[] = {"format", "pt"}; /* what PyTorch's writer records */
     uint64_t size, sum, *sums = malloc(sizeof *sums * (size_t)(n + 1));
     bool ok = ck_st_write(path, n, t, 1, meta, &size, &sum, sums, err, errlen);

@@ -69,8 +69,10 @@ bool ck_model_same(const ck_state *s, const ir_module *m, ir_cfg ignore, const c
 typedef struct {
     const char *name;
     ir_type part;
-    const void *data;
+    const void *data;               /* NULL: fill(ctx, i, ...) makes part i's bytes as they are written */
     ir_layout layout;
+    ck_st_fill fill;
+    void *ctx;
 } ck_part;
 
 /* --- writing: every rank writes its own files, then rank 0 the manifest and the commit --- */

@@ -128,7 +128,15 @@ bool ck_st_write(const char *path, int n, const ck_st_tensor *t, int nmeta, cons
     for (int i = 0; ok && i < n; i++) {
         uint64_t ts = CK_CHECKSUM_INIT;
         size_t nb = ir_bytes(&t[i].type);
-        ok = write_all(fd, t[i].data, nb, &ts);
+        void *made = t[i].data || !t[i].fill ? NULL : malloc(nb ? nb : 1);
+        if (made && !t[i].fill(t[i].ctx, i, made, err, errlen)) {
+            free(made);
+            close(fd);
+            free(header);
+            return false;
+        }
+        ok = write_all(fd, made ? made : t[i].data, nb, &ts);
+        free(made);
         sum = crc32_combine((uLong)sum, (uLong)ts, (z_off_t)nb);
         if (sums)
             sums[1 + i] = ts;

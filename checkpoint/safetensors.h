@@ -18,11 +18,18 @@
 
 #include "ir/ir.h"
 
-/* One tensor to write: its name, dtype and shape (type: shards ignored), and its bytes. */
+/* Makes the bytes of tensor i into buf (ir_bytes of its type), for a writer that asks for each in
+ * turn: a file of tensors made one by one (an import's) never holds more than one in memory. */
+typedef bool (*ck_st_fill)(void *ctx, int i, void *buf, char *err, size_t errlen);
+
+/* One tensor to write: its name, dtype and shape (type: shards ignored), and its bytes, or (data
+ * NULL) fill(ctx, i, ...) makes them when the writer comes to it. */
 typedef struct {
     const char *name;
     ir_type type;
     const void *data;
+    ck_st_fill fill;
+    void *ctx;
 } ck_st_tensor;
 
 /* Writes path (created or replaced) with the tensors in order and the metadata pairs

@@ -472,7 +472,8 @@ static bool model_of(const mcc_spec *s, const char *spec_path, cv_arch arch, cv_
 
 /* Copies between a rule's mcc tensors (f32 bits, their whole shapes) and its HF tensor, toward HF
  * when to_hf: row `row` of the mcc tensors stacked is HF's row (column, transposed); rows past HF's
- * are the vocabulary's padding, zero when coming from HF. */
+ * are the vocabulary's padding, zero when coming from HF. An mcc tensor given as NULL is skipped
+ * (an import makes one mcc tensor at a time). */
 static void cv_copy(const cv_model *cm, const cv_rule *r, uint32_t *const *mcc, uint32_t *hf, bool to_hf)
 {
     const ir_type *t0 = &cm->m->globals[r->g[0]].type;
@@ -484,9 +485,9 @@ static void cv_copy(const cv_model *cm, const cv_rule *r, uint32_t *const *mcc, 
     }
     int64_t cols = t0->ndim == 2 ? t0->dims[1] : 1, row0 = 0;
     int64_t hf_rows = (r->flags & CV_TRANSPOSED) && t0->ndim == 2 ? r->hf_type.dims[1] : r->hf_type.dims[0];
-    for (int i = 0; i < r->nmcc; i++) {
+    for (int i = 0; i < r->nmcc; row0 += cm->m->globals[r->g[i]].type.dims[0], i++) {
         int64_t rows = cm->m->globals[r->g[i]].type.dims[0];
-        for (int64_t a = 0; a < rows; a++)
+        for (int64_t a = 0; mcc[i] && a < rows; a++)
             for (int64_t c = 0; c < cols; c++) {
                 uint32_t *mv = &mcc[i][a * cols + c];
                 int64_t row = row0 + a;
@@ -501,7 +502,6 @@ static void cv_copy(const cv_model *cm, const cv_rule *r, uint32_t *const *mcc, 
                 else
                     *mv = *hv;
             }
-        row0 += rows;
     }
 }
 
@@ -1087,6 +1087,39 @@ static bool check_model(const cv_model *cm, const ck_reader *ck, const char *spe
     return check_checkpoint(cm, ck, spec, err, errlen);
 }
 
+/* The export's HF tensors made one at a time as the safetensors writer comes to them (rule first + i
+ * of the shard being written) from the checkpoint's whole tensors: an expert stack is read once for
+ * its experts' rules, which follow each other. */
+typedef struct {
+    const cv_model *cm;
+    ck_reader *ck;
+    int first;                      /* the shard's first rule */
+    int held;                       /* the expert stack in experts, or -1 */
+    uint32_t *experts;
+} export_fill;
+
+static bool fill_hf(void *ctx, int i, void *buf, char *err, size_t errlen)
+{
+    export_fill *ex = ctx;
+    const cv_rule *r = &ex->cm->r[ex->first + i];
+    const ir_module *m = ex->cm->m;
+    if ((r->flags & CV_EXPERTS) && ex->held != r->g[0]) {
+        free(ex->experts);
+        ex->held = r->g[0];
+        if (!(ex->experts = ck_read_whole(ex->ck, m->globals[r->g[0]].name, err, errlen)))
+            return ex->held = -1, false;
+    }
+    uint32_t *mcc[3] = {0};
+    bool ok = true;
+    for (int j = 0; ok && j < r->nmcc; j++)
+        ok = (mcc[j] = r->flags & CV_EXPERTS ? ex->experts : ck_read_whole(ex->ck, m->globals[r->g[j]].name, err, errlen));
+    if (ok)
+        cv_copy(ex->cm, r, mcc, buf, true);
+    for (int j = 0; j < r->nmcc && !(r->flags & CV_EXPERTS); j++)
+        free(mcc[j]);
+    return ok;
+}
+
 static bool to_hf(ck_reader *ck, const char *out, const mcc_spec *s, const to_hf_opts *o, char *err, size_t errlen)
 {
     cv_model cm;
@@ -1095,45 +1128,26 @@ static bool to_hf(ck_reader *ck, const char *out, const mcc_spec *s, const to_hf
     bool ok = check_model(&cm, ck, o->spec, err, errlen) && os_mkdirs(out, err, errlen);
     int *shard = calloc((size_t)cm.n, sizeof *shard), nshards = ok ? plan_shards(&cm, o->max_shard_bytes, shard) : 0;
     ck_st_tensor *st = calloc((size_t)cm.n, sizeof *st);
-    uint32_t **hf = calloc((size_t)cm.n, sizeof *hf);
     json_t *map = json_object();
     long long total = 0;
     static const char *const meta[] = {"format", "pt"}; /* transformers refuses a file without it */
-    int held = -1;         /* the expert tensor read whole for its slices' rules, which follow each other */
-    uint32_t *experts = NULL;
+    export_fill ex = {&cm, ck, 0, -1, NULL};
     for (int sh = 0, first = 0; ok && sh < nshards; sh++) {
         int last = first;
-        for (; ok && last < cm.n && shard[last] == sh; last++) {
-            cv_rule *r = &cm.r[last];
-            uint32_t *mcc[3] = {0};
-            if ((r->flags & CV_EXPERTS) && held != r->g[0]) {
-                free(experts);
-                ok = (experts = ck_read_whole(ck, cm.m->globals[r->g[0]].name, err, errlen)) != NULL;
-                held = r->g[0];
-            }
-            for (int j = 0; ok && j < r->nmcc; j++)
-                ok = (mcc[j] = r->flags & CV_EXPERTS ? experts
-                                                     : ck_read_whole(ck, cm.m->globals[r->g[j]].name, err, errlen)) != NULL;
-            hf[last] = malloc(ir_bytes(&r->hf_type));
-            if (ok)
-                cv_copy(&cm, r, mcc, hf[last], true);
-            for (int j = 0; j < r->nmcc && !(r->flags & CV_EXPERTS); j++)
-                free(mcc[j]);
-            st[last] = (ck_st_tensor){r->hf, r->hf_type, hf[last]};
-            total += (long long)ir_bytes(&r->hf_type);
+        for (; last < cm.n && shard[last] == sh; last++) {
+            st[last] = (ck_st_tensor){cm.r[last].hf, cm.r[last].hf_type, NULL, fill_hf, &ex};
+            total += (long long)ir_bytes(&cm.r[last].hf_type);
         }
         char name[64], path[4200];
         shard_name(sh, nshards, name, sizeof name);
         snprintf(path, sizeof path, "%s/%s", out, name);
-        ok = ok && ck_st_write(path, last - first, st + first, 1, meta, NULL, NULL, NULL, err, errlen);
-        for (int i = first; i < last; i++) {
+        ex.first = first;
+        ok = ck_st_write(path, last - first, st + first, 1, meta, NULL, NULL, NULL, err, errlen);
+        for (int i = first; i < last; i++)
             json_object_set_new(map, st[i].name, json_string(name));
-            free(hf[i]);
-            hf[i] = NULL;
-        }
         first = last;
     }
-    free(experts);
+    free(ex.experts);
     char path[4200];
     snprintf(path, sizeof path, "%s/model.safetensors%s", out, nshards > 1 ? "" : ".index.json");
     if (ok && unlink(path) != 0 && errno != ENOENT) /* a stale file transformers would read instead */
@@ -1155,7 +1169,6 @@ static bool to_hf(ck_reader *ck, const char *out, const mcc_spec *s, const to_hf
                 cv_archs[cm.arch].name, (long long)ck->state.iteration, cm.n, nshards, nshards > 1 ? "s" : "",
                 s->vocab_size, (long long)cm.m->globals[ir_global_find(cm.m, "embedding.word")].type.dims[0]);
     json_decref(map);
-    free(hf);
     free(st);
     free(shard);
     model_free(&cm);
@@ -1177,29 +1190,44 @@ static bool hf_ignored(const cv_model *cm, const char *name)
     return !strcmp(name, "lm_head.weight") && !cm->s->untie_embeddings_and_output_weights;
 }
 
+/* Reads HF tensor `name` of the files as f32 (widened), numel of them, or NULL with the error. */
+static uint32_t *hf_read_whole(const hf_dir *h, const char *name, int64_t numel, char *err, size_t errlen)
+{
+    int f, e;
+    if (!hf_find(h, name, &f, &e))
+        return NULL;
+    uint32_t *out = ir_numel(&h->files[f].t[e].type) == numel ? malloc((size_t)numel * sizeof *out) : NULL;
+    if (out && !hf_read_f32(&h->files[f], e, out, err, errlen)) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
 /* A tied model's file may hold lm_head.weight too (transformers then ties it anyway): it must be
  * the embedding, or the weights are not the model config.json describes. */
-static bool tied_head_same(const cv_model *cm, const hf_dir *h, uint32_t **data, char *err, size_t errlen)
+static bool tied_head_same(const cv_model *cm, const hf_dir *h, char *err, size_t errlen)
 {
-    int f, e, g = ir_global_find(cm->m, "embedding.word");
+    int f, e;
     if (cm->s->untie_embeddings_and_output_weights || !hf_find(h, "lm_head.weight", &f, &e))
         return true;
-    const ir_type *t = &h->files[f].t[e].type;
     int64_t n = (int64_t)cm->s->vocab_size * cm->s->hidden_size;
-    uint32_t *head = ir_numel(t) == n ? malloc((size_t)n * sizeof *head) : NULL; /* f32, widened */
-    bool ok = head && hf_read_f32(&h->files[f], e, head, err, errlen);
-    bool same = ok && memcmp(head, data[g], (size_t)n * sizeof *head) == 0;
+    const char *embedding = cm->arch == CV_GPT2 ? "transformer.wte.weight" : "model.embed_tokens.weight";
+    err[0] = 0;
+    uint32_t *head = hf_read_whole(h, "lm_head.weight", n, err, errlen), *word = head ? hf_read_whole(h, embedding, n, err, errlen) : NULL;
+    bool same = word && memcmp(head, word, (size_t)n * sizeof *head) == 0;
     free(head);
-    if (head && !ok)
+    free(word);
+    if (!same && err[0]) /* a read failed: its error */
         return false;
     return same || ck_fail(err, errlen, "%s: tensor lm_head.weight is not the embedding, but config.json's "
                                         "\"tie_word_embeddings\" ties them: set it false if the model has an output "
                                         "layer of its own", h->files[f].path);
 }
 
-/* Reads every tensor of the model from the HF files into mcc's tensors (*data[g] per parameter g),
- * checking names and shapes against config.json's; tensors the model has not are refused. */
-static bool read_hf(const cv_model *cm, const hf_dir *h, const char *dir, uint32_t **data, char *err, size_t errlen)
+/* Checks the HF files against the model's rules before a byte is read: every rule's tensor there
+ * with config.json's shape, and no tensor the model has not. */
+static bool check_hf(const cv_model *cm, const hf_dir *h, const char *dir, char *err, size_t errlen)
 {
     for (int i = 0; i < cm->n; i++) {
         const cv_rule *r = &cm->r[i];
@@ -1220,18 +1248,7 @@ static bool read_hf(const cv_model *cm, const hf_dir *h, const char *dir, uint32
             return ck_fail(err, errlen, "%s: tensor %s is %s but config.json makes it %s: the weights and config.json "
                                         "are of different models", h->files[f].path, r->hf, a, b);
         }
-        uint32_t *hf = malloc(ir_bytes(&r->hf_type)), *mcc[3];
-        for (int j = 0; j < r->nmcc; j++)
-            mcc[j] = data[r->g[j]] = data[r->g[j]] ? data[r->g[j]] : malloc(ir_bytes(&cm->m->globals[r->g[j]].type));
-        bool ok = hf_read_f32(&h->files[f], e, hf, err, errlen);
-        if (ok)
-            cv_copy(cm, r, mcc, hf, false);
-        free(hf);
-        if (!ok)
-            return false;
     }
-    if (!tied_head_same(cm, h, data, err, errlen))
-        return false;
     for (int f = 0; f < h->nfiles; f++)
         for (int e = 0; e < h->files[f].n; e++) {
             const char *name = h->files[f].t[e].name;
@@ -1244,23 +1261,69 @@ static bool read_hf(const cv_model *cm, const hf_dir *h, const char *dir, uint32
                                             "config.json are of different models", h->files[f].path, name,
                                cv_archs[cm->arch].name);
         }
+    return tied_head_same(cm, h, err, errlen);
+}
+
+/* The import's tensors made one at a time as the checkpoint writer comes to them: parameter g is
+ * gathered from the rules that hold it (first[g] .. first[g + 1] of by_global: a GPT-2 q from
+ * c_attn's rows, an expert stack from its experts' tensors), one HF tensor read at a time. */
+typedef struct {
+    const cv_model *cm;
+    const hf_dir *h;
+    const int *global;              /* the checkpoint's tensor i: the model's global */
+    int *first, *by_global;         /* the rules of each global, grouped */
+} import_fill;
+
+static bool fill_param(void *ctx, int i, void *buf, char *err, size_t errlen)
+{
+    const import_fill *im = ctx;
+    int g = im->global[i];
+    for (int k = im->first[g]; k < im->first[g + 1]; k++) {
+        const cv_rule *r = &im->cm->r[im->by_global[k]];
+        int f, e;
+        uint32_t *mcc[3] = {0}, *hf = malloc(ir_bytes(&r->hf_type));
+        for (int j = 0; j < r->nmcc; j++)
+            mcc[j] = r->g[j] == g ? buf : NULL;
+        bool ok = hf_find(im->h, r->hf, &f, &e) && hf_read_f32(&im->h->files[f], e, hf, err, errlen);
+        if (ok)
+            cv_copy(im->cm, r, mcc, hf, false);
+        free(hf);
+        if (!ok)
+            return false;
+    }
     return true;
 }
 
-/* Writes the weights as the checkpoint of iteration 0 on one rank, every tensor whole: what any
- * layout loads (train_rank --load DIR --finetune). */
-static bool write_checkpoint(const cv_model *cm, const char *dir, uint32_t **data, char *err, size_t errlen)
+/* Writes the weights as the checkpoint of iteration 0 on one rank, every tensor whole (what any
+ * layout loads: train_rank --load DIR --finetune), each made from the HF files as it is written:
+ * no more than one parameter and one HF tensor in memory (a 70B import needs no 280 GB). */
+static bool write_checkpoint(const cv_model *cm, const hf_dir *h, const char *dir, char *err, size_t errlen)
 {
-    int n = 0, degree[IR_NUM_AXES], coord[IR_NUM_AXES] = {0};
+    int n = 0, ng = cm->m->nglobals, degree[IR_NUM_AXES], coord[IR_NUM_AXES] = {0};
     for (int a = 0; a < IR_NUM_AXES; a++)
         degree[a] = 1;
-    ck_part *parts = calloc((size_t)cm->m->nglobals, sizeof *parts);
-    ck_tensor *tensors = calloc((size_t)cm->m->nglobals, sizeof *tensors);
-    for (int g = 0; g < cm->m->nglobals; g++) {
+    import_fill im = {cm, h, NULL, calloc((size_t)ng + 2, sizeof(int)), NULL};
+    int total = 0, *global = calloc((size_t)ng + 1, sizeof *global), *at = calloc((size_t)ng + 1, sizeof *at);
+    for (int i = 0; i < cm->n; i++) /* count each global's rules, then place them */
+        for (int j = 0; j < cm->r[i].nmcc; j++)
+            im.first[cm->r[i].g[j] + 1]++, total++;
+    for (int g = 0; g < ng; g++)
+        im.first[g + 1] += im.first[g];
+    im.by_global = calloc((size_t)total + 1, sizeof *im.by_global);
+    for (int i = 0; i < cm->n; i++)
+        for (int j = 0; j < cm->r[i].nmcc; j++) {
+            int g = cm->r[i].g[j];
+            im.by_global[im.first[g] + at[g]++] = i;
+        }
+    im.global = global;
+    ck_part *parts = calloc((size_t)ng + 1, sizeof *parts);
+    ck_tensor *tensors = calloc((size_t)ng + 1, sizeof *tensors);
+    for (int g = 0; g < ng; g++) {
         const ir_global *gl = &cm->m->globals[g];
         if (gl->kind != IR_GLOBAL_PARAM)
             continue;
-        parts[n] = (ck_part){gl->name, gl->type, data[g], {0}};
+        global[n] = g;
+        parts[n] = (ck_part){gl->name, gl->type, NULL, {0}, fill_param, &im};
         tensors[n++] = (ck_tensor){gl->name, CK_ROLE_PARAM, gl->name, gl->type};
     }
     char *model[2 * IR_CFG_COUNT]; /* the model's function, as train_rank's save records it */
@@ -1272,6 +1335,10 @@ static bool write_checkpoint(const cv_model *cm, const char *dir, uint32_t **dat
               ck_commit(dir, &st, n, tensors, 0, err, errlen);
     free(parts);
     free(tensors);
+    free(global);
+    free(at);
+    free(im.first);
+    free(im.by_global);
     return ok;
 }
 
@@ -1303,15 +1370,11 @@ static bool from_hf(const char *in, const char *ckdir, const char *spec_out, cha
     if (!model_of(&s, spec_out, arch, &cm, err, errlen))
         return false;
     hf_dir h = {0};
-    uint32_t **data = calloc((size_t)cm.m->nglobals, sizeof *data);
-    ok = hf_open(&h, in, err, errlen) && read_hf(&cm, &h, in, data, err, errlen) &&
-         write_checkpoint(&cm, ckdir, data, err, errlen);
+    ok = hf_open(&h, in, err, errlen) && check_hf(&cm, &h, in, err, errlen) &&
+         write_checkpoint(&cm, &h, ckdir, err, errlen);
     if (ok)
         fprintf(stderr, "mcc: wrote %s (iteration 0, weights only) and %s from %s (%s, vocabulary %d padded to %d)\n",
                 ckdir, spec_out, in, cv_archs[arch].name, s.vocab_size, s.padded_vocab_size);
-    for (int g = 0; g < cm.m->nglobals; g++)
-        free(data[g]);
-    free(data);
     hf_close(&h);
     model_free(&cm);
     return ok;

@@ -187,7 +187,7 @@ static void copy_to_host(rt_ckpt_writer *w, rt_program *p)
         for (int g = 0; g < m->nglobals; g++) {
             ck_role role;
             if (ckpt_name(m, g, true, w->names[w->n], sizeof w->names[w->n], &role) && writes_part(p, w->degree, g)) {
-                w->parts[w->n] = (ck_part){w->names[w->n], m->globals[g].type, NULL, m->globals[g].layout};
+                w->parts[w->n] = (ck_part){w->names[w->n], m->globals[g].type, NULL, m->globals[g].layout, NULL, NULL};
                 w->global[w->n++] = g;
                 w->host_bytes += ir_bytes(&m->globals[g].type);
             }

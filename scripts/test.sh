@@ -10,7 +10,7 @@ start=$(date +%s)
 bash scripts/deps.sh
 jobs=$(nproc)
 cmake -S . -B build-fast -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS_RELEASE=-O2 -DMCC_REQUIRE_MPI=ON >/dev/null
-cmake --build build-fast -j"$jobs" --target mcc
+cmake --build build-fast -j"$jobs" --target mcc mcc-convert
 # MPI required (the default, explicit here): a machine without it fails instead of dropping the layout tests
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DMCC_SANITIZE=ON -DMCC_REQUIRE_MPI=ON \
   -DMCC_FAST_BUILD="$PWD/build-fast" >/dev/null

@@ -57,7 +57,8 @@ static void roundtrip(const char *dir)
     float a[6] = {1, 2, 3, 4, 5, 6};
     int64_t b[2] = {-7, 1LL << 40};
     const int64_t da[2] = {2, 3}, db[1] = {2};
-    ck_st_tensor t[2] = {{"layers.0.w", ir_tensor(IR_F32, 2, da), a}, {"step", ir_tensor(IR_I64, 1, db), b}};
+    ck_st_tensor t[2] = {{"layers.0.w", ir_tensor(IR_F32, 2, da), a, NULL, NULL},
+                        {"step", ir_tensor(IR_I64, 1, db), b, NULL, NULL}};
     const char *meta[2] = {"format", "pt"};
     char err[1024];
     uint64_t bytes, sum, fsum, fbytes;
