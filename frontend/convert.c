@@ -838,7 +838,7 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
              cfg_choice(k, "hidden_act", "silu", silu, "mcc's SwiGLU MLP is silu(gate) * up");
         double factor = 0;
         ok = ok && (!scaling || rope_scaling_of(k, scaling, &factor));
-        T = P < 4096 ? P : 4096; /* a training length, not the model's reach: --seq-length trains longer */
+        T = ok && P < 4096 ? P : 4096; /* a training length, not the model's reach: --seq-length trains longer */
         ok = ok && window_of_config(k, arch, T);
         if (ok && arch == CV_LLAMA && abias != mbias)
             ok = ck_fail(k->err, k->errlen, "%s: \"attention_bias\" and \"mlp_bias\" differ: mcc's add_bias_linear gives "
