@@ -1,6 +1,10 @@
-# hf_transformers_check.py [DIR] — on the GPU machine: each export of hfcheck/ (bench/hf_bundle.sh)
-# loaded by transformers (AutoModelForCausalLM.from_pretrained, fp32, TF32 off) gives on the same
-# tokens the logits mcc computed with the same trained weights, and so the same loss.
+# hf_transformers_check.py [DIR] — on the GPU machine: each export of hfcheck/ (bench/hf_bundle.sh:
+# GPT-2, LLaMA, Mistral, Qwen2, Qwen3, Mixtral, Qwen3-MoE) loaded by transformers
+# (AutoModelForCausalLM.from_pretrained, fp32, TF32 off; Qwen3 wants transformers >= 4.51) as the class
+# config.json names, every weight of the files used and none missing, gives on the same tokens the
+# logits mcc computed with the same trained weights, and so the same loss. An MoE model's line adds
+# the smallest gap between the k-th and the next router score (a near-tie there could route
+# differently in fp32 on either side).
 import glob, os, sys
 import numpy as np
 import torch
@@ -10,22 +14,60 @@ from transformers import AutoModelForCausalLM
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 dev = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def load(d):
+    """The model, or the reason it is not the files' own: another class, weights missing, unused or
+    of another shape (transformers would initialise or drop them and still run)."""
+    model, info = AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.float32, output_loading_info=True)
+    want = model.config.architectures[0]
+    tied = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
+    bad = [f"{k}: {sorted(map(str, set(v) - tied))}" for k, v in info.items()
+           if k != "error_msgs" and isinstance(v, (list, set, tuple)) and set(v) - tied]
+    bad += [f"error_msgs: {info['error_msgs']}"] if info.get("error_msgs") else []
+    if type(model).__name__ != want:
+        bad.append(f"loaded as {type(model).__name__}, config.json names {want}")
+    return model.to(dev).eval(), bad
+
+
+def topk_gap(out, k):
+    """The smallest k-th over (k+1)-th router score of any token in any MoE layer (None: no router)."""
+    gaps = []
+    for s in getattr(out, "router_logits", None) or ():  # a dense layer's is None
+        if s is not None and s.shape[-1] > k:
+            top = s.float().reshape(-1, s.shape[-1]).topk(k + 1, dim=-1)[0]
+            gaps.append(float((top[:, k - 1] - top[:, k]).min()))
+    return min(gaps) if gaps else None
+
+
 status = 0
 for d in sorted(glob.glob(os.path.join(sys.argv[1] if len(sys.argv) > 1 else "hfcheck", "*", "config.json"))):
     d = os.path.dirname(d)
-    model = AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.float32).to(dev).eval()
+    name = os.path.basename(d)
+    try:
+        model, bad = load(d)
+    except Exception as e:  # an architecture this transformers does not have, a config it refuses
+        print(f"{name}: FAIL: transformers did not load it: {type(e).__name__}: {e}")
+        status = 1
+        continue
     tokens = torch.from_numpy(np.load(os.path.join(d, "tokens.npy"))).to(dev)
     targets = torch.from_numpy(np.load(os.path.join(d, "targets.npy"))).to(dev)
     want = torch.from_numpy(np.load(os.path.join(d, "logits.npy"))).to(dev).double()
+    k = getattr(model.config, "num_experts_per_tok", None)
     with torch.no_grad():
-        got = model(tokens).logits.double()
+        out = model(tokens, output_router_logits=True) if k else model(tokens)
+    got = out.logits.double()
     V = got.shape[-1]
     err = ((got - want[..., :V]).norm() / want[..., :V].norm()).item()
     loss_hf = F.cross_entropy(got.reshape(-1, V), targets.reshape(-1)).item()
     # mcc's loss is over its padded vocabulary, as Megatron's: the padding columns join its softmax
     loss_mcc = F.cross_entropy(want.reshape(-1, want.shape[-1]), targets.reshape(-1)).item()
-    ok = err < 1e-4
-    print(f"{os.path.basename(d)}: {type(model).__name__} logits rel err {err:.3e} vs mcc; loss {loss_hf:.6f} (transformers) "
-          f"{loss_mcc:.6f} (mcc, padded vocab) {'ok' if ok else 'FAIL'}")
+    gap = topk_gap(out, k)
+    ok = err < 1e-4 and not bad
+    print(f"{name}: {type(model).__name__} logits rel err {err:.3e} vs mcc; loss {loss_hf:.6f} (transformers) "
+          f"{loss_mcc:.6f} (mcc, padded vocab)" + (f"; router top-{k} gap {gap:.3e}" if gap is not None else "") +
+          f" {'ok' if ok else 'FAIL'}")
+    for b in bad:
+        print(f"  FAIL: {b}")
     status |= not ok
 sys.exit(status)

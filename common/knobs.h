@@ -49,6 +49,9 @@ typedef enum { KNOB_MCC = 1, KNOB_TRAIN_RANK = 2, KNOB_BENCH = 4 /* a bench scri
       "SMs for GEMMs planned while a collective runs beside them (0: all)")                                           \
     X(PROFILE, KNOB_BOOL, "0", "0|1", 0, 0, KNOB_TRAIN_RANK,                                                          \
       "1: print the GPU time per op and the costliest instructions (runs without CUDA graphs)")                       \
+    X(PROFILE_DUMP, KNOB_PATH, "", NULL, 0, 0, KNOB_TRAIN_RANK,                                                       \
+      "with MCC_PROFILE=1: every instruction's GPU time per call, its op, work and bytes, written to this file at "  \
+      "exit (a tab-separated table: the step-time model's calibration, bench/calibrate.py)")                          \
     X(SIDE_NCCL_CTAS, KNOB_INT, "16", NULL, 1, 64, KNOB_TRAIN_RANK, "NCCL CTAs of the side lane (--comm-lanes side)") \
     X(TP_NCCL_CTAS, KNOB_INT, "64", NULL, 1, 64, KNOB_TRAIN_RANK, "NCCL CTAs of the tensor-parallel group")
 

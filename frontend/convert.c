@@ -843,6 +843,8 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
         if (ok && arch == CV_LLAMA && abias != mbias)
             ok = ck_fail(k->err, k->errlen, "%s: \"attention_bias\" and \"mlp_bias\" differ: mcc's add_bias_linear gives "
                                             "every linear layer a bias or none", k->path);
+        if (arch == CV_QWEN2) /* transformers' Qwen2 biases q, k and v whatever attention_bias says */
+            abias = mbias = false;
         if (ok && arch != CV_LLAMA && abias) /* Qwen3's biases q, k, v and o, never the MLP */
             ok = ck_fail(k->err, k->errlen, "%s: \"attention_bias\" is true: %s", k->path,
                          qwen3 ? "Qwen3's attention_bias biases q, k, v and o and never the MLP, which mcc does not "
@@ -1245,8 +1247,11 @@ static bool check_hf(const cv_model *cm, const hf_dir *h, const char *dir, char 
             char a[64], b[64];
             shape_str(t, a, sizeof a);
             shape_str(&r->hf_type, b, sizeof b);
-            return ck_fail(err, errlen, "%s: tensor %s is %s but config.json makes it %s: the weights and config.json "
-                                        "are of different models", h->files[f].path, r->hf, a, b);
+            bool heads = strstr(r->hf, "self_attn.") != NULL;
+            return ck_fail(err, errlen, "%s: tensor %s is %s but config.json makes it %s%s: the weights and config.json "
+                                        "are of different models", h->files[f].path, r->hf, a, b,
+                           heads ? " (heads x head_dim: num_attention_heads or num_key_value_heads, and head_dim, "
+                                   "else hidden_size / num_attention_heads)" : "");
         }
     }
     for (int f = 0; f < h->nfiles; f++)

@@ -1,8 +1,10 @@
 # convert.cmake — `mcc convert --to hf / --from hf` (frontend/convert.c): a Hugging Face model
 # imported and exported back bit for bit, its logits by a hand-written HF forward equal to the mcc
-# model's (tests/torch_ref.py) on the checkpoint (Mixtral's also to train_rank's logits and loss on
-# the import), and bad model directories refused by name.
-foreach(arch gpt2 llama mixtral)
+# model's (tests/torch_ref.py) on the checkpoint (all but GPT-2's and LLaMA's also to train_rank's
+# logits and loss on the import), and bad model directories refused by name: GPT-2, LLaMA, Mixtral,
+# Qwen2 (q, k, v biases), Qwen3 (q/k norms, head_dim not hidden / heads), Mistral (--architecture),
+# Qwen3-MoE (a dense layer by mlp_only_layers or decoder_sparse_step).
+foreach(arch gpt2 llama mixtral qwen2 qwen3 mistral qwen3_moe)
   add_test(NAME convert_hf_roundtrip_${arch} COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_hf.sh $<TARGET_FILE:mcc> ${arch})
   set_tests_properties(convert_hf_roundtrip_${arch} PROPERTIES LABELS numerics)
 endforeach()
@@ -18,6 +20,19 @@ add_test(NAME convert_hf_trained_rope_scaling_tiny-llama
          COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_trained.sh $<TARGET_FILE:mcc> tiny-llama 1
                  "--rotary-base 500000 --norm-epsilon 1e-6 --use-rope-scaling --rope-scaling-factor 8")
 set_tests_properties(convert_hf_trained_rope_scaling_tiny-llama PROPERTIES LABELS numerics TIMEOUT 300)
+# each family's default export (no --architecture): Qwen2ForCausalLM (q, k, v biases alone),
+# Qwen3ForCausalLM (q/k norms, kv_channels 32 of hidden 64 / 4 heads), Qwen3MoeForCausalLM (tiny-moe
+# without its shared expert, with Qwen3's attention; layer 0 dense: mlp_only_layers)
+set(MCC_QK "--qk-layernorm --kv-channels 32")
+foreach(case "qwen2;tiny-llama;--add-qkv-bias" "qwen3;tiny-llama;${MCC_QK}"
+             "qwen3_moe;tiny-moe;--moe-shared-expert-intermediate-size 0 ${MCC_QK}")
+  list(GET case 0 name)
+  list(GET case 1 model)
+  list(GET case 2 flags)
+  add_test(NAME convert_hf_trained_${name}_${model}
+           COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_trained.sh $<TARGET_FILE:mcc> ${model} 1 "${flags}")
+  set_tests_properties(convert_hf_trained_${name}_${model} PROPERTIES LABELS numerics TIMEOUT 300)
+endforeach()
 # the checkpoint's model record (tests/checkpoint_model.sh): train_rank --load and --to hf refuse a
 # plan or spec of another function by field; an earlier mcc's manifest still loads and converts
 add_test(NAME checkpoint_model_record COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_model.sh ${MCC_E2E_MCC})
@@ -32,6 +47,26 @@ if(MPI_C_FOUND)
            COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_trained.sh $<TARGET_FILE:mcc> tiny-moe 2
                    "--moe-shared-expert-intermediate-size 0 --moe-layer-freq 1" --dp 2 --expert-model-parallel-size 2)
   set_tests_properties(convert_hf_trained_ep2_tiny-moe PROPERTIES LABELS numerics PROCESSORS 2 TIMEOUT 300)
+  # Qwen3's q/k norms saved by tp 2 (each rank its heads, the norm weights whole), and Qwen3-MoE's
+  # experts by ep 2 x dp 2
+  add_test(NAME convert_hf_trained_tp2_qwen3_tiny-llama
+           COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_trained.sh $<TARGET_FILE:mcc> tiny-llama 2
+                   "--vocab-size 258 --make-vocab-size-divisible-by 1 ${MCC_QK}" --tp 2)
+  add_test(NAME convert_hf_trained_ep2_qwen3_moe_tiny-moe
+           COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_trained.sh $<TARGET_FILE:mcc> tiny-moe 2
+                   "--moe-shared-expert-intermediate-size 0 ${MCC_QK}" --dp 2 --expert-model-parallel-size 2)
+  set_tests_properties(convert_hf_trained_tp2_qwen3_tiny-llama convert_hf_trained_ep2_qwen3_moe_tiny-moe
+                       PROPERTIES LABELS numerics PROCESSORS 2 TIMEOUT 300)
+endif()
+# a 96M-parameter model in and out with a quarter of its size in memory (tests/convert_stream.sh),
+# measured on an unsanitized mcc-convert (the fast build's: ASan's shadow and quarantine are memory too)
+if(MCC_FAST_BUILD)
+  add_test(NAME convert_stream COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_stream.sh ${MCC_FAST_BUILD}/mcc-convert)
+elseif(NOT MCC_SANITIZE)
+  add_test(NAME convert_stream COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_stream.sh $<TARGET_FILE:mcc-convert>)
+endif()
+if(TEST convert_stream)
+  set_tests_properties(convert_stream PROPERTIES LABELS numerics)
 endif()
 # mcc-convert: the converter without the compiler's libraries, byte for byte mcc convert's
 add_test(NAME convert_standalone COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_standalone.sh $<TARGET_FILE:mcc>

@@ -251,8 +251,9 @@ FAMILY = {
     "qwen3": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 32, "attention_bias": False,
               "attention_dropout": 0.0, "use_sliding_window": False, "sliding_window": None, "max_window_layers": 2,
               "rope_scaling": None, "rms_norm_eps": 1e-6},
-    # mistralai/Mistral-7B-v0.1: a window (4096) past the model's positions, an explicit head_dim
-    "mistral": {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "head_dim": 16, "sliding_window": 4096,
+    # mistralai/Mistral-7B-v0.1's window (4096: past the model's positions), Mistral-Nemo's head_dim (128 of
+    # 5120 / 32 heads: here 32 of 64 / 4)
+    "mistral": {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "head_dim": 32, "sliding_window": 4096,
                 "attention_dropout": 0.0},
     # Qwen/Qwen3-30B-A3B: Qwen3's attention; 3 layers, the first dense (mlp_only_layers)
     "qwen3_moe": {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_hidden_layers": 3,

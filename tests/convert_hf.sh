@@ -4,7 +4,7 @@
 # openai-community/gpt2's file names them; the rest BF16 in one file, and an F16 variant: llama (tied
 # embeddings, biases, LLaMA 3.1's rope scaling), mixtral (4 experts, top 2; tied, top 1), qwen2 (q, k, v
 # biased; tied), qwen3 (q_norm/k_norm, head_dim 32 of hidden 64 / 4 heads; tied, rope_theta 1e6),
-# mistral (exported with --architecture MistralForCausalLM: sliding_window 4096 and head_dim 16;
+# mistral (exported with --architecture MistralForCausalLM: sliding_window 4096 and head_dim 32;
 # both null), qwen3_moe (Qwen3's attention, layer 0 dense by mlp_only_layers, top 2 renormalised; top
 # 1 not renormalised, layer 1 alone sparse by decoder_sparse_step).
 # --from hf writes a checkpoint and its spec, --to hf writes the model back, which must equal the
@@ -63,7 +63,8 @@ in_train_rank() {
 }
 
 # MistralForCausalLM is LLaMA's function: exported as Mistral only when named
-xarch=(); [ "$arch" = mistral ] && xarch=(--architecture MistralForCausalLM)
+xarch=()
+if [ "$arch" = mistral ]; then xarch=(--architecture MistralForCausalLM); fi
 if [ "$arch" = gpt2 ]; then make_flags="--shard-bytes 200000"; else make_flags="--dtype BF16"; fi
 $py make --arch "$arch" --out hf1 $make_flags
 "$mcc" convert --from hf hf1 ck 2>err.txt || { cat err.txt; exit 1; }
@@ -75,11 +76,12 @@ $py make --arch "$arch" --out hfv --dtype F16 --variant
 "$mcc" convert --to hf ckv hfv2 --spec ckv/spec.json "${xarch[@]}"
 $py same hfv hfv2 --spec ckv/spec.json --ckpt ckv
 case $arch in
-    gpt2 | llama) ;;
-    qwen3_moe) # top 2 renormalised; top 1 not, one layer sparse
-        in_train_rank ck hf1
-        in_train_rank ckv hfv ;;
-    *) in_train_rank ck hf1 ;;
+gpt2 | llama) ;;
+qwen3_moe) # top 2 renormalised; top 1 not, one layer sparse
+    in_train_rank ck hf1
+    in_train_rank ckv hfv
+    ;;
+*) in_train_rank ck hf1 ;;
 esac
 # exported unsharded (the default 5 GB): one model.safetensors and no index left from the sharded
 # export (the sharding is the architecture's own in no way: the dense ones check it)
@@ -194,7 +196,8 @@ qwen3_moe)
     "$mcc" convert --from hf bad ckd 2>/dev/null
     [ "$(key ckd/spec.json moe_router_pre_softmax)" = true ] ||
         { echo "FAIL: no norm_topk_prob imported as moe_router_pre_softmax $(key ckd/spec.json moe_router_pre_softmax)"; exit 1; }
-    refuses qk_layernorm "$mcc" convert --to hf ck out --architecture MixtralForCausalLM
+    # Mixtral: no q/k norms, no dense layer
+    refuses "MixtralForCausalLM does not compute this model" "$mcc" convert --to hf ck out --architecture MixtralForCausalLM
     ;;
 esac
 # --to hf without --spec: the model the manifest records, the same files; a spec or flag of

@@ -260,11 +260,47 @@ static void cuda_open(rt_program *p, const void *image)
     p->dev_state = s;
 }
 
+/* MCC_PROFILE_DUMP=FILE: a line per instruction timed, tab-separated: its function, index and op,
+ * the calls timed, GPU ms per call, its multiply-adds (ir_work_macs), the bytes of its operands and
+ * results, and its result's type; what bench/calibrate.py fits the step-time model's rates from.
+ * Overlapped collectives run on the comm stream and are not in it. Rank 0's only. */
+static void profile_dump(const ir_module *m, const profile *pr, const char *path)
+{
+    FILE *out = fopen(path, "w");
+    if (!out) {
+        fprintf(stderr, "train_rank: warning: MCC_PROFILE_DUMP %s: cannot write it\n", path);
+        return;
+    }
+    fprintf(out, "func\tindex\top\tcalls\tms\tmacs\tbytes\ttype\n");
+    for (int f = 0; f < m->nfuncs; f++) {
+        const ir_func *fn = m->funcs[f];
+        for (int i = 0; pr->counted[f] > 0 && i < fn->ninstrs; i++) {
+            const ir_instr *in = &fn->instrs[i];
+            double bytes = 0;
+            for (int a = 0; a < in->nargs; a++)
+                bytes += (double)ir_bytes(ir_vtype(fn, in->args[a]));
+            for (int r = 0; r < in->nres; r++)
+                bytes += (double)ir_bytes(ir_vtype(fn, in->res[r]));
+            char type[96] = "";
+            if (in->nres)
+                ir_type_str(ir_vtype(fn, in->res[0]), type, sizeof type);
+            fprintf(out, "%s\t%d\t%s\t%d\t%.6f\t%.0f\t%.0f\t%s\n", fn->name, i, ir_ops[in->op].name, pr->counted[f],
+                    pr->ms[pr->offset[f] + i] / pr->counted[f], ir_work_macs(fn, in), bytes, type);
+        }
+    }
+    fclose(out);
+}
+
 static void cuda_close(rt_program *p)
 {
     cuda_state *s = state(p);
     if (s->prof)
         profile_print(p->m, s->prof);
+    bool first = true; /* the rank at every axis's coordinate 0 */
+    for (int a = 0; a < IR_NUM_AXES; a++)
+        first &= p->coord[a] == 0;
+    if (s->prof && knob_text(KNOB_PROFILE_DUMP) && first)
+        profile_dump(p->m, s->prof, knob_text(KNOB_PROFILE_DUMP));
     for (int i = 0; i < s->first_exec[p->m->nfuncs]; i++)
         if (s->graphs[i])
             cudaGraphExecDestroy(s->graphs[i]);

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# calibrate.sh prepare | run steps|profile — the measurements behind mcc's step-time model (issue 41):
+# one-GPU configs (models x micro-batch x recompute x FP8 x sequence length x accumulation), each
+# compiled here with --mock-data and run on the GPU machine
+#   steps:   12 steps with CUDA graphs, the median of steps 5-12's elapsed time (the measured step)
+#   profile: 4 steps under MCC_PROFILE=1 with MCC_PROFILE_DUMP: every instruction's GPU time per call,
+#            its op, multiply-adds and bytes (bench/calibrate.py fits the rates from these)
+#   prepare (here, where mcc builds): calib/ with the executables and the libraries the GPU machine
+#     lacks, as calib.tar.xz (carry ["calib.tar.xz"]; there: `tar xJf calib.tar.xz && bash
+#     bench/calibrate.sh run steps`, then `... run profile`: each within the device's 10 minutes)
+# Outputs go to $OUT (the device tool's): steps.tsv (name, measured ms, GiB in use) and
+# profile-NAME.tsv; calib/plans/NAME.txt (here) holds each config's flags for the prediction.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+# NAME CONFIG FLAGS...: each a one-GPU plan (the bench configs fit an 80 GB H100)
+configs=(
+  "gpt2-124M gpt2-124M"
+  "gpt2-124M-mbs8 gpt2-124M --micro-batch-size 8 --global-batch-size 8"
+  "gpt2-124M-mbs16-sel gpt2-124M --micro-batch-size 16 --global-batch-size 16 --recompute-granularity selective"
+  "gpt2-124M-mbs8-acc4 gpt2-124M --micro-batch-size 8 --global-batch-size 32"
+  "gpt2-1.5B gpt2-1.5B"
+  "gpt2-1.5B-mbs8-sel gpt2-1.5B --micro-batch-size 8 --global-batch-size 8 --recompute-granularity selective"
+  "gpt2-1.5B-full gpt2-1.5B --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+  "llama-1B llama-1B"
+  "llama-1B-mbs2 llama-1B --micro-batch-size 2 --global-batch-size 2"
+  "llama-1B-mbs1 llama-1B --micro-batch-size 1 --global-batch-size 1"
+  "llama-1B-sel llama-1B --recompute-granularity selective"
+  "llama-1B-full llama-1B --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+  "llama-1B-fp8t llama-1B --fp8-format hybrid --fp8-recipe tensorwise"
+  "llama-1B-fp8d llama-1B --fp8-format hybrid --fp8-recipe delayed"
+  "llama-1B-T2k llama-1B --seq-length 2048 --micro-batch-size 8 --global-batch-size 8"
+  "llama-1B-T8k llama-1B --seq-length 8192 --max-position-embeddings 8192 --micro-batch-size 2 --global-batch-size 2"
+  "llama-1B-mbs2-acc4 llama-1B --micro-batch-size 2 --global-batch-size 8"
+  "llama-1B-L8 llama-1B --num-layers 8"
+  "llama-1B-gqa llama-1B-gqa"
+  "llama-1B-gqa-sel llama-1B-gqa --recompute-granularity selective"
+  "llama-1B-gqa-fp8t llama-1B-gqa --fp8-format hybrid --fp8-recipe tensorwise"
+  "llama-1B-32k llama-1B-32k"
+  "llama-8B-L4 llama-8B-L4"
+  "llama-8B-L4-sel llama-8B-L4 --recompute-granularity selective"
+  "llama-8B-L4-full llama-8B-L4 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+  "llama-8B-L4-fp8t llama-8B-L4 --fp8-format hybrid --fp8-recipe tensorwise"
+  "llama-8B-L4-T4k llama-8B-L4 --seq-length 4096 --micro-batch-size 2 --global-batch-size 2"
+  "llama-8B-L2 llama-8B-L4 --num-layers 2"
+  "moe-8x1B-L8 moe-8x1B --num-layers 8"
+  "moe-32x8-L8 moe-32x8 --num-layers 8"
+)
+mode=${1:-}
+if [ "$mode" = prepare ]; then
+  B=build-dev
+  cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DBLA_VENDOR=Generic >/dev/null
+  cmake --build $B -j"$(nproc)" --target mcc >/dev/null || exit 1
+  rm -rf calib && mkdir -p calib/bin calib/lib calib/plans
+  for c in "${configs[@]}"; do
+    read -r name config flags <<<"$c"
+    echo "$config $flags" > calib/plans/$name.txt
+    # shellcheck disable=SC2086 # the flags split as words
+    $B/mcc compile bench/configs/$config.json --target cuda --mock-data $flags -o calib/bin/$name \
+      2>calib/plans/$name.compile.log || { echo "$name: compile failed"; tail -3 calib/plans/$name.compile.log; }
+  done
+  for l in libblas.so.3 libgfortran.so.5 libquadmath.so.0 libjansson.so.4; do
+    cp -L /lib/x86_64-linux-gnu/$l calib/lib/ 2>/dev/null || cp -L /usr/lib/x86_64-linux-gnu/blas/$l calib/lib/
+  done
+  tar cf - --sort=name calib/bin calib/lib | xz -T0 --lzma2=preset=6,dict=256MiB > calib.tar.xz
+  du -sh calib calib.tar.xz
+  exit 0
+fi
+[ "$mode" = run ] || { echo "usage: bench/calibrate.sh prepare | run steps|profile"; exit 2; }
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/calib/lib:${LD_LIBRARY_PATH:-}
+torch_cudnn=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib 2>/dev/null | head -1)
+[ -n "$torch_cudnn" ] && export LD_LIBRARY_PATH=$torch_cudnn:$LD_LIBRARY_PATH
+O=${OUT:-/tmp/out}; mkdir -p "$O"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+what=${2:-steps}
+[ "$what" = steps ] && printf 'name\tmeasured_ms\tgib\n' > "$O/steps.tsv"
+for c in "${configs[@]}"; do
+  read -r name _ <<<"$c"
+  [ -x calib/bin/$name ] || { echo "$name: not compiled"; continue; }
+  log=/tmp/calib-$what-$name.log
+  if [ "$what" = steps ]; then
+    timeout 120 calib/bin/$name --train-iters 12 --log-interval 1 --eval-iters 0 > "$log" 2>&1
+    rc=$?
+    ms=$(python3 - "$log" <<'PY'
+import re, statistics, sys
+t = open(sys.argv[1]).read()
+v = [float(x) for x in re.findall(r'elapsed time per iteration \(ms\): ([0-9.]+)', t)]
+print(f"{statistics.median(v[4:]):.2f}" if len(v) >= 12 else "nan")
+PY
+)
+    gib=$(grep -o 'memory (GiB): [0-9.]*' "$log" | tail -1 | grep -o '[0-9.]*$')
+    printf '%s\t%s\t%s\n' "$name" "$ms" "${gib:-nan}" >> "$O/steps.tsv"
+    echo "$name exit $rc: $ms ms, $gib GiB"
+  else
+    MCC_PROFILE=1 MCC_PROFILE_DUMP=$O/profile-$name.tsv timeout 150 calib/bin/$name --train-iters 4 --log-interval 1 \
+      --eval-iters 0 > "$log" 2>&1
+    echo "$name profile exit $?: $(grep -m1 'GPU time by op' "$log" | grep -o '[0-9.]* ms in all')"
+  fi
+  [ -s "$log" ] && grep -m2 -i "error" "$log"
+done
