@@ -3,11 +3,11 @@
 # one-GPU configs (models x micro-batch x recompute x FP8 x sequence length x accumulation), each
 # compiled here with --mock-data and run on the GPU machine
 #   steps:   12 steps with CUDA graphs, the median of steps 5-12's elapsed time (the measured step)
-#   profile: 4 steps under MCC_PROFILE=1 with MCC_PROFILE_DUMP: every instruction's GPU time per call,
+#   profile: 3 steps under MCC_PROFILE=1 with MCC_PROFILE_DUMP: every instruction's GPU time per call,
 #            its op, multiply-adds and bytes (bench/calibrate.py fits the rates from these)
 #   prepare (here, where mcc builds): calib/ with the executables and the libraries the GPU machine
 #     lacks, as calib.tar.xz (carry ["calib.tar.xz"]; there: `tar xJf calib.tar.xz && bash
-#     bench/calibrate.sh run steps`, then `... run profile`: each within the device's 10 minutes)
+#     bench/calibrate.sh run all`: steps, then profile)
 # Outputs go to $OUT (the device tool's): steps.tsv (name, measured ms, GiB in use) and
 # profile-NAME.tsv; calib/plans/NAME.txt (here) holds each config's flags for the prediction.
 set -uo pipefail
@@ -72,13 +72,17 @@ torch_cudnn=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 what=${2:-steps}
+if [ "$what" = all ]; then # both, steps first: within one call of the device's 10 minutes
+  bash "$0" run steps && bash "$0" run profile
+  exit
+fi
 [ "$what" = steps ] && printf 'name\tmeasured_ms\tgib\n' > "$O/steps.tsv"
 for c in "${configs[@]}"; do
   read -r name _ <<<"$c"
   [ -x calib/bin/$name ] || { echo "$name: not compiled"; continue; }
   log=/tmp/calib-$what-$name.log
   if [ "$what" = steps ]; then
-    timeout 120 calib/bin/$name --train-iters 12 --log-interval 1 --eval-iters 0 > "$log" 2>&1
+    timeout 60 calib/bin/$name --train-iters 12 --log-interval 1 --eval-iters 0 > "$log" 2>&1
     rc=$?
     ms=$(python3 - "$log" <<'PY'
 import re, statistics, sys
@@ -91,7 +95,7 @@ PY
     printf '%s\t%s\t%s\n' "$name" "$ms" "${gib:-nan}" >> "$O/steps.tsv"
     echo "$name exit $rc: $ms ms, $gib GiB"
   else
-    MCC_PROFILE=1 MCC_PROFILE_DUMP=$O/profile-$name.tsv timeout 150 calib/bin/$name --train-iters 4 --log-interval 1 \
+    MCC_PROFILE=1 MCC_PROFILE_DUMP=$O/profile-$name.tsv timeout 60 calib/bin/$name --train-iters 3 --log-interval 1 \
       --eval-iters 0 > "$log" 2>&1
     echo "$name profile exit $?: $(grep -m1 'GPU time by op' "$log" | grep -o '[0-9.]* ms in all')"
   fi
