@@ -9,7 +9,9 @@
 #     lacks, as calib.tar.xz (carry ["calib.tar.xz"]; there: `tar xJf calib.tar.xz && bash
 #     bench/calibrate.sh run all`: steps, then profile)
 # Outputs go to $OUT (the device tool's): steps.tsv (name, measured ms, GiB in use) and
-# profile-NAME.tsv; calib/plans/NAME.txt (here) holds each config's flags for the prediction.
+# profiles.tgz (calib-profiles/profile-NAME.tsv); calib/plans/NAME.txt (here) holds each config's
+# flags: `bench/calibrate.py tables build-fast/mcc` then `bench/calibrate.py fit calib-profiles
+# steps.tsv --target h100 --def passes/step_cost_h100.def` fits the model (bench/RESULTS.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # NAME CONFIG FLAGS...: each a one-GPU plan (the bench configs fit an 80 GB H100)
@@ -73,7 +75,7 @@ O=${OUT:-/tmp/out}; mkdir -p "$O"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 what=${2:-steps}
 if [ "$what" = all ]; then # both, steps first: within one call of the device's 10 minutes
-  bash "$0" run steps && bash "$0" run profile
+  bash "$0" run steps; bash "$0" run profile
   exit
 fi
 [ "$what" = steps ] && printf 'name\tmeasured_ms\tgib\n' > "$O/steps.tsv"
@@ -95,9 +97,13 @@ PY
     printf '%s\t%s\t%s\n' "$name" "$ms" "${gib:-nan}" >> "$O/steps.tsv"
     echo "$name exit $rc: $ms ms, $gib GiB"
   else
-    MCC_PROFILE=1 MCC_PROFILE_DUMP=$O/profile-$name.tsv timeout 60 calib/bin/$name --train-iters 3 --log-interval 1 \
-      --eval-iters 0 > "$log" 2>&1
+    # 12 iterations as the steps' (a warmup longer than the decay is refused), the first 3 run
+    mkdir -p /tmp/calib-profiles
+    MCC_PROFILE=1 MCC_PROFILE_DUMP=/tmp/calib-profiles/profile-$name.tsv timeout 60 calib/bin/$name --train-iters 12 \
+      --exit-interval 3 --log-interval 1 --eval-iters 0 > "$log" 2>&1
     echo "$name profile exit $?: $(grep -m1 'GPU time by op' "$log" | grep -o '[0-9.]* ms in all')"
   fi
-  [ -s "$log" ] && grep -m2 -i "error" "$log"
+  grep -m2 -i "error" "$log" || true
 done
+# one file home: the device tool returns a handful of files a call
+[ "$what" = profile ] && tar czf "$O/profiles.tgz" -C /tmp calib-profiles

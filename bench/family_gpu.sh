@@ -4,8 +4,10 @@
 # biases, each head's q and k normalised before rope, a head width of its own: --kv-channels 64
 # beside hidden 64 / 4 heads) on tiny-llama, on one GPU and at tp 2 with sequence parallelism (two
 # ranks sharing the GPU through the staged path: the q/k norms over split heads), and Qwen3-MoE's
-# (tiny-moe without its shared expert, q/k norms) on one GPU; 10 steps, step-1 logits and gradients
-# and the losses within bf16's tolerance (tests/compare_dumps.py).
+# (tiny-moe without its shared expert, q/k norms) on one GPU, also at top-4 of its 4 experts, where
+# no routing choice can flip between bf16 and fp32 (at top-2 a flipped choice moves a token's
+# gradient to another expert: the experts' step-1 gradients then differ by ~3e-2, measured); 10 steps,
+# step-1 logits and gradients and the losses within bf16's tolerance (tests/compare_dumps.py).
 #   prepare (here, where mcc builds): family/ with the CUDA executables, the CPU oracle's dumps, the
 #     data and the libraries the GPU machine lacks, as family.tar.xz; carry ["family.tar.xz"] and
 #     run `tar xJf family.tar.xz && bash bench/family_gpu.sh run` there
@@ -17,7 +19,8 @@ v258=(--vocab-size 258 --make-vocab-size-divisible-by 1 --global-batch-size 16)
 # case NAME MODEL RANKS SPEC_FLAGS... | LAYOUT_FLAGS...
 cases=("qwen-attention tiny-llama 1 ${qwen[*]} ${v258[*]} |"
        "qwen-attention-tp2-sp tiny-llama 2 ${qwen[*]} ${v258[*]} | --tp 2 --sequence-parallel"
-       "qwen3-moe tiny-moe 1 --qk-layernorm --kv-channels 64 --moe-shared-expert-intermediate-size 0 ${v258[*]} |")
+       "qwen3-moe tiny-moe 1 --qk-layernorm --kv-channels 64 --moe-shared-expert-intermediate-size 0 ${v258[*]} |"
+       "qwen3-moe-k4 tiny-moe 1 --qk-layernorm --kv-channels 64 --moe-shared-expert-intermediate-size 0 --moe-router-topk 4 ${v258[*]} |")
 data=(--train-iters 10 --eval-iters 0)
 if [ "${1:-}" = prepare ]; then
   B=build-dev

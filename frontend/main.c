@@ -21,6 +21,7 @@
 #include "frontend/spec.h"
 #include "frontend/tune.h"
 #include "passes/passes.h"
+#include "passes/step_cost.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -48,7 +49,7 @@ static int fail(const char *msg)
 
 /* The options of compile/ir that are not spec fields. */
 typedef struct {
-    const char *out, *after, *target, *comm_lanes;
+    const char *out, *after, *target, *comm_lanes, *cost_table;
     long long rank;
     bool keep_logits, memory_report;
     double gpu_memory_gib;
@@ -85,6 +86,9 @@ static const struct {
      "keep the logits for train_rank --dump-dir (they stay alive through the backward)"},
     {"--memory-report", NULL, OPT_SWITCH, offsetof(cli_opts, memory_report),
      "compile: what is live at the memory peak, by the op that made it"},
+    {"--cost-table", "FILE", OPT_TEXT, offsetof(cli_opts, cost_table),
+     "compile: every instruction's class, work and predicted time, tab-separated (passes/step_cost.h; "
+     "bench/calibrate.py joins it with a measured profile)"},
     {"--after", "PASS", OPT_TEXT, offsetof(cli_opts, after), "ir: print the IR after this pass (default the last)"},
     {"--rank", "R", OPT_RANK, offsetof(cli_opts, rank), "ir: print the plan as rank R runs it, its rank terms (64*tp) resolved (default: as compiled)"},
 };
@@ -556,6 +560,32 @@ static void print_launch(const mcc_spec *s, const cli_opts *o)
 static const char *spec_label(int argc, char **argv) { return argc && argv[0][0] != '-' ? argv[0] : "the flags' model"; }
 
 
+/* The step's predicted time (passes/step_cost.h), and with --cost-table its instructions' (a
+ * pipeline's stage s into FILE.stageS). */
+static void print_step_cost(const ir_module *m, const cli_opts *o, int stage)
+{
+    const mcc_target *t = o->passes.target;
+    mcc_step_cost c = mcc_step_cost_of(m, t);
+    if (c.calibrated)
+        fprintf(stderr, "step time (compute, no collectives): ~%.4g ms predicted by the %s target's calibration "
+                        "(%.0f%% of it from calibrated rows: bench/calibrate.py)\n", 1e3 * c.seconds, t->name,
+                100 * c.calibrated_share);
+    else
+        fprintf(stderr, "step time (compute, no collectives): ~%.4g ms by the %s target's roofline (uncalibrated)\n",
+                1e3 * c.seconds, t->name);
+    if (!o->cost_table)
+        return;
+    char path[4200];
+    snprintf(path, sizeof path, stage < 0 ? "%s" : "%s.stage%d", o->cost_table, stage);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "mcc: warning: --cost-table %s: cannot write it\n", path);
+        return;
+    }
+    mcc_step_cost_table(m, t, f);
+    fclose(f);
+}
+
 static int compile_loaded(const char *label, const mcc_spec *spec, cli_opts *o)
 {
     if (!o->out)
@@ -572,6 +602,7 @@ static int compile_loaded(const char *label, const mcc_spec *spec, cli_opts *o)
         mcc_memory_breakdown mem = mcc_memory_of(prog.stage[s]);
         mcc_memory_print(&mem, stderr);
         print_compute(&mem, o);
+        print_step_cost(prog.stage[s], o, prog.n > 1 ? s : -1);
         if (o->memory_report)
             mcc_memory_report(prog.stage[s], stderr);
         fits = fits && fits_gpu(&mem, spec, o) && fits_host(&mem, spec, o);

@@ -928,9 +928,10 @@ bool ir_has_collective(const ir_module *m, ir_axis axis, unsigned flag)
 }
 
 /* Multiply-adds of a GEMM whose operands are arguments first and first + 1 (attributes ta, tb). */
-static double matmul_macs(const ir_func *f, const ir_instr *in, int first)
+/* op(a) op(b) of operands ia and ib: a's elements times b's over the contracted extent. */
+static double matmul_macs(const ir_func *f, const ir_instr *in, int ia, int ib)
 {
-    const ir_type *a = &f->vals[in->args[first]].type, *b = &f->vals[in->args[first + 1]].type;
+    const ir_type *a = &f->vals[in->args[ia]].type, *b = &f->vals[in->args[ib]].type;
     double na = (double)ir_numel(a), last = (double)a->dims[a->ndim - 1];
     double contracted = in->attr[0] != 0 ? na / last : last;
     return na * (double)ir_numel(b) / contracted;
@@ -960,9 +961,11 @@ double ir_work_macs(const ir_func *f, const ir_instr *in)
     switch (in->op) {
     case IR_OP_MATMUL: case IR_OP_MATMUL_ADD: case IR_OP_MATMUL_BIAS: case IR_OP_MATMUL_BIAS_ADD:
     case IR_OP_MATMUL_BIAS_GELU: case IR_OP_MATMUL_DGELU_BGRAD:
-        return matmul_macs(f, in, 0);
+        return matmul_macs(f, in, 0, 1);
     case IR_OP_MATMUL_ACCUMULATE:
-        return matmul_macs(f, in, 1);
+        return matmul_macs(f, in, 1, 2);
+    case IR_OP_FP8_MATMUL: /* (qa, sa, qb, sb[, hdy]) */
+        return matmul_macs(f, in, 0, 2);
     case IR_OP_MOE_GROUPED_MATMUL: case IR_OP_MOE_GROUPED_WGRAD: case IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE: {
         /* each routed row once: rows x K x F (the accumulate's operands after its destination) */
         int first = in->op == IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE;

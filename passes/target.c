@@ -8,7 +8,26 @@
  * link_bytes_per_s are bench/overlap_bench.c's: bf16 GEMMs of a step's shapes beside a
  * collective, and NVLink's all-gather each way (NVLink's 450 GB/s each way on paper). */
 #define H200_COSTS .peak_bf16_flops = 989e12, .peak_fp8_flops = 1979e12, .gemm_bf16_flops = 850e12, \
-                   .link_bytes_per_s = 250e9
+                   .link_bytes_per_s = 250e9, .hbm_bytes_per_s = 4.8e12
+
+/* The step-time model of each calibrated target (bench/calibrate.py writes its .def): the rows,
+ * ending with a NULL class, and STEP(scale, us a kernel, us a step), the step from the rows' sum. */
+#define STEP(scale, kernel_us, step_us)
+#define X(cls, t0, a, b) {cls, t0, a, b},
+static const mcc_cost_row h100_cost_rows[] = {
+#include "passes/step_cost_h100.def"
+    {NULL, 0, 0, 0}};
+#undef X
+#undef STEP
+#define STEP(scale, kernel_us, step_us) {scale, 1e-6 * (kernel_us), 1e-6 * (step_us)}
+#define X(cls, t0, a, b)
+static const double h100_step[3] =
+#include "passes/step_cost_h100.def"
+    ;
+#undef X
+#undef STEP
+#define CALIBRATED(t) .cost_rows = t##_cost_rows, .ncost_rows = sizeof t##_cost_rows / sizeof t##_cost_rows[0] - 1, \
+                      .step_scale = t##_step[0], .kernel_s = t##_step[1], .step_overhead_s = t##_step[2]
 
 static const mcc_target targets[] = {
     {.name = "h200", .backend = "cuda", H200_COSTS, .memory_bytes = 143771ll << 20 /* as CUDA reports it */,
@@ -20,12 +39,12 @@ static const mcc_target targets[] = {
      * taken as the H200's: measuring one needs two GPUs. */
     {.name = "h100", .backend = "cuda", .peak_bf16_flops = 989e12, .peak_fp8_flops = 1979e12,
      .gemm_bf16_flops = 729e12, .link_bytes_per_s = 250e9, .memory_bytes = 81079ll << 20, .sms = 132,
-     .copy_engine_collectives = true},
+     .copy_engine_collectives = true, .hbm_bytes_per_s = 3.35e12, CALIBRATED(h100)},
     /* H100 PCIe without an NVLink bridge: the datasheet's figures, PCIe Gen5 x16 each way; its
      * GEMMs assumed at the H200's fraction of peak. Not measured here; the copy lane not assumed. */
     {.name = "h100-pcie", .backend = "cuda", .peak_bf16_flops = 756e12, .peak_fp8_flops = 1513e12,
      .gemm_bf16_flops = 650e12, .link_bytes_per_s = 64e9, .memory_bytes = 81559ll << 20, .sms = 114,
-     .copy_engine_collectives = false},
+     .copy_engine_collectives = false, .hbm_bytes_per_s = 2.0e12},
     /* The CPU backend is the fp32 oracle of the GPU's plans: every parallel layout is proven equal
      * to the single rank on CPU ranks, so its plans take the H200's costs and schedule as the
      * GPU's do. Its memory is the host's (not checked); MPI has no copy lane. */

@@ -11,6 +11,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* One calibrated class of instructions (passes/step_cost.h): t = t0 + a FLOPs / wave efficiency + b bytes. */
+typedef struct {
+    const char *cls;
+    double t0_us, us_per_gflop, us_per_gb;
+} mcc_cost_row;
+
 typedef struct {
     const char *name;              /* "h200": what --target takes (besides the aliases of target.c) */
     const char *backend;           /* "cuda" or "cpu": the codegen and runtime (config key `target`) */
@@ -25,6 +31,13 @@ typedef struct {
     int sms;                       /* streaming multiprocessors (0: not a GPU) */
     bool copy_engine_collectives;  /* a group's copy engines can move its collectives' buffers (an
                                       NCCL window): `--comm-lanes copy`, and its exchange buffers */
+    double hbm_bytes_per_s;        /* device memory's bandwidth, the datasheet's: the roofline of a
+                                      memory-bound instruction no calibrated row costs */
+    const mcc_cost_row *cost_rows; /* the step-time model's calibration (passes/step_cost_<name>.def) */
+    int ncost_rows;
+    double step_scale;             /* the step from the rows' sum: step_scale x sum + kernel_s x kernels + step_overhead_s */
+    double kernel_s;               /*   (the dense stream's slowdown beside the profile's kernels timed alone; the eager */
+    double step_overhead_s;        /*   launch's share of a kernel a graph does not pay; the host's share of a step) */
 } mcc_target;
 
 /* The description --target NAME names (NULL: none; mcc_target_names lists them). */

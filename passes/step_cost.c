@@ -1,0 +1,112 @@
+/* step_cost.c — a plan's step time on its target (step_cost.h): each instruction by its class's
+ * calibrated row, else by the target's roofline; a function's instructions times its calls in the
+ * train schedule. */
+#include "step_cost.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* An output tile a GEMM kernel computes per streaming multiprocessor at a time (cuBLASLt's bf16
+ * kernels' common 128 x 128): the last wave of a GEMM whose tiles do not fill every SM leaves
+ * some idle, which small GEMMs (gpt2-124M's) feel. */
+enum { GEMM_TILE = 128 };
+
+void mcc_instr_work_of(const ir_func *f, const ir_instr *in, const mcc_target *t, mcc_instr_work *w)
+{
+    *w = (mcc_instr_work){.wave_eff = 1};
+    const char *name = ir_ops[in->op].name;
+    int ta = ir_attr_index(in->op, "ta"), tb = ir_attr_index(in->op, "tb");
+    bool attention = in->op == IR_OP_ATTENTION || in->op == IR_OP_ATTENTION_GRAD || in->op == IR_OP_ATTENTION_DROPOUT ||
+                     in->op == IR_OP_ATTENTION_DROPOUT_GRAD;
+    if (ta >= 0 || tb >= 0) { /* a multiplying op: its transposes pick the kernel (forward, dgrad, wgrad) */
+        snprintf(w->cls, sizeof w->cls, "%s.%s%s", name, ta >= 0 ? (in->attr[ta] != 0 ? "t" : "n") : "",
+                 tb >= 0 ? (in->attr[tb] != 0 ? "t" : "n") : "");
+    } else if (attention) { /* the head width and grouped keys pick the kernel: q [B,T,H,D] by k [B,Tk,Hk,D] */
+        int k = in->op == IR_OP_ATTENTION || in->op == IR_OP_ATTENTION_DROPOUT ? 1 : 2;
+        const ir_type *q = ir_vtype(f, in->args[k - 1]), *kt = ir_vtype(f, in->args[k]);
+        snprintf(w->cls, sizeof w->cls, "%s.d%lld%s", name, (long long)q->dims[3], kt->dims[2] < q->dims[2] ? ".gqa" : "");
+    } else {
+        snprintf(w->cls, sizeof w->cls, "%s", name);
+    }
+    w->costed = !(ir_op_has(in->op, IR_OPF_SYM) || ir_op_has(in->op, IR_OPF_VIEW) ||
+                  ir_op_has(in->op, IR_OPF_COLLECTIVE) || in->op == IR_OP_RESHAPE);
+    if (!w->costed)
+        return;
+    for (int a = 0; a < in->nargs; a++)
+        w->bytes += (double)ir_bytes(ir_vtype(f, in->args[a]));
+    for (int r = 0; r < in->nres; r++)
+        w->bytes += (double)ir_bytes(ir_vtype(f, in->res[r]));
+    w->flops = 2 * ir_work_macs(f, in);
+    if (w->flops > 0 && in->nres && t->sms > 0) {
+        const ir_type *y = ir_vtype(f, in->res[0]);
+        double n = (double)y->dims[y->ndim - 1], m = (double)ir_numel(y) / (n > 0 ? n : 1);
+        double tiles = ceil(m / GEMM_TILE) * ceil(n / GEMM_TILE), waves = ceil(tiles / t->sms);
+        w->wave_eff = tiles > 0 ? tiles / (waves * t->sms) : 1;
+    }
+}
+
+double mcc_instr_seconds(const mcc_target *t, const mcc_instr_work *w, bool *calibrated)
+{
+    *calibrated = false;
+    if (!w->costed)
+        return 0;
+    for (int i = 0; i < t->ncost_rows; i++)
+        if (!strcmp(t->cost_rows[i].cls, w->cls)) {
+            const mcc_cost_row *r = &t->cost_rows[i];
+            *calibrated = true;
+            return 1e-6 * (r->t0_us + r->us_per_gflop * w->flops / w->wave_eff / 1e9 + r->us_per_gb * w->bytes / 1e9);
+        }
+    /* the roofline: the GEMM rate or the memory's, whichever bounds it, and a kernel's launch */
+    double compute = w->flops / t->gemm_bf16_flops, memory = t->hbm_bytes_per_s > 0 ? w->bytes / t->hbm_bytes_per_s : 0;
+    return (compute > memory ? compute : memory) + 3e-6;
+}
+
+/* Calls of each function in the train schedule. */
+static void calls_of(const ir_module *m, int *calls)
+{
+    for (int f = 0; f < m->nfuncs; f++)
+        calls[f] = 0;
+    const ir_program *train = &m->progs[IR_PROG_TRAIN];
+    for (int s = 0; s < train->nsteps; s++)
+        if (train->steps[s].op == IR_STEP_CALL)
+            calls[train->steps[s].func]++;
+}
+
+mcc_step_cost mcc_step_cost_of(const ir_module *m, const mcc_target *t)
+{
+    mcc_step_cost c = {.calibrated = t->ncost_rows > 0};
+    int calls[m->nfuncs + 1];
+    calls_of(m, calls);
+    double calibrated = 0, all = 0, kernels = 0;
+    for (int f = 0; f < m->nfuncs; f++)
+        for (int i = 0; calls[f] && i < m->funcs[f]->ninstrs; i++) {
+            mcc_instr_work w;
+            bool from_row;
+            mcc_instr_work_of(m->funcs[f], &m->funcs[f]->instrs[i], t, &w);
+            double s = calls[f] * mcc_instr_seconds(t, &w, &from_row);
+            all += s;
+            calibrated += from_row ? s : 0;
+            kernels += w.costed ? calls[f] : 0;
+        }
+    c.seconds = t->ncost_rows ? t->step_scale * all + t->kernel_s * kernels + t->step_overhead_s : all;
+    c.calibrated_share = all > 0 ? calibrated / all : 0;
+    return c;
+}
+
+void mcc_step_cost_table(const ir_module *m, const mcc_target *t, FILE *out)
+{
+    int calls[m->nfuncs + 1];
+    calls_of(m, calls);
+    fprintf(out, "func\tindex\top\tclass\tcalls\tflops\tbytes\twave_eff\tpredicted_us\n");
+    for (int f = 0; f < m->nfuncs; f++)
+        for (int i = 0; calls[f] && i < m->funcs[f]->ninstrs; i++) {
+            mcc_instr_work w;
+            bool from_row;
+            const ir_instr *in = &m->funcs[f]->instrs[i];
+            mcc_instr_work_of(m->funcs[f], in, t, &w);
+            if (w.costed)
+                fprintf(out, "%s\t%d\t%s\t%s\t%d\t%.0f\t%.0f\t%.4f\t%.3f\n", m->funcs[f]->name, i, ir_ops[in->op].name,
+                        w.cls, calls[f], w.flops, w.bytes, w.wave_eff, 1e6 * mcc_instr_seconds(t, &w, &from_row));
+        }
+}
