@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# calibrate.sh prepare | run steps|profile — the measurements behind mcc's step-time model (issue 41):
+# calibrate.sh list | prepare | run steps|profile|all — the measurements behind mcc's step-time model (issue 41):
 # one-GPU configs (models x micro-batch x recompute x FP8 x sequence length x accumulation), each
 # compiled here with --mock-data and run on the GPU machine
 #   steps:   12 steps with CUDA graphs, the median of steps 5-12's elapsed time (the measured step)
@@ -48,6 +48,10 @@ configs=(
   "moe-32x8-L8 moe-32x8 --num-layers 8"
 )
 mode=${1:-}
+if [ "$mode" = list ]; then # the configs, a line each: NAME CONFIG FLAGS... (tests/step_cost.sh)
+  printf '%s\n' "${configs[@]}"
+  exit 0
+fi
 if [ "$mode" = prepare ]; then
   B=build-dev
   cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DBLA_VENDOR=Generic >/dev/null
@@ -67,7 +71,7 @@ if [ "$mode" = prepare ]; then
   du -sh calib calib.tar.xz
   exit 0
 fi
-[ "$mode" = run ] || { echo "usage: bench/calibrate.sh prepare | run steps|profile"; exit 2; }
+[ "$mode" = run ] || { echo "usage: bench/calibrate.sh list | prepare | run steps|profile|all"; exit 2; }
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/calib/lib:${LD_LIBRARY_PATH:-}
 torch_cudnn=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib 2>/dev/null | head -1)
 [ -n "$torch_cudnn" ] && export LD_LIBRARY_PATH=$torch_cudnn:$LD_LIBRARY_PATH

@@ -3,17 +3,19 @@
  * node, pp, cp, dp = N / (tp x pp x cp), ep for an MoE model, the micro-batch size, recompute) is
  * planned exactly as mcc compile plans it (the passes through memory_plan), so a candidate is
  * kept or pruned by the memory its plan really takes, not by an estimate. Its step time is the
- * compile report's roofline: the busiest stage's GEMM and attention FLOPs at the target's measured
- * GEMM rate, stretched by the pipeline's fill and drain ((pp - 1) / micro-batches, 1F1B's bubble),
- * plus every byte its collectives send at the target's link rate as if none were hidden. That
- * ranks layouts by what they cost, but it is not calibrated against measured steps (issue 41's
- * `mcc calibrate` is not built): take the order, not the milliseconds. */
+ * busiest stage's compute as mcc compile predicts it (passes/step_cost.h: every instruction by the
+ * target's calibrated rows, measured on one GPU; a target without a calibration by its roofline),
+ * stretched by the pipeline's fill and drain ((pp - 1) / micro-batches, 1F1B's bubble), plus every
+ * byte its collectives send at the target's link rate as if none were hidden: the collectives'
+ * share is not calibrated (that needs two GPUs and more), so multi-GPU milliseconds are an upper
+ * bound's order, the one-GPU compute a measurement's. */
 #include "frontend/tune.h"
 
 #include "common/cli.h"
 #include "frontend/plan.h"
 #include "frontend/spec.h"
 #include "passes/passes.h"
+#include "passes/step_cost.h"
 #include "passes/target.h"
 
 #include <fcntl.h>
@@ -110,13 +112,14 @@ static bool tune_plan(tune_ctx *t, const tune_layout *l, tune_result *r)
         t->refused++;
         return false;
     }
-    double flops = 0, sent = 0, most = 0;
+    double compute = 0, sent = 0, most = 0;
     for (int s = 0; s < prog.n; s++) {
         mcc_memory_breakdown mem = mcc_memory_of(prog.stage[s]);
         double gib = (double)mcc_memory_total(&mem) / 0x1p30, bytes = 0;
         for (int a = 0; a < IR_NUM_AXES; a++) bytes += mem.sent_bytes[a];
         most = gib > most ? gib : most;
-        flops = mem.step_flops > flops ? mem.step_flops : flops;
+        double stage = mcc_step_cost_of(prog.stage[s], t->target).seconds;
+        compute = stage > compute ? stage : compute;
         sent = bytes > sent ? bytes : sent;
     }
     mcc_program_free(&prog);
@@ -128,7 +131,7 @@ static bool tune_plan(tune_ctx *t, const tune_layout *l, tune_result *r)
     int micro = spec.global_batch_size / (spec.micro_batch_size * spec.data_parallel_size);
     r->l = *l;
     r->gib = most;
-    r->compute_s = mcc_target_compute_seconds(t->target, flops);
+    r->compute_s = compute;
     r->bubble = l->pp > 1 ? (double)(l->pp - 1) / micro : 0;
     r->comm_s = t->target->link_bytes_per_s > 0 ? sent / t->target->link_bytes_per_s : 0;
     r->step_s = r->compute_s * (1 + r->bubble) + r->comm_s;
@@ -187,8 +190,10 @@ static void tune_print(const tune_ctx *t, const mcc_spec *s, tune_result *kept, 
     double model_flops = 6.0 * (double)mcc_spec_num_active_params(s) * tokens;
     printf("%d layouts of %d planned fit %.1f GiB a GPU (%s target, less 1 GiB for the runtime); %d did not fit, %d "
            "were refused.\n"
-           "Step time: the roofline of the compile report (GEMM rate, link rate, 1F1B's bubble), not calibrated:\n"
-           "an order, not a measurement.\n\n", nkept, t->planned, t->gpu_gib, t->target->name, t->too_big, t->refused);
+           "Step time: the busiest stage's compute as mcc compile predicts it (%s), 1F1B's bubble, and the\n"
+           "collectives' bytes at the link rate as if none were hidden (not calibrated: an upper bound's order).\n\n",
+           nkept, t->planned, t->gpu_gib, t->target->name, t->too_big, t->refused,
+           t->target->ncost_rows ? "calibrated on one GPU" : "the target's roofline, uncalibrated");
     printf("%4s %3s %3s %3s %4s %3s %4s %-9s %8s %9s %9s %6s %7s %7s\n", "rank", "tp", "pp", "cp", "dp", "ep", "mbs",
            "recompute", "GiB", "step ms", "tok/s/GPU", "MFU", "bubble", "comm ms");
     for (int i = 0; i < nkept && i < t->top; i++) {

@@ -6,5 +6,7 @@ add_test(NAME mcc_flags COMMAND ${CMAKE_SOURCE_DIR}/tests/mcc_flags.sh $<TARGET_
 # (the fast mcc: four large plans and a run; mcc_flags and spec keep the flag reading sanitized)
 mcc_e2e_test(megatron_scripts megatron_scripts.sh)
 set_tests_properties(megatron_scripts PROPERTIES PROCESSORS 2)
-# mcc tune (tests/tune.sh): the layouts it lists compile to plans that fit, fastest first by its roofline
+# mcc tune (tests/tune.sh): the layouts it lists compile to plans that fit, fastest first by the step-time model
 mcc_e2e_test(tune tune.sh)
+# the step-time model against the H100 steps it was fitted to (tests/step_cost.sh)
+mcc_e2e_test(step_cost step_cost.sh)

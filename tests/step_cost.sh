@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# step_cost.sh MCC — the step-time model (passes/step_cost.h) against the H100 steps it was fitted to
+# (bench/calibration/h100-steps.tsv, measured by bench/calibrate.sh): mcc compile --target h100 of each
+# of bench/calibrate.sh's 30 one-GPU configs predicts its measured step within 5% (MoE's, whose
+# experts' rows follow the routing, within 12%), and within 3% on average. A change to what the plans
+# run, or to the model, that moves a prediction off its measurement fails here: recalibrate
+# (bench/calibrate.sh, bench/calibrate.py) or fix it. The model's error on configs it was not fitted
+# to (each left out of the fit) is bench/calibration/h100-fit.txt's.
+set -uo pipefail
+mcc=$1
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+fails=0 sum=0 n=0
+while read -r name config flags; do
+  want=$(awk -v n="$name" '$1 == n { print $2 }' "$root/bench/calibration/h100-steps.tsv")
+  [ -n "$want" ] || { echo "FAIL: $name has no measured step in bench/calibration/h100-steps.tsv"; fails=$((fails + 1)); continue; }
+  # shellcheck disable=SC2086 # the flags split as words
+  "$mcc" compile "$root/bench/configs/$config.json" $flags --target h100 --mock-data -o "$work/x" 2>"$work/c.log" ||
+    { echo "FAIL: $name does not compile: $(grep error "$work/c.log")"; fails=$((fails + 1)); continue; }
+  got=$(grep -o 'step time (compute, no collectives): ~[0-9.]* ms predicted' "$work/c.log" | grep -o '[0-9.]* ms' | cut -d' ' -f1)
+  [ -n "$got" ] || { echo "FAIL: $name: no calibrated prediction printed"; fails=$((fails + 1)); continue; }
+  limit=5; [[ $name == moe-* ]] && limit=12
+  read -r err ok < <(awk -v g="$got" -v w="$want" -v l="$limit" 'BEGIN { e = 100 * (g - w) / w; a = e < 0 ? -e : e;
+    printf "%.2f %d\n", a, a <= l }')
+  printf '%-22s measured %8.2f ms  predicted %8.2f ms  %5.2f%%\n' "$name" "$want" "$got" "$err"
+  [ "$ok" = 1 ] || { echo "FAIL: $name predicted $got ms, measured $want ms: more than $limit% off"; fails=$((fails + 1)); }
+  sum=$(awk -v s="$sum" -v e="$err" 'BEGIN { print s + e }'); n=$((n + 1))
+done < <(bash "$root/bench/calibrate.sh" list)
+mean=$(awk -v s="$sum" -v n="$n" 'BEGIN { printf "%.2f", n ? s / n : 0 }')
+echo "$n configs, mean |error| $mean%"
+[ "$n" -ge 30 ] || { echo "FAIL: $n configs, bench/calibrate.sh lists 30"; fails=$((fails + 1)); }
+awk -v m="$mean" 'BEGIN { exit !(m <= 3) }' || { echo "FAIL: mean error $mean% above 3%"; fails=$((fails + 1)); }
+[ "$fails" = 0 ] && echo "ok: the step-time model reproduces its measurements" || exit 1
