@@ -95,7 +95,15 @@ def hf_models():
     mixtral = dict(llama, architectures=["MixtralForCausalLM"], model_type="mixtral", num_local_experts=4,
                    num_experts_per_tok=2, router_aux_loss_coef=0.02, output_router_logits=False,
                    router_jitter_noise=0.0, sliding_window=None, rope_theta=1e6)
-    return [("gpt2", gpt2, g), ("llama", llama, ll), ("mixtral", mixtral, None)]
+    qwen2 = dict(llama, architectures=["Qwen2ForCausalLM"], model_type="qwen2", use_sliding_window=False,
+                 sliding_window=4096, max_window_layers=L)
+    qwen3 = dict(qwen2, architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=2 * kv, attention_bias=False)
+    mistral = dict(llama, architectures=["MistralForCausalLM"], model_type="mistral", head_dim=None, sliding_window=None)
+    qwen3_moe = dict(qwen3, architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", num_experts=4,
+                     num_experts_per_tok=2, moe_intermediate_size=F // 2, decoder_sparse_step=1, mlp_only_layers=[0],
+                     norm_topk_prob=True, router_aux_loss_coef=0.001)
+    return [("gpt2", gpt2, g), ("llama", llama, ll), ("mixtral", mixtral, None), ("qwen2", qwen2, None),
+            ("qwen3", qwen3, None), ("mistral", mistral, None), ("qwen3_moe", qwen3_moe, None)]
 
 
 def main():
