@@ -786,8 +786,9 @@ static const mcc_command mcc_commands[] = {
                  "pipeline's stage split and schedules (1f1b, interleaved, zb-h1) timed by the cost model, drawn",
      mcc_schedule_main, false, true},
     {"tune", "mcc tune [SPEC.json] [--<field> VALUE ...] --world-size N [--gpus-per-node 8] [--target h100] "
-             "[--fix tp=4 ...] [--top 10] [--gpu-memory GIB]\n    the layouts (tp, pp, cp, dp, ep, micro-batch, recompute) that fit N "
-             "GPUs, each planned exactly, fastest first by the roofline",
+             "[--fix tp=4 ...] [--top 10] [--gpu-memory GIB] [--explain] [--json]\n    the layouts (tp, pp, cp, dp, ep, "
+             "micro-batch, recompute) that fit N GPUs, each planned exactly, fastest first by the step-time model "
+             "(calibrated on one H100); --explain: what became of every layout family",
      mcc_tune_main, false, false},
     {"convert", "mcc convert --to hf CKPT_DIR OUT_DIR --spec SPEC.json [--<field> VALUE ...] [--iteration N] "
                 "[--max-shard-size BYTES]\n    a checkpoint -> config.json + model.safetensors (GPT2LMHeadModel, "

@@ -44,6 +44,18 @@ typedef struct {
     double gib, step_s, compute_s, comm_s, bubble;
 } tune_result;
 
+/* A layout family (tp, pp, cp, ep over the world) and what became of it: its best fitting
+ * candidate's step, or why none was kept (--explain). */
+typedef struct {
+    tune_layout l;                 /* mbs and recompute: the last tried */
+    int kept;                      /* candidates of it that fit */
+    double best_s;                 /* its fastest kept step */
+    double least_gib;              /* the least memory a plan of it took (0: none planned) */
+    char why[200];                 /* the spec's refusal, or a divisibility, where none was planned */
+} tune_family;
+
+enum { TUNE_MAX_FAMILIES = 1024 };
+
 typedef struct {
     const char *spec_path;         /* NULL: the model from the flags alone */
     char **base;                   /* the flags given, less tune's own */
@@ -53,6 +65,10 @@ typedef struct {
     const mcc_target *target;
     double gpu_gib;                /* what a plan may take: the target's memory less the runtime's */
     int planned, refused, too_big;
+    bool explain, json;            /* --explain: why each family is not first; --json: the table as JSON */
+    tune_family *families;         /* every family the search met (divisible or not) */
+    int nfamilies;
+    char refusal[200];             /* the last candidate's refusal by the spec or the planner */
 } tune_ctx;
 
 /* The candidate's flags after the given ones, as one mcc compile line would carry them. */
@@ -104,11 +120,13 @@ static bool tune_plan(tune_ctx *t, const tune_layout *l, tune_result *r)
     mcc_spec spec;
     if (!mcc_spec_load(t->spec_path, n, args, &spec, rest, &nrest, err, sizeof err)) {
         t->refused++;
+        snprintf(t->refusal, sizeof t->refusal, "%s", err);
         return false;
     }
     mcc_plan_options o = {.passes = {.target = t->target}};
     mcc_program prog;
     if (!mcc_plan_build(&spec, &o, "memory_plan", &prog, err, sizeof err)) {
+        snprintf(t->refusal, sizeof t->refusal, "%s", err);
         t->refused++;
         return false;
     }
@@ -124,6 +142,7 @@ static bool tune_plan(tune_ctx *t, const tune_layout *l, tune_result *r)
     }
     mcc_program_free(&prog);
     t->planned++;
+    r->gib = most; /* what it took, kept or not (the family's least: --explain) */
     if (most > t->gpu_gib) {
         t->too_big++;
         return false;
@@ -144,48 +163,139 @@ static int tune_by_time(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Every layout of the world that the model's sizes admit, each at the least recompute that fits
- * (none, then selective, then full: memory falls and time rises along them), the micro-batch
- * raised until even full recompute no longer fits. */
+/* A family met by the search (--explain says what became of each), with why it was not planned if
+ * a size does not divide. */
+static tune_family *tune_family_add(tune_ctx *t, int tp, int pp, int cp, int dp, int ep, const char *why)
+{
+    if (t->nfamilies >= TUNE_MAX_FAMILIES)
+        return NULL;
+    tune_family *f = &t->families[t->nfamilies++];
+    *f = (tune_family){.l = {tp, pp, cp, dp, ep, 0, RC_NONE}};
+    snprintf(f->why, sizeof f->why, "%s", why ? why : "");
+    return f;
+}
+
+/* The micro-batches of family f's layout from 1 up, each at the least recompute that fits (none,
+ * then selective, then full: memory falls and time rises along them), raised until even full
+ * recompute no longer fits. */
+static int tune_family_search(tune_ctx *t, const mcc_spec *s, tune_family *fam, tune_result *kept, int nkept)
+{
+    const tune_layout *f = &t->fix;
+    int first = nkept;
+    t->refusal[0] = 0;
+    for (int mbs = 1; mbs <= 8 && s->global_batch_size % (mbs * fam->l.dp) == 0; mbs *= 2) {
+        if (f->mbs && mbs != f->mbs) continue;
+        bool fits = false;
+        for (int rc = RC_NONE; rc < RC_COUNT && !fits && nkept < TUNE_MAX_KEPT; rc++) {
+            if ((int)f->rc >= 0 && rc != (int)f->rc) continue;
+            tune_layout l = fam->l;
+            l.mbs = mbs, l.rc = (tune_recompute)rc;
+            int saved = tune_silence();
+            tune_result r = {0};
+            fits = tune_plan(t, &l, &r);
+            tune_restore(saved);
+            if (r.gib > 0 && (fam->least_gib == 0 || r.gib < fam->least_gib))
+                fam->least_gib = r.gib;
+            if (fits) kept[nkept++] = r;
+        }
+        if (!fits) break; /* a larger micro-batch takes more still */
+    }
+    fam->kept = nkept - first;
+    for (int i = first; i < nkept; i++)
+        if (fam->best_s == 0 || kept[i].step_s < fam->best_s) fam->best_s = kept[i].step_s;
+    if (!fam->kept && !fam->least_gib)
+        snprintf(fam->why, sizeof fam->why, "%s", t->refusal[0] ? t->refusal : "no micro-batch divides the global batch");
+    return nkept;
+}
+
+/* Every layout of the world that the model's sizes admit: tp within a node, pp, cp, dp = the rest,
+ * ep (MoE) over dp x cp; each family's micro-batches and recompute (tune_family_search). */
 static int tune_search(tune_ctx *t, const mcc_spec *s, tune_result *kept)
 {
     int nkept = 0;
     const tune_layout *f = &t->fix;
+    char why[200];
     for (int tp = 1; tp <= t->gpus_per_node && tp <= 8; tp *= 2) {
-        if (s->num_attention_heads % tp || s->num_query_groups % tp || (f->tp && tp != f->tp)) continue;
+        if (f->tp && tp != f->tp) continue;
+        if (s->num_attention_heads % tp || s->num_query_groups % tp) {
+            snprintf(why, sizeof why, "tp %d does not divide num_attention_heads %d and num_query_groups %d", tp,
+                     s->num_attention_heads, s->num_query_groups);
+            tune_family_add(t, tp, 0, 0, 0, 0, why);
+            continue;
+        }
         for (int pp = 1; pp <= s->num_layers && pp <= t->world / tp; pp++) {
             if (s->num_layers % pp || (f->pp && pp != f->pp)) continue;
-            for (int cp = 1; cp <= 8 && s->seq_length % (2 * cp) == 0; cp *= 2) {
-                if (t->world % (tp * pp * cp) || (f->cp && cp != f->cp)) continue;
+            for (int cp = 1; cp <= 8; cp *= 2) {
+                if (f->cp && cp != f->cp) continue;
+                if (s->seq_length % (2 * cp) || t->world % (tp * pp * cp)) {
+                    if (t->world % (tp * pp * cp) == 0) { /* the world divides: the sequence does not */
+                        snprintf(why, sizeof why, "cp %d: seq_length %d does not cut into 2 x %d chunks", cp,
+                                 s->seq_length, cp);
+                        tune_family_add(t, tp, pp, cp, t->world / (tp * pp * cp), 0, why);
+                    }
+                    continue;
+                }
                 int dp = t->world / (tp * pp * cp);
                 for (int ep = 1; ep <= (s->num_experts ? s->num_experts : 1); ep *= 2) {
-                    if ((dp * cp) % ep || (f->ep && ep != f->ep)) continue;
-                    for (int mbs = 1; mbs <= 8 && s->global_batch_size % (mbs * dp) == 0; mbs *= 2) {
-                        if (f->mbs && mbs != f->mbs) continue;
-                        bool fits = false;
-                        for (int rc = RC_NONE; rc < RC_COUNT && !fits && nkept < TUNE_MAX_KEPT; rc++) {
-                            if ((int)f->rc >= 0 && rc != (int)f->rc) continue;
-                            tune_layout l = {tp, pp, cp, dp, ep, mbs, (tune_recompute)rc};
-                            int saved = tune_silence();
-                            fits = tune_plan(t, &l, &kept[nkept]);
-                            tune_restore(saved);
-                            nkept += fits;
-                        }
-                        if (!fits) break; /* a larger micro-batch takes more still */
-                    }
-                    if (isatty(2)) /* progress where someone watches */
+                    if (f->ep && ep != f->ep) continue;
+                    if ((dp * cp) % ep || s->num_experts % ep) continue;
+                    tune_family *fam = tune_family_add(t, tp, pp, cp, dp, ep, NULL);
+                    if (!fam) break;
+                    nkept = tune_family_search(t, s, fam, kept, nkept);
+                    if (isatty(2) && !t->json) /* progress where someone watches */
                         fprintf(stderr, "\rmcc tune: %d plans made, %d fit", t->planned, nkept);
                 }
             }
         }
     }
-    if (isatty(2)) fprintf(stderr, "\n");
+    if (isatty(2) && !t->json) fprintf(stderr, "\n");
     return nkept;
+}
+
+/* --explain: what became of each family the search met: its best candidate's place beside the
+ * first's, or why none is listed. */
+static void tune_explain(const tune_ctx *t, const tune_result *kept, int nkept)
+{
+    printf("\nEvery layout family (tp within a node of %d, pp, cp, dp = the rest, ep):\n", t->gpus_per_node);
+    double first = nkept ? kept[0].step_s : 0;
+    for (int i = 0; i < t->nfamilies; i++) {
+        const tune_family *f = &t->families[i];
+        printf("  tp %d", f->l.tp);
+        if (f->l.pp) printf(" pp %d cp %d dp %d", f->l.pp, f->l.cp, f->l.dp);
+        if (f->l.ep) printf(" ep %d", f->l.ep);
+        if (f->kept)
+            printf(": %d fit; its best %.0f ms, %+.1f%% of the first's\n", f->kept, 1e3 * f->best_s,
+                   100 * (f->best_s - first) / first);
+        else if (f->least_gib > 0)
+            printf(": does not fit: its least plan takes %.1f GiB a GPU (full recompute, micro-batch 1) of the %.1f "
+                   "allowed\n", f->least_gib, t->gpu_gib);
+        else
+            printf(": not planned: %s\n", f->why);
+    }
+}
+
+/* --json: the fitting layouts fastest first, each with its compile flags. */
+static void tune_json(const tune_ctx *t, const mcc_spec *s, const tune_result *kept, int nkept)
+{
+    double tokens = (double)s->global_batch_size * s->seq_length;
+    printf("{\"target\": \"%s\", \"world_size\": %d, \"calibrated\": %s, \"planned\": %d, \"did_not_fit\": %d, "
+           "\"refused\": %d, \"layouts\": [", t->target->name, t->world, t->target->ncost_rows ? "true" : "false",
+           t->planned, t->too_big, t->refused);
+    for (int i = 0; i < nkept && i < t->top; i++) {
+        const tune_result *r = &kept[i];
+        char flags[512];
+        tune_layout_flags(t, &r->l, flags, sizeof flags);
+        printf("%s\n  {\"tp\": %d, \"pp\": %d, \"cp\": %d, \"dp\": %d, \"ep\": %d, \"micro_batch_size\": %d, "
+               "\"recompute\": \"%s\", \"gib\": %.3f, \"step_ms\": %.3f, \"compute_ms\": %.3f, \"comm_ms\": %.3f, "
+               "\"bubble\": %.4f, \"tokens_per_s_per_gpu\": %.1f, \"flags\": \"%s\"}", i ? "," : "", r->l.tp, r->l.pp,
+               r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_names[r->l.rc], r->gib, 1e3 * r->step_s,
+               1e3 * r->compute_s, 1e3 * r->comm_s, r->bubble, tokens / r->step_s / t->world, flags);
+    }
+    printf("\n]}\n");
 }
 
 static void tune_print(const tune_ctx *t, const mcc_spec *s, tune_result *kept, int nkept)
 {
-    qsort(kept, (size_t)nkept, sizeof *kept, tune_by_time);
     double tokens = (double)s->global_batch_size * s->seq_length;
     double model_flops = 6.0 * (double)mcc_spec_num_active_params(s) * tokens;
     printf("%d layouts of %d planned fit %.1f GiB a GPU (%s target, less 1 GiB for the runtime); %d did not fit, %d "
@@ -251,6 +361,8 @@ static bool tune_options(tune_ctx *t, int argc, char **argv, char *err, size_t e
         } else if (!strcmp(f, "--fix")) {
             if (!tune_fix(t, val, err, errlen)) return false;
             i++;
+        } else if (!strcmp(f, "--explain") || !strcmp(f, "--json")) {
+            *(!strcmp(f, "--json") ? &t->json : &t->explain) = true;
         } else if (!strcmp(f, "--target") && val) {
             target = argv[++i];
         } else if (!strcmp(f, "--gpu-memory")) {
@@ -294,10 +406,18 @@ int mcc_tune_main(int argc, char **argv)
         return 2;
     }
     tune_result *kept = calloc(TUNE_MAX_KEPT, sizeof *kept);
-    if (!kept) return free(t.base), fprintf(stderr, "mcc: error: out of memory\n"), 2;
+    t.families = calloc(TUNE_MAX_FAMILIES, sizeof *t.families);
+    if (!kept || !t.families) return free(kept), free(t.families), free(t.base), fprintf(stderr, "mcc: error: out of memory\n"), 2;
     int nkept = tune_search(&t, &s, kept);
-    tune_print(&t, &s, kept, nkept);
+    qsort(kept, (size_t)nkept, sizeof *kept, tune_by_time);
+    if (t.json) {
+        tune_json(&t, &s, kept, nkept);
+    } else {
+        tune_print(&t, &s, kept, nkept);
+        if (t.explain) tune_explain(&t, kept, nkept);
+    }
     free(kept);
+    free(t.families);
     free(t.base);
     return nkept ? 0 : 1;
 }

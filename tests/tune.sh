@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tune.sh MCC — `mcc tune`: the layouts it lists fit (each compiled with the flags of its row and
 # the same memory limit says "the plan fits" at the GiB the row says), in the order of their step
-# time; a limit nothing fits exits 1 saying so; no --world-size is refused.
+# time; a limit nothing fits exits 1 saying so; no --world-size is refused; --explain says what
+# became of every layout family, --json gives the table as JSON.
 set -uo pipefail
 mcc=$(realpath "$1")
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,4 +39,24 @@ awk '$1 ~ /^[0-9]+$/ && NF == 14 && ($2 != 2 || $8 != "none") { bad = 1 } END { 
 [ $? = 1 ] && grep -qF "No layout fits" "$work/none" || bad "a limit nothing fits: $(tail -2 "$work/none")"
 "$mcc" tune "$model" --target h100 >"$work/nw" 2>&1
 [ $? = 2 ] && grep -qF -- "--world-size N is required" "$work/nw" || bad "no --world-size: $(cat "$work/nw")"
+# --explain: every family the search met, and why each not listed is not: gpt2's 12 heads refuse tp 8,
+# and at 1.6 GiB a GPU (0.6 for the plan) some families plan but do not fit
+"$mcc" tune "$model" --world-size 8 --gpu-memory 1.6 --target h100 --explain >"$work/explain" 2>&1
+grep -qF "tp 8: not planned: tp 8 does not divide num_attention_heads 12" "$work/explain" ||
+  bad "--explain does not say why tp 8 is not planned: $(tail -3 "$work/explain")"
+grep -qE "does not fit: its least plan takes [0-9.]+ GiB a GPU .* of the 0.6 allowed" "$work/explain" ||
+  bad "--explain names no family that does not fit 0.6 GiB: $(tail -3 "$work/explain")"
+grep -qE "^  tp [0-9]+ pp [0-9]+ cp [0-9]+ dp [0-9]+ ep [0-9]+: [0-9]+ fit; its best" "$work/explain" ||
+  bad "--explain lists no family that fits: $(tail -3 "$work/explain")"
+# --json: the same table as JSON, fastest first, each layout's flags compile
+"$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --top 3 --json >"$work/json" 2>/dev/null ||
+  bad "--json exited $?"
+/usr/bin/python3 - "$work/json" <<'PY' || bad "--json: $(head -c 300 "$work/json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+steps = [l["step_ms"] for l in j["layouts"]]
+assert j["world_size"] == 4 and j["target"] == "h100" and len(steps) == 3, j
+assert steps == sorted(steps), steps
+assert all(l["gib"] <= 2.0 and "--tp" in l["flags"] for l in j["layouts"]), j["layouts"]
+PY
 [ "$fails" = 0 ] && echo "ok: mcc tune lists fitting layouts fastest first" || exit 1
