@@ -194,7 +194,7 @@ static bool link_executable(bool cuda, const char *obj, const char *kernels, con
 bool cg_write_executable(ir_module *const *stages, int nstages, const char *out_path, char *err, size_t errlen)
 {
     const ir_module *m = stages[0];
-    bool cuda = !strcmp(ir_cfg_text(m, IR_CFG_TARGET), "cuda");
+    bool cuda = ir_cfg_choice(m, IR_CFG_TARGET) == IR_BACKEND_CUDA;
     cg_plan_image image = {cuda ? "rt_cuda_device" : "rt_cpu_device", "", 0};
     void *cubin = NULL;
     if (cuda) {

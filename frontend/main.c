@@ -566,13 +566,14 @@ static void print_step_cost(const ir_module *m, const cli_opts *o, int stage)
 {
     const mcc_target *t = o->passes.target;
     mcc_step_cost c = mcc_step_cost_of(m, t);
+    char ms[32];
+    snprintf(ms, sizeof ms, 1e3 * c.seconds >= 1000 ? "%.0f" : "%.4g", 1e3 * c.seconds);
     if (c.calibrated)
-        fprintf(stderr, "step time (compute, no collectives): ~%.4g ms predicted by the %s target's calibration "
-                        "(%.0f%% of it from calibrated rows: bench/calibrate.py)\n", 1e3 * c.seconds, t->name,
-                100 * c.calibrated_share);
+        fprintf(stderr, "step time (compute, no collectives): ~%s ms predicted by the %s target's calibration "
+                        "(%.0f%% of it from calibrated rows: bench/calibrate.py)\n", ms, t->name, 100 * c.calibrated_share);
     else
-        fprintf(stderr, "step time (compute, no collectives): ~%.4g ms by the %s target's roofline (uncalibrated)\n",
-                1e3 * c.seconds, t->name);
+        fprintf(stderr, "step time (compute, no collectives): ~%s ms by the %s target's roofline (uncalibrated)\n", ms,
+                t->name);
     if (!o->cost_table)
         return;
     char path[4200];

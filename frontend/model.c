@@ -348,160 +348,127 @@ static void layer_freq_text(const mcc_layer_pattern *p, char *buf, size_t len)
         snprintf(buf + used, len - used, "]");
 }
 
+/* Config keys keys[0..n) from the spec fields of their names (config.def names a key as its spec
+ * field), each written as its type spells it: the plan's order is the keys' order. */
+static void set_from_spec(ir_module *m, const mcc_spec *s, const ir_cfg *keys, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        ir_cfg k = keys[i];
+        double v = mcc_spec_field(s, ir_cfgs[k].key);
+        if (ir_cfgs[k].type == IR_CFGT_NUM)
+            ir_cfg_set_num(m, k, v);
+        else if (ir_cfgs[k].type == IR_CFGT_CHOICE)
+            ir_cfg_set_choice(m, k, (int)v);
+        else /* INT, BOOL */
+            ir_cfg_set_int(m, k, (long long)v);
+    }
+}
+#define SET_FROM_SPEC(m, s, ...) \
+    set_from_spec(m, s, (const ir_cfg[]){__VA_ARGS__}, sizeof((const ir_cfg[]){__VA_ARGS__}) / sizeof(ir_cfg))
+
 /* The keys of the model's function (config.def's IR_CFG_MODEL rows, beside num_layers,
  * hidden_size and vocab_size), which a checkpoint records and a load compares. */
 static void set_model_config(ir_module *m, const mcc_spec *s)
 {
-    ir_cfg_set_int(m, IR_CFG_NUM_ATTENTION_HEADS, s->num_attention_heads);
-    ir_cfg_set_int(m, IR_CFG_NUM_QUERY_GROUPS, s->num_query_groups);
-    ir_cfg_set_int(m, IR_CFG_KV_CHANNELS, mcc_spec_head_dim(s));
-    ir_cfg_set_int(m, IR_CFG_FFN_HIDDEN_SIZE, s->ffn_hidden_size);
-    ir_cfg_set_int(m, IR_CFG_MAX_POSITION_EMBEDDINGS, s->max_position_embeddings);
+    SET_FROM_SPEC(m, s, IR_CFG_NUM_ATTENTION_HEADS, IR_CFG_NUM_QUERY_GROUPS, IR_CFG_KV_CHANNELS,
+                  IR_CFG_FFN_HIDDEN_SIZE, IR_CFG_MAX_POSITION_EMBEDDINGS);
     ir_cfg_set_int(m, IR_CFG_ORIG_VOCAB_SIZE, s->vocab_size);
-    ir_cfg_set(m, IR_CFG_NORMALIZATION, mcc_spec_choice("normalization", s->normalization));
-    ir_cfg_set_num(m, IR_CFG_NORM_EPSILON, s->norm_epsilon);
-    ir_cfg_set(m, IR_CFG_POSITION_EMBEDDING_TYPE, mcc_spec_choice("position_embedding_type", s->position_embedding_type));
-    if (s->position_embedding_type == MCC_POS_ROPE) {
-        ir_cfg_set_num(m, IR_CFG_ROTARY_BASE, s->rotary_base);
-        ir_cfg_set_int(m, IR_CFG_USE_ROPE_SCALING, s->use_rope_scaling);
-        if (s->use_rope_scaling)
-            ir_cfg_set_num(m, IR_CFG_ROPE_SCALING_FACTOR, s->rope_scaling_factor);
-    }
-    ir_cfg_set_int(m, IR_CFG_SWIGLU, s->activation == MCC_ACT_SWIGLU);
-    ir_cfg_set_int(m, IR_CFG_ADD_BIAS_LINEAR, s->add_bias_linear);
-    ir_cfg_set_int(m, IR_CFG_ADD_QKV_BIAS, s->add_qkv_bias);
-    ir_cfg_set_int(m, IR_CFG_QK_LAYERNORM, s->qk_layernorm);
-    ir_cfg_set_int(m, IR_CFG_UNTIE_EMBEDDINGS_AND_OUTPUT_WEIGHTS, s->untie_embeddings_and_output_weights);
-    ir_cfg_set_int(m, IR_CFG_NUM_EXPERTS, s->num_experts);
+    SET_FROM_SPEC(m, s, IR_CFG_NORMALIZATION, IR_CFG_NORM_EPSILON, IR_CFG_POSITION_EMBEDDING_TYPE);
+    if (s->position_embedding_type == MCC_POS_ROPE)
+        SET_FROM_SPEC(m, s, IR_CFG_ROTARY_BASE, IR_CFG_USE_ROPE_SCALING);
+    if (s->position_embedding_type == MCC_POS_ROPE && s->use_rope_scaling)
+        SET_FROM_SPEC(m, s, IR_CFG_ROPE_SCALING_FACTOR);
+    SET_FROM_SPEC(m, s, IR_CFG_SWIGLU, IR_CFG_ADD_BIAS_LINEAR, IR_CFG_ADD_QKV_BIAS, IR_CFG_QK_LAYERNORM,
+                  IR_CFG_UNTIE_EMBEDDINGS_AND_OUTPUT_WEIGHTS, IR_CFG_NUM_EXPERTS);
     if (s->num_experts == 0)
         return;
+    SET_FROM_SPEC(m, s, IR_CFG_MOE_FFN_HIDDEN_SIZE, IR_CFG_MOE_ROUTER_TOPK, IR_CFG_MOE_ROUTER_SCORE_FUNCTION,
+                  IR_CFG_MOE_ROUTER_PRE_SOFTMAX, IR_CFG_MOE_ROUTER_TOPK_SCALING_FACTOR,
+                  IR_CFG_MOE_ROUTER_ENABLE_EXPERT_BIAS, IR_CFG_MOE_SHARED_EXPERT_INTERMEDIATE_SIZE);
     char freq[4 * MCC_MAX_LAYER_PATTERN];
     layer_freq_text(&s->moe_layer_freq, freq, sizeof freq);
-    ir_cfg_set_int(m, IR_CFG_MOE_FFN_HIDDEN_SIZE, s->moe_ffn_hidden_size);
-    ir_cfg_set_int(m, IR_CFG_MOE_ROUTER_TOPK, s->moe_router_topk);
-    ir_cfg_set(m, IR_CFG_MOE_ROUTER_SCORE_FUNCTION, mcc_spec_choice("moe_router_score_function", s->moe_router_score_function));
-    ir_cfg_set_int(m, IR_CFG_MOE_ROUTER_PRE_SOFTMAX, s->moe_router_pre_softmax);
-    ir_cfg_set_num(m, IR_CFG_MOE_ROUTER_TOPK_SCALING_FACTOR, s->moe_router_topk_scaling_factor);
-    ir_cfg_set_int(m, IR_CFG_MOE_ROUTER_ENABLE_EXPERT_BIAS, s->moe_router_enable_expert_bias);
-    ir_cfg_set_int(m, IR_CFG_MOE_SHARED_EXPERT_INTERMEDIATE_SIZE, s->moe_shared_expert_intermediate_size);
     ir_cfg_set(m, IR_CFG_MOE_LAYER_FREQ, freq);
 }
 
 static void set_config(ir_module *m, const mcc_spec *s)
 {
     set_model_config(m, s);
-    ir_cfg_set_int(m, IR_CFG_MICRO_BATCH_SIZE, s->micro_batch_size);
-    ir_cfg_set_int(m, IR_CFG_SEQ_LENGTH, s->seq_length);
+    SET_FROM_SPEC(m, s, IR_CFG_MICRO_BATCH_SIZE, IR_CFG_SEQ_LENGTH);
     ir_cfg_set_int(m, IR_CFG_VOCAB_SIZE, s->padded_vocab_size); /* what the plan has: the logits are this wide */
-    ir_cfg_set_int(m, IR_CFG_GLOBAL_BATCH_SIZE, s->global_batch_size);
+    SET_FROM_SPEC(m, s, IR_CFG_GLOBAL_BATCH_SIZE);
     ir_cfg_set_int(m, IR_CFG_ACCUM_STEPS, mcc_spec_accum_steps(s));
-    ir_cfg_set_int(m, IR_CFG_DATA_PARALLEL_SIZE, s->data_parallel_size);
-    ir_cfg_set_int(m, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE, s->tensor_model_parallel_size);
-    ir_cfg_set_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE, s->pipeline_model_parallel_size);
+    SET_FROM_SPEC(m, s, IR_CFG_DATA_PARALLEL_SIZE, IR_CFG_TENSOR_MODEL_PARALLEL_SIZE,
+                  IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE);
     if (s->expert_model_parallel_size > 1) /* absent means 1: the plans of other layouts read as before */
-        ir_cfg_set_int(m, IR_CFG_EXPERT_MODEL_PARALLEL_SIZE, s->expert_model_parallel_size);
-    if (s->context_parallel_size > 1) {
-        ir_cfg_set_int(m, IR_CFG_CONTEXT_PARALLEL_SIZE, s->context_parallel_size);
-        ir_cfg_set(m, IR_CFG_CP_COMM_TYPE, mcc_spec_choice("cp_comm_type", s->cp_comm_type));
-    }
+        SET_FROM_SPEC(m, s, IR_CFG_EXPERT_MODEL_PARALLEL_SIZE);
+    if (s->context_parallel_size > 1)
+        SET_FROM_SPEC(m, s, IR_CFG_CONTEXT_PARALLEL_SIZE, IR_CFG_CP_COMM_TYPE);
     /* the pipeline's split and schedule, which passes/pipeline.c and schedule.c build */
-    ir_cfg_set_int(m, IR_CFG_DECODER_FIRST_PIPELINE_NUM_LAYERS, s->decoder_first_pipeline_num_layers);
-    ir_cfg_set_int(m, IR_CFG_DECODER_LAST_PIPELINE_NUM_LAYERS, s->decoder_last_pipeline_num_layers);
-    ir_cfg_set_int(m, IR_CFG_ACCOUNT_FOR_EMBEDDING_IN_PIPELINE_SPLIT, s->account_for_embedding_in_pipeline_split);
-    ir_cfg_set_int(m, IR_CFG_ACCOUNT_FOR_LOSS_IN_PIPELINE_SPLIT, s->account_for_loss_in_pipeline_split);
+    SET_FROM_SPEC(m, s, IR_CFG_DECODER_FIRST_PIPELINE_NUM_LAYERS, IR_CFG_DECODER_LAST_PIPELINE_NUM_LAYERS,
+                  IR_CFG_ACCOUNT_FOR_EMBEDDING_IN_PIPELINE_SPLIT, IR_CFG_ACCOUNT_FOR_LOSS_IN_PIPELINE_SPLIT);
     ir_cfg_set_int(m, IR_CFG_NUM_VIRTUAL_STAGES_PER_PIPELINE_RANK, s->virtual_pipeline_model_parallel_size);
-    ir_cfg_set(m, IR_CFG_PIPELINE_SCHEDULE, mcc_pp_sched_name(s->pipeline_schedule));
+    SET_FROM_SPEC(m, s, IR_CFG_PIPELINE_SCHEDULE);
     if (s->recompute_granularity != MCC_RECOMPUTE_NONE) /* absent means none: older plans read the same */
-        ir_cfg_set(m, IR_CFG_RECOMPUTE_GRANULARITY, mcc_spec_choice("recompute_granularity", s->recompute_granularity));
+        SET_FROM_SPEC(m, s, IR_CFG_RECOMPUTE_GRANULARITY);
     if (s->recompute_granularity == MCC_RECOMPUTE_FULL)
-        ir_cfg_set(m, IR_CFG_RECOMPUTE_METHOD, mcc_spec_choice("recompute_method", s->recompute_method));
+        SET_FROM_SPEC(m, s, IR_CFG_RECOMPUTE_METHOD);
     if (s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE) {
         char modules[256];
         mcc_recompute_modules_text(s->recompute_modules, modules, sizeof modules);
         ir_cfg_set(m, IR_CFG_RECOMPUTE_MODULES, modules);
     }
     if (s->recompute_granularity != MCC_RECOMPUTE_NONE && s->recompute_num_layers > 0)
-        ir_cfg_set_int(m, IR_CFG_RECOMPUTE_NUM_LAYERS, s->recompute_num_layers);
-    if (s->fp8_format != MCC_FP8_NONE) { /* absent means none */
-        ir_cfg_set(m, IR_CFG_FP8_FORMAT, mcc_fp8_format_name(s->fp8_format));
-        ir_cfg_set(m, IR_CFG_FP8_RECIPE, mcc_fp8_recipe_name(s->fp8_recipe));
-        ir_cfg_set_int(m, IR_CFG_FP8_AMAX_HISTORY_LEN, s->fp8_amax_history_len);
-        ir_cfg_set(m, IR_CFG_FP8_AMAX_COMPUTE_ALGO, mcc_amax_algo_name(s->fp8_amax_compute_algo));
-        ir_cfg_set_int(m, IR_CFG_FP8_MARGIN, s->fp8_margin);
-        ir_cfg_set_int(m, IR_CFG_FP8_WGRAD, s->fp8_wgrad);
-        ir_cfg_set_int(m, IR_CFG_FIRST_LAST_LAYERS_BF16, s->first_last_layers_bf16);
-        ir_cfg_set_int(m, IR_CFG_NUM_LAYERS_AT_START_IN_BF16, s->num_layers_at_start_in_bf16);
-        ir_cfg_set_int(m, IR_CFG_NUM_LAYERS_AT_END_IN_BF16, s->num_layers_at_end_in_bf16);
-    }
+        SET_FROM_SPEC(m, s, IR_CFG_RECOMPUTE_NUM_LAYERS);
+    if (s->fp8_format != MCC_FP8_NONE) /* absent means none */
+        SET_FROM_SPEC(m, s, IR_CFG_FP8_FORMAT, IR_CFG_FP8_RECIPE, IR_CFG_FP8_AMAX_HISTORY_LEN,
+                      IR_CFG_FP8_AMAX_COMPUTE_ALGO, IR_CFG_FP8_MARGIN, IR_CFG_FP8_WGRAD, IR_CFG_FIRST_LAST_LAYERS_BF16,
+                      IR_CFG_NUM_LAYERS_AT_START_IN_BF16, IR_CFG_NUM_LAYERS_AT_END_IN_BF16);
     if (s->moe_router_enable_expert_bias)
-        ir_cfg_set_num(m, IR_CFG_MOE_ROUTER_BIAS_UPDATE_RATE, s->moe_router_bias_update_rate);
+        SET_FROM_SPEC(m, s, IR_CFG_MOE_ROUTER_BIAS_UPDATE_RATE);
     if (s->moe_shared_expert_overlap) /* absent means off */
         ir_cfg_set(m, IR_CFG_MOE_SHARED_EXPERT_OVERLAP, "1");
     if (s->sequence_parallel && s->tensor_model_parallel_size > 1) {
-        ir_cfg_set(m, IR_CFG_SEQUENCE_PARALLEL, "1");
+        SET_FROM_SPEC(m, s, IR_CFG_SEQUENCE_PARALLEL);
         if (s->sequence_parallel_split == MCC_SP_SPLIT_BATCH)
             ir_cfg_set(m, IR_CFG_SEQUENCE_PARALLEL_DIM, "0"); /* default 1: the sequence of [B,T,...] */
         if (s->tp_comm_overlap)
-            ir_cfg_set(m, IR_CFG_TP_COMM_OVERLAP, "1");
+            SET_FROM_SPEC(m, s, IR_CFG_TP_COMM_OVERLAP);
         if (s->tp_comm_interleave)
             ir_cfg_set(m, IR_CFG_TP_COMM_INTERLEAVE, "2");
     }
     if (s->use_distributed_optimizer) /* absent means off: plans without it read as before */
-        ir_cfg_set(m, IR_CFG_USE_DISTRIBUTED_OPTIMIZER, "1");
-    if (s->optimizer_cpu_offload) { /* absent means off */
-        ir_cfg_set(m, IR_CFG_OPTIMIZER_CPU_OFFLOAD, "1");
-        ir_cfg_set_num(m, IR_CFG_OPTIMIZER_OFFLOAD_FRACTION, s->optimizer_offload_fraction);
-        if (s->overlap_cpu_optimizer_d2h_h2d)
-            ir_cfg_set(m, IR_CFG_OVERLAP_CPU_OPTIMIZER_D2H_H2D, "1");
-    }
-    if (s->use_precision_aware_optimizer) { /* absent: f32 moments */
-        ir_cfg_set(m, IR_CFG_EXP_AVG_DTYPE, s->exp_avg_dtype == MCC_MOMENT_BF16 ? "bf16" : "f32");
-        ir_cfg_set(m, IR_CFG_EXP_AVG_SQ_DTYPE, s->exp_avg_sq_dtype == MCC_MOMENT_BF16 ? "bf16" : "f32");
-        if (s->store_param_remainders) /* precision.c applies it where the parameters are bf16 */
-            ir_cfg_set(m, IR_CFG_STORE_PARAM_REMAINDERS, "1");
-    }
+        SET_FROM_SPEC(m, s, IR_CFG_USE_DISTRIBUTED_OPTIMIZER);
+    if (s->optimizer_cpu_offload) /* absent means off */
+        SET_FROM_SPEC(m, s, IR_CFG_OPTIMIZER_CPU_OFFLOAD, IR_CFG_OPTIMIZER_OFFLOAD_FRACTION);
+    if (s->optimizer_cpu_offload && s->overlap_cpu_optimizer_d2h_h2d)
+        SET_FROM_SPEC(m, s, IR_CFG_OVERLAP_CPU_OPTIMIZER_D2H_H2D);
+    if (s->use_precision_aware_optimizer) /* absent: f32 moments */
+        SET_FROM_SPEC(m, s, IR_CFG_EXP_AVG_DTYPE, IR_CFG_EXP_AVG_SQ_DTYPE);
+    if (s->use_precision_aware_optimizer && s->store_param_remainders) /* precision.c: where parameters are bf16 */
+        SET_FROM_SPEC(m, s, IR_CFG_STORE_PARAM_REMAINDERS);
     int replicas = s->data_parallel_size * s->context_parallel_size; /* a dense parameter's: dp x cp */
     if (replicas > 1) /* only plans with replicas bucket their gradients */
-        ir_cfg_set_int(m, IR_CFG_DDP_BUCKET_SIZE, s->ddp_bucket_size);
+        SET_FROM_SPEC(m, s, IR_CFG_DDP_BUCKET_SIZE);
     if (replicas > 1 && s->overlap_grad_reduce)
-        ir_cfg_set(m, IR_CFG_OVERLAP_GRAD_REDUCE, "1");
+        SET_FROM_SPEC(m, s, IR_CFG_OVERLAP_GRAD_REDUCE);
     if (s->grad_reduce_in_bf16) /* absent means f32 gradients */
-        ir_cfg_set(m, IR_CFG_GRAD_REDUCE_IN_BF16, "1");
-    ir_cfg_set_int(m, IR_CFG_TRAIN_ITERS, s->train_iters);
-    ir_cfg_set_int(m, IR_CFG_LR_WARMUP_ITERS, s->lr_warmup_iters);
-    ir_cfg_set_int(m, IR_CFG_SEED, s->seed);
+        SET_FROM_SPEC(m, s, IR_CFG_GRAD_REDUCE_IN_BF16);
+    SET_FROM_SPEC(m, s, IR_CFG_TRAIN_ITERS, IR_CFG_LR_WARMUP_ITERS, IR_CFG_SEED);
     ir_cfg_set_int(m, IR_CFG_NUM_PARAMS, mcc_spec_num_params(s));
     if (s->num_experts > 0) /* absent: num_params, a dense model's */
         ir_cfg_set_int(m, IR_CFG_NUM_ACTIVE_PARAMS, mcc_spec_num_active_params(s));
-    ir_cfg_set_int(m, IR_CFG_NUM_LAYERS, s->num_layers);
-    ir_cfg_set_int(m, IR_CFG_HIDDEN_SIZE, s->hidden_size);
-    ir_cfg_set_num(m, IR_CFG_LR, s->lr);
-    ir_cfg_set_num(m, IR_CFG_MIN_LR, s->min_lr);
-    ir_cfg_set_num(m, IR_CFG_WEIGHT_DECAY, s->weight_decay);
-    ir_cfg_set_num(m, IR_CFG_CLIP_GRAD, s->clip_grad);
-    ir_cfg_set_num(m, IR_CFG_ADAM_BETA1, s->adam_beta1);
-    ir_cfg_set_num(m, IR_CFG_ADAM_BETA2, s->adam_beta2);
-    ir_cfg_set_num(m, IR_CFG_ADAM_EPS, s->adam_eps);
-    ir_cfg_set(m, IR_CFG_LR_DECAY_STYLE, mcc_spec_choice("lr_decay_style", s->lr_decay_style));
-    ir_cfg_set_num(m, IR_CFG_LR_WARMUP_FRACTION, s->lr_warmup_fraction);
-    ir_cfg_set_int(m, IR_CFG_LR_DECAY_ITERS, s->lr_decay_iters);
-    ir_cfg_set(m, IR_CFG_LR_WSD_DECAY_STYLE, mcc_spec_choice("lr_wsd_decay_style", s->lr_wsd_decay_style));
-    ir_cfg_set_int(m, IR_CFG_LR_WSD_DECAY_ITERS, s->lr_wsd_decay_iters);
-    if (s->train_samples) { /* sample-based: the schedule counts samples (absent: iterations) */
-        ir_cfg_set_int(m, IR_CFG_TRAIN_SAMPLES, s->train_samples);
-        ir_cfg_set_int(m, IR_CFG_LR_WARMUP_SAMPLES, s->lr_warmup_samples);
-        ir_cfg_set_int(m, IR_CFG_LR_DECAY_SAMPLES, s->lr_decay_samples);
-        ir_cfg_set_int(m, IR_CFG_LR_WSD_DECAY_SAMPLES, s->lr_wsd_decay_samples);
-    }
+    SET_FROM_SPEC(m, s, IR_CFG_NUM_LAYERS, IR_CFG_HIDDEN_SIZE, IR_CFG_LR, IR_CFG_MIN_LR, IR_CFG_WEIGHT_DECAY,
+                  IR_CFG_CLIP_GRAD, IR_CFG_ADAM_BETA1, IR_CFG_ADAM_BETA2, IR_CFG_ADAM_EPS, IR_CFG_LR_DECAY_STYLE,
+                  IR_CFG_LR_WARMUP_FRACTION, IR_CFG_LR_DECAY_ITERS, IR_CFG_LR_WSD_DECAY_STYLE,
+                  IR_CFG_LR_WSD_DECAY_ITERS);
+    if (s->train_samples) /* sample-based: the schedule counts samples (absent: iterations) */
+        SET_FROM_SPEC(m, s, IR_CFG_TRAIN_SAMPLES, IR_CFG_LR_WARMUP_SAMPLES, IR_CFG_LR_DECAY_SAMPLES,
+                      IR_CFG_LR_WSD_DECAY_SAMPLES);
     if (s->lr_warmup_init) /* absent: warmup from 0 */
-        ir_cfg_set_num(m, IR_CFG_LR_WARMUP_INIT, s->lr_warmup_init);
-    if (s->decoupled_lr != s->lr || s->decoupled_min_lr != s->min_lr) { /* absent: one schedule for all */
-        ir_cfg_set_num(m, IR_CFG_DECOUPLED_LR, s->decoupled_lr);
-        ir_cfg_set_num(m, IR_CFG_DECOUPLED_MIN_LR, s->decoupled_min_lr);
-    }
-    ir_cfg_set_int(m, IR_CFG_EVAL_INTERVAL, s->eval_interval);
-    ir_cfg_set_int(m, IR_CFG_EVAL_ITERS, s->eval_iters);
-    ir_cfg_set_int(m, IR_CFG_LOG_INTERVAL, s->log_interval);
+        SET_FROM_SPEC(m, s, IR_CFG_LR_WARMUP_INIT);
+    if (s->decoupled_lr != s->lr || s->decoupled_min_lr != s->min_lr) /* absent: one schedule for all */
+        SET_FROM_SPEC(m, s, IR_CFG_DECOUPLED_LR, IR_CFG_DECOUPLED_MIN_LR);
+    SET_FROM_SPEC(m, s, IR_CFG_EVAL_INTERVAL, IR_CFG_EVAL_ITERS, IR_CFG_LOG_INTERVAL);
     /* For MFU: learned position embeddings are a lookup, not matmul work. */
     ir_cfg_set_int(m, IR_CFG_NUM_POSITION_PARAMS, s->position_embedding_type == MCC_POS_LEARNED
                                                       ? (int64_t)s->max_position_embeddings * s->hidden_size

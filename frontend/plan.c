@@ -4,18 +4,16 @@
 #include "frontend/model.h"
 #include "passes/target.h"
 
-#include <string.h>
-
 bool mcc_plan_build(const mcc_spec *spec, const mcc_plan_options *o, const char *last, mcc_program *prog, char *err,
                     size_t errlen)
 {
     ir_module *m = mcc_build_model(spec, o->keep_logits);
     /* The CPU backend computes in fp32 (it is the numerical oracle); CUDA trains in bf16 with
      * fp32 master weights. */
-    const char *backend = o->passes.target->backend;
+    int backend = ir_choice_find(IR_CHOICE_BACKEND, o->passes.target->backend); /* the target registry's word */
     ir_cfg_set_int(m, IR_CFG_PLAN_VERSION, IR_PLAN_VERSION);
-    ir_cfg_set(m, IR_CFG_TARGET, backend);
-    ir_cfg_set(m, IR_CFG_PARAM_DTYPE, strcmp(backend, "cuda") == 0 ? "bf16" : "f32");
+    ir_cfg_set_choice(m, IR_CFG_TARGET, backend);
+    ir_cfg_set_choice(m, IR_CFG_PARAM_DTYPE, backend == IR_BACKEND_CUDA ? IR_BF16 : IR_F32);
     ir_cfg_set_int(m, IR_CFG_COMM_SIDE_LANE, o->side_lane);
     ir_cfg_set_int(m, IR_CFG_COMM_COPY_LANE, o->copy_lane);
     ir_cfg_set_num(m, IR_CFG_PEAK_FLOPS, o->passes.target->peak_bf16_flops);

@@ -6,8 +6,10 @@
 
 #include "common/cli.h"
 #include "frontend/megatron_flags.h"
+#include "ir/ir.h"
 #include "passes/pp_schedule.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -49,36 +51,28 @@ _Static_assert(sizeof(mcc_norm) == sizeof(int) && sizeof(mcc_pos) == sizeof(int)
                sizeof(mcc_moe_score) == sizeof(int) && sizeof(mcc_moe_balance) == sizeof(int) &&
                sizeof(mcc_moe_drop) == sizeof(int),
                "enum members are stored as int");
-static const char *const spec_norms[] = {"LayerNorm", "RMSNorm", NULL};              /* ORDER mcc_norm */
-static const char *const spec_positions[] = {"learned_absolute", "rope", NULL};       /* ORDER mcc_pos */
-static const char *const recompute_names[] = {"none", "selective", "activations", "full", NULL}; /* ORDER mcc_recompute */
-static const char *const recompute_method_names[] = {"none", "uniform", "block", NULL}; /* ORDER mcc_recompute_method */
+/* The choices the plan's config carries too: their words are the IR's (ir.h ir_choices), spelled
+ * there once; the spec's enums follow the IR's (the moments' by ir_dtype: the config's words are
+ * dtype names, the spec's Megatron's). */
+#define SAME(a, b) ((int)(a) == (int)(b))
+_Static_assert(SAME(MCC_NORM_RMSNORM, IR_NORM_RMSNORM) && SAME(MCC_POS_ROPE, IR_POS_ROPE) &&
+               SAME(MCC_RECOMPUTE_ACTIVATIONS, IR_RECOMPUTE_ACTIVATIONS) && SAME(MCC_RECOMPUTE_FULL, IR_RECOMPUTE_FULL) &&
+               SAME(MCC_RECOMPUTE_UNIFORM, IR_RECOMPUTE_UNIFORM) && SAME(MCC_RECOMPUTE_BLOCK, IR_RECOMPUTE_BLOCK) &&
+               SAME(MCC_CP_ALL_GATHER, IR_CP_ALL_GATHER) && SAME(MCC_CP_A2A, IR_CP_A2A) &&
+               SAME(MCC_LR_INVERSE_SQRT, IR_LR_INVERSE_SQRT) && SAME(MCC_LR_WSD, IR_LR_WSD) &&
+               SAME(MCC_WSD_MINUS_SQRT, IR_WSD_MINUS_SQRT) && SAME(MCC_PP_SCHED_INTERLEAVED, IR_PP_INTERLEAVED) &&
+               SAME(MCC_PP_SCHED_ZB_H1, IR_PP_ZB_H1) && SAME(MCC_FP8_HYBRID, IR_FP8_FORMAT_HYBRID) &&
+               SAME(MCC_FP8_E4M3, IR_FP8_FORMAT_E4M3) && SAME(MCC_FP8_TENSORWISE, IR_FP8_TENSORWISE) &&
+               SAME(MCC_AMAX_MAX, IR_AMAX_MAX) && SAME(MCC_MOE_SIGMOID, IR_MOE_SIGMOID) &&
+               SAME(MCC_MOMENT_FP32, IR_F32) && SAME(MCC_MOMENT_BF16, IR_BF16) && MCC_ACT_SWIGLU == 1,
+               "the spec's enums follow the IR's choices");
+#undef SAME
 static const char *const recompute_module_names[] = {"core_attn", "mlp",      "layernorm", "moe_act", "moe",
                                                      "shared_experts", "mla_up_proj", "mlp_act", NULL}; /* ORDER MCC_RM_ */
 static const char *const sp_split_names[] = {"sequence", "batch", NULL};                          /* ORDER mcc_sp_split */
-static const char *const cp_comm_names[] = {"p2p", "all_gather", "a2a", NULL};                   /* ORDER mcc_cp_comm */
-static const char *const moment_dtype_names[] = {"fp32", "bf16", NULL};                        /* ORDER mcc_moment_dtype */
-static const char *const spec_lr_styles[] = {"constant", "linear", "cosine", "inverse-square-root", "WSD",
-                                             NULL}; /* ORDER mcc_lr_style */
-static const char *const spec_wsd_styles[] = {"exponential", "linear", "cosine", "minus_sqrt",
-                                              NULL}; /* ORDER mcc_wsd_style */
-static const char *const spec_pp_scheds[] = {"auto", "1f1b", "interleaved", "zb-h1", NULL}; /* ORDER mcc_pp_sched */
-static const char *const spec_fp8_formats[] = {"none", "hybrid", "e4m3", NULL};      /* ORDER mcc_fp8_format */
-static const char *const spec_fp8_recipes[] = {"delayed", "tensorwise", NULL};       /* ORDER mcc_fp8_recipe */
-static const char *const spec_amax_algos[] = {"most_recent", "max", NULL};           /* ORDER mcc_amax_algo */
-static const char *const spec_moe_scores[] = {"softmax", "sigmoid", NULL};           /* ORDER mcc_moe_score */
+static const char *const moment_dtype_names[] = {"fp32", "bf16", NULL}; /* ORDER mcc_moment_dtype: Megatron's words */
 static const char *const spec_moe_balances[] = {"aux_loss", "seq_aux_loss", "sinkhorn", "none", NULL}; /* ORDER mcc_moe_balance */
 static const char *const spec_moe_drops[] = {"probs", "position", NULL};             /* ORDER mcc_moe_drop */
-
-const char *mcc_fp8_format_name(mcc_fp8_format k) { return spec_fp8_formats[k]; }
-const char *mcc_fp8_recipe_name(mcc_fp8_recipe k) { return spec_fp8_recipes[k]; }
-const char *mcc_amax_algo_name(mcc_amax_algo k) { return spec_amax_algos[k]; }
-
-const char *mcc_pp_sched_name(mcc_pp_sched k) { return spec_pp_scheds[k]; }
-_Static_assert(MCC_PP_SCHED_1F1B - 1 == PP_SCHED_1F1B && MCC_PP_SCHED_INTERLEAVED - 1 == PP_SCHED_INTERLEAVED &&
-               MCC_PP_SCHED_ZB_H1 - 1 == PP_SCHED_ZB_H1, "--pipeline-schedule's names after auto follow pp_sched_kind");
-_Static_assert(MCC_NORM_RMSNORM == 1 && MCC_POS_ROPE == 1 && MCC_ACT_SWIGLU == 1 && MCC_LR_WSD == 4 &&
-               MCC_WSD_MINUS_SQRT == 3, "choice tables follow the enum order");
 
 #define FIELD(sec, key, member, alias, kind, range, need, def, choices, help)                     \
     {sec, key, alias, kind, offsetof(mcc_spec, member), sizeof(((mcc_spec *)0)->member), range, \
@@ -105,9 +99,9 @@ static const spec_field spec_fields[] = {
           "the tokenizer's vocabulary (ByteLevel 257, GPT-2's BPE 50257), before padding"),
     MODEL(make_vocab_size_divisible_by, K_INT, R_POS, D_VALUE, 128, NULL,
           "pad the vocabulary to a multiple of this * tensor_model_parallel_size, as Megatron does"),
-    MODEL(normalization, K_ENUM, R_ANY, D_VALUE, MCC_NORM_LAYERNORM, spec_norms,
+    MODEL(normalization, K_ENUM, R_ANY, D_VALUE, MCC_NORM_LAYERNORM, ir_norm_words,
           "the norm before attention, the MLP and the output"),
-    MODEL(position_embedding_type, K_ENUM, R_ANY, D_VALUE, MCC_POS_LEARNED, spec_positions,
+    MODEL(position_embedding_type, K_ENUM, R_ANY, D_VALUE, MCC_POS_LEARNED, ir_pos_words,
           "a learned position table, or rotary embeddings of queries and keys"),
     FIELD(SEC_MODEL, "swiglu", activation, NULL, K_BOOL, R_ANY, D_VALUE, MCC_ACT_GELU, NULL,
           "a SwiGLU MLP (silu(gate) * up) instead of GELU"),
@@ -137,7 +131,7 @@ static const spec_field spec_fields[] = {
           "routed experts of each MoE layer (0: a dense model, Megatron's None)"),
     MODEL(moe_ffn_hidden_size, K_INT, R_POS, D_DERIVED, 0, NULL, "each expert's MLP width (default: ffn_hidden_size)"),
     MODEL(moe_router_topk, K_INT, R_POS, D_VALUE, 2, NULL, "experts each token is routed to"),
-    MODEL(moe_router_score_function, K_ENUM, R_ANY, D_VALUE, MCC_MOE_SOFTMAX, spec_moe_scores,
+    MODEL(moe_router_score_function, K_ENUM, R_ANY, D_VALUE, MCC_MOE_SOFTMAX, ir_moe_score_words,
           "the router's scores: softmax, or sigmoid (normalised over the chosen experts when topk > 1)"),
     MODEL(moe_router_pre_softmax, K_BOOL, R_ANY, D_VALUE, false, NULL,
           "softmax: choose the top k of the probabilities over all experts (default: softmax over the top-k logits)"),
@@ -179,7 +173,7 @@ static const spec_field spec_fields[] = {
     PP_INT(num_virtual_stages_per_pipeline_rank, "interleaved pipeline: virtual stages per rank (0: not given, 1)"),
 #undef PP_INT
     FIELD(SEC_PARALLEL, "pipeline_schedule", pipeline_schedule, NULL, K_ENUM, R_ANY, D_VALUE, MCC_PP_SCHED_AUTO,
-          spec_pp_scheds, "the pipeline's order of passes (auto: the fastest by the cost model that the virtual "
+          ir_pp_sched_words, "the pipeline's order of passes (auto: the fastest by the cost model that the virtual "
           "stages allow)"),
     PAR(data_parallel_size, "dp", "data-parallel replicas; the world size is tp * cp * dp * pp"),
     FIELD(SEC_PARALLEL, "world_size", world_size, NULL, K_INT, R_NONNEG, D_VALUE, 0, NULL,
@@ -191,7 +185,7 @@ static const spec_field spec_fields[] = {
           "torchrun's: the nodes the job spans, nproc_per_node ranks each"),
     PAR(context_parallel_size, "cp", "context-parallel ranks: the sequence split over them in 2 cp chunks, rank r "
         "holding chunks r and 2 cp - 1 - r (Megatron's causal balance)"),
-    FIELD(SEC_PARALLEL, "cp_comm_type", cp_comm_type, NULL, K_ENUM, R_ANY, D_VALUE, MCC_CP_P2P, cp_comm_names,
+    FIELD(SEC_PARALLEL, "cp_comm_type", cp_comm_type, NULL, K_ENUM, R_ANY, D_VALUE, MCC_CP_P2P, ir_cp_comm_words,
           "how attention reaches the other cp ranks' keys and values: p2p (ring attention), all_gather, or a2a "
           "(Ulysses: heads and kv heads split over cp around attention)"),
     PAR(expert_model_parallel_size, NULL, "expert-parallel ranks: each MoE layer's experts split over them (divides "
@@ -225,12 +219,12 @@ static const spec_field spec_fields[] = {
     TRAIN(lr, K_NUM, R_NONNEG, D_VALUE, 3e-4, "peak learning rate"),
     TRAIN(min_lr, K_NUM, R_NONNEG, D_VALUE, 0, "the learning rate the decay ends at"),
     FIELD(SEC_TRAINING, "lr_decay_style", lr_decay_style, NULL, K_ENUM, R_ANY, D_VALUE, MCC_LR_COSINE,
-          spec_lr_styles, "the learning rate's decay after warmup"),
+          ir_lr_style_words, "the learning rate's decay after warmup"),
     TRAIN(lr_warmup_iters, K_INT, R_NONNEG, D_VALUE, 0, "iterations of linear warmup"),
     TRAIN(lr_warmup_fraction, K_NUM, R_UNIT, D_VALUE, 0, "warmup as a fraction of the decay iterations instead"),
     TRAIN(lr_decay_iters, K_INT, R_NONNEG, D_VALUE, 0, "iterations the decay spans (0: train_iters)"),
     FIELD(SEC_TRAINING, "lr_wsd_decay_style", lr_wsd_decay_style, NULL, K_ENUM, R_ANY, D_VALUE, MCC_WSD_EXPONENTIAL,
-          spec_wsd_styles, "WSD: the shape of its final decay"),
+          ir_wsd_style_words, "WSD: the shape of its final decay"),
     TRAIN(lr_wsd_decay_iters, K_INT, R_NONNEG, D_VALUE, 0, "WSD: the final iterations that decay"),
     /* Megatron's sample-based training: the run and the schedule's spans counted in samples, each
      * iteration advancing them by the global batch (spec_derive_schedule) */
@@ -278,11 +272,11 @@ static const spec_field spec_fields[] = {
      * modules' ops from inputs the backward keeps anyway; full replays a layer's whole forward from
      * its input. activations: the older spelling of selective with recompute_modules mlp_act */
     FIELD(SEC_TRAINING, "recompute_granularity", recompute_granularity, NULL, K_ENUM, R_ANY, D_VALUE,
-          MCC_RECOMPUTE_NONE, recompute_names,
+          MCC_RECOMPUTE_NONE, ir_recompute_words,
           "none; selective: the ops of recompute_modules; full: whole layers (recompute_method); "
           "activations: selective of mlp_act"),
     FIELD(SEC_TRAINING, "recompute_method", recompute_method, NULL, K_ENUM, R_ANY, D_VALUE,
-          MCC_RECOMPUTE_METHOD_NONE, recompute_method_names,
+          MCC_RECOMPUTE_METHOD_NONE, ir_recompute_method_words,
           "full: uniform checkpoints each group of recompute_num_layers layers; block the first "
           "recompute_num_layers layers of each pipeline stage"),
     FIELD(SEC_TRAINING, "recompute_modules", recompute_modules, NULL, K_SET, R_ANY, D_VALUE,
@@ -291,13 +285,13 @@ static const spec_field spec_fields[] = {
           "outputs; mlp_act: GELU/SiLU/SwiGLU's)"),
     TRAIN(recompute_num_layers, K_INT, R_NONNEG, D_VALUE, 0,
           "full: layers per checkpoint (uniform) or per stage (block); selective: the first N layers (0: all)"),
-    FIELD(SEC_TRAINING, "fp8_format", fp8_format, NULL, K_ENUM, R_ANY, D_VALUE, MCC_FP8_NONE, spec_fp8_formats,
+    FIELD(SEC_TRAINING, "fp8_format", fp8_format, NULL, K_ENUM, R_ANY, D_VALUE, MCC_FP8_NONE, ir_fp8_format_words,
           "FP8 linear layers: hybrid (E4M3 forward, E5M2 gradients) or e4m3 throughout; none: bf16"),
-    FIELD(SEC_TRAINING, "fp8_recipe", fp8_recipe, NULL, K_ENUM, R_ANY, D_VALUE, MCC_FP8_DELAYED, spec_fp8_recipes,
+    FIELD(SEC_TRAINING, "fp8_recipe", fp8_recipe, NULL, K_ENUM, R_ANY, D_VALUE, MCC_FP8_DELAYED, ir_fp8_recipe_words,
           "FP8 scaling: delayed (from each tensor's amax history) or tensorwise (this step's amax)"),
     TRAIN(fp8_amax_history_len, K_INT, R_POS, D_VALUE, 1, "delayed: the steps of amax each tensor's history holds"),
     FIELD(SEC_TRAINING, "fp8_amax_compute_algo", fp8_amax_compute_algo, NULL, K_ENUM, R_ANY, D_VALUE,
-          MCC_AMAX_MOST_RECENT, spec_amax_algos, "delayed: the scale's amax, the history's most_recent or max"),
+          MCC_AMAX_MOST_RECENT, ir_amax_algo_words, "delayed: the scale's amax, the history's most_recent or max"),
     TRAIN(fp8_margin, K_INT, R_NONNEG, D_VALUE, 0, "delayed: scale = fp8 max / amax / 2^margin"),
     TRAIN(fp8_wgrad, K_BOOL, R_ANY, D_VALUE, true, "FP8 weight-gradient GEMMs too (--no-fp8-wgrad: bf16)"),
     TRAIN(first_last_layers_bf16, K_BOOL, R_ANY, D_VALUE, false, "FP8: the first and last layers stay in bf16"),
@@ -377,12 +371,15 @@ static void spec_store_int(spec_ctx *c, const spec_field *f, long long v)
     else *(int *)spec_member(&c->s, f) = (int)v;
 }
 
-static double spec_value(spec_ctx *c, const spec_field *f)
+/* A scalar field's value in s: an int, bool or enum member as its integer. */
+static double spec_field_value(const mcc_spec *s, const spec_field *f)
 {
-    void *p = spec_member(&c->s, f);
-    if (f->kind == K_NUM) return *(double *)p;
-    return f->size == sizeof(bool) ? *(bool *)p : *(int *)p;
+    const void *p = (const char *)s + f->off;
+    if (f->kind == K_NUM) return *(const double *)p;
+    return f->size == sizeof(bool) ? *(const bool *)p : *(const int *)p;
 }
+
+static double spec_value(spec_ctx *c, const spec_field *f) { return spec_field_value(&c->s, f); }
 
 /* ---- storing one value (shared by JSON and flags) ------------------------------------------ */
 
@@ -1158,7 +1155,7 @@ static bool spec_check_fp8(spec_ctx *c)
         if (s->fp8_recipe != MCC_FP8_DELAYED && c->set[spec_index(spec_find(delayed[i]))])
             return spec_fail(c, "%s is set but %s is %s: it configures delayed scaling; drop it, or use "
                                 "--fp8-recipe delayed", spec_where(c, spec_find(delayed[i])),
-                             spec_where(c, spec_find("fp8_recipe")), mcc_fp8_recipe_name(s->fp8_recipe));
+                             spec_where(c, spec_find("fp8_recipe")), ir_fp8_recipe_words[s->fp8_recipe]);
     int bf16 = s->first_last_layers_bf16 ? s->num_layers_at_start_in_bf16 + s->num_layers_at_end_in_bf16 : 0;
     if (bf16 >= s->num_layers)
         return spec_fail(c, "%s (%d) + %s (%d) leave none of the %d layers in FP8: lower them, or drop %s",
@@ -1346,11 +1343,11 @@ static bool spec_check_recompute(spec_ctx *c)
     if (c->set[spec_index(modules)] && s->recompute_granularity != MCC_RECOMPUTE_SELECTIVE)
         return spec_fail(c, "%s is set but %s is %s: it chooses what selective recompute recomputes (full recomputes "
                             "whole layers): pass --recompute-granularity selective or drop it",
-                         spec_where(c, modules), spec_where(c, gran), recompute_names[s->recompute_granularity]);
+                         spec_where(c, modules), spec_where(c, gran), ir_recompute_words[s->recompute_granularity]);
     if (s->recompute_method != MCC_RECOMPUTE_METHOD_NONE && s->recompute_granularity != MCC_RECOMPUTE_FULL)
         return spec_fail(c, "%s is set but %s is %s: the method is full recompute's; pass --recompute-granularity "
                             "full or drop it", spec_where(c, method), spec_where(c, gran),
-                         recompute_names[s->recompute_granularity]);
+                         ir_recompute_words[s->recompute_granularity]);
     if (s->recompute_granularity == MCC_RECOMPUTE_FULL && s->recompute_method == MCC_RECOMPUTE_METHOD_NONE)
         return spec_fail(c, "%s is full, which needs %s: uniform (groups of recompute_num_layers layers) or block "
                             "(the first recompute_num_layers layers of each pipeline stage)", spec_where(c, gran),
@@ -1445,6 +1442,9 @@ static bool spec_validate(spec_ctx *c)
         return spec_fail(c, "%s (%d) must be a multiple of micro_batch_size * data_parallel_size = %lld: change "
                             "global_batch_size or micro_batch_size", spec_where(c, spec_find("global_batch_size")),
                          s->global_batch_size, batch_unit);
+    if (s->position_embedding_type == MCC_POS_ROPE && mcc_spec_head_dim(s) % 2 && spec_given(c, "kv_channels"))
+        return spec_fail(c, "%s (%d), the head dimension, must be even for rope", spec_where(c, spec_find("kv_channels")),
+                         s->kv_channels);
     if (s->position_embedding_type == MCC_POS_ROPE && mcc_spec_head_dim(s) % 2)
         return spec_fail(c, "the head dimension %s / %s = %d must be even for rope: change hidden_size or "
                             "num_attention_heads", spec_where(c, spec_find("hidden_size")),
@@ -1505,10 +1505,11 @@ bool mcc_spec_load_fields(int argc, char **argv, mcc_spec *out, int *rest, int *
 bool mcc_spec_is_field(const char *key) { return spec_find(key) != NULL; }
 
 
-const char *mcc_spec_choice(const char *key, int value)
+double mcc_spec_field(const mcc_spec *s, const char *key)
 {
     const spec_field *f = spec_find(key);
-    return f && f->kind == K_ENUM ? f->choices[value] : NULL;
+    assert(f && f->kind != K_SET && f->kind != K_LAYERS);
+    return spec_field_value(s, f);
 }
 
 /* One norm's parameters (LayerNorm's scale and bias, RMSNorm's scale). */

@@ -8,6 +8,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The enums of the choices a plan's config carries too (norm, position, recompute, cp_comm,
+ * lr and WSD styles, pipeline schedule, FP8, the router's score) follow ir.h's (spec.c asserts
+ * it), and their fields' words are ir.h's ir_*_words. */
 typedef enum { MCC_NORM_LAYERNORM, MCC_NORM_RMSNORM } mcc_norm;
 typedef enum { MCC_POS_LEARNED, MCC_POS_ROPE } mcc_pos;
 typedef enum { MCC_ACT_GELU, MCC_ACT_SWIGLU } mcc_act;
@@ -34,14 +37,10 @@ typedef enum { MCC_MOMENT_FP32, MCC_MOMENT_BF16 } mcc_moment_dtype; /* Megatron'
 typedef enum { MCC_WSD_EXPONENTIAL, MCC_WSD_LINEAR, MCC_WSD_COSINE, MCC_WSD_MINUS_SQRT } mcc_wsd_style;
 /* --pipeline-schedule: auto, then passes/pp_schedule.h's pp_sched_kind in its order */
 typedef enum { MCC_PP_SCHED_AUTO, MCC_PP_SCHED_1F1B, MCC_PP_SCHED_INTERLEAVED, MCC_PP_SCHED_ZB_H1 } mcc_pp_sched;
-const char *mcc_pp_sched_name(mcc_pp_sched k); /* the config's and --pipeline-schedule's name */
 /* FP8 (Megatron's --fp8-format): hybrid E4M3 forward, E5M2 gradients; e4m3 throughout */
 typedef enum { MCC_FP8_NONE, MCC_FP8_HYBRID, MCC_FP8_E4M3 } mcc_fp8_format;
 typedef enum { MCC_FP8_DELAYED, MCC_FP8_TENSORWISE } mcc_fp8_recipe; /* Megatron's default: delayed */
 typedef enum { MCC_AMAX_MOST_RECENT, MCC_AMAX_MAX } mcc_amax_algo; /* Megatron's default: most_recent */
-const char *mcc_fp8_format_name(mcc_fp8_format k); /* the config's and --fp8-format's name */
-const char *mcc_fp8_recipe_name(mcc_fp8_recipe k);
-const char *mcc_amax_algo_name(mcc_amax_algo k);
 
 /* MoE (Megatron's --moe-* fields): the router's score function, load balancing and token dropping */
 typedef enum { MCC_MOE_SOFTMAX, MCC_MOE_SIGMOID } mcc_moe_score;          /* ORDER ops.def moe_route's score */
@@ -209,7 +208,7 @@ double mcc_spec_layer_params(const mcc_spec *s);
 /* One MoE layer's parameters: a dense layer's less its MLP, plus the router, the experts (the top k
  * of them when `active`: what a token's forward multiplies by) and the shared expert. */
 double mcc_spec_moe_layer_params(const mcc_spec *s, bool active);
-/* The spec text of an enum field's value ("cosine" for lr_decay_style = MCC_LR_COSINE). */
-const char *mcc_spec_choice(const char *key, int value);
+/* The value of the scalar field named key (an int, bool, number, or an enum's value) in s. */
+double mcc_spec_field(const mcc_spec *s, const char *key);
 
 #endif

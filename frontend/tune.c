@@ -120,13 +120,13 @@ static bool tune_plan(tune_ctx *t, const tune_layout *l, tune_result *r)
     mcc_spec spec;
     if (!mcc_spec_load(t->spec_path, n, args, &spec, rest, &nrest, err, sizeof err)) {
         t->refused++;
-        snprintf(t->refusal, sizeof t->refusal, "%s", err);
+        snprintf(t->refusal, sizeof t->refusal, "%.190s", err);
         return false;
     }
     mcc_plan_options o = {.passes = {.target = t->target}};
     mcc_program prog;
     if (!mcc_plan_build(&spec, &o, "memory_plan", &prog, err, sizeof err)) {
-        snprintf(t->refusal, sizeof t->refusal, "%s", err);
+        snprintf(t->refusal, sizeof t->refusal, "%.190s", err);
         t->refused++;
         return false;
     }

@@ -279,11 +279,8 @@ bool ir_infer_fp8_matmul(const ir_module *m, const ir_instr *in, const ir_type *
     ops[0].dtype = ops[1].dtype = IR_F32; /* E4M3 x E5M2 mixes: the shapes are what matter */
     if (!ir_infer_matmul(m, in, ops, &product, err, len))
         return false;
-    int dtype = ir_dtype_by_name(ir_cfg_text(m, IR_CFG_PARAM_DTYPE));
-    if (dtype != IR_F32 && dtype != IR_BF16 && dtype != IR_F16)
-        return fail(err, len, "fp8_matmul in param_dtype %s: f32, bf16 or f16", ir_cfg_text(m, IR_CFG_PARAM_DTYPE));
     r[0] = product;
-    r[0].dtype = (ir_dtype)dtype;
+    r[0].dtype = (ir_dtype)ir_cfg_choice(m, IR_CFG_PARAM_DTYPE); /* f32, bf16 or f16 */
     return true;
 }
 

@@ -752,13 +752,82 @@ const char *ir_config_get(const ir_module *m, const char *key)
     return NULL;
 }
 
+/* The choices' words, ORDER each one's enum (ir.h). */
+const char *const ir_backend_words[] = {"cpu", "cuda", NULL};
+const char *const ir_pp_sched_words[] = {"auto", "1f1b", "interleaved", "zb-h1", NULL};
+const char *const ir_cp_comm_words[] = {"p2p", "all_gather", "a2a", NULL};
+const char *const ir_recompute_words[] = {"none", "selective", "activations", "full", NULL};
+const char *const ir_recompute_method_words[] = {"none", "uniform", "block", NULL};
+const char *const ir_fp8_format_words[] = {"none", "hybrid", "e4m3", NULL};
+const char *const ir_fp8_recipe_words[] = {"delayed", "tensorwise", NULL};
+const char *const ir_amax_algo_words[] = {"most_recent", "max", NULL};
+const char *const ir_lr_style_words[] = {"constant", "linear", "cosine", "inverse-square-root", "WSD", NULL};
+const char *const ir_wsd_style_words[] = {"exponential", "linear", "cosine", "minus_sqrt", NULL};
+const char *const ir_norm_words[] = {"LayerNorm", "RMSNorm", NULL};
+const char *const ir_pos_words[] = {"learned_absolute", "rope", NULL};
+const char *const ir_moe_score_words[] = {"softmax", "sigmoid", NULL};
+
+#define WORDS(w) {w, (int)(sizeof w / sizeof w[0]) - 1}
+_Static_assert(IR_F32 == 0 && IR_BF16 == 1 && IR_F16 == 2, "param_dtype's words are the first three dtypes'");
+const ir_choice_info ir_choices[IR_NUM_CHOICES] = {
+    [IR_CHOICE_BACKEND] = WORDS(ir_backend_words),
+    [IR_CHOICE_PARAM_DTYPE] = {dtype_names, IR_F16 + 1},   /* f32, bf16, f16 */
+    [IR_CHOICE_MOMENT_DTYPE] = {dtype_names, IR_BF16 + 1}, /* f32, bf16 */
+    [IR_CHOICE_PP_SCHED] = WORDS(ir_pp_sched_words),
+    [IR_CHOICE_CP_COMM] = WORDS(ir_cp_comm_words),
+    [IR_CHOICE_RECOMPUTE] = WORDS(ir_recompute_words),
+    [IR_CHOICE_RECOMPUTE_METHOD] = WORDS(ir_recompute_method_words),
+    [IR_CHOICE_FP8_FORMAT] = WORDS(ir_fp8_format_words),
+    [IR_CHOICE_FP8_RECIPE] = WORDS(ir_fp8_recipe_words),
+    [IR_CHOICE_AMAX_ALGO] = WORDS(ir_amax_algo_words),
+    [IR_CHOICE_LR_STYLE] = WORDS(ir_lr_style_words),
+    [IR_CHOICE_WSD_STYLE] = WORDS(ir_wsd_style_words),
+    [IR_CHOICE_NORM] = WORDS(ir_norm_words),
+    [IR_CHOICE_POS] = WORDS(ir_pos_words),
+    [IR_CHOICE_MOE_SCORE] = WORDS(ir_moe_score_words),
+};
+#undef WORDS
+_Static_assert(IR_PP_ZB_H1 == 3 && IR_CP_A2A == 2 && IR_RECOMPUTE_FULL == 3 && IR_RECOMPUTE_BLOCK == 2 &&
+               IR_FP8_FORMAT_E4M3 == 2 && IR_FP8_TENSORWISE == 1 && IR_AMAX_MAX == 1 && IR_LR_WSD == 4 &&
+               IR_WSD_MINUS_SQRT == 3 && IR_NORM_RMSNORM == 1 && IR_POS_ROPE == 1 && IR_MOE_SIGMOID == 1 &&
+               IR_BACKEND_CUDA == 1, "each choice's words follow its enum");
+
+int ir_choice_find(ir_choice c, const char *word)
+{
+    return name_index(ir_choices[c].words, ir_choices[c].count, word);
+}
+
+void ir_choice_list(ir_choice c, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0, n = ir_choices[c].count; i < n && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ",
+                                 ir_choices[c].words[i]);
+}
+
+/* A row's type: INT, NUM, TEXT, BOOL, or CHOICE(X), which names its choice too. */
+#define IR_CFG_TYPE_INT .type = IR_CFGT_INT
+#define IR_CFG_TYPE_NUM .type = IR_CFGT_NUM
+#define IR_CFG_TYPE_TEXT .type = IR_CFGT_TEXT
+#define IR_CFG_TYPE_BOOL .type = IR_CFGT_BOOL
+#define IR_CFG_TYPE_CHOICE(c) .type = IR_CFGT_CHOICE, .choice = IR_CHOICE_##c
 const ir_cfg_info ir_cfgs[IR_CFG_COUNT] = {
-#define IR_CFG(name, key, type, dflt, meaning) [IR_CFG_##name] = {#key, IR_CFGT_##type, dflt, meaning, false},
-#define IR_CFG_MODEL(name, key, type, dflt, meaning) [IR_CFG_##name] = {#key, IR_CFGT_##type, dflt, meaning, true},
+#define IR_CFG(name, k, type, d, m) [IR_CFG_##name] = {.key = #k, IR_CFG_TYPE_##type, .dflt = d, .meaning = m},
+#define IR_CFG_MODEL(name, k, type, d, m) \
+    [IR_CFG_##name] = {.key = #k, IR_CFG_TYPE_##type, .dflt = d, .meaning = m, .model = true},
 #include "config.def"
 #undef IR_CFG
 #undef IR_CFG_MODEL
 };
+
+int ir_cfg_find(const char *key)
+{
+    for (int k = 0; k < IR_CFG_COUNT; k++)
+        if (strcmp(ir_cfgs[k].key, key) == 0)
+            return k;
+    return -1;
+}
 
 const char *ir_cfg_value(const ir_module *m, ir_cfg k)
 {
@@ -786,13 +855,53 @@ bool ir_cfg_bool(const ir_module *m, ir_cfg k)
 
 const char *ir_cfg_text(const ir_module *m, ir_cfg k)
 {
-    assert(ir_cfgs[k].type == IR_CFGT_TEXT);
+    assert(ir_cfgs[k].type == IR_CFGT_TEXT || ir_cfgs[k].type == IR_CFGT_CHOICE);
     return ir_cfg_value(m, k);
+}
+
+int ir_cfg_choice(const ir_module *m, ir_cfg k)
+{
+    assert(ir_cfgs[k].type == IR_CFGT_CHOICE);
+    int v = ir_choice_find(ir_cfgs[k].choice, ir_cfg_value(m, k));
+    if (v < 0) { /* ir_config_set past ir_cfg_valid: a bug of the writer */
+        fprintf(stderr, "mcc: internal error: config %s = \"%s\" is none of its words\n", ir_cfgs[k].key,
+                ir_cfg_value(m, k));
+        abort();
+    }
+    return v;
+}
+
+const char *ir_cfg_choice_word(ir_cfg k, int v)
+{
+    assert(ir_cfgs[k].type == IR_CFGT_CHOICE);
+    return v >= 0 && v < ir_choices[ir_cfgs[k].choice].count ? ir_choices[ir_cfgs[k].choice].words[v] : NULL;
+}
+
+bool ir_cfg_valid(ir_cfg k, const char *text, char *err, size_t errlen)
+{
+    if (ir_cfgs[k].type != IR_CFGT_CHOICE || ir_choice_find(ir_cfgs[k].choice, text) >= 0)
+        return true;
+    char words[256];
+    ir_choice_list(ir_cfgs[k].choice, words, sizeof words);
+    return snprintf(err, errlen, "config %s = \"%s\": %s takes %s", ir_cfgs[k].key, text, ir_cfgs[k].key, words),
+           false;
 }
 
 void ir_cfg_set(ir_module *m, ir_cfg k, const char *text)
 {
+    char err[512];
+    if (!ir_cfg_valid(k, text, err, sizeof err)) { /* the builders write a choice's word (ir_cfg_set_choice) */
+        fprintf(stderr, "mcc: internal error: %s\n", err);
+        abort();
+    }
     ir_config_set(m, ir_cfgs[k].key, text);
+}
+
+void ir_cfg_set_choice(ir_module *m, ir_cfg k, int v)
+{
+    const char *word = ir_cfg_choice_word(k, v);
+    assert(word);
+    ir_config_set(m, ir_cfgs[k].key, word);
 }
 
 void ir_cfg_set_int(ir_module *m, ir_cfg k, long long v)
@@ -890,7 +999,7 @@ int ir_fp8_quantize(ir_module *m, ir_func *f, int x, int history, bool fold, ir_
     double attrs[2] = {format, 0};
     int amax = history >= 0 ? -1 : ir_emit(m, f, IR_OP_FP8_AMAX, &x, 1, NULL, NULL, NULL);
     if (history >= 0) {
-        double algo = strcmp(ir_cfg_text(m, IR_CFG_FP8_AMAX_COMPUTE_ALGO), "max") == 0;
+        double algo = ir_cfg_choice(m, IR_CFG_FP8_AMAX_COMPUTE_ALGO); /* ORDER ir_amax_algo */
         amax = ir_emit(m, f, IR_OP_FP8_HISTORY_AMAX, &history, 1, &algo, NULL, NULL);
         attrs[1] = (double)ir_cfg_int(m, IR_CFG_FP8_MARGIN);
     }

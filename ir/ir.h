@@ -650,10 +650,50 @@ typedef enum {
 #undef IR_CFG
     IR_CFG_COUNT
 } ir_cfg;
-typedef enum { IR_CFGT_INT, IR_CFGT_NUM, IR_CFGT_TEXT, IR_CFGT_BOOL } ir_cfg_type;
+typedef enum { IR_CFGT_INT, IR_CFGT_NUM, IR_CFGT_TEXT, IR_CFGT_BOOL, IR_CFGT_CHOICE } ir_cfg_type;
+/* The closed choices, each an enum whose value k is the k-th word of its list (ir_choices, ir.c;
+ * ORDER each enum and its ir_*_words). A CHOICE(X) key of config.def holds one word of choice
+ * IR_CHOICE_X; passes and the runtime read it as the enum (ir_cfg_choice), the config block and
+ * plans spell it as the word, and the spec's fields share the word lists (frontend/spec.c). */
+typedef enum {
+    IR_CHOICE_BACKEND, IR_CHOICE_PARAM_DTYPE, IR_CHOICE_MOMENT_DTYPE, IR_CHOICE_PP_SCHED, IR_CHOICE_CP_COMM,
+    IR_CHOICE_RECOMPUTE, IR_CHOICE_RECOMPUTE_METHOD, IR_CHOICE_FP8_FORMAT, IR_CHOICE_FP8_RECIPE, IR_CHOICE_AMAX_ALGO,
+    IR_CHOICE_LR_STYLE, IR_CHOICE_WSD_STYLE, IR_CHOICE_NORM, IR_CHOICE_POS, IR_CHOICE_MOE_SCORE, IR_NUM_CHOICES
+} ir_choice;
+typedef enum { IR_BACKEND_CPU, IR_BACKEND_CUDA } ir_backend;               /* target */
+/* param_dtype and the moments' dtypes are ir_dtype values: their words are ir_dtype_name's */
+typedef enum { IR_PP_AUTO, IR_PP_1F1B, IR_PP_INTERLEAVED, IR_PP_ZB_H1 } ir_pp_sched; /* auto, then pp_sched_kind */
+typedef enum { IR_CP_P2P, IR_CP_ALL_GATHER, IR_CP_A2A } ir_cp_comm;
+/* activations: an older spelling of selective with recompute_modules mlp_act */
+typedef enum { IR_RECOMPUTE_NONE, IR_RECOMPUTE_SELECTIVE, IR_RECOMPUTE_ACTIVATIONS, IR_RECOMPUTE_FULL } ir_recompute;
+typedef enum { IR_RECOMPUTE_METHOD_NONE, IR_RECOMPUTE_UNIFORM, IR_RECOMPUTE_BLOCK } ir_recompute_method;
+/* fp8_format: none, hybrid (E4M3 forward, E5M2 gradients) or e4m3 throughout */
+typedef enum { IR_FP8_FORMAT_NONE, IR_FP8_FORMAT_HYBRID, IR_FP8_FORMAT_E4M3 } ir_fp8_format_choice;
+typedef enum { IR_FP8_DELAYED, IR_FP8_TENSORWISE } ir_fp8_recipe;
+typedef enum { IR_AMAX_MOST_RECENT, IR_AMAX_MAX } ir_amax_algo;            /* ORDER fp8_history_amax's max= (ops.def) */
+typedef enum { IR_LR_CONSTANT, IR_LR_LINEAR, IR_LR_COSINE, IR_LR_INVERSE_SQRT, IR_LR_WSD } ir_lr_style;
+typedef enum { IR_WSD_EXPONENTIAL, IR_WSD_LINEAR, IR_WSD_COSINE, IR_WSD_MINUS_SQRT } ir_wsd_style;
+typedef enum { IR_NORM_LAYERNORM, IR_NORM_RMSNORM } ir_norm;
+typedef enum { IR_POS_LEARNED, IR_POS_ROPE } ir_pos;
+typedef enum { IR_MOE_SOFTMAX, IR_MOE_SIGMOID } ir_moe_score;             /* ORDER ops.def moe_route's score */
+/* The word lists, NULL-terminated (the spec's field table points at them). */
+extern const char *const ir_backend_words[], *const ir_pp_sched_words[], *const ir_cp_comm_words[],
+    *const ir_recompute_words[], *const ir_recompute_method_words[], *const ir_fp8_format_words[],
+    *const ir_fp8_recipe_words[], *const ir_amax_algo_words[], *const ir_lr_style_words[], *const ir_wsd_style_words[],
+    *const ir_norm_words[], *const ir_pos_words[], *const ir_moe_score_words[];
+typedef struct {
+    const char *const *words; /* words[value] */
+    int count;
+} ir_choice_info;
+extern const ir_choice_info ir_choices[IR_NUM_CHOICES];
+/* The value whose word is `word` in choice c, or -1. */
+int ir_choice_find(ir_choice c, const char *word);
+/* c's words as "a, b or c", into buf (an error's list of what is allowed). */
+void ir_choice_list(ir_choice c, char *buf, size_t len);
 typedef struct {
     const char *key;
     ir_cfg_type type;
+    ir_choice choice; /* a CHOICE key's */
     const char *dflt; /* as the config block would spell it */
     const char *meaning;
     bool model;       /* an IR_CFG_MODEL row: a key of the model's function, which a checkpoint records */
@@ -665,17 +705,29 @@ extern const ir_cfg_info ir_cfgs[IR_CFG_COUNT];
 /* False with err saying so when m's config names a plan_version other than IR_PLAN_VERSION (a
  * text another mcc wrote); an absent key is this one's (hand-written modules). */
 bool ir_plan_version_ok(const ir_module *m, char *err, size_t errlen);
+/* The key named key ("fp8_recipe"), or -1. */
+int ir_cfg_find(const char *key);
 /* The key's text in m, its default's when absent (train_config.c range-checks it as text). */
 const char *ir_cfg_value(const ir_module *m, ir_cfg k);
 /* Typed reads; each asserts the key is of its type (a BOOL is an INT that is 0 or not). */
 long long ir_cfg_int(const ir_module *m, ir_cfg k);
 double ir_cfg_num(const ir_module *m, ir_cfg k);
 bool ir_cfg_bool(const ir_module *m, ir_cfg k);
+/* A TEXT key's text, or a CHOICE key's word (for messages: compare ir_cfg_choice's value). */
 const char *ir_cfg_text(const ir_module *m, ir_cfg k);
-/* Writes: integers as %lld, numbers as %.17g (they read back exactly). */
+/* A CHOICE key's value: its choice's enum (ir_fp8_recipe for IR_CFG_FP8_RECIPE, ...). The parser
+ * refuses a word not in the choice, and ir_cfg_set one, so every module's word is one. */
+int ir_cfg_choice(const ir_module *m, ir_cfg k);
+/* The word of a CHOICE key's value v, or NULL when v is none of the choice's. */
+const char *ir_cfg_choice_word(ir_cfg k, int v);
+/* Whether text is a value key k may hold (a CHOICE key's: one of its words, else any); when not,
+ * err says which words are. */
+bool ir_cfg_valid(ir_cfg k, const char *text, char *err, size_t errlen);
+/* Writes: integers as %lld, numbers as %.17g (they read back exactly), choices as their word. */
 void ir_cfg_set(ir_module *m, ir_cfg k, const char *text);
 void ir_cfg_set_int(ir_module *m, ir_cfg k, long long v);
 void ir_cfg_set_num(ir_module *m, ir_cfg k, double v);
+void ir_cfg_set_choice(ir_module *m, ir_cfg k, int v);
 
 /* Appends an instruction. Result types come from the op's infer function, except for ops
  * whose type is explicit (input, fill, reshape): pass it in `explicit_type`. Returns the first

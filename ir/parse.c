@@ -549,16 +549,18 @@ static bool parse_config(parser *p)
             return false;
         if (p->tok.kind != TK_STR)
             return expected(p, "a quoted string");
-        char *k = tok_text(key, 0);
+        char *k = tok_text(key, 0), *v = unquote(p->tok), why[512];
         bool twice = ir_config_get(p->m, k) != NULL;
-        if (!twice) {
-            char *v = unquote(p->tok);
+        int known = ir_cfg_find(k);
+        bool valid = known < 0 || ir_cfg_valid((ir_cfg)known, v, why, sizeof why); /* a choice's word */
+        if (!twice && valid)
             ir_config_set(p->m, k, v);
-            free(v);
-        }
         free(k);
+        free(v);
         if (twice)
             return fail_at(p, key, "config key `%.*s` is set twice", key.len, key.s);
+        if (!valid)
+            return fail_at(p, p->tok, "%s", why);
         advance(p);
         if (!expect_eol(p))
             return false;

@@ -519,17 +519,10 @@ bool pass_context_parallel(ir_module *m, const mcc_pass_options *opts, char *err
     if (T % (2 * cp))
         return snprintf(err, errlen, "--context-parallel-size %d: seq_length %lld does not cut into 2 x %d equal chunks",
                         cp, (long long)T, cp), false;
-    static const struct { const char *name; ir_op op; } comms[] = {
-        {"p2p", IR_OP_RING_SHIFT}, {"all_gather", IR_OP_ALL_GATHER_SEQ}, {"a2a", IR_OP_CP_ALL_TO_ALL}};
-    const char *comm = ir_cfg_text(m, IR_CFG_CP_COMM_TYPE);
-    ir_op kv_op = IR_NUM_OPS;
-    for (size_t i = 0; i < sizeof comms / sizeof comms[0]; i++)
-        if (strcmp(comm, comms[i].name) == 0)
-            kv_op = comms[i].op;
-    if (kv_op == IR_NUM_OPS)
-        return snprintf(err, errlen, "cp_comm_type %s: choose p2p (ring attention), all_gather or a2a", comm), false;
-    const char *backend = opts && opts->target ? opts->target->backend : ir_cfg_text(m, IR_CFG_TARGET);
-    bool cuda = strcmp(backend, "cuda") == 0;
+    static const ir_op kv_ops[] = {[IR_CP_P2P] = IR_OP_RING_SHIFT, [IR_CP_ALL_GATHER] = IR_OP_ALL_GATHER_SEQ,
+                                   [IR_CP_A2A] = IR_OP_CP_ALL_TO_ALL}; /* how attention reaches the keys */
+    ir_op kv_op = kv_ops[ir_cfg_choice(m, IR_CFG_CP_COMM_TYPE)];
+    bool cuda = pass_backend(m, opts) == IR_BACKEND_CUDA;
     for (int f = 0; f < m->nfuncs; f++)
         if ((m->funcs[f]->kind == IR_FUNC_STEP || m->funcs[f]->kind == IR_FUNC_EVAL) &&
             !cp_func(m, f, cp, kv_op, cuda, err, errlen))

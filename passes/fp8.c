@@ -15,7 +15,6 @@
 #include "passes.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 /* The transformer layer whose weight value v is (a parameter or its working copy), else -1. */
 static int weight_layer(const ir_module *m, const ir_func *f, int v)
@@ -30,22 +29,14 @@ static int weight_layer(const ir_module *m, const ir_func *f, int v)
 /* Whether the plan asks for something this pass cannot build yet: the error names the fix. */
 static bool fp8_refuse(const ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
-    const char *format = ir_cfg_text(m, IR_CFG_FP8_FORMAT);
-    if (strcmp(format, "hybrid") != 0 && strcmp(format, "e4m3") != 0)
-        return snprintf(err, errlen, "fp8_format %s: use none, hybrid or e4m3", format), true;
-    const char *recipe = ir_cfg_text(m, IR_CFG_FP8_RECIPE), *algo = ir_cfg_text(m, IR_CFG_FP8_AMAX_COMPUTE_ALGO);
-    if (strcmp(recipe, "tensorwise") != 0 && strcmp(recipe, "delayed") != 0)
-        return snprintf(err, errlen, "fp8_recipe %s: use delayed or tensorwise", recipe), true;
-    if (strcmp(algo, "max") != 0 && strcmp(algo, "most_recent") != 0)
-        return snprintf(err, errlen, "fp8_amax_compute_algo %s: use most_recent or max", algo), true;
     if (ir_cfg_int(m, IR_CFG_FP8_AMAX_HISTORY_LEN) < 1 || ir_cfg_int(m, IR_CFG_FP8_MARGIN) < 0)
         return snprintf(err, errlen, "fp8_amax_history_len %lld, fp8_margin %lld: the history holds at least 1 step "
                         "and the margin is not negative", ir_cfg_int(m, IR_CFG_FP8_AMAX_HISTORY_LEN),
                         ir_cfg_int(m, IR_CFG_FP8_MARGIN)), true;
-    const char *backend = opts && opts->target ? opts->target->backend : ir_cfg_text(m, IR_CFG_TARGET);
-    if (strcmp(backend, "cpu") != 0 && strcmp(backend, "cuda") != 0) /* cuda: kernels_templates/fp8.cuh, matmul.c */
+    if (pass_backend(m, opts) < 0) /* cuda: kernels_templates/fp8.cuh, matmul.c */
         return snprintf(err, errlen, "--fp8-format %s for the %s target: FP8 is built for the cpu and cuda targets "
-                        "only: use one of them, or drop --fp8-format", format, backend), true;
+                        "only: use one of them, or drop --fp8-format", ir_cfg_text(m, IR_CFG_FP8_FORMAT),
+                        opts->target->name), true;
     return false;
 }
 
@@ -77,21 +68,21 @@ static int fp8_history(ir_module *m, ir_func *f, int w, const char *what)
  * fp8_matmul's result is in param_dtype (ops.def): so must the matmul's be. */
 static bool fp8_func(ir_module *m, int fi, int nlayers, char *err, size_t errlen)
 {
-    bool delayed = strcmp(ir_cfg_text(m, IR_CFG_FP8_RECIPE), "delayed") == 0;
+    bool delayed = ir_cfg_choice(m, IR_CFG_FP8_RECIPE) == IR_FP8_DELAYED;
     const ir_func *src = m->funcs[fi];
-    bool hybrid = strcmp(ir_cfg_text(m, IR_CFG_FP8_FORMAT), "hybrid") == 0, wgrad = ir_cfg_bool(m, IR_CFG_FP8_WGRAD);
+    bool hybrid = ir_cfg_choice(m, IR_CFG_FP8_FORMAT) == IR_FP8_FORMAT_HYBRID, wgrad = ir_cfg_bool(m, IR_CFG_FP8_WGRAD);
     int start = 0, end = nlayers;
     if (ir_cfg_bool(m, IR_CFG_FIRST_LAST_LAYERS_BF16)) {
         start = (int)ir_cfg_int(m, IR_CFG_NUM_LAYERS_AT_START_IN_BF16);
         end = nlayers - (int)ir_cfg_int(m, IR_CFG_NUM_LAYERS_AT_END_IN_BF16);
     }
-    const char *act = ir_cfg_text(m, IR_CFG_PARAM_DTYPE);
+    ir_dtype act = (ir_dtype)ir_cfg_choice(m, IR_CFG_PARAM_DTYPE);
     for (int i = 0; i < src->ninstrs; i++) {
         const ir_instr *in = &src->instrs[i];
         ir_dtype dt = in->nres ? src->vals[in->res[0]].type.dtype : IR_F32;
-        if (fp8_layer(m, src, in, start, end) >= 0 && ir_dtype_by_name(act) != (int)dt)
+        if (fp8_layer(m, src, in, start, end) >= 0 && act != dt)
             return snprintf(err, errlen, "%s: matmul %%%d gives %s, not the activations' param_dtype %s", src->name,
-                            in->res[0], ir_dtype_name(dt), act), false;
+                            in->res[0], ir_dtype_name(dt), ir_dtype_name(act)), false;
     }
     ir_func *dst = ir_func_new(m, src->name, src->kind);
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1)), *quantized = malloc(sizeof(int) * ((size_t)src->nvals + 1));
@@ -124,7 +115,7 @@ static bool fp8_func(ir_module *m, int fi, int nlayers, char *err, size_t errlen
 
 bool pass_fp8(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
-    if (strcmp(ir_cfg_text(m, IR_CFG_FP8_FORMAT), "none") == 0)
+    if (ir_cfg_choice(m, IR_CFG_FP8_FORMAT) == IR_FP8_FORMAT_NONE)
         return true;
     if (fp8_refuse(m, opts, err, errlen))
         return false;

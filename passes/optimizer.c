@@ -65,10 +65,10 @@ static int companion(ir_module *m, int param, ir_global_kind kind, const char *s
 }
 
 /* Adam's m and v of a master of type t, in the dtypes of config exp_avg_dtype and exp_avg_sq_dtype
- * (--use-precision-aware-optimizer; f32 or bf16, checked by pass_optimizer). */
+ * (--use-precision-aware-optimizer; a MOMENT_DTYPE choice: f32 or bf16, an ir_dtype). */
 static ir_type moment_type(const ir_module *m, ir_type t, ir_cfg key)
 {
-    t.dtype = (ir_dtype)ir_dtype_by_name(ir_cfg_text(m, key));
+    t.dtype = (ir_dtype)ir_cfg_choice(m, key);
     return t;
 }
 
@@ -413,13 +413,6 @@ static void expert_biases(ir_module *m, ir_func *f, bool update)
 bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     bool zero = pass_zero_on(m);
-    for (int k = 0; k < 2; k++) {
-        ir_cfg key = k ? IR_CFG_EXP_AVG_SQ_DTYPE : IR_CFG_EXP_AVG_DTYPE;
-        int dt = ir_dtype_by_name(ir_cfg_text(m, key));
-        if (dt != IR_F32 && dt != IR_BF16)
-            return snprintf(err, errlen, "config %s = \"%s\": Adam's moments are f32 or bf16", ir_cfgs[key].key,
-                            ir_cfg_text(m, key)), false;
-    }
     ir_func *f = ir_func_new(m, "optimizer", IR_FUNC_OPTIMIZER);
     int lr = ir_input(m, f, "lr", ir_scalar(IR_F32));
     int step = ir_input(m, f, "step", ir_scalar(IR_F32));

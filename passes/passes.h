@@ -105,6 +105,14 @@ static inline bool pass_zero_on(const ir_module *m)
     return ir_cfg_bool(m, IR_CFG_USE_DISTRIBUTED_OPTIMIZER) && ir_module_mesh(m).degree[IR_AXIS_DP_CP] > 1;
 }
 
+/* The backend a pass builds for: the target's where `mcc compile` gives one (the registry's word,
+ * passes/target.c), else the plan's config target; -1 for a target whose backend no ir_backend names. */
+static inline int pass_backend(const ir_module *m, const mcc_pass_options *opts)
+{
+    return opts && opts->target ? ir_choice_find(IR_CHOICE_BACKEND, opts->target->backend)
+                                : ir_cfg_choice(m, IR_CFG_TARGET);
+}
+
 /* Whether ZeRO shards parameter (or companion) g: the distributed optimizer is on and g's replicas
  * (pass_replica_axis) are more than one rank. An expert weight at edp 1 (ep = dp cp) has no
  * replica to share its state with: blocks of it would be the whole, and its gradient's block a

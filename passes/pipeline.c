@@ -248,7 +248,7 @@ static void boundary_name(char *buf, size_t len, int stage, const char *what, in
 
 bool pass_pipeline_zero_bubble(const ir_module *m)
 {
-    return !strcmp(ir_cfg_text(m, IR_CFG_PIPELINE_SCHEDULE), "zb-h1");
+    return ir_cfg_choice(m, IR_CFG_PIPELINE_SCHEDULE) == IR_PP_ZB_H1;
 }
 
 bool pass_pipeline_boundary(const char *name, bool *grad)

@@ -4,13 +4,17 @@
  * times them and proves them deadlock-free. Hand-written: no C library builds these. */
 #include "passes/pp_schedule.h"
 
+#include "ir/ir.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-const char *const pp_sched_names[PP_NUM_SCHEDS] = {"1f1b", "interleaved", "zb-h1"}; /* ORDER pp_sched_kind */
+const char *const *const pp_sched_names = &ir_pp_sched_words[IR_PP_1F1B];
+_Static_assert(IR_PP_1F1B + PP_SCHED_ZB_H1 == IR_PP_ZB_H1 && IR_PP_1F1B + PP_SCHED_INTERLEAVED == IR_PP_INTERLEAVED,
+               "pp_sched_kind follows ir_pp_sched after auto");
 const uint8_t pp_span_take[PP_NUM_SPANS] = {PP_ACT_F, PP_ACT_F, PP_ACT_B}; /* ORDER pp_span */
 const uint8_t pp_span_free[PP_NUM_SPANS] = {PP_ACT_B, PP_ACT_W, PP_ACT_W};
 

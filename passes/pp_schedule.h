@@ -16,9 +16,9 @@
 
 enum { PP_MAX_V = 64 }; /* virtual stages per rank */
 
-/* --pipeline-schedule's names, in this order: pp_sched_names */
+/* --pipeline-schedule's schedules: config pipeline_schedule's choices after auto (ir_pp_sched) */
 typedef enum { PP_SCHED_1F1B, PP_SCHED_INTERLEAVED, PP_SCHED_ZB_H1, PP_NUM_SCHEDS } pp_sched_kind;
-extern const char *const pp_sched_names[PP_NUM_SCHEDS]; /* "1f1b", "interleaved", "zb-h1" */
+extern const char *const *const pp_sched_names; /* "1f1b", "interleaved", "zb-h1": ir_pp_sched_words after auto */
 
 typedef enum {
     PP_ACT_F, /* forward of one virtual stage on one micro-batch */

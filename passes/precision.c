@@ -62,12 +62,9 @@ static bool use_copies(ir_module *m, ir_func *f, char *err, size_t errlen)
 
 bool pass_precision(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
-    const char *name = ir_cfg_text(m, IR_CFG_PARAM_DTYPE);
-    if (!strcmp(name, "f32"))
+    ir_dtype low = (ir_dtype)ir_cfg_choice(m, IR_CFG_PARAM_DTYPE); /* f32, bf16 or f16 */
+    if (low == IR_F32)
         return true;
-    int low = ir_dtype_by_name(name);
-    if (low != IR_BF16 && low != IR_F16)
-        return snprintf(err, errlen, "param_dtype %s: use f32, bf16 or f16", name), false;
     int micro = ir_func_of_kind(m, IR_FUNC_STEP);
     if (micro < 0)
         return snprintf(err, errlen, "no step function (kind=step)"), false;
@@ -81,9 +78,9 @@ bool pass_precision(ir_module *m, const mcc_pass_options *opts, char *err, size_
         if (m->globals[g].kind != IR_GLOBAL_PARAM)
             continue;
         char copy[256];
-        snprintf(copy, sizeof copy, "%s.%s", m->globals[g].name, name);
+        snprintf(copy, sizeof copy, "%s.%s", m->globals[g].name, ir_dtype_name(low));
         ir_type t = m->globals[g].type;
-        t.dtype = (ir_dtype)low;
+        t.dtype = low;
         int c = ir_global_add_companion(m, copy, t, IR_GLOBAL_COPY, g);
         m->globals[c].no_decay = m->globals[g].no_decay;
         if (remainders) { /* the master is the pair (copy, remainder): nothing to copy */

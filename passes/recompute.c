@@ -95,11 +95,10 @@ static bool full_groups(recompute_ctx *c, int nlayers, char *err, size_t errlen)
     int p = (int)ir_cfg_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE);
     int v = (int)ir_cfg_int(m, IR_CFG_NUM_VIRTUAL_STAGES_PER_PIPELINE_RANK);
     int n = (int)ir_cfg_int(m, IR_CFG_RECOMPUTE_NUM_LAYERS);
-    const char *method = ir_cfg_text(m, IR_CFG_RECOMPUTE_METHOD);
-    bool block = !strcmp(method, "block");
-    if (!block && strcmp(method, "uniform") != 0)
-        return snprintf(err, errlen, "config recompute_method \"%s\": full recompute takes uniform or block", method),
-               false;
+    int method = ir_cfg_choice(m, IR_CFG_RECOMPUTE_METHOD);
+    bool block = method == IR_RECOMPUTE_BLOCK;
+    if (method == IR_RECOMPUTE_METHOD_NONE)
+        return snprintf(err, errlen, "config recompute_method \"none\": full recompute takes uniform or block"), false;
     if (n < 1)
         return snprintf(err, errlen, "config recompute_num_layers %d: full recompute needs at least 1", n), false;
     int *stage = malloc(sizeof(int) * ((size_t)nlayers + 1)), *ckpt = c->ckpt;
@@ -245,12 +244,11 @@ static bool module_flags(const char *modules, unsigned *opf, char *err, size_t e
 bool pass_recompute(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     (void)opts;
-    const char *g = ir_cfg_text(m, IR_CFG_RECOMPUTE_GRANULARITY);
-    bool full = !strcmp(g, "full"), activations = !strcmp(g, "activations"); /* an older text's selective */
+    int g = ir_cfg_choice(m, IR_CFG_RECOMPUTE_GRANULARITY);
+    bool full = g == IR_RECOMPUTE_FULL, activations = g == IR_RECOMPUTE_ACTIVATIONS; /* an older text's selective */
     int fi = ir_func_of_kind(m, IR_FUNC_STEP);
-    if ((!full && !activations && strcmp(g, "selective") != 0) || fi < 0)
-        return !strcmp(g, "none") || fi < 0 ||
-               (snprintf(err, errlen, "config recompute_granularity \"%s\": none, selective or full", g), false);
+    if (g == IR_RECOMPUTE_NONE || fi < 0)
+        return true;
     const ir_func *src = m->funcs[fi];
     int backward = loss_output(src);
     if (backward < 0)

@@ -104,20 +104,12 @@ static int nth_of_kind(const ir_module *m, ir_func_kind k, int i)
 
 /* The schedule the config names. `mcc compile` writes a schedule, never auto (frontend/main.c
  * build chooses); a hand-written module's auto is interleaved with virtual stages, else 1F1B. */
-static bool schedule_kind(const ir_module *m, int v, pp_sched_kind *kind, char *err, size_t errlen)
+static pp_sched_kind schedule_kind(const ir_module *m, int v)
 {
-    const char *name = ir_cfg_text(m, IR_CFG_PIPELINE_SCHEDULE);
-    if (!strcmp(name, "auto")) {
-        *kind = v > 1 ? PP_SCHED_INTERLEAVED : PP_SCHED_1F1B;
-        return true;
-    }
-    for (int k = 0; k < PP_NUM_SCHEDS; k++)
-        if (!strcmp(name, pp_sched_names[k])) {
-            *kind = (pp_sched_kind)k;
-            return true;
-        }
-    return snprintf(err, errlen, "config pipeline_schedule = \"%s\": not a schedule (auto, 1f1b, interleaved, zb-h1)",
-                    name), false;
+    int sched = ir_cfg_choice(m, IR_CFG_PIPELINE_SCHEDULE);
+    if (sched == IR_PP_AUTO)
+        return v > 1 ? PP_SCHED_INTERLEAVED : PP_SCHED_1F1B;
+    return (pp_sched_kind)(sched - IR_PP_1F1B); /* pp_schedule.c: pp_sched_kind follows ir_pp_sched */
 }
 
 /* Rank a's messages to rank b in a's order (to_b) or b's receives from a in b's order (!to_b), each
@@ -170,9 +162,9 @@ static bool transfers_in_order(const pp_schedule *s, char *err, size_t errlen)
  * globals get the slots its schedule uses at once. */
 static bool schedule_stage(ir_module *m, int r, int p, int v, long long n, char *err, size_t errlen)
 {
-    pp_sched_kind kind = PP_SCHED_1F1B;
+    pp_sched_kind kind = schedule_kind(m, v);
     pp_schedule sched;
-    if (!schedule_kind(m, v, &kind, err, errlen) || !pp_schedule_build(kind, p, (int)n, v, &sched, err, errlen))
+    if (!pp_schedule_build(kind, p, (int)n, v, &sched, err, errlen))
         return false;
     if (!transfers_in_order(&sched, err, errlen)) {
         pp_schedule_free(&sched);

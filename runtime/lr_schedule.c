@@ -4,16 +4,6 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
-
-/* The index of name in the NULL-terminated names, or -1. */
-static int lr_lookup(const char *const *names, const char *name)
-{
-    for (int i = 0; name && names[i]; i++)
-        if (!strcmp(names[i], name))
-            return i;
-    return -1;
-}
 
 /* Each unit's config keys for the schedule's spans, what it is called, and the flags that lengthen
  * the decay or shorten the warmup (ORDER by_samples). */
@@ -40,18 +30,11 @@ static void lr_group(const ir_module *m, rt_lr_schedule *s, rt_lr_group g)
 
 bool rt_lr_from_config(const ir_module *m, int train_iters, rt_lr_schedule *s, char *err, size_t errlen)
 {
-    /* The spec's names (frontend/spec.c), ORDER rt_lr_style and rt_wsd_style. */
-    static const char *const styles[] = {"constant", "linear", "cosine", "inverse-square-root", "WSD", NULL};
-    static const char *const wsd[] = {"exponential", "linear", "cosine", "minus_sqrt", NULL};
-    const char *style = ir_cfg_text(m, IR_CFG_LR_DECAY_STYLE), *wsd_style = ir_cfg_text(m, IR_CFG_LR_WSD_DECAY_STYLE);
-    int st = lr_lookup(styles, style), ws = lr_lookup(wsd, wsd_style);
-    if (st < 0 || ws < 0)
-        return snprintf(err, errlen, "lr_decay_style \"%s\" / lr_wsd_decay_style \"%s\" unknown; recompile with this mcc",
-                        style, wsd_style), false;
     long long samples = ir_cfg_int(m, IR_CFG_TRAIN_SAMPLES);
     bool by_samples = samples > 0;
     double decay = (double)ir_cfg_int(m, lr_units[by_samples].decay);
-    *s = (rt_lr_schedule){.style = (rt_lr_style)st, .wsd_style = (rt_wsd_style)ws,
+    *s = (rt_lr_schedule){.style = (ir_lr_style)ir_cfg_choice(m, IR_CFG_LR_DECAY_STYLE),
+                          .wsd_style = (ir_wsd_style)ir_cfg_choice(m, IR_CFG_LR_WSD_DECAY_STYLE),
                           .init_lr = ir_cfg_num(m, IR_CFG_LR_WARMUP_INIT), .by_samples = by_samples,
                           .per_iteration = by_samples ? (int)ir_cfg_int(m, IR_CFG_GLOBAL_BATCH_SIZE) : 1,
                           .decay = decay ? decay : by_samples ? (double)samples : train_iters,
@@ -65,7 +48,7 @@ bool rt_lr_from_config(const ir_module *m, int train_iters, rt_lr_schedule *s, c
         return snprintf(err, errlen, "the lr warmup (%g %s) is longer than the decay (%g %s, %s): %s (or "
                         "--lr-warmup-fraction)", s->warmup, unit, s->decay, unit, lr_units[by_samples].decay_of,
                         lr_units[by_samples].fix), false;
-    if (s->style == RT_LR_WSD && !(s->wsd_decay > 0 && s->wsd_decay <= s->decay))
+    if (s->style == IR_LR_WSD && !(s->wsd_decay > 0 && s->wsd_decay <= s->decay))
         return snprintf(err, errlen, "WSD needs 0 < %s (%g) <= the decay %s (%g); recompile with --lr-wsd-decay-%s N",
                         ir_cfgs[lr_units[by_samples].wsd_decay].key, s->wsd_decay, unit, s->decay,
                         by_samples ? "samples" : "iters"), false;
@@ -73,12 +56,12 @@ bool rt_lr_from_config(const ir_module *m, int train_iters, rt_lr_schedule *s, c
 }
 
 /* WSD's factor in [0, 1] over its final decay, ratio from 0 to 1. */
-static double lr_wsd_coeff(rt_wsd_style style, double ratio)
+static double lr_wsd_coeff(ir_wsd_style style, double ratio)
 {
     switch (style) {
-    case RT_WSD_LINEAR: return 1 - ratio;
-    case RT_WSD_COSINE: return 0.5 * (cos(M_PI * ratio) + 1);
-    case RT_WSD_MINUS_SQRT: return 1 - sqrt(ratio);
+    case IR_WSD_LINEAR: return 1 - ratio;
+    case IR_WSD_COSINE: return 0.5 * (cos(M_PI * ratio) + 1);
+    case IR_WSD_MINUS_SQRT: return 1 - sqrt(ratio);
     default: return 2 * pow(0.5, ratio) - 1; /* exponential */
     }
 }
@@ -88,18 +71,18 @@ double rt_lr_at(const rt_lr_schedule *s, rt_lr_group g, int it)
     double n = (double)it * s->per_iteration, max_lr = s->max_lr[g], min_lr = s->min_lr[g];
     if (s->warmup > 0 && n <= s->warmup)
         return s->init_lr + (max_lr - s->init_lr) * n / s->warmup;
-    if (s->style == RT_LR_CONSTANT)
+    if (s->style == IR_LR_CONSTANT)
         return max_lr;
     if (n > s->decay)
         return min_lr;
-    if (s->style == RT_LR_INVERSE_SQRT) {
+    if (s->style == IR_LR_INVERSE_SQRT) {
         double lr = max_lr * sqrt(s->warmup > 1 ? s->warmup : 1) / sqrt(n > 1 ? n : 1);
         return lr > min_lr ? lr : min_lr;
     }
     double span = s->decay - s->warmup, ratio = span > 0 ? (n - s->warmup) / span : 1, coeff;
     switch (s->style) {
-    case RT_LR_LINEAR: coeff = 1 - ratio; break;
-    case RT_LR_COSINE: coeff = 0.5 * (cos(M_PI * ratio) + 1); break;
+    case IR_LR_LINEAR: coeff = 1 - ratio; break;
+    case IR_LR_COSINE: coeff = 0.5 * (cos(M_PI * ratio) + 1); break;
     default: { /* WSD: stable until the final wsd_decay steps */
         double start = s->decay - s->wsd_decay;
         coeff = n <= start ? 1 : lr_wsd_coeff(s->wsd_style, (n - start) / s->wsd_decay);

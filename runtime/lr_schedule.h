@@ -11,15 +11,13 @@
 
 #include "ir/ir.h"
 
-typedef enum { RT_LR_CONSTANT, RT_LR_LINEAR, RT_LR_COSINE, RT_LR_INVERSE_SQRT, RT_LR_WSD } rt_lr_style;
-typedef enum { RT_WSD_EXPONENTIAL, RT_WSD_LINEAR, RT_WSD_COSINE, RT_WSD_MINUS_SQRT } rt_wsd_style;
 /* The parameter groups: every parameter but those of the other, and Megatron's
  * is_embedding_or_output_parameter ones, which config decoupled_lr gives a schedule of their own */
 typedef enum { RT_LR_DEFAULT, RT_LR_DECOUPLED, RT_LR_GROUPS } rt_lr_group;
 
 typedef struct {
-    rt_lr_style style;
-    rt_wsd_style wsd_style;      /* the shape of WSD's final decay */
+    ir_lr_style style;
+    ir_wsd_style wsd_style;      /* the shape of WSD's final decay */
     double max_lr[RT_LR_GROUPS], min_lr[RT_LR_GROUPS]; /* each group's peak and final lr */
     double init_lr;              /* where warmup starts, every group's (Megatron's lr_warmup_init) */
     bool by_samples;             /* the unit: samples, else iterations */

@@ -74,12 +74,11 @@ static _Noreturn void unknown_flag(const char *flag)
     snprintf(key, sizeof key, "%s", flag + strspn(flag, "-"));
     for (char *c = key; *c; c++)
         *c = *c == '-' ? '_' : *c;
-    for (int k = 0; k < IR_CFG_COUNT; k++)
-        if (strcmp(ir_cfgs[k].key, key) == 0) {
-            fprintf(stderr, "train_rank: error: %s is compiled into the plan (its config %s, which `train_rank "
-                            "--print-plan` shows): recompile with `mcc compile SPEC %s VALUE ...`\n", flag, key, flag);
-            exit(2);
-        }
+    if (ir_cfg_find(key) >= 0) {
+        fprintf(stderr, "train_rank: error: %s is compiled into the plan (its config %s, which `train_rank "
+                        "--print-plan` shows): recompile with `mcc compile SPEC %s VALUE ...`\n", flag, key, flag);
+        exit(2);
+    }
     fprintf(stderr, "train_rank: error: unknown or incomplete flag '%s' (train_rank --help lists its flags)\n", flag);
     exit(2);
 }
@@ -576,6 +575,13 @@ static void train_micro_batch(train_run *r, int it, const ir_sched_step *c, step
  * dp and (--dump-dir) the step-1 gradients, as reduced; with --skip-nan-steps the gradient norm,
  * checked before the update could see a bad gradient. A non-finite step is dropped, its gradients
  * zeroed so that they do not leak into the next one: returns false. */
+/* Whether the plan's FP8 GEMMs scale by amax histories (fp8_recipe delayed). */
+static bool fp8_delayed(const ir_module *m)
+{
+    return ir_cfg_choice(m, IR_CFG_FP8_FORMAT) != IR_FP8_FORMAT_NONE &&
+           ir_cfg_choice(m, IR_CFG_FP8_RECIPE) == IR_FP8_DELAYED;
+}
+
 static bool train_update(train_run *r, int it, int opt, step_result *s, bool finite)
 {
     rt_comm *pp = rt_parallel_comm(IR_AXIS_PP);
@@ -596,8 +602,7 @@ static bool train_update(train_run *r, int it, int opt, step_result *s, bool fin
         finite = non_finite(r, it, "the loss", s->loss);
     if (r->a.dump_dir && it == 1)
         dump_globals(r, IR_GLOBAL_GRAD, "grads_step1.mcct");
-    if (finite && !strcmp(ir_cfg_text(r->m, IR_CFG_FP8_RECIPE), "delayed") &&
-        strcmp(ir_cfg_text(r->m, IR_CFG_FP8_FORMAT), "none")) { /* every rank: an amax of the backward's too */
+    if (finite && fp8_delayed(r->m)) { /* every rank: an amax of the backward's too */
         float amax = NAN;
         int g = fp8_bad_amax(r, &amax);
         if (rt_parallel_world(&r->par, r->p, g >= 0 ? 1.0f : 0.0f, RT_MAX) != 0.0f) {
@@ -1031,8 +1036,7 @@ static void finish_run(train_run *r)
 {
     if (r->a.dump_dir)
         dump_globals(r, IR_GLOBAL_PARAM, "params_final.mcct");
-    if (r->a.dump_dir && !strcmp(ir_cfg_text(r->m, IR_CFG_FP8_RECIPE), "delayed") &&
-        strcmp(ir_cfg_text(r->m, IR_CFG_FP8_FORMAT), "none"))
+    if (r->a.dump_dir && fp8_delayed(r->m))
         dump_globals(r, IR_GLOBAL_FP8_HISTORY, "fp8_histories_final.mcct");
     double lo, hi;
     if (r->a.dump_dir && expert_bias_range(r, &lo, &hi))
