@@ -28,15 +28,25 @@
 
 enum { TUNE_MAX_ARGS = 256, TUNE_MAX_KEPT = 4096 };
 
-typedef enum { RC_NONE, RC_SELECTIVE, RC_FULL, RC_COUNT } tune_recompute;
-static const char *const tune_recompute_names[RC_COUNT] = {"none", "selective", "full"};
+/* The memory levers tried in turn, each taking less memory and more time than the one before:
+ * recompute (selective, full), then the optimizer's state and step on the host as well. */
+typedef enum { RC_NONE, RC_SELECTIVE, RC_FULL, RC_OFFLOAD, RC_COUNT } tune_recompute;
+static const char *const tune_recompute_names[RC_COUNT] = {"none", "selective", "full", "offload"};
 static const char *const tune_recompute_flags[RC_COUNT] = {
     "", "--recompute-granularity selective",
-    "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"};
+    "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
+    "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --optimizer-cpu-offload"};
+
+/* A pipeline split of num_layers over pp: even, or with the embedding (and the loss) counted as a
+ * layer of the first (last) stage, Megatron's way to split 126 layers over 8 stages (LLaMA-3 405B). */
+typedef enum { SPLIT_EVEN, SPLIT_EMBEDDING, SPLIT_EMBEDDING_LOSS } tune_split;
+static const char *const tune_split_flags[] = {"", " --account-for-embedding-in-pipeline-split",
+                                               " --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split"};
 
 typedef struct {
     int tp, pp, cp, dp, ep, mbs;
     tune_recompute rc;
+    tune_split split;
 } tune_layout;
 
 typedef struct {
@@ -74,9 +84,10 @@ typedef struct {
 /* The candidate's flags after the given ones, as one mcc compile line would carry them. */
 static void tune_layout_flags(const tune_ctx *t, const tune_layout *l, char *buf, size_t n)
 {
-    snprintf(buf, n, "--tp %d --pp %d --cp %d --world-size %d%s%s --micro-batch-size %d%s%s", l->tp, l->pp, l->cp,
-             t->world, l->tp > 1 ? " --sequence-parallel" : "", l->dp * l->cp > 1 ? " --use-distributed-optimizer" : "",
-             l->mbs, *tune_recompute_flags[l->rc] ? " " : "", tune_recompute_flags[l->rc]);
+    snprintf(buf, n, "--tp %d --pp %d%s --cp %d --world-size %d%s%s --micro-batch-size %d%s%s", l->tp, l->pp,
+             tune_split_flags[l->split], l->cp, t->world, l->tp > 1 ? " --sequence-parallel" : "",
+             l->dp * l->cp > 1 ? " --use-distributed-optimizer" : "", l->mbs, *tune_recompute_flags[l->rc] ? " " : "",
+             tune_recompute_flags[l->rc]);
     if (l->ep > 1) {
         size_t used = strlen(buf);
         snprintf(buf + used, n - used, " --expert-model-parallel-size %d", l->ep);
@@ -165,19 +176,21 @@ static int tune_by_time(const void *a, const void *b)
 
 /* A family met by the search (--explain says what became of each), with why it was not planned if
  * a size does not divide. */
-static tune_family *tune_family_add(tune_ctx *t, int tp, int pp, int cp, int dp, int ep, const char *why)
+static tune_family *tune_family_add(tune_ctx *t, int tp, int pp, int cp, int dp, int ep, tune_split split,
+                                    const char *why)
 {
     if (t->nfamilies >= TUNE_MAX_FAMILIES)
         return NULL;
     tune_family *f = &t->families[t->nfamilies++];
-    *f = (tune_family){.l = {tp, pp, cp, dp, ep, 0, RC_NONE}};
+    *f = (tune_family){.l = {tp, pp, cp, dp, ep, 0, RC_NONE, split}};
     snprintf(f->why, sizeof f->why, "%s", why ? why : "");
     return f;
 }
 
-/* The micro-batches of family f's layout from 1 up, each at the least recompute that fits (none,
- * then selective, then full: memory falls and time rises along them), raised until even full
- * recompute no longer fits. */
+/* The micro-batches of family f's layout from 1 up, each at the first memory lever that fits (no
+ * recompute, selective, full, full with the optimizer offloaded to the host: memory falls and time
+ * rises along them; the host's memory is not checked here, mcc compile's --host-memory does),
+ * raised until even the last no longer fits. */
 static int tune_family_search(tune_ctx *t, const mcc_spec *s, tune_family *fam, tune_result *kept, int nkept)
 {
     const tune_layout *f = &t->fix;
@@ -220,18 +233,24 @@ static int tune_search(tune_ctx *t, const mcc_spec *s, tune_result *kept)
         if (s->num_attention_heads % tp || s->num_query_groups % tp) {
             snprintf(why, sizeof why, "tp %d does not divide num_attention_heads %d and num_query_groups %d", tp,
                      s->num_attention_heads, s->num_query_groups);
-            tune_family_add(t, tp, 0, 0, 0, 0, why);
+            tune_family_add(t, tp, 0, 0, 0, 0, SPLIT_EVEN, why);
             continue;
         }
         for (int pp = 1; pp <= s->num_layers && pp <= t->world / tp; pp++) {
-            if (s->num_layers % pp || (f->pp && pp != f->pp)) continue;
+            if (f->pp && pp != f->pp) continue;
+            /* an even split, else the embedding (and the loss) counted as layers of the end stages */
+            tune_split split = s->num_layers % pp == 0         ? SPLIT_EVEN
+                               : (s->num_layers + 1) % pp == 0 ? SPLIT_EMBEDDING
+                               : (s->num_layers + 2) % pp == 0 ? SPLIT_EMBEDDING_LOSS
+                                                               : (tune_split)-1;
+            if ((int)split < 0) continue;
             for (int cp = 1; cp <= 8; cp *= 2) {
                 if (f->cp && cp != f->cp) continue;
                 if (s->seq_length % (2 * cp) || t->world % (tp * pp * cp)) {
                     if (t->world % (tp * pp * cp) == 0) { /* the world divides: the sequence does not */
                         snprintf(why, sizeof why, "cp %d: seq_length %d does not cut into 2 x %d chunks", cp,
                                  s->seq_length, cp);
-                        tune_family_add(t, tp, pp, cp, t->world / (tp * pp * cp), 0, why);
+                        tune_family_add(t, tp, pp, cp, t->world / (tp * pp * cp), 0, split, why);
                     }
                     continue;
                 }
@@ -239,7 +258,7 @@ static int tune_search(tune_ctx *t, const mcc_spec *s, tune_result *kept)
                 for (int ep = 1; ep <= (s->num_experts ? s->num_experts : 1); ep *= 2) {
                     if (f->ep && ep != f->ep) continue;
                     if ((dp * cp) % ep || s->num_experts % ep) continue;
-                    tune_family *fam = tune_family_add(t, tp, pp, cp, dp, ep, NULL);
+                    tune_family *fam = tune_family_add(t, tp, pp, cp, dp, ep, split, NULL);
                     if (!fam) break;
                     nkept = tune_family_search(t, s, fam, kept, nkept);
                     if (isatty(2) && !t->json) /* progress where someone watches */
@@ -263,12 +282,14 @@ static void tune_explain(const tune_ctx *t, const tune_result *kept, int nkept)
         printf("  tp %d", f->l.tp);
         if (f->l.pp) printf(" pp %d cp %d dp %d", f->l.pp, f->l.cp, f->l.dp);
         if (f->l.ep) printf(" ep %d", f->l.ep);
+        if (f->l.split) printf(" (%s counted in the split)", f->l.split == SPLIT_EMBEDDING ? "embedding" : "embedding, loss");
         if (f->kept)
             printf(": %d fit; its best %.0f ms, %+.1f%% of the first's\n", f->kept, 1e3 * f->best_s,
                    100 * (f->best_s - first) / first);
         else if (f->least_gib > 0)
-            printf(": does not fit: its least plan takes %.1f GiB a GPU (full recompute, micro-batch 1) of the %.1f "
-                   "allowed\n", f->least_gib, t->gpu_gib);
+            printf(": does not fit: its least plan takes %.1f GiB a GPU (micro-batch 1, full recompute%s) of the %.1f "
+                   "allowed\n", f->least_gib, (int)t->fix.rc < 0 || t->fix.rc == RC_OFFLOAD ? " and offload" : "",
+                   t->gpu_gib);
         else
             printf(": not planned: %s\n", f->why);
     }
@@ -324,7 +345,7 @@ static void tune_print(const tune_ctx *t, const mcc_spec *s, tune_result *kept, 
     printf(" %s --target %s -o train_rank\n", flags, t->target->name);
 }
 
-/* --fix KEY=VALUE: tp, pp, cp, ep, mbs (a number) or recompute (none|selective|full) held, not searched. */
+/* --fix KEY=VALUE: tp, pp, cp, ep, mbs (a number) or recompute (none|selective|full|offload) held, not searched. */
 static bool tune_fix(tune_ctx *t, const char *text, char *err, size_t errlen)
 {
     static const char *const keys[] = {"tp", "pp", "cp", "ep", "mbs"};
@@ -340,7 +361,7 @@ static bool tune_fix(tune_ctx *t, const char *text, char *err, size_t errlen)
             return cli_parse_int("--fix", eq + 1, 1, 1 << 20, &v, err, errlen) && (*slots[k] = (int)v, true);
     }
     return snprintf(err, errlen, "--fix %s: give KEY=VALUE with KEY tp, pp, cp, ep, mbs (a number) or recompute "
-                                 "(none|selective|full)", text ? text : ""), false;
+                                 "(none|selective|full|offload)", text ? text : ""), false;
 }
 
 /* tune's own options out of argv (the rest are the spec's flags); false with the message in err. */

@@ -78,9 +78,15 @@ mcc_step_cost mcc_step_cost_of(const ir_module *m, const mcc_target *t)
     mcc_step_cost c = {.calibrated = t->ncost_rows > 0};
     int calls[m->nfuncs + 1];
     calls_of(m, calls);
-    double calibrated = 0, all = 0, kernels = 0;
+    double calibrated = 0, all = 0, kernels = 0, host = 0;
     for (int f = 0; f < m->nfuncs; f++)
         for (int i = 0; calls[f] && i < m->funcs[f]->ninstrs; i++) {
+            if (m->funcs[f]->kind == IR_FUNC_HOST_OPTIMIZER) { /* the host's: its bytes at the host's rate */
+                mcc_instr_work w;
+                mcc_instr_work_of(m->funcs[f], &m->funcs[f]->instrs[i], t, &w);
+                host += t->host_bytes_per_s > 0 ? calls[f] * w.bytes / t->host_bytes_per_s : 0;
+                continue;
+            }
             mcc_instr_work w;
             bool from_row;
             mcc_instr_work_of(m->funcs[f], &m->funcs[f]->instrs[i], t, &w);
@@ -89,7 +95,7 @@ mcc_step_cost mcc_step_cost_of(const ir_module *m, const mcc_target *t)
             calibrated += from_row ? s : 0;
             kernels += w.costed ? calls[f] : 0;
         }
-    c.seconds = t->ncost_rows ? t->step_scale * all + t->kernel_s * kernels + t->step_overhead_s : all;
+    c.seconds = (t->ncost_rows ? t->step_scale * all + t->kernel_s * kernels + t->step_overhead_s : all) + host;
     c.calibrated_share = all > 0 ? calibrated / all : 0;
     return c;
 }

@@ -6,7 +6,9 @@
  * table lacks, or a target without one, is costed by the roofline of the target's figures. The
  * step is each function's instructions times its calls in the train schedule, scaled as the
  * calibration says (the dense stream's slowdown, a CUDA graph's saving a kernel, the host's share
- * of a step). Collectives are not in it: their bytes are the memory report's. */
+ * of a step); an offloaded optimizer's host step adds its bytes at the host's rate (target.h, one
+ * measurement, not per instruction), after the backward, not beside it. Collectives are not in it:
+ * their bytes are the memory report's. */
 #ifndef MCC_STEP_COST_H
 #define MCC_STEP_COST_H
 

@@ -4,11 +4,17 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The host's optimizer step: llama3-8b on one H200 with full recompute and CPU offload (bench/RESULTS.md,
+ * 2026-12-02) spent about 7 s of its 13.9 s step on the host's AdamW and copies for 8.03e9 parameters,
+ * about 28 bytes each (the fp32 master, m and v read and written, the gradient read): 32 GB/s. */
+#define HOST_ADAM_BYTES_PER_S 32e9
+
 /* An H200 SXM's costs, which the CPU backend plans with too (below). gemm_bf16_flops and
  * link_bytes_per_s are bench/overlap_bench.c's: bf16 GEMMs of a step's shapes beside a
  * collective, and NVLink's all-gather each way (NVLink's 450 GB/s each way on paper). */
 #define H200_COSTS .peak_bf16_flops = 989e12, .peak_fp8_flops = 1979e12, .gemm_bf16_flops = 850e12, \
-                   .link_bytes_per_s = 250e9, .hbm_bytes_per_s = 4.8e12
+                   .link_bytes_per_s = 250e9, .hbm_bytes_per_s = 4.8e12, \
+                   .host_bytes_per_s = HOST_ADAM_BYTES_PER_S
 
 /* The step-time model of each calibrated target (bench/calibrate.py writes its .def): the rows,
  * ending with a NULL class, and STEP(scale, us a kernel, us a step), the step from the rows' sum. */
@@ -39,12 +45,13 @@ static const mcc_target targets[] = {
      * taken as the H200's: measuring one needs two GPUs. */
     {.name = "h100", .backend = "cuda", .peak_bf16_flops = 989e12, .peak_fp8_flops = 1979e12,
      .gemm_bf16_flops = 729e12, .link_bytes_per_s = 250e9, .memory_bytes = 81079ll << 20, .sms = 132,
-     .copy_engine_collectives = true, .hbm_bytes_per_s = 3.35e12, CALIBRATED(h100)},
+     .copy_engine_collectives = true, .hbm_bytes_per_s = 3.35e12, .host_bytes_per_s = HOST_ADAM_BYTES_PER_S,
+     CALIBRATED(h100)},
     /* H100 PCIe without an NVLink bridge: the datasheet's figures, PCIe Gen5 x16 each way; its
      * GEMMs assumed at the H200's fraction of peak. Not measured here; the copy lane not assumed. */
     {.name = "h100-pcie", .backend = "cuda", .peak_bf16_flops = 756e12, .peak_fp8_flops = 1513e12,
      .gemm_bf16_flops = 650e12, .link_bytes_per_s = 64e9, .memory_bytes = 81559ll << 20, .sms = 114,
-     .copy_engine_collectives = false, .hbm_bytes_per_s = 2.0e12},
+     .copy_engine_collectives = false, .hbm_bytes_per_s = 2.0e12, .host_bytes_per_s = HOST_ADAM_BYTES_PER_S},
     /* The CPU backend is the fp32 oracle of the GPU's plans: every parallel layout is proven equal
      * to the single rank on CPU ranks, so its plans take the H200's costs and schedule as the
      * GPU's do. Its memory is the host's (not checked); MPI has no copy lane. */

@@ -33,6 +33,8 @@ typedef struct {
                                       NCCL window): `--comm-lanes copy`, and its exchange buffers */
     double hbm_bytes_per_s;        /* device memory's bandwidth, the datasheet's: the roofline of a
                                       memory-bound instruction no calibrated row costs */
+    double host_bytes_per_s;       /* what the host's optimizer step (--optimizer-cpu-offload) moves a
+                                      second, its copies included: not calibrated per instruction */
     const mcc_cost_row *cost_rows; /* the step-time model's calibration (passes/step_cost_<name>.def) */
     int ncost_rows;
     double step_scale;             /* the step from the rows' sum: step_scale x sum + kernel_s x kernels + step_overhead_s */
