@@ -47,13 +47,25 @@ configs=(
   "moe-8x1B-L8 moe-8x1B --num-layers 8"
   "moe-32x8-L8 moe-32x8 --num-layers 8"
 )
+# CALIB_SET=tune: instead, the candidates `mcc tune --world-size 1 --target h100` lists for three
+# models at a global batch of 16 (4 for the 8B), each as tune's row compiles (issue 41: the tuner's
+# pick against the best measured of its candidates)
+if [ "${CALIB_SET:-}" = tune ]; then
+  configs=()
+  for m in "llama-1B 16" "gpt2-1.5B 16" "llama-8B-L4 4"; do
+    read -r model gbs <<<"$m"
+    for mbs in 1 2 4 8; do
+      [ "$mbs" -le "$gbs" ] && configs+=("tune-$model-mbs$mbs $model --global-batch-size $gbs --micro-batch-size $mbs")
+    done
+  done
+fi
 mode=${1:-}
 if [ "$mode" = list ]; then # the configs, a line each: NAME CONFIG FLAGS... (tests/step_cost.sh)
   printf '%s\n' "${configs[@]}"
   exit 0
 fi
 if [ "$mode" = prepare ]; then
-  B=build-dev
+  B=${CALIB_BUILD:-build-dev} # CALIB_BUILD: another build of mcc (a worktree's)
   cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DBLA_VENDOR=Generic >/dev/null
   cmake --build $B -j"$(nproc)" --target mcc >/dev/null || exit 1
   rm -rf calib && mkdir -p calib/bin calib/lib calib/plans
