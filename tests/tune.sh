@@ -64,6 +64,20 @@ assert j["world_size"] == 4 and j["target"] == "h100" and len(steps) == 3, j
 assert steps == sorted(steps), steps
 assert all(l["gib"] <= 2.0 and "--tp" in l["flags"] for l in j["layouts"]), j["layouts"]
 PY
+# an MoE model: expert parallelism searched (ep over dp x cp), an ep row compiles as listed
+"$mcc" tune "$root/models/tiny-moe.json" --world-size 4 --target h100 --top 40 >"$work/moe" 2>/dev/null ||
+  bad "tiny-moe: $(tail -3 "$work/moe")"
+read -r _ tp pp cp dp ep mbs rc _ < <(awk '$1 ~ /^[0-9]+$/ && NF == 14 && $6 > 1' "$work/moe" | head -1)
+if [ -z "${ep:-}" ]; then
+  bad "tiny-moe on 4 GPUs lists no row with ep > 1: $(head -3 "$work/moe")"
+else
+  flags=(--tp "$tp" --pp "$pp" --cp "$cp" --world-size 4 --micro-batch-size "$mbs" --expert-model-parallel-size "$ep")
+  [ "$tp" -gt 1 ] && flags+=(--sequence-parallel)
+  [ $((dp * cp)) -gt 1 ] && flags+=(--use-distributed-optimizer)
+  "$mcc" compile "$root/models/tiny-moe.json" "${flags[@]}" $( [ "$pp" -gt 1 ] && echo --account-for-embedding-in-pipeline-split ) \
+    --target h100 -o "$work/x" >/dev/null 2>"$work/moe.log" && grep -q "the plan fits" "$work/moe.log" ||
+    bad "tiny-moe's ep $ep row does not compile: $(grep error "$work/moe.log" | head -2)"
+fi
 # an uneven split: LLaMA-3 405B's 126 layers over 8 stages with the embedding and loss counted as layers
 # (Megatron's way), at tp 8 x pp 8 x cp 2 on 128 H100s (the seed's layout) fitting only with the
 # optimizer offloaded; the first row's command compiles and fits as listed
