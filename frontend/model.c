@@ -72,7 +72,11 @@ static int dropout(builder *b, int x, double p, int site)
     if (b->first_sample < 0 || p == 0)
         return x;
     /* x is whole here: dimension 1 holds [0, T) of T (the shard pass rewrites this for its slices) */
-    double attrs[8] = {p, b->s->seed, site, 1, 0, (double)b->s->seq_length, 0, 0}; /* context_parallel.c sets cp */
+    double attrs[IR_NATTRS_DROPOUT] = {[IR_ATTR_DROPOUT_P] = p, [IR_ATTR_DROPOUT_SEED] = b->s->seed,
+                                       [IR_ATTR_DROPOUT_SITE] = site, [IR_ATTR_DROPOUT_DIM] = 1,
+                                       [IR_ATTR_DROPOUT_OFFSET] = 0,
+                                       [IR_ATTR_DROPOUT_EXTENT] = (double)b->s->seq_length,
+                                       [IR_ATTR_DROPOUT_CP] = 0}; /* context_parallel.c sets cp */
     int args[2] = {x, b->first_sample};
     return ir_emit(b->m, b->f, IR_OP_DROPOUT, args, 2, attrs, NULL, NULL);
 }
@@ -113,8 +117,9 @@ static int project_heads(builder *b, const char *prefix, int x, int64_t heads, b
     }
     if (!qk || s->position_embedding_type != MCC_POS_ROPE)
         return y;
-    double attrs[5] = {s->rotary_base, 0, 0, 0, /* contiguous positions: passes/context_parallel.c sets cp */
-                       s->use_rope_scaling ? s->rope_scaling_factor : 0};
+    double attrs[IR_NATTRS_ROPE] = {[IR_ATTR_ROPE_THETA] = s->rotary_base, [IR_ATTR_ROPE_INVERSE] = 0,
+                                    [IR_ATTR_ROPE_CP] = 0, /* contiguous positions: context_parallel.c sets cp */
+                                    [IR_ATTR_ROPE_SCALING] = s->use_rope_scaling ? s->rope_scaling_factor : 0};
     return ir_emit(b->m, b->f, IR_OP_ROPE, &y, 1, attrs, NULL, NULL);
 }
 
@@ -128,8 +133,10 @@ static int attend(builder *b, int layer, int q, int k, int v)
         return ir_emit(b->m, b->f, IR_OP_ATTENTION, qkv, 3, NULL, NULL, NULL);
     }
     int args[4] = {q, k, v, b->first_sample};
-    double attrs[IR_MAX_ATTRS] = {s->attention_dropout, s->seed, dropout_site(layer, SITE_ATTENTION), 0,
-                                  s->num_attention_heads}; /* one rank's: passes set head_offset and cp */
+    double attrs[IR_NATTRS_ATTENTION_DROPOUT] = {
+        [IR_ATTR_ATTENTION_DROPOUT_P] = s->attention_dropout, [IR_ATTR_ATTENTION_DROPOUT_SEED] = s->seed,
+        [IR_ATTR_ATTENTION_DROPOUT_SITE] = dropout_site(layer, SITE_ATTENTION),
+        [IR_ATTR_ATTENTION_DROPOUT_HEADS] = s->num_attention_heads}; /* one rank's: passes set head_offset and cp */
     return ir_emit(b->m, b->f, IR_OP_ATTENTION_DROPOUT, args, 4, attrs, NULL, NULL);
 }
 
@@ -213,8 +220,10 @@ static int route(builder *b, int layer, int x, int *ids, int *kept)
     if (train && s->moe_z_loss_coeff > 0)
         logits = attach_loss(b, "moe_z_loss", layer, logits, ir_op1(b->m, b->f, IR_OP_MOE_Z_LOSS, logits),
                              s->moe_z_loss_coeff);
-    double attrs[4] = {s->moe_router_topk, s->moe_router_score_function, s->moe_router_pre_softmax,
-                       s->moe_router_topk_scaling_factor};
+    double attrs[IR_NATTRS_MOE_ROUTE] = {[IR_ATTR_MOE_ROUTE_TOPK] = s->moe_router_topk,
+                                         [IR_ATTR_MOE_ROUTE_SCORE] = s->moe_router_score_function,
+                                         [IR_ATTR_MOE_ROUTE_PRE_SOFTMAX] = s->moe_router_pre_softmax,
+                                         [IR_ATTR_MOE_ROUTE_SCALING] = s->moe_router_topk_scaling_factor};
     int route_args[2] = {logits, -1};
     if (s->moe_router_enable_expert_bias) /* Megatron's router.expert_bias: for choosing only */
         route_args[1] = expert_bias(b, layer);
@@ -223,8 +232,11 @@ static int route(builder *b, int layer, int x, int *ids, int *kept)
     *kept = -1;
     if (s->moe_expert_capacity_factor > 0) { /* Megatron's get_capacity, over this micro-batch's N k pairs */
         int64_t N = ir_vtype(b->f, logits)->dims[0];
-        double drop[4] = {ceil((double)N * s->moe_router_topk / s->num_experts * s->moe_expert_capacity_factor),
-                          s->moe_token_drop_policy == MCC_MOE_DROP_POSITION, 0, 0}; /* cp, seq: context_parallel.c's */
+        double drop[IR_NATTRS_MOE_CAPACITY] = {
+            [IR_ATTR_MOE_CAPACITY_CAPACITY] = ceil((double)N * s->moe_router_topk / s->num_experts *
+                                                   s->moe_expert_capacity_factor),
+            [IR_ATTR_MOE_CAPACITY_POLICY] = s->moe_token_drop_policy == MCC_MOE_DROP_POSITION,
+            [IR_ATTR_MOE_CAPACITY_CP] = 0, [IR_ATTR_MOE_CAPACITY_SEQ] = 0}; /* cp, seq: context_parallel.c's */
         int args[3] = {w, w, *ids};
         w = *kept = ir_emit(b->m, b->f, IR_OP_MOE_CAPACITY, args, 3, drop, NULL, NULL);
         if (train) { /* the weights, 0 where dropped: train_rank's dropped fraction */
@@ -239,7 +251,9 @@ static int route(builder *b, int layer, int x, int *ids, int *kept)
     bool seq_aux = s->moe_router_load_balancing_type == MCC_MOE_SEQ_AUX_LOSS;
     if (train && (s->moe_router_load_balancing_type == MCC_MOE_AUX_LOSS || seq_aux) && s->moe_aux_loss_coeff > 0) {
         int args[2] = {logits, *ids};
-        double aux_attrs[3] = {attrs[0], attrs[1], seq_aux ? s->seq_length : 0}; /* seq_aux_loss: per sequence */
+        double aux_attrs[IR_NATTRS_MOE_AUX_LOSS] = {[IR_ATTR_MOE_AUX_LOSS_TOPK] = attrs[IR_ATTR_MOE_ROUTE_TOPK],
+                                                    [IR_ATTR_MOE_AUX_LOSS_SCORE] = attrs[IR_ATTR_MOE_ROUTE_SCORE],
+                                                    [IR_ATTR_MOE_AUX_LOSS_SEQ] = seq_aux ? s->seq_length : 0};
         int aux = ir_emit(b->m, b->f, IR_OP_MOE_AUX_LOSS, args, 2, aux_attrs, NULL, NULL);
         w = attach_loss(b, "moe_aux_loss", layer, w, aux, s->moe_aux_loss_coeff);
     }
@@ -498,7 +512,7 @@ static int half_loss(builder *b, int tokens, int targets, int64_t first, int64_t
 {
     if (b->first_sample >= 0 && first > 0)
         b->first_sample = ir_input(b->m, b->f, "first_sample.half1", ir_scalar(IR_I64));
-    double rows[2] = {(double)first, (double)count};
+    double rows[IR_NATTRS_ROWS] = {[IR_ATTR_ROWS_FIRST] = (double)first, [IR_ATTR_ROWS_COUNT] = (double)count};
     int t = ir_emit(b->m, b->f, IR_OP_ROWS, &tokens, 1, rows, NULL, NULL);
     int y = ir_emit(b->m, b->f, IR_OP_ROWS, &targets, 1, rows, NULL, NULL);
     b->rows = count;

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int ir_grad_of(const ir_grad_ctx *g, int v) { return v < g->nfwd ? g->grad[v] : -1; }
 
@@ -52,7 +53,7 @@ void ir_grad_mul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 
 void ir_grad_scale(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
-    ir_grad_contribute(g, in->args[0], ir_scale(g->m, g->f, DY, in->attr[0]));
+    ir_grad_contribute(g, in->args[0], ir_scale(g->m, g->f, DY, in->attr[IR_ATTR_SCALE_FACTOR]));
 }
 
 void ir_grad_bias_add(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
@@ -89,11 +90,11 @@ void ir_grad_reshape(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 /* r = a op(b) with a[*,K]: da = dy op(b)^T; for b = W[N,K] (tb): dW = dy^T a, else db = a^T dy. */
 void ir_grad_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
-    if (in->attr[0] != 0) {
+    if (in->attr[IR_ATTR_MATMUL_TA] != 0) {
         fprintf(stderr, "mcc: internal error: no gradient rule for matmul with a transposed first operand\n");
         abort();
     }
-    bool tb = in->attr[1] != 0;
+    bool tb = in->attr[IR_ATTR_MATMUL_TB] != 0;
     int a = in->args[0], b = in->args[1], dy = DY;
     ir_grad_contribute(g, a, like(g, ir_matmul(g->m, g->f, dy, b, false, !tb), a));
     int db = tb ? ir_matmul(g->m, g->f, dy, a, true, false) : ir_matmul(g->m, g->f, a, dy, true, false);
@@ -124,7 +125,8 @@ static int fp8_backward_copy(ir_grad_ctx *g, int q)
     if (g->f->instrs[g->f->vals[def->args[0]].def].op != IR_OP_GLOBAL)
         return q;
     int args[2] = {def->args[0], def->args[1]};
-    double attrs[2] = {def->attr[0], def->attr[1]};
+    double attrs[IR_NATTRS_FP8_QUANTIZE] = {[IR_ATTR_FP8_QUANTIZE_FORMAT] = def->attr[IR_ATTR_FP8_QUANTIZE_FORMAT],
+                                            [IR_ATTR_FP8_QUANTIZE_MARGIN] = def->attr[IR_ATTR_FP8_QUANTIZE_MARGIN]};
     return emit(g, IR_OP_FP8_QUANTIZE, args, 2, attrs); /* no fold: the forward's folded its amax */
 }
 
@@ -134,14 +136,15 @@ static int fp8_backward_copy(ir_grad_ctx *g, int q)
  * quantized activation; wgrad=0 keeps the weight's gradient a matmul of dy and a's source. */
 void ir_grad_fp8_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
-    if (in->attr[0] != 0) {
+    if (in->attr[IR_ATTR_FP8_MATMUL_TA] != 0) {
         fprintf(stderr, "mcc: internal error: no gradient rule for fp8_matmul with a transposed first operand\n");
         abort();
     }
-    bool tb = in->attr[1] != 0, wgrad = in->attr[3] != 0;
+    bool tb = in->attr[IR_ATTR_FP8_MATMUL_TB] != 0, wgrad = in->attr[IR_ATTR_FP8_MATMUL_WGRAD] != 0;
     int qa = in->args[0], qb = in->args[2], dy = DY;
     int x = fp8_source(g->f, qa), w = fp8_source(g->f, qb);
-    int qdy = ir_fp8_quantize(g->m, g->f, dy, in->nargs == 5 ? in->args[4] : -1, true, (ir_fp8_format)in->attr[2]);
+    ir_fp8_format grad_format = (ir_fp8_format)in->attr[IR_ATTR_FP8_MATMUL_GRAD_FORMAT];
+    int qdy = ir_fp8_quantize(g->m, g->f, dy, in->nargs == 5 ? in->args[4] : -1, true, grad_format);
     int dx = ir_fp8_matmul(g->m, g->f, qdy, fp8_backward_copy(g, qb), false, !tb, IR_FP8_E4M3, false, -1);
     ir_grad_contribute(g, x, like(g, dx, x));
     int db;
@@ -156,14 +159,22 @@ void ir_grad_fp8_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 void ir_grad_embedding(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
     int args[2] = {DY, in->args[1]};
-    double attrs[2] = {(double)ir_vtype(g->f, in->args[0])->dims[0], in->attr[0]};
+    double vocab = (double)ir_vtype(g->f, in->args[0])->dims[0];
+    double start = in->attr[IR_ATTR_EMBEDDING_VOCAB_START];
+    double attrs[IR_NATTRS_EMBEDDING_GRAD] = {[IR_ATTR_EMBEDDING_GRAD_VOCAB] = vocab,
+                                              [IR_ATTR_EMBEDDING_GRAD_VOCAB_START] = start};
     ir_grad_contribute(g, in->args[0], emit(g, IR_OP_EMBEDDING_GRAD, args, 2, attrs));
 }
 
 void ir_grad_pos_add(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
     int dy = DY;
-    double attrs[5] = {(double)ir_vtype(g->f, in->args[1])->dims[0], in->attr[0], in->attr[1], in->attr[2], in->attr[3]};
+    double positions = (double)ir_vtype(g->f, in->args[1])->dims[0];
+    double attrs[IR_NATTRS_POS_ADD_GRAD] = {[IR_ATTR_POS_ADD_GRAD_POSITIONS] = positions,
+                                            [IR_ATTR_POS_ADD_GRAD_OFFSET] = in->attr[IR_ATTR_POS_ADD_OFFSET],
+                                            [IR_ATTR_POS_ADD_GRAD_EXTENT] = in->attr[IR_ATTR_POS_ADD_EXTENT],
+                                            [IR_ATTR_POS_ADD_GRAD_CP] = in->attr[IR_ATTR_POS_ADD_CP],
+                                            [IR_ATTR_POS_ADD_GRAD_CP_RANK] = in->attr[IR_ATTR_POS_ADD_CP_RANK]};
     ir_grad_contribute(g, in->args[0], dy);
     ir_grad_contribute(g, in->args[1], emit(g, IR_OP_POS_ADD_GRAD, &dy, 1, attrs));
 }
@@ -184,7 +195,9 @@ void ir_grad_rmsnorm(ir_grad_ctx *g, const ir_func *f, const ir_instr *in) { gra
 void ir_grad_rope(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
     int dy = DY;
-    double attrs[5] = {in->attr[0], in->attr[1] != 0 ? 0 : 1, in->attr[2], in->attr[3], in->attr[4]};
+    double attrs[IR_MAX_ATTRS];
+    memcpy(attrs, in->attr, sizeof attrs);
+    attrs[IR_ATTR_ROPE_INVERSE] = in->attr[IR_ATTR_ROPE_INVERSE] != 0 ? 0 : 1;
     ir_grad_contribute(g, in->args[0], emit(g, IR_OP_ROPE, &dy, 1, attrs));
 }
 
@@ -220,7 +233,10 @@ void ir_grad_all_to_all_v(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
     /* the transpose fills x's room: sized by a capacity where x's splits are the came of a2a's so sized */
     const ir_instr *splits = &f->instrs[f->vals[in->args[1]].def];
     bool came = splits->op == IR_OP_ALL_TO_ALL_V && splits->res[1] == in->args[1];
-    double attrs[4] = {in->attr[0], (double)ir_vtype(f, in->args[0])->dims[0], came ? splits->attr[2] : 0, 0};
+    double attrs[IR_NATTRS_ALL_TO_ALL_V] = {[IR_ATTR_AXIS] = in->attr[IR_ATTR_AXIS],
+                                            [IR_ATTR_ALL_TO_ALL_V_ROWS] = (double)ir_vtype(f, in->args[0])->dims[0],
+                                            [IR_ATTR_ALL_TO_ALL_V_CAPACITY] =
+                                                came ? splits->attr[IR_ATTR_ALL_TO_ALL_V_CAPACITY] : 0};
     ir_grad_contribute(g, in->args[0], emit(g, IR_OP_ALL_TO_ALL_V, args, 2, attrs));
 }
 
@@ -228,7 +244,9 @@ void ir_grad_all_to_all_v(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 void ir_grad_cp_all_to_all(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
     int dy = DY;
-    double attrs[2] = {in->attr[0], in->attr[1] != 0 ? 0 : 1};
+    double heads = in->attr[IR_ATTR_CP_ALL_TO_ALL_HEADS] != 0 ? 0 : 1;
+    double attrs[IR_NATTRS_CP_ALL_TO_ALL] = {[IR_ATTR_AXIS] = in->attr[IR_ATTR_AXIS],
+                                             [IR_ATTR_CP_ALL_TO_ALL_HEADS] = heads};
     ir_grad_contribute(g, in->args[0], emit(g, IR_OP_CP_ALL_TO_ALL, &dy, 1, attrs));
 }
 
@@ -288,7 +306,7 @@ void ir_grad_moe_unpermute(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
  * (tb) dw_e = dy_e^T x_e, else dw_e = x_e^T dy_e. */
 void ir_grad_moe_grouped_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
-    bool tb = in->attr[0] != 0;
+    bool tb = in->attr[IR_ATTR_MOE_GROUPED_MATMUL_TB] != 0;
     int x = in->args[0], w = in->args[1], counts = in->args[2], dy = DY;
     int dx_args[3] = {dy, w, counts};
     double not_tb = tb ? 0 : 1;

@@ -113,7 +113,8 @@ static bool check_first_sample(const ir_type *t, char *err, size_t len)
 /* p in [0, 1); seed and site are the 32-bit words of the Philox key. */
 static bool check_dropout_key(const ir_instr *in, char *err, size_t len)
 {
-    double p = in->attr[0], seed = in->attr[1], site = in->attr[2];
+    double p = in->attr[IR_ATTR_DROPOUT_P], seed = in->attr[IR_ATTR_DROPOUT_SEED];
+    double site = in->attr[IR_ATTR_DROPOUT_SITE];
     if (!(p >= 0 && p < 1))
         return fail(err, len, "%s: p = %g is outside [0, 1)", ir_ops[in->op].name, p);
     if (!whole_in(seed, 4294967295.0) || !whole_in(site, 4294967295.0))
@@ -129,14 +130,15 @@ bool ir_infer_dropout(const ir_module *m, const ir_instr *in, const ir_type *a, 
     if (!need_float(&a[0], "dropout input", err, len) || !check_first_sample(&a[1], err, len) ||
         !check_dropout_key(in, err, len))
         return false;
-    double dim = in->attr[3], offset = in->attr[4], extent = in->attr[5];
+    double dim = in->attr[IR_ATTR_DROPOUT_DIM], offset = in->attr[IR_ATTR_DROPOUT_OFFSET];
+    double extent = in->attr[IR_ATTR_DROPOUT_EXTENT];
     if (a[0].ndim < 2 || !whole_in(dim, a[0].ndim - 1))
         return fail(err, len, "dropout wants x[B,...] and a dimension dim in 0..ndim-1 (0: a block of the batch's "
                     "samples), got dim %g of %s", dim, tstr(&a[0]));
     if (!whole_in(offset, 1e15) || !whole_in(extent, 1e15) || offset + (double)a[0].dims[(int)dim] > extent)
         return fail(err, len, "dropout: dimension %g of %s does not fit in a whole dimension of %g from offset %g",
                     dim, tstr(&a[0]), extent, offset);
-    double cp = in->attr[6], tokens = dim == 1 ? extent : (double)a[0].dims[1];
+    double cp = in->attr[IR_ATTR_DROPOUT_CP], tokens = dim == 1 ? extent : (double)a[0].dims[1];
     if (cp > 1 && (dim > 1 || (int64_t)tokens % 2 != 0))
         return fail(err, len, "dropout under context parallelism (cp=%g) cuts the sequence, dimension 1, whose rank's "
                     "tokens (extent, when dim is 1) are two balanced chunks of the whole; got dim %g extent %g of %s",
@@ -154,7 +156,7 @@ bool ir_infer_reshape(const ir_module *m, const ir_instr *in, const ir_type *a, 
 
 bool ir_infer_rows(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
-    int64_t first = (int64_t)in->attr[0], count = (int64_t)in->attr[1];
+    int64_t first = (int64_t)in->attr[IR_ATTR_ROWS_FIRST], count = (int64_t)in->attr[IR_ATTR_ROWS_COUNT];
     if (a[0].ndim < 1 || first < 0 || count < 1 || first + count > a[0].dims[0])
         return fail(err, len, "rows [%lld, %lld) of %s", (long long)first, (long long)(first + count), tstr(&a[0]));
     r[0] = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
@@ -176,7 +178,7 @@ bool ir_infer_concat_rows(const ir_module *m, const ir_instr *in, const ir_type 
 
 bool ir_infer_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
-    bool ta = in->attr[0] != 0, tb = in->attr[1] != 0;
+    bool ta = in->attr[IR_ATTR_MATMUL_TA] != 0, tb = in->attr[IR_ATTR_MATMUL_TB] != 0;
     if (a[0].ndim < 1 || a[1].ndim < 1 || a[0].dtype != a[1].dtype)
         return fail(err, len, "bad matmul operands %s, %s", tstr(&a[0]), tstr(&a[1]));
     int64_t am = lead_numel(&a[0]), ak = last_dim(&a[0]);
@@ -209,14 +211,14 @@ bool ir_infer_fp8_amax(const ir_module *m, const ir_instr *in, const ir_type *a,
 /* (x, amax f32[1]) -> (q in the format's fp8 dtype, scale_inv f32[1]) */
 bool ir_infer_fp8_quantize(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
-    if (in->attr[0] != IR_FP8_E4M3 && in->attr[0] != IR_FP8_E5M2)
-        return fail(err, len, "fp8_quantize format %g: 0 (E4M3) or 1 (E5M2)", in->attr[0]);
+    if (in->attr[IR_ATTR_FP8_QUANTIZE_FORMAT] != IR_FP8_E4M3 && in->attr[IR_ATTR_FP8_QUANTIZE_FORMAT] != IR_FP8_E5M2)
+        return fail(err, len, "fp8_quantize format %g: 0 (E4M3) or 1 (E5M2)", in->attr[IR_ATTR_FP8_QUANTIZE_FORMAT]);
     if (!ir_infer_fp8_amax(m, in, a, r, err, len))
         return false;
     if (a[1].dtype != IR_F32 || ir_numel(&a[1]) != 1)
         return fail(err, len, "fp8_quantize's amax operand: f32[1], got %s", tstr(&a[1]));
     r[0] = a[0];
-    r[0].dtype = ir_fp8_dtype((ir_fp8_format)in->attr[0]);
+    r[0].dtype = ir_fp8_dtype((ir_fp8_format)in->attr[IR_ATTR_FP8_QUANTIZE_FORMAT]);
     int64_t one = 1;
     r[1] = ir_tensor(IR_F32, 1, &one);
     return true;
@@ -398,20 +400,23 @@ bool ir_infer_embedding_grad(const ir_module *m, const ir_instr *in, const ir_ty
 {
     if (a[1].dtype != IR_I32 || a[0].ndim != a[1].ndim + 1)
         return fail(err, len, "embedding_grad wants dy[*,d] and ids[*], got %s, %s", tstr(&a[0]), tstr(&a[1]));
-    int64_t dims[2] = {(int64_t)in->attr[0], last_dim(&a[0])};
+    int64_t dims[2] = {(int64_t)in->attr[IR_ATTR_EMBEDDING_GRAD_VOCAB], last_dim(&a[0])};
     if (dims[0] <= 0)
         return fail(err, len, "embedding_grad needs vocab > 0");
     r[0] = ir_tensor(a[0].dtype, 2, dims);
     return true;
 }
 
-/* The positions a pos_add (attributes offset, extent, cp at attr[0..2]) of x[B,T,d] reads: x's
+/* The positions a position op in (its offset, extent, cp: ir_pos_attrs) of x[B,T,d] reads: x's
  * tokens are [offset, offset + T) of extent (0: T), with cp > 1 a cp rank's balanced chunks of
  * the cp extent-token whole. Returns how many table rows they need, or -1 if they do not fit. */
-static int64_t pos_add_span(const double *attr, int64_t T)
+static int64_t pos_add_span(const ir_instr *in, int64_t T)
 {
-    int64_t offset = (int64_t)attr[0], extent = attr[1] > 0 ? (int64_t)attr[1] : T, cp = attr[2] > 1 ? (int64_t)attr[2] : 1;
-    if (offset < 0 || (attr[1] > 0 && offset + T > extent))
+    const double *a = ir_pos_attrs(in);
+    double whole = a[IR_ATTR_POS_ADD_EXTENT];
+    int64_t offset = (int64_t)a[IR_ATTR_POS_ADD_OFFSET], extent = whole > 0 ? (int64_t)whole : T,
+            cp = a[IR_ATTR_POS_ADD_CP] > 1 ? (int64_t)a[IR_ATTR_POS_ADD_CP] : 1;
+    if (offset < 0 || (whole > 0 && offset + T > extent))
         return -1;
     return cp > 1 ? cp * extent : offset + T;
 }
@@ -420,10 +425,11 @@ bool ir_infer_pos_add(const ir_module *m, const ir_instr *in, const ir_type *a, 
 {
     if (!need_ndim(&a[0], 3, "pos_add input", err, len) || !need_ndim(&a[1], 2, "position table", err, len))
         return false;
-    int64_t span = pos_add_span(in->attr, a[0].dims[1]);
+    int64_t span = pos_add_span(in, a[0].dims[1]);
     if (span < 0 || a[1].dims[0] < span || a[1].dims[1] != a[0].dims[2])
         return fail(err, len, "position table %s cannot cover %s from position %g of %g (cp %g)", tstr(&a[1]),
-                    tstr(&a[0]), in->attr[0], in->attr[1], in->attr[2]);
+                    tstr(&a[0]), in->attr[IR_ATTR_POS_ADD_OFFSET], in->attr[IR_ATTR_POS_ADD_EXTENT],
+                    in->attr[IR_ATTR_POS_ADD_CP]);
     r[0] = a[0];
     return true;
 }
@@ -432,10 +438,12 @@ bool ir_infer_pos_add_grad(const ir_module *m, const ir_instr *in, const ir_type
 {
     if (!need_ndim(&a[0], 3, "pos_add_grad input", err, len))
         return false;
-    int64_t dims[2] = {(int64_t)in->attr[0], a[0].dims[2]}, span = pos_add_span(in->attr + 1, a[0].dims[1]);
+    int64_t dims[2] = {(int64_t)in->attr[IR_ATTR_POS_ADD_GRAD_POSITIONS], a[0].dims[2]};
+    int64_t span = pos_add_span(in, a[0].dims[1]);
     if (span < 0 || dims[0] < span)
         return fail(err, len, "positions %lld cannot hold a sequence of %lld from position %g of %g (cp %g)",
-                    (long long)dims[0], (long long)a[0].dims[1], in->attr[1], in->attr[2], in->attr[3]);
+                    (long long)dims[0], (long long)a[0].dims[1], in->attr[IR_ATTR_POS_ADD_GRAD_OFFSET],
+                    in->attr[IR_ATTR_POS_ADD_GRAD_EXTENT], in->attr[IR_ATTR_POS_ADD_GRAD_CP]);
     r[0] = ir_tensor(a[0].dtype, 2, dims);
     return true;
 }
@@ -508,8 +516,8 @@ static bool check_qkv(const ir_type *q, const ir_type *k, const ir_type *v, int6
  * holds. cp > 1: q holds two equal chunks; ring = 1 needs cp > 1 and a shift below it. */
 static bool cp_kv_ranks(const ir_instr *in, const ir_type *q, int64_t *kv_ranks, char *err, size_t len)
 {
-    const double *a = in->attr + ir_attr_index(in->op, "cp");
-    double cp = a[0], ring = a[2], shift = a[3];
+    const double *a = ir_attention_attrs(in);
+    double cp = a[IR_ATTR_ATTENTION_CP], ring = a[IR_ATTR_ATTENTION_RING], shift = a[IR_ATTR_ATTENTION_SHIFT];
     *kv_ranks = 1;
     if (cp > 1 && q->ndim >= 2 && q->dims[1] % 2)
         return fail(err, len, "q %s under context parallelism (cp=%g) holds two equal chunks: its T must be even",
@@ -577,7 +585,8 @@ static bool check_attention_dropout(const ir_instr *in, const ir_type *q, const 
 {
     if (!check_dropout_key(in, err, len) || !check_first_sample(first, err, len))
         return false;
-    double head_offset = in->attr[3], heads = in->attr[4];
+    double head_offset = in->attr[IR_ATTR_ATTENTION_DROPOUT_HEAD_OFFSET];
+    double heads = in->attr[IR_ATTR_ATTENTION_DROPOUT_HEADS];
     if (!whole_in(head_offset, 1e9) || !whole_in(heads, 1e9) || head_offset + (double)q->dims[2] > heads)
         return fail(err, len, "%s: the heads of q %s from head_offset %g exceed heads %g", ir_ops[in->op].name, tstr(q),
                     head_offset, heads);
@@ -637,11 +646,11 @@ bool ir_infer_cross_entropy_with_grad(const ir_module *m, const ir_instr *in, co
 /* The collective's mesh axis (attribute 0), or IR_AXIS_NONE with err set. */
 static ir_axis need_axis(const ir_instr *in, char *err, size_t len)
 {
-    int axis = (int)in->attr[0];
+    int axis = (int)in->attr[IR_ATTR_AXIS];
     if (axis > IR_AXIS_NONE && axis < IR_NUM_AXES)
         return (ir_axis)axis;
     fail(err, len, "%s needs a mesh axis (1 dp .. %d %s), got %g", ir_ops[in->op].name, IR_NUM_AXES - 1,
-         ir_axis_name(IR_NUM_AXES - 1), in->attr[0]);
+         ir_axis_name(IR_NUM_AXES - 1), in->attr[IR_ATTR_AXIS]);
     return IR_AXIS_NONE;
 }
 
@@ -656,10 +665,11 @@ bool ir_infer_cp_all_to_all(const ir_module *m, const ir_instr *in, const ir_typ
         !need_float(&a[0], "cp_all_to_all operand", err, len))
         return false;
     int64_t n = axis_ranks(m, axis);
-    bool heads = in->attr[1] != 0;
+    double heads_attr = in->attr[IR_ATTR_CP_ALL_TO_ALL_HEADS];
+    bool heads = heads_attr != 0;
     int64_t split = heads ? a[0].dims[2] : a[0].dims[1], chunks = heads ? 2 : 2 * n;
     if (n < 1 || split % n || (heads ? a[0].dims[1] : a[0].dims[1] / n) % 2 || a[0].dims[1] % chunks)
-        return fail(err, len, "cp_all_to_all {heads=%g} over %lld %s ranks: %s does not split into them", in->attr[1],
+        return fail(err, len, "cp_all_to_all {heads=%g} over %lld %s ranks: %s does not split into them", heads_attr,
                     (long long)n, ir_axis_name(axis), tstr(&a[0]));
     r[0] = ir_tensor(a[0].dtype, 4, a[0].dims);
     r[0].dims[1] = heads ? a[0].dims[1] * n : a[0].dims[1] / n;
@@ -716,9 +726,9 @@ static bool seq_operand(const ir_module *m, const ir_instr *in, const ir_type *a
 /* The dimension a sequence collective splits: 1, the sequence, or with attribute batch = 1, 0. */
 static bool seq_dim(const ir_instr *in, int *dim, char *err, size_t len)
 {
-    if (in->attr[2] != 0 && in->attr[2] != 1)
+    if (in->attr[IR_ATTR_BATCH] != 0 && in->attr[IR_ATTR_BATCH] != 1)
         return fail(err, len, "%s: batch must be 0 (split the sequence) or 1 (split the batch rows), got %g",
-                    ir_ops[in->op].name, in->attr[2]);
+                    ir_ops[in->op].name, in->attr[IR_ATTR_BATCH]);
     *dim = ir_seq_dim(in);
     return true;
 }
@@ -745,7 +755,7 @@ bool ir_infer_seq_scatter(const ir_module *m, const ir_instr *in, const ir_type 
                     tstr(&a[0]), (long long)n);
     r[0] = ir_tensor(a[0].dtype, a[0].ndim, a[0].dims);
     r[0].dims[dim] /= n;
-    ir_shard_push(&r[0], dim, (ir_axis)in->attr[0]);
+    ir_shard_push(&r[0], dim, (ir_axis)in->attr[IR_ATTR_AXIS]);
     return true;
 }
 
@@ -757,7 +767,7 @@ static bool seq_matmul_operands(const ir_module *m, const ir_instr *in, const ir
     if (!seq_operand(m, in, a, false, n, err, len) || !seq_dim(in, dim, err, len))
         return false;
     const ir_type *w = &a[1];
-    bool tb = in->attr[1] != 0;
+    bool tb = in->attr[IR_ATTR_ALL_GATHER_MATMUL_TB] != 0;
     if (w->ndim != 2 || w->dtype != a[0].dtype || (tb ? w->dims[1] : w->dims[0]) != a[0].dims[a[0].ndim - 1])
         return fail(err, len, "%s: %s does not multiply %s (tb=%d)", ir_ops[in->op].name, tstr(w), tstr(&a[0]), tb);
     *cols = tb ? w->dims[0] : w->dims[1];
@@ -797,7 +807,7 @@ bool ir_infer_matmul_scatter(const ir_module *m, const ir_instr *in, const ir_ty
     r[0] = ir_tensor(y.dtype, y.ndim + 1, dims);
     r[1] = y;
     r[1].dims[dim] /= n;
-    ir_shard_push(&r[1], dim, (ir_axis)in->attr[0]);
+    ir_shard_push(&r[1], dim, (ir_axis)in->attr[IR_ATTR_AXIS]);
     return true;
 }
 
@@ -838,13 +848,13 @@ bool ir_infer_all_to_all_v(const ir_module *m, const ir_instr *in, const ir_type
     ir_axis axis = need_axis(in, err, len);
     if (axis == IR_AXIS_NONE || !need_float(&a[0], "all_to_all_v's rows", err, len))
         return false;
-    int64_t rows = (int64_t)in->attr[1], n = axis_ranks(m, axis);
-    if (in->attr[2] < 0)
+    int64_t rows = (int64_t)in->attr[IR_ATTR_ALL_TO_ALL_V_ROWS], n = axis_ranks(m, axis);
+    if (in->attr[IR_ATTR_ALL_TO_ALL_V_CAPACITY] < 0)
         return fail(err, len, "all_to_all_v's capacity=%g: 0 (rows is the exact worst case) or the capacity factor "
-                    "that sized rows", in->attr[2]);
-    if (a[0].ndim < 1 || rows < 1 || rows != in->attr[1])
+                    "that sized rows", in->attr[IR_ATTR_ALL_TO_ALL_V_CAPACITY]);
+    if (a[0].ndim < 1 || rows < 1 || rows != in->attr[IR_ATTR_ALL_TO_ALL_V_ROWS])
         return fail(err, len, "all_to_all_v sends the rows of %s into room for rows=%g: both need rows", tstr(&a[0]),
-                    in->attr[1]);
+                    in->attr[IR_ATTR_ALL_TO_ALL_V_ROWS]);
     if (a[1].ndim != 2 || a[1].dims[0] != n || (a[1].dtype != IR_I32 && a[1].dtype != IR_I64))
         return fail(err, len, "all_to_all_v over %s wants splits i32|i64[%lld, S] (a row of runs for each of its %lld "
                     "ranks), got %s", ir_axis_name(axis), (long long)n, (long long)n, tstr(&a[1]));
@@ -984,7 +994,7 @@ static bool check_router(const ir_instr *in, const ir_type *logits, char *err, s
 {
     if (!need_matrix(logits, "router logits [N,E]", err, len))
         return false;
-    double k = in->attr[0], score = in->attr[1];
+    double k = in->attr[IR_ATTR_MOE_ROUTE_TOPK], score = in->attr[IR_ATTR_MOE_ROUTE_SCORE];
     if (!whole_in(k, (double)logits->dims[1]) || k < 1)
         return fail(err, len, "topk %.10g must be a whole number in [1, %lld], the experts of logits %s", k,
                     (long long)logits->dims[1], tstr(logits));
@@ -1021,10 +1031,10 @@ bool ir_infer_moe_route(const ir_module *m, const ir_instr *in, const ir_type *a
         return false;
     if (in->nargs == 2 && (!need_expert_bias(in, &a[1], a[0].dims[1], err, len)))
         return false;
-    if (in->nargs == 2 && in->attr[1] != 1)
+    if (in->nargs == 2 && in->attr[IR_ATTR_MOE_ROUTE_SCORE] != 1)
         return fail(err, len, "moe_route with an expert bias takes sigmoid scores (score 1), got score %.10g",
-                    in->attr[1]);
-    int64_t dims[2] = {a[0].dims[0], (int64_t)in->attr[0]};
+                    in->attr[IR_ATTR_MOE_ROUTE_SCORE]);
+    int64_t dims[2] = {a[0].dims[0], (int64_t)in->attr[IR_ATTR_MOE_ROUTE_TOPK]};
     r[0] = ir_tensor(a[0].dtype, 2, dims);
     r[1] = ir_tensor(IR_I32, 2, dims);
     return true;
@@ -1057,7 +1067,7 @@ bool ir_infer_moe_bias_update(const ir_module *m, const ir_instr *in, const ir_t
 bool ir_infer_moe_route_grad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
                              size_t len)
 {
-    if (!check_router(in, &a[1], err, len) || !check_ids(&a[2], &a[1], in->attr[0], err, len))
+    if (!check_router(in, &a[1], err, len) || !check_ids(&a[2], &a[1], in->attr[IR_ATTR_MOE_ROUTE_GRAD_TOPK], err, len))
         return false;
     if (!need_matrix(&a[0], "dw [N,k]", err, len) || !same_shape(&a[0], &a[2]))
         return fail(err, len, "dw %s must be [N,k] as the ids %s", tstr(&a[0]), tstr(&a[2]));
@@ -1073,14 +1083,16 @@ bool ir_infer_moe_capacity(const ir_module *m, const ir_instr *in, const ir_type
         return false;
     if (!same_shape(&a[0], &a[1]) || !same_shape(&a[0], &a[2]))
         return fail(err, len, "moe_capacity's x %s, weights %s and ids %s differ", tstr(&a[0]), tstr(&a[1]), tstr(&a[2]));
-    if (!whole_in(in->attr[0], 1e12) || (in->attr[1] != 0 && in->attr[1] != 1))
+    double capacity = in->attr[IR_ATTR_MOE_CAPACITY_CAPACITY], policy = in->attr[IR_ATTR_MOE_CAPACITY_POLICY];
+    if (!whole_in(capacity, 1e12) || (policy != 0 && policy != 1))
         return fail(err, len, "moe_capacity wants a whole capacity and policy 0 (probs) or 1 (position), got %.10g, %.10g",
-                    in->attr[0], in->attr[1]);
-    int64_t cp = (int64_t)in->attr[2], seq = (int64_t)in->attr[3];
-    if (in->attr[2] > 1 && (!whole_in(in->attr[2], 1 << 20) || !whole_in(in->attr[3], 1e12) || seq % (2 * cp) ||
-                            a[0].dims[0] % seq))
+                    capacity, policy);
+    double cp_attr = in->attr[IR_ATTR_MOE_CAPACITY_CP], seq_attr = in->attr[IR_ATTR_MOE_CAPACITY_SEQ];
+    int64_t cp = (int64_t)cp_attr, seq = (int64_t)seq_attr;
+    if (cp_attr > 1 && (!whole_in(cp_attr, 1 << 20) || !whole_in(seq_attr, 1e12) || seq % (2 * cp) ||
+                        a[0].dims[0] % seq))
         return fail(err, len, "moe_capacity over cp %.10g wants rows %s of whole sequences of seq=%.10g tokens, a "
-                    "multiple of 2 cp", in->attr[2], tstr(&a[0]), in->attr[3]);
+                    "multiple of 2 cp", cp_attr, tstr(&a[0]), seq_attr);
     r[0] = a[0];
     return true;
 }
@@ -1094,9 +1106,9 @@ bool ir_infer_moe_sort(const ir_module *m, const ir_instr *in, const ir_type *a,
     if (in->nargs == 2 && (!same_shape(&a[1], &a[0]) || (a[1].dtype != IR_F32 && a[1].dtype != IR_BF16)))
         return fail(err, len, "moe_sort's kept weights %s must be f32 or bf16 [N,k] as the ids %s", tstr(&a[1]),
                     tstr(&a[0]));
-    if (!whole_in(in->attr[0], 1e9) || in->attr[0] < 1)
-        return fail(err, len, "experts %.10g must be a whole number >= 1", in->attr[0]);
-    int64_t n = ir_numel(&a[0]), e = (int64_t)in->attr[0];
+    if (!whole_in(in->attr[IR_ATTR_MOE_SORT_EXPERTS], 1e9) || in->attr[IR_ATTR_MOE_SORT_EXPERTS] < 1)
+        return fail(err, len, "experts %.10g must be a whole number >= 1", in->attr[IR_ATTR_MOE_SORT_EXPERTS]);
+    int64_t n = ir_numel(&a[0]), e = (int64_t)in->attr[IR_ATTR_MOE_SORT_EXPERTS];
     r[0] = ir_tensor(IR_I32, 1, &n);
     r[1] = ir_tensor(IR_I32, 1, &e);
     return true;
@@ -1168,7 +1180,7 @@ bool ir_infer_moe_grouped_matmul(const ir_module *m, const ir_instr *in, const i
         !need_ndim(&a[1], 3, "expert weights [E,F,K]", err, len) || !need_float(&a[1], "expert weights", err, len) ||
         !need_i32(&a[2], 1, "counts [E]", err, len))
         return false;
-    bool tb = in->attr[0] != 0;
+    bool tb = in->attr[IR_ATTR_MOE_GROUPED_MATMUL_TB] != 0;
     int64_t k = a[1].dims[tb ? 2 : 1], f = a[1].dims[tb ? 1 : 2];
     if (a[2].dims[0] != a[1].dims[0] || a[0].dims[1] != k)
         return fail(err, len, "grouped matmul of x %s by %s expert weights %s with counts %s: the experts or the "
@@ -1202,9 +1214,9 @@ bool ir_infer_moe_grouped_wgrad_accumulate(const ir_module *m, const ir_instr *i
 /* The aux loss's logits[N,E], ids[N,k] and seq: 0, or the tokens of a sequence (a whole divisor of N) */
 static bool check_aux_loss(const ir_instr *in, const ir_type *logits, const ir_type *ids, char *err, size_t len)
 {
-    if (!check_router(in, logits, err, len) || !check_ids(ids, logits, in->attr[0], err, len))
+    if (!check_router(in, logits, err, len) || !check_ids(ids, logits, in->attr[IR_ATTR_MOE_AUX_LOSS_TOPK], err, len))
         return false;
-    double seq = in->attr[2];
+    double seq = in->attr[IR_ATTR_MOE_AUX_LOSS_SEQ];
     if (seq != 0 && (!whole_in(seq, (double)logits->dims[0]) || seq < 1 || logits->dims[0] % (int64_t)seq))
         return fail(err, len, "seq %.10g must be 0 (one loss over all tokens) or the tokens of a sequence, a whole "
                     "divisor of the %lld rows of logits %s", seq, (long long)logits->dims[0], tstr(logits));

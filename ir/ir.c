@@ -2,6 +2,7 @@
 #include "ir.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,35 +18,92 @@
 #include "ops.def"
 #undef X
 
+/* Each op's attribute list as ops.def spells it, "CP, CP_RANK"; the text form's names are these
+ * in lower case. */
+#define ATTR_TEXT(...) #__VA_ARGS__
 static const char *const op_attr_specs[IR_NUM_OPS] = {
-#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad, shard) [IR_OP_##id] = attrs,
+#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad, shard) [IR_OP_##id] = ATTR_TEXT attrs,
+#include "ops.def"
+#undef X
+};
+#undef ATTR_TEXT
+#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad, shard) \
+    _Static_assert(IR_NATTRS_##id <= IR_MAX_ATTRS, "ops.def: " text " has more than IR_MAX_ATTRS attributes");
+#include "ops.def"
+#undef X
+
+ir_op_info ir_ops[IR_NUM_OPS] = {
+#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad, shard) \
+    [IR_OP_##id] = {text, nargs, nres, inplace, flags, {0}, 0, infer, grad, IR_SHARD_##shard, -1},
 #include "ops.def"
 #undef X
 };
 
-ir_op_info ir_ops[IR_NUM_OPS] = {
-#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad, shard) [IR_OP_##id] = {text, nargs, nres, inplace, flags, {0}, 0, infer, grad, IR_SHARD_##shard},
-#include "ops.def"
-#undef X
-};
+/* The families whose code indexes one op's names for all (ir.h) */
+#define SAME_ATTR(a, b) _Static_assert((int)IR_ATTR_##a == (int)IR_ATTR_##b, "ops.def: " #a " and " #b " must match");
+#define SAME_AXIS(op) SAME_ATTR(AXIS, op##_AXIS)
+SAME_AXIS(ALL_GATHER_SEQ) SAME_AXIS(REDUCE_SCATTER_SEQ) SAME_AXIS(ALL_GATHER_MATMUL) SAME_AXIS(MATMUL_REDUCE_SCATTER)
+SAME_AXIS(MATMUL_ADD_REDUCE_SCATTER) SAME_AXIS(ALL_REDUCE_INPLACE) SAME_AXIS(REDUCE_SCATTER) SAME_AXIS(ALL_GATHER)
+SAME_AXIS(ALL_TO_ALL_V) SAME_AXIS(RING_SHIFT) SAME_AXIS(CP_ALL_TO_ALL) SAME_AXIS(LOCAL_SHARD) SAME_AXIS(LOCAL_SLICE_SEQ)
+SAME_ATTR(BATCH, REDUCE_SCATTER_SEQ_BATCH) SAME_ATTR(BATCH, LOCAL_SLICE_SEQ_BATCH)
+SAME_ATTR(BATCH, ALL_GATHER_MATMUL_BATCH) SAME_ATTR(BATCH, MATMUL_REDUCE_SCATTER_BATCH)
+SAME_ATTR(BATCH, MATMUL_ADD_REDUCE_SCATTER_BATCH)
+SAME_ATTR(SEQ_OVERLAP, REDUCE_SCATTER_SEQ_OVERLAP) SAME_ATTR(SEQ_OVERLAP, LOCAL_SLICE_SEQ_OVERLAP)
+#define SAME_MATMUL(op) SAME_ATTR(TA, op##_TA) SAME_ATTR(TB, op##_TB)
+SAME_MATMUL(MATMUL_BIAS) SAME_MATMUL(MATMUL_ACCUMULATE) SAME_MATMUL(MATMUL_ADD) SAME_MATMUL(MATMUL_BIAS_ADD)
+SAME_MATMUL(MATMUL_BIAS_GELU) SAME_MATMUL(MATMUL_DGELU_BGRAD) SAME_MATMUL(FP8_MATMUL)
+SAME_ATTR(TB, ALL_GATHER_MATMUL_TB) SAME_ATTR(TB, MATMUL_REDUCE_SCATTER_TB) SAME_ATTR(TB, MATMUL_ADD_REDUCE_SCATTER_TB)
+#define SAME_KEY(op) SAME_ATTR(DROPOUT_P, op##_P) SAME_ATTR(DROPOUT_SEED, op##_SEED) SAME_ATTR(DROPOUT_SITE, op##_SITE)
+SAME_KEY(ATTENTION_DROPOUT) SAME_KEY(ATTENTION_DROPOUT_GRAD)
+#define SAME_ATTENTION(a, b)                                                                                \
+    SAME_ATTR(a##_CP, b##_CP) SAME_ATTR(a##_CP_RANK, b##_CP_RANK) SAME_ATTR(a##_RING, b##_RING)             \
+    SAME_ATTR(a##_SHIFT, b##_SHIFT)
+SAME_ATTENTION(ATTENTION, ATTENTION_GRAD) SAME_ATTENTION(ATTENTION_DROPOUT, ATTENTION_DROPOUT_GRAD)
+SAME_ATTR(ATTENTION_DROPOUT_HEAD_OFFSET, ATTENTION_DROPOUT_GRAD_HEAD_OFFSET)
+SAME_ATTR(ATTENTION_DROPOUT_HEADS, ATTENTION_DROPOUT_GRAD_HEADS)
+#define SAME_ROUTER(op) SAME_ATTR(MOE_ROUTE_TOPK, op##_TOPK) SAME_ATTR(MOE_ROUTE_SCORE, op##_SCORE)
+SAME_ROUTER(MOE_ROUTE_GRAD) SAME_ROUTER(MOE_AUX_LOSS) SAME_ROUTER(MOE_AUX_LOSS_GRAD)
+SAME_ATTR(MOE_ROUTE_PRE_SOFTMAX, MOE_ROUTE_GRAD_PRE_SOFTMAX) SAME_ATTR(MOE_ROUTE_SCALING, MOE_ROUTE_GRAD_SCALING)
+SAME_ATTR(EPS, LAYERNORM_GRAD_EPS) SAME_ATTR(EPS, LAYERNORM_GRAD_ADD_EPS) SAME_ATTR(EPS, RMSNORM_EPS)
+SAME_ATTR(EPS, RMSNORM_GRAD_EPS) SAME_ATTR(EPS, RMSNORM_GRAD_ADD_EPS)
+SAME_ATTR(SCALAR, FILL_VALUE)
+SAME_ATTR(MOE_AUX_LOSS_SEQ, MOE_AUX_LOSS_GRAD_SEQ)
+/* ir_attention_attrs: the dropout twins' cp, cp_rank, ring, shift in attention's order */
+SAME_ATTR(ATTENTION_CP_RANK - IR_ATTR_ATTENTION_CP, ATTENTION_DROPOUT_CP_RANK - IR_ATTR_ATTENTION_DROPOUT_CP)
+SAME_ATTR(ATTENTION_RING - IR_ATTR_ATTENTION_CP, ATTENTION_DROPOUT_RING - IR_ATTR_ATTENTION_DROPOUT_CP)
+SAME_ATTR(ATTENTION_SHIFT - IR_ATTR_ATTENTION_CP, ATTENTION_DROPOUT_SHIFT - IR_ATTR_ATTENTION_DROPOUT_CP)
+/* ir_pos_attrs: pos_add_grad's offset, extent, cp, cp_rank in pos_add's order */
+SAME_ATTR(POS_ADD_EXTENT - IR_ATTR_POS_ADD_OFFSET, POS_ADD_GRAD_EXTENT - IR_ATTR_POS_ADD_GRAD_OFFSET)
+SAME_ATTR(POS_ADD_CP - IR_ATTR_POS_ADD_OFFSET, POS_ADD_GRAD_CP - IR_ATTR_POS_ADD_GRAD_OFFSET)
+SAME_ATTR(POS_ADD_CP_RANK - IR_ATTR_POS_ADD_OFFSET, POS_ADD_GRAD_CP_RANK - IR_ATTR_POS_ADD_GRAD_OFFSET)
+#undef SAME_ROUTER
+#undef SAME_ATTENTION
+#undef SAME_KEY
+#undef SAME_MATMUL
+#undef SAME_AXIS
+#undef SAME_ATTR
 
 static bool ops_ready;
 
-/* Splits each "a,b" attribute list once; the names point into a static copy. */
+/* Splits each "A, B" attribute list once into lower-case names; they point into a static copy. */
 void ir_ops_init(void)
 {
     if (ops_ready)
         return;
     for (int op = 0; op < IR_NUM_OPS; op++) {
         char *copy = strdup(op_attr_specs[op]);
+        for (char *c = copy; *c; c++)
+            *c = (char)tolower((unsigned char)*c);
         int n = 0;
-        for (char *tok = strtok(copy, ","); tok && n < IR_MAX_ATTRS; tok = strtok(NULL, ","))
+        for (char *tok = strtok(copy, ", "); tok && n < IR_MAX_ATTRS; tok = strtok(NULL, ", "))
             ir_ops[op].attr_names[n++] = tok;
         ir_ops[op].nattrs = n;
         if (!n)
             free(copy);
     }
     ops_ready = true;
+    for (int op = 0; op < IR_NUM_OPS; op++)
+        ir_ops[op].axis_attr = ir_attr_index(op, "axis");
 }
 
 int ir_op_by_name(const char *name)
@@ -298,10 +356,11 @@ void ir_map_results(ir_func *dst, const ir_func *src, const ir_instr *in, int r,
 
 bool ir_on_comm_stream(const ir_instr *in)
 {
-    return ir_overlapped(in) || (in->op == IR_OP_ALL_REDUCE_INPLACE && in->attr[1] != 0);
+    bool bucket = in->op == IR_OP_ALL_REDUCE_INPLACE && in->attr[IR_ATTR_ALL_REDUCE_INPLACE_OVERLAP] != 0;
+    return ir_overlapped(in) || bucket;
 }
 
-int ir_seq_dim(const ir_instr *in) { return in->attr[2] != 0 ? 0 : 1; }
+int ir_seq_dim(const ir_instr *in) { return in->attr[IR_ATTR_BATCH] != 0 ? 0 : 1; }
 
 int ir_placement_dim(ir_placement place, int ndim)
 {
@@ -319,7 +378,7 @@ int64_t ir_view_offset_in(const ir_instr *in, const ir_type *operand)
 {
     if (in->op != IR_OP_ROWS)
         return 0;
-    return (int64_t)in->attr[0] * (int64_t)(ir_bytes(operand) / (size_t)operand->dims[0]);
+    return (int64_t)in->attr[IR_ATTR_ROWS_FIRST] * (int64_t)(ir_bytes(operand) / (size_t)operand->dims[0]);
 }
 
 int64_t ir_view_offset(const ir_func *f, const ir_instr *in) { return ir_view_offset_in(in, &f->vals[in->args[0]].type); }
@@ -990,18 +1049,18 @@ int ir_scale(ir_module *m, ir_func *f, int a, double factor)
 int ir_matmul(ir_module *m, ir_func *f, int a, int b, bool ta, bool tb)
 {
     int args[2] = {a, b};
-    double attrs[2] = {ta, tb};
+    double attrs[IR_NATTRS_MATMUL] = {[IR_ATTR_MATMUL_TA] = ta, [IR_ATTR_MATMUL_TB] = tb};
     return ir_emit(m, f, IR_OP_MATMUL, args, 2, attrs, NULL, NULL);
 }
 
 int ir_fp8_quantize(ir_module *m, ir_func *f, int x, int history, bool fold, ir_fp8_format format)
 {
-    double attrs[2] = {format, 0};
+    double attrs[IR_NATTRS_FP8_QUANTIZE] = {[IR_ATTR_FP8_QUANTIZE_FORMAT] = format};
     int amax = history >= 0 ? -1 : ir_emit(m, f, IR_OP_FP8_AMAX, &x, 1, NULL, NULL, NULL);
     if (history >= 0) {
         double algo = ir_cfg_choice(m, IR_CFG_FP8_AMAX_COMPUTE_ALGO); /* ORDER ir_amax_algo */
         amax = ir_emit(m, f, IR_OP_FP8_HISTORY_AMAX, &history, 1, &algo, NULL, NULL);
-        attrs[1] = (double)ir_cfg_int(m, IR_CFG_FP8_MARGIN);
+        attrs[IR_ATTR_FP8_QUANTIZE_MARGIN] = (double)ir_cfg_int(m, IR_CFG_FP8_MARGIN);
     }
     if (history >= 0 && fold) {
         int fold_args[2] = {history, ir_emit(m, f, IR_OP_FP8_AMAX, &x, 1, NULL, NULL, NULL)};
@@ -1015,7 +1074,9 @@ int ir_fp8_matmul(ir_module *m, ir_func *f, int qa, int qb, bool ta, bool tb, ir
                   int dy_history)
 {
     int args[5] = {qa, qa + 1, qb, qb + 1, dy_history};
-    double attrs[4] = {ta, tb, grad_format, wgrad};
+    double attrs[IR_NATTRS_FP8_MATMUL] = {[IR_ATTR_FP8_MATMUL_TA] = ta, [IR_ATTR_FP8_MATMUL_TB] = tb,
+                                          [IR_ATTR_FP8_MATMUL_GRAD_FORMAT] = grad_format,
+                                          [IR_ATTR_FP8_MATMUL_WGRAD] = wgrad};
     return ir_emit(m, f, IR_OP_FP8_MATMUL, args, dy_history >= 0 ? 5 : 4, attrs, NULL, NULL);
 }
 
@@ -1030,7 +1091,8 @@ bool ir_has_collective(const ir_module *m, ir_axis axis, unsigned flag)
     for (int f = 0; f < m->nfuncs; f++)
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
             const ir_instr *in = &m->funcs[f]->instrs[i];
-            if (ir_op_has(in->op, IR_OPF_COLLECTIVE) && ir_op_has(in->op, flag) && (ir_axis)in->attr[0] == axis)
+            bool over = ir_op_has(in->op, IR_OPF_COLLECTIVE) && (ir_axis)in->attr[IR_ATTR_AXIS] == axis;
+            if (over && ir_op_has(in->op, flag))
                 return true;
         }
     return false;
@@ -1042,7 +1104,7 @@ static double matmul_macs(const ir_func *f, const ir_instr *in, int ia, int ib)
 {
     const ir_type *a = &f->vals[in->args[ia]].type, *b = &f->vals[in->args[ib]].type;
     double na = (double)ir_numel(a), last = (double)a->dims[a->ndim - 1];
-    double contracted = in->attr[0] != 0 ? na / last : last;
+    double contracted = in->attr[IR_ATTR_TA] != 0 ? na / last : last;
     return na * (double)ir_numel(b) / contracted;
 }
 
@@ -1059,7 +1121,8 @@ static double grouped_rows(const ir_func *f, const ir_instr *in, int first)
         rows = sent < rows ? sent : rows;
     } else if (src->op == IR_OP_MOE_SORT && src->nargs == 2) {
         const ir_instr *cap = &f->instrs[f->vals[src->args[1]].def];
-        double kept = cap->op == IR_OP_MOE_CAPACITY ? cap->attr[0] * (double)f->vals[src->res[1]].type.dims[0] : rows;
+        double experts = (double)f->vals[src->res[1]].type.dims[0];
+        double kept = cap->op == IR_OP_MOE_CAPACITY ? cap->attr[IR_ATTR_MOE_CAPACITY_CAPACITY] * experts : rows;
         rows = kept < rows ? kept : rows;
     }
     return rows;

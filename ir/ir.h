@@ -46,6 +46,48 @@ typedef enum {
     IR_NUM_OPS
 } ir_op;
 
+/* Each op's attribute positions, from its ops.def row (ATTRS): IR_ATTR_<ID>_<NAME> indexes
+ * ir_instr.attr[] (IR_ATTR_ROPE_CP is rope's cp, 2), IR_NATTRS_<ID> counts them, one anonymous
+ * enum per op. IR_ATTR_EACH_
+ * applies IR_ATTR_ONE_ to each name of a list of up to IR_MAX_ATTRS; __VA_OPT__ (C23's, which
+ * GCC and Clang take in C17) lets a list be empty. */
+#define IR_ATTR_ONE_(op, name) IR_ATTR_##op##_##name,
+#define IR_ATTR_0_(op, ...)
+#define IR_ATTR_1_(op, a, ...) IR_ATTR_ONE_(op, a)
+#define IR_ATTR_2_(op, a, ...) IR_ATTR_ONE_(op, a) IR_ATTR_1_(op, __VA_ARGS__)
+#define IR_ATTR_3_(op, a, ...) IR_ATTR_ONE_(op, a) IR_ATTR_2_(op, __VA_ARGS__)
+#define IR_ATTR_4_(op, a, ...) IR_ATTR_ONE_(op, a) IR_ATTR_3_(op, __VA_ARGS__)
+#define IR_ATTR_5_(op, a, ...) IR_ATTR_ONE_(op, a) IR_ATTR_4_(op, __VA_ARGS__)
+#define IR_ATTR_6_(op, a, ...) IR_ATTR_ONE_(op, a) IR_ATTR_5_(op, __VA_ARGS__)
+#define IR_ATTR_7_(op, a, ...) IR_ATTR_ONE_(op, a) IR_ATTR_6_(op, __VA_ARGS__)
+#define IR_ATTR_8_(op, a, ...) IR_ATTR_ONE_(op, a) IR_ATTR_7_(op, __VA_ARGS__)
+#define IR_ATTR_9_(op, a, ...) IR_ATTR_ONE_(op, a) IR_ATTR_8_(op, __VA_ARGS__)
+#define IR_ATTR_PICK_(_1, _2, _3, _4, _5, _6, _7, _8, _9, each, ...) each
+#define IR_ATTR_EACH_(op, ...)                                                                  \
+    IR_ATTR_PICK_(__VA_ARGS__ __VA_OPT__(,) IR_ATTR_9_, IR_ATTR_8_, IR_ATTR_7_, IR_ATTR_6_,     \
+                  IR_ATTR_5_, IR_ATTR_4_, IR_ATTR_3_, IR_ATTR_2_, IR_ATTR_1_, IR_ATTR_0_)(op, __VA_ARGS__)
+#define IR_ATTR_LIST_(op, attrs) IR_ATTR_EACH_ attrs
+#define IR_ATTR_UNPAREN_(...) __VA_ARGS__
+#define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad, shard) \
+    enum { IR_ATTR_EACH_(id, IR_ATTR_UNPAREN_ attrs) IR_NATTRS_##id };
+#include "ops.def"
+#undef X
+/* Attributes a family of ops keeps at one position, for the code that serves the family (ir.c
+ * asserts every member's): every collective's mesh axis (local_shard's and local_slice_seq's
+ * too), the sequence collectives' batch (ir_seq_dim) and overlap (IR_OPF_SEQ_COLLECTIVE's), every
+ * matmul's ta and tb, every norm's eps, an elementwise op's one attribute (fill's value, scale's
+ * factor). Other shared code indexes by the family's first op: IR_ATTR_DROPOUT_P is
+ * attention_dropout's p too. */
+enum {
+    IR_ATTR_AXIS = IR_ATTR_ALL_REDUCE_AXIS,
+    IR_ATTR_BATCH = IR_ATTR_ALL_GATHER_SEQ_BATCH,
+    IR_ATTR_SEQ_OVERLAP = IR_ATTR_ALL_GATHER_SEQ_OVERLAP,
+    IR_ATTR_TA = IR_ATTR_MATMUL_TA,
+    IR_ATTR_TB = IR_ATTR_MATMUL_TB,
+    IR_ATTR_EPS = IR_ATTR_LAYERNORM_EPS,
+    IR_ATTR_SCALAR = IR_ATTR_SCALE_FACTOR,
+};
+
 /* Where a value lives once the memory plan has run. */
 typedef enum { IR_MEM_NONE, IR_MEM_ARENA, IR_MEM_GLOBAL, IR_MEM_VIEW } ir_mem_kind;
 
@@ -232,11 +274,29 @@ static inline int ir_cp_runs(int64_t first, int64_t n, int64_t local, int n_rank
     return 2;
 }
 
-/* The runs of positions of x[B,T,...]'s tokens from the position ops' attributes offset, extent,
- * cp, cp_rank at attr[0..3] (ops.def pos_add, pos_add_grad from its attr[1]). */
-static inline int ir_pos_runs(const double *attr, int64_t T, ir_cp_run run[2])
+/* An attention op's (attention, attention_grad and their dropout twins) attributes cp, cp_rank,
+ * ring, shift, indexed as attention's (IR_ATTR_ATTENTION_RING): the twins keep them after their
+ * own (ir.c asserts the order). */
+static inline const double *ir_attention_attrs(const ir_instr *in)
 {
-    return ir_cp_runs((int64_t)attr[0], T, attr[1] > 0 ? (int64_t)attr[1] : T, (int)attr[2], (int)attr[3], run);
+    bool twin = in->op == IR_OP_ATTENTION_DROPOUT || in->op == IR_OP_ATTENTION_DROPOUT_GRAD;
+    return in->attr + (twin ? IR_ATTR_ATTENTION_DROPOUT_CP : IR_ATTR_ATTENTION_CP);
+}
+
+/* A position op's (pos_add, pos_add_grad) attributes offset, extent, cp, cp_rank, indexed as
+ * pos_add's: pos_add_grad keeps them one further on, after its positions (ir.c asserts it). */
+static inline const double *ir_pos_attrs(const ir_instr *in)
+{
+    return in->attr + (in->op == IR_OP_POS_ADD_GRAD ? IR_ATTR_POS_ADD_GRAD_OFFSET : IR_ATTR_POS_ADD_OFFSET);
+}
+
+/* The runs of positions of x[B,T,...]'s tokens, from position op in's attributes (ir_pos_attrs). */
+static inline int ir_pos_runs(const ir_instr *in, int64_t T, ir_cp_run run[2])
+{
+    const double *a = ir_pos_attrs(in);
+    double extent = a[IR_ATTR_POS_ADD_EXTENT];
+    return ir_cp_runs((int64_t)a[IR_ATTR_POS_ADD_OFFSET], T, extent > 0 ? (int64_t)extent : T,
+                      (int)a[IR_ATTR_POS_ADD_CP], (int)a[IR_ATTR_POS_ADD_CP_RANK], run);
 }
 
 typedef struct {
@@ -403,12 +463,16 @@ typedef struct {
     ir_infer_fn infer;
     ir_grad_fn grad;
     ir_shard_rule shard;
+    int axis_attr;                  /* its mesh axis attribute's index (IR_ATTR_AXIS), -1 if none: the
+                                       text form names the axis, {axis=tp} */
 } ir_op_info;
 
-extern ir_op_info ir_ops[IR_NUM_OPS]; /* attr_names filled by ir_ops_init() */
-void ir_ops_init(void);             /* splits the attribute strings; idempotent, called by ir_module_new */
+extern ir_op_info ir_ops[IR_NUM_OPS]; /* attr_names and axis_attr filled by ir_ops_init() */
+void ir_ops_init(void);             /* splits the attribute lists; idempotent, called by ir_module_new */
 void ir_grad_none(struct ir_grad_ctx *g, const ir_func *f, const ir_instr *in); /* no gradient rule */
 int ir_op_by_name(const char *name);/* -1 if unknown */
+/* The index of op's attribute `name` (the text form's: the parser's), -1 if none; code knows its
+ * ops' attributes as IR_ATTR_<OP>_<NAME> */
 int ir_attr_index(ir_op op, const char *name);
 /* Whether op has property `flag` (IR_OPF_*). */
 static inline bool ir_op_has(ir_op op, unsigned flag) { return (ir_ops[op].flags & flag) != 0; }

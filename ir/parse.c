@@ -767,6 +767,18 @@ static bool parse_rank_term(parser *p, token key, double *attr, ir_rank_term *t)
     return true;
 }
 
+/* A mesh axis attribute's value by name, {axis=tp} (the printer's; a number is read as any) */
+static bool axis_value(parser *p, token key, const token *val, double *out)
+{
+    char name[8], buf[64], got[64];
+    int axis;
+    if (!tok_cstr(*val, 0, name, sizeof name) || (axis = ir_axis_by_name(name)) <= 0)
+        return fail_at(p, key, "attribute %s: a mesh axis (%s) or its number, got %s", describe(key, buf, sizeof buf),
+                       axis_list(), describe(*val, got, sizeof got));
+    *out = axis;
+    return true;
+}
+
 /* One instruction as read, before it joins its function. */
 typedef struct {
     ir_op op;
@@ -787,9 +799,13 @@ static bool instr_attr(parser *p, void *ctx, token key, const token *val)
 {
     instr_text *it = ctx;
     const ir_op_info *info = &ir_ops[it->op];
-    for (int k = 0; k < info->nattrs; k++)
-        if (tok_is(key, info->attr_names[k]))
-            return need_number(p, key, val, &it->attr[k]) && parse_rank_term(p, key, &it->attr[k], &it->per_rank[k]);
+    for (int k = 0; k < info->nattrs; k++) {
+        if (!tok_is(key, info->attr_names[k]))
+            continue;
+        if (k == info->axis_attr && val && val->kind == TK_IDENT)
+            return axis_value(p, key, val, &it->attr[k]);
+        return need_number(p, key, val, &it->attr[k]) && parse_rank_term(p, key, &it->attr[k], &it->per_rank[k]);
+    }
     char list[128] = "none", buf[64];
     for (int k = 0, len = 0; k < info->nattrs && len < (int)sizeof list; k++)
         len += snprintf(list + len, sizeof list - (size_t)len, "%s%s", k ? ", " : "", info->attr_names[k]);

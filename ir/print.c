@@ -117,7 +117,13 @@ void ir_print_instr_to(ir_buf *b, const ir_func *f, const ir_instr *in)
         ir_buf_printf(b, "%s%%%d", a ? ", " : " ", in->args[a]);
     for (int k = 0; k < info->nattrs; k++) {
         ir_buf_printf(b, "%s%s=", k ? ", " : " {", info->attr_names[k]);
-        print_attr(b, in->attr[k], &in->per_rank[k]);
+        double v = in->attr[k];
+        bool axis = k == info->axis_attr && v > IR_AXIS_NONE && v < IR_NUM_AXES && v == (int)v &&
+                    !ir_rank_term_any(&in->per_rank[k]);
+        if (axis)
+            ir_buf_printf(b, "%s", ir_axis_name((ir_axis)v)); /* {axis=tp}: a number where it is none */
+        else
+            print_attr(b, v, &in->per_rank[k]);
     }
     if (info->nattrs)
         ir_buf_printf(b, "}");

@@ -213,7 +213,7 @@ static void overlap_func(ir_module *m, int fi, double macs_per_byte)
     for (int i = 0; i < dst->ninstrs; i++) {
         ir_instr *in = &dst->instrs[i];
         if (ir_op_has(in->op, IR_OPF_SEQ_COLLECTIVE))
-            in->attr[1] = work_before_use(dst, i, in->res[0]); /* what ir_overlapped reads */
+            in->attr[IR_ATTR_SEQ_OVERLAP] = work_before_use(dst, i, in->res[0]); /* what ir_overlapped reads */
     }
     ir_func_replace(m, fi, dst);
     free(o.after);
@@ -437,7 +437,7 @@ static unsigned *chains_of(const ir_func *f)
         for (int a = 0; a < in->nargs; a++)
             c[j] |= c[f->vals[in->args[a]].def];
         if (in->op == IR_OP_ROWS)
-            c[j] = in->attr[0] == 0 ? 1u : 2u;
+            c[j] = in->attr[IR_ATTR_ROWS_FIRST] == 0 ? 1u : 2u;
     }
     return c;
 }
@@ -511,7 +511,7 @@ static void interleave_func(ir_module *m, int fi, double macs_per_byte)
     for (int i = 0; i < dst->ninstrs; i++) {
         ir_instr *in = &dst->instrs[i];
         if (ir_op_has(in->op, IR_OPF_SEQ_COLLECTIVE))
-            in->attr[1] = work_before_use(dst, i, in->res[0]); /* what ir_overlapped reads */
+            in->attr[IR_ATTR_SEQ_OVERLAP] = work_before_use(dst, i, in->res[0]); /* what ir_overlapped reads */
     }
     fix_first_writes(m, dst);
     ir_func_replace(m, fi, dst);
@@ -676,7 +676,7 @@ static int a2a_rebuild(ir_module *m, int fi, const a2a_moves *v, bool **pinned)
         ir_copy_instr(m, dst, src, &src->instrs[k], map);
     }
     ir_instr *a2a = &dst->instrs[at];
-    int overlap = ir_attr_index(IR_OP_ALL_TO_ALL_V, "overlap");
+    int overlap = IR_ATTR_ALL_TO_ALL_V_OVERLAP;
     a2a->attr[overlap] = 0;
     for (int k = at + 1, end = first_reader_of(dst, at); k < end; k++)
         if (is_work(dst->instrs[k].op))

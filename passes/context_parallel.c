@@ -103,7 +103,8 @@ static void cp_rank_attr(cp_ctx *c, int v, int k) { ir_set_per_rank(c->dst, v, k
 static int moved(cp_ctx *c, int v)
 {
     if (c->moved[v] < 0) {
-        double attrs[3] = {IR_AXIS_CP, c->kv_op == IR_OP_CP_ALL_TO_ALL, 0};
+        double attrs[IR_MAX_ATTRS] = {[IR_ATTR_AXIS] = IR_AXIS_CP,
+                                      [IR_ATTR_CP_ALL_TO_ALL_HEADS] = c->kv_op == IR_OP_CP_ALL_TO_ALL};
         c->moved[v] = ir_emit(c->m, c->dst, c->kv_op, &c->map[v], 1, attrs, NULL, NULL);
     }
     return c->moved[v];
@@ -112,7 +113,7 @@ static int moved(cp_ctx *c, int v)
 /* New value v [B,T,H/cp,D] back to the rank's tokens and every head (a2a) */
 static int to_tokens(cp_ctx *c, int v)
 {
-    double attrs[2] = {IR_AXIS_CP, 0};
+    double attrs[IR_NATTRS_CP_ALL_TO_ALL] = {[IR_ATTR_AXIS] = IR_AXIS_CP, [IR_ATTR_CP_ALL_TO_ALL_HEADS] = 0};
     return ir_emit(c->m, c->dst, IR_OP_CP_ALL_TO_ALL, &v, 1, attrs, NULL, NULL);
 }
 
@@ -123,11 +124,12 @@ static int attention_piece(cp_ctx *c, const ir_instr *in, const int *args, int r
 {
     double attrs[IR_MAX_ATTRS];
     memcpy(attrs, in->attr, sizeof attrs);
-    int at = ir_attr_index(in->op, "cp");
-    attrs[at] = ranked ? c->cp : 0, attrs[at + 1] = 0, attrs[at + 2] = ring, attrs[at + 3] = shift;
+    int at = (int)(ir_attention_attrs(in) - in->attr); /* cp's, and the others' from it as attention's */
+    attrs[at + IR_ATTR_ATTENTION_CP] = ranked ? c->cp : 0, attrs[at + IR_ATTR_ATTENTION_CP_RANK] = 0;
+    attrs[at + IR_ATTR_ATTENTION_RING] = ring, attrs[at + IR_ATTR_ATTENTION_SHIFT] = shift;
     int r = ir_emit(c->m, c->dst, in->op, args, in->nargs, attrs, NULL, NULL);
     if (ranked)
-        cp_rank_attr(c, r, at + 1);
+        cp_rank_attr(c, r, at + IR_ATTR_ATTENTION_CP_RANK);
     return r;
 }
 
@@ -135,7 +137,7 @@ static int attention_piece(cp_ctx *c, const ir_instr *in, const int *args, int r
  * computed before its first use). */
 static int ring_shift(cp_ctx *c, int v)
 {
-    double attrs[2] = {IR_AXIS_CP, 1};
+    double attrs[IR_NATTRS_RING_SHIFT] = {[IR_ATTR_AXIS] = IR_AXIS_CP, [IR_ATTR_RING_SHIFT_OVERLAP] = 1};
     return ir_emit(c->m, c->dst, IR_OP_RING_SHIFT, &v, 1, attrs, NULL, NULL);
 }
 
@@ -143,7 +145,7 @@ static int ring_shift(cp_ctx *c, int v)
  * every token from each rank's share. */
 static int all_reduce(cp_ctx *c, int v, bool max)
 {
-    double attrs[2] = {IR_AXIS_CP, max};
+    double attrs[IR_NATTRS_ALL_REDUCE] = {[IR_ATTR_AXIS] = IR_AXIS_CP, [IR_ATTR_ALL_REDUCE_MAX] = max};
     return ir_emit(c->m, c->dst, IR_OP_ALL_REDUCE, &v, 1, attrs, NULL, NULL);
 }
 
@@ -213,8 +215,8 @@ static bool ulysses_attention(cp_ctx *c, const ir_instr *in)
         args[a] = a == lse || a == first_sample ? c->map[in->args[a]] : moved(c, in->args[a]);
     int r = attention_piece(c, in, args, 0, 0, false);
     if (dropout)
-        ir_set_per_rank(c->dst, r, ir_attr_index(in->op, "head_offset"), 0, (double)c->dst->vals[args[fwd ? 0 : 1]].type.dims[2],
-                        IR_AXIS_CP);
+        ir_set_per_rank(c->dst, r, IR_ATTR_ATTENTION_DROPOUT_HEAD_OFFSET, 0,
+                        (double)c->dst->vals[args[fwd ? 0 : 1]].type.dims[2], IR_AXIS_CP);
     for (int g = 0; g < in->nres; g++) /* back on the rank's tokens; lse stays on its heads */
         c->form[in->res[g]] = !fwd || g == 0 ? CP_SEQ : CP_WHOLE;
     if (fwd) {
@@ -285,7 +287,7 @@ static int whole_rows(cp_ctx *c, int v)
     if (c->moved[v] < 0) {
         const ir_type *src = &c->src->vals[v].type;
         int64_t seq[3] = {c->rows / c->T, c->T, src->dims[1]};
-        double attrs[3] = {IR_AXIS_CP, 0, 0};
+        double attrs[IR_NATTRS_ALL_GATHER_SEQ] = {[IR_ATTR_AXIS] = IR_AXIS_CP}; /* overlap 0, batch 0 */
         int s = reshape(c, c->map[v], local_of(c, ir_tensor(src->dtype, 3, seq), 1));
         c->moved[v] = reshape(c, ir_emit(c->m, c->dst, IR_OP_ALL_GATHER_SEQ, &s, 1, attrs, NULL, NULL), *src);
     }
@@ -298,7 +300,7 @@ static int whole_rows(cp_ctx *c, int v)
 static int rank_rows(cp_ctx *c, int g, const ir_type *whole)
 {
     int64_t seq[3] = {c->rows / c->T, c->T, whole->dims[1]};
-    double attrs[3] = {IR_AXIS_CP, 0, 0};
+    double attrs[IR_NATTRS_REDUCE_SCATTER_SEQ] = {[IR_ATTR_AXIS] = IR_AXIS_CP}; /* overlap 0, batch 0 */
     int s = reshape(c, g, ir_tensor(whole->dtype, 3, seq));
     s = ir_emit(c->m, c->dst, IR_OP_REDUCE_SCATTER_SEQ, &s, 1, attrs, NULL, NULL);
     return reshape(c, s, local_of(c, *whole, 0));
@@ -330,11 +332,11 @@ static void capacity(cp_ctx *c, const ir_instr *in)
         args[a] = whole_rows(c, in->args[a]);
     double attrs[IR_MAX_ATTRS];
     memcpy(attrs, in->attr, sizeof attrs);
-    attrs[ir_attr_index(IR_OP_MOE_CAPACITY, "cp")] = c->cp;
-    attrs[ir_attr_index(IR_OP_MOE_CAPACITY, "seq")] = (double)c->T;
+    attrs[IR_ATTR_MOE_CAPACITY_CP] = c->cp;
+    attrs[IR_ATTR_MOE_CAPACITY_SEQ] = (double)c->T;
     int r = ir_emit(c->m, c->dst, IR_OP_MOE_CAPACITY, args, 3, attrs, NULL, NULL);
     int64_t seq[3] = {c->rows / c->T, c->T, t->dims[1]};
-    double slice[3] = {IR_AXIS_CP, 0, 0};
+    double slice[IR_NATTRS_LOCAL_SLICE_SEQ] = {[IR_ATTR_AXIS] = IR_AXIS_CP}; /* overlap 0, batch 0 */
     int s = reshape(c, r, ir_tensor(t->dtype, 3, seq));
     s = ir_emit(c->m, c->dst, IR_OP_LOCAL_SLICE_SEQ, &s, 1, slice, NULL, NULL);
     c->map[in->res[0]] = reshape(c, s, local_of(c, *t, 0));
@@ -395,8 +397,9 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
     case IR_OP_ALL_TO_ALL_V: { /* expert parallelism's dispatch (x: the rank's pairs) or combine (back to them) */
         double attrs[IR_MAX_ATTRS];
         memcpy(attrs, in->attr, sizeof attrs);
-        if (attrs[2] == 0) /* the room, the exact worst case: the rank's rows; a capacity's (each rank's kept pairs */
-            attrs[1] /= c->cp; /* of an expert are at most its capacity still) stays */
+        if (attrs[IR_ATTR_ALL_TO_ALL_V_CAPACITY] == 0) /* the room, the exact worst case: the rank's rows; a */
+            attrs[IR_ATTR_ALL_TO_ALL_V_ROWS] /= c->cp; /* capacity's (each rank's kept pairs of an expert are at
+                                                          most its capacity still) stays */
         int args[2] = {map[in->args[0]], map[in->args[1]]};
         int r = ir_emit(c->m, c->dst, in->op, args, 2, attrs, NULL, NULL);
         bool back = c->form[in->args[0]] != CP_ROWS;
@@ -426,8 +429,8 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
         int r = copy(c, in);
         ir_instr *made = &c->dst->instrs[c->dst->ninstrs - 1];
         made->attr[cp_at] = c->cp;
-        if (in->op == IR_OP_DROPOUT && made->attr[ir_attr_index(in->op, "dim")] == 1) /* extent: the rank's tokens */
-            made->attr[ir_attr_index(in->op, "extent")] = (double)(c->T / c->cp);
+        if (in->op == IR_OP_DROPOUT && made->attr[IR_ATTR_DROPOUT_DIM] == 1) /* extent: the rank's tokens */
+            made->attr[IR_ATTR_DROPOUT_EXTENT] = (double)(c->T / c->cp);
         cp_rank_attr(c, r, cp_at + 1);
         return true;
     }
@@ -471,7 +474,7 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
             return true;
         }
         for (int g = 1; g < 3; g++) { /* dk, dv of every rank's keys: summed, the rank's chunks back */
-            double rs[3] = {IR_AXIS_CP, 0, 0};
+            double rs[IR_NATTRS_REDUCE_SCATTER_SEQ] = {[IR_ATTR_AXIS] = IR_AXIS_CP}; /* overlap 0, batch 0 */
             int full = r + g;
             map[in->res[g]] = ir_emit(c->m, c->dst, IR_OP_REDUCE_SCATTER_SEQ, &full, 1, rs, NULL, NULL);
         }

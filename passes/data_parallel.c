@@ -84,7 +84,8 @@ static void emit_bucket(ir_module *m, ir_func *f, const int *grads, int n, ir_ax
     qsort(members, (size_t)n, sizeof(int), by_index);
     for (int k = 0; k < n; k++)
         refs[k] = ir_global_ref(m, f, m->globals[members[k]].name);
-    double attrs[2] = {axis, overlap};
+    double attrs[IR_NATTRS_ALL_REDUCE_INPLACE] = {[IR_ATTR_AXIS] = axis,
+                                                  [IR_ATTR_ALL_REDUCE_INPLACE_OVERLAP] = overlap};
     ir_emit(m, f, IR_OP_ALL_REDUCE_INPLACE, refs, n, attrs, NULL, NULL);
 }
 

@@ -79,7 +79,8 @@ typedef struct {
 static int all_to_all_v(ir_module *m, ir_func *f, int x, int splits, int64_t rows, int64_t capacity)
 {
     int args[2] = {x, splits};
-    double attrs[4] = {IR_AXIS_EP, (double)rows, (double)capacity, 0};
+    double attrs[IR_NATTRS_ALL_TO_ALL_V] = {[IR_ATTR_AXIS] = IR_AXIS_EP, [IR_ATTR_ALL_TO_ALL_V_ROWS] = (double)rows,
+                                            [IR_ATTR_ALL_TO_ALL_V_CAPACITY] = (double)capacity};
     return ir_emit(m, f, IR_OP_ALL_TO_ALL_V, args, 2, attrs, NULL, NULL);
 }
 
@@ -90,7 +91,7 @@ static int64_t sort_capacity(const ir_func *f, const ir_instr *sort)
     if (sort->nargs < 2)
         return 0;
     const ir_instr *def = &f->instrs[f->vals[sort->args[1]].def];
-    return def->op == IR_OP_MOE_CAPACITY ? (int64_t)def->attr[0] : 0;
+    return def->op == IR_OP_MOE_CAPACITY ? (int64_t)def->attr[IR_ATTR_MOE_CAPACITY_CAPACITY] : 0;
 }
 
 /* After moe_permute `in` (copied to dst): the dispatch, and xp and the sort's counts mapped to

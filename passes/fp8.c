@@ -44,7 +44,7 @@ static bool fp8_refuse(const ir_module *m, const mcc_pass_options *opts, char *e
  * [0, start) and [end, ...)), else -1. */
 static int fp8_layer(const ir_module *m, const ir_func *f, const ir_instr *in, int start, int end)
 {
-    int layer = in->op == IR_OP_MATMUL && in->attr[0] == 0 ? weight_layer(m, f, in->args[1]) : -1;
+    int layer = in->op == IR_OP_MATMUL && in->attr[IR_ATTR_MATMUL_TA] == 0 ? weight_layer(m, f, in->args[1]) : -1;
     return layer >= start && layer < end ? layer : -1;
 }
 
@@ -102,7 +102,8 @@ static bool fp8_func(ir_module *m, int fi, int nlayers, char *err, size_t errlen
                 quantized[in->args[a]] = ir_fp8_quantize(m, dst, map[in->args[a]],
                                                          delayed ? fp8_history(m, dst, w, what[a]) : -1, step,
                                                          IR_FP8_E4M3);
-        int r = ir_fp8_matmul(m, dst, quantized[in->args[0]], quantized[in->args[1]], false, in->attr[1] != 0,
+        bool tb = in->attr[IR_ATTR_MATMUL_TB] != 0;
+        int r = ir_fp8_matmul(m, dst, quantized[in->args[0]], quantized[in->args[1]], false, tb,
                               hybrid ? IR_FP8_E5M2 : IR_FP8_E4M3, wgrad,
                               delayed && step ? fp8_history(m, dst, w, "dy") : -1);
         ir_map_results(dst, src, in, r, map);

@@ -223,7 +223,7 @@ static void plan_gathered_matmuls(const ir_func *f, fusion_plan *fp)
         int j = ir_first_reader(f, i, in->res[0]);
         const ir_instr *mm = j < f->ninstrs ? &f->instrs[j] : NULL;
         if (mm && mm->op == IR_OP_MATMUL && mm->args[0] == in->res[0] && mm->args[1] != in->res[0] &&
-            mm->attr[0] == 0 && !matmul_taken(f, fp, j))
+            mm->attr[IR_ATTR_MATMUL_TA] == 0 && !matmul_taken(f, fp, j))
             fp->gathered[j] = i;
     }
 }
@@ -232,7 +232,7 @@ static void plan_gathered_matmuls(const ir_func *f, fusion_plan *fp)
 static bool plain_matmul(const ir_func *f, const fusion_plan *fp, int j)
 {
     const ir_instr *mm = &f->instrs[j];
-    return mm->op == IR_OP_MATMUL && mm->attr[0] == 0 && f->vals[mm->args[0]].type.ndim < IR_MAX_DIMS &&
+    return mm->op == IR_OP_MATMUL && mm->attr[IR_ATTR_MATMUL_TA] == 0 && f->vals[mm->args[0]].type.ndim < IR_MAX_DIMS &&
            !matmul_taken(f, fp, j);
 }
 
@@ -314,6 +314,15 @@ static void plan_fusions(const ir_func *f, fusion_plan *fp)
     plan_scattered_matmuls(f, fp);
 }
 
+/* The attributes {axis, tb, batch} of a GEMM fused with sequence collective seq: seq's axis and
+ * batch, matmul mm's tb */
+static void seq_gemm_attrs(const ir_instr *seq, const ir_instr *mm, double attrs[IR_MAX_ATTRS])
+{
+    attrs[IR_ATTR_AXIS] = seq->attr[IR_ATTR_AXIS];
+    attrs[IR_ATTR_TB] = mm->attr[IR_ATTR_TB];
+    attrs[IR_ATTR_BATCH] = seq->attr[IR_ATTR_BATCH];
+}
+
 /* add instruction `in` with its folded product: matmul_add(a, b, other) or, for a bias_add of a
  * matmul, matmul_bias_add(a, b, bias, other). */
 static int emit_add_product(ir_module *m, ir_func *dst, const ir_func *src, const fusion_plan *fp,
@@ -390,21 +399,24 @@ static void fuse_func(ir_module *m, int fi)
         } else if (fp.scattered[i] >= 0 && src->instrs[fp.scattered[i]].op == IR_OP_MATMUL) {
             const ir_instr *mm = &src->instrs[fp.scattered[i]];
             int args[2] = {map[mm->args[0]], map[mm->args[1]]};
-            double attrs[3] = {in->attr[0], mm->attr[1], in->attr[2]}; /* axis, tb, batch */
+            double attrs[IR_MAX_ATTRS];
+            seq_gemm_attrs(in, mm, attrs);
             r = ir_emit(m, dst, IR_OP_MATMUL_REDUCE_SCATTER, args, 2, attrs, NULL, NULL) + 1; /* after the scratch */
         } else if (fp.scattered[i] >= 0) {
             const ir_instr *add = &src->instrs[fp.scattered[i]];
             int k = fp.add_product[fp.scattered[i]]; /* the product's operand */
             const ir_instr *mm = &src->instrs[src->vals[add->args[k]].def];
             int args[3] = {map[mm->args[0]], map[mm->args[1]], map[add->args[1 - k]]};
-            double attrs[3] = {in->attr[0], mm->attr[1], in->attr[2]}; /* axis, tb, batch */
+            double attrs[IR_MAX_ATTRS];
+            seq_gemm_attrs(in, mm, attrs);
             int g = ir_emit(m, dst, IR_OP_MATMUL_ADD_REDUCE_SCATTER, args, 3, attrs, NULL, NULL);
             ir_map_results(dst, src, add, g, map); /* the sum: the residual stream, read on */
             r = g + 2;
         } else if (fp.gathered[i] >= 0) {
             const ir_instr *ag = &src->instrs[fp.gathered[i]];
             int args[2] = {map[ag->args[0]], map[in->args[1]]};
-            double attrs[3] = {ag->attr[0], in->attr[1], ag->attr[2]}; /* axis, tb, batch */
+            double attrs[IR_MAX_ATTRS];
+            seq_gemm_attrs(ag, in, attrs);
             int g = ir_emit(m, dst, IR_OP_ALL_GATHER_MATMUL, args, 2, attrs, NULL, NULL);
             ir_map_results(dst, src, ag, g, map); /* the gathered rows, read by the other matmuls */
             r = g + 1;
@@ -421,7 +433,9 @@ static void fuse_func(ir_module *m, int fi)
             r = ir_emit(m, dst, IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE, fused, 4, &assign, NULL, NULL);
         } else if (mm && (in->op == IR_OP_ACCUMULATE || in->op == IR_OP_COPY)) {
             int fused[3] = {map[in->args[0]], map[mm->args[0]], map[mm->args[1]]};
-            double attrs[3] = {mm->attr[0], mm->attr[1], in->op == IR_OP_COPY}; /* ta, tb, assign */
+            double attrs[IR_NATTRS_MATMUL_ACCUMULATE] = {[IR_ATTR_TA] = mm->attr[IR_ATTR_TA],
+                                                         [IR_ATTR_TB] = mm->attr[IR_ATTR_TB],
+                                                         [IR_ATTR_MATMUL_ACCUMULATE_ASSIGN] = in->op == IR_OP_COPY};
             r = ir_emit(m, dst, IR_OP_MATMUL_ACCUMULATE, fused, 3, attrs, NULL, NULL);
         } else if (fp.folded_ce_grad[i] >= 0) {
             const ir_instr *grad = &src->instrs[fp.folded_ce_grad[i]];

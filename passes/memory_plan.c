@@ -207,7 +207,8 @@ static size_t bucket_exchange_bytes(const ir_module *m)
     for (int f = 0; f < m->nfuncs; f++)
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
             const ir_instr *in = &m->funcs[f]->instrs[i];
-            if (in->op != IR_OP_ALL_REDUCE_INPLACE || !ir_on_comm_stream(in) || activations[(int)in->attr[0]])
+            if (in->op != IR_OP_ALL_REDUCE_INPLACE || !ir_on_comm_stream(in) ||
+                activations[(int)in->attr[IR_ATTR_AXIS]])
                 continue;
             size_t bytes = 0;
             for (int a = 0; a < in->nargs; a++)
@@ -263,9 +264,10 @@ static void a2a_buffers(const ir_func *f, mcc_memory_breakdown *b)
         int64_t bytes = (int64_t)ir_bytes(ir_vtype(f, in->res[0]));
         b->a2a_count++;
         b->a2a_bytes += bytes;
-        if (in->attr[2] > 0) {
+        double capacity = in->attr[IR_ATTR_ALL_TO_ALL_V_CAPACITY];
+        if (capacity > 0) {
             b->a2a_capacity_bytes += bytes;
-            b->a2a_capacity = in->attr[2] > b->a2a_capacity ? in->attr[2] : b->a2a_capacity;
+            b->a2a_capacity = capacity > b->a2a_capacity ? capacity : b->a2a_capacity;
         }
     }
 }
@@ -299,7 +301,7 @@ static void comm_sent_bytes(const ir_module *m, const ir_func *f, double times, 
         const ir_instr *in = &f->instrs[k];
         if (!(ir_ops[in->op].flags & IR_OPF_COLLECTIVE))
             continue;
-        int axis = (int)in->attr[0]; /* ops.def: every collective's first attribute */
+        int axis = (int)in->attr[IR_ATTR_AXIS];
         double n = mesh.degree[axis], x = (double)ir_bytes(ir_vtype(f, in->args[0])), bytes = 0;
         int count = 0;
         switch (in->op) {

@@ -180,14 +180,20 @@ static bool split_over(const ir_module *m, const ir_func *f, int v, ir_axis axis
     return ir_layout_split(&m->globals[ir_global_index_of(m, f, v)].layout, axis) != NULL;
 }
 
+/* Value v summed over `axis`'s ranks */
+static int sum_over(ir_module *m, ir_func *f, int v, ir_axis axis)
+{
+    double attrs[IR_NATTRS_ALL_REDUCE] = {[IR_ATTR_AXIS] = axis, [IR_ATTR_ALL_REDUCE_MAX] = 0};
+    return ir_emit(m, f, IR_OP_ALL_REDUCE, &v, 1, attrs, NULL, NULL);
+}
+
 /* sumsq + the sum over `axis`'s ranks of the squares of the n gradients split over it. */
 static int add_split_squares(ir_module *m, ir_func *f, int sumsq, const int *split, int n, ir_axis axis)
 {
     if (!n)
         return sumsq;
-    double sum_over[2] = {axis, 0};
     int local = ir_emit(m, f, IR_OP_SUM_SQUARES, split, n, NULL, NULL, NULL);
-    int total = ir_emit(m, f, IR_OP_ALL_REDUCE, &local, 1, sum_over, NULL, NULL);
+    int total = sum_over(m, f, local, axis);
     return sumsq < 0 ? total : ir_op2(m, f, IR_OP_ADD, sumsq, total);
 }
 
@@ -226,18 +232,16 @@ static int emit_grad_norm(ir_module *m, ir_func *f, int *grads, int n)
         int local = ir_emit(m, f, IR_OP_SUM_SQUARES, experts, ne, NULL, NULL, NULL);
         expert = expert < 0 ? local : ir_op2(m, f, IR_OP_ADD, expert, local);
     }
-    double sum_over_ep[2] = {IR_AXIS_EP, 0};
     if (expert >= 0)
-        expert = ir_emit(m, f, IR_OP_ALL_REDUCE, &expert, 1, sum_over_ep, NULL, NULL);
-    double sum_over_dp[2] = {pass_dense_replica_axis(m), 0}, sum_over_edp[2] = {IR_AXIS_EDP, 0}, sum_over_pp[2] = {IR_AXIS_PP, 0};
+        expert = sum_over(m, f, expert, IR_AXIS_EP);
     if (dense_blocks && sumsq >= 0)
-        sumsq = ir_emit(m, f, IR_OP_ALL_REDUCE, &sumsq, 1, sum_over_dp, NULL, NULL);
+        sumsq = sum_over(m, f, sumsq, pass_dense_replica_axis(m));
     if (expert_blocks && expert >= 0)
-        expert = ir_emit(m, f, IR_OP_ALL_REDUCE, &expert, 1, sum_over_edp, NULL, NULL);
+        expert = sum_over(m, f, expert, IR_AXIS_EDP);
     if (expert >= 0)
         sumsq = sumsq < 0 ? expert : ir_op2(m, f, IR_OP_ADD, sumsq, expert);
     if (ir_cfg_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE) > 1) /* each stage holds its own layers' */
-        sumsq = ir_emit(m, f, IR_OP_ALL_REDUCE, &sumsq, 1, sum_over_pp, NULL, NULL);
+        sumsq = sum_over(m, f, sumsq, IR_AXIS_PP);
     ir_output(m, f, "grad_norm", ir_op1(m, f, IR_OP_SQRT, sumsq));
     return sumsq;
 }
@@ -289,6 +293,16 @@ static void choose_offloaded(const ir_module *m, const int *params, int n, bool 
     }
 }
 
+/* AdamW's attributes for parameter p: the config's betas and eps, and its weight decay (none where
+ * p takes none) */
+static void adamw_attrs(const ir_module *m, int p, double attrs[IR_NATTRS_ADAMW])
+{
+    attrs[IR_ATTR_ADAMW_BETA1] = ir_cfg_num(m, IR_CFG_ADAM_BETA1);
+    attrs[IR_ATTR_ADAMW_BETA2] = ir_cfg_num(m, IR_CFG_ADAM_BETA2);
+    attrs[IR_ATTR_ADAMW_EPS] = ir_cfg_num(m, IR_CFG_ADAM_EPS);
+    attrs[IR_ATTR_ADAMW_WEIGHT_DECAY] = m->globals[p].no_decay ? 0 : ir_cfg_num(m, IR_CFG_WEIGHT_DECAY);
+}
+
 /* Whether parameter p trains at the decoupled lr (config decoupled_lr): Megatron's
  * is_embedding_or_output_parameter, the word embedding and the output layer, which are the
  * parameters whose rows are the vocabulary (placement vocab; a tied one both). */
@@ -333,8 +347,8 @@ static void host_update(ir_module *m, ir_func *f, int p, int master, int grad, i
     int args[7] = {hm, ir_global_ref(m, f, m->globals[grad].name), ir_global_ref(m, f, m->globals[adam_m].name),
                    ir_global_ref(m, f, m->globals[adam_v].name), decoupled(m, p) ? inputs[3] : inputs[0], inputs[1],
                    inputs[2]};
-    double attrs[4] = {ir_cfg_num(m, IR_CFG_ADAM_BETA1), ir_cfg_num(m, IR_CFG_ADAM_BETA2), ir_cfg_num(m, IR_CFG_ADAM_EPS),
-                       m->globals[p].no_decay ? 0 : ir_cfg_num(m, IR_CFG_WEIGHT_DECAY)};
+    double attrs[IR_NATTRS_ADAMW];
+    adamw_attrs(m, p, attrs);
     ir_emit(m, f, IR_OP_ADAMW, args, 7, attrs, NULL, NULL);
     int upv[2] = {ir_global_ref(m, f, m->globals[up].name), hm};
     ir_emit(m, f, IR_OP_COPY, upv, 2, NULL, NULL, NULL);
@@ -385,7 +399,8 @@ static void fp8_histories(ir_module *m, ir_func *f, bool roll)
         if (m->globals[g].kind != IR_GLOBAL_FP8_HISTORY)
             continue;
         int h = ir_global_ref(m, f, m->globals[g].name), args[2] = {h, h};
-        double max_attrs[2] = {IR_AXIS_DP, 1}, attr = roll;
+        double max_attrs[IR_NATTRS_ALL_REDUCE] = {[IR_ATTR_AXIS] = IR_AXIS_DP, [IR_ATTR_ALL_REDUCE_MAX] = 1};
+        double attr = roll;
         if (roll && dp > 1)
             args[1] = ir_emit(m, f, IR_OP_ALL_REDUCE, &h, 1, max_attrs, NULL, NULL);
         ir_emit(m, f, IR_OP_FP8_HISTORY_UPDATE, args, 2, &attr, NULL, NULL);
@@ -403,9 +418,9 @@ static void expert_biases(ir_module *m, ir_func *f, bool update)
         if (m->globals[g].kind != IR_GLOBAL_EXPERT_BIAS)
             continue;
         int h = ir_global_ref(m, f, m->globals[g].name), args[2] = {h, h};
-        double sum[2] = {pass_replica_axis(m, g), 0};
-        if (update && ir_module_mesh(m).degree[(int)sum[0]] > 1)
-            args[1] = ir_emit(m, f, IR_OP_ALL_REDUCE, &args[1], 1, sum, NULL, NULL);
+        ir_axis replicas = pass_replica_axis(m, g);
+        if (update && ir_module_mesh(m).degree[replicas] > 1)
+            args[1] = sum_over(m, f, args[1], replicas);
         ir_emit(m, f, IR_OP_MOE_BIAS_UPDATE, args, 2, &rate, NULL, NULL);
     }
 }
@@ -486,9 +501,8 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
         int args[8] = {master, grads[j], ir_global_ref(m, f, m->globals[adam_m].name),
                        ir_global_ref(m, f, m->globals[adam_v].name), decoupled(m, params[j]) ? dlr : lr, step, coef,
                        remainder >= 0 ? ir_global_ref(m, f, m->globals[working_copy(m, params[j], true)].name) : -1};
-        double attrs[4] = {ir_cfg_num(m, IR_CFG_ADAM_BETA1), ir_cfg_num(m, IR_CFG_ADAM_BETA2),
-                           ir_cfg_num(m, IR_CFG_ADAM_EPS),
-                           m->globals[params[j]].no_decay ? 0 : ir_cfg_num(m, IR_CFG_WEIGHT_DECAY)};
+        double attrs[IR_NATTRS_ADAMW];
+        adamw_attrs(m, params[j], attrs);
         ir_emit(m, f, IR_OP_ADAMW, args, remainder >= 0 ? 8 : 7, attrs, NULL, NULL);
         if (sharded) /* the blocks, gathered, are the working copy */
             gather_param(m, f, working_copy(m, params[j], false), master);

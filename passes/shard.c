@@ -137,12 +137,13 @@ static int emit(shard_ctx *c, ir_op op, const int *args, int nargs, const double
     return r;
 }
 
-/* Collective `op` {axis = the context's, then attributes a1, a2} of value v, placed p, emitted once
- * however often v is used (*memo[v] remembers it); its type keeps v's splits over other axes. */
-static int collective_once(shard_ctx *c, int **memo, ir_op op, int v, double a1, double a2, placement p)
+/* Collective `op` {axis = the context's; all_reduce's max 0; a sequence collective's overlap 0 and
+ * batch} of value v, placed p, emitted once however often v is used (*memo[v] remembers it); its
+ * type keeps v's splits over other axes. */
+static int collective_once(shard_ctx *c, int **memo, ir_op op, int v, bool batch, placement p)
 {
     if ((*memo)[v] < 0) {
-        double attrs[3] = {c->axis, a1, a2};
+        double attrs[IR_MAX_ATTRS] = {[IR_ATTR_AXIS] = c->axis, [IR_ATTR_BATCH] = batch};
         int r = emit(c, op, &v, 1, attrs, NULL, NULL, p);
         keep_other_axes(c, r, &c->dst->vals[v].type);
         (*memo)[v] = r; /* after emit: it may move the memo */
@@ -154,7 +155,7 @@ static int collective_once(shard_ctx *c, int **memo, ir_op op, int v, double a1,
 static int complete(shard_ctx *c, int v)
 {
     placement whole = {c->at[v].dim, false, c->at[v].seq};
-    return c->at[v].partial ? collective_once(c, &c->reduced, IR_OP_ALL_REDUCE, v, 0 /* max */, 0, whole) : v;
+    return c->at[v].partial ? collective_once(c, &c->reduced, IR_OP_ALL_REDUCE, v, false, whole) : v;
 }
 
 static int last_dim_of(shard_ctx *c, int v) { return c->dst->vals[v].type.ndim - 1; }
@@ -170,8 +171,9 @@ static placement seq_slice_at(const shard_ctx *c) { return (placement){c->sp_dim
 /* v split along the sequence: a partial sum is reduce-scattered (overlap: the comm_overlap pass's). */
 static int seq_slice(shard_ctx *c, int v)
 {
-    return c->at[v].partial ? collective_once(c, &c->scattered, IR_OP_REDUCE_SCATTER_SEQ, v, 0, c->sp_dim == 0, seq_slice_at(c))
-                            : v;
+    if (!c->at[v].partial)
+        return v;
+    return collective_once(c, &c->scattered, IR_OP_REDUCE_SCATTER_SEQ, v, c->sp_dim == 0, seq_slice_at(c));
 }
 
 /* v as a sequence slice where it joins one: a partial sum is reduce-scattered, and a complete
@@ -181,7 +183,7 @@ static int join_slice(shard_ctx *c, int v)
 {
     const ir_type *t = &c->dst->vals[v].type;
     bool whole = !c->at[v].partial && c->at[v].dim < 0 && t->ndim >= 2 && t->dims[c->sp_dim] % c->n == 0;
-    return whole ? collective_once(c, &c->scattered, IR_OP_LOCAL_SLICE_SEQ, v, 0, c->sp_dim == 0, seq_slice_at(c))
+    return whole ? collective_once(c, &c->scattered, IR_OP_LOCAL_SLICE_SEQ, v, c->sp_dim == 0, seq_slice_at(c))
                  : seq_slice(c, v);
 }
 
@@ -190,7 +192,7 @@ static int every_token(shard_ctx *c, int v)
 {
     v = complete(c, v);
     placement whole = {-1, false, false};
-    return c->at[v].seq ? collective_once(c, &c->gathered, IR_OP_ALL_GATHER_SEQ, v, 0, c->sp_dim == 0, whole) : v;
+    return c->at[v].seq ? collective_once(c, &c->gathered, IR_OP_ALL_GATHER_SEQ, v, c->sp_dim == 0, whole) : v;
 }
 
 /* A replicated parameter's gradient under sequence parallelism is a partial sum over the axis
@@ -273,7 +275,7 @@ static int split_of_b(shard_ctx *c, int b, bool tb)
  * made whole along the sequence first; false where the splits do not make a local product. */
 static bool matmul_placement(shard_ctx *c, const ir_instr *in, int *args, int ia, int ib, placement *p)
 {
-    bool ta = in->attr[0] != 0, tb = in->attr[1] != 0;
+    bool ta = in->attr[IR_ATTR_TA] != 0, tb = in->attr[IR_ATTR_TB] != 0;
     args[ia] = every_token(c, args[ia]);
     args[ib] = every_token(c, args[ib]);
     int sa = split_of_a(c, args[ia], ta), sb = split_of_b(c, args[ib], tb);
@@ -308,7 +310,7 @@ static bool rule_fp8_amax(shard_ctx *c, const ir_instr *in, int *args, int *res)
     placement whole = {-1, false, false};
     *res = emit(c, in->op, args, 1, NULL, NULL, NULL, whole);
     if (c->at[args[0]].dim >= 0) {
-        double max_attrs[2] = {c->axis, 1};
+        double max_attrs[IR_NATTRS_ALL_REDUCE] = {[IR_ATTR_AXIS] = c->axis, [IR_ATTR_ALL_REDUCE_MAX] = 1};
         *res = emit(c, IR_OP_ALL_REDUCE, res, 1, max_attrs, NULL, NULL, whole);
     }
     return true;
@@ -355,7 +357,8 @@ static bool rule_fp8_scaling(shard_ctx *c, const ir_instr *in, int *args, int *r
 static int lower_cross_entropy(shard_ctx *c, const ir_instr *in, int logits, int targets)
 {
     placement rows = {-1, false, false};
-    double max_attrs[2] = {c->axis, 1}, sum_attrs[2] = {c->axis, 0};
+    double max_attrs[IR_NATTRS_ALL_REDUCE] = {[IR_ATTR_AXIS] = c->axis, [IR_ATTR_ALL_REDUCE_MAX] = 1};
+    double sum_attrs[IR_NATTRS_ALL_REDUCE] = {[IR_ATTR_AXIS] = c->axis, [IR_ATTR_ALL_REDUCE_MAX] = 0};
     int mx = emit(c, IR_OP_CE_ROW_MAX, &logits, 1, NULL, NULL, NULL, rows);
     int gmax = emit(c, IR_OP_ALL_REDUCE, &mx, 1, max_attrs, NULL, NULL, rows);
     int st_args[3] = {logits, targets, gmax};
@@ -440,12 +443,12 @@ static bool rule_stream(shard_ctx *c, const ir_instr *in, int *args, int *res)
     /* a sequence slice's tokens are [offset, offset + slice) of the sequence's extent (ops.def);
        batch rows hold every position */
     bool sliced = seq && c->sp_dim == 1 && (in->op == IR_OP_POS_ADD || in->op == IR_OP_POS_ADD_GRAD);
-    int offset = ir_attr_index(in->op, "offset");
+    int pos = sliced ? (int)(ir_pos_attrs(in) - in->attr) : 0; /* offset, extent, ... as pos_add's */
     if (sliced)
-        attrs[offset + 1] = (double)(slice * c->n); /* extent */
+        attrs[pos + IR_ATTR_POS_ADD_EXTENT] = (double)(slice * c->n);
     *res = emit(c, in->op, args, in->nargs, attrs, NULL, NULL, p);
     if (sliced)
-        rank_offset(c, *res, offset, slice);
+        rank_offset(c, *res, pos + IR_ATTR_POS_ADD_OFFSET, slice);
     for (int r = 1; r < ir_ops[in->op].nres; r++) /* dw, db: summed over this slice's tokens (heads) */
         place(c, *res + r, (placement){-1, seq || heads, false});
     return true;
@@ -462,18 +465,18 @@ static bool rule_dropout(shard_ctx *c, const ir_instr *in, int *args, int *res)
     placement p = c->at[args[0]];
     if (p.dim == 0 && !p.seq)
         return fail(c, "dropout over a split batch dimension", in);
-    if (p.dim >= 2 && in->attr[ir_attr_index(in->op, "cp")] > 1) /* runtime/dropout.c: cp cuts dimension 1 */
+    if (p.dim >= 2 && in->attr[IR_ATTR_DROPOUT_CP] > 1) /* runtime/dropout.c: cp cuts dimension 1 */
         return fail(c, "dropout over a split feature dimension under context parallelism", in);
     double attrs[IR_MAX_ATTRS];
     memcpy(attrs, in->attr, sizeof attrs);
     int64_t local = p.dim >= 0 ? c->dst->vals[args[0]].type.dims[p.dim] : 0;
     if (p.dim >= 0) { /* dim 0: sequence parallelism split by batch rows */
-        attrs[3] = p.dim;                       /* dim */
-        attrs[5] = (double)(local * c->n);     /* extent */
+        attrs[IR_ATTR_DROPOUT_DIM] = p.dim;
+        attrs[IR_ATTR_DROPOUT_EXTENT] = (double)(local * c->n);
     }
     *res = emit(c, in->op, args, 2, attrs, NULL, NULL, p);
     if (p.dim >= 0)
-        rank_offset(c, *res, 4, local); /* offset */
+        rank_offset(c, *res, IR_ATTR_DROPOUT_OFFSET, local);
     return true;
 }
 
@@ -494,12 +497,12 @@ static bool rule_attention(shard_ctx *c, const ir_instr *in, int *args, int *res
         return fail(c, "attention dropout with q split other than by heads", in);
     *res = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){heads, false, false});
     if (dropout && heads >= 0) {
-        int k = ir_attr_index(in->op, "head_offset");
+        int k = IR_ATTR_ATTENTION_DROPOUT_HEAD_OFFSET; /* the _GRAD twin's too (ir.c) */
         ir_instr *made = &c->dst->instrs[c->dst->vals[*res].def];
         made->attr[k] = in->attr[k] / c->n;
         for (int a = IR_AXIS_NONE + 1; a < IR_NUM_AXES; a++)
             made->per_rank[k].step[a] = in->per_rank[k].step[a] / c->n;
-        made->per_rank[k].step[c->axis] = in->attr[ir_attr_index(in->op, "heads")] / c->n;
+        made->per_rank[k].step[c->axis] = in->attr[IR_ATTR_ATTENTION_DROPOUT_HEADS] / c->n;
     }
     if (forward) /* lse [B,H,T]: heads are dimension 1 */
         place(c, *res + 1, (placement){heads >= 0 ? 1 : -1, false, false});
@@ -662,7 +665,7 @@ static bool rule_move_rows(shard_ctx *c, const ir_instr *in, int *args, int *res
  * Linear's (as matmul_placement's, with x's rows whole) */
 static bool rule_grouped_matmul(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
-    bool tb = in->attr[0] != 0;
+    bool tb = in->attr[IR_ATTR_MOE_GROUPED_MATMUL_TB] != 0;
     if ((args[2] = whole(c, args[2], in)) < 0)
         return false;
     args[0] = gather_tokens(c, args[0]);
@@ -711,25 +714,27 @@ static bool rule_unpermute_grad(shard_ctx *c, const ir_instr *in, int *args, int
 static bool rule_embedding(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     placement p = {-1, false, false};
-    double attrs[2] = {0, 0};
+    double attrs[IR_NATTRS_EMBEDDING] = {[IR_ATTR_EMBEDDING_VOCAB_START] = 0, [IR_ATTR_EMBEDDING_VOCAB_SIZE] = 0};
     int64_t local = c->dst->vals[args[0]].type.dims[0];
     bool vocab_parallel = c->at[args[0]].dim == 0; /* other shards' rows are zero here */
     if (vocab_parallel) {
-        attrs[1] = (double)(local * c->n);
+        attrs[IR_ATTR_EMBEDDING_VOCAB_SIZE] = (double)(local * c->n);
         p.partial = true;
     }
     *res = emit(c, in->op, args, 2, attrs, NULL, NULL, p);
     if (vocab_parallel)
-        rank_offset(c, *res, 0, local);
+        rank_offset(c, *res, IR_ATTR_EMBEDDING_VOCAB_START, local);
     return true;
 }
 
 static bool rule_embedding_grad(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     args[0] = every_token(c, args[0]);
-    double attrs[2] = {in->attr[0] / c->n, 0};
+    double vocab = in->attr[IR_ATTR_EMBEDDING_GRAD_VOCAB] / c->n;
+    double attrs[IR_NATTRS_EMBEDDING_GRAD] = {[IR_ATTR_EMBEDDING_GRAD_VOCAB] = vocab,
+                                              [IR_ATTR_EMBEDDING_GRAD_VOCAB_START] = 0};
     *res = emit(c, in->op, args, 2, attrs, NULL, NULL, (placement){0, false, false});
-    rank_offset(c, *res, 1, (int64_t)attrs[0]);
+    rank_offset(c, *res, IR_ATTR_EMBEDDING_GRAD_VOCAB_START, (int64_t)vocab);
     return true;
 }
 
@@ -757,7 +762,7 @@ static bool rule_cross_entropy_grad(shard_ctx *c, const ir_instr *in, int *args,
  * passes through (heads split over tp stay split), a partial sum completed first. */
 static bool rule_seq_collective(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
-    if ((ir_axis)in->attr[0] == c->axis)
+    if ((ir_axis)in->attr[IR_ATTR_AXIS] == c->axis)
         return fail(c, "a sequence collective over the axis being split", in);
     args[0] = complete(c, args[0]);
     if (c->at[args[0]].dim == ir_seq_dim(in) || c->at[args[0]].seq)
@@ -773,7 +778,7 @@ static bool rule_seq_collective(shard_ctx *c, const ir_instr *in, int *args, int
  * the outputs split by heads over tp), complete. */
 static bool rule_cp(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
-    if (ir_op_has(in->op, IR_OPF_COLLECTIVE) && (ir_axis)in->attr[0] == c->axis)
+    if (ir_op_has(in->op, IR_OPF_COLLECTIVE) && (ir_axis)in->attr[IR_ATTR_AXIS] == c->axis)
         return fail(c, "a context-parallel collective over the axis being split", in);
     for (int a = 0; a < in->nargs; a++) {
         args[a] = complete(c, args[a]);

@@ -10,18 +10,18 @@
 /* r := sum (attr max: max) of x over the axis's ranks */
 void cpu_ALL_REDUCE(const rt_kernel_call *c)
 {
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
     if (c->res[0] != c->args[0])
         memcpy(c->res[0], c->args[0], ir_bytes(c->arg_types[0]));
     if (comm)
         rt_all_reduce(comm, c->res[0], (size_t)ir_numel(c->arg_types[0]), c->arg_types[0]->dtype,
-                      c->in->attr[1] != 0 ? RT_MAX : RT_SUM, NULL);
+                      c->in->attr[IR_ATTR_ALL_REDUCE_MAX] != 0 ? RT_MAX : RT_SUM, NULL);
 }
 
 /* x -> r: x of the previous rank of the axis's ring (rt_ring_shift); one rank: x */
 void cpu_RING_SHIFT(const rt_kernel_call *c)
 {
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
     if (comm)
         rt_ring_shift(comm, c->args[0], c->res[0], (size_t)ir_numel(c->arg_types[0]), c->arg_types[0]->dtype, NULL);
     else
@@ -38,7 +38,7 @@ static void host_copy2d(void *ctx, void *dst, size_t dpitch, const void *src, si
 /* Ulysses' exchange (rt_parallel_cp_all_to_all); one rank: x as it is */
 void cpu_CP_ALL_TO_ALL(const rt_kernel_call *c)
 {
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
     size_t bytes = ir_bytes(c->arg_types[0]);
     if (!comm) {
         memcpy(c->res[0], c->args[0], bytes);
@@ -148,7 +148,7 @@ static void seq_dims(const rt_kernel_call *c, const ir_type *t, int64_t *O, int6
 /* full := every rank's local x (of type xt) in place: block i of every o-row is rank i's. */
 static void seq_gather(const rt_kernel_call *c, const ir_type *xt, const void *x, void *full)
 {
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
     int64_t O, Sl, In, n = comm ? rt_comm_size(comm) : 1;
     seq_dims(c, xt, &O, &Sl, &In);
     size_t es = ir_dtype_size(xt->dtype), slab = (size_t)(Sl * In) * es, bytes = ir_bytes(xt);
@@ -166,7 +166,7 @@ static void seq_gather(const rt_kernel_call *c, const ir_type *xt, const void *x
 /* r (of type rt) := this rank's block of the sum over the ranks of partial (of type pt). */
 static void seq_scatter(const rt_kernel_call *c, const ir_type *pt, const void *partial, const ir_type *rt, void *r)
 {
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
     int64_t O, S, In, n = comm ? rt_comm_size(comm) : 1;
     seq_dims(c, pt, &O, &S, &In);
     size_t es = ir_dtype_size(pt->dtype), slab = (size_t)(S / n * In) * es, block = ir_bytes(rt);
@@ -185,7 +185,7 @@ static void seq_scatter(const rt_kernel_call *c, const ir_type *pt, const void *
 /* x complete -> r: this rank's block of every o-row, no communication */
 void cpu_LOCAL_SLICE_SEQ(const rt_kernel_call *c)
 {
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
     int64_t O, S, In, n = comm ? rt_comm_size(comm) : 1, q = comm ? rt_comm_rank(comm) : 0;
     seq_dims(c, c->arg_types[0], &O, &S, &In);
     size_t slab = (size_t)(S / n * In) * ir_dtype_size(c->arg_types[0]->dtype);
@@ -206,7 +206,7 @@ void cpu_REDUCE_SCATTER_SEQ(const rt_kernel_call *c)
 static void gemm_w(const rt_kernel_call *c, const void *x, int64_t M, int64_t K, float beta, float *out)
 {
     const ir_type *w = c->arg_types[1];
-    bool tb = c->in->attr[1] != 0;
+    bool tb = c->in->attr[IR_ATTR_TB] != 0;
     int64_t N = tb ? w->dims[0] : w->dims[1];
     cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, x, K, c->args[1], w->dims[1],
                 beta, out, N);

@@ -66,7 +66,7 @@ static bool run_generated(const rt_elementwise_fn *table, const rt_kernel_call *
     for (int a = 0; a < c->nargs; a++)
         if (c->arg_types[a]->dtype != IR_F32)
             return false;
-    float attr = (float)c->in->attr[0];
+    float attr = (float)c->in->attr[IR_ATTR_SCALAR];
     switch (rt_elementwise_kind_of(op)) {
     case RT_EW_UNARY: fn(c->res[0], c->args[0], NULL, ir_numel(c->res_types[0]), attr); return true;
     case RT_EW_BINARY: fn(c->res[0], c->args[0], c->args[1], ir_numel(c->res_types[0]), attr); return true;

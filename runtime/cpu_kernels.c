@@ -265,7 +265,7 @@ void cpu_DROPOUT(const rt_kernel_call *c)
 static void gemm_of(const rt_kernel_call *c, const ir_type *at, const ir_type *bt, const float *a, const float *b,
                     float alpha, float beta, float *out)
 {
-    int ta = c->in->attr[0] != 0, tb = c->in->attr[1] != 0;
+    int ta = c->in->attr[IR_ATTR_TA] != 0, tb = c->in->attr[IR_ATTR_TB] != 0;
     int64_t arows = nrows(at), acols = last_dim(at), brows = nrows(bt), bcols = last_dim(bt);
     int64_t M = ta ? acols : arows, K = ta ? arows : acols;
     int64_t N = tb ? brows : bcols, Kb = tb ? bcols : brows;
@@ -308,11 +308,12 @@ void cpu_FP8_AMAX(const rt_kernel_call *c)
  * q = encode(x * scale) */
 void cpu_FP8_QUANTIZE(const rt_kernel_call *c)
 {
-    bool e5m2 = c->in->attr[0] == IR_FP8_E5M2;
+    bool e5m2 = c->in->attr[IR_ATTR_FP8_QUANTIZE_FORMAT] == IR_FP8_E5M2;
     const float *x = argf(c, 0);
     uint8_t *q = c->res[0];
     float amax = argf(c, 1)[0];
-    float scale = amax > 0 ? rt_fp8_max(e5m2) / amax / ldexpf(1.0f, (int)c->in->attr[1]) : 1.0f;
+    float pow2_margin = ldexpf(1.0f, (int)c->in->attr[IR_ATTR_FP8_QUANTIZE_MARGIN]);
+    float scale = amax > 0 ? rt_fp8_max(e5m2) / amax / pow2_margin : 1.0f;
     for (int64_t i = 0, n = ir_numel(c->arg_types[0]); i < n; i++)
         q[i] = rt_fp8_encode(x[i] * scale, e5m2);
     resf(c, 1)[0] = 1.0f / scale;
@@ -323,7 +324,7 @@ void cpu_FP8_HISTORY_AMAX(const rt_kernel_call *c)
 {
     const float *h = argf(c, 0);
     float amax = h[1];
-    for (int64_t i = 2, n = ir_numel(c->arg_types[0]); c->in->attr[0] != 0 && i < n; i++)
+    for (int64_t i = 2, n = ir_numel(c->arg_types[0]); c->in->attr[IR_ATTR_FP8_HISTORY_AMAX_MAX] != 0 && i < n; i++)
         amax = h[i] > amax || isnan(h[i]) ? h[i] : amax;
     resf(c, 0)[0] = amax;
 }
@@ -340,7 +341,7 @@ void cpu_FP8_HISTORY_UPDATE(const rt_kernel_call *c)
 {
     float *h = (float *)c->args[0];
     const float *r = argf(c, 1);
-    for (int64_t j = ir_numel(c->arg_types[0]) - 1; c->in->attr[0] != 0 && j >= 1; j--)
+    for (int64_t j = ir_numel(c->arg_types[0]) - 1; c->in->attr[IR_ATTR_FP8_HISTORY_UPDATE_ROLL] != 0 && j >= 1; j--)
         h[j] = r[j - 1];
     h[0] = 0;
 }
@@ -374,7 +375,7 @@ void cpu_MATMUL(const rt_kernel_call *c) { gemm_into(c, 0, 0.0f, resf(c, 0)); }
 void cpu_MATMUL_ACCUMULATE(const rt_kernel_call *c)
 {
     float *dst = f32_of(c->args[0], c->arg_types[0]);
-    gemm_into(c, 1, c->in->attr[2] != 0 ? 0.0f : 1.0f, dst);
+    gemm_into(c, 1, c->in->attr[IR_ATTR_MATMUL_ACCUMULATE_ASSIGN] != 0 ? 0.0f : 1.0f, dst);
     f32_store(c->args[0], c->arg_types[0], dst);
 }
 
@@ -478,7 +479,8 @@ void cpu_EMBEDDING(const rt_kernel_call *c)
     const int32_t *ids = c->args[1];
     float *r = resf(c, 0);
     int64_t V = c->arg_types[0]->dims[0], d = c->arg_types[0]->dims[1], n = ir_numel(c->arg_types[1]);
-    int64_t start = (int64_t)c->in->attr[0], vocab = c->in->attr[1] ? (int64_t)c->in->attr[1] : V;
+    double size = c->in->attr[IR_ATTR_EMBEDDING_VOCAB_SIZE];
+    int64_t start = (int64_t)c->in->attr[IR_ATTR_EMBEDDING_VOCAB_START], vocab = size ? (int64_t)size : V;
     for (int64_t i = 0; i < n; i++) {
         check_index("embedding", "token id", ids[i], i, vocab, TOKEN_FIX);
         int64_t row = ids[i] - start;
@@ -496,7 +498,7 @@ void cpu_EMBEDDING_GRAD(const rt_kernel_call *c)
     const int32_t *ids = c->args[1];
     float *r = resf(c, 0);
     int64_t V = c->res_types[0]->dims[0], d = c->res_types[0]->dims[1], n = ir_numel(c->arg_types[1]);
-    int64_t start = (int64_t)c->in->attr[1];
+    int64_t start = (int64_t)c->in->attr[IR_ATTR_EMBEDDING_GRAD_VOCAB_START];
     memset(r, 0, V * d * sizeof *r);
     for (int64_t i = 0; i < n; i++) {
         if (ids[i] - start < 0 || ids[i] - start >= V)
@@ -515,7 +517,7 @@ void cpu_POS_ADD(const rt_kernel_call *c)
     float *r = resf(c, 0);
     int64_t d = last_dim(xt), T = xt->dims[xt->ndim - 2], B = ir_numel(xt) / (T * d);
     ir_cp_run run[2];
-    for (int k = 0, n = ir_pos_runs(c->in->attr, T, run); k < n; k++)
+    for (int k = 0, n = ir_pos_runs(c->in, T, run); k < n; k++)
         for (int64_t b = 0; b < B; b++)
             for (int64_t t = 0; t < run[k].n; t++) {
                 const float *row = table + (run[k].pos + t) * d;
@@ -534,7 +536,7 @@ void cpu_POS_ADD_GRAD(const rt_kernel_call *c)
     int64_t d = last_dim(yt), T = yt->dims[yt->ndim - 2], B = ir_numel(yt) / (T * d);
     memset(r, 0, ir_bytes(c->res_types[0]));
     ir_cp_run run[2];
-    for (int k = 0, n = ir_pos_runs(c->in->attr + 1, T, run); k < n; k++)
+    for (int k = 0, n = ir_pos_runs(c->in, T, run); k < n; k++)
         for (int64_t b = 0; b < B; b++)
             for (int64_t t = 0; t < run[k].n; t++) {
                 float *row = r + (run[k].pos + t) * d;
@@ -571,7 +573,7 @@ static void norm_forward(const rt_kernel_call *c, int center)
     for (int64_t i = 0; i < R; i++) {
         const float *xr = x + i * d;
         double mean, rstd;
-        row_stats(xr, d, center, c->in->attr[0], &mean, &rstd);
+        row_stats(xr, d, center, c->in->attr[IR_ATTR_EPS], &mean, &rstd);
         for (int64_t j = 0; j < d; j++)
             y[i * d + j] = (float)((xr[j] - mean) * rstd) * w[j] + (b ? b[j] : 0.0f);
     }
@@ -590,7 +592,7 @@ static void norm_backward(const rt_kernel_call *c, int center)
     for (int64_t i = 0; i < R; i++) {
         const float *xr = x + i * d, *dyr = dy + i * d;
         double mean, rstd, sum_g = 0, sum_gx = 0;
-        row_stats(xr, d, center, c->in->attr[0], &mean, &rstd);
+        row_stats(xr, d, center, c->in->attr[IR_ATTR_EPS], &mean, &rstd);
         for (int64_t j = 0; j < d; j++) {
             double xhat = (xr[j] - mean) * rstd, g = (double)dyr[j] * w[j];
             sum_g += g;
@@ -631,14 +633,14 @@ void cpu_ROPE(const rt_kernel_call *c)
     const float *x = argf(c, 0);
     float *r = resf(c, 0);
     int64_t T = xt->dims[1], H = xt->dims[2], D = xt->dims[3], half = D / 2, BTH = ir_numel(xt) / D;
-    double sign = c->in->attr[1] != 0 ? -1.0 : 1.0;
-    int cp = (int)c->in->attr[2], cp_rank = (int)c->in->attr[3];
+    double sign = c->in->attr[IR_ATTR_ROPE_INVERSE] != 0 ? -1.0 : 1.0;
+    int cp = (int)c->in->attr[IR_ATTR_ROPE_CP], cp_rank = (int)c->in->attr[IR_ATTR_ROPE_CP_RANK];
     if (D % 2)
         CPU_FAIL("rope: head dimension %lld is odd; rotate-half needs an even head_dim", (long long)D);
     float *cs = scratch(2 * T * half, sizeof *cs); /* cos [T, half], then sin [T, half] */
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = 0; i < half; i++) {
-            double freq = ir_rope_freq(c->in->attr[0], c->in->attr[4], i, D);
+            double freq = ir_rope_freq(c->in->attr[IR_ATTR_ROPE_THETA], c->in->attr[IR_ATTR_ROPE_SCALING], i, D);
             double angle = sign * (double)ir_cp_position(t, T, cp, cp_rank) * freq;
             cs[t * half + i] = (float)cos(angle);
             cs[T * half + t * half + i] = (float)sin(angle);
@@ -673,8 +675,9 @@ typedef struct {
 
 static attn_shape attn_shape_of(const rt_kernel_call *c, const ir_type *q, const ir_type *k)
 {
-    const double *a = c->in->attr + ir_attr_index(c->in->op, "cp"); /* ops.def: cp, cp_rank, ring, shift */
-    int cp = a[0] > 1 ? (int)a[0] : 1, cp_rank = (int)a[1];
+    const double *a = ir_attention_attrs(c->in);
+    int cp = a[IR_ATTR_ATTENTION_CP] > 1 ? (int)a[IR_ATTR_ATTENTION_CP] : 1;
+    int cp_rank = (int)a[IR_ATTR_ATTENTION_CP_RANK];
     attn_shape s = {q->dims[0], q->dims[1], k->dims[1], q->dims[1] * cp, q->dims[2], k->dims[2], q->dims[3], 0, false,
                     NULL, NULL};
     s.scale = (float)(1.0 / sqrt((double)s.D));
@@ -738,7 +741,7 @@ typedef struct {
 static attn_dropout attn_dropout_of(const rt_kernel_call *c, int first_sample_arg)
 {
     return (attn_dropout){rt_dropout_of(c->in, c->args[first_sample_arg]),
-                          (int64_t)c->in->attr[RT_ATTN_DROPOUT_HEAD_OFFSET]};
+                          (int64_t)c->in->attr[IR_ATTR_ATTENTION_DROPOUT_HEAD_OFFSET]};
 }
 
 /* M[T,Tk] of head h of batch row b times the dropout factors: entry (t, j) is element
@@ -967,7 +970,7 @@ void cpu_ZERO(const rt_kernel_call *c) { memset(c->args[0], 0, ir_bytes(c->arg_t
 /* sumsq[] -> min(1, max_norm / (sqrt(sumsq) + 1e-6)); max_norm = 0 turns clipping off */
 void cpu_CLIP_COEF(const rt_kernel_call *c)
 {
-    double max_norm = c->in->attr[0], coef = 1.0;
+    double max_norm = c->in->attr[IR_ATTR_CLIP_COEF_MAX_NORM], coef = 1.0;
     if (max_norm != 0)
         coef = fmin(1.0, max_norm / (sqrt((double)argf(c, 0)[0]) + 1e-6));
     resf(c, 0)[0] = (float)coef;
@@ -1012,7 +1015,9 @@ void rt_cpu_adamw_range(const rt_kernel_call *c, int64_t begin, int64_t end)
     ir_dtype mt = c->arg_types[2]->dtype, vt = c->arg_types[3]->dtype, gt = c->arg_types[1]->dtype;
     const void *g = c->args[1];
     double lr = argf(c, 4)[0], step = argf(c, 5)[0], coef = argf(c, 6)[0];
-    double b1 = c->in->attr[0], b2 = c->in->attr[1], eps = c->in->attr[2], wd = c->in->attr[3];
+    const double *a = c->in->attr;
+    double b1 = a[IR_ATTR_ADAMW_BETA1], b2 = a[IR_ATTR_ADAMW_BETA2], eps = a[IR_ATTR_ADAMW_EPS];
+    double wd = a[IR_ATTR_ADAMW_WEIGHT_DECAY];
     if (step < 1)
         CPU_FAIL("adamw: step is %g but must count from 1 (bias correction divides by 1 - beta^step)", step);
     double bc1 = 1.0 - pow(b1, step), bc2 = 1.0 - pow(b2, step);
@@ -1065,7 +1070,8 @@ void cpu_CE_ROW_STATS(const rt_kernel_call *c)
 {
     const float *x = argf(c, 0), *gmax = argf(c, 2);
     const int32_t *targets = c->args[1];
-    int64_t N = nrows(c->arg_types[0]), V = last_dim(c->arg_types[0]), start = (int64_t)c->in->attr[0];
+    int64_t N = nrows(c->arg_types[0]), V = last_dim(c->arg_types[0]);
+    int64_t start = (int64_t)c->in->attr[IR_ATTR_CE_ROW_STATS_VOCAB_START];
     float *st = resf(c, 0);
     for (int64_t i = 0; i < N; i++) {
         double sum = 0;
@@ -1093,7 +1099,8 @@ void cpu_CE_GRAD_SHARDED(const rt_kernel_call *c)
 {
     const float *x = argf(c, 1), *gmax = argf(c, 3), *st = argf(c, 4);
     const int32_t *targets = c->args[2];
-    int64_t N = nrows(c->arg_types[1]), V = last_dim(c->arg_types[1]), start = (int64_t)c->in->attr[0];
+    int64_t N = nrows(c->arg_types[1]), V = last_dim(c->arg_types[1]);
+    int64_t start = (int64_t)c->in->attr[IR_ATTR_CE_GRAD_SHARDED_VOCAB_START];
     double scale = (double)argf(c, 0)[0] / N;
     float *dx = resf(c, 0);
     for (int64_t i = 0; i < N; i++)
@@ -1141,8 +1148,8 @@ static void topk_row(const double *v, int64_t E, int64_t k, int32_t *ids)
  * after the top k), or their sigmoid. */
 static void route_scores(const rt_kernel_call *c, const float *l, int64_t E, double *s)
 {
-    int score = (int)c->in->attr[1];
-    bool pre = c->in->attr[2] != 0;
+    int score = (int)c->in->attr[IR_ATTR_MOE_ROUTE_SCORE];
+    bool pre = c->in->attr[IR_ATTR_MOE_ROUTE_PRE_SOFTMAX] != 0;
     if (score == MOE_SOFTMAX && pre)
         softmax_row(l, E, s);
     else
@@ -1152,8 +1159,8 @@ static void route_scores(const rt_kernel_call *c, const float *l, int64_t E, dou
 
 static void route_weights(const rt_kernel_call *c, const double *s, const int32_t *ids, int64_t k, double *w)
 {
-    int score = (int)c->in->attr[1];
-    bool pre = c->in->attr[2] != 0;
+    int score = (int)c->in->attr[IR_ATTR_MOE_ROUTE_SCORE];
+    bool pre = c->in->attr[IR_ATTR_MOE_ROUTE_PRE_SOFTMAX] != 0;
     double sum = 0;
     for (int64_t j = 0; j < k; j++)
         w[j] = s[ids[j]];
@@ -1171,7 +1178,11 @@ static void route_weights(const rt_kernel_call *c, const double *s, const int32_
     }
 }
 
-static double route_scaling(const rt_kernel_call *c) { return c->in->attr[3] != 0 ? c->in->attr[3] : 1.0; }
+static double route_scaling(const rt_kernel_call *c)
+{
+    double scaling = c->in->attr[IR_ATTR_MOE_ROUTE_SCALING];
+    return scaling != 0 ? scaling : 1.0;
+}
 
 /* (logits[N,E][, h[2,E]]) -> (w[N,k], ids[N,k]): with an expert bias the top k of s + h[1] */
 void cpu_MOE_ROUTE(const rt_kernel_call *c)
@@ -1213,7 +1224,7 @@ void cpu_MOE_BIAS_UPDATE(const rt_kernel_call *c)
     float *h = (float *)c->args[0];
     const float *r = argf(c, 1);
     int64_t E = c->arg_types[0]->dims[1];
-    double rate = c->in->attr[0], mean = 0;
+    double rate = c->in->attr[IR_ATTR_MOE_BIAS_UPDATE_RATE], mean = 0;
     for (int64_t e = 0; e < E; e++)
         mean += r[e];
     mean /= (double)E;
@@ -1229,8 +1240,8 @@ void cpu_MOE_ROUTE_GRAD(const rt_kernel_call *c)
     const float *dw = argf(c, 0), *logits = argf(c, 1);
     const int32_t *ids = c->args[2];
     int64_t N = c->arg_types[1]->dims[0], E = c->arg_types[1]->dims[1], k = c->arg_types[2]->dims[1];
-    int score = (int)c->in->attr[1];
-    bool pre = c->in->attr[2] != 0;
+    int score = (int)c->in->attr[IR_ATTR_MOE_ROUTE_GRAD_SCORE];
+    bool pre = c->in->attr[IR_ATTR_MOE_ROUTE_GRAD_PRE_SOFTMAX] != 0;
     float *dl = resf(c, 0);
     double *s = scratch((size_t)E, sizeof(double)), *ds = scratch((size_t)E, sizeof(double));
     double *w = scratch((size_t)k, sizeof(double)), *g = scratch((size_t)k, sizeof(double)), scaling = route_scaling(c);
@@ -1278,12 +1289,14 @@ void cpu_MOE_CAPACITY(const rt_kernel_call *c)
 {
     const float *x = argf(c, 0), *w = argf(c, 1);
     const int32_t *ids = c->args[2];
-    int64_t R = ir_numel(c->arg_types[0]), capacity = (int64_t)c->in->attr[0], k = c->arg_types[0]->dims[1];
-    bool by_position = c->in->attr[1] != 0;
+    int64_t R = ir_numel(c->arg_types[0]), k = c->arg_types[0]->dims[1];
+    int64_t capacity = (int64_t)c->in->attr[IR_ATTR_MOE_CAPACITY_CAPACITY];
+    int64_t cp = (int64_t)c->in->attr[IR_ATTR_MOE_CAPACITY_CP], seq = (int64_t)c->in->attr[IR_ATTR_MOE_CAPACITY_SEQ];
+    bool by_position = c->in->attr[IR_ATTR_MOE_CAPACITY_POLICY] != 0;
     float *r = resf(c, 0);
     int64_t *order = scratch((size_t)R, sizeof(int64_t)); /* token order (under cp, the gathered rows') */
     for (int64_t p = 0; p < R; p++)
-        order[p] = ir_moe_pair_order(p, k, (int64_t)c->in->attr[2], (int64_t)c->in->attr[3]);
+        order[p] = ir_moe_pair_order(p, k, cp, seq);
     for (int64_t p = 0; p < R; p++) {
         int64_t before = 0;
         for (int64_t q = 0; q < R && before < capacity; q++) {
@@ -1380,7 +1393,7 @@ static const int32_t *group_counts(const rt_kernel_call *c, int i, int64_t R)
 void cpu_MOE_GROUPED_MATMUL(const rt_kernel_call *c)
 {
     const float *x = argf(c, 0), *w = argf(c, 1);
-    bool tb = c->in->attr[0] != 0;
+    bool tb = c->in->attr[IR_ATTR_MOE_GROUPED_MATMUL_TB] != 0;
     int64_t R = c->arg_types[0]->dims[0], K = c->arg_types[0]->dims[1], E = c->arg_types[1]->dims[0];
     int64_t F = c->res_types[0]->dims[1];
     const int32_t *counts = group_counts(c, 2, R);
@@ -1416,7 +1429,7 @@ void cpu_MOE_GROUPED_WGRAD(const rt_kernel_call *c) { grouped_wgrad_into(c, 0, 0
 void cpu_MOE_GROUPED_WGRAD_ACCUMULATE(const rt_kernel_call *c)
 {
     float *dst = f32_of(c->args[0], c->arg_types[0]);
-    grouped_wgrad_into(c, 1, c->in->attr[0] != 0 ? 0.0f : 1.0f, dst);
+    grouped_wgrad_into(c, 1, c->in->attr[IR_ATTR_MOE_GROUPED_WGRAD_ACCUMULATE_ASSIGN] != 0 ? 0.0f : 1.0f, dst);
     f32_store(c->args[0], c->arg_types[0], dst);
 }
 
@@ -1445,7 +1458,11 @@ static double aux_counts(const int32_t *ids, int64_t N, int64_t E, int64_t k, do
 }
 
 /* The tokens of one of the aux loss's sequences: its seq attribute, 0 for all N (ops.def). */
-static int64_t aux_seq(const rt_kernel_call *c, int64_t N) { return c->in->attr[2] > 0 ? (int64_t)c->in->attr[2] : N; }
+static int64_t aux_seq(const rt_kernel_call *c, int64_t N)
+{
+    double seq = c->in->attr[IR_ATTR_MOE_AUX_LOSS_SEQ];
+    return seq > 0 ? (int64_t)seq : N;
+}
 
 /* (logits[N,E], ids[N,k]) -> the mean over the sequences of S tokens of E / (k S^2) sum_e (sum_n s[n,e])
  * counts[e], n and counts over the sequence's tokens (S = N: the micro-batch's one loss) */
@@ -1459,7 +1476,7 @@ void cpu_MOE_AUX_LOSS(const rt_kernel_call *c)
     for (int64_t n0 = 0; n0 < N; n0 += S) {
         double f = aux_counts(ids + n0 * k, S, E, k, counts), sum = 0;
         for (int64_t n = n0; n < n0 + S; n++) {
-            aux_scores((int)c->in->attr[1], l + n * E, E, s);
+            aux_scores((int)c->in->attr[IR_ATTR_MOE_AUX_LOSS_SCORE], l + n * E, E, s);
             for (int64_t e = 0; e < E; e++)
                 sum += s[e] * counts[e];
         }
@@ -1478,7 +1495,7 @@ void cpu_MOE_AUX_LOSS_GRAD(const rt_kernel_call *c)
     const int32_t *ids = c->args[2];
     int64_t N = c->arg_types[1]->dims[0], E = c->arg_types[1]->dims[1], k = c->arg_types[2]->dims[1];
     int64_t S = aux_seq(c, N);
-    int score = (int)c->in->attr[1];
+    int score = (int)c->in->attr[IR_ATTR_MOE_AUX_LOSS_GRAD_SCORE];
     double *s = scratch((size_t)E, sizeof(double)), *counts = scratch((size_t)E, sizeof(double)), f = 0;
     float *dl = resf(c, 0);
     for (int64_t n = 0; n < N; n++) {

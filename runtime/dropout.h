@@ -8,17 +8,15 @@
 #include "ir/ir.h"
 #include "kernels_templates/philox.cuh"
 
-/* Attribute indices, ORDER ops.def: every dropout op starts with p, seed, site; dropout goes on
- * with dim, offset, extent (dimension dim of x holds [offset, offset + dims[dim]) of a dimension of
- * extent; dim 0 splits the batch rows), then cp, cp_rank: with cp > 1 the sequence, dimension 1,
- * is context-parallel rank cp_rank's two balanced chunks of the whole (ir_cp_runs), extent (dim 1)
- * counting the rank's tokens; the attention ops with head_offset (this rank's first query head),
- * heads (the whole head count, which the kernels do not need: heads are a sample's outermost
- * dimension; the shard pass's) and attention's cp, cp_rank, ring, shift (the positions of the
- * queries and keys in the whole sequence, which the mask draws by: ir_attr_index(op, "cp")). */
-enum { RT_DROPOUT_P, RT_DROPOUT_SEED, RT_DROPOUT_SITE, RT_DROPOUT_DIM, RT_DROPOUT_OFFSET, RT_DROPOUT_EXTENT, RT_DROPOUT_CP,
-       RT_DROPOUT_CP_RANK };
-enum { RT_ATTN_DROPOUT_HEAD_OFFSET = 3 };
+/* The attributes (ops.def, IR_ATTR_DROPOUT_*: attention_dropout's p, seed, site sit at dropout's):
+ * every dropout op starts with p, seed, site; dropout goes on with dim, offset, extent (dimension
+ * dim of x holds [offset, offset + dims[dim]) of a dimension of extent; dim 0 splits the batch
+ * rows), then cp, cp_rank: with cp > 1 the sequence, dimension 1, is context-parallel rank
+ * cp_rank's two balanced chunks of the whole (ir_cp_runs), extent (dim 1) counting the rank's
+ * tokens; the attention ops with head_offset (this rank's first query head), heads (the whole
+ * head count, which the kernels do not need: heads are a sample's outermost dimension; the shard
+ * pass's) and attention's cp, cp_rank, ring, shift (the positions of the queries and keys in the
+ * whole sequence, which the mask draws by). */
 
 /* The mask parameters of dropout op `in`, whose first_sample operand lives at first_sample. */
 mcc_dropout rt_dropout_of(const ir_instr *in, const void *first_sample);

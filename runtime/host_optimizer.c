@@ -67,9 +67,10 @@ static void adamw_f32_range(const rt_kernel_call *c, int64_t begin, int64_t end)
     bool m16 = c->arg_types[2]->dtype == IR_BF16, v16 = c->arg_types[3]->dtype == IR_BF16;
     const float *restrict g = c->args[1];
     double step = ((const float *)c->args[5])[0];
-    float b1 = (float)c->in->attr[0], b2 = (float)c->in->attr[1], eps = (float)c->in->attr[2],
-          wd = (float)c->in->attr[3], lr = ((const float *)c->args[4])[0], coef = ((const float *)c->args[6])[0];
-    float bc1 = (float)(1.0 - pow(c->in->attr[0], step)), bc2 = (float)(1.0 - pow(c->in->attr[1], step));
+    const double *a = c->in->attr;
+    float b1 = (float)a[IR_ATTR_ADAMW_BETA1], b2 = (float)a[IR_ATTR_ADAMW_BETA2], eps = (float)a[IR_ATTR_ADAMW_EPS],
+          wd = (float)a[IR_ATTR_ADAMW_WEIGHT_DECAY], lr = ((const float *)c->args[4])[0], coef = ((const float *)c->args[6])[0];
+    float bc1 = (float)(1.0 - pow(a[IR_ATTR_ADAMW_BETA1], step)), bc2 = (float)(1.0 - pow(a[IR_ATTR_ADAMW_BETA2], step));
 #pragma omp simd
     for (int64_t i = begin; i < end; i++) {
         float gi = g[i] * coef;

@@ -32,7 +32,7 @@ int rt_parallel_bucket_run(const rt_kernel_call *c, int first, bool padded, size
 
 void rt_parallel_all_reduce_bucket(const rt_kernel_call *c, rt_lane lane, void *stream)
 {
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
     if (!comm)
         return;
     comm = rt_comm_lane(comm, lane);
@@ -48,7 +48,7 @@ void rt_parallel_all_reduce_bucket(const rt_kernel_call *c, rt_lane lane, void *
 
 rt_comm *rt_parallel_comm_for(const ir_instr *in, int64_t ranks)
 {
-    ir_axis axis = (ir_axis)in->attr[0];
+    ir_axis axis = (ir_axis)in->attr[IR_ATTR_AXIS];
     rt_comm *comm = rt_parallel_comm(axis);
     int have = comm ? rt_comm_size(comm) : 1;
     if (have != ranks) {
@@ -68,7 +68,7 @@ void rt_parallel_a2av_splits(const ir_instr *in, const ir_type *st, const void *
         if (out[i] < 0 || out[i] > R - total) {
             fprintf(stderr, "train_rank: error: %s over %s: split %lld is %lld, and the splits must be >= 0 and sum "
                             "to at most the %lld rows sent (the routing's counts are wrong)\n",
-                    ir_ops[in->op].name, ir_axis_name((ir_axis)in->attr[0]), (long long)i, (long long)out[i],
+                    ir_ops[in->op].name, ir_axis_name((ir_axis)in->attr[IR_ATTR_AXIS]), (long long)i, (long long)out[i],
                     (long long)R);
             exit(1);
         }
@@ -92,7 +92,7 @@ size_t rt_parallel_a2av_self(const ir_instr *in, const int64_t *splits, int64_t 
         total += came[i] = splits[i];
     if (total > rows) {
         fprintf(stderr, "train_rank: error: %s over %s: %lld rows come to this rank but its receive buffer holds %lld\n",
-                ir_ops[in->op].name, ir_axis_name((ir_axis)in->attr[0]), (long long)total, (long long)rows);
+                ir_ops[in->op].name, ir_axis_name((ir_axis)in->attr[IR_ATTR_AXIS]), (long long)total, (long long)rows);
         exit(1);
     }
     return (size_t)total;
@@ -120,7 +120,7 @@ static void lanes_needed(const ir_module *m, ir_axis axis, bool *side, bool *cop
         for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
             const ir_instr *in = &m->funcs[f]->instrs[i];
             bool copyable = ir_op_has(in->op, IR_OPF_COPY_LANE);
-            if (!(copyable || ir_on_comm_stream(in)) || (ir_axis)in->attr[0] != axis)
+            if (!(copyable || ir_on_comm_stream(in)) || (ir_axis)in->attr[IR_ATTR_AXIS] != axis)
                 continue;
             *side |= ir_on_comm_stream(in);
             *copy |= copyable || (in->op == IR_OP_ALL_REDUCE_INPLACE && ir_on_comm_stream(in));
@@ -396,7 +396,7 @@ float rt_parallel_world(rt_parallel *par, rt_program *p, float v, rt_reduce_op o
 void rt_parallel_cp_all_to_all(const rt_kernel_call *c, rt_comm *comm, void *scratch, rt_copy2d_fn copy2d, void *ctx,
                                void *stream)
 {
-    bool heads = c->in->attr[1] != 0;
+    bool heads = c->in->attr[IR_ATTR_CP_ALL_TO_ALL_HEADS] != 0;
     const ir_type *st = heads ? c->arg_types[0] : c->res_types[0];
     char *seq = heads ? c->args[0] : c->res[0], *hd = heads ? c->res[0] : c->args[0];
     size_t n = (size_t)rt_comm_size(comm), B = (size_t)st->dims[0], c2 = (size_t)st->dims[1], half = c2 / 2;

@@ -194,6 +194,18 @@ static void test_roundtrip(void)
     free(text);
     ir_module_free(m);
 
+    /* a mesh axis attribute prints by name and reads by name or number */
+    const char *by_number = "config {\n  tensor_model_parallel_size = \"2\"\n}\n"
+                            "func f {kind=step, arena=0} {\n  %0 = input @x : f32[4] {partial=tp}\n"
+                            "  %1 = all_reduce %0 {axis=3, max=0} : f32[4]\n}\n";
+    m = ir_parse_module(by_number, err, sizeof err);
+    text = m ? ir_print_module(m) : NULL;
+    CHECK(text && strstr(text, "  %1 = all_reduce %0 {axis=tp, max=0} : f32[4]\n"), "axis=3 does not print as tp: %s",
+          text ? text : err);
+    ir_module_free(check_reprints(text ? text : "", "axis=tp"));
+    free(text);
+    ir_module_free(m);
+
     /* comments and blank lines are ignored */
     m = ir_parse_module("; a comment\n\nfunc f {kind=step, arena=0} {  ; trailing\n\n  %0 = input @x : f32[4] ; x\n}\n", err, sizeof err);
     CHECK(m && m->nfuncs == 1 && m->funcs[0]->ninstrs == 1, "comments break the parser: %s", err);
@@ -219,6 +231,8 @@ static void test_parse_errors(void)
         {FUNC("  %2 = gelu %0\n"), "line 4: expected `:`, got end of line"},
         {FUNC("  %2 = matmul %0, %1 {ta=0, tc=1} : f32[4,8]\n"), "line 4: matmul has no attribute `tc` (its attributes: ta, tb)"},
         {FUNC("  %2 = matmul %0, %1 {ta=yes} : f32[4,8]\n"), "line 4: attribute `ta` needs a number"},
+        {FUNC("  %2 = all_reduce %0 {axis=xp, max=0} : f32[4,8]\n"),
+         "line 4: attribute `axis`: a mesh axis (dp, pp, tp, cp, ep, edp, dp_cp) or its number, got `xp`"},
         {FUNC("  %2, %3 = gelu %0 : f32[4,8]\n"), "line 4: wrong result count for gelu: expected 1, got 2"},
         {FUNC("  %2, %3, %4 = attention_grad %0, %0, %0, %0, %0, %0 : f32[4,8], f32[4,8]\n"), "line 4: wrong type count for attention_grad: expected 3, got 2"},
         {FUNC("  %0 = gelu %0 : f32[4,8]\n"), "line 4: value %0 is defined twice"},
@@ -400,7 +414,7 @@ static void test_memory_errors(void)
                              "func f {kind=step, arena=768} {\n"
                              "  %0 = input @x : f32[2,8,4] {partial=tp} @+0\n"
                              "  %1 = scale %0 {factor=2} : f32[2,8,4] {partial=tp} @+256\n"
-                             "  %2 = reduce_scatter_seq %1 {axis=3, overlap=OVERLAP} : f32[2,4,4] {shard=[-,tp,-]} @+512\n"
+                             "  %2 = reduce_scatter_seq %1 {axis=tp, overlap=OVERLAP} : f32[2,4,4] {shard=[-,tp,-]} @+512\n"
                              "  %3 = scale %0 {factor=3} : f32[2,8,4] {partial=tp} @+256\n"
                              "  %4 = scale %2 {factor=2} : f32[2,4,4] {shard=[-,tp,-]} @+640\n"
                              "  output @y %4\n"

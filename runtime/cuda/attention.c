@@ -22,9 +22,6 @@ typedef struct {
     int cp, q_rank, kv_rank, kv_ranks;
 } cu_attn_cp;
 
-/* ATTENTION's and ATTENTION_GRAD's attributes (ir/ops.def: "cp,cp_rank,ring,shift") */
-enum { CU_ATTN_CP, CU_ATTN_CP_RANK, CU_ATTN_RING, CU_ATTN_SHIFT };
-
 typedef struct {
     int B, T, H, Hk, D; /* T: q's (the rank's) tokens; k and v hold T cp.kv_ranks */
     float scale;
@@ -43,12 +40,13 @@ typedef struct {
  * target but under a2a, where they carry cp 0 (whole sequences of a block of heads). */
 static cu_attn_cp cu_attn_cp_of(const ir_instr *in, bool dropout)
 {
-    if (dropout || in->attr[CU_ATTN_CP] <= 1)
+    const double *a = ir_attention_attrs(in);
+    if (dropout || a[IR_ATTR_ATTENTION_CP] <= 1)
         return (cu_attn_cp){1, 0, 0, 1};
-    int cp = (int)in->attr[CU_ATTN_CP], rank = (int)in->attr[CU_ATTN_CP_RANK];
-    if (in->attr[CU_ATTN_RING] == 0) /* every rank's keys, gathered */
+    int cp = (int)a[IR_ATTR_ATTENTION_CP], rank = (int)a[IR_ATTR_ATTENTION_CP_RANK];
+    if (a[IR_ATTR_ATTENTION_RING] == 0) /* every rank's keys, gathered */
         return (cu_attn_cp){cp, rank, 0, cp};
-    int shift = (int)in->attr[CU_ATTN_SHIFT];
+    int shift = (int)a[IR_ATTR_ATTENTION_SHIFT];
     return (cu_attn_cp){cp, rank, ((rank - shift) % cp + cp) % cp, 1};
 }
 
@@ -176,7 +174,7 @@ typedef struct {
 static cu_attn_dropout cu_attn_dropout_of(const rt_kernel_call *c, int first_sample_arg)
 {
     return (cu_attn_dropout){rt_dropout_of(c->in, c->args[first_sample_arg]),
-                             (int)c->in->attr[RT_ATTN_DROPOUT_HEAD_OFFSET]};
+                             (int)c->in->attr[IR_ATTR_ATTENTION_DROPOUT_HEAD_OFFSET]};
 }
 
 /* "mcc_attention[_dropout]_<fwd|bwd>_<dtype>_d<D>" */

@@ -12,13 +12,13 @@
 /* r := sum of x over the axis's ranks */
 void cuda_ALL_REDUCE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
     if (c->res[0] != c->args[0])
         RT_CU_CHECK(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)c->res[0], (CUdeviceptr)(uintptr_t)c->args[0],
                                       ir_bytes(c->arg_types[0]), rt_cuda_stream(cx)));
     if (comm)
         rt_all_reduce(comm, c->res[0], (size_t)ir_numel(c->arg_types[0]), c->arg_types[0]->dtype,
-                      c->in->attr[1] != 0 ? RT_MAX : RT_SUM, rt_cuda_stream(cx));
+                      c->in->attr[IR_ATTR_ALL_REDUCE_MAX] != 0 ? RT_MAX : RT_SUM, rt_cuda_stream(cx));
 }
 
 /* --- vocab-parallel cross entropy (kernels_templates/vocab_parallel.cuh) --- */
@@ -46,7 +46,7 @@ void cuda_CE_ROW_STATS(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     void *st = c->res[0], *x = c->args[0], *targets = c->args[1], *gmax = c->args[2];
     long long N = rows_of(c->arg_types[0]), V = c->arg_types[0]->dims[c->arg_types[0]->ndim - 1];
-    long long start = (long long)c->in->attr[0];
+    long long start = (long long)c->in->attr[IR_ATTR_CE_ROW_STATS_VOCAB_START];
     void *p[] = {&st, &x, &targets, &gmax, &N, &V, &start};
     rows_launch(cx, "mcc_ce_row_stats", c->arg_types[0], N, p);
 }
@@ -64,7 +64,7 @@ void cuda_CE_GRAD_SHARDED(rt_cuda_ctx *cx, const rt_kernel_call *c)
     void *dx = c->res[0], *dloss = c->args[0], *x = c->args[1], *targets = c->args[2], *gmax = c->args[3],
          *st = c->args[4];
     long long N = rows_of(c->arg_types[1]), V = c->arg_types[1]->dims[c->arg_types[1]->ndim - 1];
-    long long start = (long long)c->in->attr[0];
+    long long start = (long long)c->in->attr[IR_ATTR_CE_GRAD_SHARDED_VOCAB_START];
     void *p[] = {&dx, &dloss, &x, &targets, &gmax, &st, &N, &V, &start};
     rows_launch(cx, "mcc_ce_grad_sharded", c->arg_types[1], N, p);
 }
@@ -104,7 +104,7 @@ void cuda_ALL_GATHER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
 
 void rt_cuda_gather_seq(rt_cuda_ctx *cx, const rt_kernel_call *c, CUstream stream)
 {
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
     size_t slab, B = seq_rows(c, c->arg_types[0], &slab);
     if (!comm) {
         copy_rows(cx, c->res[0], slab, c->args[0], slab, slab * B, 1);
@@ -134,7 +134,7 @@ static bool exchange_scatter(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_comm *
 {
     const ir_type *t = c->res_types[0];
     size_t n = (size_t)rt_comm_size(comm), me = (size_t)rt_comm_rank(comm), block = ir_bytes(t);
-    char *came = rt_parallel_exchange((ir_axis)c->in->attr[0], block * n);
+    char *came = rt_parallel_exchange((ir_axis)c->in->attr[IR_ATTR_AXIS], block * n);
     rt_comm *lane = came ? rt_comm_copy_lane_for(comm, c->args[0], block * n, came, block * n) : comm;
     if (lane == comm)
         return false;
@@ -155,7 +155,7 @@ static bool exchange_scatter(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_comm *
  * reader. Split by batch rows (one block per rank), on the copy lane: exchange_scatter. */
 void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
     const ir_type *t = c->res_types[0];
     size_t slab, B = seq_rows(c, t, &slab), count = (size_t)ir_numel(t) / B;
     if (!comm) {
@@ -179,7 +179,7 @@ void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
  * [B/n,T,R]), one strided copy, no communication */
 void cuda_LOCAL_SLICE_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
     size_t slab, B = seq_rows(c, c->res_types[0], &slab), n = comm ? (size_t)rt_comm_size(comm) : 1;
     size_t q = comm ? (size_t)rt_comm_rank(comm) : 0;
     copy_rows(cx, c->res[0], slab, (const char *)c->args[0] + q * slab, slab * n, slab, B);
@@ -193,7 +193,7 @@ void cuda_LOCAL_SLICE_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
  * slab: program.c), fits the exchange buffer and splits into n blocks of whole 16-byte units. */
 static bool exchange_all_reduce(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_comm *comm)
 {
-    ir_axis axis = (ir_axis)c->in->attr[0];
+    ir_axis axis = (ir_axis)c->in->attr[IR_ATTR_AXIS];
     size_t n = (size_t)rt_comm_size(comm), me = (size_t)rt_comm_rank(comm), span;
     rt_comm *lane = comm;
     for (int first = 0, next; first < c->nargs; first = next) {
@@ -229,7 +229,7 @@ static bool exchange_all_reduce(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_com
 void cuda_ALL_REDUCE_INPLACE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     bool overlap = ir_on_comm_stream(c->in);
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
     if (!comm || (overlap && exchange_all_reduce(cx, c, comm)))
         return;
     rt_parallel_all_reduce_bucket(c, overlap ? RT_LANE_SIDE : RT_LANE_MAIN,
@@ -299,7 +299,7 @@ void cuda_ALL_TO_ALL_V(rt_cuda_ctx *cx, const rt_kernel_call *c)
  * collectives, beside the attention piece computed before the result's first use. */
 void cuda_RING_SHIFT(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
     bool overlap = ir_overlapped(c->in);
     CUstream stream = overlap ? rt_cuda_comm_fork(cx) : rt_cuda_stream(cx);
     if (comm)
@@ -320,7 +320,7 @@ static void device_copy2d(void *stream, void *dst, size_t dpitch, const void *sr
  * all-to-all, all on the compute stream; one rank: x as it is. */
 void cuda_CP_ALL_TO_ALL(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
     size_t bytes = ir_bytes(c->arg_types[0]);
     CUstream s = rt_cuda_stream(cx);
     if (!comm)

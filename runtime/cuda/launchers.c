@@ -199,7 +199,7 @@ void cuda_FILL(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     void *r = c->res[0];
     long long n = ir_numel(c->res_types[0]);
-    float value = (float)c->in->attr[0];
+    float value = (float)c->in->attr[IR_ATTR_FILL_VALUE];
     void *p[] = {&r, &n, &value};
     launch_vec(cx, name_of(c, RT_CUK_FILL, c->res_types[0], NULL), n, p);
 }
@@ -227,7 +227,7 @@ void cuda_SCALE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     void *r = c->res[0], *a = c->args[0];
     long long n = ir_numel(c->res_types[0]);
-    float factor = (float)c->in->attr[0];
+    float factor = (float)c->in->attr[IR_ATTR_SCALE_FACTOR];
     void *p[] = {&r, &a, &n, &factor};
     launch_vec(cx, name_of(c, RT_CUK_SCALE, c->res_types[0], NULL), n, p);
 }
@@ -376,7 +376,7 @@ void cuda_EMBEDDING(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     void *r = c->res[0], *table = c->args[0], *ids = c->args[1];
     long long V = c->arg_types[0]->dims[0], d = c->arg_types[0]->dims[1], n = ir_numel(c->arg_types[1]);
-    long long start = (long long)c->in->attr[0];
+    long long start = (long long)c->in->attr[IR_ATTR_EMBEDDING_VOCAB_START];
     void *p[] = {&r, &table, &ids, &n, &V, &d, &start};
     launch_rows(cx, name_of(c, RT_CUK_EMBEDDING, c->arg_types[0], NULL), n, d, 0, p);
 }
@@ -392,7 +392,8 @@ void cuda_EMBEDDING_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     void *r = c->res[0], *dy = c->args[0], *ids = c->args[1];
     long long V = c->res_types[0]->dims[0], d = c->res_types[0]->dims[1], n = ir_numel(c->arg_types[1]);
-    long long start = (long long)c->in->attr[1], chunks = (n + EMB_CHUNK - 1) / EMB_CHUNK;
+    long long start = (long long)c->in->attr[IR_ATTR_EMBEDDING_GRAD_VOCAB_START];
+    long long chunks = (n + EMB_CHUNK - 1) / EMB_CHUNK;
     int *count = rt_cuda_scratch(cx, sizeof(int) * (size_t)(chunks * V + 2 * n + 2 * V));
     int *rank = count + chunks * V, *total = rank + n, *offset = total + V, *order = offset + V;
     RT_CU_CHECK(cuMemsetD32Async((CUdeviceptr)(uintptr_t)count, 0, (size_t)(chunks * V), rt_cuda_stream(cx)));
@@ -417,7 +418,7 @@ void cuda_POS_ADD(rt_cuda_ctx *cx, const rt_kernel_call *c)
     const ir_type *xt = c->arg_types[0];
     int64_t T = xt->dims[xt->ndim - 2], Td = T * last_dim(xt);
     ir_cp_run run[2];
-    int n = ir_pos_runs(c->in->attr, T, run);
+    int n = ir_pos_runs(c->in, T, run);
     if (n > 1) {
         pos_add_runs(cx, c, run, n);
         return;
@@ -437,7 +438,7 @@ void cuda_POS_ADD_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
     CUdeviceptr r = (CUdeviceptr)(uintptr_t)c->res[0];
     CUstream st = rt_cuda_stream(cx);
     ir_cp_run run[2];
-    int n = ir_pos_runs(c->in->attr + 1, T, run);
+    int n = ir_pos_runs(c->in, T, run);
     RT_CU_CHECK(cuMemsetD8Async(r, 0, ir_bytes(c->res_types[0]), st));
     column_sums(cx, c, (char *)c->res[0] + (size_t)run[0].pos * row, c->args[0], yt, Td ? ir_numel(yt) / Td : 0, Td, Td);
     if (n > 1 && run[1].pos != run[0].pos + run[1].t) {
@@ -489,7 +490,7 @@ static void norm_forward(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kerne
     const ir_type *xt = c->arg_types[0];
     void *y = c->res[0], *x = c->args[0], *w = c->args[1], *b = k == RT_CUK_LAYERNORM ? c->args[2] : NULL;
     long long R = nrows(xt), d = last_dim(xt);
-    float eps = (float)c->in->attr[0];
+    float eps = (float)c->in->attr[IR_ATTR_EPS];
     norm_layout l = norm_layout_of(c, d);
     void *ln[] = {&y, &x, &w, &b, &R, &d, &eps, &l.tpr}, *rms[] = {&y, &x, &w, &R, &d, &eps, &l.tpr};
     rt_cuda_launch(cx, norm_kernel(c, k, xt, c->arg_types[1], l).s, capped_grid((R + l.groups - 1) / l.groups), 1, 1,
@@ -507,7 +508,7 @@ static void norm_backward(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kern
     const ir_type *xt = c->arg_types[1], *wt = c->arg_types[2];
     void *dx = c->res[0], *dy = c->args[0], *x = c->args[1], *w = c->args[2], *dr = c->nargs > 3 ? c->args[3] : NULL;
     long long R = nrows(xt), d = last_dim(xt), nacc = c->nres - 1, stride = nacc * d;
-    float eps = (float)c->in->attr[0];
+    float eps = (float)c->in->attr[IR_ATTR_EPS];
     norm_layout l = norm_layout_of(c, d);
     int64_t groups = R < NORM_GRAD_ROWS ? R : NORM_GRAD_ROWS, G = (groups + l.groups - 1) / l.groups;
     int S = (int)(G * l.groups);
@@ -547,8 +548,9 @@ void cuda_ROPE(rt_cuda_ctx *cx, const rt_kernel_call *c)
     void *bufs[] = {r, x};
     int width = vec_rows(half, (const void *const *)bufs, 2) ? VEC : 1;
     unsigned lanes = half / (unsigned)width, groups = lanes < FLAT_BLOCK ? FLAT_BLOCK / lanes : 1;
-    double theta = c->in->attr[0], sign = c->in->attr[1] != 0 ? -1.0 : 1.0, scaling = c->in->attr[4];
-    int cp = (int)c->in->attr[2], cp_rank = (int)c->in->attr[3]; /* ops.def: theta,inverse,cp,cp_rank,scaling */
+    double theta = c->in->attr[IR_ATTR_ROPE_THETA], scaling = c->in->attr[IR_ATTR_ROPE_SCALING];
+    double sign = c->in->attr[IR_ATTR_ROPE_INVERSE] != 0 ? -1.0 : 1.0;
+    int cp = (int)c->in->attr[IR_ATTR_ROPE_CP], cp_rank = (int)c->in->attr[IR_ATTR_ROPE_CP_RANK];
     void *p[] = {&r, &x, &rows, &T, &H, &half, &theta, &scaling, &sign, &width, &cp, &cp_rank};
     /* a few rows per thread: the frequencies (pow in double) are computed once per thread */
     int64_t blocks = (rows + groups - 1) / groups, cap = FILL_BLOCKS / 4;
@@ -622,7 +624,7 @@ void cuda_CLIP_COEF(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     need_f32(c, c->arg_types[0], "sum of squares");
     void *r = c->res[0], *sumsq = c->args[0];
-    double max_norm = c->in->attr[0];
+    double max_norm = c->in->attr[IR_ATTR_CLIP_COEF_MAX_NORM];
     void *p[] = {&r, &sumsq, &max_norm};
     rt_cuda_launch(cx, name_of(c, RT_CUK_CLIP_COEF, NULL, NULL).s, 1, 1, 1, 1, 0, p);
 }
@@ -641,7 +643,9 @@ void cuda_ADAMW(rt_cuda_ctx *cx, const rt_kernel_call *c)
     void *p = pair ? NULL : c->args[0], *rem = pair ? c->args[0] : NULL, *g = c->args[1], *m = c->args[2], *v = c->args[3];
     void *lr = c->args[4], *step = c->args[5], *coef = c->args[6];
     long long n = ir_numel(c->arg_types[0]);
-    double b1 = c->in->attr[0], b2 = c->in->attr[1], eps = c->in->attr[2], wd = c->in->attr[3];
+    const double *a = c->in->attr;
+    double b1 = a[IR_ATTR_ADAMW_BETA1], b2 = a[IR_ATTR_ADAMW_BETA2], eps = a[IR_ATTR_ADAMW_EPS];
+    double wd = a[IR_ATTR_ADAMW_WEIGHT_DECAY];
     void *copy = c->nargs == 8 ? c->args[7] : NULL; /* the bf16 working copy, refreshed in the same pass */
     if ((copy || pair) && (!copy || c->arg_types[7]->dtype != IR_BF16)) {
         fprintf(stderr, "train_rank: adamw on CUDA writes bf16 working copies, got %s: the precision pass makes bf16 "
@@ -674,7 +678,7 @@ void cuda_FP8_QUANTIZE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     need_f32(c, c->arg_types[1], "amax");
     need_f32(c, c->res_types[1], "scale_inv");
-    int e5m2 = c->in->attr[0] == IR_FP8_E5M2;
+    int e5m2 = c->in->attr[IR_ATTR_FP8_QUANTIZE_FORMAT] == IR_FP8_E5M2;
     if (c->res_types[0]->dtype != (e5m2 ? IR_FP8E5M2 : IR_FP8E4M3)) {
         fprintf(stderr, "train_rank: fp8_quantize's format says %s but its result is %s: an mcc codegen bug\n",
                 e5m2 ? "e5m2" : "e4m3", ir_dtype_name(c->res_types[0]->dtype));
@@ -683,7 +687,7 @@ void cuda_FP8_QUANTIZE(rt_cuda_ctx *cx, const rt_kernel_call *c)
     void *q = c->res[0], *scale_inv = c->res[1], *x = c->args[0], *amax = c->args[1];
     long long n = ir_numel(c->arg_types[0]);
     float fmax = e5m2 ? 57344.0f : 448.0f; /* rt_fp8_max's */
-    float pow2_margin = ldexpf(1.0f, (int)c->in->attr[1]);
+    float pow2_margin = ldexpf(1.0f, (int)c->in->attr[IR_ATTR_FP8_QUANTIZE_MARGIN]);
     void *params[] = {&q, &scale_inv, &x, &amax, &n, &e5m2, &fmax, &pow2_margin};
     kernel_name k = name_of(c, RT_CUK_FP8_QUANTIZE, c->arg_types[0], NULL);
     if (n == 0) /* scale_inv is still written: one thread */
@@ -698,7 +702,7 @@ void cuda_FP8_HISTORY_AMAX(rt_cuda_ctx *cx, const rt_kernel_call *c)
     need_f32(c, c->arg_types[0], "amax history");
     void *r = c->res[0], *h = c->args[0];
     long long n = ir_numel(c->arg_types[0]);
-    int take_max = c->in->attr[0] != 0;
+    int take_max = c->in->attr[IR_ATTR_FP8_HISTORY_AMAX_MAX] != 0;
     void *params[] = {&r, &h, &n, &take_max};
     rt_cuda_launch(cx, name_of(c, RT_CUK_FP8_HISTORY_AMAX, NULL, NULL).s, 1, 1, 1, 1, 0, params);
 }
@@ -720,7 +724,7 @@ void cuda_FP8_HISTORY_UPDATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
     need_f32(c, c->arg_types[1], "reduced amax history");
     void *h = c->args[0], *r = c->args[1];
     long long n = ir_numel(c->arg_types[0]);
-    int roll = c->in->attr[0] != 0;
+    int roll = c->in->attr[IR_ATTR_FP8_HISTORY_UPDATE_ROLL] != 0;
     void *params[] = {&h, &r, &n, &roll};
     rt_cuda_launch(cx, name_of(c, RT_CUK_FP8_HISTORY_UPDATE, NULL, NULL).s, 1, 1, 1, 1, 0, params);
 }
@@ -739,7 +743,11 @@ static int moe_topk(const rt_kernel_call *c, int64_t k)
     return (int)k;
 }
 
-static double moe_scaling(const rt_kernel_call *c) { return c->in->attr[3] != 0 ? c->in->attr[3] : 1.0; }
+static double moe_scaling(const rt_kernel_call *c)
+{
+    double scaling = c->in->attr[IR_ATTR_MOE_ROUTE_SCALING];
+    return scaling != 0 ? scaling : 1.0;
+}
 
 /* counts[R / group][E] := the pairs of ids[R] routed to each expert, per group of `group` pairs
  * (the aux loss's sequences; i32, in scratch the caller carved) */
@@ -766,7 +774,8 @@ void cuda_MOE_ROUTE(rt_cuda_ctx *cx, const rt_kernel_call *c)
         need_f32(c, c->arg_types[1], "expert bias");
     void *w = c->res[0], *ids = c->res[1], *logits = c->args[0], *bias = c->nargs > 1 ? c->args[1] : NULL;
     long long N = lt->dims[0], E = lt->dims[1];
-    int k = moe_topk(c, c->res_types[0]->dims[1]), score = (int)c->in->attr[1], pre = c->in->attr[2] != 0;
+    int k = moe_topk(c, c->res_types[0]->dims[1]), score = (int)c->in->attr[IR_ATTR_MOE_ROUTE_SCORE];
+    int pre = c->in->attr[IR_ATTR_MOE_ROUTE_PRE_SOFTMAX] != 0;
     double scaling = moe_scaling(c);
     void *p[] = {&w, &ids, &logits, &bias, &N, &E, &k, &score, &pre, &scaling};
     launch_flat(cx, name_of(c, RT_CUK_MOE_ROUTE, lt, NULL), N, p);
@@ -783,7 +792,8 @@ void cuda_MOE_ROUTE_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
     }
     void *dl = c->res[0], *dw = c->args[0], *logits = c->args[1], *ids = c->args[2];
     long long N = lt->dims[0], E = lt->dims[1];
-    int k = moe_topk(c, c->arg_types[2]->dims[1]), score = (int)c->in->attr[1], pre = c->in->attr[2] != 0;
+    int k = moe_topk(c, c->arg_types[2]->dims[1]), score = (int)c->in->attr[IR_ATTR_MOE_ROUTE_GRAD_SCORE];
+    int pre = c->in->attr[IR_ATTR_MOE_ROUTE_GRAD_PRE_SOFTMAX] != 0;
     double scaling = moe_scaling(c);
     void *p[] = {&dl, &dw, &logits, &ids, &N, &E, &k, &score, &pre, &scaling};
     launch_flat(cx, name_of(c, RT_CUK_MOE_ROUTE_GRAD, lt, NULL), N, p);
@@ -806,7 +816,7 @@ void cuda_MOE_BIAS_UPDATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
     need_f32(c, c->arg_types[1], "summed expert counts");
     void *h = c->args[0], *r = c->args[1];
     long long E = c->arg_types[0]->dims[1];
-    double rate = c->in->attr[0];
+    double rate = c->in->attr[IR_ATTR_MOE_BIAS_UPDATE_RATE];
     void *p[] = {&h, &r, &E, &rate};
     rt_cuda_launch(cx, kernel_families[RT_CUK_MOE_BIAS_UPDATE].stem, 1, 1, 1, 1, 0, p);
 }
@@ -821,9 +831,11 @@ void cuda_MOE_CAPACITY(rt_cuda_ctx *cx, const rt_kernel_call *c)
         exit(1);
     }
     void *r = c->res[0], *x = c->args[0], *w = c->args[1], *ids = c->args[2];
-    long long R = ir_numel(xt), capacity = (long long)c->in->attr[0], k = xt->dims[1];
-    long long cp = (long long)c->in->attr[2], seq = (long long)c->in->attr[3]; /* cp > 1: rows gathered over cp */
-    int by_position = c->in->attr[1] != 0;
+    long long R = ir_numel(xt), capacity = (long long)c->in->attr[IR_ATTR_MOE_CAPACITY_CAPACITY], k = xt->dims[1];
+    /* cp > 1: rows gathered over cp */
+    long long cp = (long long)c->in->attr[IR_ATTR_MOE_CAPACITY_CP];
+    long long seq = (long long)c->in->attr[IR_ATTR_MOE_CAPACITY_SEQ];
+    int by_position = c->in->attr[IR_ATTR_MOE_CAPACITY_POLICY] != 0;
     void *p[] = {&r, &x, &w, &ids, &R, &capacity, &by_position, &k, &cp, &seq};
     launch_flat(cx, name_of(c, RT_CUK_MOE_CAPACITY, xt, NULL), R, p);
 }
@@ -899,7 +911,11 @@ void cuda_MOE_UNPERMUTE_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 }
 
 /* The aux loss's sequence of S tokens (attribute seq; 0: all N, one loss) */
-static long long moe_aux_seq(const rt_kernel_call *c, long long N) { return c->in->attr[2] > 0 ? (long long)c->in->attr[2] : N; }
+static long long moe_aux_seq(const rt_kernel_call *c, long long N)
+{
+    double seq = c->in->attr[IR_ATTR_MOE_AUX_LOSS_SEQ];
+    return seq > 0 ? (long long)seq : N;
+}
 
 /* (logits[N,E], ids[N,k]) {seq S} -> f32[]: the mean over the N/S sequences of E / (k S^2) sum_n
  * sum_e s[n,e] c_e, c the sequence's counts, = E / (k S N) times the sum of the per-token terms:
@@ -912,7 +928,7 @@ void cuda_MOE_AUX_LOSS(rt_cuda_ctx *cx, const rt_kernel_call *c)
     double *t = rt_cuda_scratch(cx, sizeof(double) * (size_t)N + sizeof(int) * (size_t)(E * (N / S)));
     int *counts = (int *)(t + N);
     void *logits = c->args[0];
-    int score = (int)c->in->attr[1];
+    int score = (int)c->in->attr[IR_ATTR_MOE_AUX_LOSS_SCORE];
     moe_counts(cx, counts, c->args[1], N * k, E, S * k);
     void *p[] = {&t, &logits, &counts, &N, &E, &score, &S};
     launch_flat(cx, name_of(c, RT_CUK_MOE_AUX_TERMS, lt, NULL), N, p);
@@ -927,7 +943,7 @@ void cuda_MOE_AUX_LOSS_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
     long long N = lt->dims[0], E = lt->dims[1], k = c->arg_types[2]->dims[1], S = moe_aux_seq(c, N);
     int *counts = rt_cuda_scratch(cx, sizeof(int) * (size_t)(E * (N / S)));
     void *dl = c->res[0], *dloss = c->args[0], *logits = c->args[1];
-    int score = (int)c->in->attr[1];
+    int score = (int)c->in->attr[IR_ATTR_MOE_AUX_LOSS_GRAD_SCORE];
     double factor = (double)E / ((double)k * (double)S * (double)N);
     moe_counts(cx, counts, c->args[2], N * k, E, S * k);
     void *p[] = {&dl, &dloss, &logits, &counts, &N, &E, &score, &factor, &S};

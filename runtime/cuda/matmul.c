@@ -282,7 +282,7 @@ static bool gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, gemm_epilo
                  const ir_type *out_type, float beta, const void *addend)
 {
     const ir_type *at = c->arg_types[first], *bt = c->arg_types[first + 1];
-    bool ta = c->in->attr[0] != 0, tb = c->in->attr[1] != 0;
+    bool ta = c->in->attr[IR_ATTR_TA] != 0, tb = c->in->attr[IR_ATTR_TB] != 0;
     int64_t ak = at->dims[at->ndim - 1], am = ir_numel(at) / ak;
     int64_t bn = bt->dims[bt->ndim - 1], bk = ir_numel(bt) / bn;
     int64_t m = ta ? ak : am, k = ta ? am : ak, n = tb ? bk : bn;
@@ -330,10 +330,10 @@ static seq_blocks blocks_of(const rt_kernel_call *c, const ir_type *local, int64
 void cuda_ALL_GATHER_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     const ir_type *xt = c->arg_types[0], *yt = c->res_types[1];
-    bool tb = c->in->attr[1] != 0;
+    bool tb = c->in->attr[IR_ATTR_TB] != 0;
     int64_t k = xt->dims[xt->ndim - 1], n = yt->dims[yt->ndim - 1];
     seq_blocks b = blocks_of(c, xt, k);
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
     int ranks = comm ? rt_comm_size(comm) : 1, me = comm ? rt_comm_rank(comm) : 0;
     size_t xs = ir_dtype_size(xt->dtype), ys = ir_dtype_size(yt->dtype);
     size_t xblock = (size_t)b.rows_per * (size_t)k * xs, yblock = (size_t)b.rows_per * (size_t)n * ys;
@@ -359,8 +359,8 @@ void cuda_ALL_GATHER_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
 static void matmul_scatter(rt_cuda_ctx *cx, const rt_kernel_call *c, const char *addend, char *s, char *came, char *r)
 {
     const ir_type *xt = c->arg_types[0], *rt = c->res_types[c->nres - 1];
-    bool tb = c->in->attr[1] != 0;
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[0]);
+    bool tb = c->in->attr[IR_ATTR_TB] != 0;
+    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
     int ranks = comm ? rt_comm_size(comm) : 1, me = comm ? rt_comm_rank(comm) : 0;
     int64_t k = xt->dims[xt->ndim - 1], n = rt->dims[rt->ndim - 1];
     seq_blocks b = blocks_of(c, rt, n);
@@ -430,7 +430,8 @@ void cuda_MATMUL_BIAS(rt_cuda_ctx *cx, const rt_kernel_call *c)
 
 void cuda_MATMUL_ACCUMULATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    gemm(cx, c, 1, NO_EPILOGUE, c->args[0], c->arg_types[0], c->in->attr[2] != 0 ? 0.0f : 1.0f, NULL);
+    float beta = c->in->attr[IR_ATTR_MATMUL_ACCUMULATE_ASSIGN] != 0 ? 0.0f : 1.0f;
+    gemm(cx, c, 1, NO_EPILOGUE, c->args[0], c->arg_types[0], beta, NULL);
 }
 
 /* --- FP8 ----------------------------------------------------------------------------------- */
@@ -454,7 +455,7 @@ static void fp8_transpose(rt_cuda_ctx *cx, void *out, const void *q, long long R
 void cuda_FP8_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     const ir_type *at = c->arg_types[0], *bt = c->arg_types[2];
-    bool ta = c->in->attr[0] != 0, tb = c->in->attr[1] != 0;
+    bool ta = c->in->attr[IR_ATTR_FP8_MATMUL_TA] != 0, tb = c->in->attr[IR_ATTR_FP8_MATMUL_TB] != 0;
     int64_t ak = at->dims[at->ndim - 1], am = ir_numel(at) / ak;
     int64_t bn = bt->dims[bt->ndim - 1], bk = ir_numel(bt) / bn;
     int64_t m = ta ? ak : am, k = ta ? am : ak, n = tb ? bk : bn;
@@ -659,7 +660,7 @@ static void expert_streams_join(rt_cuda_ctx *cx, const expert_streams *s)
 void cuda_MOE_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     const ir_type *xt = c->arg_types[0], *wt = c->arg_types[1], *yt = c->res_types[0];
-    bool tb = c->in->attr[0] != 0;
+    bool tb = c->in->attr[IR_ATTR_MOE_GROUPED_MATMUL_TB] != 0;
     int64_t R = xt->dims[0], K = xt->dims[1], E = wt->dims[0], F = yt->dims[1], row = 0;
     const int32_t *counts = grouped_counts(cx, c, 2, R);
     size_t xs = ir_dtype_size(xt->dtype), ws = ir_dtype_size(wt->dtype), ys = ir_dtype_size(yt->dtype);
@@ -713,5 +714,6 @@ void cuda_MOE_GROUPED_WGRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 /* (dst global, a, b, counts): dst += a_e^T b_e, the GEMMs accumulating (beta = 1); assign: dst := */
 void cuda_MOE_GROUPED_WGRAD_ACCUMULATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    grouped_wgrad_into(cx, c, 1, c->in->attr[0] != 0 ? 0.0f : 1.0f, c->args[0], c->arg_types[0]);
+    float beta = c->in->attr[IR_ATTR_MOE_GROUPED_WGRAD_ACCUMULATE_ASSIGN] != 0 ? 0.0f : 1.0f;
+    grouped_wgrad_into(cx, c, 1, beta, c->args[0], c->arg_types[0]);
 }
