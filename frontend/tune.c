@@ -47,6 +47,7 @@ typedef struct {
     int tp, pp, cp, dp, ep, mbs;
     tune_recompute rc;
     tune_split split;
+    int vp;                        /* virtual stages a pipeline rank (interleaved 1F1B), 1: none */
 } tune_layout;
 
 typedef struct {
@@ -88,6 +89,10 @@ static void tune_layout_flags(const tune_ctx *t, const tune_layout *l, char *buf
              tune_split_flags[l->split], l->cp, t->world, l->tp > 1 ? " --sequence-parallel" : "",
              l->dp * l->cp > 1 ? " --use-distributed-optimizer" : "", l->mbs, *tune_recompute_flags[l->rc] ? " " : "",
              tune_recompute_flags[l->rc]);
+    if (l->vp > 1) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, n - used, " --num-virtual-stages-per-pipeline-rank %d", l->vp);
+    }
     if (l->ep > 1) {
         size_t used = strlen(buf);
         snprintf(buf + used, n - used, " --expert-model-parallel-size %d", l->ep);
@@ -162,7 +167,7 @@ static bool tune_plan(tune_ctx *t, const tune_layout *l, tune_result *r)
     r->l = *l;
     r->gib = most;
     r->compute_s = compute;
-    r->bubble = l->pp > 1 ? (double)(l->pp - 1) / micro : 0;
+    r->bubble = l->pp > 1 ? (double)(l->pp - 1) / (l->vp * micro) : 0; /* interleaving divides the fill and drain */
     r->comm_s = t->target->link_bytes_per_s > 0 ? sent / t->target->link_bytes_per_s : 0;
     r->step_s = r->compute_s * (1 + r->bubble) + r->comm_s;
     return true;
@@ -176,13 +181,13 @@ static int tune_by_time(const void *a, const void *b)
 
 /* A family met by the search (--explain says what became of each), with why it was not planned if
  * a size does not divide. */
-static tune_family *tune_family_add(tune_ctx *t, int tp, int pp, int cp, int dp, int ep, tune_split split,
+static tune_family *tune_family_add(tune_ctx *t, int tp, int pp, int cp, int dp, int ep, tune_split split, int vp,
                                     const char *why)
 {
     if (t->nfamilies >= TUNE_MAX_FAMILIES)
         return NULL;
     tune_family *f = &t->families[t->nfamilies++];
-    *f = (tune_family){.l = {tp, pp, cp, dp, ep, 0, RC_NONE, split}};
+    *f = (tune_family){.l = {tp, pp, cp, dp, ep, 0, RC_NONE, split, vp}};
     snprintf(f->why, sizeof f->why, "%s", why ? why : "");
     return f;
 }
@@ -233,7 +238,7 @@ static int tune_search(tune_ctx *t, const mcc_spec *s, tune_result *kept)
         if (s->num_attention_heads % tp || s->num_query_groups % tp) {
             snprintf(why, sizeof why, "tp %d does not divide num_attention_heads %d and num_query_groups %d", tp,
                      s->num_attention_heads, s->num_query_groups);
-            tune_family_add(t, tp, 0, 0, 0, 0, SPLIT_EVEN, why);
+            tune_family_add(t, tp, 0, 0, 0, 0, SPLIT_EVEN, 1, why);
             continue;
         }
         for (int pp = 1; pp <= s->num_layers && pp <= t->world / tp; pp++) {
@@ -250,7 +255,7 @@ static int tune_search(tune_ctx *t, const mcc_spec *s, tune_result *kept)
                     if (t->world % (tp * pp * cp) == 0) { /* the world divides: the sequence does not */
                         snprintf(why, sizeof why, "cp %d: seq_length %d does not cut into 2 x %d chunks", cp,
                                  s->seq_length, cp);
-                        tune_family_add(t, tp, pp, cp, t->world / (tp * pp * cp), 0, split, why);
+                        tune_family_add(t, tp, pp, cp, t->world / (tp * pp * cp), 0, split, 1, why);
                     }
                     continue;
                 }
@@ -258,9 +263,14 @@ static int tune_search(tune_ctx *t, const mcc_spec *s, tune_result *kept)
                 for (int ep = 1; ep <= (s->num_experts ? s->num_experts : 1); ep *= 2) {
                     if (f->ep && ep != f->ep) continue;
                     if ((dp * cp) % ep || s->num_experts % ep) continue;
-                    tune_family *fam = tune_family_add(t, tp, pp, cp, dp, ep, split, NULL);
-                    if (!fam) break;
-                    nkept = tune_family_search(t, s, fam, kept, nkept);
+                    /* interleaved virtual stages where an even split's stages divide again */
+                    for (int vp = 1; vp <= 4; vp *= 2) {
+                        if (vp > 1 && (pp == 1 || split != SPLIT_EVEN || (s->num_layers / pp) % vp)) break;
+                        if (f->vp && vp != f->vp) continue;
+                        tune_family *fam = tune_family_add(t, tp, pp, cp, dp, ep, split, vp, NULL);
+                        if (!fam) break;
+                        nkept = tune_family_search(t, s, fam, kept, nkept);
+                    }
                     if (isatty(2) && !t->json) /* progress where someone watches */
                         fprintf(stderr, "\rmcc tune: %d plans made, %d fit", t->planned, nkept);
                 }
@@ -282,6 +292,7 @@ static void tune_explain(const tune_ctx *t, const tune_result *kept, int nkept)
         printf("  tp %d", f->l.tp);
         if (f->l.pp) printf(" pp %d cp %d dp %d", f->l.pp, f->l.cp, f->l.dp);
         if (f->l.ep) printf(" ep %d", f->l.ep);
+        if (f->l.vp > 1) printf(" vp %d", f->l.vp);
         if (f->l.split) printf(" (%s counted in the split)", f->l.split == SPLIT_EMBEDDING ? "embedding" : "embedding, loss");
         if (f->kept)
             printf(": %d fit; its best %.0f ms, %+.1f%% of the first's\n", f->kept, 1e3 * f->best_s,
@@ -306,10 +317,10 @@ static void tune_json(const tune_ctx *t, const mcc_spec *s, const tune_result *k
         const tune_result *r = &kept[i];
         char flags[512];
         tune_layout_flags(t, &r->l, flags, sizeof flags);
-        printf("%s\n  {\"tp\": %d, \"pp\": %d, \"cp\": %d, \"dp\": %d, \"ep\": %d, \"micro_batch_size\": %d, "
+        printf("%s\n  {\"tp\": %d, \"pp\": %d, \"vp\": %d, \"cp\": %d, \"dp\": %d, \"ep\": %d, \"micro_batch_size\": %d, "
                "\"recompute\": \"%s\", \"gib\": %.3f, \"step_ms\": %.3f, \"compute_ms\": %.3f, \"comm_ms\": %.3f, "
                "\"bubble\": %.4f, \"tokens_per_s_per_gpu\": %.1f, \"flags\": \"%s\"}", i ? "," : "", r->l.tp, r->l.pp,
-               r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_names[r->l.rc], r->gib, 1e3 * r->step_s,
+               r->l.vp, r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_names[r->l.rc], r->gib, 1e3 * r->step_s,
                1e3 * r->compute_s, 1e3 * r->comm_s, r->bubble, tokens / r->step_s / t->world, flags);
     }
     printf("\n]}\n");
@@ -325,14 +336,14 @@ static void tune_print(const tune_ctx *t, const mcc_spec *s, tune_result *kept, 
            "collectives' bytes at the link rate as if none were hidden (not calibrated: an upper bound's order).\n\n",
            nkept, t->planned, t->gpu_gib, t->target->name, t->too_big, t->refused,
            t->target->ncost_rows ? "calibrated on one GPU" : "the target's roofline, uncalibrated");
-    printf("%4s %3s %3s %3s %4s %3s %4s %-9s %8s %9s %9s %6s %7s %7s\n", "rank", "tp", "pp", "cp", "dp", "ep", "mbs",
-           "recompute", "GiB", "step ms", "tok/s/GPU", "MFU", "bubble", "comm ms");
+    printf("%4s %3s %3s %3s %4s %3s %4s %-9s %8s %9s %9s %6s %7s %7s %3s\n", "rank", "tp", "pp", "cp", "dp", "ep", "mbs",
+           "recompute", "GiB", "step ms", "tok/s/GPU", "MFU", "bubble", "comm ms", "vp");
     for (int i = 0; i < nkept && i < t->top; i++) {
         const tune_result *r = &kept[i];
         double mfu = t->target->peak_bf16_flops > 0 ? model_flops / r->step_s / t->world / t->target->peak_bf16_flops : 0;
-        printf("%4d %3d %3d %3d %4d %3d %4d %-9s %8.1f %9.0f %9.0f %5.1f%% %6.1f%% %7.0f\n", i + 1, r->l.tp, r->l.pp,
+        printf("%4d %3d %3d %3d %4d %3d %4d %-9s %8.1f %9.0f %9.0f %5.1f%% %6.1f%% %7.0f %3d\n", i + 1, r->l.tp, r->l.pp,
                r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_names[r->l.rc], r->gib, 1e3 * r->step_s,
-               tokens / r->step_s / t->world, 100 * mfu, 100 * r->bubble, 1e3 * r->comm_s);
+               tokens / r->step_s / t->world, 100 * mfu, 100 * r->bubble, 1e3 * r->comm_s, r->l.vp);
     }
     if (!nkept) {
         printf("No layout fits: more GPUs (--world-size), a shorter --seq-length, or --optimizer-cpu-offload.\n");
@@ -345,11 +356,11 @@ static void tune_print(const tune_ctx *t, const mcc_spec *s, tune_result *kept, 
     printf(" %s --target %s -o train_rank\n", flags, t->target->name);
 }
 
-/* --fix KEY=VALUE: tp, pp, cp, ep, mbs (a number) or recompute (none|selective|full|offload) held, not searched. */
+/* --fix KEY=VALUE: tp, pp, cp, ep, mbs, vp (a number) or recompute (none|selective|full|offload) held, not searched. */
 static bool tune_fix(tune_ctx *t, const char *text, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"tp", "pp", "cp", "ep", "mbs"};
-    int *slots[] = {&t->fix.tp, &t->fix.pp, &t->fix.cp, &t->fix.ep, &t->fix.mbs};
+    static const char *const keys[] = {"tp", "pp", "cp", "ep", "mbs", "vp"};
+    int *slots[] = {&t->fix.tp, &t->fix.pp, &t->fix.cp, &t->fix.ep, &t->fix.mbs, &t->fix.vp};
     const char *eq = text ? strchr(text, '=') : NULL;
     if (eq && !strncmp(text, "recompute=", 10)) {
         for (int rc = 0; rc < RC_COUNT; rc++)
@@ -360,7 +371,7 @@ static bool tune_fix(tune_ctx *t, const char *text, char *err, size_t errlen)
         if (strlen(keys[k]) == (size_t)(eq - text) && !strncmp(text, keys[k], (size_t)(eq - text)))
             return cli_parse_int("--fix", eq + 1, 1, 1 << 20, &v, err, errlen) && (*slots[k] = (int)v, true);
     }
-    return snprintf(err, errlen, "--fix %s: give KEY=VALUE with KEY tp, pp, cp, ep, mbs (a number) or recompute "
+    return snprintf(err, errlen, "--fix %s: give KEY=VALUE with KEY tp, pp, cp, ep, mbs, vp (a number) or recompute "
                                  "(none|selective|full|offload)", text ? text : ""), false;
 }
 

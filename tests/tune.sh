@@ -12,7 +12,7 @@ bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 model=$root/models/gpt2-124m.json
 "$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --top 40 >"$work/table" 2>"$work/err" ||
   { bad "mcc tune exited $?: $(cat "$work/err")"; exit 1; }
-rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 14' "$work/table")
+rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 15' "$work/table")
 [ "$(wc -l <<<"$rows")" -ge 5 ] || bad "fewer than 5 layouts listed: $(cat "$work/table")"
 sort -c -s -n -k10,10 <<<"$rows" || bad "the layouts are not in the order of their step time"
 awk '$9 > 2.0 { exit 1 }' <<<"$rows" || bad "a row above the 3 GiB limit less the runtime's 1 GiB"
@@ -20,8 +20,9 @@ grep -q " none " <<<"$rows" && grep -q -E " (selective|full) " <<<"$rows" ||
   bad "no row needed recompute to fit 3 GiB, or none fits without: the limit tests nothing"
 # the first three rows, compiled as listed
 # (a loop of this shell, not of a pipeline's subshell: its failures count)
-while read -r _ tp pp cp dp ep mbs rc gib _; do
+while read -r _ tp pp cp dp ep mbs rc gib _ _ _ _ _ vp; do
   flags=(--tp "$tp" --pp "$pp" --cp "$cp" --world-size 4 --micro-batch-size "$mbs")
+  [ "$vp" -gt 1 ] && flags+=(--num-virtual-stages-per-pipeline-rank "$vp")
   [ "$tp" -gt 1 ] && flags+=(--sequence-parallel)
   [ $((dp * cp)) -gt 1 ] && flags+=(--use-distributed-optimizer)
   [ "$ep" -gt 1 ] && flags+=(--expert-model-parallel-size "$ep")
@@ -38,7 +39,7 @@ done < <(head -3 <<<"$rows")
 # --fix holds a degree: every row has it
 "$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --fix tp=2 --fix recompute=none --top 40 >"$work/fixed" 2>&1 ||
   bad "--fix: $(tail -2 "$work/fixed")"
-awk '$1 ~ /^[0-9]+$/ && NF == 14 && ($2 != 2 || $8 != "none") { bad = 1 } END { exit bad }' "$work/fixed" ||
+awk '$1 ~ /^[0-9]+$/ && NF == 15 && ($2 != 2 || $8 != "none") { bad = 1 } END { exit bad }' "$work/fixed" ||
   bad "--fix tp=2 --fix recompute=none listed another layout"
 "$mcc" tune "$model" --world-size 4 --gpu-memory 0.01 --target h100 >"$work/none" 2>&1
 [ $? = 1 ] && grep -qF "No layout fits" "$work/none" || bad "a limit nothing fits: $(tail -2 "$work/none")"
@@ -67,7 +68,7 @@ PY
 # an MoE model: expert parallelism searched (ep over dp x cp), an ep row compiles as listed
 "$mcc" tune "$root/models/tiny-moe.json" --world-size 4 --target h100 --top 40 >"$work/moe" 2>/dev/null ||
   bad "tiny-moe: $(tail -3 "$work/moe")"
-read -r _ tp pp cp dp ep mbs rc _ < <(awk '$1 ~ /^[0-9]+$/ && NF == 14 && $6 > 1' "$work/moe" | head -1)
+read -r _ tp pp cp dp ep mbs rc _ < <(awk '$1 ~ /^[0-9]+$/ && NF == 15 && $6 > 1' "$work/moe" | head -1)
 if [ -z "${ep:-}" ]; then
   bad "tiny-moe on 4 GPUs lists no row with ep > 1: $(head -3 "$work/moe")"
 else
