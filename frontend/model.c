@@ -183,11 +183,11 @@ static int mlp(builder *b, const char *prefix, int x, int64_t ffn)
  * (Megatron's MoEAuxLossAutoScaler), and the unscaled loss is output as @what.L, of which train_rank
  * reports the mean over the layers as Megatron's tracker does. One output a layer, not their sum: a
  * pipeline stage outputs its own layers' (no value crosses the stages for it). */
-static int attach_loss(builder *b, const char *what, int layer, int x, int loss, double coeff)
+static int attach_loss(builder *b, ir_role_kind what, int layer, int x, int loss, double coeff)
 {
     char name[64];
-    snprintf(name, sizeof name, "%s.%d", what, layer);
-    ir_output(b->m, b->f, name, loss);
+    snprintf(name, sizeof name, "%s.%d", ir_roles[what].name, layer);
+    ir_output(b->m, b->f, ir_role_at(what, layer), name, loss);
     return ir_op2(b->m, b->f, IR_OP_MOE_AUX_ATTACH, x, ir_scale(b->m, b->f, loss, coeff));
 }
 
@@ -218,7 +218,7 @@ static int route(builder *b, int layer, int x, int *ids, int *kept)
                            false, true); /* [N,E] */
     bool train = b->train;
     if (train && s->moe_z_loss_coeff > 0)
-        logits = attach_loss(b, "moe_z_loss", layer, logits, ir_op1(b->m, b->f, IR_OP_MOE_Z_LOSS, logits),
+        logits = attach_loss(b, IR_ROLE_MOE_Z_LOSS, layer, logits, ir_op1(b->m, b->f, IR_OP_MOE_Z_LOSS, logits),
                              s->moe_z_loss_coeff);
     double attrs[IR_NATTRS_MOE_ROUTE] = {[IR_ATTR_MOE_ROUTE_TOPK] = s->moe_router_topk,
                                          [IR_ATTR_MOE_ROUTE_SCORE] = s->moe_router_score_function,
@@ -241,7 +241,7 @@ static int route(builder *b, int layer, int x, int *ids, int *kept)
         w = *kept = ir_emit(b->m, b->f, IR_OP_MOE_CAPACITY, args, 3, drop, NULL, NULL);
         if (train) { /* the weights, 0 where dropped: train_rank's dropped fraction */
             snprintf(name, sizeof name, "moe_kept_weights.%d", layer);
-            ir_output(b->m, b->f, name, w);
+            ir_output(b->m, b->f, ir_role_at(IR_ROLE_MOE_KEPT_WEIGHTS, layer), name, w);
         }
     }
     if (train && s->moe_router_enable_expert_bias) { /* the step's tokens per expert, those kept at capacity */
@@ -255,7 +255,7 @@ static int route(builder *b, int layer, int x, int *ids, int *kept)
                                                     [IR_ATTR_MOE_AUX_LOSS_SCORE] = attrs[IR_ATTR_MOE_ROUTE_SCORE],
                                                     [IR_ATTR_MOE_AUX_LOSS_SEQ] = seq_aux ? s->seq_length : 0};
         int aux = ir_emit(b->m, b->f, IR_OP_MOE_AUX_LOSS, args, 2, aux_attrs, NULL, NULL);
-        w = attach_loss(b, "moe_aux_loss", layer, w, aux, s->moe_aux_loss_coeff);
+        w = attach_loss(b, IR_ROLE_MOE_AUX_LOSS, layer, w, aux, s->moe_aux_loss_coeff);
     }
     return w;
 }
@@ -291,7 +291,7 @@ static int moe(builder *b, int layer, int x)
     int perm = ir_emit(b->m, b->f, IR_OP_MOE_SORT, sort_args, kept >= 0 ? 2 : 1, &experts, NULL, NULL), counts = perm + 1;
     if (b->train) { /* the tokens per expert, for train_rank's load imbalance */
         snprintf(p, sizeof p, "moe_tokens_per_expert.%d", layer);
-        ir_output(b->m, b->f, p, counts);
+        ir_output(b->m, b->f, ir_role_at(IR_ROLE_MOE_TOKENS_PER_EXPERT, layer), p, counts);
     }
     int args[3] = {x, perm};
     int xp = ir_emit(b->m, b->f, IR_OP_MOE_PERMUTE, args, 2, NULL, NULL, NULL); /* [N k, d] */
@@ -511,7 +511,8 @@ static int logits_for(builder *b, int tokens)
 static int half_loss(builder *b, int tokens, int targets, int64_t first, int64_t count, int *logits)
 {
     if (b->first_sample >= 0 && first > 0)
-        b->first_sample = ir_input(b->m, b->f, "first_sample.half1", ir_scalar(IR_I64));
+        b->first_sample =
+            ir_input(b->m, b->f, ir_role_at(IR_ROLE_FIRST_SAMPLE, 1), "first_sample.half1", ir_scalar(IR_I64));
     double rows[IR_NATTRS_ROWS] = {[IR_ATTR_ROWS_FIRST] = (double)first, [IR_ATTR_ROWS_COUNT] = (double)count};
     int t = ir_emit(b->m, b->f, IR_OP_ROWS, &tokens, 1, rows, NULL, NULL);
     int y = ir_emit(b->m, b->f, IR_OP_ROWS, &targets, 1, rows, NULL, NULL);
@@ -531,26 +532,26 @@ static void build_step(ir_module *m, const mcc_spec *s, const char *name, bool k
 {
     builder b = {m, ir_func_new(m, name, train ? IR_FUNC_STEP : IR_FUNC_EVAL), s, -1, s->micro_batch_size, -1, train};
     int64_t bt[2] = {s->micro_batch_size, s->seq_length};
-    int tokens = ir_input(m, b.f, "tokens", ir_tensor(IR_I32, 2, bt));
-    int targets = ir_input(m, b.f, "targets", ir_tensor(IR_I32, 2, bt));
+    int tokens = ir_input(m, b.f, ir_role_of(IR_ROLE_TOKENS), "tokens", ir_tensor(IR_I32, 2, bt));
+    int targets = ir_input(m, b.f, ir_role_of(IR_ROLE_TARGETS), "targets", ir_tensor(IR_I32, 2, bt));
     if (train && (s->attention_dropout > 0 || s->hidden_dropout > 0))
-        b.first_sample = ir_input(m, b.f, "first_sample", ir_scalar(IR_I64));
+        b.first_sample = ir_input(m, b.f, ir_role_of(IR_ROLE_FIRST_SAMPLE), "first_sample", ir_scalar(IR_I64));
     if (halves) {
         int64_t half = s->micro_batch_size / 2;
         int la, lb, first = half_loss(&b, tokens, targets, 0, half, &la);
         int second = half_loss(&b, tokens, targets, half, half, &lb);
         int sum = ir_op2(m, b.f, IR_OP_ADD, first, second);
         double mean = 0.5;
-        ir_output(m, b.f, "loss", ir_emit(m, b.f, IR_OP_SCALE, &sum, 1, &mean, NULL, NULL));
+        ir_output(m, b.f, ir_role_of(IR_ROLE_LOSS), "loss", ir_emit(m, b.f, IR_OP_SCALE, &sum, 1, &mean, NULL, NULL));
         if (keep_logits)
-            ir_output(m, b.f, "logits", ir_op2(m, b.f, IR_OP_CONCAT_ROWS, la, lb));
+            ir_output(m, b.f, ir_role_of(IR_ROLE_LOGITS), "logits", ir_op2(m, b.f, IR_OP_CONCAT_ROWS, la, lb));
         return;
     }
     int logits = logits_for(&b, tokens);
     int loss = ir_op2(m, b.f, IR_OP_CROSS_ENTROPY, logits, targets);
-    ir_output(m, b.f, "loss", loss);
+    ir_output(m, b.f, ir_role_of(IR_ROLE_LOSS), "loss", loss);
     if (keep_logits)
-        ir_output(m, b.f, "logits", logits);
+        ir_output(m, b.f, ir_role_of(IR_ROLE_LOGITS), "logits", logits);
 }
 
 ir_module *mcc_build_model(const mcc_spec *s, bool keep_logits)

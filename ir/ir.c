@@ -440,6 +440,7 @@ int ir_copy_instr(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr
         args[a] = map[in->args[a]];
     int r = ir_emit(m, dst, in->op, args, in->nargs, in->attr, in->sym, in->nres ? &src->vals[in->res[0]].type : NULL);
     memcpy(dst->instrs[dst->ninstrs - 1].per_rank, in->per_rank, sizeof in->per_rank);
+    dst->instrs[dst->ninstrs - 1].role = in->role;
     ir_map_results(dst, src, in, r, map);
     return r;
 }
@@ -1013,9 +1014,53 @@ int ir_emit(ir_module *m, ir_func *f, ir_op op, const int *args, int nargs, cons
     return in.nres ? in.res[0] : -1;
 }
 
-int ir_input(ir_module *m, ir_func *f, const char *name, ir_type t)
+const ir_role_info ir_roles[IR_NUM_ROLES] = {
+    [IR_ROLE_NONE] = {"none", false, false},
+    [IR_ROLE_TOKENS] = {"tokens", false, false},
+    [IR_ROLE_TARGETS] = {"targets", false, false},
+    [IR_ROLE_FIRST_SAMPLE] = {"first_sample", false, true},
+    [IR_ROLE_LOSS] = {"loss", false, false},
+    [IR_ROLE_LOGITS] = {"logits", false, false},
+    [IR_ROLE_LR] = {"lr", false, false},
+    [IR_ROLE_DECOUPLED_LR] = {"decoupled_lr", false, false},
+    [IR_ROLE_STEP] = {"step", false, false},
+    [IR_ROLE_GRAD_NORM] = {"grad_norm", false, false},
+    [IR_ROLE_CLIP_COEF] = {"clip_coef", false, false},
+    [IR_ROLE_PP_ACT] = {"pp_act", true, true},
+    [IR_ROLE_PP_GRAD] = {"pp_grad", true, true},
+    [IR_ROLE_MOE_TOKENS_PER_EXPERT] = {"moe_tokens_per_expert", false, true, true},
+    [IR_ROLE_MOE_KEPT_WEIGHTS] = {"moe_kept_weights", false, true, true},
+    [IR_ROLE_MOE_AUX_LOSS] = {"moe_aux_loss", false, true, true},
+    [IR_ROLE_MOE_Z_LOSS] = {"moe_z_loss", false, true, true},
+    [IR_ROLE_TIED_GRAD] = {"tied_grad", false, true},
+};
+
+int ir_role_by_name(const char *name)
 {
-    return ir_emit(m, f, IR_OP_INPUT, NULL, 0, NULL, name, &t);
+    for (int k = 0; k < IR_NUM_ROLES; k++)
+        if (strcmp(ir_roles[k].name, name) == 0)
+            return k;
+    return -1;
+}
+
+int ir_find_role(const ir_func *f, ir_op op, ir_role r)
+{
+    for (int i = 0; i < f->ninstrs; i++) {
+        const ir_role *q = &f->instrs[i].role;
+        if (f->instrs[i].op == op && q->kind == r.kind && q->stage == r.stage && q->index == r.index)
+            return i;
+    }
+    return -1;
+}
+
+/* The role of the instruction just appended to f. */
+static void set_last_role(ir_func *f, ir_role role) { f->instrs[f->ninstrs - 1].role = role; }
+
+int ir_input(ir_module *m, ir_func *f, ir_role role, const char *name, ir_type t)
+{
+    int v = ir_emit(m, f, IR_OP_INPUT, NULL, 0, NULL, name, &t);
+    set_last_role(f, role);
+    return v;
 }
 
 int ir_global_ref(ir_module *m, ir_func *f, const char *name)
@@ -1023,9 +1068,10 @@ int ir_global_ref(ir_module *m, ir_func *f, const char *name)
     return ir_emit(m, f, IR_OP_GLOBAL, NULL, 0, NULL, name, NULL);
 }
 
-void ir_output(ir_module *m, ir_func *f, const char *name, int x)
+void ir_output(ir_module *m, ir_func *f, ir_role role, const char *name, int x)
 {
     ir_emit(m, f, IR_OP_OUTPUT, &x, 1, NULL, name, NULL);
+    set_last_role(f, role);
 }
 
 int ir_fill(ir_module *m, ir_func *f, double value, ir_type t)

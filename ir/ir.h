@@ -108,6 +108,51 @@ typedef struct {
     double step[IR_NUM_AXES];
 } ir_rank_term;
 
+/* What an input or output is to the runtime and the passes, which find it by this (ir_find_role),
+ * never by its @name (for people and dumps). Text: `{role=loss}` after the operands; a pipeline
+ * boundary's `{role=pp_act, stage=S, index=K}` (the K-th value entering stage S from S - 1, or
+ * pp_grad: its gradient, which stage S sends back to S - 1); an MoE statistic's index its layer;
+ * first_sample's index 1 the second chain's (tp_comm_interleave's halves). Older texts
+ * without roles get them from the well-known names (parse.c's role_of_name, the one place).
+ * ORDER: ir_roles (ir.c). */
+typedef enum {
+    IR_ROLE_NONE,            /* a test's or a pass's own value: nothing looks for it */
+    IR_ROLE_TOKENS,          /* i32[B,T]: the micro-batch's token ids */
+    IR_ROLE_TARGETS,         /* i32[B,T]: the next tokens (-1 ignored) */
+    IR_ROLE_FIRST_SAMPLE,    /* i64: the micro-batch's first sample's global index (dropout's seed) */
+    IR_ROLE_LOSS,            /* f32: the micro-batch's mean loss */
+    IR_ROLE_LOGITS,          /* f32[B T,V]: --dump-logits */
+    IR_ROLE_LR,              /* f32: the step's learning rate */
+    IR_ROLE_DECOUPLED_LR,    /* f32: the embedding's and output layer's (--decoupled-lr) */
+    IR_ROLE_STEP,            /* f32: the optimizer step, from 1 */
+    IR_ROLE_GRAD_NORM,       /* f32: the global gradient norm */
+    IR_ROLE_CLIP_COEF,       /* f32: the clipping factor, the optimizer's to host_optimizer's */
+    IR_ROLE_PP_ACT,          /* a pipeline stage's activation to the next (stage, index) */
+    IR_ROLE_PP_GRAD,         /* a pipeline stage's input gradient to the previous (stage, index) */
+    IR_ROLE_MOE_TOKENS_PER_EXPERT, /* i32[E] of MoE layer `index`: the tokens routed to each expert */
+    IR_ROLE_MOE_KEPT_WEIGHTS,/* layer `index`'s routing weights, 0 where capacity dropped the pair */
+    IR_ROLE_MOE_AUX_LOSS,    /* f32: layer `index`'s unscaled load-balancing loss */
+    IR_ROLE_MOE_Z_LOSS,      /* f32: layer `index`'s unscaled router z-loss */
+    IR_ROLE_TIED_GRAD,       /* tied_send's output, tied_sum's input: the `index`-th shared gradient */
+    IR_NUM_ROLES
+} ir_role_kind;
+
+typedef struct {
+    ir_role_kind kind;
+    int stage;                      /* PP_ACT, PP_GRAD: the stage whose input it is; else 0 */
+    int index;                      /* the K-th of its kind (a layer, a boundary value); else 0 */
+} ir_role;
+
+/* Each role's text name, which of stage and index it carries, and whether a function may have
+ * several of it (the MoE statistics: under tp_comm_interleave each half's chain outputs a layer's,
+ * and train_rank takes them all); every other role is one value's (ir_verify). ORDER: ir_role_kind. */
+typedef struct {
+    const char *name;
+    bool staged, indexed, many;
+} ir_role_info;
+extern const ir_role_info ir_roles[IR_NUM_ROLES];
+int ir_role_by_name(const char *name); /* -1 if unknown */
+
 typedef struct {
     ir_op op;
     int nargs, nres;
@@ -116,6 +161,7 @@ typedef struct {
     double attr[IR_MAX_ATTRS];      /* named by the op table */
     ir_rank_term per_rank[IR_MAX_ATTRS]; /* attr[k]'s rank-dependent part */
     char *sym;                      /* @name: input, global, output */
+    ir_role role;                   /* input, output: what it is (IR_ROLE_NONE for every other op) */
 } ir_instr;
 
 /* A function's role, which passes and the runtime find it by (ir_func_of_kind), never its name.
@@ -347,7 +393,9 @@ typedef struct {
     ir_step_op op;
     int func;                       /* index into module funcs */
     int mb;                         /* the micro-batch, 0..accum_steps-1; -1: none (reduce, optimizer) */
-    char *sym;                      /* send/recv: the tensor's @name in func; else NULL */
+    char *sym;                      /* send/recv: the tensor's @name in func (for people); else NULL */
+    ir_role role;                   /* send/recv: the role of func's output or input it moves (what the
+                                       runtime finds it by; the parser reads it off the @name's) */
     int peer;                       /* send/recv: +1 the next pipeline stage, -1 the previous; else 0 */
     int slot[IR_NUM_STASH_SPANS];   /* a call of a function that reads or writes STASH globals: per
                                        span it touches, which of their buffers (`slot=K` the FB span's,
@@ -800,10 +848,18 @@ void ir_cfg_set_choice(ir_module *m, ir_cfg k, int v);
 int ir_emit(ir_module *m, ir_func *f, ir_op op, const int *args, int nargs, const double *attrs,
             const char *sym, const ir_type *explicit_type);
 
-/* Convenience builders over ir_emit. */
-int ir_input(ir_module *m, ir_func *f, const char *name, ir_type t);
+/* Convenience builders over ir_emit; an input's or output's role (ir_role) beside its name. */
+int ir_input(ir_module *m, ir_func *f, ir_role role, const char *name, ir_type t);
 int ir_global_ref(ir_module *m, ir_func *f, const char *name);
-void ir_output(ir_module *m, ir_func *f, const char *name, int x);
+void ir_output(ir_module *m, ir_func *f, ir_role role, const char *name, int x);
+/* The role of a singleton kind (stage and index 0), or of the index-th of an indexed one. */
+static inline ir_role ir_role_of(ir_role_kind kind) { return (ir_role){kind, 0, 0}; }
+static inline ir_role ir_role_at(ir_role_kind kind, int index) { return (ir_role){kind, 0, index}; }
+/* The instruction of f with op (IR_OP_INPUT or IR_OP_OUTPUT) and role r (kind, stage and index
+ * all equal), or -1. */
+int ir_find_role(const ir_func *f, ir_op op, ir_role r);
+/* The value an input defines or an output reads. */
+static inline int ir_io_value(const ir_instr *in) { return in->nres ? in->res[0] : in->args[0]; }
 int ir_fill(ir_module *m, ir_func *f, double value, ir_type t);
 int ir_op1(ir_module *m, ir_func *f, ir_op op, int a);
 int ir_op2(ir_module *m, ir_func *f, ir_op op, int a, int b);

@@ -793,12 +793,82 @@ typedef struct {
     ir_mem_kind mem[IR_MAX_RES];
     int64_t offset[IR_MAX_RES];
     int line;
+    ir_role role;                   /* input, output: {role=...} as written, else from the name */
+    bool has_role;
 } instr_text;
+
+/* An input's or output's {role=R, stage=S, index=K}. */
+static bool role_attr(parser *p, instr_text *it, token key, const token *val)
+{
+    char name[48], buf[64];
+    double v;
+    if (tok_is(key, "role")) {
+        int k = val && tok_cstr(*val, 0, name, sizeof name) ? ir_role_by_name(name) : -1;
+        if (k < 0)
+            return fail_at(p, key, "role needs a role's name (tokens, loss, pp_act, ...), got %s",
+                           val ? describe(*val, buf, sizeof buf) : "none");
+        it->role.kind = (ir_role_kind)k, it->has_role = true;
+        return true;
+    }
+    if (!need_number(p, key, val, &v))
+        return false;
+    if (!(v >= 0 && v <= INT_MAX && v == (int)v))
+        return fail_at(p, key, "%s needs a whole number from 0, got %s", describe(key, buf, sizeof buf),
+                       describe(*val, name, sizeof name));
+    *(tok_is(key, "stage") ? &it->role.stage : &it->role.index) = (int)v;
+    return true;
+}
+
+/* A role's stage and index only where it carries them (the printer writes no other). */
+static bool check_role(parser *p, const instr_text *it)
+{
+    const ir_role_info *r = &ir_roles[it->role.kind];
+    if ((it->role.stage && !r->staged) || (it->role.index && !r->indexed))
+        return fail_line(p, it->line, "role %s takes no %s", r->name, it->role.stage && !r->staged ? "stage" : "index");
+    return true;
+}
+
+/* The role of f's input or output (op) @sym, which a schedule's send or recv names; none when it
+ * has none (ir_verify says so). */
+static ir_role sym_role(const ir_func *f, ir_op op, const char *sym)
+{
+    for (int i = 0; i < f->ninstrs; i++)
+        if (f->instrs[i].op == op && !strcmp(f->instrs[i].sym, sym))
+            return f->instrs[i].role;
+    return ir_role_of(IR_ROLE_NONE);
+}
+
+/* The role of an input or output written without one (texts older than roles): from the
+ * well-known names the model builder and the passes gave them. The one place a name means a role. */
+static ir_role role_of_name(const char *name)
+{
+    int k = ir_role_by_name(name), stage, index, len = 0;
+    char what[6];
+    if (k > IR_ROLE_NONE && !ir_roles[k].indexed && !ir_roles[k].staged)
+        return ir_role_of((ir_role_kind)k);
+    if (!strcmp(name, "first_sample") || !strcmp(name, "first_sample.half1"))
+        return ir_role_at(IR_ROLE_FIRST_SAMPLE, name[12] != 0);
+    if (sscanf(name, "stage%d.%5[a-z].%d%n", &stage, what, &index, &len) == 3 && !name[len] &&
+        (!strcmp(what, "act") || !strcmp(what, "grad")))
+        return (ir_role){strcmp(what, "act") ? IR_ROLE_PP_GRAD : IR_ROLE_PP_ACT, stage, index};
+    const char *dot = strrchr(name, '.');
+    if (!dot || sscanf(dot + 1, "%d%n", &index, &len) != 1 || dot[1 + len])
+        return ir_role_of(IR_ROLE_NONE);
+    if (dot - name == 4 && !strncmp(name, "tied", 4)) /* pipeline.c's tied.K */
+        return ir_role_at(IR_ROLE_TIED_GRAD, index);
+    for (k = IR_ROLE_MOE_TOKENS_PER_EXPERT; k <= IR_ROLE_MOE_Z_LOSS; k++) /* the model builder's moe_...L */
+        if (strlen(ir_roles[k].name) == (size_t)(dot - name) && !strncmp(name, ir_roles[k].name, (size_t)(dot - name)))
+            return ir_role_at((ir_role_kind)k, index);
+    return ir_role_of(IR_ROLE_NONE);
+}
 
 static bool instr_attr(parser *p, void *ctx, token key, const token *val)
 {
     instr_text *it = ctx;
     const ir_op_info *info = &ir_ops[it->op];
+    if ((it->op == IR_OP_INPUT || it->op == IR_OP_OUTPUT) &&
+        (tok_is(key, "role") || tok_is(key, "stage") || tok_is(key, "index")))
+        return role_attr(p, it, key, val);
     for (int k = 0; k < info->nattrs; k++) {
         if (!tok_is(key, info->attr_names[k]))
             continue;
@@ -934,6 +1004,8 @@ static void func_append(parser *p, ir_func *f, const instr_text *it)
     memcpy(in.attr, it->attr, sizeof in.attr);
     memcpy(in.per_rank, it->per_rank, sizeof in.per_rank);
     in.sym = it->sym.kind == TK_SYM ? tok_text(it->sym, 1) : NULL;
+    if (it->op == IR_OP_INPUT || it->op == IR_OP_OUTPUT)
+        in.role = it->has_role ? it->role : role_of_name(in.sym);
     f->instrs = grow(f->instrs, &f->cap_instrs, f->ninstrs + 1, sizeof(ir_instr));
     f->vals = grow(f->vals, &f->cap_vals, f->nvals + it->nres, sizeof(ir_value));
     for (int r = 0; r < it->nres; r++) {
@@ -949,6 +1021,8 @@ static bool parse_instr(parser *p, ir_func *f)
     if (!parse_results(p, &it) || !parse_op(p, &it) || !parse_sym(p, &it) || !parse_operands(p, &it))
         return false;
     if (is_punct(p, '{') && !parse_attr_block(p, instr_attr, &it))
+        return false;
+    if (!check_role(p, &it))
         return false;
     if (!parse_result_types(p, &it) || !expect_eol(p))
         return false;
@@ -1053,6 +1127,7 @@ static bool parse_step(parser *p, ir_prog prog)
         if (p->tok.kind != TK_SYM || !tok_cstr(p->tok, 1, sym, sizeof sym))
             return expected(p, "the @name of the tensor sent or received");
         s.sym = sym;
+        s.role = sym_role(p->m->funcs[s.func], s.op == IR_STEP_SEND ? IR_OP_OUTPUT : IR_OP_INPUT, sym);
         advance(p);
     }
     int64_t mb;

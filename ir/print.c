@@ -104,7 +104,21 @@ static void print_string(ir_buf *b, const char *s)
     ir_buf_printf(b, "\"");
 }
 
-/* %r[, ...] = op [@sym] [%a, ...] [{attr=v, ...}] [: type [mem], ...] */
+/* An input's or output's role: {role=R[, stage=S][, index=K]}; none unprinted. */
+static void print_role(ir_buf *b, const ir_role *r)
+{
+    const ir_role_info *info = &ir_roles[r->kind];
+    if (r->kind == IR_ROLE_NONE)
+        return;
+    ir_buf_printf(b, " {role=%s", info->name);
+    if (info->staged)
+        ir_buf_printf(b, ", stage=%d", r->stage);
+    if (info->indexed)
+        ir_buf_printf(b, ", index=%d", r->index);
+    ir_buf_printf(b, "}");
+}
+
+/* %r[, ...] = op [@sym] [%a, ...] [{attr=v, ...}] [{role=...}] [: type [mem], ...] */
 void ir_print_instr_to(ir_buf *b, const ir_func *f, const ir_instr *in)
 {
     const ir_op_info *info = &ir_ops[in->op];
@@ -127,6 +141,7 @@ void ir_print_instr_to(ir_buf *b, const ir_func *f, const ir_instr *in)
     }
     if (info->nattrs)
         ir_buf_printf(b, "}");
+    print_role(b, &in->role);
     for (int r = 0; r < in->nres; r++) {
         ir_buf_printf(b, "%s", r ? ", " : " : ");
         print_type(b, &f->vals[in->res[r]].type);

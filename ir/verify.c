@@ -396,13 +396,11 @@ static bool PRINTF(4) step_fail(verifier *v, ir_prog p, int i, const char *fmt, 
     return vfail(v, "schedule %s: %s", ir_prog_names[p], what);
 }
 
-/* Whether f has an instruction of op `op` (input, output) named @sym. */
-static bool has_sym(const ir_func *f, ir_op op, const char *sym)
+/* Whether f's input or output (op) of the step's role is the one the step names (@sym). */
+static bool has_step_io(const ir_func *f, ir_op op, const ir_sched_step *s)
 {
-    for (int i = 0; i < f->ninstrs; i++)
-        if (f->instrs[i].op == op && f->instrs[i].sym && sym && !strcmp(f->instrs[i].sym, sym))
-            return true;
-    return false;
+    int i = ir_find_role(f, op, s->role);
+    return s->role.kind != IR_ROLE_NONE && i >= 0 && s->sym && !strcmp(f->instrs[i].sym, s->sym);
 }
 
 /* Per span, the fewest buffers among the stash globals of that span f references (0: none): the
@@ -468,9 +466,9 @@ static bool verify_step(verifier *v, ir_prog p, int i, long long n)
     if (s->op == IR_STEP_CALL)
         return true;
     bool send = s->op == IR_STEP_SEND;
-    if (!has_sym(f, send ? IR_OP_OUTPUT : IR_OP_INPUT, s->sym))
-        return step_fail(v, p, i, "%s has no `%s @%s` to %s", f->name, send ? "output" : "input", s->sym ? s->sym : "?",
-                         send ? "send" : "receive into");
+    if (!has_step_io(f, send ? IR_OP_OUTPUT : IR_OP_INPUT, s))
+        return step_fail(v, p, i, "%s has no `%s @%s` with a role to %s", f->name, send ? "output" : "input",
+                         s->sym ? s->sym : "?", send ? "send" : "receive into");
     if (s->peer != 1 && s->peer != -1)
         return step_fail(v, p, i, "the peer must be the next or the previous pipeline stage, got %d", s->peer);
     int call = call_step(&v->m->progs[p], s->func, s->mb);
@@ -621,6 +619,11 @@ static bool verify_operands(verifier *v, int i)
         return ifail(v, i, "%s needs an @name made of letters, digits, '_', '.', '-'", name);
     if (!ir_op_takes_sym(in->op) && in->sym)
         return ifail(v, i, "%s takes no @name", name);
+    if (in->role.kind != IR_ROLE_NONE && in->op != IR_OP_INPUT && in->op != IR_OP_OUTPUT)
+        return ifail(v, i, "%s takes no role (only input and output do)", name);
+    if (in->role.kind != IR_ROLE_NONE && !ir_roles[in->role.kind].many && ir_find_role(f, in->op, in->role) != i)
+        return ifail(v, i, "an earlier %s has this one's role %s (the runtime finds a value by its role)", name,
+                     ir_roles[in->role.kind].name);
     for (int a = 0; a < in->nargs; a++) {
         const ir_instr *def = &f->instrs[f->vals[in->args[a]].def];
         if (writes_global(in, a) && def->op != IR_OP_GLOBAL)

@@ -10,14 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int find_output(const ir_func *f, const char *name)
-{
-    for (int i = 0; i < f->ninstrs; i++)
-        if (f->instrs[i].op == IR_OP_OUTPUT && strcmp(f->instrs[i].sym, name) == 0)
-            return f->instrs[i].args[0];
-    return -1;
-}
-
 /* @<param>.grad for every parameter, of its shape in pass_grad_dtype (f32, or bf16 under
  * grad_reduce_in_bf16). */
 static void add_grad_globals(ir_module *m)
@@ -48,9 +40,9 @@ bool pass_autodiff(ir_module *m, const mcc_pass_options *opts, char *err, size_t
     if (fi < 0)
         return snprintf(err, errlen, "no step function (kind=step)"), false;
     ir_func *f = m->funcs[fi];
-    int loss = find_output(f, "loss");
+    int at = ir_find_role(f, IR_OP_OUTPUT, ir_role_of(IR_ROLE_LOSS)), loss = at < 0 ? -1 : f->instrs[at].args[0];
     if (loss < 0)
-        return snprintf(err, errlen, "%s has no `output @loss`", f->name), false;
+        return snprintf(err, errlen, "%s has no `output @loss {role=loss}`", f->name), false;
     add_grad_globals(m);
 
     /* The step minimises the mean of the losses of its N micro-batches on each of dp ranks (whose

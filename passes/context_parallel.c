@@ -351,7 +351,7 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
     case IR_OP_INPUT:
         if (t0->ndim == 2 && t0->dims[1] == c->T) { /* tokens, targets [B,T] */
             ir_type t = local_type(c, in->res[0]);
-            map[in->res[0]] = ir_emit(c->m, c->dst, IR_OP_INPUT, NULL, 0, NULL, in->sym, &t);
+            map[in->res[0]] = ir_input(c->m, c->dst, in->role, in->sym, t);
             c->form[in->res[0]] = CP_SEQ;
             c->rows = t0->dims[0] * t0->dims[1];
             return true;
@@ -417,7 +417,7 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
     case IR_OP_OUTPUT: /* the rank's share of a sum over the tokens: the sum (train_rank's load statistics) */
         if (c->form[in->args[0]] != CP_SHARE)
             break;
-        ir_output(c->m, c->dst, in->sym, all_reduce(c, map[in->args[0]], false));
+        ir_output(c->m, c->dst, in->role, in->sym, all_reduce(c, map[in->args[0]], false));
         return true;
     case IR_OP_POS_ADD:
     case IR_OP_POS_ADD_GRAD:

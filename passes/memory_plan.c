@@ -333,14 +333,12 @@ static void comm_sent_bytes(const ir_module *m, const ir_func *f, double times, 
     }
 }
 
-/* The bytes of the tensor a schedule's send step sends: its function's output @sym. */
+/* The bytes of the tensor a schedule's send step sends: its function's output of the step's role. */
 static double step_send_bytes(const ir_module *m, const ir_sched_step *s)
 {
     const ir_func *f = m->funcs[s->func];
-    for (int k = 0; k < f->ninstrs; k++)
-        if (f->instrs[k].op == IR_OP_OUTPUT && strcmp(f->instrs[k].sym, s->sym) == 0)
-            return (double)ir_bytes(ir_vtype(f, f->instrs[k].args[0]));
-    return 0;
+    int k = ir_find_role(f, IR_OP_OUTPUT, s->role);
+    return k < 0 ? 0 : (double)ir_bytes(ir_vtype(f, f->instrs[k].args[0]));
 }
 
 mcc_memory_breakdown mcc_memory_of(const ir_module *m)

@@ -242,7 +242,7 @@ static int emit_grad_norm(ir_module *m, ir_func *f, int *grads, int n)
         sumsq = sumsq < 0 ? expert : ir_op2(m, f, IR_OP_ADD, sumsq, expert);
     if (ir_cfg_int(m, IR_CFG_PIPELINE_MODEL_PARALLEL_SIZE) > 1) /* each stage holds its own layers' */
         sumsq = sum_over(m, f, sumsq, IR_AXIS_PP);
-    ir_output(m, f, "grad_norm", ir_op1(m, f, IR_OP_SQRT, sumsq));
+    ir_output(m, f, ir_role_of(IR_ROLE_GRAD_NORM), "grad_norm", ir_op1(m, f, IR_OP_SQRT, sumsq));
     return sumsq;
 }
 
@@ -317,7 +317,7 @@ static int decoupled_lr_input(ir_module *m, ir_func *f, const int *params, const
 {
     for (int j = 0; j < n; j++)
         if (updated[j] && decoupled(m, params[j]))
-            return ir_input(m, f, "decoupled_lr", ir_scalar(IR_F32));
+            return ir_input(m, f, ir_role_of(IR_ROLE_DECOUPLED_LR), "decoupled_lr", ir_scalar(IR_F32));
     return lr;
 }
 
@@ -429,8 +429,8 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
 {
     bool zero = pass_zero_on(m);
     ir_func *f = ir_func_new(m, "optimizer", IR_FUNC_OPTIMIZER);
-    int lr = ir_input(m, f, "lr", ir_scalar(IR_F32));
-    int step = ir_input(m, f, "step", ir_scalar(IR_F32));
+    int lr = ir_input(m, f, ir_role_of(IR_ROLE_LR), "lr", ir_scalar(IR_F32));
+    int step = ir_input(m, f, ir_role_of(IR_ROLE_STEP), "step", ir_scalar(IR_F32));
 
     int nparams = 0;
     for (int i = 0; i < m->nglobals; i++)
@@ -461,11 +461,11 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
     ir_func *host = NULL, *sync = NULL;
     int host_inputs[4] = {0};
     if (any_offloaded) {
-        ir_output(m, f, "clip_coef", coef);
+        ir_output(m, f, ir_role_of(IR_ROLE_CLIP_COEF), "clip_coef", coef);
         host = ir_func_new(m, "host_optimizer", IR_FUNC_HOST_OPTIMIZER);
-        host_inputs[0] = ir_input(m, host, "lr", ir_scalar(IR_F32));
-        host_inputs[1] = ir_input(m, host, "step", ir_scalar(IR_F32));
-        host_inputs[2] = ir_input(m, host, "clip_coef", ir_scalar(IR_F32));
+        host_inputs[0] = ir_input(m, host, ir_role_of(IR_ROLE_LR), "lr", ir_scalar(IR_F32));
+        host_inputs[1] = ir_input(m, host, ir_role_of(IR_ROLE_STEP), "step", ir_scalar(IR_F32));
+        host_inputs[2] = ir_input(m, host, ir_role_of(IR_ROLE_CLIP_COEF), "clip_coef", ir_scalar(IR_F32));
         host_inputs[3] = decoupled_lr_input(m, host, params, offloaded, nparams, host_inputs[0]);
         sync = ir_func_new(m, "param_sync", IR_FUNC_PARAM_SYNC);
     }

@@ -49,9 +49,6 @@ bool pass_context_parallel(ir_module *m, const mcc_pass_options *opts, char *err
 bool pass_shard(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_pipeline(ir_module *m, const mcc_pass_options *opts, ir_module ***stages, int *nstages, char *err,
                    size_t errlen);
-/* Whether `input`/`output @name` is a stage boundary the pipeline pass made (what the schedule
- * sends and receives), and if so whether a gradient (going to the previous stage) or an activation. */
-bool pass_pipeline_boundary(const char *name, bool *grad);
 /* Whether the plan's pipeline schedule is the zero-bubble one (pipeline_schedule zb-h1), whose
  * backward the pipeline pass cuts into input gradients (kind backward) and weight gradients
  * (kind wgrad). W keeps B's gradients (wstash) besides the forward's stash until it runs, which

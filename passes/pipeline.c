@@ -251,16 +251,6 @@ bool pass_pipeline_zero_bubble(const ir_module *m)
     return ir_cfg_choice(m, IR_CFG_PIPELINE_SCHEDULE) == IR_PP_ZB_H1;
 }
 
-bool pass_pipeline_boundary(const char *name, bool *grad)
-{
-    int stage, k, len = 0;
-    char what[8];
-    if (!name || sscanf(name, "stage%d.%5[a-z].%d%n", &stage, what, &k, &len) != 3 || name[len])
-        return false;
-    *grad = !strcmp(what, "grad");
-    return *grad || !strcmp(what, "act");
-}
-
 /* A copy of value v into the stash list l's global @stage<s>.<what>.<k>, if v is in it: a
  * forward's value its backward reads (stash), a backward's value its wgrad reads (wstash). */
 static void stash_into(builder *b, const vlist *l, const char *what, int s, int v)
@@ -287,7 +277,7 @@ static void build_forward(builder *b, const split *c, const crossings *x, int s,
     for (int k = 0; k < x->act[s].n; k++) {
         int v = x->act[s].v[k];
         boundary_name(name, sizeof name, s, "act", k);
-        b->map[v] = ir_input(b->sm, b->g, name, b->f->vals[v].type);
+        b->map[v] = ir_input(b->sm, b->g, (ir_role){IR_ROLE_PP_ACT, s, k}, name, b->f->vals[v].type);
         stash_value(b, x, s, v, train);
     }
     for (int i = 0; i < c->bwd; i++) {
@@ -300,7 +290,7 @@ static void build_forward(builder *b, const split *c, const crossings *x, int s,
     }
     for (int k = 0; s + 1 < c->p && k < x->act[s + 1].n; k++) {
         boundary_name(name, sizeof name, s + 1, "act", k);
-        ir_output(b->sm, b->g, name, use(b, x->act[s + 1].v[k]));
+        ir_output(b->sm, b->g, (ir_role){IR_ROLE_PP_ACT, s + 1, k}, name, use(b, x->act[s + 1].v[k]));
     }
 }
 
@@ -330,7 +320,7 @@ static void build_backward(builder *b, const split *c, const crossings *x, int s
     for (int k = 0; k < x->grad[s].n; k++) {
         int v = x->grad[s].v[k];
         boundary_name(name, sizeof name, s + 1, "grad", k);
-        b->map[v] = ir_input(b->sm, b->g, name, b->f->vals[v].type);
+        b->map[v] = ir_input(b->sm, b->g, (ir_role){IR_ROLE_PP_GRAD, s + 1, k}, name, b->f->vals[v].type);
         wstash_value(b, x, s, v);
     }
     map_stash(b, x, s, x->b_reads);
@@ -344,7 +334,7 @@ static void build_backward(builder *b, const split *c, const crossings *x, int s
     }
     for (int k = 0; s > 0 && k < x->grad[s - 1].n; k++) {
         boundary_name(name, sizeof name, s, "grad", k);
-        ir_output(b->sm, b->g, name, use(b, x->grad[s - 1].v[k]));
+        ir_output(b->sm, b->g, (ir_role){IR_ROLE_PP_GRAD, s, k}, name, use(b, x->grad[s - 1].v[k]));
     }
 }
 
@@ -661,9 +651,10 @@ static bool tie_shared_parameters(const ir_module *m, ir_module **stages, int p,
                 sum[e] = ir_func_new(sm, "tied_sum", IR_FUNC_TIED_SUM);
             }
             int param = ir_global_find(sm, m->globals[g].name), grad = ir_global_companion(sm, param, IR_GLOBAL_GRAD);
-            ir_output(sm, send[e], name, ir_global_ref(sm, send[e], sm->globals[grad].name));
+            ir_role tied = ir_role_at(IR_ROLE_TIED_GRAD, n - 1);
+            ir_output(sm, send[e], tied, name, ir_global_ref(sm, send[e], sm->globals[grad].name));
             int args[2] = {ir_global_ref(sm, sum[e], sm->globals[grad].name),
-                           ir_input(sm, sum[e], name, sm->globals[grad].type)};
+                           ir_input(sm, sum[e], tied, name, sm->globals[grad].type)};
             ir_emit(sm, sum[e], IR_OP_ACCUMULATE, args, 2, NULL, NULL, NULL);
         }
     }

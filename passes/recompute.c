@@ -214,14 +214,6 @@ static int backward_value(recompute_ctx *c, int v)
     return c->again[v];
 }
 
-static int loss_output(const ir_func *f)
-{
-    for (int i = 0; i < f->ninstrs; i++)
-        if (f->instrs[i].op == IR_OP_OUTPUT && !strcmp(f->instrs[i].sym, "loss"))
-            return i;
-    return -1;
-}
-
 /* The IR_OPF_RECOMPUTE_* flags of config recompute_modules (core_attn: none, see above); false
  * with the name and the fix for a module this pass cannot recompute (the spec refuses them first). */
 static bool module_flags(const char *modules, unsigned *opf, char *err, size_t errlen)
@@ -250,7 +242,7 @@ bool pass_recompute(ir_module *m, const mcc_pass_options *opts, char *err, size_
     if (g == IR_RECOMPUTE_NONE || fi < 0)
         return true;
     const ir_func *src = m->funcs[fi];
-    int backward = loss_output(src);
+    int backward = ir_find_role(src, IR_OP_OUTPUT, ir_role_of(IR_ROLE_LOSS));
     if (backward < 0)
         return snprintf(err, errlen, "%s has no `output @loss`", src->name), false;
     int nlayers = 0;
@@ -283,6 +275,7 @@ bool pass_recompute(ir_module *m, const mcc_pass_options *opts, char *err, size_
             args[a] = i > backward && in->op != IR_OP_OUTPUT ? backward_value(&c, in->args[a]) : c.map[in->args[a]];
         const ir_type *explicit_type = in->nres ? &src->vals[in->res[0]].type : NULL;
         int r = ir_emit(m, c.dst, in->op, args, in->nargs, in->attr, in->sym, explicit_type);
+        c.dst->instrs[c.dst->ninstrs - 1].role = in->role;
         for (int k = 0; k < in->nres; k++)
             c.map[in->res[k]] = r + k;
     }

@@ -31,19 +31,20 @@ static void call_per_micro_batch(ir_module *m, ir_prog p, int f, long long n)
 }
 
 /* The receives (recv) or sends (send) around a call of f on micro-batch mb: one for each of its
- * boundary inputs or outputs (the pipeline pass's `@stage<S>.act.<k>` / `@stage<S>.grad.<k>`). */
+ * boundary inputs or outputs (the pipeline pass's roles pp_act and pp_grad). */
 static void boundary_steps(ir_module *m, ir_prog p, int fi, int mb, ir_step_op op)
 {
     const ir_func *f = m->funcs[fi];
     ir_op want = op == IR_STEP_RECV ? IR_OP_INPUT : IR_OP_OUTPUT;
     for (int i = 0; i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
-        bool grad;
-        if (in->op != want || !pass_pipeline_boundary(in->sym, &grad))
+        bool grad = in->role.kind == IR_ROLE_PP_GRAD;
+        if (in->op != want || (!grad && in->role.kind != IR_ROLE_PP_ACT))
             continue;
         /* activations go down the pipeline, gradients up */
         int peer = (grad ? -1 : 1) * (op == IR_STEP_SEND ? 1 : -1);
-        ir_sched_add(m, p, (ir_sched_step){.op = op, .func = fi, .mb = mb, .sym = in->sym, .peer = peer,
+        ir_sched_add(m, p, (ir_sched_step){.op = op, .func = fi, .mb = mb, .sym = in->sym, .role = in->role,
+                                           .peer = peer,
                                            .slot = {-1, -1, -1}});
     }
 }
@@ -83,12 +84,14 @@ static void tied_transfers(ir_module *m, int send, int sum)
     for (int i = 0; i < m->funcs[send]->ninstrs; i++)
         if (m->funcs[send]->instrs[i].op == IR_OP_OUTPUT)
             ir_sched_add(m, IR_PROG_TRAIN, (ir_sched_step){.op = IR_STEP_SEND, .func = send, .mb = -1,
-                                                           .sym = m->funcs[send]->instrs[i].sym, .peer = peer,
+                                                           .sym = m->funcs[send]->instrs[i].sym,
+                                                           .role = m->funcs[send]->instrs[i].role, .peer = peer,
                                                            .slot = {-1, -1, -1}});
     for (int i = 0; i < m->funcs[sum]->ninstrs; i++)
         if (m->funcs[sum]->instrs[i].op == IR_OP_INPUT)
             ir_sched_add(m, IR_PROG_TRAIN, (ir_sched_step){.op = IR_STEP_RECV, .func = sum, .mb = -1,
-                                                           .sym = m->funcs[sum]->instrs[i].sym, .peer = peer,
+                                                           .sym = m->funcs[sum]->instrs[i].sym,
+                                                           .role = m->funcs[sum]->instrs[i].role, .peer = peer,
                                                            .slot = {-1, -1, -1}});
     ir_sched_call(m, IR_PROG_TRAIN, sum, -1);
 }

@@ -513,6 +513,7 @@ static bool rule_source(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     (void)args;
     *res = emit(c, in->op, NULL, 0, in->attr, in->sym, &c->src->vals[in->res[0]].type, (placement){-1, false, false});
+    c->dst->instrs[c->dst->ninstrs - 1].role = in->role;
     return true;
 }
 
@@ -533,6 +534,7 @@ static bool rule_output(shard_ctx *c, const ir_instr *in, int *args, int *res)
     (void)res;
     args[0] = every_token(c, args[0]);
     emit(c, in->op, args, 1, NULL, in->sym, NULL, (placement){-1, false, false});
+    c->dst->instrs[c->dst->ninstrs - 1].role = in->role;
     return true;
 }
 

@@ -6,15 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Whether output instruction in of func is named prefix.L; then it is appended to *outs. */
-static bool take_output(const ir_instr *in, int func, const char *prefix, rt_moe_outputs *outs)
+/* Whether instruction i of func is an output of role kind (a layer's); then it is appended to *outs. */
+static bool take_output(const ir_func *f, int i, int func, ir_role_kind kind, rt_moe_outputs *outs)
 {
-    size_t len = strlen(prefix);
-    if (in->op != IR_OP_OUTPUT || strncmp(in->sym, prefix, len) != 0 || in->sym[len] != '.')
+    if (f->instrs[i].op != IR_OP_OUTPUT || f->instrs[i].role.kind != kind)
         return false;
     outs->at = realloc(outs->at, sizeof *outs->at * (size_t)(outs->n + 1));
-    outs->at[outs->n].func = func;
-    snprintf(outs->at[outs->n++].name, sizeof outs->at->name, "%s", in->sym);
+    outs->at[outs->n++] = (rt_moe_output){func, i};
     return true;
 }
 
@@ -29,12 +27,12 @@ void rt_moe_stats_open(rt_moe_stats *s, const rt_program *p)
             s->first = func;
         for (int i = 0; i < f->ninstrs; i++) {
             const ir_instr *in = &f->instrs[i];
-            if (take_output(in, func, "moe_tokens_per_expert", &s->counts))
+            if (take_output(f, i, func, IR_ROLE_MOE_TOKENS_PER_EXPERT, &s->counts))
                 s->experts = (int)ir_vtype(f, in->args[0])->dims[0];
-            else if (take_output(in, func, "moe_kept_weights", &s->kept))
+            else if (take_output(f, i, func, IR_ROLE_MOE_KEPT_WEIGHTS, &s->kept))
                 s->pairs = ir_numel(ir_vtype(f, in->args[0])), s->kept_dtype = ir_vtype(f, in->args[0])->dtype;
-            else if (!take_output(in, func, "moe_aux_loss", &s->aux))
-                take_output(in, func, "moe_z_loss", &s->z);
+            else if (!take_output(f, i, func, IR_ROLE_MOE_AUX_LOSS, &s->aux))
+                take_output(f, i, func, IR_ROLE_MOE_Z_LOSS, &s->z);
         }
     }
     s->moe = s->counts.n > 0;
@@ -51,7 +49,7 @@ static double sum_outputs(rt_program *p, const rt_moe_outputs *outs, int func)
     for (int l = 0; l < outs->n; l++) {
         float v;
         if (outs->at[l].func == func)
-            rt_program_get_output(p, func, outs->at[l].name, &v, sizeof v), sum += v;
+            rt_program_get_output(p, func, outs->at[l].instr, &v, sizeof v), sum += v;
     }
     return sum;
 }
@@ -64,7 +62,7 @@ void rt_moe_stats_add(rt_moe_stats *s, rt_program *p, int func)
     for (int l = 0; l < s->counts.n; l++) {
         if (s->counts.at[l].func != func)
             continue;
-        rt_program_get_output(p, func, s->counts.at[l].name, s->buf, sizeof *s->buf * (size_t)s->experts);
+        rt_program_get_output(p, func, s->counts.at[l].instr, s->buf, sizeof *s->buf * (size_t)s->experts);
         for (int e = 0; e < s->experts; e++)
             s->tokens[(size_t)l * s->experts + e] += s->buf[e];
     }
@@ -72,7 +70,8 @@ void rt_moe_stats_add(rt_moe_stats *s, rt_program *p, int func)
         if (s->kept.at[l].func != func)
             continue;
         bool bf16 = s->kept_dtype == IR_BF16;
-        rt_program_get_output(p, func, s->kept.at[l].name, s->weights, ir_dtype_size(s->kept_dtype) * (size_t)s->pairs);
+        size_t bytes = ir_dtype_size(s->kept_dtype) * (size_t)s->pairs;
+        rt_program_get_output(p, func, s->kept.at[l].instr, s->weights, bytes);
         for (int64_t q = 0; q < s->pairs; q++) /* a zero weight (of either sign) is a dropped pair */
             s->dropped += bf16 ? (((const uint16_t *)s->weights)[q] & 0x7fffu) == 0 : s->weights[q] == 0;
         s->routed += s->pairs;

@@ -10,7 +10,7 @@
 /* An output of a training function: the step function, or a pipeline stage's forward. */
 typedef struct {
     int func;
-    char name[48];
+    int instr;                      /* its output instruction in func */
 } rt_moe_output;
 
 /* The outputs of one kind, one an MoE layer of this stage. */
@@ -23,9 +23,9 @@ typedef struct {
     bool moe;                       /* an MoE model (on one stage: train_rank ORs it over pp) */
     int aux_layers, z_layers;       /* the model's layers with the losses (train_rank sums them over pp) */
     bool has_kept;                  /* a capacity factor (train_rank ORs it over pp) */
-    rt_moe_outputs counts;          /* @moe_tokens_per_expert.L */
-    rt_moe_outputs aux, z;          /* @moe_aux_loss.L, @moe_z_loss.L: the layer's unscaled losses */
-    rt_moe_outputs kept;            /* @moe_kept_weights.L, with a capacity factor */
+    rt_moe_outputs counts;          /* role moe_tokens_per_expert, index L */
+    rt_moe_outputs aux, z;          /* roles moe_aux_loss, moe_z_loss: layer L's unscaled losses */
+    rt_moe_outputs kept;            /* role moe_kept_weights, with a capacity factor */
     int experts;                    /* of each MoE layer */
     double aux_sum, z_sum;          /* summed over the layers and the step's micro-batches */
     int micro_batches;              /* those summed: calls of the first training function */

@@ -363,40 +363,37 @@ void rt_program_run(rt_program *p, int func)
     rt_trace_pop(p);
 }
 
-int rt_program_find(const rt_program *p, int func, ir_op op, const char *name)
+int rt_program_find(const rt_program *p, int func, ir_op op, ir_role role)
 {
-    const ir_func *f = p->funcs[func].f;
-    for (int i = 0; i < f->ninstrs; i++)
-        if (f->instrs[i].op == op && strcmp(f->instrs[i].sym, name) == 0)
-            return i;
-    return -1;
+    return ir_find_role(p->funcs[func].f, op, role);
 }
 
-/* The buffer of `input @name` / `output @name`, checked against the host's idea of its size. */
-static void *sym_buffer(rt_program *p, int func, ir_op op, const char *name, size_t bytes)
+void *rt_program_tensor(rt_program *p, int func, int instr, const ir_type **type)
 {
     const ir_func *f = p->funcs[func].f;
-    int i = rt_program_find(p, func, op, name);
-    int v = i < 0 ? -1 : op == IR_OP_INPUT ? f->instrs[i].res[0] : f->instrs[i].args[0];
-    if (v < 0 || ir_bytes(ir_vtype(f, v)) != bytes) {
-        fprintf(stderr, "train_rank: internal error: %s @%s of %s is %s (the runtime expected %zu bytes)\n",
-                ir_ops[op].name, name, f->name, v < 0 ? "missing" : "a different size", bytes);
+    ir_op op = instr >= 0 && instr < f->ninstrs ? f->instrs[instr].op : IR_OP_INPUT;
+    if (instr < 0 || instr >= f->ninstrs || (op != IR_OP_INPUT && op != IR_OP_OUTPUT)) {
+        fprintf(stderr, "train_rank: internal error: %s has no such input or output (instruction %d)\n", f->name,
+                instr);
         exit(1);
     }
-    return p->funcs[func].vptr[v];
-}
-
-void *rt_program_tensor(rt_program *p, int func, ir_op op, const char *name, const ir_type **type)
-{
-    const ir_func *f = p->funcs[func].f;
-    int i = rt_program_find(p, func, op, name);
-    if (i < 0) {
-        fprintf(stderr, "train_rank: internal error: %s has no %s @%s\n", f->name, ir_ops[op].name, name);
-        exit(1);
-    }
-    int v = op == IR_OP_INPUT ? f->instrs[i].res[0] : f->instrs[i].args[0];
+    int v = ir_io_value(&f->instrs[instr]);
     *type = ir_vtype(f, v);
     return p->funcs[func].vptr[v];
+}
+
+/* The buffer of input or output instr (op), checked against the host's idea of its size. */
+static void *io_buffer(rt_program *p, int func, ir_op op, int instr, size_t bytes)
+{
+    const ir_func *f = p->funcs[func].f;
+    const ir_type *t;
+    void *buf = rt_program_tensor(p, func, instr, &t);
+    if (f->instrs[instr].op != op || ir_bytes(t) != bytes) {
+        fprintf(stderr, "train_rank: internal error: %s @%s of %s is not the %s of %zu bytes the runtime expected\n",
+                ir_ops[f->instrs[instr].op].name, f->instrs[instr].sym, f->name, ir_ops[op].name, bytes);
+        exit(1);
+    }
+    return buf;
 }
 
 /* dst := src, bytes, where dst or src (on_host) is the host's memory already or the device's. */
@@ -410,14 +407,14 @@ static void to_host(rt_program *p, bool on_host, void *dst, const void *src, siz
     on_host ? (void)memcpy(dst, src, bytes) : p->dev->download(p, dst, src, bytes);
 }
 
-void rt_program_set_input(rt_program *p, int func, const char *name, const void *host, size_t bytes)
+void rt_program_set_input(rt_program *p, int func, int instr, const void *host, size_t bytes)
 {
-    to_device(p, host_func(p, func), sym_buffer(p, func, IR_OP_INPUT, name, bytes), host, bytes);
+    to_device(p, host_func(p, func), io_buffer(p, func, IR_OP_INPUT, instr, bytes), host, bytes);
 }
 
-void rt_program_get_output(rt_program *p, int func, const char *name, void *host, size_t bytes)
+void rt_program_get_output(rt_program *p, int func, int instr, void *host, size_t bytes)
 {
-    to_host(p, host_func(p, func), host, sym_buffer(p, func, IR_OP_OUTPUT, name, bytes), bytes);
+    to_host(p, host_func(p, func), host, io_buffer(p, func, IR_OP_OUTPUT, instr, bytes), bytes);
 }
 
 /* A parameter held as its bf16 copy and i16 remainder (ir_param_remainder): its two halves' host

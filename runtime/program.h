@@ -79,13 +79,14 @@ void rt_program_run(rt_program *p, int func);
  * each run; the CUDA device keeps a graph per binding (cuda_device.c). */
 void rt_program_bind_slot(rt_program *p, int func, const int *slot);
 
-/* Host access to `input @name` / `output @name` of a function and to globals. */
-int rt_program_find(const rt_program *p, int func, ir_op op, const char *name); /* instr index or -1 */
-void rt_program_set_input(rt_program *p, int func, const char *name, const void *host, size_t bytes);
-/* The device buffer of `input @name` (op IR_OP_INPUT) or `output @name` of func, its type in *type:
- * what a pipeline stage receives into or sends from. */
-void *rt_program_tensor(rt_program *p, int func, ir_op op, const char *name, const ir_type **type);
-void rt_program_get_output(rt_program *p, int func, const char *name, void *host, size_t bytes);
+/* Host access to a function's inputs and outputs, each named by its instruction index, found by
+ * its role (rt_program_find: op IR_OP_INPUT or IR_OP_OUTPUT, -1 if func has none), and to globals. */
+int rt_program_find(const rt_program *p, int func, ir_op op, ir_role role);
+void rt_program_set_input(rt_program *p, int func, int instr, const void *host, size_t bytes);
+void rt_program_get_output(rt_program *p, int func, int instr, void *host, size_t bytes);
+/* The device buffer of input or output instr of func, its type in *type: what a pipeline stage
+ * receives into or sends from. */
+void *rt_program_tensor(rt_program *p, int func, int instr, const ir_type **type);
 void rt_program_read_global(rt_program *p, int g, void *host);
 void rt_program_write_global(rt_program *p, int g, const void *host); /* a checkpoint's load */
 

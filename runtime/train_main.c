@@ -250,15 +250,21 @@ typedef struct {
     char **args, *args_text;        /* the plan's baked flags, then the command line's (with_baked_flags) */
 } train_run;
 
-/* Binds input `name` [B,T] of func from the micro-batch's whole rows: the rank's part of them
+/* The instruction of func's input or output (op) of role kind (index 0), or -1. */
+static int io_of(const train_run *r, int func, ir_op op, ir_role_kind kind)
+{
+    return rt_program_find(r->p, func, op, ir_role_of(kind));
+}
+
+/* Binds input instr [B,T] of func from the micro-batch's whole rows: the rank's part of them
  * where the input's type splits them (context parallelism's chunks of the sequence: its layout
  * record, ir_layout_index). */
-static void set_batch_input(train_run *r, int func, const char *name, const int32_t *whole)
+static void set_batch_input(train_run *r, int func, int instr, const int32_t *whole)
 {
     const ir_type *t;
-    rt_program_tensor(r->p, func, IR_OP_INPUT, name, &t);
+    rt_program_tensor(r->p, func, instr, &t);
     if (!ir_shard_any(t)) {
-        rt_program_set_input(r->p, func, name, whole, ir_bytes(&r->bt_type));
+        rt_program_set_input(r->p, func, instr, whole, ir_bytes(&r->bt_type));
         return;
     }
     ir_layout layout = ir_layout_of_type(t);
@@ -268,28 +274,28 @@ static void set_batch_input(train_run *r, int func, const char *name, const int3
     int32_t *part = malloc(ir_bytes(t));
     for (int64_t i = 0; i < n; i++)
         part[i] = whole[ir_layout_index(&layout, &r->bt_type, degree, r->par.coord, i)];
-    rt_program_set_input(r->p, func, name, part, ir_bytes(t));
+    rt_program_set_input(r->p, func, instr, part, ir_bytes(t));
     free(part);
 }
 
 /* Loads the rows at positions first .. first+B-1 of split (the samples its sampler gives them,
- * sampler.h) as @tokens/@targets of func, and tells a function with dropout the first row's
- * position (@first_sample: its masks are drawn from it; with --tp-comm-interleave also
- * @first_sample.half1, the second half's). Dropout's per-sample identity is the consumed
+ * sampler.h) as the inputs of roles tokens and targets of func, and tells a function with dropout
+ * the first row's position (role first_sample: its masks are drawn from it; with
+ * --tp-comm-interleave also first_sample index 1, the second half's). Dropout's per-sample identity is the consumed
  * position, not the dataset sample read there: the same masks under either --dataloader-type,
  * and a sample read again in a later cyclic epoch gets new ones. */
 static void load_batch(train_run *r, int func, int split, int64_t first)
 {
-    if (rt_program_find(r->p, func, IR_OP_INPUT, "first_sample") >= 0)
-        rt_program_set_input(r->p, func, "first_sample", &first, sizeof first);
-    int64_t half = first + r->B / 2;
-    if (rt_program_find(r->p, func, IR_OP_INPUT, "first_sample.half1") >= 0)
-        rt_program_set_input(r->p, func, "first_sample.half1", &half, sizeof half);
+    int64_t start[2] = {first, first + r->B / 2}; /* the first sample of the micro-batch, of its second half */
+    for (int h = 0; h < 2; h++) {
+        int in = rt_program_find(r->p, func, IR_OP_INPUT, ir_role_at(IR_ROLE_FIRST_SAMPLE, h));
+        if (in >= 0)
+            rt_program_set_input(r->p, func, in, &start[h], sizeof start[h]);
+    }
     /* a pipeline's first stage reads the tokens, its last the targets; its other functions
      * (middle stages, backwards) neither, and sample nothing */
-    bool tokens = rt_program_find(r->p, func, IR_OP_INPUT, "tokens") >= 0,
-         targets = rt_program_find(r->p, func, IR_OP_INPUT, "targets") >= 0;
-    if (!tokens && !targets)
+    int tokens = io_of(r, func, IR_OP_INPUT, IR_ROLE_TOKENS), targets = io_of(r, func, IR_OP_INPUT, IR_ROLE_TARGETS);
+    if (tokens < 0 && targets < 0)
         return;
     int T = r->T;
     for (int b = 0; b < r->B; b++) {
@@ -297,10 +303,10 @@ static void load_batch(train_run *r, int func, int split, int64_t first)
         memcpy(r->tokens + (size_t)b * T, r->sample, sizeof(int32_t) * (size_t)T);
         memcpy(r->targets + (size_t)b * T, r->sample + 1, sizeof(int32_t) * (size_t)T);
     }
-    if (tokens)
-        set_batch_input(r, func, "tokens", r->tokens);
-    if (targets)
-        set_batch_input(r, func, "targets", r->targets);
+    if (tokens >= 0)
+        set_batch_input(r, func, tokens, r->tokens);
+    if (targets >= 0)
+        set_batch_input(r, func, targets, r->targets);
 }
 
 /* Runs func (a step or eval function, a pipeline stage's forward or backward) on the micro-batch
@@ -312,8 +318,9 @@ static float run_micro_batch(train_run *r, int func, int split, int64_t first, c
     rt_program_bind_slot(r->p, func, slot);
     rt_program_run(r->p, func);
     float loss = 0;
-    if (rt_program_find(r->p, func, IR_OP_OUTPUT, "loss") >= 0)
-        rt_program_get_output(r->p, func, "loss", &loss, sizeof loss);
+    int out = io_of(r, func, IR_OP_OUTPUT, IR_ROLE_LOSS);
+    if (out >= 0)
+        rt_program_get_output(r->p, func, out, &loss, sizeof loss);
     return loss;
 }
 
@@ -323,7 +330,8 @@ static void pipeline_transfer(train_run *r, const ir_sched_step *c)
 {
     bool send = c->op == IR_STEP_SEND;
     const ir_type *t;
-    void *buf = rt_program_tensor(r->p, c->func, send ? IR_OP_OUTPUT : IR_OP_INPUT, c->sym, &t);
+    int io = rt_program_find(r->p, c->func, send ? IR_OP_OUTPUT : IR_OP_INPUT, c->role);
+    void *buf = rt_program_tensor(r->p, c->func, io, &t);
     int pp_size = r->par.mesh.degree[IR_AXIS_PP]; /* interleaved: the last rank's next is the first */
     int peer = (r->par.coord[IR_AXIS_PP] + c->peer + pp_size) % pp_size;
     rt_comm *pp = rt_parallel_comm(IR_AXIS_PP);
@@ -416,7 +424,7 @@ static void dump_globals(train_run *r, ir_global_kind kind, const char *file)
 static void dump_logits(train_run *r, int func)
 {
     const ir_func *f = r->m->funcs[func];
-    int i = rt_program_find(r->p, func, IR_OP_OUTPUT, "logits");
+    int i = io_of(r, func, IR_OP_OUTPUT, IR_ROLE_LOGITS);
     if (i < 0)
         return;
     const ir_type *t = ir_vtype(f, f->instrs[i].args[0]);
@@ -425,7 +433,7 @@ static void dump_logits(train_run *r, int func)
     ir_axis_degrees(r->m, degree);
     ir_type whole = ir_layout_whole(&layout, *t, degree);
     void *host = malloc(ir_bytes(t)), *full = malloc(ir_bytes(&whole));
-    rt_program_get_output(r->p, func, "logits", host, ir_bytes(t));
+    rt_program_get_output(r->p, func, i, host, ir_bytes(t));
     rt_parallel_gather(r->p, &layout, &whole, host, full);
     if (r->stage_writer) {
         rt_mcct w;
@@ -466,11 +474,12 @@ static void set_update_inputs(train_run *r, int func)
 {
     int next = r->steps_applied + 1;
     float lr = (float)rt_lr_at(&r->lr, RT_LR_DEFAULT, next), step = (float)next;
-    rt_program_set_input(r->p, func, "lr", &lr, sizeof lr);
-    rt_program_set_input(r->p, func, "step", &step, sizeof step);
-    if (rt_program_find(r->p, func, IR_OP_INPUT, "decoupled_lr") >= 0) {
+    rt_program_set_input(r->p, func, io_of(r, func, IR_OP_INPUT, IR_ROLE_LR), &lr, sizeof lr);
+    rt_program_set_input(r->p, func, io_of(r, func, IR_OP_INPUT, IR_ROLE_STEP), &step, sizeof step);
+    int decoupled_in = io_of(r, func, IR_OP_INPUT, IR_ROLE_DECOUPLED_LR);
+    if (decoupled_in >= 0) {
         float decoupled = (float)rt_lr_at(&r->lr, RT_LR_DECOUPLED, next);
-        rt_program_set_input(r->p, func, "decoupled_lr", &decoupled, sizeof decoupled);
+        rt_program_set_input(r->p, func, decoupled_in, &decoupled, sizeof decoupled);
     }
 }
 
@@ -614,7 +623,7 @@ static bool train_update(train_run *r, int it, int opt, step_result *s, bool fin
     float norm = 0;
     if (finite && r->a.skip_nan_steps) {
         rt_program_run(r->p, r->norm);
-        rt_program_get_output(r->p, r->norm, "grad_norm", &norm, sizeof norm);
+        rt_program_get_output(r->p, r->norm, io_of(r, r->norm, IR_OP_OUTPUT, IR_ROLE_GRAD_NORM), &norm, sizeof norm);
         finite = isfinite(norm) || non_finite(r, it, "the gradient norm", norm);
     }
     if (!finite) {
@@ -626,11 +635,11 @@ static bool train_update(train_run *r, int it, int opt, step_result *s, bool fin
     int host = ir_func_of_kind(r->m, IR_FUNC_HOST_OPTIMIZER);
     if (host >= 0) { /* --optimizer-cpu-offload: the host's update, the schedule's next call, takes the same */
         float coef;
-        rt_program_get_output(r->p, opt, "clip_coef", &coef, sizeof coef);
+        rt_program_get_output(r->p, opt, io_of(r, opt, IR_OP_OUTPUT, IR_ROLE_CLIP_COEF), &coef, sizeof coef);
         set_update_inputs(r, host);
-        rt_program_set_input(r->p, host, "clip_coef", &coef, sizeof coef);
+        rt_program_set_input(r->p, host, io_of(r, host, IR_OP_INPUT, IR_ROLE_CLIP_COEF), &coef, sizeof coef);
     }
-    rt_program_get_output(r->p, opt, "grad_norm", &norm, sizeof norm);
+    rt_program_get_output(r->p, opt, io_of(r, opt, IR_OP_OUTPUT, IR_ROLE_GRAD_NORM), &norm, sizeof norm);
     if (!isfinite(norm))
         non_finite(r, it, "the gradient norm", norm);
     s->grad_norm = norm;

@@ -83,15 +83,17 @@ static rt_program *load(const char *plan, long long world_rank)
     return p;
 }
 
+static int io(const rt_program *p, ir_op op, ir_role_kind role) { return rt_program_find(p, 0, op, ir_role_of(role)); }
+
 static float run(rt_program *p, int mb)
 {
     int32_t tokens[TOKENS], targets[TOKENS];
     float loss;
     batch_of(mb, tokens, targets);
-    rt_program_set_input(p, 0, "tokens", tokens, sizeof tokens);
-    rt_program_set_input(p, 0, "targets", targets, sizeof targets);
+    rt_program_set_input(p, 0, io(p, IR_OP_INPUT, IR_ROLE_TOKENS), tokens, sizeof tokens);
+    rt_program_set_input(p, 0, io(p, IR_OP_INPUT, IR_ROLE_TARGETS), targets, sizeof targets);
     rt_program_run(p, 0);
-    rt_program_get_output(p, 0, "loss", &loss, sizeof loss);
+    rt_program_get_output(p, 0, io(p, IR_OP_OUTPUT, IR_ROLE_LOSS), &loss, sizeof loss);
     return loss;
 }
 

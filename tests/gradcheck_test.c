@@ -26,10 +26,11 @@ static int param(graph *g, const char *name, int ndim, const int64_t *dims)
     return ir_global_ref(g->m, g->f, name);
 }
 
-/* Token ids are inputs filled with fixed values by the test. */
-static int ids(graph *g, const char *name, int ndim, const int64_t *dims)
+/* Token ids are inputs filled with fixed values by the test: an op's integer operand has role
+ * tokens (the test fills it so), the loss's targets. */
+static int ids(graph *g, ir_role_kind role, const char *name, int ndim, const int64_t *dims)
 {
-    return ir_input(g->m, g->f, name, ir_tensor(IR_I32, ndim, dims));
+    return ir_input(g->m, g->f, ir_role_of(role), name, ir_tensor(IR_I32, ndim, dims));
 }
 
 static int emit(graph *g, ir_op op, const int *args, int nargs, double a0, double a1)
@@ -41,7 +42,10 @@ static int emit(graph *g, ir_op op, const int *args, int nargs, double a0, doubl
 /* The micro-batch's first sample (an input the test sets: FIRST_SAMPLE, above 2^32 so that the
  * counter's high word is exercised). */
 #define FIRST_SAMPLE 6000000007ll
-static int first_sample(graph *g) { return ir_input(g->m, g->f, "first_sample", ir_scalar(IR_I64)); }
+static int first_sample(graph *g)
+{
+    return ir_input(g->m, g->f, ir_role_of(IR_ROLE_FIRST_SAMPLE), "first_sample", ir_scalar(IR_I64));
+}
 
 /* dropout (p 0.3) of x[2,5,6] as the sequence slice [3, 8) of 10 positions, or attention dropout
  * of heads [2, 6) of 8: the mask is fixed by the attributes and first_sample, so the op is linear
@@ -88,7 +92,7 @@ static int route_case(graph *g)
 static int experts_case(graph *g)
 {
     int64_t x_d[2] = {4, 6}, pairs[2] = {4, 2}, w1_d[3] = {9, 5, 6}, w2_d[3] = {9, 5, 3};
-    int id = ids(g, "ids", 2, pairs);
+    int id = ids(g, IR_ROLE_TOKENS, "ids", 2, pairs);
     double experts = 9, tb = 1, not_tb = 0;
     int perm = ir_emit(g->m, g->f, IR_OP_MOE_SORT, &id, 1, &experts, NULL, NULL), counts = perm + 1;
     int args[3] = {param(g, "x", 2, x_d), perm};
@@ -108,7 +112,7 @@ static int experts_case(graph *g)
 static int capacity_case(graph *g)
 {
     int64_t pairs[2] = {5, 2};
-    int w = param(g, "wts", 2, pairs), args[3] = {w, w, ids(g, "ids", 2, pairs)};
+    int w = param(g, "wts", 2, pairs), args[3] = {w, w, ids(g, IR_ROLE_TOKENS, "ids", 2, pairs)};
     double attrs[4] = {1, 1, 0, 0};
     return ir_emit(g->m, g->f, IR_OP_MOE_CAPACITY, args, 3, attrs, NULL, NULL);
 }
@@ -159,7 +163,7 @@ static int build_case(graph *g, ir_op op)
         x = param(g, "x", 2, m46);
         y = ir_matmul(g->m, g->f, x, param(g, "w", 2, m56), false, true); /* [4,5] */
         return ir_matmul(g->m, g->f, y, param(g, "b", 2, m56), false, false); /* [4,6] */
-    case IR_OP_EMBEDDING: return ir_op2(g->m, g->f, op, param(g, "table", 2, vd), ids(g, "ids", 2, bt));
+    case IR_OP_EMBEDDING: return ir_op2(g->m, g->f, op, param(g, "table", 2, vd), ids(g, IR_ROLE_TOKENS, "ids", 2, bt));
     case IR_OP_POS_ADD: return ir_op2(g->m, g->f, op, param(g, "x", 3, btd), param(g, "pos", 2, pd));
     case IR_OP_LAYERNORM:
         args[0] = param(g, "x", 2, m46), args[1] = param(g, "w", 1, v6), args[2] = param(g, "b", 1, v6);
@@ -178,7 +182,7 @@ static int build_case(graph *g, ir_op op)
     case IR_OP_CROSS_ENTROPY: return param(g, "logits", 2, m65); /* the loss itself is the op */
     case IR_OP_ALL_TO_ALL_V: { /* one ep rank: splits "ids" [1,2] = {3, 1} keep x's first 4 of 7 rows in room for 6 */
         int64_t x76[2] = {7, 6}, s12[2] = {1, 2};
-        args[0] = param(g, "x", 2, x76), args[1] = ids(g, "ids", 2, s12);
+        args[0] = param(g, "x", 2, x76), args[1] = ids(g, IR_ROLE_TOKENS, "ids", 2, s12);
         return emit(g, op, args, 2, IR_AXIS_EP, 6); /* capacity 0 */
     }
     case IR_OP_CP_ALL_TO_ALL: { /* one cp rank: both directions, each rule emitting the other */
@@ -188,7 +192,7 @@ static int build_case(graph *g, ir_op op)
     }
     case IR_OP_MOE_SORT_RUNS: case IR_OP_MOE_UNSORT_RUNS: { /* came "ids" [2,2] = {3, 1, 8, 6}: 18 of 20 rows */
         int64_t x203[2] = {20, 3}, c22[2] = {2, 2};
-        args[0] = param(g, "x", 2, x203), args[1] = ids(g, "ids", 2, c22);
+        args[0] = param(g, "x", 2, x203), args[1] = ids(g, IR_ROLE_TOKENS, "ids", 2, c22);
         return emit(g, op, args, 2, 0, 0);
     }
     case IR_OP_FP8_MATMUL: return STRAIGHT_THROUGH;
@@ -208,9 +212,9 @@ static ir_module *finish(graph *g, int y)
     const ir_type *t = ir_vtype(g->f, y);
     int64_t last = t->dims[t->ndim - 1], rows = ir_numel(t) / last, d2[2] = {rows, last};
     int logits = ir_reshape(g->m, g->f, y, 2, d2);
-    int targets = ids(g, "targets", 1, &rows);
-    ir_output(g->m, g->f, "loss", ir_op2(g->m, g->f, IR_OP_CROSS_ENTROPY, logits, targets));
-    ir_output(g->m, g->f, "logits", logits);
+    int targets = ids(g, IR_ROLE_TARGETS, "targets", 1, &rows);
+    ir_output(g->m, g->f, ir_role_of(IR_ROLE_LOSS), "loss", ir_op2(g->m, g->f, IR_OP_CROSS_ENTROPY, logits, targets));
+    ir_output(g->m, g->f, ir_role_of(IR_ROLE_LOGITS), "logits", logits);
     char err[512];
     mcc_pass_options opts = {mcc_target_by_name("cpu")}; /* the CPU backend runs the checks */
     if (!pass_autodiff(g->m, &opts, err, sizeof err) || !pass_memory_plan(g->m, &opts, err, sizeof err) ||
@@ -221,17 +225,17 @@ static ir_module *finish(graph *g, int y)
     return g->m;
 }
 
-/* Sets input `name` (if the plan has it) to ids below bound; returns them (the caller frees). */
-static int32_t *fill_ids(rt_program *p, const char *name, int bound)
+/* Sets the input of role (if the plan has it) to ids below bound; returns them (the caller frees). */
+static int32_t *fill_ids(rt_program *p, ir_role_kind role, int bound)
 {
-    int i = rt_program_find(p, 0, IR_OP_INPUT, name);
+    int i = rt_program_find(p, 0, IR_OP_INPUT, ir_role_of(role));
     if (i < 0)
         return NULL;
     const ir_type *t = ir_vtype(p->m->funcs[0], p->m->funcs[0]->instrs[i].res[0]);
     int32_t *buf = malloc(ir_bytes(t));
     for (int64_t k = 0; k < ir_numel(t); k++)
         buf[k] = (int32_t)((k * 7 + 3) % bound);
-    rt_program_set_input(p, 0, name, buf, ir_bytes(t));
+    rt_program_set_input(p, 0, i, buf, ir_bytes(t));
     return buf;
 }
 
@@ -246,7 +250,8 @@ typedef struct {
 static double loss_of(rt_program *p, const loss_ref *r)
 {
     rt_program_run(p, 0);
-    rt_program_get_output(p, 0, "logits", r->logits, (size_t)(r->rows * r->V) * sizeof(float));
+    int logits = rt_program_find(p, 0, IR_OP_OUTPUT, ir_role_of(IR_ROLE_LOGITS));
+    rt_program_get_output(p, 0, logits, r->logits, (size_t)(r->rows * r->V) * sizeof(float));
     double total = 0;
     for (int64_t i = 0; i < r->rows; i++) {
         const float *x = r->logits + i * r->V;
@@ -273,15 +278,16 @@ static bool check(ir_op op, ir_module *m)
         return false;
     }
     rt_program_init_params(p, 7);
-    free(fill_ids(p, "ids", 9)); /* the embedding case's table has 9 rows */
+    free(fill_ids(p, IR_ROLE_TOKENS, 9)); /* the embedding case's table has 9 rows */
     const ir_func *f = p->m->funcs[0];
-    const ir_type *lt = ir_vtype(f, f->instrs[rt_program_find(p, 0, IR_OP_OUTPUT, "logits")].args[0]);
+    const ir_type *lt = ir_vtype(f, f->instrs[rt_program_find(p, 0, IR_OP_OUTPUT, ir_role_of(IR_ROLE_LOGITS))].args[0]);
     loss_ref ref = {lt->dims[0], lt->dims[1], malloc(ir_bytes(lt)), NULL};
-    int32_t *targets = fill_ids(p, "targets", (int)ref.V);
+    int32_t *targets = fill_ids(p, IR_ROLE_TARGETS, (int)ref.V);
     ref.targets = targets;
-    if (rt_program_find(p, 0, IR_OP_INPUT, "first_sample") >= 0) {
+    int first_in = rt_program_find(p, 0, IR_OP_INPUT, ir_role_of(IR_ROLE_FIRST_SAMPLE));
+    if (first_in >= 0) {
         int64_t first = FIRST_SAMPLE;
-        rt_program_set_input(p, 0, "first_sample", &first, sizeof first);
+        rt_program_set_input(p, 0, first_in, &first, sizeof first);
     }
     loss_of(p, &ref); /* accumulates the gradients once; later runs keep adding, so keep a copy */
     float **grads = calloc((size_t)p->m->nglobals, sizeof(float *));

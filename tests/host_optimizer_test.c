@@ -124,9 +124,9 @@ static void run_case(bool zero, bool overlap, int64_t chunk, ir_dtype mt, ir_dty
     rt_program_write_global(p, ir_global_find(p->m, grad), g);
     rt_program_write_global(p, ir_global_find(p->m, "w.adam_m"), &m);
     rt_program_write_global(p, ir_global_find(p->m, "w.adam_v"), &v);
-    rt_program_set_input(p, 0, "lr", &lr, sizeof lr);
-    rt_program_set_input(p, 0, "step", &step, sizeof step);
-    rt_program_set_input(p, 0, "clip_coef", &coef, sizeof coef);
+    rt_program_set_input(p, 0, rt_program_find(p, 0, IR_OP_INPUT, ir_role_of(IR_ROLE_LR)), &lr, sizeof lr);
+    rt_program_set_input(p, 0, rt_program_find(p, 0, IR_OP_INPUT, ir_role_of(IR_ROLE_STEP)), &step, sizeof step);
+    rt_program_set_input(p, 0, rt_program_find(p, 0, IR_OP_INPUT, ir_role_of(IR_ROLE_CLIP_COEF)), &coef, sizeof coef);
 
     /* the reference: the CPU kernel over the whole tensor at once, with the same moment dtypes */
     memcpy(ref, w, sizeof w);

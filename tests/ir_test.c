@@ -57,8 +57,8 @@ static ir_module *build_module(void)
     ir_func *f = ir_func_new(m, "micro_step", IR_FUNC_STEP);
     ir_type tok_t = ir_tensor(IR_I32, DIMS(2, 4));
     ir_shard_push(&tok_t, 0, IR_AXIS_DP);
-    int tok = ir_input(m, f, "tokens", tok_t);
-    int tgt = ir_input(m, f, "targets", ir_tensor(IR_I32, DIMS(2, 4)));
+    int tok = ir_input(m, f, ir_role_of(IR_ROLE_TOKENS), "tokens", tok_t);
+    int tgt = ir_input(m, f, ir_role_of(IR_ROLE_TARGETS), "targets", ir_tensor(IR_I32, DIMS(2, 4)));
     int wte = ir_global_ref(m, f, "wte"), wpe = ir_global_ref(m, f, "wpe");
     int lnw = ir_global_ref(m, f, "ln.w"), lnb = ir_global_ref(m, f, "ln.b");
     int x = EMIT(EMBEDDING, NULL, wte, tok);                      /* [2,4,8] */
@@ -72,7 +72,7 @@ static ir_module *build_module(void)
     int g = ir_op1(m, f, IR_OP_GELU, s);
     int logits = ir_matmul(m, f, g, wte, false, true);             /* [2,4,16] */
     int loss = ir_op2(m, f, IR_OP_CROSS_ENTROPY, logits, tgt);
-    ir_output(m, f, "loss", loss);
+    ir_output(m, f, ir_role_of(IR_ROLE_LOSS), "loss", loss);
     int one = ir_fill(m, f, 1.0, ir_scalar(IR_F32));
     int dl = EMIT(CROSS_ENTROPY_GRAD, NULL, one, logits, tgt);
     int dw = ir_matmul(m, f, dl, g, true, false);                  /* [16,8] */
@@ -81,20 +81,22 @@ static ir_module *build_module(void)
     ir_type xs_t = ir_tensor(IR_F32, DIMS(2, 4, 8));
     ir_shard_push(&xs_t, 0, IR_AXIS_DP);
     ir_shard_push(&xs_t, 2, IR_AXIS_TP);
-    ir_output(m, f, "xs_gelu", ir_op1(m, f, IR_OP_GELU, ir_input(m, f, "xs", xs_t)));
+    ir_role none = ir_role_of(IR_ROLE_NONE); /* a test's own values */
+    ir_output(m, f, none, "xs_gelu", ir_op1(m, f, IR_OP_GELU, ir_input(m, f, none, "xs", xs_t)));
     ir_type ps_t = ir_tensor(IR_F32, DIMS(8));
     ps_t.partial = 1u << IR_AXIS_TP;
-    ir_output(m, f, "psum", ir_scale(m, f, ir_input(m, f, "psum", ps_t), 0.1));
+    ir_output(m, f, none, "psum", ir_scale(m, f, ir_input(m, f, none, "psum", ps_t), 0.1));
     plan_bump(f);
 
     f = ir_func_new(m, "optimizer", IR_FUNC_OPTIMIZER);
     int p = ir_global_ref(m, f, "wte");
     wg = ir_global_ref(m, f, "wte.grad");
     int mm = ir_global_ref(m, f, "wte.adam_m"), vv = ir_global_ref(m, f, "wte.adam_v");
-    int lr = ir_input(m, f, "lr", ir_scalar(IR_F32)), step = ir_input(m, f, "step", ir_scalar(IR_F32));
+    int lr = ir_input(m, f, ir_role_of(IR_ROLE_LR), "lr", ir_scalar(IR_F32));
+    int step = ir_input(m, f, ir_role_of(IR_ROLE_STEP), "step", ir_scalar(IR_F32));
     int ss = EMIT(SUM_SQUARES, NULL, wg, wg);
     int coef = EMIT(CLIP_COEF, ATTRS(1.0), ss);
-    ir_output(m, f, "grad_norm", ir_op1(m, f, IR_OP_SQRT, ss));
+    ir_output(m, f, ir_role_of(IR_ROLE_GRAD_NORM), "grad_norm", ir_op1(m, f, IR_OP_SQRT, ss));
     EMIT(ADAMW, ATTRS(0.9, 0.95, 1e-8, 0.1), p, wg, mm, vv, lr, step, coef);
     EMIT(ZERO, NULL, wg);
 
@@ -129,13 +131,13 @@ static const char *const golden_text =
     "global @embedding.word.grad : f32[257,64] {shard=[-,tp]} {kind=grad, init=zeros}\n"
     "\n"
     "func micro_step {kind=step, arena=8192} {\n"
-    "  %0 = input @tokens : i32[4,32] @+0\n"
+    "  %0 = input @tokens {role=tokens} : i32[4,32] @+0\n"
     "  %1 = global @embedding.word : f32[257,64] @global\n"
     "  %2 = embedding %1, %0 {vocab_start=0, vocab_size=0} : f32[4,32,64] @+512\n"
     "  %3 = reshape %2 : f32[128,64] @view\n"
     "  %4 = matmul %3, %1 {ta=0, tb=1} : f32[128,257] @+0\n"
     "  %5 = fill {value=-inf} : f32[] {partial=tp}\n"
-    "  output @logits %4\n"
+    "  output @logits %4 {role=logits}\n"
     "}\n"
     "\n"
     "schedule train {\n"
@@ -159,14 +161,14 @@ static void test_roundtrip(void)
         "global @ln.w : f32[8] {kind=param, init=ones, layer=0, no_decay}\n",
         "global @wte.adam_v : f32[16,8] {kind=adam_v, init=zeros, of=@wte}\n",
         "func micro_step {kind=step, arena=",
-        "  %0 = input @tokens : i32[2,4] {shard=[dp,-]} @+0\n",
+        "  %0 = input @tokens {role=tokens} : i32[2,4] {shard=[dp,-]} @+0\n",
         "  %2 = global @wte : f32[16,8] @global\n",
         "  %8 = layernorm %7, %4, %5 {eps=1e-05} : f32[2,4,8] @+",
         "  %9 = reshape %8 : f32[2,4,2,4] @view\n",
         "  %11, %12 = attention %10, %9, %9 {cp=0, cp_rank=0, ring=0, shift=0} : f32[2,4,2,4] @+1152, f32[2,2,4] @+1408\n",
         "  %13, %14, %15 = attention_grad %11, %10, %9, %9, %11, %12 {cp=0, cp_rank=0, ring=0, shift=0} : f32[2,4,2,4] @+1472, f32[2,4,2,4] @+1728, f32[2,4,2,4] @+1984\n",
         "  %18 = matmul %17, %2 {ta=0, tb=1} : f32[2,4,16] @+",
-        "  output @loss %19\n",
+        "  output @loss %19 {role=loss}\n",
         "  %20 = fill {value=1} : f32[] @+",
         "  accumulate %23, %22\n",
         "  %25 = gelu %24 : f32[2,4,8] {shard=[dp,-,tp]} @+",
@@ -503,9 +505,9 @@ static void test_memory_check(void)
             int kind = nvec < 2 ? 0 : rnd(5);
             int a = nvec ? vec[rnd(nvec)] : -1, b = nvec ? vec[rnd(nvec)] : -1;
             if (kind == 0)
-                vec[nvec++] = ir_input(m, f, "x", ir_tensor(IR_F32, DIMS(16 + 16 * rnd(2))));
+                vec[nvec++] = ir_input(m, f, ir_role_of(IR_ROLE_NONE), "x", ir_tensor(IR_F32, DIMS(16 + 16 * rnd(2))));
             else if (kind == 4)
-                ir_output(m, f, "y", a);
+                ir_output(m, f, ir_role_of(IR_ROLE_NONE), "y", a);
             else if (kind == 3)
                 vec[nvec++] = ir_reshape(m, f, a, DIMS(1, ir_vtype(f, a)->dims[ir_vtype(f, a)->ndim - 1]));
             else if (ir_type_eq(ir_vtype(f, a), ir_vtype(f, b)))
@@ -562,7 +564,7 @@ static void test_rank_terms(void)
 {
     const char *text = "func f {kind=step, arena=0} {\n"
                        "  %0 = input @x : f32[4,8]\n"
-                       "  %1 = input @first_sample : i64[]\n"
+                       "  %1 = input @first_sample {role=first_sample, index=0} : i64[]\n"
                        "  %2 = dropout %0, %1 {p=0.1, seed=1, site=0, dim=1, offset=8*tp, extent=16, cp=0, cp_rank=0} : f32[4,8] {shard=[-,tp]}\n"
                        "  %3 = dropout %2, %1 {p=0.1, seed=1, site=1, dim=1, offset=3+8*tp, extent=16, cp=0, cp_rank=0} : f32[4,8] {shard=[-,tp]}\n"
                        "  %4 = dropout %3, %1 {p=0.1, seed=1, site=2, dim=1, offset=3-8*dp, extent=16, cp=0, cp_rank=0} : f32[4,8] {shard=[-,tp]}\n"

@@ -3,8 +3,9 @@
 # file, flag or pass and the fix: a missing file, no --pass, an unknown pass, a --rank past the
 # config's layout, an unknown --target, a pass the target cannot serve (the copy lane on the CPU),
 # a text of another plan format version, a parse error (its line, with a caret under the column),
-# an input the verifier rejects (blamed on the input, not the pass); and one pass on a well-formed
-# module prints it.
+# an input the verifier rejects (blamed on the input, not the pass), an input's role twice or
+# with a stage it does not carry; and one pass on a well-formed module prints it, an older text's
+# inputs given their roles from their names.
 set -uo pipefail
 mcc=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,5 +39,14 @@ expect "version.ir: the plan's format is version 999 but this mcc reads version 
 printf 'func f {kind=step, arena=0} {\n  %%0 = input @x : f32[4]\n  %%1 = gelu %%0 : f32[4]\n}\n' >"$work/ok.ir"
 { "$mcc" opt "$work/ok.ir" --pass fusion >"$work/out" 2>"$work/err" && grep -q "gelu %0 : f32\[4\]" "$work/out"; } ||
   { echo "FAIL: mcc opt on a well-formed module: $(cat "$work/err")"; status=1; }
+printf 'func f {kind=optimizer, arena=0} {\n  %%0 = input @a {role=lr} : f32[]\n  %%1 = input @b {role=lr} : f32[]\n}\n' >"$work/role2.ir"
+expect "role2.ir: the input fails verification.*an earlier input has this one's role lr" "$work/role2.ir" --pass fusion
+printf 'func f {kind=optimizer, arena=0} {\n  %%0 = input @lr {role=lr, stage=1} : f32[]\n}\n' >"$work/stage.ir"
+expect "stage.ir: line 2: role lr takes no stage" "$work/stage.ir" --pass fusion
+printf 'func f {kind=forward, arena=0} {\n  %%0 = input @stage1.act.2 : f32[4]\n  output @stage2.grad.0 %%0\n}\n' >"$work/old.ir"
+{ "$mcc" opt "$work/old.ir" --pass fusion >"$work/out" 2>"$work/err" &&
+  grep -q "input @stage1.act.2 {role=pp_act, stage=1, index=2} : f32\[4\]" "$work/out" &&
+  grep -q "output @stage2.grad.0 %0 {role=pp_grad, stage=2, index=0}" "$work/out"; } ||
+  { echo "FAIL: an older text's boundary roles from their names: $(cat "$work/out" "$work/err")"; status=1; }
 [ $status = 0 ] && echo "mcc opt errors ok"
 exit $status

@@ -17,7 +17,7 @@ config {
 
 func step {kind=step, arena=0} {
   %0 = input @tokens : i32[4]
-  output @hidden %0
+  output @hidden %0 {role=pp_act, stage=1, index=0}
 }
 
 func ev {kind=eval, arena=0} {
@@ -99,7 +99,7 @@ expect norm_in_train "schedule train, step 4 (\`call norm\`): norm (kind grad_no
 expect unknown_func "line 27: schedule train names unknown function \`nothing\` (functions come before the schedule)" \
   "$good
   call nothing"
-expect send_what "schedule train, step 1 (\`send step @loss mb=0 to=next\`): step has no \`output @loss\` to send" \
+expect send_what "schedule train, step 1 (\`send step @loss mb=0 to=next\`): step has no \`output @loss\` with a role to send" \
   '  call step mb=0
   send step @loss mb=0 to=next
   call step mb=1
@@ -130,7 +130,7 @@ global @s : f32[4] {$1}
 func step {kind=step, arena=0} {
   %0 = input @tokens : i32[4]
   %1 = global @s : f32[4]
-  output @hidden %0
+  output @hidden %0 {role=pp_act, stage=1, index=0}
 }
 
 func red {kind=reduce, arena=0} {
