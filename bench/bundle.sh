@@ -348,7 +348,7 @@ if [ "${ATTN_SWEEP:-0}" != 0 ]; then
   LD_LIBRARY_PATH=/tmp/mcc-cuda-stub MCC_CACHE_DIR=devrun/cache $B/attention_bench --compile-only \
     $(grep -v '^#' bench/attention_tiles.txt)
 fi
-for l in libblas.so.3 libgfortran.so.5 libquadmath.so.0 libjansson.so.4; do cp -L /lib/x86_64-linux-gnu/$l devrun/lib/ 2>/dev/null || cp -L /usr/lib/x86_64-linux-gnu/blas/$l devrun/lib/; done
+source bench/bundle_libs.sh && bundle_libs devrun/lib
 # ONE_GPU=1: only what a one-GPU call runs (the device lends one H200; the whole bundle, ~61 MB
 # compressed with PREV=, leaves too little of the 64 MiB carry for the working tree)
 if [ "${ONE_GPU:-0}" != 0 ]; then

@@ -76,18 +76,13 @@ if [ "$mode" = prepare ]; then
     $B/mcc compile bench/configs/$config.json --target cuda --mock-data $flags -o calib/bin/$name \
       2>calib/plans/$name.compile.log || { echo "$name: compile failed"; tail -3 calib/plans/$name.compile.log; }
   done
-  for l in libblas.so.3 libgfortran.so.5 libquadmath.so.0 libjansson.so.4; do
-    cp -L /lib/x86_64-linux-gnu/$l calib/lib/ 2>/dev/null || cp -L /usr/lib/x86_64-linux-gnu/blas/$l calib/lib/
-  done
+  source bench/bundle_libs.sh && bundle_libs calib/lib
   tar cf - --sort=name calib/bin calib/lib | xz -T0 --lzma2=preset=6,dict=256MiB > calib.tar.xz
   du -sh calib calib.tar.xz
   exit 0
 fi
 [ "$mode" = run ] || { echo "usage: bench/calibrate.sh list | prepare | run steps|profile|all"; exit 2; }
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/calib/lib:${LD_LIBRARY_PATH:-}
-torch_cudnn=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib 2>/dev/null | head -1)
-[ -n "$torch_cudnn" ] && export LD_LIBRARY_PATH=$torch_cudnn:$LD_LIBRARY_PATH
-O=${OUT:-/tmp/out}; mkdir -p "$O"
+DEVICE_BUNDLE=calib source bench/device_env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 what=${2:-steps}
 if [ "$what" = all ]; then # both, steps first: within one call of the device's 10 minutes

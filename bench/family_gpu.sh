@@ -38,17 +38,13 @@ if [ "${1:-}" = prepare ]; then
     $B/mcc compile models/$model.json --target cuda --keep-logits $spec $layout -o family/bin/$name 2>/dev/null
   done
   rm -f /tmp/family-cpu
-  for l in libblas.so.3 libgfortran.so.5 libquadmath.so.0 libjansson.so.4; do
-    cp -L /lib/x86_64-linux-gnu/$l family/lib/ 2>/dev/null || cp -L /usr/lib/x86_64-linux-gnu/blas/$l family/lib/
-  done
+  source bench/bundle_libs.sh && bundle_libs family/lib
   tar cf - --sort=name family | xz -T0 > family.tar.xz
   du -sh family family.tar.xz
   exit 0
 fi
 [ "${1:-}" = run ] || { echo "usage: bench/family_gpu.sh prepare | run"; exit 2; }
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/family/lib:${LD_LIBRARY_PATH:-}
-torch_cudnn=$(ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib 2>/dev/null | head -1)
-[ -n "$torch_cudnn" ] && export LD_LIBRARY_PATH=$torch_cudnn:$LD_LIBRARY_PATH
+DEVICE_BUNDLE=family source bench/device_env.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 status=0
 for c in "${cases[@]}"; do
