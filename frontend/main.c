@@ -328,30 +328,35 @@ static double program_gib(const mcc_program *prog, int *stage)
     return most;
 }
 
-/* The program, its pipeline schedule chosen where the spec says auto: without virtual stages
- * ZB-H1 when its plan fits the target's memory (its simulated bubble is below 1F1B's at any
- * micro-batch count, passes/pp_schedule.c), else 1F1B, whose stash is the smaller (ZB-H1's W keeps
- * B's gradients); with virtual stages interleaved 1F1B (schedule.c). The choice needs the whole
- * plan's memory: the passes run to the end, and again to `last` when asked for less. */
+/* The program, its pipeline schedule chosen where the spec says auto: the first of pp_scheds that
+ * splits the backward at the spec's virtual stages (ZB-H1 without them) when its plan fits the
+ * target's memory (its simulated bubble is below 1F1B's at any micro-batch count,
+ * passes/pp_schedule.c), else the first that keeps it whole (1F1B), whose stash is the smaller (W
+ * keeps B's gradients); where none splits it (virtual stages) the pipeline pass's auto
+ * (interleaved 1F1B, pass_pipeline_schedule). The choice needs the whole plan's memory: the passes
+ * run to the end, and again to `last` when asked for less. */
 static bool build(const char *path, const mcc_spec *spec, const cli_opts *o, const char *last, mcc_program *prog)
 {
+    int v = spec->virtual_pipeline_model_parallel_size;
+    pp_sched_kind split = pp_sched_find(v, true), whole = pp_sched_find(v, false);
     if (spec->pipeline_model_parallel_size < 2 || spec->pipeline_schedule != MCC_PP_SCHED_AUTO ||
-        spec->virtual_pipeline_model_parallel_size > 1)
+        split == PP_NUM_SCHEDS)
         return build_as(path, spec, o, last, prog);
     mcc_spec s = *spec;
-    s.pipeline_schedule = MCC_PP_SCHED_ZB_H1;
+    s.pipeline_schedule = mcc_pp_sched_of(split);
     if (!build_as(path, &s, o, NULL, prog))
         return false;
     int stage = 0;
     double need = program_gib(prog, &stage), have = gpu_gib(o);
-    if (!have || need <= have) {
-        fprintf(stderr, "mcc: pipeline schedule zb-h1 (auto: the zero-bubble schedule fits)\n");
+    bool fits = !have || need <= have;
+    if (fits) {
+        fprintf(stderr, "mcc: pipeline schedule %s (auto: the zero-bubble schedule fits)\n", pp_sched_names[split]);
     } else {
-        fprintf(stderr, "mcc: pipeline schedule 1f1b (auto: zb-h1 would need %.1f GiB on stage %d, the GPU has %.1f)\n",
-                need, stage, have);
-        s.pipeline_schedule = MCC_PP_SCHED_1F1B;
+        fprintf(stderr, "mcc: pipeline schedule %s (auto: %s would need %.1f GiB on stage %d, the GPU has %.1f)\n",
+                pp_sched_names[whole], pp_sched_names[split], need, stage, have);
+        s.pipeline_schedule = mcc_pp_sched_of(whole);
     }
-    if (!last && s.pipeline_schedule == MCC_PP_SCHED_ZB_H1)
+    if (!last && fits)
         return true;
     mcc_program_free(prog);
     return build_as(path, &s, o, last, prog);

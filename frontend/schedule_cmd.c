@@ -130,11 +130,6 @@ static int sched_peak_slots(const sched_plan *pl)
     return peak;
 }
 
-static const char *sched_ideal_text(pp_sched_kind k)
-{
-    return k == PP_SCHED_INTERLEAVED ? "(p-1)/(v m)" : k == PP_SCHED_ZB_H1 ? "(p-1)/(3m)" : "(p-1)/m";
-}
-
 /* ---- text ------------------------------------------------------------------------------------- */
 
 /* One row per rank: a column per time unit, each pass a box "F12 " (kind, micro-batch; "F12.1" on
@@ -155,7 +150,7 @@ static void sched_print_rows(const sched_plan *pl, long long columns, FILE *out)
     char *row = malloc(ncols + 1);
     if (!row) return;
     fprintf(out, "timeline, one column per %.3g ms (F forward, B backward%s, then the micro-batch%s; . idle):\n",
-            unit * 1e3, s->kind == PP_SCHED_ZB_H1 ? " input gradient, W weight gradient" : "",
+            unit * 1e3, pp_scheds[s->kind].splits_w ? " input gradient, W weight gradient" : "",
             s->v > 1 ? ".chunk" : "");
     for (int r = 0; r < s->p; r++) {
         memset(row, '.', ncols);
@@ -190,7 +185,7 @@ static bool sched_print_memory(const mcc_spec *spec, const mcc_target *t, const 
                                size_t n)
 {
     mcc_spec s = *spec;
-    s.pipeline_schedule = (mcc_pp_sched)(pl->sched.kind + 1); /* ORDER: pp_sched_kind after auto */
+    s.pipeline_schedule = mcc_pp_sched_of(pl->sched.kind);
     mcc_plan_options o = {.passes = {t}};
     mcc_program prog;
     if (!mcc_target_parse_lanes(t, NULL, &o.side_lane, &o.copy_lane, err, n) || !mcc_plan_build(&s, &o, NULL, &prog, err, n))
@@ -208,7 +203,7 @@ static void sched_print_summary(const sched_plan *pl, FILE *out)
 {
     const pp_schedule *s = &pl->sched;
     fprintf(out, "bubble: %.4f of the step (1 - busy / (p x makespan)); idle/compute %.5f, ideal %s = %.5f; "
-                 "makespan %.4g s\n", pl->tl.bubble, pl->tl.idle_ratio, sched_ideal_text(s->kind),
+                 "makespan %.4g s\n", pl->tl.bubble, pl->tl.idle_ratio, pp_scheds[s->kind].ideal_text,
             pp_ideal_bubble(s), pl->tl.makespan);
 }
 
@@ -234,7 +229,7 @@ static bool sched_write_svg(const sched_plan *pl, const char *path, const char *
                 "<text x=\"%d\" y=\"18\" font-size=\"13\">%s</text>\n"
                 "<text x=\"%d\" y=\"36\" font-size=\"11\">bubble %.4f of the step; idle/compute %.5f, ideal %s = %.5f; "
                 "makespan %.4g s</text>\n", LEFT + WIDTH + 20, height, LEFT, title, LEFT, t->bubble, t->idle_ratio,
-            sched_ideal_text(s->kind), pp_ideal_bubble(s), t->makespan);
+            pp_scheds[s->kind].ideal_text, pp_ideal_bubble(s), t->makespan);
     for (int r = 0; r < s->p; r++) {
         int y = TOP + r * (ROW + GAP);
         fprintf(fp, "<text x=\"6\" y=\"%d\" font-size=\"11\">rank %d</text>\n"
@@ -254,9 +249,9 @@ static bool sched_write_svg(const sched_plan *pl, const char *path, const char *
         }
     }
     int y = TOP + s->p * (ROW + GAP) + 12;
-    const char *names[] = {"F forward", s->kind == PP_SCHED_ZB_H1 ? "B input gradient" : "B backward",
+    const char *names[] = {"F forward", pp_scheds[s->kind].splits_w ? "B input gradient" : "B backward",
                            "W weight gradient"};
-    for (int k = 0; k < (s->kind == PP_SCHED_ZB_H1 ? 3 : 2); k++)
+    for (int k = 0; k <= pp_sched_last_pass(s->kind); k++)
         fprintf(fp, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" y=\"%d\" "
                     "font-size=\"11\">%s</text>\n", LEFT + 150 * k, y, fill[k], LEFT + 150 * k + 16, y + 10, names[k]);
     fprintf(fp, "</svg>\n");
@@ -297,25 +292,25 @@ static bool sched_compare(const sched_model *sm, int v, mcc_pp_sched asked, sche
 {
     fprintf(out, "schedules compared:\n  %-12s %3s %10s %14s %10s %10s %12s\n", "schedule", "v", "bubble",
             "idle/compute", "ideal", "makespan", "peak slots");
-    int best = -1;
+    int best = -1, want = asked == MCC_PP_SCHED_AUTO ? -1 : (int)mcc_pp_sched_kind(asked); /* -1: the fastest */
     sched_plan plans[PP_NUM_SCHEDS];
     bool built[PP_NUM_SCHEDS] = {false};
     for (int k = 0; k < PP_NUM_SCHEDS; k++) {
-        int kv = k == PP_SCHED_INTERLEAVED ? (v > 1 ? v : 2) : 1;
+        int kv = pp_scheds[k].virtual_stages ? (v > 1 ? v : 2) : 1;
         char why[512];
         if (!(built[k] = sched_plan_make(sm, (pp_sched_kind)k, kv, &plans[k], why, sizeof why))) {
             fprintf(out, "  %-12s %3d  not possible: %s\n", pp_sched_names[k], kv, why);
             sched_plan_free(&plans[k]);
-            if ((int)asked - 1 == k) snprintf(err, n, "%s", why);
+            if (want == k) snprintf(err, n, "%s", why);
             continue;
         }
         const sched_plan *pl = &plans[k];
         fprintf(out, "  %-12s %3d %10.4f %14.5f %10.5f %9.4gs %12d\n", pp_sched_names[k], kv, pl->tl.bubble,
                 pl->tl.idle_ratio, pp_ideal_bubble(&pl->sched), pl->tl.makespan, sched_peak_slots(pl));
-        bool fits_v = (k == PP_SCHED_INTERLEAVED) == (v > 1);
-        if (asked == MCC_PP_SCHED_AUTO && fits_v && (best < 0 || pl->tl.makespan < plans[best].tl.makespan)) best = k;
+        bool fits_v = pp_scheds[k].virtual_stages == (v > 1);
+        if (want < 0 && fits_v && (best < 0 || pl->tl.makespan < plans[best].tl.makespan)) best = k;
     }
-    if (asked != MCC_PP_SCHED_AUTO) best = (int)asked - 1;
+    if (want >= 0) best = want;
     for (int k = 0; k < PP_NUM_SCHEDS; k++)
         if (k != best && built[k]) sched_plan_free(&plans[k]);
     if (best < 0 || !built[best]) return snprintf(err, n, "no pipeline schedule can be built for this layout"), false;

@@ -1107,8 +1107,7 @@ static bool spec_check_pp(spec_ctx *c)
                          sizeof why);
     free(layers);
     if (ok && s->pipeline_schedule != MCC_PP_SCHED_AUTO)
-        ok = pp_schedule_check((pp_sched_kind)(s->pipeline_schedule - 1), p, mcc_spec_accum_steps(s), v, why,
-                               sizeof why);
+        ok = pp_schedule_check(mcc_pp_sched_kind(s->pipeline_schedule), p, mcc_spec_accum_steps(s), v, why, sizeof why);
     if (!ok) return spec_fail(c, "%s", why);
     s->virtual_pipeline_model_parallel_size = v;
     /* no split given: the even one, unless the cost model balances better (the last rank also runs

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "passes/pp_schedule.h"
+
 /* The enums of the choices a plan's config carries too (norm, position, recompute, cp_comm,
  * lr and WSD styles, pipeline schedule, FP8, the router's score) follow ir.h's (spec.c asserts
  * it), and their fields' words are ir.h's ir_*_words. */
@@ -37,6 +39,9 @@ typedef enum { MCC_MOMENT_FP32, MCC_MOMENT_BF16 } mcc_moment_dtype; /* Megatron'
 typedef enum { MCC_WSD_EXPONENTIAL, MCC_WSD_LINEAR, MCC_WSD_COSINE, MCC_WSD_MINUS_SQRT } mcc_wsd_style;
 /* --pipeline-schedule: auto, then passes/pp_schedule.h's pp_sched_kind in its order */
 typedef enum { MCC_PP_SCHED_AUTO, MCC_PP_SCHED_1F1B, MCC_PP_SCHED_INTERLEAVED, MCC_PP_SCHED_ZB_H1 } mcc_pp_sched;
+/* A pipeline_schedule other than auto as its row of pp_scheds, and back. */
+static inline pp_sched_kind mcc_pp_sched_kind(mcc_pp_sched s) { return (pp_sched_kind)(s - MCC_PP_SCHED_1F1B); }
+static inline mcc_pp_sched mcc_pp_sched_of(pp_sched_kind k) { return (mcc_pp_sched)(k + MCC_PP_SCHED_1F1B); }
 /* FP8 (Megatron's --fp8-format): hybrid E4M3 forward, E5M2 gradients; e4m3 throughout */
 typedef enum { MCC_FP8_NONE, MCC_FP8_HYBRID, MCC_FP8_E4M3 } mcc_fp8_format;
 typedef enum { MCC_FP8_DELAYED, MCC_FP8_TENSORWISE } mcc_fp8_recipe; /* Megatron's default: delayed */

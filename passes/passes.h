@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "ir/ir.h"
+#include "passes/pp_schedule.h"
 #include "passes/target.h"
 
 /* What every pass is handed besides the module, as XLA hands a pass its options: what the plan
@@ -49,13 +50,14 @@ bool pass_context_parallel(ir_module *m, const mcc_pass_options *opts, char *err
 bool pass_shard(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_pipeline(ir_module *m, const mcc_pass_options *opts, ir_module ***stages, int *nstages, char *err,
                    size_t errlen);
-/* Whether the plan's pipeline schedule is the zero-bubble one (pipeline_schedule zb-h1), whose
- * backward the pipeline pass cuts into input gradients (kind backward) and weight gradients
- * (kind wgrad). W keeps B's gradients (wstash) besides the forward's stash until it runs, which
- * 1F1B frees at B (llama3-70b TP=4 x PP=4 x DP=4: 100 GiB of stash on a middle stage against
- * 1F1B's 62 GiB on its first), so the frontend's auto takes it only where its plan fits
- * (frontend/main.c build). */
-bool pass_pipeline_zero_bubble(const ir_module *m);
+/* The plan's pipeline schedule at v virtual stages per rank: the config's; for auto (left only in a
+ * hand-written module: `mcc compile` writes the one frontend/main.c build chose) the first of
+ * pp_scheds that runs v and keeps the backward whole. Where its row splits the backward (splits_w:
+ * ZB-H1) the pipeline pass cuts it into input gradients (kind backward) and weight gradients (kind
+ * wgrad). W keeps B's gradients (wstash) besides the forward's stash until it runs, which 1F1B frees
+ * at B (llama3-70b TP=4 x PP=4 x DP=4: 100 GiB of stash on a middle stage against 1F1B's 62 GiB on
+ * its first), so the frontend's auto takes a split backward only where its plan fits. */
+pp_sched_kind pass_pipeline_schedule(const ir_module *m, int v);
 /* The virtual stage of each of the nlayers layers into stage_of: pp_split_layers's split
  * (Megatron's, with the config's overrides) over the p * v virtual stages, in order (the pipeline
  * pass's, which the recompute pass's block method also counts from). False with the numbers in err. */

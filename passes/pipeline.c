@@ -246,9 +246,12 @@ static void boundary_name(char *buf, size_t len, int stage, const char *what, in
     snprintf(buf, len, "stage%d.%s.%d", stage, what, k);
 }
 
-bool pass_pipeline_zero_bubble(const ir_module *m)
+pp_sched_kind pass_pipeline_schedule(const ir_module *m, int v)
 {
-    return ir_cfg_choice(m, IR_CFG_PIPELINE_SCHEDULE) == IR_PP_ZB_H1;
+    int sched = ir_cfg_choice(m, IR_CFG_PIPELINE_SCHEDULE);
+    if (sched == IR_PP_AUTO)
+        return pp_sched_find(v, false);
+    return (pp_sched_kind)(sched - IR_PP_1F1B); /* pp_schedule.c: pp_sched_kind follows ir_pp_sched */
 }
 
 /* A copy of value v into the stash list l's global @stage<s>.<what>.<k>, if v is in it: a
@@ -680,7 +683,7 @@ bool pass_pipeline(ir_module *m, const mcc_pass_options *opts, ir_module ***stag
         nlayers = m->globals[g].layer + 1 > nlayers ? m->globals[g].layer + 1 : nlayers;
     int *layer_stage = malloc(sizeof(int) * ((size_t)nlayers + 1));
     cut sc = {0}, ec = {0};
-    bool zb = pass_pipeline_zero_bubble(m);
+    bool zb = pp_scheds[pass_pipeline_schedule(m, v)].splits_w;
     bool ok = pass_pipeline_layer_stages(m, p, v, layer_stage, nlayers, err, errlen) &&
               cut_func(m, m->funcs[step], p * v, layer_stage, true, zb, &sc, err, errlen) &&
               (eval < 0 || cut_func(m, m->funcs[eval], p * v, layer_stage, false, false, &ec, err, errlen));

@@ -18,10 +18,10 @@ _Static_assert(IR_PP_1F1B + PP_SCHED_ZB_H1 == IR_PP_ZB_H1 && IR_PP_1F1B + PP_SCH
 const uint8_t pp_span_take[PP_NUM_SPANS] = {PP_ACT_F, PP_ACT_F, PP_ACT_B}; /* ORDER pp_span */
 const uint8_t pp_span_free[PP_NUM_SPANS] = {PP_ACT_B, PP_ACT_W, PP_ACT_W};
 
-/* Whether pass kind touches span under this schedule: the spans reaching W exist under ZB only. */
-static bool pp_span_used(int span, int kind, bool zb)
+/* Whether pass kind touches span under this schedule: the spans reaching W exist where W does. */
+static bool pp_span_used(int span, int kind, bool splits_w)
 {
-    return (span == PP_SPAN_FB || zb) && kind >= pp_span_take[span] && kind <= pp_span_free[span];
+    return (span == PP_SPAN_FB || splits_w) && kind >= pp_span_take[span] && kind <= pp_span_free[span];
 }
 
 /* More passes than this per rank are refused (the programs are built and simulated whole). */
@@ -45,7 +45,7 @@ static void pp_push(pp_rank_program *r, pp_act_kind kind, int mb, int chunk)
 
 /* Megatron's non-interleaved 1F1B: min(p-r-1, m) warm-up forwards, then one forward and one
  * backward at a time, then the backwards left (the cool-down). */
-static void pp_build_1f1b(pp_rank_program *rp, int p, int m, int r)
+static void pp_build_1f1b(pp_rank_program *rp, int p, int m, int v, int r)
 {
     int warm = p - r - 1 < m ? p - r - 1 : m;
     for (int i = 0; i < warm; i++) pp_push(rp, PP_ACT_F, i, 0);
@@ -80,7 +80,7 @@ static void pp_build_interleaved(pp_rank_program *rp, int p, int m, int v, int r
 /* ZB-H1 (Qi et al., figure 3): 1F1B's warm-up, then r pairs F B whose W passes wait, then F B W
  * steps, then B W, then the r waiting W passes in the cool-down bubble. In flight at once (F done,
  * W not): at most p on every rank, 1F1B's peak on its first rank. */
-static void pp_build_zb_h1(pp_rank_program *rp, int p, int m, int r)
+static void pp_build_zb_h1(pp_rank_program *rp, int p, int m, int v, int r)
 {
     int nf = 0, nb = 0, nw = 0;
     int warm = p - r - 1 < m ? p - r - 1 : m;
@@ -103,7 +103,7 @@ static void pp_build_zb_h1(pp_rank_program *rp, int p, int m, int r)
 
 /* Stash slots in program order, per span: its taking pass takes the lowest free slot of the
  * chunk, its freeing pass frees it. */
-static bool pp_assign_slots(pp_rank_program *rp, int m, int v, bool zb)
+static bool pp_assign_slots(pp_rank_program *rp, int m, int v, bool splits_w)
 {
     int *slot_of = malloc(sizeof(int) * (size_t)m * v);
     char *busy = calloc((size_t)v * (m + 1), 1);
@@ -113,7 +113,7 @@ static bool pp_assign_slots(pp_rank_program *rp, int m, int v, bool zb)
         for (int i = 0; i < rp->n; i++) {
             pp_action *a = &rp->a[i];
             char *b = busy + (size_t)a->chunk * (m + 1);
-            if (!pp_span_used(span, a->kind, zb)) continue;
+            if (!pp_span_used(span, a->kind, splits_w)) continue;
             if (a->kind == pp_span_take[span]) {
                 int s = 0;
                 while (b[s]) s++;
@@ -130,27 +130,57 @@ static bool pp_assign_slots(pp_rank_program *rp, int m, int v, bool zb)
     return true;
 }
 
+/* ---- the table -------------------------------------------------------------------------------- */
+
+/* The ideal bubbles, idle over compute at equal pass times: 1F1B's p-1 warm-up waits over its m
+ * micro-batches; interleaved's v times shorter chunks; ZB-H1's W passes filling 2/3 of 1F1B's. */
+static double pp_ideal_1f1b(int p, int m, int v) { return (p - 1.0) / m; }
+static double pp_ideal_interleaved(int p, int m, int v) { return (p - 1.0) / ((double)v * m); }
+static double pp_ideal_zb_h1(int p, int m, int v) { return (p - 1.0) / (3.0 * m); }
+
+const pp_sched_desc pp_scheds[PP_NUM_SCHEDS] = {
+    /*                       build                 splits_w virtual_stages mb_multiple_of_p ideal_text    ideal_bubble */
+    [PP_SCHED_1F1B]        = {pp_build_1f1b,        false,   false,         false,          "(p-1)/m",     pp_ideal_1f1b},
+    [PP_SCHED_INTERLEAVED] = {pp_build_interleaved, false,   true,          true,           "(p-1)/(v m)", pp_ideal_interleaved},
+    [PP_SCHED_ZB_H1]       = {pp_build_zb_h1,       true,    false,         false,          "(p-1)/(3m)",  pp_ideal_zb_h1},
+};
+
+pp_sched_kind pp_sched_find(int v, bool splits_w)
+{
+    int k = 0;
+    while (k < PP_NUM_SCHEDS && (pp_scheds[k].virtual_stages != (v > 1) || pp_scheds[k].splits_w != splits_w))
+        k++;
+    return (pp_sched_kind)k;
+}
+
+/* The passes each rank runs: every micro-batch's F .. last pass on each of its v chunks. */
+static long long pp_passes_per_rank(pp_sched_kind kind, int m, int v)
+{
+    return (long long)m * v * (pp_sched_last_pass(kind) + 1);
+}
+
 bool pp_schedule_check(pp_sched_kind kind, int p, int m, int v, char *err, size_t errlen)
 {
     if ((unsigned)kind >= PP_NUM_SCHEDS) return pp_fail(err, errlen, "pipeline schedule %d: no such schedule", kind);
     const char *name = pp_sched_names[kind];
+    const pp_sched_desc *d = &pp_scheds[kind];
     if (p < 1 || m < 1 || v < 1)
         return pp_fail(err, errlen, "pipeline schedule %s: pipeline ranks (%d), micro-batches (%d) and virtual stages "
                                     "per rank (%d) must all be at least 1", name, p, m, v);
-    if (kind == PP_SCHED_INTERLEAVED && v < 2)
-        return pp_fail(err, errlen, "--pipeline-schedule interleaved needs at least 2 virtual stages per pipeline rank "
+    if (d->virtual_stages && v < 2)
+        return pp_fail(err, errlen, "--pipeline-schedule %s needs at least 2 virtual stages per pipeline rank "
                                     "(got %d): pass --num-virtual-stages-per-pipeline-rank 2 or "
-                                    "--num-layers-per-virtual-pipeline-stage, or choose 1f1b or zb-h1", v);
-    if (kind == PP_SCHED_INTERLEAVED && m % p)
-        return pp_fail(err, errlen, "--pipeline-schedule interleaved: the number of micro-batches (%d) must be divisible "
+                                    "--num-layers-per-virtual-pipeline-stage, or choose 1f1b or zb-h1", name, v);
+    if (d->mb_multiple_of_p && m % p)
+        return pp_fail(err, errlen, "--pipeline-schedule %s: the number of micro-batches (%d) must be divisible "
                                     "by --pipeline-model-parallel-size (%d), as in Megatron-LM: change "
-                                    "--global-batch-size or --micro-batch-size", m, p);
-    if (kind != PP_SCHED_INTERLEAVED && v != 1)
+                                    "--global-batch-size or --micro-batch-size", name, m, p);
+    if (!d->virtual_stages && v != 1)
         return pp_fail(err, errlen, "--pipeline-schedule %s runs one stage per pipeline rank, but %d virtual stages per "
                                     "rank are given: choose interleaved, or drop the virtual stages", name, v);
     if (v > PP_MAX_V)
         return pp_fail(err, errlen, "%d virtual stages per pipeline rank: at most %d", v, PP_MAX_V);
-    long long n = (long long)m * v * (kind == PP_SCHED_ZB_H1 ? 3 : 2);
+    long long n = pp_passes_per_rank(kind, m, v);
     if (n > PP_MAX_ACTIONS)
         return pp_fail(err, errlen, "pipeline schedule %s: %d micro-batches x %d virtual stages is %lld passes per rank, "
                                     "more than %d", name, m, v, n, PP_MAX_ACTIONS);
@@ -161,7 +191,7 @@ bool pp_schedule_build(pp_sched_kind kind, int p, int m, int v, pp_schedule *out
 {
     memset(out, 0, sizeof *out);
     if (!pp_schedule_check(kind, p, m, v, err, errlen)) return false;
-    long long n = (long long)m * v * (kind == PP_SCHED_ZB_H1 ? 3 : 2);
+    long long n = pp_passes_per_rank(kind, m, v);
     *out = (pp_schedule){.p = p, .m = m, .v = v, .kind = kind, .rank = calloc((size_t)p, sizeof(pp_rank_program))};
     if (!out->rank) return pp_fail(err, errlen, "out of memory building the pipeline schedule");
     for (int r = 0; r < p; r++) {
@@ -170,10 +200,8 @@ bool pp_schedule_build(pp_sched_kind kind, int p, int m, int v, pp_schedule *out
             pp_schedule_free(out);
             return pp_fail(err, errlen, "out of memory building the pipeline schedule");
         }
-        if (kind == PP_SCHED_1F1B) pp_build_1f1b(rp, p, m, r);
-        else if (kind == PP_SCHED_INTERLEAVED) pp_build_interleaved(rp, p, m, v, r);
-        else pp_build_zb_h1(rp, p, m, r);
-        if (!pp_assign_slots(rp, m, v, kind == PP_SCHED_ZB_H1)) {
+        pp_scheds[kind].build(rp, p, m, v, r);
+        if (!pp_assign_slots(rp, m, v, pp_scheds[kind].splits_w)) {
             pp_schedule_free(out);
             return pp_fail(err, errlen, "out of memory building the pipeline schedule");
         }
@@ -189,13 +217,7 @@ void pp_schedule_free(pp_schedule *s)
     s->rank = NULL;
 }
 
-double pp_ideal_bubble(const pp_schedule *s)
-{
-    double waits = s->p - 1;
-    if (s->kind == PP_SCHED_INTERLEAVED) return waits / ((double)s->v * s->m);
-    if (s->kind == PP_SCHED_ZB_H1) return waits / (3.0 * s->m);
-    return waits / s->m;
-}
+double pp_ideal_bubble(const pp_schedule *s) { return pp_scheds[s->kind].ideal_bubble(s->p, s->m, s->v); }
 
 /* ---- the stage split ------------------------------------------------------------------------ */
 
@@ -366,10 +388,9 @@ static bool pp_record(pp_sim *sim, int r, const pp_action *a, double end, char *
     if (!isnan(ends[at]))
         return pp_fail(err, errlen, "rank %d runs %s(mb %d, stage %d) twice", r, pp_act_name(a->kind), a->mb, g);
     ends[at] = end;
-    bool zb = s->kind == PP_SCHED_ZB_H1;
     for (int span = 0; span < PP_NUM_SPANS; span++) {
         int slot = a->slot[span];
-        if (!pp_span_used(span, a->kind, zb)) {
+        if (!pp_span_used(span, a->kind, pp_scheds[s->kind].splits_w)) {
             if (slot != -1)
                 return pp_fail(err, errlen, "rank %d: %s(mb %d, stage %d) names a slot of stash span %d, which it does "
                                             "not use", r, pp_act_name(a->kind), a->mb, g, span);
@@ -397,7 +418,7 @@ static bool pp_record(pp_sim *sim, int r, const pp_action *a, double end, char *
     return true;
 }
 
-/* Every pass of every (mb, virtual stage) ran: F and B, and W under ZB. */
+/* Every pass of every (mb, virtual stage) ran: F and B, and W where the backward is split. */
 static bool pp_all_ran(const pp_sim *sim, char *err, size_t errlen)
 {
     const pp_schedule *s = sim->s;
@@ -406,8 +427,8 @@ static bool pp_all_ran(const pp_sim *sim, char *err, size_t errlen)
             size_t at = (size_t)g * s->m + mb;
             const char *missing = isnan(sim->fend[at])                                 ? "F"
                                   : isnan(sim->bend[at])                               ? "B"
-                                  : s->kind == PP_SCHED_ZB_H1 && isnan(sim->wend[at]) ? "W"
-                                                                                       : NULL;
+                                  : pp_scheds[s->kind].splits_w && isnan(sim->wend[at]) ? "W"
+                                                                                         : NULL;
             if (missing)
                 return pp_fail(err, errlen, "no rank runs %s(mb %d, stage %d) (rank %d's program lacks it)", missing, mb,
                                g, g % s->p);
@@ -417,8 +438,7 @@ static bool pp_all_ran(const pp_sim *sim, char *err, size_t errlen)
 
 static bool pp_check_action(const pp_schedule *s, int r, const pp_action *a, char *err, size_t errlen)
 {
-    bool zb = s->kind == PP_SCHED_ZB_H1;
-    if (a->kind > PP_ACT_W || (a->kind == PP_ACT_W && !zb) || a->mb < 0 || a->mb >= s->m || a->chunk < 0 ||
+    if (a->kind > pp_sched_last_pass(s->kind) || a->mb < 0 || a->mb >= s->m || a->chunk < 0 ||
         a->chunk >= s->v)
         return pp_fail(err, errlen, "rank %d: a pass of kind %d on mb %d, chunk %d is outside this %s schedule (m %d, "
                                     "v %d)", r, a->kind, a->mb, a->chunk, pp_sched_names[s->kind], s->m, s->v);
@@ -471,7 +491,7 @@ static bool pp_run(pp_sim *sim, const pp_stage_cost *cost, double p2p_s, pp_time
                 if (isnan(ready)) break;
                 const pp_stage_cost *c = &cost[pp_virtual_stage(s, r, a->chunk)];
                 double d = a->kind == PP_ACT_F ? c->f : a->kind == PP_ACT_W ? c->w
-                           : s->kind == PP_SCHED_ZB_H1 ? c->b : c->b + c->w;
+                           : pp_scheds[s->kind].splits_w ? c->b : c->b + c->w;
                 int i = t->first[r] + pos[r];
                 t->start[i] = fmax(ready, free_at[r]);
                 t->end[i] = free_at[r] = t->start[i] + d;
@@ -489,7 +509,7 @@ static bool pp_run(pp_sim *sim, const pp_stage_cost *cost, double p2p_s, pp_time
 int pp_rank_peak(const pp_schedule *s, int r)
 {
     int in_use = 0, peak = 0;
-    pp_act_kind frees = s->kind == PP_SCHED_ZB_H1 ? PP_ACT_W : PP_ACT_B;
+    pp_act_kind frees = pp_sched_last_pass(s->kind);
     for (int i = 0; i < s->rank[r].n; i++) {
         const pp_action *a = &s->rank[r].a[i];
         if (a->kind == PP_ACT_F && ++in_use > peak) peak = in_use;

@@ -16,14 +16,15 @@
 
 enum { PP_MAX_V = 64 }; /* virtual stages per rank */
 
-/* --pipeline-schedule's schedules: config pipeline_schedule's choices after auto (ir_pp_sched) */
+/* --pipeline-schedule's schedules: config pipeline_schedule's choices after auto (ir_pp_sched), each
+ * the index of its row of pp_scheds */
 typedef enum { PP_SCHED_1F1B, PP_SCHED_INTERLEAVED, PP_SCHED_ZB_H1, PP_NUM_SCHEDS } pp_sched_kind;
 extern const char *const *const pp_sched_names; /* "1f1b", "interleaved", "zb-h1": ir_pp_sched_words after auto */
 
 typedef enum {
     PP_ACT_F, /* forward of one virtual stage on one micro-batch */
-    PP_ACT_B, /* input gradient; under 1F1B and interleaved B includes W */
-    PP_ACT_W, /* weight gradient, ZB only */
+    PP_ACT_B, /* input gradient; where the schedule keeps the backward whole (1F1B, interleaved) B includes W */
+    PP_ACT_W, /* weight gradient, where the schedule splits the backward (pp_sched_desc splits_w: ZB-H1) */
 } pp_act_kind;
 
 /* A stash's span: the pass that saves a micro-batch's values into it to the last that reads them.
@@ -31,8 +32,8 @@ typedef enum {
  * Under 1F1B and interleaved everything is FB (B includes W). ORDER: ir_stash_span (ir/ir.h). */
 typedef enum {
     PP_SPAN_FB, /* F's values that B reads and W does not */
-    PP_SPAN_FW, /* F's values that W reads (and B may), ZB only */
-    PP_SPAN_BW, /* B's values that W reads, ZB only */
+    PP_SPAN_FW, /* F's values that W reads (and B may), split backward only */
+    PP_SPAN_BW, /* B's values that W reads, split backward only */
     PP_NUM_SPANS
 } pp_span;
 
@@ -55,14 +56,43 @@ typedef struct {
     int nslots[PP_NUM_SPANS][PP_MAX_V]; /* slots each span of each chunk needs: the most in use at once */
 } pp_rank_program;
 
+/* A schedule's properties, one row per pp_sched_kind (ORDER pp_sched_kind): whatever the check, the
+ * simulation, the pipeline and schedule passes and `mcc schedule` ask of a schedule, they read here,
+ * so a new schedule (ZB-V, DualPipe) is its config word, one row and one builder. Its name is
+ * pp_sched_names[kind], the config's word, spelled once (ir/ir.c). */
+typedef struct {
+    /* rank r's passes in its order (pp_push), v its virtual stages (1 where the row says so) */
+    void (*build)(pp_rank_program *rp, int p, int m, int v, int r);
+    /* the backward is two passes, B (input gradient) then W (weight gradient), W the last of a
+     * micro-batch's chunk, freeing its stash (the FW and BW spans); else B is the whole backward and
+     * the last pass (pp_sched_last_pass) */
+    bool splits_w;
+    bool virtual_stages;                         /* runs v >= 2 chunks a rank (interleaved's); else v is 1 */
+    bool mb_multiple_of_p;                       /* the micro-batches a multiple of p (Megatron-LM's interleaved rule) */
+    const char *ideal_text;                      /* the ideal bubble's formula as `mcc schedule` prints it */
+    double (*ideal_bubble)(int p, int m, int v); /* its value, idle over compute at equal pass times */
+} pp_sched_desc;
+extern const pp_sched_desc pp_scheds[PP_NUM_SCHEDS];
+
+/* The pass that ends a micro-batch's work on a chunk and frees what it stashed: W where the
+ * backward is split, else B. The passes of a micro-batch's chunk are F .. this, in enum order. */
+static inline pp_act_kind pp_sched_last_pass(pp_sched_kind kind)
+{
+    return pp_scheds[kind].splits_w ? PP_ACT_W : PP_ACT_B;
+}
+
+/* The first schedule in pp_scheds' order that runs v virtual stages a rank and splits the backward
+ * (splits_w) or not; PP_NUM_SCHEDS when none does. What auto weighs: frontend/main.c, schedule.c. */
+pp_sched_kind pp_sched_find(int v, bool splits_w);
+
 typedef struct {
     int p, m, v; /* pipeline ranks, micro-batches, virtual stages per rank */
     pp_sched_kind kind;
     pp_rank_program *rank; /* [p] */
 } pp_schedule;
 
-/* The programs of every rank. Refuses, with the numbers, what cannot be built: p, m, v < 1;
- * interleaved with v < 2 or m % p != 0 (Megatron's rule); 1F1B and ZB-H1 with v != 1. */
+/* The programs of every rank. Refuses, with the numbers, what cannot be built: p, m, v < 1; what
+ * the row's rules refuse: v < 2 with virtual stages, else v != 1; m % p != 0 where it must divide. */
 bool pp_schedule_build(pp_sched_kind kind, int p, int m, int v, pp_schedule *out, char *err, size_t errlen);
 /* pp_schedule_build's refusals alone, without building. */
 bool pp_schedule_check(pp_sched_kind kind, int p, int m, int v, char *err, size_t errlen);
@@ -118,8 +148,9 @@ void pp_timeline_free(pp_timeline *t);
  * rank's time order, F takes one, B releases it (W under ZB). */
 int pp_rank_peak(const pp_schedule *s, int r);
 
-/* The ideal bubble as idle over compute: (p-1)/m for 1F1B; (p-1)/(v m) interleaved; ZB-H1
- * (p-1)(T_F+T_B-T_W) / (m (T_F+T_B+T_W)) (Qi et al.) at T_F = T_B = T_W, i.e. (p-1)/(3m). */
+/* The ideal bubble as idle over compute, the row's ideal_bubble: (p-1)/m for 1F1B; (p-1)/(v m)
+ * interleaved; ZB-H1 (p-1)(T_F+T_B-T_W) / (m (T_F+T_B+T_W)) (Qi et al.) at T_F = T_B = T_W, i.e.
+ * (p-1)/(3m). */
 double pp_ideal_bubble(const pp_schedule *s);
 
 #endif

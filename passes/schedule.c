@@ -105,16 +105,6 @@ static int nth_of_kind(const ir_module *m, ir_func_kind k, int i)
     return -1;
 }
 
-/* The schedule the config names. `mcc compile` writes a schedule, never auto (frontend/main.c
- * build chooses); a hand-written module's auto is interleaved with virtual stages, else 1F1B. */
-static pp_sched_kind schedule_kind(const ir_module *m, int v)
-{
-    int sched = ir_cfg_choice(m, IR_CFG_PIPELINE_SCHEDULE);
-    if (sched == IR_PP_AUTO)
-        return v > 1 ? PP_SCHED_INTERLEAVED : PP_SCHED_1F1B;
-    return (pp_sched_kind)(sched - IR_PP_1F1B); /* pp_schedule.c: pp_sched_kind follows ir_pp_sched */
-}
-
 /* Rank a's messages to rank b in a's order (to_b) or b's receives from a in b's order (!to_b), each
  * as its (kind, micro-batch, virtual stage) number, into out; their count. */
 static int messages(const pp_schedule *s, int a, int b, bool sent, long *out)
@@ -165,7 +155,7 @@ static bool transfers_in_order(const pp_schedule *s, char *err, size_t errlen)
  * globals get the slots its schedule uses at once. */
 static bool schedule_stage(ir_module *m, int r, int p, int v, long long n, char *err, size_t errlen)
 {
-    pp_sched_kind kind = schedule_kind(m, v);
+    pp_sched_kind kind = pass_pipeline_schedule(m, v);
     pp_schedule sched;
     if (!pp_schedule_build(kind, p, (int)n, v, &sched, err, errlen))
         return false;
@@ -189,7 +179,7 @@ static bool schedule_stage(ir_module *m, int r, int p, int v, long long n, char 
             }
         }
     bool zb = ir_func_of_kind(m, IR_FUNC_WGRAD) >= 0;
-    if (zb != (kind == PP_SCHED_ZB_H1)) {
+    if (zb != pp_scheds[kind].splits_w) {
         pp_schedule_free(&sched);
         return snprintf(err, errlen, "internal error: the %s schedule on a stage %s weight-gradient functions",
                         pp_sched_names[kind], zb ? "with" : "without"), false;

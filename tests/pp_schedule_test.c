@@ -37,7 +37,7 @@ static bool run(pp_sched_kind kind, int p, int m, int v, double f, double b, dou
  * stage; the simulation's own check agrees (it ran). */
 static void check_once(const pp_schedule *s)
 {
-    int kinds = s->kind == PP_SCHED_ZB_H1 ? 3 : 2, stages = s->p * s->v;
+    int kinds = pp_sched_last_pass(s->kind) + 1, stages = s->p * s->v; /* F .. the last pass */
     int *seen = calloc((size_t)kinds * stages * s->m, sizeof(int));
     int total = 0;
     for (int r = 0; r < s->p; r++)
@@ -277,6 +277,16 @@ static void test_build_refusals(void)
           err);
 }
 
+/* What auto weighs (frontend/main.c build, the pipeline pass): at v = 1 ZB-H1, split, or 1F1B, whole;
+ * at v > 1 interleaved, and no schedule that splits the backward yet. */
+static void test_auto_candidates(void)
+{
+    CHECK(pp_sched_find(1, true) == PP_SCHED_ZB_H1, "v 1, split: %d", pp_sched_find(1, true));
+    CHECK(pp_sched_find(1, false) == PP_SCHED_1F1B, "v 1, whole: %d", pp_sched_find(1, false));
+    CHECK(pp_sched_find(2, false) == PP_SCHED_INTERLEAVED, "v 2, whole: %d", pp_sched_find(2, false));
+    CHECK(pp_sched_find(2, true) == PP_NUM_SCHEDS, "v 2, split: %d", pp_sched_find(2, true));
+}
+
 static bool split(int L, int p, int v, int first, int last, bool ae, bool al, const int *want, char *err, size_t n)
 {
     int got[64];
@@ -373,6 +383,7 @@ int main(int argc, char **argv)
         {"balanced", test_balanced},
         {"1f1b", test_1f1b},           {"interleaved", test_interleaved}, {"zb_h1", test_zb_h1},
         {"p2p", test_p2p},             {"invalid", test_invalid_programs}, {"refusals", test_build_refusals},
+        {"auto", test_auto_candidates},
         {"split", test_split},         {"virtual", test_virtual_stages}, {"orders", test_orders},
     };
     return check_main(argc, argv, parts, sizeof parts / sizeof parts[0]);
