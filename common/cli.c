@@ -302,3 +302,11 @@ const char *cli_closest(const char *word, const char *const *names, int n)
     }
     return best;
 }
+
+void cli_print_md_cell(FILE *out, const char *text)
+{
+    for (const char *c = text; *c; c++) {
+        if (*c == '|') fputc('\\', out);
+        fputc(*c, out);
+    }
+}

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* The integer text spells, in [min, max]. On a bad value returns false with a message naming
  * the flag, what it got and the range in err ("--eval-iters: expects an integer >= 0, got ''"). */
@@ -39,5 +40,9 @@ char **cli_expand_files(int argc, char **argv, int *argc_out, char *err, size_t 
 /* The closest of n names to word, or NULL when none is close: "did you mean" for a spec key, a
  * flag, an MCC_ variable or its value. */
 const char *cli_closest(const char *word, const char *const *names, int n);
+
+/* Writes text into a Markdown table cell: '|' escaped, so a help line's "a|b" stays one cell (the
+ * docs/ pages mcc generates from its tables). */
+void cli_print_md_cell(FILE *out, const char *text);
 
 #endif

@@ -8,6 +8,7 @@
  *   mcc schedule SPEC.json [--<field> VALUE ...] [--svg OUT]  the pipeline schedule, timed and drawn
  *   mcc convert --to hf CKPT OUT --spec SPEC.json             checkpoint -> Hugging Face directory
  *   mcc convert --from hf IN CKPT                             Hugging Face directory -> checkpoint + spec
+ *   mcc help fields|megatron-flags [--markdown]               a table of the docs/ pages
  *   mcc --version; `mcc COMMAND --help` (or -h anywhere after it) prints that command's usage */
 #include "codegen/codegen.h"
 #include "common/cli.h"
@@ -15,6 +16,7 @@
 #include "common/os.h"
 #include "frontend/convert.h"
 #include "frontend/data_preprocess.h"
+#include "frontend/megatron_flags.h"
 #include "frontend/plan.h"
 #include "frontend/plot.h"
 #include "frontend/schedule_cmd.h"
@@ -295,7 +297,8 @@ static bool build_as(const char *path, const mcc_spec *spec, const cli_opts *o, 
 {
     char err[2048];
     double t0 = os_now_s();
-    mcc_plan_options plan = {o->passes, o->side_lane, o->copy_lane, o->keep_logits, o->train_rank_args};
+    mcc_plan_options plan = {.passes = o->passes, .side_lane = o->side_lane, .copy_lane = o->copy_lane,
+                             .keep_logits = o->keep_logits, .train_rank_args = o->train_rank_args};
     if (!mcc_plan_build(spec, &plan, last, prog, err, sizeof err))
         return fail(err), false;
     fprintf(stderr, "mcc: built and verified %s through pass %s in %.2f s\n", path,
@@ -768,6 +771,19 @@ static int cmd_data(int argc, char **argv)
     return 2;
 }
 
+/* `mcc help fields|megatron-flags [--markdown]`: a table as --help lists it, or as the Markdown
+ * of its docs/ page (docs/spec-fields.md, docs/megatron-flags.md; tests/docs_check.py). */
+static int cmd_help(int argc, char **argv)
+{
+    bool markdown = argc == 2 && !strcmp(argv[1], "--markdown");
+    const char *table = argc == 1 || markdown ? argv[0] : "";
+    if (!strcmp(table, "fields"))
+        return mcc_spec_print_fields(stdout, markdown), 0;
+    if (!strcmp(table, "megatron-flags"))
+        return mcc_megatron_print_help(stdout, markdown), 0;
+    return fail("mcc help takes fields or megatron-flags, then --markdown for the docs/ page's text");
+}
+
 typedef struct {
     const char *name, *usage;
     int (*run)(int argc, char **argv);
@@ -801,6 +817,8 @@ static const mcc_command mcc_commands[] = {
                 "LlamaForCausalLM)\n  mcc convert --from hf IN_DIR CKPT_DIR [--spec-out SPEC.json]   a Hugging Face "
                 "model directory -> a checkpoint of iteration 0 (train_rank --load CKPT_DIR --finetune) and its spec",
      mcc_convert_main, false, false},
+    {"help", "mcc help fields|megatron-flags [--markdown]   the spec fields' or the Megatron flags' table "
+             "(--markdown: docs/spec-fields.md, docs/megatron-flags.md)", cmd_help, false, false},
 };
 enum { NCOMMANDS = sizeof mcc_commands / sizeof mcc_commands[0] };
 

@@ -6,6 +6,7 @@
 #ifndef MCC_MEGATRON_FLAGS_H
 #define MCC_MEGATRON_FLAGS_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 typedef enum {
@@ -41,7 +42,8 @@ int mcc_megatron_count(void);
 /* What a flag of kind k is called, in its stderr line and in --help ("accepted, not used"). */
 const char *mcc_megatron_kind_text(mcc_megatron_kind k);
 
-/* The table as `mcc compile --help` lists it. */
-void mcc_megatron_print_help(FILE *out);
+/* The table as `mcc compile --help` lists it, or as a Markdown table (`mcc help megatron-flags
+ * --markdown`: docs/megatron-flags.md). */
+void mcc_megatron_print_help(FILE *out, bool markdown);
 
 #endif

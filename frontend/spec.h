@@ -191,6 +191,10 @@ mcc_spec_check *const *mcc_spec_checks(int *n);
  * accepts, maps or refuses: the body of `mcc compile --help`. */
 void mcc_spec_print_help(FILE *out);
 
+/* The spec fields alone, as --help lists them or as Markdown tables, a section each
+ * (`mcc help fields --markdown`: docs/spec-fields.md). */
+void mcc_spec_print_fields(FILE *out, bool markdown);
+
 /* The flag nearest to a mistyped one among the spec fields' flags, the Megatron flags and
  * extra (a NULL-terminated list of the caller's own flags), or NULL when none is close. The
  * name may be in static storage, valid until the next call. */

@@ -29,7 +29,7 @@
  *                            they travel with their keys (ak = ring_shift(ak) + dks), and one last
  *                            ring_shift brings them home to the rank that owns the keys
  *
- * (the contract with the CUDA kernels: notes/cp_contract.md). a2a (Ulysses):
+ * (the contract with the CUDA kernels: docs/design/parallelism.md's Context parallelism). a2a (Ulysses):
  *
  *     attention(q, k, v)  -> y = cp_all_to_all{heads=0}(attention(qh, kh, vh)), xh = cp_all_to_all
  *                            {heads=1}(x): every token in sequence order, the rank's 1/cp of the heads

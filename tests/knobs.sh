@@ -5,7 +5,7 @@
 #     (MCC_COMM_LANES) names the compile flag that replaced it;
 # (2) a valid setting is shown in train_rank's start-up box and is the metrics file's first
 #     record, which `mcc plot` reads past;
-# (3) README.md's Knobs table has a row for every knob of the table.
+# (3) docs/gpus.md's Knobs table has a row for every knob of the table.
 set -euo pipefail
 mcc=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,11 +52,11 @@ grep -q '(2 training, 0 validation records)' "$work/plot.err" || fail "mcc plot:
 train --metrics-file "$work/none.jsonl" > "$work/log" 2>&1 || fail "no knobs: $(cat "$work/log")"
 ! grep -q 'knobs\|MCC_' "$work/none.jsonl" "$work/log" || fail "knobs shown with none set"
 
-# (3) README.md: a row `MCC_X` for each knob mcc knows (the list from its own error message)
+# (3) docs/gpus.md: a row `MCC_X` for each knob mcc knows (the list from its own error message)
 MCC_NO_SUCH_THING=1 "$mcc" --version 2> "$work/err" || true
 knobs=$(sed -n 's/.*The knobs are: //p' "$work/err")
 [ -n "$knobs" ] || fail "no knob list in: $(cat "$work/err")"
 for k in $knobs; do
-  grep -q "^| \`$k\` |" "$root/README.md" || fail "README.md's Knobs table has no row for $k"
+  grep -q "^| \`$k\` |" "$root/docs/gpus.md" || fail "docs/gpus.md's Knobs table has no row for $k"
 done
 echo "ok: $(echo "$knobs" | wc -w) knobs"
