@@ -19,7 +19,7 @@ bool mcc_plan_build(const mcc_spec *spec, const mcc_plan_options *o, const char 
     ir_cfg_set_num(m, IR_CFG_PEAK_FLOPS, o->passes.target->peak_bf16_flops);
     if (o->train_rank_args && *o->train_rank_args) ir_cfg_set(m, IR_CFG_TRAIN_RANK_ARGS, o->train_rank_args);
     *prog = mcc_program_of(m);
-    if (mcc_run_passes(prog, &o->passes, last, true, err, errlen))
+    if (mcc_run_passes(prog, &o->passes, last, !o->unverified, err, errlen))
         return true;
     mcc_program_free(prog);
     return false;

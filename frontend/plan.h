@@ -12,6 +12,8 @@ typedef struct {
     bool side_lane, copy_lane;      /* --comm-lanes against the target (mcc_target_parse_lanes) */
     bool keep_logits;               /* --keep-logits */
     const char *train_rank_args;    /* train_rank's flags given to mcc compile, one a line (NULL: none) */
+    bool unverified;                /* the verifier not run between passes: the same program sooner (mcc
+                                       tune's thousands of plans of layouts mcc compile verifies) */
 } mcc_plan_options;
 
 /* The program of spec through pass `last` (NULL: every pass), verified after each; false with

@@ -1,22 +1,24 @@
 /* tune.c — `mcc tune [SPEC.json] [--<field> VALUE ...] --world-size N`: the layouts of a model on N
- * GPUs that fit, fastest first, with the mcc compile command of each. Every candidate (tp within a
- * node, pp, cp, dp = N / (tp x pp x cp), ep for an MoE model, the micro-batch size, recompute) is
- * planned exactly as mcc compile plans it (the passes through memory_plan), so a candidate is
- * kept or pruned by the memory its plan really takes, not by an estimate. Its step time is the
- * busiest stage's compute as mcc compile predicts it (passes/step_cost.h: every instruction by the
- * target's calibrated rows, measured on one GPU; a target without a calibration by its roofline),
- * stretched by the pipeline's fill and drain ((pp - 1) / micro-batches, 1F1B's bubble), plus every
- * byte its collectives send at the target's link rate as if none were hidden: the collectives'
- * share is not calibrated (that needs two GPUs and more), so multi-GPU milliseconds are an upper
- * bound's order, the one-GPU compute a measurement's. */
+ * GPUs that fit, fastest first, with the mcc compile command of each.
+ *
+ * Every layout the model's sizes admit (tp within a node, pp with an even or Megatron's uneven
+ * split, cp, dp = N / (tp x pp x cp), ep for an MoE model over dp x cp, virtual stages, the
+ * schedule: 1F1B, ZB-H1 or interleaved, the micro-batch size, recompute and offload) is first
+ * estimated (tune_estimate.c: composed from a few exact plans of the model cut short), then the
+ * most promising are planned exactly as mcc compile plans them (the passes through memory_plan), in
+ * the order of their estimated step, until --top of them fit: what it lists is what mcc compile
+ * plans, so a listed layout fits. A step is the busiest stage's compute as mcc compile predicts it
+ * (passes/step_cost.h: every instruction by the target's calibrated rows, measured on one GPU; a
+ * target without a calibration by its roofline), stretched by the schedule's ideal bubble
+ * (pp_scheds), plus every byte its collectives send at the target's link rate as if none were
+ * hidden: the collectives' share is not calibrated (that needs two GPUs and more), so multi-GPU
+ * milliseconds are an upper bound's order, the one-GPU compute a measurement's. */
 #include "frontend/tune.h"
 
 #include "common/cli.h"
 #include "frontend/plan.h"
-#include "frontend/spec.h"
 #include "passes/passes.h"
 #include "passes/step_cost.h"
-#include "passes/target.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -26,77 +28,34 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { TUNE_MAX_ARGS = 256, TUNE_MAX_KEPT = 4096 };
+enum { TUNE_MAX_ARGS = 256, TUNE_MAX_FAMILIES = 4096, TUNE_MAX_MBS = 16 };
 
-/* The memory levers tried in turn, each taking less memory and more time than the one before:
- * recompute (selective, full), then the optimizer's state and step on the host as well. */
-typedef enum { RC_NONE, RC_SELECTIVE, RC_FULL, RC_OFFLOAD, RC_COUNT } tune_recompute;
+/* How far above the memory an estimate may be and still be planned exactly: the estimate's error
+ * against the exact plans (bench/RESULTS.md, `mcc tune --exhaustive`) with room to spare. */
+#define TUNE_MEMORY_MARGIN 0.05
+
 static const char *const tune_recompute_names[RC_COUNT] = {"none", "selective", "full", "offload"};
 static const char *const tune_recompute_flags[RC_COUNT] = {
     "", "--recompute-granularity selective",
     "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
     "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --optimizer-cpu-offload"};
-
-/* A pipeline split of num_layers over pp: even, or with the embedding (and the loss) counted as a
- * layer of the first (last) stage, Megatron's way to split 126 layers over 8 stages (LLaMA-3 405B). */
-typedef enum { SPLIT_EVEN, SPLIT_EMBEDDING, SPLIT_EMBEDDING_LOSS } tune_split;
 static const char *const tune_split_flags[] = {"", " --account-for-embedding-in-pipeline-split",
                                                " --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split"};
 
-typedef struct {
-    int tp, pp, cp, dp, ep, mbs;
-    tune_recompute rc;
-    tune_split split;
-    int vp;                        /* virtual stages a pipeline rank (interleaved 1F1B), 1: none */
-} tune_layout;
-
-typedef struct {
-    tune_layout l;
-    double gib, step_s, compute_s, comm_s, bubble;
-} tune_result;
-
-/* A layout family (tp, pp, cp, ep over the world) and what became of it: its best fitting
- * candidate's step, or why none was kept (--explain). */
-typedef struct {
-    tune_layout l;                 /* mbs and recompute: the last tried */
-    int kept;                      /* candidates of it that fit */
-    double best_s;                 /* its fastest kept step */
-    double least_gib;              /* the least memory a plan of it took (0: none planned) */
-    char why[200];                 /* the spec's refusal, or a divisibility, where none was planned */
-} tune_family;
-
-enum { TUNE_MAX_FAMILIES = 1024 };
-
-typedef struct {
-    const char *spec_path;         /* NULL: the model from the flags alone */
-    char **base;                   /* the flags given, less tune's own */
-    int nbase;
-    int world, gpus_per_node, top;
-    tune_layout fix;               /* --fix key=value: a degree held (0: searched; rc -1: searched) */
-    const mcc_target *target;
-    double gpu_gib;                /* what a plan may take: the target's memory less the runtime's */
-    int planned, refused, too_big;
-    bool explain, json;            /* --explain: why each family is not first; --json: the table as JSON */
-    tune_family *families;         /* every family the search met (divisible or not) */
-    int nfamilies;
-    char refusal[200];             /* the last candidate's refusal by the spec or the planner */
-} tune_ctx;
-
-/* The candidate's flags after the given ones, as one mcc compile line would carry them. */
-static void tune_layout_flags(const tune_ctx *t, const tune_layout *l, char *buf, size_t n)
+void tune_layout_flags(const tune_ctx *t, const tune_layout *l, int world, char *buf, size_t n)
 {
     snprintf(buf, n, "--tp %d --pp %d%s --cp %d --world-size %d%s%s --micro-batch-size %d%s%s", l->tp, l->pp,
-             tune_split_flags[l->split], l->cp, t->world, l->tp > 1 ? " --sequence-parallel" : "",
+             tune_split_flags[l->split], l->cp, world, l->tp > 1 ? " --sequence-parallel" : "",
              l->dp * l->cp > 1 ? " --use-distributed-optimizer" : "", l->mbs, *tune_recompute_flags[l->rc] ? " " : "",
              tune_recompute_flags[l->rc]);
-    if (l->vp > 1) {
-        size_t used = strlen(buf);
-        snprintf(buf + used, n - used, " --num-virtual-stages-per-pipeline-rank %d", l->vp);
-    }
-    if (l->ep > 1) {
-        size_t used = strlen(buf);
+    size_t used = strlen(buf);
+    if (l->pp > 1)
+        used += (size_t)snprintf(buf + used, n - used, " --pipeline-schedule %s", pp_sched_names[l->sched]);
+    if (l->vp > 1 && used < n)
+        used += (size_t)snprintf(buf + used, n - used, " --num-virtual-stages-per-pipeline-rank %d", l->vp);
+    if (l->ep > 1 && used < n)
         snprintf(buf + used, n - used, " --expert-model-parallel-size %d", l->ep);
-    }
+    (void)t;
 }
 
 /* Splits text at blanks into args after the given ones; the count. */
@@ -109,8 +68,8 @@ static int tune_argv(const tune_ctx *t, char *text, char **args)
     return n;
 }
 
-/* stderr silenced, and given back: the spec's and the passes' notes, said once per candidate as
- * mcc compile says them, would drown the table. */
+/* stderr silenced, and given back: the spec's and the passes' notes, said once per plan as mcc
+ * compile says them, would drown the table. */
 static int tune_silence(void)
 {
     fflush(stderr);
@@ -126,50 +85,71 @@ static void tune_restore(int saved)
     if (saved >= 0) dup2(saved, 2), close(saved);
 }
 
-/* Plans layout l exactly; false where the spec refuses it or its plan does not fit (counted). */
-static bool tune_plan(tune_ctx *t, const tune_layout *l, tune_result *r)
+bool tune_spec_text(tune_ctx *t, const char *text, mcc_spec *spec)
 {
-    char text[512], *args[TUNE_MAX_ARGS], err[2048] = "";
+    char copy[1024], *args[TUNE_MAX_ARGS], err[2048] = "";
     int rest[TUNE_MAX_ARGS], nrest = 0;
-    tune_layout_flags(t, l, text, sizeof text);
-    int n = tune_argv(t, text, args);
+    snprintf(copy, sizeof copy, "%s", text);
+    int n = tune_argv(t, copy, args), saved = tune_silence();
+    bool ok = mcc_spec_load(t->spec_path, n, args, spec, rest, &nrest, err, sizeof err);
+    tune_restore(saved);
+    if (!ok) snprintf(t->refusal, sizeof t->refusal, "%.190s", err);
+    return ok;
+}
+
+bool tune_plan_text(tune_ctx *t, const char *text, tune_stage_fn each, void *ctx, tune_plan_figures *out)
+{
+    char err[2048] = "";
     mcc_spec spec;
-    if (!mcc_spec_load(t->spec_path, n, args, &spec, rest, &nrest, err, sizeof err)) {
-        t->refused++;
-        snprintf(t->refusal, sizeof t->refusal, "%.190s", err);
+    if (!tune_spec_text(t, text, &spec))
         return false;
-    }
-    mcc_plan_options o = {.passes = {.target = t->target}};
+    /* the target's default lanes, as mcc compile plans without --comm-lanes (their exchange buffers) */
+    mcc_plan_options o = {.passes = {.target = t->target}, .unverified = true};
     mcc_program prog;
-    if (!mcc_plan_build(&spec, &o, "memory_plan", &prog, err, sizeof err)) {
+    int saved = tune_silence();
+    bool ok = mcc_target_parse_lanes(t->target, NULL, &o.side_lane, &o.copy_lane, err, sizeof err) &&
+              mcc_plan_build(&spec, &o, "memory_plan", &prog, err, sizeof err);
+    tune_restore(saved);
+    if (!ok) {
         snprintf(t->refusal, sizeof t->refusal, "%.190s", err);
-        t->refused++;
         return false;
     }
-    double compute = 0, sent = 0, most = 0;
+    *out = (tune_plan_figures){.stages = prog.n,
+                               .micro_batches = spec.global_batch_size / (spec.micro_batch_size * spec.data_parallel_size)};
     for (int s = 0; s < prog.n; s++) {
         mcc_memory_breakdown mem = mcc_memory_of(prog.stage[s]);
         double gib = (double)mcc_memory_total(&mem) / 0x1p30, bytes = 0;
         for (int a = 0; a < IR_NUM_AXES; a++) bytes += mem.sent_bytes[a];
-        most = gib > most ? gib : most;
-        double stage = mcc_step_cost_of(prog.stage[s], t->target).seconds;
-        compute = stage > compute ? stage : compute;
-        sent = bytes > sent ? bytes : sent;
+        double step = mcc_step_cost_of(prog.stage[s], t->target).seconds;
+        out->gib = gib > out->gib ? gib : out->gib;
+        out->compute_s = step > out->compute_s ? step : out->compute_s;
+        out->sent_bytes = bytes > out->sent_bytes ? bytes : out->sent_bytes;
+        if (each) each(ctx, prog.stage[s], s);
     }
     mcc_program_free(&prog);
+    return true;
+}
+
+/* Plans layout l exactly into r (its memory whether it fits or not); false where the spec refuses
+ * it or its plan does not fit (counted). */
+static bool tune_exact(tune_ctx *t, const tune_layout *l, tune_result *r)
+{
+    char text[768];
+    tune_layout_flags(t, l, t->world, text, sizeof text);
+    tune_plan_figures f;
+    if (!tune_plan_text(t, text, NULL, NULL, &f)) {
+        t->refused++;
+        return false;
+    }
     t->planned++;
-    r->gib = most; /* what it took, kept or not (the family's least: --explain) */
-    if (most > t->gpu_gib) {
+    *r = (tune_result){.l = *l, .gib = f.gib, .compute_s = f.compute_s, .exact = true};
+    r->bubble = l->pp > 1 ? pp_scheds[l->sched].ideal_bubble(l->pp, f.micro_batches, l->vp) : 0;
+    r->comm_s = t->target->link_bytes_per_s > 0 ? f.sent_bytes / t->target->link_bytes_per_s : 0;
+    r->step_s = r->compute_s * (1 + r->bubble) + r->comm_s;
+    if (f.gib > t->gpu_gib) {
         t->too_big++;
         return false;
     }
-    int micro = spec.global_batch_size / (spec.micro_batch_size * spec.data_parallel_size);
-    r->l = *l;
-    r->gib = most;
-    r->compute_s = compute;
-    r->bubble = l->pp > 1 ? (double)(l->pp - 1) / (l->vp * micro) : 0; /* interleaving divides the fill and drain */
-    r->comm_s = t->target->link_bytes_per_s > 0 ? sent / t->target->link_bytes_per_s : 0;
-    r->step_s = r->compute_s * (1 + r->bubble) + r->comm_s;
     return true;
 }
 
@@ -179,58 +159,106 @@ static int tune_by_time(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* A family met by the search (--explain says what became of each), with why it was not planned if
- * a size does not divide. */
-static tune_family *tune_family_add(tune_ctx *t, int tp, int pp, int cp, int dp, int ep, tune_split split, int vp,
-                                    const char *why)
+/* ---- the candidates ------------------------------------------------------------------------ */
+
+typedef struct {
+    tune_result *r;
+    int n, cap;
+} tune_list;
+
+static bool tune_push(tune_list *v, const tune_result *r)
+{
+    if (v->n == v->cap) {
+        int cap = v->cap ? 2 * v->cap : 1024;
+        tune_result *grown = realloc(v->r, (size_t)cap * sizeof *grown);
+        if (!grown) return false;
+        v->r = grown, v->cap = cap;
+    }
+    v->r[v->n++] = *r;
+    return true;
+}
+
+/* A candidate whose estimate is over the memory by more than the margin: never planned; the
+ * TUNE_REJECTED nearest the memory are kept (--json's "rejected": mcc compile refuses each). */
+static void tune_reject(tune_ctx *t, const tune_result *r)
+{
+    int worst = 0;
+    if (t->nrejected < TUNE_REJECTED) {
+        t->rejected[t->nrejected++] = *r;
+        return;
+    }
+    for (int i = 1; i < TUNE_REJECTED; i++)
+        if (t->rejected[i].gib > t->rejected[worst].gib) worst = i;
+    if (r->gib < t->rejected[worst].gib) t->rejected[worst] = *r;
+}
+
+/* A family met by the search (--explain says what became of each), with why it was not estimated
+ * if a size does not divide. */
+static tune_family *tune_family_add(tune_ctx *t, const tune_layout *l, const char *why)
 {
     if (t->nfamilies >= TUNE_MAX_FAMILIES)
         return NULL;
     tune_family *f = &t->families[t->nfamilies++];
-    *f = (tune_family){.l = {tp, pp, cp, dp, ep, 0, RC_NONE, split, vp}};
+    *f = (tune_family){.l = *l};
     snprintf(f->why, sizeof f->why, "%s", why ? why : "");
     return f;
 }
 
-/* The micro-batches of family f's layout from 1 up, each at the first memory lever that fits (no
- * recompute, selective, full, full with the optimizer offloaded to the host: memory falls and time
- * rises along them; the host's memory is not checked here, mcc compile's --host-memory does),
- * raised until even the last no longer fits. */
-static int tune_family_search(tune_ctx *t, const mcc_spec *s, tune_family *fam, tune_result *kept, int nkept)
+/* The schedules a family's pipeline may run: 1F1B alone without a pipeline; with virtual stages
+ * the rows that run them; else each row that runs one chunk a rank (1F1B, ZB-H1). */
+static int tune_schedules(const tune_layout *l, pp_sched_kind *out)
+{
+    int n = 0;
+    for (int k = 0; k < PP_NUM_SCHEDS; k++)
+        if (l->pp == 1 ? k == PP_SCHED_1F1B : pp_scheds[k].virtual_stages == (l->vp > 1)) out[n++] = (pp_sched_kind)k;
+    return n;
+}
+
+/* Every candidate of family fam estimated (schedules, micro-batch sizes, memory levers), each
+ * kept in all; the family's best and least memory noted. */
+static void tune_family_estimate(tune_ctx *t, const mcc_spec *s, tune_family *fam, tune_list *all)
 {
     const tune_layout *f = &t->fix;
-    int first = nkept;
+    pp_sched_kind scheds[PP_NUM_SCHEDS];
+    int nsched = tune_schedules(&fam->l, scheds), estimated = 0;
     t->refusal[0] = 0;
-    for (int mbs = 1; mbs <= 8 && s->global_batch_size % (mbs * fam->l.dp) == 0; mbs *= 2) {
-        if (f->mbs && mbs != f->mbs) continue;
-        bool fits = false;
-        for (int rc = RC_NONE; rc < RC_COUNT && !fits && nkept < TUNE_MAX_KEPT; rc++) {
-            if ((int)f->rc >= 0 && rc != (int)f->rc) continue;
-            tune_layout l = fam->l;
-            l.mbs = mbs, l.rc = (tune_recompute)rc;
-            int saved = tune_silence();
-            tune_result r = {0};
-            fits = tune_plan(t, &l, &r);
-            tune_restore(saved);
-            if (r.gib > 0 && (fam->least_gib == 0 || r.gib < fam->least_gib))
-                fam->least_gib = r.gib;
-            if (fits) kept[nkept++] = r;
+    for (int k = 0; k < nsched; k++)
+        for (int mbs = 1; mbs <= TUNE_MAX_MBS && s->global_batch_size % (mbs * fam->l.dp) == 0; mbs *= 2) {
+            if (f->mbs && mbs != f->mbs) continue;
+            for (int rc = RC_NONE; rc < RC_COUNT; rc++) {
+                if ((int)f->rc >= 0 && rc != (int)f->rc) continue;
+                tune_layout l = fam->l;
+                l.mbs = mbs, l.rc = (tune_recompute)rc, l.sched = scheds[k];
+                tune_result r;
+                if (!tune_estimate(t, &l, &r)) continue;
+                estimated++;
+                t->candidates++;
+                if (fam->least_gib == 0 || r.gib < fam->least_gib) fam->least_gib = r.gib;
+                if (r.gib > t->gpu_gib) {
+                    if (t->exhaustive) tune_push(all, &r);
+                    if (r.gib > t->gpu_gib * (1 + TUNE_MEMORY_MARGIN)) tune_reject(t, &r);
+                    continue;
+                }
+                fam->fit++;
+                if (fam->best_s == 0 || r.step_s < fam->best_s) fam->best_s = r.step_s;
+                tune_push(all, &r);
+            }
         }
-        if (!fits) break; /* a larger micro-batch takes more still */
-    }
-    fam->kept = nkept - first;
-    for (int i = first; i < nkept; i++)
-        if (fam->best_s == 0 || kept[i].step_s < fam->best_s) fam->best_s = kept[i].step_s;
-    if (!fam->kept && !fam->least_gib)
+    if (!estimated)
         snprintf(fam->why, sizeof fam->why, "%s", t->refusal[0] ? t->refusal : "no micro-batch divides the global batch");
-    return nkept;
+}
+
+/* The pipeline split of num_layers over pp: even, else the embedding (and the loss) counted as
+ * layers of the end stages; -1 where none divides. */
+static int tune_split_of(int layers, int pp)
+{
+    return layers % pp == 0 ? SPLIT_EVEN : (layers + 1) % pp == 0 ? SPLIT_EMBEDDING : (layers + 2) % pp == 0 ? SPLIT_EMBEDDING_LOSS : -1;
 }
 
 /* Every layout of the world that the model's sizes admit: tp within a node, pp, cp, dp = the rest,
- * ep (MoE) over dp x cp; each family's micro-batches and recompute (tune_family_search). */
-static int tune_search(tune_ctx *t, const mcc_spec *s, tune_result *kept)
+ * ep (MoE) over dp x cp, virtual stages; each family's candidates estimated into all. */
+static void tune_search(tune_ctx *t, const mcc_spec *s, tune_list *all)
 {
-    int nkept = 0;
     const tune_layout *f = &t->fix;
     char why[200];
     for (int tp = 1; tp <= t->gpus_per_node && tp <= 8; tp *= 2) {
@@ -238,55 +266,85 @@ static int tune_search(tune_ctx *t, const mcc_spec *s, tune_result *kept)
         if (s->num_attention_heads % tp || s->num_query_groups % tp) {
             snprintf(why, sizeof why, "tp %d does not divide num_attention_heads %d and num_query_groups %d", tp,
                      s->num_attention_heads, s->num_query_groups);
-            tune_family_add(t, tp, 0, 0, 0, 0, SPLIT_EVEN, 1, why);
+            tune_family_add(t, &(tune_layout){.tp = tp}, why);
             continue;
         }
         for (int pp = 1; pp <= s->num_layers && pp <= t->world / tp; pp++) {
-            if (f->pp && pp != f->pp) continue;
-            /* an even split, else the embedding (and the loss) counted as layers of the end stages */
-            tune_split split = s->num_layers % pp == 0         ? SPLIT_EVEN
-                               : (s->num_layers + 1) % pp == 0 ? SPLIT_EMBEDDING
-                               : (s->num_layers + 2) % pp == 0 ? SPLIT_EMBEDDING_LOSS
-                                                               : (tune_split)-1;
-            if ((int)split < 0) continue;
+            int split = tune_split_of(s->num_layers, pp);
+            if ((f->pp && pp != f->pp) || split < 0) continue;
             for (int cp = 1; cp <= 8; cp *= 2) {
-                if (f->cp && cp != f->cp) continue;
-                if (s->seq_length % (2 * cp) || t->world % (tp * pp * cp)) {
-                    if (t->world % (tp * pp * cp) == 0) { /* the world divides: the sequence does not */
-                        snprintf(why, sizeof why, "cp %d: seq_length %d does not cut into 2 x %d chunks", cp,
-                                 s->seq_length, cp);
-                        tune_family_add(t, tp, pp, cp, t->world / (tp * pp * cp), 0, split, 1, why);
-                    }
+                if ((f->cp && cp != f->cp) || t->world % (tp * pp * cp)) continue;
+                int dp = t->world / (tp * pp * cp);
+                tune_layout l = {.tp = tp, .pp = pp, .cp = cp, .dp = dp, .ep = 1, .split = (tune_split)split, .vp = 1};
+                if (s->seq_length % (2 * cp)) { /* the world divides: the sequence does not */
+                    snprintf(why, sizeof why, "cp %d: seq_length %d does not cut into 2 x %d chunks", cp, s->seq_length, cp);
+                    tune_family_add(t, &l, why);
                     continue;
                 }
-                int dp = t->world / (tp * pp * cp);
                 for (int ep = 1; ep <= (s->num_experts ? s->num_experts : 1); ep *= 2) {
-                    if (f->ep && ep != f->ep) continue;
-                    if ((dp * cp) % ep || s->num_experts % ep) continue;
+                    if ((f->ep && ep != f->ep) || (dp * cp) % ep || (s->num_experts && s->num_experts % ep)) continue;
                     /* interleaved virtual stages where an even split's stages divide again */
                     for (int vp = 1; vp <= 4; vp *= 2) {
                         if (vp > 1 && (pp == 1 || split != SPLIT_EVEN || (s->num_layers / pp) % vp)) break;
                         if (f->vp && vp != f->vp) continue;
-                        tune_family *fam = tune_family_add(t, tp, pp, cp, dp, ep, split, vp, NULL);
-                        if (!fam) break;
-                        nkept = tune_family_search(t, s, fam, kept, nkept);
+                        l.ep = ep, l.vp = vp;
+                        tune_family *fam = tune_family_add(t, &l, NULL);
+                        if (fam) tune_family_estimate(t, s, fam, all);
                     }
                     if (isatty(2) && !t->json) /* progress where someone watches */
-                        fprintf(stderr, "\rmcc tune: %d plans made, %d fit", t->planned, nkept);
+                        fprintf(stderr, "\rmcc tune: %d layouts estimated (%d reduced plans)", t->candidates,
+                                tune_units_planned(t));
                 }
             }
         }
     }
     if (isatty(2) && !t->json) fprintf(stderr, "\n");
-    return nkept;
 }
 
-/* --explain: what became of each family the search met: its best candidate's place beside the
- * first's, or why none is listed. */
-static void tune_explain(const tune_ctx *t, const tune_result *kept, int nkept)
+/* A listed layout: its exact plan's figures and the estimate that ranked it. */
+typedef struct {
+    tune_result plan, estimate;
+    bool fits;
+} tune_row;
+
+/* Fitting rows first, fastest first. */
+static int tune_by_fit_and_time(const void *a, const void *b)
 {
-    printf("\nEvery layout family (tp within a node of %d, pp, cp, dp = the rest, ep):\n", t->gpus_per_node);
-    double first = nkept ? kept[0].step_s : 0;
+    const tune_row *x = a, *y = b;
+    if (x->fits != y->fits) return x->fits ? -1 : 1;
+    return tune_by_time(&x->plan, &y->plan);
+}
+
+/* The estimated candidates planned exactly, fastest estimate first, until --top of them fit (every
+ * one under --exhaustive, fitting or not); the count of rows, fitting first, fastest first. */
+static int tune_verify(tune_ctx *t, tune_list *all, tune_row *rows)
+{
+    qsort(all->r, (size_t)all->n, sizeof *all->r, tune_by_time);
+    int nrows = 0, fit = 0;
+    for (int i = 0; i < all->n && (t->exhaustive || fit < t->top); i++) {
+        const tune_result *e = &all->r[i];
+        if (!t->exhaustive && e->gib > t->gpu_gib * (1 + TUNE_MEMORY_MARGIN)) continue;
+        tune_row row = {.estimate = *e};
+        row.fits = tune_exact(t, &e->l, &row.plan);
+        if (row.fits || (t->exhaustive && row.plan.exact)) rows[nrows++] = row;
+        fit += row.fits;
+        if (isatty(2) && !t->json)
+            fprintf(stderr, "\rmcc tune: %d planned exactly, %d fit", t->planned, fit);
+    }
+    if (isatty(2) && !t->json) fprintf(stderr, "\n");
+    qsort(rows, (size_t)nrows, sizeof *rows, tune_by_fit_and_time);
+    return nrows;
+}
+
+/* ---- output -------------------------------------------------------------------------------- */
+
+/* --explain: what became of each family the search met: its best estimate beside the first's
+ * step, or why none is listed. */
+static void tune_explain(const tune_ctx *t, const tune_row *rows, int nrows)
+{
+    printf("\nEvery layout family (tp within a node of %d, pp, cp, dp = the rest, ep), by its estimates:\n",
+           t->gpus_per_node);
+    double first = nrows ? rows[0].plan.step_s : 0;
     for (int i = 0; i < t->nfamilies; i++) {
         const tune_family *f = &t->families[i];
         printf("  tp %d", f->l.tp);
@@ -294,11 +352,11 @@ static void tune_explain(const tune_ctx *t, const tune_result *kept, int nkept)
         if (f->l.ep) printf(" ep %d", f->l.ep);
         if (f->l.vp > 1) printf(" vp %d", f->l.vp);
         if (f->l.split) printf(" (%s counted in the split)", f->l.split == SPLIT_EMBEDDING ? "embedding" : "embedding, loss");
-        if (f->kept)
-            printf(": %d fit; its best %.0f ms, %+.1f%% of the first's\n", f->kept, 1e3 * f->best_s,
+        if (f->fit)
+            printf(": %d fit; its best ~%.0f ms, %+.1f%% of the first's\n", f->fit, 1e3 * f->best_s,
                    100 * (f->best_s - first) / first);
         else if (f->least_gib > 0)
-            printf(": does not fit: its least plan takes %.1f GiB a GPU (micro-batch 1, full recompute%s) of the %.1f "
+            printf(": does not fit: its least estimate takes %.1f GiB a GPU (micro-batch 1, full recompute%s) of the %.1f "
                    "allowed\n", f->least_gib, (int)t->fix.rc < 0 || t->fix.rc == RC_OFFLOAD ? " and offload" : "",
                    t->gpu_gib);
         else
@@ -306,55 +364,69 @@ static void tune_explain(const tune_ctx *t, const tune_result *kept, int nkept)
     }
 }
 
-/* --json: the fitting layouts fastest first, each with its compile flags. */
-static void tune_json(const tune_ctx *t, const mcc_spec *s, const tune_result *kept, int nkept)
+/* --json: the listed layouts fastest first, each with its compile flags and its estimate. */
+static void tune_json(const tune_ctx *t, const mcc_spec *s, const tune_row *rows, int nrows)
 {
     double tokens = (double)s->global_batch_size * s->seq_length;
-    printf("{\"target\": \"%s\", \"world_size\": %d, \"calibrated\": %s, \"planned\": %d, \"did_not_fit\": %d, "
-           "\"refused\": %d, \"layouts\": [", t->target->name, t->world, t->target->ncost_rows ? "true" : "false",
-           t->planned, t->too_big, t->refused);
-    for (int i = 0; i < nkept && i < t->top; i++) {
-        const tune_result *r = &kept[i];
-        char flags[512];
-        tune_layout_flags(t, &r->l, flags, sizeof flags);
+    printf("{\"target\": \"%s\", \"world_size\": %d, \"calibrated\": %s, \"candidates\": %d, \"reduced_plans\": %d, "
+           "\"planned\": %d, \"did_not_fit\": %d, \"refused\": %d, \"layouts\": [", t->target->name, t->world,
+           t->target->ncost_rows ? "true" : "false", t->candidates, tune_units_planned(t), t->planned, t->too_big,
+           t->refused);
+    for (int i = 0; i < nrows && (t->exhaustive || i < t->top); i++) {
+        const tune_result *r = &rows[i].plan, *e = &rows[i].estimate;
+        char flags[768];
+        tune_layout_flags(t, &r->l, t->world, flags, sizeof flags);
         printf("%s\n  {\"tp\": %d, \"pp\": %d, \"vp\": %d, \"cp\": %d, \"dp\": %d, \"ep\": %d, \"micro_batch_size\": %d, "
-               "\"recompute\": \"%s\", \"gib\": %.3f, \"step_ms\": %.3f, \"compute_ms\": %.3f, \"comm_ms\": %.3f, "
-               "\"bubble\": %.4f, \"tokens_per_s_per_gpu\": %.1f, \"flags\": \"%s\"}", i ? "," : "", r->l.tp, r->l.pp,
-               r->l.vp, r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_names[r->l.rc], r->gib, 1e3 * r->step_s,
-               1e3 * r->compute_s, 1e3 * r->comm_s, r->bubble, tokens / r->step_s / t->world, flags);
+               "\"recompute\": \"%s\", \"schedule\": \"%s\", \"gib\": %.3f, \"step_ms\": %.3f, \"compute_ms\": %.3f, "
+               "\"comm_ms\": %.3f, \"bubble\": %.4f, \"tokens_per_s_per_gpu\": %.1f, \"estimated_gib\": %.3f, "
+               "\"estimated_step_ms\": %.3f, \"fits\": %s, \"flags\": \"%s\"}",
+               i ? "," : "", r->l.tp, r->l.pp, r->l.vp, r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_names[r->l.rc],
+               pp_sched_names[r->l.sched], r->gib, 1e3 * r->step_s, 1e3 * r->compute_s, 1e3 * r->comm_s, r->bubble,
+               tokens / r->step_s / t->world, e->gib, 1e3 * e->step_s, rows[i].fits ? "true" : "false",
+               flags);
+    }
+    printf("\n], \"rejected\": [");
+    for (int i = 0; i < t->nrejected; i++) { /* estimated over the memory: never planned */
+        char flags[768];
+        tune_layout_flags(t, &t->rejected[i].l, t->world, flags, sizeof flags);
+        printf("%s\n  {\"estimated_gib\": %.3f, \"flags\": \"%s\"}", i ? "," : "", t->rejected[i].gib, flags);
     }
     printf("\n]}\n");
 }
 
-static void tune_print(const tune_ctx *t, const mcc_spec *s, tune_result *kept, int nkept)
+static void tune_print(const tune_ctx *t, const mcc_spec *s, const tune_row *rows, int nrows)
 {
     double tokens = (double)s->global_batch_size * s->seq_length;
     double model_flops = 6.0 * (double)mcc_spec_num_active_params(s) * tokens;
-    printf("%d layouts of %d planned fit %.1f GiB a GPU (%s target, less 1 GiB for the runtime); %d did not fit, %d "
-           "were refused.\n"
-           "Step time: the busiest stage's compute as mcc compile predicts it (%s), 1F1B's bubble, and the\n"
+    printf("%d layouts ranked by their estimate (from %d plans of the model cut short), %d within %.1f GiB a GPU "
+           "(%s target, less 1 GiB for the runtime);\nthe first planned exactly as mcc compile plans them: %d planned, "
+           "%d fit, %d did not, %d refused.\n"
+           "Step time: the busiest stage's compute as mcc compile predicts it (%s), the schedule's bubble, and the\n"
            "collectives' bytes at the link rate as if none were hidden (not calibrated: an upper bound's order).\n\n",
-           nkept, t->planned, t->gpu_gib, t->target->name, t->too_big, t->refused,
-           t->target->ncost_rows ? "calibrated on one GPU" : "the target's roofline, uncalibrated");
-    printf("%4s %3s %3s %3s %4s %3s %4s %-9s %8s %9s %9s %6s %7s %7s %3s\n", "rank", "tp", "pp", "cp", "dp", "ep", "mbs",
-           "recompute", "GiB", "step ms", "tok/s/GPU", "MFU", "bubble", "comm ms", "vp");
-    for (int i = 0; i < nkept && i < t->top; i++) {
-        const tune_result *r = &kept[i];
+           t->candidates, tune_units_planned(t), t->estimated_fit, t->gpu_gib, t->target->name, t->planned, nrows,
+           t->too_big, t->refused, t->target->ncost_rows ? "calibrated on one GPU" : "the target's roofline, uncalibrated");
+    printf("%4s %3s %3s %3s %4s %3s %4s %-9s %8s %9s %9s %6s %7s %7s %3s %-11s\n", "rank", "tp", "pp", "cp", "dp", "ep",
+           "mbs", "recompute", "GiB", "step ms", "tok/s/GPU", "MFU", "bubble", "comm ms", "vp", "schedule");
+    for (int i = 0; i < nrows && i < t->top; i++) {
+        const tune_result *r = &rows[i].plan;
         double mfu = t->target->peak_bf16_flops > 0 ? model_flops / r->step_s / t->world / t->target->peak_bf16_flops : 0;
-        printf("%4d %3d %3d %3d %4d %3d %4d %-9s %8.1f %9.0f %9.0f %5.1f%% %6.1f%% %7.0f %3d\n", i + 1, r->l.tp, r->l.pp,
-               r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_names[r->l.rc], r->gib, 1e3 * r->step_s,
-               tokens / r->step_s / t->world, 100 * mfu, 100 * r->bubble, 1e3 * r->comm_s, r->l.vp);
+        printf("%4d %3d %3d %3d %4d %3d %4d %-9s %8.1f %9.0f %9.0f %5.1f%% %6.1f%% %7.0f %3d %-11s\n", i + 1, r->l.tp,
+               r->l.pp, r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_names[r->l.rc], r->gib, 1e3 * r->step_s,
+               tokens / r->step_s / t->world, 100 * mfu, 100 * r->bubble, 1e3 * r->comm_s, r->l.vp,
+               r->l.pp > 1 ? pp_sched_names[r->l.sched] : "-");
     }
-    if (!nkept) {
+    if (!nrows) {
         printf("No layout fits: more GPUs (--world-size), a shorter --seq-length, or --optimizer-cpu-offload.\n");
         return;
     }
-    char flags[512];
-    tune_layout_flags(t, &kept[0].l, flags, sizeof flags);
+    char flags[768];
+    tune_layout_flags(t, &rows[0].plan.l, t->world, flags, sizeof flags);
     printf("\nThe first, compiled:\n  mcc compile %s", t->spec_path ? t->spec_path : "");
     for (int i = 0; i < t->nbase; i++) printf(" %s", t->base[i]);
     printf(" %s --target %s -o train_rank\n", flags, t->target->name);
 }
+
+/* ---- the command line ---------------------------------------------------------------------- */
 
 /* --fix KEY=VALUE: tp, pp, cp, ep, mbs, vp (a number) or recompute (none|selective|full|offload) held, not searched. */
 static bool tune_fix(tune_ctx *t, const char *text, char *err, size_t errlen)
@@ -375,6 +447,26 @@ static bool tune_fix(tune_ctx *t, const char *text, char *err, size_t errlen)
                                  "(none|selective|full|offload)", text ? text : ""), false;
 }
 
+/* --cost-perturbation F: each calibrated row's times scaled by its own factor in [1 - F, 1 + F] (a
+ * fixed sequence): how much the ranking leans on the calibration's last per cent (tests/tune.sh). */
+static bool tune_perturb(tune_ctx *t, double f)
+{
+    t->perturbed = *t->target;
+    t->perturbed_rows = malloc((size_t)(t->target->ncost_rows + 1) * sizeof *t->perturbed_rows);
+    if (!t->perturbed_rows) return false;
+    unsigned x = 12345;
+    for (int i = 0; i < t->target->ncost_rows; i++) {
+        x = x * 1103515245u + 12345u; /* a linear congruential sequence: the same perturbation every run */
+        double k = 1 + f * (2.0 * ((x >> 8) & 0xffff) / 0xffff - 1);
+        mcc_cost_row r = t->target->cost_rows[i];
+        r.t0_us *= k, r.us_per_gflop *= k, r.us_per_gb *= k;
+        t->perturbed_rows[i] = r;
+    }
+    t->perturbed.cost_rows = t->perturbed_rows;
+    t->target = &t->perturbed;
+    return true;
+}
+
 /* tune's own options out of argv (the rest are the spec's flags); false with the message in err. */
 static bool tune_options(tune_ctx *t, int argc, char **argv, char *err, size_t errlen)
 {
@@ -383,7 +475,7 @@ static bool tune_options(tune_ctx *t, int argc, char **argv, char *err, size_t e
     t->base = calloc((size_t)argc + 1, sizeof *t->base);
     if (!t->base) return snprintf(err, errlen, "out of memory"), false;
     long long v;
-    double gib = 0;
+    double gib = 0, perturbation = 0;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(f, "--gpus-per-node") || !strcmp(f, "--top") || !strcmp(f, "--world-size")) {
@@ -393,12 +485,13 @@ static bool tune_options(tune_ctx *t, int argc, char **argv, char *err, size_t e
         } else if (!strcmp(f, "--fix")) {
             if (!tune_fix(t, val, err, errlen)) return false;
             i++;
-        } else if (!strcmp(f, "--explain") || !strcmp(f, "--json")) {
-            *(!strcmp(f, "--json") ? &t->json : &t->explain) = true;
+        } else if (!strcmp(f, "--explain") || !strcmp(f, "--json") || !strcmp(f, "--exhaustive")) {
+            *(!strcmp(f, "--json") ? &t->json : !strcmp(f, "--explain") ? &t->explain : &t->exhaustive) = true;
         } else if (!strcmp(f, "--target") && val) {
             target = argv[++i];
-        } else if (!strcmp(f, "--gpu-memory")) {
-            if (!cli_parse_num(f, val, 0, true, INFINITY, &gib, err, errlen)) return false;
+        } else if (!strcmp(f, "--gpu-memory") || !strcmp(f, "--cost-perturbation")) {
+            if (!cli_parse_num(f, val, 0, true, INFINITY, !strcmp(f, "--gpu-memory") ? &gib : &perturbation, err, errlen))
+                return false;
             i++;
         } else {
             t->base[t->nbase++] = argv[i];
@@ -410,6 +503,7 @@ static bool tune_options(tune_ctx *t, int argc, char **argv, char *err, size_t e
     /* what mcc compile allows a plan: the GPU's memory less its 1 GiB for the runtime */
     double have = gib ? gib : (double)t->target->memory_bytes / 0x1p30;
     t->gpu_gib = have > 0 ? have - 1.0 : INFINITY;
+    if (perturbation > 0 && !tune_perturb(t, perturbation)) return snprintf(err, errlen, "out of memory"), false;
     return true;
 }
 
@@ -437,19 +531,21 @@ int mcc_tune_main(int argc, char **argv)
         free(t.base);
         return 2;
     }
-    tune_result *kept = calloc(TUNE_MAX_KEPT, sizeof *kept);
+    tune_list all = {0};
     t.families = calloc(TUNE_MAX_FAMILIES, sizeof *t.families);
-    if (!kept || !t.families) return free(kept), free(t.families), free(t.base), fprintf(stderr, "mcc: error: out of memory\n"), 2;
-    int nkept = tune_search(&t, &s, kept);
-    qsort(kept, (size_t)nkept, sizeof *kept, tune_by_time);
+    if (!t.families) return free(t.base), fprintf(stderr, "mcc: error: out of memory\n"), 2;
+    tune_search(&t, &s, &all);
+    for (int i = 0; i < all.n; i++) t.estimated_fit += all.r[i].gib <= t.gpu_gib;
+    tune_row *rows = calloc((size_t)all.n + 1, sizeof *rows);
+    int nrows = rows ? tune_verify(&t, &all, rows) : 0, fit = 0;
+    for (int i = 0; i < nrows; i++) fit += rows[i].fits;
     if (t.json) {
-        tune_json(&t, &s, kept, nkept);
+        tune_json(&t, &s, rows, nrows);
     } else {
-        tune_print(&t, &s, kept, nkept);
-        if (t.explain) tune_explain(&t, kept, nkept);
+        tune_print(&t, &s, rows, fit);
+        if (t.explain) tune_explain(&t, rows, fit);
     }
-    free(kept);
-    free(t.families);
-    free(t.base);
-    return nkept ? 0 : 1;
+    free(rows), free(all.r), free(t.families), free(t.base), free(t.perturbed_rows);
+    tune_units_free(&t);
+    return fit ? 0 : 1;
 }

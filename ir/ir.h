@@ -189,6 +189,12 @@ typedef enum {
     IR_NUM_FUNC_KINDS
 } ir_func_kind;
 
+/* Whether the train schedule calls a function of this kind once a micro-batch (else once a step). */
+static inline bool ir_func_per_micro_batch(ir_func_kind k)
+{
+    return k == IR_FUNC_STEP || k == IR_FUNC_FORWARD || k == IR_FUNC_BACKWARD || k == IR_FUNC_WGRAD;
+}
+
 typedef struct {
     char *name;
     ir_func_kind kind;

@@ -371,13 +371,14 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
             b.host += f->arena_bytes + ir_host_staging_bytes(m, f);
         else if (f->arena_bytes > b.activations)
             b.activations = f->arena_bytes;
-        if (f->kind == IR_FUNC_STEP || f->kind == IR_FUNC_FORWARD || f->kind == IR_FUNC_BACKWARD ||
-            f->kind == IR_FUNC_WGRAD) /* each called once a micro-batch */
-        {
+        if (ir_func_per_micro_batch(f->kind)) {
             for (int k = 0; k < f->ninstrs; k++)
                 b.step_flops += 2 * ir_work_macs(f, &f->instrs[k]) * (double)ir_cfg_int(m, IR_CFG_ACCUM_STEPS);
             b.a2a_sent_bytes += a2a_sent_bytes(f, &b.a2a_exchanges);
             comm_sent_bytes(m, f, (double)ir_cfg_int(m, IR_CFG_ACCUM_STEPS), b.sent_bytes);
+            double one[IR_NUM_AXES] = {0};
+            comm_sent_bytes(m, f, 1, one);
+            for (int a = 0; a < IR_NUM_AXES; a++) b.sent_micro_batch_bytes += one[a];
         } else if (f->kind == IR_FUNC_TIED_SEND || f->kind == IR_FUNC_TIED_SUM || f->kind == IR_FUNC_REDUCE ||
                    f->kind == IR_FUNC_GRAD_NORM || f->kind == IR_FUNC_OPTIMIZER || f->kind == IR_FUNC_PARAM_SYNC)
             comm_sent_bytes(m, f, 1, b.sent_bytes); /* once a step */

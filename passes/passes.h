@@ -175,6 +175,8 @@ typedef struct {
     int a2a_exchanges, ep;
     double sent_bytes[IR_NUM_AXES]; /* a step's bytes a rank sends over each mesh axis in its collectives
                                        (ring algorithms; memory_plan.c's comm_sent_bytes) */
+    double sent_micro_batch_bytes;  /* of them, one micro-batch's (its functions' collectives, every axis); the
+                                       rest are once a step's */
 } mcc_memory_breakdown;
 int64_t mcc_memory_total(const mcc_memory_breakdown *b);
 mcc_memory_breakdown mcc_memory_of(const ir_module *m);

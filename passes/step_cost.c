@@ -78,8 +78,9 @@ mcc_step_cost mcc_step_cost_of(const ir_module *m, const mcc_target *t)
     mcc_step_cost c = {.calibrated = t->ncost_rows > 0};
     int calls[m->nfuncs + 1];
     calls_of(m, calls);
-    double calibrated = 0, all = 0, kernels = 0, host = 0;
-    for (int f = 0; f < m->nfuncs; f++)
+    double calibrated = 0, all = 0, kernels = 0, host = 0, micro = 0, micro_kernels = 0;
+    for (int f = 0; f < m->nfuncs; f++) {
+        bool per_micro_batch = ir_func_per_micro_batch(m->funcs[f]->kind);
         for (int i = 0; calls[f] && i < m->funcs[f]->ninstrs; i++) {
             if (m->funcs[f]->kind == IR_FUNC_HOST_OPTIMIZER) { /* the host's: its bytes at the host's rate */
                 mcc_instr_work w;
@@ -94,8 +95,12 @@ mcc_step_cost mcc_step_cost_of(const ir_module *m, const mcc_target *t)
             all += s;
             calibrated += from_row ? s : 0;
             kernels += w.costed ? calls[f] : 0;
+            micro += per_micro_batch ? s / calls[f] : 0;
+            micro_kernels += per_micro_batch && w.costed;
         }
+    }
     c.seconds = (t->ncost_rows ? t->step_scale * all + t->kernel_s * kernels + t->step_overhead_s : all) + host;
+    c.micro_batch_seconds = t->ncost_rows ? t->step_scale * micro + t->kernel_s * micro_kernels : micro;
     c.calibrated_share = all > 0 ? calibrated / all : 0;
     return c;
 }

@@ -33,6 +33,10 @@ double mcc_instr_seconds(const mcc_target *t, const mcc_instr_work *w, bool *cal
 
 typedef struct {
     double seconds;                /* the step's compute and the host's share */
+    double micro_batch_seconds;    /* of them, one micro-batch's: one call of each function the
+                                      schedule calls a micro-batch (forward, backward, ...), scaled
+                                      as the step is; the rest is once a step (mcc tune's estimate
+                                      splits the two) */
     double calibrated_share;       /* of the instructions' seconds, what calibrated rows gave */
     bool calibrated;               /* the target has a table */
 } mcc_step_cost;

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # tune.sh MCC — `mcc tune`: the layouts it lists fit (each compiled with the flags of its row and
 # the same memory limit says "the plan fits" at the GiB the row says), in the order of their step
-# time; a limit nothing fits exits 1 saying so; no --world-size is refused; --explain says what
-# became of every layout family, --json gives the table as JSON.
+# time; the layouts its estimate rejects for memory, nearest the limit, mcc compile refuses too; its
+# first is as good under a 1% perturbation of the calibration; a limit nothing fits exits 1 saying
+# so; no --world-size is refused; --explain says what became of every layout family, --json gives
+# the table as JSON; the estimate against every exact plan (--exhaustive) of gpt2-124m's layouts.
 set -uo pipefail
 mcc=$(realpath "$1")
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,7 +14,7 @@ bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 model=$root/models/gpt2-124m.json
 "$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --top 40 >"$work/table" 2>"$work/err" ||
   { bad "mcc tune exited $?: $(cat "$work/err")"; exit 1; }
-rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 15' "$work/table")
+rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 16' "$work/table")
 [ "$(wc -l <<<"$rows")" -ge 5 ] || bad "fewer than 5 layouts listed: $(cat "$work/table")"
 sort -c -s -n -k10,10 <<<"$rows" || bad "the layouts are not in the order of their step time"
 awk '$9 > 2.0 { exit 1 }' <<<"$rows" || bad "a row above the 3 GiB limit less the runtime's 1 GiB"
@@ -20,9 +22,10 @@ grep -q " none " <<<"$rows" && grep -q -E " (selective|full) " <<<"$rows" ||
   bad "no row needed recompute to fit 3 GiB, or none fits without: the limit tests nothing"
 # the first three rows, compiled as listed
 # (a loop of this shell, not of a pipeline's subshell: its failures count)
-while read -r _ tp pp cp dp ep mbs rc gib _ _ _ _ _ vp; do
+while read -r _ tp pp cp dp ep mbs rc gib _ _ _ _ _ vp sched; do
   flags=(--tp "$tp" --pp "$pp" --cp "$cp" --world-size 4 --micro-batch-size "$mbs")
   [ "$vp" -gt 1 ] && flags+=(--num-virtual-stages-per-pipeline-rank "$vp")
+  [ "$pp" -gt 1 ] && flags+=(--pipeline-schedule "$sched")
   [ "$tp" -gt 1 ] && flags+=(--sequence-parallel)
   [ $((dp * cp)) -gt 1 ] && flags+=(--use-distributed-optimizer)
   [ "$ep" -gt 1 ] && flags+=(--expert-model-parallel-size "$ep")
@@ -39,7 +42,7 @@ done < <(head -3 <<<"$rows")
 # --fix holds a degree: every row has it
 "$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --fix tp=2 --fix recompute=none --top 40 >"$work/fixed" 2>&1 ||
   bad "--fix: $(tail -2 "$work/fixed")"
-awk '$1 ~ /^[0-9]+$/ && NF == 15 && ($2 != 2 || $8 != "none") { bad = 1 } END { exit bad }' "$work/fixed" ||
+awk '$1 ~ /^[0-9]+$/ && NF == 16 && ($2 != 2 || $8 != "none") { bad = 1 } END { exit bad }' "$work/fixed" ||
   bad "--fix tp=2 --fix recompute=none listed another layout"
 "$mcc" tune "$model" --world-size 4 --gpu-memory 0.01 --target h100 >"$work/none" 2>&1
 [ $? = 1 ] && grep -qF "No layout fits" "$work/none" || bad "a limit nothing fits: $(tail -2 "$work/none")"
@@ -50,9 +53,9 @@ awk '$1 ~ /^[0-9]+$/ && NF == 15 && ($2 != 2 || $8 != "none") { bad = 1 } END { 
 "$mcc" tune "$model" --world-size 8 --gpu-memory 1.6 --target h100 --explain >"$work/explain" 2>&1
 grep -qF "tp 8: not planned: tp 8 does not divide num_attention_heads 12" "$work/explain" ||
   bad "--explain does not say why tp 8 is not planned: $(tail -3 "$work/explain")"
-grep -qE "does not fit: its least plan takes [0-9.]+ GiB a GPU .* of the 0.6 allowed" "$work/explain" ||
+grep -qE "does not fit: its least estimate takes [0-9.]+ GiB a GPU .* of the 0.6 allowed" "$work/explain" ||
   bad "--explain names no family that does not fit 0.6 GiB: $(tail -3 "$work/explain")"
-grep -qE "^  tp [0-9]+ pp [0-9]+ cp [0-9]+ dp [0-9]+ ep [0-9]+: [0-9]+ fit; its best" "$work/explain" ||
+grep -qE "^  tp [0-9]+ pp [0-9]+ cp [0-9]+ dp [0-9]+ ep [0-9]+: [0-9]+ fit; its best ~[0-9]+ ms" "$work/explain" ||
   bad "--explain lists no family that fits: $(tail -3 "$work/explain")"
 # --json: the same table as JSON, fastest first, each layout's flags compile
 "$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --top 3 --json >"$work/json" 2>/dev/null ||
@@ -64,18 +67,56 @@ steps = [l["step_ms"] for l in j["layouts"]]
 assert j["world_size"] == 4 and j["target"] == "h100" and len(steps) == 3, j
 assert steps == sorted(steps), steps
 assert all(l["gib"] <= 2.0 and "--tp" in l["flags"] for l in j["layouts"]), j["layouts"]
+assert j["rejected"] and all(r["estimated_gib"] > 2.0 for r in j["rejected"]), j["rejected"]
+PY
+# the layouts the estimate rejects for memory nearest the limit: mcc compile refuses each
+while read -r line; do
+  read -r -a flags <<<"$line"
+  "$mcc" compile "$model" "${flags[@]}" --gpu-memory 3 --target h100 -o "$work/x" >/dev/null 2>"$work/r.log"
+  [ $? = 2 ] && grep -q "the plan needs .* but the GPU has 3.0 GiB" "$work/r.log" ||
+    bad "a layout tune rejects for memory compiles: ${flags[*]}: $(grep -E 'error|fits' "$work/r.log")"
+done < <(/usr/bin/python3 -c '
+import json, sys
+for r in json.load(open(sys.argv[1]))["rejected"]: print(r["flags"])' "$work/json")
+# a 1% perturbation of every calibrated row: the perturbed first, planned without it, is within 2%
+# of the first (its rank may change: what is within the calibration's error may swap)
+"$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --top 40 --json >"$work/base.json" 2>/dev/null &&
+  "$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --top 1 --json --cost-perturbation 0.01 \
+    >"$work/pert.json" 2>/dev/null || bad "--cost-perturbation: exit $?"
+/usr/bin/python3 - "$work/base.json" "$work/pert.json" <<'PY' || bad "the first under a 1% perturbation is not within 2% of the first"
+import json, sys
+base, pert = (json.load(open(p)) for p in sys.argv[1:])
+steps = {l["flags"]: l["step_ms"] for l in base["layouts"]}
+pick = pert["layouts"][0]["flags"]
+assert pick in steps, ("the perturbed first is not among the first 40", pick)
+assert steps[pick] <= 1.02 * base["layouts"][0]["step_ms"], (steps[pick], base["layouts"][0])
+PY
+# the estimate against every candidate's exact plan: memory within 10% and the step within 12% of
+# each (gpt2-124m is small: a fixed buffer weighs), and its first the exact plans' first
+"$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --exhaustive --json >"$work/all.json" 2>/dev/null ||
+  bad "--exhaustive: exit $?"
+/usr/bin/python3 - "$work/all.json" <<'PY' || bad "the estimate strays from the exact plans"
+import json, sys
+j = json.load(open(sys.argv[1]))
+rows = j["layouts"]
+assert j["planned"] == len(rows) >= 100, (j["planned"], len(rows))
+mem = max(abs(r["estimated_gib"] - r["gib"]) / r["gib"] for r in rows)
+step = max(abs(r["estimated_step_ms"] - r["step_ms"]) / r["step_ms"] for r in rows)
+assert mem <= 0.10 and step <= 0.12, (mem, step)
+fit = [r for r in rows if r["fits"]]
+assert min(fit, key=lambda r: r["estimated_step_ms"]) == min(fit, key=lambda r: r["step_ms"])
 PY
 # an MoE model: expert parallelism searched (ep over dp x cp), an ep row compiles as listed
-"$mcc" tune "$root/models/tiny-moe.json" --world-size 4 --target h100 --top 40 >"$work/moe" 2>/dev/null ||
+"$mcc" tune "$root/models/tiny-moe.json" --world-size 4 --target h100 --top 200 >"$work/moe" 2>/dev/null ||
   bad "tiny-moe: $(tail -3 "$work/moe")"
-read -r _ tp pp cp dp ep mbs rc _ < <(awk '$1 ~ /^[0-9]+$/ && NF == 15 && $6 > 1' "$work/moe" | head -1)
+read -r _ tp pp cp dp ep mbs rc _ _ _ _ _ _ _ sched < <(awk '$1 ~ /^[0-9]+$/ && NF == 16 && $6 > 1' "$work/moe" | head -1)
 if [ -z "${ep:-}" ]; then
   bad "tiny-moe on 4 GPUs lists no row with ep > 1: $(head -3 "$work/moe")"
 else
   flags=(--tp "$tp" --pp "$pp" --cp "$cp" --world-size 4 --micro-batch-size "$mbs" --expert-model-parallel-size "$ep")
   [ "$tp" -gt 1 ] && flags+=(--sequence-parallel)
   [ $((dp * cp)) -gt 1 ] && flags+=(--use-distributed-optimizer)
-  "$mcc" compile "$root/models/tiny-moe.json" "${flags[@]}" $( [ "$pp" -gt 1 ] && echo --account-for-embedding-in-pipeline-split ) \
+  "$mcc" compile "$root/models/tiny-moe.json" "${flags[@]}" $( [ "$pp" -gt 1 ] && echo --account-for-embedding-in-pipeline-split --pipeline-schedule "$sched" ) \
     --target h100 -o "$work/x" >/dev/null 2>"$work/moe.log" && grep -q "the plan fits" "$work/moe.log" ||
     bad "tiny-moe's ep $ep row does not compile: $(grep error "$work/moe.log" | head -2)"
 fi
