@@ -25,12 +25,13 @@ typedef struct {
 static int param(builder *b, const char *name, int ndim, const int64_t *dims, ir_init init, double std,
                  ir_placement place)
 {
-    if (ir_global_find(b->m, name) < 0) {
-        int g = ir_global_add(b->m, name, ir_tensor(IR_F32, ndim, dims), IR_GLOBAL_PARAM, init, std, ndim < 2);
+    int g = ir_global_find(b->m, name);
+    if (g < 0) {
+        g = ir_global_add(b->m, name, ir_tensor(IR_F32, ndim, dims), IR_GLOBAL_PARAM, init, std, ndim < 2);
         b->m->globals[g].layer = b->layer;
         b->m->globals[g].placement = place;
     }
-    return ir_global_ref(b->m, b->f, name);
+    return ir_global_ref(b->m, b->f, g);
 }
 
 static int param1(builder *b, const char *name, int64_t n, ir_init init, ir_placement place)
@@ -196,12 +197,13 @@ static int expert_bias(builder *b, int layer)
 {
     char name[128];
     snprintf(name, sizeof name, "layers.%d.mlp.router.expert_bias", layer);
-    if (ir_global_find(b->m, name) < 0) {
+    int g = ir_global_find(b->m, name);
+    if (g < 0) {
         int64_t dims[2] = {2, b->s->num_experts};
-        int g = ir_global_add(b->m, name, ir_tensor(IR_F32, 2, dims), IR_GLOBAL_EXPERT_BIAS, IR_INIT_ZEROS, 0, false);
+        g = ir_global_add(b->m, name, ir_tensor(IR_F32, 2, dims), IR_GLOBAL_EXPERT_BIAS, IR_INIT_ZEROS, 0, false);
         b->m->globals[g].layer = layer;
     }
-    return ir_global_ref(b->m, b->f, name);
+    return ir_global_ref(b->m, b->f, g);
 }
 
 /* The top-k choice of the N tokens of x[N,d] over the experts: the routing weights [N,k] (with the
@@ -343,7 +345,7 @@ static int logits_of(builder *b, int x)
         int64_t dims[2] = {s->padded_vocab_size, s->hidden_size};
         w = param(b, "output.weight", 2, dims, IR_INIT_NORMAL, s->init_method_std, IR_PLACE_VOCAB);
     } else {
-        w = ir_global_ref(b->m, b->f, "embedding.word");
+        w = ir_global_ref(b->m, b->f, ir_global_find(b->m, "embedding.word")); /* the tied input embedding */
     }
     return ir_matmul(b->m, b->f, x, w, false, true); /* [B,T,V] */
 }

@@ -59,10 +59,9 @@ bool ir_infer_explicit(const ir_module *m, const ir_instr *in, const ir_type *a,
 
 bool ir_infer_global(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
-    int g = in->sym ? ir_global_find(m, in->sym) : -1;
-    if (g < 0)
+    if (in->global < 0 || in->global >= m->nglobals)
         return fail(err, len, "unknown global @%s", in->sym ? in->sym : "?");
-    r[0] = m->globals[g].type;
+    r[0] = m->globals[in->global].type;
     return true;
 }
 

@@ -394,21 +394,9 @@ bool ir_overlapped(const ir_instr *in)
     return in->attr[at[in->op] - 1] != 0;
 }
 
-const char *ir_global_of(const ir_func *f, int v)
-{
-    const ir_instr *def = &f->instrs[f->vals[v].def];
-    return def->op == IR_OP_GLOBAL ? def->sym : NULL;
-}
-
-int ir_global_index_of(const ir_module *m, const ir_func *f, int v)
-{
-    const char *name = ir_global_of(f, v);
-    return name ? ir_global_find(m, name) : -1;
-}
-
 bool ir_writes_global(const ir_func *f, const ir_instr *in)
 {
-    return ir_op_has(in->op, IR_OPF_STORES_GLOBAL) && ir_global_of(f, in->args[0]) != NULL;
+    return ir_op_has(in->op, IR_OPF_STORES_GLOBAL) && ir_global_of(f, in->args[0]) >= 0;
 }
 
 bool ir_reads(const ir_instr *in, int v)
@@ -438,9 +426,8 @@ int ir_copy_instr(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr
     int args[in->nargs ? in->nargs : 1]; /* variadic ops (sum_squares) take every gradient */
     for (int a = 0; a < in->nargs; a++)
         args[a] = map[in->args[a]];
-    int r = ir_emit(m, dst, in->op, args, in->nargs, in->attr, in->sym, in->nres ? &src->vals[in->res[0]].type : NULL);
+    int r = ir_emit_like(m, dst, in, args, in->nres ? &src->vals[in->res[0]].type : NULL);
     memcpy(dst->instrs[dst->ninstrs - 1].per_rank, in->per_rank, sizeof in->per_rank);
-    dst->instrs[dst->ninstrs - 1].role = in->role;
     ir_map_results(dst, src, in, r, map);
     return r;
 }
@@ -623,7 +610,7 @@ bool ir_param_held_elsewhere(const ir_module *m, int g)
     int grad = ir_global_companion(m, ir_global_param(m, g), IR_GLOBAL_GRAD);
     const ir_func *f = m->funcs[sum];
     for (int i = 0; i < f->ninstrs; i++)
-        if (f->instrs[i].op == IR_OP_GLOBAL && ir_global_find(m, f->instrs[i].sym) == grad)
+        if (f->instrs[i].op == IR_OP_GLOBAL && f->instrs[i].global == grad)
             return true;
     return false;
 }
@@ -639,8 +626,8 @@ ir_host_staging ir_host_staging_of(const ir_module *m, const ir_func *f)
     ir_host_staging s = {0, 0, 0};
     for (int i = 0; f->kind == IR_FUNC_HOST_OPTIMIZER && i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
-        int dst = in->nargs > 1 ? ir_global_index_of(m, f, in->args[0]) : -1;
-        int src = in->nargs > 1 ? ir_global_index_of(m, f, in->args[1]) : -1;
+        int dst = in->nargs > 1 ? ir_global_of(f, in->args[0]) : -1;
+        int src = in->nargs > 1 ? ir_global_of(f, in->args[1]) : -1;
         const ir_type *t = in->nargs > 1 ? &f->vals[in->args[in->op == IR_OP_ADAMW]].type : NULL;
         if (in->op == IR_OP_ADAMW && src >= 0 && !m->globals[src].host) { /* a streamed gradient */
             int64_t n = ir_numel(t);
@@ -980,11 +967,13 @@ void ir_cfg_set_num(ir_module *m, ir_cfg k, double v)
 
 /* --- the builder ------------------------------------------------------------------------ */
 
-int ir_emit(ir_module *m, ir_func *f, ir_op op, const int *args, int nargs, const double *attrs,
-            const char *sym, const ir_type *explicit_type)
+/* Appends `in` (its op, operand count and global set) with operands args, attributes attrs and @sym. */
+static int emit(ir_module *m, ir_func *f, ir_instr in, const int *args, const double *attrs, const char *sym,
+                const ir_type *explicit_type)
 {
-    const ir_op_info *info = &ir_ops[op];
-    ir_instr in = {.op = op, .nargs = nargs, .nres = info->nres};
+    const ir_op_info *info = &ir_ops[in.op];
+    int nargs = in.nargs;
+    in.nres = info->nres;
     in.args = xrealloc(NULL, (size_t)(nargs ? nargs : 1) * sizeof(int));
     if (nargs)
         memcpy(in.args, args, (size_t)nargs * sizeof(int));
@@ -1012,6 +1001,13 @@ int ir_emit(ir_module *m, ir_func *f, ir_op op, const int *args, int nargs, cons
     }
     f->instrs[f->ninstrs++] = in;
     return in.nres ? in.res[0] : -1;
+}
+
+int ir_emit(ir_module *m, ir_func *f, ir_op op, const int *args, int nargs, const double *attrs,
+            const char *sym, const ir_type *explicit_type)
+{
+    assert(op != IR_OP_GLOBAL); /* by its index: ir_global_ref */
+    return emit(m, f, (ir_instr){.op = op, .nargs = nargs, .global = -1}, args, attrs, sym, explicit_type);
 }
 
 const ir_role_info ir_roles[IR_NUM_ROLES] = {
@@ -1063,9 +1059,24 @@ int ir_input(ir_module *m, ir_func *f, ir_role role, const char *name, ir_type t
     return v;
 }
 
-int ir_global_ref(ir_module *m, ir_func *f, const char *name)
+int ir_global_ref(ir_module *m, ir_func *f, int g)
 {
-    return ir_emit(m, f, IR_OP_GLOBAL, NULL, 0, NULL, name, NULL);
+    return emit(m, f, (ir_instr){.op = IR_OP_GLOBAL, .global = g}, NULL, NULL, m->globals[g].name, NULL);
+}
+
+int ir_emit_like(ir_module *m, ir_func *f, const ir_instr *in, const int *args, const ir_type *explicit_type)
+{
+    int r = in->op == IR_OP_GLOBAL ? ir_global_ref(m, f, in->global)
+                                   : ir_emit(m, f, in->op, args, in->nargs, in->attr, in->sym, explicit_type);
+    f->instrs[f->ninstrs - 1].role = in->role;
+    return r;
+}
+
+void ir_global_retarget(ir_module *m, ir_instr *in, int g)
+{
+    free(in->sym);
+    in->sym = strdup(m->globals[g].name);
+    in->global = g;
 }
 
 void ir_output(ir_module *m, ir_func *f, ir_role role, const char *name, int x)

@@ -160,7 +160,10 @@ typedef struct {
     int res[IR_MAX_RES];            /* value ids */
     double attr[IR_MAX_ATTRS];      /* named by the op table */
     ir_rank_term per_rank[IR_MAX_ATTRS]; /* attr[k]'s rank-dependent part */
-    char *sym;                      /* @name: input, global, output */
+    char *sym;                      /* @name: input, global, output (a global's: its name, for people and
+                                       the text) */
+    int global;                     /* global: the index of its global in the module's globals, what
+                                       passes and the runtime find it by; -1 for every other op */
     ir_role role;                   /* input, output: what it is (IR_ROLE_NONE for every other op) */
 } ir_instr;
 
@@ -467,7 +470,7 @@ enum {
  * placements over a mesh axis (passes/shard.c's table, indexed by kind: the rules are pass code,
  * which the IR library does not link). NEVER: the op never reaches the shard pass, which makes
  * it itself (collectives, the vocab-parallel cross entropy) or a later pass does (fusion, the
- * optimizer); tests/shard_rules_test.c checks every other kind has its rule. */
+ * optimizer); tests/shard_test.c (`shard_test rules`) checks every other kind has its rule. */
 typedef enum {
     IR_SHARD_NEVER,
     IR_SHARD_SOURCE,                /* input, fill: replicated */
@@ -583,8 +586,8 @@ void ir_func_replace(ir_module *m, int index, ir_func *f);
  * that are now dst's r, r+1, ...; records that in map and carries the source types' sharding
  * annotations over (ir_emit infers types afresh, without them). */
 void ir_map_results(ir_func *dst, const ir_func *src, const ir_instr *in, int r, int *map);
-/* Copies src's instruction `in` into dst, operands through map, its attributes' rank terms
- * included, and maps its results. */
+/* Copies src's instruction `in` into dst (a function of src's module: a `global` keeps its index),
+ * operands through map, its attributes' rank terms included, and maps its results. */
 int ir_copy_instr(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr *in, int *map);
 /* Whether instruction `in` runs its collective on the GPU's comm stream, beside the computation
  * after it: an overlapped collective (ir_overlapped), or an all_reduce_inplace bucket inside the
@@ -617,10 +620,8 @@ bool ir_overlapped(const ir_instr *in);
 /* The last instruction at which instruction i may still read its operands: i itself, except for an
  * overlapped collective: the first instruction reading its result (f->ninstrs if none). */
 int ir_reads_until(const ir_func *f, int i);
-/* The name of the global value v refers to (`%v = global @name`), or NULL. */
-const char *ir_global_of(const ir_func *f, int v);
-/* The index in m's globals of the global value v refers to, or -1. */
-int ir_global_index_of(const ir_module *m, const ir_func *f, int v);
+/* The index in its module's globals of the global value v refers to (`%v = global @name`), or -1. */
+static inline int ir_global_of(const ir_func *f, int v) { return f->instrs[f->vals[v].def].global; }
 /* Whether `in` writes the global that argument 0 refers to from a value, as gradients are
  * written: := (copy) or += (accumulate, matmul_accumulate). */
 bool ir_writes_global(const ir_func *f, const ir_instr *in);
@@ -850,13 +851,19 @@ void ir_cfg_set_choice(ir_module *m, ir_cfg k, int v);
 /* Appends an instruction. Result types come from the op's infer function, except for ops
  * whose type is explicit (input, fill, reshape): pass it in `explicit_type`. Returns the first
  * result's value id (or -1 for ops without results). On an inference error, aborts with the
- * message: builders only build well-typed graphs, the verifier catches the rest. */
+ * message: builders only build well-typed graphs, the verifier catches the rest. A `global` is
+ * ir_global_ref's, by its index (or ir_copy_instr's). */
 int ir_emit(ir_module *m, ir_func *f, ir_op op, const int *args, int nargs, const double *attrs,
             const char *sym, const ir_type *explicit_type);
 
 /* Convenience builders over ir_emit; an input's or output's role (ir_role) beside its name. */
 int ir_input(ir_module *m, ir_func *f, ir_role role, const char *name, ir_type t);
-int ir_global_ref(ir_module *m, ir_func *f, const char *name);
+int ir_global_ref(ir_module *m, ir_func *f, int g); /* `global @name` of m's global g */
+/* Points the `global` instruction in at m's global g; its result keeps its type (the caller retypes). */
+void ir_global_retarget(ir_module *m, ir_instr *in, int g);
+/* An instruction as `in` (of a function of m): its op, attributes, @name, global and role, with
+ * operands args (in->nargs of them); explicit_type as ir_emit's. */
+int ir_emit_like(ir_module *m, ir_func *f, const ir_instr *in, const int *args, const ir_type *explicit_type);
 void ir_output(ir_module *m, ir_func *f, ir_role role, const char *name, int x);
 /* The role of a singleton kind (stage and index 0), or of the index-th of an indexed one. */
 static inline ir_role ir_role_of(ir_role_kind kind) { return (ir_role){kind, 0, 0}; }

@@ -1004,6 +1004,7 @@ static void func_append(parser *p, ir_func *f, const instr_text *it)
     memcpy(in.attr, it->attr, sizeof in.attr);
     memcpy(in.per_rank, it->per_rank, sizeof in.per_rank);
     in.sym = it->sym.kind == TK_SYM ? tok_text(it->sym, 1) : NULL;
+    in.global = -1; /* a global's: resolve_globals */
     if (it->op == IR_OP_INPUT || it->op == IR_OP_OUTPUT)
         in.role = it->has_role ? it->role : role_of_name(in.sym);
     f->instrs = grow(f->instrs, &f->cap_instrs, f->ninstrs + 1, sizeof(ir_instr));
@@ -1217,11 +1218,24 @@ static bool parse_sections(parser *p)
     }
 }
 
+/* Each `global @name` instruction's index, found by its name once the module's globals are read
+ * (-1 for a name no global has: the verifier's error). */
+static void resolve_globals(ir_module *m)
+{
+    for (int i = 0; i < m->nfuncs; i++)
+        for (int k = 0; k < m->funcs[i]->ninstrs; k++) {
+            ir_instr *in = &m->funcs[i]->instrs[k];
+            if (in->op == IR_OP_GLOBAL && in->sym)
+                in->global = ir_global_find(m, in->sym);
+        }
+}
+
 ir_module *ir_parse_module(const char *text, char *err, size_t errlen)
 {
     parser p = {.text = text, .pos = text, .line = 1, .err = err, .errlen = errlen, .m = ir_module_new()};
     advance(&p);
     bool ok = parse_sections(&p);
+    resolve_globals(p.m);
     free(p.ids);
     free(p.args);
     if (!ok) {

@@ -307,7 +307,7 @@ static bool verify_host_placement(verifier *v)
             if (in->op == IR_OP_GLOBAL || in->op == IR_OP_COPY || f->kind == IR_FUNC_SETUP)
                 continue;
             for (int a = 0; a < in->nargs; a++) {
-                int g = ir_global_index_of(m, f, in->args[a]);
+                int g = ir_global_of(f, in->args[a]);
                 bool streamed = host_func && in->op == IR_OP_ADAMW && a == 1;
                 if (g >= 0 && m->globals[g].host != host_func && !streamed)
                     return vfail(v, "%s in %s (instruction %d) reads %s global @%s: %s", ir_ops[in->op].name, f->name, k,
@@ -318,6 +318,38 @@ static bool verify_host_placement(verifier *v)
         }
     }
     return true;
+}
+
+/* Instruction i of v->f: a `global` holds the index of the global its @name names (passes and
+ * train_rank read the index, the text the name); no other op holds one. */
+static bool verify_global_ref(verifier *v, int i)
+{
+    const ir_instr *in = &v->f->instrs[i];
+    const ir_module *m = v->m;
+    if (in->op != IR_OP_GLOBAL)
+        return in->global == -1 || ifail(v, i, "%s holds a global's index (%d): only `global` does",
+                                          ir_ops[in->op].name, in->global);
+    if (!in->sym) /* verify_operands: it needs an @name */
+        return true;
+    if (in->global < 0 || in->global >= m->nglobals)
+        return ifail(v, i, "unknown global @%s", in->sym);
+    if (strcmp(m->globals[in->global].name, in->sym) != 0)
+        return ifail(v, i, "global @%s holds the index of global %d, @%s: a pass left the two apart", in->sym,
+                     in->global, m->globals[in->global].name);
+    return true;
+}
+
+/* Every function's global references, before the module-level checks that read their indices. */
+static bool verify_global_refs(verifier *v)
+{
+    bool ok = true;
+    for (int i = 0; i < v->m->nfuncs && ok; i++) {
+        v->f = v->m->funcs[i];
+        for (int k = 0; k < v->f->ninstrs && ok; k++)
+            ok = verify_global_ref(v, k);
+    }
+    v->f = NULL;
+    return ok;
 }
 
 /* A parameter held elsewhere (!ir_param_stored: as its bf16 copy and an i16 remainder, or by ZeRO's
@@ -339,7 +371,7 @@ static bool verify_unstored_params(verifier *v)
     for (int i = 0; i < m->nfuncs; i++) {
         const ir_func *f = m->funcs[i];
         for (int k = 0; k < f->ninstrs; k++) {
-            int g = f->instrs[k].op == IR_OP_GLOBAL ? ir_global_find(m, f->instrs[k].sym) : -1;
+            int g = f->instrs[k].global;
             if (g >= 0 && !ir_param_stored(m, g))
                 return vfail(v, "%s (instruction %d) names @%s, which has no storage: it is held %s", f->name, k,
                              m->globals[g].name, ir_param_remainder(m, g) >= 0
@@ -410,7 +442,7 @@ static void stash_slots(const ir_module *m, const ir_func *f, int *slots)
     for (int k = 0; k < IR_NUM_STASH_SPANS; k++)
         slots[k] = 0;
     for (int i = 0; i < f->ninstrs; i++) {
-        int g = f->instrs[i].op == IR_OP_GLOBAL ? ir_global_find(m, f->instrs[i].sym) : -1;
+        int g = f->instrs[i].global;
         const ir_global *gl = g >= 0 ? &m->globals[g] : NULL;
         if (gl && gl->kind == IR_GLOBAL_STASH && (!slots[gl->span] || gl->slots < slots[gl->span]))
             slots[gl->span] = gl->slots;
@@ -850,8 +882,8 @@ bool ir_verify(const ir_module *m, char *err, size_t errlen)
 {
     ir_ops_init();
     verifier v = {.m = m, .err = err, .errlen = errlen};
-    if (!verify_mesh(&v) || !verify_globals(&v) || !verify_func_names(&v) || !verify_func_kinds(&v) || !verify_host_placement(&v) ||
-        !verify_unstored_params(&v) ||
+    if (!verify_mesh(&v) || !verify_globals(&v) || !verify_func_names(&v) || !verify_func_kinds(&v) ||
+        !verify_global_refs(&v) || !verify_host_placement(&v) || !verify_unstored_params(&v) ||
         !verify_module_tables(&v))
         return false;
     for (int i = 0; i < m->nfuncs; i++) {

@@ -30,7 +30,7 @@ static void add_grad_globals(ir_module *m)
  * the gradient of its fp32 master). */
 static void accumulate_param_grad(ir_grad_ctx *g, int param, int dv)
 {
-    int args[2] = {ir_global_ref(g->m, g->f, g->m->globals[ir_global_companion(g->m, param, IR_GLOBAL_GRAD)].name), dv};
+    int args[2] = {ir_global_ref(g->m, g->f, ir_global_companion(g->m, param, IR_GLOBAL_GRAD)), dv};
     ir_emit(g->m, g->f, IR_OP_ACCUMULATE, args, 2, NULL, NULL, NULL);
 }
 
@@ -60,7 +60,7 @@ bool pass_autodiff(ir_module *m, const mcc_pass_options *opts, char *err, size_t
         if (in.op >= IR_NUM_OPS || in.nres == 0 || in.res[0] >= g.nfwd || g.grad[in.res[0]] < 0)
             continue;
         if (in.op == IR_OP_GLOBAL) {
-            int k = ir_global_find(m, in.sym);
+            int k = in.global;
             if (m->globals[k].kind == IR_GLOBAL_PARAM || m->globals[k].kind == IR_GLOBAL_COPY)
                 accumulate_param_grad(&g, ir_global_param(m, k), g.grad[in.res[0]]);
             continue;

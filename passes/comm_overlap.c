@@ -38,9 +38,9 @@ static bool work_before_use(const ir_func *f, int i, int v)
  * the global it accumulates into. */
 static bool may_defer(const ir_func *f, int k, int p)
 {
-    const char *dst = ir_global_of(f, f->instrs[k].args[0]);
+    int dst = ir_global_of(f, f->instrs[k].args[0]);
     for (int j = k + 1; j <= p; j++)
-        if (f->instrs[j].op == IR_OP_GLOBAL && strcmp(f->instrs[j].sym, dst) == 0)
+        if (f->instrs[j].op == IR_OP_GLOBAL && f->instrs[j].global == dst)
             return false;
     return true;
 }
@@ -279,7 +279,7 @@ static dag build_dag(const ir_module *m, const ir_func *f)
         /* a gradient's writes (ir_writes_global) commute once the first one emitted assigns */
         bool write = ir_writes_global(f, in);
         for (int a = 0; a < (write ? 1 : in->nargs); a++) {
-            int g = ir_global_index_of(m, f, in->args[a]);
+            int g = ir_global_of(f, in->args[a]);
             if (g < 0)
                 continue;
             if (barrier[g] >= 0 && barrier[g] != i)
@@ -307,7 +307,7 @@ static void fix_first_writes(const ir_module *m, ir_func *f)
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < f->ninstrs; i++) {
             ir_instr *in = &f->instrs[i];
-            int g = ir_writes_global(f, in) ? ir_global_index_of(m, f, in->args[0]) : -1;
+            int g = ir_writes_global(f, in) ? ir_global_of(f, in->args[0]) : -1;
             if (g < 0)
                 continue;
             if (pass == 0) {
@@ -551,17 +551,17 @@ static bool movable(const ir_func *f, int k)
 }
 
 /* Whether instruction k writes global g (operand 0 of a gradient's write). */
-static bool writes_global(const ir_module *m, const ir_func *f, int k, int g)
+static bool writes_global(const ir_func *f, int k, int g)
 {
     const ir_instr *in = &f->instrs[k];
-    return ir_op_has(in->op, IR_OPF_STORES_GLOBAL) && in->nargs > 0 && ir_global_index_of(m, f, in->args[0]) == g;
+    return ir_op_has(in->op, IR_OPF_STORES_GLOBAL) && in->nargs > 0 && ir_global_of(f, in->args[0]) == g;
 }
 
-static bool touches_global(const ir_module *m, const ir_func *f, int k, int g)
+static bool touches_global(const ir_func *f, int k, int g)
 {
     const ir_instr *in = &f->instrs[k];
     for (int a = 0; a < in->nargs; a++)
-        if (ir_global_index_of(m, f, in->args[a]) == g)
+        if (ir_global_of(f, in->args[a]) == g)
             return true;
     return false;
 }
@@ -569,17 +569,16 @@ static bool touches_global(const ir_module *m, const ir_func *f, int k, int g)
 /* Whether moving instruction j over instructions [lo, hi] (but those in `skip`) would reorder it with
  * another write of a global it touches, or a read of one it writes. written: per global, whether
  * the function writes it. */
-static bool global_conflict(const ir_module *m, const ir_func *f, const bool *written, const bool *skip, int j,
-                            int lo, int hi)
+static bool global_conflict(const ir_func *f, const bool *written, const bool *skip, int j, int lo, int hi)
 {
     const ir_instr *in = &f->instrs[j];
     for (int a = 0; a < in->nargs; a++) {
-        int g = ir_global_index_of(m, f, in->args[a]);
+        int g = ir_global_of(f, in->args[a]);
         if (g < 0 || !written[g])
             continue;
-        bool writer = writes_global(m, f, j, g);
+        bool writer = writes_global(f, j, g);
         for (int k = lo; k <= hi; k++)
-            if (k != j && !skip[k] && (writes_global(m, f, k, g) || (writer && touches_global(m, f, k, g))))
+            if (k != j && !skip[k] && (writes_global(f, k, g) || (writer && touches_global(f, k, g))))
                 return true;
     }
     return false;
@@ -609,7 +608,6 @@ static bool read_only_by(const ir_func *f, int j, int end, const bool *sunk)
 
 /* The instructions that move beside the all-to-all at i of f, whose results' first reader is u. */
 typedef struct {
-    const ir_module *m;
     const ir_func *f;
     int i, u;
     const bool *pinned;             /* placed beside an earlier all-to-all: they stay */
@@ -623,7 +621,7 @@ static void choose_sunk(a2a_moves *v, int prev)
 {
     for (int j = v->i - 1; j > prev; j--)
         if (!v->pinned[j] && movable(v->f, j) && read_only_by(v->f, j, v->u, v->sunk) &&
-            !global_conflict(v->m, v->f, v->written, v->away, j, j + 1, v->u - 1))
+            !global_conflict(v->f, v->written, v->away, j, j + 1, v->u - 1))
             v->sunk[j] = v->away[j] = true;
 }
 
@@ -642,7 +640,7 @@ static void choose_hoisted(a2a_moves *v, int lim)
             ready = (d < v->u && d != v->i) || v->hoisted[d] ||
                     (d > v->u && f->instrs[d].op == IR_OP_GLOBAL && !v->pinned[d]);
         }
-        if (!ready || global_conflict(v->m, f, v->written, v->away, j, v->u, j - 1))
+        if (!ready || global_conflict(f, v->written, v->away, j, v->u, j - 1))
             continue;
         for (int a = 0; a < in->nargs; a++) {
             int d = f->vals[in->args[a]].def;
@@ -694,7 +692,7 @@ static int a2a_beside(ir_module *m, int fi, int i, bool **pinned, bool *written)
 {
     const ir_func *f = m->funcs[fi];
     int n = f->ninstrs, prev = -1, lim = n, seen = 0;
-    a2a_moves v = {m, f, i, first_reader_of(f, i), *pinned, written, calloc((size_t)n + 1, sizeof(bool)),
+    a2a_moves v = {f, i, first_reader_of(f, i), *pinned, written, calloc((size_t)n + 1, sizeof(bool)),
                    calloc((size_t)n + 1, sizeof(bool)), calloc((size_t)n + 1, sizeof(bool))};
     for (int k = i - 1; k >= 0 && prev < 0; k--)
         if (f->instrs[k].op == IR_OP_ALL_TO_ALL_V)
@@ -720,7 +718,7 @@ static void a2a_overlap_func(ir_module *m, int fi)
     const ir_func *f = m->funcs[fi];
     bool *pinned = calloc((size_t)f->ninstrs + 1, sizeof(bool)), *written = calloc((size_t)m->nglobals + 1, sizeof(bool));
     for (int k = 0; k < f->ninstrs; k++) {
-        int g = ir_op_has(f->instrs[k].op, IR_OPF_STORES_GLOBAL) ? ir_global_index_of(m, f, f->instrs[k].args[0]) : -1;
+        int g = ir_op_has(f->instrs[k].op, IR_OPF_STORES_GLOBAL) ? ir_global_of(f, f->instrs[k].args[0]) : -1;
         if (g >= 0)
             written[g] = true;
     }

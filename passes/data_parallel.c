@@ -40,13 +40,13 @@ static bool reduce_scatter_grad(ir_module *m, ir_func *f, int grad, char *err, s
                         over == IR_AXIS_EDP ? " (or --expert-model-parallel-size)"
                         : over == IR_AXIS_DP_CP ? " (or --context-parallel-size)" : ""), false;
     double axis = over;
-    int whole = ir_global_ref(m, f, g.name);
+    int whole = ir_global_ref(m, f, grad);
     int block = ir_emit(m, f, IR_OP_REDUCE_SCATTER, &whole, 1, &axis, NULL, NULL); /* f32[numel/n] {shard=[axis]} */
     char name[256];
     snprintf(name, sizeof name, "%s_shard", g.name);
     int shard = ir_global_add_companion(m, name, *ir_vtype(f, block), IR_GLOBAL_GRAD_SHARD, g.owner);
     ir_layout_add(&m->globals[shard].layout, over, IR_SPLIT_FLAT, 0); /* after the gradient's own splits */
-    int args[2] = {ir_global_ref(m, f, name), block};
+    int args[2] = {ir_global_ref(m, f, shard), block};
     ir_emit(m, f, IR_OP_COPY, args, 2, NULL, NULL, NULL);
     return true;
 }
@@ -83,7 +83,7 @@ static void emit_bucket(ir_module *m, ir_func *f, const int *grads, int n, ir_ax
     memcpy(members, grads, sizeof members);
     qsort(members, (size_t)n, sizeof(int), by_index);
     for (int k = 0; k < n; k++)
-        refs[k] = ir_global_ref(m, f, m->globals[members[k]].name);
+        refs[k] = ir_global_ref(m, f, members[k]);
     double attrs[IR_NATTRS_ALL_REDUCE_INPLACE] = {[IR_ATTR_AXIS] = axis,
                                                   [IR_ATTR_ALL_REDUCE_INPLACE_OVERLAP] = overlap};
     ir_emit(m, f, IR_OP_ALL_REDUCE_INPLACE, refs, n, attrs, NULL, NULL);
@@ -131,7 +131,7 @@ static int *final_writes(ir_module *m, const ir_func *f)
         last[g] = INT_MAX;
     for (int i = 0; i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
-        int g = in->op == IR_OP_ACCUMULATE ? ir_global_index_of(m, f, in->args[0]) : -1;
+        int g = in->op == IR_OP_ACCUMULATE ? ir_global_of(f, in->args[0]) : -1;
         if (g >= 0)
             last[g] = i;
     }

@@ -28,13 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The global that value v of f refers to, or -1. */
-static int global_of(const ir_module *m, const ir_func *f, int v)
-{
-    const ir_instr *def = &f->instrs[f->vals[v].def];
-    return def->op == IR_OP_GLOBAL ? ir_global_find(m, def->sym) : -1;
-}
-
 /* Marks in split[] the parameters whose weights the grouped GEMMs of f read ([E, ...]); false when
  * one is no global or its experts do not divide by ep. */
 static bool find_expert_weights(const ir_module *m, const ir_func *f, int ep, bool *split, char *err, size_t errlen)
@@ -43,7 +36,7 @@ static bool find_expert_weights(const ir_module *m, const ir_func *f, int ep, bo
         const ir_instr *in = &f->instrs[i];
         if (in->op != IR_OP_MOE_GROUPED_MATMUL)
             continue;
-        int g = global_of(m, f, in->args[1]);
+        int g = ir_global_of(f, in->args[1]);
         if (g < 0)
             return snprintf(err, errlen, "%s: grouped matmul %%%d's weights are no global: expert parallelism splits "
                             "the expert weights themselves", f->name, in->res[0]), false;
@@ -147,7 +140,7 @@ static bool ep_func(ir_module *m, int fi, int ep, char *err, size_t errlen)
         }
         int r = ir_copy_instr(m, dst, src, in, map);
         if (in->op == IR_OP_GLOBAL) /* the rank's part of a split expert weight, not the source's split */
-            dst->vals[r].type = m->globals[ir_global_find(m, in->sym)].type;
+            dst->vals[r].type = m->globals[in->global].type;
         if (in->op == IR_OP_MOE_PERMUTE) {
             if (src->instrs[src->vals[in->args[1]].def].op != IR_OP_MOE_SORT) {
                 snprintf(err, errlen, "%s: moe_permute %%%d's permutation is not moe_sort's: expert parallelism "

@@ -19,10 +19,10 @@
 /* The transformer layer whose weight value v is (a parameter or its working copy), else -1. */
 static int weight_layer(const ir_module *m, const ir_func *f, int v)
 {
-    const ir_instr *def = &f->instrs[f->vals[v].def];
-    if (def->op != IR_OP_GLOBAL)
+    int k = ir_global_of(f, v);
+    if (k < 0)
         return -1;
-    const ir_global *g = &m->globals[ir_global_find(m, def->sym)];
+    const ir_global *g = &m->globals[k];
     return g->kind == IR_GLOBAL_PARAM || g->kind == IR_GLOBAL_COPY ? g->layer : -1;
 }
 
@@ -55,13 +55,14 @@ static int fp8_history(ir_module *m, ir_func *f, int w, const char *what)
     const ir_global *param = &m->globals[ir_global_param(m, w)];
     char name[512];
     snprintf(name, sizeof name, "%s.amax_history.%s", param->name, what);
-    if (ir_global_find(m, name) < 0) {
+    int g = ir_global_find(m, name);
+    if (g < 0) {
         int64_t n = 1 + ir_cfg_int(m, IR_CFG_FP8_AMAX_HISTORY_LEN);
-        int layer = param->layer, g = ir_global_add(m, name, ir_tensor(IR_F32, 1, &n), IR_GLOBAL_FP8_HISTORY,
-                                                    IR_INIT_ZEROS, 0, false);
+        int layer = param->layer;
+        g = ir_global_add(m, name, ir_tensor(IR_F32, 1, &n), IR_GLOBAL_FP8_HISTORY, IR_INIT_ZEROS, 0, false);
         m->globals[g].layer = layer;
     }
-    return ir_global_ref(m, f, name);
+    return ir_global_ref(m, f, g);
 }
 
 /* Rewrites function fi: each FP8 layer's matmul on quantized operands, each operand quantized once.
@@ -94,7 +95,7 @@ static bool fp8_func(ir_module *m, int fi, int nlayers, char *err, size_t errlen
             ir_copy_instr(m, dst, src, in, map);
             continue;
         }
-        int w = ir_global_find(m, src->instrs[src->vals[in->args[1]].def].sym);
+        int w = ir_global_of(src, in->args[1]);
         bool step = src->kind == IR_FUNC_STEP;
         const char *what[2] = {"x", "w"};
         for (int a = 0; a < 2; a++)

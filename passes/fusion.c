@@ -93,13 +93,11 @@ static int ce_grad_of(const ir_func *f, int i)
     return -1;
 }
 
-static bool names_global(const ir_func *f, const ir_instr *in, const char *name)
+static bool names_global(const ir_func *f, const ir_instr *in, int g)
 {
-    for (int a = 0; a < in->nargs; a++) {
-        const char *g = ir_global_of(f, in->args[a]);
-        if (g && strcmp(g, name) == 0)
+    for (int a = 0; a < in->nargs; a++)
+        if (ir_global_of(f, in->args[a]) == g)
             return true;
-    }
     return false;
 }
 
@@ -108,13 +106,12 @@ static bool names_global(const ir_func *f, const ir_instr *in, const char *name)
 static int adamw_feeding_copy(const ir_func *f, int j)
 {
     const ir_instr *cp = &f->instrs[j];
-    const char *dst = ir_global_of(f, cp->args[0]), *src = ir_global_of(f, cp->args[1]);
-    if (!dst || !src)
+    int dst = ir_global_of(f, cp->args[0]), src = ir_global_of(f, cp->args[1]);
+    if (dst < 0 || src < 0)
         return -1;
     for (int k = j - 1; k >= 0; k--) {
         const ir_instr *in = &f->instrs[k];
-        if (in->op == IR_OP_ADAMW && in->nargs == 7 && ir_global_of(f, in->args[0]) &&
-            strcmp(ir_global_of(f, in->args[0]), src) == 0)
+        if (in->op == IR_OP_ADAMW && in->nargs == 7 && ir_global_of(f, in->args[0]) == src)
             return k;
         if (names_global(f, in, src) || names_global(f, in, dst))
             return -1;
@@ -285,7 +282,7 @@ static void plan_fusions(const ir_func *f, fusion_plan *fp)
         const ir_instr *in = &f->instrs[i];
         if (in->op == IR_OP_BIAS_ADD)
             fp->fused_matmul[i] = sole_use_matmul(f, fp, in->args[0]);
-        else if (in->op == IR_OP_ACCUMULATE || (in->op == IR_OP_COPY && ir_global_of(f, in->args[0])))
+        else if (in->op == IR_OP_ACCUMULATE || (in->op == IR_OP_COPY && ir_global_of(f, in->args[0]) >= 0))
             fp->fused_matmul[i] = sole_use_product(f, fp, in->args[1]);
     }
     fp->folded_copy = none_per_instr(f);

@@ -77,7 +77,7 @@ static ir_type moment_type(const ir_module *m, ir_type t, ir_cfg key)
 static int grad_ref(ir_module *m, ir_func *f, int g, bool shard)
 {
     int grad = ir_global_companion(m, g, shard ? IR_GLOBAL_GRAD_SHARD : IR_GLOBAL_GRAD);
-    return grad >= 0 ? ir_global_ref(m, f, m->globals[grad].name) : -1;
+    return grad >= 0 ? ir_global_ref(m, f, grad) : -1;
 }
 
 /* The `setup` function run once after initialisation (precision.c may have made it). */
@@ -110,9 +110,9 @@ static int master_shard(ir_module *m, int g, bool offloaded)
     m->globals[shard].no_decay = m->globals[g].no_decay;
     m->globals[shard].host = offloaded;
     ir_func *setup = setup_func(m);
-    int block = ir_global_ref(m, setup, m->globals[shard].name);
+    int block = ir_global_ref(m, setup, shard);
     if (offloaded) { /* up into the gradient's block first */
-        int args[2] = {ir_global_ref(m, setup, m->globals[grad].name), block};
+        int args[2] = {ir_global_ref(m, setup, grad), block};
         ir_emit(m, setup, IR_OP_COPY, args, 2, NULL, NULL, NULL);
         block = args[0];
     }
@@ -130,9 +130,9 @@ static void fill_copy(ir_module *m, int p)
         return;
     ir_func *setup = setup_func(m);
     for (int i = 0; i < setup->ninstrs; i++)
-        if (setup->instrs[i].op == IR_OP_COPY && ir_global_index_of(m, setup, setup->instrs[i].args[0]) == c)
+        if (setup->instrs[i].op == IR_OP_COPY && ir_global_of(setup, setup->instrs[i].args[0]) == c)
             return;
-    int args[2] = {ir_global_ref(m, setup, m->globals[c].name), ir_global_ref(m, setup, m->globals[p].name)};
+    int args[2] = {ir_global_ref(m, setup, c), ir_global_ref(m, setup, p)};
     ir_emit(m, setup, IR_OP_COPY, args, 2, NULL, NULL, NULL);
 }
 
@@ -153,10 +153,8 @@ static int working_copy(ir_module *m, int p, bool fill)
         if (f->kind == IR_FUNC_SETUP || f->kind == IR_FUNC_HOST_OPTIMIZER)
             continue;
         for (int k = 0; k < f->ninstrs; k++)
-            if (f->instrs[k].op == IR_OP_GLOBAL && !strcmp(f->instrs[k].sym, m->globals[p].name)) {
-                free(f->instrs[k].sym);
-                f->instrs[k].sym = strdup(name);
-            }
+            if (f->instrs[k].op == IR_OP_GLOBAL && f->instrs[k].global == p)
+                ir_global_retarget(m, &f->instrs[k], c);
     }
     if (fill)
         fill_copy(m, p);
@@ -170,14 +168,14 @@ static void gather_param(ir_module *m, ir_func *f, int g, int master)
     double axis = pass_replica_axis(m, g);
     const ir_type *t = &m->globals[g].type;
     int whole = ir_emit(m, f, IR_OP_ALL_GATHER, &master, 1, &axis, NULL, NULL); /* f32[N] */
-    int args[2] = {ir_global_ref(m, f, m->globals[g].name), ir_reshape(m, f, whole, t->ndim, t->dims)};
+    int args[2] = {ir_global_ref(m, f, g), ir_reshape(m, f, whole, t->ndim, t->dims)};
     ir_emit(m, f, IR_OP_COPY, args, 2, NULL, NULL, NULL);
 }
 
 /* Whether gradient value v (a global reference) is split over `axis`: its layout says so. */
 static bool split_over(const ir_module *m, const ir_func *f, int v, ir_axis axis)
 {
-    return ir_layout_split(&m->globals[ir_global_index_of(m, f, v)].layout, axis) != NULL;
+    return ir_layout_split(&m->globals[ir_global_of(f, v)].layout, axis) != NULL;
 }
 
 /* Value v summed over `axis`'s ranks */
@@ -208,7 +206,7 @@ static int emit_grad_norm(ir_module *m, ir_func *f, int *grads, int n)
     int split[n], experts[n], experts_tp[n], whole[n], ns = 0, ne = 0, nt = 0, nw = 0;
     bool dense_blocks = false, expert_blocks = false;
     for (int j = 0; j < n; j++) {
-        int g = ir_global_index_of(m, f, grads[j]);
+        int g = ir_global_of(f, grads[j]);
         if (ir_param_held_elsewhere(m, g)) /* counted on the first stage */
             continue;
         bool tp = split_over(m, f, grads[j], IR_AXIS_TP), ep = split_over(m, f, grads[j], IR_AXIS_EP);
@@ -264,13 +262,13 @@ static void assign_first_writes(ir_module *m, bool *assigned)
     bool *touched = calloc((size_t)m->nglobals + 1, sizeof(bool));
     for (int i = 0; i < f->ninstrs; i++) {
         ir_instr *in = &f->instrs[i];
-        int g = in->op == IR_OP_ACCUMULATE ? ir_global_index_of(m, f, in->args[0]) : -1;
+        int g = in->op == IR_OP_ACCUMULATE ? ir_global_of(f, in->args[0]) : -1;
         if (g >= 0 && m->globals[g].kind == IR_GLOBAL_GRAD && !touched[g]) {
             in->op = IR_OP_COPY; /* (dst global, x) either way: dst := x instead of dst += x */
             assigned[g] = true;
         }
         for (int a = 0; in->op != IR_OP_GLOBAL && a < in->nargs; a++) {
-            int t = ir_global_index_of(m, f, in->args[a]);
+            int t = ir_global_of(f, in->args[a]);
             if (t >= 0)
                 touched[t] = true;
         }
@@ -343,14 +341,14 @@ static void host_update(ir_module *m, ir_func *f, int p, int master, int grad, i
     ir_layout layout = mg->layout;
     int adam_m = host_companion(m, p, IR_GLOBAL_ADAM_M, "adam_m", moment_type(m, t, IR_CFG_EXP_AVG_DTYPE), layout);
     int adam_v = host_companion(m, p, IR_GLOBAL_ADAM_V, "adam_v", moment_type(m, t, IR_CFG_EXP_AVG_SQ_DTYPE), layout);
-    int hm = ir_global_ref(m, f, m->globals[master].name);
-    int args[7] = {hm, ir_global_ref(m, f, m->globals[grad].name), ir_global_ref(m, f, m->globals[adam_m].name),
-                   ir_global_ref(m, f, m->globals[adam_v].name), decoupled(m, p) ? inputs[3] : inputs[0], inputs[1],
+    int hm = ir_global_ref(m, f, master);
+    int args[7] = {hm, ir_global_ref(m, f, grad), ir_global_ref(m, f, adam_m),
+                   ir_global_ref(m, f, adam_v), decoupled(m, p) ? inputs[3] : inputs[0], inputs[1],
                    inputs[2]};
     double attrs[IR_NATTRS_ADAMW];
     adamw_attrs(m, p, attrs);
     ir_emit(m, f, IR_OP_ADAMW, args, 7, attrs, NULL, NULL);
-    int upv[2] = {ir_global_ref(m, f, m->globals[up].name), hm};
+    int upv[2] = {ir_global_ref(m, f, up), hm};
     ir_emit(m, f, IR_OP_COPY, upv, 2, NULL, NULL, NULL);
 }
 
@@ -374,7 +372,7 @@ static void finish_params(ir_module *m, ir_func *f, const int *params, int n, co
             if (want[j] && m->globals[c].kind == IR_GLOBAL_COPY && m->globals[c].owner == params[j] &&
                 !pass_zero_param(m, params[j]) &&
                 ir_param_remainder(m, params[j]) < 0) { /* a remainder's AdamW writes its copy itself */
-                int args[2] = {ir_global_ref(m, f, m->globals[c].name), ir_global_ref(m, f, m->globals[params[j]].name)};
+                int args[2] = {ir_global_ref(m, f, c), ir_global_ref(m, f, params[j])};
                 ir_emit(m, f, IR_OP_COPY, args, 2, NULL, NULL, NULL);
             }
 }
@@ -398,7 +396,7 @@ static void fp8_histories(ir_module *m, ir_func *f, bool roll)
     for (int g = 0; g < m->nglobals; g++) {
         if (m->globals[g].kind != IR_GLOBAL_FP8_HISTORY)
             continue;
-        int h = ir_global_ref(m, f, m->globals[g].name), args[2] = {h, h};
+        int h = ir_global_ref(m, f, g), args[2] = {h, h};
         double max_attrs[IR_NATTRS_ALL_REDUCE] = {[IR_ATTR_AXIS] = IR_AXIS_DP, [IR_ATTR_ALL_REDUCE_MAX] = 1};
         double attr = roll;
         if (roll && dp > 1)
@@ -417,7 +415,7 @@ static void expert_biases(ir_module *m, ir_func *f, bool update)
     for (int g = 0; g < m->nglobals; g++) {
         if (m->globals[g].kind != IR_GLOBAL_EXPERT_BIAS)
             continue;
-        int h = ir_global_ref(m, f, m->globals[g].name), args[2] = {h, h};
+        int h = ir_global_ref(m, f, g), args[2] = {h, h};
         ir_axis replicas = pass_replica_axis(m, g);
         if (update && ir_module_mesh(m).degree[replicas] > 1)
             args[1] = sum_over(m, f, args[1], replicas);
@@ -487,7 +485,7 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
             int grad = ir_global_companion(m, params[j], sharded ? IR_GLOBAL_GRAD_SHARD : IR_GLOBAL_GRAD);
             host_update(m, host, params[j], master, grad, sharded ? grad : copy, host_inputs);
             if (sharded)
-                gather_param(m, sync, copy, ir_global_ref(m, sync, m->globals[grad].name));
+                gather_param(m, sync, copy, ir_global_ref(m, sync, grad));
             continue;
         }
         int held = sharded ? master_shard(m, params[j], false) : params[j]; /* may grow m->globals: index it after */
@@ -495,12 +493,12 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
         ir_type t = mg->type;
         ir_layout layout = mg->layout;
         int remainder = ir_param_remainder(m, params[j]); /* the master is (copy, remainder): AdamW updates both */
-        int master = ir_global_ref(m, f, remainder >= 0 ? m->globals[remainder].name : mg->name);
+        int master = ir_global_ref(m, f, remainder >= 0 ? remainder : held);
         int adam_m = companion(m, params[j], IR_GLOBAL_ADAM_M, "adam_m", moment_type(m, t, IR_CFG_EXP_AVG_DTYPE), layout);
         int adam_v = companion(m, params[j], IR_GLOBAL_ADAM_V, "adam_v", moment_type(m, t, IR_CFG_EXP_AVG_SQ_DTYPE), layout);
-        int args[8] = {master, grads[j], ir_global_ref(m, f, m->globals[adam_m].name),
-                       ir_global_ref(m, f, m->globals[adam_v].name), decoupled(m, params[j]) ? dlr : lr, step, coef,
-                       remainder >= 0 ? ir_global_ref(m, f, m->globals[working_copy(m, params[j], true)].name) : -1};
+        int args[8] = {master, grads[j], ir_global_ref(m, f, adam_m),
+                       ir_global_ref(m, f, adam_v), decoupled(m, params[j]) ? dlr : lr, step, coef,
+                       remainder >= 0 ? ir_global_ref(m, f, working_copy(m, params[j], true)) : -1};
         double attrs[IR_NATTRS_ADAMW];
         adamw_attrs(m, params[j], attrs);
         ir_emit(m, f, IR_OP_ADAMW, args, remainder >= 0 ? 8 : 7, attrs, NULL, NULL);

@@ -81,7 +81,7 @@ static int global_stage(const split *c, const ir_instr *in)
 {
     if (in->op != IR_OP_GLOBAL)
         return -1;
-    int g = ir_global_find(c->m, in->sym);
+    int g = in->global;
     return g >= 0 && c->m->globals[g].layer >= 0 ? c->layer_stage[c->m->globals[g].layer] : -1;
 }
 
@@ -218,7 +218,21 @@ typedef struct {
     ir_func *g;
     const ir_func *f;
     int *map;
+    const int *globals;             /* per global of f's module: its index in sm, or -1 */
+    const int *stash_at, *wstash_at; /* per virtual stage: its first stash, wstash global in sm (the k-th
+                                       at +k: add_stash_globals); NULL building an eval forward */
 } builder;
+
+/* Copies instruction `in` of f (of the whole module) into g (of the stage's sm), operands through
+ * map: a `global` names sm's copy of its global. */
+static int copy_into(ir_module *sm, ir_func *g, const ir_func *f, const ir_instr *in, int *map, const int *globals)
+{
+    if (in->op != IR_OP_GLOBAL)
+        return ir_copy_instr(sm, g, f, in, map);
+    int r = ir_global_ref(sm, g, globals[in->global]);
+    ir_map_results(g, f, in, r, map);
+    return r;
+}
 
 /* v in the new function: mapped already, or a leaf repeated here. */
 static int use(builder *b, int v)
@@ -229,7 +243,7 @@ static int use(builder *b, int v)
             fprintf(stderr, "mcc: internal error: pipeline: %%%d used before its stage has it\n", v);
             abort();
         }
-        ir_copy_instr(b->sm, b->g, b->f, d, b->map);
+        copy_into(b->sm, b->g, b->f, d, b->map, b->globals);
     }
     return b->map[v];
 }
@@ -238,7 +252,7 @@ static void copy_instr(builder *b, const ir_instr *in)
 {
     for (int a = 0; a < in->nargs; a++)
         use(b, in->args[a]);
-    ir_copy_instr(b->sm, b->g, b->f, in, b->map);
+    copy_into(b->sm, b->g, b->f, in, b->map, b->globals);
 }
 
 static void boundary_name(char *buf, size_t len, int stage, const char *what, int k)
@@ -254,22 +268,21 @@ pp_sched_kind pass_pipeline_schedule(const ir_module *m, int v)
     return (pp_sched_kind)(sched - IR_PP_1F1B); /* pp_schedule.c: pp_sched_kind follows ir_pp_sched */
 }
 
-/* A copy of value v into the stash list l's global @stage<s>.<what>.<k>, if v is in it: a
- * forward's value its backward reads (stash), a backward's value its wgrad reads (wstash). */
-static void stash_into(builder *b, const vlist *l, const char *what, int s, int v)
+/* A copy of value v into the stash list l's k-th global (first + k: @stage<s>.<what>.<k>), if v is
+ * in it: a forward's value its backward reads (stash), a backward's value its wgrad reads (wstash). */
+static void stash_into(builder *b, const vlist *l, int first, int v)
 {
-    int k = l ? vlist_find(l, v) : -1;
+    int k = vlist_find(l, v);
     if (k < 0)
         return;
-    char name[64];
-    boundary_name(name, sizeof name, s, what, k);
-    int args[2] = {ir_global_ref(b->sm, b->g, name), use(b, v)};
+    int args[2] = {ir_global_ref(b->sm, b->g, first + k), use(b, v)};
     ir_emit(b->sm, b->g, IR_OP_COPY, args, 2, NULL, NULL, NULL);
 }
 
 static void stash_value(builder *b, const crossings *x, int s, int v, bool train)
 {
-    stash_into(b, train ? &x->stash[s] : NULL, "stash", s, v);
+    if (train)
+        stash_into(b, &x->stash[s], b->stash_at[s], v);
 }
 
 /* Stage s's forward (train: stashing what its backward reads as soon as it is made) or its eval
@@ -299,20 +312,16 @@ static void build_forward(builder *b, const split *c, const crossings *x, int s,
 
 static void wstash_value(builder *b, const crossings *x, int s, int v)
 {
-    stash_into(b, &x->wstash[s], "wstash", s, v);
+    stash_into(b, &x->wstash[s], b->wstash_at[s], v);
 }
 
 /* The stashed values of stage s that this part of its backward reads (reads[v]), from their
  * globals: a part references only its own, so each stash lives only as long as its readers. */
 static void map_stash(builder *b, const crossings *x, int s, const bool *reads)
 {
-    char name[64];
-    for (int k = 0; k < x->stash[s].n; k++) {
-        if (!reads[x->stash[s].v[k]])
-            continue;
-        boundary_name(name, sizeof name, s, "stash", k);
-        b->map[x->stash[s].v[k]] = ir_global_ref(b->sm, b->g, name);
-    }
+    for (int k = 0; k < x->stash[s].n; k++)
+        if (reads[x->stash[s].v[k]])
+            b->map[x->stash[s].v[k]] = ir_global_ref(b->sm, b->g, b->stash_at[s] + k);
 }
 
 /* Stage s's backward: all of it, or under a zero-bubble cut its input gradients (B), which copy
@@ -344,12 +353,9 @@ static void build_backward(builder *b, const split *c, const crossings *x, int s
 /* Stage s's weight gradients (W) under a zero-bubble cut: from the forward's stash and B's. */
 static void build_wgrad(builder *b, const split *c, const crossings *x, int s)
 {
-    char name[64];
     map_stash(b, x, s, x->w_reads);
-    for (int k = 0; k < x->wstash[s].n; k++) {
-        boundary_name(name, sizeof name, s, "wstash", k);
-        b->map[x->wstash[s].v[k]] = ir_global_ref(b->sm, b->g, name);
-    }
+    for (int k = 0; k < x->wstash[s].n; k++)
+        b->map[x->wstash[s].v[k]] = ir_global_ref(b->sm, b->g, b->wstash_at[s] + k);
     for (int i = c->bwd; i < b->f->ninstrs; i++) {
         const ir_instr *in = &b->f->instrs[i];
         if (c->stage[i] != s || !x->in_w[i])
@@ -477,7 +483,7 @@ static void cut_free(cut *k, int p)
 }
 
 /* Marks the globals stage s's part of f reads or writes. */
-static void mark_globals(const ir_module *m, const cut *k, int s, bool *used)
+static void mark_globals(const cut *k, int s, bool *used)
 {
     const ir_func *f = k->c.f;
     for (int i = 0; i < f->ninstrs; i++) {
@@ -486,16 +492,15 @@ static void mark_globals(const ir_module *m, const cut *k, int s, bool *used)
             continue;
         for (int a = 0; a < in->nargs; a++) {
             const ir_instr *d = &f->instrs[f->vals[in->args[a]].def];
-            int g = d->op == IR_OP_GLOBAL ? ir_global_find(m, d->sym) : -1;
-            if (g >= 0)
-                used[g] = true;
+            if (d->global >= 0)
+                used[d->global] = true;
         }
     }
 }
 
-/* Setup cut to the stage's globals: an instruction stays when every global it reads or writes is
- * the stage's (and every operand stayed). */
-static void copy_pruned(ir_module *sm, const ir_module *m, const ir_func *f, const bool *kept)
+/* Setup cut to the stage's globals (globals: per global of f's module, its index in sm or -1): an
+ * instruction stays when every global it reads or writes is the stage's (and every operand stayed). */
+static void copy_pruned(ir_module *sm, const ir_func *f, const int *globals)
 {
     ir_func *g = ir_func_new(sm, f->name, f->kind);
     int *map = malloc(sizeof(int) * ((size_t)f->nvals + 1));
@@ -503,21 +508,23 @@ static void copy_pruned(ir_module *sm, const ir_module *m, const ir_func *f, con
         map[v] = -1;
     for (int i = 0; i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
-        bool keep = in->op != IR_OP_GLOBAL || kept[ir_global_find(m, in->sym)];
+        bool keep = in->op != IR_OP_GLOBAL || globals[in->global] >= 0;
         for (int a = 0; a < in->nargs; a++)
             keep &= map[in->args[a]] >= 0;
         if (keep)
-            ir_copy_instr(sm, g, f, in, map);
+            copy_into(sm, g, f, in, map, globals);
     }
     free(map);
 }
 
 /* The stash globals @stage<g>.<what>.<k> of the values in l (of f), one buffer each until the
  * schedule pass gives them slots; split as their values' types say. span: theirs, or for the
- * forward's stash (w_reads given) fw where W reads the value, else fb. */
-static void add_stash_globals(ir_module *sm, const ir_func *f, const vlist *l, const char *what, int g,
-                              ir_stash_span span, const bool *w_reads)
+ * forward's stash (w_reads given) fw where W reads the value, else fb. Returns the index of the
+ * first (the k-th at +k). */
+static int add_stash_globals(ir_module *sm, const ir_func *f, const vlist *l, const char *what, int g,
+                             ir_stash_span span, const bool *w_reads)
 {
+    int first = sm->nglobals;
     char name[64];
     for (int k = 0; k < l->n; k++) {
         boundary_name(name, sizeof name, g, what, k);
@@ -526,6 +533,7 @@ static void add_stash_globals(ir_module *sm, const ir_func *f, const vlist *l, c
         sm->globals[st].layout = ir_layout_of_type(t);
         sm->globals[st].span = w_reads && w_reads[l->v[k]] ? IR_STASH_FW : span;
     }
+    return first;
 }
 
 /* A function of virtual stage g's chunk c: `forward` (one chunk a rank) or `forward.c1`. */
@@ -546,9 +554,9 @@ static ir_module *stage_module(const ir_module *m, const cut *step, const cut *e
 {
     bool *used = calloc((size_t)m->nglobals + 1, sizeof(bool));
     for (int c = 0; c < v; c++) {
-        mark_globals(m, step, c * p + r, used);
+        mark_globals(step, c * p + r, used);
         if (eval)
-            mark_globals(m, eval, c * p + r, used);
+            mark_globals(eval, c * p + r, used);
     }
     for (int g = 0; g < m->nglobals; g++) /* a parameter's companions come with it, and it with them */
         if (used[g] && m->globals[g].owner >= 0)
@@ -574,14 +582,16 @@ static ir_module *stage_module(const ir_module *m, const cut *step, const cut *e
         n->layout = o->layout;
     }
     const ir_func *f = step->c.f;
+    int *stash_at = calloc((size_t)(p * v), sizeof(int)), *wstash_at = calloc((size_t)(p * v), sizeof(int));
     for (int c = 0; c < v; c++) {
-        add_stash_globals(sm, f, &step->x.stash[c * p + r], "stash", c * p + r, IR_STASH_FB, step->x.w_reads);
-        add_stash_globals(sm, f, &step->x.wstash[c * p + r], "wstash", c * p + r, IR_STASH_BW, NULL);
+        int g = c * p + r;
+        stash_at[g] = add_stash_globals(sm, f, &step->x.stash[g], "stash", g, IR_STASH_FB, step->x.w_reads);
+        wstash_at[g] = add_stash_globals(sm, f, &step->x.wstash[g], "wstash", g, IR_STASH_BW, NULL);
     }
     int *map = malloc(sizeof(int) * ((size_t)f->nvals + 1));
     for (int c = 0; c < v; c++) {
         int g = c * p + r;
-        builder b = {sm, chunk_func(sm, "forward", IR_FUNC_FORWARD, c, v), f, map};
+        builder b = {sm, chunk_func(sm, "forward", IR_FUNC_FORWARD, c, v), f, map, index, stash_at, wstash_at};
         for (int k = 0; k < f->nvals; k++)
             map[k] = -1;
         build_forward(&b, &step->c, &step->x, g, true);
@@ -602,15 +612,17 @@ static ir_module *stage_module(const ir_module *m, const cut *step, const cut *e
         int *emap = malloc(sizeof(int) * ((size_t)e->nvals + 1));
         for (int k = 0; k < e->nvals; k++)
             emap[k] = -1;
-        builder eb = {sm, chunk_func(sm, "eval_forward", IR_FUNC_EVAL, c, v), e, emap};
+        builder eb = {sm, chunk_func(sm, "eval_forward", IR_FUNC_EVAL, c, v), e, emap, index, NULL, NULL};
         build_forward(&eb, &eval->c, &eval->x, c * p + r, false);
         free(emap);
     }
     for (int i = 0; i < m->nfuncs; i++) {
         ir_func_kind kind = m->funcs[i]->kind;
         if (kind != IR_FUNC_STEP && kind != IR_FUNC_EVAL)
-            copy_pruned(sm, m, m->funcs[i], used);
+            copy_pruned(sm, m->funcs[i], index);
     }
+    free(stash_at);
+    free(wstash_at);
     free(index);
     free(used);
     return sm;
@@ -655,8 +667,8 @@ static bool tie_shared_parameters(const ir_module *m, ir_module **stages, int p,
             }
             int param = ir_global_find(sm, m->globals[g].name), grad = ir_global_companion(sm, param, IR_GLOBAL_GRAD);
             ir_role tied = ir_role_at(IR_ROLE_TIED_GRAD, n - 1);
-            ir_output(sm, send[e], tied, name, ir_global_ref(sm, send[e], sm->globals[grad].name));
-            int args[2] = {ir_global_ref(sm, sum[e], sm->globals[grad].name),
+            ir_output(sm, send[e], tied, name, ir_global_ref(sm, send[e], grad));
+            int args[2] = {ir_global_ref(sm, sum[e], grad),
                            ir_input(sm, sum[e], tied, name, sm->globals[grad].type)};
             ir_emit(sm, sum[e], IR_OP_ACCUMULATE, args, 2, NULL, NULL, NULL);
         }

@@ -27,7 +27,7 @@ bool pass_check_gradients(const ir_module *m, char *err, size_t errlen)
         if (w->kind != IR_FUNC_STEP && w->kind != IR_FUNC_BACKWARD && w->kind != IR_FUNC_WGRAD)
             continue;
         for (int i = 0; i < w->ninstrs; i++) {
-            int g = ir_writes_global(w, &w->instrs[i]) ? ir_global_index_of(m, w, w->instrs[i].args[0]) : -1;
+            int g = ir_writes_global(w, &w->instrs[i]) ? ir_global_of(w, w->instrs[i].args[0]) : -1;
             if (g >= 0)
                 written[g] = true;
         }

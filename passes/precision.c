@@ -51,11 +51,9 @@ static bool use_copies(ir_module *m, ir_func *f, char *err, size_t errlen)
 {
     for (int i = 0; i < f->ninstrs; i++) {
         ir_instr *in = &f->instrs[i];
-        int g = in->op == IR_OP_GLOBAL ? ir_global_find(m, in->sym) : -1;
-        if (g < 0 || m->globals[g].kind != IR_GLOBAL_PARAM)
-            continue;
-        free(in->sym);
-        in->sym = strdup(m->globals[ir_global_companion(m, g, IR_GLOBAL_COPY)].name);
+        int g = in->global;
+        if (g >= 0 && m->globals[g].kind == IR_GLOBAL_PARAM)
+            ir_global_retarget(m, in, ir_global_companion(m, g, IR_GLOBAL_COPY));
     }
     return retype(m, f, err, errlen);
 }
@@ -92,7 +90,7 @@ bool pass_precision(ir_module *m, const mcc_pass_options *opts, char *err, size_
         }
         if (zero)
             continue;
-        int args[2] = {ir_global_ref(m, setup, copy), ir_global_ref(m, setup, m->globals[g].name)};
+        int args[2] = {ir_global_ref(m, setup, c), ir_global_ref(m, setup, g)};
         ir_emit(m, setup, IR_OP_COPY, args, 2, NULL, NULL, NULL);
     }
     /* The step and eval functions read the copies; eval is absent only in hand-written modules. */

@@ -68,7 +68,7 @@ static void layers_of(const ir_module *m, const ir_func *f, int bwd, int nlayers
     for (int i = 0; i < bwd; i++) {
         const ir_instr *in = &f->instrs[i];
         if (is_leaf(in)) {
-            int g = in->op == IR_OP_GLOBAL ? ir_global_find(m, in->sym) : -1;
+            int g = in->global;
             layer[i] = g < 0 ? -1 : m->globals[g].layer >= 0 ? m->globals[g].layer : NO_LAYER;
             continue;
         }
@@ -187,7 +187,7 @@ static void replay_before(recompute_ctx *c, const ir_instr *in)
 {
     for (int a = 0; c->group && a < in->nargs; a++) {
         const ir_instr *d = &c->src->instrs[c->src->vals[in->args[a]].def];
-        int k = d->op == IR_OP_GLOBAL ? ir_global_find(c->m, d->sym) : -1;
+        int k = d->global;
         int l = k >= 0 ? c->m->globals[k].layer : -1;
         if (l >= 0 && l < c->nlayers)
             replay(c, c->ckpt[l]);
@@ -274,8 +274,7 @@ bool pass_recompute(ir_module *m, const mcc_pass_options *opts, char *err, size_
         for (int a = 0; a < in->nargs; a++)
             args[a] = i > backward && in->op != IR_OP_OUTPUT ? backward_value(&c, in->args[a]) : c.map[in->args[a]];
         const ir_type *explicit_type = in->nres ? &src->vals[in->res[0]].type : NULL;
-        int r = ir_emit(m, c.dst, in->op, args, in->nargs, in->attr, in->sym, explicit_type);
-        c.dst->instrs[c.dst->ninstrs - 1].role = in->role;
+        int r = ir_emit_like(m, c.dst, in, args, explicit_type);
         for (int k = 0; k < in->nres; k++)
             c.map[in->res[k]] = r + k;
     }

@@ -55,7 +55,7 @@ static unsigned stash_spans(const ir_module *m, int fi)
     const ir_func *f = m->funcs[fi];
     unsigned spans = 0;
     for (int i = 0; i < f->ninstrs; i++) {
-        int g = f->instrs[i].op == IR_OP_GLOBAL ? ir_global_find(m, f->instrs[i].sym) : -1;
+        int g = f->instrs[i].global;
         if (g >= 0 && m->globals[g].kind == IR_GLOBAL_STASH)
             spans |= 1u << m->globals[g].span;
     }
@@ -171,7 +171,7 @@ static bool schedule_stage(ir_module *m, int r, int p, int v, long long n, char 
             int fi = nth_of_kind(m, of_act[k], c);
             const ir_func *f = fi >= 0 ? m->funcs[fi] : NULL;
             for (int i = 0; f && i < f->ninstrs; i++) {
-                int g = f->instrs[i].op == IR_OP_GLOBAL ? ir_global_find(m, f->instrs[i].sym) : -1;
+                int g = f->instrs[i].global;
                 if (g >= 0 && m->globals[g].kind == IR_GLOBAL_STASH) {
                     int n = prog->nslots[m->globals[g].span][c];
                     m->globals[g].slots = n > 0 ? n : 1;

@@ -127,14 +127,19 @@ static void keep_other_axes(shard_ctx *c, int v, const ir_type *from)
     *t = merged;
 }
 
-static int emit(shard_ctx *c, ir_op op, const int *args, int nargs, const double *attrs, const char *sym,
-                const ir_type *explicit_type, placement p)
+/* Places the results of the `op` just emitted, r the first, p. */
+static int placed(shard_ctx *c, ir_op op, int r, placement p)
 {
     grow(c);
-    int r = ir_emit(c->m, c->dst, op, args, nargs, attrs, sym, explicit_type);
     for (int i = 0; r >= 0 && i < ir_ops[op].nres; i++)
         place(c, r + i, p);
     return r;
+}
+
+static int emit(shard_ctx *c, ir_op op, const int *args, int nargs, const double *attrs, const char *sym,
+                const ir_type *explicit_type, placement p)
+{
+    return placed(c, op, ir_emit(c->m, c->dst, op, args, nargs, attrs, sym, explicit_type), p);
 }
 
 /* Collective `op` {axis = the context's; all_reduce's max 0; a sequence collective's overlap 0 and
@@ -202,7 +207,7 @@ static int every_token(shard_ctx *c, int v)
  * gradients the same way). A gradient also written complete is completed at every write. */
 static int store_partial_grad(shard_ctx *c, const ir_instr *in, const int *args)
 {
-    int g = ir_global_index_of(c->m, c->dst, args[0]);
+    int g = ir_global_of(c->dst, args[0]);
     if (g < 0 || c->m->globals[g].kind != IR_GLOBAL_GRAD || c->at[args[0]].dim >= 0)
         return 0;
     ir_type *t = &c->m->globals[g].type;
@@ -521,11 +526,8 @@ static bool rule_source(shard_ctx *c, const ir_instr *in, int *args, int *res)
 static bool rule_global(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     (void)args;
-    int g = ir_global_find(c->m, in->sym);
-    if (g < 0)
-        return false;
-    int dim = ir_shard_dim(&c->m->globals[g].type, c->axis);
-    *res = emit(c, in->op, NULL, 0, NULL, in->sym, NULL, (placement){dim, false, false});
+    int dim = ir_shard_dim(&c->m->globals[in->global].type, c->axis);
+    *res = placed(c, in->op, ir_global_ref(c->m, c->dst, in->global), (placement){dim, false, false});
     return true;
 }
 

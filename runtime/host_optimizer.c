@@ -244,7 +244,7 @@ static host_move move_of(const rt_program *p, const ir_func *f, const ir_instr *
 {
     if (in->op != IR_OP_COPY)
         return MOVE_NONE;
-    int dst = ir_global_index_of(p->m, f, in->args[0]), src = ir_global_index_of(p->m, f, in->args[1]);
+    int dst = ir_global_of(f, in->args[0]), src = ir_global_of(f, in->args[1]);
     bool dst_host = dst < 0 || p->m->globals[dst].host, src_host = src < 0 || p->m->globals[src].host;
     if (dst_host == src_host)
         return MOVE_NONE;
@@ -371,7 +371,7 @@ static int next_work(const ir_func *f, int i)
 /* Whether AdamW c of f (instruction i) reads its gradient from a device global: streamed. */
 static bool streamed(const rt_program *p, const ir_func *f, int i)
 {
-    int g = f->instrs[i].op == IR_OP_ADAMW ? ir_global_index_of(p->m, f, f->instrs[i].args[1]) : -1;
+    int g = f->instrs[i].op == IR_OP_ADAMW ? ir_global_of(f, f->instrs[i].args[1]) : -1;
     return g >= 0 && !p->m->globals[g].host;
 }
 

@@ -44,7 +44,7 @@ static void bind_func(rt_program *p, rt_func_exec *x, ir_func *f, char *arena, c
             int v = in->res[r];
             switch (f->vals[v].mem) {
             case IR_MEM_GLOBAL: {
-                int g = ir_global_find(p->m, in->sym);
+                int g = in->global;
                 const ir_global *gl = &p->m->globals[g];
                 size_t at = gl->kind == IR_GLOBAL_STASH ? (size_t)slot[gl->span] * ir_global_span(ir_bytes(&gl->type)) : 0;
                 x->vptr[v] = (char *)p->globals[g] + at;
@@ -115,7 +115,7 @@ static int func_slots(const ir_module *m, const ir_func *f, int *slots)
     for (int k = 0; k < IR_NUM_STASH_SPANS; k++)
         slots[k] = 1;
     for (int i = 0; i < f->ninstrs; i++) {
-        int g = f->instrs[i].op == IR_OP_GLOBAL ? ir_global_find(m, f->instrs[i].sym) : -1;
+        int g = f->instrs[i].global;
         const ir_global *gl = g >= 0 ? &m->globals[g] : NULL;
         if (gl && gl->kind == IR_GLOBAL_STASH && gl->slots > slots[gl->span])
             slots[gl->span] = gl->slots;

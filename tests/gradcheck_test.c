@@ -22,8 +22,8 @@ typedef struct {
 
 static int param(graph *g, const char *name, int ndim, const int64_t *dims)
 {
-    ir_global_add(g->m, name, ir_tensor(IR_F32, ndim, dims), IR_GLOBAL_PARAM, IR_INIT_NORMAL, 1.0, false);
-    return ir_global_ref(g->m, g->f, name);
+    int k = ir_global_add(g->m, name, ir_tensor(IR_F32, ndim, dims), IR_GLOBAL_PARAM, IR_INIT_NORMAL, 1.0, false);
+    return ir_global_ref(g->m, g->f, k);
 }
 
 /* Token ids are inputs filled with fixed values by the test: an op's integer operand has role

@@ -36,6 +36,9 @@ static void plan_bump(ir_func *f)
     f->arena_bytes = at;
 }
 
+/* `global @name` in f: the test names its globals. */
+static int global_ref(ir_module *m, ir_func *f, const char *name) { return ir_global_ref(m, f, ir_global_find(m, name)); }
+
 /* A training step in miniature (V=16, d=8, B=2, T=4, H=2, D=4): a micro-step covering most ops,
  * one multi-result op, hand-set shardings and an arena plan; an unplanned optimizer step. */
 static ir_module *build_module(void)
@@ -59,8 +62,8 @@ static ir_module *build_module(void)
     ir_shard_push(&tok_t, 0, IR_AXIS_DP);
     int tok = ir_input(m, f, ir_role_of(IR_ROLE_TOKENS), "tokens", tok_t);
     int tgt = ir_input(m, f, ir_role_of(IR_ROLE_TARGETS), "targets", ir_tensor(IR_I32, DIMS(2, 4)));
-    int wte = ir_global_ref(m, f, "wte"), wpe = ir_global_ref(m, f, "wpe");
-    int lnw = ir_global_ref(m, f, "ln.w"), lnb = ir_global_ref(m, f, "ln.b");
+    int wte = global_ref(m, f, "wte"), wpe = global_ref(m, f, "wpe");
+    int lnw = global_ref(m, f, "ln.w"), lnb = global_ref(m, f, "ln.b");
     int x = EMIT(EMBEDDING, NULL, wte, tok);                      /* [2,4,8] */
     x = EMIT(POS_ADD, NULL, x, wpe);
     int h = EMIT(LAYERNORM, ATTRS(1e-5), x, lnw, lnb);
@@ -76,7 +79,7 @@ static ir_module *build_module(void)
     int one = ir_fill(m, f, 1.0, ir_scalar(IR_F32));
     int dl = EMIT(CROSS_ENTROPY_GRAD, NULL, one, logits, tgt);
     int dw = ir_matmul(m, f, dl, g, true, false);                  /* [16,8] */
-    int wg = ir_global_ref(m, f, "wte.grad");
+    int wg = global_ref(m, f, "wte.grad");
     EMIT(ACCUMULATE, NULL, wg, dw);
     ir_type xs_t = ir_tensor(IR_F32, DIMS(2, 4, 8));
     ir_shard_push(&xs_t, 0, IR_AXIS_DP);
@@ -89,9 +92,9 @@ static ir_module *build_module(void)
     plan_bump(f);
 
     f = ir_func_new(m, "optimizer", IR_FUNC_OPTIMIZER);
-    int p = ir_global_ref(m, f, "wte");
-    wg = ir_global_ref(m, f, "wte.grad");
-    int mm = ir_global_ref(m, f, "wte.adam_m"), vv = ir_global_ref(m, f, "wte.adam_v");
+    int p = global_ref(m, f, "wte");
+    wg = global_ref(m, f, "wte.grad");
+    int mm = global_ref(m, f, "wte.adam_m"), vv = global_ref(m, f, "wte.adam_v");
     int lr = ir_input(m, f, ir_role_of(IR_ROLE_LR), "lr", ir_scalar(IR_F32));
     int step = ir_input(m, f, ir_role_of(IR_ROLE_STEP), "step", ir_scalar(IR_F32));
     int ss = EMIT(SUM_SQUARES, NULL, wg, wg);
@@ -350,6 +353,10 @@ static void test_verify_errors(void)
     m = build_module();
     m->funcs[1]->vals[0].type.dims[1] = 0;
     check_verify_fails(m, "func optimizer: value %0 (defined by instr 0) has a malformed type: a dimension below 1", "a zero dimension");
+    m = build_module(); /* the passes read a global instruction's index, the text its @name: they agree */
+    m->funcs[1]->instrs[0].global = 4;
+    check_verify_fails(m, "func optimizer, instr 0 (`%0 = global @wte : f32[16,8]`): global @wte holds the index of global 4, "
+                       "@wte.grad: a pass left the two apart", "a global instruction holding another's index");
 }
 
 /* --- the memory plan ------------------------------------------------------------------------ */
