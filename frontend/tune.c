@@ -42,12 +42,23 @@ static const char *const tune_recompute_flags[RC_COUNT] = {
 static const char *const tune_split_flags[] = {"", " --account-for-embedding-in-pipeline-split",
                                                " --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split"};
 
+/* Layout l's memory lever as the table prints it: its name, or block:N for block recompute. */
+static const char *tune_recompute_text(const tune_layout *l, char *buf, size_t n)
+{
+    if (!l->rc_block) return tune_recompute_names[l->rc];
+    snprintf(buf, n, "block:%d", l->rc_block);
+    return buf;
+}
+
 void tune_layout_flags(const tune_ctx *t, const tune_layout *l, int world, char *buf, size_t n)
 {
+    char block[96];
+    snprintf(block, sizeof block, "--recompute-granularity full --recompute-method block --recompute-num-layers %d",
+             l->rc_block);
+    const char *rc = l->rc_block ? block : tune_recompute_flags[l->rc];
     snprintf(buf, n, "--tp %d --pp %d%s --cp %d --world-size %d%s%s --micro-batch-size %d%s%s", l->tp, l->pp,
              tune_split_flags[l->split], l->cp, world, l->tp > 1 ? " --sequence-parallel" : "",
-             l->dp * l->cp > 1 ? " --use-distributed-optimizer" : "", l->mbs, *tune_recompute_flags[l->rc] ? " " : "",
-             tune_recompute_flags[l->rc]);
+             l->dp * l->cp > 1 ? " --use-distributed-optimizer" : "", l->mbs, *rc ? " " : "", rc);
     size_t used = strlen(buf);
     if (l->pp > 1)
         used += (size_t)snprintf(buf + used, n - used, " --pipeline-schedule %s", pp_sched_names[l->sched]);
@@ -214,13 +225,33 @@ static int tune_schedules(const tune_layout *l, pp_sched_kind *out)
     return n;
 }
 
-/* Every candidate of family fam estimated (schedules, micro-batch sizes, memory levers), each
+/* Candidate l of family fam estimated, counted and kept in all (or among the rejected). */
+static void tune_consider(tune_ctx *t, tune_family *fam, const tune_layout *l, tune_list *all, int *estimated)
+{
+    tune_result r;
+    if (!tune_estimate(t, l, &r)) return;
+    ++*estimated;
+    t->candidates++;
+    if (fam->least_gib == 0 || r.gib < fam->least_gib) fam->least_gib = r.gib;
+    if (r.gib > t->gpu_gib) {
+        if (t->exhaustive) tune_push(all, &r);
+        if (r.gib > t->gpu_gib * (1 + TUNE_MEMORY_MARGIN)) tune_reject(t, &r);
+        return;
+    }
+    fam->fit++;
+    if (fam->best_s == 0 || r.step_s < fam->best_s) fam->best_s = r.step_s;
+    tune_push(all, &r);
+}
+
+/* Every candidate of family fam estimated (schedules, micro-batch sizes, memory levers: full
+ * recompute of every layer, and by Megatron's block method of the first N of each stage), each
  * kept in all; the family's best and least memory noted. */
 static void tune_family_estimate(tune_ctx *t, const mcc_spec *s, tune_family *fam, tune_list *all)
 {
     const tune_layout *f = &t->fix;
     pp_sched_kind scheds[PP_NUM_SCHEDS];
     int nsched = tune_schedules(&fam->l, scheds), estimated = 0;
+    int stages = fam->l.pp * fam->l.vp, most = (s->num_layers + stages - 1) / stages; /* a stage's layers, at most */
     t->refusal[0] = 0;
     for (int k = 0; k < nsched; k++)
         for (int mbs = 1; mbs <= TUNE_MAX_MBS && s->global_batch_size % (mbs * fam->l.dp) == 0; mbs *= 2) {
@@ -229,19 +260,9 @@ static void tune_family_estimate(tune_ctx *t, const mcc_spec *s, tune_family *fa
                 if ((int)f->rc >= 0 && rc != (int)f->rc) continue;
                 tune_layout l = fam->l;
                 l.mbs = mbs, l.rc = (tune_recompute)rc, l.sched = scheds[k];
-                tune_result r;
-                if (!tune_estimate(t, &l, &r)) continue;
-                estimated++;
-                t->candidates++;
-                if (fam->least_gib == 0 || r.gib < fam->least_gib) fam->least_gib = r.gib;
-                if (r.gib > t->gpu_gib) {
-                    if (t->exhaustive) tune_push(all, &r);
-                    if (r.gib > t->gpu_gib * (1 + TUNE_MEMORY_MARGIN)) tune_reject(t, &r);
-                    continue;
-                }
-                fam->fit++;
-                if (fam->best_s == 0 || r.step_s < fam->best_s) fam->best_s = r.step_s;
-                tune_push(all, &r);
+                tune_consider(t, fam, &l, all, &estimated);
+                for (l.rc_block = 1; rc == RC_FULL && l.rc_block < most; l.rc_block++)
+                    tune_consider(t, fam, &l, all, &estimated);
             }
         }
     if (!estimated)
@@ -374,13 +395,13 @@ static void tune_json(const tune_ctx *t, const mcc_spec *s, const tune_row *rows
            t->refused);
     for (int i = 0; i < nrows && (t->exhaustive || i < t->top); i++) {
         const tune_result *r = &rows[i].plan, *e = &rows[i].estimate;
-        char flags[768];
+        char flags[768], rc[32];
         tune_layout_flags(t, &r->l, t->world, flags, sizeof flags);
         printf("%s\n  {\"tp\": %d, \"pp\": %d, \"vp\": %d, \"cp\": %d, \"dp\": %d, \"ep\": %d, \"micro_batch_size\": %d, "
                "\"recompute\": \"%s\", \"schedule\": \"%s\", \"gib\": %.3f, \"step_ms\": %.3f, \"compute_ms\": %.3f, "
                "\"comm_ms\": %.3f, \"bubble\": %.4f, \"tokens_per_s_per_gpu\": %.1f, \"estimated_gib\": %.3f, "
                "\"estimated_step_ms\": %.3f, \"fits\": %s, \"flags\": \"%s\"}",
-               i ? "," : "", r->l.tp, r->l.pp, r->l.vp, r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_names[r->l.rc],
+               i ? "," : "", r->l.tp, r->l.pp, r->l.vp, r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_text(&r->l, rc, sizeof rc),
                pp_sched_names[r->l.sched], r->gib, 1e3 * r->step_s, 1e3 * r->compute_s, 1e3 * r->comm_s, r->bubble,
                tokens / r->step_s / t->world, e->gib, 1e3 * e->step_s, rows[i].fits ? "true" : "false",
                flags);
@@ -409,9 +430,10 @@ static void tune_print(const tune_ctx *t, const mcc_spec *s, const tune_row *row
            "mbs", "recompute", "GiB", "step ms", "tok/s/GPU", "MFU", "bubble", "comm ms", "vp", "schedule");
     for (int i = 0; i < nrows && i < t->top; i++) {
         const tune_result *r = &rows[i].plan;
+        char rc[32];
         double mfu = t->target->peak_bf16_flops > 0 ? model_flops / r->step_s / t->world / t->target->peak_bf16_flops : 0;
         printf("%4d %3d %3d %3d %4d %3d %4d %-9s %8.1f %9.0f %9.0f %5.1f%% %6.1f%% %7.0f %3d %-11s\n", i + 1, r->l.tp,
-               r->l.pp, r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_names[r->l.rc], r->gib, 1e3 * r->step_s,
+               r->l.pp, r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_text(&r->l, rc, sizeof rc), r->gib, 1e3 * r->step_s,
                tokens / r->step_s / t->world, 100 * mfu, 100 * r->bubble, 1e3 * r->comm_s, r->l.vp,
                r->l.pp > 1 ? pp_sched_names[r->l.sched] : "-");
     }

@@ -28,6 +28,8 @@ typedef enum { SPLIT_EVEN, SPLIT_EMBEDDING, SPLIT_EMBEDDING_LOSS } tune_split;
 typedef struct {
     int tp, pp, cp, dp, ep, mbs;
     tune_recompute rc;
+    int rc_block;                  /* RC_FULL by Megatron's block method: the first rc_block layers of each
+                                      (virtual) stage recomputed, the others kept; 0: every layer (uniform) */
     tune_split split;
     int vp;                        /* virtual stages a pipeline rank (interleaved 1F1B), 1: none */
     pp_sched_kind sched;           /* the pipeline's schedule (1F1B where pp is 1) */

@@ -232,7 +232,9 @@ static int unit_zref(int cp, int ep, bool zero)
         if ((dp * cp) % ep == 0 && (!zero || dp * cp >= 2)) return dp * cp;
 }
 
-static tune_unit *unit_of(tune_ctx *t, const tune_layout *l, const mcc_spec *s)
+/* The unit of layout l's shape, made on first use. The array may grow: a pointer held across a
+ * second call is stale (tune_estimate takes both it needs after both calls, by index). */
+static int unit_of(tune_ctx *t, const tune_layout *l, const mcc_spec *s)
 {
     tune_units *us = t->units;
     bool zero = l->dp * l->cp > 1;
@@ -240,19 +242,19 @@ static tune_unit *unit_of(tune_ctx *t, const tune_layout *l, const mcc_spec *s)
         tune_unit *u = &us->u[i];
         if (u->tp == l->tp && u->cp == l->cp && u->ep == l->ep && u->mbs == l->mbs && u->rc == (int)l->rc &&
             u->zero == zero)
-            return u;
+            return i;
     }
     if (us->n == us->cap) {
         int cap = us->cap ? 2 * us->cap : 64;
         tune_unit *grown = realloc(us->u, (size_t)cap * sizeof *grown);
-        if (!grown) return NULL;
+        if (!grown) return -1;
         us->u = grown, us->cap = cap;
     }
     tune_unit *u = &us->u[us->n++];
     *u = (tune_unit){.tp = l->tp, .cp = l->cp, .ep = l->ep, .mbs = l->mbs, .rc = (int)l->rc, .zero = zero};
     u->zref = unit_zref(l->cp, l->ep, zero);
     unit_make(t, u, s);
-    return u;
+    return us->n - 1;
 }
 
 /* What ZeRO leaves of x on dp x cp = z ranks, measured on zref. */
@@ -282,23 +284,31 @@ static tune_count count_of(const mcc_spec *s, int first, int count)
     return c;
 }
 
-static tune_rank rank_of(const tune_unit *u, const tune_stage *layer, const tune_stage *fixed, tune_count c,
-                         double stash, int m, int z)
+/* A rank's layers: c of the layout's own, and (block recompute) kept of those it keeps whole. */
+typedef struct {
+    const tune_stage *layer, *kept_layer; /* [LAYER_KINDS] each; kept_layer NULL: none */
+    tune_count c, kept;
+} tune_layers;
+
+static tune_rank rank_of(const tune_unit *u, tune_layers y, const tune_stage *fixed, double stash, int m, int z)
 {
     tune_rank r = {0};
     double once_scale = u->zero ? (double)u->zref / z : 1; /* the update's work is ZeRO's share */
     double sent_scale = u->zero ? ring_share(z) / ring_share(u->zref) : 1;
     double total = fixed->total, zero = fixed->zero, micro = m * fixed->sent_micro, once = fixed->sent_once;
     r.micro_s = fixed->micro_s, r.once_s = fixed->once_s;
-    for (int k = 0; k < LAYER_KINDS; k++) {
-        const tune_stage *y = &layer[k];
-        total += c.n[k] * (y->total - y->saved * (fixed != &u->one)); /* a pipeline's saved values: its stash */
-        zero += c.n[k] * y->zero;
-        r.micro_s += c.n[k] * y->micro_s;
-        r.once_s += c.n[k] * y->once_s;
-        micro += m * c.n[k] * y->sent_micro;
-        once += c.n[k] * y->sent_once;
-    }
+    for (int part = 0; part < 2; part++)
+        for (int k = 0; k < LAYER_KINDS; k++) {
+            const tune_stage *x = part ? (y.kept_layer ? &y.kept_layer[k] : NULL) : &y.layer[k];
+            double n = part ? y.kept.n[k] : y.c.n[k];
+            if (!x || !n) continue;
+            total += n * (x->total - x->saved * (fixed != &u->one)); /* a pipeline's saved values: its stash */
+            zero += n * x->zero;
+            r.micro_s += n * x->micro_s;
+            r.once_s += n * x->once_s;
+            micro += m * n * x->sent_micro;
+            once += n * x->sent_once;
+        }
     r.bytes = zero_scaled(total, zero, u->zref, z) + stash;
     r.once_s *= once_scale;
     r.sent = micro + once * sent_scale;
@@ -312,10 +322,28 @@ static double stash_layers(const tune_unit *u, tune_count c)
     return c.n[u->main_kind] + c.n[!u->main_kind] * (main->saved > 0 ? other->saved / main->saved : 1);
 }
 
+/* A layout's units: its own, and under block recompute the one without recompute for the layers
+ * past the first rc_block of each virtual stage (NULL otherwise). */
+typedef struct {
+    const tune_unit *u, *kept;
+    int block;                     /* layers recomputed at the start of each virtual stage (0: all) */
+} tune_units_of;
+
+/* Virtual stage g's layers [first, first + count) into y: the first `block` (all where 0) the
+ * layout's own, the rest kept whole; its stash slot weight of each. */
+static void chunk_layers(const mcc_spec *s, const tune_units_of *w, int first, int count, tune_layers *y,
+                         double *own, double *kept)
+{
+    int own_n = w->block && w->block < count ? w->block : count;
+    tune_count a = count_of(s, first, own_n), b = count_of(s, first + own_n, count - own_n);
+    for (int k = 0; k < LAYER_KINDS; k++) y->c.n[k] += a.n[k], y->kept.n[k] += b.n[k];
+    *own = stash_layers(w->u, a), *kept = w->kept ? stash_layers(w->kept, b) : 0;
+}
+
 /* The busiest pipeline rank of layout l (m micro-batches) into *most (bytes), *busiest (its step),
  * *sent (bytes); false with t->refusal. */
-static bool pipeline_of(tune_ctx *t, const tune_unit *u, const tune_piped *piped, const tune_layout *l,
-                        const mcc_spec *s, int m, double *most, double *busiest, double *sent)
+static bool pipeline_of(tune_ctx *t, const tune_units_of *w, bool splits_w, const tune_layout *l, const mcc_spec *s,
+                        int m, double *most, double *busiest, double *sent)
 {
     char err[1024];
     int v = l->vp, per[PP_MAX_V * 64];
@@ -329,19 +357,20 @@ static bool pipeline_of(tune_ctx *t, const tune_unit *u, const tune_piped *piped
         snprintf(t->refusal, sizeof t->refusal, "%.190s", err);
         return false;
     }
+    const tune_piped *own = &w->u->piped[splits_w], *kept = w->kept ? &w->kept->piped[splits_w] : NULL;
     int first[PP_MAX_V * 64]; /* each virtual stage's first layer */
     for (int g = 0, at = 0; g < l->pp * v; at += per[g++]) first[g] = at;
     for (int rank = 0; rank < l->pp; rank++) {
-        tune_count all = {{0}};
+        tune_layers y = {.layer = own->layer, .kept_layer = kept ? kept->layer : NULL};
         double stash = 0;
         for (int c = 0; c < v; c++) {
             int g = c * l->pp + rank, end = g == 0 ? END_FIRST : g == l->pp * v - 1 ? END_LAST : END_COUNT;
-            tune_count chunk = count_of(s, first[g], per[g]);
-            for (int k = 0; k < LAYER_KINDS; k++) all.n[k] += chunk.n[k];
-            stash += stash_bytes(&sched, piped, rank, c, stash_layers(u, chunk), end);
+            double own_n, kept_n;
+            chunk_layers(s, w, first[g], per[g], &y, &own_n, &kept_n);
+            stash += stash_bytes(&sched, own, rank, c, own_n, end) + (kept ? stash_bytes(&sched, kept, rank, c, kept_n, END_COUNT) : 0);
         }
-        const tune_stage *fixed = &piped->end[rank == 0 ? END_FIRST : rank == l->pp - 1 ? END_LAST : END_MIDDLE];
-        tune_rank k = rank_of(u, piped->layer, fixed, all, stash, m, l->dp * l->cp);
+        const tune_stage *fixed = &own->end[rank == 0 ? END_FIRST : rank == l->pp - 1 ? END_LAST : END_MIDDLE];
+        tune_rank k = rank_of(w->u, y, fixed, stash, m, l->dp * l->cp);
         double step = m * k.micro_s + k.once_s;
         *most = k.bytes > *most ? k.bytes : *most;
         *busiest = step > *busiest ? step : *busiest;
@@ -349,6 +378,19 @@ static bool pipeline_of(tune_ctx *t, const tune_unit *u, const tune_piped *piped
     }
     pp_schedule_free(&sched);
     return true;
+}
+
+/* Unit index i made ready for a pipeline under splits_w; NULL with t->refusal where it cannot be. */
+static const tune_unit *unit_ready(tune_ctx *t, int i, const mcc_spec *s, const tune_layout *l, bool splits_w)
+{
+    tune_unit *u = i >= 0 ? &t->units->u[i] : NULL;
+    if (u && u->ok && l->pp > 1 && !u->piped[splits_w].made)
+        unit_pipe(t, u, s, pp_sched_find(1, splits_w));
+    if (!u || !u->ok || (l->pp > 1 && !u->piped[splits_w].ok)) {
+        snprintf(t->refusal, sizeof t->refusal, "%s", u ? u->why : "out of memory");
+        return NULL;
+    }
+    return u;
 }
 
 bool tune_estimate(tune_ctx *t, const tune_layout *l, tune_result *r)
@@ -360,21 +402,23 @@ bool tune_estimate(tune_ctx *t, const tune_layout *l, tune_result *r)
     mcc_spec s;
     if (!tune_spec_text(t, text, &s))
         return false;
-    tune_unit *u = unit_of(t, l, &s);
     bool splits_w = pp_scheds[l->sched].splits_w;
-    const tune_piped *piped = u ? &u->piped[splits_w] : NULL;
-    if (u && u->ok && l->pp > 1 && !piped->made)
-        unit_pipe(t, u, &s, pp_sched_find(1, splits_w));
-    if (!u || !u->ok || (l->pp > 1 && !piped->ok)) {
-        snprintf(t->refusal, sizeof t->refusal, "%s", u ? u->why : "out of memory");
+    tune_layout whole = *l;
+    whole.rc = RC_NONE, whole.rc_block = 0;
+    int own = unit_of(t, l, &s), kept = l->rc_block ? unit_of(t, &whole, &s) : -1; /* then pointers: see unit_of */
+    tune_units_of w = {.u = unit_ready(t, own, &s, l, splits_w), .block = l->rc_block};
+    if (l->rc_block && w.u) w.kept = unit_ready(t, kept, &s, l, splits_w);
+    if (!w.u || (l->rc_block && !w.kept))
         return false;
-    }
     int m = s.global_batch_size / (s.micro_batch_size * s.data_parallel_size);
     double most = 0, busiest = 0, sent = 0;
     if (l->pp == 1) {
-        tune_rank k = rank_of(u, u->layer, &u->one, count_of(&s, 0, s.num_layers), 0, m, l->dp * l->cp);
+        tune_layers y = {.layer = w.u->layer, .kept_layer = w.kept ? w.kept->layer : NULL};
+        double own_n, kept_n;
+        chunk_layers(&s, &w, 0, s.num_layers, &y, &own_n, &kept_n);
+        tune_rank k = rank_of(w.u, y, &w.u->one, 0, m, l->dp * l->cp);
         most = k.bytes, busiest = m * k.micro_s + k.once_s, sent = k.sent;
-    } else if (!pipeline_of(t, u, piped, l, &s, m, &most, &busiest, &sent)) {
+    } else if (!pipeline_of(t, &w, splits_w, l, &s, m, &most, &busiest, &sent)) {
         return false;
     }
     *r = (tune_result){.l = *l, .gib = most / 0x1p30, .compute_s = busiest};

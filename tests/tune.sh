@@ -31,6 +31,7 @@ while read -r _ tp pp cp dp ep mbs rc gib _ _ _ _ _ vp sched; do
   [ "$ep" -gt 1 ] && flags+=(--expert-model-parallel-size "$ep")
   case $rc in selective) flags+=(--recompute-granularity selective) ;;
               full) flags+=(--recompute-granularity full --recompute-method uniform --recompute-num-layers 1) ;;
+              block:*) flags+=(--recompute-granularity full --recompute-method block --recompute-num-layers "${rc#block:}") ;;
               offload) flags+=(--recompute-granularity full --recompute-method uniform --recompute-num-layers 1
                                --optimizer-cpu-offload) ;; esac
   "$mcc" compile "$model" "${flags[@]}" --gpu-memory 3 --host-memory 64 --target h100 -o "$work/x" >/dev/null \
@@ -91,8 +92,8 @@ pick = pert["layouts"][0]["flags"]
 assert pick in steps, ("the perturbed first is not among the first 40", pick)
 assert steps[pick] <= 1.02 * base["layouts"][0]["step_ms"], (steps[pick], base["layouts"][0])
 PY
-# the estimate against every candidate's exact plan: memory within 10% and the step within 12% of
-# each (gpt2-124m is small: a fixed buffer weighs), and its first the exact plans' first
+# the estimate against every candidate's exact plan: memory and step within 1% of the plans' at the
+# median and 12% at most (gpt2-124m is small: a fixed buffer weighs), and its first the plans' first
 "$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --exhaustive --json >"$work/all.json" 2>/dev/null ||
   bad "--exhaustive: exit $?"
 /usr/bin/python3 - "$work/all.json" <<'PY' || bad "the estimate strays from the exact plans"
@@ -100,9 +101,10 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 rows = j["layouts"]
 assert j["planned"] == len(rows) >= 100, (j["planned"], len(rows))
-mem = max(abs(r["estimated_gib"] - r["gib"]) / r["gib"] for r in rows)
-step = max(abs(r["estimated_step_ms"] - r["step_ms"]) / r["step_ms"] for r in rows)
-assert mem <= 0.10 and step <= 0.12, (mem, step)
+mem = sorted(abs(r["estimated_gib"] - r["gib"]) / r["gib"] for r in rows)
+step = sorted(abs(r["estimated_step_ms"] - r["step_ms"]) / r["step_ms"] for r in rows)
+assert mem[len(mem) // 2] <= 0.01 and step[len(step) // 2] <= 0.01, (mem[len(mem) // 2], step[len(step) // 2])
+assert mem[-1] <= 0.12 and step[-1] <= 0.12, (mem[-1], step[-1])
 fit = [r for r in rows if r["fits"]]
 assert min(fit, key=lambda r: r["estimated_step_ms"]) == min(fit, key=lambda r: r["step_ms"])
 PY
