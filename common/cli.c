@@ -69,18 +69,21 @@ bool cli_parse_num(const char *flag, const char *text, double min, bool min_open
     return true;
 }
 
-bool cli_value_listed(const char *values, const char *text)
+int cli_value_index(const char *values, const char *text)
 {
     char *end;
     double x = strtod(text, &end);
     bool number = *text && !*end;
-    for (const char *p = values; p; p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL) {
+    int i = 0;
+    for (const char *p = values; p; p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL, i++) {
         size_t n = strcspn(p, "|");
-        if (strlen(text) == n && strncmp(p, text, n) == 0) return true;
-        if (number && strtod(p, &end) == x && (size_t)(end - p) == n) return true;
+        if (strlen(text) == n && strncmp(p, text, n) == 0) return i;
+        if (number && strtod(p, &end) == x && (size_t)(end - p) == n) return i;
     }
-    return false;
+    return -1;
 }
+
+bool cli_value_listed(const char *values, const char *text) { return cli_value_index(values, text) >= 0; }
 
 bool cli_value_fits(const char *value, const char *text)
 {

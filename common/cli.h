@@ -17,8 +17,9 @@ bool cli_parse_num(const char *flag, const char *text, double min, bool min_open
                    char *err, size_t errlen);
 
 /* Whether text is one of the '|'-separated values ("single|cyclic"); numbers compare as numbers
- * ("1.0" is "1"). */
+ * ("1.0" is "1"). cli_value_index: which of them (0 the first), or -1. */
 bool cli_value_listed(const char *values, const char *text);
+int cli_value_index(const char *values, const char *text);
 
 /* Whether text fits a flag's value as its help writes it: a placeholder ("DIR", "N", "[W1] PREFIX")
  * takes anything, lower-case choices ("single|cyclic") only themselves. */

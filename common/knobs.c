@@ -167,6 +167,12 @@ double knob_num(knob_id k)
     return knob_values[k].num;
 }
 
+int knob_choice(knob_id k)
+{
+    knob_need();
+    return (int)knob_values[k].i;
+}
+
 const char *knob_text(knob_id k)
 {
     knob_need();

@@ -90,6 +90,7 @@ bool knob_on(knob_id k);              /* bool */
 long long knob_int(knob_id k);        /* int */
 double knob_num(knob_id k);           /* num */
 const char *knob_text(knob_id k);     /* enum: the choice; path: the path, or NULL when unset */
+int knob_choice(knob_id k);           /* enum: the choice's index in its choices (a reader's enum in their ORDER) */
 bool knob_is_set(knob_id k);          /* given (non-empty) in the environment */
 /* Set and read by the program knob_init was given: what the start-up box and the metrics file
  * list. */

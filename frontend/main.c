@@ -98,7 +98,9 @@ enum { NOPTIONS = sizeof cli_options / sizeof cli_options[0] };
 
 /* train_rank's flags (runtime/train_flags.def), which mcc compile bakes into the plan as the
  * compiled train_rank's defaults: how many values each takes and what they must be. */
-typedef enum { RUN_TEXT, RUN_INT, RUN_NUM, RUN_SWITCH, RUN_ASYNC_ON, RUN_ASYNC_OFF, RUN_PATHS } run_flag_kind;
+typedef enum {
+    RUN_TEXT, RUN_CHOICE, RUN_INT, RUN_NUM, RUN_SWITCH, RUN_ASYNC_ON, RUN_ASYNC_OFF, RUN_PATHS
+} run_flag_kind;
 static const struct {
     const char *flag, *value;
     run_flag_kind kind;
@@ -165,7 +167,8 @@ static int bake_run_flag(int r, const char *const *v, int nv, FILE *run, char *e
         add_problem(err, errlen, "%s", why);
         return take;
     }
-    if (run_flags[r].kind == RUN_TEXT && !cli_value_fits(run_flags[r].value, v[0])) {
+    bool worded = run_flags[r].kind == RUN_TEXT || run_flags[r].kind == RUN_CHOICE;
+    if (worded && !cli_value_fits(run_flags[r].value, v[0])) {
         add_problem(err, errlen, "%s %s: it takes %s (`train_rank --help` says what each means)", flag, v[0],
                     run_flags[r].value);
         return take;

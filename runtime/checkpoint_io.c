@@ -241,7 +241,7 @@ static void commit_pending(rt_ckpt_writer *w, rt_program *p, rt_parallel *par, d
  * write slow) and off for CPU ranks (their state is already in host memory). */
 static bool async_save(const rt_ckpt_args *a, const rt_program *p)
 {
-    return a->async_save >= 0 ? a->async_save : strcmp(p->dev->name, "cpu") != 0;
+    return a->async_save >= 0 ? a->async_save : p->dev->kind != RT_DEVICE_CPU;
 }
 
 void rt_ckpt_save(const rt_ckpt_args *a, rt_program *p, rt_parallel *par, const rt_ckpt_counters *c,

@@ -164,6 +164,11 @@ _Noreturn void rt_comm_fatal(const char *fmt, ...)
 
 double rt_collective_timeout_s(void) { return knob_num(KNOB_COLLECTIVE_TIMEOUT_S); }
 
+const char *const rt_coll_names[RT_NUM_COLLS] = { /* ORDER RT_COLL */
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_all_v", "ring_shift", "broadcast",
+    "barrier",    "send",       "recv",           "group",      "split",        "p2p setup",  "free",
+};
+
 static rt_comm *comm_alloc(const rt_comm_ops *ops, int max_members, const char *name)
 {
     rt_comm *c = calloc(1, sizeof *c);
@@ -185,14 +190,18 @@ rt_comm *rt_comm_new_world(const rt_comm_ops *ops, void *impl, int rank, int siz
     return c;
 }
 
-rt_comm *rt_comm_split(rt_comm *c, int color, int key, const char *name)
+/* rt_comm_split, the group along mesh axes `axes` (0: none), which the backend may tune by them. */
+static rt_comm *comm_split(rt_comm *c, int color, int key, const char *name, unsigned axes)
 {
     if (color < 0)
         rt_comm_fatal("splitting group '%s' into '%s': color %d must be >= 0", c->name, name, color);
     rt_comm *g = comm_alloc(c->ops, c->size, name);
+    g->axes = axes;
     c->ops->split(c, color, key, g);
     return g;
 }
+
+rt_comm *rt_comm_split(rt_comm *c, int color, int key, const char *name) { return comm_split(c, color, key, name, 0); }
 
 rt_comm *rt_comm_mesh_group(rt_comm *world, const ir_mesh *m, unsigned axes)
 {
@@ -208,7 +217,7 @@ rt_comm *rt_comm_mesh_group(rt_comm *world, const ir_mesh *m, unsigned axes)
         rt_comm_fatal("no mesh group over %s: it mixes the dense layers' axes with the expert layers'", name);
     while (ranks[key] != world->rank && key < n - 1)
         key++;
-    rt_comm *g = rt_comm_split(world, ranks[0], key, name); /* smallest member names the group */
+    rt_comm *g = comm_split(world, ranks[0], key, name, axes); /* smallest member names the group */
     free(ranks);
     return g;
 }
@@ -284,18 +293,18 @@ void rt_comm_format_members(const rt_comm *c, char *out, size_t outlen)
 
 /* Sums and maxima are defined for the float types every backend reduces, and i32 (MPI's and
  * NCCL's own: an MoE layer's counts per expert, summed over cp). */
-static void comm_check_reduce(const rt_comm *c, const char *coll, ir_dtype dt, rt_reduce_op op)
+static void comm_check_reduce(const rt_comm *c, rt_coll_kind coll, ir_dtype dt, rt_reduce_op op)
 {
     if (dt != IR_F32 && dt != IR_BF16 && dt != IR_I32)
-        rt_comm_fatal("%s on group '%s': dtype %s cannot be reduced (f32, bf16 and i32 can)", coll, c->name,
-                      ir_dtype_name(dt));
+        rt_comm_fatal("%s on group '%s': dtype %s cannot be reduced (f32, bf16 and i32 can)", rt_coll_names[coll],
+                      c->name, ir_dtype_name(dt));
     if (op != RT_SUM && op != RT_MAX)
-        rt_comm_fatal("%s on group '%s': unknown reduce op %d", coll, c->name, (int)op);
+        rt_comm_fatal("%s on group '%s': unknown reduce op %d", rt_coll_names[coll], c->name, (int)op);
 }
 
 void rt_all_reduce(rt_comm *c, void *buf, size_t count, ir_dtype dt, rt_reduce_op op, void *stream)
 {
-    comm_check_reduce(c, "all_reduce", dt, op);
+    comm_check_reduce(c, RT_COLL_ALL_REDUCE, dt, op);
     c->seq++;
     c->ops->all_reduce(c, buf, count, dt, op, stream);
 }
@@ -309,7 +318,7 @@ void rt_all_gather(rt_comm *c, const void *send, void *recv, size_t count, ir_dt
 void rt_reduce_scatter(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, rt_reduce_op op,
                        void *stream)
 {
-    comm_check_reduce(c, "reduce_scatter", dt, op);
+    comm_check_reduce(c, RT_COLL_REDUCE_SCATTER, dt, op);
     c->seq++;
     c->ops->reduce_scatter(c, send, recv, count, dt, op, stream);
 }
@@ -422,8 +431,9 @@ void rt_comm_add_p2p(rt_comm *c)
 
 /* Ends the process unless c is ready for point to point, peer is one of this member's ring
  * neighbours (rank -+ 1 modulo the size) and dt a dtype. */
-static void comm_check_p2p(const rt_comm *c, const char *what, int peer, ir_dtype dt)
+static void comm_check_p2p(const rt_comm *c, rt_coll_kind coll, int peer, ir_dtype dt)
 {
+    const char *what = rt_coll_names[coll];
     if (!c->ops->send)
         rt_comm_fatal("%s on group '%s': this backend has no point to point", what, c->name);
     if (!c->p2p_sent)
@@ -441,14 +451,14 @@ static void comm_check_p2p(const rt_comm *c, const char *what, int peer, ir_dtyp
 
 void rt_send(rt_comm *c, const void *buf, size_t count, ir_dtype dt, int peer, void *stream)
 {
-    comm_check_p2p(c, "send", peer, dt);
+    comm_check_p2p(c, RT_COLL_SEND, peer, dt);
     c->p2p_sent[peer]++;
     c->ops->send(c, buf, count, dt, peer, stream);
 }
 
 void rt_recv(rt_comm *c, void *buf, size_t count, ir_dtype dt, int peer, void *stream)
 {
-    comm_check_p2p(c, "recv", peer, dt);
+    comm_check_p2p(c, RT_COLL_RECV, peer, dt);
     c->p2p_recvd[peer]++;
     c->ops->recv(c, buf, count, dt, peer, stream);
 }

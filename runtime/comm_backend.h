@@ -7,6 +7,16 @@
 
 #include <stdint.h>
 
+/* What a communicator runs (a collective, a send or recv, a group call, its own setup and
+ * teardown), spelt in its errors and watchdogs' messages by rt_coll_names (comm.c): ORDER RT_COLL.
+ * Backends compare the kind (a send's timeout says "to" its peer, a recv's "from"). */
+typedef enum {
+    RT_COLL_ALL_REDUCE, RT_COLL_ALL_GATHER, RT_COLL_REDUCE_SCATTER, RT_COLL_ALL_TO_ALL, RT_COLL_ALL_TO_ALL_V,
+    RT_COLL_RING_SHIFT, RT_COLL_BROADCAST, RT_COLL_BARRIER, RT_COLL_SEND, RT_COLL_RECV, RT_COLL_GROUP,
+    RT_COLL_SPLIT, RT_COLL_P2P_SETUP, RT_COLL_FREE, RT_NUM_COLLS
+} rt_coll_kind;
+extern const char *const rt_coll_names[RT_NUM_COLLS];
+
 typedef struct {
     void (*all_reduce)(rt_comm *c, void *buf, size_t count, ir_dtype dt, rt_reduce_op op, void *stream);
     void (*all_gather)(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream);
@@ -51,6 +61,7 @@ struct rt_comm {
     int rank, size;    /* in this group */
     int *world_ranks;  /* [size]: member i's world rank, for error messages */
     char name[40];     /* "world", "tp", "tp/side", ... */
+    unsigned axes;     /* the mesh axes it is the group along (rt_comm_mesh_group: 1 << ir_axis each), else 0 */
     uint64_t seq;      /* collectives issued on this group; the current one's number */
     bool is_world;
     rt_comm *lanes[RT_NUM_LANES]; /* rt_comm_add_lane; RT_LANE_MAIN is never set (the group itself) */

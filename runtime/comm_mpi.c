@@ -32,8 +32,9 @@ typedef struct {
     uint64_t sent_you, recvd_you; /* point-to-point messages sent to / received from the prober on that group */
     int32_t waiting;    /* 1 while inside a collective or recv */
     int32_t wait_peer;  /* the world rank a recv waits for, or -1 */
-    uint64_t wait_seq;  /* where it waits: collective (or recv) number, name, group */
-    char wait_coll[16], wait_group[40];
+    uint64_t wait_seq;  /* where it waits: collective (or recv) number, kind (rt_coll_kind), group */
+    int32_t wait_coll;
+    char wait_group[40];
 } mpi_state_msg;
 
 /* A group's point-to-point state: sends in flight from their staging copies. */
@@ -47,7 +48,7 @@ static struct {
     rt_comm *groups[MPI_MAX_GROUPS]; /* live communicators, polled for probes */
     int ngroups;
     const rt_comm *wait_comm; /* the collective (or recv) this rank waits in, for answers */
-    const char *wait_coll;
+    rt_coll_kind wait_coll;
     uint64_t wait_seq;
     int wait_peer;            /* group rank of a recv's sender, or -1 */
     double timeout_s;
@@ -98,10 +99,10 @@ static MPI_Op mpi_op(ir_dtype dt, rt_reduce_op op)
 }
 
 /* MPI counts are int: larger buffers would need chunking, which no plan needs yet. */
-static int mpi_count(const rt_comm *c, const char *coll, size_t count)
+static int mpi_count(const rt_comm *c, rt_coll_kind coll, size_t count)
 {
     if (count > INT_MAX)
-        rt_comm_fatal("%s on group '%s': %zu elements exceed MPI's int count", coll, c->name, count);
+        rt_comm_fatal("%s on group '%s': %zu elements exceed MPI's int count", rt_coll_names[coll], c->name, count);
     return (int)count;
 }
 
@@ -133,7 +134,7 @@ static void mpi_answer_probes(void)
             m.wait_seq = mpi.wait_seq;
             if (mpi.wait_peer >= 0)
                 m.wait_peer = mpi.wait_comm->world_ranks[mpi.wait_peer];
-            snprintf(m.wait_coll, sizeof m.wait_coll, "%s", mpi.wait_coll);
+            m.wait_coll = (int32_t)mpi.wait_coll;
             snprintf(m.wait_group, sizeof m.wait_group, "%s", mpi.wait_comm->name);
         }
         MPI_Send(&m, sizeof m, MPI_BYTE, st.MPI_SOURCE, MPI_TAG_STATE, mpi_of(g)->side);
@@ -151,10 +152,11 @@ static size_t mpi_describe_member(char *out, size_t len, const char *sep, int w,
         return 0;
     if (m->waiting && m->wait_peer >= 0)
         return (size_t)snprintf(out, len, "%s rank %d (waits in %s #%llu from world rank %d on group '%s')", sep, w,
-                                m->wait_coll, (unsigned long long)m->wait_seq, m->wait_peer, m->wait_group);
+                                rt_coll_names[m->wait_coll], (unsigned long long)m->wait_seq, m->wait_peer,
+                                m->wait_group);
     if (m->waiting)
-        return (size_t)snprintf(out, len, "%s rank %d (waits in %s #%llu on group '%s')", sep, w, m->wait_coll,
-                                (unsigned long long)m->wait_seq, m->wait_group);
+        return (size_t)snprintf(out, len, "%s rank %d (waits in %s #%llu on group '%s')", sep, w,
+                                rt_coll_names[m->wait_coll], (unsigned long long)m->wait_seq, m->wait_group);
     return (size_t)snprintf(out, len, "%s rank %d (has issued %llu collectives on this group)", sep, w,
                             (unsigned long long)m->issued);
 }
@@ -172,7 +174,8 @@ static size_t mpi_describe_peer(char *out, size_t len, const rt_comm *c, int pee
                           (unsigned long long)k, k == 1 ? "" : "s");
     if (!m->waiting)
         return n + (size_t)snprintf(out + n, len - n, " and is busy elsewhere");
-    n += (size_t)snprintf(out + n, len - n, " and waits in %s #%llu", m->wait_coll, (unsigned long long)m->wait_seq);
+    n += (size_t)snprintf(out + n, len - n, " and waits in %s #%llu", rt_coll_names[m->wait_coll],
+                          (unsigned long long)m->wait_seq);
     if (m->wait_peer >= 0)
         n += (size_t)snprintf(out + n, len - n, " from world rank %d", m->wait_peer);
     return n + (size_t)snprintf(out + n, len - n, " on group '%s'", m->wait_group);
@@ -180,7 +183,7 @@ static size_t mpi_describe_peer(char *out, size_t len, const rt_comm *c, int pee
 
 /* Collective `coll` #seq on c (or, peer >= 0, "recv"/"send" #seq from/to member peer) ran past
  * the deadline: find who did not arrive (the peer), say so, end the job. */
-_Noreturn static void mpi_timeout(rt_comm *c, const char *coll, uint64_t seq, int peer)
+_Noreturn static void mpi_timeout(rt_comm *c, rt_coll_kind coll, uint64_t seq, int peer)
 {
     int n = c->size, probe = 0;
     MPI_Request *req = malloc(sizeof(MPI_Request) * (size_t)n * 2);
@@ -208,12 +211,12 @@ _Noreturn static void mpi_timeout(rt_comm *c, const char *coll, uint64_t seq, in
     size_t len = 0;
     rt_comm_format_members(c, members, sizeof members);
     if (peer >= 0) {
-        bool sending = !strcmp(coll, "send");
-        snprintf(what, sizeof what, "%s #%llu %s world rank %d", coll, (unsigned long long)seq, sending ? "to" : "from",
-                 c->world_ranks[peer]);
+        bool sending = coll == RT_COLL_SEND;
+        snprintf(what, sizeof what, "%s #%llu %s world rank %d", rt_coll_names[coll], (unsigned long long)seq,
+                 sending ? "to" : "from", c->world_ranks[peer]);
         len = mpi_describe_peer(missing, sizeof missing, c, peer, sending, answered[peer], &ans[peer]);
     } else {
-        snprintf(what, sizeof what, "%s #%llu", coll, (unsigned long long)seq);
+        snprintf(what, sizeof what, "%s #%llu", rt_coll_names[coll], (unsigned long long)seq);
         for (int i = 0; i < n && len < sizeof missing; i++)
             if (i != c->rank)
                 len += mpi_describe_member(missing + len, sizeof missing - len, len ? ";" : "did not arrive:",
@@ -231,7 +234,7 @@ _Noreturn static void mpi_timeout(rt_comm *c, const char *coll, uint64_t seq, in
 
 /* Completes req, answering probes meanwhile; past the deadline, ends the job naming the laggards.
  * `seq` numbers the wait for the probes' answers; peer >= 0: a recv from that member. */
-static void mpi_wait_for(rt_comm *c, MPI_Request *req, const char *coll, uint64_t seq, int peer)
+static void mpi_wait_for(rt_comm *c, MPI_Request *req, rt_coll_kind coll, uint64_t seq, int peer)
 {
     mpi.wait_comm = c, mpi.wait_coll = coll, mpi.wait_seq = seq, mpi.wait_peer = peer;
     double deadline = MPI_Wtime() + mpi.timeout_s;
@@ -249,31 +252,32 @@ static void mpi_wait_for(rt_comm *c, MPI_Request *req, const char *coll, uint64_
     mpi.wait_comm = NULL;
 }
 
-static void mpi_wait(rt_comm *c, MPI_Request *req, const char *coll) { mpi_wait_for(c, req, coll, c->seq, -1); }
+static void mpi_wait(rt_comm *c, MPI_Request *req, rt_coll_kind coll) { mpi_wait_for(c, req, coll, c->seq, -1); }
 
 /* ---- collectives ----------------------------------------------------------------------------- */
 
 static void mpi_all_reduce(rt_comm *c, void *buf, size_t count, ir_dtype dt, rt_reduce_op op, void *stream)
 {
     MPI_Request r;
-    MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(c, "all_reduce", count), mpi_type(dt), mpi_op(dt, op), mpi_of(c)->comm, &r);
-    mpi_wait(c, &r, "all_reduce");
+    MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(c, RT_COLL_ALL_REDUCE, count), mpi_type(dt), mpi_op(dt, op),
+                   mpi_of(c)->comm, &r);
+    mpi_wait(c, &r, RT_COLL_ALL_REDUCE);
 }
 
 static void mpi_all_gather(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream)
 {
     MPI_Request r;
-    int n = mpi_count(c, "all_gather", count);
+    int n = mpi_count(c, RT_COLL_ALL_GATHER, count);
     MPI_Iallgather(send, n, mpi_type(dt), recv, n, mpi_type(dt), mpi_of(c)->comm, &r);
-    mpi_wait(c, &r, "all_gather");
+    mpi_wait(c, &r, RT_COLL_ALL_GATHER);
 }
 
 static void mpi_all_to_all(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream)
 {
     MPI_Request r;
-    int n = mpi_count(c, "all_to_all", count);
+    int n = mpi_count(c, RT_COLL_ALL_TO_ALL, count);
     MPI_Ialltoall(send, n, mpi_type(dt), recv, n, mpi_type(dt), mpi_of(c)->comm, &r);
-    mpi_wait(c, &r, "all_to_all");
+    mpi_wait(c, &r, RT_COLL_ALL_TO_ALL);
 }
 
 static void mpi_all_to_all_counts(rt_comm *c, const int64_t *send, int64_t *recv, int n, void *stream)
@@ -290,13 +294,14 @@ static void mpi_all_to_all_v(rt_comm *c, const void *send, const size_t *send_co
         rt_comm_fatal("all_to_all_v on group '%s': out of memory for %d members' counts", c->name, n);
     size_t sent = 0, came = 0;
     for (int q = 0; q < n; q++) {
-        v[q] = mpi_count(c, "all_to_all_v", send_counts[q]), v[n + q] = mpi_count(c, "all_to_all_v", sent);
-        v[2 * n + q] = mpi_count(c, "all_to_all_v", recv_counts[q]), v[3 * n + q] = mpi_count(c, "all_to_all_v", came);
+        v[q] = mpi_count(c, RT_COLL_ALL_TO_ALL_V, send_counts[q]), v[n + q] = mpi_count(c, RT_COLL_ALL_TO_ALL_V, sent);
+        v[2 * n + q] = mpi_count(c, RT_COLL_ALL_TO_ALL_V, recv_counts[q]);
+        v[3 * n + q] = mpi_count(c, RT_COLL_ALL_TO_ALL_V, came);
         sent += send_counts[q], came += recv_counts[q];
     }
     MPI_Request r;
     MPI_Ialltoallv(send, v, v + n, mpi_type(dt), recv, v + 2 * n, v + 3 * n, mpi_type(dt), mpi_of(c)->comm, &r);
-    mpi_wait(c, &r, "all_to_all_v");
+    mpi_wait(c, &r, RT_COLL_ALL_TO_ALL_V);
     free(v);
 }
 
@@ -305,34 +310,35 @@ static void mpi_all_to_all_v(rt_comm *c, const void *send, const size_t *send_co
 static void mpi_ring_shift(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream)
 {
     MPI_Request r[2];
-    int n = mpi_count(c, "ring_shift", count), prev = (c->rank + c->size - 1) % c->size, next = (c->rank + 1) % c->size;
+    int n = mpi_count(c, RT_COLL_RING_SHIFT, count);
+    int prev = (c->rank + c->size - 1) % c->size, next = (c->rank + 1) % c->size;
     MPI_Irecv(recv, n, mpi_type(dt), prev, MPI_TAG_RING, mpi_of(c)->comm, &r[0]);
     MPI_Isend(send, n, mpi_type(dt), next, MPI_TAG_RING, mpi_of(c)->comm, &r[1]);
-    mpi_wait(c, &r[0], "ring_shift");
-    mpi_wait(c, &r[1], "ring_shift");
+    mpi_wait(c, &r[0], RT_COLL_RING_SHIFT);
+    mpi_wait(c, &r[1], RT_COLL_RING_SHIFT);
 }
 
 static void mpi_reduce_scatter(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, rt_reduce_op op,
                                void *stream)
 {
     MPI_Request r;
-    MPI_Ireduce_scatter_block(send, recv, mpi_count(c, "reduce_scatter", count), mpi_type(dt), mpi_op(dt, op),
+    MPI_Ireduce_scatter_block(send, recv, mpi_count(c, RT_COLL_REDUCE_SCATTER, count), mpi_type(dt), mpi_op(dt, op),
                               mpi_of(c)->comm, &r);
-    mpi_wait(c, &r, "reduce_scatter");
+    mpi_wait(c, &r, RT_COLL_REDUCE_SCATTER);
 }
 
 static void mpi_broadcast(rt_comm *c, void *buf, size_t count, ir_dtype dt, int root, void *stream)
 {
     MPI_Request r;
-    MPI_Ibcast(buf, mpi_count(c, "broadcast", count), mpi_type(dt), root, mpi_of(c)->comm, &r);
-    mpi_wait(c, &r, "broadcast");
+    MPI_Ibcast(buf, mpi_count(c, RT_COLL_BROADCAST, count), mpi_type(dt), root, mpi_of(c)->comm, &r);
+    mpi_wait(c, &r, RT_COLL_BROADCAST);
 }
 
 static void mpi_barrier(rt_comm *c)
 {
     MPI_Request r;
     MPI_Ibarrier(mpi_of(c)->comm, &r);
-    mpi_wait(c, &r, "barrier");
+    mpi_wait(c, &r, RT_COLL_BARRIER);
 }
 
 /* ---- point to point ------------------------------------------------------------------------- */
@@ -357,7 +363,7 @@ static void mpi_p2p_reclaim(rt_comm *c, bool all)
         struct mpi_staged *s = &p->sends[i];
         int done = 0;
         if (all)
-            mpi_wait_for(c, &s->req, "send", s->seq, s->peer);
+            mpi_wait_for(c, &s->req, RT_COLL_SEND, s->seq, s->peer);
         else
             MPI_Test(&s->req, &done, MPI_STATUS_IGNORE);
         if (all || done) {
@@ -374,7 +380,7 @@ static void mpi_send(rt_comm *c, const void *buf, size_t count, ir_dtype dt, int
 {
     mpi_p2p *p = mpi_p2p_of(c);
     size_t bytes = count * ir_dtype_size(dt);
-    int n = mpi_count(c, "send", count);
+    int n = mpi_count(c, RT_COLL_SEND, count);
     mpi_p2p_reclaim(c, false);
     if (p->nsends == p->cap) {
         p->cap = p->cap ? 2 * p->cap : 16;
@@ -394,8 +400,8 @@ static void mpi_send(rt_comm *c, const void *buf, size_t count, ir_dtype dt, int
 static void mpi_recv(rt_comm *c, void *buf, size_t count, ir_dtype dt, int peer, void *stream)
 {
     MPI_Request r;
-    MPI_Irecv(buf, mpi_count(c, "recv", count), mpi_type(dt), peer, MPI_TAG_P2P, mpi_p2p_of(c)->comm, &r);
-    mpi_wait_for(c, &r, "recv", c->p2p_recvd[peer], peer);
+    MPI_Irecv(buf, mpi_count(c, RT_COLL_RECV, count), mpi_type(dt), peer, MPI_TAG_P2P, mpi_p2p_of(c)->comm, &r);
+    mpi_wait_for(c, &r, RT_COLL_RECV, c->p2p_recvd[peer], peer);
 }
 
 static void mpi_p2p_flush(rt_comm *c, void *stream) { mpi_p2p_reclaim(c, true); }

@@ -1,5 +1,7 @@
 /* cpu_collectives.c — the CPU kernels of the collective ops: MPI between CPU ranks, over the
- * communicator of the op's mesh axis (runtime/parallel.c). One rank along an axis: identity. */
+ * communicator of the op's mesh axis (runtime/parallel.c). One rank along an axis: identity. Those
+ * that are one on every device are collectives.c's. */
+#include "runtime/collectives.h"
 #include "runtime/cpu_kernels.h"
 #include "runtime/parallel.h"
 
@@ -7,16 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* r := sum (attr max: max) of x over the axis's ranks */
-void cpu_ALL_REDUCE(const rt_kernel_call *c)
-{
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
-    if (c->res[0] != c->args[0])
-        memcpy(c->res[0], c->args[0], ir_bytes(c->arg_types[0]));
-    if (comm)
-        rt_all_reduce(comm, c->res[0], (size_t)ir_numel(c->arg_types[0]), c->arg_types[0]->dtype,
-                      c->in->attr[IR_ATTR_ALL_REDUCE_MAX] != 0 ? RT_MAX : RT_SUM, NULL);
-}
+void cpu_ALL_REDUCE(const rt_kernel_call *c) { rt_collective_all_reduce(c, &rt_cpu_device, NULL); }
+void cpu_REDUCE_SCATTER(const rt_kernel_call *c) { rt_collective_reduce_scatter(c, &rt_cpu_device, NULL); }
+void cpu_ALL_GATHER(const rt_kernel_call *c) { rt_collective_all_gather(c, &rt_cpu_device, NULL); }
+void cpu_LOCAL_SHARD(const rt_kernel_call *c) { rt_collective_local_shard(c, &rt_cpu_device, NULL); }
+void cpu_LOCAL_SLICE_SEQ(const rt_kernel_call *c) { rt_collective_local_slice_seq(c, &rt_cpu_device, NULL); }
 
 /* x -> r: x of the previous rank of the axis's ring (rt_ring_shift); one rank: x */
 void cpu_RING_SHIFT(const rt_kernel_call *c)
@@ -26,13 +23,6 @@ void cpu_RING_SHIFT(const rt_kernel_call *c)
         rt_ring_shift(comm, c->args[0], c->res[0], (size_t)ir_numel(c->arg_types[0]), c->arg_types[0]->dtype, NULL);
     else
         memcpy(c->res[0], c->args[0], ir_bytes(c->arg_types[0]));
-}
-
-static void host_copy2d(void *ctx, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height)
-{
-    (void)ctx;
-    for (size_t i = 0; i < height; i++)
-        memcpy((char *)dst + i * dpitch, (const char *)src + i * spitch, width);
 }
 
 /* Ulysses' exchange (rt_parallel_cp_all_to_all); one rank: x as it is */
@@ -45,7 +35,7 @@ void cpu_CP_ALL_TO_ALL(const rt_kernel_call *c)
         return;
     }
     void *scratch = malloc(2 * bytes);
-    rt_parallel_cp_all_to_all(c, comm, scratch, host_copy2d, NULL, NULL);
+    rt_parallel_cp_all_to_all(c, comm, scratch, &rt_cpu_device, NULL);
     free(scratch);
 }
 
@@ -53,28 +43,6 @@ void cpu_CP_ALL_TO_ALL(const rt_kernel_call *c)
 void cpu_ALL_REDUCE_INPLACE(const rt_kernel_call *c)
 {
     rt_parallel_all_reduce_bucket(c, RT_LANE_MAIN, NULL);
-}
-
-/* x (N elements) -> r[N/n]: block `rank` of the sum of x over the axis's n ranks */
-void cpu_REDUCE_SCATTER(const rt_kernel_call *c)
-{
-    int64_t block = ir_numel(c->res_types[0]);
-    rt_comm *comm = rt_parallel_comm_for(c->in, ir_numel(c->arg_types[0]) / block);
-    if (comm)
-        rt_reduce_scatter(comm, c->args[0], c->res[0], (size_t)block, c->arg_types[0]->dtype, RT_SUM, NULL);
-    else
-        memcpy(c->res[0], c->args[0], ir_bytes(c->res_types[0]));
-}
-
-/* x[S] -> r[n*S]: every rank's block, in rank order */
-void cpu_ALL_GATHER(const rt_kernel_call *c)
-{
-    int64_t block = ir_numel(c->arg_types[0]);
-    rt_comm *comm = rt_parallel_comm_for(c->in, ir_numel(c->res_types[0]) / block);
-    if (comm)
-        rt_all_gather(comm, c->args[0], c->res[0], (size_t)block, c->arg_types[0]->dtype, NULL);
-    else
-        memcpy(c->res[0], c->args[0], ir_bytes(c->arg_types[0]));
 }
 
 /* (x[R,*], splits[n,S]) -> (r[rows,*], came[n,S]): rt_all_to_all_v over the axis (one rank: its
@@ -125,14 +93,6 @@ static void move_runs(const rt_kernel_call *c, bool sort)
 void cpu_MOE_SORT_RUNS(const rt_kernel_call *c) { move_runs(c, true); }
 void cpu_MOE_UNSORT_RUNS(const rt_kernel_call *c) { move_runs(c, false); }
 
-/* x (N elements) -> r[N/n]: block `rank` of x, no communication */
-void cpu_LOCAL_SHARD(const rt_kernel_call *c)
-{
-    size_t bytes = ir_bytes(c->res_types[0]);
-    rt_comm *comm = rt_parallel_comm_for(c->in, ir_numel(c->arg_types[0]) / ir_numel(c->res_types[0]));
-    memcpy(c->res[0], (const char *)c->args[0] + (comm ? rt_comm_rank(comm) : 0) * bytes, bytes);
-}
-
 /* Sequence slices: a [B,T,R] tensor (R: the rest) as n rank slices [B,T/n,R] of the sequence,
  * or with attribute batch = 1 [B/n,T,R] of the batch rows: as [O,S,In] with S the split
  * dimension, O the dimensions before it (B, or none) and In those after, rank r's block of each
@@ -180,17 +140,6 @@ static void seq_scatter(const rt_kernel_call *c, const ir_type *pt, const void *
     else
         memcpy(r, ranked, block);
     free(ranked);
-}
-
-/* x complete -> r: this rank's block of every o-row, no communication */
-void cpu_LOCAL_SLICE_SEQ(const rt_kernel_call *c)
-{
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
-    int64_t O, S, In, n = comm ? rt_comm_size(comm) : 1, q = comm ? rt_comm_rank(comm) : 0;
-    seq_dims(c, c->arg_types[0], &O, &S, &In);
-    size_t slab = (size_t)(S / n * In) * ir_dtype_size(c->arg_types[0]->dtype);
-    for (int64_t o = 0; o < O; o++)
-        memcpy((char *)c->res[0] + (size_t)o * slab, (const char *)c->args[0] + ((size_t)(o * n + q)) * slab, slab);
 }
 
 /* x[.., S/n, ..] -> r: block i of every o-row is rank i's x */

@@ -16,7 +16,8 @@
  * kernels (to compare the two). */
 static void cpu_open(rt_program *p, const void *image)
 {
-    p->dev_state = !strcmp(knob_text(KNOB_CPU_KERNELS), "c") ? NULL : (void *)image;
+    enum { KERNELS_LLVM, KERNELS_C }; /* ORDER MCC_CPU_KERNELS's choices */
+    p->dev_state = knob_choice(KNOB_CPU_KERNELS) == KERNELS_C ? NULL : (void *)image;
 }
 
 static void cpu_close(rt_program *p) {}
@@ -33,6 +34,13 @@ static void *cpu_alloc(rt_program *p, size_t bytes)
 
 static void cpu_free(rt_program *p, void *ptr) { free(ptr); }
 static void cpu_copy(rt_program *p, void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+static void cpu_copy_within(void *stream, void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+
+static void cpu_copy2d(void *stream, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height)
+{
+    for (size_t i = 0; i < height; i++)
+        memcpy((char *)dst + i * dpitch, (const char *)src + i * spitch, width);
+}
 
 /* Uniform in (0, 1] from the top 53 bits. */
 static double unit(uint64_t bits) { return ((bits >> 11) + 1) * (1.0 / 9007199254740992.0); }
@@ -107,9 +115,9 @@ static rt_comm *cpu_world_comm(rt_program *p, const rt_rank_env *e, char *err, s
     return rt_comm_world_mpi(e, err, errlen);
 }
 
-const rt_device rt_cpu_device = {"cpu",   cpu_open,         cpu_alloc, cpu_free,  cpu_copy,      cpu_copy,
+const rt_device rt_cpu_device = {RT_DEVICE_CPU, cpu_open,         cpu_alloc, cpu_free,  cpu_copy,      cpu_copy,
                                  cpu_init, cpu_run,          cpu_memory_in_use, cpu_close, cpu_queue, cpu_world_comm,
                                  NULL /* alloc_window: alloc serves */, NULL /* quiesce: nothing to release */,
                                  NULL, NULL /* trace_push/pop: no timeline to mark */,
                                  NULL, NULL /* alloc_host/free_host: malloc serves */,
-                                 cpu_copy_async, cpu_copy_wait};
+                                 cpu_copy_async, cpu_copy_wait, cpu_copy_within, cpu_copy2d};

@@ -32,8 +32,13 @@ static inline int64_t rt_shard_global_index(const rt_shard_layout *at, int64_t i
     return i;
 }
 
+/* The kinds of device a plan runs on, spelt by rt_device_names (program.c) in messages: ORDER
+ * RT_DEVICE. Code that differs by device compares the kind, never the name. */
+typedef enum { RT_DEVICE_CPU, RT_DEVICE_CUDA, RT_NUM_DEVICES } rt_device_kind;
+extern const char *const rt_device_names[RT_NUM_DEVICES];
+
 typedef struct rt_device {
-    const char *name;
+    rt_device_kind kind;
     /* Called once before anything else; image is the plan's kernel binary (NULL on the CPU). */
     void (*open)(struct rt_program *p, const void *image);
     void *(*alloc)(struct rt_program *p, size_t bytes); /* zeroed; exits on failure */
@@ -75,6 +80,11 @@ typedef struct rt_device {
      * what copy_wait waits for (and releases). The host optimizer's overlap (the CPU's copies at once). */
     void *(*copy_async)(struct rt_program *p, void *dst, const void *src, size_t bytes, bool to_host);
     void (*copy_wait)(struct rt_program *p, void *done);
+    /* Copies within the device's memory in the order of `stream` (queue's: the kernels' stream; NULL
+     * on the CPU, where they are done on return): bytes from src to dst; height rows of width
+     * bytes, dpitch and spitch apart. The collective kernels both devices share (collectives.c). */
+    void (*copy)(void *stream, void *dst, const void *src, size_t bytes);
+    void (*copy2d)(void *stream, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height);
 } rt_device;
 
 extern const rt_device rt_cpu_device;

@@ -103,7 +103,7 @@ static void to_bf16_range(const rt_kernel_call *c, int64_t begin, int64_t end)
         dst[i] = rt_f32_to_bf16(src[i]);
 }
 
-/* The host's threads (AdamW, conversions), started once when the plan is loaded (rt_host_pool_open) and joined
+/* The host's threads (AdamW, conversions), started once when the plan is loaded (rt_host_attach) and joined
  * when it is freed: a job is one call's slices, slice 0 the caller's and slice t worker t's. A
  * job's generation wakes every worker; the caller waits until each has seen it (pending 0), so no
  * worker misses one and no slice outlives its call. */
@@ -157,7 +157,7 @@ static int host_threads(void)
     return (int)(n < MAX_THREADS ? n : MAX_THREADS);
 }
 
-void rt_host_pool_open(rt_program *p)
+static void host_pool_open(rt_program *p)
 {
     int want = host_threads() - 1;
     rt_host_pool *pool = calloc(1, sizeof *pool);
@@ -181,7 +181,7 @@ void rt_host_pool_open(rt_program *p)
     p->host_pool = pool;
 }
 
-void rt_host_pool_close(rt_program *p)
+static void host_pool_close(rt_program *p)
 {
     rt_host_pool *pool = p->host_pool;
     if (!pool)
@@ -375,12 +375,12 @@ static bool streamed(const rt_program *p, const ir_func *f, int i)
     return g >= 0 && !p->m->globals[g].host;
 }
 
-void rt_host_run(rt_program *p, int func)
+static void host_run(rt_program *p, int func)
 {
     double start = os_now_s();
     const rt_func_exec *x = &p->funcs[func];
     const ir_func *f = x->f;
-    bool f32 = p->dev != &rt_cpu_device;
+    bool f32 = p->dev->kind != RT_DEVICE_CPU;
     host_stream s = {p, ir_cfg_bool(p->m, IR_CFG_OVERLAP_CPU_OPTIMIZER_D2H_H2D) && p->dev->copy_async, {0}, {0}, 0};
     for (int i = 0; i < f->ninstrs; i++) {
         const rt_kernel_call *c = &x->calls[i];
@@ -417,4 +417,14 @@ void rt_host_run(rt_program *p, int func)
     double end = os_now_s();
     p->host_times[RT_HOST_TIME_UP] += end - t0;
     p->host_times[RT_HOST_TIME_ALL] += end - start;
+}
+
+static const rt_host_hooks host_hooks = {host_run, host_pool_close};
+
+void rt_host_attach(rt_program *p)
+{
+    if (ir_func_of_kind(p->m, IR_FUNC_HOST_OPTIMIZER) < 0 || p->host)
+        return;
+    p->host = &host_hooks;
+    host_pool_open(p);
 }

@@ -4,13 +4,10 @@
 
 #include "runtime/program.h"
 
-/* Runs function func (of kind host_optimizer) of p: its operands are host memory but for the copies
- * that move a gradient down or a parameter up (runtime/host_optimizer.c). */
-void rt_host_run(rt_program *p, int func);
-/* Starts the host AdamW's threads (MCC_HOST_OPTIMIZER_THREADS, 0: the cores online; the caller
- * counts as one) into p->host_pool, once, when a plan with a host function is loaded; close joins
- * them (rt_program_free). */
-void rt_host_pool_open(rt_program *p);
-void rt_host_pool_close(rt_program *p);
+/* Where p (just loaded) has a function of kind host_optimizer: registers what runs it (p->host:
+ * its operands are host memory but for the copies that move a gradient down or a parameter up)
+ * and starts the host AdamW's threads (MCC_HOST_OPTIMIZER_THREADS, 0: the cores online; the
+ * caller counts as one) into p->host_pool; rt_program_free joins them. Nothing for another plan. */
+void rt_host_attach(rt_program *p);
 
 #endif

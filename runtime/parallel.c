@@ -160,22 +160,16 @@ static bool on_one_node(const rt_comm *c, const rt_rank_env *env)
     return true;
 }
 
-void rt_parallel_lanes_wanted(const ir_module *m, bool *side, bool *copy)
-{
-    *side = ir_cfg_bool(m, IR_CFG_COMM_SIDE_LANE);
-    *copy = ir_cfg_bool(m, IR_CFG_COMM_COPY_LANE);
-}
-
-/* Lanes (comm.h) for the groups whose collectives would use them, as the plan's lanes say. The
- * copy lane's window is the arena for a group of sequence-parallel collectives (the all-gathers'
- * buffers and the reduce-scatters' exchange), else the global slab for a group reducing gradient
- * buckets beside the backward (rt_program_load allocated it as window memory, with their
- * exchange after it), when every member's plan places those buffers alike, for a group within
- * one node. */
+/* Lanes (comm.h) for the groups whose collectives would use them, as the plan's lanes say
+ * (rt_program_lanes). The copy lane's window is the arena for a group of sequence-parallel
+ * collectives (the all-gathers' buffers and the reduce-scatters' exchange), else the global slab
+ * for a group reducing gradient buckets beside the backward (rt_program_load allocated it as
+ * window memory, with their exchange after it), when every member's plan places those buffers
+ * alike, for a group within one node. */
 static void add_lanes(rt_parallel *par, rt_program *p)
 {
     bool want_side, want_copy;
-    rt_parallel_lanes_wanted(p->m, &want_side, &want_copy);
+    rt_program_lanes(p->m, &want_side, &want_copy);
     for (ir_axis axis = 0; axis < IR_NUM_AXES; axis++) {
         rt_comm *comm = axis_comms[axis];
         bool side, copy;
@@ -393,8 +387,7 @@ float rt_parallel_world(rt_parallel *par, rt_program *p, float v, rt_reduce_op o
 /* The seq-split side [B,2c,H,D] is x (heads=1) or r (heads=0); the head-split side [B,2cn,H/n,D]
  * the other. Per rank q, the exchange's block [B,2c,H/n,D]: the seq side's head block q, or the
  * head side's tokens of q's chunks q and 2n-1-q. */
-void rt_parallel_cp_all_to_all(const rt_kernel_call *c, rt_comm *comm, void *scratch, rt_copy2d_fn copy2d, void *ctx,
-                               void *stream)
+void rt_parallel_cp_all_to_all(const rt_kernel_call *c, rt_comm *comm, void *scratch, const rt_device *dev, void *stream)
 {
     bool heads = c->in->attr[IR_ATTR_CP_ALL_TO_ALL_HEADS] != 0;
     const ir_type *st = heads ? c->arg_types[0] : c->res_types[0];
@@ -405,19 +398,21 @@ void rt_parallel_cp_all_to_all(const rt_kernel_call *c, rt_comm *comm, void *scr
     char *out = scratch, *in = out + block * n;
     for (size_t q = 0; q < n; q++) { /* block q of the send buffer */
         if (heads)
-            copy2d(ctx, out + q * block, row, seq + q * row, H * E, row, B * c2);
+            dev->copy2d(stream, out + q * block, row, seq + q * row, H * E, row, B * c2);
         else
             for (size_t k = 0; k < 2; k++) /* q's chunk q (k 0) and 2n-1-q (k 1): half tokens each */
-                copy2d(ctx, out + q * block + k * half * row, c2 * row, hd + (k ? 2 * n - 1 - q : q) * half * row, T * row,
+                dev->copy2d(stream, out + q * block + k * half * row, c2 * row, hd + (k ? 2 * n - 1 - q : q) * half * row,
+                            T * row,
                        half * row, B);
     }
     rt_all_to_all(comm, out, in, block, IR_FP8E4M3 /* a 1-byte type: bytes */, stream);
     for (size_t p = 0; p < n; p++) { /* block p of what came */
         if (!heads)
-            copy2d(ctx, seq + p * row, H * E, in + p * block, row, row, B * c2);
+            dev->copy2d(stream, seq + p * row, H * E, in + p * block, row, row, B * c2);
         else
             for (size_t k = 0; k < 2; k++)
-                copy2d(ctx, hd + (k ? 2 * n - 1 - p : p) * half * row, T * row, in + p * block + k * half * row, c2 * row,
+                dev->copy2d(stream, hd + (k ? 2 * n - 1 - p : p) * half * row, T * row, in + p * block + k * half * row,
+                            c2 * row,
                        half * row, B);
     }
 }

@@ -25,11 +25,6 @@ typedef struct {
 void rt_parallel_init(rt_parallel *par, rt_program *p);
 /* Frees the communicators, after the device released what refers to them (rt_device.quiesce). */
 void rt_parallel_finish(rt_parallel *par, rt_program *p);
-/* The lanes (comm.h) the plan was compiled for (config comm_side_lane, comm_copy_lane: mcc
- * compile --comm-lanes; the CUDA target's default is the copy lane, on two H200s as fast as
- * NCCL's kernels to 2% faster, bench/RESULTS.md; the side lane measured slower). The plan's
- * memory plan sized the copy lane's exchange buffers for that choice. */
-void rt_parallel_lanes_wanted(const ir_module *m, bool *side, bool *copy);
 /* The communicator of a mesh axis for the collective kernels (NULL: not parallel over it). */
 rt_comm *rt_parallel_comm(ir_axis axis);
 /* The axis's exchange buffer, when its copy lane holds it in its window and it has `bytes`:
@@ -48,15 +43,11 @@ void rt_parallel_a2av_splits(const ir_instr *in, const ir_type *st, const void *
 void rt_parallel_a2av_store(const ir_type *st, const int64_t *came, void *out);
 size_t rt_parallel_a2av_self(const ir_instr *in, const int64_t *splits, int64_t nsplits, int64_t rows, int64_t *came);
 /* cp_all_to_all (ops.def; Ulysses' exchange over the cp group comm, n ranks): x -> r through
- * scratch[2 * ir_bytes(x)] (device or host memory), as 2-D copies (copy2d: height rows of width
- * bytes, pitches apart: memcpy's loop on the CPU, cudaMemcpy2DAsync on the GPU) and one
- * rt_all_to_all on `stream`. heads=1: block q of what goes out is x's head block q [B,2c,H/n,D];
- * what comes from rank p, its two chunks of this rank's head block, lands at their positions in
- * the sequence (chunks p and 2n-1-p); heads=0 the inverse. */
-typedef void (*rt_copy2d_fn)(void *ctx, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
-                             size_t height);
-void rt_parallel_cp_all_to_all(const rt_kernel_call *c, rt_comm *comm, void *scratch, rt_copy2d_fn copy2d, void *ctx,
-                               void *stream);
+ * scratch[2 * ir_bytes(x)] (dev's memory), as 2-D copies (dev->copy2d) and one rt_all_to_all, all
+ * on `stream`. heads=1: block q of what goes out is x's head block q [B,2c,H/n,D]; what comes
+ * from rank p, its two chunks of this rank's head block, lands at their positions in the sequence
+ * (chunks p and 2n-1-p); heads=0 the inverse. */
+void rt_parallel_cp_all_to_all(const rt_kernel_call *c, rt_comm *comm, void *scratch, const rt_device *dev, void *stream);
 /* all_reduce_inplace (a bucket of gradients: data_parallel.c): sums the call's operands over its
  * axis with one collective per run of operands that lie back to back (ir_global_span apart, as
  * program.c places globals, padding included), launched together, on the axis group's `lane`

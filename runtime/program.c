@@ -4,8 +4,6 @@
 #include "program.h"
 #include "common/cli.h"
 #include "runtime/bf16.h"
-#include "runtime/host_optimizer.h"
-#include "runtime/parallel.h"
 #include "runtime/trace.h"
 
 #include <limits.h>
@@ -13,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+const char *const rt_device_names[RT_NUM_DEVICES] = {"cpu", "cuda"}; /* ORDER RT_DEVICE */
 
 static void *xcalloc(size_t n, size_t size, const char *what)
 {
@@ -88,6 +88,12 @@ static bool config_bytes(const ir_module *m, ir_cfg key, size_t *bytes, char *er
     return true;
 }
 
+void rt_program_lanes(const ir_module *m, bool *side, bool *copy)
+{
+    *side = ir_cfg_bool(m, IR_CFG_COMM_SIDE_LANE);
+    *copy = ir_cfg_bool(m, IR_CFG_COMM_COPY_LANE);
+}
+
 size_t rt_program_plan_bytes(const rt_program *p)
 {
     return p->global_slab_bytes + p->bucket_exchange_bytes + p->arena_bytes + p->exchange_bytes;
@@ -126,7 +132,7 @@ static int func_slots(const ir_module *m, const ir_func *f, int *slots)
     return n;
 }
 
-/* Whether function func runs on the host (host_optimizer.c), in host memory. */
+/* Whether function func runs on the host (p->host: host_optimizer.c), in host memory. */
 static bool host_func(const rt_program *p, int func) { return p->m->funcs[func]->kind == IR_FUNC_HOST_OPTIMIZER; }
 
 rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const void *image, long long world_rank,
@@ -166,7 +172,7 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
      * (rt_parallel_init registers it), with their exchange buffer after it; so do tensor
      * parallelism's collectives, in the arena. */
     bool side_lane, copy_lane;
-    rt_parallel_lanes_wanted(m, &side_lane, &copy_lane);
+    rt_program_lanes(m, &side_lane, &copy_lane);
     copy_lane &= dev->alloc_window != NULL;
     p->bucket_exchange_bytes = bucket_exchange;
     p->global_slab =
@@ -187,9 +193,6 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
         p->host_staging = p->host_arena + host_arena;
         p->host_staging_bytes = (size_t)staging;
     }
-    for (int i = 0; i < m->nfuncs && !p->host_pool; i++)
-        if (host_func(p, i))
-            rt_host_pool_open(p);
     size_t slab_offset = 0, host_offset = 0;
     for (int i = 0; i < m->nglobals; i++) {
         bool host = m->globals[i].host;
@@ -226,7 +229,8 @@ void rt_program_free(rt_program *p)
 {
     if (!p)
         return;
-    rt_host_pool_close(p);
+    if (p->host)
+        p->host->close(p);
     for (int i = 0; i < p->m->nfuncs; i++) {
         for (int k = 0; k < p->nslots[i]; k++) {
             rt_func_exec *x = &p->slot_execs[i][k];
@@ -356,8 +360,13 @@ void rt_program_bind_slot(rt_program *p, int func, const int *slot)
 void rt_program_run(rt_program *p, int func)
 {
     rt_trace_push(p, p->m->funcs[func]->name);
+    if (host_func(p, func) && !p->host) {
+        fprintf(stderr, "train_rank: internal error: %s runs on the host, but nothing runs host functions (rt_host_attach "
+                        "after rt_program_load)\n", p->m->funcs[func]->name);
+        exit(1);
+    }
     if (host_func(p, func))
-        rt_host_run(p, func);
+        p->host->run(p, func);
     else
         p->dev->run(p, func);
     rt_trace_pop(p);

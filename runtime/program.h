@@ -23,6 +23,15 @@ typedef struct {
 /* The host function's time split (rt_program.host_times). */
 enum { RT_HOST_TIME_ALL, RT_HOST_TIME_DOWN, RT_HOST_TIME_ADAM, RT_HOST_TIME_UP };
 
+/* What runs a plan's host function (kind host_optimizer): runtime/host_optimizer.c, a layer above
+ * this one, registers it on a loaded program (rt_host_attach), so that program.c calls down only
+ * (device.h). rt_program_run calls run for a host function; rt_program_free calls close. */
+struct rt_program;
+typedef struct rt_host_hooks {
+    void (*run)(struct rt_program *p, int func);
+    void (*close)(struct rt_program *p);
+} rt_host_hooks;
+
 typedef struct rt_program {
     ir_module *m;                   /* the plan as this rank runs it: its rank terms resolved */
     int coord[IR_NUM_AXES];         /* this rank's coordinate along each mesh axis */
@@ -41,7 +50,8 @@ typedef struct rt_program {
     double host_times[4];           /* seconds the host function spent, summed over its runs: the
                                        whole, waiting for gradient chunks, AdamW, the copies up
                                        (RT_HOST_TIME_*; train_rank's log line) */
-    struct rt_host_pool *host_pool; /* the host AdamW's threads (host_optimizer.c), or NULL */
+    const rt_host_hooks *host;      /* what runs the host function (rt_host_attach), or NULL */
+    struct rt_host_pool *host_pool; /* the host AdamW's threads (host_optimizer.c's), or NULL */
     size_t host_bytes;              /* of host_slab: what mcc compile's memory report counts as host memory */
     size_t bucket_exchange_bytes;   /* after the slab, in its window: the copy lane's gradient
                                        buckets' exchange buffer (rt_parallel_exchange), or 0 */
@@ -65,6 +75,12 @@ typedef struct rt_program {
  * globals (zeroed) and arenas. NULL + message on error. */
 rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const void *image, long long world_rank,
                             char *err, size_t errlen);
+/* The lanes (comm.h) the plan was compiled for (config comm_side_lane, comm_copy_lane: mcc
+ * compile --comm-lanes; the CUDA target's default is the copy lane, on two H200s as fast as
+ * NCCL's kernels to 2% faster, bench/RESULTS.md; the side lane measured slower). The plan's
+ * memory plan sized the copy lane's exchange buffers for that choice: rt_program_load allocates
+ * them, rt_parallel_init makes the lanes. */
+void rt_program_lanes(const ir_module *m, bool *side, bool *copy);
 /* The bytes the plan took on its device: the global slab, the arena and the copy lane's exchange
  * buffers: what mcc compile's memory report totals (the start-up box shows it). */
 size_t rt_program_plan_bytes(const rt_program *p);

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { RT_SAMPLER_SINGLE, RT_SAMPLER_CYCLIC } rt_sampler_kind;
+typedef enum { RT_SAMPLER_SINGLE, RT_SAMPLER_CYCLIC } rt_sampler_kind; /* ORDER --dataloader-type's choices */
 
 typedef struct {
     rt_sampler_kind kind;

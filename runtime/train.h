@@ -30,7 +30,8 @@ extern const uint64_t mcc_plan_image_size;
 /* train_rank's settings, runtime/train_flags.def's members. */
 typedef struct {
     rt_gpt_data_config data;
-    const char *dump_dir, *metrics_file, *tensorboard_dir, *dataloader_type;
+    const char *dump_dir, *metrics_file, *tensorboard_dir;
+    int dataloader_type;            /* an rt_sampler_kind: --dataloader-type's choice */
     int train_iters, log_interval, eval_interval, eval_iters; /* -1: the spec's value */
     bool skip_nan_steps, no_data_sharding;
     rt_ckpt_args ckpt;              /* --save, --load, ... */

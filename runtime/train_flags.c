@@ -8,7 +8,9 @@
 #include <string.h>
 
 /* train_rank's flags (runtime/train_flags.def): its parser, --help, and mcc compile's baking. */
-typedef enum { FLAG_TEXT, FLAG_INT, FLAG_NUM, FLAG_SWITCH, FLAG_ASYNC_ON, FLAG_ASYNC_OFF, FLAG_PATHS } flag_kind;
+typedef enum {
+    FLAG_TEXT, FLAG_CHOICE, FLAG_INT, FLAG_NUM, FLAG_SWITCH, FLAG_ASYNC_ON, FLAG_ASYNC_OFF, FLAG_PATHS
+} flag_kind;
 static const struct {
     const char *flag, *value;
     flag_kind kind;
@@ -125,13 +127,17 @@ static bool parse_flag(train_args *a, int f, int argc, char **argv, int *i, char
         *(int *)slot = (int)n;
         return true;
     case FLAG_NUM: ++*i; return cli_parse_num(flag, v, 0, true, 1e9, (double *)slot, err, errlen);
-    case FLAG_TEXT:
+    case FLAG_TEXT: case FLAG_CHOICE:
         if (!v || !strncmp(v, "--", 2))
             return snprintf(err, errlen, "%s needs a value: %s", flag, train_flags[f].value), false;
         if (!cli_value_fits(train_flags[f].value, v))
             return snprintf(err, errlen, "%s %s: it takes %s (--help says what each means)", flag, v,
                             train_flags[f].value), false;
-        *(const char **)slot = argv[++*i];
+        if (train_flags[f].kind == FLAG_CHOICE)
+            *(int *)slot = cli_value_index(train_flags[f].value, v);
+        else
+            *(const char **)slot = v;
+        ++*i;
         return true;
     }
     return false;
@@ -170,7 +176,7 @@ static int find_flag(const char *arg, bool is_action)
 
 train_args train_parse_args(int argc, char **argv, bool complete)
 {
-    train_args a = {.data = {.split = "969,30,1"}, .dataloader_type = "single", .train_iters = -1,
+    train_args a = {.data = {.split = "969,30,1"}, .dataloader_type = RT_SAMPLER_SINGLE, .train_iters = -1,
                     .log_interval = -1, .eval_interval = -1, .eval_iters = -1, .ckpt = {.async_save = -1}};
     char err[1024];
     for (int i = 1; i < argc; i++) {

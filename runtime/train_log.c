@@ -88,7 +88,7 @@ void train_log_first_step(const train_run *r, double t_start)
     size_t used = r->p->dev->memory_in_use(r->p);
     printf("time to first step: %.2f s", os_now_s() - t_start);
     if (used)
-        printf(" | %s memory in use: %.3f GiB", r->p->dev->name, used / 1073741824.0);
+        printf(" | %s memory in use: %.3f GiB", rt_device_names[r->p->dev->kind], used / 1073741824.0);
     printf("\n");
 }
 
@@ -106,7 +106,7 @@ static double memory_gib(const train_run *r)
     return used / 1073741824.0;
 }
 
-static bool on_gpu(const train_run *r) { return strcmp(r->p->dev->name, "cpu") != 0; }
+static bool on_gpu(const train_run *r) { return r->p->dev->kind != RT_DEVICE_CPU; }
 
 /* Megatron's training log line, field for field (names, order and formats of its training_log,
  * so scripts that scrape Megatron logs read ours; bf16 has no loss scaling: 1.0; every skipped

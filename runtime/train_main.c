@@ -11,6 +11,7 @@
 #include "common/cli.h"
 #include "common/knobs.h"
 #include "common/os.h"
+#include "host_optimizer.h"
 #include "launch.h"
 #include "trace.h"
 
@@ -102,6 +103,7 @@ static void load_plan(train_run *r)
         fprintf(stderr, "train_rank: error: the compiled plan is invalid (%s); recompile with this mcc\n", err);
         exit(1);
     }
+    rt_host_attach(r->p);
 }
 
 /* An MoE model's router statistics (moe_stats.h): under pipeline parallelism the model's,
@@ -270,7 +272,7 @@ static void load_checkpoint(train_run *r)
  * Megatron builds its loaders: after the load, from the samples the loaded run consumed. */
 static void open_samplers(train_run *r)
 {
-    rt_sampler_kind kind = strcmp(r->a.dataloader_type, "cyclic") ? RT_SAMPLER_SINGLE : RT_SAMPLER_CYCLIC;
+    rt_sampler_kind kind = (rt_sampler_kind)r->a.dataloader_type;
     int dp = r->par.mesh.degree[IR_AXIS_DP];
     int64_t batch = (int64_t)r->B * r->accum * dp;
     const int64_t consumed[] = {[RT_SPLIT_TRAIN] = r->start * batch,

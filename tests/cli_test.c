@@ -44,6 +44,11 @@ int main(void)
     CHECK(!cli_parse_num("--gpu-memory", "inf", 0, true, INFINITY, &d, err, sizeof err));
     CHECK(!cli_parse_num("--p", "1.5", 0, false, 1, &d, err, sizeof err) && strstr(err, "[0, 1]"));
 
+    /* a CHOICE flag (train_flags.def) holds its word's index: --dataloader-type's rt_sampler_kind */
+    CHECK(cli_value_index("single|cyclic", "single") == 0 && cli_value_index("single|cyclic", "cyclic") == 1);
+    CHECK(cli_value_index("single|cyclic", "cyc") == -1 && !cli_value_listed("single|cyclic", "external"));
+    CHECK(cli_value_index("0.5|1|2", "1.0") == 1); /* numbers compare as numbers */
+
     char *argv[] = {"prog", "--tp=2", "--data-path", "a=b", "-o", "x", "--nproc-per-node=8", "--empty=", NULL};
     int n;
     char **args = cli_split_equals(8, argv, &n);

@@ -12,6 +12,7 @@
 #include "ir/ir.h"
 #include "runtime/bf16.h"
 #include "runtime/cpu_kernels.h"
+#include "runtime/host_optimizer.h"
 #include "runtime/program.h"
 
 #include <math.h>
@@ -101,6 +102,7 @@ static void run_case(bool zero, bool overlap, int64_t chunk, ir_dtype mt, ir_dty
         fprintf(stderr, "FAIL: the plan does not load: %s\n", err);
         exit(1);
     }
+    rt_host_attach(p);
     printf("-- %s, %s, %s, adam_m %s, adam_v %s\n", zero ? "ZeRO's block" : "bf16 working copy",
            overlap ? "copies queued" : "copies at once", chunk ? "chunks of 1500 elements" : "one chunk", ms, vs);
     int up_size = zero ? 0 : 2;

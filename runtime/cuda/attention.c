@@ -105,8 +105,9 @@ typedef enum {
  * times both). */
 static cu_attn_impl cu_attn_impl_chosen(void)
 {
-    const char *e = knob_text(KNOB_ATTENTION);
-    return !strcmp(e, "mcc") ? CU_ATTN_MCC : !strcmp(e, "cudnn") ? CU_ATTN_CUDNN : CU_ATTN_CUDNN_OR_MCC;
+    /* ORDER MCC_ATTENTION's choices: auto|mcc|cudnn */
+    static const cu_attn_impl of_choice[] = {CU_ATTN_CUDNN_OR_MCC, CU_ATTN_MCC, CU_ATTN_CUDNN};
+    return of_choice[knob_choice(KNOB_ATTENTION)];
 }
 
 #ifdef MCC_HAVE_CUDNN

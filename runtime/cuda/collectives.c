@@ -1,6 +1,8 @@
 /* collectives.c — the CUDA launchers of the collective ops: NCCL on the device's stream, over
- * the communicator of the op's mesh axis (runtime/parallel.c). One rank along an axis: identity. */
+ * the communicator of the op's mesh axis (runtime/parallel.c). One rank along an axis: identity.
+ * Those that are one on every device are runtime/collectives.c's. */
 #include "cuda_ctx.h"
+#include "runtime/collectives.h"
 #include "runtime/parallel.h"
 
 #include <cuda_runtime.h>
@@ -9,16 +11,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* r := sum of x over the axis's ranks */
 void cuda_ALL_REDUCE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
-    if (c->res[0] != c->args[0])
-        RT_CU_CHECK(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)c->res[0], (CUdeviceptr)(uintptr_t)c->args[0],
-                                      ir_bytes(c->arg_types[0]), rt_cuda_stream(cx)));
-    if (comm)
-        rt_all_reduce(comm, c->res[0], (size_t)ir_numel(c->arg_types[0]), c->arg_types[0]->dtype,
-                      c->in->attr[IR_ATTR_ALL_REDUCE_MAX] != 0 ? RT_MAX : RT_SUM, rt_cuda_stream(cx));
+    rt_collective_all_reduce(c, &rt_cuda_device, rt_cuda_stream(cx));
+}
+
+void cuda_REDUCE_SCATTER(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    rt_collective_reduce_scatter(c, &rt_cuda_device, rt_cuda_stream(cx));
+}
+
+void cuda_ALL_GATHER(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    rt_collective_all_gather(c, &rt_cuda_device, rt_cuda_stream(cx));
+}
+
+void cuda_LOCAL_SHARD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    rt_collective_local_shard(c, &rt_cuda_device, rt_cuda_stream(cx));
+}
+
+void cuda_LOCAL_SLICE_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    rt_collective_local_slice_seq(c, &rt_cuda_device, rt_cuda_stream(cx));
 }
 
 /* --- vocab-parallel cross entropy (kernels_templates/vocab_parallel.cuh) --- */
@@ -71,14 +86,6 @@ void cuda_CE_GRAD_SHARDED(rt_cuda_ctx *cx, const rt_kernel_call *c)
 
 /* --- sequence parallelism: [B,T,R] as n rank slices [B,T/n,R] --- */
 
-/* Copies `height` rows of `width` bytes between pitched buffers on the stream. */
-static void copy_rows(rt_cuda_ctx *cx, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
-                      size_t height)
-{
-    RT_CUDART_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice,
-                                      (cudaStream_t)rt_cuda_stream(cx)));
-}
-
 /* Batch row b of the whole x[B,T,R] is one contiguous [T,R], and its rank slices [T/n,R] lie in
  * rank order inside it, while row b of a slice r[B,T/n,R] is contiguous too: so one collective
  * per batch row moves the data in place, with no regrouping copies and no scratch; the rows'
@@ -107,7 +114,7 @@ void rt_cuda_gather_seq(rt_cuda_ctx *cx, const rt_kernel_call *c, CUstream strea
     rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
     size_t slab, B = seq_rows(c, c->arg_types[0], &slab);
     if (!comm) {
-        copy_rows(cx, c->res[0], slab, c->args[0], slab, slab * B, 1);
+        rt_cuda_device.copy2d(rt_cuda_stream(cx), c->res[0], slab, c->args[0], slab, slab * B, 1);
         return;
     }
     size_t n = (size_t)rt_comm_size(comm);
@@ -159,7 +166,7 @@ void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
     const ir_type *t = c->res_types[0];
     size_t slab, B = seq_rows(c, t, &slab), count = (size_t)ir_numel(t) / B;
     if (!comm) {
-        copy_rows(cx, c->res[0], slab, c->args[0], slab, slab * B, 1);
+        rt_cuda_device.copy2d(rt_cuda_stream(cx), c->res[0], slab, c->args[0], slab, slab * B, 1);
         return;
     }
     if (B == 1 && ir_overlapped(c->in) && exchange_scatter(cx, c, comm))
@@ -173,16 +180,6 @@ void cuda_REDUCE_SCATTER_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
         rt_reduce_scatter(lane, (const char *)c->args[0] + b * slab * n, (char *)c->res[0] + b * slab, count, t->dtype,
                           RT_SUM, stream);
     rt_comm_group_end(lane, stream);
-}
-
-/* x[B,T,R] complete -> r[B,T/n,R]: this rank's block of every batch row (with batch = 1 its
- * [B/n,T,R]), one strided copy, no communication */
-void cuda_LOCAL_SLICE_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
-{
-    rt_comm *comm = rt_parallel_comm((ir_axis)c->in->attr[IR_ATTR_AXIS]);
-    size_t slab, B = seq_rows(c, c->res_types[0], &slab), n = comm ? (size_t)rt_comm_size(comm) : 1;
-    size_t q = comm ? (size_t)rt_comm_rank(comm) : 0;
-    copy_rows(cx, c->res[0], slab, (const char *)c->args[0] + q * slab, slab * n, slab, B);
 }
 
 /* A bucket reduced beside the backward, on the copy engines, run by run (rt_parallel_bucket_run,
@@ -238,29 +235,6 @@ void cuda_ALL_REDUCE_INPLACE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 
 static CUdeviceptr dptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
 
-/* x (N elements) -> r[N/n]: block `rank` of the sum of x over the axis's n ranks */
-void cuda_REDUCE_SCATTER(rt_cuda_ctx *cx, const rt_kernel_call *c)
-{
-    int64_t block = ir_numel(c->res_types[0]);
-    rt_comm *comm = rt_parallel_comm_for(c->in, ir_numel(c->arg_types[0]) / block);
-    if (comm)
-        rt_reduce_scatter(comm, c->args[0], c->res[0], (size_t)block, c->arg_types[0]->dtype, RT_SUM,
-                          rt_cuda_stream(cx));
-    else
-        RT_CU_CHECK(cuMemcpyDtoDAsync(dptr(c->res[0]), dptr(c->args[0]), ir_bytes(c->res_types[0]), rt_cuda_stream(cx)));
-}
-
-/* x[S] -> r[n*S]: every rank's block, in rank order */
-void cuda_ALL_GATHER(rt_cuda_ctx *cx, const rt_kernel_call *c)
-{
-    int64_t block = ir_numel(c->arg_types[0]);
-    rt_comm *comm = rt_parallel_comm_for(c->in, ir_numel(c->res_types[0]) / block);
-    if (comm)
-        rt_all_gather(comm, c->args[0], c->res[0], (size_t)block, c->arg_types[0]->dtype, rt_cuda_stream(cx));
-    else
-        RT_CU_CHECK(cuMemcpyDtoDAsync(dptr(c->res[0]), dptr(c->args[0]), ir_bytes(c->arg_types[0]), rt_cuda_stream(cx)));
-}
-
 /* (x[R,*], splits[n,S]) -> (r[rows,*], came[n,S]): the splits come to the host (a wait on the
  * stream: ops.def's HOST_WAIT keeps the function out of CUDA graphs), rt_all_to_all_v on the
  * stream (one rank: a device copy), came goes back up, r's rows past those received are zeroed.
@@ -285,7 +259,7 @@ void cuda_ALL_TO_ALL_V(rt_cuda_ctx *cx, const rt_kernel_call *c)
                                         c->res[0], came, (int)S, (size_t)rows, row, xt->dtype, s)
                       : rt_parallel_a2av_self(c->in, splits, n * S, rows, came);
     if (!comm && got)
-        RT_CU_CHECK(cuMemcpyDtoDAsync(dptr(c->res[0]), dptr(c->args[0]), got * row * es, s));
+        rt_cuda_device.copy(s, c->res[0], c->args[0], got * row * es);
     if (got < (size_t)rows)
         RT_CU_CHECK(cuMemsetD8Async(dptr(c->res[0]) + got * row * es, 0, ((size_t)rows - got) * row * es, s));
     rt_parallel_a2av_store(st, came, host);
@@ -306,14 +280,7 @@ void cuda_RING_SHIFT(rt_cuda_ctx *cx, const rt_kernel_call *c)
         rt_ring_shift(rt_comm_lane(comm, overlap ? RT_LANE_SIDE : RT_LANE_MAIN), c->args[0], c->res[0],
                       (size_t)ir_numel(c->arg_types[0]), c->arg_types[0]->dtype, stream);
     else
-        RT_CU_CHECK(cuMemcpyDtoDAsync(dptr(c->res[0]), dptr(c->args[0]), ir_bytes(c->arg_types[0]), stream));
-}
-
-static void device_copy2d(void *stream, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
-                          size_t height)
-{
-    RT_CUDART_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice,
-                                      (cudaStream_t)stream));
+        rt_cuda_device.copy(stream, c->res[0], c->args[0], ir_bytes(c->arg_types[0]));
 }
 
 /* Ulysses' exchange (rt_parallel_cp_all_to_all): strided copies into and out of scratch around one
@@ -324,16 +291,7 @@ void cuda_CP_ALL_TO_ALL(rt_cuda_ctx *cx, const rt_kernel_call *c)
     size_t bytes = ir_bytes(c->arg_types[0]);
     CUstream s = rt_cuda_stream(cx);
     if (!comm)
-        RT_CU_CHECK(cuMemcpyDtoDAsync(dptr(c->res[0]), dptr(c->args[0]), bytes, s));
+        rt_cuda_device.copy(s, c->res[0], c->args[0], bytes);
     else
-        rt_parallel_cp_all_to_all(c, comm, rt_cuda_scratch(cx, 2 * bytes), device_copy2d, s, s);
-}
-
-/* x (N elements) -> r[N/n]: block `rank` of x, no communication */
-void cuda_LOCAL_SHARD(rt_cuda_ctx *cx, const rt_kernel_call *c)
-{
-    size_t bytes = ir_bytes(c->res_types[0]);
-    rt_comm *comm = rt_parallel_comm_for(c->in, ir_numel(c->arg_types[0]) / ir_numel(c->res_types[0]));
-    RT_CU_CHECK(cuMemcpyDtoDAsync(dptr(c->res[0]), dptr(c->args[0]) + (comm ? rt_comm_rank(comm) : 0) * bytes, bytes,
-                                  rt_cuda_stream(cx)));
+        rt_parallel_cp_all_to_all(c, comm, rt_cuda_scratch(cx, 2 * bytes), &rt_cuda_device, s);
 }

@@ -28,8 +28,9 @@ typedef struct {
     ncclComm_t comm;                /* the NCCL communicator it runs on (c's, or a pair's) */
     int peer;                       /* a send's or recv's peer (group rank), else -1 */
     uint64_t seq;
-    const char *coll;               /* the collective, or the function whose CUDA graph holds them */
-    bool graph;                     /* a graph launch (rt_nccl_watch_graph), not one collective */
+    rt_coll_kind coll;              /* the collective (or send, or recv) */
+    const char *graph;              /* a graph launch (rt_nccl_watch_graph): the function whose CUDA graph
+                                       holds the collectives, not one collective; else NULL */
     double deadline;
 } nccl_pending;
 
@@ -52,10 +53,10 @@ static void nccl_nap(long us)
     nanosleep(&t, NULL);
 }
 
-static void nccl_check(rt_comm *c, ncclResult_t r, const char *call, const char *coll)
+static void nccl_check(rt_comm *c, ncclResult_t r, const char *call, rt_coll_kind coll)
 {
     if (r != ncclSuccess && r != ncclInProgress)
-        rt_comm_fatal("%s on group '%s': %s failed: %s (%s)", coll, c->name, call, ncclGetErrorString(r),
+        rt_comm_fatal("%s on group '%s': %s failed: %s (%s)", rt_coll_names[coll], c->name, call, ncclGetErrorString(r),
                       ncclGetLastError(nccl_of(c)));
 }
 
@@ -85,15 +86,15 @@ _Noreturn static void nccl_timeout(const nccl_pending *p, ncclResult_t async)
 {
     char members[256], what[160];
     rt_comm_format_members(p->c, members, sizeof members);
-    bool sending = p->peer >= 0 && !strcmp(p->coll, "send");
+    bool sending = p->peer >= 0 && p->coll == RT_COLL_SEND;
     if (p->peer >= 0)
-        snprintf(what, sizeof what, "%s #%llu %s world rank %d", p->coll, (unsigned long long)p->seq,
+        snprintf(what, sizeof what, "%s #%llu %s world rank %d", rt_coll_names[p->coll], (unsigned long long)p->seq,
                  sending ? "to" : "from", p->c->world_ranks[p->peer]);
     else
         snprintf(what, sizeof what, "%s%s #%llu", p->graph ? (async != ncclSuccess && async != ncclInProgress
                                                               ? "a collective in the CUDA graph of "
                                                               : "the collectives in the CUDA graph of ") : "",
-                 p->coll, (unsigned long long)p->seq);
+                 p->graph ? p->graph : rt_coll_names[p->coll], (unsigned long long)p->seq);
     if (async != ncclSuccess && async != ncclInProgress)
         fprintf(stderr, "mcc: rank %d: error: %s on group '%s' (%s) failed: %s (%s)\n", p->c->world_ranks[p->c->rank],
                 what, p->c->name, members, ncclGetErrorString(async), ncclGetLastError(p->comm));
@@ -142,7 +143,8 @@ static void *nccl_watchdog(void *arg)
             continue;
         }
         if (q != cudaErrorNotReady)
-            rt_comm_fatal("%s #%llu on group '%s': CUDA error %s while it ran", p.coll, (unsigned long long)p.seq,
+            rt_comm_fatal("%s #%llu on group '%s': CUDA error %s while it ran", p.graph ? p.graph : rt_coll_names[p.coll],
+                          (unsigned long long)p.seq,
                           p.c->name, cudaGetErrorString(q));
         /* Only past the deadline does this thread call into NCCL: the main thread enqueues on the
          * same communicators, and concurrent calls on one communicator are not safe (a run of
@@ -175,8 +177,9 @@ static void nccl_track_op(nccl_pending op, void *stream)
     pthread_mutex_unlock(&nccl.mu);
 }
 
-/* Records that collective `coll` was enqueued on `stream`. */
-static void nccl_track(rt_comm *c, const char *coll, bool graph, void *stream)
+/* Records that collective `coll` (or the collectives of function `graph`'s CUDA graph) was enqueued
+ * on `stream`. */
+static void nccl_track(rt_comm *c, rt_coll_kind coll, const char *graph, void *stream)
 {
     nccl_track_op((nccl_pending){.c = c, .comm = nccl_of(c), .peer = -1, .seq = c->seq, .coll = coll, .graph = graph},
                   stream);
@@ -184,7 +187,7 @@ static void nccl_track(rt_comm *c, const char *coll, bool graph, void *stream)
 
 /* Checks an enqueue call, lets a non-blocking communicator finish it, and tracks it (unless the
  * stream is being captured into a graph: rt_nccl_watch_graph then follows the graph's launches). */
-static void nccl_enqueued(rt_comm *c, ncclResult_t r, const char *call, const char *coll, void *stream)
+static void nccl_enqueued(rt_comm *c, ncclResult_t r, const char *call, rt_coll_kind coll, void *stream)
 {
     nccl_check(c, r, call, coll);
     nccl_check(c, nccl_settle(nccl_of(c), os_now_s() + nccl.timeout_s), call, coll);
@@ -192,7 +195,7 @@ static void nccl_enqueued(rt_comm *c, ncclResult_t r, const char *call, const ch
     if (stream)
         RT_CUDART_CHECK(cudaStreamIsCapturing((cudaStream_t)stream, &capture));
     if (capture == cudaStreamCaptureStatusNone)
-        nccl_track(c, coll, false, stream);
+        nccl_track(c, coll, NULL, stream);
 }
 
 void rt_nccl_watch_graph(void *stream, const char *what)
@@ -201,7 +204,7 @@ void rt_nccl_watch_graph(void *stream, const char *what)
         return;
     rt_comm *world = nccl.groups[0]; /* rt_comm_world_nccl registers it first */
     world->seq++;
-    nccl_track(world, what, true, stream);
+    nccl_track(world, RT_COLL_ALL_REDUCE /* unused: graph names them */, what, stream);
 }
 
 /* ---- collectives ----------------------------------------------------------------------------- */
@@ -226,20 +229,20 @@ static ncclRedOp_t nccl_op(rt_reduce_op op) { return op == RT_SUM ? ncclSum : nc
 static void nccl_all_reduce(rt_comm *c, void *buf, size_t count, ir_dtype dt, rt_reduce_op op, void *stream)
 {
     ncclResult_t r = ncclAllReduce(buf, buf, count, nccl_type(dt), nccl_op(op), nccl_of(c), (cudaStream_t)stream);
-    nccl_enqueued(c, r, "ncclAllReduce", "all_reduce", stream);
+    nccl_enqueued(c, r, "ncclAllReduce", RT_COLL_ALL_REDUCE, stream);
 }
 
 static void nccl_all_gather(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream)
 {
     ncclResult_t r = ncclAllGather(send, recv, count, nccl_type(dt), nccl_of(c), (cudaStream_t)stream);
-    nccl_enqueued(c, r, "ncclAllGather", "all_gather", stream);
+    nccl_enqueued(c, r, "ncclAllGather", RT_COLL_ALL_GATHER, stream);
 }
 
 static void nccl_reduce_scatter(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, rt_reduce_op op,
                                 void *stream)
 {
     ncclResult_t r = ncclReduceScatter(send, recv, count, nccl_type(dt), nccl_op(op), nccl_of(c), (cudaStream_t)stream);
-    nccl_enqueued(c, r, "ncclReduceScatter", "reduce_scatter", stream);
+    nccl_enqueued(c, r, "ncclReduceScatter", RT_COLL_REDUCE_SCATTER, stream);
 }
 
 /* NCCL's own all-to-all (2.28 on) runs on the copy engines when the communicator's policy is
@@ -248,20 +251,20 @@ static void nccl_all_to_all(rt_comm *c, const void *send, void *recv, size_t cou
 {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
     nccl_enqueued(c, ncclAlltoAll(send, recv, count, nccl_type(dt), nccl_of(c), (cudaStream_t)stream), "ncclAlltoAll",
-                  "all_to_all", stream);
+                  RT_COLL_ALL_TO_ALL, stream);
 #else
     size_t bytes = count * ir_dtype_size(dt);
     RT_CUDART_CHECK(cudaMemcpyAsync((char *)recv + (size_t)c->rank * bytes, (const char *)send + (size_t)c->rank * bytes,
                                     bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
-    nccl_check(c, ncclGroupStart(), "ncclGroupStart", "all_to_all");
+    nccl_check(c, ncclGroupStart(), "ncclGroupStart", RT_COLL_ALL_TO_ALL);
     for (int q = 0; q < c->size; q++)
         if (q != c->rank) {
             nccl_check(c, ncclSend((const char *)send + (size_t)q * bytes, count, nccl_type(dt), q, nccl_of(c),
-                                   (cudaStream_t)stream), "ncclSend", "all_to_all");
+                                   (cudaStream_t)stream), "ncclSend", RT_COLL_ALL_TO_ALL);
             nccl_check(c, ncclRecv((char *)recv + (size_t)q * bytes, count, nccl_type(dt), q, nccl_of(c),
-                                   (cudaStream_t)stream), "ncclRecv", "all_to_all");
+                                   (cudaStream_t)stream), "ncclRecv", RT_COLL_ALL_TO_ALL);
         }
-    nccl_enqueued(c, ncclGroupEnd(), "ncclGroupEnd", "all_to_all", stream);
+    nccl_enqueued(c, ncclGroupEnd(), "ncclGroupEnd", RT_COLL_ALL_TO_ALL, stream);
 #endif
 }
 
@@ -270,10 +273,12 @@ static void nccl_all_to_all(rt_comm *c, const void *send, void *recv, size_t cou
 static void nccl_ring_shift(rt_comm *c, const void *send, void *recv, size_t count, ir_dtype dt, void *stream)
 {
     int prev = (c->rank + c->size - 1) % c->size, next = (c->rank + 1) % c->size;
-    nccl_check(c, ncclGroupStart(), "ncclGroupStart", "ring_shift");
-    nccl_check(c, ncclSend(send, count, nccl_type(dt), next, nccl_of(c), (cudaStream_t)stream), "ncclSend", "ring_shift");
-    nccl_check(c, ncclRecv(recv, count, nccl_type(dt), prev, nccl_of(c), (cudaStream_t)stream), "ncclRecv", "ring_shift");
-    nccl_enqueued(c, ncclGroupEnd(), "ncclGroupEnd", "ring_shift", stream);
+    nccl_check(c, ncclGroupStart(), "ncclGroupStart", RT_COLL_RING_SHIFT);
+    nccl_check(c, ncclSend(send, count, nccl_type(dt), next, nccl_of(c), (cudaStream_t)stream), "ncclSend",
+               RT_COLL_RING_SHIFT);
+    nccl_check(c, ncclRecv(recv, count, nccl_type(dt), prev, nccl_of(c), (cudaStream_t)stream), "ncclRecv",
+               RT_COLL_RING_SHIFT);
+    nccl_enqueued(c, ncclGroupEnd(), "ncclGroupEnd", RT_COLL_RING_SHIFT, stream);
 }
 
 /* The counts NCCL moves must be device memory: up into a scratch kept from call to call, the
@@ -307,7 +312,7 @@ static void nccl_all_to_all_v(rt_comm *c, const void *send, const size_t *send_c
 {
     size_t es = ir_dtype_size(dt), sent = 0, came = 0;
     cudaStream_t s = (cudaStream_t)stream;
-    nccl_check(c, ncclGroupStart(), "ncclGroupStart", "all_to_all_v");
+    nccl_check(c, ncclGroupStart(), "ncclGroupStart", RT_COLL_ALL_TO_ALL_V);
     for (int q = 0; q < c->size; q++) {
         const char *from = (const char *)send + sent * es;
         char *to = (char *)recv + came * es;
@@ -316,19 +321,21 @@ static void nccl_all_to_all_v(rt_comm *c, const void *send, const size_t *send_c
                 RT_CUDART_CHECK(cudaMemcpyAsync(to, from, send_counts[q] * es, cudaMemcpyDeviceToDevice, s));
         } else {
             if (send_counts[q])
-                nccl_check(c, ncclSend(from, send_counts[q], nccl_type(dt), q, nccl_of(c), s), "ncclSend", "all_to_all_v");
+                nccl_check(c, ncclSend(from, send_counts[q], nccl_type(dt), q, nccl_of(c), s), "ncclSend",
+                           RT_COLL_ALL_TO_ALL_V);
             if (recv_counts[q])
-                nccl_check(c, ncclRecv(to, recv_counts[q], nccl_type(dt), q, nccl_of(c), s), "ncclRecv", "all_to_all_v");
+                nccl_check(c, ncclRecv(to, recv_counts[q], nccl_type(dt), q, nccl_of(c), s), "ncclRecv",
+                           RT_COLL_ALL_TO_ALL_V);
         }
         sent += send_counts[q], came += recv_counts[q];
     }
-    nccl_enqueued(c, ncclGroupEnd(), "ncclGroupEnd", "all_to_all_v", stream);
+    nccl_enqueued(c, ncclGroupEnd(), "ncclGroupEnd", RT_COLL_ALL_TO_ALL_V, stream);
 }
 
 static void nccl_broadcast(rt_comm *c, void *buf, size_t count, ir_dtype dt, int root, void *stream)
 {
     ncclResult_t r = ncclBroadcast(buf, buf, count, nccl_type(dt), root, nccl_of(c), (cudaStream_t)stream);
-    nccl_enqueued(c, r, "ncclBroadcast", "broadcast", stream);
+    nccl_enqueued(c, r, "ncclBroadcast", RT_COLL_BROADCAST, stream);
 }
 
 /* Waits on the host until everything enqueued before the last tracked collective is done. */
@@ -354,7 +361,7 @@ static void nccl_barrier(rt_comm *c)
     float *one;
     RT_CUDART_CHECK(cudaMalloc((void **)&one, sizeof *one));
     ncclResult_t r = ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, nccl_of(c), NULL);
-    nccl_enqueued(c, r, "ncclAllReduce", "barrier", NULL);
+    nccl_enqueued(c, r, "ncclAllReduce", RT_COLL_BARRIER, NULL);
     nccl_drain();
     RT_CUDART_CHECK(cudaFree(one));
 }
@@ -380,9 +387,10 @@ static void nccl_split_comm(rt_comm *c, int color, int key, ncclConfig_t *cfg, r
 {
     ncclComm_t comm;
     double deadline = os_now_s() + nccl.timeout_s;
-    nccl_check(c, ncclCommSplit(nccl_of(c), color, key, &comm, cfg), "ncclCommSplit", "split");
-    nccl_check(c, nccl_settle(comm, deadline), "ncclCommSplit", "split");
-    nccl_check(c, nccl_settle(nccl_of(c), deadline), "ncclCommSplit (parent)", "split"); /* both are busy until done */
+    nccl_check(c, ncclCommSplit(nccl_of(c), color, key, &comm, cfg), "ncclCommSplit", RT_COLL_SPLIT);
+    nccl_check(c, nccl_settle(comm, deadline), "ncclCommSplit", RT_COLL_SPLIT);
+    /* both are busy until done */
+    nccl_check(c, nccl_settle(nccl_of(c), deadline), "ncclCommSplit (parent)", RT_COLL_SPLIT);
     out->impl = comm;
     nccl_register(out);
 }
@@ -419,7 +427,7 @@ static void nccl_split(rt_comm *c, int color, int key, rt_comm *out)
     /* The tensor-parallel group's collectives mostly sit on the compute stream, between the GEMMs
      * that need them, so they may take as many CTAs as NCCL can use (llama-1B with TP=2 and SP:
      * 68.3k -> 69.9k tokens/s per GPU, bench/env_sweep.sh); MCC_TP_NCCL_CTAS sets another count. */
-    if (!strcmp(out->name, "tp")) {
+    if (out->axes == 1u << IR_AXIS_TP) {
         cfg.minCTAs = cfg.maxCTAs = (int)knob_int(KNOB_TP_NCCL_CTAS);
     }
     nccl_split_comm(c, color, key, &cfg, out);
@@ -505,10 +513,10 @@ static ncclComm_t nccl_p2p_split(rt_comm *c, int color)
     ncclConfig_t cfg = nccl_config();
     ncclComm_t comm = NULL;
     double deadline = os_now_s() + nccl.timeout_s;
-    nccl_check(c, ncclCommSplit(nccl_of(c), color, c->rank, &comm, &cfg), "ncclCommSplit", "p2p setup");
+    nccl_check(c, ncclCommSplit(nccl_of(c), color, c->rank, &comm, &cfg), "ncclCommSplit", RT_COLL_P2P_SETUP);
     if (color != NCCL_SPLIT_NOCOLOR)
-        nccl_check(c, nccl_settle(comm, deadline), "ncclCommSplit", "p2p setup");
-    nccl_check(c, nccl_settle(nccl_of(c), deadline), "ncclCommSplit (parent)", "p2p setup");
+        nccl_check(c, nccl_settle(comm, deadline), "ncclCommSplit", RT_COLL_P2P_SETUP);
+    nccl_check(c, nccl_settle(nccl_of(c), deadline), "ncclCommSplit (parent)", RT_COLL_P2P_SETUP);
     return color != NCCL_SPLIT_NOCOLOR ? comm : NULL;
 }
 
@@ -522,13 +530,13 @@ static void nccl_p2p_connect(rt_comm *c)
     int32_t *one;
     RT_CUDART_CHECK(cudaMalloc((void **)&one, 2 * sizeof *one));
     RT_CUDART_CHECK(cudaMemset(one, 0, 2 * sizeof *one));
-    nccl_check(c, ncclGroupStart(), "ncclGroupStart", "p2p setup");
+    nccl_check(c, ncclGroupStart(), "ncclGroupStart", RT_COLL_P2P_SETUP);
     for (int k = 0; k < p->nlinks; k++) {
         int pair_peer = p->links[k].peer < c->rank ? 0 : 1;
-        nccl_check(c, ncclSend(one, 1, ncclInt32, pair_peer, p->links[k].out, NULL), "ncclSend", "p2p setup");
-        nccl_check(c, ncclRecv(one + 1, 1, ncclInt32, pair_peer, p->links[k].in, NULL), "ncclRecv", "p2p setup");
+        nccl_check(c, ncclSend(one, 1, ncclInt32, pair_peer, p->links[k].out, NULL), "ncclSend", RT_COLL_P2P_SETUP);
+        nccl_check(c, ncclRecv(one + 1, 1, ncclInt32, pair_peer, p->links[k].in, NULL), "ncclRecv", RT_COLL_P2P_SETUP);
     }
-    nccl_check(c, ncclGroupEnd(), "ncclGroupEnd", "p2p setup");
+    nccl_check(c, ncclGroupEnd(), "ncclGroupEnd", RT_COLL_P2P_SETUP);
     double deadline = os_now_s() + nccl.timeout_s;
     for (int k = 0; k < p->nlinks; k++) {
         ncclComm_t comms[2] = {p->links[k].out, p->links[k].in};
@@ -582,14 +590,14 @@ static void nccl_p2p_setup(rt_comm *c)
 }
 
 /* Point to point runs eagerly: a graph would replay its sends' staging and events. */
-static void nccl_p2p_no_capture(rt_comm *c, const char *what, void *stream)
+static void nccl_p2p_no_capture(rt_comm *c, rt_coll_kind what, void *stream)
 {
     enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     if (stream)
         RT_CUDART_CHECK(cudaStreamIsCapturing((cudaStream_t)stream, &capture));
     if (capture != cudaStreamCaptureStatusNone)
         rt_comm_fatal("%s on group '%s' inside a CUDA graph capture: point to point runs between graph launches",
-                      what, c->name);
+                      rt_coll_names[what], c->name);
 }
 
 /* A staging buffer of at least `bytes`: the smallest whose send has completed, else a new one. */
@@ -626,28 +634,29 @@ static nccl_staging *nccl_p2p_stage(rt_comm *c, size_t bytes)
  * caller's stream never waits for the receiver. */
 static void nccl_send(rt_comm *c, const void *buf, size_t count, ir_dtype dt, int peer, void *stream)
 {
-    nccl_p2p_no_capture(c, "send", stream);
+    nccl_p2p_no_capture(c, RT_COLL_SEND, stream);
     nccl_link *l = p2p_link(c, peer);
     size_t bytes = count * ir_dtype_size(dt);
     nccl_staging *s = nccl_p2p_stage(c, bytes);
     RT_CUDART_CHECK(cudaMemcpyAsync(s->buf, buf, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
     RT_CUDART_CHECK(cudaEventRecord(l->ready, (cudaStream_t)stream));
     RT_CUDART_CHECK(cudaStreamWaitEvent(l->stream, l->ready, 0));
-    nccl_check(c, ncclSend(s->buf, count, nccl_type(dt), peer < c->rank ? 0 : 1, l->out, l->stream), "ncclSend", "send");
-    nccl_check(c, nccl_settle(l->out, os_now_s() + nccl.timeout_s), "ncclSend", "send");
+    nccl_check(c, ncclSend(s->buf, count, nccl_type(dt), peer < c->rank ? 0 : 1, l->out, l->stream), "ncclSend",
+               RT_COLL_SEND);
+    nccl_check(c, nccl_settle(l->out, os_now_s() + nccl.timeout_s), "ncclSend", RT_COLL_SEND);
     RT_CUDART_CHECK(cudaEventRecord(s->done, l->stream));
-    nccl_track_op((nccl_pending){.c = c, .comm = l->out, .peer = peer, .seq = c->p2p_sent[peer], .coll = "send"},
+    nccl_track_op((nccl_pending){.c = c, .comm = l->out, .peer = peer, .seq = c->p2p_sent[peer], .coll = RT_COLL_SEND},
                   l->stream);
 }
 
 static void nccl_recv(rt_comm *c, void *buf, size_t count, ir_dtype dt, int peer, void *stream)
 {
-    nccl_p2p_no_capture(c, "recv", stream);
+    nccl_p2p_no_capture(c, RT_COLL_RECV, stream);
     nccl_link *l = p2p_link(c, peer);
     nccl_check(c, ncclRecv(buf, count, nccl_type(dt), peer < c->rank ? 0 : 1, l->in, (cudaStream_t)stream), "ncclRecv",
-               "recv");
-    nccl_check(c, nccl_settle(l->in, os_now_s() + nccl.timeout_s), "ncclRecv", "recv");
-    nccl_track_op((nccl_pending){.c = c, .comm = l->in, .peer = peer, .seq = c->p2p_recvd[peer], .coll = "recv"},
+               RT_COLL_RECV);
+    nccl_check(c, nccl_settle(l->in, os_now_s() + nccl.timeout_s), "ncclRecv", RT_COLL_RECV);
+    nccl_track_op((nccl_pending){.c = c, .comm = l->in, .peer = peer, .seq = c->p2p_recvd[peer], .coll = RT_COLL_RECV},
                   stream);
 }
 
@@ -689,8 +698,8 @@ static void nccl_p2p_free(rt_comm *c)
         for (int j = 0; j < 2; j++) {
             if (!comms[j])
                 continue;
-            nccl_check(c, ncclCommFinalize(comms[j]), "ncclCommFinalize", "free");
-            nccl_check(c, nccl_settle(comms[j], os_now_s() + nccl.timeout_s), "ncclCommFinalize", "free");
+            nccl_check(c, ncclCommFinalize(comms[j]), "ncclCommFinalize", RT_COLL_FREE);
+            nccl_check(c, nccl_settle(comms[j], os_now_s() + nccl.timeout_s), "ncclCommFinalize", RT_COLL_FREE);
             ncclCommDestroy(comms[j]);
         }
         cudaStreamDestroy(l->stream);
@@ -709,8 +718,8 @@ static void nccl_free(rt_comm *c)
             nccl.groups[i] = nccl.groups[--nccl.ngroups];
     if (c->window_handle)
         ncclCommWindowDeregister(nccl_of(c), (ncclWindow_t)c->window_handle);
-    nccl_check(c, ncclCommFinalize(nccl_of(c)), "ncclCommFinalize", "free");
-    nccl_check(c, nccl_settle(nccl_of(c), os_now_s() + nccl.timeout_s), "ncclCommFinalize", "free");
+    nccl_check(c, ncclCommFinalize(nccl_of(c)), "ncclCommFinalize", RT_COLL_FREE);
+    nccl_check(c, nccl_settle(nccl_of(c), os_now_s() + nccl.timeout_s), "ncclCommFinalize", RT_COLL_FREE);
     ncclCommDestroy(nccl_of(c));
     if (c->is_world) {
         nccl.stop = 1;
@@ -724,14 +733,14 @@ static void nccl_free(rt_comm *c)
 
 static void nccl_group_begin(rt_comm *c)
 {
-    nccl_check(c, ncclGroupStart(), "ncclGroupStart", "group");
+    nccl_check(c, ncclGroupStart(), "ncclGroupStart", RT_COLL_GROUP);
 }
 
 /* The group's collectives launch here; the watchdog tracks them as one (the events the members
  * recorded before the launch are done early, which only loosens their deadlines). */
 static void nccl_group_end(rt_comm *c, void *stream)
 {
-    nccl_enqueued(c, ncclGroupEnd(), "ncclGroupEnd", "group", stream);
+    nccl_enqueued(c, ncclGroupEnd(), "ncclGroupEnd", RT_COLL_GROUP, stream);
 }
 
 static const rt_comm_ops nccl_ops = {nccl_all_reduce, nccl_all_gather, nccl_reduce_scatter, nccl_broadcast,

@@ -250,9 +250,10 @@ static void cuda_open(rt_program *p, const void *image)
             if (ir_on_comm_stream(&p->m->funcs[f]->instrs[i]))
                 RT_CUDART_CHECK(cudaEventCreateWithFlags(&s->comm_ends[s->first_slot[f] + i].done,
                                                          cudaEventDisableTiming));
-    const char *g = knob_text(KNOB_CUDA_GRAPHS);
-    s->use_graphs = strcmp(g, "0") != 0;
-    s->eager_collectives = !strcmp(g, "eager-collectives");
+    enum { GRAPHS_ON, GRAPHS_OFF, GRAPHS_EAGER_COLLECTIVES }; /* ORDER MCC_CUDA_GRAPHS's choices: 1|0|eager-collectives */
+    int graphs = knob_choice(KNOB_CUDA_GRAPHS);
+    s->use_graphs = graphs != GRAPHS_OFF;
+    s->eager_collectives = graphs == GRAPHS_EAGER_COLLECTIVES;
     if (knob_on(KNOB_PROFILE)) {
         s->use_graphs = false;
         s->prof = profile_new(p->m, s->first_slot);
@@ -427,6 +428,19 @@ static void cuda_download(rt_program *p, void *dst, const void *src, size_t byte
     RT_CUDART_CHECK(cudaStreamSynchronize(stream(p)));
 }
 
+/* Within device memory, on the kernels' stream (rt_device.copy, copy2d: the shared collective kernels). */
+static void cuda_copy(void *stream, void *dst, const void *src, size_t bytes)
+{
+    RT_CU_CHECK(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes, (CUstream)stream));
+}
+
+static void cuda_copy2d(void *stream, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                        size_t height)
+{
+    RT_CUDART_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice,
+                                      (cudaStream_t)stream));
+}
+
 static void cuda_init(rt_program *p, float *w, uint16_t *hi, int16_t *rem, int64_t n, uint64_t key, float std,
                       bool normal, float value, const rt_shard_layout *at)
 {
@@ -580,9 +594,10 @@ static rt_comm *cuda_world_comm(rt_program *p, const rt_rank_env *e, char *err, 
     int device = 0, ndev = 1;
     RT_CUDART_CHECK(cudaGetDevice(&device));
     RT_CUDART_CHECK(cudaGetDeviceCount(&ndev));
-    const char *how = knob_text(KNOB_GPU_COMM);
+    enum { COMM_AUTO, COMM_NCCL, COMM_STAGED }; /* ORDER MCC_GPU_COMM's choices: auto|nccl|staged */
+    int how = knob_choice(KNOB_GPU_COMM);
     bool shared = e->local_world > ndev;
-    if (!strcmp(how, "staged") || (shared && !strcmp(how, "auto"))) {
+    if (how == COMM_STAGED || (shared && how == COMM_AUTO)) {
 #ifdef MCC_HAVE_MPI
         rt_comm *host = rt_comm_world_mpi(e, err, errlen);
         if (!host)
@@ -614,7 +629,8 @@ static rt_comm *cuda_world_comm(rt_program *p, const rt_rank_env *e, char *err, 
     return rt_comm_world_nccl(e, device, bootstrap, err, errlen);
 }
 
-const rt_device rt_cuda_device = {"cuda",     cuda_open, cuda_alloc,         cuda_free,  cuda_upload, cuda_download,
+const rt_device rt_cuda_device = {RT_DEVICE_CUDA, cuda_open, cuda_alloc,         cuda_free,  cuda_upload, cuda_download,
                                   cuda_init, cuda_run,  cuda_memory_in_use, cuda_close, cuda_queue, cuda_world_comm,
                                   cuda_alloc_window, cuda_quiesce, cuda_trace_push, cuda_trace_pop,
-                                  cuda_alloc_host, cuda_free_host, cuda_copy_async, cuda_copy_wait};
+                                  cuda_alloc_host, cuda_free_host, cuda_copy_async, cuda_copy_wait, cuda_copy,
+                                  cuda_copy2d};

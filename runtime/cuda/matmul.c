@@ -525,8 +525,9 @@ typedef enum { DGELU_BGRAD_EPILOGUE, DGELU_EPILOGUE_THEN_SUM, GEMM_THEN_KERNELS 
 
 static dgelu_way dgelu_way_chosen(void)
 {
-    const char *e = knob_text(KNOB_DGELU_EPILOGUE);
-    return !strcmp(e, "dgelu") ? DGELU_EPILOGUE_THEN_SUM : !strcmp(e, "bgrad") ? DGELU_BGRAD_EPILOGUE : GEMM_THEN_KERNELS;
+    /* ORDER MCC_DGELU_EPILOGUE's choices: dgelu|bgrad|none */
+    static const dgelu_way of_choice[] = {DGELU_EPILOGUE_THEN_SUM, DGELU_BGRAD_EPILOGUE, GEMM_THEN_KERNELS};
+    return of_choice[knob_choice(KNOB_DGELU_EPILOGUE)];
 }
 
 /* bias gradient res[1] := sum_rows(res[0]) */
