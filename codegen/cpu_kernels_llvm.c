@@ -47,6 +47,12 @@ static LLVMValueRef sigmoid(gen *g, LLVMValueRef x)
     return LLVMBuildFDiv(g->b, cf(g, 1), fadd(g, cf(g, 1), libm(g, "expf", LLVMBuildFNeg(g->b, x, ""))), "");
 }
 
+/* max(x, 0), 0 for NaN as the C kernels' x > 0 test */
+static LLVMValueRef relu_of(gen *g, LLVMValueRef x)
+{
+    return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOGT, x, cf(g, 0), ""), x, cf(g, 0), "");
+}
+
 /* The element formula of op on a (and b), attr: the C kernels' (runtime/cpu_kernels.c). */
 static LLVMValueRef formula(gen *g, ir_op op, LLVMValueRef a, LLVMValueRef b, LLVMValueRef attr)
 {
@@ -70,6 +76,11 @@ static LLVMValueRef formula(gen *g, ir_op op, LLVMValueRef a, LLVMValueRef b, LL
         LLVMValueRef s = sigmoid(g, b);
         return fmul(g, a, fmul(g, s, fadd(g, cf(g, 1), fmul(g, b, fsub(g, cf(g, 1), s)))));
     }
+    case IR_OP_SQUARED_RELU: { /* relu(x)^2 */
+        LLVMValueRef relu = relu_of(g, a);
+        return fmul(g, relu, relu);
+    }
+    case IR_OP_SQUARED_RELU_GRAD: return fmul(g, a, fmul(g, cf(g, 2), relu_of(g, b))); /* dy 2 relu(x) */
     default: return NULL;
     }
 }

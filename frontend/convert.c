@@ -255,8 +255,11 @@ static const char *gpt2_why_not(const mcc_spec *s)
         return "GPT2LMHeadModel normalises with LayerNorm: normalization is RMSNorm";
     if (s->position_embedding_type != MCC_POS_LEARNED)
         return "a LayerNorm model (GPT2LMHeadModel) has learned positions: position_embedding_type is rope";
-    if (s->activation != MCC_ACT_GELU)
-        return "a LayerNorm model (GPT2LMHeadModel) has a GELU MLP: swiglu is true";
+    if (s->activation != MCC_ACT_GELU || s->squared_relu)
+        return s->squared_relu ? "GPT2LMHeadModel has a GELU MLP: squared_relu is true (Nemotron-4's)"
+                               : "a LayerNorm model (GPT2LMHeadModel) has a GELU MLP: swiglu is true";
+    if (s->apply_layernorm_1p)
+        return "GPT2LMHeadModel's LayerNorms scale by their weight: apply_layernorm_1p is true (Nemotron-4's)";
     if (!s->add_bias_linear)
         return "GPT2LMHeadModel has biases in every linear layer: add_bias_linear is false";
     if (s->untie_embeddings_and_output_weights)
@@ -279,6 +282,10 @@ static const char *llama_family_why_not(const mcc_spec *s, bool moe)
         return "an RMSNorm model (LlamaForCausalLM) has rope: position_embedding_type is learned_absolute";
     if (s->activation != MCC_ACT_SWIGLU)
         return "an RMSNorm model (LlamaForCausalLM) has a SwiGLU MLP: swiglu is false";
+    if (s->rotary_percent != 1)
+        return "LLaMA's family turns every channel of a head by rope: rotary_percent is below 1";
+    if (s->apply_layernorm_1p)
+        return "LLaMA's family's RMSNorms scale by their weight: apply_layernorm_1p is true";
     if (!moe && s->num_experts)
         return "a dense architecture has no experts: num_experts is set (MixtralForCausalLM and Qwen3MoeForCausalLM "
                "are MoE)";

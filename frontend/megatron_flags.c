@@ -78,12 +78,7 @@ static const mcc_megatron_flag megatron_flags[] = {
     SAME_IF("--no-position-embedding", 0, NULL, "position_embedding_type=rope",
             "with rope there is no learned position table to leave out (a model without any position "
             "information is not built: give --position-embedding-type rope)"),
-    SAME("--rotary-percent", 1, "1",
-         "rope rotates every channel of a head (a partial rotation, rotary_percent < 1, is not built)"),
     SAME("--rope-type", 1, "rope", "plain rotary embeddings (yarn scaling is not built)"),
-    SAME("--apply-layernorm-1p", 0, NULL,
-         "Megatron stores each norm's weight as 1 + w; norms take no weight decay and Adam's step depends only on "
-         "the gradient, so w and mcc's 1 + w train alike (only a bf16 copy's rounding near 1 differs)"),
     SAME("--softmax-type", 1, "vanilla", "attention's softmax is the plain one (off-by-one and learnable sinks are not built)"),
     REFUSED("--window-size", 1, "sliding-window attention is not built: drop it for full causal attention"),
     REFUSED("--window-attn-skip-freq", 1, "sliding-window attention is not built: drop it for full causal attention"),

@@ -89,13 +89,15 @@ static int norm_of(builder *b, const char *prefix, int x, int64_t d)
     double eps = b->s->norm_epsilon;
     snprintf(w, sizeof w, "%s.weight", prefix);
     snprintf(bias, sizeof bias, "%s.bias", prefix);
+    bool one_p = b->s->apply_layernorm_1p; /* the weight zero-centred: the norm scales by 1 + w */
+    double attrs[IR_NATTRS_LAYERNORM] = {[IR_ATTR_EPS] = eps, [IR_ATTR_ONE_P] = one_p};
+    int weight = param1(b, w, d, one_p ? IR_INIT_ZEROS : IR_INIT_ONES, IR_PLACE_REPLICATED);
     if (b->s->normalization == MCC_NORM_RMSNORM) {
-        int args[2] = {x, param1(b, w, d, IR_INIT_ONES, IR_PLACE_REPLICATED)};
-        return ir_emit(b->m, b->f, IR_OP_RMSNORM, args, 2, &eps, NULL, NULL);
+        int args[2] = {x, weight};
+        return ir_emit(b->m, b->f, IR_OP_RMSNORM, args, 2, attrs, NULL, NULL);
     }
-    int args[3] = {x, param1(b, w, d, IR_INIT_ONES, IR_PLACE_REPLICATED),
-                   param1(b, bias, d, IR_INIT_ZEROS, IR_PLACE_REPLICATED)};
-    return ir_emit(b->m, b->f, IR_OP_LAYERNORM, args, 3, &eps, NULL, NULL);
+    int args[3] = {x, weight, param1(b, bias, d, IR_INIT_ZEROS, IR_PLACE_REPLICATED)};
+    return ir_emit(b->m, b->f, IR_OP_LAYERNORM, args, 3, attrs, NULL, NULL);
 }
 
 static int norm(builder *b, const char *prefix, int x) { return norm_of(b, prefix, x, b->s->hidden_size); }
@@ -118,9 +120,11 @@ static int project_heads(builder *b, const char *prefix, int x, int64_t heads, b
     }
     if (!qk || s->position_embedding_type != MCC_POS_ROPE)
         return y;
+    int rotary = mcc_spec_rotary_dim(s); /* rotary_percent's channels; 0: the whole head */
     double attrs[IR_NATTRS_ROPE] = {[IR_ATTR_ROPE_THETA] = s->rotary_base, [IR_ATTR_ROPE_INVERSE] = 0,
                                     [IR_ATTR_ROPE_CP] = 0, /* contiguous positions: context_parallel.c sets cp */
-                                    [IR_ATTR_ROPE_SCALING] = s->use_rope_scaling ? s->rope_scaling_factor : 0};
+                                    [IR_ATTR_ROPE_SCALING] = s->use_rope_scaling ? s->rope_scaling_factor : 0,
+                                    [IR_ATTR_ROPE_ROTARY_DIM] = rotary < D ? rotary : 0};
     return ir_emit(b->m, b->f, IR_OP_ROPE, &y, 1, attrs, NULL, NULL);
 }
 
@@ -161,6 +165,15 @@ static int attention_block(builder *b, int layer, int x)
                    dropout_site(layer, SITE_ATTENTION_OUT));
 }
 
+/* The MLP's activation of its up-projection h: SwiGLU's of the gate beside it (gate >= 0), else
+ * squared relu (Nemotron-4's) or GELU. */
+static int activation(builder *b, int h, int gate)
+{
+    if (gate >= 0)
+        return ir_op2(b->m, b->f, IR_OP_SWIGLU, gate, h); /* silu(gate) * up, one kernel each way */
+    return ir_op1(b->m, b->f, b->s->squared_relu ? IR_OP_SQUARED_RELU : IR_OP_GELU, h);
+}
+
 /* The MLP of width ffn under prefix (up, gate with swiglu, down) on x[*,d]. */
 static int mlp(builder *b, const char *prefix, int x, int64_t ffn)
 {
@@ -168,14 +181,12 @@ static int mlp(builder *b, const char *prefix, int x, int64_t ffn)
     char p[160];
     double std = s->init_method_std, out_std = std / sqrt(2.0 * s->num_layers);
     snprintf(p, sizeof p, "%s.up", prefix);
-    int h = linear(b, p, x, s->hidden_size, ffn, std, IR_PLACE_COLUMN); /* [*,F] */
+    int h = linear(b, p, x, s->hidden_size, ffn, std, IR_PLACE_COLUMN), gate = -1; /* [*,F] */
     if (s->activation == MCC_ACT_SWIGLU) {
         snprintf(p, sizeof p, "%s.gate", prefix);
-        int gate = linear(b, p, x, s->hidden_size, ffn, std, IR_PLACE_COLUMN);
-        h = ir_op2(b->m, b->f, IR_OP_SWIGLU, gate, h); /* silu(gate) * up, one kernel each way */
-    } else {
-        h = ir_op1(b->m, b->f, IR_OP_GELU, h);
+        gate = linear(b, p, x, s->hidden_size, ffn, std, IR_PLACE_COLUMN);
     }
+    h = activation(b, h, gate);
     snprintf(p, sizeof p, "%s.down", prefix);
     return linear(b, p, h, ffn, s->hidden_size, out_std, IR_PLACE_ROW);
 }
@@ -298,13 +309,12 @@ static int moe(builder *b, int layer, int x)
     int args[3] = {x, perm};
     int xp = ir_emit(b->m, b->f, IR_OP_MOE_PERMUTE, args, 2, NULL, NULL, NULL); /* [N k, d] */
     snprintf(p, sizeof p, "layers.%d.mlp.experts.up", layer);
-    int h = expert_matmul(b, p, xp, counts, d, F, std, IR_PLACE_COLUMN); /* [N k, F] */
+    int h = expert_matmul(b, p, xp, counts, d, F, std, IR_PLACE_COLUMN), gate = -1; /* [N k, F] */
     if (s->activation == MCC_ACT_SWIGLU) {
         snprintf(p, sizeof p, "layers.%d.mlp.experts.gate", layer);
-        h = ir_op2(b->m, b->f, IR_OP_SWIGLU, expert_matmul(b, p, xp, counts, d, F, std, IR_PLACE_COLUMN), h);
-    } else {
-        h = ir_op1(b->m, b->f, IR_OP_GELU, h);
+        gate = expert_matmul(b, p, xp, counts, d, F, std, IR_PLACE_COLUMN);
     }
+    h = activation(b, h, gate);
     snprintf(p, sizeof p, "layers.%d.mlp.experts.down", layer);
     int combine[3] = {expert_matmul(b, p, h, counts, F, d, out_std, IR_PLACE_ROW), perm, w};
     int y = ir_emit(b->m, b->f, IR_OP_MOE_UNPERMUTE, combine, 3, NULL, NULL, NULL); /* [N,d] */
@@ -396,6 +406,12 @@ static void set_model_config(ir_module *m, const mcc_spec *s)
         SET_FROM_SPEC(m, s, IR_CFG_ROPE_SCALING_FACTOR);
     SET_FROM_SPEC(m, s, IR_CFG_SWIGLU, IR_CFG_ADD_BIAS_LINEAR, IR_CFG_ADD_QKV_BIAS, IR_CFG_QK_LAYERNORM,
                   IR_CFG_UNTIE_EMBEDDINGS_AND_OUTPUT_WEIGHTS, IR_CFG_NUM_EXPERTS);
+    if (s->squared_relu) /* Nemotron-4's (absent: off, so other plans read as before) */
+        SET_FROM_SPEC(m, s, IR_CFG_SQUARED_RELU);
+    if (s->apply_layernorm_1p)
+        SET_FROM_SPEC(m, s, IR_CFG_APPLY_LAYERNORM_1P);
+    if (s->position_embedding_type == MCC_POS_ROPE && s->rotary_percent != 1)
+        SET_FROM_SPEC(m, s, IR_CFG_ROTARY_PERCENT);
     if (s->num_experts == 0)
         return;
     SET_FROM_SPEC(m, s, IR_CFG_MOE_FFN_HIDDEN_SIZE, IR_CFG_MOE_ROUTER_TOPK, IR_CFG_MOE_ROUTER_SCORE_FUNCTION,

@@ -112,10 +112,18 @@ static const spec_field spec_fields[] = {
           "biases on the q, k and v projections even without add_bias_linear (Qwen2, Qwen2.5)"),
     MODEL(qk_layernorm, K_BOOL, R_ANY, D_VALUE, false, NULL,
           "the model's norm over each head of q and k before rope, a weight of kv_channels each (Qwen3, OLMo 2)"),
+    MODEL(squared_relu, K_BOOL, R_ANY, D_VALUE, false, NULL,
+          "the MLP's activation relu(x)^2 on its one up-projection, no gate, instead of GELU (Nemotron-4)"),
+    MODEL(apply_layernorm_1p, K_BOOL, R_ANY, D_VALUE, false, NULL,
+          "each norm's weight stored zero-centred (initialised 0), the norm scaling by 1 + weight (Nemotron-4; "
+          "Megatron's name, RMSNorm's too, as Transformer Engine's zero_centered_gamma)"),
     MODEL(init_method_std, K_NUM, R_POS, D_VALUE, 0.02, NULL,
           "std of the normal initialization (output projections: / sqrt(2 * num_layers))"),
     MODEL(norm_epsilon, K_NUM, R_POS, D_VALUE, 1e-5, NULL, "epsilon of the norms"),
     MODEL(rotary_base, K_NUM, R_POS, D_VALUE, 10000, NULL, "rope's base period (LLaMA 3: 500000)"),
+    MODEL(rotary_percent, K_NUM, R_POS, D_VALUE, 1, NULL,
+          "the share of each head's channels rope turns: the first int(kv_channels * this), the rest passed "
+          "through (Nemotron-4: 0.5)"),
     MODEL(use_rope_scaling, K_BOOL, R_ANY, D_VALUE, false, NULL,
           "LLaMA 3.1's rope scaling (HF's rope_type llama3): frequencies of wavelength above 8192 positions divided "
           "by rope_scaling_factor, those below 2048 kept, a smooth blend between (Megatron's low_freq_factor 1, "
@@ -1187,6 +1195,33 @@ static bool spec_check_cp(spec_ctx *c)
     return true;
 }
 
+/* Nemotron-4's fields (Megatron's rules): squared relu is not a GLU, and the partial rotation
+ * turns an even number of a head's channels, at least two. */
+static bool spec_check_nemotron(spec_ctx *c)
+{
+    const mcc_spec *s = &c->s;
+    if (!spec_check_pair(c, !s->squared_relu || s->activation != MCC_ACT_SWIGLU, "squared_relu", "is not built with",
+                         "swiglu", "Megatron asserts one activation: drop one of the two"))
+        return false;
+    const char *where = spec_where(c, spec_find("rotary_percent"));
+    if (s->rotary_percent > 1)
+        return spec_fail(c, "%s must be in (0, 1] (got %.10g): the share of each head's channels rope turns", where,
+                         s->rotary_percent);
+    if (s->rotary_percent == 1)
+        return true;
+    if (s->position_embedding_type != MCC_POS_ROPE)
+        return spec_fail(c, "%s (%.10g) turns part of each head by rope, but %s is learned_absolute: give "
+                         "position_embedding_type rope, or drop rotary_percent", where, s->rotary_percent,
+                         spec_where(c, spec_find("position_embedding_type")));
+    int rotary = mcc_spec_rotary_dim(s);
+    if (rotary < 2 || rotary % 2)
+        return spec_fail(c, "%s (%.10g) of %s (%d) turns int(%d x %.10g) = %d channels, which rope's rotate-half "
+                         "needs even and at least 2: choose a share that gives an even count",
+                         where, s->rotary_percent, spec_where(c, spec_find("kv_channels")), mcc_spec_head_dim(s),
+                         mcc_spec_head_dim(s), s->rotary_percent, rotary);
+    return true;
+}
+
 /* The fields that only an MoE model reads (refused in a dense one, as they would change nothing). */
 static const char *const spec_moe_only[] = {
     "moe_router_topk", "moe_router_score_function", "moe_router_pre_softmax", "moe_router_topk_scaling_factor",
@@ -1448,6 +1483,8 @@ static bool spec_validate(spec_ctx *c)
         return spec_fail(c, "the head dimension %s / %s = %d must be even for rope: change hidden_size or "
                             "num_attention_heads", spec_where(c, spec_find("hidden_size")),
                          spec_where(c, spec_find("num_attention_heads")), mcc_spec_head_dim(s));
+    if (!spec_check_nemotron(c))
+        return false;
     if (s->use_rope_scaling && s->position_embedding_type != MCC_POS_ROPE)
         return spec_fail(c, "%s scales rope's frequencies, but %s is learned_absolute: give position_embedding_type "
                             "rope, or drop use_rope_scaling", spec_where(c, spec_find("use_rope_scaling")),

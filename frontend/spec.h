@@ -74,6 +74,9 @@ typedef struct {
     bool untie_embeddings_and_output_weights, add_bias_linear;
     bool add_qkv_bias;                  /* biases on q, k, v alone (Qwen2), Megatron's --add-qkv-bias */
     bool qk_layernorm;                  /* the norm over each head of q and k before rope (Qwen3, OLMo 2) */
+    bool squared_relu;                  /* the MLP's activation relu(x)^2, no gate (Nemotron-4), Megatron's flag */
+    bool apply_layernorm_1p;            /* each norm's weight stored zero-centred: it scales by 1 + w (Nemotron-4) */
+    double rotary_percent;              /* rope turns a head's first kv_channels * this channels (Nemotron-4: 0.5) */
     double init_method_std, norm_epsilon, rotary_base;
     bool use_rope_scaling;              /* LLaMA 3.1's rope frequencies (ir.h ir_rope_freq), Megatron's flag */
     double rope_scaling_factor;         /* with it: the low frequencies divided by this (Megatron's default 8) */
@@ -202,6 +205,8 @@ const char *mcc_spec_flag_near(const char *flag, const char *const *extra);
 
 /* Derived quantities. */
 static inline int mcc_spec_head_dim(const mcc_spec *s) { return s->kv_channels; }
+/* The channels of a head that rope turns, Megatron's int(kv_channels * rotary_percent) */
+static inline int mcc_spec_rotary_dim(const mcc_spec *s) { return (int)(s->kv_channels * s->rotary_percent); }
 static inline int mcc_spec_accum_steps(const mcc_spec *s)
 {
     return s->global_batch_size / (s->micro_batch_size * s->data_parallel_size);

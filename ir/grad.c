@@ -63,14 +63,17 @@ void ir_grad_bias_add(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
     ir_grad_contribute(g, in->args[1], ir_op1(g->m, g->f, IR_OP_SUM_ROWS, dy));
 }
 
-void ir_grad_gelu(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+/* An activation's gradient: its _grad op of (dy, x) */
+static void grad_activation(ir_grad_ctx *g, const ir_instr *in, ir_op grad_op)
 {
-    ir_grad_contribute(g, in->args[0], ir_op2(g->m, g->f, IR_OP_GELU_GRAD, DY, in->args[0]));
+    ir_grad_contribute(g, in->args[0], ir_op2(g->m, g->f, grad_op, DY, in->args[0]));
 }
 
-void ir_grad_silu(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+void ir_grad_gelu(ir_grad_ctx *g, const ir_func *f, const ir_instr *in) { grad_activation(g, in, IR_OP_GELU_GRAD); }
+void ir_grad_silu(ir_grad_ctx *g, const ir_func *f, const ir_instr *in) { grad_activation(g, in, IR_OP_SILU_GRAD); }
+void ir_grad_squared_relu(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
-    ir_grad_contribute(g, in->args[0], ir_op2(g->m, g->f, IR_OP_SILU_GRAD, DY, in->args[0]));
+    grad_activation(g, in, IR_OP_SQUARED_RELU_GRAD);
 }
 
 /* h = silu(gate) up: one fused kernel gives both gradients, recomputing silu(gate) */

@@ -493,6 +493,10 @@ bool ir_infer_rope(const ir_module *m, const ir_instr *in, const ir_type *a, ir_
         return false;
     if (a[0].dims[3] % 2)
         return fail(err, len, "rope needs an even head dimension, got %s", tstr(&a[0]));
+    double rotary = in->attr[IR_ATTR_ROPE_ROTARY_DIM];
+    if (rotary < 0 || rotary > (double)a[0].dims[3] || rotary != (double)(int64_t)rotary || (int64_t)rotary % 2)
+        return fail(err, len, "rope's rotary_dim %g must be an even number of channels up to the head's, %s", rotary,
+                    tstr(&a[0]));
     r[0] = a[0];
     return need_float(&a[0], "rope input", err, len);
 }

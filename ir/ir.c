@@ -34,7 +34,7 @@ static const char *const op_attr_specs[IR_NUM_OPS] = {
 
 ir_op_info ir_ops[IR_NUM_OPS] = {
 #define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad, shard) \
-    [IR_OP_##id] = {text, nargs, nres, inplace, flags, {0}, 0, infer, grad, IR_SHARD_##shard, -1},
+    [IR_OP_##id] = {text, nargs, nres, inplace, flags, {0}, 0, infer, grad, IR_SHARD_##shard, -1, 0},
 #include "ops.def"
 #undef X
 };
@@ -66,6 +66,8 @@ SAME_ROUTER(MOE_ROUTE_GRAD) SAME_ROUTER(MOE_AUX_LOSS) SAME_ROUTER(MOE_AUX_LOSS_G
 SAME_ATTR(MOE_ROUTE_PRE_SOFTMAX, MOE_ROUTE_GRAD_PRE_SOFTMAX) SAME_ATTR(MOE_ROUTE_SCALING, MOE_ROUTE_GRAD_SCALING)
 SAME_ATTR(EPS, LAYERNORM_GRAD_EPS) SAME_ATTR(EPS, LAYERNORM_GRAD_ADD_EPS) SAME_ATTR(EPS, RMSNORM_EPS)
 SAME_ATTR(EPS, RMSNORM_GRAD_EPS) SAME_ATTR(EPS, RMSNORM_GRAD_ADD_EPS)
+SAME_ATTR(ONE_P, LAYERNORM_GRAD_ONE_P) SAME_ATTR(ONE_P, LAYERNORM_GRAD_ADD_ONE_P) SAME_ATTR(ONE_P, RMSNORM_ONE_P)
+SAME_ATTR(ONE_P, RMSNORM_GRAD_ONE_P) SAME_ATTR(ONE_P, RMSNORM_GRAD_ADD_ONE_P)
 SAME_ATTR(SCALAR, FILL_VALUE)
 SAME_ATTR(MOE_AUX_LOSS_SEQ, MOE_AUX_LOSS_GRAD_SEQ)
 /* ir_attention_attrs: the dropout twins' cp, cp_rank, ring, shift in attention's order */
@@ -84,6 +86,18 @@ SAME_ATTR(POS_ADD_CP_RANK - IR_ATTR_POS_ADD_OFFSET, POS_ADD_GRAD_CP_RANK - IR_AT
 #undef SAME_ATTR
 
 static bool ops_ready;
+
+/* Attributes added to an op after plans with it were written, whose 0 keeps the op's earlier
+ * meaning: printed only when set, so those plans' texts stay as they were (an attribute the text
+ * leaves out parses as 0). */
+static const struct {
+    ir_op op;
+    int attr;
+} attrs_printed_when_set[] = {
+    {IR_OP_LAYERNORM, IR_ATTR_ONE_P},     {IR_OP_LAYERNORM_GRAD, IR_ATTR_ONE_P}, {IR_OP_LAYERNORM_GRAD_ADD, IR_ATTR_ONE_P},
+    {IR_OP_RMSNORM, IR_ATTR_ONE_P},       {IR_OP_RMSNORM_GRAD, IR_ATTR_ONE_P},   {IR_OP_RMSNORM_GRAD_ADD, IR_ATTR_ONE_P},
+    {IR_OP_ROPE, IR_ATTR_ROPE_ROTARY_DIM},
+};
 
 /* Splits each "A, B" attribute list once into lower-case names; they point into a static copy. */
 void ir_ops_init(void)
@@ -104,6 +118,8 @@ void ir_ops_init(void)
     ops_ready = true;
     for (int op = 0; op < IR_NUM_OPS; op++)
         ir_ops[op].axis_attr = ir_attr_index(op, "axis");
+    for (size_t i = 0; i < sizeof attrs_printed_when_set / sizeof *attrs_printed_when_set; i++)
+        ir_ops[attrs_printed_when_set[i].op].printed_when_set |= 1u << attrs_printed_when_set[i].attr;
 }
 
 int ir_op_by_name(const char *name)

@@ -75,7 +75,7 @@ typedef enum {
 /* Attributes a family of ops keeps at one position, for the code that serves the family (ir.c
  * asserts every member's): every collective's mesh axis (local_shard's and local_slice_seq's
  * too), the sequence collectives' batch (ir_seq_dim) and overlap (IR_OPF_SEQ_COLLECTIVE's), every
- * matmul's ta and tb, every norm's eps, an elementwise op's one attribute (fill's value, scale's
+ * matmul's ta and tb, every norm's eps and one_p, an elementwise op's one attribute (fill's value, scale's
  * factor). Other shared code indexes by the family's first op: IR_ATTR_DROPOUT_P is
  * attention_dropout's p too. */
 enum {
@@ -85,6 +85,7 @@ enum {
     IR_ATTR_TA = IR_ATTR_MATMUL_TA,
     IR_ATTR_TB = IR_ATTR_MATMUL_TB,
     IR_ATTR_EPS = IR_ATTR_LAYERNORM_EPS,
+    IR_ATTR_ONE_P = IR_ATTR_LAYERNORM_ONE_P,
     IR_ATTR_SCALAR = IR_ATTR_SCALE_FACTOR,
 };
 
@@ -522,9 +523,11 @@ typedef struct {
     ir_shard_rule shard;
     int axis_attr;                  /* its mesh axis attribute's index (IR_ATTR_AXIS), -1 if none: the
                                        text form names the axis, {axis=tp} */
+    unsigned printed_when_set;      /* bit k: attribute k is printed only when nonzero (one added
+                                       later, whose 0 is the op's earlier meaning: ir.c) */
 } ir_op_info;
 
-extern ir_op_info ir_ops[IR_NUM_OPS]; /* attr_names and axis_attr filled by ir_ops_init() */
+extern ir_op_info ir_ops[IR_NUM_OPS]; /* attr_names, axis_attr, printed_when_set filled by ir_ops_init() */
 void ir_ops_init(void);             /* splits the attribute lists; idempotent, called by ir_module_new */
 void ir_grad_none(struct ir_grad_ctx *g, const ir_func *f, const ir_instr *in); /* no gradient rule */
 int ir_op_by_name(const char *name);/* -1 if unknown */

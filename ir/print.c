@@ -129,9 +129,13 @@ void ir_print_instr_to(ir_buf *b, const ir_func *f, const ir_instr *in)
         ir_buf_printf(b, " @%s", in->sym);
     for (int a = 0; a < in->nargs; a++)
         ir_buf_printf(b, "%s%%%d", a ? ", " : " ", in->args[a]);
+    bool opened = false;
     for (int k = 0; k < info->nattrs; k++) {
-        ir_buf_printf(b, "%s%s=", k ? ", " : " {", info->attr_names[k]);
         double v = in->attr[k];
+        if (info->printed_when_set >> k & 1 && v == 0 && !ir_rank_term_any(&in->per_rank[k]))
+            continue;
+        ir_buf_printf(b, "%s%s=", opened ? ", " : " {", info->attr_names[k]);
+        opened = true;
         bool axis = k == info->axis_attr && v > IR_AXIS_NONE && v < IR_NUM_AXES && v == (int)v &&
                     !ir_rank_term_any(&in->per_rank[k]);
         if (axis)
@@ -139,7 +143,7 @@ void ir_print_instr_to(ir_buf *b, const ir_func *f, const ir_instr *in)
         else
             print_attr(b, v, &in->per_rank[k]);
     }
-    if (info->nattrs)
+    if (opened)
         ir_buf_printf(b, "}");
     print_role(b, &in->role);
     for (int r = 0; r < in->nres; r++) {

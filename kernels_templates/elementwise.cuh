@@ -1,4 +1,4 @@
-// elementwise.cuh — fill, add, mul, scale, bias_add, gelu, silu, swiglu and their gradients, sqrt, and the
+// elementwise.cuh — fill, add, mul, scale, bias_add, gelu, silu, squared relu, swiglu and their gradients, sqrt, and the
 // dtype-converting accumulate and copy: MCC_VEC elements per thread by 16-byte loads and stores
 // (these kernels only move memory). Math in fp32, one rounding on store.
 #pragma once
@@ -37,6 +37,14 @@ struct mcc_silu_grad_fn {
         float s = mcc_sigmoid(x);
         return dy * s * (1.0f + x * (1.0f - s));
     }
+};
+// relu(x)^2 (Nemotron-4's MLP); x > 0 as the CPU's kernel tests it
+struct mcc_squared_relu_fn {
+    __device__ float operator()(float x) const { return x > 0.0f ? x * x : 0.0f; }
+};
+// (dy, x) -> dy 2 relu(x)
+struct mcc_squared_relu_grad_fn {
+    __device__ float operator()(float dy, float x) const { return x > 0.0f ? dy * (2.0f * x) : 0.0f; }
 };
 struct mcc_sqrt_fn {
     __device__ float operator()(float x) const { return __fsqrt_rn(x); }
@@ -98,6 +106,8 @@ MCC_BINARY(add, mcc_add_fn)
 MCC_BINARY(mul, mcc_mul_fn)
 MCC_BINARY(gelu_grad, mcc_gelu_grad_fn) // (r, dy, x)
 MCC_BINARY(silu_grad, mcc_silu_grad_fn) // (r, dy, x)
+MCC_UNARY(squared_relu, mcc_squared_relu_fn)
+MCC_BINARY(squared_relu_grad, mcc_squared_relu_grad_fn) // (r, dy, x)
 
 // (r, gate, up): silu(gate) up
 struct mcc_swiglu_fn {

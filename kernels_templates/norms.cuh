@@ -67,11 +67,12 @@ __device__ mcc_row_stats mcc_norm_stats(const mcc_norm_row<W> &x, long long d, f
     return st;
 }
 
-// y[R,d] := (x - mean) rstd w (+ b when CENTER). Every group runs the same number of iterations
-// (rows past R are skipped inside), so the barriers of mcc_group_sum line up.
+// y[R,d] := (x - mean) rstd (w + shift) (+ b when CENTER); shift is the op's one_p (its weight
+// stored zero-centred). Every group runs the same number of iterations (rows past R
+// are skipped inside), so the barriers of mcc_group_sum line up.
 template <bool CENTER, int W, class T, class Wt>
 __device__ void mcc_norm_forward(T *y, const T *x, const Wt *w, const Wt *b, long long R, long long d, float eps,
-                                 int tpr)
+                                 float shift, int tpr)
 {
     int lane = threadIdx.x % tpr, groups = blockDim.x / tpr, slot = threadIdx.x / tpr;
     for (long long base = blockIdx.x * (long long)groups; base < R; base += (long long)gridDim.x * groups) {
@@ -90,19 +91,19 @@ __device__ void mcc_norm_forward(T *y, const T *x, const Wt *w, const Wt *b, lon
             if (CENTER)
                 mcc_ldn(bv, b, j);
             for (int k = 0; k < W; k++)
-                xr.v[c][k] = (xr.v[c][k] - st.mean) * st.rstd * wv[k] + (CENTER ? bv[k] : 0.0f);
+                xr.v[c][k] = (xr.v[c][k] - st.mean) * st.rstd * (wv[k] + shift) + (CENTER ? bv[k] : 0.0f);
             mcc_stn(y, row * d + j, xr.v[c]);
         }
     }
 }
 
 // (dy, x, w) -> dx[R,d], and partial[groups in grid, NACC d]: each group's dw (sum dy xhat), then
-// db (sum dy) when CENTER. With xhat = (x - mean) rstd and g = dy w:
+// db (sum dy) when CENTER. With xhat = (x - mean) rstd and g = dy (w + shift):
 // dx = rstd (g - mean(g) - xhat mean(g xhat)), the mean(g) term only when centred. dr (null, or
 // a residual's gradient, ops.def's *_grad_add) is added as dx is stored; it may be dx itself.
 template <bool CENTER, int W, class T, class Wt>
 __device__ void mcc_norm_backward(T *dx, float *partial, const T *dy, const T *x, const Wt *w, const T *dr, long long R,
-                                  long long d, float eps, int tpr)
+                                  long long d, float eps, float shift, int tpr)
 {
     const int NACC = CENTER ? 2 : 1;
     int lane = threadIdx.x % tpr, groups = blockDim.x / tpr, slot = threadIdx.x / tpr;
@@ -122,6 +123,7 @@ __device__ void mcc_norm_backward(T *dx, float *partial, const T *dy, const T *x
             float wv[W];
             mcc_ldn(wv, w, j);
             for (int k = 0; k < W; k++) {
+                wv[k] += shift;
                 xr.v[c][k] = (xr.v[c][k] - st.mean) * st.rstd; // xhat from here on
                 sg += gr.v[c][k] * wv[k];
                 sgx += gr.v[c][k] * wv[k] * xr.v[c][k];
@@ -139,7 +141,7 @@ __device__ void mcc_norm_backward(T *dx, float *partial, const T *dy, const T *x
             if (dr)
                 mcc_ldn(rv, dr, row * d + j);
             for (int k = 0; k < W; k++) {
-                out[k] = st.rstd * (gr.v[c][k] * wv[k] - mean_g - xr.v[c][k] * mean_gx) + rv[k];
+                out[k] = st.rstd * (gr.v[c][k] * (wv[k] + shift) - mean_g - xr.v[c][k] * mean_gx) + rv[k];
                 dw.v[c][k] += gr.v[c][k] * xr.v[c][k];
                 db.v[c][k] += gr.v[c][k];
             }
@@ -163,26 +165,26 @@ __device__ void mcc_norm_backward(T *dx, float *partial, const T *dy, const T *x
 // which held one 256-thread block per SM).
 #define MCC_NORMS_OF_WIDTH(sfx, T, W, WIDTH)                                                               \
     extern "C" __global__ void mcc_layernorm_##sfx(T *y, const T *x, const W *w, const W *b, long long R,  \
-                                                   long long d, float eps, int tpr)                       \
+                                                   long long d, float eps, float shift, int tpr)          \
     {                                                                                                      \
-        mcc_norm_forward<true, WIDTH>(y, x, w, b, R, d, eps, tpr);                                         \
+        mcc_norm_forward<true, WIDTH>(y, x, w, b, R, d, eps, shift, tpr);                                  \
     }                                                                                                      \
     extern "C" __global__ void mcc_rmsnorm_##sfx(T *y, const T *x, const W *w, long long R, long long d,   \
-                                                 float eps, int tpr)                                      \
+                                                 float eps, float shift, int tpr)                         \
     {                                                                                                      \
-        mcc_norm_forward<false, WIDTH>(y, x, w, (const W *)0, R, d, eps, tpr);                             \
+        mcc_norm_forward<false, WIDTH>(y, x, w, (const W *)0, R, d, eps, shift, tpr);                      \
     }                                                                                                      \
     extern "C" __global__ void mcc_layernorm_grad_##sfx(T *dx, float *partial, const T *dy, const T *x,    \
                                                         const W *w, const T *dr, long long R, long long d, \
-                                                        float eps, int tpr)                               \
+                                                        float eps, float shift, int tpr)                  \
     {                                                                                                      \
-        mcc_norm_backward<true, WIDTH>(dx, partial, dy, x, w, dr, R, d, eps, tpr);                         \
+        mcc_norm_backward<true, WIDTH>(dx, partial, dy, x, w, dr, R, d, eps, shift, tpr);                  \
     }                                                                                                      \
     extern "C" __global__ void mcc_rmsnorm_grad_##sfx(T *dx, float *partial, const T *dy, const T *x,      \
                                                       const W *w, const T *dr, long long R, long long d,  \
-                                                      float eps, int tpr)                                 \
+                                                      float eps, float shift, int tpr)                    \
     {                                                                                                      \
-        mcc_norm_backward<false, WIDTH>(dx, partial, dy, x, w, dr, R, d, eps, tpr);                        \
+        mcc_norm_backward<false, WIDTH>(dx, partial, dy, x, w, dr, R, d, eps, shift, tpr);                 \
     }
 #define MCC_NORMS(sfx, T, W) MCC_NORMS_OF_WIDTH(sfx, T, W, MCC_VEC) MCC_NORMS_OF_WIDTH(sfx##_w1, T, W, 1)
 MCC_FOR_FLOAT_PAIRS(MCC_NORMS)

@@ -1,6 +1,7 @@
-// rope.cuh — rotary position embedding, rotate-half form, as the CPU oracle (cpu_ROPE): for
-// i < D/2 the pair (x[i], x[i+D/2]) at position t turns by t freq(i), by the negative angle when
-// inverse (the gradient); freq is ir/ir.c's ir_rope_freq (theta^(-2i/D), LLaMA 3.1's scaling when
+// rope.cuh — rotary position embedding, rotate-half form, as the CPU oracle (cpu_ROPE): over a
+// head's first R = 2 half channels (R < D: a partial rotation, Megatron's --rotary-percent), for
+// i < R/2 the pair (x[i], x[i+R/2]) at position t turns by t freq(i), by the negative angle when
+// inverse (the gradient), channels R.. passed through; freq is ir/ir.c's ir_rope_freq (theta^(-2i/R), LLaMA 3.1's scaling when
 // scaling > 0), transcribed in mcc_rope_freq. The angle is formed and reduced to [-pi, pi] in
 // double (at t ~ 8k an fp32 angle would be off by ~1e-3 rad); its sine and cosine are then taken
 // in float, whose error on [-pi, pi] is below 1e-6.
@@ -26,11 +27,12 @@ __device__ inline double mcc_rope_freq(double theta, double scaling, unsigned i,
 }
 
 // x, r [B,T,H,D] as rows [B T H, D]. Thread (lane, group) of the block owns pairs
-// [i0, i0 + W), i0 = lane W, lane < half / W, and walks rows; its frequencies are computed once.
+// [i0, i0 + W), i0 = lane W, lane < half / W, and the passed-through channels 2 half + lane + k
+// lanes (copied unless r is x), and walks rows; its frequencies are computed once.
 // Launch: blockDim.x a multiple of half / W; sign = -1 for the inverse rotation. cp > 1: row t of
 // the rank's tokens is at ir_cp_position's place (rank cp_rank's balanced chunks of T_/2).
 template <int W, class T>
-__device__ void mcc_rope_rows(T *r, const T *x, unsigned rows, unsigned T_, unsigned H, unsigned half,
+__device__ void mcc_rope_rows(T *r, const T *x, unsigned rows, unsigned T_, unsigned H, unsigned D, unsigned half,
                               double theta, double scaling, double sign, int cp, int cp_rank)
 {
     unsigned lanes = half / W, lane = threadIdx.x % lanes, i0 = lane * W;
@@ -40,7 +42,7 @@ __device__ void mcc_rope_rows(T *r, const T *x, unsigned rows, unsigned T_, unsi
         freq[k] = sign * mcc_rope_freq(theta, scaling, i0 + k, 2 * half);
     for (unsigned row = blockIdx.x * groups + group; row < rows; row += gridDim.x * groups) {
         unsigned t = (unsigned)mcc_cp_position(row / H % T_, T_, cp, cp_rank); // the rank's token's position
-        long long at = (long long)row * 2 * half + i0;
+        long long at = (long long)row * D + i0;
         float x1[W], x2[W], c[W], s[W];
         mcc_ldn(x1, x, at);
         mcc_ldn(x2, x, at + half);
@@ -53,6 +55,11 @@ __device__ void mcc_rope_rows(T *r, const T *x, unsigned rows, unsigned T_, unsi
         }
         mcc_stn(r, at, x1);
         mcc_stn(r, at + half, x2);
+        for (unsigned j = 2 * half + lane; r != x && j < D; j += lanes) {
+            float v[1];
+            mcc_ldn(v, x, (long long)row * D + j);
+            mcc_stn(r, (long long)row * D + j, v);
+        }
     }
 }
 
@@ -60,12 +67,12 @@ __device__ void mcc_rope_rows(T *r, const T *x, unsigned rows, unsigned T_, unsi
 // block for the same choice).
 #define MCC_ROPE(sfx, T)                                                                                   \
     extern "C" __global__ void mcc_rope_##sfx(T *r, const T *x, unsigned rows, unsigned T_, unsigned H,    \
-                                              unsigned half, double theta, double scaling, double sign,    \
-                                              int width, int cp, int cp_rank)                              \
+                                              unsigned D, unsigned half, double theta, double scaling,     \
+                                              double sign, int width, int cp, int cp_rank)                 \
     {                                                                                                      \
         if (width == MCC_VEC)                                                                              \
-            mcc_rope_rows<MCC_VEC>(r, x, rows, T_, H, half, theta, scaling, sign, cp, cp_rank);            \
+            mcc_rope_rows<MCC_VEC>(r, x, rows, T_, H, D, half, theta, scaling, sign, cp, cp_rank);         \
         else                                                                                               \
-            mcc_rope_rows<1>(r, x, rows, T_, H, half, theta, scaling, sign, cp, cp_rank);                  \
+            mcc_rope_rows<1>(r, x, rows, T_, H, D, half, theta, scaling, sign, cp, cp_rank);               \
     }
 MCC_FOR_FLOATS(MCC_ROPE)

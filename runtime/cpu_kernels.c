@@ -193,6 +193,24 @@ void cpu_SILU_GRAD(const rt_kernel_call *c)
     }
 }
 
+/* relu(x)^2 */
+void cpu_SQUARED_RELU(const rt_kernel_call *c)
+{
+    const float *x = argf(c, 0);
+    float *r = resf(c, 0);
+    for (int64_t i = 0, n = ir_numel(c->res_types[0]); i < n; i++)
+        r[i] = x[i] > 0 ? x[i] * x[i] : 0.0f;
+}
+
+/* (dy, x) -> dy * 2 relu(x) */
+void cpu_SQUARED_RELU_GRAD(const rt_kernel_call *c)
+{
+    const float *dy = argf(c, 0), *x = argf(c, 1);
+    float *r = resf(c, 0);
+    for (int64_t i = 0, n = ir_numel(c->res_types[0]); i < n; i++)
+        r[i] = x[i] > 0 ? dy[i] * (2.0f * x[i]) : 0.0f;
+}
+
 /* (gate, up) -> silu(gate) up */
 void cpu_SWIGLU(const rt_kernel_call *c)
 {
@@ -564,29 +582,31 @@ static void row_stats(const float *x, int64_t d, int center, double eps, double 
     *rstd = 1.0 / sqrt(v / d + eps);
 }
 
-/* (x[R,d], w[d], b[d] when center) -> (x - mean) * rstd * w (+ b) */
+
+/* (x[R,d], w[d], b[d] when center) -> (x - mean) * rstd * (w + shift) (+ b); shift is one_p (the
+ * weight stored zero-centred) */
 static void norm_forward(const rt_kernel_call *c, int center)
 {
     const float *x = argf(c, 0), *w = argf(c, 1), *b = center ? argf(c, 2) : NULL;
-    float *y = resf(c, 0);
+    float *y = resf(c, 0), shift = (float)c->in->attr[IR_ATTR_ONE_P];
     int64_t R = nrows(c->arg_types[0]), d = last_dim(c->arg_types[0]);
     for (int64_t i = 0; i < R; i++) {
         const float *xr = x + i * d;
         double mean, rstd;
         row_stats(xr, d, center, c->in->attr[IR_ATTR_EPS], &mean, &rstd);
         for (int64_t j = 0; j < d; j++)
-            y[i * d + j] = (float)((xr[j] - mean) * rstd) * w[j] + (b ? b[j] : 0.0f);
+            y[i * d + j] = (float)((xr[j] - mean) * rstd) * (w[j] + shift) + (b ? b[j] : 0.0f);
     }
 }
 
-/* (dy, x, w (, dr)) -> dx (+ dr), dw (, db when center). With xhat = (x - mean) rstd and g = dy w:
+/* (dy, x, w (, dr)) -> dx (+ dr), dw (, db when center). With xhat = (x - mean) rstd and g = dy (w + shift):
  * dx = rstd (g - mean(g) - xhat mean(g xhat)), the mean(g) term only when centred;
  * dw = sum over rows of dy xhat, db = sum over rows of dy. dr (the _add ops) may be dx's own
  * bytes: each of its elements is read right before dx's is written. */
 static void norm_backward(const rt_kernel_call *c, int center)
 {
     const float *dy = argf(c, 0), *x = argf(c, 1), *w = argf(c, 2), *dr = c->nargs > 3 ? argf(c, 3) : NULL;
-    float *dx = resf(c, 0), *dw = resf(c, 1), *db = center ? resf(c, 2) : NULL;
+    float *dx = resf(c, 0), *dw = resf(c, 1), *db = center ? resf(c, 2) : NULL, shift = (float)c->in->attr[IR_ATTR_ONE_P];
     int64_t R = nrows(c->arg_types[1]), d = last_dim(c->arg_types[1]);
     double *acc = scratch(2 * d, sizeof *acc); /* dw [d], then db [d] */
     for (int64_t i = 0; i < R; i++) {
@@ -594,7 +614,7 @@ static void norm_backward(const rt_kernel_call *c, int center)
         double mean, rstd, sum_g = 0, sum_gx = 0;
         row_stats(xr, d, center, c->in->attr[IR_ATTR_EPS], &mean, &rstd);
         for (int64_t j = 0; j < d; j++) {
-            double xhat = (xr[j] - mean) * rstd, g = (double)dyr[j] * w[j];
+            double xhat = (xr[j] - mean) * rstd, g = (double)dyr[j] * (w[j] + shift);
             sum_g += g;
             sum_gx += g * xhat;
             acc[j] += dyr[j] * xhat;
@@ -602,7 +622,7 @@ static void norm_backward(const rt_kernel_call *c, int center)
         }
         double mean_g = center ? sum_g / d : 0.0, mean_gx = sum_gx / d;
         for (int64_t j = 0; j < d; j++) {
-            double xhat = (xr[j] - mean) * rstd, g = (double)dyr[j] * w[j];
+            double xhat = (xr[j] - mean) * rstd, g = (double)dyr[j] * (w[j] + shift);
             float v = (float)(rstd * (g - mean_g - xhat * mean_gx));
             dx[i * d + j] = dr ? v + dr[i * d + j] : v;
         }
@@ -624,15 +644,18 @@ void cpu_RMSNORM_GRAD_ADD(const rt_kernel_call *c) { norm_backward(c, 0); }
 
 /* --- attention ------------------------------------------------------------------------------- */
 
-/* x[B,T,H,D] -> rotate-half: for i < D/2, (x[i], x[i+D/2]) turns by t * ir_rope_freq(i) at
- * position t (theta^(-2i/D), LLaMA 3.1's scaling with a factor in attribute scaling) (by the negative angle when inverse, which is the gradient: rotations are orthogonal);
- * under context parallelism row t is at ir_cp_position's position. */
+/* x[B,T,H,D] -> rotate-half over a head's first R channels (rotary_dim, else R = D): for i < R/2,
+ * (x[i], x[i+R/2]) turns by t * ir_rope_freq(i) at position t (theta^(-2i/R), LLaMA 3.1's scaling
+ * with a factor in attribute scaling) (by the negative angle when inverse, which is the gradient:
+ * rotations are orthogonal), channels R.. pass through; under context parallelism row t is at
+ * ir_cp_position's position. */
 void cpu_ROPE(const rt_kernel_call *c)
 {
     const ir_type *xt = c->arg_types[0];
     const float *x = argf(c, 0);
     float *r = resf(c, 0);
-    int64_t T = xt->dims[1], H = xt->dims[2], D = xt->dims[3], half = D / 2, BTH = ir_numel(xt) / D;
+    int64_t T = xt->dims[1], H = xt->dims[2], D = xt->dims[3], BTH = ir_numel(xt) / D;
+    int64_t R = c->in->attr[IR_ATTR_ROPE_ROTARY_DIM] > 0 ? (int64_t)c->in->attr[IR_ATTR_ROPE_ROTARY_DIM] : D, half = R / 2;
     double sign = c->in->attr[IR_ATTR_ROPE_INVERSE] != 0 ? -1.0 : 1.0;
     int cp = (int)c->in->attr[IR_ATTR_ROPE_CP], cp_rank = (int)c->in->attr[IR_ATTR_ROPE_CP_RANK];
     if (D % 2)
@@ -640,7 +663,7 @@ void cpu_ROPE(const rt_kernel_call *c)
     float *cs = scratch(2 * T * half, sizeof *cs); /* cos [T, half], then sin [T, half] */
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = 0; i < half; i++) {
-            double freq = ir_rope_freq(c->in->attr[IR_ATTR_ROPE_THETA], c->in->attr[IR_ATTR_ROPE_SCALING], i, D);
+            double freq = ir_rope_freq(c->in->attr[IR_ATTR_ROPE_THETA], c->in->attr[IR_ATTR_ROPE_SCALING], i, R);
             double angle = sign * (double)ir_cp_position(t, T, cp, cp_rank) * freq;
             cs[t * half + i] = (float)cos(angle);
             cs[T * half + t * half + i] = (float)sin(angle);
@@ -654,6 +677,8 @@ void cpu_ROPE(const rt_kernel_call *c)
             rr[i] = x1 * cosr[i] - x2 * sinr[i];
             rr[i + half] = x2 * cosr[i] + x1 * sinr[i];
         }
+        for (int64_t i = R; i < D; i++)
+            rr[i] = xr[i];
     }
     free(cs);
 }

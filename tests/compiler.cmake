@@ -79,6 +79,14 @@ set(MCC_QWEN_ATTENTION --add-qkv-bias --qk-layernorm --kv-channels 24)
 mcc_e2e_test(numerics_vs_torch_qwen_attention_tiny-llama numerics_e2e.sh tiny-llama ${MCC_QWEN_ATTENTION})
 mcc_e2e_test(numerics_vs_torch_qk_layernorm_tiny-gpt2 numerics_e2e.sh tiny-gpt2 --qk-layernorm --kv-channels 8)
 
+# Nemotron-4 (issue 44) against the reference: squared relu, LayerNorm with zero-centred gamma
+# (apply_layernorm_1p), rope on half of each head (rotary_percent 0.5), untied, no biases; also with
+# selective recompute (the squared relu's output recomputed as mlp_act).
+mcc_e2e_test(numerics_vs_torch_tiny-nemotron4 numerics_e2e.sh tiny-nemotron4)
+mcc_e2e_test(numerics_vs_torch_recompute_tiny-nemotron4 numerics_e2e.sh tiny-nemotron4 --recompute-granularity selective)
+# zero-centred RMSNorms (Megatron's LLaMA-3 recipes pass --apply-layernorm-1p; TE's RMSNorm takes it too)
+mcc_e2e_test(numerics_vs_torch_layernorm_1p_tiny-llama numerics_e2e.sh tiny-llama --apply-layernorm-1p)
+
 # A layout entry "NAME:RANKS:FLAGS..." into the variables layout_name, layout_ranks, layout_flags.
 function(mcc_parse_layout entry)
   string(REPLACE ":" ";" parts "${entry}")
@@ -222,6 +230,16 @@ if(MPI_C_FOUND)
                   -- --tp 2 --sequence-parallel --expert-model-parallel-size 2 --dp 2)
 endif()
 
+# Nemotron-4 under each layout family: squared relu split over tp as GELU is, the partial rope over
+# heads (tp) and over the ring's and Ulysses' sequence chunks (cp), the 1p norms' weights replicated.
+if(MPI_C_FOUND)
+  foreach(layout "tp2_sp:2:--tp 2 --sequence-parallel" "pp2:2:--pp 2" "dp2_zero:2:--dp 2 --use-distributed-optimizer"
+                 "cp2:2:--cp 2" "cp2_a2a:2:--cp 2 --cp-comm-type a2a")
+    mcc_parse_layout(${layout})
+    mcc_layout_test(${layout_name}_equals_single_rank_tiny-nemotron4 tiny-nemotron4 ${layout_ranks} ${layout_flags})
+  endforeach()
+endif()
+
 # PP=4 with 1F1B (the layouts' pp4 is auto's ZB-H1).
 if(MPI_C_FOUND)
   # full recompute against no recompute of the same layout, byte for byte (one rank; TP=2 x DP=2 ZeRO;
@@ -281,6 +299,10 @@ if(TARGET mccrt_cuda)
       set_tests_properties(${test} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 ENVIRONMENT "GPU_NUMERICS_RANKS=${layout_ranks}")
     endforeach()
   endforeach()
+  # Nemotron-4's squared relu, zero-centred LayerNorm and partial rope on one GPU against the CPU
+  add_test(NAME gpu_equals_cpu_tiny-nemotron4 COMMAND ${CMAKE_SOURCE_DIR}/tests/gpu_numerics.sh $<TARGET_FILE:mcc>
+           tiny-nemotron4 1)
+  set_tests_properties(gpu_equals_cpu_tiny-nemotron4 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
   foreach(model tiny-gpt2 tiny-llama)
     foreach(layout ${MCC_GPU_LAYOUTS} ${MCC_GPU_LANE_LAYOUTS})
       mcc_parse_layout(${layout})

@@ -154,7 +154,7 @@ static int build_case(graph *g, ir_op op)
         return ir_op2(g->m, g->f, op, param(g, "a", 2, m46), param(g, "b", 2, m46));
     case IR_OP_SCALE: x = param(g, "a", 2, m46); return emit(g, op, &x, 1, -1.5, 0);
     case IR_OP_BIAS_ADD: return ir_op2(g->m, g->f, op, param(g, "a", 2, m46), param(g, "b", 1, v6));
-    case IR_OP_GELU: case IR_OP_SILU: return ir_op1(g->m, g->f, op, param(g, "a", 2, m46));
+    case IR_OP_GELU: case IR_OP_SILU: case IR_OP_SQUARED_RELU: return ir_op1(g->m, g->f, op, param(g, "a", 2, m46));
     case IR_OP_RESHAPE: {
         int64_t d[2] = {6, 4};
         return ir_op1(g->m, g->f, IR_OP_GELU, ir_reshape(g->m, g->f, param(g, "a", 2, m46), 2, d));
@@ -165,13 +165,18 @@ static int build_case(graph *g, ir_op op)
         return ir_matmul(g->m, g->f, y, param(g, "b", 2, m56), false, false); /* [4,6] */
     case IR_OP_EMBEDDING: return ir_op2(g->m, g->f, op, param(g, "table", 2, vd), ids(g, IR_ROLE_TOKENS, "ids", 2, bt));
     case IR_OP_POS_ADD: return ir_op2(g->m, g->f, op, param(g, "x", 3, btd), param(g, "pos", 2, pd));
-    case IR_OP_LAYERNORM:
+    case IR_OP_LAYERNORM: /* scaling by w, and by 1 + w (one_p: the weight zero-centred), summed */
         args[0] = param(g, "x", 2, m46), args[1] = param(g, "w", 1, v6), args[2] = param(g, "b", 1, v6);
-        return emit(g, op, args, 3, 1e-5, 0);
-    case IR_OP_RMSNORM:
+        return ir_op2(g->m, g->f, IR_OP_ADD, emit(g, op, args, 3, 1e-5, 0), emit(g, op, args, 3, 1e-5, 1));
+    case IR_OP_RMSNORM: /* by w, and by 1 + w (one_p), summed */
         args[0] = param(g, "x", 2, m46), args[1] = param(g, "w", 1, v6);
-        return emit(g, op, args, 2, 1e-5, 0);
-    case IR_OP_ROPE: x = param(g, "x", 4, bthd); return emit(g, op, &x, 1, 10000, 0);
+        return ir_op2(g->m, g->f, IR_OP_ADD, emit(g, op, args, 2, 1e-5, 0), emit(g, op, args, 2, 1e-5, 1));
+    case IR_OP_ROPE: { /* the whole head of 6 channels, and its first 4 (rotary_dim: a partial rotation), summed */
+        double partial[IR_NATTRS_ROPE] = {[IR_ATTR_ROPE_THETA] = 10000, [IR_ATTR_ROPE_ROTARY_DIM] = 4};
+        x = param(g, "x", 4, bthd);
+        return ir_op2(g->m, g->f, IR_OP_ADD, emit(g, op, &x, 1, 10000, 0),
+                      ir_emit(g->m, g->f, op, &x, 1, partial, NULL, NULL));
+    }
     case IR_OP_ATTENTION: /* grouped-query: 4 query heads over 2 kv heads */
         args[0] = param(g, "q", 4, bthd), args[1] = param(g, "k", 4, bthd2), args[2] = param(g, "v", 4, bthd2);
         return emit(g, op, args, 3, 0, 0);

@@ -211,6 +211,19 @@ static void test_roundtrip(void)
     free(text);
     ir_module_free(m);
 
+    /* an attribute added after plans with its op were written (rope's rotary_dim) prints only when
+     * set: a plan without it reads and prints as before */
+    const char *partial = "func f {kind=step, arena=0} {\n  %0 = input @x : f32[1,2,2,8]\n"
+                          "  %1 = rope %0 {theta=10000, inverse=0, cp=0, cp_rank=0, scaling=0, rotary_dim=4} : f32[1,2,2,8]\n"
+                          "  %2 = rope %1 {theta=10000, inverse=0, cp=0, cp_rank=0, scaling=0} : f32[1,2,2,8]\n}\n";
+    m = ir_parse_module(partial, err, sizeof err);
+    text = m ? ir_print_module(m) : NULL;
+    CHECK(text && strcmp(text, partial) == 0 && m->funcs[0]->instrs[1].attr[IR_ATTR_ROPE_ROTARY_DIM] == 4 &&
+              m->funcs[0]->instrs[2].attr[IR_ATTR_ROPE_ROTARY_DIM] == 0,
+          "rotary_dim does not print only when set: %s", text ? text : err);
+    free(text);
+    ir_module_free(m);
+
     /* comments and blank lines are ignored */
     m = ir_parse_module("; a comment\n\nfunc f {kind=step, arena=0} {  ; trailing\n\n  %0 = input @x : f32[4] ; x\n}\n", err, sizeof err);
     CHECK(m && m->nfuncs == 1 && m->funcs[0]->ninstrs == 1, "comments break the parser: %s", err);

@@ -69,6 +69,7 @@ static void test_elementwise_kinds(void)
         {IR_OP_SQRT, RT_EW_UNARY},      {IR_OP_ADD, RT_EW_BINARY},      {IR_OP_MUL, RT_EW_BINARY},
         {IR_OP_GELU_GRAD, RT_EW_BINARY}, {IR_OP_SILU_GRAD, RT_EW_BINARY}, {IR_OP_ACCUMULATE, RT_EW_INTO},
         {IR_OP_COPY, RT_EW_INTO},       {IR_OP_FILL, RT_EW_FILL},
+        {IR_OP_SQUARED_RELU, RT_EW_UNARY}, {IR_OP_SQUARED_RELU_GRAD, RT_EW_BINARY},
     };
     int n = (int)(sizeof kinds / sizeof kinds[0]), flagged = 0;
     for (int op = 0; op < IR_NUM_OPS; op++)

@@ -81,6 +81,7 @@ def load_config(path, flags=()):
     c.setdefault("swiglu", c["normalization"] == "RMSNorm")  # frontend/spec.h: rmsnorm => swiglu
     defaults = dict(position_embedding_type="learned_absolute", untie_embeddings_and_output_weights=False,
                     add_bias_linear=True, add_qkv_bias=False, qk_layernorm=False, norm_epsilon=1e-5, rotary_base=10000.0, use_rope_scaling=False,
+                    squared_relu=False, apply_layernorm_1p=False, rotary_percent=1.0,
                     rope_scaling_factor=8.0, micro_batch_size=1,
                     data_parallel_size=1, lr_decay_style="cosine", lr_warmup_iters=0, min_lr=0.0,
                     weight_decay=0.01, clip_grad=1.0, adam_beta1=0.9, adam_beta2=0.999, adam_eps=1e-8,
@@ -285,6 +286,8 @@ def linear(x, p, name):
 
 def norm(x, p, name, c):
     w, eps = p[name + ".weight"], c["norm_epsilon"]
+    if c["apply_layernorm_1p"]:  # Megatron's --apply-layernorm-1p (either norm): the stored weight is zero-centred
+        w = 1 + w
     if c["normalization"] == "RMSNorm":  # torch 1.13 has no nn.RMSNorm
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
     return F.layer_norm(x, w.shape, w, p[name + ".bias"], eps)
@@ -292,7 +295,12 @@ def norm(x, p, name, c):
 
 def rope(x, c):
     """Rotate-half rope of x [B,T,heads,Dh]: pairs (i, i + Dh/2) turn by t * base^(-2i/Dh), LLaMA 3.1's
-    frequencies with use_rope_scaling (tests/rope_scaling_ref.py: transformers' definition)."""
+    frequencies with use_rope_scaling (tests/rope_scaling_ref.py: transformers' definition). With
+    rotary_percent < 1 (Megatron's apply_rotary_pos_emb) only the first int(Dh * percent) channels
+    turn, Dh being that width in the frequencies; the rest pass through."""
+    rot = int(x.shape[3] * c["rotary_percent"])
+    if rot < x.shape[3]:
+        return torch.cat([rope(x[..., :rot], dict(c, rotary_percent=1.0)), x[..., rot:]], dim=-1)
     T, Dh = x.shape[1], x.shape[3]
     base = c["rotary_base"]
     inv_freq = base ** (-2.0 * torch.arange(Dh // 2, dtype=x.dtype) / Dh)
@@ -325,7 +333,13 @@ def attention(x, p, name, c, drop, layer):
 def mlp(x, p, name, c):
     if c["swiglu"]:
         return linear(F.silu(linear(x, p, name + ".gate")) * linear(x, p, name + ".up"), p, name + ".down")
-    return linear(F.gelu(linear(x, p, name + ".up"), approximate="tanh"), p, name + ".down")
+    return linear(activation(linear(x, p, name + ".up"), c), p, name + ".down")
+
+
+def activation(h, c):
+    """The MLP's activation of its up-projection without a gate: Megatron's squared_relu, else GELU's
+    tanh form."""
+    return F.relu(h).pow(2) if c["squared_relu"] else F.gelu(h, approximate="tanh")
 
 
 # ---- mixture of experts (frontend/model.c's MoE block, Megatron's router and experts) ----------
@@ -493,7 +507,7 @@ def seq_aux_loss(scores, ids, T, k, E):
 def expert_mlp(x, p, name, e, c):
     """Expert e's MLP: the e-th [F, d] matrices of name.experts.{up,gate,down}."""
     w = lambda m: p[f"{name}.experts.{m}.weight"][e]  # noqa: E731
-    h = F.silu(x @ w("gate").T) * (x @ w("up").T) if c["swiglu"] else F.gelu(x @ w("up").T, approximate="tanh")
+    h = F.silu(x @ w("gate").T) * (x @ w("up").T) if c["swiglu"] else activation(x @ w("up").T, c)
     return h @ w("down").T
 
 

@@ -212,6 +212,11 @@ void cuda_GELU(rt_cuda_ctx *cx, const rt_kernel_call *c) { unary(cx, c, RT_CUK_G
 void cuda_GELU_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { binary(cx, c, RT_CUK_GELU_GRAD); }
 void cuda_SILU(rt_cuda_ctx *cx, const rt_kernel_call *c) { unary(cx, c, RT_CUK_SILU); }
 void cuda_SILU_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { binary(cx, c, RT_CUK_SILU_GRAD); }
+
+/* --- Nemotron-4's squared relu (issue 44) ------------------------------------------------------ */
+
+void cuda_SQUARED_RELU(rt_cuda_ctx *cx, const rt_kernel_call *c) { unary(cx, c, RT_CUK_SQUARED_RELU); }
+void cuda_SQUARED_RELU_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { binary(cx, c, RT_CUK_SQUARED_RELU_GRAD); }
 void cuda_SWIGLU(rt_cuda_ctx *cx, const rt_kernel_call *c) { binary(cx, c, RT_CUK_SWIGLU); }
 
 void cuda_SWIGLU_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
@@ -490,9 +495,9 @@ static void norm_forward(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kerne
     const ir_type *xt = c->arg_types[0];
     void *y = c->res[0], *x = c->args[0], *w = c->args[1], *b = k == RT_CUK_LAYERNORM ? c->args[2] : NULL;
     long long R = nrows(xt), d = last_dim(xt);
-    float eps = (float)c->in->attr[IR_ATTR_EPS];
+    float eps = (float)c->in->attr[IR_ATTR_EPS], shift = (float)c->in->attr[IR_ATTR_ONE_P]; /* w stored as w - 1 */
     norm_layout l = norm_layout_of(c, d);
-    void *ln[] = {&y, &x, &w, &b, &R, &d, &eps, &l.tpr}, *rms[] = {&y, &x, &w, &R, &d, &eps, &l.tpr};
+    void *ln[] = {&y, &x, &w, &b, &R, &d, &eps, &shift, &l.tpr}, *rms[] = {&y, &x, &w, &R, &d, &eps, &shift, &l.tpr};
     rt_cuda_launch(cx, norm_kernel(c, k, xt, c->arg_types[1], l).s, capped_grid((R + l.groups - 1) / l.groups), 1, 1,
                    (unsigned)(l.tpr * l.groups), 0, k == RT_CUK_LAYERNORM ? ln : rms);
 }
@@ -508,12 +513,12 @@ static void norm_backward(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kern
     const ir_type *xt = c->arg_types[1], *wt = c->arg_types[2];
     void *dx = c->res[0], *dy = c->args[0], *x = c->args[1], *w = c->args[2], *dr = c->nargs > 3 ? c->args[3] : NULL;
     long long R = nrows(xt), d = last_dim(xt), nacc = c->nres - 1, stride = nacc * d;
-    float eps = (float)c->in->attr[IR_ATTR_EPS];
+    float eps = (float)c->in->attr[IR_ATTR_EPS], shift = (float)c->in->attr[IR_ATTR_ONE_P];
     norm_layout l = norm_layout_of(c, d);
     int64_t groups = R < NORM_GRAD_ROWS ? R : NORM_GRAD_ROWS, G = (groups + l.groups - 1) / l.groups;
     int S = (int)(G * l.groups);
     char *partial = rt_cuda_scratch(cx, (size_t)S * (size_t)stride * sizeof(float));
-    void *p[] = {&dx, &partial, &dy, &x, &w, &dr, &R, &d, &eps, &l.tpr};
+    void *p[] = {&dx, &partial, &dy, &x, &w, &dr, &R, &d, &eps, &shift, &l.tpr};
     rt_cuda_launch(cx, norm_kernel(c, k, xt, wt, l).s, (unsigned)G, 1, 1, (unsigned)(l.tpr * l.groups), 0, p);
     for (int i = 1; i < c->nres; i++) { /* dw, then db */
         void *r = c->res[i], *part = partial + (size_t)(i - 1) * d * sizeof(float);
@@ -544,14 +549,16 @@ void cuda_ROPE(rt_cuda_ctx *cx, const rt_kernel_call *c)
                 (long long)D, (long long)rows64);
         exit(1);
     }
-    unsigned rows = (unsigned)rows64, T = (unsigned)xt->dims[1], H = (unsigned)xt->dims[2], half = (unsigned)(D / 2);
+    int64_t rotary = c->in->attr[IR_ATTR_ROPE_ROTARY_DIM] > 0 ? (int64_t)c->in->attr[IR_ATTR_ROPE_ROTARY_DIM] : D;
+    unsigned rows = (unsigned)rows64, T = (unsigned)xt->dims[1], H = (unsigned)xt->dims[2], half = (unsigned)(rotary / 2);
+    unsigned Du = (unsigned)D;
     void *bufs[] = {r, x};
-    int width = vec_rows(half, (const void *const *)bufs, 2) ? VEC : 1;
+    int width = vec_rows(half, (const void *const *)bufs, 2) && D % VEC == 0 ? VEC : 1;
     unsigned lanes = half / (unsigned)width, groups = lanes < FLAT_BLOCK ? FLAT_BLOCK / lanes : 1;
     double theta = c->in->attr[IR_ATTR_ROPE_THETA], scaling = c->in->attr[IR_ATTR_ROPE_SCALING];
     double sign = c->in->attr[IR_ATTR_ROPE_INVERSE] != 0 ? -1.0 : 1.0;
     int cp = (int)c->in->attr[IR_ATTR_ROPE_CP], cp_rank = (int)c->in->attr[IR_ATTR_ROPE_CP_RANK];
-    void *p[] = {&r, &x, &rows, &T, &H, &half, &theta, &scaling, &sign, &width, &cp, &cp_rank};
+    void *p[] = {&r, &x, &rows, &T, &H, &Du, &half, &theta, &scaling, &sign, &width, &cp, &cp_rank};
     /* a few rows per thread: the frequencies (pow in double) are computed once per thread */
     int64_t blocks = (rows + groups - 1) / groups, cap = FILL_BLOCKS / 4;
     rt_cuda_launch(cx, name_of(c, RT_CUK_ROPE, xt, NULL).s, (unsigned)(blocks < cap ? blocks : cap), 1, 1,
@@ -668,7 +675,7 @@ void cuda_FP8_AMAX(rt_cuda_ctx *cx, const rt_kernel_call *c)
     long long n = ir_numel(c->arg_types[0]);
     RT_CU_CHECK(cuMemsetD32Async(dptr(amax), 0, 1, rt_cuda_stream(cx)));
     void *params[] = {&amax, &x, &n};
-    int64_t blocks = (n + FLAT_BLOCK - 1) / FLAT_BLOCK;
+    int64_t blocks = (n + VEC * FLAT_BLOCK - 1) / (VEC * FLAT_BLOCK); /* VEC elements a thread (mcc_for_each_vec) */
     rt_cuda_launch(cx, name_of(c, RT_CUK_FP8_AMAX, c->arg_types[0], NULL).s,
                    blocks < 1 ? 1 : blocks < FILL_BLOCKS ? (unsigned)blocks : FILL_BLOCKS, 1, 1, FLAT_BLOCK, 0, params);
 }

@@ -18,6 +18,8 @@
     K(GELU_GRAD, "mcc_gelu_grad", 1)                                                                       \
     K(SILU, "mcc_silu", 1)                                                                                 \
     K(SILU_GRAD, "mcc_silu_grad", 1)                                                                       \
+    K(SQUARED_RELU, "mcc_squared_relu", 1)                                                                 \
+    K(SQUARED_RELU_GRAD, "mcc_squared_relu_grad", 1)                                                       \
     K(SWIGLU, "mcc_swiglu", 1)                                                                             \
     K(SWIGLU_GRAD, "mcc_swiglu_grad", 1)                                                                   \
     K(SQRT, "mcc_sqrt", 1)                                                                                 \
