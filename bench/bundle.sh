@@ -312,6 +312,13 @@ if [ -n "${PREV:-}" ]; then
   for c in gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa; do
     /tmp/mcc-prev/build/mcc compile bench/configs/$c.json --target cuda -o devrun/bin/bench-$c-prev 2>/dev/null
   done
+  # PREV_FP8="llama-8B-L4 ...": those configs' FP8 binaries too (bench-<config>-fp8-<recipe>-prev)
+  for c in ${PREV_FP8:-}; do
+    for r in tensorwise delayed; do
+      /tmp/mcc-prev/build/mcc compile bench/configs/$c.json --target cuda --fp8-format hybrid --fp8-recipe $r \
+        -o devrun/bin/bench-$c-fp8-$r-prev 2>/dev/null
+    done
+  done
   for v in tp2sp tp2spb; do
     /tmp/mcc-prev/build/mcc compile bench/configs/llama-1B.json --target cuda $(tp2_variant_flags $v) \
       -o devrun/bin/bench-llama-1B-$v-prev 2>/dev/null

@@ -309,7 +309,7 @@ done
 # (a name ending -tp2sp*, -dp2 or -dp2ov runs its two ranks)
 for c in ${PROFILE_CONFIGS-}; do
   launch=(); case $c in *-tp2sp*|*-dp2|*-dp2ov) launch=(--nproc-per-node 2) ;; esac
-  MCC_PROFILE=1 timeout 150 devrun/bin/bench-$c "${launch[@]}" --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 --log-interval 1 --eval-iters 0 > "$O/profile-$c.log" 2>&1
+  MCC_PROFILE=1 MCC_PROFILE_DUMP="$O/profile-$c.tsv" timeout 150 devrun/bin/bench-$c "${launch[@]}" --data-path devrun/data/brown_text_document --split 100,0,0 --train-iters 12 --log-interval 1 --eval-iters 0 > "$O/profile-$c.log" 2>&1
   echo "$c profile exit $?"; grep -A40 "GPU time by op" "$O/profile-$c.log" | head -60
 done
 # AB_CONFIGS="gpt2-124M llama-1B": each config against its bench-<config>-prev (bundle.sh PREV=),
