@@ -12,6 +12,10 @@ bench/calibrate.sh measured on a GPU.
       summed); prints each config's step predicted by a fit without its own profile (leave one
       config out) against its measured step (STEPS.tsv, CUDA graphs), then writes the fit of all to
       --def (passes/step_cost_<target>.def).
+  calibrate.py compare PROFILE.tsv TABLE.tsv [--top 12]
+      one config's profile (MCC_PROFILE_DUMP) beside its plan's predicted times (mcc compile
+      --cost-table): each function's measured and predicted milliseconds a step, then the classes
+      whose prediction misses the most milliseconds (issue 41's measured-against-predicted report)
 Run with /usr/bin/python3 (numpy)."""
 import argparse, collections, csv, glob, itertools, json, os, statistics, subprocess, sys
 
@@ -153,6 +157,34 @@ def fit_cmd(a):
     return 0
 
 
+def compare(a):
+    """Per function and per class: the profile's GPU ms a step against the plan's predicted ms a step
+    (each instruction's per-call time times its calls; the step's scale and overheads are not in
+    either, so the sums compare like for like)."""
+    plan = {(r["func"], r["index"]): r for r in read_tsv(a.table)}
+    funcs, classes = collections.defaultdict(lambda: [0.0, 0.0]), collections.defaultdict(lambda: [0.0, 0.0, 0])
+    for r in read_tsv(a.profile):
+        p = plan.get((r["func"], r["index"]))
+        if p is None:
+            continue  # not costed: a view, a global, an input
+        calls = int(p["calls"])
+        measured, predicted = calls * float(r["ms"]), calls * float(p["predicted_us"]) / 1e3
+        for acc in (funcs[r["func"]], classes[p["class"]]):
+            acc[0] += measured
+            acc[1] += predicted
+        classes[p["class"]][2] += calls
+    print(f"{'function':<24} {'measured ms':>12} {'predicted ms':>13} {'error':>8}")
+    for name, (m, pr) in sorted(funcs.items(), key=lambda kv: -kv[1][0]):
+        print(f"{name:<24} {m:12.3f} {pr:13.3f} {100 * (pr / m - 1) if m else 0:+7.1f}%")
+    m, pr = sum(v[0] for v in funcs.values()), sum(v[1] for v in funcs.values())
+    print(f"{'all':<24} {m:12.3f} {pr:13.3f} {100 * (pr / m - 1) if m else 0:+7.1f}%")
+    print(f"\nthe {a.top} classes the prediction misses most (ms a step):")
+    print(f"{'class':<28} {'calls':>6} {'measured':>10} {'predicted':>10} {'missed':>8}")
+    for cls, (m, pr, n) in sorted(classes.items(), key=lambda kv: -abs(kv[1][1] - kv[1][0]))[:a.top]:
+        print(f"{cls:<28} {n:6d} {m:10.3f} {pr:10.3f} {pr - m:+8.3f}")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -166,8 +198,12 @@ def main():
     f.add_argument("--tables", default="calib/tables")
     f.add_argument("--target", default="h100")
     f.add_argument("--def", dest="def_out")
+    c = sub.add_parser("compare")
+    c.add_argument("profile")
+    c.add_argument("table")
+    c.add_argument("--top", type=int, default=12)
     a = ap.parse_args()
-    return tables(a) if a.cmd == "tables" else fit_cmd(a)
+    return {"tables": tables, "fit": fit_cmd, "compare": compare}[a.cmd](a)
 
 
 if __name__ == "__main__":
