@@ -40,9 +40,6 @@ static const char *const megatron_kind_text[] = {"accepted, nothing to change", 
 #define YARN_PART "YaRN rope scaling (DeepSeek-V3's long-context rope) is not built: drop it for plain rope"
 #define MTP_PART "multi-token prediction (DeepSeek-V3's extra heads predicting tokens further ahead) is not built: " \
                  "drop it to train on the next-token loss alone"
-#define GROUP_ROUTING "device-limited routing (DeepSeek-V3: each token's experts chosen within its top " \
-                      "--moe-router-group-topk of --moe-router-num-groups groups) is not built: drop both for " \
-                      "plain top-k routing"
 #define TORCHRUN_OWN "torchrun's: give it to torchrun (mcc compile prints the launch lines)"
 
 static const mcc_megatron_flag megatron_flags[] = {
@@ -111,8 +108,6 @@ static const mcc_megatron_flag megatron_flags[] = {
     REFUSED("--moe-router-dtype", 1,
             "Megatron computes the router's logits GEMM and routing in that dtype; mcc's logits GEMM is bf16 "
             "(fp32 accumulation) and its routing fp32: drop the flag to accept that"),
-    REFUSED("--moe-router-group-topk", 1, GROUP_ROUTING),
-    REFUSED("--moe-router-num-groups", 1, GROUP_ROUTING),
     REFUSED("--moe-router-force-load-balancing", 0,
             "Megatron replaces the router's scores by random ones to balance the load in benchmarks: not built, "
             "drop it to route by the learned scores"),

@@ -236,7 +236,9 @@ static int route(builder *b, int layer, int x, int *ids, int *kept)
     double attrs[IR_NATTRS_MOE_ROUTE] = {[IR_ATTR_MOE_ROUTE_TOPK] = s->moe_router_topk,
                                          [IR_ATTR_MOE_ROUTE_SCORE] = s->moe_router_score_function,
                                          [IR_ATTR_MOE_ROUTE_PRE_SOFTMAX] = s->moe_router_pre_softmax,
-                                         [IR_ATTR_MOE_ROUTE_SCALING] = s->moe_router_topk_scaling_factor};
+                                         [IR_ATTR_MOE_ROUTE_SCALING] = s->moe_router_topk_scaling_factor,
+                                         [IR_ATTR_MOE_ROUTE_GROUPS] = s->moe_router_num_groups,
+                                         [IR_ATTR_MOE_ROUTE_GROUP_TOPK] = s->moe_router_group_topk};
     int route_args[2] = {logits, -1};
     if (s->moe_router_enable_expert_bias) /* Megatron's router.expert_bias: for choosing only */
         route_args[1] = expert_bias(b, layer);
@@ -417,6 +419,8 @@ static void set_model_config(ir_module *m, const mcc_spec *s)
     SET_FROM_SPEC(m, s, IR_CFG_MOE_FFN_HIDDEN_SIZE, IR_CFG_MOE_ROUTER_TOPK, IR_CFG_MOE_ROUTER_SCORE_FUNCTION,
                   IR_CFG_MOE_ROUTER_PRE_SOFTMAX, IR_CFG_MOE_ROUTER_TOPK_SCALING_FACTOR,
                   IR_CFG_MOE_ROUTER_ENABLE_EXPERT_BIAS, IR_CFG_MOE_SHARED_EXPERT_INTERMEDIATE_SIZE);
+    if (s->moe_router_num_groups) /* absent: plain top k, so other plans read as before */
+        SET_FROM_SPEC(m, s, IR_CFG_MOE_ROUTER_NUM_GROUPS, IR_CFG_MOE_ROUTER_GROUP_TOPK);
     char freq[4 * MCC_MAX_LAYER_PATTERN];
     layer_freq_text(&s->moe_layer_freq, freq, sizeof freq);
     ir_cfg_set(m, IR_CFG_MOE_LAYER_FREQ, freq);

@@ -145,6 +145,11 @@ static const spec_field spec_fields[] = {
           "softmax: choose the top k of the probabilities over all experts (default: softmax over the top-k logits)"),
     MODEL(moe_router_topk_scaling_factor, K_NUM, R_NONNEG, D_VALUE, 0, NULL,
           "the routing weights times this (0: not scaled)"),
+    MODEL(moe_router_num_groups, K_INT, R_NONNEG, D_VALUE, 0, NULL,
+          "group-limited routing: the experts as this many equal groups (DeepSeek-V3's nodes; 0: none)"),
+    MODEL(moe_router_group_topk, K_INT, R_NONNEG, D_VALUE, 0, NULL,
+          "group-limited routing: each token's experts chosen within its best this many groups, a group scored by "
+          "the sum of its top moe_router_topk/moe_router_group_topk scores (0: none)"),
     MODEL(moe_router_load_balancing_type, K_ENUM, R_ANY, D_VALUE, MCC_MOE_AUX_LOSS, spec_moe_balances,
           "aux_loss: the Switch load-balancing loss over each micro-batch, weighted by moe_aux_loss_coeff; "
           "seq_aux_loss: that loss over each sequence, averaged (DeepSeek's); none"),
@@ -1225,6 +1230,7 @@ static bool spec_check_nemotron(spec_ctx *c)
 /* The fields that only an MoE model reads (refused in a dense one, as they would change nothing). */
 static const char *const spec_moe_only[] = {
     "moe_router_topk", "moe_router_score_function", "moe_router_pre_softmax", "moe_router_topk_scaling_factor",
+    "moe_router_num_groups", "moe_router_group_topk",
     "moe_router_load_balancing_type", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_enable_expert_bias",
     "moe_router_bias_update_rate", "moe_expert_capacity_factor", "moe_token_drop_policy",
     "moe_pad_expert_input_to_capacity", "moe_shared_expert_intermediate_size", "moe_shared_expert_overlap", "moe_layer_freq",
@@ -1274,6 +1280,29 @@ static bool spec_check_moe_built(spec_ctx *c)
     return true;
 }
 
+/* Group-limited routing (Megatron's TransformerConfig rules, and that the top k fits the kept groups and
+ * names at least one expert a group): both fields, or neither. */
+static bool spec_check_groups(spec_ctx *c)
+{
+    const mcc_spec *s = &c->s;
+    int groups = s->moe_router_num_groups, keep = s->moe_router_group_topk, k = s->moe_router_topk;
+    if (groups == 0 && keep == 0)
+        return true;
+    if (groups == 0 || keep == 0)
+        return spec_fail(c, "%s is set without %s: group-limited routing takes both (--moe-router-num-groups G "
+                            "--moe-router-group-topk K), or drop it",
+                         spec_where(c, spec_find(groups ? "moe_router_num_groups" : "moe_router_group_topk")),
+                         groups ? "moe_router_group_topk" : "moe_router_num_groups");
+    return spec_check_pair(c, s->num_experts % groups == 0, "moe_router_num_groups", "must divide", "num_experts",
+                           "the groups are equal runs of experts") &&
+           spec_check_pair(c, keep <= groups, "moe_router_group_topk", "must not exceed", "moe_router_num_groups",
+                           NULL) &&
+           spec_check_pair(c, keep <= k, "moe_router_group_topk", "must not exceed", "moe_router_topk",
+                           "each kept group is scored by its top moe_router_topk/moe_router_group_topk experts") &&
+           spec_check_pair(c, k <= keep * (s->num_experts / groups), "moe_router_topk", "must not exceed",
+                           "moe_router_group_topk", "times the experts of a group: the top k lie in the kept groups");
+}
+
 /* Megatron's MoE rules (TransformerConfig.__post_init__ and arguments.py) and the pattern's length. */
 static bool spec_check_moe(spec_ctx *c)
 {
@@ -1287,6 +1316,8 @@ static bool spec_check_moe(spec_ctx *c)
     }
     if (!spec_check_pair(c, s->moe_router_topk <= s->num_experts, "moe_router_topk", "must not exceed", "num_experts",
                          "a token is routed to that many different experts"))
+        return false;
+    if (!spec_check_groups(c))
         return false;
     if (s->moe_router_enable_expert_bias && s->moe_router_score_function != MCC_MOE_SIGMOID)
         return spec_fail(c, "%s needs sigmoid scores (as Megatron): add --moe-router-score-function sigmoid",

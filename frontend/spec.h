@@ -88,6 +88,7 @@ typedef struct {
     mcc_moe_score moe_router_score_function; /* "softmax" | "sigmoid" */
     bool moe_router_pre_softmax;        /* softmax: the top k of the probabilities, not of the logits */
     double moe_router_topk_scaling_factor; /* the routing weights times this (0: Megatron's None) */
+    int moe_router_num_groups, moe_router_group_topk; /* group-limited routing (0: none, Megatron's None) */
     mcc_moe_balance moe_router_load_balancing_type; /* "aux_loss" | "seq_aux_loss" | "sinkhorn" | "none" */
     double moe_aux_loss_coeff, moe_z_loss_coeff;
     bool moe_router_enable_expert_bias; /* aux-loss-free balancing: an EXPERT_BIAS global per MoE layer */

@@ -1025,6 +1025,25 @@ static bool need_expert_bias(const ir_instr *in, const ir_type *h, int64_t E, ch
     return true;
 }
 
+/* moe_route's group-limited choice: groups 0 (none), or a divisor of the E experts of which the
+ * best group_topk (1..groups) are kept, each scored by its top k/group_topk, and the k chosen among
+ * their experts (so group_topk <= k <= group_topk E/groups) */
+static bool check_groups(const ir_instr *in, int64_t E, char *err, size_t len)
+{
+    double groups = in->attr[IR_ATTR_MOE_ROUTE_GROUPS], group_topk = in->attr[IR_ATTR_MOE_ROUTE_GROUP_TOPK];
+    double k = in->attr[IR_ATTR_MOE_ROUTE_TOPK];
+    if (groups == 0 && group_topk == 0)
+        return true;
+    if (!whole_in(groups, (double)E) || groups < 1 || E % (int64_t)groups)
+        return fail(err, len, "groups %.10g must be a whole divisor of the %lld experts", groups, (long long)E);
+    if (!whole_in(group_topk, groups) || group_topk < 1)
+        return fail(err, len, "group_topk %.10g must be a whole number in [1, %.10g], the groups", group_topk, groups);
+    if (k < group_topk || k > group_topk * ((double)E / groups))
+        return fail(err, len, "topk %.10g must lie in [group_topk %.10g, %.10g], the experts of the kept groups", k,
+                    group_topk, group_topk * ((double)E / groups));
+    return true;
+}
+
 /* logits[N,E][, h f32[2,E]] */
 bool ir_infer_moe_route(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
@@ -1037,6 +1056,8 @@ bool ir_infer_moe_route(const ir_module *m, const ir_instr *in, const ir_type *a
     if (in->nargs == 2 && in->attr[IR_ATTR_MOE_ROUTE_SCORE] != 1)
         return fail(err, len, "moe_route with an expert bias takes sigmoid scores (score 1), got score %.10g",
                     in->attr[IR_ATTR_MOE_ROUTE_SCORE]);
+    if (!check_groups(in, a[0].dims[1], err, len))
+        return false;
     int64_t dims[2] = {a[0].dims[0], (int64_t)in->attr[IR_ATTR_MOE_ROUTE_TOPK]};
     r[0] = ir_tensor(a[0].dtype, 2, dims);
     r[1] = ir_tensor(IR_I32, 2, dims);

@@ -97,6 +97,7 @@ static const struct {
     {IR_OP_LAYERNORM, IR_ATTR_ONE_P},     {IR_OP_LAYERNORM_GRAD, IR_ATTR_ONE_P}, {IR_OP_LAYERNORM_GRAD_ADD, IR_ATTR_ONE_P},
     {IR_OP_RMSNORM, IR_ATTR_ONE_P},       {IR_OP_RMSNORM_GRAD, IR_ATTR_ONE_P},   {IR_OP_RMSNORM_GRAD_ADD, IR_ATTR_ONE_P},
     {IR_OP_ROPE, IR_ATTR_ROPE_ROTARY_DIM},
+    {IR_OP_MOE_ROUTE, IR_ATTR_MOE_ROUTE_GROUPS}, {IR_OP_MOE_ROUTE, IR_ATTR_MOE_ROUTE_GROUP_TOPK},
 };
 
 /* Splits each "A, B" attribute list once into lower-case names; they point into a static copy. */

@@ -10,6 +10,7 @@
 #define MCC_MOE_SOFTMAX 0
 #define MCC_MOE_SIGMOID 1
 #define MCC_MOE_MAX_TOPK 32 // the launchers refuse a larger top k
+#define MCC_MOE_MAX_GROUPS 64 // group-limited routing's groups: a bit each in a mask (the launcher refuses more)
 #define MCC_MOE_SORT_CHUNK 256 // pairs per block of the sort (its block size)
 
 __device__ __forceinline__ double mcc_moe_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
@@ -55,40 +56,87 @@ __device__ __forceinline__ void mcc_moe_weights(const double *s, int k, int scor
             w[j] = s[j];
 }
 
-// Token n's top k experts into id[k] (largest first, ties to the lower expert: each pick is the
-// largest below the last pick in the order (value desc, expert asc)), their scores into s[k],
-// and the weights w[k] before scaling (route_weights of cpu_kernels.c).
+// Expert e's choosing value: its score plus its bias (when there is one)
 template <class T>
-__device__ void mcc_moe_route_token(const T *l, const float *bias, long long E, int k, int score, int pre, int *id,
-                                    double *s, double *w)
+__device__ __forceinline__ double mcc_moe_choose(const T *l, const float *bias, long long E, long long e, int score,
+                                                 int pre, double mx, double sum)
+{
+    return mcc_moe_score(l, e, score, pre, mx, sum) + (bias ? (double)bias[E + e] : 0.0);
+}
+
+// The k largest choosing values of experts [first, first + n) that `allowed` keeps (bit e / size),
+// largest first, ties to the lower expert: each pick is the largest below the last in the order
+// (value desc, expert asc). Their experts into id[k] (may be NULL), their values' sum returned.
+template <class T>
+__device__ double mcc_moe_top(const T *l, const float *bias, long long E, long long first, long long n, int k,
+                              unsigned long long allowed, long long size, int score, int pre, double mx, double sum,
+                              int *id)
+{
+    double last = 0, total = 0;
+    long long last_e = -1;
+    for (int j = 0; j < k; j++) {
+        long long best = -1;
+        double bv = 0;
+        for (long long e = first; e < first + n; e++) {
+            if (!(allowed >> (e / size) & 1))
+                continue;
+            double v = mcc_moe_choose(l, bias, E, e, score, pre, mx, sum);
+            bool below = j == 0 || v < last || (v == last && e > last_e);
+            if (below && (best < 0 || v > bv))
+                best = e, bv = v;
+        }
+        last = bv, last_e = best, total += bv;
+        if (id)
+            id[j] = (int)best;
+    }
+    return total;
+}
+
+// Group-limited routing (cpu_kernels.c's limit_to_groups): the mask of the best `keep` of
+// `groups` groups, each scored by the sum of its top k/keep choosing values, ties to the lower group
+template <class T>
+__device__ unsigned long long mcc_moe_groups(const T *l, const float *bias, long long E, int k, int groups, int keep,
+                                             int score, int pre, double mx, double sum)
+{
+    double gs[MCC_MOE_MAX_GROUPS];
+    long long size = E / groups;
+    for (int g = 0; g < groups; g++)
+        gs[g] = mcc_moe_top(l, bias, E, g * size, size, k / keep, ~0ull, size, score, pre, mx, sum, NULL);
+    unsigned long long mask = 0;
+    for (int j = 0; j < keep; j++) {
+        int best = -1;
+        for (int g = 0; g < groups; g++)
+            if (!(mask >> g & 1) && (best < 0 || gs[g] > gs[best]))
+                best = g;
+        mask |= 1ull << best;
+    }
+    return mask;
+}
+
+// Token n's top k experts into id[k] (mcc_moe_top over all E, or the kept groups' with groups >
+// 0), their scores into s[k], and the weights w[k] before scaling (route_weights of cpu_kernels.c).
+template <class T>
+__device__ void mcc_moe_route_token(const T *l, const float *bias, long long E, int k, int score, int pre,
+                                    int groups, int keep, int *id, double *s, double *w)
 {
     double mx = 0, sum = 1;
     if (score == MCC_MOE_SOFTMAX && pre)
         mcc_moe_row_softmax_stats(l, E, &mx, &sum);
-    double last = 0;
-    for (int j = 0; j < k; j++) {
-        long long best = -1;
-        double bv = 0;
-        for (long long e = 0; e < E; e++) {
-            double v = mcc_moe_score(l, e, score, pre, mx, sum) + (bias ? (double)bias[E + e] : 0.0);
-            bool below = j == 0 || v < last || (v == last && e > id[j - 1]);
-            if (below && (best < 0 || v > bv))
-                best = e, bv = v;
-        }
-        id[j] = (int)best, last = bv;
-        s[j] = mcc_moe_score(l, best, score, pre, mx, sum);
-    }
+    unsigned long long allowed = groups ? mcc_moe_groups(l, bias, E, k, groups, keep, score, pre, mx, sum) : ~0ull;
+    mcc_moe_top(l, bias, E, 0, E, k, allowed, groups ? E / groups : E, score, pre, mx, sum, id);
+    for (int j = 0; j < k; j++)
+        s[j] = mcc_moe_score(l, id[j], score, pre, mx, sum);
     mcc_moe_weights(s, k, score, pre, w);
 }
 
 // (logits[N,E][, bias f32[2,E]]) -> (w[N,k], ids[N,k]): a thread per token
 template <class T>
 __device__ void mcc_moe_route(T *w, int *ids, const T *logits, const float *bias, long long N, long long E, int k,
-                              int score, int pre, double scaling)
+                              int score, int pre, double scaling, int groups, int keep)
 {
     MCC_FOR_EACH(n, N) {
         double s[MCC_MOE_MAX_TOPK], wd[MCC_MOE_MAX_TOPK];
-        mcc_moe_route_token(logits + n * E, bias, E, k, score, pre, ids + n * k, s, wd);
+        mcc_moe_route_token(logits + n * E, bias, E, k, score, pre, groups, keep, ids + n * k, s, wd);
         for (int j = 0; j < k; j++)
             mcc_st(w, n * k + j, (float)(wd[j] * scaling));
     }
@@ -321,9 +369,9 @@ template <class T> __device__ void mcc_moe_z_grad(T *dl, const float *dloss, con
 #define MCC_MOE(sfx, T)                                                                                     \
     extern "C" __global__ void mcc_moe_route_##sfx(T *w, int *ids, const T *logits, const float *bias,      \
                                                    long long N, long long E, int k, int score, int pre,       \
-                                                   double scaling)                                            \
+                                                   double scaling, int groups, int keep)                      \
     {                                                                                                         \
-        mcc_moe_route(w, ids, logits, bias, N, E, k, score, pre, scaling);                                    \
+        mcc_moe_route(w, ids, logits, bias, N, E, k, score, pre, scaling, groups, keep);                      \
     }                                                                                                         \
     extern "C" __global__ void mcc_moe_route_grad_##sfx(T *dl, const T *dw, const T *logits, const int *ids, \
                                                         long long N, long long E, int k, int score, int pre,  \

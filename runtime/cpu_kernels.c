@@ -1209,26 +1209,55 @@ static double route_scaling(const rt_kernel_call *c)
     return scaling != 0 ? scaling : 1.0;
 }
 
-/* (logits[N,E][, h[2,E]]) -> (w[N,k], ids[N,k]): with an expert bias the top k of s + h[1] */
+/* Group-limited routing (Megatron's group_limited_topk): v[E] as `groups` runs of E/groups, each
+ * scored by the sum of its top k/group_topk; the experts outside the best group_topk groups get
+ * -inf, so the top k of v fall in those groups. ids: scratch of max(k, groups) slots. */
+static void limit_to_groups(const rt_kernel_call *c, double *v, int64_t E, int64_t k, int32_t *ids)
+{
+    int64_t groups = (int64_t)c->in->attr[IR_ATTR_MOE_ROUTE_GROUPS];
+    int64_t keep = (int64_t)c->in->attr[IR_ATTR_MOE_ROUTE_GROUP_TOPK], size = E / groups;
+    double *gs = scratch((size_t)groups, sizeof(double));
+    for (int64_t g = 0; g < groups; g++) {
+        topk_row(v + g * size, size, k / keep, ids);
+        for (int64_t j = 0; j < k / keep; j++)
+            gs[g] += v[g * size + ids[j]];
+    }
+    topk_row(gs, groups, keep, ids);
+    for (int64_t g = 0; g < groups; g++) {
+        bool kept = false;
+        for (int64_t j = 0; j < keep; j++)
+            kept |= ids[j] == g;
+        for (int64_t e = 0; !kept && e < size; e++)
+            v[g * size + e] = -INFINITY;
+    }
+    free(gs);
+}
+
+/* (logits[N,E][, h[2,E]]) -> (w[N,k], ids[N,k]): with an expert bias the top k of s + h[1]; with
+ * groups among the kept groups' experts only */
 void cpu_MOE_ROUTE(const rt_kernel_call *c)
 {
     const float *logits = argf(c, 0), *bias = c->in->nargs > 1 ? argf(c, 1) : NULL;
     int64_t N = c->arg_types[0]->dims[0], E = c->arg_types[0]->dims[1], k = c->res_types[0]->dims[1];
+    int64_t groups = (int64_t)c->in->attr[IR_ATTR_MOE_ROUTE_GROUPS];
     float *w = resf(c, 0);
-    int32_t *ids = c->res[1];
+    int32_t *ids = c->res[1], *gids = groups ? scratch((size_t)(k > groups ? k : groups), sizeof(int32_t)) : NULL;
     double *s = scratch((size_t)E, sizeof(double)), *wd = scratch((size_t)k, sizeof(double)), scaling = route_scaling(c);
-    double *choose = bias ? scratch((size_t)E, sizeof(double)) : s;
+    double *choose = bias || groups ? scratch((size_t)E, sizeof(double)) : s;
     for (int64_t n = 0; n < N; n++) {
         route_scores(c, logits + n * E, E, s);
-        for (int64_t e = 0; bias && e < E; e++)
-            choose[e] = s[e] + bias[E + e];
+        for (int64_t e = 0; choose != s && e < E; e++)
+            choose[e] = s[e] + (bias ? bias[E + e] : 0.0);
+        if (groups)
+            limit_to_groups(c, choose, E, k, gids);
         topk_row(choose, E, k, ids + n * k);
         route_weights(c, s, ids + n * k, k, wd);
         for (int64_t j = 0; j < k; j++)
             w[n * k + j] = (float)(wd[j] * scaling);
     }
-    if (bias)
+    if (choose != s)
         free(choose);
+    free(gids);
     free(s);
     free(wd);
 }

@@ -56,7 +56,13 @@ endforeach()
 # capacity_probs keeps the pairs of the largest weights: at the spec's seed two of them, one kept and
 # one dropped, lie 8.5e-6 apart, where the order of the BLAS's sums could swap them; seed 18's
 # closest are 2.1e-5 apart (tests/torch_ref.py refuses a margin under 1e-5, naming it).
+# Group-limited routing (DeepSeek-V3's node-limited top k) over 8 experts in 4 groups, 2 kept: top 4
+# of softmax (each group scored by its top 2, weights scaled), and DeepSeek-V3's router (sigmoid,
+# expert bias, top 2, so each group scored by its best expert, weights scaled by 2.5).
+set(MCC_GROUP_ROUTING "--num-experts 8 --moe-router-num-groups 4 --moe-router-group-topk 2")
 foreach(variant "pre_softmax:--moe-router-pre-softmax" "pre_softmax_top3:--moe-router-pre-softmax --moe-router-topk 3"
+                "group_top4_scaled:${MCC_GROUP_ROUTING} --moe-router-topk 4 --moe-router-topk-scaling-factor 2.5"
+                "group_sigmoid_expert_bias:${MCC_GROUP_ROUTING} --moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01 --moe-aux-loss-coeff 0 --moe-router-topk-scaling-factor 2.5"
                 "sigmoid:--moe-router-score-function sigmoid --moe-router-topk-scaling-factor 2.5"
                 "gelu:--swiglu false --moe-layer-freq 2"
                 "top1:--moe-router-topk 1 --moe-shared-expert-intermediate-size 0"

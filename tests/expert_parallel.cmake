@@ -20,7 +20,10 @@
 # other layer MoE (virtual stages 0 and 2 on rank 0 hold the MoE layers, rank 1 only dense ones); and an
 # EP=2 checkpoint loaded on one rank and at DP=2 without EP (tests/checkpoint_ep.sh), also one saved
 # with the distributed optimizer at ep 2 x edp 2 (its experts' moments in edp blocks) and one saved
-# at pp 2 x ep 2 (each stage's ranks their own layers' experts).
+# at pp 2 x ep 2 (each stage's ranks their own layers' experts). Group-limited routing as DeepSeek-V3's
+# (8 experts in 4 groups, the best 2 kept, top 2 of sigmoid + expert bias, weights scaled by 2.5) over
+# ep 2 (each rank 2 of the groups) and under tp 2 with SP (every tp rank routing the gathered tokens).
+set(MCC_EP_GROUP_ROUTING "--num-experts 8 --moe-router-num-groups 4 --moe-router-group-topk 2 --moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01 --moe-router-topk-scaling-factor 2.5")
 if(MPI_C_FOUND)
   foreach(layout "ep2:2:--dp 2 --expert-model-parallel-size 2" "ep2_edp2:4:--dp 4 --expert-model-parallel-size 2"
                  "ep4:4:--dp 4 --expert-model-parallel-size 4"
@@ -34,6 +37,8 @@ if(MPI_C_FOUND)
                  "pp2_1f1b_bias_capacity:2:--moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-expert-capacity-factor 1.0 -- --pp 2 --decoder-first-pipeline-num-layers 2 --pipeline-schedule 1f1b"
                  "pp2_v2_ep2:4:--num-layers 4 --moe-layer-freq 2 -- --pp 2 --num-virtual-stages-per-pipeline-rank 2 --dp 2 --expert-model-parallel-size 2"
                  "tp2_sp:2:--tp 2 --sequence-parallel"
+                 "ep2_group_routing:2:${MCC_EP_GROUP_ROUTING} -- --dp 2 --expert-model-parallel-size 2"
+                 "tp2_sp_group_routing:2:${MCC_EP_GROUP_ROUTING} -- --tp 2 --sequence-parallel"
                  "tp2_sp_ep2:4:--tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2"
                  "tp2_sp_ep2_zero:4:--tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2 --use-distributed-optimizer"
                  "tp2_sp_ep2_edp2_zero:8:--tp 2 --sequence-parallel --dp 4 --expert-model-parallel-size 2 --use-distributed-optimizer")

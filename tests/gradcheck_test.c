@@ -73,14 +73,18 @@ static int dropout_case(graph *g, ir_op op, const int *args, int nargs)
 
 /* Three routings of one logits[5,3] param, top 2 (no two of a row's logits nearer than the
  * differences' steps, which would swap the choice): softmax after the top k, softmax before it, and
- * sigmoid scores scaled by 2.5; their weights summed ([5,2]). */
+ * sigmoid scores scaled by 2.5; then two group-limited routings of a logits[5,8] param, top 2:
+ * softmax scaled by 1.5 in 2 groups of 4, the best one kept (each group scored by its top 2), and
+ * sigmoid scaled by 2.5 in 4 groups of 2, the best 2 kept (each scored by its best). Their weights
+ * summed ([5,2]). */
 static int route_case(graph *g)
 {
-    int64_t d[2] = {5, 3};
-    int logits = param(g, "logits", 2, d), sum = -1;
-    double attrs[3][4] = {{2, 0, 0, 0}, {2, 0, 1, 0}, {2, 1, 0, 2.5}};
-    for (int i = 0; i < 3; i++) {
-        int w = ir_emit(g->m, g->f, IR_OP_MOE_ROUTE, &logits, 1, attrs[i], NULL, NULL);
+    int64_t d[2] = {5, 3}, grouped_d[2] = {5, 8};
+    int logits = param(g, "logits", 2, d), grouped = param(g, "grouped", 2, grouped_d), sum = -1;
+    double attrs[5][IR_NATTRS_MOE_ROUTE] = {{2, 0, 0, 0}, {2, 0, 1, 0}, {2, 1, 0, 2.5}, {2, 0, 0, 1.5, 2, 1},
+                                            {2, 1, 0, 2.5, 4, 2}};
+    for (int i = 0; i < 5; i++) {
+        int w = ir_emit(g->m, g->f, IR_OP_MOE_ROUTE, i < 3 ? &logits : &grouped, 1, attrs[i], NULL, NULL);
         sum = sum < 0 ? w : ir_op2(g->m, g->f, IR_OP_ADD, sum, w);
     }
     return sum;
@@ -132,7 +136,7 @@ static int router_loss_case(graph *g, ir_op op)
     if (op == IR_OP_MOE_Z_LOSS)
         return scalar_case(g, ir_op1(g->m, g->f, op, logits));
     /* topk, score, seq: over all 6 tokens, and per sequence (seq_aux_loss) of 3 and of 2 tokens */
-    double route[4] = {2, 0, 0, 0}, softmax[3] = {2, 0, 0}, sigmoid[3] = {2, 1, 0}, seq3[3] = {2, 0, 3}, seq2[3] = {2, 1, 2};
+    double route[IR_NATTRS_MOE_ROUTE] = {2, 0, 0, 0}, softmax[3] = {2, 0, 0}, sigmoid[3] = {2, 1, 0}, seq3[3] = {2, 0, 3}, seq2[3] = {2, 1, 2};
     logits = ir_scale(g->m, g->f, logits, 2); /* the loss is about 1, its gradients about 1/N: doubled, they
                                                   stand further above the loss's fp32 rounding over h */
     int args[2] = {logits, ir_emit(g->m, g->f, IR_OP_MOE_ROUTE, &logits, 1, route, NULL, NULL) + 1};

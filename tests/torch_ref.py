@@ -392,26 +392,42 @@ def note_topk_margin(scores, k):
     return scores
 
 
+def compute_topk(scores, k, c):
+    """Megatron's _compute_topk: the top k of scores [N, E] (values, ids); with group-limited routing
+    (moe_router_num_groups G, moe_router_group_topk K: its group_limited_topk) the E experts are G
+    runs, each scored by the sum of its top k/K, and the top k taken among the best K groups' experts
+    (the others masked to -inf). The groups' margin joins the top k's."""
+    groups, keep = c.get("moe_router_num_groups", 0), c.get("moe_router_group_topk", 0)
+    if keep:
+        N, E = scores.shape
+        group_scores = scores.detach().view(N, groups, E // groups).topk(k // keep, dim=-1)[0].sum(-1)
+        kept = torch.topk(note_topk_margin(group_scores, keep), keep, dim=-1)[1]
+        mask = torch.zeros(N, groups, dtype=torch.bool).scatter(1, kept, True)
+        scores = scores.masked_fill(~mask.repeat_interleave(E // groups, dim=1), -math.inf)
+    return torch.topk(note_topk_margin(scores, k), k, dim=1)
+
+
 def router(logits, c, name=None, log=None):
-    """Megatron's topk_softmax_with_capacity: (weights [N,k], expert ids [N,k], the capacity's keep
-    mask or None). With expert bias (sigmoid) the top k of sigmoid + the layer's bias are chosen,
-    weighted by the sigmoid alone, and a training step (log) counts the kept pairs per expert."""
+    """Megatron's topk_routing_with_score_function with its capacity: (weights [N,k], expert ids
+    [N,k], the capacity's keep mask or None). With expert bias (sigmoid) the top k of sigmoid + the
+    layer's bias are chosen, weighted by the sigmoid alone, and a training step (log) counts the kept
+    pairs per expert. The scaling factor multiplies the weights after their normalisation."""
     k = c.get("moe_router_topk", 2)
     bias = None
     if c.get("moe_router_enable_expert_bias"):
         bias = EXPERT_BIAS.setdefault(name, [torch.zeros(logits.shape[1], dtype=logits.dtype)] * 2)
     if c.get("moe_router_score_function", "softmax") == "softmax":
         if c.get("moe_router_pre_softmax"):
-            w, ids = torch.topk(note_topk_margin(logits.softmax(-1), k), k, dim=1)
+            w, ids = compute_topk(logits.softmax(-1), k, c)
         else:
-            top, ids = torch.topk(note_topk_margin(logits, k), k, dim=1)
+            top, ids = compute_topk(logits, k, c)
             w = top.softmax(-1)
     else:
         scores = torch.sigmoid(logits)
         if bias is None:
-            w, ids = torch.topk(note_topk_margin(scores, k), k, dim=1)
+            w, ids = compute_topk(scores, k, c)
         else:
-            ids = torch.topk(note_topk_margin(scores.detach() + bias[1], k), k, dim=1)[1]
+            ids = compute_topk(scores.detach() + bias[1], k, c)[1]
             w = scores.gather(1, ids)
         w = w / (w.sum(-1, keepdim=True) + 1e-20) if k > 1 else w
     scaling = c.get("moe_router_topk_scaling_factor", 0)

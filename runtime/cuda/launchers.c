@@ -773,7 +773,7 @@ static void moe_sum(rt_cuda_ctx *cx, void *r, const double *t, long long n, doub
     rt_cuda_launch(cx, kernel_families[RT_CUK_MOE_SUM].stem, 1, 1, 1, 1024, 0, p);
 }
 
-/* (logits[N,E][, h f32[2,E]]) -> (w[N,k], ids[N,k]): a thread per token */
+/* (logits[N,E][, h f32[2,E]]) -> (w[N,k], ids[N,k]): a thread per token (groups: group-limited) */
 void cuda_MOE_ROUTE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     const ir_type *lt = c->arg_types[0];
@@ -783,8 +783,15 @@ void cuda_MOE_ROUTE(rt_cuda_ctx *cx, const rt_kernel_call *c)
     long long N = lt->dims[0], E = lt->dims[1];
     int k = moe_topk(c, c->res_types[0]->dims[1]), score = (int)c->in->attr[IR_ATTR_MOE_ROUTE_SCORE];
     int pre = c->in->attr[IR_ATTR_MOE_ROUTE_PRE_SOFTMAX] != 0;
+    int groups = (int)c->in->attr[IR_ATTR_MOE_ROUTE_GROUPS], keep = (int)c->in->attr[IR_ATTR_MOE_ROUTE_GROUP_TOPK];
+    if (groups > 64) {
+        fprintf(stderr, "train_rank: moe_route on CUDA takes at most 64 expert groups (MCC_MOE_MAX_GROUPS of "
+                        "kernels_templates/moe.cuh), got %d: lower moe_router_num_groups or recompile with --target cpu\n",
+                groups);
+        exit(1);
+    }
     double scaling = moe_scaling(c);
-    void *p[] = {&w, &ids, &logits, &bias, &N, &E, &k, &score, &pre, &scaling};
+    void *p[] = {&w, &ids, &logits, &bias, &N, &E, &k, &score, &pre, &scaling, &groups, &keep};
     launch_flat(cx, name_of(c, RT_CUK_MOE_ROUTE, lt, NULL), N, p);
 }
 

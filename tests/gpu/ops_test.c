@@ -228,6 +228,12 @@ static const op_case cases[] = {
     {"moe_route", "sigmoid [67,64] top 4 expert bias", {4, 1, 0, 0}, 2, 2, {TEN('x', 2, 67, 64), TEN('f', 2, 2, 64)},
      {TEN('x', 2, 67, 4), IDS(64, 2, 67, 4)}},
     {"moe_route", "sigmoid [67,16] top 1", {1, 1, 0, 0}, 1, 2, {TEN('x', 2, 67, 16)}, {TEN('x', 2, 67, 1), IDS(16, 2, 67, 1)}},
+    /* group-limited (DeepSeek-V3's node-limited top k): 64 experts in 8 groups, the best 4 kept, top 8
+     * of sigmoid + bias scaled by 2.5 (a group scored by its top 2); softmax top 4 in 4 groups, 2 kept */
+    {"moe_route", "group-limited sigmoid [67,64] top 8 of 4 of 8 groups, expert bias, scaling 2.5",
+     {8, 1, 0, 2.5, 8, 4}, 2, 2, {TEN('x', 2, 67, 64), TEN('f', 2, 2, 64)}, {TEN('x', 2, 67, 8), IDS(64, 2, 67, 8)}},
+    {"moe_route", "group-limited softmax [67,16] top 4 of 2 of 4 groups", {4, 0, 0, 0, 4, 2}, 1, 2,
+     {TEN('x', 2, 67, 16)}, {TEN('x', 2, 67, 4), IDS(16, 2, 67, 4)}},
     {"moe_route_grad", "softmax [67,16] top 2", {2, 0, 0, 0}, 3, 1, {TEN('x', 2, 67, 2), TEN('x', 2, 67, 16), TOPK(16, 2, 67, 2)},
      {TEN('x', 2, 67, 16)}},
     {"moe_route_grad", "pre-softmax [67,16] top 2 scaling 2.5", {2, 0, 1, 2.5}, 3, 1,
