@@ -69,6 +69,35 @@ bool pass_pipeline_layer_stages(const ir_module *m, int p, int v, int *stage_of,
  * over the axis splits the residual stream along that dimension (1 the sequence, 0 batch rows).
  * pass_shard is this for tp, from Megatron's placements. */
 bool pass_shard_axis(ir_module *m, ir_axis axis, int n, int seq_dim, char *err, size_t errlen);
+/* A sequence split over `axis` in n ranks' balanced chunks (context parallelism): the shard pass's
+ * lowerings of the ops that need other ranks' tokens or their place in the sequence, as the
+ * vocab-parallel cross entropy is tp's lowering. Zero-initialise `moved` and `cap`; one for a
+ * function being written, freed after it. Operands and results are values of dst. */
+typedef struct {
+    ir_module *m;
+    ir_func *dst;                   /* the function being written */
+    ir_axis axis;
+    int n;                          /* the axis's degree */
+    ir_cp_comm comm;                /* how attention reaches the other ranks' keys (cp_comm_type) */
+    int64_t T;                      /* the whole sequence */
+    int *moved;                     /* per value: its gathered or head-split form, or -1 */
+    int cap;
+} pass_seq_split;
+/* t with dimension dim (1, the sequence; 0, the tokens flattened into rows) the rank's share. */
+ir_type pass_seq_local(ir_type t, int dim, ir_axis axis, int n);
+/* Op r, a copy of pos_add, pos_add_grad, rope or dropout on the rank's tokens: its attributes cp
+ * and cp_rank (and dropout's extent) say where they lie. */
+void pass_seq_positions(pass_seq_split *a, int r);
+/* Attention op `in` (attention, attention_grad or a dropout twin) over its operands args: res[k],
+ * result k, on the rank's tokens (a2a's forward lse on the rank's heads). p2p: ring pieces merged;
+ * all_gather: over keys and values gathered; a2a (Ulysses): over every token of a block of heads. */
+void pass_seq_attention(pass_seq_split *a, const ir_instr *in, const int *args, int *res);
+/* An MoE router's load-balancing loss (moe_aux_loss, or its gradient) of source function src over
+ * the rank's rows args: over every rank's rows, the same on every rank; the gradient's rows back. */
+int pass_seq_router_loss(pass_seq_split *a, const ir_func *src, const ir_instr *in, const int *args);
+/* Token dropping's moe_capacity over the rank's rows: ranked among every rank's, the rank's kept. */
+int pass_seq_capacity(pass_seq_split *a, const ir_func *src, const ir_instr *in, const int *args);
+void pass_seq_free(pass_seq_split *a);
 /* Whether the shard pass has the rule of kind `kind` (ops.def's shard column). */
 bool pass_shard_has_rule(ir_shard_rule kind);
 bool pass_data_parallel(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);

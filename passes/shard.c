@@ -23,7 +23,11 @@
  * vocab-parallel and position offsets) are rank terms, `step*tp` (ir_rank_term): one plan
  * serves every rank along the axis, and each resolves them when it loads the plan. Attention
  * dropout's head_offset keeps an earlier pass's terms, shrunk by tp (`2*tp+1*cp` under a2a cp).
- * Types in the result are local shapes with the split dimension annotated {shard=[.., tp]}. */
+ * Types in the result are local shapes with the split dimension annotated {shard=[.., tp]}.
+ * Context parallelism's lowerings (pass_seq_*: attention over a sequence split in balanced chunks
+ * as ring pieces, over gathered keys or on a block of heads; the position ops' cp attributes; an
+ * MoE router's rows gathered for its sums) are here for the rules over cp, and called meanwhile
+ * by context_parallel.c, which still finds the rank's tokens itself. */
 #include "passes.h"
 
 #include <stdio.h>
@@ -483,6 +487,289 @@ static bool rule_dropout(shard_ctx *c, const ir_instr *in, int *args, int *res)
     if (p.dim >= 0)
         rank_offset(c, *res, IR_ATTR_DROPOUT_OFFSET, local);
     return true;
+}
+
+/* --- a sequence split over the axis in balanced chunks (context parallelism's lowerings) ---------
+ * Token-wise ops run on the rank's tokens as they are, but for those whose result depends on a
+ * token's place in the sequence and those that need other ranks' tokens: attention and an MoE
+ * router's sums over the micro-batch's tokens. */
+
+ir_type pass_seq_local(ir_type t, int dim, ir_axis axis, int n)
+{
+    t.dims[dim] /= n;
+    ir_shard_push(&t, dim, axis);
+    return t;
+}
+
+/* Op r of dst, a copy of a token-wise op whose result depends on a token's place in the sequence
+ * (pos_add, pos_add_grad, rope, dropout: ops.def's attributes cp, cp_rank): its tokens are the
+ * rank's chunks (ir_cp_position), and dropout's extent along the sequence (dim 1) the rank's. */
+void pass_seq_positions(pass_seq_split *a, int r)
+{
+    ir_instr *made = &a->dst->instrs[a->dst->vals[r].def];
+    int cp_at = ir_attr_index(made->op, "cp");
+    made->attr[cp_at] = a->n;
+    if (made->op == IR_OP_DROPOUT && made->attr[IR_ATTR_DROPOUT_DIM] == 1)
+        made->attr[IR_ATTR_DROPOUT_EXTENT] = (double)a->dst->vals[r].type.dims[1];
+    ir_set_per_rank(a->dst, r, cp_at + 1, 0, 1, a->axis); /* cp_rank */
+}
+
+/* Attention: q, k, v hold the rank's balanced chunks of every sequence (ir_cp_position), and
+ * attention reaches the other ranks' keys and values as cp_comm_type says, as the vocab-parallel
+ * cross entropy is tp's lowering (docs/design/parallelism.md's Context parallelism, the contract
+ * with the kernels):
+ *
+ *   p2p (ring)   attention(q, k, v) -> n pieces {ring=1, shift=s}, piece s over the keys ring_shift
+ *                has moved s steps (emitted before piece s-1, so the shift runs beside it), each
+ *                merged into the running (o, lse) by attention_merge; attention_grad's pieces take
+ *                the merged y and lse (each piece's FA2 backward is then exact), dq summed, the
+ *                keys' gradients riding the ring with their keys, one last shift bringing them home
+ *   all_gather   attention(q, all_gather_seq(k), all_gather_seq(v)) {cp, cp_rank}: each query
+ *                masked by the whole sequence's positions; dk, dv (summed over the ranks whose
+ *                queries read them) reduce_scatter_seq back to the chunks they came from
+ *   a2a          (Ulysses) cp_all_to_all{heads=1} of q, k, v (and dy, y): every token in sequence
+ *                order of the rank's 1/n of the heads, attention as one rank's (cp 0), the results
+ *                back {heads=0}; the forward's lse stays on the heads
+ *
+ * Under grouped-query attention only the kv heads travel. A dropout twin carries attention's
+ * attributes after its own; its mask is drawn by whole-sequence positions, so a ring piece's y is
+ * (P Z) v of its keys and the merge stays exact, and under a2a the block's first head is
+ * head_offset, rank H/n. */
+
+/* memo slot of new value v: its all_gather_seq (all_gather), head-split form (a2a) or an MoE
+ * router's rows of every rank (seq_whole_rows), or -1 */
+static int *seq_moved(pass_seq_split *a, int v)
+{
+    if (v >= a->cap) {
+        int cap = 2 * v + 64;
+        a->moved = realloc(a->moved, sizeof(int) * (size_t)cap);
+        for (int i = a->cap; i < cap; i++)
+            a->moved[i] = -1;
+        a->cap = cap;
+    }
+    return &a->moved[v];
+}
+
+/* New value v as attention reads it, made once however many ops read it: all_gather, k or v of
+ * every rank (axis; overlap 0, batch 0); a2a, q, k, v, y or dy with every token and the rank's
+ * block of the heads (heads 1). */
+static int seq_kv(pass_seq_split *a, int v)
+{
+    if (*seq_moved(a, v) < 0) {
+        bool a2a = a->comm == IR_CP_A2A;
+        double attrs[IR_MAX_ATTRS] = {[IR_ATTR_AXIS] = a->axis, [IR_ATTR_CP_ALL_TO_ALL_HEADS] = a2a};
+        int r = ir_emit(a->m, a->dst, a2a ? IR_OP_CP_ALL_TO_ALL : IR_OP_ALL_GATHER_SEQ, &v, 1, attrs, NULL, NULL);
+        *seq_moved(a, v) = r;
+    }
+    return *seq_moved(a, v);
+}
+
+/* New value v [B,T,H/n,D] back to the rank's tokens and every head (a2a) */
+static int seq_to_tokens(pass_seq_split *a, int v)
+{
+    double attrs[IR_NATTRS_CP_ALL_TO_ALL] = {[IR_ATTR_AXIS] = a->axis, [IR_ATTR_CP_ALL_TO_ALL_HEADS] = 0};
+    return ir_emit(a->m, a->dst, IR_OP_CP_ALL_TO_ALL, &v, 1, attrs, NULL, NULL);
+}
+
+/* Attention op `in` over new operands args, with in's attributes but {cp, cp_rank, ring, shift}
+ * (ops.def); ranked 0: over the whole sequence in order, as one rank's (a2a) */
+static int seq_piece(pass_seq_split *a, const ir_instr *in, const int *args, int ring, int shift, bool ranked)
+{
+    double attrs[IR_MAX_ATTRS];
+    memcpy(attrs, in->attr, sizeof attrs);
+    int at = (int)(ir_attention_attrs(in) - in->attr); /* cp's, and the others' from it as attention's */
+    attrs[at + IR_ATTR_ATTENTION_CP] = ranked ? a->n : 0, attrs[at + IR_ATTR_ATTENTION_CP_RANK] = 0;
+    attrs[at + IR_ATTR_ATTENTION_RING] = ring, attrs[at + IR_ATTR_ATTENTION_SHIFT] = shift;
+    int r = ir_emit(a->m, a->dst, in->op, args, in->nargs, attrs, NULL, NULL);
+    if (ranked)
+        ir_set_per_rank(a->dst, r, at + IR_ATTR_ATTENTION_CP_RANK, 0, 1, a->axis);
+    return r;
+}
+
+/* New value v of the previous rank of the axis's ring, overlapped (it runs beside what is
+ * computed before its first use). */
+static int seq_ring_shift(pass_seq_split *a, int v)
+{
+    double attrs[IR_NATTRS_RING_SHIFT] = {[IR_ATTR_AXIS] = a->axis, [IR_ATTR_RING_SHIFT_OVERLAP] = 1};
+    return ir_emit(a->m, a->dst, IR_OP_RING_SHIFT, &v, 1, attrs, NULL, NULL);
+}
+
+static int seq_add(pass_seq_split *a, int x, int y)
+{
+    int args[2] = {x, y};
+    return ir_emit(a->m, a->dst, IR_OP_ADD, args, 2, NULL, NULL, NULL);
+}
+
+/* The forward's ring pieces over (q, k, v[, first_sample]), merged: returns (o, lse). */
+static int seq_ring_forward(pass_seq_split *a, const ir_instr *in, const int *mapped)
+{
+    int args[4], o = -1;
+    memcpy(args, mapped, sizeof(int) * (size_t)in->nargs);
+    for (int s = 0; s < a->n; s++) {
+        bool more = s + 1 < a->n;
+        int next_k = more ? seq_ring_shift(a, args[1]) : -1, next_v = more ? seq_ring_shift(a, args[2]) : -1;
+        int piece = seq_piece(a, in, args, 1, s, true);
+        if (s == 0)
+            o = piece;
+        else {
+            int m[4] = {o, o + 1, piece, piece + 1};
+            o = ir_emit(a->m, a->dst, IR_OP_ATTENTION_MERGE, m, 4, NULL, NULL, NULL);
+        }
+        args[1] = next_k, args[2] = next_v;
+    }
+    return o;
+}
+
+/* The backward's ring pieces over (dy, q, k, v, y, lse[, first_sample]), y and lse the merged
+ * ones: res := dq, dk, dv. After the last piece the keys' gradients belong to rank + 1's keys. */
+static void seq_ring_backward(pass_seq_split *a, const ir_instr *in, const int *mapped, int *res)
+{
+    int args[7];
+    memcpy(args, mapped, sizeof(int) * (size_t)in->nargs);
+    int next_k = seq_ring_shift(a, args[2]), next_v = seq_ring_shift(a, args[3]);
+    int g = seq_piece(a, in, args, 1, 0, true);
+    int dq = g, ak = g + 1, av = g + 2;
+    for (int s = 1; s < a->n; s++) {
+        args[2] = next_k, args[3] = next_v;
+        if (s + 1 < a->n)
+            next_k = seq_ring_shift(a, args[2]), next_v = seq_ring_shift(a, args[3]);
+        ak = seq_ring_shift(a, ak);
+        av = seq_ring_shift(a, av);
+        g = seq_piece(a, in, args, 1, s, true);
+        dq = seq_add(a, dq, g);
+        ak = seq_add(a, ak, g + 1);
+        av = seq_add(a, av, g + 2);
+    }
+    res[0] = dq;
+    res[1] = seq_ring_shift(a, ak);
+    res[2] = seq_ring_shift(a, av);
+}
+
+/* Ulysses: over every token of the rank's block of the heads; the lse and first_sample stay as
+ * they are. With dropout the block's first head is rank H/n (under tp the shard pass makes it
+ * tp_rank H/tp + cp_rank H/(tp cp): rule_attention). */
+static void seq_ulysses(pass_seq_split *a, const ir_instr *in, const int *mapped, int *res)
+{
+    bool fwd = ir_ops[in->op].nres == 2, dropout = ir_attr_index(in->op, "head_offset") >= 0;
+    int args[7], lse = fwd ? -1 : 5, first_sample = dropout ? in->nargs - 1 : -1;
+    for (int i = 0; i < in->nargs; i++)
+        args[i] = i == lse || i == first_sample ? mapped[i] : seq_kv(a, mapped[i]);
+    int r = seq_piece(a, in, args, 0, 0, false);
+    if (dropout)
+        ir_set_per_rank(a->dst, r, IR_ATTR_ATTENTION_DROPOUT_HEAD_OFFSET, 0,
+                        (double)a->dst->vals[args[fwd ? 0 : 1]].type.dims[2], a->axis);
+    if (fwd) {
+        res[0] = seq_to_tokens(a, r);
+        *seq_moved(a, res[0]) = r; /* y as attention_grad reads it */
+        res[1] = r + 1;
+        return;
+    }
+    for (int g = 0; g < 3; g++)
+        res[g] = seq_to_tokens(a, r + g);
+}
+
+/* all_gather: over every rank's keys and values; dk, dv reduce-scattered back. */
+static void seq_gathered(pass_seq_split *a, const ir_instr *in, const int *mapped, int *res)
+{
+    bool fwd = ir_ops[in->op].nres == 2;
+    int k = fwd ? 1 : 2, args[7];
+    memcpy(args, mapped, sizeof(int) * (size_t)in->nargs);
+    args[k] = seq_kv(a, args[k]);
+    args[k + 1] = seq_kv(a, args[k + 1]);
+    int r = seq_piece(a, in, args, 0, 0, true);
+    res[0] = r;
+    if (fwd) { /* lse [B,H,T/n]: the rank's queries' rows */
+        res[1] = r + 1;
+        return;
+    }
+    for (int g = 1; g < 3; g++) {
+        double rs[IR_NATTRS_REDUCE_SCATTER_SEQ] = {[IR_ATTR_AXIS] = a->axis}; /* overlap 0, batch 0 */
+        int full = r + g;
+        res[g] = ir_emit(a->m, a->dst, IR_OP_REDUCE_SCATTER_SEQ, &full, 1, rs, NULL, NULL);
+    }
+}
+
+void pass_seq_attention(pass_seq_split *a, const ir_instr *in, const int *args, int *res)
+{
+    switch (a->comm) {
+    case IR_CP_P2P:
+        if (ir_ops[in->op].nres == 2)
+            res[0] = seq_ring_forward(a, in, args), res[1] = res[0] + 1;
+        else
+            seq_ring_backward(a, in, args, res);
+        return;
+    case IR_CP_ALL_GATHER:
+        seq_gathered(a, in, args, res);
+        return;
+    case IR_CP_A2A:
+        seq_ulysses(a, in, args, res);
+        return;
+    }
+}
+
+static int seq_reshape(pass_seq_split *a, int v, ir_type t)
+{
+    return ir_emit(a->m, a->dst, IR_OP_RESHAPE, &v, 1, NULL, NULL, &t);
+}
+
+/* An MoE layer's rows are the rank's tokens flattened, [B T/n, X]. New value v of such rows, whole
+ * type `whole` [B T, X], as every rank's: each sequence's T rows together (its chunks in rank
+ * order: the router's sums do not mind), made once. */
+static int seq_whole_rows(pass_seq_split *a, int v, const ir_type *whole)
+{
+    if (*seq_moved(a, v) < 0) {
+        int64_t seq[3] = {whole->dims[0] / a->T, a->T, whole->dims[1]};
+        double attrs[IR_NATTRS_ALL_GATHER_SEQ] = {[IR_ATTR_AXIS] = a->axis}; /* overlap 0, batch 0 */
+        int s = seq_reshape(a, v, pass_seq_local(ir_tensor(whole->dtype, 3, seq), 1, a->axis, a->n));
+        int r = seq_reshape(a, ir_emit(a->m, a->dst, IR_OP_ALL_GATHER_SEQ, &s, 1, attrs, NULL, NULL), *whole);
+        *seq_moved(a, v) = r;
+    }
+    return *seq_moved(a, v);
+}
+
+/* New value g [B T, X], a gradient of seq_whole_rows' value, back to the rank's rows: summed over
+ * the ranks that read them (every rank's router loss reads every row; each rank's is seeded 1/n
+ * of the one rank's loss, as its lm loss is, so the sum is the one rank's gradient). */
+static int seq_rank_rows(pass_seq_split *a, int g, const ir_type *whole)
+{
+    int64_t seq[3] = {whole->dims[0] / a->T, a->T, whole->dims[1]};
+    double attrs[IR_NATTRS_REDUCE_SCATTER_SEQ] = {[IR_ATTR_AXIS] = a->axis}; /* overlap 0, batch 0 */
+    int s = seq_reshape(a, g, ir_tensor(whole->dtype, 3, seq));
+    s = ir_emit(a->m, a->dst, IR_OP_REDUCE_SCATTER_SEQ, &s, 1, attrs, NULL, NULL);
+    return seq_reshape(a, s, pass_seq_local(*whole, 0, a->axis, a->n));
+}
+
+int pass_seq_router_loss(pass_seq_split *a, const ir_func *src, const ir_instr *in, const int *mapped)
+{
+    int args[3], first = in->op == IR_OP_MOE_AUX_LOSS_GRAD; /* (dloss, logits, ids) */
+    for (int i = 0; i < in->nargs; i++)
+        args[i] = i < first ? mapped[i] : seq_whole_rows(a, mapped[i], &src->vals[in->args[i]].type);
+    int r = ir_emit(a->m, a->dst, in->op, args, in->nargs, in->attr, NULL, NULL);
+    return first ? seq_rank_rows(a, r, &src->vals[in->res[0]].type) : r;
+}
+
+int pass_seq_capacity(pass_seq_split *a, const ir_func *src, const ir_instr *in, const int *mapped)
+{
+    const ir_type *t = &src->vals[in->res[0]].type;
+    int args[3];
+    for (int i = 0; i < 3; i++)
+        args[i] = seq_whole_rows(a, mapped[i], &src->vals[in->args[i]].type);
+    double attrs[IR_MAX_ATTRS];
+    memcpy(attrs, in->attr, sizeof attrs);
+    attrs[IR_ATTR_MOE_CAPACITY_CP] = a->n;
+    attrs[IR_ATTR_MOE_CAPACITY_SEQ] = (double)a->T;
+    int r = ir_emit(a->m, a->dst, IR_OP_MOE_CAPACITY, args, 3, attrs, NULL, NULL);
+    int64_t seq[3] = {t->dims[0] / a->T, a->T, t->dims[1]};
+    double slice[IR_NATTRS_LOCAL_SLICE_SEQ] = {[IR_ATTR_AXIS] = a->axis}; /* overlap 0, batch 0 */
+    int s = seq_reshape(a, r, ir_tensor(t->dtype, 3, seq));
+    s = ir_emit(a->m, a->dst, IR_OP_LOCAL_SLICE_SEQ, &s, 1, slice, NULL, NULL);
+    return seq_reshape(a, s, pass_seq_local(*t, 0, a->axis, a->n));
+}
+
+void pass_seq_free(pass_seq_split *a)
+{
+    free(a->moved);
+    a->moved = NULL, a->cap = 0;
 }
 
 /* Attention reads whole sequences; its heads may be split (column-parallel q, k, v). With
