@@ -105,9 +105,6 @@ static const mcc_megatron_flag megatron_flags[] = {
            "the flex dispatcher's transport; mcc dispatches by all-to-all over NCCL"),
     UNUSED("--moe-per-layer-logging", 0, NULL,
            "train_rank logs the routers' aux loss, z loss and load imbalance over all layers, not per layer"),
-    REFUSED("--moe-router-dtype", 1,
-            "Megatron computes the router's logits GEMM and routing in that dtype; mcc's logits GEMM is bf16 "
-            "(fp32 accumulation) and its routing fp32: drop the flag to accept that"),
     REFUSED("--moe-router-force-load-balancing", 0,
             "Megatron replaces the router's scores by random ones to balance the load in benchmarks: not built, "
             "drop it to route by the learned scores"),

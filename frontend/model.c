@@ -227,8 +227,12 @@ static int route(builder *b, int layer, int x, int *ids, int *kept)
     char name[128];
     int64_t wdims[2] = {s->num_experts, s->hidden_size};
     snprintf(name, sizeof name, "layers.%d.mlp.router.weight", layer);
-    int logits = ir_matmul(b->m, b->f, x, param(b, name, 2, wdims, IR_INIT_NORMAL, s->init_method_std, IR_PLACE_REPLICATED),
-                           false, true); /* [N,E] */
+    int weight = param(b, name, 2, wdims, IR_INIT_NORMAL, s->init_method_std, IR_PLACE_REPLICATED);
+    if (s->moe_router_dtype == MCC_ROUTER_DTYPE_FP32) { /* Megatron's RouterGatingLinearFunction */
+        x = ir_convert(b->m, b->f, x, true);
+        weight = ir_convert(b->m, b->f, weight, true);
+    }
+    int logits = ir_matmul(b->m, b->f, x, weight, false, true); /* [N,E] */
     bool train = b->train;
     if (train && s->moe_z_loss_coeff > 0)
         logits = attach_loss(b, IR_ROLE_MOE_Z_LOSS, layer, logits, ir_op1(b->m, b->f, IR_OP_MOE_Z_LOSS, logits),

@@ -49,7 +49,7 @@ _Static_assert(sizeof(mcc_norm) == sizeof(int) && sizeof(mcc_pos) == sizeof(int)
                sizeof(mcc_moment_dtype) == sizeof(int) && sizeof(mcc_fp8_format) == sizeof(int) &&
                sizeof(mcc_fp8_recipe) == sizeof(int) && sizeof(mcc_amax_algo) == sizeof(int) &&
                sizeof(mcc_moe_score) == sizeof(int) && sizeof(mcc_moe_balance) == sizeof(int) &&
-               sizeof(mcc_moe_drop) == sizeof(int),
+               sizeof(mcc_moe_drop) == sizeof(int) && sizeof(mcc_moe_router_dtype) == sizeof(int),
                "enum members are stored as int");
 /* The choices the plan's config carries too: their words are the IR's (ir.h ir_choices), spelled
  * there once; the spec's enums follow the IR's (the moments' by ir_dtype: the config's words are
@@ -73,6 +73,7 @@ static const char *const sp_split_names[] = {"sequence", "batch", NULL};        
 static const char *const moment_dtype_names[] = {"fp32", "bf16", NULL}; /* ORDER mcc_moment_dtype: Megatron's words */
 static const char *const spec_moe_balances[] = {"aux_loss", "seq_aux_loss", "sinkhorn", "none", NULL}; /* ORDER mcc_moe_balance */
 static const char *const spec_moe_drops[] = {"probs", "position", NULL};             /* ORDER mcc_moe_drop */
+static const char *const spec_router_dtypes[] = {"none", "fp32", "fp64", NULL};     /* ORDER mcc_moe_router_dtype */
 
 #define FIELD(sec, key, member, alias, kind, range, need, def, choices, help)                     \
     {sec, key, alias, kind, offsetof(mcc_spec, member), sizeof(((mcc_spec *)0)->member), range, \
@@ -150,6 +151,9 @@ static const spec_field spec_fields[] = {
     MODEL(moe_router_group_topk, K_INT, R_NONNEG, D_VALUE, 0, NULL,
           "group-limited routing: each token's experts chosen within its best this many groups, a group scored by "
           "the sum of its top moe_router_topk/moe_router_group_topk scores (0: none)"),
+    MODEL(moe_router_dtype, K_ENUM, R_ANY, D_VALUE, MCC_ROUTER_DTYPE_NONE, spec_router_dtypes,
+          "the router's GEMM and routing weights in fp32 (the combine then in the activations' dtype), or none: "
+          "in the activations' dtype (bf16 on the GPU); fp64 is refused"),
     MODEL(moe_router_load_balancing_type, K_ENUM, R_ANY, D_VALUE, MCC_MOE_AUX_LOSS, spec_moe_balances,
           "aux_loss: the Switch load-balancing loss over each micro-batch, weighted by moe_aux_loss_coeff; "
           "seq_aux_loss: that loss over each sequence, averaged (DeepSeek's); none"),
@@ -1230,7 +1234,7 @@ static bool spec_check_nemotron(spec_ctx *c)
 /* The fields that only an MoE model reads (refused in a dense one, as they would change nothing). */
 static const char *const spec_moe_only[] = {
     "moe_router_topk", "moe_router_score_function", "moe_router_pre_softmax", "moe_router_topk_scaling_factor",
-    "moe_router_num_groups", "moe_router_group_topk",
+    "moe_router_num_groups", "moe_router_group_topk", "moe_router_dtype",
     "moe_router_load_balancing_type", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_enable_expert_bias",
     "moe_router_bias_update_rate", "moe_expert_capacity_factor", "moe_token_drop_policy",
     "moe_pad_expert_input_to_capacity", "moe_shared_expert_intermediate_size", "moe_shared_expert_overlap", "moe_layer_freq",
@@ -1248,6 +1252,10 @@ static bool spec_check_moe_built(spec_ctx *c)
                             "seq_aux_loss (over each sequence) or none",
                          spec_where(c, spec_find("moe_router_load_balancing_type")),
                          spec_moe_balances[s->moe_router_load_balancing_type]);
+    if (s->moe_router_dtype == MCC_ROUTER_DTYPE_FP64)
+        return spec_fail(c, "%s fp64 is not built: mcc's GEMMs run in fp32 at most (its routing is already computed "
+                            "in double from the logits): pass fp32",
+                         spec_where(c, spec_find("moe_router_dtype")));
     int tp = s->tensor_model_parallel_size;
     if (tp > 1 && !s->sequence_parallel) /* Megatron's rule: MoE with tensor parallelism needs it */
         return spec_fail(c, "%s (%d) with %s needs sequence_parallel (--sequence-parallel): the MoE layers run under "

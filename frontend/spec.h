@@ -51,6 +51,8 @@ typedef enum { MCC_AMAX_MOST_RECENT, MCC_AMAX_MAX } mcc_amax_algo; /* Megatron's
 typedef enum { MCC_MOE_SOFTMAX, MCC_MOE_SIGMOID } mcc_moe_score;          /* ORDER ops.def moe_route's score */
 typedef enum { MCC_MOE_AUX_LOSS, MCC_MOE_SEQ_AUX_LOSS, MCC_MOE_SINKHORN, MCC_MOE_BALANCE_NONE } mcc_moe_balance;
 typedef enum { MCC_MOE_DROP_PROBS, MCC_MOE_DROP_POSITION } mcc_moe_drop;
+/* the router's GEMM and scores: in the activations' dtype (Megatron's None), fp32, or fp64 (refused) */
+typedef enum { MCC_ROUTER_DTYPE_NONE, MCC_ROUTER_DTYPE_FP32, MCC_ROUTER_DTYPE_FP64 } mcc_moe_router_dtype;
 /* moe_layer_freq (Megatron's): every `every`-th layer is MoE (layers 0, every, 2 every, ...), or,
  * when n > 0, layer l is MoE where moe[l] (a list of num_layers 0s and 1s) */
 #define MCC_MAX_LAYER_PATTERN 1024
@@ -95,6 +97,7 @@ typedef struct {
     double moe_router_bias_update_rate;
     double moe_expert_capacity_factor;  /* 0: dropless (Megatron's None) */
     mcc_moe_drop moe_token_drop_policy; /* "probs" | "position" */
+    mcc_moe_router_dtype moe_router_dtype; /* "none" | "fp32" | "fp64" */
     bool moe_pad_expert_input_to_capacity;
     bool moe_shared_expert_overlap;     /* the all-to-alls beside the shared expert (passes/comm_overlap.c) */
     mcc_layer_pattern moe_layer_freq;   /* which layers are MoE */

@@ -56,6 +56,13 @@ void ir_grad_scale(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
     ir_grad_contribute(g, in->args[0], ir_scale(g->m, g->f, DY, in->attr[IR_ATTR_SCALE_FACTOR]));
 }
 
+/* convert's gradient: dy converted back to the operand's dtype (Megatron's router GEMM: fp32
+ * gradients cast back to the input's and the weight's dtypes) */
+void ir_grad_convert(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    ir_grad_contribute(g, in->args[0], ir_convert(g->m, g->f, DY, ir_vtype(f, in->args[0])->dtype == IR_F32));
+}
+
 void ir_grad_bias_add(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
     int dy = DY;

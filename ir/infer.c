@@ -78,6 +78,21 @@ bool ir_infer_same1(const ir_module *m, const ir_instr *in, const ir_type *a, ir
     return true;
 }
 
+/* a of any float dtype -> a's shape in f32 (f32=1) or in the activations' dtype, the plan's param_dtype
+ * (f32=0): the attribute, not the operand, names the result's dtype, so the precision pass's
+ * re-inference keeps an f32 router while the activations around it turn bf16 */
+bool ir_infer_convert(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    double f32 = in->attr[IR_ATTR_CONVERT_F32];
+    if (f32 != 0 && f32 != 1)
+        return fail(err, len, "convert takes f32=1 (to f32) or f32=0 (to the activations' dtype), got %.10g", f32);
+    if (!need_float(&a[0], "operand", err, len) || ir_dtype_is_fp8(a[0].dtype))
+        return fail(err, len, "convert's operand must be f32, bf16 or f16, got %s", tstr(&a[0]));
+    r[0] = a[0];
+    r[0].dtype = f32 ? IR_F32 : (ir_dtype)ir_cfg_choice(m, IR_CFG_PARAM_DTYPE); /* f32, bf16 or f16 */
+    return true;
+}
+
 bool ir_infer_same2(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     if (!same_shape(&a[0], &a[1]) || a[0].dtype != a[1].dtype)

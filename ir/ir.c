@@ -1120,6 +1120,12 @@ int ir_scale(ir_module *m, ir_func *f, int a, double factor)
     return ir_emit(m, f, IR_OP_SCALE, &a, 1, &factor, NULL, NULL);
 }
 
+int ir_convert(ir_module *m, ir_func *f, int a, bool to_f32)
+{
+    double f32 = to_f32;
+    return ir_emit(m, f, IR_OP_CONVERT, &a, 1, &f32, NULL, NULL);
+}
+
 int ir_matmul(ir_module *m, ir_func *f, int a, int b, bool ta, bool tb)
 {
     int args[2] = {a, b};

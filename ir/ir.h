@@ -880,6 +880,8 @@ int ir_fill(ir_module *m, ir_func *f, double value, ir_type t);
 int ir_op1(ir_module *m, ir_func *f, ir_op op, int a);
 int ir_op2(ir_module *m, ir_func *f, ir_op op, int a, int b);
 int ir_scale(ir_module *m, ir_func *f, int a, double factor);
+/* a converted to f32 (to_f32) or to the activations' dtype, the plan's param_dtype */
+int ir_convert(ir_module *m, ir_func *f, int a, bool to_f32);
 int ir_matmul(ir_module *m, ir_func *f, int a, int b, bool ta, bool tb);
 int ir_reshape(ir_module *m, ir_func *f, int a, int ndim, const int64_t *dims);
 /* FP8 (ops.def): x quantized, returns q (its scale_inv is q + 1). history < 0: tensorwise, the

@@ -201,7 +201,8 @@ MCC_FOR_FLOAT_PAIRS(MCC_BIAS_ADD)
     }
 MCC_FOR_FLOAT_PAIRS(MCC_ACCUMULATE)
 
-// dst[n] := src[n] converted; mcc_copy_<dst>_<src> (bf16 working copies of f32 master weights).
+// dst[n] := src[n] converted; mcc_copy_<dst>_<src> (bf16 working copies of f32 master weights; the
+// convert op's r := a, the f32 router of --moe-router-dtype fp32).
 #define MCC_COPY(sfx, D, S)                                                                                \
     extern "C" __global__ void mcc_copy_##sfx(D *dst, const S *src, long long n)                          \
     {                                                                                                      \

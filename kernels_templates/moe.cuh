@@ -242,9 +242,10 @@ template <int W, class T> __device__ void mcc_moe_permute(T *xp, const T *x, con
     }
 }
 
-// (yp[R,H], perm, w[N,k]) -> y[N,H] = sum_j w[n,j] yp[perm[n k + j]]: a block per token
-template <int W, class T>
-__device__ void mcc_moe_unpermute(T *y, const T *yp, const int *perm, const T *w, long long N, long long k, long long H)
+// (yp[R,H], perm, w[N,k]) -> y[N,H] = sum_j w[n,j] yp[perm[n k + j]]: a block per token. The weights P
+// may be f32 beside bf16 rows (--moe-router-dtype fp32: Megatron's combine in the router's dtype)
+template <int W, class T, class P>
+__device__ void mcc_moe_unpermute(T *y, const T *yp, const int *perm, const P *w, long long N, long long k, long long H)
 {
     for (long long n = blockIdx.x; n < N; n += gridDim.x)
         for (long long h = threadIdx.x * (long long)W; h < H; h += blockDim.x * (long long)W) {
@@ -262,8 +263,8 @@ __device__ void mcc_moe_unpermute(T *y, const T *yp, const int *perm, const T *w
 }
 
 // (dy[N,H], yp, perm, w) -> (dyp[perm[p]] = w[p] dy[n], dw[p] = dy[n] . yp[perm[p]]): a block per pair
-template <int W, class T>
-__device__ void mcc_moe_unpermute_grad(T *dyp, T *dw, const T *dy, const T *yp, const int *perm, const T *w, long long R,
+template <int W, class T, class P>
+__device__ void mcc_moe_unpermute_grad(T *dyp, P *dw, const T *dy, const T *yp, const int *perm, const P *w, long long R,
                                        long long k, long long H)
 {
     for (long long p = blockIdx.x; p < R; p += gridDim.x) {
@@ -398,23 +399,6 @@ template <class T> __device__ void mcc_moe_z_grad(T *dl, const float *dloss, con
         else                                                                                                  \
             mcc_moe_permute<1>(xp, x, perm, R, k, H);                                                         \
     }                                                                                                         \
-    extern "C" __global__ void mcc_moe_unpermute_##sfx(T *y, const T *yp, const int *perm, const T *w,       \
-                                                       long long N, long long k, long long H)                 \
-    {                                                                                                         \
-        if (H % MCC_VEC == 0 && mcc_aligned(y, yp))                                                           \
-            mcc_moe_unpermute<MCC_VEC>(y, yp, perm, w, N, k, H);                                              \
-        else                                                                                                  \
-            mcc_moe_unpermute<1>(y, yp, perm, w, N, k, H);                                                    \
-    }                                                                                                         \
-    extern "C" __global__ void mcc_moe_unpermute_grad_##sfx(T *dyp, T *dw, const T *dy, const T *yp,         \
-                                                            const int *perm, const T *w, long long R,         \
-                                                            long long k, long long H)                         \
-    {                                                                                                         \
-        if (H % MCC_VEC == 0 && mcc_aligned(dyp, dy, yp))                                                     \
-            mcc_moe_unpermute_grad<MCC_VEC>(dyp, dw, dy, yp, perm, w, R, k, H);                               \
-        else                                                                                                  \
-            mcc_moe_unpermute_grad<1>(dyp, dw, dy, yp, perm, w, R, k, H);                                     \
-    }                                                                                                         \
     extern "C" __global__ void mcc_moe_aux_terms_##sfx(double *t, const T *logits, const int *counts,        \
                                                        long long N, long long E, int score, long long S)      \
     {                                                                                                         \
@@ -436,6 +420,27 @@ template <class T> __device__ void mcc_moe_z_grad(T *dl, const float *dloss, con
         mcc_moe_z_grad(dl, dloss, logits, N, E);                                                              \
     }
 MCC_FOR_FLOATS(MCC_MOE)
+
+// the combine and its gradient: mcc_moe_unpermute_<rows>_<weights>
+#define MCC_MOE_COMBINE(sfx, T, P)                                                                          \
+    extern "C" __global__ void mcc_moe_unpermute_##sfx(T *y, const T *yp, const int *perm, const P *w,       \
+                                                       long long N, long long k, long long H)                 \
+    {                                                                                                         \
+        if (H % MCC_VEC == 0 && mcc_aligned(y, yp))                                                           \
+            mcc_moe_unpermute<MCC_VEC>(y, yp, perm, w, N, k, H);                                              \
+        else                                                                                                  \
+            mcc_moe_unpermute<1>(y, yp, perm, w, N, k, H);                                                    \
+    }                                                                                                         \
+    extern "C" __global__ void mcc_moe_unpermute_grad_##sfx(T *dyp, P *dw, const T *dy, const T *yp,         \
+                                                            const int *perm, const P *w, long long R,         \
+                                                            long long k, long long H)                         \
+    {                                                                                                         \
+        if (H % MCC_VEC == 0 && mcc_aligned(dyp, dy, yp))                                                     \
+            mcc_moe_unpermute_grad<MCC_VEC>(dyp, dw, dy, yp, perm, w, R, k, H);                               \
+        else                                                                                                  \
+            mcc_moe_unpermute_grad<1>(dyp, dw, dy, yp, perm, w, R, k, H);                                     \
+    }
+MCC_FOR_FLOAT_PAIRS(MCC_MOE_COMBINE)
 
 extern "C" __global__ void mcc_moe_count_i32(int *counts, const int *ids, long long R, long long E, long long group)
 {

@@ -135,6 +135,16 @@ void cpu_SCALE(const rt_kernel_call *c)
         r[i] = a[i] * f;
 }
 
+/* r := a in r's dtype: a bf16 result rounded to nearest even as the GPU's stores round (f32_write), a
+ * bf16 operand widened exactly, a plain copy where the dtypes agree (a CPU plan's activations are
+ * f32, so there it is a copy) */
+void cpu_CONVERT(const rt_kernel_call *c)
+{
+    float *a = f32_of(c->args[0], c->arg_types[0]);
+    f32_write(c->res[0], c->res_types[0], a);
+    f32_release(c->args[0], a);
+}
+
 /* x[R,N] + b[N] */
 void cpu_BIAS_ADD(const rt_kernel_call *c)
 {

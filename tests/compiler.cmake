@@ -69,7 +69,8 @@ foreach(variant "pre_softmax:--moe-router-pre-softmax" "pre_softmax_top3:--moe-r
                 "capacity_probs:--moe-expert-capacity-factor 0.8 --seed 18"
                 "capacity_position:--moe-expert-capacity-factor 0.8 --moe-token-drop-policy position --moe-pad-expert-input-to-capacity"
                 "expert_bias:--moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01 --moe-aux-loss-coeff 0"
-                "seq_aux_loss:--moe-router-load-balancing-type seq_aux_loss")
+                "seq_aux_loss:--moe-router-load-balancing-type seq_aux_loss"
+                "router_fp32:--moe-router-dtype fp32")
   string(REPLACE ":" ";" parts "${variant}")
   list(GET parts 0 name)
   list(GET parts 1 flags)

@@ -23,6 +23,8 @@
 # at pp 2 x ep 2 (each stage's ranks their own layers' experts). Group-limited routing as DeepSeek-V3's
 # (8 experts in 4 groups, the best 2 kept, top 2 of sigmoid + expert bias, weights scaled by 2.5) over
 # ep 2 (each rank 2 of the groups) and under tp 2 with SP (every tp rank routing the gathered tokens).
+# The router in fp32 (--moe-router-dtype fp32: its GEMM on converts of the input and the weight) over ep 2
+# and under tp 2 with SP.
 set(MCC_EP_GROUP_ROUTING "--num-experts 8 --moe-router-num-groups 4 --moe-router-group-topk 2 --moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01 --moe-router-topk-scaling-factor 2.5")
 if(MPI_C_FOUND)
   foreach(layout "ep2:2:--dp 2 --expert-model-parallel-size 2" "ep2_edp2:4:--dp 4 --expert-model-parallel-size 2"
@@ -39,6 +41,8 @@ if(MPI_C_FOUND)
                  "tp2_sp:2:--tp 2 --sequence-parallel"
                  "ep2_group_routing:2:${MCC_EP_GROUP_ROUTING} -- --dp 2 --expert-model-parallel-size 2"
                  "tp2_sp_group_routing:2:${MCC_EP_GROUP_ROUTING} -- --tp 2 --sequence-parallel"
+                 "ep2_router_fp32:2:--moe-router-dtype fp32 -- --dp 2 --expert-model-parallel-size 2"
+                 "tp2_sp_router_fp32:2:--moe-router-dtype fp32 -- --tp 2 --sequence-parallel"
                  "tp2_sp_ep2:4:--tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2"
                  "tp2_sp_ep2_zero:4:--tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2 --use-distributed-optimizer"
                  "tp2_sp_ep2_edp2_zero:8:--tp 2 --sequence-parallel --dp 4 --expert-model-parallel-size 2 --use-distributed-optimizer")

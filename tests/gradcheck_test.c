@@ -157,6 +157,10 @@ static int build_case(graph *g, ir_op op)
     case IR_OP_ADD: case IR_OP_MUL: case IR_OP_SWIGLU:
         return ir_op2(g->m, g->f, op, param(g, "a", 2, m46), param(g, "b", 2, m46));
     case IR_OP_SCALE: x = param(g, "a", 2, m46); return emit(g, op, &x, 1, -1.5, 0);
+    case IR_OP_CONVERT: /* to f32 and to the activations' dtype (f32 here: the CPU's), a gelu on one path */
+        x = param(g, "a", 2, m46);
+        return ir_op2(g->m, g->f, IR_OP_ADD, ir_convert(g->m, g->f, x, true),
+                      ir_op1(g->m, g->f, IR_OP_GELU, ir_convert(g->m, g->f, x, false)));
     case IR_OP_BIAS_ADD: return ir_op2(g->m, g->f, op, param(g, "a", 2, m46), param(g, "b", 1, v6));
     case IR_OP_GELU: case IR_OP_SILU: case IR_OP_SQUARED_RELU: return ir_op1(g->m, g->f, op, param(g, "a", 2, m46));
     case IR_OP_RESHAPE: {

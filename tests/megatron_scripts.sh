@@ -80,13 +80,13 @@ else
   bad "gpt3 without its two gaps does not compile:"; grep 'error' "$work/gpt3_rest.log" | head
 fi
 
-# DeepSeek-V3 (Megatron-FSDP): its gaps (multi-latent attention, YaRN, MTP, fp32 router, forced
-# balancing, bf16 gradient buffers of FSDP) all named in one run; its group-limited routing is taken
+# DeepSeek-V3 (Megatron-FSDP): its gaps (multi-latent attention, YaRN, MTP, forced balancing, bf16
+# gradient buffers of FSDP) all named in one run; its group-limited routing and fp32 router are taken
 compile deepseek_v3 --nnodes 32 --nproc-per-node 8
 no_unknown deepseek_v3
 expect_refused deepseek_v3 --multi-latent-attention --q-lora-rank --kv-lora-rank --qk-head-dim --qk-pos-emb-head-dim \
   --v-head-dim --rotary-scaling-factor --mscale --mscale-all-dim --mtp-num-layers --mtp-loss-scaling-factor \
-  --moe-router-dtype --moe-router-force-load-balancing \
+  --moe-router-force-load-balancing \
   --megatron-fsdp-grad-comm-dtype --megatron-fsdp-main-grads-dtype
 
 # The seed's own recipes on H100s: LLaMA-3 70B at TP4 x PP4 on 64 GPUs fits as it is; Mixtral 8x7B

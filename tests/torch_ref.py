@@ -527,12 +527,22 @@ def expert_mlp(x, p, name, e, c):
     return h @ w("down").T
 
 
+def router_gating_linear(x, weight, c):
+    """The router's logits [N,E] as Megatron's RouterGatingLinearFunction: with moe_router_dtype
+    fp32 the GEMM on both operands cast to float32 (below this reference's float64, as mcc's f32),
+    its gradients cast back by autograd; the routing then runs on the fp32 logits."""
+    dtype = {"fp32": torch.float32}.get(c.get("moe_router_dtype", "none"))
+    if dtype is None:
+        return x @ weight.T
+    return x.to(dtype) @ weight.to(dtype).T
+
+
 def moe(x, p, name, c, log):
     """x [B,T,d] through the MoE layer: each token's top-k experts, weighted, plus the shared
     expert; a training step's router losses into log, a RouterLog (None: eval)."""
     B, T, d = x.shape
     xf = x.reshape(-1, d)
-    logits = xf @ p[name + ".router.weight"].T
+    logits = router_gating_linear(xf, p[name + ".router.weight"], c)
     w, ids, keep = router(logits, c, name, log)
     if log is not None:
         log.add(logits, ids, keep, c)

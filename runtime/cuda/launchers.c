@@ -189,6 +189,19 @@ static void dst_src(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kernel k)
     launch_vec(cx, name_of(c, k, c->arg_types[0], c->arg_types[1]), n, p);
 }
 
+/* dst := src converted to dst's dtype by mcc_copy_<dst>_<src>; a plain device copy when the dtypes agree */
+static void copy_converted(rt_cuda_ctx *cx, const rt_kernel_call *c, void *dst, const ir_type *dt, void *src,
+                           const ir_type *st)
+{
+    if (dt->dtype == st->dtype) {
+        device_copy(cx, dst, src, ir_bytes(st));
+        return;
+    }
+    long long n = ir_numel(st);
+    void *p[] = {&dst, &src, &n};
+    launch_vec(cx, name_of(c, RT_CUK_COPY, dt, st), n, p);
+}
+
 /* --- sources and sinks: bound by the executor, nothing to launch ------------------------------ */
 
 void cuda_INPUT(rt_cuda_ctx *cx, const rt_kernel_call *c) {}
@@ -235,6 +248,14 @@ void cuda_SCALE(rt_cuda_ctx *cx, const rt_kernel_call *c)
     float factor = (float)c->in->attr[IR_ATTR_SCALE_FACTOR];
     void *p[] = {&r, &a, &n, &factor};
     launch_vec(cx, name_of(c, RT_CUK_SCALE, c->res_types[0], NULL), n, p);
+}
+
+/* --- convert (--moe-router-dtype fp32: the router's GEMM in f32) ------------------------------ */
+
+/* r := a in r's dtype, the copy kernel's conversion (one rounding to nearest even into bf16) */
+void cuda_CONVERT(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    copy_converted(cx, c, c->res[0], c->res_types[0], c->args[0], c->arg_types[0]);
 }
 
 /* The launch of a kernel over rows [R,N] whose threads each take VEC columns down a group of rows
@@ -611,13 +632,10 @@ void cuda_CROSS_ENTROPY_WITH_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 /* (dst, x): dst += x, any f32/bf16 pair */
 void cuda_ACCUMULATE(rt_cuda_ctx *cx, const rt_kernel_call *c) { dst_src(cx, c, RT_CUK_ACCUMULATE); }
 
-/* (dst, x): dst := x converted; a plain device copy when the dtypes agree */
+/* (dst, x): dst := x converted */
 void cuda_COPY(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    if (c->arg_types[0]->dtype == c->arg_types[1]->dtype)
-        device_copy(cx, c->args[0], c->args[1], ir_bytes(c->arg_types[1]));
-    else
-        dst_src(cx, c, RT_CUK_COPY);
+    copy_converted(cx, c, c->args[0], c->arg_types[0], c->args[1], c->arg_types[1]);
 }
 
 void cuda_ZERO(rt_cuda_ctx *cx, const rt_kernel_call *c)
@@ -892,36 +910,29 @@ void cuda_MOE_PERMUTE(rt_cuda_ctx *cx, const rt_kernel_call *c)
     launch_rows(cx, name_of(c, RT_CUK_MOE_PERMUTE, xt, NULL), R, H / VEC ? H / VEC * 4 : H, 0, p);
 }
 
-/* (yp[R,H], perm, w[N,k]) -> y[N,H]: a block per token */
+/* (yp[R,H], perm, w[N,k]) -> y[N,H]: a block per token; w f32 or yp's dtype */
 void cuda_MOE_UNPERMUTE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     const ir_type *yt = c->arg_types[0];
-    if (c->arg_types[2]->dtype != yt->dtype) {
-        fprintf(stderr, "train_rank: moe_unpermute on CUDA takes yp and w in one dtype, got %s and %s: an mcc codegen "
-                        "bug\n", ir_dtype_name(yt->dtype), ir_dtype_name(c->arg_types[2]->dtype));
-        exit(1);
-    }
     void *y = c->res[0], *yp = c->args[0], *perm = c->args[1], *w = c->args[2];
     long long N = c->arg_types[2]->dims[0], k = c->arg_types[2]->dims[1], H = yt->dims[1];
     void *p[] = {&y, &yp, &perm, &w, &N, &k, &H};
-    launch_rows(cx, name_of(c, RT_CUK_MOE_UNPERMUTE, yt, NULL), N, H / VEC ? H / VEC * 4 : H, 0, p);
+    launch_rows(cx, name_of(c, RT_CUK_MOE_UNPERMUTE, yt, c->arg_types[2]), N, H / VEC ? H / VEC * 4 : H, 0, p);
 }
 
-/* (dy[N,H], yp, perm, w) -> (dyp, dw): a block per pair, the dot by a block reduction */
+/* (dy[N,H], yp, perm, w) -> (dyp, dw in w's dtype): a block per pair, the dot by a block reduction */
 void cuda_MOE_UNPERMUTE_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     const ir_type *yt = c->arg_types[1];
-    for (int i = 0; i < 4; i += 3)
-        if (c->arg_types[i]->dtype != yt->dtype) {
-            fprintf(stderr, "train_rank: moe_unpermute_grad on CUDA takes dy, yp and w in one dtype, got %s for %s "
-                            "and %s for yp: an mcc codegen bug\n", ir_dtype_name(c->arg_types[i]->dtype),
-                    i ? "w" : "dy", ir_dtype_name(yt->dtype));
-            exit(1);
-        }
+    if (c->arg_types[0]->dtype != yt->dtype) {
+        fprintf(stderr, "train_rank: moe_unpermute_grad on CUDA takes dy and yp in one dtype, got %s and %s: an mcc "
+                        "codegen bug\n", ir_dtype_name(c->arg_types[0]->dtype), ir_dtype_name(yt->dtype));
+        exit(1);
+    }
     void *dyp = c->res[0], *dw = c->res[1], *dy = c->args[0], *yp = c->args[1], *perm = c->args[2], *w = c->args[3];
     long long R = ir_numel(c->arg_types[3]), k = c->arg_types[3]->dims[1], H = yt->dims[1];
     void *p[] = {&dyp, &dw, &dy, &yp, &perm, &w, &R, &k, &H};
-    launch_rows(cx, name_of(c, RT_CUK_MOE_UNPERMUTE_GRAD, yt, NULL), R, H / VEC ? H / VEC * 4 : H, 0, p);
+    launch_rows(cx, name_of(c, RT_CUK_MOE_UNPERMUTE_GRAD, yt, c->arg_types[3]), R, H / VEC ? H / VEC * 4 : H, 0, p);
 }
 
 /* The aux loss's sequence of S tokens (attribute seq; 0: all N, one loss) */

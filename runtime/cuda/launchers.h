@@ -69,8 +69,8 @@
     K(MOE_SORT_SCAN, "mcc_moe_sort_scan_i32", 0)                                                           \
     K(MOE_SORT_SCATTER, "mcc_moe_sort_scatter_i32", 0)                                                     \
     K(MOE_PERMUTE, "mcc_moe_permute", 1)                                                                   \
-    K(MOE_UNPERMUTE, "mcc_moe_unpermute", 1)                                                               \
-    K(MOE_UNPERMUTE_GRAD, "mcc_moe_unpermute_grad", 1)                                                     \
+    K(MOE_UNPERMUTE, "mcc_moe_unpermute", 2)          /* the rows', the weights' (f32 beside bf16 rows) */ \
+    K(MOE_UNPERMUTE_GRAD, "mcc_moe_unpermute_grad", 2)                                                     \
     K(MOE_AUX_TERMS, "mcc_moe_aux_terms", 1)                                                               \
     K(MOE_AUX_GRAD, "mcc_moe_aux_grad", 1)                                                                 \
     K(MOE_Z_TERMS, "mcc_moe_z_terms", 1)                                                                   \

@@ -142,11 +142,14 @@ template <class... A> static std::function<void(void **)> wrap(void (*f)(A...))
 static std::map<std::string, std::function<void(void **)>> table = {
 #define E(sfx, T) {"mcc_moe_route_" #sfx, wrap(mcc_moe_route_##sfx)}, {"mcc_moe_route_grad_" #sfx, wrap(mcc_moe_route_grad_##sfx)}, \
     {"mcc_moe_bias_count_" #sfx, wrap(mcc_moe_bias_count_##sfx)}, {"mcc_moe_capacity_" #sfx, wrap(mcc_moe_capacity_##sfx)},      \
-    {"mcc_moe_permute_" #sfx, wrap(mcc_moe_permute_##sfx)}, {"mcc_moe_unpermute_" #sfx, wrap(mcc_moe_unpermute_##sfx)},            \
-    {"mcc_moe_unpermute_grad_" #sfx, wrap(mcc_moe_unpermute_grad_##sfx)}, {"mcc_moe_aux_terms_" #sfx, wrap(mcc_moe_aux_terms_##sfx)}, \
+    {"mcc_moe_permute_" #sfx, wrap(mcc_moe_permute_##sfx)}, {"mcc_moe_aux_terms_" #sfx, wrap(mcc_moe_aux_terms_##sfx)},            \
     {"mcc_moe_aux_grad_" #sfx, wrap(mcc_moe_aux_grad_##sfx)}, {"mcc_moe_z_terms_" #sfx, wrap(mcc_moe_z_terms_##sfx)},              \
     {"mcc_moe_z_grad_" #sfx, wrap(mcc_moe_z_grad_##sfx)},
     MCC_FOR_FLOATS(E)
+#undef E
+#define E(sfx, T, P) {"mcc_moe_unpermute_" #sfx, wrap(mcc_moe_unpermute_##sfx)},                                  \
+    {"mcc_moe_unpermute_grad_" #sfx, wrap(mcc_moe_unpermute_grad_##sfx)},
+    MCC_FOR_FLOAT_PAIRS(E)
 #undef E
     {"mcc_moe_count_i32", wrap(mcc_moe_count_i32)}, {"mcc_moe_sum_f64", wrap(mcc_moe_sum_f64)},
     {"mcc_moe_bias_update_f32", wrap(mcc_moe_bias_update_f32)}, {"mcc_moe_sort_hist_i32", wrap(mcc_moe_sort_hist_i32)},
@@ -166,7 +169,7 @@ static std::map<std::string, std::function<void(void **)>> table = {
     {"mcc_colsum_final_" #sfx, wrap(mcc_colsum_final_##sfx)},
     MCC_FOR_FLOATS(E)
 #undef E
-#define E(sfx, T, B) {"mcc_bias_add_" #sfx, wrap(mcc_bias_add_##sfx)},
+#define E(sfx, T, B) {"mcc_bias_add_" #sfx, wrap(mcc_bias_add_##sfx)}, {"mcc_copy_" #sfx, wrap(mcc_copy_##sfx)},
     MCC_FOR_FLOAT_PAIRS(E)
 #undef E
     // AdamW, on fp32 masters and on (copy, remainder) pairs (ops_test's adamw cases)
@@ -185,11 +188,11 @@ void rt_cuda_launch(void *cx, const char *kernel, unsigned gx, unsigned gy, unsi
     if (it == table.end())
         return; // not emulated: the case fails on its poisoned results
     static const char *const syncing[] = {"mcc_moe_sort_hist_i32", "mcc_moe_sort_scan_i32", "mcc_moe_sort_scatter_i32",
-                                          "mcc_moe_unpermute_grad_f32", "mcc_moe_unpermute_grad_bf16", "mcc_moe_sum_f64"};
+                                          "mcc_moe_sum_f64"};
     // the kernels with __syncthreads, warp or block reductions (attention's bf16 kernels and merges:
     // warp-wide PTX); the others' threads run in turn
     bool sync = (strstr(kernel, "mcc_attention") && !strstr(kernel, "_f32_d") && !strstr(kernel, "bwd_post")) ||
-                strstr(kernel, "mcc_colsum");
+                strstr(kernel, "mcc_colsum") || strstr(kernel, "mcc_moe_unpermute_grad_");
     for (const char *k : syncing)
         sync |= !strcmp(k, kernel);
     if (gz != 1 || block == 0 || block > 1024 || gx == 0 || gy == 0 || smem > sizeof emu_smem) {
