@@ -843,6 +843,9 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
              cfg_num(k, "initializer_range", 0.02, false, &std) && cfg_bool(k, "tie_word_embeddings", false, &tied) &&
              cfg_bool(k, "attention_bias", false, &abias) && cfg_bool(k, "mlp_bias", false, &mbias) &&
              cfg_choice(k, "hidden_act", "silu", silu, "mcc's SwiGLU MLP is silu(gate) * up");
+        if (ok && L > MCC_MAX_LAYERS) /* before anything is built a layer at a time */
+            ok = ck_fail(k->err, k->errlen, "%s: \"num_hidden_layers\" is %lld: mcc builds at most %d layers", k->path,
+                         L, MCC_MAX_LAYERS);
         double factor = 0;
         ok = ok && (!scaling || rope_scaling_of(k, scaling, &factor));
         T = ok && P < 4096 ? P : 4096; /* a training length, not the model's reach: --seq-length trains longer */
