@@ -278,15 +278,10 @@ bool ir_infer_fp8_history_update(const ir_module *m, const ir_instr *in, const i
     return true;
 }
 
-/* (qa, sa, qb, sb[, hdy]) -> r: a matmul's shape of fp8 operands, each with its f32[1] scale_inv; r
- * in the activations' dtype, the plan's param_dtype (the precision pass's working copies') */
-bool ir_infer_fp8_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+/* (qa, sa, qb, sb) -> r: a matmul's shape of fp8 operands, each with its f32[1] scale_inv; r in the
+ * activations' dtype, the plan's param_dtype (the precision pass's working copies') */
+static bool fp8_product(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
-    if (in->nargs != 4 && in->nargs != 5)
-        return fail(err, len, "fp8_matmul takes 4 operands (qa, sa, qb, sb) or 5 (and dy's amax history), got %d",
-                    in->nargs);
-    if (in->nargs == 5 && !need_fp8_history(in, &a[4], err, len))
-        return false;
     for (int i = 0; i < 4; i += 2)
         if (!ir_dtype_is_fp8(a[i].dtype) || a[i + 1].dtype != IR_F32 || ir_numel(&a[i + 1]) != 1)
             return fail(err, len, "fp8_matmul operand %d: an fp8 tensor and its f32[1] scale_inv, got %s and %s", i,
@@ -298,6 +293,17 @@ bool ir_infer_fp8_matmul(const ir_module *m, const ir_instr *in, const ir_type *
     r[0] = product;
     r[0].dtype = (ir_dtype)ir_cfg_choice(m, IR_CFG_PARAM_DTYPE); /* f32, bf16 or f16 */
     return true;
+}
+
+/* (qa, sa, qb, sb[, hdy]): fp8_product, and dy's amax history where the gradient rule reads one */
+bool ir_infer_fp8_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (in->nargs != 4 && in->nargs != 5)
+        return fail(err, len, "fp8_matmul takes 4 operands (qa, sa, qb, sb) or 5 (and dy's amax history), got %d",
+                    in->nargs);
+    if (in->nargs == 5 && !need_fp8_history(in, &a[4], err, len))
+        return false;
+    return fp8_product(m, in, a, r, err, len);
 }
 
 /* (dy, gate, up) -> dgate, dup: three operands of one shape and dtype, two results like them */
@@ -333,6 +339,12 @@ bool ir_infer_matmul_accumulate(const ir_module *m, const ir_instr *in, const ir
     return check_accumulate(m, in, a, err, len, ir_infer_matmul);
 }
 
+bool ir_infer_fp8_matmul_accumulate(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                                    size_t len)
+{
+    return check_accumulate(m, in, a, err, len, fp8_product);
+}
+
 /* (a, b, bias[N]): a matmul's result with a bias over its last dimension */
 bool ir_infer_matmul_bias(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
@@ -354,6 +366,13 @@ static bool check_addend(const ir_type *c, const ir_type *r, char *err, size_t l
 bool ir_infer_matmul_add(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     return ir_infer_matmul(m, in, a, r, err, len) && check_addend(&a[2], &r[0], err, len);
+}
+
+/* (qa, sa, qb, sb, c): fp8_product plus c of its shape and dtype */
+bool ir_infer_fp8_matmul_add(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                             size_t len)
+{
+    return fp8_product(m, in, a, r, err, len) && check_addend(&a[4], &r[0], err, len);
 }
 
 bool ir_infer_matmul_bias_add(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,

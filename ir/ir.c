@@ -52,6 +52,7 @@ SAME_ATTR(SEQ_OVERLAP, REDUCE_SCATTER_SEQ_OVERLAP) SAME_ATTR(SEQ_OVERLAP, LOCAL_
 #define SAME_MATMUL(op) SAME_ATTR(TA, op##_TA) SAME_ATTR(TB, op##_TB)
 SAME_MATMUL(MATMUL_BIAS) SAME_MATMUL(MATMUL_ACCUMULATE) SAME_MATMUL(MATMUL_ADD) SAME_MATMUL(MATMUL_BIAS_ADD)
 SAME_MATMUL(MATMUL_BIAS_GELU) SAME_MATMUL(MATMUL_DGELU_BGRAD) SAME_MATMUL(FP8_MATMUL)
+SAME_MATMUL(FP8_MATMUL_ACCUMULATE) SAME_MATMUL(FP8_MATMUL_ADD) SAME_ATTR(MATMUL_ACCUMULATE_ASSIGN, FP8_MATMUL_ACCUMULATE_ASSIGN)
 SAME_ATTR(TB, ALL_GATHER_MATMUL_TB) SAME_ATTR(TB, MATMUL_REDUCE_SCATTER_TB) SAME_ATTR(TB, MATMUL_ADD_REDUCE_SCATTER_TB)
 #define SAME_KEY(op) SAME_ATTR(DROPOUT_P, op##_P) SAME_ATTR(DROPOUT_SEED, op##_SEED) SAME_ATTR(DROPOUT_SITE, op##_SITE)
 SAME_KEY(ATTENTION_DROPOUT) SAME_KEY(ATTENTION_DROPOUT_GRAD)
@@ -1216,8 +1217,10 @@ double ir_work_macs(const ir_func *f, const ir_instr *in)
         return matmul_macs(f, in, 0, 1);
     case IR_OP_MATMUL_ACCUMULATE:
         return matmul_macs(f, in, 1, 2);
-    case IR_OP_FP8_MATMUL: /* (qa, sa, qb, sb[, hdy]) */
+    case IR_OP_FP8_MATMUL: case IR_OP_FP8_MATMUL_ADD: /* (qa, sa, qb, sb[, hdy or c]) */
         return matmul_macs(f, in, 0, 2);
+    case IR_OP_FP8_MATMUL_ACCUMULATE: /* (dst, qa, sa, qb, sb) */
+        return matmul_macs(f, in, 1, 3);
     case IR_OP_MOE_GROUPED_MATMUL: case IR_OP_MOE_GROUPED_WGRAD: case IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE: {
         /* each routed row once: rows x K x F (the accumulate's operands after its destination) */
         int first = in->op == IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE;

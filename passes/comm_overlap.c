@@ -89,7 +89,8 @@ static double hiding_target(const ir_func *f, int i, int ranks, double macs_per_
 static int collect_new(const ir_func *f, const reorder *o, int from, int to, int *list, int n, double *macs)
 {
     for (int k = from + 1; k < to; k++)
-        if (f->instrs[k].op == IR_OP_MATMUL_ACCUMULATE && !o->moved[k] && may_defer(f, k, to)) {
+        if ((f->instrs[k].op == IR_OP_MATMUL_ACCUMULATE || f->instrs[k].op == IR_OP_FP8_MATMUL_ACCUMULATE) &&
+            !o->moved[k] && may_defer(f, k, to)) {
             if (list)
                 list[n] = k;
             n++;

@@ -9,8 +9,8 @@
  * autodiff, which differentiates fp8_matmul into FP8 GEMMs (ir/grad.c): the gradient quantized once
  * in E5M2 (hybrid) or E4M3, the dgrad against the forward's quantized weight and, with fp8_wgrad,
  * the weight's gradient against its quantized activation (without: a plain matmul of the
- * unquantized ones). So the backward is born FP8, and the fusion pass, which fuses plain matmuls
- * only, cannot turn an FP8 GEMM back into a high-precision one. With first_last_layers_bf16 the
+ * unquantized ones). So the backward is born FP8; the fusion pass keeps it FP8 (a weight gradient
+ * becomes one fp8_matmul_accumulate into its fp32 accumulator, a residual one fp8_matmul_add). With first_last_layers_bf16 the
  * first num_layers_at_start_in_bf16 and last num_layers_at_end_in_bf16 layers keep their matmuls. */
 #include "passes.h"
 

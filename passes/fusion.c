@@ -5,7 +5,8 @@
  *     matmul_accumulate: the GEMM adds into the accumulator (beta = 1) and the product is never
  *     stored, nor read again; a copy into a global (the step's first write of a gradient, see
  *     optimizer.c) likewise, with assign = 1 (beta = 0); a moe_grouped_wgrad (the experts' weight
- *     gradients) so becomes one moe_grouped_wgrad_accumulate;
+ *     gradients) so becomes one moe_grouped_wgrad_accumulate, an fp8_matmul (an FP8 weight
+ *     gradient) one fp8_matmul_accumulate: the gradient reaches its fp32 accumulator unrounded;
  *   - an adamw followed by the copy that refreshes its parameter's working copy becomes one
  *     adamw that writes the copy too (the updated parameter is not read back);
  *   - a cross_entropy and the cross_entropy_grad of the same logits (with a constant dloss, the
@@ -15,9 +16,9 @@
  *   - a matmul whose only use is a gelu_grad, and the sum_rows of that gradient (the bias
  *     gradient) become one matmul_dgelu_bgrad (the DGELU_BGRAD epilogue): the product is never
  *     stored and the gradient is read once, by the next GEMMs;
- *   - an add of a matmul's (or matmul_bias's) product that nothing else reads becomes one
- *     matmul_add (matmul_bias_add): the GEMM adds the other operand (beta = 1), so a residual
- *     or a sum of input gradients (q, k, v's) costs no pass of its own;
+ *   - an add of a matmul's (or matmul_bias's, fp8_matmul's) product that nothing else reads becomes
+ *     one matmul_add (matmul_bias_add, fp8_matmul_add): the GEMM adds the other operand (beta =
+ *     1), so a residual or a sum of input gradients (q, k, v's) costs no pass of its own;
  *   - otherwise, an add of a layernorm_grad's (rmsnorm_grad's) dx that nothing else reads, to
  *     a value that exists before that instruction (the residual's gradient), becomes one
  *     layernorm_grad_add (rmsnorm_grad_add), which adds it as dx is stored;
@@ -126,22 +127,24 @@ static int sole_use_matmul(const ir_func *f, const fusion_plan *fp, int v)
     return f->instrs[def].op == IR_OP_MATMUL && fp->uses[v] == 1 ? def : -1;
 }
 
-/* The matmul or moe_grouped_wgrad defining value v when v's only use is the accumulate or copy
- * into a global being fused, else -1. */
+/* The matmul, fp8_matmul or moe_grouped_wgrad defining value v when v's only use is the accumulate
+ * or copy into a global being fused, else -1. */
 static int sole_use_product(const ir_func *f, const fusion_plan *fp, int v)
 {
     int def = f->vals[v].def;
-    return f->instrs[def].op == IR_OP_MOE_GROUPED_WGRAD && fp->uses[v] == 1 ? def : sole_use_matmul(f, fp, v);
+    ir_op op = f->instrs[def].op;
+    return (op == IR_OP_MOE_GROUPED_WGRAD || op == IR_OP_FP8_MATMUL) && fp->uses[v] == 1 ? def
+                                                                                        : sole_use_matmul(f, fp, v);
 }
 
-/* The instruction making value v when it is a product an add may fold (a matmul, or a bias_add of
- * one, fused below into a matmul_bias) and v's only use is that add; else -1. */
+/* The instruction making value v when it is a product an add may fold (a matmul or fp8_matmul, or a
+ * bias_add of a matmul, fused below into a matmul_bias) and v's only use is that add; else -1. */
 static int foldable_product(const ir_func *f, const fusion_plan *fp, int v)
 {
     int def = f->vals[v].def;
     if (fp->uses[v] != 1)
         return -1;
-    if (f->instrs[def].op == IR_OP_MATMUL)
+    if (f->instrs[def].op == IR_OP_MATMUL || f->instrs[def].op == IR_OP_FP8_MATMUL)
         return def;
     if (f->instrs[def].op == IR_OP_BIAS_ADD && fp->fused_matmul[def] >= 0)
         return def;
@@ -320,8 +323,8 @@ static void seq_gemm_attrs(const ir_instr *seq, const ir_instr *mm, double attrs
     attrs[IR_ATTR_BATCH] = seq->attr[IR_ATTR_BATCH];
 }
 
-/* add instruction `in` with its folded product: matmul_add(a, b, other) or, for a bias_add of a
- * matmul, matmul_bias_add(a, b, bias, other). */
+/* add instruction `in` with its folded product: matmul_add(a, b, other), fp8_matmul_add(qa, sa, qb,
+ * sb, other) or, for a bias_add of a matmul, matmul_bias_add(a, b, bias, other). */
 static int emit_add_product(ir_module *m, ir_func *dst, const ir_func *src, const fusion_plan *fp,
                             const ir_instr *in, const int *map)
 {
@@ -330,6 +333,10 @@ static int emit_add_product(ir_module *m, ir_func *dst, const ir_func *src, cons
     if (def->op == IR_OP_MATMUL) {
         int args[3] = {map[def->args[0]], map[def->args[1]], other};
         return ir_emit(m, dst, IR_OP_MATMUL_ADD, args, 3, def->attr, NULL, NULL);
+    }
+    if (def->op == IR_OP_FP8_MATMUL) { /* its dy history (the gradient rule's) is read no more */
+        int args[5] = {map[def->args[0]], map[def->args[1]], map[def->args[2]], map[def->args[3]], other};
+        return ir_emit(m, dst, IR_OP_FP8_MATMUL_ADD, args, 5, def->attr, NULL, NULL);
     }
     const ir_instr *mm = &src->instrs[fp->fused_matmul[def - src->instrs]];
     int args[4] = {map[mm->args[0]], map[mm->args[1]], map[def->args[1]], other};
@@ -428,6 +435,12 @@ static void fuse_func(ir_module *m, int fi)
             int fused[4] = {map[in->args[0]], map[mm->args[0]], map[mm->args[1]], map[mm->args[2]]};
             double assign = in->op == IR_OP_COPY;
             r = ir_emit(m, dst, IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE, fused, 4, &assign, NULL, NULL);
+        } else if (mm && mm->op == IR_OP_FP8_MATMUL) { /* an accumulate or copy, as below */
+            int fused[5] = {map[in->args[0]], map[mm->args[0]], map[mm->args[1]], map[mm->args[2]], map[mm->args[3]]};
+            double attrs[IR_NATTRS_FP8_MATMUL_ACCUMULATE] = {[IR_ATTR_TA] = mm->attr[IR_ATTR_TA],
+                                                             [IR_ATTR_TB] = mm->attr[IR_ATTR_TB],
+                                                             [IR_ATTR_FP8_MATMUL_ACCUMULATE_ASSIGN] = in->op == IR_OP_COPY};
+            r = ir_emit(m, dst, IR_OP_FP8_MATMUL_ACCUMULATE, fused, 5, attrs, NULL, NULL);
         } else if (mm && (in->op == IR_OP_ACCUMULATE || in->op == IR_OP_COPY)) {
             int fused[3] = {map[in->args[0]], map[mm->args[0]], map[mm->args[1]]};
             double attrs[IR_NATTRS_MATMUL_ACCUMULATE] = {[IR_ATTR_TA] = mm->attr[IR_ATTR_TA],

@@ -386,13 +386,59 @@ static float *fp8_decoded(const rt_kernel_call *c, int i)
     return out;
 }
 
-/* (qa, sa, qb, sb) -> sa sb op(qa) op(qb), accumulated in fp32 (cuBLASLt's A/B scales as alpha) */
-void cpu_FP8_MATMUL(const rt_kernel_call *c)
+/* r := operand `addend`, for a GEMM to add onto (beta = 1); r may be it already (in place) */
+static float *addend_as_result(const rt_kernel_call *c, int addend)
 {
-    float *a = fp8_decoded(c, 0), *b = fp8_decoded(c, 2);
-    gemm_of(c, c->arg_types[0], c->arg_types[2], a, b, argf(c, 1)[0] * argf(c, 3)[0], 0.0f, resf(c, 0));
+    float *r = resf(c, 0);
+    if (r != argf(c, addend))
+        memcpy(r, argf(c, addend), sizeof(float) * (size_t)ir_numel(c->res_types[0]));
+    return r;
+}
+
+/* The FP8 GEMM of operands (qa, sa, qb, sb) from operand `first`: sa sb op(qa) op(qb) into out,
+ * accumulated in fp32 (cuBLASLt's A/B scales as alpha) */
+static void fp8_gemm(const rt_kernel_call *c, int first, float *out)
+{
+    float *a = fp8_decoded(c, first), *b = fp8_decoded(c, first + 2);
+    gemm_of(c, c->arg_types[first], c->arg_types[first + 2], a, b, argf(c, first + 1)[0] * argf(c, first + 3)[0],
+            0.0f, out);
     free(a);
     free(b);
+}
+
+/* (qa, sa, qb, sb) -> sa sb op(qa) op(qb) */
+void cpu_FP8_MATMUL(const rt_kernel_call *c) { fp8_gemm(c, 0, resf(c, 0)); }
+
+/* The FP8 GEMM's product of n elements, in scratch: the fused ops below round it, then add it, as
+ * the unfused fp8_matmul and add (accumulate) do, so the CPU oracle's numbers are the same whether
+ * the fusion pass ran or not (the FP8 quantization downstream turns an ulp into a flip). */
+static float *fp8_product(const rt_kernel_call *c, int first, int64_t n)
+{
+    float *p = scratch((size_t)n, sizeof *p);
+    fp8_gemm(c, first, p);
+    return p;
+}
+
+/* (dst, qa, sa, qb, sb): dst += (assign: :=) the FP8 GEMM; a bf16 dst rounded once, after it */
+void cpu_FP8_MATMUL_ACCUMULATE(const rt_kernel_call *c)
+{
+    int64_t n = ir_numel(c->arg_types[0]);
+    float *dst = f32_of(c->args[0], c->arg_types[0]), *p = fp8_product(c, 1, n);
+    bool assign = c->in->attr[IR_ATTR_FP8_MATMUL_ACCUMULATE_ASSIGN] != 0;
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = assign ? p[i] : dst[i] + p[i];
+    free(p);
+    f32_store(c->args[0], c->arg_types[0], dst);
+}
+
+/* (qa, sa, qb, sb, c) -> the FP8 GEMM + c */
+void cpu_FP8_MATMUL_ADD(const rt_kernel_call *c)
+{
+    int64_t n = ir_numel(c->res_types[0]);
+    float *p = fp8_product(c, 0, n), *r = addend_as_result(c, 4);
+    for (int64_t i = 0; i < n; i++)
+        r[i] += p[i];
+    free(p);
 }
 
 /* r := op(a) op(b) */
@@ -414,14 +460,8 @@ void cpu_MATMUL_BIAS(const rt_kernel_call *c)
     add_bias_rows(c, argf(c, 2));
 }
 
-/* r := c, then r += op(a) op(b) by the GEMM (beta = 1); r may be c itself (in place) */
-static void matmul_onto(const rt_kernel_call *c, int addend)
-{
-    float *r = resf(c, 0);
-    if (r != argf(c, addend))
-        memcpy(r, argf(c, addend), sizeof(float) * (size_t)ir_numel(c->res_types[0]));
-    gemm_into(c, 0, 1.0f, r);
-}
+/* r := c, then r += op(a) op(b) by the GEMM (beta = 1) */
+static void matmul_onto(const rt_kernel_call *c, int addend) { gemm_into(c, 0, 1.0f, addend_as_result(c, addend)); }
 
 /* (a, b, c) -> matmul(a, b) + c */
 void cpu_MATMUL_ADD(const rt_kernel_call *c) { matmul_onto(c, 2); }

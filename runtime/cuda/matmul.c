@@ -445,22 +445,24 @@ static void fp8_transpose(rt_cuda_ctx *cx, void *out, const void *q, long long R
                    0, params);
 }
 
-/* (qa, sa, qb, sb[, hdy]) {ta, tb} -> sa sb op(qa) op(qb) in the result's dtype: cuBLASLt's FP8 GEMM,
+/* The FP8 GEMM of operands (qa, sa, qb, sb[, hdy]) from operand `first` {ta, tb}: out := sa sb op(qa)
+ * op(qb) + beta cin in out_dtype (fp8_matmul's result's; an accumulator's): cuBLASLt's FP8 GEMM,
  * fp32 accumulation, the scale_invs as its A/B scale pointers (device floats, so current scaling
  * needs no host round trip). Hopper's FP8 kernels take only "TN" (both operands K-major): our
  * ta = 0, tb = 1, the forward's x w^T. Otherwise the operand is transposed first into scratch:
  * the dgrad dy w (tb = 0) transposes the weight, the wgrad dy^T x (ta = 1, tb = 0) both. cuBLASLt
  * multiplies E4M3 x E4M3 and E4M3 x E5M2 either way round, never E5M2 x E5M2, and wants 16-byte
  * leading dimensions: k a multiple of 16. */
-void cuda_FP8_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
+static void fp8_gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, float beta, const void *cin, void *out,
+                     ir_dtype out_dtype)
 {
-    const ir_type *at = c->arg_types[0], *bt = c->arg_types[2];
+    const ir_type *at = c->arg_types[first], *bt = c->arg_types[first + 2];
     bool ta = c->in->attr[IR_ATTR_FP8_MATMUL_TA] != 0, tb = c->in->attr[IR_ATTR_FP8_MATMUL_TB] != 0;
     int64_t ak = at->dims[at->ndim - 1], am = ir_numel(at) / ak;
     int64_t bn = bt->dims[bt->ndim - 1], bk = ir_numel(bt) / bn;
     int64_t m = ta ? ak : am, k = ta ? am : ak, n = tb ? bk : bn;
-    if (!ir_dtype_is_fp8(at->dtype) || !ir_dtype_is_fp8(bt->dtype) || c->arg_types[1]->dtype != IR_F32 ||
-        c->arg_types[3]->dtype != IR_F32 || (at->dtype == IR_FP8E5M2 && bt->dtype == IR_FP8E5M2)) {
+    if (!ir_dtype_is_fp8(at->dtype) || !ir_dtype_is_fp8(bt->dtype) || c->arg_types[first + 1]->dtype != IR_F32 ||
+        c->arg_types[first + 3]->dtype != IR_F32 || (at->dtype == IR_FP8E5M2 && bt->dtype == IR_FP8E5M2)) {
         fprintf(stderr, "train_rank: fp8_matmul on CUDA takes FP8 operands (not both E5M2: cuBLASLt has no E5M2 x E5M2 "
                         "GEMM) with f32 scale_invs, got %s x %s: an mcc codegen bug (passes/fp8.c)\n",
                 ir_dtype_name(at->dtype), ir_dtype_name(bt->dtype));
@@ -472,7 +474,7 @@ void cuda_FP8_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
                         "micro-batch that are multiples of 16\n", (long long)m, (long long)n, (long long)k);
         exit(1);
     }
-    const void *a = c->args[0], *b = c->args[2];
+    const void *a = c->args[first], *b = c->args[first + 2];
     size_t a_bytes = ta ? (size_t)(m * k) : 0, b_bytes = tb ? 0 : (size_t)(n * k);
     if (a_bytes + b_bytes) {
         char *s = rt_cuda_scratch(cx, ((a_bytes + 255) / 256 * 256) + b_bytes);
@@ -482,13 +484,31 @@ void cuda_FP8_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
             fp8_transpose(cx, s + (a_bytes + 255) / 256 * 256, b, bk, bn), b = s + (a_bytes + 255) / 256 * 256;
     }
     int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
-    matmul_plan *p = plan_for(m, n, k, false, true, CUBLASLT_EPILOGUE_DEFAULT, at->dtype, bt->dtype,
-                              c->res_types[0]->dtype, sms);
+    matmul_plan *p = plan_for(m, n, k, false, true, CUBLASLT_EPILOGUE_DEFAULT, at->dtype, bt->dtype, out_dtype, sms);
     /* cuBLASLt's A is our b: its scale is sb; its B our a, scaled by sa. Set per call (shared plans). */
-    const void *sa = c->args[1], *sb = c->args[3];
+    const void *sa = c->args[first + 1], *sb = c->args[first + 3];
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb, sizeof sb));
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa, sizeof sa));
-    run_plan(cx, p, a, b, 0.0f, c->res[0], c->res[0]);
+    run_plan(cx, p, a, b, beta, cin, out);
+}
+
+void cuda_FP8_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    fp8_gemm(cx, c, 0, 0.0f, c->res[0], c->res[0], c->res_types[0]->dtype);
+}
+
+/* (dst, qa, sa, qb, sb) {assign}: the GEMM adds into dst in its dtype (beta = 1; fp32 C and D for an
+ * fp32 accumulator), or writes it (assign: beta = 0) */
+void cuda_FP8_MATMUL_ACCUMULATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    float beta = c->in->attr[IR_ATTR_FP8_MATMUL_ACCUMULATE_ASSIGN] != 0 ? 0.0f : 1.0f;
+    fp8_gemm(cx, c, 1, beta, c->args[0], c->args[0], c->arg_types[0]->dtype);
+}
+
+/* (qa, sa, qb, sb, c) -> the FP8 GEMM + c (beta = 1, C the addend) */
+void cuda_FP8_MATMUL_ADD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    fp8_gemm(cx, c, 0, 1.0f, c->args[4], c->res[0], c->res_types[0]->dtype);
 }
 
 /* (a, b, c) -> matmul(a, b) + c */
