@@ -65,7 +65,9 @@ void tune_layout_flags(const tune_ctx *t, const tune_layout *l, int world, char 
     if (l->vp > 1 && used < n)
         used += (size_t)snprintf(buf + used, n - used, " --num-virtual-stages-per-pipeline-rank %d", l->vp);
     if (l->ep > 1 && used < n)
-        snprintf(buf + used, n - used, " --expert-model-parallel-size %d", l->ep);
+        used += (size_t)snprintf(buf + used, n - used, " --expert-model-parallel-size %d", l->ep);
+    if (l->fp8 && used < n)
+        snprintf(buf + used, n - used, " --fp8-format hybrid --fp8-recipe tensorwise");
     (void)t;
 }
 
@@ -253,13 +255,14 @@ static void tune_family_estimate(tune_ctx *t, const mcc_spec *s, tune_family *fa
     int nsched = tune_schedules(&fam->l, scheds), estimated = 0;
     int stages = fam->l.pp * fam->l.vp, most = (s->num_layers + stages - 1) / stages; /* a stage's layers, at most */
     t->refusal[0] = 0;
+    for (int fp8 = 0; fp8 <= t->try_fp8; fp8++)
     for (int k = 0; k < nsched; k++)
         for (int mbs = 1; mbs <= TUNE_MAX_MBS && s->global_batch_size % (mbs * fam->l.dp) == 0; mbs *= 2) {
             if (f->mbs && mbs != f->mbs) continue;
             for (int rc = RC_NONE; rc < RC_COUNT; rc++) {
                 if ((int)f->rc >= 0 && rc != (int)f->rc) continue;
                 tune_layout l = fam->l;
-                l.mbs = mbs, l.rc = (tune_recompute)rc, l.sched = scheds[k];
+                l.mbs = mbs, l.rc = (tune_recompute)rc, l.sched = scheds[k], l.fp8 = fp8;
                 tune_consider(t, fam, &l, all, &estimated);
                 for (l.rc_block = 1; rc == RC_FULL && l.rc_block < most; l.rc_block++)
                     tune_consider(t, fam, &l, all, &estimated);
@@ -400,11 +403,11 @@ static void tune_json(const tune_ctx *t, const mcc_spec *s, const tune_row *rows
         printf("%s\n  {\"tp\": %d, \"pp\": %d, \"vp\": %d, \"cp\": %d, \"dp\": %d, \"ep\": %d, \"micro_batch_size\": %d, "
                "\"recompute\": \"%s\", \"schedule\": \"%s\", \"gib\": %.3f, \"step_ms\": %.3f, \"compute_ms\": %.3f, "
                "\"comm_ms\": %.3f, \"bubble\": %.4f, \"tokens_per_s_per_gpu\": %.1f, \"estimated_gib\": %.3f, "
-               "\"estimated_step_ms\": %.3f, \"fits\": %s, \"flags\": \"%s\"}",
+               "\"estimated_step_ms\": %.3f, \"fits\": %s, \"fp8\": %s, \"flags\": \"%s\"}",
                i ? "," : "", r->l.tp, r->l.pp, r->l.vp, r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_text(&r->l, rc, sizeof rc),
                pp_sched_names[r->l.sched], r->gib, 1e3 * r->step_s, 1e3 * r->compute_s, 1e3 * r->comm_s, r->bubble,
                tokens / r->step_s / t->world, e->gib, 1e3 * e->step_s, rows[i].fits ? "true" : "false",
-               flags);
+               r->l.fp8 ? "true" : "false", flags);
     }
     printf("\n], \"rejected\": [");
     for (int i = 0; i < t->nrejected; i++) { /* estimated over the memory: never planned */
@@ -426,16 +429,16 @@ static void tune_print(const tune_ctx *t, const mcc_spec *s, const tune_row *row
            "collectives' bytes at the link rate as if none were hidden (not calibrated: an upper bound's order).\n\n",
            t->candidates, tune_units_planned(t), t->estimated_fit, t->gpu_gib, t->target->name, t->planned, nrows,
            t->too_big, t->refused, t->target->ncost_rows ? "calibrated on one GPU" : "the target's roofline, uncalibrated");
-    printf("%4s %3s %3s %3s %4s %3s %4s %-9s %8s %9s %9s %6s %7s %7s %3s %-11s\n", "rank", "tp", "pp", "cp", "dp", "ep",
-           "mbs", "recompute", "GiB", "step ms", "tok/s/GPU", "MFU", "bubble", "comm ms", "vp", "schedule");
+    printf("%4s %3s %3s %3s %4s %3s %4s %-9s %8s %9s %9s %6s %7s %7s %3s %-11s %s\n", "rank", "tp", "pp", "cp", "dp",
+           "ep", "mbs", "recompute", "GiB", "step ms", "tok/s/GPU", "MFU", "bubble", "comm ms", "vp", "schedule", "fp8");
     for (int i = 0; i < nrows && i < t->top; i++) {
         const tune_result *r = &rows[i].plan;
         char rc[32];
         double mfu = t->target->peak_bf16_flops > 0 ? model_flops / r->step_s / t->world / t->target->peak_bf16_flops : 0;
-        printf("%4d %3d %3d %3d %4d %3d %4d %-9s %8.1f %9.0f %9.0f %5.1f%% %6.1f%% %7.0f %3d %-11s\n", i + 1, r->l.tp,
+        printf("%4d %3d %3d %3d %4d %3d %4d %-9s %8.1f %9.0f %9.0f %5.1f%% %6.1f%% %7.0f %3d %-11s %s\n", i + 1, r->l.tp,
                r->l.pp, r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_text(&r->l, rc, sizeof rc), r->gib, 1e3 * r->step_s,
                tokens / r->step_s / t->world, 100 * mfu, 100 * r->bubble, 1e3 * r->comm_s, r->l.vp,
-               r->l.pp > 1 ? pp_sched_names[r->l.sched] : "-");
+               r->l.pp > 1 ? pp_sched_names[r->l.sched] : "-", r->l.fp8 ? "fp8" : "-");
     }
     if (!nrows) {
         printf("No layout fits: more GPUs (--world-size), a shorter --seq-length, or --optimizer-cpu-offload.\n");
@@ -507,8 +510,11 @@ static bool tune_options(tune_ctx *t, int argc, char **argv, char *err, size_t e
         } else if (!strcmp(f, "--fix")) {
             if (!tune_fix(t, val, err, errlen)) return false;
             i++;
-        } else if (!strcmp(f, "--explain") || !strcmp(f, "--json") || !strcmp(f, "--exhaustive")) {
-            *(!strcmp(f, "--json") ? &t->json : !strcmp(f, "--explain") ? &t->explain : &t->exhaustive) = true;
+        } else if (!strcmp(f, "--explain") || !strcmp(f, "--json") || !strcmp(f, "--exhaustive") || !strcmp(f, "--fp8")) {
+            *(!strcmp(f, "--json")      ? &t->json
+              : !strcmp(f, "--explain") ? &t->explain
+              : !strcmp(f, "--fp8")     ? &t->try_fp8
+                                        : &t->exhaustive) = true;
         } else if (!strcmp(f, "--target") && val) {
             target = argv[++i];
         } else if (!strcmp(f, "--gpu-memory") || !strcmp(f, "--cost-perturbation")) {

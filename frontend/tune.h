@@ -33,6 +33,7 @@ typedef struct {
     tune_split split;
     int vp;                        /* virtual stages a pipeline rank (interleaved 1F1B), 1: none */
     pp_sched_kind sched;           /* the pipeline's schedule (1F1B where pp is 1) */
+    bool fp8;                      /* the layers' matmuls in FP8 (hybrid, tensorwise scaling) */
 } tune_layout;
 
 typedef struct {
@@ -64,6 +65,7 @@ typedef struct {
     const mcc_target *target;
     double gpu_gib;                /* what a plan may take: the target's memory less the runtime's */
     bool explain, json, exhaustive; /* --explain, --json; --exhaustive: every candidate planned exactly */
+    bool try_fp8;                  /* --fp8: every layout also with its layers' matmuls in FP8 */
     mcc_target perturbed;          /* --cost-perturbation: the target with its rows scaled (target points here) */
     mcc_cost_row *perturbed_rows;
     int candidates, estimated_fit; /* layouts ranked; of them, estimated to fit */

@@ -53,7 +53,7 @@ typedef struct {
 /* A shape's layer and ends, per layer of the model (a period's over its layers). */
 typedef struct {
     int tp, cp, ep, mbs, rc;
-    bool zero;
+    bool zero, fp8;
     bool ok;                       /* its one-stage plans made */
     char why[200];
     int zref;                      /* dp x cp of its plans */
@@ -149,7 +149,7 @@ static bool unit_plan(tune_ctx *t, tune_unit *u, int layers, const char *kind, i
 {
     int dp = u->zref / u->cp;
     tune_layout l = {.tp = u->tp, .pp = pp, .cp = u->cp, .dp = dp, .ep = strstr(kind, "[0") ? 1 : u->ep, .mbs = u->mbs,
-                     .rc = (tune_recompute)u->rc, .vp = 1, .sched = sched};
+                     .rc = (tune_recompute)u->rc, .vp = 1, .sched = sched, .fp8 = u->fp8};
     char text[768];
     tune_layout_flags(t, &l, u->tp * u->cp * dp * pp, text, sizeof text);
     size_t used = strlen(text);
@@ -241,7 +241,7 @@ static int unit_of(tune_ctx *t, const tune_layout *l, const mcc_spec *s)
     for (int i = 0; i < us->n; i++) {
         tune_unit *u = &us->u[i];
         if (u->tp == l->tp && u->cp == l->cp && u->ep == l->ep && u->mbs == l->mbs && u->rc == (int)l->rc &&
-            u->zero == zero)
+            u->zero == zero && u->fp8 == l->fp8)
             return i;
     }
     if (us->n == us->cap) {
@@ -251,7 +251,7 @@ static int unit_of(tune_ctx *t, const tune_layout *l, const mcc_spec *s)
         us->u = grown, us->cap = cap;
     }
     tune_unit *u = &us->u[us->n++];
-    *u = (tune_unit){.tp = l->tp, .cp = l->cp, .ep = l->ep, .mbs = l->mbs, .rc = (int)l->rc, .zero = zero};
+    *u = (tune_unit){.tp = l->tp, .cp = l->cp, .ep = l->ep, .mbs = l->mbs, .rc = (int)l->rc, .zero = zero, .fp8 = l->fp8};
     u->zref = unit_zref(l->cp, l->ep, zero);
     unit_make(t, u, s);
     return us->n - 1;

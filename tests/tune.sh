@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tune.sh MCC — `mcc tune`: the layouts it lists fit (each compiled with the flags of its row and
 # the same memory limit says "the plan fits" at the GiB the row says), in the order of their step
-# time; the layouts its estimate rejects for memory, nearest the limit, mcc compile refuses too; its
+# time (and --fp8's first FP8 row: gpt2-124m's small GEMMs put it 80th); the layouts its estimate rejects for memory, nearest the limit, mcc compile refuses too; its
 # first is as good under a 1% perturbation of the calibration; a limit nothing fits exits 1 saying
 # so; no --world-size is refused; --explain says what became of every layout family, --json gives
 # the table as JSON; the estimate against every exact plan (--exhaustive) of gpt2-124m's layouts.
@@ -14,16 +14,19 @@ bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 model=$root/models/gpt2-124m.json
 "$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --top 40 >"$work/table" 2>"$work/err" ||
   { bad "mcc tune exited $?: $(cat "$work/err")"; exit 1; }
-rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 16' "$work/table")
+rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 17' "$work/table")
 [ "$(wc -l <<<"$rows")" -ge 5 ] || bad "fewer than 5 layouts listed: $(cat "$work/table")"
 sort -c -s -n -k10,10 <<<"$rows" || bad "the layouts are not in the order of their step time"
 awk '$9 > 2.0 { exit 1 }' <<<"$rows" || bad "a row above the 3 GiB limit less the runtime's 1 GiB"
 grep -q " none " <<<"$rows" && grep -q -E " (selective|full) " <<<"$rows" ||
   bad "no row needed recompute to fit 3 GiB, or none fits without: the limit tests nothing"
+"$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --top 100 --fp8 >"$work/fp8" 2>/dev/null
+fp8_rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 17 && $17 == "fp8"' "$work/fp8")
 # the first three rows, compiled as listed
 # (a loop of this shell, not of a pipeline's subshell: its failures count)
-while read -r _ tp pp cp dp ep mbs rc gib _ _ _ _ _ vp sched; do
+while read -r _ tp pp cp dp ep mbs rc gib _ _ _ _ _ vp sched fp8; do
   flags=(--tp "$tp" --pp "$pp" --cp "$cp" --world-size 4 --micro-batch-size "$mbs")
+  [ "$fp8" = fp8 ] && flags+=(--fp8-format hybrid --fp8-recipe tensorwise)
   [ "$vp" -gt 1 ] && flags+=(--num-virtual-stages-per-pipeline-rank "$vp")
   [ "$pp" -gt 1 ] && flags+=(--pipeline-schedule "$sched")
   [ "$tp" -gt 1 ] && flags+=(--sequence-parallel)
@@ -39,11 +42,12 @@ while read -r _ tp pp cp dp ep mbs rc gib _ _ _ _ _ vp sched; do
   got=$(grep -o "the plan fits: [0-9.]* GiB" "$work/c.log" | grep -o "[0-9.]*")
   [ -n "$got" ] && awk -v a="$got" -v b="$gib" 'BEGIN { exit !(a - b < 0.051 && b - a < 0.051) }' ||
     bad "row tp $tp pp $pp cp $cp mbs $mbs $rc ($gib GiB) does not compile to a fitting plan of that size: $(grep -E 'error|fits' "$work/c.log")"
-done < <(head -3 <<<"$rows")
+done < <(head -3 <<<"$rows"; head -1 <<<"$fp8_rows") # and --fp8's first FP8 row
+[ -n "$fp8_rows" ] || bad "--fp8 lists no layout with FP8 linear layers"
 # --fix holds a degree: every row has it
 "$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --fix tp=2 --fix recompute=none --top 40 >"$work/fixed" 2>&1 ||
   bad "--fix: $(tail -2 "$work/fixed")"
-awk '$1 ~ /^[0-9]+$/ && NF == 16 && ($2 != 2 || $8 != "none") { bad = 1 } END { exit bad }' "$work/fixed" ||
+awk '$1 ~ /^[0-9]+$/ && NF == 17 && ($2 != 2 || $8 != "none") { bad = 1 } END { exit bad }' "$work/fixed" ||
   bad "--fix tp=2 --fix recompute=none listed another layout"
 "$mcc" tune "$model" --world-size 4 --gpu-memory 0.01 --target h100 >"$work/none" 2>&1
 [ $? = 1 ] && grep -qF "No layout fits" "$work/none" || bad "a limit nothing fits: $(tail -2 "$work/none")"
@@ -111,7 +115,7 @@ PY
 # an MoE model: expert parallelism searched (ep over dp x cp), an ep row compiles as listed
 "$mcc" tune "$root/models/tiny-moe.json" --world-size 4 --target h100 --top 200 >"$work/moe" 2>/dev/null ||
   bad "tiny-moe: $(tail -3 "$work/moe")"
-read -r _ tp pp cp dp ep mbs rc _ _ _ _ _ _ _ sched < <(awk '$1 ~ /^[0-9]+$/ && NF == 16 && $6 > 1' "$work/moe" | head -1)
+read -r _ tp pp cp dp ep mbs rc _ _ _ _ _ _ _ sched _ < <(awk '$1 ~ /^[0-9]+$/ && NF == 17 && $6 > 1' "$work/moe" | head -1)
 if [ -z "${ep:-}" ]; then
   bad "tiny-moe on 4 GPUs lists no row with ep > 1: $(head -3 "$work/moe")"
 else
