@@ -1,16 +1,17 @@
 /* tune_estimate.c — what `mcc tune` ranks every layout by before it plans the best exactly: the
  * busiest stage's memory and step time, composed from exact plans of the model cut short.
  *
- * A shape (tp, cp, ep, micro-batch size, recompute, ZeRO or not) is planned as mcc compile plans
- * it but with the model cut short: two and three periods of layers (a period: one layer; an MoE
- * model's moe_layer_freq) on one stage, and, for pipelines, three periods over three stages under
- * each kind of schedule (the backward whole or split). The difference of the first two is a layer:
- * its weights, gradients and optimizer state, the values a micro-batch saves for its backward, its
- * step time per micro-batch and once a step, the bytes it sends. What the others hold beside their
- * layers is the ends' (embedding, head, loss, the arena's transients, a stage's buffers), each
- * stash span's slot bytes a layer and beside the layers. Any pipeline split, schedule
- * (its stash slots from pp_schedule_build), virtual stages and data-parallel degree is then
- * arithmetic: the state ZeRO shards scales with dp x cp, the rest with the layers a stage holds.
+ * A shape (tp, cp, ep, micro-batch size, recompute, ZeRO or not, FP8 or not) is planned as mcc
+ * compile plans it but with the model cut short: two and three layers of each kind the model has
+ * (dense, MoE: moe_layer_freq says which layer is which) on one stage, and, for pipelines, three
+ * layers over three stages under each kind of schedule (the backward whole or split). The
+ * difference of the first two is a layer: its weights, gradients and optimizer state, the values a
+ * micro-batch saves for its backward, its step time per micro-batch and once a step, the bytes it
+ * sends. What the others hold beside their layers is the ends' (embedding, head, loss, the arena's
+ * transients, a stage's buffers), each stash span's slot bytes a layer and beside the layers. Any
+ * pipeline split, schedule (its stash slots from pp_schedule_build), virtual stages, block recompute
+ * (the recomputed shape's layers and the kept shape's) and data-parallel degree is then arithmetic:
+ * the state ZeRO shards scales with dp x cp, the rest with the layers a stage holds.
  *
  * An estimate, not a plan: the arena's packing, padding and a stage's boundary buffers are the
  * reduced plans', not the layout's. mcc tune plans its first rows exactly before it lists them. */
