@@ -24,6 +24,7 @@
 #include "frontend/tune.h"
 #include "passes/passes.h"
 #include "passes/step_cost.h"
+#include "runtime/train_flags.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -98,15 +99,12 @@ enum { NOPTIONS = sizeof cli_options / sizeof cli_options[0] };
 
 /* train_rank's flags (runtime/train_flags.def), which mcc compile bakes into the plan as the
  * compiled train_rank's defaults: how many values each takes and what they must be. */
-typedef enum {
-    RUN_TEXT, RUN_CHOICE, RUN_INT, RUN_NUM, RUN_SWITCH, RUN_ASYNC_ON, RUN_ASYNC_OFF, RUN_PATHS
-} run_flag_kind;
 static const struct {
     const char *flag, *value;
-    run_flag_kind kind;
+    train_flag_kind kind;
     int min;
 } run_flags[] = {
-#define RT_FLAG(flag, value, kind, member, min, help) {flag, value, RUN_##kind, min},
+#define RT_FLAG(flag, value, kind, member, min, help) {flag, value, TRAIN_FLAG_##kind, min},
 #include "runtime/train_flags.def"
 #undef RT_FLAG
 };
@@ -152,22 +150,22 @@ static void unknown_flag(const char *flag, char *err, size_t errlen)
 static int bake_run_flag(int r, const char *const *v, int nv, FILE *run, char *err, size_t errlen)
 {
     const char *flag = run_flags[r].flag;
-    int take = run_flags[r].kind == RUN_PATHS ? nv
-               : run_flags[r].kind == RUN_SWITCH || run_flags[r].kind == RUN_ASYNC_ON ||
-                       run_flags[r].kind == RUN_ASYNC_OFF ? 0 : 1;
+    int take = run_flags[r].kind == TRAIN_FLAG_PATHS ? nv
+               : run_flags[r].kind == TRAIN_FLAG_SWITCH || run_flags[r].kind == TRAIN_FLAG_ASYNC_ON ||
+                       run_flags[r].kind == TRAIN_FLAG_ASYNC_OFF ? 0 : 1;
     char why[256];
     long long i;
     double x;
-    if (take > nv || (run_flags[r].kind == RUN_PATHS && nv == 0)) {
+    if (take > nv || (run_flags[r].kind == TRAIN_FLAG_PATHS && nv == 0)) {
         add_problem(err, errlen, "%s needs a value: %s", flag, run_flags[r].value);
         return nv;
     }
-    if ((run_flags[r].kind == RUN_INT && !cli_parse_int(flag, v[0], run_flags[r].min, 1000000000, &i, why, sizeof why)) ||
-        (run_flags[r].kind == RUN_NUM && !cli_parse_num(flag, v[0], 0, true, 1e9, &x, why, sizeof why))) {
+    if ((run_flags[r].kind == TRAIN_FLAG_INT && !cli_parse_int(flag, v[0], run_flags[r].min, 1000000000, &i, why, sizeof why)) ||
+        (run_flags[r].kind == TRAIN_FLAG_NUM && !cli_parse_num(flag, v[0], 0, true, 1e9, &x, why, sizeof why))) {
         add_problem(err, errlen, "%s", why);
         return take;
     }
-    bool worded = run_flags[r].kind == RUN_TEXT || run_flags[r].kind == RUN_CHOICE;
+    bool worded = run_flags[r].kind == TRAIN_FLAG_TEXT || run_flags[r].kind == TRAIN_FLAG_CHOICE;
     if (worded && !cli_value_fits(run_flags[r].value, v[0])) {
         add_problem(err, errlen, "%s %s: it takes %s (`train_rank --help` says what each means)", flag, v[0],
                     run_flags[r].value);

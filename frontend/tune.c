@@ -50,7 +50,7 @@ static const char *tune_recompute_text(const tune_layout *l, char *buf, size_t n
     return buf;
 }
 
-void tune_layout_flags(const tune_ctx *t, const tune_layout *l, int world, char *buf, size_t n)
+void tune_layout_flags(const tune_layout *l, int world, char *buf, size_t n)
 {
     char block[96];
     snprintf(block, sizeof block, "--recompute-granularity full --recompute-method block --recompute-num-layers %d",
@@ -68,7 +68,6 @@ void tune_layout_flags(const tune_ctx *t, const tune_layout *l, int world, char 
         used += (size_t)snprintf(buf + used, n - used, " --expert-model-parallel-size %d", l->ep);
     if (l->fp8 && used < n)
         snprintf(buf + used, n - used, " --fp8-format hybrid --fp8-recipe tensorwise");
-    (void)t;
 }
 
 /* Splits text at blanks into args after the given ones; the count. */
@@ -148,7 +147,7 @@ bool tune_plan_text(tune_ctx *t, const char *text, tune_stage_fn each, void *ctx
 static bool tune_exact(tune_ctx *t, const tune_layout *l, tune_result *r)
 {
     char text[768];
-    tune_layout_flags(t, l, t->world, text, sizeof text);
+    tune_layout_flags(l, t->world, text, sizeof text);
     tune_plan_figures f;
     if (!tune_plan_text(t, text, NULL, NULL, &f)) {
         t->refused++;
@@ -399,7 +398,7 @@ static void tune_json(const tune_ctx *t, const mcc_spec *s, const tune_row *rows
     for (int i = 0; i < nrows && (t->exhaustive || i < t->top); i++) {
         const tune_result *r = &rows[i].plan, *e = &rows[i].estimate;
         char flags[768], rc[32];
-        tune_layout_flags(t, &r->l, t->world, flags, sizeof flags);
+        tune_layout_flags(&r->l, t->world, flags, sizeof flags);
         printf("%s\n  {\"tp\": %d, \"pp\": %d, \"vp\": %d, \"cp\": %d, \"dp\": %d, \"ep\": %d, \"micro_batch_size\": %d, "
                "\"recompute\": \"%s\", \"schedule\": \"%s\", \"gib\": %.3f, \"step_ms\": %.3f, \"compute_ms\": %.3f, "
                "\"comm_ms\": %.3f, \"bubble\": %.4f, \"tokens_per_s_per_gpu\": %.1f, \"estimated_gib\": %.3f, "
@@ -412,7 +411,7 @@ static void tune_json(const tune_ctx *t, const mcc_spec *s, const tune_row *rows
     printf("\n], \"rejected\": [");
     for (int i = 0; i < t->nrejected; i++) { /* estimated over the memory: never planned */
         char flags[768];
-        tune_layout_flags(t, &t->rejected[i].l, t->world, flags, sizeof flags);
+        tune_layout_flags(&t->rejected[i].l, t->world, flags, sizeof flags);
         printf("%s\n  {\"estimated_gib\": %.3f, \"flags\": \"%s\"}", i ? "," : "", t->rejected[i].gib, flags);
     }
     printf("\n]}\n");
@@ -445,7 +444,7 @@ static void tune_print(const tune_ctx *t, const mcc_spec *s, const tune_row *row
         return;
     }
     char flags[768];
-    tune_layout_flags(t, &rows[0].plan.l, t->world, flags, sizeof flags);
+    tune_layout_flags(&rows[0].plan.l, t->world, flags, sizeof flags);
     printf("\nThe first, compiled:\n  mcc compile %s", t->spec_path ? t->spec_path : "");
     for (int i = 0; i < t->nbase; i++) printf(" %s", t->base[i]);
     printf(" %s --target %s -o train_rank\n", flags, t->target->name);

@@ -79,7 +79,7 @@ typedef struct {
 } tune_ctx;
 
 /* The flags of layout l after the given ones, as one mcc compile line carries them, on `world` GPUs. */
-void tune_layout_flags(const tune_ctx *t, const tune_layout *l, int world, char *buf, size_t n);
+void tune_layout_flags(const tune_layout *l, int world, char *buf, size_t n);
 
 /* A plan's figures: each stage's memory and step time, the most of each. */
 typedef struct {

@@ -152,7 +152,7 @@ static bool unit_plan(tune_ctx *t, tune_unit *u, int layers, const char *kind, i
     tune_layout l = {.tp = u->tp, .pp = pp, .cp = u->cp, .dp = dp, .ep = strstr(kind, "[0") ? 1 : u->ep, .mbs = u->mbs,
                      .rc = (tune_recompute)u->rc, .vp = 1, .sched = sched, .fp8 = u->fp8};
     char text[768];
-    tune_layout_flags(t, &l, u->tp * u->cp * dp * pp, text, sizeof text);
+    tune_layout_flags(&l, u->tp * u->cp * dp * pp, text, sizeof text);
     size_t used = strlen(text);
     snprintf(text + used, sizeof text - used, " --num-layers %d --global-batch-size %d%s", layers, m * u->mbs * dp, kind);
     if (pp > 1) {
@@ -399,7 +399,7 @@ bool tune_estimate(tune_ctx *t, const tune_layout *l, tune_result *r)
     if (!t->units && !(t->units = calloc(1, sizeof *t->units)))
         return false;
     char text[768];
-    tune_layout_flags(t, l, t->world, text, sizeof text);
+    tune_layout_flags(l, t->world, text, sizeof text);
     mcc_spec s;
     if (!tune_spec_text(t, text, &s))
         return false;

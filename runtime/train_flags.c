@@ -3,22 +3,20 @@
 #include "train.h"
 
 #include "common/cli.h"
+#include "runtime/train_flags.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 /* train_rank's flags (runtime/train_flags.def): its parser, --help, and mcc compile's baking. */
-typedef enum {
-    FLAG_TEXT, FLAG_CHOICE, FLAG_INT, FLAG_NUM, FLAG_SWITCH, FLAG_ASYNC_ON, FLAG_ASYNC_OFF, FLAG_PATHS
-} flag_kind;
 static const struct {
     const char *flag, *value;
-    flag_kind kind;
+    train_flag_kind kind;
     size_t off;
     int min;
     const char *help;
 } train_flags[] = {
-#define RT_FLAG(flag, value, kind, member, min, help) {flag, value, FLAG_##kind, offsetof(train_args, member), min, help},
+#define RT_FLAG(flag, value, kind, member, min, help) {flag, value, TRAIN_FLAG_##kind, offsetof(train_args, member), min, help},
 #include "train_flags.def"
 #undef RT_FLAG
 };
@@ -115,25 +113,25 @@ static bool parse_flag(train_args *a, int f, int argc, char **argv, int *i, char
     int consumed;
     long long n;
     switch (train_flags[f].kind) {
-    case FLAG_SWITCH: *(bool *)slot = true; return true;
-    case FLAG_ASYNC_ON: case FLAG_ASYNC_OFF: *(int *)slot = train_flags[f].kind == FLAG_ASYNC_ON; return true;
-    case FLAG_PATHS:
+    case TRAIN_FLAG_SWITCH: *(bool *)slot = true; return true;
+    case TRAIN_FLAG_ASYNC_ON: case TRAIN_FLAG_ASYNC_OFF: *(int *)slot = train_flags[f].kind == TRAIN_FLAG_ASYNC_ON; return true;
+    case TRAIN_FLAG_PATHS:
         if (!rt_gpt_data_parse_paths(argc - *i - 1, argv + *i + 1, &consumed, &a->data, err, errlen)) return false;
         *i += consumed;
         return true;
-    case FLAG_INT:
+    case TRAIN_FLAG_INT:
         ++*i;
         if (!cli_parse_int(flag, v, train_flags[f].min, 1000000000, &n, err, errlen)) return false;
         *(int *)slot = (int)n;
         return true;
-    case FLAG_NUM: ++*i; return cli_parse_num(flag, v, 0, true, 1e9, (double *)slot, err, errlen);
-    case FLAG_TEXT: case FLAG_CHOICE:
+    case TRAIN_FLAG_NUM: ++*i; return cli_parse_num(flag, v, 0, true, 1e9, (double *)slot, err, errlen);
+    case TRAIN_FLAG_TEXT: case TRAIN_FLAG_CHOICE:
         if (!v || !strncmp(v, "--", 2))
             return snprintf(err, errlen, "%s needs a value: %s", flag, train_flags[f].value), false;
         if (!cli_value_fits(train_flags[f].value, v))
             return snprintf(err, errlen, "%s %s: it takes %s (--help says what each means)", flag, v,
                             train_flags[f].value), false;
-        if (train_flags[f].kind == FLAG_CHOICE)
+        if (train_flags[f].kind == TRAIN_FLAG_CHOICE)
             *(int *)slot = cli_value_index(train_flags[f].value, v);
         else
             *(const char **)slot = v;
