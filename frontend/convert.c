@@ -286,6 +286,9 @@ static const char *llama_family_why_not(const mcc_spec *s, bool moe)
         return "LLaMA's family turns every channel of a head by rope: rotary_percent is below 1";
     if (s->apply_layernorm_1p)
         return "LLaMA's family's RMSNorms scale by their weight: apply_layernorm_1p is true";
+    if (s->rope_type == MCC_ROPE_YARN)
+        return "rope_type yarn is not exported to LLaMA's family (its rope_scaling is written for LLaMA 3.1's scaling "
+               "or none; transformers' yarn derives its factors from other fields): train with rope_type rope";
     if (!moe && s->num_experts)
         return "a dense architecture has no experts: num_experts is set (MixtralForCausalLM and Qwen3MoeForCausalLM "
                "are MoE)";

@@ -37,7 +37,6 @@ static const char *const megatron_kind_text[] = {"accepted, nothing to change", 
 #define FSDP_BUFFERS "a Megatron-FSDP buffer setting; mcc shards with --use-distributed-optimizer (ZeRO-1)"
 #define MLA_PART "a dimension of DeepSeek's multi-latent attention (--multi-latent-attention), which mcc does not " \
                  "build yet: use standard attention (--num-query-groups for GQA)"
-#define YARN_PART "YaRN rope scaling (DeepSeek-V3's long-context rope) is not built: drop it for plain rope"
 #define MTP_PART "multi-token prediction (DeepSeek-V3's extra heads predicting tokens further ahead) is not built: " \
                  "drop it to train on the next-token loss alone"
 #define TORCHRUN_OWN "torchrun's: give it to torchrun (mcc compile prints the launch lines)"
@@ -75,7 +74,6 @@ static const mcc_megatron_flag megatron_flags[] = {
     SAME_IF("--no-position-embedding", 0, NULL, "position_embedding_type=rope",
             "with rope there is no learned position table to leave out (a model without any position "
             "information is not built: give --position-embedding-type rope)"),
-    SAME("--rope-type", 1, "rope", "plain rotary embeddings (yarn scaling is not built)"),
     SAME("--softmax-type", 1, "vanilla", "attention's softmax is the plain one (off-by-one and learnable sinks are not built)"),
     REFUSED("--window-size", 1, "sliding-window attention is not built: drop it for full causal attention"),
     REFUSED("--window-attn-skip-freq", 1, "sliding-window attention is not built: drop it for full causal attention"),
@@ -90,9 +88,6 @@ static const mcc_megatron_flag megatron_flags[] = {
     REFUSED("--qk-head-dim", 1, MLA_PART),
     REFUSED("--qk-pos-emb-head-dim", 1, MLA_PART),
     REFUSED("--v-head-dim", 1, MLA_PART),
-    REFUSED("--rotary-scaling-factor", 1, YARN_PART),
-    REFUSED("--mscale", 1, YARN_PART),
-    REFUSED("--mscale-all-dim", 1, YARN_PART),
     REFUSED("--mtp-num-layers", 1, MTP_PART),
     REFUSED("--mtp-loss-scaling-factor", 1, MTP_PART),
     /* mixture of experts */

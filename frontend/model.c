@@ -102,6 +102,23 @@ static int norm_of(builder *b, const char *prefix, int x, int64_t d)
 
 static int norm(builder *b, const char *prefix, int x) { return norm_of(b, prefix, x, b->s->hidden_size); }
 
+/* Rotates the first `rotary` channels of each head of x [B,T,H,D] by their positions, with the
+ * spec's frequencies (LLaMA 3.1's or YaRN's scaling). */
+static int rope(builder *b, int x, int64_t D, int64_t rotary)
+{
+    const mcc_spec *s = b->s;
+    bool yarn = s->rope_type == MCC_ROPE_YARN;
+    double attrs[IR_NATTRS_ROPE] = {
+        [IR_ATTR_ROPE_THETA] = s->rotary_base, [IR_ATTR_ROPE_INVERSE] = 0,
+        [IR_ATTR_ROPE_CP] = 0, /* contiguous positions: context_parallel.c sets cp */
+        [IR_ATTR_ROPE_SCALING] = yarn ? s->rotary_scaling_factor : s->use_rope_scaling ? s->rope_scaling_factor : 0,
+        [IR_ATTR_ROPE_ROTARY_DIM] = rotary < D ? (double)rotary : 0,
+        [IR_ATTR_ROPE_YARN_CONTEXT] = yarn ? s->yarn_original_max_position_embeddings : 0,
+        [IR_ATTR_ROPE_BETA_FAST] = yarn ? s->yarn_beta_fast : 0, [IR_ATTR_ROPE_BETA_SLOW] = yarn ? s->yarn_beta_slow : 0,
+        [IR_ATTR_ROPE_MSCALE] = yarn ? s->mscale : 0, [IR_ATTR_ROPE_MSCALE_ALL_DIM] = yarn ? s->mscale_all_dim : 0};
+    return ir_emit(b->m, b->f, IR_OP_ROPE, &x, 1, attrs, NULL, NULL);
+}
+
 /* Projects x[B,T,d] to heads [B,T,heads,D] (biased with add_qkv_bias too), each head of q and k
  * normalised (qk_layernorm: the model's norm over D, one weight for every head, before rope) and
  * rotated when the model uses RoPE: v is neither. */
@@ -120,12 +137,7 @@ static int project_heads(builder *b, const char *prefix, int x, int64_t heads, b
     }
     if (!qk || s->position_embedding_type != MCC_POS_ROPE)
         return y;
-    int rotary = mcc_spec_rotary_dim(s); /* rotary_percent's channels; 0: the whole head */
-    double attrs[IR_NATTRS_ROPE] = {[IR_ATTR_ROPE_THETA] = s->rotary_base, [IR_ATTR_ROPE_INVERSE] = 0,
-                                    [IR_ATTR_ROPE_CP] = 0, /* contiguous positions: context_parallel.c sets cp */
-                                    [IR_ATTR_ROPE_SCALING] = s->use_rope_scaling ? s->rope_scaling_factor : 0,
-                                    [IR_ATTR_ROPE_ROTARY_DIM] = rotary < D ? rotary : 0};
-    return ir_emit(b->m, b->f, IR_OP_ROPE, &y, 1, attrs, NULL, NULL);
+    return rope(b, y, D, mcc_spec_rotary_dim(s));
 }
 
 /* Causal attention of heads q [B,T,H,D] over k, v, with dropout on its probabilities in a
@@ -410,6 +422,9 @@ static void set_model_config(ir_module *m, const mcc_spec *s)
         SET_FROM_SPEC(m, s, IR_CFG_ROTARY_BASE, IR_CFG_USE_ROPE_SCALING);
     if (s->position_embedding_type == MCC_POS_ROPE && s->use_rope_scaling)
         SET_FROM_SPEC(m, s, IR_CFG_ROPE_SCALING_FACTOR);
+    if (s->position_embedding_type == MCC_POS_ROPE && s->rope_type == MCC_ROPE_YARN) /* absent: plain rope */
+        SET_FROM_SPEC(m, s, IR_CFG_ROPE_TYPE, IR_CFG_ROTARY_SCALING_FACTOR, IR_CFG_YARN_ORIGINAL_MAX_POSITION_EMBEDDINGS,
+                      IR_CFG_YARN_BETA_FAST, IR_CFG_YARN_BETA_SLOW, IR_CFG_MSCALE, IR_CFG_MSCALE_ALL_DIM);
     SET_FROM_SPEC(m, s, IR_CFG_SWIGLU, IR_CFG_ADD_BIAS_LINEAR, IR_CFG_ADD_QKV_BIAS, IR_CFG_QK_LAYERNORM,
                   IR_CFG_UNTIE_EMBEDDINGS_AND_OUTPUT_WEIGHTS, IR_CFG_NUM_EXPERTS);
     if (s->squared_relu) /* Nemotron-4's (absent: off, so other plans read as before) */

@@ -49,13 +49,14 @@ _Static_assert(sizeof(mcc_norm) == sizeof(int) && sizeof(mcc_pos) == sizeof(int)
                sizeof(mcc_moment_dtype) == sizeof(int) && sizeof(mcc_fp8_format) == sizeof(int) &&
                sizeof(mcc_fp8_recipe) == sizeof(int) && sizeof(mcc_amax_algo) == sizeof(int) &&
                sizeof(mcc_moe_score) == sizeof(int) && sizeof(mcc_moe_balance) == sizeof(int) &&
-               sizeof(mcc_moe_drop) == sizeof(int) && sizeof(mcc_moe_router_dtype) == sizeof(int),
+               sizeof(mcc_moe_drop) == sizeof(int) && sizeof(mcc_moe_router_dtype) == sizeof(int) &&
+               sizeof(mcc_rope_type) == sizeof(int),
                "enum members are stored as int");
 /* The choices the plan's config carries too: their words are the IR's (ir.h ir_choices), spelled
  * there once; the spec's enums follow the IR's (the moments' by ir_dtype: the config's words are
  * dtype names, the spec's Megatron's). */
 #define SAME(a, b) ((int)(a) == (int)(b))
-_Static_assert(SAME(MCC_NORM_RMSNORM, IR_NORM_RMSNORM) && SAME(MCC_POS_ROPE, IR_POS_ROPE) &&
+_Static_assert(SAME(MCC_NORM_RMSNORM, IR_NORM_RMSNORM) && SAME(MCC_POS_ROPE, IR_POS_ROPE) && SAME(MCC_ROPE_YARN, IR_ROPE_YARN) &&
                SAME(MCC_RECOMPUTE_ACTIVATIONS, IR_RECOMPUTE_ACTIVATIONS) && SAME(MCC_RECOMPUTE_FULL, IR_RECOMPUTE_FULL) &&
                SAME(MCC_RECOMPUTE_UNIFORM, IR_RECOMPUTE_UNIFORM) && SAME(MCC_RECOMPUTE_BLOCK, IR_RECOMPUTE_BLOCK) &&
                SAME(MCC_CP_ALL_GATHER, IR_CP_ALL_GATHER) && SAME(MCC_CP_A2A, IR_CP_A2A) &&
@@ -131,6 +132,23 @@ static const spec_field spec_fields[] = {
           "high_freq_factor 4, original_max_position_embeddings 8192)"),
     MODEL(rope_scaling_factor, K_NUM, R_POS, D_VALUE, 8, NULL,
           "with use_rope_scaling: the factor the low frequencies are divided by (LLaMA 3.1: 8, 3.2: 32)"),
+    MODEL(rope_type, K_ENUM, R_ANY, D_VALUE, MCC_ROPE_PLAIN, ir_rope_type_words,
+          "rope's frequencies: rope (plain, or LLaMA 3.1's with use_rope_scaling) or yarn (YaRN's, DeepSeek-V3's "
+          "long-context rope: rotary_scaling_factor and the yarn_ and mscale fields)"),
+    MODEL(rotary_scaling_factor, K_NUM, R_POS, D_VALUE, 1, NULL,
+          "with rope_type yarn: the factor the low frequencies are divided by (DeepSeek-V3: 40)"),
+    MODEL(yarn_original_max_position_embeddings, K_INT, R_POS, D_VALUE, 4096, NULL,
+          "with rope_type yarn: the context the model was first trained at (DeepSeek-V3: 4096)"),
+    MODEL(yarn_beta_fast, K_NUM, R_POS, D_VALUE, 32, NULL,
+          "with rope_type yarn: a frequency turning more than this often in the original context is kept"),
+    MODEL(yarn_beta_slow, K_NUM, R_POS, D_VALUE, 1, NULL,
+          "with rope_type yarn: one turning less often than this is divided by rotary_scaling_factor, a linear "
+          "ramp between"),
+    MODEL(mscale, K_NUM, R_NONNEG, D_VALUE, 1, NULL,
+          "with rope_type yarn: rope's cos and sin are scaled by mscale(f, mscale) / mscale(f, mscale_all_dim), "
+          "mscale(f, m) = 0.1 m ln f + 1, f = rotary_scaling_factor"),
+    MODEL(mscale_all_dim, K_NUM, R_NONNEG, D_VALUE, 0, NULL,
+          "with rope_type yarn: see mscale (DeepSeek-V3: both 1, so rope is a pure rotation)"),
     MODEL(attention_dropout, K_NUM, R_DROPOUT, D_VALUE, 0, NULL,
           "dropout probability of the attention probabilities (Megatron's default 0.1)"),
     MODEL(hidden_dropout, K_NUM, R_DROPOUT, D_VALUE, 0, NULL,
@@ -1242,6 +1260,40 @@ static const char *const spec_moe_only[] = {
 
 static bool spec_given(spec_ctx *c, const char *key) { return c->set[spec_index(spec_find(key))]; }
 
+/* YaRN's fields: rope to scale, one scaling at a time, and a correction range whose pairs exist
+ * (beta_slow below beta_fast, both turning at least once in the original context). */
+static bool spec_check_yarn(spec_ctx *c)
+{
+    const mcc_spec *s = &c->s;
+    const char *where = spec_where(c, spec_find("rope_type"));
+    static const char *const yarn_fields[] = {"rotary_scaling_factor", "yarn_original_max_position_embeddings",
+                                              "yarn_beta_fast", "yarn_beta_slow", "mscale", "mscale_all_dim"};
+    for (size_t i = 0; s->rope_type != MCC_ROPE_YARN && i < sizeof yarn_fields / sizeof *yarn_fields; i++)
+        if (spec_given(c, yarn_fields[i]))
+            return spec_fail(c, "%s shapes YaRN's rope, but %s is rope: add --rope-type yarn (Megatron's multi-latent "
+                                "attention takes yarn by default), or drop it", spec_where(c, spec_find(yarn_fields[i])),
+                             where);
+    if (s->rope_type != MCC_ROPE_YARN)
+        return true;
+    if (s->position_embedding_type != MCC_POS_ROPE)
+        return spec_fail(c, "%s is yarn, but %s is learned_absolute: give position_embedding_type rope, or drop "
+                            "rope_type", where, spec_where(c, spec_find("position_embedding_type")));
+    if (s->use_rope_scaling)
+        return spec_fail(c, "%s is yarn and %s asks for LLaMA 3.1's scaling: keep one of the two", where,
+                         spec_where(c, spec_find("use_rope_scaling")));
+    if (s->yarn_beta_slow >= s->yarn_beta_fast)
+        return spec_fail(c, "%s (%.10g) must be below %s (%.10g): the ramp runs from the pairs turning beta_fast times "
+                            "in the original context down to those turning beta_slow times",
+                         spec_where(c, spec_find("yarn_beta_slow")), s->yarn_beta_slow,
+                         spec_where(c, spec_find("yarn_beta_fast")), s->yarn_beta_fast);
+    if (s->yarn_original_max_position_embeddings <= 6.283185307179586 * s->yarn_beta_slow)
+        return spec_fail(c, "%s (%d) is too short for %s (%.10g): a pair must turn beta_slow times in it (more than "
+                            "2 pi beta_slow positions)", spec_where(c, spec_find("yarn_original_max_position_embeddings")),
+                         s->yarn_original_max_position_embeddings, spec_where(c, spec_find("yarn_beta_slow")),
+                         s->yarn_beta_slow);
+    return true;
+}
+
 /* What the MoE block does not build yet, each refused with what to pass instead. */
 static bool spec_check_moe_built(spec_ctx *c)
 {
@@ -1522,7 +1574,7 @@ static bool spec_validate(spec_ctx *c)
         return spec_fail(c, "the head dimension %s / %s = %d must be even for rope: change hidden_size or "
                             "num_attention_heads", spec_where(c, spec_find("hidden_size")),
                          spec_where(c, spec_find("num_attention_heads")), mcc_spec_head_dim(s));
-    if (!spec_check_nemotron(c))
+    if (!spec_check_nemotron(c) || !spec_check_yarn(c))
         return false;
     if (s->use_rope_scaling && s->position_embedding_type != MCC_POS_ROPE)
         return spec_fail(c, "%s scales rope's frequencies, but %s is learned_absolute: give position_embedding_type "

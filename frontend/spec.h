@@ -15,6 +15,7 @@
  * it), and their fields' words are ir.h's ir_*_words. */
 typedef enum { MCC_NORM_LAYERNORM, MCC_NORM_RMSNORM } mcc_norm;
 typedef enum { MCC_POS_LEARNED, MCC_POS_ROPE } mcc_pos;
+typedef enum { MCC_ROPE_PLAIN, MCC_ROPE_YARN } mcc_rope_type;
 typedef enum { MCC_ACT_GELU, MCC_ACT_SWIGLU } mcc_act;
 typedef enum { MCC_LR_CONSTANT, MCC_LR_LINEAR, MCC_LR_COSINE, MCC_LR_INVERSE_SQRT, MCC_LR_WSD } mcc_lr_style;
 /* Megatron's recompute_granularity: selective recomputes the ops of recompute_modules in the
@@ -82,6 +83,9 @@ typedef struct {
     double init_method_std, norm_epsilon, rotary_base;
     bool use_rope_scaling;              /* LLaMA 3.1's rope frequencies (ir.h ir_rope_freq), Megatron's flag */
     double rope_scaling_factor;         /* with it: the low frequencies divided by this (Megatron's default 8) */
+    mcc_rope_type rope_type;            /* yarn: YaRN's frequencies (ir.h ir_rope_scale), with the five below */
+    double rotary_scaling_factor, yarn_beta_fast, yarn_beta_slow, mscale, mscale_all_dim;
+    int yarn_original_max_position_embeddings;
     double attention_dropout;           /* dropout probability of the attention probabilities */
     double hidden_dropout;              /* of the embedding output and of each block's output before
                                            its residual add (Megatron's places); both default 0 */

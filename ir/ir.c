@@ -97,7 +97,8 @@ static const struct {
 } attrs_printed_when_set[] = {
     {IR_OP_LAYERNORM, IR_ATTR_ONE_P},     {IR_OP_LAYERNORM_GRAD, IR_ATTR_ONE_P}, {IR_OP_LAYERNORM_GRAD_ADD, IR_ATTR_ONE_P},
     {IR_OP_RMSNORM, IR_ATTR_ONE_P},       {IR_OP_RMSNORM_GRAD, IR_ATTR_ONE_P},   {IR_OP_RMSNORM_GRAD_ADD, IR_ATTR_ONE_P},
-    {IR_OP_ROPE, IR_ATTR_ROPE_ROTARY_DIM},
+    {IR_OP_ROPE, IR_ATTR_ROPE_ROTARY_DIM},  {IR_OP_ROPE, IR_ATTR_ROPE_YARN_CONTEXT},      {IR_OP_ROPE, IR_ATTR_ROPE_BETA_FAST},
+    {IR_OP_ROPE, IR_ATTR_ROPE_BETA_SLOW},   {IR_OP_ROPE, IR_ATTR_ROPE_MSCALE},            {IR_OP_ROPE, IR_ATTR_ROPE_MSCALE_ALL_DIM},
     {IR_OP_MOE_ROUTE, IR_ATTR_MOE_ROUTE_GROUPS}, {IR_OP_MOE_ROUTE, IR_ATTR_MOE_ROUTE_GROUP_TOPK},
 };
 
@@ -830,6 +831,7 @@ const char *const ir_lr_style_words[] = {"constant", "linear", "cosine", "invers
 const char *const ir_wsd_style_words[] = {"exponential", "linear", "cosine", "minus_sqrt", NULL};
 const char *const ir_norm_words[] = {"LayerNorm", "RMSNorm", NULL};
 const char *const ir_pos_words[] = {"learned_absolute", "rope", NULL};
+const char *const ir_rope_type_words[] = {"rope", "yarn", NULL};
 const char *const ir_moe_score_words[] = {"softmax", "sigmoid", NULL};
 
 #define WORDS(w) {w, (int)(sizeof w / sizeof w[0]) - 1}
@@ -849,12 +851,13 @@ const ir_choice_info ir_choices[IR_NUM_CHOICES] = {
     [IR_CHOICE_WSD_STYLE] = WORDS(ir_wsd_style_words),
     [IR_CHOICE_NORM] = WORDS(ir_norm_words),
     [IR_CHOICE_POS] = WORDS(ir_pos_words),
+    [IR_CHOICE_ROPE_TYPE] = WORDS(ir_rope_type_words),
     [IR_CHOICE_MOE_SCORE] = WORDS(ir_moe_score_words),
 };
 #undef WORDS
 _Static_assert(IR_PP_ZB_H1 == 3 && IR_CP_A2A == 2 && IR_RECOMPUTE_FULL == 3 && IR_RECOMPUTE_BLOCK == 2 &&
                IR_FP8_FORMAT_E4M3 == 2 && IR_FP8_TENSORWISE == 1 && IR_AMAX_MAX == 1 && IR_LR_WSD == 4 &&
-               IR_WSD_MINUS_SQRT == 3 && IR_NORM_RMSNORM == 1 && IR_POS_ROPE == 1 && IR_MOE_SIGMOID == 1 &&
+               IR_WSD_MINUS_SQRT == 3 && IR_NORM_RMSNORM == 1 && IR_POS_ROPE == 1 && IR_ROPE_YARN == 1 && IR_MOE_SIGMOID == 1 &&
                IR_BACKEND_CUDA == 1, "each choice's words follow its enum");
 
 int ir_choice_find(ir_choice c, const char *word)
@@ -1242,9 +1245,39 @@ double ir_work_macs(const ir_func *f, const ir_instr *in)
     }
 }
 
-double ir_rope_freq(double theta, double factor, int64_t i, int64_t D)
+double ir_yarn_mscale(double factor, double m) { return factor <= 1 ? 1.0 : 0.1 * m * log(factor) + 1.0; }
+
+/* The pair (fractional) that turns `turns` times in the original context (Megatron's
+ * _yarn_find_correction_dim) */
+static double yarn_pair(double turns, double R, double theta, double context)
 {
-    double freq = pow(theta, -2.0 * (double)i / (double)D);
+    return R * log(context / (turns * 6.283185307179586)) / (2 * log(theta));
+}
+
+ir_rope_scale ir_rope_scale_of(const double *a, int64_t R)
+{
+    ir_rope_scale s = {.theta = a[IR_ATTR_ROPE_THETA], .factor = a[IR_ATTR_ROPE_SCALING], .concentration = 1};
+    double context = a[IR_ATTR_ROPE_YARN_CONTEXT];
+    if (context <= 0)
+        return s;
+    s.yarn = true;
+    /* Megatron's _yarn_find_correction_range with round_to_int (its default), then
+     * _yarn_linear_ramp_mask's widening of an empty ramp */
+    s.yarn_low = fmax(floor(yarn_pair(a[IR_ATTR_ROPE_BETA_FAST], (double)R, s.theta, context)), 0);
+    s.yarn_high = fmin(ceil(yarn_pair(a[IR_ATTR_ROPE_BETA_SLOW], (double)R, s.theta, context)), (double)R - 1);
+    if (s.yarn_high == s.yarn_low)
+        s.yarn_high += 0.001;
+    s.concentration = ir_yarn_mscale(s.factor, a[IR_ATTR_ROPE_MSCALE]) / ir_yarn_mscale(s.factor, a[IR_ATTR_ROPE_MSCALE_ALL_DIM]);
+    return s;
+}
+
+double ir_rope_freq(const ir_rope_scale *s, int64_t i, int64_t R)
+{
+    double freq = pow(s->theta, -2.0 * (double)i / (double)R), factor = s->factor;
+    if (s->yarn) { /* the ramp's share of the unscaled frequency: 1 below low, 0 above high */
+        double ramp = fmin(fmax(((double)i - s->yarn_low) / (s->yarn_high - s->yarn_low), 0), 1);
+        return freq / factor * ramp + freq * (1 - ramp);
+    }
     if (factor <= 0)
         return freq;
     double wavelen = 6.283185307179586 / freq, turns = IR_ROPE_ORIGINAL_CONTEXT / wavelen;

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define IR_MAX_DIMS 4
-#define IR_MAX_ATTRS 9             /* attention_dropout's */
+#define IR_MAX_ATTRS 11            /* rope's */
 #define IR_MAX_RES 3
 
 typedef enum { IR_F32, IR_BF16, IR_F16, IR_FP8E4M3, IR_FP8E5M2, IR_I32, IR_I64, IR_I16, IR_NUM_DTYPES } ir_dtype;
@@ -62,10 +62,12 @@ typedef enum {
 #define IR_ATTR_7_(op, a, ...) IR_ATTR_ONE_(op, a) IR_ATTR_6_(op, __VA_ARGS__)
 #define IR_ATTR_8_(op, a, ...) IR_ATTR_ONE_(op, a) IR_ATTR_7_(op, __VA_ARGS__)
 #define IR_ATTR_9_(op, a, ...) IR_ATTR_ONE_(op, a) IR_ATTR_8_(op, __VA_ARGS__)
-#define IR_ATTR_PICK_(_1, _2, _3, _4, _5, _6, _7, _8, _9, each, ...) each
-#define IR_ATTR_EACH_(op, ...)                                                                  \
-    IR_ATTR_PICK_(__VA_ARGS__ __VA_OPT__(,) IR_ATTR_9_, IR_ATTR_8_, IR_ATTR_7_, IR_ATTR_6_,     \
-                  IR_ATTR_5_, IR_ATTR_4_, IR_ATTR_3_, IR_ATTR_2_, IR_ATTR_1_, IR_ATTR_0_)(op, __VA_ARGS__)
+#define IR_ATTR_10_(op, a, ...) IR_ATTR_ONE_(op, a) IR_ATTR_9_(op, __VA_ARGS__)
+#define IR_ATTR_11_(op, a, ...) IR_ATTR_ONE_(op, a) IR_ATTR_10_(op, __VA_ARGS__)
+#define IR_ATTR_PICK_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, each, ...) each
+#define IR_ATTR_EACH_(op, ...)                                                                              \
+    IR_ATTR_PICK_(__VA_ARGS__ __VA_OPT__(,) IR_ATTR_11_, IR_ATTR_10_, IR_ATTR_9_, IR_ATTR_8_, IR_ATTR_7_,   \
+                  IR_ATTR_6_, IR_ATTR_5_, IR_ATTR_4_, IR_ATTR_3_, IR_ATTR_2_, IR_ATTR_1_, IR_ATTR_0_)(op, __VA_ARGS__)
 #define IR_ATTR_LIST_(op, attrs) IR_ATTR_EACH_ attrs
 #define IR_ATTR_UNPAREN_(...) __VA_ARGS__
 #define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad, shard) \
@@ -293,11 +295,25 @@ static inline int64_t ir_cp_position(int64_t t, int64_t local, int n, int r)
 #define IR_ROPE_LOW_FREQ_FACTOR 1.0
 #define IR_ROPE_HIGH_FREQ_FACTOR 4.0
 #define IR_ROPE_ORIGINAL_CONTEXT 8192.0
-/* rope's frequency (radians a position) of pair i (< D/2) of a head of width D: theta^(-2i/D),
- * scaled as above when factor > 0 (rope's attribute scaling; 0: none). Megatron's _apply_scaling
- * and transformers' _compute_llama3_parameters, in double (the CUDA kernels' rope.cuh is its twin;
+/* A rope op's frequency rule, from its attributes and its rotary width R (ir_rope_scale_of): pair
+ * i (< R/2) turns theta^(-2i/R) radians a position, scaled as above when factor > 0, or as YaRN
+ * when yarn (Megatron's YarnRotaryEmbedding, transformers' DeepSeek-V3 rope): theta^(-2i/R) / factor
+ * blended into the unscaled frequency by a ramp over the pairs [yarn_low, yarn_high] (the pairs
+ * that turn beta_fast and beta_slow times in the original context, rounded out to whole pairs), its
+ * cos and sin multiplied by concentration (mscale(factor, mscale) / mscale(factor, mscale_all_dim),
+ * mscale(s, m) = 0.1 m ln s + 1 for s > 1, else 1); concentration 1 otherwise. */
+typedef struct {
+    double theta, factor;
+    bool yarn;
+    double yarn_low, yarn_high, concentration;
+} ir_rope_scale;
+ir_rope_scale ir_rope_scale_of(const double *rope_attr, int64_t R);
+/* YaRN's mscale(s, m) above (Megatron's _yarn_get_mscale): also MLA's softmax scale's factor */
+double ir_yarn_mscale(double factor, double m);
+/* The frequency of pair i of the rule: Megatron's _apply_scaling and transformers'
+ * _compute_llama3_parameters, or YaRN's, in double (the CUDA kernels' rope.cuh is its twin;
  * tests/rope_scaling_ref.py an independent transcription of transformers'). */
-double ir_rope_freq(double theta, double factor, int64_t i, int64_t D);
+double ir_rope_freq(const ir_rope_scale *s, int64_t i, int64_t R);
 
 /* moe_capacity's rank of pair p of rows [N, k] (k pairs a row) by token order: p itself, or under
  * cp > 1, rows being a micro-batch's sequences of seq tokens gathered over cp in rank order (each
@@ -780,7 +796,7 @@ typedef enum { IR_CFGT_INT, IR_CFGT_NUM, IR_CFGT_TEXT, IR_CFGT_BOOL, IR_CFGT_CHO
 typedef enum {
     IR_CHOICE_BACKEND, IR_CHOICE_PARAM_DTYPE, IR_CHOICE_MOMENT_DTYPE, IR_CHOICE_PP_SCHED, IR_CHOICE_CP_COMM,
     IR_CHOICE_RECOMPUTE, IR_CHOICE_RECOMPUTE_METHOD, IR_CHOICE_FP8_FORMAT, IR_CHOICE_FP8_RECIPE, IR_CHOICE_AMAX_ALGO,
-    IR_CHOICE_LR_STYLE, IR_CHOICE_WSD_STYLE, IR_CHOICE_NORM, IR_CHOICE_POS, IR_CHOICE_MOE_SCORE, IR_NUM_CHOICES
+    IR_CHOICE_LR_STYLE, IR_CHOICE_WSD_STYLE, IR_CHOICE_NORM, IR_CHOICE_POS, IR_CHOICE_ROPE_TYPE, IR_CHOICE_MOE_SCORE, IR_NUM_CHOICES
 } ir_choice;
 typedef enum { IR_BACKEND_CPU, IR_BACKEND_CUDA } ir_backend;               /* target */
 /* param_dtype and the moments' dtypes are ir_dtype values: their words are ir_dtype_name's */
@@ -797,12 +813,13 @@ typedef enum { IR_LR_CONSTANT, IR_LR_LINEAR, IR_LR_COSINE, IR_LR_INVERSE_SQRT, I
 typedef enum { IR_WSD_EXPONENTIAL, IR_WSD_LINEAR, IR_WSD_COSINE, IR_WSD_MINUS_SQRT } ir_wsd_style;
 typedef enum { IR_NORM_LAYERNORM, IR_NORM_RMSNORM } ir_norm;
 typedef enum { IR_POS_LEARNED, IR_POS_ROPE } ir_pos;
+typedef enum { IR_ROPE_PLAIN, IR_ROPE_YARN } ir_rope_type;        /* Megatron's --rope-type */
 typedef enum { IR_MOE_SOFTMAX, IR_MOE_SIGMOID } ir_moe_score;             /* ORDER ops.def moe_route's score */
 /* The word lists, NULL-terminated (the spec's field table points at them). */
 extern const char *const ir_backend_words[], *const ir_pp_sched_words[], *const ir_cp_comm_words[],
     *const ir_recompute_words[], *const ir_recompute_method_words[], *const ir_fp8_format_words[],
     *const ir_fp8_recipe_words[], *const ir_amax_algo_words[], *const ir_lr_style_words[], *const ir_wsd_style_words[],
-    *const ir_norm_words[], *const ir_pos_words[], *const ir_moe_score_words[];
+    *const ir_norm_words[], *const ir_pos_words[], *const ir_rope_type_words[], *const ir_moe_score_words[];
 typedef struct {
     const char *const *words; /* words[value] */
     int count;

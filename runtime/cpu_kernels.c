@@ -695,10 +695,10 @@ void cpu_RMSNORM_GRAD_ADD(const rt_kernel_call *c) { norm_backward(c, 0); }
 /* --- attention ------------------------------------------------------------------------------- */
 
 /* x[B,T,H,D] -> rotate-half over a head's first R channels (rotary_dim, else R = D): for i < R/2,
- * (x[i], x[i+R/2]) turns by t * ir_rope_freq(i) at position t (theta^(-2i/R), LLaMA 3.1's scaling
- * with a factor in attribute scaling) (by the negative angle when inverse, which is the gradient:
- * rotations are orthogonal), channels R.. pass through; under context parallelism row t is at
- * ir_cp_position's position. */
+ * (x[i], x[i+R/2]) turns by t * ir_rope_freq(i) at position t (theta^(-2i/R), LLaMA 3.1's or YaRN's
+ * scaling: ir_rope_scale_of) (by the negative angle when inverse, which is the gradient: rotations
+ * are orthogonal, and YaRN's concentration c scales both ways, as the transpose of c R is c R^T),
+ * channels R.. pass through; under context parallelism row t is at ir_cp_position's position. */
 void cpu_ROPE(const rt_kernel_call *c)
 {
     const ir_type *xt = c->arg_types[0];
@@ -710,13 +710,13 @@ void cpu_ROPE(const rt_kernel_call *c)
     int cp = (int)c->in->attr[IR_ATTR_ROPE_CP], cp_rank = (int)c->in->attr[IR_ATTR_ROPE_CP_RANK];
     if (D % 2)
         CPU_FAIL("rope: head dimension %lld is odd; rotate-half needs an even head_dim", (long long)D);
+    ir_rope_scale scale = ir_rope_scale_of(c->in->attr, R);
     float *cs = scratch(2 * T * half, sizeof *cs); /* cos [T, half], then sin [T, half] */
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = 0; i < half; i++) {
-            double freq = ir_rope_freq(c->in->attr[IR_ATTR_ROPE_THETA], c->in->attr[IR_ATTR_ROPE_SCALING], i, R);
-            double angle = sign * (double)ir_cp_position(t, T, cp, cp_rank) * freq;
-            cs[t * half + i] = (float)cos(angle);
-            cs[T * half + t * half + i] = (float)sin(angle);
+            double angle = sign * (double)ir_cp_position(t, T, cp, cp_rank) * ir_rope_freq(&scale, i, R);
+            cs[t * half + i] = (float)(scale.concentration * cos(angle));
+            cs[T * half + t * half + i] = (float)(scale.concentration * sin(angle));
         }
     for (int64_t row = 0; row < BTH; row++) {
         int64_t t = (row / H) % T;

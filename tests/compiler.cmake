@@ -91,6 +91,12 @@ mcc_e2e_test(numerics_vs_torch_qk_layernorm_tiny-gpt2 numerics_e2e.sh tiny-gpt2 
 # selective recompute (the squared relu's output recomputed as mlp_act).
 mcc_e2e_test(numerics_vs_torch_tiny-nemotron4 numerics_e2e.sh tiny-nemotron4)
 mcc_e2e_test(numerics_vs_torch_recompute_tiny-nemotron4 numerics_e2e.sh tiny-nemotron4 --recompute-granularity selective)
+# YaRN's rope (issue 44: DeepSeek-V3's): frequencies kept, ramped and divided over tiny-llama's 8 pairs
+# (original context 16 of its 32 positions, factor 4), cos and sin scaled by a concentration of 1.03;
+# under the ring and Ulysses (positions of the rank's chunks), tp and pp, each against one rank
+set(MCC_YARN --rope-type yarn --rotary-scaling-factor 4 --yarn-original-max-position-embeddings 16 --mscale 0.707
+    --mscale-all-dim 0.5)
+mcc_e2e_test(numerics_vs_torch_yarn_tiny-llama numerics_e2e.sh tiny-llama ${MCC_YARN})
 # zero-centred RMSNorms (Megatron's LLaMA-3 recipes pass --apply-layernorm-1p; TE's RMSNorm takes it too)
 mcc_e2e_test(numerics_vs_torch_layernorm_1p_tiny-llama numerics_e2e.sh tiny-llama --apply-layernorm-1p)
 
@@ -244,6 +250,15 @@ if(MPI_C_FOUND)
                  "cp2:2:--cp 2" "cp2_a2a:2:--cp 2 --cp-comm-type a2a")
     mcc_parse_layout(${layout})
     mcc_layout_test(${layout_name}_equals_single_rank_tiny-nemotron4 tiny-nemotron4 ${layout_ranks} ${layout_flags})
+  endforeach()
+endif()
+
+# YaRN's rope (MCC_YARN above) under each layout family that moves positions or heads
+if(MPI_C_FOUND)
+  foreach(layout "tp2_sp:2:--tp 2 --sequence-parallel" "pp2:2:--pp 2" "cp2:2:--cp 2" "cp2_a2a:2:--cp 2 --cp-comm-type a2a")
+    mcc_parse_layout(${layout})
+    mcc_layout_test(yarn_${layout_name}_equals_single_rank_tiny-llama tiny-llama ${layout_ranks} ${MCC_YARN}
+                    -- ${layout_flags})
   endforeach()
 endif()
 

@@ -518,7 +518,8 @@ static void test_rope_scaling(const char *table)
         for (int i = 0; i < D / 2; i++)
             CHECK(fscanf(f, "%lf", &want[i]) == 1, "%s: case %d has fewer than %d frequencies", table, cases, D / 2);
         for (int i = 0; i < D / 2; i++) {
-            double got = ir_rope_freq(theta, factor, i, D);
+            ir_rope_scale scale = ir_rope_scale_of(ATTRS(theta, 0, 0, 0, factor), D);
+            double got = ir_rope_freq(&scale, i, D);
             CHECK(fabs(got - want[i]) <= 1e-13 * want[i], "ir_rope_freq(%g, %g, %d, %d) = %.17g, transformers' %.17g",
                   theta, factor, i, D, got, want[i]);
         }
@@ -541,6 +542,60 @@ static void test_rope_scaling(const char *table)
               factor, theta, D, err);
         CHECK(apart > 1e-2, "case %d: the scaled and plain rotations are too close (%.3g) to tell apart", cases, apart);
         free(x.data), free(y.data);
+        cases++;
+    }
+    fclose(f);
+    CHECK(cases >= 3, "%s: %d cases read", table, cases);
+}
+
+/* YaRN's rope against Megatron's YarnRotaryEmbedding (table: tests/rope_scaling_ref.py's
+ * transcription, one line a case: theta, rotary dim, factor, original context, beta_fast,
+ * beta_slow, mscale, mscale_all_dim, the concentration, the dim / 2 frequencies): ir_rope_freq and
+ * ir_rope_scale_of's concentration equal them to 1e-13, and the rope kernel turns a unit pair at
+ * positions up to 4095 to concentration (cos, sin) of t times the frequency, its gradient (inverse)
+ * scaling back by the same concentration (c R is not orthogonal where c != 1: its transpose is c R^T). */
+static void test_rope_yarn(const char *table)
+{
+    FILE *f = fopen(table, "r");
+    CHECK(f != NULL, "cannot open the frequency table %s", table);
+    if (!f)
+        return;
+    double h[9];
+    int cases = 0;
+    while (fscanf(f, "%lf %lf %lf %lf %lf %lf %lf %lf %lf", &h[0], &h[1], &h[2], &h[3], &h[4], &h[5], &h[6], &h[7],
+                  &h[8]) == 9 && h[1] <= 128) {
+        int D = (int)h[1];
+        double want[64], *attr = ATTRS(h[0], 0, 0, 0, h[2], 0, h[3], h[4], h[5], h[6], h[7]);
+        for (int i = 0; i < D / 2; i++)
+            CHECK(fscanf(f, "%lf", &want[i]) == 1, "%s: case %d has fewer than %d frequencies", table, cases, D / 2);
+        ir_rope_scale scale = ir_rope_scale_of(attr, D);
+        CHECK(fabs(scale.concentration - h[8]) <= 1e-13 * h[8], "case %d: concentration %.17g, Megatron's %.17g", cases,
+              scale.concentration, h[8]);
+        for (int i = 0; i < D / 2; i++)
+            CHECK(fabs(ir_rope_freq(&scale, i, D) - want[i]) <= 1e-13 * want[i],
+                  "case %d: ir_rope_freq of pair %d = %.17g, Megatron's %.17g", cases, i, ir_rope_freq(&scale, i, D),
+                  want[i]);
+        enum { T = 4096 };
+        static const int at[] = {1, 31, 1000, 4095};
+        tensor x = F32(1, T, 1, D), y = like(x), back = like(x);
+        for (int64_t t = 0; t < T; t++)
+            for (int i = 0; i < D; i++)
+                F(x)[t * D + i] = i < D / 2 ? 1.0f : 0.0f;
+        run(IR_OP_ROPE, attr, &x, 1, &y, 1);
+        attr[IR_ATTR_ROPE_INVERSE] = 1;
+        run(IR_OP_ROPE, attr, &y, 1, &back, 1);
+        double err = 0, back_err = 0, c = h[8];
+        for (size_t k = 0; k < sizeof at / sizeof at[0]; k++)
+            for (int i = 0; i < D / 2; i++) {
+                double a = at[k] * want[i];
+                const float *row = F(y) + (int64_t)at[k] * D, *brow = F(back) + (int64_t)at[k] * D;
+                err = fmax(err, fmax(fabs(row[i] - c * cos(a)), fabs(row[i + D / 2] - c * sin(a))));
+                back_err = fmax(back_err, fmax(fabs(brow[i] - c * c), fabs(brow[i + D / 2])));
+            }
+        CHECK(err < 2e-6 * c, "case %d: yarn rope differs from Megatron's by %.3g", cases, err);
+        CHECK(back_err < 4e-6 * c * c, "case %d: the inverse of yarn rope is not c^2 times the identity (%.3g)", cases,
+              back_err);
+        free(x.data), free(y.data), free(back.data);
         cases++;
     }
     fclose(f);
@@ -984,6 +1039,8 @@ int main(int argc, char **argv)
     test_rope_reference();
     if (argc > 1) /* tests/data/rope_llama3_freqs.txt */
         test_rope_scaling(argv[1]);
+    if (argc > 2) /* tests/data/rope_yarn_freqs.txt */
+        test_rope_yarn(argv[2]);
     test_norm_reference();
     test_gelu_reference();
     test_grad_norm_and_state();

@@ -179,11 +179,17 @@ static int build_case(graph *g, ir_op op)
     case IR_OP_RMSNORM: /* by w, and by 1 + w (one_p), summed */
         args[0] = param(g, "x", 2, m46), args[1] = param(g, "w", 1, v6);
         return ir_op2(g->m, g->f, IR_OP_ADD, emit(g, op, args, 2, 1e-5, 0), emit(g, op, args, 2, 1e-5, 1));
-    case IR_OP_ROPE: { /* the whole head of 6 channels, and its first 4 (rotary_dim: a partial rotation), summed */
+    case IR_OP_ROPE: { /* the whole head of 6 channels, its first 4 (rotary_dim: a partial rotation), and YaRN's
+                          rope (pairs unscaled and scaled, cos and sin times a concentration of 1.03), summed */
         double partial[IR_NATTRS_ROPE] = {[IR_ATTR_ROPE_THETA] = 10000, [IR_ATTR_ROPE_ROTARY_DIM] = 4};
+        double yarn[IR_NATTRS_ROPE] = {[IR_ATTR_ROPE_THETA] = 10000, [IR_ATTR_ROPE_SCALING] = 4,
+                                       [IR_ATTR_ROPE_YARN_CONTEXT] = 16, [IR_ATTR_ROPE_BETA_FAST] = 32,
+                                       [IR_ATTR_ROPE_BETA_SLOW] = 1, [IR_ATTR_ROPE_MSCALE] = 0.707,
+                                       [IR_ATTR_ROPE_MSCALE_ALL_DIM] = 0.5};
         x = param(g, "x", 4, bthd);
-        return ir_op2(g->m, g->f, IR_OP_ADD, emit(g, op, &x, 1, 10000, 0),
-                      ir_emit(g->m, g->f, op, &x, 1, partial, NULL, NULL));
+        int sum = ir_op2(g->m, g->f, IR_OP_ADD, emit(g, op, &x, 1, 10000, 0),
+                         ir_emit(g->m, g->f, op, &x, 1, partial, NULL, NULL));
+        return ir_op2(g->m, g->f, IR_OP_ADD, sum, ir_emit(g->m, g->f, op, &x, 1, yarn, NULL, NULL));
     }
     case IR_OP_ATTENTION: /* grouped-query: 4 query heads over 2 kv heads */
         args[0] = param(g, "q", 4, bthd), args[1] = param(g, "k", 4, bthd2), args[2] = param(g, "v", 4, bthd2);

@@ -82,7 +82,9 @@ def load_config(path, flags=()):
     defaults = dict(position_embedding_type="learned_absolute", untie_embeddings_and_output_weights=False,
                     add_bias_linear=True, add_qkv_bias=False, qk_layernorm=False, norm_epsilon=1e-5, rotary_base=10000.0, use_rope_scaling=False,
                     squared_relu=False, apply_layernorm_1p=False, rotary_percent=1.0,
-                    rope_scaling_factor=8.0, micro_batch_size=1,
+                    rope_scaling_factor=8.0, rope_type="rope", rotary_scaling_factor=1.0,
+                    yarn_original_max_position_embeddings=4096, yarn_beta_fast=32.0, yarn_beta_slow=1.0, mscale=1.0,
+                    mscale_all_dim=0.0, micro_batch_size=1,
                     data_parallel_size=1, lr_decay_style="cosine", lr_warmup_iters=0, min_lr=0.0,
                     weight_decay=0.01, clip_grad=1.0, adam_beta1=0.9, adam_beta2=0.999, adam_eps=1e-8,
                     train_iters=10, seed=1234, attention_dropout=0.0, hidden_dropout=0.0)
@@ -295,7 +297,8 @@ def norm(x, p, name, c):
 
 def rope(x, c):
     """Rotate-half rope of x [B,T,heads,Dh]: pairs (i, i + Dh/2) turn by t * base^(-2i/Dh), LLaMA 3.1's
-    frequencies with use_rope_scaling (tests/rope_scaling_ref.py: transformers' definition). With
+    frequencies with use_rope_scaling (tests/rope_scaling_ref.py: transformers' definition), YaRN's with
+    rope_type yarn (rope_scaling_ref.yarn_inv_freq: Megatron's; cos and sin times its concentration). With
     rotary_percent < 1 (Megatron's apply_rotary_pos_emb) only the first int(Dh * percent) channels
     turn, Dh being that width in the frequencies; the rest pass through."""
     rot = int(x.shape[3] * c["rotary_percent"])
@@ -304,10 +307,16 @@ def rope(x, c):
     T, Dh = x.shape[1], x.shape[3]
     base = c["rotary_base"]
     inv_freq = base ** (-2.0 * torch.arange(Dh // 2, dtype=x.dtype) / Dh)
+    concentration = 1.0
     if c["use_rope_scaling"]:
         inv_freq = rope_scaling_ref.inv_freq(rope_scaling_ref.llama3_config(base, c["rope_scaling_factor"]), Dh).to(x.dtype)
+    if c["rope_type"] == "yarn":
+        inv_freq, concentration = rope_scaling_ref.yarn_inv_freq(
+            base, Dh, c["rotary_scaling_factor"], c["yarn_original_max_position_embeddings"], c["yarn_beta_fast"],
+            c["yarn_beta_slow"], c["mscale"], c["mscale_all_dim"])
+        inv_freq = inv_freq.to(x.dtype)
     angle = torch.arange(T, dtype=x.dtype)[:, None] * inv_freq  # [T, Dh/2]
-    cos, sin = angle.cos()[:, None, :], angle.sin()[:, None, :]
+    cos, sin = concentration * angle.cos()[:, None, :], concentration * angle.sin()[:, None, :]
     x1, x2 = x[..., :Dh // 2], x[..., Dh // 2:]
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 

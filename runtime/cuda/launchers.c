@@ -576,10 +576,13 @@ void cuda_ROPE(rt_cuda_ctx *cx, const rt_kernel_call *c)
     void *bufs[] = {r, x};
     int width = vec_rows(half, (const void *const *)bufs, 2) && D % VEC == 0 ? VEC : 1;
     unsigned lanes = half / (unsigned)width, groups = lanes < FLAT_BLOCK ? FLAT_BLOCK / lanes : 1;
-    double theta = c->in->attr[IR_ATTR_ROPE_THETA], scaling = c->in->attr[IR_ATTR_ROPE_SCALING];
+    ir_rope_scale s = ir_rope_scale_of(c->in->attr, rotary);
+    double yarn_low = s.yarn ? s.yarn_low : 0, yarn_high = s.yarn ? s.yarn_high : 0; /* high 0: not YaRN */
+    float amplitude = (float)s.concentration;
     double sign = c->in->attr[IR_ATTR_ROPE_INVERSE] != 0 ? -1.0 : 1.0;
     int cp = (int)c->in->attr[IR_ATTR_ROPE_CP], cp_rank = (int)c->in->attr[IR_ATTR_ROPE_CP_RANK];
-    void *p[] = {&r, &x, &rows, &T, &H, &Du, &half, &theta, &scaling, &sign, &width, &cp, &cp_rank};
+    void *p[] = {&r,        &x,         &rows,      &T,    &H,     &Du, &half,   &s.theta,
+                 &s.factor, &yarn_low, &yarn_high, &amplitude, &sign, &width, &cp, &cp_rank};
     /* a few rows per thread: the frequencies (pow in double) are computed once per thread */
     int64_t blocks = (rows + groups - 1) / groups, cap = FILL_BLOCKS / 4;
     rt_cuda_launch(cx, name_of(c, RT_CUK_ROPE, xt, NULL).s, (unsigned)(blocks < cap ? blocks : cap), 1, 1,

@@ -162,6 +162,12 @@ static const op_case cases[] = {
      {TEN('x', 4, 2, 67, 3, 64)}},
     {"rope", "[2,67,3,36] rotary_dim 18 inverse (one element a load)", {10000, 1, 0, 0, 0, 18}, 1, 1,
      {TEN('x', 4, 2, 67, 3, 36)}, {TEN('x', 4, 2, 67, 3, 36)}},
+    /* YaRN's (DeepSeek-V3's: factor 40, context 4096, beta 32 / 1; Megatron's default mscale_all_dim 0, so cos
+       and sin scaled by 1.37), forward, and inverse on a partial rotation under cp */
+    {"rope", "[1,4096,2,64] yarn 40", {10000, 0, 0, 0, 40, 0, 4096, 32, 1, 1, 0}, 1, 1, {TEN('x', 4, 1, 4096, 2, 64)},
+     {TEN('x', 4, 1, 4096, 2, 64)}},
+    {"rope", "[2,64,3,96] yarn 4 rotary_dim 64 inverse cp 2 rank 1", {10000, 1, 2, 1, 4, 64, 64, 32, 1, 0.707, 0.5}, 1,
+     1, {TEN('x', 4, 2, 64, 3, 96)}, {TEN('x', 4, 2, 64, 3, 96)}},
     {"cross_entropy", "[3,37,50257]", {0}, 2, 1, {TEN('x', 3, 3, 37, 50257), IDS(50257, 2, 3, 37)}, {F32_SCALAR}},
     {"cross_entropy_grad", "[3,37,50257]", {0}, 3, 1, {SCALAR(1.7), TEN('x', 3, 3, 37, 50257), IDS(50257, 2, 3, 37)},
      {TEN('x', 3, 3, 37, 50257)}},
