@@ -70,9 +70,9 @@ typedef struct rt_device {
      * (the CPU). Called through runtime/trace.h. */
     void (*trace_push)(const char *name);
     void (*trace_pop)(void);
-    /* Page-locked host memory that download copies into at the link's speed (a checkpoint's host
-     * copy: cudaMallocHost), and its free. NULL where malloc serves (the
-     * CPU). Exits on failure. */
+    /* Page-locked host memory, zeroed, that copies run into and out of at the link's speed (a
+     * checkpoint's host copy, the offloaded optimizer's state), and its free. NULL where calloc
+     * serves (the CPU). Exits on failure. */
     void *(*alloc_host)(size_t bytes);
     void (*free_host)(void *ptr);
     /* An asynchronous copy between device memory and page-locked host memory (to_host: dst is the

@@ -188,7 +188,6 @@ rt_program *rt_program_load(const char *plan_text, const rt_device *dev, const v
     p->host_bytes = host_slab + (size_t)host_arena + (size_t)staging;
     if (p->host_bytes) {
         p->host_slab = dev->alloc_host ? dev->alloc_host(p->host_bytes) : xcalloc(1, p->host_bytes, "host globals");
-        memset(p->host_slab, 0, p->host_bytes);
         p->host_arena = (char *)p->host_slab + host_slab;
         p->host_staging = p->host_arena + host_arena;
         p->host_staging_bytes = (size_t)staging;
