@@ -102,6 +102,17 @@ static int norm_of(builder *b, const char *prefix, int x, int64_t d)
 
 static int norm(builder *b, const char *prefix, int x) { return norm_of(b, prefix, x, b->s->hidden_size); }
 
+/* Heads y [B,T,H,D] turned by rope over their first rotary channels (0: every channel). */
+static int rope(builder *b, int y, int rotary)
+{
+    const mcc_spec *s = b->s;
+    double attrs[IR_NATTRS_ROPE] = {[IR_ATTR_ROPE_THETA] = s->rotary_base, [IR_ATTR_ROPE_INVERSE] = 0,
+                                    [IR_ATTR_ROPE_CP] = 0, /* contiguous positions: context_parallel.c sets cp */
+                                    [IR_ATTR_ROPE_SCALING] = s->use_rope_scaling ? s->rope_scaling_factor : 0,
+                                    [IR_ATTR_ROPE_ROTARY_DIM] = rotary};
+    return ir_emit(b->m, b->f, IR_OP_ROPE, &y, 1, attrs, NULL, NULL);
+}
+
 /* Projects x[B,T,d] to heads [B,T,heads,D] (biased with add_qkv_bias too), each head of q and k
  * normalised (qk_layernorm: the model's norm over D, one weight for every head, before rope) and
  * rotated when the model uses RoPE: v is neither. */
@@ -121,11 +132,7 @@ static int project_heads(builder *b, const char *prefix, int x, int64_t heads, b
     if (!qk || s->position_embedding_type != MCC_POS_ROPE)
         return y;
     int rotary = mcc_spec_rotary_dim(s); /* rotary_percent's channels; 0: the whole head */
-    double attrs[IR_NATTRS_ROPE] = {[IR_ATTR_ROPE_THETA] = s->rotary_base, [IR_ATTR_ROPE_INVERSE] = 0,
-                                    [IR_ATTR_ROPE_CP] = 0, /* contiguous positions: context_parallel.c sets cp */
-                                    [IR_ATTR_ROPE_SCALING] = s->use_rope_scaling ? s->rope_scaling_factor : 0,
-                                    [IR_ATTR_ROPE_ROTARY_DIM] = rotary < D ? rotary : 0};
-    return ir_emit(b->m, b->f, IR_OP_ROPE, &y, 1, attrs, NULL, NULL);
+    return rope(b, y, rotary < D ? rotary : 0);
 }
 
 /* Causal attention of heads q [B,T,H,D] over k, v, with dropout on its probabilities in a
@@ -145,9 +152,83 @@ static int attend(builder *b, int layer, int q, int k, int v)
     return ir_emit(b->m, b->f, IR_OP_ATTENTION_DROPOUT, args, 4, attrs, NULL, NULL);
 }
 
+/* x [B,T,n] as [B,T,heads,n/heads] */
+static int as_heads(builder *b, int x, int64_t heads)
+{
+    const ir_type *t = ir_vtype(b->f, x);
+    int64_t dims[4] = {t->dims[0], t->dims[1], heads, t->dims[2] / heads};
+    return ir_reshape(b->m, b->f, x, 4, dims);
+}
+
+/* x [*,N] split into its first `size` channels and the rest: *rest gets the rest */
+static int split_last_dim(builder *b, int x, int64_t size, int *rest)
+{
+    double attrs[IR_NATTRS_SPLIT_LAST_DIM] = {[IR_ATTR_SPLIT_LAST_DIM_SIZE] = (double)size};
+    int r = ir_emit(b->m, b->f, IR_OP_SPLIT_LAST_DIM, &x, 1, attrs, NULL, NULL);
+    *rest = r + 1;
+    return r;
+}
+
+/* The latent c [B,T,rank] normalised under `prefix`_norm where the model normalises its latents
+ * (qk_layernorm: Megatron's q_layernorm and kv_layernorm of multi-latent attention) */
+static int latent_norm(builder *b, const char *prefix, int c, int64_t rank)
+{
+    if (!b->s->qk_layernorm)
+        return c;
+    char name[160];
+    snprintf(name, sizeof name, "%s_norm", prefix);
+    return norm_of(b, name, c, rank);
+}
+
+/* DeepSeek's multi-latent attention (Megatron's MLASelfAttention, HF's DeepseekV3Attention) of
+ * x[B,T,d], H heads, Dn = qk_head_dim, Dr = qk_pos_emb_head_dim, Dv = v_head_dim:
+ *   q = [x q_down, normed] q_up -> [B,T,H,Dn+Dr] = (q_nope, q_pe), q_pe turned by rope;
+ *   x kv_down -> [B,T,kv_lora_rank + Dr] = (c_kv, k_pe), k_pe [B,T,1,Dr] turned by rope, shared by
+ *   the heads; c_kv normed, kv_up -> [B,T,H,Dn+Dv] = (k_nope, v);
+ *   attention of (q_nope q_pe) over (k_nope k_pe) and v: scale 1/sqrt(Dn+Dr), y [B,T,H,Dv].
+ * The down projections are replicated (tensor parallelism splits the heads of the up projections
+ * and q, the output row-parallel; the shard pass gathers a sequence-parallel x for the down ones
+ * as for any linear), with no biases but the output's. DeepSeek's checkpoints interleave the rope
+ * channels' pairs (Megatron's mla de-interleave): rotate-half here, an import permutes those rows. */
+static int mla_block(builder *b, int layer, int x)
+{
+    const mcc_spec *s = b->s;
+    char p[128];
+    int64_t d = s->hidden_size, H = s->num_attention_heads, Dn = s->qk_head_dim, Dr = s->qk_pos_emb_head_dim,
+            Dv = s->v_head_dim, rank = s->kv_lora_rank;
+    double std = s->init_method_std, out_std = std / sqrt(2.0 * s->num_layers);
+    int q = x, q_pe, k_pe, v;
+    int64_t q_in = d;
+    if (s->q_lora_rank > 0) {
+        snprintf(p, sizeof p, "layers.%d.attention.q_down", layer);
+        q = latent_norm(b, p, linear_with(b, p, x, d, s->q_lora_rank, std, IR_PLACE_REPLICATED, false), s->q_lora_rank);
+        q_in = s->q_lora_rank;
+    }
+    snprintf(p, sizeof p, "layers.%d.attention.%s", layer, s->q_lora_rank > 0 ? "q_up" : "q");
+    q = split_last_dim(b, as_heads(b, linear_with(b, p, q, q_in, H * (Dn + Dr), std, IR_PLACE_COLUMN, false), H), Dn,
+                       &q_pe);
+    snprintf(p, sizeof p, "layers.%d.attention.kv_down", layer);
+    int c = split_last_dim(b, linear_with(b, p, x, d, rank + Dr, std, IR_PLACE_REPLICATED, false), rank, &k_pe);
+    k_pe = rope(b, as_heads(b, k_pe, 1), 0); /* [B,T,1,Dr] */
+    c = latent_norm(b, p, c, rank);
+    snprintf(p, sizeof p, "layers.%d.attention.kv_up", layer);
+    int k = split_last_dim(b, as_heads(b, linear_with(b, p, c, rank, H * (Dn + Dv), std, IR_PLACE_COLUMN, false), H),
+                           Dn, &v);
+    q = ir_op2(b->m, b->f, IR_OP_CONCAT_LAST_DIM, q, rope(b, q_pe, 0)); /* [B,T,H,Dn+Dr] */
+    k = ir_op2(b->m, b->f, IR_OP_CONCAT_LAST_DIM, k, k_pe);             /* k_pe broadcast over the heads */
+    int y = attend(b, layer, q, k, v);                                  /* [B,T,H,Dv] */
+    int64_t dims[3] = {b->rows, s->seq_length, H * Dv};
+    y = ir_reshape(b->m, b->f, y, 3, dims);
+    snprintf(p, sizeof p, "layers.%d.attention.out", layer);
+    return dropout(b, linear(b, p, y, dims[2], d, out_std, IR_PLACE_ROW), s->hidden_dropout,
+                   dropout_site(layer, SITE_ATTENTION_OUT));
+}
+
 static int attention_block(builder *b, int layer, int x)
 {
     const mcc_spec *s = b->s;
+    if (s->multi_latent_attention)
+        return mla_block(b, layer, x);
     char p[128];
     /* Megatron scales the init of output projections by 1/sqrt(2 L). */
     double out_std = s->init_method_std / sqrt(2.0 * s->num_layers);
@@ -418,6 +499,9 @@ static void set_model_config(ir_module *m, const mcc_spec *s)
         SET_FROM_SPEC(m, s, IR_CFG_APPLY_LAYERNORM_1P);
     if (s->position_embedding_type == MCC_POS_ROPE && s->rotary_percent != 1)
         SET_FROM_SPEC(m, s, IR_CFG_ROTARY_PERCENT);
+    if (s->multi_latent_attention) /* DeepSeek's (absent: standard attention, so other plans read as before) */
+        SET_FROM_SPEC(m, s, IR_CFG_MULTI_LATENT_ATTENTION, IR_CFG_Q_LORA_RANK, IR_CFG_KV_LORA_RANK, IR_CFG_QK_HEAD_DIM,
+                      IR_CFG_QK_POS_EMB_HEAD_DIM, IR_CFG_V_HEAD_DIM);
     if (s->num_experts == 0)
         return;
     SET_FROM_SPEC(m, s, IR_CFG_MOE_FFN_HIDDEN_SIZE, IR_CFG_MOE_ROUTER_TOPK, IR_CFG_MOE_ROUTER_SCORE_FUNCTION,
