@@ -1256,7 +1256,7 @@ static const char *const spec_moe_only[] = {
 static bool spec_given(spec_ctx *c, const char *key) { return c->set[spec_index(spec_find(key))]; }
 
 /* Multi-latent attention's fields (Megatron's MLATransformerConfig): read only with it; its heads
- * are its own (no kv_channels, query groups or biases on q, k, v), turned by rope over their
+ * are its own (no query groups or biases on q, k, v; kv_channels unread), turned by rope over their
  * qk_pos_emb_head_dim channels whole. */
 static const char *const spec_mla_only[] = {"q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim",
                                             "v_head_dim"};
@@ -1271,13 +1271,13 @@ static bool spec_check_mla(spec_ctx *c)
                                  spec_where(c, spec_find(spec_mla_only[i])), mla, spec_mla_only[i]);
         return true;
     }
-    static const char *const standard[] = {"kv_channels", "num_query_groups", "add_qkv_bias", "rotary_percent"};
-    static const char *const instead[] = {"qk_head_dim, qk_pos_emb_head_dim and v_head_dim give the heads' widths",
-                                          "every head has keys and values of its own, made from the kv latent",
+    /* kv_channels is not read (Megatron's, whose DeepSeek-V3 script passes it beside MLA, neither) */
+    static const char *const standard[] = {"num_query_groups", "add_qkv_bias", "rotary_percent"};
+    static const char *const instead[] = {"every head has keys and values of its own, made from the kv latent",
                                           "its projections have no biases (add_bias_linear adds the output's)",
                                           "rope turns the qk_pos_emb_head_dim channels whole"};
     for (size_t i = 0; i < sizeof standard / sizeof standard[0]; i++)
-        if (spec_given(c, standard[i]) && (i != 1 || s->num_query_groups != s->num_attention_heads))
+        if (spec_given(c, standard[i]) && (i != 0 || s->num_query_groups != s->num_attention_heads))
             return spec_fail(c, "%s is standard attention's, but %s is on (%s): drop %s",
                              spec_where(c, spec_find(standard[i])), mla, instead[i], standard[i]);
     if (s->position_embedding_type != MCC_POS_ROPE)
