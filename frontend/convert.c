@@ -270,6 +270,8 @@ static const char *gpt2_why_not(const mcc_spec *s)
         return "GPT2LMHeadModel's heads split hidden_size: kv_channels is not hidden_size / num_attention_heads";
     if (s->qk_layernorm)
         return "GPT2LMHeadModel has no q/k norms: qk_layernorm is true";
+    if (s->multi_latent_attention)
+        return "GPT2LMHeadModel has standard attention: multi_latent_attention is true";
     return s->num_experts ? "GPT2LMHeadModel has no experts: num_experts is set" : NULL;
 }
 
@@ -286,6 +288,9 @@ static const char *llama_family_why_not(const mcc_spec *s, bool moe)
         return "LLaMA's family turns every channel of a head by rope: rotary_percent is below 1";
     if (s->apply_layernorm_1p)
         return "LLaMA's family's RMSNorms scale by their weight: apply_layernorm_1p is true";
+    if (s->multi_latent_attention)
+        return "LLaMA's family has standard attention: multi_latent_attention is true (DeepSeek's "
+               "DeepseekV3ForCausalLM is not converted yet)";
     if (!moe && s->num_experts)
         return "a dense architecture has no experts: num_experts is set (MixtralForCausalLM and Qwen3MoeForCausalLM "
                "are MoE)";
