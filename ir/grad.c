@@ -109,8 +109,7 @@ void ir_grad_split_last_dim(ir_grad_ctx *g, const ir_func *f, const ir_instr *in
         int d = ir_grad_of(g, in->res[k]);
         parts[k] = d >= 0 ? d : zeros_like(g, in->res[k]);
     }
-    int dx = ir_op2(g->m, g->f, IR_OP_CONCAT_LAST_DIM, parts[0], parts[1]);
-    ir_grad_contribute(g, in->args[0], like(g, dx, in->args[0]));
+    ir_grad_contribute(g, in->args[0], ir_op2(g->m, g->f, IR_OP_CONCAT_LAST_DIM, parts[0], parts[1]));
 }
 
 /* concat's gradient: dy split where the operands met, an operand broadcast over the heads
@@ -121,7 +120,7 @@ void ir_grad_concat_last_dim(ir_grad_ctx *g, const ir_func *f, const ir_instr *i
     int n = y->ndim, dy = DY;
     double attrs[IR_NATTRS_SPLIT_LAST_DIM] = {
         [IR_ATTR_SPLIT_LAST_DIM_SIZE] = (double)a->dims[n - 1],
-        [IR_ATTR_SPLIT_LAST_DIM_SUM_HEADS] = (a->dims[n - 2] < y->dims[n - 2]) | (b->dims[n - 2] < y->dims[n - 2]) << 1};
+        [IR_ATTR_SPLIT_LAST_DIM_SUM_HEADS] = a->dims[n - 2] < y->dims[n - 2] ? 1 : b->dims[n - 2] < y->dims[n - 2] ? 2 : 0};
     int parts = emit(g, IR_OP_SPLIT_LAST_DIM, &dy, 1, attrs);
     ir_grad_contribute(g, in->args[0], parts);
     ir_grad_contribute(g, in->args[1], parts + 1);

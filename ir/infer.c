@@ -190,7 +190,7 @@ bool ir_infer_concat_rows(const ir_module *m, const ir_instr *in, const ir_type 
     return true;
 }
 
-/* x[*,H,N] -> (a[*,H,size], b[*,H,N-size]), result k [*,1,..] where sum_heads bit k is set */
+/* x[*,H,N] -> (a[*,H,size], b[*,H,N-size]), result sum_heads - 1 [*,1,..] */
 bool ir_infer_split_last_dim(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
                              size_t len)
 {
@@ -199,13 +199,13 @@ bool ir_infer_split_last_dim(const ir_module *m, const ir_instr *in, const ir_ty
     if (n < 1 || !whole_in(size, 1e12) || size < 1 || size >= (double)a[0].dims[n - 1])
         return fail(err, len, "split_last_dim {size=%g} of %s: size must leave both parts at least one channel", size,
                     tstr(&a[0]));
-    if (!whole_in(sum, 3) || (sum != 0 && n < 2))
-        return fail(err, len, "split_last_dim {sum_heads=%g} of %s: a bit mask of the results (0..3) summed over "
+    if (!whole_in(sum, 2) || (sum != 0 && n < 2))
+        return fail(err, len, "split_last_dim {sum_heads=%g} of %s: 0, or the result (1 or 2) summed over "
                     "dimension -2", sum, tstr(&a[0]));
     for (int k = 0; k < 2; k++) {
         r[k] = a[0];
         r[k].dims[n - 1] = k == 0 ? (int64_t)size : a[0].dims[n - 1] - (int64_t)size;
-        if ((int)sum & (1 << k))
+        if ((int)sum == k + 1)
             r[k].dims[n - 2] = 1;
     }
     return need_float(&a[0], "split_last_dim operand", err, len);

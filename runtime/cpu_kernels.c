@@ -257,27 +257,27 @@ void cpu_CONCAT_ROWS(const rt_kernel_call *c)
     memcpy((char *)c->res[0] + first, c->args[1], ir_bytes(c->arg_types[1]));
 }
 
-/* x[O,H,N] -> a[O,H,size], b[O,H,N-size] (O the dimensions before the heads); result k with
- * sum_heads bit k: [O,1,..], its channels summed over the H heads */
+/* x[O,H,N] -> a[O,H,size], b[O,H,N-size] (O the dimensions before the heads); result k where
+ * sum_heads is k + 1: [O,1,..], its channels summed over the H heads */
 void cpu_SPLIT_LAST_DIM(const rt_kernel_call *c)
 {
     const ir_type *xt = c->arg_types[0];
     int n = xt->ndim;
     int64_t N = xt->dims[n - 1], H = n >= 2 ? xt->dims[n - 2] : 1, O = ir_numel(xt) / (H * N);
     int64_t size = (int64_t)c->in->attr[IR_ATTR_SPLIT_LAST_DIM_SIZE];
-    int sum = (int)c->in->attr[IR_ATTR_SPLIT_LAST_DIM_SUM_HEADS];
     const float *x = argf(c, 0);
     for (int k = 0; k < 2; k++) {
         int64_t first = k ? size : 0, w = k ? N - size : size;
+        bool sum = (int)c->in->attr[IR_ATTR_SPLIT_LAST_DIM_SUM_HEADS] == k + 1;
         float *r = resf(c, k);
-        if (sum & (1 << k))
+        if (sum)
             memset(r, 0, sizeof *r * (size_t)(O * w));
         for (int64_t o = 0; o < O; o++)
             for (int64_t h = 0; h < H; h++) {
                 const float *xr = x + (o * H + h) * N + first;
-                float *rr = sum & (1 << k) ? r + o * w : r + (o * H + h) * w;
+                float *rr = sum ? r + o * w : r + (o * H + h) * w;
                 for (int64_t j = 0; j < w; j++)
-                    rr[j] = sum & (1 << k) ? rr[j] + xr[j] : xr[j];
+                    rr[j] = sum ? rr[j] + xr[j] : xr[j];
             }
     }
 }

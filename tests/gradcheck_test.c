@@ -194,12 +194,12 @@ static int build_case(graph *g, ir_op op)
         y = ir_emit(g->m, g->f, op, &x, 1, attrs, NULL, NULL);
         return ir_op2(g->m, g->f, IR_OP_CONCAT_LAST_DIM, ir_op1(g->m, g->f, IR_OP_GELU, y), y + 1);
     }
-    case IR_OP_CONCAT_LAST_DIM: { /* a [2,5,4,6] beside b of one head [2,5,1,4] (broadcast), and b's 4 heads
-                                     [2,5,4,4] before a's, summed */
+    case IR_OP_CONCAT_LAST_DIM: { /* a [2,5,4,6] beside b of one head [2,5,1,4] (broadcast), c's 4 heads
+                                     [2,5,4,4] before a's, and b before a's (broadcast first), summed */
         int64_t b1[4] = {2, 5, 1, 4}, b4[4] = {2, 5, 4, 4};
-        x = param(g, "a", 4, bthd);
-        return ir_op2(g->m, g->f, IR_OP_ADD, ir_op2(g->m, g->f, op, x, param(g, "b", 4, b1)),
-                      ir_op2(g->m, g->f, op, param(g, "c", 4, b4), x));
+        x = param(g, "a", 4, bthd), y = param(g, "b", 4, b1);
+        int ab = ir_op2(g->m, g->f, op, x, y), ca = ir_op2(g->m, g->f, op, param(g, "c", 4, b4), x);
+        return ir_op2(g->m, g->f, IR_OP_ADD, ir_op2(g->m, g->f, IR_OP_ADD, ab, ca), ir_op2(g->m, g->f, op, y, x));
     }
     case IR_OP_DROPOUT: x = param(g, "x", 3, btd); return dropout_case(g, op, &x, 1);
     case IR_OP_ATTENTION_DROPOUT:

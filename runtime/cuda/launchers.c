@@ -356,7 +356,7 @@ void cuda_SPLIT_LAST_DIM(rt_cuda_ctx *cx, const rt_kernel_call *c)
     for (int k = 0; k < 2; k++) {
         void *r = c->res[k];
         long long first = k ? size : 0, w = k ? N - size : size;
-        int sum = ((int)c->in->attr[IR_ATTR_SPLIT_LAST_DIM_SUM_HEADS] >> k) & 1;
+        int sum = (int)c->in->attr[IR_ATTR_SPLIT_LAST_DIM_SUM_HEADS] == k + 1;
         void *p[] = {&r, &x, &O, &H, &N, &first, &w, &sum};
         launch_flat(cx, name_of(c, RT_CUK_TAKE_LAST_DIM, xt, NULL), ir_numel(c->res_types[k]), p);
     }
