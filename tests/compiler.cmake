@@ -100,6 +100,9 @@ mcc_e2e_test(numerics_vs_torch_layernorm_1p_tiny-llama numerics_e2e.sh tiny-llam
 mcc_e2e_test(numerics_vs_torch_tiny-deepseek-v3 numerics_e2e.sh tiny-deepseek-v3)
 mcc_e2e_test(numerics_vs_torch_seq_aux_loss_tiny-deepseek-v3 numerics_e2e.sh tiny-deepseek-v3
              --moe-router-load-balancing-type seq_aux_loss)
+# q projected at once (no q latent), latents without norms, dropout on the probabilities
+mcc_e2e_test(numerics_vs_torch_mla_no_q_latent_dropout_tiny-deepseek-v3 numerics_e2e.sh tiny-deepseek-v3
+             --q-lora-rank 0 --qk-layernorm false --attention-dropout 0.1 --hidden-dropout 0.1)
 # the cuda target's attention kernels take one head dimension: values narrower than q and k are
 # refused at compile time, naming the fields
 add_test(NAME mla_narrow_values_cuda_refused COMMAND $<TARGET_FILE:mcc> compile ${CMAKE_SOURCE_DIR}/models/tiny-deepseek-v3.json
@@ -263,10 +266,12 @@ endif()
 # DeepSeek-V3's multi-latent attention under each layout family: its down projections replicated
 # (the shard pass gathers a sequence-parallel x for them), the up projections' heads split over tp
 # beside the rope key of one head (concat_last_dim broadcasts it; its gradient, summed over the
-# rank's heads, all-reduced), over the ring's chunks (cp), replayed by full recompute.
+# rank's heads, all-reduced), over the ring's chunks and Ulysses' heads (cp), replayed by full
+# recompute.
 if(MPI_C_FOUND)
   foreach(layout "tp2_sp:2:--tp 2 --sequence-parallel" "pp2:2:--pp 2" "dp2_zero:2:--dp 2 --use-distributed-optimizer"
-                 "cp2:2:--cp 2" "full_uniform1:1:--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+                 "cp2:2:--cp 2" "cp2_a2a:2:--cp 2 --cp-comm-type a2a"
+                 "full_uniform1:1:--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
                  "tp2_sp_full_block1:2:--tp 2 --sequence-parallel --recompute-granularity full --recompute-method block --recompute-num-layers 1")
     mcc_parse_layout(${layout})
     mcc_layout_test(${layout_name}_equals_single_rank_tiny-deepseek-v3 tiny-deepseek-v3 ${layout_ranks} ${layout_flags})
