@@ -1657,22 +1657,22 @@ static double spec_mla_params(const mcc_spec *s)
     return q + kv + H * s->v_head_dim * d + (s->add_bias_linear ? d : 0);
 }
 
+/* Standard attention's weights: q, k, v, out, q's and k's norms (qk_layernorm) and the biases. */
+static double spec_attention_params(const mcc_spec *s)
+{
+    double d = s->hidden_size, hd = mcc_spec_head_dim(s);
+    double q = s->num_attention_heads * hd, kv = s->num_query_groups * hd;
+    double bias = s->add_bias_linear ? q + 2 * kv + d : s->add_qkv_bias ? q + 2 * kv : 0;
+    double qk_norms = s->qk_layernorm ? 2 * spec_norm_params_of(s, hd) : 0;
+    return q * d + 2 * kv * d + d * q + qk_norms + bias;
+}
+
 double mcc_spec_layer_params(const mcc_spec *s)
 {
-    double d = s->hidden_size, hd = mcc_spec_head_dim(s), ff = s->ffn_hidden_size;
-    if (s->multi_latent_attention) {
-        double mlp = ff * d * (s->activation == MCC_ACT_SWIGLU ? 3 : 2) +
-                     (s->add_bias_linear ? ff * (s->activation == MCC_ACT_SWIGLU ? 2 : 1) + d : 0);
-        return 2 * spec_norm_params(s) + spec_mla_params(s) + mlp;
-    }
-    double q = s->num_attention_heads * hd, kv = s->num_query_groups * hd;
-    double bias = s->add_bias_linear ? q + 2 * kv + d + ff * (s->activation == MCC_ACT_SWIGLU ? 2 : 1) + d
-                  : s->add_qkv_bias  ? q + 2 * kv
-                                     : 0;
-    double qk_norms = s->qk_layernorm ? 2 * hd * (s->normalization == MCC_NORM_LAYERNORM ? 2 : 1) : 0;
-    double attn = q * d + 2 * kv * d + d * q + qk_norms;            /* q, k, v, out (and q's and k's norms) */
-    double mlp = ff * d * (s->activation == MCC_ACT_SWIGLU ? 3 : 2);  /* up (+gate), down */
-    return 2 * spec_norm_params(s) + attn + mlp + bias;
+    double d = s->hidden_size, ff = s->ffn_hidden_size, mats = s->activation == MCC_ACT_SWIGLU ? 3 : 2;
+    double mlp = ff * d * mats + (s->add_bias_linear ? ff * (mats - 1) + d : 0); /* up (+gate), down, biases */
+    double attn = s->multi_latent_attention ? spec_mla_params(s) : spec_attention_params(s);
+    return 2 * spec_norm_params(s) + attn + mlp;
 }
 
 bool mcc_spec_moe_layer(const mcc_spec *s, int l)
