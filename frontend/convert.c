@@ -270,6 +270,8 @@ static const char *gpt2_why_not(const mcc_spec *s)
         return "GPT2LMHeadModel's heads split hidden_size: kv_channels is not hidden_size / num_attention_heads";
     if (s->qk_layernorm)
         return "GPT2LMHeadModel has no q/k norms: qk_layernorm is true";
+    if (s->multi_latent_attention)
+        return "GPT2LMHeadModel has standard attention: multi_latent_attention is true";
     return s->num_experts ? "GPT2LMHeadModel has no experts: num_experts is set" : NULL;
 }
 
@@ -289,6 +291,9 @@ static const char *llama_family_why_not(const mcc_spec *s, bool moe)
     if (s->rope_type == MCC_ROPE_YARN)
         return "rope_type yarn is not exported to LLaMA's family (its rope_scaling is written for LLaMA 3.1's scaling "
                "or none; transformers' yarn derives its factors from other fields): train with rope_type rope";
+    if (s->multi_latent_attention)
+        return "LLaMA's family has standard attention: multi_latent_attention is true (DeepSeek's "
+               "DeepseekV3ForCausalLM is not converted yet)";
     if (!moe && s->num_experts)
         return "a dense architecture has no experts: num_experts is set (MixtralForCausalLM and Qwen3MoeForCausalLM "
                "are MoE)";

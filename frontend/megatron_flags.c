@@ -35,8 +35,6 @@ static const char *const megatron_kind_text[] = {"accepted, nothing to change", 
 #define MEMORY_PLANNED "memory is planned ahead, not allocated on demand: `mcc compile --memory-report` says what " \
                        "is live at the peak"
 #define FSDP_BUFFERS "a Megatron-FSDP buffer setting; mcc shards with --use-distributed-optimizer (ZeRO-1)"
-#define MLA_PART "a dimension of DeepSeek's multi-latent attention (--multi-latent-attention), which mcc does not " \
-                 "build yet: use standard attention (--num-query-groups for GQA)"
 #define MTP_PART "multi-token prediction (DeepSeek-V3's extra heads predicting tokens further ahead) is not built: " \
                  "drop it to train on the next-token loss alone"
 #define TORCHRUN_OWN "torchrun's: give it to torchrun (mcc compile prints the launch lines)"
@@ -80,14 +78,6 @@ static const mcc_megatron_flag megatron_flags[] = {
     REFUSED("--quick-geglu", 0, "the GLU with x * sigmoid(1.702 x) (gpt-oss) is not built: use --swiglu"),
     REFUSED("--glu-linear-offset", 1, "gpt-oss's SwiGLU with an offset on the linear half is not built: use --swiglu"),
     REFUSED("--activation-func-clamp-value", 1, "gpt-oss's clamped SwiGLU is not built: use --swiglu"),
-    REFUSED("--multi-latent-attention", 0,
-            "DeepSeek's multi-latent attention (queries, keys and values through low-rank projections "
-            "--q-lora-rank and --kv-lora-rank) is not built yet: use standard attention (--num-query-groups for GQA)"),
-    REFUSED("--q-lora-rank", 1, MLA_PART),
-    REFUSED("--kv-lora-rank", 1, MLA_PART),
-    REFUSED("--qk-head-dim", 1, MLA_PART),
-    REFUSED("--qk-pos-emb-head-dim", 1, MLA_PART),
-    REFUSED("--v-head-dim", 1, MLA_PART),
     REFUSED("--mtp-num-layers", 1, MTP_PART),
     REFUSED("--mtp-loss-scaling-factor", 1, MTP_PART),
     /* mixture of experts */

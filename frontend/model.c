@@ -157,9 +157,98 @@ static int attend(builder *b, int layer, int q, int k, int v)
     return ir_emit(b->m, b->f, IR_OP_ATTENTION_DROPOUT, args, 4, attrs, NULL, NULL);
 }
 
+/* x [B,T,in] projected to every head's `width` channels, [B,T,H,width]: column-parallel, no bias
+ * (multi-latent attention's up projections) */
+static int up_heads(builder *b, const char *prefix, int x, int64_t in, int64_t width)
+{
+    int64_t H = b->s->num_attention_heads;
+    int y = linear_with(b, prefix, x, in, H * width, b->s->init_method_std, IR_PLACE_COLUMN, false);
+    int64_t dims[4] = {b->rows, b->s->seq_length, H, width};
+    return ir_reshape(b->m, b->f, y, 4, dims);
+}
+
+/* x [*,N] split into its first `size` channels, returned, and the rest, in *rest */
+static int split_last_dim(builder *b, int x, int64_t size, int *rest)
+{
+    double attrs[IR_NATTRS_SPLIT_LAST_DIM] = {[IR_ATTR_SPLIT_LAST_DIM_SIZE] = (double)size};
+    int r = ir_emit(b->m, b->f, IR_OP_SPLIT_LAST_DIM, &x, 1, attrs, NULL, NULL);
+    *rest = r + 1;
+    return r;
+}
+
+/* x [B,T,d] projected down to a latent [B,T,width] (with the rope key's channels for kv):
+ * replicated, no bias (multi-latent attention's down projections) */
+static int down(builder *b, const char *prefix, int x, int64_t width)
+{
+    const mcc_spec *s = b->s;
+    return linear_with(b, prefix, x, s->hidden_size, width, s->init_method_std, IR_PLACE_REPLICATED, false);
+}
+
+/* Latent c [B,T,width] of the down projection under prefix, normalised by prefix_norm where the
+ * model normalises its latents (qk_layernorm: Megatron's q_layernorm and kv_layernorm) */
+static int latent_norm(builder *b, const char *prefix, int c, int64_t width)
+{
+    if (!b->s->qk_layernorm)
+        return c;
+    char name[160];
+    snprintf(name, sizeof name, "%s_norm", prefix);
+    return norm_of(b, name, c, width);
+}
+
+/* DeepSeek's multi-latent attention (Megatron's MLASelfAttention, HF's DeepseekV3Attention) of
+ * x[B,T,d], H heads, Dn = qk_head_dim, Dr = qk_pos_emb_head_dim, Dv = v_head_dim:
+ *   q: x q_down (normed) q_up, or x q -> [B,T,H,Dn+Dr] = (q_nope, q_pe), q_pe turned by rope;
+ *   x kv_down -> [B,T,kv_lora_rank+Dr] = (c_kv, k_pe): k_pe [B,T,1,Dr] turned by rope, one for
+ *   every head; c_kv (normed) kv_up -> [B,T,H,Dn+Dv] = (k_nope, v);
+ *   attention of (q_nope q_pe) over (k_nope k_pe) and v, scale 1/sqrt(Dn+Dr) (with YaRN's rope
+ *   times mscale(factor, mscale_all_dim)^2, Megatron's, applied to q): y [B,T,H,Dv], out.
+ * The down projections and their norms are replicated: tensor parallelism splits the heads of
+ * q_up (q) and kv_up, out is row-parallel, and the shard pass gathers a sequence-parallel x for
+ * the down projections as for any linear. No biases but out's. The weights are HF's q_a_proj,
+ * q_a_layernorm, q_b_proj (q_proj), kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj and o_proj row
+ * for row, but that DeepSeek's interleave the rope channels' pairs (Megatron de-interleaves them):
+ * rope here is rotate-half, so an import permutes those rows. */
+static int mla_block(builder *b, int layer, int x)
+{
+    const mcc_spec *s = b->s;
+    char p[128];
+    int64_t Dn = s->qk_head_dim, Dr = s->qk_pos_emb_head_dim, Dv = s->v_head_dim, rank = s->kv_lora_rank;
+    int q = x, q_pe, k_pe, v;
+    int64_t q_in = s->hidden_size;
+    if (s->q_lora_rank > 0) {
+        snprintf(p, sizeof p, "layers.%d.attention.q_down", layer);
+        q = latent_norm(b, p, down(b, p, x, s->q_lora_rank), s->q_lora_rank);
+        q_in = s->q_lora_rank;
+    }
+    snprintf(p, sizeof p, "layers.%d.attention.%s", layer, s->q_lora_rank > 0 ? "q_up" : "q");
+    int q_nope = split_last_dim(b, up_heads(b, p, q, q_in, Dn + Dr), Dn, &q_pe);
+    snprintf(p, sizeof p, "layers.%d.attention.kv_down", layer);
+    int c_kv = latent_norm(b, p, split_last_dim(b, down(b, p, x, rank + Dr), rank, &k_pe), rank);
+    snprintf(p, sizeof p, "layers.%d.attention.kv_up", layer);
+    int k_nope = split_last_dim(b, up_heads(b, p, c_kv, rank, Dn + Dv), Dn, &v);
+    int64_t one_head[4] = {b->rows, s->seq_length, 1, Dr};
+    k_pe = rope(b, ir_reshape(b->m, b->f, k_pe, 4, one_head), Dr, Dr);
+    q = ir_op2(b->m, b->f, IR_OP_CONCAT_LAST_DIM, q_nope, rope(b, q_pe, Dr, Dr)); /* [B,T,H,Dn+Dr] */
+    if (s->rope_type == MCC_ROPE_YARN) { /* Megatron's softmax scale mscale(f, mscale_all_dim)^2 / sqrt(Dn+Dr), on q */
+        double m = ir_yarn_mscale(s->rotary_scaling_factor, s->mscale_all_dim), factor = m * m;
+        if (factor != 1)
+            q = ir_emit(b->m, b->f, IR_OP_SCALE, &q, 1, &factor, NULL, NULL);
+    }
+    int k = ir_op2(b->m, b->f, IR_OP_CONCAT_LAST_DIM, k_nope, k_pe);         /* k_pe broadcast over the heads */
+    int y = attend(b, layer, q, k, v);                                       /* [B,T,H,Dv] */
+    int64_t dims[3] = {b->rows, s->seq_length, s->num_attention_heads * Dv};
+    y = ir_reshape(b->m, b->f, y, 3, dims);
+    snprintf(p, sizeof p, "layers.%d.attention.out", layer);
+    double out_std = s->init_method_std / sqrt(2.0 * s->num_layers);
+    return dropout(b, linear(b, p, y, dims[2], s->hidden_size, out_std, IR_PLACE_ROW), s->hidden_dropout,
+                   dropout_site(layer, SITE_ATTENTION_OUT));
+}
+
 static int attention_block(builder *b, int layer, int x)
 {
     const mcc_spec *s = b->s;
+    if (s->multi_latent_attention)
+        return mla_block(b, layer, x);
     char p[128];
     /* Megatron scales the init of output projections by 1/sqrt(2 L). */
     double out_std = s->init_method_std / sqrt(2.0 * s->num_layers);
@@ -433,6 +522,9 @@ static void set_model_config(ir_module *m, const mcc_spec *s)
         SET_FROM_SPEC(m, s, IR_CFG_APPLY_LAYERNORM_1P);
     if (s->position_embedding_type == MCC_POS_ROPE && s->rotary_percent != 1)
         SET_FROM_SPEC(m, s, IR_CFG_ROTARY_PERCENT);
+    if (s->multi_latent_attention) /* DeepSeek's (absent: standard attention, so other plans read as before) */
+        SET_FROM_SPEC(m, s, IR_CFG_MULTI_LATENT_ATTENTION, IR_CFG_Q_LORA_RANK, IR_CFG_KV_LORA_RANK, IR_CFG_QK_HEAD_DIM,
+                      IR_CFG_QK_POS_EMB_HEAD_DIM, IR_CFG_V_HEAD_DIM);
     if (s->num_experts == 0)
         return;
     SET_FROM_SPEC(m, s, IR_CFG_MOE_FFN_HIDDEN_SIZE, IR_CFG_MOE_ROUTER_TOPK, IR_CFG_MOE_ROUTER_SCORE_FUNCTION,

@@ -119,6 +119,19 @@ static const spec_field spec_fields[] = {
     MODEL(apply_layernorm_1p, K_BOOL, R_ANY, D_VALUE, false, NULL,
           "each norm's weight stored zero-centred (initialised 0), the norm scaling by 1 + weight (Nemotron-4; "
           "Megatron's name, RMSNorm's too, as Transformer Engine's zero_centered_gamma)"),
+    MODEL(multi_latent_attention, K_BOOL, R_ANY, D_VALUE, false, NULL,
+          "DeepSeek's multi-latent attention: q and the keys and values through low-rank latents, each head's q and k "
+          "a part without position and a rope part, k's shared by the heads (DeepSeek-V2, V3)"),
+    MODEL(q_lora_rank, K_INT, R_NONNEG, D_VALUE, 0, NULL,
+          "multi-latent attention: the width of q's latent (0: q projected from the hidden state at once, Megatron's "
+          "None)"),
+    MODEL(kv_lora_rank, K_INT, R_POS, D_VALUE, 32, NULL, "multi-latent attention: the width of the keys' and values' latent"),
+    MODEL(qk_head_dim, K_INT, R_POS, D_VALUE, 128, NULL,
+          "multi-latent attention: each head's q and k channels without position (the softmax scale is 1 / sqrt(this + "
+          "qk_pos_emb_head_dim))"),
+    MODEL(qk_pos_emb_head_dim, K_INT, R_POS, D_VALUE, 64, NULL,
+          "multi-latent attention: each head's q and k channels turned by rope (k's one part shared by the heads)"),
+    MODEL(v_head_dim, K_INT, R_POS, D_VALUE, 128, NULL, "multi-latent attention: each head's value channels"),
     MODEL(init_method_std, K_NUM, R_POS, D_VALUE, 0.02, NULL,
           "std of the normal initialization (output projections: / sqrt(2 * num_layers))"),
     MODEL(norm_epsilon, K_NUM, R_POS, D_VALUE, 1e-5, NULL, "epsilon of the norms"),
@@ -134,7 +147,8 @@ static const spec_field spec_fields[] = {
           "with use_rope_scaling: the factor the low frequencies are divided by (LLaMA 3.1: 8, 3.2: 32)"),
     MODEL(rope_type, K_ENUM, R_ANY, D_VALUE, MCC_ROPE_PLAIN, ir_rope_type_words,
           "rope's frequencies: rope (plain, or LLaMA 3.1's with use_rope_scaling) or yarn (YaRN's, DeepSeek-V3's "
-          "long-context rope: rotary_scaling_factor and the yarn_ and mscale fields)"),
+          "long-context rope: rotary_scaling_factor and the yarn_ and mscale fields; the default under "
+          "multi_latent_attention, as Megatron's MLA, where mscale(f, mscale_all_dim)^2 scales the softmax too)"),
     MODEL(rotary_scaling_factor, K_NUM, R_POS, D_VALUE, 1, NULL,
           "with rope_type yarn: the factor the low frequencies are divided by (DeepSeek-V3: 40)"),
     MODEL(yarn_original_max_position_embeddings, K_INT, R_POS, D_VALUE, 4096, NULL,
@@ -1019,7 +1033,9 @@ static bool spec_derive(spec_ctx *c)
                            swiglu ? "8 * hidden_size / 3 rounded down to a multiple of 64" : "4 * hidden_size") &&
            spec_derive_int(c, "moe_ffn_hidden_size", s->ffn_hidden_size, "ffn_hidden_size") &&
            spec_derive_int(c, "expert_tensor_parallel_size", s->tensor_model_parallel_size, "tensor_model_parallel_size") &&
-           spec_derive_schedule(c) && spec_derive_decoupled(c);
+           spec_derive_schedule(c) && spec_derive_decoupled(c) &&
+           (!s->multi_latent_attention ||
+            spec_derive_int(c, "rope_type", MCC_ROPE_YARN, "yarn under multi_latent_attention, as Megatron's MLA"));
 }
 
 static bool spec_check_field(spec_ctx *c, const spec_field *f)
@@ -1294,6 +1310,40 @@ static bool spec_check_yarn(spec_ctx *c)
     return true;
 }
 
+/* Multi-latent attention's fields (Megatron's MLATransformerConfig): read only with it; its heads
+ * are its own (no query groups or biases on q, k, v; kv_channels unread), turned by rope over their
+ * qk_pos_emb_head_dim channels whole. */
+static const char *const spec_mla_only[] = {"q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim",
+                                            "v_head_dim"};
+static bool spec_check_mla(spec_ctx *c)
+{
+    const mcc_spec *s = &c->s;
+    const char *mla = spec_where(c, spec_find("multi_latent_attention"));
+    if (!s->multi_latent_attention) {
+        for (size_t i = 0; i < sizeof spec_mla_only / sizeof spec_mla_only[0]; i++)
+            if (spec_given(c, spec_mla_only[i]))
+                return spec_fail(c, "%s is set but %s is off: add --multi-latent-attention, or drop %s",
+                                 spec_where(c, spec_find(spec_mla_only[i])), mla, spec_mla_only[i]);
+        return true;
+    }
+    /* kv_channels is not read (Megatron's, whose DeepSeek-V3 script passes it beside MLA, neither) */
+    static const char *const standard[] = {"num_query_groups", "add_qkv_bias", "rotary_percent"};
+    static const char *const instead[] = {"every head has keys and values of its own, made from the kv latent",
+                                          "its projections have no biases (add_bias_linear adds the output's)",
+                                          "rope turns the qk_pos_emb_head_dim channels whole"};
+    for (size_t i = 0; i < sizeof standard / sizeof standard[0]; i++)
+        if (spec_given(c, standard[i]) && (i != 0 || s->num_query_groups != s->num_attention_heads))
+            return spec_fail(c, "%s is standard attention's, but %s is on (%s): drop %s",
+                             spec_where(c, spec_find(standard[i])), mla, instead[i], standard[i]);
+    if (s->position_embedding_type != MCC_POS_ROPE)
+        return spec_fail(c, "%s turns qk_pos_emb_head_dim channels of each head by rope, but %s is learned_absolute: "
+                            "give position_embedding_type rope", mla, spec_where(c, spec_find("position_embedding_type")));
+    if (s->qk_pos_emb_head_dim % 2)
+        return spec_fail(c, "%s (%d) must be even: rope turns pairs of channels",
+                         spec_where(c, spec_find("qk_pos_emb_head_dim")), s->qk_pos_emb_head_dim);
+    return true;
+}
+
 /* What the MoE block does not build yet, each refused with what to pass instead. */
 static bool spec_check_moe_built(spec_ctx *c)
 {
@@ -1428,9 +1478,8 @@ static bool spec_pad_vocab(spec_ctx *c)
     return true;
 }
 
-/* What this build cannot recompute of recompute_modules, and why: its models have multi-head or
- * grouped-query attention (no MLA), and its selective recompute replays single ops, not a
- * sub-block (mlp_act covers the experts' activations). */
+/* What this build cannot recompute of recompute_modules, and why: its selective recompute replays
+ * single ops, not a sub-block (mlp_act covers the experts' activations). */
 static const struct {
     int module;
     const char *why;
@@ -1442,8 +1491,8 @@ static const struct {
                  "activations) or drop it"},
     {MCC_RM_SHARED_EXPERTS, "mcc's selective recompute replays single ops, not the shared expert: use mlp_act (its "
                             "activation) or drop it"},
-    {MCC_RM_MLA_UP_PROJ, "this model has no multi-latent attention (mcc builds multi-head and grouped-query "
-                         "attention): drop it"},
+    {MCC_RM_MLA_UP_PROJ, "mcc's selective recompute replays single ops, not multi-latent attention's up "
+                         "projections: use --recompute-granularity full (whole layers), or drop it"},
 };
 
 /* Megatron's rules for its recompute fields (TransformerConfig.__post_init__), and activations read
@@ -1567,10 +1616,12 @@ static bool spec_validate(spec_ctx *c)
         return spec_fail(c, "%s (%d) must be a multiple of micro_batch_size * data_parallel_size = %lld: change "
                             "global_batch_size or micro_batch_size", spec_where(c, spec_find("global_batch_size")),
                          s->global_batch_size, batch_unit);
+    if (!spec_check_mla(c))
+        return false;
     if (s->position_embedding_type == MCC_POS_ROPE && mcc_spec_head_dim(s) % 2 && spec_given(c, "kv_channels"))
         return spec_fail(c, "%s (%d), the head dimension, must be even for rope", spec_where(c, spec_find("kv_channels")),
                          s->kv_channels);
-    if (s->position_embedding_type == MCC_POS_ROPE && mcc_spec_head_dim(s) % 2)
+    if (s->position_embedding_type == MCC_POS_ROPE && mcc_spec_head_dim(s) % 2 && !s->multi_latent_attention)
         return spec_fail(c, "the head dimension %s / %s = %d must be even for rope: change hidden_size or "
                             "num_attention_heads", spec_where(c, spec_find("hidden_size")),
                          spec_where(c, spec_find("num_attention_heads")), mcc_spec_head_dim(s));
@@ -1639,23 +1690,44 @@ double mcc_spec_field(const mcc_spec *s, const char *key)
     return spec_field_value(s, f);
 }
 
-/* One norm's parameters (LayerNorm's scale and bias, RMSNorm's scale). */
-static double spec_norm_params(const mcc_spec *s)
+/* One norm's parameters over a width of w (LayerNorm's scale and bias, RMSNorm's scale). */
+static double spec_norm_params_of(const mcc_spec *s, double w)
 {
-    return s->normalization == MCC_NORM_LAYERNORM ? 2.0 * s->hidden_size : s->hidden_size;
+    return s->normalization == MCC_NORM_LAYERNORM ? 2.0 * w : w;
+}
+
+/* One norm's parameters over the hidden state. */
+static double spec_norm_params(const mcc_spec *s) { return spec_norm_params_of(s, s->hidden_size); }
+
+/* Multi-latent attention's weights (frontend/model.c's mla_block): q's projections (through its
+ * latent and its norm, or one), the kv latent's (with the rope key's channels), its norm, the up
+ * projection to every head's k and v, the output; no biases but the output's. */
+static double spec_mla_params(const mcc_spec *s)
+{
+    double d = s->hidden_size, H = s->num_attention_heads, qk = s->qk_head_dim + s->qk_pos_emb_head_dim;
+    double ql = s->q_lora_rank, kl = s->kv_lora_rank, norms = s->qk_layernorm;
+    double q = ql > 0 ? d * ql + norms * spec_norm_params_of(s, ql) + ql * H * qk : d * H * qk;
+    double kv = d * (kl + s->qk_pos_emb_head_dim) + norms * spec_norm_params_of(s, kl) +
+                kl * H * (s->qk_head_dim + s->v_head_dim);
+    return q + kv + H * s->v_head_dim * d + (s->add_bias_linear ? d : 0);
+}
+
+/* Standard attention's weights: q, k, v, out, q's and k's norms (qk_layernorm) and the biases. */
+static double spec_attention_params(const mcc_spec *s)
+{
+    double d = s->hidden_size, hd = mcc_spec_head_dim(s);
+    double q = s->num_attention_heads * hd, kv = s->num_query_groups * hd;
+    double bias = s->add_bias_linear ? q + 2 * kv + d : s->add_qkv_bias ? q + 2 * kv : 0;
+    double qk_norms = s->qk_layernorm ? 2 * spec_norm_params_of(s, hd) : 0;
+    return q * d + 2 * kv * d + d * q + qk_norms + bias;
 }
 
 double mcc_spec_layer_params(const mcc_spec *s)
 {
-    double d = s->hidden_size, hd = mcc_spec_head_dim(s), ff = s->ffn_hidden_size;
-    double q = s->num_attention_heads * hd, kv = s->num_query_groups * hd;
-    double bias = s->add_bias_linear ? q + 2 * kv + d + ff * (s->activation == MCC_ACT_SWIGLU ? 2 : 1) + d
-                  : s->add_qkv_bias  ? q + 2 * kv
-                                     : 0;
-    double qk_norms = s->qk_layernorm ? 2 * hd * (s->normalization == MCC_NORM_LAYERNORM ? 2 : 1) : 0;
-    double attn = q * d + 2 * kv * d + d * q + qk_norms;            /* q, k, v, out (and q's and k's norms) */
-    double mlp = ff * d * (s->activation == MCC_ACT_SWIGLU ? 3 : 2);  /* up (+gate), down */
-    return 2 * spec_norm_params(s) + attn + mlp + bias;
+    double d = s->hidden_size, ff = s->ffn_hidden_size, mats = s->activation == MCC_ACT_SWIGLU ? 3 : 2;
+    double mlp = ff * d * mats + (s->add_bias_linear ? ff * (mats - 1) + d : 0); /* up (+gate), down, biases */
+    double attn = s->multi_latent_attention ? spec_mla_params(s) : spec_attention_params(s);
+    return 2 * spec_norm_params(s) + attn + mlp;
 }
 
 bool mcc_spec_moe_layer(const mcc_spec *s, int l)

@@ -80,6 +80,12 @@ typedef struct {
     bool squared_relu;                  /* the MLP's activation relu(x)^2, no gate (Nemotron-4), Megatron's flag */
     bool apply_layernorm_1p;            /* each norm's weight stored zero-centred: it scales by 1 + w (Nemotron-4) */
     double rotary_percent;              /* rope turns a head's first kv_channels * this channels (Nemotron-4: 0.5) */
+    /* DeepSeek's multi-latent attention (frontend/model.c's mla_block; Megatron's names): queries through
+       a q_lora_rank latent (0: one projection), keys and values through a kv_lora_rank one; a head's q and k
+       are qk_head_dim channels without position and qk_pos_emb_head_dim turned by rope (k's shared by the
+       heads), its v v_head_dim */
+    bool multi_latent_attention;
+    int q_lora_rank, kv_lora_rank, qk_head_dim, qk_pos_emb_head_dim, v_head_dim;
     double init_method_std, norm_epsilon, rotary_base;
     bool use_rope_scaling;              /* LLaMA 3.1's rope frequencies (ir.h ir_rope_freq), Megatron's flag */
     double rope_scaling_factor;         /* with it: the low frequencies divided by this (Megatron's default 8) */

@@ -92,6 +92,40 @@ void ir_grad_swiglu(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
     ir_grad_contribute(g, in->args[1], r + 1);
 }
 
+/* Zeros of forward value v's type: the gradient of a result that does not reach the loss, where a
+ * rule needs one for each. */
+static int zeros_like(ir_grad_ctx *g, int v)
+{
+    double zero = 0;
+    return ir_emit(g->m, g->f, IR_OP_FILL, NULL, 0, &zero, NULL, ir_vtype(g->f, v));
+}
+
+/* split's gradient: the parts' gradients side by side again (a part summed over the heads
+ * broadcast back over them) */
+void ir_grad_split_last_dim(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int parts[2];
+    for (int k = 0; k < 2; k++) {
+        int d = ir_grad_of(g, in->res[k]);
+        parts[k] = d >= 0 ? d : zeros_like(g, in->res[k]);
+    }
+    ir_grad_contribute(g, in->args[0], ir_op2(g->m, g->f, IR_OP_CONCAT_LAST_DIM, parts[0], parts[1]));
+}
+
+/* concat's gradient: dy split where the operands met, an operand broadcast over the heads
+ * receiving its part summed over them */
+void ir_grad_concat_last_dim(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    const ir_type *a = ir_vtype(g->f, in->args[0]), *b = ir_vtype(g->f, in->args[1]), *y = ir_vtype(g->f, in->res[0]);
+    int n = y->ndim, dy = DY;
+    double attrs[IR_NATTRS_SPLIT_LAST_DIM] = {
+        [IR_ATTR_SPLIT_LAST_DIM_SIZE] = (double)a->dims[n - 1],
+        [IR_ATTR_SPLIT_LAST_DIM_SUM_HEADS] = a->dims[n - 2] < y->dims[n - 2] ? 1 : b->dims[n - 2] < y->dims[n - 2] ? 2 : 0};
+    int parts = emit(g, IR_OP_SPLIT_LAST_DIM, &dy, 1, attrs);
+    ir_grad_contribute(g, in->args[0], parts);
+    ir_grad_contribute(g, in->args[1], parts + 1);
+}
+
 void ir_grad_reshape(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
     ir_grad_contribute(g, in->args[0], like(g, DY, in->args[0]));

@@ -190,6 +190,45 @@ bool ir_infer_concat_rows(const ir_module *m, const ir_instr *in, const ir_type 
     return true;
 }
 
+/* x[*,H,N] -> (a[*,H,size], b[*,H,N-size]), result sum_heads - 1 [*,1,..] */
+bool ir_infer_split_last_dim(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                             size_t len)
+{
+    double size = in->attr[IR_ATTR_SPLIT_LAST_DIM_SIZE], sum = in->attr[IR_ATTR_SPLIT_LAST_DIM_SUM_HEADS];
+    int n = a[0].ndim;
+    if (n < 1 || !whole_in(size, 1e12) || size < 1 || size >= (double)a[0].dims[n - 1])
+        return fail(err, len, "split_last_dim {size=%g} of %s: size must leave both parts at least one channel", size,
+                    tstr(&a[0]));
+    if (!whole_in(sum, 2) || (sum != 0 && n < 2))
+        return fail(err, len, "split_last_dim {sum_heads=%g} of %s: 0, or the result (1 or 2) summed over "
+                    "dimension -2", sum, tstr(&a[0]));
+    for (int k = 0; k < 2; k++) {
+        r[k] = a[0];
+        r[k].dims[n - 1] = k == 0 ? (int64_t)size : a[0].dims[n - 1] - (int64_t)size;
+        if ((int)sum == k + 1)
+            r[k].dims[n - 2] = 1;
+    }
+    return need_float(&a[0], "split_last_dim operand", err, len);
+}
+
+/* (a[*,H,Da], b[*,H,Db]) -> [*,H,Da+Db]; either may have one head, broadcast */
+bool ir_infer_concat_last_dim(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                              size_t len)
+{
+    int n = a[0].ndim;
+    bool ok = n >= 2 && a[1].ndim == n && a[0].dtype == a[1].dtype;
+    for (int d = 0; ok && d < n - 2; d++)
+        ok = a[0].dims[d] == a[1].dims[d];
+    int64_t h0 = ok ? a[0].dims[n - 2] : 0, h1 = ok ? a[1].dims[n - 2] : 0;
+    if (!ok || (h0 != h1 && h0 != 1 && h1 != 1))
+        return fail(err, len, "concat_last_dim of %s and %s: the dimensions but the last must agree (dimension -2 "
+                    "may be 1 in one, broadcast over the other's heads)", tstr(&a[0]), tstr(&a[1]));
+    r[0] = a[0];
+    r[0].dims[n - 2] = h0 > h1 ? h0 : h1;
+    r[0].dims[n - 1] = a[0].dims[n - 1] + a[1].dims[n - 1];
+    return need_float(&a[0], "concat_last_dim operand", err, len);
+}
+
 bool ir_infer_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     bool ta = in->attr[IR_ATTR_MATMUL_TA] != 0, tb = in->attr[IR_ATTR_MATMUL_TB] != 0;
@@ -539,10 +578,11 @@ bool ir_infer_rope(const ir_module *m, const ir_instr *in, const ir_type *a, ir_
  * rank's chunks, ring attention's piece) */
 static bool check_qkv(const ir_type *q, const ir_type *k, const ir_type *v, int64_t kv_ranks, char *err, size_t len)
 {
-    if (!need_ndim(q, 4, "q [B,T,H,D]", err, len) || !need_ndim(k, 4, "k [B,T,Hk,D]", err, len))
+    if (!need_ndim(q, 4, "q [B,T,H,D]", err, len) || !need_ndim(k, 4, "k [B,T,Hk,D]", err, len) ||
+        !need_ndim(v, 4, "v [B,T,Hk,Dv]", err, len))
         return false;
-    if (!same_shape(k, v))
-        return fail(err, len, "k %s and v %s differ", tstr(k), tstr(v));
+    if (k->dtype != v->dtype || k->dims[0] != v->dims[0] || k->dims[1] != v->dims[1] || k->dims[2] != v->dims[2])
+        return fail(err, len, "k %s and v %s differ but in the head dimension", tstr(k), tstr(v));
     if (q->dims[0] != k->dims[0] || q->dims[1] * kv_ranks != k->dims[1] || q->dims[3] != k->dims[3] ||
         q->dims[2] % k->dims[2])
         return fail(err, len, "q %s and k %s are not a (grouped-query) attention pair", tstr(q), tstr(k));
@@ -572,6 +612,7 @@ bool ir_infer_attention(const ir_module *m, const ir_instr *in, const ir_type *a
     if (!cp_kv_ranks(in, &a[0], &kv_ranks, err, len) || !check_qkv(&a[0], &a[1], &a[2], kv_ranks, err, len))
         return false;
     r[0] = a[0];
+    r[0].dims[3] = a[2].dims[3]; /* y [B,T,H,Dv] */
     int64_t lse[3] = {a[0].dims[0], a[0].dims[2], a[0].dims[1]}; /* [B,H,T] */
     r[1] = ir_tensor(IR_F32, 3, lse);
     return true;
@@ -592,8 +633,11 @@ bool ir_infer_attention_grad(const ir_module *m, const ir_instr *in, const ir_ty
     int64_t kv_ranks;
     if (!cp_kv_ranks(in, &a[1], &kv_ranks, err, len) || !check_qkv(&a[1], &a[2], &a[3], kv_ranks, err, len))
         return false;
-    if (!same_shape(&a[0], &a[1]) || !same_shape(&a[4], &a[1]))
-        return fail(err, len, "dy %s, y %s and q %s differ", tstr(&a[0]), tstr(&a[4]), tstr(&a[1]));
+    ir_type y = a[1];
+    y.dims[3] = a[3].dims[3]; /* [B,T,H,Dv] */
+    if (!same_shape(&a[0], &y) || !same_shape(&a[4], &y))
+        return fail(err, len, "dy %s and y %s are not [B,T,H,Dv] of q %s and v %s", tstr(&a[0]), tstr(&a[4]),
+                    tstr(&a[1]), tstr(&a[3]));
     if (!check_lse(&a[5], &a[1], err, len))
         return false;
     r[0] = a[1];

@@ -1232,12 +1232,14 @@ double ir_work_macs(const ir_func *f, const ir_instr *in)
         return grouped_rows(f, in, first) * (double)a->dims[1] * (double)r->dims[r->ndim - 1]; /* a[R,K] by r[R,F];
                                                                             wgrad a[R,P] by r[E,P,Q] */
     }
-    case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: { /* q [B,T,H,D] by k [B,Tk,Hk,D]: QK^T and PV, causal
-                                                        (Tk: every cp rank's keys gathered, or a ring
-                                                        piece's one rank's); the backward 2.5x */
+    case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: { /* q [B,T,H,D] by k [B,Tk,Hk,D]: QK^T, and P by v
+                                                        [B,Tk,Hk,Dv], causal: half of each (Tk: every cp
+                                                        rank's keys gathered, or a ring piece's one
+                                                        rank's); the backward 2.5x */
         bool fwd = in->op == IR_OP_ATTENTION;
-        const ir_type *q = &f->vals[in->args[0]].type, *k = &f->vals[in->args[fwd ? 1 : 2]].type;
-        double w = (double)ir_numel(q) * (double)k->dims[1];
+        const ir_type *q = &f->vals[in->args[fwd ? 0 : 1]].type, *k = &f->vals[in->args[fwd ? 1 : 2]].type,
+                      *v = &f->vals[in->args[fwd ? 2 : 3]].type;
+        double w = 0.5 * (double)ir_numel(q) * (1.0 + (double)v->dims[3] / (double)q->dims[3]) * (double)k->dims[1];
         return fwd ? w : 2.5 * w;
     }
     default:

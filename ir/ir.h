@@ -500,6 +500,8 @@ typedef enum {
     IR_SHARD_RESHAPE,
     IR_SHARD_ROWS,
     IR_SHARD_CONCAT_ROWS,
+    IR_SHARD_SPLIT_LAST_DIM,        /* split_last_dim: its results placed as x, split along other dimensions */
+    IR_SHARD_CONCAT_LAST_DIM,       /* concat_last_dim: a one-head operand whole beside heads split over the axis */
     IR_SHARD_MATMUL,
     IR_SHARD_SUM_ROWS,
     IR_SHARD_EMBEDDING,

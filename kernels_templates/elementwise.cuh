@@ -1,6 +1,7 @@
 // elementwise.cuh — fill, add, mul, scale, bias_add, gelu, silu, squared relu, swiglu and their gradients, sqrt, and the
 // dtype-converting accumulate and copy: MCC_VEC elements per thread by 16-byte loads and stores
-// (these kernels only move memory). Math in fp32, one rounding on store.
+// (these kernels only move memory). Math in fp32, one rounding on store. Last, the moves of
+// split_last_dim and concat_last_dim (an element a thread).
 #pragma once
 
 // GPT-2's tanh approximation, gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
@@ -213,3 +214,39 @@ MCC_FOR_FLOAT_PAIRS(MCC_ACCUMULATE)
         });                                                                                                \
     }
 MCC_FOR_FLOAT_PAIRS(MCC_COPY)
+
+// split_last_dim's part r[O,Hr,w] of x[O,H,N]: channels [first, first + w) of each head (Hr = H),
+// or with sum (Hr = 1) their sum over the H heads in fp32. One thread an element of r.
+#define MCC_TAKE_LAST_DIM(sfx, T)                                                                          \
+    extern "C" __global__ void mcc_take_last_dim_##sfx(T *r, const T *x, long long O, long long H,        \
+                                                        long long N, long long first, long long w, int sum) \
+    {                                                                                                      \
+        long long hr = sum ? 1 : H, n = O * hr * w;                                                        \
+        for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;                        \
+             i += (long long)gridDim.x * blockDim.x) {                                                      \
+            long long j = i % w, h = (i / w) % hr, o = i / (w * hr);                                       \
+            float v = 0.0f;                                                                                \
+            for (long long k = sum ? 0 : h; k < (sum ? H : h + 1); k++)                                    \
+                v += mcc_ld(x, (o * H + k) * N + first + j);                                               \
+            mcc_st(r, i, v);                                                                               \
+        }                                                                                                  \
+    }
+MCC_FOR_FLOATS(MCC_TAKE_LAST_DIM)
+
+// concat_last_dim: r[O,H,Da+Db] of a[O,Ha,Da], b[O,Hb,Db], an operand of one head (Ha or Hb 1) read
+// for every head. One thread an element of r.
+#define MCC_CONCAT_LAST_DIM(sfx, T)                                                                        \
+    extern "C" __global__ void mcc_concat_last_dim_##sfx(T *r, const T *a, const T *b, long long O,       \
+                                                          long long H, long long Ha, long long Da,          \
+                                                          long long Hb, long long Db)                       \
+    {                                                                                                      \
+        long long w = Da + Db, n = O * H * w;                                                              \
+        for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;                        \
+             i += (long long)gridDim.x * blockDim.x) {                                                      \
+            long long j = i % w, h = (i / w) % H, o = i / (w * H);                                         \
+            float v = j < Da ? mcc_ld(a, (o * Ha + (Ha == 1 ? 0 : h)) * Da + j)                            \
+                             : mcc_ld(b, (o * Hb + (Hb == 1 ? 0 : h)) * Db + j - Da);                      \
+            mcc_st(r, i, v);                                                                               \
+        }                                                                                                  \
+    }
+MCC_FOR_FLOATS(MCC_CONCAT_LAST_DIM)

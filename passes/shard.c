@@ -894,6 +894,41 @@ static bool rule_concat_rows(shard_ctx *c, const ir_instr *in, int *args, int *r
     return true;
 }
 
+/* x's parts placed as x (a partial sum's parts partial), which must not split the last dimension;
+ * a part summed over heads split over the axis is a partial sum of this rank's heads */
+static bool rule_split_last_dim(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    placement p = c->at[args[0]];
+    int last = last_dim_of(c, args[0]);
+    if (p.dim == last)
+        return fail(c, "a split along the dimension split over the axis", in);
+    *res = emit(c, in->op, args, 1, in->attr, NULL, NULL, p);
+    for (int k = 0; k < 2; k++)
+        if ((int)in->attr[IR_ATTR_SPLIT_LAST_DIM_SUM_HEADS] == k + 1 && p.dim == last - 1)
+            place(c, *res + k, (placement){-1, true, false});
+    return true;
+}
+
+/* complete operands placed alike, or a one-head operand whole beside heads split over the axis (the
+ * result split as they are); a sequence slice beside a value of every token is gathered */
+static bool rule_concat_last_dim(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    for (int a = 0; a < 2; a++)
+        args[a] = complete(c, args[a]);
+    if (c->at[args[0]].seq != c->at[args[1]].seq)
+        for (int a = 0; a < 2; a++)
+            args[a] = every_token(c, args[a]);
+    int heads = last_dim_of(c, args[0]) - 1, d0 = c->at[args[0]].dim, d1 = c->at[args[1]].dim;
+    bool one0 = c->dst->vals[args[0]].type.dims[heads] == 1, one1 = c->dst->vals[args[1]].type.dims[heads] == 1;
+    placement p = c->at[args[0]];
+    if (d0 < 0 && one0 && d1 == heads)
+        p = c->at[args[1]];
+    else if (!(d0 == d1 || (d1 < 0 && one1 && d0 == heads)) || d0 == heads + 1)
+        return fail(c, "operands split differently, or along the channels joined", in);
+    *res = emit(c, in->op, args, 2, NULL, NULL, NULL, p);
+    return true;
+}
+
 /* a split over features stays split; a sum over split rows (tokens) is partial */
 static bool rule_sum_rows(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
@@ -1095,6 +1130,8 @@ static const shard_rule_fn rules[IR_NUM_SHARD_RULES] = {
     [IR_SHARD_RESHAPE] = rule_reshape,
     [IR_SHARD_ROWS] = rule_rows,
     [IR_SHARD_CONCAT_ROWS] = rule_concat_rows,
+    [IR_SHARD_SPLIT_LAST_DIM] = rule_split_last_dim,
+    [IR_SHARD_CONCAT_LAST_DIM] = rule_concat_last_dim,
     [IR_SHARD_MATMUL] = rule_matmul,
     [IR_SHARD_SUM_ROWS] = rule_sum_rows,
     [IR_SHARD_EMBEDDING] = rule_embedding,

@@ -257,6 +257,48 @@ void cpu_CONCAT_ROWS(const rt_kernel_call *c)
     memcpy((char *)c->res[0] + first, c->args[1], ir_bytes(c->arg_types[1]));
 }
 
+/* x[O,H,N] -> a[O,H,size], b[O,H,N-size] (O the dimensions before the heads); result k where
+ * sum_heads is k + 1: [O,1,..], its channels summed over the H heads */
+void cpu_SPLIT_LAST_DIM(const rt_kernel_call *c)
+{
+    const ir_type *xt = c->arg_types[0];
+    int n = xt->ndim;
+    int64_t N = xt->dims[n - 1], H = n >= 2 ? xt->dims[n - 2] : 1, O = ir_numel(xt) / (H * N);
+    int64_t size = (int64_t)c->in->attr[IR_ATTR_SPLIT_LAST_DIM_SIZE];
+    const float *x = argf(c, 0);
+    for (int k = 0; k < 2; k++) {
+        int64_t first = k ? size : 0, w = k ? N - size : size;
+        bool sum = (int)c->in->attr[IR_ATTR_SPLIT_LAST_DIM_SUM_HEADS] == k + 1;
+        float *r = resf(c, k);
+        if (sum)
+            memset(r, 0, sizeof *r * (size_t)(O * w));
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t h = 0; h < H; h++) {
+                const float *xr = x + (o * H + h) * N + first;
+                float *rr = sum ? r + o * w : r + (o * H + h) * w;
+                for (int64_t j = 0; j < w; j++)
+                    rr[j] = sum ? rr[j] + xr[j] : xr[j];
+            }
+    }
+}
+
+/* (a[O,Ha,Da], b[O,Hb,Db]) -> r[O,H,Da+Db]; an operand of one head read for every head */
+void cpu_CONCAT_LAST_DIM(const rt_kernel_call *c)
+{
+    const ir_type *at = c->arg_types[0], *bt = c->arg_types[1], *rt = c->res_types[0];
+    int n = rt->ndim;
+    int64_t H = rt->dims[n - 2], Da = at->dims[n - 1], Db = bt->dims[n - 1], O = ir_numel(rt) / (H * (Da + Db));
+    int64_t Ha = at->dims[n - 2], Hb = bt->dims[n - 2];
+    const float *a = argf(c, 0), *b = argf(c, 1);
+    float *r = resf(c, 0);
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t h = 0; h < H; h++) {
+            float *rr = r + (o * H + h) * (Da + Db);
+            memcpy(rr, a + (o * Ha + (Ha == 1 ? 0 : h)) * Da, sizeof *rr * (size_t)Da);
+            memcpy(rr + Da, b + (o * Hb + (Hb == 1 ? 0 : h)) * Db, sizeof *rr * (size_t)Db);
+        }
+}
+
 /* A view too: the result's bytes are the rows' own (ir_view_offset) once memory_plan has run. */
 void cpu_ROWS(const rt_kernel_call *c)
 {
@@ -733,8 +775,9 @@ void cpu_ROPE(const rt_kernel_call *c)
     free(cs);
 }
 
-/* q[B,T,H,D], k and v [B,Tk,Hk,D]; query head h reads kv head h / (H/Hk). Head h of batch b is
- * the strided matrix [T, D] at q + (b T H + h) D with row stride H D (Hk D for k and v). Under
+/* q[B,T,H,D], k [B,Tk,Hk,D], v [B,Tk,Hk,Dv] (Dv may differ: multi-latent attention's), y
+ * [B,T,H,Dv]; query head h reads kv head h / (H/Hk). Head h of batch b is the strided matrix [T, D]
+ * at q + (b T H + h) D with row stride H D (Hk D for k; v and y alike with Dv). Under
  * context parallelism (attributes cp, cp_rank, ring, shift, the dropout twins' too) q holds rank
  * cp_rank's two balanced chunks of the whole sequence of Tw = cp T and k, v with ring = 0 every cp
  * rank's, gathered in rank order (Tk = cp T), with ring = 1 rank (cp_rank - shift) mod cp's (Tk =
@@ -742,19 +785,19 @@ void cpu_ROPE(const rt_kernel_call *c)
  * the causal mask compares (key j is seen by query t when kpos[j] <= qpos[t]) and the dropout
  * mask draws by. */
 typedef struct {
-    int64_t B, T, Tk, Tw, H, Hk, D;
-    float scale;
+    int64_t B, T, Tk, Tw, H, Hk, D, Dv;
+    float scale;                    /* 1 / sqrt(D): q and k's head dimension */
     bool ring;
     int64_t *qpos, *kpos;
 } attn_shape;
 
-static attn_shape attn_shape_of(const rt_kernel_call *c, const ir_type *q, const ir_type *k)
+static attn_shape attn_shape_of(const rt_kernel_call *c, const ir_type *q, const ir_type *k, const ir_type *v)
 {
     const double *a = ir_attention_attrs(c->in);
     int cp = a[IR_ATTR_ATTENTION_CP] > 1 ? (int)a[IR_ATTR_ATTENTION_CP] : 1;
     int cp_rank = (int)a[IR_ATTR_ATTENTION_CP_RANK];
-    attn_shape s = {q->dims[0], q->dims[1], k->dims[1], q->dims[1] * cp, q->dims[2], k->dims[2], q->dims[3], 0, false,
-                    NULL, NULL};
+    attn_shape s = {q->dims[0], q->dims[1], k->dims[1], q->dims[1] * cp, q->dims[2], k->dims[2], q->dims[3], v->dims[3],
+                    0, false, NULL, NULL};
     s.scale = (float)(1.0 / sqrt((double)s.D));
     s.ring = a[2] != 0;
     int kv_rank = s.ring ? ((cp_rank - (int)a[3]) % cp + cp) % cp : -1;
@@ -767,10 +810,12 @@ static attn_shape attn_shape_of(const rt_kernel_call *c, const ir_type *q, const
     return s;
 }
 
-static int64_t q_head(const attn_shape *s, int64_t b, int64_t h) { return (b * s->T * s->H + h) * s->D; }
-static int64_t kv_head(const attn_shape *s, int64_t b, int64_t h)
+/* the first element of head h of batch row b in a [B,T,H,width] tensor (q, y, dy: width D or Dv) or
+ * of its kv head in a [B,Tk,Hk,width] one (k, v) */
+static int64_t q_head(const attn_shape *s, int64_t b, int64_t h, int64_t width) { return (b * s->T * s->H + h) * width; }
+static int64_t kv_head(const attn_shape *s, int64_t b, int64_t h, int64_t width)
 {
-    return (b * s->Tk * s->Hk + h / (s->H / s->Hk)) * s->D;
+    return (b * s->Tk * s->Hk + h / (s->H / s->Hk)) * width;
 }
 
 /* P[T,Tk] := causal softmax(scale q_h k_g^T), rows stable by subtracting their max; P = 0 where
@@ -782,8 +827,8 @@ static void attn_probs(const attn_shape *s, const float *q, const float *k, int6
                        const float *lse_in)
 {
     int64_t T = s->T, Tk = s->Tk;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, Tk, s->D, s->scale, q + q_head(s, b, h), s->H * s->D,
-                k + kv_head(s, b, h), s->Hk * s->D, 0.0f, P, Tk);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, Tk, s->D, s->scale, q + q_head(s, b, h, s->D), s->H * s->D,
+                k + kv_head(s, b, h, s->D), s->Hk * s->D, 0.0f, P, Tk);
     for (int64_t t = 0; t < T; t++) {
         float *row = P + t * Tk, mx = -INFINITY;
         int64_t at = s->qpos[t];
@@ -835,11 +880,11 @@ static void attn_drop(const attn_dropout *a, const attn_shape *s, int64_t b, int
     }
 }
 
-/* (q, k, v) -> y[B,T,H,D], y_h = P v_g (with dropout P Z, Z = mask / (1-p)); lse[B,H,T] of the
+/* (q, k, v) -> y[B,T,H,Dv], y_h = P v_g (with dropout P Z, Z = mask / (1-p)); lse[B,H,T] of the
  * undropped scores */
 static void attention_forward(const rt_kernel_call *c, const attn_dropout *drop)
 {
-    attn_shape s = attn_shape_of(c, c->arg_types[0], c->arg_types[1]);
+    attn_shape s = attn_shape_of(c, c->arg_types[0], c->arg_types[1], c->arg_types[2]);
     const float *q = argf(c, 0), *k = argf(c, 1), *v = argf(c, 2);
     float *y = resf(c, 0), *lse = resf(c, 1), *P = scratch(s.T * s.Tk, sizeof *P);
     for (int64_t b = 0; b < s.B; b++)
@@ -847,8 +892,8 @@ static void attention_forward(const rt_kernel_call *c, const attn_dropout *drop)
             attn_probs(&s, q, k, b, h, P, lse + (b * s.H + h) * s.T, NULL);
             if (drop)
                 attn_drop(drop, &s, b, h, P);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.T, s.D, s.Tk, 1.0f, P, s.Tk, v + kv_head(&s, b, h),
-                        s.Hk * s.D, 0.0f, y + q_head(&s, b, h), s.H * s.D);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.T, s.Dv, s.Tk, 1.0f, P, s.Tk,
+                        v + kv_head(&s, b, h, s.Dv), s.Hk * s.Dv, 0.0f, y + q_head(&s, b, h, s.Dv), s.H * s.Dv);
         }
     free(P);
     free(s.qpos);
@@ -863,7 +908,7 @@ void cpu_ATTENTION_DROPOUT(const rt_kernel_call *c)
     attention_forward(c, &drop);
 }
 
-/* (dy, q, k, v, y, lse) -> dq [B,T,H,D], dk, dv [B,T,Hk,D]. Per head, with P recomputed (the
+/* (dy, q, k, v, y, lse) -> dq [B,T,H,D], dk [B,T,Hk,D], dv [B,T,Hk,Dv]. Per head, with P recomputed (the
  * CPU oracle does not use the saved y and lse but in a ring piece):
  * dv_g += P^T dy_h; dP = dy_h v_g^T; dS = P (dP - rowsum(P dP)); dq_h = scale dS k_g;
  * dk_g += scale dS^T q_h. kv heads accumulate over the query heads of their group.
@@ -873,17 +918,18 @@ void cpu_ATTENTION_DROPOUT(const rt_kernel_call *c)
  * row, rowsum(dy_h y_h) with y the merged output: so the pieces' gradients sum to the whole's. */
 static void attention_backward(const rt_kernel_call *c, const attn_dropout *drop)
 {
-    attn_shape s = attn_shape_of(c, c->arg_types[1], c->arg_types[2]);
+    attn_shape s = attn_shape_of(c, c->arg_types[1], c->arg_types[2], c->arg_types[3]);
     const float *dy = argf(c, 0), *q = argf(c, 1), *k = argf(c, 2), *v = argf(c, 3), *y = argf(c, 4),
                 *lse = argf(c, 5);
     float *dq = resf(c, 0), *dk = resf(c, 1), *dv = resf(c, 2);
-    int64_t T = s.T, Tk = s.Tk, ldq = s.H * s.D, ldk = s.Hk * s.D;
+    int64_t T = s.T, Tk = s.Tk, ldq = s.H * s.D, ldk = s.Hk * s.D, ldy = s.H * s.Dv, ldv = s.Hk * s.Dv;
     float *P = scratch((drop ? 3 : 2) * T * Tk, sizeof *P), *dS = P + T * Tk, *PZ = dS + T * Tk;
     memset(dk, 0, ir_bytes(c->res_types[1]));
     memset(dv, 0, ir_bytes(c->res_types[2]));
     for (int64_t b = 0; b < s.B; b++)
         for (int64_t h = 0; h < s.H; h++) {
-            int64_t qo = q_head(&s, b, h), ko = kv_head(&s, b, h);
+            int64_t qo = q_head(&s, b, h, s.D), ko = kv_head(&s, b, h, s.D);
+            int64_t yo = q_head(&s, b, h, s.Dv), vo = kv_head(&s, b, h, s.Dv);
             attn_probs(&s, q, k, b, h, P, NULL, s.ring ? lse + (b * s.H + h) * T : NULL);
             const float *used = P; /* the probabilities y was made of */
             if (drop) {
@@ -891,9 +937,9 @@ static void attention_backward(const rt_kernel_call *c, const attn_dropout *drop
                 attn_drop(drop, &s, b, h, PZ);
                 used = PZ;
             }
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, s.D, T, 1.0f, used, Tk, dy + qo, ldq, 1.0f,
-                        dv + ko, ldk);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, Tk, s.D, 1.0f, dy + qo, ldq, v + ko, ldk, 0.0f,
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, s.Dv, T, 1.0f, used, Tk, dy + yo, ldy, 1.0f,
+                        dv + vo, ldv);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, Tk, s.Dv, 1.0f, dy + yo, ldy, v + vo, ldv, 0.0f,
                         dS, Tk);
             if (drop)
                 attn_drop(drop, &s, b, h, dS);
@@ -901,8 +947,8 @@ static void attention_backward(const rt_kernel_call *c, const attn_dropout *drop
                 float *p = P + t * Tk, *g = dS + t * Tk;
                 double dot = 0;
                 if (s.ring)
-                    for (int64_t d = 0; d < s.D; d++)
-                        dot += (double)dy[qo + t * ldq + d] * y[qo + t * ldq + d];
+                    for (int64_t d = 0; d < s.Dv; d++)
+                        dot += (double)dy[yo + t * ldy + d] * y[yo + t * ldy + d];
                 else
                     for (int64_t j = 0; j < Tk; j++)
                         dot += (double)p[j] * g[j];

@@ -16,6 +16,8 @@ typedef struct {
     int tp, dp;
     long long seed, num_params, num_position_params, num_layers, hidden_size;
     long long num_active_params;        /* MoE: the parameters one token multiplies by (0: num_params) */
+    int num_attention_heads;
+    int qk_head_dim, qk_pos_emb_head_dim, v_head_dim; /* multi-latent attention's head widths (0: standard) */
 } rt_train_config;
 
 /* Reads every config value train_rank and libmccrt use (an absent one takes its default), each

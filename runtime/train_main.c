@@ -169,7 +169,13 @@ static void setup_run(train_run *r, int argc, char **argv)
     /* an MoE model's tokens each multiply by their top-k experts only: MFU counts those */
     double N = (double)((r->cfg.num_active_params ? r->cfg.num_active_params : r->cfg.num_params) -
                         r->cfg.num_position_params);
-    r->flops_per_token = 6 * N + 12 * L * d * r->T;
+    /* attention's QK^T and PV a token, forward and backward: 6 T (q and k's width + v's) over the heads,
+       12 T d where both are d; multi-latent attention's heads are their own widths */
+    const rt_train_config *c = &r->cfg;
+    double widths = c->v_head_dim ? (double)c->num_attention_heads * (c->qk_head_dim + c->qk_pos_emb_head_dim +
+                                                                      c->v_head_dim)
+                                  : 2 * d;
+    r->flops_per_token = 6 * N + 6 * L * widths * r->T;
     open_moe_stats(r);
     const int64_t bt[2] = {r->B, r->T};
     r->bt_type = ir_tensor(IR_I32, 2, bt);

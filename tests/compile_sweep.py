@@ -117,16 +117,23 @@ class Model:
         self.moe_ffn = m.get("moe_ffn_hidden_size") or self.ffn
         self.shared = m.get("moe_shared_expert_intermediate_size", 0)
         self.layer_freq = m.get("moe_layer_freq")
+        self.group_topk = m.get("moe_router_group_topk", 0)
+        # multi-latent attention: the values' width the cuda target takes, that of q and k (narrower
+        # ones are refused there, tests/compiler.cmake's mla_narrow_values_cuda_refused)
+        self.mla_qk = m.get("qk_head_dim", 128) + m.get("qk_pos_emb_head_dim", 64) if m.get("multi_latent_attention") else 0
         self.micro_batch = t.get("micro_batch_size", 1)
 
 
 def layout(model, flags):
     """The flags completed into a layout, and its sizes: what a level needs of another axis
-    (tp for sequence parallelism, sequence parallelism for MoE under tp, dp for ep), the layers
+    (tp for sequence parallelism, sequence parallelism for MoE under tp, dp for ep; a GPU target
+    multi-latent attention's values as wide as q and k), the layers
     (LAYERS_PER_STAGE a virtual stage unless the level says), the micro-batch that a split by batch
     rows needs, the global batch (a micro-batch a pipeline stage, 2 at least), the world size of
     "--world-size @D"."""
     out = dict(flags)
+    if model.mla_qk and out.get("--target", CPU) != CPU:
+        out["--v-head-dim"] = str(model.mla_qk)
     if "--sequence-parallel" in out and "--tp" not in out:
         out["--tp"] = "2"
     tp, cp, pp = (int(out.get(k, 1)) for k in ("--tp", "--cp", "--pp"))
@@ -167,7 +174,8 @@ def admits(model, flags, copy_lane_targets):
     """Whether the model can take these flags together by the rules the sweep knows, mcc's refusals
     deciding the rest: tp and cp's head splits, the MoE-only and dense-only settings, ep over the
     experts and the dp x cp ranks, attention dropout under cp's p2p and all_gather (the CPU's only),
-    interleaving's micro-batches, the copy lane where the target's copy engines serve it."""
+    a top k no smaller than group-limited routing's kept groups, interleaving's micro-batches, the
+    copy lane where the target's copy engines serve it."""
     f, (tp, cp, pp, vp, dp, ep, micro_batches) = layout(model, flags)
     moe = model.experts > 0
     if model.heads % tp or model.groups % tp or model.ffn % tp:
@@ -183,6 +191,8 @@ def admits(model, flags, copy_lane_targets):
     if "--moe-shared-expert-overlap" in f and not model.shared:
         return False
     if f.get("--moe-router-load-balancing-type") == "seq_aux_loss" and tp > 1:
+        return False
+    if int(f.get("--moe-router-topk", model.group_topk)) < model.group_topk:  # a kept group's top k/group_topk
         return False
     if (dp * cp) % ep or (vp > 1 and micro_batches % pp):
         return False

@@ -100,6 +100,22 @@ mcc_e2e_test(numerics_vs_torch_yarn_tiny-llama numerics_e2e.sh tiny-llama ${MCC_
 # zero-centred RMSNorms (Megatron's LLaMA-3 recipes pass --apply-layernorm-1p; TE's RMSNorm takes it too)
 mcc_e2e_test(numerics_vs_torch_layernorm_1p_tiny-llama numerics_e2e.sh tiny-llama --apply-layernorm-1p)
 
+# DeepSeek-V3 (issue 44) against the reference: multi-latent attention (q and kv latents with their
+# norms, the rope part of q and of the shared key, values narrower than q and k), group-limited
+# sigmoid routing with expert bias and a shared expert; also with DeepSeek's sequence-level aux loss.
+mcc_e2e_test(numerics_vs_torch_tiny-deepseek-v3 numerics_e2e.sh tiny-deepseek-v3)
+mcc_e2e_test(numerics_vs_torch_seq_aux_loss_tiny-deepseek-v3 numerics_e2e.sh tiny-deepseek-v3
+             --moe-router-load-balancing-type seq_aux_loss)
+# q projected at once (no q latent), latents without norms, dropout on the probabilities
+mcc_e2e_test(numerics_vs_torch_mla_no_q_latent_dropout_tiny-deepseek-v3 numerics_e2e.sh tiny-deepseek-v3
+             --q-lora-rank 0 --qk-layernorm false --attention-dropout 0.1 --hidden-dropout 0.1)
+# the cuda target's attention kernels take one head dimension: values narrower than q and k are
+# refused at compile time, naming the fields
+add_test(NAME mla_narrow_values_cuda_refused COMMAND $<TARGET_FILE:mcc> compile ${CMAKE_SOURCE_DIR}/models/tiny-deepseek-v3.json
+         --target cuda -o ${CMAKE_CURRENT_BINARY_DIR}/mla_narrow_values_cuda)
+set_tests_properties(mla_narrow_values_cuda_refused PROPERTIES
+                     PASS_REGULAR_EXPRESSION "attention with values of 16 channels beside queries and keys of 24 \\(multi_latent_attention's v_head_dim")
+
 # A layout entry "NAME:RANKS:FLAGS..." into the variables layout_name, layout_ranks, layout_flags.
 function(mcc_parse_layout entry)
   string(REPLACE ":" ";" parts "${entry}")
@@ -262,6 +278,21 @@ if(MPI_C_FOUND)
   endforeach()
 endif()
 
+# DeepSeek-V3's multi-latent attention under each layout family: its down projections replicated
+# (the shard pass gathers a sequence-parallel x for them), the up projections' heads split over tp
+# beside the rope key of one head (concat_last_dim broadcasts it; its gradient, summed over the
+# rank's heads, all-reduced), over the ring's chunks and Ulysses' heads (cp), replayed by full
+# recompute.
+if(MPI_C_FOUND)
+  foreach(layout "tp2_sp:2:--tp 2 --sequence-parallel" "pp2:2:--pp 2" "dp2_zero:2:--dp 2 --use-distributed-optimizer"
+                 "cp2:2:--cp 2" "cp2_a2a:2:--cp 2 --cp-comm-type a2a"
+                 "full_uniform1:1:--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+                 "tp2_sp_full_block1:2:--tp 2 --sequence-parallel --recompute-granularity full --recompute-method block --recompute-num-layers 1")
+    mcc_parse_layout(${layout})
+    mcc_layout_test(${layout_name}_equals_single_rank_tiny-deepseek-v3 tiny-deepseek-v3 ${layout_ranks} ${layout_flags})
+  endforeach()
+endif()
+
 # PP=4 with 1F1B (the layouts' pp4 is auto's ZB-H1).
 if(MPI_C_FOUND)
   # full recompute against no recompute of the same layout, byte for byte (one rank; TP=2 x DP=2 ZeRO;
@@ -325,6 +356,11 @@ if(TARGET mccrt_cuda)
   add_test(NAME gpu_equals_cpu_tiny-nemotron4 COMMAND ${CMAKE_SOURCE_DIR}/tests/gpu_numerics.sh $<TARGET_FILE:mcc>
            tiny-nemotron4 1)
   set_tests_properties(gpu_equals_cpu_tiny-nemotron4 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+  # DeepSeek-V3's multi-latent attention (split_last_dim, concat_last_dim, group-limited routing) on one
+  # GPU against the CPU, its values as wide as q and k (16: the kernels' one head dimension)
+  add_test(NAME gpu_equals_cpu_tiny-deepseek-v3 COMMAND ${CMAKE_SOURCE_DIR}/tests/gpu_numerics.sh $<TARGET_FILE:mcc>
+           tiny-deepseek-v3 1 --qk-head-dim 8 --qk-pos-emb-head-dim 8 --)
+  set_tests_properties(gpu_equals_cpu_tiny-deepseek-v3 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
   foreach(model tiny-gpt2 tiny-llama)
     foreach(layout ${MCC_GPU_LAYOUTS} ${MCC_GPU_LANE_LAYOUTS})
       mcc_parse_layout(${layout})

@@ -1,5 +1,6 @@
 /* cpu_kernels_test.c — the CPU kernels against finite differences (every backward kernel) and
- * against direct formulas (attention, cross-entropy, AdamW, matmul, rope, norms, grad norm);
+ * against direct formulas (attention, cross-entropy, AdamW, matmul, rope, split and concat along
+ * the last dimension, norms, grad norm);
  * Philox against its published known answers, and the dropout masks' statistics and layout
  * independence. */
 #include "runtime/cpu_kernels.h"
@@ -248,6 +249,14 @@ static void attention_backward(const grad_case *gc, tensor dy, tensor *g)
     free(lse.data);
 }
 
+/* concat_last_dim's gradient: split_last_dim of dy where the operands met, the one-head b's part
+ * summed over the heads */
+static void concat_last_dim_backward(const grad_case *gc, tensor dy, tensor *g)
+{
+    int n = gc->in[0].type.ndim;
+    run(IR_OP_SPLIT_LAST_DIM, ATTRS((double)gc->in[0].type.dims[n - 1], 2), &dy, 1, g, 2);
+}
+
 /* Dropout is its own gradient: the same op (mask) on dy. */
 static void dropout_backward(const grad_case *gc, tensor dy, tensor *g)
 {
@@ -281,6 +290,12 @@ static void test_gradients(void)
         {"attention gqa H=4 Hk=2", IR_OP_ATTENTION, {0}, 3,
          {uniform(F32(2, 5, 4, 8), 1), uniform(F32(2, 5, 2, 8), 1), uniform(F32(2, 5, 2, 8), 1)}, {"q", "k", "v"},
          {1, 1, 1}, F32(2, 5, 4, 8), .backward = attention_backward},
+        {"attention values of 6 beside q, k of 8 (multi-latent)", IR_OP_ATTENTION, {0}, 3,
+         {uniform(F32(2, 5, 4, 8), 1), uniform(F32(2, 5, 2, 8), 1), uniform(F32(2, 5, 2, 6), 1)}, {"q", "k", "v"},
+         {1, 1, 1}, F32(2, 5, 4, 6), .backward = attention_backward},
+        {"concat_last_dim of one head broadcast", IR_OP_CONCAT_LAST_DIM, {0}, 2,
+         {uniform(F32(2, 3, 4, 5), 1), uniform(F32(2, 3, 1, 2), 1)}, {"a", "b"}, {1, 1}, F32(2, 3, 4, 7),
+         .backward = concat_last_dim_backward},
         /* p 0.3, seed 1234, site 5; x as the slice [2, 7) of 9 positions; q heads [2, 6) of 8 */
         {"dropout", IR_OP_DROPOUT, {0.3, 1234, 5, 1, 2, 9}, 2, {uniform(F32(2, 5, 6), 1), first_sample(6000000007)},
          {"x", "first_sample"}, {1, 0}, F32(2, 5, 6), .backward = dropout_backward},
@@ -308,6 +323,7 @@ static void test_gradients(void)
 static void attention_reference(tensor q, tensor k, tensor v, double *y)
 {
     int64_t B = q.type.dims[0], T = q.type.dims[1], H = q.type.dims[2], Hk = k.type.dims[2], D = q.type.dims[3];
+    int64_t Dv = v.type.dims[3];
     double s[64];
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
@@ -324,32 +340,33 @@ static void attention_reference(tensor q, tensor k, tensor v, double *y)
                 }
                 for (int64_t j = 0; j <= t; j++)
                     sum += s[j] = exp(s[j] - mx);
-                for (int64_t d = 0; d < D; d++) {
+                for (int64_t d = 0; d < Dv; d++) {
                     double acc = 0;
                     for (int64_t j = 0; j <= t; j++)
-                        acc += s[j] / sum * F(v)[((b * T + j) * Hk + g) * D + d];
-                    y[((b * T + t) * H + h) * D + d] = acc;
+                        acc += s[j] / sum * F(v)[((b * T + j) * Hk + g) * Dv + d];
+                    y[((b * T + t) * H + h) * Dv + d] = acc;
                 }
             }
 }
 
-/* Scale 30 makes scores of ~1e3, where a softmax without the max subtracted overflows. */
+/* Scale 30 makes scores of ~1e3, where a softmax without the max subtracted overflows. The last
+ * case's values are narrower than q and k (multi-latent attention's). */
 static void test_attention_reference(void)
 {
-    const int64_t heads[][2] = {{2, 2}, {4, 2}, {4, 1}};
+    const int64_t heads[][3] = {{2, 2, 8}, {4, 2, 8}, {4, 1, 8}, {4, 4, 5}}; /* H, Hk, Dv */
     const double scales[] = {1, 30};
-    for (int hi = 0; hi < 3; hi++)
+    for (int hi = 0; hi < 4; hi++)
         for (int si = 0; si < 2; si++) {
-            int64_t H = heads[hi][0], Hk = heads[hi][1];
+            int64_t H = heads[hi][0], Hk = heads[hi][1], Dv = heads[hi][2];
             tensor q = uniform(F32(2, 6, H, 8), scales[si]), k = uniform(F32(2, 6, Hk, 8), scales[si]);
-            tensor v = uniform(F32(2, 6, Hk, 8), 1), y = F32(2, 6, H, 8), lse = attention_lse(q);
+            tensor v = uniform(F32(2, 6, Hk, Dv), 1), y = F32(2, 6, H, Dv), lse = attention_lse(q);
             double *ref = malloc(numel(y) * sizeof *ref);
             run(IR_OP_ATTENTION, NULL, (tensor[]){q, k, v}, 3, (tensor[]){y, lse}, 2);
             free(lse.data);
             attention_reference(q, k, v, ref);
             double err = max_abs_diff(F(y), ref, numel(y));
-            printf("attention H=%lld Hk=%lld scale %-4g max abs err vs naive %.1e\n", (long long)H, (long long)Hk,
-                   scales[si], err);
+            printf("attention H=%lld Hk=%lld Dv=%lld scale %-4g max abs err vs naive %.1e\n", (long long)H,
+                   (long long)Hk, (long long)Dv, scales[si], err);
             CHECK(err < 1e-5, "attention H=%lld Hk=%lld differs from the naive reference by %.3g", (long long)H,
                   (long long)Hk, err);
             free(ref), free(q.data), free(k.data), free(v.data), free(y.data);
@@ -477,6 +494,35 @@ static void test_matmul_reference(void)
             CHECK(err < 1e-5, "matmul ta=%d tb=%d differs from the naive product by %.3g", ta, tb, err);
             free(a.data), free(b.data), free(r.data);
         }
+}
+
+/* split_last_dim and concat_last_dim against their definitions: x [2,3,4,5] split after 2 channels,
+ * the rest summed over the 4 heads; the parts joined again, the summed one broadcast over them. */
+static void test_split_concat_reference(void)
+{
+    enum { O = 6, H = 4, N = 5, S = 2 };
+    tensor x = uniform(F32(2, 3, H, N), 1), a = F32(2, 3, H, S), b = F32(2, 3, 1, N - S), r = F32(2, 3, H, N);
+    double ra[O * H * S], rb[O * (N - S)] = {0}, rr[O * H * N];
+    for (int o = 0; o < O; o++)
+        for (int h = 0; h < H; h++)
+            for (int j = 0; j < N; j++) {
+                double xv = F(x)[(o * H + h) * N + j];
+                if (j < S)
+                    ra[(o * H + h) * S + j] = xv;
+                else
+                    rb[o * (N - S) + j - S] += xv;
+            }
+    for (int o = 0; o < O; o++)
+        for (int h = 0; h < H; h++)
+            for (int j = 0; j < N; j++)
+                rr[(o * H + h) * N + j] = j < S ? ra[(o * H + h) * S + j] : rb[o * (N - S) + j - S];
+    run(IR_OP_SPLIT_LAST_DIM, ATTRS(S, 2), &x, 1, (tensor[]){a, b}, 2);
+    double ea = max_abs_diff(F(a), ra, numel(a)), eb = max_abs_diff(F(b), rb, numel(b));
+    CHECK(ea == 0 && eb < 1e-6, "split_last_dim differs from its definition by %.3g (first part), %.3g (summed)", ea, eb);
+    run(IR_OP_CONCAT_LAST_DIM, NULL, (tensor[]){a, b}, 2, &r, 1);
+    double er = max_abs_diff(F(r), rr, numel(r));
+    CHECK(er < 1e-6, "concat_last_dim of a one-head operand differs from its definition by %.3g", er);
+    free(x.data), free(a.data), free(b.data), free(r.data);
 }
 
 /* rope at position t: (x[i], x[i+D/2]) rotated by t * theta^(-2i/D), from the definition, for
@@ -1037,6 +1083,7 @@ int main(int argc, char **argv)
     test_master_remainders();
     test_matmul_reference();
     test_rope_reference();
+    test_split_concat_reference();
     if (argc > 1) /* tests/data/rope_llama3_freqs.txt */
         test_rope_scaling(argv[1]);
     if (argc > 2) /* tests/data/rope_yarn_freqs.txt */

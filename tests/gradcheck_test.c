@@ -151,7 +151,7 @@ static int router_loss_case(graph *g, ir_op op)
 static int build_case(graph *g, ir_op op)
 {
     int64_t v6[1] = {6}, m46[2] = {4, 6}, m56[2] = {5, 6}, m65[2] = {6, 5}, bthd[4] = {2, 5, 4, 6}, bthd2[4] = {2, 5, 2, 6};
-    int64_t btd[3] = {2, 5, 6}, pd[2] = {7, 6}, vd[2] = {9, 6}, bt[2] = {2, 5};
+    int64_t btd[3] = {2, 5, 6}, pd[2] = {7, 6}, vd[2] = {9, 6}, bt[2] = {2, 5}, bthv2[4] = {2, 5, 2, 4};
     int x, y, args[3];
     switch (op) {
     case IR_OP_ADD: case IR_OP_MUL: case IR_OP_SWIGLU:
@@ -191,12 +191,25 @@ static int build_case(graph *g, ir_op op)
                          ir_emit(g->m, g->f, op, &x, 1, partial, NULL, NULL));
         return ir_op2(g->m, g->f, IR_OP_ADD, sum, ir_emit(g->m, g->f, op, &x, 1, yarn, NULL, NULL));
     }
-    case IR_OP_ATTENTION: /* grouped-query: 4 query heads over 2 kv heads */
-        args[0] = param(g, "q", 4, bthd), args[1] = param(g, "k", 4, bthd2), args[2] = param(g, "v", 4, bthd2);
+    case IR_OP_ATTENTION: /* grouped-query: 4 query heads over 2 kv heads, values of 4 channels beside q and k's 6 */
+        args[0] = param(g, "q", 4, bthd), args[1] = param(g, "k", 4, bthd2), args[2] = param(g, "v", 4, bthv2);
         return emit(g, op, args, 3, 0, 0);
+    case IR_OP_SPLIT_LAST_DIM: { /* x [2,5,4,6] -> [2,5,4,2] and [2,5,1,4] summed over the heads, joined again */
+        double attrs[IR_NATTRS_SPLIT_LAST_DIM] = {[IR_ATTR_SPLIT_LAST_DIM_SIZE] = 2, [IR_ATTR_SPLIT_LAST_DIM_SUM_HEADS] = 2};
+        x = param(g, "x", 4, bthd);
+        y = ir_emit(g->m, g->f, op, &x, 1, attrs, NULL, NULL);
+        return ir_op2(g->m, g->f, IR_OP_CONCAT_LAST_DIM, ir_op1(g->m, g->f, IR_OP_GELU, y), y + 1);
+    }
+    case IR_OP_CONCAT_LAST_DIM: { /* a [2,5,4,6] beside b of one head [2,5,1,4] (broadcast), c's 4 heads
+                                     [2,5,4,4] before a's, and b before a's (broadcast first), summed */
+        int64_t b1[4] = {2, 5, 1, 4}, b4[4] = {2, 5, 4, 4};
+        x = param(g, "a", 4, bthd), y = param(g, "b", 4, b1);
+        int ab = ir_op2(g->m, g->f, op, x, y), ca = ir_op2(g->m, g->f, op, param(g, "c", 4, b4), x);
+        return ir_op2(g->m, g->f, IR_OP_ADD, ir_op2(g->m, g->f, IR_OP_ADD, ab, ca), ir_op2(g->m, g->f, op, y, x));
+    }
     case IR_OP_DROPOUT: x = param(g, "x", 3, btd); return dropout_case(g, op, &x, 1);
     case IR_OP_ATTENTION_DROPOUT:
-        args[0] = param(g, "q", 4, bthd), args[1] = param(g, "k", 4, bthd2), args[2] = param(g, "v", 4, bthd2);
+        args[0] = param(g, "q", 4, bthd), args[1] = param(g, "k", 4, bthd2), args[2] = param(g, "v", 4, bthv2);
         return dropout_case(g, op, args, 3);
     case IR_OP_CROSS_ENTROPY: return param(g, "logits", 2, m65); /* the loss itself is the op */
     case IR_OP_ALL_TO_ALL_V: { /* one ep rank: splits "ids" [1,2] = {3, 1} keep x's first 4 of 7 rows in room for 6 */

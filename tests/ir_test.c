@@ -224,6 +224,21 @@ static void test_roundtrip(void)
     free(text);
     ir_module_free(m);
 
+    /* multi-latent attention's moves: a split along the last dimension (a part summed over the heads)
+     * and a concat broadcasting a one-head operand, read and printed back; values narrower than q and
+     * k give attention's y their width */
+    const char *mla = "func f {kind=step, arena=0} {\n  %0 = input @x : f32[1,2,4,8]\n"
+                      "  %1, %2 = split_last_dim %0 {size=6, sum_heads=2} : f32[1,2,4,6], f32[1,2,1,2]\n"
+                      "  %3 = concat_last_dim %1, %2 : f32[1,2,4,8]\n"
+                      "  %4, %5 = split_last_dim %3 {size=4, sum_heads=0} : f32[1,2,4,4], f32[1,2,4,4]\n"
+                      "  %6, %7 = attention %3, %0, %4 {cp=0, cp_rank=0, ring=0, shift=0} : f32[1,2,4,4], f32[1,4,2]\n}\n";
+    m = ir_parse_module(mla, err, sizeof err);
+    text = m ? ir_print_module(m) : NULL;
+    CHECK(text && strcmp(text, mla) == 0 && ir_verify(m, err, sizeof err),
+          "split_last_dim, concat_last_dim and attention with narrower values do not round-trip: %s", text ? text : err);
+    free(text);
+    ir_module_free(m);
+
     /* comments and blank lines are ignored */
     m = ir_parse_module("; a comment\n\nfunc f {kind=step, arena=0} {  ; trailing\n\n  %0 = input @x : f32[4] ; x\n}\n", err, sizeof err);
     CHECK(m && m->nfuncs == 1 && m->funcs[0]->ninstrs == 1, "comments break the parser: %s", err);
@@ -320,6 +335,11 @@ static void test_verify_errors(void)
                             "func f, instr 2 (`%2 = gelu %0 : f32[4,9]`): result %2 is recorded as f32[4,9] but its operands give f32[4,8]");
     check_text_fails_verify(FUNC("  %2 = matmul %0, %0 {ta=0, tb=0} : f32[4,8]\n"),
                             "instr 2 (`%2 = matmul %0, %0 {ta=0, tb=0} : f32[4,8]`): contracted sizes differ");
+    check_text_fails_verify(FUNC("  %2 = concat_last_dim %0, %1 : f32[4,16]\n"),
+                            "concat_last_dim of f32[4,8] and f32[8,8]: the dimensions but the last must agree (dimension -2 "
+                            "may be 1 in one, broadcast over the other's heads)");
+    check_text_fails_verify(FUNC("  %2, %3 = split_last_dim %0 {size=9, sum_heads=0} : f32[4,9], f32[4,1]\n"),
+                            "split_last_dim {size=9} of f32[4,8]: size must leave both parts at least one channel");
     check_text_fails_verify(FUNC("  accumulate %0, %0\n"),
                             "func f, instr 2 (`accumulate %0, %0`): operand 0 (%0) of accumulate must be a `global @name` value, got the result of input");
     check_text_fails_verify(FUNC("  %2 = global @nowhere : f32[4]\n"), "instr 2 (`%2 = global @nowhere : f32[4]`): unknown global @nowhere");

@@ -79,9 +79,13 @@ def load_config(path, flags=()):
     c.setdefault("ffn_hidden_size", 4 * c["hidden_size"])
     c.setdefault("normalization", "LayerNorm")
     c.setdefault("swiglu", c["normalization"] == "RMSNorm")  # frontend/spec.h: rmsnorm => swiglu
+    if c.get("multi_latent_attention"):  # Megatron's MLA takes YaRN's rope by default (frontend/spec.c)
+        c.setdefault("rope_type", "yarn")
     defaults = dict(position_embedding_type="learned_absolute", untie_embeddings_and_output_weights=False,
                     add_bias_linear=True, add_qkv_bias=False, qk_layernorm=False, norm_epsilon=1e-5, rotary_base=10000.0, use_rope_scaling=False,
                     squared_relu=False, apply_layernorm_1p=False, rotary_percent=1.0,
+                    multi_latent_attention=False, q_lora_rank=0, kv_lora_rank=32, qk_head_dim=128,
+                    qk_pos_emb_head_dim=64, v_head_dim=128,
                     rope_scaling_factor=8.0, rope_type="rope", rotary_scaling_factor=1.0,
                     yarn_original_max_position_embeddings=4096, yarn_beta_fast=32.0, yarn_beta_slow=1.0, mscale=1.0,
                     mscale_all_dim=0.0, micro_batch_size=1,
@@ -117,12 +121,15 @@ def param_shapes(c):
     for i in range(L):
         p = f"layers.{i}."
         add(p + "input_norm", (d,), layernorm)
-        for proj, rows in (("q", qd), ("k", kvd), ("v", kvd)):
-            add(p + "attention." + proj, (rows, d), bias or c["add_qkv_bias"])
-        if c["qk_layernorm"]:  # one norm over each head's Dh, for every head of q (and of k)
-            add(p + "attention.q_norm", (Dh,), layernorm)
-            add(p + "attention.k_norm", (Dh,), layernorm)
-        add(p + "attention.out", (d, qd), bias)
+        if c["multi_latent_attention"]:
+            mla_shapes(c, p + "attention.", add)
+        else:
+            for proj, rows in (("q", qd), ("k", kvd), ("v", kvd)):
+                add(p + "attention." + proj, (rows, d), bias or c["add_qkv_bias"])
+            if c["qk_layernorm"]:  # one norm over each head's Dh, for every head of q (and of k)
+                add(p + "attention.q_norm", (Dh,), layernorm)
+                add(p + "attention.k_norm", (Dh,), layernorm)
+            add(p + "attention.out", (d, qd), bias)
         add(p + "post_attention_norm", (d,), layernorm)
         if is_moe_layer(c, i):
             shapes.update(moe_shapes(c, p + "mlp."))
@@ -135,6 +142,26 @@ def param_shapes(c):
     if c["untie_embeddings_and_output_weights"]:
         shapes["output.weight"] = (V, d)
     return shapes
+
+
+def mla_shapes(c, p, add):
+    """Multi-latent attention's parameters (frontend/model.c's mla_block): q through its latent
+    (q_down, its norm with qk_layernorm, q_up) or one projection (q), kv_down to the kv latent and the
+    rope key, its norm, kv_up to every head's k and v, out; no biases but out's."""
+    d, H, layernorm = c["hidden_size"], c["num_attention_heads"], c["normalization"] == "LayerNorm"
+    qk, rank = c["qk_head_dim"] + c["qk_pos_emb_head_dim"], c["kv_lora_rank"]
+    if c["q_lora_rank"]:
+        add(p + "q_down", (c["q_lora_rank"], d), False)
+        if c["qk_layernorm"]:
+            add(p + "q_down_norm", (c["q_lora_rank"],), layernorm)
+        add(p + "q_up", (H * qk, c["q_lora_rank"]), False)
+    else:
+        add(p + "q", (H * qk, d), False)
+    add(p + "kv_down", (rank + c["qk_pos_emb_head_dim"], d), False)
+    if c["qk_layernorm"]:
+        add(p + "kv_down_norm", (rank,), layernorm)
+    add(p + "kv_up", (H * (c["qk_head_dim"] + c["v_head_dim"]), rank), False)
+    add(p + "out", (d, H * c["v_head_dim"]), c["add_bias_linear"])
 
 
 # ---- dropout masks, as mcc draws them (kernels_templates/philox.cuh), written anew in numpy ----
@@ -321,7 +348,46 @@ def rope(x, c):
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
+def causal_attention(q, k, v, drop, layer, scale=1.0):
+    """softmax(scale q k^T / sqrt(D)) v, causal, of q, k [B,T,H,D] and v [B,T,H,Dv] -> [B,T,H Dv]"""
+    B, T, H, D = q.shape
+    scores = torch.einsum("bthd,bshd->bhts", q, k) * scale / math.sqrt(D)  # [B,H,T,T]
+    causal = torch.ones(T, T, dtype=torch.bool).triu(1)
+    probs = drop.probs(scores.masked_fill(causal, float("-inf")).softmax(-1), layer)  # [B,H,T,T]
+    return torch.einsum("bhts,bshd->bthd", probs, v).reshape(B, T, H * v.shape[3])
+
+
+def mla_attention(x, p, name, c, drop, layer):
+    """DeepSeek-V3's multi-latent attention (HF's DeepseekV3Attention with rotate-half rope, as
+    Megatron's MLASelfAttention after its de-interleave): q and k of each head its qk_head_dim
+    channels without position and qk_pos_emb_head_dim turned by rope, k's shared by every head."""
+    B, T, _ = x.shape
+    H, Dn, Dr, Dv, rank = (c["num_attention_heads"], c["qk_head_dim"], c["qk_pos_emb_head_dim"], c["v_head_dim"],
+                           c["kv_lora_rank"])
+    whole = dict(c, rotary_percent=1.0)
+
+    def latent(y, norm_name):
+        return norm(y, p, norm_name, c) if c["qk_layernorm"] else y
+
+    if c["q_lora_rank"]:
+        q = linear(latent(linear(x, p, name + ".q_down"), name + ".q_down_norm"), p, name + ".q_up")
+    else:
+        q = linear(x, p, name + ".q")
+    q = q.view(B, T, H, Dn + Dr)
+    q = torch.cat([q[..., :Dn], rope(q[..., Dn:], whole)], dim=-1)
+    ckv = linear(x, p, name + ".kv_down")  # [B,T,rank+Dr]
+    k_pe = rope(ckv[..., rank:].reshape(B, T, 1, Dr), whole)
+    kv = linear(latent(ckv[..., :rank], name + ".kv_down_norm"), p, name + ".kv_up").view(B, T, H, Dn + Dv)
+    k = torch.cat([kv[..., :Dn], k_pe.expand(B, T, H, Dr)], dim=-1)
+    # Megatron's MLA softmax scale under YaRN: mscale(factor, mscale_all_dim)^2 / sqrt(Dn + Dr)
+    scale = rope_scaling_ref.yarn_get_mscale(c["rotary_scaling_factor"], c["mscale_all_dim"]) ** 2 \
+        if c["rope_type"] == "yarn" else 1.0
+    return linear(causal_attention(q, k, kv[..., Dn:], drop, layer, scale), p, name + ".out")
+
+
 def attention(x, p, name, c, drop, layer):
+    if c["multi_latent_attention"]:
+        return mla_attention(x, p, name, c, drop, layer)
     B, T, _ = x.shape
     H, G = c["num_attention_heads"], c["num_query_groups"]
     Dh = c["kv_channels"]
@@ -333,10 +399,7 @@ def attention(x, p, name, c, drop, layer):
     if c["position_embedding_type"] == "rope":
         q, k = rope(q, c), rope(k, c)
     k, v = k.repeat_interleave(H // G, dim=2), v.repeat_interleave(H // G, dim=2)  # head h -> kv h//(H/G)
-    scores = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(Dh)  # [B,H,T,T]
-    causal = torch.ones(T, T, dtype=torch.bool).triu(1)
-    probs = drop.probs(scores.masked_fill(causal, float("-inf")).softmax(-1), layer)  # [B,H,T,T]
-    return linear(torch.einsum("bhts,bshd->bthd", probs, v).reshape(B, T, H * Dh), p, name + ".out")
+    return linear(causal_attention(q, k, v, drop, layer), p, name + ".out")
 
 
 def mlp(x, p, name, c):

@@ -50,9 +50,18 @@ static cu_attn_cp cu_attn_cp_of(const ir_instr *in, bool dropout)
     return (cu_attn_cp){cp, rank, ((rank - shift) % cp + cp) % cp, 1};
 }
 
-/* (q [B,T,H,D], k [B,Tk,Hk,D]) -> the shape, with the CPU oracle's scale 1/sqrt(D). */
-static cu_attn_shape cu_attn_shape_of(const rt_kernel_call *c, const ir_type *q, const ir_type *k, bool dropout)
+/* (q [B,T,H,D], k [B,Tk,Hk,D], v [B,Tk,Hk,D]) -> the shape, with the CPU oracle's scale 1/sqrt(D).
+ * The kernels take one head dimension: values of another width (multi-latent attention's) are
+ * refused at compile time (frontend/plan.c), and here for a plan that was not. */
+static cu_attn_shape cu_attn_shape_of(const rt_kernel_call *c, const ir_type *q, const ir_type *k, const ir_type *v,
+                                      bool dropout)
 {
+    if (v->dims[3] != q->dims[3]) {
+        fprintf(stderr, "train_rank: attention: values of %lld channels beside q and k's %lld have no CUDA kernel "
+                        "(one head dimension for q, k and v); train it on the cpu target\n",
+                (long long)v->dims[3], (long long)q->dims[3]);
+        exit(1);
+    }
     cu_attn_shape s = {(int)q->dims[0], (int)q->dims[1], (int)q->dims[2], (int)k->dims[2], (int)q->dims[3], 0,
                        cu_attn_cp_of(c->in, dropout)};
     s.scale = (float)(1.0 / sqrt((double)s.D));
@@ -210,7 +219,7 @@ static unsigned cu_attn_tiles_over(const cu_attn_shape *s, int chunks_of_ranks, 
 /* (q, k, v) -> y [B,T,H,D], lse f32 [B,H,T] */
 static void cu_attn_forward(rt_cuda_ctx *cx, const rt_kernel_call *c, cu_attn_dropout *drop)
 {
-    cu_attn_shape s = cu_attn_shape_of(c, c->arg_types[0], c->arg_types[1], drop != NULL);
+    cu_attn_shape s = cu_attn_shape_of(c, c->arg_types[0], c->arg_types[1], c->arg_types[2], drop != NULL);
     ir_dtype dt = c->arg_types[0]->dtype;
     cu_attn_check_dtype(ir_ops[c->in->op].name, dt);
     if (dt == IR_BF16 && !drop && s.cp.cp == 1 && cu_attn_by_cudnn(cx, &s, c, false)) /* cuDNN: plain causal only */
@@ -263,7 +272,7 @@ static void cu_attn_grad_f32(rt_cuda_ctx *cx, const rt_kernel_call *c, const cu_
  * (dk, dv per kv block, dq_acc by atomics); dq = scale * dq_acc in bf16. */
 static void cu_attn_backward(rt_cuda_ctx *cx, const rt_kernel_call *c, cu_attn_dropout *drop)
 {
-    cu_attn_shape s = cu_attn_shape_of(c, c->arg_types[1], c->arg_types[2], drop != NULL);
+    cu_attn_shape s = cu_attn_shape_of(c, c->arg_types[1], c->arg_types[2], c->arg_types[3], drop != NULL);
     ir_dtype dt = c->arg_types[1]->dtype;
     cu_attn_check_dtype(ir_ops[c->in->op].name, dt);
     if (dt == IR_BF16 && !drop && s.cp.cp == 1 && cu_attn_by_cudnn(cx, &s, c, true))

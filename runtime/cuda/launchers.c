@@ -344,6 +344,36 @@ void cuda_CONCAT_ROWS(rt_cuda_ctx *cx, const rt_kernel_call *c)
     device_copy(cx, (char *)c->res[0] + first, c->args[1], ir_bytes(c->arg_types[1]));
 }
 
+/* x[O,H,N] -> its two parts along the last dimension, one launch each (a part with sum_heads
+ * summed over the H heads: ops.def) */
+void cuda_SPLIT_LAST_DIM(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *xt = c->arg_types[0];
+    int n = xt->ndim;
+    long long N = xt->dims[n - 1], H = n >= 2 ? xt->dims[n - 2] : 1, O = ir_numel(xt) / (H * N);
+    long long size = (long long)c->in->attr[IR_ATTR_SPLIT_LAST_DIM_SIZE];
+    const void *x = c->args[0];
+    for (int k = 0; k < 2; k++) {
+        void *r = c->res[k];
+        long long first = k ? size : 0, w = k ? N - size : size;
+        int sum = (int)c->in->attr[IR_ATTR_SPLIT_LAST_DIM_SUM_HEADS] == k + 1;
+        void *p[] = {&r, &x, &O, &H, &N, &first, &w, &sum};
+        launch_flat(cx, name_of(c, RT_CUK_TAKE_LAST_DIM, xt, NULL), ir_numel(c->res_types[k]), p);
+    }
+}
+
+/* (a[O,Ha,Da], b[O,Hb,Db]) -> r[O,H,Da+Db] */
+void cuda_CONCAT_LAST_DIM(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *at = c->arg_types[0], *bt = c->arg_types[1], *rt = c->res_types[0];
+    int n = rt->ndim;
+    long long H = rt->dims[n - 2], Ha = at->dims[n - 2], Da = at->dims[n - 1], Hb = bt->dims[n - 2],
+              Db = bt->dims[n - 1], O = ir_numel(rt) / (H * (Da + Db));
+    void *r = c->res[0], *a = c->args[0], *b = c->args[1];
+    void *p[] = {&r, &a, &b, &O, &H, &Ha, &Da, &Hb, &Db};
+    launch_flat(cx, name_of(c, RT_CUK_CONCAT_LAST_DIM, rt, NULL), ir_numel(rt), p);
+}
+
 /* A view too (ir_view_offset): nothing to move once memory_plan has run. */
 void cuda_ROWS(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {

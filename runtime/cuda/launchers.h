@@ -40,6 +40,8 @@
     K(LAYERNORM_GRAD, "mcc_layernorm_grad", 2)                                                             \
     K(RMSNORM_GRAD, "mcc_rmsnorm_grad", 2)                                                                 \
     K(ROPE, "mcc_rope", 1)                                                                                 \
+    K(TAKE_LAST_DIM, "mcc_take_last_dim", 1)          /* split_last_dim's parts */                         \
+    K(CONCAT_LAST_DIM, "mcc_concat_last_dim", 1)                                                           \
     K(CROSS_ENTROPY_ROWS, "mcc_cross_entropy_rows", 1)                                                     \
     K(CROSS_ENTROPY_GRAD, "mcc_cross_entropy_grad", 1)                                                     \
     K(CROSS_ENTROPY_WITH_GRAD, "mcc_cross_entropy_with_grad", 1)                                           \

@@ -169,6 +169,11 @@ static std::map<std::string, std::function<void(void **)>> table = {
     {"mcc_colsum_final_" #sfx, wrap(mcc_colsum_final_##sfx)},
     MCC_FOR_FLOATS(E)
 #undef E
+    // multi-latent attention's moves (ops_test's split_last_dim and concat_last_dim cases)
+#define E(sfx, T) {"mcc_take_last_dim_" #sfx, wrap(mcc_take_last_dim_##sfx)},                                   \
+    {"mcc_concat_last_dim_" #sfx, wrap(mcc_concat_last_dim_##sfx)},
+    MCC_FOR_FLOATS(E)
+#undef E
 #define E(sfx, T, B) {"mcc_bias_add_" #sfx, wrap(mcc_bias_add_##sfx)}, {"mcc_copy_" #sfx, wrap(mcc_copy_##sfx)},
     MCC_FOR_FLOAT_PAIRS(E)
 #undef E
