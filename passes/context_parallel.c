@@ -35,8 +35,8 @@
  * collectives and ring ops through, heads split; with sequence parallelism it splits the rank's
  * tokens further, the position ops' offset and extent counting them); under expert parallelism (ep
  * carved from dp x cp) the dispatch and combine all-to-alls' room is the rank's rows' (a capacity's
- * room stays the capacity's). It refuses attention dropout under p2p and all_gather on the cuda
- * target (its kernels draw the mask by the rank's own positions). */
+ * room stays the capacity's). What the cuda target cannot run of it (attention dropout under p2p and
+ * all_gather) the target check refuses before the passes (passes/target.c). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -240,25 +240,6 @@ static bool cp_instr(cp_ctx *c, const ir_instr *in, char *err, size_t errlen)
 
 static bool cp_rewrites(const ir_func *f) { return f->kind == IR_FUNC_STEP || f->kind == IR_FUNC_EVAL; }
 
-/* What the target cannot run: on the cuda target, attention dropout under p2p and all_gather (the
- * CUDA attention kernels' dropout twins draw the mask by the rank's own positions,
- * kernels_templates/attention.cuh). */
-static bool cp_target_check(const ir_module *m, const mcc_pass_options *opts, int cp, ir_cp_comm comm, char *err,
-                            size_t errlen)
-{
-    if (pass_backend(m, opts) != IR_BACKEND_CUDA || comm == IR_CP_A2A)
-        return true;
-    for (int f = 0; f < m->nfuncs; f++)
-        for (int i = 0; cp_rewrites(m->funcs[f]) && i < m->funcs[f]->ninstrs; i++)
-            if (ir_attr_index(m->funcs[f]->instrs[i].op, "head_offset") >= 0)
-                return snprintf(err, errlen, "--attention-dropout with --context-parallel-size %d and --cp-comm-type %s "
-                                "on the cuda target: the CUDA attention kernels draw the dropout mask by the rank's "
-                                "own positions, not yet by the whole sequence's: pass --cp-comm-type a2a (attention "
-                                "on whole sequences of a block of heads), or --attention-dropout 0, or --target cpu",
-                                cp, ir_cfg_text(m, IR_CFG_CP_COMM_TYPE)), false;
-    return true;
-}
-
 static bool cp_func(ir_module *m, int fi, int cp, ir_cp_comm comm, char *err, size_t errlen)
 {
     const ir_func *src = m->funcs[fi];
@@ -287,9 +268,8 @@ bool pass_context_parallel(ir_module *m, const mcc_pass_options *opts, char *err
     if (T % (2 * cp))
         return snprintf(err, errlen, "--context-parallel-size %d: seq_length %lld does not cut into 2 x %d equal chunks",
                         cp, (long long)T, cp), false;
+    (void)opts;
     ir_cp_comm comm = (ir_cp_comm)ir_cfg_choice(m, IR_CFG_CP_COMM_TYPE); /* how attention reaches the keys */
-    if (!cp_target_check(m, opts, cp, comm, err, errlen))
-        return false;
     for (int f = 0; f < m->nfuncs; f++)
         if (cp_rewrites(m->funcs[f]) && !cp_func(m, f, cp, comm, err, errlen))
             return false;

@@ -104,6 +104,9 @@ bool mcc_run_passes(mcc_program *prog, const mcc_pass_options *opts, const char 
         if (!verify_module(prog->stage[s], s, prog->n, false, "internal error: the frontend's graph fails verification",
                            err, errlen))
             return false;
+    for (int s = 0; s < prog->n; s++)
+        if (!pass_target_check(prog->stage[s], opts, err, errlen))
+            return false;
     for (int i = 0; i <= stop; i++)
         if (!run_pass(prog, opts, i, verify, err, errlen))
             return false;
@@ -121,7 +124,8 @@ bool mcc_run_pass(mcc_program *prog, const mcc_pass_options *opts, const char *n
     /* a hand-trimmed input that does not verify would otherwise be blamed on the pass */
     snprintf(when, sizeof when, "the input fails verification (before pass %s)", name);
     for (int s = 0; s < prog->n; s++)
-        if (!verify_module(prog->stage[s], s, prog->n, false, when, err, errlen))
+        if (!verify_module(prog->stage[s], s, prog->n, false, when, err, errlen) ||
+            !pass_target_check(prog->stage[s], opts, err, errlen))
             return false;
     return run_pass(prog, opts, i, true, err, errlen);
 }

@@ -172,6 +172,11 @@ int mcc_pass_index(const char *name); /* -1 if unknown */
 /* Runs the one pass `name` on a program read back from its text (mcc opt), with the verifier before
  * and after it. Returns false with a message naming the pass (or an unknown name) on failure. */
 bool mcc_run_pass(mcc_program *prog, const mcc_pass_options *opts, const char *name, char *err, size_t errlen);
+/* What the target cannot run of module m (a backend's supports_op, passes/target.c), refused before
+ * the passes rewrite it, naming the flags and the fix in err: on the cuda target, attention dropout
+ * under context parallelism's p2p and all_gather (the CUDA attention kernels' dropout twins draw the
+ * mask by the rank's own positions, kernels_templates/attention.cuh; a2a runs them as one rank's). */
+bool pass_target_check(const ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 /* A training plan's invariant past the IR's own (passes/plan_check.c): from autodiff on, micro_step
  * writes every parameter's gradient. mcc_run_passes checks it after each pass when `verify`. */
 bool pass_check_gradients(const ir_module *m, char *err, size_t errlen);
