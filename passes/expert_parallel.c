@@ -18,8 +18,8 @@
  * rules give the backward the transposed all-to-alls. The expert weights' gradients are then
  * whole on their rank for the tokens of all ep ranks; data_parallel sums them over the expert
  * data-parallel group (edp = dp cp / ep: Megatron carves ep from dp x cp; under context
- * parallelism the rank's rows are its tokens' and context_parallel.c scales the all-to-alls' room
- * by 1/cp) and the dense ones over cp and dp (with the distributed optimizer,
+ * parallelism the rank's rows are its tokens' and the shard rule over cp scales the all-to-alls'
+ * room by 1/cp) and the dense ones over cp and dp (with the distributed optimizer,
  * reduce-scattered into edp blocks, and with --overlap-grad-reduce in buckets of their own), and
  * the gradient norm sums the experts' squares over ep. */
 #include "passes.h"

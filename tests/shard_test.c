@@ -1,7 +1,8 @@
 /* shard_test.c — mesh-generic sharding: a dimension split over several mesh axes in the text form
  * (print, parse, verify), every op of ir/ops.def with a sharding rule in the shard pass (or
- * marked as never reaching it), and the shard pass's propagation run over another axis than tp.
- * Usage: shard_test [text|rules|axis] (none: all). */
+ * marked as never reaching it), and the shard pass's propagation run over another axis than tp
+ * (features split over cp, and cp's own split of the tokens).
+ * Usage: shard_test [text|rules|axis|tokens] (none: all). */
 #include "passes/passes.h"
 
 #include <stdlib.h>
@@ -127,18 +128,21 @@ static const char *const over_cp =
     "  output @y %8\n"
     "}\n";
 
-/* The module after the shard pass over cp (seq_dim: sequence parallelism over cp, or -1). */
-static char *shard_over_cp(int seq_dim)
+/* Module `text` after the shard pass over cp split as `split`; with split tokens, its value 0 (the
+ * step's tokens) placed first as context_parallel.c places them: the rank's chunks. */
+static char *shard_over_cp(const char *text, pass_axis_split split)
 {
     char err[512] = "";
-    ir_module *m = ir_parse_module(over_cp, err, sizeof err);
+    ir_module *m = ir_parse_module(text, err, sizeof err);
     CHECK(m && ir_verify(m, err, sizeof err), "the cp module: %s", err);
-    bool ok = m && pass_shard_axis(m, IR_AXIS_CP, 2, seq_dim, err, sizeof err);
+    if (m && split.tokens)
+        m->funcs[0]->vals[0].type = pass_seq_local(m->funcs[0]->vals[0].type, 1, IR_AXIS_CP, 2);
+    bool ok = m && pass_shard_axis(m, IR_AXIS_CP, 2, split, err, sizeof err);
     CHECK(ok, "the shard pass over cp fails: %s", err);
     CHECK(!ok || ir_verify(m, err, sizeof err), "its result fails the verifier: %s", err);
-    char *text = ok ? ir_print_module(m) : strdup("");
+    char *printed = ok ? ir_print_module(m) : strdup("");
     ir_module_free(m);
-    return text;
+    return printed;
 }
 
 static void check_shows(const char *text, const char *const *lines, size_t n, const char *what)
@@ -151,7 +155,7 @@ static void check_shows(const char *text, const char *const *lines, size_t n, co
 static void test_axis(void)
 {
     /* the row-parallel product is partial over cp (axis 4): the norm needs it complete */
-    char *text = shard_over_cp(-1);
+    char *text = shard_over_cp(over_cp, (pass_axis_split){.seq_dim = -1});
     static const char *const reduced[] = {
         "= matmul %0, %1 {ta=0, tb=1} : f32[2,4,8] {shard=[dp,-,cp]}\n",
         "= matmul %3, %4 {ta=0, tb=1} : f32[2,4,8] {shard=[dp,-,-]} {partial=cp}\n",
@@ -160,7 +164,7 @@ static void test_axis(void)
     check_shows(text, reduced, sizeof reduced / sizeof *reduced, "the pass over cp");
     free(text);
     /* sequence parallelism over cp: reduce-scattered into the norm, all-gathered for the output */
-    text = shard_over_cp(1);
+    text = shard_over_cp(over_cp, (pass_axis_split){.seq_dim = 1});
     static const char *const sliced[] = {
         "= reduce_scatter_seq %5 {axis=cp, overlap=0, batch=0} : f32[2,2,8] {shard=[dp,cp,-]}\n",
         "= layernorm %8, %6, %7 {eps=1e-05} : f32[2,2,8] {shard=[dp,cp,-]}\n",
@@ -170,9 +174,50 @@ static void test_axis(void)
     free(text);
 }
 
+/* The propagation over cp with the tokens split (context parallelism's placements of the tokens,
+ * as context_parallel.c gives them): the lookup, matmul and norm keep the rank's tokens, flattened
+ * into rows they stay split, and the weight's gradient, a sum over them, is the rank's share,
+ * stored as it is (no all_reduce, no partial mark: data_parallel sums it over dp_cp). */
+static const char *const tokens_over_cp =
+    "config {\n"
+    "  context_parallel_size = \"2\"\n"
+    "  seq_length = \"4\"\n"
+    "}\n"
+    "\n"
+    "global @emb : f32[16,8] {kind=param, init=normal, std=0.02}\n"
+    "global @w : f32[8,8] {kind=param, init=normal, std=0.02}\n"
+    "global @w.grad : f32[8,8] {kind=grad, init=zeros, of=@w}\n"
+    "\n"
+    "func f {kind=step, arena=0} {\n"
+    "  %0 = input @tokens {role=tokens} : i32[2,4]\n"
+    "  %1 = global @emb : f32[16,8]\n"
+    "  %2 = embedding %1, %0 {vocab_start=0, vocab_size=0} : f32[2,4,8]\n"
+    "  %3 = global @w : f32[8,8]\n"
+    "  %4 = matmul %2, %3 {ta=0, tb=1} : f32[2,4,8]\n"
+    "  %5 = matmul %4, %2 {ta=1, tb=0} : f32[8,8]\n"
+    "  %6 = global @w.grad : f32[8,8]\n"
+    "  accumulate %6, %5\n"
+    "  %7 = reshape %4 : f32[8,8]\n"
+    "  output @y %7\n"
+    "}\n";
+
+static void test_tokens(void)
+{
+    char *text = shard_over_cp(tokens_over_cp, (pass_axis_split){.seq_dim = -1, .tokens = true, .comm = IR_CP_P2P});
+    static const char *const lines[] = {
+        "= embedding %1, %0 {vocab_start=0, vocab_size=0} : f32[2,2,8] {shard=[-,cp,-]}\n",
+        "= matmul %2, %3 {ta=0, tb=1} : f32[2,2,8] {shard=[-,cp,-]}\n",
+        "= matmul %4, %2 {ta=1, tb=0} : f32[8,8]\n  %6 = global @w.grad : f32[8,8]\n  accumulate %6, %5\n",
+        "= reshape %4 : f32[4,8] {shard=[cp,-]}\n",
+    };
+    check_shows(text, lines, sizeof lines / sizeof *lines, "the pass over cp's tokens");
+    CHECK(!strstr(text, "all_reduce") && !strstr(text, "partial="), "a share is completed or marked partial:\n%s", text);
+    free(text);
+}
+
 int main(int argc, char **argv)
 {
     ir_ops_init();
-    static const check_part tests[] = {{"text", test_text}, {"rules", test_rules}, {"axis", test_axis}};
+    static const check_part tests[] = {{"text", test_text}, {"rules", test_rules}, {"axis", test_axis}, {"tokens", test_tokens}};
     return check_main(argc, argv, tests, sizeof tests / sizeof *tests);
 }
