@@ -502,6 +502,10 @@ typedef enum {
     IR_SHARD_CAPACITY,              /* moe_capacity: as MOVE_ROWS; over split tokens ranked among every rank's */
     IR_SHARD_MOVE_ROWS,             /* rows of operand 0 moved, masked or combined (moe permutes): linear in
                                        it, its placement kept off the rows; the others whole */
+    IR_SHARD_PERMUTE,               /* moe_permute: as MOVE_ROWS; over split experts its rows dispatched to
+                                       their experts' ranks */
+    IR_SHARD_UNPERMUTE,             /* moe_unpermute: as MOVE_ROWS; over split experts the rows combined back
+                                       from the experts' ranks first */
     IR_SHARD_EXCHANGE,              /* all_to_all_v: as MOVE_ROWS; over split tokens its room the rank's rows' */
     IR_SHARD_GROUPED_MATMUL,        /* moe_grouped_matmul: a matmul per expert, weights [E, ...] */
     IR_SHARD_GROUPED_WGRAD,         /* moe_grouped_wgrad: a_e^T b_e, split as its operands' features */

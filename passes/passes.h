@@ -75,11 +75,15 @@ typedef struct {
                                        token's place in the sequence (attention, the position ops, an MoE
                                        router's sums) */
     ir_cp_comm comm;                /* tokens: how attention reaches the other ranks' keys (cp_comm_type) */
+    bool experts;                   /* the axis splits an MoE layer's experts (expert parallelism, the
+                                       expert weights [E, ...] along dimension 0): the rows routed to
+                                       them go to their experts' ranks and come back (all_to_all_v) */
 } pass_axis_split;
 /* The shard pass's propagation over one mesh axis of degree n, from the placements the globals'
  * and inputs' types record ({shard=[.., axis]}): rewrites every function into the local graph each
  * rank along the axis runs, inserting the collectives over it, split as `split` says. pass_shard is
- * this for tp, from Megatron's placements; pass_context_parallel for cp, from the tokens'. */
+ * this for tp, from Megatron's placements; pass_context_parallel for cp, from the tokens';
+ * pass_expert_parallel for ep, from the experts'. */
 bool pass_shard_axis(ir_module *m, ir_axis axis, int n, pass_axis_split split, char *err, size_t errlen);
 /* t with dimension dim (1, the sequence; 0, the tokens flattened into rows) the rank's share. */
 ir_type pass_seq_local(ir_type t, int dim, ir_axis axis, int n);

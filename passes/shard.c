@@ -31,7 +31,11 @@
  * share, left as it is (data_parallel sums it over dp_cp); and the rules lower what needs other
  * ranks' tokens or a token's place (the seq_split lowerings below: attention by cp_comm_type as
  * ring pieces, over gathered keys or on a block of heads; the position ops' cp attributes; an MoE
- * router's rows gathered for its sums), as cross entropy over split logits is lowered for tp. */
+ * router's rows gathered for its sums), as cross entropy over split logits is lowered for tp.
+ * Expert parallelism is the run over ep with the experts split (`experts`, from the expert
+ * weights' placements expert_parallel.c records): moe_permute's rule dispatches the routed rows to
+ * their experts' ranks, the grouped GEMMs run on the rank's experts' rows (placed `routed`), and
+ * moe_unpermute's rule combines them back first (Megatron's all-to-all token dispatcher, below). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -43,6 +47,8 @@ typedef struct {
     bool partial;                   /* a pending sum over the axis */
     bool seq;                       /* dim splits the residual stream's tokens (sequence parallelism:
                                        [B,T,...] along T, dim 1, or along B, dim 0) */
+    bool routed;                    /* rows an MoE layer's dispatch brought to the rank's experts (split
+                                       experts): no slice of a whole, so unmarked */
 } placement;
 
 typedef struct {
@@ -73,6 +79,9 @@ typedef struct {
     bool tokens;                    /* the axis splits the tokens (pass_axis_split): a partial value is the
                                        rank's share of a sum over them */
     seq_split seq;                  /* tokens: the lowerings' state */
+    bool experts;                   /* the axis splits an MoE layer's experts (pass_axis_split) */
+    int *dispatched;                /* experts: new value -> a sort's counts' local counts (moe_sort_runs'),
+                                       or its permutation's received splits (all_to_all_v's came), or -1 */
     int *map;                       /* source value -> new value */
     placement *at;                  /* per new value */
     int *reduced;                   /* new partial value -> its all_reduce, or -1 */
@@ -107,8 +116,9 @@ static void grow(shard_ctx *c)
     c->reduced = realloc(c->reduced, sizeof(int) * (size_t)cap);
     c->scattered = realloc(c->scattered, sizeof(int) * (size_t)cap);
     c->gathered = realloc(c->gathered, sizeof(int) * (size_t)cap);
+    c->dispatched = realloc(c->dispatched, sizeof(int) * (size_t)cap);
     for (int i = c->cap; i < cap; i++)
-        c->reduced[i] = c->scattered[i] = c->gathered[i] = -1;
+        c->reduced[i] = c->scattered[i] = c->gathered[i] = c->dispatched[i] = -1;
     c->cap = cap;
 }
 
@@ -192,7 +202,7 @@ static int collective_once(shard_ctx *c, int **memo, ir_op op, int v, bool batch
 /* v as a complete value: a partial sum is all-reduced over the axis. */
 static int complete(shard_ctx *c, int v)
 {
-    placement whole = {c->at[v].dim, false, c->at[v].seq};
+    placement whole = {c->at[v].dim, false, c->at[v].seq, false};
     return c->at[v].partial ? collective_once(c, &c->reduced, IR_OP_ALL_REDUCE, v, false, whole) : v;
 }
 
@@ -204,7 +214,7 @@ static void rank_offset(shard_ctx *c, int v, int k, int64_t block) { ir_set_per_
 
 /* This rank's share of the residual stream's tokens: its slice of the sequence (dim 1), or with
  * sequence_parallel_split batch its batch rows (dim 0). */
-static placement seq_slice_at(const shard_ctx *c) { return (placement){c->sp_dim, false, true}; }
+static placement seq_slice_at(const shard_ctx *c) { return (placement){c->sp_dim, false, true, false}; }
 
 /* v split along the sequence: a partial sum is reduce-scattered (overlap: the comm_overlap pass's). */
 static int seq_slice(shard_ctx *c, int v)
@@ -229,7 +239,7 @@ static int join_slice(shard_ctx *c, int v)
 static int every_token(shard_ctx *c, int v)
 {
     v = complete(c, v);
-    placement whole = {-1, false, false};
+    placement whole = {-1, false, false, false};
     return c->at[v].seq ? collective_once(c, &c->gathered, IR_OP_ALL_GATHER_SEQ, v, c->sp_dim == 0, whole) : v;
 }
 
@@ -252,7 +262,7 @@ static int store_partial_grad(shard_ctx *c, const ir_instr *in, const int *args)
         return 0;
     }
     t->partial |= (uint8_t)(1u << c->axis);
-    emit(c, in->op, args, 2, NULL, NULL, NULL, (placement){-1, false, false});
+    emit(c, in->op, args, 2, NULL, NULL, NULL, (placement){-1, false, false, false});
     return 1;
 }
 
@@ -322,7 +332,7 @@ static bool matmul_placement(shard_ctx *c, const ir_instr *in, int *args, int ia
     args[ia] = every_token(c, args[ia]);
     args[ib] = every_token(c, args[ib]);
     int sa = split_of_a(c, args[ia], ta), sb = split_of_b(c, args[ib], tb);
-    *p = (placement){-1, false, false};
+    *p = (placement){-1, false, false, false};
     if (sa == SPLIT_K && sb == SPLIT_K)
         p->partial = true; /* row-parallel: each rank holds a slice of the contraction */
     else if (sa == SPLIT_K || sb == SPLIT_K || (sa == SPLIT_M && sb == SPLIT_N))
@@ -350,7 +360,7 @@ static bool rule_matmul(shard_ctx *c, const ir_instr *in, int *args, int *res)
 static bool rule_fp8_amax(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     args[0] = complete(c, args[0]);
-    placement whole = {-1, false, false};
+    placement whole = {-1, false, false, false};
     *res = emit(c, in->op, args, 1, NULL, NULL, NULL, whole);
     if (c->at[args[0]].dim >= 0) {
         double max_attrs[IR_NATTRS_ALL_REDUCE] = {[IR_ATTR_AXIS] = c->axis, [IR_ATTR_ALL_REDUCE_MAX] = 1};
@@ -367,7 +377,7 @@ static bool rule_fp8_quantize(shard_ctx *c, const ir_instr *in, int *args, int *
     if (c->at[args[1]].dim >= 0 || c->at[args[1]].partial)
         return fail(c, "an amax that is not whole", in);
     *res = emit(c, in->op, args, 2, in->attr, NULL, NULL, c->at[args[0]]);
-    place(c, *res + 1, (placement){-1, false, false});
+    place(c, *res + 1, (placement){-1, false, false, false});
     return true;
 }
 
@@ -389,7 +399,7 @@ static bool rule_fp8_scaling(shard_ctx *c, const ir_instr *in, int *args, int *r
     for (int a = 0; a < in->nargs; a++)
         if (c->at[args[a]].dim >= 0 || c->at[args[a]].partial)
             return fail(c, "an FP8 amax or history that is not whole", in);
-    int r = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){-1, false, false});
+    int r = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){-1, false, false, false});
     if (ir_ops[in->op].nres)
         *res = r;
     return true;
@@ -399,7 +409,7 @@ static bool rule_fp8_scaling(shard_ctx *c, const ir_instr *in, int *args, int *r
  * logit) are combined over the axis, so no rank ever holds the whole row. */
 static int lower_cross_entropy(shard_ctx *c, const ir_instr *in, int logits, int targets)
 {
-    placement rows = {-1, false, false};
+    placement rows = {-1, false, false, false};
     double max_attrs[IR_NATTRS_ALL_REDUCE] = {[IR_ATTR_AXIS] = c->axis, [IR_ATTR_ALL_REDUCE_MAX] = 1};
     double sum_attrs[IR_NATTRS_ALL_REDUCE] = {[IR_ATTR_AXIS] = c->axis, [IR_ATTR_ALL_REDUCE_MAX] = 0};
     int mx = emit(c, IR_OP_CE_ROW_MAX, &logits, 1, NULL, NULL, NULL, rows);
@@ -419,7 +429,8 @@ static int lower_cross_entropy_grad(shard_ctx *c, const ir_instr *in, const int 
     for (int i = 0; i < c->nces; i++)
         if (c->ces[i].logits == in->args[1] && c->ces[i].targets == in->args[2]) {
             int g[5] = {args[0], args[1], args[2], c->ces[i].gmax, c->ces[i].stats};
-            int r = emit(c, IR_OP_CE_GRAD_SHARDED, g, 5, NULL, NULL, NULL, (placement){last_dim_of(c, args[1]), false, false});
+            placement split = {last_dim_of(c, args[1]), false, false, false};
+            int r = emit(c, IR_OP_CE_GRAD_SHARDED, g, 5, NULL, NULL, NULL, split);
             rank_offset(c, r, 0, c->dst->vals[args[1]].type.dims[last_dim_of(c, args[1])]); /* vocab_start */
             return r;
         }
@@ -491,9 +502,9 @@ static bool rule_stream(shard_ctx *c, const ir_instr *in, int *args, int *res)
     }
     double attrs[IR_MAX_ATTRS];
     memcpy(attrs, in->attr, sizeof attrs);
-    placement p = seq ? seq_slice_at(c) : kept ? c->at[args[x]] : (placement){-1, false, false};
+    placement p = seq ? seq_slice_at(c) : kept ? c->at[args[x]] : (placement){-1, false, false, false};
     if (in->op == IR_OP_POS_ADD_GRAD)
-        p = (placement){-1, seq || kept, false}; /* rows of this slice's positions only */
+        p = (placement){-1, seq || kept, false, false}; /* rows of this slice's positions only */
     int64_t slice = c->dst->vals[args[0]].type.dims[1];
     /* a sequence slice's tokens are [offset, offset + slice) of the sequence's extent (ops.def);
        batch rows hold every position */
@@ -507,7 +518,7 @@ static bool rule_stream(shard_ctx *c, const ir_instr *in, int *args, int *res)
     if (positions && kept) /* split tokens: at their places */
         lower_positions(&c->seq, *res);
     for (int r = 1; r < ir_ops[in->op].nres; r++) /* dw, db: summed over this slice's tokens (heads, tokens) */
-        place(c, *res + r, (placement){-1, seq || kept, false});
+        place(c, *res + r, (placement){-1, seq || kept, false, false});
     return true;
 }
 
@@ -839,7 +850,7 @@ static bool attention_over_tokens(shard_ctx *c, const ir_instr *in, int *args, i
     lower_attention(&c->seq, in, args, res);
     for (int r = 0; r < in->nres; r++) {
         bool lse = forward && r == 1;
-        note(c, res[r], (placement){lse ? (c->seq.comm == IR_CP_A2A ? -1 : 2) : 1, false, false});
+        note(c, res[r], (placement){lse ? (c->seq.comm == IR_CP_A2A ? -1 : 2) : 1, false, false, false});
     }
     return true;
 }
@@ -861,7 +872,7 @@ static bool rule_attention(shard_ctx *c, const ir_instr *in, int *args, int *res
     int q = args[forward ? 0 : 1], heads = c->at[q].dim;
     if (dropout && heads >= 0 && heads != 2)
         return fail(c, "attention dropout with q split other than by heads", in);
-    *res = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){heads, false, false});
+    *res = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){heads, false, false, false});
     if (dropout && heads >= 0) {
         int k = IR_ATTR_ATTENTION_DROPOUT_HEAD_OFFSET; /* the _GRAD twin's too (ir.c) */
         ir_instr *made = &c->dst->instrs[c->dst->vals[*res].def];
@@ -871,7 +882,7 @@ static bool rule_attention(shard_ctx *c, const ir_instr *in, int *args, int *res
         made->per_rank[k].step[c->axis] = in->attr[IR_ATTR_ATTENTION_DROPOUT_HEADS] / c->n;
     }
     if (forward) /* lse [B,H,T]: heads are dimension 1 */
-        place(c, *res + 1, (placement){heads >= 0 ? 1 : -1, false, false});
+        place(c, *res + 1, (placement){heads >= 0 ? 1 : -1, false, false, false});
     return true;
 }
 
@@ -880,7 +891,7 @@ static bool rule_source(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     (void)args;
     const ir_type *t = &c->src->vals[in->res[0]].type;
-    *res = emit(c, in->op, NULL, 0, in->attr, in->sym, t, (placement){ir_shard_dim(t, c->axis), false, false});
+    *res = emit(c, in->op, NULL, 0, in->attr, in->sym, t, (placement){ir_shard_dim(t, c->axis), false, false, false});
     c->dst->instrs[c->dst->ninstrs - 1].role = in->role;
     return true;
 }
@@ -890,7 +901,7 @@ static bool rule_global(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     (void)args;
     int dim = ir_shard_dim(&c->m->globals[in->global].type, c->axis);
-    *res = placed(c, in->op, ir_global_ref(c->m, c->dst, in->global), (placement){dim, false, false});
+    *res = placed(c, in->op, ir_global_ref(c->m, c->dst, in->global), (placement){dim, false, false, false});
     return true;
 }
 
@@ -898,7 +909,7 @@ static bool rule_output(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     (void)res;
     args[0] = every_token(c, args[0]);
-    emit(c, in->op, args, 1, NULL, in->sym, NULL, (placement){-1, false, false});
+    emit(c, in->op, args, 1, NULL, in->sym, NULL, (placement){-1, false, false, false});
     c->dst->instrs[c->dst->ninstrs - 1].role = in->role;
     return true;
 }
@@ -907,7 +918,7 @@ static bool rule_store(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     (void)res;
     if (c->tokens) { /* a sum over the rank's tokens, its share, as it is: data_parallel sums it over dp_cp */
-        emit(c, in->op, args, 2, NULL, NULL, NULL, (placement){-1, false, false});
+        emit(c, in->op, args, 2, NULL, NULL, NULL, (placement){-1, false, false, false});
         return true;
     }
     switch (store_partial_grad(c, in, args)) {
@@ -918,7 +929,7 @@ static bool rule_store(shard_ctx *c, const ir_instr *in, int *args, int *res)
     args[1] = c->at[args[1]].seq ? every_token(c, args[1]) : complete(c, args[1]);
     if (c->at[args[1]].dim != c->at[args[0]].dim)
         return fail(c, "the value and its destination are split differently", in);
-    emit(c, in->op, args, 2, NULL, NULL, NULL, (placement){-1, false, false});
+    emit(c, in->op, args, 2, NULL, NULL, NULL, (placement){-1, false, false, false});
     return true;
 }
 
@@ -979,7 +990,7 @@ static bool rule_sum_rows(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     placement p = c->at[args[0]];
     bool features = p.dim == last_dim_of(c, args[0]);
-    p = (placement){features ? 0 : -1, p.partial || (p.dim >= 0 && !features), false};
+    p = (placement){features ? 0 : -1, p.partial || (p.dim >= 0 && !features), false, false};
     *res = emit(c, in->op, args, 1, NULL, NULL, NULL, p);
     return true;
 }
@@ -1026,7 +1037,7 @@ static bool rule_moe(shard_ctx *c, const ir_instr *in, int *args, int *res)
             rows |= c->at[args[a]].dim == 0;
         placement p[IR_MAX_RES];
         for (int k = 0; k < in->nres; k++)
-            p[k] = (placement){rows && c->src->vals[in->res[k]].type.ndim > 0 ? 0 : -1, false, false};
+            p[k] = (placement){rows && c->src->vals[in->res[k]].type.ndim > 0 ? 0 : -1, false, false, false};
         int r = on_rows(c, in, args, in->attr, p);
         if (in->nres)
             *res = r;
@@ -1035,7 +1046,7 @@ static bool rule_moe(shard_ctx *c, const ir_instr *in, int *args, int *res)
     for (int a = 0; a < in->nargs; a++)
         if ((args[a] = whole(c, args[a], in)) < 0)
             return false;
-    int r = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){-1, false, false});
+    int r = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){-1, false, false, false});
     if (ir_ops[in->op].nres)
         *res = r;
     return true;
@@ -1046,7 +1057,7 @@ static bool rule_moe(shard_ctx *c, const ir_instr *in, int *args, int *res)
 static bool rule_move_rows(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     if (c->tokens) {
-        placement p[IR_MAX_RES] = {c->at[args[0]], {-1, false, false}, {-1, false, false}};
+        placement p[IR_MAX_RES] = {c->at[args[0]], {-1, false, false, false}, {-1, false, false, false}};
         *res = on_rows(c, in, args, in->attr, p);
         return true;
     }
@@ -1057,8 +1068,95 @@ static bool rule_move_rows(shard_ctx *c, const ir_instr *in, int *args, int *res
             return false;
     *res = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, c->at[args[0]]);
     for (int r = 1; r < ir_ops[in->op].nres; r++) /* came, counts */
-        place(c, *res + r, (placement){-1, false, false});
+        place(c, *res + r, (placement){-1, false, false, false});
     return true;
+}
+
+/* --- split experts (expert parallelism's lowering: Megatron's all-to-all token dispatcher) ------
+ *
+ *     (perm, counts[E]) = moe_sort(ids)           xp[N k, H] = moe_permute(x, perm)
+ *     (xr[C, H], came[n, E/n]) = all_to_all_v(xp, reshape(counts, [n, E/n]))     dispatch
+ *     (xs, counts_local[E/n]) = moe_sort_runs(xr, came)      each local expert's rows together
+ *       ... the experts' grouped GEMMs over xs by counts_local ...                 -> ys[C, H]
+ *     (yb[N k, H], _) = all_to_all_v(moe_unsort_runs(ys, came), came)               combine
+ *     y = moe_unpermute(yb, perm, w)
+ *
+ * C is the exact worst case, every token of every rank routed here: n N min(k, E/n) rows (a
+ * token's k experts are distinct); with a capacity factor (moe_sort given moe_capacity's kept
+ * weights, so only kept rows are counted and sent) at most the capacity, n (E/n) capacity rows
+ * when fewer (the op's capacity attribute says which). */
+
+/* all_to_all_v over the axis; capacity 0: rows is the exact worst case, else the expert capacity
+ * that sized rows */
+static int all_to_all_v(shard_ctx *c, int x, int splits, int64_t rows, int64_t capacity)
+{
+    int args[2] = {x, splits};
+    double attrs[IR_NATTRS_ALL_TO_ALL_V] = {[IR_ATTR_AXIS] = c->axis, [IR_ATTR_ALL_TO_ALL_V_ROWS] = (double)rows,
+                                            [IR_ATTR_ALL_TO_ALL_V_CAPACITY] = (double)capacity};
+    int r = ir_emit(c->m, c->dst, IR_OP_ALL_TO_ALL_V, args, 2, attrs, NULL, NULL);
+    note(c, r, (placement){-1, false, false, false});
+    note(c, r + 1, (placement){-1, false, false, false});
+    return r;
+}
+
+/* The most pairs an expert keeps of a rank's micro-batch: the capacity of the moe_capacity whose
+ * kept weights the sort counts (0: dropless, every routed pair sent). */
+static int64_t sort_capacity(const ir_func *f, const ir_instr *sort)
+{
+    if (sort->nargs < 2)
+        return 0;
+    const ir_instr *def = &f->instrs[f->vals[sort->args[1]].def];
+    return def->op == IR_OP_MOE_CAPACITY ? (int64_t)def->attr[IR_ATTR_MOE_CAPACITY_CAPACITY] : 0;
+}
+
+/* After moe_permute `in` (made: xp, args[1] the new permutation): the dispatch; returns the rows
+ * of the rank's experts, their local counts and the received splits remembered. */
+static int dispatch(shard_ctx *c, const ir_instr *in, const int *args, int xp)
+{
+    const ir_instr *sort = &c->src->instrs[c->src->vals[in->args[1]].def];
+    int counts = c->map[sort->res[1]];
+    int64_t E = c->src->vals[sort->res[1]].type.dims[0], N = c->src->vals[in->args[0]].type.dims[0];
+    int64_t k = c->src->vals[in->res[0]].type.dims[0] / N, local = E / c->n, most = k < local ? k : local;
+    int64_t dims[2] = {c->n, local}, worst = c->n * N * most, capacity = sort_capacity(c->src, sort);
+    bool by_capacity = capacity > 0 && c->n * local * capacity < worst;
+    int splits = ir_reshape(c->m, c->dst, counts, 2, dims);
+    note(c, splits, (placement){-1, false, false, false});
+    int xr = all_to_all_v(c, xp, splits, by_capacity ? c->n * local * capacity : worst, by_capacity ? capacity : 0);
+    int received[2] = {xr, xr + 1};
+    int xs = emit(c, IR_OP_MOE_SORT_RUNS, received, 2, NULL, NULL, NULL, (placement){-1, false, false, true});
+    place(c, xs + 1, (placement){-1, false, false, false});
+    c->dispatched[args[1]] = xr + 1;
+    c->dispatched[counts] = xs + 1;
+    return xs;
+}
+
+/* moe_permute: over split experts its rows dispatched to their experts' ranks */
+static bool rule_permute(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    if (!rule_move_rows(c, in, args, res))
+        return false;
+    if (!c->experts)
+        return true;
+    if (c->src->instrs[c->src->vals[in->args[1]].def].op != IR_OP_MOE_SORT)
+        return snprintf(c->err, c->errlen, "%s: moe_permute %%%d's permutation is not moe_sort's: expert parallelism "
+                        "dispatches the rows the sort ordered", c->src->name, in->res[0]), false;
+    *res = dispatch(c, in, args, *res);
+    return true;
+}
+
+/* moe_unpermute of the rows of the rank's experts: the combine first, back to the ranks they came
+ * from, by the splits its permutation's dispatch received */
+static bool rule_unpermute(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    if (c->experts && c->at[args[0]].routed) {
+        int came = c->dispatched[args[1]];
+        if (came < 0)
+            return fail(c, "rows of the rank's experts combined by a permutation no dispatch made", in);
+        int back[2] = {args[0], came};
+        int yr = emit(c, IR_OP_MOE_UNSORT_RUNS, back, 2, NULL, NULL, NULL, (placement){-1, false, false, false});
+        args[0] = all_to_all_v(c, yr, came, c->src->vals[in->args[0]].type.dims[0], 0);
+    }
+    return rule_move_rows(c, in, args, res);
 }
 
 /* (ids[, w]) -> (perm, counts): over split tokens the rank's pairs, its counts its share of the sum
@@ -1067,7 +1165,7 @@ static bool rule_moe_sort(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     if (!c->tokens)
         return rule_moe(c, in, args, res);
-    placement p[2] = {c->at[args[0]], {-1, true, false}};
+    placement p[2] = {c->at[args[0]], {-1, true, false, false}};
     *res = on_rows(c, in, args, in->attr, p);
     return true;
 }
@@ -1080,7 +1178,7 @@ static bool rule_router_loss(shard_ctx *c, const ir_instr *in, int *args, int *r
     if (!c->tokens || c->at[args[in->nargs - 1]].dim != 0)
         return rule_moe(c, in, args, res);
     *res = lower_router_loss(&c->seq, c->src, in, args);
-    note(c, *res, (placement){in->op == IR_OP_MOE_AUX_LOSS_GRAD ? 0 : -1, false, false});
+    note(c, *res, (placement){in->op == IR_OP_MOE_AUX_LOSS_GRAD ? 0 : -1, false, false, false});
     return true;
 }
 
@@ -1091,7 +1189,7 @@ static bool rule_capacity(shard_ctx *c, const ir_instr *in, int *args, int *res)
     if (!c->tokens || c->at[args[2]].dim != 0)
         return rule_move_rows(c, in, args, res);
     *res = lower_capacity(&c->seq, c->src, in, args);
-    note(c, *res, (placement){0, false, false});
+    note(c, *res, (placement){0, false, false, false});
     return true;
 }
 
@@ -1106,7 +1204,7 @@ static bool rule_exchange(shard_ctx *c, const ir_instr *in, int *args, int *res)
     memcpy(attrs, in->attr, sizeof attrs);
     if (attrs[IR_ATTR_ALL_TO_ALL_V_CAPACITY] == 0)
         attrs[IR_ATTR_ALL_TO_ALL_V_ROWS] /= c->n;
-    placement p[2] = {{c->at[args[0]].dim == 0 ? -1 : 0, false, false}, {-1, false, false}};
+    placement p[2] = {{c->at[args[0]].dim == 0 ? -1 : 0, false, false, false}, {-1, false, false, false}};
     *res = on_rows(c, in, args, attrs, p);
     return true;
 }
@@ -1115,6 +1213,13 @@ static bool rule_exchange(shard_ctx *c, const ir_instr *in, int *args, int *res)
  * Linear's (as matmul_placement's, with x's rows whole); over split tokens, x's rows */
 static bool rule_grouped_matmul(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
+    if (c->experts) { /* the rows and counts of the rank's experts, whose weights it holds */
+        if (!c->at[args[0]].routed || c->dispatched[args[2]] < 0 || c->at[args[1]].dim != 0)
+            return fail(c, "split experts over rows that were not dispatched to them", in);
+        args[2] = c->dispatched[args[2]];
+        *res = emit(c, in->op, args, 3, in->attr, NULL, NULL, c->at[args[0]]);
+        return true;
+    }
     if (c->tokens) {
         *res = on_rows(c, in, args, in->attr, &c->at[args[0]]);
         return true;
@@ -1128,7 +1233,7 @@ static bool rule_grouped_matmul(shard_ctx *c, const ir_instr *in, int *args, int
     bool x_k = dx == 1, w_k = dw == (tb ? 2 : 1), w_n = dw == (tb ? 1 : 2);
     if (dx == 0 || dw == 0 || x_k != w_k || (w_n && c->at[args[0]].partial))
         return fail(c, "operands split along different dimensions", in);
-    placement p = {w_n ? 1 : -1, x_k || c->at[args[0]].partial, false};
+    placement p = {w_n ? 1 : -1, x_k || c->at[args[0]].partial, false, false};
     *res = emit(c, in->op, args, 3, in->attr, NULL, NULL, p);
     return true;
 }
@@ -1138,7 +1243,7 @@ static bool rule_grouped_matmul(shard_ctx *c, const ir_instr *in, int *args, int
 static bool rule_grouped_wgrad(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     if (c->tokens) {
-        *res = on_rows(c, in, args, in->attr, &(placement){-1, true, false});
+        *res = on_rows(c, in, args, in->attr, &(placement){-1, true, false, false});
         return true;
     }
     if ((args[2] = whole(c, args[2], in)) < 0)
@@ -1149,7 +1254,7 @@ static bool rule_grouped_wgrad(shard_ctx *c, const ir_instr *in, int *args, int 
     if (a->dim == 0 || b->dim == 0 || (a->dim >= 0 && b->dim >= 0) || (a->partial && b->partial) ||
         (a->partial && b->dim >= 0) || (b->partial && a->dim >= 0))
         return fail(c, "operands split along different dimensions", in);
-    placement p = {a->dim >= 0 ? 1 : b->dim >= 0 ? 2 : -1, a->partial || b->partial, false};
+    placement p = {a->dim >= 0 ? 1 : b->dim >= 0 ? 2 : -1, a->partial || b->partial, false, false};
     *res = emit(c, in->op, args, 3, in->attr, NULL, NULL, p);
     return true;
 }
@@ -1170,14 +1275,14 @@ static bool rule_unpermute_grad(shard_ctx *c, const ir_instr *in, int *args, int
     if (c->at[args[1]].dim == 0)
         return fail(c, "rows moved along a split dimension", in);
     bool partial = c->at[args[1]].partial || c->at[args[1]].dim >= 0;
-    *res = emit(c, in->op, args, 4, in->attr, NULL, NULL, (placement){-1, false, false});
-    place(c, *res + 1, (placement){-1, partial, false});
+    *res = emit(c, in->op, args, 4, in->attr, NULL, NULL, (placement){-1, false, false, false});
+    place(c, *res + 1, (placement){-1, partial, false, false});
     return true;
 }
 
 static bool rule_embedding(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
-    placement p = {c->at[args[1]].dim, false, false}; /* [ids..., C]: split as the ids (the rank's tokens) */
+    placement p = {c->at[args[1]].dim, false, false, false}; /* [ids..., C]: split as the ids (the rank's tokens) */
     double attrs[IR_NATTRS_EMBEDDING] = {[IR_ATTR_EMBEDDING_VOCAB_START] = 0, [IR_ATTR_EMBEDDING_VOCAB_SIZE] = 0};
     int64_t local = c->dst->vals[args[0]].type.dims[0];
     bool vocab_parallel = c->at[args[0]].dim == 0; /* other shards' rows are zero here */
@@ -1196,14 +1301,14 @@ static bool rule_embedding(shard_ctx *c, const ir_instr *in, int *args, int *res
 static bool rule_embedding_grad(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     if (c->at[args[1]].dim >= 0) {
-        *res = emit(c, in->op, args, 2, in->attr, NULL, NULL, (placement){-1, true, false});
+        *res = emit(c, in->op, args, 2, in->attr, NULL, NULL, (placement){-1, true, false, false});
         return true;
     }
     args[0] = every_token(c, args[0]);
     double vocab = in->attr[IR_ATTR_EMBEDDING_GRAD_VOCAB] / c->n;
     double attrs[IR_NATTRS_EMBEDDING_GRAD] = {[IR_ATTR_EMBEDDING_GRAD_VOCAB] = vocab,
                                               [IR_ATTR_EMBEDDING_GRAD_VOCAB_START] = 0};
-    *res = emit(c, in->op, args, 2, attrs, NULL, NULL, (placement){0, false, false});
+    *res = emit(c, in->op, args, 2, attrs, NULL, NULL, (placement){0, false, false, false});
     rank_offset(c, *res, IR_ATTR_EMBEDDING_GRAD_VOCAB_START, (int64_t)vocab);
     return true;
 }
@@ -1213,7 +1318,7 @@ static bool rule_cross_entropy(shard_ctx *c, const ir_instr *in, int *args, int 
     args[0] = every_token(c, args[0]);
     *res = c->at[args[0]].dim == last_dim_of(c, args[0])
                ? lower_cross_entropy(c, in, args[0], args[1])
-               : emit(c, in->op, args, 2, NULL, NULL, NULL, (placement){-1, false, false});
+               : emit(c, in->op, args, 2, NULL, NULL, NULL, (placement){-1, false, false, false});
     return true;
 }
 
@@ -1289,6 +1394,8 @@ static const shard_rule_fn rules[IR_NUM_SHARD_RULES] = {
     [IR_SHARD_ROUTER_LOSS] = rule_router_loss,
     [IR_SHARD_CAPACITY] = rule_capacity,
     [IR_SHARD_MOVE_ROWS] = rule_move_rows,
+    [IR_SHARD_PERMUTE] = rule_permute,
+    [IR_SHARD_UNPERMUTE] = rule_unpermute,
     [IR_SHARD_EXCHANGE] = rule_exchange,
     [IR_SHARD_GROUPED_MATMUL] = rule_grouped_matmul,
     [IR_SHARD_GROUPED_WGRAD] = rule_grouped_wgrad,
@@ -1317,7 +1424,7 @@ static bool shard_func(ir_module *m, int fi, ir_axis axis, int n, pass_axis_spli
 {
     const ir_func *src = m->funcs[fi];
     shard_ctx c = {m, src, ir_func_new(m, src->name, src->kind), axis, n, split.seq_dim >= 0, split.seq_dim,
-                   split.tokens, .err = err, .errlen = errlen};
+                   split.tokens, .experts = split.experts, .err = err, .errlen = errlen};
     c.seq = (seq_split){.m = m, .dst = c.dst, .axis = axis, .n = n, .comm = split.comm,
                         .T = ir_cfg_int(m, IR_CFG_SEQ_LENGTH)};
     c.map = malloc(sizeof(int) * (size_t)(src->nvals + 1));
@@ -1353,6 +1460,7 @@ static bool shard_func(ir_module *m, int fi, ir_axis axis, int n, pass_axis_spli
     free(c.reduced);
     free(c.scattered);
     free(c.gathered);
+    free(c.dispatched);
     free(c.ces);
     if (ok)
         ir_func_replace(m, fi, c.dst);
