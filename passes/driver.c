@@ -9,10 +9,10 @@
 const pass_info mcc_passes[] = {
     {"precision", pass_precision, "bf16 working copies of the fp32 parameters (param_dtype = bf16)", NULL},
     {"fp8", pass_fp8, "FP8 linear layers: their matmuls on E4M3 operands, differentiated into FP8 GEMMs", NULL},
-    {"expert_parallel", pass_expert_parallel, "expert parallelism: experts split over ep, their rows dispatched and combined by all-to-all", NULL},
+    {"expert_parallel", pass_expert_parallel, "expert parallelism: experts placed over ep, then the shard propagation over ep (rows dispatched and combined by all-to-all)", NULL},
     {"autodiff", pass_autodiff, "reverse-mode gradients of the loss, accumulated into @<param>.grad", NULL},
     {"recompute", pass_recompute, "activation recompute: full (layers replay their forward) or selective (single ops)", NULL},
-    {"context_parallel", pass_context_parallel, "context parallelism: the sequence split over cp in balanced chunks, keys and values all-gathered", NULL},
+    {"context_parallel", pass_context_parallel, "context parallelism: tokens placed over cp in balanced chunks, then the shard propagation over cp (attention by cp_comm_type)", NULL},
     {"shard", pass_shard, "tensor parallelism: this rank's local graph with its tp collectives", NULL},
     {"pipeline", NULL, "pipeline parallelism: one module a stage, each with its forward, backward and stash", pass_pipeline},
     {"data_parallel", pass_data_parallel, "data parallelism: `reduce_grads` sums gradients over dp ranks", NULL},
