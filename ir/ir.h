@@ -628,8 +628,9 @@ int64_t ir_view_offset_in(const ir_instr *in, const ir_type *operand);
 int64_t ir_view_offset(const ir_func *f, const ir_instr *in);
 /* Whether `in` is a collective that runs beside the instructions after it (IR_OPF_OVERLAP with
  * overlap = 1: reduce_scatter_seq or all_gather_seq by passes/comm_overlap.c, ring attention's
- * ring_shift by the shard rules over cp (passes/shard.c), expert parallelism's all_to_all_v by comm_overlap.c under
- * moe_shared_expert_overlap), joined before the first instruction reading its result. */
+ * ring_shift by the shard rules over cp (passes/shard.c), expert parallelism's all_to_all_v by
+ * comm_overlap.c under moe_shared_expert_overlap), joined before the first instruction reading its
+ * result. */
 bool ir_overlapped(const ir_instr *in);
 /* The last instruction at which instruction i may still read its operands: i itself, except for an
  * overlapped collective: the first instruction reading its result (f->ninstrs if none). */

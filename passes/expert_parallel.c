@@ -18,7 +18,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 /* Marks in split[] the parameters whose weights the grouped GEMMs of f read ([E, ...]); false when
  * one is no global or its experts do not divide by ep. */
