@@ -77,7 +77,7 @@ static int dropout(builder *b, int x, double p, int site)
                                        [IR_ATTR_DROPOUT_SITE] = site, [IR_ATTR_DROPOUT_DIM] = 1,
                                        [IR_ATTR_DROPOUT_OFFSET] = 0,
                                        [IR_ATTR_DROPOUT_EXTENT] = (double)b->s->seq_length,
-                                       [IR_ATTR_DROPOUT_CP] = 0}; /* context_parallel.c sets cp */
+                                       [IR_ATTR_DROPOUT_CP] = 0}; /* the shard rules over cp set cp */
     int args[2] = {x, b->first_sample};
     return ir_emit(b->m, b->f, IR_OP_DROPOUT, args, 2, attrs, NULL, NULL);
 }
@@ -110,7 +110,7 @@ static int rope(builder *b, int x, int64_t D, int64_t rotary)
     bool yarn = s->rope_type == MCC_ROPE_YARN;
     double attrs[IR_NATTRS_ROPE] = {
         [IR_ATTR_ROPE_THETA] = s->rotary_base, [IR_ATTR_ROPE_INVERSE] = 0,
-        [IR_ATTR_ROPE_CP] = 0, /* contiguous positions: context_parallel.c sets cp */
+        [IR_ATTR_ROPE_CP] = 0, /* contiguous positions: the shard rules over cp set cp */
         [IR_ATTR_ROPE_SCALING] = yarn ? s->rotary_scaling_factor : s->use_rope_scaling ? s->rope_scaling_factor : 0,
         [IR_ATTR_ROPE_ROTARY_DIM] = rotary < D ? (double)rotary : 0,
         [IR_ATTR_ROPE_YARN_CONTEXT] = yarn ? s->yarn_original_max_position_embeddings : 0,
@@ -356,7 +356,7 @@ static int route(builder *b, int layer, int x, int *ids, int *kept)
             [IR_ATTR_MOE_CAPACITY_CAPACITY] = ceil((double)N * s->moe_router_topk / s->num_experts *
                                                    s->moe_expert_capacity_factor),
             [IR_ATTR_MOE_CAPACITY_POLICY] = s->moe_token_drop_policy == MCC_MOE_DROP_POSITION,
-            [IR_ATTR_MOE_CAPACITY_CP] = 0, [IR_ATTR_MOE_CAPACITY_SEQ] = 0}; /* cp, seq: context_parallel.c's */
+            [IR_ATTR_MOE_CAPACITY_CP] = 0, [IR_ATTR_MOE_CAPACITY_SEQ] = 0}; /* cp, seq: the shard rule's over cp */
         int args[3] = {w, w, *ids};
         w = *kept = ir_emit(b->m, b->f, IR_OP_MOE_CAPACITY, args, 3, drop, NULL, NULL);
         if (train) { /* the weights, 0 where dropped: train_rank's dropped fraction */

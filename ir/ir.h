@@ -490,7 +490,7 @@ enum {
  * optimizer); tests/shard_test.c (`shard_test rules`) checks every other kind has its rule. */
 typedef enum {
     IR_SHARD_NEVER,
-    IR_SHARD_SOURCE,                /* input, fill: replicated */
+    IR_SHARD_SOURCE,                /* input, fill: placed as their types record (an earlier pass's placements) */
     IR_SHARD_GLOBAL,                /* a global: the placement its type records */
     IR_SHARD_OUTPUT,                /* complete, every token */
     IR_SHARD_STORE,                 /* accumulate, copy: into a global placed alike */
@@ -511,9 +511,20 @@ typedef enum {
     IR_SHARD_ATTENTION,
     IR_SHARD_CROSS_ENTROPY,
     IR_SHARD_CROSS_ENTROPY_GRAD,
-    IR_SHARD_MOE,                   /* the router's ops (route, sort, losses, counts): whole operands, whole results */
-    IR_SHARD_MOVE_ROWS,             /* rows of operand 0 moved, masked or combined (moe permutes, all_to_all_v):
-                                       linear in it, its placement kept off the rows; the others whole */
+    IR_SHARD_ROPE,                  /* rope: elementwise, at its tokens' places in the sequence */
+    IR_SHARD_MOE,                   /* the router's ops (route, losses, counts): whole operands, whole results;
+                                       over split tokens, per row */
+    IR_SHARD_MOE_SORT,              /* moe_sort: the router's; over split tokens its counts a sum over them */
+    IR_SHARD_ROUTER_LOSS,           /* moe_aux_loss and its gradient: the router's; over split tokens a sum
+                                       over every rank's rows */
+    IR_SHARD_CAPACITY,              /* moe_capacity: as MOVE_ROWS; over split tokens ranked among every rank's */
+    IR_SHARD_MOVE_ROWS,             /* rows of operand 0 moved, masked or combined (moe permutes): linear in
+                                       it, its placement kept off the rows; the others whole */
+    IR_SHARD_PERMUTE,               /* moe_permute: as MOVE_ROWS; over split experts its rows dispatched to
+                                       their experts' ranks */
+    IR_SHARD_UNPERMUTE,             /* moe_unpermute: as MOVE_ROWS; over split experts the rows combined back
+                                       from the experts' ranks first */
+    IR_SHARD_EXCHANGE,              /* all_to_all_v: as MOVE_ROWS; over split tokens its room the rank's rows' */
     IR_SHARD_GROUPED_MATMUL,        /* moe_grouped_matmul: a matmul per expert, weights [E, ...] */
     IR_SHARD_GROUPED_WGRAD,         /* moe_grouped_wgrad: a_e^T b_e, split as its operands' features */
     IR_SHARD_UNPERMUTE_GRAD,        /* moe_unpermute_grad: dyp as dy, dw a dot over the features */
@@ -635,8 +646,9 @@ int64_t ir_view_offset_in(const ir_instr *in, const ir_type *operand);
 int64_t ir_view_offset(const ir_func *f, const ir_instr *in);
 /* Whether `in` is a collective that runs beside the instructions after it (IR_OPF_OVERLAP with
  * overlap = 1: reduce_scatter_seq or all_gather_seq by passes/comm_overlap.c, ring attention's
- * ring_shift by passes/context_parallel.c, expert parallelism's all_to_all_v by comm_overlap.c under
- * moe_shared_expert_overlap), joined before the first instruction reading its result. */
+ * ring_shift by the shard rules over cp (passes/shard.c), expert parallelism's all_to_all_v by
+ * comm_overlap.c under moe_shared_expert_overlap), joined before the first instruction reading its
+ * result. */
 bool ir_overlapped(const ir_instr *in);
 /* The last instruction at which instruction i may still read its operands: i itself, except for an
  * overlapped collective: the first instruction reading its result (f->ninstrs if none). */

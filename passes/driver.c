@@ -9,10 +9,10 @@
 const pass_info mcc_passes[] = {
     {"precision", pass_precision, "bf16 working copies of the fp32 parameters (param_dtype = bf16)", NULL},
     {"fp8", pass_fp8, "FP8 linear layers: their matmuls on E4M3 operands, differentiated into FP8 GEMMs", NULL},
-    {"expert_parallel", pass_expert_parallel, "expert parallelism: experts split over ep, their rows dispatched and combined by all-to-all", NULL},
+    {"expert_parallel", pass_expert_parallel, "expert parallelism: experts placed over ep, then the shard propagation over ep (rows dispatched and combined by all-to-all)", NULL},
     {"autodiff", pass_autodiff, "reverse-mode gradients of the loss, accumulated into @<param>.grad", NULL},
     {"recompute", pass_recompute, "activation recompute: full (layers replay their forward) or selective (single ops)", NULL},
-    {"context_parallel", pass_context_parallel, "context parallelism: the sequence split over cp in balanced chunks, keys and values all-gathered", NULL},
+    {"context_parallel", pass_context_parallel, "context parallelism: tokens placed over cp in balanced chunks, then the shard propagation over cp (attention by cp_comm_type)", NULL},
     {"shard", pass_shard, "tensor parallelism: this rank's local graph with its tp collectives", NULL},
     {"pipeline", NULL, "pipeline parallelism: one module a stage, each with its forward, backward and stash", pass_pipeline},
     {"data_parallel", pass_data_parallel, "data parallelism: `reduce_grads` sums gradients over dp ranks", NULL},
@@ -104,6 +104,9 @@ bool mcc_run_passes(mcc_program *prog, const mcc_pass_options *opts, const char 
         if (!verify_module(prog->stage[s], s, prog->n, false, "internal error: the frontend's graph fails verification",
                            err, errlen))
             return false;
+    for (int s = 0; s < prog->n; s++)
+        if (!pass_target_check(prog->stage[s], opts, err, errlen))
+            return false;
     for (int i = 0; i <= stop; i++)
         if (!run_pass(prog, opts, i, verify, err, errlen))
             return false;
@@ -121,7 +124,8 @@ bool mcc_run_pass(mcc_program *prog, const mcc_pass_options *opts, const char *n
     /* a hand-trimmed input that does not verify would otherwise be blamed on the pass */
     snprintf(when, sizeof when, "the input fails verification (before pass %s)", name);
     for (int s = 0; s < prog->n; s++)
-        if (!verify_module(prog->stage[s], s, prog->n, false, when, err, errlen))
+        if (!verify_module(prog->stage[s], s, prog->n, false, when, err, errlen) ||
+            !pass_target_check(prog->stage[s], opts, err, errlen))
             return false;
     return run_pass(prog, opts, i, true, err, errlen);
 }

@@ -63,41 +63,30 @@ pp_sched_kind pass_pipeline_schedule(const ir_module *m, int v);
  * pass's, which the recompute pass's block method also counts from). False with the numbers in err. */
 bool pass_pipeline_layer_stages(const ir_module *m, int p, int v, int *stage_of, int nlayers, char *err,
                                 size_t errlen);
-/* The shard pass's propagation over one mesh axis of degree n, from the placements the globals'
- * types record ({shard=[.., axis]}): rewrites every function into the local graph each rank
- * along the axis runs, inserting the collectives over it. seq_dim >= 0: sequence parallelism
- * over the axis splits the residual stream along that dimension (1 the sequence, 0 batch rows).
- * pass_shard is this for tp, from Megatron's placements. */
-bool pass_shard_axis(ir_module *m, ir_axis axis, int n, int seq_dim, char *err, size_t errlen);
-/* A sequence split over `axis` in n ranks' balanced chunks (context parallelism): the shard pass's
- * lowerings of the ops that need other ranks' tokens or their place in the sequence, as the
- * vocab-parallel cross entropy is tp's lowering. Zero-initialise `moved` and `cap`; one for a
- * function being written, freed after it. Operands and results are values of dst. */
+/* How a run of the shard pass's propagation splits values over its axis. */
 typedef struct {
-    ir_module *m;
-    ir_func *dst;                   /* the function being written */
-    ir_axis axis;
-    int n;                          /* the axis's degree */
-    ir_cp_comm comm;                /* how attention reaches the other ranks' keys (cp_comm_type) */
-    int64_t T;                      /* the whole sequence */
-    int *moved;                     /* per value: its gathered or head-split form, or -1 */
-    int cap;
-} pass_seq_split;
+    int seq_dim;                    /* >= 0: sequence parallelism over the axis splits the residual stream
+                                       along that dimension (1 the sequence, 0 batch rows); -1: none */
+    bool tokens;                    /* the axis splits the micro-batch's tokens, each rank a sequence's
+                                       balanced chunks (context parallelism, ir_cp_position): a value's
+                                       split is of its tokens, a sum over them is the rank's share (each
+                                       rank a replica of the model: data_parallel sums its gradients over
+                                       dp_cp), and the rules lower what needs other ranks' tokens or a
+                                       token's place in the sequence (attention, the position ops, an MoE
+                                       router's sums) */
+    ir_cp_comm comm;                /* tokens: how attention reaches the other ranks' keys (cp_comm_type) */
+    bool experts;                   /* the axis splits an MoE layer's experts (expert parallelism, the
+                                       expert weights [E, ...] along dimension 0): the rows routed to
+                                       them go to their experts' ranks and come back (all_to_all_v) */
+} pass_axis_split;
+/* The shard pass's propagation over one mesh axis of degree n, from the placements the globals'
+ * and inputs' types record ({shard=[.., axis]}): rewrites every function into the local graph each
+ * rank along the axis runs, inserting the collectives over it, split as `split` says. pass_shard is
+ * this for tp, from Megatron's placements; pass_context_parallel for cp, from the tokens';
+ * pass_expert_parallel for ep, from the experts'. */
+bool pass_shard_axis(ir_module *m, ir_axis axis, int n, pass_axis_split split, char *err, size_t errlen);
 /* t with dimension dim (1, the sequence; 0, the tokens flattened into rows) the rank's share. */
 ir_type pass_seq_local(ir_type t, int dim, ir_axis axis, int n);
-/* Op r, a copy of pos_add, pos_add_grad, rope or dropout on the rank's tokens: its attributes cp
- * and cp_rank (and dropout's extent) say where they lie. */
-void pass_seq_positions(pass_seq_split *a, int r);
-/* Attention op `in` (attention, attention_grad or a dropout twin) over its operands args: res[k],
- * result k, on the rank's tokens (a2a's forward lse on the rank's heads). p2p: ring pieces merged;
- * all_gather: over keys and values gathered; a2a (Ulysses): over every token of a block of heads. */
-void pass_seq_attention(pass_seq_split *a, const ir_instr *in, const int *args, int *res);
-/* An MoE router's load-balancing loss (moe_aux_loss, or its gradient) of source function src over
- * the rank's rows args: over every rank's rows, the same on every rank; the gradient's rows back. */
-int pass_seq_router_loss(pass_seq_split *a, const ir_func *src, const ir_instr *in, const int *args);
-/* Token dropping's moe_capacity over the rank's rows: ranked among every rank's, the rank's kept. */
-int pass_seq_capacity(pass_seq_split *a, const ir_func *src, const ir_instr *in, const int *args);
-void pass_seq_free(pass_seq_split *a);
 /* Whether the shard pass has the rule of kind `kind` (ops.def's shard column). */
 bool pass_shard_has_rule(ir_shard_rule kind);
 bool pass_data_parallel(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
@@ -172,6 +161,11 @@ int mcc_pass_index(const char *name); /* -1 if unknown */
 /* Runs the one pass `name` on a program read back from its text (mcc opt), with the verifier before
  * and after it. Returns false with a message naming the pass (or an unknown name) on failure. */
 bool mcc_run_pass(mcc_program *prog, const mcc_pass_options *opts, const char *name, char *err, size_t errlen);
+/* What the target cannot run of module m (a backend's supports_op, passes/target.c), refused before
+ * the passes rewrite it, naming the flags and the fix in err: on the cuda target, attention dropout
+ * under context parallelism's p2p and all_gather (the CUDA attention kernels' dropout twins draw the
+ * mask by the rank's own positions, kernels_templates/attention.cuh; a2a runs them as one rank's). */
+bool pass_target_check(const ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 /* A training plan's invariant past the IR's own (passes/plan_check.c): from autodiff on, micro_step
  * writes every parameter's gradient. mcc_run_passes checks it after each pass when `verify`. */
 bool pass_check_gradients(const ir_module *m, char *err, size_t errlen);

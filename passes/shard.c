@@ -24,10 +24,18 @@
  * serves every rank along the axis, and each resolves them when it loads the plan. Attention
  * dropout's head_offset keeps an earlier pass's terms, shrunk by tp (`2*tp+1*cp` under a2a cp).
  * Types in the result are local shapes with the split dimension annotated {shard=[.., tp]}.
- * Context parallelism's lowerings (pass_seq_*: attention over a sequence split in balanced chunks
- * as ring pieces, over gathered keys or on a block of heads; the position ops' cp attributes; an
- * MoE router's rows gathered for its sums) are here for the rules over cp, and called meanwhile
- * by context_parallel.c, which still finds the rank's tokens itself. */
+ * Context parallelism is the run over cp with the tokens split (pass_axis_split's `tokens`, from
+ * the placements context_parallel.c gives the step's tokens and targets): every value holds the
+ * rank's tokens along the dimension its placement names (1 of [B,T,...], 0 of an MoE layer's rows
+ * [B T,...]), which the token-wise rules keep; a sum over them (a weight's gradient) is the rank's
+ * share, left as it is (data_parallel sums it over dp_cp); and the rules lower what needs other
+ * ranks' tokens or a token's place (the seq_split lowerings below: attention by cp_comm_type as
+ * ring pieces, over gathered keys or on a block of heads; the position ops' cp attributes; an MoE
+ * router's rows gathered for its sums), as cross entropy over split logits is lowered for tp.
+ * Expert parallelism is the run over ep with the experts split (`experts`, from the expert
+ * weights' placements expert_parallel.c records): moe_permute's rule dispatches the routed rows to
+ * their experts' ranks, the grouped GEMMs run on the rank's experts' rows (placed `routed`), and
+ * moe_unpermute's rule combines them back first (Megatron's all-to-all token dispatcher, below). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -39,12 +47,26 @@ typedef struct {
     bool partial;                   /* a pending sum over the axis */
     bool seq;                       /* dim splits the residual stream's tokens (sequence parallelism:
                                        [B,T,...] along T, dim 1, or along B, dim 0) */
+    bool routed;                    /* rows an MoE layer's dispatch brought to the rank's experts (split
+                                       experts): no slice of a whole, so unmarked */
 } placement;
 
 typedef struct {
     int logits, targets;            /* source values of a lowered cross entropy */
     int gmax, stats;                /* its combined row statistics in the new function */
 } lowered_ce;
+
+/* The state of the lowerings of a sequence split over the axis in balanced chunks (below). */
+typedef struct {
+    ir_module *m;
+    ir_func *dst;                   /* the function being written */
+    ir_axis axis;
+    int n;                          /* the axis's degree */
+    ir_cp_comm comm;                /* how attention reaches the other ranks' keys (cp_comm_type) */
+    int64_t T;                      /* the whole sequence */
+    int *moved;                     /* per value: its gathered or head-split form, or -1 */
+    int cap;
+} seq_split;
 
 typedef struct {
     ir_module *m;
@@ -54,6 +76,12 @@ typedef struct {
     int n;                          /* its degree */
     bool sp;                        /* sequence parallelism over the axis */
     int sp_dim;                     /* the dimension it splits: 1 (the sequence) or 0 (batch rows) */
+    bool tokens;                    /* the axis splits the tokens (pass_axis_split): a partial value is the
+                                       rank's share of a sum over them */
+    seq_split seq;                  /* tokens: the lowerings' state */
+    bool experts;                   /* the axis splits an MoE layer's experts (pass_axis_split) */
+    int *dispatched;                /* experts: new value -> a sort's counts' local counts (moe_sort_runs'),
+                                       or its permutation's received splits (all_to_all_v's came), or -1 */
     int *map;                       /* source value -> new value */
     placement *at;                  /* per new value */
     int *reduced;                   /* new partial value -> its all_reduce, or -1 */
@@ -82,17 +110,21 @@ static void grow(shard_ctx *c)
     if (c->dst->nvals + IR_MAX_RES + 8 < c->cap)
         return;
     int cap = 2 * c->cap + 64;
+    while (c->dst->nvals + IR_MAX_RES + 8 >= cap) /* a lowering emits many values */
+        cap *= 2;
     c->at = realloc(c->at, sizeof(placement) * (size_t)cap);
     c->reduced = realloc(c->reduced, sizeof(int) * (size_t)cap);
     c->scattered = realloc(c->scattered, sizeof(int) * (size_t)cap);
     c->gathered = realloc(c->gathered, sizeof(int) * (size_t)cap);
+    c->dispatched = realloc(c->dispatched, sizeof(int) * (size_t)cap);
     for (int i = c->cap; i < cap; i++)
-        c->reduced[i] = c->scattered[i] = c->gathered[i] = -1;
+        c->reduced[i] = c->scattered[i] = c->gathered[i] = c->dispatched[i] = -1;
     c->cap = cap;
 }
 
 /* Marks value v's type with its placement along the context's axis (the shapes are already
- * local); its splits over other axes stay. */
+ * local); its splits over other axes stay. The rank's share of a sum over split tokens is no
+ * pending sum of the plan's: its type is not marked partial. */
 static void place(shard_ctx *c, int v, placement p)
 {
     ir_type *t = &c->dst->vals[v].type;
@@ -103,7 +135,14 @@ static void place(shard_ctx *c, int v, placement p)
         c->failed = true;
     }
     unsigned bit = 1u << c->axis;
-    t->partial = (uint8_t)(p.partial ? t->partial | bit : t->partial & ~bit);
+    t->partial = (uint8_t)(p.partial && !c->tokens ? t->partial | bit : t->partial & ~bit);
+    c->at[v] = p;
+}
+
+/* Value v, made by a lowering that typed it, is placed p. */
+static void note(shard_ctx *c, int v, placement p)
+{
+    grow(c);
     c->at[v] = p;
 }
 
@@ -163,7 +202,7 @@ static int collective_once(shard_ctx *c, int **memo, ir_op op, int v, bool batch
 /* v as a complete value: a partial sum is all-reduced over the axis. */
 static int complete(shard_ctx *c, int v)
 {
-    placement whole = {c->at[v].dim, false, c->at[v].seq};
+    placement whole = {c->at[v].dim, false, c->at[v].seq, false};
     return c->at[v].partial ? collective_once(c, &c->reduced, IR_OP_ALL_REDUCE, v, false, whole) : v;
 }
 
@@ -175,7 +214,7 @@ static void rank_offset(shard_ctx *c, int v, int k, int64_t block) { ir_set_per_
 
 /* This rank's share of the residual stream's tokens: its slice of the sequence (dim 1), or with
  * sequence_parallel_split batch its batch rows (dim 0). */
-static placement seq_slice_at(const shard_ctx *c) { return (placement){c->sp_dim, false, true}; }
+static placement seq_slice_at(const shard_ctx *c) { return (placement){c->sp_dim, false, true, false}; }
 
 /* v split along the sequence: a partial sum is reduce-scattered (overlap: the comm_overlap pass's). */
 static int seq_slice(shard_ctx *c, int v)
@@ -200,7 +239,7 @@ static int join_slice(shard_ctx *c, int v)
 static int every_token(shard_ctx *c, int v)
 {
     v = complete(c, v);
-    placement whole = {-1, false, false};
+    placement whole = {-1, false, false, false};
     return c->at[v].seq ? collective_once(c, &c->gathered, IR_OP_ALL_GATHER_SEQ, v, c->sp_dim == 0, whole) : v;
 }
 
@@ -223,7 +262,7 @@ static int store_partial_grad(shard_ctx *c, const ir_instr *in, const int *args)
         return 0;
     }
     t->partial |= (uint8_t)(1u << c->axis);
-    emit(c, in->op, args, 2, NULL, NULL, NULL, (placement){-1, false, false});
+    emit(c, in->op, args, 2, NULL, NULL, NULL, (placement){-1, false, false, false});
     return 1;
 }
 
@@ -233,17 +272,22 @@ static int stream_value(shard_ctx *c, int v) { return c->sp ? seq_slice(c, v) : 
 
 /* --- rules ---------------------------------------------------------------------------------- */
 
+/* The position ops' lowering over split tokens (below, with attention's). */
+static void lower_positions(seq_split *a, int r);
+
 /* Where reshape moves a split dimension: to the new dimension with the same number of elements
- * before it (Megatron's layouts only ever split an outer factor: [B,T,H*D] <-> [B,T,H,D]). */
-static bool reshape_dim(const ir_type *from, const ir_type *to, int dim, int tp, int *out)
+ * before it (Megatron's layouts only ever split an outer factor: [B,T,H*D] <-> [B,T,H,D]); split
+ * tokens, to the one with the same number after it (the tokens flattened with the batch, as an MoE
+ * layer's rows: [B,T,C] <-> [B T,C]; the rank's tokens of each sample stay together). */
+static bool reshape_dim(const ir_type *from, const ir_type *to, int dim, int n, bool tokens, int *out)
 {
     if (dim < 0)
         return *out = -1, true;
     int64_t before = 1, acc = 1;
-    for (int i = 0; i < dim; i++)
+    for (int i = tokens ? dim + 1 : 0; i < (tokens ? from->ndim : dim); i++)
         before *= from->dims[i];
-    for (int j = 0; j < to->ndim; j++) {
-        if (acc == before && to->dims[j] % tp == 0)
+    for (int j = tokens ? to->ndim - 1 : 0; j >= 0 && j < to->ndim; j += tokens ? -1 : 1) {
+        if (acc == before && to->dims[j] % n == 0)
             return *out = j, true;
         acc *= to->dims[j];
     }
@@ -288,7 +332,7 @@ static bool matmul_placement(shard_ctx *c, const ir_instr *in, int *args, int ia
     args[ia] = every_token(c, args[ia]);
     args[ib] = every_token(c, args[ib]);
     int sa = split_of_a(c, args[ia], ta), sb = split_of_b(c, args[ib], tb);
-    *p = (placement){-1, false, false};
+    *p = (placement){-1, false, false, false};
     if (sa == SPLIT_K && sb == SPLIT_K)
         p->partial = true; /* row-parallel: each rank holds a slice of the contraction */
     else if (sa == SPLIT_K || sb == SPLIT_K || (sa == SPLIT_M && sb == SPLIT_N))
@@ -316,7 +360,7 @@ static bool rule_matmul(shard_ctx *c, const ir_instr *in, int *args, int *res)
 static bool rule_fp8_amax(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     args[0] = complete(c, args[0]);
-    placement whole = {-1, false, false};
+    placement whole = {-1, false, false, false};
     *res = emit(c, in->op, args, 1, NULL, NULL, NULL, whole);
     if (c->at[args[0]].dim >= 0) {
         double max_attrs[IR_NATTRS_ALL_REDUCE] = {[IR_ATTR_AXIS] = c->axis, [IR_ATTR_ALL_REDUCE_MAX] = 1};
@@ -333,7 +377,7 @@ static bool rule_fp8_quantize(shard_ctx *c, const ir_instr *in, int *args, int *
     if (c->at[args[1]].dim >= 0 || c->at[args[1]].partial)
         return fail(c, "an amax that is not whole", in);
     *res = emit(c, in->op, args, 2, in->attr, NULL, NULL, c->at[args[0]]);
-    place(c, *res + 1, (placement){-1, false, false});
+    place(c, *res + 1, (placement){-1, false, false, false});
     return true;
 }
 
@@ -355,7 +399,7 @@ static bool rule_fp8_scaling(shard_ctx *c, const ir_instr *in, int *args, int *r
     for (int a = 0; a < in->nargs; a++)
         if (c->at[args[a]].dim >= 0 || c->at[args[a]].partial)
             return fail(c, "an FP8 amax or history that is not whole", in);
-    int r = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){-1, false, false});
+    int r = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){-1, false, false, false});
     if (ir_ops[in->op].nres)
         *res = r;
     return true;
@@ -365,7 +409,7 @@ static bool rule_fp8_scaling(shard_ctx *c, const ir_instr *in, int *args, int *r
  * logit) are combined over the axis, so no rank ever holds the whole row. */
 static int lower_cross_entropy(shard_ctx *c, const ir_instr *in, int logits, int targets)
 {
-    placement rows = {-1, false, false};
+    placement rows = {-1, false, false, false};
     double max_attrs[IR_NATTRS_ALL_REDUCE] = {[IR_ATTR_AXIS] = c->axis, [IR_ATTR_ALL_REDUCE_MAX] = 1};
     double sum_attrs[IR_NATTRS_ALL_REDUCE] = {[IR_ATTR_AXIS] = c->axis, [IR_ATTR_ALL_REDUCE_MAX] = 0};
     int mx = emit(c, IR_OP_CE_ROW_MAX, &logits, 1, NULL, NULL, NULL, rows);
@@ -385,7 +429,8 @@ static int lower_cross_entropy_grad(shard_ctx *c, const ir_instr *in, const int 
     for (int i = 0; i < c->nces; i++)
         if (c->ces[i].logits == in->args[1] && c->ces[i].targets == in->args[2]) {
             int g[5] = {args[0], args[1], args[2], c->ces[i].gmax, c->ces[i].stats};
-            int r = emit(c, IR_OP_CE_GRAD_SHARDED, g, 5, NULL, NULL, NULL, (placement){last_dim_of(c, args[1]), false, false});
+            placement split = {last_dim_of(c, args[1]), false, false, false};
+            int r = emit(c, IR_OP_CE_GRAD_SHARDED, g, 5, NULL, NULL, NULL, split);
             rank_offset(c, r, 0, c->dst->vals[args[1]].type.dims[last_dim_of(c, args[1])]); /* vocab_start */
             return r;
         }
@@ -411,6 +456,16 @@ static bool rule_same(shard_ctx *c, const ir_instr *in, int *args, int *res, boo
     return true;
 }
 
+/* rope rotates each token by its place in the sequence: split tokens by the rank's chunks' */
+static bool rule_rope(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    if (!rule_same(c, in, args, res, false))
+        return false;
+    if (c->tokens && c->at[*res].dim == 1)
+        lower_positions(&c->seq, *res);
+    return true;
+}
+
 /* Whether the norm's operand x is split along a dimension of its rows (not the last, which it
  * normalises) and not the sequence: the heads of q and k under tensor parallelism (qk_layernorm). */
 static bool rows_split(shard_ctx *c, const ir_instr *in, int x)
@@ -423,43 +478,47 @@ static bool rows_split(shard_ctx *c, const ir_instr *in, int x)
  * replicated, or a sequence slice under sequence parallelism, where the weight gradients (sums
  * over this rank's tokens) become partial and the position table is offset to the slice. A norm
  * of heads split over the axis (qk_layernorm's, each head normalised alone) keeps their split,
- * and its weight gradients, sums over this rank's heads, become partial alike. */
+ * and its weight gradients, sums over this rank's heads, become partial alike; so does one of
+ * split tokens (the sums the rank's shares), the position ops at the rank's chunks' places. */
 static bool rule_stream(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     int x = in->op == IR_OP_LAYERNORM_GRAD || in->op == IR_OP_RMSNORM_GRAD ? 1 : 0; /* (dy, x, w) */
-    bool heads = rows_split(c, in, args[x]);
-    if (!heads)
+    bool positions = in->op == IR_OP_POS_ADD || in->op == IR_OP_POS_ADD_GRAD;
+    bool kept = rows_split(c, in, args[x]) || (c->tokens && c->at[args[x]].dim >= 0);
+    if (!kept)
         args[x] = stream_value(c, args[x]);
     bool seq = c->at[args[x]].seq;
-    if (x == 1 && !heads)
+    if (x == 1 && !kept)
         args[0] = seq ? join_slice(c, args[0]) : complete(c, args[0]);
-    if (x == 1 && heads)
+    if (x == 1 && kept)
         args[0] = complete(c, args[0]);
     for (int a = 0; a < in->nargs; a++) {
         bool stream = a <= x || (in->op == IR_OP_POS_ADD_GRAD);
         if (!stream)
             args[a] = complete(c, args[a]); /* weights, bias, table: replicated */
-        bool placed = stream && (c->at[args[a]].seq || (heads && c->at[args[a]].dim == c->at[args[x]].dim));
+        bool placed = stream && (c->at[args[a]].seq || (kept && c->at[args[a]].dim == c->at[args[x]].dim));
         if (c->at[args[a]].dim >= 0 && !placed)
             return fail(c, "a normalisation or position table over a split dimension", in);
     }
     double attrs[IR_MAX_ATTRS];
     memcpy(attrs, in->attr, sizeof attrs);
-    placement p = seq ? seq_slice_at(c) : heads ? c->at[args[x]] : (placement){-1, false, false};
+    placement p = seq ? seq_slice_at(c) : kept ? c->at[args[x]] : (placement){-1, false, false, false};
     if (in->op == IR_OP_POS_ADD_GRAD)
-        p = (placement){-1, seq, false}; /* rows of this slice's positions only */
+        p = (placement){-1, seq || kept, false, false}; /* rows of this slice's positions only */
     int64_t slice = c->dst->vals[args[0]].type.dims[1];
     /* a sequence slice's tokens are [offset, offset + slice) of the sequence's extent (ops.def);
        batch rows hold every position */
-    bool sliced = seq && c->sp_dim == 1 && (in->op == IR_OP_POS_ADD || in->op == IR_OP_POS_ADD_GRAD);
+    bool sliced = seq && c->sp_dim == 1 && positions;
     int pos = sliced ? (int)(ir_pos_attrs(in) - in->attr) : 0; /* offset, extent, ... as pos_add's */
     if (sliced)
         attrs[pos + IR_ATTR_POS_ADD_EXTENT] = (double)(slice * c->n);
     *res = emit(c, in->op, args, in->nargs, attrs, NULL, NULL, p);
     if (sliced)
         rank_offset(c, *res, pos + IR_ATTR_POS_ADD_OFFSET, slice);
-    for (int r = 1; r < ir_ops[in->op].nres; r++) /* dw, db: summed over this slice's tokens (heads) */
-        place(c, *res + r, (placement){-1, seq || heads, false});
+    if (positions && kept) /* split tokens: at their places */
+        lower_positions(&c->seq, *res);
+    for (int r = 1; r < ir_ops[in->op].nres; r++) /* dw, db: summed over this slice's tokens (heads, tokens) */
+        place(c, *res + r, (placement){-1, seq || kept, false, false});
     return true;
 }
 
@@ -472,6 +531,12 @@ static bool rule_dropout(shard_ctx *c, const ir_instr *in, int *args, int *res)
     if (c->at[args[0]].partial)
         args[0] = stream_value(c, args[0]);
     placement p = c->at[args[0]];
+    if (c->tokens) { /* the rank's tokens: by their places (ops.def's cp, cp_rank) */
+        *res = emit(c, in->op, args, 2, in->attr, NULL, NULL, p);
+        if (p.dim == 1)
+            lower_positions(&c->seq, *res);
+        return true;
+    }
     if (p.dim == 0 && !p.seq)
         return fail(c, "dropout over a split batch dimension", in);
     if (p.dim >= 2 && in->attr[IR_ATTR_DROPOUT_CP] > 1) /* runtime/dropout.c: cp cuts dimension 1 */
@@ -504,7 +569,7 @@ ir_type pass_seq_local(ir_type t, int dim, ir_axis axis, int n)
 /* Op r of dst, a copy of a token-wise op whose result depends on a token's place in the sequence
  * (pos_add, pos_add_grad, rope, dropout: ops.def's attributes cp, cp_rank): its tokens are the
  * rank's chunks (ir_cp_position), and dropout's extent along the sequence (dim 1) the rank's. */
-void pass_seq_positions(pass_seq_split *a, int r)
+static void lower_positions(seq_split *a, int r)
 {
     ir_instr *made = &a->dst->instrs[a->dst->vals[r].def];
     int cp_at = ir_attr_index(made->op, "cp");
@@ -538,7 +603,7 @@ void pass_seq_positions(pass_seq_split *a, int r)
 
 /* memo slot of new value v: its all_gather_seq (all_gather), head-split form (a2a) or an MoE
  * router's rows of every rank (seq_whole_rows), or -1 */
-static int *seq_moved(pass_seq_split *a, int v)
+static int *seq_moved(seq_split *a, int v)
 {
     if (v >= a->cap) {
         int cap = 2 * v + 64;
@@ -553,7 +618,7 @@ static int *seq_moved(pass_seq_split *a, int v)
 /* New value v as attention reads it, made once however many ops read it: all_gather, k or v of
  * every rank (axis; overlap 0, batch 0); a2a, q, k, v, y or dy with every token and the rank's
  * block of the heads (heads 1). */
-static int seq_kv(pass_seq_split *a, int v)
+static int seq_kv(seq_split *a, int v)
 {
     if (*seq_moved(a, v) < 0) {
         bool a2a = a->comm == IR_CP_A2A;
@@ -565,7 +630,7 @@ static int seq_kv(pass_seq_split *a, int v)
 }
 
 /* New value v [B,T,H/n,D] back to the rank's tokens and every head (a2a) */
-static int seq_to_tokens(pass_seq_split *a, int v)
+static int seq_to_tokens(seq_split *a, int v)
 {
     double attrs[IR_NATTRS_CP_ALL_TO_ALL] = {[IR_ATTR_AXIS] = a->axis, [IR_ATTR_CP_ALL_TO_ALL_HEADS] = 0};
     return ir_emit(a->m, a->dst, IR_OP_CP_ALL_TO_ALL, &v, 1, attrs, NULL, NULL);
@@ -573,7 +638,7 @@ static int seq_to_tokens(pass_seq_split *a, int v)
 
 /* Attention op `in` over new operands args, with in's attributes but {cp, cp_rank, ring, shift}
  * (ops.def); ranked 0: over the whole sequence in order, as one rank's (a2a) */
-static int seq_piece(pass_seq_split *a, const ir_instr *in, const int *args, int ring, int shift, bool ranked)
+static int seq_piece(seq_split *a, const ir_instr *in, const int *args, int ring, int shift, bool ranked)
 {
     double attrs[IR_MAX_ATTRS];
     memcpy(attrs, in->attr, sizeof attrs);
@@ -588,20 +653,20 @@ static int seq_piece(pass_seq_split *a, const ir_instr *in, const int *args, int
 
 /* New value v of the previous rank of the axis's ring, overlapped (it runs beside what is
  * computed before its first use). */
-static int seq_ring_shift(pass_seq_split *a, int v)
+static int seq_ring_shift(seq_split *a, int v)
 {
     double attrs[IR_NATTRS_RING_SHIFT] = {[IR_ATTR_AXIS] = a->axis, [IR_ATTR_RING_SHIFT_OVERLAP] = 1};
     return ir_emit(a->m, a->dst, IR_OP_RING_SHIFT, &v, 1, attrs, NULL, NULL);
 }
 
-static int seq_add(pass_seq_split *a, int x, int y)
+static int seq_add(seq_split *a, int x, int y)
 {
     int args[2] = {x, y};
     return ir_emit(a->m, a->dst, IR_OP_ADD, args, 2, NULL, NULL, NULL);
 }
 
 /* The forward's ring pieces over (q, k, v[, first_sample]), merged: returns (o, lse). */
-static int seq_ring_forward(pass_seq_split *a, const ir_instr *in, const int *mapped)
+static int seq_ring_forward(seq_split *a, const ir_instr *in, const int *mapped)
 {
     int args[4], o = -1;
     memcpy(args, mapped, sizeof(int) * (size_t)in->nargs);
@@ -622,7 +687,7 @@ static int seq_ring_forward(pass_seq_split *a, const ir_instr *in, const int *ma
 
 /* The backward's ring pieces over (dy, q, k, v, y, lse[, first_sample]), y and lse the merged
  * ones: res := dq, dk, dv. After the last piece the keys' gradients belong to rank + 1's keys. */
-static void seq_ring_backward(pass_seq_split *a, const ir_instr *in, const int *mapped, int *res)
+static void seq_ring_backward(seq_split *a, const ir_instr *in, const int *mapped, int *res)
 {
     int args[7];
     memcpy(args, mapped, sizeof(int) * (size_t)in->nargs);
@@ -648,7 +713,7 @@ static void seq_ring_backward(pass_seq_split *a, const ir_instr *in, const int *
 /* Ulysses: over every token of the rank's block of the heads; the lse and first_sample stay as
  * they are. With dropout the block's first head is rank H/n (under tp the shard pass makes it
  * tp_rank H/tp + cp_rank H/(tp cp): rule_attention). */
-static void seq_ulysses(pass_seq_split *a, const ir_instr *in, const int *mapped, int *res)
+static void seq_ulysses(seq_split *a, const ir_instr *in, const int *mapped, int *res)
 {
     bool fwd = ir_ops[in->op].nres == 2, dropout = ir_attr_index(in->op, "head_offset") >= 0;
     int args[7], lse = fwd ? -1 : 5, first_sample = dropout ? in->nargs - 1 : -1;
@@ -669,7 +734,7 @@ static void seq_ulysses(pass_seq_split *a, const ir_instr *in, const int *mapped
 }
 
 /* all_gather: over every rank's keys and values; dk, dv reduce-scattered back. */
-static void seq_gathered(pass_seq_split *a, const ir_instr *in, const int *mapped, int *res)
+static void seq_gathered(seq_split *a, const ir_instr *in, const int *mapped, int *res)
 {
     bool fwd = ir_ops[in->op].nres == 2;
     int k = fwd ? 1 : 2, args[7];
@@ -689,7 +754,7 @@ static void seq_gathered(pass_seq_split *a, const ir_instr *in, const int *mappe
     }
 }
 
-void pass_seq_attention(pass_seq_split *a, const ir_instr *in, const int *args, int *res)
+static void lower_attention(seq_split *a, const ir_instr *in, const int *args, int *res)
 {
     switch (a->comm) {
     case IR_CP_P2P:
@@ -707,7 +772,7 @@ void pass_seq_attention(pass_seq_split *a, const ir_instr *in, const int *args, 
     }
 }
 
-static int seq_reshape(pass_seq_split *a, int v, ir_type t)
+static int seq_reshape(seq_split *a, int v, ir_type t)
 {
     return ir_emit(a->m, a->dst, IR_OP_RESHAPE, &v, 1, NULL, NULL, &t);
 }
@@ -715,7 +780,7 @@ static int seq_reshape(pass_seq_split *a, int v, ir_type t)
 /* An MoE layer's rows are the rank's tokens flattened, [B T/n, X]. New value v of such rows, whole
  * type `whole` [B T, X], as every rank's: each sequence's T rows together (its chunks in rank
  * order: the router's sums do not mind), made once. */
-static int seq_whole_rows(pass_seq_split *a, int v, const ir_type *whole)
+static int seq_whole_rows(seq_split *a, int v, const ir_type *whole)
 {
     if (*seq_moved(a, v) < 0) {
         int64_t seq[3] = {whole->dims[0] / a->T, a->T, whole->dims[1]};
@@ -730,7 +795,7 @@ static int seq_whole_rows(pass_seq_split *a, int v, const ir_type *whole)
 /* New value g [B T, X], a gradient of seq_whole_rows' value, back to the rank's rows: summed over
  * the ranks that read them (every rank's router loss reads every row; each rank's is seeded 1/n
  * of the one rank's loss, as its lm loss is, so the sum is the one rank's gradient). */
-static int seq_rank_rows(pass_seq_split *a, int g, const ir_type *whole)
+static int seq_rank_rows(seq_split *a, int g, const ir_type *whole)
 {
     int64_t seq[3] = {whole->dims[0] / a->T, a->T, whole->dims[1]};
     double attrs[IR_NATTRS_REDUCE_SCATTER_SEQ] = {[IR_ATTR_AXIS] = a->axis}; /* overlap 0, batch 0 */
@@ -739,7 +804,7 @@ static int seq_rank_rows(pass_seq_split *a, int g, const ir_type *whole)
     return seq_reshape(a, s, pass_seq_local(*whole, 0, a->axis, a->n));
 }
 
-int pass_seq_router_loss(pass_seq_split *a, const ir_func *src, const ir_instr *in, const int *mapped)
+static int lower_router_loss(seq_split *a, const ir_func *src, const ir_instr *in, const int *mapped)
 {
     int args[3], first = in->op == IR_OP_MOE_AUX_LOSS_GRAD; /* (dloss, logits, ids) */
     for (int i = 0; i < in->nargs; i++)
@@ -748,7 +813,7 @@ int pass_seq_router_loss(pass_seq_split *a, const ir_func *src, const ir_instr *
     return first ? seq_rank_rows(a, r, &src->vals[in->res[0]].type) : r;
 }
 
-int pass_seq_capacity(pass_seq_split *a, const ir_func *src, const ir_instr *in, const int *mapped)
+static int lower_capacity(seq_split *a, const ir_func *src, const ir_instr *in, const int *mapped)
 {
     const ir_type *t = &src->vals[in->res[0]].type;
     int args[3];
@@ -766,10 +831,28 @@ int pass_seq_capacity(pass_seq_split *a, const ir_func *src, const ir_instr *in,
     return seq_reshape(a, s, pass_seq_local(*t, 0, a->axis, a->n));
 }
 
-void pass_seq_free(pass_seq_split *a)
+static void seq_free(seq_split *a)
 {
     free(a->moved);
     a->moved = NULL, a->cap = 0;
+}
+
+/* Attention over split tokens (q, k, v the rank's chunks of every sequence): lowered as cp_comm_type
+ * says; its results hold the rank's tokens (the forward's lse [B,H,T] along dimension 2), but a2a's
+ * lse, which stays on the rank's block of the heads. */
+static bool attention_over_tokens(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    bool forward = ir_ops[in->op].nres == 2;
+    int k = forward ? 1 : 2;
+    for (int a = k - 1; a <= k + 1; a++)
+        if (c->at[args[a]].dim != 1)
+            return fail(c, "attention over values not split along the sequence", in);
+    lower_attention(&c->seq, in, args, res);
+    for (int r = 0; r < in->nres; r++) {
+        bool lse = forward && r == 1;
+        note(c, res[r], (placement){lse ? (c->seq.comm == IR_CP_A2A ? -1 : 2) : 1, false, false, false});
+    }
+    return true;
 }
 
 /* Attention reads whole sequences; its heads may be split (column-parallel q, k, v). With
@@ -781,13 +864,15 @@ void pass_seq_free(pass_seq_split *a)
  * cp term, cp_rank H/cp) indexes within the rank's heads/tp: it shrinks by tp. */
 static bool rule_attention(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
+    if (c->tokens)
+        return attention_over_tokens(c, in, args, res);
     bool forward = ir_ops[in->op].nres == 2, dropout = ir_attr_index(in->op, "head_offset") >= 0;
     for (int a = 0; a < in->nargs; a++)
         args[a] = every_token(c, args[a]);
     int q = args[forward ? 0 : 1], heads = c->at[q].dim;
     if (dropout && heads >= 0 && heads != 2)
         return fail(c, "attention dropout with q split other than by heads", in);
-    *res = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){heads, false, false});
+    *res = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){heads, false, false, false});
     if (dropout && heads >= 0) {
         int k = IR_ATTR_ATTENTION_DROPOUT_HEAD_OFFSET; /* the _GRAD twin's too (ir.c) */
         ir_instr *made = &c->dst->instrs[c->dst->vals[*res].def];
@@ -797,14 +882,16 @@ static bool rule_attention(shard_ctx *c, const ir_instr *in, int *args, int *res
         made->per_rank[k].step[c->axis] = in->attr[IR_ATTR_ATTENTION_DROPOUT_HEADS] / c->n;
     }
     if (forward) /* lse [B,H,T]: heads are dimension 1 */
-        place(c, *res + 1, (placement){heads >= 0 ? 1 : -1, false, false});
+        place(c, *res + 1, (placement){heads >= 0 ? 1 : -1, false, false, false});
     return true;
 }
 
+/* An input or constant is placed as its type records (context parallelism's tokens and targets). */
 static bool rule_source(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     (void)args;
-    *res = emit(c, in->op, NULL, 0, in->attr, in->sym, &c->src->vals[in->res[0]].type, (placement){-1, false, false});
+    const ir_type *t = &c->src->vals[in->res[0]].type;
+    *res = emit(c, in->op, NULL, 0, in->attr, in->sym, t, (placement){ir_shard_dim(t, c->axis), false, false, false});
     c->dst->instrs[c->dst->ninstrs - 1].role = in->role;
     return true;
 }
@@ -814,7 +901,7 @@ static bool rule_global(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     (void)args;
     int dim = ir_shard_dim(&c->m->globals[in->global].type, c->axis);
-    *res = placed(c, in->op, ir_global_ref(c->m, c->dst, in->global), (placement){dim, false, false});
+    *res = placed(c, in->op, ir_global_ref(c->m, c->dst, in->global), (placement){dim, false, false, false});
     return true;
 }
 
@@ -822,7 +909,7 @@ static bool rule_output(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     (void)res;
     args[0] = every_token(c, args[0]);
-    emit(c, in->op, args, 1, NULL, in->sym, NULL, (placement){-1, false, false});
+    emit(c, in->op, args, 1, NULL, in->sym, NULL, (placement){-1, false, false, false});
     c->dst->instrs[c->dst->ninstrs - 1].role = in->role;
     return true;
 }
@@ -830,6 +917,10 @@ static bool rule_output(shard_ctx *c, const ir_instr *in, int *args, int *res)
 static bool rule_store(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     (void)res;
+    if (c->tokens) { /* a sum over the rank's tokens, its share, as it is: data_parallel sums it over dp_cp */
+        emit(c, in->op, args, 2, NULL, NULL, NULL, (placement){-1, false, false, false});
+        return true;
+    }
     switch (store_partial_grad(c, in, args)) {
     case 1: return true;
     case -1: return false;
@@ -838,7 +929,7 @@ static bool rule_store(shard_ctx *c, const ir_instr *in, int *args, int *res)
     args[1] = c->at[args[1]].seq ? every_token(c, args[1]) : complete(c, args[1]);
     if (c->at[args[1]].dim != c->at[args[0]].dim)
         return fail(c, "the value and its destination are split differently", in);
-    emit(c, in->op, args, 2, NULL, NULL, NULL, (placement){-1, false, false});
+    emit(c, in->op, args, 2, NULL, NULL, NULL, (placement){-1, false, false, false});
     return true;
 }
 
@@ -863,7 +954,7 @@ static bool rule_reshape(shard_ctx *c, const ir_instr *in, int *args, int *res)
     if (c->at[args[0]].seq)
         args[0] = every_token(c, args[0]);
     placement p = c->at[args[0]];
-    if (!reshape_dim(&c->src->vals[in->args[0]].type, src_t, p.dim, c->n, &p.dim))
+    if (!reshape_dim(&c->src->vals[in->args[0]].type, src_t, p.dim, c->n, c->tokens, &p.dim))
         return fail(c, "a reshape that moves the split dimension", in);
     ir_type t = local_type(src_t, p.dim, c->n);
     *res = emit(c, in->op, args, 1, NULL, NULL, &t, p);
@@ -934,7 +1025,7 @@ static bool rule_sum_rows(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     placement p = c->at[args[0]];
     bool features = p.dim == last_dim_of(c, args[0]);
-    p = (placement){features ? 0 : -1, p.partial || (p.dim >= 0 && !features), false};
+    p = (placement){features ? 0 : -1, p.partial || (p.dim >= 0 && !features), false, false};
     *res = emit(c, in->op, args, 1, NULL, NULL, NULL, p);
     return true;
 }
@@ -960,22 +1051,51 @@ static int whole(shard_ctx *c, int v, const ir_instr *in)
     return c->at[v].dim >= 0 ? (fail(c, "an operand split over the features", in), -1) : v;
 }
 
-/* the router's ops: whole operands, whole results */
+/* Over split tokens an MoE layer's ops run on the rank's rows [B T/n, ...] as they are (its routed
+ * pairs' [B T/n k, ...]; after expert parallelism's dispatch, the rows received, whole; the counts
+ * the rank's own): op `in` with attrs, result k placed p[k]. */
+static int on_rows(shard_ctx *c, const ir_instr *in, const int *args, const double *attrs, const placement *p)
+{
+    int r = emit(c, in->op, args, in->nargs, attrs, NULL, NULL, p[0]);
+    for (int k = 1; k < in->nres; k++)
+        place(c, r + k, p[k]);
+    return r;
+}
+
+/* the router's ops: whole operands, whole results; over split tokens, results of the rank's rows
+ * (a loss, a mean over them: the rank's) */
 static bool rule_moe(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
+    if (c->tokens) {
+        bool rows = false;
+        for (int a = 0; a < in->nargs; a++)
+            rows |= c->at[args[a]].dim == 0;
+        placement p[IR_MAX_RES];
+        for (int k = 0; k < in->nres; k++)
+            p[k] = (placement){rows && c->src->vals[in->res[k]].type.ndim > 0 ? 0 : -1, false, false, false};
+        int r = on_rows(c, in, args, in->attr, p);
+        if (in->nres)
+            *res = r;
+        return true;
+    }
     for (int a = 0; a < in->nargs; a++)
         if ((args[a] = whole(c, args[a], in)) < 0)
             return false;
-    int r = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){-1, false, false});
+    int r = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, (placement){-1, false, false, false});
     if (ir_ops[in->op].nres)
         *res = r;
     return true;
 }
 
 /* rows of operand 0 moved, masked or combined by whole operands: operand 0's placement, which
- * must not split the rows */
+ * must not split the rows (over split tokens: the rank's rows, moved as they are) */
 static bool rule_move_rows(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
+    if (c->tokens) {
+        placement p[IR_MAX_RES] = {c->at[args[0]], {-1, false, false, false}, {-1, false, false, false}};
+        *res = on_rows(c, in, args, in->attr, p);
+        return true;
+    }
     if (c->at[args[0]].seq || c->at[args[0]].dim == 0)
         return fail(c, "rows moved along a split dimension", in);
     for (int a = 1; a < in->nargs; a++)
@@ -983,14 +1103,162 @@ static bool rule_move_rows(shard_ctx *c, const ir_instr *in, int *args, int *res
             return false;
     *res = emit(c, in->op, args, in->nargs, in->attr, NULL, NULL, c->at[args[0]]);
     for (int r = 1; r < ir_ops[in->op].nres; r++) /* came, counts */
-        place(c, *res + r, (placement){-1, false, false});
+        place(c, *res + r, (placement){-1, false, false, false});
+    return true;
+}
+
+/* --- split experts (expert parallelism's lowering: Megatron's all-to-all token dispatcher) ------
+ *
+ *     (perm, counts[E]) = moe_sort(ids)           xp[N k, H] = moe_permute(x, perm)
+ *     (xr[C, H], came[n, E/n]) = all_to_all_v(xp, reshape(counts, [n, E/n]))     dispatch
+ *     (xs, counts_local[E/n]) = moe_sort_runs(xr, came)      each local expert's rows together
+ *       ... the experts' grouped GEMMs over xs by counts_local ...                 -> ys[C, H]
+ *     (yb[N k, H], _) = all_to_all_v(moe_unsort_runs(ys, came), came)               combine
+ *     y = moe_unpermute(yb, perm, w)
+ *
+ * C is the exact worst case, every token of every rank routed here: n N min(k, E/n) rows (a
+ * token's k experts are distinct); with a capacity factor (moe_sort given moe_capacity's kept
+ * weights, so only kept rows are counted and sent) at most the capacity, n (E/n) capacity rows
+ * when fewer (the op's capacity attribute says which). */
+
+/* all_to_all_v over the axis; capacity 0: rows is the exact worst case, else the expert capacity
+ * that sized rows */
+static int all_to_all_v(shard_ctx *c, int x, int splits, int64_t rows, int64_t capacity)
+{
+    int args[2] = {x, splits};
+    double attrs[IR_NATTRS_ALL_TO_ALL_V] = {[IR_ATTR_AXIS] = c->axis, [IR_ATTR_ALL_TO_ALL_V_ROWS] = (double)rows,
+                                            [IR_ATTR_ALL_TO_ALL_V_CAPACITY] = (double)capacity};
+    int r = ir_emit(c->m, c->dst, IR_OP_ALL_TO_ALL_V, args, 2, attrs, NULL, NULL);
+    note(c, r, (placement){-1, false, false, false});
+    note(c, r + 1, (placement){-1, false, false, false});
+    return r;
+}
+
+/* The most pairs an expert keeps of a rank's micro-batch: the capacity of the moe_capacity whose
+ * kept weights the sort counts (0: dropless, every routed pair sent). */
+static int64_t sort_capacity(const ir_func *f, const ir_instr *sort)
+{
+    if (sort->nargs < 2)
+        return 0;
+    const ir_instr *def = &f->instrs[f->vals[sort->args[1]].def];
+    return def->op == IR_OP_MOE_CAPACITY ? (int64_t)def->attr[IR_ATTR_MOE_CAPACITY_CAPACITY] : 0;
+}
+
+/* After moe_permute `in` (made: xp, args[1] the new permutation): the dispatch; returns the rows
+ * of the rank's experts, their local counts and the received splits remembered. */
+static int dispatch(shard_ctx *c, const ir_instr *in, const int *args, int xp)
+{
+    const ir_instr *sort = &c->src->instrs[c->src->vals[in->args[1]].def];
+    int counts = c->map[sort->res[1]];
+    int64_t E = c->src->vals[sort->res[1]].type.dims[0], N = c->src->vals[in->args[0]].type.dims[0];
+    int64_t k = c->src->vals[in->res[0]].type.dims[0] / N, local = E / c->n, most = k < local ? k : local;
+    int64_t dims[2] = {c->n, local}, worst = c->n * N * most, capacity = sort_capacity(c->src, sort);
+    bool by_capacity = capacity > 0 && c->n * local * capacity < worst;
+    int splits = ir_reshape(c->m, c->dst, counts, 2, dims);
+    note(c, splits, (placement){-1, false, false, false});
+    int xr = all_to_all_v(c, xp, splits, by_capacity ? c->n * local * capacity : worst, by_capacity ? capacity : 0);
+    int received[2] = {xr, xr + 1};
+    int xs = emit(c, IR_OP_MOE_SORT_RUNS, received, 2, NULL, NULL, NULL, (placement){-1, false, false, true});
+    place(c, xs + 1, (placement){-1, false, false, false});
+    c->dispatched[args[1]] = xr + 1;
+    c->dispatched[counts] = xs + 1;
+    return xs;
+}
+
+/* moe_permute: over split experts its rows dispatched to their experts' ranks */
+static bool rule_permute(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    if (!rule_move_rows(c, in, args, res))
+        return false;
+    if (!c->experts)
+        return true;
+    if (c->src->instrs[c->src->vals[in->args[1]].def].op != IR_OP_MOE_SORT)
+        return snprintf(c->err, c->errlen, "%s: moe_permute %%%d's permutation is not moe_sort's: expert parallelism "
+                        "dispatches the rows the sort ordered", c->src->name, in->res[0]), false;
+    *res = dispatch(c, in, args, *res);
+    return true;
+}
+
+/* moe_unpermute of the rows of the rank's experts: the combine first, back to the ranks they came
+ * from, by the splits its permutation's dispatch received */
+static bool rule_unpermute(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    if (c->experts && c->at[args[0]].routed) {
+        int came = c->dispatched[args[1]];
+        if (came < 0)
+            return fail(c, "rows of the rank's experts combined by a permutation no dispatch made", in);
+        int back[2] = {args[0], came};
+        int yr = emit(c, IR_OP_MOE_UNSORT_RUNS, back, 2, NULL, NULL, NULL, (placement){-1, false, false, false});
+        args[0] = all_to_all_v(c, yr, came, c->src->vals[in->args[0]].type.dims[0], 0);
+    }
+    return rule_move_rows(c, in, args, res);
+}
+
+/* (ids[, w]) -> (perm, counts): over split tokens the rank's pairs, its counts its share of the sum
+ * over the micro-batch's (an output is summed over the axis: train_rank's load statistics) */
+static bool rule_moe_sort(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    if (!c->tokens)
+        return rule_moe(c, in, args, res);
+    placement p[2] = {c->at[args[0]], {-1, true, false, false}};
+    *res = on_rows(c, in, args, in->attr, p);
+    return true;
+}
+
+/* A load-balancing loss (moe_aux_loss, seq_aux_loss: a product of two sums over the micro-batch's
+ * or a sequence's tokens) over split rows: over every rank's rows, gathered, the same on every rank;
+ * its gradient's rows back to the rank's */
+static bool rule_router_loss(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    if (!c->tokens || c->at[args[in->nargs - 1]].dim != 0)
+        return rule_moe(c, in, args, res);
+    *res = lower_router_loss(&c->seq, c->src, in, args);
+    note(c, *res, (placement){in->op == IR_OP_MOE_AUX_LOSS_GRAD ? 0 : -1, false, false, false});
+    return true;
+}
+
+/* Token dropping over split rows ranks the pairs of the whole micro-batch in token order: every
+ * rank ranks them all, gathered, and keeps its own rows of the result */
+static bool rule_capacity(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    if (!c->tokens || c->at[args[2]].dim != 0)
+        return rule_move_rows(c, in, args, res);
+    *res = lower_capacity(&c->seq, c->src, in, args);
+    note(c, *res, (placement){0, false, false, false});
+    return true;
+}
+
+/* Expert parallelism's dispatch of the rank's routed rows (its result the rows received: whole) or
+ * combine (back to them); over split tokens its room, the exact worst case, is the rank's rows' (a
+ * capacity's stays: each rank's kept pairs of an expert are at most its capacity still) */
+static bool rule_exchange(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    if (!c->tokens)
+        return rule_move_rows(c, in, args, res);
+    double attrs[IR_MAX_ATTRS];
+    memcpy(attrs, in->attr, sizeof attrs);
+    if (attrs[IR_ATTR_ALL_TO_ALL_V_CAPACITY] == 0)
+        attrs[IR_ATTR_ALL_TO_ALL_V_ROWS] /= c->n;
+    placement p[2] = {{c->at[args[0]].dim == 0 ? -1 : 0, false, false, false}, {-1, false, false, false}};
+    *res = on_rows(c, in, args, attrs, p);
     return true;
 }
 
 /* (x[R,K], w[E,F,K] (tb) or [E,K,F], counts): a matmul per expert, w's dimensions 1 and 2 its
- * Linear's (as matmul_placement's, with x's rows whole) */
+ * Linear's (as matmul_placement's, with x's rows whole); over split tokens, x's rows */
 static bool rule_grouped_matmul(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
+    if (c->experts) { /* the rows and counts of the rank's experts, whose weights it holds */
+        if (!c->at[args[0]].routed || c->dispatched[args[2]] < 0 || c->at[args[1]].dim != 0)
+            return fail(c, "split experts over rows that were not dispatched to them", in);
+        args[2] = c->dispatched[args[2]];
+        *res = emit(c, in->op, args, 3, in->attr, NULL, NULL, c->at[args[0]]);
+        return true;
+    }
+    if (c->tokens) {
+        *res = on_rows(c, in, args, in->attr, &c->at[args[0]]);
+        return true;
+    }
     bool tb = in->attr[IR_ATTR_MOE_GROUPED_MATMUL_TB] != 0;
     if ((args[2] = whole(c, args[2], in)) < 0)
         return false;
@@ -1000,14 +1268,19 @@ static bool rule_grouped_matmul(shard_ctx *c, const ir_instr *in, int *args, int
     bool x_k = dx == 1, w_k = dw == (tb ? 2 : 1), w_n = dw == (tb ? 1 : 2);
     if (dx == 0 || dw == 0 || x_k != w_k || (w_n && c->at[args[0]].partial))
         return fail(c, "operands split along different dimensions", in);
-    placement p = {w_n ? 1 : -1, x_k || c->at[args[0]].partial, false};
+    placement p = {w_n ? 1 : -1, x_k || c->at[args[0]].partial, false, false};
     *res = emit(c, in->op, args, 3, in->attr, NULL, NULL, p);
     return true;
 }
 
-/* (a[R,P], b[R,Q], counts) -> [E,P,Q]: split where a's or b's features are; partial where one is */
+/* (a[R,P], b[R,Q], counts) -> [E,P,Q]: split where a's or b's features are; partial where one is;
+ * over split tokens the rank's share */
 static bool rule_grouped_wgrad(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
+    if (c->tokens) {
+        *res = on_rows(c, in, args, in->attr, &(placement){-1, true, false, false});
+        return true;
+    }
     if ((args[2] = whole(c, args[2], in)) < 0)
         return false;
     args[0] = gather_tokens(c, args[0]);
@@ -1016,15 +1289,20 @@ static bool rule_grouped_wgrad(shard_ctx *c, const ir_instr *in, int *args, int 
     if (a->dim == 0 || b->dim == 0 || (a->dim >= 0 && b->dim >= 0) || (a->partial && b->partial) ||
         (a->partial && b->dim >= 0) || (b->partial && a->dim >= 0))
         return fail(c, "operands split along different dimensions", in);
-    placement p = {a->dim >= 0 ? 1 : b->dim >= 0 ? 2 : -1, a->partial || b->partial, false};
+    placement p = {a->dim >= 0 ? 1 : b->dim >= 0 ? 2 : -1, a->partial || b->partial, false, false};
     *res = emit(c, in->op, args, 3, in->attr, NULL, NULL, p);
     return true;
 }
 
 /* (dy, yp, perm, w) -> (dyp as dy, dw = dy . yp over the features: partial where yp is partial
- * or split over them) */
+ * or split over them); over split tokens dyp the rank's pairs as yp, dw its rows as dy */
 static bool rule_unpermute_grad(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
+    if (c->tokens) {
+        placement p[2] = {c->at[args[1]], c->at[args[0]]};
+        *res = on_rows(c, in, args, in->attr, p);
+        return true;
+    }
     for (int a = 0; a < in->nargs; a++)
         if (a != 1 && (args[a] = whole(c, args[a], in)) < 0)
             return false;
@@ -1032,14 +1310,14 @@ static bool rule_unpermute_grad(shard_ctx *c, const ir_instr *in, int *args, int
     if (c->at[args[1]].dim == 0)
         return fail(c, "rows moved along a split dimension", in);
     bool partial = c->at[args[1]].partial || c->at[args[1]].dim >= 0;
-    *res = emit(c, in->op, args, 4, in->attr, NULL, NULL, (placement){-1, false, false});
-    place(c, *res + 1, (placement){-1, partial, false});
+    *res = emit(c, in->op, args, 4, in->attr, NULL, NULL, (placement){-1, false, false, false});
+    place(c, *res + 1, (placement){-1, partial, false, false});
     return true;
 }
 
 static bool rule_embedding(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
-    placement p = {-1, false, false};
+    placement p = {c->at[args[1]].dim, false, false, false}; /* [ids..., C]: split as the ids (the rank's tokens) */
     double attrs[IR_NATTRS_EMBEDDING] = {[IR_ATTR_EMBEDDING_VOCAB_START] = 0, [IR_ATTR_EMBEDDING_VOCAB_SIZE] = 0};
     int64_t local = c->dst->vals[args[0]].type.dims[0];
     bool vocab_parallel = c->at[args[0]].dim == 0; /* other shards' rows are zero here */
@@ -1053,13 +1331,19 @@ static bool rule_embedding(shard_ctx *c, const ir_instr *in, int *args, int *res
     return true;
 }
 
+/* the gradient of a vocab-parallel table (tp's), or of the rank's tokens' rows (split ids): a sum over
+ * them, its share */
 static bool rule_embedding_grad(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
+    if (c->at[args[1]].dim >= 0) {
+        *res = emit(c, in->op, args, 2, in->attr, NULL, NULL, (placement){-1, true, false, false});
+        return true;
+    }
     args[0] = every_token(c, args[0]);
     double vocab = in->attr[IR_ATTR_EMBEDDING_GRAD_VOCAB] / c->n;
     double attrs[IR_NATTRS_EMBEDDING_GRAD] = {[IR_ATTR_EMBEDDING_GRAD_VOCAB] = vocab,
                                               [IR_ATTR_EMBEDDING_GRAD_VOCAB_START] = 0};
-    *res = emit(c, in->op, args, 2, attrs, NULL, NULL, (placement){0, false, false});
+    *res = emit(c, in->op, args, 2, attrs, NULL, NULL, (placement){0, false, false, false});
     rank_offset(c, *res, IR_ATTR_EMBEDDING_GRAD_VOCAB_START, (int64_t)vocab);
     return true;
 }
@@ -1069,7 +1353,7 @@ static bool rule_cross_entropy(shard_ctx *c, const ir_instr *in, int *args, int 
     args[0] = every_token(c, args[0]);
     *res = c->at[args[0]].dim == last_dim_of(c, args[0])
                ? lower_cross_entropy(c, in, args[0], args[1])
-               : emit(c, in->op, args, 2, NULL, NULL, NULL, (placement){-1, false, false});
+               : emit(c, in->op, args, 2, NULL, NULL, NULL, (placement){-1, false, false, false});
     return true;
 }
 
@@ -1078,7 +1362,7 @@ static bool rule_cross_entropy_grad(shard_ctx *c, const ir_instr *in, int *args,
     args[1] = every_token(c, args[1]);
     *res = c->at[args[1]].dim == last_dim_of(c, args[1])
                ? lower_cross_entropy_grad(c, in, args)
-               : emit(c, in->op, args, 3, NULL, NULL, NULL, (placement){-1, false, false});
+               : emit(c, in->op, args, 3, NULL, NULL, NULL, c->at[args[1]]); /* placed as the logits */
     return *res >= 0 || fail(c, "the gradient of a cross entropy that was not lowered", in);
 }
 
@@ -1097,7 +1381,7 @@ static bool rule_seq_collective(shard_ctx *c, const ir_instr *in, int *args, int
     return true;
 }
 
-/* Context parallelism's ops (context_parallel.c's, over cp): ring_shift moves a value between
+/* Context parallelism's ops (the run over cp's lowerings): ring_shift moves a value between
  * the cp ranks as it is, attention_merge combines two ring pieces head by head and row by row,
  * cp_all_to_all moves each head block of the tp rank's heads as a whole, all_reduce combines a
  * value (an FP8 amax) element by element; so each result k is placed as operand k (q, k, v and
@@ -1141,8 +1425,15 @@ static const shard_rule_fn rules[IR_NUM_SHARD_RULES] = {
     [IR_SHARD_ATTENTION] = rule_attention,
     [IR_SHARD_CROSS_ENTROPY] = rule_cross_entropy,
     [IR_SHARD_CROSS_ENTROPY_GRAD] = rule_cross_entropy_grad,
+    [IR_SHARD_ROPE] = rule_rope,
     [IR_SHARD_MOE] = rule_moe,
+    [IR_SHARD_MOE_SORT] = rule_moe_sort,
+    [IR_SHARD_ROUTER_LOSS] = rule_router_loss,
+    [IR_SHARD_CAPACITY] = rule_capacity,
     [IR_SHARD_MOVE_ROWS] = rule_move_rows,
+    [IR_SHARD_PERMUTE] = rule_permute,
+    [IR_SHARD_UNPERMUTE] = rule_unpermute,
+    [IR_SHARD_EXCHANGE] = rule_exchange,
     [IR_SHARD_GROUPED_MATMUL] = rule_grouped_matmul,
     [IR_SHARD_GROUPED_WGRAD] = rule_grouped_wgrad,
     [IR_SHARD_UNPERMUTE_GRAD] = rule_unpermute_grad,
@@ -1164,40 +1455,49 @@ static bool rule(shard_ctx *c, const ir_instr *in, int *args, int *res)
     return rules[kind](c, in, args, res);
 }
 
-/* Rewrites source function index fi into the local graph of every rank along `axis`. */
-static bool shard_func(ir_module *m, int fi, ir_axis axis, int n, int seq_dim, char *err, size_t errlen)
+/* Rewrites source function index fi into the local graph of every rank along `axis`. A rule
+ * writes its first result in res[0], and the others in res[k] where they do not follow it. */
+static bool shard_func(ir_module *m, int fi, ir_axis axis, int n, pass_axis_split split, char *err, size_t errlen)
 {
     const ir_func *src = m->funcs[fi];
-    shard_ctx c = {m, src, ir_func_new(m, src->name, src->kind), axis, n, seq_dim >= 0, seq_dim, .err = err, .errlen = errlen};
+    shard_ctx c = {m, src, ir_func_new(m, src->name, src->kind), axis, n, split.seq_dim >= 0, split.seq_dim,
+                   split.tokens, .experts = split.experts, .err = err, .errlen = errlen};
+    c.seq = (seq_split){.m = m, .dst = c.dst, .axis = axis, .n = n, .comm = split.comm,
+                        .T = ir_cfg_int(m, IR_CFG_SEQ_LENGTH)};
     c.map = malloc(sizeof(int) * (size_t)(src->nvals + 1));
     c.complete_grad = calloc((size_t)m->nglobals + 1, sizeof(bool));
     bool ok = true;
     for (int i = 0; i < src->ninstrs && ok; i++) {
         const ir_instr *in = &src->instrs[i];
-        int args[8], res = -1;
+        int args[8], res[IR_MAX_RES];
+        memset(res, -1, sizeof res);
         for (int a = 0; a < in->nargs && a < 8; a++)
             args[a] = c.map[in->args[a]];
         if (in->nargs > 8)
             ok = fail(&c, "too many operands", in);
-        ok = ok && rule(&c, in, args, &res) && !c.failed;
-        if (ok && res >= 0) /* an earlier run's rank terms (another axis's) the rule kept the attribute of */
+        ok = ok && rule(&c, in, args, res) && !c.failed;
+        for (int r = 1; r < in->nres; r++)
+            res[r] = res[r] >= 0 ? res[r] : res[0] + r;
+        if (ok && res[0] >= 0) /* an earlier run's rank terms (another axis's) the rule kept the attribute of */
             for (int k = 0; k < IR_MAX_ATTRS; k++) {
-                ir_instr *made = &c.dst->instrs[c.dst->vals[res].def];
+                ir_instr *made = &c.dst->instrs[c.dst->vals[res[0]].def];
                 if (ir_rank_term_any(&in->per_rank[k]) && made->op == in->op && !ir_rank_term_any(&made->per_rank[k]) &&
                     made->attr[k] == in->attr[k])
                     made->per_rank[k] = in->per_rank[k];
             }
         for (int r = 0; ok && r < in->nres; r++) {
-            c.map[in->res[r]] = res + r;
-            keep_other_axes(&c, res + r, &src->vals[in->res[r]].type);
+            c.map[in->res[r]] = res[r];
+            keep_other_axes(&c, res[r], &src->vals[in->res[r]].type);
         }
     }
+    seq_free(&c.seq);
     free(c.map);
     free(c.complete_grad);
     free(c.at);
     free(c.reduced);
     free(c.scattered);
     free(c.gathered);
+    free(c.dispatched);
     free(c.ces);
     if (ok)
         ir_func_replace(m, fi, c.dst);
@@ -1228,10 +1528,10 @@ static bool shard_globals(ir_module *m, int tp, char *err, size_t errlen)
     return true;
 }
 
-bool pass_shard_axis(ir_module *m, ir_axis axis, int n, int seq_dim, char *err, size_t errlen)
+bool pass_shard_axis(ir_module *m, ir_axis axis, int n, pass_axis_split split, char *err, size_t errlen)
 {
     for (int f = 0; f < m->nfuncs; f++)
-        if (!shard_func(m, f, axis, n, seq_dim, err, errlen))
+        if (!shard_func(m, f, axis, n, split, err, errlen))
             return false;
     return true;
 }
@@ -1246,5 +1546,5 @@ bool pass_shard(ir_module *m, const mcc_pass_options *opts, char *err, size_t er
     if (!shard_globals(m, tp, err, errlen))
         return false;
     int seq_dim = ir_cfg_bool(m, IR_CFG_SEQUENCE_PARALLEL) ? (int)ir_cfg_int(m, IR_CFG_SEQUENCE_PARALLEL_DIM) : -1;
-    return pass_shard_axis(m, IR_AXIS_TP, tp, seq_dim, err, errlen);
+    return pass_shard_axis(m, IR_AXIS_TP, tp, (pass_axis_split){.seq_dim = seq_dim}, err, errlen);
 }

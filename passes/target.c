@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "passes.h"
+
 /* The host's optimizer step: llama3-8b on one H200 with full recompute and CPU offload (bench/RESULTS.md,
  * 2026-12-02) spent about 7 s of its 13.9 s step on the host's AdamW and copies for 8.03e9 parameters,
  * about 28 bytes each (the fp32 master, m and v read and written, the gradient read): 32 GB/s. */
@@ -110,5 +112,29 @@ bool mcc_target_parse_lanes(const mcc_target *t, const char *text, bool *side, b
                               "--comm-lanes side or none", text, t->name);
         return false;
     }
+    return true;
+}
+
+/* The module's attention dropout ops, and whether any is in a function context parallelism splits. */
+static bool has_attention_dropout(const ir_module *m)
+{
+    for (int f = 0; f < m->nfuncs; f++)
+        for (int i = 0; i < m->funcs[f]->ninstrs; i++)
+            if ((m->funcs[f]->kind == IR_FUNC_STEP || m->funcs[f]->kind == IR_FUNC_EVAL) &&
+                ir_attr_index(m->funcs[f]->instrs[i].op, "head_offset") >= 0)
+                return true;
+    return false;
+}
+
+bool pass_target_check(const ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
+{
+    int cp = (int)ir_cfg_int(m, IR_CFG_CONTEXT_PARALLEL_SIZE);
+    if (cp > 1 && pass_backend(m, opts) == IR_BACKEND_CUDA && ir_cfg_choice(m, IR_CFG_CP_COMM_TYPE) != IR_CP_A2A &&
+        has_attention_dropout(m))
+        return snprintf(err, errlen, "--attention-dropout with --context-parallel-size %d and --cp-comm-type %s on the "
+                        "cuda target: the CUDA attention kernels draw the dropout mask by the rank's own positions, not "
+                        "yet by the whole sequence's: pass --cp-comm-type a2a (attention on whole sequences of a block "
+                        "of heads), or --attention-dropout 0, or --target cpu", cp, ir_cfg_text(m, IR_CFG_CP_COMM_TYPE)),
+               false;
     return true;
 }

@@ -1,7 +1,8 @@
 /* shard_test.c — mesh-generic sharding: a dimension split over several mesh axes in the text form
  * (print, parse, verify), every op of ir/ops.def with a sharding rule in the shard pass (or
- * marked as never reaching it), and the shard pass's propagation run over another axis than tp.
- * Usage: shard_test [text|rules|axis] (none: all). */
+ * marked as never reaching it), and the shard pass's propagation run over another axis than tp
+ * (features split over cp, cp's own split of the tokens, ep's of the experts).
+ * Usage: shard_test [text|rules|axis|tokens|experts] (none: all). */
 #include "passes/passes.h"
 
 #include <stdlib.h>
@@ -127,18 +128,21 @@ static const char *const over_cp =
     "  output @y %8\n"
     "}\n";
 
-/* The module after the shard pass over cp (seq_dim: sequence parallelism over cp, or -1). */
-static char *shard_over_cp(int seq_dim)
+/* Module `text` after the shard pass over `axis` (degree 2) split as `split`, `place` (if any) first
+ * giving it the placements the axis's pass gives. */
+static char *shard_over(const char *text, ir_axis axis, pass_axis_split split, void (*place)(ir_module *m))
 {
     char err[512] = "";
-    ir_module *m = ir_parse_module(over_cp, err, sizeof err);
-    CHECK(m && ir_verify(m, err, sizeof err), "the cp module: %s", err);
-    bool ok = m && pass_shard_axis(m, IR_AXIS_CP, 2, seq_dim, err, sizeof err);
-    CHECK(ok, "the shard pass over cp fails: %s", err);
+    ir_module *m = ir_parse_module(text, err, sizeof err);
+    CHECK(m && ir_verify(m, err, sizeof err), "the module over %s: %s", ir_axis_name(axis), err);
+    if (m && place)
+        place(m);
+    bool ok = m && pass_shard_axis(m, axis, 2, split, err, sizeof err);
+    CHECK(ok, "the shard pass over %s fails: %s", ir_axis_name(axis), err);
     CHECK(!ok || ir_verify(m, err, sizeof err), "its result fails the verifier: %s", err);
-    char *text = ok ? ir_print_module(m) : strdup("");
+    char *printed = ok ? ir_print_module(m) : strdup("");
     ir_module_free(m);
-    return text;
+    return printed;
 }
 
 static void check_shows(const char *text, const char *const *lines, size_t n, const char *what)
@@ -151,7 +155,7 @@ static void check_shows(const char *text, const char *const *lines, size_t n, co
 static void test_axis(void)
 {
     /* the row-parallel product is partial over cp (axis 4): the norm needs it complete */
-    char *text = shard_over_cp(-1);
+    char *text = shard_over(over_cp, IR_AXIS_CP, (pass_axis_split){.seq_dim = -1}, NULL);
     static const char *const reduced[] = {
         "= matmul %0, %1 {ta=0, tb=1} : f32[2,4,8] {shard=[dp,-,cp]}\n",
         "= matmul %3, %4 {ta=0, tb=1} : f32[2,4,8] {shard=[dp,-,-]} {partial=cp}\n",
@@ -160,7 +164,7 @@ static void test_axis(void)
     check_shows(text, reduced, sizeof reduced / sizeof *reduced, "the pass over cp");
     free(text);
     /* sequence parallelism over cp: reduce-scattered into the norm, all-gathered for the output */
-    text = shard_over_cp(1);
+    text = shard_over(over_cp, IR_AXIS_CP, (pass_axis_split){.seq_dim = 1}, NULL);
     static const char *const sliced[] = {
         "= reduce_scatter_seq %5 {axis=cp, overlap=0, batch=0} : f32[2,2,8] {shard=[dp,cp,-]}\n",
         "= layernorm %8, %6, %7 {eps=1e-05} : f32[2,2,8] {shard=[dp,cp,-]}\n",
@@ -170,9 +174,109 @@ static void test_axis(void)
     free(text);
 }
 
+/* The propagation over cp with the tokens split (context parallelism's placements of the tokens,
+ * as context_parallel.c gives them): the lookup, matmul and norm keep the rank's tokens, flattened
+ * into rows they stay split, and the weight's gradient, a sum over them, is the rank's share,
+ * stored as it is (no all_reduce, no partial mark: data_parallel sums it over dp_cp). */
+static const char *const tokens_over_cp =
+    "config {\n"
+    "  context_parallel_size = \"2\"\n"
+    "  seq_length = \"4\"\n"
+    "}\n"
+    "\n"
+    "global @emb : f32[16,8] {kind=param, init=normal, std=0.02}\n"
+    "global @w : f32[8,8] {kind=param, init=normal, std=0.02}\n"
+    "global @w.grad : f32[8,8] {kind=grad, init=zeros, of=@w}\n"
+    "\n"
+    "func f {kind=step, arena=0} {\n"
+    "  %0 = input @tokens {role=tokens} : i32[2,4]\n"
+    "  %1 = global @emb : f32[16,8]\n"
+    "  %2 = embedding %1, %0 {vocab_start=0, vocab_size=0} : f32[2,4,8]\n"
+    "  %3 = global @w : f32[8,8]\n"
+    "  %4 = matmul %2, %3 {ta=0, tb=1} : f32[2,4,8]\n"
+    "  %5 = matmul %4, %2 {ta=1, tb=0} : f32[8,8]\n"
+    "  %6 = global @w.grad : f32[8,8]\n"
+    "  accumulate %6, %5\n"
+    "  %7 = reshape %4 : f32[8,8]\n"
+    "  output @y %7\n"
+    "}\n";
+
+/* context_parallel.c's placement: the step's tokens (value 0 here), the rank's chunks */
+static void place_tokens(ir_module *m)
+{
+    ir_type *tokens = &m->funcs[0]->vals[0].type;
+    *tokens = pass_seq_local(*tokens, 1, IR_AXIS_CP, 2);
+}
+
+static void test_tokens(void)
+{
+    pass_axis_split tokens = {.seq_dim = -1, .tokens = true, .comm = IR_CP_P2P};
+    char *text = shard_over(tokens_over_cp, IR_AXIS_CP, tokens, place_tokens);
+    static const char *const lines[] = {
+        "= embedding %1, %0 {vocab_start=0, vocab_size=0} : f32[2,2,8] {shard=[-,cp,-]}\n",
+        "= matmul %2, %3 {ta=0, tb=1} : f32[2,2,8] {shard=[-,cp,-]}\n",
+        "= matmul %4, %2 {ta=1, tb=0} : f32[8,8]\n  %6 = global @w.grad : f32[8,8]\n  accumulate %6, %5\n",
+        "= reshape %4 : f32[4,8] {shard=[cp,-]}\n",
+    };
+    check_shows(text, lines, sizeof lines / sizeof *lines, "the pass over cp's tokens");
+    CHECK(!strstr(text, "all_reduce") && !strstr(text, "partial="), "a share is completed or marked partial:\n%s", text);
+    free(text);
+}
+
+/* The propagation over ep with the experts split (expert parallelism's placements of the expert
+ * weights, as expert_parallel.c gives them): the permuted rows dispatched to their experts' ranks
+ * by the sort's counts, the grouped GEMM over the rows received by the local counts, and the rows
+ * combined back before the unpermute. */
+static const char *const experts_over_ep =
+    "config {\n"
+    "  expert_model_parallel_size = \"2\"\n"
+    "  data_parallel_size = \"2\"\n"
+    "}\n"
+    "\n"
+    "global @experts.w : f32[4,8,8] {kind=param, init=normal, std=0.02}\n"
+    "\n"
+    "func f {kind=step, arena=0} {\n"
+    "  %0 = input @x : f32[4,8]\n"
+    "  %1 = input @ids : i32[4,2]\n"
+    "  %2, %3 = moe_sort %1 {experts=4} : i32[8], i32[4]\n"
+    "  %4 = moe_permute %0, %2 : f32[8,8]\n"
+    "  %5 = global @experts.w : f32[4,8,8]\n"
+    "  %6 = moe_grouped_matmul %4, %5, %3 {tb=1} : f32[8,8]\n"
+    "  %7 = input @w : f32[4,2]\n"
+    "  %8 = moe_unpermute %6, %2, %7 : f32[4,8]\n"
+    "  output @y %8\n"
+    "}\n";
+
+/* expert_parallel.c's placement: the rank's 2 of the 4 experts */
+static void place_experts(ir_module *m)
+{
+    ir_global *w = &m->globals[0];
+    w->type.dims[0] /= 2;
+    ir_shard_push(&w->type, 0, IR_AXIS_EP);
+    ir_layout_add(&w->layout, IR_AXIS_EP, IR_SPLIT_DIM, 0);
+}
+
+static void test_experts(void)
+{
+    pass_axis_split experts = {.seq_dim = -1, .experts = true};
+    char *text = shard_over(experts_over_ep, IR_AXIS_EP, experts, place_experts);
+    static const char *const lines[] = { /* 16 rows: 2 ranks x 4 tokens x min(top 2, 2 experts a rank) */
+        "%5 = reshape %3 : i32[2,2]\n"
+        "  %6, %7 = all_to_all_v %4, %5 {axis=ep, rows=16, capacity=0, overlap=0} : f32[16,8], i32[2,2]\n"
+        "  %8, %9 = moe_sort_runs %6, %7 : f32[16,8], i32[2]\n",
+        "= moe_grouped_matmul %8, %10, %9 {tb=1} : f32[16,8]\n",
+        "= moe_unsort_runs %11, %7 : f32[16,8]\n",
+        "= all_to_all_v %13, %7 {axis=ep, rows=8, capacity=0, overlap=0} : f32[8,8], i32[2,2]\n",
+        "= moe_unpermute %14, %2, %12 : f32[4,8]\n",
+    };
+    check_shows(text, lines, sizeof lines / sizeof *lines, "the pass over ep's experts");
+    free(text);
+}
+
 int main(int argc, char **argv)
 {
     ir_ops_init();
-    static const check_part tests[] = {{"text", test_text}, {"rules", test_rules}, {"axis", test_axis}};
+    static const check_part tests[] = {{"text", test_text},     {"rules", test_rules},    {"axis", test_axis},
+                                       {"tokens", test_tokens}, {"experts", test_experts}};
     return check_main(argc, argv, tests, sizeof tests / sizeof *tests);
 }

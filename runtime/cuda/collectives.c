@@ -268,7 +268,7 @@ void cuda_ALL_TO_ALL_V(rt_cuda_ctx *cx, const rt_kernel_call *c)
 }
 
 /* x -> r: x of the previous rank of the axis's ring (rt_ring_shift: NCCL's ncclSend to the next
- * and ncclRecv from the previous rank in one group). overlap=1 (context_parallel.c: ring
+ * and ncclRecv from the previous rank in one group). overlap=1 (the shard rules over cp: ring
  * attention's k, v and their gradients): on the comm stream and its side lane, as the sequence
  * collectives, beside the attention piece computed before the result's first use. */
 void cuda_RING_SHIFT(rt_cuda_ctx *cx, const rt_kernel_call *c)
