@@ -235,11 +235,13 @@ bool pass_memory_plan(ir_module *m, const mcc_pass_options *opts, char *err, siz
 }
 
 /* The arena bytes of step function f's forward values (made before the backward, which starts
- * after its last output before the first gradient store) that the backward reads. */
+ * after `output @loss`, else after its last output before the first gradient store) that the
+ * backward reads. (The head's weight gradient comes before the loss under cross_entropy_chunks.) */
 static int64_t saved_bytes(const ir_func *f)
 {
-    int bwd = f->ninstrs, n = f->nvals ? f->nvals : 1;
-    for (int i = 0; i < f->ninstrs && !ir_op_has(f->instrs[i].op, IR_OPF_STORES_GLOBAL); i++)
+    int n = f->nvals ? f->nvals : 1, loss = ir_find_role(f, IR_OP_OUTPUT, ir_role_of(IR_ROLE_LOSS));
+    int bwd = loss >= 0 ? loss + 1 : f->ninstrs;
+    for (int i = 0; loss < 0 && i < f->ninstrs && !ir_op_has(f->instrs[i].op, IR_OPF_STORES_GLOBAL); i++)
         if (f->instrs[i].op == IR_OP_OUTPUT)
             bwd = i + 1;
     int *root = malloc(sizeof(int) * (size_t)n), *last = malloc(sizeof(int) * (size_t)n);

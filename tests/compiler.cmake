@@ -44,6 +44,7 @@ foreach(model tiny-gpt2 tiny-llama tiny-moe)
   mcc_e2e_test(numerics_vs_torch_recompute_activations_${model} numerics_e2e.sh ${model} --recompute-granularity activations)
   mcc_e2e_test(numerics_vs_torch_one_micro_batch_${model} numerics_e2e.sh ${model} --global-batch-size 4)
   mcc_e2e_test(numerics_vs_torch_dropout_${model} numerics_e2e.sh ${model} --attention-dropout 0.1 --hidden-dropout 0.1)
+  mcc_e2e_test(numerics_vs_torch_ce_chunks_${model} numerics_e2e.sh ${model} --cross-entropy-chunks 4)
 endforeach()
 # The MoE router's other forms against the reference (tiny-moe: softmax after the top 2, SwiGLU
 # experts, a shared expert, layer 0 dense, aux and z losses): softmax before the top k (top 2 and
@@ -144,7 +145,11 @@ if(MPI_C_FOUND)
       "tp2_sp_batch_interleave_dp4_one_micro_batch:8:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-interleave --dp 4"
       # Megatron's padding at tp 2 (257 -> 512, a multiple of 128 * 2; rank 1's rows all dummy tokens but
       # one) against one rank padded to the same 512 (a multiple of 256)
-      "tp2_padded_vocab:2:--vocab-size 257 --make-vocab-size-divisible-by 256 -- --tp 2 --make-vocab-size-divisible-by 128")
+      "tp2_padded_vocab:2:--vocab-size 257 --make-vocab-size-divisible-by 256 -- --tp 2 --make-vocab-size-divisible-by 128"
+      # the head and its cross entropy over chunks of the tokens (passes/loss_chunks.c) against the
+      # single rank's whole head: alone (16 micro-batches of one sample, each its own 4 chunks) and
+      # at dp 2 (each rank's 2)
+      "ce_chunks4_accum16:1:--micro-batch-size 1 --cross-entropy-chunks 4" "dp2_ce_chunks2:2:--dp 2 --cross-entropy-chunks 2")
   # With dropout on: the masks are drawn by global sample and element index, so every layout,
   # and a split into more micro-batches, draws the single rank's masks.
   list(APPEND MCC_LAYOUTS "dp2_dropout:2:${_dropout} --dp 2" "tp2_dropout:2:${_dropout} --tp 2"
