@@ -1,27 +1,29 @@
 /* loss_chunks.c — the output head and its cross entropy over chunks of the micro-batch's tokens
- * (config cross_entropy_chunks N > 1), so that one chunk's logits are live at a time, not the
+ * (config cross_entropy_chunks n > 1), so that one chunk's logits are live at a time, not the
  * whole [tokens, vocabulary] (LLaMA-3's 128,256 columns at 8,192 tokens: 1.96 GiB of bf16, the
  * peak of a short model's step). After the fusion pass the head is
  *
- *     logits = matmul x, W {tb=1}                       x [*, H] (N tokens), W [V, H]
+ *     logits = matmul x, W {tb=1}                       x [*, H] (T tokens), W [V, H]
  *     dlogits, loss = cross_entropy_with_grad logits, targets, fill {value=s}
  *     output @loss loss
  *     dx = matmul dlogits, W                            (the backward's first instructions)
  *     matmul_accumulate @W.grad, dlogits, x {ta=1}
  *
- * and becomes, at the cross entropy, for each chunk c of N/n tokens (rows views of x and targets):
+ * and becomes, at the cross entropy, for each chunk c of T/n tokens (rows views of x and targets):
  *
  *     logits_c = matmul x_c, W {tb=1};  dlogits_c, loss_c = cross_entropy_with_grad logits_c, targets_c, s/n
  *     dx_c = matmul dlogits_c, W;       matmul_accumulate @W.grad, dlogits_c, x_c {ta=1} (assign: chunk 0's)
  *
  * the loss (sum of loss_c) / n and dx the chunks' dx_c concatenated: the same sums (each chunk's
- * mean over N/n tokens, dloss s/n, is the whole mean's share), the weight gradient's GEMM split
+ * mean over T/n tokens, dloss s/n, is the whole mean's share), the weight gradient's GEMM split
  * along its token dimension. Each further chunk reads W again and adds into W's fp32 gradient once
  * more: the step-time model charges that, the memory plan frees each chunk's logits before the
  * next (with --keep-logits the chunks' logits are concatenated for the output: no saving, the same
  * computation, which the numerics tests compare). Heads of another shape (vocabulary-parallel
  * cross entropy under tp, a pipeline's last stage, whose backward is a function of its own) stay
- * whole. The weight gradient moves ahead of `output @loss`, past nothing that names its global. */
+ * whole. The weight gradient moves ahead of `output @loss`, past nothing that names its global; it
+ * reads the forward's x, where selective recompute of layernorm had it read a recomputation of the
+ * final norm (then left out). */
 #include "passes.h"
 
 #include <stdio.h>

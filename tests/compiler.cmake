@@ -147,9 +147,11 @@ if(MPI_C_FOUND)
       # one) against one rank padded to the same 512 (a multiple of 256)
       "tp2_padded_vocab:2:--vocab-size 257 --make-vocab-size-divisible-by 256 -- --tp 2 --make-vocab-size-divisible-by 128"
       # the head and its cross entropy over chunks of the tokens (passes/loss_chunks.c) against the
-      # single rank's whole head: alone (16 micro-batches of one sample, each its own 4 chunks) and
-      # at dp 2 (each rank's 2)
-      "ce_chunks4_accum16:1:--micro-batch-size 1 --cross-entropy-chunks 4" "dp2_ce_chunks2:2:--dp 2 --cross-entropy-chunks 2")
+      # single rank's whole head: alone (16 micro-batches of one sample, each its own 4 chunks), at
+      # dp 2 (each rank's 2), and with the norms recomputed (the head's weight gradient then reads
+      # the forward's final norm, not its recomputation)
+      "ce_chunks4_accum16:1:--micro-batch-size 1 --cross-entropy-chunks 4" "dp2_ce_chunks2:2:--dp 2 --cross-entropy-chunks 2"
+      "ce_chunks4_recompute:1:--cross-entropy-chunks 4 --recompute-granularity selective")
   # With dropout on: the masks are drawn by global sample and element index, so every layout,
   # and a split into more micro-batches, draws the single rank's masks.
   list(APPEND MCC_LAYOUTS "dp2_dropout:2:${_dropout} --dp 2" "tp2_dropout:2:${_dropout} --tp 2"
