@@ -317,6 +317,14 @@ if(TARGET mccrt_cuda)
   add_test(NAME gpu_equals_cpu_tiny-nemotron4 COMMAND ${CMAKE_SOURCE_DIR}/tests/gpu_numerics.sh $<TARGET_FILE:mcc>
            tiny-nemotron4 1)
   set_tests_properties(gpu_equals_cpu_tiny-nemotron4 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+  # issue 42's memory levers on one GPU against the CPU's plain plan: the head over chunks of the
+  # tokens, the norms and SwiGLU's product recomputed (swiglu_grad_product), masters as remainders
+  foreach(model tiny-gpt2 tiny-llama)
+    add_test(NAME gpu_memory_levers_equals_cpu_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/gpu_numerics.sh
+             $<TARGET_FILE:mcc> ${model} 1 --cross-entropy-chunks 4 --recompute-granularity selective
+             --use-precision-aware-optimizer)
+    set_tests_properties(gpu_memory_levers_equals_cpu_${model} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+  endforeach()
   foreach(model tiny-gpt2 tiny-llama)
     foreach(layout ${MCC_GPU_LAYOUTS} ${MCC_GPU_LANE_LAYOUTS})
       mcc_parse_layout(${layout})
