@@ -208,6 +208,16 @@ if [ "${REMAINDERS:-0}" != 0 ]; then
   done
   $B/mcc compile models/tiny-llama.json --target cuda --use-precision-aware-optimizer -o devrun/bin/bench-tiny-llama-rem 2>/dev/null
 fi
+# MEM42=1: issue 42's memory levers on the GPU (device_run.sh's MEM42 section): the tiny models with
+# the head over 4 chunks of the tokens, selective recompute (swiglu_grad_product) and the masters as
+# remainders, against the CPU oracle's plain dumps (devrun/cpu/<model>: the same function)
+if [ "${MEM42:-0}" != 0 ]; then
+  for m in tiny-gpt2 tiny-llama; do
+    $B/mcc compile models/$m.json --target cuda --keep-logits --cross-entropy-chunks 4 --recompute-granularity selective \
+      --use-precision-aware-optimizer -o devrun/bin/$m-cuda-mem42 2>devrun/bin/$m-cuda-mem42.compile.log ||
+      cat devrun/bin/$m-cuda-mem42.compile.log
+  done
+fi
 # pipeline stages on one GPU (device_run.sh's PP1 section): ranks sharing the GPU, their transfers
 # and collectives through host memory (runtime/cuda/comm_staged.c), against the CPU oracle of the
 # same spec (4 layers, so that PP=4 and two virtual stages split it)
