@@ -208,6 +208,16 @@ if [ "${REMAINDERS:-0}" != 0 ]; then
   done
   $B/mcc compile models/tiny-llama.json --target cuda --use-precision-aware-optimizer -o devrun/bin/bench-tiny-llama-rem 2>/dev/null
 fi
+# MEM42=1: issue 42's memory levers on the GPU (device_run.sh's MEM42 section): the tiny models with
+# the head over 4 chunks of the tokens, selective recompute (swiglu_grad_product) and the masters as
+# remainders, against the CPU oracle's plain dumps (devrun/cpu/<model>: the same function)
+if [ "${MEM42:-0}" != 0 ]; then
+  for m in tiny-gpt2 tiny-llama; do
+    $B/mcc compile models/$m.json --target cuda --keep-logits --cross-entropy-chunks 4 --recompute-granularity selective \
+      --use-precision-aware-optimizer -o devrun/bin/$m-cuda-mem42 2>devrun/bin/$m-cuda-mem42.compile.log ||
+      cat devrun/bin/$m-cuda-mem42.compile.log
+  done
+fi
 # pipeline stages on one GPU (device_run.sh's PP1 section): ranks sharing the GPU, their transfers
 # and collectives through host memory (runtime/cuda/comm_staged.c), against the CPU oracle of the
 # same spec (4 layers, so that PP=4 and two virtual stages split it)
@@ -266,6 +276,19 @@ for c in gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa llama-8B-L4; do
   $B/mcc compile bench/configs/$c.json --target cuda -o devrun/bin/bench-$c 2>devrun/bin/bench-$c.compile.log || cat devrun/bin/bench-$c.compile.log
   $B/mcc compile bench/configs/$c.json --target cuda --recompute-granularity selective -o devrun/bin/bench-$c-rc \
     2>devrun/bin/bench-$c-rc.compile.log || cat devrun/bin/bench-$c-rc.compile.log
+done
+# issue 42's memory (BENCH_CONFIGS="llama-8B-L4-mem llama-8B-L4-ce4"; RESULTS: "llama-8B-L4 memory:
+# planned"): mem the fp32 masters as bf16 copy + remainder, the norms' outputs and the SwiGLU product
+# recomputed, the head over 4 chunks of the tokens; ce4 the head's chunks alone
+v42_flags() {
+  case $1 in
+    mem) echo "--use-precision-aware-optimizer --store-param-remainders --recompute-granularity selective --recompute-modules layernorm,mlp_act --cross-entropy-chunks 4" ;;
+    ce4) echo "--cross-entropy-chunks 4" ;;
+  esac
+}
+for v in mem ce4; do
+  $B/mcc compile bench/configs/llama-8B-L4.json --target cuda $(v42_flags $v) -o devrun/bin/bench-llama-8B-L4-$v \
+    2>devrun/bin/bench-llama-8B-L4-$v.compile.log || cat devrun/bin/bench-llama-8B-L4-$v.compile.log
 done
 # FP8 beside bf16 (BENCH_CONFIGS=llama-8B-L4-fp8-tensorwise ... in device_run.sh)
 for c in llama-1B llama-8B-L4; do

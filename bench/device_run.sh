@@ -131,6 +131,19 @@ if [ "${MOE_LAYOUTS:-0}" != 0 ]; then
   done
 fi
 
+# MEM42=1 (bundle.sh's MEM42=1): issue 42's memory levers (the head over 4 chunks of the tokens,
+# selective recompute with swiglu_grad_product, masters as remainders) on the tiny models against the
+# CPU oracle's plain dumps, and cuda_ops_test's swiglu_grad cases
+if [ "${MEM42:-0}" != 0 ]; then
+  section "issue 42's memory levers: the head over chunks, selective recompute, remainders"
+  OPS_TEST_ONLY=swiglu_grad timeout 120 devrun/bin/cuda_ops_test 2>&1 | tail -6
+  for m in tiny-gpt2 tiny-llama; do
+    timeout 120 devrun/bin/$m-cuda-mem42 --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+      --dump-dir /tmp/gpu-mem42-$m > "$O/$m-gpu10-mem42.log" 2>&1
+    echo "$m memory levers: train exit $?"; grep -E "iteration +10/" "$O/$m-gpu10-mem42.log" | grep -o "lm loss: [0-9.E+-]*"
+    compare --cpu devrun/cpu/$m --gpu /tmp/gpu-mem42-$m
+  done
+fi
 # REMAINDERS=1 (bundle.sh's REMAINDERS=1): fp32 masters held as bf16 copy + i16 remainder
 # (--use-precision-aware-optimizer's store_param_remainders): AdamW on the pair against AdamW on the
 # fp32 master (cuda_ops_test's adamw cases), the tiny models against the CPU oracle and beside the

@@ -428,6 +428,14 @@ static void gpu_fit_hints(const mcc_spec *s)
                  "each layer keeps only its input for the backward");
     if (s->micro_batch_size > 1)
         fit_hint("--micro-batch-size 1", "activations scale with it (the accumulation grows instead)");
+    /* passes/loss_chunks.c chunks a whole head (not tp's vocabulary-parallel one, nor a pipeline's);
+     * under full recompute a replayed layer can be the peak, which the chunks leave as it is (or a
+     * placement a few MiB apart) */
+    int tokens = s->micro_batch_size * s->seq_length / s->context_parallel_size;
+    if (s->cross_entropy_chunks == 1 && tokens % 4 == 0 && s->tensor_model_parallel_size == 1 &&
+        s->pipeline_model_parallel_size == 1 && s->recompute_granularity != MCC_RECOMPUTE_FULL)
+        fit_hint("--cross-entropy-chunks 4", "the output head and its cross entropy over 4 chunks of the tokens: one "
+                 "chunk's logits live at a time");
     if (fit_layout(s, 2 * s->tensor_model_parallel_size, s->pipeline_model_parallel_size, flags, sizeof flags))
         fit_hint(flags, "the layers' weights, gradients, optimizer state and activations over twice the ranks");
     if (fit_layout(s, s->tensor_model_parallel_size, 2 * s->pipeline_model_parallel_size, flags, sizeof flags))

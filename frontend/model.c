@@ -566,6 +566,8 @@ static void set_config(ir_module *m, const mcc_spec *s)
     }
     if (s->recompute_granularity != MCC_RECOMPUTE_NONE && s->recompute_num_layers > 0)
         SET_FROM_SPEC(m, s, IR_CFG_RECOMPUTE_NUM_LAYERS);
+    if (s->cross_entropy_chunks > 1) /* absent means 1: whole */
+        SET_FROM_SPEC(m, s, IR_CFG_CROSS_ENTROPY_CHUNKS);
     if (s->fp8_format != MCC_FP8_NONE) /* absent means none */
         SET_FROM_SPEC(m, s, IR_CFG_FP8_FORMAT, IR_CFG_FP8_RECIPE, IR_CFG_FP8_AMAX_HISTORY_LEN,
                       IR_CFG_FP8_AMAX_COMPUTE_ALGO, IR_CFG_FP8_MARGIN, IR_CFG_FP8_WGRAD, IR_CFG_FIRST_LAST_LAYERS_BF16,

@@ -334,6 +334,11 @@ static const spec_field spec_fields[] = {
           "outputs; mlp_act: GELU/SiLU/SwiGLU's)"),
     TRAIN(recompute_num_layers, K_INT, R_NONNEG, D_VALUE, 0,
           "full: layers per checkpoint (uniform) or per stage (block); selective: the first N layers (0: all)"),
+    /* mcc's: the output head, its cross entropy and their gradients chunk by chunk of the tokens
+     * (passes/loss_chunks.c), so that one chunk's logits are live, not the whole vocabulary's */
+    TRAIN(cross_entropy_chunks, K_INT, R_POS, D_VALUE, 1,
+          "the output head and its cross entropy over N chunks of a micro-batch's tokens: one chunk's logits "
+          "live at a time, W read and its gradient added once a chunk (1: whole)"),
     FIELD(SEC_TRAINING, "fp8_format", fp8_format, NULL, K_ENUM, R_ANY, D_VALUE, MCC_FP8_NONE, ir_fp8_format_words,
           "FP8 linear layers: hybrid (E4M3 forward, E5M2 gradients) or e4m3 throughout; none: bf16"),
     FIELD(SEC_TRAINING, "fp8_recipe", fp8_recipe, NULL, K_ENUM, R_ANY, D_VALUE, MCC_FP8_DELAYED, ir_fp8_recipe_words,

@@ -163,6 +163,7 @@ typedef struct {
     int recompute_modules;              /* selective: a set of MCC_RM_* */
     int recompute_num_layers;           /* full: layers per checkpoint (uniform) or per stage (block);
                                            selective: only in the first N layers (0: all) */
+    int cross_entropy_chunks;           /* the head and its cross entropy over this many chunks of the tokens */
     mcc_wsd_style lr_wsd_decay_style;   /* "exponential" | "linear" | "cosine" | "minus_sqrt" */
     /* FP8 (passes/fp8.c): the transformer layers' linear GEMMs on E4M3/E5M2 operands */
     mcc_fp8_format fp8_format;          /* "none" | "hybrid" | "e4m3" */

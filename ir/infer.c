@@ -345,7 +345,8 @@ bool ir_infer_fp8_matmul(const ir_module *m, const ir_instr *in, const ir_type *
     return fp8_product(m, in, a, r, err, len);
 }
 
-/* (dy, gate, up) -> dgate, dup: three operands of one shape and dtype, two results like them */
+/* (dy, gate, up) -> dgate, dup (and swiglu_grad_product's product): three operands of one shape and
+ * dtype, results like them */
 bool ir_infer_swiglu_grad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     for (int i = 1; i < 3; i++)
@@ -353,7 +354,8 @@ bool ir_infer_swiglu_grad(const ir_module *m, const ir_instr *in, const ir_type 
             return fail(err, len, "swiglu_grad operands %s and %s differ", tstr(&a[0]), tstr(&a[i]));
     if (!need_float(&a[0], "operand", err, len))
         return false;
-    r[0] = r[1] = a[0];
+    for (int k = 0; k < ir_ops[in->op].nres; k++)
+        r[k] = a[0];
     return true;
 }
 

@@ -116,32 +116,36 @@ struct mcc_swiglu_fn {
 };
 MCC_BINARY(swiglu, mcc_swiglu_fn)
 
-// (dgate, dup, dy, gate, up): dgate = dy up silu'(gate), dup = dy silu(gate), in one pass that
-// recomputes silu(gate); every operand element is read before its results are written (the
-// memory plan may give dgate dy's bytes).
+// (dgate, dup, h, dy, gate, up): dgate = dy up silu'(gate), dup = dy silu(gate), in one pass that
+// recomputes silu(gate), and where h is not null the forward's product silu(gate) up
+// (swiglu_grad_product: the backward's recomputation of it); every operand element is read before
+// its results are written (the memory plan may give dgate dy's bytes).
 template <class T>
-__device__ void mcc_swiglu_grad(T *dg, T *du, const T *dy, const T *g, const T *u, long long n)
+__device__ void mcc_swiglu_grad(T *dg, T *du, T *h, const T *dy, const T *g, const T *u, long long n)
 {
-    mcc_for_each_vec(n, mcc_aligned(dg, du, dy, g, u), [&](auto w, long long i) {
+    mcc_for_each_vec(n, mcc_aligned(dg, du, h, dy, g, u), [&](auto w, long long i) {
         constexpr int W = decltype(w)::value;
-        float vy[W], vg[W], vu[W];
+        float vy[W], vg[W], vu[W], vh[W];
         mcc_ldn(vy, dy, i);
         mcc_ldn(vg, g, i);
         mcc_ldn(vu, u, i);
         for (int k = 0; k < W; k++) {
             float s = mcc_sigmoid(vg[k]), silu = vg[k] * s;
+            vh[k] = silu * vu[k];
             vg[k] = vy[k] * vu[k] * s * (1.0f + vg[k] * (1.0f - s));
             vu[k] = vy[k] * silu;
         }
         mcc_stn(dg, i, vg);
         mcc_stn(du, i, vu);
+        if (h)
+            mcc_stn(h, i, vh);
     });
 }
 #define MCC_SWIGLU_GRAD(sfx, T)                                                                            \
-    extern "C" __global__ void mcc_swiglu_grad_##sfx(T *dg, T *du, const T *dy, const T *g, const T *u,  \
-                                                     long long n)                                          \
+    extern "C" __global__ void mcc_swiglu_grad_##sfx(T *dg, T *du, T *h, const T *dy, const T *g,        \
+                                                     const T *u, long long n)                              \
     {                                                                                                      \
-        mcc_swiglu_grad(dg, du, dy, g, u, n);                                                              \
+        mcc_swiglu_grad(dg, du, h, dy, g, u, n);                                                           \
     }
 MCC_FOR_FLOATS(MCC_SWIGLU_GRAD)
 

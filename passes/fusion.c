@@ -11,6 +11,10 @@
  *     adamw that writes the copy too (the updated parameter is not read back);
  *   - a cross_entropy and the cross_entropy_grad of the same logits (with a constant dloss, the
  *     loss seed) become one cross_entropy_with_grad: the logits are read once for both;
+ *   - a swiglu that the backward recomputes (selective recompute of mlp_act: its gradient already
+ *     made) and the swiglu_grad of the same gate and up become one swiglu_grad_product, which
+ *     stores the product as it computes the gradients: the recomputation costs one more write of
+ *     the product, not a pass of its own over gate and up;
  *   - a matmul_bias (as above) and the gelu of its result become one matmul_bias_gelu, which
  *     also keeps the pre-activation for the backward (cuBLASLt's GELU_AUX_BIAS epilogue);
  *   - a matmul whose only use is a gelu_grad, and the sum_rows of that gradient (the bias
@@ -46,6 +50,7 @@ typedef struct {
                                        instruction folded into it, or -1 */
     int *folded_copy;               /* per source adamw: the copy instruction folded into it, or -1 */
     int *folded_ce_grad;            /* per source cross_entropy: the cross_entropy_grad folded into it, or -1 */
+    int *folded_swiglu_grad;        /* per source swiglu: the swiglu_grad folded into it, or -1 */
     int *folded_gelu;               /* per source bias_add fused with its matmul: the gelu of its result folded
                                        into it, or -1 */
     int *folded_dgelu;              /* per source matmul: the gelu_grad of its product folded into it, or -1 */
@@ -90,6 +95,20 @@ static int ce_grad_of(const ir_func *f, int i)
         const ir_instr *g = &f->instrs[j];
         if (g->op == IR_OP_CROSS_ENTROPY_GRAD && g->args[1] == ce->args[0] && g->args[2] == ce->args[1])
             return f->instrs[f->vals[g->args[0]].def].op == IR_OP_FILL ? j : -1;
+    }
+    return -1;
+}
+
+/* The swiglu_grad of swiglu instruction i's gate and up when its dy is made before i (a swiglu the
+ * backward recomputes, the fused op emitted at i: the forward's own swiglu comes before its dy), or
+ * -1. */
+static int swiglu_grad_of(const ir_func *f, int i)
+{
+    const ir_instr *sw = &f->instrs[i];
+    for (int j = i + 1; j < f->ninstrs; j++) {
+        const ir_instr *g = &f->instrs[j];
+        if (g->op == IR_OP_SWIGLU_GRAD && g->args[1] == sw->args[0] && g->args[2] == sw->args[1])
+            return f->vals[g->args[0]].def < i ? j : -1;
     }
     return -1;
 }
@@ -290,9 +309,12 @@ static void plan_fusions(const ir_func *f, fusion_plan *fp)
     }
     fp->folded_copy = none_per_instr(f);
     fp->folded_ce_grad = none_per_instr(f);
+    fp->folded_swiglu_grad = none_per_instr(f);
     for (int i = 0; i < f->ninstrs; i++)
         if (f->instrs[i].op == IR_OP_CROSS_ENTROPY)
             fp->folded_ce_grad[i] = ce_grad_of(f, i);
+        else if (f->instrs[i].op == IR_OP_SWIGLU)
+            fp->folded_swiglu_grad[i] = swiglu_grad_of(f, i);
     for (int j = 0; j < f->ninstrs; j++) {
         int k = f->instrs[j].op == IR_OP_COPY ? adamw_feeding_copy(f, j) : -1;
         if (k >= 0)
@@ -358,6 +380,8 @@ static void fuse_func(ir_module *m, int fi)
             skip[fp.folded_copy[i]] = true;
         if (fp.folded_gelu[i] >= 0)
             skip[fp.folded_gelu[i]] = true;
+        if (fp.folded_swiglu_grad[i] >= 0)
+            skip[fp.folded_swiglu_grad[i]] = true;
         if (fp.folded_dgelu[i] >= 0)
             skip[fp.folded_dgelu[i]] = skip[fp.folded_bgrad[i]] = true;
         if (fp.add_product[i] >= 0)
@@ -455,6 +479,12 @@ static void fuse_func(ir_module *m, int fi)
             int fused = ir_emit(m, dst, IR_OP_CROSS_ENTROPY_WITH_GRAD, args, 3, NULL, NULL, NULL);
             map[grad->res[0]] = fused; /* the gradient's later uses read the fused op's */
             r = fused + 1;             /* the loss */
+        } else if (fp.folded_swiglu_grad[i] >= 0) {
+            const ir_instr *grad = &src->instrs[fp.folded_swiglu_grad[i]];
+            int args[3] = {map[grad->args[0]], map[in->args[0]], map[in->args[1]]};
+            int fused = ir_emit(m, dst, IR_OP_SWIGLU_GRAD_PRODUCT, args, 3, NULL, NULL, NULL);
+            ir_map_results(dst, src, grad, fused, map); /* dgate, dup */
+            r = fused + 2;                              /* the product */
         } else if (fp.folded_copy[i] >= 0) {
             const ir_instr *cp = &src->instrs[fp.folded_copy[i]];
             int args[8];
@@ -474,6 +504,7 @@ static void fuse_func(ir_module *m, int fi)
     free(fp.fused_matmul);
     free(fp.folded_copy);
     free(fp.folded_ce_grad);
+    free(fp.folded_swiglu_grad);
     free(fp.folded_gelu);
     free(fp.folded_dgelu);
     free(fp.folded_bgrad);

@@ -3,7 +3,14 @@
  * reshape views, which share their operand's bytes); freed ranges are reused first-fit. Where
  * the op table allows it (ops.def's inplace column), a result takes over the bytes of an
  * operand of the same size whose last use is that instruction: the logits' gradient takes the
- * logits' place, an activation's gradient that of the incoming gradient.
+ * logits' place, an activation's gradient that of the incoming gradient. First-fit in program
+ * order can leave holes that no later value fits (a chunked head's logits beside the MLPs' outputs):
+ * for the function whose arena is the largest (the device's one arena is sized by it), the blocks
+ * first-fit made (each a value and those that took its bytes in place, from its placing to its
+ * freeing) are placed again largest first, each at the lowest offset clear of the blocks that
+ * overlap it in time (TFLite's and XLA's greedy by size), and that placement is kept when its arena
+ * is smaller by 1% or more, then the next largest likewise: a plan first-fit packs to within 1% of
+ * that stays as it was.
  * Inputs and outputs stay live for the whole call. Globals (parameters, gradients, optimizer
  * state) live outside the arenas. With the copy lane (config comm_copy_lane), the exchange
  * buffers its collectives need after the arena and after the globals' slab are sized here too,
@@ -116,7 +123,91 @@ static void lifetimes(const ir_func *f, int *root, int *last)
     }
 }
 
-static void plan_func(ir_func *f)
+/* The blocks first-fit makes, as a placement by size needs them: each one's instructions
+ * [start, end] (start -1: an input, placed before the call; end ninstrs: live to its end) and
+ * bytes, and per value its block (-1: none). */
+typedef struct {
+    int *block_of;
+    int (*span)[2];
+    int64_t *size;
+    int n, cap;
+} block_log;
+
+static void log_alloc(block_log *l, int value, int start, int64_t size)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->span = realloc(l->span, sizeof *l->span * (size_t)l->cap);
+        l->size = realloc(l->size, sizeof *l->size * (size_t)l->cap);
+    }
+    l->span[l->n][0] = start;
+    l->span[l->n][1] = INT32_MAX; /* until freed */
+    l->size[l->n] = size;
+    l->block_of[value] = l->n++;
+}
+
+typedef struct {
+    int64_t size;
+    int start, block;
+} sized_block;
+
+static int by_size(const void *pa, const void *pb)
+{
+    const sized_block *a = pa, *b = pb;
+    if (a->size != b->size)
+        return a->size > b->size ? -1 : 1;
+    return a->start != b->start ? (a->start < b->start ? -1 : 1) : a->block - b->block;
+}
+
+/* Places l's blocks largest first (ties: the earlier first), each at the lowest offset where it
+ * overlaps no block placed before it that is live at the same time; offsets into at, the arena's
+ * bytes returned. */
+static int64_t place_by_size(const block_log *l, int64_t *at)
+{
+    sized_block *order = malloc(sizeof *order * (size_t)(l->n ? l->n : 1));
+    int *clash = malloc(sizeof(int) * (size_t)(l->n ? l->n : 1));
+    for (int k = 0; k < l->n; k++)
+        order[k] = (sized_block){l->size[k], l->span[k][0], k};
+    qsort(order, (size_t)l->n, sizeof *order, by_size);
+    int64_t high = 0;
+    for (int k = 0; k < l->n; k++) {
+        int b = order[k].block, nclash = 0;
+        for (int j = 0; j < k; j++) { /* the placed blocks live beside b, by offset (insertion) */
+            int c = order[j].block;
+            if (l->span[c][0] > l->span[b][1] || l->span[b][0] > l->span[c][1])
+                continue;
+            int pos = nclash++;
+            for (; pos > 0 && at[clash[pos - 1]] > at[c]; pos--)
+                clash[pos] = clash[pos - 1];
+            clash[pos] = c;
+        }
+        int64_t off = 0;
+        for (int j = 0; j < nclash && at[clash[j]] < off + l->size[b]; j++)
+            off = at[clash[j]] + l->size[clash[j]] > off ? at[clash[j]] + l->size[clash[j]] : off;
+        at[b] = off;
+        high = off + l->size[b] > high ? off + l->size[b] : high;
+    }
+    free(order);
+    free(clash);
+    return high;
+}
+
+/* f's arena values at the offsets of a placement by size when its arena is smaller than
+ * first-fit's `high_water` by 1% or more (less is not worth a plan that reads differently);
+ * returns the arena's bytes. */
+static int64_t repack(ir_func *f, const block_log *l, int64_t high_water)
+{
+    int64_t *at = malloc(sizeof(int64_t) * (size_t)(l->n ? l->n : 1)), high = place_by_size(l, at);
+    bool smaller = high <= high_water - high_water / 100;
+    for (int v = 0; smaller && v < f->nvals; v++)
+        if (f->vals[v].mem == IR_MEM_ARENA && l->block_of[v] >= 0)
+            f->vals[v].offset = at[l->block_of[v]];
+    free(at);
+    return smaller ? high : high_water;
+}
+
+/* Places f's activations (first-fit; by_size: then by size, where that is smaller). */
+static void plan_func(ir_func *f, bool by_size)
 {
     int n = f->nvals;
     int *root = malloc(sizeof(int) * (size_t)(n ? n : 1));
@@ -127,6 +218,9 @@ static void plan_func(ir_func *f)
     for (int i = 0; i <= f->ninstrs; i++)
         end_head[i] = -1;
     arena a = {0};
+    block_log log = {.block_of = malloc(sizeof(int) * (size_t)(n ? n : 1))};
+    for (int v = 0; v < n; v++)
+        log.block_of[v] = -1;
     /* Inputs first, wherever they stand: the host writes them all before the call, so none may
      * share bytes with a value the function makes before reading it. */
     for (int i = 0; i < f->ninstrs; i++)
@@ -134,6 +228,7 @@ static void plan_func(ir_func *f)
             ir_value *v = &f->vals[f->instrs[i].res[0]];
             v->mem = IR_MEM_ARENA;
             v->offset = arena_alloc(&a, arena_size(v), f->instrs[i].res[0]);
+            log_alloc(&log, f->instrs[i].res[0], -1, arena_size(v));
         }
     for (int i = 0; i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
@@ -155,8 +250,10 @@ static void plan_func(ir_func *f)
                 block *b = arena_find(&a, donor);
                 b->value = in->res[0]; /* the donor's bytes, and its block, pass to the result */
                 v->offset = b->offset;
+                log.block_of[in->res[0]] = log.block_of[donor];
             } else {
                 v->offset = arena_alloc(&a, arena_size(v), in->res[r]);
+                log_alloc(&log, in->res[r], i, arena_size(v));
             }
             int e = last[in->res[r]];
             end_next[in->res[r]] = end_head[e];
@@ -165,15 +262,43 @@ static void plan_func(ir_func *f)
         /* Operands dying here are freed after the results are placed (the donor's block is the
          * result's now): apart from the donor, kernels never run in place. */
         for (int v = end_head[i]; v >= 0; v = end_next[v])
-            if (v != donor)
+            if (v != donor) {
                 arena_free(&a, v);
+                log.span[log.block_of[v]][1] = i;
+            }
     }
-    f->arena_bytes = a.high_water ? a.high_water : ARENA_ALIGN;
+    int64_t bytes = by_size ? repack(f, &log, a.high_water) : a.high_water;
+    f->arena_bytes = bytes ? bytes : ARENA_ALIGN;
+    free(log.block_of);
+    free(log.span);
+    free(log.size);
     free(a.b);
     free(root);
     free(last);
     free(end_head);
     free(end_next);
+}
+
+/* The device's arena is its largest function's (the host optimizer's is host memory): that
+ * function placed again by size, then the next largest, while that lowers it (each once). */
+static void place_largest_by_size(ir_module *m)
+{
+    bool *tried = calloc((size_t)m->nfuncs + 1, sizeof(bool));
+    for (;;) {
+        int top = -1;
+        for (int i = 0; i < m->nfuncs; i++)
+            if (m->funcs[i]->kind != IR_FUNC_HOST_OPTIMIZER &&
+                (top < 0 || m->funcs[i]->arena_bytes > m->funcs[top]->arena_bytes))
+                top = i;
+        if (top < 0 || tried[top])
+            break;
+        int64_t before = m->funcs[top]->arena_bytes;
+        tried[top] = true;
+        plan_func(m->funcs[top], true);
+        if (m->funcs[top]->arena_bytes == before)
+            break;
+    }
+    free(tried);
 }
 
 /* The bytes of the largest reduce_scatter_seq operand with one block per rank (split by batch
@@ -228,18 +353,21 @@ bool pass_memory_plan(ir_module *m, const mcc_pass_options *opts, char *err, siz
         return false;
     }
     for (int i = 0; i < m->nfuncs; i++)
-        plan_func(m->funcs[i]);
+        plan_func(m->funcs[i], false);
+    place_largest_by_size(m);
     ir_cfg_set_int(m, IR_CFG_ARENA_EXCHANGE_BYTES, copy_lane ? (long long)seq_exchange_bytes(m) : 0);
     ir_cfg_set_int(m, IR_CFG_SLAB_EXCHANGE_BYTES, copy_lane ? (long long)bucket_exchange_bytes(m) : 0);
     return true;
 }
 
 /* The arena bytes of step function f's forward values (made before the backward, which starts
- * after its last output before the first gradient store) that the backward reads. */
+ * after `output @loss`, else after its last output before the first gradient store) that the
+ * backward reads. (The head's weight gradient comes before the loss under cross_entropy_chunks.) */
 static int64_t saved_bytes(const ir_func *f)
 {
-    int bwd = f->ninstrs, n = f->nvals ? f->nvals : 1;
-    for (int i = 0; i < f->ninstrs && !ir_op_has(f->instrs[i].op, IR_OPF_STORES_GLOBAL); i++)
+    int n = f->nvals ? f->nvals : 1, loss = ir_find_role(f, IR_OP_OUTPUT, ir_role_of(IR_ROLE_LOSS));
+    int bwd = loss >= 0 ? loss + 1 : f->ninstrs;
+    for (int i = 0; loss < 0 && i < f->ninstrs && !ir_op_has(f->instrs[i].op, IR_OPF_STORES_GLOBAL); i++)
         if (f->instrs[i].op == IR_OP_OUTPUT)
             bwd = i + 1;
     int *root = malloc(sizeof(int) * (size_t)n), *last = malloc(sizeof(int) * (size_t)n);

@@ -13,10 +13,12 @@
 enum { GEMM_TILE = 128 };
 
 /* The class name of op: its own, but an FP8 GEMM whose epilogue adds into its output is costed as
- * fp8_matmul (the same kernel; the bytes it reads more are in its work), until the calibration
- * measures it apart. */
+ * fp8_matmul, and swiglu_grad_product as swiglu_grad (the same kernels; the bytes they read or
+ * write more are in their work), until the calibration measures them apart. */
 static const char *class_name(ir_op op)
 {
+    if (op == IR_OP_SWIGLU_GRAD_PRODUCT)
+        return ir_ops[IR_OP_SWIGLU_GRAD].name;
     return op == IR_OP_FP8_MATMUL_ACCUMULATE || op == IR_OP_FP8_MATMUL_ADD ? ir_ops[IR_OP_FP8_MATMUL].name : ir_ops[op].name;
 }
 

@@ -230,9 +230,10 @@ void cpu_SWIGLU(const rt_kernel_call *c)
         r[i] = g[i] * sigmoidf(g[i]) * u[i];
 }
 
-/* (dy, gate, up) -> dgate = dy up s (1 + gate (1 - s)), dup = dy gate s; s = sigmoid(gate).
- * Each element's operands are read before its results are written (dgate may be dy's bytes). */
-void cpu_SWIGLU_GRAD(const rt_kernel_call *c)
+/* (dy, gate, up) -> dgate = dy up s (1 + gate (1 - s)), dup = dy gate s; s = sigmoid(gate); and
+ * when h is not NULL the forward's product h = gate s up (swiglu_grad_product). Each element's
+ * operands are read before its results are written (dgate may be dy's bytes). */
+static void swiglu_grad(const rt_kernel_call *c, float *h)
 {
     const float *dy = argf(c, 0), *g = argf(c, 1), *u = argf(c, 2);
     float *dg = resf(c, 0), *du = resf(c, 1);
@@ -240,8 +241,13 @@ void cpu_SWIGLU_GRAD(const rt_kernel_call *c)
         float d = dy[i], x = g[i], up = u[i], s = sigmoidf(x);
         dg[i] = d * up * s * (1.0f + x * (1.0f - s));
         du[i] = d * x * s;
+        if (h)
+            h[i] = x * s * up;
     }
 }
+
+void cpu_SWIGLU_GRAD(const rt_kernel_call *c) { swiglu_grad(c, NULL); }
+void cpu_SWIGLU_GRAD_PRODUCT(const rt_kernel_call *c) { swiglu_grad(c, resf(c, 2)); }
 
 /* A view: the memory plan usually gives the result the operand's buffer, leaving nothing to do. */
 void cpu_RESHAPE(const rt_kernel_call *c)

@@ -44,6 +44,7 @@ foreach(model tiny-gpt2 tiny-llama tiny-moe)
   mcc_e2e_test(numerics_vs_torch_recompute_activations_${model} numerics_e2e.sh ${model} --recompute-granularity activations)
   mcc_e2e_test(numerics_vs_torch_one_micro_batch_${model} numerics_e2e.sh ${model} --global-batch-size 4)
   mcc_e2e_test(numerics_vs_torch_dropout_${model} numerics_e2e.sh ${model} --attention-dropout 0.1 --hidden-dropout 0.1)
+  mcc_e2e_test(numerics_vs_torch_ce_chunks_${model} numerics_e2e.sh ${model} --cross-entropy-chunks 4)
 endforeach()
 # The MoE router's other forms against the reference (tiny-moe: softmax after the top 2, SwiGLU
 # experts, a shared expert, layer 0 dense, aux and z losses): softmax before the top k (top 2 and
@@ -166,7 +167,13 @@ if(MPI_C_FOUND)
       "tp2_sp_batch_interleave_dp4_one_micro_batch:8:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-interleave --dp 4"
       # Megatron's padding at tp 2 (257 -> 512, a multiple of 128 * 2; rank 1's rows all dummy tokens but
       # one) against one rank padded to the same 512 (a multiple of 256)
-      "tp2_padded_vocab:2:--vocab-size 257 --make-vocab-size-divisible-by 256 -- --tp 2 --make-vocab-size-divisible-by 128")
+      "tp2_padded_vocab:2:--vocab-size 257 --make-vocab-size-divisible-by 256 -- --tp 2 --make-vocab-size-divisible-by 128"
+      # the head and its cross entropy over chunks of the tokens (passes/loss_chunks.c) against the
+      # single rank's whole head: alone (16 micro-batches of one sample, each its own 4 chunks), at
+      # dp 2 (each rank's 2), and with the norms recomputed (the head's weight gradient then reads
+      # the forward's final norm, not its recomputation)
+      "ce_chunks4_accum16:1:--micro-batch-size 1 --cross-entropy-chunks 4" "dp2_ce_chunks2:2:--dp 2 --cross-entropy-chunks 2"
+      "ce_chunks4_recompute:1:--cross-entropy-chunks 4 --recompute-granularity selective")
   # With dropout on: the masks are drawn by global sample and element index, so every layout,
   # and a split into more micro-batches, draws the single rank's masks.
   list(APPEND MCC_LAYOUTS "dp2_dropout:2:${_dropout} --dp 2" "tp2_dropout:2:${_dropout} --tp 2"
@@ -361,6 +368,14 @@ if(TARGET mccrt_cuda)
   add_test(NAME gpu_equals_cpu_tiny-deepseek-v3 COMMAND ${CMAKE_SOURCE_DIR}/tests/gpu_numerics.sh $<TARGET_FILE:mcc>
            tiny-deepseek-v3 1 --qk-head-dim 8 --qk-pos-emb-head-dim 8 --)
   set_tests_properties(gpu_equals_cpu_tiny-deepseek-v3 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+  # issue 42's memory levers on one GPU against the CPU's plain plan: the head over chunks of the
+  # tokens, the norms and SwiGLU's product recomputed (swiglu_grad_product), masters as remainders
+  foreach(model tiny-gpt2 tiny-llama)
+    add_test(NAME gpu_memory_levers_equals_cpu_${model} COMMAND ${CMAKE_SOURCE_DIR}/tests/gpu_numerics.sh
+             $<TARGET_FILE:mcc> ${model} 1 --cross-entropy-chunks 4 --recompute-granularity selective
+             --use-precision-aware-optimizer)
+    set_tests_properties(gpu_memory_levers_equals_cpu_${model} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+  endforeach()
   foreach(model tiny-gpt2 tiny-llama)
     foreach(layout ${MCC_GPU_LAYOUTS} ${MCC_GPU_LANE_LAYOUTS})
       mcc_parse_layout(${layout})

@@ -232,13 +232,16 @@ void cuda_SQUARED_RELU(rt_cuda_ctx *cx, const rt_kernel_call *c) { unary(cx, c, 
 void cuda_SQUARED_RELU_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { binary(cx, c, RT_CUK_SQUARED_RELU_GRAD); }
 void cuda_SWIGLU(rt_cuda_ctx *cx, const rt_kernel_call *c) { binary(cx, c, RT_CUK_SWIGLU); }
 
-void cuda_SWIGLU_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+/* (dy, gate, up) -> dgate, dup, and with h the forward's product (swiglu_grad_product) */
+static void swiglu_grad(rt_cuda_ctx *cx, const rt_kernel_call *c, void *h)
 {
     void *dg = c->res[0], *du = c->res[1], *dy = c->args[0], *g = c->args[1], *u = c->args[2];
     long long n = ir_numel(c->res_types[0]);
-    void *p[] = {&dg, &du, &dy, &g, &u, &n};
+    void *p[] = {&dg, &du, &h, &dy, &g, &u, &n};
     launch_vec(cx, name_of(c, RT_CUK_SWIGLU_GRAD, c->res_types[0], NULL), n, p);
 }
+void cuda_SWIGLU_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { swiglu_grad(cx, c, NULL); }
+void cuda_SWIGLU_GRAD_PRODUCT(rt_cuda_ctx *cx, const rt_kernel_call *c) { swiglu_grad(cx, c, c->res[2]); }
 void cuda_SQRT(rt_cuda_ctx *cx, const rt_kernel_call *c) { unary(cx, c, RT_CUK_SQRT); }
 
 void cuda_SCALE(rt_cuda_ctx *cx, const rt_kernel_call *c)
