@@ -68,8 +68,10 @@ _Static_assert(SAME(MCC_NORM_RMSNORM, IR_NORM_RMSNORM) && SAME(MCC_POS_ROPE, IR_
                SAME(MCC_MOMENT_FP32, IR_F32) && SAME(MCC_MOMENT_BF16, IR_BF16) && MCC_ACT_SWIGLU == 1,
                "the spec's enums follow the IR's choices");
 #undef SAME
-static const char *const recompute_module_names[] = {"core_attn", "mlp",      "layernorm", "moe_act", "moe",
-                                                     "shared_experts", "mla_up_proj", "mlp_act", NULL}; /* ORDER MCC_RM_ */
+#define recompute_module_names ir_recompute_module_words /* the IR's words (ir.h), MCC_RM_'s order */
+_Static_assert(MCC_RM_CORE_ATTN == 1 << IR_RM_CORE_ATTN && MCC_RM_LAYERNORM == 1 << IR_RM_LAYERNORM &&
+               MCC_RM_MLA_UP_PROJ == 1 << IR_RM_MLA_UP_PROJ && MCC_RM_MLP_ACT == 1 << IR_RM_MLP_ACT,
+               "the spec's recompute_modules flags are the IR's words' bits");
 static const char *const sp_split_names[] = {"sequence", "batch", NULL};                          /* ORDER mcc_sp_split */
 static const char *const moment_dtype_names[] = {"fp32", "bf16", NULL}; /* ORDER mcc_moment_dtype: Megatron's words */
 static const char *const spec_moe_balances[] = {"aux_loss", "seq_aux_loss", "sinkhorn", "none", NULL}; /* ORDER mcc_moe_balance */

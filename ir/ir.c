@@ -832,6 +832,24 @@ const char *const ir_wsd_style_words[] = {"exponential", "linear", "cosine", "mi
 const char *const ir_norm_words[] = {"LayerNorm", "RMSNorm", NULL};
 const char *const ir_pos_words[] = {"learned_absolute", "rope", NULL};
 const char *const ir_rope_type_words[] = {"rope", "yarn", NULL};
+const char *const ir_recompute_module_words[] = {"core_attn",      "mlp",         "layernorm", "moe_act", "moe",
+                                                 "shared_experts", "mla_up_proj", "mlp_act",   NULL}; /* ORDER ir_recompute_module */
+
+bool ir_word_set(const char *const *words, const char *text, unsigned *bits, char *bad, size_t badlen)
+{
+    *bits = 0;
+    for (const char *p = text; *p;) {
+        size_t n = strcspn(p, ",");
+        int k = 0;
+        while (words[k] && !(strlen(words[k]) == n && !strncmp(words[k], p, n)))
+            k++;
+        if (!words[k])
+            return snprintf(bad, badlen, "%.*s", (int)n, p), false;
+        *bits |= 1u << k;
+        p += n + (p[n] == ',');
+    }
+    return true;
+}
 const char *const ir_moe_score_words[] = {"softmax", "sigmoid", NULL};
 
 #define WORDS(w) {w, (int)(sizeof w / sizeof w[0]) - 1}

@@ -829,6 +829,17 @@ typedef enum { IR_NORM_LAYERNORM, IR_NORM_RMSNORM } ir_norm;
 typedef enum { IR_POS_LEARNED, IR_POS_ROPE } ir_pos;
 typedef enum { IR_ROPE_PLAIN, IR_ROPE_YARN } ir_rope_type;        /* Megatron's --rope-type */
 typedef enum { IR_MOE_SOFTMAX, IR_MOE_SIGMOID } ir_moe_score;             /* ORDER ops.def moe_route's score */
+/* recompute_modules (selective), a set of Megatron's module names and mcc's mlp_act: config
+ * recompute_modules spells it as a comma-separated list of these words, bit k for word k (the
+ * spec's MCC_RM_ flags; ir_word_set reads it back). */
+typedef enum {
+    IR_RM_CORE_ATTN, IR_RM_MLP, IR_RM_LAYERNORM, IR_RM_MOE_ACT, IR_RM_MOE, IR_RM_SHARED_EXPERTS, IR_RM_MLA_UP_PROJ,
+    IR_RM_MLP_ACT
+} ir_recompute_module;
+extern const char *const ir_recompute_module_words[];
+/* The set of words[] that the comma-separated text names, as bits (bit k: words[k]) into *bits;
+ * false with the first word not among them in bad (its text, NUL-terminated). */
+bool ir_word_set(const char *const *words, const char *text, unsigned *bits, char *bad, size_t badlen);
 /* The word lists, NULL-terminated (the spec's field table points at them). */
 extern const char *const ir_backend_words[], *const ir_pp_sched_words[], *const ir_cp_comm_words[],
     *const ir_recompute_words[], *const ir_recompute_method_words[], *const ir_fp8_format_words[],

@@ -218,18 +218,17 @@ static int backward_value(recompute_ctx *c, int v)
  * with the name and the fix for a module this pass cannot recompute (the spec refuses them first). */
 static bool module_flags(const char *modules, unsigned *opf, char *err, size_t errlen)
 {
-    *opf = 0;
-    for (const char *p = modules; *p;) {
-        size_t n = strcspn(p, ",");
-        if (n == 9 && !strncmp(p, "layernorm", n))
-            *opf |= IR_OPF_RECOMPUTE_SELECTIVE;
-        else if (n == 7 && !strncmp(p, "mlp_act", n))
-            *opf |= IR_OPF_RECOMPUTE_ACTIVATION;
-        else if (!(n == 9 && !strncmp(p, "core_attn", n)))
-            return snprintf(err, errlen, "config recompute_modules: \"%.*s\" is not one this pass recomputes "
-                            "(core_attn, layernorm, mlp_act)", (int)n, p), false;
-        p += n + (p[n] == ',');
+    unsigned set, built = 1u << IR_RM_CORE_ATTN | 1u << IR_RM_LAYERNORM | 1u << IR_RM_MLP_ACT;
+    char bad[64];
+    if (!ir_word_set(ir_recompute_module_words, modules, &set, bad, sizeof bad) || (set & ~built)) {
+        for (int k = 0; !bad[0] && ir_recompute_module_words[k]; k++) /* the first word not built */
+            if (set & ~built & 1u << k)
+                snprintf(bad, sizeof bad, "%s", ir_recompute_module_words[k]);
+        return snprintf(err, errlen, "config recompute_modules: \"%s\" is not one this pass recomputes "
+                        "(core_attn, layernorm, mlp_act)", bad), false;
     }
+    *opf = (set & 1u << IR_RM_LAYERNORM ? IR_OPF_RECOMPUTE_SELECTIVE : 0u) |
+           (set & 1u << IR_RM_MLP_ACT ? IR_OPF_RECOMPUTE_ACTIVATION : 0u);
     return true;
 }
 

@@ -996,7 +996,7 @@ static bool rule_split_last_dim(shard_ctx *c, const ir_instr *in, int *args, int
     *res = emit(c, in->op, args, 1, in->attr, NULL, NULL, p);
     for (int k = 0; k < 2; k++)
         if ((int)in->attr[IR_ATTR_SPLIT_LAST_DIM_SUM_HEADS] == k + 1 && p.dim == last - 1)
-            place(c, *res + k, (placement){-1, true, false});
+            place(c, *res + k, (placement){-1, true, false, false});
     return true;
 }
 
