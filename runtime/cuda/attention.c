@@ -54,7 +54,7 @@ static cu_attn_cp cu_attn_cp_of(const ir_instr *in, bool dropout)
 }
 
 /* (q [B,T,H,D], k [B,Tk,Hk,D], v [B,Tk,Hk,Dv]) -> the shape, with the CPU oracle's scale 1/sqrt(D).
- * Values of another width than q and k (multi-latent attention's) need cuDNN (cu_attn_need_cudnn);
+ * Values of another width than q and k (multi-latent attention's) need cuDNN (cu_attn_cudnn_plans);
  * what cuDNN does not take of them (dropout, f32, cp's ring or gathered keys) is refused here, and at
  * compile time by passes/target.c for the plans it sees. */
 static cu_attn_shape cu_attn_shape_of(const rt_kernel_call *c, const ir_type *q, const ir_type *k, const ir_type *v,
