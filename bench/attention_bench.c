@@ -85,7 +85,7 @@ static double bench_now_ms(void)
 static void bench_cudnn(rt_cuda_ctx *cx, const bench_shape *s, const rt_kernel_call *fc, const rt_kernel_call *gc)
 {
     const char *why = NULL;
-    cudnn_attn_shape shape = {s->B, s->T, s->H, s->Hk, s->D, (float)(1.0 / sqrt((double)s->D))};
+    cudnn_attn_shape shape = {s->B, s->T, s->H, s->Hk, s->D, s->D, (float)(1.0 / sqrt((double)s->D))};
     double t0 = bench_now_ms();
     bool ok = cudnn_attn_get(&shape, &why, NULL) != NULL;
     double build_ms = bench_now_ms() - t0;

@@ -101,6 +101,13 @@ for m in tiny-gpt2 tiny-llama; do
     rm devrun/bin/$m-cpu-fp8-$r
   done
 done
+# MLA=1: tiny-deepseek-v3 on both targets (device_run.sh's MLA=1): multi-latent attention, its values
+# (16) narrower than q and k (24), which the cuda target runs through cuDNN alone; the CPU dumps made here
+if [ "${MLA:-0}" != 0 ]; then
+  cpu_oracle tiny-deepseek-v3 tiny-deepseek-v3 --keep-logits
+  $B/mcc compile models/tiny-deepseek-v3.json --target cuda --keep-logits -o devrun/bin/tiny-deepseek-v3-cuda \
+    2>devrun/bin/tiny-deepseek-v3-cuda.compile.log || cat devrun/bin/tiny-deepseek-v3-cuda.compile.log
+fi
 # MOE=1: tiny-moe on both targets (device_run.sh's MoE numerics: the CPU dumps are made here) and the
 # MoE benchmark configs, beside ../shared/anchors/torch_moe_baseline.py (device_run.sh's MOE=1)
 if [ "${MOE:-0}" != 0 ]; then

@@ -105,6 +105,20 @@ if [ "${ZERO:-0}" != 0 ]; then
   done
 fi
 
+# MLA=1 (bundle.sh's MLA=1 too): tiny-deepseek-v3's multi-latent attention, values narrower than q and k
+# through cuDNN's fused attention (cuDNN 9.19: device_env.sh puts PyTorch's first), against the CPU oracle
+if [ "${CHECKS:-1}" != 0 ] && [ "${MLA:-0}" != 0 ]; then
+  section "MLA: tiny-deepseek-v3 GPU (bf16, cuDNN's attention) vs CPU (fp32), 10 steps"
+  if [ -x devrun/bin/tiny-deepseek-v3-cuda ]; then
+    timeout 120 devrun/bin/tiny-deepseek-v3-cuda --data-path devrun/data/numerics_text_document --train-iters 10 \
+      --eval-iters 0 --dump-dir /tmp/gpu-tiny-deepseek-v3 > "$O/tiny-deepseek-v3-gpu10.log" 2>&1
+    echo "tiny-deepseek-v3 train exit $?"; tail -2 "$O/tiny-deepseek-v3-gpu10.log"
+    compare --cpu devrun/cpu/tiny-deepseek-v3 --gpu /tmp/gpu-tiny-deepseek-v3
+  else
+    echo "tiny-deepseek-v3: not compiled (bundle.sh MLA=1)"
+  fi
+fi
+
 # MOE_LAYOUTS=1 (bundle.sh's MOE_LAYOUTS=1): tiny-moe's layouts with ranks sharing the GPU, each against
 # the CPU oracle (micro-batch 2) and against the one-GPU run of the same spec (lay_one): a layout's own
 # difference on the GPU, apart from bf16's against fp32; and token dropping with the position policy

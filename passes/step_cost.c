@@ -32,10 +32,18 @@ void mcc_instr_work_of(const ir_func *f, const ir_instr *in, const mcc_target *t
     if (ta >= 0 || tb >= 0) { /* a multiplying op: its transposes pick the kernel (forward, dgrad, wgrad) */
         snprintf(w->cls, sizeof w->cls, "%s.%s%s", name, ta >= 0 ? (in->attr[ta] != 0 ? "t" : "n") : "",
                  tb >= 0 ? (in->attr[tb] != 0 ? "t" : "n") : "");
-    } else if (attention) { /* the head width and grouped keys pick the kernel: q [B,T,H,D] by k [B,Tk,Hk,D] */
+    } else if (attention) { /* the head width and grouped keys pick the kernel: q [B,T,H,D] by k [B,Tk,Hk,D];
+                               values of another width v [B,Tk,Hk,Dv] (multi-latent attention's, cuDNN's
+                               kernel) are ".v<Dv>" after, like the d128 kernel until measured */
         int k = in->op == IR_OP_ATTENTION || in->op == IR_OP_ATTENTION_DROPOUT ? 1 : 2;
-        const ir_type *q = ir_vtype(f, in->args[k - 1]), *kt = ir_vtype(f, in->args[k]);
-        snprintf(w->cls, sizeof w->cls, "%s.d%lld%s", name, (long long)q->dims[3], kt->dims[2] < q->dims[2] ? ".gqa" : "");
+        const ir_type *q = ir_vtype(f, in->args[k - 1]), *kt = ir_vtype(f, in->args[k]), *v = ir_vtype(f, in->args[k + 1]);
+        const char *gqa = kt->dims[2] < q->dims[2] ? ".gqa" : "";
+        if (v->dims[3] == q->dims[3]) {
+            snprintf(w->cls, sizeof w->cls, "%s.d%lld%s", name, (long long)q->dims[3], gqa);
+        } else {
+            snprintf(w->cls, sizeof w->cls, "%s.d%lld.v%lld%s", name, (long long)q->dims[3], (long long)v->dims[3], gqa);
+            snprintf(w->like, sizeof w->like, "%s.d128%s", name, gqa);
+        }
     } else {
         snprintf(w->cls, sizeof w->cls, "%s", name);
     }
@@ -61,12 +69,16 @@ double mcc_instr_seconds(const mcc_target *t, const mcc_instr_work *w, bool *cal
     *calibrated = false;
     if (!w->costed)
         return 0;
-    for (int i = 0; i < t->ncost_rows; i++)
-        if (!strcmp(t->cost_rows[i].cls, w->cls)) {
-            const mcc_cost_row *r = &t->cost_rows[i];
-            *calibrated = true;
-            return 1e-6 * (r->t0_us + r->us_per_gflop * w->flops / w->wave_eff / 1e9 + r->us_per_gb * w->bytes / 1e9);
-        }
+    int row = -1;
+    for (int i = 0; i < t->ncost_rows && row < 0; i++)
+        row = !strcmp(t->cost_rows[i].cls, w->cls) ? i : -1;
+    for (int i = 0; i < t->ncost_rows && row < 0 && w->like[0]; i++)
+        row = !strcmp(t->cost_rows[i].cls, w->like) ? i : -1;
+    if (row >= 0) {
+        const mcc_cost_row *r = &t->cost_rows[row];
+        *calibrated = true;
+        return 1e-6 * (r->t0_us + r->us_per_gflop * w->flops / w->wave_eff / 1e9 + r->us_per_gb * w->bytes / 1e9);
+    }
     /* the roofline: the GEMM rate or the memory's, whichever bounds it, and a kernel's launch */
     double compute = w->flops / t->gemm_bf16_flops, memory = t->hbm_bytes_per_s > 0 ? w->bytes / t->hbm_bytes_per_s : 0;
     return (compute > memory ? compute : memory) + 3e-6;

@@ -21,6 +21,9 @@
 /* What an instruction costs is computed from. */
 typedef struct {
     char cls[48];                  /* its class: the op's name, ".nt" etc. after a multiplying op's transposes */
+    char like[48];                 /* a class whose calibrated row stands in where cls has none ("": the
+                                      roofline): values narrower than q and k (attention.d192.v128, cuDNN's)
+                                      borrow the d128 kernel's rates, applied to their own FLOPs and bytes */
     double flops;                  /* 2 x ir_work_macs */
     double bytes;                  /* its operands' and results' */
     double wave_eff;               /* a GEMM's share of its last wave's tiles busy (1: none idle) */

@@ -126,9 +126,49 @@ static bool has_attention_dropout(const ir_module *m)
     return false;
 }
 
+/* The first attention (or its dropout twin) whose values are not as wide as its queries and keys
+ * (multi-latent attention's): their widths in *d and *dv; false when there is none. */
+static bool narrow_values_attention(const ir_module *m, bool *dropout, int64_t *d, int64_t *dv)
+{
+    for (int f = 0; f < m->nfuncs; f++)
+        for (int i = 0; i < m->funcs[f]->ninstrs; i++) {
+            const ir_func *fn = m->funcs[f];
+            const ir_instr *in = &fn->instrs[i];
+            if (in->op != IR_OP_ATTENTION && in->op != IR_OP_ATTENTION_DROPOUT)
+                continue;
+            *d = fn->vals[in->args[0]].type.dims[3], *dv = fn->vals[in->args[2]].type.dims[3];
+            *dropout = in->op == IR_OP_ATTENTION_DROPOUT;
+            if (*d != *dv)
+                return true;
+        }
+    return false;
+}
+
 bool pass_target_check(const ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen)
 {
     int cp = (int)ir_cfg_int(m, IR_CFG_CONTEXT_PARALLEL_SIZE);
+    bool dropout = false;
+    int64_t d = 0, dv = 0;
+    /* Values narrower than q and k run on CUDA through cuDNN's fused attention alone
+     * (runtime/cuda/attention.c), which mcc runs causal, without dropout, on whole sequences. */
+    if (pass_backend(m, opts) == IR_BACKEND_CUDA && narrow_values_attention(m, &dropout, &d, &dv)) {
+        if (dropout)
+            return snprintf(err, errlen, "--attention-dropout with values of %lld channels beside queries and keys of "
+                            "%lld (multi_latent_attention's v_head_dim and qk_head_dim + qk_pos_emb_head_dim) on the "
+                            "cuda target: such attention runs only through cuDNN's fused attention, which mcc runs "
+                            "without dropout: pass --attention-dropout 0 (DeepSeek-V3 trains without), a --v-head-dim "
+                            "of %lld, or --target cpu", (long long)dv, (long long)d, (long long)d),
+                   false;
+        if (cp > 1 && ir_cfg_choice(m, IR_CFG_CP_COMM_TYPE) != IR_CP_A2A)
+            return snprintf(err, errlen, "--context-parallel-size %d with --cp-comm-type %s and values of %lld channels "
+                            "beside queries and keys of %lld (multi_latent_attention's) on the cuda target: such "
+                            "attention runs only through cuDNN's fused attention, on whole sequences, and the ring's "
+                            "pieces (or the gathered keys) need mcc's kernels, which take one head dimension: pass "
+                            "--cp-comm-type a2a (attention on whole sequences of a block of heads), a --v-head-dim of "
+                            "%lld, or --target cpu", cp, ir_cfg_text(m, IR_CFG_CP_COMM_TYPE), (long long)dv,
+                            (long long)d, (long long)d),
+                   false;
+    }
     if (cp > 1 && pass_backend(m, opts) == IR_BACKEND_CUDA && ir_cfg_choice(m, IR_CFG_CP_COMM_TYPE) != IR_CP_A2A &&
         has_attention_dropout(m))
         return snprintf(err, errlen, "--attention-dropout with --context-parallel-size %d and --cp-comm-type %s on the "

@@ -118,8 +118,9 @@ class Model:
         self.shared = m.get("moe_shared_expert_intermediate_size", 0)
         self.layer_freq = m.get("moe_layer_freq")
         self.group_topk = m.get("moe_router_group_topk", 0)
-        # multi-latent attention: the values' width the cuda target takes, that of q and k (narrower
-        # ones are refused there, tests/compiler.cmake's mla_narrow_values_cuda_refused)
+        # multi-latent attention: q and k's width, which the values take on a GPU target where mcc's
+        # kernels must run them (attention dropout, cp's p2p or all_gather): narrower ones run through
+        # cuDNN alone, refused there (tests/compiler.cmake's mla_narrow_values_cuda_*_refused)
         self.mla_qk = m.get("qk_head_dim", 128) + m.get("qk_pos_emb_head_dim", 64) if m.get("multi_latent_attention") else 0
         self.micro_batch = t.get("micro_batch_size", 1)
 
@@ -127,12 +128,13 @@ class Model:
 def layout(model, flags):
     """The flags completed into a layout, and its sizes: what a level needs of another axis
     (tp for sequence parallelism, sequence parallelism for MoE under tp, dp for ep; a GPU target
-    multi-latent attention's values as wide as q and k), the layers
+    multi-latent attention's values as wide as q and k where mcc's kernels run it), the layers
     (LAYERS_PER_STAGE a virtual stage unless the level says), the micro-batch that a split by batch
     rows needs, the global batch (a micro-batch a pipeline stage, 2 at least), the world size of
     "--world-size @D"."""
     out = dict(flags)
-    if model.mla_qk and out.get("--target", CPU) != CPU:
+    if model.mla_qk and out.get("--target", CPU) != CPU and (
+            "--attention-dropout" in out or out.get("--cp-comm-type") in ("p2p", "all_gather")):
         out["--v-head-dim"] = str(model.mla_qk)
     if "--sequence-parallel" in out and "--tp" not in out:
         out["--tp"] = "2"

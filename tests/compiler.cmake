@@ -110,12 +110,29 @@ mcc_e2e_test(numerics_vs_torch_seq_aux_loss_tiny-deepseek-v3 numerics_e2e.sh tin
 # q projected at once (no q latent), latents without norms, dropout on the probabilities
 mcc_e2e_test(numerics_vs_torch_mla_no_q_latent_dropout_tiny-deepseek-v3 numerics_e2e.sh tiny-deepseek-v3
              --q-lora-rank 0 --qk-layernorm false --attention-dropout 0.1 --hidden-dropout 0.1)
-# the cuda target's attention kernels take one head dimension: values narrower than q and k are
-# refused at compile time, naming the fields
-add_test(NAME mla_narrow_values_cuda_refused COMMAND $<TARGET_FILE:mcc> compile ${CMAKE_SOURCE_DIR}/models/tiny-deepseek-v3.json
+# values narrower than q and k on the cuda target: cuDNN's fused attention alone runs them
+# (runtime/cuda/attention.c), so the compile plans them with a note about the cuDNN train_rank
+# needs; what cuDNN is not run for (dropout, cp's ring or gathered keys) is refused naming the fix;
+# the step-time model costs them as their own class, at the d128 kernel's calibrated rates
+add_test(NAME mla_narrow_values_cuda_plans COMMAND $<TARGET_FILE:mcc> compile ${CMAKE_SOURCE_DIR}/models/tiny-deepseek-v3.json
          --target cuda -o ${CMAKE_CURRENT_BINARY_DIR}/mla_narrow_values_cuda)
-set_tests_properties(mla_narrow_values_cuda_refused PROPERTIES
-                     PASS_REGULAR_EXPRESSION "attention with values of 16 channels beside queries and keys of 24 \\(multi_latent_attention's v_head_dim")
+set_tests_properties(mla_narrow_values_cuda_plans PROPERTIES
+                     PASS_REGULAR_EXPRESSION "values of 16 channels beside queries and keys of 24 \\(multi-latent attention\\) runs on the cuda target through cuDNN's fused attention alone.*mcc: wrote")
+add_test(NAME mla_narrow_values_cuda_dropout_refused COMMAND $<TARGET_FILE:mcc> compile
+         ${CMAKE_SOURCE_DIR}/models/tiny-deepseek-v3.json --target cuda --attention-dropout 0.1
+         -o ${CMAKE_CURRENT_BINARY_DIR}/mla_narrow_values_cuda_dropout)
+set_tests_properties(mla_narrow_values_cuda_dropout_refused PROPERTIES
+                     PASS_REGULAR_EXPRESSION "--attention-dropout with values of 16 channels beside queries and keys of 24 .*pass --attention-dropout 0")
+add_test(NAME mla_narrow_values_cuda_ring_refused COMMAND $<TARGET_FILE:mcc> compile
+         ${CMAKE_SOURCE_DIR}/models/tiny-deepseek-v3.json --target cuda --cp 2 --cp-comm-type p2p
+         -o ${CMAKE_CURRENT_BINARY_DIR}/mla_narrow_values_cuda_ring)
+set_tests_properties(mla_narrow_values_cuda_ring_refused PROPERTIES
+                     PASS_REGULAR_EXPRESSION "--context-parallel-size 2 with --cp-comm-type p2p and values of 16 channels .*pass --cp-comm-type a2a")
+add_test(NAME mla_narrow_values_cuda_a2a_plans COMMAND $<TARGET_FILE:mcc> compile ${CMAKE_SOURCE_DIR}/models/tiny-deepseek-v3.json
+         --target cuda --cp 2 --cp-comm-type a2a -o ${CMAKE_CURRENT_BINARY_DIR}/mla_narrow_values_cuda_a2a)
+add_test(NAME mla_narrow_values_h100_cost_class COMMAND ${CMAKE_COMMAND} -E chdir ${CMAKE_CURRENT_BINARY_DIR} sh -c
+         "'$<TARGET_FILE:mcc>' compile '${CMAKE_SOURCE_DIR}/models/tiny-deepseek-v3.json' --target h100 --cost-table mla_cost.tsv -o mla_narrow_values_h100 >/dev/null 2>&1 && grep -c 'attention_grad.d24.v16' mla_cost.tsv")
+set_tests_properties(mla_narrow_values_h100_cost_class PROPERTIES PASS_REGULAR_EXPRESSION "^[1-9]")
 
 # A layout entry "NAME:RANKS:FLAGS..." into the variables layout_name, layout_ranks, layout_flags.
 function(mcc_parse_layout entry)

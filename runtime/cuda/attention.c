@@ -4,7 +4,9 @@
  * ATTENTION and ATTENTION_GRAD may run cuDNN's fused flash attention instead (cudnn_attention.c):
  * MCC_ATTENTION=mcc|cudnn chooses, unset means CU_ATTN_DEFAULT. Under context parallelism (attributes
  * cp, cp_rank, ring, shift) mcc's kernels run: q holds the rank's balanced chunks, k and v every cp
- * rank's (ring 0) or one rank's (ring 1, rank (cp_rank - shift) mod cp), masked by position. */
+ * rank's (ring 0) or one rank's (ring 1, rank (cp_rank - shift) mod cp), masked by position.
+ * Values of another head width than q and k (multi-latent attention's, Dv != D) run only through
+ * cuDNN (plain causal bf16 attention without cp): mcc's kernels take one head dimension. */
 #include "cuda_ctx.h"
 #include "cudnn_attention.h"
 #include "runtime/dropout.h"
@@ -23,7 +25,8 @@ typedef struct {
 } cu_attn_cp;
 
 typedef struct {
-    int B, T, H, Hk, D; /* T: q's (the rank's) tokens; k and v hold T cp.kv_ranks */
+    int B, T, H, Hk, D, Dv; /* T: q's (the rank's) tokens; k and v hold T cp.kv_ranks; D: q and k's head
+                               width, Dv: v and y's */
     float scale;
     cu_attn_cp cp;
 } cu_attn_shape;
@@ -50,21 +53,25 @@ static cu_attn_cp cu_attn_cp_of(const ir_instr *in, bool dropout)
     return (cu_attn_cp){cp, rank, ((rank - shift) % cp + cp) % cp, 1};
 }
 
-/* (q [B,T,H,D], k [B,Tk,Hk,D], v [B,Tk,Hk,D]) -> the shape, with the CPU oracle's scale 1/sqrt(D).
- * The kernels take one head dimension: values of another width (multi-latent attention's) are
- * refused at compile time (frontend/plan.c), and here for a plan that was not. */
+/* (q [B,T,H,D], k [B,Tk,Hk,D], v [B,Tk,Hk,Dv]) -> the shape, with the CPU oracle's scale 1/sqrt(D).
+ * Values of another width than q and k (multi-latent attention's) need cuDNN (cu_attn_cudnn_plans);
+ * what cuDNN does not take of them (dropout, f32, cp's ring or gathered keys) is refused here, and at
+ * compile time by passes/target.c for the plans it sees. */
 static cu_attn_shape cu_attn_shape_of(const rt_kernel_call *c, const ir_type *q, const ir_type *k, const ir_type *v,
                                       bool dropout)
 {
-    if (v->dims[3] != q->dims[3]) {
-        fprintf(stderr, "train_rank: attention: values of %lld channels beside q and k's %lld have no CUDA kernel "
-                        "(one head dimension for q, k and v); train it on the cpu target\n",
-                (long long)v->dims[3], (long long)q->dims[3]);
+    cu_attn_shape s = {(int)q->dims[0], (int)q->dims[1], (int)q->dims[2], (int)k->dims[2], (int)q->dims[3],
+                       (int)v->dims[3], 0, cu_attn_cp_of(c->in, dropout)};
+    s.scale = (float)(1.0 / sqrt((double)s.D));
+    if (s.Dv != s.D && (dropout || q->dtype != IR_BF16 || s.cp.cp > 1)) {
+        fprintf(stderr, "train_rank: %s: values of %d channels beside q and k's %d (multi-latent attention) run "
+                        "only through cuDNN's fused attention, which mcc uses for plain causal bf16 attention: not "
+                        "%s; train with %s, or a v_head_dim equal to q and k's width, or on the cpu target\n",
+                ir_ops[c->in->op].name, s.Dv, s.D,
+                dropout ? "with attention dropout" : q->dtype != IR_BF16 ? "in f32" : "under ring or gathered context parallelism",
+                dropout ? "--attention-dropout 0" : q->dtype != IR_BF16 ? "bf16 activations" : "--cp-comm-type a2a");
         exit(1);
     }
-    cu_attn_shape s = {(int)q->dims[0], (int)q->dims[1], (int)q->dims[2], (int)k->dims[2], (int)q->dims[3], 0,
-                       cu_attn_cp_of(c->in, dropout)};
-    s.scale = (float)(1.0 / sqrt((double)s.D));
     if (s.Hk <= 0 || s.H % s.Hk) {
         fprintf(stderr, "train_rank: attention: %d query heads are not a multiple of %d kv heads; "
                         "set num_attention_heads to a multiple of num_query_groups\n", s.H, s.Hk);
@@ -124,13 +131,22 @@ static cu_attn_impl cu_attn_impl_chosen(void)
 static cudnn_attn *cu_attn_cudnn_plans(const cu_attn_shape *s)
 {
     cu_attn_impl impl = cu_attn_impl_chosen();
-    if (impl == CU_ATTN_MCC)
+    if (impl == CU_ATTN_MCC && s->Dv == s->D)
         return NULL;
     const char *why = NULL;
     bool built = false;
-    cudnn_attn *a = cudnn_attn_get(&(cudnn_attn_shape){s->B, s->T, s->H, s->Hk, s->D, s->scale}, &why, &built);
+    cudnn_attn *a = cudnn_attn_get(&(cudnn_attn_shape){s->B, s->T, s->H, s->Hk, s->D, s->Dv, s->scale}, &why, &built);
     if (a)
         return a;
+    if (s->Dv != s->D) {
+        fprintf(stderr, "train_rank: attention: values of %d channels beside q and k's %d (multi-latent attention) "
+                        "have no kernel of mcc's, only cuDNN's fused attention, and cuDNN has no engine for B=%d T=%d "
+                        "H=%d Hk=%d D=%d Dv=%d (%s); cuDNN 9.19 or newer on Hopper takes D 192 with Dv 128 "
+                        "(DeepSeek-V3's): put such a libcudnn (PyTorch's nvidia/cudnn/lib, say) first on "
+                        "LD_LIBRARY_PATH, or train on the cpu target\n",
+                s->Dv, s->D, s->B, s->T, s->H, s->Hk, s->D, s->Dv, why);
+        exit(1);
+    }
     if (impl == CU_ATTN_CUDNN) {
         fprintf(stderr, "train_rank: attention: MCC_ATTENTION=cudnn, but cuDNN has no engine for B=%d T=%d H=%d "
                         "Hk=%d D=%d (%s); unset MCC_ATTENTION to run mcc's kernels where cuDNN cannot\n",
@@ -163,6 +179,13 @@ static bool cu_attn_by_cudnn(rt_cuda_ctx *cx, const cu_attn_shape *s, const rt_k
                         c->args[5], c->res[0], c->res[1], c->res[2], ws);
     return true;
 #else
+    if (s->Dv != s->D) {
+        fprintf(stderr, "train_rank: attention: values of %d channels beside q and k's %d (multi-latent attention) "
+                        "run only through cuDNN's fused attention, and this mcc was built without cuDNN (CMake found "
+                        "no cuDNN 9: libcudnn and cudnn_graph.h); rebuild mcc with cuDNN 9.19 or newer (PyTorch's "
+                        "nvidia-cudnn-cu12 wheel has one), or train on the cpu target\n", s->Dv, s->D);
+        exit(1);
+    }
     if (cu_attn_impl_chosen() == CU_ATTN_CUDNN) {
         fprintf(stderr, "train_rank: attention: MCC_ATTENTION=cudnn, but this mcc was built without cuDNN (CMake "
                         "found no cuDNN 9: libcudnn and cudnn_graph.h); unset MCC_ATTENTION\n");

@@ -6,7 +6,9 @@
  * mask only as a score-modifier subgraph, which needs cuDNN 9.21.)
  *
  * Every tensor is 4-d: our [B,T,H,D] buffers are [B,H,T,D] through strides, K^T and V^T are K and
- * V with the last two strides swapped, and GQA is K and V having Hk heads where Q has H. Virtual
+ * V with the last two strides swapped, and GQA is K and V having Hk heads where Q has H. V, O, dO
+ * and dV are Dv wide where Q, K, dQ and dK are D (multi-latent attention's narrower values: cuDNN 9
+ * on Hopper takes d_qk 192 with d_v 128); the scale stays the caller's (1/sqrt(D)). Virtual
  * tensors (never stored; only their type and shape matter) are f32 unless noted, every operation
  * computes in f32, scalars (scale, -inf, 1) are passed by value. Building stops at the first
  * failing call and keeps which descriptor it was building, so a GPU run tells what cuDNN refused. */
@@ -351,22 +353,23 @@ static cudnn_desc cg_softmax(cudnn_graph *g, const cudnn_attn_shape *s, cudnn_de
  *   O = P V */
 static void cg_forward_graph(cudnn_graph *g, const cudnn_attn_shape *s)
 {
-    int64_t B = s->B, T = s->T, H = s->H, Hk = s->Hk, D = s->D;
+    int64_t B = s->B, T = s->T, H = s->H, Hk = s->Hk, D = s->D, Dv = s->Dv;
     cudnn_desc q = cg_stored(g, "Q", UID_Q, CUDNN_DATA_BFLOAT16, cg_heads(B, T, H, D));
     cudnn_desc kt = cg_stored(g, "K^T", UID_K, CUDNN_DATA_BFLOAT16, cg_heads_transposed(B, T, Hk, D));
-    cudnn_desc v = cg_stored(g, "V", UID_V, CUDNN_DATA_BFLOAT16, cg_heads(B, T, Hk, D));
-    cudnn_desc o = cg_stored(g, "O", UID_O, CUDNN_DATA_BFLOAT16, cg_heads(B, T, H, D));
+    cudnn_desc v = cg_stored(g, "V", UID_V, CUDNN_DATA_BFLOAT16, cg_heads(B, T, Hk, Dv));
+    cudnn_desc o = cg_stored(g, "O", UID_O, CUDNN_DATA_BFLOAT16, cg_heads(B, T, H, Dv));
     cudnn_desc stats = cg_stored(g, "stats", UID_STATS, CUDNN_DATA_FLOAT, cg_packed(B, H, T, 1));
     cudnn_desc scale = cg_scalar(g, "scale", UID_SCALE), neg_inf = cg_scalar(g, "-inf", UID_NEG_INF);
     cudnn_desc masked = cg_causal_mask(g, s, cg_scaled_scores(g, s, q, kt, scale), neg_inf);
     cg_matmul(g, "O = P V", cg_softmax(g, s, masked, stats), v, o);
 }
 
-/* softmax_sum = rowsum(dO * O) * 1: [B,H,T,1] f32, stored (in the workspace) as the frontend does. */
+/* softmax_sum = rowsum(dO * O) * 1: [B,H,T,1] f32, stored (in the workspace) as the frontend does;
+ * O and dO are Dv wide. */
 static void cg_row_dot(cudnn_graph *g, const cudnn_attn_shape *s, cudnn_desc dO, cudnn_desc o, cudnn_desc one,
                        cudnn_desc softmax_sum)
 {
-    int64_t B = s->B, H = s->H, T = s->T, D = s->D;
+    int64_t B = s->B, H = s->H, T = s->T, D = s->Dv;
     cg_layout frontends = {{B, H, T, D}, {H * T * D, T * D, H * D, 1}}; /* its strides for this virtual tensor */
     cudnn_desc prod = cg_virtual(g, "dO * O", CUDNN_DATA_FLOAT, frontends);
     cudnn_desc dot = cg_virtual(g, "rowsum(dO * O)", CUDNN_DATA_FLOAT, cg_packed(B, H, T, 1));
@@ -387,12 +390,13 @@ static cudnn_desc cg_recomputed_probs(cudnn_graph *g, const cudnn_attn_shape *s,
     return p;
 }
 
-/* dX = A^T Y for a kv-side gradient (dV = P^T dO, dK = dS^T Q): A [B,H,T,T] seen transposed in bf16;
- * with fewer kv heads, computed per query head [B,H,T,D] (bf16) and summed over each group. */
-static void cg_kv_grad(cudnn_graph *g, const cudnn_attn_shape *s, const char *name, cudnn_desc a, cudnn_desc y,
-                       cudnn_desc dx)
+/* dX = A^T Y for a kv-side gradient (dV = P^T dO, dK = dS^T Q) of head width D (Dv for dV): A
+ * [B,H,T,T] seen transposed in bf16; with fewer kv heads, computed per query head [B,H,T,D] (bf16)
+ * and summed over each group. */
+static void cg_kv_grad(cudnn_graph *g, const cudnn_attn_shape *s, const char *name, int64_t D, cudnn_desc a,
+                       cudnn_desc y, cudnn_desc dx)
 {
-    int64_t B = s->B, T = s->T, H = s->H, D = s->D;
+    int64_t B = s->B, T = s->T, H = s->H;
     char what[3][64];
     snprintf(what[0], sizeof what[0], "%s: transposed view", name);
     snprintf(what[1], sizeof what[1], "%s: per query head", name);
@@ -440,16 +444,16 @@ static void cg_q_grad(cudnn_graph *g, const cudnn_attn_shape *s, cudnn_desc ds, 
  *   dS = scale * P * (dO V^T - softmax_sum); dK = dS^T Q; dQ = dS K */
 static void cg_backward_graph(cudnn_graph *g, const cudnn_attn_shape *s)
 {
-    int64_t B = s->B, T = s->T, H = s->H, Hk = s->Hk, D = s->D;
+    int64_t B = s->B, T = s->T, H = s->H, Hk = s->Hk, D = s->D, Dv = s->Dv;
     cudnn_desc q = cg_stored(g, "Q", UID_Q, CUDNN_DATA_BFLOAT16, cg_heads(B, T, H, D));
     cudnn_desc kt = cg_stored(g, "K^T", UID_K, CUDNN_DATA_BFLOAT16, cg_heads_transposed(B, T, Hk, D));
-    cudnn_desc vt = cg_stored(g, "V^T", UID_V, CUDNN_DATA_BFLOAT16, cg_heads_transposed(B, T, Hk, D));
-    cudnn_desc o = cg_stored(g, "O", UID_O, CUDNN_DATA_BFLOAT16, cg_heads(B, T, H, D));
-    cudnn_desc dO = cg_stored(g, "dO", UID_DO, CUDNN_DATA_BFLOAT16, cg_heads(B, T, H, D));
+    cudnn_desc vt = cg_stored(g, "V^T", UID_V, CUDNN_DATA_BFLOAT16, cg_heads_transposed(B, T, Hk, Dv));
+    cudnn_desc o = cg_stored(g, "O", UID_O, CUDNN_DATA_BFLOAT16, cg_heads(B, T, H, Dv));
+    cudnn_desc dO = cg_stored(g, "dO", UID_DO, CUDNN_DATA_BFLOAT16, cg_heads(B, T, H, Dv));
     cudnn_desc stats = cg_stored(g, "stats", UID_STATS, CUDNN_DATA_FLOAT, cg_packed(B, H, T, 1));
     cudnn_desc dq = cg_stored(g, "dQ", UID_DQ, CUDNN_DATA_BFLOAT16, cg_heads(B, T, H, D));
     cudnn_desc dk = cg_stored(g, "dK", UID_DK, CUDNN_DATA_BFLOAT16, cg_heads(B, T, Hk, D));
-    cudnn_desc dv = cg_stored(g, "dV", UID_DV, CUDNN_DATA_BFLOAT16, cg_heads(B, T, Hk, D));
+    cudnn_desc dv = cg_stored(g, "dV", UID_DV, CUDNN_DATA_BFLOAT16, cg_heads(B, T, Hk, Dv));
     cudnn_desc softmax_sum = cg_stored(g, "softmax_sum", UID_SOFTMAX_SUM, CUDNN_DATA_FLOAT, cg_packed(B, H, T, 1));
     cudnn_desc dq_accum = cg_stored(g, "dQ accumulator", UID_DQ_ACCUM, CUDNN_DATA_FLOAT, cg_packed(B, H, T, D));
     cudnn_desc scale = cg_scalar(g, "scale", UID_SCALE), neg_inf = cg_scalar(g, "-inf", UID_NEG_INF);
@@ -457,9 +461,9 @@ static void cg_backward_graph(cudnn_graph *g, const cudnn_attn_shape *s)
 
     cg_row_dot(g, s, dO, o, one, softmax_sum);
     cudnn_desc p = cg_recomputed_probs(g, s, q, kt, scale, stats, neg_inf);
-    cg_kv_grad(g, s, "dV = P^T dO", p, dO, dv);
+    cg_kv_grad(g, s, "dV = P^T dO", Dv, p, dO, dv);
     cudnn_desc ds = cg_score_grad(g, s, dO, vt, softmax_sum, p, scale);
-    cg_kv_grad(g, s, "dK = dS^T Q", ds, q, dk);
+    cg_kv_grad(g, s, "dK = dS^T Q", D, ds, q, dk);
     cg_q_grad(g, s, ds, kt, dq_accum, dq);
 }
 
@@ -673,7 +677,8 @@ static int ncache;
 
 static bool cudnn_attn_same_shape(const cudnn_attn_shape *x, const cudnn_attn_shape *y)
 {
-    return x->B == y->B && x->T == y->T && x->H == y->H && x->Hk == y->Hk && x->D == y->D && x->scale == y->scale;
+    return x->B == y->B && x->T == y->T && x->H == y->H && x->Hk == y->Hk && x->D == y->D && x->Dv == y->Dv &&
+           x->scale == y->scale;
 }
 
 cudnn_attn *cudnn_attn_get(const cudnn_attn_shape *s, const char **reason, bool *built)

@@ -1,9 +1,10 @@
 /* cudnn_attention.h — causal, grouped-query, bf16 flash attention (no dropout) through cuDNN's
  * backend graph API: the forward and backward plans of one shape, built once per device and
  * cached. Only in builds with cuDNN 9 (MCC_HAVE_CUDNN); runtime/cuda/attention.c decides when it
- * runs instead of mcc's kernels. Layouts are the ATTENTION op's: q, o, dO, dq [B,T,H,D] bf16;
- * k, v, dk, dv [B,T,Hk,D] bf16 (query head h reads kv head h / (H/Hk)); lse f32 [B,H,T], the
- * natural-log logsumexp of the scaled scores. All pointers 16-byte aligned. */
+ * runs instead of mcc's kernels. Layouts are the ATTENTION op's: q, dq [B,T,H,D] bf16; k, dk
+ * [B,T,Hk,D] bf16; v, dv [B,T,Hk,Dv] and o, dO [B,T,H,Dv] bf16, Dv the values' head width (D but
+ * under multi-latent attention: DeepSeek-V3's D 192, Dv 128); query head h reads kv head h / (H/Hk);
+ * lse f32 [B,H,T], the natural-log logsumexp of the scaled scores. All pointers 16-byte aligned. */
 #ifndef MCC_CUDNN_ATTENTION_H
 #define MCC_CUDNN_ATTENTION_H
 
@@ -14,8 +15,8 @@
 #include <stddef.h>
 
 typedef struct {
-    int B, T, H, Hk, D;
-    float scale; /* of the scores q.k */
+    int B, T, H, Hk, D, Dv; /* D: q and k's head width; Dv: v and o's */
+    float scale;            /* of the scores q.k */
 } cudnn_attn_shape;
 
 typedef struct cudnn_attn cudnn_attn; /* a shape's two execution plans */

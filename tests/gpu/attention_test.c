@@ -4,9 +4,13 @@
  * dims 16/64/128 and GQA ratios 1, 2, 4. bf16 runs once per implementation (MCC_ATTENTION=mcc,
  * and with cuDNN =cudnn, eagerly and once more recorded into a CUDA graph and replayed, as
  * train_rank runs it); a shape cuDNN has no engine for fails, naming the descriptor it refused.
+ * Multi-latent attention's values narrower than q and k (mla_cases: DeepSeek-V3's D 192, Dv 128, and
+ * tiny-deepseek-v3's 24 and 16) run through cuDNN only, bf16 (mcc's kernels take one head dim; the
+ * launcher routes them to cuDNN whatever MCC_ATTENTION says), skipped in a build without cuDNN.
  * Context parallelism (cp_cases, below): one cp rank's queries against every rank's keys gathered
- * and against each ring piece, and the pieces merged. ATTENTION_TEST_ONLY=plain|cp runs one
- * half (tests/gpu/emulate/run.sh runs the cp half on the host). */
+ * and against each ring piece, and the pieces merged. ATTENTION_TEST_ONLY=plain|mla|cp runs the
+ * plain cases with the mla ones, the mla ones alone, or the cp half (tests/gpu/emulate/run.sh runs
+ * the cp half on the host). */
 #include "codegen/cuda/cuda_codegen.h"
 #include "common/knobs.h"
 #include "runtime/cuda/cuda_ctx.h"
@@ -21,12 +25,20 @@
 #include <string.h>
 
 typedef struct {
-    int B, T, H, Hk, D;
+    int B, T, H, Hk, D, Dv; /* Dv: v and y's head width */
 } attn_case;
 
 static const attn_case attn_cases[] = {
-    {2, 37, 4, 2, 16}, {1, 256, 8, 8, 64}, {2, 1024, 8, 2, 64}, {1, 512, 4, 4, 128},
+    {2, 37, 4, 2, 16, 16}, {1, 256, 8, 8, 64, 64}, {2, 1024, 8, 2, 64, 64}, {1, 512, 4, 4, 128, 128},
 };
+
+/* Values narrower than q and k (cuDNN only): DeepSeek-V3's heads (128 + 64 rope, values 128), T off a
+ * multiple of 128 too, and tiny-deepseek-v3's (16 + 8, values 16). */
+static const attn_case mla_cases[] = {
+    {2, 256, 4, 4, 192, 128}, {1, 200, 2, 2, 192, 128}, {2, 64, 4, 4, 24, 16},
+};
+
+static int attn_dv(const attn_case *s) { return s->Dv; }
 
 /* Tolerances: relative error of norms. bf16 rounds y, P, dS and the outputs (2^-8 each); f32
  * differs from the BLAS oracle only in summation order. lse is f32 in both: max abs error. */
@@ -100,10 +112,10 @@ typedef gpu_attn_call attn_call;
 static void attn_call_init(attn_call *a, ir_op op, const attn_case *s, int Tk, const double *attr, ir_dtype dt,
                            void *const *args, void *const *res)
 {
-    gpu_attn_call_init(a, op, (int[]){s->B, s->T, Tk, s->H, s->Hk, s->D}, attr, dt, args, res);
+    gpu_attn_call_init_dv(a, op, (int[]){s->B, s->T, Tk, s->H, s->Hk, s->D, attn_dv(s)}, attr, dt, args, res);
 }
 
-/* The CPU oracle's y, lse, dq, dk, dv (f32). */
+/* The CPU oracle's y, lse, dq, dk, dv (f32); v, dv, y, dy are Dv wide. */
 typedef struct {
     float *q, *k, *v, *dy;     /* inputs, bf16-representable */
     float *y, *lse, *dq, *dk, *dv;
@@ -112,9 +124,10 @@ typedef struct {
 static attn_ref attn_reference(const attn_case *s)
 {
     size_t nq = (size_t)s->B * s->T * s->H * s->D, nk = (size_t)s->B * s->T * s->Hk * s->D;
-    attn_ref r = {.q = rand_tensor(nq), .k = rand_tensor(nk), .v = rand_tensor(nk), .dy = rand_tensor(nq)};
-    r.y = malloc(nq * 4), r.lse = malloc((size_t)s->B * s->H * s->T * 4);
-    r.dq = malloc(nq * 4), r.dk = malloc(nk * 4), r.dv = malloc(nk * 4);
+    size_t ny = (size_t)s->B * s->T * s->H * attn_dv(s), nv = (size_t)s->B * s->T * s->Hk * attn_dv(s);
+    attn_ref r = {.q = rand_tensor(nq), .k = rand_tensor(nk), .v = rand_tensor(nv), .dy = rand_tensor(ny)};
+    r.y = malloc(ny * 4), r.lse = malloc((size_t)s->B * s->H * s->T * 4);
+    r.dq = malloc(nq * 4), r.dk = malloc(nk * 4), r.dv = malloc(nv * 4);
     attn_call a;
     void *fa[] = {r.q, r.k, r.v}, *fr[] = {r.y, r.lse};
     attn_call_init(&a, IR_OP_ATTENTION, s, s->T, NULL, IR_F32, fa, fr);
@@ -187,24 +200,25 @@ static void attn_launch(rt_cuda_ctx *cx, const attn_case *s, ir_dtype dt, void *
 static bool attn_check_gpu(rt_cuda_ctx *cx, const attn_case *s, const attn_ref *r, ir_dtype dt, attn_run run)
 {
     size_t nq = (size_t)s->B * s->T * s->H * s->D, nk = (size_t)s->B * s->T * s->Hk * s->D;
+    size_t ny = (size_t)s->B * s->T * s->H * attn_dv(s), nv = (size_t)s->B * s->T * s->Hk * attn_dv(s);
     size_t nl = (size_t)s->B * s->H * s->T;
     double tol = dt == IR_BF16 ? BF16_TOL : F32_TOL;
-    void *q = dev_upload(r->q, nq, dt), *k = dev_upload(r->k, nk, dt), *v = dev_upload(r->v, nk, dt);
-    void *dy = dev_upload(r->dy, nq, dt), *y = dev_poisoned(nq, dt), *lse = dev_poisoned(nl, IR_F32);
-    void *dq = dev_poisoned(nq, dt), *dk = dev_poisoned(nk, dt), *dv = dev_poisoned(nk, dt);
+    void *q = dev_upload(r->q, nq, dt), *k = dev_upload(r->k, nk, dt), *v = dev_upload(r->v, nv, dt);
+    void *dy = dev_upload(r->dy, ny, dt), *y = dev_poisoned(ny, dt), *lse = dev_poisoned(nl, IR_F32);
+    void *dq = dev_poisoned(nq, dt), *dk = dev_poisoned(nk, dt), *dv = dev_poisoned(nv, dt);
     RT_CUDART_CHECK(cudaDeviceSynchronize()); /* the context's stream does not wait for the default one */
 
     void *fa[] = {q, k, v}, *fr[] = {y, lse}, *ga[] = {dy, q, k, v, y, lse}, *gr[] = {dq, dk, dv};
     attn_launch(cx, s, dt, fa, fr, ga, gr, run);
     RT_CUDART_CHECK(cudaDeviceSynchronize());
 
-    printf("  B=%d T=%d H=%d Hk=%d D=%d %s %s%s\n", s->B, s->T, s->H, s->Hk, s->D, ir_dtype_name(dt), run.impl,
-           run.graph ? " (CUDA graph replay)" : "");
-    bool ok = check(run.impl, "y", y, r->y, nq, dt, tol, false);
+    printf("  B=%d T=%d H=%d Hk=%d D=%d Dv=%d %s %s%s\n", s->B, s->T, s->H, s->Hk, s->D, attn_dv(s),
+           ir_dtype_name(dt), run.impl, run.graph ? " (CUDA graph replay)" : "");
+    bool ok = check(run.impl, "y", y, r->y, ny, dt, tol, false);
     ok &= check(run.impl, "lse", lse, r->lse, nl, IR_F32, dt == IR_BF16 ? LSE_TOL : F32_TOL, true);
     ok &= check(run.impl, "dq", dq, r->dq, nq, dt, tol, false);
     ok &= check(run.impl, "dk", dk, r->dk, nk, dt, tol, false);
-    ok &= check(run.impl, "dv", dv, r->dv, nk, dt, tol, false);
+    ok &= check(run.impl, "dv", dv, r->dv, nv, dt, tol, false);
     void *bufs[] = {q, k, v, dy, y, lse, dq, dk, dv};
     for (int i = 0; i < 9; i++)
         RT_CUDART_CHECK(cudaFree(bufs[i]));
@@ -217,9 +231,10 @@ static bool attn_check_gpu(rt_cuda_ctx *cx, const attn_case *s, const attn_ref *
 static int attn_check_cudnn(rt_cuda_ctx *cx, const attn_case *s, const attn_ref *r)
 {
     const char *why = NULL;
-    cudnn_attn_shape shape = {s->B, s->T, s->H, s->Hk, s->D, (float)(1.0 / sqrt((double)s->D))};
+    cudnn_attn_shape shape = {s->B, s->T, s->H, s->Hk, s->D, attn_dv(s), (float)(1.0 / sqrt((double)s->D))};
     if (!cudnn_attn_get(&shape, &why, NULL)) {
-        printf("  B=%d T=%d H=%d Hk=%d D=%d bf16 cudnn: no plan: %s  FAIL\n", s->B, s->T, s->H, s->Hk, s->D, why);
+        printf("  B=%d T=%d H=%d Hk=%d D=%d Dv=%d bf16 cudnn: no plan: %s  FAIL\n", s->B, s->T, s->H, s->Hk, s->D,
+               attn_dv(s), why);
         return 1;
     }
     int failed = !attn_check_gpu(cx, s, r, IR_BF16, (attn_run){"cudnn", false});
@@ -476,7 +491,7 @@ static void cp_check_ring(rt_cuda_ctx *cx, cp_run *u, const cp_whole *w, const f
 /* Every rank of a case in dtype dt: gathered (ring 0) and ring pieces (ring 1, every shift). */
 static int cp_check_case(rt_cuda_ctx *cx, const cp_case *s, const cp_whole *w, ir_dtype dt)
 {
-    cp_run u = {s, {s->B, 2 * s->c, s->H, s->Hk, s->D}, dt, 0, 0, 0, 0, 0};
+    cp_run u = {s, {s->B, 2 * s->c, s->H, s->Hk, s->D, s->D}, dt, 0, 0, 0, 0, 0};
     u.nq = (size_t)s->B * u.local.T * s->H * s->D, u.nk = (size_t)s->B * u.local.T * s->Hk * s->D;
     u.nl = (size_t)s->B * s->H * u.local.T;
     printf("  cp=%d B=%d c=%d H=%d Hk=%d D=%d %s\n", s->cp, s->B, s->c, s->H, s->Hk, s->D, ir_dtype_name(dt));
@@ -505,7 +520,7 @@ static int cp_check_all(rt_cuda_ctx *cx)
     int failed = 0;
     for (size_t i = 0; i < sizeof cp_cases / sizeof cp_cases[0]; i++) {
         const cp_case *s = &cp_cases[i];
-        cp_whole w = {{s->B, 2 * s->c * s->cp, s->H, s->Hk, s->D}, {0}};
+        cp_whole w = {{s->B, 2 * s->c * s->cp, s->H, s->Hk, s->D, s->D}, {0}};
         w.r = attn_reference(&w.whole);
         failed += cp_check_case(cx, s, &w, IR_BF16);
         failed += cp_check_case(cx, s, &w, IR_F32);
@@ -524,7 +539,8 @@ int main(void)
         return 1;
     int failed = 0;
     const char *only = getenv("ATTENTION_TEST_ONLY") ? getenv("ATTENTION_TEST_ONLY") : "";
-    for (size_t i = 0; strcmp(only, "cp") && i < sizeof attn_cases / sizeof attn_cases[0]; i++) {
+    for (size_t i = 0; strcmp(only, "cp") && strcmp(only, "mla") && i < sizeof attn_cases / sizeof attn_cases[0];
+         i++) {
         attn_ref r = attn_reference(&attn_cases[i]);
         failed += !attn_check_gpu(cx, &attn_cases[i], &r, IR_BF16, (attn_run){"mcc", false});
 #ifdef MCC_HAVE_CUDNN
@@ -535,7 +551,21 @@ int main(void)
         for (int j = 0; j < 9; j++)
             free(bufs[j]);
     }
-    if (strcmp(only, "plain"))
+    /* values narrower than q and k: cuDNN's, bf16; MCC_ATTENTION=mcc routes them to cuDNN all the same */
+    for (size_t i = 0; strcmp(only, "cp") && i < sizeof mla_cases / sizeof mla_cases[0]; i++) {
+#ifdef MCC_HAVE_CUDNN
+        attn_ref r = attn_reference(&mla_cases[i]);
+        failed += attn_check_cudnn(cx, &mla_cases[i], &r);
+        failed += !attn_check_gpu(cx, &mla_cases[i], &r, IR_BF16, (attn_run){"mcc", false});
+        float *bufs[] = {r.q, r.k, r.v, r.dy, r.y, r.lse, r.dq, r.dk, r.dv};
+        for (int j = 0; j < 9; j++)
+            free(bufs[j]);
+#else
+        printf("  B=%d T=%d H=%d Hk=%d D=%d Dv=%d: skipped, a build without cuDNN\n", mla_cases[i].B, mla_cases[i].T,
+               mla_cases[i].H, mla_cases[i].Hk, mla_cases[i].D, mla_cases[i].Dv);
+#endif
+    }
+    if (strcmp(only, "plain") && strcmp(only, "mla"))
         failed += cp_check_all(cx);
     rt_cuda_ctx_free(cx);
     free(image);

@@ -65,36 +65,46 @@ static inline int gpu_cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* One ATTENTION / ATTENTION_GRAD call: q, y, dy, dq [B,T,H,D]; k, v, dk, dv [B,Tk,Hk,D]; lse f32 [B,H,T];
- * attributes cp, cp_rank, ring, shift (attr: NULL for none, the whole sequence). shape: B, T, Tk, H,
- * Hk, D. args, res: device (or host, for the CPU kernels) pointers in the op's order. */
+/* One ATTENTION / ATTENTION_GRAD call: q, dq [B,T,H,D]; k, dk [B,Tk,Hk,D]; v, dv [B,Tk,Hk,Dv]; y, dy
+ * [B,T,H,Dv]; lse f32 [B,H,T]; attributes cp, cp_rank, ring, shift (attr: NULL for none, the whole
+ * sequence). shape: B, T, Tk, H, Hk, D, Dv (gpu_attn_call_init: Dv = D). args, res: device (or host,
+ * for the CPU kernels) pointers in the op's order. */
 typedef struct {
     ir_instr in;
-    ir_type qt, kt, lt;
+    ir_type qt, kt, vt, yt, lt;
     const ir_type *argt[6], *rest[3];
     rt_kernel_call call;
 } gpu_attn_call;
 
-static inline void gpu_attn_call_init(gpu_attn_call *a, ir_op op, const int shape[6], const double *attr, ir_dtype dt,
-                                      void *const *args, void *const *res)
+static inline void gpu_attn_call_init_dv(gpu_attn_call *a, ir_op op, const int shape[7], const double *attr,
+                                         ir_dtype dt, void *const *args, void *const *res)
 {
     memset(a, 0, sizeof *a);
     int64_t qd[4] = {shape[0], shape[1], shape[3], shape[5]}, kd[4] = {shape[0], shape[2], shape[4], shape[5]};
+    int64_t vd[4] = {shape[0], shape[2], shape[4], shape[6]}, yd[4] = {shape[0], shape[1], shape[3], shape[6]};
     int64_t ld[3] = {shape[0], shape[3], shape[1]};
     a->qt = ir_tensor(dt, 4, qd), a->kt = ir_tensor(dt, 4, kd), a->lt = ir_tensor(IR_F32, 3, ld);
+    a->vt = ir_tensor(dt, 4, vd), a->yt = ir_tensor(dt, 4, yd);
     a->in.op = op;
     for (int i = 0; attr && i < 4; i++)
         a->in.attr[i] = attr[i];
     if (op == IR_OP_ATTENTION) {
-        const ir_type *at[] = {&a->qt, &a->kt, &a->kt}, *rt[] = {&a->qt, &a->lt};
+        const ir_type *at[] = {&a->qt, &a->kt, &a->vt}, *rt[] = {&a->yt, &a->lt};
         memcpy(a->argt, at, sizeof at), memcpy(a->rest, rt, sizeof rt);
         a->in.nargs = 3, a->in.nres = 2;
     } else {
-        const ir_type *at[] = {&a->qt, &a->qt, &a->kt, &a->kt, &a->qt, &a->lt}, *rt[] = {&a->qt, &a->kt, &a->kt};
+        const ir_type *at[] = {&a->yt, &a->qt, &a->kt, &a->vt, &a->yt, &a->lt}, *rt[] = {&a->qt, &a->kt, &a->vt};
         memcpy(a->argt, at, sizeof at), memcpy(a->rest, rt, sizeof rt);
         a->in.nargs = 6, a->in.nres = 3;
     }
     a->call = (rt_kernel_call){&a->in, a->in.nargs, a->in.nres, (void **)args, a->argt, (void **)res, a->rest};
+}
+
+static inline void gpu_attn_call_init(gpu_attn_call *a, ir_op op, const int shape[6], const double *attr, ir_dtype dt,
+                                      void *const *args, void *const *res)
+{
+    gpu_attn_call_init_dv(a, op, (int[]){shape[0], shape[1], shape[2], shape[3], shape[4], shape[5], shape[5]}, attr,
+                          dt, args, res);
 }
 
 /* Median milliseconds of fn(cx, arg) on the context's stream (CUDA events), after `warmup` calls;
