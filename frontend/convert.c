@@ -225,6 +225,8 @@ typedef struct {
     ir_module *m;                   /* the logical model: parameter names and whole shapes */
     int n;
     cv_rule *r;
+    int mtp_layers;                 /* an import's: the multi-token prediction layers after the model's,
+                                     * whose tensors (model.layers.L.. L+mtp-1) are not read */
 } cv_model;
 
 static void shape_str(const ir_type *t, char *buf, size_t len)
@@ -814,6 +816,7 @@ typedef struct {
     json_t *c;
     char *err;
     size_t errlen;
+    int mtp_layers;                 /* DeepSeek-V3's num_nextn_predict_layers: its tensors not read */
 } cv_config;
 
 /* config.json's value of key, NULL when absent or null (transformers then takes its default). */
@@ -1103,10 +1106,6 @@ static json_t *deepseek_of_config(cv_config *k)
     else if (!interleave)
         snprintf(bad, sizeof bad, "rope_interleave\" is false: mcc imports DeepSeek's interleaved rope rows "
                                   "(rope_interleave true) and permutes them; a model saved rotate-half is not read");
-    else if (mtp)
-        snprintf(bad, sizeof bad, "num_nextn_predict_layers\" is %lld: mcc builds no multi-token prediction layer; "
-                                  "drop the model.layers.%lld.* tensors and set it 0 (transformers ignores them too)",
-                 mtp, L);
     else if (freq != 1)
         snprintf(bad, sizeof bad, "moe_layer_freq\" is %lld: transformers' DeepseekV3 makes every layer from "
                                   "first_k_dense_replace on MoE; set it 1", freq);
@@ -1135,6 +1134,11 @@ static json_t *deepseek_of_config(cv_config *k)
         ok = ck_fail(k->err, k->errlen, "%s: \"%s", k->path, bad);
     if (!ok)
         return NULL;
+    if (mtp > 0) /* DeepSeek-V3's one: transformers ignores its tensors too (_keys_to_ignore_on_load_unexpected) */
+        fprintf(stderr, "mcc: note: %s: \"num_nextn_predict_layers\" %lld: mcc builds no multi-token prediction "
+                        "layer; the tensors of model.layers.%lld%s are not read\n", k->path, mtp, L,
+                mtp > 1 ? " and after" : "");
+    k->mtp_layers = (int)(mtp < 1000 ? mtp : 1000);
     json_t *m = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f}", "num_layers", L, "hidden_size", d,
                           "num_attention_heads", H, "num_query_groups", G, "ffn_hidden_size", F, "seq_length",
                           P < 4096 ? P : 4096, "max_position_embeddings", P, "vocab_size", V, "norm_epsilon", eps,
@@ -1565,11 +1569,16 @@ static bool to_hf(ck_reader *ck, const char *out, const mcc_spec *s, const to_hf
 
 /* --- mcc convert --from hf -------------------------------------------------------------------- */
 
-/* Whether HF tensor name is a buffer no weight holds (GPT-2's causal mask, a rotary table), or a
+/* Whether HF tensor name is a buffer no weight holds (GPT-2's causal mask, a rotary table), a tensor
+ * of DeepSeek-V3's multi-token prediction layers (cm->mtp_layers after the model's), or a
  * tied model's copy of the embedding as lm_head. */
 static bool hf_ignored(const cv_model *cm, const char *name)
 {
     size_t n = strlen(name);
+    int layer, at = 0;
+    if (cm->mtp_layers > 0 && sscanf(name, "model.layers.%d.%n", &layer, &at) == 1 && at > 0 &&
+        layer >= cm->s->num_layers && layer < cm->s->num_layers + cm->mtp_layers)
+        return true; /* DeepSeek-V3's multi-token prediction layers */
     for (int i = 0; cv_archs[cm->arch].ignored[i]; i++) {
         size_t k = strlen(cv_archs[cm->arch].ignored[i]);
         if (n >= k && !strcmp(name + n - k, cv_archs[cm->arch].ignored[i]))
@@ -1743,7 +1752,7 @@ static bool from_hf(const char *in, const char *ckdir, const char *spec_out, cha
     if (!c)
         return ck_fail(err, errlen, "%s: cannot read (%s): a Hugging Face model directory has config.json beside its "
                                     "safetensors (save_pretrained writes both)", path, je.text);
-    cv_config k = {path, c, err, errlen};
+    cv_config k = {path, c, err, errlen, 0};
     cv_arch arch = CV_NUM_ARCHS;
     json_t *spec_json = config_arch(&k, &arch) ? spec_of_config(&k, arch) : NULL;
     json_decref(c);
@@ -1761,6 +1770,7 @@ static bool from_hf(const char *in, const char *ckdir, const char *spec_out, cha
     cv_model cm;
     if (!model_of(&s, spec_out, arch, &cm, err, errlen))
         return false;
+    cm.mtp_layers = k.mtp_layers;
     hf_dir h = {0};
     ok = hf_open(&h, in, err, errlen) && check_hf(&cm, &h, in, err, errlen) &&
          write_checkpoint(&cm, &h, ckdir, err, errlen);

@@ -3,10 +3,12 @@
 # by its field or key (exit status 2): tiny-deepseek-v3 as it is (its groups scored by their top 1,
 # transformers' by their top 2; YaRN at factor 4 with max_position_embeddings not 4 x 16, which
 # transformers up to 4.5x take for the factor), and an export's config.json edited into what does
-# not map (multi-token prediction layers, FP8 quantization, rope_interleave false, norm_topk_prob
+# not map (FP8 quantization, rope_interleave false, norm_topk_prob
 # against mcc's router, a group choice mcc computes otherwise, layers not k dense then all MoE,
 # biases, a softmax router). The export itself round-trips (tests/convert_trained.sh proves its
-# function).
+# function). A model with a multi-token prediction layer (DeepSeek-V3's num_nextn_predict_layers 1:
+# the tensors of layer num_hidden_layers) imports with a note, those tensors not read, and one past
+# it is refused.
 set -euo pipefail
 mcc=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,7 +53,6 @@ bad() { # bad MESSAGE-PART KEY VALUE [KEY VALUE]
     while [ $# -gt 0 ]; do setkey e/config.json "$1" "$2"; shift 2; done
     refuses "$want" "$mcc" convert --from hf e eck
 }
-bad '"num_nextn_predict_layers" is 1' num_nextn_predict_layers 1
 bad '"quantization_config" is set' quantization_config '{"quant_method": "fp8"}'
 bad '"rope_interleave" is false' rope_interleave false
 bad '"norm_topk_prob" is false' norm_topk_prob false
@@ -62,4 +63,27 @@ bad '"scoring_func" is "softmax"' scoring_func '"softmax"'
 bad '"num_key_value_heads" (1)' num_key_value_heads 1
 bad '"rope_scaling" is of rope_type "llama3"' rope_scaling '{"rope_type": "llama3", "factor": 8}'
 bad 'transformers up to 4.5x take that ratio' max_position_embeddings 128
+# the multi-token prediction layer: its tensors (model.layers.2.*, after tiny's 2 layers) not read
+with_extra() { # with_extra LAYER: a copy of the export in e/ with a tensor of model.layers.LAYER, mtp 1
+    rm -rf e eck && cp -r hf e
+    /usr/bin/python3 - e "$1" "$root/tests" <<'PY'
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[3])
+import convert_hf
+d, layer = sys.argv[1:3]
+t, _ = convert_hf.st_read(d + "/model.safetensors")
+w = {n: convert_hf.widen(dt, a) for n, (dt, a) in t.items()}
+w[f"model.layers.{layer}.eh_proj.weight"] = np.ones((64, 128))
+convert_hf.st_write(d + "/model.safetensors", w, "F32")
+PY
+    setkey e/config.json num_nextn_predict_layers 1
+}
+with_extra 2
+"$mcc" convert --from hf e eck 2>err.txt || { cat err.txt; exit 1; }
+grep -qF '"num_nextn_predict_layers" 1' err.txt || { echo "FAIL: no note of the mtp layer"; cat err.txt; exit 1; }
+"$mcc" convert --to hf eck e2 2>/dev/null
+cmp hf/model.safetensors e2/model.safetensors || { echo "FAIL: the import beside an mtp layer differs"; exit 1; }
+with_extra 3
+refuses "tensor model.layers.3.eh_proj.weight is not one of" "$mcc" convert --from hf e eck
 echo PASS
