@@ -36,6 +36,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -453,6 +454,16 @@ static int deepseek_dense_layers(const mcc_spec *s)
     return k;
 }
 
+/* Whether transformers' YaRN scales cos and sin as mcc's (Megatron's) concentration
+ * mscale(f, mscale) / mscale(f, mscale_all_dim) does: transformers takes that ratio only where both
+ * are non-zero, else mscale(f, 1). */
+static bool yarn_concentration_same(double factor, double mscale, double mscale_all_dim)
+{
+    double mcc = ir_yarn_mscale(factor, mscale) / ir_yarn_mscale(factor, mscale_all_dim);
+    double hf = mscale != 0 && mscale_all_dim != 0 ? mcc : ir_yarn_mscale(factor, 1);
+    return fabs(mcc - hf) <= 1e-12 * fabs(hf);
+}
+
 /* DeepseekV3ForCausalLM (transformers' modeling_deepseek_v3): RMSNorm, SwiGLU, no biases;
  * multi-latent attention with both latents normed (q_a_layernorm, kv_a_layernorm; no q latent:
  * q_lora_rank null), rope of YaRN's frequencies or plain; the first first_k_dense_replace layers
@@ -489,6 +500,9 @@ static const char *deepseek_v3_why_not(const mcc_spec *s)
                  s->rotary_scaling_factor * s->yarn_original_max_position_embeddings);
         return why;
     }
+    if (s->rope_type == MCC_ROPE_YARN && !yarn_concentration_same(s->rotary_scaling_factor, s->mscale, s->mscale_all_dim))
+        return "transformers' YaRN scales cos and sin by mscale(factor, mscale) / mscale(factor, mscale_all_dim) only "
+               "where both are non-zero, else by mscale(factor, 1): mscale or mscale_all_dim is 0 and mscale is not 1";
     if (!s->num_experts)
         return "DeepseekV3ForCausalLM's layers after first_k_dense_replace are MoE: num_experts is 0";
     if (deepseek_dense_layers(s) < 0)
@@ -1056,6 +1070,12 @@ static bool deepseek_rope_of_config(cv_config *k, json_t *scaling, long long P, 
                                           "original_max_position_embeddings (%g): transformers up to 4.5x take that "
                                           "ratio as the factor, later ones \"factor\"; make them agree", k->path, P,
                        v[0] * v[1]);
+    json_t *ms = json_object_get(scaling, "mscale"); /* absent: transformers' None, Megatron's 1 */
+    if (!yarn_concentration_same(v[0], ms && !json_is_null(ms) ? v[4] : v[5] != 0 ? 0 : 1, v[5]))
+        return ck_fail(k->err, k->errlen, "%s: \"rope_scaling\": transformers scales cos and sin by mscale(factor, 1) "
+                                          "where mscale or mscale_all_dim is 0, mcc (Megatron) by mscale(factor, mscale) "
+                                          "/ mscale(factor, mscale_all_dim): mscale %g and mscale_all_dim %g differ",
+                       k->path, v[4], v[5]);
     json_object_set_new(m, "rope_type", json_string("yarn"));
     return true;
 }

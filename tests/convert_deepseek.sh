@@ -63,6 +63,8 @@ bad '"scoring_func" is "softmax"' scoring_func '"softmax"'
 bad '"num_key_value_heads" (1)' num_key_value_heads 1
 bad '"rope_scaling" is of rope_type "llama3"' rope_scaling '{"rope_type": "llama3", "factor": 8}'
 bad 'transformers up to 4.5x take that ratio' max_position_embeddings 128
+bad 'mscale 0.707 and mscale_all_dim 0 differ' rope_scaling \
+    '{"type": "yarn", "factor": 4, "original_max_position_embeddings": 16, "mscale": 0.707, "mscale_all_dim": 0}'
 # the multi-token prediction layer: its tensors (model.layers.2.*, after tiny's 2 layers) not read
 with_extra() { # with_extra LAYER: a copy of the export in e/ with a tensor of model.layers.LAYER, mtp 1
     rm -rf e eck && cp -r hf e
