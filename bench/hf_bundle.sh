@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hf_bundle.sh [MCC] — prepares hfcheck/ for bench/hf_transformers_check.py on the GPU machine
+# hf_bundle.sh [MCC [NAME-REGEX]] — prepares hfcheck/ for bench/hf_transformers_check.py on the GPU machine
 # (which has transformers; this one has not): tiny models of each architecture `mcc convert` writes,
 # trained 3 steps on the CPU with --save, exported by `mcc convert --to hf`, and a one-rank --load
 # --finetune run's step-1 tokens and logits (what mcc computes with the trained weights) as .npy
@@ -9,18 +9,26 @@
 # (rope_scaling llama3, factor 8, base 500000) with eps 1e-6 over 128 positions; tiny-qwen2 tiny-llama
 # with q, k, v biases; tiny-qwen3 with q/k norms and head_dim 32 (hidden 64, 4 heads); tiny-mistral
 # tiny-llama named MistralForCausalLM; tiny-mixtral tiny-moe with every layer MoE and no shared
-# expert; tiny-qwen3-moe tiny-moe without the shared expert, with Qwen3's attention (layer 0 dense).
+# expert; tiny-qwen3-moe tiny-moe without the shared expert, with Qwen3's attention (layer 0 dense);
+# tiny-deepseek-v3 (DeepseekV3ForCausalLM: MLA with a q latent, YaRN factor 4 over 16 positions with
+# max_position_embeddings 64, the ratio transformers up to 4.5x take for the factor; top 4 of 8 experts
+# in 4 groups of which 2 kept, a group scored by its top 2 as transformers' is; the shared expert, the
+# expert bias) and tiny-deepseek-v3-plain (no q latent: q_proj; plain rope: rope_scaling null; no
+# groups; the sequence-wise aux loss: seq_aux). NAME-REGEX: only the models whose name matches
+# (bash's =~), e.g. deepseek.
 # Each export's logits are first checked here by tests/convert_hf.py's hand-written HF forward.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mcc=${1:-build-dev/mcc}
+mcc=${1:-build-dev/mcc} only=${2:-}
 out=hfcheck work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 rm -rf "$out" && mkdir -p "$out"
 $mcc data preprocess --input tests/data/numerics.txt --output-prefix "$work/text" --append-eod >/dev/null 2>&1
 rope="--rotary-base 500000 --norm-epsilon 1e-6 --use-rope-scaling --rope-scaling-factor 8 --seq-length 128 --max-position-embeddings 128"
 qk="--qk-layernorm --kv-channels 32"
+plain="--q-lora-rank 0 --rotary-scaling-factor 1 --moe-router-num-groups 0 --moe-router-group-topk 0 --moe-router-load-balancing-type seq_aux_loss"
 # NAME | SPEC | MODEL FLAGS | EXPORT FLAGS | ARCHITECTURE
 while IFS='|' read -r -u 3 m spec flags export arch; do
+  [[ $m =~ $only ]] || continue
   read -r -a flags <<<"$flags"
   read -r -a export <<<"$export"
   $mcc compile "$spec" --target cpu "${flags[@]}" -o "$work/$m" 2>/dev/null
@@ -50,5 +58,7 @@ tiny-qwen3|models/tiny-llama.json|$qk||Qwen3ForCausalLM
 tiny-mistral|models/tiny-llama.json||--architecture MistralForCausalLM|MistralForCausalLM
 tiny-mixtral|models/tiny-moe.json|--moe-layer-freq 1 --moe-shared-expert-intermediate-size 0||MixtralForCausalLM
 tiny-qwen3-moe|models/tiny-moe.json|--moe-shared-expert-intermediate-size 0 $qk||Qwen3MoeForCausalLM
+tiny-deepseek-v3|models/tiny-deepseek-v3.json|--max-position-embeddings 64 --moe-router-topk 4||DeepseekV3ForCausalLM
+tiny-deepseek-v3-plain|models/tiny-deepseek-v3.json|$plain||DeepseekV3ForCausalLM
 EOF
 du -sh "$out"

@@ -36,17 +36,20 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-typedef enum { CV_GPT2, CV_LLAMA, CV_MISTRAL, CV_QWEN2, CV_QWEN3, CV_MIXTRAL, CV_QWEN3_MOE, CV_NUM_ARCHS } cv_arch;
+typedef enum { CV_GPT2, CV_LLAMA, CV_MISTRAL, CV_QWEN2, CV_QWEN3, CV_MIXTRAL, CV_QWEN3_MOE, CV_DEEPSEEK_V3,
+              CV_NUM_ARCHS } cv_arch;
 
 /* --- the name map ---------------------------------------------------------------------------- */
 
-enum { CV_STACKED = 1, CV_TRANSPOSED = 2, CV_VOCAB = 4, CV_EXPERTS = 8 };
+enum { CV_STACKED = 1, CV_TRANSPOSED = 2, CV_VOCAB = 4, CV_EXPERTS = 8, CV_ROPE_HEADS = 16, CV_ROPE_LAST = 32,
+       CV_BIAS_ROW = 64 };
 
 /* One HF tensor and the mcc tensors it holds. In the tables, a per-layer rule's names are suffixes
  * of the layer's prefixes ("transformer.h.N.", "layers.N."), a model-wide rule's whole names. */
@@ -54,7 +57,11 @@ typedef struct {
     const char *hf, *mcc[3];
     unsigned flags;                 /* CV_TRANSPOSED: HF's is the transpose; CV_VOCAB: mcc's rows padded;
                                      * CV_EXPERTS: one HF tensor an expert, each a slice [out, in] of
-                                     * mcc's [E, out, in], named under the table's hf_expert prefix */
+                                     * mcc's [E, out, in], named under the table's hf_expert prefix;
+                                     * CV_ROPE_HEADS / CV_ROPE_LAST: the last qk_pos_emb_head_dim rows of
+                                     * each head (qk_head_dim + qk_pos_emb_head_dim rows) / of the
+                                     * tensor are rope's channels, HF's interleaved (cv_rope_row);
+                                     * CV_BIAS_ROW: HF's [E] is row 1 of mcc's EXPERT_BIAS [2, E] */
 } cv_entry;
 
 static const cv_entry gpt2_model[] = {
@@ -117,7 +124,38 @@ static const cv_entry qwen_moe[] = {
     {"down_proj.weight", {"mlp.experts.down.weight"}, CV_EXPERTS},
 };
 
+/* DeepSeek-V3 (DeepseekV3ForCausalLM): multi-latent attention (frontend/model.c mla_block), a dense
+ * MLP in the first first_k_dense_replace layers, then the MoE block: the router (mlp.gate) with its
+ * expert bias (e_score_correction_bias, mcc's EXPERT_BIAS row 1), the routed experts and the shared
+ * ones (n_shared_experts of moe_intermediate_size, mcc's one shared expert of their sum). */
+static const cv_entry deepseek_layer[] = {
+    {"input_layernorm.weight", {"input_norm.weight"}, 0},
+    {"self_attn.q_a_proj.weight", {"attention.q_down.weight"}, 0},
+    {"self_attn.q_a_layernorm.weight", {"attention.q_down_norm.weight"}, 0},
+    {"self_attn.q_b_proj.weight", {"attention.q_up.weight"}, CV_ROPE_HEADS},
+    {"self_attn.q_proj.weight", {"attention.q.weight"}, CV_ROPE_HEADS},
+    {"self_attn.kv_a_proj_with_mqa.weight", {"attention.kv_down.weight"}, CV_ROPE_LAST},
+    {"self_attn.kv_a_layernorm.weight", {"attention.kv_down_norm.weight"}, 0},
+    {"self_attn.kv_b_proj.weight", {"attention.kv_up.weight"}, 0},
+    {"self_attn.o_proj.weight", {"attention.out.weight"}, 0},
+    {"post_attention_layernorm.weight", {"post_attention_norm.weight"}, 0},
+    {"mlp.gate_proj.weight", {"mlp.gate.weight"}, 0},
+    {"mlp.up_proj.weight", {"mlp.up.weight"}, 0},
+    {"mlp.down_proj.weight", {"mlp.down.weight"}, 0},
+    {"mlp.gate.weight", {"mlp.router.weight"}, 0},
+    {"mlp.gate.e_score_correction_bias", {"mlp.router.expert_bias"}, CV_BIAS_ROW},
+    {"mlp.shared_experts.gate_proj.weight", {"mlp.shared_expert.gate.weight"}, 0},
+    {"mlp.shared_experts.up_proj.weight", {"mlp.shared_expert.up.weight"}, 0},
+    {"mlp.shared_experts.down_proj.weight", {"mlp.shared_expert.down.weight"}, 0},
+};
+static const cv_entry deepseek_moe[] = {
+    {"gate_proj.weight", {"mlp.experts.gate.weight"}, CV_EXPERTS},
+    {"up_proj.weight", {"mlp.experts.up.weight"}, CV_EXPERTS},
+    {"down_proj.weight", {"mlp.experts.down.weight"}, CV_EXPERTS},
+};
+
 static const char *gpt2_why_not(const mcc_spec *s);
+static const char *deepseek_v3_why_not(const mcc_spec *s);
 static const char *llama_why_not(const mcc_spec *s);
 static const char *mistral_why_not(const mcc_spec *s);
 static const char *qwen2_why_not(const mcc_spec *s);
@@ -153,6 +191,9 @@ static const struct {
     [CV_QWEN3_MOE] = {"Qwen3MoeForCausalLM", "qwen3_moe", llama_model, llama_layer, qwen_moe, CV_N(llama_model),
                       CV_N(llama_layer), CV_N(qwen_moe), "model.layers.%d.", "mlp.experts.%d.", CV_LLAMA_ROPE,
                       qwen3_moe_why_not},
+    [CV_DEEPSEEK_V3] = {"DeepseekV3ForCausalLM", "deepseek_v3", llama_model, deepseek_layer, deepseek_moe,
+                        CV_N(llama_model), CV_N(deepseek_layer), CV_N(deepseek_moe), "model.layers.%d.",
+                        "mlp.experts.%d.", CV_LLAMA_ROPE, deepseek_v3_why_not},
 #undef CV_LLAMA_ROPE
 #undef CV_N
 };
@@ -162,7 +203,6 @@ static const struct {
     const char *name, *model_type, *why;
 } cv_refused[] = {
     {"Qwen2MoeForCausalLM", "qwen2_moe", "its shared expert's sigmoid gate (shared_expert_gate) is not built"},
-    {"DeepseekV3ForCausalLM", "deepseek_v3", "multi-latent attention and group-limited routing are not built"},
     {"DeepseekV2ForCausalLM", "deepseek_v2", "multi-latent attention is not built"},
 };
 
@@ -186,6 +226,8 @@ typedef struct {
     ir_module *m;                   /* the logical model: parameter names and whole shapes */
     int n;
     cv_rule *r;
+    int mtp_layers;                 /* an import's: the multi-token prediction layers after the model's,
+                                     * whose tensors (model.layers.L.. L+mtp-1) are not read */
 } cv_model;
 
 static void shape_str(const ir_type *t, char *buf, size_t len)
@@ -203,6 +245,8 @@ static ir_type hf_type_of(const cv_model *cm, const cv_rule *r)
     const ir_type *t0 = &cm->m->globals[r->g[0]].type;
     if (r->flags & CV_EXPERTS)
         return ir_tensor(IR_F32, 2, t0->dims + 1);
+    if (r->flags & CV_BIAS_ROW)
+        return ir_tensor(IR_F32, 1, t0->dims + 1);
     int64_t rows = 0;
     for (int i = 0; i < r->nmcc; i++)
         rows += cm->m->globals[r->g[i]].type.dims[0];
@@ -292,8 +336,8 @@ static const char *llama_family_why_not(const mcc_spec *s, bool moe)
         return "rope_type yarn is not exported to LLaMA's family (its rope_scaling is written for LLaMA 3.1's scaling "
                "or none; transformers' yarn derives its factors from other fields): train with rope_type rope";
     if (s->multi_latent_attention)
-        return "LLaMA's family has standard attention: multi_latent_attention is true (DeepSeek's "
-               "DeepseekV3ForCausalLM is not converted yet)";
+        return "LLaMA's family has standard attention: multi_latent_attention is true (DeepseekV3ForCausalLM "
+               "has multi-latent attention)";
     if (!moe && s->num_experts)
         return "a dense architecture has no experts: num_experts is set (MixtralForCausalLM and Qwen3MoeForCausalLM "
                "are MoE)";
@@ -397,6 +441,98 @@ static const char *qwen3_moe_why_not(const mcc_spec *s)
     return why ? why : qwen3_attention_why_not(s);
 }
 
+/* The k of DeepSeek-V3's first_k_dense_replace: its first k layers dense, the rest MoE (-1: not
+ * that pattern). */
+static int deepseek_dense_layers(const mcc_spec *s)
+{
+    int k = 0;
+    while (k < s->num_layers && !mcc_spec_moe_layer(s, k))
+        k++;
+    for (int l = k; l < s->num_layers; l++)
+        if (!mcc_spec_moe_layer(s, l))
+            return -1;
+    return k;
+}
+
+/* Whether transformers' YaRN scales cos and sin as mcc's (Megatron's) concentration
+ * mscale(f, mscale) / mscale(f, mscale_all_dim) does: transformers takes that ratio only where both
+ * are non-zero, else mscale(f, 1). */
+static bool yarn_concentration_same(double factor, double mscale, double mscale_all_dim)
+{
+    double mcc = ir_yarn_mscale(factor, mscale) / ir_yarn_mscale(factor, mscale_all_dim);
+    double hf = mscale != 0 && mscale_all_dim != 0 ? mcc : ir_yarn_mscale(factor, 1);
+    return fabs(mcc - hf) <= 1e-12 * fabs(hf);
+}
+
+/* DeepseekV3ForCausalLM (transformers' modeling_deepseek_v3): RMSNorm, SwiGLU, no biases;
+ * multi-latent attention with both latents normed (q_a_layernorm, kv_a_layernorm; no q latent:
+ * q_lora_rank null), rope of YaRN's frequencies or plain; the first first_k_dense_replace layers
+ * dense, the rest MoE: a sigmoid router with the expert bias (e_score_correction_bias) for
+ * choosing, groups each scored by the sum of its top 2 (Megatron's top k / group_topk), the top-k
+ * weights renormalised (norm_topk_prob; Megatron's for k > 1) and scaled by routed_scaling_factor;
+ * n_shared_experts of moe_intermediate_size on every token; dropless. */
+static const char *deepseek_v3_why_not(const mcc_spec *s)
+{
+    static char why[512];
+    if (s->normalization != MCC_NORM_RMSNORM || s->apply_layernorm_1p)
+        return "DeepseekV3ForCausalLM normalises with RMSNorm scaled by its weight: normalization is LayerNorm or "
+               "apply_layernorm_1p is true";
+    if (s->position_embedding_type != MCC_POS_ROPE || s->activation != MCC_ACT_SWIGLU || s->squared_relu)
+        return "DeepseekV3ForCausalLM has rope and SwiGLU MLPs: position_embedding_type is learned_absolute or swiglu "
+               "is false";
+    if (!s->multi_latent_attention)
+        return "DeepseekV3ForCausalLM has multi-latent attention: multi_latent_attention is false";
+    if (!s->qk_layernorm)
+        return "DeepseekV3ForCausalLM normalises its latents (q_a_layernorm, kv_a_layernorm): qk_layernorm is false";
+    if (s->add_bias_linear || s->add_qkv_bias)
+        return "DeepseekV3ForCausalLM (attention_bias false) has no biases: add_bias_linear or add_qkv_bias is true";
+    if (s->qk_pos_emb_head_dim % 2)
+        return "DeepseekV3ForCausalLM's rope turns pairs of channels: qk_pos_emb_head_dim is odd";
+    if (s->use_rope_scaling)
+        return "DeepseekV3ForCausalLM's rope_scaling is YaRN's: use_rope_scaling (LLaMA 3.1's) is true";
+    if (s->rope_type == MCC_ROPE_YARN && s->rotary_scaling_factor != 1 &&
+        s->max_position_embeddings != s->rotary_scaling_factor * s->yarn_original_max_position_embeddings) {
+        snprintf(why, sizeof why, "transformers' YaRN (up to 4.5x) takes its factor as max_position_embeddings / "
+                                  "original_max_position_embeddings, not rotary_scaling_factor: max_position_embeddings "
+                                  "is %d, not rotary_scaling_factor x yarn_original_max_position_embeddings (%g); set "
+                                  "--max-position-embeddings %g", s->max_position_embeddings,
+                 s->rotary_scaling_factor * s->yarn_original_max_position_embeddings,
+                 s->rotary_scaling_factor * s->yarn_original_max_position_embeddings);
+        return why;
+    }
+    if (s->rope_type == MCC_ROPE_YARN && !yarn_concentration_same(s->rotary_scaling_factor, s->mscale, s->mscale_all_dim))
+        return "transformers' YaRN scales cos and sin by mscale(factor, mscale) / mscale(factor, mscale_all_dim) only "
+               "where both are non-zero, else by mscale(factor, 1): mscale or mscale_all_dim is 0 and mscale is not 1";
+    if (!s->num_experts)
+        return "DeepseekV3ForCausalLM's layers after first_k_dense_replace are MoE: num_experts is 0";
+    if (deepseek_dense_layers(s) < 0)
+        return "DeepseekV3ForCausalLM's first first_k_dense_replace layers are dense and the rest MoE: moe_layer_freq "
+               "makes a dense layer after an MoE one";
+    if (s->moe_router_score_function != MCC_MOE_SIGMOID)
+        return "DeepseekV3ForCausalLM's router is a sigmoid: moe_router_score_function is softmax";
+    if (!s->moe_router_enable_expert_bias)
+        return "DeepseekV3ForCausalLM's router adds its expert bias (e_score_correction_bias) for choosing: "
+               "moe_router_enable_expert_bias is false (set it true)";
+    if (s->moe_shared_expert_intermediate_size <= 0 || s->moe_shared_expert_intermediate_size % s->moe_ffn_hidden_size)
+        return "DeepseekV3ForCausalLM has n_shared_experts shared experts of moe_intermediate_size: "
+               "moe_shared_expert_intermediate_size is not a positive multiple of moe_ffn_hidden_size";
+    if (s->moe_router_num_groups > 0 && s->moe_router_topk != 2 * s->moe_router_group_topk) {
+        snprintf(why, sizeof why, "DeepseekV3ForCausalLM scores a group by the sum of its top 2 experts, mcc (Megatron) "
+                                  "by its top moe_router_topk / moe_router_group_topk (%d / %d): set moe_router_topk "
+                                  "twice moe_router_group_topk", s->moe_router_topk, s->moe_router_group_topk);
+        return why;
+    }
+    if (s->moe_router_num_groups == 0 && s->num_experts < 2)
+        return "DeepseekV3ForCausalLM scores its one group by its top 2 experts: num_experts is 1";
+    if (s->moe_z_loss_coeff > 0)
+        return "DeepseekV3ForCausalLM has no router z-loss: moe_z_loss_coeff is set (set it 0)";
+    if (s->moe_expert_capacity_factor > 0)
+        return "DeepseekV3ForCausalLM is dropless: moe_expert_capacity_factor is set";
+    if (s->moe_router_load_balancing_type == MCC_MOE_SINKHORN)
+        return "DeepseekV3ForCausalLM has no Sinkhorn routing: moe_router_load_balancing_type is sinkhorn";
+    return NULL;
+}
+
 /* The architecture a model exports as by default: GPT-2 for LayerNorm; in LLaMA's family Qwen3's
  * with q/k norms, Qwen2's with q, k, v biases alone, else LLaMA's (Mistral's is LLaMA's function:
  * --architecture MistralForCausalLM names it); Mixtral or Qwen3-MoE with experts. */
@@ -404,6 +540,8 @@ static cv_arch default_arch(const mcc_spec *s)
 {
     if (s->normalization == MCC_NORM_LAYERNORM)
         return CV_GPT2;
+    if (s->multi_latent_attention)
+        return CV_DEEPSEEK_V3;
     if (s->num_experts > 0)
         return s->qk_layernorm ? CV_QWEN3_MOE : CV_MIXTRAL;
     if (s->qk_layernorm)
@@ -485,6 +623,22 @@ static bool model_of(const mcc_spec *s, const char *spec_path, cv_arch arch, cv_
     return ok;
 }
 
+/* HF's row of mcc's row a of a CV_ROPE_HEADS / CV_ROPE_LAST tensor of `rows` rows. mcc's rope is
+ * rotate-half (channel j turns with j + Dr/2), DeepSeek's checkpoints interleave the pairs (channel
+ * 2j with 2j + 1): transformers' apply_rotary_pos_emb_interleave views a head's Dr rope channels as
+ * (Dr/2, 2) and transposes them before its rotate-half, so its channel j is the checkpoint's 2j and
+ * j + Dr/2 the checkpoint's 2j + 1. A group (a head of q: qk_head_dim + Dr rows; kv_down's whole
+ * rows) keeps its first rows, those without position, in place. */
+static int64_t cv_rope_row(const cv_model *cm, const cv_rule *r, int64_t a, int64_t rows)
+{
+    const mcc_spec *s = cm->s;
+    int64_t Dr = s->qk_pos_emb_head_dim, group = r->flags & CV_ROPE_HEADS ? s->qk_head_dim + Dr : rows;
+    int64_t base = a - a % group, j = a % group - (group - Dr);
+    if (!(r->flags & (CV_ROPE_HEADS | CV_ROPE_LAST)) || j < 0)
+        return a;
+    return base + group - Dr + (j < Dr / 2 ? 2 * j : 2 * (j - Dr / 2) + 1);
+}
+
 /* Copies between a rule's mcc tensors (f32 bits, their whole shapes) and its HF tensor, toward HF
  * when to_hf: row `row` of the mcc tensors stacked is HF's row (column, transposed); rows past HF's
  * are the vocabulary's padding, zero when coming from HF. An mcc tensor given as NULL is skipped
@@ -498,6 +652,13 @@ static void cv_copy(const cv_model *cm, const cv_rule *r, uint32_t *const *mcc, 
         memcpy(to_hf ? hf : slice, to_hf ? slice : hf, n * sizeof *hf);
         return;
     }
+    if (r->flags & CV_BIAS_ROW) { /* row 1 of [2, E] (row 0, the step's counts, zero at a step's end) */
+        int64_t E = t0->dims[1];
+        if (!to_hf)
+            memset(mcc[0], 0, (size_t)E * sizeof *hf);
+        memcpy(to_hf ? hf : mcc[0] + E, to_hf ? mcc[0] + E : hf, (size_t)E * sizeof *hf);
+        return;
+    }
     int64_t cols = t0->ndim == 2 ? t0->dims[1] : 1, row0 = 0;
     int64_t hf_rows = (r->flags & CV_TRANSPOSED) && t0->ndim == 2 ? r->hf_type.dims[1] : r->hf_type.dims[0];
     for (int i = 0; i < r->nmcc; row0 += cm->m->globals[r->g[i]].type.dims[0], i++) {
@@ -505,7 +666,7 @@ static void cv_copy(const cv_model *cm, const cv_rule *r, uint32_t *const *mcc, 
         for (int64_t a = 0; mcc[i] && a < rows; a++)
             for (int64_t c = 0; c < cols; c++) {
                 uint32_t *mv = &mcc[i][a * cols + c];
-                int64_t row = row0 + a;
+                int64_t row = cv_rope_row(cm, r, row0 + a, hf_rows);
                 if (row >= hf_rows) {
                     if (!to_hf)
                         *mv = 0;
@@ -562,6 +723,59 @@ static void config_family_json(const cv_model *cm, json_t *c)
     }
 }
 
+/* DeepseekV3Config's keys (transformers' and DeepSeek's config.json): the attention's latents and
+ * heads, the MoE block's, rope_scaling YaRN's at a factor other than 1 (else null: plain rope);
+ * rope_interleave true (the rope rows interleaved: cv_rope_row). The load-balancing loss, which
+ * transformers does not compute, as DeepSeek's config names it: aux_loss_alpha, seq_aux. */
+static void config_deepseek_json(const cv_model *cm, json_t *c)
+{
+    const mcc_spec *s = cm->s;
+    bool yarn = s->rope_type == MCC_ROPE_YARN && s->rotary_scaling_factor != 1;
+    double scaling = s->moe_router_topk_scaling_factor != 0 ? s->moe_router_topk_scaling_factor : 1;
+    bool aux = s->moe_router_load_balancing_type == MCC_MOE_AUX_LOSS ||
+               s->moe_router_load_balancing_type == MCC_MOE_SEQ_AUX_LOSS;
+    json_object_set_new(c, "hidden_size", json_integer(s->hidden_size));
+    json_object_set_new(c, "intermediate_size", json_integer(s->ffn_hidden_size));
+    json_object_set_new(c, "moe_intermediate_size", json_integer(s->moe_ffn_hidden_size));
+    json_object_set_new(c, "num_hidden_layers", json_integer(s->num_layers));
+    json_object_set_new(c, "num_attention_heads", json_integer(s->num_attention_heads));
+    json_object_set_new(c, "num_key_value_heads", json_integer(s->num_attention_heads));
+    json_object_set_new(c, "q_lora_rank", s->q_lora_rank > 0 ? json_integer(s->q_lora_rank) : json_null());
+    json_object_set_new(c, "kv_lora_rank", json_integer(s->kv_lora_rank));
+    json_object_set_new(c, "qk_nope_head_dim", json_integer(s->qk_head_dim));
+    json_object_set_new(c, "qk_rope_head_dim", json_integer(s->qk_pos_emb_head_dim));
+    json_object_set_new(c, "v_head_dim", json_integer(s->v_head_dim));
+    json_object_set_new(c, "n_routed_experts", json_integer(s->num_experts));
+    json_object_set_new(c, "n_shared_experts",
+                        json_integer(s->moe_shared_expert_intermediate_size / s->moe_ffn_hidden_size));
+    json_object_set_new(c, "num_experts_per_tok", json_integer(s->moe_router_topk));
+    json_object_set_new(c, "n_group", json_integer(s->moe_router_num_groups > 0 ? s->moe_router_num_groups : 1));
+    json_object_set_new(c, "topk_group", json_integer(s->moe_router_num_groups > 0 ? s->moe_router_group_topk : 1));
+    json_object_set_new(c, "topk_method", json_string("noaux_tc"));
+    json_object_set_new(c, "scoring_func", json_string("sigmoid"));
+    json_object_set_new(c, "norm_topk_prob", json_boolean(s->moe_router_topk > 1));
+    json_object_set_new(c, "routed_scaling_factor", json_real(scaling));
+    json_object_set_new(c, "first_k_dense_replace", json_integer(deepseek_dense_layers(s)));
+    json_object_set_new(c, "moe_layer_freq", json_integer(1));
+    json_object_set_new(c, "num_nextn_predict_layers", json_integer(0));
+    json_object_set_new(c, "aux_loss_alpha", json_real(aux ? s->moe_aux_loss_coeff : 0));
+    json_object_set_new(c, "seq_aux", json_boolean(s->moe_router_load_balancing_type == MCC_MOE_SEQ_AUX_LOSS));
+    json_object_set_new(c, "hidden_act", json_string("silu"));
+    json_object_set_new(c, "max_position_embeddings", json_integer(s->max_position_embeddings));
+    json_object_set_new(c, "rms_norm_eps", json_real(s->norm_epsilon));
+    json_object_set_new(c, "rope_theta", json_real(s->rotary_base));
+    json_object_set_new(c, "rope_interleave", json_true());
+    json_object_set_new(c, "rope_scaling",
+                        yarn ? json_pack("{s:s, s:s, s:f, s:I, s:f, s:f, s:f, s:f}", "type", "yarn", "rope_type", "yarn",
+                                         "factor", s->rotary_scaling_factor, "original_max_position_embeddings",
+                                         (json_int_t)s->yarn_original_max_position_embeddings, "beta_fast",
+                                         s->yarn_beta_fast, "beta_slow", s->yarn_beta_slow, "mscale", s->mscale,
+                                         "mscale_all_dim", s->mscale_all_dim)
+                             : json_null());
+    json_object_set_new(c, "attention_bias", json_false());
+    json_object_set_new(c, "attention_dropout", json_real(s->attention_dropout));
+}
+
 static json_t *config_json(const cv_model *cm)
 {
     const mcc_spec *s = cm->s;
@@ -582,6 +796,8 @@ static json_t *config_json(const cv_model *cm)
         json_object_set_new(c, "embd_pdrop", json_real(s->hidden_dropout));
         json_object_set_new(c, "attn_pdrop", json_real(s->attention_dropout));
         json_object_set_new(c, "scale_attn_weights", json_true());
+    } else if (cm->arch == CV_DEEPSEEK_V3) {
+        config_deepseek_json(cm, c);
     } else {
         json_object_set_new(c, "hidden_size", json_integer(s->hidden_size));
         json_object_set_new(c, "intermediate_size",
@@ -614,6 +830,7 @@ typedef struct {
     json_t *c;
     char *err;
     size_t errlen;
+    int mtp_layers;                 /* DeepSeek-V3's num_nextn_predict_layers: its tensors not read */
 } cv_config;
 
 /* config.json's value of key, NULL when absent or null (transformers then takes its default). */
@@ -806,6 +1023,175 @@ static bool rope_scaling_of(cv_config *k, json_t *scaling, double *factor)
     return true;
 }
 
+/* A non-negative integer key (first_k_dense_replace), def where absent */
+static bool cfg_count(cv_config *k, const char *key, long long def, long long *out)
+{
+    json_t *v = cfg_get(k, key);
+    if (v && (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT_MAX))
+        return ck_fail(k->err, k->errlen, "%s: \"%s\" must be a non-negative integer", k->path, key);
+    return *out = v ? json_integer_value(v) : def, true;
+}
+
+/* config.json's rope_scaling of a DeepSeek-V3: YaRN's, into the spec's fields (m). transformers up
+ * to 4.5x take the factor as max_position_embeddings / original_max_position_embeddings, later ones
+ * and DeepSeek's code as "factor": a config where the two differ is refused. */
+static bool deepseek_rope_of_config(cv_config *k, json_t *scaling, long long P, json_t *m)
+{
+    json_t *type = json_object_get(scaling, "rope_type");
+    type = type ? type : json_object_get(scaling, "type");
+    const char *t = json_is_string(type) ? json_string_value(type) : "";
+    if (!json_is_object(scaling) || strcmp(t, "yarn"))
+        return ck_fail(k->err, k->errlen, "%s: \"rope_scaling\" is of rope_type \"%s\": mcc's multi-latent attention "
+                                          "computes YaRN's scaling (rope_type yarn) or none (null)", k->path, t);
+    static const struct {
+        const char *key, *field;
+        double def;
+    } keys[] = {{"factor", "rotary_scaling_factor", -1}, {"original_max_position_embeddings",
+                "yarn_original_max_position_embeddings", -1}, {"beta_fast", "yarn_beta_fast", 32},
+                {"beta_slow", "yarn_beta_slow", 1}, {"mscale", "mscale", 1}, {"mscale_all_dim", "mscale_all_dim", 0}};
+    double v[6];
+    for (int i = 0; i < 6; i++) {
+        json_t *x = json_object_get(scaling, keys[i].key);
+        if (x && !json_is_null(x) && (!json_is_number(x) || json_number_value(x) < 0))
+            return ck_fail(k->err, k->errlen, "%s: \"rope_scaling\".\"%s\" must be a non-negative number", k->path,
+                           keys[i].key);
+        if ((!x || json_is_null(x)) && keys[i].def < 0)
+            return ck_fail(k->err, k->errlen, "%s: \"rope_scaling\".\"%s\" is missing: YaRN's scaling needs it "
+                                              "(DeepSeek-V3: factor 40, original_max_position_embeddings 4096)",
+                           k->path, keys[i].key);
+        v[i] = x && !json_is_null(x) ? json_number_value(x) : keys[i].def;
+        if (i == 1 && (v[1] != (double)(int)v[1] || v[1] < 1))
+            return ck_fail(k->err, k->errlen, "%s: \"rope_scaling\".\"original_max_position_embeddings\" must be a "
+                                              "positive integer", k->path);
+        json_object_set_new(m, keys[i].field, i == 1 ? json_integer((json_int_t)v[1]) : json_real(v[i]));
+    }
+    if (v[0] != 1 && (double)P != v[0] * v[1])
+        return ck_fail(k->err, k->errlen, "%s: \"max_position_embeddings\" %lld is not \"rope_scaling\"'s factor x "
+                                          "original_max_position_embeddings (%g): transformers up to 4.5x take that "
+                                          "ratio as the factor, later ones \"factor\"; make them agree", k->path, P,
+                       v[0] * v[1]);
+    json_t *ms = json_object_get(scaling, "mscale"); /* absent: transformers' None, Megatron's 1 */
+    if (!yarn_concentration_same(v[0], ms && !json_is_null(ms) ? v[4] : v[5] != 0 ? 0 : 1, v[5]))
+        return ck_fail(k->err, k->errlen, "%s: \"rope_scaling\": transformers scales cos and sin by mscale(factor, 1) "
+                                          "where mscale or mscale_all_dim is 0, mcc (Megatron) by mscale(factor, mscale) "
+                                          "/ mscale(factor, mscale_all_dim): mscale %g and mscale_all_dim %g differ",
+                       k->path, v[4], v[5]);
+    json_object_set_new(m, "rope_type", json_string("yarn"));
+    return true;
+}
+
+/* The model section of a DeepseekV3ForCausalLM's config.json (deepseek_v3_why_not's model), or NULL
+ * with the error naming the key that does not map. */
+static json_t *deepseek_of_config(cv_config *k)
+{
+    long long L, d, H, G, F, EF, P, V, qr = 0, kvr, Dn, Dr, Dv, E, shared, K, groups, keep, dense, freq, mtp;
+    double eps, std, theta, scaling, alpha;
+    bool tied, abias, renorm, seq_aux, interleave;
+    static const char *const silu[] = {"silu", NULL}, *const sigmoid[] = {"sigmoid", NULL},
+                             *const noaux[] = {"noaux_tc", NULL};
+    bool ok = cfg_int(k, "num_hidden_layers", -1, &L) && cfg_int(k, "hidden_size", -1, &d) &&
+              cfg_int(k, "num_attention_heads", -1, &H) && cfg_int(k, "num_key_value_heads", H, &G) &&
+              cfg_int(k, "intermediate_size", -1, &F) && cfg_int(k, "moe_intermediate_size", -1, &EF) &&
+              cfg_int(k, "max_position_embeddings", -1, &P) && cfg_int(k, "vocab_size", -1, &V) &&
+              (!cfg_get(k, "q_lora_rank") || cfg_int(k, "q_lora_rank", -1, &qr)) &&
+              cfg_int(k, "kv_lora_rank", -1, &kvr) && cfg_int(k, "qk_nope_head_dim", -1, &Dn) &&
+              cfg_int(k, "qk_rope_head_dim", -1, &Dr) && cfg_int(k, "v_head_dim", -1, &Dv) &&
+              cfg_int(k, "n_routed_experts", -1, &E) && cfg_count(k, "n_shared_experts", 1, &shared) &&
+              cfg_int(k, "num_experts_per_tok", -1, &K) && cfg_int(k, "n_group", 1, &groups) &&
+              cfg_int(k, "topk_group", 1, &keep) && cfg_count(k, "first_k_dense_replace", 3, &dense) &&
+              cfg_int(k, "moe_layer_freq", 1, &freq) && cfg_count(k, "num_nextn_predict_layers", 0, &mtp) &&
+              cfg_num(k, "routed_scaling_factor", 1, false, &scaling) && cfg_bool(k, "norm_topk_prob", true, &renorm) &&
+              cfg_num(k, "aux_loss_alpha", 0, true, &alpha) && cfg_bool(k, "seq_aux", true, &seq_aux) &&
+              cfg_num(k, "rms_norm_eps", 1e-6, false, &eps) && cfg_num(k, "rope_theta", 10000, false, &theta) &&
+              cfg_num(k, "initializer_range", 0.02, false, &std) && cfg_bool(k, "tie_word_embeddings", false, &tied) &&
+              cfg_bool(k, "attention_bias", false, &abias) && cfg_bool(k, "rope_interleave", true, &interleave) &&
+              cfg_choice(k, "hidden_act", "silu", silu, "mcc's SwiGLU MLP is silu(gate) * up") &&
+              cfg_choice(k, "scoring_func", "sigmoid", sigmoid, "DeepseekV3ForCausalLM's router is a sigmoid") &&
+              cfg_choice(k, "topk_method", "noaux_tc", noaux, "DeepseekV3ForCausalLM chooses by the sigmoid and its "
+                                                              "expert bias (noaux_tc)");
+    if (ok && L > MCC_MAX_LAYERS)
+        ok = ck_fail(k->err, k->errlen, "%s: \"num_hidden_layers\" is %lld: mcc builds at most %d layers", k->path, L,
+                     MCC_MAX_LAYERS);
+    char bad[512] = "";
+    if (!ok)
+        ;
+    else if (cfg_get(k, "quantization_config"))
+        snprintf(bad, sizeof bad, "quantization_config\" is set: mcc imports F32, BF16 and F16 weights; dequantize the "
+                                  "model (DeepSeek-V3's FP8 blocks times weight_scale_inv) to BF16 first");
+    else if (G != H)
+        snprintf(bad, sizeof bad, "num_key_value_heads\" (%lld) is not num_attention_heads (%lld): multi-latent "
+                                  "attention gives every head its keys and values", G, H);
+    else if (abias)
+        snprintf(bad, sizeof bad, "attention_bias\" is true: mcc's multi-latent attention has no biases");
+    else if (!interleave)
+        snprintf(bad, sizeof bad, "rope_interleave\" is false: mcc imports DeepSeek's interleaved rope rows "
+                                  "(rope_interleave true) and permutes them; a model saved rotate-half is not read");
+    else if (freq != 1)
+        snprintf(bad, sizeof bad, "moe_layer_freq\" is %lld: transformers' DeepseekV3 makes every layer from "
+                                  "first_k_dense_replace on MoE; set it 1", freq);
+    else if (dense > L)
+        snprintf(bad, sizeof bad, "first_k_dense_replace\" (%lld) is past num_hidden_layers (%lld)", dense, L);
+    else if (dense == L)
+        snprintf(bad, sizeof bad, "first_k_dense_replace\" is num_hidden_layers: no MoE layer; mcc converts a "
+                                  "DeepSeek-V3 with experts");
+    else if (shared == 0)
+        snprintf(bad, sizeof bad, "n_shared_experts\" is 0: mcc's DeepSeek-V3 has a shared expert");
+    else if (Dr % 2)
+        snprintf(bad, sizeof bad, "qk_rope_head_dim\" is odd: rope turns pairs of channels");
+    else if (K > E || E % groups || keep > groups)
+        snprintf(bad, sizeof bad, "num_experts_per_tok\", \"n_group\" or \"topk_group\" does not fit n_routed_experts "
+                                  "%lld (n_group must divide it, topk_group <= n_group)", E);
+    else if (groups > 1 && K != 2 * keep)
+        snprintf(bad, sizeof bad, "num_experts_per_tok\" (%lld) is not twice topk_group (%lld): transformers scores a "
+                                  "group by its top 2 experts, mcc (Megatron) by its top num_experts_per_tok / "
+                                  "topk_group", K, keep);
+    else if (groups == 1 && E < 2)
+        snprintf(bad, sizeof bad, "n_routed_experts\" is 1: transformers scores the group by its top 2 experts");
+    else if (renorm != (K > 1))
+        snprintf(bad, sizeof bad, "norm_topk_prob\" is %s: mcc's sigmoid router (Megatron's) renormalises the top-k "
+                                  "weights exactly when num_experts_per_tok > 1", renorm ? "true" : "false");
+    if (bad[0])
+        ok = ck_fail(k->err, k->errlen, "%s: \"%s", k->path, bad);
+    if (!ok)
+        return NULL;
+    if (mtp > 0) /* DeepSeek-V3's one: transformers ignores its tensors too (_keys_to_ignore_on_load_unexpected) */
+        fprintf(stderr, "mcc: note: %s: \"num_nextn_predict_layers\" %lld: mcc builds no multi-token prediction "
+                        "layer; the tensors of model.layers.%lld%s are not read\n", k->path, mtp, L,
+                mtp > 1 ? " and after" : "");
+    k->mtp_layers = (int)(mtp < 1000 ? mtp : 1000);
+    json_t *m = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f}", "num_layers", L, "hidden_size", d,
+                          "num_attention_heads", H, "num_query_groups", G, "ffn_hidden_size", F, "seq_length",
+                          P < 4096 ? P : 4096, "max_position_embeddings", P, "vocab_size", V, "norm_epsilon", eps,
+                          "init_method_std", std);
+    json_object_update_new(m, json_pack("{s:s, s:s, s:f, s:b, s:b, s:b, s:b, s:b}", "normalization", "RMSNorm",
+                                        "position_embedding_type", "rope", "rotary_base", theta, "swiglu", 1,
+                                        "untie_embeddings_and_output_weights", !tied, "add_bias_linear", 0,
+                                        "multi_latent_attention", 1, "qk_layernorm", 1));
+    json_object_update_new(m, json_pack("{s:I, s:I, s:I, s:I, s:I}", "q_lora_rank", qr, "kv_lora_rank", kvr,
+                                        "qk_head_dim", Dn, "qk_pos_emb_head_dim", Dr, "v_head_dim", Dv));
+    json_t *layers = json_array();
+    for (long long l = 0; l < L; l++)
+        json_array_append_new(layers, json_integer(l >= dense));
+    json_object_update_new(m, json_pack("{s:I, s:I, s:I, s:I, s:s, s:f, s:b, s:s, s:f, s:o}", "num_experts", E,
+                                        "moe_ffn_hidden_size", EF, "moe_shared_expert_intermediate_size", shared * EF,
+                                        "moe_router_topk", K, "moe_router_score_function", "sigmoid",
+                                        "moe_router_topk_scaling_factor", scaling, "moe_router_enable_expert_bias", 1,
+                                        "moe_router_load_balancing_type",
+                                        alpha > 0 ? seq_aux ? "seq_aux_loss" : "aux_loss" : "none",
+                                        "moe_aux_loss_coeff", alpha, "moe_layer_freq",
+                                        dense ? layers : json_integer(1)));
+    if (!dense)
+        json_decref(layers);
+    if (groups > 1)
+        json_object_update_new(m, json_pack("{s:I, s:I}", "moe_router_num_groups", groups, "moe_router_group_topk", keep));
+    json_t *scaling_cfg = cfg_get(k, "rope_scaling");
+    if (scaling_cfg && !deepseek_rope_of_config(k, scaling_cfg, P, m)) {
+        json_decref(m);
+        return NULL;
+    }
+    return m;
+}
+
 /* The spec (the form of the files in models/) of the model config.json describes; the training section is left
  * to mcc's defaults (and flags), dropout off. */
 static json_t *spec_of_config(cv_config *k, cv_arch arch)
@@ -814,6 +1200,12 @@ static json_t *spec_of_config(cv_config *k, cv_arch arch)
     double eps, std, theta;
     bool tied, abias, mbias, ok;
     json_t *arch_fields = NULL;
+    if (arch == CV_DEEPSEEK_V3) {
+        json_t *dm = deepseek_of_config(k);
+        return dm ? json_pack("{s:o, s:{s:i, s:i, s:i}}", "model", dm, "parallel", "tensor_model_parallel_size", 1,
+                              "pipeline_model_parallel_size", 1, "data_parallel_size", 1)
+                  : NULL;
+    }
     if (arch == CV_GPT2) {
         static const char *const tanh_gelu[] = {"gelu_new", "gelu_pytorch_tanh", "gelu_fast", NULL};
         ok = cfg_int(k, "n_layer", -1, &L) && cfg_int(k, "n_embd", -1, &d) && cfg_int(k, "n_head", -1, &H) &&
@@ -1197,11 +1589,16 @@ static bool to_hf(ck_reader *ck, const char *out, const mcc_spec *s, const to_hf
 
 /* --- mcc convert --from hf -------------------------------------------------------------------- */
 
-/* Whether HF tensor name is a buffer no weight holds (GPT-2's causal mask, a rotary table), or a
+/* Whether HF tensor name is a buffer no weight holds (GPT-2's causal mask, a rotary table), a tensor
+ * of DeepSeek-V3's multi-token prediction layers (cm->mtp_layers after the model's), or a
  * tied model's copy of the embedding as lm_head. */
 static bool hf_ignored(const cv_model *cm, const char *name)
 {
     size_t n = strlen(name);
+    int layer, at = 0;
+    if (cm->mtp_layers > 0 && sscanf(name, "model.layers.%d.%n", &layer, &at) == 1 && at > 0 &&
+        layer >= cm->s->num_layers && layer < cm->s->num_layers + cm->mtp_layers)
+        return true; /* DeepSeek-V3's multi-token prediction layers */
     for (int i = 0; cv_archs[cm->arch].ignored[i]; i++) {
         size_t k = strlen(cv_archs[cm->arch].ignored[i]);
         if (n >= k && !strcmp(name + n - k, cv_archs[cm->arch].ignored[i]))
@@ -1343,11 +1740,12 @@ static bool write_checkpoint(const cv_model *cm, const hf_dir *h, const char *di
     ck_tensor *tensors = calloc((size_t)ng + 1, sizeof *tensors);
     for (int g = 0; g < ng; g++) {
         const ir_global *gl = &cm->m->globals[g];
-        if (gl->kind != IR_GLOBAL_PARAM)
+        bool bias = gl->kind == IR_GLOBAL_EXPERT_BIAS && im.first[g] < im.first[g + 1]; /* DeepSeek-V3's */
+        if (gl->kind != IR_GLOBAL_PARAM && !bias)
             continue;
         global[n] = g;
         parts[n] = (ck_part){gl->name, gl->type, NULL, {0}, fill_param, &im};
-        tensors[n++] = (ck_tensor){gl->name, CK_ROLE_PARAM, gl->name, gl->type};
+        tensors[n++] = (ck_tensor){gl->name, bias ? CK_ROLE_EXPERT_BIAS : CK_ROLE_PARAM, gl->name, gl->type};
     }
     char *model[2 * IR_CFG_COUNT]; /* the model's function, as train_rank's save records it */
     ck_state st = {.seed = (uint64_t)cm->s->seed, .ranks = 1, .nmodel = ck_model_of(cm->m, model), .model = model};
@@ -1374,7 +1772,7 @@ static bool from_hf(const char *in, const char *ckdir, const char *spec_out, cha
     if (!c)
         return ck_fail(err, errlen, "%s: cannot read (%s): a Hugging Face model directory has config.json beside its "
                                     "safetensors (save_pretrained writes both)", path, je.text);
-    cv_config k = {path, c, err, errlen};
+    cv_config k = {path, c, err, errlen, 0};
     cv_arch arch = CV_NUM_ARCHS;
     json_t *spec_json = config_arch(&k, &arch) ? spec_of_config(&k, arch) : NULL;
     json_decref(c);
@@ -1392,6 +1790,7 @@ static bool from_hf(const char *in, const char *ckdir, const char *spec_out, cha
     cv_model cm;
     if (!model_of(&s, spec_out, arch, &cm, err, errlen))
         return false;
+    cm.mtp_layers = k.mtp_layers;
     hf_dir h = {0};
     ok = hf_open(&h, in, err, errlen) && check_hf(&cm, &h, in, err, errlen) &&
          write_checkpoint(&cm, &h, ckdir, err, errlen);

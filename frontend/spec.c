@@ -1339,7 +1339,10 @@ static bool spec_check_mla(spec_ctx *c)
                                           "its projections have no biases (add_bias_linear adds the output's)",
                                           "rope turns the qk_pos_emb_head_dim channels whole"};
     for (size_t i = 0; i < sizeof standard / sizeof standard[0]; i++)
-        if (spec_given(c, standard[i]) && (i != 0 || s->num_query_groups != s->num_attention_heads))
+        if (spec_given(c, standard[i]) && (i == 0   ? s->num_query_groups != s->num_attention_heads
+                                           : i == 1 ? s->add_qkv_bias
+                                                    : s->rotary_percent != 1)) /* a value MLA computes alike: a
+                                                                                * manifest's (mcc convert) */
             return spec_fail(c, "%s is standard attention's, but %s is on (%s): drop %s",
                              spec_where(c, spec_find(standard[i])), mla, instead[i], standard[i]);
     if (s->position_embedding_type != MCC_POS_ROPE)

@@ -312,6 +312,17 @@ static bool check_model(const rt_program *p, const rt_parallel *par, ck_reader *
                     "the spec (and flags) the checkpoint was trained with", rd->dir, why), false;
 }
 
+/* Whether a load fills the global of role and checkpoint name: a parameter always; optimizer state
+ * and FP8 histories unless --finetune or --no-load-optim; an MoE layer's expert bias (the router's
+ * part of the model, as Megatron's state_dict holds router.expert_bias) also under --finetune where
+ * the checkpoint has it (an import of DeepSeek-V3's e_score_correction_bias: mcc convert --from hf). */
+static bool loads(const rt_ckpt_args *a, ck_reader *rd, ck_role role, const char *name)
+{
+    if (role == CK_ROLE_PARAM || !(a->no_load_optim || a->finetune))
+        return true;
+    return role == CK_ROLE_EXPERT_BIAS && a->finetune && ck_find(rd, name) != NULL;
+}
+
 /* Every global a load fills must be in the checkpoint with its whole shape. */
 static bool check_shapes(const rt_ckpt_args *a, const rt_program *p, ck_reader *rd, char *err, size_t errlen)
 {
@@ -321,7 +332,7 @@ static bool check_shapes(const rt_ckpt_args *a, const rt_program *p, ck_reader *
     for (int g = 0; g < m->nglobals; g++) {
         char name[256], cs[96], ms[96];
         ck_role role;
-        if (!ckpt_name(m, g, false, name, sizeof name, &role) || (role != CK_ROLE_PARAM && (a->no_load_optim || a->finetune)))
+        if (!ckpt_name(m, g, false, name, sizeof name, &role) || !loads(a, rd, role, name))
             continue;
         const ck_tensor *t = ck_find(rd, name);
         ir_type whole = ir_global_whole(m, g, degree);
@@ -347,7 +358,7 @@ static bool load_globals(const rt_ckpt_args *a, rt_program *p, ck_reader *rd, ch
     for (int g = 0; ok && g < m->nglobals; g++) {
         char name[256];
         ck_role role;
-        if (!ckpt_name(m, g, false, name, sizeof name, &role) || (role != CK_ROLE_PARAM && (a->no_load_optim || a->finetune)))
+        if (!ckpt_name(m, g, false, name, sizeof name, &role) || !loads(a, rd, role, name))
             continue;
         const ir_global *gl = &m->globals[g];
         void *host = malloc(ir_bytes(&gl->type));

@@ -33,6 +33,22 @@ foreach(case "qwen2;tiny-llama;--add-qkv-bias" "qwen3;tiny-llama;${MCC_QK}"
            COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_trained.sh $<TARGET_FILE:mcc> ${model} 1 "${flags}")
   set_tests_properties(convert_hf_trained_${name}_${model} PROPERTIES LABELS numerics TIMEOUT 300)
 endforeach()
+# DeepseekV3ForCausalLM: tiny-deepseek-v3 (q latent, YaRN at factor 4 with max_position_embeddings
+# 4 x 16, as transformers up to 4.5x derive the factor; 4 groups of which 2 kept, top 4: a group
+# scored by its top 2, transformers' fixed count), and without a q latent, plain rope, no groups,
+# the sequence-wise aux loss (seq_aux): the HF forward (MLA with the interleaved rope rows, the
+# sigmoid router with its expert bias) against train_rank's logits, the import bit for bit, its
+# expert biases loaded by --finetune; and what does not map refused by field or key
+foreach(case "deepseek_v3;--max-position-embeddings 64 --moe-router-topk 4"
+             "deepseek_v3_plain;--q-lora-rank 0 --rotary-scaling-factor 1 --moe-router-num-groups 0 --moe-router-group-topk 0 --moe-router-load-balancing-type seq_aux_loss")
+  list(GET case 0 name)
+  list(GET case 1 flags)
+  add_test(NAME convert_hf_trained_${name}_tiny-deepseek-v3
+           COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_trained.sh $<TARGET_FILE:mcc> tiny-deepseek-v3 1 "${flags}")
+  set_tests_properties(convert_hf_trained_${name}_tiny-deepseek-v3 PROPERTIES LABELS numerics TIMEOUT 300)
+endforeach()
+add_test(NAME convert_hf_deepseek_v3_refused COMMAND ${CMAKE_SOURCE_DIR}/tests/convert_deepseek.sh $<TARGET_FILE:mcc>)
+set_tests_properties(convert_hf_deepseek_v3_refused PROPERTIES LABELS numerics TIMEOUT 300)
 # the checkpoint's model record (tests/checkpoint_model.sh): train_rank --load and --to hf refuse a
 # plan or spec of another function by field; an earlier mcc's manifest still loads and converts
 add_test(NAME checkpoint_model_record COMMAND ${CMAKE_SOURCE_DIR}/tests/checkpoint_model.sh ${MCC_E2E_MCC})

@@ -2,7 +2,7 @@
 """convert_hf.py — the Hugging Face side of `mcc convert`'s tests, without transformers: a
 safetensors reader and writer written from the format's spec, and the forwards of GPT2LMHeadModel
 and of LlamaForCausalLM's kin (MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM,
-Qwen3ForCausalLM, Qwen3MoeForCausalLM) written by hand from transformers' conventions (Conv1D
+Qwen3ForCausalLM, Qwen3MoeForCausalLM) and DeepseekV3ForCausalLM (deepseek_forward) written by hand from transformers' conventions (Conv1D
 weights [in, out], c_attn's fused q|k|v, rotate_half rope, repeat_kv, an explicit head_dim, Qwen2's
 q/k/v biases, Qwen3's q_norm/k_norm before rope, a sliding window, the sparse MoE blocks of Mixtral
 and Qwen3-MoE: the softmax of the router's logits over every expert, its top k, renormalised (Qwen3-MoE:
@@ -20,9 +20,10 @@ decoder_sparse_step), in float64.
       --spec, then `logits --hf HF_B` in the same process (one start of torch the fewer)
   convert_hf.py logits --hf DIR --spec SPEC --ckpt CKPT_DIR [-- spec flags]
       the HF forward on DIR's weights equals tests/torch_ref.py's mcc forward on the checkpoint's
-  convert_hf.py ckpt-same PARAMS.mcct CKPT_DIR
+  convert_hf.py ckpt-same PARAMS.mcct CKPT_DIR [--expert-bias-from TRAINED_CKPT]
       the one-rank checkpoint's parameters equal the dumped ones to the bit (its vocabulary's padding
-      rows zero: an import's)
+      rows zero: an import's), and its MoE expert biases TRAINED_CKPT's (DeepSeek-V3's
+      e_score_correction_bias)
   convert_hf.py logits --hf DIR --dump DUMP_DIR
       the HF forward on the tokens train_rank dumped equals its dumped step-1 logits, and where step 1
       was one micro-batch, the cross entropy of those logits its step-1 lm loss (steps.txt)
@@ -225,9 +226,107 @@ def llama_forward(c, w, tokens):
     return x @ head.T
 
 
+def deepseek_moe(x, p, prefix, c):
+    """DeepseekV3MoE on x [N,d]: DeepseekV3TopkRouter's sigmoid of the logits, the expert bias
+    (e_score_correction_bias) added for choosing only; n_group groups each scored by the sum of its
+    top 2, the best topk_group kept (the others' experts masked to 0.0, transformers' fill); the top
+    num_experts_per_tok of those, weighted by their sigmoid (renormalised under norm_topk_prob),
+    times routed_scaling_factor; plus shared_experts on every token."""
+    E, K = c["n_routed_experts"], c["num_experts_per_tok"]
+    groups, keep = c.get("n_group", 1), c.get("topk_group", 1)
+    scores = (x @ p[prefix + "gate.weight"].T).sigmoid()
+    choice = scores + p[prefix + "gate.e_score_correction_bias"]
+    group_scores = choice.view(-1, groups, E // groups).topk(2, dim=-1)[0].sum(-1)
+    kept = torch.zeros_like(group_scores).scatter(1, torch.topk(group_scores, keep, dim=-1)[1], 1)
+    mask = kept.unsqueeze(-1).expand(-1, groups, E // groups).reshape(-1, E)
+    chosen = torch.topk(choice.masked_fill(~mask.bool(), 0.0), K, dim=-1)[1]
+    weights = scores.gather(1, chosen)
+    if c.get("norm_topk_prob", True):
+        weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
+    weights = weights * c.get("routed_scaling_factor", 1.0)
+
+    def mlp(y, h):
+        return (F.silu(y @ p[h + "gate_proj.weight"].T) * (y @ p[h + "up_proj.weight"].T)) @ p[h + "down_proj.weight"].T
+
+    out = torch.zeros_like(x)
+    for e in range(E):
+        tok, slot = (chosen == e).nonzero(as_tuple=True)
+        out = out.index_add(0, tok, weights[tok, slot, None] * mlp(x[tok], f"{prefix}experts.{e}."))
+    return out + mlp(x, prefix + "shared_experts.")
+
+
+def deepseek_forward(c, w, tokens):
+    """DeepseekV3ForCausalLM as transformers computes it: multi-latent attention (q through q_a_proj,
+    q_a_layernorm and q_b_proj, or q_proj; kv_a_proj_with_mqa's kv latent, normed, through kv_b_proj
+    into each head's k_nope and v, its last qk_rope_head_dim channels the rope key every head
+    shares), rope on q_pe and k_pe after apply_rotary_pos_emb_interleave's view (Dr/2, 2) and
+    transpose (the checkpoint's rope channels interleaved), YaRN's frequencies and cos/sin scaled by
+    its attention factor, the softmax scale qk_head_dim^-0.5 times yarn_get_mscale(factor,
+    mscale_all_dim)^2; dense MLPs before first_k_dense_replace, DeepseekV3MoE after."""
+    p = {n: torch.tensor(a, dtype=torch.float64) for n, a in w.items()}
+    H, d, eps = c["num_attention_heads"], c["hidden_size"], c["rms_norm_eps"]
+    Dn, Dr, Dv, R = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"], c["kv_lora_rank"]
+    B, T = tokens.shape
+    scale = (Dn + Dr) ** -0.5
+    rs = c.get("rope_scaling")
+    if rs:
+        f = rs["factor"]
+        inv, _ = rope_scaling_ref.yarn_inv_freq(c["rope_theta"], Dr, f, rs["original_max_position_embeddings"],
+                                                rs.get("beta_fast") or 32, rs.get("beta_slow") or 1, 1, 0)
+        mscale, mad = rs.get("mscale"), rs.get("mscale_all_dim")
+        get = rope_scaling_ref.yarn_get_mscale
+        attention_factor = get(f, mscale) / get(f, mad) if mscale and mad else get(f, 1)
+        if mad:
+            scale *= get(f, mad) ** 2
+    else:
+        inv = 1.0 / (c["rope_theta"] ** (torch.arange(0, Dr, 2, dtype=torch.float64) / Dr))
+        attention_factor = 1.0
+    emb = torch.cat([torch.arange(T, dtype=torch.float64)[:, None] * inv] * 2, dim=-1)  # [T, Dr]
+    cos, sin = emb.cos() * attention_factor, emb.sin() * attention_factor
+
+    def rms(x, wt):
+        return wt * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+    def rope(t):  # apply_rotary_pos_emb_interleave
+        t = t.view(*t.shape[:-1], Dr // 2, 2).transpose(-1, -2).reshape(t.shape)
+        return t * cos + rotate_half(t) * sin
+
+    pos = torch.arange(T)
+    x = p["model.embed_tokens.weight"][tokens]
+    for i in range(c["num_hidden_layers"]):
+        h = f"model.layers.{i}."
+        a = h + "self_attn."
+        y = rms(x, p[h + "input_layernorm.weight"])
+        if c.get("q_lora_rank"):
+            q = rms(y @ p[a + "q_a_proj.weight"].T, p[a + "q_a_layernorm.weight"]) @ p[a + "q_b_proj.weight"].T
+        else:
+            q = y @ p[a + "q_proj.weight"].T
+        q = q.view(B, T, H, Dn + Dr).transpose(1, 2)
+        ckv = y @ p[a + "kv_a_proj_with_mqa.weight"].T
+        c_kv, k_pe = ckv[..., :R], ckv[..., R:].reshape(B, 1, T, Dr)
+        kv = (rms(c_kv, p[a + "kv_a_layernorm.weight"]) @ p[a + "kv_b_proj.weight"].T).view(B, T, H, Dn + Dv)
+        kv = kv.transpose(1, 2)
+        q = torch.cat([q[..., :Dn], rope(q[..., Dn:])], -1)
+        k = torch.cat([kv[..., :Dn], rope(k_pe).expand(B, H, T, Dr)], -1)
+        s = (q @ k.transpose(-1, -2)) * scale
+        s = s.masked_fill(pos[None, :] > pos[:, None], float("-inf")).softmax(-1)
+        o = (s @ kv[..., Dn:]).transpose(1, 2).reshape(B, T, H * Dv)
+        x = x + o @ p[a + "o_proj.weight"].T
+        y = rms(x, p[h + "post_attention_layernorm.weight"]).reshape(-1, d)
+        if i >= c.get("first_k_dense_replace", 0):
+            y = deepseek_moe(y, p, h + "mlp.", c)
+        else:
+            m = h + "mlp."
+            y = (F.silu(y @ p[m + "gate_proj.weight"].T) * (y @ p[m + "up_proj.weight"].T)) @ p[m + "down_proj.weight"].T
+        x = x + y.reshape(B, T, d)
+    x = rms(x, p["model.norm.weight"])
+    head = p["model.embed_tokens.weight"] if c.get("tie_word_embeddings") else p["lm_head.weight"]
+    return x @ head.T
+
+
 HF_FORWARDS = {"GPT2LMHeadModel": gpt2_forward, "LlamaForCausalLM": llama_forward, "MistralForCausalLM": llama_forward,
                "MixtralForCausalLM": llama_forward, "Qwen2ForCausalLM": llama_forward, "Qwen3ForCausalLM": llama_forward,
-               "Qwen3MoeForCausalLM": llama_forward}
+               "Qwen3MoeForCausalLM": llama_forward, "DeepseekV3ForCausalLM": deepseek_forward}
 
 
 def hf_forward(config, weights, tokens):
@@ -376,7 +475,7 @@ def verdict(what, failed):
 # config.json's training settings, not the model's function, which an export without --spec takes
 # from mcc's defaults (the checkpoint does not record them): dropout, init std, the MoE aux loss
 EXPORT_DEFAULTS = {"attention_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop", "initializer_range",
-                   "router_aux_loss_coef"}
+                   "router_aux_loss_coef", "aux_loss_alpha", "seq_aux"}
 # what tells one architecture's file from another's (same --other-architecture)
 ARCH_KEYS = {"architectures", "model_type"}
 
@@ -387,7 +486,7 @@ def model_config(c):
     use_sliding_window, a Mistral window past every position), Qwen3-MoE's decoder_sparse_step and
     mlp_only_layers as the list of its sparse layers. Two files of one function then agree."""
     c = dict(c)
-    if "hidden_size" not in c:  # GPT-2's keys are its own
+    if "hidden_size" not in c or c["model_type"] == "deepseek_v3":  # GPT-2's keys are its own; DeepSeek's head_dim
         return c
     c["head_dim"] = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
     if c["model_type"] in ("mistral", "mixtral"):
@@ -441,7 +540,14 @@ def mcc_weights(ckpt):
 
 def ckpt_same(a):
     want, got = torch_ref.read_mcct(a.params), mcc_weights(a.ckpt)
-    failed = [f"tensor names differ: {sorted(set(want) ^ set(got))}"] if set(want) != set(got) else []
+    failed = []
+    if a.expert_bias_from:  # an import's expert biases [2, E]: the trained checkpoint's bias row, counts zero
+        ref = mcc_weights(a.expert_bias_from)
+        for n in sorted(n for n in ref if n.endswith(".expert_bias")):
+            g = got.pop(n, None)
+            if g is None or g.shape != ref[n].shape or np.any(g[0] != 0) or not bits_equal(g[1], ref[n][1]):
+                failed.append(f"{n}: not {a.expert_bias_from}'s bias row (row 0 zero)")
+    failed += [f"tensor names differ: {sorted(set(want) ^ set(got))}"] if set(want) != set(got) else []
     vocab = json.load(open(os.path.join(a.ckpt, "spec.json")))["model"]["vocab_size"]
     for n in sorted(set(want) & set(got)):
         w, g = want[n], got[n]
@@ -516,6 +622,7 @@ def main():
     cs = sub.add_parser("ckpt-same")
     cs.add_argument("params")
     cs.add_argument("ckpt")
+    cs.add_argument("--expert-bias-from", help="the checkpoint whose expert biases (row 1) the import's must be")
     lg = sub.add_parser("logits")
     lg.add_argument("--hf", required=True)
     lg.add_argument("--spec")

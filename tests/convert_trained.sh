@@ -33,7 +33,9 @@ $py same "$work/hf" "$work/hf0" --export-defaults
   { cat "$work/one.log"; exit 1; }
 $py logits --hf "$work/hf" --dump "$work/d"
 "$mcc" convert --from hf "$work/hf" "$work/ck2"
-$py ckpt-same "$work/d/params_init.mcct" "$work/ck2"
+eb=() # an MoE model's expert biases (DeepSeek-V3's e_score_correction_bias): the trained checkpoint's
+if grep -q '"expert_bias"' "$work"/ck/iter_*/manifest.json; then eb=(--expert-bias-from "$work/ck"); fi
+$py ckpt-same "$work/d/params_init.mcct" "$work/ck2" "${eb[@]}"
 "$mcc" compile "$work/ck2/spec.json" --target cpu --keep-logits -o "$work/two" 2>"$work/c2.log" || { cat "$work/c2.log"; exit 1; }
 "$work/two" "${data[@]}" --train-iters 1 --load "$work/ck2" --finetune --dump-dir "$work/d2" >"$work/two.log" 2>&1 ||
   { cat "$work/two.log"; exit 1; }
