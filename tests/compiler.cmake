@@ -110,6 +110,12 @@ mcc_e2e_test(numerics_vs_torch_seq_aux_loss_tiny-deepseek-v3 numerics_e2e.sh tin
 # q projected at once (no q latent), latents without norms, dropout on the probabilities
 mcc_e2e_test(numerics_vs_torch_mla_no_q_latent_dropout_tiny-deepseek-v3 numerics_e2e.sh tiny-deepseek-v3
              --q-lora-rank 0 --qk-layernorm false --attention-dropout 0.1 --hidden-dropout 0.1)
+# DeepSeek-V3's multi-token prediction (Megatron's --mtp-num-layers): a depth of the last layer's kind
+# (MoE) on the tokens rolled one left, its loss over the positions that have a target, weighted 0.3;
+# two dense depths on tiny-llama (the second reads the first's hidden states, rolled twice).
+mcc_e2e_test(numerics_vs_torch_mtp_tiny-deepseek-v3 numerics_e2e.sh tiny-deepseek-v3
+             --mtp-num-layers 1 --mtp-loss-scaling-factor 0.3)
+mcc_e2e_test(numerics_vs_torch_mtp2_tiny-llama numerics_e2e.sh tiny-llama --mtp-num-layers 2)
 # the cuda target's attention kernels take one head dimension: values narrower than q and k are
 # refused at compile time, naming the fields
 add_test(NAME mla_narrow_values_cuda_refused COMMAND $<TARGET_FILE:mcc> compile ${CMAKE_SOURCE_DIR}/models/tiny-deepseek-v3.json
@@ -297,6 +303,16 @@ if(MPI_C_FOUND)
                  "tp2_sp_full_block1:2:--tp 2 --sequence-parallel --recompute-granularity full --recompute-method block --recompute-num-layers 1")
     mcc_parse_layout(${layout})
     mcc_layout_test(${layout_name}_equals_single_rank_tiny-deepseek-v3 tiny-deepseek-v3 ${layout_ranks} ${layout_flags})
+  endforeach()
+endif()
+
+# Multi-token prediction under the layouts that build it: ZeRO over dp, and tp with sequence parallel
+# (the shifts gather the sequence; eh_proj replicated, its gradient a partial sum over the tokens).
+if(MPI_C_FOUND)
+  foreach(layout "dp2_zero:2:--dp 2 --use-distributed-optimizer" "tp2_sp:2:--tp 2 --sequence-parallel")
+    mcc_parse_layout(${layout})
+    mcc_layout_test(mtp_${layout_name}_equals_single_rank_tiny-deepseek-v3 tiny-deepseek-v3 ${layout_ranks}
+                    --mtp-num-layers 1 --mtp-loss-scaling-factor 0.3 -- ${layout_flags})
   endforeach()
 endif()
 

@@ -91,7 +91,8 @@ def load_config(path, flags=()):
                     mscale_all_dim=0.0, micro_batch_size=1,
                     data_parallel_size=1, lr_decay_style="cosine", lr_warmup_iters=0, min_lr=0.0,
                     weight_decay=0.01, clip_grad=1.0, adam_beta1=0.9, adam_beta2=0.999, adam_eps=1e-8,
-                    train_iters=10, seed=1234, attention_dropout=0.0, hidden_dropout=0.0)
+                    train_iters=10, seed=1234, attention_dropout=0.0, hidden_dropout=0.0,
+                    mtp_num_layers=0, mtp_loss_scaling_factor=0.1)
     for k, v in defaults.items():
         c.setdefault(k, v)
     c.setdefault("global_batch_size", c["micro_batch_size"] * c["data_parallel_size"])
@@ -118,8 +119,12 @@ def param_shapes(c):
         if has_bias:
             shapes[name + ".bias"] = w_shape[:1]
 
-    for i in range(L):
+    for i in range(L + c["mtp_num_layers"]):  # then the multi-token depths', layers L.. (mtp_depth)
         p = f"layers.{i}."
+        if i >= L:
+            for n in ("enorm", "hnorm", "final_norm"):
+                add(p + n, (d,), layernorm)
+            add(p + "eh_proj", (d, 2 * d), False)
         add(p + "input_norm", (d,), layernorm)
         if c["multi_latent_attention"]:
             mla_shapes(c, p + "attention.", add)
@@ -421,6 +426,7 @@ def is_moe_layer(c, i):
     the Python expression its recipes pass (\"([0]*3+[1]*58)\")."""
     if not c.get("num_experts"):
         return False
+    i = min(i, c["num_layers"] - 1)  # a multi-token depth's layer is of the last layer's kind (Megatron's)
     freq = c.get("moe_layer_freq", 1)
     if isinstance(freq, str):
         freq = eval(freq, {"__builtins__": {}})  # noqa: S307 -- Megatron's own reading of the flag
@@ -628,21 +634,54 @@ def moe(x, p, name, c, log):
     return y.reshape(B, T, d)
 
 
-def forward(p, tokens, c, drop, log=None):
+def layer(x, p, i, c, drop, log):
+    """Transformer layer i on the residual stream x [B,T,d]."""
+    y = attention(norm(x, p, f"layers.{i}.input_norm", c), p, f"layers.{i}.attention", c, drop, i)
+    h = x + drop.hidden(y, dropout_site(i, 1))
+    y = norm(h, p, f"layers.{i}.post_attention_norm", c)
+    y = moe(y, p, f"layers.{i}.mlp", c, log) if is_moe_layer(c, i) else mlp(y, p, f"layers.{i}.mlp", c)
+    return h + drop.hidden(y, dropout_site(i, 2))
+
+
+def forward(p, tokens, c, drop, log=None, hidden=False):
     """Logits [B,T,V] of tokens [B,T], with the micro-batch's dropout; an MoE model's router
-    losses into log (a training step's RouterLog)."""
+    losses into log (a training step's RouterLog); with hidden, (logits, the last layer's output)."""
     x = p["embedding.word"][tokens]
     if "embedding.position" in p:
         x = x + p["embedding.position"][:tokens.shape[1]]
     x = drop.hidden(x, 0)
     for i in range(c["num_layers"]):
-        y = attention(norm(x, p, f"layers.{i}.input_norm", c), p, f"layers.{i}.attention", c, drop, i)
-        h = x + drop.hidden(y, dropout_site(i, 1))
-        y = norm(h, p, f"layers.{i}.post_attention_norm", c)
-        y = moe(y, p, f"layers.{i}.mlp", c, log) if is_moe_layer(c, i) else mlp(y, p, f"layers.{i}.mlp", c)
-        x = h + drop.hidden(y, dropout_site(i, 2))
+        x = layer(x, p, i, c, drop, log)
+    logits = norm(x, p, "final_norm", c) @ p.get("output.weight", p["embedding.word"]).T
+    return (logits, x) if hidden else logits
+
+
+def roll_left(t, k):
+    """Megatron's roll_tensor k times over the sequence (dim 1): t[:, s + k] at s, 0 rolled in."""
+    out = torch.zeros_like(t)
+    out[:, :t.shape[1] - k] = t[:, k:]
+    return out
+
+
+def mtp_losses(h, tokens, targets, p, c, drop, log):
+    """Multi-token prediction (Megatron's MultiTokenPredictionLayer, process_mtp_loss) on h, the last
+    layer's output [B,T,d]: depth k's hidden states from depth k-1's beside the embedding of the
+    tokens rolled k left, through layer L+k-1; its loss the mean cross entropy of the shared head
+    against the targets rolled k left over the positions the rolled loss mask keeps (t < T - k).
+    Returns the depths' losses."""
+    L, T, losses = c["num_layers"], tokens.shape[1], []
     w_out = p.get("output.weight", p["embedding.word"])
-    return norm(x, p, "final_norm", c) @ w_out.T
+    for k in range(1, c["mtp_num_layers"] + 1):
+        i = L + k - 1
+        e = norm(p["embedding.word"][roll_left(tokens, k)], p, f"layers.{i}.enorm", c)
+        x = torch.cat([e, norm(h, p, f"layers.{i}.hnorm", c)], -1) @ p[f"layers.{i}.eh_proj.weight"].T
+        h = layer(x, p, i, c, drop, log)
+        logits = norm(h, p, f"layers.{i}.final_norm", c) @ w_out.T
+        mask = roll_left(torch.ones_like(targets), k).reshape(-1).bool()
+        per_token = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), roll_left(targets, k).reshape(-1),
+                                    reduction="none")
+        losses.append((per_token * mask).sum() / mask.sum())
+    return losses
 
 
 def lr_at(it, n_iters, c):
@@ -688,9 +727,11 @@ def train(init, batches, n_steps, n_iters, c):
             tokens, targets = (batch_tensor(batches, kind, it, m) for kind in ("tokens", "targets"))
             first = (it - 1) * c["global_batch_size"] + m * c["micro_batch_size"]  # one rank's sample order
             log = RouterLog()  # MoE: the objective is the lm loss plus the router losses; the lm loss is reported
-            logits = forward(p, tokens, c, Dropout(c, first), log)
+            logits, h = forward(p, tokens, c, Dropout(c, first), log, hidden=True)
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-            ((loss + sum(log.objective)) / accum).backward()
+            mtp = mtp_losses(h, tokens, targets, p, c, Dropout(c, first), log)  # [] without depths
+            mtp_objective = c["mtp_loss_scaling_factor"] / max(len(mtp), 1) * sum(mtp)
+            ((loss + sum(log.objective) + mtp_objective) / accum).backward()
             logs.append(log)
             loss_sum += loss.item()
             if it == 1 and m == 0:
