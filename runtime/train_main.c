@@ -121,6 +121,24 @@ static void open_moe_stats(train_run *r)
         *layers[k] = (int)lrintf(rt_parallel_mean(&r->par, r->p, (float)*layers[k]));
 }
 
+/* Multi-token prediction's loss outputs, one a depth, in the step function (pipeline parallelism
+ * does not build the depths: spec.c). */
+static void open_mtp_losses(train_run *r)
+{
+    train_mtp_losses *t = &r->mtp;
+    t->func = ir_func_of_kind(r->m, IR_FUNC_STEP);
+    while (t->func >= 0 && rt_program_find(r->p, t->func, IR_OP_OUTPUT, ir_role_at(IR_ROLE_MTP_LOSS, t->depths)) >= 0)
+        t->depths++;
+    t->out = calloc((size_t)t->depths + 1, sizeof *t->out);
+    t->step = calloc((size_t)t->depths + 1, sizeof *t->step);
+    t->window = calloc((size_t)t->depths + 1, sizeof *t->window);
+    t->names = calloc((size_t)t->depths + 1, sizeof *t->names);
+    for (int k = 0; k < t->depths; k++) {
+        t->out[k] = rt_program_find(r->p, t->func, IR_OP_OUTPUT, ir_role_at(IR_ROLE_MTP_LOSS, k));
+        snprintf(t->names[k], sizeof t->names[k], "mtp_%d_loss", k + 1);
+    }
+}
+
 /* The metrics file and TensorBoard's event file, written by rank 0. */
 static void open_records(train_run *r)
 {
@@ -177,6 +195,7 @@ static void setup_run(train_run *r, int argc, char **argv)
                                   : 2 * d;
     r->flops_per_token = 6 * N + 6 * L * widths * r->T;
     open_moe_stats(r);
+    open_mtp_losses(r);
     const int64_t bt[2] = {r->B, r->T};
     r->bt_type = ir_tensor(IR_I32, 2, bt);
     r->tokens = malloc(ir_bytes(&r->bt_type));
@@ -201,6 +220,7 @@ static void finish_run(train_run *r)
         rt_sampler_free(&r->sampler[split]);
     free(r->tokens);
     rt_moe_stats_free(&r->moe);
+    free(r->mtp.out), free(r->mtp.step), free(r->mtp.window), free(r->mtp.names);
     free(r->targets);
     rt_gpt_data_close(r->data);
     rt_gpt_data_config_free(&r->a.data);

@@ -722,7 +722,7 @@ def train(init, batches, n_steps, n_iters, c):
     logits1, grads1, steps = None, None, []
     for it in range(1, n_steps + 1):
         opt.zero_grad()
-        loss_sum, logs = 0.0, []
+        loss_sum, logs, mtp_sums = 0.0, [], [0.0] * c["mtp_num_layers"]
         for m in range(accum):
             tokens, targets = (batch_tensor(batches, kind, it, m) for kind in ("tokens", "targets"))
             first = (it - 1) * c["global_batch_size"] + m * c["micro_batch_size"]  # one rank's sample order
@@ -732,6 +732,7 @@ def train(init, batches, n_steps, n_iters, c):
             mtp = mtp_losses(h, tokens, targets, p, c, Dropout(c, first), log)  # [] without depths
             mtp_objective = c["mtp_loss_scaling_factor"] / max(len(mtp), 1) * sum(mtp)
             ((loss + sum(log.objective) + mtp_objective) / accum).backward()
+            mtp_sums = [a + float(m) for a, m in zip(mtp_sums, mtp)]
             logs.append(log)
             loss_sum += loss.item()
             if it == 1 and m == 0:
@@ -752,6 +753,7 @@ def train(init, batches, n_steps, n_iters, c):
         fp8_roll()
         expert_bias_update(c)
         report = moe_report(logs)
+        report.update({f"mtp_{k + 1}_loss": a / accum for k, a in enumerate(mtp_sums)})  # train_rank's log
         if EXPERT_BIAS:  # the log line's bias range after the step, over every layer's experts
             report["moe_expert_bias_min"] = min(float(h[1].min()) for h in EXPERT_BIAS.values())
             report["moe_expert_bias_max"] = max(float(h[1].max()) for h in EXPERT_BIAS.values())
@@ -853,7 +855,7 @@ def compare(dump, c, n_iters, metrics_file=None):
     metrics = read_metrics(metrics_file) if metrics_file else {}
     for (it, loss, lr, norm_), (ref_loss, ref_lr, ref_norm, ref_moe) in zip(dumped_steps, ref_steps):
         rows.append((f"step {it} loss", rel_err(loss, ref_loss), f"{loss:.7g} vs {ref_loss:.7g}"))
-        for key, want in ref_moe.items() if metrics_file else ():  # an MoE model's metrics records
+        for key, want in ref_moe.items() if metrics_file else ():  # an MoE model's and MTP's metrics records
             got = metrics.get(it, {}).get(key)
             rows.append((f"step {it} {key}", math.inf if got is None else rel_err(got, want),
                          "missing" if got is None else f"{got:.7g} vs {want:.7g}"))
