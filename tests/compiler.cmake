@@ -309,7 +309,9 @@ endif()
 # Multi-token prediction under the layouts that build it: ZeRO over dp, and tp with sequence parallel
 # (the shifts gather the sequence; eh_proj replicated, its gradient a partial sum over the tokens).
 if(MPI_C_FOUND)
-  foreach(layout "dp2_zero:2:--dp 2 --use-distributed-optimizer" "tp2_sp:2:--tp 2 --sequence-parallel")
+  foreach(layout "dp2_zero:2:--dp 2 --use-distributed-optimizer" "tp2_sp:2:--tp 2 --sequence-parallel"
+                 "ep2:2:--dp 2 --expert-model-parallel-size 2" "ce_chunks4:1:--cross-entropy-chunks 4"
+                 "full_uniform1:1:--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
     mcc_parse_layout(${layout})
     mcc_layout_test(mtp_${layout_name}_equals_single_rank_tiny-deepseek-v3 tiny-deepseek-v3 ${layout_ranks}
                     --mtp-num-layers 1 --mtp-loss-scaling-factor 0.3 -- ${layout_flags})
