@@ -121,20 +121,29 @@ static void open_moe_stats(train_run *r)
         *layers[k] = (int)lrintf(rt_parallel_mean(&r->par, r->p, (float)*layers[k]));
 }
 
-/* Multi-token prediction's loss outputs, one a depth, in the step function (pipeline parallelism
- * does not build the depths: spec.c). */
+/* Multi-token prediction's loss outputs, one a depth, in the training function that has them: the
+ * step function, or under pipeline parallelism the last stage's forward (the depths' count agreed
+ * over the stages: the others add 0 to the step's sums). Collective: every rank calls. */
 static void open_mtp_losses(train_run *r)
 {
     train_mtp_losses *t = &r->mtp;
-    t->func = ir_func_of_kind(r->m, IR_FUNC_STEP);
+    t->func = -1;
+    for (int f = 0; f < r->m->nfuncs && t->func < 0; f++) {
+        ir_func_kind kind = r->m->funcs[f]->kind;
+        if ((kind == IR_FUNC_STEP || kind == IR_FUNC_FORWARD) &&
+            rt_program_find(r->p, f, IR_OP_OUTPUT, ir_role_at(IR_ROLE_MTP_LOSS, 0)) >= 0)
+            t->func = f;
+    }
     while (t->func >= 0 && rt_program_find(r->p, t->func, IR_OP_OUTPUT, ir_role_at(IR_ROLE_MTP_LOSS, t->depths)) >= 0)
         t->depths++;
+    if (rt_parallel_comm(IR_AXIS_PP))
+        t->depths = (int)lrintf(rt_parallel_mean_of(&r->par, r->p, (float)t->depths, RT_MAX));
     t->out = calloc((size_t)t->depths + 1, sizeof *t->out);
     t->step = calloc((size_t)t->depths + 1, sizeof *t->step);
     t->window = calloc((size_t)t->depths + 1, sizeof *t->window);
     t->names = calloc((size_t)t->depths + 1, sizeof *t->names);
     for (int k = 0; k < t->depths; k++) {
-        t->out[k] = rt_program_find(r->p, t->func, IR_OP_OUTPUT, ir_role_at(IR_ROLE_MTP_LOSS, k));
+        t->out[k] = t->func >= 0 ? rt_program_find(r->p, t->func, IR_OP_OUTPUT, ir_role_at(IR_ROLE_MTP_LOSS, k)) : -1;
         snprintf(t->names[k], sizeof t->names[k], "mtp_%d_loss", k + 1);
     }
 }

@@ -148,7 +148,7 @@ static void train_micro_batch(train_run *r, int it, const ir_sched_step *c, trai
     s->loss += loss / r->accum;
     if (r->moe.moe)
         rt_moe_stats_add(&r->moe, r->p, c->func);
-    for (int k = 0; c->func == r->mtp.func && k < r->mtp.depths; k++) {
+    for (int k = 0; c->func == r->mtp.func && k < r->mtp.depths && r->mtp.out[k] >= 0; k++) {
         float v;
         rt_program_get_output(r->p, c->func, r->mtp.out[k], &v, sizeof v);
         r->mtp.step[k] += v;
@@ -213,7 +213,7 @@ static bool train_update(train_run *r, int it, int opt, train_step_result *s, bo
     s->loss = rt_parallel_mean(&r->par, r->p, (float)s->loss);
     if (r->moe.moe)
         step_moe_stats(r, s);
-    for (int k = 0; k < r->mtp.depths; k++) /* each depth's mean over the micro-batches, over dp */
+    for (int k = 0; k < r->mtp.depths; k++) /* each depth's mean over the micro-batches (the last stage's), over dp */
         r->mtp.step[k] = rt_parallel_mean(&r->par, r->p, (float)(r->mtp.step[k] / r->accum));
     if (pp && finite && !isfinite(s->loss)) /* the last stage's, which the others now see */
         finite = train_non_finite(r, it, "the loss", s->loss);

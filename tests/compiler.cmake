@@ -306,16 +306,19 @@ if(MPI_C_FOUND)
   endforeach()
 endif()
 
-# Multi-token prediction under the layouts that build it: ZeRO over dp, and tp with sequence parallel
-# (the shifts gather the sequence; eh_proj replicated, its gradient a partial sum over the tokens).
+# Multi-token prediction under the layouts that build it: ZeRO over dp, tp with sequence parallel
+# (the shifts gather the sequence; eh_proj replicated, its gradient a partial sum over the tokens),
+# ep, the head's cross entropy in chunks, full recompute, and pp with the depths on the last stage.
 if(MPI_C_FOUND)
   foreach(layout "dp2_zero:2:--dp 2 --use-distributed-optimizer" "tp2_sp:2:--tp 2 --sequence-parallel"
-                 "ep2:2:--dp 2 --expert-model-parallel-size 2" "ce_chunks4:1:--cross-entropy-chunks 4"
+                 "ep2:2:--dp 2 --expert-model-parallel-size 2" "ce_chunks4:1:--cross-entropy-chunks 4" "pp2:2:--pp 2"
                  "full_uniform1:1:--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
     mcc_parse_layout(${layout})
     mcc_layout_test(mtp_${layout_name}_equals_single_rank_tiny-deepseek-v3 tiny-deepseek-v3 ${layout_ranks}
                     --mtp-num-layers 1 --mtp-loss-scaling-factor 0.3 -- ${layout_flags})
   endforeach()
+  # the depth on the last of 4 stages (the decoder's 4 layers split alone, as Megatron's mtp_in_last_stage)
+  mcc_layout_test(mtp_pp4_equals_single_rank_tiny-llama tiny-llama 4 --num-layers 4 --mtp-num-layers 1 -- --pp 4)
 endif()
 
 # PP=4 with 1F1B (the layouts' pp4 is auto's ZB-H1).
