@@ -116,6 +116,9 @@ mcc_e2e_test(numerics_vs_torch_mla_no_q_latent_dropout_tiny-deepseek-v3 numerics
 mcc_e2e_test(numerics_vs_torch_mtp_tiny-deepseek-v3 numerics_e2e.sh tiny-deepseek-v3
              --mtp-num-layers 1 --mtp-loss-scaling-factor 0.3)
 mcc_e2e_test(numerics_vs_torch_mtp2_tiny-llama numerics_e2e.sh tiny-llama --mtp-num-layers 2)
+# with dropout: the depths' layers' sites numbered after the model's, each depth's embedding its own
+mcc_e2e_test(numerics_vs_torch_mtp_dropout_tiny-llama numerics_e2e.sh tiny-llama --mtp-num-layers 1
+             --attention-dropout 0.1 --hidden-dropout 0.1)
 # the cuda target's attention kernels take one head dimension: values narrower than q and k are
 # refused at compile time, naming the fields
 add_test(NAME mla_narrow_values_cuda_refused COMMAND $<TARGET_FILE:mcc> compile ${CMAKE_SOURCE_DIR}/models/tiny-deepseek-v3.json
@@ -319,6 +322,9 @@ if(MPI_C_FOUND)
   endforeach()
   # the depth on the last of 4 stages (the decoder's 4 layers split alone, as Megatron's mtp_in_last_stage)
   mcc_layout_test(mtp_pp4_equals_single_rank_tiny-llama tiny-llama 4 --num-layers 4 --mtp-num-layers 1 -- --pp 4)
+  # dropout's masks drawn where the sequence is split (tp2+sp) as on the single rank
+  mcc_layout_test(mtp_dropout_tp2_sp_equals_single_rank_tiny-deepseek-v3 tiny-deepseek-v3 2 --mtp-num-layers 1
+                  --attention-dropout 0.1 --hidden-dropout 0.1 -- --tp 2 --sequence-parallel)
 endif()
 
 # PP=4 with 1F1B (the layouts' pp4 is auto's ZB-H1).

@@ -204,8 +204,13 @@ def dropout_factors(shape, first, p, seed, site):
 
 def dropout_site(layer, kind):
     """frontend/model.c's numbering of the sites: 0 the embedding output, then per layer its
-    attention probabilities (kind 0), attention output (1) and MLP output (2)."""
+    attention probabilities (kind 0), attention output (1) and MLP output (2), the multi-token
+    depths' layers after the model's; then each depth k's embedding output (mtp_embedding_site)."""
     return 1 + 3 * layer + kind
+
+
+def mtp_embedding_site(c, k):
+    return dropout_site(c["num_layers"] + c["mtp_num_layers"], 0) + k - 1
 
 
 class Dropout:
@@ -673,7 +678,8 @@ def mtp_losses(h, tokens, targets, p, c, drop, log):
     w_out = p.get("output.weight", p["embedding.word"])
     for k in range(1, c["mtp_num_layers"] + 1):
         i = L + k - 1
-        e = norm(p["embedding.word"][roll_left(tokens, k)], p, f"layers.{i}.enorm", c)
+        e = norm(drop.hidden(p["embedding.word"][roll_left(tokens, k)], mtp_embedding_site(c, k)), p,
+                 f"layers.{i}.enorm", c)
         x = torch.cat([e, norm(h, p, f"layers.{i}.hnorm", c)], -1) @ p[f"layers.{i}.eh_proj.weight"].T
         h = layer(x, p, i, c, drop, log)
         logits = norm(h, p, f"layers.{i}.final_norm", c) @ w_out.T
