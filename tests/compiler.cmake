@@ -322,6 +322,14 @@ if(MPI_C_FOUND)
   endforeach()
   # the depth on the last of 4 stages (the decoder's 4 layers split alone, as Megatron's mtp_in_last_stage)
   mcc_layout_test(mtp_pp4_equals_single_rank_tiny-llama tiny-llama 4 --num-layers 4 --mtp-num-layers 1 -- --pp 4)
+  # two dense depths (tiny-llama of 4 layers): tp without sp, sp split by batch rows with tp's comm overlap,
+  # interleaved stages (the depths on the last virtual stage)
+  foreach(layout "tp2:2:--tp 2" "tp2_sp_batch_tpo:2:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-overlap"
+                 "pp2_v2:2:--pp 2 --num-virtual-stages-per-pipeline-rank 2")
+    mcc_parse_layout(${layout})
+    mcc_layout_test(mtp2_${layout_name}_equals_single_rank_tiny-llama tiny-llama ${layout_ranks} --num-layers 4
+                    --mtp-num-layers 2 -- ${layout_flags})
+  endforeach()
   # dropout's masks drawn where the sequence is split (tp2+sp) as on the single rank
   mcc_layout_test(mtp_dropout_tp2_sp_equals_single_rank_tiny-deepseek-v3 tiny-deepseek-v3 2 --mtp-num-layers 1
                   --attention-dropout 0.1 --hidden-dropout 0.1 -- --tp 2 --sequence-parallel)
