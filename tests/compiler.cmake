@@ -116,6 +116,10 @@ mcc_e2e_test(numerics_vs_torch_mla_no_q_latent_dropout_tiny-deepseek-v3 numerics
 mcc_e2e_test(numerics_vs_torch_mtp_tiny-deepseek-v3 numerics_e2e.sh tiny-deepseek-v3
              --mtp-num-layers 1 --mtp-loss-scaling-factor 0.3)
 mcc_e2e_test(numerics_vs_torch_mtp2_tiny-llama numerics_e2e.sh tiny-llama --mtp-num-layers 2)
+# under FP8 with the decoder's first and last layers in bf16: the depth's matmuls in FP8 (Megatron's
+# global FP8 context), eh_proj among them
+mcc_e2e_test(numerics_vs_torch_mtp_fp8_tiny-llama numerics_e2e.sh tiny-llama --num-layers 3 --mtp-num-layers 1
+             --fp8-format hybrid --fp8-recipe tensorwise --first-last-layers-bf16)
 # with dropout: the depths' layers' sites numbered after the model's, each depth's embedding its own
 mcc_e2e_test(numerics_vs_torch_mtp_dropout_tiny-llama numerics_e2e.sh tiny-llama --mtp-num-layers 1
              --attention-dropout 0.1 --hidden-dropout 0.1)

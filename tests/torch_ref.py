@@ -305,7 +305,8 @@ def fp8_setup(c):
     L, start, end = c["num_layers"], 0, 0
     if c.get("first_last_layers_bf16"):
         start, end = c.get("num_layers_at_start_in_bf16", 1), c.get("num_layers_at_end_in_bf16", 1)
-    FP8.update(layers=set(range(start, L - end)), grad="e5m2" if fmt == "hybrid" else "e4m3",
+    mtp = range(L, L + c["mtp_num_layers"])  # the multi-token depths' layers: always (Megatron's global context)
+    FP8.update(layers=set(range(start, L - end)) | set(mtp), grad="e5m2" if fmt == "hybrid" else "e4m3",
                wgrad=c.get("fp8_wgrad", True) and not c.get("no_fp8_wgrad"),
                delayed=c.get("fp8_recipe", "delayed") == "delayed", history={},
                history_len=c.get("fp8_amax_history_len", 1), algo=c.get("fp8_amax_compute_algo", "most_recent"),
@@ -680,7 +681,7 @@ def mtp_losses(h, tokens, targets, p, c, drop, log):
         i = L + k - 1
         e = norm(drop.hidden(p["embedding.word"][roll_left(tokens, k)], mtp_embedding_site(c, k)), p,
                  f"layers.{i}.enorm", c)
-        x = torch.cat([e, norm(h, p, f"layers.{i}.hnorm", c)], -1) @ p[f"layers.{i}.eh_proj.weight"].T
+        x = linear(torch.cat([e, norm(h, p, f"layers.{i}.hnorm", c)], -1), p, f"layers.{i}.eh_proj")
         h = layer(x, p, i, c, drop, log)
         logits = norm(h, p, f"layers.{i}.final_norm", c) @ w_out.T
         mask = roll_left(torch.ones_like(targets), k).reshape(-1).bool()
