@@ -677,7 +677,6 @@ static int mtp_block(builder *b, int h, int tokens, int targets, int loss_main)
 {
     const mcc_spec *s = b->s;
     int64_t T = s->seq_length, d = s->hidden_size, N = s->mtp_num_layers;
-    int hk = h;
     for (int k = 1; k <= N; k++) {
         int l = s->num_layers + (k - 1);
         char p[64], q[64];
@@ -686,11 +685,11 @@ static int mtp_block(builder *b, int h, int tokens, int targets, int loss_main)
         int e = norm(b, p, embed(b, shift_seq(b, tokens, k, T), mtp_embedding_site(s, k)));
         snprintf(p, sizeof p, "layers.%d.hnorm", l);
         snprintf(q, sizeof q, "layers.%d.eh_proj", l);
-        int x = ir_op2(b->m, b->f, IR_OP_CONCAT_LAST_DIM, e, norm(b, p, hk)); /* [B,T,2d] */
-        hk = layer(b, l, linear_with(b, q, x, 2 * d, d, s->init_method_std, IR_PLACE_REPLICATED, false));
+        int x = ir_op2(b->m, b->f, IR_OP_CONCAT_LAST_DIM, e, norm(b, p, h)); /* [B,T,2d] */
+        h = layer(b, l, linear_with(b, q, x, 2 * d, d, s->init_method_std, IR_PLACE_REPLICATED, false));
         b->layer = l;
         snprintf(p, sizeof p, "layers.%d.final_norm", l);
-        int logits = logits_of(b, shift_seq(b, norm(b, p, hk), 0, T - k)); /* [B,T-k,V] */
+        int logits = logits_of(b, shift_seq(b, norm(b, p, h), 0, T - k)); /* [B,T-k,V] */
         b->layer = -1;
         int loss = ir_op2(b->m, b->f, IR_OP_CROSS_ENTROPY, logits, shift_seq(b, targets, k, T - k));
         snprintf(p, sizeof p, "%s.%d", ir_roles[IR_ROLE_MTP_LOSS].name, k - 1);
