@@ -570,6 +570,10 @@ static void model_free(cv_model *cm)
 static bool rules_of(const mcc_spec *s, const char *spec_path, cv_arch arch, cv_model *cm, char *err, size_t errlen)
 {
     cm->arch = arch == CV_NUM_ARCHS ? default_arch(s) : arch;
+    if (s->mtp_num_layers) /* DeepSeek-V3's checkpoints hold them as model.layers.L..: with its architecture */
+        return ck_fail(err, errlen, "%s: multi-token prediction's depths (mtp_num_layers %d) are not converted yet "
+                                    "(DeepseekV3ForCausalLM is not built): convert a model trained without them",
+                       spec_path, s->mtp_num_layers);
     const char *why = cv_archs[cm->arch].why_not(s);
     if (why && arch == CV_NUM_ARCHS)
         return ck_fail(err, errlen, "%s: no Hugging Face architecture fits: %s (mcc converts %s)", spec_path, why,

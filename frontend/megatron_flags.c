@@ -35,8 +35,6 @@ static const char *const megatron_kind_text[] = {"accepted, nothing to change", 
 #define MEMORY_PLANNED "memory is planned ahead, not allocated on demand: `mcc compile --memory-report` says what " \
                        "is live at the peak"
 #define FSDP_BUFFERS "a Megatron-FSDP buffer setting; mcc shards with --use-distributed-optimizer (ZeRO-1)"
-#define MTP_PART "multi-token prediction (DeepSeek-V3's extra heads predicting tokens further ahead) is not built: " \
-                 "drop it to train on the next-token loss alone"
 #define TORCHRUN_OWN "torchrun's: give it to torchrun (mcc compile prints the launch lines)"
 
 static const mcc_megatron_flag megatron_flags[] = {
@@ -78,8 +76,6 @@ static const mcc_megatron_flag megatron_flags[] = {
     REFUSED("--quick-geglu", 0, "the GLU with x * sigmoid(1.702 x) (gpt-oss) is not built: use --swiglu"),
     REFUSED("--glu-linear-offset", 1, "gpt-oss's SwiGLU with an offset on the linear half is not built: use --swiglu"),
     REFUSED("--activation-func-clamp-value", 1, "gpt-oss's clamped SwiGLU is not built: use --swiglu"),
-    REFUSED("--mtp-num-layers", 1, MTP_PART),
-    REFUSED("--mtp-loss-scaling-factor", 1, MTP_PART),
     /* mixture of experts */
     SAME("--moe-grouped-gemm", 0, NULL, "an MoE layer's experts always run as grouped GEMMs (moe_grouped_matmul)"),
     SAME("--moe-permute-fusion", 0, NULL, "the tokens' permutation to their experts and back is one kernel each way"),

@@ -62,10 +62,15 @@ static int linear(builder *b, const char *prefix, int x, int64_t in, int64_t out
 }
 
 /* Dropout sites, the second word of the mask's key: 0 the embedding output, then per layer its
- * attention probabilities, its attention block's output and its MLP block's output (numbered
- * alike in tests/torch_ref.py). */
+ * attention probabilities, its attention block's output and its MLP block's output (the
+ * multi-token depths' layers numbered on after the model's), then each depth's embedding output
+ * (numbered alike in tests/torch_ref.py). */
 enum { SITE_ATTENTION, SITE_ATTENTION_OUT, SITE_MLP_OUT, SITES_PER_LAYER };
 static int dropout_site(int layer, int kind) { return 1 + SITES_PER_LAYER * layer + kind; }
+static int mtp_embedding_site(const mcc_spec *s, int depth)
+{
+    return dropout_site(s->num_layers + s->mtp_num_layers, 0) + depth - 1;
+}
 
 /* Dropout of x[B,T,d] with probability p in a training step (eval_step and p = 0: none). */
 static int dropout(builder *b, int x, double p, int site)
@@ -440,7 +445,8 @@ static int mlp_block(builder *b, int layer, int x)
     return dropout(b, y, b->s->hidden_dropout, dropout_site(layer, SITE_MLP_OUT));
 }
 
-static int embed(builder *b, int tokens)
+/* The embedding of tokens [B,T] -> [B,T,d], its dropout at `site`. */
+static int embed(builder *b, int tokens, int site)
 {
     const mcc_spec *s = b->s;
     int64_t wdims[2] = {s->padded_vocab_size, s->hidden_size}; /* padded rows: dummy tokens */
@@ -451,7 +457,7 @@ static int embed(builder *b, int tokens)
         int pos = param(b, "embedding.position", 2, pdims, IR_INIT_NORMAL, s->init_method_std, IR_PLACE_REPLICATED);
         x = ir_op2(b->m, b->f, IR_OP_POS_ADD, x, pos);
     }
-    return dropout(b, x, s->hidden_dropout, 0); /* Megatron's embedding dropout */
+    return dropout(b, x, s->hidden_dropout, site); /* Megatron's embedding dropout */
 }
 
 static int logits_of(builder *b, int x)
@@ -624,20 +630,74 @@ static void set_config(ir_module *m, const mcc_spec *s)
                                                       : 0);
 }
 
-/* The model over tokens [b,T] -> logits [b,T,V]. */
-static int logits_for(builder *b, int tokens)
+/* Transformer layer l on the residual stream x [b,T,d]. */
+static int layer(builder *b, int l, int x)
 {
-    int x = embed(b, tokens);
-    for (int l = 0; l < b->s->num_layers; l++) {
-        char p[64];
-        b->layer = l;
-        snprintf(p, sizeof p, "layers.%d.input_norm", l);
-        x = ir_op2(b->m, b->f, IR_OP_ADD, x, attention_block(b, l, norm(b, p, x)));
-        snprintf(p, sizeof p, "layers.%d.post_attention_norm", l);
-        x = ir_op2(b->m, b->f, IR_OP_ADD, x, mlp_block(b, l, norm(b, p, x)));
-    }
+    char p[64];
+    b->layer = l;
+    snprintf(p, sizeof p, "layers.%d.input_norm", l);
+    x = ir_op2(b->m, b->f, IR_OP_ADD, x, attention_block(b, l, norm(b, p, x)));
+    snprintf(p, sizeof p, "layers.%d.post_attention_norm", l);
+    x = ir_op2(b->m, b->f, IR_OP_ADD, x, mlp_block(b, l, norm(b, p, x)));
     b->layer = -1;
-    return logits_of(b, norm(b, "final_norm", x));
+    return x;
+}
+
+/* The layers over tokens [b,T] -> the hidden states [b,T,d] before the final norm. */
+static int decoder(builder *b, int tokens)
+{
+    int x = embed(b, tokens, 0);
+    for (int l = 0; l < b->s->num_layers; l++)
+        x = layer(b, l, x);
+    return x;
+}
+
+/* The model over tokens [b,T] -> logits [b,T,V]. */
+static int logits_for(builder *b, int tokens) { return logits_of(b, norm(b, "final_norm", decoder(b, tokens))); }
+
+/* x [B,T,...] -> [B,count,...]: x[:, t + by] at t, 0 past the sequence (ops.def's shift_seq). */
+static int shift_seq(builder *b, int x, int64_t by, int64_t count)
+{
+    double attrs[IR_NATTRS_SHIFT_SEQ] = {[IR_ATTR_SHIFT_SEQ_BY] = (double)by, [IR_ATTR_SHIFT_SEQ_COUNT] = (double)count};
+    return ir_emit(b->m, b->f, IR_OP_SHIFT_SEQ, &x, 1, attrs, NULL, NULL);
+}
+
+/* Multi-token prediction (Megatron's MultiTokenPredictionBlock, DeepSeek-V3's MTP modules) on h, the
+ * model's hidden states [B,T,d] before its final norm. Depth k = 1..N, layer l = num_layers + k - 1
+ * (its parameters layers.l.*, as DeepSeek-V3's checkpoints number them): the tokens rolled k left
+ * (token t + k at t, 0 rolled in, as Megatron's roll_tensor) embedded by the shared table,
+ * h_k = layer l(eh_proj [enorm(embedding) ; hnorm(h_k-1)]), a layer of the last layer's kind;
+ * then its own final norm and the shared head over the T - k positions that have a target, cross
+ * entropy against the targets rolled alike (the mean over them: Megatron's rolled loss mask). Each
+ * depth's loss is output as @mtp_loss.k-1 (train_rank's log) and joins the objective scaled by
+ * mtp_loss_scaling_factor / N, attached to the next token's loss (a complete scalar under every
+ * split, where Megatron's MTPLossAutoScaler attaches it to the hidden states), which is returned
+ * with them. */
+static int mtp_block(builder *b, int h, int tokens, int targets, int loss_main)
+{
+    const mcc_spec *s = b->s;
+    int64_t T = s->seq_length, d = s->hidden_size, N = s->mtp_num_layers;
+    for (int k = 1; k <= N; k++) {
+        int l = s->num_layers + (k - 1);
+        char p[64], q[64];
+        b->layer = l;
+        snprintf(p, sizeof p, "layers.%d.enorm", l);
+        int e = norm(b, p, embed(b, shift_seq(b, tokens, k, T), mtp_embedding_site(s, k)));
+        snprintf(p, sizeof p, "layers.%d.hnorm", l);
+        snprintf(q, sizeof q, "layers.%d.eh_proj", l);
+        int x = ir_op2(b->m, b->f, IR_OP_CONCAT_LAST_DIM, e, norm(b, p, h)); /* [B,T,2d] */
+        h = layer(b, l, linear_with(b, q, x, 2 * d, d, s->init_method_std, IR_PLACE_REPLICATED, false));
+        b->layer = l;
+        snprintf(p, sizeof p, "layers.%d.final_norm", l);
+        int logits = logits_of(b, shift_seq(b, norm(b, p, h), 0, T - k)); /* [B,T-k,V] */
+        b->layer = -1;
+        int loss = ir_op2(b->m, b->f, IR_OP_CROSS_ENTROPY, logits, shift_seq(b, targets, k, T - k));
+        snprintf(p, sizeof p, "%s.%d", ir_roles[IR_ROLE_MTP_LOSS].name, k - 1);
+        ir_output(b->m, b->f, ir_role_at(IR_ROLE_MTP_LOSS, k - 1), p, loss);
+        loss_main = ir_op2(b->m, b->f, IR_OP_MOE_AUX_ATTACH, loss_main,
+                           ir_scale(b->m, b->f, loss, s->mtp_loss_scaling_factor / N));
+    }
+    return loss_main;
 }
 
 /* The mean loss over rows [first, first + count) of the micro-batch: a chain of its own; its
@@ -682,8 +742,11 @@ static void build_step(ir_module *m, const mcc_spec *s, const char *name, bool k
             ir_output(m, b.f, ir_role_of(IR_ROLE_LOGITS), "logits", ir_op2(m, b.f, IR_OP_CONCAT_ROWS, la, lb));
         return;
     }
-    int logits = logits_for(&b, tokens);
+    int h = decoder(&b, tokens);
+    int logits = logits_of(&b, norm(&b, "final_norm", h));
     int loss = ir_op2(m, b.f, IR_OP_CROSS_ENTROPY, logits, targets);
+    if (train && s->mtp_num_layers > 0) /* eval_step reports the next token's loss alone */
+        loss = mtp_block(&b, h, tokens, targets, loss);
     ir_output(m, b.f, ir_role_of(IR_ROLE_LOSS), "loss", loss);
     if (keep_logits)
         ir_output(m, b.f, ir_role_of(IR_ROLE_LOGITS), "logits", logits);

@@ -134,6 +134,13 @@ static const spec_field spec_fields[] = {
     MODEL(qk_pos_emb_head_dim, K_INT, R_POS, D_VALUE, 64, NULL,
           "multi-latent attention: each head's q and k channels turned by rope (k's one part shared by the heads)"),
     MODEL(v_head_dim, K_INT, R_POS, D_VALUE, 128, NULL, "multi-latent attention: each head's value channels"),
+    MODEL(mtp_num_layers, K_INT, R_NONNEG, D_VALUE, 0, NULL,
+          "multi-token prediction (DeepSeek-V3): depths after the model, depth k predicting the token k + 1 ahead "
+          "from depth k - 1's hidden states beside token t + k's embedding (the embedding and output head "
+          "shared), through a layer of the last layer's kind; 0: none"),
+    MODEL(mtp_loss_scaling_factor, K_NUM, R_NONNEG, D_VALUE, 0.1, NULL,
+          "with mtp_num_layers: the weight of the depths' losses, this / mtp_num_layers times their sum joining "
+          "the objective (the logged lm loss is the next token's alone)"),
     MODEL(init_method_std, K_NUM, R_POS, D_VALUE, 0.02, NULL,
           "std of the normal initialization (output projections: / sqrt(2 * num_layers))"),
     MODEL(norm_epsilon, K_NUM, R_POS, D_VALUE, 1e-5, NULL, "epsilon of the norms"),
@@ -1317,6 +1324,36 @@ static bool spec_check_yarn(spec_ctx *c)
     return true;
 }
 
+/* Multi-token prediction's fields: the factor read only with depths; the depths after the model
+ * (on the last pipeline stage: passes/pipeline.c) on one rank's whole sequence of rope positions
+ * (what is built). */
+static bool spec_check_mtp(spec_ctx *c)
+{
+    const mcc_spec *s = &c->s;
+    const char *where = spec_where(c, spec_find("mtp_num_layers"));
+    if (s->mtp_num_layers == 0) {
+        if (spec_given(c, "mtp_loss_scaling_factor"))
+            return spec_fail(c, "%s is set but %s is 0: add --mtp-num-layers N, or drop mtp_loss_scaling_factor",
+                             spec_where(c, spec_find("mtp_loss_scaling_factor")), where);
+        return true;
+    }
+    if (s->mtp_num_layers >= s->seq_length || s->num_layers + s->mtp_num_layers > MCC_MAX_LAYERS)
+        return spec_fail(c, "%s (%d) must be below %s (%d) and, with num_layers, at most %d layers: depth k predicts "
+                            "the token k + 1 ahead", where, s->mtp_num_layers, spec_where(c, spec_find("seq_length")),
+                         s->seq_length, MCC_MAX_LAYERS);
+    static const char *const unbuilt[] = {"context_parallel_size", "tp_comm_interleave", "position_embedding_type"};
+    static const char *const why[] = {
+        "the sequence's roll across the cp ranks' chunks is not built: drop --cp",
+        "the micro-batch's halves do not carry the depths: drop --tp-comm-interleave",
+        "the depths read rope positions (learned ones are not rolled): give position_embedding_type rope"};
+    bool on[] = {s->context_parallel_size > 1, s->tp_comm_interleave, s->position_embedding_type != MCC_POS_ROPE};
+    for (size_t i = 0; i < sizeof on / sizeof on[0]; i++)
+        if (on[i])
+            return spec_fail(c, "%s (multi-token prediction) is not built with %s: %s", where,
+                             spec_where(c, spec_find(unbuilt[i])), why[i]);
+    return true;
+}
+
 /* Multi-latent attention's fields (Megatron's MLATransformerConfig): read only with it; its heads
  * are its own (no query groups or biases on q, k, v; kv_channels unread), turned by rope over their
  * qk_pos_emb_head_dim channels whole. */
@@ -1626,7 +1663,7 @@ static bool spec_validate(spec_ctx *c)
         return spec_fail(c, "%s (%d) must be a multiple of micro_batch_size * data_parallel_size = %lld: change "
                             "global_batch_size or micro_batch_size", spec_where(c, spec_find("global_batch_size")),
                          s->global_batch_size, batch_unit);
-    if (!spec_check_mla(c))
+    if (!spec_check_mla(c) || !spec_check_mtp(c))
         return false;
     if (s->position_embedding_type == MCC_POS_ROPE && mcc_spec_head_dim(s) % 2 && spec_given(c, "kv_channels"))
         return spec_fail(c, "%s (%d), the head dimension, must be even for rope", spec_where(c, spec_find("kv_channels")),
@@ -1740,9 +1777,13 @@ double mcc_spec_layer_params(const mcc_spec *s)
     return 2 * spec_norm_params(s) + attn + mlp;
 }
 
+/* A multi-token prediction depth's layer (l >= num_layers) is of the last layer's kind, as
+ * Megatron's MTP block spec takes the decoder's last layer spec. */
 bool mcc_spec_moe_layer(const mcc_spec *s, int l)
 {
     const mcc_layer_pattern *p = &s->moe_layer_freq;
+    if (l >= s->num_layers)
+        l = s->num_layers - 1;
     return s->num_experts > 0 && (p->n ? l < p->n && p->moe[l] : l % p->every == 0);
 }
 
@@ -1772,6 +1813,9 @@ static int64_t spec_params(const mcc_spec *s, bool active)
         moe = p->every > 0 ? (double)((s->num_layers + p->every - 1) / p->every) : 0; /* layers 0, every, ... */
     double total = embed + pos + spec_norm_params(s) + moe * mcc_spec_moe_layer_params(s, active) +
                    (s->num_layers - moe) * mcc_spec_layer_params(s);
+    /* each multi-token depth: its two input norms, its projection [d, 2d], a layer of the last one's kind, its norm */
+    double last = mcc_spec_moe_layer(s, s->num_layers - 1) ? mcc_spec_moe_layer_params(s, active) : mcc_spec_layer_params(s);
+    total += s->mtp_num_layers * (3 * spec_norm_params(s) + 2 * d * d + last);
     return total < 9007199254740992.0 ? (int64_t)total : -1;
 }
 

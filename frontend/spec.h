@@ -86,6 +86,11 @@ typedef struct {
        heads), its v v_head_dim */
     bool multi_latent_attention;
     int q_lora_rank, kv_lora_rank, qk_head_dim, qk_pos_emb_head_dim, v_head_dim;
+    /* DeepSeek-V3's multi-token prediction (frontend/model.c's mtp_depth; Megatron's names): mtp_num_layers
+       depths after the model, each a layer of the last layer's kind predicting one token further; their
+       losses' mean times mtp_loss_scaling_factor joins the objective */
+    int mtp_num_layers;
+    double mtp_loss_scaling_factor;
     double init_method_std, norm_epsilon, rotary_base;
     bool use_rope_scaling;              /* LLaMA 3.1's rope frequencies (ir.h ir_rope_freq), Megatron's flag */
     double rope_scaling_factor;         /* with it: the low frequencies divided by this (Megatron's default 8) */

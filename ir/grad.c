@@ -126,6 +126,15 @@ void ir_grad_concat_last_dim(ir_grad_ctx *g, const ir_func *f, const ir_instr *i
     ir_grad_contribute(g, in->args[1], parts + 1);
 }
 
+/* r[b,t] = x[b,t+by]: dx[b,t] = dy[b,t-by] where that is a position of r */
+void ir_grad_shift_seq(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    int dy = DY;
+    double attrs[IR_NATTRS_SHIFT_SEQ] = {[IR_ATTR_SHIFT_SEQ_BY] = -in->attr[IR_ATTR_SHIFT_SEQ_BY],
+                                         [IR_ATTR_SHIFT_SEQ_COUNT] = (double)ir_vtype(g->f, in->args[0])->dims[1]};
+    ir_grad_contribute(g, in->args[0], emit(g, IR_OP_SHIFT_SEQ, &dy, 1, attrs));
+}
+
 void ir_grad_reshape(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
     ir_grad_contribute(g, in->args[0], like(g, DY, in->args[0]));

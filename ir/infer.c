@@ -229,6 +229,18 @@ bool ir_infer_concat_last_dim(const ir_module *m, const ir_instr *in, const ir_t
     return need_float(&a[0], "concat_last_dim operand", err, len);
 }
 
+/* x[B,T,...] -> r[B,count,...] of x's dtype */
+bool ir_infer_shift_seq(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    int64_t by = (int64_t)in->attr[IR_ATTR_SHIFT_SEQ_BY], count = (int64_t)in->attr[IR_ATTR_SHIFT_SEQ_COUNT];
+    if (a[0].ndim < 2 || count < 1)
+        return fail(err, len, "shift_seq {by=%lld, count=%lld} of %s: a sequence (dimension 1) to at least one "
+                    "position", (long long)by, (long long)count, tstr(&a[0]));
+    r[0] = a[0];
+    r[0].dims[1] = count;
+    return true;
+}
+
 bool ir_infer_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     bool ta = in->attr[IR_ATTR_MATMUL_TA] != 0, tb = in->attr[IR_ATTR_MATMUL_TB] != 0;

@@ -1067,6 +1067,7 @@ const ir_role_info ir_roles[IR_NUM_ROLES] = {
     [IR_ROLE_MOE_KEPT_WEIGHTS] = {"moe_kept_weights", false, true, true},
     [IR_ROLE_MOE_AUX_LOSS] = {"moe_aux_loss", false, true, true},
     [IR_ROLE_MOE_Z_LOSS] = {"moe_z_loss", false, true, true},
+    [IR_ROLE_MTP_LOSS] = {"mtp_loss", false, true},
     [IR_ROLE_TIED_GRAD] = {"tied_grad", false, true},
 };
 

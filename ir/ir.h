@@ -136,6 +136,7 @@ typedef enum {
     IR_ROLE_MOE_KEPT_WEIGHTS,/* layer `index`'s routing weights, 0 where capacity dropped the pair */
     IR_ROLE_MOE_AUX_LOSS,    /* f32: layer `index`'s unscaled load-balancing loss */
     IR_ROLE_MOE_Z_LOSS,      /* f32: layer `index`'s unscaled router z-loss */
+    IR_ROLE_MTP_LOSS,        /* f32: multi-token prediction depth `index` + 1's unscaled loss */
     IR_ROLE_TIED_GRAD,       /* tied_send's output, tied_sum's input: the `index`-th shared gradient */
     IR_NUM_ROLES
 } ir_role_kind;
@@ -502,6 +503,7 @@ typedef enum {
     IR_SHARD_CONCAT_ROWS,
     IR_SHARD_SPLIT_LAST_DIM,        /* split_last_dim: its results placed as x, split along other dimensions */
     IR_SHARD_CONCAT_LAST_DIM,       /* concat_last_dim: a one-head operand whole beside heads split over the axis */
+    IR_SHARD_SHIFT_SEQ,             /* shift_seq: every token of its operand, placed as it off the sequence */
     IR_SHARD_MATMUL,
     IR_SHARD_SUM_ROWS,
     IR_SHARD_EMBEDDING,

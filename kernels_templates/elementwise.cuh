@@ -254,3 +254,15 @@ MCC_FOR_FLOATS(MCC_TAKE_LAST_DIM)
         }                                                                                                  \
     }
 MCC_FOR_FLOATS(MCC_CONCAT_LAST_DIM)
+
+// shift_seq: r[B,n,w] of x[B,T,w] in 2-byte units (w a position's: f32 and i32 two, bf16 one),
+// r[b,t] = x[b,t+by] where 0 <= t+by < T, else 0. One thread a unit of r.
+extern "C" __global__ void mcc_shift_seq(unsigned short *r, const unsigned short *x, long long B, long long T,
+                                         long long n, long long by, long long w)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < B * n * w;
+         i += (long long)gridDim.x * blockDim.x) {
+        long long j = i % w, t = (i / w) % n, b = i / (w * n), from = t + by;
+        r[i] = from >= 0 && from < T ? x[(b * T + from) * w + j] : (unsigned short)0;
+    }
+}

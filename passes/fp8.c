@@ -40,12 +40,13 @@ static bool fp8_refuse(const ir_module *m, const mcc_pass_options *opts, char *e
     return false;
 }
 
-/* The layer of matmul `in` when it is to run in FP8 (a layer's weight, outside the bf16 layers
- * [0, start) and [end, ...)), else -1. */
-static int fp8_layer(const ir_module *m, const ir_func *f, const ir_instr *in, int start, int end)
+/* The layer of matmul `in` when it is to run in FP8 (a layer's weight, outside the decoder's bf16
+ * layers [0, start) and [end, decoder); the multi-token depths' layers after it always, as Megatron's
+ * MTP under the global FP8 context), else -1. */
+static int fp8_layer(const ir_module *m, const ir_func *f, const ir_instr *in, int start, int end, int decoder)
 {
     int layer = in->op == IR_OP_MATMUL && in->attr[IR_ATTR_MATMUL_TA] == 0 ? weight_layer(m, f, in->args[1]) : -1;
-    return layer >= start && layer < end ? layer : -1;
+    return layer >= start && (layer < end || layer >= decoder) ? layer : -1;
 }
 
 /* Delayed scaling: the FP8_HISTORY global `<param of weight global w>.amax_history.<what>`, made
@@ -81,7 +82,7 @@ static bool fp8_func(ir_module *m, int fi, int nlayers, char *err, size_t errlen
     for (int i = 0; i < src->ninstrs; i++) {
         const ir_instr *in = &src->instrs[i];
         ir_dtype dt = in->nres ? src->vals[in->res[0]].type.dtype : IR_F32;
-        if (fp8_layer(m, src, in, start, end) >= 0 && act != dt)
+        if (fp8_layer(m, src, in, start, end, nlayers) >= 0 && act != dt)
             return snprintf(err, errlen, "%s: matmul %%%d gives %s, not the activations' param_dtype %s", src->name,
                             in->res[0], ir_dtype_name(dt), ir_dtype_name(act)), false;
     }
@@ -91,7 +92,7 @@ static bool fp8_func(ir_module *m, int fi, int nlayers, char *err, size_t errlen
         quantized[v] = -1;
     for (int i = 0; i < src->ninstrs; i++) {
         const ir_instr *in = &src->instrs[i];
-        if (fp8_layer(m, src, in, start, end) < 0) {
+        if (fp8_layer(m, src, in, start, end, nlayers) < 0) {
             ir_copy_instr(m, dst, src, in, map);
             continue;
         }
@@ -124,6 +125,9 @@ bool pass_fp8(ir_module *m, const mcc_pass_options *opts, char *err, size_t errl
     int nlayers = 0;
     for (int g = 0; g < m->nglobals; g++)
         nlayers = m->globals[g].layer + 1 > nlayers ? m->globals[g].layer + 1 : nlayers;
+    int decoder = (int)ir_cfg_int(m, IR_CFG_NUM_LAYERS); /* the layers after it: multi-token prediction's */
+    if (decoder > 0 && decoder < nlayers)
+        nlayers = decoder;
     ir_func_kind kinds[2] = {IR_FUNC_STEP, IR_FUNC_EVAL};
     for (int k = 0; k < 2; k++)
         if (ir_func_of_kind(m, kinds[k]) >= 0 && !fp8_func(m, ir_func_of_kind(m, kinds[k]), nlayers, err, errlen))

@@ -46,6 +46,12 @@ bool pass_pipeline_layer_stages(const ir_module *m, int p, int v, int *stage_of,
     int *per = malloc(sizeof(int) * (size_t)(p * v));
     int first = (int)ir_cfg_int(m, IR_CFG_DECODER_FIRST_PIPELINE_NUM_LAYERS);
     int last = (int)ir_cfg_int(m, IR_CFG_DECODER_LAST_PIPELINE_NUM_LAYERS);
+    int decoder = (int)ir_cfg_int(m, IR_CFG_NUM_LAYERS); /* the layers after it: multi-token prediction's */
+    if (decoder <= 0 || decoder > nlayers)
+        decoder = nlayers;
+    for (int l = decoder; l < nlayers; l++) /* on the last stage, as Megatron's mtp_in_last_stage */
+        stage_of[l] = p * v - 1;
+    nlayers = decoder;
     bool ok = pp_split_layers(nlayers, p, v, first > 0 ? first : -1, last > 0 ? last : -1,
                               ir_cfg_bool(m, IR_CFG_ACCOUNT_FOR_EMBEDDING_IN_PIPELINE_SPLIT),
                               ir_cfg_bool(m, IR_CFG_ACCOUNT_FOR_LOSS_IN_PIPELINE_SPLIT), per, err, errlen);

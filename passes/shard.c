@@ -972,6 +972,17 @@ static bool rule_rows(shard_ctx *c, const ir_instr *in, int *args, int *res)
     return true;
 }
 
+/* every token of x complete (a partial sum summed, a sequence split gathered), its placement kept off
+ * the sequence */
+static bool rule_shift_seq(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    args[0] = every_token(c, args[0]);
+    if (c->at[args[0]].dim == 1)
+        return fail(c, "a sequence shift of a value split along its sequence", in);
+    *res = emit(c, in->op, args, 1, in->attr, NULL, NULL, c->at[args[0]]);
+    return true;
+}
+
 /* of values split alike, not along their rows */
 static bool rule_concat_rows(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
@@ -1416,6 +1427,7 @@ static const shard_rule_fn rules[IR_NUM_SHARD_RULES] = {
     [IR_SHARD_CONCAT_ROWS] = rule_concat_rows,
     [IR_SHARD_SPLIT_LAST_DIM] = rule_split_last_dim,
     [IR_SHARD_CONCAT_LAST_DIM] = rule_concat_last_dim,
+    [IR_SHARD_SHIFT_SEQ] = rule_shift_seq,
     [IR_SHARD_MATMUL] = rule_matmul,
     [IR_SHARD_SUM_ROWS] = rule_sum_rows,
     [IR_SHARD_EMBEDDING] = rule_embedding,

@@ -305,6 +305,24 @@ void cpu_CONCAT_LAST_DIM(const rt_kernel_call *c)
         }
 }
 
+/* x[B,T,I] -> r[B,count,I]: r[b,t] = x[b,t+by] where 0 <= t+by < T, else 0; any dtype, bytewise */
+void cpu_SHIFT_SEQ(const rt_kernel_call *c)
+{
+    const ir_type *xt = c->arg_types[0], *rt = c->res_types[0];
+    int64_t B = xt->dims[0], T = xt->dims[1], n = rt->dims[1], by = (int64_t)c->in->attr[IR_ATTR_SHIFT_SEQ_BY];
+    size_t row = ir_bytes(xt) / (size_t)(B * T); /* one position's bytes */
+    const char *x = c->args[0];
+    char *r = c->res[0];
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < n; t++) {
+            char *to = r + (size_t)(b * n + t) * row;
+            if (t + by >= 0 && t + by < T)
+                memcpy(to, x + (size_t)(b * T + t + by) * row, row);
+            else
+                memset(to, 0, row);
+        }
+}
+
 /* A view too: the result's bytes are the rows' own (ir_view_offset) once memory_plan has run. */
 void cpu_ROWS(const rt_kernel_call *c)
 {

@@ -37,6 +37,17 @@ typedef struct {
     rt_ckpt_args ckpt;              /* --save, --load, ... */
 } train_args;
 
+/* Multi-token prediction's losses (frontend/model.c's mtp_block: the step function's outputs of role
+ * mtp_loss, one a depth), unscaled, for the log line as Megatron's "mtp_k loss". */
+typedef struct {
+    int depths;
+    int func;                       /* the step function */
+    int *out;                       /* [depths]: depth k's output instruction */
+    double *step;                   /* [depths]: the step's sums over its micro-batches */
+    double *window;                 /* [depths]: the dp means of the steps applied since the last log line */
+    char (*names)[24];              /* [depths]: the metrics' names, mtp_K_loss */
+} train_mtp_losses;
+
 /* One rank's run: the plan, its values and layout, the data, the sinks, the counters. */
 typedef struct {
     rt_program *p;
@@ -64,6 +75,7 @@ typedef struct {
     FILE *steps;
     char steps_path[4096];
     rt_moe_stats moe;               /* an MoE model's router statistics (moe false: none) */
+    train_mtp_losses mtp;           /* multi-token prediction's losses (depths 0: none) */
     double host_logged[4];          /* rt_program.host_times at the last log line */
     char **args, *args_text;        /* the plan's baked flags, then the command line's (train_with_baked_flags) */
 } train_run;

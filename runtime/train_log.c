@@ -203,14 +203,31 @@ static int host_fields(train_run *r, const train_log_window *w, rt_scalar *rec)
     return 4;
 }
 
+/* Multi-token prediction's losses, each depth's as Megatron's "mtp_k loss" (unscaled, the mean over the
+ * steps applied); their scalars into rec[depths]. Starts the next window's sums. */
+static int mtp_fields(train_run *r, const train_log_window *w, rt_scalar *rec)
+{
+    int done = w->iters - w->skipped;
+    for (int k = 0; k < r->mtp.depths; k++) {
+        double loss = done ? r->mtp.window[k] / done : NAN;
+        printf(" mtp_%d loss: %.6E |", k + 1, loss);
+        rec[k] = (rt_scalar){r->mtp.names[k], loss};
+        r->mtp.window[k] = 0;
+    }
+    return r->mtp.depths;
+}
+
 void train_log_line(train_run *r, int it, const train_step_result *last, const train_log_window *w)
 {
-    rt_scalar rec[20]; /* Megatron's fields' 10, an MoE model's 6, the offloaded host step's 4 */
+    /* Megatron's fields' 10, an MoE model's 6, the offloaded host step's 4, one a multi-token depth */
+    rt_scalar *rec = malloc(sizeof *rec * (size_t)(20 + r->mtp.depths));
     int n = megatron_fields(r, it, last, w, rec);
     n += moe_fields(r, w, rec + n);
+    n += mtp_fields(r, w, rec + n);
     n += host_fields(r, w, rec + n);
     printf("\n");
     emit_record(r, it, rec, n);
+    free(rec);
 }
 
 bool train_expert_bias_range(const train_run *r, double *lo, double *hi)

@@ -121,6 +121,33 @@ static void open_moe_stats(train_run *r)
         *layers[k] = (int)lrintf(rt_parallel_mean(&r->par, r->p, (float)*layers[k]));
 }
 
+/* Multi-token prediction's loss outputs, one a depth, in the training function that has them: the
+ * step function, or under pipeline parallelism the last stage's forward (the depths' count agreed
+ * over the stages: the others add 0 to the step's sums). Collective: every rank calls. */
+static void open_mtp_losses(train_run *r)
+{
+    train_mtp_losses *t = &r->mtp;
+    t->func = -1;
+    for (int f = 0; f < r->m->nfuncs && t->func < 0; f++) {
+        ir_func_kind kind = r->m->funcs[f]->kind;
+        if ((kind == IR_FUNC_STEP || kind == IR_FUNC_FORWARD) &&
+            rt_program_find(r->p, f, IR_OP_OUTPUT, ir_role_at(IR_ROLE_MTP_LOSS, 0)) >= 0)
+            t->func = f;
+    }
+    while (t->func >= 0 && rt_program_find(r->p, t->func, IR_OP_OUTPUT, ir_role_at(IR_ROLE_MTP_LOSS, t->depths)) >= 0)
+        t->depths++;
+    if (rt_parallel_comm(IR_AXIS_PP))
+        t->depths = (int)lrintf(rt_parallel_mean_of(&r->par, r->p, (float)t->depths, RT_MAX));
+    t->out = calloc((size_t)t->depths + 1, sizeof *t->out);
+    t->step = calloc((size_t)t->depths + 1, sizeof *t->step);
+    t->window = calloc((size_t)t->depths + 1, sizeof *t->window);
+    t->names = calloc((size_t)t->depths + 1, sizeof *t->names);
+    for (int k = 0; k < t->depths; k++) {
+        t->out[k] = t->func >= 0 ? rt_program_find(r->p, t->func, IR_OP_OUTPUT, ir_role_at(IR_ROLE_MTP_LOSS, k)) : -1;
+        snprintf(t->names[k], sizeof t->names[k], "mtp_%d_loss", k + 1);
+    }
+}
+
 /* The metrics file and TensorBoard's event file, written by rank 0. */
 static void open_records(train_run *r)
 {
@@ -177,6 +204,7 @@ static void setup_run(train_run *r, int argc, char **argv)
                                   : 2 * d;
     r->flops_per_token = 6 * N + 6 * L * widths * r->T;
     open_moe_stats(r);
+    open_mtp_losses(r);
     const int64_t bt[2] = {r->B, r->T};
     r->bt_type = ir_tensor(IR_I32, 2, bt);
     r->tokens = malloc(ir_bytes(&r->bt_type));
@@ -201,6 +229,7 @@ static void finish_run(train_run *r)
         rt_sampler_free(&r->sampler[split]);
     free(r->tokens);
     rt_moe_stats_free(&r->moe);
+    free(r->mtp.out), free(r->mtp.step), free(r->mtp.window), free(r->mtp.names);
     free(r->targets);
     rt_gpt_data_close(r->data);
     rt_gpt_data_config_free(&r->a.data);

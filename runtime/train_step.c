@@ -148,6 +148,11 @@ static void train_micro_batch(train_run *r, int it, const ir_sched_step *c, trai
     s->loss += loss / r->accum;
     if (r->moe.moe)
         rt_moe_stats_add(&r->moe, r->p, c->func);
+    for (int k = 0; c->func == r->mtp.func && k < r->mtp.depths && r->mtp.out[k] >= 0; k++) {
+        float v;
+        rt_program_get_output(r->p, c->func, r->mtp.out[k], &v, sizeof v);
+        r->mtp.step[k] += v;
+    }
 }
 
 /* The step's MoE router statistics: each stage's share of its own MoE layers, added (the largest
@@ -208,6 +213,8 @@ static bool train_update(train_run *r, int it, int opt, train_step_result *s, bo
     s->loss = rt_parallel_mean(&r->par, r->p, (float)s->loss);
     if (r->moe.moe)
         step_moe_stats(r, s);
+    for (int k = 0; k < r->mtp.depths; k++) /* each depth's mean over the micro-batches (the last stage's), over dp */
+        r->mtp.step[k] = rt_parallel_mean(&r->par, r->p, (float)(r->mtp.step[k] / r->accum));
     if (pp && finite && !isfinite(s->loss)) /* the last stage's, which the others now see */
         finite = train_non_finite(r, it, "the loss", s->loss);
     if (r->a.dump_dir && it == 1)
@@ -216,6 +223,10 @@ static bool train_update(train_run *r, int it, int opt, train_step_result *s, bo
         finite = train_fp8_amaxes_finite(r, it);
     if (finite && r->a.skip_nan_steps)
         finite = grad_norm_finite(r, it);
+    for (int k = 0; k < r->mtp.depths; k++) { /* a step applied joins the log line's means */
+        r->mtp.window[k] += finite ? r->mtp.step[k] : 0;
+        r->mtp.step[k] = 0;
+    }
     if (!finite) {
         rt_program_run(r->p, r->zero);
         return false;

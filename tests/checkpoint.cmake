@@ -26,6 +26,9 @@ add_test(NAME checkpoint_resume_moe COMMAND ${_ckr} tiny-moe 1 --moe-expert-capa
 # aux-loss-free balancing: each layer's expert bias (and its zeroed step counts) saved and loaded
 add_test(NAME checkpoint_resume_moe_expert_bias COMMAND ${_ckr} tiny-moe 1 --moe-router-score-function sigmoid
          --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01)
+# DeepSeek-V3's multi-token depth (layers.2: eh_proj, its norms, an MoE layer with expert bias) saved
+# and loaded as the model's layers are
+add_test(NAME checkpoint_resume_mtp COMMAND ${_ckr} tiny-deepseek-v3 1 --mtp-num-layers 1 --mtp-loss-scaling-factor 0.3)
 # saved without recompute, resumed with full recompute (a checkpoint holds no recompute state; the
 # replay computes the forward's values, bit for bit on the CPU), with dropout: the replay's masks
 add_test(NAME checkpoint_resume_full_recompute COMMAND ${_ckr} tiny-llama 1 --hidden-dropout 0.1 --attention-dropout 0.1)

@@ -110,6 +110,19 @@ mcc_e2e_test(numerics_vs_torch_seq_aux_loss_tiny-deepseek-v3 numerics_e2e.sh tin
 # q projected at once (no q latent), latents without norms, dropout on the probabilities
 mcc_e2e_test(numerics_vs_torch_mla_no_q_latent_dropout_tiny-deepseek-v3 numerics_e2e.sh tiny-deepseek-v3
              --q-lora-rank 0 --qk-layernorm false --attention-dropout 0.1 --hidden-dropout 0.1)
+# DeepSeek-V3's multi-token prediction (Megatron's --mtp-num-layers): a depth of the last layer's kind
+# (MoE) on the tokens rolled one left, its loss over the positions that have a target, weighted 0.3;
+# two dense depths on tiny-llama (the second reads the first's hidden states, rolled twice).
+mcc_e2e_test(numerics_vs_torch_mtp_tiny-deepseek-v3 numerics_e2e.sh tiny-deepseek-v3
+             --mtp-num-layers 1 --mtp-loss-scaling-factor 0.3)
+mcc_e2e_test(numerics_vs_torch_mtp2_tiny-llama numerics_e2e.sh tiny-llama --mtp-num-layers 2)
+# under FP8 with the decoder's first and last layers in bf16: the depth's matmuls in FP8 (Megatron's
+# global FP8 context), eh_proj among them
+mcc_e2e_test(numerics_vs_torch_mtp_fp8_tiny-llama numerics_e2e.sh tiny-llama --num-layers 3 --mtp-num-layers 1
+             --fp8-format hybrid --fp8-recipe tensorwise --first-last-layers-bf16)
+# with dropout: the depths' layers' sites numbered after the model's, each depth's embedding its own
+mcc_e2e_test(numerics_vs_torch_mtp_dropout_tiny-llama numerics_e2e.sh tiny-llama --mtp-num-layers 1
+             --attention-dropout 0.1 --hidden-dropout 0.1)
 # values narrower than q and k on the cuda target: cuDNN's fused attention alone runs them
 # (runtime/cuda/attention.c), so the compile plans them with a note about the cuDNN train_rank
 # needs; what cuDNN is not run for (dropout, cp's ring or gathered keys) is refused naming the fix;
@@ -315,6 +328,32 @@ if(MPI_C_FOUND)
     mcc_parse_layout(${layout})
     mcc_layout_test(${layout_name}_equals_single_rank_tiny-deepseek-v3 tiny-deepseek-v3 ${layout_ranks} ${layout_flags})
   endforeach()
+endif()
+
+# Multi-token prediction under the layouts that build it: ZeRO over dp, tp with sequence parallel
+# (the shifts gather the sequence; eh_proj replicated, its gradient a partial sum over the tokens),
+# ep, the head's cross entropy in chunks, full recompute, and pp with the depths on the last stage.
+if(MPI_C_FOUND)
+  foreach(layout "dp2_zero:2:--dp 2 --use-distributed-optimizer" "tp2_sp:2:--tp 2 --sequence-parallel"
+                 "ep2:2:--dp 2 --expert-model-parallel-size 2" "ce_chunks4:1:--cross-entropy-chunks 4" "pp2:2:--pp 2"
+                 "full_uniform1:1:--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
+    mcc_parse_layout(${layout})
+    mcc_layout_test(mtp_${layout_name}_equals_single_rank_tiny-deepseek-v3 tiny-deepseek-v3 ${layout_ranks}
+                    --mtp-num-layers 1 --mtp-loss-scaling-factor 0.3 -- ${layout_flags})
+  endforeach()
+  # the depth on the last of 4 stages (the decoder's 4 layers split alone, as Megatron's mtp_in_last_stage)
+  mcc_layout_test(mtp_pp4_equals_single_rank_tiny-llama tiny-llama 4 --num-layers 4 --mtp-num-layers 1 -- --pp 4)
+  # two dense depths (tiny-llama of 4 layers): tp without sp, sp split by batch rows with tp's comm overlap,
+  # interleaved stages (the depths on the last virtual stage)
+  foreach(layout "tp2:2:--tp 2" "tp2_sp_batch_tpo:2:--tp 2 --sequence-parallel --sequence-parallel-split batch --tp-comm-overlap"
+                 "pp2_v2:2:--pp 2 --num-virtual-stages-per-pipeline-rank 2")
+    mcc_parse_layout(${layout})
+    mcc_layout_test(mtp2_${layout_name}_equals_single_rank_tiny-llama tiny-llama ${layout_ranks} --num-layers 4
+                    --mtp-num-layers 2 -- ${layout_flags})
+  endforeach()
+  # dropout's masks drawn where the sequence is split (tp2+sp) as on the single rank
+  mcc_layout_test(mtp_dropout_tp2_sp_equals_single_rank_tiny-deepseek-v3 tiny-deepseek-v3 2 --mtp-num-layers 1
+                  --attention-dropout 0.1 --hidden-dropout 0.1 -- --tp 2 --sequence-parallel)
 endif()
 
 # PP=4 with 1F1B (the layouts' pp4 is auto's ZB-H1).

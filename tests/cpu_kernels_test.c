@@ -293,6 +293,11 @@ static void test_gradients(void)
         {"attention values of 6 beside q, k of 8 (multi-latent)", IR_OP_ATTENTION, {0}, 3,
          {uniform(F32(2, 5, 4, 8), 1), uniform(F32(2, 5, 2, 8), 1), uniform(F32(2, 5, 2, 6), 1)}, {"q", "k", "v"},
          {1, 1, 1}, F32(2, 5, 4, 6), .backward = attention_backward},
+        /* multi-token prediction's roll: x[2,5,4] by 2 positions, 3 kept; its gradient the shift back to 5 */
+        {"shift_seq by 2, count 3", IR_OP_SHIFT_SEQ, {2, 3}, 1, {uniform(F32(2, 5, 4), 1)}, {"x"}, {1}, F32(2, 3, 4),
+         .grad_op = IR_OP_SHIFT_SEQ, .grad_attr = {-2, 5}},
+        {"shift_seq by 1, count 5 (zeros rolled in)", IR_OP_SHIFT_SEQ, {1, 5}, 1, {uniform(F32(2, 5, 4), 1)}, {"x"},
+         {1}, F32(2, 5, 4), .grad_op = IR_OP_SHIFT_SEQ, .grad_attr = {-1, 5}},
         {"concat_last_dim of one head broadcast", IR_OP_CONCAT_LAST_DIM, {0}, 2,
          {uniform(F32(2, 3, 4, 5), 1), uniform(F32(2, 3, 1, 2), 1)}, {"a", "b"}, {1, 1}, F32(2, 3, 4, 7),
          .backward = concat_last_dim_backward},

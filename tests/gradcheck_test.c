@@ -207,6 +207,10 @@ static int build_case(graph *g, ir_op op)
         int ab = ir_op2(g->m, g->f, op, x, y), ca = ir_op2(g->m, g->f, op, param(g, "c", 4, b4), x);
         return ir_op2(g->m, g->f, IR_OP_ADD, ir_op2(g->m, g->f, IR_OP_ADD, ab, ca), ir_op2(g->m, g->f, op, y, x));
     }
+    case IR_OP_SHIFT_SEQ: /* x [2,5,6] by 2 to 3 positions, and by 3 to 3 (a 0 rolled in at the last) */
+        x = param(g, "x", 3, btd);
+        y = emit(g, op, &x, 1, 2, 3);
+        return ir_op2(g->m, g->f, IR_OP_CONCAT_LAST_DIM, ir_op1(g->m, g->f, IR_OP_GELU, y), emit(g, op, &x, 1, 3, 3));
     case IR_OP_DROPOUT: x = param(g, "x", 3, btd); return dropout_case(g, op, &x, 1);
     case IR_OP_ATTENTION_DROPOUT:
         args[0] = param(g, "q", 4, bthd), args[1] = param(g, "k", 4, bthd2), args[2] = param(g, "v", 4, bthv2);

@@ -80,13 +80,12 @@ else
   bad "gpt3 without its two gaps does not compile:"; grep 'error' "$work/gpt3_rest.log" | head
 fi
 
-# DeepSeek-V3 (Megatron-FSDP): its gaps (MTP, forced balancing, bf16 gradient buffers of FSDP) all
-# named in one run; its multi-latent attention with YaRN's rope, group-limited routing and fp32
-# router are taken
+# DeepSeek-V3 (Megatron-FSDP): its gaps (forced balancing, bf16 gradient buffers of FSDP) all
+# named in one run; its multi-latent attention with YaRN's rope, multi-token prediction,
+# group-limited routing and fp32 router are taken
 compile deepseek_v3 --nnodes 32 --nproc-per-node 8
 no_unknown deepseek_v3
-expect_refused deepseek_v3 --mtp-num-layers --mtp-loss-scaling-factor \
-  --moe-router-force-load-balancing \
+expect_refused deepseek_v3 --moe-router-force-load-balancing \
   --megatron-fsdp-grad-comm-dtype --megatron-fsdp-main-grads-dtype
 
 # The seed's own recipes on H100s: LLaMA-3 70B at TP4 x PP4 on 64 GPUs fits as it is; Mixtral 8x7B

@@ -91,7 +91,8 @@ def load_config(path, flags=()):
                     mscale_all_dim=0.0, micro_batch_size=1,
                     data_parallel_size=1, lr_decay_style="cosine", lr_warmup_iters=0, min_lr=0.0,
                     weight_decay=0.01, clip_grad=1.0, adam_beta1=0.9, adam_beta2=0.999, adam_eps=1e-8,
-                    train_iters=10, seed=1234, attention_dropout=0.0, hidden_dropout=0.0)
+                    train_iters=10, seed=1234, attention_dropout=0.0, hidden_dropout=0.0,
+                    mtp_num_layers=0, mtp_loss_scaling_factor=0.1)
     for k, v in defaults.items():
         c.setdefault(k, v)
     c.setdefault("global_batch_size", c["micro_batch_size"] * c["data_parallel_size"])
@@ -118,8 +119,12 @@ def param_shapes(c):
         if has_bias:
             shapes[name + ".bias"] = w_shape[:1]
 
-    for i in range(L):
+    for i in range(L + c["mtp_num_layers"]):  # then the multi-token depths', layers L.. (mtp_depth)
         p = f"layers.{i}."
+        if i >= L:
+            for n in ("enorm", "hnorm", "final_norm"):
+                add(p + n, (d,), layernorm)
+            add(p + "eh_proj", (d, 2 * d), False)
         add(p + "input_norm", (d,), layernorm)
         if c["multi_latent_attention"]:
             mla_shapes(c, p + "attention.", add)
@@ -199,8 +204,13 @@ def dropout_factors(shape, first, p, seed, site):
 
 def dropout_site(layer, kind):
     """frontend/model.c's numbering of the sites: 0 the embedding output, then per layer its
-    attention probabilities (kind 0), attention output (1) and MLP output (2)."""
+    attention probabilities (kind 0), attention output (1) and MLP output (2), the multi-token
+    depths' layers after the model's; then each depth k's embedding output (mtp_embedding_site)."""
     return 1 + 3 * layer + kind
+
+
+def mtp_embedding_site(c, k):
+    return dropout_site(c["num_layers"] + c["mtp_num_layers"], 0) + k - 1
 
 
 class Dropout:
@@ -295,7 +305,8 @@ def fp8_setup(c):
     L, start, end = c["num_layers"], 0, 0
     if c.get("first_last_layers_bf16"):
         start, end = c.get("num_layers_at_start_in_bf16", 1), c.get("num_layers_at_end_in_bf16", 1)
-    FP8.update(layers=set(range(start, L - end)), grad="e5m2" if fmt == "hybrid" else "e4m3",
+    mtp = range(L, L + c["mtp_num_layers"])  # the multi-token depths' layers: always (Megatron's global context)
+    FP8.update(layers=set(range(start, L - end)) | set(mtp), grad="e5m2" if fmt == "hybrid" else "e4m3",
                wgrad=c.get("fp8_wgrad", True) and not c.get("no_fp8_wgrad"),
                delayed=c.get("fp8_recipe", "delayed") == "delayed", history={},
                history_len=c.get("fp8_amax_history_len", 1), algo=c.get("fp8_amax_compute_algo", "most_recent"),
@@ -421,6 +432,7 @@ def is_moe_layer(c, i):
     the Python expression its recipes pass (\"([0]*3+[1]*58)\")."""
     if not c.get("num_experts"):
         return False
+    i = min(i, c["num_layers"] - 1)  # a multi-token depth's layer is of the last layer's kind (Megatron's)
     freq = c.get("moe_layer_freq", 1)
     if isinstance(freq, str):
         freq = eval(freq, {"__builtins__": {}})  # noqa: S307 -- Megatron's own reading of the flag
@@ -628,21 +640,55 @@ def moe(x, p, name, c, log):
     return y.reshape(B, T, d)
 
 
-def forward(p, tokens, c, drop, log=None):
+def layer(x, p, i, c, drop, log):
+    """Transformer layer i on the residual stream x [B,T,d]."""
+    y = attention(norm(x, p, f"layers.{i}.input_norm", c), p, f"layers.{i}.attention", c, drop, i)
+    h = x + drop.hidden(y, dropout_site(i, 1))
+    y = norm(h, p, f"layers.{i}.post_attention_norm", c)
+    y = moe(y, p, f"layers.{i}.mlp", c, log) if is_moe_layer(c, i) else mlp(y, p, f"layers.{i}.mlp", c)
+    return h + drop.hidden(y, dropout_site(i, 2))
+
+
+def forward(p, tokens, c, drop, log=None, hidden=False):
     """Logits [B,T,V] of tokens [B,T], with the micro-batch's dropout; an MoE model's router
-    losses into log (a training step's RouterLog)."""
+    losses into log (a training step's RouterLog); with hidden, (logits, the last layer's output)."""
     x = p["embedding.word"][tokens]
     if "embedding.position" in p:
         x = x + p["embedding.position"][:tokens.shape[1]]
     x = drop.hidden(x, 0)
     for i in range(c["num_layers"]):
-        y = attention(norm(x, p, f"layers.{i}.input_norm", c), p, f"layers.{i}.attention", c, drop, i)
-        h = x + drop.hidden(y, dropout_site(i, 1))
-        y = norm(h, p, f"layers.{i}.post_attention_norm", c)
-        y = moe(y, p, f"layers.{i}.mlp", c, log) if is_moe_layer(c, i) else mlp(y, p, f"layers.{i}.mlp", c)
-        x = h + drop.hidden(y, dropout_site(i, 2))
+        x = layer(x, p, i, c, drop, log)
+    logits = norm(x, p, "final_norm", c) @ p.get("output.weight", p["embedding.word"]).T
+    return (logits, x) if hidden else logits
+
+
+def roll_left(t, k):
+    """Megatron's roll_tensor k times over the sequence (dim 1): t[:, s + k] at s, 0 rolled in."""
+    out = torch.zeros_like(t)
+    out[:, :t.shape[1] - k] = t[:, k:]
+    return out
+
+
+def mtp_losses(h, tokens, targets, p, c, drop, log):
+    """Multi-token prediction (Megatron's MultiTokenPredictionLayer, process_mtp_loss) on h, the last
+    layer's output [B,T,d]: depth k's hidden states from depth k-1's beside the embedding of the
+    tokens rolled k left, through layer L+k-1; its loss the mean cross entropy of the shared head
+    against the targets rolled k left over the positions the rolled loss mask keeps (t < T - k).
+    Returns the depths' losses."""
+    L, T, losses = c["num_layers"], tokens.shape[1], []
     w_out = p.get("output.weight", p["embedding.word"])
-    return norm(x, p, "final_norm", c) @ w_out.T
+    for k in range(1, c["mtp_num_layers"] + 1):
+        i = L + k - 1
+        e = norm(drop.hidden(p["embedding.word"][roll_left(tokens, k)], mtp_embedding_site(c, k)), p,
+                 f"layers.{i}.enorm", c)
+        x = linear(torch.cat([e, norm(h, p, f"layers.{i}.hnorm", c)], -1), p, f"layers.{i}.eh_proj")
+        h = layer(x, p, i, c, drop, log)
+        logits = norm(h, p, f"layers.{i}.final_norm", c) @ w_out.T
+        mask = roll_left(torch.ones_like(targets), k).reshape(-1).bool()
+        per_token = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), roll_left(targets, k).reshape(-1),
+                                    reduction="none")
+        losses.append((per_token * mask).sum() / mask.sum())
+    return losses
 
 
 def lr_at(it, n_iters, c):
@@ -683,14 +729,17 @@ def train(init, batches, n_steps, n_iters, c):
     logits1, grads1, steps = None, None, []
     for it in range(1, n_steps + 1):
         opt.zero_grad()
-        loss_sum, logs = 0.0, []
+        loss_sum, logs, mtp_sums = 0.0, [], [0.0] * c["mtp_num_layers"]
         for m in range(accum):
             tokens, targets = (batch_tensor(batches, kind, it, m) for kind in ("tokens", "targets"))
             first = (it - 1) * c["global_batch_size"] + m * c["micro_batch_size"]  # one rank's sample order
             log = RouterLog()  # MoE: the objective is the lm loss plus the router losses; the lm loss is reported
-            logits = forward(p, tokens, c, Dropout(c, first), log)
+            logits, h = forward(p, tokens, c, Dropout(c, first), log, hidden=True)
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-            ((loss + sum(log.objective)) / accum).backward()
+            mtp = mtp_losses(h, tokens, targets, p, c, Dropout(c, first), log)  # [] without depths
+            mtp_objective = c["mtp_loss_scaling_factor"] / max(len(mtp), 1) * sum(mtp)
+            ((loss + sum(log.objective) + mtp_objective) / accum).backward()
+            mtp_sums = [a + float(m) for a, m in zip(mtp_sums, mtp)]
             logs.append(log)
             loss_sum += loss.item()
             if it == 1 and m == 0:
@@ -711,6 +760,7 @@ def train(init, batches, n_steps, n_iters, c):
         fp8_roll()
         expert_bias_update(c)
         report = moe_report(logs)
+        report.update({f"mtp_{k + 1}_loss": a / accum for k, a in enumerate(mtp_sums)})  # train_rank's log
         if EXPERT_BIAS:  # the log line's bias range after the step, over every layer's experts
             report["moe_expert_bias_min"] = min(float(h[1].min()) for h in EXPERT_BIAS.values())
             report["moe_expert_bias_max"] = max(float(h[1].max()) for h in EXPERT_BIAS.values())
@@ -812,7 +862,7 @@ def compare(dump, c, n_iters, metrics_file=None):
     metrics = read_metrics(metrics_file) if metrics_file else {}
     for (it, loss, lr, norm_), (ref_loss, ref_lr, ref_norm, ref_moe) in zip(dumped_steps, ref_steps):
         rows.append((f"step {it} loss", rel_err(loss, ref_loss), f"{loss:.7g} vs {ref_loss:.7g}"))
-        for key, want in ref_moe.items() if metrics_file else ():  # an MoE model's metrics records
+        for key, want in ref_moe.items() if metrics_file else ():  # an MoE model's and MTP's metrics records
             got = metrics.get(it, {}).get(key)
             rows.append((f"step {it} {key}", math.inf if got is None else rel_err(got, want),
                          "missing" if got is None else f"{got:.7g} vs {want:.7g}"))

@@ -377,6 +377,17 @@ void cuda_CONCAT_LAST_DIM(rt_cuda_ctx *cx, const rt_kernel_call *c)
     launch_flat(cx, name_of(c, RT_CUK_CONCAT_LAST_DIM, rt, NULL), ir_numel(rt), p);
 }
 
+/* x[B,T,...] -> r[B,n,...] shifted by `by` positions, zero where none (any 2- or 4-byte dtype) */
+void cuda_SHIFT_SEQ(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    const ir_type *xt = c->arg_types[0], *rt = c->res_types[0];
+    long long B = xt->dims[0], T = xt->dims[1], n = rt->dims[1], by = (long long)c->in->attr[IR_ATTR_SHIFT_SEQ_BY];
+    long long w = (long long)(ir_bytes(xt) / 2 / (size_t)(B * T)); /* a position's 2-byte units */
+    void *r = c->res[0], *x = c->args[0];
+    void *p[] = {&r, &x, &B, &T, &n, &by, &w};
+    launch_flat(cx, name_of(c, RT_CUK_SHIFT_SEQ, NULL, NULL), B * n * w, p);
+}
+
 /* A view too (ir_view_offset): nothing to move once memory_plan has run. */
 void cuda_ROWS(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {

@@ -42,6 +42,7 @@
     K(ROPE, "mcc_rope", 1)                                                                                 \
     K(TAKE_LAST_DIM, "mcc_take_last_dim", 1)          /* split_last_dim's parts */                         \
     K(CONCAT_LAST_DIM, "mcc_concat_last_dim", 1)                                                           \
+    K(SHIFT_SEQ, "mcc_shift_seq", 0)                                                                       \
     K(CROSS_ENTROPY_ROWS, "mcc_cross_entropy_rows", 1)                                                     \
     K(CROSS_ENTROPY_GRAD, "mcc_cross_entropy_grad", 1)                                                     \
     K(CROSS_ENTROPY_WITH_GRAD, "mcc_cross_entropy_with_grad", 1)                                           \
