@@ -662,6 +662,21 @@ static int shift_seq(builder *b, int x, int64_t by, int64_t count)
     return ir_emit(b->m, b->f, IR_OP_SHIFT_SEQ, &x, 1, attrs, NULL, NULL);
 }
 
+/* Under cp: the tokens rolled k left embedded (embed's lookup and dropout, rope positions), as
+ * embed(shift_seq(tokens, k, T)) but the float rows rolled, as cp's shift_seq lowering adds its
+ * windows: the lookup rolled k left, and the rows rolled in the embedding of token 0 (the lookup of
+ * zeros, less itself rolled right and back: 0 but at the last k positions). */
+static int embed_rolled(builder *b, int tokens, int64_t k, int site)
+{
+    const mcc_spec *s = b->s;
+    int64_t T = s->seq_length, wdims[2] = {s->padded_vocab_size, s->hidden_size};
+    int table = param(b, "embedding.word", 2, wdims, IR_INIT_NORMAL, s->init_method_std, IR_PLACE_VOCAB);
+    int x = ir_op2(b->m, b->f, IR_OP_EMBEDDING, table, tokens);
+    int z = ir_op2(b->m, b->f, IR_OP_EMBEDDING, table, shift_seq(b, tokens, T, T)); /* token 0 everywhere */
+    int z_end = ir_op2(b->m, b->f, IR_OP_ADD, z, ir_scale(b->m, b->f, shift_seq(b, shift_seq(b, z, -k, T), k, T), -1));
+    return dropout(b, ir_op2(b->m, b->f, IR_OP_ADD, shift_seq(b, x, k, T), z_end), s->hidden_dropout, site);
+}
+
 /* Multi-token prediction (Megatron's MultiTokenPredictionBlock, DeepSeek-V3's MTP modules) on h, the
  * model's hidden states [B,T,d] before its final norm. Depth k = 1..N, layer l = num_layers + k - 1
  * (its parameters layers.l.*, as DeepSeek-V3's checkpoints number them): the tokens rolled k left
@@ -682,16 +697,30 @@ static int mtp_block(builder *b, int h, int tokens, int targets, int loss_main)
         char p[64], q[64];
         b->layer = l;
         snprintf(p, sizeof p, "layers.%d.enorm", l);
-        int e = norm(b, p, embed(b, shift_seq(b, tokens, k, T), mtp_embedding_site(s, k)));
+        int e = norm(b, p, s->context_parallel_size > 1 ? embed_rolled(b, tokens, k, mtp_embedding_site(s, k))
+                                                        : embed(b, shift_seq(b, tokens, k, T), mtp_embedding_site(s, k)));
         snprintf(p, sizeof p, "layers.%d.hnorm", l);
         snprintf(q, sizeof q, "layers.%d.eh_proj", l);
         int x = ir_op2(b->m, b->f, IR_OP_CONCAT_LAST_DIM, e, norm(b, p, h)); /* [B,T,2d] */
         h = layer(b, l, linear_with(b, q, x, 2 * d, d, s->init_method_std, IR_PLACE_REPLICATED, false));
         b->layer = l;
         snprintf(p, sizeof p, "layers.%d.final_norm", l);
-        int logits = logits_of(b, shift_seq(b, norm(b, p, h), 0, T - k)); /* [B,T-k,V] */
-        b->layer = -1;
-        int loss = ir_op2(b->m, b->f, IR_OP_CROSS_ENTROPY, logits, shift_seq(b, targets, k, T - k));
+        int loss;
+        if (s->context_parallel_size > 1) {
+            /* Over cp's chunks every position stays (a shift keeps the sequence whole): the hidden
+             * states rolled k right meet the targets as they are, and the first k positions' logits
+             * are 0, each a constant log V of the mean over the T positions, taken out again. */
+            int logits = logits_of(b, shift_seq(b, norm(b, p, h), -k, T)); /* [B,T,V] */
+            b->layer = -1;
+            int all = ir_op2(b->m, b->f, IR_OP_CROSS_ENTROPY, logits, targets);
+            double lost = (double)k * log((double)s->padded_vocab_size) / (double)(T - k);
+            loss = ir_op2(b->m, b->f, IR_OP_ADD, ir_scale(b->m, b->f, all, (double)T / (double)(T - k)),
+                          ir_fill(b->m, b->f, -lost, ir_scalar(IR_F32)));
+        } else {
+            int logits = logits_of(b, shift_seq(b, norm(b, p, h), 0, T - k)); /* [B,T-k,V] */
+            b->layer = -1;
+            loss = ir_op2(b->m, b->f, IR_OP_CROSS_ENTROPY, logits, shift_seq(b, targets, k, T - k));
+        }
         snprintf(p, sizeof p, "%s.%d", ir_roles[IR_ROLE_MTP_LOSS].name, k - 1);
         ir_output(b->m, b->f, ir_role_at(IR_ROLE_MTP_LOSS, k - 1), p, loss);
         loss_main = ir_op2(b->m, b->f, IR_OP_MOE_AUX_ATTACH, loss_main,

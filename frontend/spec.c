@@ -1325,8 +1325,8 @@ static bool spec_check_yarn(spec_ctx *c)
 }
 
 /* Multi-token prediction's fields: the factor read only with depths; the depths after the model
- * (on the last pipeline stage: passes/pipeline.c) on one rank's whole sequence of rope positions
- * (what is built). */
+ * (on the last pipeline stage: passes/pipeline.c) on rope positions, under cp over the rank's
+ * chunks (passes/shard.c's shift_over_tokens; what is built). */
 static bool spec_check_mtp(spec_ctx *c)
 {
     const mcc_spec *s = &c->s;
@@ -1341,12 +1341,11 @@ static bool spec_check_mtp(spec_ctx *c)
         return spec_fail(c, "%s (%d) must be below %s (%d) and, with num_layers, at most %d layers: depth k predicts "
                             "the token k + 1 ahead", where, s->mtp_num_layers, spec_where(c, spec_find("seq_length")),
                          s->seq_length, MCC_MAX_LAYERS);
-    static const char *const unbuilt[] = {"context_parallel_size", "tp_comm_interleave", "position_embedding_type"};
+    static const char *const unbuilt[] = {"tp_comm_interleave", "position_embedding_type"};
     static const char *const why[] = {
-        "the sequence's roll across the cp ranks' chunks is not built: drop --cp",
         "the micro-batch's halves do not carry the depths: drop --tp-comm-interleave",
         "the depths read rope positions (learned ones are not rolled): give position_embedding_type rope"};
-    bool on[] = {s->context_parallel_size > 1, s->tp_comm_interleave, s->position_embedding_type != MCC_POS_ROPE};
+    bool on[] = {s->tp_comm_interleave, s->position_embedding_type != MCC_POS_ROPE};
     for (size_t i = 0; i < sizeof on / sizeof on[0]; i++)
         if (on[i])
             return spec_fail(c, "%s (multi-token prediction) is not built with %s: %s", where,

@@ -59,6 +59,8 @@ bool pass_autodiff(ir_module *m, const mcc_pass_options *opts, char *err, size_t
         ir_instr in = f->instrs[i]; /* a copy: rules append to f->instrs */
         if (in.op >= IR_NUM_OPS || in.nres == 0 || in.res[0] >= g.nfwd || g.grad[in.res[0]] < 0)
             continue;
+        if (in.op == IR_OP_FILL) /* a constant (multi-token prediction's under cp): nothing to pass on */
+            continue;
         if (in.op == IR_OP_GLOBAL) {
             int k = in.global;
             if (m->globals[k].kind == IR_GLOBAL_PARAM || m->globals[k].kind == IR_GLOBAL_COPY)

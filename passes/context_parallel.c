@@ -24,7 +24,8 @@
  * router's load-balancing loss over its logits and ids gathered over cp (its gradient's rows
  * reduce-scattered back), token dropping ranked among every rank's pairs (the rank's rows of the
  * result kept), moe_sort's counts summed over cp where output (train_rank's load statistics), and
- * expert parallelism's all-to-alls' room the rank's rows' (a capacity's stays). The loss is the
+ * expert parallelism's all-to-alls' room the rank's rows' (a capacity's stays), multi-token
+ * prediction's rolls by the chunks' edges all-gathered (shift_over_tokens). The loss is the
  * mean over the rank's tokens: autodiff seeds it with 1/(micro-batches dp cp), and train_rank's
  * loss is the mean over dp x cp.
  * It runs after autodiff and recompute (the backward's attention and position ops are rewritten

@@ -972,11 +972,95 @@ static bool rule_rows(shard_ctx *c, const ir_instr *in, int *args, int *res)
     return true;
 }
 
+/* shift_seq {by, count} of new value v [B,L,...] of the rank's tokens, by = start + step rank of
+ * the axis: its rows [by, by + count), 0 outside v */
+static int shift_window(shard_ctx *c, int v, int64_t start, int64_t step, int64_t count)
+{
+    placement split = {1, false, false, false};
+    double at[IR_NATTRS_SHIFT_SEQ] = {[IR_ATTR_SHIFT_SEQ_BY] = (double)start, [IR_ATTR_SHIFT_SEQ_COUNT] = (double)count};
+    int w = emit(c, IR_OP_SHIFT_SEQ, &v, 1, at, NULL, NULL, split);
+    if (step)
+        ir_set_per_rank(c->dst, w, IR_ATTR_SHIFT_SEQ_BY, (double)start, (double)step, c->axis);
+    return w;
+}
+
+/* v's rows [start + step rank, .. + len) put at rows [place, place + len) of a value of `count`
+ * rows, 0 elsewhere */
+static int put_window(shard_ctx *c, int v, int64_t start, int64_t step, int64_t len, int64_t place, int64_t count)
+{
+    return shift_window(c, shift_window(c, v, start, step, len), -place, 0, count);
+}
+
+static int add_placed(shard_ctx *c, int x, int y)
+{
+    int xy[2] = {x, y};
+    return emit(c, IR_OP_ADD, xy, 2, NULL, NULL, NULL, (placement){1, false, false, false});
+}
+
+/* shift_seq {by = s, count = T} of x split along the sequence over cp (the rank's balanced chunks
+ * q0 = r and q1 = 2n-1-r of c = T/2n tokens each, ir_cp_position): each chunk's rows rolled |s| within
+ * it, and the |s| rows that cross its edge from its neighbour chunk in the whole sequence (s > 0:
+ * the first s rows of the chunk after it; s < 0: the last -s of the one before it; 0 past the
+ * sequence). Each rank's two edges of |s| rows (s > 0: its chunks' heads, else their tails) are
+ * all-gathered over cp (E [B,2|s|n,...], rank q's at 2|s|q: q0's, then q1's), and each chunk picks
+ * its neighbour's from them by a rank term:
+ *   s > 0  chunk r's successor r+1: rank r+1's q0 (r < n-1), or the rank's own q1 (r = n-1);
+ *          chunk 2n-1-r's successor 2n-r: rank r-1's q1 (r > 0), the end of the sequence (r = 0)
+ *   s < 0  chunk r's predecessor r-1: rank r-1's q0 (r > 0), the start (r = 0);
+ *          chunk 2n-1-r's predecessor 2n-2-r: rank r+1's q1 (r < n-1), the rank's own q0 (r = n-1)
+ * where an out-of-range window reads zeros (the ranks the other case names). The gradient,
+ * shift_seq {by = -s}, is the reverse exchange by the same rule. Cost: an all_gather of 2|s| rows a
+ * rank, and shift_seq copies of the rank's 2c rows. */
+static bool shift_over_tokens(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    int x = args[0];
+    int64_t L = c->dst->vals[x].type.dims[1], half = L / 2, n = c->n, s = (int64_t)in->attr[IR_ATTR_SHIFT_SEQ_BY];
+    int64_t u = s < 0 ? -s : s;
+    if ((int64_t)in->attr[IR_ATTR_SHIFT_SEQ_COUNT] == L * n && u >= L * n) { /* every position past the sequence */
+        double zero[IR_NATTRS_SHIFT_SEQ] = {[IR_ATTR_SHIFT_SEQ_BY] = (double)L, [IR_ATTR_SHIFT_SEQ_COUNT] = (double)L};
+        *res = emit(c, in->op, args, 1, zero, NULL, NULL, c->at[x]);
+        return true;
+    }
+    if ((int64_t)in->attr[IR_ATTR_SHIFT_SEQ_COUNT] != L * n || u > half || L % 2)
+        return fail(c, "a sequence shift over split tokens that keeps fewer positions or crosses more than a chunk",
+                    in);
+    if (u == 0) {
+        *res = emit(c, in->op, args, 1, in->attr, NULL, NULL, c->at[x]);
+        return true;
+    }
+    int edges = add_placed(c, put_window(c, x, s > 0 ? 0 : half - u, 0, u, 0, 2 * u),
+                           put_window(c, x, s > 0 ? half : L - u, 0, u, u, 2 * u));
+    int all = collective_once(c, &c->gathered, IR_OP_ALL_GATHER_SEQ, edges, false, (placement){-1, false, false, false});
+    int r = -1;
+    for (int j = 0; j < 2; j++) {
+        int64_t own_start = s > 0 ? j * half + s : j * half, own_place = s > 0 ? j * half : j * half + u;
+        int64_t edge_place = s > 0 ? j * half + half - u : j * half;
+        int part = half > u ? put_window(c, x, own_start, 0, half - u, own_place, L) : -1;
+        int64_t start, step = 2 * u; /* the neighbour's edge in `all`, rank r's: start + 2u r */
+        if (s > 0)
+            start = j == 0 ? 2 * u : -u;
+        else
+            start = j == 0 ? -2 * u : 3 * u;
+        int edge = put_window(c, all, start, step, u, edge_place, L);
+        part = part >= 0 ? add_placed(c, part, edge) : edge;
+        if ((s > 0) == (j == 0)) { /* the rank at the end of the first half holds this chunk's neighbour */
+            int64_t from = s > 0 ? half : half - u; /* its own other chunk's head or tail */
+            int mine = put_window(c, x, from + 2 * half * (n - 1), -2 * half, u, edge_place, L);
+            part = add_placed(c, part, mine);
+        }
+        r = r >= 0 ? add_placed(c, r, part) : part;
+    }
+    *res = r;
+    return true;
+}
+
 /* every token of x complete (a partial sum summed, a sequence split gathered), its placement kept off
- * the sequence */
+ * the sequence; over split tokens, the exchange of the chunks' edges (shift_over_tokens) */
 static bool rule_shift_seq(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
     args[0] = every_token(c, args[0]);
+    if (c->tokens && c->at[args[0]].dim == 1 && !c->at[args[0]].partial)
+        return shift_over_tokens(c, in, args, res);
     if (c->at[args[0]].dim == 1)
         return fail(c, "a sequence shift of a value split along its sequence", in);
     *res = emit(c, in->op, args, 1, in->attr, NULL, NULL, c->at[args[0]]);

@@ -351,6 +351,19 @@ if(MPI_C_FOUND)
     mcc_layout_test(mtp2_${layout_name}_equals_single_rank_tiny-llama tiny-llama ${layout_ranks} --num-layers 4
                     --mtp-num-layers 2 -- ${layout_flags})
   endforeach()
+  # context parallelism: the shifts exchange the balanced chunks' edges (ring, all_gather, Ulysses)
+  foreach(layout "cp2:2:--cp 2 --cp-comm-type p2p" "cp2_a2a:2:--cp 2 --cp-comm-type a2a")
+    mcc_parse_layout(${layout})
+    mcc_layout_test(mtp_${layout_name}_equals_single_rank_tiny-deepseek-v3 tiny-deepseek-v3 ${layout_ranks}
+                    --mtp-num-layers 1 --mtp-loss-scaling-factor 0.3 -- ${layout_flags})
+  endforeach()
+  mcc_layout_test(mtp_cp2_all_gather_equals_single_rank_tiny-llama tiny-llama 2 --num-layers 4 --mtp-num-layers 1
+                  -- --cp 2 --cp-comm-type all_gather)
+  foreach(layout "cp2:2:--cp 2 --cp-comm-type p2p" "cp2_a2a:2:--cp 2 --cp-comm-type a2a" "cp4:4:--cp 4 --cp-comm-type p2p")
+    mcc_parse_layout(${layout})
+    mcc_layout_test(mtp2_${layout_name}_equals_single_rank_tiny-llama tiny-llama ${layout_ranks} --num-layers 4
+                    --mtp-num-layers 2 -- ${layout_flags})
+  endforeach()
   # dropout's masks drawn where the sequence is split (tp2+sp) as on the single rank
   mcc_layout_test(mtp_dropout_tp2_sp_equals_single_rank_tiny-deepseek-v3 tiny-deepseek-v3 2 --mtp-num-layers 1
                   --attention-dropout 0.1 --hidden-dropout 0.1 -- --tp 2 --sequence-parallel)
