@@ -1341,6 +1341,12 @@ static bool spec_check_mtp(spec_ctx *c)
         return spec_fail(c, "%s (%d) must be below %s (%d) and, with num_layers, at most %d layers: depth k predicts "
                             "the token k + 1 ahead", where, s->mtp_num_layers, spec_where(c, spec_find("seq_length")),
                          s->seq_length, MCC_MAX_LAYERS);
+    int64_t chunk = s->context_parallel_size > 1 ? s->seq_length / (2 * (int64_t)s->context_parallel_size) : 0;
+    if (chunk && s->mtp_num_layers > chunk)
+        return spec_fail(c, "%s (%d) must be at most %s / (2 %s) (%lld) under context parallelism: depth k's roll "
+                            "brings each balanced chunk's next k tokens from the chunk after it alone",
+                         where, s->mtp_num_layers, spec_where(c, spec_find("seq_length")),
+                         spec_where(c, spec_find("context_parallel_size")), (long long)chunk);
     static const char *const unbuilt[] = {"tp_comm_interleave", "position_embedding_type"};
     static const char *const why[] = {
         "the micro-batch's halves do not carry the depths: drop --tp-comm-interleave",
