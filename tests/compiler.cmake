@@ -359,7 +359,8 @@ if(MPI_C_FOUND)
   endforeach()
   mcc_layout_test(mtp_cp2_all_gather_equals_single_rank_tiny-llama tiny-llama 2 --num-layers 4 --mtp-num-layers 1
                   -- --cp 2 --cp-comm-type all_gather)
-  foreach(layout "cp2:2:--cp 2 --cp-comm-type p2p" "cp2_a2a:2:--cp 2 --cp-comm-type a2a" "cp4:4:--cp 4 --cp-comm-type p2p")
+  foreach(layout "cp2:2:--cp 2 --cp-comm-type p2p" "cp2_a2a:2:--cp 2 --cp-comm-type a2a" "cp4:4:--cp 4 --cp-comm-type p2p"
+                 "cp2_tp2_sp:4:--cp 2 --tp 2 --sequence-parallel" "cp2_pp2:4:--cp 2 --pp 2")
     mcc_parse_layout(${layout})
     mcc_layout_test(mtp2_${layout_name}_equals_single_rank_tiny-llama tiny-llama ${layout_ranks} --num-layers 4
                     --mtp-num-layers 2 -- ${layout_flags})
