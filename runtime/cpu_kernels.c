@@ -414,7 +414,8 @@ void cpu_FP8_QUANTIZE(const rt_kernel_call *c)
 }
 
 /* x[R, C] -> (q, scale_inv[R/rows, C/cols]) {rows, cols}: each block's scale = 448 / its amax
- * rounded down to a power of 2 (1 when amax is 0 or the scale overflows), q = encode(x * scale) */
+ * rounded down to a power of 2 (1 where that is not a finite normal: amax 0, tiny, inf or NaN),
+ * q = encode(x * scale) */
 void cpu_FP8_BLOCK_QUANTIZE(const rt_kernel_call *c)
 {
     const float *x = argf(c, 0);
@@ -432,7 +433,7 @@ void cpu_FP8_BLOCK_QUANTIZE(const rt_kernel_call *c)
             float scale = amax > 0 ? rt_fp8_max(false) / amax : 1.0f;
             int e;
             frexpf(scale, &e); /* scale = f 2^e, f in [0.5, 1): 2^(e-1) the power of 2 at or below */
-            scale = isfinite(scale) && amax > 0 ? ldexpf(1.0f, e - 1) : 1.0f;
+            scale = isnormal(scale) && amax > 0 ? ldexpf(1.0f, e - 1) : 1.0f; /* inf amax: 1, not 0 */
             for (int64_t i = br * rows; i < (br + 1) * rows; i++)
                 for (int64_t j = bc * cols; j < (bc + 1) * cols; j++)
                     q[i * C + j] = rt_fp8_encode(x[i * C + j] * scale, false);
