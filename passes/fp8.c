@@ -40,9 +40,9 @@ static bool fp8_refuse(const ir_module *m, const mcc_pass_options *opts, char *e
                         "only: use one of them, or drop --fp8-format", ir_cfg_text(m, IR_CFG_FP8_FORMAT),
                         opts->target->name), true;
     if (pass_backend(m, opts) == IR_BACKEND_CUDA && ir_cfg_choice(m, IR_CFG_FP8_RECIPE) == IR_FP8_BLOCKWISE)
-        return snprintf(err, errlen, "--fp8-recipe blockwise for the cuda target: its quantize kernel and cuBLASLt's "
-                        "block-scaled GEMM (VEC128_32F, BLK128x128_32F scale modes) are not built yet: use --target "
-                        "cpu, or --fp8-recipe tensorwise"), true;
+        return snprintf(err, errlen, "--fp8-recipe blockwise for the cuda target: its GEMM on "
+                        "cuBLASLt's block scales (VEC128_32F, BLK128x128_32F scale modes) is not built yet (its "
+                        "quantize kernel is): use --target cpu, or --fp8-recipe tensorwise"), true;
     return false;
 }
 

@@ -45,6 +45,11 @@ set(_blockwise --hidden-size 128 --ffn-hidden-size 256 --num-attention-heads 2 -
 mcc_e2e_test(numerics_vs_torch_fp8_blockwise_tiny-llama numerics_e2e.sh tiny-llama ${_blockwise})
 mcc_e2e_test(numerics_vs_torch_fp8_blockwise_bf16_wgrad_tiny-llama numerics_e2e.sh tiny-llama ${_blockwise}
              --no-fp8-wgrad)
+# layers recomputed (their quantizes with them), and GPT-2's biases, fused QKV and GELU
+mcc_e2e_test(numerics_vs_torch_fp8_blockwise_recompute_full_tiny-llama numerics_e2e.sh tiny-llama ${_blockwise}
+             --recompute-granularity full --recompute-method uniform --recompute-num-layers 1)
+mcc_e2e_test(numerics_vs_torch_fp8_blockwise_tiny-gpt2 numerics_e2e.sh tiny-gpt2 --hidden-size 128 --ffn-hidden-size 256
+             --num-attention-heads 2 --fp8-format e4m3 --fp8-recipe blockwise)
 
 # Each rank quantizes its own micro-batches as the one rank does: step 1's logits, loss and
 # gradients and step 2's loss equal the single rank's to 1e-5. Two steps, not ten, and the final
