@@ -64,6 +64,7 @@ _Static_assert(SAME(MCC_NORM_RMSNORM, IR_NORM_RMSNORM) && SAME(MCC_POS_ROPE, IR_
                SAME(MCC_WSD_MINUS_SQRT, IR_WSD_MINUS_SQRT) && SAME(MCC_PP_SCHED_INTERLEAVED, IR_PP_INTERLEAVED) &&
                SAME(MCC_PP_SCHED_ZB_H1, IR_PP_ZB_H1) && SAME(MCC_FP8_HYBRID, IR_FP8_FORMAT_HYBRID) &&
                SAME(MCC_FP8_E4M3, IR_FP8_FORMAT_E4M3) && SAME(MCC_FP8_TENSORWISE, IR_FP8_TENSORWISE) &&
+               SAME(MCC_FP8_BLOCKWISE, IR_FP8_BLOCKWISE) &&
                SAME(MCC_AMAX_MAX, IR_AMAX_MAX) && SAME(MCC_MOE_SIGMOID, IR_MOE_SIGMOID) &&
                SAME(MCC_MOMENT_FP32, IR_F32) && SAME(MCC_MOMENT_BF16, IR_BF16) && MCC_ACT_SWIGLU == 1,
                "the spec's enums follow the IR's choices");
@@ -351,7 +352,8 @@ static const spec_field spec_fields[] = {
     FIELD(SEC_TRAINING, "fp8_format", fp8_format, NULL, K_ENUM, R_ANY, D_VALUE, MCC_FP8_NONE, ir_fp8_format_words,
           "FP8 linear layers: hybrid (E4M3 forward, E5M2 gradients) or e4m3 throughout; none: bf16"),
     FIELD(SEC_TRAINING, "fp8_recipe", fp8_recipe, NULL, K_ENUM, R_ANY, D_VALUE, MCC_FP8_DELAYED, ir_fp8_recipe_words,
-          "FP8 scaling: delayed (from each tensor's amax history) or tensorwise (this step's amax)"),
+          "FP8 scaling: delayed (from each tensor's amax history), tensorwise (this step's amax) or blockwise "
+          "(DeepSeek-V3's: a scale per 1x128 tile of activations and gradients, per 128x128 block of weights)"),
     TRAIN(fp8_amax_history_len, K_INT, R_POS, D_VALUE, 1, "delayed: the steps of amax each tensor's history holds"),
     FIELD(SEC_TRAINING, "fp8_amax_compute_algo", fp8_amax_compute_algo, NULL, K_ENUM, R_ANY, D_VALUE,
           MCC_AMAX_MOST_RECENT, ir_amax_algo_words, "delayed: the scale's amax, the history's most_recent or max"),
@@ -1220,6 +1222,15 @@ static bool spec_check_fp8(spec_ctx *c)
             return spec_fail(c, "%s is set but %s is %s: it configures delayed scaling; drop it, or use "
                                 "--fp8-recipe delayed", spec_where(c, spec_find(delayed[i])),
                              spec_where(c, spec_find("fp8_recipe")), ir_fp8_recipe_words[s->fp8_recipe]);
+    if (s->fp8_recipe == MCC_FP8_BLOCKWISE && s->fp8_format != MCC_FP8_E4M3)
+        return spec_fail(c, "%s is blockwise but %s is hybrid: blockwise scaling is E4M3 throughout (gradients "
+                            "too, as Transformer Engine's Float8BlockScaling): use --fp8-format e4m3",
+                         spec_where(c, spec_find("fp8_recipe")), format);
+    if (s->fp8_recipe == MCC_FP8_BLOCKWISE && (s->tensor_model_parallel_size > 1 || s->context_parallel_size > 1))
+        return spec_fail(c, "%s is blockwise with tensor_model_parallel_size %d, context_parallel_size %d: blockwise "
+                            "FP8 is built for data and pipeline parallelism only so far: use --fp8-recipe tensorwise",
+                         spec_where(c, spec_find("fp8_recipe")), s->tensor_model_parallel_size,
+                         s->context_parallel_size);
     int bf16 = s->first_last_layers_bf16 ? s->num_layers_at_start_in_bf16 + s->num_layers_at_end_in_bf16 : 0;
     if (bf16 >= s->num_layers)
         return spec_fail(c, "%s (%d) + %s (%d) leave none of the %d layers in FP8: lower them, or drop %s",

@@ -45,7 +45,7 @@ static inline pp_sched_kind mcc_pp_sched_kind(mcc_pp_sched s) { return (pp_sched
 static inline mcc_pp_sched mcc_pp_sched_of(pp_sched_kind k) { return (mcc_pp_sched)(k + MCC_PP_SCHED_1F1B); }
 /* FP8 (Megatron's --fp8-format): hybrid E4M3 forward, E5M2 gradients; e4m3 throughout */
 typedef enum { MCC_FP8_NONE, MCC_FP8_HYBRID, MCC_FP8_E4M3 } mcc_fp8_format;
-typedef enum { MCC_FP8_DELAYED, MCC_FP8_TENSORWISE } mcc_fp8_recipe; /* Megatron's default: delayed */
+typedef enum { MCC_FP8_DELAYED, MCC_FP8_TENSORWISE, MCC_FP8_BLOCKWISE } mcc_fp8_recipe; /* Megatron's default: delayed */
 typedef enum { MCC_AMAX_MOST_RECENT, MCC_AMAX_MAX } mcc_amax_algo; /* Megatron's default: most_recent */
 
 /* MoE (Megatron's --moe-* fields): the router's score function, load balancing and token dropping */
@@ -172,7 +172,7 @@ typedef struct {
     mcc_wsd_style lr_wsd_decay_style;   /* "exponential" | "linear" | "cosine" | "minus_sqrt" */
     /* FP8 (passes/fp8.c): the transformer layers' linear GEMMs on E4M3/E5M2 operands */
     mcc_fp8_format fp8_format;          /* "none" | "hybrid" | "e4m3" */
-    mcc_fp8_recipe fp8_recipe;          /* "delayed" | "tensorwise" (current scaling) */
+    mcc_fp8_recipe fp8_recipe;          /* "delayed" | "tensorwise" (current scaling) | "blockwise" */
     int fp8_amax_history_len;           /* delayed: steps of amax a tensor's history holds (Megatron's 1) */
     mcc_amax_algo fp8_amax_compute_algo;/* delayed: the history's most_recent or max */
     int fp8_margin;                     /* delayed: scale = fp8 max / amax / 2^margin */

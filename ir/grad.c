@@ -154,12 +154,12 @@ void ir_grad_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
     ir_grad_contribute(g, b, like(g, db, b));
 }
 
-/* The unquantized tensor fp8_quantize made q of: gradients pass straight through the quantize
- * (as Transformer Engine's), so they go to it. */
+/* The unquantized tensor fp8_quantize (fp8_block_quantize) made q of: gradients pass straight
+ * through the quantize (as Transformer Engine's), so they go to it. */
 static int fp8_source(const ir_func *f, int q)
 {
     const ir_instr *def = &f->instrs[f->vals[q].def];
-    if (def->op != IR_OP_FP8_QUANTIZE) {
+    if (def->op != IR_OP_FP8_QUANTIZE && def->op != IR_OP_FP8_BLOCK_QUANTIZE) {
         fprintf(stderr, "mcc: internal error: fp8_matmul operand %%%d is not an fp8_quantize result\n", q);
         abort();
     }
@@ -177,10 +177,29 @@ static int fp8_backward_copy(ir_grad_ctx *g, int q)
     const ir_instr *def = &g->f->instrs[g->f->vals[q].def];
     if (g->f->instrs[g->f->vals[def->args[0]].def].op != IR_OP_GLOBAL)
         return q;
-    int args[2] = {def->args[0], def->args[1]};
-    double attrs[IR_NATTRS_FP8_QUANTIZE] = {[IR_ATTR_FP8_QUANTIZE_FORMAT] = def->attr[IR_ATTR_FP8_QUANTIZE_FORMAT],
-                                            [IR_ATTR_FP8_QUANTIZE_MARGIN] = def->attr[IR_ATTR_FP8_QUANTIZE_MARGIN]};
-    return emit(g, IR_OP_FP8_QUANTIZE, args, 2, attrs); /* no fold: the forward's folded its amax */
+    ir_instr copy = *def; /* emit may grow the instructions def points into */
+    return emit(g, copy.op, copy.args, copy.nargs, copy.attr); /* no fold: the forward's folded its amax */
+}
+
+/* Blockwise (fp8_recipe blockwise, DeepSeek-V3's): each GEMM's operands scaled along its own
+ * reduction dim, as Transformer Engine requantizes. dy [M, N] in 1x128 tiles along N for the dgrad
+ * (dy w, the weight's 128x128 blocks whichever way it is read); for the wgrad (dy^T x, over the M
+ * tokens) dy and x again in 128x1 tiles along M. */
+static void fp8_block_grad(ir_grad_ctx *g, const ir_instr *in, int x, int w, int dy)
+{
+    bool tb = in->attr[IR_ATTR_FP8_MATMUL_TB] != 0, wgrad = in->attr[IR_ATTR_FP8_MATMUL_WGRAD] != 0;
+    int qdy = ir_fp8_block_quantize(g->m, g->f, dy, 1, IR_FP8_BLOCK);
+    int dx = ir_fp8_matmul(g->m, g->f, qdy, fp8_backward_copy(g, in->args[2]), false, !tb, IR_FP8_E4M3, false, -1);
+    ir_grad_contribute(g, x, like(g, dx, x));
+    int db;
+    if (wgrad) {
+        int qdy_t = ir_fp8_block_quantize(g->m, g->f, dy, IR_FP8_BLOCK, 1);
+        int qx_t = ir_fp8_block_quantize(g->m, g->f, x, IR_FP8_BLOCK, 1);
+        db = tb ? ir_fp8_matmul(g->m, g->f, qdy_t, qx_t, true, false, IR_FP8_E4M3, false, -1)
+                : ir_fp8_matmul(g->m, g->f, qx_t, qdy_t, true, false, IR_FP8_E4M3, false, -1);
+    } else
+        db = tb ? ir_matmul(g->m, g->f, dy, x, true, false) : ir_matmul(g->m, g->f, x, dy, true, false);
+    ir_grad_contribute(g, w, like(g, db, w));
 }
 
 /* y = op(a) op(b) on quantized a (the activation) and b (the weight): dy quantized once in the
@@ -196,6 +215,8 @@ void ir_grad_fp8_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
     bool tb = in->attr[IR_ATTR_FP8_MATMUL_TB] != 0, wgrad = in->attr[IR_ATTR_FP8_MATMUL_WGRAD] != 0;
     int qa = in->args[0], qb = in->args[2], dy = DY;
     int x = fp8_source(g->f, qa), w = fp8_source(g->f, qb);
+    if (g->f->instrs[g->f->vals[qa].def].op == IR_OP_FP8_BLOCK_QUANTIZE)
+        return fp8_block_grad(g, in, x, w, dy);
     ir_fp8_format grad_format = (ir_fp8_format)in->attr[IR_ATTR_FP8_MATMUL_GRAD_FORMAT];
     int qdy = ir_fp8_quantize(g->m, g->f, dy, in->nargs == 5 ? in->args[4] : -1, true, grad_format);
     int dx = ir_fp8_matmul(g->m, g->f, qdy, fp8_backward_copy(g, qb), false, !tb, IR_FP8_E4M3, false, -1);

@@ -289,6 +289,28 @@ bool ir_infer_fp8_quantize(const ir_module *m, const ir_instr *in, const ir_type
     return true;
 }
 
+/* x[*, C] -> (q E4M3 like x, scale_inv f32[R/rows, C/cols]), R the leading dims' product; the
+ * blocks 1x128, 128x1 or 128x128, tiling x exactly */
+bool ir_infer_fp8_block_quantize(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                                 size_t len)
+{
+    if (!ir_infer_fp8_amax(m, in, a, r, err, len))
+        return false;
+    int64_t rows = (int64_t)in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_ROWS], cols = (int64_t)in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_COLS];
+    if ((rows != 1 && rows != IR_FP8_BLOCK) || (cols != 1 && cols != IR_FP8_BLOCK) || rows * cols == 1)
+        return fail(err, len, "fp8_block_quantize {rows=%lld, cols=%lld}: blocks are 1x%d, %dx1 or %dx%d", (long long)rows,
+                    (long long)cols, IR_FP8_BLOCK, IR_FP8_BLOCK, IR_FP8_BLOCK, IR_FP8_BLOCK);
+    int64_t C = a[0].ndim ? a[0].dims[a[0].ndim - 1] : 1, R = ir_numel(&a[0]) / (C ? C : 1);
+    if (R % rows || C % cols)
+        return fail(err, len, "fp8_block_quantize of %s (%lld x %lld): %lldx%lld blocks do not tile it", tstr(&a[0]),
+                    (long long)R, (long long)C, (long long)rows, (long long)cols);
+    r[0] = a[0];
+    r[0].dtype = IR_FP8E4M3;
+    int64_t dims[2] = {R / rows, C / cols};
+    r[1] = ir_tensor(IR_F32, 2, dims);
+    return true;
+}
+
 /* An FP8_HISTORY's value: f32[1 + len], len >= 1 */
 static bool need_fp8_history(const ir_instr *in, const ir_type *h, char *err, size_t len)
 {
@@ -329,14 +351,16 @@ bool ir_infer_fp8_history_update(const ir_module *m, const ir_instr *in, const i
     return true;
 }
 
-/* (qa, sa, qb, sb) -> r: a matmul's shape of fp8 operands, each with its f32[1] scale_inv; r in the
- * activations' dtype, the plan's param_dtype (the precision pass's working copies') */
+/* (qa, sa, qb, sb) -> r: a matmul's shape of fp8 operands, each with its scale_inv (f32[1] or per
+ * block: ir_fp8_scale_blocks); r in the activations' dtype, the plan's param_dtype (the precision
+ * pass's working copies') */
 static bool fp8_product(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
+    int64_t rows, cols;
     for (int i = 0; i < 4; i += 2)
-        if (!ir_dtype_is_fp8(a[i].dtype) || a[i + 1].dtype != IR_F32 || ir_numel(&a[i + 1]) != 1)
-            return fail(err, len, "fp8_matmul operand %d: an fp8 tensor and its f32[1] scale_inv, got %s and %s", i,
-                        tstr(&a[i]), tstr(&a[i + 1]));
+        if (!ir_dtype_is_fp8(a[i].dtype) || !ir_fp8_scale_blocks(&a[i], &a[i + 1], &rows, &cols))
+            return fail(err, len, "fp8_matmul operand %d: an fp8 tensor and its scale_inv, f32[1] or one per block, "
+                        "got %s and %s", i, tstr(&a[i]), tstr(&a[i + 1]));
     ir_type ops[2] = {a[0], a[2]}, product;
     ops[0].dtype = ops[1].dtype = IR_F32; /* E4M3 x E5M2 mixes: the shapes are what matter */
     if (!ir_infer_matmul(m, in, ops, &product, err, len))

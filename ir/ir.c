@@ -173,6 +173,16 @@ ir_type ir_tensor(ir_dtype dt, int ndim, const int64_t *dims)
 
 ir_type ir_scalar(ir_dtype dt) { return ir_tensor(dt, 0, NULL); }
 
+bool ir_fp8_scale_blocks(const ir_type *q, const ir_type *s, int64_t *rows, int64_t *cols)
+{
+    int64_t C = q->ndim ? q->dims[q->ndim - 1] : 1, R = C ? ir_numel(q) / C : 0;
+    if (s->dtype != IR_F32 || (s->ndim == 1 && s->dims[0] == 1))
+        return *rows = R, *cols = C, s->dtype == IR_F32;
+    if (s->ndim != 2 || s->dims[0] < 1 || s->dims[1] < 1 || R % s->dims[0] || C % s->dims[1])
+        return false;
+    return *rows = R / s->dims[0], *cols = C / s->dims[1], true;
+}
+
 int64_t ir_numel(const ir_type *t)
 {
     int64_t n = 1;
@@ -825,7 +835,7 @@ const char *const ir_cp_comm_words[] = {"p2p", "all_gather", "a2a", NULL};
 const char *const ir_recompute_words[] = {"none", "selective", "activations", "full", NULL};
 const char *const ir_recompute_method_words[] = {"none", "uniform", "block", NULL};
 const char *const ir_fp8_format_words[] = {"none", "hybrid", "e4m3", NULL};
-const char *const ir_fp8_recipe_words[] = {"delayed", "tensorwise", NULL};
+const char *const ir_fp8_recipe_words[] = {"delayed", "tensorwise", "blockwise", NULL};
 const char *const ir_amax_algo_words[] = {"most_recent", "max", NULL};
 const char *const ir_lr_style_words[] = {"constant", "linear", "cosine", "inverse-square-root", "WSD", NULL};
 const char *const ir_wsd_style_words[] = {"exponential", "linear", "cosine", "minus_sqrt", NULL};
@@ -874,7 +884,7 @@ const ir_choice_info ir_choices[IR_NUM_CHOICES] = {
 };
 #undef WORDS
 _Static_assert(IR_PP_ZB_H1 == 3 && IR_CP_A2A == 2 && IR_RECOMPUTE_FULL == 3 && IR_RECOMPUTE_BLOCK == 2 &&
-               IR_FP8_FORMAT_E4M3 == 2 && IR_FP8_TENSORWISE == 1 && IR_AMAX_MAX == 1 && IR_LR_WSD == 4 &&
+               IR_FP8_FORMAT_E4M3 == 2 && IR_FP8_TENSORWISE == 1 && IR_FP8_BLOCKWISE == 2 && IR_AMAX_MAX == 1 && IR_LR_WSD == 4 &&
                IR_WSD_MINUS_SQRT == 3 && IR_NORM_RMSNORM == 1 && IR_POS_ROPE == 1 && IR_ROPE_YARN == 1 && IR_MOE_SIGMOID == 1 &&
                IR_BACKEND_CUDA == 1, "each choice's words follow its enum");
 
@@ -1171,6 +1181,13 @@ int ir_fp8_quantize(ir_module *m, ir_func *f, int x, int history, bool fold, ir_
     }
     int args[2] = {x, amax};
     return ir_emit(m, f, IR_OP_FP8_QUANTIZE, args, 2, attrs, NULL, NULL);
+}
+
+int ir_fp8_block_quantize(ir_module *m, ir_func *f, int x, int rows, int cols)
+{
+    double attrs[IR_NATTRS_FP8_BLOCK_QUANTIZE] = {[IR_ATTR_FP8_BLOCK_QUANTIZE_ROWS] = rows,
+                                                  [IR_ATTR_FP8_BLOCK_QUANTIZE_COLS] = cols};
+    return ir_emit(m, f, IR_OP_FP8_BLOCK_QUANTIZE, &x, 1, attrs, NULL, NULL);
 }
 
 int ir_fp8_matmul(ir_module *m, ir_func *f, int qa, int qb, bool ta, bool tb, ir_fp8_format grad_format, bool wgrad,

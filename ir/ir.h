@@ -533,6 +533,7 @@ typedef enum {
     IR_SHARD_FP8_AMAX,              /* a split operand's amax max-all-reduced over the axis */
     IR_SHARD_FP8_QUANTIZE,          /* q placed as x (a partial sum completed first) */
     IR_SHARD_FP8_MATMUL,            /* matmul's, on the quantized operands */
+    IR_SHARD_FP8_BLOCK_QUANTIZE,    /* x whole (a block's scale is its own): q, scale_inv whole */
     IR_SHARD_FP8_SCALING,           /* an FP8 history and amaxes: whole operands, whole results */
     IR_SHARD_SEQ_COLLECTIVE,        /* a sequence collective of an earlier pass over another axis (context
                                        parallelism's over cp): the operand's placement passes through */
@@ -573,6 +574,8 @@ static inline bool ir_op_has(ir_op op, unsigned flag) { return (ir_ops[op].flags
 typedef enum { IR_FP8_E4M3, IR_FP8_E5M2 } ir_fp8_format;
 static inline bool ir_dtype_is_fp8(ir_dtype t) { return t == IR_FP8E4M3 || t == IR_FP8E5M2; }
 static inline ir_dtype ir_fp8_dtype(ir_fp8_format f) { return f == IR_FP8_E5M2 ? IR_FP8E5M2 : IR_FP8E4M3; }
+/* FP8 blockwise scaling's block edge (ops.def's fp8_block_quantize) */
+enum { IR_FP8_BLOCK = 128 };
 const char *ir_dtype_name(ir_dtype t);
 int ir_dtype_by_name(const char *s);
 size_t ir_dtype_size(ir_dtype t);
@@ -583,6 +586,10 @@ ir_type ir_scalar(ir_dtype dt);
 int64_t ir_numel(const ir_type *t);
 size_t ir_bytes(const ir_type *t);
 bool ir_type_eq(const ir_type *a, const ir_type *b);
+/* An fp8 operand q[*, C] (viewed as [R, C]) and its scale_inv s: f32[1], one scale (*rows = R,
+ * *cols = C), or f32[R/rows, C/cols], a scale per rows x cols block (fp8_block_quantize's); false
+ * when s is neither */
+bool ir_fp8_scale_blocks(const ir_type *q, const ir_type *s, int64_t *rows, int64_t *cols);
 int ir_type_str(const ir_type *t, char *buf, size_t len); /* f32[4,64] {shard=[dp,-]}, f32[4,64] {shard=[cp.tp,-]} */
 /* A dimension's split: the mesh axes it is split over, outer to inner (rank i of the outer
  * axis holds block i, which the inner axis splits again). The representation is ir.c's. */
@@ -823,7 +830,7 @@ typedef enum { IR_RECOMPUTE_NONE, IR_RECOMPUTE_SELECTIVE, IR_RECOMPUTE_ACTIVATIO
 typedef enum { IR_RECOMPUTE_METHOD_NONE, IR_RECOMPUTE_UNIFORM, IR_RECOMPUTE_BLOCK } ir_recompute_method;
 /* fp8_format: none, hybrid (E4M3 forward, E5M2 gradients) or e4m3 throughout */
 typedef enum { IR_FP8_FORMAT_NONE, IR_FP8_FORMAT_HYBRID, IR_FP8_FORMAT_E4M3 } ir_fp8_format_choice;
-typedef enum { IR_FP8_DELAYED, IR_FP8_TENSORWISE } ir_fp8_recipe;
+typedef enum { IR_FP8_DELAYED, IR_FP8_TENSORWISE, IR_FP8_BLOCKWISE } ir_fp8_recipe;
 typedef enum { IR_AMAX_MOST_RECENT, IR_AMAX_MAX } ir_amax_algo;            /* ORDER fp8_history_amax's max= (ops.def) */
 typedef enum { IR_LR_CONSTANT, IR_LR_LINEAR, IR_LR_COSINE, IR_LR_INVERSE_SQRT, IR_LR_WSD } ir_lr_style;
 typedef enum { IR_WSD_EXPONENTIAL, IR_WSD_LINEAR, IR_WSD_COSINE, IR_WSD_MINUS_SQRT } ir_wsd_style;
@@ -935,6 +942,8 @@ int ir_reshape(ir_module *m, ir_func *f, int a, int ndim, const int64_t *dims);
  * matmul of two quantized operands (each followed by its scale_inv value), dy_history the output
  * gradient's FP8_HISTORY value under delayed scaling (-1: none), which its gradient rule uses. */
 int ir_fp8_quantize(ir_module *m, ir_func *f, int x, int history, bool fold, ir_fp8_format format);
+/* FP8 blockwise (ops.def): x quantized in E4M3 per rows x cols block; returns q (scale_inv q + 1) */
+int ir_fp8_block_quantize(ir_module *m, ir_func *f, int x, int rows, int cols);
 int ir_fp8_matmul(ir_module *m, ir_func *f, int qa, int qb, bool ta, bool tb, ir_fp8_format grad_format, bool wgrad,
                   int dy_history);
 

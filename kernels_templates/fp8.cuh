@@ -97,6 +97,44 @@ __device__ __forceinline__ void mcc_fp8_quantize_at(unsigned char *q, const T *x
     }
 MCC_FOR_FLOATS(MCC_FP8_QUANTIZE)
 
+// Blockwise (fp8_block_quantize): x[R, C] -> (q E4M3, scale_inv[R/rows, C/cols]); a CUDA block of
+// threads per scale block (grid-stride past the grid), its amax reduced as uint bits (a NaN gives
+// scale 1, as the CPU's), scale = 448 / amax rounded down to a power of 2 (its exponent bits), 1
+// where that is not a finite normal.
+#define MCC_FP8_BLOCK_QUANTIZE(sfx, T)                                                                      \
+    extern "C" __global__ void mcc_fp8_block_quantize_##sfx(unsigned char *q, float *scale_inv, const T *x, \
+                                                            long long R, long long C, int rows, int cols)    \
+    {                                                                                                       \
+        __shared__ float block_scale;                                                                       \
+        long long nbc = C / cols, nblocks = R / rows * nbc;                                                 \
+        int n = rows * cols;                                                                                \
+        for (long long b = blockIdx.x; b < nblocks; b += gridDim.x) {                                       \
+            long long at = (b / nbc) * rows * C + (b % nbc) * cols; /* the block's first element */       \
+            unsigned m = 0;                                                                                 \
+            for (int k = threadIdx.x; k < n; k += blockDim.x) {                                             \
+                float v[1];                                                                                 \
+                mcc_ldn(v, x, at + (k / cols) * C + k % cols);                                              \
+                m = max(m, __float_as_uint(v[0]) & 0x7fffffffu);                                            \
+            }                                                                                               \
+            m = mcc_block_max_u32(m);                                                                       \
+            if (threadIdx.x == 0) {                                                                         \
+                float amax = __uint_as_float(m), s = amax > 0.0f ? __fdiv_rn(448.0f, amax) : 1.0f;          \
+                unsigned e = __float_as_uint(s) & 0x7f800000u;                                              \
+                block_scale = amax > 0.0f && e != 0u && e != 0x7f800000u ? __uint_as_float(e) : 1.0f;      \
+                scale_inv[b] = __frcp_rn(block_scale);                                                      \
+            }                                                                                               \
+            __syncthreads();                                                                                \
+            float s = block_scale;                                                                          \
+            for (int k = threadIdx.x; k < n; k += blockDim.x) {                                             \
+                float v[1];                                                                                 \
+                long long i = at + (k / cols) * C + k % cols;                                               \
+                mcc_ldn(v, x, i);                                                                           \
+                q[i] = mcc_fp8_encode(__fmul_rn(v[0], s), 0);                                               \
+            }                                                                                               \
+        }                                                                                                   \
+    }
+MCC_FOR_FLOATS(MCC_FP8_BLOCK_QUANTIZE)
+
 // The history ops touch 1 + len floats (len the amax history's, Megatron's default 1024): one
 // thread, in the CPU's order, so their NaN handling is the CPU's exactly.
 

@@ -11,7 +11,9 @@
  * the weight's gradient against its quantized activation (without: a plain matmul of the
  * unquantized ones). So the backward is born FP8; the fusion pass keeps it FP8 (a weight gradient
  * becomes one fp8_matmul_accumulate into its fp32 accumulator, a residual one fp8_matmul_add). With first_last_layers_bf16 the
- * first num_layers_at_start_in_bf16 and last num_layers_at_end_in_bf16 layers keep their matmuls. */
+ * first num_layers_at_start_in_bf16 and last num_layers_at_end_in_bf16 layers keep their matmuls.
+ * Blockwise (DeepSeek-V3's): the activation fp8_block_quantize'd in 1x128 tiles along K, the weight
+ * in 128x128 blocks, no history; the gradient rule requantizes along each backward GEMM's K. */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -37,6 +39,10 @@ static bool fp8_refuse(const ir_module *m, const mcc_pass_options *opts, char *e
         return snprintf(err, errlen, "--fp8-format %s for the %s target: FP8 is built for the cpu and cuda targets "
                         "only: use one of them, or drop --fp8-format", ir_cfg_text(m, IR_CFG_FP8_FORMAT),
                         opts->target->name), true;
+    if (pass_backend(m, opts) == IR_BACKEND_CUDA && ir_cfg_choice(m, IR_CFG_FP8_RECIPE) == IR_FP8_BLOCKWISE)
+        return snprintf(err, errlen, "--fp8-recipe blockwise for the cuda target: its GEMM on "
+                        "cuBLASLt's block scales (VEC128_32F, BLK128x128_32F scale modes) is not built yet (its "
+                        "quantize kernel is): use --target cpu, or --fp8-recipe tensorwise"), true;
     return false;
 }
 
@@ -66,11 +72,40 @@ static int fp8_history(ir_module *m, ir_func *f, int w, const char *what)
     return ir_global_ref(m, f, g);
 }
 
+/* Blockwise: whether matmul `in`'s x [M, K] and weight tile by 128 (M too, the wgrad's reduction);
+ * else the error names the fix. */
+static bool fp8_block_tiles(const ir_func *f, const ir_instr *in, char *err, size_t errlen)
+{
+    const ir_type *x = &f->vals[in->args[0]].type, *w = &f->vals[in->args[1]].type;
+    int64_t K = x->dims[x->ndim - 1], M = ir_numel(x) / K, N = w->dims[in->attr[IR_ATTR_MATMUL_TB] != 0 ? 0 : 1];
+    if (M % IR_FP8_BLOCK == 0 && K % IR_FP8_BLOCK == 0 && N % IR_FP8_BLOCK == 0)
+        return true;
+    return snprintf(err, errlen, "--fp8-recipe blockwise: %s's matmul %%%d of %lld tokens x %lld by a weight to %lld "
+                    "features: blockwise FP8 cuts each into 128-wide tiles: make hidden_size, ffn_hidden_size, the "
+                    "attention projections and micro_batch_size x seq_length multiples of %d, or use "
+                    "--fp8-recipe tensorwise", f->name, in->res[0], (long long)M, (long long)K, (long long)N,
+                    IR_FP8_BLOCK), false;
+}
+
+/* Operand a (0 the activation, 1 the weight) of FP8 matmul `in`, quantized: blockwise in 1x128
+ * tiles (128x128 blocks), else as the recipe says */
+static int fp8_operand(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr *in, int a, int x)
+{
+    ir_fp8_recipe recipe = (ir_fp8_recipe)ir_cfg_choice(m, IR_CFG_FP8_RECIPE);
+    if (recipe == IR_FP8_BLOCKWISE)
+        return ir_fp8_block_quantize(m, dst, x, a ? IR_FP8_BLOCK : 1, IR_FP8_BLOCK);
+    const char *what[2] = {"x", "w"};
+    int w = ir_global_of(src, in->args[1]);
+    return ir_fp8_quantize(m, dst, x, recipe == IR_FP8_DELAYED ? fp8_history(m, dst, w, what[a]) : -1,
+                           src->kind == IR_FUNC_STEP, IR_FP8_E4M3);
+}
+
 /* Rewrites function fi: each FP8 layer's matmul on quantized operands, each operand quantized once.
  * fp8_matmul's result is in param_dtype (ops.def): so must the matmul's be. */
 static bool fp8_func(ir_module *m, int fi, int nlayers, char *err, size_t errlen)
 {
     bool delayed = ir_cfg_choice(m, IR_CFG_FP8_RECIPE) == IR_FP8_DELAYED;
+    bool blockwise = ir_cfg_choice(m, IR_CFG_FP8_RECIPE) == IR_FP8_BLOCKWISE;
     const ir_func *src = m->funcs[fi];
     bool hybrid = ir_cfg_choice(m, IR_CFG_FP8_FORMAT) == IR_FP8_FORMAT_HYBRID, wgrad = ir_cfg_bool(m, IR_CFG_FP8_WGRAD);
     int start = 0, end = nlayers;
@@ -85,6 +120,8 @@ static bool fp8_func(ir_module *m, int fi, int nlayers, char *err, size_t errlen
         if (fp8_layer(m, src, in, start, end, nlayers) >= 0 && act != dt)
             return snprintf(err, errlen, "%s: matmul %%%d gives %s, not the activations' param_dtype %s", src->name,
                             in->res[0], ir_dtype_name(dt), ir_dtype_name(act)), false;
+        if (fp8_layer(m, src, in, start, end, nlayers) >= 0 && blockwise && !fp8_block_tiles(src, in, err, errlen))
+            return false;
     }
     ir_func *dst = ir_func_new(m, src->name, src->kind);
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1)), *quantized = malloc(sizeof(int) * ((size_t)src->nvals + 1));
@@ -98,12 +135,9 @@ static bool fp8_func(ir_module *m, int fi, int nlayers, char *err, size_t errlen
         }
         int w = ir_global_of(src, in->args[1]);
         bool step = src->kind == IR_FUNC_STEP;
-        const char *what[2] = {"x", "w"};
         for (int a = 0; a < 2; a++)
             if (quantized[in->args[a]] < 0)
-                quantized[in->args[a]] = ir_fp8_quantize(m, dst, map[in->args[a]],
-                                                         delayed ? fp8_history(m, dst, w, what[a]) : -1, step,
-                                                         IR_FP8_E4M3);
+                quantized[in->args[a]] = fp8_operand(m, dst, src, in, a, map[in->args[a]]);
         bool tb = in->attr[IR_ATTR_MATMUL_TB] != 0;
         int r = ir_fp8_matmul(m, dst, quantized[in->args[0]], quantized[in->args[1]], false, tb,
                               hybrid ? IR_FP8_E5M2 : IR_FP8_E4M3, wgrad,

@@ -381,6 +381,18 @@ static bool rule_fp8_quantize(shard_ctx *c, const ir_instr *in, int *args, int *
     return true;
 }
 
+/* x whole, q and scale_inv too: a block's scale is its own amax, and a block cut over ranks would
+ * need a max over them (blockwise FP8 of a split activation is not built: spec.c refuses tp, cp) */
+static bool rule_fp8_block_quantize(shard_ctx *c, const ir_instr *in, int *args, int *res)
+{
+    args[0] = complete(c, args[0]);
+    if (c->at[args[0]].dim >= 0)
+        return fail(c, "blockwise FP8 of a split tensor (not built yet: use --fp8-recipe tensorwise)", in);
+    *res = emit(c, in->op, args, 1, in->attr, NULL, NULL, c->at[args[0]]);
+    place(c, *res + 1, c->at[args[0]]);
+    return true;
+}
+
 /* (qa, sa, qb, sb[, hdy]): a matmul's placement of qa and qb; the scale_invs (and dy's amax
  * history) are whole */
 static bool rule_fp8_matmul(shard_ctx *c, const ir_instr *in, int *args, int *res)
@@ -1536,6 +1548,7 @@ static const shard_rule_fn rules[IR_NUM_SHARD_RULES] = {
     [IR_SHARD_FP8_AMAX] = rule_fp8_amax,
     [IR_SHARD_FP8_QUANTIZE] = rule_fp8_quantize,
     [IR_SHARD_FP8_MATMUL] = rule_fp8_matmul,
+    [IR_SHARD_FP8_BLOCK_QUANTIZE] = rule_fp8_block_quantize,
     [IR_SHARD_FP8_SCALING] = rule_fp8_scaling,
     [IR_SHARD_SEQ_COLLECTIVE] = rule_seq_collective,
     [IR_SHARD_CP] = rule_cp,

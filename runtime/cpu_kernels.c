@@ -413,6 +413,34 @@ void cpu_FP8_QUANTIZE(const rt_kernel_call *c)
     resf(c, 1)[0] = 1.0f / scale;
 }
 
+/* x[R, C] -> (q, scale_inv[R/rows, C/cols]) {rows, cols}: each block's scale = 448 / its amax
+ * rounded down to a power of 2 (1 where that is not a finite normal: amax 0, tiny, inf or NaN),
+ * q = encode(x * scale) */
+void cpu_FP8_BLOCK_QUANTIZE(const rt_kernel_call *c)
+{
+    const float *x = argf(c, 0);
+    uint8_t *q = c->res[0];
+    float *scale_inv = resf(c, 1);
+    int64_t rows = (int64_t)c->in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_ROWS];
+    int64_t cols = (int64_t)c->in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_COLS];
+    int64_t C = last_dim(c->arg_types[0]), R = ir_numel(c->arg_types[0]) / C, nbc = C / cols;
+    for (int64_t br = 0; br < R / rows; br++)
+        for (int64_t bc = 0; bc < nbc; bc++) {
+            float amax = 0;
+            for (int64_t i = br * rows; i < (br + 1) * rows; i++)
+                for (int64_t j = bc * cols; j < (bc + 1) * cols; j++)
+                    amax = fabsf(x[i * C + j]) > amax || isnan(x[i * C + j]) ? fabsf(x[i * C + j]) : amax;
+            float scale = amax > 0 ? rt_fp8_max(false) / amax : 1.0f;
+            int e;
+            frexpf(scale, &e); /* scale = f 2^e, f in [0.5, 1): 2^(e-1) the power of 2 at or below */
+            scale = isnormal(scale) && amax > 0 ? ldexpf(1.0f, e - 1) : 1.0f; /* inf amax: 1, not 0 */
+            for (int64_t i = br * rows; i < (br + 1) * rows; i++)
+                for (int64_t j = bc * cols; j < (bc + 1) * cols; j++)
+                    q[i * C + j] = rt_fp8_encode(x[i * C + j] * scale, false);
+            scale_inv[br * nbc + bc] = 1.0f / scale;
+        }
+}
+
 /* h -> amax[1]: max=1 the max of h[1..len] (a NaN sticking), 0 h[1] (ops.def) */
 void cpu_FP8_HISTORY_AMAX(const rt_kernel_call *c)
 {
@@ -440,7 +468,8 @@ void cpu_FP8_HISTORY_UPDATE(const rt_kernel_call *c)
     h[0] = 0;
 }
 
-/* The fp8 tensor of operand i decoded into fp32 scratch (freed by the caller). */
+/* The fp8 tensor of operand i decoded into fp32 scratch (freed by the caller); its scale_inv,
+ * operand i + 1, multiplied in where it is one per block (a single one is the GEMM's alpha). */
 static float *fp8_decoded(const rt_kernel_call *c, int i)
 {
     bool e5m2 = c->arg_types[i]->dtype == IR_FP8E5M2;
@@ -449,8 +478,17 @@ static float *fp8_decoded(const rt_kernel_call *c, int i)
     float *out = scratch((size_t)n, sizeof(float));
     for (int64_t k = 0; k < n; k++)
         out[k] = rt_fp8_decode(q[k], e5m2);
+    int64_t rows, cols, C = last_dim(c->arg_types[i]);
+    if (c->arg_types[i + 1]->ndim == 2 && ir_fp8_scale_blocks(c->arg_types[i], c->arg_types[i + 1], &rows, &cols)) {
+        const float *s = argf(c, i + 1);
+        for (int64_t k = 0; k < n; k++)
+            out[k] *= s[(k / C / rows) * (C / cols) + k % C / cols];
+    }
     return out;
 }
+
+/* Operand i's scale_inv as the GEMM's alpha: a single one, else 1 (fp8_decoded applied its blocks) */
+static float fp8_alpha(const rt_kernel_call *c, int i) { return c->arg_types[i + 1]->ndim == 2 ? 1.0f : argf(c, i + 1)[0]; }
 
 /* r := operand `addend`, for a GEMM to add onto (beta = 1); r may be it already (in place) */
 static float *addend_as_result(const rt_kernel_call *c, int addend)
@@ -466,7 +504,7 @@ static float *addend_as_result(const rt_kernel_call *c, int addend)
 static void fp8_gemm(const rt_kernel_call *c, int first, float *out)
 {
     float *a = fp8_decoded(c, first), *b = fp8_decoded(c, first + 2);
-    gemm_of(c, c->arg_types[first], c->arg_types[first + 2], a, b, argf(c, first + 1)[0] * argf(c, first + 3)[0],
+    gemm_of(c, c->arg_types[first], c->arg_types[first + 2], a, b, fp8_alpha(c, first) * fp8_alpha(c, first + 2),
             0.0f, out);
     free(a);
     free(b);

@@ -39,6 +39,11 @@ grep -q fp8_matmul <<<"$fp8_ir" ||
     { echo "FAIL: mcc ir --fp8-format hybrid --target cuda made no fp8_matmul"; exit 1; }
 # delayed scaling's fields without it
 expect "--fp8-margin is set but --fp8-recipe is tensorwise: it configures delayed scaling" -- "$mcc" compile "$tiny" "${fp8[@]}" --fp8-margin 1 --target cpu -o "$work/x"
+# blockwise FP8: a layer whose matmuls do not tile by 128, and the cuda target (no block-scaled GEMM yet)
+blockwise=(--fp8-format e4m3 --fp8-recipe blockwise)
+expect "blockwise FP8 cuts each into 128-wide tiles: make hidden_size, ffn_hidden_size" -- "$mcc" ir "$tiny" "${blockwise[@]}" --target cpu
+expect "--fp8-recipe blockwise for the cuda target: its GEMM on cuBLASLt's block scales" -- "$mcc" ir "$tiny" \
+  "${blockwise[@]}" --hidden-size 128 --ffn-hidden-size 256 --num-attention-heads 2 --target cuda
 # train_rank: compile one and feed it bad flags and data
 "$mcc" compile "$tiny" --target cpu -o "$work/train_rank" 2>/dev/null || { echo "FAIL: could not compile $tiny"; exit 1; }
 "$mcc" compile "$tiny" --target cpu --vocab-size 100 -o "$work/train_small_vocab" 2>/dev/null

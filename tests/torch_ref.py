@@ -268,6 +268,19 @@ def fp8_quantize(x, fmt, key):
     return fp8_round((x32 * scale).double(), fmt) * (1 / scale).double()
 
 
+def fp8_block_quantize(x, rows, cols):
+    """Dequantized, blockwise (ops.def's fp8_block_quantize): x viewed as [R, C], a scale per rows x
+    cols block, 448 / the block's amax rounded down to a power of 2 (1 when amax is 0), E4M3."""
+    x32 = x.detach().float().reshape(-1, x.shape[-1])
+    R, C = x32.shape
+    blocks = x32.reshape(R // rows, rows, C // cols, cols)
+    amax = blocks.abs().amax(dim=(1, 3), keepdim=True)
+    _, e = torch.frexp(torch.tensor(448.0, dtype=torch.float32) / amax)
+    scale = torch.where(amax > 0, torch.pow(2.0, (e - 1).float()), torch.ones_like(amax))
+    q = fp8_round((blocks * scale).double(), "e4m3") * (1 / scale).double()
+    return q.reshape(x.shape)
+
+
 def fp8_roll():
     """After the optimizer step: each history's step amax rolled in (ops.def's fp8_history_update)."""
     for h in FP8.get("history", {}).values():
@@ -281,6 +294,10 @@ class Fp8Linear(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, w, name):
+        if FP8["blockwise"]:  # x in 1x128 tiles along K, w in 128x128 blocks
+            qx, qw = fp8_block_quantize(x, 1, 128), fp8_block_quantize(w, 128, 128)
+            ctx.save_for_backward(x, qx, qw)
+            return qx @ qw.T
         qx, qw = fp8_quantize(x, "e4m3", name + ".weight.amax_history.x"), fp8_quantize(w, "e4m3", name + ".weight.amax_history.w")
         ctx.save_for_backward(x, qx, qw)
         ctx.name = name
@@ -289,6 +306,9 @@ class Fp8Linear(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         x, qx, qw = ctx.saved_tensors
+        if FP8["blockwise"]:  # each GEMM's operands tiled along its reduction dim: N for dx, the tokens for dw
+            a, b = (fp8_block_quantize(dy, 128, 1), fp8_block_quantize(x, 128, 1)) if FP8["wgrad"] else (dy, x)
+            return fp8_block_quantize(dy, 1, 128) @ qw, a.reshape(-1, a.shape[-1]).T @ b.reshape(-1, b.shape[-1]), None
         qdy = fp8_quantize(dy, FP8["grad"], ctx.name + ".weight.amax_history.dy")
         a, b = (qdy, qx) if FP8["wgrad"] else (dy, x)
         return qdy @ qw, a.reshape(-1, a.shape[-1]).T @ b.reshape(-1, b.shape[-1]), None
@@ -298,7 +318,7 @@ def fp8_setup(c):
     """The FP8 flags as mcc reads them (frontend/spec.c): --fp8-format (or --fp8-hybrid),
     --no-fp8-wgrad (or --fp8-wgrad false), --first-last-layers-bf16 with its two counts, and
     --fp8-recipe (delayed, Megatron's default) with --fp8-amax-history-len, --fp8-amax-compute-algo
-    and --fp8-margin (Megatron's defaults 1, most_recent, 0)."""
+    and --fp8-margin (Megatron's defaults 1, most_recent, 0); blockwise: E4M3 throughout, no history."""
     fmt = "hybrid" if c.get("fp8_hybrid") else c.get("fp8_format", "none")
     if fmt == "none":
         return
@@ -309,6 +329,7 @@ def fp8_setup(c):
     FP8.update(layers=set(range(start, L - end)) | set(mtp), grad="e5m2" if fmt == "hybrid" else "e4m3",
                wgrad=c.get("fp8_wgrad", True) and not c.get("no_fp8_wgrad"),
                delayed=c.get("fp8_recipe", "delayed") == "delayed", history={},
+               blockwise=c.get("fp8_recipe") == "blockwise",
                history_len=c.get("fp8_amax_history_len", 1), algo=c.get("fp8_amax_compute_algo", "most_recent"),
                margin=c.get("fp8_margin", 0))
 

@@ -228,6 +228,14 @@ static const op_case cases[] = {
      {FP8('e', 1, 999), F32_SCALAR}},
     {"fp8_quantize", "[999] e5m2 amax 1e-3 (scale 57344000: saturates)", {IR_FP8_E5M2, 0}, 2, 2,
      {TEN('x', 1, 999), SCALAR(1e-3)}, {FP8('E', 1, 999), F32_SCALAR}},
+    /* blockwise: the forward's 1x128 tiles, the wgrad's 128x1, a weight's 128x128 blocks; bytes and
+     * scale_invs as the CPU's */
+    {"fp8_block_quantize", "[4,64,768] 1x128", {1, 128}, 1, 2, {TEN('x', 3, 4, 64, 768)},
+     {FP8('e', 3, 4, 64, 768), TEN('f', 2, 256, 6)}},
+    {"fp8_block_quantize", "[256,768] 128x1", {128, 1}, 1, 2, {TEN('x', 2, 256, 768)},
+     {FP8('e', 2, 256, 768), TEN('f', 2, 2, 768)}},
+    {"fp8_block_quantize", "[256,768] 128x128", {128, 128}, 1, 2, {TEN('x', 2, 256, 768)},
+     {FP8('e', 2, 256, 768), TEN('f', 2, 2, 6)}},
     {"fp8_history_amax", "h[17] max", {1}, 1, 1, {TEN('p', 1, 17)}, {F32_SCALAR}},
     {"fp8_history_amax", "h[17] most_recent", {0}, 1, 1, {TEN('p', 1, 17)}, {F32_SCALAR}},
     {"fp8_amax_fold", "h[17] amax 5", {0}, 2, 0, .args = {OUT('p', 1, 17), SCALAR(5)}},

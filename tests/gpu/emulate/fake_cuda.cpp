@@ -57,6 +57,28 @@ static int atomicAdd(int *p, int v) { return std::atomic_ref<int>(*p).fetch_add(
 static float atomicAdd(float *p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
 static void atomicAdd(float2 *p, float2 v) { atomicAdd(&p->x, v.x), atomicAdd(&p->y, v.y); }
 static float __fsqrt_rn(float x) { return std::sqrt(x); }
+static float __fdiv_rn(float a, float b) { return a / b; }
+static float __fmul_rn(float a, float b) { return a * b; }
+static float __frcp_rn(float a) { return 1.0f / a; }
+static unsigned __reduce_max_sync(unsigned, unsigned v)
+{
+    static unsigned slots[1024];
+    slots[threadIdx.x] = v;
+    __syncwarp();
+    unsigned m = 0;
+    for (unsigned l = threadIdx.x & ~31u; l < (threadIdx.x & ~31u) + 32; l++)
+        m = slots[l] > m ? slots[l] : m;
+    __syncwarp();
+    return m;
+}
+static unsigned atomicMax(unsigned *p, unsigned v)
+{
+    std::atomic_ref<unsigned> a(*p);
+    unsigned old = a.load();
+    while (old < v && !a.compare_exchange_weak(old, v)) {
+    }
+    return old;
+}
 using std::exp; using std::log; using std::fmax; using std::min; using std::max;
 #include "common.cuh"
 #include "moe.cuh"
@@ -64,6 +86,7 @@ using std::exp; using std::log; using std::fmax; using std::min; using std::max;
 #include "reduce.cuh"
 #include "rope.cuh"
 #include "optimizer.cuh"
+#include "fp8.cuh"
 
 // attention.cuh's PTX primitives. Shared addresses are offsets into emu_smem (the block's dynamic
 // shared memory: blocks run one at a time).
@@ -179,6 +202,10 @@ static std::map<std::string, std::function<void(void **)>> table = {
 #undef E
     // AdamW, on fp32 masters and on (copy, remainder) pairs (ops_test's adamw cases)
     {"mcc_adamw_f32_f32_f32", wrap(mcc_adamw_f32_f32_f32)}, {"mcc_adamw_bf16_f32_f32", wrap(mcc_adamw_bf16_f32_f32)},
+    // blockwise FP8's quantize (ops_test's fp8_block_quantize cases)
+#define E(sfx, T) {"mcc_fp8_block_quantize_" #sfx, wrap(mcc_fp8_block_quantize_##sfx)},
+    MCC_FOR_FLOATS(E)
+#undef E
 };
 static const std::map<std::string, const int *> constants = {
     {"mcc_attn_tiles_d16", mcc_attn_tiles_d16}, {"mcc_attn_tiles_d64", mcc_attn_tiles_d64},
@@ -197,7 +224,8 @@ void rt_cuda_launch(void *cx, const char *kernel, unsigned gx, unsigned gy, unsi
     // the kernels with __syncthreads, warp or block reductions (attention's bf16 kernels and merges:
     // warp-wide PTX); the others' threads run in turn
     bool sync = (strstr(kernel, "mcc_attention") && !strstr(kernel, "_f32_d") && !strstr(kernel, "bwd_post")) ||
-                strstr(kernel, "mcc_colsum") || strstr(kernel, "mcc_moe_unpermute_grad_");
+                strstr(kernel, "mcc_colsum") || strstr(kernel, "mcc_moe_unpermute_grad_") ||
+                strstr(kernel, "mcc_fp8_block_quantize");
     for (const char *k : syncing)
         sync |= !strcmp(k, kernel);
     if (gz != 1 || block == 0 || block > 1024 || gx == 0 || gy == 0 || smem > sizeof emu_smem) {
