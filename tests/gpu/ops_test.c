@@ -74,6 +74,11 @@ static const op_case cases[] = {
     {"gelu_grad", "[4,1027]", {0}, 2, 1, {TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027)}, {TEN('x', 2, 4, 1027)}},
     {"silu", "[4,1027]", {0}, 1, 1, {TEN('x', 2, 4, 1027)}, {TEN('x', 2, 4, 1027)}},
     {"silu_grad", "[4,1027]", {0}, 2, 1, {TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027)}, {TEN('x', 2, 4, 1027)}},
+    /* multi-token prediction's roll: r[b,t] = x[b,t+by], zeros rolled in; left (the tokens' next), right (its
+       gradient) and a window narrower than x (count < T: context parallelism's edges) */
+    {"shift_seq", "[2,67,96] by 1", {1, 67}, 1, 1, {TEN('x', 3, 2, 67, 96)}, {TEN('x', 3, 2, 67, 96)}},
+    {"shift_seq", "[2,67,96] by -3", {-3, 67}, 1, 1, {TEN('x', 3, 2, 67, 96)}, {TEN('x', 3, 2, 67, 96)}},
+    {"shift_seq", "[3,40,33] by 2 count 5", {2, 5}, 1, 1, {TEN('x', 3, 3, 40, 33)}, {TEN('x', 3, 3, 5, 33)}},
     {"squared_relu", "[4,1027]", {0}, 1, 1, {TEN('x', 2, 4, 1027)}, {TEN('x', 2, 4, 1027)}},
     {"squared_relu_grad", "[4,1027]", {0}, 2, 1, {TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027)}, {TEN('x', 2, 4, 1027)}},
     {"swiglu", "[4,1027]", {0}, 2, 1, {TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027)}, {TEN('x', 2, 4, 1027)}},
