@@ -163,11 +163,13 @@ static int attend(builder *b, int layer, int q, int k, int v)
 }
 
 /* x [B,T,in] projected to every head's `width` channels, [B,T,H,width]: column-parallel, no bias
- * (multi-latent attention's up projections) */
+ * (multi-latent attention's up projections, marked up_proj: recompute_modules mla_up_proj
+ * recomputes them and what follows them up to the attention's inputs) */
 static int up_heads(builder *b, const char *prefix, int x, int64_t in, int64_t width)
 {
     int64_t H = b->s->num_attention_heads;
     int y = linear_with(b, prefix, x, in, H * width, b->s->init_method_std, IR_PLACE_COLUMN, false);
+    b->f->instrs[b->f->vals[y].def].attr[IR_ATTR_MATMUL_UP_PROJ] = 1;
     int64_t dims[4] = {b->rows, b->s->seq_length, H, width};
     return ir_reshape(b->m, b->f, y, 4, dims);
 }

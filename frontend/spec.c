@@ -1554,8 +1554,6 @@ static const struct {
                  "activations) or drop it"},
     {MCC_RM_SHARED_EXPERTS, "mcc's selective recompute replays single ops, not the shared expert: use mlp_act (its "
                             "activation) or drop it"},
-    {MCC_RM_MLA_UP_PROJ, "mcc's selective recompute replays single ops, not multi-latent attention's up "
-                         "projections: use --recompute-granularity full (whole layers), or drop it"},
 };
 
 /* Megatron's rules for its recompute fields (TransformerConfig.__post_init__), and activations read
@@ -1599,6 +1597,16 @@ static bool spec_check_recompute(spec_ctx *c)
             mcc_recompute_modules_text(spec_recompute_refused[k].module, name, sizeof name);
             return spec_fail(c, "%s: %s: %s", spec_where(c, modules), name, spec_recompute_refused[k].why);
         }
+    if (s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE && (s->recompute_modules & MCC_RM_MLA_UP_PROJ)) {
+        if (!s->multi_latent_attention)
+            return spec_fail(c, "%s: mla_up_proj recomputes multi-latent attention's up projections, and %s is false: "
+                                "drop mla_up_proj", spec_where(c, modules),
+                             spec_where(c, spec_find("multi_latent_attention")));
+        if (s->fp8_format != MCC_FP8_NONE)
+            return spec_fail(c, "%s: mla_up_proj under %s: the FP8 pass turns the up projections into FP8 GEMMs, "
+                                "which this build does not recompute yet: drop mla_up_proj (or FP8)",
+                             spec_where(c, modules), spec_where(c, spec_find("fp8_format")));
+    }
     if (s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE && s->recompute_modules == MCC_RM_CORE_ATTN)
         fprintf(stderr, "mcc: %s core_attn: accepted, nothing to change: attention is flash attention, which keeps "
                         "only its output and log-sum-exp and recomputes the probabilities in its backward anyway\n",

@@ -9,6 +9,11 @@
  *              input stays, its gradient reads it
  *   mlp_act    GELU/SiLU outputs and SwiGLU's product (IR_OPF_RECOMPUTE_ACTIVATION): the
  *              activation's input stays, its gradient reads it
+ *   mla_up_proj multi-latent attention's up projections (matmuls marked up_proj: q_up, or q without
+ *              q_lora_rank, and kv_up) and what follows them up to the attention's inputs (their
+ *              reshapes, splits, q's rope and scale, the concatenations): Megatron's
+ *              qkv_up_checkpoint. The latents stay (the up projections' weight gradients read
+ *              them), and so does k_pe's rope, [B,T,1,Dr] (Megatron's recomputes it too)
  *   core_attn  nothing to do: the attention op keeps only its output and log-sum-exp, and its
  *              backward recomputes the probabilities always (flash attention)
  *   recompute_num_layers N > 0: only in layers [0, N).
@@ -47,6 +52,8 @@ typedef struct {
     unsigned opf;                   /* selective: the IR_OPF_RECOMPUTE_* flags of the modules chosen */
     int num_layers;                 /* selective: only in layers [0, num_layers); 0: every layer */
     int nlayers;                    /* the model's: 1 + the largest layer a global has */
+    bool *up;                       /* selective mla_up_proj: per source instruction, an up projection or
+                                       what follows it up to the attention's inputs; NULL: not chosen */
     int *ckpt;                      /* full: per layer, its checkpoint (the checkpoint's first layer), -1: none */
     int *group;                     /* full: per source instruction, its layer's checkpoint, -1: none */
     bool *kept;                     /* full: per source value, a checkpoint's value another's forward reads */
@@ -136,7 +143,7 @@ static bool recomputed(const recompute_ctx *c, int v)
         return c->group[d] >= 0 && !c->kept[v];
     if (in->op == IR_OP_FP8_QUANTIZE)
         return recomputed(c, in->args[0]);
-    return ir_op_has(in->op, c->opf) && in->nres == 1 &&
+    return ((ir_op_has(in->op, c->opf) && in->nres == 1) || (c->up && c->up[d])) &&
            (c->num_layers <= 0 || (c->layer[d] >= 0 && c->layer[d] < c->num_layers));
 }
 
@@ -214,19 +221,40 @@ static int backward_value(recompute_ctx *c, int v)
     return c->again[v];
 }
 
-/* The IR_OPF_RECOMPUTE_* flags of config recompute_modules (core_attn: none, see above); false
- * with the name and the fix for a module this pass cannot recompute (the spec refuses them first). */
-static bool module_flags(const char *modules, unsigned *opf, char *err, size_t errlen)
+/* mla_up_proj: the forward's up projections (matmuls marked up_proj) and, in order, every
+ * reshape, split, rope, scale and concatenation reading one of them: the chain up to the
+ * attention's inputs. */
+static void mark_up(const ir_func *f, int bwd, bool *up)
 {
-    unsigned set, built = 1u << IR_RM_CORE_ATTN | 1u << IR_RM_LAYERNORM | 1u << IR_RM_MLP_ACT;
+    for (int i = 0; i < bwd; i++) {
+        const ir_instr *in = &f->instrs[i];
+        if (in->op == IR_OP_MATMUL) {
+            up[i] = in->attr[IR_ATTR_MATMUL_UP_PROJ] != 0;
+            continue;
+        }
+        bool follows = in->op == IR_OP_RESHAPE || in->op == IR_OP_SPLIT_LAST_DIM || in->op == IR_OP_ROPE ||
+                       in->op == IR_OP_SCALE || in->op == IR_OP_CONCAT_LAST_DIM;
+        for (int a = 0; follows && !up[i] && a < in->nargs; a++)
+            up[i] = up[f->vals[in->args[a]].def];
+    }
+}
+
+/* The IR_OPF_RECOMPUTE_* flags of config recompute_modules (core_attn: none, see above; mla_up_proj:
+ * *up); false with the name and the fix for a module this pass cannot recompute (the spec refuses
+ * them first). */
+static bool module_flags(const char *modules, unsigned *opf, bool *up, char *err, size_t errlen)
+{
+    unsigned set, built = 1u << IR_RM_CORE_ATTN | 1u << IR_RM_LAYERNORM | 1u << IR_RM_MLP_ACT |
+                          1u << IR_RM_MLA_UP_PROJ;
     char bad[64];
     if (!ir_word_set(ir_recompute_module_words, modules, &set, bad, sizeof bad) || (set & ~built)) {
         for (int k = 0; !bad[0] && ir_recompute_module_words[k]; k++) /* the first word not built */
             if (set & ~built & 1u << k)
                 snprintf(bad, sizeof bad, "%s", ir_recompute_module_words[k]);
         return snprintf(err, errlen, "config recompute_modules: \"%s\" is not one this pass recomputes "
-                        "(core_attn, layernorm, mlp_act)", bad), false;
+                        "(core_attn, layernorm, mlp_act, mla_up_proj)", bad), false;
     }
+    *up = set & 1u << IR_RM_MLA_UP_PROJ;
     *opf = (set & 1u << IR_RM_LAYERNORM ? IR_OPF_RECOMPUTE_SELECTIVE : 0u) |
            (set & 1u << IR_RM_MLP_ACT ? IR_OPF_RECOMPUTE_ACTIVATION : 0u);
     return true;
@@ -252,15 +280,20 @@ bool pass_recompute(ir_module *m, const mcc_pass_options *opts, char *err, size_
     layers_of(m, src, backward + 1, nlayers, layer);
     size_t nl = (size_t)nlayers + 1;
     recompute_ctx c = {m, src, NULL, backward + 1, malloc(sizeof(int) * nv), malloc(sizeof(int) * nv), layer, 0,
-                       (int)ir_cfg_int(m, IR_CFG_RECOMPUTE_NUM_LAYERS), nlayers,
+                       (int)ir_cfg_int(m, IR_CFG_RECOMPUTE_NUM_LAYERS), nlayers, NULL,
                        full ? malloc(sizeof(int) * nl) : NULL, full ? malloc(sizeof(int) * ni) : NULL,
                        full ? calloc(nv, sizeof(bool)) : NULL, full ? calloc(nv, sizeof(bool)) : NULL,
                        full ? calloc(nl, sizeof(bool)) : NULL, 0};
+    bool up = false;
     for (int v = 0; v < src->nvals; v++)
         c.again[v] = -1;
     bool ok = full ? full_groups(&c, nlayers, err, errlen)
                    : activations ? (c.opf = IR_OPF_RECOMPUTE_ACTIVATION, true)
-                                 : module_flags(ir_cfg_text(m, IR_CFG_RECOMPUTE_MODULES), &c.opf, err, errlen);
+                                 : module_flags(ir_cfg_text(m, IR_CFG_RECOMPUTE_MODULES), &c.opf, &up, err, errlen);
+    if (ok && up) {
+        c.up = calloc(ni, sizeof(bool));
+        mark_up(src, c.bwd, c.up);
+    }
     for (int i = backward + 1; ok && full && i < src->ninstrs; i++)
         for (int a = 0; a < src->instrs[i].nargs; a++)
             mark_needed(&c, src->instrs[i].args[a]);
@@ -284,6 +317,7 @@ bool pass_recompute(ir_module *m, const mcc_pass_options *opts, char *err, size_
     free(c.kept);
     free(c.needed);
     free(c.replayed);
+    free(c.up);
     free(layer);
     if (!ok)
         return false;

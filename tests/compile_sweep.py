@@ -123,6 +123,7 @@ class Model:
         # cuDNN alone, refused there (tests/compiler.cmake's mla_narrow_values_cuda_*_refused)
         self.mla_qk = m.get("qk_head_dim", 128) + m.get("qk_pos_emb_head_dim", 64) if m.get("multi_latent_attention") else 0
         self.micro_batch = t.get("micro_batch_size", 1)
+        self.mtp = m.get("mtp_num_layers", 0)  # multi-token prediction: refused under cp, tp_comm_interleave
 
 
 def layout(model, flags):
@@ -177,7 +178,8 @@ def admits(model, flags, copy_lane_targets):
     deciding the rest: tp and cp's head splits, the MoE-only and dense-only settings, ep over the
     experts and the dp x cp ranks, attention dropout under cp's p2p and all_gather (the CPU's only),
     a top k no smaller than group-limited routing's kept groups, interleaving's micro-batches, the
-    copy lane where the target's copy engines serve it."""
+    copy lane where the target's copy engines serve it, multi-token prediction (deepseek-v3's one
+    depth) where it is built: not under cp or tp_comm_interleave."""
     f, (tp, cp, pp, vp, dp, ep, micro_batches) = layout(model, flags)
     moe = model.experts > 0
     if model.heads % tp or model.groups % tp or model.ffn % tp:
@@ -191,6 +193,8 @@ def admits(model, flags, copy_lane_targets):
     if moe and ("--fp8-format" in f or model.moe_ffn % tp or model.shared % tp or model.experts % ep):
         return False
     if "--moe-shared-expert-overlap" in f and not model.shared:
+        return False
+    if model.mtp and (cp > 1 or "--tp-comm-interleave" in f):
         return False
     if f.get("--moe-router-load-balancing-type") == "seq_aux_loss" and tp > 1:
         return False

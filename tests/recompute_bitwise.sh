@@ -9,8 +9,10 @@
 # (a dense model: the recomputed norms' and activations' quantized copies made again by the forward's
 # scales), are
 # byte for byte the no-recompute program's of the same layout.
+# recompute_bitwise.sh MCC MODEL mla_up_proj — instead, selective recompute of multi-latent
+# attention's up projections (alone, with layernorm, and at TP=2 with SP x DP=2 ZeRO) against none.
 set -euo pipefail
-mcc=$1; model=$2
+mcc=$1; model=$2; only=${3:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -34,6 +36,17 @@ same() { # REF NAME
   [ $n -ge 5 ] || { echo "FAIL: $1 dumped $n files"; status=1; }
   echo "$2: $n dump files against $1's"
 }
+if [ "$only" = mla_up_proj ]; then
+  sel=(--recompute-granularity selective --recompute-modules)
+  train none 1
+  train mla_up 1 "${sel[@]}" mla_up_proj; same none mla_up
+  train mla_up_norms 1 "${sel[@]}" layernorm,mla_up_proj; same none mla_up_norms
+  tpdp=(--tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2 --use-distributed-optimizer)
+  train tp2_dp2_zero 4 "${tpdp[@]}"
+  train tp2_dp2_zero_mla_up 4 "${tpdp[@]}" "${sel[@]}" mla_up_proj; same tp2_dp2_zero tp2_dp2_zero_mla_up
+  [ $status = 0 ] && echo PASS
+  exit $status
+fi
 full=(--recompute-granularity full --recompute-method)
 train none 1
 train uniform1 1 "${full[@]}" uniform --recompute-num-layers 1; same none uniform1

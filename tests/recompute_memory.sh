@@ -6,7 +6,8 @@
 # checkpoint input (4 x 32 x 64 x 4 bytes) fewer than uniform 1, which keeps, beside the layers'
 # inputs, only what the head's backward reads (the last layer's output, the final norm's, the
 # logits and the loss); and the step's planned FLOPs grow by exactly the FLOPs the backward
-# replays, once a micro-batch; the pipeline's balanced split counts the replay too.
+# replays, once a micro-batch; the pipeline's balanced split counts the replay too. Selective
+# mla_up_proj on tiny-deepseek-v3 keeps exactly its attention inputs fewer.
 set -euo pipefail
 mcc=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -64,4 +65,16 @@ none=$(makespan) uniform=$(makespan --recompute-granularity full --recompute-met
 block=$(makespan --recompute-granularity full --recompute-method block --recompute-num-layers 2)
 awk -v n="$none" -v u="$uniform" -v b="$block" 'BEGIN { exit !(n > 0 && u / n > 1.25 && u / n < 1.40 && b / n > 1.01 && b / n < 1.10) }' ||
   fail "mcc schedule's makespan: none $none s, full uniform 1 $uniform s, block 2 $block s (want ~4/3 and a little above 1)"
+# selective mla_up_proj on tiny-deepseek-v3 (2 layers, 4 x 32 tokens, 4 heads, q and k 16 + 8
+# channels, values 16, f32): each layer's attention inputs q, k and v are no longer saved, and k_pe's
+# rope (8 channels of one head) is, which the recomputed concatenation reads
+saved() {
+  "$mcc" compile "$root/models/tiny-deepseek-v3.json" --target cpu "$@" -o "$work/tr" 2>&1 |
+    sed -n 's/^  saved for the backward .*(\([0-9]*\) bytes a micro-batch.*/\1/p'
+}
+s_none=$(saved) s_up=$(saved --recompute-granularity selective --recompute-modules mla_up_proj)
+want=$((2 * 4 * 32 * (4 * (24 + 24 + 16) - 8) * 4))
+[ -n "$s_none" ] && [ $((s_none - s_up)) = $want ] ||
+  fail "mla_up_proj saves ${s_up:-?} bytes against none's ${s_none:-?}: not $want fewer"
+echo "mla_up_proj: saved $s_up bytes against none's $s_none"
 echo "PASS"
