@@ -280,7 +280,7 @@ static void test_parse_errors(void)
         {"global @w : f32[4] {init=ones}\n", "line 1: global @w needs kind= and init="},
         {"config {\n  lr = \"0.1\"\n  lr = \"0.2\"\n}\n", "line 3: config key `lr` is set twice"},
         {"config {\n  fp8_recipe = \"current\"\n}\n",
-         "line 2: config fp8_recipe = \"current\": fp8_recipe takes delayed or tensorwise"},
+         "line 2: config fp8_recipe = \"current\": fp8_recipe takes delayed, tensorwise or blockwise"},
         {"config {\n  pipeline_schedule = \"gpipe\"\n}\n",
          "line 2: config pipeline_schedule = \"gpipe\": pipeline_schedule takes auto, 1f1b, interleaved or zb-h1"},
         {"config {\n  param_dtype = \"fp8e4m3\"\n}\n", "line 2: config param_dtype = \"fp8e4m3\": param_dtype takes f32, bf16 or f16"},

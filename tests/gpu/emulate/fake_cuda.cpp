@@ -200,6 +200,8 @@ static std::map<std::string, std::function<void(void **)>> table = {
 #define E(sfx, T, B) {"mcc_bias_add_" #sfx, wrap(mcc_bias_add_##sfx)}, {"mcc_copy_" #sfx, wrap(mcc_copy_##sfx)},
     MCC_FOR_FLOAT_PAIRS(E)
 #undef E
+    // multi-token prediction's roll (ops_test's shift_seq cases)
+    {"mcc_shift_seq", wrap(mcc_shift_seq)},
     // AdamW, on fp32 masters and on (copy, remainder) pairs (ops_test's adamw cases)
     {"mcc_adamw_f32_f32_f32", wrap(mcc_adamw_f32_f32_f32)}, {"mcc_adamw_bf16_f32_f32", wrap(mcc_adamw_bf16_f32_f32)},
     // blockwise FP8's quantize (ops_test's fp8_block_quantize cases)
