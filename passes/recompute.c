@@ -246,7 +246,7 @@ static bool module_flags(const char *modules, unsigned *opf, bool *up, char *err
 {
     unsigned set, built = 1u << IR_RM_CORE_ATTN | 1u << IR_RM_LAYERNORM | 1u << IR_RM_MLP_ACT |
                           1u << IR_RM_MLA_UP_PROJ;
-    char bad[64];
+    char bad[64] = "";
     if (!ir_word_set(ir_recompute_module_words, modules, &set, bad, sizeof bad) || (set & ~built)) {
         for (int k = 0; !bad[0] && ir_recompute_module_words[k]; k++) /* the first word not built */
             if (set & ~built & 1u << k)
