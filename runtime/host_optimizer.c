@@ -107,7 +107,7 @@ static void to_bf16_range(const rt_kernel_call *c, int64_t begin, int64_t end)
  * when it is freed: a job is one call's slices, slice 0 the caller's and slice t worker t's. A
  * job's generation wakes every worker; the caller waits until each has seen it (pending 0), so no
  * worker misses one and no slice outlives its call. */
-typedef struct rt_host_pool {
+struct rt_host_pool {
     pthread_mutex_t lock;
     pthread_cond_t go, done;
     int nworkers;              /* threads started, besides the caller */
@@ -118,7 +118,7 @@ typedef struct rt_host_pool {
     int parts;                 /* its slices */
     bool stop;
     host_slice slice[MAX_THREADS];
-} rt_host_pool;
+};
 
 typedef struct pool_worker {
     rt_host_pool *pool;
@@ -149,6 +149,7 @@ static void *pool_worker_run(void *arg)
     return NULL;
 }
 
+/* MCC_HOST_OPTIMIZER_THREADS, or the cores online. */
 static int host_threads(void)
 {
     long long want = knob_int(KNOB_HOST_OPTIMIZER_THREADS);
@@ -157,9 +158,9 @@ static int host_threads(void)
     return (int)(n < MAX_THREADS ? n : MAX_THREADS);
 }
 
-static void host_pool_open(rt_program *p)
+rt_host_pool *rt_host_pool_open(int threads)
 {
-    int want = host_threads() - 1;
+    int want = threads - 1;
     rt_host_pool *pool = calloc(1, sizeof *pool);
     pthread_t *tid = calloc((size_t)want + 1, sizeof(pthread_t));
     pool_worker *workers = calloc((size_t)want + 1, sizeof(pool_worker));
@@ -178,12 +179,11 @@ static void host_pool_open(rt_program *p)
             break; /* fewer threads: the slices are fewer */
         pool->nworkers++;
     }
-    p->host_pool = pool;
+    return pool;
 }
 
-static void host_pool_close(rt_program *p)
+void rt_host_pool_close(rt_host_pool *pool)
 {
-    rt_host_pool *pool = p->host_pool;
     if (!pool)
         return;
     pthread_mutex_lock(&pool->lock);
@@ -198,6 +198,11 @@ static void host_pool_close(rt_program *p)
     free(pool->tid);
     free(pool->workers);
     free(pool);
+}
+
+static void host_pool_close(rt_program *p)
+{
+    rt_host_pool_close(p->host_pool);
     p->host_pool = NULL;
 }
 
@@ -225,14 +230,20 @@ static void pool_run(rt_host_pool *pool, host_range range, const rt_kernel_call 
     pthread_mutex_unlock(&pool->lock);
 }
 
-/* AdamW of call c over n elements from its pointers, in the device's arithmetic (f32: the GPU's formula). */
-static void host_adamw(rt_host_pool *pool, const rt_kernel_call *c, bool f32, int64_t n)
+void rt_host_adamw(rt_host_pool *pool, const rt_kernel_call *c, bool f32, int64_t n)
 {
     if (((const float *)c->args[5])[0] < 1) { /* the CPU kernel's refusal, on both paths */
         rt_cpu_adamw_range(c, 0, 0);
         return;
     }
     pool_run(pool, f32 ? adamw_f32_range : rt_cpu_adamw_range, c, n);
+}
+
+void rt_host_to_bf16(rt_host_pool *pool, uint16_t *dst, const float *src, int64_t n)
+{
+    void *args[2] = {dst, (void *)src};
+    rt_kernel_call convert = {.args = args};
+    pool_run(pool, to_bf16_range, &convert, n);
 }
 
 typedef enum { MOVE_NONE, MOVE_DOWN, MOVE_UP } host_move;
@@ -291,10 +302,7 @@ static void up_chunk(host_stream *s, const rt_kernel_call *c, int64_t at, int64_
     const void *src = (const char *)c->args[1] + (size_t)at * ir_dtype_size(c->arg_types[1]->dtype);
     wait_token(p, &s->up[h]);
     if (c->arg_types[0]->dtype != c->arg_types[1]->dtype) {
-        void *args[2] = {stage_up(p, h), (void *)src};
-        rt_kernel_call convert = *c;
-        convert.args = args;
-        pool_run(p->host_pool, to_bf16_range, &convert, k);
+        rt_host_to_bf16(p->host_pool, (uint16_t *)stage_up(p, h), src, k);
         src = stage_up(p, h);
     }
     void *dst = (char *)c->args[0] + (size_t)at * to;
@@ -348,7 +356,7 @@ static void stream_adamw(host_stream *s, const rt_kernel_call *c, const rt_kerne
                          (char *)c->args[3] + (size_t)at * vsize, c->args[4], c->args[5], c->args[6]};
         rt_kernel_call part = *c;
         part.args = args;
-        host_adamw(p->host_pool, &part, f32, k);
+        rt_host_adamw(p->host_pool, &part, f32, k);
         double t2 = os_now_s();
         if (up)
             up_chunk(s, up, at, k, h);
@@ -403,7 +411,7 @@ static void host_run(rt_program *p, int func)
             p->host_times[RT_HOST_TIME_UP] += os_now_s() - t0;
         } else if (f->instrs[i].op == IR_OP_ADAMW) {
             double t0 = os_now_s();
-            host_adamw(p->host_pool, c, f32, ir_numel(c->arg_types[0]));
+            rt_host_adamw(p->host_pool, c, f32, ir_numel(c->arg_types[0]));
             p->host_times[RT_HOST_TIME_ADAM] += os_now_s() - t0;
         } else {
             rt_cpu_kernels[f->instrs[i].op](c);
@@ -426,5 +434,5 @@ void rt_host_attach(rt_program *p)
     if (ir_func_of_kind(p->m, IR_FUNC_HOST_OPTIMIZER) < 0 || p->host)
         return;
     p->host = &host_hooks;
-    host_pool_open(p);
+    p->host_pool = rt_host_pool_open(host_threads());
 }

@@ -2,12 +2,30 @@
 #ifndef MCC_RT_HOST_OPTIMIZER_H
 #define MCC_RT_HOST_OPTIMIZER_H
 
+#include "runtime/cpu_kernels.h"
 #include "runtime/program.h"
+
+#include <stdint.h>
 
 /* Where p (just loaded) has a function of kind host_optimizer: registers what runs it (p->host:
  * its operands are host memory but for the copies that move a gradient down or a parameter up)
  * and starts the host AdamW's threads (MCC_HOST_OPTIMIZER_THREADS, 0: the cores online; the
  * caller counts as one) into p->host_pool; rt_program_free joins them. Nothing for another plan. */
 void rt_host_attach(rt_program *p);
+
+/* The host's threads: `threads` of them, the caller counting as one (rt_host_attach opens
+ * p->host_pool so; bench/host_adamw_bench.c opens its own to time the same work). */
+typedef struct rt_host_pool rt_host_pool;
+rt_host_pool *rt_host_pool_open(int threads);
+void rt_host_pool_close(rt_host_pool *pool);
+
+/* AdamW call c (operands as adamw's: master, gradient, m, v, lr, step, clip coefficient) over its
+ * first n elements, split over the pool, in the device's arithmetic: f32, the GPU kernel's fp32
+ * formula; else the CPU device's kernel (rt_cpu_adamw_range, double). */
+void rt_host_adamw(rt_host_pool *pool, const rt_kernel_call *c, bool f32, int64_t n);
+
+/* dst[0, n) := src rounded to bf16 (nearest even, as the GPU), split over the pool: the host's half
+ * of a converting copy up. */
+void rt_host_to_bf16(rt_host_pool *pool, uint16_t *dst, const float *src, int64_t n);
 
 #endif
