@@ -3,7 +3,8 @@
  * (rt_host_to_bf16), timed on this machine's cores: elements per second, per thread, and the memory
  * traffic in GB/s, for f32 and bf16 Adam moments, at each thread count asked for. The work is the
  * real functions' over arrays as large as a tensor's share of llama3-8b, called chunk by chunk as
- * the streamed gradient arrives (a staging half's 16 Mi elements by default).
+ * the streamed gradient arrives (a staging half's 16 Mi elements by default), compiled for each
+ * instruction set this CPU has (rt_host_isa; train_rank picks the first, MCC_HOST_OPTIMIZER_ISA).
  *
  *   host_adamw_bench [--elements-mi 256] [--chunk-mi 16] [--threads 1,2] [--reps 3]
  *
@@ -155,7 +156,7 @@ static double to_bf16_pass(rt_host_pool *pool, const bench_options *o, const ben
 static void report(const char *what, int threads, int64_t n, double bytes_per_element, double best)
 {
     double rate = (double)n / best;
-    printf("%-26s threads %2d  %8.1f ms  %7.1f M elements/s  %6.1f M/s per thread  %6.1f GB/s\n", what, threads,
+    printf("%-32s threads %2d  %8.1f ms  %7.1f M elements/s  %6.1f M/s per thread  %6.1f GB/s\n", what, threads,
            best * 1e3, rate * 1e-6, rate * 1e-6 / threads, rate * bytes_per_element * 1e-9);
 }
 
@@ -170,23 +171,28 @@ int main(int argc, char **argv)
         size_t msize = ir_dtype_size(moment_dtypes[d]);
         bench_arrays a = arrays_new(o.elements, msize);
         for (int t = 0; t < o.nthreads; t++) {
-            rt_host_pool *pool = rt_host_pool_open(o.threads[t]);
-            double best = INFINITY, best_up = INFINITY;
-            for (int r = 0; r < o.reps; r++) {
-                double s = adamw_pass(pool, &o, &a, moment_dtypes[d], (float)(r + 1));
-                best = s < best ? s : best;
+            for (int isa = 0; isa < RT_HOST_NUM_ISAS; isa++) {
+                if (!rt_host_isa_supported((rt_host_isa)isa))
+                    continue;
+                rt_host_pool *pool = rt_host_pool_open(o.threads[t], (rt_host_isa)isa);
+                double best = INFINITY, best_up = INFINITY;
+                for (int r = 0; r < o.reps; r++) {
+                    double s = adamw_pass(pool, &o, &a, moment_dtypes[d], (float)(r + 1));
+                    best = s < best ? s : best;
+                }
+                char what[64];
+                snprintf(what, sizeof what, "adamw %s, %s moments", rt_host_isa_names[isa], ir_dtype_name(moment_dtypes[d]));
+                /* master read and written, gradient read, each moment read and written */
+                report(what, o.threads[t], o.elements, 8.0 + 4.0 + 4.0 * (double)msize, best);
+                for (int r = 0; d == 0 && r < o.reps; r++) {
+                    double s = to_bf16_pass(pool, &o, &a);
+                    best_up = s < best_up ? s : best_up;
+                }
+                snprintf(what, sizeof what, "to bf16 %s (copy up)", rt_host_isa_names[isa]);
+                if (d == 0)
+                    report(what, o.threads[t], o.elements, 4.0 + 2.0, best_up);
+                rt_host_pool_close(pool);
             }
-            char what[64];
-            snprintf(what, sizeof what, "adamw, %s moments", ir_dtype_name(moment_dtypes[d]));
-            /* master read and written, gradient read, each moment read and written */
-            report(what, o.threads[t], o.elements, 8.0 + 4.0 + 4.0 * (double)msize, best);
-            for (int r = 0; d == 0 && r < o.reps; r++) {
-                double s = to_bf16_pass(pool, &o, &a);
-                best_up = s < best_up ? s : best_up;
-            }
-            if (d == 0)
-                report("f32 to bf16 (copy up)", o.threads[t], o.elements, 4.0 + 2.0, best_up);
-            rt_host_pool_close(pool);
         }
         arrays_free(&a);
     }

@@ -13,7 +13,10 @@
  * The AdamW is the plan's device's arithmetic: on the CPU device its own kernel (rt_cpu_adamw_range,
  * math in double), so that offloading changes no bit; on a GPU the fp32 formula of
  * kernels_templates/optimizer.cuh (mcc_adamw_step: the same operations in the same order),
- * vectorised by `omp simd` (-fopenmp-simd: no OpenMP runtime). NVRTC compiles that kernel with
+ * vectorised by `omp simd` (-fopenmp-simd: no OpenMP runtime), one loop per pair of moment dtypes,
+ * compiled for AVX-512, AVX2 and generic x86-64 (train_rank's own target: SSE2) and picked at load
+ * (MCC_HOST_OPTIMIZER_ISA: the best the CPU has); without FMA contraction every set gives the same
+ * bits. bench/host_adamw_bench.c times them. NVRTC compiles that kernel with
  * --use_fast_math (flushed denormals, approximate division, FMA contraction), so host and GPU agree
  * to fp32 rounding there, not to the bit. pthreads rather than OpenMP: train_rank then carries no
  * OpenMP runtime whose idle workers spin beside the CPU ranks' MPI progress and the --async-save
@@ -59,12 +62,13 @@ static inline void moment_st(void *x, bool bf16, int64_t i, float value)
 
 /* The fp32 update of optimizer.cuh's mcc_adamw_step over [begin, end): the same operations in the
  * same order, each rounded to fp32 (the file is built with -ffp-contract=off: IEEE operations, where
- * the GPU's fast math approximates the division). */
-static void adamw_f32_range(const rt_kernel_call *c, int64_t begin, int64_t end)
+ * the GPU's fast math approximates the division). Inlined into a loop per instruction set and pair
+ * of moment dtypes (HOST_LOOPS), so that each is vectorised with no branch on the dtypes. */
+static inline __attribute__((always_inline)) void adamw_f32_loop(const rt_kernel_call *c, int64_t begin, int64_t end,
+                                                                 bool m16, bool v16)
 {
     float *restrict p = c->args[0];
     void *restrict m = c->args[2], *restrict v = c->args[3];
-    bool m16 = c->arg_types[2]->dtype == IR_BF16, v16 = c->arg_types[3]->dtype == IR_BF16;
     const float *restrict g = c->args[1];
     double step = ((const float *)c->args[5])[0];
     const double *a = c->in->attr;
@@ -82,8 +86,99 @@ static void adamw_f32_range(const rt_kernel_call *c, int64_t begin, int64_t end)
     }
 }
 
+/* A converting copy up's host half (c: dst the staging buffer, as bf16; src the f32 master), over
+ * [begin, end): rounded to nearest even as the GPU's __float2bfloat16_rn (runtime/bf16.h). */
+static inline __attribute__((always_inline)) void to_bf16_loop(const rt_kernel_call *c, int64_t begin, int64_t end)
+{
+    uint16_t *restrict dst = c->args[0];
+    const float *restrict src = c->args[1];
+#pragma omp simd
+    for (int64_t i = begin; i < end; i++)
+        dst[i] = rt_f32_to_bf16(src[i]);
+}
+
+/* The host's loops compiled for an instruction set (train_rank is built for generic x86-64, whose
+ * SSE2 does 4 lanes): attributes `target` on x86-64 with GCC or clang, the best one the CPU has
+ * picked at run time (rt_host_isa_of). Without contraction into FMAs, and with IEEE division and
+ * square root in every set, each gives the same bits (tests/host_optimizer_test.c checks). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HOST_ISAS_X86 1
+#define HOST_TARGET_AVX2 __attribute__((target("avx2")))
+#define HOST_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,prefer-vector-width=512")))
+#else
+#define HOST_ISAS_X86 0
+#endif
+
+#define HOST_LOOPS(isa, target)                                                                                     \
+    target static void adamw_f32_##isa(const rt_kernel_call *c, int64_t begin, int64_t end)                        \
+    {                                                                                                               \
+        bool m16 = c->arg_types[2]->dtype == IR_BF16, v16 = c->arg_types[3]->dtype == IR_BF16;                     \
+        if (m16 && v16)                                                                                             \
+            adamw_f32_loop(c, begin, end, true, true);                                                              \
+        else if (m16)                                                                                               \
+            adamw_f32_loop(c, begin, end, true, false);                                                             \
+        else if (v16)                                                                                               \
+            adamw_f32_loop(c, begin, end, false, true);                                                             \
+        else                                                                                                        \
+            adamw_f32_loop(c, begin, end, false, false);                                                            \
+    }                                                                                                               \
+    target static void to_bf16_##isa(const rt_kernel_call *c, int64_t begin, int64_t end) { to_bf16_loop(c, begin, end); }
+
+HOST_LOOPS(generic, )
+#if HOST_ISAS_X86
+HOST_LOOPS(avx2, HOST_TARGET_AVX2)
+HOST_LOOPS(avx512, HOST_TARGET_AVX512)
+#else
+#define adamw_f32_avx2 adamw_f32_generic /* never picked: rt_host_isa_supported */
+#define to_bf16_avx2 to_bf16_generic
+#define adamw_f32_avx512 adamw_f32_generic
+#define to_bf16_avx512 to_bf16_generic
+#endif
+
 /* What a pool thread runs: range(c, begin, end) over its slice of a call's elements. */
 typedef void (*host_range)(const rt_kernel_call *c, int64_t begin, int64_t end);
+
+/* Each instruction set's loops. ORDER: rt_host_isa. */
+static const struct {
+    host_range adamw_f32, to_bf16;
+} host_loops[RT_HOST_NUM_ISAS] = {
+    [RT_HOST_ISA_AVX512] = {adamw_f32_avx512, to_bf16_avx512},
+    [RT_HOST_ISA_AVX2] = {adamw_f32_avx2, to_bf16_avx2},
+    [RT_HOST_ISA_GENERIC] = {adamw_f32_generic, to_bf16_generic},
+};
+
+const char *const rt_host_isa_names[RT_HOST_NUM_ISAS] = {"avx512", "avx2", "generic"};
+
+bool rt_host_isa_supported(rt_host_isa isa)
+{
+#if HOST_ISAS_X86
+    __builtin_cpu_init();
+    if (isa == RT_HOST_ISA_AVX512)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    if (isa == RT_HOST_ISA_AVX2)
+        return __builtin_cpu_supports("avx2");
+#endif
+    return isa == RT_HOST_ISA_GENERIC;
+}
+
+/* MCC_HOST_OPTIMIZER_ISA's instruction set (auto: the best this CPU has); one it lacks stops the
+ * run here rather than on an illegal instruction in the first step. */
+static rt_host_isa host_isa(void)
+{
+    int choice = knob_choice(KNOB_HOST_OPTIMIZER_ISA); /* 0 auto, then rt_host_isa's order */
+    for (int isa = 0; choice == 0 && isa < RT_HOST_NUM_ISAS; isa++)
+        if (rt_host_isa_supported((rt_host_isa)isa))
+            return (rt_host_isa)isa;
+    rt_host_isa want = (rt_host_isa)(choice - 1);
+    if (!rt_host_isa_supported(want)) {
+        fprintf(stderr, "train_rank: MCC_HOST_OPTIMIZER_ISA=%s, but this CPU lacks %s: unset it (auto picks the best "
+                        "this CPU has) or name another of avx512|avx2|generic\n",
+                rt_host_isa_names[want], rt_host_isa_names[want]);
+        exit(1);
+    }
+    return want;
+}
 
 typedef struct {
     host_range range;
@@ -93,16 +188,6 @@ typedef struct {
 
 static void slice_run(const host_slice *s) { s->range(s->c, s->begin, s->end); }
 
-/* A converting copy up's host half (c: dst the staging buffer, as bf16; src the f32 master), over
- * [begin, end): rounded to nearest even as the GPU's __float2bfloat16_rn (runtime/bf16.h). */
-static void to_bf16_range(const rt_kernel_call *c, int64_t begin, int64_t end)
-{
-    uint16_t *restrict dst = c->args[0];
-    const float *restrict src = c->args[1];
-    for (int64_t i = begin; i < end; i++)
-        dst[i] = rt_f32_to_bf16(src[i]);
-}
-
 /* The host's threads (AdamW, conversions), started once when the plan is loaded (rt_host_attach) and joined
  * when it is freed: a job is one call's slices, slice 0 the caller's and slice t worker t's. A
  * job's generation wakes every worker; the caller waits until each has seen it (pending 0), so no
@@ -111,6 +196,7 @@ struct rt_host_pool {
     pthread_mutex_t lock;
     pthread_cond_t go, done;
     int nworkers;              /* threads started, besides the caller */
+    rt_host_isa isa;           /* the instruction set of the loops it runs */
     pthread_t *tid;
     struct pool_worker *workers;
     uint64_t generation;       /* of the job posted last */
@@ -158,7 +244,7 @@ static int host_threads(void)
     return (int)(n < MAX_THREADS ? n : MAX_THREADS);
 }
 
-rt_host_pool *rt_host_pool_open(int threads)
+rt_host_pool *rt_host_pool_open(int threads, rt_host_isa isa)
 {
     int want = threads - 1;
     rt_host_pool *pool = calloc(1, sizeof *pool);
@@ -170,6 +256,7 @@ rt_host_pool *rt_host_pool_open(int threads)
     }
     pool->tid = tid;
     pool->workers = workers;
+    pool->isa = isa;
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->go, NULL);
     pthread_cond_init(&pool->done, NULL);
@@ -236,14 +323,14 @@ void rt_host_adamw(rt_host_pool *pool, const rt_kernel_call *c, bool f32, int64_
         rt_cpu_adamw_range(c, 0, 0);
         return;
     }
-    pool_run(pool, f32 ? adamw_f32_range : rt_cpu_adamw_range, c, n);
+    pool_run(pool, f32 ? host_loops[pool->isa].adamw_f32 : rt_cpu_adamw_range, c, n);
 }
 
 void rt_host_to_bf16(rt_host_pool *pool, uint16_t *dst, const float *src, int64_t n)
 {
     void *args[2] = {dst, (void *)src};
     rt_kernel_call convert = {.args = args};
-    pool_run(pool, to_bf16_range, &convert, n);
+    pool_run(pool, host_loops[pool->isa].to_bf16, &convert, n);
 }
 
 typedef enum { MOVE_NONE, MOVE_DOWN, MOVE_UP } host_move;
@@ -434,5 +521,5 @@ void rt_host_attach(rt_program *p)
     if (ir_func_of_kind(p->m, IR_FUNC_HOST_OPTIMIZER) < 0 || p->host)
         return;
     p->host = &host_hooks;
-    p->host_pool = rt_host_pool_open(host_threads());
+    p->host_pool = rt_host_pool_open(host_threads(), host_isa());
 }

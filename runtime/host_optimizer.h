@@ -16,7 +16,15 @@ void rt_host_attach(rt_program *p);
 /* The host's threads: `threads` of them, the caller counting as one (rt_host_attach opens
  * p->host_pool so; bench/host_adamw_bench.c opens its own to time the same work). */
 typedef struct rt_host_pool rt_host_pool;
-rt_host_pool *rt_host_pool_open(int threads);
+
+/* The instruction sets the host's AdamW and bf16 conversion are compiled for, best first; each
+ * gives the same bits. ORDER: knob HOST_OPTIMIZER_ISA's choices after auto (common/knobs.h). */
+typedef enum { RT_HOST_ISA_AVX512, RT_HOST_ISA_AVX2, RT_HOST_ISA_GENERIC, RT_HOST_NUM_ISAS } rt_host_isa;
+extern const char *const rt_host_isa_names[RT_HOST_NUM_ISAS];
+bool rt_host_isa_supported(rt_host_isa isa); /* whether this CPU runs it */
+
+/* A pool whose loops are isa's (one this CPU supports). */
+rt_host_pool *rt_host_pool_open(int threads, rt_host_isa isa);
 void rt_host_pool_close(rt_host_pool *pool);
 
 /* AdamW call c (operands as adamw's: master, gradient, m, v, lr, step, clip coefficient) over its

@@ -8,7 +8,9 @@
  * or queued; AdamW split over the thread pool started at load (MCC_HOST_OPTIMIZER_THREADS=4)
  * updates every element as the CPU kernel does in one piece, Adam's moments f32 or one of them bf16
  * (--use-precision-aware-optimizer), each in its own dtype; the run's time split (waiting for
- * gradient chunks, AdamW, copies up) sums to at most the whole. */
+ * gradient chunks, AdamW, copies up) sums to at most the whole. A GPU plan's AdamW (the GPU kernel's
+ * fp32 formula) and bf16 conversion, compiled for each instruction set this CPU has, equal the
+ * formula written here in plain fp32, bit for bit. */
 #include "ir/ir.h"
 #include "runtime/bf16.h"
 #include "runtime/cpu_kernels.h"
@@ -176,6 +178,120 @@ static void run_case(bool zero, bool overlap, int64_t chunk, ir_dtype mt, ir_dty
     rt_program_free(p); /* joins the pool's threads */
 }
 
+/* The GPU plan's AdamW as the test writes it: optimizer.cuh's mcc_adamw_step, one element at a time
+ * in plain fp32 (this file is built with -ffp-contract=off, as host_optimizer.c is). */
+static void gpu_formula(float *p, float g, float *m, float *v, const double *attr, float lr, float step, float coef)
+{
+    float b1 = (float)attr[IR_ATTR_ADAMW_BETA1], b2 = (float)attr[IR_ATTR_ADAMW_BETA2];
+    float eps = (float)attr[IR_ATTR_ADAMW_EPS], wd = (float)attr[IR_ATTR_ADAMW_WEIGHT_DECAY];
+    float bc1 = (float)(1.0 - pow(attr[IR_ATTR_ADAMW_BETA1], step)), bc2 = (float)(1.0 - pow(attr[IR_ATTR_ADAMW_BETA2], step));
+    g *= coef;
+    *m = b1 * *m + (1.0f - b1) * g;
+    *v = b2 * *v + (1.0f - b2) * g * g;
+    *p = *p - lr * (*m / bc1 / (sqrtf(*v / bc2) + eps) + wd * *p);
+}
+
+/* Value i of a test array with the edges a vector loop can get wrong: NaN, infinities, zero, a
+ * denormal, a bf16 rounding tie; else smooth values of `scale`. */
+static float edgy(int i, float scale)
+{
+    static const float edges[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, 1.00390625f /* bf16 tie */, 3.0e38f};
+    return i % 97 < 8 ? edges[i % 97] : scale * (float)sin(i * 0.37 + scale);
+}
+
+enum { ISA_N = N - 1 }; /* odd: every vector loop's tail runs, in each pool thread's slice */
+
+/* The GPU plan's AdamW (the host's fp32 loops) compiled for each instruction set this CPU has,
+ * split over a pool of 4, equals gpu_formula element by element, bit for bit, with f32 and bf16
+ * moments; and so does the conversion of a copy up (rt_f32_to_bf16). */
+static void isa_cases(void)
+{
+    ir_instr in = {.op = IR_OP_ADAMW};
+    in.attr[IR_ATTR_ADAMW_BETA1] = 0.9, in.attr[IR_ATTR_ADAMW_BETA2] = 0.95, in.attr[IR_ATTR_ADAMW_EPS] = 1e-8;
+    in.attr[IR_ATTR_ADAMW_WEIGHT_DECAY] = 0.1;
+    float lr = 3e-4f, step = 3, coef = 0.75f;
+    static float p[ISA_N], g[ISA_N], ref_p[ISA_N];
+    static moment m, v, ref_m, ref_v;
+    static uint16_t up[ISA_N];
+    int ran = 0;
+    for (int isa = 0; isa < RT_HOST_NUM_ISAS; isa++) {
+        if (!rt_host_isa_supported((rt_host_isa)isa)) {
+            printf("-- %s: this CPU lacks it, not run\n", rt_host_isa_names[isa]);
+            continue;
+        }
+        ran++;
+        rt_host_pool *pool = rt_host_pool_open(4, (rt_host_isa)isa);
+        for (int mt16 = 0; mt16 < 2; mt16++) {
+            ir_dtype mt = mt16 ? IR_BF16 : IR_F32;
+            bool same = true;
+            for (int i = 0; i < ISA_N; i++) {
+                p[i] = ref_p[i] = edgy(i, 0.02f), g[i] = edgy(i + 5, 1e-3f);
+                float mi = edgy(i + 11, 1e-4f), vi = fabsf(edgy(i + 23, 1e-7f));
+                if (mt16) {
+                    m.bf16[i] = rt_f32_to_bf16(mi), v.bf16[i] = rt_f32_to_bf16(vi);
+                    mi = rt_bf16_to_f32(m.bf16[i]), vi = rt_bf16_to_f32(v.bf16[i]);
+                } else {
+                    m.f32[i] = mi, v.f32[i] = vi;
+                }
+                gpu_formula(&ref_p[i], g[i], &mi, &vi, in.attr, lr, step, coef);
+                if (mt16)
+                    ref_m.bf16[i] = rt_f32_to_bf16(mi), ref_v.bf16[i] = rt_f32_to_bf16(vi);
+                else
+                    ref_m.f32[i] = mi, ref_v.f32[i] = vi;
+            }
+            ir_type t = ir_tensor(IR_F32, 1, (int64_t[]){ISA_N}), tm = ir_tensor(mt, 1, (int64_t[]){ISA_N}),
+                    s = ir_scalar(IR_F32);
+            void *args[7] = {p, g, &m, &v, &lr, &step, &coef};
+            const ir_type *types[7] = {&t, &t, &tm, &tm, &s, &s, &s};
+            rt_kernel_call c = {&in, 7, 0, args, types, NULL, NULL};
+            rt_host_adamw(pool, &c, true, ISA_N);
+            size_t msize = ir_dtype_size(mt);
+            same &= !memcmp(p, ref_p, sizeof p); /* NaN's payload included: the bits, not the values */
+            same &= !memcmp(&m, &ref_m, ISA_N * msize) && !memcmp(&v, &ref_v, ISA_N * msize);
+            char what[160];
+            snprintf(what, sizeof what, "%s: the GPU's AdamW formula on the host, %s moments, equals it element by "
+                     "element in plain fp32, bit for bit (NaN, infinities, denormals, the tails)", rt_host_isa_names[isa],
+                     ir_dtype_name(mt));
+            expect(same, what);
+        }
+        for (int i = 0; i < ISA_N; i++)
+            p[i] = edgy(i, 1.0f);
+        rt_host_to_bf16(pool, up, p, ISA_N);
+        bool rounded = true;
+        for (int i = 0; i < ISA_N; i++)
+            rounded &= up[i] == rt_f32_to_bf16(p[i]);
+        char what[160];
+        snprintf(what, sizeof what, "%s: the copy up's conversion equals rt_f32_to_bf16 element by element", rt_host_isa_names[isa]);
+        expect(rounded, what);
+        rt_host_pool_close(pool);
+    }
+    expect(ran > 0 && rt_host_isa_supported(RT_HOST_ISA_GENERIC), "the generic loops run on every CPU");
+}
+
+/* rt_f32_to_bf16 (a select, so that loops over it vectorise) rounds to nearest even and keeps a NaN
+ * a quiet NaN: its known answers. */
+static void bf16_cases(void)
+{
+    static const struct {
+        uint32_t f32;
+        uint16_t bf16;
+    } known[] = {
+        {0x3f800000u, 0x3f80}, {0x3f808000u, 0x3f80}, /* a tie to the even below */
+        {0x3f818000u, 0x3f82},                        /* a tie to the even above */
+        {0x3f808001u, 0x3f81}, {0x7f7fffffu, 0x7f80}, /* the largest float rounds to infinity */
+        {0x7f800000u, 0x7f80}, {0xff800000u, 0xff80}, /* infinities stay */
+        {0x7f800001u, 0x7fc0}, {0xffa00000u, 0xffe0}, /* a signalling NaN turns quiet, its sign kept */
+        {0x00000001u, 0x0000}, {0x80000000u, 0x8000},
+    };
+    bool ok = true;
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) {
+        float f;
+        memcpy(&f, &known[k].f32, sizeof f);
+        ok &= rt_f32_to_bf16(f) == known[k].bf16;
+    }
+    expect(ok, "rt_f32_to_bf16: nearest even, overflow to infinity, NaN kept quiet");
+}
+
 int main(void)
 {
     setenv("MCC_HOST_OPTIMIZER_THREADS", "4", 1);
@@ -185,5 +301,7 @@ int main(void)
             for (int overlap = 0; overlap < 2; overlap++)
                 for (int chunked = 0; chunked < 2; chunked++)
                     run_case(zero, overlap, chunked ? 1500 : 0, moment_dtypes[d][0], moment_dtypes[d][1]);
+    isa_cases();
+    bf16_cases();
     return fails ? 1 : 0;
 }
