@@ -2,13 +2,15 @@
  * passes/optimizer.c) on the host. An AdamW whose gradient is a device global streams it: chunk by
  * chunk (ir_host_staging_of) the gradient goes down through the device table into a half of the
  * page-locked staging buffer, the chunk is updated, and the same chunk of the master goes up with
- * the copy up that follows the AdamW (converted by the host into the half first where it changes
- * the dtype, the master into a bf16 working copy, so that only the working dtype's bytes cross);
+ * the copy up that follows the AdamW (converted by the host into the half where it changes the
+ * dtype, the master into a bf16 working copy, so that only the working dtype's bytes cross: the
+ * AdamW writes it block by block as it updates the master, as the GPU kernel its working copy);
  * the halves take the chunks in turn. No host copy of a whole gradient exists. AdamW runs on a pool
  * of pthreads started at load (MCC_HOST_OPTIMIZER_THREADS) over static slices of the chunk, any
  * other copy between the memories is a transfer, and any other instruction is the CPU backend's
  * kernel, on host memory. Each run adds its time to rt_program.host_times: the whole, waiting for
- * gradient chunks, AdamW, the copies up (conversion, queueing and the last waits).
+ * gradient chunks, AdamW (with the conversion it writes), the copies up (queueing, the last waits
+ * and any conversion of their own).
  *
  * The AdamW is the plan's device's arithmetic: on the CPU device its own kernel (rt_cpu_adamw_range,
  * math in double), so that offloading changes no bit; on a GPU the fp32 formula of
@@ -86,12 +88,13 @@ static inline __attribute__((always_inline)) void adamw_f32_loop(const rt_kernel
     }
 }
 
-/* A converting copy up's host half (c: dst the staging buffer, as bf16; src the f32 master), over
- * [begin, end): rounded to nearest even as the GPU's __float2bfloat16_rn (runtime/bf16.h). */
+/* A converting copy up's host half over [begin, end): AdamW call c's bf16 working copy (args[7], in
+ * the staging buffer) from its f32 master (args[0]), rounded to nearest even as the GPU's
+ * __float2bfloat16_rn (runtime/bf16.h). */
 static inline __attribute__((always_inline)) void to_bf16_loop(const rt_kernel_call *c, int64_t begin, int64_t end)
 {
-    uint16_t *restrict dst = c->args[0];
-    const float *restrict src = c->args[1];
+    uint16_t *restrict dst = c->args[7];
+    const float *restrict src = c->args[0];
 #pragma omp simd
     for (int64_t i = begin; i < end; i++)
         dst[i] = rt_f32_to_bf16(src[i]);
@@ -180,13 +183,29 @@ static rt_host_isa host_isa(void)
     return want;
 }
 
+/* Elements a slice runs `range` over before `then` (the conversion after AdamW): the updated master
+ * is converted while it is in the core's cache (a block's master, gradient and moments: 256 KiB
+ * with f32 moments), not read again from memory. */
+enum { THEN_BLOCK = 16384 };
+
+/* One pool thread's share of a job: range over [begin, end) of call c, and where `then` is given,
+ * then over each block after range. */
 typedef struct {
-    host_range range;
+    host_range range, then;
     const rt_kernel_call *c;
     int64_t begin, end;
 } host_slice;
 
-static void slice_run(const host_slice *s) { s->range(s->c, s->begin, s->end); }
+static void slice_run(const host_slice *s)
+{
+    int64_t block = s->then ? THEN_BLOCK : s->end - s->begin;
+    for (int64_t at = s->begin; at < s->end; at += block) {
+        int64_t end = s->end - at < block ? s->end : at + block;
+        s->range(s->c, at, end);
+        if (s->then)
+            s->then(s->c, at, end);
+    }
+}
 
 /* The host's threads (AdamW, conversions), started once when the plan is loaded (rt_host_attach) and joined
  * when it is freed: a job is one call's slices, slice 0 the caller's and slice t worker t's. A
@@ -293,18 +312,19 @@ static void host_pool_close(rt_program *p)
     p->host_pool = NULL;
 }
 
-/* range over call c's n elements, in slices of MIN_SLICE elements or more, one a pool thread. */
-static void pool_run(rt_host_pool *pool, host_range range, const rt_kernel_call *c, int64_t n)
+/* range (then `then`, block by block, where given) over call c's n elements, in slices of
+ * MIN_SLICE elements or more, one a pool thread. */
+static void pool_run(rt_host_pool *pool, host_range range, host_range then, const rt_kernel_call *c, int64_t n)
 {
     int64_t parts = n / MIN_SLICE, threads = pool->nworkers + 1;
     parts = parts < 1 ? 1 : parts > threads ? threads : parts;
     if (parts == 1) {
-        range(c, 0, n);
+        slice_run(&(host_slice){range, then, c, 0, n});
         return;
     }
     pthread_mutex_lock(&pool->lock);
     for (int64_t t = 0; t < parts; t++)
-        pool->slice[t] = (host_slice){range, c, n * t / parts, n * (t + 1) / parts};
+        pool->slice[t] = (host_slice){range, then, c, n * t / parts, n * (t + 1) / parts};
     pool->parts = (int)parts;
     pool->pending = pool->nworkers;
     pool->generation++;
@@ -323,14 +343,22 @@ void rt_host_adamw(rt_host_pool *pool, const rt_kernel_call *c, bool f32, int64_
         rt_cpu_adamw_range(c, 0, 0);
         return;
     }
-    pool_run(pool, f32 ? host_loops[pool->isa].adamw_f32 : rt_cpu_adamw_range, c, n);
+    bool copy = c->nargs == 8;
+    if (copy && (c->arg_types[0]->dtype != IR_F32 || c->arg_types[7]->dtype != IR_BF16)) {
+        fprintf(stderr, "train_rank: internal error: the host's AdamW writes a bf16 working copy from an f32 master, "
+                        "not %s from %s (runtime/host_optimizer.c)\n",
+                ir_dtype_name(c->arg_types[7]->dtype), ir_dtype_name(c->arg_types[0]->dtype));
+        exit(1);
+    }
+    pool_run(pool, f32 ? host_loops[pool->isa].adamw_f32 : rt_cpu_adamw_range, copy ? host_loops[pool->isa].to_bf16 : NULL,
+             c, n);
 }
 
 void rt_host_to_bf16(rt_host_pool *pool, uint16_t *dst, const float *src, int64_t n)
 {
-    void *args[2] = {dst, (void *)src};
-    rt_kernel_call convert = {.args = args};
-    pool_run(pool, host_loops[pool->isa].to_bf16, &convert, n);
+    void *args[8] = {[0] = (void *)src, [7] = dst};
+    rt_kernel_call convert = {.nargs = 8, .args = args};
+    pool_run(pool, host_loops[pool->isa].to_bf16, NULL, &convert, n);
 }
 
 typedef enum { MOVE_NONE, MOVE_DOWN, MOVE_UP } host_move;
@@ -378,18 +406,22 @@ static void wait_token(rt_program *p, void **token)
         p->dev->copy_wait(p, *token), *token = NULL;
 }
 
+/* Whether copy up c changes the dtype (f32 to bf16: the optimizer pass allows no other): the host
+ * converts it in the staging buffer, so that only the working dtype's bytes cross. */
+static bool up_converts(const rt_kernel_call *c) { return c->arg_types[0]->dtype != c->arg_types[1]->dtype; }
+
 /* Elements [at, at + k) of copy up c (a host value into a device global) through staging half h:
- * converted there first when the copy changes the dtype (f32 to bf16: the optimizer pass allows no
- * other), so that only the working dtype's bytes cross; under overlap queued, the half's previous
- * copy up waited for first. */
-static void up_chunk(host_stream *s, const rt_kernel_call *c, int64_t at, int64_t k, int h)
+ * converted there first where it converts (unless `converted`: the AdamW before it wrote them
+ * there); under overlap queued, the half's previous copy up waited for first. */
+static void up_chunk(host_stream *s, const rt_kernel_call *c, int64_t at, int64_t k, int h, bool converted)
 {
     rt_program *p = s->p;
     size_t to = ir_dtype_size(c->arg_types[0]->dtype);
     const void *src = (const char *)c->args[1] + (size_t)at * ir_dtype_size(c->arg_types[1]->dtype);
     wait_token(p, &s->up[h]);
-    if (c->arg_types[0]->dtype != c->arg_types[1]->dtype) {
-        rt_host_to_bf16(p->host_pool, (uint16_t *)stage_up(p, h), src, k);
+    if (up_converts(c)) {
+        if (!converted)
+            rt_host_to_bf16(p->host_pool, (uint16_t *)stage_up(p, h), src, k);
         src = stage_up(p, h);
     }
     void *dst = (char *)c->args[0] + (size_t)at * to;
@@ -412,7 +444,9 @@ static void *down_chunk(host_stream *s, const rt_kernel_call *c, int64_t at, int
 
 /* AdamW c, whose gradient is a device global, streamed chunk by chunk (host_stage.chunk elements)
  * through the staging halves in turn, with copy up `up` of the master it updates (NULL: none): each
- * chunk's gradient goes down, is updated, and the same chunk of the master goes up. Under overlap
+ * chunk's gradient goes down, is updated, and the same chunk of the master goes up; where the copy
+ * up converts, the AdamW writes the chunk's bf16 into the half itself (its working-copy operand),
+ * block by block while the master is in cache, the half's previous copy up waited for first. Under overlap
  * the next chunk's copy down is queued before this one's update (at the last chunk, the first of
  * `next`, the streamed AdamW that follows, or NULL) and each copy up is queued, so the copies of
  * one chunk run beside the update of its neighbours; without, each runs in turn. */
@@ -438,15 +472,22 @@ static void stream_adamw(host_stream *s, const rt_kernel_call *c, const rt_kerne
             wait_token(p, &s->down[h]);
         else
             down_chunk(s, c, at, k, h);
+        bool fused = up && up_converts(up);
+        if (fused) /* the AdamW writes where the half's last copy up reads */
+            wait_token(p, &s->up[h]);
         double t1 = os_now_s();
-        void *args[7] = {(float *)c->args[0] + at, stage_grad(p, h), (char *)c->args[2] + (size_t)at * msize,
-                         (char *)c->args[3] + (size_t)at * vsize, c->args[4], c->args[5], c->args[6]};
+        void *args[8] = {(float *)c->args[0] + at, stage_grad(p, h), (char *)c->args[2] + (size_t)at * msize,
+                         (char *)c->args[3] + (size_t)at * vsize, c->args[4], c->args[5], c->args[6], stage_up(p, h)};
+        const ir_type *types[8] = {c->arg_types[0], c->arg_types[1], c->arg_types[2], c->arg_types[3],
+                                   c->arg_types[4], c->arg_types[5], c->arg_types[6], up ? up->arg_types[0] : NULL};
         rt_kernel_call part = *c;
         part.args = args;
+        part.arg_types = types;
+        part.nargs = fused ? 8 : 7;
         rt_host_adamw(p->host_pool, &part, f32, k);
         double t2 = os_now_s();
         if (up)
-            up_chunk(s, up, at, k, h);
+            up_chunk(s, up, at, k, h, fused);
         double t3 = os_now_s();
         p->host_times[RT_HOST_TIME_DOWN] += t1 - t0;
         p->host_times[RT_HOST_TIME_ADAM] += t2 - t1;
@@ -494,7 +535,7 @@ static void host_run(rt_program *p, int func)
             double t0 = os_now_s();
             int64_t n = ir_numel(c->arg_types[0]), chunk = p->host_stage.chunk ? p->host_stage.chunk : n;
             for (int64_t at = 0; at < n; at += chunk, s.turn ^= 1)
-                up_chunk(&s, c, at, n - at < chunk ? n - at : chunk, s.turn);
+                up_chunk(&s, c, at, n - at < chunk ? n - at : chunk, s.turn, false);
             p->host_times[RT_HOST_TIME_UP] += os_now_s() - t0;
         } else if (f->instrs[i].op == IR_OP_ADAMW) {
             double t0 = os_now_s();

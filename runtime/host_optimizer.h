@@ -27,9 +27,10 @@ bool rt_host_isa_supported(rt_host_isa isa); /* whether this CPU runs it */
 rt_host_pool *rt_host_pool_open(int threads, rt_host_isa isa);
 void rt_host_pool_close(rt_host_pool *pool);
 
-/* AdamW call c (operands as adamw's: master, gradient, m, v, lr, step, clip coefficient) over its
- * first n elements, split over the pool, in the device's arithmetic: f32, the GPU kernel's fp32
- * formula; else the CPU device's kernel (rt_cpu_adamw_range, double). */
+/* AdamW call c (operands as adamw's: master, gradient, m, v, lr, step, clip coefficient, and an
+ * eighth where c->nargs is 8: the bf16 working copy written from the updated f32 master, as the GPU
+ * kernel writes it) over its first n elements, split over the pool, in the device's arithmetic:
+ * f32, the GPU kernel's fp32 formula; else the CPU device's kernel (rt_cpu_adamw_range, double). */
 void rt_host_adamw(rt_host_pool *pool, const rt_kernel_call *c, bool f32, int64_t n);
 
 /* dst[0, n) := src rounded to bf16 (nearest even, as the GPU), split over the pool: the host's half
