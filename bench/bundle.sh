@@ -21,7 +21,7 @@ cpu_oracle() {
   rm -f /tmp/oracle-$name
 }
 cp ../shared/anchors/torch_baseline.py devrun/anchors/
-for t in attention_test attention_bench cp_attention_bench moe_gemm_bench cuda_ops_test dropout_test overlap_bench comm_nccl_test; do [ -x $B/$t ] && cp $B/$t devrun/bin/; done
+for t in attention_test attention_bench cp_attention_bench moe_gemm_bench cuda_ops_test dropout_test overlap_bench comm_nccl_test host_adamw_bench; do [ -x $B/$t ] && cp $B/$t devrun/bin/; done
 # data: 2 MB of the Brown corpus (scripts/train_tiny.sh fetches it) with the byte-level tokenizer,
 # whose ids fit every model's vocabulary, and the numerics text
 [ -f data/brown.txt ] || { echo "run scripts/train_tiny.sh once first (fetches the corpus)"; exit 1; }

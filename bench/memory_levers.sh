@@ -25,7 +25,8 @@ EOF
 # name:flags of llama3-8b on one GPU. The device machine's host has 128 GiB (--host-memory 120 says
 # so): with the gradients streamed down in chunks (no host copy of them), fp32 Adam moments for
 # every parameter pin 89.9 GiB of it, so that variant offloads all of them (it offloaded three
-# quarters while a host copy of the gradients made it 119.8 GiB); bf16 moments 60.0 GiB
+# quarters while a host copy of the gradients made it 119.8 GiB); bf16 moments 60.0 GiB. The
+# -overlap variants queue the host step's copies beside its AdamW (--overlap-cpu-optimizer-d2h-h2d)
 levers_8b_variants() {
   local full="--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
   # the spec's 2000 warmup iterations are longer than a 6-step run (train_rank refuses that)
@@ -33,6 +34,8 @@ levers_8b_variants() {
   cat <<EOF
 full-offload:$full $short --optimizer-cpu-offload --global-batch-size 8 --host-memory 120
 full-offload-bf16m:$full $short --optimizer-cpu-offload --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --global-batch-size 8 --host-memory 120
+full-offload-overlap:$full $short --optimizer-cpu-offload --overlap-cpu-optimizer-d2h-h2d --global-batch-size 8 --host-memory 120
+full-offload-bf16m-overlap:$full $short --optimizer-cpu-offload --overlap-cpu-optimizer-d2h-h2d --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --global-batch-size 8 --host-memory 120
 full:$full $short --global-batch-size 8
 EOF
 }
