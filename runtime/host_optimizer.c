@@ -107,7 +107,11 @@ static inline __attribute__((always_inline)) void to_bf16_loop(const rt_kernel_c
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HOST_ISAS_X86 1
 #define HOST_TARGET_AVX2 __attribute__((target("avx2")))
+#if defined(__clang__) /* 512-bit vectors where the tuning would prefer 256: clang's spelling and GCC's */
+#define HOST_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"), min_vector_width(512)))
+#else
 #define HOST_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,prefer-vector-width=512")))
+#endif
 #else
 #define HOST_ISAS_X86 0
 #endif
