@@ -47,7 +47,7 @@ typedef enum { KNOB_MCC = 1, KNOB_TRAIN_RANK = 2, KNOB_BENCH = 4 /* a bench scri
       "instruction set of the host's AdamW under --optimizer-cpu-offload (auto: the best this CPU has; each gives "   \
       "the same bits)")                                                                                               \
     X(HOST_OPTIMIZER_THREADS, KNOB_INT, "0", NULL, 0, 1024, KNOB_TRAIN_RANK,                                         \
-      "threads of the host's AdamW under --optimizer-cpu-offload (0: the cores online)")                             \
+      "threads of the host's AdamW under --optimizer-cpu-offload (0: the CPUs the process may run on)")              \
     X(OVERLAP_GEMM_SMS, KNOB_INT, "0", NULL, 0, 4096, KNOB_TRAIN_RANK,                                                \
       "SMs for GEMMs planned while a collective runs beside them (0: all)")                                           \
     X(PROFILE, KNOB_BOOL, "0", "0|1", 0, 0, KNOB_TRAIN_RANK,                                                          \

@@ -1,7 +1,9 @@
-/* os.c — a monotonic clock, reading a whole file, mkdir -p (os.h). */
+/* os.c — a monotonic clock, the CPUs to run on, reading a whole file, mkdir -p (os.h). */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "common/os.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,15 @@ double os_now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int os_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 ? (int)online : 1;
 }
 
 char *os_read_file(const char *path, size_t *n, char *err, size_t errlen)

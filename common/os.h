@@ -1,5 +1,6 @@
 /* os.h — the few operating-system helpers mcc and train_rank both need, written once: a
- * monotonic clock, reading a whole file, writing one whole, and mkdir -p that says what failed. */
+ * monotonic clock, the CPUs to spread threads over, reading a whole file, writing one whole, and
+ * mkdir -p that says what failed. */
 #ifndef MCC_OS_H
 #define MCC_OS_H
 
@@ -8,6 +9,11 @@
 
 /* Seconds on the monotonic clock (for durations only). */
 double os_now_s(void);
+
+/* The CPUs this process may run on (its affinity mask: a container's cpuset or taskset's share,
+ * not every core the machine has online), at least 1: how many threads a static split of work
+ * may start without two of them taking turns on one CPU while the rest wait for both. */
+int os_cpus(void);
 
 /* The whole file at path (a pipe too), NUL-terminated after its *n bytes (malloc'd: free it).
  * NULL with "PATH: cannot read: <reason>" in err. */

@@ -43,7 +43,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* Elements one thread takes at least: below that, threads cost more than they save. */
 enum { MIN_SLICE = 4096, MAX_THREADS = 1024 };
@@ -258,12 +257,11 @@ static void *pool_worker_run(void *arg)
     return NULL;
 }
 
-/* MCC_HOST_OPTIMIZER_THREADS, or the cores online. */
+/* MCC_HOST_OPTIMIZER_THREADS, or the CPUs this process may run on. */
 static int host_threads(void)
 {
     long long want = knob_int(KNOB_HOST_OPTIMIZER_THREADS);
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    long long n = want ? want : online > 0 ? online : 1;
+    long long n = want ? want : os_cpus();
     return (int)(n < MAX_THREADS ? n : MAX_THREADS);
 }
 

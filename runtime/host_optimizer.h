@@ -9,7 +9,7 @@
 
 /* Where p (just loaded) has a function of kind host_optimizer: registers what runs it (p->host:
  * its operands are host memory but for the copies that move a gradient down or a parameter up)
- * and starts the host AdamW's threads (MCC_HOST_OPTIMIZER_THREADS, 0: the cores online; the
+ * and starts the host AdamW's threads (MCC_HOST_OPTIMIZER_THREADS, 0: the CPUs it may run on; the
  * caller counts as one) into p->host_pool; rt_program_free joins them. Nothing for another plan. */
 void rt_host_attach(rt_program *p);
 

@@ -10,7 +10,10 @@
  * (--use-precision-aware-optimizer), each in its own dtype; the run's time split (waiting for
  * gradient chunks, AdamW, copies up) sums to at most the whole. A GPU plan's AdamW (the GPU kernel's
  * fp32 formula) and bf16 conversion, compiled for each instruction set this CPU has, equal the
- * formula written here in plain fp32, bit for bit. */
+ * formula written here in plain fp32, bit for bit. The pool's default size follows the process's
+ * CPU affinity. */
+#define _GNU_SOURCE /* sched_setaffinity: the pool's default size under a narrowed affinity */
+#include "common/os.h"
 #include "ir/ir.h"
 #include "runtime/bf16.h"
 #include "runtime/cpu_kernels.h"
@@ -18,6 +21,7 @@
 #include "runtime/program.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,6 +302,27 @@ static void bf16_cases(void)
     expect(ok, "rt_f32_to_bf16: nearest even, overflow to infinity, NaN kept quiet");
 }
 
+/* The pool's default size (MCC_HOST_OPTIMIZER_THREADS 0) is the CPUs the process may run on: under
+ * an affinity of one CPU (a container's cpuset, taskset), one, however many the machine has. */
+static void cpus_case(void)
+{
+    cpu_set_t was, one;
+    if (sched_getaffinity(0, sizeof was, &was) != 0) {
+        expect(false, "sched_getaffinity answers");
+        return;
+    }
+    int first = 0;
+    while (!CPU_ISSET(first, &was))
+        first++;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    bool narrowed = sched_setaffinity(0, sizeof one, &one) == 0;
+    int n = os_cpus();
+    sched_setaffinity(0, sizeof was, &was);
+    expect(narrowed && n == 1 && os_cpus() == CPU_COUNT(&was),
+           "os_cpus counts the CPUs of the affinity mask (1 under taskset -c 0), not every core online");
+}
+
 int main(void)
 {
     setenv("MCC_HOST_OPTIMIZER_THREADS", "4", 1);
@@ -309,5 +334,6 @@ int main(void)
                     run_case(zero, overlap, chunked ? 1500 : 0, moment_dtypes[d][0], moment_dtypes[d][1]);
     isa_cases();
     bf16_cases();
+    cpus_case();
     return fails ? 1 : 0;
 }

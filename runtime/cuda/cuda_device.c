@@ -11,6 +11,7 @@
 #include "runtime/device.h"
 #include "runtime/program.h"
 #include "common/knobs.h"
+#include "common/os.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -387,7 +388,7 @@ static void cuda_free(rt_program *p, void *ptr)
  * copies to and from it run at the link's speed, with no staging copy in the driver.
  * cudaMallocHost faults, zeroes and pins its pages on one thread (~1 GB/s: a minute for the 90 GiB
  * of llama3-8b's offloaded state); from LARGE_HOST bytes on, the pages are mapped, faulted in (the
- * kernel zeroes them) by a thread per core over its slice, then page-locked by one
+ * kernel zeroes them) by a thread per CPU (os_cpus) over its slice, then page-locked by one
  * cudaHostRegister of the whole range (one registration, so that a copy spanning it stays one
  * DMA). */
 enum { LARGE_HOST = 1 << 28, MAX_LARGE_HOST = 16, MAX_FAULT_THREADS = 64 };
@@ -417,8 +418,7 @@ static void *map_faulted(size_t bytes)
     if (ptr == MAP_FAILED)
         return NULL;
     size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = (bytes + page - 1) / page;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int n = cores < 1 ? 1 : cores > MAX_FAULT_THREADS ? MAX_FAULT_THREADS : (int)cores;
+    int cores = os_cpus(), n = cores > MAX_FAULT_THREADS ? MAX_FAULT_THREADS : cores;
     pthread_t threads[MAX_FAULT_THREADS];
     fault_slice slices[MAX_FAULT_THREADS];
     int started = 0;
