@@ -101,7 +101,7 @@ static inline __attribute__((always_inline)) void to_bf16_loop(const rt_kernel_c
 
 /* The host's loops compiled for an instruction set (train_rank is built for generic x86-64, whose
  * SSE2 does 4 lanes): attributes `target` on x86-64 with GCC or clang, the best one the CPU has
- * picked at run time (rt_host_isa_of). Without contraction into FMAs, and with IEEE division and
+ * picked when the plan loads (host_isa). Without contraction into FMAs, and with IEEE division and
  * square root in every set, each gives the same bits (tests/host_optimizer_test.c checks). */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HOST_ISAS_X86 1
@@ -474,10 +474,11 @@ static void stream_adamw(host_stream *s, const rt_kernel_call *c, const rt_kerne
             wait_token(p, &s->down[h]);
         else
             down_chunk(s, c, at, k, h);
+        double t1 = os_now_s();
         bool fused = up && up_converts(up);
         if (fused) /* the AdamW writes where the half's last copy up reads */
             wait_token(p, &s->up[h]);
-        double t1 = os_now_s();
+        double t_up = os_now_s();
         void *args[8] = {(float *)c->args[0] + at, stage_grad(p, h), (char *)c->args[2] + (size_t)at * msize,
                          (char *)c->args[3] + (size_t)at * vsize, c->args[4], c->args[5], c->args[6], stage_up(p, h)};
         const ir_type *types[8] = {c->arg_types[0], c->arg_types[1], c->arg_types[2], c->arg_types[3],
@@ -492,8 +493,8 @@ static void stream_adamw(host_stream *s, const rt_kernel_call *c, const rt_kerne
             up_chunk(s, up, at, k, h, fused);
         double t3 = os_now_s();
         p->host_times[RT_HOST_TIME_DOWN] += t1 - t0;
-        p->host_times[RT_HOST_TIME_ADAM] += t2 - t1;
-        p->host_times[RT_HOST_TIME_UP] += t3 - t2;
+        p->host_times[RT_HOST_TIME_ADAM] += t2 - t_up;
+        p->host_times[RT_HOST_TIME_UP] += t3 - t2 + t_up - t1;
         s->turn ^= 1;
     }
 }
