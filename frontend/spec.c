@@ -718,14 +718,31 @@ static bool spec_read_root(spec_ctx *c, const char *path, json_t *root)
     return true;
 }
 
+/* The last spec file parsed, kept for the process: mcc tune loads the same file once for every
+ * layout it estimates (thousands), and reading and parsing it again was most of its time. */
+static struct {
+    char path[4096];
+    json_t *root;
+} spec_json_cache;
+
 static bool spec_read_json(spec_ctx *c, const char *path)
 {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return spec_fail(c, "cannot open spec file %s: %s", path, strerror(errno));
-    json_error_t e;
-    json_t *root = json_loadf(fp, JSON_REJECT_DUPLICATES, &e);
-    fclose(fp);
-    if (!root) return spec_fail(c, "%s:%d:%d: invalid JSON: %s", path, e.line, e.column, e.text);
+    json_t *root = NULL;
+    if (spec_json_cache.root && !strcmp(spec_json_cache.path, path)) {
+        root = json_incref(spec_json_cache.root);
+    } else {
+        FILE *fp = fopen(path, "rb");
+        if (!fp) return spec_fail(c, "cannot open spec file %s: %s", path, strerror(errno));
+        json_error_t e;
+        root = json_loadf(fp, JSON_REJECT_DUPLICATES, &e);
+        fclose(fp);
+        if (!root) return spec_fail(c, "%s:%d:%d: invalid JSON: %s", path, e.line, e.column, e.text);
+        if (strlen(path) < sizeof spec_json_cache.path) {
+            json_decref(spec_json_cache.root);
+            spec_json_cache.root = json_incref(root);
+            snprintf(spec_json_cache.path, sizeof spec_json_cache.path, "%s", path);
+        }
+    }
     bool ok = spec_read_root(c, path, root);
     json_decref(root);
     return ok;

@@ -228,27 +228,34 @@ static int tune_schedules(const tune_layout *l, pp_sched_kind *out)
     return n;
 }
 
-/* Candidate l of family fam estimated, counted and kept in all (or among the rejected). */
-static void tune_consider(tune_ctx *t, tune_family *fam, const tune_layout *l, tune_list *all, int *estimated)
+/* Candidate l of family fam estimated, counted and kept in all (or among the rejected); false
+ * where its estimate is over the memory by more than the margin (never planned). */
+static bool tune_consider(tune_ctx *t, tune_family *fam, const tune_layout *l, tune_list *all, int *estimated)
 {
     tune_result r;
-    if (!tune_estimate(t, l, &r)) return;
+    if (!tune_estimate(t, l, &r)) return true;
     ++*estimated;
     t->candidates++;
     if (fam->least_gib == 0 || r.gib < fam->least_gib) fam->least_gib = r.gib;
     if (r.gib > t->gpu_gib) {
         if (t->exhaustive) tune_push(all, &r);
-        if (r.gib > t->gpu_gib * (1 + TUNE_MEMORY_MARGIN)) tune_reject(t, &r);
-        return;
+        if (r.gib <= t->gpu_gib * (1 + TUNE_MEMORY_MARGIN)) return true;
+        tune_reject(t, &r);
+        return false;
     }
     fam->fit++;
     if (fam->best_s == 0 || r.step_s < fam->best_s) fam->best_s = r.step_s;
     tune_push(all, &r);
+    return true;
 }
 
 /* Every candidate of family fam estimated (schedules, micro-batch sizes, memory levers: full
  * recompute of every layer, and by Megatron's block method of the first N of each stage), each
- * kept in all; the family's best and least memory noted. */
+ * kept in all; the family's best and least memory noted. The levers go from the least memory
+ * (offload) to the most (none, block recompute of fewer layers), and the micro-batch from 1 up:
+ * past the first whose estimate is over the memory and its margin the rest take more, so they
+ * are not estimated (their reduced plans, most of an MoE model's search, never made), but under
+ * --exhaustive, which estimates and plans them all. */
 static void tune_family_estimate(tune_ctx *t, const mcc_spec *s, tune_family *fam, tune_list *all)
 {
     const tune_layout *f = &t->fix;
@@ -260,14 +267,18 @@ static void tune_family_estimate(tune_ctx *t, const mcc_spec *s, tune_family *fa
     for (int k = 0; k < nsched; k++)
         for (int mbs = 1; mbs <= TUNE_MAX_MBS && s->global_batch_size % (mbs * fam->l.dp) == 0; mbs *= 2) {
             if (f->mbs && mbs != f->mbs) continue;
-            for (int rc = RC_NONE; rc < RC_COUNT; rc++) {
+            bool within = false; /* a lever at this micro-batch within the memory's margin */
+            for (int rc = RC_COUNT - 1; rc >= RC_NONE; rc--) {
                 if ((int)f->rc >= 0 && rc != (int)f->rc) continue;
                 tune_layout l = fam->l;
                 l.mbs = mbs, l.rc = (tune_recompute)rc, l.sched = scheds[k], l.fp8 = fp8;
-                tune_consider(t, fam, &l, all, &estimated);
-                for (l.rc_block = 1; rc == RC_FULL && l.rc_block < most; l.rc_block++)
-                    tune_consider(t, fam, &l, all, &estimated);
+                bool near = tune_consider(t, fam, &l, all, &estimated);
+                for (l.rc_block = most - 1; near && rc == RC_FULL && l.rc_block >= 1; l.rc_block--)
+                    if (!tune_consider(t, fam, &l, all, &estimated) && !t->exhaustive) break;
+                within |= near;
+                if (!near && !t->exhaustive) break;
             }
+            if (!within && !t->exhaustive) break;
         }
     if (!estimated)
         snprintf(fam->why, sizeof fam->why, "%s", t->refusal[0] ? t->refusal : "no micro-batch divides the global batch");
