@@ -417,14 +417,33 @@ static const char *spec_where(spec_ctx *c, const spec_field *f)
 {
     int i = spec_index(f);
     if (c->flag[i]) return c->flag[i];
-    snprintf(c->where_buf[i], sizeof c->where_buf[i], "%s.%s", spec_section_names[f->sec], f->key);
+    if (!c->where_buf[i][0]) /* the checks name a field many times a load, most of them on success */
+        snprintf(c->where_buf[i], sizeof c->where_buf[i], "%s.%s", spec_section_names[f->sec], f->key);
     return c->where_buf[i];
 }
 
+static int spec_by_key(const void *a, const void *b)
+{
+    return strcmp(spec_fields[*(const int *)a].key, spec_fields[*(const int *)b].key);
+}
+
+/* The field of key, by a binary search of the fields sorted by key (made on first use): every
+ * key of a spec file, every flag and every check finds its field here, and mcc tune loads a spec
+ * for each of thousands of layouts. */
 static const spec_field *spec_find(const char *key)
 {
-    for (int i = 0; i < SPEC_NFIELDS; i++)
-        if (strcmp(spec_fields[i].key, key) == 0) return &spec_fields[i];
+    static int sorted[SPEC_NFIELDS], nsorted;
+    if (!nsorted) {
+        for (int i = 0; i < SPEC_NFIELDS; i++) sorted[i] = i;
+        qsort(sorted, SPEC_NFIELDS, sizeof sorted[0], spec_by_key);
+        nsorted = SPEC_NFIELDS;
+    }
+    for (int lo = 0, hi = nsorted - 1; lo <= hi;) {
+        int mid = (lo + hi) / 2, cmp = strcmp(key, spec_fields[sorted[mid]].key);
+        if (!cmp) return &spec_fields[sorted[mid]];
+        if (cmp < 0) hi = mid - 1;
+        else lo = mid + 1;
+    }
     return NULL;
 }
 
