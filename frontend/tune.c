@@ -228,25 +228,29 @@ static int tune_schedules(const tune_layout *l, pp_sched_kind *out)
     return n;
 }
 
-/* Candidate l of family fam estimated, counted and kept in all (or among the rejected); false
- * where its estimate is over the memory by more than the margin (never planned). */
-static bool tune_consider(tune_ctx *t, tune_family *fam, const tune_layout *l, tune_list *all, int *estimated)
+/* What became of a candidate's estimate. */
+typedef enum { TUNE_REFUSED, TUNE_OVER, TUNE_NEAR } tune_outcome;
+
+/* Candidate l of family fam estimated, counted and kept in all (or among the rejected): refused
+ * (by the spec or the planner), over the memory by more than the margin (never planned), or near
+ * it or under (kept). */
+static tune_outcome tune_consider(tune_ctx *t, tune_family *fam, const tune_layout *l, tune_list *all, int *estimated)
 {
     tune_result r;
-    if (!tune_estimate(t, l, &r)) return true;
+    if (!tune_estimate(t, l, &r)) return TUNE_REFUSED;
     ++*estimated;
     t->candidates++;
     if (fam->least_gib == 0 || r.gib < fam->least_gib) fam->least_gib = r.gib;
     if (r.gib > t->gpu_gib) {
         if (t->exhaustive) tune_push(all, &r);
-        if (r.gib <= t->gpu_gib * (1 + TUNE_MEMORY_MARGIN)) return true;
+        if (r.gib <= t->gpu_gib * (1 + TUNE_MEMORY_MARGIN)) return TUNE_NEAR;
         tune_reject(t, &r);
-        return false;
+        return TUNE_OVER;
     }
     fam->fit++;
     if (fam->best_s == 0 || r.step_s < fam->best_s) fam->best_s = r.step_s;
     tune_push(all, &r);
-    return true;
+    return TUNE_NEAR;
 }
 
 /* Every candidate of family fam estimated (schedules, micro-batch sizes, memory levers: full
@@ -255,7 +259,9 @@ static bool tune_consider(tune_ctx *t, tune_family *fam, const tune_layout *l, t
  * (offload) to the most (none, block recompute of fewer layers), and the micro-batch from 1 up:
  * past the first whose estimate is over the memory and its margin the rest take more, so they
  * are not estimated (their reduced plans, most of an MoE model's search, never made), but under
- * --exhaustive, which estimates and plans them all. */
+ * --exhaustive, which estimates and plans them all. A micro-batch size at which every lever is
+ * refused or over ends the family: a larger one has fewer micro-batches a step and more memory
+ * (DeepSeek-V3's cp families, which its attention refuses on the GPU, tried once, not five times). */
 static void tune_family_estimate(tune_ctx *t, const mcc_spec *s, tune_family *fam, tune_list *all)
 {
     const tune_layout *f = &t->fix;
@@ -272,11 +278,11 @@ static void tune_family_estimate(tune_ctx *t, const mcc_spec *s, tune_family *fa
                 if ((int)f->rc >= 0 && rc != (int)f->rc) continue;
                 tune_layout l = fam->l;
                 l.mbs = mbs, l.rc = (tune_recompute)rc, l.sched = scheds[k], l.fp8 = fp8;
-                bool near = tune_consider(t, fam, &l, all, &estimated);
-                for (l.rc_block = most - 1; near && rc == RC_FULL && l.rc_block >= 1; l.rc_block--)
-                    if (!tune_consider(t, fam, &l, all, &estimated) && !t->exhaustive) break;
-                within |= near;
-                if (!near && !t->exhaustive) break;
+                tune_outcome o = tune_consider(t, fam, &l, all, &estimated);
+                for (l.rc_block = most - 1; o == TUNE_NEAR && rc == RC_FULL && l.rc_block >= 1; l.rc_block--)
+                    if (tune_consider(t, fam, &l, all, &estimated) == TUNE_OVER && !t->exhaustive) break;
+                within |= o == TUNE_NEAR;
+                if (o == TUNE_OVER && !t->exhaustive) break;
             }
             if (!within && !t->exhaustive) break;
         }
