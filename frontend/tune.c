@@ -2,8 +2,9 @@
  * GPUs that fit, fastest first, with the mcc compile command of each.
  *
  * Every layout the model's sizes admit (tp within a node, pp with the even split or, where pp does
- * not divide the layers, Megatron's uneven ones (tune_splits), cp, dp = N / (tp x pp x cp), ep for an MoE model over dp x cp, virtual stages, the
- * schedule: 1F1B, ZB-H1 or interleaved, the micro-batch size, recompute and offload) is first
+ * not divide the layers, Megatron's uneven ones (tune_splits), cp, dp = N / (tp x pp x cp), ep for
+ * an MoE model over dp x cp, virtual stages, the schedule: 1F1B, ZB-H1 or interleaved, the
+ * micro-batch size, recompute and offload) is first
  * estimated (tune_estimate.c: composed from a few exact plans of the model cut short), then the
  * most promising are planned exactly as mcc compile plans them (the passes through memory_plan), in
  * the order of their estimated step, until --top of them fit: what it lists is what mcc compile
@@ -298,9 +299,9 @@ enum { TUNE_MAX_SPLITS = 3 };
  * middle rank ceil(layers / pp) layers and the end ranks fewer: the remainder on the last rank
  * (Megatron-Bridge's DeepSeek-V3 layouts: 16 16 16 13, 8 x 7 + 5, 4 x 15 + 1; the last rank also
  * runs the head, the loss and any multi-token depths), on the first (the embedding's: the
- * 1,024-GPU TP8 x PP16 recipe's 1 + 4 x 15), or shared by both, the last taking the fewer (61 = 3
- * + 14 x 4 + 2; LLaMA-3 405B's 126 = 15 + 6 x 16 + 15 on 8, as its embedding and loss counted as
- * layers split it). The count (0: no split leaves each end a layer). */
+ * 1,024-GPU TP8 x PP16 layout of models/deepseek-v3.json, 1 + 15 x 4), or shared by both, the last
+ * taking the fewer (61 = 3 + 14 x 4 + 2; LLaMA-3 405B's 126 = 15 + 6 x 16 + 15 on 8, as its
+ * embedding and loss counted as layers split it). The count (0: no split leaves each end a layer). */
 static int tune_splits(int layers, int pp, int first[TUNE_MAX_SPLITS], int last[TUNE_MAX_SPLITS])
 {
     if (pp == 1 || layers % pp == 0) return first[0] = last[0] = 0, 1;
@@ -309,18 +310,21 @@ static int tune_splits(int layers, int pp, int first[TUNE_MAX_SPLITS], int last[
     for (int k = 0; k < TUNE_MAX_SPLITS; k++) {
         bool seen = false;
         for (int j = 0; j < n; j++) seen |= first[j] == f[k] && last[j] == l[k];
-        if (f[k] >= 1 && l[k] >= 1 && f[k] <= m && l[k] <= m && !seen && (pp > 2 || k < 2))
+        if (f[k] >= 1 && l[k] >= 1 && f[k] <= m && l[k] <= m && !seen)
             first[n] = f[k], last[n] = l[k], n++;
     }
     return n;
 }
 
-/* Whether vp virtual stages a rank divide every rank's layers of l's split (pp_split_layers). */
+/* Whether vp virtual stages a rank divide every rank's layers of l's split, as mcc compile's
+ * pp_split_layers takes them. */
 static bool tune_vp_divides(const tune_layout *l, int layers, int vp)
 {
-    if (!l->first_layers) return (layers / l->pp) % vp == 0;
-    int middle = l->pp > 2 ? (layers - l->first_layers - l->last_layers) / (l->pp - 2) : vp;
-    return l->first_layers % vp == 0 && l->last_layers % vp == 0 && middle % vp == 0;
+    int per[PP_MAX_V * 64];
+    char err[512];
+    return l->pp * vp <= (int)(sizeof per / sizeof per[0]) &&
+           pp_split_layers(layers, l->pp, vp, l->first_layers ? l->first_layers : -1, l->last_layers ? l->last_layers : -1,
+                           false, false, per, err, sizeof err);
 }
 
 /* Layout l's split as the table prints it: - (even), or first + middle ranks x their layers + last. */
