@@ -417,14 +417,33 @@ static const char *spec_where(spec_ctx *c, const spec_field *f)
 {
     int i = spec_index(f);
     if (c->flag[i]) return c->flag[i];
-    snprintf(c->where_buf[i], sizeof c->where_buf[i], "%s.%s", spec_section_names[f->sec], f->key);
+    if (!c->where_buf[i][0]) /* the checks name a field many times a load, most of them on success */
+        snprintf(c->where_buf[i], sizeof c->where_buf[i], "%s.%s", spec_section_names[f->sec], f->key);
     return c->where_buf[i];
 }
 
+static int spec_by_key(const void *a, const void *b)
+{
+    return strcmp(spec_fields[*(const int *)a].key, spec_fields[*(const int *)b].key);
+}
+
+/* The field of key, by a binary search of the fields sorted by key (made on first use): every
+ * key of a spec file, every flag and every check finds its field here, and mcc tune loads a spec
+ * for each of thousands of layouts. */
 static const spec_field *spec_find(const char *key)
 {
-    for (int i = 0; i < SPEC_NFIELDS; i++)
-        if (strcmp(spec_fields[i].key, key) == 0) return &spec_fields[i];
+    static int sorted[SPEC_NFIELDS], nsorted;
+    if (!nsorted) {
+        for (int i = 0; i < SPEC_NFIELDS; i++) sorted[i] = i;
+        qsort(sorted, SPEC_NFIELDS, sizeof sorted[0], spec_by_key);
+        nsorted = SPEC_NFIELDS;
+    }
+    for (int lo = 0, hi = nsorted - 1; lo <= hi;) {
+        int mid = (lo + hi) / 2, cmp = strcmp(key, spec_fields[sorted[mid]].key);
+        if (!cmp) return &spec_fields[sorted[mid]];
+        if (cmp < 0) hi = mid - 1;
+        else lo = mid + 1;
+    }
     return NULL;
 }
 
@@ -718,14 +737,31 @@ static bool spec_read_root(spec_ctx *c, const char *path, json_t *root)
     return true;
 }
 
+/* The last spec file parsed, kept for the process: mcc tune loads the same file once for every
+ * layout it estimates (thousands), and reading and parsing it again was most of its time. */
+static struct {
+    char path[4096];
+    json_t *root;
+} spec_json_cache;
+
 static bool spec_read_json(spec_ctx *c, const char *path)
 {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return spec_fail(c, "cannot open spec file %s: %s", path, strerror(errno));
-    json_error_t e;
-    json_t *root = json_loadf(fp, JSON_REJECT_DUPLICATES, &e);
-    fclose(fp);
-    if (!root) return spec_fail(c, "%s:%d:%d: invalid JSON: %s", path, e.line, e.column, e.text);
+    json_t *root = NULL;
+    if (spec_json_cache.root && !strcmp(spec_json_cache.path, path)) {
+        root = json_incref(spec_json_cache.root);
+    } else {
+        FILE *fp = fopen(path, "rb");
+        if (!fp) return spec_fail(c, "cannot open spec file %s: %s", path, strerror(errno));
+        json_error_t e;
+        root = json_loadf(fp, JSON_REJECT_DUPLICATES, &e);
+        fclose(fp);
+        if (!root) return spec_fail(c, "%s:%d:%d: invalid JSON: %s", path, e.line, e.column, e.text);
+        if (strlen(path) < sizeof spec_json_cache.path) {
+            json_decref(spec_json_cache.root);
+            spec_json_cache.root = json_incref(root);
+            snprintf(spec_json_cache.path, sizeof spec_json_cache.path, "%s", path);
+        }
+    }
     bool ok = spec_read_root(c, path, root);
     json_decref(root);
     return ok;

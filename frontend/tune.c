@@ -1,9 +1,10 @@
 /* tune.c — `mcc tune [SPEC.json] [--<field> VALUE ...] --world-size N`: the layouts of a model on N
  * GPUs that fit, fastest first, with the mcc compile command of each.
  *
- * Every layout the model's sizes admit (tp within a node, pp with an even or Megatron's uneven
- * split, cp, dp = N / (tp x pp x cp), ep for an MoE model over dp x cp, virtual stages, the
- * schedule: 1F1B, ZB-H1 or interleaved, the micro-batch size, recompute and offload) is first
+ * Every layout the model's sizes admit (tp within a node, pp with the even split or, where pp does
+ * not divide the layers, Megatron's uneven ones (tune_splits), cp, dp = N / (tp x pp x cp), ep for
+ * an MoE model over dp x cp, virtual stages, the schedule: 1F1B, ZB-H1 or interleaved, the
+ * micro-batch size, recompute and offload) is first
  * estimated (tune_estimate.c: composed from a few exact plans of the model cut short), then the
  * most promising are planned exactly as mcc compile plans them (the passes through memory_plan), in
  * the order of their estimated step, until --top of them fit: what it lists is what mcc compile
@@ -39,8 +40,6 @@ static const char *const tune_recompute_flags[RC_COUNT] = {
     "", "--recompute-granularity selective",
     "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
     "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --optimizer-cpu-offload"};
-static const char *const tune_split_flags[] = {"", " --account-for-embedding-in-pipeline-split",
-                                               " --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split"};
 
 /* Layout l's memory lever as the table prints it: its name, or block:N for block recompute. */
 static const char *tune_recompute_text(const tune_layout *l, char *buf, size_t n)
@@ -56,10 +55,14 @@ void tune_layout_flags(const tune_layout *l, int world, char *buf, size_t n)
     snprintf(block, sizeof block, "--recompute-granularity full --recompute-method block --recompute-num-layers %d",
              l->rc_block);
     const char *rc = l->rc_block ? block : tune_recompute_flags[l->rc];
-    snprintf(buf, n, "--tp %d --pp %d%s --cp %d --world-size %d%s%s --micro-batch-size %d%s%s", l->tp, l->pp,
-             tune_split_flags[l->split], l->cp, world, l->tp > 1 ? " --sequence-parallel" : "",
-             l->dp * l->cp > 1 ? " --use-distributed-optimizer" : "", l->mbs, *rc ? " " : "", rc);
+    snprintf(buf, n, "--tp %d --pp %d --cp %d --world-size %d%s%s --micro-batch-size %d%s%s", l->tp, l->pp, l->cp,
+             world, l->tp > 1 ? " --sequence-parallel" : "", l->dp * l->cp > 1 ? " --use-distributed-optimizer" : "",
+             l->mbs, *rc ? " " : "", rc);
     size_t used = strlen(buf);
+    if (l->first_layers && used < n)
+        used += (size_t)snprintf(buf + used, n - used,
+                                 " --decoder-first-pipeline-num-layers %d --decoder-last-pipeline-num-layers %d",
+                                 l->first_layers, l->last_layers);
     if (l->pp > 1)
         used += (size_t)snprintf(buf + used, n - used, " --pipeline-schedule %s", pp_sched_names[l->sched]);
     if (l->vp > 1 && used < n)
@@ -226,27 +229,40 @@ static int tune_schedules(const tune_layout *l, pp_sched_kind *out)
     return n;
 }
 
-/* Candidate l of family fam estimated, counted and kept in all (or among the rejected). */
-static void tune_consider(tune_ctx *t, tune_family *fam, const tune_layout *l, tune_list *all, int *estimated)
+/* What became of a candidate's estimate. */
+typedef enum { TUNE_REFUSED, TUNE_OVER, TUNE_NEAR } tune_outcome;
+
+/* Candidate l of family fam estimated, counted and kept in all (or among the rejected): refused
+ * (by the spec or the planner), over the memory by more than the margin (never planned), or near
+ * it or under (kept). */
+static tune_outcome tune_consider(tune_ctx *t, tune_family *fam, const tune_layout *l, tune_list *all, int *estimated)
 {
     tune_result r;
-    if (!tune_estimate(t, l, &r)) return;
+    if (!tune_estimate(t, l, &r)) return TUNE_REFUSED;
     ++*estimated;
     t->candidates++;
     if (fam->least_gib == 0 || r.gib < fam->least_gib) fam->least_gib = r.gib;
     if (r.gib > t->gpu_gib) {
         if (t->exhaustive) tune_push(all, &r);
-        if (r.gib > t->gpu_gib * (1 + TUNE_MEMORY_MARGIN)) tune_reject(t, &r);
-        return;
+        if (r.gib <= t->gpu_gib * (1 + TUNE_MEMORY_MARGIN)) return TUNE_NEAR;
+        tune_reject(t, &r);
+        return TUNE_OVER;
     }
     fam->fit++;
     if (fam->best_s == 0 || r.step_s < fam->best_s) fam->best_s = r.step_s;
     tune_push(all, &r);
+    return TUNE_NEAR;
 }
 
 /* Every candidate of family fam estimated (schedules, micro-batch sizes, memory levers: full
  * recompute of every layer, and by Megatron's block method of the first N of each stage), each
- * kept in all; the family's best and least memory noted. */
+ * kept in all; the family's best and least memory noted. The levers go from the least memory
+ * (offload) to the most (none, block recompute of fewer layers), and the micro-batch from 1 up:
+ * past the first whose estimate is over the memory and its margin the rest take more, so they
+ * are not estimated (their reduced plans, most of an MoE model's search, never made), but under
+ * --exhaustive, which estimates and plans them all. A micro-batch size at which every lever is
+ * refused or over ends the family: a larger one has fewer micro-batches a step and more memory
+ * (DeepSeek-V3's cp families, which its attention refuses on the GPU, tried once, not five times). */
 static void tune_family_estimate(tune_ctx *t, const mcc_spec *s, tune_family *fam, tune_list *all)
 {
     const tune_layout *f = &t->fix;
@@ -258,24 +274,67 @@ static void tune_family_estimate(tune_ctx *t, const mcc_spec *s, tune_family *fa
     for (int k = 0; k < nsched; k++)
         for (int mbs = 1; mbs <= TUNE_MAX_MBS && s->global_batch_size % (mbs * fam->l.dp) == 0; mbs *= 2) {
             if (f->mbs && mbs != f->mbs) continue;
-            for (int rc = RC_NONE; rc < RC_COUNT; rc++) {
+            bool within = false; /* a lever at this micro-batch within the memory's margin */
+            for (int rc = RC_COUNT - 1; rc >= RC_NONE; rc--) {
                 if ((int)f->rc >= 0 && rc != (int)f->rc) continue;
                 tune_layout l = fam->l;
                 l.mbs = mbs, l.rc = (tune_recompute)rc, l.sched = scheds[k], l.fp8 = fp8;
-                tune_consider(t, fam, &l, all, &estimated);
-                for (l.rc_block = 1; rc == RC_FULL && l.rc_block < most; l.rc_block++)
-                    tune_consider(t, fam, &l, all, &estimated);
+                tune_outcome o = tune_consider(t, fam, &l, all, &estimated);
+                for (l.rc_block = most - 1; o == TUNE_NEAR && rc == RC_FULL && l.rc_block >= 1; l.rc_block--)
+                    if (tune_consider(t, fam, &l, all, &estimated) == TUNE_OVER && !t->exhaustive) break;
+                within |= o == TUNE_NEAR;
+                if (o == TUNE_OVER && !t->exhaustive) break;
             }
+            if (!within && !t->exhaustive) break;
         }
     if (!estimated)
         snprintf(fam->why, sizeof fam->why, "%s", t->refusal[0] ? t->refusal : "no micro-batch divides the global batch");
 }
 
-/* The pipeline split of num_layers over pp: even, else the embedding (and the loss) counted as
- * layers of the end stages; -1 where none divides. */
-static int tune_split_of(int layers, int pp)
+enum { TUNE_MAX_SPLITS = 3 };
+
+/* The pipeline splits of `layers` over pp the search tries, as (first, last) layers of the end
+ * ranks (0 0: the even split, which mcc compile balances itself against the head where that
+ * helps): the even one where pp divides the layers; else Megatron's recipes' uneven ones, every
+ * middle rank ceil(layers / pp) layers and the end ranks fewer: the remainder on the last rank
+ * (Megatron-Bridge's DeepSeek-V3 layouts: 16 16 16 13, 8 x 7 + 5, 4 x 15 + 1; the last rank also
+ * runs the head, the loss and any multi-token depths), on the first (the embedding's: the
+ * 1,024-GPU TP8 x PP16 layout of models/deepseek-v3.json, 1 + 15 x 4), or shared by both, the last
+ * taking the fewer (61 = 3 + 14 x 4 + 2; LLaMA-3 405B's 126 = 15 + 6 x 16 + 15 on 8, as its
+ * embedding and loss counted as layers split it). The count (0: no split leaves each end a layer). */
+static int tune_splits(int layers, int pp, int first[TUNE_MAX_SPLITS], int last[TUNE_MAX_SPLITS])
 {
-    return layers % pp == 0 ? SPLIT_EVEN : (layers + 1) % pp == 0 ? SPLIT_EMBEDDING : (layers + 2) % pp == 0 ? SPLIT_EMBEDDING_LOSS : -1;
+    if (pp == 1 || layers % pp == 0) return first[0] = last[0] = 0, 1;
+    int m = (layers + pp - 1) / pp, rest = layers - m * (pp - 2), n = 0;
+    int f[TUNE_MAX_SPLITS] = {m, rest - m, rest - rest / 2}, l[TUNE_MAX_SPLITS] = {rest - m, m, rest / 2};
+    for (int k = 0; k < TUNE_MAX_SPLITS; k++) {
+        bool seen = false;
+        for (int j = 0; j < n; j++) seen |= first[j] == f[k] && last[j] == l[k];
+        if (f[k] >= 1 && l[k] >= 1 && f[k] <= m && l[k] <= m && !seen)
+            first[n] = f[k], last[n] = l[k], n++;
+    }
+    return n;
+}
+
+/* Whether vp virtual stages a rank divide every rank's layers of l's split, as mcc compile's
+ * pp_split_layers takes them. */
+static bool tune_vp_divides(const tune_layout *l, int layers, int vp)
+{
+    int per[PP_MAX_V * 64];
+    char err[512];
+    return l->pp * vp <= (int)(sizeof per / sizeof per[0]) &&
+           pp_split_layers(layers, l->pp, vp, l->first_layers ? l->first_layers : -1, l->last_layers ? l->last_layers : -1,
+                           false, false, per, err, sizeof err);
+}
+
+/* Layout l's split as the table prints it: - (even), or first + middle ranks x their layers + last. */
+static const char *tune_split_text(const tune_layout *l, int layers, char *buf, size_t n)
+{
+    if (!l->first_layers) return "-";
+    if (l->pp == 2) snprintf(buf, n, "%d+%d", l->first_layers, l->last_layers);
+    else snprintf(buf, n, "%d+%dx%d+%d", l->first_layers, l->pp - 2, (layers - l->first_layers - l->last_layers) / (l->pp - 2),
+                  l->last_layers);
+    return buf;
 }
 
 /* Every layout of the world that the model's sizes admit: tp within a node, pp, cp, dp = the rest,
@@ -293,12 +352,14 @@ static void tune_search(tune_ctx *t, const mcc_spec *s, tune_list *all)
             continue;
         }
         for (int pp = 1; pp <= s->num_layers && pp <= t->world / tp; pp++) {
-            int split = tune_split_of(s->num_layers, pp);
-            if ((f->pp && pp != f->pp) || split < 0) continue;
+            int first[TUNE_MAX_SPLITS], last[TUNE_MAX_SPLITS], nsplits = tune_splits(s->num_layers, pp, first, last);
+            if (f->pp && pp != f->pp) continue;
+            for (int split = 0; split < nsplits; split++)
             for (int cp = 1; cp <= 8; cp *= 2) {
                 if ((f->cp && cp != f->cp) || t->world % (tp * pp * cp)) continue;
                 int dp = t->world / (tp * pp * cp);
-                tune_layout l = {.tp = tp, .pp = pp, .cp = cp, .dp = dp, .ep = 1, .split = (tune_split)split, .vp = 1};
+                tune_layout l = {.tp = tp, .pp = pp, .cp = cp, .dp = dp, .ep = 1, .first_layers = first[split],
+                                 .last_layers = last[split], .vp = 1};
                 if (s->seq_length % (2 * cp)) { /* the world divides: the sequence does not */
                     snprintf(why, sizeof why, "cp %d: seq_length %d does not cut into 2 x %d chunks", cp, s->seq_length, cp);
                     tune_family_add(t, &l, why);
@@ -306,9 +367,9 @@ static void tune_search(tune_ctx *t, const mcc_spec *s, tune_list *all)
                 }
                 for (int ep = 1; ep <= (s->num_experts ? s->num_experts : 1); ep *= 2) {
                     if ((f->ep && ep != f->ep) || (dp * cp) % ep || (s->num_experts && s->num_experts % ep)) continue;
-                    /* interleaved virtual stages where an even split's stages divide again */
+                    /* interleaved virtual stages where every rank's layers divide again */
                     for (int vp = 1; vp <= 4; vp *= 2) {
-                        if (vp > 1 && (pp == 1 || split != SPLIT_EVEN || (s->num_layers / pp) % vp)) break;
+                        if (vp > 1 && (pp == 1 || !tune_vp_divides(&l, s->num_layers, vp))) break;
                         if (f->vp && vp != f->vp) continue;
                         l.ep = ep, l.vp = vp;
                         tune_family *fam = tune_family_add(t, &l, NULL);
@@ -363,8 +424,9 @@ static int tune_verify(tune_ctx *t, tune_list *all, tune_row *rows)
 
 /* --explain: what became of each family the search met: its best estimate beside the first's
  * step, or why none is listed. */
-static void tune_explain(const tune_ctx *t, const tune_row *rows, int nrows)
+static void tune_explain(const tune_ctx *t, const mcc_spec *s, const tune_row *rows, int nrows)
 {
+    char split[32];
     printf("\nEvery layout family (tp within a node of %d, pp, cp, dp = the rest, ep), by its estimates:\n",
            t->gpus_per_node);
     double first = nrows ? rows[0].plan.step_s : 0;
@@ -374,7 +436,7 @@ static void tune_explain(const tune_ctx *t, const tune_row *rows, int nrows)
         if (f->l.pp) printf(" pp %d cp %d dp %d", f->l.pp, f->l.cp, f->l.dp);
         if (f->l.ep) printf(" ep %d", f->l.ep);
         if (f->l.vp > 1) printf(" vp %d", f->l.vp);
-        if (f->l.split) printf(" (%s counted in the split)", f->l.split == SPLIT_EMBEDDING ? "embedding" : "embedding, loss");
+        if (f->l.first_layers) printf(" split %s", tune_split_text(&f->l, s->num_layers, split, sizeof split));
         if (f->fit)
             printf(": %d fit; its best ~%.0f ms, %+.1f%% of the first's\n", f->fit, 1e3 * f->best_s,
                    100 * (f->best_s - first) / first);
@@ -402,11 +464,12 @@ static void tune_json(const tune_ctx *t, const mcc_spec *s, const tune_row *rows
         printf("%s\n  {\"tp\": %d, \"pp\": %d, \"vp\": %d, \"cp\": %d, \"dp\": %d, \"ep\": %d, \"micro_batch_size\": %d, "
                "\"recompute\": \"%s\", \"schedule\": \"%s\", \"gib\": %.3f, \"step_ms\": %.3f, \"compute_ms\": %.3f, "
                "\"comm_ms\": %.3f, \"bubble\": %.4f, \"tokens_per_s_per_gpu\": %.1f, \"estimated_gib\": %.3f, "
-               "\"estimated_step_ms\": %.3f, \"fits\": %s, \"fp8\": %s, \"flags\": \"%s\"}",
+               "\"estimated_step_ms\": %.3f, \"fits\": %s, \"fp8\": %s, \"decoder_first_pipeline_num_layers\": %d, "
+               "\"decoder_last_pipeline_num_layers\": %d, \"flags\": \"%s\"}",
                i ? "," : "", r->l.tp, r->l.pp, r->l.vp, r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_text(&r->l, rc, sizeof rc),
                pp_sched_names[r->l.sched], r->gib, 1e3 * r->step_s, 1e3 * r->compute_s, 1e3 * r->comm_s, r->bubble,
                tokens / r->step_s / t->world, e->gib, 1e3 * e->step_s, rows[i].fits ? "true" : "false",
-               r->l.fp8 ? "true" : "false", flags);
+               r->l.fp8 ? "true" : "false", r->l.first_layers, r->l.last_layers, flags);
     }
     printf("\n], \"rejected\": [");
     for (int i = 0; i < t->nrejected; i++) { /* estimated over the memory: never planned */
@@ -428,16 +491,18 @@ static void tune_print(const tune_ctx *t, const mcc_spec *s, const tune_row *row
            "collectives' bytes at the link rate as if none were hidden (not calibrated: an upper bound's order).\n\n",
            t->candidates, tune_units_planned(t), t->estimated_fit, t->gpu_gib, t->target->name, t->planned, nrows,
            t->too_big, t->refused, t->target->ncost_rows ? "calibrated on one GPU" : "the target's roofline, uncalibrated");
-    printf("%4s %3s %3s %3s %4s %3s %4s %-9s %8s %9s %9s %6s %7s %7s %3s %-11s %s\n", "rank", "tp", "pp", "cp", "dp",
-           "ep", "mbs", "recompute", "GiB", "step ms", "tok/s/GPU", "MFU", "bubble", "comm ms", "vp", "schedule", "fp8");
+    printf("%4s %3s %3s %3s %4s %3s %4s %-9s %8s %9s %9s %6s %7s %7s %3s %-11s %-3s %s\n", "rank", "tp", "pp", "cp", "dp",
+           "ep", "mbs", "recompute", "GiB", "step ms", "tok/s/GPU", "MFU", "bubble", "comm ms", "vp", "schedule", "fp8",
+           "split");
     for (int i = 0; i < nrows && i < t->top; i++) {
         const tune_result *r = &rows[i].plan;
-        char rc[32];
+        char rc[32], split[32];
         double mfu = t->target->peak_bf16_flops > 0 ? model_flops / r->step_s / t->world / t->target->peak_bf16_flops : 0;
-        printf("%4d %3d %3d %3d %4d %3d %4d %-9s %8.1f %9.0f %9.0f %5.1f%% %6.1f%% %7.0f %3d %-11s %s\n", i + 1, r->l.tp,
+        printf("%4d %3d %3d %3d %4d %3d %4d %-9s %8.1f %9.0f %9.0f %5.1f%% %6.1f%% %7.0f %3d %-11s %-3s %s\n", i + 1, r->l.tp,
                r->l.pp, r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_text(&r->l, rc, sizeof rc), r->gib, 1e3 * r->step_s,
                tokens / r->step_s / t->world, 100 * mfu, 100 * r->bubble, 1e3 * r->comm_s, r->l.vp,
-               r->l.pp > 1 ? pp_sched_names[r->l.sched] : "-", r->l.fp8 ? "fp8" : "-");
+               r->l.pp > 1 ? pp_sched_names[r->l.sched] : "-", r->l.fp8 ? "fp8" : "-",
+               tune_split_text(&r->l, s->num_layers, split, sizeof split));
     }
     if (!nrows) {
         printf("No layout fits: more GPUs (--world-size), a shorter --seq-length, or --optimizer-cpu-offload.\n");
@@ -570,7 +635,7 @@ int mcc_tune_main(int argc, char **argv)
         tune_json(&t, &s, rows, nrows);
     } else {
         tune_print(&t, &s, rows, fit);
-        if (t.explain) tune_explain(&t, rows, fit);
+        if (t.explain) tune_explain(&t, &s, rows, fit);
     }
     free(rows), free(all.r), free(t.families), free(t.base), free(t.perturbed_rows);
     tune_units_free(&t);

@@ -21,16 +21,14 @@ int mcc_tune_main(int argc, char **argv);
  * recompute (selective, full), then the optimizer's state and step on the host as well. */
 typedef enum { RC_NONE, RC_SELECTIVE, RC_FULL, RC_OFFLOAD, RC_COUNT } tune_recompute;
 
-/* A pipeline split of num_layers over pp: even, or with the embedding (and the loss) counted as a
- * layer of the first (last) stage, Megatron's way to split 126 layers over 8 stages (LLaMA-3 405B). */
-typedef enum { SPLIT_EVEN, SPLIT_EMBEDDING, SPLIT_EMBEDDING_LOSS } tune_split;
-
 typedef struct {
     int tp, pp, cp, dp, ep, mbs;
     tune_recompute rc;
     int rc_block;                  /* RC_FULL by Megatron's block method: the first rc_block layers of each
                                       (virtual) stage recomputed, the others kept; 0: every layer (uniform) */
-    tune_split split;
+    int first_layers, last_layers; /* the pipeline's split where pp does not divide num_layers: the first
+                                      and last ranks' layers (Megatron's --decoder-first/last-pipeline-
+                                      num-layers), the middle ranks' as many each; 0: the even split */
     int vp;                        /* virtual stages a pipeline rank (interleaved 1F1B), 1: none */
     pp_sched_kind sched;           /* the pipeline's schedule (1F1B where pp is 1) */
     bool fp8;                      /* the layers' matmuls in FP8 (hybrid, tensorwise scaling) */
@@ -46,7 +44,7 @@ typedef struct tune_units tune_units; /* tune_estimate.c's measured shapes */
 
 enum { TUNE_REJECTED = 4 };
 
-/* A layout family (tp, pp, cp, ep, split, vp over the world) and what became of it: its best
+/* A layout family (tp, pp, cp, ep, the pipeline's split, vp over the world) and what became of it: its best
  * candidate's step, or why none was listed (--explain). */
 typedef struct {
     tune_layout l;                 /* mbs, recompute and schedule: the last tried */

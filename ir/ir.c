@@ -1249,6 +1249,13 @@ static double grouped_rows(const ir_func *f, const ir_instr *in, int first)
     return rows;
 }
 
+double ir_grouped_rows(const ir_func *f, const ir_instr *in, double *buffer_rows)
+{
+    int first = in->op == IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE; /* its operands after its destination */
+    *buffer_rows = (double)f->vals[in->args[first]].type.dims[0];
+    return grouped_rows(f, in, first);
+}
+
 double ir_work_macs(const ir_func *f, const ir_instr *in)
 {
     switch (in->op) {
@@ -1266,8 +1273,9 @@ double ir_work_macs(const ir_func *f, const ir_instr *in)
         int first = in->op == IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE;
         const ir_type *a = &f->vals[in->args[first]].type;
         const ir_type *r = first ? &f->vals[in->args[0]].type : &f->vals[in->res[0]].type;
-        return grouped_rows(f, in, first) * (double)a->dims[1] * (double)r->dims[r->ndim - 1]; /* a[R,K] by r[R,F];
-                                                                            wgrad a[R,P] by r[E,P,Q] */
+        double buffer_rows;
+        return ir_grouped_rows(f, in, &buffer_rows) * (double)a->dims[1] * (double)r->dims[r->ndim - 1]; /* a[R,K]
+                                                                       by r[R,F]; wgrad a[R,P] by r[E,P,Q] */
     }
     case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: { /* q [B,T,H,D] by k [B,Tk,Hk,D]: QK^T, and P by v
                                                         [B,Tk,Hk,Dv], causal: half of each (Tk: every cp

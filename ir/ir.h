@@ -676,6 +676,11 @@ int ir_first_reader(const ir_func *f, int i, int v);
  * buffer's room); the rest, memory-bound and short, counts nothing. What hides a collective
  * beside it (passes/comm_overlap.c, MCC_PROFILE). */
 double ir_work_macs(const ir_func *f, const ir_instr *in);
+/* A grouped GEMM's (moe_grouped_matmul, _wgrad, _wgrad_accumulate) rows: those it multiplies with
+ * balanced routing, and (*buffer_rows) the R rows of its row buffers ([R, *]), which behind expert
+ * parallelism's dispatch hold room for the dropless worst case; each expert's GEMM reads and
+ * writes only its counted rows (runtime/cuda/matmul.c), so its bytes are the rows', not R's. */
+double ir_grouped_rows(const ir_func *f, const ir_instr *in, double *buffer_rows);
 /* Makes attribute k of the instruction defining value v `base + step * coordinate(axis)`: what a
  * rank-dependent attribute (a shard's offset) is in a plan that serves every rank of a stage. */
 void ir_set_per_rank(ir_func *f, int v, int k, double base, double step, ir_axis axis);

@@ -27,6 +27,7 @@ typedef struct {
     double flops;                  /* 2 x ir_work_macs */
     double bytes;                  /* its operands' and results' */
     double wave_eff;               /* a GEMM's share of its last wave's tiles busy (1: none idle) */
+    double peak_flops;             /* the target's datasheet rate for its dtype: no row costs it faster */
     bool costed;                   /* false: no kernel (a view, a global's pointer), or a collective */
 } mcc_instr_work;
 

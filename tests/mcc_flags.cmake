@@ -10,5 +10,6 @@ set_tests_properties(megatron_scripts PROPERTIES PROCESSORS 2)
 mcc_e2e_test(tune tune.sh)
 # the step-time model against the H100 steps it was fitted to (tests/step_cost.sh)
 mcc_e2e_test(step_cost step_cost.sh)
-# mcc tune on the seed's four recipes (tests/tune_seed.sh): each first layout compiles to a fitting plan
+# mcc tune on the seed's recipes, DeepSeek-V3 on 2,048 among them (tests/tune_seed.sh): each first layout
+# compiles to a fitting plan
 mcc_e2e_test(tune_seed tune_seed.sh)

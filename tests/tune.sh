@@ -4,39 +4,49 @@
 # time (and --fp8's first FP8 row: gpt2-124m's small GEMMs put it 80th); the layouts its estimate rejects for memory, nearest the limit, mcc compile refuses too; its
 # first is as good under a 1% perturbation of the calibration; a limit nothing fits exits 1 saying
 # so; no --world-size is refused; --explain says what became of every layout family, --json gives
-# the table as JSON; the estimate against every exact plan (--exhaustive) of gpt2-124m's layouts.
+# the table as JSON; the estimate against every exact plan (--exhaustive) of gpt2-124m's layouts;
+# uneven pipeline splits (LLaMA-3 405B's, DeepSeek-V3's) listed with their flags, compiling as listed.
 set -uo pipefail
 mcc=$(realpath "$1")
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 fails=0
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
-model=$root/models/gpt2-124m.json
-"$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --top 40 >"$work/table" 2>"$work/err" ||
-  { bad "mcc tune exited $?: $(cat "$work/err")"; exit 1; }
-rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 17' "$work/table")
-[ "$(wc -l <<<"$rows")" -ge 5 ] || bad "fewer than 5 layouts listed: $(cat "$work/table")"
-sort -c -s -n -k10,10 <<<"$rows" || bad "the layouts are not in the order of their step time"
-awk '$9 > 2.0 { exit 1 }' <<<"$rows" || bad "a row above the 3 GiB limit less the runtime's 1 GiB"
-grep -q " none " <<<"$rows" && grep -q -E " (selective|full) " <<<"$rows" ||
-  bad "no row needed recompute to fit 3 GiB, or none fits without: the limit tests nothing"
-"$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --top 100 --fp8 >"$work/fp8" 2>/dev/null
-fp8_rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 17 && $17 == "fp8"' "$work/fp8")
-# the first three rows, compiled as listed
-# (a loop of this shell, not of a pipeline's subshell: its failures count)
-while read -r _ tp pp cp dp ep mbs rc gib _ _ _ _ _ vp sched fp8; do
-  flags=(--tp "$tp" --pp "$pp" --cp "$cp" --world-size 4 --micro-batch-size "$mbs")
+# The mcc compile flags of a table row's columns (rank tp pp cp dp ep mbs recompute GiB step tok/s MFU
+# bubble comm vp schedule fp8 split) on WORLD GPUs, into the array `flags`.
+flags_of_row() {
+  local world=$1 tp=$3 pp=$4 cp=$5 dp=$6 ep=$7 mbs=$8 rc=$9 vp=${16} sched=${17} fp8=${18} split=${19}
+  flags=(--tp "$tp" --pp "$pp" --cp "$cp" --world-size "$world" --micro-batch-size "$mbs")
   [ "$fp8" = fp8 ] && flags+=(--fp8-format hybrid --fp8-recipe tensorwise)
   [ "$vp" -gt 1 ] && flags+=(--num-virtual-stages-per-pipeline-rank "$vp")
   [ "$pp" -gt 1 ] && flags+=(--pipeline-schedule "$sched")
   [ "$tp" -gt 1 ] && flags+=(--sequence-parallel)
   [ $((dp * cp)) -gt 1 ] && flags+=(--use-distributed-optimizer)
   [ "$ep" -gt 1 ] && flags+=(--expert-model-parallel-size "$ep")
+  [ "$split" != - ] && flags+=(--decoder-first-pipeline-num-layers "${split%%+*}" --decoder-last-pipeline-num-layers "${split##*+}")
   case $rc in selective) flags+=(--recompute-granularity selective) ;;
               full) flags+=(--recompute-granularity full --recompute-method uniform --recompute-num-layers 1) ;;
               block:*) flags+=(--recompute-granularity full --recompute-method block --recompute-num-layers "${rc#block:}") ;;
               offload) flags+=(--recompute-granularity full --recompute-method uniform --recompute-num-layers 1
                                --optimizer-cpu-offload) ;; esac
+}
+model=$root/models/gpt2-124m.json
+"$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --top 40 >"$work/table" 2>"$work/err" ||
+  { bad "mcc tune exited $?: $(cat "$work/err")"; exit 1; }
+rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 18' "$work/table")
+[ "$(wc -l <<<"$rows")" -ge 5 ] || bad "fewer than 5 layouts listed: $(cat "$work/table")"
+sort -c -s -n -k10,10 <<<"$rows" || bad "the layouts are not in the order of their step time"
+awk '$9 > 2.0 { exit 1 }' <<<"$rows" || bad "a row above the 3 GiB limit less the runtime's 1 GiB"
+grep -q " none " <<<"$rows" && grep -q -E " (selective|full) " <<<"$rows" ||
+  bad "no row needed recompute to fit 3 GiB, or none fits without: the limit tests nothing"
+"$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --top 100 --fp8 >"$work/fp8" 2>/dev/null
+fp8_rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 18 && $17 == "fp8"' "$work/fp8")
+# the first three rows, compiled as listed
+# (a loop of this shell, not of a pipeline's subshell: its failures count)
+while read -r row; do
+  # shellcheck disable=SC2086 # the row's columns as words
+  flags_of_row 4 $row
+  read -r _ tp pp cp _ _ mbs rc gib _ <<<"$row"
   "$mcc" compile "$model" "${flags[@]}" --gpu-memory 3 --host-memory 64 --target h100 -o "$work/x" >/dev/null \
     2>"$work/c.log"
   got=$(grep -o "the plan fits: [0-9.]* GiB" "$work/c.log" | grep -o "[0-9.]*")
@@ -47,7 +57,7 @@ done < <(head -3 <<<"$rows"; head -1 <<<"$fp8_rows") # and --fp8's first FP8 row
 # --fix holds a degree: every row has it
 "$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --fix tp=2 --fix recompute=none --top 40 >"$work/fixed" 2>&1 ||
   bad "--fix: $(tail -2 "$work/fixed")"
-awk '$1 ~ /^[0-9]+$/ && NF == 17 && ($2 != 2 || $8 != "none") { bad = 1 } END { exit bad }' "$work/fixed" ||
+awk '$1 ~ /^[0-9]+$/ && NF == 18 && ($2 != 2 || $8 != "none") { bad = 1 } END { exit bad }' "$work/fixed" ||
   bad "--fix tp=2 --fix recompute=none listed another layout"
 "$mcc" tune "$model" --world-size 4 --gpu-memory 0.01 --target h100 >"$work/none" 2>&1
 [ $? = 1 ] && grep -qF "No layout fits" "$work/none" || bad "a limit nothing fits: $(tail -2 "$work/none")"
@@ -115,26 +125,35 @@ PY
 # an MoE model: expert parallelism searched (ep over dp x cp), an ep row compiles as listed
 "$mcc" tune "$root/models/tiny-moe.json" --world-size 4 --target h100 --top 200 >"$work/moe" 2>/dev/null ||
   bad "tiny-moe: $(tail -3 "$work/moe")"
-read -r _ tp pp cp dp ep mbs rc _ _ _ _ _ _ _ sched _ < <(awk '$1 ~ /^[0-9]+$/ && NF == 17 && $6 > 1' "$work/moe" | head -1)
-if [ -z "${ep:-}" ]; then
+row=$(awk '$1 ~ /^[0-9]+$/ && NF == 18 && $6 > 1' "$work/moe" | head -1)
+if [ -z "$row" ]; then
   bad "tiny-moe on 4 GPUs lists no row with ep > 1: $(head -3 "$work/moe")"
 else
-  flags=(--tp "$tp" --pp "$pp" --cp "$cp" --world-size 4 --micro-batch-size "$mbs" --expert-model-parallel-size "$ep")
-  [ "$tp" -gt 1 ] && flags+=(--sequence-parallel)
-  [ $((dp * cp)) -gt 1 ] && flags+=(--use-distributed-optimizer)
-  "$mcc" compile "$root/models/tiny-moe.json" "${flags[@]}" $( [ "$pp" -gt 1 ] && echo --account-for-embedding-in-pipeline-split --pipeline-schedule "$sched" ) \
-    --target h100 -o "$work/x" >/dev/null 2>"$work/moe.log" && grep -q "the plan fits" "$work/moe.log" ||
-    bad "tiny-moe's ep $ep row does not compile: $(grep error "$work/moe.log" | head -2)"
+  # shellcheck disable=SC2086 # the row's columns as words
+  flags_of_row 4 $row
+  "$mcc" compile "$root/models/tiny-moe.json" "${flags[@]}" --target h100 -o "$work/x" >/dev/null 2>"$work/moe.log" &&
+    grep -q "the plan fits" "$work/moe.log" || bad "tiny-moe's ep row does not compile: $row: $(grep error "$work/moe.log" | head -2)"
 fi
-# an uneven split: LLaMA-3 405B's 126 layers over 8 stages with the embedding and loss counted as layers
-# (Megatron's way), at tp 8 x pp 8 x cp 2 on 128 H100s (the seed's layout) fitting only with the
-# optimizer offloaded; the first row's command compiles and fits as listed
-"$mcc" tune "$root/models/llama3-405b.json" --world-size 128 --target h100 --fix tp=8 --fix pp=8 --fix cp=2 --fix mbs=1 \
-  >"$work/405b" 2>/dev/null || bad "405B at tp 8 pp 8 cp 2: $(tail -3 "$work/405b")"
-cmd=$(grep -A1 "^The first, compiled:" "$work/405b" | tail -1)
-grep -q -- "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split" <<<"$cmd" &&
-  grep -q -- "--optimizer-cpu-offload" <<<"$cmd" || bad "405B's first row: $cmd"
-cmd=${cmd/-o train_rank/-o \"$work/x\"}
-eval "${cmd/mcc compile/\"$mcc\" compile} --host-memory 2048" >/dev/null 2>"$work/405b.log" &&
-  grep -q "the plan fits" "$work/405b.log" || bad "405B's first row does not compile to a fitting plan: $(grep -E 'error' "$work/405b.log" | head -3)"
+# uneven splits where pp does not divide the layers (the first and last ranks fewer): LLaMA-3 405B's
+# 126 layers over 8 stages at tp 8 x pp 8 x cp 2 on 128 H100s (the seed's layout), fitting only with
+# the optimizer offloaded; DeepSeek-V3's 61 (and its multi-token depth) over 16 at DeepSeek's PP16 x
+# EP64 on 2,048 (with bf16 gradients, as the report's plan fits), whose first must be
+# Megatron-Bridge's 4 + 14 x 4 + 1. Each first row's command compiles and fits at the GiB it lists.
+uneven() { # NAME SPLIT TUNE-ARGS...: the first row's split and its command's plan
+  local name=$1 want=$2; shift 2
+  "$mcc" tune "$@" --target h100 --top 1 >"$work/$name" 2>/dev/null || { bad "$name: $(tail -3 "$work/$name")"; return; }
+  local split gib cmd got
+  read -r split gib < <(awk '$1 == 1 && NF == 18 { print $18, $9 }' "$work/$name")
+  cmd=$(grep -A1 "^The first, compiled:" "$work/$name" | tail -1)
+  [ "$split" = "$want" ] && grep -q -- "--decoder-first-pipeline-num-layers ${want%%+*} --decoder-last-pipeline-num-layers ${want##*+}" <<<"$cmd" ||
+    bad "$name's first row is not split $want: $split: $cmd"
+  cmd=${cmd/-o train_rank/-o \"$work/x\"}
+  eval "${cmd/mcc compile/\"$mcc\" compile} --host-memory 2048" >/dev/null 2>"$work/$name.log" &&
+    grep -q "the plan fits" "$work/$name.log" || bad "$name's first row does not compile to a fitting plan: $(grep -E 'error' "$work/$name.log" | head -3)"
+  got=$(grep -o "the plan fits: [0-9.]* GiB" "$work/$name.log" | grep -o "[0-9.][0-9.]*" | sort -n | tail -1) # the busiest stage's
+  awk -v a="$got" -v b="$gib" 'BEGIN { exit !(a - b < 0.051 && b - a < 0.051) }' || bad "$name: tune says $gib GiB, mcc compile $got"
+}
+uneven 405b 15+6x16+15 "$root/models/llama3-405b.json" --world-size 128 --fix tp=8 --fix pp=8 --fix cp=2 --fix mbs=1
+grep -q -- "--optimizer-cpu-offload" "$work/405b" || bad "405B's first row fits without offload: $(tail -1 "$work/405b")"
+uneven ds3 4+14x4+1 "$root/models/deepseek-v3.json" --grad-reduce-in-bf16 --world-size 2048 --fix tp=1 --fix pp=16 --fix ep=64
 [ "$fails" = 0 ] && echo "ok: mcc tune lists fitting layouts fastest first" || exit 1
