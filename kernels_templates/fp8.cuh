@@ -97,23 +97,31 @@ __device__ __forceinline__ void mcc_fp8_quantize_at(unsigned char *q, const T *x
     }
 MCC_FOR_FLOATS(MCC_FP8_QUANTIZE)
 
-// Blockwise (fp8_block_quantize): x[R, C] -> (q E4M3, scale_inv[R/rows, C/cols]); a CUDA block of
-// threads per scale block (grid-stride past the grid), its amax reduced as uint bits (a NaN gives
-// scale 1, as the CPU's), scale = 448 / amax rounded down to a power of 2 (its exponent bits), 1
-// where that is not a finite normal.
+// Blockwise (fp8_block_quantize): x[R, C] -> (q E4M3, x or transposed x^T [C, R]; scale_inv laid out
+// as cuBLASLt's VEC128_32F / BLK128x128_32F read it: ir_fp8_scale_blocks); a CUDA block of threads per
+// scale block of q (grid-stride past the grid), its amax reduced as uint bits (a NaN gives scale 1,
+// as the CPU's), scale = 448 / amax rounded down to a power of 2 (its exponent bits), 1 where that
+// is not a finite normal. The first CUDA block also writes the 128x128 scales' padding (1). A
+// transposed 1x128 tile is a column of x: its loads are strided (the wgrad's operands).
 #define MCC_FP8_BLOCK_QUANTIZE(sfx, T)                                                                      \
     extern "C" __global__ void mcc_fp8_block_quantize_##sfx(unsigned char *q, float *scale_inv, const T *x, \
-                                                            long long R, long long C, int rows, int cols)    \
+                                                            long long R, long long C, int rows, int cols,    \
+                                                            int transpose)                                  \
     {                                                                                                       \
         __shared__ float block_scale;                                                                       \
-        long long nbc = C / cols, nblocks = R / rows * nbc;                                                 \
+        long long QR = transpose ? C : R, QC = transpose ? R : C; /* q's (i, j) is x's (j, i) transposed */ \
+        long long nbc = QC / cols, nblocks = QR / rows * nbc, ld = (nbc + 3) / 4 * 4;                       \
         int n = rows * cols;                                                                                \
+        if (rows != 1 && ld > nbc && blockIdx.x == 0)                                                       \
+            for (long long k = threadIdx.x; k < QR / rows * (ld - nbc); k += blockDim.x)                    \
+                scale_inv[k / (ld - nbc) * ld + nbc + k % (ld - nbc)] = 1.0f;                               \
         for (long long b = blockIdx.x; b < nblocks; b += gridDim.x) {                                       \
-            long long at = (b / nbc) * rows * C + (b % nbc) * cols; /* the block's first element */       \
+            long long i0 = (b / nbc) * rows, j0 = (b % nbc) * cols; /* the block's first element of q */   \
             unsigned m = 0;                                                                                 \
             for (int k = threadIdx.x; k < n; k += blockDim.x) {                                             \
+                long long i = i0 + k / cols, j = j0 + k % cols;                                             \
                 float v[1];                                                                                 \
-                mcc_ldn(v, x, at + (k / cols) * C + k % cols);                                              \
+                mcc_ldn(v, x, transpose ? j * C + i : i * C + j);                                           \
                 m = max(m, __float_as_uint(v[0]) & 0x7fffffffu);                                            \
             }                                                                                               \
             m = mcc_block_max_u32(m);                                                                       \
@@ -121,15 +129,15 @@ MCC_FOR_FLOATS(MCC_FP8_QUANTIZE)
                 float amax = __uint_as_float(m), s = amax > 0.0f ? __fdiv_rn(448.0f, amax) : 1.0f;          \
                 unsigned e = __float_as_uint(s) & 0x7f800000u;                                              \
                 block_scale = amax > 0.0f && e != 0u && e != 0x7f800000u ? __uint_as_float(e) : 1.0f;      \
-                scale_inv[b] = __frcp_rn(block_scale);                                                      \
+                scale_inv[rows == 1 ? (b % nbc) * QR + i0 : (b / nbc) * ld + b % nbc] = __frcp_rn(block_scale); \
             }                                                                                               \
             __syncthreads();                                                                                \
             float s = block_scale;                                                                          \
             for (int k = threadIdx.x; k < n; k += blockDim.x) {                                             \
+                long long i = i0 + k / cols, j = j0 + k % cols;                                             \
                 float v[1];                                                                                 \
-                long long i = at + (k / cols) * C + k % cols;                                               \
-                mcc_ldn(v, x, i);                                                                           \
-                q[i] = mcc_fp8_encode(__fmul_rn(v[0], s), 0);                                               \
+                mcc_ldn(v, x, transpose ? j * C + i : i * C + j);                                           \
+                q[i * QC + j] = mcc_fp8_encode(__fmul_rn(v[0], s), 0);                                      \
             }                                                                                               \
         }                                                                                                   \
     }
