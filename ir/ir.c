@@ -186,8 +186,8 @@ bool ir_fp8_scale_blocks(const ir_type *q, const ir_type *s, int64_t *rows, int6
     if (s->ndim != 2 || C % IR_FP8_BLOCK)
         return false;
     ir_type tile = ir_fp8_block_scale_type(R, C, 1, IR_FP8_BLOCK), block = ir_fp8_block_scale_type(R, C, IR_FP8_BLOCK, IR_FP8_BLOCK);
-    if (s->dims[0] == tile.dims[0] && s->dims[1] == tile.dims[1]) /* never a block's too: R would be both a
-                                                                     multiple of 128 and C/128 rounded up to 4 */
+    if (s->dims[0] == tile.dims[0] && s->dims[1] == tile.dims[1]) /* never a block's too: R (128 or more)
+                                                                     would round to C/128 rounded */
         return *rows = 1, *cols = IR_FP8_BLOCK, true;
     if (R % IR_FP8_BLOCK == 0 && s->dims[0] == block.dims[0] && s->dims[1] == block.dims[1])
         return *rows = *cols = IR_FP8_BLOCK, true;
@@ -196,7 +196,7 @@ bool ir_fp8_scale_blocks(const ir_type *q, const ir_type *s, int64_t *rows, int6
 
 ir_type ir_fp8_block_scale_type(int64_t R, int64_t C, int64_t rows, int64_t cols)
 {
-    int64_t dims[2] = {C / cols, R};
+    int64_t dims[2] = {C / cols, scale_row_len(R)};
     if (rows != 1)
         dims[0] = R / rows, dims[1] = scale_row_len(C / cols);
     return ir_tensor(IR_F32, 2, dims);
@@ -207,7 +207,7 @@ int64_t ir_fp8_scale_at(int64_t R, int64_t C, int64_t rows, int64_t cols, int64_
     if (rows == R && cols == C) /* one scale */
         return 0;
     if (rows == 1)
-        return c / cols * R + r;
+        return c / cols * scale_row_len(R) + r;
     return r / rows * scale_row_len(C / cols) + c / cols;
 }
 

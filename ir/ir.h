@@ -589,10 +589,10 @@ size_t ir_bytes(const ir_type *t);
 bool ir_type_eq(const ir_type *a, const ir_type *b);
 /* An fp8 operand q[*, C] (viewed as [R, C]) and its scale_inv s, laid out as cuBLASLt's scale modes
  * read them (fp8_block_quantize writes them so, and the CPU reads them so: ops.def): f32[1], one
- * scale (*rows = R, *cols = C; SCALAR_32F); f32[C/128, R], one per 1x128 tile, the tiles of a
- * column of tiles side by side (*rows = 1, *cols = 128; VEC128_32F); or f32[R/128, C/128 rounded up
- * to IR_FP8_SCALE_ALIGN], one per 128x128 block, a row of blocks after another, each row padded to
- * 16 bytes (*rows = *cols = 128; BLK128x128_32F). False when s is none of them. */
+ * scale (*rows = R, *cols = C; SCALAR_32F); f32[C/128, R rounded up to IR_FP8_SCALE_ALIGN], one
+ * per 1x128 tile, the tiles of a column of tiles side by side (*rows = 1, *cols = 128; VEC128_32F);
+ * or f32[R/128, C/128 rounded up], one per 128x128 block, a row of blocks after another
+ * (*rows = *cols = 128; BLK128x128_32F). Each row is padded to 16 bytes (with 1s). False when s is none of them. */
 bool ir_fp8_scale_blocks(const ir_type *q, const ir_type *s, int64_t *rows, int64_t *cols);
 /* The scale_inv type of q[R, C] in rows x cols blocks (1x128 or 128x128: ir_fp8_scale_blocks) */
 ir_type ir_fp8_block_scale_type(int64_t R, int64_t C, int64_t rows, int64_t cols);

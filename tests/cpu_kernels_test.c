@@ -506,7 +506,7 @@ static void test_matmul_reference(void)
  * (transposed: x^T) in rows x cols blocks: each block's scale_inv, where ir_fp8_scale_blocks puts it
  * (cuBLASLt's layouts), is 1 / 2^floor(log2(448 / amax)) (1 for the zero block), its largest |q|
  * lands in [224, 448] (a little over 224 rounds to it), and every q is x * scale to half an E4M3
- * step; the 128x128 scales' padding is 1. */
+ * step; the padding of a row of scales is 1. */
 static tensor fp8_block_case(tensor x, int rows, int cols, bool transpose, tensor *s)
 {
     enum { R = 256, C = 256 };
@@ -536,9 +536,9 @@ static tensor fp8_block_case(tensor x, int rows, int cols, bool transpose, tenso
             CHECK(worst <= 0x1p-4, "fp8_block_quantize %dx%d block (%d,%d): q off x * scale by %g of it", rows, cols,
                   br, bc, worst);
         }
-    for (int64_t k = 0; rows != 1 && k < st.dims[0] * st.dims[1]; k++) /* the padding of each row of blocks */
-        CHECK(k % st.dims[1] < C / cols || F(*s)[k] == 1, "fp8_block_quantize 128x128: padding scale %lld is %g, not 1",
-              (long long)k, F(*s)[k]);
+    for (int64_t k = 0, used = rows == 1 ? R : C / cols; k < st.dims[0] * st.dims[1]; k++) /* each row's padding */
+        CHECK(k % st.dims[1] < used || F(*s)[k] == 1, "fp8_block_quantize %dx%d: padding scale %lld is %g, not 1", rows,
+              cols, (long long)k, F(*s)[k]);
     return q;
 }
 

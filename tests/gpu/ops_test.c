@@ -238,6 +238,8 @@ static const op_case cases[] = {
      * bytes and scale_invs, in cuBLASLt's layouts, as the CPU's */
     {"fp8_block_quantize", "[4,64,768] 1x128", {1, 128, 0}, 1, 2, {TEN('x', 3, 4, 64, 768)},
      {FP8('e', 3, 4, 64, 768), TEN('f', 2, 6, 256)}},
+    {"fp8_block_quantize", "[3,5,256] 1x128 (a row of scales padded from 15 to 16)", {1, 128, 0}, 1, 2,
+     {TEN('x', 3, 3, 5, 256)}, {FP8('e', 3, 3, 5, 256), TEN('f', 2, 2, 16)}},
     {"fp8_block_quantize", "[256,768] 1x128 of x^T", {1, 128, 1}, 1, 2, {TEN('x', 2, 256, 768)},
      {FP8('e', 2, 768, 256), TEN('f', 2, 2, 768)}},
     {"fp8_block_quantize", "[256,768] 128x128", {128, 128, 0}, 1, 2, {TEN('x', 2, 256, 768)},
