@@ -24,10 +24,11 @@
 #define CANDIDATES 8                 /* algorithms the heuristic offers for timing */
 #define TUNE_MAX_BYTES (512u << 20)  /* larger outputs keep the heuristic's first choice */
 
-/* cuBLASLt's scale modes of a GEMM's A and B: SCALAR_32F (0, a pointer to one float, or none) but
- * for blockwise FP8's VEC128_32F / BLK128x128_32F */
+/* cuBLASLt's scale modes (cublasLtMatmulMatrixScale_t, set as the int32_t its attributes take) of a
+ * GEMM's A and B: SCALAR_32F (0, a pointer to one float, or none) but for blockwise FP8's
+ * VEC128_32F / BLK128x128_32F */
 typedef struct {
-    cublasLtMatmulMatrixScale_t a, b;
+    int32_t a, b;
 } lt_scale_modes;
 
 typedef struct {
@@ -467,7 +468,7 @@ static void fp8_transpose(rt_cuda_ctx *cx, void *out, const void *q, long long R
 
 /* The cuBLASLt scale mode of fp8 operand q's scale_inv s (ir_fp8_scale_blocks: their layouts are
  * cuBLASLt's) */
-static cublasLtMatmulMatrixScale_t scale_mode_of(const ir_type *q, const ir_type *s)
+static int32_t scale_mode_of(const ir_type *q, const ir_type *s)
 {
     int64_t rows = 0, cols = 0;
     ir_fp8_scale_blocks(q, s, &rows, &cols);
