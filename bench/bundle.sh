@@ -89,11 +89,17 @@ grep -v -- '--nproc_per_node\|--save\|--load\|--tensorboard-dir' tests/megatron_
 $B/mcc compile @devrun/recipe-8b-l4.args --num-layers 4 --global-batch-size 8 --train-samples 96 --log-interval 1 \
   --eval-iters 0 --target h100 -o devrun/bin/recipe-8b-l4 2>devrun/bin/recipe-8b-l4.compile.log ||
   tail -5 devrun/bin/recipe-8b-l4.compile.log
-# FP8 (hybrid, tensorwise and delayed) on the GPU against the CPU's FP8 emulation (device_run.sh's
-# FP8 section): the same spec and flags on both targets
+# fp8_flags RECIPE: the FP8 flags of a recipe: hybrid for tensorwise and delayed, E4M3 throughout for
+# blockwise (DeepSeek-V3's; the spec refuses it hybrid)
+fp8_flags() { [ "$1" = blockwise ] && echo "--fp8-format e4m3 --fp8-recipe blockwise" || echo "--fp8-format hybrid --fp8-recipe $1"; }
+# FP8 (tensorwise, delayed and blockwise) on the GPU against the CPU's FP8 emulation (device_run.sh's
+# FP8 section): the same spec and flags on both targets; blockwise on the tiny models widened to
+# tile by 128 (tests/fp8.cmake's)
 for m in tiny-gpt2 tiny-llama; do
-  for r in tensorwise delayed; do
-    fp8=(--keep-logits --fp8-format hybrid --fp8-recipe $r)
+  for r in tensorwise delayed blockwise; do
+    fp8=(--keep-logits $(fp8_flags $r))
+    [ $r = blockwise ] && fp8+=(--hidden-size 128 --ffn-hidden-size 256 --num-attention-heads 2)
+    [ $r = blockwise ] && [ $m = tiny-llama ] && fp8+=(--num-query-groups 2)
     $B/mcc compile models/$m.json --target cuda "${fp8[@]}" -o devrun/bin/$m-cuda-fp8-$r 2>/dev/null
     $B/mcc compile models/$m.json --target cpu "${fp8[@]}" -o devrun/bin/$m-cpu-fp8-$r 2>/dev/null
     devrun/bin/$m-cpu-fp8-$r --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
@@ -299,8 +305,8 @@ for v in mem ce4; do
 done
 # FP8 beside bf16 (BENCH_CONFIGS=llama-8B-L4-fp8-tensorwise ... in device_run.sh)
 for c in llama-1B llama-8B-L4; do
-  for r in tensorwise delayed; do
-    $B/mcc compile bench/configs/$c.json --target cuda --fp8-format hybrid --fp8-recipe $r \
+  for r in tensorwise delayed blockwise; do
+    $B/mcc compile bench/configs/$c.json --target cuda $(fp8_flags $r) \
       -o devrun/bin/bench-$c-fp8-$r 2>devrun/bin/bench-$c-fp8-$r.compile.log || cat devrun/bin/bench-$c-fp8-$r.compile.log
   done
 done

@@ -175,12 +175,12 @@ if [ "${REMAINDERS:-0}" != 0 ]; then
   bash bench/checkpoint_gpu.sh tiny-llama-rem 2>&1 | tail -6
 fi
 
-section "FP8 hybrid on the GPU vs the CPU's FP8 emulation, 10 steps"
+section "FP8 (hybrid tensorwise and delayed, E4M3 blockwise) on the GPU vs the CPU's FP8 emulation, 10 steps"
 # tolerances as bf16's: the GPU's bf16 activations can round to another FP8 value than the CPU's fp32
 # ones, so a failure here is first a question of tolerance, then of the kernels (tests/gpu/ops_test.c)
 if [ "${CHECKS:-1}" != 0 ] && [ "${FP8_CHECK:-1}" != 0 ]; then # FP8_CHECK=0 skips it
 for m in tiny-gpt2 tiny-llama; do
-  for r in tensorwise delayed; do
+  for r in ${FP8_RECIPES:-tensorwise delayed blockwise}; do
     [ -x devrun/bin/$m-cuda-fp8-$r ] || { echo "$m fp8 $r: not compiled"; continue; }
     timeout 120 devrun/bin/$m-cuda-fp8-$r --data-path devrun/data/numerics_text_document --train-iters 10 --eval-iters 0 \
       --dump-dir /tmp/gpu-fp8-$r-$m > "$O/$m-gpu10-fp8-$r.log" 2>&1
@@ -314,7 +314,7 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && [ "${TP2_CHECK:-1}" != 0 ]; then
 fi
 
 section "benchmark: train_rank"
-# FP8 configs: llama-1B-fp8-tensorwise llama-1B-fp8-delayed llama-8B-L4-fp8-tensorwise llama-8B-L4-fp8-delayed
+# FP8 configs: llama-1B-fp8-tensorwise llama-1B-fp8-delayed llama-1B-fp8-blockwise and llama-8B-L4's
 # (bundle.sh), beside llama-1B and llama-8B-L4 in the same BENCH_CONFIGS
 for c in ${BENCH_CONFIGS-gpt2-124M gpt2-1.5B llama-1B llama-1B-gqa}; do
   [ -x devrun/bin/bench-$c ] || { echo "$c: not compiled"; continue; }

@@ -182,23 +182,28 @@ static int fp8_backward_copy(ir_grad_ctx *g, int q)
 }
 
 /* Blockwise (fp8_recipe blockwise, DeepSeek-V3's): each GEMM's operands scaled along its own
- * reduction dim, as Transformer Engine requantizes. dy [M, N] in 1x128 tiles along N for the dgrad
- * (dy w, the weight's 128x128 blocks whichever way it is read); for the wgrad (dy^T x, over the M
- * tokens) dy and x again in 128x1 tiles along M. */
+ * reduction dim, as Transformer Engine requantizes, and stored with it last (K-major: Hopper's FP8
+ * GEMMs are TN only, so every block-scaled fp8_matmul is ta=0, tb=1). dy [M, N] in 1x128 tiles along
+ * N for the dgrad dx = dy w, against the weight's 128x128 blocks quantized again from the global
+ * with N last (w [N, K] of the forward's x w^T transposed; the same blocks and scales, read the other
+ * way); for the wgrad (dy^T x, over the M tokens) dy and x transposed, in 1x128 tiles along M. */
 static void fp8_block_grad(ir_grad_ctx *g, const ir_instr *in, int x, int w, int dy)
 {
-    bool tb = in->attr[IR_ATTR_FP8_MATMUL_TB] != 0, wgrad = in->attr[IR_ATTR_FP8_MATMUL_WGRAD] != 0;
-    int qdy = ir_fp8_block_quantize(g->m, g->f, dy, 1, IR_FP8_BLOCK);
-    int dx = ir_fp8_matmul(g->m, g->f, qdy, fp8_backward_copy(g, in->args[2]), false, !tb, IR_FP8_E4M3, false, -1);
+    bool wgrad = in->attr[IR_ATTR_FP8_MATMUL_WGRAD] != 0;
+    const ir_instr *qw = &g->f->instrs[g->f->vals[in->args[2]].def];
+    bool w_transposed = qw->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_TRANSPOSE] != 0; /* the forward's: w [K, N] */
+    int qdy = ir_fp8_block_quantize(g->m, g->f, dy, 1, IR_FP8_BLOCK, false);
+    int qw_n = ir_fp8_block_quantize(g->m, g->f, w, IR_FP8_BLOCK, IR_FP8_BLOCK, !w_transposed);
+    int dx = ir_fp8_matmul(g->m, g->f, qdy, qw_n, false, true, IR_FP8_E4M3, false, -1);
     ir_grad_contribute(g, x, like(g, dx, x));
     int db;
     if (wgrad) {
-        int qdy_t = ir_fp8_block_quantize(g->m, g->f, dy, IR_FP8_BLOCK, 1);
-        int qx_t = ir_fp8_block_quantize(g->m, g->f, x, IR_FP8_BLOCK, 1);
-        db = tb ? ir_fp8_matmul(g->m, g->f, qdy_t, qx_t, true, false, IR_FP8_E4M3, false, -1)
-                : ir_fp8_matmul(g->m, g->f, qx_t, qdy_t, true, false, IR_FP8_E4M3, false, -1);
+        int qdy_t = ir_fp8_block_quantize(g->m, g->f, dy, 1, IR_FP8_BLOCK, true);
+        int qx_t = ir_fp8_block_quantize(g->m, g->f, x, 1, IR_FP8_BLOCK, true);
+        db = w_transposed ? ir_fp8_matmul(g->m, g->f, qx_t, qdy_t, false, true, IR_FP8_E4M3, false, -1)
+                          : ir_fp8_matmul(g->m, g->f, qdy_t, qx_t, false, true, IR_FP8_E4M3, false, -1);
     } else
-        db = tb ? ir_matmul(g->m, g->f, dy, x, true, false) : ir_matmul(g->m, g->f, x, dy, true, false);
+        db = w_transposed ? ir_matmul(g->m, g->f, x, dy, true, false) : ir_matmul(g->m, g->f, dy, x, true, false);
     ir_grad_contribute(g, w, like(g, db, w));
 }
 

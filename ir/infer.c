@@ -289,25 +289,29 @@ bool ir_infer_fp8_quantize(const ir_module *m, const ir_instr *in, const ir_type
     return true;
 }
 
-/* x[*, C] -> (q E4M3 like x, scale_inv f32[R/rows, C/cols]), R the leading dims' product; the
- * blocks 1x128, 128x1 or 128x128, tiling x exactly */
+/* x[*, C] -> (q E4M3 like x, or x^T [C, R] under transpose; its scale_inv,
+ * ir_fp8_block_scale_type), R the leading dims' product; the blocks 1x128 or 128x128 of q, tiling it
+ * exactly */
 bool ir_infer_fp8_block_quantize(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
                                  size_t len)
 {
     if (!ir_infer_fp8_amax(m, in, a, r, err, len))
         return false;
     int64_t rows = (int64_t)in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_ROWS], cols = (int64_t)in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_COLS];
-    if ((rows != 1 && rows != IR_FP8_BLOCK) || (cols != 1 && cols != IR_FP8_BLOCK) || rows * cols == 1)
-        return fail(err, len, "fp8_block_quantize {rows=%lld, cols=%lld}: blocks are 1x%d, %dx1 or %dx%d", (long long)rows,
-                    (long long)cols, IR_FP8_BLOCK, IR_FP8_BLOCK, IR_FP8_BLOCK, IR_FP8_BLOCK);
+    bool transpose = in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_TRANSPOSE] != 0;
+    if ((rows != 1 && rows != IR_FP8_BLOCK) || cols != IR_FP8_BLOCK)
+        return fail(err, len, "fp8_block_quantize {rows=%lld, cols=%lld}: blocks are 1x%d or %dx%d (of q: transpose "
+                    "quantizes x^T)", (long long)rows, (long long)cols, IR_FP8_BLOCK, IR_FP8_BLOCK, IR_FP8_BLOCK);
     int64_t C = a[0].ndim ? a[0].dims[a[0].ndim - 1] : 1, R = ir_numel(&a[0]) / (C ? C : 1);
-    if (R % rows || C % cols)
-        return fail(err, len, "fp8_block_quantize of %s (%lld x %lld): %lldx%lld blocks do not tile it", tstr(&a[0]),
-                    (long long)R, (long long)C, (long long)rows, (long long)cols);
+    int64_t qr = transpose ? C : R, qc = transpose ? R : C;
+    if (qr % rows || qc % cols)
+        return fail(err, len, "fp8_block_quantize of %s (%lld x %lld%s): %lldx%lld blocks do not tile it", tstr(&a[0]),
+                    (long long)qr, (long long)qc, transpose ? " transposed" : "", (long long)rows, (long long)cols);
     r[0] = a[0];
     r[0].dtype = IR_FP8E4M3;
-    int64_t dims[2] = {R / rows, C / cols};
-    r[1] = ir_tensor(IR_F32, 2, dims);
+    if (transpose)
+        r[0] = ir_tensor(IR_FP8E4M3, 2, (int64_t[]){qr, qc});
+    r[1] = ir_fp8_block_scale_type(qr, qc, rows, cols);
     return true;
 }
 

@@ -174,14 +174,41 @@ ir_type ir_tensor(ir_dtype dt, int ndim, const int64_t *dims)
 
 ir_type ir_scalar(ir_dtype dt) { return ir_tensor(dt, 0, NULL); }
 
+static int64_t scale_row_len(int64_t blocks) { return (blocks + IR_FP8_SCALE_ALIGN - 1) / IR_FP8_SCALE_ALIGN * IR_FP8_SCALE_ALIGN; }
+
 bool ir_fp8_scale_blocks(const ir_type *q, const ir_type *s, int64_t *rows, int64_t *cols)
 {
     int64_t C = q->ndim ? q->dims[q->ndim - 1] : 1, R = C ? ir_numel(q) / C : 0;
-    if (s->dtype != IR_F32 || (s->ndim == 1 && s->dims[0] == 1))
-        return *rows = R, *cols = C, s->dtype == IR_F32;
-    if (s->ndim != 2 || s->dims[0] < 1 || s->dims[1] < 1 || R % s->dims[0] || C % s->dims[1])
+    if (s->dtype != IR_F32)
         return false;
-    return *rows = R / s->dims[0], *cols = C / s->dims[1], true;
+    if (s->ndim == 1 && s->dims[0] == 1)
+        return *rows = R, *cols = C, true;
+    if (s->ndim != 2 || C % IR_FP8_BLOCK)
+        return false;
+    ir_type tile = ir_fp8_block_scale_type(R, C, 1, IR_FP8_BLOCK), block = ir_fp8_block_scale_type(R, C, IR_FP8_BLOCK, IR_FP8_BLOCK);
+    if (s->dims[0] == tile.dims[0] && s->dims[1] == tile.dims[1]) /* never a block's too: R (128 or more)
+                                                                     would round to C/128 rounded */
+        return *rows = 1, *cols = IR_FP8_BLOCK, true;
+    if (R % IR_FP8_BLOCK == 0 && s->dims[0] == block.dims[0] && s->dims[1] == block.dims[1])
+        return *rows = *cols = IR_FP8_BLOCK, true;
+    return false;
+}
+
+ir_type ir_fp8_block_scale_type(int64_t R, int64_t C, int64_t rows, int64_t cols)
+{
+    int64_t dims[2] = {C / cols, scale_row_len(R)};
+    if (rows != 1)
+        dims[0] = R / rows, dims[1] = scale_row_len(C / cols);
+    return ir_tensor(IR_F32, 2, dims);
+}
+
+int64_t ir_fp8_scale_at(int64_t R, int64_t C, int64_t rows, int64_t cols, int64_t r, int64_t c)
+{
+    if (rows == R && cols == C) /* one scale */
+        return 0;
+    if (rows == 1)
+        return c / cols * scale_row_len(R) + r;
+    return r / rows * scale_row_len(C / cols) + c / cols;
 }
 
 int64_t ir_numel(const ir_type *t)
@@ -1184,10 +1211,11 @@ int ir_fp8_quantize(ir_module *m, ir_func *f, int x, int history, bool fold, ir_
     return ir_emit(m, f, IR_OP_FP8_QUANTIZE, args, 2, attrs, NULL, NULL);
 }
 
-int ir_fp8_block_quantize(ir_module *m, ir_func *f, int x, int rows, int cols)
+int ir_fp8_block_quantize(ir_module *m, ir_func *f, int x, int rows, int cols, bool transpose)
 {
     double attrs[IR_NATTRS_FP8_BLOCK_QUANTIZE] = {[IR_ATTR_FP8_BLOCK_QUANTIZE_ROWS] = rows,
-                                                  [IR_ATTR_FP8_BLOCK_QUANTIZE_COLS] = cols};
+                                                  [IR_ATTR_FP8_BLOCK_QUANTIZE_COLS] = cols,
+                                                  [IR_ATTR_FP8_BLOCK_QUANTIZE_TRANSPOSE] = transpose};
     return ir_emit(m, f, IR_OP_FP8_BLOCK_QUANTIZE, &x, 1, attrs, NULL, NULL);
 }
 

@@ -574,8 +574,9 @@ static inline bool ir_op_has(ir_op op, unsigned flag) { return (ir_ops[op].flags
 typedef enum { IR_FP8_E4M3, IR_FP8_E5M2 } ir_fp8_format;
 static inline bool ir_dtype_is_fp8(ir_dtype t) { return t == IR_FP8E4M3 || t == IR_FP8E5M2; }
 static inline ir_dtype ir_fp8_dtype(ir_fp8_format f) { return f == IR_FP8_E5M2 ? IR_FP8E5M2 : IR_FP8E4M3; }
-/* FP8 blockwise scaling's block edge (ops.def's fp8_block_quantize) */
-enum { IR_FP8_BLOCK = 128 };
+/* FP8 blockwise scaling's block edge (ops.def's fp8_block_quantize), and the scales a row of
+ * 128x128 blocks' scale_inv is padded to a multiple of (16 bytes: cuBLASLt's BLK128x128_32F) */
+enum { IR_FP8_BLOCK = 128, IR_FP8_SCALE_ALIGN = 4 };
 const char *ir_dtype_name(ir_dtype t);
 int ir_dtype_by_name(const char *s);
 size_t ir_dtype_size(ir_dtype t);
@@ -586,10 +587,17 @@ ir_type ir_scalar(ir_dtype dt);
 int64_t ir_numel(const ir_type *t);
 size_t ir_bytes(const ir_type *t);
 bool ir_type_eq(const ir_type *a, const ir_type *b);
-/* An fp8 operand q[*, C] (viewed as [R, C]) and its scale_inv s: f32[1], one scale (*rows = R,
- * *cols = C), or f32[R/rows, C/cols], a scale per rows x cols block (fp8_block_quantize's); false
- * when s is neither */
+/* An fp8 operand q[*, C] (viewed as [R, C]) and its scale_inv s, laid out as cuBLASLt's scale modes
+ * read them (fp8_block_quantize writes them so, and the CPU reads them so: ops.def): f32[1], one
+ * scale (*rows = R, *cols = C; SCALAR_32F); f32[C/128, R rounded up to IR_FP8_SCALE_ALIGN], one
+ * per 1x128 tile, the tiles of a column of tiles side by side (*rows = 1, *cols = 128; VEC128_32F);
+ * or f32[R/128, C/128 rounded up], one per 128x128 block, a row of blocks after another
+ * (*rows = *cols = 128; BLK128x128_32F). Each row is padded to 16 bytes (with 1s). False when s is none of them. */
 bool ir_fp8_scale_blocks(const ir_type *q, const ir_type *s, int64_t *rows, int64_t *cols);
+/* The scale_inv type of q[R, C] in rows x cols blocks (1x128 or 128x128: ir_fp8_scale_blocks) */
+ir_type ir_fp8_block_scale_type(int64_t R, int64_t C, int64_t rows, int64_t cols);
+/* The index in that scale_inv (or in a single one) of element (r, c)'s scale */
+int64_t ir_fp8_scale_at(int64_t R, int64_t C, int64_t rows, int64_t cols, int64_t r, int64_t c);
 int ir_type_str(const ir_type *t, char *buf, size_t len); /* f32[4,64] {shard=[dp,-]}, f32[4,64] {shard=[cp.tp,-]} */
 /* A dimension's split: the mesh axes it is split over, outer to inner (rank i of the outer
  * axis holds block i, which the inner axis splits again). The representation is ir.c's. */
@@ -947,8 +955,9 @@ int ir_reshape(ir_module *m, ir_func *f, int a, int ndim, const int64_t *dims);
  * matmul of two quantized operands (each followed by its scale_inv value), dy_history the output
  * gradient's FP8_HISTORY value under delayed scaling (-1: none), which its gradient rule uses. */
 int ir_fp8_quantize(ir_module *m, ir_func *f, int x, int history, bool fold, ir_fp8_format format);
-/* FP8 blockwise (ops.def): x quantized in E4M3 per rows x cols block; returns q (scale_inv q + 1) */
-int ir_fp8_block_quantize(ir_module *m, ir_func *f, int x, int rows, int cols);
+/* FP8 blockwise (ops.def): x (transposed: x^T) quantized in E4M3 per rows x cols block; returns q
+ * (scale_inv q + 1) */
+int ir_fp8_block_quantize(ir_module *m, ir_func *f, int x, int rows, int cols, bool transpose);
 int ir_fp8_matmul(ir_module *m, ir_func *f, int qa, int qb, bool ta, bool tb, ir_fp8_format grad_format, bool wgrad,
                   int dy_history);
 

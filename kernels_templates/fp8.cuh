@@ -97,39 +97,87 @@ __device__ __forceinline__ void mcc_fp8_quantize_at(unsigned char *q, const T *x
     }
 MCC_FOR_FLOATS(MCC_FP8_QUANTIZE)
 
-// Blockwise (fp8_block_quantize): x[R, C] -> (q E4M3, scale_inv[R/rows, C/cols]); a CUDA block of
-// threads per scale block (grid-stride past the grid), its amax reduced as uint bits (a NaN gives
-// scale 1, as the CPU's), scale = 448 / amax rounded down to a power of 2 (its exponent bits), 1
-// where that is not a finite normal.
+// Blockwise (fp8_block_quantize): x[R, C] -> (q E4M3, x or transposed x^T [C, R]; scale_inv laid out
+// as cuBLASLt's VEC128_32F / BLK128x128_32F read it: ir_fp8_scale_blocks). A block's scale from its
+// amax as uint bits (a NaN gives scale 1, as the CPU's): 448 / amax rounded down to a power of 2
+// (its exponent bits), 1 where that is not a finite normal.
+__device__ __forceinline__ float mcc_fp8_block_scale(unsigned amax_bits)
+{
+    float amax = __uint_as_float(amax_bits), s = amax > 0.0f ? __fdiv_rn(448.0f, amax) : 1.0f;
+    unsigned e = __float_as_uint(s) & 0x7f800000u;
+    return amax > 0.0f && e != 0u && e != 0x7f800000u ? __uint_as_float(e) : 1.0f;
+}
+
+// The scales' padding, 1: `used` scales of each of `rows` rows of ld (by the first CUDA block)
+__device__ __forceinline__ void mcc_fp8_scale_padding(float *scale_inv, long long rows, long long used, long long ld)
+{
+    for (long long k = threadIdx.x; blockIdx.x == 0 && ld > used && k < rows * (ld - used); k += blockDim.x)
+        scale_inv[k / (ld - used) * ld + used + k % (ld - used)] = 1.0f;
+}
+
+// 1x128 tiles of q (activations, gradients; the wgrad's x^T and dy^T): a warp a tile, 4 elements a
+// lane, no __syncthreads; consecutive warps take the tiles of consecutive rows of q at one column of
+// tiles, whose scales sit side by side, and whose strided loads under transpose (a tile is a column
+// of x) share their sectors with the neighbouring warps'.
+#define MCC_FP8_TILE_QUANTIZE(sfx, T)                                                                       \
+    extern "C" __global__ void mcc_fp8_tile_quantize_##sfx(unsigned char *q, float *scale_inv, const T *x,  \
+                                                           long long R, long long C, int transpose)         \
+    {                                                                                                       \
+        long long QR = transpose ? C : R, QC = transpose ? R : C, ntiles = QR * (QC / 128);                 \
+        long long ld = (QR + 3) / 4 * 4, warps = (long long)gridDim.x * (blockDim.x >> 5);                  \
+        int lane = threadIdx.x & 31;                                                                        \
+        mcc_fp8_scale_padding(scale_inv, QC / 128, QR, ld);                                                 \
+        for (long long t = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); t < ntiles;      \
+             t += warps) {                                                                                  \
+            long long i = t % QR, j = t / QR * 128 + lane * 4; /* q's row, the lane's first column */      \
+            float v[4];                                                                                     \
+            unsigned m = 0;                                                                                 \
+            for (int e = 0; e < 4; e++) {                                                                   \
+                float w[1];                                                                                 \
+                mcc_ldn(w, x, transpose ? (j + e) * C + i : i * C + j + e);                                 \
+                v[e] = w[0];                                                                                \
+                m = max(m, __float_as_uint(w[0]) & 0x7fffffffu);                                            \
+            }                                                                                               \
+            float s = mcc_fp8_block_scale(__reduce_max_sync(0xffffffffu, m));                               \
+            if (lane == 0)                                                                                  \
+                scale_inv[t / QR * ld + i] = __frcp_rn(s);                                                  \
+            for (int e = 0; e < 4; e++)                                                                     \
+                q[i * QC + j + e] = mcc_fp8_encode(__fmul_rn(v[e], s), 0);                                  \
+        }                                                                                                   \
+    }
+MCC_FOR_FLOATS(MCC_FP8_TILE_QUANTIZE)
+
+// 128x128 blocks of q (weights): a CUDA block of threads a block (grid-stride past the grid), its
+// amax reduced across the threads.
 #define MCC_FP8_BLOCK_QUANTIZE(sfx, T)                                                                      \
     extern "C" __global__ void mcc_fp8_block_quantize_##sfx(unsigned char *q, float *scale_inv, const T *x, \
-                                                            long long R, long long C, int rows, int cols)    \
+                                                            long long R, long long C, int transpose)        \
     {                                                                                                       \
         __shared__ float block_scale;                                                                       \
-        long long nbc = C / cols, nblocks = R / rows * nbc;                                                 \
-        int n = rows * cols;                                                                                \
+        long long QR = transpose ? C : R, QC = transpose ? R : C; /* q's (i, j) is x's (j, i) transposed */ \
+        long long nbc = QC / 128, nblocks = QR / 128 * nbc, ld = (nbc + 3) / 4 * 4;                         \
+        mcc_fp8_scale_padding(scale_inv, QR / 128, nbc, ld);                                                \
         for (long long b = blockIdx.x; b < nblocks; b += gridDim.x) {                                       \
-            long long at = (b / nbc) * rows * C + (b % nbc) * cols; /* the block's first element */       \
+            long long i0 = b / nbc * 128, j0 = b % nbc * 128; /* the block's first element of q */         \
             unsigned m = 0;                                                                                 \
-            for (int k = threadIdx.x; k < n; k += blockDim.x) {                                             \
+            for (int k = threadIdx.x; k < 128 * 128; k += blockDim.x) {                                     \
+                long long i = i0 + k / 128, j = j0 + k % 128;                                               \
                 float v[1];                                                                                 \
-                mcc_ldn(v, x, at + (k / cols) * C + k % cols);                                              \
+                mcc_ldn(v, x, transpose ? j * C + i : i * C + j);                                           \
                 m = max(m, __float_as_uint(v[0]) & 0x7fffffffu);                                            \
             }                                                                                               \
             m = mcc_block_max_u32(m);                                                                       \
             if (threadIdx.x == 0) {                                                                         \
-                float amax = __uint_as_float(m), s = amax > 0.0f ? __fdiv_rn(448.0f, amax) : 1.0f;          \
-                unsigned e = __float_as_uint(s) & 0x7f800000u;                                              \
-                block_scale = amax > 0.0f && e != 0u && e != 0x7f800000u ? __uint_as_float(e) : 1.0f;      \
-                scale_inv[b] = __frcp_rn(block_scale);                                                      \
+                block_scale = mcc_fp8_block_scale(m);                                                       \
+                scale_inv[b / nbc * ld + b % nbc] = __frcp_rn(block_scale);                                 \
             }                                                                                               \
             __syncthreads();                                                                                \
             float s = block_scale;                                                                          \
-            for (int k = threadIdx.x; k < n; k += blockDim.x) {                                             \
+            for (int k = threadIdx.x; k < 128 * 128; k += blockDim.x) {                                     \
+                long long i = i0 + k / 128, j = j0 + k % 128;                                               \
                 float v[1];                                                                                 \
-                long long i = at + (k / cols) * C + k % cols;                                               \
-                mcc_ldn(v, x, i);                                                                           \
-                q[i] = mcc_fp8_encode(__fmul_rn(v[0], s), 0);                                               \
+                mcc_ldn(v, x, transpose ? j * C + i : i * C + j);                                           \
+                q[i * QC + j] = mcc_fp8_encode(__fmul_rn(v[0], s), 0);                                      \
             }                                                                                               \
         }                                                                                                   \
     }

@@ -13,7 +13,9 @@
  * becomes one fp8_matmul_accumulate into its fp32 accumulator, a residual one fp8_matmul_add). With first_last_layers_bf16 the
  * first num_layers_at_start_in_bf16 and last num_layers_at_end_in_bf16 layers keep their matmuls.
  * Blockwise (DeepSeek-V3's): the activation fp8_block_quantize'd in 1x128 tiles along K, the weight
- * in 128x128 blocks, no history; the gradient rule requantizes along each backward GEMM's K. */
+ * in 128x128 blocks (transposed where it is [K, N], so that both are K-major: the fp8_matmul is
+ * x w^T, ta=0, tb=1, the one layout Hopper's FP8 GEMMs take), no history; the gradient rule
+ * requantizes along each backward GEMM's K. */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -39,10 +41,6 @@ static bool fp8_refuse(const ir_module *m, const mcc_pass_options *opts, char *e
         return snprintf(err, errlen, "--fp8-format %s for the %s target: FP8 is built for the cpu and cuda targets "
                         "only: use one of them, or drop --fp8-format", ir_cfg_text(m, IR_CFG_FP8_FORMAT),
                         opts->target->name), true;
-    if (pass_backend(m, opts) == IR_BACKEND_CUDA && ir_cfg_choice(m, IR_CFG_FP8_RECIPE) == IR_FP8_BLOCKWISE)
-        return snprintf(err, errlen, "--fp8-recipe blockwise for the cuda target: its GEMM on "
-                        "cuBLASLt's block scales (VEC128_32F, BLK128x128_32F scale modes) is not built yet (its "
-                        "quantize kernel is): use --target cpu, or --fp8-recipe tensorwise"), true;
     return false;
 }
 
@@ -88,12 +86,12 @@ static bool fp8_block_tiles(const ir_func *f, const ir_instr *in, char *err, siz
 }
 
 /* Operand a (0 the activation, 1 the weight) of FP8 matmul `in`, quantized: blockwise in 1x128
- * tiles (128x128 blocks), else as the recipe says */
+ * tiles (128x128 blocks, a weight [K, N] transposed to K-major), else as the recipe says */
 static int fp8_operand(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr *in, int a, int x)
 {
     ir_fp8_recipe recipe = (ir_fp8_recipe)ir_cfg_choice(m, IR_CFG_FP8_RECIPE);
     if (recipe == IR_FP8_BLOCKWISE)
-        return ir_fp8_block_quantize(m, dst, x, a ? IR_FP8_BLOCK : 1, IR_FP8_BLOCK);
+        return ir_fp8_block_quantize(m, dst, x, a ? IR_FP8_BLOCK : 1, IR_FP8_BLOCK, a && in->attr[IR_ATTR_MATMUL_TB] == 0);
     const char *what[2] = {"x", "w"};
     int w = ir_global_of(src, in->args[1]);
     return ir_fp8_quantize(m, dst, x, recipe == IR_FP8_DELAYED ? fp8_history(m, dst, w, what[a]) : -1,
@@ -138,7 +136,7 @@ static bool fp8_func(ir_module *m, int fi, int nlayers, char *err, size_t errlen
         for (int a = 0; a < 2; a++)
             if (quantized[in->args[a]] < 0)
                 quantized[in->args[a]] = fp8_operand(m, dst, src, in, a, map[in->args[a]]);
-        bool tb = in->attr[IR_ATTR_MATMUL_TB] != 0;
+        bool tb = in->attr[IR_ATTR_MATMUL_TB] != 0 || blockwise; /* blockwise: the weight quantized K-major */
         int r = ir_fp8_matmul(m, dst, quantized[in->args[0]], quantized[in->args[1]], false, tb,
                               hybrid ? IR_FP8_E5M2 : IR_FP8_E4M3, wgrad,
                               delayed && step ? fp8_history(m, dst, w, "dy") : -1);

@@ -413,9 +413,10 @@ void cpu_FP8_QUANTIZE(const rt_kernel_call *c)
     resf(c, 1)[0] = 1.0f / scale;
 }
 
-/* x[R, C] -> (q, scale_inv[R/rows, C/cols]) {rows, cols}: each block's scale = 448 / its amax
- * rounded down to a power of 2 (1 where that is not a finite normal: amax 0, tiny, inf or NaN),
- * q = encode(x * scale) */
+/* x[R, C] -> (q, scale_inv) {rows, cols, transpose}: q x, or x^T [C, R], in rows x cols blocks, each
+ * block's scale = 448 / its amax rounded down to a power of 2 (1 where that is not a finite normal:
+ * amax 0, tiny, inf or NaN), q = encode(x * scale); scale_inv laid out as ir_fp8_scale_blocks says
+ * (128x128 blocks' padding 1) */
 void cpu_FP8_BLOCK_QUANTIZE(const rt_kernel_call *c)
 {
     const float *x = argf(c, 0);
@@ -423,21 +424,28 @@ void cpu_FP8_BLOCK_QUANTIZE(const rt_kernel_call *c)
     float *scale_inv = resf(c, 1);
     int64_t rows = (int64_t)c->in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_ROWS];
     int64_t cols = (int64_t)c->in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_COLS];
-    int64_t C = last_dim(c->arg_types[0]), R = ir_numel(c->arg_types[0]) / C, nbc = C / cols;
-    for (int64_t br = 0; br < R / rows; br++)
-        for (int64_t bc = 0; bc < nbc; bc++) {
+    bool transpose = c->in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_TRANSPOSE] != 0;
+    int64_t C = last_dim(c->arg_types[0]), R = ir_numel(c->arg_types[0]) / C;
+    int64_t QR = transpose ? C : R, QC = transpose ? R : C; /* q[QR, QC]; its (i, j) is x's (j, i) transposed */
+    for (int64_t k = 0, n = ir_numel(c->res_types[1]); k < n; k++)
+        scale_inv[k] = 1.0f;
+    for (int64_t br = 0; br < QR / rows; br++)
+        for (int64_t bc = 0; bc < QC / cols; bc++) {
             float amax = 0;
             for (int64_t i = br * rows; i < (br + 1) * rows; i++)
-                for (int64_t j = bc * cols; j < (bc + 1) * cols; j++)
-                    amax = fabsf(x[i * C + j]) > amax || isnan(x[i * C + j]) ? fabsf(x[i * C + j]) : amax;
+                for (int64_t j = bc * cols; j < (bc + 1) * cols; j++) {
+                    float v = x[transpose ? j * C + i : i * C + j];
+                    amax = fabsf(v) > amax || isnan(v) ? fabsf(v) : amax;
+                }
             float scale = amax > 0 ? rt_fp8_max(false) / amax : 1.0f;
             int e;
             frexpf(scale, &e); /* scale = f 2^e, f in [0.5, 1): 2^(e-1) the power of 2 at or below */
             scale = isnormal(scale) && amax > 0 ? ldexpf(1.0f, e - 1) : 1.0f; /* inf amax: 1, not 0 */
             for (int64_t i = br * rows; i < (br + 1) * rows; i++)
                 for (int64_t j = bc * cols; j < (bc + 1) * cols; j++)
-                    q[i * C + j] = rt_fp8_encode(x[i * C + j] * scale, false);
-            scale_inv[br * nbc + bc] = 1.0f / scale;
+                    q[i * QC + j] = rt_fp8_encode(x[transpose ? j * C + i : i * C + j] * scale, false);
+            for (int64_t i = br * rows; i < (br + 1) * rows; i++) /* a 1x128 tile is one of the block's rows */
+                scale_inv[ir_fp8_scale_at(QR, QC, rows, cols, i, bc * cols)] = 1.0f / scale;
         }
 }
 
@@ -482,7 +490,7 @@ static float *fp8_decoded(const rt_kernel_call *c, int i)
     if (c->arg_types[i + 1]->ndim == 2 && ir_fp8_scale_blocks(c->arg_types[i], c->arg_types[i + 1], &rows, &cols)) {
         const float *s = argf(c, i + 1);
         for (int64_t k = 0; k < n; k++)
-            out[k] *= s[(k / C / rows) * (C / cols) + k % C / cols];
+            out[k] *= s[ir_fp8_scale_at(n / C, C, rows, cols, k / C, k % C)];
     }
     return out;
 }

@@ -39,11 +39,17 @@ grep -q fp8_matmul <<<"$fp8_ir" ||
     { echo "FAIL: mcc ir --fp8-format hybrid --target cuda made no fp8_matmul"; exit 1; }
 # delayed scaling's fields without it
 expect "--fp8-margin is set but --fp8-recipe is tensorwise: it configures delayed scaling" -- "$mcc" compile "$tiny" "${fp8[@]}" --fp8-margin 1 --target cpu -o "$work/x"
-# blockwise FP8: a layer whose matmuls do not tile by 128, and the cuda target (no block-scaled GEMM yet)
+# blockwise FP8: a layer whose matmuls do not tile by 128; for the cuda target the whole pipeline
+# builds it, every block-scaled GEMM K-major (ta=0, tb=1: cuBLASLt's block scale modes are TN only)
 blockwise=(--fp8-format e4m3 --fp8-recipe blockwise)
 expect "blockwise FP8 cuts each into 128-wide tiles: make hidden_size, ffn_hidden_size" -- "$mcc" ir "$tiny" "${blockwise[@]}" --target cpu
-expect "--fp8-recipe blockwise for the cuda target: its GEMM on cuBLASLt's block scales" -- "$mcc" ir "$tiny" \
-  "${blockwise[@]}" --hidden-size 128 --ffn-hidden-size 256 --num-attention-heads 2 --target cuda
+bw_ir=$("$mcc" ir "$tiny" "${blockwise[@]}" --hidden-size 128 --ffn-hidden-size 256 --num-attention-heads 2 --target cuda 2>&1)
+bw_gemms=$(grep -cE "= fp8_matmul|fp8_matmul_accumulate" <<<"$bw_ir")
+bw_tn=$(grep -E "= fp8_matmul|fp8_matmul_accumulate" <<<"$bw_ir" | grep -c "{ta=0, tb=1")
+[ "$bw_gemms" -gt 0 ] && [ "$bw_gemms" = "$bw_tn" ] ||
+  { echo "FAIL: mcc ir --fp8-recipe blockwise --target cuda: $bw_tn of $bw_gemms FP8 GEMMs K-major"; echo "$bw_ir" | tail -3; exit 1; }
+expect "--fp8-recipe is blockwise with tensor_model_parallel_size 2" -- "$mcc" ir "$tiny" "${blockwise[@]}" \
+  --hidden-size 128 --ffn-hidden-size 256 --num-attention-heads 2 --tp 2 --target cuda
 # train_rank: compile one and feed it bad flags and data
 "$mcc" compile "$tiny" --target cpu -o "$work/train_rank" 2>/dev/null || { echo "FAIL: could not compile $tiny"; exit 1; }
 "$mcc" compile "$tiny" --target cpu --vocab-size 100 -o "$work/train_small_vocab" 2>/dev/null

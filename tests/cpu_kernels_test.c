@@ -503,52 +503,57 @@ static void test_matmul_reference(void)
 }
 
 /* x [256, 256], each row's magnitude its own (2^-12 .. 2^3) and one 128x128 block zero, quantized
- * in rows x cols blocks: each block's scale_inv is 1 / 2^floor(log2(448 / amax)) (1 for the zero
- * block), its largest |q| lands in [224, 448] (a little over 224 rounds to it), and every q is
- * x * scale to half an E4M3 step. */
-static tensor fp8_block_case(tensor x, int rows, int cols, tensor *s)
+ * (transposed: x^T) in rows x cols blocks: each block's scale_inv, where ir_fp8_scale_blocks puts it
+ * (cuBLASLt's layouts), is 1 / 2^floor(log2(448 / amax)) (1 for the zero block), its largest |q|
+ * lands in [224, 448] (a little over 224 rounds to it), and every q is x * scale to half an E4M3
+ * step; the padding of a row of scales is 1. */
+static tensor fp8_block_case(tensor x, int rows, int cols, bool transpose, tensor *s)
 {
     enum { R = 256, C = 256 };
     tensor q = tensor_new(IR_FP8E4M3, 2, (int64_t[]){R, C});
-    *s = F32(R / rows, C / cols);
-    run(IR_OP_FP8_BLOCK_QUANTIZE, (double[IR_MAX_ATTRS]){rows, cols}, &x, 1, (tensor[]){q, *s}, 2);
+    ir_type st = ir_fp8_block_scale_type(R, C, rows, cols);
+    *s = tensor_new(IR_F32, 2, st.dims);
+    run(IR_OP_FP8_BLOCK_QUANTIZE, (double[IR_MAX_ATTRS]){rows, cols, transpose}, &x, 1, (tensor[]){q, *s}, 2);
     const uint8_t *qb = q.data;
     for (int br = 0; br < R / rows; br++)
         for (int bc = 0; bc < C / cols; bc++) {
             double amax = 0, qmax = 0, worst = 0;
             for (int i = br * rows; i < (br + 1) * rows; i++)
                 for (int j = bc * cols; j < (bc + 1) * cols; j++)
-                    amax = fmax(amax, fabs(F(x)[i * C + j]));
+                    amax = fmax(amax, fabs(F(x)[transpose ? j * C + i : i * C + j]));
             double scale = amax > 0 ? exp2(floor(log2(448.0 / amax))) : 1;
             for (int i = br * rows; i < (br + 1) * rows; i++)
                 for (int j = bc * cols; j < (bc + 1) * cols; j++) {
-                    double d = rt_fp8_decode(qb[i * C + j], false), want = F(x)[i * C + j] * scale;
+                    double d = rt_fp8_decode(qb[i * C + j], false), want = F(x)[transpose ? j * C + i : i * C + j] * scale;
                     qmax = fmax(qmax, fabs(d));
                     worst = fmax(worst, fabs(d - want) / fmax(fabs(want), 0x1p-6)); /* E4M3's smallest normal */
                 }
-            float sinv = F(*s)[br * (C / cols) + bc];
-            CHECK(sinv == (float)(1 / scale), "fp8_block_quantize %dx%d block (%d,%d): scale_inv %g, want %g", rows,
-                  cols, br, bc, sinv, 1 / scale);
+            float sinv = F(*s)[ir_fp8_scale_at(R, C, rows, cols, br * rows, bc * cols)];
+            CHECK(sinv == (float)(1 / scale), "fp8_block_quantize %dx%d%s block (%d,%d): scale_inv %g, want %g", rows,
+                  cols, transpose ? "^T" : "", br, bc, sinv, 1 / scale);
             CHECK(amax == 0 || (qmax >= 224 && qmax <= 448), "fp8_block_quantize %dx%d block (%d,%d): largest |q| %g",
                   rows, cols, br, bc, qmax);
             CHECK(worst <= 0x1p-4, "fp8_block_quantize %dx%d block (%d,%d): q off x * scale by %g of it", rows, cols,
                   br, bc, worst);
         }
+    for (int64_t k = 0, used = rows == 1 ? R : C / cols; k < st.dims[0] * st.dims[1]; k++) /* each row's padding */
+        CHECK(k % st.dims[1] < used || F(*s)[k] == 1, "fp8_block_quantize %dx%d: padding scale %lld is %g, not 1", rows,
+              cols, (long long)k, F(*s)[k]);
     return q;
 }
 
 /* x dequantized from its blocks (q * its block's scale_inv), in double */
 static void fp8_block_dequantized(tensor q, tensor s, double *out)
 {
-    int64_t R = q.type.dims[0], C = q.type.dims[1], rows = R / s.type.dims[0], cols = C / s.type.dims[1];
+    int64_t R = q.type.dims[0], C = q.type.dims[1], rows, cols;
+    CHECK(ir_fp8_scale_blocks(&q.type, &s.type, &rows, &cols), "fp8_block_quantize's scale_inv is no block layout");
     for (int64_t i = 0; i < R * C; i++)
-        out[i] = rt_fp8_decode(((uint8_t *)q.data)[i], false) *
-                 (double)F(s)[(i / C / rows) * s.type.dims[1] + i % C / cols];
+        out[i] = rt_fp8_decode(((uint8_t *)q.data)[i], false) * (double)F(s)[ir_fp8_scale_at(R, C, rows, cols, i / C, i % C)];
 }
 
 /* the quantize's blocks (above), and fp8_matmul on block scales against the product of the
- * dequantized operands: the forward's (x 1x128 by w 128x128, tb) and the wgrad's (dy^T x, both
- * 128x1 along the tokens, ta) */
+ * dequantized operands, both K-major (ta=0, tb=1) as the fp8 pass makes them: the forward's (x
+ * 1x128 by w 128x128) and the wgrad's (x^T by x^T, both 1x128 along the tokens) */
 static void test_fp8_block_reference(void)
 {
     enum { R = 256, C = 256 };
@@ -556,30 +561,32 @@ static void test_fp8_block_reference(void)
     for (int i = 0; i < R; i++)
         for (int j = 0; j < C; j++)
             F(x)[i * C + j] = i < 128 && j >= 128 ? 0 : (float)((urand() * 2 - 1) * ldexp(1, i % 16 - 12));
-    tensor s[3], q[3];
-    int shapes[3][2] = {{1, 128}, {128, 1}, {128, 128}};
-    for (int k = 0; k < 3; k++)
-        q[k] = fp8_block_case(x, shapes[k][0], shapes[k][1], &s[k]);
+    tensor s[4], q[4];
+    int shapes[4][3] = {{1, 128, 0}, {1, 128, 1}, {128, 128, 0}, {128, 128, 1}};
+    for (int k = 0; k < 4; k++)
+        q[k] = fp8_block_case(x, shapes[k][0], shapes[k][1], shapes[k][2], &s[k]);
     double *a = malloc(sizeof(double) * R * C), *b = malloc(sizeof(double) * R * C);
-    for (int ta = 0; ta < 2; ta++) { /* ta=0: q[0] (1x128) by q[2]^T; ta=1: q[1]^T (128x1) by q[1] */
-        tensor qa = q[ta], sa = s[ta], qb = q[ta ? 1 : 2], sb = s[ta ? 1 : 2], r = F32(R, C);
+    int pairs[2][2] = {{0, 2}, {1, 1}};
+    for (int p = 0; p < 2; p++) {
+        tensor qa = q[pairs[p][0]], sa = s[pairs[p][0]], qb = q[pairs[p][1]], sb = s[pairs[p][1]], r = F32(R, C);
         fp8_block_dequantized(qa, sa, a);
         fp8_block_dequantized(qb, sb, b);
-        run(IR_OP_FP8_MATMUL, ATTRS(ta, !ta), (tensor[]){qa, sa, qb, sb}, 4, &r, 1);
+        run(IR_OP_FP8_MATMUL, ATTRS(0, 1), (tensor[]){qa, sa, qb, sb}, 4, &r, 1);
         double worst = 0;
         for (int i = 0; i < R; i++)
             for (int j = 0; j < C; j++) {
                 double want = 0, norm = 0;
-                for (int kk = 0; kk < R; kk++) {
-                    double p = (ta ? a[kk * C + i] : a[i * C + kk]) * (ta ? b[kk * C + j] : b[j * C + kk]);
-                    want += p, norm += fabs(p);
+                for (int kk = 0; kk < C; kk++) {
+                    double prod = a[i * C + kk] * b[j * C + kk];
+                    want += prod, norm += fabs(prod);
                 }
                 worst = fmax(worst, fabs(F(r)[i * C + j] - want) / fmax(norm, 1e-30));
             }
-        CHECK(worst < 1e-5, "fp8_matmul on block scales (ta=%d): off the dequantized product by %.3g", ta, worst);
+        CHECK(worst < 1e-5, "fp8_matmul on block scales (%s): off the dequantized product by %.3g",
+              p ? "wgrad x^T x^T^T" : "forward x w^T", worst);
         free(r.data);
     }
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         free(q[k].data), free(s[k].data);
     free(a), free(b), free(x.data);
 }

@@ -109,3 +109,10 @@ if(MPI_C_FOUND)
   fp8_equals_single_rank(fp8_blockwise tiny-llama "ITERS;2;FINAL_TOL;1e-4" ${_blockwise} --
                          "dp2:--dp 2" "dp2_zero:--dp 2 --use-distributed-optimizer" "pp2:--pp 2")
 endif()
+# Blockwise on one GPU against the CPU oracle (tests/gpu_numerics.sh: bf16 tolerances, 10 steps):
+# cuBLASLt's block-scaled GEMMs and the quantize kernel in a whole plan (skipped without a GPU)
+if(TARGET mccrt_cuda)
+  add_test(NAME gpu_fp8_blockwise_equals_cpu_tiny-llama COMMAND ${CMAKE_SOURCE_DIR}/tests/gpu_numerics.sh
+           $<TARGET_FILE:mcc> tiny-llama 1 ${_blockwise} --)
+  set_tests_properties(gpu_fp8_blockwise_equals_cpu_tiny-llama PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+endif()

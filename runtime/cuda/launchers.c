@@ -768,19 +768,26 @@ void cuda_FP8_QUANTIZE(rt_cuda_ctx *cx, const rt_kernel_call *c)
         launch_vec(cx, k, n, params);
 }
 
-/* x[R, C] -> (q E4M3, scale_inv[R/rows, C/cols]) {rows, cols}: a block of 128 threads a scale block
- * (passes/fp8.c refuses blockwise FP8 for the cuda target until cuBLASLt's block-scaled GEMM is
- * built: tests/gpu/ops_test.c runs this kernel against the CPU's) */
+/* x[R, C] -> (q E4M3, x or x^T; scale_inv) {rows, cols, transpose}, the scales laid out for
+ * cuBLASLt's block scale modes (ops.def): 1x128 tiles a warp each, 8 to a CUDA block; 128x128
+ * blocks a CUDA block of 128 threads each */
 void cuda_FP8_BLOCK_QUANTIZE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
+    enum { TILE_WARPS = 8 };
     need_f32(c, c->res_types[1], "scale_inv");
     void *q = c->res[0], *scale_inv = c->res[1], *x = c->args[0];
     long long C = c->arg_types[0]->ndim ? c->arg_types[0]->dims[c->arg_types[0]->ndim - 1] : 1;
     long long R = ir_numel(c->arg_types[0]) / C;
-    int rows = (int)c->in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_ROWS], cols = (int)c->in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_COLS];
-    void *params[] = {&q, &scale_inv, &x, &R, &C, &rows, &cols};
-    kernel_name k = name_of(c, RT_CUK_FP8_BLOCK_QUANTIZE, c->arg_types[0], NULL);
-    rt_cuda_launch(cx, k.s, capped_grid(R / rows * (C / cols)), 1, 1, 128, 0, params);
+    int transpose = c->in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_TRANSPOSE] != 0;
+    void *params[] = {&q, &scale_inv, &x, &R, &C, &transpose};
+    if (c->in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_ROWS] == 1) {
+        kernel_name k = name_of(c, RT_CUK_FP8_TILE_QUANTIZE, c->arg_types[0], NULL);
+        rt_cuda_launch(cx, k.s, capped_grid((R * C / IR_FP8_BLOCK + TILE_WARPS - 1) / TILE_WARPS), 1, 1, 32 * TILE_WARPS,
+                       0, params);
+    } else {
+        kernel_name k = name_of(c, RT_CUK_FP8_BLOCK_QUANTIZE, c->arg_types[0], NULL);
+        rt_cuda_launch(cx, k.s, capped_grid(R * C / (IR_FP8_BLOCK * IR_FP8_BLOCK)), 1, 1, 128, 0, params);
+    }
 }
 
 /* h -> r[1] {max}: the history's max (a NaN sticking) or its last entry; one thread (ops.def) */

@@ -24,10 +24,18 @@
 #define CANDIDATES 8                 /* algorithms the heuristic offers for timing */
 #define TUNE_MAX_BYTES (512u << 20)  /* larger outputs keep the heuristic's first choice */
 
+/* cuBLASLt's scale modes (cublasLtMatmulMatrixScale_t, set as the int32_t its attributes take) of a
+ * GEMM's A and B: SCALAR_32F (0, a pointer to one float, or none) but for blockwise FP8's
+ * VEC128_32F / BLK128x128_32F */
+typedef struct {
+    int32_t a, b;
+} lt_scale_modes;
+
 typedef struct {
     int64_t m, n, k;
     bool ta, tb;
     cublasLtEpilogue_t epilogue;
+    lt_scale_modes scales;
     ir_dtype dt, bdt, cdt;          /* of our A; of our B (differs for FP8's E5M2 x E4M3); of C and D */
     int sms;                        /* SMs the algorithm may use (0: all) */
     bool grouped;                   /* a grouped GEMM's: m (k under ta) a bucket, the layouts set per call */
@@ -92,12 +100,13 @@ static void lt_open(void)
 /* The plan of a GEMM shape and epilogue: its algorithm, or found = false when cuBLASLt has none
  * (only for epilogues beyond BIAS, whose ops have a fallback; a plain GEMM without one exits). */
 static matmul_plan *plan_of(int64_t m, int64_t n, int64_t k, bool ta, bool tb, cublasLtEpilogue_t epilogue,
-                            ir_dtype dt, ir_dtype bdt, ir_dtype cdt, int sms, bool grouped)
+                            lt_scale_modes scales, ir_dtype dt, ir_dtype bdt, ir_dtype cdt, int sms, bool grouped)
 {
     for (int i = 0; i < nplans; i++) {
         matmul_plan *p = &plans[i];
         if (p->m == m && p->n == n && p->k == k && p->ta == ta && p->tb == tb && p->epilogue == epilogue &&
-            p->dt == dt && p->bdt == bdt && p->cdt == cdt && p->sms == sms && p->grouped == grouped)
+            p->scales.a == scales.a && p->scales.b == scales.b && p->dt == dt && p->bdt == bdt && p->cdt == cdt &&
+            p->sms == sms && p->grouped == grouped)
             return p;
     }
     lt_open();
@@ -106,8 +115,8 @@ static matmul_plan *plan_of(int64_t m, int64_t n, int64_t k, bool ta, bool tb, c
         plans = realloc(plans, sizeof(matmul_plan) * (size_t)cap_plans);
     }
     matmul_plan *p = &plans[nplans];
-    *p = (matmul_plan){.m = m, .n = n, .k = k, .ta = ta, .tb = tb, .epilogue = epilogue, .dt = dt, .bdt = bdt,
-                       .cdt = cdt, .sms = sms, .grouped = grouped};
+    *p = (matmul_plan){.m = m, .n = n, .k = k, .ta = ta, .tb = tb, .epilogue = epilogue, .scales = scales, .dt = dt,
+                       .bdt = bdt, .cdt = cdt, .sms = sms, .grouped = grouped};
     LT_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
@@ -116,6 +125,12 @@ static matmul_plan *plan_of(int64_t m, int64_t n, int64_t k, bool ta, bool tb, c
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms));
     if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+    if (scales.a != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F || scales.b != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F) {
+        int8_t fast_accum = 0; /* DeepSeek-V3's fp32 promotion: the tensor cores' partial sums go to fp32 */
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &scales.a, sizeof scales.a));
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &scales.b, sizeof scales.b));
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof fast_accum));
+    }
     if (epilogue_has_bias(epilogue)) {
         cudaDataType_t bt = cuda_type(cdt); /* the bias, or its gradient, in the output's dtype */
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
@@ -142,10 +157,16 @@ static matmul_plan *plan_of(int64_t m, int64_t n, int64_t k, bool ta, bool tb, c
         p->found = false; /* the op's fallback runs */
         return &plans[nplans++];
     }
+    if (scales.a != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F && (st != CUBLAS_STATUS_SUCCESS || !found)) {
+        fprintf(stderr, "train_rank: cuBLASLt %zu has no block-scaled FP8 GEMM for %lldx%lldx%lld (scale modes %d x %d, "
+                "status %s): it needs cuBLAS 12.9 or later on Hopper (sm_90); recompile with --fp8-recipe tensorwise\n",
+                cublasLtGetVersion(), (long long)m, (long long)n, (long long)k, scales.a, scales.b, lt_status_name(st));
+        exit(1);
+    }
     LT_CHECK(st);
     if (!found) {
-        fprintf(stderr, "train_rank: cuBLASLt has no algorithm for a %lldx%lldx%lld %s matmul (ta=%d tb=%d)\n",
-                (long long)m, (long long)n, (long long)k, ir_dtype_name(dt), ta, tb);
+        fprintf(stderr, "train_rank: cuBLASLt has no algorithm for a %lldx%lldx%lld %s matmul (ta=%d tb=%d, scale modes "
+                "%d x %d)\n", (long long)m, (long long)n, (long long)k, ir_dtype_name(dt), ta, tb, scales.a, scales.b);
         exit(1);
     }
     for (int i = 0; i < found; i++)
@@ -161,7 +182,7 @@ static matmul_plan *plan_of(int64_t m, int64_t n, int64_t k, bool ta, bool tb, c
 static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, cublasLtEpilogue_t epilogue,
                              ir_dtype dt, ir_dtype bdt, ir_dtype cdt, int sms)
 {
-    return plan_of(m, n, k, ta, tb, epilogue, dt, bdt, cdt, sms, false);
+    return plan_of(m, n, k, ta, tb, epilogue, (lt_scale_modes){0}, dt, bdt, cdt, sms, false);
 }
 
 /* An expert's rows rounded up to one of 8 sizes an octave (at most 12.5% more), from 128. */
@@ -191,8 +212,8 @@ static void set_layout(cublasLtMatrixLayout_t l, lt_dims d)
 static matmul_plan *plan_for_rows(int64_t m, int64_t n, int64_t k, bool ta, bool tb, ir_dtype dt, ir_dtype bdt,
                                   ir_dtype cdt, int sms)
 {
-    matmul_plan *p = plan_of(ta ? m : rows_bucket(m), n, ta ? rows_bucket(k) : k, ta, tb, CUBLASLT_EPILOGUE_DEFAULT, dt,
-                             bdt, cdt, sms, true);
+    matmul_plan *p = plan_of(ta ? m : rows_bucket(m), n, ta ? rows_bucket(k) : k, ta, tb, CUBLASLT_EPILOGUE_DEFAULT,
+                             (lt_scale_modes){0}, dt, bdt, cdt, sms, true);
     lt_dims d[3];
     lt_layouts(m, n, k, ta, tb, d);
     set_layout(p->a, d[0]);
@@ -445,14 +466,28 @@ static void fp8_transpose(rt_cuda_ctx *cx, void *out, const void *q, long long R
                    0, params);
 }
 
+/* The cuBLASLt scale mode of fp8 operand q's scale_inv s (ir_fp8_scale_blocks: their layouts are
+ * cuBLASLt's) */
+static int32_t scale_mode_of(const ir_type *q, const ir_type *s)
+{
+    int64_t rows = 0, cols = 0;
+    ir_fp8_scale_blocks(q, s, &rows, &cols);
+    return s->ndim != 2 ? CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F
+           : rows == 1  ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
+                        : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+}
+
 /* The FP8 GEMM of operands (qa, sa, qb, sb[, hdy]) from operand `first` {ta, tb}: out := sa sb op(qa)
  * op(qb) + beta cin in out_dtype (fp8_matmul's result's; an accumulator's): cuBLASLt's FP8 GEMM,
  * fp32 accumulation, the scale_invs as its A/B scale pointers (device floats, so current scaling
  * needs no host round trip). Hopper's FP8 kernels take only "TN" (both operands K-major): our
- * ta = 0, tb = 1, the forward's x w^T. Otherwise the operand is transposed first into scratch:
- * the dgrad dy w (tb = 0) transposes the weight, the wgrad dy^T x (ta = 1, tb = 0) both. cuBLASLt
- * multiplies E4M3 x E4M3 and E4M3 x E5M2 either way round, never E5M2 x E5M2, and wants 16-byte
- * leading dimensions: k a multiple of 16. */
+ * ta = 0, tb = 1, the forward's x w^T. Otherwise a tensorwise operand is transposed first into
+ * scratch: the dgrad dy w (tb = 0) transposes the weight, the wgrad dy^T x (ta = 1, tb = 0) both.
+ * Block-scaled operands (blockwise FP8) come K-major already (fp8_block_quantize's transpose), with
+ * their scales in the layouts of cuBLASLt's VEC128_32F (1x128 tiles) and BLK128x128_32F (128x128
+ * blocks) modes; cuBLASLt pairs 1D x 1D and 1D x 2D, never 2D x 2D, and accumulates in fp32 between
+ * the blocks (no fast accumulation). cuBLASLt multiplies E4M3 x E4M3 and E4M3 x E5M2 either way
+ * round, never E5M2 x E5M2, and wants 16-byte leading dimensions: k a multiple of 16. */
 static void fp8_gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, float beta, const void *cin, void *out,
                      ir_dtype out_dtype)
 {
@@ -468,9 +503,17 @@ static void fp8_gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, float 
                 ir_dtype_name(at->dtype), ir_dtype_name(bt->dtype));
         exit(1);
     }
-    if (c->arg_types[first + 1]->ndim == 2 || c->arg_types[first + 3]->ndim == 2) {
-        fprintf(stderr, "train_rank: fp8_matmul on block scales (--fp8-recipe blockwise) has no CUDA path yet: "
-                        "passes/fp8.c refuses it for the cuda target: an mcc codegen bug\n");
+    /* cuBLASLt's A is our b, its B our a */
+    lt_scale_modes scales = {scale_mode_of(bt, c->arg_types[first + 3]), scale_mode_of(at, c->arg_types[first + 1])};
+    bool blocks = scales.a != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F || scales.b != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+    if (blocks && (ta || !tb || scales.a == CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F ||
+                   scales.b == CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F ||
+                   (scales.a == CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F &&
+                    scales.b == CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F))) {
+        fprintf(stderr, "train_rank: fp8_matmul of %lldx%lldx%lld on block scales (ta=%d tb=%d, scale modes %d x %d): "
+                        "cuBLASLt takes both operands K-major (ta=0 tb=1) and block-scaled, not both in 128x128 "
+                        "blocks: an mcc codegen bug (passes/fp8.c, ir/grad.c quantize them so)\n",
+                (long long)m, (long long)n, (long long)k, ta, tb, scales.a, scales.b);
         exit(1);
     }
     if (k % 16) {
@@ -489,7 +532,8 @@ static void fp8_gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, float 
             fp8_transpose(cx, s + (a_bytes + 255) / 256 * 256, b, bk, bn), b = s + (a_bytes + 255) / 256 * 256;
     }
     int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
-    matmul_plan *p = plan_for(m, n, k, false, true, CUBLASLT_EPILOGUE_DEFAULT, at->dtype, bt->dtype, out_dtype, sms);
+    matmul_plan *p =
+        plan_of(m, n, k, false, true, CUBLASLT_EPILOGUE_DEFAULT, scales, at->dtype, bt->dtype, out_dtype, sms, false);
     /* cuBLASLt's A is our b: its scale is sb; its B our a, scaled by sa. Set per call (shared plans). */
     const void *sa = c->args[first + 1], *sb = c->args[first + 3];
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb, sizeof sb));

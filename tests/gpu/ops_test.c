@@ -233,14 +233,19 @@ static const op_case cases[] = {
      {FP8('e', 1, 999), F32_SCALAR}},
     {"fp8_quantize", "[999] e5m2 amax 1e-3 (scale 57344000: saturates)", {IR_FP8_E5M2, 0}, 2, 2,
      {TEN('x', 1, 999), SCALAR(1e-3)}, {FP8('E', 1, 999), F32_SCALAR}},
-    /* blockwise: the forward's 1x128 tiles, the wgrad's 128x1, a weight's 128x128 blocks; bytes and
-     * scale_invs as the CPU's */
-    {"fp8_block_quantize", "[4,64,768] 1x128", {1, 128}, 1, 2, {TEN('x', 3, 4, 64, 768)},
-     {FP8('e', 3, 4, 64, 768), TEN('f', 2, 256, 6)}},
-    {"fp8_block_quantize", "[256,768] 128x1", {128, 1}, 1, 2, {TEN('x', 2, 256, 768)},
-     {FP8('e', 2, 256, 768), TEN('f', 2, 2, 768)}},
-    {"fp8_block_quantize", "[256,768] 128x128", {128, 128}, 1, 2, {TEN('x', 2, 256, 768)},
-     {FP8('e', 2, 256, 768), TEN('f', 2, 2, 6)}},
+    /* blockwise: the forward's 1x128 tiles, the wgrad's along the tokens (x^T in 1x128 tiles), a
+     * weight's 128x128 blocks (scales padded to 4 a row) as they are and transposed (the dgrad's);
+     * bytes and scale_invs, in cuBLASLt's layouts, as the CPU's */
+    {"fp8_block_quantize", "[4,64,768] 1x128", {1, 128, 0}, 1, 2, {TEN('x', 3, 4, 64, 768)},
+     {FP8('e', 3, 4, 64, 768), TEN('f', 2, 6, 256)}},
+    {"fp8_block_quantize", "[3,5,256] 1x128 (a row of scales padded from 15 to 16)", {1, 128, 0}, 1, 2,
+     {TEN('x', 3, 3, 5, 256)}, {FP8('e', 3, 3, 5, 256), TEN('f', 2, 2, 16)}},
+    {"fp8_block_quantize", "[256,768] 1x128 of x^T", {1, 128, 1}, 1, 2, {TEN('x', 2, 256, 768)},
+     {FP8('e', 2, 768, 256), TEN('f', 2, 2, 768)}},
+    {"fp8_block_quantize", "[256,768] 128x128", {128, 128, 0}, 1, 2, {TEN('x', 2, 256, 768)},
+     {FP8('e', 2, 256, 768), TEN('f', 2, 2, 8)}},
+    {"fp8_block_quantize", "[256,768] 128x128 of x^T", {128, 128, 1}, 1, 2, {TEN('x', 2, 256, 768)},
+     {FP8('e', 2, 768, 256), TEN('f', 2, 6, 4)}},
     {"fp8_history_amax", "h[17] max", {1}, 1, 1, {TEN('p', 1, 17)}, {F32_SCALAR}},
     {"fp8_history_amax", "h[17] most_recent", {0}, 1, 1, {TEN('p', 1, 17)}, {F32_SCALAR}},
     {"fp8_amax_fold", "h[17] amax 5", {0}, 2, 0, .args = {OUT('p', 1, 17), SCALAR(5)}},
@@ -255,6 +260,23 @@ static const op_case cases[] = {
      {FP8('E', 2, 256, 208), SCALAR(1e-4), FP8('e', 2, 208, 768), SCALAR(0.003)}, {TEN('x', 2, 256, 768)}},
     {"fp8_matmul", "wgrad e5m2[256,208]^T x e4m3[256,768]", {1, 0}, 4, 1,
      {FP8('E', 2, 256, 208), SCALAR(1e-4), FP8('e', 2, 256, 768), SCALAR(0.01)}, {TEN('x', 2, 208, 768)}},
+    /* blockwise FP8's three GEMMs of a linear layer (T = 4x64 tokens, d = 768, n = 384: several blocks
+     * along M, N and K), every operand K-major (ta=0, tb=1) with block scales of any value (the
+     * quantize's are powers of 2; cuBLASLt's modes take any) in cuBLASLt's layouts: the forward's x
+     * (1x128 tiles, VEC128_32F) by w (128x128 blocks, BLK128x128_32F, the rows of scales padded to 4),
+     * the dgrad's dy by w^T, the wgrad's dy^T by x^T (1D x 1D) */
+    {"fp8_matmul", "blockwise fwd e4m3[4,64,768] 1x128 x e4m3[384,768]^T 128x128", {0, 1}, 4, 1,
+     {FP8('e', 3, 4, 64, 768), TEN('p', 2, 6, 256), FP8('e', 2, 384, 768), TEN('p', 2, 3, 8)}, {TEN('x', 3, 4, 64, 384)}},
+    {"fp8_matmul", "blockwise dgrad e4m3[256,384] 1x128 x e4m3[768,384]^T 128x128", {0, 1}, 4, 1,
+     {FP8('e', 2, 256, 384), TEN('p', 2, 3, 256), FP8('e', 2, 768, 384), TEN('p', 2, 6, 4)}, {TEN('x', 2, 256, 768)}},
+    {"fp8_matmul", "blockwise wgrad e4m3[384,256] 1x128 x e4m3[768,256]^T 1x128", {0, 1}, 4, 1,
+     {FP8('e', 2, 384, 256), TEN('p', 2, 2, 384), FP8('e', 2, 768, 256), TEN('p', 2, 2, 768)}, {TEN('x', 2, 384, 768)}},
+    {"fp8_matmul_accumulate", "blockwise f32[384,768] += wgrad e4m3[384,256] x e4m3[768,256]^T", {0, 1, 0}, 5, 0,
+     .args = {OUT('f', 2, 384, 768), FP8('e', 2, 384, 256), TEN('p', 2, 2, 384), FP8('e', 2, 768, 256),
+              TEN('p', 2, 2, 768)}},
+    {"fp8_matmul_add", "blockwise fwd e4m3[4,64,768] x e4m3[384,768]^T + c[4,64,384]", {0, 1}, 5, 1,
+     {FP8('e', 3, 4, 64, 768), TEN('p', 2, 6, 256), FP8('e', 2, 384, 768), TEN('p', 2, 3, 8), TEN('x', 3, 4, 64, 384)},
+     {TEN('x', 3, 4, 64, 384)}},
     /* the fusion pass's: the wgrad into an fp32 accumulator (added, and written: assign), the forward
      * with a residual the GEMM adds */
     {"fp8_matmul_accumulate", "f32[208,768] += wgrad e5m2[256,208]^T x e4m3[256,768]", {1, 0, 0}, 5, 0,

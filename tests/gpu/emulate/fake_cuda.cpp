@@ -205,7 +205,8 @@ static std::map<std::string, std::function<void(void **)>> table = {
     // AdamW, on fp32 masters and on (copy, remainder) pairs (ops_test's adamw cases)
     {"mcc_adamw_f32_f32_f32", wrap(mcc_adamw_f32_f32_f32)}, {"mcc_adamw_bf16_f32_f32", wrap(mcc_adamw_bf16_f32_f32)},
     // blockwise FP8's quantize (ops_test's fp8_block_quantize cases)
-#define E(sfx, T) {"mcc_fp8_block_quantize_" #sfx, wrap(mcc_fp8_block_quantize_##sfx)},
+#define E(sfx, T) {"mcc_fp8_block_quantize_" #sfx, wrap(mcc_fp8_block_quantize_##sfx)},                    \
+    {"mcc_fp8_tile_quantize_" #sfx, wrap(mcc_fp8_tile_quantize_##sfx)},
     MCC_FOR_FLOATS(E)
 #undef E
 };
@@ -227,7 +228,7 @@ void rt_cuda_launch(void *cx, const char *kernel, unsigned gx, unsigned gy, unsi
     // warp-wide PTX); the others' threads run in turn
     bool sync = (strstr(kernel, "mcc_attention") && !strstr(kernel, "_f32_d") && !strstr(kernel, "bwd_post")) ||
                 strstr(kernel, "mcc_colsum") || strstr(kernel, "mcc_moe_unpermute_grad_") ||
-                strstr(kernel, "mcc_fp8_block_quantize");
+                strstr(kernel, "mcc_fp8_block_quantize") || strstr(kernel, "mcc_fp8_tile_quantize");
     for (const char *k : syncing)
         sync |= !strcmp(k, kernel);
     if (gz != 1 || block == 0 || block > 1024 || gx == 0 || gy == 0 || smem > sizeof emu_smem) {
