@@ -1257,31 +1257,37 @@ static double matmul_macs(const ir_func *f, const ir_instr *in, int ia, int ib)
     return na * (double)ir_numel(b) / contracted;
 }
 
-/* The rows a grouped GEMM multiplies with balanced routing, as the source of its counts bounds them:
- * its buffer's R rows, at most E x capacity where the sort was given moe_capacity's kept weights,
- * and behind expert parallelism's dispatch at most the rows a rank sends (it receives as many). */
-static double grouped_rows(const ir_func *f, const ir_instr *in, int first)
+/* The rows of a routed-rows buffer of R rows that balanced routing fills, as the source of its
+ * counts bounds them: at most E x capacity where the sort was given moe_capacity's kept weights,
+ * and behind expert parallelism's dispatch (the counts a run sort's, or all_to_all_v's came
+ * itself) at most the rows a rank sends (it receives as many). */
+static double routed_rows(const ir_func *f, int counts, double R)
 {
-    double rows = (double)f->vals[in->args[first]].type.dims[0];
-    const ir_instr *src = &f->instrs[f->vals[in->args[first + 2]].def];
-    if (src->op == IR_OP_MOE_SORT_RUNS) {
-        const ir_instr *a2a = &f->instrs[f->vals[src->args[1]].def];
-        double sent = a2a->op == IR_OP_ALL_TO_ALL_V ? (double)f->vals[a2a->args[0]].type.dims[0] : rows;
-        rows = sent < rows ? sent : rows;
+    const ir_instr *src = &f->instrs[f->vals[counts].def];
+    if (src->op == IR_OP_MOE_SORT_RUNS) /* the local experts' counts: the rows its came delivered */
+        src = &f->instrs[f->vals[src->args[1]].def];
+    double rows = R;
+    if (src->op == IR_OP_ALL_TO_ALL_V) {
+        rows = (double)f->vals[src->args[0]].type.dims[0];
     } else if (src->op == IR_OP_MOE_SORT && src->nargs == 2) {
         const ir_instr *cap = &f->instrs[f->vals[src->args[1]].def];
         double experts = (double)f->vals[src->res[1]].type.dims[0];
-        double kept = cap->op == IR_OP_MOE_CAPACITY ? cap->attr[IR_ATTR_MOE_CAPACITY_CAPACITY] * experts : rows;
-        rows = kept < rows ? kept : rows;
+        rows = cap->op == IR_OP_MOE_CAPACITY ? cap->attr[IR_ATTR_MOE_CAPACITY_CAPACITY] * experts : R;
     }
-    return rows;
+    return rows < R ? rows : R;
 }
 
 double ir_grouped_rows(const ir_func *f, const ir_instr *in, double *buffer_rows)
 {
-    int first = in->op == IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE; /* its operands after its destination */
-    *buffer_rows = (double)f->vals[in->args[first]].type.dims[0];
-    return grouped_rows(f, in, first);
+    int buffer, counts; /* the operand holding the rows, the one counting them */
+    switch (in->op) {
+    case IR_OP_MOE_GROUPED_MATMUL: case IR_OP_MOE_GROUPED_WGRAD: buffer = 0, counts = 2; break;
+    case IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE: buffer = 1, counts = 3; break; /* after its destination */
+    case IR_OP_MOE_SORT_RUNS: case IR_OP_MOE_UNSORT_RUNS: buffer = 0, counts = 1; break; /* came */
+    default: return *buffer_rows = 0, 0;
+    }
+    *buffer_rows = (double)f->vals[in->args[buffer]].type.dims[0];
+    return routed_rows(f, in->args[counts], *buffer_rows);
 }
 
 double ir_work_macs(const ir_func *f, const ir_instr *in)

@@ -684,10 +684,12 @@ int ir_first_reader(const ir_func *f, int i, int v);
  * buffer's room); the rest, memory-bound and short, counts nothing. What hides a collective
  * beside it (passes/comm_overlap.c, MCC_PROFILE). */
 double ir_work_macs(const ir_func *f, const ir_instr *in);
-/* A grouped GEMM's (moe_grouped_matmul, _wgrad, _wgrad_accumulate) rows: those it multiplies with
- * balanced routing, and (*buffer_rows) the R rows of its row buffers ([R, *]), which behind expert
- * parallelism's dispatch hold room for the dropless worst case; each expert's GEMM reads and
- * writes only its counted rows (runtime/cuda/matmul.c), so its bytes are the rows', not R's. */
+/* The rows an op bounded by its counts touches with balanced routing, and (*buffer_rows) the R rows
+ * of its row buffers ([R, *]), which behind expert parallelism's dispatch hold room for the
+ * dropless worst case: a grouped GEMM's (moe_grouped_matmul, _wgrad, _wgrad_accumulate; each
+ * expert's GEMM reads and writes only its counted rows, runtime/cuda/matmul.c) and a run sort's
+ * (moe_sort_runs, moe_unsort_runs: a block a row received, moe.cuh), so their bytes are the rows',
+ * not R's. Any other op walks its whole operands: 0, and *buffer_rows 0. */
 double ir_grouped_rows(const ir_func *f, const ir_instr *in, double *buffer_rows);
 /* Makes attribute k of the instruction defining value v `base + step * coordinate(axis)`: what a
  * rank-dependent attribute (a shard's offset) is in a plan that serves every rank of a stage. */

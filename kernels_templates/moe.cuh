@@ -558,22 +558,24 @@ extern "C" __global__ void mcc_moe_runs_offsets(long long *at, long long *to, lo
     }
 }
 
-// xs := x's rows moved run by run (sort: from at to to; else back), rows past them zero; a block
-// per destination row, rows of `width` 2-byte units (f32 and bf16 rows alike).
+// xs := x's rows moved run by run (sort: from at to to; else back); a block per destination row
+// received (rows[0], the all-to-all's count on the device), rows of `width` 2-byte units (f32 and
+// bf16 rows alike). The rows past those received are neither read nor written: the buffer has room
+// for the dropless worst case (at DeepSeek-V3's ep 64, 32 times what balanced routing fills), and
+// its readers (the grouped GEMMs by the counts, all_to_all_v by came) stop at the received rows.
 extern "C" __global__ void mcc_moe_move_runs(unsigned short *r, const unsigned short *x, const long long *at,
                                              const long long *to, const long long *rows, const void *came, int is64,
-                                             long long n, long long S, long long C, long long width, int sort)
+                                             long long n, long long S, long long width, int sort)
 {
-    for (long long j = blockIdx.x; j < C; j += gridDim.x) {
+    for (long long j = blockIdx.x; j < rows[0]; j += gridDim.x) {
         long long src = -1;
-        if (j < rows[0])
-            for (long long k = 0; k < n * S && src < 0; k++) { // the run holding destination row j
-                long long c = is64 ? ((const long long *)came)[k] : ((const int *)came)[k];
-                long long d = sort ? to[k] : at[k], s0 = sort ? at[k] : to[k];
-                if (j >= d && j < d + c)
-                    src = s0 + (j - d);
-            }
+        for (long long k = 0; k < n * S && src < 0; k++) { // the run holding destination row j
+            long long c = is64 ? ((const long long *)came)[k] : ((const int *)came)[k];
+            long long d = sort ? to[k] : at[k], s0 = sort ? at[k] : to[k];
+            if (j >= d && j < d + c)
+                src = s0 + (j - d);
+        }
         for (long long i = threadIdx.x; i < width; i += blockDim.x)
-            r[j * width + i] = src < 0 ? (unsigned short)0 : x[src * width + i];
+            r[j * width + i] = x[src * width + i];
     }
 }

@@ -22,13 +22,8 @@ static const char *class_name(ir_op op)
     return op == IR_OP_FP8_MATMUL_ACCUMULATE || op == IR_OP_FP8_MATMUL_ADD ? ir_ops[IR_OP_FP8_MATMUL].name : ir_ops[op].name;
 }
 
-static bool grouped_op(ir_op op)
-{
-    return op == IR_OP_MOE_GROUPED_MATMUL || op == IR_OP_MOE_GROUPED_WGRAD || op == IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE;
-}
-
-/* The bytes of operand type x that an instruction touches: a grouped GEMM's row buffer ([room, *])
- * only its `rows` (room 0: all of every operand). */
+/* The bytes of operand type x that an instruction touches: a row buffer ([room, *]) of a grouped
+ * GEMM or a run sort only its `rows` (room 0: all of every operand). */
 static double row_share(const ir_type *x, double rows, double room)
 {
     double bytes = (double)ir_bytes(x);
@@ -64,12 +59,13 @@ void mcc_instr_work_of(const ir_func *f, const ir_instr *in, const mcc_target *t
                   ir_op_has(in->op, IR_OPF_COLLECTIVE) || in->op == IR_OP_RESHAPE);
     if (!w->costed)
         return;
-    /* a grouped GEMM's row buffers [R, *] count the rows it multiplies, not R: behind expert
-     * parallelism's dispatch R is the dropless worst case (at DeepSeek-V3's ep 64, 32 times the
-     * balanced rows), room each expert's GEMM never reads or writes; counted whole, the fitted
-     * per-byte rate made the bytes ~97% of its time there. Where every row is routed (one rank,
-     * bench/calibrate.sh's MoE configs) rows == R: the fit's own work is unchanged. */
-    double room = 0, rows = grouped_op(in->op) ? ir_grouped_rows(f, in, &room) : 0;
+    /* a grouped GEMM's or a run sort's row buffers [R, *] count the rows it touches, not R: behind
+     * expert parallelism's dispatch R is the dropless worst case (at DeepSeek-V3's ep 64, 32 times
+     * the balanced rows), room each expert's GEMM and the sorts' kernel never read or write;
+     * counted whole, the fitted per-byte rate made the bytes ~97% of a GEMM's time there. Where
+     * every row is routed (one rank, bench/calibrate.sh's MoE configs) rows == R: the fit's own
+     * work is unchanged. */
+    double room = 0, rows = ir_grouped_rows(f, in, &room);
     for (int a = 0; a < in->nargs + in->nres; a++)
         w->bytes += row_share(a < in->nargs ? ir_vtype(f, in->args[a]) : ir_vtype(f, in->res[a - in->nargs]), rows, room);
     w->flops = 2 * ir_work_macs(f, in);

@@ -66,7 +66,10 @@ void cpu_ALL_TO_ALL_V(const rt_kernel_call *c)
 }
 
 /* moe_sort_runs (sort) and moe_unsort_runs: the runs of x[C,*] received rank by rank (came[q,s]
- * rows of run s from rank q, packed) moved to run-by-run order, or back; rows past zero. */
+ * rows of run s from rank q, packed) moved to run-by-run order, or back. The rows past them are
+ * undefined (the CUDA kernel leaves them unwritten, work by the rows received): here they are NaN
+ * (every byte 0xff, a NaN in each float dtype), so that a consumer reading them turns the layout
+ * tests' loss and gradients NaN rather than reading zeros by luck. */
 static void move_runs(const rt_kernel_call *c, bool sort)
 {
     const ir_type *xt = c->arg_types[0], *ct = c->arg_types[1];
@@ -86,7 +89,7 @@ static void move_runs(const rt_kernel_call *c, bool sort)
     char *r = c->res[0];
     for (int64_t k = 0, from = 0; k < n * S; from += came[k++]) /* from: (q, s)'s first row, received */
         memcpy(r + (size_t)(sort ? at[k] : from) * row, x + (size_t)(sort ? from : at[k]) * row, (size_t)came[k] * row);
-    memset(r + (size_t)next * row, 0, (size_t)(C - next) * row);
+    memset(r + (size_t)next * row, 0xff, (size_t)(C - next) * row);
     free(came);
 }
 

@@ -6,7 +6,8 @@
 # run, or to the model, that moves a prediction off its measurement fails here: recalibrate
 # (bench/calibrate.sh, bench/calibrate.py) or fix it. The model's error on configs it was not fitted
 # to (each left out of the fit) is bench/calibration/h100-fit.txt's. And DeepSeek-V3's grouped GEMMs
-# behind expert parallelism: by their routed rows, within the datasheet's peak.
+# behind expert parallelism: by their routed rows, within the datasheet's peak, and its run sorts by
+# the rows received.
 set -uo pipefail
 mcc=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,4 +46,10 @@ read -r lo hi < <(awk -F'\t' '$3 ~ /^moe_grouped/ { r = $6 / ($9 * 1e-6) / 1e12;
 echo "DeepSeek-V3's grouped GEMMs at ep 64: ${lo:-none} to ${hi:-none} TFLOP/s predicted"
 awk -v lo="${lo:-0}" -v hi="${hi:-0}" 'BEGIN { exit !(lo >= 500 && hi <= 989) }' ||
   { echo "FAIL: DeepSeek-V3's grouped GEMMs predicted at ${lo:-none}-${hi:-none} TFLOP/s, not within 500-989"; fails=$((fails + 1)); }
+# Its run sorts (moe_sort_runs, moe_unsort_runs: a block a row received, kernels_templates/moe.cuh)
+# by the 32,768 rows received too: 2 x 32,768 x 7,168 bf16 = 0.94 GB a call, not the room's 30.1 GB.
+gb=$(awk -F'\t' '$3 ~ /^moe_(un)?sort_runs$/ { b = $7 > b ? $7 : b } END { printf "%.2f", b / 1e9 }' "$work/ds3.tsv.stage1" 2>/dev/null)
+echo "DeepSeek-V3's run sorts at ep 64: ${gb:-none} GB a call predicted"
+awk -v g="${gb:-0}" 'BEGIN { exit !(g >= 0.9 && g <= 1.0) }' ||
+  { echo "FAIL: DeepSeek-V3's run sorts cost ${gb:-none} GB a call, not the 0.94 GB of the rows received"; fails=$((fails + 1)); }
 [ "$fails" = 0 ] && echo "ok: the step-time model reproduces its measurements" || exit 1

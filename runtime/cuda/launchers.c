@@ -1074,7 +1074,8 @@ void cuda_MOE_AUX_ATTACH(rt_cuda_ctx *cx, const rt_kernel_call *c)
 }
 
 /* moe_sort_runs (sort) and moe_unsort_runs: the run offsets from came by one thread, then a block
- * per destination row (rows past those received zeroed); counts[S] too when sorting */
+ * per destination row received, the count read on the device (blocks past it exit at once; the
+ * rows past it are left as they were: no reader looks there); counts[S] too when sorting */
 static void moe_move_runs(rt_cuda_ctx *cx, const rt_kernel_call *c, int sort)
 {
     const ir_type *xt = c->arg_types[0], *ct = c->arg_types[1];
@@ -1087,7 +1088,7 @@ static void moe_move_runs(rt_cuda_ctx *cx, const rt_kernel_call *c, int sort)
         return;
     void *p1[] = {&at, &to, &rows, &counts, &came, &is64, &n, &S};
     rt_cuda_launch(cx, kernel_families[RT_CUK_MOE_RUNS_OFFSETS].stem, 1, 1, 1, 1, 0, p1);
-    void *p2[] = {&r, &x, &at, &to, &rows, &came, &is64, &n, &S, &C, &width, &sort};
+    void *p2[] = {&r, &x, &at, &to, &rows, &came, &is64, &n, &S, &width, &sort};
     rt_cuda_launch(cx, kernel_families[RT_CUK_MOE_MOVE_RUNS].stem, capped_grid(C), 1, 1, row_block(width * 4), 0, p2);
 }
 

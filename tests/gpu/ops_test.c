@@ -33,7 +33,8 @@
  * bytes (any finite value), compared byte for byte. i32 kinds for MoE: 'k' ids below `value` distinct
  * within each row (a token's top k), 'r' a permutation of [0, n), 'c' group sizes (counts of
  * experts, or all_to_all_v's came) summing to 7/8 of `value` rows (the rest room past them). Every
- * i32 result is compared exactly. */
+ * i32 result is compared exactly. 'g' a received buffer: 'x' rows up to `value`, NaN past them (the
+ * room all_to_all_v leaves, garbage no kernel may read: a row read from it shows as a NaN). */
 typedef struct {
     char kind;
     int ndim;
@@ -59,6 +60,7 @@ typedef struct {
 #define TOPK(limit, nd, ...) {.kind = 'k', .ndim = nd, .dims = {__VA_ARGS__}, .value = limit}
 #define PERM(n) {.kind = 'r', .ndim = 1, .dims = {n}}
 #define COUNTS(rows, nd, ...) {.kind = 'c', .ndim = nd, .dims = {__VA_ARGS__}, .value = rows}
+#define RECEIVED(rows, nd, ...) {.kind = 'g', .ndim = nd, .dims = {__VA_ARGS__}, .value = rows}
 
 static const op_case cases[] = {
     {"fill", "[3,1001]", {0.37}, 0, 1, .res = {TEN('x', 2, 3, 1001)}},
@@ -366,6 +368,12 @@ static const op_case cases[] = {
      {TEN('x', 2, 100, 200), IDS(1, 1, 4)}},
     {"moe_unsort_runs", "x[100,200] came[2,4]", {0}, 2, 1, {TEN('x', 2, 100, 200), COUNTS(100, 2, 2, 4)},
      {TEN('x', 2, 100, 200)}},
+    /* expert parallelism's room: 56 rows received into 4096 (DeepSeek-V3's ep 64 fills ~1/32), the
+     * room NaN: the kernels read and write the received rows alone */
+    {"moe_sort_runs", "x[4096,72] came[4,2], 56 rows received", {0}, 2, 2, {RECEIVED(56, 2, 4096, 72), COUNTS(64, 2, 4, 2)},
+     {TEN('x', 2, 4096, 72), IDS(1, 1, 2)}},
+    {"moe_unsort_runs", "x[4096,72] came[4,2], 56 rows received", {0}, 2, 1, {RECEIVED(56, 2, 4096, 72), COUNTS(64, 2, 4, 2)},
+     {TEN('x', 2, 4096, 72)}},
 };
 
 /* sum_squares over 60 tensors of mixed f32/test dtype and sizes: two launches of the fused kernel. */
@@ -487,7 +495,8 @@ static ir_dtype gpu_dtype(char kind, ir_dtype under_test)
 {
     if (is_fp8(kind))
         return kind == 'E' ? IR_FP8E5M2 : IR_FP8E4M3;
-    return is_i32(kind) ? IR_I32 : kind == 'x' || kind == 'P' || kind == 'Z' ? under_test : kind == 'b' ? IR_BF16 : IR_F32;
+    return is_i32(kind) ? IR_I32 : kind == 'x' || kind == 'P' || kind == 'Z' || kind == 'g' ? under_test
+         : kind == 'b' ? IR_BF16 : IR_F32;
 }
 
 /* Values of the spec's kind, already rounded to the GPU dtype, so both sides see the same. */
@@ -511,6 +520,8 @@ static void tensor_init(tensor *t, const tensor_spec *s, ir_dtype dt)
         double v = s->kind == 's' ? s->value : s->kind == 'p' || s->kind == 'P' ? 0.1 + 2 * uniform() : 4 * uniform() - 2;
         if (s->kind == 'z' || s->kind == 'Z')
             v = v < -1 ? 0 : v;
+        if (s->kind == 'g' && i >= (int64_t)s->value * (n / s->dims[0]))
+            v = NAN;
         float f = (float)v;
         ((float *)t->cpu)[i] = t->gpu_t.dtype == IR_BF16 ? f32_of_bf16(bf16_of(f)) : f;
     }
@@ -570,7 +581,9 @@ static void fail(report *r, const char *what, const char *fmt, ...)
     r->failures++;
 }
 
-/* GPU output t (raw bytes) against the CPU's values: no NaN, error of norms within tolerance. */
+/* GPU output t (raw bytes) against the CPU's values: no NaN, error of norms within tolerance. An
+ * element the CPU leaves NaN is one the op leaves undefined (moe_sort_runs' rows past those
+ * received): the GPU must not have written it either, so it still holds the poison. */
 static void compare(report *r, const char *what, const tensor *t, const void *raw)
 {
     int64_t n = ir_numel(&t->cpu_t), worst = 0;
@@ -595,6 +608,13 @@ static void compare(report *r, const char *what, const tensor *t, const void *ra
     double max_ref = 0, max_err = 0;
     for (int64_t i = 0; i < n; i++) {
         double g = raw_at(t, raw, i), c = ((const float *)t->cpu)[i];
+        if (isnan(c) && !isnan(g)) {
+            fail(r, what, "element %lld of %lld is written (gpu %g) where the op leaves it undefined (cpu NaN): "
+                 "work past the rows received", (long long)i, (long long)n, g);
+            return;
+        }
+        if (isnan(c))
+            continue;
         if (isnan(g)) {
             fail(r, what, "NaN at element %lld of %lld (unwritten, or a non-finite result; cpu %g)", (long long)i,
                  (long long)n, c);
