@@ -2,8 +2,9 @@
 # fp8_offload_run.sh prepare [BEFORE_COMMIT] | run — one GPU call (twenty-fourth session) for what the
 # session built and had not run on a GPU, most needed first:
 #   1. blockwise FP8 on the cuda target: cuda_ops_test's fp8_ cases (cuBLASLt's VEC128_32F and
-#      BLK128x128_32F scale modes), and tiny-llama and tiny-gpt2 trained 10 steps with --fp8-format
-#      e4m3 --fp8-recipe blockwise against the CPU oracle's same steps (tests/compare_dumps.py);
+#      BLK128x128_32F scale modes; its moe_ cases too: the run sorts bounded by the rows received),
+#      and tiny-llama and tiny-gpt2 trained 10 steps with --fp8-format e4m3 --fp8-recipe blockwise
+#      against the CPU oracle's same steps (tests/compare_dumps.py);
 #   2. LLaMA-3 8B's layers in bf16, FP8 tensorwise and blockwise (bench/calibrate.sh's CALIB_SET=fp8)
 #      at 4 layers, then 8 at the end if time is left;
 #   3. llama3-8b with --optimizer-cpu-offload (full recompute, seq 8192, global batch 8), the
@@ -53,9 +54,11 @@ fi
 tar xJf calib-fp8.tar.xz && tar xJf calib-fp8chk.tar.xz && tar xJf calib-offl.tar.xz || exit 1
 DEVICE_BUNDLE=calib source bench/device_env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-echo "=== cuda_ops_test, the fp8_ ops"
-OPS_TEST_ONLY=fp8_ timeout 150 fp8chk/bin/cuda_ops_test > "$O/cuda_ops_test.log" 2>&1; echo "exit $?"
-grep -i "fp8\|fail" "$O/cuda_ops_test.log" | head -40; tail -3 "$O/cuda_ops_test.log"
+for ops in fp8_ moe_; do # the block-scaled GEMMs; the run sorts bounded by the rows received
+  echo "=== cuda_ops_test, the $ops ops"
+  OPS_TEST_ONLY=$ops timeout 150 fp8chk/bin/cuda_ops_test > "$O/cuda_ops_test-$ops.log" 2>&1; echo "exit $?"
+  grep -i "$ops\|fail" "$O/cuda_ops_test-$ops.log" | head -40; tail -3 "$O/cuda_ops_test-$ops.log"
+done
 echo "=== blockwise FP8, GPU against the CPU, 10 steps"
 for m in tiny-llama tiny-gpt2; do
   timeout 120 fp8chk/bin/$m-cuda-fp8b --data-path fp8chk/data/numerics_text_document --train-iters 10 --eval-iters 0 \
