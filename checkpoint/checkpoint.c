@@ -383,7 +383,7 @@ static bool read_manifest(ck_reader *r, json_t *j, const char *file, char *err, 
                     "matching mcc)", file, json_is_integer(ver) ? (long long)json_integer_value(ver) : -1LL,
                     CK_VERSION);
     ck_state *s = &r->state;
-    int64_t seed, ranks;
+    int64_t seed = 0, ranks = 0; /* set by get_int before any use: gcc cannot see through the && chain */
     if (!get_int(file, j, "iteration", &s->iteration, err, errlen) ||
         !get_int(file, j, "consumed_samples", &s->consumed_samples, err, errlen) ||
         !get_int(file, j, "steps_applied", &s->steps_applied, err, errlen) ||
@@ -460,9 +460,9 @@ static bool open_rank(ck_reader *r, int k, char *err, size_t errlen)
     if (!j)
         return ck_fail(err, errlen, "%s: not valid JSON: %s (line %d)", jpath, je.text, je.line);
     ck_rank_file *rf = &r->rank[k];
-    int64_t bytes;
+    int64_t bytes = 0; /* each read only where `ok` says it was parsed */
     json_t *tensors = json_object_get(j, "tensors"), *head = json_object_get(j, "header_crc32");
-    uint64_t sum, head_sum, have, size;
+    uint64_t sum = 0, head_sum = 0, have = 0, size;
     bool ok = get_int(jpath, j, "bytes", &bytes, err, errlen) && get_axes(jpath, j, "mesh", rf->degree, 1, err, errlen) &&
               get_axes(jpath, j, "coords", rf->coord, 0, err, errlen);
     if (ok)

@@ -36,8 +36,10 @@ static bool runtime_lib_dir(char *dir, size_t len, char *err, size_t errlen)
     const char *const candidates[] = {MCC_INSTALLED_LIB_DIR, "."};
     for (int i = 0; i < 2; i++) {
         char lib[4200];
-        snprintf(dir, len, "%s/%s", exe, candidates[i]);
-        snprintf(lib, sizeof lib, "%s/libmccrt.a", dir);
+        /* a truncated path would name another file: such a location is skipped, not probed */
+        if ((size_t)snprintf(dir, len, "%s/%s", exe, candidates[i]) >= len ||
+            (size_t)snprintf(lib, sizeof lib, "%s/libmccrt.a", dir) >= sizeof lib)
+            continue;
         if (access(lib, R_OK) == 0)
             return true;
     }

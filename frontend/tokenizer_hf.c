@@ -106,8 +106,10 @@ static bool tok_hf_merges(const tok_hf *h, tok_bpe *t, json_t *vocab, json_t *me
         snprintf(field, sizeof field, "model.merges[%zu]", i);
         if (!l || !r || strlen(l) + strlen(r) >= sizeof buf)
             return tok_hf_fail(h, field, "must be \"left right\" or [\"left\", \"right\"]");
-        char joined[sizeof buf];
-        snprintf(joined, sizeof joined, "%s%s", l, r);
+        char joined[sizeof buf]; /* fits: the lengths were checked above */
+        size_t nl = strlen(l);
+        memcpy(joined, l, nl);
+        strcpy(joined + nl, r);
         int32_t li = tok_hf_id(vocab, l), ri = tok_hf_id(vocab, r), merged = tok_hf_id(vocab, joined);
         if (li < 0 || ri < 0 || merged < 0) {
             snprintf(what, sizeof what, "merges \"%s\" and \"%s\", but model.vocab lacks \"%s\"", l, r,
@@ -196,8 +198,8 @@ static bool tok_hf_post(const tok_hf *h, tok_bpe *t, json_t *post, const char *f
  * the first of TOK_HF_EOD_NAMES among the added tokens and the vocabulary. */
 static void tok_hf_eod(tok_bpe *t, json_t *vocab, json_t *added, const char *dir) {
     char cfg_path[4096];
-    snprintf(cfg_path, sizeof cfg_path, "%s/tokenizer_config.json", dir);
-    json_t *cfg = json_load_file(cfg_path, 0, NULL), *eos = json_object_get(cfg, "eos_token");
+    bool whole = (size_t)snprintf(cfg_path, sizeof cfg_path, "%s/tokenizer_config.json", dir) < sizeof cfg_path;
+    json_t *cfg = whole ? json_load_file(cfg_path, 0, NULL) : NULL /* a cut path would name another file */, *eos = json_object_get(cfg, "eos_token");
     const char *name = json_is_string(eos) ? json_string_value(eos) : json_string_value(json_object_get(eos, "content"));
     for (size_t k = 0; t->eod < 0 && k < (name ? 1 : sizeof TOK_HF_EOD_NAMES / sizeof *TOK_HF_EOD_NAMES); k++) {
         const char *want = name ? name : TOK_HF_EOD_NAMES[k];
