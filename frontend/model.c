@@ -162,14 +162,25 @@ static int attend(builder *b, int layer, int q, int k, int v)
     return ir_emit(b->m, b->f, IR_OP_ATTENTION_DROPOUT, args, 4, attrs, NULL, NULL);
 }
 
+/* Marks the matmul of linear output y (under its bias add, where it has one) as opening the region
+ * of selective recompute's `module` (ops.def's matmul recompute=): recompute_modules recomputes it
+ * and what follows it (passes/recompute.c). */
+static void recompute_region(builder *b, int y, ir_recompute_module module)
+{
+    ir_instr *in = &b->f->instrs[b->f->vals[y].def];
+    if (in->op == IR_OP_BIAS_ADD)
+        in = &b->f->instrs[b->f->vals[in->args[0]].def];
+    in->attr[IR_ATTR_MATMUL_RECOMPUTE] = 1 + (double)module;
+}
+
 /* x [B,T,in] projected to every head's `width` channels, [B,T,H,width]: column-parallel, no bias
- * (multi-latent attention's up projections, marked up_proj: recompute_modules mla_up_proj
- * recomputes them and what follows them up to the attention's inputs) */
+ * (multi-latent attention's up projections: recompute_modules mla_up_proj recomputes them and what
+ * follows them up to the attention's inputs) */
 static int up_heads(builder *b, const char *prefix, int x, int64_t in, int64_t width)
 {
     int64_t H = b->s->num_attention_heads;
     int y = linear_with(b, prefix, x, in, H * width, b->s->init_method_std, IR_PLACE_COLUMN, false);
-    b->f->instrs[b->f->vals[y].def].attr[IR_ATTR_MATMUL_UP_PROJ] = 1;
+    recompute_region(b, y, IR_RM_MLA_UP_PROJ);
     int64_t dims[4] = {b->rows, b->s->seq_length, H, width};
     return ir_reshape(b->m, b->f, y, 4, dims);
 }
@@ -282,17 +293,21 @@ static int activation(builder *b, int h, int gate)
     return ir_op1(b->m, b->f, b->s->squared_relu ? IR_OP_SQUARED_RELU : IR_OP_GELU, h);
 }
 
-/* The MLP of width ffn under prefix (up, gate with swiglu, down) on x[*,d]. */
-static int mlp(builder *b, const char *prefix, int x, int64_t ffn)
+/* The MLP of width ffn under prefix (up, gate with swiglu, down) on x[*,d]; its up and gate open
+ * `module`'s recompute region (mlp, or shared_experts: recompute_modules recomputes them and the
+ * activation, keeping x). */
+static int mlp(builder *b, const char *prefix, int x, int64_t ffn, ir_recompute_module module)
 {
     const mcc_spec *s = b->s;
     char p[160];
     double std = s->init_method_std, out_std = std / sqrt(2.0 * s->num_layers);
     snprintf(p, sizeof p, "%s.up", prefix);
     int h = linear(b, p, x, s->hidden_size, ffn, std, IR_PLACE_COLUMN), gate = -1; /* [*,F] */
+    recompute_region(b, h, module);
     if (s->activation == MCC_ACT_SWIGLU) {
         snprintf(p, sizeof p, "%s.gate", prefix);
         gate = linear(b, p, x, s->hidden_size, ffn, std, IR_PLACE_COLUMN);
+        recompute_region(b, gate, module);
     }
     h = activation(b, h, gate);
     snprintf(p, sizeof p, "%s.down", prefix);
@@ -434,7 +449,7 @@ static int moe(builder *b, int layer, int x)
     int y = ir_emit(b->m, b->f, IR_OP_MOE_UNPERMUTE, combine, 3, NULL, NULL, NULL); /* [N,d] */
     if (s->moe_shared_expert_intermediate_size > 0) {
         snprintf(p, sizeof p, "layers.%d.mlp.shared_expert", layer);
-        y = ir_op2(b->m, b->f, IR_OP_ADD, y, mlp(b, p, x, s->moe_shared_expert_intermediate_size));
+        y = ir_op2(b->m, b->f, IR_OP_ADD, y, mlp(b, p, x, s->moe_shared_expert_intermediate_size, IR_RM_SHARED_EXPERTS));
     }
     return ir_reshape(b->m, b->f, y, 3, bt);
 }
@@ -443,7 +458,7 @@ static int mlp_block(builder *b, int layer, int x)
 {
     char p[128];
     snprintf(p, sizeof p, "layers.%d.mlp", layer);
-    int y = mcc_spec_moe_layer(b->s, layer) ? moe(b, layer, x) : mlp(b, p, x, b->s->ffn_hidden_size);
+    int y = mcc_spec_moe_layer(b->s, layer) ? moe(b, layer, x) : mlp(b, p, x, b->s->ffn_hidden_size, IR_RM_MLP);
     return dropout(b, y, b->s->hidden_dropout, dropout_site(layer, SITE_MLP_OUT));
 }
 

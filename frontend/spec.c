@@ -341,7 +341,8 @@ static const spec_field spec_fields[] = {
     FIELD(SEC_TRAINING, "recompute_modules", recompute_modules, NULL, K_SET, R_ANY, D_VALUE,
           MCC_RM_CORE_ATTN | MCC_RM_LAYERNORM | MCC_RM_MLP_ACT, recompute_module_names,
           "selective: what to recompute (core_attn: flash attention always does; layernorm: the norms' "
-          "outputs; mlp_act: GELU/SiLU/SwiGLU's)"),
+          "outputs; mlp_act: GELU/SiLU/SwiGLU's; mlp, shared_experts: the MLP's up and gate projections and "
+          "activation; moe: the routed experts'; moe_act: their activation; mla_up_proj: MLA's up projections)"),
     TRAIN(recompute_num_layers, K_INT, R_NONNEG, D_VALUE, 0,
           "full: layers per checkpoint (uniform) or per stage (block); selective: the first N layers (0: all)"),
     /* mcc's: the output head, its cross entropy and their gradients chunk by chunk of the tokens
@@ -1577,20 +1578,9 @@ static bool spec_pad_vocab(spec_ctx *c)
     return true;
 }
 
-/* What this build cannot recompute of recompute_modules, and why: its selective recompute replays
- * single ops, not a sub-block (mlp_act covers the experts' activations). */
-static const struct {
-    int module;
-    const char *why;
-} spec_recompute_refused[] = {
-    {MCC_RM_MLP, "mcc's selective recompute replays single ops, not the MLP block: use --recompute-granularity "
-                 "full (whole layers), or mlp_act (the MLP's activation output)"},
-    {MCC_RM_MOE_ACT, "mcc's mlp_act recomputes the experts' activations too (the same GELU/SwiGLU ops): use mlp_act"},
-    {MCC_RM_MOE, "mcc's selective recompute replays single ops, not the MoE block: use mlp_act (the experts' "
-                 "activations) or drop it"},
-    {MCC_RM_SHARED_EXPERTS, "mcc's selective recompute replays single ops, not the shared expert: use mlp_act (its "
-                            "activation) or drop it"},
-};
+/* The recompute_modules whose region begins at matmuls the FP8 pass turns into FP8 GEMMs, which
+ * the recompute pass does not yet follow into (passes/recompute.c's mark_regions): refused under FP8. */
+static const int spec_recompute_matmul_regions = MCC_RM_MLA_UP_PROJ | MCC_RM_MLP | MCC_RM_SHARED_EXPERTS | MCC_RM_MOE;
 
 /* Megatron's rules for its recompute fields (TransformerConfig.__post_init__), and activations read
  * as selective of mlp_act. Megatron refuses recompute_num_layers with selective; mcc takes it as
@@ -1626,22 +1616,26 @@ static bool spec_check_recompute(spec_ctx *c)
     if (s->recompute_granularity == MCC_RECOMPUTE_FULL && s->recompute_num_layers < 1)
         return spec_fail(c, "%s is full, which needs %s of at least 1: the layers a checkpoint holds (uniform) or "
                             "those recomputed in each stage (block)", spec_where(c, gran), spec_where(c, layers));
-    for (size_t k = 0; s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE &&
-                       k < sizeof spec_recompute_refused / sizeof spec_recompute_refused[0]; k++)
-        if (s->recompute_modules & spec_recompute_refused[k].module) {
-            char name[32];
-            mcc_recompute_modules_text(spec_recompute_refused[k].module, name, sizeof name);
-            return spec_fail(c, "%s: %s: %s", spec_where(c, modules), name, spec_recompute_refused[k].why);
-        }
-    if (s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE && (s->recompute_modules & MCC_RM_MLA_UP_PROJ)) {
-        if (!s->multi_latent_attention)
-            return spec_fail(c, "%s: mla_up_proj recomputes multi-latent attention's up projections, and %s is false: "
-                                "drop mla_up_proj", spec_where(c, modules),
-                             spec_where(c, spec_find("multi_latent_attention")));
-        if (s->fp8_format != MCC_FP8_NONE)
-            return spec_fail(c, "%s: mla_up_proj under %s: the FP8 pass turns the up projections into FP8 GEMMs, "
-                                "which this build does not recompute yet: drop mla_up_proj (or FP8)",
-                             spec_where(c, modules), spec_where(c, spec_find("fp8_format")));
+    bool selective = s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE;
+    if (selective && (s->recompute_modules & MCC_RM_MLA_UP_PROJ) && !s->multi_latent_attention)
+        return spec_fail(c, "%s: mla_up_proj recomputes multi-latent attention's up projections, and %s is false: "
+                            "drop mla_up_proj", spec_where(c, modules), spec_where(c, spec_find("multi_latent_attention")));
+    int matmul_regions = selective ? s->recompute_modules & spec_recompute_matmul_regions : 0;
+    if (matmul_regions && s->fp8_format != MCC_FP8_NONE) {
+        char names[96];
+        mcc_recompute_modules_text(matmul_regions, names, sizeof names);
+        return spec_fail(c, "%s: %s under %s: the FP8 pass turns the projections these recompute into FP8 GEMMs, "
+                            "which this build does not recompute yet: drop %s (or FP8)", spec_where(c, modules), names,
+                         spec_where(c, spec_find("fp8_format")), names);
+    }
+    /* a module the model lacks has nothing to recompute: accepted, and said */
+    int absent = !selective ? 0 : s->num_experts == 0 ? MCC_RM_MOE | MCC_RM_MOE_ACT | MCC_RM_SHARED_EXPERTS
+                                  : s->moe_shared_expert_intermediate_size == 0 ? MCC_RM_SHARED_EXPERTS : 0;
+    if (s->recompute_modules & absent) {
+        char names[96];
+        mcc_recompute_modules_text(s->recompute_modules & absent, names, sizeof names);
+        fprintf(stderr, "mcc: %s %s: accepted, nothing to recompute: the model has no %s\n", spec_where(c, modules),
+                names, s->num_experts == 0 ? "MoE layers" : "shared expert");
     }
     if (s->recompute_granularity == MCC_RECOMPUTE_SELECTIVE && s->recompute_modules == MCC_RM_CORE_ATTN)
         fprintf(stderr, "mcc: %s core_attn: accepted, nothing to change: attention is flash attention, which keeps "

@@ -100,7 +100,7 @@ static const struct {
     {IR_OP_ROPE, IR_ATTR_ROPE_ROTARY_DIM},  {IR_OP_ROPE, IR_ATTR_ROPE_YARN_CONTEXT},      {IR_OP_ROPE, IR_ATTR_ROPE_BETA_FAST},
     {IR_OP_ROPE, IR_ATTR_ROPE_BETA_SLOW},   {IR_OP_ROPE, IR_ATTR_ROPE_MSCALE},            {IR_OP_ROPE, IR_ATTR_ROPE_MSCALE_ALL_DIM},
     {IR_OP_MOE_ROUTE, IR_ATTR_MOE_ROUTE_GROUPS}, {IR_OP_MOE_ROUTE, IR_ATTR_MOE_ROUTE_GROUP_TOPK},
-    {IR_OP_MATMUL, IR_ATTR_MATMUL_UP_PROJ},
+    {IR_OP_MATMUL, IR_ATTR_MATMUL_RECOMPUTE},
 };
 
 /* Splits each "A, B" attribute list once into lower-case names; they point into a static copy. */

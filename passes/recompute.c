@@ -9,11 +9,21 @@
  *              input stays, its gradient reads it
  *   mlp_act    GELU/SiLU outputs and SwiGLU's product (IR_OPF_RECOMPUTE_ACTIVATION): the
  *              activation's input stays, its gradient reads it
- *   mla_up_proj multi-latent attention's up projections (matmuls marked up_proj: q_up, or q without
- *              q_lora_rank, and kv_up) and what follows them up to the attention's inputs (their
- *              reshapes, splits, q's rope and scale, the concatenations): Megatron's
+ *   mla_up_proj multi-latent attention's up projections (matmuls marked recompute=mla_up_proj: q_up,
+ *              or q without q_lora_rank, and kv_up) and what follows them up to the attention's
+ *              inputs (their reshapes, splits, q's rope and scale, the concatenations): Megatron's
  *              qkv_up_checkpoint. The latents stay (the up projections' weight gradients read
  *              them), and so does k_pe's rope, [B,T,1,Dr] (Megatron's recomputes it too)
+ *   mlp        a dense MLP's up and gate projections (matmuls marked recompute=mlp), their biases
+ *              and the activation: the MLP's input stays (their weight gradients read it) and so
+ *              does the activation's output (the down projection's weight gradient reads it) unless
+ *              mlp_act is chosen too. Megatron's `mlp` checkpoints the MLP module from its input: the
+ *              same values replayed, since the down projection's output is read by no backward
+ *   shared_experts the same for an MoE layer's shared expert (recompute=shared_experts)
+ *   moe        the routed experts' up and gate grouped GEMMs (those the activation reads) and the
+ *              activation: the dispatched rows stay. Megatron's `moe` replays the whole MoE layer
+ *              from its input, its routing and all-to-all too, and so also frees the dispatched rows
+ *   moe_act    the routed experts' activation alone (mlp_act covers it and the dense ones)
  *   core_attn  nothing to do: the attention op keeps only its output and log-sum-exp, and its
  *              backward recomputes the probabilities always (flash attention)
  *   recompute_num_layers N > 0: only in layers [0, N).
@@ -52,8 +62,8 @@ typedef struct {
     unsigned opf;                   /* selective: the IR_OPF_RECOMPUTE_* flags of the modules chosen */
     int num_layers;                 /* selective: only in layers [0, num_layers); 0: every layer */
     int nlayers;                    /* the model's: 1 + the largest layer a global has */
-    bool *up;                       /* selective mla_up_proj: per source instruction, an up projection or
-                                       what follows it up to the attention's inputs; NULL: not chosen */
+    bool *region;                   /* selective mla_up_proj, mlp, shared_experts, moe, moe_act: per source
+                                       instruction, in a chosen module's region (mark_regions); NULL: none */
     int *ckpt;                      /* full: per layer, its checkpoint (the checkpoint's first layer), -1: none */
     int *group;                     /* full: per source instruction, its layer's checkpoint, -1: none */
     bool *kept;                     /* full: per source value, a checkpoint's value another's forward reads */
@@ -143,7 +153,7 @@ static bool recomputed(const recompute_ctx *c, int v)
         return c->group[d] >= 0 && !c->kept[v];
     if (in->op == IR_OP_FP8_QUANTIZE)
         return recomputed(c, in->args[0]);
-    return ((ir_op_has(in->op, c->opf) && in->nres == 1) || (c->up && c->up[d])) &&
+    return ((ir_op_has(in->op, c->opf) && in->nres == 1) || (c->region && c->region[d])) &&
            (c->num_layers <= 0 || (c->layer[d] >= 0 && c->layer[d] < c->num_layers));
 }
 
@@ -221,40 +231,62 @@ static int backward_value(recompute_ctx *c, int v)
     return c->again[v];
 }
 
-/* mla_up_proj: the forward's up projections (matmuls marked up_proj) and, in order, every
- * reshape, split, rope, scale and concatenation reading one of them: the chain up to the
- * attention's inputs. */
-static void mark_up(const ir_func *f, int bwd, bool *up)
+/* Whether op follows a region's opening matmuls into it: mla_up_proj's reshapes, splits, rope,
+ * scale and concatenations up to the attention's inputs, an MLP's bias adds and activation up to
+ * its down projection (a matmul, which no region follows into). */
+static bool region_follower(ir_op op)
+{
+    return op == IR_OP_RESHAPE || op == IR_OP_SPLIT_LAST_DIM || op == IR_OP_ROPE || op == IR_OP_SCALE ||
+           op == IR_OP_CONCAT_LAST_DIM || op == IR_OP_BIAS_ADD || ir_op_has(op, IR_OPF_RECOMPUTE_ACTIVATION);
+}
+
+/* The regions of the modules in `set` (bits of ir_recompute_module): the forward's matmuls the
+ * builder marks recompute=K with K - 1 in the set (mla_up_proj, mlp, shared_experts) and, in order,
+ * every follower reading one of them; moe: the grouped GEMMs an activation reads (the routed
+ * experts' up and gate) and that activation; moe_act: that activation alone. */
+static void mark_regions(const ir_func *f, int bwd, unsigned set, bool *region)
 {
     for (int i = 0; i < bwd; i++) {
         const ir_instr *in = &f->instrs[i];
         if (in->op == IR_OP_MATMUL) {
-            up[i] = in->attr[IR_ATTR_MATMUL_UP_PROJ] != 0;
+            int k = (int)in->attr[IR_ATTR_MATMUL_RECOMPUTE] - 1;
+            region[i] = k >= 0 && (set & 1u << k);
             continue;
         }
-        bool follows = in->op == IR_OP_RESHAPE || in->op == IR_OP_SPLIT_LAST_DIM || in->op == IR_OP_ROPE ||
-                       in->op == IR_OP_SCALE || in->op == IR_OP_CONCAT_LAST_DIM;
-        for (int a = 0; follows && !up[i] && a < in->nargs; a++)
-            up[i] = up[f->vals[in->args[a]].def];
+        bool experts = false; /* an activation of grouped GEMMs: the routed experts' */
+        for (int a = 0; ir_op_has(in->op, IR_OPF_RECOMPUTE_ACTIVATION) && a < in->nargs; a++) {
+            ir_instr *def = &f->instrs[f->vals[in->args[a]].def];
+            if (def->op == IR_OP_MOE_GROUPED_MATMUL) {
+                experts = true;
+                region[f->vals[in->args[a]].def] = set & 1u << IR_RM_MOE;
+            }
+        }
+        if (experts) {
+            region[i] = set & (1u << IR_RM_MOE | 1u << IR_RM_MOE_ACT);
+            continue;
+        }
+        for (int a = 0; region_follower(in->op) && !region[i] && a < in->nargs; a++)
+            region[i] = region[f->vals[in->args[a]].def];
     }
 }
 
-/* The IR_OPF_RECOMPUTE_* flags of config recompute_modules (core_attn: none, see above; mla_up_proj:
- * *up); false with the name and the fix for a module this pass cannot recompute (the spec refuses
- * them first). */
-static bool module_flags(const char *modules, unsigned *opf, bool *up, char *err, size_t errlen)
+/* The IR_OPF_RECOMPUTE_* flags of config recompute_modules (core_attn: none, see above) and, in
+ * *regions, its modules recomputed as regions (mark_regions); false with the name for a word this
+ * pass does not know (the spec refuses it first). */
+static bool module_flags(const char *modules, unsigned *opf, unsigned *regions, char *err, size_t errlen)
 {
-    unsigned set, built = 1u << IR_RM_CORE_ATTN | 1u << IR_RM_LAYERNORM | 1u << IR_RM_MLP_ACT |
-                          1u << IR_RM_MLA_UP_PROJ;
+    unsigned set, built = 1u << IR_RM_CORE_ATTN | 1u << IR_RM_LAYERNORM | 1u << IR_RM_MLP_ACT | 1u << IR_RM_MLA_UP_PROJ |
+                          1u << IR_RM_MLP | 1u << IR_RM_SHARED_EXPERTS | 1u << IR_RM_MOE | 1u << IR_RM_MOE_ACT;
     char bad[64] = "";
     if (!ir_word_set(ir_recompute_module_words, modules, &set, bad, sizeof bad) || (set & ~built)) {
         for (int k = 0; !bad[0] && ir_recompute_module_words[k]; k++) /* the first word not built */
             if (set & ~built & 1u << k)
                 snprintf(bad, sizeof bad, "%s", ir_recompute_module_words[k]);
         return snprintf(err, errlen, "config recompute_modules: \"%s\" is not one this pass recomputes "
-                        "(core_attn, layernorm, mlp_act, mla_up_proj)", bad), false;
+                        "(core_attn, layernorm, mlp_act, mla_up_proj, mlp, shared_experts, moe, moe_act)", bad), false;
     }
-    *up = set & 1u << IR_RM_MLA_UP_PROJ;
+    *regions = set & (1u << IR_RM_MLA_UP_PROJ | 1u << IR_RM_MLP | 1u << IR_RM_SHARED_EXPERTS | 1u << IR_RM_MOE |
+                      1u << IR_RM_MOE_ACT);
     *opf = (set & 1u << IR_RM_LAYERNORM ? IR_OPF_RECOMPUTE_SELECTIVE : 0u) |
            (set & 1u << IR_RM_MLP_ACT ? IR_OPF_RECOMPUTE_ACTIVATION : 0u);
     return true;
@@ -284,15 +316,15 @@ bool pass_recompute(ir_module *m, const mcc_pass_options *opts, char *err, size_
                        full ? malloc(sizeof(int) * nl) : NULL, full ? malloc(sizeof(int) * ni) : NULL,
                        full ? calloc(nv, sizeof(bool)) : NULL, full ? calloc(nv, sizeof(bool)) : NULL,
                        full ? calloc(nl, sizeof(bool)) : NULL, 0};
-    bool up = false;
+    unsigned regions = 0;
     for (int v = 0; v < src->nvals; v++)
         c.again[v] = -1;
     bool ok = full ? full_groups(&c, nlayers, err, errlen)
                    : activations ? (c.opf = IR_OPF_RECOMPUTE_ACTIVATION, true)
-                                 : module_flags(ir_cfg_text(m, IR_CFG_RECOMPUTE_MODULES), &c.opf, &up, err, errlen);
-    if (ok && up) {
-        c.up = calloc(ni, sizeof(bool));
-        mark_up(src, c.bwd, c.up);
+                                 : module_flags(ir_cfg_text(m, IR_CFG_RECOMPUTE_MODULES), &c.opf, &regions, err, errlen);
+    if (ok && regions) {
+        c.region = calloc(ni, sizeof(bool));
+        mark_regions(src, c.bwd, regions, c.region);
     }
     for (int i = backward + 1; ok && full && i < src->ninstrs; i++)
         for (int a = 0; a < src->instrs[i].nargs; a++)
@@ -317,7 +349,7 @@ bool pass_recompute(ir_module *m, const mcc_pass_options *opts, char *err, size_
     free(c.kept);
     free(c.needed);
     free(c.replayed);
-    free(c.up);
+    free(c.region);
     free(layer);
     if (!ok)
         return false;

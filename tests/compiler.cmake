@@ -115,7 +115,7 @@ mcc_e2e_test(numerics_vs_torch_mla_no_q_latent_dropout_tiny-deepseek-v3 numerics
 # two dense depths on tiny-llama (the second reads the first's hidden states, rolled twice).
 # selective recompute of the up projections and the norms (Megatron's mla_up_proj, layernorm)
 mcc_e2e_test(numerics_vs_torch_recompute_mla_up_proj_tiny-deepseek-v3 numerics_e2e.sh tiny-deepseek-v3
-             --recompute-granularity selective --recompute-modules layernorm,mla_up_proj,mlp_act)
+             --recompute-granularity selective --recompute-modules layernorm,mla_up_proj,mlp_act,mlp,moe,shared_experts)
 mcc_e2e_test(numerics_vs_torch_mtp_tiny-deepseek-v3 numerics_e2e.sh tiny-deepseek-v3
              --mtp-num-layers 1 --mtp-loss-scaling-factor 0.3)
 mcc_e2e_test(numerics_vs_torch_mtp2_tiny-llama numerics_e2e.sh tiny-llama --mtp-num-layers 2)
@@ -381,9 +381,9 @@ if(MPI_C_FOUND)
     mcc_e2e_test(recompute_bitwise_${model} recompute_bitwise.sh ${model})
     set_tests_properties(recompute_bitwise_${model} PROPERTIES PROCESSORS 4)
   endforeach()
-  # selective recompute of multi-latent attention's up projections (recompute_modules mla_up_proj)
-  mcc_e2e_test(recompute_bitwise_mla_up_proj_tiny-deepseek-v3 recompute_bitwise.sh tiny-deepseek-v3 mla_up_proj)
-  set_tests_properties(recompute_bitwise_mla_up_proj_tiny-deepseek-v3 PROPERTIES PROCESSORS 4)
+  # selective recompute's regions: mla_up_proj, mlp, moe, moe_act, shared_experts
+  mcc_e2e_test(recompute_bitwise_modules_tiny-deepseek-v3 recompute_bitwise.sh tiny-deepseek-v3 modules)
+  set_tests_properties(recompute_bitwise_modules_tiny-deepseek-v3 PROPERTIES PROCESSORS 4)
   mcc_layout_test(pp4_1f1b_equals_single_rank_tiny-gpt2 tiny-gpt2 4 FINAL_TOL 1e-4 --num-layers 4 -- --pp 4 --pipeline-schedule 1f1b)
   mcc_layout_test(pp4_1f1b_equals_single_rank_tiny-llama tiny-llama 4 --num-layers 4 -- --pp 4 --pipeline-schedule 1f1b)
 endif()

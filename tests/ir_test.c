@@ -262,7 +262,7 @@ static void test_parse_errors(void)
         {FUNC("  %2 = gelu %0 : f32[4,8] {shard=[dp]}\n"), "line 4: bad type: shard lists 1 axes for 2 dimensions"},
         {FUNC("  %2 = gelu %0 : f32[1,1,1,1,1]\n"), "line 4: bad type: more than 4 dimensions"},
         {FUNC("  %2 = gelu %0\n"), "line 4: expected `:`, got end of line"},
-        {FUNC("  %2 = matmul %0, %1 {ta=0, tc=1} : f32[4,8]\n"), "line 4: matmul has no attribute `tc` (its attributes: ta, tb, up_proj)"},
+        {FUNC("  %2 = matmul %0, %1 {ta=0, tc=1} : f32[4,8]\n"), "line 4: matmul has no attribute `tc` (its attributes: ta, tb, recompute)"},
         {FUNC("  %2 = matmul %0, %1 {ta=yes} : f32[4,8]\n"), "line 4: attribute `ta` needs a number"},
         {FUNC("  %2 = all_reduce %0 {axis=xp, max=0} : f32[4,8]\n"),
          "line 4: attribute `axis`: a mesh axis (dp, pp, tp, cp, ep, edp, dp_cp) or its number, got `xp`"},

@@ -9,8 +9,11 @@
 # (a dense model: the recomputed norms' and activations' quantized copies made again by the forward's
 # scales), are
 # byte for byte the no-recompute program's of the same layout.
-# recompute_bitwise.sh MCC MODEL mla_up_proj — instead, selective recompute of multi-latent
-# attention's up projections (alone, with layernorm, and at TP=2 with SP x DP=2 ZeRO) against none.
+# recompute_bitwise.sh MCC MODEL modules — instead, the selective modules recomputed as regions
+# (passes/recompute.c's mark_regions) against none: multi-latent attention's up projections (alone,
+# with layernorm), the dense MLP, the routed experts (moe), their activation (moe_act), the shared
+# expert, and Megatron's DeepSeek-V3 recipe's set (mlp moe mla_up_proj layernorm), on one rank and
+# at TP=2 with SP x DP=2 ZeRO x EP=2 (a model with all of them: tiny-deepseek-v3).
 set -euo pipefail
 mcc=$1; model=$2; only=${3:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,14 +39,17 @@ same() { # REF NAME
   [ $n -ge 5 ] || { echo "FAIL: $1 dumped $n files"; status=1; }
   echo "$2: $n dump files against $1's"
 }
-if [ "$only" = mla_up_proj ]; then
+if [ "$only" = modules ]; then
   sel=(--recompute-granularity selective --recompute-modules)
   train none 1
-  train mla_up 1 "${sel[@]}" mla_up_proj; same none mla_up
-  train mla_up_norms 1 "${sel[@]}" layernorm,mla_up_proj; same none mla_up_norms
+  for m in mla_up_proj layernorm,mla_up_proj mlp moe moe_act shared_experts mlp,moe,mla_up_proj,layernorm; do
+    train "sel_$m" 1 "${sel[@]}" "$m"; same none "sel_$m"
+  done
   tpdp=(--tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2 --use-distributed-optimizer)
   train tp2_dp2_zero 4 "${tpdp[@]}"
-  train tp2_dp2_zero_mla_up 4 "${tpdp[@]}" "${sel[@]}" mla_up_proj; same tp2_dp2_zero tp2_dp2_zero_mla_up
+  for m in mla_up_proj mlp,moe,mla_up_proj,layernorm,shared_experts; do
+    train "tp2_dp2_zero_$m" 4 "${tpdp[@]}" "${sel[@]}" "$m"; same tp2_dp2_zero "tp2_dp2_zero_$m"
+  done
   [ $status = 0 ] && echo PASS
   exit $status
 fi

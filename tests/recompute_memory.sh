@@ -7,7 +7,8 @@
 # inputs, only what the head's backward reads (the last layer's output, the final norm's, the
 # logits and the loss); and the step's planned FLOPs grow by exactly the FLOPs the backward
 # replays, once a micro-batch; the pipeline's balanced split counts the replay too. Selective
-# mla_up_proj on tiny-deepseek-v3 keeps exactly its attention inputs fewer.
+# mla_up_proj on tiny-deepseek-v3 keeps exactly its attention inputs fewer, and mlp, moe, moe_act
+# and shared_experts exactly their regions' values.
 set -euo pipefail
 mcc=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -77,4 +78,20 @@ want=$((2 * 4 * 32 * (4 * (24 + 24 + 16) - 8) * 4))
 [ -n "$s_none" ] && [ $((s_none - s_up)) = $want ] ||
   fail "mla_up_proj saves ${s_up:-?} bytes against none's ${s_none:-?}: not $want fewer"
 echo "mla_up_proj: saved $s_up bytes against none's $s_none"
+# the other regions, on the same model (N = 4 x 32 tokens, top 2: 2N routed rows): mlp no longer
+# saves the dense layer's up, gate and SwiGLU outputs (3 x N x 128 channels), moe the routed
+# experts' (3 x 2N x 32), moe_act their SwiGLU output alone (2N x 32), shared_experts the shared
+# expert's three (3 x N x 32)
+N=$((4 * 32))
+for m in "mlp $((3 * N * 128 * 4))" "moe $((3 * 2 * N * 32 * 4))" "moe_act $((2 * N * 32 * 4))" \
+         "shared_experts $((3 * N * 32 * 4))"; do
+  set -- $m
+  s=$(saved --recompute-granularity selective --recompute-modules "$1")
+  [ -n "$s" ] && [ $((s_none - s)) = "$2" ] || fail "$1 saves ${s:-?} bytes against none's $s_none: not $2 fewer"
+  echo "$1: saved $s bytes against none's $s_none"
+done
+# a module the model lacks is accepted with a note, and changes nothing
+note=$("$mcc" compile "$root/models/tiny-llama.json" --target cpu --recompute-granularity selective \
+  --recompute-modules layernorm,moe -o "$work/tr" 2>&1 | grep -c "moe: accepted, nothing to recompute: the model has no MoE layers" || true)
+[ "$note" = 1 ] || fail "tiny-llama with --recompute-modules layernorm,moe: no note that it has no MoE layers"
 echo "PASS"
