@@ -35,11 +35,23 @@ enum { TUNE_MAX_ARGS = 256, TUNE_MAX_FAMILIES = 4096, TUNE_MAX_MBS = 16 };
  * against the exact plans (bench/RESULTS.md, `mcc tune --exhaustive`) with room to spare. */
 #define TUNE_MEMORY_MARGIN 0.05
 
-static const char *const tune_recompute_names[RC_COUNT] = {"none", "selective", "full", "offload"};
+static const char *const tune_recompute_names[RC_COUNT] = {"none", "selective", "blocks", "full", "offload"};
 static const char *const tune_recompute_flags[RC_COUNT] = {
-    "", "--recompute-granularity selective",
+    "", "--recompute-granularity selective", "--recompute-granularity selective --recompute-modules ",
     "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
     "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --optimizer-cpu-offload"};
+
+/* RC_BLOCKS' modules for model s: the default ones (core_attn, layernorm, mlp_act) and the regions of
+ * the blocks it has (passes/recompute.c): the dense MLP, the routed and shared experts, multi-latent
+ * attention's up projections; Megatron's DeepSeek-V3 recipe recomputes such a set. */
+static void tune_block_modules(const mcc_spec *s, char *buf, size_t n)
+{
+    bool dense = s->num_experts == 0;
+    for (int l = 0; !dense && l < s->num_layers; l++) dense = !mcc_spec_moe_layer(s, l);
+    snprintf(buf, n, "core_attn,layernorm,mlp_act%s%s%s%s", dense ? ",mlp" : "", s->num_experts ? ",moe" : "",
+             s->moe_shared_expert_intermediate_size > 0 ? ",shared_experts" : "",
+             s->multi_latent_attention ? ",mla_up_proj" : "");
+}
 
 /* Layout l's memory lever as the table prints it: its name, or block:N for block recompute. */
 static const char *tune_recompute_text(const tune_layout *l, char *buf, size_t n)
@@ -55,9 +67,9 @@ void tune_layout_flags(const tune_layout *l, int world, char *buf, size_t n)
     snprintf(block, sizeof block, "--recompute-granularity full --recompute-method block --recompute-num-layers %d",
              l->rc_block);
     const char *rc = l->rc_block ? block : tune_recompute_flags[l->rc];
-    snprintf(buf, n, "--tp %d --pp %d --cp %d --world-size %d%s%s --micro-batch-size %d%s%s", l->tp, l->pp, l->cp,
+    snprintf(buf, n, "--tp %d --pp %d --cp %d --world-size %d%s%s --micro-batch-size %d%s%s%s", l->tp, l->pp, l->cp,
              world, l->tp > 1 ? " --sequence-parallel" : "", l->dp * l->cp > 1 ? " --use-distributed-optimizer" : "",
-             l->mbs, *rc ? " " : "", rc);
+             l->mbs, *rc ? " " : "", rc, l->rc == RC_BLOCKS && !l->rc_block && l->blocks ? l->blocks : "");
     size_t used = strlen(buf);
     if (l->first_layers && used < n)
         used += (size_t)snprintf(buf + used, n - used,
@@ -277,8 +289,9 @@ static void tune_family_estimate(tune_ctx *t, const mcc_spec *s, tune_family *fa
             bool within = false; /* a lever at this micro-batch within the memory's margin */
             for (int rc = RC_COUNT - 1; rc >= RC_NONE; rc--) {
                 if ((int)f->rc >= 0 && rc != (int)f->rc) continue;
+                if (rc == RC_BLOCKS && fp8) continue; /* the regions' FP8 GEMMs are not recomputed yet: refused */
                 tune_layout l = fam->l;
-                l.mbs = mbs, l.rc = (tune_recompute)rc, l.sched = scheds[k], l.fp8 = fp8;
+                l.mbs = mbs, l.rc = (tune_recompute)rc, l.sched = scheds[k], l.fp8 = fp8, l.blocks = t->block_modules;
                 tune_outcome o = tune_consider(t, fam, &l, all, &estimated);
                 for (l.rc_block = most - 1; o == TUNE_NEAR && rc == RC_FULL && l.rc_block >= 1; l.rc_block--)
                     if (tune_consider(t, fam, &l, all, &estimated) == TUNE_OVER && !t->exhaustive) break;
@@ -517,7 +530,7 @@ static void tune_print(const tune_ctx *t, const mcc_spec *s, const tune_row *row
 
 /* ---- the command line ---------------------------------------------------------------------- */
 
-/* --fix KEY=VALUE: tp, pp, cp, ep, mbs, vp (a number) or recompute (none|selective|full|offload) held, not searched. */
+/* --fix KEY=VALUE: tp, pp, cp, ep, mbs, vp (a number) or recompute (none|selective|blocks|full|offload) held, not searched. */
 static bool tune_fix(tune_ctx *t, const char *text, char *err, size_t errlen)
 {
     static const char *const keys[] = {"tp", "pp", "cp", "ep", "mbs", "vp"};
@@ -533,7 +546,7 @@ static bool tune_fix(tune_ctx *t, const char *text, char *err, size_t errlen)
             return cli_parse_int("--fix", eq + 1, 1, 1 << 20, &v, err, errlen) && (*slots[k] = (int)v, true);
     }
     return snprintf(err, errlen, "--fix %s: give KEY=VALUE with KEY tp, pp, cp, ep, mbs, vp (a number) or recompute "
-                                 "(none|selective|full|offload)", text ? text : ""), false;
+                                 "(none|selective|blocks|full|offload)", text ? text : ""), false;
 }
 
 /* --cost-perturbation F: each calibrated row's times scaled by its own factor in [1 - F, 1 + F] (a
@@ -623,6 +636,7 @@ int mcc_tune_main(int argc, char **argv)
         free(t.base);
         return 2;
     }
+    tune_block_modules(&s, t.block_modules, sizeof t.block_modules);
     tune_list all = {0};
     t.families = calloc(TUNE_MAX_FAMILIES, sizeof *t.families);
     if (!t.families) return free(t.base), fprintf(stderr, "mcc: error: out of memory\n"), 2;

@@ -18,8 +18,10 @@ int mcc_tune_main(int argc, char **argv);
 /* ---- shared by tune.c and tune_estimate.c --------------------------------------------------- */
 
 /* The memory levers tried in turn, each taking less memory and more time than the one before:
- * recompute (selective, full), then the optimizer's state and step on the host as well. */
-typedef enum { RC_NONE, RC_SELECTIVE, RC_FULL, RC_OFFLOAD, RC_COUNT } tune_recompute;
+ * recompute (selective: the default modules' ops; blocks: selective of the MLP blocks too, the
+ * regions of mlp, moe, shared_experts and mla_up_proj the model has; full), then the optimizer's
+ * state and step on the host as well. */
+typedef enum { RC_NONE, RC_SELECTIVE, RC_BLOCKS, RC_FULL, RC_OFFLOAD, RC_COUNT } tune_recompute;
 
 typedef struct {
     int tp, pp, cp, dp, ep, mbs;
@@ -32,6 +34,7 @@ typedef struct {
     int vp;                        /* virtual stages a pipeline rank (interleaved 1F1B), 1: none */
     pp_sched_kind sched;           /* the pipeline's schedule (1F1B where pp is 1) */
     bool fp8;                      /* the layers' matmuls in FP8 (hybrid, tensorwise scaling) */
+    const char *blocks;            /* RC_BLOCKS: its --recompute-modules words (tune_ctx's block_modules) */
 } tune_layout;
 
 typedef struct {
@@ -64,6 +67,7 @@ typedef struct {
     double gpu_gib;                /* what a plan may take: the target's memory less the runtime's */
     bool explain, json, exhaustive; /* --explain, --json; --exhaustive: every candidate planned exactly */
     bool try_fp8;                  /* --fp8: every layout also with its layers' matmuls in FP8 */
+    char block_modules[128];       /* RC_BLOCKS' recompute_modules for this model (tune_block_modules) */
     mcc_target perturbed;          /* --cost-perturbation: the target with its rows scaled (target points here) */
     mcc_cost_row *perturbed_rows;
     int candidates, estimated_fit; /* layouts ranked; of them, estimated to fit */

@@ -150,7 +150,7 @@ static bool unit_plan(tune_ctx *t, tune_unit *u, int layers, const char *kind, i
 {
     int dp = u->zref / u->cp;
     tune_layout l = {.tp = u->tp, .pp = pp, .cp = u->cp, .dp = dp, .ep = strstr(kind, "[0") ? 1 : u->ep, .mbs = u->mbs,
-                     .rc = (tune_recompute)u->rc, .vp = 1, .sched = sched, .fp8 = u->fp8};
+                     .rc = (tune_recompute)u->rc, .vp = 1, .sched = sched, .fp8 = u->fp8, .blocks = t->block_modules};
     char text[768];
     tune_layout_flags(&l, u->tp * u->cp * dp * pp, text, sizeof text);
     size_t used = strlen(text);

@@ -25,12 +25,14 @@ flags_of_row() {
   [ "$ep" -gt 1 ] && flags+=(--expert-model-parallel-size "$ep")
   [ "$split" != - ] && flags+=(--decoder-first-pipeline-num-layers "${split%%+*}" --decoder-last-pipeline-num-layers "${split##*+}")
   case $rc in selective) flags+=(--recompute-granularity selective) ;;
+              blocks) flags+=(--recompute-granularity selective --recompute-modules "$blocks") ;; # the model's: set below
               full) flags+=(--recompute-granularity full --recompute-method uniform --recompute-num-layers 1) ;;
               block:*) flags+=(--recompute-granularity full --recompute-method block --recompute-num-layers "${rc#block:}") ;;
               offload) flags+=(--recompute-granularity full --recompute-method uniform --recompute-num-layers 1
                                --optimizer-cpu-offload) ;; esac
 }
 model=$root/models/gpt2-124m.json
+blocks=core_attn,layernorm,mlp_act,mlp # tune's blocks lever for a dense model: the MLP's region too
 "$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --top 40 >"$work/table" 2>"$work/err" ||
   { bad "mcc tune exited $?: $(cat "$work/err")"; exit 1; }
 rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 18' "$work/table")
@@ -123,6 +125,7 @@ fit = [r for r in rows if r["fits"]]
 assert min(fit, key=lambda r: r["estimated_step_ms"]) == min(fit, key=lambda r: r["step_ms"])
 PY
 # an MoE model: expert parallelism searched (ep over dp x cp), an ep row compiles as listed
+blocks=core_attn,layernorm,mlp_act,mlp,moe,shared_experts # a dense layer, MoE layers with a shared expert
 "$mcc" tune "$root/models/tiny-moe.json" --world-size 4 --target h100 --top 200 >"$work/moe" 2>/dev/null ||
   bad "tiny-moe: $(tail -3 "$work/moe")"
 row=$(awk '$1 ~ /^[0-9]+$/ && NF == 18 && $6 > 1' "$work/moe" | head -1)
