@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# oracle_run.sh prepare | run — one GPU call that checks, against the CPU oracle, what was built for
+# the GPU and not yet run on one (the list below; issue 44's and 42's backlog), in the order most
+# needed: cuda_ops_test's cases of the new kernels (each against its CPU kernel), then tiny models
+# trained 10 steps on one GPU against the CPU target's same 10 steps (tests/compare_dumps.py, the
+# bf16 tolerances). Every run is a (name, model, flags) row, so a new feature adds a row, not a
+# script. Measurements are not here (bench/fp8_offload_run.sh, bench/calibrate.sh).
+# prepare (here, a CUDA-enabled build): oracle.tar.xz (oracle/: cuda_ops_test, each row's cuda
+# train_rank and the CPU's dumps, the data, the libraries). The GPU machine: carry ["oracle.tar.xz"],
+# `bash bench/oracle_run.sh run` (a few minutes).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=${ORACLE_BUILD:-build-dev}
+# cuda_ops_test's OPS_TEST_ONLY prefixes: blockwise FP8 GEMMs (VEC128_32F / BLK128x128_32F scale
+# modes), the MoE run sorts bounded by the rows received
+ops=(fp8_ moe_)
+# NAME MODEL FLAGS...: the rows (blockwise FP8 needs widths that tile by 128)
+block="--fp8-format e4m3 --fp8-recipe blockwise --hidden-size 128 --ffn-hidden-size 256 --num-attention-heads 2"
+rows=(
+  "llama-fp8b tiny-llama $block --num-query-groups 2"
+  "gpt2-fp8b tiny-gpt2 $block"
+  # selective recompute's regions (mlp, moe, shared_experts, mla_up_proj) with top-8 of 8 experts,
+  # so no routing choice can flip between the GPU's bf16 scores and the CPU's fp32 ones
+  "ds3-regions tiny-deepseek-v3 --moe-router-topk 8 --moe-router-group-topk 4 --recompute-granularity selective
+   --recompute-modules mlp,moe,shared_experts,mla_up_proj,layernorm"
+)
+if [ "${1:-}" = prepare ]; then
+  set -e
+  cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DBLA_VENDOR=Generic >/dev/null
+  cmake --build "$B" -j"$(nproc)" --target mcc cuda_ops_test >/dev/null
+  rm -rf oracle && mkdir -p oracle/bin oracle/cpu oracle/data && cp "$B"/cuda_ops_test oracle/bin/
+  "$B"/mcc data preprocess --input tests/data/numerics.txt --output-prefix oracle/data/numerics --append-eod >/dev/null 2>&1
+  for row in "${rows[@]}"; do
+    # shellcheck disable=SC2086 # the row's words
+    set -- $row
+    name=$1 model=$2; shift 2
+    "$B"/mcc compile models/$model.json --target cuda --keep-logits "$@" -o oracle/bin/$name 2>/dev/null
+    "$B"/mcc compile models/$model.json --target cpu --keep-logits "$@" -o /tmp/oracle-cpu-$name 2>/dev/null
+    /tmp/oracle-cpu-$name --data-path oracle/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+      --dump-dir oracle/cpu/$name >/dev/null
+  done
+  source bench/bundle_libs.sh && bundle_libs oracle/lib
+  tar cf - oracle | xz -T0 > oracle.tar.xz
+  ls -la oracle.tar.xz
+  exit 0
+fi
+[ "${1:-}" = run ] || { echo "usage: bench/oracle_run.sh prepare | run"; exit 2; }
+tar xJf oracle.tar.xz || exit 1
+DEVICE_BUNDLE=oracle source bench/device_env.sh
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+for o in "${ops[@]}"; do
+  echo "=== cuda_ops_test, the $o ops"
+  OPS_TEST_ONLY=$o timeout 150 oracle/bin/cuda_ops_test > "$O/cuda_ops_test-$o.log" 2>&1; echo "exit $?"
+  grep -iE "^(ok|fail)|fail" "$O/cuda_ops_test-$o.log" | head -40; tail -2 "$O/cuda_ops_test-$o.log"
+done
+echo "=== GPU against the CPU oracle, 10 steps"
+for row in "${rows[@]}"; do
+  name=${row%% *}
+  timeout 120 oracle/bin/$name --data-path oracle/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+    --dump-dir /tmp/g-$name > "$O/$name.log" 2>&1
+  echo "$name exit $?"; tail -1 "$O/$name.log" | cut -c1-250
+  python3 tests/compare_dumps.py --detail --cpu oracle/cpu/$name --gpu /tmp/g-$name > "$O/cmp-$name.txt" 2>&1
+  echo "$name compare rc $?"
+  grep -E ' FAIL$' "$O/cmp-$name.txt" | head -8; grep -E '^largest' "$O/cmp-$name.txt"; tail -2 "$O/cmp-$name.txt" | cut -c1-300
+done
