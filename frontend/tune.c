@@ -322,9 +322,9 @@ static bool tune_vp_divides(const tune_layout *l, int layers, int vp)
 {
     int per[PP_MAX_V * 64];
     char err[512];
-    return l->pp * vp <= (int)(sizeof per / sizeof per[0]) &&
-           pp_split_layers(layers, l->pp, vp, l->first_layers ? l->first_layers : -1, l->last_layers ? l->last_layers : -1,
-                           false, false, per, err, sizeof err);
+    pp_split_flags split = {.num_layers = layers, .p = l->pp, .v = vp, .first = l->first_layers ? l->first_layers : -1,
+                            .last = l->last_layers ? l->last_layers : -1};
+    return l->pp * vp <= (int)(sizeof per / sizeof per[0]) && pp_split_layers(&split, per, err, sizeof err);
 }
 
 /* Layout l's split as the table prints it: - (even), or first + middle ranks x their layers + last. */
@@ -620,6 +620,13 @@ int mcc_tune_main(int argc, char **argv)
     tune_restore(saved);
     if (!ok) {
         fprintf(stderr, "mcc: error: %s\n", err);
+        free(t.base);
+        return 2;
+    }
+    if (*s.pipeline_model_parallel_layout) {
+        fprintf(stderr, "mcc: error: --pipeline-model-parallel-layout fixes pp and every stage's layers, which mcc tune "
+                        "searches (it tries the even split and uneven first/last ranks, not layouts): drop it here, "
+                        "and check that layout with mcc compile or mcc schedule\n");
         free(t.base);
         return 2;
     }

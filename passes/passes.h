@@ -186,6 +186,8 @@ typedef struct {
     int64_t host;                   /* the host's page-locked memory (--optimizer-cpu-offload): the host
                                        globals and the host function's arena; not in the total */
     int stage, stages, in_flight;   /* which pipeline stage (of how many), its most micro-batches in flight */
+    char layers[96];                /* the layers whose parameters the stage holds, "0, 3-4" (the split the
+                                       pipeline pass made), a multi-token depth as "depth k"; "" when none */
     int64_t a2a_bytes;              /* the step's all_to_all_v receive buffers (expert parallelism's dispatch
                                        and combine; in activations), sized by the exact worst case, and of
                                        them a2a_capacity_bytes by a capacity factor (the largest expert

@@ -51,20 +51,15 @@ bool pass_pipeline_layer_stages(const ir_module *m, int p, int v, int *stage_of,
         decoder = nlayers;
     for (int l = decoder; l < nlayers; l++) /* on the last stage, as Megatron's mtp_in_last_stage */
         stage_of[l] = p * v - 1;
-    nlayers = decoder;
-    bool ok = pp_split_layers(nlayers, p, v, first > 0 ? first : -1, last > 0 ? last : -1,
-                              ir_cfg_bool(m, IR_CFG_ACCOUNT_FOR_EMBEDDING_IN_PIPELINE_SPLIT),
-                              ir_cfg_bool(m, IR_CFG_ACCOUNT_FOR_LOSS_IN_PIPELINE_SPLIT), per, err, errlen);
-    for (int g = 0, l = 0; ok && g < p * v; g++) {
-        if (per[g] < 1) {
-            snprintf(err, errlen, "virtual pipeline stage %d of %d gets no layer (%d layers over %d ranks x %d virtual "
-                     "stages): use fewer stages, or move layers with --decoder-first/last-pipeline-num-layers", g,
-                     p * v, nlayers, p, v);
-            ok = false;
-        }
-        for (int k = 0; ok && k < per[g]; k++)
+    pp_split_flags flags = {.num_layers = decoder, .mtp_layers = nlayers - decoder, .p = p, .v = v,
+                            .first = first > 0 ? first : -1, .last = last > 0 ? last : -1,
+                            .account_embedding = ir_cfg_bool(m, IR_CFG_ACCOUNT_FOR_EMBEDDING_IN_PIPELINE_SPLIT),
+                            .account_loss = ir_cfg_bool(m, IR_CFG_ACCOUNT_FOR_LOSS_IN_PIPELINE_SPLIT),
+                            .layout = ir_cfg_text(m, IR_CFG_PIPELINE_MODEL_PARALLEL_LAYOUT)};
+    bool ok = per && pp_split_layers(&flags, per, err, errlen);
+    for (int g = 0, l = 0; ok && g < p * v; g++)
+        for (int k = 0; k < per[g]; k++)
             stage_of[l++] = g;
-    }
     free(per);
     return ok;
 }
