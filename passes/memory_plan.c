@@ -469,8 +469,8 @@ static double step_send_bytes(const ir_module *m, const ir_sched_step *s)
     return k < 0 ? 0 : (double)ir_bytes(ir_vtype(f, f->instrs[k].args[0]));
 }
 
-/* The layers whose parameters m holds, as ranges into buf ("0, 3-4, depth 0"); the depths are the
- * layers from num_layers on (frontend/model.c's multi-token prediction). */
+/* The layers whose parameters m holds as ranges into buf: "layers 0, 3-4, multi-token depth 0" (the
+ * depths are the layers from num_layers on: frontend/model.c's multi-token prediction). */
 static void held_layers(const ir_module *m, char *buf, size_t n)
 {
     int most = -1, decoder = (int)ir_cfg_int(m, IR_CFG_NUM_LAYERS);
@@ -482,16 +482,17 @@ static void held_layers(const ir_module *m, char *buf, size_t n)
     if (!held) return;
     for (int i = 0; i < m->nglobals; i++)
         if (m->globals[i].kind == IR_GLOBAL_PARAM && m->globals[i].layer >= 0) held[m->globals[i].layer] = true;
-    for (int l = 0; l <= most; l++) {
-        if (!held[l]) continue;
-        int end = l;
-        while (end < most && held[end + 1] && (end + 1 < decoder) == (l < decoder)) end++;
-        bool depth = l >= decoder;
-        int a = depth ? l - decoder : l, b = depth ? end - decoder : end;
-        used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "%s%s%d", used ? ", " : "",
-                                 depth ? "depth " : "", a);
-        if (b > a) used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "-%d", b);
-        l = end;
+    for (int depth = 0; depth < 2; depth++) {
+        int from = depth ? decoder : 0, to = depth ? most : (decoder - 1 < most ? decoder - 1 : most);
+        for (int l = from, said = 0; l <= to; l++) {
+            if (!held[l]) continue;
+            int end = l;
+            while (end < to && held[end + 1]) end++;
+            used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "%s%s%d", used ? ", " : "",
+                                     said ? "" : depth ? "multi-token depth " : "layers ", l - from);
+            if (end > l) used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "-%d", end - from);
+            said = 1, l = end;
+        }
     }
     free(held);
 }
@@ -565,7 +566,8 @@ void mcc_memory_print(const mcc_memory_breakdown *b, FILE *out)
     const double gib = 1024.0 * 1024.0 * 1024.0;
     int64_t total = mcc_memory_total(b);
     if (b->stages > 1)
-        fprintf(out, "memory per rank of pipeline stage %d of %d (layers %s):\n", b->stage, b->stages, b->layers);
+        fprintf(out, "memory per rank of pipeline stage %d of %d%s%s%s:\n", b->stage, b->stages, *b->layers ? " (" : "",
+                b->layers, *b->layers ? ")" : "");
     else
         fprintf(out, "memory per rank (rank 0):\n");
     fprintf(out, "  parameters        %10.3f GiB\n", b->params / gib);
