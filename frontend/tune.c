@@ -556,6 +556,12 @@ static bool tune_perturb(tune_ctx *t, double f)
     return true;
 }
 
+/* A layout fixes what tune searches: refused, from a flag or the spec file. */
+static const char tune_no_layout[] =
+    "pipeline_model_parallel_layout (--pipeline-model-parallel-layout) fixes pp and every stage's layers, which mcc "
+    "tune searches (it tries the even split and uneven first/last ranks, not layouts): drop it here, and check that "
+    "layout with mcc compile or mcc schedule";
+
 /* tune's own options out of argv (the rest are the spec's flags); false with the message in err. */
 static bool tune_options(tune_ctx *t, int argc, char **argv, char *err, size_t errlen)
 {
@@ -585,6 +591,8 @@ static bool tune_options(tune_ctx *t, int argc, char **argv, char *err, size_t e
             if (!cli_parse_num(f, val, 0, true, INFINITY, !strcmp(f, "--gpu-memory") ? &gib : &perturbation, err, errlen))
                 return false;
             i++;
+        } else if (!strcmp(f, "--pipeline-model-parallel-layout")) {
+            return snprintf(err, errlen, "%s", tune_no_layout), false;
         } else {
             t->base[t->nbase++] = argv[i];
         }
@@ -624,9 +632,7 @@ int mcc_tune_main(int argc, char **argv)
         return 2;
     }
     if (*s.pipeline_model_parallel_layout) {
-        fprintf(stderr, "mcc: error: --pipeline-model-parallel-layout fixes pp and every stage's layers, which mcc tune "
-                        "searches (it tries the even split and uneven first/last ranks, not layouts): drop it here, "
-                        "and check that layout with mcc compile or mcc schedule\n");
+        fprintf(stderr, "mcc: error: %s\n", tune_no_layout);
         free(t.base);
         return 2;
     }
