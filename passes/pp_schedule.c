@@ -361,17 +361,16 @@ static bool layout_split(const pp_split_flags *f, int *per, char *err, size_t er
         switch (*c) {
         case '|': g++; continue;
         case 'E':
-            if (++embeddings > 1 || !opens)
-                ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": the embedding E must come once, first (mcc "
-                             "builds it on virtual stage 0), found %s on stage %d (rank %d, chunk %d)", text,
-                             embeddings > 1 ? "another" : "one", g, rank, chunk);
+        case 'L': { /* each once, the embedding opening the layout, the loss closing it */
+            bool embedding = *c == 'E';
+            int seen = embedding ? ++embeddings : ++losses;
+            if (seen > 1 || !(embedding ? opens : closes))
+                ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": the %s %c must come once, %s, found %s on stage %d "
+                             "(rank %d, chunk %d)", text, embedding ? "embedding" : "loss", *c,
+                             embedding ? "first (mcc builds it on virtual stage 0)" : "last (it closes the last stage)",
+                             seen > 1 ? "another" : "one", g, rank, chunk);
             break;
-        case 'L':
-            if (++losses > 1 || !closes)
-                ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": the loss L must come once, last (it closes the "
-                             "last stage), found %s on stage %d (rank %d, chunk %d)", text,
-                             losses > 1 ? "another" : "one", g, rank, chunk);
-            break;
+        }
         case 't':
             if (depths)
                 ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": a decoder layer t on stage %d after a multi-token "

@@ -25,10 +25,7 @@ grep -q "pipeline stage 1 of 2 (layers 1-3, multi-token depth 0)" "$work/saver.c
   grep -q "pipeline stage 1 of 2 (layers 1, multi-token depth 0)" "$work/interleaved.c.log" ||
   { echo "FAIL: a plan's stages do not hold its layout's layers"; grep -h "pipeline stage" "$work"/*.c.log; exit 1; }
 flags=(--data-path "$work/text_text_document" --train-iters 10 --eval-iters 0)
-mpirun -np 2 "$work/saver" "${flags[@]}" --dump-dir "$work/ref" >"$work/ref.log" 2>&1 || { cat "$work/ref.log"; exit 1; }
-mpirun -np 2 "$work/saver" "${flags[@]}" --save "$work/ck" --exit-interval 5 >"$work/save.log" 2>&1 ||
-  { cat "$work/save.log"; exit 1; }
-saved=2 ref="Et|tttmL"
+save saver 2 "Et|tttmL"
 check front 2 1e-6
 check interleaved 2 1e-6
 check single 1 1e-6

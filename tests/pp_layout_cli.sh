@@ -7,10 +7,7 @@
 # refuses beside it are refused, naming the flag.
 set -uo pipefail
 mcc=$1
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+source "$(dirname "$0")/cli_check.sh"
 ds=$root/models/deepseek-v3.json
 recipe=(--target h100 --world-size 1024 --tp 2 --pp 8 --expert-model-parallel-size 64 --sequence-parallel
         --use-distributed-optimizer --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
@@ -51,14 +48,6 @@ grep -qF 'pipeline_model_parallel_layout = "Et|t|t|tL"' "$work/ir" ||
 "$mcc" help fields >"$work/help" 2>&1
 grep -q -- "--pipeline-model-parallel-layout  *text" "$work/help" || fail "mcc help fields lists the flag"
 
-# expect SUBSTRING -- ARGS...: refused (exit 1 or 2, no crash) with SUBSTRING in the message
-expect() {
-  local want=$1; shift 2
-  "$mcc" "$@" >"$work/err" 2>&1; local rc=$?
-  if [ $rc -eq 0 ] || [ $rc -gt 2 ] || ! grep -qF -- "$want" "$work/err"; then
-    fail "(exit $rc) mcc $*: wanted '$want', got: $(head -3 "$work/err")"
-  fi
-}
 tiny=(compile "$llama" --target cpu --num-layers 4 --pp 2 -o "$work/x")
 expect "drop --decoder-first-pipeline-num-layers (Megatron-LM refuses the two together)" -- "${tiny[@]}" \
   --pipeline-model-parallel-layout 'Et|tttL' --decoder-first-pipeline-num-layers 1
