@@ -350,10 +350,13 @@ static bool layout_split(const pp_split_flags *f, int *per, char *err, size_t er
     if (!x) return false;
     int stages = layout_stages_of(x), g = 0, decoder = 0, depths = 0, embeddings = 0, losses = 0;
     bool ok = true;
-    if (stages != f->p * f->v)
+    if (stages % f->p)
         ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\" has %d stages: give a multiple of "
                      "--pipeline-model-parallel-size (%d), one a virtual stage of each rank, stage i on rank i mod %d",
                      text, stages, f->p, f->p);
+    else if (stages != f->p * f->v)
+        ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\" has %d stages, %d virtual stages on each of the %d "
+                     "pipeline ranks, not %d", text, stages, stages / f->p, f->p, f->v);
     for (int k = 0; ok && k < stages; k++) per[k] = 0;
     for (const char *c = x; ok && *c; c++) {
         int rank = g % f->p, chunk = g / f->p;

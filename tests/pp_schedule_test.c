@@ -424,7 +424,13 @@ static void test_layout(void)
     CHECK(!pp_split_layers(&f, doc, err, sizeof err) && strstr(err, "a multi-token depth m on stage 30 (rank 14, chunk 1)"),
           "the depth on its own stage: %s", err);
     f.layout = "Et*3|(tt|)*29,tmL", f.v = 2, f.p = 15;
-    CHECK(!pp_split_layers(&f, doc, err, sizeof err) && strstr(err, "has 31 stages"), "31 stages: %s", err);
+    CHECK(!pp_split_layers(&f, doc, err, sizeof err) && strstr(err, "has 31 stages: give a multiple"), "31 stages: %s",
+          err);
+    /* a schedule of one stage a rank weighed against the recipe's 4 (mcc schedule's rows) */
+    f = (pp_split_flags){.num_layers = 61, .mtp_layers = 1, .p = 8, .v = 1, .first = -1, .last = -1,
+                         .layout = "Et|(tt|)*30mL"};
+    CHECK(!pp_split_layers(&f, doc, err, sizeof err) &&
+              strstr(err, "has 32 stages, 4 virtual stages on each of the 8 pipeline ranks, not 1"), "v 1: %s", err);
     /* uneven within a rank's chunks: rank 0 holds stages 0 and 2 */
     f = (pp_split_flags){.num_layers = 6, .p = 2, .v = 2, .first = -1, .last = -1, .layout = "Et|tt|t|ttL"};
     CHECK(split_is(&f, (int[]){1, 2, 1, 2}, err, sizeof err), "uneven chunks: %s", err);
