@@ -229,18 +229,21 @@ enum { PP_LAYOUT_MAX = 1 << 20 }; /* letters after the repeats are unrolled */
 #define LAYOUT_GRAMMAR "E (embedding), t (a decoder layer), m (a multi-token prediction depth), L (the loss), '|' " \
                        "between stages, x*N and (...)*N repeat, ',' is ignored: e.g. \"Et|(tt|)*30mL\""
 
+/* Where c stands in the layout text, counted from 1 as a reader counts characters. */
+static int layout_char(const char *text, const char *c) { return (int)(c - text) + 1; }
+
 /* A repeat count after '*' at *at: its digits, *at moved past them. */
 static bool layout_count(const char *text, const char **at, long *n, char *err, size_t errlen)
 {
     const char *d = *at;
     if (*d < '0' || *d > '9')
-        return pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": '*' at %d needs a count, e.g. t*3 or (tt|)*30", text,
-                       (int)(d - text));
+        return pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": the '*' at character %d needs a count, e.g. t*3 or "
+                       "(tt|)*30", text, layout_char(text, d - 1));
     *n = 0;
     for (; *d >= '0' && *d <= '9'; d++)
         if ((*n = *n * 10 + (*d - '0')) > PP_LAYOUT_MAX)
-            return pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": the count at %d is above %d", text, (int)(*at - text),
-                           PP_LAYOUT_MAX);
+            return pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": the count at character %d is above %d", text,
+                           layout_char(text, *at), PP_LAYOUT_MAX);
     *at = d;
     return true;
 }
@@ -276,19 +279,20 @@ static char *layout_expand(const char *text, char *err, size_t errlen)
             end = strchr(c, ')');
             const char *inner = strchr(c + 1, '(');
             if (!end)
-                ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": the '(' at %d is not closed", text, (int)(c - text));
+                ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": the '(' at character %d is not closed", text,
+                             layout_char(text, c));
             else if (inner && inner < end)
-                ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": groups do not nest (the '(' at %d): write the "
-                             "inner one out", text, (int)(inner - text));
+                ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": groups do not nest (the '(' at character %d): "
+                             "write the inner one out", text, layout_char(text, inner));
             else if (end[1] != '*')
-                ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": the group at %d needs a count, e.g. (tt|)*30",
-                             text, (int)(c - text));
+                ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": the group at character %d needs a count, e.g. "
+                             "(tt|)*30", text, layout_char(text, c));
             len = 0;
             for (const char *g = c + 1; ok && g < end; g++)
                 if (*g != ',' && len < (long)sizeof group) group[len++] = *g;
             if (ok && len == (long)sizeof group)
-                ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": the group at %d is longer than %zu letters", text,
-                             (int)(c - text), sizeof group - 1);
+                ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": the group at character %d is longer than %zu "
+                             "letters", text, layout_char(text, c), sizeof group - 1);
             c = ok ? end + 2 : c;
             ok = ok && layout_count(text, &c, &times, err, errlen) &&
                  layout_append(text, out, &n, group, len, times, err, errlen);
@@ -296,8 +300,8 @@ static char *layout_expand(const char *text, char *err, size_t errlen)
             continue;
         }
         if (!strchr("EtmL|", *c))
-            ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": '%c' at %d is not one of " LAYOUT_GRAMMAR, text, *c,
-                         (int)(c - text));
+            ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": '%c' at character %d is not one of " LAYOUT_GRAMMAR,
+                         text, *c, layout_char(text, c));
         times = 1;
         c++;
         if (ok && *c == '*') c++, ok = layout_count(text, &c, &times, err, errlen);
@@ -333,6 +337,16 @@ int pp_layout_stages(const char *layout, char *err, size_t errlen)
 
 static bool has_layout(const pp_split_flags *f) { return f->layout && *f->layout; }
 
+/* The layout's stages must be whole virtual stages of every rank: false, saying so, where they are not. */
+static bool layout_over_ranks(const char *text, int stages, int p, char *err, size_t errlen)
+{
+    if (p >= 1 && stages % p == 0)
+        return true;
+    return pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\" has %d stages: give a multiple of "
+                   "--pipeline-model-parallel-size (%d), one a virtual stage of each rank, stage i on rank i mod %d",
+                   text, stages, p, p);
+}
+
 /* The layout's letters tallied per stage: the decoder layers into per[], each letter's rules checked
  * against the model (Megatron's validate_layer_layout), with what mcc builds: the embedding opens
  * virtual stage 0, the loss closes the last, the depths sit on the last stage after its decoder
@@ -349,12 +363,8 @@ static bool layout_split(const pp_split_flags *f, int *per, char *err, size_t er
     char *x = layout_expand(text, err, errlen);
     if (!x) return false;
     int stages = layout_stages_of(x), g = 0, decoder = 0, depths = 0, embeddings = 0, losses = 0;
-    bool ok = true;
-    if (stages % f->p)
-        ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\" has %d stages: give a multiple of "
-                     "--pipeline-model-parallel-size (%d), one a virtual stage of each rank, stage i on rank i mod %d",
-                     text, stages, f->p, f->p);
-    else if (stages != f->p * f->v)
+    bool ok = layout_over_ranks(text, stages, f->p, err, errlen);
+    if (ok && stages != f->p * f->v)
         ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\" has %d stages, %d virtual stages on each of the %d "
                      "pipeline ranks, not %d", text, stages, stages / f->p, f->p, f->v);
     for (int k = 0; ok && k < stages; k++) per[k] = 0;
@@ -414,11 +424,7 @@ bool pp_virtual_stages(const pp_split_flags *f, int layers_per_virtual_stage, in
                        ? "--num-virtual-stages-per-pipeline-rank" : "--num-layers-per-virtual-pipeline-stage");
     if (has_layout(f)) {
         int stages = pp_layout_stages(f->layout, err, errlen);
-        if (stages < 0) return false;
-        if (p < 1 || stages % p)
-            return pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\" has %d stages: give a multiple of "
-                           "--pipeline-model-parallel-size (%d), one a virtual stage of each rank, stage i on rank i "
-                           "mod %d", f->layout, stages, p, p);
+        if (stages < 0 || !layout_over_ranks(f->layout, stages, p, err, errlen)) return false;
         *v = stages / p;
     }
     if (layers_per_virtual_stage > 0 && stages_per_rank > 0)

@@ -54,7 +54,7 @@ expect "drop --decoder-first-pipeline-num-layers (Megatron-LM refuses the two to
 expect "drop --num-virtual-stages-per-pipeline-rank" -- "${tiny[@]}" --pipeline-model-parallel-layout 'Et|t|t|tL' \
   --num-virtual-stages-per-pipeline-rank 2
 expect "--pipeline-model-parallel-layout \"Et|tt\" has no loss: end it with L" -- "${tiny[@]}" --pipeline-model-parallel-layout 'Et|tt'
-expect "'x' at 2 is not one of E (embedding)" -- "${tiny[@]}" --pipeline-model-parallel-layout 'Etx|ttL'
+expect "'x' at character 3 is not one of E (embedding)" -- "${tiny[@]}" --pipeline-model-parallel-layout 'Etx|ttL'
 expect "has 3 decoder layers t: num_layers is 4" -- "${tiny[@]}" --pipeline-model-parallel-layout 'Et|ttL'
 expect "stage 1 (rank 1, chunk 0) holds no decoder layer" -- "${tiny[@]}" --pipeline-model-parallel-layout 'Etttt|L'
 expect "a multi-token depth m on stage 0 (rank 0, chunk 0)" -- "${tiny[@]}" --mtp-num-layers 1 \

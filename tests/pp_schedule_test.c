@@ -440,13 +440,13 @@ static void test_layout(void)
     CHECK(split_is(&f, (int[]){3, 0}, err, sizeof err), "groups of one: %s", err);
 
     struct { int L, mtp, p, v; const char *layout; const char *want; } bad[] = {
-        {2, 0, 2, 1, "Et|tX", "'X' at 4 is not one of E (embedding), t (a decoder layer)"},
-        {2, 0, 2, 1, "Et|(tL", "the '(' at 3 is not closed"},
-        {2, 0, 2, 1, "Et|((t)*1L)*1", "groups do not nest (the '(' at 4)"},
-        {2, 0, 2, 1, "Et|(tL)", "the group at 3 needs a count, e.g. (tt|)*30"},
-        {2, 0, 2, 1, "Et|t*L", "'*' at 5 needs a count"},
+        {2, 0, 2, 1, "Et|tX", "'X' at character 5 is not one of E (embedding), t (a decoder layer)"},
+        {2, 0, 2, 1, "Et|(tL", "the '(' at character 4 is not closed"},
+        {2, 0, 2, 1, "Et|((t)*1L)*1", "groups do not nest (the '(' at character 5)"},
+        {2, 0, 2, 1, "Et|(tL)", "the group at character 4 needs a count, e.g. (tt|)*30"},
+        {2, 0, 2, 1, "Et|t*L", "the '*' at character 5 needs a count"},
         {2, 0, 2, 1, "Et|(t?)*1L", "'?' inside a group is not one of"},
-        {2, 0, 2, 1, "Et|t*99999999L", "the count at 5 is above"},
+        {2, 0, 2, 1, "Et|t*99999999L", "the count at character 6 is above"},
         {2, 0, 2, 1, "tE|tL", "the embedding E must come once, first (mcc builds it on virtual stage 0), found one on stage 0"},
         {2, 0, 2, 1, "Et|EtL", "found another on stage 1 (rank 1, chunk 0)"},
         {2, 0, 2, 1, "Et|Lt", "the loss L must come once, last (it closes the last stage), found one on stage 1"},
