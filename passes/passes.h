@@ -59,8 +59,9 @@ bool pass_pipeline(ir_module *m, const mcc_pass_options *opts, ir_module ***stag
  * its first), so the frontend's auto takes a split backward only where its plan fits. */
 pp_sched_kind pass_pipeline_schedule(const ir_module *m, int v);
 /* The virtual stage of each of the nlayers layers into stage_of: pp_split_layers's split
- * (Megatron's, with the config's overrides) over the p * v virtual stages, in order (the pipeline
- * pass's, which the recompute pass's block method also counts from). False with the numbers in err. */
+ * (Megatron's, with the config's overrides or its layout) over the p * v virtual stages, in order
+ * (the pipeline pass's, which the recompute pass's block method also counts from). False with the
+ * numbers in err. */
 bool pass_pipeline_layer_stages(const ir_module *m, int p, int v, int *stage_of, int nlayers, char *err,
                                 size_t errlen);
 /* How a run of the shard pass's propagation splits values over its axis. */
