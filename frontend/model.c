@@ -576,6 +576,8 @@ static void set_config(ir_module *m, const mcc_spec *s)
     /* the pipeline's split and schedule, which passes/pipeline.c and schedule.c build */
     SET_FROM_SPEC(m, s, IR_CFG_DECODER_FIRST_PIPELINE_NUM_LAYERS, IR_CFG_DECODER_LAST_PIPELINE_NUM_LAYERS,
                   IR_CFG_ACCOUNT_FOR_EMBEDDING_IN_PIPELINE_SPLIT, IR_CFG_ACCOUNT_FOR_LOSS_IN_PIPELINE_SPLIT);
+    if (*s->pipeline_model_parallel_layout) /* absent means none: other plans read as before */
+        ir_cfg_set(m, IR_CFG_PIPELINE_MODEL_PARALLEL_LAYOUT, s->pipeline_model_parallel_layout);
     ir_cfg_set_int(m, IR_CFG_NUM_VIRTUAL_STAGES_PER_PIPELINE_RANK, s->virtual_pipeline_model_parallel_size);
     SET_FROM_SPEC(m, s, IR_CFG_PIPELINE_SCHEDULE);
     if (s->recompute_granularity != MCC_RECOMPUTE_NONE) /* absent means none: older plans read the same */

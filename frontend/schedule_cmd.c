@@ -101,14 +101,14 @@ static int replayed_layers(const mcc_spec *s, int layers)
 static bool sched_plan_make(const sched_model *sm, pp_sched_kind kind, int v, sched_plan *pl, char *err, size_t n)
 {
     const mcc_spec *s = sm->s;
-    int stages = sm->p * v, first = s->decoder_first_pipeline_num_layers, last = s->decoder_last_pipeline_num_layers;
+    int stages = sm->p * v;
+    pp_split_flags split = mcc_spec_split_flags(s);
+    split.p = sm->p, split.v = v;
     memset(pl, 0, sizeof *pl);
     pl->layers = malloc(sizeof(int) * stages);
     pl->cost = malloc(sizeof(pp_stage_cost) * stages);
     if (!pl->layers || !pl->cost) return snprintf(err, n, "out of memory"), false;
-    if (!pp_split_layers(s->num_layers, sm->p, v, first ? first : -1, last ? last : -1,
-                         s->account_for_embedding_in_pipeline_split, s->account_for_loss_in_pipeline_split,
-                         pl->layers, err, n))
+    if (!pp_split_layers(&split, pl->layers, err, n))
         return false;
     for (int g = 0, l0 = 0; g < stages; l0 += pl->layers[g++]) {
         double f = g == stages - 1 ? sm->head_fwd_s : 0, replay = 0; /* B needs the forward's values */

@@ -25,8 +25,9 @@ static const char *const spec_section_names[SEC_COUNT] = {"model", "parallel", "
 /* K_INT, K_BOOL and K_ENUM are stored as integers of the member's size; K_NUM as double; K_SET (a
  * set of choices: a JSON array of names or a comma-separated string, the flag's value comma- or
  * space-separated as Megatron's nargs) as an int whose bit k is choices[k]; K_LAYERS (Megatron's
- * moe_layer_freq: an integer N, or a list of 0s and 1s, one a layer) as an mcc_layer_pattern. */
-typedef enum { K_INT, K_NUM, K_BOOL, K_ENUM, K_SET, K_LAYERS } spec_kind;
+ * moe_layer_freq: an integer N, or a list of 0s and 1s, one a layer) as an mcc_layer_pattern; K_TEXT
+ * (what no closed choice is, read by its consumer: a pipeline layout) as a char array. */
+typedef enum { K_INT, K_NUM, K_BOOL, K_ENUM, K_SET, K_LAYERS, K_TEXT } spec_kind;
 typedef enum { R_ANY, R_POS, R_NONNEG, R_UNIT, R_DROPOUT } spec_range; /* R_UNIT, R_DROPOUT: [0, 1) */
 typedef enum { D_VALUE, D_REQUIRED, D_DERIVED } spec_default;    /* D_DERIVED: spec_derive */
 
@@ -229,6 +230,10 @@ static const spec_field spec_fields[] = {
     PAR_BOOL(account_for_embedding_in_pipeline_split, "count the embedding as a layer of the first stage in the split"),
     PAR_BOOL(account_for_loss_in_pipeline_split, "count the output head and loss as a layer of the last stage"),
     PP_INT(num_layers_per_virtual_pipeline_stage, "interleaved pipeline: layers per virtual stage (0: not given)"),
+    FIELD(SEC_PARALLEL, "pipeline_model_parallel_layout", pipeline_model_parallel_layout, NULL, K_TEXT, R_ANY, D_VALUE,
+          0, NULL, "every virtual stage's layers, Megatron's: E embedding, t decoder layer, m multi-token depth, L "
+          "loss, '|' between stages (stage i on rank i mod pp), x*N and (...)*N repeat, e.g. \"Et|(tt|)*30mL\" "
+          "(empty: the split above; passes/pp_schedule.h)"),
     PP_INT(num_virtual_stages_per_pipeline_rank, "interleaved pipeline: virtual stages per rank (0: not given, 1)"),
 #undef PP_INT
     FIELD(SEC_PARALLEL, "pipeline_schedule", pipeline_schedule, NULL, K_ENUM, R_ANY, D_VALUE, MCC_PP_SCHED_AUTO,
@@ -472,7 +477,7 @@ static const char *spec_kind_text(spec_kind k)
 {
     static const char *const text[] = {"an integer", "a number", "true or false", "a string",
                                        "names (a list, or one string, comma-separated)",
-                                       "an integer N or a list of 0s and 1s, one a layer"};
+                                       "an integer N or a list of 0s and 1s, one a layer", "a string"};
     return text[k];
 }
 
@@ -595,6 +600,8 @@ static bool spec_set_layers(spec_ctx *c, const spec_field *f, const char *where,
     return true;
 }
 
+static bool spec_set_text(spec_ctx *c, const spec_field *f, const char *where, const char *v);
+
 static bool spec_set_json(spec_ctx *c, const spec_field *f, const char *where, json_t *v)
 {
     static const char *const type_names[] = {"an object", "an array", "a string", "an integer",
@@ -602,7 +609,8 @@ static bool spec_set_json(spec_ctx *c, const spec_field *f, const char *where, j
     bool ok = (f->kind == K_INT && json_is_integer(v)) || (f->kind == K_NUM && json_is_number(v)) ||
               (f->kind == K_BOOL && json_is_boolean(v)) || (f->kind == K_ENUM && json_is_string(v)) ||
               (f->kind == K_SET && (json_is_string(v) || json_is_array(v))) ||
-              (f->kind == K_LAYERS && (json_is_integer(v) || json_is_string(v) || json_is_array(v)));
+              (f->kind == K_LAYERS && (json_is_integer(v) || json_is_string(v) || json_is_array(v))) ||
+              (f->kind == K_TEXT && json_is_string(v));
     if (!ok)
         return spec_fail(c, "%s must be %s (got %s)", where, spec_kind_text(f->kind),
                          type_names[json_typeof(v)]);
@@ -625,6 +633,7 @@ static bool spec_set_json(spec_ctx *c, const spec_field *f, const char *where, j
             if (!spec_add_choices(c, f, where, json_string_value(e), false)) return false;
         }
         return true;
+    case K_TEXT: return spec_set_text(c, f, where, json_string_value(v));
     case K_LAYERS:
         if (json_is_string(v)) return spec_set_layers(c, f, where, json_string_value(v));
         if (json_is_integer(v)) {
@@ -669,6 +678,12 @@ static bool spec_set_text(spec_ctx *c, const spec_field *f, const char *where, c
     }
     if (f->kind == K_SET) return spec_add_choices(c, f, where, v, true);
     if (f->kind == K_LAYERS) return spec_set_layers(c, f, where, v);
+    if (f->kind == K_TEXT) {
+        if (strlen(v) >= f->size)
+            return spec_fail(c, "%s: the value is longer than %zu characters", where, f->size - 1);
+        snprintf(spec_member(&c->s, f), f->size, "%s", v);
+        return true;
+    }
     return spec_set_choice(c, f, where, v);
 }
 
@@ -833,6 +848,7 @@ static void spec_value_text(spec_ctx *c, const spec_field *f, char *buf, size_t 
     if (f->kind == K_ENUM) snprintf(buf, n, "%s", f->choices[(int)v]);
     else if (f->kind == K_BOOL) snprintf(buf, n, "%s", v != 0 ? "true" : "false");
     else if (f->kind == K_INT || f->kind == K_NUM) snprintf(buf, n, "%.10g", v);
+    else if (f->kind == K_TEXT) snprintf(buf, n, "%s", (const char *)spec_member(&c->s, f));
     else snprintf(buf, n, "(a list)");
 }
 
@@ -1201,14 +1217,12 @@ static bool spec_check_pp(spec_ctx *c)
     int p = s->pipeline_model_parallel_size, v;
     int first = s->decoder_first_pipeline_num_layers, last = s->decoder_last_pipeline_num_layers;
     char why[512] = "out of memory checking the stage split";
-    bool ok = pp_virtual_stages(s->num_layers, p, s->num_layers_per_virtual_pipeline_stage,
-                                s->num_virtual_stages_per_pipeline_rank, s->account_for_embedding_in_pipeline_split,
-                                s->account_for_loss_in_pipeline_split, &v, why, sizeof why);
+    pp_split_flags split = mcc_spec_split_flags(s);
+    bool ok = pp_virtual_stages(&split, s->num_layers_per_virtual_pipeline_stage, s->num_virtual_stages_per_pipeline_rank,
+                                &v, why, sizeof why);
+    split.v = v;
     int *layers = ok ? malloc(sizeof(int) * (size_t)p * v) : NULL;
-    ok = ok && layers &&
-         pp_split_layers(s->num_layers, p, v, first ? first : -1, last ? last : -1,
-                         s->account_for_embedding_in_pipeline_split, s->account_for_loss_in_pipeline_split, layers, why,
-                         sizeof why);
+    ok = ok && layers && pp_split_layers(&split, layers, why, sizeof why);
     free(layers);
     if (ok && s->pipeline_schedule != MCC_PP_SCHED_AUTO)
         ok = pp_schedule_check(mcc_pp_sched_kind(s->pipeline_schedule), p, mcc_spec_accum_steps(s), v, why, sizeof why);
@@ -1223,7 +1237,7 @@ static bool spec_check_pp(spec_ctx *c)
     double replay = s->recompute_granularity == MCC_RECOMPUTE_FULL && s->recompute_method == MCC_RECOMPUTE_UNIFORM
                         ? 4.0 / 3.0 : 1.0;
     if (p > 1 && v == 1 && !first && !last && !s->account_for_embedding_in_pipeline_split &&
-        !s->account_for_loss_in_pipeline_split &&
+        !s->account_for_loss_in_pipeline_split && !*s->pipeline_model_parallel_layout &&
         pp_balanced_split(s->num_layers, p,
                           replay * (2.0 * mcc_spec_layer_params(s) + 4.0 * s->seq_length * s->hidden_size), 0,
                           2.0 * (s->padded_vocab_size ? s->padded_vocab_size : s->vocab_size) * s->hidden_size, &bf,
@@ -1783,11 +1797,22 @@ bool mcc_spec_load_fields(int argc, char **argv, mcc_spec *out, int *rest, int *
 
 bool mcc_spec_is_field(const char *key) { return spec_find(key) != NULL; }
 
+pp_split_flags mcc_spec_split_flags(const mcc_spec *s)
+{
+    int first = s->decoder_first_pipeline_num_layers, last = s->decoder_last_pipeline_num_layers;
+    return (pp_split_flags){.num_layers = s->num_layers, .mtp_layers = s->mtp_num_layers,
+                            .p = s->pipeline_model_parallel_size, .v = s->virtual_pipeline_model_parallel_size,
+                            .first = first ? first : -1, .last = last ? last : -1,
+                            .account_embedding = s->account_for_embedding_in_pipeline_split,
+                            .account_loss = s->account_for_loss_in_pipeline_split,
+                            .layout = s->pipeline_model_parallel_layout};
+}
+
 
 double mcc_spec_field(const mcc_spec *s, const char *key)
 {
     const spec_field *f = spec_find(key);
-    assert(f && f->kind != K_SET && f->kind != K_LAYERS);
+    assert(f && f->kind != K_SET && f->kind != K_LAYERS && f->kind != K_TEXT);
     return spec_field_value(s, f);
 }
 
@@ -1894,12 +1919,13 @@ static void spec_default_text(const spec_field *f, char *buf, size_t n)
     else if (f->kind == K_BOOL) snprintf(buf, n, "%s", f->def ? "true" : "false");
     else if (f->kind == K_ENUM) snprintf(buf, n, "%s", f->choices[(int)f->def]);
     else if (f->kind == K_SET) mcc_recompute_modules_text((int)f->def, buf, n); /* the one set field */
+    else if (f->kind == K_TEXT) snprintf(buf, n, "\"\""); /* empty: not given */
     else snprintf(buf, n, "%.10g", f->def);
 }
 
 void mcc_spec_print_fields(FILE *out, bool markdown)
 {
-    static const char *const type_text[] = {"int", "number", "bool", "choice", "names", "layers"}; /* ORDER spec_kind */
+    static const char *const type_text[] = {"int", "number", "bool", "choice", "names", "layers", "text"}; /* ORDER spec_kind */
     if (markdown)
         fprintf(out, "<!-- generated by `mcc help fields --markdown` from frontend/spec.c's field table: edit the "
                      "table, not this file (tests/docs_check.py checks they agree) -->\n"

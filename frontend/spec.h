@@ -137,6 +137,7 @@ typedef struct {
     int decoder_first_pipeline_num_layers, decoder_last_pipeline_num_layers;
     bool account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split;
     int num_layers_per_virtual_pipeline_stage, num_virtual_stages_per_pipeline_rank;
+    char pipeline_model_parallel_layout[512]; /* Megatron's layout text ("": not given): pp_split_layers */
     mcc_pp_sched pipeline_schedule;     /* "auto" | "1f1b" | "interleaved" | "zb-h1" */
     int virtual_pipeline_model_parallel_size; /* derived, not a field: v from the two fields above (1: none) */
     bool overlap_grad_reduce;           /* all-reduce each bucket inside the backward, as soon as its
@@ -198,6 +199,10 @@ bool mcc_spec_load(const char *path, int argc, char **argv, mcc_spec *out, int *
 bool mcc_spec_load_fields(int argc, char **argv, mcc_spec *out, int *rest, int *nrest, char *err, size_t errlen);
 /* Whether key is a spec field's JSON key ("norm_epsilon"). */
 bool mcc_spec_is_field(const char *key);
+/* The stage split's flags as the spec gives them (v: the derived virtual stages): what every
+ * reader of the split passes pp_split_layers, so the spec's layout, first/last and account flags
+ * reach each the same way. */
+pp_split_flags mcc_spec_split_flags(const mcc_spec *s);
 
 
 /* One check of the spec validator: a place in frontend/spec.c that refuses a spec, and how many

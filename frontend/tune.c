@@ -335,9 +335,9 @@ static bool tune_vp_divides(const tune_layout *l, int layers, int vp)
 {
     int per[PP_MAX_V * 64];
     char err[512];
-    return l->pp * vp <= (int)(sizeof per / sizeof per[0]) &&
-           pp_split_layers(layers, l->pp, vp, l->first_layers ? l->first_layers : -1, l->last_layers ? l->last_layers : -1,
-                           false, false, per, err, sizeof err);
+    pp_split_flags split = {.num_layers = layers, .p = l->pp, .v = vp, .first = l->first_layers ? l->first_layers : -1,
+                            .last = l->last_layers ? l->last_layers : -1};
+    return l->pp * vp <= (int)(sizeof per / sizeof per[0]) && pp_split_layers(&split, per, err, sizeof err);
 }
 
 /* Layout l's split as the table prints it: - (even), or first + middle ranks x their layers + last. */
@@ -569,6 +569,12 @@ static bool tune_perturb(tune_ctx *t, double f)
     return true;
 }
 
+/* A layout fixes what tune searches: refused, from a flag or the spec file. */
+static const char tune_no_layout[] =
+    "pipeline_model_parallel_layout (--pipeline-model-parallel-layout) fixes pp and every stage's layers, which mcc "
+    "tune searches (it tries the even split and uneven first/last ranks, not layouts): drop it here, and check that "
+    "layout with mcc compile or mcc schedule";
+
 /* tune's own options out of argv (the rest are the spec's flags); false with the message in err. */
 static bool tune_options(tune_ctx *t, int argc, char **argv, char *err, size_t errlen)
 {
@@ -598,6 +604,8 @@ static bool tune_options(tune_ctx *t, int argc, char **argv, char *err, size_t e
             if (!cli_parse_num(f, val, 0, true, INFINITY, !strcmp(f, "--gpu-memory") ? &gib : &perturbation, err, errlen))
                 return false;
             i++;
+        } else if (!strcmp(f, "--pipeline-model-parallel-layout")) {
+            return snprintf(err, errlen, "%s", tune_no_layout), false;
         } else {
             t->base[t->nbase++] = argv[i];
         }
@@ -633,6 +641,11 @@ int mcc_tune_main(int argc, char **argv)
     tune_restore(saved);
     if (!ok) {
         fprintf(stderr, "mcc: error: %s\n", err);
+        free(t.base);
+        return 2;
+    }
+    if (*s.pipeline_model_parallel_layout) {
+        fprintf(stderr, "mcc: error: %s\n", tune_no_layout);
         free(t.base);
         return 2;
     }

@@ -349,11 +349,9 @@ static bool pipeline_of(tune_ctx *t, const tune_units_of *w, bool splits_w, cons
     char err[1024];
     int v = l->vp, per[PP_MAX_V * 64];
     pp_schedule sched;
-    if (l->pp * v > (int)(sizeof per / sizeof per[0]) ||
-        !pp_split_layers(s->num_layers, l->pp, v, s->decoder_first_pipeline_num_layers ? s->decoder_first_pipeline_num_layers : -1,
-                         s->decoder_last_pipeline_num_layers ? s->decoder_last_pipeline_num_layers : -1,
-                         s->account_for_embedding_in_pipeline_split, s->account_for_loss_in_pipeline_split, per, err,
-                         sizeof err) ||
+    pp_split_flags split = mcc_spec_split_flags(s);
+    split.p = l->pp, split.v = v;
+    if (l->pp * v > (int)(sizeof per / sizeof per[0]) || !pp_split_layers(&split, per, err, sizeof err) ||
         !pp_schedule_build(l->sched, l->pp, m, v, &sched, err, sizeof err)) {
         snprintf(t->refusal, sizeof t->refusal, "%.190s", err);
         return false;

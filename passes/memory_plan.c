@@ -469,6 +469,34 @@ static double step_send_bytes(const ir_module *m, const ir_sched_step *s)
     return k < 0 ? 0 : (double)ir_bytes(ir_vtype(f, f->instrs[k].args[0]));
 }
 
+/* The layers whose parameters m holds as ranges into buf: "layers 0, 3-4, multi-token depth 0" (the
+ * depths are the layers from num_layers on: frontend/model.c's multi-token prediction). */
+static void held_layers(const ir_module *m, char *buf, size_t n)
+{
+    int most = -1, decoder = (int)ir_cfg_int(m, IR_CFG_NUM_LAYERS);
+    for (int i = 0; i < m->nglobals; i++)
+        if (m->globals[i].kind == IR_GLOBAL_PARAM && m->globals[i].layer > most) most = m->globals[i].layer;
+    bool *held = calloc((size_t)most + 2, sizeof(bool));
+    size_t used = 0;
+    buf[0] = 0;
+    if (!held) return;
+    for (int i = 0; i < m->nglobals; i++)
+        if (m->globals[i].kind == IR_GLOBAL_PARAM && m->globals[i].layer >= 0) held[m->globals[i].layer] = true;
+    for (int depth = 0; depth < 2; depth++) {
+        int from = depth ? decoder : 0, to = depth ? most : (decoder - 1 < most ? decoder - 1 : most);
+        for (int l = from, said = 0; l <= to; l++) {
+            if (!held[l]) continue;
+            int end = l;
+            while (end < to && held[end + 1]) end++;
+            used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "%s%s%d", used ? ", " : "",
+                                     said ? "" : depth ? "multi-token depth " : "layers ", l - from);
+            if (end > l) used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "-%d", end - from);
+            said = 1, l = end;
+        }
+    }
+    free(held);
+}
+
 mcc_memory_breakdown mcc_memory_of(const ir_module *m)
 {
     mcc_memory_breakdown b = {.stage = (int)ir_cfg_int(m, IR_CFG_PIPELINE_STAGE),
@@ -522,6 +550,7 @@ mcc_memory_breakdown mcc_memory_of(const ir_module *m)
         if (train->steps[s].op == IR_STEP_SEND)
             b.sent_bytes[IR_AXIS_PP] += step_send_bytes(m, &train->steps[s]);
     b.recompute_flops = ir_cfg_num(m, IR_CFG_RECOMPUTE_FLOPS);
+    held_layers(m, b.layers, sizeof b.layers);
     b.ep = (int)ir_cfg_int(m, IR_CFG_EXPERT_MODEL_PARALLEL_SIZE);
     b.comm_buffers = ir_cfg_int(m, IR_CFG_ARENA_EXCHANGE_BYTES) + ir_cfg_int(m, IR_CFG_SLAB_EXCHANGE_BYTES);
     return b;
@@ -537,7 +566,8 @@ void mcc_memory_print(const mcc_memory_breakdown *b, FILE *out)
     const double gib = 1024.0 * 1024.0 * 1024.0;
     int64_t total = mcc_memory_total(b);
     if (b->stages > 1)
-        fprintf(out, "memory per rank of pipeline stage %d of %d:\n", b->stage, b->stages);
+        fprintf(out, "memory per rank of pipeline stage %d of %d%s%s%s:\n", b->stage, b->stages, *b->layers ? " (" : "",
+                b->layers, *b->layers ? ")" : "");
     else
         fprintf(out, "memory per rank (rank 0):\n");
     fprintf(out, "  parameters        %10.3f GiB\n", b->params / gib);

@@ -59,8 +59,9 @@ bool pass_pipeline(ir_module *m, const mcc_pass_options *opts, ir_module ***stag
  * its first), so the frontend's auto takes a split backward only where its plan fits. */
 pp_sched_kind pass_pipeline_schedule(const ir_module *m, int v);
 /* The virtual stage of each of the nlayers layers into stage_of: pp_split_layers's split
- * (Megatron's, with the config's overrides) over the p * v virtual stages, in order (the pipeline
- * pass's, which the recompute pass's block method also counts from). False with the numbers in err. */
+ * (Megatron's, with the config's overrides or its layout) over the p * v virtual stages, in order
+ * (the pipeline pass's, which the recompute pass's block method also counts from). False with the
+ * numbers in err. */
 bool pass_pipeline_layer_stages(const ir_module *m, int p, int v, int *stage_of, int nlayers, char *err,
                                 size_t errlen);
 /* How a run of the shard pass's propagation splits values over its axis. */
@@ -186,6 +187,8 @@ typedef struct {
     int64_t host;                   /* the host's page-locked memory (--optimizer-cpu-offload): the host
                                        globals and the host function's arena; not in the total */
     int stage, stages, in_flight;   /* which pipeline stage (of how many), its most micro-batches in flight */
+    char layers[96];                /* the layers whose parameters the stage holds, "0, 3-4" (the split the
+                                       pipeline pass made), a multi-token depth as "depth k"; "" when none */
     int64_t a2a_bytes;              /* the step's all_to_all_v receive buffers (expert parallelism's dispatch
                                        and combine; in activations), sized by the exact worst case, and of
                                        them a2a_capacity_bytes by a capacity factor (the largest expert

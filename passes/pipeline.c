@@ -9,7 +9,10 @@
  *   - a leaf (an instruction of no operands: a global, an input, a constant) belongs to no stage
  *     and is repeated in each function that uses it; a global of layer L says stage(L);
  *   - a forward instruction is in the latest stage among its operands' (a layer's first op reads
- *     the previous stage's output and this layer's weights);
+ *     the previous stage's output and this layer's weights); a parameter of no layer read beside a
+ *     value a layer made (the final norm's, the output head's: not the embedding's) says the last
+ *     stage, where Megatron's layout puts the loss L, in the forward and in the backward: a last
+ *     stage of only multi-token depths (`...|mL`) runs the head too;
  *   - a backward instruction is in the stage of the layer whose parameters it reads, else in the
  *     earliest stage among its operands' (a layer's backward reads the gradient coming from the
  *     later stage and this stage's saved values); one that reads no gradient (nothing made from
@@ -51,20 +54,15 @@ bool pass_pipeline_layer_stages(const ir_module *m, int p, int v, int *stage_of,
         decoder = nlayers;
     for (int l = decoder; l < nlayers; l++) /* on the last stage, as Megatron's mtp_in_last_stage */
         stage_of[l] = p * v - 1;
-    nlayers = decoder;
-    bool ok = pp_split_layers(nlayers, p, v, first > 0 ? first : -1, last > 0 ? last : -1,
-                              ir_cfg_bool(m, IR_CFG_ACCOUNT_FOR_EMBEDDING_IN_PIPELINE_SPLIT),
-                              ir_cfg_bool(m, IR_CFG_ACCOUNT_FOR_LOSS_IN_PIPELINE_SPLIT), per, err, errlen);
-    for (int g = 0, l = 0; ok && g < p * v; g++) {
-        if (per[g] < 1) {
-            snprintf(err, errlen, "virtual pipeline stage %d of %d gets no layer (%d layers over %d ranks x %d virtual "
-                     "stages): use fewer stages, or move layers with --decoder-first/last-pipeline-num-layers", g,
-                     p * v, nlayers, p, v);
-            ok = false;
-        }
-        for (int k = 0; ok && k < per[g]; k++)
+    pp_split_flags flags = {.num_layers = decoder, .mtp_layers = nlayers - decoder, .p = p, .v = v,
+                            .first = first > 0 ? first : -1, .last = last > 0 ? last : -1,
+                            .account_embedding = ir_cfg_bool(m, IR_CFG_ACCOUNT_FOR_EMBEDDING_IN_PIPELINE_SPLIT),
+                            .account_loss = ir_cfg_bool(m, IR_CFG_ACCOUNT_FOR_LOSS_IN_PIPELINE_SPLIT),
+                            .layout = ir_cfg_text(m, IR_CFG_PIPELINE_MODEL_PARALLEL_LAYOUT)};
+    bool ok = per && pp_split_layers(&flags, per, err, errlen);
+    for (int g = 0, l = 0; ok && g < p * v; g++)
+        for (int k = 0; k < per[g]; k++)
             stage_of[l++] = g;
-    }
     free(per);
     return ok;
 }
@@ -91,6 +89,17 @@ static int global_stage(const split *c, const ir_instr *in)
     return g >= 0 && c->m->globals[g].layer >= 0 ? c->layer_stage[c->m->globals[g].layer] : -1;
 }
 
+/* The parameter of no layer (the embedding's, the final norm's, the output head's) whose value leaf
+ * d reads, itself or its working copy (param_dtype bf16); -1 for any other leaf. */
+static int layerless_param(const split *c, const ir_instr *d)
+{
+    if (d->op != IR_OP_GLOBAL || d->global < 0)
+        return -1;
+    const ir_global *g = &c->m->globals[d->global];
+    int param = g->kind == IR_GLOBAL_COPY ? g->owner : g->kind == IR_GLOBAL_PARAM ? d->global : -1;
+    return param >= 0 && c->m->globals[param].layer < 0 ? param : -1;
+}
+
 /* The stage of value v's definition (-1: a leaf or not known). */
 static int value_stage(const split *c, int v)
 {
@@ -103,6 +112,7 @@ static bool assign_stages(split *c)
 {
     const ir_func *f = c->f;
     bool *grad = calloc((size_t)f->ninstrs + 1, sizeof(bool)); /* made from the loss's seed */
+    bool *head = calloc((size_t)c->m->nglobals + 1, sizeof(bool)); /* per global: the head's (its forward's rule) */
     for (int i = 0; i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
         c->stage[i] = -1;
@@ -112,14 +122,19 @@ static bool assign_stages(split *c)
             int d = f->vals[in->args[a]].def;
             grad[i] |= d >= c->bwd && (is_leaf(&f->instrs[d]) ? f->instrs[d].op != IR_OP_GLOBAL : grad[d]);
         }
-        bool backward = i >= c->bwd && grad[i];
+        bool backward = i >= c->bwd && grad[i], staged = false; /* staged: reads a value a layer made */
+        for (int a = 0; a < in->nargs; a++)
+            staged |= value_stage(c, in->args[a]) >= 0;
         int s = -1, layered = -1;
         for (int a = 0; a < in->nargs; a++) {
             const ir_instr *d = &f->instrs[f->vals[in->args[a]].def];
             int t = is_leaf(d) ? global_stage(c, d) : c->stage[f->vals[in->args[a]].def];
+            int param = t < 0 ? layerless_param(c, d) : -1;
+            if (param >= 0 && (backward ? head[param] : staged))
+                t = c->p - 1, head[param] = true; /* the head and its backward: the loss's stage, the last */
             if (is_leaf(d) && t >= 0) {
                 if (layered >= 0 && layered != t)
-                    return free(grad), snprintf(c->err, c->errlen, "internal error: %s's instruction %d (%s) reads parameters "
+                    return free(grad), free(head), snprintf(c->err, c->errlen, "internal error: %s's instruction %d (%s) reads parameters "
                                     "of stages %d and %d", f->name, i, ir_ops[in->op].name, layered, t), false;
                 layered = t;
             }
@@ -129,6 +144,7 @@ static bool assign_stages(split *c)
         c->stage[i] = backward && layered >= 0 ? layered : s;
     }
     free(grad);
+    free(head);
     /* the rest: the earliest stage using a forward value, the latest using a backward one */
     for (int i = f->ninstrs - 1; i >= 0; i--) {
         if (c->stage[i] >= 0 || is_leaf(&f->instrs[i]))

@@ -221,21 +221,223 @@ double pp_ideal_bubble(const pp_schedule *s) { return pp_scheds[s->kind].ideal_b
 
 /* ---- the stage split ------------------------------------------------------------------------ */
 
-bool pp_virtual_stages(int num_layers, int p, int layers_per_virtual_stage, int stages_per_rank, bool account_embedding,
-                       bool account_loss, int *v, char *err, size_t errlen)
+/* ---- Megatron's --pipeline-model-parallel-layout ---------------------------------------------- */
+
+enum { PP_LAYOUT_MAX = 1 << 20 }; /* letters after the repeats are unrolled */
+
+#define LAYOUT_FLAG "--pipeline-model-parallel-layout"
+#define LAYOUT_GRAMMAR "E (embedding), t (a decoder layer), m (a multi-token prediction depth), L (the loss), '|' " \
+                       "between stages, x*N and (...)*N repeat, ',' is ignored: e.g. \"Et|(tt|)*30mL\""
+
+/* Where c stands in the layout text, counted from 1 as a reader counts characters. */
+static int layout_char(const char *text, const char *c) { return (int)(c - text) + 1; }
+
+/* A repeat count after '*' at *at: its digits, *at moved past them. */
+static bool layout_count(const char *text, const char **at, long *n, char *err, size_t errlen)
 {
+    const char *d = *at;
+    if (*d < '0' || *d > '9')
+        return pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": the '*' at character %d needs a count, e.g. t*3 or "
+                       "(tt|)*30", text, layout_char(text, d - 1));
+    *n = 0;
+    for (; *d >= '0' && *d <= '9'; d++)
+        if ((*n = *n * 10 + (*d - '0')) > PP_LAYOUT_MAX)
+            return pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": the count at character %d is above %d", text,
+                           layout_char(text, *at), PP_LAYOUT_MAX);
+    *at = d;
+    return true;
+}
+
+/* Appends `len` letters of `from`, `times` over, to out[*n]. */
+static bool layout_append(const char *text, char *out, long *n, const char *from, long len, long times, char *err,
+                          size_t errlen)
+{
+    if (*n + len * times > PP_LAYOUT_MAX)
+        return pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": more than %d letters once the repeats are unrolled", text,
+                       PP_LAYOUT_MAX);
+    for (long r = 0; r < times; r++, *n += len) memcpy(out + *n, from, (size_t)len);
+    return true;
+}
+
+/* The layout with its repeats unrolled and commas dropped (Megatron's parse_str_to_list): only
+ * E, t, m, L and '|' left. The caller frees it. */
+static char *layout_expand(const char *text, char *err, size_t errlen)
+{
+    char *out = malloc(PP_LAYOUT_MAX + 1);
+    long n = 0, times;
+    bool ok = out != NULL;
+    if (!ok) pp_fail(err, errlen, "out of memory reading " LAYOUT_FLAG);
+    for (const char *c = text; ok && *c;) {
+        const char *item = c, *end;
+        long len;
+        char group[4096]; /* a group's letters, its commas dropped */
+        if (*c == ',') {
+            c++;
+            continue;
+        }
+        if (*c == '(') {
+            end = strchr(c, ')');
+            const char *inner = strchr(c + 1, '(');
+            if (!end)
+                ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": the '(' at character %d is not closed", text,
+                             layout_char(text, c));
+            else if (inner && inner < end)
+                ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": groups do not nest (the '(' at character %d): "
+                             "write the inner one out", text, layout_char(text, inner));
+            else if (end[1] != '*')
+                ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": the group at character %d needs a count, e.g. "
+                             "(tt|)*30", text, layout_char(text, c));
+            len = 0;
+            for (const char *g = c + 1; ok && g < end; g++)
+                if (*g != ',' && len < (long)sizeof group) group[len++] = *g;
+            if (ok && len == (long)sizeof group)
+                ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": the group at character %d is longer than %zu "
+                             "letters", text, layout_char(text, c), sizeof group - 1);
+            c = ok ? end + 2 : c;
+            ok = ok && layout_count(text, &c, &times, err, errlen) &&
+                 layout_append(text, out, &n, group, len, times, err, errlen);
+            /* the group's own letters are checked below, unrolled */
+            continue;
+        }
+        if (!strchr("EtmL|", *c))
+            ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": '%c' at character %d is not one of " LAYOUT_GRAMMAR,
+                         text, *c, layout_char(text, c));
+        times = 1;
+        c++;
+        if (ok && *c == '*') c++, ok = layout_count(text, &c, &times, err, errlen);
+        ok = ok && layout_append(text, out, &n, item, 1, times, err, errlen);
+    }
+    for (long k = 0; ok && k < n; k++)
+        if (!strchr("EtmL|", out[k]))
+            ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": '%c' inside a group is not one of " LAYOUT_GRAMMAR,
+                         text, out[k]);
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
+    out[n] = 0;
+    return out;
+}
+
+/* The stages of an unrolled layout: one more than its '|'s. */
+static int layout_stages_of(const char *unrolled)
+{
+    int stages = 1;
+    for (const char *c = unrolled; *c; c++) stages += *c == '|';
+    return stages;
+}
+
+int pp_layout_stages(const char *layout, char *err, size_t errlen)
+{
+    char *x = layout_expand(layout, err, errlen);
+    int stages = x ? layout_stages_of(x) : -1;
+    free(x);
+    return stages;
+}
+
+static bool has_layout(const pp_split_flags *f) { return f->layout && *f->layout; }
+
+/* The layout's stages must be whole virtual stages of every rank: false, saying so, where they are not. */
+static bool layout_over_ranks(const char *text, int stages, int p, char *err, size_t errlen)
+{
+    if (p >= 1 && stages % p == 0)
+        return true;
+    return pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\" has %d stages: give a multiple of "
+                   "--pipeline-model-parallel-size (%d), one a virtual stage of each rank, stage i on rank i mod %d",
+                   text, stages, p, p);
+}
+
+/* The layout's letters tallied per stage: the decoder layers into per[], each letter's rules checked
+ * against the model (Megatron's validate_layer_layout), with what mcc builds: the embedding opens
+ * virtual stage 0, the loss closes the last, the depths sit on the last stage after its decoder
+ * layers (Megatron's mtp_in_last_stage; it also lets them close another rank's last chunk). */
+static bool layout_split(const pp_split_flags *f, int *per, char *err, size_t errlen)
+{
+    const char *text = f->layout;
+    if (f->first >= 0 || f->last >= 0 || f->account_embedding || f->account_loss)
+        return pp_fail(err, errlen, LAYOUT_FLAG " gives every stage's layers: drop %s (Megatron-LM refuses the two "
+                       "together)", f->first >= 0 ? "--decoder-first-pipeline-num-layers"
+                                    : f->last >= 0 ? "--decoder-last-pipeline-num-layers"
+                                    : f->account_embedding ? "--account-for-embedding-in-pipeline-split"
+                                                           : "--account-for-loss-in-pipeline-split");
+    char *x = layout_expand(text, err, errlen);
+    if (!x) return false;
+    int stages = layout_stages_of(x), g = 0, decoder = 0, depths = 0, embeddings = 0, losses = 0;
+    bool ok = layout_over_ranks(text, stages, f->p, err, errlen);
+    if (ok && stages != f->p * f->v)
+        ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\" has %d stages, %d virtual stages on each of the %d "
+                     "pipeline ranks, not %d", text, stages, stages / f->p, f->p, f->v);
+    for (int k = 0; ok && k < stages; k++) per[k] = 0;
+    for (const char *c = x; ok && *c; c++) {
+        int rank = g % f->p, chunk = g / f->p;
+        bool opens = c == x, closes = c[1] == 0;
+        switch (*c) {
+        case '|': g++; continue;
+        case 'E':
+        case 'L': { /* each once, the embedding opening the layout, the loss closing it */
+            bool embedding = *c == 'E';
+            int seen = embedding ? ++embeddings : ++losses;
+            if (seen > 1 || !(embedding ? opens : closes))
+                ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": the %s %c must come once, %s, found %s on stage %d "
+                             "(rank %d, chunk %d)", text, embedding ? "embedding" : "loss", *c,
+                             embedding ? "first (mcc builds it on virtual stage 0)" : "last (it closes the last stage)",
+                             seen > 1 ? "another" : "one", g, rank, chunk);
+            break;
+        }
+        case 't':
+            if (depths)
+                ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": a decoder layer t on stage %d after a multi-token "
+                             "depth m: the depths follow every decoder layer", text, g);
+            per[g]++, decoder++;
+            break;
+        case 'm':
+            if (g != stages - 1)
+                ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": a multi-token depth m on stage %d (rank %d, chunk "
+                             "%d): mcc builds the depths on the last virtual stage (%d), before the loss: move every "
+                             "m there, e.g. ...|mL", text, g, rank, chunk, stages - 1);
+            depths++;
+            break;
+        }
+    }
+    free(x);
+    if (ok && !embeddings)
+        ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\" has no embedding: begin it with E", text);
+    if (ok && !losses)
+        ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\" has no loss: end it with L", text);
+    if (ok && decoder != f->num_layers)
+        ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\" has %d decoder layers t: num_layers is %d", text, decoder,
+                     f->num_layers);
+    if (ok && depths != f->mtp_layers)
+        ok = pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\" has %d multi-token depths m: mtp_num_layers is %d", text,
+                     depths, f->mtp_layers);
+    return ok;
+}
+
+bool pp_virtual_stages(const pp_split_flags *f, int layers_per_virtual_stage, int stages_per_rank, int *v, char *err,
+                       size_t errlen)
+{
+    int p = f->p;
     *v = 1;
+    if (has_layout(f) && (layers_per_virtual_stage > 0 || stages_per_rank > 0))
+        return pp_fail(err, errlen, LAYOUT_FLAG " gives the virtual stages (its stages over the pipeline ranks): drop "
+                       "%s (Megatron-LM refuses the two together)", stages_per_rank > 0
+                       ? "--num-virtual-stages-per-pipeline-rank" : "--num-layers-per-virtual-pipeline-stage");
+    if (has_layout(f)) {
+        int stages = pp_layout_stages(f->layout, err, errlen);
+        if (stages < 0 || !layout_over_ranks(f->layout, stages, p, err, errlen)) return false;
+        *v = stages / p;
+    }
     if (layers_per_virtual_stage > 0 && stages_per_rank > 0)
         return pp_fail(err, errlen, "--num-layers-per-virtual-pipeline-stage (%d) and "
                                     "--num-virtual-stages-per-pipeline-rank (%d) are two ways of giving the same "
                                     "thing: give one", layers_per_virtual_stage, stages_per_rank);
     if (stages_per_rank > 0) *v = stages_per_rank;
     if (layers_per_virtual_stage > 0) {
-        int n = num_layers + account_embedding + account_loss;
+        int n = f->num_layers + f->account_embedding + f->account_loss;
         if (n % p)
             return pp_fail(err, errlen, "--num-layers-per-virtual-pipeline-stage: num_layers%s%s = %d must be divisible "
-                                        "by --pipeline-model-parallel-size (%d)", account_embedding ? " + 1 (embedding)" : "",
-                           account_loss ? " + 1 (loss)" : "", n, p);
+                                        "by --pipeline-model-parallel-size (%d)", f->account_embedding ? " + 1 (embedding)" : "",
+                           f->account_loss ? " + 1 (loss)" : "", n, p);
         if (n / p % layers_per_virtual_stage)
             return pp_fail(err, errlen, "--num-layers-per-virtual-pipeline-stage %d must divide the %d layers of each "
                                         "pipeline rank (%d layers over %d ranks)", layers_per_virtual_stage, n / p, n, p);
@@ -259,12 +461,11 @@ static bool pp_split_rank(int layers, int p, int v, int r, const char *which, in
     return true;
 }
 
-bool pp_split_layers(int num_layers, int p, int v, int first, int last, bool account_embedding, bool account_loss,
-                     int *layers_per_virtual_stage, char *err, size_t errlen)
+/* The split from first/last, or even (see pp_split_layers). */
+static bool counted_split(const pp_split_flags *f, int *layers_per_virtual_stage, char *err, size_t errlen)
 {
-    if (num_layers < 1 || p < 1 || v < 1)
-        return pp_fail(err, errlen, "stage split: num_layers (%d), --pipeline-model-parallel-size (%d) and the "
-                                    "virtual stages per rank (%d) must be at least 1", num_layers, p, v);
+    int num_layers = f->num_layers, p = f->p, v = f->v, first = f->first, last = f->last;
+    bool account_embedding = f->account_embedding, account_loss = f->account_loss;
     if (first < 0 && last < 0) {
         int n = num_layers + account_embedding + account_loss;
         const char *plus = account_embedding && account_loss ? " + 2 (embedding, loss)"
@@ -274,7 +475,8 @@ bool pp_split_layers(int num_layers, int p, int v, int first, int last, bool acc
         if (n % p)
             return pp_fail(err, errlen, "num_layers%s = %d must be divisible by --pipeline-model-parallel-size (%d): "
                                         "change it, or give --decoder-first-pipeline-num-layers / "
-                                        "--decoder-last-pipeline-num-layers", plus, n, p);
+                                        "--decoder-last-pipeline-num-layers or --pipeline-model-parallel-layout",
+                           plus, n, p);
         if (n / p % v)
             return pp_fail(err, errlen, "the %d layers of each pipeline rank (num_layers%s = %d over %d) must be "
                                         "divisible by the %d virtual stages per rank (--num-virtual-stages-per-pipeline-rank, or "
@@ -313,6 +515,29 @@ bool pp_split_layers(int num_layers, int p, int v, int first, int last, bool acc
                            layers_per_virtual_stage, err, errlen))
             return false;
     }
+    return true;
+}
+
+bool pp_split_layers(const pp_split_flags *f, int *layers_per_virtual_stage, char *err, size_t errlen)
+{
+    int p = f->p, v = f->v;
+    if (f->num_layers < 1 || p < 1 || v < 1)
+        return pp_fail(err, errlen, "stage split: num_layers (%d), --pipeline-model-parallel-size (%d) and the "
+                                    "virtual stages per rank (%d) must be at least 1", f->num_layers, p, v);
+    if (!(has_layout(f) ? layout_split(f, layers_per_virtual_stage, err, errlen)
+                        : counted_split(f, layers_per_virtual_stage, err, errlen)))
+        return false;
+    /* a stage is built from its layers' instructions (passes/pipeline.c): the last may hold only the depths */
+    for (int g = 0; g < p * v; g++)
+        if (layers_per_virtual_stage[g] < 1 && !(g == p * v - 1 && f->mtp_layers > 0))
+            return has_layout(f)
+                       ? pp_fail(err, errlen, LAYOUT_FLAG " \"%.64s\": stage %d (rank %d, chunk %d) holds no decoder "
+                                 "layer: mcc builds a stage from its layers (only the last may hold only the "
+                                 "multi-token depths m and the loss): give it a t", f->layout, g, g % p, g / p)
+                       : pp_fail(err, errlen, "virtual pipeline stage %d of %d gets no layer (%d layers over %d ranks "
+                                 "x %d virtual stages): use fewer stages, or move layers with "
+                                 "--decoder-first/last-pipeline-num-layers or --pipeline-model-parallel-layout", g,
+                                 p * v, f->num_layers, p, v);
     return true;
 }
 

@@ -100,19 +100,36 @@ void pp_schedule_free(pp_schedule *s);
 
 static inline int pp_virtual_stage(const pp_schedule *s, int rank, int chunk) { return chunk * s->p + rank; }
 
-/* Virtual stages per rank from Megatron's two spellings (0: not given): v = stages_per_rank, or
- * the layers per pipeline stage (num_layers, +1 for each account flag) over
- * layers_per_virtual_stage; 1 when neither. Refuses both at once, a v that does not divide. */
-bool pp_virtual_stages(int num_layers, int p, int layers_per_virtual_stage, int stages_per_rank, bool account_embedding,
-                       bool account_loss, int *v, char *err, size_t errlen);
+/* What the stage split is made from: Megatron's flags, one spelling of it at a time. */
+typedef struct {
+    int num_layers;  /* the decoder's layers */
+    int mtp_layers;  /* multi-token prediction depths: after the decoder's, on the last virtual stage */
+    int p, v;        /* pipeline ranks, virtual stages per rank (pp_virtual_stages finds v) */
+    int first, last; /* --decoder-first/last-pipeline-num-layers: the layers of the first/last rank; -1: not given */
+    bool account_embedding, account_loss; /* --account-for-embedding/loss-in-pipeline-split */
+    const char *layout; /* --pipeline-model-parallel-layout (NULL or "": not given) */
+} pp_split_flags;
 
-/* The stage split, Megatron's get_num_layers_to_build: layers_per_virtual_stage[g] for the p*v
- * virtual stages. first/last (-1: not given) are the layers of the first/last pipeline rank (all
- * its chunks, split evenly among them), the rest even over the middle ranks; the account flags
- * count the embedding (loss) as one layer of virtual stage 0 (p*v-1). Default: even. A split that
- * does not divide is refused with the numbers: it never trains fewer layers. */
-bool pp_split_layers(int num_layers, int p, int v, int first, int last, bool account_embedding, bool account_loss,
-                     int *layers_per_virtual_stage, char *err, size_t errlen);
+/* Virtual stages per rank (f->v is not read) from Megatron's three spellings: a layout's stages
+ * over p; stages_per_rank; the layers per pipeline stage (num_layers, +1 for each account flag)
+ * over layers_per_virtual_stage; 1 when none. Refuses two at once, a v that does not divide. */
+bool pp_virtual_stages(const pp_split_flags *f, int layers_per_virtual_stage, int stages_per_rank, int *v, char *err,
+                       size_t errlen);
+
+/* The stage split, the one list every consumer reads (the pipeline pass, mcc schedule, tune's
+ * estimate): layers_per_virtual_stage[g] decoder layers for the p*v virtual stages (g = chunk * p
+ * + rank, in layer order). From the layout, Megatron's PipelineParallelLayerLayout; else from
+ * first/last, the layers of the first/last rank (all its chunks, split evenly among them), the
+ * rest even over the middle ranks; else even (get_num_layers_to_build), the account flags counting
+ * the embedding (loss) as one layer of virtual stage 0 (p*v-1). A split that does not divide, or
+ * leaves a stage no layer (the last may hold only the depths), is refused with the numbers and
+ * the flag: it never trains fewer layers. */
+bool pp_split_layers(const pp_split_flags *f, int *layers_per_virtual_stage, char *err, size_t errlen);
+
+/* The stages of Megatron's --pipeline-model-parallel-layout text, its grammar checked: letters
+ * E (embedding), t (decoder layer), m (multi-token depth), L (loss); '|' between stages; x*N and
+ * (...)*N repeat (groups do not nest); ',' is cosmetic. -1 with the fault in err. */
+int pp_layout_stages(const char *layout, char *err, size_t errlen);
 
 /* The default split balanced by cost (no virtual stages): the (first, last) layers of the first
  * and last pipeline ranks, the middle ranks even, that lower the most a rank costs below the even

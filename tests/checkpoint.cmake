@@ -69,6 +69,10 @@ if(MPI_C_FOUND)
     mcc_e2e_test(checkpoint_pp2_to_others_${model} checkpoint_pp.sh ${model})
     set_tests_properties(checkpoint_pp2_to_others_${model} PROPERTIES PROCESSORS 4)
   endforeach()
+  # saved under one --pipeline-model-parallel-layout (a multi-token depth beside the head), loaded under
+  # another, under interleaved stages and by one rank
+  mcc_e2e_test(checkpoint_pp_layout_to_others_tiny-llama checkpoint_pp_layout.sh tiny-llama)
+  set_tests_properties(checkpoint_pp_layout_to_others_tiny-llama PROPERTIES PROCESSORS 2)
   # every axis at once: sequence parallelism, ZeRO, dropout (tiny-llama: GQA, SwiGLU, RoPE)
   add_test(NAME checkpoint_resume_tp2_sp_dp2_zero_dropout COMMAND ${_ckr} tiny-llama 4 --tp 2 --sequence-parallel --dp 2
            --use-distributed-optimizer --hidden-dropout 0.1 --attention-dropout 0.1 --vocab-size 258)

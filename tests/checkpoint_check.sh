@@ -1,13 +1,24 @@
 # checkpoint_check.sh — sourced by the checkpoint layout tests (checkpoint_layout.sh, _ep.sh, _pp.sh)
 # after they set mcc, model and common (their compile flags): a work folder removed at exit, the
 # test text preprocessed into $work/text, compile NAME FLAGS... (the model compiled with common and
-# FLAGS into $work/NAME), and check, which resumes a checkpoint under another layout.
+# FLAGS into $work/NAME), save (the reference run and the checkpoint) and check, which resumes a
+# checkpoint under another layout.
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 "$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix "$work/text" --append-eod >/dev/null 2>&1
 compile() { local out=$1; shift; "$mcc" compile "$root/models/$model.json" "${common[@]}" "$@" -o "$work/$out" \
               2>"$work/$out.c.log" || { cat "$work/$out.c.log"; exit 1; }; }
+# save NAME NP WHAT: $work/NAME on NP ranks with train_rank's flags ($flags) runs uninterrupted into
+# $work/ref, then again saving at iteration 5 into $work/ck and stopping there; check's messages
+# call that run WHAT.
+save() {
+  local name=$1 np=$2
+  saved=$np ref=$3
+  mpirun -np "$np" "$work/$name" "${flags[@]}" --dump-dir "$work/ref" >"$work/ref.log" 2>&1 || { cat "$work/ref.log"; exit 1; }
+  mpirun -np "$np" "$work/$name" "${flags[@]}" --save "$work/ck" --exit-interval 5 >"$work/save.log" 2>&1 ||
+    { cat "$work/save.log"; exit 1; }
+}
 # check NAME NP TOL: $work/NAME on NP ranks with train_rank's flags ($flags) loads the checkpoint in
 # $work/ck (saved at iteration 5 by $saved ranks) and its losses at iterations 6-10 equal those of
 # the uninterrupted run in $work/ref ($ref says which, for the messages) within relative TOL; TOL

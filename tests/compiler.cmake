@@ -385,6 +385,25 @@ if(MPI_C_FOUND)
   mcc_e2e_test(recompute_bitwise_modules_tiny-deepseek-v3 recompute_bitwise.sh tiny-deepseek-v3 modules)
   set_tests_properties(recompute_bitwise_modules_tiny-deepseek-v3 PROPERTIES PROCESSORS 4)
   mcc_layout_test(pp4_1f1b_equals_single_rank_tiny-gpt2 tiny-gpt2 4 FINAL_TOL 1e-4 --num-layers 4 -- --pp 4 --pipeline-schedule 1f1b)
+  # Megatron's --pipeline-model-parallel-layout, uneven: 1 + 3 layers under 1F1B; interleaved with a
+  # rank's chunks of 1 and 2 layers (Et|tt|t|ttL: rank 0 layers 0 and 3, rank 1 layers 1-2 and 4-5);
+  # a last stage of only the multi-token depth and the loss (Megatron's H100 DeepSeek-V3 recipe's
+  # "...|mL", the head on it too) under 1F1B on 3 ranks and under interleaved stages; each also
+  # checks the stage's layers mcc compile prints (PARALLEL_E2E_PLAN), so an ignored layout fails.
+  foreach(layout "pp2_layout_1f1b_equals_single_rank_tiny-llama:tiny-llama:2:pipeline stage 1 of 2 (layers 1-3):--num-layers 4 -- --pp 2 --pipeline-schedule 1f1b --pipeline-model-parallel-layout Et|tttL"
+                 "pp2_layout_interleaved_equals_single_rank_tiny-llama:tiny-llama:2:pipeline stage 0 of 2 (layers 0, 3):--num-layers 6 -- --pp 2 --pipeline-schedule interleaved --pipeline-model-parallel-layout Et|tt|t|ttL"
+                 "mtp_pp3_layout_1f1b_equals_single_rank_tiny-deepseek-v3:tiny-deepseek-v3:3:pipeline stage 2 of 3 (multi-token depth 0):--mtp-num-layers 1 -- --pp 3 --pipeline-schedule 1f1b --pipeline-model-parallel-layout Et|t|mL"
+                 "mtp_pp2_layout_interleaved_equals_single_rank_tiny-deepseek-v3:tiny-deepseek-v3:2:pipeline stage 1 of 2 (layers 1, multi-token depth 0):--num-layers 3 --moe-layer-freq 1 --mtp-num-layers 1 -- --pp 2 --pipeline-schedule interleaved --pipeline-model-parallel-layout Et|t|t|mL")
+    string(REPLACE ":" ";" parts "${layout}")
+    list(GET parts 0 name)
+    list(GET parts 1 model)
+    list(GET parts 2 ranks)
+    list(GET parts 3 plan)
+    list(GET parts 4 flags)
+    separate_arguments(flags)
+    mcc_layout_test(${name} ${model} ${ranks} ${flags})
+    set_property(TEST ${name} APPEND PROPERTY ENVIRONMENT "PARALLEL_E2E_PLAN=${plan}")
+  endforeach()
   mcc_layout_test(pp4_1f1b_equals_single_rank_tiny-llama tiny-llama 4 --num-layers 4 -- --pp 4 --pipeline-schedule 1f1b)
 endif()
 

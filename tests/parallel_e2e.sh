@@ -10,7 +10,8 @@
 # and go to both programs. For a spec
 # whose gradients are ill-conditioned (large logits: saturated softmaxes), PARALLEL_E2E_ITERS
 # (default 10) and PARALLEL_E2E_TOL (of the tensors and grad norms) shorten the run and loosen
-# all but the losses, which keep 1e-5; PARALLEL_E2E_FINAL_TOL loosens the final weights' alone.
+# all but the losses, which keep 1e-5; PARALLEL_E2E_FINAL_TOL loosens the final weights' alone;
+# PARALLEL_E2E_PLAN names a line the parallel compile must print.
 # The single-rank run is tests/single_rank_ref.sh's: read from PARALLEL_E2E_REF where it names one
 # that ran already for the same model, iterations and SPEC_FLAGS (tests/harness.cmake's fixtures
 # share one between the layouts), else run here.
@@ -38,6 +39,10 @@ fi
 mapfile -t common <"$ref/compile_flags"
 "$mcc" compile "$root/models/$model.json" "${common[@]}" "$@" -o "$work/parallel" 2>"$work/c2.log" ||
   { cat "$work/c2.log"; exit 1; }
+# PARALLEL_E2E_PLAN: a line mcc compile must print for the layout (e.g. a stage's layers: that the
+# flags took, where the numbers alone would not tell)
+[ -z "${PARALLEL_E2E_PLAN:-}" ] || grep -qF -- "$PARALLEL_E2E_PLAN" "$work/c2.log" ||
+  { echo "FAIL: mcc compile did not print \"$PARALLEL_E2E_PLAN\":"; grep "pipeline stage" "$work/c2.log"; exit 1; }
 # one plan serves every rank of the layout's pipeline stage (its rank terms resolved as each loads
 # it): the executable holds one config block a stage, whatever the layout
 plans=$(grep -a -c '^  tensor_model_parallel_size = "' "$work/parallel" || true)

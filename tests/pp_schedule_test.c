@@ -287,10 +287,30 @@ static void test_auto_candidates(void)
     CHECK(pp_sched_find(2, true) == PP_NUM_SCHEDS, "v 2, split: %d", pp_sched_find(2, true));
 }
 
+static pp_split_flags counted(int L, int p, int v, int first, int last, bool ae, bool al)
+{
+    return (pp_split_flags){.num_layers = L, .p = p, .v = v, .first = first, .last = last, .account_embedding = ae,
+                            .account_loss = al};
+}
+
+/* The split of f is want's, one entry a virtual stage. */
+static bool split_is(const pp_split_flags *f, const int *want, char *err, size_t n)
+{
+    int got[64];
+    if (!pp_split_layers(f, got, err, n)) return false;
+    for (int g = 0; g < f->p * f->v; g++)
+        if (got[g] != want[g]) {
+            snprintf(err, n, "virtual stage %d gets %d layers, want %d", g, got[g], want[g]);
+            return false;
+        }
+    return true;
+}
+
 static bool split(int L, int p, int v, int first, int last, bool ae, bool al, const int *want, char *err, size_t n)
 {
     int got[64];
-    if (!pp_split_layers(L, p, v, first, last, ae, al, got, err, n)) return false;
+    pp_split_flags f = counted(L, p, v, first, last, ae, al);
+    if (!pp_split_layers(&f, got, err, n)) return false;
     for (int g = 0; g < p * v; g++)
         if (got[g] != want[g]) {
             snprintf(err, n, "virtual stage %d gets %d layers, want %d", g, got[g], want[g]);
@@ -313,7 +333,6 @@ static void test_split(void)
     CHECK(split(7, 4, 1, -1, -1, true, false, (int[]){1, 2, 2, 2}, err, sizeof err), "embedding: %s", err);
     CHECK(split(6, 4, 1, -1, -1, true, true, (int[]){1, 2, 2, 1}, err, sizeof err), "embedding, loss: %s", err);
     CHECK(split(7, 2, 2, -1, -1, false, true, (int[]){2, 2, 2, 1}, err, sizeof err), "loss, v 2: %s", err);
-    CHECK(split(3, 4, 1, -1, -1, true, false, (int[]){0, 1, 1, 1}, err, sizeof err), "embedding alone: %s", err);
 
     struct { int L, p, v, first, last; bool ae, al; const char *want; } bad[] = {
         {10, 4, 1, -1, -1, false, false, "num_layers = 10 must be divisible by --pipeline-model-parallel-size (4)"},
@@ -329,38 +348,139 @@ static void test_split(void)
         {10, 4, 1, -1, 0, false, false, "--decoder-last-pipeline-num-layers must be at least 1"},
         {1, 2, 1, -1, -1, true, true, "must be divisible"},
         {0, 2, 1, -1, -1, false, false, "num_layers (0)"},
+        /* the embedding counted as a layer leaves the first stage none: the pipeline pass builds a stage from its layers */
+        {3, 4, 1, -1, -1, true, false, "virtual pipeline stage 0 of 4 gets no layer"},
+        {7, 4, 2, -1, -1, true, false, "virtual pipeline stage 0 of 8 gets no layer"},
+        {4, 3, 1, 2, 2, false, false, "virtual pipeline stage 1 of 3 gets no layer"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int got[64];
-        bool ok = pp_split_layers(bad[i].L, bad[i].p, bad[i].v, bad[i].first, bad[i].last, bad[i].ae, bad[i].al, got,
-                                  err, sizeof err);
+        pp_split_flags f = counted(bad[i].L, bad[i].p, bad[i].v, bad[i].first, bad[i].last, bad[i].ae, bad[i].al);
+        bool ok = pp_split_layers(&f, got, err, sizeof err);
         CHECK(!ok && strstr(err, bad[i].want), "case %zu: %s; want \"%s\"", i, ok ? "accepted" : err, bad[i].want);
     }
     /* 2 layers, p 2, both flags: 4 over 2 ranks = 2 each, minus one each: 1 and 1 */
     CHECK(split(2, 2, 1, -1, -1, true, true, (int[]){1, 1}, err, sizeof err), "%s", err);
-    /* p 4, v 2, 7 layers + embedding: the first virtual stage has none */
-    CHECK(split(7, 4, 2, -1, -1, true, false, (int[]){0, 1, 1, 1, 1, 1, 1, 1}, err, sizeof err), "%s", err);
     int got[8];
-    CHECK(!pp_split_layers(8, 4, 2, -1, -1, true, true, got, err, sizeof err) &&
+    pp_split_flags both = counted(8, 4, 2, -1, -1, true, true);
+    CHECK(!pp_split_layers(&both, got, err, sizeof err) &&
               strstr(err, "num_layers + 2 (embedding, loss) = 10"), "%s", err);
+}
+
+static bool virtual_stages(int L, int p, int per_stage, int per_rank, bool ae, bool al, const char *layout, int *v,
+                           char *err, size_t n)
+{
+    pp_split_flags f = counted(L, p, 0, -1, -1, ae, al);
+    f.layout = layout;
+    return pp_virtual_stages(&f, per_stage, per_rank, v, err, n);
 }
 
 static void test_virtual_stages(void)
 {
     char err[512];
     int v;
-    CHECK(pp_virtual_stages(80, 4, 0, 0, false, false, &v, err, sizeof err) && v == 1, "none: %s", err);
-    CHECK(pp_virtual_stages(80, 4, 0, 2, false, false, &v, err, sizeof err) && v == 2, "per rank: %s", err);
-    CHECK(pp_virtual_stages(80, 4, 5, 0, false, false, &v, err, sizeof err) && v == 4, "layers per stage: %s", err);
-    CHECK(pp_virtual_stages(78, 4, 4, 0, true, true, &v, err, sizeof err) && v == 5, "with both flags: %s", err);
-    CHECK(!pp_virtual_stages(80, 4, 5, 2, false, false, &v, err, sizeof err) && strstr(err, "give one"), "%s", err);
-    CHECK(!pp_virtual_stages(80, 4, 3, 0, false, false, &v, err, sizeof err) &&
+    CHECK(virtual_stages(80, 4, 0, 0, false, false, NULL, &v, err, sizeof err) && v == 1, "none: %s", err);
+    CHECK(virtual_stages(80, 4, 0, 2, false, false, NULL, &v, err, sizeof err) && v == 2, "per rank: %s", err);
+    CHECK(virtual_stages(80, 4, 5, 0, false, false, NULL, &v, err, sizeof err) && v == 4, "layers per stage: %s", err);
+    CHECK(virtual_stages(78, 4, 4, 0, true, true, NULL, &v, err, sizeof err) && v == 5, "with both flags: %s", err);
+    CHECK(!virtual_stages(80, 4, 5, 2, false, false, NULL, &v, err, sizeof err) && strstr(err, "give one"), "%s", err);
+    CHECK(!virtual_stages(80, 4, 3, 0, false, false, NULL, &v, err, sizeof err) &&
               strstr(err, "--num-layers-per-virtual-pipeline-stage 3 must divide the 20 layers"), "%s", err);
-    CHECK(!pp_virtual_stages(81, 4, 3, 0, false, false, &v, err, sizeof err) &&
+    CHECK(!virtual_stages(81, 4, 3, 0, false, false, NULL, &v, err, sizeof err) &&
               strstr(err, "num_layers = 81 must be divisible by --pipeline-model-parallel-size (4)"), "%s", err);
-    CHECK(!pp_virtual_stages(80, 1, 0, 2, false, false, &v, err, sizeof err) && strstr(err, "above 1"), "%s", err);
-    CHECK(!pp_virtual_stages(800, 2, 0, 100, false, false, &v, err, sizeof err) && strstr(err, "at most 64"), "%s",
+    CHECK(!virtual_stages(80, 1, 0, 2, false, false, NULL, &v, err, sizeof err) && strstr(err, "above 1"), "%s", err);
+    CHECK(!virtual_stages(800, 2, 0, 100, false, false, NULL, &v, err, sizeof err) && strstr(err, "at most 64"), "%s",
           err);
+    /* a layout's stages over the ranks: Megatron's H100 DeepSeek-V3 recipe at PP 8 is 32 stages, 4 a rank */
+    CHECK(virtual_stages(61, 8, 0, 0, false, false, "Et|(tt|)*30mL", &v, err, sizeof err) && v == 4, "layout: %s", err);
+    CHECK(virtual_stages(4, 2, 0, 0, false, false, "Ett|ttL", &v, err, sizeof err) && v == 1, "layout, v 1: %s", err);
+    CHECK(!virtual_stages(61, 8, 0, 4, false, false, "Et|(tt|)*30mL", &v, err, sizeof err) &&
+              strstr(err, "drop --num-virtual-stages-per-pipeline-rank"), "%s", err);
+    CHECK(!virtual_stages(64, 8, 2, 0, false, false, "Et|(tt|)*30mL", &v, err, sizeof err) &&
+              strstr(err, "drop --num-layers-per-virtual-pipeline-stage"), "%s", err);
+    CHECK(!virtual_stages(61, 6, 0, 0, false, false, "Et|(tt|)*30mL", &v, err, sizeof err) &&
+              strstr(err, "has 32 stages: give a multiple of --pipeline-model-parallel-size (6)"), "%s", err);
+    CHECK(!virtual_stages(4, 1, 0, 0, false, false, "Ett|ttL", &v, err, sizeof err) && strstr(err, "above 1"), "%s",
+          err);
+}
+
+/* Megatron's --pipeline-model-parallel-layout (PipelineParallelLayerLayout): its grammar, its
+ * stages to (rank, chunk), and each refusal's message. */
+static void test_layout(void)
+{
+    char err[512];
+    /* the H100 recipe: 61 layers and one depth at PP 8 x VP 4: stage 0 = rank 0's chunk 0 (E and a
+     * layer), 30 stages of 2, the last (rank 7's chunk 3) the depth and the loss alone */
+    int recipe[32] = {1};
+    for (int g = 1; g < 31; g++) recipe[g] = 2;
+    pp_split_flags f = {.num_layers = 61, .mtp_layers = 1, .p = 8, .v = 4, .first = -1, .last = -1,
+                        .layout = "Et|(tt|)*30mL"};
+    CHECK(split_is(&f, recipe, err, sizeof err), "recipe: %s", err);
+    /* Megatron's documented example (PP 16 x VP 2), commas cosmetic: its depth closes rank 14's last
+     * chunk (Megatron's standalone MTP), which mcc does not build: refused naming the stage */
+    int doc[32];
+    f = (pp_split_flags){.num_layers = 61, .mtp_layers = 1, .p = 16, .v = 2, .first = -1, .last = -1,
+                         .layout = "Et*3|(tt|)*29,m|L"};
+    CHECK(!pp_split_layers(&f, doc, err, sizeof err) && strstr(err, "a multi-token depth m on stage 30 (rank 14, chunk 1)"),
+          "the depth on its own stage: %s", err);
+    f.layout = "Et*3|(tt|)*29,tmL", f.v = 2, f.p = 15;
+    CHECK(!pp_split_layers(&f, doc, err, sizeof err) && strstr(err, "has 31 stages: give a multiple"), "31 stages: %s",
+          err);
+    /* a schedule of one stage a rank weighed against the recipe's 4 (mcc schedule's rows) */
+    f = (pp_split_flags){.num_layers = 61, .mtp_layers = 1, .p = 8, .v = 1, .first = -1, .last = -1,
+                         .layout = "Et|(tt|)*30mL"};
+    CHECK(!pp_split_layers(&f, doc, err, sizeof err) &&
+              strstr(err, "has 32 stages, 4 virtual stages on each of the 8 pipeline ranks, not 1"), "v 1: %s", err);
+    /* uneven within a rank's chunks: rank 0 holds stages 0 and 2 */
+    f = (pp_split_flags){.num_layers = 6, .p = 2, .v = 2, .first = -1, .last = -1, .layout = "Et|tt|t|ttL"};
+    CHECK(split_is(&f, (int[]){1, 2, 1, 2}, err, sizeof err), "uneven chunks: %s", err);
+    f = (pp_split_flags){.num_layers = 3, .mtp_layers = 2, .p = 2, .v = 1, .first = -1, .last = -1, .layout = "E,ttt|m*2L"};
+    CHECK(split_is(&f, (int[]){3, 0}, err, sizeof err), "the depths alone: %s", err);
+    f.layout = "(E)*1ttt|(m)*2,L";
+    CHECK(split_is(&f, (int[]){3, 0}, err, sizeof err), "groups of one: %s", err);
+
+    struct { int L, mtp, p, v; const char *layout; const char *want; } bad[] = {
+        {2, 0, 2, 1, "Et|tX", "'X' at character 5 is not one of E (embedding), t (a decoder layer)"},
+        {2, 0, 2, 1, "Et|(tL", "the '(' at character 4 is not closed"},
+        {2, 0, 2, 1, "Et|((t)*1L)*1", "groups do not nest (the '(' at character 5)"},
+        {2, 0, 2, 1, "Et|(tL)", "the group at character 4 needs a count, e.g. (tt|)*30"},
+        {2, 0, 2, 1, "Et|t*L", "the '*' at character 5 needs a count"},
+        {2, 0, 2, 1, "Et|(t?)*1L", "'?' inside a group is not one of"},
+        {2, 0, 2, 1, "Et|t*99999999L", "the count at character 6 is above"},
+        {2, 0, 2, 1, "tE|tL", "the embedding E must come once, first (mcc builds it on virtual stage 0), found one on stage 0"},
+        {2, 0, 2, 1, "Et|EtL", "found another on stage 1 (rank 1, chunk 0)"},
+        {2, 0, 2, 1, "Et|Lt", "the loss L must come once, last (it closes the last stage), found one on stage 1"},
+        {2, 0, 2, 1, "t|tL", "has no embedding: begin it with E"},
+        {2, 0, 2, 1, "Et|t", "has no loss: end it with L"},
+        {3, 0, 2, 1, "Et|tL", "has 2 decoder layers t: num_layers is 3"},
+        {2, 1, 2, 1, "Et|tL", "has 0 multi-token depths m: mtp_num_layers is 1"},
+        {2, 0, 2, 1, "Et|tmL", "has 1 multi-token depths m: mtp_num_layers is 0"},
+        {2, 1, 2, 2, "Et|t|m|L", "a multi-token depth m on stage 2 (rank 0, chunk 1): mcc builds the depths on the last "
+                                 "virtual stage (3)"},
+        {2, 1, 2, 1, "Et|mtL", "a decoder layer t on stage 1 after a multi-token depth m"},
+        {2, 0, 2, 2, "Et||t|L", "stage 1 (rank 1, chunk 0) holds no decoder layer"},
+        {2, 0, 3, 1, "Et|tL", "has 2 stages: give a multiple of --pipeline-model-parallel-size (3)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int got[64];
+        f = (pp_split_flags){.num_layers = bad[i].L, .mtp_layers = bad[i].mtp, .p = bad[i].p, .v = bad[i].v,
+                             .first = -1, .last = -1, .layout = bad[i].layout};
+        bool ok = pp_split_layers(&f, got, err, sizeof err);
+        CHECK(!ok && strstr(err, bad[i].want) && strstr(err, "--pipeline-model-parallel-layout"),
+              "case %zu (%s): %s; want \"%s\"", i, bad[i].layout, ok ? "accepted" : err, bad[i].want);
+    }
+    /* the other spellings of the split are refused beside it, as Megatron-LM refuses them */
+    const char *drop[] = {"drop --decoder-first-pipeline-num-layers", "drop --decoder-last-pipeline-num-layers",
+                          "drop --account-for-embedding-in-pipeline-split", "drop --account-for-loss-in-pipeline-split"};
+    for (int k = 0; k < 4; k++) {
+        int got[2];
+        f = (pp_split_flags){.num_layers = 2, .p = 2, .v = 1, .first = k == 0 ? 1 : -1, .last = k == 1 ? 1 : -1,
+                             .account_embedding = k == 2, .account_loss = k == 3, .layout = "Et|tL"};
+        CHECK(!pp_split_layers(&f, got, err, sizeof err) && strstr(err, drop[k]), "%s; want %s", err, drop[k]);
+    }
+    CHECK(pp_layout_stages("Et|(tt|)*30mL", err, sizeof err) == 32, "%s", err);
+    CHECK(pp_layout_stages("E|t*3|*2L", err, sizeof err) == 4, "'|' repeated: %s", err);
+    CHECK(pp_layout_stages("E(", err, sizeof err) == -1 && strstr(err, "not closed"), "%s", err);
 }
 
 /* The cost-balanced default split: llama3-70b's numbers per token (a layer 2 x 856M params + 4 T H
@@ -384,7 +504,7 @@ int main(int argc, char **argv)
         {"1f1b", test_1f1b},           {"interleaved", test_interleaved}, {"zb_h1", test_zb_h1},
         {"p2p", test_p2p},             {"invalid", test_invalid_programs}, {"refusals", test_build_refusals},
         {"auto", test_auto_candidates},
-        {"split", test_split},         {"virtual", test_virtual_stages}, {"orders", test_orders},
+        {"split", test_split},         {"virtual", test_virtual_stages}, {"layout", test_layout}, {"orders", test_orders},
     };
     return check_main(argc, argv, parts, sizeof parts / sizeof parts[0]);
 }

@@ -4,10 +4,7 @@
 # compile's, byte for byte (one planning, frontend/plan.c, not an estimate of its own).
 set -uo pipefail
 mcc=$1
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+source "$(dirname "$0")/cli_check.sh"
 blocks() { awk '/^memory per rank of pipeline stage/ {on = 1} on && /^  / {print; next} on && !/^memory per rank of/ {on = 0} on {print}' "$1"; }
 for sched in 1f1b zb-h1; do
   args=("$root/models/tiny-llama.json" --pp 2 --global-batch-size 16 --pipeline-schedule "$sched" --target cpu)
