@@ -1486,9 +1486,10 @@ static bool spec_check_moe_built(spec_ctx *c)
                             "experts' rows) are not built yet: use --fp8-recipe tensorwise or delayed",
                          spec_where(c, spec_find("fp8_recipe")), experts);
     if (s->fp8_format != MCC_FP8_NONE && s->context_parallel_size > 1)
-        return spec_fail(c, "%s with %s and context_parallel_size %d: FP8 experts under context parallelism are not "
-                            "built yet: drop --fp8-format or --context-parallel-size",
-                         spec_where(c, spec_find("fp8_format")), experts, s->context_parallel_size);
+        return spec_fail(c, "%s with %s and %s %d: FP8 experts under context parallelism are not built yet: drop "
+                            "--fp8-format or --context-parallel-size",
+                         spec_where(c, spec_find("fp8_format")), experts,
+                         spec_where(c, spec_find("context_parallel_size")), s->context_parallel_size);
     if (s->add_bias_linear)
         return spec_fail(c, "%s with %s: experts with biases are not built yet: pass --disable-bias-linear "
                             "(Megatron's MoE recipes do)", spec_where(c, spec_find("add_bias_linear")), experts);
