@@ -15,7 +15,12 @@
  * Blockwise (DeepSeek-V3's): the activation fp8_block_quantize'd in 1x128 tiles along K, the weight
  * in 128x128 blocks (transposed where it is [K, N], so that both are K-major: the fp8_matmul is
  * x w^T, ta=0, tb=1, the one layout Hopper's FP8 GEMMs take), no history; the gradient rule
- * requantizes along each backward GEMM's K. */
+ * requantizes along each backward GEMM's K. The routed experts' grouped matmuls (MoE layers, by a
+ * layer's expert weights [E, ...]) become the fp8_grouped_* ops with a scale per expert, as
+ * Transformer Engine's GroupedLinear keeps a quantizer per expert GEMM (Megatron's and DeepSeek-V3's
+ * MoE FP8): the rows' amax per expert by the counts, the weight's per expert, their histories
+ * f32[E, 1 + len]; tensorwise and delayed on the cpu target (blockwise experts and the cuda target
+ * refused with the fix). The router's matmul keeps its dtype. */
 #include "passes.h"
 
 #include <stdlib.h>
