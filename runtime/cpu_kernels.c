@@ -494,9 +494,9 @@ void cpu_FP8_HISTORY_UPDATE(const rt_kernel_call *c)
     }
 }
 
-/* The fp8 tensor of operand i decoded into fp32 scratch (freed by the caller); its scale_inv,
- * operand i + 1, multiplied in where it is one per block (a single one is the GEMM's alpha). */
-static float *fp8_decoded(const rt_kernel_call *c, int i)
+/* The fp8 bytes of operand i decoded into fp32 scratch (freed by the caller), unscaled (a GEMM's
+ * alpha applies a single scale, and an FP8 grouped GEMM each expert's, as cuBLASLt's scale pointers) */
+static float *fp8_bytes_decoded(const rt_kernel_call *c, int i)
 {
     bool e5m2 = c->arg_types[i]->dtype == IR_FP8E5M2;
     int64_t n = ir_numel(c->arg_types[i]);
@@ -504,6 +504,15 @@ static float *fp8_decoded(const rt_kernel_call *c, int i)
     float *out = scratch((size_t)n, sizeof(float));
     for (int64_t k = 0; k < n; k++)
         out[k] = rt_fp8_decode(q[k], e5m2);
+    return out;
+}
+
+/* The fp8 tensor of operand i decoded into fp32 scratch (freed by the caller); its scale_inv,
+ * operand i + 1, multiplied in where it is one per block (a single one is the GEMM's alpha). */
+static float *fp8_decoded(const rt_kernel_call *c, int i)
+{
+    int64_t n = ir_numel(c->arg_types[i]);
+    float *out = fp8_bytes_decoded(c, i);
     int64_t rows, cols, C = last_dim(c->arg_types[i]);
     if (c->arg_types[i + 1]->ndim == 2 && ir_fp8_scale_blocks(c->arg_types[i], c->arg_types[i + 1], &rows, &cols)) {
         const float *s = argf(c, i + 1);
@@ -1713,19 +1722,6 @@ void cpu_FP8_GROUPED_QUANTIZE(const rt_kernel_call *c)
     }
     memset(q + first[E], 0, (size_t)(ir_numel(c->arg_types[0]) - first[E]));
     free(first);
-}
-
-/* The fp8 bytes of operand i decoded into fp32 scratch (freed by the caller), unscaled: a grouped
- * GEMM scales each expert's product by its alpha, as cuBLASLt's scale pointers would */
-static float *fp8_bytes_decoded(const rt_kernel_call *c, int i)
-{
-    bool e5m2 = c->arg_types[i]->dtype == IR_FP8E5M2;
-    int64_t n = ir_numel(c->arg_types[i]);
-    const uint8_t *q = c->args[i];
-    float *out = scratch((size_t)n, sizeof(float));
-    for (int64_t k = 0; k < n; k++)
-        out[k] = rt_fp8_decode(q[k], e5m2);
-    return out;
 }
 
 /* (qx[R,K], sx[E], qw[E,F,K] (tb) or [E,K,F], sw[E], counts[, hdy]) -> [R,F]: one GEMM per expert
