@@ -19,8 +19,8 @@
  * layer's expert weights [E, ...]) become the fp8_grouped_* ops with a scale per expert, as
  * Transformer Engine's GroupedLinear keeps a quantizer per expert GEMM (Megatron's and DeepSeek-V3's
  * MoE FP8): the rows' amax per expert by the counts, the weight's per expert, their histories
- * f32[E, 1 + len]; tensorwise and delayed on the cpu target (blockwise experts and the cuda target
- * refused with the fix). The router's matmul keeps its dtype. */
+ * f32[E, 1 + len]; tensorwise and delayed (blockwise experts refused with the fix). The router's
+ * matmul keeps its dtype. */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -151,7 +151,7 @@ static int fp8_product(ir_module *m, ir_func *dst, const ir_func *src, const ir_
 
 /* Whether FP8 matmul `in` of src asks for what is not built: the error names the fix. fp8_matmul's
  * result is in param_dtype (ops.def): so must the matmul's be. */
-static bool fp8_unbuilt(const ir_module *m, const ir_func *src, const ir_instr *in, bool cuda, char *err, size_t errlen)
+static bool fp8_unbuilt(const ir_module *m, const ir_func *src, const ir_instr *in, char *err, size_t errlen)
 {
     ir_dtype act = (ir_dtype)ir_cfg_choice(m, IR_CFG_PARAM_DTYPE), dt = src->vals[in->res[0]].type.dtype;
     bool blockwise = ir_cfg_choice(m, IR_CFG_FP8_RECIPE) == IR_FP8_BLOCKWISE, experts = in->op == IR_OP_MOE_GROUPED_MATMUL;
@@ -161,15 +161,11 @@ static bool fp8_unbuilt(const ir_module *m, const ir_func *src, const ir_instr *
     if (blockwise && experts) /* spec.c refuses it first, naming the field */
         return snprintf(err, errlen, "--fp8-recipe blockwise with experts (%s's grouped matmul %%%d): not built yet: use "
                         "--fp8-recipe tensorwise or delayed", src->name, in->res[0]), true;
-    if (cuda && experts) /* runtime/cuda/matmul.c says what is missing */
-        return snprintf(err, errlen, "--fp8-format with experts (%s's grouped matmul %%%d) on the cuda target: the FP8 "
-                        "grouped GEMMs are built for --target cpu only, not yet for cuda: use --target cpu, or drop "
-                        "--fp8-format", src->name, in->res[0]), true;
     return blockwise && !fp8_block_tiles(src, in, err, errlen);
 }
 
 /* Rewrites function fi: each FP8 layer's matmul on quantized operands, each operand quantized once. */
-static bool fp8_func(ir_module *m, int fi, int nlayers, bool cuda, char *err, size_t errlen)
+static bool fp8_func(ir_module *m, int fi, int nlayers, char *err, size_t errlen)
 {
     const ir_func *src = m->funcs[fi];
     int start = 0, end = nlayers;
@@ -180,7 +176,7 @@ static bool fp8_func(ir_module *m, int fi, int nlayers, bool cuda, char *err, si
     bool *router = router_logits(src);
     for (int i = 0; i < src->ninstrs; i++)
         if (fp8_layer(m, src, &src->instrs[i], router, start, end, nlayers) >= 0 &&
-            fp8_unbuilt(m, src, &src->instrs[i], cuda, err, errlen)) {
+            fp8_unbuilt(m, src, &src->instrs[i], err, errlen)) {
             free(router);
             return false;
         }
@@ -220,9 +216,8 @@ bool pass_fp8(ir_module *m, const mcc_pass_options *opts, char *err, size_t errl
     if (decoder > 0 && decoder < nlayers)
         nlayers = decoder;
     ir_func_kind kinds[2] = {IR_FUNC_STEP, IR_FUNC_EVAL};
-    bool cuda = pass_backend(m, opts) == IR_BACKEND_CUDA;
     for (int k = 0; k < 2; k++)
-        if (ir_func_of_kind(m, kinds[k]) >= 0 && !fp8_func(m, ir_func_of_kind(m, kinds[k]), nlayers, cuda, err, errlen))
+        if (ir_func_of_kind(m, kinds[k]) >= 0 && !fp8_func(m, ir_func_of_kind(m, kinds[k]), nlayers, err, errlen))
             return false;
     return true;
 }
