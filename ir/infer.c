@@ -1456,6 +1456,13 @@ bool ir_infer_fp8_grouped_wgrad(const ir_module *m, const ir_instr *in, const ir
     return ir_infer_moe_grouped_wgrad(m, in, ops, r, err, len);
 }
 
+/* (dst, qa, sa, qb, sb, counts): dst has the shape of fp8_grouped_wgrad(qa, sa, qb, sb, counts) */
+bool ir_infer_fp8_grouped_wgrad_accumulate(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r,
+                                           char *err, size_t len)
+{
+    return check_accumulate(m, in, a, err, len, ir_infer_fp8_grouped_wgrad);
+}
+
 /* The aux loss's logits[N,E], ids[N,k] and seq: 0, or the tokens of a sequence (a whole divisor of N) */
 static bool check_aux_loss(const ir_instr *in, const ir_type *logits, const ir_type *ids, char *err, size_t len)
 {

@@ -1314,6 +1314,7 @@ double ir_grouped_rows(const ir_func *f, const ir_instr *in, double *buffer_rows
     case IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE: buffer = 1, counts = 3; break; /* after its destination */
     case IR_OP_MOE_SORT_RUNS: case IR_OP_MOE_UNSORT_RUNS: buffer = 0, counts = 1; break; /* came */
     case IR_OP_FP8_GROUPED_MATMUL: case IR_OP_FP8_GROUPED_WGRAD: buffer = 0, counts = 4; break; /* (qa, sa, qb, sb, counts) */
+    case IR_OP_FP8_GROUPED_WGRAD_ACCUMULATE: buffer = 1, counts = 5; break;
     default: return *buffer_rows = 0, 0;
     }
     *buffer_rows = (double)f->vals[in->args[buffer]].type.dims[0];
@@ -1333,9 +1334,9 @@ double ir_work_macs(const ir_func *f, const ir_instr *in)
     case IR_OP_FP8_MATMUL_ACCUMULATE: /* (dst, qa, sa, qb, sb) */
         return matmul_macs(f, in, 1, 3);
     case IR_OP_MOE_GROUPED_MATMUL: case IR_OP_MOE_GROUPED_WGRAD: case IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE:
-    case IR_OP_FP8_GROUPED_MATMUL: case IR_OP_FP8_GROUPED_WGRAD: {
+    case IR_OP_FP8_GROUPED_MATMUL: case IR_OP_FP8_GROUPED_WGRAD: case IR_OP_FP8_GROUPED_WGRAD_ACCUMULATE: {
         /* each routed row once: rows x K x F (the accumulate's operands after its destination) */
-        int first = in->op == IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE;
+        int first = in->op == IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE || in->op == IR_OP_FP8_GROUPED_WGRAD_ACCUMULATE;
         const ir_type *a = &f->vals[in->args[first]].type;
         const ir_type *r = first ? &f->vals[in->args[0]].type : &f->vals[in->res[0]].type;
         double buffer_rows;

@@ -70,7 +70,8 @@ void mcc_instr_work_of(const ir_func *f, const ir_instr *in, const mcc_target *t
         w->bytes += row_share(a < in->nargs ? ir_vtype(f, in->args[a]) : ir_vtype(f, in->res[a - in->nargs]), rows, room);
     w->flops = 2 * ir_work_macs(f, in);
     bool fp8 = class_name(in->op) == ir_ops[IR_OP_FP8_MATMUL].name || in->op == IR_OP_FP8_GROUPED_MATMUL ||
-               in->op == IR_OP_FP8_GROUPED_WGRAD; /* the experts' FP8 GEMMs, a class of their own until measured */
+               in->op == IR_OP_FP8_GROUPED_WGRAD || in->op == IR_OP_FP8_GROUPED_WGRAD_ACCUMULATE; /* the experts'
+                                                     FP8 GEMMs, classes of their own until measured */
     w->peak_flops = fp8 ? t->peak_fp8_flops : t->peak_bf16_flops;
     if (w->flops > 0 && in->nres && t->sms > 0) {
         const ir_type *y = ir_vtype(f, in->res[0]);

@@ -583,13 +583,19 @@ void cpu_FP8_MATMUL_ADD(const rt_kernel_call *c)
 /* r := op(a) op(b) */
 void cpu_MATMUL(const rt_kernel_call *c) { gemm_into(c, 0, 0.0f, resf(c, 0)); }
 
-/* (dst, a, b): dst += matmul(a, b), the GEMM accumulating (beta = 1); assign: dst := (beta = 0); a
- * bf16 dst rounded once, after the GEMM (f32_of) */
-void cpu_MATMUL_ACCUMULATE(const rt_kernel_call *c)
+/* An accumulating GEMM op: its destination global (operand 0) := beta dst + the product `into`
+ * writes from operand 1 on, beta 1 or, with assign, 0; a bf16 dst rounded once, after it (f32_of) */
+static void accumulate_op(const rt_kernel_call *c, void (*into)(const rt_kernel_call *, int, float, float *), bool assign)
 {
     float *dst = f32_of(c->args[0], c->arg_types[0]);
-    gemm_into(c, 1, c->in->attr[IR_ATTR_MATMUL_ACCUMULATE_ASSIGN] != 0 ? 0.0f : 1.0f, dst);
+    into(c, 1, assign ? 0.0f : 1.0f, dst);
     f32_store(c->args[0], c->arg_types[0], dst);
+}
+
+/* (dst, a, b): dst += matmul(a, b), the GEMM accumulating (beta = 1); assign: dst := (beta = 0) */
+void cpu_MATMUL_ACCUMULATE(const rt_kernel_call *c)
+{
+    accumulate_op(c, gemm_into, c->in->attr[IR_ATTR_MATMUL_ACCUMULATE_ASSIGN] != 0);
 }
 
 /* matmul, then bias[N] added to every row of the result */
@@ -1675,9 +1681,7 @@ void cpu_MOE_GROUPED_WGRAD(const rt_kernel_call *c) { grouped_wgrad_into(c, 0, 0
 /* (dst, a, b, counts): dst += a_e^T b_e (beta = 1); assign: dst := (beta = 0) */
 void cpu_MOE_GROUPED_WGRAD_ACCUMULATE(const rt_kernel_call *c)
 {
-    float *dst = f32_of(c->args[0], c->arg_types[0]);
-    grouped_wgrad_into(c, 1, c->in->attr[IR_ATTR_MOE_GROUPED_WGRAD_ACCUMULATE_ASSIGN] != 0 ? 0.0f : 1.0f, dst);
-    f32_store(c->args[0], c->arg_types[0], dst);
+    accumulate_op(c, grouped_wgrad_into, c->in->attr[IR_ATTR_MOE_GROUPED_WGRAD_ACCUMULATE_ASSIGN] != 0);
 }
 
 /* --- FP8 experts (ops.def): a scale per expert, tensorwise or delayed -------------------------- */
@@ -1745,22 +1749,38 @@ void cpu_FP8_GROUPED_MATMUL(const rt_kernel_call *c)
     free(w);
 }
 
-/* (qa[R,P], sa[E], qb[R,Q], sb[E], counts) -> [E,P,Q]: qa_e^T qb_e, alpha sa[e] sb[e]; an expert
- * without rows zero */
-void cpu_FP8_GROUPED_WGRAD(const rt_kernel_call *c)
+/* dw[E,P,Q] := beta dw + qa_e^T qb_e, alpha sa[e] sb[e], the operands (qa[R,P], sa[E], qb[R,Q], sb[E],
+ * counts) from argument `first` on; an expert without rows keeps beta dw (0 when beta is 0). The
+ * product is rounded to f32 before it is added (as fp8_product's), so the fused accumulate's
+ * numbers are the unfused wgrad and accumulate's. */
+static void fp8_grouped_wgrad_into(const rt_kernel_call *c, int first, float beta, float *dw)
 {
-    float *a = fp8_bytes_decoded(c, 0), *b = fp8_bytes_decoded(c, 2), *dw = resf(c, 0);
-    const float *sa = argf(c, 1), *sb = argf(c, 3);
-    int64_t R = c->arg_types[0]->dims[0], P = c->arg_types[0]->dims[1], Q = c->arg_types[2]->dims[1];
-    int64_t E = c->arg_types[4]->dims[0];
-    const int32_t *counts = group_counts(c, 4, R);
-    memset(dw, 0, sizeof(float) * (size_t)(E * P * Q));
-    for (int64_t e = 0, row = 0; e < E; row += counts[e++])
+    float *a = fp8_bytes_decoded(c, first), *b = fp8_bytes_decoded(c, first + 2);
+    const float *sa = argf(c, first + 1), *sb = argf(c, first + 3);
+    int64_t R = c->arg_types[first]->dims[0], P = c->arg_types[first]->dims[1], Q = c->arg_types[first + 2]->dims[1];
+    int64_t E = c->arg_types[first + 4]->dims[0];
+    const int32_t *counts = group_counts(c, first + 4, R);
+    float *p = scratch((size_t)(P * Q), sizeof(float));
+    for (int64_t e = 0, row = 0; e < E; row += counts[e++]) {
+        float *d = dw + e * P * Q;
         if (counts[e])
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)P, (int)Q, counts[e], sa[e] * sb[e], a + row * P,
-                        (int)P, b + row * Q, (int)Q, 0.0f, dw + e * P * Q, (int)Q);
+                        (int)P, b + row * Q, (int)Q, 0.0f, p, (int)Q);
+        for (int64_t i = 0; i < P * Q; i++)
+            d[i] = (beta != 0.0f ? d[i] : 0.0f) + (counts[e] ? p[i] : 0.0f);
+    }
+    free(p);
     free(a);
     free(b);
+}
+
+/* (qa[R,P], sa[E], qb[R,Q], sb[E], counts) -> [E,P,Q]: qa_e^T qb_e; an expert without rows zero */
+void cpu_FP8_GROUPED_WGRAD(const rt_kernel_call *c) { fp8_grouped_wgrad_into(c, 0, 0.0f, resf(c, 0)); }
+
+/* (dst, qa, sa, qb, sb, counts): dst += qa_e^T qb_e (assign: :=) */
+void cpu_FP8_GROUPED_WGRAD_ACCUMULATE(const rt_kernel_call *c)
+{
+    accumulate_op(c, fp8_grouped_wgrad_into, c->in->attr[IR_ATTR_FP8_GROUPED_WGRAD_ACCUMULATE_ASSIGN] != 0);
 }
 
 /* The aux loss's full score distribution of one token: softmax, or sigmoid over its sum + 1e-20 */

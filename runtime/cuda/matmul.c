@@ -735,6 +735,14 @@ static void expert_streams_join(rt_cuda_ctx *cx, const expert_streams *s)
     }
 }
 
+/* A grouped GEMM's result y's rows [row, R) of `bytes` each, which no expert holds, zeroed */
+static void zero_rows_past(rt_cuda_ctx *cx, void *y, int64_t row, int64_t R, int64_t bytes)
+{
+    if (row < R)
+        RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)((char *)y + row * bytes), 0, (size_t)((R - row) * bytes),
+                                    rt_cuda_stream(cx)));
+}
+
 /* (x[R,K], w[E,F,K] (tb) or [E,K,F], counts[E]) -> y[R,F]: expert e's rows times op(w[e]), one
  * GEMM each (expert_streams); the rows past the counts zeroed */
 void cuda_MOE_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
@@ -755,9 +763,7 @@ void cuda_MOE_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
                     (const char *)c->args[1] + (size_t)(e * F * K) * ws, 0.0f, y, y);
     }
     expert_streams_join(cx, &st);
-    if (row < R)
-        RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)((char *)c->res[0] + (size_t)(row * F) * ys), 0,
-                                    (size_t)((R - row) * F) * ys, rt_cuda_stream(cx)));
+    zero_rows_past(cx, c->res[0], row, R, F * (int64_t)ys);
 }
 
 /* dw[E,P,Q] := beta dw + a_e^T b_e, the operands (a[R,P], b[R,Q], counts[E]) from argument `first` on:
@@ -785,17 +791,30 @@ static void grouped_wgrad_into(rt_cuda_ctx *cx, const rt_kernel_call *c, int fir
     expert_streams_join(cx, &st);
 }
 
+/* A grouped weight gradient written by `into` (grouped_wgrad_into, fp8_grouped_wgrad_into): into
+ * the op's result, or with accumulate into its destination global (operand 0), the GEMMs adding
+ * (beta = 1) or, with assign, writing it (beta = 0) */
+typedef void (*grouped_wgrad_fn)(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, float beta, void *dw,
+                                 const ir_type *dt);
+static void grouped_wgrad_op(rt_cuda_ctx *cx, const rt_kernel_call *c, grouped_wgrad_fn into, bool accumulate,
+                             bool assign)
+{
+    if (accumulate)
+        into(cx, c, 1, assign ? 0.0f : 1.0f, c->args[0], c->arg_types[0]);
+    else
+        into(cx, c, 0, 0.0f, c->res[0], c->res_types[0]);
+}
+
 /* (a[R,P], b[R,Q], counts[E]) -> f32[E,P,Q]: a_e^T b_e */
 void cuda_MOE_GROUPED_WGRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    grouped_wgrad_into(cx, c, 0, 0.0f, c->res[0], c->res_types[0]);
+    grouped_wgrad_op(cx, c, grouped_wgrad_into, false, false);
 }
 
 /* (dst global, a, b, counts): dst += a_e^T b_e, the GEMMs accumulating (beta = 1); assign: dst := */
 void cuda_MOE_GROUPED_WGRAD_ACCUMULATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    float beta = c->in->attr[IR_ATTR_MOE_GROUPED_WGRAD_ACCUMULATE_ASSIGN] != 0 ? 0.0f : 1.0f;
-    grouped_wgrad_into(cx, c, 1, beta, c->args[0], c->arg_types[0]);
+    grouped_wgrad_op(cx, c, grouped_wgrad_into, true, c->in->attr[IR_ATTR_MOE_GROUPED_WGRAD_ACCUMULATE_ASSIGN] != 0);
 }
 
 /* --- FP8 experts (ops.def's fp8_grouped_matmul, fp8_grouped_wgrad; their quantizes: launchers.c) - */
@@ -854,39 +873,54 @@ void cuda_FP8_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
             fp8_expert_gemm(&st, e, counts[e], F, K, false, c, 0, (const char *)c->args[0] + row * K, w + e * F * K,
                             0.0f, (char *)c->res[0] + (size_t)(row * F) * ys, yt->dtype, sms);
     expert_streams_join(cx, &st);
-    if (row < R)
-        RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)((char *)c->res[0] + (size_t)(row * F) * ys), 0,
-                                    (size_t)((R - row) * F) * ys, rt_cuda_stream(cx)));
+    zero_rows_past(cx, c->res[0], row, R, F * (int64_t)ys);
 }
 
-/* (qa[R,P], sa[E], qb[R,Q], sb[E], counts) -> f32 dw[E,P,Q]: qa_e^T qb_e, alpha sa[e] sb[e]. Each
- * expert's rows of both transposed to K-major [P, rows'] and [Q, rows'], rows' its rows padded with
- * zeros to a multiple of 16 (cuBLASLt's FP8 k; Megatron's --moe-router-padding-for-fp8 pads the
- * routing instead), then one FP8 GEMM each; an expert without rows zeroed */
-void cuda_FP8_GROUPED_WGRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+/* dw[E,P,Q] := beta dw + qa_e^T qb_e, alpha sa[e] sb[e], the operands (qa[R,P], sa[E], qb[R,Q], sb[E],
+ * counts) from argument `first` on. Each expert's rows of both transposed to K-major [P, rows'] and
+ * [Q, rows'], rows' its rows padded with zeros to a multiple of 16 (cuBLASLt's FP8 k; Megatron's
+ * --moe-router-padding-for-fp8 pads the routing instead), then one FP8 GEMM each; an expert without
+ * rows keeps beta dw (zeroed when beta is 0) */
+static void fp8_grouped_wgrad_into(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, float beta, void *dw,
+                                   const ir_type *dt)
 {
-    need_fp8_operands(c, 0);
-    const ir_type *at = c->arg_types[0], *bt = c->arg_types[2], *dt = c->res_types[0];
+    need_fp8_operands(c, first);
+    const ir_type *at = c->arg_types[first], *bt = c->arg_types[first + 2];
     int64_t R = at->dims[0], P = at->dims[1], Q = bt->dims[1], E = dt->dims[0], padded = 0;
-    const int32_t *counts = rt_cuda_grouped_counts(cx, c, 4, R);
+    size_t ds = ir_dtype_size(dt->dtype);
+    const int32_t *counts = rt_cuda_grouped_counts(cx, c, first + 4, R);
     for (int64_t e = 0; e < E; e++)
         padded += (counts[e] + 15) / 16 * 16;
     char *s = rt_cuda_scratch(cx, (size_t)(padded * (P + Q)) + 1), *a_t = s, *b_t = s + padded * P;
     for (int64_t e = 0, row = 0, off = 0; e < E; off += (counts[e] + 15) / 16 * 16, row += counts[e++]) {
         int64_t pad = (counts[e] + 15) / 16 * 16;
         if (!counts[e]) {
-            RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)((char *)c->res[0] + (size_t)(e * P * Q) * 4), 0,
-                                        (size_t)(P * Q) * 4, rt_cuda_stream(cx)));
+            if (beta == 0.0f)
+                RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)((char *)dw + (size_t)(e * P * Q) * ds), 0,
+                                            (size_t)(P * Q) * ds, rt_cuda_stream(cx)));
             continue;
         }
-        fp8_transpose(cx, a_t + off * P, (const char *)c->args[0] + row * P, counts[e], P, pad);
-        fp8_transpose(cx, b_t + off * Q, (const char *)c->args[2] + row * Q, counts[e], Q, pad);
+        fp8_transpose(cx, a_t + off * P, (const char *)c->args[first] + row * P, counts[e], P, pad);
+        fp8_transpose(cx, b_t + off * Q, (const char *)c->args[first + 2] + row * Q, counts[e], Q, pad);
     }
     int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
     expert_streams st = expert_streams_fork(cx);
     for (int64_t e = 0, off = 0; e < E; off += (counts[e++] + 15) / 16 * 16)
         if (counts[e])
-            fp8_expert_gemm(&st, e, P, Q, (counts[e] + 15) / 16 * 16, true, c, 0, a_t + off * P, b_t + off * Q, 0.0f,
-                            (char *)c->res[0] + (size_t)(e * P * Q) * 4, dt->dtype, sms);
+            fp8_expert_gemm(&st, e, P, Q, (counts[e] + 15) / 16 * 16, true, c, first, a_t + off * P, b_t + off * Q,
+                            beta, (char *)dw + (size_t)(e * P * Q) * ds, dt->dtype, sms);
     expert_streams_join(cx, &st);
+}
+
+/* (qa[R,P], sa[E], qb[R,Q], sb[E], counts) -> f32 dw[E,P,Q]: qa_e^T qb_e */
+void cuda_FP8_GROUPED_WGRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    grouped_wgrad_op(cx, c, fp8_grouped_wgrad_into, false, false);
+}
+
+/* (dst global, qa, sa, qb, sb, counts): dst += qa_e^T qb_e, the GEMMs accumulating into the fp32
+ * gradient (beta = 1); assign: dst := */
+void cuda_FP8_GROUPED_WGRAD_ACCUMULATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    grouped_wgrad_op(cx, c, fp8_grouped_wgrad_into, true, c->in->attr[IR_ATTR_FP8_GROUPED_WGRAD_ACCUMULATE_ASSIGN] != 0);
 }

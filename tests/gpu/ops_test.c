@@ -310,6 +310,12 @@ static const op_case cases[] = {
     {"fp8_grouped_wgrad", "e5m2 dy[300,208]^T e4m3 x[300,256] over 8 experts", {0}, 5, 1,
      {FP8('E', 2, 300, 208), TEN('p', 1, 8), FP8('e', 2, 300, 256), TEN('p', 1, 8), COUNTS(300, 1, 8)},
      {TEN('f', 3, 8, 208, 256)}},
+    {"fp8_grouped_wgrad_accumulate", "f32[8,208,256] += e5m2 dy[300,208]^T e4m3 x[300,256]", {0}, 6, 0,
+     .args = {OUT('f', 3, 8, 208, 256), FP8('E', 2, 300, 208), TEN('p', 1, 8), FP8('e', 2, 300, 256), TEN('p', 1, 8),
+              COUNTS(300, 1, 8)}},
+    {"fp8_grouped_wgrad_accumulate", "f32[8,208,256] := (assign)", {1}, 6, 0,
+     .args = {OUT('f', 3, 8, 208, 256), FP8('E', 2, 300, 208), TEN('p', 1, 8), FP8('e', 2, 300, 256), TEN('p', 1, 8),
+              COUNTS(300, 1, 8)}},
     {"fp8_history_amax", "h[8,17] max (an expert weight's)", {1}, 1, 1, {TEN('p', 2, 8, 17)}, {TEN('f', 1, 8)}},
     {"fp8_amax_fold", "h[8,17] amaxes[8]", {0}, 2, 0, .args = {OUT('p', 2, 8, 17), TEN('p', 1, 8)}},
     {"fp8_history_update", "h[8,17] roll", {1}, 2, 0, .args = {OUT('p', 2, 8, 17), TEN('p', 2, 8, 17)}},
@@ -651,7 +657,7 @@ static void compare(report *r, const char *what, const tensor *t, const void *ra
     }
     double tol = t->gpu_t.dtype == IR_BF16 ? BF16_TOL : F32_TOL, rel = max_err / (max_ref > 0 ? max_ref : 1);
     bool fp8_gemm = !strncmp(r->c->op, "fp8_matmul", 10) || !strcmp(r->c->op, "fp8_grouped_matmul") ||
-                    !strcmp(r->c->op, "fp8_grouped_wgrad");
+                    !strncmp(r->c->op, "fp8_grouped_wgrad", 17);
     if (fp8_gemm && tol < FP8_GEMM_TOL)
         tol = FP8_GEMM_TOL;
     if (rel > tol)
