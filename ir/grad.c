@@ -159,7 +159,7 @@ void ir_grad_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 static int fp8_source(const ir_func *f, int q)
 {
     const ir_instr *def = &f->instrs[f->vals[q].def];
-    if (def->op != IR_OP_FP8_QUANTIZE && def->op != IR_OP_FP8_BLOCK_QUANTIZE) {
+    if (def->op != IR_OP_FP8_QUANTIZE && def->op != IR_OP_FP8_BLOCK_QUANTIZE && def->op != IR_OP_FP8_GROUPED_QUANTIZE) {
         fprintf(stderr, "mcc: internal error: fp8_matmul operand %%%d is not an fp8_quantize result\n", q);
         abort();
     }
@@ -392,6 +392,31 @@ void ir_grad_moe_grouped_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr
     ir_grad_contribute(g, x, emit(g, IR_OP_MOE_GROUPED_MATMUL, dx_args, 3, &not_tb));
     int dw_args[3] = {tb ? dy : x, tb ? x : dy, counts};
     ir_grad_contribute(g, w, emit(g, IR_OP_MOE_GROUPED_WGRAD, dw_args, 3, NULL));
+}
+
+/* FP8 experts, as fp8_matmul's rule expert by expert (Transformer Engine's GroupedLinear backward):
+ * dy quantized once with a scale per expert's rows in the gradient's format, the dgrad an FP8 grouped
+ * GEMM against the weights quantized again (fp8_backward_copy), the weights' gradient (wgrad=1) one
+ * against the forward's quantized rows, each expert's sum over its own rows; wgrad=0 the plain grouped
+ * wgrad of the unquantized ones. */
+void ir_grad_fp8_grouped_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
+{
+    bool tb = in->attr[IR_ATTR_FP8_GROUPED_MATMUL_TB] != 0, wgrad = in->attr[IR_ATTR_FP8_GROUPED_MATMUL_WGRAD] != 0;
+    int qx = in->args[0], qw = in->args[2], counts = in->args[4], dy = DY;
+    int x = fp8_source(g->f, qx), w = fp8_source(g->f, qw);
+    ir_fp8_format grad_format = (ir_fp8_format)in->attr[IR_ATTR_FP8_GROUPED_MATMUL_GRAD_FORMAT];
+    int qdy = ir_fp8_grouped_quantize(g->m, g->f, dy, counts, in->nargs == 6 ? in->args[5] : -1, true, grad_format);
+    int dx = ir_fp8_grouped_matmul(g->m, g->f, qdy, fp8_backward_copy(g, qw), counts, !tb, IR_FP8_E4M3, false, -1);
+    ir_grad_contribute(g, x, dx);
+    int a = tb ? dy : x, b = tb ? x : dy; /* dw_e = dy_e^T x_e for w[E,F,K], x_e^T dy_e for [E,K,F] */
+    int dw;
+    if (wgrad) {
+        int qa = tb ? qdy : qx, qb = tb ? qx : qdy;
+        int args[5] = {qa, qa + 1, qb, qb + 1, counts};
+        dw = emit(g, IR_OP_FP8_GROUPED_WGRAD, args, 5, NULL);
+    } else
+        dw = emit(g, IR_OP_MOE_GROUPED_WGRAD, (int[3]){a, b, counts}, 3, NULL);
+    ir_grad_contribute(g, w, dw);
 }
 
 void ir_grad_moe_aux_loss(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)

@@ -315,32 +315,41 @@ bool ir_infer_fp8_block_quantize(const ir_module *m, const ir_instr *in, const i
     return true;
 }
 
-/* An FP8_HISTORY's value: f32[1 + len], len >= 1 */
+/* An FP8_HISTORY's value: f32[1 + len], or an expert weight's f32[E, 1 + len] (a row an expert),
+ * len >= 1 */
 static bool need_fp8_history(const ir_instr *in, const ir_type *h, char *err, size_t len)
 {
-    if (h->dtype != IR_F32 || h->ndim != 1 || h->dims[0] < 2)
-        return fail(err, len, "%s: an FP8 amax history is f32[1 + history length], got %s", ir_ops[in->op].name,
-                    tstr(h));
+    if (h->dtype != IR_F32 || (h->ndim != 1 && h->ndim != 2) || h->dims[h->ndim - 1] < 2)
+        return fail(err, len, "%s: an FP8 amax history is f32[1 + history length] or f32[experts, 1 + history "
+                    "length], got %s", ir_ops[in->op].name, tstr(h));
     return true;
 }
 
-/* h -> f32[1] */
+/* The amaxes an FP8 history h scales: f32[1], or f32[E] a row each */
+static ir_type fp8_history_amaxes(const ir_type *h)
+{
+    int64_t rows = h->ndim == 2 ? h->dims[0] : 1;
+    return ir_tensor(IR_F32, 1, &rows);
+}
+
+/* h -> f32[1] (f32[E] for h[E, 1 + len]) */
 bool ir_infer_fp8_history_amax(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     if (!need_fp8_history(in, &a[0], err, len))
         return false;
-    int64_t one = 1;
-    r[0] = ir_tensor(IR_F32, 1, &one);
+    r[0] = fp8_history_amaxes(&a[0]);
     return true;
 }
 
-/* (h, amax f32[1]) */
+/* (h, amax f32[1], or f32[E] for h[E, 1 + len]) */
 bool ir_infer_fp8_amax_fold(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
     if (!need_fp8_history(in, &a[0], err, len))
         return false;
-    if (a[1].dtype != IR_F32 || ir_numel(&a[1]) != 1)
-        return fail(err, len, "fp8_amax_fold's amax operand: f32[1], got %s", tstr(&a[1]));
+    ir_type amaxes = fp8_history_amaxes(&a[0]);
+    if (a[1].dtype != IR_F32 || !same_shape(&a[1], &amaxes))
+        return fail(err, len, "fp8_amax_fold's amax operand: %s for the history %s, got %s", tstr(&amaxes), tstr(&a[0]),
+                    tstr(&a[1]));
     return true;
 }
 
@@ -349,7 +358,7 @@ bool ir_infer_fp8_history_update(const ir_module *m, const ir_instr *in, const i
 {
     if (!need_fp8_history(in, &a[0], err, len))
         return false;
-    if (a[1].dtype != IR_F32 || a[1].ndim != 1 || a[1].dims[0] != a[0].dims[0])
+    if (a[1].dtype != IR_F32 || !same_shape(&a[0], &a[1]))
         return fail(err, len, "fp8_history_update: its operands are the history %s and one like it, got %s", tstr(&a[0]),
                     tstr(&a[1]));
     return true;
@@ -1353,6 +1362,105 @@ bool ir_infer_moe_grouped_wgrad_accumulate(const ir_module *m, const ir_instr *i
                                            char *err, size_t len)
 {
     return check_accumulate(m, in, a, err, len, ir_infer_moe_grouped_wgrad);
+}
+
+/* FP8 experts (ops.def): the groups of x a per-expert scale covers, E, and whether they are rows
+ * by counts (x[R,K], counts i32[E]) or x's leading index (an expert weight [E, ...]) */
+static bool fp8_groups(const ir_instr *in, const ir_type *x, const ir_type *counts, int64_t *E, char *err, size_t len)
+{
+    if (!need_float(x, "operand", err, len) || ir_dtype_is_fp8(x->dtype))
+        return fail(err, len, "%s of %s: it reads a wider float tensor", ir_ops[in->op].name, tstr(x));
+    if (counts) {
+        if (!need_matrix(x, "expert rows x [R,K]", err, len) || !need_i32(counts, 1, "counts [E]", err, len))
+            return false;
+        *E = counts->dims[0];
+        return true;
+    }
+    if (x->ndim < 2)
+        return fail(err, len, "%s of %s without counts: an expert weight [E, ...]", ir_ops[in->op].name, tstr(x));
+    *E = x->dims[0];
+    return true;
+}
+
+/* (x[R,K], counts[E]) or (w[E,...]) -> f32[E] */
+bool ir_infer_fp8_grouped_amax(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                               size_t len)
+{
+    int64_t E;
+    if (in->nargs > 2 || !fp8_groups(in, &a[0], in->nargs == 2 ? &a[1] : NULL, &E, err, len))
+        return in->nargs > 2 ? fail(err, len, "fp8_grouped_amax takes x and counts, or an expert weight alone") : false;
+    r[0] = ir_tensor(IR_F32, 1, &E);
+    return true;
+}
+
+/* (x, amax f32[E][, counts]) -> (q like x in the format's fp8 dtype, scale_inv f32[E]) */
+bool ir_infer_fp8_grouped_quantize(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                                   size_t len)
+{
+    double format = in->attr[IR_ATTR_FP8_GROUPED_QUANTIZE_FORMAT];
+    if (format != IR_FP8_E4M3 && format != IR_FP8_E5M2)
+        return fail(err, len, "fp8_grouped_quantize format %g: 0 (E4M3) or 1 (E5M2)", format);
+    int64_t E;
+    if (in->nargs < 2 || in->nargs > 3)
+        return fail(err, len, "fp8_grouped_quantize takes (x, amax, counts) or (an expert weight, amax)");
+    if (!fp8_groups(in, &a[0], in->nargs == 3 ? &a[2] : NULL, &E, err, len))
+        return false;
+    if (a[1].dtype != IR_F32 || a[1].ndim != 1 || a[1].dims[0] != E)
+        return fail(err, len, "fp8_grouped_quantize's amax operand: f32[%lld], an amax an expert, got %s", (long long)E,
+                    tstr(&a[1]));
+    r[0] = a[0];
+    r[0].dtype = ir_fp8_dtype((ir_fp8_format)format);
+    r[1] = a[1];
+    return true;
+}
+
+/* Operand i of an FP8 grouped GEMM: an fp8 tensor and, at i + 1, its scale_inv f32[E] */
+static bool need_fp8_grouped(const ir_instr *in, const ir_type *a, int i, int64_t E, char *err, size_t len)
+{
+    if (!ir_dtype_is_fp8(a[i].dtype) || a[i + 1].dtype != IR_F32 || a[i + 1].ndim != 1 || a[i + 1].dims[0] != E)
+        return fail(err, len, "%s operand %d: an fp8 tensor and its scale_inv f32[%lld], a scale an expert, got %s and "
+                    "%s", ir_ops[in->op].name, i, (long long)E, tstr(&a[i]), tstr(&a[i + 1]));
+    return true;
+}
+
+/* (qx[R,K], sx[E], qw[E,F,K] or [E,K,F], sw[E], counts[E][, hdy f32[E, 1 + len]]) -> [R,F] in the
+ * activations' dtype */
+bool ir_infer_fp8_grouped_matmul(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                                 size_t len)
+{
+    if (in->nargs != 5 && in->nargs != 6)
+        return fail(err, len, "fp8_grouped_matmul takes 5 operands (qx, sx, qw, sw, counts) or 6 (and dy's amax "
+                    "history), got %d", in->nargs);
+    if (!need_i32(&a[4], 1, "counts [E]", err, len) || !need_fp8_grouped(in, a, 0, a[4].dims[0], err, len) ||
+        !need_fp8_grouped(in, a, 2, a[4].dims[0], err, len) || (in->nargs == 6 && !need_fp8_history(in, &a[5], err, len)))
+        return false;
+    ir_type ops[3] = {a[0], a[2], a[4]};
+    ops[0].dtype = ops[1].dtype = IR_F32; /* E4M3 x E5M2 mixes: the shapes are what matter */
+    double tb = in->attr[IR_ATTR_FP8_GROUPED_MATMUL_TB];
+    ir_instr plain = {.op = IR_OP_MOE_GROUPED_MATMUL, .nargs = 3, .attr = {[IR_ATTR_MOE_GROUPED_MATMUL_TB] = tb}};
+    if (!ir_infer_moe_grouped_matmul(m, &plain, ops, r, err, len))
+        return false;
+    r[0].dtype = (ir_dtype)ir_cfg_choice(m, IR_CFG_PARAM_DTYPE);
+    return true;
+}
+
+/* (qa[R,P], sa[E], qb[R,Q], sb[E], counts[E]) -> f32[E,P,Q] */
+bool ir_infer_fp8_grouped_wgrad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
+                                size_t len)
+{
+    if (!need_i32(&a[4], 1, "counts [E]", err, len) || !need_fp8_grouped(in, a, 0, a[4].dims[0], err, len) ||
+        !need_fp8_grouped(in, a, 2, a[4].dims[0], err, len))
+        return false;
+    ir_type ops[3] = {a[0], a[2], a[4]};
+    ops[0].dtype = ops[1].dtype = IR_F32;
+    return ir_infer_moe_grouped_wgrad(m, in, ops, r, err, len);
+}
+
+/* (dst, qa, sa, qb, sb, counts): dst has the shape of fp8_grouped_wgrad(qa, sa, qb, sb, counts) */
+bool ir_infer_fp8_grouped_wgrad_accumulate(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r,
+                                           char *err, size_t len)
+{
+    return check_accumulate(m, in, a, err, len, ir_infer_fp8_grouped_wgrad);
 }
 
 /* The aux loss's logits[N,E], ids[N,k] and seq: 0, or the tokens of a sequence (a whole divisor of N) */

@@ -1211,6 +1211,35 @@ int ir_fp8_quantize(ir_module *m, ir_func *f, int x, int history, bool fold, ir_
     return ir_emit(m, f, IR_OP_FP8_QUANTIZE, args, 2, attrs, NULL, NULL);
 }
 
+int ir_fp8_grouped_quantize(ir_module *m, ir_func *f, int x, int counts, int history, bool fold, ir_fp8_format format)
+{
+    double attrs[IR_NATTRS_FP8_GROUPED_QUANTIZE] = {[IR_ATTR_FP8_GROUPED_QUANTIZE_FORMAT] = format};
+    int groups[2] = {x, counts}, ngroups = counts >= 0 ? 2 : 1; /* rows by counts, or a weight's experts */
+    int amax;
+    if (history >= 0) {
+        double algo = ir_cfg_choice(m, IR_CFG_FP8_AMAX_COMPUTE_ALGO); /* ORDER ir_amax_algo */
+        amax = ir_emit(m, f, IR_OP_FP8_HISTORY_AMAX, &history, 1, &algo, NULL, NULL);
+        attrs[IR_ATTR_FP8_GROUPED_QUANTIZE_MARGIN] = (double)ir_cfg_int(m, IR_CFG_FP8_MARGIN);
+        if (fold) {
+            int fold_args[2] = {history, ir_emit(m, f, IR_OP_FP8_GROUPED_AMAX, groups, ngroups, NULL, NULL, NULL)};
+            ir_emit(m, f, IR_OP_FP8_AMAX_FOLD, fold_args, 2, NULL, NULL, NULL);
+        }
+    } else
+        amax = ir_emit(m, f, IR_OP_FP8_GROUPED_AMAX, groups, ngroups, NULL, NULL, NULL);
+    int args[3] = {x, amax, counts};
+    return ir_emit(m, f, IR_OP_FP8_GROUPED_QUANTIZE, args, ngroups + 1, attrs, NULL, NULL);
+}
+
+int ir_fp8_grouped_matmul(ir_module *m, ir_func *f, int qx, int qw, int counts, bool tb, ir_fp8_format grad_format,
+                          bool wgrad, int dy_history)
+{
+    int args[6] = {qx, qx + 1, qw, qw + 1, counts, dy_history};
+    double attrs[IR_NATTRS_FP8_GROUPED_MATMUL] = {[IR_ATTR_FP8_GROUPED_MATMUL_TB] = tb,
+                                                  [IR_ATTR_FP8_GROUPED_MATMUL_GRAD_FORMAT] = grad_format,
+                                                  [IR_ATTR_FP8_GROUPED_MATMUL_WGRAD] = wgrad};
+    return ir_emit(m, f, IR_OP_FP8_GROUPED_MATMUL, args, dy_history >= 0 ? 6 : 5, attrs, NULL, NULL);
+}
+
 int ir_fp8_block_quantize(ir_module *m, ir_func *f, int x, int rows, int cols, bool transpose)
 {
     double attrs[IR_NATTRS_FP8_BLOCK_QUANTIZE] = {[IR_ATTR_FP8_BLOCK_QUANTIZE_ROWS] = rows,
@@ -1284,6 +1313,8 @@ double ir_grouped_rows(const ir_func *f, const ir_instr *in, double *buffer_rows
     case IR_OP_MOE_GROUPED_MATMUL: case IR_OP_MOE_GROUPED_WGRAD: buffer = 0, counts = 2; break;
     case IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE: buffer = 1, counts = 3; break; /* after its destination */
     case IR_OP_MOE_SORT_RUNS: case IR_OP_MOE_UNSORT_RUNS: buffer = 0, counts = 1; break; /* came */
+    case IR_OP_FP8_GROUPED_MATMUL: case IR_OP_FP8_GROUPED_WGRAD: buffer = 0, counts = 4; break; /* (qa, sa, qb, sb, counts) */
+    case IR_OP_FP8_GROUPED_WGRAD_ACCUMULATE: buffer = 1, counts = 5; break;
     default: return *buffer_rows = 0, 0;
     }
     *buffer_rows = (double)f->vals[in->args[buffer]].type.dims[0];
@@ -1302,9 +1333,10 @@ double ir_work_macs(const ir_func *f, const ir_instr *in)
         return matmul_macs(f, in, 0, 2);
     case IR_OP_FP8_MATMUL_ACCUMULATE: /* (dst, qa, sa, qb, sb) */
         return matmul_macs(f, in, 1, 3);
-    case IR_OP_MOE_GROUPED_MATMUL: case IR_OP_MOE_GROUPED_WGRAD: case IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE: {
+    case IR_OP_MOE_GROUPED_MATMUL: case IR_OP_MOE_GROUPED_WGRAD: case IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE:
+    case IR_OP_FP8_GROUPED_MATMUL: case IR_OP_FP8_GROUPED_WGRAD: case IR_OP_FP8_GROUPED_WGRAD_ACCUMULATE: {
         /* each routed row once: rows x K x F (the accumulate's operands after its destination) */
-        int first = in->op == IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE;
+        int first = in->op == IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE || in->op == IR_OP_FP8_GROUPED_WGRAD_ACCUMULATE;
         const ir_type *a = &f->vals[in->args[first]].type;
         const ir_type *r = first ? &f->vals[in->args[0]].type : &f->vals[in->res[0]].type;
         double buffer_rows;

@@ -534,7 +534,12 @@ typedef enum {
     IR_SHARD_FP8_QUANTIZE,          /* q placed as x (a partial sum completed first) */
     IR_SHARD_FP8_MATMUL,            /* matmul's, on the quantized operands */
     IR_SHARD_FP8_BLOCK_QUANTIZE,    /* x whole (a block's scale is its own): q, scale_inv whole */
-    IR_SHARD_FP8_SCALING,           /* an FP8 history and amaxes: whole operands, whole results */
+    IR_SHARD_FP8_SCALING,           /* an FP8 history and amaxes: whole operands, whole results; over
+                                       split experts, an expert's history and amaxes split with it */
+    IR_SHARD_FP8_GROUPED_AMAX,      /* as FP8_AMAX, a scale per expert; over split experts the rank's */
+    IR_SHARD_FP8_GROUPED_QUANTIZE,  /* as FP8_QUANTIZE, scale_inv placed as the amax */
+    IR_SHARD_FP8_GROUPED_MATMUL,    /* as GROUPED_MATMUL, on the quantized operands */
+    IR_SHARD_FP8_GROUPED_WGRAD,     /* as GROUPED_WGRAD, on the quantized operands */
     IR_SHARD_SEQ_COLLECTIVE,        /* a sequence collective of an earlier pass over another axis (context
                                        parallelism's over cp): the operand's placement passes through */
     IR_SHARD_CP,                    /* the context_parallel pass's own ops (ring_shift, attention_merge,
@@ -962,6 +967,14 @@ int ir_fp8_quantize(ir_module *m, ir_func *f, int x, int history, bool fold, ir_
 int ir_fp8_block_quantize(ir_module *m, ir_func *f, int x, int rows, int cols, bool transpose);
 int ir_fp8_matmul(ir_module *m, ir_func *f, int qa, int qb, bool ta, bool tb, ir_fp8_format grad_format, bool wgrad,
                   int dy_history);
+/* FP8 experts (ops.def): x quantized with a scale per expert, returns q (scale_inv f32[E] q + 1):
+ * counts >= 0 groups x's rows by expert, else x is an expert weight [E, ...]; history as
+ * ir_fp8_quantize's, an expert weight's f32[E, 1 + len]. And the grouped GEMM of quantized expert
+ * rows qx by quantized expert weights qw (each followed by its scale_inv), dy_history as
+ * ir_fp8_matmul's. */
+int ir_fp8_grouped_quantize(ir_module *m, ir_func *f, int x, int counts, int history, bool fold, ir_fp8_format format);
+int ir_fp8_grouped_matmul(ir_module *m, ir_func *f, int qx, int qw, int counts, bool tb, ir_fp8_format grad_format,
+                          bool wgrad, int dy_history);
 
 static inline const ir_type *ir_vtype(const ir_func *f, int v) { return &f->vals[v].type; }
 

@@ -637,6 +637,7 @@ static bool writes_global(const ir_instr *in, int a)
     case IR_OP_MATMUL_ACCUMULATE:
     case IR_OP_FP8_MATMUL_ACCUMULATE:
     case IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE:
+    case IR_OP_FP8_GROUPED_WGRAD_ACCUMULATE:
     case IR_OP_ZERO: return a == 0;
     case IR_OP_ADAMW: return a < 4 || a == 7; /* p, g, m, v, and the working copy it refreshes */
     default: return false;

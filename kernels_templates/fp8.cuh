@@ -183,49 +183,61 @@ MCC_FOR_FLOATS(MCC_FP8_TILE_QUANTIZE)
     }
 MCC_FOR_FLOATS(MCC_FP8_BLOCK_QUANTIZE)
 
-// The history ops touch 1 + len floats (len the amax history's, Megatron's default 1024): one
-// thread, in the CPU's order, so their NaN handling is the CPU's exactly.
+// The history ops touch 1 + len floats a row (len the amax history's, Megatron's default 1024; an
+// expert weight's history a row an expert, the others one row): a thread a row, in the CPU's order,
+// so their NaN handling is the CPU's exactly.
 
-// r[0] := max of h[1..n) (take_max, a NaN sticking) or h[1]
-extern "C" __global__ void mcc_fp8_history_amax_f32(float *r, const float *h, long long n, int take_max)
+// r[e] := max of row e's h[1..n) (take_max, a NaN sticking) or its h[1]
+extern "C" __global__ void mcc_fp8_history_amax_f32(float *r, const float *h, long long rows, long long n, int take_max)
 {
-    float amax = h[1];
-    for (long long i = 2; take_max && i < n; i++)
-        amax = h[i] > amax || MCC_FP8_NAN_BITS(__float_as_uint(h[i])) ? h[i] : amax;
-    r[0] = amax;
+    for (long long e = threadIdx.x; e < rows; e += blockDim.x) {
+        const float *he = h + e * n;
+        float amax = he[1];
+        for (long long i = 2; take_max && i < n; i++)
+            amax = he[i] > amax || MCC_FP8_NAN_BITS(__float_as_uint(he[i])) ? he[i] : amax;
+        r[e] = amax;
+    }
 }
 
-// h[0] := max(h[0], amax[0]), a NaN sticking
-extern "C" __global__ void mcc_fp8_amax_fold_f32(float *h, const float *amax)
+// each row's h[0] := max(h[0], amax[e]), a NaN sticking
+extern "C" __global__ void mcc_fp8_amax_fold_f32(float *h, const float *amax, long long rows, long long n)
 {
-    float a = amax[0];
-    h[0] = a > h[0] || MCC_FP8_NAN_BITS(__float_as_uint(a)) ? a : h[0];
+    for (long long e = threadIdx.x; e < rows; e += blockDim.x) {
+        float a = amax[e], *he = h + e * n;
+        he[0] = a > he[0] || MCC_FP8_NAN_BITS(__float_as_uint(a)) ? a : he[0];
+    }
 }
 
-// roll: h[j] := r[j-1] for j >= 1 (from the end: r may be h); then h[0] := 0
-extern "C" __global__ void mcc_fp8_history_update_f32(float *h, const float *r, long long n, int roll)
+// roll: each row's h[j] := r[j-1] for j >= 1 (from the end: r may be h); then h[0] := 0
+extern "C" __global__ void mcc_fp8_history_update_f32(float *h, const float *r, long long rows, long long n, int roll)
 {
-    for (long long j = n - 1; roll && j >= 1; j--)
-        h[j] = r[j - 1];
-    h[0] = 0.0f;
+    for (long long e = threadIdx.x; e < rows; e += blockDim.x) {
+        float *he = h + e * n;
+        for (long long j = n - 1; roll && j >= 1; j--)
+            he[j] = r[e * n + j - 1];
+        he[0] = 0.0f;
+    }
 }
 
-// out[C,R] := q[R,C]^T (FP8 bytes): fp8_matmul's operands made K-major for Hopper's "TN" FP8 GEMM
-// (runtime/cuda/matmul.c). 32x32 tiles through shared memory, 256 threads as 8 rows of 32;
-// grid (ceil(C/32), up to ceil(R/32)), striding over row tiles past gridDim.y.
-extern "C" __global__ void mcc_fp8_transpose_u8(unsigned char *out, const unsigned char *q, long long R, long long C)
+// out[C,ld] := q[R,C]^T (FP8 bytes), its columns R..ld zero (ld >= R): fp8_matmul's operands made
+// K-major for Hopper's "TN" FP8 GEMM (runtime/cuda/matmul.c), an FP8 expert's wgrad operands with
+// their reduction (the expert's rows) padded to cuBLASLt's multiple of 16. 32x32 tiles through
+// shared memory, 256 threads as 8 rows of 32; grid (ceil(C/32), up to ceil(ld/32)), striding over
+// row tiles past gridDim.y.
+extern "C" __global__ void mcc_fp8_transpose_u8(unsigned char *out, const unsigned char *q, long long R, long long C,
+                                                long long ld)
 {
     __shared__ unsigned char tile[32][33];
     const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
     const long long c0 = blockIdx.x * 32LL;
-    for (long long r0 = blockIdx.y * 32LL; r0 < R; r0 += gridDim.y * 32LL) {
+    for (long long r0 = blockIdx.y * 32LL; r0 < ld; r0 += gridDim.y * 32LL) {
         for (int j = ty; j < 32; j += 8)
-            if (r0 + j < R && c0 + tx < C)
-                tile[j][tx] = q[(r0 + j) * C + c0 + tx];
+            if (c0 + tx < C)
+                tile[j][tx] = r0 + j < R ? q[(r0 + j) * C + c0 + tx] : 0;
         __syncthreads();
         for (int j = ty; j < 32; j += 8)
-            if (c0 + j < C && r0 + tx < R)
-                out[(c0 + j) * R + r0 + tx] = tile[tx][j];
+            if (c0 + j < C && r0 + tx < ld)
+                out[(c0 + j) * ld + r0 + tx] = tile[tx][j];
         __syncthreads();
     }
 }

@@ -19,15 +19,39 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Marks in split[] the parameters whose weights the grouped GEMMs of f read ([E, ...]); false when
+/* The global an FP8 experts' operand q quantizes from (fp8_grouped_quantize's source), or -1 */
+static int fp8_source_global(const ir_func *f, int q)
+{
+    const ir_instr *def = &f->instrs[f->vals[q].def];
+    return def->op == IR_OP_FP8_GROUPED_QUANTIZE ? ir_global_of(f, def->args[0]) : -1;
+}
+
+/* Marks the FP8 delayed-scaling histories of the experts' GEMM `in` (fp8_grouped_matmul: its rows',
+ * its weight's and, as its last operand, its output gradient's, each f32[E, 1 + len], a row an
+ * expert), which split with the experts */
+static void mark_fp8_histories(const ir_module *m, const ir_func *f, const ir_instr *in, bool *split)
+{
+    for (int a = 0; a < 4; a += 2) {
+        const ir_instr *q = &f->instrs[f->vals[in->args[a]].def];
+        const ir_instr *amax = &f->instrs[f->vals[q->args[1]].def];
+        if (amax->op == IR_OP_FP8_HISTORY_AMAX)
+            split[ir_global_of(f, amax->args[0])] = true;
+    }
+    if (in->nargs == 6)
+        split[ir_global_of(f, in->args[5])] = true;
+}
+
+/* Marks in split[] the parameters whose weights the grouped GEMMs of f read ([E, ...]; under FP8
+ * the weights fp8_grouped_matmul's quantized operand came from) and their FP8 histories; false when
  * one is no global or its experts do not divide by ep. */
 static bool find_expert_weights(const ir_module *m, const ir_func *f, int ep, bool *split, char *err, size_t errlen)
 {
     for (int i = 0; i < f->ninstrs; i++) {
         const ir_instr *in = &f->instrs[i];
-        if (in->op != IR_OP_MOE_GROUPED_MATMUL)
+        if (in->op != IR_OP_MOE_GROUPED_MATMUL && in->op != IR_OP_FP8_GROUPED_MATMUL)
             continue;
-        int g = ir_global_of(f, in->args[1]);
+        bool fp8 = in->op == IR_OP_FP8_GROUPED_MATMUL;
+        int g = fp8 ? fp8_source_global(f, in->args[2]) : ir_global_of(f, in->args[1]);
         if (g < 0)
             return snprintf(err, errlen, "%s: grouped matmul %%%d's weights are no global: expert parallelism splits "
                             "the expert weights themselves", f->name, in->res[0]), false;
@@ -36,6 +60,8 @@ static bool find_expert_weights(const ir_module *m, const ir_func *f, int ep, bo
             return snprintf(err, errlen, "@%s has %lld experts, which --expert-model-parallel-size %d does not divide: "
                             "choose an ep that divides num_experts", gl->name, (long long)gl->type.dims[0], ep), false;
         split[ir_global_param(m, g)] = true;
+        if (fp8)
+            mark_fp8_histories(m, f, in, split);
     }
     return true;
 }

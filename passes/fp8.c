@@ -15,7 +15,12 @@
  * Blockwise (DeepSeek-V3's): the activation fp8_block_quantize'd in 1x128 tiles along K, the weight
  * in 128x128 blocks (transposed where it is [K, N], so that both are K-major: the fp8_matmul is
  * x w^T, ta=0, tb=1, the one layout Hopper's FP8 GEMMs take), no history; the gradient rule
- * requantizes along each backward GEMM's K. */
+ * requantizes along each backward GEMM's K. The routed experts' grouped matmuls (MoE layers, by a
+ * layer's expert weights [E, ...]) become the fp8_grouped_* ops with a scale per expert, as
+ * Transformer Engine's GroupedLinear keeps a quantizer per expert GEMM (Megatron's and DeepSeek-V3's
+ * MoE FP8): the rows' amax per expert by the counts, the weight's per expert, their histories
+ * f32[E, 1 + len]; tensorwise and delayed (blockwise experts refused with the fix). The router's
+ * matmul keeps its dtype. */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -44,27 +49,50 @@ static bool fp8_refuse(const ir_module *m, const mcc_pass_options *opts, char *e
     return false;
 }
 
+/* Per value of f: whether it is an MoE router's logits (operand 0 of the router's ops, moe_route,
+ * its losses and the z loss's moe_aux_attach): the router's matmul keeps its dtype, as Megatron's
+ * router (a plain torch linear, outside Transformer Engine's FP8 modules) and DeepSeek-V3's (its
+ * gating in higher precision) do. Found by use, never by the weight's name. */
+static bool *router_logits(const ir_func *f)
+{
+    bool *router = calloc((size_t)f->nvals + 1, sizeof(bool));
+    for (int i = 0; i < f->ninstrs; i++) {
+        ir_op op = f->instrs[i].op;
+        if (op == IR_OP_MOE_ROUTE || op == IR_OP_MOE_Z_LOSS || op == IR_OP_MOE_AUX_LOSS || op == IR_OP_MOE_AUX_ATTACH)
+            router[f->instrs[i].args[0]] = true;
+    }
+    return router;
+}
+
 /* The layer of matmul `in` when it is to run in FP8 (a layer's weight, outside the decoder's bf16
  * layers [0, start) and [end, decoder); the multi-token depths' layers after it always, as Megatron's
- * MTP under the global FP8 context), else -1. */
-static int fp8_layer(const ir_module *m, const ir_func *f, const ir_instr *in, int start, int end, int decoder)
+ * MTP under the global FP8 context), else -1. The routed experts' grouped matmuls run in FP8 as
+ * Transformer Engine's GroupedLinear does under Megatron's MoE FP8 recipes; the shared experts are
+ * plain matmuls, FP8 as a dense MLP's; the router's matmul (router[] its logits) is never. */
+static int fp8_layer(const ir_module *m, const ir_func *f, const ir_instr *in, const bool *router, int start, int end,
+                     int decoder)
 {
-    int layer = in->op == IR_OP_MATMUL && in->attr[IR_ATTR_MATMUL_TA] == 0 ? weight_layer(m, f, in->args[1]) : -1;
+    bool dense = in->op == IR_OP_MATMUL && in->attr[IR_ATTR_MATMUL_TA] == 0 && !router[in->res[0]];
+    int layer = dense || in->op == IR_OP_MOE_GROUPED_MATMUL ? weight_layer(m, f, in->args[1]) : -1;
     return layer >= start && (layer < end || layer >= decoder) ? layer : -1;
 }
 
 /* Delayed scaling: the FP8_HISTORY global `<param of weight global w>.amax_history.<what>`, made
- * the first time it is asked for (the step function makes it, eval finds it), and its value in f. */
-static int fp8_history(ir_module *m, ir_func *f, int w, const char *what)
+ * the first time it is asked for (the step function makes it, eval finds it), and its value in f:
+ * f32[1 + len], or for an expert weight [E, ...] f32[E, 1 + len], a history an expert (Transformer
+ * Engine's GroupedLinear keeps an FP8 meta entry per GEMM: a history per expert's input, weight and
+ * output gradient). */
+static int fp8_history(ir_module *m, ir_func *f, int w, const char *what, bool experts)
 {
     const ir_global *param = &m->globals[ir_global_param(m, w)];
     char name[512];
     snprintf(name, sizeof name, "%s.amax_history.%s", param->name, what);
     int g = ir_global_find(m, name);
     if (g < 0) {
-        int64_t n = 1 + ir_cfg_int(m, IR_CFG_FP8_AMAX_HISTORY_LEN);
+        int64_t dims[2] = {param->type.dims[0], 1 + ir_cfg_int(m, IR_CFG_FP8_AMAX_HISTORY_LEN)};
         int layer = param->layer;
-        g = ir_global_add(m, name, ir_tensor(IR_F32, 1, &n), IR_GLOBAL_FP8_HISTORY, IR_INIT_ZEROS, 0, false);
+        ir_type t = experts ? ir_tensor(IR_F32, 2, dims) : ir_tensor(IR_F32, 1, &dims[1]);
+        g = ir_global_add(m, name, t, IR_GLOBAL_FP8_HISTORY, IR_INIT_ZEROS, 0, false);
         m->globals[g].layer = layer;
     }
     return ir_global_ref(m, f, g);
@@ -86,63 +114,90 @@ static bool fp8_block_tiles(const ir_func *f, const ir_instr *in, char *err, siz
 }
 
 /* Operand a (0 the activation, 1 the weight) of FP8 matmul `in`, quantized: blockwise in 1x128
- * tiles (128x128 blocks, a weight [K, N] transposed to K-major), else as the recipe says */
-static int fp8_operand(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr *in, int a, int x)
+ * tiles (128x128 blocks, a weight [K, N] transposed to K-major), else as the recipe says; a grouped
+ * matmul's with a scale per expert (its rows by the counts, its weight by expert) */
+static int fp8_operand(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr *in, int a, int x, const int *map)
 {
     ir_fp8_recipe recipe = (ir_fp8_recipe)ir_cfg_choice(m, IR_CFG_FP8_RECIPE);
     if (recipe == IR_FP8_BLOCKWISE)
         return ir_fp8_block_quantize(m, dst, x, a ? IR_FP8_BLOCK : 1, IR_FP8_BLOCK, a && in->attr[IR_ATTR_MATMUL_TB] == 0);
     const char *what[2] = {"x", "w"};
     int w = ir_global_of(src, in->args[1]);
-    return ir_fp8_quantize(m, dst, x, recipe == IR_FP8_DELAYED ? fp8_history(m, dst, w, what[a]) : -1,
-                           src->kind == IR_FUNC_STEP, IR_FP8_E4M3);
+    bool experts = in->op == IR_OP_MOE_GROUPED_MATMUL, step = src->kind == IR_FUNC_STEP;
+    int history = recipe == IR_FP8_DELAYED ? fp8_history(m, dst, w, what[a], experts) : -1;
+    if (experts)
+        return ir_fp8_grouped_quantize(m, dst, x, a ? -1 : map[in->args[2]], history, step, IR_FP8_E4M3);
+    return ir_fp8_quantize(m, dst, x, history, step, IR_FP8_E4M3);
 }
 
-/* Rewrites function fi: each FP8 layer's matmul on quantized operands, each operand quantized once.
- * fp8_matmul's result is in param_dtype (ops.def): so must the matmul's be. */
-static bool fp8_func(ir_module *m, int fi, int nlayers, char *err, size_t errlen)
+/* FP8 matmul `in` of the quantized operands qx, qw: a dense layer's fp8_matmul, or the routed
+ * experts' fp8_grouped_matmul */
+static int fp8_product(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr *in, int qx, int qw,
+                       const int *map)
 {
     bool delayed = ir_cfg_choice(m, IR_CFG_FP8_RECIPE) == IR_FP8_DELAYED;
     bool blockwise = ir_cfg_choice(m, IR_CFG_FP8_RECIPE) == IR_FP8_BLOCKWISE;
-    const ir_func *src = m->funcs[fi];
     bool hybrid = ir_cfg_choice(m, IR_CFG_FP8_FORMAT) == IR_FP8_FORMAT_HYBRID, wgrad = ir_cfg_bool(m, IR_CFG_FP8_WGRAD);
+    bool experts = in->op == IR_OP_MOE_GROUPED_MATMUL;
+    int w = ir_global_of(src, in->args[1]);
+    int hdy = delayed && src->kind == IR_FUNC_STEP ? fp8_history(m, dst, w, "dy", experts) : -1;
+    ir_fp8_format grad_format = hybrid ? IR_FP8_E5M2 : IR_FP8_E4M3;
+    if (experts)
+        return ir_fp8_grouped_matmul(m, dst, qx, qw, map[in->args[2]], in->attr[IR_ATTR_MOE_GROUPED_MATMUL_TB] != 0,
+                                     grad_format, wgrad, hdy);
+    bool tb = in->attr[IR_ATTR_MATMUL_TB] != 0 || blockwise; /* blockwise: the weight quantized K-major */
+    return ir_fp8_matmul(m, dst, qx, qw, false, tb, grad_format, wgrad, hdy);
+}
+
+/* Whether FP8 matmul `in` of src asks for what is not built: the error names the fix. fp8_matmul's
+ * result is in param_dtype (ops.def): so must the matmul's be. */
+static bool fp8_unbuilt(const ir_module *m, const ir_func *src, const ir_instr *in, char *err, size_t errlen)
+{
+    ir_dtype act = (ir_dtype)ir_cfg_choice(m, IR_CFG_PARAM_DTYPE), dt = src->vals[in->res[0]].type.dtype;
+    bool blockwise = ir_cfg_choice(m, IR_CFG_FP8_RECIPE) == IR_FP8_BLOCKWISE, experts = in->op == IR_OP_MOE_GROUPED_MATMUL;
+    if (act != dt)
+        return snprintf(err, errlen, "%s: matmul %%%d gives %s, not the activations' param_dtype %s", src->name,
+                        in->res[0], ir_dtype_name(dt), ir_dtype_name(act)), true;
+    if (blockwise && experts) /* spec.c refuses it first, naming the field */
+        return snprintf(err, errlen, "--fp8-recipe blockwise with experts (%s's grouped matmul %%%d): not built yet: use "
+                        "--fp8-recipe tensorwise or delayed", src->name, in->res[0]), true;
+    return blockwise && !fp8_block_tiles(src, in, err, errlen);
+}
+
+/* Rewrites function fi: each FP8 layer's matmul on quantized operands, each operand quantized once. */
+static bool fp8_func(ir_module *m, int fi, int nlayers, char *err, size_t errlen)
+{
+    const ir_func *src = m->funcs[fi];
     int start = 0, end = nlayers;
     if (ir_cfg_bool(m, IR_CFG_FIRST_LAST_LAYERS_BF16)) {
         start = (int)ir_cfg_int(m, IR_CFG_NUM_LAYERS_AT_START_IN_BF16);
         end = nlayers - (int)ir_cfg_int(m, IR_CFG_NUM_LAYERS_AT_END_IN_BF16);
     }
-    ir_dtype act = (ir_dtype)ir_cfg_choice(m, IR_CFG_PARAM_DTYPE);
-    for (int i = 0; i < src->ninstrs; i++) {
-        const ir_instr *in = &src->instrs[i];
-        ir_dtype dt = in->nres ? src->vals[in->res[0]].type.dtype : IR_F32;
-        if (fp8_layer(m, src, in, start, end, nlayers) >= 0 && act != dt)
-            return snprintf(err, errlen, "%s: matmul %%%d gives %s, not the activations' param_dtype %s", src->name,
-                            in->res[0], ir_dtype_name(dt), ir_dtype_name(act)), false;
-        if (fp8_layer(m, src, in, start, end, nlayers) >= 0 && blockwise && !fp8_block_tiles(src, in, err, errlen))
+    bool *router = router_logits(src);
+    for (int i = 0; i < src->ninstrs; i++)
+        if (fp8_layer(m, src, &src->instrs[i], router, start, end, nlayers) >= 0 &&
+            fp8_unbuilt(m, src, &src->instrs[i], err, errlen)) {
+            free(router);
             return false;
-    }
+        }
     ir_func *dst = ir_func_new(m, src->name, src->kind);
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1)), *quantized = malloc(sizeof(int) * ((size_t)src->nvals + 1));
     for (int v = 0; v < src->nvals; v++)
         quantized[v] = -1;
     for (int i = 0; i < src->ninstrs; i++) {
         const ir_instr *in = &src->instrs[i];
-        if (fp8_layer(m, src, in, start, end, nlayers) < 0) {
+        if (fp8_layer(m, src, in, router, start, end, nlayers) < 0) {
             ir_copy_instr(m, dst, src, in, map);
             continue;
         }
-        int w = ir_global_of(src, in->args[1]);
-        bool step = src->kind == IR_FUNC_STEP;
         for (int a = 0; a < 2; a++)
             if (quantized[in->args[a]] < 0)
-                quantized[in->args[a]] = fp8_operand(m, dst, src, in, a, map[in->args[a]]);
-        bool tb = in->attr[IR_ATTR_MATMUL_TB] != 0 || blockwise; /* blockwise: the weight quantized K-major */
-        int r = ir_fp8_matmul(m, dst, quantized[in->args[0]], quantized[in->args[1]], false, tb,
-                              hybrid ? IR_FP8_E5M2 : IR_FP8_E4M3, wgrad,
-                              delayed && step ? fp8_history(m, dst, w, "dy") : -1);
+                quantized[in->args[a]] = fp8_operand(m, dst, src, in, a, map[in->args[a]], map);
+        int r = fp8_product(m, dst, src, in, quantized[in->args[0]], quantized[in->args[1]], map);
         ir_map_results(dst, src, in, r, map);
     }
     ir_func_replace(m, fi, dst);
+    free(router);
     free(map);
     free(quantized);
     return true;

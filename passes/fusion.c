@@ -146,14 +146,14 @@ static int sole_use_matmul(const ir_func *f, const fusion_plan *fp, int v)
     return f->instrs[def].op == IR_OP_MATMUL && fp->uses[v] == 1 ? def : -1;
 }
 
-/* The matmul, fp8_matmul or moe_grouped_wgrad defining value v when v's only use is the accumulate
- * or copy into a global being fused, else -1. */
+/* The matmul, fp8_matmul, moe_grouped_wgrad or fp8_grouped_wgrad defining value v when v's only use
+ * is the accumulate or copy into a global being fused, else -1. */
 static int sole_use_product(const ir_func *f, const fusion_plan *fp, int v)
 {
     int def = f->vals[v].def;
     ir_op op = f->instrs[def].op;
-    return (op == IR_OP_MOE_GROUPED_WGRAD || op == IR_OP_FP8_MATMUL) && fp->uses[v] == 1 ? def
-                                                                                        : sole_use_matmul(f, fp, v);
+    bool product = op == IR_OP_MOE_GROUPED_WGRAD || op == IR_OP_FP8_MATMUL || op == IR_OP_FP8_GROUPED_WGRAD;
+    return product && fp->uses[v] == 1 ? def : sole_use_matmul(f, fp, v);
 }
 
 /* The instruction making value v when it is a product an add may fold (a matmul or fp8_matmul, or a
@@ -459,6 +459,12 @@ static void fuse_func(ir_module *m, int fi)
             int fused[4] = {map[in->args[0]], map[mm->args[0]], map[mm->args[1]], map[mm->args[2]]};
             double assign = in->op == IR_OP_COPY;
             r = ir_emit(m, dst, IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE, fused, 4, &assign, NULL, NULL);
+        } else if (mm && mm->op == IR_OP_FP8_GROUPED_WGRAD) { /* an accumulate or copy, as below */
+            int fused[6] = {map[in->args[0]]};
+            for (int a = 0; a < 5; a++)
+                fused[1 + a] = map[mm->args[a]];
+            double assign = in->op == IR_OP_COPY;
+            r = ir_emit(m, dst, IR_OP_FP8_GROUPED_WGRAD_ACCUMULATE, fused, 6, &assign, NULL, NULL);
         } else if (mm && mm->op == IR_OP_FP8_MATMUL) { /* an accumulate or copy, as below */
             int fused[5] = {map[in->args[0]], map[mm->args[0]], map[mm->args[1]], map[mm->args[2]], map[mm->args[3]]};
             double attrs[IR_NATTRS_FP8_MATMUL_ACCUMULATE] = {[IR_ATTR_TA] = mm->attr[IR_ATTR_TA],

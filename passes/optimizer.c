@@ -388,18 +388,19 @@ static ir_func *grads_func(ir_module *m, const char *name, ir_func_kind kind, co
     return f;
 }
 
-/* Every FP8_HISTORY global's update in f: rolled (its step amax max-all-reduced over dp first), or
- * with roll false its step amax reset alone. */
+/* Every FP8_HISTORY global's update in f: rolled (its step amax max-all-reduced over dp first; an
+ * expert weight's history split over ep with its experts over edp, the ranks holding the same
+ * experts), or with roll false its step amax reset alone. */
 static void fp8_histories(ir_module *m, ir_func *f, bool roll)
 {
-    int dp = (int)ir_cfg_int(m, IR_CFG_DATA_PARALLEL_SIZE);
     for (int g = 0; g < m->nglobals; g++) {
         if (m->globals[g].kind != IR_GLOBAL_FP8_HISTORY)
             continue;
+        ir_axis replicas = ir_layout_split(&m->globals[g].layout, IR_AXIS_EP) ? IR_AXIS_EDP : IR_AXIS_DP;
         int h = ir_global_ref(m, f, g), args[2] = {h, h};
-        double max_attrs[IR_NATTRS_ALL_REDUCE] = {[IR_ATTR_AXIS] = IR_AXIS_DP, [IR_ATTR_ALL_REDUCE_MAX] = 1};
+        double max_attrs[IR_NATTRS_ALL_REDUCE] = {[IR_ATTR_AXIS] = replicas, [IR_ATTR_ALL_REDUCE_MAX] = 1};
         double attr = roll;
-        if (roll && dp > 1)
+        if (roll && ir_module_mesh(m).degree[replicas] > 1)
             args[1] = ir_emit(m, f, IR_OP_ALL_REDUCE, &h, 1, max_attrs, NULL, NULL);
         ir_emit(m, f, IR_OP_FP8_HISTORY_UPDATE, args, 2, &attr, NULL, NULL);
     }

@@ -69,7 +69,10 @@ void mcc_instr_work_of(const ir_func *f, const ir_instr *in, const mcc_target *t
     for (int a = 0; a < in->nargs + in->nres; a++)
         w->bytes += row_share(a < in->nargs ? ir_vtype(f, in->args[a]) : ir_vtype(f, in->res[a - in->nargs]), rows, room);
     w->flops = 2 * ir_work_macs(f, in);
-    w->peak_flops = class_name(in->op) == ir_ops[IR_OP_FP8_MATMUL].name ? t->peak_fp8_flops : t->peak_bf16_flops;
+    bool fp8 = class_name(in->op) == ir_ops[IR_OP_FP8_MATMUL].name || in->op == IR_OP_FP8_GROUPED_MATMUL ||
+               in->op == IR_OP_FP8_GROUPED_WGRAD || in->op == IR_OP_FP8_GROUPED_WGRAD_ACCUMULATE; /* the experts'
+                                                     FP8 GEMMs, classes of their own until measured */
+    w->peak_flops = fp8 ? t->peak_fp8_flops : t->peak_bf16_flops;
     if (w->flops > 0 && in->nres && t->sms > 0) {
         const ir_type *y = ir_vtype(f, in->res[0]);
         double n = (double)y->dims[y->ndim - 1], m = (double)ir_numel(y) / (n > 0 ? n : 1);

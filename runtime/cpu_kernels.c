@@ -388,15 +388,23 @@ static void add_bias_rows(const rt_kernel_call *c, const float *bias)
 
 /* --- FP8 (ops.def): q as the format's bytes, tensorwise current scaling -------------------- */
 
-/* x -> amax[1] = max |x|, a NaN anywhere giving NaN (as fmaxf would not) */
-void cpu_FP8_AMAX(const rt_kernel_call *c)
+/* max |x[i]| over n elements, a NaN anywhere giving NaN (as fmaxf would not) */
+static float amax_of(const float *x, int64_t n)
 {
-    const float *x = argf(c, 0);
     float amax = 0;
-    for (int64_t i = 0, n = ir_numel(c->arg_types[0]); i < n; i++)
+    for (int64_t i = 0; i < n; i++)
         amax = fabsf(x[i]) > amax || isnan(x[i]) ? fabsf(x[i]) : amax; /* NaN sticks */
-    resf(c, 0)[0] = amax;
+    return amax;
 }
+
+/* Tensorwise and delayed scaling's scale: fmax / amax / 2^margin, 1 when amax is 0 */
+static float fp8_scale(float amax, double margin, bool e5m2)
+{
+    return amax > 0 ? rt_fp8_max(e5m2) / amax / ldexpf(1.0f, (int)margin) : 1.0f;
+}
+
+/* x -> amax[1] = max |x| */
+void cpu_FP8_AMAX(const rt_kernel_call *c) { resf(c, 0)[0] = amax_of(argf(c, 0), ir_numel(c->arg_types[0])); }
 
 /* (x, amax[1]) -> (q, scale_inv[1]): scale = fmax / amax / 2^margin (1 when amax is 0),
  * q = encode(x * scale) */
@@ -405,9 +413,7 @@ void cpu_FP8_QUANTIZE(const rt_kernel_call *c)
     bool e5m2 = c->in->attr[IR_ATTR_FP8_QUANTIZE_FORMAT] == IR_FP8_E5M2;
     const float *x = argf(c, 0);
     uint8_t *q = c->res[0];
-    float amax = argf(c, 1)[0];
-    float pow2_margin = ldexpf(1.0f, (int)c->in->attr[IR_ATTR_FP8_QUANTIZE_MARGIN]);
-    float scale = amax > 0 ? rt_fp8_max(e5m2) / amax / pow2_margin : 1.0f;
+    float scale = fp8_scale(argf(c, 1)[0], c->in->attr[IR_ATTR_FP8_QUANTIZE_MARGIN], e5m2);
     for (int64_t i = 0, n = ir_numel(c->arg_types[0]); i < n; i++)
         q[i] = rt_fp8_encode(x[i] * scale, e5m2);
     resf(c, 1)[0] = 1.0f / scale;
@@ -449,36 +455,48 @@ void cpu_FP8_BLOCK_QUANTIZE(const rt_kernel_call *c)
         }
 }
 
-/* h -> amax[1]: max=1 the max of h[1..len] (a NaN sticking), 0 h[1] (ops.def) */
+/* An FP8 history's rows: f32[1 + len] one, an expert weight's f32[E, 1 + len] a row an expert */
+static int64_t history_rows(const ir_type *h) { return h->ndim == 2 ? h->dims[0] : 1; }
+
+/* h -> amax[rows]: max=1 the max of each row's h[1..len] (a NaN sticking), 0 its h[1] (ops.def) */
 void cpu_FP8_HISTORY_AMAX(const rt_kernel_call *c)
 {
-    const float *h = argf(c, 0);
-    float amax = h[1];
-    for (int64_t i = 2, n = ir_numel(c->arg_types[0]); c->in->attr[IR_ATTR_FP8_HISTORY_AMAX_MAX] != 0 && i < n; i++)
-        amax = h[i] > amax || isnan(h[i]) ? h[i] : amax;
-    resf(c, 0)[0] = amax;
+    int64_t rows = history_rows(c->arg_types[0]), n = last_dim(c->arg_types[0]);
+    for (int64_t e = 0; e < rows; e++) {
+        const float *h = argf(c, 0) + e * n;
+        float amax = h[1];
+        for (int64_t i = 2; c->in->attr[IR_ATTR_FP8_HISTORY_AMAX_MAX] != 0 && i < n; i++)
+            amax = h[i] > amax || isnan(h[i]) ? h[i] : amax;
+        resf(c, 0)[e] = amax;
+    }
 }
 
-/* (h, amax[1]): h[0] := max(h[0], amax), a NaN sticking */
+/* (h, amax[rows]): each row's h[0] := max(h[0], amax), a NaN sticking */
 void cpu_FP8_AMAX_FOLD(const rt_kernel_call *c)
 {
-    float *h = (float *)c->args[0], amax = argf(c, 1)[0];
-    h[0] = amax > h[0] || isnan(amax) ? amax : h[0];
+    int64_t rows = history_rows(c->arg_types[0]), n = last_dim(c->arg_types[0]);
+    for (int64_t e = 0; e < rows; e++) {
+        float *h = (float *)c->args[0] + e * n, amax = argf(c, 1)[e];
+        h[0] = amax > h[0] || isnan(amax) ? amax : h[0];
+    }
 }
 
-/* (h, r) {roll}: h[j] := r[j-1] (r may be h: from the end), then h[0] := 0 */
+/* (h, r) {roll}: each row's h[j] := r[j-1] (r may be h: from the end), then h[0] := 0 */
 void cpu_FP8_HISTORY_UPDATE(const rt_kernel_call *c)
 {
-    float *h = (float *)c->args[0];
-    const float *r = argf(c, 1);
-    for (int64_t j = ir_numel(c->arg_types[0]) - 1; c->in->attr[IR_ATTR_FP8_HISTORY_UPDATE_ROLL] != 0 && j >= 1; j--)
-        h[j] = r[j - 1];
-    h[0] = 0;
+    int64_t rows = history_rows(c->arg_types[0]), n = last_dim(c->arg_types[0]);
+    for (int64_t e = 0; e < rows; e++) {
+        float *h = (float *)c->args[0] + e * n;
+        const float *r = argf(c, 1) + e * n;
+        for (int64_t j = n - 1; c->in->attr[IR_ATTR_FP8_HISTORY_UPDATE_ROLL] != 0 && j >= 1; j--)
+            h[j] = r[j - 1];
+        h[0] = 0;
+    }
 }
 
-/* The fp8 tensor of operand i decoded into fp32 scratch (freed by the caller); its scale_inv,
- * operand i + 1, multiplied in where it is one per block (a single one is the GEMM's alpha). */
-static float *fp8_decoded(const rt_kernel_call *c, int i)
+/* The fp8 bytes of operand i decoded into fp32 scratch (freed by the caller), unscaled (a GEMM's
+ * alpha applies a single scale, and an FP8 grouped GEMM each expert's, as cuBLASLt's scale pointers) */
+static float *fp8_bytes_decoded(const rt_kernel_call *c, int i)
 {
     bool e5m2 = c->arg_types[i]->dtype == IR_FP8E5M2;
     int64_t n = ir_numel(c->arg_types[i]);
@@ -486,6 +504,15 @@ static float *fp8_decoded(const rt_kernel_call *c, int i)
     float *out = scratch((size_t)n, sizeof(float));
     for (int64_t k = 0; k < n; k++)
         out[k] = rt_fp8_decode(q[k], e5m2);
+    return out;
+}
+
+/* The fp8 tensor of operand i decoded into fp32 scratch (freed by the caller); its scale_inv,
+ * operand i + 1, multiplied in where it is one per block (a single one is the GEMM's alpha). */
+static float *fp8_decoded(const rt_kernel_call *c, int i)
+{
+    int64_t n = ir_numel(c->arg_types[i]);
+    float *out = fp8_bytes_decoded(c, i);
     int64_t rows, cols, C = last_dim(c->arg_types[i]);
     if (c->arg_types[i + 1]->ndim == 2 && ir_fp8_scale_blocks(c->arg_types[i], c->arg_types[i + 1], &rows, &cols)) {
         const float *s = argf(c, i + 1);
@@ -556,13 +583,19 @@ void cpu_FP8_MATMUL_ADD(const rt_kernel_call *c)
 /* r := op(a) op(b) */
 void cpu_MATMUL(const rt_kernel_call *c) { gemm_into(c, 0, 0.0f, resf(c, 0)); }
 
-/* (dst, a, b): dst += matmul(a, b), the GEMM accumulating (beta = 1); assign: dst := (beta = 0); a
- * bf16 dst rounded once, after the GEMM (f32_of) */
-void cpu_MATMUL_ACCUMULATE(const rt_kernel_call *c)
+/* An accumulating GEMM op: its destination global (operand 0) := beta dst + the product `into`
+ * writes from operand 1 on, beta 1 or, with assign, 0; a bf16 dst rounded once, after it (f32_of) */
+static void accumulate_op(const rt_kernel_call *c, void (*into)(const rt_kernel_call *, int, float, float *), bool assign)
 {
     float *dst = f32_of(c->args[0], c->arg_types[0]);
-    gemm_into(c, 1, c->in->attr[IR_ATTR_MATMUL_ACCUMULATE_ASSIGN] != 0 ? 0.0f : 1.0f, dst);
+    into(c, 1, assign ? 0.0f : 1.0f, dst);
     f32_store(c->args[0], c->arg_types[0], dst);
+}
+
+/* (dst, a, b): dst += matmul(a, b), the GEMM accumulating (beta = 1); assign: dst := (beta = 0) */
+void cpu_MATMUL_ACCUMULATE(const rt_kernel_call *c)
+{
+    accumulate_op(c, gemm_into, c->in->attr[IR_ATTR_MATMUL_ACCUMULATE_ASSIGN] != 0);
 }
 
 /* matmul, then bias[N] added to every row of the result */
@@ -1648,9 +1681,106 @@ void cpu_MOE_GROUPED_WGRAD(const rt_kernel_call *c) { grouped_wgrad_into(c, 0, 0
 /* (dst, a, b, counts): dst += a_e^T b_e (beta = 1); assign: dst := (beta = 0) */
 void cpu_MOE_GROUPED_WGRAD_ACCUMULATE(const rt_kernel_call *c)
 {
-    float *dst = f32_of(c->args[0], c->arg_types[0]);
-    grouped_wgrad_into(c, 1, c->in->attr[IR_ATTR_MOE_GROUPED_WGRAD_ACCUMULATE_ASSIGN] != 0 ? 0.0f : 1.0f, dst);
-    f32_store(c->args[0], c->arg_types[0], dst);
+    accumulate_op(c, grouped_wgrad_into, c->in->attr[IR_ATTR_MOE_GROUPED_WGRAD_ACCUMULATE_ASSIGN] != 0);
+}
+
+/* --- FP8 experts (ops.def): a scale per expert, tensorwise or delayed -------------------------- */
+
+/* The elements of x each expert's scale covers, into first[E + 1] (expert e's are [first[e],
+ * first[e+1])): its rows by the counts at operand `counts` (x[R,K]), or without counts (counts < 0)
+ * x[e] of an expert weight [E, ...]. The rows past the counts are nobody's. */
+static void fp8_expert_spans(const rt_kernel_call *c, int counts, int64_t E, int64_t *first)
+{
+    const ir_type *x = c->arg_types[0];
+    int64_t K = last_dim(x);
+    const int32_t *n = counts >= 0 ? group_counts(c, counts, x->dims[0]) : NULL;
+    first[0] = 0;
+    for (int64_t e = 0; e < E; e++)
+        first[e + 1] = first[e] + (n ? n[e] * K : ir_numel(x) / E);
+}
+
+/* (x, counts) or (w) -> amax[E]: each expert's max |x| */
+void cpu_FP8_GROUPED_AMAX(const rt_kernel_call *c)
+{
+    int64_t E = c->res_types[0]->dims[0], *first = scratch((size_t)E + 1, sizeof(int64_t));
+    fp8_expert_spans(c, c->nargs == 2 ? 1 : -1, E, first);
+    for (int64_t e = 0; e < E; e++)
+        resf(c, 0)[e] = amax_of(argf(c, 0) + first[e], first[e + 1] - first[e]);
+    free(first);
+}
+
+/* (x, amax[E][, counts]) -> (q, scale_inv[E]): expert e's elements quantized as fp8_quantize's by
+ * amax[e]; q past the counts' rows zero */
+void cpu_FP8_GROUPED_QUANTIZE(const rt_kernel_call *c)
+{
+    bool e5m2 = c->in->attr[IR_ATTR_FP8_GROUPED_QUANTIZE_FORMAT] == IR_FP8_E5M2;
+    int64_t E = c->arg_types[1]->dims[0], *first = scratch((size_t)E + 1, sizeof(int64_t));
+    fp8_expert_spans(c, c->nargs == 3 ? 2 : -1, E, first);
+    const float *x = argf(c, 0);
+    uint8_t *q = c->res[0];
+    for (int64_t e = 0; e < E; e++) {
+        float scale = fp8_scale(argf(c, 1)[e], c->in->attr[IR_ATTR_FP8_GROUPED_QUANTIZE_MARGIN], e5m2);
+        for (int64_t i = first[e]; i < first[e + 1]; i++)
+            q[i] = rt_fp8_encode(x[i] * scale, e5m2);
+        resf(c, 1)[e] = 1.0f / scale;
+    }
+    memset(q + first[E], 0, (size_t)(ir_numel(c->arg_types[0]) - first[E]));
+    free(first);
+}
+
+/* (qx[R,K], sx[E], qw[E,F,K] (tb) or [E,K,F], sw[E], counts[, hdy]) -> [R,F]: one GEMM per expert
+ * over its rows, alpha sx[e] sw[e]; the rows past the counts zero */
+void cpu_FP8_GROUPED_MATMUL(const rt_kernel_call *c)
+{
+    float *x = fp8_bytes_decoded(c, 0), *w = fp8_bytes_decoded(c, 2);
+    const float *sx = argf(c, 1), *sw = argf(c, 3);
+    bool tb = c->in->attr[IR_ATTR_FP8_GROUPED_MATMUL_TB] != 0;
+    int64_t R = c->arg_types[0]->dims[0], K = c->arg_types[0]->dims[1], E = c->arg_types[2]->dims[0];
+    int64_t F = c->res_types[0]->dims[1], row = 0;
+    const int32_t *counts = group_counts(c, 4, R);
+    float *y = resf(c, 0);
+    for (int64_t e = 0; e < E; row += counts[e++])
+        if (counts[e])
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, counts[e], (int)F, (int)K,
+                        sx[e] * sw[e], x + row * K, (int)K, w + e * F * K, tb ? (int)K : (int)F, 0.0f, y + row * F,
+                        (int)F);
+    memset(y + row * F, 0, sizeof(float) * (size_t)((R - row) * F)); /* rows no expert holds */
+    free(x);
+    free(w);
+}
+
+/* dw[E,P,Q] := beta dw + qa_e^T qb_e, alpha sa[e] sb[e], the operands (qa[R,P], sa[E], qb[R,Q], sb[E],
+ * counts) from argument `first` on; an expert without rows keeps beta dw (0 when beta is 0). The
+ * product is rounded to f32 before it is added (as fp8_product's), so the fused accumulate's
+ * numbers are the unfused wgrad and accumulate's. */
+static void fp8_grouped_wgrad_into(const rt_kernel_call *c, int first, float beta, float *dw)
+{
+    float *a = fp8_bytes_decoded(c, first), *b = fp8_bytes_decoded(c, first + 2);
+    const float *sa = argf(c, first + 1), *sb = argf(c, first + 3);
+    int64_t R = c->arg_types[first]->dims[0], P = c->arg_types[first]->dims[1], Q = c->arg_types[first + 2]->dims[1];
+    int64_t E = c->arg_types[first + 4]->dims[0];
+    const int32_t *counts = group_counts(c, first + 4, R);
+    float *p = scratch((size_t)(P * Q), sizeof(float));
+    for (int64_t e = 0, row = 0; e < E; row += counts[e++]) {
+        float *d = dw + e * P * Q;
+        if (counts[e])
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)P, (int)Q, counts[e], sa[e] * sb[e], a + row * P,
+                        (int)P, b + row * Q, (int)Q, 0.0f, p, (int)Q);
+        for (int64_t i = 0; i < P * Q; i++)
+            d[i] = (beta != 0.0f ? d[i] : 0.0f) + (counts[e] ? p[i] : 0.0f);
+    }
+    free(p);
+    free(a);
+    free(b);
+}
+
+/* (qa[R,P], sa[E], qb[R,Q], sb[E], counts) -> [E,P,Q]: qa_e^T qb_e; an expert without rows zero */
+void cpu_FP8_GROUPED_WGRAD(const rt_kernel_call *c) { fp8_grouped_wgrad_into(c, 0, 0.0f, resf(c, 0)); }
+
+/* (dst, qa, sa, qb, sb, counts): dst += qa_e^T qb_e (assign: :=) */
+void cpu_FP8_GROUPED_WGRAD_ACCUMULATE(const rt_kernel_call *c)
+{
+    accumulate_op(c, fp8_grouped_wgrad_into, c->in->attr[IR_ATTR_FP8_GROUPED_WGRAD_ACCUMULATE_ASSIGN] != 0);
 }
 
 /* The aux loss's full score distribution of one token: softmax, or sigmoid over its sum + 1e-20 */

@@ -178,7 +178,8 @@ bool train_non_finite(const train_run *r, int it, const char *what, double v)
 }
 
 /* FP8 delayed scaling: this rank's first FP8_HISTORY global (declaration order: the earliest
- * layer's) whose step amax so far, [0], is NaN or infinite, or -1; *v its value. */
+ * layer's) whose step amax so far, [0] of a row (an expert weight's history a row an expert), is NaN
+ * or infinite, or -1; *v its value. */
 static int fp8_bad_amax(const train_run *r, float *v)
 {
     for (int g = 0; g < r->m->nglobals; g++) {
@@ -187,9 +188,12 @@ static int fp8_bad_amax(const train_run *r, float *v)
             continue;
         float *h = malloc(ir_bytes(&gl->type));
         rt_program_read_global(r->p, g, h);
-        *v = h[0];
+        int64_t n = gl->type.dims[gl->type.ndim - 1], bad = -1;
+        for (int64_t row = 0; row < ir_numel(&gl->type) / n && bad < 0; row++)
+            bad = isfinite(h[row * n]) ? -1 : row * n;
+        *v = h[bad < 0 ? 0 : bad];
         free(h);
-        if (!isfinite(*v))
+        if (bad >= 0)
             return g;
     }
     return -1;

@@ -5,12 +5,14 @@
 # optimizer state is in edp blocks) loads with no conversion on one rank, at DP=2 without EP and
 # in its own layout;
 # each resumed run's losses at iterations 6-10 equal the uninterrupted EP run's within 1e-5 (fp32
-# CPU ranks: the layouts sum in another order).
+# CPU ranks: the layouts sum in another order). CHECKPOINT_SPEC_FLAGS: spec flags of every program
+# (e.g. FP8 delayed scaling, whose expert weights' amax histories split over ep with their experts).
 set -euo pipefail
 mcc=$1; model=$2; np=${3:-2}
 ep_flags=("${@:4}"); [ ${#ep_flags[@]} -gt 0 ] || ep_flags=(--dp 2 --expert-model-parallel-size 2)
 root=$(cd "$(dirname "$0")/.." && pwd)
-common=(--target cpu --vocab-size 260 --make-vocab-size-divisible-by 1 --global-batch-size 16)
+read -r -a spec_flags <<<"${CHECKPOINT_SPEC_FLAGS:-}"
+common=(--target cpu --vocab-size 260 --make-vocab-size-divisible-by 1 --global-batch-size 16 "${spec_flags[@]}")
 source "$root/tests/checkpoint_check.sh"
 compile ep2 "${ep_flags[@]}"
 compile dp2 --dp 2

@@ -37,6 +37,15 @@ fp8=(--fp8-format hybrid --fp8-recipe tensorwise)
 fp8_ir=$("$mcc" ir "$tiny" "${fp8[@]}" --target cuda --after fp8 2>&1)
 grep -q fp8_matmul <<<"$fp8_ir" ||
     { echo "FAIL: mcc ir --fp8-format hybrid --target cuda made no fp8_matmul"; exit 1; }
+# FP8 experts, for both targets: the routed experts' grouped GEMMs on per-expert scales, the router's
+# matmul kept in its dtype (no amax history of its own); blockwise ones refused with the fix
+for target in cpu cuda; do
+  moe_ir=$("$mcc" ir "$root/models/tiny-moe.json" --fp8-format hybrid --fp8-recipe delayed --target $target 2>&1)
+  grep -q "= fp8_grouped_matmul" <<<"$moe_ir" && grep -q "fp8_grouped_wgrad" <<<"$moe_ir" &&
+    ! grep -q "router.weight.amax_history" <<<"$moe_ir" ||
+    { echo "FAIL: mcc ir tiny-moe --fp8-format hybrid --target $target: no FP8 grouped GEMMs, or the router in FP8";
+      echo "$moe_ir" | tail -3; exit 1; }
+done
 # delayed scaling's fields without it
 expect "--fp8-margin is set but --fp8-recipe is tensorwise: it configures delayed scaling" -- "$mcc" compile "$tiny" "${fp8[@]}" --fp8-margin 1 --target cpu -o "$work/x"
 # blockwise FP8: a layer whose matmuls do not tile by 128; for the cuda target the whole pipeline

@@ -591,6 +591,98 @@ static void test_fp8_block_reference(void)
     free(a), free(b), free(x.data);
 }
 
+/* FP8 experts (ops.def's fp8_grouped_*), against per-expert definitions: x [24, 32] whose rows go to
+ * 4 experts by counts {5, 0, 11, 4} (the last 4 rows NaN: the receive room, never read), each
+ * expert's rows and weight at its own magnitude (2^-10 to 2^3), so one scale for all would leave the
+ * small experts among E4M3's subnormals. Each expert's amax and scale_inv are its own (448 / amax),
+ * its largest |q| in [224, 448], each q within E4M3's rounding of x * scale; the grouped GEMM and
+ * wgrad equal the products of the dequantized operands, expert by expert, zero past the counts and
+ * for the expert without rows. */
+static void test_fp8_grouped_reference(void)
+{
+    enum { R = 24, K = 32, E = 4, N = 16 };
+    int32_t counts[E] = {5, 0, 11, 4};
+    int expert_of[R], first[E + 1] = {0};
+    for (int e = 0; e < E; e++)
+        first[e + 1] = first[e] + counts[e];
+    for (int r = 0; r < R; r++) {
+        expert_of[r] = -1;
+        for (int e = 0; e < E; e++)
+            expert_of[r] = r >= first[e] && r < first[e + 1] ? e : expert_of[r];
+    }
+    tensor x = F32(R, K), w = F32(E, N, K), c = I32(E);
+    memcpy(c.data, counts, sizeof counts);
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < K; k++)
+            F(x)[r * K + k] = expert_of[r] < 0 ? NAN : (float)(urand() * ldexp(1, 3 * expert_of[r] - 10));
+    for (int i = 0; i < E * N * K; i++)
+        F(w)[i] = (float)(urand() * ldexp(1, 2 - 3 * (i / (N * K))));
+    tensor operands[2] = {x, w}, q[2], sinv[2];
+    for (int o = 0; o < 2; o++) { /* o 0: x's rows by the counts; 1: w by its leading index */
+        tensor amax = F32(E);
+        run(IR_OP_FP8_GROUPED_AMAX, NULL, (tensor[]){operands[o], c}, o ? 1 : 2, &amax, 1);
+        q[o] = tensor_new(IR_FP8E4M3, operands[o].type.ndim, operands[o].type.dims), sinv[o] = F32(E);
+        run(IR_OP_FP8_GROUPED_QUANTIZE, ATTRS(IR_FP8_E4M3, 0), (tensor[]){operands[o], amax, c}, o ? 2 : 3,
+            (tensor[]){q[o], sinv[o]}, 2);
+        int64_t per = o ? N * K : K;
+        for (int e = 0; e < E; e++) {
+            int64_t lo = o ? e * per : first[e] * per, hi = o ? (e + 1) * per : first[e + 1] * per;
+            float want = 0, qmax = 0;
+            for (int64_t i = lo; i < hi; i++)
+                want = fmaxf(want, fabsf(F(operands[o])[i]));
+            double scale = want > 0 ? 448.0f / want : 1, worst = 0;
+            for (int64_t i = lo; i < hi; i++) {
+                double d = rt_fp8_decode(((uint8_t *)q[o].data)[i], false), v = F(operands[o])[i] * scale;
+                qmax = fmaxf(qmax, (float)fabs(d));
+                worst = fmax(worst, fabs(d - v) / fmax(fabs(v), 0x1p-6));
+            }
+            CHECK(F(amax)[e] == want, "fp8_grouped_amax %s expert %d: %g, want %g", o ? "w" : "x", e, F(amax)[e], want);
+            CHECK(F(sinv[o])[e] == (float)(1 / (float)scale), "fp8_grouped_quantize %s expert %d: scale_inv %g, want %g",
+                  o ? "w" : "x", e, F(sinv[o])[e], 1 / scale);
+            CHECK(hi == lo || (qmax >= 224 && qmax <= 448), "fp8_grouped_quantize %s expert %d: largest |q| %g",
+                  o ? "w" : "x", e, qmax);
+            CHECK(worst <= 0x1p-4, "fp8_grouped_quantize %s expert %d: q off x * scale by %g", o ? "w" : "x", e, worst);
+        }
+        free(amax.data);
+    }
+    for (int64_t i = first[E] * K; i < R * K; i++)
+        CHECK(((uint8_t *)q[0].data)[i] == 0, "fp8_grouped_quantize: q past the counts' rows is %d, not 0",
+              ((uint8_t *)q[0].data)[i]);
+    /* y = x_e w_e^T (tb) and dw_e = x_e^T x_e on the dequantized operands */
+    tensor y = F32(R, N), dw = F32(E, K, K);
+    run(IR_OP_FP8_GROUPED_MATMUL, ATTRS(1, 0, 0), (tensor[]){q[0], sinv[0], q[1], sinv[1], c}, 5, &y, 1);
+    run(IR_OP_FP8_GROUPED_WGRAD, NULL, (tensor[]){q[0], sinv[0], q[0], sinv[0], c}, 5, &dw, 1);
+    double worst_y = 0, worst_dw = 0;
+    for (int r = 0; r < R; r++)
+        for (int n = 0; n < N; n++) {
+            int e = expert_of[r];
+            double want = 0, norm = 0;
+            for (int k = 0; e >= 0 && k < K; k++) {
+                double a = rt_fp8_decode(((uint8_t *)q[0].data)[r * K + k], false) * F(sinv[0])[e];
+                double b = rt_fp8_decode(((uint8_t *)q[1].data)[(e * N + n) * K + k], false) * F(sinv[1])[e];
+                want += a * b, norm += fabs(a * b);
+            }
+            worst_y = fmax(worst_y, e < 0 ? fabs(F(y)[r * N + n]) : fabs(F(y)[r * N + n] - want) / fmax(norm, 1e-30));
+        }
+    for (int e = 0; e < E; e++)
+        for (int i = 0; i < K; i++)
+            for (int j = 0; j < K; j++) {
+                double want = 0, norm = 0;
+                for (int r = first[e]; r < first[e + 1]; r++) {
+                    double a = rt_fp8_decode(((uint8_t *)q[0].data)[r * K + i], false) * F(sinv[0])[e];
+                    double b = rt_fp8_decode(((uint8_t *)q[0].data)[r * K + j], false) * F(sinv[0])[e];
+                    want += a * b, norm += fabs(a * b);
+                }
+                double got = F(dw)[(e * K + i) * K + j];
+                worst_dw = fmax(worst_dw, norm > 0 ? fabs(got - want) / norm : fabs(got));
+            }
+    CHECK(worst_y < 1e-5, "fp8_grouped_matmul: off the experts' dequantized products by %.3g", worst_y);
+    CHECK(worst_dw < 1e-5, "fp8_grouped_wgrad: off the experts' dequantized products by %.3g", worst_dw);
+    for (int o = 0; o < 2; o++)
+        free(q[o].data), free(sinv[o].data);
+    free(x.data), free(w.data), free(c.data), free(y.data), free(dw.data);
+}
+
 /* split_last_dim and concat_last_dim against their definitions: x [2,3,4,5] split after 2 channels,
  * the rest summed over the 4 heads; the parts joined again, the summed one broadcast over them. */
 static void test_split_concat_reference(void)
@@ -1178,6 +1270,7 @@ int main(int argc, char **argv)
     test_master_remainders();
     test_matmul_reference();
     test_fp8_block_reference();
+    test_fp8_grouped_reference();
     test_rope_reference();
     test_split_concat_reference();
     if (argc > 1) /* tests/data/rope_llama3_freqs.txt */

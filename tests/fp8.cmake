@@ -1,7 +1,8 @@
 # fp8.cmake — FP8 (passes/fp8.c, runtime/fp8.c): the rounding against an enumeration of both
 # formats, tiny models trained 10 steps in FP8 against the PyTorch reference of the same rounding
 # (tests/torch_ref.py), and FP8 under DP=2, PP=2 and TP=2 (with and without sequence parallelism)
-# against one rank (CP=2: tests/context_parallel.cmake). The pass tests are tests/passes/fp8_*.ir.
+# against one rank (CP=2: tests/context_parallel.cmake); FP8 experts (tiny-moe, tiny-deepseek-v3)
+# against the reference and under dp, ZeRO, pp, ep and tp with SP, and their checkpoints. The pass tests are tests/passes/fp8_*.ir.
 add_executable(fp8_rounding_test ${CMAKE_SOURCE_DIR}/tests/fp8_rounding_test.c)
 target_link_libraries(fp8_rounding_test PRIVATE mccrt)
 add_test(NAME fp8_rounding COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/fp8_rounding.py $<TARGET_FILE:fp8_rounding_test>)
@@ -109,10 +110,65 @@ if(MPI_C_FOUND)
   fp8_equals_single_rank(fp8_blockwise tiny-llama "ITERS;2;FINAL_TOL;1e-4" ${_blockwise} --
                          "dp2:--dp 2" "dp2_zero:--dp 2 --use-distributed-optimizer" "pp2:--pp 2")
 endif()
+# FP8 experts (fp8_grouped_*: Transformer Engine's GroupedLinear, a scale per expert): the routed
+# experts' GEMMs against the reference's per-expert quantization (tests/torch_ref.py's Fp8Linear on
+# each expert's own rows and weight; with one scale for all experts instead, the step-1 logits are
+# 5e-3 off, over the 3e-3 FP8 tolerance), tensorwise; E4M3 gradients and the experts' weight
+# gradients from the unquantized operands (moe_grouped_wgrad); delayed with a 16-step history's max,
+# each expert's row of the [E, 1 + len] histories checked at step 1 to 1e-4. tiny-deepseek-v3 (8
+# experts in 4 groups, sigmoid, expert bias, a shared expert, MLA) with lr 0: its expert bias moves
+# by whole +-rate steps, which the FP8 runs' drift (1e-2 after 10 steps) flips at lr > 0.
+mcc_e2e_test(numerics_vs_torch_fp8_tiny-moe numerics_e2e.sh tiny-moe ${_fp8})
+mcc_e2e_test(numerics_vs_torch_fp8_e4m3_tiny-moe numerics_e2e.sh tiny-moe --fp8-format e4m3 --fp8-recipe tensorwise
+             --no-fp8-wgrad)
+mcc_e2e_test(numerics_vs_torch_fp8_delayed_max_tiny-moe numerics_e2e.sh tiny-moe --fp8-format hybrid
+             --fp8-recipe delayed --fp8-amax-history-len 16 --fp8-amax-compute-algo max)
+mcc_e2e_test(numerics_vs_torch_fp8_delayed_tiny-deepseek-v3 numerics_e2e.sh tiny-deepseek-v3 --fp8-format hybrid
+             --fp8-recipe delayed --lr 0 --min-lr 0)
+# FP8 experts under the layouts. Tensorwise: dp (ZeRO too) and pp quantize each micro-batch's rows
+# per expert as the one rank does. Delayed (a 4-step history's max): every layout takes the scales
+# from the histories as the step began, so ep equals the one rank too (the experts' histories split
+# with them, their step amaxes max-reduced over edp: over dp instead, ep2 fails at step 2), and tp 2
+# with SP (the split rows' and weights' amaxes max-all-reduced over tp), alone and beside ep 2, over
+# two steps (the third's router metrics drift past their 1e-5 by an FP8 tie, 6e-5). Not tensorwise
+# under ep: an expert's scale is the amax of the rows it receives from every ep rank's micro-batch
+# (as GroupedLinear's behind Megatron's all-to-all dispatcher), not one rank's; nor under tp: one
+# element of an E5M2 gradient a dgrad's other order of sums puts across a tie moves a row of the
+# step-1 gradients (the shared expert's gate in layer 2), which spreads to 1.7e-2 by layer 0.
+if(MPI_C_FOUND)
+  fp8_equals_single_rank(fp8 tiny-moe "ITERS;2;FINAL_TOL;1e-4" ${_fp8} --
+                         "dp2:--dp 2" "dp2_zero:--dp 2 --use-distributed-optimizer"
+                         "pp2:--pp 2 --decoder-first-pipeline-num-layers 2")
+  set(_moe_delayed --fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 4 --fp8-amax-compute-algo max)
+  fp8_equals_single_rank(fp8_delayed tiny-moe "ITERS;3;TOL;3e-4" ${_moe_delayed} --
+                         "ep2:--dp 2 --expert-model-parallel-size 2" "pp2:--pp 2 --decoder-first-pipeline-num-layers 2")
+  mcc_layout_test(fp8_delayed_ep2_edp2_equals_single_rank_tiny-moe tiny-moe 4 ITERS 3 TOL 3e-4 ${_moe_delayed} --
+                  --dp 4 --expert-model-parallel-size 2)
+  fp8_equals_single_rank(fp8_delayed tiny-moe "ITERS;2;TOL;3e-4" ${_moe_delayed} -- "tp2_sp:--tp 2 --sequence-parallel")
+  mcc_layout_test(fp8_delayed_tp2_sp_ep2_equals_single_rank_tiny-moe tiny-moe 4 ITERS 2 TOL 3e-4 ${_moe_delayed} --
+                  --tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2)
+  # the experts' histories saved split over ep by each rank and resumed bit for bit, and loaded on
+  # one rank and at dp 2 without ep (their rows gathered as the experts' weights are)
+  mcc_e2e_test(checkpoint_resume_fp8_delayed_ep2_tiny-moe checkpoint_resume.sh tiny-moe 2 --dp 2
+               --expert-model-parallel-size 2 ${_moe_delayed})
+  set_tests_properties(checkpoint_resume_fp8_delayed_ep2_tiny-moe PROPERTIES PROCESSORS 2)
+  mcc_e2e_test(checkpoint_fp8_delayed_ep2_to_single_and_dp2 checkpoint_ep.sh tiny-moe)
+  list(JOIN _moe_delayed " " _moe_delayed_text)
+  set_tests_properties(checkpoint_fp8_delayed_ep2_to_single_and_dp2 PROPERTIES PROCESSORS 2 TIMEOUT 120
+                       ENVIRONMENT "CHECKPOINT_SPEC_FLAGS=${_moe_delayed_text}")
+endif()
 # Blockwise on one GPU against the CPU oracle (tests/gpu_numerics.sh: bf16 tolerances, 10 steps):
 # cuBLASLt's block-scaled GEMMs and the quantize kernel in a whole plan (skipped without a GPU)
 if(TARGET mccrt_cuda)
   add_test(NAME gpu_fp8_blockwise_equals_cpu_tiny-llama COMMAND ${CMAKE_SOURCE_DIR}/tests/gpu_numerics.sh
            $<TARGET_FILE:mcc> tiny-llama 1 ${_blockwise} --)
   set_tests_properties(gpu_fp8_blockwise_equals_cpu_tiny-llama PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+  # FP8 experts (one FP8 cuBLASLt GEMM an expert, a scale each; not yet run on a GPU): tiny-moe
+  # tensorwise and tiny-deepseek-v3 delayed against the CPU oracle
+  add_test(NAME gpu_fp8_equals_cpu_tiny-moe COMMAND ${CMAKE_SOURCE_DIR}/tests/gpu_numerics.sh
+           $<TARGET_FILE:mcc> tiny-moe 1 ${_fp8} --)
+  add_test(NAME gpu_fp8_delayed_equals_cpu_tiny-deepseek-v3 COMMAND ${CMAKE_SOURCE_DIR}/tests/gpu_numerics.sh
+           $<TARGET_FILE:mcc> tiny-deepseek-v3 1 --fp8-format hybrid --fp8-recipe delayed --)
+  set_tests_properties(gpu_fp8_equals_cpu_tiny-moe gpu_fp8_delayed_equals_cpu_tiny-deepseek-v3 PROPERTIES
+                       LABELS gpu SKIP_RETURN_CODE 77)
 endif()

@@ -62,9 +62,10 @@ static int dropout_case(graph *g, ir_op op, const int *args, int nargs)
     return ir_emit(g->m, g->f, op, a, nargs + 1, attrs, NULL, NULL);
 }
 
-/* build_case's answer for an op whose rule finite differences cannot check: fp8_matmul's is
- * straight-through, the gradient of the unquantized product, while its loss is a step function of
- * the operands (each rounded to the FP8 grid); numerics_vs_torch_fp8_* check it against PyTorch. */
+/* build_case's answer for an op whose rule finite differences cannot check: fp8_matmul's (and the
+ * experts' fp8_grouped_matmul's) is straight-through, the gradient of the unquantized product,
+ * while its loss is a step function of the operands (each rounded to the FP8 grid);
+ * numerics_vs_torch_fp8_* check it against PyTorch (the experts': numerics_vs_torch_fp8*_tiny-moe). */
 #define STRAIGHT_THROUGH (-2)
 /* ... and for moe_aux_attach, whose rule adds a loss to the objective that the plan's loss output
  * (what finite differences see) leaves out, as Megatron's MoEAuxLossAutoScaler does:
@@ -235,7 +236,7 @@ static int build_case(graph *g, ir_op op)
         args[0] = param(g, "x", 2, x183), args[1] = ids(g, IR_ROLE_TOKENS, "ids", 2, c22);
         return emit(g, op, args, 2, 0, 0);
     }
-    case IR_OP_FP8_MATMUL: return STRAIGHT_THROUGH;
+    case IR_OP_FP8_MATMUL: case IR_OP_FP8_GROUPED_MATMUL: return STRAIGHT_THROUGH;
     case IR_OP_MOE_ROUTE: return route_case(g);
     case IR_OP_MOE_CAPACITY: return capacity_case(g);
     case IR_OP_MOE_PERMUTE: case IR_OP_MOE_UNPERMUTE: case IR_OP_MOE_GROUPED_MATMUL: return experts_case(g);

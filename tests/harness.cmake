@@ -34,6 +34,8 @@ set(MCC_SANITIZED_E2E
     fp8_delayed_tp2_sp_equals_single_rank_tiny-llama numerics_vs_torch_tiny-gpt2 numerics_vs_torch_tiny-moe
     numerics_vs_torch_dropout_tiny-llama numerics_vs_torch_fp8_delayed_tiny-llama
     numerics_vs_torch_bf16_moments_tiny-gpt2
+    # FP8 experts (per-expert scales and histories) over ep beside tp + sp
+    fp8_delayed_tp2_sp_ep2_equals_single_rank_tiny-moe
     # full recompute bit for bit; offload on one rank; an ep x edp ZeRO checkpoint loaded elsewhere
     # (checkpoint.cmake's tp x dp ZeRO resumes and reshards, and the kills' loads, are this build's)
     recompute_bitwise_tiny-llama offload_equals_device_optimizer checkpoint_ep2_zero_to_single_and_dp2)

@@ -6,8 +6,8 @@
 # uniform 1, uniform 2 and block 1 on one rank, and of uniform 1 at TP=2 x DP=2 with the
 # distributed optimizer (an MoE model: with sequence parallelism and EP=2; and its token dropping at
 # CP=2, uniform 2, expert bias, uniform 1, and PP=2, block 1), and of selective recompute under FP8
-# (a dense model: the recomputed norms' and activations' quantized copies made again by the forward's
-# scales), are
+# (the recomputed norms' and activations' quantized copies made again by the forward's scales; an
+# MoE model's also under full recompute, uniform 1: its experts' per-expert quantizes replayed), are
 # byte for byte the no-recompute program's of the same layout.
 # recompute_bitwise.sh MCC MODEL modules — instead, the selective modules recomputed as regions
 # (passes/recompute.c's mark_regions) against none: multi-latent attention's up projections (alone,
@@ -60,10 +60,12 @@ train uniform2 1 "${full[@]}" uniform --recompute-num-layers 2; same none unifor
 train block1 1 "${full[@]}" block --recompute-num-layers 1; same none block1
 tpdp=(--tp 2 --dp 2 --use-distributed-optimizer)
 moe=0; grep -q '"num_experts"' "$root/models/$model.json" && moe=1
-if [ $moe = 0 ]; then # FP8 (dense models: FP8 experts are not built)
-  fp8=(--fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 4 --fp8-amax-compute-algo max)
-  train fp8 1 "${fp8[@]}"
-  train fp8_selective 1 "${fp8[@]}" --recompute-granularity selective; same fp8 fp8_selective
+# FP8 (an MoE model's experts too, whose per-expert quantizes and amax folds a full recompute replays)
+fp8=(--fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 4 --fp8-amax-compute-algo max)
+train fp8 1 "${fp8[@]}"
+train fp8_selective 1 "${fp8[@]}" --recompute-granularity selective; same fp8 fp8_selective
+if [ $moe = 1 ]; then
+  train fp8_uniform1 1 "${fp8[@]}" "${full[@]}" uniform --recompute-num-layers 1; same fp8 fp8_uniform1
 fi
 if [ $moe = 1 ]; then # an MoE model: its layouts (SP with TP, experts over ep)
   tpdp=(--tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2 --use-distributed-optimizer)

@@ -287,20 +287,28 @@ def fp8_roll():
         h[:] = [torch.tensor(0.0), h[0]] + h[1:-1]
 
 
+def fp8_key(name, what, expert):
+    """The amax history of `what` (x, w, dy) of weight `name`'s GEMM: mcc's global's name, and for
+    expert e of a routed experts' weight its row e (`#e`: mcc's history is [E, 1 + len])."""
+    return f"{name}.weight.amax_history.{what}" + ("" if expert is None else f"#{expert}")
+
+
 class Fp8Linear(torch.autograd.Function):
     """y = q(x) q(w)^T, both E4M3; backward: dy quantized once in the gradient's format, dx = q(dy)
     q(w), dw = q(dy)^T q(x) (or dy^T x without FP8 wgrad), as fp8_matmul's gradient rule. name: the
-    weight's, which names the three tensors' amax histories."""
+    weight's, which names the three tensors' amax histories. An expert's GEMM (expert e of a routed
+    experts' weight, Transformer Engine's GroupedLinear) is the same on its own rows and weight: each
+    of x, w and dy scaled by its own amax (its own history row)."""
 
     @staticmethod
-    def forward(ctx, x, w, name):
+    def forward(ctx, x, w, name, expert=None):
         if FP8["blockwise"]:  # x in 1x128 tiles along K, w in 128x128 blocks
             qx, qw = fp8_block_quantize(x, 1, 128), fp8_block_quantize(w, 128, 128)
             ctx.save_for_backward(x, qx, qw)
             return qx @ qw.T
-        qx, qw = fp8_quantize(x, "e4m3", name + ".weight.amax_history.x"), fp8_quantize(w, "e4m3", name + ".weight.amax_history.w")
+        qx, qw = fp8_quantize(x, "e4m3", fp8_key(name, "x", expert)), fp8_quantize(w, "e4m3", fp8_key(name, "w", expert))
         ctx.save_for_backward(x, qx, qw)
-        ctx.name = name
+        ctx.name, ctx.expert = name, expert
         return qx @ qw.T
 
     @staticmethod
@@ -308,10 +316,10 @@ class Fp8Linear(torch.autograd.Function):
         x, qx, qw = ctx.saved_tensors
         if FP8["blockwise"]:  # each GEMM's operands tiled along its reduction dim: N for dx, the tokens for dw
             a, b = (fp8_block_quantize(dy, 128, 1), fp8_block_quantize(x, 128, 1)) if FP8["wgrad"] else (dy, x)
-            return fp8_block_quantize(dy, 1, 128) @ qw, a.reshape(-1, a.shape[-1]).T @ b.reshape(-1, b.shape[-1]), None
-        qdy = fp8_quantize(dy, FP8["grad"], ctx.name + ".weight.amax_history.dy")
+            return fp8_block_quantize(dy, 1, 128) @ qw, a.reshape(-1, a.shape[-1]).T @ b.reshape(-1, b.shape[-1]), None, None
+        qdy = fp8_quantize(dy, FP8["grad"], fp8_key(ctx.name, "dy", ctx.expert))
         a, b = (qdy, qx) if FP8["wgrad"] else (dy, x)
-        return qdy @ qw, a.reshape(-1, a.shape[-1]).T @ b.reshape(-1, b.shape[-1]), None
+        return qdy @ qw, a.reshape(-1, a.shape[-1]).T @ b.reshape(-1, b.shape[-1]), None, None
 
 
 def fp8_setup(c):
@@ -626,10 +634,15 @@ def seq_aux_loss(scores, ids, T, k, E):
 
 
 def expert_mlp(x, p, name, e, c):
-    """Expert e's MLP: the e-th [F, d] matrices of name.experts.{up,gate,down}."""
-    w = lambda m: p[f"{name}.experts.{m}.weight"][e]  # noqa: E731
-    h = F.silu(x @ w("gate").T) * (x @ w("up").T) if c["swiglu"] else activation(x @ w("up").T, c)
-    return h @ w("down").T
+    """Expert e's MLP: the e-th [F, d] matrices of name.experts.{up,gate,down}; in an FP8 layer each
+    GEMM on its own rows and weight quantized with the expert's own scales (Fp8Linear's expert)."""
+    fp8 = FP8 and int(name.split(".")[1]) in FP8["layers"]
+
+    def lin(x, m):
+        w = p[f"{name}.experts.{m}.weight"][e]
+        return Fp8Linear.apply(x, w, f"{name}.experts.{m}", e) if fp8 else x @ w.T
+    h = F.silu(lin(x, "gate")) * lin(x, "up") if c["swiglu"] else activation(lin(x, "up"), c)
+    return lin(h, "down")
 
 
 def router_gating_linear(x, weight, c):
@@ -909,14 +922,15 @@ def compare(dump, c, n_iters, metrics_file=None):
     if FP8 and FP8["delayed"]:
         steps = len(dumped_steps)
         for n, h in read_mcct(os.path.join(dump, "fp8_histories_final.mcct")).items():
-            want = FP8["history"].get(n)
-            if want is None:
+            keys = [n] if h.ndim == 1 else [f"{n}#{e}" for e in range(h.shape[0])]  # an expert weight's: a row each
+            if any(k not in FP8["history"] for k in keys):
                 rows.append((f"fp8 history {n}", math.inf, "not in the reference"))
                 continue
-            want = torch.stack(want).double().numpy()
+            want = np.stack([torch.stack(FP8["history"][k]).double().numpy() for k in keys]).reshape(h.shape)
             rows.append((f"fp8 history {n}", rel(h, want), "norms"))
-            if len(h) > steps:
-                rows.append((f"fp8 step-1 amax {n}", rel_err(h[steps], want[steps]), f"{h[steps]:.7g}"))
+            if h.shape[-1] > steps:
+                rows.append((f"fp8 step-1 amax {n}", rel_err(h[..., steps], want[..., steps]),
+                             " ".join(f"{v:.7g}" for v in np.atleast_1d(h[..., steps]))))
     # expert bias: each MoE layer's after the last step (the counts row zero), exactly a sum of
     # +-rate steps, so a wrong sign or count shows by a whole step
     if c.get("moe_router_enable_expert_bias"):

@@ -85,6 +85,9 @@ void rt_cuda_gather_seq(rt_cuda_ctx *cx, const rt_kernel_call *c, CUstream strea
  * (named in errors). */
 void rt_cuda_add(rt_cuda_ctx *cx, const rt_kernel_call *c, void *r, const void *a, const void *b, const ir_type *t);
 void rt_cuda_accumulate(rt_cuda_ctx *cx, const rt_kernel_call *c, void *dst, const void *src, const ir_type *t);
+/* The counts[E] at operand i of grouped op c on the host (runtime/cuda/matmul.c: the stream drains
+ * once per counts value and function call), checked to sum to at most R rows. */
+const int32_t *rt_cuda_grouped_counts(rt_cuda_ctx *cx, const rt_kernel_call *c, int i, int64_t R);
 /* Context parallelism's merge of two ring pieces' attention of the same queries, in place:
  * (o, lse) := (o exp(lse - l) + o2 exp(lse2 - l), l = logaddexp(lse, lse2)). o, o2 [B,T,H,D] of
  * dtype dt (bf16 or f32), lse, lse2 f32 [B,H,T] (runtime/cuda/attention.c). */

@@ -731,41 +731,105 @@ void cuda_ADAMW(rt_cuda_ctx *cx, const rt_kernel_call *c)
 
 /* --- FP8 (kernels_templates/fp8.cuh; fp8_matmul is matmul.c's) -------------------------------- */
 
-/* x -> amax[1]: max |x|, a NaN anywhere giving NaN; the kernel max-reduces uint bits atomically
- * (order-free, so deterministic) into amax, zeroed first. */
-void cuda_FP8_AMAX(rt_cuda_ctx *cx, const rt_kernel_call *c)
+/* amax[0] := max |x| over x's n elements (of dtype c's operand 0), a NaN anywhere giving NaN; the
+ * kernel max-reduces uint bits atomically (order-free, so deterministic) into amax, zeroed by the
+ * caller. */
+static void fp8_amax_of(rt_cuda_ctx *cx, const rt_kernel_call *c, void *amax, const void *x, long long n)
 {
-    need_f32(c, c->res_types[0], "amax");
-    void *amax = c->res[0], *x = c->args[0];
-    long long n = ir_numel(c->arg_types[0]);
-    RT_CU_CHECK(cuMemsetD32Async(dptr(amax), 0, 1, rt_cuda_stream(cx)));
-    void *params[] = {&amax, &x, &n};
+    void *params[] = {&amax, (void *)&x, &n};
     int64_t blocks = (n + VEC * FLAT_BLOCK - 1) / (VEC * FLAT_BLOCK); /* VEC elements a thread (mcc_for_each_vec) */
     rt_cuda_launch(cx, name_of(c, RT_CUK_FP8_AMAX, c->arg_types[0], NULL).s,
                    blocks < 1 ? 1 : blocks < FILL_BLOCKS ? (unsigned)blocks : FILL_BLOCKS, 1, 1, FLAT_BLOCK, 0, params);
 }
 
-/* (x, amax[1]) {format, margin} -> (q fp8e4m3|fp8e5m2, scale_inv[1]): the CPU's scale and rounding */
-void cuda_FP8_QUANTIZE(rt_cuda_ctx *cx, const rt_kernel_call *c)
+/* x -> amax[1]: max |x| */
+void cuda_FP8_AMAX(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    need_f32(c, c->res_types[0], "amax");
+    RT_CU_CHECK(cuMemsetD32Async(dptr(c->res[0]), 0, 1, rt_cuda_stream(cx)));
+    fp8_amax_of(cx, c, c->res[0], c->args[0], ir_numel(c->arg_types[0]));
+}
+
+/* The format of quantize `c` (attribute `format`), checked against its result's dtype */
+static int fp8_e5m2_of(const rt_kernel_call *c, int format)
 {
     need_f32(c, c->arg_types[1], "amax");
     need_f32(c, c->res_types[1], "scale_inv");
-    int e5m2 = c->in->attr[IR_ATTR_FP8_QUANTIZE_FORMAT] == IR_FP8_E5M2;
+    int e5m2 = c->in->attr[format] == IR_FP8_E5M2;
     if (c->res_types[0]->dtype != (e5m2 ? IR_FP8E5M2 : IR_FP8E4M3)) {
-        fprintf(stderr, "train_rank: fp8_quantize's format says %s but its result is %s: an mcc codegen bug\n",
-                e5m2 ? "e5m2" : "e4m3", ir_dtype_name(c->res_types[0]->dtype));
+        fprintf(stderr, "train_rank: %s's format says %s but its result is %s: an mcc codegen bug\n",
+                ir_ops[c->in->op].name, e5m2 ? "e5m2" : "e4m3", ir_dtype_name(c->res_types[0]->dtype));
         exit(1);
     }
-    void *q = c->res[0], *scale_inv = c->res[1], *x = c->args[0], *amax = c->args[1];
-    long long n = ir_numel(c->arg_types[0]);
+    return e5m2;
+}
+
+/* q[n] := x[n] quantized by amax[0] (the CPU's scale and rounding), scale_inv[0] := 1 / scale */
+static void fp8_quantize_of(rt_cuda_ctx *cx, const rt_kernel_call *c, void *q, void *scale_inv, const void *x,
+                            const void *amax, long long n, int e5m2, double margin)
+{
     float fmax = e5m2 ? 57344.0f : 448.0f; /* rt_fp8_max's */
-    float pow2_margin = ldexpf(1.0f, (int)c->in->attr[IR_ATTR_FP8_QUANTIZE_MARGIN]);
-    void *params[] = {&q, &scale_inv, &x, &amax, &n, &e5m2, &fmax, &pow2_margin};
+    float pow2_margin = ldexpf(1.0f, (int)margin);
+    void *params[] = {&q, &scale_inv, (void *)&x, (void *)&amax, &n, &e5m2, &fmax, &pow2_margin};
     kernel_name k = name_of(c, RT_CUK_FP8_QUANTIZE, c->arg_types[0], NULL);
     if (n == 0) /* scale_inv is still written: one thread */
         rt_cuda_launch(cx, k.s, 1, 1, 1, 32, 0, params);
     else
         launch_vec(cx, k, n, params);
+}
+
+/* (x, amax[1]) {format, margin} -> (q fp8e4m3|fp8e5m2, scale_inv[1]) */
+void cuda_FP8_QUANTIZE(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    int e5m2 = fp8_e5m2_of(c, IR_ATTR_FP8_QUANTIZE_FORMAT);
+    fp8_quantize_of(cx, c, c->res[0], c->res[1], c->args[0], c->args[1], ir_numel(c->arg_types[0]), e5m2,
+                    c->in->attr[IR_ATTR_FP8_QUANTIZE_MARGIN]);
+}
+
+/* FP8 experts: the elements of c's operand 0 each expert's scale covers, into first[E + 1]: its
+ * rows by the counts at operand `counts` (their host copy: rt_cuda_grouped_counts), or (counts < 0)
+ * expert e's [out, in] of a weight [E, out, in]. As Transformer Engine's GroupedLinear quantizes
+ * expert by expert (split_quantize), a launch of the dense kernels an expert, on its slice. */
+static void fp8_expert_spans(rt_cuda_ctx *cx, const rt_kernel_call *c, int counts, int64_t E, int64_t *first)
+{
+    const ir_type *x = c->arg_types[0];
+    const int32_t *n = counts >= 0 ? rt_cuda_grouped_counts(cx, c, counts, x->dims[0]) : NULL;
+    first[0] = 0;
+    for (int64_t e = 0; e < E; e++)
+        first[e + 1] = first[e] + (n ? n[e] * last_dim(x) : ir_numel(x) / E);
+}
+
+/* (x, counts) or (w) -> amax[E]: each expert's max |x| */
+void cuda_FP8_GROUPED_AMAX(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    need_f32(c, c->res_types[0], "amax");
+    int64_t E = c->res_types[0]->dims[0], *first = malloc(sizeof(int64_t) * (size_t)(E + 1));
+    size_t es = ir_dtype_size(c->arg_types[0]->dtype);
+    fp8_expert_spans(cx, c, c->nargs == 2 ? 1 : -1, E, first);
+    RT_CU_CHECK(cuMemsetD32Async(dptr(c->res[0]), 0, (size_t)E, rt_cuda_stream(cx)));
+    for (int64_t e = 0; e < E; e++)
+        if (first[e + 1] > first[e])
+            fp8_amax_of(cx, c, (float *)c->res[0] + e, (const char *)c->args[0] + (size_t)first[e] * es,
+                        first[e + 1] - first[e]);
+    free(first);
+}
+
+/* (x, amax[E][, counts]) {format, margin} -> (q, scale_inv[E]): expert e's elements quantized by
+ * amax[e]; q's rows past the counts zero */
+void cuda_FP8_GROUPED_QUANTIZE(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    int e5m2 = fp8_e5m2_of(c, IR_ATTR_FP8_GROUPED_QUANTIZE_FORMAT);
+    int64_t E = c->arg_types[1]->dims[0], *first = malloc(sizeof(int64_t) * (size_t)(E + 1));
+    size_t es = ir_dtype_size(c->arg_types[0]->dtype);
+    fp8_expert_spans(cx, c, c->nargs == 3 ? 2 : -1, E, first);
+    for (int64_t e = 0; e < E; e++) /* an expert without rows still writes its scale_inv (one thread) */
+        fp8_quantize_of(cx, c, (char *)c->res[0] + first[e], (float *)c->res[1] + e,
+                        (const char *)c->args[0] + (size_t)first[e] * es, (const float *)c->args[1] + e,
+                        first[e + 1] - first[e], e5m2, c->in->attr[IR_ATTR_FP8_GROUPED_QUANTIZE_MARGIN]);
+    int64_t n = ir_numel(c->arg_types[0]);
+    if (first[E] < n)
+        RT_CU_CHECK(cuMemsetD8Async(dptr((char *)c->res[0] + first[E]), 0, (size_t)(n - first[E]), rt_cuda_stream(cx)));
+    free(first);
 }
 
 /* x[R, C] -> (q E4M3, x or x^T; scale_inv) {rows, cols, transpose}, the scales laid out for
@@ -790,37 +854,45 @@ void cuda_FP8_BLOCK_QUANTIZE(rt_cuda_ctx *cx, const rt_kernel_call *c)
     }
 }
 
-/* h -> r[1] {max}: the history's max (a NaN sticking) or its last entry; one thread (ops.def) */
+/* An FP8 history's rows (an expert weight's: a row an expert) and the threads that take them */
+static int64_t history_rows(const ir_type *h) { return h->ndim == 2 ? h->dims[0] : 1; }
+static unsigned history_block(const ir_type *h) { return history_rows(h) < 256 ? 32 : 256; }
+
+/* h -> r[rows] {max}: each row's max (a NaN sticking) or its last entry; a thread a row (ops.def) */
 void cuda_FP8_HISTORY_AMAX(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     need_f32(c, c->arg_types[0], "amax history");
     void *r = c->res[0], *h = c->args[0];
-    long long n = ir_numel(c->arg_types[0]);
+    long long rows = history_rows(c->arg_types[0]), n = last_dim(c->arg_types[0]);
     int take_max = c->in->attr[IR_ATTR_FP8_HISTORY_AMAX_MAX] != 0;
-    void *params[] = {&r, &h, &n, &take_max};
-    rt_cuda_launch(cx, name_of(c, RT_CUK_FP8_HISTORY_AMAX, NULL, NULL).s, 1, 1, 1, 1, 0, params);
+    void *params[] = {&r, &h, &rows, &n, &take_max};
+    rt_cuda_launch(cx, name_of(c, RT_CUK_FP8_HISTORY_AMAX, NULL, NULL).s, 1, 1, 1, history_block(c->arg_types[0]), 0,
+                   params);
 }
 
-/* (h, amax[1]): h[0] := max(h[0], amax) in place */
+/* (h, amax[rows]): each row's h[0] := max(h[0], amax) in place */
 void cuda_FP8_AMAX_FOLD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     need_f32(c, c->arg_types[0], "amax history");
     need_f32(c, c->arg_types[1], "amax");
     void *h = c->args[0], *amax = c->args[1];
-    void *params[] = {&h, &amax};
-    rt_cuda_launch(cx, name_of(c, RT_CUK_FP8_AMAX_FOLD, NULL, NULL).s, 1, 1, 1, 1, 0, params);
+    long long rows = history_rows(c->arg_types[0]), n = last_dim(c->arg_types[0]);
+    void *params[] = {&h, &amax, &rows, &n};
+    rt_cuda_launch(cx, name_of(c, RT_CUK_FP8_AMAX_FOLD, NULL, NULL).s, 1, 1, 1, history_block(c->arg_types[0]), 0,
+                   params);
 }
 
-/* (h, r) {roll}: h[j] := r[j-1], then h[0] := 0, in place (r may be h) */
+/* (h, r) {roll}: each row's h[j] := r[j-1], then h[0] := 0, in place (r may be h) */
 void cuda_FP8_HISTORY_UPDATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     need_f32(c, c->arg_types[0], "amax history");
     need_f32(c, c->arg_types[1], "reduced amax history");
     void *h = c->args[0], *r = c->args[1];
-    long long n = ir_numel(c->arg_types[0]);
+    long long rows = history_rows(c->arg_types[0]), n = last_dim(c->arg_types[0]);
     int roll = c->in->attr[IR_ATTR_FP8_HISTORY_UPDATE_ROLL] != 0;
-    void *params[] = {&h, &r, &n, &roll};
-    rt_cuda_launch(cx, name_of(c, RT_CUK_FP8_HISTORY_UPDATE, NULL, NULL).s, 1, 1, 1, 1, 0, params);
+    void *params[] = {&h, &r, &rows, &n, &roll};
+    rt_cuda_launch(cx, name_of(c, RT_CUK_FP8_HISTORY_UPDATE, NULL, NULL).s, 1, 1, 1, history_block(c->arg_types[0]), 0,
+                   params);
 }
 
 /* --- mixture of experts (kernels_templates/moe.cuh; the grouped GEMMs are matmul.c's) --------- */

@@ -205,15 +205,16 @@ static void set_layout(cublasLtMatrixLayout_t l, lt_dims d)
     LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_LD, &d.ld, sizeof d.ld));
 }
 
-/* The plan of one expert's GEMM, whose rows vary from call to call (m, or k under ta: the wgrad's
- * reduction): the algorithm the heuristic chose for the rows' bucket (rows_bucket), its layouts
- * then set to the exact sizes (as plan_of creates them). A plan per exact size would query the
- * heuristic, on the host while the GPU waits, at nearly every call: the counts change each step. */
-static matmul_plan *plan_for_rows(int64_t m, int64_t n, int64_t k, bool ta, bool tb, ir_dtype dt, ir_dtype bdt,
-                                  ir_dtype cdt, int sms)
+/* The plan of one expert's GEMM, whose rows vary from call to call (m, or k with rows_in_k: the
+ * wgrad's reduction): the algorithm the heuristic chose for the rows' bucket (rows_bucket), its
+ * layouts then set to the exact sizes (as plan_of creates them). A plan per exact size would query
+ * the heuristic, on the host while the GPU waits, at nearly every call: the counts change each step.
+ * FP8 operands' plans are SCALAR_32F's, their scale pointers set per call (fp8_expert_gemm). */
+static matmul_plan *plan_for_rows(int64_t m, int64_t n, int64_t k, bool ta, bool tb, bool rows_in_k, ir_dtype dt,
+                                  ir_dtype bdt, ir_dtype cdt, int sms)
 {
-    matmul_plan *p = plan_of(ta ? m : rows_bucket(m), n, ta ? rows_bucket(k) : k, ta, tb, CUBLASLT_EPILOGUE_DEFAULT,
-                             (lt_scale_modes){0}, dt, bdt, cdt, sms, true);
+    matmul_plan *p = plan_of(rows_in_k ? m : rows_bucket(m), n, rows_in_k ? rows_bucket(k) : k, ta, tb,
+                             CUBLASLT_EPILOGUE_DEFAULT, (lt_scale_modes){0}, dt, bdt, cdt, sms, true);
     lt_dims d[3];
     lt_layouts(m, n, k, ta, tb, d);
     set_layout(p->a, d[0]);
@@ -457,11 +458,12 @@ void cuda_MATMUL_ACCUMULATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 
 /* --- FP8 ----------------------------------------------------------------------------------- */
 
-/* q[R,C] (FP8 bytes) -> out[C,R], 32x32 tiles (kernels_templates/fp8.cuh) */
-static void fp8_transpose(rt_cuda_ctx *cx, void *out, const void *q, long long R, long long C)
+/* q[R,C] (FP8 bytes) -> out[C,ld], its columns past R zero (ld >= R), 32x32 tiles
+ * (kernels_templates/fp8.cuh) */
+static void fp8_transpose(rt_cuda_ctx *cx, void *out, const void *q, long long R, long long C, long long ld)
 {
-    long long ty = (R + 31) / 32;
-    void *params[] = {&out, (void *)&q, &R, &C};
+    long long ty = (ld + 31) / 32;
+    void *params[] = {&out, (void *)&q, &R, &C, &ld};
     rt_cuda_launch(cx, "mcc_fp8_transpose_u8", (unsigned)((C + 31) / 32), (unsigned)(ty < 65535 ? ty : 65535), 1, 256,
                    0, params);
 }
@@ -475,6 +477,20 @@ static int32_t scale_mode_of(const ir_type *q, const ir_type *s)
     return s->ndim != 2 ? CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F
            : rows == 1  ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
                         : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+}
+
+/* Operands first and first + 2 of FP8 GEMM c: FP8 (not both E5M2: cuBLASLt has no E5M2 x E5M2
+ * GEMM), each followed by its f32 scale_inv(s) */
+static void need_fp8_operands(const rt_kernel_call *c, int first)
+{
+    const ir_type *at = c->arg_types[first], *bt = c->arg_types[first + 2];
+    if (!ir_dtype_is_fp8(at->dtype) || !ir_dtype_is_fp8(bt->dtype) || c->arg_types[first + 1]->dtype != IR_F32 ||
+        c->arg_types[first + 3]->dtype != IR_F32 || (at->dtype == IR_FP8E5M2 && bt->dtype == IR_FP8E5M2)) {
+        fprintf(stderr, "train_rank: %s on CUDA takes FP8 operands (not both E5M2: cuBLASLt has no E5M2 x E5M2 "
+                        "GEMM) with f32 scale_invs, got %s x %s: an mcc codegen bug (passes/fp8.c)\n",
+                ir_ops[c->in->op].name, ir_dtype_name(at->dtype), ir_dtype_name(bt->dtype));
+        exit(1);
+    }
 }
 
 /* The FP8 GEMM of operands (qa, sa, qb, sb[, hdy]) from operand `first` {ta, tb}: out := sa sb op(qa)
@@ -496,13 +512,7 @@ static void fp8_gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, float 
     int64_t ak = at->dims[at->ndim - 1], am = ir_numel(at) / ak;
     int64_t bn = bt->dims[bt->ndim - 1], bk = ir_numel(bt) / bn;
     int64_t m = ta ? ak : am, k = ta ? am : ak, n = tb ? bk : bn;
-    if (!ir_dtype_is_fp8(at->dtype) || !ir_dtype_is_fp8(bt->dtype) || c->arg_types[first + 1]->dtype != IR_F32 ||
-        c->arg_types[first + 3]->dtype != IR_F32 || (at->dtype == IR_FP8E5M2 && bt->dtype == IR_FP8E5M2)) {
-        fprintf(stderr, "train_rank: fp8_matmul on CUDA takes FP8 operands (not both E5M2: cuBLASLt has no E5M2 x E5M2 "
-                        "GEMM) with f32 scale_invs, got %s x %s: an mcc codegen bug (passes/fp8.c)\n",
-                ir_dtype_name(at->dtype), ir_dtype_name(bt->dtype));
-        exit(1);
-    }
+    need_fp8_operands(c, first);
     /* cuBLASLt's A is our b, its B our a */
     lt_scale_modes scales = {scale_mode_of(bt, c->arg_types[first + 3]), scale_mode_of(at, c->arg_types[first + 1])};
     bool blocks = scales.a != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F || scales.b != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
@@ -527,9 +537,9 @@ static void fp8_gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, float 
     if (a_bytes + b_bytes) {
         char *s = rt_cuda_scratch(cx, ((a_bytes + 255) / 256 * 256) + b_bytes);
         if (ta)
-            fp8_transpose(cx, s, a, am, ak), a = s;
+            fp8_transpose(cx, s, a, am, ak, am), a = s;
         if (!tb)
-            fp8_transpose(cx, s + (a_bytes + 255) / 256 * 256, b, bk, bn), b = s + (a_bytes + 255) / 256 * 256;
+            fp8_transpose(cx, s + (a_bytes + 255) / 256 * 256, b, bk, bn, bk), b = s + (a_bytes + 255) / 256 * 256;
     }
     int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
     matmul_plan *p =
@@ -650,7 +660,7 @@ typedef struct {
     int32_t *host;
 } counts_memo;
 
-static const int32_t *grouped_counts(rt_cuda_ctx *cx, const rt_kernel_call *c, int i, int64_t R)
+const int32_t *rt_cuda_grouped_counts(rt_cuda_ctx *cx, const rt_kernel_call *c, int i, int64_t R)
 {
     enum { SLOTS = 8 }; /* counts values read at once: one a MoE layer of a pipeline stage's chunk */
     static counts_memo memo[SLOTS];
@@ -725,6 +735,14 @@ static void expert_streams_join(rt_cuda_ctx *cx, const expert_streams *s)
     }
 }
 
+/* A grouped GEMM's result y's rows [row, R) of `bytes` each, which no expert holds, zeroed */
+static void zero_rows_past(rt_cuda_ctx *cx, void *y, int64_t row, int64_t R, int64_t bytes)
+{
+    if (row < R)
+        RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)((char *)y + row * bytes), 0, (size_t)((R - row) * bytes),
+                                    rt_cuda_stream(cx)));
+}
+
 /* (x[R,K], w[E,F,K] (tb) or [E,K,F], counts[E]) -> y[R,F]: expert e's rows times op(w[e]), one
  * GEMM each (expert_streams); the rows past the counts zeroed */
 void cuda_MOE_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
@@ -732,22 +750,20 @@ void cuda_MOE_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
     const ir_type *xt = c->arg_types[0], *wt = c->arg_types[1], *yt = c->res_types[0];
     bool tb = c->in->attr[IR_ATTR_MOE_GROUPED_MATMUL_TB] != 0;
     int64_t R = xt->dims[0], K = xt->dims[1], E = wt->dims[0], F = yt->dims[1], row = 0;
-    const int32_t *counts = grouped_counts(cx, c, 2, R);
+    const int32_t *counts = rt_cuda_grouped_counts(cx, c, 2, R);
     size_t xs = ir_dtype_size(xt->dtype), ws = ir_dtype_size(wt->dtype), ys = ir_dtype_size(yt->dtype);
     int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
     expert_streams st = expert_streams_fork(cx);
     for (int64_t e = 0; e < E; row += counts[e++]) {
         if (!counts[e])
             continue;
-        matmul_plan *p = plan_for_rows(counts[e], F, K, false, tb, xt->dtype, wt->dtype, yt->dtype, sms);
+        matmul_plan *p = plan_for_rows(counts[e], F, K, false, tb, false, xt->dtype, wt->dtype, yt->dtype, sms);
         char *y = (char *)c->res[0] + (size_t)(row * F) * ys;
         run_plan_on(st.stream[e % st.n], st.workspace[e % st.n], p, (const char *)c->args[0] + (size_t)(row * K) * xs,
                     (const char *)c->args[1] + (size_t)(e * F * K) * ws, 0.0f, y, y);
     }
     expert_streams_join(cx, &st);
-    if (row < R)
-        RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)((char *)c->res[0] + (size_t)(row * F) * ys), 0,
-                                    (size_t)((R - row) * F) * ys, rt_cuda_stream(cx)));
+    zero_rows_past(cx, c->res[0], row, R, F * (int64_t)ys);
 }
 
 /* dw[E,P,Q] := beta dw + a_e^T b_e, the operands (a[R,P], b[R,Q], counts[E]) from argument `first` on:
@@ -757,7 +773,7 @@ static void grouped_wgrad_into(rt_cuda_ctx *cx, const rt_kernel_call *c, int fir
 {
     const ir_type *at = c->arg_types[first], *bt = c->arg_types[first + 1];
     int64_t R = at->dims[0], P = at->dims[1], Q = bt->dims[1], E = dt->dims[0], row = 0;
-    const int32_t *counts = grouped_counts(cx, c, first + 2, R);
+    const int32_t *counts = rt_cuda_grouped_counts(cx, c, first + 2, R);
     size_t as = ir_dtype_size(at->dtype), bs = ir_dtype_size(bt->dtype), ds = ir_dtype_size(dt->dtype);
     int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
     expert_streams st = expert_streams_fork(cx);
@@ -768,22 +784,143 @@ static void grouped_wgrad_into(rt_cuda_ctx *cx, const rt_kernel_call *c, int fir
                 RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)out, 0, (size_t)(P * Q) * ds, rt_cuda_stream(cx)));
             continue;
         }
-        matmul_plan *p = plan_for_rows(P, Q, counts[e], true, false, at->dtype, bt->dtype, dt->dtype, sms);
+        matmul_plan *p = plan_for_rows(P, Q, counts[e], true, false, true, at->dtype, bt->dtype, dt->dtype, sms);
         run_plan_on(st.stream[e % st.n], st.workspace[e % st.n], p, (const char *)c->args[first] + (size_t)(row * P) * as,
                     (const char *)c->args[first + 1] + (size_t)(row * Q) * bs, beta, out, out);
     }
     expert_streams_join(cx, &st);
 }
 
+/* A grouped weight gradient written by `into` (grouped_wgrad_into, fp8_grouped_wgrad_into): into
+ * the op's result, or with accumulate into its destination global (operand 0), the GEMMs adding
+ * (beta = 1) or, with assign, writing it (beta = 0) */
+typedef void (*grouped_wgrad_fn)(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, float beta, void *dw,
+                                 const ir_type *dt);
+static void grouped_wgrad_op(rt_cuda_ctx *cx, const rt_kernel_call *c, grouped_wgrad_fn into, bool accumulate,
+                             bool assign)
+{
+    if (accumulate)
+        into(cx, c, 1, assign ? 0.0f : 1.0f, c->args[0], c->arg_types[0]);
+    else
+        into(cx, c, 0, 0.0f, c->res[0], c->res_types[0]);
+}
+
 /* (a[R,P], b[R,Q], counts[E]) -> f32[E,P,Q]: a_e^T b_e */
 void cuda_MOE_GROUPED_WGRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    grouped_wgrad_into(cx, c, 0, 0.0f, c->res[0], c->res_types[0]);
+    grouped_wgrad_op(cx, c, grouped_wgrad_into, false, false);
 }
 
 /* (dst global, a, b, counts): dst += a_e^T b_e, the GEMMs accumulating (beta = 1); assign: dst := */
 void cuda_MOE_GROUPED_WGRAD_ACCUMULATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
-    float beta = c->in->attr[IR_ATTR_MOE_GROUPED_WGRAD_ACCUMULATE_ASSIGN] != 0 ? 0.0f : 1.0f;
-    grouped_wgrad_into(cx, c, 1, beta, c->args[0], c->arg_types[0]);
+    grouped_wgrad_op(cx, c, grouped_wgrad_into, true, c->in->attr[IR_ATTR_MOE_GROUPED_WGRAD_ACCUMULATE_ASSIGN] != 0);
+}
+
+/* --- FP8 experts (ops.def's fp8_grouped_matmul, fp8_grouped_wgrad; their quantizes: launchers.c) - */
+
+/* The reduced dimension k of FP8 grouped GEMM c: cuBLASLt's FP8 GEMMs take a multiple of 16 (an
+ * expert's rows, the wgrad's reduction, are padded to one by fp8_transpose) */
+static void need_fp8_k(const rt_kernel_call *c, int64_t k, const char *what)
+{
+    if (k % 16 == 0)
+        return;
+    fprintf(stderr, "train_rank: %s: cuBLASLt's FP8 GEMM needs the reduced dimension (%s, %lld) a multiple of 16; "
+                    "recompile without --fp8-format, or with hidden_size and moe_ffn_hidden_size multiples of 16\n",
+            ir_ops[c->in->op].name, what, (long long)k);
+    exit(1);
+}
+
+/* Expert e's FP8 GEMM out := sa[e] sb[e] a b^T + beta out, a [m,k] and b [n,k] both K-major (Hopper's
+ * TN FP8 GEMM, as fp8_gemm's forward), fp32 accumulation, out in out_dtype, on the expert's stream:
+ * the dense FP8 GEMM's scale conventions with the scale pointers at the expert's scale_invs
+ * (cuBLASLt's A is our b: its scale sb + e). rows_in_k: the expert's rows are k (the wgrad's). */
+static void fp8_expert_gemm(const expert_streams *st, int64_t e, int64_t m, int64_t n, int64_t k, bool rows_in_k,
+                            const rt_kernel_call *c, int first, const void *a, const void *b, float beta, void *out,
+                            ir_dtype out_dtype, int sms)
+{
+    matmul_plan *p = plan_for_rows(m, n, k, false, true, rows_in_k, c->arg_types[first]->dtype,
+                                   c->arg_types[first + 2]->dtype, out_dtype, sms);
+    const float *sa = (const float *)c->args[first + 1] + e, *sb = (const float *)c->args[first + 3] + e;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb, sizeof sb));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa, sizeof sa));
+    run_plan_on(st->stream[e % st->n], st->workspace[e % st->n], p, a, b, beta, out, out);
+}
+
+/* (qx[R,K], sx[E], qw[E,F,K] (tb) or [E,K,F], sw[E], counts[, hdy]) -> y[R,F]: expert e's rows by its
+ * weight, one FP8 GEMM each (expert_streams), alpha sx[e] sw[e]; a weight [E,K,F] (the dgrad's) made
+ * K-major first, expert by expert; the rows past the counts zeroed */
+void cuda_FP8_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    need_fp8_operands(c, 0);
+    const ir_type *xt = c->arg_types[0], *wt = c->arg_types[2], *yt = c->res_types[0];
+    bool tb = c->in->attr[IR_ATTR_FP8_GROUPED_MATMUL_TB] != 0;
+    int64_t R = xt->dims[0], K = xt->dims[1], E = wt->dims[0], F = yt->dims[1], row = 0;
+    need_fp8_k(c, K, "the rows' features");
+    const int32_t *counts = rt_cuda_grouped_counts(cx, c, 4, R);
+    size_t ys = ir_dtype_size(yt->dtype);
+    const char *w = c->args[2];
+    if (!tb) { /* w_e [K,F] -> [F,K] */
+        char *s = rt_cuda_scratch(cx, (size_t)(E * K * F));
+        for (int64_t e = 0; e < E; e++)
+            fp8_transpose(cx, s + e * K * F, w + e * K * F, K, F, K);
+        w = s;
+    }
+    int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
+    expert_streams st = expert_streams_fork(cx);
+    for (int64_t e = 0; e < E; row += counts[e++])
+        if (counts[e])
+            fp8_expert_gemm(&st, e, counts[e], F, K, false, c, 0, (const char *)c->args[0] + row * K, w + e * F * K,
+                            0.0f, (char *)c->res[0] + (size_t)(row * F) * ys, yt->dtype, sms);
+    expert_streams_join(cx, &st);
+    zero_rows_past(cx, c->res[0], row, R, F * (int64_t)ys);
+}
+
+/* dw[E,P,Q] := beta dw + qa_e^T qb_e, alpha sa[e] sb[e], the operands (qa[R,P], sa[E], qb[R,Q], sb[E],
+ * counts) from argument `first` on. Each expert's rows of both transposed to K-major [P, rows'] and
+ * [Q, rows'], rows' its rows padded with zeros to a multiple of 16 (cuBLASLt's FP8 k; Megatron's
+ * --moe-router-padding-for-fp8 pads the routing instead), then one FP8 GEMM each; an expert without
+ * rows keeps beta dw (zeroed when beta is 0) */
+static void fp8_grouped_wgrad_into(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, float beta, void *dw,
+                                   const ir_type *dt)
+{
+    need_fp8_operands(c, first);
+    const ir_type *at = c->arg_types[first], *bt = c->arg_types[first + 2];
+    int64_t R = at->dims[0], P = at->dims[1], Q = bt->dims[1], E = dt->dims[0], padded = 0;
+    size_t ds = ir_dtype_size(dt->dtype);
+    const int32_t *counts = rt_cuda_grouped_counts(cx, c, first + 4, R);
+    for (int64_t e = 0; e < E; e++)
+        padded += (counts[e] + 15) / 16 * 16;
+    char *s = rt_cuda_scratch(cx, (size_t)(padded * (P + Q)) + 1), *a_t = s, *b_t = s + padded * P;
+    for (int64_t e = 0, row = 0, off = 0; e < E; off += (counts[e] + 15) / 16 * 16, row += counts[e++]) {
+        int64_t pad = (counts[e] + 15) / 16 * 16;
+        if (!counts[e]) {
+            if (beta == 0.0f)
+                RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)((char *)dw + (size_t)(e * P * Q) * ds), 0,
+                                            (size_t)(P * Q) * ds, rt_cuda_stream(cx)));
+            continue;
+        }
+        fp8_transpose(cx, a_t + off * P, (const char *)c->args[first] + row * P, counts[e], P, pad);
+        fp8_transpose(cx, b_t + off * Q, (const char *)c->args[first + 2] + row * Q, counts[e], Q, pad);
+    }
+    int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
+    expert_streams st = expert_streams_fork(cx);
+    for (int64_t e = 0, off = 0; e < E; off += (counts[e++] + 15) / 16 * 16)
+        if (counts[e])
+            fp8_expert_gemm(&st, e, P, Q, (counts[e] + 15) / 16 * 16, true, c, first, a_t + off * P, b_t + off * Q,
+                            beta, (char *)dw + (size_t)(e * P * Q) * ds, dt->dtype, sms);
+    expert_streams_join(cx, &st);
+}
+
+/* (qa[R,P], sa[E], qb[R,Q], sb[E], counts) -> f32 dw[E,P,Q]: qa_e^T qb_e */
+void cuda_FP8_GROUPED_WGRAD(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    grouped_wgrad_op(cx, c, fp8_grouped_wgrad_into, false, false);
+}
+
+/* (dst global, qa, sa, qb, sb, counts): dst += qa_e^T qb_e, the GEMMs accumulating into the fp32
+ * gradient (beta = 1); assign: dst := */
+void cuda_FP8_GROUPED_WGRAD_ACCUMULATE(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    grouped_wgrad_op(cx, c, fp8_grouped_wgrad_into, true, c->in->attr[IR_ATTR_FP8_GROUPED_WGRAD_ACCUMULATE_ASSIGN] != 0);
 }

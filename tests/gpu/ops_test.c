@@ -288,6 +288,37 @@ static const op_case cases[] = {
     {"fp8_matmul_add", "fwd e4m3[4,64,768] x e4m3[208,768]^T + c[4,64,208]", {0, 1}, 5, 1,
      {FP8('e', 3, 4, 64, 768), SCALAR(0.01), FP8('e', 2, 208, 768), SCALAR(0.003), TEN('x', 3, 4, 64, 208)},
      {TEN('x', 3, 4, 64, 208)}},
+    /* FP8 experts (a scale per expert): 8 experts over 300 rows, 262 of them counted (the rest NaN,
+     * never read: q zero there), a weight [8,200,256]; the forward, the dgrad (an E5M2 gradient by
+     * the weight made K-major expert by expert) and the wgrad (each expert's rows padded to 16); an
+     * expert weight's histories, a row an expert */
+    {"fp8_grouped_amax", "x[300,256] by 8 experts' counts", {0}, 2, 1, {RECEIVED(262, 2, 300, 256), COUNTS(300, 1, 8)},
+     {TEN('f', 1, 8)}},
+    {"fp8_grouped_amax", "w[8,200,256]", {0}, 1, 1, {TEN('x', 3, 8, 200, 256)}, {TEN('f', 1, 8)}},
+    {"fp8_grouped_quantize", "x[300,256] e4m3 by 8 experts' counts", {IR_FP8_E4M3, 0}, 3, 2,
+     {RECEIVED(262, 2, 300, 256), TEN('p', 1, 8), COUNTS(300, 1, 8)}, {FP8('e', 2, 300, 256), TEN('f', 1, 8)}},
+    {"fp8_grouped_quantize", "dy[300,208] e5m2 margin 1", {IR_FP8_E5M2, 1}, 3, 2,
+     {RECEIVED(262, 2, 300, 208), TEN('p', 1, 8), COUNTS(300, 1, 8)}, {FP8('E', 2, 300, 208), TEN('f', 1, 8)}},
+    {"fp8_grouped_quantize", "w[8,200,256] e4m3", {IR_FP8_E4M3, 0}, 2, 2, {TEN('x', 3, 8, 200, 256), TEN('p', 1, 8)},
+     {FP8('e', 3, 8, 200, 256), TEN('f', 1, 8)}},
+    {"fp8_grouped_matmul", "fwd e4m3 x[300,256] w[8,200,256]^T", {1, 0, 0}, 5, 1,
+     {FP8('e', 2, 300, 256), TEN('p', 1, 8), FP8('e', 3, 8, 200, 256), TEN('p', 1, 8), COUNTS(300, 1, 8)},
+     {TEN('x', 2, 300, 200)}},
+    {"fp8_grouped_matmul", "dgrad e5m2 dy[300,208] w[8,208,256]", {0, 0, 0}, 5, 1,
+     {FP8('E', 2, 300, 208), TEN('p', 1, 8), FP8('e', 3, 8, 208, 256), TEN('p', 1, 8), COUNTS(300, 1, 8)},
+     {TEN('x', 2, 300, 256)}},
+    {"fp8_grouped_wgrad", "e5m2 dy[300,208]^T e4m3 x[300,256] over 8 experts", {0}, 5, 1,
+     {FP8('E', 2, 300, 208), TEN('p', 1, 8), FP8('e', 2, 300, 256), TEN('p', 1, 8), COUNTS(300, 1, 8)},
+     {TEN('f', 3, 8, 208, 256)}},
+    {"fp8_grouped_wgrad_accumulate", "f32[8,208,256] += e5m2 dy[300,208]^T e4m3 x[300,256]", {0}, 6, 0,
+     .args = {OUT('f', 3, 8, 208, 256), FP8('E', 2, 300, 208), TEN('p', 1, 8), FP8('e', 2, 300, 256), TEN('p', 1, 8),
+              COUNTS(300, 1, 8)}},
+    {"fp8_grouped_wgrad_accumulate", "f32[8,208,256] := (assign)", {1}, 6, 0,
+     .args = {OUT('f', 3, 8, 208, 256), FP8('E', 2, 300, 208), TEN('p', 1, 8), FP8('e', 2, 300, 256), TEN('p', 1, 8),
+              COUNTS(300, 1, 8)}},
+    {"fp8_history_amax", "h[8,17] max (an expert weight's)", {1}, 1, 1, {TEN('p', 2, 8, 17)}, {TEN('f', 1, 8)}},
+    {"fp8_amax_fold", "h[8,17] amaxes[8]", {0}, 2, 0, .args = {OUT('p', 2, 8, 17), TEN('p', 1, 8)}},
+    {"fp8_history_update", "h[8,17] roll", {1}, 2, 0, .args = {OUT('p', 2, 8, 17), TEN('p', 2, 8, 17)}},
     /* MoE (kernels_templates/moe.cuh): 67 tokens, 16 or 64 experts, top 2 or 4; rows of 200 and
      * 768 (16-byte loads); grouped GEMMs of 8 experts over 300 rows, an eighth of them past the counts */
     {"moe_route", "softmax [67,16] top 2", {2, 0, 0, 0}, 1, 2, {TEN('x', 2, 67, 16)}, {TEN('x', 2, 67, 2), IDS(16, 2, 67, 2)}},
@@ -625,7 +656,9 @@ static void compare(report *r, const char *what, const tensor *t, const void *ra
             max_err = fabs(g - c), worst = i;
     }
     double tol = t->gpu_t.dtype == IR_BF16 ? BF16_TOL : F32_TOL, rel = max_err / (max_ref > 0 ? max_ref : 1);
-    if (!strncmp(r->c->op, "fp8_matmul", 10) && tol < FP8_GEMM_TOL)
+    bool fp8_gemm = !strncmp(r->c->op, "fp8_matmul", 10) || !strcmp(r->c->op, "fp8_grouped_matmul") ||
+                    !strncmp(r->c->op, "fp8_grouped_wgrad", 17);
+    if (fp8_gemm && tol < FP8_GEMM_TOL)
         tol = FP8_GEMM_TOL;
     if (rel > tol)
         fail(r, what, "error of norms %g > %g; worst element %lld: gpu %g cpu %g", rel, tol, (long long)worst,

@@ -209,6 +209,14 @@ static std::map<std::string, std::function<void(void **)>> table = {
     {"mcc_fp8_tile_quantize_" #sfx, wrap(mcc_fp8_tile_quantize_##sfx)},
     MCC_FOR_FLOATS(E)
 #undef E
+    // FP8 experts' per-expert amax and quantize, their GEMMs' transposes, and the histories a row an
+    // expert (ops_test's fp8_grouped_*, fp8_history_*, fp8_amax_fold cases)
+#define E(sfx, T) {"mcc_fp8_amax_" #sfx, wrap(mcc_fp8_amax_##sfx)}, {"mcc_fp8_quantize_" #sfx, wrap(mcc_fp8_quantize_##sfx)},
+    MCC_FOR_FLOATS(E)
+#undef E
+    {"mcc_fp8_transpose_u8", wrap(mcc_fp8_transpose_u8)}, {"mcc_fp8_history_amax_f32", wrap(mcc_fp8_history_amax_f32)},
+    {"mcc_fp8_amax_fold_f32", wrap(mcc_fp8_amax_fold_f32)},
+    {"mcc_fp8_history_update_f32", wrap(mcc_fp8_history_update_f32)},
 };
 static const std::map<std::string, const int *> constants = {
     {"mcc_attn_tiles_d16", mcc_attn_tiles_d16}, {"mcc_attn_tiles_d64", mcc_attn_tiles_d64},
@@ -228,7 +236,8 @@ void rt_cuda_launch(void *cx, const char *kernel, unsigned gx, unsigned gy, unsi
     // warp-wide PTX); the others' threads run in turn
     bool sync = (strstr(kernel, "mcc_attention") && !strstr(kernel, "_f32_d") && !strstr(kernel, "bwd_post")) ||
                 strstr(kernel, "mcc_colsum") || strstr(kernel, "mcc_moe_unpermute_grad_") ||
-                strstr(kernel, "mcc_fp8_block_quantize") || strstr(kernel, "mcc_fp8_tile_quantize");
+                strstr(kernel, "mcc_fp8_block_quantize") || strstr(kernel, "mcc_fp8_tile_quantize") ||
+                strstr(kernel, "mcc_fp8_amax_") || strstr(kernel, "mcc_fp8_transpose");
     for (const char *k : syncing)
         sync |= !strcmp(k, kernel);
     if (gz != 1 || block == 0 || block > 1024 || gx == 0 || gy == 0 || smem > sizeof emu_smem) {
