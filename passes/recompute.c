@@ -139,10 +139,11 @@ static bool full_groups(recompute_ctx *c, int nlayers, char *err, size_t errlen)
 }
 
 /* Whether the backward recomputes source value v instead of reading the forward's. Selective: an op
- * of the modules, and an FP8 quantize of a value so recomputed (passes/fp8.c: a linear layer's
- * input, which FP8's weight gradient reads only as its quantized copy), from the forward's amax,
- * kept: the same scale gives the same bytes, and without it the quantized copy would keep what the
- * recomputation frees (selective recompute saved nothing under FP8). */
+ * of the modules, and an FP8 quantize (tensorwise, an expert's, blockwise) of a value so recomputed
+ * (passes/fp8.c: a linear layer's input, which FP8's weight gradient reads only as its quantized
+ * copy), from the forward's amax, kept (blockwise: its blocks' own, the same values): the same scale
+ * gives the same bytes, and without it the quantized copy would keep what the recomputation frees
+ * (selective recompute saved nothing under FP8). */
 static bool recomputed(const recompute_ctx *c, int v)
 {
     int d = c->src->vals[v].def;
@@ -151,7 +152,7 @@ static bool recomputed(const recompute_ctx *c, int v)
         return false;
     if (c->group)
         return c->group[d] >= 0 && !c->kept[v];
-    if (in->op == IR_OP_FP8_QUANTIZE)
+    if (in->op == IR_OP_FP8_QUANTIZE || in->op == IR_OP_FP8_GROUPED_QUANTIZE || in->op == IR_OP_FP8_BLOCK_QUANTIZE)
         return recomputed(c, in->args[0]);
     return ((ir_op_has(in->op, c->opf) && in->nres == 1) || (c->region && c->region[d])) &&
            (c->num_layers <= 0 || (c->layer[d] >= 0 && c->layer[d] < c->num_layers));
@@ -256,7 +257,7 @@ static void mark_regions(const ir_func *f, int bwd, unsigned set, bool *region)
         bool experts = false; /* an activation of grouped GEMMs: the routed experts' */
         for (int a = 0; ir_op_has(in->op, IR_OPF_RECOMPUTE_ACTIVATION) && a < in->nargs; a++) {
             ir_instr *def = &f->instrs[f->vals[in->args[a]].def];
-            if (def->op == IR_OP_MOE_GROUPED_MATMUL) {
+            if (def->op == IR_OP_MOE_GROUPED_MATMUL || def->op == IR_OP_FP8_GROUPED_MATMUL) {
                 experts = true;
                 region[f->vals[in->args[a]].def] = set & 1u << IR_RM_MOE;
             }

@@ -90,6 +90,16 @@ for m in "mlp $((3 * N * 128 * 4))" "moe $((3 * 2 * N * 32 * 4))" "moe_act $((2 
   [ -n "$s" ] && [ $((s_none - s)) = "$2" ] || fail "$1 saves ${s:-?} bytes against none's $s_none: not $2 fewer"
   echo "$1: saved $s bytes against none's $s_none"
 done
+# under FP8 the experts' down projection keeps only the activation's quantized copy (1 byte, not
+# the f32's 4): moe_act recomputes that copy with the activation, freeing a quarter of its f32 bytes
+moe_saved() {
+  "$mcc" compile "$root/models/tiny-moe.json" --target cpu "$@" -o "$work/tr" 2>&1 |
+    sed -n 's/^  saved for the backward .*(\([0-9]*\) bytes a micro-batch.*/\1/p'
+}
+sel=(--recompute-granularity selective --recompute-modules moe_act) fp8=(--fp8-format hybrid --fp8-recipe delayed)
+f32=$(( $(moe_saved) - $(moe_saved "${sel[@]}") )) q=$(( $(moe_saved "${fp8[@]}") - $(moe_saved "${fp8[@]}" "${sel[@]}") ))
+[ "$f32" -gt 0 ] && [ $((4 * q)) = "$f32" ] || fail "moe_act frees $f32 bytes in f32 and $q under FP8: not a quarter"
+echo "moe_act: $f32 bytes in f32, $q under FP8"
 # a module the model lacks is accepted with a note, and changes nothing
 note=$("$mcc" compile "$root/models/tiny-llama.json" --target cpu --recompute-granularity selective \
   --recompute-modules layernorm,moe -o "$work/tr" 2>&1 | grep -c "moe: accepted, nothing to recompute: the model has no MoE layers" || true)
