@@ -661,9 +661,11 @@ static bool verify_operands(verifier *v, int i)
     int bound = ir_row_bound(in);
     if (bound >= 0) {
         const ir_type *b = &f->vals[bound].type, *x = &f->vals[in->args[0]].type;
+        char got[256];
+        ir_type_str(b, got, sizeof got);
         if (b->dtype != IR_I32 || b->ndim != 1)
             return ifail(v, i, "%s's row bound %%%d must be i32[S] (a dispatch's local counts), got %s", name, bound,
-                         ir_dtype_name(b->dtype));
+                         got);
         if (x->ndim < 1)
             return ifail(v, i, "%s has a row bound but its operand %%%d has no rows", name, in->args[0]);
     }
