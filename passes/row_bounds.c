@@ -6,7 +6,9 @@
  *   - gives every elementwise op over them (the experts' activation, its gradient, the sum of the
  *     up and gate projections' input gradients) their row bound (ir_row_bound: the dispatch's
  *     local counts, whose sum the kernels read on the device), so that it walks the rows received,
- *     not the room;
+ *     not the room, and the grouped GEMMs too, so that they leave their results' room as it is
+ *     rather than zero it (the zeros are for a token-dropping capacity's dropped rows, which the
+ *     combine reads with weight 0: behind a dispatch no reader looks past the rows received);
  *   - marks a dispatch's all_to_all_v whose every reader is a run sort `unread_room`, so that it
  *     leaves the room past the received rows as it is instead of zeroing it.
  * A value holds the rows of a dispatch's counts when a run sort made it (its local counts, one
@@ -34,7 +36,8 @@ static int sort_counts(bounds *b, const ir_instr *in)
     return b->counts_of[came];
 }
 
-/* The bound every operand of `in` shares, or -1 (an operand of other rows, or none bounded). */
+/* The bound every operand of elementwise `in` shares, or -1 (an operand of other rows, or none
+ * bounded). */
 static int shared_bound(const bounds *b, const ir_instr *in)
 {
     int bound = b->rows_of[in->args[0]];
@@ -44,19 +47,16 @@ static int shared_bound(const bounds *b, const ir_instr *in)
     return bound;
 }
 
-/* Bounds `in` where its operands share a bound (one given it already, by an earlier run or the
- * text, stays), and its results with it. */
-static void bound_instr(bounds *b, ir_instr *in)
+/* Gives `in` row bound `bound` (one given it already, by an earlier run or the text, stays), and
+ * its results. */
+static void bound_rows(bounds *b, ir_instr *in, int bound)
 {
-    int bound = ir_row_bound(in) >= 0 ? ir_row_bound(in) : shared_bound(b, in);
-    if (bound < 0)
-        return;
     if (ir_row_bound(in) < 0) {
         in->args = realloc(in->args, sizeof(int) * (size_t)(in->nargs + 1));
         in->args[in->nargs++] = bound;
     }
     for (int r = 0; r < in->nres; r++)
-        b->rows_of[in->res[r]] = bound;
+        b->rows_of[in->res[r]] = ir_row_bound(in);
 }
 
 /* Whether every reader of value v in f is a run sort (which moves the received rows alone). */
@@ -79,17 +79,17 @@ static void bound_func(ir_func *f)
         case IR_OP_MOE_SORT_RUNS:
             b.rows_of[in->res[0]] = sort_counts(&b, in);
             break;
-        case IR_OP_MOE_GROUPED_MATMUL:
+        case IR_OP_MOE_GROUPED_MATMUL: /* on rows bounded by its own counts: bounded alike */
             if (b.rows_of[in->args[0]] >= 0 && b.rows_of[in->args[0]] == b.counts_of[in->args[2]])
-                b.rows_of[in->res[0]] = b.rows_of[in->args[0]];
+                bound_rows(&b, in, b.rows_of[in->args[0]]);
             break;
         case IR_OP_ALL_TO_ALL_V:
             if (read_by_run_sorts_only(f, in->res[0]))
                 in->attr[IR_ATTR_ALL_TO_ALL_V_UNREAD_ROOM] = 1;
             break;
         default:
-            if (ir_op_has(in->op, IR_OPF_ROW_BOUND))
-                bound_instr(&b, in);
+            if (ir_op_has(in->op, IR_OPF_ROW_BOUND) && shared_bound(&b, in) >= 0)
+                bound_rows(&b, in, shared_bound(&b, in));
         }
     }
     free(b.rows_of);

@@ -90,12 +90,13 @@ static void run_kernel(const rt_elementwise_fn *generated, const rt_kernel_call 
         rt_cpu_kernels[c->in->op](c);
 }
 
-enum { MAX_BOUNDED_OPERANDS = 4 }; /* the row-bounded ops' (ops.def's IR_OPF_ROW_BOUND) at most */
+enum { MAX_BOUNDED_OPERANDS = 4 }; /* the row-bounded ops' (ops.def's IR_OPF_ROW_BOUND) at most, less the bound */
 
 /* An instruction with a row bound (ir_row_bound) runs as the same call on the leading rows its
- * counts sum to, its [R, *] operands and results cut to them (rows are contiguous); the rows of its
- * results past them are NaN (every byte 0xff, a NaN in each float dtype), as the run sorts leave the
- * room, so that a reader of them turns the layout tests' loss and gradients NaN. */
+ * counts sum to, its row operands and results (operand 0's rank, R rows: a grouped GEMM's weights
+ * and counts are not) cut to them (rows are contiguous); the rows of its results past them are NaN
+ * (every byte 0xff, a NaN in each float dtype), as the run sorts leave the room, so that a reader of
+ * them turns the layout tests' loss and gradients NaN. */
 static void run_row_bounded(const rt_elementwise_fn *generated, const rt_kernel_call *c)
 {
     int nargs = c->nargs - 1; /* the bound last */
@@ -112,7 +113,7 @@ static void run_row_bounded(const rt_elementwise_fn *generated, const rt_kernel_
     const ir_type *arg_types[MAX_BOUNDED_OPERANDS], *res_types[MAX_BOUNDED_OPERANDS];
     for (int k = 0; k < nargs + c->nres; k++) {
         types[k] = *(k < nargs ? c->arg_types[k] : c->res_types[k - nargs]);
-        if (types[k].ndim && types[k].dims[0] == R)
+        if (types[k].ndim == c->arg_types[0]->ndim && types[k].dims[0] == R)
             types[k].dims[0] = rows;
         *(k < nargs ? &arg_types[k] : &res_types[k - nargs]) = &types[k];
     }

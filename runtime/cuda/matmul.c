@@ -726,7 +726,8 @@ static void expert_streams_join(rt_cuda_ctx *cx, const expert_streams *s)
 }
 
 /* (x[R,K], w[E,F,K] (tb) or [E,K,F], counts[E]) -> y[R,F]: expert e's rows times op(w[e]), one
- * GEMM each (expert_streams); the rows past the counts zeroed */
+ * GEMM each (expert_streams); the rows past the counts zeroed, unless a row bound says no reader
+ * looks there (behind expert parallelism's dispatch: at DeepSeek-V3's ep 64, 31/32 of y) */
 void cuda_MOE_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     const ir_type *xt = c->arg_types[0], *wt = c->arg_types[1], *yt = c->res_types[0];
@@ -745,7 +746,7 @@ void cuda_MOE_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
                     (const char *)c->args[1] + (size_t)(e * F * K) * ws, 0.0f, y, y);
     }
     expert_streams_join(cx, &st);
-    if (row < R)
+    if (row < R && ir_row_bound(c->in) < 0)
         RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)((char *)c->res[0] + (size_t)(row * F) * ys), 0,
                                     (size_t)((R - row) * F) * ys, rt_cuda_stream(cx)));
 }
