@@ -20,7 +20,6 @@
 #include <stdlib.h>
 
 typedef struct {
-    ir_func *f;
     int *rows_of;                   /* per value: the canonical counts bounding its rows, or -1 */
     int *counts_of;                 /* per value: a run sort's `came` -> its first counts; a counts
                                        value -> its canonical one; else -1 */
@@ -70,7 +69,7 @@ static bool read_by_run_sorts_only(const ir_func *f, int v)
 
 static void bound_func(ir_func *f)
 {
-    bounds b = {f, malloc(sizeof(int) * (size_t)(f->nvals + 1)), malloc(sizeof(int) * (size_t)(f->nvals + 1))};
+    bounds b = {malloc(sizeof(int) * (size_t)(f->nvals + 1)), malloc(sizeof(int) * (size_t)(f->nvals + 1))};
     for (int v = 0; v < f->nvals; v++)
         b.rows_of[v] = b.counts_of[v] = -1;
     for (int i = 0; i < f->ninstrs; i++) {

@@ -90,7 +90,7 @@ static void run_kernel(const rt_elementwise_fn *generated, const rt_kernel_call 
         rt_cpu_kernels[c->in->op](c);
 }
 
-enum { MAX_BOUNDED_OPERANDS = 4 }; /* the row-bounded ops' (ops.def's IR_OPF_ROW_BOUND) at most, less the bound */
+enum { MAX_BOUNDED_OPERANDS = 3 }; /* operands (less the bound) and results of a row-bounded op at most */
 
 /* An instruction with a row bound (ir_row_bound) runs as the same call on the leading rows its
  * counts sum to, its row operands and results (operand 0's rank, R rows: a grouped GEMM's weights
@@ -104,7 +104,12 @@ static void run_row_bounded(const rt_elementwise_fn *generated, const rt_kernel_
     int64_t R = c->arg_types[0]->dims[0], rows = 0;
     for (int64_t s = 0; s < c->arg_types[nargs]->dims[0]; s++)
         rows += counts[s];
-    if (rows < 0 || rows > R || nargs > MAX_BOUNDED_OPERANDS || c->nres > MAX_BOUNDED_OPERANDS) {
+    if (nargs > MAX_BOUNDED_OPERANDS || c->nres > MAX_BOUNDED_OPERANDS) {
+        fprintf(stderr, "train_rank: internal error: %s has %d operands and %d results, more than a row-bounded "
+                        "op's %d\n", ir_ops[c->in->op].name, nargs, c->nres, MAX_BOUNDED_OPERANDS);
+        exit(1);
+    }
+    if (rows < 0 || rows > R) {
         fprintf(stderr, "train_rank: %s's row bound sums to %lld rows of its %lld: the dispatch's counts are corrupt\n",
                 ir_ops[c->in->op].name, (long long)rows, (long long)R);
         exit(1);
