@@ -4,7 +4,7 @@
  * Every layout the model's sizes admit (tp within a node, pp with the even split or, where pp does
  * not divide the layers, Megatron's uneven ones (tune_splits), cp, dp = N / (tp x pp x cp), ep for
  * an MoE model over dp x cp, virtual stages, the schedule: 1F1B, ZB-H1 or interleaved, the
- * micro-batch size, recompute and offload) is first
+ * micro-batch size, recompute and offload, and bf16 gradients where f32's fit nothing) is first
  * estimated (tune_estimate.c: composed from a few exact plans of the model cut short), then the
  * most promising are planned exactly as mcc compile plans them (the passes through memory_plan), in
  * the order of their estimated step, until --top of them fit: what it lists is what mcc compile
@@ -82,7 +82,9 @@ void tune_layout_flags(const tune_layout *l, int world, char *buf, size_t n)
     if (l->ep > 1 && used < n)
         used += (size_t)snprintf(buf + used, n - used, " --expert-model-parallel-size %d", l->ep);
     if (l->fp8 && used < n)
-        snprintf(buf + used, n - used, " --fp8-format hybrid --fp8-recipe tensorwise");
+        used += (size_t)snprintf(buf + used, n - used, " --fp8-format hybrid --fp8-recipe tensorwise");
+    if (l->grad_bf16 && used < n)
+        snprintf(buf + used, n - used, " --grad-reduce-in-bf16");
 }
 
 /* Splits text at blanks into args after the given ones; the count. */
@@ -266,22 +268,22 @@ static tune_outcome tune_consider(tune_ctx *t, tune_family *fam, const tune_layo
     return TUNE_NEAR;
 }
 
-/* Every candidate of family fam estimated (schedules, micro-batch sizes, memory levers: full
- * recompute of every layer, and by Megatron's block method of the first N of each stage), each
- * kept in all; the family's best and least memory noted. The levers go from the least memory
- * (offload) to the most (none, block recompute of fewer layers), and the micro-batch from 1 up:
- * past the first whose estimate is over the memory and its margin the rest take more, so they
- * are not estimated (their reduced plans, most of an MoE model's search, never made), but under
- * --exhaustive, which estimates and plans them all. A micro-batch size at which every lever is
- * refused or over ends the family: a larger one has fewer micro-batches a step and more memory
+/* Every candidate of family fam with bf16 gradients or not estimated (schedules, micro-batch sizes,
+ * memory levers: full recompute of every layer, and by Megatron's block method of the first N of
+ * each stage), each kept in all; the family's best and least memory noted. The levers go from the
+ * least memory (offload) to the most (none, block recompute of fewer layers), and the micro-batch
+ * from 1 up: past the first whose estimate is over the memory and its margin the rest take more,
+ * so they are not estimated (their reduced plans, most of an MoE model's search, never made), but
+ * under --exhaustive, which estimates and plans them all. A micro-batch size at which every lever
+ * is refused or over ends the family: a larger one has fewer micro-batches a step and more memory
  * (DeepSeek-V3's cp families, which its attention refuses on the GPU, tried once, not five times). */
-static void tune_family_estimate(tune_ctx *t, const mcc_spec *s, tune_family *fam, tune_list *all)
+static void tune_family_levers(tune_ctx *t, const mcc_spec *s, tune_family *fam, tune_list *all, bool grad_bf16,
+                               int *estimated)
 {
     const tune_layout *f = &t->fix;
     pp_sched_kind scheds[PP_NUM_SCHEDS];
-    int nsched = tune_schedules(&fam->l, scheds), estimated = 0;
+    int nsched = tune_schedules(&fam->l, scheds);
     int stages = fam->l.pp * fam->l.vp, most = (s->num_layers + stages - 1) / stages; /* a stage's layers, at most */
-    t->refusal[0] = 0;
     for (int fp8 = 0; fp8 <= t->try_fp8; fp8++)
     for (int k = 0; k < nsched; k++)
         for (int mbs = 1; mbs <= TUNE_MAX_MBS && s->global_batch_size % (mbs * fam->l.dp) == 0; mbs *= 2) {
@@ -291,15 +293,29 @@ static void tune_family_estimate(tune_ctx *t, const mcc_spec *s, tune_family *fa
                 if ((int)f->rc >= 0 && rc != (int)f->rc) continue;
                 if (rc == RC_BLOCKS && fp8) continue; /* the regions' FP8 GEMMs are not recomputed yet: refused */
                 tune_layout l = fam->l;
-                l.mbs = mbs, l.rc = (tune_recompute)rc, l.sched = scheds[k], l.fp8 = fp8, l.blocks = t->block_modules;
-                tune_outcome o = tune_consider(t, fam, &l, all, &estimated);
+                l.mbs = mbs, l.rc = (tune_recompute)rc, l.sched = scheds[k], l.fp8 = fp8, l.grad_bf16 = grad_bf16;
+                l.blocks = t->block_modules;
+                tune_outcome o = tune_consider(t, fam, &l, all, estimated);
                 for (l.rc_block = most - 1; o == TUNE_NEAR && rc == RC_FULL && l.rc_block >= 1; l.rc_block--)
-                    if (tune_consider(t, fam, &l, all, &estimated) == TUNE_OVER && !t->exhaustive) break;
+                    if (tune_consider(t, fam, &l, all, estimated) == TUNE_OVER && !t->exhaustive) break;
                 within |= o == TUNE_NEAR;
                 if (o == TUNE_OVER && !t->exhaustive) break;
             }
             if (!within && !t->exhaustive) break;
         }
+}
+
+/* Family fam's candidates with f32 gradients, and where none of them fits, with bf16 ones
+ * (--grad-reduce-in-bf16: half the gradients' bytes and dp's reduction of them, the sum rounded;
+ * DeepSeek-V3 fits its own PP16 x EP64 only so): the last lever, taken only where nothing else fits
+ * the family, as it changes the numerics; not where the given flags ask for it already. */
+static void tune_family_estimate(tune_ctx *t, const mcc_spec *s, tune_family *fam, tune_list *all)
+{
+    int estimated = 0;
+    t->refusal[0] = 0;
+    tune_family_levers(t, s, fam, all, false, &estimated);
+    if (!fam->fit && estimated && !s->grad_reduce_in_bf16)
+        tune_family_levers(t, s, fam, all, true, &estimated);
     if (!estimated)
         snprintf(fam->why, sizeof fam->why, "%s", t->refusal[0] ? t->refusal : "no micro-batch divides the global batch");
 }
@@ -477,12 +493,13 @@ static void tune_json(const tune_ctx *t, const mcc_spec *s, const tune_row *rows
         printf("%s\n  {\"tp\": %d, \"pp\": %d, \"vp\": %d, \"cp\": %d, \"dp\": %d, \"ep\": %d, \"micro_batch_size\": %d, "
                "\"recompute\": \"%s\", \"schedule\": \"%s\", \"gib\": %.3f, \"step_ms\": %.3f, \"compute_ms\": %.3f, "
                "\"comm_ms\": %.3f, \"bubble\": %.4f, \"tokens_per_s_per_gpu\": %.1f, \"estimated_gib\": %.3f, "
-               "\"estimated_step_ms\": %.3f, \"fits\": %s, \"fp8\": %s, \"decoder_first_pipeline_num_layers\": %d, "
-               "\"decoder_last_pipeline_num_layers\": %d, \"flags\": \"%s\"}",
+               "\"estimated_step_ms\": %.3f, \"fits\": %s, \"fp8\": %s, \"grad_reduce_in_bf16\": %s, "
+               "\"decoder_first_pipeline_num_layers\": %d, \"decoder_last_pipeline_num_layers\": %d, \"flags\": \"%s\"}",
                i ? "," : "", r->l.tp, r->l.pp, r->l.vp, r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_text(&r->l, rc, sizeof rc),
                pp_sched_names[r->l.sched], r->gib, 1e3 * r->step_s, 1e3 * r->compute_s, 1e3 * r->comm_s, r->bubble,
                tokens / r->step_s / t->world, e->gib, 1e3 * e->step_s, rows[i].fits ? "true" : "false",
-               r->l.fp8 ? "true" : "false", r->l.first_layers, r->l.last_layers, flags);
+               r->l.fp8 ? "true" : "false", r->l.grad_bf16 || s->grad_reduce_in_bf16 ? "true" : "false",
+               r->l.first_layers, r->l.last_layers, flags);
     }
     printf("\n], \"rejected\": [");
     for (int i = 0; i < t->nrejected; i++) { /* estimated over the memory: never planned */
@@ -504,18 +521,19 @@ static void tune_print(const tune_ctx *t, const mcc_spec *s, const tune_row *row
            "collectives' bytes at the link rate as if none were hidden (not calibrated: an upper bound's order).\n\n",
            t->candidates, tune_units_planned(t), t->estimated_fit, t->gpu_gib, t->target->name, t->planned, nrows,
            t->too_big, t->refused, t->target->ncost_rows ? "calibrated on one GPU" : "the target's roofline, uncalibrated");
-    printf("%4s %3s %3s %3s %4s %3s %4s %-9s %8s %9s %9s %6s %7s %7s %3s %-11s %-3s %s\n", "rank", "tp", "pp", "cp", "dp",
-           "ep", "mbs", "recompute", "GiB", "step ms", "tok/s/GPU", "MFU", "bubble", "comm ms", "vp", "schedule", "fp8",
-           "split");
+    printf("%4s %3s %3s %3s %4s %3s %4s %-9s %8s %9s %9s %6s %7s %7s %3s %-11s %-3s %-11s %s\n", "rank", "tp", "pp", "cp",
+           "dp", "ep", "mbs", "recompute", "GiB", "step ms", "tok/s/GPU", "MFU", "bubble", "comm ms", "vp", "schedule",
+           "fp8", "split", "grads");
     for (int i = 0; i < nrows && i < t->top; i++) {
         const tune_result *r = &rows[i].plan;
         char rc[32], split[32];
         double mfu = t->target->peak_bf16_flops > 0 ? model_flops / r->step_s / t->world / t->target->peak_bf16_flops : 0;
-        printf("%4d %3d %3d %3d %4d %3d %4d %-9s %8.1f %9.0f %9.0f %5.1f%% %6.1f%% %7.0f %3d %-11s %-3s %s\n", i + 1, r->l.tp,
-               r->l.pp, r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_text(&r->l, rc, sizeof rc), r->gib, 1e3 * r->step_s,
-               tokens / r->step_s / t->world, 100 * mfu, 100 * r->bubble, 1e3 * r->comm_s, r->l.vp,
+        printf("%4d %3d %3d %3d %4d %3d %4d %-9s %8.1f %9.0f %9.0f %5.1f%% %6.1f%% %7.0f %3d %-11s %-3s %-11s %s\n", i + 1,
+               r->l.tp, r->l.pp, r->l.cp, r->l.dp, r->l.ep, r->l.mbs, tune_recompute_text(&r->l, rc, sizeof rc), r->gib,
+               1e3 * r->step_s, tokens / r->step_s / t->world, 100 * mfu, 100 * r->bubble, 1e3 * r->comm_s, r->l.vp,
                r->l.pp > 1 ? pp_sched_names[r->l.sched] : "-", r->l.fp8 ? "fp8" : "-",
-               tune_split_text(&r->l, s->num_layers, split, sizeof split));
+               tune_split_text(&r->l, s->num_layers, split, sizeof split),
+               r->l.grad_bf16 || s->grad_reduce_in_bf16 ? "bf16" : "f32");
     }
     if (!nrows) {
         printf("No layout fits: more GPUs (--world-size), a shorter --seq-length, or --optimizer-cpu-offload.\n");

@@ -35,6 +35,8 @@ typedef struct {
     pp_sched_kind sched;           /* the pipeline's schedule (1F1B where pp is 1) */
     bool fp8;                      /* the layers' matmuls in FP8 (hybrid, tensorwise scaling) */
     const char *blocks;            /* RC_BLOCKS: its --recompute-modules words (tune_ctx's block_modules) */
+    bool grad_bf16;                /* gradients held and reduced in bf16 (--grad-reduce-in-bf16: half their
+                                      bytes, their sum over dp rounded): tried where f32's fit nothing */
 } tune_layout;
 
 typedef struct {

@@ -1,7 +1,7 @@
 /* tune_estimate.c — what `mcc tune` ranks every layout by before it plans the best exactly: the
  * busiest stage's memory and step time, composed from exact plans of the model cut short.
  *
- * A shape (tp, cp, ep, micro-batch size, recompute, ZeRO or not, FP8 or not) is planned as mcc
+ * A shape (tp, cp, ep, micro-batch size, recompute, ZeRO or not, FP8 or not, bf16 gradients or not) is planned as mcc
  * compile plans it but with the model cut short: two and three layers of each kind the model has
  * (dense, MoE: moe_layer_freq says which layer is which) on one stage, and, for pipelines, three
  * layers over three stages under each kind of schedule (the backward whole or split). The
@@ -54,7 +54,7 @@ typedef struct {
 /* A shape's layer and ends, per layer of the model (a period's over its layers). */
 typedef struct {
     int tp, cp, ep, mbs, rc;
-    bool zero, fp8;
+    bool zero, fp8, grad_bf16;
     bool ok;                       /* its one-stage plans made */
     char why[200];
     int zref;                      /* dp x cp of its plans */
@@ -150,7 +150,8 @@ static bool unit_plan(tune_ctx *t, tune_unit *u, int layers, const char *kind, i
 {
     int dp = u->zref / u->cp;
     tune_layout l = {.tp = u->tp, .pp = pp, .cp = u->cp, .dp = dp, .ep = strstr(kind, "[0") ? 1 : u->ep, .mbs = u->mbs,
-                     .rc = (tune_recompute)u->rc, .vp = 1, .sched = sched, .fp8 = u->fp8, .blocks = t->block_modules};
+                     .rc = (tune_recompute)u->rc, .vp = 1, .sched = sched, .fp8 = u->fp8,
+                     .grad_bf16 = u->grad_bf16, .blocks = t->block_modules};
     char text[768];
     tune_layout_flags(&l, u->tp * u->cp * dp * pp, text, sizeof text);
     size_t used = strlen(text);
@@ -242,7 +243,7 @@ static int unit_of(tune_ctx *t, const tune_layout *l, const mcc_spec *s)
     for (int i = 0; i < us->n; i++) {
         tune_unit *u = &us->u[i];
         if (u->tp == l->tp && u->cp == l->cp && u->ep == l->ep && u->mbs == l->mbs && u->rc == (int)l->rc &&
-            u->zero == zero && u->fp8 == l->fp8)
+            u->zero == zero && u->fp8 == l->fp8 && u->grad_bf16 == l->grad_bf16)
             return i;
     }
     if (us->n == us->cap) {
@@ -252,7 +253,8 @@ static int unit_of(tune_ctx *t, const tune_layout *l, const mcc_spec *s)
         us->u = grown, us->cap = cap;
     }
     tune_unit *u = &us->u[us->n++];
-    *u = (tune_unit){.tp = l->tp, .cp = l->cp, .ep = l->ep, .mbs = l->mbs, .rc = (int)l->rc, .zero = zero, .fp8 = l->fp8};
+    *u = (tune_unit){.tp = l->tp, .cp = l->cp, .ep = l->ep, .mbs = l->mbs, .rc = (int)l->rc, .zero = zero, .fp8 = l->fp8,
+                     .grad_bf16 = l->grad_bf16};
     u->zref = unit_zref(l->cp, l->ep, zero);
     unit_make(t, u, s);
     return us->n - 1;

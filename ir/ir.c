@@ -100,7 +100,7 @@ static const struct {
     {IR_OP_ROPE, IR_ATTR_ROPE_ROTARY_DIM},  {IR_OP_ROPE, IR_ATTR_ROPE_YARN_CONTEXT},      {IR_OP_ROPE, IR_ATTR_ROPE_BETA_FAST},
     {IR_OP_ROPE, IR_ATTR_ROPE_BETA_SLOW},   {IR_OP_ROPE, IR_ATTR_ROPE_MSCALE},            {IR_OP_ROPE, IR_ATTR_ROPE_MSCALE_ALL_DIM},
     {IR_OP_MOE_ROUTE, IR_ATTR_MOE_ROUTE_GROUPS}, {IR_OP_MOE_ROUTE, IR_ATTR_MOE_ROUTE_GROUP_TOPK},
-    {IR_OP_MATMUL, IR_ATTR_MATMUL_RECOMPUTE},
+    {IR_OP_MATMUL, IR_ATTR_MATMUL_RECOMPUTE},     {IR_OP_ALL_TO_ALL_V, IR_ATTR_ALL_TO_ALL_V_UNREAD_ROOM},
 };
 
 /* Splits each "A, B" attribute list once into lower-case names; they point into a static copy. */
@@ -124,6 +124,14 @@ void ir_ops_init(void)
         ir_ops[op].axis_attr = ir_attr_index(op, "axis");
     for (size_t i = 0; i < sizeof attrs_printed_when_set / sizeof *attrs_printed_when_set; i++)
         ir_ops[attrs_printed_when_set[i].op].printed_when_set |= 1u << attrs_printed_when_set[i].attr;
+}
+
+bool ir_op_nargs_ok(ir_op op, int nargs)
+{
+    const ir_op_info *info = &ir_ops[op];
+    if (info->nargs < 0)
+        return nargs >= 1;
+    return nargs == info->nargs || (ir_op_has(op, IR_OPF_ROW_BOUND) && nargs == info->nargs + 1);
 }
 
 int ir_op_by_name(const char *name)
@@ -1315,7 +1323,10 @@ double ir_grouped_rows(const ir_func *f, const ir_instr *in, double *buffer_rows
     case IR_OP_MOE_SORT_RUNS: case IR_OP_MOE_UNSORT_RUNS: buffer = 0, counts = 1; break; /* came */
     case IR_OP_FP8_GROUPED_MATMUL: case IR_OP_FP8_GROUPED_WGRAD: buffer = 0, counts = 4; break; /* (qa, sa, qb, sb, counts) */
     case IR_OP_FP8_GROUPED_WGRAD_ACCUMULATE: buffer = 1, counts = 5; break;
-    default: return *buffer_rows = 0, 0;
+    default: /* an op bounded by the rows received (row_bounds.c): its bound, a run sort's counts */
+        if (ir_row_bound(in) < 0)
+            return *buffer_rows = 0, 0;
+        buffer = 0, counts = in->nargs - 1;
     }
     *buffer_rows = (double)f->vals[in->args[buffer]].type.dims[0];
     return routed_rows(f, in->args[counts], *buffer_rows);

@@ -482,6 +482,9 @@ enum {
                                        instructions before its result's first use (ir_overlapped: the
                                        GPU's comm stream): the sequence collectives, ring_shift,
                                        all_to_all_v */
+    IR_OPF_ROW_BOUND = 1 << 12,     /* may take one operand past its row's count, a row bound
+                                       (ir_row_bound: passes/row_bounds.c sets it on the ops over
+                                       expert parallelism's receive buffers) */
 };
 
 /* Sharding rules, ops.def's shard column: which rule of the shard pass propagates an op's
@@ -573,6 +576,18 @@ int ir_op_by_name(const char *name);/* -1 if unknown */
 int ir_attr_index(ir_op op, const char *name);
 /* Whether op has property `flag` (IR_OPF_*). */
 static inline bool ir_op_has(ir_op op, unsigned flag) { return (ir_ops[op].flags & flag) != 0; }
+/* Whether an instruction of op may have nargs operands: its row's count (at least one where
+ * variadic), or one more where it takes a row bound (IR_OPF_ROW_BOUND). */
+bool ir_op_nargs_ok(ir_op op, int nargs);
+/* The row bound of `in`, or -1: an i32[S] value (an expert-parallel dispatch's local counts) whose
+ * sum, read on the device, is how many leading rows of the instruction's [R, *] operands and
+ * results hold data. Its kernels read and write those rows alone; the rows past them (the room of
+ * a receive buffer sized for the dropless worst case) are undefined, and the CPU fills its results'
+ * with NaN so that a reader of them fails the layout tests. Its operands are the rest of args. */
+static inline int ir_row_bound(const ir_instr *in)
+{
+    return ir_op_has(in->op, IR_OPF_ROW_BOUND) && in->nargs == ir_ops[in->op].nargs + 1 ? in->args[in->nargs - 1] : -1;
+}
 
 /* --- types --- */
 /* fp8_quantize's format attribute (ops.def) */
@@ -692,8 +707,9 @@ double ir_work_macs(const ir_func *f, const ir_instr *in);
 /* The rows an op bounded by its counts touches with balanced routing, and (*buffer_rows) the R rows
  * of its row buffers ([R, *]), which behind expert parallelism's dispatch hold room for the
  * dropless worst case: a grouped GEMM's (moe_grouped_matmul, _wgrad, _wgrad_accumulate; each
- * expert's GEMM reads and writes only its counted rows, runtime/cuda/matmul.c) and a run sort's
- * (moe_sort_runs, moe_unsort_runs: a block a row received, moe.cuh), so their bytes are the rows',
+ * expert's GEMM reads and writes only its counted rows, runtime/cuda/matmul.c), a run sort's
+ * (moe_sort_runs, moe_unsort_runs: a block a row received, moe.cuh) and a row-bounded op's
+ * (ir_row_bound: the elementwise kernels stop at the rows received), so their bytes are the rows',
  * not R's. Any other op walks its whole operands: 0, and *buffer_rows 0. */
 double ir_grouped_rows(const ir_func *f, const ir_instr *in, double *buffer_rows);
 /* Makes attribute k of the instruction defining value v `base + step * coordinate(axis)`: what a

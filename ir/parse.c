@@ -947,10 +947,10 @@ static bool parse_operands(parser *p, instr_text *it)
         } while (accept(p, ','));
     }
     const ir_op_info *info = &ir_ops[it->op];
-    if (info->nargs < 0 && it->nargs < 1)
-        return fail_line(p, it->line, "wrong operand count for %s: expected at least 1, got 0", info->name);
-    if (info->nargs >= 0 && it->nargs != info->nargs)
-        return fail_line(p, it->line, "wrong operand count for %s: expected %d, got %d", info->name, info->nargs, it->nargs);
+    if (!ir_op_nargs_ok(it->op, it->nargs))
+        return fail_line(p, it->line, "wrong operand count for %s: expected %s%d%s, got %d", info->name,
+                         info->nargs < 0 ? "at least " : "", info->nargs < 0 ? 1 : info->nargs,
+                         ir_op_has(it->op, IR_OPF_ROW_BOUND) ? " (and maybe a row bound)" : "", it->nargs);
     return true;
 }
 

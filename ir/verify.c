@@ -610,9 +610,10 @@ static bool verify_structure(verifier *v, int i, bool *defined)
     if ((unsigned)in->op >= IR_NUM_OPS)
         return sfail(v, i, "op number %d is not in the op table", (int)in->op);
     const ir_op_info *info = &ir_ops[in->op];
-    if (info->nargs < 0 ? in->nargs < 1 : in->nargs != info->nargs)
-        return sfail(v, i, "wrong operand count for %s: expected %s%d, got %d", info->name,
-                     info->nargs < 0 ? "at least " : "", info->nargs < 0 ? 1 : info->nargs, in->nargs);
+    if (!ir_op_nargs_ok(in->op, in->nargs))
+        return sfail(v, i, "wrong operand count for %s: expected %s%d%s, got %d", info->name,
+                     info->nargs < 0 ? "at least " : "", info->nargs < 0 ? 1 : info->nargs,
+                     ir_op_has(in->op, IR_OPF_ROW_BOUND) ? " (and maybe a row bound)" : "", in->nargs);
     if (in->nres != info->nres)
         return sfail(v, i, "wrong result count for %s: expected %d, got %d", info->name, info->nres, in->nres);
     for (int a = 0; a < in->nargs; a++) {
@@ -658,6 +659,17 @@ static bool verify_operands(verifier *v, int i)
     if (in->role.kind != IR_ROLE_NONE && !ir_roles[in->role.kind].many && ir_find_role(f, in->op, in->role) != i)
         return ifail(v, i, "an earlier %s has this one's role %s (the runtime finds a value by its role)", name,
                      ir_roles[in->role.kind].name);
+    int bound = ir_row_bound(in);
+    if (bound >= 0) {
+        const ir_type *b = &f->vals[bound].type, *x = &f->vals[in->args[0]].type;
+        char got[256];
+        ir_type_str(b, got, sizeof got);
+        if (b->dtype != IR_I32 || b->ndim != 1)
+            return ifail(v, i, "%s's row bound %%%d must be i32[S] (a dispatch's local counts), got %s", name, bound,
+                         got);
+        if (x->ndim < 1)
+            return ifail(v, i, "%s has a row bound but its operand %%%d has no rows", name, in->args[0]);
+    }
     for (int a = 0; a < in->nargs; a++) {
         const ir_instr *def = &f->instrs[f->vals[in->args[a]].def];
         if (writes_global(in, a) && def->op != IR_OP_GLOBAL)

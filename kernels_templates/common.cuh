@@ -102,6 +102,26 @@ template <class Body> __device__ __forceinline__ void mcc_for_each_vec(long long
         body(mcc_width<1>(), i);
 }
 
+// An elementwise op's row bound (ir_row_bound): counts[0..S) sum to the leading rows of `width`
+// elements that hold data, read on the device (behind expert parallelism's dispatch a buffer has
+// room for the dropless worst case, and the rows received are known only there); counts null: the
+// whole buffer. Passed by value (the launchers' mcc_row_bound twin, launchers.c).
+struct mcc_row_bound {
+    const int *counts;
+    long long S, width;
+};
+// The elements of the n that the bound leaves: those of its rows, at most n. Every thread sums the
+// counts (a dispatch's local experts, a few) rather than waiting on a block's sum.
+__device__ __forceinline__ long long mcc_bounded(long long n, mcc_row_bound b)
+{
+    if (!b.counts)
+        return n;
+    long long rows = 0;
+    for (long long s = 0; s < b.S; s++)
+        rows += b.counts[s];
+    return rows * b.width < n ? rows * b.width : n;
+}
+
 // Grid-stride loop over [0, n): launchers cap the grid, so any n works.
 #define MCC_FOR_EACH(i, n)                                                                                  \
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)

@@ -1,6 +1,8 @@
 // elementwise.cuh — fill, add, mul, scale, bias_add, gelu, silu, squared relu, swiglu and their gradients, sqrt, and the
 // dtype-converting accumulate and copy: MCC_VEC elements per thread by 16-byte loads and stores
-// (these kernels only move memory). Math in fp32, one rounding on store. Last, the moves of
+// (these kernels only move memory). Math in fp32, one rounding on store. The maps of one or two
+// operands and swiglu_grad take a row bound (mcc_row_bound: the rows an expert-parallel dispatch
+// received, counted on the device); past it they neither read nor write. Last, the moves of
 // split_last_dim and concat_last_dim (an element a thread).
 #pragma once
 
@@ -90,14 +92,17 @@ template <class T, class A, class B, class F> __device__ void mcc_map2(T *r, con
     MCC_UNARY_AS(op, F, f32, float)                                                                        \
     MCC_UNARY_AS(op, F, bf16, mcc_bf16)
 #define MCC_UNARY_AS(op, F, sfx, T)                                                                        \
-    extern "C" __global__ void mcc_##op##_##sfx(T *r, const T *a, long long n) { mcc_map1(r, a, n, F()); }
+    extern "C" __global__ void mcc_##op##_##sfx(T *r, const T *a, long long n, mcc_row_bound rb)         \
+    {                                                                                                      \
+        mcc_map1(r, a, mcc_bounded(n, rb), F());                                                           \
+    }
 #define MCC_BINARY(op, F)                                                                                  \
     MCC_BINARY_AS(op, F, f32, float)                                                                       \
     MCC_BINARY_AS(op, F, bf16, mcc_bf16)
 #define MCC_BINARY_AS(op, F, sfx, T)                                                                       \
-    extern "C" __global__ void mcc_##op##_##sfx(T *r, const T *a, const T *b, long long n)               \
+    extern "C" __global__ void mcc_##op##_##sfx(T *r, const T *a, const T *b, long long n, mcc_row_bound rb) \
     {                                                                                                      \
-        mcc_map2(r, a, b, n, F());                                                                         \
+        mcc_map2(r, a, b, mcc_bounded(n, rb), F());                                                        \
     }
 
 MCC_UNARY(gelu, mcc_gelu_fn)
@@ -143,16 +148,17 @@ __device__ void mcc_swiglu_grad(T *dg, T *du, T *h, const T *dy, const T *g, con
 }
 #define MCC_SWIGLU_GRAD(sfx, T)                                                                            \
     extern "C" __global__ void mcc_swiglu_grad_##sfx(T *dg, T *du, T *h, const T *dy, const T *g,        \
-                                                     const T *u, long long n)                              \
+                                                     const T *u, long long n, mcc_row_bound rb)            \
     {                                                                                                      \
-        mcc_swiglu_grad(dg, du, h, dy, g, u, n);                                                           \
+        mcc_swiglu_grad(dg, du, h, dy, g, u, mcc_bounded(n, rb));                                          \
     }
 MCC_FOR_FLOATS(MCC_SWIGLU_GRAD)
 
 #define MCC_SCALE(sfx, T)                                                                                  \
-    extern "C" __global__ void mcc_scale_##sfx(T *r, const T *a, long long n, float factor)              \
+    extern "C" __global__ void mcc_scale_##sfx(T *r, const T *a, long long n, float factor,              \
+                                               mcc_row_bound rb)                                           \
     {                                                                                                      \
-        mcc_map1(r, a, n, mcc_scale_fn{factor});                                                           \
+        mcc_map1(r, a, mcc_bounded(n, rb), mcc_scale_fn{factor});                                          \
     }
 MCC_FOR_FLOATS(MCC_SCALE)
 

@@ -558,24 +558,43 @@ extern "C" __global__ void mcc_moe_runs_offsets(long long *at, long long *to, lo
     }
 }
 
+// The run k = q S + s whose destination rows hold row j, or -1 where none does (counts that do
+// not add up). The runs' destinations rise along their destination order, run by run (s, q) when
+// sorting and rank by rank (q, s) when not: a binary search over that order for the last run that
+// starts at or before j (an empty run starts where the next one does, so the last holds j).
+__device__ long long mcc_moe_run_of(long long j, const long long *at, const long long *to, const void *came, int is64,
+                                    long long n, long long S, int sort)
+{
+    long long lo = 0, hi = n * S; // [lo, hi): where the first run starting past j lies
+    while (lo < hi) {
+        long long mid = lo + (hi - lo) / 2, k = sort ? (mid % n) * S + mid / n : mid;
+        if ((sort ? to[k] : at[k]) <= j)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return -1;
+    long long k = sort ? ((lo - 1) % n) * S + (lo - 1) / n : lo - 1;
+    long long c = is64 ? ((const long long *)came)[k] : ((const int *)came)[k];
+    return j < (sort ? to[k] : at[k]) + c ? k : -1;
+}
+
 // xs := x's rows moved run by run (sort: from at to to; else back); a block per destination row
-// received (rows[0], the all-to-all's count on the device), rows of `width` 2-byte units (f32 and
-// bf16 rows alike). The rows past those received are neither read nor written: the buffer has room
-// for the dropless worst case (at DeepSeek-V3's ep 64, 32 times what balanced routing fills), and
-// its readers (the grouped GEMMs by the counts, all_to_all_v by came) stop at the received rows.
+// received (rows[0], the all-to-all's count on the device), its run found by binary search
+// (mcc_moe_run_of: log2(n S) reads, where a scan read up to n S, 256 runs at DeepSeek-V3's ep 64),
+// rows of `width` 2-byte units (f32 and bf16 rows alike); a row no run covers is written zero, not
+// read from before x. The rows past those received are neither read nor written: the buffer has
+// room for the dropless worst case (at DeepSeek-V3's ep 64, 32 times what balanced routing fills),
+// and its readers (the grouped GEMMs by the counts, all_to_all_v by came) stop at the received rows.
 extern "C" __global__ void mcc_moe_move_runs(unsigned short *r, const unsigned short *x, const long long *at,
                                              const long long *to, const long long *rows, const void *came, int is64,
                                              long long n, long long S, long long width, int sort)
 {
     for (long long j = blockIdx.x; j < rows[0]; j += gridDim.x) {
-        long long src = -1;
-        for (long long k = 0; k < n * S && src < 0; k++) { // the run holding destination row j
-            long long c = is64 ? ((const long long *)came)[k] : ((const int *)came)[k];
-            long long d = sort ? to[k] : at[k], s0 = sort ? at[k] : to[k];
-            if (j >= d && j < d + c)
-                src = s0 + (j - d);
-        }
+        long long k = mcc_moe_run_of(j, at, to, came, is64, n, S, sort);
+        long long src = k < 0 ? -1 : (sort ? at[k] : to[k]) + (j - (sort ? to[k] : at[k]));
         for (long long i = threadIdx.x; i < width; i += blockDim.x)
-            r[j * width + i] = x[src * width + i];
+            r[j * width + i] = src < 0 ? 0 : x[src * width + i];
     }
 }

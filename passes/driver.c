@@ -20,6 +20,7 @@ const pass_info mcc_passes[] = {
     {"schedule", pass_schedule, "the schedule programs: train (the step on each micro-batch, reduce, optimizer), eval", NULL},
     {"fusion", pass_fusion, "fused kernels: a matmul and its bias add become matmul_bias", NULL},
     {"loss_chunks", pass_loss_chunks, "the output head and its cross entropy over chunks of the tokens (cross_entropy_chunks)", NULL},
+    {"row_bounds", pass_row_bounds, "the elementwise ops over expert parallelism's receive buffers bounded by the rows received", NULL},
     {"comm_overlap", pass_comm_overlap, "sequence-parallel collectives beside work that does not need them (two chains with --tp-comm-interleave)", NULL},
     {"memory_plan", pass_memory_plan, "arena offsets for every activation by liveness", NULL},
 };

@@ -95,6 +95,7 @@ bool pass_optimizer(ir_module *m, const mcc_pass_options *opts, char *err, size_
 bool pass_schedule(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_fusion(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_loss_chunks(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
+bool pass_row_bounds(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_comm_overlap(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_memory_plan(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 

@@ -46,7 +46,8 @@ void cpu_ALL_REDUCE_INPLACE(const rt_kernel_call *c)
 }
 
 /* (x[R,*], splits[n,S]) -> (r[rows,*], came[n,S]): rt_all_to_all_v over the axis (one rank: its
- * own runs), r zero past the rows received. */
+ * own runs), r zero past the rows received; with unread_room (no reader looks past them) NaN there,
+ * every byte 0xff, which the GPU leaves as it was, so that a reader of them fails the layout tests. */
 void cpu_ALL_TO_ALL_V(const rt_kernel_call *c)
 {
     const ir_type *xt = c->arg_types[0], *st = c->arg_types[1];
@@ -60,7 +61,8 @@ void cpu_ALL_TO_ALL_V(const rt_kernel_call *c)
                       : rt_parallel_a2av_self(c->in, splits, n * S, rows, came);
     if (!comm)
         memcpy(c->res[0], c->args[0], got * row * es);
-    memset((char *)c->res[0] + got * row * es, 0, ((size_t)rows - got) * row * es);
+    bool unread = c->in->attr[IR_ATTR_ALL_TO_ALL_V_UNREAD_ROOM] != 0;
+    memset((char *)c->res[0] + got * row * es, unread ? 0xff : 0, ((size_t)rows - got) * row * es);
     rt_parallel_a2av_store(st, came, c->res[1]);
     free(splits);
 }

@@ -84,6 +84,60 @@ static bool run_generated(const rt_elementwise_fn *table, const rt_kernel_call *
     }
 }
 
+static void run_kernel(const rt_elementwise_fn *generated, const rt_kernel_call *c)
+{
+    if (!generated || !run_generated(generated, c))
+        rt_cpu_kernels[c->in->op](c);
+}
+
+enum { MAX_BOUNDED_OPERANDS = 3 }; /* operands (less the bound) and results of a row-bounded op at most */
+
+/* An instruction with a row bound (ir_row_bound) runs as the same call on the leading rows its
+ * counts sum to, its row operands and results (operand 0's rank, R rows: a grouped GEMM's weights
+ * and counts are not) cut to them (rows are contiguous); the rows of its results past them are NaN
+ * (every byte 0xff, a NaN in each float dtype), as the run sorts leave the room, so that a reader of
+ * them turns the layout tests' loss and gradients NaN. */
+static void run_row_bounded(const rt_elementwise_fn *generated, const rt_kernel_call *c)
+{
+    int nargs = c->nargs - 1; /* the bound last */
+    const int32_t *counts = c->args[nargs];
+    int64_t R = c->arg_types[0]->dims[0], rows = 0;
+    for (int64_t s = 0; s < c->arg_types[nargs]->dims[0]; s++)
+        rows += counts[s];
+    if (nargs > MAX_BOUNDED_OPERANDS || c->nres > MAX_BOUNDED_OPERANDS) {
+        fprintf(stderr, "train_rank: internal error: %s has %d operands and %d results, more than a row-bounded "
+                        "op's %d\n", ir_ops[c->in->op].name, nargs, c->nres, MAX_BOUNDED_OPERANDS);
+        exit(1);
+    }
+    if (rows < 0 || rows > R) {
+        fprintf(stderr, "train_rank: %s's row bound sums to %lld rows of its %lld: the dispatch's counts are corrupt\n",
+                ir_ops[c->in->op].name, (long long)rows, (long long)R);
+        exit(1);
+    }
+    ir_type types[2 * MAX_BOUNDED_OPERANDS];
+    const ir_type *arg_types[MAX_BOUNDED_OPERANDS], *res_types[MAX_BOUNDED_OPERANDS];
+    for (int k = 0; k < nargs + c->nres; k++) {
+        types[k] = *(k < nargs ? c->arg_types[k] : c->res_types[k - nargs]);
+        if (types[k].ndim == c->arg_types[0]->ndim && types[k].dims[0] == R)
+            types[k].dims[0] = rows;
+        *(k < nargs ? &arg_types[k] : &res_types[k - nargs]) = &types[k];
+    }
+    rt_kernel_call lead = {c->in, nargs, c->nres, c->args, arg_types, c->res, res_types};
+    run_kernel(generated, &lead);
+    for (int r = 0; r < c->nres; r++) {
+        size_t row = ir_bytes(c->res_types[r]) / (size_t)(R ? R : 1);
+        memset((char *)c->res[r] + (size_t)rows * row, 0xff, (size_t)(R - rows) * row);
+    }
+}
+
+void rt_cpu_run_call(const rt_elementwise_fn *generated, const rt_kernel_call *c)
+{
+    if (ir_row_bound(c->in) >= 0)
+        run_row_bounded(generated, c);
+    else
+        run_kernel(generated, c);
+}
+
 static void cpu_run(rt_program *p, int func)
 {
     rt_func_exec *x = &p->funcs[func];
@@ -93,8 +147,7 @@ static void cpu_run(rt_program *p, int func)
         exit(1);
     }
     for (int i = 0; i < x->f->ninstrs; i++)
-        if (!generated || !run_generated(generated, &x->calls[i]))
-            rt_cpu_kernels[x->f->instrs[i].op](&x->calls[i]);
+        rt_cpu_run_call(generated, &x->calls[i]);
 }
 
 /* The host optimizer's overlapped copies (device.h copy_async): done at once, so that CPU ranks run

@@ -50,4 +50,9 @@ static inline rt_elementwise_kind rt_elementwise_kind_of(ir_op op)
 
 typedef void (*rt_elementwise_fn)(float *r, const float *a, const float *b, int64_t n, float attr);
 
+/* Runs one instruction's call on the CPU (runtime/cpu_device.c): its generated kernel where
+ * `generated` (the plan object's table, or NULL) has one, else its C kernel; an instruction with a
+ * row bound (ir_row_bound) on the rows its counts sum to alone, its results NaN past them. */
+void rt_cpu_run_call(const rt_elementwise_fn *generated, const rt_kernel_call *c);
+
 #endif

@@ -24,7 +24,9 @@
 # (8 experts in 4 groups, the best 2 kept, top 2 of sigmoid + expert bias, weights scaled by 2.5) over
 # ep 2 (each rank 2 of the groups) and under tp 2 with SP (every tp rank routing the gathered tokens).
 # The router in fp32 (--moe-router-dtype fp32: its GEMM on converts of the input and the weight) over ep 2
-# and under tp 2 with SP.
+# and under tp 2 with SP. In every ep layout the CPU leaves the receive buffers' room past the rows
+# received NaN (the dispatch's, the run sorts', the grouped GEMMs' and the row-bounded elementwise
+# ops' results: passes/row_bounds.c), so a reader of it turns the comparison NaN.
 set(MCC_EP_GROUP_ROUTING "--num-experts 8 --moe-router-num-groups 4 --moe-router-group-topk 2 --moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01 --moe-router-topk-scaling-factor 2.5")
 if(MPI_C_FOUND)
   foreach(layout "ep2:2:--dp 2 --expert-model-parallel-size 2" "ep2_edp2:4:--dp 4 --expert-model-parallel-size 2"

@@ -3,7 +3,8 @@
 # file, flag or pass and the fix: a missing file, no --pass, an unknown pass, a --rank past the
 # config's layout, an unknown --target, a pass the target cannot serve (the copy lane on the CPU),
 # a text of another plan format version, a parse error (its line, with a caret under the column),
-# an input the verifier rejects (blamed on the input, not the pass), an input's role twice or
+# an input the verifier rejects (blamed on the input, not the pass; a row bound that is no i32
+# counts, an extra operand on an op that takes no row bound), an input's role twice or
 # with a stage it does not carry; and one pass on a well-formed module prints it, an older text's
 # inputs given their roles from their names.
 set -uo pipefail
@@ -34,6 +35,10 @@ expect "parse.ir: line 3: unknown op \`gelux\`" "$work/parse.ir" --pass fusion
 grep -q "^         \^ column 8$" "$work/err" || { echo "FAIL: no caret under column 8: $(cat "$work/err")"; status=1; }
 printf 'func f {kind=step, arena=0} {\n  %%0 = input @x : f32[4]\n  %%1 = gelu %%0 : f32[8]\n}\n' >"$work/verify.ir"
 expect "verify.ir: the input fails verification \(before pass fusion\)" "$work/verify.ir" --pass fusion
+printf 'func f {kind=step, arena=0} {\n  %%0 = input @x : f32[4,2]\n  %%1 = input @n : f32[2]\n  %%2 = gelu %%0, %%1 : f32[4,2]\n}\n' >"$work/bound.ir"
+expect "gelu's row bound %1 must be i32\\[S\\] \\(a dispatch's local counts\\), got f32\\[2\\]" "$work/bound.ir" --pass fusion
+printf 'func f {kind=step, arena=0} {\n  %%0 = input @x : f32[4]\n  %%1 = input @n : i32[2]\n  %%2 = bias_add %%0, %%1, %%1 : f32[4]\n}\n' >"$work/bound2.ir"
+expect "line 4: wrong operand count for bias_add: expected 2, got 3" "$work/bound2.ir" --pass fusion
 printf 'config {\n  plan_version = "999"\n}\n\nfunc f {kind=step, arena=0} {\n  %%0 = input @x : f32[4]\n}\n' >"$work/version.ir"
 expect "version.ir: the plan's format is version 999 but this mcc reads version 1: recompile" "$work/version.ir" --pass fusion
 printf 'func f {kind=step, arena=0} {\n  %%0 = input @x : f32[4]\n  %%1 = gelu %%0 : f32[4]\n}\n' >"$work/ok.ir"

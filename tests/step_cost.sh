@@ -6,8 +6,8 @@
 # run, or to the model, that moves a prediction off its measurement fails here: recalibrate
 # (bench/calibrate.sh, bench/calibrate.py) or fix it. The model's error on configs it was not fitted
 # to (each left out of the fit) is bench/calibration/h100-fit.txt's. And DeepSeek-V3's grouped GEMMs
-# behind expert parallelism: by their routed rows, within the datasheet's peak, and its run sorts by
-# the rows received.
+# behind expert parallelism: by their routed rows, within the datasheet's peak, and its run sorts and
+# the elementwise ops between the GEMMs by the rows received.
 set -uo pipefail
 mcc=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,4 +52,11 @@ gb=$(awk -F'\t' '$3 ~ /^moe_(un)?sort_runs$/ { b = $7 > b ? $7 : b } END { print
 echo "DeepSeek-V3's run sorts at ep 64: ${gb:-none} GB a call predicted"
 awk -v g="${gb:-0}" 'BEGIN { exit !(g >= 0.9 && g <= 1.0) }' ||
   { echo "FAIL: DeepSeek-V3's run sorts cost ${gb:-none} GB a call, not the 0.94 GB of the rows received"; fails=$((fails + 1)); }
+# The elementwise ops over those buffers (swiglu, swiglu_grad, the add of the up and gate projections'
+# input gradients: bounded by the rows received, passes/row_bounds.c) by those rows too: the add, the
+# largest, 3 x 32,768 x 7,168 bf16 = 1.41 GB a call, not the room's 45.1 GB.
+gb=$(awk -F'\t' '$3 ~ /^(swiglu|swiglu_grad|add)$/ { b = $7 > b ? $7 : b } END { printf "%.2f", b / 1e9 }' "$work/ds3.tsv.stage1" 2>/dev/null)
+echo "DeepSeek-V3's elementwise ops over the received rows at ep 64: at most ${gb:-none} GB a call predicted"
+awk -v g="${gb:-0}" 'BEGIN { exit !(g >= 1.3 && g <= 1.5) }' ||
+  { echo "FAIL: DeepSeek-V3's swiglu, swiglu_grad and add cost up to ${gb:-none} GB a call, not the 1.41 GB of the rows received"; fails=$((fails + 1)); }
 [ "$fails" = 0 ] && echo "ok: the step-time model reproduces its measurements" || exit 1

@@ -13,11 +13,12 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 fails=0
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # The mcc compile flags of a table row's columns (rank tp pp cp dp ep mbs recompute GiB step tok/s MFU
-# bubble comm vp schedule fp8 split) on WORLD GPUs, into the array `flags`.
+# bubble comm vp schedule fp8 split grads) on WORLD GPUs, into the array `flags`.
 flags_of_row() {
-  local world=$1 tp=$3 pp=$4 cp=$5 dp=$6 ep=$7 mbs=$8 rc=$9 vp=${16} sched=${17} fp8=${18} split=${19}
+  local world=$1 tp=$3 pp=$4 cp=$5 dp=$6 ep=$7 mbs=$8 rc=$9 vp=${16} sched=${17} fp8=${18} split=${19} grads=${20}
   flags=(--tp "$tp" --pp "$pp" --cp "$cp" --world-size "$world" --micro-batch-size "$mbs")
   [ "$fp8" = fp8 ] && flags+=(--fp8-format hybrid --fp8-recipe tensorwise)
+  [ "$grads" = bf16 ] && flags+=(--grad-reduce-in-bf16)
   [ "$vp" -gt 1 ] && flags+=(--num-virtual-stages-per-pipeline-rank "$vp")
   [ "$pp" -gt 1 ] && flags+=(--pipeline-schedule "$sched")
   [ "$tp" -gt 1 ] && flags+=(--sequence-parallel)
@@ -35,14 +36,14 @@ model=$root/models/gpt2-124m.json
 blocks=core_attn,layernorm,mlp_act,mlp # tune's blocks lever for a dense model: the MLP's region too
 "$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --top 40 >"$work/table" 2>"$work/err" ||
   { bad "mcc tune exited $?: $(cat "$work/err")"; exit 1; }
-rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 18' "$work/table")
+rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 19' "$work/table")
 [ "$(wc -l <<<"$rows")" -ge 5 ] || bad "fewer than 5 layouts listed: $(cat "$work/table")"
 sort -c -s -n -k10,10 <<<"$rows" || bad "the layouts are not in the order of their step time"
 awk '$9 > 2.0 { exit 1 }' <<<"$rows" || bad "a row above the 3 GiB limit less the runtime's 1 GiB"
 grep -q " none " <<<"$rows" && grep -q -E " (selective|full) " <<<"$rows" ||
   bad "no row needed recompute to fit 3 GiB, or none fits without: the limit tests nothing"
 "$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --top 100 --fp8 >"$work/fp8" 2>/dev/null
-fp8_rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 18 && $17 == "fp8"' "$work/fp8")
+fp8_rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 19 && $17 == "fp8"' "$work/fp8")
 # the first three rows, compiled as listed
 # (a loop of this shell, not of a pipeline's subshell: its failures count)
 while read -r row; do
@@ -59,7 +60,7 @@ done < <(head -3 <<<"$rows"; head -1 <<<"$fp8_rows") # and --fp8's first FP8 row
 # --fix holds a degree: every row has it
 "$mcc" tune "$model" --world-size 4 --gpu-memory 3 --target h100 --fix tp=2 --fix recompute=none --top 40 >"$work/fixed" 2>&1 ||
   bad "--fix: $(tail -2 "$work/fixed")"
-awk '$1 ~ /^[0-9]+$/ && NF == 18 && ($2 != 2 || $8 != "none") { bad = 1 } END { exit bad }' "$work/fixed" ||
+awk '$1 ~ /^[0-9]+$/ && NF == 19 && ($2 != 2 || $8 != "none") { bad = 1 } END { exit bad }' "$work/fixed" ||
   bad "--fix tp=2 --fix recompute=none listed another layout"
 "$mcc" tune "$model" --world-size 4 --gpu-memory 0.01 --target h100 >"$work/none" 2>&1
 [ $? = 1 ] && grep -qF "No layout fits" "$work/none" || bad "a limit nothing fits: $(tail -2 "$work/none")"
@@ -128,7 +129,7 @@ PY
 blocks=core_attn,layernorm,mlp_act,mlp,moe,shared_experts # a dense layer, MoE layers with a shared expert
 "$mcc" tune "$root/models/tiny-moe.json" --world-size 4 --target h100 --top 200 >"$work/moe" 2>/dev/null ||
   bad "tiny-moe: $(tail -3 "$work/moe")"
-row=$(awk '$1 ~ /^[0-9]+$/ && NF == 18 && $6 > 1' "$work/moe" | head -1)
+row=$(awk '$1 ~ /^[0-9]+$/ && NF == 19 && $6 > 1' "$work/moe" | head -1)
 if [ -z "$row" ]; then
   bad "tiny-moe on 4 GPUs lists no row with ep > 1: $(head -3 "$work/moe")"
 else
@@ -140,13 +141,14 @@ fi
 # uneven splits where pp does not divide the layers (the first and last ranks fewer): LLaMA-3 405B's
 # 126 layers over 8 stages at tp 8 x pp 8 x cp 2 on 128 H100s (the seed's layout), fitting only with
 # the optimizer offloaded; DeepSeek-V3's 61 (and its multi-token depth) over 16 at DeepSeek's PP16 x
-# EP64 on 2,048 (with bf16 gradients, as the report's plan fits), whose first must be
-# Megatron-Bridge's 4 + 14 x 4 + 1. Each first row's command compiles and fits at the GiB it lists.
+# EP64 on 2,048, whose first must be Megatron-Bridge's 4 + 14 x 4 + 1 and fits only with bf16
+# gradients (as the report's plan does), which the search finds without being told (and keeps f32's
+# where they fit: gpt2-124m's rows above). Each first row's command compiles and fits at the GiB it lists.
 uneven() { # NAME SPLIT TUNE-ARGS...: the first row's split and its command's plan
   local name=$1 want=$2; shift 2
   "$mcc" tune "$@" --target h100 --top 1 >"$work/$name" 2>/dev/null || { bad "$name: $(tail -3 "$work/$name")"; return; }
   local split gib cmd got
-  read -r split gib < <(awk '$1 == 1 && NF == 18 { print $18, $9 }' "$work/$name")
+  read -r split gib < <(awk '$1 == 1 && NF == 19 { print $18, $9 }' "$work/$name")
   cmd=$(grep -A1 "^The first, compiled:" "$work/$name" | tail -1)
   [ "$split" = "$want" ] && grep -q -- "--decoder-first-pipeline-num-layers ${want%%+*} --decoder-last-pipeline-num-layers ${want##*+}" <<<"$cmd" ||
     bad "$name's first row is not split $want: $split: $cmd"
@@ -158,5 +160,9 @@ uneven() { # NAME SPLIT TUNE-ARGS...: the first row's split and its command's pl
 }
 uneven 405b 15+6x16+15 "$root/models/llama3-405b.json" --world-size 128 --fix tp=8 --fix pp=8 --fix cp=2 --fix mbs=1
 grep -q -- "--optimizer-cpu-offload" "$work/405b" || bad "405B's first row fits without offload: $(tail -1 "$work/405b")"
-uneven ds3 4+14x4+1 "$root/models/deepseek-v3.json" --grad-reduce-in-bf16 --world-size 2048 --fix tp=1 --fix pp=16 --fix ep=64
+uneven ds3 4+14x4+1 "$root/models/deepseek-v3.json" --world-size 2048 --fix tp=1 --fix pp=16 --fix ep=64
+awk '$1 == 1 && NF == 19 && $19 == "bf16" { ok = 1 } END { exit !ok }' "$work/ds3" &&
+  grep -A1 "^The first, compiled:" "$work/ds3" | grep -q -- "--grad-reduce-in-bf16" ||
+  bad "DeepSeek-V3's PP16 x EP64 first row is not the one with bf16 gradients: $(grep -A2 '^rank' "$work/ds3")"
+grep -q " bf16$" <<<"$rows" && bad "gpt2-124m lists a row with bf16 gradients, where f32's fit: $(grep ' bf16$' <<<"$rows" | head -1)"
 [ "$fails" = 0 ] && echo "ok: mcc tune lists fitting layouts fastest first" || exit 1

@@ -237,7 +237,8 @@ static CUdeviceptr dptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
 
 /* (x[R,*], splits[n,S]) -> (r[rows,*], came[n,S]): the splits come to the host (a wait on the
  * stream: ops.def's HOST_WAIT keeps the function out of CUDA graphs), rt_all_to_all_v on the
- * stream (one rank: a device copy), came goes back up, r's rows past those received are zeroed.
+ * stream (one rank: a device copy), came goes back up, r's rows past those received are zeroed
+ * unless unread_room (every reader a run sort: at DeepSeek-V3's ep 64 the room is 31/32 of r).
  * overlap=1 (comm_overlap.c, moe_shared_expert_overlap): all but the splits' copy on the comm stream
  * and the axis's side lane, beside the work the compute stream has before the results' first reader. */
 void cuda_ALL_TO_ALL_V(rt_cuda_ctx *cx, const rt_kernel_call *c)
@@ -260,7 +261,7 @@ void cuda_ALL_TO_ALL_V(rt_cuda_ctx *cx, const rt_kernel_call *c)
                       : rt_parallel_a2av_self(c->in, splits, n * S, rows, came);
     if (!comm && got)
         rt_cuda_device.copy(s, c->res[0], c->args[0], got * row * es);
-    if (got < (size_t)rows)
+    if (got < (size_t)rows && c->in->attr[IR_ATTR_ALL_TO_ALL_V_UNREAD_ROOM] == 0)
         RT_CU_CHECK(cuMemsetD8Async(dptr(c->res[0]) + got * row * es, 0, ((size_t)rows - got) * row * es, s));
     rt_parallel_a2av_store(st, came, host);
     RT_CU_CHECK(cuMemcpyHtoDAsync(dptr(c->res[1]), host, sb, s)); /* pageable: staged before it returns */

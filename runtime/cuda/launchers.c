@@ -148,12 +148,30 @@ static void column_sums(rt_cuda_ctx *cx, const rt_kernel_call *c, void *r, const
     colsum_final(cx, name_of(c, RT_CUK_COLSUM_FINAL, c->res_types[0], NULL), n_out, p2);
 }
 
+/* The elementwise kernels' row bound (common.cuh's mcc_row_bound, passed by value): the counts of
+ * an instruction's row bound (ir_row_bound), which the kernel sums on the device, and its rows'
+ * elements; counts NULL: every element. The grid stays sized for the whole buffer (the rows are
+ * known only on the device); the threads past the rows exit at once. */
+typedef struct {
+    const void *counts;
+    long long S, width;
+} row_bound;
+
+static row_bound row_bound_of(const rt_kernel_call *c)
+{
+    if (ir_row_bound(c->in) < 0)
+        return (row_bound){NULL, 0, 0};
+    const ir_type *x = c->arg_types[0], *counts = c->arg_types[c->nargs - 1];
+    return (row_bound){c->args[c->nargs - 1], counts->dims[0], x->dims[0] ? ir_numel(x) / x->dims[0] : 0};
+}
+
 /* r := f(a) */
 static void unary(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kernel k)
 {
     void *r = c->res[0], *a = c->args[0];
     long long n = ir_numel(c->res_types[0]);
-    void *p[] = {&r, &a, &n};
+    row_bound rb = row_bound_of(c);
+    void *p[] = {&r, &a, &n, &rb};
     launch_vec(cx, name_of(c, k, c->res_types[0], NULL), n, p);
 }
 
@@ -162,14 +180,16 @@ static void binary(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kernel k)
 {
     void *r = c->res[0], *a = c->args[0], *b = c->args[1];
     long long n = ir_numel(c->res_types[0]);
-    void *p[] = {&r, &a, &b, &n};
+    row_bound rb = row_bound_of(c);
+    void *p[] = {&r, &a, &b, &n, &rb};
     launch_vec(cx, name_of(c, k, c->res_types[0], NULL), n, p);
 }
 
 void rt_cuda_add(rt_cuda_ctx *cx, const rt_kernel_call *c, void *r, const void *a, const void *b, const ir_type *t)
 {
     long long n = ir_numel(t);
-    void *p[] = {&r, &a, &b, &n};
+    row_bound whole = {NULL, 0, 0};
+    void *p[] = {&r, &a, &b, &n, &whole};
     launch_vec(cx, name_of(c, RT_CUK_ADD, t, NULL), n, p);
 }
 
@@ -237,7 +257,8 @@ static void swiglu_grad(rt_cuda_ctx *cx, const rt_kernel_call *c, void *h)
 {
     void *dg = c->res[0], *du = c->res[1], *dy = c->args[0], *g = c->args[1], *u = c->args[2];
     long long n = ir_numel(c->res_types[0]);
-    void *p[] = {&dg, &du, &h, &dy, &g, &u, &n};
+    row_bound rb = row_bound_of(c);
+    void *p[] = {&dg, &du, &h, &dy, &g, &u, &n, &rb};
     launch_vec(cx, name_of(c, RT_CUK_SWIGLU_GRAD, c->res_types[0], NULL), n, p);
 }
 void cuda_SWIGLU_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { swiglu_grad(cx, c, NULL); }
@@ -249,7 +270,8 @@ void cuda_SCALE(rt_cuda_ctx *cx, const rt_kernel_call *c)
     void *r = c->res[0], *a = c->args[0];
     long long n = ir_numel(c->res_types[0]);
     float factor = (float)c->in->attr[IR_ATTR_SCALE_FACTOR];
-    void *p[] = {&r, &a, &n, &factor};
+    row_bound rb = row_bound_of(c);
+    void *p[] = {&r, &a, &n, &factor, &rb};
     launch_vec(cx, name_of(c, RT_CUK_SCALE, c->res_types[0], NULL), n, p);
 }
 

@@ -744,7 +744,8 @@ static void zero_rows_past(rt_cuda_ctx *cx, void *y, int64_t row, int64_t R, int
 }
 
 /* (x[R,K], w[E,F,K] (tb) or [E,K,F], counts[E]) -> y[R,F]: expert e's rows times op(w[e]), one
- * GEMM each (expert_streams); the rows past the counts zeroed */
+ * GEMM each (expert_streams); the rows past the counts zeroed, unless a row bound says no reader
+ * looks there (behind expert parallelism's dispatch: at DeepSeek-V3's ep 64, 31/32 of y) */
 void cuda_MOE_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     const ir_type *xt = c->arg_types[0], *wt = c->arg_types[1], *yt = c->res_types[0];
@@ -763,7 +764,8 @@ void cuda_MOE_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
                     (const char *)c->args[1] + (size_t)(e * F * K) * ws, 0.0f, y, y);
     }
     expert_streams_join(cx, &st);
-    zero_rows_past(cx, c->res[0], row, R, F * (int64_t)ys);
+    if (ir_row_bound(c->in) < 0) /* a bounded op's readers read the rows received alone */
+        zero_rows_past(cx, c->res[0], row, R, F * (int64_t)ys);
 }
 
 /* dw[E,P,Q] := beta dw + a_e^T b_e, the operands (a[R,P], b[R,Q], counts[E]) from argument `first` on:

@@ -34,7 +34,9 @@
  * within each row (a token's top k), 'r' a permutation of [0, n), 'c' group sizes (counts of
  * experts, or all_to_all_v's came) summing to 7/8 of `value` rows (the rest room past them). Every
  * i32 result is compared exactly. 'g' a received buffer: 'x' rows up to `value`, NaN past them (the
- * room all_to_all_v leaves, garbage no kernel may read: a row read from it shows as a NaN). */
+ * room all_to_all_v leaves, garbage no kernel may read: a row read from it shows as a NaN); 'G' the
+ * same with numbers past them (a row-bounded op's operand: an elementwise kernel that walks the room
+ * writes numbers where the oracle's result is NaN, which compare() fails). */
 typedef struct {
     char kind;
     int ndim;
@@ -61,6 +63,11 @@ typedef struct {
 #define PERM(n) {.kind = 'r', .ndim = 1, .dims = {n}}
 #define COUNTS(rows, nd, ...) {.kind = 'c', .ndim = nd, .dims = {__VA_ARGS__}, .value = rows}
 #define RECEIVED(rows, nd, ...) {.kind = 'g', .ndim = nd, .dims = {__VA_ARGS__}, .value = rows}
+#define RECEIVED_IN_FILLED_ROOM(rows, nd, ...) {.kind = 'G', .ndim = nd, .dims = {__VA_ARGS__}, .value = rows}
+/* The operands of a row-bounded op (ir_row_bound) over 56 rows received into 4096 of 72: the rows
+ * as `kind` up to 56, numbers past them; ROW_BOUND_56 its bound, local counts summing to 56 */
+#define ROOM_56 RECEIVED_IN_FILLED_ROOM(56, 2, 4096, 72)
+#define ROW_BOUND_56 COUNTS(64, 1, 2)
 
 static const op_case cases[] = {
     {"fill", "[3,1001]", {0.37}, 0, 1, .res = {TEN('x', 2, 3, 1001)}},
@@ -405,6 +412,19 @@ static const op_case cases[] = {
      {TEN('x', 2, 4096, 72), IDS(1, 1, 2)}},
     {"moe_unsort_runs", "x[4096,72] came[4,2], 56 rows received", {0}, 2, 1, {RECEIVED(56, 2, 4096, 72), COUNTS(64, 2, 4, 2)},
      {TEN('x', 2, 4096, 72)}},
+    /* the elementwise ops between the grouped GEMMs over the same room, bounded by the rows received
+     * (passes/row_bounds.c): the kernels stop there, the results' room left as the poison it was */
+    {"swiglu", "[4096,72], 56 rows bounded", {0}, 3, 1, {ROOM_56, ROOM_56, ROW_BOUND_56}, {TEN('x', 2, 4096, 72)}},
+    {"swiglu_grad", "[4096,72], 56 rows bounded", {0}, 4, 2, {ROOM_56, ROOM_56, ROOM_56, ROW_BOUND_56},
+     {TEN('x', 2, 4096, 72), TEN('x', 2, 4096, 72)}},
+    {"swiglu_grad_product", "[4096,72], 56 rows bounded", {0}, 4, 3, {ROOM_56, ROOM_56, ROOM_56, ROW_BOUND_56},
+     {TEN('x', 2, 4096, 72), TEN('x', 2, 4096, 72), TEN('x', 2, 4096, 72)}},
+    {"add", "[4096,72], 56 rows bounded", {0}, 3, 1, {ROOM_56, ROOM_56, ROW_BOUND_56}, {TEN('x', 2, 4096, 72)}},
+    /* the grouped GEMM on them leaves its result's room as it was (without the bound: zeroed) */
+    {"moe_grouped_matmul", "x[4096,72] w[2,64,72]^T, 56 rows bounded", {1}, 4, 1,
+     {ROOM_56, TEN('x', 3, 2, 64, 72), ROW_BOUND_56, ROW_BOUND_56}, {TEN('x', 2, 4096, 64)}},
+    {"gelu", "[4096,72], 56 rows bounded", {0}, 2, 1, {ROOM_56, ROW_BOUND_56}, {TEN('x', 2, 4096, 72)}},
+    {"scale", "[4096,72], 56 rows bounded", {0.3}, 2, 1, {ROOM_56, ROW_BOUND_56}, {TEN('x', 2, 4096, 72)}},
 };
 
 /* sum_squares over 60 tensors of mixed f32/test dtype and sizes: two launches of the fused kernel. */
@@ -526,7 +546,7 @@ static ir_dtype gpu_dtype(char kind, ir_dtype under_test)
 {
     if (is_fp8(kind))
         return kind == 'E' ? IR_FP8E5M2 : IR_FP8E4M3;
-    return is_i32(kind) ? IR_I32 : kind == 'x' || kind == 'P' || kind == 'Z' || kind == 'g' ? under_test
+    return is_i32(kind) ? IR_I32 : kind == 'x' || kind == 'P' || kind == 'Z' || kind == 'g' || kind == 'G' ? under_test
          : kind == 'b' ? IR_BF16 : IR_F32;
 }
 
@@ -690,7 +710,7 @@ static void run_cpu(const ir_instr *in, tensor *args, tensor *res)
         types[i] = &t->cpu_t;
     }
     rt_kernel_call call = {in, in->nargs, in->nres, ptrs, types, ptrs + in->nargs, types + in->nargs};
-    rt_cpu_kernels[in->op](&call);
+    rt_cpu_run_call(NULL, &call); /* a row-bounded op on its rows alone, as train_rank runs it */
 }
 
 /* Runs the GPU twice (results poisoned each time), then the CPU; compares outputs and the two

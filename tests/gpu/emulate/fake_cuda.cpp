@@ -200,6 +200,17 @@ static std::map<std::string, std::function<void(void **)>> table = {
 #define E(sfx, T, B) {"mcc_bias_add_" #sfx, wrap(mcc_bias_add_##sfx)}, {"mcc_copy_" #sfx, wrap(mcc_copy_##sfx)},
     MCC_FOR_FLOAT_PAIRS(E)
 #undef E
+    // the elementwise ops that take a row bound (ops.def's IR_OPF_ROW_BOUND; ops_test's "rows bounded"
+    // cases: over expert parallelism's room, bounded by the rows received)
+#define E(sfx, T) {"mcc_swiglu_" #sfx, wrap(mcc_swiglu_##sfx)},                                          \
+    {"mcc_swiglu_grad_" #sfx, wrap(mcc_swiglu_grad_##sfx)}, {"mcc_add_" #sfx, wrap(mcc_add_##sfx)},                \
+    {"mcc_mul_" #sfx, wrap(mcc_mul_##sfx)}, {"mcc_scale_" #sfx, wrap(mcc_scale_##sfx)},                            \
+    {"mcc_gelu_" #sfx, wrap(mcc_gelu_##sfx)}, {"mcc_gelu_grad_" #sfx, wrap(mcc_gelu_grad_##sfx)},                  \
+    {"mcc_silu_" #sfx, wrap(mcc_silu_##sfx)}, {"mcc_silu_grad_" #sfx, wrap(mcc_silu_grad_##sfx)},                  \
+    {"mcc_squared_relu_" #sfx, wrap(mcc_squared_relu_##sfx)},                                                      \
+    {"mcc_squared_relu_grad_" #sfx, wrap(mcc_squared_relu_grad_##sfx)},
+    MCC_FOR_FLOATS(E)
+#undef E
     // multi-token prediction's roll (ops_test's shift_seq cases)
     {"mcc_shift_seq", wrap(mcc_shift_seq)},
     // AdamW, on fp32 masters and on (copy, remainder) pairs (ops_test's adamw cases)

@@ -11,7 +11,8 @@
 # multi-latent attention's moves: OPS_TEST_ONLY=split_last_dim, concat_last_dim; blockwise FP8's
 # quantize: OPS_TEST_ONLY=fp8_block_quantize, and its GEMMs on cuBLASLt's block scale modes, which
 # fake_cublaslt.cpp emulates: OPS_TEST_ONLY=fp8_matmul OPS_TEST_SHAPE=blockwise; FP8 experts' per-expert
-# quantizes and GEMMs: OPS_TEST_ONLY=fp8_grouped, and their histories: fp8_h, fp8_amax_fold);
+# quantizes and GEMMs: OPS_TEST_ONLY=fp8_grouped, and their histories: fp8_h, fp8_amax_fold; the elementwise
+# ops bounded by expert parallelism's rows received: OPS_TEST_ONLY= OPS_TEST_SHAPE="rows bounded");
 # EMU_TESTS="ops attention" which binaries run (cp_bench: bench/cp_attention_bench.c on a small shape;
 # moe_bench: bench/moe_gemm_bench.c's cases and checks on two small shapes, also needing mcc_convert). The attention half takes about 8 minutes.
 set -euo pipefail
