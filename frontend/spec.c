@@ -1599,9 +1599,6 @@ static bool spec_pad_vocab(spec_ctx *c)
     return true;
 }
 
-/* The recompute_modules whose region begins at matmuls the FP8 pass turns into FP8 GEMMs, which
- * the recompute pass does not yet follow into (passes/recompute.c's mark_regions): refused under FP8. */
-static const int spec_recompute_matmul_regions = MCC_RM_MLA_UP_PROJ | MCC_RM_MLP | MCC_RM_SHARED_EXPERTS | MCC_RM_MOE;
 
 /* Megatron's rules for its recompute fields (TransformerConfig.__post_init__), and activations read
  * as selective of mlp_act. Megatron refuses recompute_num_layers with selective; mcc takes it as
@@ -1641,14 +1638,6 @@ static bool spec_check_recompute(spec_ctx *c)
     if (selective && (s->recompute_modules & MCC_RM_MLA_UP_PROJ) && !s->multi_latent_attention)
         return spec_fail(c, "%s: mla_up_proj recomputes multi-latent attention's up projections, and %s is false: "
                             "drop mla_up_proj", spec_where(c, modules), spec_where(c, spec_find("multi_latent_attention")));
-    int matmul_regions = selective ? s->recompute_modules & spec_recompute_matmul_regions : 0;
-    if (matmul_regions && s->fp8_format != MCC_FP8_NONE) {
-        char names[96];
-        mcc_recompute_modules_text(matmul_regions, names, sizeof names);
-        return spec_fail(c, "%s: %s under %s: the FP8 pass turns the projections these recompute into FP8 GEMMs, "
-                            "which this build does not recompute yet: drop %s (or FP8)", spec_where(c, modules), names,
-                         spec_where(c, spec_find("fp8_format")), names);
-    }
     /* a module the model lacks has nothing to recompute: accepted, and said */
     int absent = !selective ? 0 : s->num_experts == 0 ? MCC_RM_MOE | MCC_RM_MOE_ACT | MCC_RM_SHARED_EXPERTS
                                   : s->moe_shared_expert_intermediate_size == 0 ? MCC_RM_SHARED_EXPERTS : 0;

@@ -291,7 +291,6 @@ static void tune_family_levers(tune_ctx *t, const mcc_spec *s, tune_family *fam,
             bool within = false; /* a lever at this micro-batch within the memory's margin */
             for (int rc = RC_COUNT - 1; rc >= RC_NONE; rc--) {
                 if ((int)f->rc >= 0 && rc != (int)f->rc) continue;
-                if (rc == RC_BLOCKS && fp8) continue; /* the regions' FP8 GEMMs are not recomputed yet: refused */
                 tune_layout l = fam->l;
                 l.mbs = mbs, l.rc = (tune_recompute)rc, l.sched = scheds[k], l.fp8 = fp8, l.grad_bf16 = grad_bf16;
                 l.blocks = t->block_modules;

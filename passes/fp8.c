@@ -146,7 +146,9 @@ static int fp8_product(ir_module *m, ir_func *dst, const ir_func *src, const ir_
         return ir_fp8_grouped_matmul(m, dst, qx, qw, map[in->args[2]], in->attr[IR_ATTR_MOE_GROUPED_MATMUL_TB] != 0,
                                      grad_format, wgrad, hdy);
     bool tb = in->attr[IR_ATTR_MATMUL_TB] != 0 || blockwise; /* blockwise: the weight quantized K-major */
-    return ir_fp8_matmul(m, dst, qx, qw, false, tb, grad_format, wgrad, hdy);
+    int y = ir_fp8_matmul(m, dst, qx, qw, false, tb, grad_format, wgrad, hdy);
+    dst->instrs[dst->vals[y].def].attr[IR_ATTR_FP8_MATMUL_RECOMPUTE] = in->attr[IR_ATTR_MATMUL_RECOMPUTE];
+    return y;
 }
 
 /* Whether FP8 matmul `in` of src asks for what is not built: the error names the fix. fp8_matmul's

@@ -152,10 +152,12 @@ static bool recomputed(const recompute_ctx *c, int v)
         return false;
     if (c->group)
         return c->group[d] >= 0 && !c->kept[v];
+    bool within = c->num_layers <= 0 || (c->layer[d] >= 0 && c->layer[d] < c->num_layers);
+    if (c->region && c->region[d]) /* a region's, an FP8 GEMM's weight quantize among them */
+        return within;
     if (in->op == IR_OP_FP8_QUANTIZE || in->op == IR_OP_FP8_GROUPED_QUANTIZE || in->op == IR_OP_FP8_BLOCK_QUANTIZE)
         return recomputed(c, in->args[0]);
-    return ((ir_op_has(in->op, c->opf) && in->nres == 1) || (c->region && c->region[d])) &&
-           (c->num_layers <= 0 || (c->layer[d] >= 0 && c->layer[d] < c->num_layers));
+    return ir_op_has(in->op, c->opf) && in->nres == 1 && within;
 }
 
 /* full: v and what its recomputation reads of its checkpoint are needed. */
@@ -241,25 +243,42 @@ static bool region_follower(ir_op op)
            op == IR_OP_CONCAT_LAST_DIM || op == IR_OP_BIAS_ADD || ir_op_has(op, IR_OPF_RECOMPUTE_ACTIVATION);
 }
 
-/* The regions of the modules in `set` (bits of ir_recompute_module): the forward's matmuls the
- * builder marks recompute=K with K - 1 in the set (mla_up_proj, mlp, shared_experts) and, in order,
- * every follower reading one of them; moe: the grouped GEMMs an activation reads (the routed
- * experts' up and gate) and that activation; moe_act: that activation alone. */
+/* Region member i, an FP8 GEMM, brings its weight's quantize (args[2], of a global) with it: the
+ * backward quantizes the weight again from the global and the forward's amax rather than keep an FP8
+ * copy of it (ir/grad.c), so the replayed GEMM does too. */
+static void mark_fp8_weight(const ir_func *f, int i, bool *region)
+{
+    const ir_instr *in = &f->instrs[i];
+    if (!region[i] || (in->op != IR_OP_FP8_MATMUL && in->op != IR_OP_FP8_GROUPED_MATMUL))
+        return;
+    int q = f->vals[in->args[2]].def;
+    if (f->instrs[f->vals[f->instrs[q].args[0]].def].nargs == 0) /* of a global */
+        region[q] = true;
+}
+
+/* The regions of the modules in `set` (bits of ir_recompute_module): the forward's matmuls (FP8 or
+ * not) the builder marks recompute=K with K - 1 in the set (mla_up_proj, mlp, shared_experts) and,
+ * in order, every follower reading one of them; moe: the grouped GEMMs (FP8 or not) an activation
+ * reads (the routed experts' up and gate) and that activation; moe_act: that activation alone. An
+ * FP8 GEMM's weight quantize joins it (mark_fp8_weight); its input's quantized copy stays, as the
+ * input does (the weight gradient reads it), and the activation's is replayed (`recomputed`). */
 static void mark_regions(const ir_func *f, int bwd, unsigned set, bool *region)
 {
     for (int i = 0; i < bwd; i++) {
         const ir_instr *in = &f->instrs[i];
-        if (in->op == IR_OP_MATMUL) {
-            int k = (int)in->attr[IR_ATTR_MATMUL_RECOMPUTE] - 1;
+        if (in->op == IR_OP_MATMUL || in->op == IR_OP_FP8_MATMUL) {
+            int k = (int)in->attr[in->op == IR_OP_MATMUL ? IR_ATTR_MATMUL_RECOMPUTE : IR_ATTR_FP8_MATMUL_RECOMPUTE] - 1;
             region[i] = k >= 0 && (set & 1u << k);
+            mark_fp8_weight(f, i, region);
             continue;
         }
         bool experts = false; /* an activation of grouped GEMMs: the routed experts' */
         for (int a = 0; ir_op_has(in->op, IR_OPF_RECOMPUTE_ACTIVATION) && a < in->nargs; a++) {
-            ir_instr *def = &f->instrs[f->vals[in->args[a]].def];
-            if (def->op == IR_OP_MOE_GROUPED_MATMUL || def->op == IR_OP_FP8_GROUPED_MATMUL) {
+            int d = f->vals[in->args[a]].def;
+            if (f->instrs[d].op == IR_OP_MOE_GROUPED_MATMUL || f->instrs[d].op == IR_OP_FP8_GROUPED_MATMUL) {
                 experts = true;
-                region[f->vals[in->args[a]].def] = set & 1u << IR_RM_MOE;
+                region[d] = set & 1u << IR_RM_MOE;
+                mark_fp8_weight(f, d, region);
             }
         }
         if (experts) {

@@ -50,6 +50,13 @@ if [ "$only" = modules ]; then
   for m in mla_up_proj mlp,moe,mla_up_proj,layernorm,shared_experts; do
     train "tp2_dp2_zero_$m" 4 "${tpdp[@]}" "${sel[@]}" "$m"; same tp2_dp2_zero "tp2_dp2_zero_$m"
   done
+  # under FP8 (delayed: its scales the same on every layout) the regions open at FP8 GEMMs, whose
+  # weights' quantizes replay with them, and the activations' quantized copies replay too
+  fp8=(--fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 4)
+  all=mlp,moe,mla_up_proj,layernorm,shared_experts
+  train fp8 1 "${fp8[@]}"; train "fp8_$all" 1 "${fp8[@]}" "${sel[@]}" "$all"; same fp8 "fp8_$all"
+  train fp8_tp2_dp2_zero 4 "${tpdp[@]}" "${fp8[@]}"
+  train "fp8_tp2_dp2_zero_$all" 4 "${tpdp[@]}" "${fp8[@]}" "${sel[@]}" "$all"; same fp8_tp2_dp2_zero "fp8_tp2_dp2_zero_$all"
   [ $status = 0 ] && echo PASS
   exit $status
 fi
@@ -64,6 +71,11 @@ moe=0; grep -q '"num_experts"' "$root/models/$model.json" && moe=1
 fp8=(--fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 4 --fp8-amax-compute-algo max)
 train fp8 1 "${fp8[@]}"
 train fp8_selective 1 "${fp8[@]}" --recompute-granularity selective; same fp8 fp8_selective
+if [ $moe = 0 ]; then # blockwise (the widths tile by 128): the MLP's region replays its block-scaled GEMMs
+  fp8b=(--fp8-format e4m3 --fp8-recipe blockwise --hidden-size 128 --ffn-hidden-size 256 --num-attention-heads 2)
+  train fp8b 1 "${fp8b[@]}"
+  train fp8b_mlp 1 "${fp8b[@]}" --recompute-granularity selective --recompute-modules mlp,layernorm; same fp8b fp8b_mlp
+fi
 if [ $moe = 1 ]; then
   train fp8_uniform1 1 "${fp8[@]}" "${full[@]}" uniform --recompute-num-layers 1; same fp8 fp8_uniform1
 fi

@@ -100,6 +100,18 @@ sel=(--recompute-granularity selective --recompute-modules moe_act) fp8=(--fp8-f
 f32=$(( $(moe_saved) - $(moe_saved "${sel[@]}") )) q=$(( $(moe_saved "${fp8[@]}") - $(moe_saved "${fp8[@]}" "${sel[@]}") ))
 [ "$f32" -gt 0 ] && [ $((4 * q)) = "$f32" ] || fail "moe_act frees $f32 bytes in f32 and $q under FP8: not a quarter"
 echo "moe_act: $f32 bytes in f32, $q under FP8"
+# the regions under FP8 (delayed): tiny-llama's mlp frees its two layers' up and gate outputs (f32)
+# and the SwiGLU output's quantized copy (1 byte): 9 bytes x N x 128 a layer, no FP8 weight kept
+# for the replay; tiny-moe's moe the experts' alike, 9/4 of what moe_act frees in f32
+llama_saved() {
+  "$mcc" compile "$root/models/tiny-llama.json" --target cpu "${fp8[@]}" "$@" -o "$work/tr" 2>&1 |
+    sed -n 's/^  saved for the backward .*(\([0-9]*\) bytes a micro-batch.*/\1/p'
+}
+got=$(( $(llama_saved) - $(llama_saved --recompute-granularity selective --recompute-modules mlp) ))
+[ "$got" = $((2 * 9 * N * 128)) ] || fail "FP8 mlp frees $got bytes on tiny-llama: not $((2 * 9 * N * 128))"
+got=$(( $(moe_saved "${fp8[@]}") - $(moe_saved "${fp8[@]}" --recompute-granularity selective --recompute-modules moe) ))
+[ $((4 * got)) = $((9 * f32)) ] || fail "FP8 moe frees $got bytes on tiny-moe: not 9/4 of moe_act's $f32"
+echo "FP8 regions: mlp and moe free what their values and quantized copies took"
 # a module the model lacks is accepted with a note, and changes nothing
 note=$("$mcc" compile "$root/models/tiny-llama.json" --target cpu --recompute-granularity selective \
   --recompute-modules layernorm,moe -o "$work/tr" 2>&1 | grep -c "moe: accepted, nothing to recompute: the model has no MoE layers" || true)
