@@ -11,9 +11,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${ORACLE_BUILD:-build-dev}
-# cuda_ops_test's OPS_TEST_ONLY prefixes: blockwise FP8 GEMMs (VEC128_32F / BLK128x128_32F scale
-# modes), the MoE run sorts bounded by the rows received
-ops=(fp8_ moe_)
+# cuda_ops_test's cases, OPS_TEST_ONLY prefix:OPS_TEST_SHAPE: the FP8 GEMMs, blockwise (VEC128_32F /
+# BLK128x128_32F scale modes) and the experts' (a scale an expert), the experts' amax histories, the
+# MoE run sorts bounded by the rows received, and the elementwise ops bounded alike (56 rows received
+# into 4,096)
+ops=("fp8_:" "fp8_h:" "fp8_amax_fold:" "moe_:" ":rows bounded")
 # NAME MODEL FLAGS...: the rows (blockwise FP8 needs widths that tile by 128)
 block="--fp8-format e4m3 --fp8-recipe blockwise --hidden-size 128 --ffn-hidden-size 256 --num-attention-heads 2"
 rows=(
@@ -23,6 +25,14 @@ rows=(
   # so no routing choice can flip between the GPU's bf16 scores and the CPU's fp32 ones
   "ds3-regions tiny-deepseek-v3 --moe-router-topk 8 --moe-router-group-topk 4 --recompute-granularity selective
    --recompute-modules mlp,moe,shared_experts,mla_up_proj,layernorm"
+  # FP8 experts (a scale an expert): tensorwise on tiny-moe, delayed on tiny-deepseek-v3, and the
+  # regions under FP8
+  "moe-fp8t tiny-moe --vocab-size 260 --make-vocab-size-divisible-by 1 --global-batch-size 16
+   --fp8-format hybrid --fp8-recipe tensorwise"
+  "ds3-fp8d tiny-deepseek-v3 --vocab-size 260 --make-vocab-size-divisible-by 1 --global-batch-size 16
+   --fp8-format hybrid --fp8-recipe delayed"
+  "ds3-fp8d-regions tiny-deepseek-v3 --moe-router-topk 8 --moe-router-group-topk 4 --fp8-format hybrid
+   --fp8-recipe delayed --recompute-granularity selective --recompute-modules mlp,moe,shared_experts,mla_up_proj"
 )
 if [ "${1:-}" = prepare ]; then
   set -e
@@ -49,9 +59,10 @@ tar xJf oracle.tar.xz || exit 1
 DEVICE_BUNDLE=oracle source bench/device_env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 for o in "${ops[@]}"; do
-  echo "=== cuda_ops_test, the $o ops"
-  OPS_TEST_ONLY=$o timeout 150 oracle/bin/cuda_ops_test > "$O/cuda_ops_test-$o.log" 2>&1; echo "exit $?"
-  grep -iE "^(ok|fail)|fail" "$O/cuda_ops_test-$o.log" | head -40; tail -2 "$O/cuda_ops_test-$o.log"
+  only=${o%%:*} shape=${o#*:} log="$O/cuda_ops_test-${only:-all}${shape:+-${shape// /_}}.log"
+  echo "=== cuda_ops_test, OPS_TEST_ONLY=$only OPS_TEST_SHAPE=$shape"
+  OPS_TEST_ONLY=$only OPS_TEST_SHAPE=$shape timeout 150 oracle/bin/cuda_ops_test > "$log" 2>&1; echo "exit $?"
+  grep -iE "^(ok|fail)|fail" "$log" | head -40; tail -2 "$log"
 done
 echo "=== GPU against the CPU oracle, 10 steps"
 for row in "${rows[@]}"; do
