@@ -1302,8 +1302,13 @@ static double matmul_macs(const ir_func *f, const ir_instr *in, int ia, int ib)
 static double routed_rows(const ir_func *f, int counts, double R)
 {
     const ir_instr *src = &f->instrs[f->vals[counts].def];
-    if (src->op == IR_OP_MOE_SORT_RUNS) /* the local experts' counts: the rows its came delivered */
+    if (src->op == IR_OP_MOE_SORT_RUNS) { /* the local experts' counts: the rows its came delivered */
+        const ir_instr *moved = &f->instrs[f->vals[src->args[0]].def];
         src = &f->instrs[f->vals[src->args[1]].def];
+        if (src->op != IR_OP_ALL_TO_ALL_V && moved->op == IR_OP_ALL_TO_ALL_V)
+            src = moved; /* a pipeline's backward: its came through a stash, the rows it sorts the
+                            gradients' dispatch, which sends as many as the forward's */
+    }
     double rows = R;
     if (src->op == IR_OP_ALL_TO_ALL_V) {
         rows = (double)f->vals[src->args[0]].type.dims[0];
@@ -1315,16 +1320,24 @@ static double routed_rows(const ir_func *f, int counts, double R)
     return rows < R ? rows : R;
 }
 
+bool ir_grouped_operands(const ir_instr *in, int *buffer, int *counts)
+{
+    switch (in->op) {
+    case IR_OP_MOE_GROUPED_MATMUL: case IR_OP_MOE_GROUPED_WGRAD: *buffer = 0, *counts = 2; return true;
+    case IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE: *buffer = 1, *counts = 3; return true; /* after its destination */
+    case IR_OP_FP8_GROUPED_MATMUL: case IR_OP_FP8_GROUPED_WGRAD: *buffer = 0, *counts = 4; return true; /* (qa, sa, qb, sb, counts) */
+    case IR_OP_FP8_GROUPED_WGRAD_ACCUMULATE: *buffer = 1, *counts = 5; return true;
+    default: return false;
+    }
+}
+
 double ir_grouped_rows(const ir_func *f, const ir_instr *in, double *buffer_rows)
 {
     int buffer, counts; /* the operand holding the rows, the one counting them */
-    switch (in->op) {
-    case IR_OP_MOE_GROUPED_MATMUL: case IR_OP_MOE_GROUPED_WGRAD: buffer = 0, counts = 2; break;
-    case IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE: buffer = 1, counts = 3; break; /* after its destination */
-    case IR_OP_MOE_SORT_RUNS: case IR_OP_MOE_UNSORT_RUNS: buffer = 0, counts = 1; break; /* came */
-    case IR_OP_FP8_GROUPED_MATMUL: case IR_OP_FP8_GROUPED_WGRAD: buffer = 0, counts = 4; break; /* (qa, sa, qb, sb, counts) */
-    case IR_OP_FP8_GROUPED_WGRAD_ACCUMULATE: buffer = 1, counts = 5; break;
-    default: /* an op bounded by the rows received (row_bounds.c): its bound, a run sort's counts */
+    if (in->op == IR_OP_MOE_SORT_RUNS || in->op == IR_OP_MOE_UNSORT_RUNS) {
+        buffer = 0, counts = 1; /* came */
+    } else if (!ir_grouped_operands(in, &buffer, &counts)) {
+        /* an op bounded by the rows received (row_bounds.c): its bound, a run sort's counts */
         if (ir_row_bound(in) < 0)
             return *buffer_rows = 0, 0;
         buffer = 0, counts = in->nargs - 1;

@@ -712,6 +712,9 @@ double ir_work_macs(const ir_func *f, const ir_instr *in);
  * (ir_row_bound: the elementwise kernels stop at the rows received), so their bytes are the rows',
  * not R's. Any other op walks its whole operands: 0, and *buffer_rows 0. */
 double ir_grouped_rows(const ir_func *f, const ir_instr *in, double *buffer_rows);
+/* A grouped GEMM's (moe_grouped_matmul, _wgrad, _wgrad_accumulate and their FP8 forms) operand
+ * holding its rows and the one counting them, into *buffer and *counts; false for any other op. */
+bool ir_grouped_operands(const ir_instr *in, int *buffer, int *counts);
 /* Makes attribute k of the instruction defining value v `base + step * coordinate(axis)`: what a
  * rank-dependent attribute (a shard's offset) is in a plan that serves every rank of a stage. */
 void ir_set_per_rank(ir_func *f, int v, int k, double base, double step, ir_axis axis);
