@@ -33,12 +33,15 @@ rows=(
    --fp8-format hybrid --fp8-recipe delayed"
   "ds3-fp8d-regions tiny-deepseek-v3 --moe-router-topk 8 --moe-router-group-topk 4 --fp8-format hybrid
    --fp8-recipe delayed --recompute-granularity selective --recompute-modules mlp,moe,shared_experts,mla_up_proj"
+  # --moe-router-force-load-balancing: the routers' normal logits (the GPU's sin, cos, log to the
+  # CPU's within an ulp or two: a top-2 choice could flip on a near tie, unlikely at these sizes)
+  "moe-flb tiny-moe --moe-router-force-load-balancing"
 )
 if [ "${1:-}" = prepare ]; then
   set -e
   cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DBLA_VENDOR=Generic >/dev/null
-  cmake --build "$B" -j"$(nproc)" --target mcc cuda_ops_test >/dev/null
-  rm -rf oracle && mkdir -p oracle/bin oracle/cpu oracle/data && cp "$B"/cuda_ops_test oracle/bin/
+  cmake --build "$B" -j"$(nproc)" --target mcc cuda_ops_test dropout_test >/dev/null
+  rm -rf oracle && mkdir -p oracle/bin oracle/cpu oracle/data && cp "$B"/cuda_ops_test "$B"/dropout_test oracle/bin/
   "$B"/mcc data preprocess --input tests/data/numerics.txt --output-prefix oracle/data/numerics --append-eod >/dev/null 2>&1
   for row in "${rows[@]}"; do
     # shellcheck disable=SC2086 # the row's words
@@ -64,6 +67,9 @@ for o in "${ops[@]}"; do
   OPS_TEST_ONLY=$only OPS_TEST_SHAPE=$shape timeout 150 oracle/bin/cuda_ops_test > "$log" 2>&1; echo "exit $?"
   grep -iE "^(ok|fail)|fail" "$log" | head -40; tail -2 "$log"
 done
+echo "=== dropout_test: the masks, and the normal values of --moe-router-force-load-balancing"
+timeout 120 oracle/bin/dropout_test > "$O/dropout_test.log" 2>&1; echo "exit $?"
+grep -iE "normal|fail" "$O/dropout_test.log" | head -12; tail -1 "$O/dropout_test.log"
 echo "=== GPU against the CPU oracle, 10 steps"
 for row in "${rows[@]}"; do
   name=${row%% *}

@@ -86,9 +86,6 @@ static const mcc_megatron_flag megatron_flags[] = {
            "the flex dispatcher's transport; mcc dispatches by all-to-all over NCCL"),
     UNUSED("--moe-per-layer-logging", 0, NULL,
            "train_rank logs the routers' aux loss, z loss and load imbalance over all layers, not per layer"),
-    REFUSED("--moe-router-force-load-balancing", 0,
-            "Megatron replaces the router's scores by random ones to balance the load in benchmarks: not built, "
-            "drop it to route by the learned scores"),
     /* optimizer, data-parallel sharding, FP8 */
     SAME("--calculate-per-token-loss", 0, NULL,
          "every micro-batch holds micro_batch_size x seq_length tokens and none is masked from the loss, so the "

@@ -344,6 +344,25 @@ static int expert_bias(builder *b, int layer)
  * aux loss attached in a training step), the expert ids [N,k] in *ids and, with a capacity factor,
  * moe_capacity's kept weights in *kept (else -1). The z loss is attached to the logits, the aux
  * loss to the weights, where Megatron's router attaches them. */
+/* --moe-router-force-load-balancing: logits [N,E] replaced by standard normal values, Megatron's
+ * RandomSTE (its gradient straight through to the router's): dropout's op with normal=1, drawn per
+ * token of [B,T,E] as dropout draws its masks (each token's sample and place, so every layout
+ * draws the same), at site ROUTER_NOISE_SITE + layer, apart from the dropout sites. */
+enum { ROUTER_NOISE_SITE = 1 << 30 };
+static int random_logits(builder *b, int layer, int logits)
+{
+    const ir_type *t = ir_vtype(b->f, logits);
+    int64_t bte[3] = {b->rows, b->s->seq_length, t->dims[1]}, ne[2] = {t->dims[0], t->dims[1]};
+    int args[2] = {ir_reshape(b->m, b->f, logits, 3, bte), b->first_sample};
+    double attrs[IR_NATTRS_DROPOUT] = {[IR_ATTR_DROPOUT_SEED] = b->s->seed,
+                                       [IR_ATTR_DROPOUT_SITE] = ROUTER_NOISE_SITE + layer,
+                                       [IR_ATTR_DROPOUT_DIM] = 1, [IR_ATTR_DROPOUT_OFFSET] = 0,
+                                       [IR_ATTR_DROPOUT_EXTENT] = (double)b->s->seq_length,
+                                       [IR_ATTR_DROPOUT_NORMAL] = 1}; /* whole here, as dropout's */
+    int noise = ir_emit(b->m, b->f, IR_OP_DROPOUT, args, 2, attrs, NULL, NULL);
+    return ir_reshape(b->m, b->f, noise, 2, ne);
+}
+
 static int route(builder *b, int layer, int x, int *ids, int *kept)
 {
     const mcc_spec *s = b->s;
@@ -357,6 +376,8 @@ static int route(builder *b, int layer, int x, int *ids, int *kept)
     }
     int logits = ir_matmul(b->m, b->f, x, weight, false, true); /* [N,E] */
     bool train = b->train;
+    if (train && s->moe_router_force_load_balancing)
+        logits = random_logits(b, layer, logits);
     if (train && s->moe_z_loss_coeff > 0)
         logits = attach_loss(b, IR_ROLE_MOE_Z_LOSS, layer, logits, ir_op1(b->m, b->f, IR_OP_MOE_Z_LOSS, logits),
                              s->moe_z_loss_coeff);
@@ -777,7 +798,7 @@ static void build_step(ir_module *m, const mcc_spec *s, const char *name, bool k
     int64_t bt[2] = {s->micro_batch_size, s->seq_length};
     int tokens = ir_input(m, b.f, ir_role_of(IR_ROLE_TOKENS), "tokens", ir_tensor(IR_I32, 2, bt));
     int targets = ir_input(m, b.f, ir_role_of(IR_ROLE_TARGETS), "targets", ir_tensor(IR_I32, 2, bt));
-    if (train && (s->attention_dropout > 0 || s->hidden_dropout > 0))
+    if (train && (s->attention_dropout > 0 || s->hidden_dropout > 0 || s->moe_router_force_load_balancing))
         b.first_sample = ir_input(m, b.f, ir_role_of(IR_ROLE_FIRST_SAMPLE), "first_sample", ir_scalar(IR_I64));
     if (halves) {
         int64_t half = s->micro_batch_size / 2;

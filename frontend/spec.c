@@ -208,6 +208,10 @@ static const spec_field spec_fields[] = {
           "the tokens per expert (sigmoid scores)"),
     MODEL(moe_router_bias_update_rate, K_NUM, R_NONNEG, D_VALUE, 1e-3, NULL,
           "with expert bias: its step per iteration, against each expert's load"),
+    MODEL(moe_router_force_load_balancing, K_BOOL, R_ANY, D_VALUE, false, NULL,
+          "for benchmarks: each training step routes by standard normal logits in place of the router's "
+          "(drawn per token, so every layout draws the same), its gradient passed straight through to the "
+          "router's (Megatron's RandomSTE); evaluation routes by the learned logits"),
     MODEL(moe_expert_capacity_factor, K_NUM, R_NONNEG, D_VALUE, 0, NULL,
           "tokens an expert takes, as a multiple of the even share; more are dropped (0: dropless)"),
     MODEL(moe_token_drop_policy, K_ENUM, R_ANY, D_VALUE, MCC_MOE_DROP_PROBS, spec_moe_drops,
@@ -1346,6 +1350,7 @@ static const char *const spec_moe_only[] = {
     "moe_router_topk", "moe_router_score_function", "moe_router_pre_softmax", "moe_router_topk_scaling_factor",
     "moe_router_num_groups", "moe_router_group_topk", "moe_router_dtype",
     "moe_router_load_balancing_type", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_enable_expert_bias",
+    "moe_router_force_load_balancing",
     "moe_router_bias_update_rate", "moe_expert_capacity_factor", "moe_token_drop_policy",
     "moe_pad_expert_input_to_capacity", "moe_shared_expert_intermediate_size", "moe_shared_expert_overlap", "moe_layer_freq",
     "moe_ffn_hidden_size", "expert_model_parallel_size", "expert_tensor_parallel_size"};

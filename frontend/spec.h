@@ -109,6 +109,7 @@ typedef struct {
     mcc_moe_balance moe_router_load_balancing_type; /* "aux_loss" | "seq_aux_loss" | "sinkhorn" | "none" */
     double moe_aux_loss_coeff, moe_z_loss_coeff;
     bool moe_router_enable_expert_bias; /* aux-loss-free balancing: an EXPERT_BIAS global per MoE layer */
+    bool moe_router_force_load_balancing; /* training steps route by random logits (model.c's route) */
     double moe_router_bias_update_rate;
     double moe_expert_capacity_factor;  /* 0: dropless (Megatron's None) */
     mcc_moe_drop moe_token_drop_policy; /* "probs" | "position" */

@@ -283,6 +283,10 @@ void ir_grad_rope(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 /* Dropout is diagonal: its gradient is the same dropout (mask and scale) of dy. */
 void ir_grad_dropout(ir_grad_ctx *g, const ir_func *f, const ir_instr *in)
 {
+    if (in->attr[IR_ATTR_DROPOUT_NORMAL] != 0) { /* straight through, as Megatron's RandomSTE */
+        ir_grad_contribute(g, in->args[0], DY);
+        return;
+    }
     int args[2] = {DY, in->args[1]};
     ir_grad_contribute(g, in->args[0], emit(g, IR_OP_DROPOUT, args, 2, in->attr));
 }

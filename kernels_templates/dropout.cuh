@@ -18,7 +18,7 @@ __device__ void mcc_dropout_cols(T *r, const T *x, long long R, mcc_dropout_rows
             float v[W];
             mcc_ldn(v, x, row * l.S + c);
             for (int k = 0; k < W; k++)
-                v[k] *= mcc_dropout_factor(d, s, e + k, &cur);
+                v[k] = d.normal ? mcc_dropout_normal(d, s, e + k, &cur) : v[k] * mcc_dropout_factor(d, s, e + k, &cur);
             mcc_stn(r, row * l.S + c, v);
         }
     }

@@ -9,6 +9,7 @@
 #ifdef __CUDACC__
 #define MCC_RNG_FN __device__ __forceinline__
 #else
+#include <math.h>
 #define MCC_RNG_FN static inline
 #endif
 
@@ -59,6 +60,7 @@ typedef struct {
     unsigned int seed, site;        /* the key */
     unsigned int threshold;         /* mcc_dropout_threshold(p) */
     float scale;                    /* mcc_dropout_scale(p) */
+    unsigned int normal;            /* ops.def's dropout normal=1: mcc_dropout_normal's values instead */
 } mcc_dropout;
 
 /* ceil(p 2^32) for p in [0, 1), saturating at 2^32 - 1 */
@@ -104,6 +106,22 @@ MCC_RNG_FN float mcc_dropout_factor(mcc_dropout d, unsigned long long s, unsigne
         cur->words = mcc_dropout_words(d, s, e >> 2);
     }
     return mcc_dropout_kept(cur->words, (unsigned int)e & 3, d.threshold) ? d.scale : 0.0f;
+}
+
+/* normal=1: element e's standard normal value, Box-Muller's of the uniforms of its pair's words
+ * (2i, 2i + 1 of the block: u1 = (w + 1/2) / 2^32 of the even one, u2 of the odd), the cosine for
+ * the even element, the sine for the odd; the CPU's libm and the GPU's may differ in the last bits. */
+MCC_RNG_FN float mcc_dropout_normal(mcc_dropout d, unsigned long long s, unsigned long long e, mcc_dropout_cursor *cur)
+{
+    if (cur->j != e >> 2) {
+        cur->j = e >> 2;
+        cur->words = mcc_dropout_words(d, s, e >> 2);
+    }
+    unsigned int pair = (unsigned int)e & 2;
+    unsigned int w1 = pair ? cur->words.v[2] : cur->words.v[0], w2 = pair ? cur->words.v[3] : cur->words.v[1];
+    float u1 = ((float)w1 + 0.5f) * 2.3283064365386963e-10f, u2 = ((float)w2 + 0.5f) * 2.3283064365386963e-10f;
+    float radius = sqrtf(-2.0f * logf(u1)), angle = 6.2831853071795865f * u2;
+    return (e & 1) ? radius * sinf(angle) : radius * cosf(angle);
 }
 
 /* The keep bits of elements e and e + 1 of sample s (bit k: element e + k), from one Philox block

@@ -331,7 +331,8 @@ void cpu_ROWS(const rt_kernel_call *c)
         memmove(c->res[0], from, ir_bytes(c->res_types[0]));
 }
 
-/* (x[B,...], first_sample) -> x * mask / (1-p): x is one or two blocks of rows (rt_dropout_blocks);
+/* (x[B,...], first_sample) -> x * mask / (1-p) (normal=1: a standard normal value an element): x is
+ * one or two blocks of rows (rt_dropout_blocks);
  * row (b, o) of a block holds consecutive elements of sample first_sample + first_row + b, drawn by
  * kernels_templates/philox.cuh. */
 void cpu_DROPOUT(const rt_kernel_call *c)
@@ -347,7 +348,7 @@ void cpu_DROPOUT(const rt_kernel_call *c)
                                e = (unsigned long long)((row % l.O) * l.G + l.base);
             mcc_dropout_cursor cur = MCC_DROPOUT_CURSOR;
             for (long long i = blk[k].first + row * l.S, end = i + l.C; i < end; i++, e++)
-                r[i] = x[i] * mcc_dropout_factor(d, s, e, &cur);
+                r[i] = d.normal ? mcc_dropout_normal(d, s, e, &cur) : x[i] * mcc_dropout_factor(d, s, e, &cur);
         }
     }
 }

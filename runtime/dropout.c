@@ -6,7 +6,8 @@ mcc_dropout rt_dropout_of(const ir_instr *in, const void *first_sample)
     double p = in->attr[IR_ATTR_DROPOUT_P];
     unsigned int seed = (unsigned int)in->attr[IR_ATTR_DROPOUT_SEED];
     unsigned int site = (unsigned int)in->attr[IR_ATTR_DROPOUT_SITE];
-    return (mcc_dropout){first_sample, seed, site, mcc_dropout_threshold(p), mcc_dropout_scale(p)};
+    return (mcc_dropout){first_sample, seed, site, mcc_dropout_threshold(p), mcc_dropout_scale(p),
+                         in->attr[IR_ATTR_DROPOUT_NORMAL] != 0};
 }
 
 /* x[B, d1 .. dn] with dimension k = dim split: row (b, o) runs over dims k..n, o over dims 1..k-1;

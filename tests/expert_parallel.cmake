@@ -24,7 +24,9 @@
 # (8 experts in 4 groups, the best 2 kept, top 2 of sigmoid + expert bias, weights scaled by 2.5) over
 # ep 2 (each rank 2 of the groups) and under tp 2 with SP (every tp rank routing the gathered tokens).
 # The router in fp32 (--moe-router-dtype fp32: its GEMM on converts of the input and the weight) over ep 2
-# and under tp 2 with SP. In every ep layout the CPU leaves the receive buffers' room past the rows
+# and under tp 2 with SP. --moe-router-force-load-balancing's random logits (drawn per token, as
+# dropout's masks) over ep 2, tp 2 with SP, cp 2 and interleaved pp 2 x ep 2
+# (tests/force_load_balancing.sh: that they replace the logits). In every ep layout the CPU leaves the receive buffers' room past the rows
 # received NaN (the dispatch's, the run sorts', the grouped GEMMs' and the row-bounded elementwise
 # ops' results: passes/row_bounds.c), so a reader of it turns the comparison NaN.
 set(MCC_EP_GROUP_ROUTING "--num-experts 8 --moe-router-num-groups 4 --moe-router-group-topk 2 --moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01 --moe-router-topk-scaling-factor 2.5")
@@ -47,7 +49,11 @@ if(MPI_C_FOUND)
                  "tp2_sp_router_fp32:2:--moe-router-dtype fp32 -- --tp 2 --sequence-parallel"
                  "tp2_sp_ep2:4:--tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2"
                  "tp2_sp_ep2_zero:4:--tp 2 --sequence-parallel --dp 2 --expert-model-parallel-size 2 --use-distributed-optimizer"
-                 "tp2_sp_ep2_edp2_zero:8:--tp 2 --sequence-parallel --dp 4 --expert-model-parallel-size 2 --use-distributed-optimizer")
+                 "tp2_sp_ep2_edp2_zero:8:--tp 2 --sequence-parallel --dp 4 --expert-model-parallel-size 2 --use-distributed-optimizer"
+                 "ep2_force_balance:2:--moe-router-force-load-balancing -- --dp 2 --expert-model-parallel-size 2"
+                 "tp2_sp_force_balance:2:--moe-router-force-load-balancing -- --tp 2 --sequence-parallel"
+                 "cp2_force_balance:2:--moe-router-force-load-balancing -- --cp 2"
+                 "pp2_v2_ep2_force_balance:4:--moe-router-force-load-balancing --num-layers 4 --moe-layer-freq 2 -- --pp 2 --num-virtual-stages-per-pipeline-rank 2 --dp 2 --expert-model-parallel-size 2")
     string(REPLACE ":" ";" parts "${layout}")
     list(GET parts 0 name)
     list(GET parts 1 ranks)
@@ -62,3 +68,6 @@ if(MPI_C_FOUND)
   mcc_e2e_test(checkpoint_pp2_ep2_to_single_and_dp2 checkpoint_ep.sh tiny-moe 4 --pp 2 --decoder-first-pipeline-num-layers 2 --dp 2 --expert-model-parallel-size 2)
   set_tests_properties(checkpoint_pp2_ep2_to_single_and_dp2 PROPERTIES PROCESSORS 4 TIMEOUT 120)
 endif()
+
+# --moe-router-force-load-balancing replaces the routers' logits (one rank; its layouts above)
+mcc_e2e_test(moe_force_load_balancing force_load_balancing.sh)
