@@ -114,12 +114,20 @@ static const mcc_megatron_flag megatron_flags[] = {
     UNUSED("--use-nccl-ub", 0, NULL, "NCCL user buffers for Megatron-FSDP; mcc's NCCL calls use its planned buffers"),
     UNUSED("--init-model-with-meta-device", 0, NULL,
            "train_rank allocates every buffer once, from the plan, and initializes parameters in place"),
-    SAME("--megatron-fsdp-grad-comm-dtype", 1, "fp32",
-         "gradients are reduced across data-parallel ranks in fp32; bf16 buffers and reductions together are "
-         "--grad-reduce-in-bf16: give that instead of both FSDP dtypes"),
-    SAME("--megatron-fsdp-main-grads-dtype", 1, "fp32",
-         "gradients accumulate in fp32 buffers; bf16 buffers and reductions together are --grad-reduce-in-bf16: "
-         "give that instead of both FSDP dtypes"),
+    /* the FSDP gradient dtypes, a row a value: bf16 buffers and bf16 reductions together are mcc's
+       --grad-reduce-in-bf16, which main-grads bf16 sets and comm bf16 then holds; one without the other
+       is refused (mcc reduces its gradients in their own dtype) */
+    SAME_IF("--megatron-fsdp-grad-comm-dtype", 1, "fp32", "grad_reduce_in_bf16=false",
+            "gradients are reduced across data-parallel ranks in fp32 (refused beside bf16 gradient buffers: mcc "
+            "reduces gradients in their own dtype)"),
+    SAME_IF("--megatron-fsdp-grad-comm-dtype", 1, "bf16", "grad_reduce_in_bf16=true",
+            "gradients reduced in bf16, beside bf16 gradient buffers (--megatron-fsdp-main-grads-dtype bf16 or "
+            "--grad-reduce-in-bf16): mcc reduces gradients in their own dtype"),
+    SAME_IF("--megatron-fsdp-main-grads-dtype", 1, "fp32", "grad_reduce_in_bf16=false",
+            "gradients accumulate in fp32 buffers (refused beside --grad-reduce-in-bf16)"),
+    {"--megatron-fsdp-main-grads-dtype", 1, "bf16", MF_SETS, "grad_reduce_in_bf16=true", NULL,
+     "read as --grad-reduce-in-bf16: gradients accumulate in bf16 buffers and are reduced in bf16 (so "
+     "--megatron-fsdp-grad-comm-dtype, if given, must be bf16 too)"},
     SAME("--megatron-fsdp-main-params-dtype", 1, "fp32", "master weights are fp32"),
     REFUSED("--step-batch-size-schedule", 1,
             "Megatron ramps the global batch size up over the samples seen; mcc's batch is fixed when it compiles: "
@@ -196,6 +204,25 @@ const mcc_megatron_flag *mcc_megatron_find(const char *flag)
         if (same) return &megatron_flags[i];
     }
     return NULL;
+}
+
+const mcc_megatron_flag *mcc_megatron_find_value(const char *flag, const char *value)
+{
+    const mcc_megatron_flag *first = mcc_megatron_find(flag);
+    for (const mcc_megatron_flag *m = first; value && m && m < megatron_flags + NMEGATRON && !strcmp(m->flag, first->flag);
+         m++)
+        if (m->values && cli_value_listed(m->values, value))
+            return m;
+    return first;
+}
+
+void mcc_megatron_values(const char *flag, char *buf, size_t n)
+{
+    const mcc_megatron_flag *first = mcc_megatron_find(flag);
+    buf[0] = 0;
+    for (const mcc_megatron_flag *m = first; m && m < megatron_flags + NMEGATRON && !strcmp(m->flag, first->flag); m++)
+        if (m->values && strlen(buf) < n)
+            snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", buf[0] ? "|" : "", m->values);
 }
 
 const mcc_megatron_flag *mcc_megatron_at(int i) { return &megatron_flags[i]; }

@@ -35,6 +35,13 @@ enum { MCC_MEGATRON_MAX = 256 }; /* rows the table may hold (megatron_flags.c as
  * or NULL. */
 const mcc_megatron_flag *mcc_megatron_find(const char *flag);
 
+/* The row of flag whose values list `value` (a flag whose meaning depends on its value has a row a
+ * value, one after another), else mcc_megatron_find's. */
+const mcc_megatron_flag *mcc_megatron_find_value(const char *flag, const char *value);
+
+/* The values flag's rows list, '|'-separated, into buf ("" where any value goes). */
+void mcc_megatron_values(const char *flag, char *buf, size_t n);
+
 /* Row i of the table (0 <= i < mcc_megatron_count()). */
 const mcc_megatron_flag *mcc_megatron_at(int i);
 int mcc_megatron_count(void);

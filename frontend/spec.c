@@ -826,10 +826,13 @@ static bool spec_read_megatron(spec_ctx *c, const mcc_megatron_flag *m, int argc
     int k = spec_values_after(argc, argv, *i, m->nvalues);
     const char *val = k ? argv[*i + 1] : NULL;
     *i += k;
+    m = mcc_megatron_find_value(flag, val); /* a row a value, where its meaning depends on it */
     if (m->kind == MF_REFUSED) return spec_fail(c, "%s is refused: %s", flag, m->why);
+    char all[256]; /* every row's values, where its meaning depends on the value */
+    mcc_megatron_values(flag, all, sizeof all);
     if (m->nvalues && (!k || (m->values && !cli_value_listed(m->values, val))))
-        return spec_fail(c, "%s %s: it takes %s (%s)", flag, val ? val : "without a value",
-                         m->values ? m->values : "a value", m->why);
+        return spec_fail(c, "%s %s: it takes %s (%s)", flag, val ? val : "without a value", all[0] ? all : "a value",
+                         m->why);
     if (m->kind == MF_SETS) {
         const char *eq = strchr(m->sets, '=');
         char key[64];

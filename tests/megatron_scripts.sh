@@ -80,19 +80,20 @@ else
   bad "gpt3 without its two gaps does not compile:"; grep 'error' "$work/gpt3_rest.log" | head
 fi
 
-# DeepSeek-V3 (Megatron-FSDP): its gaps (bf16 gradient buffers of FSDP) all named in one run;
-# its multi-latent attention with YaRN's rope, multi-token prediction, group-limited routing, fp32
-# router and forced load balancing are taken
-compile deepseek_v3 --nnodes 32 --nproc-per-node 8
+# DeepSeek-V3 (Megatron-FSDP): every flag taken — its multi-latent attention with YaRN's rope,
+# multi-token prediction, group-limited routing, fp32 router, forced load balancing, selective
+# recompute of mlp, moe, mla_up_proj and layernorm, and FSDP's bf16 gradient buffers and reductions
+# (--grad-reduce-in-bf16) — and planned (for Megatron-FSDP's 256 GPUs, read as ZeRO-1, it does not
+# fit); one of the two FSDP gradient dtypes bf16 without the other is refused
+compile deepseek_v3 --vocab-size 129280 --nnodes 32 --nproc-per-node 8
 no_unknown deepseek_v3
-expect_refused deepseek_v3 --megatron-fsdp-grad-comm-dtype --megatron-fsdp-main-grads-dtype
-# without them the rest is planned: its selective recompute of mlp, moe, mla_up_proj and layernorm
-# taken (the plan, for Megatron-FSDP's 256 GPUs without FSDP, then does not fit)
-grep -v -- '--megatron-fsdp' "$scripts/deepseek_v3.args" >"$work/ds_rest.args"
-(cd "$work" && "$mcc" compile @ds_rest.args --vocab-size 129280 --nnodes 32 --nproc-per-node 8 --target h100 \
-  -o ds) >/dev/null 2>"$work/ds_rest.log"
-grep -q "error: --\|is refused" "$work/ds_rest.log" && { bad "deepseek: a flag refused beside the two:"; grep error "$work/ds_rest.log"; }
-grep -qF "saved for the backward" "$work/ds_rest.log" || bad "deepseek without its two gaps is not planned"
+expect_refused deepseek_v3
+grep -q "error: --" "$work/deepseek_v3.log" && { bad "deepseek: a flag refused:"; grep error "$work/deepseek_v3.log"; }
+grep -qF "saved for the backward" "$work/deepseek_v3.log" || bad "deepseek's script is not planned"
+grep -qF -- "--megatron-fsdp-main-grads-dtype bf16: mapped: read as --grad-reduce-in-bf16" "$work/deepseek_v3.log" ||
+  bad "deepseek: the FSDP bf16 gradient buffers not read as --grad-reduce-in-bf16"
+compile deepseek_v3 --vocab-size 129280 --nnodes 32 --nproc-per-node 8 --megatron-fsdp-grad-comm-dtype fp32
+expect_refused deepseek_v3 --megatron-fsdp-grad-comm-dtype
 
 # The seed's own recipes on H100s: LLaMA-3 70B at TP4 x PP4 on 64 GPUs fits as it is; Mixtral 8x7B
 # at TP2 x EP4 on 32 GPUs fits with bf16 gradients and full recompute (114.8 GiB without, and the
