@@ -206,11 +206,16 @@ const mcc_megatron_flag *mcc_megatron_find(const char *flag)
     return NULL;
 }
 
+/* The row after m of the same flag (a flag whose meaning depends on its value: one after another), or NULL. */
+static const mcc_megatron_flag *next_row_of_flag(const mcc_megatron_flag *m)
+{
+    return m + 1 < megatron_flags + NMEGATRON && !strcmp(m[1].flag, m->flag) ? m + 1 : NULL;
+}
+
 const mcc_megatron_flag *mcc_megatron_find_value(const char *flag, const char *value)
 {
     const mcc_megatron_flag *first = mcc_megatron_find(flag);
-    for (const mcc_megatron_flag *m = first; value && m && m < megatron_flags + NMEGATRON && !strcmp(m->flag, first->flag);
-         m++)
+    for (const mcc_megatron_flag *m = first; value && m; m = next_row_of_flag(m))
         if (m->values && cli_value_listed(m->values, value))
             return m;
     return first;
@@ -218,9 +223,8 @@ const mcc_megatron_flag *mcc_megatron_find_value(const char *flag, const char *v
 
 void mcc_megatron_values(const char *flag, char *buf, size_t n)
 {
-    const mcc_megatron_flag *first = mcc_megatron_find(flag);
     buf[0] = 0;
-    for (const mcc_megatron_flag *m = first; m && m < megatron_flags + NMEGATRON && !strcmp(m->flag, first->flag); m++)
+    for (const mcc_megatron_flag *m = mcc_megatron_find(flag); m; m = next_row_of_flag(m))
         if (m->values && strlen(buf) < n)
             snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", buf[0] ? "|" : "", m->values);
 }

@@ -828,11 +828,12 @@ static bool spec_read_megatron(spec_ctx *c, const mcc_megatron_flag *m, int argc
     *i += k;
     m = mcc_megatron_find_value(flag, val); /* a row a value, where its meaning depends on it */
     if (m->kind == MF_REFUSED) return spec_fail(c, "%s is refused: %s", flag, m->why);
-    char all[256]; /* every row's values, where its meaning depends on the value */
-    mcc_megatron_values(flag, all, sizeof all);
-    if (m->nvalues && (!k || (m->values && !cli_value_listed(m->values, val))))
+    if (m->nvalues && (!k || (m->values && !cli_value_listed(m->values, val)))) {
+        char all[256]; /* every row's values, where its meaning depends on the value */
+        mcc_megatron_values(flag, all, sizeof all);
         return spec_fail(c, "%s %s: it takes %s (%s)", flag, val ? val : "without a value", all[0] ? all : "a value",
                          m->why);
+    }
     if (m->kind == MF_SETS) {
         const char *eq = strchr(m->sets, '=');
         char key[64];

@@ -291,20 +291,15 @@ static void mark_regions(const ir_func *f, int bwd, unsigned set, bool *region)
 }
 
 /* The IR_OPF_RECOMPUTE_* flags of config recompute_modules (core_attn: none, see above) and, in
- * *regions, its modules recomputed as regions (mark_regions); false with the name for a word this
- * pass does not know (the spec refuses it first). */
+ * *regions, its modules recomputed as regions (mark_regions); false with the name for a word that
+ * is no module (the spec refuses it first). Every module of ir_recompute_module is built. */
 static bool module_flags(const char *modules, unsigned *opf, unsigned *regions, char *err, size_t errlen)
 {
-    unsigned set, built = 1u << IR_RM_CORE_ATTN | 1u << IR_RM_LAYERNORM | 1u << IR_RM_MLP_ACT | 1u << IR_RM_MLA_UP_PROJ |
-                          1u << IR_RM_MLP | 1u << IR_RM_SHARED_EXPERTS | 1u << IR_RM_MOE | 1u << IR_RM_MOE_ACT;
+    unsigned set;
     char bad[64] = "";
-    if (!ir_word_set(ir_recompute_module_words, modules, &set, bad, sizeof bad) || (set & ~built)) {
-        for (int k = 0; !bad[0] && ir_recompute_module_words[k]; k++) /* the first word not built */
-            if (set & ~built & 1u << k)
-                snprintf(bad, sizeof bad, "%s", ir_recompute_module_words[k]);
-        return snprintf(err, errlen, "config recompute_modules: \"%s\" is not one this pass recomputes "
-                        "(core_attn, layernorm, mlp_act, mla_up_proj, mlp, shared_experts, moe, moe_act)", bad), false;
-    }
+    if (!ir_word_set(ir_recompute_module_words, modules, &set, bad, sizeof bad))
+        return snprintf(err, errlen, "config recompute_modules: \"%s\" is not a module this pass recomputes", bad),
+               false;
     *regions = set & (1u << IR_RM_MLA_UP_PROJ | 1u << IR_RM_MLP | 1u << IR_RM_SHARED_EXPERTS | 1u << IR_RM_MOE |
                       1u << IR_RM_MOE_ACT);
     *opf = (set & 1u << IR_RM_LAYERNORM ? IR_OPF_RECOMPUTE_SELECTIVE : 0u) |
