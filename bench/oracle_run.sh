@@ -16,7 +16,9 @@ B=${ORACLE_BUILD:-build-dev}
 # MoE run sorts bounded by the rows received, and the elementwise ops bounded alike (56 rows received
 # into 4,096)
 ops=("fp8_:" "fp8_h:" "fp8_amax_fold:" "moe_:" ":rows bounded")
-# NAME MODEL FLAGS...: the rows (blockwise FP8 needs widths that tile by 128)
+# NAME[:RANKS] MODEL FLAGS... [-- LAYOUT...]: the rows (blockwise FP8 needs widths that tile by 128);
+# LAYOUT goes to the GPU's program only, run as RANKS ranks under mpirun sharing the one GPU (their
+# transfers through host memory, runtime/cuda/comm_staged.c): the layout against one CPU rank
 block="--fp8-format e4m3 --fp8-recipe blockwise --hidden-size 128 --ffn-hidden-size 256 --num-attention-heads 2"
 rows=(
   "llama-fp8b tiny-llama $block --num-query-groups 2"
@@ -36,6 +38,12 @@ rows=(
   # --moe-router-force-load-balancing: the routers' normal logits (the GPU's sin, cos, log to the
   # CPU's within an ulp or two: a top-2 choice could flip on a near tie, unlikely at these sizes)
   "moe-flb tiny-moe --moe-router-force-load-balancing"
+  # --pipeline-model-parallel-layout: uneven interleaved stages; a multi-token depth alone on a stage
+  "pplayout-llama:2 tiny-llama --num-layers 6 --vocab-size 260 --make-vocab-size-divisible-by 1 --global-batch-size 16
+   -- --pp 2 --pipeline-schedule interleaved --pipeline-model-parallel-layout Et|tt|t|ttL"
+  "pplayout-ds3:3 tiny-deepseek-v3 --mtp-num-layers 1 --moe-router-topk 8 --moe-router-group-topk 4 --vocab-size 260
+   --make-vocab-size-divisible-by 1 --global-batch-size 16 -- --pp 3 --pipeline-schedule 1f1b
+   --pipeline-model-parallel-layout Et|t|mL"
 )
 if [ "${1:-}" = prepare ]; then
   set -e
@@ -46,9 +54,13 @@ if [ "${1:-}" = prepare ]; then
   for row in "${rows[@]}"; do
     # shellcheck disable=SC2086 # the row's words
     set -- $row
-    name=$1 model=$2; shift 2
-    "$B"/mcc compile models/$model.json --target cuda --keep-logits "$@" -o oracle/bin/$name 2>/dev/null
-    "$B"/mcc compile models/$model.json --target cpu --keep-logits "$@" -o /tmp/oracle-cpu-$name 2>/dev/null
+    name=${1%%:*} model=$2; shift 2
+    spec=() layout=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do spec+=("$1"); shift; done
+    [ $# -gt 0 ] && shift && layout=("$@")
+    "$B"/mcc compile models/$model.json --target cuda --keep-logits "${spec[@]}" "${layout[@]}" -o oracle/bin/$name \
+      2>/tmp/oracle-$name.log || { cat /tmp/oracle-$name.log; exit 1; }
+    "$B"/mcc compile models/$model.json --target cpu --keep-logits "${spec[@]}" -o /tmp/oracle-cpu-$name 2>/dev/null
     /tmp/oracle-cpu-$name --data-path oracle/data/numerics_text_document --train-iters 10 --eval-iters 0 \
       --dump-dir oracle/cpu/$name >/dev/null
   done
@@ -72,8 +84,9 @@ timeout 120 oracle/bin/dropout_test > "$O/dropout_test.log" 2>&1; echo "exit $?"
 grep -iE "normal|fail" "$O/dropout_test.log" | head -12; tail -1 "$O/dropout_test.log"
 echo "=== GPU against the CPU oracle, 10 steps"
 for row in "${rows[@]}"; do
-  name=${row%% *}
-  timeout 120 oracle/bin/$name --data-path oracle/data/numerics_text_document --train-iters 10 --eval-iters 0 \
+  name=${row%% *} launch=()
+  [[ $name == *:* ]] && launch=(mpirun -np "${name#*:}" --oversubscribe) name=${name%%:*}
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 "${launch[@]}" oracle/bin/$name --data-path oracle/data/numerics_text_document --train-iters 10 --eval-iters 0 \
     --dump-dir /tmp/g-$name > "$O/$name.log" 2>&1
   echo "$name exit $?"; tail -1 "$O/$name.log" | cut -c1-250
   python3 tests/compare_dumps.py --detail --cpu oracle/cpu/$name --gpu /tmp/g-$name > "$O/cmp-$name.txt" 2>&1

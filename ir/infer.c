@@ -1400,7 +1400,7 @@ bool ir_infer_fp8_grouped_quantize(const ir_module *m, const ir_instr *in, const
     double format = in->attr[IR_ATTR_FP8_GROUPED_QUANTIZE_FORMAT];
     if (format != IR_FP8_E4M3 && format != IR_FP8_E5M2)
         return fail(err, len, "fp8_grouped_quantize format %g: 0 (E4M3) or 1 (E5M2)", format);
-    int64_t E;
+    int64_t E = 0;
     if (in->nargs < 2 || in->nargs > 3)
         return fail(err, len, "fp8_grouped_quantize takes (x, amax, counts) or (an expert weight, amax)");
     if (!fp8_groups(in, &a[0], in->nargs == 3 ? &a[2] : NULL, &E, err, len))
