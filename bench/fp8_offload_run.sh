@@ -6,6 +6,7 @@
 #   2. llama3-8b with --optimizer-cpu-offload (full recompute, seq 8192, global batch 8), the
 #      train_rank of BEFORE_COMMIT (default 2d850ad, before the vectorised host AdamW) and this tree's,
 #      3 steps each, and bench/host_adamw_bench at 16 threads.
+#      OFFLOAD_VARIANTS="after" runs this tree's alone (a call short of time).
 # prepare (here): calib-fp8.tar.xz (CALIB_SET=fp8 bench/calibrate.sh prepare) and calib-offl.tar.xz
 # (offl/: the offload train_ranks, host_adamw_bench, libraries). The GPU machine: carry the two,
 # `bash bench/fp8_offload_run.sh run`.
@@ -51,7 +52,7 @@ echo "=== llama3-8b, CPU offload"
 export LD_LIBRARY_PATH=$PWD/offl/lib:$LD_LIBRARY_PATH
 nproc; free -g | head -2; lscpu | grep -E "Model name|NUMA node\(s\)"
 timeout 60 offl/bin/host_adamw_bench --elements-mi 512 --threads 16 --reps 1 2>&1 | tail -12
-for v in before after; do
+for v in ${OFFLOAD_VARIANTS:-before after}; do
   echo "--- $v"
   timeout 110 offl/bin/$v --train-iters 3 --log-interval 1 --eval-iters 0 > "$O/offload-$v.log" 2>&1
   echo "exit $?"; grep -E "first step|iteration +[0-9]+/" "$O/offload-$v.log" |
