@@ -100,7 +100,8 @@ static void lt_open(void)
 /* The plan of a GEMM shape and epilogue: its algorithm, or found = false when cuBLASLt has none
  * (only for epilogues beyond BIAS, whose ops have a fallback; a plain GEMM without one exits). */
 static matmul_plan *plan_of(int64_t m, int64_t n, int64_t k, bool ta, bool tb, cublasLtEpilogue_t epilogue,
-                            lt_scale_modes scales, ir_dtype dt, ir_dtype bdt, ir_dtype cdt, int sms, bool grouped)
+                            lt_scale_modes scales, const void *const *scale_ptrs, ir_dtype dt, ir_dtype bdt,
+                            ir_dtype cdt, int sms, bool grouped)
 {
     for (int i = 0; i < nplans; i++) {
         matmul_plan *p = &plans[i];
@@ -130,6 +131,12 @@ static matmul_plan *plan_of(int64_t m, int64_t n, int64_t k, bool ta, bool tb, c
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &scales.a, sizeof scales.a));
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &scales.b, sizeof scales.b));
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof fast_accum));
+        /* block scales: cuBLASLt's heuristic refuses (INVALID_VALUE) a descriptor without their
+         * pointers, as NVIDIA's LtBlk128x128Fp8Matmul sample sets them first; reset per call */
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_ptrs[0],
+                                                sizeof scale_ptrs[0]));
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_ptrs[1],
+                                                sizeof scale_ptrs[1]));
     }
     if (epilogue_has_bias(epilogue)) {
         cudaDataType_t bt = cuda_type(cdt); /* the bias, or its gradient, in the output's dtype */
@@ -182,7 +189,7 @@ static matmul_plan *plan_of(int64_t m, int64_t n, int64_t k, bool ta, bool tb, c
 static matmul_plan *plan_for(int64_t m, int64_t n, int64_t k, bool ta, bool tb, cublasLtEpilogue_t epilogue,
                              ir_dtype dt, ir_dtype bdt, ir_dtype cdt, int sms)
 {
-    return plan_of(m, n, k, ta, tb, epilogue, (lt_scale_modes){0}, dt, bdt, cdt, sms, false);
+    return plan_of(m, n, k, ta, tb, epilogue, (lt_scale_modes){0}, NULL, dt, bdt, cdt, sms, false);
 }
 
 /* An expert's rows rounded up to one of 8 sizes an octave (at most 12.5% more), from 128. */
@@ -214,7 +221,7 @@ static matmul_plan *plan_for_rows(int64_t m, int64_t n, int64_t k, bool ta, bool
                                   ir_dtype bdt, ir_dtype cdt, int sms)
 {
     matmul_plan *p = plan_of(rows_in_k ? m : rows_bucket(m), n, rows_in_k ? rows_bucket(k) : k, ta, tb,
-                             CUBLASLT_EPILOGUE_DEFAULT, (lt_scale_modes){0}, dt, bdt, cdt, sms, true);
+                             CUBLASLT_EPILOGUE_DEFAULT, (lt_scale_modes){0}, NULL, dt, bdt, cdt, sms, true);
     lt_dims d[3];
     lt_layouts(m, n, k, ta, tb, d);
     set_layout(p->a, d[0]);
@@ -542,10 +549,10 @@ static void fp8_gemm(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, float 
             fp8_transpose(cx, s + (a_bytes + 255) / 256 * 256, b, bk, bn, bk), b = s + (a_bytes + 255) / 256 * 256;
     }
     int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
-    matmul_plan *p =
-        plan_of(m, n, k, false, true, CUBLASLT_EPILOGUE_DEFAULT, scales, at->dtype, bt->dtype, out_dtype, sms, false);
     /* cuBLASLt's A is our b: its scale is sb; its B our a, scaled by sa. Set per call (shared plans). */
-    const void *sa = c->args[first + 1], *sb = c->args[first + 3];
+    const void *sa = c->args[first + 1], *sb = c->args[first + 3], *lt_scales[2] = {sb, sa};
+    matmul_plan *p = plan_of(m, n, k, false, true, CUBLASLT_EPILOGUE_DEFAULT, scales, lt_scales, at->dtype, bt->dtype,
+                             out_dtype, sms, false);
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb, sizeof sb));
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa, sizeof sa));
     run_plan(cx, p, a, b, beta, cin, out);
@@ -846,7 +853,31 @@ static void fp8_expert_gemm(const expert_streams *st, int64_t e, int64_t m, int6
     const float *sa = (const float *)c->args[first + 1] + e, *sb = (const float *)c->args[first + 3] + e;
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb, sizeof sb));
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa, sizeof sa));
-    run_plan_on(st->stream[e % st->n], st->workspace[e % st->n], p, a, b, beta, out, out);
+    cudaStream_t stream = st->stream[e % st->n];
+    void *ws = st->workspace[e % st->n];
+    const float one = 1.0f;
+    /* The bucket's algorithm may refuse this expert's exact rows (an FP8 kernel's tile or split-K
+     * needs): the heuristic's other candidates, then a plan for the exact size (kept: rare) */
+    if (cublasLtMatmul(lt, p->desc, &one, b, p->a, a, p->b, &beta, out, p->c, out, p->c, &p->algo, ws, WORKSPACE_BYTES,
+                       stream) == CUBLAS_STATUS_SUCCESS)
+        return;
+    for (int i = 0; i < p->ncandidates; i++)
+        if (cublasLtMatmul(lt, p->desc, &one, b, p->a, a, p->b, &beta, out, p->c, out, p->c, &p->candidates[i], ws,
+                           WORKSPACE_BYTES, stream) == CUBLAS_STATUS_SUCCESS) {
+            p->algo = p->candidates[i];
+            return;
+        }
+    static bool said;
+    if (!said)
+        fprintf(stderr, "train_rank: note: FP8 expert GEMM %lldx%lldx%lld (rows in %s): no algorithm of its rows' "
+                "bucket runs it; planned for the exact size\n", (long long)m, (long long)n, (long long)k,
+                rows_in_k ? "k" : "m"), said = true;
+    matmul_plan *x = plan_of(m, n, k, false, true, CUBLASLT_EPILOGUE_DEFAULT, (lt_scale_modes){0}, NULL,
+                             c->arg_types[first]->dtype, c->arg_types[first + 2]->dtype, out_dtype, sms, true);
+    LT_CHECK(cublasLtMatmulDescSetAttribute(x->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb, sizeof sb));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(x->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa, sizeof sa));
+    LT_CHECK(cublasLtMatmul(lt, x->desc, &one, b, x->a, a, x->b, &beta, out, x->c, out, x->c, &x->algo, ws,
+                            WORKSPACE_BYTES, stream));
 }
 
 /* (qx[R,K], sx[E], qw[E,F,K] (tb) or [E,K,F], sw[E], counts[, hdy]) -> y[R,F]: expert e's rows by its
