@@ -106,6 +106,22 @@ compile ref1 --global-batch-size 4
 compile half1 --global-batch-size 4 "${offload[@]}" --optimizer-offload-fraction 0.5
 train ref1 ref1; train half1 half1
 same ref1 half1 "fraction 0.5, one micro-batch a step"
+# --clip-grad 0: the host's update runs beside the last micro-batch's backward (passes/grad_ready.c:
+# each offloaded gradient's ready mark, the host's updates in that order, on a thread of their own),
+# with several micro-batches a step and with one; a clipped plan has no marks (its host step waits for
+# the norm over every gradient)
+grep -aq "grad_ready %[0-9]* {slot=" "$work/bin_full" && { echo "FAIL: a clipped plan (--clip-grad 1) marks gradients ready"; exit 1; }
+compile ref0 --clip-grad 0
+compile beside0 --clip-grad 0 "${offload[@]}"
+compile ref01 --clip-grad 0 --global-batch-size 4
+compile beside01 --clip-grad 0 --global-batch-size 4 "${offload[@]}" --optimizer-offload-fraction 0.5
+for bin in beside0 beside01; do
+  grep -aq "grad_ready %[0-9]* {slot=0}" "$work/bin_$bin" && grep -aq "fill {value=1} : f32\[\]" "$work/bin_$bin" ||
+    { echo "FAIL: $bin: --clip-grad 0 gives no ready marks or no constant clipping coefficient"; exit 1; }
+done
+train ref0 ref0; train beside0 beside0; train ref01 ref01; train beside01 beside01
+same ref0 beside0 "--clip-grad 0, the host's update beside the backward, 2 micro-batches a step"
+same ref01 beside01 "--clip-grad 0, the host's update beside the backward, one micro-batch a step, fraction 0.5"
 # bf16 Adam moments (--use-precision-aware-optimizer): the host's rounding is the device's
 bf16=(--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16)
 compile ref16 "${bf16[@]}"

@@ -249,6 +249,10 @@ static void cuda_open(rt_program *p, const void *image)
         s->first_slot[f + 1] = s->first_slot[f] + p->m->funcs[f]->ninstrs;
     }
     s->comm_ends = calloc((size_t)s->first_slot[p->m->nfuncs], sizeof *s->comm_ends);
+    int marks = ir_grad_ready_slots(p->m);
+    rt_cuda_ready_marks(s->cx, marks);
+    if (marks) /* the host's thread queues copies on it */
+        RT_CUDART_CHECK(cudaStreamCreateWithFlags(&s->copy_stream, cudaStreamNonBlocking));
     for (int f = 0; f < p->m->nfuncs; f++)
         for (int i = 0; i < p->m->funcs[f]->ninstrs; i++)
             if (ir_on_comm_stream(&p->m->funcs[f]->instrs[i]))
@@ -473,22 +477,29 @@ static void cuda_free_host(void *ptr)
     cudaFreeHost(ptr);
 }
 
-/* The host optimizer's overlapped copy (device.h copy_async): on the copy stream, after the work
- * queued on the compute stream so far; the event returned marks its end. */
-static void *cuda_copy_async(rt_program *p, void *dst, const void *src, size_t bytes, bool to_host)
+/* The host optimizer's overlapped copy (device.h copy_async): on the copy stream, after grad_ready's
+ * mark `ready`, or (ready < 0) after the work queued on the compute stream so far; the event
+ * returned marks its end. Under the host's update beside the backward it is called from the host's
+ * thread while the main thread queues (or captures) the compute stream, which it then must not touch. */
+static void *cuda_copy_async(rt_program *p, void *dst, const void *src, size_t bytes, bool to_host, int ready)
 {
     cuda_state *s = state(p);
-    if (!s->copy_stream)
+    if (!s->copy_stream) /* made at open where the plan has ready marks: never first on the host's thread */
         RT_CUDART_CHECK(cudaStreamCreateWithFlags(&s->copy_stream, cudaStreamNonBlocking));
-    cudaEvent_t queued, done;
-    RT_CUDART_CHECK(cudaEventCreateWithFlags(&queued, cudaEventDisableTiming));
+    cudaEvent_t done;
     RT_CUDART_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    RT_CUDART_CHECK(cudaEventRecord(queued, stream(p)));
-    RT_CUDART_CHECK(cudaStreamWaitEvent(s->copy_stream, queued, 0));
+    if (ready >= 0) {
+        rt_cuda_wait_ready(s->cx, s->copy_stream, ready);
+    } else {
+        cudaEvent_t queued;
+        RT_CUDART_CHECK(cudaEventCreateWithFlags(&queued, cudaEventDisableTiming));
+        RT_CUDART_CHECK(cudaEventRecord(queued, stream(p)));
+        RT_CUDART_CHECK(cudaStreamWaitEvent(s->copy_stream, queued, 0));
+        RT_CUDART_CHECK(cudaEventDestroy(queued)); /* released once the wait is done */
+    }
     RT_CUDART_CHECK(cudaMemcpyAsync(dst, src, bytes, to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
                                     s->copy_stream));
     RT_CUDART_CHECK(cudaEventRecord(done, s->copy_stream));
-    RT_CUDART_CHECK(cudaEventDestroy(queued)); /* released once the wait is done */
     return (void *)done;
 }
 
