@@ -30,7 +30,13 @@
  * order: the next chunk's gradient (the next parameter's first, after a parameter's last) goes down
  * while this one is updated, and each chunk's copy up is queued at once, a half being reused once
  * its copies are done; the function returns when every copy up is done. Without it each chunk's
- * copy down, update and copy up run one after another. */
+ * copy down, update and copy up run one after another.
+ *
+ * Beside the backward (a plan with grad_ready marks: --clip-grad 0, passes/grad_ready.c), train_rank
+ * starts the function on a thread of its own once the last micro-batch is queued (rt_host_start)
+ * and joins it before param_sync (rt_host_join). Its updates come in the order the backward
+ * finishes them; every copy of a parameter's waits for that parameter's mark alone (copy_async's
+ * ready), so the copies are always queued: the compute stream is the main thread's. */
 #include "runtime/host_optimizer.h"
 
 #include "common/knobs.h"

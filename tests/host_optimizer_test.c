@@ -11,7 +11,8 @@
  * gradient chunks, AdamW, copies up) sums to at most the whole. A GPU plan's AdamW (the GPU kernel's
  * fp32 formula) and bf16 conversion, compiled for each instruction set this CPU has, equal the
  * formula written here in plain fp32, bit for bit. The pool's default size follows the process's
- * CPU affinity. */
+ * CPU affinity. Beside the backward (grad_ready marks), the function on its own thread waits each
+ * parameter's mark before its copies, in the ready order. */
 #define _GNU_SOURCE /* sched_setaffinity: the pool's default size under a narrowed affinity */
 #include "common/os.h"
 #include "ir/ir.h"

@@ -18,7 +18,8 @@ if(MPI_C_FOUND)
                        offload_pp2_fp8_full_recompute_dropout_equals_device_optimizer PROPERTIES PROCESSORS 2)
 endif()
 # the host executor alone: the converting copy up (bf16 working copies) and AdamW over the thread pool,
-# a GPU plan's fp32 AdamW in each instruction set against the formula
+# a GPU plan's fp32 AdamW in each instruction set against the formula, and beside the backward the
+# waits for each parameter's ready mark in order
 add_executable(host_optimizer_test ${CMAKE_SOURCE_DIR}/tests/host_optimizer_test.c)
 target_link_libraries(host_optimizer_test PRIVATE mccrt)
 # its fp32 reference of the GPU formula rounds each operation, as host_optimizer.c does

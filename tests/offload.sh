@@ -8,8 +8,9 @@
 # globals the plan places there (the offloaded parameters themselves on the host), the evals' losses
 # too, and a checkpoint saved with offload resumed without it and the reverse (steps 6-10 the same
 # text, the same final weights). On one rank it also checks gradient accumulation off (the update's
-# other zeroing path), bf16 Adam moments, and mcc compile's host memory line and its --host-memory
-# refusal. Every log line of the offload run ends with the host step's time split, consistent with
+# other zeroing path), bf16 Adam moments, mcc compile's host memory line and its --host-memory
+# refusal, and --clip-grad 0's host update beside the backward (ready marks in the plan, the host
+# function on its own thread in their order; two micro-batches a step and one): equal too. Every log line of the offload run ends with the host step's time split, consistent with
 # its metrics record.
 set -euo pipefail
 mcc=$1; np=$2; shift 2
