@@ -349,40 +349,35 @@ static void *logged_copy_async(rt_program *p, void *dst, const void *src, size_t
     return rt_cpu_device.copy_async(p, dst, src, bytes, to_host, ready);
 }
 
-/* The plan: globals and a step function marking the gradients, then the host function. */
+/* The plan: each parameter's globals, its mark in a step function and its update in the host
+ * function, in slot order. */
 static void ready_plan(char *text, size_t len)
 {
-    size_t at = 0;
-    for (int k = 0; k < READY_PARAMS; k++) {
-        const char *w = ready_name[k];
-        int n = ready_n[k];
-        at += (size_t)snprintf(text + at, len - at,
-                               "global @%s : f32[%d] {kind=param, init=zeros, host}\n"
-                               "global @%s.grad : f32[%d] {kind=grad, init=zeros, of=@%s}\n"
-                               "global @%s.bf16 : bf16[%d] {kind=copy, init=zeros, of=@%s}\n"
-                               "global @%s.adam_m : f32[%d] {kind=adam_m, init=zeros, of=@%s, host}\n"
-                               "global @%s.adam_v : f32[%d] {kind=adam_v, init=zeros, of=@%s, host}\n",
-                               w, n, w, n, w, w, n, w, w, n, w, w, n, w);
-    }
-    at += (size_t)snprintf(text + at, len - at, "func micro_step {kind=step, arena=0} {\n");
-    for (int k = 0; k < READY_PARAMS; k++)
-        at += (size_t)snprintf(text + at, len - at, "  %%%d = global @%s.grad : f32[%d] @global\n  grad_ready %%%d {slot=%d}\n",
-                               k, ready_name[k], ready_n[k], k, k);
-    at += (size_t)snprintf(text + at, len - at,
-                           "}\nfunc host_optimizer {kind=host_optimizer, arena=192} {\n"
-                           "  %%0 = input @lr : f32[] @+0\n  %%1 = input @step : f32[] @+64\n"
-                           "  %%2 = fill {value=1} : f32[] @+128\n");
+    char globals[4096], marks[1024], updates[4096];
+    size_t g = 0, mk = 0, u = 0;
     for (int k = 0, v = 3; k < READY_PARAMS; k++, v += 5) {
         const char *w = ready_name[k];
         int n = ready_n[k];
-        at += (size_t)snprintf(text + at, len - at,
-                               "  %%%d = global @%s : f32[%d] @global\n  %%%d = global @%s.grad : f32[%d] @global\n"
-                               "  %%%d = global @%s.adam_m : f32[%d] @global\n  %%%d = global @%s.adam_v : f32[%d] @global\n"
-                               "  adamw %%%d, %%%d, %%%d, %%%d, %%0, %%1, %%2 {beta1=0.9, beta2=0.95, eps=1e-08, weight_decay=0.01}\n"
-                               "  %%%d = global @%s.bf16 : bf16[%d] @global\n  copy %%%d, %%%d\n",
-                               v, w, n, v + 1, w, n, v + 2, w, n, v + 3, w, n, v, v + 1, v + 2, v + 3, v + 4, w, n, v + 4, v);
+        g += (size_t)snprintf(globals + g, sizeof globals - g,
+                              "global @%s : f32[%d] {kind=param, init=zeros, host}\n"
+                              "global @%s.grad : f32[%d] {kind=grad, init=zeros, of=@%s}\n"
+                              "global @%s.bf16 : bf16[%d] {kind=copy, init=zeros, of=@%s}\n"
+                              "global @%s.adam_m : f32[%d] {kind=adam_m, init=zeros, of=@%s, host}\n"
+                              "global @%s.adam_v : f32[%d] {kind=adam_v, init=zeros, of=@%s, host}\n",
+                              w, n, w, n, w, w, n, w, w, n, w, w, n, w);
+        mk += (size_t)snprintf(marks + mk, sizeof marks - mk, "  %%%d = global @%s.grad : f32[%d] @global\n"
+                               "  grad_ready %%%d {slot=%d}\n", k, w, n, k, k);
+        u += (size_t)snprintf(updates + u, sizeof updates - u,
+                              "  %%%d = global @%s : f32[%d] @global\n  %%%d = global @%s.grad : f32[%d] @global\n"
+                              "  %%%d = global @%s.adam_m : f32[%d] @global\n  %%%d = global @%s.adam_v : f32[%d] @global\n"
+                              "  adamw %%%d, %%%d, %%%d, %%%d, %%0, %%1, %%2 {beta1=0.9, beta2=0.95, eps=1e-08, weight_decay=0.01}\n"
+                              "  %%%d = global @%s.bf16 : bf16[%d] @global\n  copy %%%d, %%%d\n",
+                              v, w, n, v + 1, w, n, v + 2, w, n, v + 3, w, n, v, v + 1, v + 2, v + 3, v + 4, w, n, v + 4, v);
     }
-    snprintf(text + at, len - at, "}\n");
+    snprintf(text, len, "%sfunc micro_step {kind=step, arena=0} {\n%s}\n"
+                        "func host_optimizer {kind=host_optimizer, arena=192} {\n"
+                        "  %%0 = input @lr : f32[] @+0\n  %%1 = input @step : f32[] @+64\n  %%2 = fill {value=1} : f32[] @+128\n"
+                        "%s}\n", globals, marks, updates);
 }
 
 /* The host function run by rt_host_start on its own thread, each parameter's copies waiting for
