@@ -123,6 +123,9 @@ done
 train ref0 ref0; train beside0 beside0; train ref01 ref01; train beside01 beside01
 same ref0 beside0 "--clip-grad 0, the host's update beside the backward, 2 micro-batches a step"
 same ref01 beside01 "--clip-grad 0, the host's update beside the backward, one micro-batch a step, fraction 0.5"
+# --skip-nan-steps checks the norm before any update: the marked plan's host step then runs after it
+train beside0 beside0_skip --skip-nan-steps
+same ref0 beside0_skip "--clip-grad 0 with --skip-nan-steps (the host step after the norm's check)"
 # bf16 Adam moments (--use-precision-aware-optimizer): the host's rounding is the device's
 bf16=(--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16)
 compile ref16 "${bf16[@]}"
