@@ -716,17 +716,6 @@ int64_t ir_host_staging_bytes(const ir_module *m, const ir_func *f)
     return 2 * s.chunk * (s.grad_size + s.up_size);
 }
 
-int ir_grad_ready_slot(const ir_module *m, int g)
-{
-    for (int fi = 0; fi < m->nfuncs; fi++) {
-        const ir_func *f = m->funcs[fi];
-        for (int i = 0; i < f->ninstrs; i++)
-            if (f->instrs[i].op == IR_OP_GRAD_READY && ir_global_of(f, f->instrs[i].args[0]) == g)
-                return (int)f->instrs[i].attr[IR_ATTR_GRAD_READY_SLOT];
-    }
-    return -1;
-}
-
 int ir_grad_ready_slots(const ir_module *m)
 {
     int n = 0;
