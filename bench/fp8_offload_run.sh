@@ -57,7 +57,7 @@ timeout 60 offl/bin/host_adamw_bench --elements-mi 512 --threads 16 --reps 1 2>&
 for v in before after; do
   echo "--- $v"
   timeout 110 offl/bin/$v --train-iters 3 --log-interval 1 --eval-iters 0 > "$O/offload-$v.log" 2>&1
-  echo "exit $?"; grep -E "first step|iteration +[0-9]+/" "$O/offload-$v.log" |
+  echo "exit $?"; grep -E "first step|page-locked host memory in|iteration +[0-9]+/" "$O/offload-$v.log" |
     sed -e 's/number of skipped iterations: *0 | number of nan iterations: *0 | //' -e 's/ | learning rate[^|]*|/ |/' | cut -c1-600
   grep -i -m3 "error" "$O/offload-$v.log"
 done
