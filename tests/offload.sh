@@ -47,16 +47,20 @@ grep -q "host memory .*page-locked" "$work/full.clog" || { echo "FAIL: no host m
 # the fp32 value of an offloaded parameter lives on the host only (the parameter global itself is
 # host, or under the distributed optimizer its blocks, which hold it); the device keeps the working
 # copy the step reads (CPU target: f32, @<p>.f32)
-held='global @embedding.word : f32\[[0-9]*,64\] {kind=param, .*host}'
+held='global @embedding.word : f32\[[0-9]*,64\] \({shard=[^}]*} \)\{0,1\}{kind=param, .*host}' # a tp shard's too
 [[ " $* " == *" --use-distributed-optimizer "* ]] &&
   held='global @embedding.word.master_shard : f32\[[0-9]*\] {shard=\[dp\]} {kind=master_shard, .*host}'
 for bin in full half; do
   grep -aq "$held" "$work/bin_$bin" &&
-    grep -aq "global @embedding.word.f32 : f32\[[0-9]*,64\] {kind=copy, init=zeros, of=@embedding.word[,}]" "$work/bin_$bin" ||
+    grep -aq "global @embedding.word.f32 : f32\[[0-9]*,64\] \({shard=[^}]*} \)\{0,1\}{kind=copy, init=zeros, of=@embedding.word[,}]" "$work/bin_$bin" ||
     { echo "FAIL: $bin: the offloaded @embedding.word is not a host global beside a device working copy"; exit 1; }
 done
 ! grep -aq "global @final_norm.bias : .*host}" "$work/bin_half" || { echo "FAIL: fraction 0.5 put the last parameter on the host"; exit 1; }
 echo "ok: the plan holds the offloaded parameters on the host, their working copies on the device"
+if [[ " $* " == *" --clip-grad 0 "* ]]; then # a layout run beside the backward: the plan marks the gradients ready
+  grep -aq "grad_ready %[0-9]* {slot=0}" "$work/bin_full" || { echo "FAIL: --clip-grad 0 $*: no ready marks"; exit 1; }
+  echo "ok: under --clip-grad 0 the plan marks the offloaded gradients ready (the host step beside the backward)"
+fi
 ! grep -q "host memory" "$work/ref.clog" || { echo "FAIL: a host memory line without offload"; exit 1; }
 train ref ref; train full full --metrics-file "$work/full.jsonl"; train half half
 same ref full "fraction 1.0"
