@@ -56,7 +56,8 @@ void mcc_instr_work_of(const ir_func *f, const ir_instr *in, const mcc_target *t
         snprintf(w->cls, sizeof w->cls, "%s", name);
     }
     w->costed = !(ir_op_has(in->op, IR_OPF_SYM) || ir_op_has(in->op, IR_OPF_VIEW) ||
-                  ir_op_has(in->op, IR_OPF_COLLECTIVE) || in->op == IR_OP_RESHAPE);
+                  ir_op_has(in->op, IR_OPF_COLLECTIVE) || in->op == IR_OP_RESHAPE ||
+                  in->op == IR_OP_GRAD_READY); /* an event recorded: its operand names the gradient, unread */
     if (!w->costed)
         return;
     /* a grouped GEMM's or a run sort's row buffers [R, *] count the rows it touches, not R: behind
