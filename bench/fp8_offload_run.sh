@@ -3,9 +3,10 @@
 # that session built (its checks against the CPU oracle moved to bench/oracle_run.sh, the call before):
 #   1. LLaMA-3 8B's layers in bf16, FP8 tensorwise and blockwise (bench/calibrate.sh's CALIB_SET=fp8)
 #      at 4 layers, then 8 at the end if time is left;
-#   2. llama3-8b with --optimizer-cpu-offload (full recompute, seq 8192, global batch 8), the
-#      train_rank of BEFORE_COMMIT (default 2d850ad, before the vectorised host AdamW) and this tree's,
-#      3 steps each, and bench/host_adamw_bench at 16 threads.
+#   2. llama3-8b with --optimizer-cpu-offload (full recompute, seq 8192, global batch 8, --clip-grad 0),
+#      the train_rank of BEFORE_COMMIT (default 2d850ad, before the vectorised host AdamW; bc1b120:
+#      before the host step beside the backward and the huge pages) and this tree's, 3 steps each,
+#      and bench/host_adamw_bench at 16 threads.
 #      OFFLOAD_VARIANTS="after" runs this tree's alone (a call short of time).
 # prepare (here): calib-fp8.tar.xz (CALIB_SET=fp8 bench/calibrate.sh prepare) and calib-offl.tar.xz
 # (offl/: the offload train_ranks, host_adamw_bench, libraries). The GPU machine: carry the two,
@@ -22,8 +23,10 @@ if [ "${1:-}" = prepare ]; then
   rm -rf offl /tmp/mcc-before && mkdir -p offl/bin offl/lib && git worktree add --detach /tmp/mcc-before "$before" >/dev/null
   (cd /tmp/mcc-before && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBLA_VENDOR=Generic >/dev/null &&
    cmake --build build -j"$(nproc)" --target mcc >/dev/null)
+  # --clip-grad 0: the host's update beside the last micro-batch's backward where the tree has it
+  # (passes/grad_ready.c); a tree before it runs the host step after the backward either way
   full="--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --lr-warmup-iters 1
-        --optimizer-cpu-offload --global-batch-size 8 --host-memory 120 --mock-data"
+        --optimizer-cpu-offload --global-batch-size 8 --host-memory 120 --mock-data --clip-grad 0"
   # shellcheck disable=SC2086 # the flags split as words
   /tmp/mcc-before/build/mcc compile models/llama3-8b.json --target cuda $full -o offl/bin/before 2>offl/bin/before.log
   # shellcheck disable=SC2086
@@ -55,7 +58,7 @@ timeout 60 offl/bin/host_adamw_bench --elements-mi 512 --threads 16 --reps 1 2>&
 for v in ${OFFLOAD_VARIANTS:-before after}; do
   echo "--- $v"
   timeout 110 offl/bin/$v --train-iters 3 --log-interval 1 --eval-iters 0 > "$O/offload-$v.log" 2>&1
-  echo "exit $?"; grep -E "first step|iteration +[0-9]+/" "$O/offload-$v.log" |
+  echo "exit $?"; grep -E "first step|page-locked host memory in|iteration +[0-9]+/" "$O/offload-$v.log" |
     sed -e 's/number of skipped iterations: *0 | number of nan iterations: *0 | //' -e 's/ | learning rate[^|]*|/ |/' | cut -c1-600
   grep -i -m3 "error" "$O/offload-$v.log"
 done

@@ -43,6 +43,9 @@ typedef enum { KNOB_MCC = 1, KNOB_TRAIN_RANK = 2, KNOB_BENCH = 4 /* a bench scri
     X(GROUPED_GEMM_STREAMS, KNOB_INT, "1", NULL, 1, 8, KNOB_TRAIN_RANK,                                              \
       "streams a MoE grouped GEMM spreads its experts' GEMMs over, each with a 64 MiB cuBLASLt workspace (1: one "    \
       "after another on the compute stream)")                                                                        \
+    X(HOST_HUGE_PAGES, KNOB_BOOL, "1", "0|1", 0, 0, KNOB_TRAIN_RANK,                                                  \
+      "1: large page-locked host buffers (--optimizer-cpu-offload's state) asked for on transparent huge pages "     \
+      "(madvise), 512 times fewer pages to fault in and pin at start-up; 0: the kernel's default pages")              \
     X(HOST_OPTIMIZER_ISA, KNOB_ENUM, "auto", "auto|avx512|avx2|generic", 0, 0, KNOB_TRAIN_RANK,                     \
       "instruction set of the host's AdamW under --optimizer-cpu-offload (auto: the best this CPU has; each gives "   \
       "the same bits)")                                                                                               \

@@ -716,6 +716,18 @@ int64_t ir_host_staging_bytes(const ir_module *m, const ir_func *f)
     return 2 * s.chunk * (s.grad_size + s.up_size);
 }
 
+int ir_grad_ready_slots(const ir_module *m)
+{
+    int n = 0;
+    for (int fi = 0; fi < m->nfuncs; fi++)
+        for (int i = 0; i < m->funcs[fi]->ninstrs; i++) {
+            const ir_instr *in = &m->funcs[fi]->instrs[i];
+            if (in->op == IR_OP_GRAD_READY && (int)in->attr[IR_ATTR_GRAD_READY_SLOT] >= n)
+                n = (int)in->attr[IR_ATTR_GRAD_READY_SLOT] + 1;
+        }
+    return n;
+}
+
 int ir_global_find(const ir_module *m, const char *name)
 {
     return m->global_index_cap ? m->global_index[index_slot(m, name)] : -1;

@@ -798,6 +798,9 @@ typedef struct {
 } ir_host_staging;
 ir_host_staging ir_host_staging_of(const ir_module *m, const ir_func *f);
 int64_t ir_host_staging_bytes(const ir_module *m, const ir_func *f);
+/* The host's update beside the backward (passes/grad_ready.c): the slots m's grad_ready marks use
+ * (the largest slot + 1: what a device makes room for), 0 where it has none. */
+int ir_grad_ready_slots(const ir_module *m);
 /* The PARAM global g is or belongs to. */
 static inline int ir_global_param(const ir_module *m, int g) { return m->globals[g].owner >= 0 ? m->globals[g].owner : g; }
 

@@ -630,10 +630,12 @@ static bool verify_structure(verifier *v, int i, bool *defined)
     return true;
 }
 
-/* Whether operand a of `in` is persistent state the op writes: it must come from `global`. */
-static bool writes_global(const ir_instr *in, int a)
+/* Whether operand a of `in` must come from `global`: persistent state the op writes, or (grad_ready)
+ * the gradient global whose readiness it marks (the host finds its copies' mark by that global). */
+static bool global_operand(const ir_instr *in, int a)
 {
     switch (in->op) {
+    case IR_OP_GRAD_READY:
     case IR_OP_ACCUMULATE:
     case IR_OP_MATMUL_ACCUMULATE:
     case IR_OP_FP8_MATMUL_ACCUMULATE:
@@ -659,6 +661,9 @@ static bool verify_operands(verifier *v, int i)
     if (in->role.kind != IR_ROLE_NONE && !ir_roles[in->role.kind].many && ir_find_role(f, in->op, in->role) != i)
         return ifail(v, i, "an earlier %s has this one's role %s (the runtime finds a value by its role)", name,
                      ir_roles[in->role.kind].name);
+    double slot = in->op == IR_OP_GRAD_READY ? in->attr[IR_ATTR_GRAD_READY_SLOT] : 0;
+    if (slot < 0 || slot != (int)slot)
+        return ifail(v, i, "grad_ready's slot must be a whole number from 0 (a device event's index), got %g", slot);
     int bound = ir_row_bound(in);
     if (bound >= 0) {
         const ir_type *b = &f->vals[bound].type, *x = &f->vals[in->args[0]].type;
@@ -672,7 +677,7 @@ static bool verify_operands(verifier *v, int i)
     }
     for (int a = 0; a < in->nargs; a++) {
         const ir_instr *def = &f->instrs[f->vals[in->args[a]].def];
-        if (writes_global(in, a) && def->op != IR_OP_GLOBAL)
+        if (global_operand(in, a) && def->op != IR_OP_GLOBAL)
             return ifail(v, i, "operand %d (%%%d) of %s must be a `global @name` value, got the result of %s", a,
                          in->args[a], name, ir_ops[def->op].name);
     }

@@ -22,6 +22,7 @@ const pass_info mcc_passes[] = {
     {"loss_chunks", pass_loss_chunks, "the output head and its cross entropy over chunks of the tokens (cross_entropy_chunks)", NULL},
     {"row_bounds", pass_row_bounds, "the elementwise ops over expert parallelism's receive buffers bounded by the rows received", NULL},
     {"comm_overlap", pass_comm_overlap, "sequence-parallel collectives beside work that does not need them (two chains with --tp-comm-interleave)", NULL},
+    {"grad_ready", pass_grad_ready, "--optimizer-cpu-offload --clip-grad 0: each offloaded gradient's ready mark in the step, the host's updates in that order", NULL},
     {"memory_plan", pass_memory_plan, "arena offsets for every activation by liveness", NULL},
 };
 const int mcc_npasses = sizeof mcc_passes / sizeof mcc_passes[0];

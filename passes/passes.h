@@ -97,6 +97,7 @@ bool pass_fusion(ir_module *m, const mcc_pass_options *opts, char *err, size_t e
 bool pass_loss_chunks(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_row_bounds(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_comm_overlap(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
+bool pass_grad_ready(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 bool pass_memory_plan(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);
 
 /* The mesh axis a dense (not expert) parameter's data-parallel replicas span: dp, or under context

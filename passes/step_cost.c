@@ -56,7 +56,8 @@ void mcc_instr_work_of(const ir_func *f, const ir_instr *in, const mcc_target *t
         snprintf(w->cls, sizeof w->cls, "%s", name);
     }
     w->costed = !(ir_op_has(in->op, IR_OPF_SYM) || ir_op_has(in->op, IR_OPF_VIEW) ||
-                  ir_op_has(in->op, IR_OPF_COLLECTIVE) || in->op == IR_OP_RESHAPE);
+                  ir_op_has(in->op, IR_OPF_COLLECTIVE) || in->op == IR_OP_RESHAPE ||
+                  in->op == IR_OP_GRAD_READY); /* an event recorded: its operand names the gradient, unread */
     if (!w->costed)
         return;
     /* a grouped GEMM's or a run sort's row buffers [R, *] count the rows it touches, not R: behind
@@ -122,9 +123,14 @@ mcc_step_cost mcc_step_cost_of(const ir_module *m, const mcc_target *t)
     mcc_step_cost c = {.calibrated = t->ncost_rows > 0};
     int calls[m->nfuncs + 1];
     calls_of(m, calls);
-    double calibrated = 0, all = 0, kernels = 0, host = 0, micro = 0, micro_kernels = 0;
+    /* beside: the device's seconds the host's update runs under where the plan marks gradients ready
+     * (passes/grad_ready.c): one step call's after its first mark (the last micro-batch's backward
+     * from there) and the optimizer function's, before train_rank joins the host */
+    double calibrated = 0, all = 0, kernels = 0, host = 0, micro = 0, micro_kernels = 0, beside = 0;
+    bool marked = ir_grad_ready_slots(m) > 0;
     for (int f = 0; f < m->nfuncs; f++) {
-        bool per_micro_batch = ir_func_per_micro_batch(m->funcs[f]->kind);
+        bool per_micro_batch = ir_func_per_micro_batch(m->funcs[f]->kind), after_mark = false;
+        ir_func_kind kind = m->funcs[f]->kind;
         for (int i = 0; calls[f] && i < m->funcs[f]->ninstrs; i++) {
             if (m->funcs[f]->kind == IR_FUNC_HOST_OPTIMIZER) { /* the host's: its bytes at the host's rate */
                 mcc_instr_work w;
@@ -141,9 +147,13 @@ mcc_step_cost mcc_step_cost_of(const ir_module *m, const mcc_target *t)
             kernels += w.costed ? calls[f] : 0;
             micro += per_micro_batch ? s / calls[f] : 0;
             micro_kernels += per_micro_batch && w.costed;
+            after_mark |= m->funcs[f]->instrs[i].op == IR_OP_GRAD_READY;
+            beside += marked && ((kind == IR_FUNC_STEP && after_mark) || kind == IR_FUNC_OPTIMIZER) ? s / calls[f] : 0;
         }
     }
-    c.seconds = (t->ncost_rows ? t->step_scale * all + t->kernel_s * kernels + t->step_overhead_s : all) + host;
+    beside *= t->ncost_rows ? t->step_scale : 1;
+    double exposed = host > beside ? host - beside : 0; /* what the host adds after the device's step */
+    c.seconds = (t->ncost_rows ? t->step_scale * all + t->kernel_s * kernels + t->step_overhead_s : all) + exposed;
     c.micro_batch_seconds = t->ncost_rows ? t->step_scale * micro + t->kernel_s * micro_kernels : micro;
     c.calibrated_share = all > 0 ? calibrated / all : 0;
     return c;

@@ -7,8 +7,10 @@
  * step is each function's instructions times its calls in the train schedule, scaled as the
  * calibration says (the dense stream's slowdown, a CUDA graph's saving a kernel, the host's share
  * of a step); an offloaded optimizer's host step adds its bytes at the host's rate (target.h, one
- * measurement, not per instruction), after the backward, not beside it. Collectives are not in it:
- * their bytes are the memory report's. */
+ * measurement, not per instruction), after the backward, or where the plan marks gradients ready
+ * (--clip-grad 0: passes/grad_ready.c) less the device's time it runs beside (the last micro-batch's
+ * backward after its first mark, and the optimizer function). Collectives are not in it: their
+ * bytes are the memory report's. */
 #ifndef MCC_STEP_COST_H
 #define MCC_STEP_COST_H
 

@@ -152,7 +152,7 @@ static void cpu_run(rt_program *p, int func)
 
 /* The host optimizer's overlapped copies (device.h copy_async): done at once, so that CPU ranks run
  * the overlapped path of runtime/host_optimizer.c too; the token only says it is done. */
-static void *cpu_copy_async(rt_program *p, void *dst, const void *src, size_t bytes, bool to_host)
+static void *cpu_copy_async(rt_program *p, void *dst, const void *src, size_t bytes, bool to_host, int ready)
 {
     memcpy(dst, src, bytes);
     return p;

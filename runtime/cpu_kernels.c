@@ -1192,6 +1192,10 @@ void cpu_COPY(const rt_kernel_call *c)
 
 void cpu_ZERO(const rt_kernel_call *c) { memset(c->args[0], 0, ir_bytes(c->arg_types[0])); }
 
+/* The CPU device's work is done when it returns: a gradient is ready once its grad_ready is reached,
+ * and the host's wait for it (copy_async's ready slot) has nothing to wait for. */
+void cpu_GRAD_READY(const rt_kernel_call *c) { (void)c; }
+
 /* sumsq[] -> min(1, max_norm / (sqrt(sumsq) + 1e-6)); max_norm = 0 turns clipping off */
 void cpu_CLIP_COEF(const rt_kernel_call *c)
 {

@@ -76,9 +76,11 @@ typedef struct rt_device {
     void *(*alloc_host)(size_t bytes);
     void (*free_host)(void *ptr);
     /* An asynchronous copy between device memory and page-locked host memory (to_host: dst is the
-     * host's), on a copy stream of its own that first waits for the work queued before it; returns
-     * what copy_wait waits for (and releases). The host optimizer's overlap (the CPU's copies at once). */
-    void *(*copy_async)(struct rt_program *p, void *dst, const void *src, size_t bytes, bool to_host);
+     * host's), on a copy stream of its own that first waits for the work queued before it on the
+     * compute stream, or where ready >= 0 for grad_ready's mark `ready` alone (the host's update
+     * beside the backward: safe from another thread); returns what copy_wait waits for (and
+     * releases). The host optimizer's overlap (the CPU's copies at once). */
+    void *(*copy_async)(struct rt_program *p, void *dst, const void *src, size_t bytes, bool to_host, int ready);
     void (*copy_wait)(struct rt_program *p, void *done);
     /* Copies within the device's memory in the order of `stream` (queue's: the kernels' stream; NULL
      * on the CPU, where they are done on return): bytes from src to dst; height rows of width

@@ -30,7 +30,13 @@
  * order: the next chunk's gradient (the next parameter's first, after a parameter's last) goes down
  * while this one is updated, and each chunk's copy up is queued at once, a half being reused once
  * its copies are done; the function returns when every copy up is done. Without it each chunk's
- * copy down, update and copy up run one after another. */
+ * copy down, update and copy up run one after another.
+ *
+ * Beside the backward (a plan with grad_ready marks: --clip-grad 0, passes/grad_ready.c), train_rank
+ * starts the function on a thread of its own once the last micro-batch is queued (rt_host_start)
+ * and joins it before param_sync (rt_host_join). Its updates come in the order the backward
+ * finishes them; every copy of a parameter's waits for that parameter's mark alone (copy_async's
+ * ready), so the copies are always queued: the compute stream is the main thread's. */
 #include "runtime/host_optimizer.h"
 
 #include "common/knobs.h"
@@ -308,12 +314,6 @@ void rt_host_pool_close(rt_host_pool *pool)
     free(pool);
 }
 
-static void host_pool_close(rt_program *p)
-{
-    rt_host_pool_close(p->host_pool);
-    p->host_pool = NULL;
-}
-
 /* range (then `then`, block by block, where given) over call c's n elements, in slices of
  * MIN_SLICE elements or more, one a pool thread. */
 static void pool_run(rt_host_pool *pool, host_range range, host_range then, const rt_kernel_call *c, int64_t n)
@@ -395,6 +395,13 @@ typedef struct {
     int turn;
 } host_stream;
 
+/* The ready mark the copies of AdamW `in` of f wait (its gradient's grad_ready slot), or -1: the
+ * compute stream's queued work (a plan without marks). */
+static int ready_slot(const rt_program *p, const ir_func *f, const ir_instr *in)
+{
+    return p->host_ready_slot ? p->host_ready_slot[ir_global_of(f, in->args[1])] : -1;
+}
+
 /* Half h of the staging buffer: a gradient chunk, then a converted chunk going up. */
 static char *stage_grad(const rt_program *p, int h) { return p->host_staging + (size_t)h * (p->host_staging_bytes / 2); }
 static char *stage_up(const rt_program *p, int h)
@@ -415,7 +422,7 @@ static bool up_converts(const rt_kernel_call *c) { return c->arg_types[0]->dtype
 /* Elements [at, at + k) of copy up c (a host value into a device global) through staging half h:
  * converted there first where it converts (unless `converted`: the AdamW before it wrote them
  * there); under overlap queued, the half's previous copy up waited for first. */
-static void up_chunk(host_stream *s, const rt_kernel_call *c, int64_t at, int64_t k, int h, bool converted)
+static void up_chunk(host_stream *s, const rt_kernel_call *c, int64_t at, int64_t k, int h, bool converted, int ready)
 {
     rt_program *p = s->p;
     size_t to = ir_dtype_size(c->arg_types[0]->dtype);
@@ -428,18 +435,19 @@ static void up_chunk(host_stream *s, const rt_kernel_call *c, int64_t at, int64_
     }
     void *dst = (char *)c->args[0] + (size_t)at * to;
     if (s->overlap)
-        s->up[h] = p->dev->copy_async(p, dst, src, (size_t)k * to, false);
+        s->up[h] = p->dev->copy_async(p, dst, src, (size_t)k * to, false, ready);
     else
         p->dev->upload(p, dst, src, (size_t)k * to);
 }
 
-/* Chunk [at, at + k) of AdamW c's gradient (a device global) down into staging half h. */
-static void *down_chunk(host_stream *s, const rt_kernel_call *c, int64_t at, int64_t k, int h)
+/* Chunk [at, at + k) of AdamW c's gradient (a device global) down into staging half h, once its
+ * ready mark `ready` is reached (-1: the compute stream's queued work). */
+static void *down_chunk(host_stream *s, const rt_kernel_call *c, int64_t at, int64_t k, int h, int ready)
 {
     size_t g = ir_dtype_size(c->arg_types[1]->dtype);
     const char *src = (const char *)c->args[1] + (size_t)at * g;
     if (s->overlap)
-        return s->p->dev->copy_async(s->p, stage_grad(s->p, h), src, (size_t)k * g, true);
+        return s->p->dev->copy_async(s->p, stage_grad(s->p, h), src, (size_t)k * g, true, ready);
     s->p->dev->download(s->p, stage_grad(s->p, h), src, (size_t)k * g);
     return NULL;
 }
@@ -453,27 +461,27 @@ static void *down_chunk(host_stream *s, const rt_kernel_call *c, int64_t at, int
  * `next`, the streamed AdamW that follows, or NULL) and each copy up is queued, so the copies of
  * one chunk run beside the update of its neighbours; without, each runs in turn. */
 static void stream_adamw(host_stream *s, const rt_kernel_call *c, const rt_kernel_call *up,
-                         const rt_kernel_call *next, bool f32)
+                         const rt_kernel_call *next, bool f32, int ready, int next_ready)
 {
     rt_program *p = s->p;
     int64_t n = ir_numel(c->arg_types[0]), chunk = p->host_stage.chunk;
     size_t msize = ir_dtype_size(c->arg_types[2]->dtype), vsize = ir_dtype_size(c->arg_types[3]->dtype);
     if (s->overlap && !s->down[s->turn]) /* else the previous AdamW queued it */
-        s->down[s->turn] = down_chunk(s, c, 0, n < chunk ? n : chunk, s->turn);
+        s->down[s->turn] = down_chunk(s, c, 0, n < chunk ? n : chunk, s->turn, ready);
     for (int64_t at = 0; at < n; at += chunk) {
         int h = s->turn;
         int64_t k = n - at < chunk ? n - at : chunk;
         double t0 = os_now_s();
         if (s->overlap && at + chunk < n) /* the other half's gradient was updated last chunk: free */
-            s->down[h ^ 1] = down_chunk(s, c, at + chunk, n - at - chunk < chunk ? n - at - chunk : chunk, h ^ 1);
+            s->down[h ^ 1] = down_chunk(s, c, at + chunk, n - at - chunk < chunk ? n - at - chunk : chunk, h ^ 1, ready);
         else if (s->overlap && next) {
             int64_t first = ir_numel(next->arg_types[0]);
-            s->down[h ^ 1] = down_chunk(s, next, 0, first < chunk ? first : chunk, h ^ 1);
+            s->down[h ^ 1] = down_chunk(s, next, 0, first < chunk ? first : chunk, h ^ 1, next_ready);
         }
         if (s->overlap)
             wait_token(p, &s->down[h]);
         else
-            down_chunk(s, c, at, k, h);
+            down_chunk(s, c, at, k, h, ready);
         double t1 = os_now_s();
         bool fused = up && up_converts(up);
         if (fused) /* the AdamW writes where the half's last copy up reads */
@@ -490,7 +498,7 @@ static void stream_adamw(host_stream *s, const rt_kernel_call *c, const rt_kerne
         rt_host_adamw(p->host_pool, &part, f32, k);
         double t2 = os_now_s();
         if (up)
-            up_chunk(s, up, at, k, h, fused);
+            up_chunk(s, up, at, k, h, fused, ready);
         double t3 = os_now_s();
         p->host_times[RT_HOST_TIME_DOWN] += t1 - t0;
         p->host_times[RT_HOST_TIME_ADAM] += t2 - t_up;
@@ -520,7 +528,10 @@ static void host_run(rt_program *p, int func)
     const rt_func_exec *x = &p->funcs[func];
     const ir_func *f = x->f;
     bool f32 = p->dev->kind != RT_DEVICE_CPU;
-    host_stream s = {p, ir_cfg_bool(p->m, IR_CFG_OVERLAP_CPU_OPTIMIZER_D2H_H2D) && p->dev->copy_async, {0}, {0}, 0};
+    /* beside the backward (the plan's ready marks) the copies are queued whatever the flag says: the
+     * compute stream, which a synchronous copy would join, is the main thread's */
+    bool queued = ir_cfg_bool(p->m, IR_CFG_OVERLAP_CPU_OPTIMIZER_D2H_H2D) || p->host_ready_slot;
+    host_stream s = {p, queued && p->dev->copy_async, {0}, {0}, 0};
     for (int i = 0; i < f->ninstrs; i++) {
         const rt_kernel_call *c = &x->calls[i];
         host_move move = move_of(p, f, &f->instrs[i]);
@@ -530,7 +541,8 @@ static void host_run(rt_program *p, int func)
                           f->instrs[j].args[1] == f->instrs[i].args[0];
             int after = paired ? next_work(f, j) : j; /* the next streamed AdamW: its first chunk prefetched */
             bool prefetch = after < f->ninstrs && streamed(p, f, after);
-            stream_adamw(&s, c, paired ? &x->calls[j] : NULL, prefetch ? &x->calls[after] : NULL, f32);
+            stream_adamw(&s, c, paired ? &x->calls[j] : NULL, prefetch ? &x->calls[after] : NULL, f32,
+                         ready_slot(p, f, &f->instrs[i]), prefetch ? ready_slot(p, f, &f->instrs[after]) : -1);
             i = paired ? j : i;
         } else if (move == MOVE_DOWN) {
             p->dev->download(p, c->args[0], c->args[1], ir_bytes(c->arg_types[0]));
@@ -538,7 +550,7 @@ static void host_run(rt_program *p, int func)
             double t0 = os_now_s();
             int64_t n = ir_numel(c->arg_types[0]), chunk = p->host_stage.chunk ? p->host_stage.chunk : n;
             for (int64_t at = 0; at < n; at += chunk, s.turn ^= 1)
-                up_chunk(&s, c, at, n - at < chunk ? n - at : chunk, s.turn, false);
+                up_chunk(&s, c, at, n - at < chunk ? n - at : chunk, s.turn, false, -1);
             p->host_times[RT_HOST_TIME_UP] += os_now_s() - t0;
         } else if (f->instrs[i].op == IR_OP_ADAMW) {
             double t0 = os_now_s();
@@ -558,7 +570,75 @@ static void host_run(rt_program *p, int func)
     p->host_times[RT_HOST_TIME_ALL] += end - start;
 }
 
-static const rt_host_hooks host_hooks = {host_run, host_pool_close};
+/* The host function running on its own thread (rt_host_start), joined by rt_host_join. */
+typedef struct rt_host_thread {
+    pthread_t tid;
+    rt_program *p;
+    int func;
+} rt_host_thread;
+
+static void *host_thread_run(void *arg)
+{
+    const rt_host_thread *t = arg;
+    host_run(t->p, t->func);
+    return NULL;
+}
+
+bool rt_host_beside(const rt_program *p) { return p->host_ready_slot != NULL; }
+
+void rt_host_start(rt_program *p, int func)
+{
+    rt_host_thread *t = malloc(sizeof *t);
+    if (!t || p->host_thread) {
+        fprintf(stderr, "train_rank: %s\n", t ? "internal error: the host function is already running (rt_host_start "
+                                                "twice without rt_host_join)" : "out of host memory");
+        exit(1);
+    }
+    *t = (rt_host_thread){.p = p, .func = func};
+    if (pthread_create(&t->tid, NULL, host_thread_run, t) != 0) { /* no thread: it runs here, after the backward */
+        free(t);
+        host_run(p, func);
+        return;
+    }
+    p->host_thread = t;
+}
+
+void rt_host_join(rt_program *p)
+{
+    if (!p->host_thread)
+        return;
+    pthread_join(p->host_thread->tid, NULL);
+    free(p->host_thread);
+    p->host_thread = NULL;
+}
+
+static void host_close(rt_program *p)
+{
+    rt_host_join(p);
+    rt_host_pool_close(p->host_pool);
+    p->host_pool = NULL;
+    free(p->host_ready_slot);
+    p->host_ready_slot = NULL;
+}
+
+static const rt_host_hooks host_hooks = {host_run, host_close};
+
+/* Per global of p's plan, its grad_ready mark's slot (-1: none); NULL where the plan has none. */
+static int *ready_slots(const ir_module *m)
+{
+    if (!ir_grad_ready_slots(m))
+        return NULL;
+    int *slot = malloc(sizeof(int) * ((size_t)m->nglobals + 1));
+    for (int g = 0; slot && g < m->nglobals; g++)
+        slot[g] = -1;
+    for (int fi = 0; slot && fi < m->nfuncs; fi++)
+        for (int i = 0; i < m->funcs[fi]->ninstrs; i++) {
+            const ir_instr *in = &m->funcs[fi]->instrs[i];
+            if (in->op == IR_OP_GRAD_READY)
+                slot[ir_global_of(m->funcs[fi], in->args[0])] = (int)in->attr[IR_ATTR_GRAD_READY_SLOT];
+        }
+    return slot;
+}
 
 void rt_host_attach(rt_program *p)
 {
@@ -566,4 +646,5 @@ void rt_host_attach(rt_program *p)
         return;
     p->host = &host_hooks;
     p->host_pool = rt_host_pool_open(host_threads(), host_isa());
+    p->host_ready_slot = ready_slots(p->m);
 }

@@ -13,6 +13,15 @@
  * caller counts as one) into p->host_pool; rt_program_free joins them. Nothing for another plan. */
 void rt_host_attach(rt_program *p);
 
+/* The host's update beside the backward (passes/grad_ready.c: --clip-grad 0): whether p's plan has
+ * ready marks, so that its host function may run while the last micro-batch's backward does. Then
+ * rt_host_start runs host function func on a thread of its own (its inputs set first; each
+ * parameter's copies wait for its mark, device.h copy_async) and rt_host_join waits for it to end,
+ * every copy up done; rt_program_free joins one still running. */
+bool rt_host_beside(const rt_program *p);
+void rt_host_start(rt_program *p, int func);
+void rt_host_join(rt_program *p);
+
 /* The host's threads: `threads` of them, the caller counting as one (rt_host_attach opens
  * p->host_pool so; bench/host_adamw_bench.c opens its own to time the same work). */
 typedef struct rt_host_pool rt_host_pool;

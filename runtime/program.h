@@ -52,6 +52,9 @@ typedef struct rt_program {
                                        (RT_HOST_TIME_*; train_rank's log line) */
     const rt_host_hooks *host;      /* what runs the host function (rt_host_attach), or NULL */
     struct rt_host_pool *host_pool; /* the host AdamW's threads (host_optimizer.c's), or NULL */
+    int *host_ready_slot;           /* per global: its grad_ready mark's slot, -1 none; NULL: the plan
+                                       has no marks (host_optimizer.c's) */
+    struct rt_host_thread *host_thread; /* the host function running beside the backward, or NULL */
     size_t host_bytes;              /* of host_slab: what mcc compile's memory report counts as host memory */
     size_t bucket_exchange_bytes;   /* after the slab, in its window: the copy lane's gradient
                                        buckets' exchange buffer (rt_parallel_exchange), or 0 */

@@ -4,6 +4,7 @@
 #include "train.h"
 
 #include "common/os.h"
+#include "host_optimizer.h"
 #include "trace.h"
 
 #include <math.h>
@@ -72,13 +73,17 @@ static void load_batch(train_run *r, int func, int split, int64_t first)
 }
 
 /* Runs func (a step or eval function, a pipeline stage's forward or backward) on the micro-batch
- * of split starting at position first, its stash globals on buffers slot[span] (-1: none). Its
- * loss, or 0 for a function without one (a stage other than the last, a backward). */
-static float run_micro_batch(train_run *r, int func, int split, int64_t first, const int *slot)
+ * of split starting at position first, its stash globals on buffers slot[span] (-1: none), and
+ * where host >= 0 starts host function `host` beside it once it is queued (before its loss is read
+ * back, which waits for it). Its loss, or 0 for a function without one (a stage other than the
+ * last, a backward). */
+static float run_micro_batch(train_run *r, int func, int split, int64_t first, const int *slot, int host)
 {
     load_batch(r, func, split, first);
     rt_program_bind_slot(r->p, func, slot);
     rt_program_run(r->p, func);
+    if (host >= 0)
+        rt_host_start(r->p, host);
     float loss = 0;
     int out = train_io(r, func, IR_OP_OUTPUT, IR_ROLE_LOSS);
     if (out >= 0)
@@ -104,6 +109,11 @@ static void pipeline_transfer(train_run *r, const ir_sched_step *c)
 }
 
 /* ---- one iteration ------------------------------------------------------------------------- */
+
+/* Whether the host's update runs beside the last micro-batch's backward: the plan marks when each
+ * offloaded gradient is ready (passes/grad_ready.c, --clip-grad 0), and no step may be dropped after
+ * the backward (--skip-nan-steps checks the gradient norm first: the host then runs after it). */
+static bool host_beside(const train_run *r) { return rt_host_beside(r->p) && !r->a.skip_nan_steps; }
 
 /* The scalar inputs of an update, the optimizer function's or the host's (func): @lr, @step and,
  * where the plan gives the embedding and output layer their own (--decoupled-lr: the stages
@@ -132,13 +142,16 @@ static int64_t train_position(const train_run *r, int it, int mb)
 
 /* Call c of the train program, on this rank's micro-batch c->mb of iteration it: its loss joins
  * the step's mean over the micro-batches; *finite turns false at the step's first non-finite loss
- * (train_non_finite stops the run there, or with --skip-nan-steps skips the update). */
-static void train_micro_batch(train_run *r, int it, const ir_sched_step *c, train_step_result *s, bool *finite)
+ * (train_non_finite stops the run there, or with --skip-nan-steps skips the update). host >= 0:
+ * the host function to start beside it (train_step: the last micro-batch's). */
+static void train_micro_batch(train_run *r, int it, const ir_sched_step *c, train_step_result *s, bool *finite, int host)
 {
     char range[32];
     snprintf(range, sizeof range, "micro-batch %d", c->mb);
     rt_trace_push(r->p, range);
-    float loss = run_micro_batch(r, c->func, RT_SPLIT_TRAIN, train_position(r, it, c->mb), c->slot);
+    if (host >= 0)
+        set_update_inputs(r, host);
+    float loss = run_micro_batch(r, c->func, RT_SPLIT_TRAIN, train_position(r, it, c->mb), c->slot, host);
     rt_trace_pop(r->p);
     ir_func_kind kind = r->m->funcs[c->func]->kind;
     if (r->a.dump_dir && kind != IR_FUNC_BACKWARD && kind != IR_FUNC_WGRAD) /* a stage's forward has it */
@@ -186,11 +199,14 @@ static void apply_update(train_run *r, int it, int opt, train_step_result *s)
     set_update_inputs(r, opt);
     rt_program_run(r->p, opt);
     int host = ir_func_of_kind(r->m, IR_FUNC_HOST_OPTIMIZER);
-    if (host >= 0) { /* --optimizer-cpu-offload: the host's update, the schedule's next call, takes the same */
-        float coef;
-        rt_program_get_output(r->p, opt, train_io(r, opt, IR_OP_OUTPUT, IR_ROLE_CLIP_COEF), &coef, sizeof coef);
+    if (host >= 0 && !host_beside(r)) { /* --optimizer-cpu-offload: the host's update, the schedule's next call, takes the same */
         set_update_inputs(r, host);
-        rt_program_set_input(r->p, host, train_io(r, host, IR_OP_INPUT, IR_ROLE_CLIP_COEF), &coef, sizeof coef);
+        int coef_in = train_io(r, host, IR_OP_INPUT, IR_ROLE_CLIP_COEF); /* none under --clip-grad 0: a constant 1 */
+        if (coef_in >= 0) {
+            float coef;
+            rt_program_get_output(r->p, opt, train_io(r, opt, IR_OP_OUTPUT, IR_ROLE_CLIP_COEF), &coef, sizeof coef);
+            rt_program_set_input(r->p, host, coef_in, &coef, sizeof coef);
+        }
     }
     float norm = 0;
     rt_program_get_output(r->p, opt, train_io(r, opt, IR_OP_OUTPUT, IR_ROLE_GRAD_NORM), &norm, sizeof norm);
@@ -240,12 +256,17 @@ train_step_result train_step(train_run *r, int it)
     train_step_result s = {.lr = rt_lr_at(&r->lr, RT_LR_DEFAULT, r->steps_applied + 1)};
     bool finite = true;
     const ir_program *prog = &r->m->progs[IR_PROG_TRAIN];
+    int host = host_beside(r) ? ir_func_of_kind(r->m, IR_FUNC_HOST_OPTIMIZER) : -1, last_mb = -1;
+    for (int i = 0; i < prog->nsteps; i++) /* the call the host starts beside */
+        last_mb = prog->steps[i].op == IR_STEP_CALL && prog->steps[i].mb >= 0 ? i : last_mb;
     for (int i = 0; i < prog->nsteps; i++) {
         const ir_sched_step *c = &prog->steps[i];
         if (c->op != IR_STEP_CALL)
             pipeline_transfer(r, c);
         else if (c->mb >= 0)
-            train_micro_batch(r, it, c, &s, &finite);
+            train_micro_batch(r, it, c, &s, &finite, i == last_mb ? host : -1);
+        else if (c->func == host && host >= 0) /* started beside the backward: its copies up done */
+            rt_host_join(r->p);
         else if (r->m->funcs[c->func]->kind != IR_FUNC_OPTIMIZER)
             rt_program_run(r->p, c->func);
         else if (!train_update(r, it, c->func, &s, finite))
@@ -272,7 +293,7 @@ void train_evaluate(train_run *r, int it)
                 continue;
             }
             int64_t micro = ((int64_t)r->evals_done * n + (int64_t)e * r->accum + c->mb) * dp + r->par.coord[IR_AXIS_DP];
-            loss += run_micro_batch(r, c->func, RT_SPLIT_VALID, micro * r->B, c->slot) / n;
+            loss += run_micro_batch(r, c->func, RT_SPLIT_VALID, micro * r->B, c->slot, -1) / n;
         }
     if (rt_parallel_comm(IR_AXIS_PP))
         rt_p2p_flush(rt_parallel_comm(IR_AXIS_PP), r->p->dev->queue(r->p));

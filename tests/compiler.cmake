@@ -426,6 +426,9 @@ if(TARGET mccrt_cuda)
       "cp2:2:--cp 2 --cp-comm-type all_gather"
       # CPU optimizer offload: the host's fp32 AdamW, the copy stream's overlapped copies, bf16 moments
       "1gpu_offload:1:--optimizer-cpu-offload --optimizer-offload-fraction 0.5 --overlap-cpu-optimizer-d2h-h2d"
+      # under --clip-grad 0 (both programs): the host's update beside the last micro-batch's backward,
+      # each copy waiting its parameter's ready mark (grad_ready), from the step's CUDA graph too
+      "1gpu_offload_beside:1:--clip-grad 0 -- --optimizer-cpu-offload"
       "dp2_zero_offload_bf16_moments:2:--dp 2 --use-distributed-optimizer --optimizer-cpu-offload --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16")
   # those above run on the default copy lane (copy-engine all-gathers and exchanges); these again
   # on NCCL's kernels alone (_nccl: --comm-lanes none) and with the side lane (_side)

@@ -11,7 +11,8 @@
  * gradient chunks, AdamW, copies up) sums to at most the whole. A GPU plan's AdamW (the GPU kernel's
  * fp32 formula) and bf16 conversion, compiled for each instruction set this CPU has, equal the
  * formula written here in plain fp32, bit for bit. The pool's default size follows the process's
- * CPU affinity. */
+ * CPU affinity. Beside the backward (grad_ready marks), the function on its own thread waits each
+ * parameter's mark before its copies, in the ready order. */
 #define _GNU_SOURCE /* sched_setaffinity: the pool's default size under a narrowed affinity */
 #include "common/os.h"
 #include "ir/ir.h"
@@ -323,6 +324,156 @@ static void cpus_case(void)
            "os_cpus counts the CPUs of the affinity mask (1 under taskset -c 0), not every core online");
 }
 
+/* ---- the host's update beside the backward (passes/grad_ready.c, --clip-grad 0) ---------------- */
+
+/* Three offloaded parameters, their host function's updates in the order the step marks their
+ * gradients ready (slots 0, 1, 2: @c, @a, @b, not declaration order), the clipping coefficient a
+ * constant 1; sizes that chunk unevenly (chunks of READY_CHUNK). */
+enum { READY_PARAMS = 3, READY_CHUNK = 2048 };
+static const char *const ready_name[READY_PARAMS] = {"c", "a", "b"}; /* slot order */
+static const int ready_n[READY_PARAMS] = {7000, 5000, 3000};
+
+/* Each copy_async the host queues: its ready slot, direction, and the device bytes it touches. */
+enum { MAX_COPIES = 64 };
+static struct {
+    int ready;
+    bool to_host;
+    const void *device;
+} copies[MAX_COPIES];
+static int ncopies;
+
+static void *logged_copy_async(rt_program *p, void *dst, const void *src, size_t bytes, bool to_host, int ready)
+{
+    if (ncopies < MAX_COPIES)
+        copies[ncopies++] = (typeof(copies[0])){ready, to_host, to_host ? src : dst};
+    return rt_cpu_device.copy_async(p, dst, src, bytes, to_host, ready);
+}
+
+/* The plan: each parameter's globals, its mark in a step function and its update in the host
+ * function, in slot order. */
+static void ready_plan(char *text, size_t len)
+{
+    char globals[4096], marks[1024], updates[4096];
+    size_t g = 0, mk = 0, u = 0;
+    for (int k = 0, v = 3; k < READY_PARAMS; k++, v += 5) {
+        const char *w = ready_name[k];
+        int n = ready_n[k];
+        g += (size_t)snprintf(globals + g, sizeof globals - g,
+                              "global @%s : f32[%d] {kind=param, init=zeros, host}\n"
+                              "global @%s.grad : f32[%d] {kind=grad, init=zeros, of=@%s}\n"
+                              "global @%s.bf16 : bf16[%d] {kind=copy, init=zeros, of=@%s}\n"
+                              "global @%s.adam_m : f32[%d] {kind=adam_m, init=zeros, of=@%s, host}\n"
+                              "global @%s.adam_v : f32[%d] {kind=adam_v, init=zeros, of=@%s, host}\n",
+                              w, n, w, n, w, w, n, w, w, n, w, w, n, w);
+        mk += (size_t)snprintf(marks + mk, sizeof marks - mk, "  %%%d = global @%s.grad : f32[%d] @global\n"
+                               "  grad_ready %%%d {slot=%d}\n", k, w, n, k, k);
+        u += (size_t)snprintf(updates + u, sizeof updates - u,
+                              "  %%%d = global @%s : f32[%d] @global\n  %%%d = global @%s.grad : f32[%d] @global\n"
+                              "  %%%d = global @%s.adam_m : f32[%d] @global\n  %%%d = global @%s.adam_v : f32[%d] @global\n"
+                              "  adamw %%%d, %%%d, %%%d, %%%d, %%0, %%1, %%2 {beta1=0.9, beta2=0.95, eps=1e-08, weight_decay=0.01}\n"
+                              "  %%%d = global @%s.bf16 : bf16[%d] @global\n  copy %%%d, %%%d\n",
+                              v, w, n, v + 1, w, n, v + 2, w, n, v + 3, w, n, v, v + 1, v + 2, v + 3, v + 4, w, n, v + 4, v);
+    }
+    snprintf(text, len, "%sfunc micro_step {kind=step, arena=0} {\n%s}\n"
+                        "func host_optimizer {kind=host_optimizer, arena=192} {\n"
+                        "  %%0 = input @lr : f32[] @+0\n  %%1 = input @step : f32[] @+64\n  %%2 = fill {value=1} : f32[] @+128\n"
+                        "%s}\n", globals, marks, updates);
+}
+
+/* The host function run by rt_host_start on its own thread, each parameter's copies waiting for
+ * its mark: every copy names the ready slot of the parameter whose bytes it moves (down: its
+ * gradient; up: its working copy), the slots follow the ready order (each parameter's copies after
+ * the previous one's first, none of a later slot before), and the update equals the CPU kernel's,
+ * bit for bit, with the joined run's copies up done. */
+static void ready_case(void)
+{
+    static char text[16384];
+    char err[512];
+    ready_plan(text, sizeof text);
+    static rt_device logged;
+    logged = rt_cpu_device;
+    logged.copy_async = logged_copy_async;
+    rt_program *p = rt_program_load(text, &logged, NULL, 0, err, sizeof err);
+    if (!p) {
+        fprintf(stderr, "FAIL: the ready-order plan does not load: %s\n", err);
+        exit(1);
+    }
+    rt_host_attach(p);
+    printf("-- the host's update beside the backward: three parameters marked ready in the order c, a, b\n");
+    int host = ir_func_of_kind(p->m, IR_FUNC_HOST_OPTIMIZER);
+    expect(rt_host_beside(p) && ir_grad_ready_slots(p->m) == READY_PARAMS, "the plan's ready marks are seen at load");
+    p->host_stage.chunk = READY_CHUNK; /* white box: several chunks a parameter, the last short */
+    static float w[READY_PARAMS][7000], g[READY_PARAMS][7000], m[READY_PARAMS][7000], v[READY_PARAMS][7000];
+    const void *grad_at[READY_PARAMS], *copy_at[READY_PARAMS];
+    float lr = 1e-3f, step = 3, one = 1;
+    for (int k = 0; k < READY_PARAMS; k++) {
+        char name[32];
+        for (int i = 0; i < ready_n[k]; i++) {
+            w[k][i] = (float)sin(i * 0.31 + k), g[k][i] = 0.01f * (float)cos(i * 0.17 - k);
+            m[k][i] = 0.001f * (float)sin(i * 0.05), v[k][i] = 1e-5f * (1.5f + (float)cos(i * 0.03));
+        }
+        rt_program_write_global(p, ir_global_find(p->m, ready_name[k]), w[k]);
+        snprintf(name, sizeof name, "%s.grad", ready_name[k]);
+        rt_program_write_global(p, ir_global_find(p->m, name), g[k]);
+        grad_at[k] = p->globals[ir_global_find(p->m, name)];
+        snprintf(name, sizeof name, "%s.adam_m", ready_name[k]);
+        rt_program_write_global(p, ir_global_find(p->m, name), m[k]);
+        snprintf(name, sizeof name, "%s.adam_v", ready_name[k]);
+        rt_program_write_global(p, ir_global_find(p->m, name), v[k]);
+        snprintf(name, sizeof name, "%s.bf16", ready_name[k]);
+        copy_at[k] = p->globals[ir_global_find(p->m, name)];
+    }
+    rt_program_set_input(p, host, rt_program_find(p, host, IR_OP_INPUT, ir_role_of(IR_ROLE_LR)), &lr, sizeof lr);
+    rt_program_set_input(p, host, rt_program_find(p, host, IR_OP_INPUT, ir_role_of(IR_ROLE_STEP)), &step, sizeof step);
+    ncopies = 0;
+    rt_host_start(p, host);
+    rt_host_join(p);
+
+    bool named = ncopies > 0, ordered = true;
+    int chunks = 0, first[READY_PARAMS] = {-1, -1, -1}; /* each slot's first copy (its first wait) */
+    for (int k = 0; k < READY_PARAMS; k++)
+        chunks += 2 * ((ready_n[k] + READY_CHUNK - 1) / READY_CHUNK);
+    for (int i = 0; i < ncopies; i++) {
+        int k = copies[i].ready;
+        named &= k >= 0 && k < READY_PARAMS;
+        if (!named)
+            break;
+        const char *base = copies[i].to_host ? grad_at[k] : copy_at[k];
+        size_t bytes = (size_t)ready_n[k] * (copies[i].to_host ? sizeof(float) : sizeof(uint16_t));
+        named &= (const char *)copies[i].device >= base && (const char *)copies[i].device < base + bytes;
+        if (first[k] < 0)
+            first[k] = i;
+        ordered &= copies[first[k]].to_host && (k == 0 || (first[k - 1] >= 0 && first[k - 1] < first[k]));
+    }
+    for (int k = 0; k < READY_PARAMS; k++)
+        ordered &= first[k] >= 0;
+    expect(named && ncopies == chunks, "every copy (each chunk down and up) waits for the mark of the parameter it moves");
+    expect(named && ordered, "the waits follow the ready order: each parameter's first copy down (its first wait) "
+                             "comes after the previous slot's first, c's, then a's (prefetched during c's last chunk), "
+                             "then b's");
+
+    bool same = true;
+    for (int k = 0; k < READY_PARAMS; k++) {
+        static float got[7000], ref[7000];
+        static uint16_t copy[7000];
+        memcpy(ref, w[k], sizeof ref);
+        const ir_instr adamw = {.op = IR_OP_ADAMW, .attr = {0.9, 0.95, 1e-8, 0.01}};
+        ir_type t = ir_tensor(IR_F32, 1, (int64_t[]){ready_n[k]}), sc = ir_scalar(IR_F32);
+        void *args[7] = {ref, g[k], m[k], v[k], &lr, &step, &one};
+        const ir_type *types[7] = {&t, &t, &t, &t, &sc, &sc, &sc};
+        rt_kernel_call call = {&adamw, 7, 0, args, types, NULL, NULL};
+        rt_cpu_adamw_range(&call, 0, ready_n[k]);
+        char name[32];
+        rt_program_read_global(p, ir_global_find(p->m, ready_name[k]), got);
+        snprintf(name, sizeof name, "%s.bf16", ready_name[k]);
+        rt_program_read_global(p, ir_global_find(p->m, name), copy);
+        for (int i = 0; i < ready_n[k]; i++)
+            same &= !memcmp(&got[i], &ref[i], sizeof(float)) && copy[i] == rt_f32_to_bf16(ref[i]);
+    }
+    expect(same, "each parameter's update and bf16 working copy equal the CPU kernel's, bit for bit");
+    rt_program_free(p);
+}
+
 int main(void)
 {
     setenv("MCC_HOST_OPTIMIZER_THREADS", "4", 1);
@@ -332,6 +483,7 @@ int main(void)
             for (int overlap = 0; overlap < 2; overlap++)
                 for (int chunked = 0; chunked < 2; chunked++)
                     run_case(zero, overlap, chunked ? 1500 : 0, moment_dtypes[d][0], moment_dtypes[d][1]);
+    ready_case();
     isa_cases();
     bf16_cases();
     cpus_case();

@@ -342,6 +342,13 @@ static void test_verify_errors(void)
                             "split_last_dim {size=9} of f32[4,8]: size must leave both parts at least one channel");
     check_text_fails_verify(FUNC("  accumulate %0, %0\n"),
                             "func f, instr 2 (`accumulate %0, %0`): operand 0 (%0) of accumulate must be a `global @name` value, got the result of input");
+    /* grad_ready (passes/grad_ready.c): the host finds a mark by its gradient global and the device by its slot */
+    check_text_fails_verify(FUNC("  grad_ready %0 {slot=0}\n"),
+                            "operand 0 (%0) of grad_ready must be a `global @name` value, got the result of input");
+    check_text_fails_verify("global @w : f32[4] {kind=param, init=zeros}\nglobal @w.grad : f32[4] {kind=grad, init=zeros, of=@w}\n"
+                            "func f {kind=step, arena=0} {\n"
+                            "  %0 = global @w.grad : f32[4] @global\n  grad_ready %0 {slot=1.5}\n}\n",
+                            "grad_ready's slot must be a whole number from 0 (a device event's index), got 1.5");
     check_text_fails_verify(FUNC("  %2 = global @nowhere : f32[4]\n"), "instr 2 (`%2 = global @nowhere : f32[4]`): unknown global @nowhere");
     check_text_fails_verify("global @w : f32[4] {kind=param, init=zeros}\nglobal @w : f32[4] {kind=param, init=zeros}\n",
                             "global @w is declared twice");

@@ -8,8 +8,9 @@
 # globals the plan places there (the offloaded parameters themselves on the host), the evals' losses
 # too, and a checkpoint saved with offload resumed without it and the reverse (steps 6-10 the same
 # text, the same final weights). On one rank it also checks gradient accumulation off (the update's
-# other zeroing path), bf16 Adam moments, and mcc compile's host memory line and its --host-memory
-# refusal. Every log line of the offload run ends with the host step's time split, consistent with
+# other zeroing path), bf16 Adam moments, mcc compile's host memory line and its --host-memory
+# refusal, and --clip-grad 0's host update beside the backward (ready marks in the plan, the host
+# function on its own thread in their order; two micro-batches a step and one): equal too. Every log line of the offload run ends with the host step's time split, consistent with
 # its metrics record.
 set -euo pipefail
 mcc=$1; np=$2; shift 2
@@ -46,16 +47,20 @@ grep -q "host memory .*page-locked" "$work/full.clog" || { echo "FAIL: no host m
 # the fp32 value of an offloaded parameter lives on the host only (the parameter global itself is
 # host, or under the distributed optimizer its blocks, which hold it); the device keeps the working
 # copy the step reads (CPU target: f32, @<p>.f32)
-held='global @embedding.word : f32\[[0-9]*,64\] {kind=param, .*host}'
+held='global @embedding.word : f32\[[0-9]*,64\] \({shard=[^}]*} \)\{0,1\}{kind=param, .*host}' # a tp shard's too
 [[ " $* " == *" --use-distributed-optimizer "* ]] &&
   held='global @embedding.word.master_shard : f32\[[0-9]*\] {shard=\[dp\]} {kind=master_shard, .*host}'
 for bin in full half; do
   grep -aq "$held" "$work/bin_$bin" &&
-    grep -aq "global @embedding.word.f32 : f32\[[0-9]*,64\] {kind=copy, init=zeros, of=@embedding.word[,}]" "$work/bin_$bin" ||
+    grep -aq "global @embedding.word.f32 : f32\[[0-9]*,64\] \({shard=[^}]*} \)\{0,1\}{kind=copy, init=zeros, of=@embedding.word[,}]" "$work/bin_$bin" ||
     { echo "FAIL: $bin: the offloaded @embedding.word is not a host global beside a device working copy"; exit 1; }
 done
 ! grep -aq "global @final_norm.bias : .*host}" "$work/bin_half" || { echo "FAIL: fraction 0.5 put the last parameter on the host"; exit 1; }
 echo "ok: the plan holds the offloaded parameters on the host, their working copies on the device"
+if [[ " $* " == *" --clip-grad 0 "* ]]; then # a layout run beside the backward: the plan marks the gradients ready
+  grep -aq "grad_ready %[0-9]* {slot=0}" "$work/bin_full" || { echo "FAIL: --clip-grad 0 $*: no ready marks"; exit 1; }
+  echo "ok: under --clip-grad 0 the plan marks the offloaded gradients ready (the host step beside the backward)"
+fi
 ! grep -q "host memory" "$work/ref.clog" || { echo "FAIL: a host memory line without offload"; exit 1; }
 train ref ref; train full full --metrics-file "$work/full.jsonl"; train half half
 same ref full "fraction 1.0"
@@ -106,6 +111,25 @@ compile ref1 --global-batch-size 4
 compile half1 --global-batch-size 4 "${offload[@]}" --optimizer-offload-fraction 0.5
 train ref1 ref1; train half1 half1
 same ref1 half1 "fraction 0.5, one micro-batch a step"
+# --clip-grad 0: the host's update runs beside the last micro-batch's backward (passes/grad_ready.c:
+# each offloaded gradient's ready mark, the host's updates in that order, on a thread of their own),
+# with several micro-batches a step and with one; a clipped plan has no marks (its host step waits for
+# the norm over every gradient)
+grep -aq "grad_ready %[0-9]* {slot=" "$work/bin_full" && { echo "FAIL: a clipped plan (--clip-grad 1) marks gradients ready"; exit 1; }
+compile ref0 --clip-grad 0
+compile beside0 --clip-grad 0 "${offload[@]}"
+compile ref01 --clip-grad 0 --global-batch-size 4
+compile beside01 --clip-grad 0 --global-batch-size 4 "${offload[@]}" --optimizer-offload-fraction 0.5
+for bin in beside0 beside01; do
+  grep -aq "grad_ready %[0-9]* {slot=0}" "$work/bin_$bin" && grep -aq "fill {value=1} : f32\[\]" "$work/bin_$bin" ||
+    { echo "FAIL: $bin: --clip-grad 0 gives no ready marks or no constant clipping coefficient"; exit 1; }
+done
+train ref0 ref0; train beside0 beside0; train ref01 ref01; train beside01 beside01
+same ref0 beside0 "--clip-grad 0, the host's update beside the backward, 2 micro-batches a step"
+same ref01 beside01 "--clip-grad 0, the host's update beside the backward, one micro-batch a step, fraction 0.5"
+# --skip-nan-steps checks the norm before any update: the marked plan's host step then runs after it
+train beside0 beside0_skip --skip-nan-steps
+same ref0 beside0_skip "--clip-grad 0 with --skip-nan-steps (the host step after the norm's check)"
 # bf16 Adam moments (--use-precision-aware-optimizer): the host's rounding is the device's
 bf16=(--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16)
 compile ref16 "${bf16[@]}"

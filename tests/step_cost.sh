@@ -7,7 +7,8 @@
 # (bench/calibrate.sh, bench/calibrate.py) or fix it. The model's error on configs it was not fitted
 # to (each left out of the fit) is bench/calibration/h100-fit.txt's. And DeepSeek-V3's grouped GEMMs
 # behind expert parallelism: by their routed rows, within the datasheet's peak, and its run sorts and
-# the elementwise ops between the GEMMs by the rows received.
+# the elementwise ops between the GEMMs by the rows received. And llama3-8b's offloaded host step
+# under --clip-grad 0 counted beside the last micro-batch's backward, not after it.
 set -uo pipefail
 mcc=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -59,4 +60,19 @@ gb=$(awk -F'\t' '$3 ~ /^(swiglu|swiglu_grad|add)$/ { b = $7 > b ? $7 : b } END {
 echo "DeepSeek-V3's elementwise ops over the received rows at ep 64: at most ${gb:-none} GB a call predicted"
 awk -v g="${gb:-0}" 'BEGIN { exit !(g >= 1.3 && g <= 1.5) }' ||
   { echo "FAIL: DeepSeek-V3's swiglu, swiglu_grad and add cost up to ${gb:-none} GB a call, not the 1.41 GB of the rows received"; fails=$((fails + 1)); }
+# llama3-8b with --optimizer-cpu-offload (8 micro-batches of one): under --clip-grad 0 the host's update
+# runs beside the last micro-batch's backward (passes/grad_ready.c), so the predicted step is shorter
+# than the clipped one's (host after the backward), by no more than that micro-batch's share of the step.
+offl="--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --optimizer-cpu-offload
+      --global-batch-size 8 --host-memory 120 --mock-data --target h100"
+for clip in 1 0; do
+  # shellcheck disable=SC2086 # the flags split as words
+  "$mcc" compile "$root/models/llama3-8b.json" $offl --clip-grad $clip -o "$work/x" 2>"$work/offl$clip.log" ||
+    { echo "FAIL: llama3-8b offload --clip-grad $clip does not compile: $(grep error "$work/offl$clip.log")"; fails=$((fails + 1)); }
+done
+read -r clipped beside < <(for clip in 1 0; do grep -o 'step time (compute, no collectives): ~[0-9.]* ms' "$work/offl$clip.log" |
+  grep -o '[0-9.]* ms' | cut -d' ' -f1; done | paste -sd' ')
+echo "llama3-8b offload: ${clipped:-none} ms clipped (host after the backward), ${beside:-none} ms with --clip-grad 0 (beside it)"
+awk -v c="${clipped:-0}" -v b="${beside:-0}" 'BEGIN { exit !(b > 0 && b < c && c - b <= c / 8) }' ||
+  { echo "FAIL: llama3-8b offload's step under --clip-grad 0 predicted ${beside:-none} ms against ${clipped:-none} clipped: not shorter, or shorter by more than one micro-batch's share"; fails=$((fails + 1)); }
 [ "$fails" = 0 ] && echo "ok: the step-time model reproduces its measurements" || exit 1

@@ -72,6 +72,14 @@ void rt_cuda_launch(rt_cuda_ctx *cx, const char *kernel, unsigned gx, unsigned g
 void *rt_cuda_scratch(rt_cuda_ctx *cx, size_t bytes);
 void rt_cuda_reserve_scratch(rt_cuda_ctx *cx, size_t bytes);
 
+/* The host's update beside the backward (grad_ready, passes/grad_ready.c): n marks, made at open;
+ * rt_cuda_mark_ready records mark `slot` on the compute stream (in a graph capture, as a node each
+ * replay records); rt_cuda_wait_ready makes `stream` (the host's copy stream) wait for its latest
+ * record and for nothing else queued on the compute stream. */
+void rt_cuda_ready_marks(rt_cuda_ctx *cx, int n);
+void rt_cuda_mark_ready(rt_cuda_ctx *cx, int slot);
+void rt_cuda_wait_ready(const rt_cuda_ctx *cx, void *stream, int slot);
+
 /* One launcher per op: reads c->in (attributes), c->args/c->res (device pointers) and their types. */
 typedef void (*rt_cuda_launcher)(rt_cuda_ctx *cx, const rt_kernel_call *c);
 #define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad, shard) void cuda_##id(rt_cuda_ctx *cx, const rt_kernel_call *c);

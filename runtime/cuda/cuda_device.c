@@ -249,6 +249,10 @@ static void cuda_open(rt_program *p, const void *image)
         s->first_slot[f + 1] = s->first_slot[f] + p->m->funcs[f]->ninstrs;
     }
     s->comm_ends = calloc((size_t)s->first_slot[p->m->nfuncs], sizeof *s->comm_ends);
+    int marks = ir_grad_ready_slots(p->m);
+    rt_cuda_ready_marks(s->cx, marks);
+    if (marks) /* the host's thread queues copies on it */
+        RT_CUDART_CHECK(cudaStreamCreateWithFlags(&s->copy_stream, cudaStreamNonBlocking));
     for (int f = 0; f < p->m->nfuncs; f++)
         for (int i = 0; i < p->m->funcs[f]->ninstrs; i++)
             if (ir_on_comm_stream(&p->m->funcs[f]->instrs[i]))
@@ -387,10 +391,12 @@ static void cuda_free(rt_program *p, void *ptr)
 /* Page-locked host memory (a checkpoint's host copy, the offloaded optimizer's state), zeroed:
  * copies to and from it run at the link's speed, with no staging copy in the driver.
  * cudaMallocHost faults, zeroes and pins its pages on one thread (~1 GB/s: a minute for the 90 GiB
- * of llama3-8b's offloaded state); from LARGE_HOST bytes on, the pages are mapped, faulted in (the
- * kernel zeroes them) by a thread per CPU (os_cpus) over its slice, then page-locked by one
- * cudaHostRegister of the whole range (one registration, so that a copy spanning it stays one
- * DMA). */
+ * of llama3-8b's offloaded state); from LARGE_HOST bytes on, the pages are mapped, asked for as
+ * transparent huge pages (MCC_HOST_HUGE_PAGES: 2 MiB each, so 512 times fewer faults and pages for
+ * cudaHostRegister to pin, as cuDF's pinned pool does; where the kernel has none to give, its
+ * default pages), faulted in (the kernel zeroes them) by a thread per CPU (os_cpus) over its slice,
+ * then page-locked by one cudaHostRegister of the whole range (one registration, so that a copy
+ * spanning it stays one DMA). */
 enum { LARGE_HOST = 1 << 28, MAX_LARGE_HOST = 16, MAX_FAULT_THREADS = 64 };
 static struct {
     pthread_mutex_t lock;
@@ -411,20 +417,29 @@ static void *fault_in(void *arg)
     return NULL;
 }
 
-/* Maps bytes of zeroed pages and faults them in, a slice a thread. NULL where mmap fails. */
-static void *map_faulted(size_t bytes)
+/* Maps bytes of zeroed pages and faults them in, a slice a thread (*nthreads of them). NULL where
+ * mmap fails. */
+static void *map_faulted(size_t bytes, int *nthreads)
 {
     void *ptr = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (ptr == MAP_FAILED)
         return NULL;
-    size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = (bytes + page - 1) / page;
+    /* slices of whole huge pages (2 MiB), so that no two threads fault one; each touches every page
+     * of its slice, so that a part the kernel gives no huge page is faulted in too */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), unit = page;
+#ifdef MADV_HUGEPAGE
+    if (knob_on(KNOB_HOST_HUGE_PAGES) && madvise(ptr, bytes, MADV_HUGEPAGE) == 0) /* refused: no THP here */
+        unit = (size_t)2 << 20;
+#endif
+    size_t units = (bytes + unit - 1) / unit;
     int cores = os_cpus(), n = cores > MAX_FAULT_THREADS ? MAX_FAULT_THREADS : cores;
     pthread_t threads[MAX_FAULT_THREADS];
     fault_slice slices[MAX_FAULT_THREADS];
     int started = 0;
     for (int t = 0; t < n; t++) {
-        size_t first = pages * (size_t)t / (size_t)n, last = pages * (size_t)(t + 1) / (size_t)n;
-        slices[t] = (fault_slice){(char *)ptr + first * page, (last - first) * page, page};
+        size_t first = units * (size_t)t / (size_t)n * unit, last = units * (size_t)(t + 1) / (size_t)n * unit;
+        last = last < bytes ? last : bytes;
+        slices[t] = (fault_slice){(char *)ptr + first, last - first, page};
         if (last > first && t + 1 < n && pthread_create(&threads[started], NULL, fault_in, &slices[t]) == 0)
             started++;
         else if (last > first)
@@ -432,6 +447,7 @@ static void *map_faulted(size_t bytes)
     }
     for (int t = 0; t < started; t++)
         pthread_join(threads[t], NULL);
+    *nthreads = started + 1;
     return ptr;
 }
 
@@ -443,16 +459,23 @@ static void *cuda_alloc_host(size_t bytes)
         return memset(ptr, 0, bytes);
     }
     pthread_mutex_lock(&large_host.lock);
-    int slot = 0;
+    int slot = 0, threads = 0;
     while (slot < MAX_LARGE_HOST && large_host.ptr[slot])
         slot++;
-    if (slot == MAX_LARGE_HOST || !(ptr = map_faulted(bytes))) {
+    double t0 = os_now_s();
+    if (slot == MAX_LARGE_HOST || !(ptr = map_faulted(bytes, &threads))) {
         pthread_mutex_unlock(&large_host.lock);
         fprintf(stderr, "train_rank: cannot map %.2f GiB of host memory for page-locked buffers: %s\n",
                 (double)bytes / (1 << 30), slot == MAX_LARGE_HOST ? "too many large host buffers" : "mmap failed");
         exit(1);
     }
+    double t1 = os_now_s();
     RT_CUDART_CHECK(cudaHostRegister(ptr, bytes, cudaHostRegisterDefault));
+    /* what the time to the first step spends here, in parts (issue 42's start-up goal) */
+    fprintf(stderr, "train_rank: %.2f GiB of page-locked host memory in %.2f s: faulted in by %d threads in %.2f s "
+                    "(MCC_HOST_HUGE_PAGES=%d), registered in %.2f s\n",
+            (double)bytes / (1 << 30), os_now_s() - t0, threads, t1 - t0, knob_on(KNOB_HOST_HUGE_PAGES),
+            os_now_s() - t1);
     large_host.ptr[slot] = ptr, large_host.bytes[slot] = bytes;
     pthread_mutex_unlock(&large_host.lock);
     return ptr;
@@ -473,22 +496,29 @@ static void cuda_free_host(void *ptr)
     cudaFreeHost(ptr);
 }
 
-/* The host optimizer's overlapped copy (device.h copy_async): on the copy stream, after the work
- * queued on the compute stream so far; the event returned marks its end. */
-static void *cuda_copy_async(rt_program *p, void *dst, const void *src, size_t bytes, bool to_host)
+/* The host optimizer's overlapped copy (device.h copy_async): on the copy stream, after grad_ready's
+ * mark `ready`, or (ready < 0) after the work queued on the compute stream so far; the event
+ * returned marks its end. Under the host's update beside the backward it is called from the host's
+ * thread while the main thread queues (or captures) the compute stream, which it then must not touch. */
+static void *cuda_copy_async(rt_program *p, void *dst, const void *src, size_t bytes, bool to_host, int ready)
 {
     cuda_state *s = state(p);
-    if (!s->copy_stream)
+    if (!s->copy_stream) /* made at open where the plan has ready marks: never first on the host's thread */
         RT_CUDART_CHECK(cudaStreamCreateWithFlags(&s->copy_stream, cudaStreamNonBlocking));
-    cudaEvent_t queued, done;
-    RT_CUDART_CHECK(cudaEventCreateWithFlags(&queued, cudaEventDisableTiming));
+    cudaEvent_t done;
     RT_CUDART_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    RT_CUDART_CHECK(cudaEventRecord(queued, stream(p)));
-    RT_CUDART_CHECK(cudaStreamWaitEvent(s->copy_stream, queued, 0));
+    if (ready >= 0) {
+        rt_cuda_wait_ready(s->cx, s->copy_stream, ready);
+    } else {
+        cudaEvent_t queued;
+        RT_CUDART_CHECK(cudaEventCreateWithFlags(&queued, cudaEventDisableTiming));
+        RT_CUDART_CHECK(cudaEventRecord(queued, stream(p)));
+        RT_CUDART_CHECK(cudaStreamWaitEvent(s->copy_stream, queued, 0));
+        RT_CUDART_CHECK(cudaEventDestroy(queued)); /* released once the wait is done */
+    }
     RT_CUDART_CHECK(cudaMemcpyAsync(dst, src, bytes, to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
                                     s->copy_stream));
     RT_CUDART_CHECK(cudaEventRecord(done, s->copy_stream));
-    RT_CUDART_CHECK(cudaEventDestroy(queued)); /* released once the wait is done */
     return (void *)done;
 }
 

@@ -32,6 +32,8 @@ struct rt_cuda_ctx {
     long forks;                     /* forks to comm so far */
     long joined_forks;              /* ... of them, those the compute stream has waited for */
     long invocations;               /* functions launched so far (rt_cuda_begin_function) */
+    cudaEvent_t *ready;             /* grad_ready's marks, by slot (rt_cuda_ready_marks) */
+    int nready;
 };
 
 const char *rt_cu_error_name(int status)
@@ -97,6 +99,9 @@ void rt_cuda_ctx_free(rt_cuda_ctx *cx)
     cudaStreamDestroy(cx->comm);
     cudaEventDestroy(cx->forked);
     cudaEventDestroy(cx->joined);
+    for (int i = 0; i < cx->nready; i++)
+        cudaEventDestroy(cx->ready[i]);
+    free(cx->ready);
     cuModuleUnload(cx->module);
     free(cx);
 }
@@ -218,4 +223,37 @@ void *rt_cuda_scratch(rt_cuda_ctx *cx, size_t bytes)
 {
     rt_cuda_reserve_scratch(cx, bytes);
     return cx->scratch;
+}
+
+void rt_cuda_ready_marks(rt_cuda_ctx *cx, int n)
+{
+    cx->ready = calloc((size_t)n + 1, sizeof(cudaEvent_t));
+    for (; cx->nready < n; cx->nready++)
+        RT_CUDART_CHECK(cudaEventCreateWithFlags(&cx->ready[cx->nready], cudaEventDisableTiming));
+}
+
+/* A slot the plan has (rt_cuda_ready_marks counted them at open), or an internal error. */
+static cudaEvent_t ready_event(const rt_cuda_ctx *cx, int slot)
+{
+    if (slot < 0 || slot >= cx->nready) {
+        fprintf(stderr, "train_rank: internal error: grad_ready slot %d, but the plan has %d (runtime/cuda/device.c)\n",
+                slot, cx->nready);
+        exit(1);
+    }
+    return cx->ready[slot];
+}
+
+void rt_cuda_mark_ready(rt_cuda_ctx *cx, int slot)
+{
+    enum cudaStreamCaptureStatus capturing;
+    RT_CUDART_CHECK(cudaStreamIsCapturing(cx->stream, &capturing));
+    /* captured, an external record node: each replay records it, so a wait after the launch sees
+     * this replay's mark (outside a capture the flag is invalid) */
+    unsigned flags = capturing == cudaStreamCaptureStatusNone ? cudaEventRecordDefault : cudaEventRecordExternal;
+    RT_CUDART_CHECK(cudaEventRecordWithFlags(ready_event(cx, slot), cx->stream, flags));
+}
+
+void rt_cuda_wait_ready(const rt_cuda_ctx *cx, void *stream, int slot)
+{
+    RT_CUDART_CHECK(cudaStreamWaitEvent((cudaStream_t)stream, ready_event(cx, slot), 0));
 }

@@ -714,6 +714,12 @@ void cuda_ZERO(rt_cuda_ctx *cx, const rt_kernel_call *c)
         RT_CU_CHECK(cuMemsetD8Async(dptr(c->args[0]), 0, bytes, rt_cuda_stream(cx)));
 }
 
+/* (g): its ready mark, recorded on the compute stream (the host's copy of g waits for it) */
+void cuda_GRAD_READY(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    rt_cuda_mark_ready(cx, (int)c->in->attr[IR_ATTR_GRAD_READY_SLOT]);
+}
+
 void cuda_CLIP_COEF(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     need_f32(c, c->arg_types[0], "sum of squares");

@@ -451,6 +451,8 @@ static const struct {
     {"attention_dropout", "tests/gpu/dropout_test.c: y and lse against the CPU's, the same mask"},
     {"attention_dropout_grad", "tests/gpu/dropout_test.c: dq, dk, dv against the CPU's, the same mask"},
     {"attention_merge", "tests/gpu/attention_test.c: the ring's merged pieces against the whole attention"},
+    {"grad_ready", "no kernel: records an event (tests/offload.sh's --clip-grad 0 runs on CPU ranks; on the GPU "
+                   "bench/fp8_offload_run.sh's offload runs)"},
 };
 #define NEXEMPT (int)(sizeof exempt / sizeof exempt[0])
 

@@ -295,6 +295,8 @@ CUstream rt_cuda_stream(const void *cx) { return nullptr; }
 static long invocations;
 void rt_cuda_begin_function(void *cx) { invocations++; }
 long rt_cuda_invocation(const void *cx) { return invocations; }
+/* grad_ready's mark: the host runs one stream, in order, so a mark has nothing to record */
+void rt_cuda_mark_ready(void *cx, int slot) {}
 bool cg_cuda_compile_kernels(void **image, size_t *size, char *err, size_t n) { *image = malloc(1), *size = 1; return true; }
 void *rt_cuda_ctx_create(const void *image, char *err, size_t n) { return malloc(1); }
 void rt_cuda_ctx_free(void *cx) { free(cx); }
