@@ -38,6 +38,9 @@ rows=(
   # --moe-router-force-load-balancing: the routers' normal logits (the GPU's sin, cos, log to the
   # CPU's within an ulp or two: a top-2 choice could flip on a near tie, unlikely at these sizes)
   "moe-flb tiny-moe --moe-router-force-load-balancing"
+  # the host's AdamW beside the backward under --clip-grad 0 (grad_ready's marks, the host thread)
+  "offload-beside tiny-llama --clip-grad 0 --vocab-size 260 --make-vocab-size-divisible-by 1 --global-batch-size 16
+   -- --optimizer-cpu-offload"
   # --pipeline-model-parallel-layout: uneven interleaved stages; a multi-token depth alone on a stage
   "pplayout-llama:2 tiny-llama --num-layers 6 --vocab-size 260 --make-vocab-size-divisible-by 1 --global-batch-size 16
    -- --pp 2 --pipeline-schedule interleaved --pipeline-model-parallel-layout Et|tt|t|ttL"
