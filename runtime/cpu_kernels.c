@@ -1809,8 +1809,9 @@ void cpu_FP8_GROUPED_MATMUL(const rt_kernel_call *c)
 
 /* Blockwise: dw[E,P,Q] := beta dw + qa_e qb_e^T, the operands (qa[P,R'], sa, qb[Q,R'], sb, counts) from
  * `first` on, the experts' rows transposed in 1x128 tiles (fp8_block_quantize with counts) and
- * scaled by them, expert e's columns from ir_fp8_expert_span (its zero padding left out: it adds 0);
- * the product rounded to f32 before it is added, as the tensorwise one's */
+ * scaled by them, expert e's span of columns from ir_fp8_expert_span, its rows rounded up to 128
+ * (the quantize's zeros past them: the k of cuBLASLt's GEMM, so both read the same); the product
+ * rounded to f32 before it is added, as the tensorwise one's */
 static void fp8_grouped_block_wgrad_into(const rt_kernel_call *c, int first, float beta, float *dw)
 {
     float *a = fp8_decoded(c, first), *b = fp8_decoded(c, first + 2);
@@ -1820,12 +1821,12 @@ static void fp8_grouped_block_wgrad_into(const rt_kernel_call *c, int first, flo
     float *p = scratch((size_t)(P * Q), sizeof(float));
     for (int64_t e = 0; e < E; e++) {
         float *d = dw + e * P * Q;
-        int64_t col = ir_fp8_expert_span(counts, e);
-        if (counts[e] < 0 || col + counts[e] > RP)
+        int64_t col = ir_fp8_expert_span(counts, e), k = ((int64_t)counts[e] + IR_FP8_BLOCK - 1) / IR_FP8_BLOCK * IR_FP8_BLOCK;
+        if (counts[e] < 0 || col + k > RP)
             CPU_FAIL("%s: expert %lld's %d rows past the %lld columns of its transposed operands: moe_sort's counts are "
                      "corrupt", ir_ops[c->in->op].name, (long long)e, counts[e], (long long)RP);
         if (counts[e])
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)P, (int)Q, counts[e], 1.0f, a + col, (int)RP,
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)P, (int)Q, (int)k, 1.0f, a + col, (int)RP,
                         b + col, (int)RP, 0.0f, p, (int)Q);
         for (int64_t i = 0; i < P * Q; i++)
             d[i] = (beta != 0.0f ? d[i] : 0.0f) + (counts[e] ? p[i] : 0.0f);
