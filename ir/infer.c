@@ -1482,9 +1482,10 @@ bool ir_infer_fp8_grouped_matmul(const ir_module *m, const ir_instr *in, const i
     ir_type ops[3] = {a[0], a[2], a[4]};
     ops[0].dtype = ops[1].dtype = IR_F32; /* E4M3 x E5M2 mixes: the shapes are what matter */
     double tb = in->attr[IR_ATTR_FP8_GROUPED_MATMUL_TB];
-    if (fp8_grouped_blockwise(a) && tb == 0)
-        return fail(err, len, "fp8_grouped_matmul of block-scaled operands takes its weight K-major ([E,F,K], tb=1), as "
-                    "cuBLASLt's block-scaled GEMMs do");
+    int64_t rows = 1, cols;
+    if (fp8_grouped_blockwise(a) && (tb == 0 || (ir_fp8_scale_blocks(&a[0], &a[1], &rows, &cols), rows != 1)))
+        return fail(err, len, "fp8_grouped_matmul of block-scaled operands takes the rows in 1x128 tiles and the weight "
+                    "K-major ([E,F,K], tb=1), as cuBLASLt's block-scaled GEMMs do");
     ir_instr plain = {.op = IR_OP_MOE_GROUPED_MATMUL, .nargs = 3, .attr = {[IR_ATTR_MOE_GROUPED_MATMUL_TB] = tb}};
     if (!ir_infer_moe_grouped_matmul(m, &plain, ops, r, err, len))
         return false;
