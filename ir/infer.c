@@ -1447,16 +1447,12 @@ bool ir_infer_fp8_grouped_quantize(const ir_module *m, const ir_instr *in, const
     return true;
 }
 
-/* Whether FP8 grouped GEMM in is blockwise: its operands' scale_invs fp8_block_quantize's (2-D),
- * not a scale an expert */
-static bool fp8_grouped_blockwise(const ir_type *a) { return a[1].ndim == 2; }
-
 /* Operand i of an FP8 grouped GEMM: an fp8 tensor and, at i + 1, its scale_inv f32[E], or
  * blockwise (the first operand's scale_inv 2-D) its tiles' or blocks' (ir_fp8_scale_blocks) */
 static bool need_fp8_grouped(const ir_instr *in, const ir_type *a, int i, int64_t E, char *err, size_t len)
 {
     int64_t rows, cols;
-    if (fp8_grouped_blockwise(a))
+    if (ir_fp8_grouped_blockwise(&a[1]))
         return ir_dtype_is_fp8(a[i].dtype) && a[i + 1].ndim == 2 && ir_fp8_scale_blocks(&a[i], &a[i + 1], &rows, &cols)
                    ? true
                    : fail(err, len, "%s operand %d: blockwise, an fp8 tensor and its scale_inv in 1x128 tiles or "
@@ -1483,7 +1479,7 @@ bool ir_infer_fp8_grouped_matmul(const ir_module *m, const ir_instr *in, const i
     ops[0].dtype = ops[1].dtype = IR_F32; /* E4M3 x E5M2 mixes: the shapes are what matter */
     double tb = in->attr[IR_ATTR_FP8_GROUPED_MATMUL_TB];
     int64_t rows = 1, cols;
-    if (fp8_grouped_blockwise(a) && (tb == 0 || (ir_fp8_scale_blocks(&a[0], &a[1], &rows, &cols), rows != 1)))
+    if (ir_fp8_grouped_blockwise(&a[1]) && (tb == 0 || (ir_fp8_scale_blocks(&a[0], &a[1], &rows, &cols), rows != 1)))
         return fail(err, len, "fp8_grouped_matmul of block-scaled operands takes the rows in 1x128 tiles and the weight "
                     "K-major ([E,F,K], tb=1), as cuBLASLt's block-scaled GEMMs do");
     ir_instr plain = {.op = IR_OP_MOE_GROUPED_MATMUL, .nargs = 3, .attr = {[IR_ATTR_MOE_GROUPED_MATMUL_TB] = tb}};
@@ -1502,7 +1498,7 @@ bool ir_infer_fp8_grouped_wgrad(const ir_module *m, const ir_instr *in, const ir
         return false;
     ir_type ops[3] = {a[0], a[2], a[4]};
     ops[0].dtype = ops[1].dtype = IR_F32;
-    if (!fp8_grouped_blockwise(a))
+    if (!ir_fp8_grouped_blockwise(&a[1]))
         return ir_infer_moe_grouped_wgrad(m, in, ops, r, err, len);
     if (a[0].ndim != 2 || a[2].ndim != 2 || a[0].dims[1] != a[2].dims[1]) /* [P, R'] and [Q, R'] */
         return fail(err, len, "fp8_grouped_wgrad of block-scaled operands takes the experts' rows transposed, [P, R'] "

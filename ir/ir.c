@@ -1361,7 +1361,7 @@ bool ir_grouped_operands(const ir_instr *in, int *buffer, int *counts)
 static bool grouped_rows_transposed(const ir_func *f, const ir_instr *in, int buffer)
 {
     bool fp8_wgrad = in->op == IR_OP_FP8_GROUPED_WGRAD || in->op == IR_OP_FP8_GROUPED_WGRAD_ACCUMULATE;
-    return fp8_wgrad && f->vals[in->args[buffer + 1]].type.ndim == 2;
+    return fp8_wgrad && ir_fp8_grouped_blockwise(&f->vals[in->args[buffer + 1]].type);
 }
 
 double ir_grouped_rows(const ir_func *f, const ir_instr *in, double *buffer_rows)

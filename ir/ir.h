@@ -618,6 +618,9 @@ bool ir_fp8_scale_blocks(const ir_type *q, const ir_type *s, int64_t *rows, int6
 ir_type ir_fp8_block_scale_type(int64_t R, int64_t C, int64_t rows, int64_t cols);
 /* The index in that scale_inv (or in a single one) of element (r, c)'s scale */
 int64_t ir_fp8_scale_at(int64_t R, int64_t C, int64_t rows, int64_t cols, int64_t r, int64_t c);
+/* Whether FP8 grouped GEMM operand scale_inv s is blockwise (fp8_block_quantize's tiles or blocks,
+ * 2-D: ir_fp8_scale_blocks), not a scale an expert (f32[E]) */
+static inline bool ir_fp8_grouped_blockwise(const ir_type *s) { return s->ndim == 2; }
 /* The columns R' of blockwise FP8 experts' transposed rows (fp8_block_quantize with counts: each of
  * the E experts' rows in a span of its own rounded up to 128, of R rows in all): the most any
  * counts need, R + 127 E rounded up to 128 */

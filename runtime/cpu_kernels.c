@@ -1780,16 +1780,12 @@ void cpu_FP8_GROUPED_QUANTIZE(const rt_kernel_call *c)
     free(first);
 }
 
-/* Whether FP8 grouped GEMM c's operands from `first` are block-scaled (blockwise: fp8_decoded applies
- * their scales), not a scale an expert (the GEMM's alpha) */
-static bool fp8_grouped_blocks(const rt_kernel_call *c, int first) { return c->arg_types[first + 1]->ndim == 2; }
-
 /* (qx[R,K], sx[E], qw[E,F,K] (tb) or [E,K,F], sw[E], counts[, hdy]) -> [R,F]: one GEMM per expert
  * over its rows, alpha sx[e] sw[e] (blockwise: each element scaled by its tile's or block's); the rows
  * past the counts zero */
 void cpu_FP8_GROUPED_MATMUL(const rt_kernel_call *c)
 {
-    bool blocks = fp8_grouped_blocks(c, 0);
+    bool blocks = ir_fp8_grouped_blockwise(c->arg_types[1]); /* fp8_decoded applies the blocks */
     float *x = blocks ? fp8_decoded(c, 0) : fp8_bytes_decoded(c, 0), *w = blocks ? fp8_decoded(c, 2) : fp8_bytes_decoded(c, 2);
     const float *sx = argf(c, 1), *sw = argf(c, 3);
     bool tb = c->in->attr[IR_ATTR_FP8_GROUPED_MATMUL_TB] != 0;
@@ -1842,7 +1838,7 @@ static void fp8_grouped_block_wgrad_into(const rt_kernel_call *c, int first, flo
  * numbers are the unfused wgrad and accumulate's. */
 static void fp8_grouped_wgrad_into(const rt_kernel_call *c, int first, float beta, float *dw)
 {
-    if (fp8_grouped_blocks(c, first)) {
+    if (ir_fp8_grouped_blockwise(c->arg_types[first + 1])) {
         fp8_grouped_block_wgrad_into(c, first, beta, dw);
         return;
     }

@@ -910,7 +910,7 @@ void cuda_FP8_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
     size_t ys = ir_dtype_size(yt->dtype);
     const char *w = c->args[2];
     lt_scale_modes scales = grouped_scale_modes(c, 0);
-    bool blocks = scales.b != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+    bool blocks = ir_fp8_grouped_blockwise(c->arg_types[1]);
     const float *sx = c->args[1], *sw = c->args[3];
     int64_t *first = blocks ? malloc(sizeof(int64_t) * (size_t)(E + 1)) : NULL;
     if (blocks)
@@ -982,7 +982,7 @@ static void fp8_grouped_wgrad_into(rt_cuda_ctx *cx, const rt_kernel_call *c, int
                                    const ir_type *dt)
 {
     need_fp8_operands(c, first);
-    if (c->arg_types[first + 1]->ndim == 2) {
+    if (ir_fp8_grouped_blockwise(c->arg_types[first + 1])) {
         fp8_grouped_block_wgrad_into(cx, c, first, beta, dw, dt);
         return;
     }
