@@ -12,7 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${ORACLE_BUILD:-build-dev}
 # cuda_ops_test's cases, OPS_TEST_ONLY prefix:OPS_TEST_SHAPE: the FP8 GEMMs, blockwise (VEC128_32F /
-# BLK128x128_32F scale modes) and the experts' (a scale an expert), the experts' amax histories, the
+# BLK128x128_32F scale modes) and the experts' (a scale an expert, or blockwise), the experts' amax histories, the
 # MoE run sorts bounded by the rows received, and the elementwise ops bounded alike (56 rows received
 # into 4,096)
 ops=("fp8_:" "fp8_h:" "fp8_amax_fold:" "moe_:" ":rows bounded")
@@ -35,6 +35,13 @@ rows=(
    --fp8-format hybrid --fp8-recipe delayed"
   "ds3-fp8d-regions tiny-deepseek-v3 --moe-router-topk 8 --moe-router-group-topk 4 --fp8-format hybrid
    --fp8-recipe delayed --recompute-granularity selective --recompute-modules mlp,moe,shared_experts,mla_up_proj"
+  # blockwise FP8 experts (each expert's rows in 1x128 tiles, its weight in 128x128 blocks, the wgrad's
+  # tiles from each expert's first row) on tiny-deepseek-v3 widened to tile by 128 (MLA's one head of
+  # 128 + 128 rope channels, latents of 128), top-8 of 8 so that no routing choice can flip
+  "ds3-fp8b tiny-deepseek-v3 --moe-router-topk 8 --moe-router-group-topk 4 --fp8-format e4m3 --fp8-recipe blockwise
+   --hidden-size 128 --ffn-hidden-size 256 --moe-ffn-hidden-size 128 --moe-shared-expert-intermediate-size 128
+   --num-attention-heads 1 --q-lora-rank 128 --kv-lora-rank 128 --qk-head-dim 128 --qk-pos-emb-head-dim 128
+   --v-head-dim 128"
   # --moe-router-force-load-balancing: the routers' normal logits (the GPU's sin, cos, log to the
   # CPU's within an ulp or two: a top-2 choice could flip on a near tie, unlikely at these sizes)
   "moe-flb tiny-moe --moe-router-force-load-balancing"

@@ -398,6 +398,29 @@ void ir_grad_moe_grouped_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr
     ir_grad_contribute(g, w, emit(g, IR_OP_MOE_GROUPED_WGRAD, dw_args, 3, NULL));
 }
 
+/* Blockwise FP8 experts (y = x w_e^T on expert e's rows, w [E,F,K]): fp8_block_grad's rule expert by
+ * expert. dy [R, F] in 1x128 tiles along F (a row's tiles its own) for the dgrad dx = dy w_e, against
+ * each w[e] quantized again from the global transposed to [K, F] (the same blocks and scales);
+ * for the wgrad dw_e = dy_e^T x_e, over the expert's rows, dy and x transposed with the counts, so
+ * that the 1x128 tiles along the rows start at each expert's first row and never take another's
+ * (the last partial, zero-padded: ops.def's fp8_block_quantize). */
+static void fp8_grouped_block_grad(ir_grad_ctx *g, const ir_instr *in, int x, int w, int dy)
+{
+    int counts = in->args[4];
+    int qdy = ir_fp8_block_quantize(g->m, g->f, dy, 1, IR_FP8_BLOCK, false);
+    int qw_t = ir_fp8_expert_block_quantize(g->m, g->f, w, -1);
+    int dx = ir_fp8_grouped_matmul(g->m, g->f, qdy, qw_t, counts, true, IR_FP8_E4M3, false, -1);
+    ir_grad_contribute(g, x, dx);
+    int dw;
+    if (in->attr[IR_ATTR_FP8_GROUPED_MATMUL_WGRAD] != 0) {
+        int qdy_t = ir_fp8_expert_block_quantize(g->m, g->f, dy, counts);
+        int qx_t = ir_fp8_expert_block_quantize(g->m, g->f, x, counts);
+        dw = emit(g, IR_OP_FP8_GROUPED_WGRAD, (int[5]){qdy_t, qdy_t + 1, qx_t, qx_t + 1, counts}, 5, NULL);
+    } else
+        dw = emit(g, IR_OP_MOE_GROUPED_WGRAD, (int[3]){dy, x, counts}, 3, NULL);
+    ir_grad_contribute(g, w, dw);
+}
+
 /* FP8 experts, as fp8_matmul's rule expert by expert (Transformer Engine's GroupedLinear backward):
  * dy quantized once with a scale per expert's rows in the gradient's format, the dgrad an FP8 grouped
  * GEMM against the weights quantized again (fp8_backward_copy), the weights' gradient (wgrad=1) one
@@ -408,6 +431,8 @@ void ir_grad_fp8_grouped_matmul(ir_grad_ctx *g, const ir_func *f, const ir_instr
     bool tb = in->attr[IR_ATTR_FP8_GROUPED_MATMUL_TB] != 0, wgrad = in->attr[IR_ATTR_FP8_GROUPED_MATMUL_WGRAD] != 0;
     int qx = in->args[0], qw = in->args[2], counts = in->args[4], dy = DY;
     int x = fp8_source(g->f, qx), w = fp8_source(g->f, qw);
+    if (g->f->instrs[g->f->vals[qx].def].op == IR_OP_FP8_BLOCK_QUANTIZE)
+        return fp8_grouped_block_grad(g, in, x, w, dy);
     ir_fp8_format grad_format = (ir_fp8_format)in->attr[IR_ATTR_FP8_GROUPED_MATMUL_GRAD_FORMAT];
     int qdy = ir_fp8_grouped_quantize(g->m, g->f, dy, counts, in->nargs == 6 ? in->args[5] : -1, true, grad_format);
     int dx = ir_fp8_grouped_matmul(g->m, g->f, qdy, fp8_backward_copy(g, qw), counts, !tb, IR_FP8_E4M3, false, -1);

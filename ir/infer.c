@@ -289,9 +289,27 @@ bool ir_infer_fp8_quantize(const ir_module *m, const ir_instr *in, const ir_type
     return true;
 }
 
+static bool need_i32(const ir_type *t, int ndim, const char *what, char *err, size_t len);
+
+/* (x[R, C], counts i32[E]) {rows=1, transpose=1} -> (q [C, R'], scale_inv in 1x128 tiles of q),
+ * R' = ir_fp8_expert_rows(R, E): each expert's rows in a span of q's columns of its own */
+static bool infer_fp8_expert_rows_quantize(const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
+{
+    if (!need_i32(&a[1], 1, "counts [E]", err, len))
+        return false;
+    if (a[0].ndim != 2 || in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_ROWS] != 1 ||
+        in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_TRANSPOSE] == 0 || in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_EXPERTS] != 0)
+        return fail(err, len, "fp8_block_quantize with counts quantizes the experts' rows x[R, C] (got %s) transposed "
+                    "in 1x128 tiles: rows=1, transpose=1, experts=0", tstr(&a[0]));
+    int64_t C = a[0].dims[1], cols = ir_fp8_expert_rows(a[0].dims[0], a[1].dims[0]);
+    r[0] = ir_tensor(IR_FP8E4M3, 2, (int64_t[]){C, cols});
+    r[1] = ir_fp8_block_scale_type(C, cols, 1, IR_FP8_BLOCK);
+    return true;
+}
+
 /* x[*, C] -> (q E4M3 like x, or x^T [C, R] under transpose; its scale_inv,
  * ir_fp8_block_scale_type), R the leading dims' product; the blocks 1x128 or 128x128 of q, tiling it
- * exactly */
+ * exactly; the experts' operands as ops.def says */
 bool ir_infer_fp8_block_quantize(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
                                  size_t len)
 {
@@ -299,9 +317,24 @@ bool ir_infer_fp8_block_quantize(const ir_module *m, const ir_instr *in, const i
         return false;
     int64_t rows = (int64_t)in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_ROWS], cols = (int64_t)in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_COLS];
     bool transpose = in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_TRANSPOSE] != 0;
+    bool experts = in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_EXPERTS] != 0;
     if ((rows != 1 && rows != IR_FP8_BLOCK) || cols != IR_FP8_BLOCK)
         return fail(err, len, "fp8_block_quantize {rows=%lld, cols=%lld}: blocks are 1x%d or %dx%d (of q: transpose "
                     "quantizes x^T)", (long long)rows, (long long)cols, IR_FP8_BLOCK, IR_FP8_BLOCK, IR_FP8_BLOCK);
+    if (in->nargs == 2) /* the experts' rows by counts, for the wgrad */
+        return infer_fp8_expert_rows_quantize(in, a, r, err, len);
+    if (in->nargs != 1)
+        return fail(err, len, "fp8_block_quantize takes x, or an expert's rows x and their counts, got %d operands",
+                    in->nargs);
+    if (experts && (a[0].ndim != 3 || rows != IR_FP8_BLOCK || !transpose || a[0].dims[1] % IR_FP8_BLOCK ||
+                    a[0].dims[2] % IR_FP8_BLOCK))
+        return fail(err, len, "fp8_block_quantize {experts=1} of %s: an expert weight [E, A, C], A and C multiples of "
+                    "%d, in 128x128 blocks, each w[e] transposed (rows=128, transpose=1)", tstr(&a[0]), IR_FP8_BLOCK);
+    if (experts) { /* q [E, C, A], scale_inv as [E C, A]'s blocks */
+        r[0] = ir_tensor(IR_FP8E4M3, 3, (int64_t[]){a[0].dims[0], a[0].dims[2], a[0].dims[1]});
+        r[1] = ir_fp8_block_scale_type(a[0].dims[0] * a[0].dims[2], a[0].dims[1], rows, cols);
+        return true;
+    }
     int64_t C = a[0].ndim ? a[0].dims[a[0].ndim - 1] : 1, R = ir_numel(&a[0]) / (C ? C : 1);
     int64_t qr = transpose ? C : R, qc = transpose ? R : C;
     if (qr % rows || qc % cols)
@@ -1414,9 +1447,17 @@ bool ir_infer_fp8_grouped_quantize(const ir_module *m, const ir_instr *in, const
     return true;
 }
 
-/* Operand i of an FP8 grouped GEMM: an fp8 tensor and, at i + 1, its scale_inv f32[E] */
+/* Operand i of an FP8 grouped GEMM: an fp8 tensor and, at i + 1, its scale_inv f32[E], or
+ * blockwise (the first operand's scale_inv 2-D) its tiles' or blocks' (ir_fp8_scale_blocks) */
 static bool need_fp8_grouped(const ir_instr *in, const ir_type *a, int i, int64_t E, char *err, size_t len)
 {
+    int64_t rows, cols;
+    if (ir_fp8_grouped_blockwise(&a[1]))
+        return ir_dtype_is_fp8(a[i].dtype) && a[i + 1].ndim == 2 && ir_fp8_scale_blocks(&a[i], &a[i + 1], &rows, &cols)
+                   ? true
+                   : fail(err, len, "%s operand %d: blockwise, an fp8 tensor and its scale_inv in 1x128 tiles or "
+                          "128x128 blocks (fp8_block_quantize's), got %s and %s", ir_ops[in->op].name, i, tstr(&a[i]),
+                          tstr(&a[i + 1]));
     if (!ir_dtype_is_fp8(a[i].dtype) || a[i + 1].dtype != IR_F32 || a[i + 1].ndim != 1 || a[i + 1].dims[0] != E)
         return fail(err, len, "%s operand %d: an fp8 tensor and its scale_inv f32[%lld], a scale an expert, got %s and "
                     "%s", ir_ops[in->op].name, i, (long long)E, tstr(&a[i]), tstr(&a[i + 1]));
@@ -1437,6 +1478,10 @@ bool ir_infer_fp8_grouped_matmul(const ir_module *m, const ir_instr *in, const i
     ir_type ops[3] = {a[0], a[2], a[4]};
     ops[0].dtype = ops[1].dtype = IR_F32; /* E4M3 x E5M2 mixes: the shapes are what matter */
     double tb = in->attr[IR_ATTR_FP8_GROUPED_MATMUL_TB];
+    int64_t rows = 1, cols;
+    if (ir_fp8_grouped_blockwise(&a[1]) && (tb == 0 || (ir_fp8_scale_blocks(&a[0], &a[1], &rows, &cols), rows != 1)))
+        return fail(err, len, "fp8_grouped_matmul of block-scaled operands takes the rows in 1x128 tiles and the weight "
+                    "K-major ([E,F,K], tb=1), as cuBLASLt's block-scaled GEMMs do");
     ir_instr plain = {.op = IR_OP_MOE_GROUPED_MATMUL, .nargs = 3, .attr = {[IR_ATTR_MOE_GROUPED_MATMUL_TB] = tb}};
     if (!ir_infer_moe_grouped_matmul(m, &plain, ops, r, err, len))
         return false;
@@ -1444,7 +1489,7 @@ bool ir_infer_fp8_grouped_matmul(const ir_module *m, const ir_instr *in, const i
     return true;
 }
 
-/* (qa[R,P], sa[E], qb[R,Q], sb[E], counts[E]) -> f32[E,P,Q] */
+/* (qa[R,P], sa[E], qb[R,Q], sb[E], counts[E]) -> f32[E,P,Q]; blockwise qa[P,R'], qb[Q,R'] */
 bool ir_infer_fp8_grouped_wgrad(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err,
                                 size_t len)
 {
@@ -1453,7 +1498,13 @@ bool ir_infer_fp8_grouped_wgrad(const ir_module *m, const ir_instr *in, const ir
         return false;
     ir_type ops[3] = {a[0], a[2], a[4]};
     ops[0].dtype = ops[1].dtype = IR_F32;
-    return ir_infer_moe_grouped_wgrad(m, in, ops, r, err, len);
+    if (!ir_fp8_grouped_blockwise(&a[1]))
+        return ir_infer_moe_grouped_wgrad(m, in, ops, r, err, len);
+    if (a[0].ndim != 2 || a[2].ndim != 2 || a[0].dims[1] != a[2].dims[1]) /* [P, R'] and [Q, R'] */
+        return fail(err, len, "fp8_grouped_wgrad of block-scaled operands takes the experts' rows transposed, [P, R'] "
+                    "and [Q, R'] (fp8_block_quantize with counts), got %s and %s", tstr(&a[0]), tstr(&a[2]));
+    r[0] = ir_tensor(IR_F32, 3, (int64_t[]){a[4].dims[0], a[0].dims[0], a[2].dims[0]});
+    return true;
 }
 
 /* (dst, qa, sa, qb, sb, counts): dst has the shape of fp8_grouped_wgrad(qa, sa, qb, sb, counts) */

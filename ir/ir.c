@@ -220,6 +220,19 @@ int64_t ir_fp8_scale_at(int64_t R, int64_t C, int64_t rows, int64_t cols, int64_
     return r / rows * scale_row_len(C / cols) + c / cols;
 }
 
+int64_t ir_fp8_expert_rows(int64_t R, int64_t E)
+{
+    return (R + (IR_FP8_BLOCK - 1) * E + IR_FP8_BLOCK - 1) / IR_FP8_BLOCK * IR_FP8_BLOCK;
+}
+
+int64_t ir_fp8_expert_span(const int32_t *counts, int64_t e)
+{
+    int64_t first = 0;
+    for (int64_t i = 0; i < e; i++)
+        first += ((int64_t)counts[i] + IR_FP8_BLOCK - 1) / IR_FP8_BLOCK * IR_FP8_BLOCK;
+    return first;
+}
+
 int64_t ir_numel(const ir_type *t)
 {
     int64_t n = 1;
@@ -1269,6 +1282,17 @@ int ir_fp8_block_quantize(ir_module *m, ir_func *f, int x, int rows, int cols, b
     return ir_emit(m, f, IR_OP_FP8_BLOCK_QUANTIZE, &x, 1, attrs, NULL, NULL);
 }
 
+int ir_fp8_expert_block_quantize(ir_module *m, ir_func *f, int x, int counts)
+{
+    int64_t block = counts >= 0 ? 1 : IR_FP8_BLOCK;
+    double attrs[IR_NATTRS_FP8_BLOCK_QUANTIZE] = {[IR_ATTR_FP8_BLOCK_QUANTIZE_ROWS] = (double)block,
+                                                  [IR_ATTR_FP8_BLOCK_QUANTIZE_COLS] = IR_FP8_BLOCK,
+                                                  [IR_ATTR_FP8_BLOCK_QUANTIZE_TRANSPOSE] = 1,
+                                                  [IR_ATTR_FP8_BLOCK_QUANTIZE_EXPERTS] = counts < 0};
+    int args[2] = {x, counts};
+    return ir_emit(m, f, IR_OP_FP8_BLOCK_QUANTIZE, args, counts >= 0 ? 2 : 1, attrs, NULL, NULL);
+}
+
 int ir_fp8_matmul(ir_module *m, ir_func *f, int qa, int qb, bool ta, bool tb, ir_fp8_format grad_format, bool wgrad,
                   int dy_history)
 {
@@ -1339,8 +1363,17 @@ bool ir_grouped_operands(const ir_instr *in, int *buffer, int *counts)
     case IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE: *buffer = 1, *counts = 3; return true; /* after its destination */
     case IR_OP_FP8_GROUPED_MATMUL: case IR_OP_FP8_GROUPED_WGRAD: *buffer = 0, *counts = 4; return true; /* (qa, sa, qb, sb, counts) */
     case IR_OP_FP8_GROUPED_WGRAD_ACCUMULATE: *buffer = 1, *counts = 5; return true;
+    case IR_OP_FP8_BLOCK_QUANTIZE: *buffer = 0, *counts = 1; return in->nargs == 2; /* blockwise experts' rows */
     default: return false;
     }
+}
+
+/* Whether grouped op `in`'s rows operand (at `buffer`) holds the experts' rows transposed, [P, R']:
+ * a blockwise FP8 wgrad's (fp8_block_quantize with counts; its scale_inv beside it 2-D) */
+static bool grouped_rows_transposed(const ir_func *f, const ir_instr *in, int buffer)
+{
+    bool fp8_wgrad = in->op == IR_OP_FP8_GROUPED_WGRAD || in->op == IR_OP_FP8_GROUPED_WGRAD_ACCUMULATE;
+    return fp8_wgrad && ir_fp8_grouped_blockwise(&f->vals[in->args[buffer + 1]].type);
 }
 
 double ir_grouped_rows(const ir_func *f, const ir_instr *in, double *buffer_rows)
@@ -1354,7 +1387,7 @@ double ir_grouped_rows(const ir_func *f, const ir_instr *in, double *buffer_rows
             return *buffer_rows = 0, 0;
         buffer = 0, counts = in->nargs - 1;
     }
-    *buffer_rows = (double)f->vals[in->args[buffer]].type.dims[0];
+    *buffer_rows = (double)f->vals[in->args[buffer]].type.dims[grouped_rows_transposed(f, in, buffer) ? 1 : 0];
     return routed_rows(f, in->args[counts], *buffer_rows);
 }
 
@@ -1376,9 +1409,9 @@ double ir_work_macs(const ir_func *f, const ir_instr *in)
         int first = in->op == IR_OP_MOE_GROUPED_WGRAD_ACCUMULATE || in->op == IR_OP_FP8_GROUPED_WGRAD_ACCUMULATE;
         const ir_type *a = &f->vals[in->args[first]].type;
         const ir_type *r = first ? &f->vals[in->args[0]].type : &f->vals[in->res[0]].type;
-        double buffer_rows;
-        return ir_grouped_rows(f, in, &buffer_rows) * (double)a->dims[1] * (double)r->dims[r->ndim - 1]; /* a[R,K]
-                                                                       by r[R,F]; wgrad a[R,P] by r[E,P,Q] */
+        double buffer_rows, features = (double)a->dims[grouped_rows_transposed(f, in, first) ? 0 : 1];
+        return ir_grouped_rows(f, in, &buffer_rows) * features * (double)r->dims[r->ndim - 1]; /* a[R,K] by r[R,F];
+                                                       wgrad a[R,P] (blockwise [P,R']) by r[E,P,Q] */
     }
     case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: { /* q [B,T,H,D] by k [B,Tk,Hk,D]: QK^T, and P by v
                                                         [B,Tk,Hk,Dv], causal: half of each (Tk: every cp

@@ -618,6 +618,15 @@ bool ir_fp8_scale_blocks(const ir_type *q, const ir_type *s, int64_t *rows, int6
 ir_type ir_fp8_block_scale_type(int64_t R, int64_t C, int64_t rows, int64_t cols);
 /* The index in that scale_inv (or in a single one) of element (r, c)'s scale */
 int64_t ir_fp8_scale_at(int64_t R, int64_t C, int64_t rows, int64_t cols, int64_t r, int64_t c);
+/* Whether FP8 grouped GEMM operand scale_inv s is blockwise (fp8_block_quantize's tiles or blocks,
+ * 2-D: ir_fp8_scale_blocks), not a scale an expert (f32[E]) */
+static inline bool ir_fp8_grouped_blockwise(const ir_type *s) { return s->ndim == 2; }
+/* The columns R' of blockwise FP8 experts' transposed rows (fp8_block_quantize with counts: each of
+ * the E experts' rows in a span of its own rounded up to 128, of R rows in all): the most any
+ * counts need, R + 127 E rounded up to 128 */
+int64_t ir_fp8_expert_rows(int64_t R, int64_t E);
+/* Expert e's first column in those spans: its predecessors' rows each rounded up to 128 */
+int64_t ir_fp8_expert_span(const int32_t *counts, int64_t e);
 int ir_type_str(const ir_type *t, char *buf, size_t len); /* f32[4,64] {shard=[dp,-]}, f32[4,64] {shard=[cp.tp,-]} */
 /* A dimension's split: the mesh axes it is split over, outer to inner (rank i of the outer
  * axis holds block i, which the inner axis splits again). The representation is ir.c's. */
@@ -712,8 +721,9 @@ double ir_work_macs(const ir_func *f, const ir_instr *in);
  * (ir_row_bound: the elementwise kernels stop at the rows received), so their bytes are the rows',
  * not R's. Any other op walks its whole operands: 0, and *buffer_rows 0. */
 double ir_grouped_rows(const ir_func *f, const ir_instr *in, double *buffer_rows);
-/* A grouped GEMM's (moe_grouped_matmul, _wgrad, _wgrad_accumulate and their FP8 forms) operand
- * holding its rows and the one counting them, into *buffer and *counts; false for any other op. */
+/* A grouped GEMM's (moe_grouped_matmul, _wgrad, _wgrad_accumulate and their FP8 forms; and the
+ * blockwise FP8 experts' fp8_block_quantize with counts) operand holding its rows and the one
+ * counting them, into *buffer and *counts; false for any other op. */
 bool ir_grouped_operands(const ir_instr *in, int *buffer, int *counts);
 /* Makes attribute k of the instruction defining value v `base + step * coordinate(axis)`: what a
  * rank-dependent attribute (a shard's offset) is in a plan that serves every rank of a stage. */
@@ -987,6 +997,11 @@ int ir_fp8_quantize(ir_module *m, ir_func *f, int x, int history, bool fold, ir_
 /* FP8 blockwise (ops.def): x (transposed: x^T) quantized in E4M3 per rows x cols block; returns q
  * (scale_inv q + 1) */
 int ir_fp8_block_quantize(ir_module *m, ir_func *f, int x, int rows, int cols, bool transpose);
+/* Blockwise FP8 experts' operands for the backward (ops.def's fp8_block_quantize): counts >= 0 the
+ * experts' rows x[R, C] transposed in 1x128 tiles from each expert's first row (q [C, R'], the
+ * wgrad's); counts < 0 an expert weight [E, A, C] in 128x128 blocks, each w[e] transposed (the
+ * dgrad's) */
+int ir_fp8_expert_block_quantize(ir_module *m, ir_func *f, int x, int counts);
 int ir_fp8_matmul(ir_module *m, ir_func *f, int qa, int qb, bool ta, bool tb, ir_fp8_format grad_format, bool wgrad,
                   int dy_history);
 /* FP8 experts (ops.def): x quantized with a scale per expert, returns q (scale_inv f32[E] q + 1):

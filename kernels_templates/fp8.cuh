@@ -147,6 +147,53 @@ __device__ __forceinline__ void mcc_fp8_scale_padding(float *scale_inv, long lon
     }
 MCC_FOR_FLOATS(MCC_FP8_TILE_QUANTIZE)
 
+// The experts' rows x[R, C] by counts[E], transposed in 1x128 tiles (fp8_block_quantize with counts,
+// the blockwise wgrad's): q [C, QC] (QC = ir_fp8_expert_rows(R, E)), expert e's rows in the columns
+// from the previous experts' rows each rounded up to 128, its tiles from its first row, the last
+// partial and zero past its rows (cuBLASLt's block-scaled GEMM reads each expert's span as a K of
+// a multiple of 128; the zeros add nothing); the tiles past the last expert's zero with scale 1.
+// As mcc_fp8_tile_quantize: a warp a tile, consecutive warps the tiles of consecutive rows of q at
+// one column of tiles; each warp finds its tile's expert by walking the counts (on the device: no
+// host wait, so a CUDA graph may hold it).
+#define MCC_FP8_EXPERT_TILE_QUANTIZE(sfx, T)                                                                \
+    extern "C" __global__ void mcc_fp8_expert_tile_quantize_##sfx(unsigned char *q, float *scale_inv,      \
+                                                                  const T *x, const int *counts,            \
+                                                                  long long E, long long C, long long QC)   \
+    {                                                                                                       \
+        long long ntiles = C * (QC / 128), ld = (C + 3) / 4 * 4;                                            \
+        long long warps = (long long)gridDim.x * (blockDim.x >> 5);                                         \
+        int lane = threadIdx.x & 31;                                                                        \
+        mcc_fp8_scale_padding(scale_inv, QC / 128, C, ld);                                                  \
+        for (long long t = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); t < ntiles;      \
+             t += warps) {                                                                                  \
+            long long i = t % C, tile = t / C, first_tile = 0, row = 0, n = 0; /* q's row; x's tile rows */ \
+            for (long long e = 0; e < E; e++) {                                                             \
+                long long tiles = ((long long)counts[e] + 127) / 128;                                       \
+                if (tile < first_tile + tiles) {                                                            \
+                    row += (tile - first_tile) * 128, n = min(128LL, counts[e] - (tile - first_tile) * 128); \
+                    break;                                                                                  \
+                }                                                                                           \
+                first_tile += tiles, row += counts[e];                                                      \
+            }                                                                                               \
+            float v[4];                                                                                     \
+            unsigned m = 0;                                                                                 \
+            for (int k = 0; k < 4; k++) {                                                                   \
+                long long j = lane * 4 + k;                                                                 \
+                float w[1] = {0.0f};                                                                        \
+                if (j < n)                                                                                  \
+                    mcc_ldn(w, x, (row + j) * C + i);                                                       \
+                v[k] = w[0];                                                                                \
+                m = max(m, __float_as_uint(w[0]) & 0x7fffffffu);                                            \
+            }                                                                                               \
+            float s = mcc_fp8_block_scale(__reduce_max_sync(0xffffffffu, m));                               \
+            if (lane == 0)                                                                                  \
+                scale_inv[tile * ld + i] = __frcp_rn(s);                                                    \
+            for (int k = 0; k < 4; k++)                                                                     \
+                q[i * QC + tile * 128 + lane * 4 + k] = lane * 4 + k < n ? mcc_fp8_encode(__fmul_rn(v[k], s), 0) : 0; \
+        }                                                                                                   \
+    }
+MCC_FOR_FLOATS(MCC_FP8_EXPERT_TILE_QUANTIZE)
+
 // 128x128 blocks of q (weights): a CUDA block of threads a block (grid-stride past the grid), its
 // amax reduced across the threads.
 #define MCC_FP8_BLOCK_QUANTIZE(sfx, T)                                                                      \

@@ -19,11 +19,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* The global an FP8 experts' operand q quantizes from (fp8_grouped_quantize's source), or -1 */
+/* The global an FP8 experts' operand q quantizes from (fp8_grouped_quantize's source, or blockwise
+ * fp8_block_quantize's), or -1 */
 static int fp8_source_global(const ir_func *f, int q)
 {
     const ir_instr *def = &f->instrs[f->vals[q].def];
-    return def->op == IR_OP_FP8_GROUPED_QUANTIZE ? ir_global_of(f, def->args[0]) : -1;
+    bool quantize = def->op == IR_OP_FP8_GROUPED_QUANTIZE || def->op == IR_OP_FP8_BLOCK_QUANTIZE;
+    return quantize ? ir_global_of(f, def->args[0]) : -1;
 }
 
 /* Marks the FP8 delayed-scaling histories of the experts' GEMM `in` (fp8_grouped_matmul: its rows',
@@ -33,6 +35,8 @@ static void mark_fp8_histories(const ir_module *m, const ir_func *f, const ir_in
 {
     for (int a = 0; a < 4; a += 2) {
         const ir_instr *q = &f->instrs[f->vals[in->args[a]].def];
+        if (q->op != IR_OP_FP8_GROUPED_QUANTIZE) /* blockwise: no amax, no history */
+            continue;
         const ir_instr *amax = &f->instrs[f->vals[q->args[1]].def];
         if (amax->op == IR_OP_FP8_HISTORY_AMAX)
             split[ir_global_of(f, amax->args[0])] = true;

@@ -19,8 +19,11 @@
  * layer's expert weights [E, ...]) become the fp8_grouped_* ops with a scale per expert, as
  * Transformer Engine's GroupedLinear keeps a quantizer per expert GEMM (Megatron's and DeepSeek-V3's
  * MoE FP8): the rows' amax per expert by the counts, the weight's per expert, their histories
- * f32[E, 1 + len]; tensorwise and delayed (blockwise experts refused with the fix). The router's
- * matmul keeps its dtype. */
+ * f32[E, 1 + len]; tensorwise and delayed. Blockwise experts: the rows fp8_block_quantize'd in 1x128
+ * tiles (each row's its own, so a tile never takes two experts' rows), the weight [E, F, K] in
+ * 128x128 blocks (each expert's own: F and K multiples of 128), an fp8_grouped_matmul of the two;
+ * its gradient rule requantizes along each backward GEMM's K, the wgrad's tiles from each expert's
+ * first row (ir/grad.c). The router's matmul keeps its dtype. */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -98,14 +101,22 @@ static int fp8_history(ir_module *m, ir_func *f, int w, const char *what, bool e
     return ir_global_ref(m, f, g);
 }
 
-/* Blockwise: whether matmul `in`'s x [M, K] and weight tile by 128 (M too, the wgrad's reduction);
- * else the error names the fix. */
+/* Blockwise: whether matmul `in`'s x [M, K] and weight tile by 128 (M too, the wgrad's reduction,
+ * but for the experts, whose wgrad tiles each expert's rows from its first: ops.def); else the
+ * error names the fix. */
 static bool fp8_block_tiles(const ir_func *f, const ir_instr *in, char *err, size_t errlen)
 {
     const ir_type *x = &f->vals[in->args[0]].type, *w = &f->vals[in->args[1]].type;
-    int64_t K = x->dims[x->ndim - 1], M = ir_numel(x) / K, N = w->dims[in->attr[IR_ATTR_MATMUL_TB] != 0 ? 0 : 1];
-    if (M % IR_FP8_BLOCK == 0 && K % IR_FP8_BLOCK == 0 && N % IR_FP8_BLOCK == 0)
+    bool experts = in->op == IR_OP_MOE_GROUPED_MATMUL; /* w [E, F, K] (tb=1) */
+    int64_t K = x->dims[x->ndim - 1], M = ir_numel(x) / K;
+    int64_t N = experts ? w->dims[1] : w->dims[in->attr[IR_ATTR_MATMUL_TB] != 0 ? 0 : 1];
+    if ((experts || M % IR_FP8_BLOCK == 0) && K % IR_FP8_BLOCK == 0 && N % IR_FP8_BLOCK == 0)
         return true;
+    if (experts)
+        return snprintf(err, errlen, "--fp8-recipe blockwise: %s's expert matmul %%%d by expert weights of %lld x %lld "
+                        "features: blockwise FP8 cuts each expert's weight into 128x128 blocks: make hidden_size and "
+                        "moe_ffn_hidden_size multiples of %d, or use --fp8-recipe tensorwise", f->name, in->res[0],
+                        (long long)N, (long long)K, IR_FP8_BLOCK), false;
     return snprintf(err, errlen, "--fp8-recipe blockwise: %s's matmul %%%d of %lld tokens x %lld by a weight to %lld "
                     "features: blockwise FP8 cuts each into 128-wide tiles: make hidden_size, ffn_hidden_size, the "
                     "attention projections and micro_batch_size x seq_length multiples of %d, or use "
@@ -114,16 +125,18 @@ static bool fp8_block_tiles(const ir_func *f, const ir_instr *in, char *err, siz
 }
 
 /* Operand a (0 the activation, 1 the weight) of FP8 matmul `in`, quantized: blockwise in 1x128
- * tiles (128x128 blocks, a weight [K, N] transposed to K-major), else as the recipe says; a grouped
- * matmul's with a scale per expert (its rows by the counts, its weight by expert) */
+ * tiles (128x128 blocks, a dense weight [K, N] transposed to K-major; an expert weight is [E, F, K]),
+ * else as the recipe says; a grouped matmul's with a scale per expert (its rows by the counts, its
+ * weight by expert) */
 static int fp8_operand(ir_module *m, ir_func *dst, const ir_func *src, const ir_instr *in, int a, int x, const int *map)
 {
     ir_fp8_recipe recipe = (ir_fp8_recipe)ir_cfg_choice(m, IR_CFG_FP8_RECIPE);
+    bool experts = in->op == IR_OP_MOE_GROUPED_MATMUL, step = src->kind == IR_FUNC_STEP;
     if (recipe == IR_FP8_BLOCKWISE)
-        return ir_fp8_block_quantize(m, dst, x, a ? IR_FP8_BLOCK : 1, IR_FP8_BLOCK, a && in->attr[IR_ATTR_MATMUL_TB] == 0);
+        return ir_fp8_block_quantize(m, dst, x, a ? IR_FP8_BLOCK : 1, IR_FP8_BLOCK,
+                                     a && !experts && in->attr[IR_ATTR_MATMUL_TB] == 0);
     const char *what[2] = {"x", "w"};
     int w = ir_global_of(src, in->args[1]);
-    bool experts = in->op == IR_OP_MOE_GROUPED_MATMUL, step = src->kind == IR_FUNC_STEP;
     int history = recipe == IR_FP8_DELAYED ? fp8_history(m, dst, w, what[a], experts) : -1;
     if (experts)
         return ir_fp8_grouped_quantize(m, dst, x, a ? -1 : map[in->args[2]], history, step, IR_FP8_E4M3);
@@ -160,9 +173,10 @@ static bool fp8_unbuilt(const ir_module *m, const ir_func *src, const ir_instr *
     if (act != dt)
         return snprintf(err, errlen, "%s: matmul %%%d gives %s, not the activations' param_dtype %s", src->name,
                         in->res[0], ir_dtype_name(dt), ir_dtype_name(act)), true;
-    if (blockwise && experts) /* spec.c refuses it first, naming the field */
-        return snprintf(err, errlen, "--fp8-recipe blockwise with experts (%s's grouped matmul %%%d): not built yet: use "
-                        "--fp8-recipe tensorwise or delayed", src->name, in->res[0]), true;
+    if (blockwise && experts && in->attr[IR_ATTR_MOE_GROUPED_MATMUL_TB] == 0) /* the model's are [E, F, K] */
+        return snprintf(err, errlen, "--fp8-recipe blockwise: %s's grouped matmul %%%d reads its expert weights [E, K, "
+                        "F] (tb=0): blockwise FP8 experts take them as [E, F, K] (tb=1), each a torch.nn.Linear's: use "
+                        "--fp8-recipe tensorwise", src->name, in->res[0]), true;
     return blockwise && !fp8_block_tiles(src, in, err, errlen);
 }
 

@@ -382,9 +382,19 @@ static bool rule_fp8_quantize(shard_ctx *c, const ir_instr *in, int *args, int *
 }
 
 /* x whole, q and scale_inv too: a block's scale is its own amax, and a block cut over ranks would
- * need a max over them (blockwise FP8 of a split activation is not built: spec.c refuses tp, cp) */
+ * need a max over them (blockwise FP8 of a split activation is not built: spec.c refuses tp, cp).
+ * Over split experts (the forward's: the autodiff's quantizes come after) the rank's experts' rows
+ * or weights, whose tiles and blocks are each one expert's: q and scale_inv placed as x (a weight's
+ * blocks' scales, [E F/128, ...], split along the experts with it) */
 static bool rule_fp8_block_quantize(shard_ctx *c, const ir_instr *in, int *args, int *res)
 {
+    if (c->experts && in->nargs == 1 && (c->at[args[0]].routed || c->at[args[0]].dim == 0)) {
+        *res = emit(c, in->op, args, 1, in->attr, NULL, NULL, c->at[args[0]]);
+        place(c, *res + 1, c->at[args[0]]);
+        return true;
+    }
+    if (in->nargs != 1)
+        return fail(c, "blockwise FP8 experts' rows quantized with their counts (the backward's, never sharded)", in);
     args[0] = complete(c, args[0]);
     if (c->at[args[0]].dim >= 0)
         return fail(c, "blockwise FP8 of a split tensor (not built yet: use --fp8-recipe tensorwise)", in);

@@ -420,10 +420,71 @@ void cpu_FP8_QUANTIZE(const rt_kernel_call *c)
     resf(c, 1)[0] = 1.0f / scale;
 }
 
-/* x[R, C] -> (q, scale_inv) {rows, cols, transpose}: q x, or x^T [C, R], in rows x cols blocks, each
- * block's scale = 448 / its amax rounded down to a power of 2 (1 where that is not a finite normal:
- * amax 0, tiny, inf or NaN), q = encode(x * scale); scale_inv laid out as ir_fp8_scale_blocks says
- * (128x128 blocks' padding 1) */
+static const int32_t *group_counts(const rt_kernel_call *c, int i, int64_t R);
+
+/* A block's scale: 448 / its amax rounded down to a power of 2 (1 where that is not a finite normal:
+ * amax 0, tiny, inf or NaN) */
+static float fp8_block_scale(float amax)
+{
+    float scale = amax > 0 ? rt_fp8_max(false) / amax : 1.0f;
+    int e;
+    frexpf(scale, &e); /* scale = f 2^e, f in [0.5, 1): 2^(e-1) the power of 2 at or below */
+    return isnormal(scale) && amax > 0 ? ldexpf(1.0f, e - 1) : 1.0f; /* inf amax: 1, not 0 */
+}
+
+/* x[R, C] -> q (x, or x^T [C, R] under transpose) in rows x cols blocks, each quantized by its
+ * fp8_block_scale; its scale_inv at ir_fp8_scale_at of q's layout (the padding left as it is) */
+static void block_quantize_matrix(const float *x, int64_t R, int64_t C, int64_t rows, int64_t cols, bool transpose,
+                                  uint8_t *q, float *scale_inv)
+{
+    int64_t QR = transpose ? C : R, QC = transpose ? R : C; /* q[QR, QC]; its (i, j) is x's (j, i) transposed */
+    for (int64_t br = 0; br < QR / rows; br++)
+        for (int64_t bc = 0; bc < QC / cols; bc++) {
+            float amax = 0;
+            for (int64_t i = br * rows; i < (br + 1) * rows; i++)
+                for (int64_t j = bc * cols; j < (bc + 1) * cols; j++) {
+                    float v = x[transpose ? j * C + i : i * C + j];
+                    amax = fabsf(v) > amax || isnan(v) ? fabsf(v) : amax;
+                }
+            float scale = fp8_block_scale(amax);
+            for (int64_t i = br * rows; i < (br + 1) * rows; i++)
+                for (int64_t j = bc * cols; j < (bc + 1) * cols; j++)
+                    q[i * QC + j] = rt_fp8_encode(x[transpose ? j * C + i : i * C + j] * scale, false);
+            for (int64_t i = br * rows; i < (br + 1) * rows; i++) /* a 1x128 tile is one of the block's rows */
+                scale_inv[ir_fp8_scale_at(QR, QC, rows, cols, i, bc * cols)] = 1.0f / scale;
+        }
+}
+
+/* The experts' rows x[R, C] by counts[E] -> q [C, R'] in 1x128 tiles: expert e's rows transposed
+ * into q's columns from ir_fp8_expert_span, its tiles from its first row, the last one partial (its
+ * amax over the rows there, q zero past them); the columns past the last expert's stay zero */
+static void block_quantize_expert_rows(const rt_kernel_call *c, const float *x, uint8_t *q, float *scale_inv)
+{
+    int64_t R = c->arg_types[0]->dims[0], C = c->arg_types[0]->dims[1], E = c->arg_types[1]->dims[0];
+    int64_t QC = c->res_types[0]->dims[1]; /* R' */
+    const int32_t *counts = group_counts(c, 1, R);
+    memset(q, 0, (size_t)(C * QC));
+    for (int64_t e = 0, row = 0; e < E; row += counts[e++])
+        for (int64_t t = 0, first = ir_fp8_expert_span(counts, e); t * IR_FP8_BLOCK < counts[e]; t++)
+            for (int64_t i = 0; i < C; i++) {
+                int64_t r0 = row + t * IR_FP8_BLOCK, n = counts[e] - t * IR_FP8_BLOCK; /* the tile's rows */
+                n = n < IR_FP8_BLOCK ? n : IR_FP8_BLOCK;
+                float amax = 0;
+                for (int64_t j = 0; j < n; j++) {
+                    float v = x[(r0 + j) * C + i];
+                    amax = fabsf(v) > amax || isnan(v) ? fabsf(v) : amax;
+                }
+                float scale = fp8_block_scale(amax);
+                int64_t col = first + t * IR_FP8_BLOCK;
+                for (int64_t j = 0; j < n; j++)
+                    q[i * QC + col + j] = rt_fp8_encode(x[(r0 + j) * C + i] * scale, false);
+                scale_inv[ir_fp8_scale_at(C, QC, 1, IR_FP8_BLOCK, i, col)] = 1.0f / scale;
+            }
+}
+
+/* x -> (q, scale_inv) {rows, cols, transpose, experts}[, counts]: block_quantize_matrix of x viewed
+ * as [R, C], or of each expert's weight x[e] (experts), or the experts' rows by counts
+ * (block_quantize_expert_rows); scale_inv laid out as ir_fp8_scale_blocks says (padding 1) */
 void cpu_FP8_BLOCK_QUANTIZE(const rt_kernel_call *c)
 {
     const float *x = argf(c, 0);
@@ -433,27 +494,17 @@ void cpu_FP8_BLOCK_QUANTIZE(const rt_kernel_call *c)
     int64_t cols = (int64_t)c->in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_COLS];
     bool transpose = c->in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_TRANSPOSE] != 0;
     int64_t C = last_dim(c->arg_types[0]), R = ir_numel(c->arg_types[0]) / C;
-    int64_t QR = transpose ? C : R, QC = transpose ? R : C; /* q[QR, QC]; its (i, j) is x's (j, i) transposed */
     for (int64_t k = 0, n = ir_numel(c->res_types[1]); k < n; k++)
         scale_inv[k] = 1.0f;
-    for (int64_t br = 0; br < QR / rows; br++)
-        for (int64_t bc = 0; bc < QC / cols; bc++) {
-            float amax = 0;
-            for (int64_t i = br * rows; i < (br + 1) * rows; i++)
-                for (int64_t j = bc * cols; j < (bc + 1) * cols; j++) {
-                    float v = x[transpose ? j * C + i : i * C + j];
-                    amax = fabsf(v) > amax || isnan(v) ? fabsf(v) : amax;
-                }
-            float scale = amax > 0 ? rt_fp8_max(false) / amax : 1.0f;
-            int e;
-            frexpf(scale, &e); /* scale = f 2^e, f in [0.5, 1): 2^(e-1) the power of 2 at or below */
-            scale = isnormal(scale) && amax > 0 ? ldexpf(1.0f, e - 1) : 1.0f; /* inf amax: 1, not 0 */
-            for (int64_t i = br * rows; i < (br + 1) * rows; i++)
-                for (int64_t j = bc * cols; j < (bc + 1) * cols; j++)
-                    q[i * QC + j] = rt_fp8_encode(x[transpose ? j * C + i : i * C + j] * scale, false);
-            for (int64_t i = br * rows; i < (br + 1) * rows; i++) /* a 1x128 tile is one of the block's rows */
-                scale_inv[ir_fp8_scale_at(QR, QC, rows, cols, i, bc * cols)] = 1.0f / scale;
-        }
+    if (c->nargs == 2) {
+        block_quantize_expert_rows(c, x, q, scale_inv);
+        return;
+    }
+    int64_t E = c->in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_EXPERTS] != 0 ? c->arg_types[0]->dims[0] : 1;
+    int64_t scales = ir_numel(c->res_types[1]) / E; /* an expert's: its blocks' rows whole */
+    for (int64_t e = 0; e < E; e++)
+        block_quantize_matrix(x + e * (R / E) * C, R / E, C, rows, cols, transpose, q + e * (R / E) * C,
+                              scale_inv + e * scales);
 }
 
 /* An FP8 history's rows: f32[1 + len] one, an expert weight's f32[E, 1 + len] a row an expert */
@@ -1734,10 +1785,12 @@ void cpu_FP8_GROUPED_QUANTIZE(const rt_kernel_call *c)
 }
 
 /* (qx[R,K], sx[E], qw[E,F,K] (tb) or [E,K,F], sw[E], counts[, hdy]) -> [R,F]: one GEMM per expert
- * over its rows, alpha sx[e] sw[e]; the rows past the counts zero */
+ * over its rows, alpha sx[e] sw[e] (blockwise: each element scaled by its tile's or block's); the rows
+ * past the counts zero */
 void cpu_FP8_GROUPED_MATMUL(const rt_kernel_call *c)
 {
-    float *x = fp8_bytes_decoded(c, 0), *w = fp8_bytes_decoded(c, 2);
+    bool blocks = ir_fp8_grouped_blockwise(c->arg_types[1]); /* fp8_decoded applies the blocks */
+    float *x = blocks ? fp8_decoded(c, 0) : fp8_bytes_decoded(c, 0), *w = blocks ? fp8_decoded(c, 2) : fp8_bytes_decoded(c, 2);
     const float *sx = argf(c, 1), *sw = argf(c, 3);
     bool tb = c->in->attr[IR_ATTR_FP8_GROUPED_MATMUL_TB] != 0;
     int64_t R = c->arg_types[0]->dims[0], K = c->arg_types[0]->dims[1], E = c->arg_types[2]->dims[0];
@@ -1747,11 +1800,40 @@ void cpu_FP8_GROUPED_MATMUL(const rt_kernel_call *c)
     for (int64_t e = 0; e < E; row += counts[e++])
         if (counts[e])
             cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, counts[e], (int)F, (int)K,
-                        sx[e] * sw[e], x + row * K, (int)K, w + e * F * K, tb ? (int)K : (int)F, 0.0f, y + row * F,
-                        (int)F);
+                        blocks ? 1.0f : sx[e] * sw[e], x + row * K, (int)K, w + e * F * K, tb ? (int)K : (int)F, 0.0f,
+                        y + row * F, (int)F);
     memset(y + row * F, 0, sizeof(float) * (size_t)((R - row) * F)); /* rows no expert holds */
     free(x);
     free(w);
+}
+
+/* Blockwise: dw[E,P,Q] := beta dw + qa_e qb_e^T, the operands (qa[P,R'], sa, qb[Q,R'], sb, counts) from
+ * `first` on, the experts' rows transposed in 1x128 tiles (fp8_block_quantize with counts) and
+ * scaled by them, expert e's span of columns from ir_fp8_expert_span, its rows rounded up to 128
+ * (the quantize's zeros past them: the k of cuBLASLt's GEMM, so both read the same); the product
+ * rounded to f32 before it is added, as the tensorwise one's */
+static void fp8_grouped_block_wgrad_into(const rt_kernel_call *c, int first, float beta, float *dw)
+{
+    float *a = fp8_decoded(c, first), *b = fp8_decoded(c, first + 2);
+    int64_t P = c->arg_types[first]->dims[0], Q = c->arg_types[first + 2]->dims[0], RP = c->arg_types[first]->dims[1];
+    int64_t E = c->arg_types[first + 4]->dims[0];
+    const int32_t *counts = c->args[first + 4];
+    float *p = scratch((size_t)(P * Q), sizeof(float));
+    for (int64_t e = 0; e < E; e++) {
+        float *d = dw + e * P * Q;
+        int64_t col = ir_fp8_expert_span(counts, e), k = ((int64_t)counts[e] + IR_FP8_BLOCK - 1) / IR_FP8_BLOCK * IR_FP8_BLOCK;
+        if (counts[e] < 0 || col + k > RP)
+            CPU_FAIL("%s: expert %lld's %d rows past the %lld columns of its transposed operands: moe_sort's counts are "
+                     "corrupt", ir_ops[c->in->op].name, (long long)e, counts[e], (long long)RP);
+        if (counts[e])
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)P, (int)Q, (int)k, 1.0f, a + col, (int)RP,
+                        b + col, (int)RP, 0.0f, p, (int)Q);
+        for (int64_t i = 0; i < P * Q; i++)
+            d[i] = (beta != 0.0f ? d[i] : 0.0f) + (counts[e] ? p[i] : 0.0f);
+    }
+    free(p);
+    free(a);
+    free(b);
 }
 
 /* dw[E,P,Q] := beta dw + qa_e^T qb_e, alpha sa[e] sb[e], the operands (qa[R,P], sa[E], qb[R,Q], sb[E],
@@ -1760,6 +1842,10 @@ void cpu_FP8_GROUPED_MATMUL(const rt_kernel_call *c)
  * numbers are the unfused wgrad and accumulate's. */
 static void fp8_grouped_wgrad_into(const rt_kernel_call *c, int first, float beta, float *dw)
 {
+    if (ir_fp8_grouped_blockwise(c->arg_types[first + 1])) {
+        fp8_grouped_block_wgrad_into(c, first, beta, dw);
+        return;
+    }
     float *a = fp8_bytes_decoded(c, first), *b = fp8_bytes_decoded(c, first + 2);
     const float *sa = argf(c, first + 1), *sb = argf(c, first + 3);
     int64_t R = c->arg_types[first]->dims[0], P = c->arg_types[first]->dims[1], Q = c->arg_types[first + 2]->dims[1];

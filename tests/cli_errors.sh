@@ -38,7 +38,9 @@ fp8_ir=$("$mcc" ir "$tiny" "${fp8[@]}" --target cuda --after fp8 2>&1)
 grep -q fp8_matmul <<<"$fp8_ir" ||
     { echo "FAIL: mcc ir --fp8-format hybrid --target cuda made no fp8_matmul"; exit 1; }
 # FP8 experts, for both targets: the routed experts' grouped GEMMs on per-expert scales, the router's
-# matmul kept in its dtype (no amax history of its own); blockwise ones refused with the fix
+# matmul kept in its dtype (no amax history of its own); blockwise ones on block scales (the wgrad's
+# operands quantized with the counts), and refused with the fix where an expert's weight does not
+# tile by 128
 for target in cpu cuda; do
   moe_ir=$("$mcc" ir "$root/models/tiny-moe.json" --fp8-format hybrid --fp8-recipe delayed --target $target 2>&1)
   grep -q "= fp8_grouped_matmul" <<<"$moe_ir" && grep -q "fp8_grouped_wgrad" <<<"$moe_ir" &&
@@ -46,6 +48,17 @@ for target in cpu cuda; do
     { echo "FAIL: mcc ir tiny-moe --fp8-format hybrid --target $target: no FP8 grouped GEMMs, or the router in FP8";
       echo "$moe_ir" | tail -3; exit 1; }
 done
+moe_bw=(--fp8-format e4m3 --fp8-recipe blockwise --hidden-size 128 --ffn-hidden-size 256 --num-attention-heads 2
+        --num-query-groups 2 --moe-shared-expert-intermediate-size 128)
+for target in cpu cuda; do
+  moe_ir=$("$mcc" ir "$root/models/tiny-moe.json" "${moe_bw[@]}" --moe-ffn-hidden-size 128 --target $target 2>&1)
+  grep -qE "= fp8_grouped_matmul .* : (f32|bf16)\[[0-9]+,128\]" <<<"$moe_ir" &&
+    grep -qE "fp8_block_quantize %[0-9]+, %[0-9]+ \{rows=1, cols=128, transpose=1, experts=0\}" <<<"$moe_ir" ||
+    { echo "FAIL: mcc ir tiny-moe --fp8-recipe blockwise --target $target: no blockwise FP8 grouped GEMMs";
+      echo "$moe_ir" | tail -3; exit 1; }
+done
+expect "blockwise FP8 cuts each expert's weight into 128x128 blocks: make hidden_size and moe_ffn_hidden_size" -- \
+  "$mcc" ir "$root/models/tiny-moe.json" "${moe_bw[@]}" --target cpu
 # delayed scaling's fields without it
 expect "--fp8-margin is set but --fp8-recipe is tensorwise: it configures delayed scaling" -- "$mcc" compile "$tiny" "${fp8[@]}" --fp8-margin 1 --target cpu -o "$work/x"
 # blockwise FP8: a layer whose matmuls do not tile by 128; for the cuda target the whole pipeline

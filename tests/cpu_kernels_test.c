@@ -683,6 +683,137 @@ static void test_fp8_grouped_reference(void)
     free(x.data), free(w.data), free(c.data), free(y.data), free(dw.data);
 }
 
+/* Element i of block-scaled q (any shape, viewed as [numel / C, C]) dequantized, in double */
+static double fp8_block_value(tensor q, tensor s, int64_t i)
+{
+    int64_t C = q.type.dims[q.type.ndim - 1], R = numel(q) / C, rows, cols;
+    CHECK(ir_fp8_scale_blocks(&q.type, &s.type, &rows, &cols), "fp8_block_quantize's scale_inv is no block layout");
+    return rt_fp8_decode(((uint8_t *)q.data)[i], false) * (double)F(s)[ir_fp8_scale_at(R, C, rows, cols, i / C, i % C)];
+}
+
+/* The blockwise FP8 experts' operands (ops.def's fp8_block_quantize with counts or experts=1, and
+ * fp8_grouped_matmul and fp8_grouped_wgrad on block scales): x [300, 256] (each row at its own
+ * magnitude, 2^-12 to 2^3, so that where a tile starts decides its scale) whose rows go to 3 experts
+ * by counts {150, 0, 130} (the last 20 rows NaN: the receive room), an expert weight w [3, 128, 256]
+ * and an output gradient dy [300, 128]. With the counts, x transposed is [256, R'] with each
+ * expert's rows in a span of its own from a multiple of 128 (expert 0's columns [0, 150), expert
+ * 2's [256, 386)), its tiles from its first row (the second partial), each scale 2^floor(log2(448 /
+ * the tile's amax)) and the columns past an expert's rows zero with scale_inv 1 past the last;
+ * experts=1 transposes each w[e] with its blocks and scales as they were. The forward, the dgrad
+ * (dy by the transposed weights) and the wgrad (dy^T x over each expert's rows) equal the products
+ * of the dequantized operands, expert by expert, zero past the counts and for the expert without
+ * rows. */
+static void test_fp8_block_experts_reference(void)
+{
+    enum { R = 300, K = 256, E = 3, N = 128 };
+    int32_t counts[E] = {150, 0, 130};
+    int first[E + 1] = {0}, span[E] = {0, 256, 256}, expert_of[R];
+    for (int e = 0; e < E; e++)
+        first[e + 1] = first[e] + counts[e];
+    for (int r = 0; r < R; r++)
+        for (int e = 0, *x = &expert_of[r]; e <= E; e++)
+            *x = e == 0 ? -1 : r >= first[e - 1] && r < first[e] ? e - 1 : *x;
+    tensor x = F32(R, K), w = F32(E, N, K), dy = F32(R, N), c = I32(E);
+    memcpy(c.data, counts, sizeof counts);
+    for (int r = 0; r < R; r++) {
+        for (int k = 0; k < K; k++)
+            F(x)[r * K + k] = expert_of[r] < 0 ? NAN : (float)((urand() * 2 - 1) * ldexp(1, r % 16 - 12));
+        for (int n = 0; n < N; n++)
+            F(dy)[r * N + n] = expert_of[r] < 0 ? NAN : (float)((urand() * 2 - 1) * ldexp(1, (r * 7) % 16 - 12));
+    }
+    for (int i = 0; i < E * N * K; i++)
+        F(w)[i] = (float)((urand() * 2 - 1) * ldexp(1, 2 - 3 * (i / (N * K))));
+    int64_t RP = ir_fp8_expert_rows(R, E); /* 768 */
+    CHECK(RP == 768, "ir_fp8_expert_rows(300, 3): %lld columns, want 768 (300 + 127 x 3 rounded up to 128)",
+          (long long)RP);
+    tensor qx = tensor_new(IR_FP8E4M3, 2, (int64_t[]){R, K}), sx = F32(K / 128, R);
+    tensor qdy = tensor_new(IR_FP8E4M3, 2, (int64_t[]){R, N}), sdy = F32(N / 128, R);
+    tensor qw = tensor_new(IR_FP8E4M3, 3, (int64_t[]){E, N, K}), sw = F32(E * N / 128, 4);
+    tensor qwt = tensor_new(IR_FP8E4M3, 3, (int64_t[]){E, K, N}), swt = F32(E * K / 128, 4);
+    tensor qxt = tensor_new(IR_FP8E4M3, 2, (int64_t[]){K, RP}), sxt = F32(RP / 128, K);
+    tensor qdyt = tensor_new(IR_FP8E4M3, 2, (int64_t[]){N, RP}), sdyt = F32(RP / 128, N);
+    run(IR_OP_FP8_BLOCK_QUANTIZE, ATTRS(1, 128, 0), &x, 1, (tensor[]){qx, sx}, 2);
+    run(IR_OP_FP8_BLOCK_QUANTIZE, ATTRS(1, 128, 0), &dy, 1, (tensor[]){qdy, sdy}, 2);
+    run(IR_OP_FP8_BLOCK_QUANTIZE, ATTRS(128, 128, 0), &w, 1, (tensor[]){qw, sw}, 2);
+    run(IR_OP_FP8_BLOCK_QUANTIZE, ATTRS(128, 128, 1, 1), &w, 1, (tensor[]){qwt, swt}, 2);
+    run(IR_OP_FP8_BLOCK_QUANTIZE, ATTRS(1, 128, 1), (tensor[]){x, c}, 2, (tensor[]){qxt, sxt}, 2);
+    run(IR_OP_FP8_BLOCK_QUANTIZE, ATTRS(1, 128, 1), (tensor[]){dy, c}, 2, (tensor[]){qdyt, sdyt}, 2);
+    for (int e = 0; e < E; e++) /* experts=1: w[e]^T, its blocks' values and scales those of w[e] */
+        for (int n = 0; n < N; n++)
+            for (int k = 0; k < K; k++)
+                CHECK(fp8_block_value(qwt, swt, (e * K + k) * N + n) == fp8_block_value(qw, sw, (e * N + n) * K + k),
+                      "fp8_block_quantize {experts=1}: w[%d]^T (%d, %d) is not w[%d]'s (%d, %d)", e, k, n, e, n, k);
+    tensor operands[2] = {x, dy}, qt[2] = {qxt, qdyt}, st[2] = {sxt, sdyt};
+    for (int o = 0; o < 2; o++) { /* the counts' transposed rows: each expert's tiles from its first row */
+        int64_t C = operands[o].type.dims[1];
+        for (int64_t i = 0; i < C; i++)
+            for (int64_t col = 0; col < RP; col++) {
+                int e = col < 256 ? 0 : col < 512 ? 2 : -1;
+                int64_t row = e < 0 ? -1 : first[e] + (col - span[e]), tile = (col - (e < 0 ? 0 : span[e])) / 128;
+                uint8_t got = ((uint8_t *)qt[o].data)[i * RP + col];
+                float sinv = F(st[o])[col / 128 * C + i];
+                if (e < 0 || row >= first[e + 1]) { /* past an expert's rows: zero, and 1 past the last's tiles */
+                    CHECK(got == 0, "fp8_block_quantize with counts: q (%lld, %lld) past the rows is %d, not 0",
+                          (long long)i, (long long)col, got);
+                    CHECK(e >= 0 || sinv == 1, "fp8_block_quantize with counts: scale_inv of unused tile %lld is %g",
+                          (long long)(col / 128), sinv);
+                    continue;
+                }
+                double amax = 0;
+                for (int64_t r = first[e] + tile * 128; r < first[e] + tile * 128 + 128 && r < first[e + 1]; r++)
+                    amax = fmax(amax, fabs(F(operands[o])[r * C + i]));
+                double scale = exp2(floor(log2(448.0 / amax))), want = F(operands[o])[row * C + i] * scale;
+                double d = rt_fp8_decode(got, false);
+                CHECK(sinv == (float)(1 / scale), "fp8_block_quantize with counts: %s^T (%lld, %lld), expert %d's tile "
+                      "%lld: scale_inv %g, want %g", o ? "dy" : "x", (long long)i, (long long)col, e, (long long)tile,
+                      sinv, 1 / scale);
+                CHECK(fabs(d - want) <= 0x1p-4 * fmax(fabs(want), 0x1p-6), "fp8_block_quantize with counts: %s^T "
+                      "(%lld, %lld): q %g, want %g", o ? "dy" : "x", (long long)i, (long long)col, d, want);
+            }
+    }
+    /* y = x_e w_e^T, dx = dy_e w_e (w_e^T K-major), dw_e = dy_e^T x_e, each on the dequantized operands */
+    tensor y = F32(R, N), dx = F32(R, K), dw = F32(E, N, K);
+    run(IR_OP_FP8_GROUPED_MATMUL, ATTRS(1, 0, 0), (tensor[]){qx, sx, qw, sw, c}, 5, &y, 1);
+    run(IR_OP_FP8_GROUPED_MATMUL, ATTRS(1, 0, 0), (tensor[]){qdy, sdy, qwt, swt, c}, 5, &dx, 1);
+    run(IR_OP_FP8_GROUPED_WGRAD, NULL, (tensor[]){qdyt, sdyt, qxt, sxt, c}, 5, &dw, 1);
+    struct { tensor out, a, sa, b, sb; int64_t P, Q, inner; const char *what; } gemms[2] = {
+        {y, qx, sx, qw, sw, N, K, K, "fp8_grouped_matmul (forward)"},
+        {dx, qdy, sdy, qwt, swt, K, N, N, "fp8_grouped_matmul (dgrad)"}};
+    for (int g = 0; g < 2; g++) { /* out[r, j] = sum_k a[r, k] b[e, j, k] */
+        double worst = 0;
+        for (int r = 0; r < R; r++)
+            for (int64_t j = 0; j < gemms[g].P; j++) {
+                int e = expert_of[r];
+                double want = 0, norm = 0;
+                for (int64_t k = 0; e >= 0 && k < gemms[g].inner; k++) {
+                    double p = fp8_block_value(gemms[g].a, gemms[g].sa, r * gemms[g].inner + k) *
+                               fp8_block_value(gemms[g].b, gemms[g].sb, (e * gemms[g].P + j) * gemms[g].inner + k);
+                    want += p, norm += fabs(p);
+                }
+                double got = F(gemms[g].out)[r * gemms[g].P + j];
+                worst = fmax(worst, e < 0 ? fabs(got) : fabs(got - want) / fmax(norm, 1e-30));
+            }
+        CHECK(worst < 1e-5, "%s on block scales: off the experts' dequantized products by %.3g", gemms[g].what, worst);
+    }
+    double worst_dw = 0;
+    for (int e = 0; e < E; e++)
+        for (int n = 0; n < N; n++)
+            for (int k = 0; k < K; k++) {
+                double want = 0, norm = 0;
+                for (int r = first[e]; r < first[e + 1]; r++) {
+                    int64_t col = span[e] + (r - first[e]);
+                    double p = fp8_block_value(qdyt, sdyt, n * RP + col) * fp8_block_value(qxt, sxt, k * RP + col);
+                    want += p, norm += fabs(p);
+                }
+                double got = F(dw)[(e * N + n) * K + k];
+                worst_dw = fmax(worst_dw, norm > 0 ? fabs(got - want) / norm : fabs(got));
+            }
+    CHECK(worst_dw < 1e-5, "fp8_grouped_wgrad on block scales: off the experts' dequantized products by %.3g", worst_dw);
+    tensor all[] = {x, w, dy, c, qx, sx, qdy, sdy, qw, sw, qwt, swt, qxt, sxt, qdyt, sdyt, y, dx, dw};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i].data);
+}
+
 /* split_last_dim and concat_last_dim against their definitions: x [2,3,4,5] split after 2 channels,
  * the rest summed over the 4 heads; the parts joined again, the summed one broadcast over them. */
 static void test_split_concat_reference(void)
@@ -1271,6 +1402,7 @@ int main(int argc, char **argv)
     test_matmul_reference();
     test_fp8_block_reference();
     test_fp8_grouped_reference();
+    test_fp8_block_experts_reference();
     test_rope_reference();
     test_split_concat_reference();
     if (argc > 1) /* tests/data/rope_llama3_freqs.txt */

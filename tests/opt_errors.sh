@@ -39,6 +39,9 @@ printf 'func f {kind=step, arena=0} {\n  %%0 = input @x : f32[4,2]\n  %%1 = inpu
 expect "gelu's row bound %1 must be i32\\[S\\] \\(a dispatch's local counts\\), got f32\\[2\\]" "$work/bound.ir" --pass fusion
 printf 'func f {kind=step, arena=0} {\n  %%0 = input @x : f32[4]\n  %%1 = input @n : i32[2]\n  %%2 = bias_add %%0, %%1, %%1 : f32[4]\n}\n' >"$work/bound2.ir"
 expect "line 4: wrong operand count for bias_add: expected 2, got 3" "$work/bound2.ir" --pass fusion
+# blockwise FP8 experts' rows quantized with their counts: transposed only (the wgrad's operands)
+printf 'func f {kind=step, arena=0} {\n  %%0 = input @x : f32[300,256]\n  %%1 = input @n : i32[8]\n  %%2, %%3 = fp8_block_quantize %%0, %%1 {rows=1, cols=128, transpose=0, experts=0} : fp8e4m3[256,1408], f32[11,256]\n}\n' >"$work/bq.ir"
+expect "fp8_block_quantize with counts quantizes the experts' rows x\\[R, C\\] \\(got f32\\[300,256\\]\\) transposed in 1x128 tiles: rows=1, transpose=1" "$work/bq.ir" --pass fusion
 printf 'config {\n  plan_version = "999"\n}\n\nfunc f {kind=step, arena=0} {\n  %%0 = input @x : f32[4]\n}\n' >"$work/version.ir"
 expect "version.ir: the plan's format is version 999 but this mcc reads version 1: recompile" "$work/version.ir" --pass fusion
 printf 'func f {kind=step, arena=0} {\n  %%0 = input @x : f32[4]\n  %%1 = gelu %%0 : f32[4]\n}\n' >"$work/ok.ir"

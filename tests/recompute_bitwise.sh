@@ -13,7 +13,8 @@
 # (passes/recompute.c's mark_regions) against none: multi-latent attention's up projections (alone,
 # with layernorm), the dense MLP, the routed experts (moe), their activation (moe_act), the shared
 # expert, and Megatron's DeepSeek-V3 recipe's set (mlp moe mla_up_proj layernorm), on one rank and
-# at TP=2 with SP x DP=2 ZeRO x EP=2 (a model with all of them: tiny-deepseek-v3).
+# at TP=2 with SP x DP=2 ZeRO x EP=2 (a model with all of them: tiny-deepseek-v3); under delayed
+# FP8 there too, and under blockwise FP8 (its experts' too) on one rank and at EP=2.
 set -euo pipefail
 mcc=$1; model=$2; only=${3:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,6 +58,16 @@ if [ "$only" = modules ]; then
   train fp8 1 "${fp8[@]}"; train "fp8_$all" 1 "${fp8[@]}" "${sel[@]}" "$all"; same fp8 "fp8_$all"
   train fp8_tp2_dp2_zero 4 "${tpdp[@]}" "${fp8[@]}"
   train "fp8_tp2_dp2_zero_$all" 4 "${tpdp[@]}" "${fp8[@]}" "${sel[@]}" "$all"; same fp8_tp2_dp2_zero "fp8_tp2_dp2_zero_$all"
+  # blockwise (the widths tile by 128: MLA's one head of 128 + 128 rope channels, latents of 128):
+  # the regions replay the routed experts' block-scaled GEMMs, their weights' quantizes with them,
+  # on one rank and at EP=2 (no TP: blockwise refuses it)
+  fp8b=(--fp8-format e4m3 --fp8-recipe blockwise --hidden-size 128 --ffn-hidden-size 256 --moe-ffn-hidden-size 128
+        --moe-shared-expert-intermediate-size 128 --num-attention-heads 1 --q-lora-rank 128 --kv-lora-rank 128
+        --qk-head-dim 128 --qk-pos-emb-head-dim 128 --v-head-dim 128)
+  train fp8b 1 "${fp8b[@]}"; train "fp8b_$all" 1 "${fp8b[@]}" "${sel[@]}" "$all"; same fp8b "fp8b_$all"
+  ep=(--dp 2 --expert-model-parallel-size 2)
+  train fp8b_ep2 2 "${ep[@]}" "${fp8b[@]}"
+  train "fp8b_ep2_$all" 2 "${ep[@]}" "${fp8b[@]}" "${sel[@]}" "$all"; same fp8b_ep2 "fp8b_ep2_$all"
   [ $status = 0 ] && echo PASS
   exit $status
 fi

@@ -270,15 +270,18 @@ def fp8_quantize(x, fmt, key):
 
 def fp8_block_quantize(x, rows, cols):
     """Dequantized, blockwise (ops.def's fp8_block_quantize): x viewed as [R, C], a scale per rows x
-    cols block, 448 / the block's amax rounded down to a power of 2 (1 when amax is 0), E4M3."""
+    cols block, 448 / the block's amax rounded down to a power of 2 (1 when amax is 0), E4M3. An
+    expert's rows (R not a multiple of rows: its wgrad's tiles along them) from its first row, the
+    last block partial, its amax over the rows there (zero rows padded in, then cut off)."""
     x32 = x.detach().float().reshape(-1, x.shape[-1])
     R, C = x32.shape
-    blocks = x32.reshape(R // rows, rows, C // cols, cols)
+    x32 = torch.cat([x32, x32.new_zeros(-R % rows, C)])
+    blocks = x32.reshape(-1, rows, C // cols, cols)
     amax = blocks.abs().amax(dim=(1, 3), keepdim=True)
     _, e = torch.frexp(torch.tensor(448.0, dtype=torch.float32) / amax)
     scale = torch.where(amax > 0, torch.pow(2.0, (e - 1).float()), torch.ones_like(amax))
     q = fp8_round((blocks * scale).double(), "e4m3") * (1 / scale).double()
-    return q.reshape(x.shape)
+    return q.reshape(-1, C)[:R].reshape(x.shape)
 
 
 def fp8_roll():

@@ -863,22 +863,47 @@ void cuda_FP8_GROUPED_QUANTIZE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 /* x[R, C] -> (q E4M3, x or x^T; scale_inv) {rows, cols, transpose}, the scales laid out for
  * cuBLASLt's block scale modes (ops.def): 1x128 tiles a warp each, 8 to a CUDA block; 128x128
  * blocks a CUDA block of 128 threads each */
+/* (x[R, C], counts[E]) {rows=1, transpose=1} -> (q [C, R'], scale_inv): the experts' rows transposed
+ * in 1x128 tiles from each expert's first row (the blockwise wgrad's: ops.def); the counts read on
+ * the device, no host wait */
+static void fp8_expert_rows_quantize(rt_cuda_ctx *cx, const rt_kernel_call *c, int tile_warps)
+{
+    void *q = c->res[0], *scale_inv = c->res[1], *x = c->args[0], *counts = c->args[1];
+    long long E = c->arg_types[1]->dims[0], C = c->arg_types[0]->dims[1], QC = c->res_types[0]->dims[1];
+    void *params[] = {&q, &scale_inv, &x, &counts, &E, &C, &QC};
+    kernel_name k = name_of(c, RT_CUK_FP8_EXPERT_TILE_QUANTIZE, c->arg_types[0], NULL);
+    rt_cuda_launch(cx, k.s, capped_grid((C * QC / IR_FP8_BLOCK + tile_warps - 1) / tile_warps), 1, 1, 32 * tile_warps,
+                   0, params);
+}
+
+/* x -> (q, scale_inv) {rows, cols, transpose, experts}[, counts]: 1x128 tiles a warp each, 128x128
+ * blocks a CUDA block each; experts=1 quantizes each expert's weight x[e] alone (a launch an expert,
+ * at its offsets in x, q and scale_inv); with counts fp8_expert_rows_quantize */
 void cuda_FP8_BLOCK_QUANTIZE(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     enum { TILE_WARPS = 8 };
     need_f32(c, c->res_types[1], "scale_inv");
-    void *q = c->res[0], *scale_inv = c->res[1], *x = c->args[0];
+    if (c->nargs == 2) {
+        fp8_expert_rows_quantize(cx, c, TILE_WARPS);
+        return;
+    }
+    long long E = c->in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_EXPERTS] != 0 ? c->arg_types[0]->dims[0] : 1;
     long long C = c->arg_types[0]->ndim ? c->arg_types[0]->dims[c->arg_types[0]->ndim - 1] : 1;
-    long long R = ir_numel(c->arg_types[0]) / C;
+    long long R = ir_numel(c->arg_types[0]) / C / E; /* an expert's rows (all of x's without experts) */
+    int64_t scales = ir_numel(c->res_types[1]) / E;
+    size_t xs = ir_dtype_size(c->arg_types[0]->dtype);
     int transpose = c->in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_TRANSPOSE] != 0;
-    void *params[] = {&q, &scale_inv, &x, &R, &C, &transpose};
-    if (c->in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_ROWS] == 1) {
-        kernel_name k = name_of(c, RT_CUK_FP8_TILE_QUANTIZE, c->arg_types[0], NULL);
-        rt_cuda_launch(cx, k.s, capped_grid((R * C / IR_FP8_BLOCK + TILE_WARPS - 1) / TILE_WARPS), 1, 1, 32 * TILE_WARPS,
-                       0, params);
-    } else {
-        kernel_name k = name_of(c, RT_CUK_FP8_BLOCK_QUANTIZE, c->arg_types[0], NULL);
-        rt_cuda_launch(cx, k.s, capped_grid(R * C / (IR_FP8_BLOCK * IR_FP8_BLOCK)), 1, 1, 128, 0, params);
+    bool tiles = c->in->attr[IR_ATTR_FP8_BLOCK_QUANTIZE_ROWS] == 1;
+    kernel_name k = name_of(c, tiles ? RT_CUK_FP8_TILE_QUANTIZE : RT_CUK_FP8_BLOCK_QUANTIZE, c->arg_types[0], NULL);
+    for (long long e = 0; e < E; e++) {
+        void *q = (char *)c->res[0] + e * R * C, *scale_inv = (float *)c->res[1] + e * scales;
+        const void *x = (const char *)c->args[0] + (size_t)(e * R * C) * xs;
+        void *params[] = {&q, &scale_inv, (void *)&x, &R, &C, &transpose};
+        if (tiles)
+            rt_cuda_launch(cx, k.s, capped_grid((R * C / IR_FP8_BLOCK + TILE_WARPS - 1) / TILE_WARPS), 1, 1,
+                           32 * TILE_WARPS, 0, params);
+        else
+            rt_cuda_launch(cx, k.s, capped_grid(R * C / (IR_FP8_BLOCK * IR_FP8_BLOCK)), 1, 1, 128, 0, params);
     }
 }
 

@@ -59,6 +59,7 @@
     K(FP8_AMAX, "mcc_fp8_amax", 1)                    /* x; FP8: kernels_templates/fp8.cuh */              \
     K(FP8_QUANTIZE, "mcc_fp8_quantize", 1)                                                                 \
     K(FP8_TILE_QUANTIZE, "mcc_fp8_tile_quantize", 1)  /* fp8_block_quantize's 1x128 tiles */             \
+    K(FP8_EXPERT_TILE_QUANTIZE, "mcc_fp8_expert_tile_quantize", 1) /* the experts' rows by counts */      \
     K(FP8_BLOCK_QUANTIZE, "mcc_fp8_block_quantize", 1)                                                     \
     K(FP8_HISTORY_AMAX, "mcc_fp8_history_amax_f32", 0)                                                     \
     K(FP8_AMAX_FOLD, "mcc_fp8_amax_fold_f32", 0)                                                           \

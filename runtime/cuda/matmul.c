@@ -131,8 +131,9 @@ static matmul_plan *plan_of(int64_t m, int64_t n, int64_t k, bool ta, bool tb, c
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &scales.a, sizeof scales.a));
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &scales.b, sizeof scales.b));
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof fast_accum));
-        /* block scales: cuBLASLt's heuristic refuses (INVALID_VALUE) a descriptor without their
-         * pointers, as NVIDIA's LtBlk128x128Fp8Matmul sample sets them first; reset per call */
+        /* block scales: an H100's cuBLASLt 13.1 refused (INVALID_VALUE) every block-scaled heuristic
+         * query without their pointers; NVIDIA's LtBlk128x128Fp8Matmul sample sets them first.
+         * Every caller passes them (reset per call: plans are shared) */
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_ptrs[0],
                                                 sizeof scale_ptrs[0]));
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_ptrs[1],
@@ -216,12 +217,14 @@ static void set_layout(cublasLtMatrixLayout_t l, lt_dims d)
  * wgrad's reduction): the algorithm the heuristic chose for the rows' bucket (rows_bucket), its
  * layouts then set to the exact sizes (as plan_of creates them). A plan per exact size would query
  * the heuristic, on the host while the GPU waits, at nearly every call: the counts change each step.
- * FP8 operands' plans are SCALAR_32F's, their scale pointers set per call (fp8_expert_gemm). */
-static matmul_plan *plan_for_rows(int64_t m, int64_t n, int64_t k, bool ta, bool tb, bool rows_in_k, ir_dtype dt,
-                                  ir_dtype bdt, ir_dtype cdt, int sms)
+ * FP8 operands' plans are SCALAR_32F's, or blockwise the block scale modes, their scale pointers
+ * set per call (fp8_expert_gemm). */
+static matmul_plan *plan_for_rows(int64_t m, int64_t n, int64_t k, bool ta, bool tb, bool rows_in_k,
+                                  lt_scale_modes scales, const void *const *scale_ptrs, ir_dtype dt, ir_dtype bdt,
+                                  ir_dtype cdt, int sms)
 {
     matmul_plan *p = plan_of(rows_in_k ? m : rows_bucket(m), n, rows_in_k ? rows_bucket(k) : k, ta, tb,
-                             CUBLASLT_EPILOGUE_DEFAULT, (lt_scale_modes){0}, NULL, dt, bdt, cdt, sms, true);
+                             CUBLASLT_EPILOGUE_DEFAULT, scales, scale_ptrs, dt, bdt, cdt, sms, true);
     lt_dims d[3];
     lt_layouts(m, n, k, ta, tb, d);
     set_layout(p->a, d[0]);
@@ -765,7 +768,8 @@ void cuda_MOE_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
     for (int64_t e = 0; e < E; row += counts[e++]) {
         if (!counts[e])
             continue;
-        matmul_plan *p = plan_for_rows(counts[e], F, K, false, tb, false, xt->dtype, wt->dtype, yt->dtype, sms);
+        matmul_plan *p = plan_for_rows(counts[e], F, K, false, tb, false, (lt_scale_modes){0}, NULL, xt->dtype, wt->dtype,
+                                       yt->dtype, sms);
         char *y = (char *)c->res[0] + (size_t)(row * F) * ys;
         run_plan_on(st.stream[e % st.n], st.workspace[e % st.n], p, (const char *)c->args[0] + (size_t)(row * K) * xs,
                     (const char *)c->args[1] + (size_t)(e * F * K) * ws, 0.0f, y, y);
@@ -793,7 +797,8 @@ static void grouped_wgrad_into(rt_cuda_ctx *cx, const rt_kernel_call *c, int fir
                 RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)out, 0, (size_t)(P * Q) * ds, rt_cuda_stream(cx)));
             continue;
         }
-        matmul_plan *p = plan_for_rows(P, Q, counts[e], true, false, true, at->dtype, bt->dtype, dt->dtype, sms);
+        matmul_plan *p = plan_for_rows(P, Q, counts[e], true, false, true, (lt_scale_modes){0}, NULL, at->dtype, bt->dtype,
+                                       dt->dtype, sms);
         run_plan_on(st.stream[e % st.n], st.workspace[e % st.n], p, (const char *)c->args[first] + (size_t)(row * P) * as,
                     (const char *)c->args[first + 1] + (size_t)(row * Q) * bs, beta, out, out);
     }
@@ -840,49 +845,99 @@ static void need_fp8_k(const rt_kernel_call *c, int64_t k, const char *what)
     exit(1);
 }
 
-/* Expert e's FP8 GEMM out := sa[e] sb[e] a b^T + beta out, a [m,k] and b [n,k] both K-major (Hopper's
- * TN FP8 GEMM, as fp8_gemm's forward), fp32 accumulation, out in out_dtype, on the expert's stream:
- * the dense FP8 GEMM's scale conventions with the scale pointers at the expert's scale_invs
- * (cuBLASLt's A is our b: its scale sb + e). rows_in_k: the expert's rows are k (the wgrad's). */
+/* One expert's FP8 GEMM operands: a [m,k] and b [n,k], both K-major, rows ld apart (0: k), and the
+ * scale pointers cuBLASLt reads for them: the expert's scale_inv (SCALAR_32F), or blockwise its
+ * tiles' and blocks' in the layouts of the scale modes */
+typedef struct {
+    const void *a, *b;
+    const float *sa, *sb;
+    int64_t ld;
+} fp8_expert_operands;
+
+/* Expert e's FP8 GEMM out := sa sb a b^T + beta out (Hopper's TN FP8 GEMM, as fp8_gemm's forward),
+ * fp32 accumulation, out in out_dtype, on the expert's stream: the dense FP8 GEMM's scale
+ * conventions (cuBLASLt's A is our b: its scale sb; scales.a its mode). rows_in_k: the expert's rows
+ * are k (the wgrad's). */
 static void fp8_expert_gemm(const expert_streams *st, int64_t e, int64_t m, int64_t n, int64_t k, bool rows_in_k,
-                            const rt_kernel_call *c, int first, const void *a, const void *b, float beta, void *out,
-                            ir_dtype out_dtype, int sms)
+                            const rt_kernel_call *c, int first, fp8_expert_operands op, lt_scale_modes scales,
+                            float beta, void *out, ir_dtype out_dtype, int sms)
 {
-    matmul_plan *p = plan_for_rows(m, n, k, false, true, rows_in_k, c->arg_types[first]->dtype,
+    const void *lt_scales[2] = {op.sb, op.sa}; /* cuBLASLt's A is our b */
+    matmul_plan *p = plan_for_rows(m, n, k, false, true, rows_in_k, scales, lt_scales, c->arg_types[first]->dtype,
                                    c->arg_types[first + 2]->dtype, out_dtype, sms);
-    const float *sa = (const float *)c->args[first + 1] + e, *sb = (const float *)c->args[first + 3] + e;
-    LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb, sizeof sb));
-    LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa, sizeof sa));
+    if (op.ld) { /* rows of a longer buffer: the blockwise wgrad's spans */
+        set_layout(p->a, (lt_dims){k, n, op.ld});
+        set_layout(p->b, (lt_dims){k, m, op.ld});
+    }
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &op.sb, sizeof op.sb));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &op.sa, sizeof op.sa));
     cudaStream_t stream = st->stream[e % st->n];
     void *ws = st->workspace[e % st->n];
     const float one = 1.0f;
     /* The bucket's algorithm may refuse this expert's exact rows (an FP8 kernel's tile or split-K
-     * needs): the heuristic's other candidates, then a plan for the exact size (kept: rare) */
-    if (cublasLtMatmul(lt, p->desc, &one, b, p->a, a, p->b, &beta, out, p->c, out, p->c, &p->algo, ws, WORKSPACE_BYTES,
-                       stream) == CUBLAS_STATUS_SUCCESS)
+     * needs; an H100 refused the tensorwise experts' so): the heuristic's other candidates, then a
+     * plan for the exact size (kept: rare) */
+    if (cublasLtMatmul(lt, p->desc, &one, op.b, p->a, op.a, p->b, &beta, out, p->c, out, p->c, &p->algo, ws,
+                       WORKSPACE_BYTES, stream) == CUBLAS_STATUS_SUCCESS)
         return;
     for (int i = 0; i < p->ncandidates; i++)
-        if (cublasLtMatmul(lt, p->desc, &one, b, p->a, a, p->b, &beta, out, p->c, out, p->c, &p->candidates[i], ws,
+        if (cublasLtMatmul(lt, p->desc, &one, op.b, p->a, op.a, p->b, &beta, out, p->c, out, p->c, &p->candidates[i], ws,
                            WORKSPACE_BYTES, stream) == CUBLAS_STATUS_SUCCESS) {
             p->algo = p->candidates[i];
             return;
         }
     static bool said;
     if (!said)
-        fprintf(stderr, "train_rank: note: FP8 expert GEMM %lldx%lldx%lld (rows in %s): no algorithm of its rows' "
-                "bucket runs it; planned for the exact size\n", (long long)m, (long long)n, (long long)k,
-                rows_in_k ? "k" : "m"), said = true;
-    matmul_plan *x = plan_of(m, n, k, false, true, CUBLASLT_EPILOGUE_DEFAULT, (lt_scale_modes){0}, NULL,
+        fprintf(stderr, "train_rank: note: FP8 expert GEMM %lldx%lldx%lld (rows in %s, scale modes %d x %d): no "
+                "algorithm of its rows' bucket runs it; planned for the exact size\n", (long long)m, (long long)n,
+                (long long)k, rows_in_k ? "k" : "m", scales.a, scales.b), said = true;
+    matmul_plan *x = plan_of(m, n, k, false, true, CUBLASLT_EPILOGUE_DEFAULT, scales, lt_scales,
                              c->arg_types[first]->dtype, c->arg_types[first + 2]->dtype, out_dtype, sms, true);
-    LT_CHECK(cublasLtMatmulDescSetAttribute(x->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb, sizeof sb));
-    LT_CHECK(cublasLtMatmulDescSetAttribute(x->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa, sizeof sa));
-    LT_CHECK(cublasLtMatmul(lt, x->desc, &one, b, x->a, a, x->b, &beta, out, x->c, out, x->c, &x->algo, ws,
+    if (op.ld) {
+        set_layout(x->a, (lt_dims){k, n, op.ld});
+        set_layout(x->b, (lt_dims){k, m, op.ld});
+    }
+    LT_CHECK(cublasLtMatmulDescSetAttribute(x->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &op.sb, sizeof op.sb));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(x->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &op.sa, sizeof op.sa));
+    LT_CHECK(cublasLtMatmul(lt, x->desc, &one, op.b, x->a, op.a, x->b, &beta, out, x->c, out, x->c, &x->algo, ws,
                             WORKSPACE_BYTES, stream));
+}
+
+/* The cuBLASLt scale modes of FP8 grouped GEMM c's operands from `first` (A our b, B our a):
+ * SCALAR_32F for a scale an expert, else their block layouts' (blockwise) */
+static lt_scale_modes grouped_scale_modes(const rt_kernel_call *c, int first)
+{
+    return (lt_scale_modes){scale_mode_of(c->arg_types[first + 2], c->arg_types[first + 3]),
+                            scale_mode_of(c->arg_types[first], c->arg_types[first + 1])};
+}
+
+/* Blockwise: each expert's rows' 1x128 tile scales, from sx f32[K/128, R rounded up to 4] (where
+ * fp8_block_quantize puts them, every row's beside the others'), gathered into scratch as
+ * cuBLASLt's VEC128_32F reads a matrix of the expert's n rows: f32[K/128, n rounded up to 4], the
+ * experts one after another; expert e's at the returned floats + first[e] */
+static const float *expert_row_scales(rt_cuda_ctx *cx, const rt_kernel_call *c, const int32_t *counts, int64_t E,
+                                      int64_t *first)
+{
+    int64_t tiles = c->arg_types[0]->dims[1] / IR_FP8_BLOCK;
+    first[0] = 0;
+    for (int64_t e = 0; e < E; e++)
+        first[e + 1] = first[e] + tiles * ((counts[e] + IR_FP8_SCALE_ALIGN - 1) / IR_FP8_SCALE_ALIGN * IR_FP8_SCALE_ALIGN);
+    float *s = rt_cuda_scratch(cx, sizeof(float) * (size_t)(first[E] ? first[E] : 1));
+    size_t src_pitch = sizeof(float) * (size_t)c->arg_types[1]->dims[1];
+    for (int64_t e = 0, row = 0; e < E; row += counts[e++])
+        if (counts[e])
+            RT_CUDART_CHECK(cudaMemcpy2DAsync(s + first[e], sizeof(float) * (size_t)((first[e + 1] - first[e]) / tiles),
+                                              (const float *)c->args[1] + row, src_pitch, sizeof(float) * (size_t)counts[e],
+                                              (size_t)tiles, cudaMemcpyDeviceToDevice,
+                                              (cudaStream_t)rt_cuda_stream(cx)));
+    return s;
 }
 
 /* (qx[R,K], sx[E], qw[E,F,K] (tb) or [E,K,F], sw[E], counts[, hdy]) -> y[R,F]: expert e's rows by its
  * weight, one FP8 GEMM each (expert_streams), alpha sx[e] sw[e]; a weight [E,K,F] (the dgrad's) made
- * K-major first, expert by expert; the rows past the counts zeroed */
+ * K-major first, expert by expert; the rows past the counts zeroed. Blockwise (sx, sw block scales:
+ * qx's rows in 1x128 tiles, qw [E,F,K] in 128x128 blocks, always K-major): expert e's weight blocks'
+ * scales are its own rows of sw's, its rows' tiles' gathered (expert_row_scales). */
 void cuda_FP8_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
 {
     need_fp8_operands(c, 0);
@@ -893,6 +948,13 @@ void cuda_FP8_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
     const int32_t *counts = rt_cuda_grouped_counts(cx, c, 4, R);
     size_t ys = ir_dtype_size(yt->dtype);
     const char *w = c->args[2];
+    lt_scale_modes scales = grouped_scale_modes(c, 0);
+    bool blocks = ir_fp8_grouped_blockwise(c->arg_types[1]);
+    const float *sx = c->args[1], *sw = c->args[3];
+    int64_t *first = blocks ? malloc(sizeof(int64_t) * (size_t)(E + 1)) : NULL;
+    if (blocks)
+        sx = expert_row_scales(cx, c, counts, E, first);
+    int64_t sw_expert = blocks ? ir_numel(c->arg_types[3]) / E : 1; /* an expert's weight scales */
     if (!tb) { /* w_e [K,F] -> [F,K] */
         char *s = rt_cuda_scratch(cx, (size_t)(E * K * F));
         for (int64_t e = 0; e < E; e++)
@@ -902,22 +964,67 @@ void cuda_FP8_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
     int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
     expert_streams st = expert_streams_fork(cx);
     for (int64_t e = 0; e < E; row += counts[e++])
-        if (counts[e])
-            fp8_expert_gemm(&st, e, counts[e], F, K, false, c, 0, (const char *)c->args[0] + row * K, w + e * F * K,
-                            0.0f, (char *)c->res[0] + (size_t)(row * F) * ys, yt->dtype, sms);
+        if (counts[e]) {
+            fp8_expert_operands op = {(const char *)c->args[0] + row * K, w + e * F * K, blocks ? sx + first[e] : sx + e,
+                                      sw + e * sw_expert, 0};
+            fp8_expert_gemm(&st, e, counts[e], F, K, false, c, 0, op, scales, 0.0f,
+                            (char *)c->res[0] + (size_t)(row * F) * ys, yt->dtype, sms);
+        }
     expert_streams_join(cx, &st);
     zero_rows_past(cx, c->res[0], row, R, F * (int64_t)ys);
+    free(first);
+}
+
+/* Blockwise: dw[E,P,Q] := beta dw + qa_e qb_e^T, the operands (qa[P,R'], sa, qb[Q,R'], sb, counts) from
+ * `first` on, the experts' rows transposed with the counts (fp8_block_quantize's): expert e's span
+ * of columns from ir_fp8_expert_span, its rows rounded up to 128 (zero past them) as the GEMM's k,
+ * read in place (leading dimension R'), its tiles' scales their own rows of sa's and sb's
+ * (VEC128_32F x VEC128_32F); an expert without rows keeps beta dw (zeroed when beta is 0) */
+static void fp8_grouped_block_wgrad_into(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, float beta, void *dw,
+                                         const ir_type *dt)
+{
+    const ir_type *at = c->arg_types[first], *bt = c->arg_types[first + 2];
+    int64_t P = at->dims[0], Q = bt->dims[0], RP = at->dims[1], E = dt->dims[0];
+    size_t ds = ir_dtype_size(dt->dtype);
+    const int32_t *counts = rt_cuda_grouped_counts(cx, c, first + 4, RP);
+    lt_scale_modes scales = grouped_scale_modes(c, first);
+    const float *sa = c->args[first + 1], *sb = c->args[first + 3];
+    int64_t sa_row = c->arg_types[first + 1]->dims[1], sb_row = c->arg_types[first + 3]->dims[1]; /* a tile column's */
+    int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
+    expert_streams st = expert_streams_fork(cx);
+    for (int64_t e = 0, span = 0; e < E; span += (counts[e++] + IR_FP8_BLOCK - 1) / IR_FP8_BLOCK * IR_FP8_BLOCK) {
+        char *out = (char *)dw + (size_t)(e * P * Q) * ds;
+        int64_t k = (counts[e] + IR_FP8_BLOCK - 1) / IR_FP8_BLOCK * IR_FP8_BLOCK;
+        if (span + k > RP) {
+            fprintf(stderr, "train_rank: %s: expert %lld's rows run past the %lld columns of its transposed operands: "
+                            "moe_sort's counts are corrupt\n", ir_ops[c->in->op].name, (long long)e, (long long)RP);
+            exit(1);
+        }
+        if (!counts[e]) {
+            if (beta == 0.0f)
+                RT_CU_CHECK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)out, 0, (size_t)(P * Q) * ds, rt_cuda_stream(cx)));
+            continue;
+        }
+        fp8_expert_operands op = {(const char *)c->args[first] + span, (const char *)c->args[first + 2] + span,
+                                  sa + span / IR_FP8_BLOCK * sa_row, sb + span / IR_FP8_BLOCK * sb_row, RP};
+        fp8_expert_gemm(&st, e, P, Q, k, true, c, first, op, scales, beta, out, dt->dtype, sms);
+    }
+    expert_streams_join(cx, &st);
 }
 
 /* dw[E,P,Q] := beta dw + qa_e^T qb_e, alpha sa[e] sb[e], the operands (qa[R,P], sa[E], qb[R,Q], sb[E],
  * counts) from argument `first` on. Each expert's rows of both transposed to K-major [P, rows'] and
  * [Q, rows'], rows' its rows padded with zeros to a multiple of 16 (cuBLASLt's FP8 k; Megatron's
  * --moe-router-padding-for-fp8 pads the routing instead), then one FP8 GEMM each; an expert without
- * rows keeps beta dw (zeroed when beta is 0) */
+ * rows keeps beta dw (zeroed when beta is 0). Blockwise: fp8_grouped_block_wgrad_into. */
 static void fp8_grouped_wgrad_into(rt_cuda_ctx *cx, const rt_kernel_call *c, int first, float beta, void *dw,
                                    const ir_type *dt)
 {
     need_fp8_operands(c, first);
+    if (ir_fp8_grouped_blockwise(c->arg_types[first + 1])) {
+        fp8_grouped_block_wgrad_into(cx, c, first, beta, dw, dt);
+        return;
+    }
     const ir_type *at = c->arg_types[first], *bt = c->arg_types[first + 2];
     int64_t R = at->dims[0], P = at->dims[1], Q = bt->dims[1], E = dt->dims[0], padded = 0;
     size_t ds = ir_dtype_size(dt->dtype);
@@ -938,10 +1045,13 @@ static void fp8_grouped_wgrad_into(rt_cuda_ctx *cx, const rt_kernel_call *c, int
     }
     int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
     expert_streams st = expert_streams_fork(cx);
+    const float *sa = c->args[first + 1], *sb = c->args[first + 3];
     for (int64_t e = 0, off = 0; e < E; off += (counts[e++] + 15) / 16 * 16)
-        if (counts[e])
-            fp8_expert_gemm(&st, e, P, Q, (counts[e] + 15) / 16 * 16, true, c, first, a_t + off * P, b_t + off * Q,
-                            beta, (char *)dw + (size_t)(e * P * Q) * ds, dt->dtype, sms);
+        if (counts[e]) {
+            fp8_expert_operands op = {a_t + off * P, b_t + off * Q, sa + e, sb + e, 0};
+            fp8_expert_gemm(&st, e, P, Q, (counts[e] + 15) / 16 * 16, true, c, first, op, (lt_scale_modes){0}, beta,
+                            (char *)dw + (size_t)(e * P * Q) * ds, dt->dtype, sms);
+        }
     expert_streams_join(cx, &st);
 }
 

@@ -323,6 +323,29 @@ static const op_case cases[] = {
     {"fp8_grouped_wgrad_accumulate", "f32[8,208,256] := (assign)", {1}, 6, 0,
      .args = {OUT('f', 3, 8, 208, 256), FP8('E', 2, 300, 208), TEN('p', 1, 8), FP8('e', 2, 300, 256), TEN('p', 1, 8),
               COUNTS(300, 1, 8)}},
+    /* blockwise FP8 experts: 8 experts over 300 rows (262 counted, NaN past them, never read), each
+     * weight [8,128,256] in 128x128 blocks transposed alone (experts=1: the dgrad's), the rows
+     * transposed with the counts (the wgrad's: each expert's tiles from its first row, in a span of
+     * columns of its own from a multiple of 128, 1408 = 300 + 127 x 8 rounded up); the forward (x's
+     * 1x128 tiles by w's blocks: each expert's tile scales gathered from beside the others'), the
+     * dgrad (dy by the transposed weights) and the wgrad (each expert's span, scales VEC128 x VEC128,
+     * read in place: leading dimension 1408), on block scales of any value, as the CPU's */
+    {"fp8_block_quantize", "w[8,128,256] 128x128 each w[e]^T (experts)", {128, 128, 1, 1}, 1, 2,
+     {TEN('x', 3, 8, 128, 256)}, {FP8('e', 3, 8, 256, 128), TEN('f', 2, 16, 4)}},
+    {"fp8_block_quantize", "x[300,256] by 8 experts' counts, 1x128 of x^T", {1, 128, 1}, 2, 2,
+     {RECEIVED(262, 2, 300, 256), COUNTS(300, 1, 8)}, {FP8('e', 2, 256, 1408), TEN('f', 2, 11, 256)}},
+    {"fp8_grouped_matmul", "blockwise fwd e4m3 x[300,256] 1x128 w[8,128,256]^T 128x128", {1, 0, 0}, 5, 1,
+     {FP8('e', 2, 300, 256), TEN('p', 2, 2, 300), FP8('e', 3, 8, 128, 256), TEN('p', 2, 8, 4), COUNTS(300, 1, 8)},
+     {TEN('x', 2, 300, 128)}},
+    {"fp8_grouped_matmul", "blockwise dgrad e4m3 dy[300,128] 1x128 w^T[8,256,128] 128x128", {1, 0, 0}, 5, 1,
+     {FP8('e', 2, 300, 128), TEN('p', 2, 1, 300), FP8('e', 3, 8, 256, 128), TEN('p', 2, 16, 4), COUNTS(300, 1, 8)},
+     {TEN('x', 2, 300, 256)}},
+    {"fp8_grouped_wgrad", "blockwise dy^T[128,1408] x^T[256,1408] 1x128 over 8 experts' spans", {0}, 5, 1,
+     {FP8('e', 2, 128, 1408), TEN('p', 2, 11, 128), FP8('e', 2, 256, 1408), TEN('p', 2, 11, 256), COUNTS(300, 1, 8)},
+     {TEN('f', 3, 8, 128, 256)}},
+    {"fp8_grouped_wgrad_accumulate", "blockwise f32[8,128,256] += dy^T x^T over the spans", {0}, 6, 0,
+     .args = {OUT('f', 3, 8, 128, 256), FP8('e', 2, 128, 1408), TEN('p', 2, 11, 128), FP8('e', 2, 256, 1408),
+              TEN('p', 2, 11, 256), COUNTS(300, 1, 8)}},
     {"fp8_history_amax", "h[8,17] max (an expert weight's)", {1}, 1, 1, {TEN('p', 2, 8, 17)}, {TEN('f', 1, 8)}},
     {"fp8_amax_fold", "h[8,17] amaxes[8]", {0}, 2, 0, .args = {OUT('p', 2, 8, 17), TEN('p', 1, 8)}},
     {"fp8_history_update", "h[8,17] roll", {1}, 2, 0, .args = {OUT('p', 2, 8, 17), TEN('p', 2, 8, 17)}},

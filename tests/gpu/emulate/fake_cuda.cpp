@@ -217,7 +217,8 @@ static std::map<std::string, std::function<void(void **)>> table = {
     {"mcc_adamw_f32_f32_f32", wrap(mcc_adamw_f32_f32_f32)}, {"mcc_adamw_bf16_f32_f32", wrap(mcc_adamw_bf16_f32_f32)},
     // blockwise FP8's quantize (ops_test's fp8_block_quantize cases)
 #define E(sfx, T) {"mcc_fp8_block_quantize_" #sfx, wrap(mcc_fp8_block_quantize_##sfx)},                    \
-    {"mcc_fp8_tile_quantize_" #sfx, wrap(mcc_fp8_tile_quantize_##sfx)},
+    {"mcc_fp8_tile_quantize_" #sfx, wrap(mcc_fp8_tile_quantize_##sfx)},                                            \
+    {"mcc_fp8_expert_tile_quantize_" #sfx, wrap(mcc_fp8_expert_tile_quantize_##sfx)},
     MCC_FOR_FLOATS(E)
 #undef E
     // FP8 experts' per-expert amax and quantize, their GEMMs' transposes, and the histories a row an
@@ -247,7 +248,7 @@ void rt_cuda_launch(void *cx, const char *kernel, unsigned gx, unsigned gy, unsi
     // warp-wide PTX); the others' threads run in turn
     bool sync = (strstr(kernel, "mcc_attention") && !strstr(kernel, "_f32_d") && !strstr(kernel, "bwd_post")) ||
                 strstr(kernel, "mcc_colsum") || strstr(kernel, "mcc_moe_unpermute_grad_") ||
-                strstr(kernel, "mcc_fp8_block_quantize") || strstr(kernel, "mcc_fp8_tile_quantize") ||
+                strstr(kernel, "mcc_fp8_block_quantize") || strstr(kernel, "tile_quantize") ||
                 strstr(kernel, "mcc_fp8_amax_") || strstr(kernel, "mcc_fp8_transpose");
     for (const char *k : syncing)
         sync |= !strcmp(k, kernel);
@@ -327,6 +328,13 @@ S(REDUCE_SCATTER) S(REDUCE_SCATTER_SEQ)
 // (fake_cublaslt.cpp has cudaMalloc, cudaFree and the events)
 cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) { memmove(d, s, n); return cudaSuccess; }
+cudaError_t cudaMemcpy2DAsync(void *d, size_t dpitch, const void *s, size_t spitch, size_t width, size_t height,
+                              cudaMemcpyKind, cudaStream_t)
+{
+    for (size_t r = 0; r < height; r++)
+        memmove((char *)d + r * dpitch, (const char *)s + r * spitch, width);
+    return cudaSuccess;
+}
 cudaError_t cudaMemset(void *d, int v, size_t n) { memset(d, v, n); return cudaSuccess; }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
