@@ -23,6 +23,10 @@
 //    block scaling supported, but got 2D by 2D", a block mode on both or neither, FP8 A and B (not
 //    both E5M2: "FP8 GEMM doesn't support both a and b types being torch.float8_e5m2"), and Hopper's
 //    FP8 layout, TN only (A transposed, B not: TE's block-scaled GEMMs pass transa = T, transb = N).
+//  - The heuristic refuses a block-scaled descriptor whose scale pointers are not set
+//    (CUBLAS_STATUS_INVALID_VALUE): an H100's cuBLASLt 13.1 refused every block-scaled GEMM of a
+//    matmul.c that set them only after the heuristic (bench/RESULTS.md, 2026-12-08); NVIDIA's
+//    LtBlk128x128Fp8Matmul sample sets them first. The cause as taken here, until a GPU confirms it.
 //  - The accumulation: fp32 (DeepSeek-V3's promotion; CUBLASLT_MATMUL_DESC_FAST_ACCUM off), here
 //    in double, so the emulated sum is the exact one the CPU oracle's also approximates.
 #include <cublasLt.h>
@@ -108,8 +112,13 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
                                               cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatmulPreference_t, int,
                                               cublasLtMatmulHeuristicResult_t r[], int *n)
 {
-    if (!supported((const desc *)d, (const lay *)a, (const lay *)b))
+    const desc *x = (const desc *)d;
+    if (!supported(x, (const lay *)a, (const lay *)b))
         return CUBLAS_STATUS_NOT_SUPPORTED;
+    for (int i = 0; i < 2; i++) /* block scales without their pointers (above) */
+        if ((x->mode[i] == CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F || x->mode[i] == CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F) &&
+            !x->scale[i])
+            return CUBLAS_STATUS_INVALID_VALUE;
     memset(&r[0], 0, sizeof r[0]);
     *n = 1;
     return CUBLAS_STATUS_SUCCESS;
