@@ -70,6 +70,8 @@ if [ "${CALIB_SET:-}" = fp8 ]; then
     configs+=("8B-$tag llama-8B-L4 $flags" "8B-$tag-fp8t llama-8B-L4 $flags --fp8-format hybrid --fp8-recipe tensorwise"
               "8B-$tag-fp8b llama-8B-L4 $flags --fp8-format e4m3 --fp8-recipe blockwise")
   done
+  # and L4's tensorwise with FP8's amaxes as passes of their own (the fusion pass's amax results undone)
+  configs+=("8B-L4-fp8t-unfused llama-8B-L4 --fp8-format hybrid --fp8-recipe tensorwise --unfused-fp8-amax")
 fi
 mode=${1:-}
 if [ "$mode" = list ]; then # the configs, a line each: NAME CONFIG FLAGS... (tests/step_cost.sh)

@@ -16,7 +16,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} # Open MPI's allocations (parallel_e2e.sh)
 "$mcc" data preprocess --input "$root/tests/data/numerics.txt" --output-prefix "$work/text" --append-eod >/dev/null 2>&1
 spec=("$root/models/$model.json" --target cpu --vocab-size 260 --make-vocab-size-divisible-by 1)
-status=0
+status=0 runs=0
+source "$root/tests/same_dumps.sh"
 train() { # NAME NP FLAGS...: compiled and run 10 steps, dumps in $work/NAME
   local name=$1 np=$2; shift 2
   "$mcc" compile "${spec[@]}" "$@" -o "$work/tr" 2>"$work/c.log" || { cat "$work/c.log"; exit 1; }
@@ -27,18 +28,12 @@ train() { # NAME NP FLAGS...: compiled and run 10 steps, dumps in $work/NAME
 amaxes() { "$mcc" ir "${spec[@]}" "$@" 2>/dev/null | grep -c ' = fp8_amax ' || true; }
 same() { # NP FLAGS...: the fused program against the unfused one
   local np=$1; shift
-  local name; name=$(echo "$np $*" | tr -c 'a-z0-9\n' _)
+  runs=$((runs + 1))
   local fused unfused
   fused=$(amaxes "$@"); unfused=$(amaxes "$@" --unfused-fp8-amax)
   [ "$fused" -lt "$unfused" ] || { echo "FAIL: $*: $fused fp8_amax instructions fused, $unfused apart"; status=1; }
-  train "$name" "$np" "$@"; train "${name}_unfused" "$np" "$@" --unfused-fp8-amax
-  local n=0 f
-  for f in "$work/${name}_unfused"/*; do
-    n=$((n + 1))
-    cmp -s "$f" "$work/$name/$(basename "$f")" || { echo "FAIL: $*: $(basename "$f") differs from the unfused program's"; status=1; }
-  done
-  [ $n -ge 5 ] || { echo "FAIL: $*: the unfused program dumped $n files"; status=1; }
-  echo "$*: $n dump files against the unfused program's ($fused fp8_amax instructions left of $unfused)"
+  train "fused$runs" "$np" "$@"; train "unfused$runs" "$np" "$@" --unfused-fp8-amax
+  same_dumps "$work" "unfused$runs" "fused$runs" "$np rank(s) $* ($fused fp8_amax instructions left of $unfused)"
 }
 tensorwise=(--fp8-format hybrid --fp8-recipe tensorwise)
 delayed=(--fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 4 --fp8-amax-compute-algo max)
