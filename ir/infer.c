@@ -276,6 +276,9 @@ bool ir_infer_fp8_amax(const ir_module *m, const ir_instr *in, const ir_type *a,
 bool ir_infer_results(const ir_module *m, const ir_instr *in, const ir_type *args, ir_type *res, char *err, size_t len)
 {
     int namax = ir_amax_results(in->op, in->attr), nres = ir_ops[in->op].nres;
+    if (nres + namax > IR_MAX_RES) /* before res[] past IR_MAX_RES is written */
+        return fail(err, len, "%s {amax=%g}: at most %d results in all", ir_ops[in->op].name,
+                    in->attr[ir_ops[in->op].amax_attr], IR_MAX_RES);
     if (!ir_ops[in->op].infer(m, in, args, res, err, len))
         return false;
     int like = 1; /* the leading results shaped as the first (a norm gradient's dx, not its dw) */

@@ -14,7 +14,7 @@
 
 #define IR_MAX_DIMS 4
 #define IR_MAX_ATTRS 11            /* rope's */
-#define IR_MAX_RES 4
+#define IR_MAX_RES 5 /* swiglu_grad_product's three and its two amax results */
 
 typedef enum { IR_F32, IR_BF16, IR_F16, IR_FP8E4M3, IR_FP8E5M2, IR_I32, IR_I64, IR_I16, IR_NUM_DTYPES } ir_dtype;
 
@@ -580,7 +580,8 @@ extern ir_op_info ir_ops[IR_NUM_OPS]; /* attr_names, axis_attr, printed_when_set
  * pass's), the last results of the instruction, result nres + k the amax of result k. */
 static inline int ir_amax_results(ir_op op, const double *attr)
 {
-    return ir_ops[op].amax_attr >= 0 ? (int)attr[ir_ops[op].amax_attr] : 0;
+    double k = ir_ops[op].amax_attr >= 0 ? attr[ir_ops[op].amax_attr] : 0;
+    return k >= 0 && k <= IR_MAX_RES ? (int)k : IR_MAX_RES + 1; /* out of range: more than any instruction has */
 }
 /* The results of an instruction of op with attributes attr: the op's, and its amax results */
 static inline int ir_instr_nres(ir_op op, const double *attr) { return ir_ops[op].nres + ir_amax_results(op, attr); }

@@ -918,9 +918,12 @@ static bool parse_op(parser *p, instr_text *it)
 static bool check_amax_results(parser *p, const instr_text *it)
 {
     int want = ir_instr_nres(it->op, it->attr);
+    if (want > IR_MAX_RES)
+        return fail_line(p, it->line, "%s {amax=%g}: amax= counts the op's first results, those shaped as its first",
+                         ir_ops[it->op].name, it->attr[ir_ops[it->op].amax_attr]);
     if (it->nres != want)
-        return fail_line(p, it->line, "wrong result count for %s {amax=%d}: expected %d, got %d", ir_ops[it->op].name,
-                         ir_amax_results(it->op, it->attr), want, it->nres);
+        return fail_line(p, it->line, "wrong result count for %s {amax=%g}: expected %d, got %d", ir_ops[it->op].name,
+                         it->attr[ir_ops[it->op].amax_attr], want, it->nres);
     return true;
 }
 

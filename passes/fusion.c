@@ -305,8 +305,8 @@ static void plan_scattered_matmuls(const ir_func *f, fusion_plan *fp)
 
 /* The instruction that writes value v with its amax in the same pass, and which of its results v is
  * (*k), or -1: an op with an amax attribute whose results 0..k are shaped as v (ir_infer_results),
- * emitted as it is or with the add of its dx folded in (norm_add: v is that sum), not taken into a
- * swiglu_grad_product. */
+ * emitted as it is, with the add of its dx folded in (norm_add: v is that sum), or a swiglu_grad
+ * as the swiglu_grad_product it is folded into (which takes its amaxes); not a swiglu so folded. */
 static int amax_producer(const ir_func *f, const fusion_plan *fp, int v, int *k)
 {
     int p = f->vals[v].def;
@@ -319,9 +319,6 @@ static int amax_producer(const ir_func *f, const fusion_plan *fp, int v, int *k)
         }
     if (ir_ops[in->op].amax_attr < 0 || (in->op == IR_OP_SWIGLU && fp->folded_swiglu_grad[p] >= 0))
         return -1;
-    for (int i = 0; i < f->ninstrs; i++)
-        if (fp->folded_swiglu_grad[i] == p)
-            return -1;
     for (*k = 0; *k < ir_ops[in->op].nres; (*k)++) {
         if (!ir_type_eq(&f->vals[in->res[*k]].type, &f->vals[in->res[0]].type))
             return -1; /* past the results shaped as the first: a norm gradient's dw */
@@ -569,7 +566,8 @@ static void fuse_func(ir_module *m, int fi, const mcc_pass_options *opts)
         } else if (fp.folded_swiglu_grad[i] >= 0) {
             const ir_instr *grad = &src->instrs[fp.folded_swiglu_grad[i]];
             int args[3] = {map[grad->args[0]], map[in->args[0]], map[in->args[1]]};
-            int fused = ir_emit(m, dst, IR_OP_SWIGLU_GRAD_PRODUCT, args, 3, NULL, NULL, NULL);
+            double amaxes = fp.amaxes[fp.folded_swiglu_grad[i]]; /* of dgate, dup: the swiglu_grad's */
+            int fused = ir_emit(m, dst, IR_OP_SWIGLU_GRAD_PRODUCT, args, 3, &amaxes, NULL, NULL);
             ir_map_results(dst, src, grad, fused, map); /* dgate, dup */
             r = fused + 2;                              /* the product */
         } else if (fp.folded_copy[i] >= 0) {

@@ -4,7 +4,8 @@
 # and dup) are the bits the separate fp8_amax instructions compute (mcc compile --unfused-fp8-amax),
 # so both programs train alike byte for byte on CPU ranks: over 10 steps the dumps (the batches,
 # step-1 gradients, initial and final weights, each step's loss, lr and grad norm) of tensorwise and
-# delayed scaling on one rank, tensorwise at TP=2 with sequence parallelism (the fused amax
+# delayed scaling on one rank (tensorwise also with SwiGLU recomputed: its gradient's kernel,
+# swiglu_grad_product, makes the amaxes), tensorwise at TP=2 with sequence parallelism (the fused amax
 # max-all-reduced over tp) and delayed at DP=2 (the history's step amax from the fused result). The
 # fused plans hold fewer fp8_amax instructions than the unfused ones (else the test fails: nothing
 # was fused).
@@ -39,6 +40,7 @@ tensorwise=(--fp8-format hybrid --fp8-recipe tensorwise)
 delayed=(--fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 4 --fp8-amax-compute-algo max)
 same 1 "${tensorwise[@]}"
 same 1 "${delayed[@]}"
+same 1 "${tensorwise[@]}" --recompute-granularity selective --recompute-modules mlp_act # swiglu_grad_product's
 same 2 "${tensorwise[@]}" --tp 2 --sequence-parallel
 same 2 "${delayed[@]}" --dp 2
 [ $status = 0 ] && echo PASS
