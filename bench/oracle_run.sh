@@ -13,9 +13,9 @@ cd "$(dirname "$0")/.."
 B=${ORACLE_BUILD:-build-dev}
 # cuda_ops_test's cases, OPS_TEST_ONLY prefix:OPS_TEST_SHAPE: the FP8 GEMMs, blockwise (VEC128_32F /
 # BLK128x128_32F scale modes) and the experts' (a scale an expert, or blockwise), the experts' amax histories, the
-# MoE run sorts bounded by the rows received, and the elementwise ops bounded alike (56 rows received
-# into 4,096)
-ops=("fp8_:" "fp8_h:" "fp8_amax_fold:" "moe_:" ":rows bounded")
+# MoE run sorts bounded by the rows received, the elementwise ops bounded alike (56 rows received
+# into 4,096), and FP8's amaxes made by the norms', SwiGLU's and their gradients' kernels (amax=)
+ops=("fp8_:" "fp8_h:" "fp8_amax_fold:" "moe_:" ":rows bounded" ":amax")
 # NAME[:RANKS] MODEL FLAGS... [-- LAYOUT...]: the rows (blockwise FP8 needs widths that tile by 128);
 # LAYOUT goes to the GPU's program only, run as RANKS ranks under mpirun sharing the one GPU (their
 # transfers through host memory, runtime/cuda/comm_staged.c): the layout against one CPU rank
@@ -48,6 +48,13 @@ rows=(
   # the host's AdamW beside the backward under --clip-grad 0 (grad_ready's marks, the host thread)
   "offload-beside tiny-llama --clip-grad 0 --vocab-size 260 --make-vocab-size-divisible-by 1 --global-batch-size 16
    -- --optimizer-cpu-offload"
+  # FP8's amaxes made by the kernels that write the tensors (the fusion pass's amax results): RMSNorm,
+  # SwiGLU and their gradients tensorwise, delayed with SwiGLU recomputed (swiglu_grad_product's),
+  # LayerNorm's
+  "llama-fp8t tiny-llama --fp8-format hybrid --fp8-recipe tensorwise"
+  "llama-fp8d-sel tiny-llama --fp8-format hybrid --fp8-recipe delayed --recompute-granularity selective
+   --recompute-modules mlp_act"
+  "gpt2-fp8t tiny-gpt2 --fp8-format hybrid --fp8-recipe tensorwise"
   # --pipeline-model-parallel-layout: uneven interleaved stages; a multi-token depth alone on a stage
   "pplayout-llama:2 tiny-llama --num-layers 6 --vocab-size 260 --make-vocab-size-divisible-by 1 --global-batch-size 16
    -- --pp 2 --pipeline-schedule interleaved --pipeline-model-parallel-layout Et|tt|t|ttL"

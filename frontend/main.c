@@ -92,6 +92,9 @@ static const struct {
     {"--cost-table", "FILE", OPT_TEXT, offsetof(cli_opts, cost_table),
      "compile: every instruction's class, work and predicted time, tab-separated (passes/step_cost.h; "
      "bench/calibrate.py joins it with a measured profile)"},
+    {"--unfused-fp8-amax", NULL, OPT_SWITCH, offsetof(cli_opts, passes.unfused_fp8_amax),
+     "compile: FP8's amaxes as instructions of their own, each a pass over its tensor, instead of made by the norm, "
+     "SwiGLU or gradient kernel that writes the tensor (the fused program's check: both compute the same bits)"},
     {"--after", "PASS", OPT_TEXT, offsetof(cli_opts, after), "ir: print the IR after this pass (default the last)"},
     {"--rank", "R", OPT_RANK, offsetof(cli_opts, rank), "ir: print the plan as rank R runs it, its rank terms (64*tp) resolved (default: as compiled)"},
 };
@@ -740,7 +743,7 @@ static int cmd_opt(int argc, char **argv)
     long long world = 1;
     for (int a = 1; a < IR_NUM_AXES; a++)
         world *= a == IR_AXIS_EP || ir_axis_derived((ir_axis)a) ? 1 : mesh.degree[a];
-    mcc_pass_options opt = {mcc_target_by_name(target ? target : ir_cfg_text(prog.stage[0], IR_CFG_TARGET))};
+    mcc_pass_options opt = {.target = mcc_target_by_name(target ? target : ir_cfg_text(prog.stage[0], IR_CFG_TARGET))};
     ok = rank < world;
     if (!ok)
         snprintf(err, sizeof err, "--rank %lld: %s's config has %lld ranks (tp x cp x dp x pp): give 0..%lld", rank,

@@ -186,7 +186,7 @@ static bool sched_print_memory(const mcc_spec *spec, const mcc_target *t, const 
 {
     mcc_spec s = *spec;
     s.pipeline_schedule = mcc_pp_sched_of(pl->sched.kind);
-    mcc_plan_options o = {.passes = {t}};
+    mcc_plan_options o = {.passes = {.target = t}};
     mcc_program prog;
     if (!mcc_target_parse_lanes(t, NULL, &o.side_lane, &o.copy_lane, err, n) || !mcc_plan_build(&s, &o, NULL, &prog, err, n))
         return false;

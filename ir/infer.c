@@ -273,6 +273,26 @@ bool ir_infer_fp8_amax(const ir_module *m, const ir_instr *in, const ir_type *a,
     return true;
 }
 
+bool ir_infer_results(const ir_module *m, const ir_instr *in, const ir_type *args, ir_type *res, char *err, size_t len)
+{
+    int namax = ir_amax_results(in->op, in->attr), nres = ir_ops[in->op].nres;
+    if (nres + namax > IR_MAX_RES) /* before res[] past IR_MAX_RES is written */
+        return fail(err, len, "%s {amax=%g}: at most %d results in all", ir_ops[in->op].name,
+                    in->attr[ir_ops[in->op].amax_attr], IR_MAX_RES);
+    if (!ir_ops[in->op].infer(m, in, args, res, err, len))
+        return false;
+    int like = 1; /* the leading results shaped as the first (a norm gradient's dx, not its dw) */
+    while (like < nres && same_shape(&res[like], &res[0]))
+        like++;
+    if (ir_ops[in->op].amax_attr >= 0 && (namax < 0 || namax > like || namax != in->attr[ir_ops[in->op].amax_attr]))
+        return fail(err, len, "%s {amax=%g}: the amaxes of its first results shaped as the first, 0 to %d",
+                    ir_ops[in->op].name, in->attr[ir_ops[in->op].amax_attr], like);
+    for (int k = 0; k < namax; k++)
+        if (!ir_infer_fp8_amax(m, in, &res[k], &res[nres + k], err, len))
+            return false;
+    return true;
+}
+
 /* (x, amax f32[1]) -> (q in the format's fp8 dtype, scale_inv f32[1]) */
 bool ir_infer_fp8_quantize(const ir_module *m, const ir_instr *in, const ir_type *a, ir_type *r, char *err, size_t len)
 {
@@ -629,7 +649,7 @@ bool ir_infer_norm_grad(const ir_module *m, const ir_instr *in, const ir_type *a
     if (!check_norm_params(&a[1], &a[2], 1, err, len))
         return false;
     r[0] = a[1];
-    for (int i = 1; i < in->nres; i++)
+    for (int i = 1; i < ir_ops[in->op].nres; i++)
         r[i] = a[2];
     return true;
 }

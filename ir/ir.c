@@ -34,7 +34,7 @@ static const char *const op_attr_specs[IR_NUM_OPS] = {
 
 ir_op_info ir_ops[IR_NUM_OPS] = {
 #define X(id, text, nargs, nres, inplace, flags, attrs, infer, grad, shard) \
-    [IR_OP_##id] = {text, nargs, nres, inplace, flags, {0}, 0, infer, grad, IR_SHARD_##shard, -1, 0},
+    [IR_OP_##id] = {text, nargs, nres, inplace, flags, {0}, 0, infer, grad, IR_SHARD_##shard, -1, 0, -1},
 #include "ops.def"
 #undef X
 };
@@ -121,8 +121,12 @@ void ir_ops_init(void)
             free(copy);
     }
     ops_ready = true;
-    for (int op = 0; op < IR_NUM_OPS; op++)
+    for (int op = 0; op < IR_NUM_OPS; op++) {
         ir_ops[op].axis_attr = ir_attr_index(op, "axis");
+        ir_ops[op].amax_attr = ir_attr_index(op, "amax");
+        if (ir_ops[op].amax_attr >= 0) /* the fusion pass's, 0 elsewhere: plans without it print as before */
+            ir_ops[op].printed_when_set |= 1u << ir_ops[op].amax_attr;
+    }
     for (size_t i = 0; i < sizeof attrs_printed_when_set / sizeof *attrs_printed_when_set; i++)
         ir_ops[attrs_printed_when_set[i].op].printed_when_set |= 1u << attrs_printed_when_set[i].attr;
 }
@@ -1084,12 +1088,12 @@ static int emit(ir_module *m, ir_func *f, ir_instr in, const int *args, const do
 {
     const ir_op_info *info = &ir_ops[in.op];
     int nargs = in.nargs;
-    in.nres = info->nres;
+    if (attrs)
+        memcpy(in.attr, attrs, sizeof(double) * (size_t)info->nattrs);
+    in.nres = ir_instr_nres(in.op, in.attr);
     in.args = xrealloc(NULL, (size_t)(nargs ? nargs : 1) * sizeof(int));
     if (nargs)
         memcpy(in.args, args, (size_t)nargs * sizeof(int));
-    if (attrs)
-        memcpy(in.attr, attrs, sizeof(double) * (size_t)info->nattrs);
     in.sym = sym ? strdup(sym) : NULL;
 
     ir_type argt[nargs ? nargs : 1];
@@ -1100,7 +1104,7 @@ static int emit(ir_module *m, ir_func *f, ir_instr in, const int *args, const do
     if (explicit_type)
         res[0] = *explicit_type;
     char err[256];
-    if (!info->infer(m, &in, argt, res, err, sizeof err)) {
+    if (!ir_infer_results(m, &in, argt, res, err, sizeof err)) {
         fprintf(stderr, "mcc: internal error building %s in %s: %s\n", info->name, f->name, err);
         abort();
     }

@@ -14,7 +14,7 @@
 
 #define IR_MAX_DIMS 4
 #define IR_MAX_ATTRS 11            /* rope's */
-#define IR_MAX_RES 3
+#define IR_MAX_RES 5 /* swiglu_grad_product's three and its two amax results */
 
 typedef enum { IR_F32, IR_BF16, IR_F16, IR_FP8E4M3, IR_FP8E5M2, IR_I32, IR_I64, IR_I16, IR_NUM_DTYPES } ir_dtype;
 
@@ -456,6 +456,10 @@ typedef struct {
 /* --- op table --- */
 typedef bool (*ir_infer_fn)(const ir_module *m, const ir_instr *in, const ir_type *args, ir_type *res,
                             char *err, size_t errlen);
+/* Instruction in's result types (infer.c): its op's infer_fn, then its amax results (ir_amax_results),
+ * f32[1] each; the builder, the verifier and the parser's check share it. */
+bool ir_infer_results(const ir_module *m, const ir_instr *in, const ir_type *args, ir_type *res, char *err,
+                      size_t errlen);
 struct ir_grad_ctx;
 typedef void (*ir_grad_fn)(struct ir_grad_ctx *g, const ir_func *f, const ir_instr *in);
 
@@ -565,9 +569,22 @@ typedef struct {
                                        text form names the axis, {axis=tp} */
     unsigned printed_when_set;      /* bit k: attribute k is printed only when nonzero (one added
                                        later, whose 0 is the op's earlier meaning: ir.c) */
+    int amax_attr;                  /* its amax attribute's index, -1 if none: amax=k gives the
+                                       instruction k more results, f32[1] each, the max |.| of its
+                                       results 0..k-1 as fp8_amax's (ir_amax_results) */
 } ir_op_info;
 
-extern ir_op_info ir_ops[IR_NUM_OPS]; /* attr_names, axis_attr, printed_when_set filled by ir_ops_init() */
+extern ir_op_info ir_ops[IR_NUM_OPS]; /* attr_names, axis_attr, printed_when_set, amax_attr filled by ir_ops_init() */
+/* The amax results an instruction of op with attributes attr has (its amax attribute, 0 for an op
+ * without one): FP8's fp8_amax of its first results made in the same pass as they are (the fusion
+ * pass's), the last results of the instruction, result nres + k the amax of result k. */
+static inline int ir_amax_results(ir_op op, const double *attr)
+{
+    double k = ir_ops[op].amax_attr >= 0 ? attr[ir_ops[op].amax_attr] : 0;
+    return k >= 0 && k <= IR_MAX_RES ? (int)k : IR_MAX_RES + 1; /* out of range: more than any instruction has */
+}
+/* The results of an instruction of op with attributes attr: the op's, and its amax results */
+static inline int ir_instr_nres(ir_op op, const double *attr) { return ir_ops[op].nres + ir_amax_results(op, attr); }
 void ir_ops_init(void);             /* splits the attribute lists; idempotent, called by ir_module_new */
 void ir_grad_none(struct ir_grad_ctx *g, const ir_func *f, const ir_instr *in); /* no gradient rule */
 int ir_op_by_name(const char *name);/* -1 if unknown */

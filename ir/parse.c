@@ -907,9 +907,23 @@ static bool parse_op(parser *p, instr_text *it)
     if (op < 0)
         return fail_at(p, p->tok, "unknown op %s", describe(p->tok, buf, sizeof buf));
     it->op = (ir_op)op;
-    if (it->nres != ir_ops[op].nres)
+    bool amax_results = ir_ops[op].amax_attr >= 0 && it->nres > ir_ops[op].nres; /* checked by its amax= */
+    if (it->nres != ir_ops[op].nres && !amax_results)
         return fail_at(p, p->tok, "wrong result count for %s: expected %d, got %d", name, ir_ops[op].nres, it->nres);
     advance(p);
+    return true;
+}
+
+/* Results past the op's own: as many as its amax= says (ir_amax_results). */
+static bool check_amax_results(parser *p, const instr_text *it)
+{
+    int want = ir_instr_nres(it->op, it->attr);
+    if (want > IR_MAX_RES)
+        return fail_line(p, it->line, "%s {amax=%g}: amax= counts the op's first results, those shaped as its first",
+                         ir_ops[it->op].name, it->attr[ir_ops[it->op].amax_attr]);
+    if (it->nres != want)
+        return fail_line(p, it->line, "wrong result count for %s {amax=%g}: expected %d, got %d", ir_ops[it->op].name,
+                         it->attr[ir_ops[it->op].amax_attr], want, it->nres);
     return true;
 }
 
@@ -978,19 +992,19 @@ static bool parse_mem(parser *p, ir_mem_kind *mem, int64_t *offset)
 static bool parse_result_types(parser *p, instr_text *it)
 {
     const ir_op_info *info = &ir_ops[it->op];
-    if (!info->nres)
+    if (!it->nres)
         return true;
     if (!expect_punct(p, ':'))
         return false;
     do {
         if (it->ntypes == IR_MAX_RES)
-            return fail_at(p, p->tok, "wrong type count for %s: expected %d, got more", info->name, info->nres);
+            return fail_at(p, p->tok, "wrong type count for %s: expected %d, got more", info->name, it->nres);
         int r = it->ntypes++;
         if (!parse_type(p, &it->types[r]) || !parse_mem(p, &it->mem[r], &it->offset[r]))
             return false;
     } while (accept(p, ','));
-    if (it->ntypes != info->nres)
-        return fail_line(p, it->line, "wrong type count for %s: expected %d, got %d", info->name, info->nres, it->ntypes);
+    if (it->ntypes != it->nres)
+        return fail_line(p, it->line, "wrong type count for %s: expected %d, got %d", info->name, it->nres, it->ntypes);
     return true;
 }
 
@@ -1023,7 +1037,7 @@ static bool parse_instr(parser *p, ir_func *f)
         return false;
     if (is_punct(p, '{') && !parse_attr_block(p, instr_attr, &it))
         return false;
-    if (!check_role(p, &it))
+    if (!check_role(p, &it) || !check_amax_results(p, &it))
         return false;
     if (!parse_result_types(p, &it) || !expect_eol(p))
         return false;

@@ -614,8 +614,9 @@ static bool verify_structure(verifier *v, int i, bool *defined)
         return sfail(v, i, "wrong operand count for %s: expected %s%d%s, got %d", info->name,
                      info->nargs < 0 ? "at least " : "", info->nargs < 0 ? 1 : info->nargs,
                      ir_op_has(in->op, IR_OPF_ROW_BOUND) ? " (and maybe a row bound)" : "", in->nargs);
-    if (in->nres != info->nres)
-        return sfail(v, i, "wrong result count for %s: expected %d, got %d", info->name, info->nres, in->nres);
+    if (in->nres != ir_instr_nres(in->op, in->attr))
+        return sfail(v, i, "wrong result count for %s: expected %d, got %d", info->name,
+                     ir_instr_nres(in->op, in->attr), in->nres);
     for (int a = 0; a < in->nargs; a++) {
         int x = in->args[a];
         if (x < 0 || x >= f->nvals || !defined[x])
@@ -689,14 +690,13 @@ static bool verify_types(verifier *v, int i)
 {
     const ir_func *f = v->f;
     const ir_instr *in = &f->instrs[i];
-    const ir_op_info *info = &ir_ops[in->op];
     ir_type *argt = malloc(sizeof(ir_type) * (size_t)in->nargs), res[IR_MAX_RES] = {0};
     for (int a = 0; a < in->nargs; a++)
         argt[a] = f->vals[in->args[a]].type;
     if (ir_op_has(in->op, IR_OPF_EXPLICIT_TYPE))
         res[0] = f->vals[in->res[0]].type;
     char why[256];
-    bool ok = info->infer(v->m, in, argt, res, why, sizeof why);
+    bool ok = ir_infer_results(v->m, in, argt, res, why, sizeof why);
     free(argt);
     if (!ok)
         return ifail(v, i, "%s", why);

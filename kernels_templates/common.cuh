@@ -176,6 +176,47 @@ __device__ __forceinline__ float2 mcc_block_sum(float2 v)
     return mcc_block_reduce(v, mcc_sum_op(), make_float2(0.0f, 0.0f));
 }
 
+// The block's max of every thread's v, in its thread 0 (blockDim a multiple of 32).
+__device__ __forceinline__ unsigned mcc_block_max_u32(unsigned v)
+{
+    __shared__ unsigned partial[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    v = __reduce_max_sync(0xffffffffu, v);
+    if (lane == 0)
+        partial[warp] = v;
+    __syncthreads();
+    return warp == 0 ? __reduce_max_sync(0xffffffffu, lane < nwarps ? partial[lane] : 0u) : v;
+}
+
+// FP8's amax made by the kernel that stores the value (an op's amax attribute, ops.def: the fusion
+// pass's, in place of fp8_amax's pass over it). |v| as p's dtype stores it (bf16: rounded first) as
+// uint bits: the bits fp8_amax would read back, which order as the values (a NaN's above inf's).
+__device__ __forceinline__ unsigned mcc_abs_bits_as_stored(const float *, float v)
+{
+    return __float_as_uint(v) & 0x7fffffffu;
+}
+__device__ __forceinline__ unsigned mcc_abs_bits_as_stored(const mcc_bf16 *, float v)
+{
+    return __float_as_uint(__bfloat162float(__float2bfloat16_rn(v))) & 0x7fffffffu;
+}
+// m := max(m, |v[k]| as stored at p) over the W values of a store
+template <class T, int W> __device__ __forceinline__ void mcc_absmax_stored(unsigned &m, const T *p, const float (&v)[W])
+{
+    for (int k = 0; k < W; k++)
+        m = max(m, mcc_abs_bits_as_stored(p, v[k]));
+}
+// amax[0] := max(amax[0], the block's m) by one atomic a block (amax null: the instruction has no
+// such amax result; the launcher zeroed it). Every thread of the block calls it after its last
+// store (a barrier first: the block's earlier reductions are done with the shared slots).
+__device__ __forceinline__ void mcc_amax_commit(unsigned *amax, unsigned m)
+{
+    if (!amax)
+        return;
+    __syncthreads();
+    m = mcc_block_max_u32(m);
+    if (threadIdx.x == 0 && m != 0)
+        atomicMax(amax, m);
+}
 
 // -inf without math.h (NVRTC has no host headers).
 #define MCC_NEG_INF __int_as_float(0xff800000u)

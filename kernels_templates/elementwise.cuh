@@ -75,8 +75,10 @@ template <class T, class F> __device__ void mcc_map1(T *r, const T *a, long long
     });
 }
 
-// r[n] := f(a, b); a and b may differ in dtype from r (accumulate's f32 += bf16).
-template <class T, class A, class B, class F> __device__ void mcc_map2(T *r, const A *a, const B *b, long long n, F f)
+// r[n] := f(a, b); a and b may differ in dtype from r (accumulate's f32 += bf16). absmax (not
+// null): the max |r| as stored, as mcc_absmax_stored takes it (swiglu's amax result).
+template <class T, class A, class B, class F>
+__device__ void mcc_map2(T *r, const A *a, const B *b, long long n, F f, unsigned *absmax = nullptr)
 {
     mcc_for_each_vec(n, mcc_aligned(r, a, b), [&](auto w, long long i) {
         float va[decltype(w)::value], vb[decltype(w)::value];
@@ -85,6 +87,8 @@ template <class T, class A, class B, class F> __device__ void mcc_map2(T *r, con
         for (int k = 0; k < decltype(w)::value; k++)
             va[k] = f(va[k], vb[k]);
         mcc_stn(r, i, va);
+        if (absmax)
+            mcc_absmax_stored(*absmax, r, va);
     });
 }
 
@@ -115,19 +119,30 @@ MCC_BINARY(silu_grad, mcc_silu_grad_fn) // (r, dy, x)
 MCC_UNARY(squared_relu, mcc_squared_relu_fn)
 MCC_BINARY(squared_relu_grad, mcc_squared_relu_grad_fn) // (r, dy, x)
 
-// (r, gate, up): silu(gate) up
+// (r, gate, up): silu(gate) up; amax (not null: the instruction's amax result) the max |r| as stored
 struct mcc_swiglu_fn {
     __device__ float operator()(float gate, float up) const { return gate * mcc_sigmoid(gate) * up; }
 };
-MCC_BINARY(swiglu, mcc_swiglu_fn)
+#define MCC_SWIGLU(sfx, T)                                                                                 \
+    extern "C" __global__ void mcc_swiglu_##sfx(T *r, const T *g, const T *u, long long n, mcc_row_bound rb, \
+                                                unsigned *amax)                                           \
+    {                                                                                                      \
+        unsigned m = 0;                                                                                    \
+        mcc_map2(r, g, u, mcc_bounded(n, rb), mcc_swiglu_fn(), amax ? &m : nullptr);                       \
+        mcc_amax_commit(amax, m);                                                                          \
+    }
+MCC_FOR_FLOATS(MCC_SWIGLU)
 
 // (dgate, dup, h, dy, gate, up): dgate = dy up silu'(gate), dup = dy silu(gate), in one pass that
 // recomputes silu(gate), and where h is not null the forward's product silu(gate) up
 // (swiglu_grad_product: the backward's recomputation of it); every operand element is read before
-// its results are written (the memory plan may give dgate dy's bytes).
+// its results are written (the memory plan may give dgate dy's bytes). amax_dg, amax_du (not null:
+// the instruction's amax results) the max |dgate|, |dup| as stored.
 template <class T>
-__device__ void mcc_swiglu_grad(T *dg, T *du, T *h, const T *dy, const T *g, const T *u, long long n)
+__device__ void mcc_swiglu_grad(T *dg, T *du, T *h, const T *dy, const T *g, const T *u, long long n, unsigned *amax_dg,
+                                unsigned *amax_du)
 {
+    unsigned mg = 0, mu = 0;
     mcc_for_each_vec(n, mcc_aligned(dg, du, h, dy, g, u), [&](auto w, long long i) {
         constexpr int W = decltype(w)::value;
         float vy[W], vg[W], vu[W], vh[W];
@@ -144,13 +159,20 @@ __device__ void mcc_swiglu_grad(T *dg, T *du, T *h, const T *dy, const T *g, con
         mcc_stn(du, i, vu);
         if (h)
             mcc_stn(h, i, vh);
+        if (amax_dg)
+            mcc_absmax_stored(mg, dg, vg);
+        if (amax_du)
+            mcc_absmax_stored(mu, du, vu);
     });
+    mcc_amax_commit(amax_dg, mg);
+    mcc_amax_commit(amax_du, mu);
 }
 #define MCC_SWIGLU_GRAD(sfx, T)                                                                            \
     extern "C" __global__ void mcc_swiglu_grad_##sfx(T *dg, T *du, T *h, const T *dy, const T *g,        \
-                                                     const T *u, long long n, mcc_row_bound rb)            \
+                                                     const T *u, long long n, mcc_row_bound rb,            \
+                                                     unsigned *amax_dg, unsigned *amax_du)                 \
     {                                                                                                      \
-        mcc_swiglu_grad(dg, du, h, dy, g, u, mcc_bounded(n, rb));                                          \
+        mcc_swiglu_grad(dg, du, h, dy, g, u, mcc_bounded(n, rb), amax_dg, amax_du);                        \
     }
 MCC_FOR_FLOATS(MCC_SWIGLU_GRAD)
 

@@ -24,18 +24,6 @@ __device__ __forceinline__ float mcc_fp8_scale(const float *amax, float fmax, fl
     return a > 0.0f ? __fdiv_rn(__fdiv_rn(fmax, a), pow2_margin) : 1.0f;
 }
 
-// The block's max of every thread's v, in its thread 0 (blockDim a multiple of 32).
-__device__ __forceinline__ unsigned mcc_block_max_u32(unsigned v)
-{
-    __shared__ unsigned partial[32];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-    v = __reduce_max_sync(0xffffffffu, v);
-    if (lane == 0)
-        partial[warp] = v;
-    __syncthreads();
-    return warp == 0 ? __reduce_max_sync(0xffffffffu, lane < nwarps ? partial[lane] : 0u) : v;
-}
-
 // The largest |x| of x[i, i + W) as uint bits.
 template <int W, class T> __device__ __forceinline__ unsigned mcc_fp8_absmax_at(const T *x, long long i)
 {

@@ -3,7 +3,8 @@
 // MCC_NORM_REGS floats per thread, so x and dy are read from memory once; a block holds
 // blockDim.x / tpr such groups. Statistics in fp32 by two passes over the registers (mean, then
 // the variance about it). The backward's dw/db are summed per group in registers, one partial
-// row per group, and reduced by mcc_colsum_final: deterministic, no atomics.
+// row per group, and reduced by mcc_colsum_final: deterministic, no atomics. amax (not null: the
+// instruction's amax result, ops.def) gets the max |y| (|dx|) as stored, one atomic a block.
 // Launchers pick width = MCC_VEC (d % MCC_VEC == 0 and aligned operands) or 1 (the _w1
 // kernels), and tpr >= d / MCC_NORM_REGS. Kernels are named mcc_<op>_<x dtype>_<w dtype>[_w1].
 #pragma once
@@ -72,9 +73,10 @@ __device__ mcc_row_stats mcc_norm_stats(const mcc_norm_row<W> &x, long long d, f
 // are skipped inside), so the barriers of mcc_group_sum line up.
 template <bool CENTER, int W, class T, class Wt>
 __device__ void mcc_norm_forward(T *y, const T *x, const Wt *w, const Wt *b, long long R, long long d, float eps,
-                                 float shift, int tpr)
+                                 float shift, int tpr, unsigned *amax)
 {
     int lane = threadIdx.x % tpr, groups = blockDim.x / tpr, slot = threadIdx.x / tpr;
+    unsigned m = 0;
     for (long long base = blockIdx.x * (long long)groups; base < R; base += (long long)gridDim.x * groups) {
         long long row = min(base + slot, R - 1); // a spare group recomputes the last row, unstored
         mcc_norm_row<W> xr;
@@ -93,8 +95,10 @@ __device__ void mcc_norm_forward(T *y, const T *x, const Wt *w, const Wt *b, lon
             for (int k = 0; k < W; k++)
                 xr.v[c][k] = (xr.v[c][k] - st.mean) * st.rstd * (wv[k] + shift) + (CENTER ? bv[k] : 0.0f);
             mcc_stn(y, row * d + j, xr.v[c]);
+            mcc_absmax_stored(m, y, xr.v[c]);
         }
     }
+    mcc_amax_commit(amax, m);
 }
 
 // (dy, x, w) -> dx[R,d], and partial[groups in grid, NACC d]: each group's dw (sum dy xhat), then
@@ -103,10 +107,11 @@ __device__ void mcc_norm_forward(T *y, const T *x, const Wt *w, const Wt *b, lon
 // a residual's gradient, ops.def's *_grad_add) is added as dx is stored; it may be dx itself.
 template <bool CENTER, int W, class T, class Wt>
 __device__ void mcc_norm_backward(T *dx, float *partial, const T *dy, const T *x, const Wt *w, const T *dr, long long R,
-                                  long long d, float eps, float shift, int tpr)
+                                  long long d, float eps, float shift, int tpr, unsigned *amax)
 {
     const int NACC = CENTER ? 2 : 1;
     int lane = threadIdx.x % tpr, groups = blockDim.x / tpr, slot = threadIdx.x / tpr;
+    unsigned m = 0;
     mcc_norm_row<W> dw = {}, db = {};
     for (long long base = blockIdx.x * (long long)groups; base < R; base += (long long)gridDim.x * groups) {
         long long row = min(base + slot, R - 1);
@@ -146,8 +151,10 @@ __device__ void mcc_norm_backward(T *dx, float *partial, const T *dy, const T *x
                 db.v[c][k] += gr.v[c][k];
             }
             mcc_stn(dx, row * d + j, out);
+            mcc_absmax_stored(m, dx, out);
         }
     }
+    mcc_amax_commit(amax, m);
     float *part = partial + (blockIdx.x * (long long)groups + slot) * NACC * d;
     for (int c = 0; c < dw.CH; c++) {
         long long j = dw.col(c, lane, tpr);
@@ -165,26 +172,27 @@ __device__ void mcc_norm_backward(T *dx, float *partial, const T *dy, const T *x
 // which held one 256-thread block per SM).
 #define MCC_NORMS_OF_WIDTH(sfx, T, W, WIDTH)                                                               \
     extern "C" __global__ void mcc_layernorm_##sfx(T *y, const T *x, const W *w, const W *b, long long R,  \
-                                                   long long d, float eps, float shift, int tpr)          \
+                                                   long long d, float eps, float shift, int tpr,           \
+                                                   unsigned *amax)                                         \
     {                                                                                                      \
-        mcc_norm_forward<true, WIDTH>(y, x, w, b, R, d, eps, shift, tpr);                                  \
+        mcc_norm_forward<true, WIDTH>(y, x, w, b, R, d, eps, shift, tpr, amax);                            \
     }                                                                                                      \
     extern "C" __global__ void mcc_rmsnorm_##sfx(T *y, const T *x, const W *w, long long R, long long d,   \
-                                                 float eps, float shift, int tpr)                         \
+                                                 float eps, float shift, int tpr, unsigned *amax)          \
     {                                                                                                      \
-        mcc_norm_forward<false, WIDTH>(y, x, w, (const W *)0, R, d, eps, shift, tpr);                      \
+        mcc_norm_forward<false, WIDTH>(y, x, w, (const W *)0, R, d, eps, shift, tpr, amax);                \
     }                                                                                                      \
     extern "C" __global__ void mcc_layernorm_grad_##sfx(T *dx, float *partial, const T *dy, const T *x,    \
                                                         const W *w, const T *dr, long long R, long long d, \
-                                                        float eps, float shift, int tpr)                  \
+                                                        float eps, float shift, int tpr, unsigned *amax)   \
     {                                                                                                      \
-        mcc_norm_backward<true, WIDTH>(dx, partial, dy, x, w, dr, R, d, eps, shift, tpr);                  \
+        mcc_norm_backward<true, WIDTH>(dx, partial, dy, x, w, dr, R, d, eps, shift, tpr, amax);            \
     }                                                                                                      \
     extern "C" __global__ void mcc_rmsnorm_grad_##sfx(T *dx, float *partial, const T *dy, const T *x,      \
-                                                      const W *w, const T *dr, long long R, long long d,  \
-                                                      float eps, float shift, int tpr)                    \
+                                                      const W *w, const T *dr, long long R, long long d,   \
+                                                      float eps, float shift, int tpr, unsigned *amax)     \
     {                                                                                                      \
-        mcc_norm_backward<false, WIDTH>(dx, partial, dy, x, w, dr, R, d, eps, shift, tpr);                 \
+        mcc_norm_backward<false, WIDTH>(dx, partial, dy, x, w, dr, R, d, eps, shift, tpr, amax);           \
     }
 #define MCC_NORMS(sfx, T, W) MCC_NORMS_OF_WIDTH(sfx, T, W, MCC_VEC) MCC_NORMS_OF_WIDTH(sfx##_w1, T, W, 1)
 MCC_FOR_FLOAT_PAIRS(MCC_NORMS)

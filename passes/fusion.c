@@ -35,7 +35,13 @@
  *     reduce-scattered, with nothing else reading it in between) one matmul_add_reduce_scatter,
  *     where on the GPU the other ranks' rows are multiplied first and sent while this rank's
  *     own are; only where no weight gradient is written since the collective before (the
- *     forward): in the backward, comm_overlap runs the reduce-scatter beside those GEMMs.
+ *     forward): in the backward, comm_overlap runs the reduce-scatter beside those GEMMs;
+ *   - an fp8_amax (FP8's scale, tensorwise, or delayed scaling's amax for the history) of a value
+ *     that an op with an amax attribute makes (ir.h's ir_amax_results: a norm's output, SwiGLU's,
+ *     and in the backward a norm gradient's dx, with its residual's gradient added or not, and
+ *     swiglu_grad's dgate and dup) becomes that instruction's extra result: the kernel takes the
+ *     max as it stores the value, so the value is not read again for it (the max is exact: the
+ *     same bits). Not with --unfused-fp8-amax (mcc_pass_options), the check that says so.
  * Rewrites every function into a new one; the fused op sits where its consumer was, where all
  * its operands exist. */
 #include "passes.h"
@@ -60,7 +66,11 @@ typedef struct {
     int *gathered;                  /* per source matmul: the all_gather_seq folded into it, or -1 */
     int *scattered;                 /* per source reduce_scatter_seq: the matmul, or the add of a matmul's
                                        product, folded into it, or -1 */
+    int *amaxes;                    /* per source instruction with an amax attribute: the amax results it
+                                       makes (its amax=), 0: none */
+    bool *amax_made;                /* per source fp8_amax: its value's producer makes it (amaxes) */
     bool tp_comm_overlap;           /* plan gathered and scattered matmuls */
+    bool unfused_fp8_amax;          /* --unfused-fp8-amax: no amaxes planned */
 } fusion_plan;
 
 /* The first instruction after i of op `op` whose operand `arg` is value v, or -1. */
@@ -293,6 +303,46 @@ static void plan_scattered_matmuls(const ir_func *f, fusion_plan *fp)
     }
 }
 
+/* The instruction that writes value v with its amax in the same pass, and which of its results v is
+ * (*k), or -1: an op with an amax attribute whose results 0..k are shaped as v (ir_infer_results),
+ * emitted as it is, with the add of its dx folded in (norm_add: v is that sum), or a swiglu_grad
+ * as the swiglu_grad_product it is folded into (which takes its amaxes); not a swiglu so folded. */
+static int amax_producer(const ir_func *f, const fusion_plan *fp, int v, int *k)
+{
+    int p = f->vals[v].def;
+    const ir_instr *in = &f->instrs[p];
+    if (in->op == IR_OP_ADD)
+        for (int a = 0; a < 2; a++) {
+            int g = f->vals[in->args[a]].def;
+            if (fp->norm_add[g] == p && f->instrs[g].res[0] == in->args[a])
+                return *k = 0, g;
+        }
+    if (ir_ops[in->op].amax_attr < 0 || (in->op == IR_OP_SWIGLU && fp->folded_swiglu_grad[p] >= 0))
+        return -1;
+    for (*k = 0; *k < ir_ops[in->op].nres; (*k)++) {
+        if (!ir_type_eq(&f->vals[in->res[*k]].type, &f->vals[in->res[0]].type))
+            return -1; /* past the results shaped as the first: a norm gradient's dw */
+        if (in->res[*k] == v)
+            return p;
+    }
+    return -1;
+}
+
+/* fp8_amax instructions whose values' producers make their amaxes (amax_producer), each producer as
+ * many amax results as its last such value needs. */
+static void plan_amaxes(const ir_func *f, fusion_plan *fp)
+{
+    fp->amaxes = calloc((size_t)f->ninstrs + 1, sizeof(int));
+    fp->amax_made = calloc((size_t)f->ninstrs + 1, sizeof(bool));
+    for (int i = 0; i < f->ninstrs && !fp->unfused_fp8_amax; i++) {
+        int k, p = f->instrs[i].op == IR_OP_FP8_AMAX ? amax_producer(f, fp, f->instrs[i].args[0], &k) : -1;
+        if (p >= 0) {
+            fp->amax_made[i] = true;
+            fp->amaxes[p] = k + 1 > fp->amaxes[p] ? k + 1 : fp->amaxes[p];
+        }
+    }
+}
+
 static void plan_fusions(const ir_func *f, fusion_plan *fp)
 {
     fp->uses = calloc((size_t)f->nvals + 1, sizeof(int));
@@ -322,6 +372,7 @@ static void plan_fusions(const ir_func *f, fusion_plan *fp)
     }
     plan_add_products(f, fp);
     plan_norm_adds(f, fp);
+    plan_amaxes(f, fp);
     fp->folded_gelu = none_per_instr(f);
     fp->folded_dgelu = none_per_instr(f);
     fp->folded_bgrad = none_per_instr(f);
@@ -365,10 +416,34 @@ static int emit_add_product(ir_module *m, ir_func *dst, const ir_func *src, cons
     return ir_emit(m, dst, IR_OP_MATMUL_BIAS_ADD, args, 4, mm->attr, NULL, NULL);
 }
 
-static void fuse_func(ir_module *m, int fi)
+/* Instruction `in` of src emitted as it is but for its amax attribute, amaxes (the plan's) */
+static int emit_with_amaxes(ir_module *m, ir_func *dst, const ir_instr *in, int amaxes, const int *map)
+{
+    int args[in->nargs];
+    double attrs[IR_MAX_ATTRS];
+    for (int a = 0; a < in->nargs; a++)
+        args[a] = map[in->args[a]];
+    memcpy(attrs, in->attr, sizeof attrs);
+    attrs[ir_ops[in->op].amax_attr] = amaxes;
+    return ir_emit(m, dst, in->op, args, in->nargs, attrs, NULL, NULL);
+}
+
+/* The amax result of dst that its producer made for value x of dst (amax_producer's): the result
+ * nres + k of the instruction whose result k x is */
+static int amax_result_of(const ir_func *dst, int x)
+{
+    const ir_instr *p = &dst->instrs[dst->vals[x].def];
+    int k = 0;
+    while (p->res[k] != x)
+        k++;
+    return p->res[ir_ops[p->op].nres + k];
+}
+
+static void fuse_func(ir_module *m, int fi, const mcc_pass_options *opts)
 {
     const ir_func *src = m->funcs[fi];
-    fusion_plan fp = {.tp_comm_overlap = ir_cfg_bool(m, IR_CFG_TP_COMM_OVERLAP)};
+    fusion_plan fp = {.tp_comm_overlap = ir_cfg_bool(m, IR_CFG_TP_COMM_OVERLAP),
+                      .unfused_fp8_amax = opts->unfused_fp8_amax};
     plan_fusions(src, &fp);
     ir_func *dst = ir_func_new(m, src->name, src->kind);
     int *map = malloc(sizeof(int) * ((size_t)src->nvals + 1));
@@ -417,7 +492,10 @@ static void fuse_func(ir_module *m, int fi)
             int other = add->args[0] == in->res[0] ? add->args[1] : add->args[0];
             int args[4] = {map[in->args[0]], map[in->args[1]], map[in->args[2]], map[other]};
             ir_op fused = in->op == IR_OP_LAYERNORM_GRAD ? IR_OP_LAYERNORM_GRAD_ADD : IR_OP_RMSNORM_GRAD_ADD;
-            r = ir_emit(m, dst, fused, args, 4, in->attr, NULL, NULL);
+            double attrs[IR_MAX_ATTRS];
+            memcpy(attrs, in->attr, sizeof attrs);
+            attrs[ir_ops[fused].amax_attr] = fp.amaxes[i];
+            r = ir_emit(m, dst, fused, args, 4, attrs, NULL, NULL);
             map[add->res[0]] = r; /* dx + dr is the add's result; dx alone is never read */
             for (int k = 1; k < in->nres; k++)
                 map[in->res[k]] = r + k;
@@ -488,7 +566,8 @@ static void fuse_func(ir_module *m, int fi)
         } else if (fp.folded_swiglu_grad[i] >= 0) {
             const ir_instr *grad = &src->instrs[fp.folded_swiglu_grad[i]];
             int args[3] = {map[grad->args[0]], map[in->args[0]], map[in->args[1]]};
-            int fused = ir_emit(m, dst, IR_OP_SWIGLU_GRAD_PRODUCT, args, 3, NULL, NULL, NULL);
+            double amaxes = fp.amaxes[fp.folded_swiglu_grad[i]]; /* of dgate, dup: the swiglu_grad's */
+            int fused = ir_emit(m, dst, IR_OP_SWIGLU_GRAD_PRODUCT, args, 3, &amaxes, NULL, NULL);
             ir_map_results(dst, src, grad, fused, map); /* dgate, dup */
             r = fused + 2;                              /* the product */
         } else if (fp.folded_copy[i] >= 0) {
@@ -498,6 +577,11 @@ static void fuse_func(ir_module *m, int fi)
                 args[a] = map[in->args[a]];
             args[7] = ir_global_ref(m, dst, ir_global_of(src, cp->args[0]));
             r = ir_emit(m, dst, IR_OP_ADAMW, args, 8, in->attr, NULL, NULL);
+        } else if (fp.amaxes[i] > 0) {
+            r = emit_with_amaxes(m, dst, in, fp.amaxes[i], map);
+        } else if (fp.amax_made[i]) {
+            map[in->res[0]] = amax_result_of(dst, map[in->args[0]]);
+            continue;
         } else {
             ir_copy_instr(m, dst, src, in, map);
             continue;
@@ -518,6 +602,8 @@ static void fuse_func(ir_module *m, int fi)
     free(fp.norm_add);
     free(fp.gathered);
     free(fp.scattered);
+    free(fp.amaxes);
+    free(fp.amax_made);
     ir_func_replace(m, fi, dst);
 }
 
@@ -525,6 +611,6 @@ bool pass_fusion(ir_module *m, const mcc_pass_options *opts, char *err, size_t e
 {
     for (int f = 0; f < m->nfuncs; f++)
         if (m->funcs[f]->kind != IR_FUNC_HOST_OPTIMIZER) /* the host's copies move data between memories */
-            fuse_func(m, f);
+            fuse_func(m, f, opts);
     return true;
 }

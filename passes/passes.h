@@ -16,6 +16,9 @@
  * the lanes); a pass that needs a cost asks the target (comm_overlap, memory_plan). */
 typedef struct {
     const mcc_target *target;       /* the machine the plan is for (target.h) */
+    bool unfused_fp8_amax;          /* the fusion pass leaves FP8's fp8_amax instructions apart, not made by
+                                       their values' producers (--unfused-fp8-amax: the fused program's
+                                       check, tests/fp8_fusion_bitwise.sh) */
 } mcc_pass_options;
 
 typedef bool (*pass_fn)(ir_module *m, const mcc_pass_options *opts, char *err, size_t errlen);

@@ -130,12 +130,24 @@ static void run_row_bounded(const rt_elementwise_fn *generated, const rt_kernel_
     }
 }
 
+/* The instruction's amax results (ir_amax_results: the fusion pass's), fp8_amax's kernel on each of
+ * its first results as its op's kernel stored them: the bits the unfused fp8_amax reads. */
+static void run_amaxes(const rt_kernel_call *c)
+{
+    int nres = ir_ops[c->in->op].nres;
+    for (int k = 0; k < ir_amax_results(c->in->op, c->in->attr); k++) {
+        rt_kernel_call amax = {c->in, 1, 1, &c->res[k], &c->res_types[k], &c->res[nres + k], &c->res_types[nres + k]};
+        rt_cpu_kernels[IR_OP_FP8_AMAX](&amax);
+    }
+}
+
 void rt_cpu_run_call(const rt_elementwise_fn *generated, const rt_kernel_call *c)
 {
     if (ir_row_bound(c->in) >= 0)
         run_row_bounded(generated, c);
     else
         run_kernel(generated, c);
+    run_amaxes(c);
 }
 
 static void cpu_run(rt_program *p, int func)

@@ -83,7 +83,7 @@ static rt_program *load(const char *path, long long w)
     size_t len;
     char *text = os_read_file(path, &len, err, sizeof err);
     ir_module *m = text ? ir_parse_module(text, err, sizeof err) : NULL;
-    mcc_pass_options opts = {mcc_target_by_name("cpu")};
+    mcc_pass_options opts = {.target = mcc_target_by_name("cpu")};
     if (!m || !pass_autodiff(m, &opts, err, sizeof err) || !pass_memory_plan(m, &opts, err, sizeof err)) {
         fprintf(stderr, "FAIL: %s: %s\n", path, err);
         exit(1);

@@ -53,7 +53,7 @@ static char *plan_of(const char *text, int dp, int ep, int accum)
 {
     char err[1024];
     ir_module *m = ir_parse_module(text, err, sizeof err);
-    mcc_pass_options opts = {mcc_target_by_name("cpu")};
+    mcc_pass_options opts = {.target = mcc_target_by_name("cpu")};
     if (m) {
         ir_cfg_set_int(m, IR_CFG_DATA_PARALLEL_SIZE, dp);
         ir_cfg_set_int(m, IR_CFG_EXPERT_MODEL_PARALLEL_SIZE, ep);

@@ -2,7 +2,9 @@
 # formats, tiny models trained 10 steps in FP8 against the PyTorch reference of the same rounding
 # (tests/torch_ref.py), and FP8 under DP=2, PP=2 and TP=2 (with and without sequence parallelism)
 # against one rank (CP=2: tests/context_parallel.cmake); FP8 experts (tiny-moe, tiny-deepseek-v3)
-# against the reference and under dp, ZeRO, pp, ep and tp with SP, and their checkpoints. The pass tests are tests/passes/fp8_*.ir.
+# against the reference and under dp, ZeRO, pp, ep and tp with SP, and their checkpoints; the amaxes the
+# fusion pass folds into their tensors' producers against the unfused program. The pass tests are
+# tests/passes/fp8_*.ir.
 add_executable(fp8_rounding_test ${CMAKE_SOURCE_DIR}/tests/fp8_rounding_test.c)
 target_link_libraries(fp8_rounding_test PRIVATE mccrt)
 add_test(NAME fp8_rounding COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/fp8_rounding.py $<TARGET_FILE:fp8_rounding_test>)
@@ -51,6 +53,17 @@ mcc_e2e_test(numerics_vs_torch_fp8_blockwise_recompute_full_tiny-llama numerics_
              --recompute-granularity full --recompute-method uniform --recompute-num-layers 1)
 mcc_e2e_test(numerics_vs_torch_fp8_blockwise_tiny-gpt2 numerics_e2e.sh tiny-gpt2 --hidden-size 128 --ffn-hidden-size 256
              --num-attention-heads 2 --fp8-format e4m3 --fp8-recipe blockwise)
+
+# FP8's amaxes made by the kernels that write their tensors (the fusion pass's amax results) train
+# byte for byte as the separate fp8_amax instructions do (mcc compile --unfused-fp8-amax), tensorwise
+# and delayed, on one rank, TP=2 with SP and DP=2: RMSNorm and SwiGLU (tiny-llama), LayerNorm
+# (tiny-gpt2), and their gradients
+if(MPI_C_FOUND)
+  foreach(model tiny-gpt2 tiny-llama)
+    mcc_e2e_test(fp8_fusion_bitwise_${model} fp8_fusion_bitwise.sh ${model})
+    set_tests_properties(fp8_fusion_bitwise_${model} PROPERTIES PROCESSORS 2)
+  endforeach()
+endif()
 
 # Each rank quantizes its own micro-batches as the one rank does: step 1's logits, loss and
 # gradients and step 2's loss equal the single rank's to 1e-5. Two steps, not ten, and the final

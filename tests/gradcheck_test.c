@@ -257,7 +257,7 @@ static ir_module *finish(graph *g, int y)
     ir_output(g->m, g->f, ir_role_of(IR_ROLE_LOSS), "loss", ir_op2(g->m, g->f, IR_OP_CROSS_ENTROPY, logits, targets));
     ir_output(g->m, g->f, ir_role_of(IR_ROLE_LOGITS), "logits", logits);
     char err[512];
-    mcc_pass_options opts = {mcc_target_by_name("cpu")}; /* the CPU backend runs the checks */
+    mcc_pass_options opts = {.target = mcc_target_by_name("cpu")}; /* the CPU backend runs the checks */
     if (!pass_autodiff(g->m, &opts, err, sizeof err) || !pass_memory_plan(g->m, &opts, err, sizeof err) ||
         !ir_verify(g->m, err, sizeof err)) {
         fprintf(stderr, "building the case failed: %s\n", err);

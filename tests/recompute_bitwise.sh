@@ -31,15 +31,8 @@ train() { # NAME NP FLAGS...: compiled and run 10 steps, dumps in $work/NAME
   if [ "$np" = 1 ]; then "${run[@]}"; else mpirun -np "$np" "${run[@]}"; fi >"$work/run.log" 2>&1 ||
     { cat "$work/run.log"; exit 1; }
 }
-same() { # REF NAME
-  local n=0 f
-  for f in "$work/$1"/*; do
-    n=$((n + 1))
-    cmp -s "$f" "$work/$2/$(basename "$f")" || { echo "FAIL: $2: $(basename "$f") differs from $1's"; status=1; }
-  done
-  [ $n -ge 5 ] || { echo "FAIL: $1 dumped $n files"; status=1; }
-  echo "$2: $n dump files against $1's"
-}
+source "$root/tests/same_dumps.sh"
+same() { same_dumps "$work" "$1" "$2"; } # REF NAME
 if [ "$only" = modules ]; then
   sel=(--recompute-granularity selective --recompute-modules)
   train none 1

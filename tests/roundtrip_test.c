@@ -66,7 +66,7 @@ int main(int argc, char **argv)
             ir_config_set(m, "param_dtype", dtype);
             char *checked = NULL;
             bool model_ok = roundtrips(m, argv[a], "frontend", &checked);
-            mcc_pass_options opt = {mcc_target_by_name(precision ? "cuda" : "cpu")};
+            mcc_pass_options opt = {.target = mcc_target_by_name(precision ? "cuda" : "cpu")};
             for (int p = 0; p < mcc_npasses && model_ok; p++) {
                 if (mcc_passes[p].cut) { /* the pipeline pass: these specs have one stage, which it leaves */
                     ir_module **out;

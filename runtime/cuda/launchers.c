@@ -165,6 +165,18 @@ static row_bound row_bound_of(const rt_kernel_call *c)
     return (row_bound){c->args[c->nargs - 1], counts->dims[0], x->dims[0] ? ir_numel(x) / x->dims[0] : 0};
 }
 
+/* The k-th amax result of c's instruction (ir_amax_results: the fusion pass's), zeroed for its
+ * kernel's atomic max (kernels_templates/common.cuh's mcc_amax_commit); NULL where it has none. */
+static void *amax_result(rt_cuda_ctx *cx, const rt_kernel_call *c, int k)
+{
+    if (k >= ir_amax_results(c->in->op, c->in->attr))
+        return NULL;
+    void *amax = c->res[ir_ops[c->in->op].nres + k];
+    need_f32(c, c->res_types[ir_ops[c->in->op].nres + k], "amax");
+    RT_CU_CHECK(cuMemsetD32Async(dptr(amax), 0, 1, rt_cuda_stream(cx)));
+    return amax;
+}
+
 /* r := f(a) */
 static void unary(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kernel k)
 {
@@ -250,15 +262,25 @@ void cuda_SILU_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { binary(cx, c, RT
 
 void cuda_SQUARED_RELU(rt_cuda_ctx *cx, const rt_kernel_call *c) { unary(cx, c, RT_CUK_SQUARED_RELU); }
 void cuda_SQUARED_RELU_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { binary(cx, c, RT_CUK_SQUARED_RELU_GRAD); }
-void cuda_SWIGLU(rt_cuda_ctx *cx, const rt_kernel_call *c) { binary(cx, c, RT_CUK_SWIGLU); }
+/* (gate, up) -> silu(gate) up (and its amax) */
+void cuda_SWIGLU(rt_cuda_ctx *cx, const rt_kernel_call *c)
+{
+    void *r = c->res[0], *g = c->args[0], *u = c->args[1], *amax = amax_result(cx, c, 0);
+    long long n = ir_numel(c->res_types[0]);
+    row_bound rb = row_bound_of(c);
+    void *p[] = {&r, &g, &u, &n, &rb, &amax};
+    launch_vec(cx, name_of(c, RT_CUK_SWIGLU, c->res_types[0], NULL), n, p);
+}
 
-/* (dy, gate, up) -> dgate, dup, and with h the forward's product (swiglu_grad_product) */
+/* (dy, gate, up) -> dgate, dup (and their amaxes), and with h the forward's product
+ * (swiglu_grad_product) */
 static void swiglu_grad(rt_cuda_ctx *cx, const rt_kernel_call *c, void *h)
 {
     void *dg = c->res[0], *du = c->res[1], *dy = c->args[0], *g = c->args[1], *u = c->args[2];
+    void *amax_dg = amax_result(cx, c, 0), *amax_du = amax_result(cx, c, 1);
     long long n = ir_numel(c->res_types[0]);
     row_bound rb = row_bound_of(c);
-    void *p[] = {&dg, &du, &h, &dy, &g, &u, &n, &rb};
+    void *p[] = {&dg, &du, &h, &dy, &g, &u, &n, &rb, &amax_dg, &amax_du};
     launch_vec(cx, name_of(c, RT_CUK_SWIGLU_GRAD, c->res_types[0], NULL), n, p);
 }
 void cuda_SWIGLU_GRAD(rt_cuda_ctx *cx, const rt_kernel_call *c) { swiglu_grad(cx, c, NULL); }
@@ -558,7 +580,8 @@ static norm_layout norm_layout_of(const rt_kernel_call *c, int64_t d)
                 ir_ops[c->in->op].name, (long long)d, NORM_MAX_D, NORM_MAX_D);
         exit(1);
     }
-    bool vec = vec_rows(d, (const void *const *)c->args, c->nargs) && vec_rows(d, (const void *const *)c->res, c->nres);
+    bool vec = vec_rows(d, (const void *const *)c->args, c->nargs) &&
+               vec_rows(d, (const void *const *)c->res, ir_ops[c->in->op].nres); /* not the amax results */
     norm_layout l = {.width = vec ? VEC : 1};
     int64_t per_thread = NORM_REGS / l.width * l.width;
     l.tpr = (int)(((d + per_thread - 1) / per_thread + 31) / 32 * 32);
@@ -576,15 +599,17 @@ static kernel_name norm_kernel(const rt_kernel_call *c, rt_cuda_kernel k, const 
     return n;
 }
 
-/* (x[R,d], w[d] (, b[d])) -> y */
+/* (x[R,d], w[d] (, b[d])) -> y (and its amax) */
 static void norm_forward(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kernel k)
 {
     const ir_type *xt = c->arg_types[0];
     void *y = c->res[0], *x = c->args[0], *w = c->args[1], *b = k == RT_CUK_LAYERNORM ? c->args[2] : NULL;
+    void *amax = amax_result(cx, c, 0);
     long long R = nrows(xt), d = last_dim(xt);
     float eps = (float)c->in->attr[IR_ATTR_EPS], shift = (float)c->in->attr[IR_ATTR_ONE_P]; /* w stored as w - 1 */
     norm_layout l = norm_layout_of(c, d);
-    void *ln[] = {&y, &x, &w, &b, &R, &d, &eps, &shift, &l.tpr}, *rms[] = {&y, &x, &w, &R, &d, &eps, &shift, &l.tpr};
+    void *ln[] = {&y, &x, &w, &b, &R, &d, &eps, &shift, &l.tpr, &amax};
+    void *rms[] = {&y, &x, &w, &R, &d, &eps, &shift, &l.tpr, &amax};
     rt_cuda_launch(cx, norm_kernel(c, k, xt, c->arg_types[1], l).s, capped_grid((R + l.groups - 1) / l.groups), 1, 1,
                    (unsigned)(l.tpr * l.groups), 0, k == RT_CUK_LAYERNORM ? ln : rms);
 }
@@ -593,21 +618,23 @@ static void norm_forward(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kerne
  * on every GPU */
 enum { NORM_GRAD_ROWS = 1024 };
 
-/* (dy, x, w (, dr)) -> dx (+ dr), dw (, db): dx and per-group dw/db partials [S, nacc d] in one
- * kernel, then the partials' column sums. */
+/* (dy, x, w (, dr)) -> dx (+ dr), dw (, db) (and dx's amax): dx and per-group dw/db partials [S,
+ * nacc d] in one kernel, then the partials' column sums. */
 static void norm_backward(rt_cuda_ctx *cx, const rt_kernel_call *c, rt_cuda_kernel k)
 {
     const ir_type *xt = c->arg_types[1], *wt = c->arg_types[2];
     void *dx = c->res[0], *dy = c->args[0], *x = c->args[1], *w = c->args[2], *dr = c->nargs > 3 ? c->args[3] : NULL;
-    long long R = nrows(xt), d = last_dim(xt), nacc = c->nres - 1, stride = nacc * d;
+    void *amax = amax_result(cx, c, 0);
+    int nres = ir_ops[c->in->op].nres; /* dx, dw (, db), before the amax */
+    long long R = nrows(xt), d = last_dim(xt), nacc = nres - 1, stride = nacc * d;
     float eps = (float)c->in->attr[IR_ATTR_EPS], shift = (float)c->in->attr[IR_ATTR_ONE_P];
     norm_layout l = norm_layout_of(c, d);
     int64_t groups = R < NORM_GRAD_ROWS ? R : NORM_GRAD_ROWS, G = (groups + l.groups - 1) / l.groups;
     int S = (int)(G * l.groups);
     char *partial = rt_cuda_scratch(cx, (size_t)S * (size_t)stride * sizeof(float));
-    void *p[] = {&dx, &partial, &dy, &x, &w, &dr, &R, &d, &eps, &shift, &l.tpr};
+    void *p[] = {&dx, &partial, &dy, &x, &w, &dr, &R, &d, &eps, &shift, &l.tpr, &amax};
     rt_cuda_launch(cx, norm_kernel(c, k, xt, wt, l).s, (unsigned)G, 1, 1, (unsigned)(l.tpr * l.groups), 0, p);
-    for (int i = 1; i < c->nres; i++) { /* dw, then db */
+    for (int i = 1; i < nres; i++) { /* dw, then db */
         void *r = c->res[i], *part = partial + (size_t)(i - 1) * d * sizeof(float);
         void *pf[] = {&r, &part, &S, &stride, &d, &d};
         colsum_final(cx, name_of(c, RT_CUK_COLSUM_FINAL, wt, NULL), d, pf);

@@ -36,7 +36,9 @@
  * i32 result is compared exactly. 'g' a received buffer: 'x' rows up to `value`, NaN past them (the
  * room all_to_all_v leaves, garbage no kernel may read: a row read from it shows as a NaN); 'G' the
  * same with numbers past them (a row-bounded op's operand: an elementwise kernel that walks the room
- * writes numbers where the oracle's result is NaN, which compare() fails). */
+ * writes numbers where the oracle's result is NaN, which compare() fails). 'a' an f32 amax result of a
+ * result in the dtype under test (an op's amax=, FP8's), within that dtype's tolerance: the GPU's is
+ * the max of the values as stored (bf16: rounded), the oracle's of its f32 values. */
 typedef struct {
     char kind;
     int ndim;
@@ -58,6 +60,7 @@ typedef struct {
 #define IDS(limit, nd, ...) {.kind = 'i', .ndim = nd, .dims = {__VA_ARGS__}, .value = limit}
 #define SCALAR(v) {.kind = 's', .value = v}
 #define F32_SCALAR {.kind = 'f'}
+#define AMAX_SCALAR {.kind = 'a'}
 #define FP8(k, nd, ...) {.kind = k, .ndim = nd, .dims = {__VA_ARGS__}}
 #define TOPK(limit, nd, ...) {.kind = 'k', .ndim = nd, .dims = {__VA_ARGS__}, .value = limit}
 #define PERM(n) {.kind = 'r', .ndim = 1, .dims = {n}}
@@ -93,6 +96,19 @@ static const op_case cases[] = {
     {"swiglu", "[4,1027]", {0}, 2, 1, {TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027)}, {TEN('x', 2, 4, 1027)}},
     {"swiglu_grad", "[4,1027]", {0}, 3, 2, {TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027)},
      {TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027)}},
+    /* FP8's amax made by the kernel that stores the value (amax=: the fusion pass's): the max |r| as stored
+       (bf16: rounded), beside r, one atomic a block */
+    {"swiglu", "[4,1027] amax", {1}, 2, 2, {TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027)}, {TEN('x', 2, 4, 1027), AMAX_SCALAR}},
+    {"swiglu", "[300,768] amax (16-byte loads, many blocks)", {1}, 2, 2, {TEN('x', 2, 300, 768), TEN('x', 2, 300, 768)},
+     {TEN('x', 2, 300, 768), AMAX_SCALAR}},
+    {"swiglu_grad", "[300,768] amaxes of dgate and dup", {2}, 3, 4,
+     {TEN('x', 2, 300, 768), TEN('x', 2, 300, 768), TEN('x', 2, 300, 768)},
+     {TEN('x', 2, 300, 768), TEN('x', 2, 300, 768), AMAX_SCALAR, AMAX_SCALAR}},
+    {"swiglu_grad", "[4,1027] amax of dgate", {1}, 3, 3, {TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027)},
+     {TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027), AMAX_SCALAR}},
+    {"swiglu_grad_product", "[4,1027] amaxes of dgate and dup", {2}, 3, 5,
+     {TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027)},
+     {TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027), AMAX_SCALAR, AMAX_SCALAR}},
     {"swiglu_grad_product", "[4,1027]", {0}, 3, 3, {TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027)},
      {TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027), TEN('x', 2, 4, 1027)}},
     {"sqrt", "[999]", {0}, 1, 1, {TEN('P', 1, 999)}, {TEN('x', 1, 999)}},
@@ -176,6 +192,21 @@ static const op_case cases[] = {
     {"rmsnorm_grad_add", "[600,768] + dr", {1e-6}, 4, 2,
      {TEN('x', 2, 600, 768), TEN('x', 2, 600, 768), TEN('x', 1, 768), TEN('x', 2, 600, 768)},
      {TEN('x', 2, 600, 768), TEN('x', 1, 768)}},
+    /* with the amax of y (dx) made as it is stored (amax=1: the fusion pass's) */
+    {"rmsnorm", "[600,768] amax", {1e-6, 0, 1}, 2, 2, {TEN('x', 2, 600, 768), TEN('x', 1, 768)},
+     {TEN('x', 2, 600, 768), AMAX_SCALAR}},
+    {"rmsnorm", "[5,4100] amax (one element a load)", {1e-6, 0, 1}, 2, 2, {TEN('x', 2, 5, 4100), TEN('x', 1, 4100)},
+     {TEN('x', 2, 5, 4100), AMAX_SCALAR}},
+    {"layernorm", "[67,768] amax", {1e-5, 0, 1}, 3, 2, {TEN('x', 2, 67, 768), TEN('x', 1, 768), TEN('x', 1, 768)},
+     {TEN('x', 2, 67, 768), AMAX_SCALAR}},
+    {"rmsnorm_grad", "[600,768] amax", {1e-6, 0, 1}, 3, 3, {TEN('x', 2, 600, 768), TEN('x', 2, 600, 768), TEN('x', 1, 768)},
+     {TEN('x', 2, 600, 768), TEN('x', 1, 768), AMAX_SCALAR}},
+    {"rmsnorm_grad_add", "[600,768] + dr, amax", {1e-6, 0, 1}, 4, 3,
+     {TEN('x', 2, 600, 768), TEN('x', 2, 600, 768), TEN('x', 1, 768), TEN('x', 2, 600, 768)},
+     {TEN('x', 2, 600, 768), TEN('x', 1, 768), AMAX_SCALAR}},
+    {"layernorm_grad_add", "[37,4100] + dr, amax (one element a load)", {1e-5, 0, 1}, 4, 4,
+     {TEN('x', 2, 37, 4100), TEN('x', 2, 37, 4100), TEN('x', 1, 4100), TEN('x', 2, 37, 4100)},
+     {TEN('x', 2, 37, 4100), TEN('x', 1, 4100), TEN('x', 1, 4100), AMAX_SCALAR}},
     {"rope", "[2,67,3,64]", {10000, 0}, 1, 1, {TEN('x', 4, 2, 67, 3, 64)}, {TEN('x', 4, 2, 67, 3, 64)}},
     {"rope", "[1,2048,2,128] inverse", {500000, 1}, 1, 1, {TEN('x', 4, 1, 2048, 2, 128)}, {TEN('x', 4, 1, 2048, 2, 128)}},
     /* LLaMA 3.1's scaling (factor 8: ir_rope_freq's three bands), forward and inverse, under cp */
@@ -700,7 +731,8 @@ static void compare(report *r, const char *what, const tensor *t, const void *ra
         if (fabs(g - c) > max_err)
             max_err = fabs(g - c), worst = i;
     }
-    double tol = t->gpu_t.dtype == IR_BF16 ? BF16_TOL : F32_TOL, rel = max_err / (max_ref > 0 ? max_ref : 1);
+    bool bf16 = t->gpu_t.dtype == IR_BF16 || (t->spec->kind == 'a' && !strcmp(r->dtype, "bf16"));
+    double tol = bf16 ? BF16_TOL : F32_TOL, rel = max_err / (max_ref > 0 ? max_ref : 1);
     bool fp8_gemm = !strncmp(r->c->op, "fp8_matmul", 10) || !strcmp(r->c->op, "fp8_grouped_matmul") ||
                     !strncmp(r->c->op, "fp8_grouped_wgrad", 17);
     if (fp8_gemm && tol < FP8_GEMM_TOL)

@@ -86,6 +86,7 @@ using std::exp; using std::log; using std::fmax; using std::min; using std::max;
 #include "reduce.cuh"
 #include "rope.cuh"
 #include "optimizer.cuh"
+#include "norms.cuh"
 #include "fp8.cuh"
 
 // attention.cuh's PTX primitives. Shared addresses are offsets into emu_smem (the block's dynamic
@@ -229,6 +230,13 @@ static std::map<std::string, std::function<void(void **)>> table = {
     {"mcc_fp8_transpose_u8", wrap(mcc_fp8_transpose_u8)}, {"mcc_fp8_history_amax_f32", wrap(mcc_fp8_history_amax_f32)},
     {"mcc_fp8_amax_fold_f32", wrap(mcc_fp8_amax_fold_f32)},
     {"mcc_fp8_history_update_f32", wrap(mcc_fp8_history_update_f32)},
+    // the norms, forward and backward, each width (ops_test's norm cases: FP8's amax made as y or dx is stored)
+#define N(sfx) {"mcc_layernorm_" #sfx, wrap(mcc_layernorm_##sfx)}, {"mcc_rmsnorm_" #sfx, wrap(mcc_rmsnorm_##sfx)},   \
+    {"mcc_layernorm_grad_" #sfx, wrap(mcc_layernorm_grad_##sfx)}, {"mcc_rmsnorm_grad_" #sfx, wrap(mcc_rmsnorm_grad_##sfx)},
+#define E(sfx, T, W) N(sfx) N(sfx##_w1)
+    MCC_FOR_FLOAT_PAIRS(E)
+#undef E
+#undef N
 };
 static const std::map<std::string, const int *> constants = {
     {"mcc_attn_tiles_d16", mcc_attn_tiles_d16}, {"mcc_attn_tiles_d64", mcc_attn_tiles_d64},
@@ -249,7 +257,8 @@ void rt_cuda_launch(void *cx, const char *kernel, unsigned gx, unsigned gy, unsi
     bool sync = (strstr(kernel, "mcc_attention") && !strstr(kernel, "_f32_d") && !strstr(kernel, "bwd_post")) ||
                 strstr(kernel, "mcc_colsum") || strstr(kernel, "mcc_moe_unpermute_grad_") ||
                 strstr(kernel, "mcc_fp8_block_quantize") || strstr(kernel, "tile_quantize") ||
-                strstr(kernel, "mcc_fp8_amax_") || strstr(kernel, "mcc_fp8_transpose");
+                strstr(kernel, "mcc_fp8_amax_") || strstr(kernel, "mcc_fp8_transpose") || strstr(kernel, "norm") ||
+                strstr(kernel, "mcc_swiglu"); // the norms' group sums; FP8's amax made as a value is stored
     for (const char *k : syncing)
         sync |= !strcmp(k, kernel);
     if (gz != 1 || block == 0 || block > 1024 || gx == 0 || gy == 0 || smem > sizeof emu_smem) {
