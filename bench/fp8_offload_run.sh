@@ -50,7 +50,7 @@ steps() {
   for f in calib/bin/*.later; do mv "$f" "${f%.later}"; done
 }
 echo "=== FP8 beside bf16, 4 layers of LLaMA-3 8B"
-steps 8B-L4 8B-L4-fp8t 8B-L4-fp8b
+steps 8B-L4 8B-L4-fp8t 8B-L4-fp8t-unfused 8B-L4-fp8b
 echo "=== llama3-8b, CPU offload"
 export LD_LIBRARY_PATH=$PWD/offl/lib:$LD_LIBRARY_PATH
 nproc; free -g | head -2; lscpu | grep -E "Model name|NUMA node\(s\)"
