@@ -933,6 +933,19 @@ static const float *expert_row_scales(rt_cuda_ctx *cx, const rt_kernel_call *c, 
     return s;
 }
 
+/* Tensorwise experts' scale_invs sa[E] and sb[E] copied a 16-byte slot each into dst (8 E floats:
+ * sa's slots, then sb's); expert e's at dst + 4 e and dst + 4 (E + e). An H100's cuBLASLt 13.1
+ * refused (NOT_SUPPORTED, at run time, even planned for the exact size) the experts' GEMMs whose
+ * scale pointers were 4 bytes apart, while the blockwise experts', 16-byte aligned, ran
+ * (bench/RESULTS.md, 2026-12-08): taken as an alignment rule until a GPU shows otherwise. */
+static void aligned_expert_scales(rt_cuda_ctx *cx, float *dst, const float *sa, const float *sb, int64_t E)
+{
+    cudaStream_t s = (cudaStream_t)rt_cuda_stream(cx);
+    RT_CUDART_CHECK(cudaMemcpy2DAsync(dst, 16, sa, sizeof(float), sizeof(float), (size_t)E, cudaMemcpyDeviceToDevice, s));
+    RT_CUDART_CHECK(
+        cudaMemcpy2DAsync(dst + 4 * E, 16, sb, sizeof(float), sizeof(float), (size_t)E, cudaMemcpyDeviceToDevice, s));
+}
+
 /* (qx[R,K], sx[E], qw[E,F,K] (tb) or [E,K,F], sw[E], counts[, hdy]) -> y[R,F]: expert e's rows by its
  * weight, one FP8 GEMM each (expert_streams), alpha sx[e] sw[e]; a weight [E,K,F] (the dgrad's) made
  * K-major first, expert by expert; the rows past the counts zeroed. Blockwise (sx, sw block scales:
@@ -954,19 +967,27 @@ void cuda_FP8_GROUPED_MATMUL(rt_cuda_ctx *cx, const rt_kernel_call *c)
     int64_t *first = blocks ? malloc(sizeof(int64_t) * (size_t)(E + 1)) : NULL;
     if (blocks)
         sx = expert_row_scales(cx, c, counts, E, first);
-    int64_t sw_expert = blocks ? ir_numel(c->arg_types[3]) / E : 1; /* an expert's weight scales */
+    int64_t sw_expert = blocks ? ir_numel(c->arg_types[3]) / E : 4; /* floats from an expert's weight scales to the next's */
+    /* scratch: tensorwise, the scales' aligned slots, then the weights made K-major; blockwise, the
+     * rows' tile scales (its weights always K-major: passes/fp8.c refuses [E,K,F] ones) */
+    size_t slots = blocks ? 0 : (size_t)(8 * E) * sizeof(float);
+    char *scratch = blocks ? NULL : rt_cuda_scratch(cx, slots + (tb ? 0 : (size_t)(E * K * F)));
+    if (!blocks) {
+        aligned_expert_scales(cx, (float *)scratch, sx, sw, E);
+        sx = (const float *)scratch, sw = (const float *)scratch + 4 * E;
+    }
     if (!tb) { /* w_e [K,F] -> [F,K] */
-        char *s = rt_cuda_scratch(cx, (size_t)(E * K * F));
+        char *t = scratch + slots;
         for (int64_t e = 0; e < E; e++)
-            fp8_transpose(cx, s + e * K * F, w + e * K * F, K, F, K);
-        w = s;
+            fp8_transpose(cx, t + e * K * F, w + e * K * F, K, F, K);
+        w = t;
     }
     int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
     expert_streams st = expert_streams_fork(cx);
     for (int64_t e = 0; e < E; row += counts[e++])
         if (counts[e]) {
-            fp8_expert_operands op = {(const char *)c->args[0] + row * K, w + e * F * K, blocks ? sx + first[e] : sx + e,
-                                      sw + e * sw_expert, 0};
+            fp8_expert_operands op = {(const char *)c->args[0] + row * K, w + e * F * K,
+                                      blocks ? sx + first[e] : sx + 4 * e, sw + e * sw_expert, 0};
             fp8_expert_gemm(&st, e, counts[e], F, K, false, c, 0, op, scales, 0.0f,
                             (char *)c->res[0] + (size_t)(row * F) * ys, yt->dtype, sms);
         }
@@ -1031,7 +1052,9 @@ static void fp8_grouped_wgrad_into(rt_cuda_ctx *cx, const rt_kernel_call *c, int
     const int32_t *counts = rt_cuda_grouped_counts(cx, c, first + 4, R);
     for (int64_t e = 0; e < E; e++)
         padded += (counts[e] + 15) / 16 * 16;
-    char *s = rt_cuda_scratch(cx, (size_t)(padded * (P + Q)) + 1), *a_t = s, *b_t = s + padded * P;
+    size_t slots = (size_t)(8 * E) * sizeof(float); /* the scales' aligned slots (aligned_expert_scales) */
+    char *s = rt_cuda_scratch(cx, slots + (size_t)(padded * (P + Q))), *a_t = s + slots, *b_t = a_t + padded * P;
+    aligned_expert_scales(cx, (float *)s, c->args[first + 1], c->args[first + 3], E);
     for (int64_t e = 0, row = 0, off = 0; e < E; off += (counts[e] + 15) / 16 * 16, row += counts[e++]) {
         int64_t pad = (counts[e] + 15) / 16 * 16;
         if (!counts[e]) {
@@ -1045,10 +1068,10 @@ static void fp8_grouped_wgrad_into(rt_cuda_ctx *cx, const rt_kernel_call *c, int
     }
     int sms = rt_cuda_comm_in_flight(cx) ? overlap_gemm_sms() : 0;
     expert_streams st = expert_streams_fork(cx);
-    const float *sa = c->args[first + 1], *sb = c->args[first + 3];
+    const float *sa = (const float *)s, *sb = (const float *)s + 4 * E;
     for (int64_t e = 0, off = 0; e < E; off += (counts[e++] + 15) / 16 * 16)
         if (counts[e]) {
-            fp8_expert_operands op = {a_t + off * P, b_t + off * Q, sa + e, sb + e, 0};
+            fp8_expert_operands op = {a_t + off * P, b_t + off * Q, sa + 4 * e, sb + 4 * e, 0};
             fp8_expert_gemm(&st, e, P, Q, (counts[e] + 15) / 16 * 16, true, c, first, op, (lt_scale_modes){0}, beta,
                             (char *)dw + (size_t)(e * P * Q) * ds, dt->dtype, sms);
         }

@@ -27,6 +27,10 @@
 //    (CUBLAS_STATUS_INVALID_VALUE): an H100's cuBLASLt 13.1 refused every block-scaled GEMM of a
 //    matmul.c that set them only after the heuristic (bench/RESULTS.md, 2026-12-08); NVIDIA's
 //    LtBlk128x128Fp8Matmul sample sets them first. The cause as taken here, until a GPU confirms it.
+//  - cublasLtMatmul refuses (CUBLAS_STATUS_NOT_SUPPORTED) scale pointers not 16-byte aligned: an
+//    H100's cuBLASLt 13.1 refused the tensorwise experts' GEMMs, whose pointers were 4 bytes apart,
+//    even planned for their exact size, and ran the blockwise experts' aligned ones (bench/RESULTS.md,
+//    2026-12-08). The cause as taken here, until a GPU confirms it.
 //  - The accumulation: fp32 (DeepSeek-V3's promotion; CUBLASLT_MATMUL_DESC_FAST_ACCUM off), here
 //    in double, so the emulated sum is the exact one the CPU oracle's also approximates.
 #include <cublasLt.h>
@@ -131,6 +135,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const vo
     const lay *a = (const lay *)Ad, *b = (const lay *)Bd, *c = (const lay *)Cd, *o = (const lay *)Dd;
     if (!supported(x, a, b))
         return CUBLAS_STATUS_NOT_SUPPORTED;
+    for (int i = 0; i < 2; i++) /* scale pointers 16-byte aligned (above) */
+        if ((uintptr_t)x->scale[i] % 16)
+            return CUBLAS_STATUS_NOT_SUPPORTED;
     uint64_t M = o->rows, N = o->cols, K = x->ta ? a->rows : a->cols;
     double al = *(const float *)alpha, be = *(const float *)beta;
     if ((x->ta ? a->cols : a->rows) != M || (x->tb ? b->rows : b->cols) != N || (x->tb ? b->cols : b->rows) != K) {
