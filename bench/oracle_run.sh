@@ -105,7 +105,9 @@ for row in "${rows[@]}"; do
   [[ $name == *:* ]] && launch=(mpirun -np "${name#*:}" --oversubscribe) name=${name%%:*}
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 "${launch[@]}" oracle/bin/$name --data-path oracle/data/numerics_text_document --train-iters 10 --eval-iters 0 \
     --dump-dir /tmp/g-$name > "$O/$name.log" 2>&1
-  echo "$name exit $?"; tail -1 "$O/$name.log" | cut -c1-250
+  rc=$?; echo "$name exit $rc"; tail -1 "$O/$name.log" | cut -c1-250
+  # a failed run's own words (its last line is the HINT; only the call's tail and 8 files come back)
+  [ $rc = 0 ] || grep -E "error|note:|status" "$O/$name.log" | head -4 | cut -c1-300
   python3 tests/compare_dumps.py --detail --cpu oracle/cpu/$name --gpu /tmp/g-$name > "$O/cmp-$name.txt" 2>&1
   echo "$name compare rc $?"
   grep -E ' FAIL$' "$O/cmp-$name.txt" | head -8; grep -E '^largest' "$O/cmp-$name.txt"; tail -2 "$O/cmp-$name.txt" | cut -c1-300
