@@ -854,35 +854,47 @@ typedef struct {
     int64_t ld;
 } fp8_expert_operands;
 
-/* Expert e's FP8 GEMM out := sa sb a b^T + beta out (Hopper's TN FP8 GEMM, as fp8_gemm's forward),
- * fp32 accumulation, out in out_dtype, on the expert's stream: the dense FP8 GEMM's scale
- * conventions (cuBLASLt's A is our b: its scale sb; scales.a its mode). rows_in_k: the expert's rows
- * are k (the wgrad's). */
-static void fp8_expert_gemm(const expert_streams *st, int64_t e, int64_t m, int64_t n, int64_t k, bool rows_in_k,
-                            const rt_kernel_call *c, int first, fp8_expert_operands op, lt_scale_modes scales,
-                            float beta, void *out, ir_dtype out_dtype, int sms)
+/* Plan p set for expert operands op (m, n, k its sizes): the leading dimension of the blockwise
+ * wgrad's spans, and the scale pointers (per call: plans are shared; cuBLASLt's A is our b) */
+static void expert_plan_operands(matmul_plan *p, fp8_expert_operands op, int64_t m, int64_t n, int64_t k)
 {
-    const void *lt_scales[2] = {op.sb, op.sa}; /* cuBLASLt's A is our b */
-    matmul_plan *p = plan_for_rows(m, n, k, false, true, rows_in_k, scales, lt_scales, c->arg_types[first]->dtype,
-                                   c->arg_types[first + 2]->dtype, out_dtype, sms);
-    if (op.ld) { /* rows of a longer buffer: the blockwise wgrad's spans */
+    if (op.ld) { /* rows of a longer buffer */
         set_layout(p->a, (lt_dims){k, n, op.ld});
         set_layout(p->b, (lt_dims){k, m, op.ld});
     }
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &op.sb, sizeof op.sb));
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &op.sa, sizeof op.sa));
+}
+
+/* out := op.a op.b^T by plan p with algorithm algo on stream s: cuBLASLt's status */
+static cublasStatus_t expert_gemm_by(const matmul_plan *p, const cublasLtMatmulAlgo_t *algo, fp8_expert_operands op,
+                                     float beta, void *out, cudaStream_t s, void *ws)
+{
+    const float one = 1.0f;
+    return cublasLtMatmul(lt, p->desc, &one, op.b, p->a, op.a, p->b, &beta, out, p->c, out, p->c, algo, ws,
+                          WORKSPACE_BYTES, s);
+}
+
+/* Expert e's FP8 GEMM out := sa sb a b^T + beta out (Hopper's TN FP8 GEMM, as fp8_gemm's forward),
+ * fp32 accumulation, out in out_dtype, on the expert's stream: the dense FP8 GEMM's scale
+ * conventions (cuBLASLt's A is our b: its scale sb; scales.a its mode). rows_in_k: the expert's rows
+ * are k (the wgrad's). Should the algorithm chosen for the rows' bucket refuse the exact rows, the
+ * heuristic's other candidates are tried, then a plan for the exact size (kept), with a note naming
+ * the shape: a guard (the H100's refusal of 2026-12-08 was the scales' alignment, not this). */
+static void fp8_expert_gemm(const expert_streams *st, int64_t e, int64_t m, int64_t n, int64_t k, bool rows_in_k,
+                            const rt_kernel_call *c, int first, fp8_expert_operands op, lt_scale_modes scales,
+                            float beta, void *out, ir_dtype out_dtype, int sms)
+{
+    const void *lt_scales[2] = {op.sb, op.sa}; /* cuBLASLt's A is our b */
+    ir_dtype adt = c->arg_types[first]->dtype, bdt = c->arg_types[first + 2]->dtype;
+    matmul_plan *p = plan_for_rows(m, n, k, false, true, rows_in_k, scales, lt_scales, adt, bdt, out_dtype, sms);
+    expert_plan_operands(p, op, m, n, k);
     cudaStream_t stream = st->stream[e % st->n];
     void *ws = st->workspace[e % st->n];
-    const float one = 1.0f;
-    /* The bucket's algorithm may refuse this expert's exact rows (an FP8 kernel's tile or split-K
-     * needs; an H100 refused the tensorwise experts' so): the heuristic's other candidates, then a
-     * plan for the exact size (kept: rare) */
-    if (cublasLtMatmul(lt, p->desc, &one, op.b, p->a, op.a, p->b, &beta, out, p->c, out, p->c, &p->algo, ws,
-                       WORKSPACE_BYTES, stream) == CUBLAS_STATUS_SUCCESS)
+    if (expert_gemm_by(p, &p->algo, op, beta, out, stream, ws) == CUBLAS_STATUS_SUCCESS)
         return;
     for (int i = 0; i < p->ncandidates; i++)
-        if (cublasLtMatmul(lt, p->desc, &one, op.b, p->a, op.a, p->b, &beta, out, p->c, out, p->c, &p->candidates[i], ws,
-                           WORKSPACE_BYTES, stream) == CUBLAS_STATUS_SUCCESS) {
+        if (expert_gemm_by(p, &p->candidates[i], op, beta, out, stream, ws) == CUBLAS_STATUS_SUCCESS) {
             p->algo = p->candidates[i];
             return;
         }
@@ -891,16 +903,10 @@ static void fp8_expert_gemm(const expert_streams *st, int64_t e, int64_t m, int6
         fprintf(stderr, "train_rank: note: FP8 expert GEMM %lldx%lldx%lld (rows in %s, scale modes %d x %d): no "
                 "algorithm of its rows' bucket runs it; planned for the exact size\n", (long long)m, (long long)n,
                 (long long)k, rows_in_k ? "k" : "m", scales.a, scales.b), said = true;
-    matmul_plan *x = plan_of(m, n, k, false, true, CUBLASLT_EPILOGUE_DEFAULT, scales, lt_scales,
-                             c->arg_types[first]->dtype, c->arg_types[first + 2]->dtype, out_dtype, sms, true);
-    if (op.ld) {
-        set_layout(x->a, (lt_dims){k, n, op.ld});
-        set_layout(x->b, (lt_dims){k, m, op.ld});
-    }
-    LT_CHECK(cublasLtMatmulDescSetAttribute(x->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &op.sb, sizeof op.sb));
-    LT_CHECK(cublasLtMatmulDescSetAttribute(x->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &op.sa, sizeof op.sa));
-    LT_CHECK(cublasLtMatmul(lt, x->desc, &one, op.b, x->a, op.a, x->b, &beta, out, x->c, out, x->c, &x->algo, ws,
-                            WORKSPACE_BYTES, stream));
+    matmul_plan *x = plan_of(m, n, k, false, true, CUBLASLT_EPILOGUE_DEFAULT, scales, lt_scales, adt, bdt, out_dtype,
+                             sms, true);
+    expert_plan_operands(x, op, m, n, k);
+    LT_CHECK(expert_gemm_by(x, &x->algo, op, beta, out, stream, ws));
 }
 
 /* The cuBLASLt scale modes of FP8 grouped GEMM c's operands from `first` (A our b, B our a):

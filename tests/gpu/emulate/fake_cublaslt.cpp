@@ -26,7 +26,7 @@
 //  - The heuristic refuses a block-scaled descriptor whose scale pointers are not set
 //    (CUBLAS_STATUS_INVALID_VALUE): an H100's cuBLASLt 13.1 refused every block-scaled GEMM of a
 //    matmul.c that set them only after the heuristic (bench/RESULTS.md, 2026-12-08); NVIDIA's
-//    LtBlk128x128Fp8Matmul sample sets them first. The cause as taken here, until a GPU confirms it.
+//    LtBlk128x128Fp8Matmul sample sets them first, and with them set first the H100 ran them.
 //  - cublasLtMatmul refuses (CUBLAS_STATUS_NOT_SUPPORTED) scale pointers not 16-byte aligned: an
 //    H100's cuBLASLt 13.1 refused the tensorwise experts' GEMMs, whose pointers were 4 bytes apart,
 //    even planned for their exact size, and ran the blockwise experts' aligned ones (bench/RESULTS.md,
